@@ -1,0 +1,362 @@
+"""TensorFlow data types (``tf.DType``) and TF's Python-value conversion rules.
+
+Invariants:
+- One ``DType`` instance per TF enum; equality and hashing go by the enum.
+- Strings are stored as NumPy object arrays of ``bytes`` (``str`` is UTF-8 encoded).
+- Python floats default to float32 and ints to int32 (int64 when out of int32 range),
+  as ``tf.constant`` does; NumPy arrays keep their own dtype.
+- ``ml_dtypes`` is optional: without it ``bfloat16`` exists but has no NumPy type.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+try:  # Optional: provides a NumPy bfloat16 scalar type.
+    import ml_dtypes as _ml_dtypes
+
+    _BFLOAT16_NP: Any = _ml_dtypes.bfloat16
+    _BFLOAT16_IMPORT_ERROR: Exception | None = None
+except ImportError as _exc:  # pragma: no cover - depends on the environment
+    _BFLOAT16_NP = None
+    _BFLOAT16_IMPORT_ERROR = _exc
+
+
+class DType:
+    """A TensorFlow element type, e.g. ``tf.float32``."""
+
+    __slots__ = ("_enum", "_name", "_np")
+
+    def __init__(self, type_enum: int, name: str, np_type: Any):
+        self._enum = type_enum
+        self._name = name
+        self._np = np_type
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def as_datatype_enum(self) -> int:
+        return self._enum
+
+    @property
+    def as_numpy_dtype(self) -> Any:
+        """The NumPy scalar type (``np.object_`` for string).
+
+        Raises:
+          TypeError: for bfloat16 when ``ml_dtypes`` is not installed.
+        """
+        if self._np is None:
+            raise TypeError(
+                f"{self!r} has no NumPy type: install ml_dtypes to use it "
+                f"(import failed: {_BFLOAT16_IMPORT_ERROR})"
+            )
+        return self._np
+
+    @property
+    def base_dtype(self) -> DType:
+        return self
+
+    @property
+    def real_dtype(self) -> DType:
+        return {complex64: float32, complex128: float64}.get(self, self)
+
+    @property
+    def is_numpy_compatible(self) -> bool:
+        return self._np is not None
+
+    @property
+    def is_bool(self) -> bool:
+        return self is bool_
+
+    @property
+    def is_floating(self) -> bool:
+        return self in _FLOATING
+
+    @property
+    def is_complex(self) -> bool:
+        return self in (complex64, complex128)
+
+    @property
+    def is_integer(self) -> bool:
+        return self in _SIGNED or self in _UNSIGNED
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self in _UNSIGNED
+
+    @property
+    def min(self) -> Any:
+        """Smallest representable value.
+
+        Raises:
+          TypeError: for types without a minimum (bool, string, complex).
+        """
+        if self.is_floating:
+            return float(np.finfo(self.as_numpy_dtype).min)
+        if self.is_integer:
+            return int(np.iinfo(self._np).min)
+        raise TypeError(f"Cannot find minimum value of {self!r}.")
+
+    @property
+    def max(self) -> Any:
+        """Largest representable value.
+
+        Raises:
+          TypeError: for types without a maximum (bool, string, complex).
+        """
+        if self.is_floating:
+            return float(np.finfo(self.as_numpy_dtype).max)
+        if self.is_integer:
+            return int(np.iinfo(self._np).max)
+        raise TypeError(f"Cannot find maximum value of {self!r}.")
+
+    @property
+    def size(self) -> int:
+        """Bytes per element (a pointer's size for string, as TF reports)."""
+        if self is bfloat16:
+            return 2
+        return np.dtype(self._np).itemsize
+
+    def is_compatible_with(self, other: Any) -> bool:
+        """True if ``other`` (anything ``as_dtype`` accepts) is the same type."""
+        return self == as_dtype(other)
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, DType):
+            return self._enum == other._enum
+        if other is None:
+            return False
+        try:
+            return self._enum == as_dtype(other)._enum
+        except TypeError:
+            return False
+
+    def __ne__(self, other: Any) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return self._enum
+
+    def __reduce__(self):
+        return as_dtype, (self._name,)
+
+    def __repr__(self) -> str:
+        return f"tf.{self._name}"
+
+    __str__ = __repr__
+
+
+float16 = DType(19, "float16", np.float16)
+half = float16
+bfloat16 = DType(14, "bfloat16", _BFLOAT16_NP)
+float32 = DType(1, "float32", np.float32)
+float64 = DType(2, "float64", np.float64)
+double = float64
+int8 = DType(6, "int8", np.int8)
+int16 = DType(5, "int16", np.int16)
+int32 = DType(3, "int32", np.int32)
+int64 = DType(9, "int64", np.int64)
+uint8 = DType(4, "uint8", np.uint8)
+uint16 = DType(17, "uint16", np.uint16)
+uint32 = DType(22, "uint32", np.uint32)
+uint64 = DType(23, "uint64", np.uint64)
+bool_ = DType(10, "bool", np.bool_)
+string = DType(7, "string", np.object_)
+complex64 = DType(8, "complex64", np.complex64)
+complex128 = DType(18, "complex128", np.complex128)
+
+_ALL = (
+    float16, bfloat16, float32, float64, int8, int16, int32, int64,
+    uint8, uint16, uint32, uint64, bool_, string, complex64, complex128,
+)  # fmt: skip
+_FLOATING = frozenset((float16, bfloat16, float32, float64))
+_SIGNED = frozenset((int8, int16, int32, int64))
+_UNSIGNED = frozenset((uint8, uint16, uint32, uint64))
+_BY_ENUM = {d.as_datatype_enum: d for d in _ALL}
+_BY_NAME: dict[str, DType] = {d.name: d for d in _ALL}
+_BY_NAME.update({"half": float16, "float": float32, "double": float64})
+_BY_NP = {np.dtype(d._np): d for d in _ALL if d._np is not None and d is not string}
+_BY_PY = {builtins.bool: bool_, int: int32, float: float32, complex: complex128}
+_BY_PY.update({str: string, bytes: string})
+
+
+def as_dtype(type_value: Any) -> DType:
+    """Converts a DType, name, TF enum, NumPy dtype/type or Python type to a ``DType``.
+
+    Raises:
+      TypeError: if ``type_value`` names no supported type.
+    """
+    if isinstance(type_value, DType):
+        return type_value
+    if isinstance(type_value, str):
+        if type_value in _BY_NAME:
+            return _BY_NAME[type_value]
+    elif isinstance(type_value, int) and not isinstance(type_value, builtins.bool):
+        if type_value in _BY_ENUM:
+            return _BY_ENUM[type_value]
+    elif isinstance(type_value, type) and type_value in _BY_PY:
+        return _BY_PY[type_value]
+    elif type_value is not None:  # np.dtype(None) would mean float64
+        try:
+            np_dtype = np.dtype(type_value)
+        except TypeError:
+            np_dtype = None
+        if np_dtype is not None:
+            if np_dtype in _BY_NP:
+                return _BY_NP[np_dtype]
+            if np_dtype.kind in "OSU":
+                return string
+    raise TypeError(f"Cannot convert value {type_value!r} to a TensorFlow DType.")
+
+
+_INT32 = np.iinfo(np.int32)
+_INT64 = np.iinfo(np.int64)
+
+
+def _flatten(value: Any, out: list[Any]) -> tuple[int, ...]:
+    """Appends the leaves of nested lists to ``out``; returns the shape.
+
+    Raises:
+      ValueError: on ragged nesting.
+    """
+    if isinstance(value, list | tuple):
+        shapes = {_flatten(v, out) for v in value}
+        if len(shapes) > 1:
+            raise ValueError(f"Can't convert non-rectangular Python sequence to Tensor: {value}")
+        return (len(value), *(shapes.pop() if shapes else ()))
+    out.append(value)
+    return ()
+
+
+def _leaf_dtype(leaf: Any) -> DType:
+    if isinstance(leaf, np.ndarray | np.generic):
+        return as_dtype(leaf.dtype)
+    for py_type in (builtins.bool, int, float, complex, str, bytes):
+        if isinstance(leaf, py_type):
+            return _BY_PY[py_type]
+    raise TypeError(f"Failed to convert object of type {type(leaf)} to Tensor: {leaf!r}")
+
+
+def _python_dtype(leaves: list[Any]) -> DType:
+    kinds = {_leaf_dtype(leaf) for leaf in leaves}
+    if not kinds:
+        return float32  # tf.constant([]) is float32
+    if len(kinds) == 1:
+        (dtype,) = kinds
+    elif string in kinds:
+        raise TypeError(f"Can't mix strings and numbers in one Tensor: {leaves!r}")
+    elif complex128 in kinds or any(k.is_complex for k in kinds):
+        dtype = complex128
+    elif any(k.is_floating for k in kinds):
+        dtype = max((k for k in kinds if k.is_floating), key=lambda k: k.size)
+    else:
+        dtype = int32  # bool mixed with int: TF treats it as int
+    if dtype == int32 and any(not (_INT32.min <= int(v) <= _INT32.max) for v in leaves):
+        dtype = int64
+        if any(not (_INT64.min <= int(v) <= _INT64.max) for v in leaves):
+            raise ValueError(f"Can't convert Python sequence with out-of-range integer: {leaves}")
+    return dtype
+
+
+def infer_dtype(value: Any) -> DType:
+    """Returns the ``DType`` TF gives ``value`` when converted without a dtype.
+
+    Raises:
+      TypeError: for unsupported Python objects or mixed strings and numbers.
+      ValueError: for ragged nested lists.
+    """
+    if isinstance(value, np.ndarray | np.generic):
+        return as_dtype(value.dtype)
+    leaves: list[Any] = []
+    _flatten(value, leaves)
+    if any(isinstance(leaf, np.ndarray) for leaf in leaves):
+        return as_dtype(np.asarray(value).dtype)
+    return _python_dtype(leaves)
+
+
+def _to_bytes(x: Any) -> bytes:
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, str):
+        return x.encode("utf-8")
+    if isinstance(x, np.bytes_ | np.str_):
+        return _to_bytes(x.item())
+    raise TypeError(f"Expected string or bytes, got {x!r} of type {type(x).__name__}.")
+
+
+def _string_array(value: Any) -> np.ndarray:
+    arr = np.asarray(value, dtype=object)
+    out = np.empty(arr.shape, dtype=object)
+    for idx, x in np.ndenumerate(arr):
+        out[idx] = _to_bytes(x)
+    return out
+
+
+def _check_python_cast(leaves: list[Any], dtype: DType) -> None:
+    """Rejects Python values the target dtype cannot hold exactly, as TF does."""
+    if dtype.is_integer or dtype.is_bool:
+        for leaf in leaves:
+            ok = isinstance(leaf, int | np.integer | np.bool_)
+            if dtype.is_bool and not isinstance(leaf, builtins.bool | np.bool_):
+                ok = False
+            if not ok:
+                raise TypeError(
+                    f"Expected {dtype.name}, got {leaf!r} of type '{type(leaf).__name__}' instead."
+                )
+        if dtype.is_integer:
+            info = np.iinfo(dtype.as_numpy_dtype)
+            for leaf in leaves:
+                if not info.min <= int(leaf) <= info.max:
+                    raise TypeError(f"Value {leaf!r} out of range for {dtype.name}.")
+    elif dtype.is_floating or dtype.is_complex:
+        for leaf in leaves:
+            if isinstance(leaf, str | bytes) or (dtype.is_floating and isinstance(leaf, complex)):
+                raise TypeError(
+                    f"Expected {dtype.name}, got {leaf!r} of type '{type(leaf).__name__}' instead."
+                )
+
+
+def convert_to_numpy(value: Any, dtype: Any = None) -> np.ndarray:
+    """Converts a Python or NumPy value to an array under TF's conversion rules.
+
+    NumPy inputs keep their dtype unless ``dtype`` is given, in which case they are cast.
+    Python inputs are checked: ``convert_to_numpy(1.5, int32)`` raises as TF does.
+
+    Raises:
+      TypeError: for unsupported objects or values the requested dtype can't represent.
+      ValueError: for ragged nested lists.
+    """
+    target = None if dtype is None else as_dtype(dtype)
+    if isinstance(value, np.ndarray | np.generic):
+        source = as_dtype(value.dtype)
+        if target is None:
+            target = source
+        if target == string:
+            return _string_array(value)
+        if source == string:
+            raise TypeError(f"Can't convert a string array to {target.name}.")
+        return np.asarray(value, dtype=target.as_numpy_dtype)
+    leaves: list[Any] = []
+    _flatten(value, leaves)
+    if target is None:
+        target = infer_dtype(value)
+    elif not any(isinstance(leaf, np.ndarray) for leaf in leaves):
+        if target == string:
+            for leaf in leaves:
+                _to_bytes(leaf)
+        else:
+            _check_python_cast(leaves, target)
+    if target == string:
+        return _string_array(value)
+    if any(isinstance(leaf, str | bytes) for leaf in leaves):
+        raise TypeError(f"Can't convert strings in {value!r} to {target.name}.")
+    return np.asarray(value, dtype=target.as_numpy_dtype)
+
+
+# Exported under TF's name last, so the builtin stays usable above; ``bool_`` is the alias.
+bool = bool_  # noqa: A001

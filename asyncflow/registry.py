@@ -1,0 +1,229 @@
+"""The op registry: one OpDef per op type, holding everything about the op.
+
+An OpDef names its typed inputs and outputs, its attrs (with defaults and type
+constraints), its shape function, its kernels per device type, its gradient and
+whether it is stateful.  `ops/<family>.py` registers ops at import time; the
+graph builds Operations from OpDefs, the executor looks kernels up here.
+
+Argument specs are TF's strings:
+  "x: T"          one tensor whose dtype is the type attr T
+  "x: float32"    one tensor of a fixed dtype
+  "values: N * T" N tensors (N an int attr) all of dtype T
+  "outs: Tlist"   a list of tensors whose dtypes are the list(type) attr Tlist
+  "ref: Ref(T)"   a reference to a variable (stateful ops that update it)
+
+Attr specs map a name to its default.  A `TypeConstraint` (e.g. NUMERIC) marks a
+type attr and lists the dtypes it may take; `REQUIRED` marks an attr without a
+default.  Invariant: once registered, an OpDef's signature never changes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asyncflow import dtypes
+
+__all__ = [
+    "ArgDef",
+    "OpDef",
+    "REQUIRED",
+    "TypeConstraint",
+    "ANY",
+    "NUMERIC",
+    "REAL",
+    "FLOATING",
+    "INTEGER",
+    "INDEX",
+    "BOOL",
+    "register_op",
+    "get_op_def",
+    "all_op_defs",
+    "RegisterGradient",
+    "NotDifferentiable",
+    "get_gradient_function",
+]
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+
+class TypeConstraint:
+    """Marks an attr as a type attr; `allowed` is None for any dtype."""
+
+    __slots__ = ("allowed", "default", "is_list")
+
+    def __init__(self, allowed: Iterable | None = None, default=None, is_list: bool = False):
+        self.allowed = None if allowed is None else frozenset(dtypes.as_dtype(d) for d in allowed)
+        self.default = None if default is None else dtypes.as_dtype(default)
+        self.is_list = is_list
+
+    def with_default(self, default) -> TypeConstraint:
+        return TypeConstraint(self.allowed, default, self.is_list)
+
+    def check(self, op_type: str, attr: str, dtype: dtypes.DType) -> None:
+        if self.allowed is not None and dtype not in self.allowed:
+            allowed = ", ".join(sorted(d.name for d in self.allowed))
+            raise TypeError(
+                f"Value passed to parameter '{attr}' of op '{op_type}' has DataType "
+                f"{dtype.name} not in list of allowed values: {allowed}"
+            )
+
+
+def _types(*names: str) -> list:
+    return [dtypes.as_dtype(n) for n in names]
+
+
+_FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
+_INT_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+_COMPLEX_NAMES = ("complex64", "complex128")
+
+ANY = TypeConstraint(None)
+FLOATING = TypeConstraint(_types(*_FLOAT_NAMES))
+INTEGER = TypeConstraint(_types(*_INT_NAMES))
+REAL = TypeConstraint(_types(*_FLOAT_NAMES, *_INT_NAMES))
+NUMERIC = TypeConstraint(_types(*_FLOAT_NAMES, *_INT_NAMES, *_COMPLEX_NAMES))
+INDEX = TypeConstraint(_types("int32", "int64"), default="int32")
+BOOL = TypeConstraint(_types("bool"))
+
+_ARG_RE = re.compile(r"^\s*(\w+)\s*:\s*(?:(\w+)\s*\*\s*)?(Ref\()?\s*(\w+)\s*\)?\s*$")
+
+
+@dataclass(frozen=True)
+class ArgDef:
+    """One declared input or output."""
+
+    name: str
+    type_attr: str | None  # attr naming the dtype (or list of dtypes)
+    fixed_dtype: dtypes.DType | None
+    number_attr: str | None  # "N" in "N * T"
+    is_ref: bool = False
+
+    @classmethod
+    def parse(cls, spec: str, attrs: dict) -> ArgDef:
+        m = _ARG_RE.match(spec)
+        if not m:
+            raise ValueError(f"bad argument spec {spec!r}")
+        name, number_attr, ref, typ = m.groups()
+        if typ in attrs:
+            return cls(name, typ, None, number_attr, bool(ref))
+        return cls(name, None, dtypes.as_dtype(typ), number_attr, bool(ref))
+
+
+@dataclass(eq=False)
+class OpDef:
+    """Everything about one op type.  Create with `register_op`."""
+
+    name: str
+    inputs: list[ArgDef]
+    outputs: list[ArgDef]
+    attrs: dict[str, Any]
+    shape_fn: Callable | None
+    stateful: bool = False
+    kernels: dict[str, Callable] = field(default_factory=dict)
+    grad_fn: Callable | None = None
+    not_differentiable: bool = False
+    # True when a kernel may suspend (queues, Recv, I/O): purely a placement hint.
+    is_async: bool = False
+
+    def kernel(self, *device_types: str) -> Callable:
+        """Decorator registering an `async def kernel(ctx, *inputs)` for device types."""
+
+        def register(fn: Callable) -> Callable:
+            for dt in device_types or ("CPU",):
+                self.kernels[dt.upper()] = fn
+            return fn
+
+        return register
+
+    def gradient(self, fn: Callable) -> Callable:
+        self.grad_fn = fn
+        return fn
+
+    def type_attrs(self) -> dict[str, TypeConstraint]:
+        return {k: v for k, v in self.attrs.items() if isinstance(v, TypeConstraint)}
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.name}>"
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(
+    name: str,
+    inputs: Iterable[str] = (),
+    outputs: Iterable[str] = (),
+    attrs: dict[str, Any] | None = None,
+    shape_fn: Callable | None = None,
+    stateful: bool = False,
+    is_async: bool = False,
+) -> OpDef:
+    """Register op type `name` and return its OpDef (kernels are added with `.kernel`)."""
+    if name in _REGISTRY:
+        raise ValueError(f"op {name!r} is already registered")
+    attrs = dict(attrs or {})
+    op_def = OpDef(
+        name=name,
+        inputs=[ArgDef.parse(s, attrs) for s in inputs],
+        outputs=[ArgDef.parse(s, attrs) for s in outputs],
+        attrs=attrs,
+        shape_fn=shape_fn,
+        stateful=stateful,
+        is_async=is_async,
+    )
+    _REGISTRY[name] = op_def
+    return op_def
+
+
+def get_op_def(name: str) -> OpDef:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"Op type not registered '{name}'") from None
+
+
+def all_op_defs() -> dict[str, OpDef]:
+    return dict(_REGISTRY)
+
+
+# -- gradients, keyed by op type as TF's python layer does ---------------------------
+
+
+class RegisterGradient:
+    """Decorator: `@RegisterGradient("Exp") def _exp_grad(op, grad): ...`."""
+
+    def __init__(self, op_type: str):
+        if not isinstance(op_type, str):
+            raise TypeError("op_type must be a string")
+        self._op_type = op_type
+
+    def __call__(self, fn: Callable) -> Callable:
+        op_def = get_op_def(self._op_type)
+        if op_def.grad_fn is not None:
+            raise KeyError(f"Registering two gradient with name '{self._op_type}'!")
+        op_def.grad_fn = fn
+        return fn
+
+
+def NotDifferentiable(op_type: str) -> None:  # noqa: N802 - TF's name
+    get_op_def(op_type).not_differentiable = True
+
+
+NoGradient = NotDifferentiable
+
+
+def get_gradient_function(op) -> Callable | None:
+    op_def = get_op_def(op.type)
+    if op_def.not_differentiable:
+        return None
+    if op_def.grad_fn is None:
+        raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type})")
+    return op_def.grad_fn
