@@ -1,0 +1,127 @@
+"""ConfigProto, RunOptions, RunMetadata: TF1's session protos as plain Python objects.
+
+Only fields asyncflow reads are interpreted; the others are accepted so TF1 programs
+that set them run unchanged.  An unknown field name is a ValueError, as protobuf's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigProto",
+    "GPUOptions",
+    "GraphOptions",
+    "OptimizerOptions",
+    "RunOptions",
+    "RunMetadata",
+]
+
+
+class _Message:
+    _fields: dict[str, Any] = {}
+
+    def __init__(self, **kwargs):
+        for k, default in self._fields.items():
+            object.__setattr__(self, k, _fresh(default))
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+
+    def __setattr__(self, name, value):
+        if name not in self._fields:
+            raise ValueError(f'Protocol message {type(self).__name__} has no "{name}" field.')
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        set_fields = {
+            k: getattr(self, k) for k, d in self._fields.items() if getattr(self, k) != d
+        }
+        return f"{type(self).__name__}({set_fields})"
+
+    def CopyFrom(self, other) -> None:  # noqa: N802 - protobuf's name
+        for k in self._fields:
+            object.__setattr__(self, k, getattr(other, k))
+
+
+def _fresh(default):
+    if isinstance(default, type):
+        return default()
+    if isinstance(default, dict):
+        return dict(default)
+    if isinstance(default, list):
+        return list(default)
+    return default
+
+
+class GPUOptions(_Message):
+    _fields = {
+        "per_process_gpu_memory_fraction": 0.0,
+        "allow_growth": False,
+        "allocator_type": "",
+        "visible_device_list": "",
+        "force_gpu_compatible": False,
+    }
+
+
+class OptimizerOptions(_Message):
+    L1 = 0
+    L0 = -1
+    DEFAULT = 0
+    _fields = {
+        "do_common_subexpression_elimination": False,
+        "do_constant_folding": False,
+        "do_function_inlining": False,
+        "opt_level": 0,
+        "global_jit_level": 0,
+    }
+
+
+class GraphOptions(_Message):
+    _fields = {
+        "optimizer_options": OptimizerOptions,
+        "build_cost_model": 0,
+        "infer_shapes": False,
+        "place_pruned_graph": False,
+        "enable_bfloat16_sendrecv": False,
+        "rewrite_options": dict,
+    }
+
+
+class ConfigProto(_Message):
+    """TF1's `tf.ConfigProto`; `device_count={"CPU": n}` gives n virtual CPU devices."""
+
+    _fields = {
+        "device_count": dict,
+        "intra_op_parallelism_threads": 0,
+        "inter_op_parallelism_threads": 0,
+        "use_per_session_threads": False,
+        "allow_soft_placement": False,
+        "log_device_placement": False,
+        "gpu_options": GPUOptions,
+        "graph_options": GraphOptions,
+        "operation_timeout_in_ms": 0,
+        "isolate_session_state": False,
+        "device_filters": list,
+    }
+
+
+class RunOptions(_Message):
+    NO_TRACE = 0
+    SOFTWARE_TRACE = 1
+    HARDWARE_TRACE = 2
+    FULL_TRACE = 3
+    _fields = {
+        "trace_level": 0,
+        "timeout_in_ms": 0,
+        "inter_op_thread_pool": 0,
+        "output_partition_graphs": False,
+        "report_tensor_allocations_upon_oom": False,
+    }
+
+
+class StepStats(_Message):
+    _fields = {"dev_stats": list}
+
+
+class RunMetadata(_Message):
+    _fields = {"step_stats": StepStats, "partition_graphs": list, "cost_graph": None}

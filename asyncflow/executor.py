@@ -1,0 +1,448 @@
+"""The ready-count executor: compile a pruned subgraph into a plan, run steps of it.
+
+A `Plan` is built once per (feeds, fetches, targets) and holds flat arrays: one kernel,
+context, input-slot range and out-edge list per node, and each node's initial pending
+count.  A `Step` copies the two mutable arrays (slot values, pending counts) and drives
+ready nodes in a plain loop.
+
+Why the hot loop looks the way it does (see benchmarks/core.py for the figures):
+- A kernel is an `async def`; the loop calls it and drives the coroutine with
+  `send(None)`.  Most kernels finish at once (StopIteration) and cost no Task and no
+  trip through the event loop.  Only a kernel that actually suspends (yields a future)
+  is wrapped in a Task, whose completion callback propagates its outputs and drives
+  whatever became ready.
+- Every edge is a (output index, consumer, slot) triple; fetches are edges into extra
+  slots whose "consumer" is a sentinel node that never becomes ready, so the loop
+  needs no branch for them.  Nodes without outputs produce `(None,)` so that control
+  edges are ordinary edges writing into a trash slot.
+- A node's input slots are cleared when it runs, so each value is released after its
+  last consumer.
+
+Invariants:
+- `pending[j]` is the number of inputs (data and control) of node j not yet produced;
+  j is pushed on `ready` exactly once, when it reaches zero.
+- After the first error, no further kernel starts; in-flight Tasks are cancelled and the
+  step's error is the first one recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from asyncflow import errors
+from asyncflow.graph import Operation, Tensor
+
+__all__ = ["Plan", "Step", "KernelContext", "compile_plan", "wrap_kernel_error"]
+
+_CHECK_KERNELS = os.environ.get("ASYNCFLOW_CHECK_KERNELS", "") not in ("", "0")
+_ONE_NONE = (None,)
+
+
+class KernelContext:
+    """What a kernel sees besides its inputs; one per (session, node), reused by steps."""
+
+    __slots__ = ("op", "attrs", "device", "xp", "kernel_state", "session", "node_name")
+
+    def __init__(self, op: Operation, device, session, kernel_state: dict):
+        self.op = op
+        self.attrs = op._attrs
+        self.device = device
+        self.xp = device.xp
+        self.kernel_state = kernel_state
+        self.session = session
+        self.node_name = op.name
+
+    def resource_mgr(self, container: str = ""):
+        return self.session._resource_mgr(container)
+
+
+class _Resume:
+    """Re-yields the future a kernel coroutine suspended on, then keeps driving it.
+
+    Lets a Task pick up a coroutine that the executor already started with send().
+    """
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro, first):
+        self.coro = coro
+        self.first = first
+
+    def __await__(self):
+        coro, y = self.coro, self.first
+        self.first = None
+        while True:
+            try:
+                sent = yield y
+            except BaseException as exc:  # cancellation and errors go into the kernel
+                try:
+                    y = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    y = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+async def _resume(coro, first):
+    return await _Resume(coro, first)
+
+
+def wrap_kernel_error(op: Operation, exc: BaseException) -> errors.OpError:
+    """Turn any kernel exception into an OpError naming the op and the user's line."""
+    where = f"\n\t [[node {op.name} (defined at {op.traceback}) ]]"
+    if isinstance(exc, errors.OpError):
+        if exc.op is not None:
+            return exc
+        new = type(exc)(None, op, exc.message + where)
+    elif isinstance(exc, MemoryError):
+        new = errors.ResourceExhaustedError(
+            None, op, f"OOM when running {op.type}: {exc or 'out of memory'}{where}"
+        )
+    elif isinstance(exc, asyncio.CancelledError):
+        new = errors.CancelledError(None, op, f"Step was cancelled{where}")
+    else:
+        new = errors.UnknownError(None, op, f"{type(exc).__name__}: {exc}{where}")
+    new.__cause__ = exc
+    return new
+
+
+def _flat_input_is_ref(op: Operation) -> list[bool]:
+    out: list[bool] = []
+    for arg in op.op_def.inputs:
+        if arg.number_attr:
+            n = op._attrs[arg.number_attr]
+        elif arg.type_attr and op.op_def.attrs[arg.type_attr].is_list:
+            n = len(op._attrs[arg.type_attr])
+        else:
+            n = 1
+        out.extend([arg.is_ref] * n)
+    return out
+
+
+def _deref_kernel(kernel: Callable, positions: list[int]) -> Callable:
+    async def deref(ctx, *args):
+        args = list(args)
+        for p in positions:
+            args[p] = args[p].read()
+        return await kernel(ctx, *args)
+
+    return deref
+
+
+def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
+    """Test mode (ASYNCFLOW_CHECK_KERNELS=1): verify outputs against the graph's types."""
+
+    async def checked(ctx, *args):
+        result = await kernel(ctx, *args)
+        outs = op.outputs
+        values = (result,) if len(outs) == 1 else (() if not outs else tuple(result))
+        if len(values) != len(outs):
+            raise AssertionError(f"{op.type} kernel returned {len(values)} outputs")
+        for t, v in zip(outs, values):
+            if t._is_ref:
+                continue
+            arr = np.asarray(v) if not hasattr(v, "dtype") else v
+            want = t.dtype.as_numpy_dtype
+            if np.dtype(arr.dtype) != np.dtype(want):
+                raise AssertionError(
+                    f"{op.type} kernel for {op.name} returned dtype {arr.dtype}, graph says "
+                    f"{t.dtype.name}"
+                )
+            if not t.shape.is_compatible_with(np.shape(arr)):
+                raise AssertionError(
+                    f"{op.type} kernel for {op.name} returned shape {np.shape(arr)}, graph "
+                    f"says {t.shape}"
+                )
+        return result
+
+    return checked
+
+
+class Plan:
+    """A compiled, pruned subgraph.  Immutable once built; shared by concurrent steps."""
+
+    __slots__ = (
+        "nodes",
+        "kernels",
+        "ctxs",
+        "starts",
+        "ends",
+        "clears",
+        "edges",
+        "single",
+        "init_pending",
+        "init_ready",
+        "num_slots",
+        "feed_slots",
+        "fetch_slots",
+        "fetch_refs",
+        "sentinel",
+        "__weakref__",
+    )
+
+
+def compile_plan(
+    session,
+    feeds: list[Tensor],
+    fetches: list[Tensor | Operation],
+    device_for: Callable[[Operation], Any],
+    kernel_state_for: Callable[[Operation], dict],
+) -> Plan:
+    """Prune the graph to what `fetches` need given `feeds`, and lay it out flat.
+
+    Raises InvalidArgumentError when an op has no kernel for its device.
+    """
+    fed = {t: i for i, t in enumerate(feeds)}
+    order: list[Operation] = []
+    index: dict[Operation, int] = {}
+    visiting: set[Operation] = set()
+
+    def needs(op: Operation) -> list[Operation]:
+        deps = [t.op for t in op._inputs if t not in fed]
+        deps.extend(op._control_inputs)
+        return deps
+
+    # Iterative post-order DFS (graphs of 100k nodes must not hit the recursion limit).
+    roots = [f.op if isinstance(f, Tensor) else f for f in fetches
+             if not (isinstance(f, Tensor) and f in fed)]
+    for root in roots:
+        if root in index:
+            continue
+        stack = [(root, iter(needs(root)))]
+        visiting.add(root)
+        while stack:
+            op, it = stack[-1]
+            for dep in it:
+                if dep in index:
+                    continue
+                if dep in visiting:
+                    raise errors.InvalidArgumentError(
+                        None, op, f"Graph has a cycle through {dep.name} and {op.name}"
+                    )
+                visiting.add(dep)
+                stack.append((dep, iter(needs(dep))))
+                break
+            else:
+                stack.pop()
+                visiting.discard(op)
+                index[op] = len(order)
+                order.append(op)
+
+    n = len(order)
+    plan = Plan()
+    plan.nodes = order
+    plan.sentinel = n
+    kernels, ctxs, starts, ends, clears, single = [], [], [], [], [], []
+    edges: list[list] = [[] for _ in range(n)]
+    init_pending = [0] * (n + 1)
+    init_pending[n] = 1 << 60  # fetch sentinel: never ready
+    feed_slots: list[list[int]] = [[] for _ in feeds]
+    slot = 0
+    for i, op in enumerate(order):
+        device = device_for(op)
+        kernel = op.op_def.kernels.get(device.device_type)
+        if kernel is None:
+            raise errors.InvalidArgumentError(
+                None, op,
+                f"No OpKernel was registered to support Op '{op.type}' used by node "
+                f"{op.name} (defined at {op.traceback}) with these attrs on device "
+                f"{device.name}. Registered devices: [{', '.join(op.op_def.kernels)}]",
+            )
+        is_ref = _flat_input_is_ref(op)
+        deref = [k for k, t in enumerate(op._inputs) if t._is_ref and not is_ref[k]]
+        if deref:
+            kernel = _deref_kernel(kernel, deref)
+        if _CHECK_KERNELS:
+            kernel = _checked_kernel(kernel, op)
+        kernels.append(kernel)
+        ctxs.append(KernelContext(op, device, session, kernel_state_for(op)))
+        starts.append(slot)
+        for t in op._inputs:
+            if t in fed:
+                feed_slots[fed[t]].append(slot)
+            else:
+                edges[index[t.op]].append((t._value_index, i, slot))
+                init_pending[i] += 1
+            slot += 1
+        ends.append(slot)
+        clears.append([None] * (slot - starts[-1]))
+        single.append(len(op._outputs) == 1)
+    trash = slot
+    slot += 1
+    for i, op in enumerate(order):
+        for c in op._control_inputs:
+            edges[index[c]].append((0, i, trash))
+            init_pending[i] += 1
+    fetch_slots, fetch_refs = [], []
+    for f in fetches:
+        if isinstance(f, Tensor) and f in fed:
+            fetch_slots.append(-1 - fed[f])  # negative: read straight from the feed
+        elif isinstance(f, Tensor):
+            edges[index[f.op]].append((f._value_index, n, slot))
+            fetch_slots.append(slot)
+            slot += 1
+        else:
+            edges[index[f]].append((0, n, trash))
+            fetch_slots.append(None)
+        fetch_refs.append(isinstance(f, Tensor) and f._is_ref)
+    plan.kernels = kernels
+    plan.ctxs = ctxs
+    plan.starts = starts
+    plan.ends = ends
+    plan.clears = clears
+    plan.single = single
+    plan.edges = [tuple(e) for e in edges]
+    plan.init_pending = init_pending
+    plan.init_ready = [i for i in range(n - 1, -1, -1) if init_pending[i] == 0]
+    plan.num_slots = slot
+    plan.feed_slots = feed_slots
+    plan.fetch_slots = fetch_slots
+    plan.fetch_refs = fetch_refs
+    return plan
+
+
+class Step:
+    """One execution of a plan.  Create, call `start()`, then await `wait()` if needed."""
+
+    __slots__ = ("plan", "vals", "pending", "error", "tasks", "done", "feed_values", "loop")
+
+    def __init__(self, plan: Plan, feed_values: list):
+        self.plan = plan
+        vals = [None] * plan.num_slots
+        for slots, v in zip(plan.feed_slots, feed_values):
+            for s in slots:
+                vals[s] = v
+        self.vals = vals
+        self.pending = plan.init_pending[:]
+        self.error: errors.OpError | None = None
+        self.tasks: dict[asyncio.Task, int] | None = None
+        self.done: asyncio.Future | None = None
+        self.feed_values = feed_values
+        self.loop = None
+
+    # The hot loop: deliberately flat, with locals for every attribute it touches.
+    def _drive(self, ready: list[int]) -> None:
+        plan = self.plan
+        kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
+        clears, edges, single = plan.clears, plan.edges, plan.single
+        vals, pending = self.vals, self.pending
+        while ready:
+            i = ready.pop()
+            a, b = starts[i], ends[i]
+            coro = kernels[i](ctxs[i], *vals[a:b])
+            vals[a:b] = clears[i]
+            try:
+                fut = coro.send(None)
+            except StopIteration as stop:
+                r = stop.value
+            except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
+                self._fail(i, exc)
+                return
+            else:
+                self._suspend(i, coro, fut)
+                continue
+            if single[i]:
+                outs = (r,)
+            elif r is None:
+                outs = _ONE_NONE
+            else:
+                outs = r
+            for oi, j, s in edges[i]:
+                vals[s] = outs[oi]
+                pending[j] -= 1
+                if not pending[j]:
+                    ready.append(j)
+
+    def start(self) -> None:
+        self._drive(self.plan.init_ready[:])
+
+    @property
+    def finished(self) -> bool:
+        return self.error is not None or not self.tasks
+
+    def _suspend(self, i: int, coro, fut) -> None:
+        if self.tasks is None:
+            self.tasks = {}
+            self.loop = asyncio.get_running_loop()
+        task = self.loop.create_task(_resume(coro, fut))
+        self.tasks[task] = i
+        task.add_done_callback(self._on_task_done)
+
+    def _on_task_done(self, task: asyncio.Task) -> None:
+        i = self.tasks.pop(task, None)
+        if i is None or self.error is not None:
+            self._maybe_finish()
+            return
+        if task.cancelled():
+            self._fail(i, asyncio.CancelledError())
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._fail(i, exc)
+            return
+        r = task.result()
+        plan = self.plan
+        if plan.single[i]:
+            outs = (r,)
+        elif r is None:
+            outs = _ONE_NONE
+        else:
+            outs = r
+        vals, pending, ready = self.vals, self.pending, []
+        for oi, j, s in plan.edges[i]:
+            vals[s] = outs[oi]
+            pending[j] -= 1
+            if not pending[j]:
+                ready.append(j)
+        if ready:
+            self._drive(ready)
+        self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        if self.done is not None and not self.done.done() and (self.error or not self.tasks):
+            self.done.set_result(None)
+
+    def _fail(self, i: int, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = wrap_kernel_error(self.plan.nodes[i], exc)
+        self.cancel_tasks()
+        self._maybe_finish()
+
+    def abort(self, error: errors.OpError) -> None:
+        """Fail the step from outside (session closed, deadline passed, caller cancelled)."""
+        if self.error is None:
+            self.error = error
+        self.cancel_tasks()
+        self._maybe_finish()
+
+    def cancel_tasks(self) -> None:
+        if self.tasks:
+            for t in list(self.tasks):
+                t.cancel()
+
+    async def wait(self) -> None:
+        """Suspend until every suspended kernel finished or the step failed."""
+        if self.error is None and self.tasks:
+            self.done = self.loop.create_future()
+            await self.done
+
+    def results(self) -> list:
+        plan, vals, feeds = self.plan, self.vals, self.feed_values
+        out = []
+        for s, ref in zip(plan.fetch_slots, plan.fetch_refs):
+            if s is None:
+                out.append(None)
+                continue
+            v = vals[s] if s >= 0 else feeds[-1 - s]
+            if ref:
+                v = v.read()
+            out.append(v)
+        return out

@@ -1,0 +1,1114 @@
+"""The dataflow graph: Graph, Operation, Tensor, and building ops from OpDefs.
+
+No asyncio here: a graph is plain data that a Session compiles into plans.
+
+Invariants:
+- An Operation's inputs, dtypes and attrs are fixed at creation; only control inputs
+  may be added later (which bumps `Graph._version` so cached plans are rebuilt).
+- Names are unique in a graph; `unique_name` hands out "x", "x_1", ... as TF does.
+- Every Operation remembers the user's file:line that created it (`op.traceback`),
+  which runtime errors quote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from asyncflow import device_spec, dtypes, tensor_shape
+from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def
+
+__all__ = [
+    "Graph",
+    "Operation",
+    "Tensor",
+    "GraphKeys",
+    "get_default_graph",
+    "reset_default_graph",
+    "convert_to_tensor",
+    "register_tensor_conversion_function",
+    "apply_op",
+    "name_scope",
+    "control_dependencies",
+    "device",
+    "colocate_with",
+    "add_to_collection",
+    "get_collection",
+    "get_collection_ref",
+    "constant_value",
+    "register_constant_folder",
+]
+
+_PACKAGE_DIRS = tuple(
+    os.path.dirname(os.path.abspath(p)) + os.sep
+    for p in (
+        __file__,
+        os.path.join(os.path.dirname(__file__), "..", "ops", "x"),
+        os.path.join(os.path.dirname(__file__), "..", "devices", "x"),
+    )
+)
+_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
+
+
+def _user_location() -> str:
+    """file:line of the innermost frame outside asyncflow (the user's line)."""
+    f = sys._getframe(2)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_PACKAGE_DIRS) and not fn.startswith(_STDLIB_DIR):
+            return f"{fn}:{f.f_lineno}"
+        f = f.f_back
+    return "<unknown>"
+
+
+class GraphKeys:
+    GLOBAL_VARIABLES = "variables"
+    LOCAL_VARIABLES = "local_variables"
+    MODEL_VARIABLES = "model_variables"
+    TRAINABLE_VARIABLES = "trainable_variables"
+    SUMMARIES = "summaries"
+    QUEUE_RUNNERS = "queue_runners"
+    TABLE_INITIALIZERS = "table_initializer"
+    ASSET_FILEPATHS = "asset_filepaths"
+    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    CONCATENATED_VARIABLES = "concatenated_variables"
+    SAVERS = "savers"
+    WEIGHTS = "weights"
+    BIASES = "biases"
+    ACTIVATIONS = "activations"
+    UPDATE_OPS = "update_ops"
+    LOSSES = "losses"
+    SAVEABLE_OBJECTS = "saveable_objects"
+    RESOURCES = "resources"
+    LOCAL_RESOURCES = "local_resources"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
+    SUMMARY_OP = "summary_op"
+    GLOBAL_STEP = "global_step"
+    EVAL_STEP = "eval_step"
+    TRAIN_OP = "train_op"
+    COND_CONTEXT = "cond_context"
+    WHILE_CONTEXT = "while_context"
+    VARIABLES = GLOBAL_VARIABLES
+
+
+# -- Tensor ----------------------------------------------------------------------------
+
+# Operator overloads are filled in by ops modules (math_ops registers "add", ...), so the
+# graph never imports op families.
+_OVERLOADS: dict[str, Callable] = {}
+
+
+def register_overload(name: str, fn: Callable) -> None:
+    _OVERLOADS[name] = fn
+
+
+def _overload(name: str) -> Callable:
+    try:
+        return _OVERLOADS[name]
+    except KeyError:
+        raise NotImplementedError(f"operator {name} needs asyncflow.ops loaded") from None
+
+
+class Tensor:
+    """A symbolic handle to one output of an Operation."""
+
+    __array_priority__ = 100
+    __slots__ = ("_op", "_value_index", "_dtype", "_shape", "_consumers", "_is_ref", "__weakref__")
+
+    def __init__(self, op: Operation, value_index: int, dtype: dtypes.DType, is_ref=False):
+        self._op = op
+        self._value_index = value_index
+        self._dtype = dtype
+        self._shape = tensor_shape.unknown_shape()
+        self._consumers: list[Operation] = []
+        self._is_ref = is_ref
+
+    @property
+    def op(self) -> Operation:
+        return self._op
+
+    @property
+    def graph(self) -> Graph:
+        return self._op._graph
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self._dtype
+
+    @property
+    def name(self) -> str:
+        return f"{self._op._name}:{self._value_index}"
+
+    @property
+    def value_index(self) -> int:
+        return self._value_index
+
+    @property
+    def device(self) -> str:
+        return self._op.device
+
+    @property
+    def shape(self) -> tensor_shape.TensorShape:
+        return self._shape
+
+    def get_shape(self) -> tensor_shape.TensorShape:
+        return self._shape
+
+    def set_shape(self, shape) -> None:
+        """Refine the static shape; ValueError when incompatible (as TF)."""
+        self._shape = self._shape.merge_with(tensor_shape.as_shape(shape))
+
+    def consumers(self) -> list[Operation]:
+        return list(self._consumers)
+
+    def eval(self, feed_dict=None, session=None):
+        from asyncflow.session import _eval_with_default
+
+        return _eval_with_default(self, feed_dict, session)
+
+    def __repr__(self) -> str:
+        return f'<tf.Tensor "{self.name}" shape={self._shape} dtype={self._dtype.name}>'
+
+    __str__ = __repr__
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other) -> bool:  # TF1: identity, comparisons go through functions
+        return self is other
+
+    def __bool__(self):
+        raise TypeError(
+            "Using a `tf.Tensor` as a Python `bool` is not allowed. Use `if t is not None:` "
+            "instead of `if t:` or use TensorFlow ops such as tf.cond to execute subgraphs "
+            "conditioned on the value of a tensor."
+        )
+
+    def __iter__(self) -> Iterator[Tensor]:
+        shape = self._shape
+        if shape.ndims is None or shape.ndims == 0 or shape[0].value is None:
+            raise TypeError(
+                f"Tensor objects are only iterable when the first dimension is known: {self}"
+            )
+        for i in range(shape[0].value):
+            yield self[i]
+
+    def __len__(self):
+        raise TypeError(
+            f"len is not well defined for symbolic Tensors. ({self.name}) Please call "
+            "`x.shape` rather than `len(x)` for shape information."
+        )
+
+    def __getitem__(self, key):
+        return _overload("getitem")(self, key)
+
+    def __add__(self, y):
+        return _overload("add")(self, y)
+
+    def __radd__(self, x):
+        return _overload("add")(x, self)
+
+    def __sub__(self, y):
+        return _overload("subtract")(self, y)
+
+    def __rsub__(self, x):
+        return _overload("subtract")(x, self)
+
+    def __mul__(self, y):
+        return _overload("multiply")(self, y)
+
+    def __rmul__(self, x):
+        return _overload("multiply")(x, self)
+
+    def __truediv__(self, y):
+        return _overload("truediv")(self, y)
+
+    def __rtruediv__(self, x):
+        return _overload("truediv")(x, self)
+
+    def __floordiv__(self, y):
+        return _overload("floordiv")(self, y)
+
+    def __rfloordiv__(self, x):
+        return _overload("floordiv")(x, self)
+
+    def __mod__(self, y):
+        return _overload("floormod")(self, y)
+
+    def __rmod__(self, x):
+        return _overload("floormod")(x, self)
+
+    def __pow__(self, y):
+        return _overload("pow")(self, y)
+
+    def __rpow__(self, x):
+        return _overload("pow")(x, self)
+
+    def __matmul__(self, y):
+        return _overload("matmul")(self, y)
+
+    def __rmatmul__(self, x):
+        return _overload("matmul")(x, self)
+
+    def __neg__(self):
+        return _overload("negative")(self)
+
+    def __abs__(self):
+        return _overload("abs")(self)
+
+    def __invert__(self):
+        return _overload("logical_not")(self)
+
+    def __and__(self, y):
+        return _overload("logical_and")(self, y)
+
+    def __rand__(self, x):
+        return _overload("logical_and")(x, self)
+
+    def __or__(self, y):
+        return _overload("logical_or")(self, y)
+
+    def __ror__(self, x):
+        return _overload("logical_or")(x, self)
+
+    def __xor__(self, y):
+        return _overload("logical_xor")(self, y)
+
+    def __rxor__(self, x):
+        return _overload("logical_xor")(x, self)
+
+    def __lt__(self, y):
+        return _overload("less")(self, y)
+
+    def __le__(self, y):
+        return _overload("less_equal")(self, y)
+
+    def __gt__(self, y):
+        return _overload("greater")(self, y)
+
+    def __ge__(self, y):
+        return _overload("greater_equal")(self, y)
+
+
+# -- Operation -------------------------------------------------------------------------
+
+
+class Operation:
+    """A node of the graph: an op type, input tensors, attrs, outputs."""
+
+    def __init__(self, graph, op_def, name, inputs, attrs, output_dtypes, output_refs):
+        self._graph = graph
+        self._op_def = op_def
+        self._name = name
+        self._inputs = tuple(inputs)
+        self._attrs = attrs
+        self._control_inputs: list[Operation] = []
+        self._control_outputs: list[Operation] = []
+        self._device = ""
+        self._id = graph._next_id()
+        self._outputs = tuple(
+            Tensor(self, i, dt, ref) for i, (dt, ref) in enumerate(zip(output_dtypes, output_refs))
+        )
+        self.traceback = _user_location()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def type(self) -> str:
+        return self._op_def.name
+
+    @property
+    def op_def(self):
+        return self._op_def
+
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    @property
+    def inputs(self) -> tuple[Tensor, ...]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> tuple[Tensor, ...]:
+        return self._outputs
+
+    @property
+    def control_inputs(self) -> list[Operation]:
+        return list(self._control_inputs)
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    def _set_device(self, dev) -> None:
+        self._device = device_spec.DeviceSpec.from_string(dev or "").to_string()
+
+    @property
+    def node_def(self) -> dict:
+        from asyncflow.graph_io import node_def
+
+        return node_def(self)
+
+    @property
+    def colocation_groups(self) -> list[bytes]:
+        return list(self._attrs.get("_class", [f"loc:@{self._name}".encode()]))
+
+    def get_attr(self, name: str) -> Any:
+        try:
+            return self._attrs[name]
+        except KeyError:
+            raise ValueError(f"Operation '{self._name}' has no attr named '{name}'.") from None
+
+    @property
+    def attrs(self) -> dict:
+        return dict(self._attrs)
+
+    def _add_control_input(self, op: Operation) -> None:
+        if op not in self._control_inputs:
+            self._control_inputs.append(op)
+            op._control_outputs.append(self)
+            self._graph._version += 1
+
+    def _add_control_inputs(self, ops) -> None:
+        for op in ops:
+            self._add_control_input(op)
+
+    def run(self, feed_dict=None, session=None) -> None:
+        from asyncflow.session import _eval_with_default
+
+        _eval_with_default(self, feed_dict, session)
+
+    def __repr__(self) -> str:
+        return f"<tf.Operation '{self._name}' type={self.type}>"
+
+    def __str__(self) -> str:
+        from asyncflow.graph_io import node_def_text
+
+        return node_def_text(self)
+
+
+# -- Graph -----------------------------------------------------------------------------
+
+_VALID_OP_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
+_VALID_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.\-/>]*$")
+
+
+class Graph:
+    """A TF1 graph: ops, names, scopes and collections.  Not thread-safe for building."""
+
+    def __init__(self):
+        self._ops_by_name: dict[str, Operation] = {}
+        self._ops: list[Operation] = []
+        self._names_in_use: dict[str, int] = {}
+        self._name_stack = ""
+        self._control_stack: list[list[Operation] | None] = []
+        self._device_stack: list[Any] = []
+        self._colocation_stack: list[Operation] = []
+        self._collections: dict[str, list] = {}
+        self._finalized = False
+        self._version = 0
+        self._id_counter = 0
+        self._seed = None
+        self._lock = threading.RLock()
+        # Per-graph state that other modules keep (variable scopes, ...).
+        self._attached: dict[str, Any] = {}
+
+    # -- ids and names
+    def _next_id(self) -> int:
+        self._id_counter += 1
+        return self._id_counter
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def seed(self):
+        return self._seed
+
+    @seed.setter
+    def seed(self, value):
+        self._seed = value
+
+    @property
+    def finalized(self) -> bool:
+        return self._finalized
+
+    def finalize(self) -> None:
+        self._finalized = True
+
+    def _unsafe_unfinalize(self) -> None:
+        self._finalized = False
+
+    def _check_not_finalized(self) -> None:
+        if self._finalized:
+            raise RuntimeError("Graph is finalized and cannot be modified.")
+
+    def unique_name(self, name: str, mark_as_used: bool = True) -> str:
+        if self._name_stack:
+            name = self._name_stack + "/" + name
+        key = name.lower()
+        i = self._names_in_use.get(key, 0)
+        if mark_as_used:
+            self._names_in_use[key] = i + 1
+        if i > 0:
+            base = key
+            while f"{base}_{i}" in self._names_in_use:
+                i += 1
+            if mark_as_used:
+                self._names_in_use[f"{base}_{i}"] = 1
+            name = f"{name}_{i}"
+        return name
+
+    def get_name_scope(self) -> str:
+        return self._name_stack
+
+    @contextlib.contextmanager
+    def name_scope(self, name):
+        """TF1 name scope: a trailing '/' reuses the scope exactly; None resets to root."""
+        old = self._name_stack
+        if name is None or name == "":
+            new = ""
+        elif name.endswith("/"):
+            new = name[:-1]
+        else:
+            if not _VALID_SCOPE_NAME.match(name):
+                raise ValueError(f"'{name}' is not a valid scope name")
+            new = self.unique_name(name)
+        self._name_stack = new
+        try:
+            yield (new + "/") if new else ""
+        finally:
+            self._name_stack = old
+
+    # -- op lookup
+    def get_operations(self) -> list[Operation]:
+        return list(self._ops)
+
+    def get_operation_by_name(self, name: str) -> Operation:
+        if not isinstance(name, str):
+            raise TypeError(f"Operation names are strings (or similar), not {type(name).__name__}")
+        return self.as_graph_element(name, allow_tensor=False, allow_operation=True)
+
+    def get_tensor_by_name(self, name: str) -> Tensor:
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor names are strings (or similar), not {type(name).__name__}")
+        return self.as_graph_element(name, allow_tensor=True, allow_operation=False)
+
+    def as_graph_element(self, obj, allow_tensor=True, allow_operation=True):
+        """Resolve a Tensor, Operation or name to an element of this graph (as TF)."""
+        conv = getattr(obj, "_as_graph_element", None)
+        if conv is not None:
+            obj = conv()
+        if isinstance(obj, str):
+            if ":" in obj and allow_tensor:
+                op_name, _, idx = obj.rpartition(":")
+                try:
+                    out_n = int(idx)
+                except ValueError:
+                    raise ValueError(
+                        f"The name {obj!r} looks a like a Tensor name, but is not a valid one. "
+                        "Tensor names must be of the form \"<op_name>:<output_index>\"."
+                    ) from None
+                op = self._ops_by_name.get(op_name)
+                if op is None:
+                    raise KeyError(
+                        f"The name {obj!r} refers to a Tensor which does not exist. The "
+                        f"operation, {op_name!r}, does not exist in the graph."
+                    )
+                if out_n >= len(op.outputs) or out_n < 0:
+                    raise KeyError(
+                        f"The name {obj!r} refers to a Tensor which does not exist. The "
+                        f"operation, {op_name!r}, exists but only has {len(op.outputs)} outputs."
+                    )
+                return op.outputs[out_n]
+            if ":" not in obj and allow_operation:
+                op = self._ops_by_name.get(obj)
+                if op is None:
+                    raise KeyError(
+                        f"The name {obj!r} refers to an Operation not in the graph."
+                    )
+                return op
+            if ":" in obj:
+                raise ValueError(f"Name {obj!r} appears to refer to a Tensor, not an Operation.")
+            op = self._ops_by_name.get(obj)
+            hint = (
+                f" Did you mean {obj + ':0'!r}?" if op is not None and op.outputs else ""
+            )
+            raise ValueError(
+                f"The name {obj!r} refers to an Operation, not a Tensor. Tensor names must be "
+                f"of the form \"<op_name>:<output_index>\".{hint}"
+            )
+        if isinstance(obj, Tensor) and allow_tensor:
+            if obj.graph is not self:
+                raise ValueError(f"Tensor {obj} is not an element of this graph.")
+            return obj
+        if isinstance(obj, Operation) and allow_operation:
+            if obj.graph is not self:
+                raise ValueError(f"Operation {obj} is not an element of this graph.")
+            return obj
+        kinds = " or ".join(
+            k for k, ok in (("Tensor", allow_tensor), ("Operation", allow_operation)) if ok
+        )
+        raise TypeError(f"Can not convert a {type(obj).__name__} into a {kinds}.")
+
+    # -- scopes
+    @contextlib.contextmanager
+    def as_default(self):
+        _default_graph_stack.push(self)
+        try:
+            yield self
+        finally:
+            _default_graph_stack.pop(self)
+
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs):
+        """Ops created inside depend on control_inputs; None clears outer dependencies."""
+        if control_inputs is None:
+            self._control_stack.append(None)
+        else:
+            resolved = []
+            for c in control_inputs:
+                c = getattr(c, "_as_graph_element", lambda c=c: c)()
+                if hasattr(c, "op") and not isinstance(c, Operation):
+                    if isinstance(c, Tensor):
+                        c = c.op
+                    else:
+                        c = c.op
+                if not isinstance(c, Operation):
+                    raise TypeError(f"Control input must be Operation or Tensor: {c}")
+                if c.graph is not self:
+                    raise ValueError(f"Control input {c.name} must be from the same graph.")
+                resolved.append(c)
+            self._control_stack.append(resolved)
+        try:
+            yield
+        finally:
+            self._control_stack.pop()
+
+    def _current_control_inputs(self) -> list[Operation]:
+        out: list[Operation] = []
+        for frame in reversed(self._control_stack):
+            if frame is None:
+                break
+            out.extend(frame)
+        return out
+
+    @contextlib.contextmanager
+    def device(self, device_name_or_function):
+        if device_name_or_function is not None and not callable(device_name_or_function):
+            # Validate now, so a bad string fails at the user's `with` line.
+            device_spec.DeviceSpec.from_string(device_name_or_function)
+        self._device_stack.append(device_name_or_function)
+        try:
+            yield
+        finally:
+            self._device_stack.pop()
+
+    def _apply_device_functions(self, op: Operation) -> None:
+        dev = ""
+        for d in self._device_stack:
+            if d is None:
+                dev = ""
+            elif callable(d):
+                result = d(op)
+                dev = device_spec.merge_device(dev, result if result is not None else "")
+            else:
+                dev = device_spec.merge_device(dev, d)
+        if dev:
+            op._set_device(dev)
+
+    @contextlib.contextmanager
+    def colocate_with(self, op, ignore_existing=False):
+        if op is None:
+            saved = self._colocation_stack
+            self._colocation_stack = []
+            try:
+                yield
+            finally:
+                self._colocation_stack = saved
+            return
+        op = _to_operation(op)
+        saved = self._colocation_stack
+        self._colocation_stack = ([] if ignore_existing else list(saved)) + [op]
+        try:
+            yield
+        finally:
+            self._colocation_stack = saved
+
+    # -- collections
+    def add_to_collection(self, name, value) -> None:
+        self._check_not_finalized()
+        self._collections.setdefault(name, []).append(value)
+
+    def add_to_collections(self, names, value) -> None:
+        names = (names,) if isinstance(names, str) else set(names)
+        for name in names:
+            self.add_to_collection(name, value)
+
+    def get_collection_ref(self, name) -> list:
+        return self._collections.setdefault(name, [])
+
+    def get_collection(self, name, scope=None) -> list:
+        items = self._collections.get(name, [])
+        if scope is None:
+            return list(items)
+        pat = re.compile(scope)
+        return [i for i in items if hasattr(i, "name") and pat.match(i.name)]
+
+    def get_all_collection_keys(self) -> list[str]:
+        return [k for k, v in self._collections.items() if v]
+
+    def clear_collection(self, name) -> None:
+        self._collections.pop(name, None)
+
+    # -- building
+    def _create_op(self, op_def, name, inputs, attrs, output_dtypes, output_refs, control):
+        self._check_not_finalized()
+        with self._lock:
+            op = Operation(self, op_def, name, inputs, attrs, output_dtypes, output_refs)
+            self._ops_by_name[name] = op
+            self._ops.append(op)
+            for t in op._inputs:
+                t._consumers.append(op)
+            for c in control:
+                if c not in op._control_inputs:
+                    op._control_inputs.append(c)
+                    c._control_outputs.append(op)
+            if self._colocation_stack:
+                op._attrs["_class"] = [
+                    f"loc:@{c.name}".encode() for c in self._colocation_stack
+                ]
+                self._colocation_stack[-1].device and op._set_device(
+                    self._colocation_stack[-1].device
+                )
+            else:
+                self._apply_device_functions(op)
+        return op
+
+    def as_graph_def(self, from_version=None, add_shapes=False) -> dict:
+        from asyncflow.graph_io import graph_to_graph_def
+
+        return graph_to_graph_def(self, add_shapes=add_shapes)
+
+    def __repr__(self) -> str:
+        return f"<asyncflow.Graph object at {id(self):#x} with {len(self._ops)} ops>"
+
+
+def _to_operation(x) -> Operation:
+    if isinstance(x, Operation):
+        return x
+    if isinstance(x, Tensor):
+        return x.op
+    conv = getattr(x, "op", None)
+    if isinstance(conv, Operation):
+        return conv
+    raise TypeError(f"Expected an Operation or Tensor, got {x!r}")
+
+
+class _DefaultGraphStack(threading.local):
+    def __init__(self):
+        self.stack: list[Graph] = []
+
+    def push(self, g: Graph) -> None:
+        self.stack.append(g)
+
+    def pop(self, g: Graph) -> None:
+        if self.stack and self.stack[-1] is g:
+            self.stack.pop()
+
+    def get(self) -> Graph:
+        if self.stack:
+            return self.stack[-1]
+        global _global_default_graph
+        if _global_default_graph is None:
+            _global_default_graph = Graph()
+        return _global_default_graph
+
+
+_default_graph_stack = _DefaultGraphStack()
+_global_default_graph: Graph | None = None
+
+
+def get_default_graph() -> Graph:
+    return _default_graph_stack.get()
+
+
+def reset_default_graph() -> None:
+    """Clear the global default graph; an error inside a `with g.as_default()` block."""
+    if _default_graph_stack.stack:
+        raise AssertionError(
+            "Do not use tf.reset_default_graph() to clear nested graphs. If you need a "
+            "cleared graph, exit the nesting and create a new graph."
+        )
+    global _global_default_graph
+    _global_default_graph = None
+
+
+# -- module-level scope helpers (TF1 spellings) ---------------------------------------
+
+
+@contextlib.contextmanager
+def name_scope(name, default_name=None, values=None):
+    """`tf.name_scope(name, default_name=None, values=None)`."""
+    n = default_name if name is None else name
+    g = _graph_from_values(values)
+    if n is None and default_name is None and name is None:
+        n = None
+    with g.as_default(), g.name_scope(n) as scope:
+        yield scope
+
+
+def _graph_from_values(values) -> Graph:
+    for v in values or ():
+        g = getattr(v, "graph", None)
+        if isinstance(g, Graph):
+            return g
+    return get_default_graph()
+
+
+def control_dependencies(control_inputs):
+    return get_default_graph().control_dependencies(control_inputs)
+
+
+def device(device_name_or_function):
+    return get_default_graph().device(device_name_or_function)
+
+
+def colocate_with(op, ignore_existing=False):
+    return get_default_graph().colocate_with(op, ignore_existing)
+
+
+def add_to_collection(name, value) -> None:
+    get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value) -> None:
+    get_default_graph().add_to_collections(names, value)
+
+
+def get_collection(key, scope=None) -> list:
+    return get_default_graph().get_collection(key, scope)
+
+
+def get_collection_ref(key) -> list:
+    return get_default_graph().get_collection_ref(key)
+
+
+# -- tensor conversion -----------------------------------------------------------------
+
+_CONVERSION_FUNCS: list[tuple[type, Callable]] = []
+
+
+def register_tensor_conversion_function(base_type, conversion_func, priority=100) -> None:
+    """`conversion_func(value, dtype=None, name=None, as_ref=False) -> Tensor`."""
+    _CONVERSION_FUNCS.append((base_type, conversion_func))
+
+
+def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, as_ref=False):
+    """Turn a Tensor, Variable, numpy array or Python value into a Tensor (as TF)."""
+    if isinstance(value, Tensor):
+        if dtype is not None:
+            dtype = dtypes.as_dtype(dtype)
+            if value.dtype != dtype:
+                raise ValueError(
+                    f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype "
+                    f"{value.dtype.name}: {value!r}"
+                )
+        return value
+    for base, fn in _CONVERSION_FUNCS:
+        if isinstance(value, base):
+            t = fn(value, dtype=dtype, name=name, as_ref=as_ref)
+            if dtype is not None and t.dtype != dtypes.as_dtype(dtype):
+                raise ValueError(
+                    f"Tensor conversion requested dtype {dtypes.as_dtype(dtype).name} for "
+                    f"Tensor with dtype {t.dtype.name}: {t!r}"
+                )
+            return t
+    if isinstance(value, Operation):
+        raise TypeError(f"Can't convert Operation '{value.name}' to Tensor (target dtype={dtype})")
+    if dtype is None and preferred_dtype is not None:
+        try:
+            return _make_const(value, preferred_dtype, name)
+        except (TypeError, ValueError):
+            pass
+    return _make_const(value, dtype, name)
+
+
+def _make_const(value, dtype, name):
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in _flatten(value)):
+        return _overload("stack")(value, dtype=dtype, name=name)
+    return _overload("constant")(value, dtype=dtype, name=name or "Const")
+
+
+def _flatten(value):
+    for v in value:
+        if isinstance(v, (list, tuple)):
+            yield from _flatten(v)
+        else:
+            yield v
+
+
+def convert_n_to_tensor(values, dtype=None, name=None):
+    return [convert_to_tensor(v, dtype=dtype) for v in values]
+
+
+# -- build-time constant values (used by shape functions) ------------------------------
+
+_CONSTANT_FOLDERS: dict[str, Callable] = {}
+
+
+def register_constant_folder(op_type: str, fn: Callable) -> None:
+    """`fn(op) -> np.ndarray | None`: the value of op's output 0 when known at build time."""
+    _CONSTANT_FOLDERS[op_type] = fn
+
+
+def constant_value(tensor) -> np.ndarray | None:
+    """The value of `tensor` if it is known when the graph is built, else None."""
+    if not isinstance(tensor, Tensor):
+        return np.asarray(tensor)
+    fn = _CONSTANT_FOLDERS.get(tensor.op.type)
+    if fn is None:
+        return None
+    try:
+        return fn(tensor)
+    except Exception:  # noqa: BLE001 - a folder that cannot fold just says "unknown"
+        return None
+
+
+def constant_shape(tensor) -> tensor_shape.TensorShape:
+    """Partially known shape from a 1-D shape tensor (TF's `constant_value_as_shape`)."""
+    value = constant_value(tensor)
+    if value is not None:
+        return tensor_shape.TensorShape([None if d < 0 else int(d) for d in value.reshape(-1)])
+    shape = tensor.shape
+    if shape.ndims == 1 and shape[0].value is not None:
+        fn = _CONSTANT_FOLDERS.get("__partial_shape__:" + tensor.op.type)
+        if fn is not None:
+            partial = fn(tensor)
+            if partial is not None:
+                return partial
+        return tensor_shape.unknown_shape(shape[0].value)
+    return tensor_shape.unknown_shape()
+
+
+# -- apply_op: build an Operation from its OpDef ---------------------------------------
+
+
+def _resolve_type_attrs(op_def, inputs, attrs):
+    """Convert inputs to Tensors, inferring and checking type attrs (TF's op_def_library)."""
+    # First pass: type attrs fixed by tensors already present.
+    for arg, value in zip(op_def.inputs, inputs):
+        ta = arg.type_attr
+        if ta is None or ta in attrs:
+            continue
+        constraint = op_def.attrs[ta]
+        if constraint.is_list:
+            continue
+        values = value if arg.number_attr else [value]
+        for v in values:
+            if isinstance(v, Tensor):
+                attrs[ta] = v.dtype
+                break
+            dt = getattr(v, "dtype", None)
+            if dt is not None and not isinstance(v, np.ndarray | np.generic):
+                attrs[ta] = dtypes.as_dtype(dt)  # a Variable or similar
+                break
+    converted = []
+    for arg, value in zip(op_def.inputs, inputs):
+        if arg.number_attr:
+            if not isinstance(value, (list, tuple)):
+                raise TypeError(
+                    f"Expected list for '{arg.name}' argument to '{op_def.name}' Op, not {value}."
+                )
+            if arg.number_attr in attrs and attrs[arg.number_attr] != len(value):
+                raise ValueError(f"List argument '{arg.name}' to '{op_def.name}' has wrong length")
+            attrs[arg.number_attr] = len(value)
+            converted.append([_convert_arg(op_def, arg, v, attrs) for v in value])
+        elif arg.type_attr and op_def.attrs[arg.type_attr].is_list:
+            ts = [convert_to_tensor(v) for v in value]
+            attrs.setdefault(arg.type_attr, [t.dtype for t in ts])
+            converted.append(ts)
+        else:
+            converted.append(_convert_arg(op_def, arg, value, attrs))
+    return converted
+
+
+def _convert_arg(op_def, arg, value, attrs):
+    if arg.is_ref:
+        ref = getattr(value, "_ref", None)
+        t = ref() if callable(ref) else value
+        if not isinstance(t, Tensor) or not t._is_ref:
+            raise TypeError(
+                f"'{op_def.name}' Op requires that input '{arg.name}' be a mutable tensor "
+                f"(e.g. a tf.Variable)"
+            )
+        if arg.type_attr and arg.type_attr not in attrs:
+            attrs[arg.type_attr] = t.dtype
+        return t
+    if arg.fixed_dtype is not None:
+        want = arg.fixed_dtype
+    else:
+        want = attrs.get(arg.type_attr)
+    if want is None:
+        constraint = op_def.attrs[arg.type_attr]
+        t = convert_to_tensor(value, preferred_dtype=constraint.default)
+        attrs[arg.type_attr] = t.dtype
+        return t
+    if isinstance(value, Tensor):
+        if value.dtype != want:
+            raise TypeError(
+                f"Input '{arg.name}' of '{op_def.name}' Op has type {value.dtype.name} that "
+                f"does not match {'expected type' if arg.fixed_dtype else 'type'} "
+                f"{want.name}{'' if arg.fixed_dtype else ' of argument'}"
+                f"{'' if arg.fixed_dtype else ' ' + repr(_first_arg_with(op_def, arg))}."
+            )
+        return value
+    try:
+        return convert_to_tensor(value, dtype=want)
+    except ValueError as e:
+        raise TypeError(str(e)) from None
+
+
+def _first_arg_with(op_def, arg) -> str:
+    for a in op_def.inputs:
+        if a.type_attr == arg.type_attr:
+            return a.name
+    return arg.name
+
+
+def _output_dtypes(op_def, attrs):
+    out_dtypes, refs = [], []
+    for arg in op_def.outputs:
+        if arg.type_attr and op_def.attrs[arg.type_attr].is_list:
+            dts = attrs[arg.type_attr]
+            out_dtypes.extend(dts)
+            refs.extend([False] * len(dts))
+            continue
+        dt = arg.fixed_dtype if arg.fixed_dtype is not None else attrs[arg.type_attr]
+        n = attrs[arg.number_attr] if arg.number_attr else 1
+        out_dtypes.extend([dtypes.as_dtype(dt)] * n)
+        refs.extend([arg.is_ref] * n)
+    return out_dtypes, refs
+
+
+def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Operation:
+    """Create an Operation of `op_type` in the default graph (TF's `_apply_op_helper`).
+
+    `inputs` aligns with the OpDef's inputs (a list for variadic ones); values are
+    converted to Tensors with TF's rules.  Raises TypeError for mismatched dtypes and
+    ValueError for incompatible shapes, at build time.
+    """
+    op_def = get_op_def(op_type)
+    attrs = dict(attrs or {})
+    if len(inputs) != len(op_def.inputs):
+        raise TypeError(f"{op_type} takes {len(op_def.inputs)} inputs, got {len(inputs)}")
+    if graph is None:
+        graph = _graph_from_inputs(inputs)
+    with graph.as_default():
+        for k, v in list(attrs.items()):
+            if isinstance(op_def.attrs.get(k), TypeConstraint) and v is not None:
+                attrs[k] = [dtypes.as_dtype(d) for d in v] if op_def.attrs[k].is_list else (
+                    dtypes.as_dtype(v)
+                )
+        converted = _resolve_type_attrs(op_def, inputs, attrs)
+        flat_inputs: list[Tensor] = []
+        for arg, c in zip(op_def.inputs, converted):
+            flat_inputs.extend(c if isinstance(c, list) else [c])
+        for t in flat_inputs:
+            if t.graph is not graph:
+                raise ValueError(f"Tensor {t.name} must be from the same graph as the op.")
+        for k, spec in op_def.attrs.items():
+            if k in attrs and attrs[k] is not None:
+                if isinstance(spec, TypeConstraint) and not spec.is_list:
+                    spec.check(op_type, k, attrs[k])
+                continue
+            if isinstance(spec, TypeConstraint):
+                if spec.default is not None:
+                    attrs[k] = spec.default
+                    continue
+                raise TypeError(f"{op_type}: could not infer type attr '{k}'")
+            if spec is REQUIRED:
+                raise TypeError(f"{op_type} missing required attr '{k}'")
+            attrs[k] = spec
+        out_dtypes, refs = _output_dtypes(op_def, attrs)
+        op_name = graph.unique_name(name or op_type)
+        control = graph._current_control_inputs()
+        op = graph._create_op(op_def, op_name, flat_inputs, attrs, out_dtypes, refs, control)
+        if op_def.shape_fn is not None:
+            try:
+                shapes = op_def.shape_fn(op)
+            except ValueError as e:
+                # TF prefixes shape errors with the op; keep it a ValueError at build time.
+                _discard_op(graph, op)
+                raise ValueError(f"{e} for '{op_name}' (op: '{op_type}')") from None
+            except Exception:
+                _discard_op(graph, op)
+                raise
+            if isinstance(shapes, tensor_shape.TensorShape) or shapes is None:
+                shapes = [shapes]
+            for t, s in zip(op._outputs, shapes):
+                if s is not None:
+                    t._shape = tensor_shape.as_shape(s)
+    return op
+
+
+def _discard_op(graph: Graph, op: Operation) -> None:
+    """Undo _create_op for an op whose shape function rejected it."""
+    graph._ops_by_name.pop(op.name, None)
+    if graph._ops and graph._ops[-1] is op:
+        graph._ops.pop()
+    for t in op._inputs:
+        if t._consumers and t._consumers[-1] is op:
+            t._consumers.pop()
+    for c in op._control_inputs:
+        if op in c._control_outputs:
+            c._control_outputs.remove(op)
+
+
+def _graph_from_inputs(inputs) -> Graph:
+    for v in inputs:
+        vs = v if isinstance(v, (list, tuple)) else [v]
+        for x in vs:
+            if isinstance(x, Tensor):
+                return x.graph
+            g = getattr(x, "graph", None)
+            if isinstance(g, Graph):
+                return g
+    return get_default_graph()
+
+
+def outputs_of(op: Operation):
+    """The usual builder return: one Tensor, a tuple of them, or the op itself."""
+    outs = op._outputs
+    if len(outs) == 1:
+        return outs[0]
+    if not outs:
+        return op
+    return outs
+
+
+def Attr(name):  # noqa: N802 - convenience for shape functions
+    return lambda op: op.get_attr(name)
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, Tensor)
+
+
+# Allow `REQUIRED` imports from here for ops modules' convenience.
+REQUIRED = REQUIRED

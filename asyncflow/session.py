@@ -1,0 +1,519 @@
+"""Session: run any subgraph, synchronously (`run`) or awaited on a loop (`arun`).
+
+Loop binding (DESIGN.md "Event loop and sessions"): a session binds to one event loop
+at its first step.  `arun` (or `async with`) binds it to the caller's running loop;
+`run` from synchronous code binds it to the process's runtime loop, which runs on its
+own thread (uvloop when present).  Once bound:
+- `arun` from the bound loop runs the step in the caller's task;
+- `arun` from another loop, or `run` from any other thread, hands the step to the
+  bound loop and waits for it;
+- `run` on the bound loop's own thread would deadlock, so it raises and says to use
+  `arun`.
+
+Invariants: plans are cached per (feeds, fetches, targets, graph version) and shared by
+concurrent steps; every in-flight step is in `_steps` until it ends, so `close()` can
+fail them all with CancelledError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import threading
+
+import numpy as np
+
+from asyncflow import dtypes, errors, resources
+from asyncflow import graph as ops
+from asyncflow.config import ConfigProto
+from asyncflow.devices.cpu import CPUDevice, local_cpu_name
+from asyncflow.executor import Step, compile_plan
+
+__all__ = [
+    "Session",
+    "InteractiveSession",
+    "get_default_session",
+]
+
+# -- the runtime loop for synchronous callers ------------------------------------------
+
+_runtime_lock = threading.Lock()
+_runtime_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover - uvloop is optional on some platforms
+        return asyncio.new_event_loop()
+
+
+def runtime_loop() -> asyncio.AbstractEventLoop:
+    """The process-wide loop that runs synchronous sessions' steps, on its own thread."""
+    global _runtime_loop
+    with _runtime_lock:
+        if _runtime_loop is None or _runtime_loop.is_closed():
+            loop = _new_loop()
+            ready = threading.Event()
+
+            def serve():
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            threading.Thread(target=serve, name="asyncflow-runtime", daemon=True).start()
+            ready.wait()
+            _runtime_loop = loop
+        return _runtime_loop
+
+
+# -- default session stack -------------------------------------------------------------
+
+
+class _DefaultSessionStack(threading.local):
+    def __init__(self):
+        self.stack: list[BaseSession] = []
+
+
+_default_sessions = _DefaultSessionStack()
+_global_default_session: list[BaseSession] = []  # InteractiveSession, visible to all threads
+
+
+def get_default_session():
+    if _default_sessions.stack:
+        return _default_sessions.stack[-1]
+    return _global_default_session[-1] if _global_default_session else None
+
+
+def _eval_with_default(element, feed_dict, session):
+    if session is None:
+        session = get_default_session()
+        if session is None:
+            kind = "tensor" if isinstance(element, ops.Tensor) else "operation"
+            raise ValueError(
+                f"Cannot evaluate {kind} using `eval()`: No default session is registered. "
+                "Use `with sess.as_default()` or pass an explicit session to "
+                "`eval(session=sess)`"
+            )
+    if element.graph is not session.graph:
+        raise ValueError(
+            "Cannot use the given session to evaluate tensor: the tensor's graph is "
+            "different from the session's graph."
+        )
+    return session.run(element, feed_dict)
+
+
+# -- fetch structures ------------------------------------------------------------------
+
+
+class _FetchMapper:
+    """Flattens any nesting of lists/tuples/dicts/namedtuples and rebuilds results."""
+
+    __slots__ = ("elements", "rebuild")
+
+    def __init__(self, graph: ops.Graph, fetches):
+        elements: list = []
+        self.rebuild = self._build(graph, fetches, elements)
+        self.elements = elements
+
+    def _build(self, graph, f, elements):
+        if isinstance(f, (list, tuple)) and not hasattr(f, "_as_graph_element"):
+            subs = [self._build(graph, x, elements) for x in f]
+            if isinstance(f, tuple) and hasattr(f, "_fields"):
+                return lambda vals, t=type(f): t(*(s(vals) for s in subs))
+            kind = type(f)
+            return lambda vals: kind(s(vals) for s in subs)
+        if isinstance(f, collections.abc.Mapping):
+            keys = list(f.keys())
+            subs = [self._build(graph, f[k], elements) for k in keys]
+            kind = type(f)
+
+            def rebuild_map(vals):
+                items = [(k, s(vals)) for k, s in zip(keys, subs)]
+                try:
+                    return kind(items)
+                except TypeError:
+                    return dict(items)
+
+            return rebuild_map
+        if f is None:
+            raise TypeError(f"Fetch argument {f!r} has invalid type {type(f)}")
+        try:
+            el = graph.as_graph_element(f, allow_tensor=True, allow_operation=True)
+        except TypeError as e:
+            raise TypeError(
+                f"Fetch argument {f!r} has invalid type {type(f)}, must be a string or Tensor. "
+                f"({e})"
+            ) from None
+        except (KeyError, ValueError) as e:
+            msg = e.args[0] if e.args else str(e)
+            raise type(e)(f"Fetch argument {f!r} cannot be interpreted as a Tensor. ({msg})") from None
+        k = len(elements)
+        elements.append(el)
+        return lambda vals: vals[k]
+
+
+def _to_fetch_value(v):
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        return v[()]
+    return v
+
+
+# -- Session ---------------------------------------------------------------------------
+
+
+class BaseSession:
+    def __init__(self, target: str = "", graph: ops.Graph | None = None, config=None):
+        if target not in ("", None):
+            raise errors.UnimplementedError(
+                None, None, f"Session target {target!r}: distributed sessions are not built yet"
+            )
+        if graph is not None and not isinstance(graph, ops.Graph):
+            raise TypeError(f"graph must be a tf.Graph, but got {type(graph)}")
+        self._graph = graph if graph is not None else ops.get_default_graph()
+        self._config = config if config is not None else ConfigProto()
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._resources = resources.ResourceMgr("session")
+        n_cpu = int(self._config.device_count.get("CPU", 1) or 1)
+        threads = self._config.intra_op_parallelism_threads
+        self._devices = [CPUDevice(local_cpu_name(i), i, threads) for i in range(n_cpu)]
+        self._plans: dict = {}
+        self._kernel_states: dict[ops.Operation, dict] = {}
+        self._steps: set[Step] = set()
+        self._lock = threading.Lock()
+
+    # -- properties
+    @property
+    def graph(self) -> ops.Graph:
+        return self._graph
+
+    @property
+    def graph_def(self):
+        return self._graph.as_graph_def()
+
+    @property
+    def sess_str(self) -> str:
+        return ""
+
+    def list_devices(self):
+        return [_DeviceAttributes(d) for d in self._devices]
+
+    def _resource_mgr(self, container: str):
+        return self._resources if not container else resources.shared_resources()
+
+    # -- loop binding
+    def _bind(self, loop: asyncio.AbstractEventLoop, thread_id: int) -> None:
+        with self._lock:
+            if self._loop is None:
+                self._loop = loop
+                self._loop_thread = thread_id
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+
+    # -- the step
+    def _feeds_and_fetches(self, fetches, feed_dict):
+        graph = self._graph
+        mapper = _FetchMapper(graph, fetches)
+        feed_tensors, feed_values = [], []
+        if feed_dict:
+            for key, value in feed_dict.items():
+                t = self._feed_tensor(key)
+                feed_tensors.append(t)
+                feed_values.append(_feed_value(t, value))
+        return mapper, feed_tensors, feed_values
+
+    def _feed_tensor(self, key) -> ops.Tensor:
+        try:
+            t = self._graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+        except (KeyError, ValueError) as e:
+            msg = e.args[0] if e.args else str(e)
+            raise type(e)(f"Cannot interpret feed_dict key as Tensor: {msg}") from None
+        except TypeError as e:
+            raise TypeError(f"Cannot interpret feed_dict key as Tensor: {e}") from None
+        return t
+
+    def _plan(self, feed_tensors, elements):
+        key = (tuple(feed_tensors), tuple(elements), self._graph._version)
+        plan = self._plans.get(key)
+        if plan is None:
+            order = sorted(range(len(feed_tensors)), key=lambda i: feed_tensors[i].name)
+            # Feeds are keyed in call order; the plan is shared by any order of the same set.
+            plan = compile_plan(
+                self,
+                feed_tensors,
+                list(elements),
+                self._device_for,
+                self._kernel_state_for,
+            )
+            del order
+            self._plans[key] = plan
+        return plan
+
+    def _device_for(self, op):
+        return self._devices[0]
+
+    def _kernel_state_for(self, op) -> dict:
+        st = self._kernel_states.get(op)
+        if st is None:
+            st = self._kernel_states[op] = {}
+        return st
+
+    async def _run_step(self, plan, feed_values, options):
+        step = Step(plan, feed_values)
+        self._steps.add(step)
+        try:
+            step.start()
+            if step.tasks and step.error is None:
+                timeout = _timeout_s(options, self._config)
+                try:
+                    if timeout is None:
+                        await step.wait()
+                    else:
+                        async with asyncio.timeout(timeout):
+                            await step.wait()
+                except TimeoutError:
+                    step.abort(errors.DeadlineExceededError(
+                        None, None, "Timed out waiting for the step to finish "
+                        f"(timeout_in_ms={int(timeout * 1000)})"))
+                except asyncio.CancelledError:
+                    step.abort(errors.CancelledError(None, None, "Step was cancelled"))
+                    raise
+            if step.error is not None:
+                raise step.error
+            return step.results()
+        finally:
+            self._steps.discard(step)
+            if step.tasks:
+                step.cancel_tasks()
+
+    async def arun(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        """Run one step on the running loop; same arguments and results as `run`.
+
+        Raises: the OpError subclass of the failing op; errors.CancelledError when the
+        session is closed meanwhile; DeadlineExceededError after options.timeout_in_ms.
+        """
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._bind(loop, threading.get_ident())
+        if self._loop is not loop:
+            cf = asyncio.run_coroutine_threadsafe(
+                self._arun_bound(fetches, feed_dict, options), self._loop
+            )
+            return await asyncio.wrap_future(cf)
+        return await self._arun_bound(fetches, feed_dict, options)
+
+    async def _arun_bound(self, fetches, feed_dict, options):
+        mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
+        plan = self._plan(feed_tensors, mapper.elements)
+        values = await self._run_step(plan, feed_values, options)
+        return mapper.rebuild([_to_fetch_value(v) for v in values])
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        """Run one step and wait for it (TF1's `Session.run`).
+
+        Raises: the OpError subclass of the failing op (InvalidArgumentError for a
+        missing feed, FailedPreconditionError for an uninitialised variable, ...);
+        ValueError/TypeError for malformed fetches and feeds; RuntimeError when called
+        on the bound event loop's thread (use `await sess.arun(...)` there).
+        """
+        self._check_open()
+        if self._loop is None:
+            self._bind(runtime_loop(), -1)
+        if self._loop_thread == threading.get_ident() or (
+            self._loop_thread != -1 and _running_loop() is self._loop
+        ):
+            raise RuntimeError(
+                "Session.run() was called on the event loop thread this session is bound "
+                "to; it would block the loop. Use `await sess.arun(...)` instead."
+            )
+        # Validate fetches and feeds in the caller's thread: errors point at the caller.
+        mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
+        cf = asyncio.run_coroutine_threadsafe(
+            self._run_prepared(mapper, feed_tensors, feed_values, options), self._loop
+        )
+        try:
+            return cf.result()
+        except KeyboardInterrupt:
+            cf.cancel()
+            raise
+
+    async def _run_prepared(self, mapper, feed_tensors, feed_values, options):
+        plan = self._plan(feed_tensors, mapper.elements)
+        values = await self._run_step(plan, feed_values, options)
+        return mapper.rebuild([_to_fetch_value(v) for v in values])
+
+    def make_callable(self, fetches, feed_list=None, accept_options=False):
+        """A function running `fetches` with positional feeds for `feed_list`."""
+        self._check_open()
+        mapper = _FetchMapper(self._graph, fetches)
+        feed_tensors = [self._feed_tensor(k) for k in (feed_list or [])]
+
+        def call(*args, **kwargs):
+            options = kwargs.pop("options", None) if accept_options else None
+            run_metadata = kwargs.pop("run_metadata", None) if accept_options else None
+            if kwargs:
+                raise TypeError(f"unexpected keyword arguments {list(kwargs)}")
+            if len(args) != len(feed_tensors):
+                raise TypeError(
+                    f"Callable takes {len(feed_tensors)} feed values, got {len(args)}"
+                )
+            del run_metadata
+            feed_dict = dict(zip(feed_tensors, args))
+            return self.run(mapper_fetches, feed_dict, options)
+
+        mapper_fetches = fetches
+        del mapper
+        return call
+
+    def partial_run_setup(self, fetches, feeds=None):
+        raise errors.UnimplementedError(None, None, "partial_run is not supported")
+
+    # -- lifecycle
+    def close(self) -> None:
+        """Close the session; in-flight steps fail with errors.CancelledError."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = self._loop
+
+        def cancel_all():
+            for step in list(self._steps):
+                step.abort(errors.CancelledError(None, None, "Session has been closed."))
+
+        if loop is not None and not loop.is_closed():
+            if self._loop_thread == threading.get_ident() or _running_loop() is loop:
+                cancel_all()
+            else:
+                loop.call_soon_threadsafe(cancel_all)
+        for d in self._devices:
+            d.close()
+        self._plans.clear()
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def __enter__(self):
+        self._default_ctx = self.as_default()
+        self._default_ctx.__enter__()
+        self._graph_ctx = self._graph.as_default()
+        self._graph_ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._graph_ctx.__exit__(*exc)
+        self._default_ctx.__exit__(*exc)
+        self.close()
+
+    async def __aenter__(self):
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._bind(loop, threading.get_ident())
+        return self.__enter__()
+
+    async def __aexit__(self, *exc):
+        self.__exit__(*exc)
+
+    @contextlib.contextmanager
+    def as_default(self):
+        _default_sessions.stack.append(self)
+        try:
+            yield self
+        finally:
+            if _default_sessions.stack and _default_sessions.stack[-1] is self:
+                _default_sessions.stack.pop()
+
+    @staticmethod
+    def reset(target, containers=None, config=None) -> None:
+        """Clear the process-wide named resource containers (TF's `Session.reset`)."""
+        resources.reset_containers(containers)
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            if not self._closed:
+                for d in self._devices:
+                    d.close()
+
+
+class Session(BaseSession):
+    """TF1's `tf.Session(target='', graph=None, config=None)`."""
+
+
+class InteractiveSession(BaseSession):
+    """A session that installs itself as the default session on construction."""
+
+    def __init__(self, target="", graph=None, config=None):
+        super().__init__(target, graph, config)
+        _global_default_session.append(self)
+        self._explicitly_closed = False
+
+    def close(self) -> None:
+        super().close()
+        if self in _global_default_session:
+            _global_default_session.remove(self)
+
+
+class _DeviceAttributes:
+    def __init__(self, device):
+        self.name = device.name
+        self.device_type = device.device_type
+        self.memory_limit_bytes = 0
+        self.incarnation = id(device)
+
+    def __repr__(self) -> str:
+        return f"_DeviceAttributes({self.name}, {self.device_type}, {self.memory_limit_bytes})"
+
+
+def _running_loop():
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _timeout_s(options, config):
+    ms = getattr(options, "timeout_in_ms", 0) if options is not None else 0
+    if not ms:
+        ms = getattr(config, "operation_timeout_in_ms", 0)
+    return ms / 1000.0 if ms and ms > 0 else None
+
+
+def _feed_value(t: ops.Tensor, value):
+    if isinstance(value, ops.Tensor):
+        raise TypeError(
+            "The value of a feed cannot be a tf.Tensor object. Acceptable feed values include "
+            "Python scalars, strings, lists, numpy ndarrays, or TensorHandles. For reference, "
+            f"the tensor object was {value} which was passed to the feed with key {t}."
+        )
+    dt = t.dtype
+    if dt == dtypes.string:
+        arr = dtypes.convert_to_numpy(value, dt)
+    else:
+        np_dt = dt.as_numpy_dtype
+        if isinstance(value, int) and not isinstance(value, bool):
+            conv = np.asarray(value).astype(np_dt)
+            if conv != value:
+                raise TypeError(
+                    f"Type of feed value {value} with type {type(value)} is not compatible "
+                    f"with Tensor type {dt!r}. Try explicitly setting the type of the feed "
+                    "tensor to a larger type (e.g. int64)."
+                )
+        try:
+            arr = np.asarray(value, dtype=np_dt)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"Cannot feed value {value!r} to Tensor '{t.name}': {e}") from None
+    if not t.shape.is_compatible_with(arr.shape):
+        raise ValueError(
+            f"Cannot feed value of shape {arr.shape} for Tensor '{t.name}', which has shape "
+            f"'{t.shape}'"
+        )
+    return arr
+
+
