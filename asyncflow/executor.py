@@ -61,40 +61,6 @@ class KernelContext:
         return self.session._resource_mgr(container)
 
 
-class _Resume:
-    """Re-yields the future a kernel coroutine suspended on, then keeps driving it.
-
-    Lets a Task pick up a coroutine that the executor already started with send().
-    """
-
-    __slots__ = ("coro", "first")
-
-    def __init__(self, coro, first):
-        self.coro = coro
-        self.first = first
-
-    def __await__(self):
-        coro, y = self.coro, self.first
-        self.first = None
-        while True:
-            try:
-                sent = yield y
-            except BaseException as exc:  # cancellation and errors go into the kernel
-                try:
-                    y = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    y = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
-
-
-async def _resume(coro, first):
-    return await _Resume(coro, first)
-
-
 def wrap_kernel_error(op: Operation, exc: BaseException) -> errors.OpError:
     """Turn any kernel exception into an OpError naming the op and the user's line."""
     where = f"\n\t [[node {op.name} (defined at {op.traceback}) ]]"
@@ -176,6 +142,7 @@ class Plan:
         "starts",
         "ends",
         "clears",
+        "arity",
         "edges",
         "single",
         "init_pending",
@@ -298,6 +265,7 @@ def compile_plan(
     plan.starts = starts
     plan.ends = ends
     plan.clears = clears
+    plan.arity = [e - s for s, e in zip(starts, ends)]
     plan.single = single
     plan.edges = [tuple(e) for e in edges]
     plan.init_pending = init_pending
@@ -312,7 +280,8 @@ def compile_plan(
 class Step:
     """One execution of a plan.  Create, call `start()`, then await `wait()` if needed."""
 
-    __slots__ = ("plan", "vals", "pending", "error", "tasks", "done", "feed_values", "loop")
+    __slots__ = ("plan", "vals", "pending", "ready", "error", "tasks", "done", "feed_values",
+                 "loop")
 
     def __init__(self, plan: Plan, feed_values: list):
         self.plan = plan
@@ -322,88 +291,96 @@ class Step:
                 vals[s] = v
         self.vals = vals
         self.pending = plan.init_pending[:]
+        self.ready: list[int] = []
         self.error: errors.OpError | None = None
-        self.tasks: dict[asyncio.Task, int] | None = None
+        self.tasks: set[asyncio.Task] | None = None
         self.done: asyncio.Future | None = None
         self.feed_values = feed_values
         self.loop = None
 
-    # The hot loop: deliberately flat, with locals for every attribute it touches.
-    def _drive(self, ready: list[int]) -> None:
+    def start(self) -> None:
+        self.ready = self.plan.init_ready[:]
+        self._spawn()
+
+    # The hot loop.  It is a coroutine so that `await kernel(...)` of a kernel that does
+    # not suspend costs no StopIteration (~0.13 µs instead of ~0.45 µs for send()).  When
+    # a kernel does suspend, this whole driver parks with it; `_spawn` then starts a new
+    # driver for the nodes still ready, so one waiting kernel never holds up the others.
+    # Deliberately flat, with locals for everything it touches.
+    async def _drive(self) -> None:
         plan = self.plan
         kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
-        clears, edges, single = plan.clears, plan.edges, plan.single
-        vals, pending = self.vals, self.pending
+        arity, clears, edges, single = plan.arity, plan.clears, plan.edges, plan.single
+        vals, pending, ready = self.vals, self.pending, self.ready
+        pop, push = ready.pop, ready.append
         while ready:
-            i = ready.pop()
-            a, b = starts[i], ends[i]
-            coro = kernels[i](ctxs[i], *vals[a:b])
-            vals[a:b] = clears[i]
+            if self.error is not None:
+                return
+            i = pop()
             try:
-                fut = coro.send(None)
-            except StopIteration as stop:
-                r = stop.value
+                n = arity[i]
+                if n == 1:
+                    a = starts[i]
+                    x = vals[a]
+                    vals[a] = None
+                    r = await kernels[i](ctxs[i], x)
+                elif n == 0:
+                    r = await kernels[i](ctxs[i])
+                elif n == 2:
+                    a = starts[i]
+                    x, y = vals[a], vals[a + 1]
+                    vals[a] = vals[a + 1] = None
+                    r = await kernels[i](ctxs[i], x, y)
+                else:
+                    a, b = starts[i], ends[i]
+                    args = vals[a:b]
+                    vals[a:b] = clears[i]
+                    r = await kernels[i](ctxs[i], *args)
+                if single[i]:
+                    for _, j, s in edges[i]:
+                        vals[s] = r
+                        pending[j] -= 1
+                        if not pending[j]:
+                            push(j)
+                else:
+                    if r is None:
+                        r = _ONE_NONE
+                    for oi, j, s in edges[i]:
+                        vals[s] = r[oi]
+                        pending[j] -= 1
+                        if not pending[j]:
+                            push(j)
             except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
                 self._fail(i, exc)
                 return
-            else:
-                self._suspend(i, coro, fut)
-                continue
-            if single[i]:
-                outs = (r,)
-            elif r is None:
-                outs = _ONE_NONE
-            else:
-                outs = r
-            for oi, j, s in edges[i]:
-                vals[s] = outs[oi]
-                pending[j] -= 1
-                if not pending[j]:
-                    ready.append(j)
 
-    def start(self) -> None:
-        self._drive(self.plan.init_ready[:])
+    def _spawn(self) -> None:
+        """Drive ready nodes until none is left; park drivers whose kernel suspended."""
+        ready = self.ready
+        while ready and self.error is None:
+            coro = self._drive()
+            try:
+                fut = coro.send(None)
+            except StopIteration:
+                continue
+            if self.tasks is None:
+                self.tasks = set()
+                self.loop = asyncio.get_running_loop()
+            task = self.loop.create_task(_resume_driver(self, coro, fut))
+            self.tasks.add(task)
+            task.add_done_callback(self._on_task_done)
 
     @property
     def finished(self) -> bool:
         return self.error is not None or not self.tasks
 
-    def _suspend(self, i: int, coro, fut) -> None:
-        if self.tasks is None:
-            self.tasks = {}
-            self.loop = asyncio.get_running_loop()
-        task = self.loop.create_task(_resume(coro, fut))
-        self.tasks[task] = i
-        task.add_done_callback(self._on_task_done)
-
     def _on_task_done(self, task: asyncio.Task) -> None:
-        i = self.tasks.pop(task, None)
-        if i is None or self.error is not None:
-            self._maybe_finish()
-            return
-        if task.cancelled():
-            self._fail(i, asyncio.CancelledError())
-            return
-        exc = task.exception()
-        if exc is not None:
-            self._fail(i, exc)
-            return
-        r = task.result()
-        plan = self.plan
-        if plan.single[i]:
-            outs = (r,)
-        elif r is None:
-            outs = _ONE_NONE
-        else:
-            outs = r
-        vals, pending, ready = self.vals, self.pending, []
-        for oi, j, s in plan.edges[i]:
-            vals[s] = outs[oi]
-            pending[j] -= 1
-            if not pending[j]:
-                ready.append(j)
-        if ready:
-            self._drive(ready)
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self.error is None:
+            exc = task.exception()
+            self.error = errors.InternalError(None, None, f"executor failure: {exc!r}")
+            self.error.__cause__ = exc
+            self.cancel_tasks()
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
@@ -425,8 +402,10 @@ class Step:
 
     def cancel_tasks(self) -> None:
         if self.tasks:
+            current = asyncio.current_task() if self.loop is not None else None
             for t in list(self.tasks):
-                t.cancel()
+                if t is not current:
+                    t.cancel()
 
     async def wait(self) -> None:
         """Suspend until every suspended kernel finished or the step failed."""
@@ -446,3 +425,35 @@ class Step:
                 v = v.read()
             out.append(v)
         return out
+
+
+class _DriverResume:
+    """Continues a parked driver inside a Task; starts new drivers when it parks again."""
+
+    __slots__ = ("step", "coro", "first")
+
+    def __init__(self, step, coro, first):
+        self.step, self.coro, self.first = step, coro, first
+
+    def __await__(self):
+        coro, y, step = self.coro, self.first, self.step
+        self.first = None
+        while True:
+            try:
+                sent = yield y
+            except BaseException as exc:  # cancellation goes into the waiting kernel
+                try:
+                    y = coro.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    y = coro.send(sent)
+                except StopIteration:
+                    return
+            if step.ready and step.error is None:
+                step._spawn()
+
+
+async def _resume_driver(step, coro, first):
+    await _DriverResume(step, coro, first)
