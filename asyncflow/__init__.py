@@ -55,13 +55,23 @@ from asyncflow.graph import (
     register_tensor_conversion_function,
     reset_default_graph,
 )
-from asyncflow.ops import array_ops as _array_ops
-from asyncflow.ops import control_flow_ops as _control_flow_ops
 from asyncflow.registry import NotDifferentiable, RegisterGradient
 from asyncflow.session import InteractiveSession, Session, get_default_session
 from asyncflow.tensor_shape import Dimension, TensorShape
 
-from asyncflow.ops.array_ops import *  # noqa: E402,F403
-from asyncflow.ops.control_flow_ops import *  # noqa: E402,F403
+
+def _reexport(module) -> None:
+    """Copy a family's public builders (its `__all__`) into the top-level namespace."""
+    for name in module.__all__:
+        globals()[name] = getattr(module, name)
+
+
+from asyncflow import ops  # noqa: E402 - registers every op family
+from asyncflow.ops import array_ops as _array_ops  # noqa: E402
+from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
+
+for _m in (_array_ops, _control_flow_ops):
+    if hasattr(_m, "__all__"):
+        _reexport(_m)
 
 convert_to_tensor_or_indexed_slices = convert_to_tensor

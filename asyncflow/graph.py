@@ -426,6 +426,7 @@ class Graph:
         self._lock = threading.RLock()
         # Per-graph state that other modules keep (variable scopes, ...).
         self._attached: dict[str, Any] = {}
+        self._container = ""
 
     # -- ids and names
     def _next_id(self) -> int:
@@ -494,6 +495,20 @@ class Graph:
             yield (new + "/") if new else ""
         finally:
             self._name_stack = old
+
+    @contextlib.contextmanager
+    def container(self, container_name: str):
+        """Stateful ops created inside keep their state in the named resource container.
+
+        Named containers are shared by every session of the process and cleared by
+        `Session.reset(target, containers)`.
+        """
+        old = self._container
+        self._container = container_name
+        try:
+            yield container_name
+        finally:
+            self._container = old
 
     # -- op lookup
     def get_operations(self) -> list[Operation]:
@@ -793,6 +808,10 @@ def colocate_with(op, ignore_existing=False):
     return get_default_graph().colocate_with(op, ignore_existing)
 
 
+def container(container_name: str):
+    return get_default_graph().container(container_name)
+
+
 def add_to_collection(name, value) -> None:
     get_default_graph().add_to_collection(name, value)
 
@@ -1046,7 +1065,12 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
                 raise TypeError(f"{op_type} missing required attr '{k}'")
             attrs[k] = spec
         out_dtypes, refs = _output_dtypes(op_def, attrs)
-        op_name = graph.unique_name(name or op_type)
+        if name and name.endswith("/"):
+            op_name = name[:-1]  # TF: a scope name ("foo/") names the op exactly
+            if op_name in graph._ops_by_name:
+                raise ValueError(f"Duplicate node name in graph: '{op_name}'")
+        else:
+            op_name = graph.unique_name(name or op_type)
         control = graph._current_control_inputs()
         op = graph._create_op(op_def, op_name, flat_inputs, attrs, out_dtypes, refs, control)
         if op_def.shape_fn is not None:

@@ -42,9 +42,8 @@ class CPUDevice(Device):
         if cost is None:
             cost = 0
             for a in args:
-                nbytes = getattr(a, "nbytes", None)
-                if nbytes is not None:
-                    cost += nbytes
+                if isinstance(a, np.ndarray):
+                    cost += a.nbytes
         if cost < INLINE_BYTES:
             return fn(*args)
         loop = asyncio.get_running_loop()
