@@ -67,11 +67,40 @@ def _reexport(module) -> None:
 
 
 from asyncflow import ops  # noqa: E402 - registers every op family
+from asyncflow import random_seed as _random_seed  # noqa: E402
+from asyncflow import var_scope as _variable_scope  # noqa: E402
+from asyncflow import variables as _variables  # noqa: E402
 from asyncflow.ops import array_ops as _array_ops  # noqa: E402
+from asyncflow.ops import check_ops as _check_ops  # noqa: E402
 from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
+from asyncflow.ops import init_ops as _init_ops  # noqa: E402
+from asyncflow.ops import logging_ops as _logging_ops  # noqa: E402
+from asyncflow.ops import math_ops as _math_ops  # noqa: E402
+from asyncflow.ops import random_ops as _random_ops  # noqa: E402
+from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
+from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
+from asyncflow.ops import state_ops as _state_ops  # noqa: E402
 
-for _m in (_array_ops, _control_flow_ops):
-    if hasattr(_m, "__all__"):
-        _reexport(_m)
+for _m in (
+    _array_ops,
+    _slicing_ops,
+    _math_ops,
+    _reduction_ops,
+    _random_ops,
+    _control_flow_ops,
+    _logging_ops,
+    _check_ops,
+    _state_ops,
+    _init_ops,
+    _random_seed,
+    _variables,
+    _variable_scope,
+):
+    _reexport(_m)
+del _m
+
+from asyncflow import nn  # noqa: E402
+from asyncflow.graph import container  # noqa: E402
+from asyncflow.graph_io import import_graph_def  # noqa: E402
 
 convert_to_tensor_or_indexed_slices = convert_to_tensor

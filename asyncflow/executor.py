@@ -293,7 +293,7 @@ class Step:
         self.pending = plan.init_pending[:]
         self.ready: list[int] = []
         self.error: errors.OpError | None = None
-        self.tasks: set[asyncio.Task] | None = None
+        self.tasks: dict[asyncio.Task, Any] | None = None
         self.done: asyncio.Future | None = None
         self.feed_values = feed_values
         self.loop = None
@@ -321,21 +321,18 @@ class Step:
                 n = arity[i]
                 if n == 1:
                     a = starts[i]
-                    x = vals[a]
+                    r = await kernels[i](ctxs[i], vals[a])
                     vals[a] = None
-                    r = await kernels[i](ctxs[i], x)
                 elif n == 0:
                     r = await kernels[i](ctxs[i])
                 elif n == 2:
                     a = starts[i]
-                    x, y = vals[a], vals[a + 1]
+                    r = await kernels[i](ctxs[i], vals[a], vals[a + 1])
                     vals[a] = vals[a + 1] = None
-                    r = await kernels[i](ctxs[i], x, y)
                 else:
                     a, b = starts[i], ends[i]
-                    args = vals[a:b]
+                    r = await kernels[i](ctxs[i], *vals[a:b])
                     vals[a:b] = clears[i]
-                    r = await kernels[i](ctxs[i], *args)
                 if single[i]:
                     for _, j, s in edges[i]:
                         vals[s] = r
@@ -350,6 +347,7 @@ class Step:
                         pending[j] -= 1
                         if not pending[j]:
                             push(j)
+                r = None  # a parked driver must not keep the last output alive
             except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
                 self._fail(i, exc)
                 return
@@ -364,10 +362,10 @@ class Step:
             except StopIteration:
                 continue
             if self.tasks is None:
-                self.tasks = set()
+                self.tasks = {}
                 self.loop = asyncio.get_running_loop()
             task = self.loop.create_task(_resume_driver(self, coro, fut))
-            self.tasks.add(task)
+            self.tasks[task] = coro
             task.add_done_callback(self._on_task_done)
 
     @property
@@ -375,7 +373,17 @@ class Step:
         return self.error is not None or not self.tasks
 
     def _on_task_done(self, task: asyncio.Task) -> None:
-        self.tasks.discard(task)
+        coro = self.tasks.pop(task, None)
+        if task.cancelled() and coro is not None and coro.cr_frame is not None:
+            # Cancelled before its first step: the Task never threw into the parked
+            # driver, so its waiting kernel would miss its cleanup (a Dequeue must
+            # withdraw its waiter).  Deliver the cancellation by hand.
+            try:
+                coro.throw(asyncio.CancelledError())
+            except BaseException:  # noqa: BLE001 - the driver records kernel errors itself
+                pass
+            else:
+                coro.close()  # the kernel ignored the cancellation; stop it anyway
         if not task.cancelled() and task.exception() is not None and self.error is None:
             exc = task.exception()
             self.error = errors.InternalError(None, None, f"executor failure: {exc!r}")

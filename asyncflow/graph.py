@@ -625,6 +625,8 @@ class Graph:
 
     @contextlib.contextmanager
     def device(self, device_name_or_function):
+        if isinstance(device_name_or_function, device_spec.DeviceSpec):
+            device_name_or_function = device_name_or_function.to_string()
         if device_name_or_function is not None and not callable(device_name_or_function):
             # Validate now, so a bad string fails at the user's `with` line.
             device_spec.DeviceSpec.from_string(device_name_or_function)
@@ -705,9 +707,9 @@ class Graph:
                     op._control_inputs.append(c)
                     c._control_outputs.append(op)
             if self._colocation_stack:
-                op._attrs["_class"] = [
-                    f"loc:@{c.name}".encode() for c in self._colocation_stack
-                ]
+                op._attrs["_class"] = sorted(
+                    {g for c in self._colocation_stack for g in c.colocation_groups}
+                )
                 self._colocation_stack[-1].device and op._set_device(
                     self._colocation_stack[-1].device
                 )
@@ -1065,13 +1067,17 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
                 raise TypeError(f"{op_type} missing required attr '{k}'")
             attrs[k] = spec
         out_dtypes, refs = _output_dtypes(op_def, attrs)
+        graph._check_not_finalized()
+        if name and not _VALID_OP_NAME.match(name.rstrip("/").rsplit("/", 1)[-1] or "x"):
+            raise ValueError(f"'{name}' is not a valid node name")
         if name and name.endswith("/"):
             op_name = name[:-1]  # TF: a scope name ("foo/") names the op exactly
             if op_name in graph._ops_by_name:
                 raise ValueError(f"Duplicate node name in graph: '{op_name}'")
         else:
             op_name = graph.unique_name(name or op_type)
-        control = graph._current_control_inputs()
+        input_ops = {t.op for t in flat_inputs}
+        control = [c for c in graph._current_control_inputs() if c not in input_ops]
         op = graph._create_op(op_def, op_name, flat_inputs, attrs, out_dtypes, refs, control)
         if op_def.shape_fn is not None:
             try:

@@ -36,6 +36,8 @@ __all__ = [
     "get_default_session",
 ]
 
+_MAX_CACHED_PLANS = 1024
+
 # -- the runtime loop for synchronous callers ------------------------------------------
 
 _runtime_lock = threading.Lock()
@@ -150,7 +152,9 @@ class _FetchMapper:
             ) from None
         except (KeyError, ValueError) as e:
             msg = e.args[0] if e.args else str(e)
-            raise type(e)(f"Fetch argument {f!r} cannot be interpreted as a Tensor. ({msg})") from None
+            raise ValueError(
+                f"Fetch argument {f!r} cannot be interpreted as a Tensor. ({msg})"
+            ) from None
         k = len(elements)
         elements.append(el)
         return lambda vals: vals[k]
@@ -223,36 +227,34 @@ class BaseSession:
         mapper = _FetchMapper(graph, fetches)
         feed_tensors, feed_values = [], []
         if feed_dict:
+            pairs = []
             for key, value in feed_dict.items():
                 t = self._feed_tensor(key)
-                feed_tensors.append(t)
-                feed_values.append(_feed_value(t, value))
+                pairs.append((t, _feed_value(t, value)))
+            if len(pairs) > 1:  # one plan for any order of the same feeds
+                pairs.sort(key=lambda p: p[0].name)
+            feed_tensors = [t for t, _ in pairs]
+            feed_values = [v for _, v in pairs]
         return mapper, feed_tensors, feed_values
 
     def _feed_tensor(self, key) -> ops.Tensor:
         try:
             t = self._graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
-        except (KeyError, ValueError) as e:
+        except (KeyError, ValueError, TypeError) as e:
             msg = e.args[0] if e.args else str(e)
-            raise type(e)(f"Cannot interpret feed_dict key as Tensor: {msg}") from None
-        except TypeError as e:
-            raise TypeError(f"Cannot interpret feed_dict key as Tensor: {e}") from None
+            raise TypeError(f"Cannot interpret feed_dict key as Tensor: {msg}") from None
         return t
 
     def _plan(self, feed_tensors, elements):
         key = (tuple(feed_tensors), tuple(elements), self._graph._version)
         plan = self._plans.get(key)
         if plan is None:
-            order = sorted(range(len(feed_tensors)), key=lambda i: feed_tensors[i].name)
-            # Feeds are keyed in call order; the plan is shared by any order of the same set.
+            if len(self._plans) >= _MAX_CACHED_PLANS:
+                # Drop the oldest plan; TF1 scripts that keep adding ops must not leak.
+                self._plans.pop(next(iter(self._plans)))
             plan = compile_plan(
-                self,
-                feed_tensors,
-                list(elements),
-                self._device_for,
-                self._kernel_state_for,
+                self, feed_tensors, list(elements), self._device_for, self._kernel_state_for
             )
-            del order
             self._plans[key] = plan
         return plan
 
@@ -327,9 +329,8 @@ class BaseSession:
         self._check_open()
         if self._loop is None:
             self._bind(runtime_loop(), -1)
-        if self._loop_thread == threading.get_ident() or (
-            self._loop_thread != -1 and _running_loop() is self._loop
-        ):
+        # The runtime loop's own thread counts too (a kernel or callback calling run()).
+        if self._loop_thread == threading.get_ident() or _running_loop() is self._loop:
             raise RuntimeError(
                 "Session.run() was called on the event loop thread this session is bound "
                 "to; it would block the loop. Use `await sess.arun(...)` instead."
@@ -498,8 +499,11 @@ def _feed_value(t: ops.Tensor, value):
     else:
         np_dt = dt.as_numpy_dtype
         if isinstance(value, int) and not isinstance(value, bool):
-            conv = np.asarray(value).astype(np_dt)
-            if conv != value:
+            try:
+                conv = np.dtype(np_dt).type(value)  # TF: numpy_dtype(value) != value
+            except OverflowError:  # NumPy 2 refuses out-of-range Python ints
+                conv = None
+            if conv is None or conv != value:
                 raise TypeError(
                     f"Type of feed value {value} with type {type(value)} is not compatible "
                     f"with Tensor type {dt!r}. Try explicitly setting the type of the feed "
@@ -507,6 +511,8 @@ def _feed_value(t: ops.Tensor, value):
                 )
         try:
             arr = np.asarray(value, dtype=np_dt)
+        except OverflowError as e:  # e.g. [1, 2**40] for an int32 tensor
+            raise TypeError(f"Cannot feed value {value!r} to Tensor '{t.name}': {e}") from None
         except (TypeError, ValueError) as e:
             raise ValueError(f"Cannot feed value {value!r} to Tensor '{t.name}': {e}") from None
     if not t.shape.is_compatible_with(arr.shape):

@@ -1,0 +1,458 @@
+"""TF1 variables (`tf.compat.v1.Variable`, a RefVariable) and the variable collections.
+
+A Variable is three ops under one name scope, as TF1 builds them:
+  "v"         VariableV2, whose ref output the update ops take;
+  "v/Assign"  the initializer, assigning the initial value;
+  "v/read"    an Identity snapshot, the tensor every ordinary use reads.
+Its state lives in a resource container at run time (see ops/state_ops.py), so two
+sessions on one graph hold independent values.
+
+Invariant: a Variable converts to its snapshot wherever a Tensor is expected, and to
+its ref tensor only for ops declaring a `Ref(T)` input (apply_op asks for `_ref()`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+from asyncflow import dtypes, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.graph import GraphKeys
+from asyncflow.ops import array_ops, control_flow_ops, state_ops
+from asyncflow.ops.state_ops import is_variable_initialized
+
+__all__ = [
+    "Variable",
+    "VariableV1",
+    "VariableSynchronization",
+    "VariableAggregation",
+    "global_variables",
+    "all_variables",
+    "trainable_variables",
+    "local_variables",
+    "model_variables",
+    "moving_average_variables",
+    "global_variables_initializer",
+    "initialize_all_variables",
+    "local_variables_initializer",
+    "initialize_local_variables",
+    "variables_initializer",
+    "initialize_variables",
+    "report_uninitialized_variables",
+    "is_variable_initialized",
+    "assert_variables_initialized",
+]
+
+
+class VariableSynchronization(enum.Enum):
+    AUTO = 0
+    NONE = 1
+    ON_WRITE = 2
+    ON_READ = 3
+
+
+class VariableAggregation(enum.Enum):
+    NONE = 0
+    SUM = 1
+    MEAN = 2
+    ONLY_FIRST_REPLICA = 3
+    ONLY_FIRST_TOWER = 3
+
+
+class Variable:
+    """A TF1 variable: state that persists across `Session.run` calls.
+
+    Raises (at construction):
+      ValueError: no initial value, an initial value without a fully defined shape when
+        validate_shape, a bad `collections` argument, or a non-callable constraint.
+    Raises (when read before its initializer ran):
+      FailedPreconditionError: "Attempting to use uninitialized value v".
+    """
+
+    __array_priority__ = 100
+
+    def __init__(
+        self,
+        initial_value=None,
+        trainable=None,
+        collections=None,
+        validate_shape=True,
+        caching_device=None,
+        name=None,
+        variable_def=None,
+        dtype=None,
+        expected_shape=None,
+        import_scope=None,
+        constraint=None,
+        use_resource=None,
+        synchronization=VariableSynchronization.AUTO,
+        aggregation=VariableAggregation.NONE,
+        shape=None,
+    ):
+        if variable_def is not None:
+            raise NotImplementedError("Variable(variable_def=...) is not supported")
+        if initial_value is None:
+            raise ValueError("initial_value must be specified.")
+        if constraint is not None and not callable(constraint):
+            raise ValueError("The `constraint` argument must be a callable.")
+        if synchronization == VariableSynchronization.ON_READ:
+            if trainable:
+                raise ValueError(
+                    "Synchronization value can be set to VariableSynchronization.ON_READ "
+                    "only for non-trainable variables. You have specified trainable=True "
+                    "and synchronization=VariableSynchronization.ON_READ."
+                )
+            trainable = False
+        elif trainable is None:
+            trainable = True
+        if collections is None:
+            collections = [GraphKeys.GLOBAL_VARIABLES]
+        if not isinstance(collections, (list, tuple, set)):
+            raise ValueError(
+                "collections argument to Variable constructor must be a list, tuple, or "
+                f"set. Got {collections} of type {type(collections)}"
+            )
+        collections = list(collections)
+        if trainable and GraphKeys.TRAINABLE_VARIABLES not in collections:
+            collections.append(GraphKeys.TRAINABLE_VARIABLES)
+        self._trainable = trainable
+        self._constraint = constraint
+        self._synchronization = synchronization
+        self._aggregation = aggregation
+        self._caching_device = caching_device
+        self._save_slice_info = None
+        graph = (
+            ops.get_default_graph()
+            if callable(initial_value)
+            else (ops._graph_from_values([initial_value]))
+        )
+        with graph.as_default(), graph.control_dependencies(None):  # TF's init_scope
+            self._build(graph, initial_value, validate_shape, name, dtype, shape)
+        graph.add_to_collections(collections, self)
+
+    def _build(self, graph, initial_value, validate_shape, name, dtype, shape):
+        base = (name or "Variable").rstrip("/")
+        # TF names the VariableV2 op after its name scope ("v", with "v/Assign" and
+        # "v/read" inside).  apply_op always uniquifies, so take the name the op will
+        # get, build the initial value inside that scope, then create the op.
+        scope = graph.unique_name(base, mark_as_used=False)
+        with graph.name_scope(scope + "/"):
+            if callable(initial_value):
+                with graph.name_scope("Initializer"):
+                    value = ops.convert_to_tensor(
+                        initial_value(), name="initial_value", dtype=dtype
+                    )
+            else:
+                value = ops.convert_to_tensor(initial_value, name="initial_value", dtype=dtype)
+        value_shape = value.shape
+        if shape is not None:
+            var_shape = tensor_shape.as_shape(shape)
+            if validate_shape and not value_shape.is_compatible_with(var_shape):
+                raise ValueError(
+                    f"The initial value's shape ({value_shape}) is not compatible with the "
+                    f"explicitly supplied `shape` argument ({var_shape})."
+                )
+        elif validate_shape:
+            var_shape = value_shape
+        else:
+            var_shape = tensor_shape.unknown_shape()
+        if validate_shape and not var_shape.is_fully_defined():
+            raise ValueError(f"initial_value must have a shape specified: {value}")
+        self._variable = state_ops.variable_op_v2(var_shape, value.dtype.base_dtype, name=base)
+        assert self._variable.op.name == scope, (self._variable.op.name, scope)
+        self._initial_value = value
+        with graph.name_scope(scope + "/"):
+            with graph.colocate_with(self._variable.op):
+                self._initializer_op = state_ops.assign(
+                    self._variable, value, validate_shape=validate_shape, name="Assign"
+                ).op
+            if self._caching_device is not None:
+                with graph.device(self._caching_device):
+                    self._snapshot = array_ops.identity(self._variable, name="read")
+            else:
+                with graph.colocate_with(self._variable.op):
+                    self._snapshot = array_ops.identity(self._variable, name="read")
+
+    # -- properties ----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._variable.name
+
+    @property
+    def op(self) -> ops.Operation:
+        return self._variable.op
+
+    @property
+    def graph(self) -> ops.Graph:
+        return self._variable.graph
+
+    @property
+    def device(self) -> str:
+        return self._variable.device
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self._variable.dtype
+
+    @property
+    def shape(self) -> tensor_shape.TensorShape:
+        return self._variable.shape
+
+    def get_shape(self) -> tensor_shape.TensorShape:
+        return self._variable.shape
+
+    @property
+    def initializer(self) -> ops.Operation:
+        return self._initializer_op
+
+    @property
+    def initial_value(self) -> ops.Tensor:
+        return self._initial_value
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @property
+    def constraint(self):
+        return self._constraint
+
+    @property
+    def synchronization(self):
+        return self._synchronization
+
+    @property
+    def aggregation(self):
+        return self._aggregation
+
+    # -- reading -------------------------------------------------------------------------
+    def value(self) -> ops.Tensor:
+        """The snapshot tensor ("v/read")."""
+        return self._snapshot
+
+    def read_value(self) -> ops.Tensor:
+        """A new Identity reading the variable."""
+        return array_ops.identity(self._variable, name="read")
+
+    def initialized_value(self) -> ops.Tensor:
+        """The variable's value once initialised, else its initial value (TF1 semantics).
+
+        For `Variable(other.initialized_value())`: both initializers may run in one
+        step in any order and the new variable still gets `other`'s initial value.
+        """
+        graph = self.graph
+        with graph.as_default(), graph.control_dependencies(None):
+            op = ops.apply_op("VariableInitializedValue", [self._variable, self._initial_value])
+        return op.outputs[0]
+
+    def _ref(self) -> ops.Tensor:
+        return self._variable
+
+    def _as_graph_element(self) -> ops.Tensor:
+        return self._snapshot
+
+    def eval(self, session=None):
+        """The variable's current value, computed in `session` (default: the default one)."""
+        return self._snapshot.eval(session=session)
+
+    def load(self, value, session=None) -> None:
+        """Assign `value` by feeding the initializer (no new ops)."""
+        self._initializer_op.run(
+            feed_dict={self._initializer_op.inputs[1]: value}, session=session
+        )
+
+    # -- updating ------------------------------------------------------------------------
+    def assign(self, value, use_locking=False, name=None, read_value=True):
+        t = state_ops.assign(self._variable, value, use_locking=use_locking, name=name)
+        return t if read_value else t.op
+
+    def assign_add(self, delta, use_locking=False, name=None, read_value=True):
+        t = state_ops.assign_add(self._variable, delta, use_locking=use_locking, name=name)
+        return t if read_value else t.op
+
+    def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
+        t = state_ops.assign_sub(self._variable, delta, use_locking=use_locking, name=name)
+        return t if read_value else t.op
+
+    def _scatter(self, builder, sparse_delta, use_locking, name):
+        if not (hasattr(sparse_delta, "indices") and hasattr(sparse_delta, "values")):
+            raise TypeError(f"sparse_delta is not IndexedSlices: {sparse_delta}")
+        return builder(
+            self._variable,
+            sparse_delta.indices,
+            sparse_delta.values,
+            use_locking=use_locking,
+            name=name,
+        )
+
+    def scatter_update(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_update, sparse_delta, use_locking, name)
+
+    def scatter_add(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_add, sparse_delta, use_locking, name)
+
+    def scatter_sub(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_sub, sparse_delta, use_locking, name)
+
+    # -- misc ------------------------------------------------------------------------------
+    def _get_save_slice_info(self):
+        return self._save_slice_info
+
+    def _set_save_slice_info(self, info) -> None:
+        self._save_slice_info = info
+
+    def __repr__(self) -> str:
+        return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}_ref>"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other) -> bool:  # TF1: identity
+        return self is other
+
+    def __iter__(self):
+        raise TypeError("'Variable' object is not iterable.")
+
+
+# Operators go to the snapshot, as TF1's `Variable._OverloadAllOperators` does.
+_OPERATORS = (
+    "__getitem__",
+    "__add__",
+    "__radd__",
+    "__sub__",
+    "__rsub__",
+    "__mul__",
+    "__rmul__",
+    "__truediv__",
+    "__rtruediv__",
+    "__floordiv__",
+    "__rfloordiv__",
+    "__mod__",
+    "__rmod__",
+    "__pow__",
+    "__rpow__",
+    "__matmul__",
+    "__rmatmul__",
+    "__neg__",
+    "__abs__",
+    "__invert__",
+    "__and__",
+    "__rand__",
+    "__or__",
+    "__ror__",
+    "__xor__",
+    "__rxor__",
+    "__lt__",
+    "__le__",
+    "__gt__",
+    "__ge__",
+)
+
+
+def _delegate(name: str) -> Callable:
+    def method(self, *args):
+        return getattr(self._snapshot, name)(*args)
+
+    method.__name__ = name
+    return method
+
+
+for _name in _OPERATORS:
+    setattr(Variable, _name, _delegate(_name))
+
+VariableV1 = Variable
+
+
+def _to_tensor(v: Variable, dtype=None, name=None, as_ref=False) -> ops.Tensor:
+    return v._ref() if as_ref else v.value()
+
+
+ops.register_tensor_conversion_function(Variable, _to_tensor)
+
+
+# -- collections ------------------------------------------------------------------------
+
+
+def global_variables(scope=None) -> list:
+    """Variables in GLOBAL_VARIABLES (optionally whose name matches regex `scope`)."""
+    return ops.get_collection(GraphKeys.GLOBAL_VARIABLES, scope)
+
+
+all_variables = global_variables
+
+
+def trainable_variables(scope=None) -> list:
+    return ops.get_collection(GraphKeys.TRAINABLE_VARIABLES, scope)
+
+
+def local_variables(scope=None) -> list:
+    return ops.get_collection(GraphKeys.LOCAL_VARIABLES, scope)
+
+
+def model_variables(scope=None) -> list:
+    return ops.get_collection(GraphKeys.MODEL_VARIABLES, scope)
+
+
+def moving_average_variables(scope=None) -> list:
+    return ops.get_collection(GraphKeys.MOVING_AVERAGE_VARIABLES, scope)
+
+
+def variables_initializer(var_list, name="init") -> ops.Operation:
+    """One op running the initializers of `var_list` (a NoOp when it is empty)."""
+    if var_list:
+        return control_flow_ops.group(*[v.initializer for v in var_list], name=name)
+    return control_flow_ops.no_op(name=name)
+
+
+initialize_variables = variables_initializer
+
+
+def global_variables_initializer() -> ops.Operation:
+    """The op ("init") initialising every global variable."""
+    return variables_initializer(global_variables())
+
+
+initialize_all_variables = global_variables_initializer
+
+
+def local_variables_initializer() -> ops.Operation:
+    """The op ("init") initialising every local variable."""
+    return variables_initializer(local_variables())
+
+
+initialize_local_variables = local_variables_initializer
+
+
+def _report(var_list, name, raise_error):
+    if var_list is None:
+        var_list = global_variables() + local_variables()
+    var_list = list(var_list)
+    with ops.name_scope(name):
+        flags = []
+        for v in var_list:
+            with ops.colocate_with(v.op):
+                flags.append(is_variable_initialized(v))
+        attrs = {"names": [v.op.name for v in var_list], "raise_error": raise_error}
+        return ops.apply_op("ReportUninitialized", [flags], attrs).outputs[0]
+
+
+def report_uninitialized_variables(var_list=None, name="report_uninitialized_variables"):
+    """A 1-D string tensor: the op names of the uninitialised variables of `var_list`.
+
+    `var_list` defaults to global_variables() + local_variables().
+    """
+    return _report(var_list, name, raise_error=False)
+
+
+def assert_variables_initialized(var_list=None):
+    """A tensor whose evaluation fails unless every variable of `var_list` is initialised.
+
+    Raises (when run):
+      FailedPreconditionError: "Attempting to use uninitialized value <name>".
+    """
+    if var_list is None:
+        var_list = global_variables() + local_variables()
+    if not var_list:
+        return None
+    return _report(var_list, "assert_variables_initialized", raise_error=True)

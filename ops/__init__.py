@@ -1,0 +1,15 @@
+"""Op families.  Each module registers its ops at import; imported explicitly here."""
+
+from asyncflow.ops import (  # noqa: F401
+    array_ops,
+    check_ops,
+    control_flow_ops,
+    init_ops,
+    logging_ops,
+    math_ops,
+    nn_ops,
+    random_ops,
+    reduction_ops,
+    slicing_ops,
+    state_ops,
+)

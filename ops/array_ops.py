@@ -1,0 +1,1241 @@
+"""Array ops: constants, placeholders, identity, shapes, creation, reshaping, joining.
+
+Slicing and indexing (Slice, StridedSlice, `Tensor.__getitem__`, GatherV2, ReverseV2,
+Split, Unpack, OneHot, Where/Select) live in `slicing_ops`, re-exported here so that
+`from asyncflow.ops.array_ops import *` gives the whole family.
+
+Shape functions follow TF's C++ shape inference (array_ops.cc) and read build-time
+values through `ops.constant_value` / `ops.constant_shape`; the constant folders
+registered here (Const, Identity, Shape, Size, Rank, Pack, Fill, Reshape) are what make
+those values visible.  Builders follow TF1's python layer, including its shortcuts
+(`tf.shape` of a fully known shape is a Const, small `tf.zeros` are Consts).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import slicing_ops
+from asyncflow.ops.slicing_ops import *  # noqa: F403 - re-exported as one family
+from asyncflow.ops.slicing_ops import _np_dtype, _outs, apply, cast, op_scope
+from asyncflow.registry import ANY, INDEX, REQUIRED, TypeConstraint, register_op
+
+__all__ = [
+    "newaxis",
+    "constant",
+    "placeholder",
+    "placeholder_with_default",
+    "identity",
+    "identity_n",
+    "zeros",
+    "ones",
+    "zeros_like",
+    "ones_like",
+    "fill",
+    "reshape",
+    "transpose",
+    "expand_dims",
+    "squeeze",
+    "concat",
+    "stack",
+    "tile",
+    "pad",
+    "shape",
+    "shape_n",
+    "size",
+    "rank",
+    *slicing_ops.__all__,
+]
+
+newaxis = None
+
+_FOLD_LIMIT = 1000  # fold Fill/Pack results up to this many elements, as TF's size cap
+
+
+def _invalid(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _shape_str(shape) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _mul_dim(a, b):
+    """InferenceContext::Multiply: 0 wins over unknown, 1 is the identity."""
+    if a == 0 or b == 0:
+        return 0
+    if a is None or b is None:
+        return None
+    return a * b
+
+
+# -- Const ---------------------------------------------------------------------------
+
+
+def _const_shape(op):
+    return [tensor_shape.TensorShape(op.get_attr("value").shape)]
+
+
+Const = register_op(
+    "Const", outputs=["output: dtype"], attrs={"value": REQUIRED, "dtype": ANY},
+    shape_fn=_const_shape,
+)  # fmt: skip
+
+
+@Const.kernel("CPU", "GPU")
+async def _const(ctx):
+    return ctx.attrs["value"]
+
+
+ops.register_constant_folder("Const", lambda t: t.op.get_attr("value"))
+
+
+def constant(value, dtype=None, shape=None, name="Const", verify_shape=False):
+    """`tf.constant`: a Const op holding `value` (TF's Python conversion rules).
+
+    Raises:
+      TypeError: a value the dtype cannot hold, or a shape the value cannot fill.
+    """
+    arr = dtypes.convert_to_numpy(value, dtype)
+    if shape is not None:
+        shape = tuple(int(d) for d in tensor_shape.as_shape(shape).as_list())
+        if arr.shape != shape:
+            if verify_shape:
+                raise TypeError(f"Expected Tensor's shape: {shape}, got {arr.shape}.")
+            size = int(np.prod(shape))
+            if arr.size == 1:
+                arr = np.full(shape, arr.reshape(()), dtype=arr.dtype)
+            elif arr.size == size:
+                arr = arr.reshape(shape)
+            else:
+                raise TypeError(
+                    f"Eager execution of tf.constant with unsupported shape. Tensor {value!r} "
+                    f"(converted from {value!r}) has {arr.size} elements, but got `shape` "
+                    f"{shape} with {size} elements)."
+                )
+    arr.flags.writeable = False  # a Const's value is shared by every step
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.as_dtype(arr.dtype)
+    return apply("Const", [], {"value": arr, "dtype": dt}, name=name).outputs[0]
+
+
+ops.register_overload("constant", constant)
+
+# -- Placeholder -----------------------------------------------------------------------
+
+
+def _placeholder_shape(op):
+    return [op.get_attr("shape")]
+
+
+Placeholder = register_op(
+    "Placeholder", outputs=["output: dtype"],
+    attrs={"dtype": ANY, "shape": tensor_shape.unknown_shape()}, shape_fn=_placeholder_shape,
+)  # fmt: skip
+
+
+@Placeholder.kernel("CPU", "GPU")
+async def _placeholder(ctx):
+    shape = ctx.attrs["shape"]
+    shape_txt = f" and shape {shape.as_list()}" if shape.ndims is not None else ""
+    raise errors.InvalidArgumentError(
+        None, None,
+        f"You must feed a value for placeholder tensor '{ctx.op.name}' with dtype "
+        f"{ctx.attrs['dtype'].name}{shape_txt}",
+    )  # fmt: skip
+
+
+def placeholder(dtype, shape=None, name=None):
+    """`tf.placeholder`: a tensor that must be fed (InvalidArgumentError otherwise)."""
+    shape = tensor_shape.as_shape(shape) if shape is not None else tensor_shape.unknown_shape()
+    attrs = {"dtype": dtypes.as_dtype(dtype), "shape": shape}
+    return apply("Placeholder", [], attrs, name=name).outputs[0]
+
+
+PlaceholderWithDefault = register_op(
+    "PlaceholderWithDefault", inputs=["input: dtype"], outputs=["output: dtype"],
+    attrs={"dtype": ANY, "shape": REQUIRED}, shape_fn=_placeholder_shape,
+)  # fmt: skip
+
+
+@PlaceholderWithDefault.kernel("CPU", "GPU")
+async def _placeholder_with_default(ctx, x):
+    return x
+
+
+def placeholder_with_default(input, shape, name=None):  # noqa: A002 - TF's name
+    """`tf.placeholder_with_default`: `input` unless fed.
+
+    Raises:
+      ValueError: `input`'s shape is incompatible with `shape`.
+    """
+    x = ops.convert_to_tensor(input)
+    shape = tensor_shape.as_shape(shape)
+    if not x.shape.is_compatible_with(shape):
+        raise ValueError(f"Shapes {x.shape} and {shape} are incompatible")
+    return apply("PlaceholderWithDefault", [x], {"shape": shape}, name=name).outputs[0]
+
+
+# -- Identity, IdentityN -------------------------------------------------------------------
+
+Identity = register_op(
+    "Identity", inputs=["input: T"], outputs=["output: T"], attrs={"T": ANY},
+    shape_fn=lambda op: [op.inputs[0].shape],
+)  # fmt: skip
+
+
+@Identity.kernel("CPU", "GPU")
+async def _identity(ctx, x):
+    return x
+
+
+ops.register_constant_folder("Identity", lambda t: ops.constant_value(t.op.inputs[0]))
+
+
+def identity(input, name=None):  # noqa: A002 - TF's name
+    """Return a tensor with the same value as `input`."""
+    return apply("Identity", [input], name=name).outputs[0]
+
+
+IdentityN = register_op(
+    "IdentityN", inputs=["input: T"], outputs=["output: T"],
+    attrs={"T": TypeConstraint(None, is_list=True)},
+    shape_fn=lambda op: [t.shape for t in op.inputs],
+)  # fmt: skip
+
+
+@IdentityN.kernel("CPU", "GPU")
+async def _identity_n(ctx, *xs):
+    return _outs(xs)
+
+
+def identity_n(input, name=None):  # noqa: A002 - TF's name
+    """`tf.identity_n`: a list of tensors with the same values as `input` (a list)."""
+    return list(apply("IdentityN", [list(input)], name=name).outputs)
+
+
+# -- Fill, zeros, ones, zeros_like, ones_like ---------------------------------------------
+
+
+def _fill_shape(op):
+    dims_t, value_t = op.inputs
+    dims_t.shape.with_rank(1)
+    value_t.shape.with_rank(0)
+    dims = ops.constant_value(dims_t)
+    if dims is not None and (dims < 0).any():
+        raise ValueError("Fill dimensions must be >= 0")
+    return [ops.constant_shape(dims_t)]
+
+
+Fill = register_op(
+    "Fill", inputs=["dims: index_type", "value: T"], outputs=["output: T"],
+    attrs={"T": ANY, "index_type": INDEX}, shape_fn=_fill_shape,
+)  # fmt: skip
+
+
+def _check_fill_args(dims, value):
+    dims, value = np.asarray(dims), np.asarray(value)
+    if dims.ndim != 1:
+        raise _invalid(f"dims must be a vector, got shape {_shape_str(dims.shape)}")
+    if value.ndim != 0:
+        raise _invalid(f"value must be a scalar, got shape {_shape_str(value.shape)}")
+    for d in dims.tolist():
+        if d < 0:
+            raise _invalid(f"Dimension {d} must be >= 0")
+    return tuple(dims.tolist()), value
+
+
+@Fill.kernel("CPU", "GPU")
+async def _fill(ctx, dims, value):
+    dims, value = _check_fill_args(dims, value)
+    dtype = ctx.attrs["T"]
+    ctx.device.check_alloc(int(np.prod(dims, dtype=np.int64)), dtype)
+    return await ctx.device.compute(np.full, dims, value, _np_dtype(dtype))
+
+
+def _fold_fill(t):
+    dims, value = (ops.constant_value(i) for i in t.op.inputs)
+    if dims is None or value is None or np.prod(dims) > _FOLD_LIMIT:
+        return None
+    dims, value = _check_fill_args(dims, value)
+    return np.full(dims, value, _np_dtype(t.dtype))
+
+
+ops.register_constant_folder("Fill", _fold_fill)
+
+
+def fill(dims, value, name=None):
+    """`tf.fill`: a tensor of shape `dims` with every element `value`.
+
+    Raises:
+      InvalidArgumentError: at run time for a non-vector `dims` or negative sizes.
+      ResourceExhaustedError: when the result would not fit in memory.
+    """
+    return apply("Fill", [dims, value], name=name).outputs[0]
+
+
+def _zero_of(dtype):
+    return False if dtype == dtypes.bool else "" if dtype == dtypes.string else 0
+
+
+def _filled(value, shape, dtype, name, default_name):
+    """TF1's zeros/ones: a Const when small and static, else Fill."""
+    dtype = dtypes.as_dtype(dtype)
+    with op_scope(name, default_name, [shape]) as scope:
+        if not isinstance(shape, ops.Tensor):
+            try:
+                static = tensor_shape.as_shape(shape).as_list()
+                if int(np.prod(static)) < 1000:
+                    return constant(value, dtype=dtype, shape=static, name=scope)
+                shape = constant(static, dtype=_index_dtype_for(static))
+            except (TypeError, ValueError):
+                shape = ops.convert_to_tensor(shape, dtype=dtypes.int32)
+        if shape.shape.ndims == 0:
+            shape = reshape(shape, [-1])
+        return fill(shape, constant(value, dtype=dtype), name=scope)
+
+
+def _index_dtype_for(values) -> dtypes.DType:
+    return dtypes.int64 if any(v > np.iinfo(np.int32).max for v in values) else dtypes.int32
+
+
+def zeros(shape, dtype=dtypes.float32, name=None):
+    """`tf.zeros`: all elements zero (False, b"" for bool/string)."""
+    return _filled(_zero_of(dtypes.as_dtype(dtype)), shape, dtype, name, "zeros")
+
+
+def ones(shape, dtype=dtypes.float32, name=None):
+    """`tf.ones`: all elements one (True for bool)."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype == dtypes.string:
+        raise TypeError("Expected string, got 1 of type 'int' instead.")
+    return _filled(True if dtype == dtypes.bool else 1, shape, dtype, name, "ones")
+
+
+ZerosLike = register_op(
+    "ZerosLike", inputs=["x: T"], outputs=["y: T"], attrs={"T": ANY},
+    shape_fn=lambda op: [op.inputs[0].shape],
+)  # fmt: skip
+OnesLike = register_op(
+    "OnesLike", inputs=["x: T"], outputs=["y: T"], attrs={"T": ANY},
+    shape_fn=lambda op: [op.inputs[0].shape],
+)  # fmt: skip
+
+
+@ZerosLike.kernel("CPU", "GPU")
+async def _zeros_like(ctx, x):
+    x = np.asarray(x)
+    if x.dtype == object:
+        return np.full(x.shape, b"", dtype=object)
+    return np.zeros_like(x)
+
+
+@OnesLike.kernel("CPU", "GPU")
+async def _ones_like(ctx, x):
+    x = np.asarray(x)
+    if x.dtype == object:
+        raise _invalid("OnesLike is not defined for strings")
+    return np.ones_like(x)
+
+
+def zeros_like(tensor, dtype=None, name=None, optimize=True):
+    """`tf.zeros_like`: zeros shaped like `tensor` (with `dtype` if given)."""
+    with op_scope(name, "zeros_like", [tensor]) as scope:
+        tensor = ops.convert_to_tensor(tensor, name="tensor")
+        if optimize and tensor.shape.is_fully_defined():
+            return zeros(tensor.shape.as_list(), dtype=dtype or tensor.dtype, name=scope)
+        if dtype is not None and dtypes.as_dtype(dtype) != tensor.dtype:
+            return zeros(shape(tensor, optimize=optimize), dtype=dtype, name=scope)
+        return apply("ZerosLike", [tensor], name=scope).outputs[0]
+
+
+def ones_like(tensor, dtype=None, name=None, optimize=True):
+    """`tf.ones_like`: ones shaped like `tensor` (with `dtype` if given)."""
+    with op_scope(name, "ones_like", [tensor]) as scope:
+        tensor = ops.convert_to_tensor(tensor, name="tensor")
+        ones_shape = shape(tensor, optimize=optimize)
+        ret = ones(ones_shape, dtype=dtype or tensor.dtype, name=scope)
+        ret.set_shape(tensor.shape)
+        return ret
+
+
+# -- Shape, ShapeN, Size, Rank -------------------------------------------------------------
+
+
+def _shape_shape(op):
+    return [[t.shape.ndims] for t in op.inputs]
+
+
+Shape = register_op(
+    "Shape", inputs=["input: T"], outputs=["output: out_type"],
+    attrs={"T": ANY, "out_type": INDEX}, shape_fn=_shape_shape,
+)  # fmt: skip
+ShapeN = register_op(
+    "ShapeN", inputs=["input: N * T"], outputs=["output: N * out_type"],
+    attrs={"N": REQUIRED, "T": ANY, "out_type": INDEX}, shape_fn=_shape_shape,
+)  # fmt: skip
+Size = register_op(
+    "Size", inputs=["input: T"], outputs=["output: out_type"],
+    attrs={"T": ANY, "out_type": INDEX}, shape_fn=lambda op: [[]],
+)  # fmt: skip
+Rank = register_op(
+    "Rank", inputs=["input: T"], outputs=["output: int32"], attrs={"T": ANY},
+    shape_fn=lambda op: [[]],
+)  # fmt: skip
+
+
+@Shape.kernel("CPU", "GPU")
+async def _shape_kernel(ctx, x):
+    return np.array(np.shape(x), dtype=_np_dtype(ctx.attrs["out_type"]))
+
+
+@ShapeN.kernel("CPU", "GPU")
+async def _shape_n(ctx, *xs):
+    dt = _np_dtype(ctx.attrs["out_type"])
+    return _outs(np.array(np.shape(x), dtype=dt) for x in xs)
+
+
+@Size.kernel("CPU", "GPU")
+async def _size(ctx, x):
+    return np.asarray(np.size(x), dtype=_np_dtype(ctx.attrs["out_type"]))
+
+
+@Rank.kernel("CPU", "GPU")
+async def _rank(ctx, x):
+    return np.int32(np.ndim(x))
+
+
+def _fold_shape(t):
+    s = t.op.inputs[t.value_index].shape
+    return np.array(s.as_list(), _np_dtype(t.dtype)) if s.is_fully_defined() else None
+
+
+def _fold_size(t):
+    n = t.op.inputs[0].shape.num_elements()
+    return None if n is None else np.asarray(n, _np_dtype(t.dtype))
+
+
+def _fold_rank(t):
+    r = t.op.inputs[0].shape.ndims
+    return None if r is None else np.int32(r)
+
+
+ops.register_constant_folder("Shape", _fold_shape)
+ops.register_constant_folder("ShapeN", _fold_shape)
+ops.register_constant_folder("Size", _fold_size)
+ops.register_constant_folder("Rank", _fold_rank)
+ops.register_constant_folder("__partial_shape__:Shape", lambda t: t.op.inputs[0].shape or None)
+ops.register_constant_folder(
+    "__partial_shape__:ShapeN", lambda t: t.op.inputs[t.value_index].shape or None
+)
+
+
+def shape(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 - TF's name
+    """`tf.shape`: the dynamic shape of `input` (a Const when statically known, as TF1)."""
+    with op_scope(name, "Shape", [input]) as scope:
+        input = ops.convert_to_tensor(input)  # noqa: A001
+        out_type = dtypes.as_dtype(out_type)
+        if optimize and input.shape.is_fully_defined():
+            return constant(input.shape.as_list(), out_type, name=scope)
+        return apply("Shape", [input], {"out_type": out_type}, name=scope).outputs[0]
+
+
+def shape_n(input, out_type=dtypes.int32, name=None):  # noqa: A002 - TF's name
+    """`tf.shape_n`: the shapes of a list of tensors."""
+    attrs = {"out_type": dtypes.as_dtype(out_type)}
+    return list(apply("ShapeN", [list(input)], attrs, name=name).outputs)
+
+
+def size(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 - TF's name
+    """`tf.size`: the number of elements of `input`."""
+    with op_scope(name, "Size", [input]) as scope:
+        input = ops.convert_to_tensor(input)  # noqa: A001
+        out_type = dtypes.as_dtype(out_type)
+        if optimize:
+            n = input.shape.num_elements()
+            if n is None and input.shape.ndims and any(d == 0 for d in input.shape.as_list()):
+                n = 0
+            if n is not None:
+                return constant(n, out_type, name=scope)
+        return apply("Size", [input], {"out_type": out_type}, name=scope).outputs[0]
+
+
+def rank(input, name=None):  # noqa: A002 - TF's name
+    """`tf.rank`: the number of dimensions of `input` (int32)."""
+    with op_scope(name, "Rank", [input]) as scope:
+        input = ops.convert_to_tensor(input)  # noqa: A001
+        if input.shape.ndims is not None:
+            return constant(input.shape.ndims, dtypes.int32, name=scope)
+        return apply("Rank", [input], name=scope).outputs[0]
+
+
+# -- Reshape -------------------------------------------------------------------------------
+
+
+def _check_reshape_spec(sizes, fail):
+    """The sizes vector's own rules: one -1 at most, nothing below -1."""
+    neg = None
+    for i, s in enumerate(sizes):
+        if s == -1:
+            if neg is not None:
+                raise fail(f"Only one input size may be -1, not both {neg} and {i}")
+            neg = i
+        elif s < 0:
+            raise fail(f"Size {i} must be non-negative, not {s}")
+    return neg
+
+
+def _reshape_shape(op):
+    x, shape_t = op.inputs
+    shape_t.shape.with_rank_at_most(1)
+    value = ops.constant_value(shape_t)
+    if value is not None:
+        _check_reshape_spec(value.reshape(-1).tolist(), ValueError)
+    out = ops.constant_shape(shape_t)
+    if out.ndims is None or x.shape.ndims is None:
+        return [out]
+    out_dims, in_dims = out.as_list(), x.shape.as_list()
+    out_unknown = [i for i, d in enumerate(out_dims) if d is None]
+    in_unknown = [i for i, d in enumerate(in_dims) if d is None]
+    if len(out_unknown) > 1 or len(in_unknown) > 1:
+        return [out]
+    known_out = int(np.prod([d for d in out_dims if d is not None], dtype=np.int64))
+    known_in = int(np.prod([d for d in in_dims if d is not None], dtype=np.int64))
+    if not in_unknown and not out_unknown and known_in != known_out:
+        raise ValueError(
+            f"Cannot reshape a tensor with {known_in} elements to shape "
+            f"{_shape_str(out_dims)} ({known_out} elements)"
+        )
+    if not in_unknown and out_unknown and known_out > 0:
+        if known_in % known_out:
+            raise ValueError(
+                f"Dimension size must be evenly divisible by {known_out} but is {known_in}"
+            )
+        out_dims[out_unknown[0]] = known_in // known_out
+    elif in_unknown and not out_unknown and known_in != 0 and known_out % known_in:
+        raise ValueError(
+            f"Dimension size must be evenly divisible by {known_in} but is {known_out}"
+        )
+    return [out_dims]
+
+
+Reshape = register_op(
+    "Reshape", inputs=["tensor: T", "shape: Tshape"], outputs=["output: T"],
+    attrs={"T": ANY, "Tshape": INDEX}, shape_fn=_reshape_shape,
+)  # fmt: skip
+
+
+def _reshape_value(x, sizes):
+    """TF's ReshapeOp::ValidateSizes: zero sizes are left out of the -1 inference."""
+    x, sizes = np.asarray(x), np.asarray(sizes)
+    if sizes.ndim > 1:
+        raise _invalid(f"sizes input must be 1-D, not {_shape_str(sizes.shape)}")
+    sizes = sizes.reshape(-1).tolist()
+    neg = _check_reshape_spec(sizes, _invalid)
+    product = int(np.prod([s for s in sizes if s > 0], dtype=np.int64))
+    if neg is not None:
+        sizes_have_zero = 0 in sizes
+        n_in, in_has_zero = 1, False
+        for d in x.shape:
+            if d > 0 or not sizes_have_zero:
+                n_in *= d
+            else:
+                in_has_zero = True
+        if not in_has_zero and n_in % product:
+            raise _invalid(
+                f"Input to reshape is a tensor with {n_in} values, but the requested shape "
+                f"requires a multiple of {product}"
+            )
+        sizes[neg] = n_in // product
+    n_out = int(np.prod(sizes, dtype=np.int64))
+    if n_out != x.size:
+        raise _invalid(
+            f"Input to reshape is a tensor with {x.size} values, but the requested shape "
+            f"has {n_out}"
+        )
+    return x.reshape(sizes)
+
+
+@Reshape.kernel("CPU", "GPU")
+async def _reshape(ctx, x, sizes):
+    return _reshape_value(x, sizes)
+
+
+def _fold_reshape(t):
+    x, sizes = (ops.constant_value(i) for i in t.op.inputs)
+    return None if x is None or sizes is None else _reshape_value(x, sizes)
+
+
+ops.register_constant_folder("Reshape", _fold_reshape)
+
+
+def reshape(tensor, shape, name=None):
+    """`tf.reshape`: the same elements in a new shape (one size may be -1).
+
+    Raises:
+      ValueError: at build time when both element counts are known and differ.
+      InvalidArgumentError: at run time, "Input to reshape is a tensor with 6 values,
+        but the requested shape has 4".
+    """
+    return apply("Reshape", [tensor, shape], name=name).outputs[0]
+
+
+# -- Transpose -------------------------------------------------------------------------------
+
+
+def _transpose_shape(op):
+    x, perm_t = op.inputs
+    perm = ops.constant_value(perm_t)
+    n_perm = perm_t.shape[0].value if perm_t.shape.ndims == 1 else None
+    if x.shape.ndims is not None:
+        rank = x.shape.ndims
+    elif n_perm is not None:
+        rank = n_perm
+    elif perm is not None:
+        rank = perm.size
+    else:
+        return [tensor_shape.unknown_shape()]
+    if x.shape.ndims is None and rank < 2:
+        return [x.shape]
+    dims = x.shape.with_rank(rank).as_list()
+    perm_t.shape.with_rank(1)
+    if n_perm is not None and n_perm != rank:
+        raise ValueError(f"Dimension must be {rank} but is {n_perm}")
+    if perm is None:
+        return [tensor_shape.unknown_shape(rank)]
+    out = []
+    for p in perm.reshape(-1).tolist():
+        if not -rank <= p < rank:
+            raise ValueError(f"perm dim {p} is out of range of input rank {rank}")
+        out.append(dims[p])
+    return [out]
+
+
+Transpose = register_op(
+    "Transpose", inputs=["x: T", "perm: Tperm"], outputs=["y: T"],
+    attrs={"T": ANY, "Tperm": INDEX}, shape_fn=_transpose_shape,
+)  # fmt: skip
+ConjugateTranspose = register_op(
+    "ConjugateTranspose", inputs=["x: T", "perm: Tperm"], outputs=["y: T"],
+    attrs={"T": ANY, "Tperm": INDEX}, shape_fn=_transpose_shape,
+)  # fmt: skip
+
+
+def _check_perm(x, perm):
+    perm = np.asarray(perm)
+    if perm.ndim != 1:
+        raise _invalid(f"perm must be a vector, not {_shape_str(perm.shape)}")
+    if perm.size != x.ndim:
+        raise _invalid(
+            f"transpose expects a vector of size {x.ndim}. But input(1) is a vector of size "
+            f"{perm.size}"
+        )
+    perm = perm.tolist()
+    for d in perm:
+        if not 0 <= d < x.ndim:
+            raise _invalid(f"{d} is out of range [0 .. {x.ndim})")
+    for i in range(x.ndim):
+        if i not in perm:
+            raise _invalid(f"{i} is missing from {{{','.join(str(p) for p in perm)}}}.")
+    return perm
+
+
+@Transpose.kernel("CPU", "GPU")
+async def _transpose(ctx, x, perm):
+    x = np.asarray(x)
+    return np.transpose(x, _check_perm(x, perm))
+
+
+@ConjugateTranspose.kernel("CPU", "GPU")
+async def _conjugate_transpose(ctx, x, perm):
+    x = np.asarray(x)
+    return np.conj(np.transpose(x, _check_perm(x, perm)))
+
+
+def transpose(a, perm=None, name="transpose", conjugate=False):
+    """`tf.transpose`: permute dimensions (reversed when `perm` is None).
+
+    Raises:
+      ValueError: at build time for a known perm of the wrong size or out of range.
+      InvalidArgumentError: at run time when `perm` is not a permutation of [0, rank).
+    """
+    with op_scope(name, "transpose", [a]) as scope:
+        a = ops.convert_to_tensor(a, name="a")
+        op_type = "ConjugateTranspose" if conjugate and a.dtype.is_complex else "Transpose"
+        if perm is None:
+            if a.shape.ndims is not None:
+                perm = np.arange(a.shape.ndims - 1, -1, -1, dtype=np.int32)
+            else:
+                # TF: (rank - 1) - range(0, rank); needs the math family's Sub and Range.
+                r = rank(a)
+                one = constant(1)
+                seq = apply("Range", [constant(0), r, one]).outputs[0]
+                perm = apply("Sub", [apply("Sub", [r, one]).outputs[0], seq]).outputs[0]
+        return apply(op_type, [a, perm], name=scope).outputs[0]
+
+
+# -- ExpandDims, Squeeze -------------------------------------------------------------------
+
+
+def _expand_dims_shape(op):
+    x, dim_t = op.inputs
+    dim = ops.constant_value(dim_t)
+    if dim is not None and dim.size != 1:
+        raise ValueError("'dim' input must be a tensor with a single value")
+    if x.shape.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    rank = x.shape.ndims
+    if dim is None:
+        return [tensor_shape.unknown_shape(rank + 1)]
+    d = int(dim.reshape(-1)[0])
+    if not -rank - 1 <= d <= rank:
+        raise ValueError(f"dim {d} not in the interval [{-rank - 1}, {rank}].")
+    if d < 0:
+        d += rank + 1
+    dims = x.shape.as_list()
+    return [dims[:d] + [1] + dims[d:]]
+
+
+ExpandDims = register_op(
+    "ExpandDims", inputs=["input: T", "dim: Tdim"], outputs=["output: T"],
+    attrs={"T": ANY, "Tdim": INDEX}, shape_fn=_expand_dims_shape,
+)  # fmt: skip
+
+
+@ExpandDims.kernel("CPU", "GPU")
+async def _expand_dims(ctx, x, dim):
+    x, dim = np.asarray(x), np.asarray(dim)
+    if dim.size != 1:
+        raise _invalid(f"'dim' must be a tensor with a single value, got {dim.size}")
+    d = int(dim.reshape(-1)[0])
+    if not -x.ndim - 1 <= d <= x.ndim:
+        raise _invalid(f"Tried to expand dim index {d} for tensor with {x.ndim} dimensions.")
+    return np.expand_dims(x, d)
+
+
+def expand_dims(input, axis=None, name=None, dim=None):  # noqa: A002 - TF's name
+    """`tf.expand_dims`: insert a size-1 dimension at `axis`.
+
+    Raises:
+      ValueError: both or neither of `axis` and `dim` given, or a known axis out of range.
+      InvalidArgumentError: at run time for an axis out of range.
+    """
+    if axis is not None and dim is not None:
+        raise ValueError("Cannot specify both 'axis' and 'dim'")
+    axis = dim if axis is None else axis
+    if axis is None:
+        raise ValueError("Must specify an axis argument to tf.expand_dims()")
+    return apply("ExpandDims", [input, axis], name=name).outputs[0]
+
+
+def _squeeze_dims(squeeze, rank, fail):
+    out = set()
+    for d in squeeze:
+        if not -rank <= d < rank:
+            raise fail(f"Tried to squeeze dim index {d} for tensor with {rank} dimensions.")
+        out.add(d % rank)
+    return out
+
+
+def _squeeze_shape(op):
+    x = op.inputs[0]
+    if x.shape.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    squeeze = list(op.get_attr("squeeze_dims"))
+    wanted = _squeeze_dims(squeeze, x.shape.ndims, ValueError)
+    out = []
+    for i, d in enumerate(x.shape.as_list()):
+        match = not squeeze or i in wanted
+        if d is None:
+            if not squeeze:
+                return [tensor_shape.unknown_shape()]
+            if match:
+                continue  # assume it is 1 at run time
+        elif d == 1 and match:
+            continue
+        elif squeeze and match:
+            raise ValueError(f"Can not squeeze dim[{i}], expected a dimension of 1, got {d}")
+        out.append(d)
+    return [out]
+
+
+Squeeze = register_op(
+    "Squeeze", inputs=["input: T"], outputs=["output: T"],
+    attrs={"T": ANY, "squeeze_dims": []}, shape_fn=_squeeze_shape,
+)  # fmt: skip
+
+
+@Squeeze.kernel("CPU", "GPU")
+async def _squeeze(ctx, x):
+    x = np.asarray(x)
+    squeeze = list(ctx.attrs["squeeze_dims"])
+    if not squeeze:
+        return x.reshape([d for d in x.shape if d != 1])
+    wanted = _squeeze_dims(squeeze, x.ndim, _invalid)
+    for i in sorted(wanted):
+        if x.shape[i] != 1:
+            raise _invalid(
+                f"Can not squeeze dim[{i}], expected a dimension of 1, got {x.shape[i]}"
+            )
+    return x.reshape([d for i, d in enumerate(x.shape) if i not in wanted])
+
+
+def squeeze(input, axis=None, name=None, squeeze_dims=None):  # noqa: A002 - TF's name
+    """`tf.squeeze`: drop size-1 dimensions (all of them, or those in `axis`).
+
+    Raises:
+      ValueError: both `axis` and `squeeze_dims`, or squeezing a known non-1 dimension.
+      InvalidArgumentError: at run time when a named dimension is not 1.
+    """
+    if axis is not None and squeeze_dims is not None:
+        raise ValueError("Cannot specify both 'axis' and 'squeeze_dims'")
+    axis = squeeze_dims if axis is None else axis
+    if isinstance(axis, int | np.integer):
+        axis = [axis]
+    attrs = {"squeeze_dims": [int(a) for a in (axis or [])]}
+    return apply("Squeeze", [input], attrs, name=name).outputs[0]
+
+
+# -- ConcatV2 ----------------------------------------------------------------------------
+
+
+def _merge_dims(a, b, i, sa, sb):
+    if a is not None and b is not None and a != b:
+        raise ValueError(
+            f"Dimension {i} in both shapes must be equal, but are {a} and {b}. Shapes are "
+            f"{_shape_str(sa)} and {_shape_str(sb)}."
+        )
+    return a if a is not None else b
+
+
+def _concat_shape(op):
+    *values, axis_t = op.inputs
+    axis_t.shape.with_rank(0)
+    known = [v.shape.as_list() for v in values if v.shape.ndims is not None]
+    if not known:
+        return [tensor_shape.unknown_shape()]
+    rank = len(known[0])
+    if rank == 0:
+        raise ValueError("Can't concatenate scalars (use tf.stack instead)")
+    for dims in known:
+        if len(dims) != rank:
+            raise ValueError(f"Shape must be rank {rank} but is rank {len(dims)}")
+    axis = ops.constant_value(axis_t)
+    if axis is None:
+        return [tensor_shape.unknown_shape(rank)]
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise ValueError(
+            f"ConcatOp : Expected concatenating dimensions in the range [{-rank}, {rank}), "
+            f"but got {axis}"
+        )
+    axis %= rank
+    out = list(known[0])
+    out[axis] = 0
+    for dims in [v.shape for v in values]:
+        if dims.ndims is None:
+            out[axis] = None
+            continue
+        dims = dims.as_list()
+        for i, d in enumerate(dims):
+            if i == axis:
+                out[i] = None if out[i] is None or d is None else out[i] + d
+            else:
+                out[i] = _merge_dims(out[i], d, i, out, dims)
+    return [out]
+
+
+ConcatV2 = register_op(
+    "ConcatV2", inputs=["values: N * T", "axis: Tidx"], outputs=["output: T"],
+    attrs={"N": REQUIRED, "T": ANY, "Tidx": INDEX}, shape_fn=_concat_shape,
+)  # fmt: skip
+
+
+@ConcatV2.kernel("CPU", "GPU")
+async def _concat_v2(ctx, *args):
+    *values, axis = args
+    values = [np.asarray(v) for v in values]
+    rank = values[0].ndim
+    axis = int(axis)
+    if not -rank <= axis < rank or rank == 0:
+        raise _invalid(
+            f"ConcatOp : Expected concatenating dimensions in the range [{-rank}, {rank}), "
+            f"but got {axis}"
+        )
+    axis %= rank
+    first = values[0].shape
+    for i, v in enumerate(values[1:], 1):
+        if v.ndim != rank:
+            raise _invalid(
+                f"ConcatOp : Ranks of all input tensors should match: shape[0] = "
+                f"{_shape_str(first)} vs. shape[{i}] = {_shape_str(v.shape)}"
+            )
+        if any(a != b for j, (a, b) in enumerate(zip(first, v.shape, strict=True)) if j != axis):
+            raise _invalid(
+                f"ConcatOp : Dimensions of inputs should match: shape[0] = {_shape_str(first)} "
+                f"vs. shape[{i}] = {_shape_str(v.shape)}"
+            )
+    return await ctx.device.compute(np.concatenate, values, axis)
+
+
+def _fold_concat(t):
+    *values, axis = (ops.constant_value(i) for i in t.op.inputs)
+    if axis is None or any(v is None for v in values):
+        return None
+    return np.concatenate(values, int(axis))
+
+
+def _partial_concat(t):
+    *values, axis = t.op.inputs
+    dims = []
+    for v in values:
+        part = ops.constant_shape(v)
+        if part.ndims is None:
+            return None
+        dims += part.as_list()
+    return tensor_shape.TensorShape(dims)
+
+
+ops.register_constant_folder("ConcatV2", _fold_concat)
+ops.register_constant_folder("__partial_shape__:ConcatV2", _partial_concat)
+
+
+def concat(values, axis, name="concat"):
+    """`tf.concat`: join tensors along `axis` (one tensor: an Identity).
+
+    Raises:
+      ValueError: at build time for mismatched ranks/dimensions or a known axis out of range.
+      InvalidArgumentError: at run time for the same conditions.
+    """
+    if not isinstance(values, list | tuple):
+        values = [values]
+    if len(values) == 1:
+        with op_scope(name, "concat", values) as scope:
+            ops.convert_to_tensor(axis, name="concat_dim", dtype=dtypes.int32).shape.with_rank(0)
+            return identity(values[0], name=scope)
+    return apply("ConcatV2", [list(values), axis], name=name).outputs[0]
+
+
+# -- Pack, Unpack, autopacking ----------------------------------------------------------------
+
+
+def _pack_axis(axis, rank, fail):
+    if not -rank <= axis < rank:
+        raise fail(f"Invalid axis: {axis}; must be in [{-rank},{rank})")
+    return axis % rank
+
+
+def _pack_shape(op):
+    shape = tensor_shape.unknown_shape()
+    for i, t in enumerate(op.inputs):
+        try:
+            shape = shape.merge_with(t.shape)
+        except ValueError:
+            raise ValueError(
+                f"Shapes must be equal rank/size, but are {shape} and {t.shape}: from merging "
+                f"shape {i} with other shapes."
+            ) from None
+    if shape.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    axis = _pack_axis(op.get_attr("axis"), shape.ndims + 1, ValueError)
+    dims = shape.as_list()
+    return [dims[:axis] + [len(op.inputs)] + dims[axis:]]
+
+
+Pack = register_op(
+    "Pack", inputs=["values: N * T"], outputs=["output: T"],
+    attrs={"N": REQUIRED, "T": ANY, "axis": 0}, shape_fn=_pack_shape,
+)  # fmt: skip
+
+
+@Pack.kernel("CPU", "GPU")
+async def _pack(ctx, *values):
+    values = [np.asarray(v) for v in values]
+    for i, v in enumerate(values[1:], 1):
+        if v.shape != values[0].shape:
+            raise _invalid(
+                f"Shapes of all inputs must match: values[0].shape = "
+                f"{_shape_str(values[0].shape)} != values[{i}].shape = {_shape_str(v.shape)}"
+            )
+    axis = _pack_axis(ctx.attrs["axis"], values[0].ndim + 1, _invalid)
+    return np.stack(values, axis=axis)
+
+
+def _fold_pack(t):
+    values = [ops.constant_value(i) for i in t.op.inputs]
+    if any(v is None for v in values) or sum(np.size(v) for v in values) > _FOLD_LIMIT:
+        return None
+    return np.stack(values, axis=t.op.get_attr("axis")).astype(_np_dtype(t.dtype))
+
+
+def _partial_pack(t):
+    """`tf.stack([batch, 3])` as a shape: unknown where an element is not constant."""
+    if t.op.get_attr("axis") != 0:
+        return None
+    dims = []
+    for v in t.op.inputs:
+        c = ops.constant_value(v)
+        dims.append(None if c is None or c.ndim or int(c) < 0 else int(c))
+    return tensor_shape.TensorShape(dims)
+
+
+ops.register_constant_folder("Pack", _fold_pack)
+ops.register_constant_folder("__partial_shape__:Pack", _partial_pack)
+
+
+def stack(values, axis=0, name="stack"):
+    """`tf.stack`: join same-shaped tensors along a new dimension `axis`.
+
+    Raises:
+      ValueError: `axis` out of range, or shapes that differ (when known).
+      InvalidArgumentError: at run time for inputs of different shapes.
+    """
+    if axis == 0:
+        try:  # constants become one Const; lists holding Tensors are autopacked
+            return ops.convert_to_tensor(values, name=name)
+        except (TypeError, ValueError):
+            pass  # ragged, or mixed dtypes: Pack reports the problem below
+    values = list(values)
+    first = ops.convert_to_tensor(values[0])
+    if first.shape.ndims is not None:
+        n = first.shape.ndims + 1
+        if not -n <= axis < n:
+            raise ValueError(f"axis = {axis} not in [{-n}, {n})")
+    values[0] = first
+    return apply("Pack", [values], {"axis": int(axis)}, name=name).outputs[0]
+
+
+def _leaves(values):
+    for v in values:
+        if isinstance(v, list | tuple):
+            yield from _leaves(v)
+        else:
+            yield v
+
+
+def _autopack(values, dtype=None, name=None):
+    """convert_to_tensor of a (nested) list holding Tensors: Pack them (TF's autopacking).
+
+    Raises:
+      TypeError: a Tensor whose dtype differs from the list's (the first Tensor's).
+    """
+    inferred = next(v.dtype for v in _leaves(values) if isinstance(v, ops.Tensor))
+    if dtype is None:
+        dtype = inferred
+    else:
+        dtype = dtypes.as_dtype(dtype)
+        if dtype != inferred:
+            values = _cast_nested(values, dtype)
+    return _autopack_helper(values, dtype, name or "packed")
+
+
+def _cast_nested(values, dtype):
+    if isinstance(values, list | tuple):
+        return [_cast_nested(v, dtype) for v in values]
+    return cast(values, dtype) if isinstance(values, ops.Tensor) else values
+
+
+def _autopack_helper(values, dtype, name):
+    with op_scope(name, name, list(_leaves(values))) as scope:
+        converted, must_pack = [], False
+        for i, elem in enumerate(values):
+            if isinstance(elem, ops.Tensor):
+                if elem.dtype != dtype:
+                    raise TypeError(
+                        f"Cannot convert a list containing a tensor of dtype {elem.dtype} to "
+                        f"{dtype} (Tensor is: {elem!r})"
+                    )
+                must_pack = True
+            elif isinstance(elem, list | tuple):
+                elem = _autopack_helper(elem, dtype, str(i))
+                must_pack |= isinstance(elem, ops.Tensor)
+            converted.append(elem)
+        if not must_pack:
+            return converted
+        tensors = [
+            e if isinstance(e, ops.Tensor) else constant(e, dtype=dtype, name=str(i))
+            for i, e in enumerate(converted)
+        ]
+        return apply("Pack", [tensors], {"axis": 0}, name=scope).outputs[0]
+
+
+ops.register_overload("stack", _autopack)
+
+
+# -- Tile ----------------------------------------------------------------------------------
+
+
+def _tile_shape(op):
+    x, multiples_t = op.inputs
+    multiples_t.shape.with_rank(1)
+    mult = ops.constant_shape(multiples_t)
+    if x.shape.ndims is not None:
+        mult = mult.with_rank(x.shape.ndims)
+    if mult.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    dims = x.shape.with_rank(mult.ndims).as_list()
+    return [[_mul_dim(d, m) for d, m in zip(dims, mult.as_list(), strict=True)]]
+
+
+Tile = register_op(
+    "Tile", inputs=["input: T", "multiples: Tmultiples"], outputs=["output: T"],
+    attrs={"T": ANY, "Tmultiples": INDEX}, shape_fn=_tile_shape,
+)  # fmt: skip
+
+
+@Tile.kernel("CPU", "GPU")
+async def _tile(ctx, x, multiples):
+    x, multiples = np.asarray(x), np.asarray(multiples)
+    if multiples.ndim != 1 or multiples.size != x.ndim:
+        raise _invalid(
+            f"Expected multiples argument to be a vector of length {x.ndim} but got length "
+            f"{multiples.shape[0] if multiples.ndim else multiples.size}"
+        )
+    mult = multiples.tolist()
+    for i, m in enumerate(mult):
+        if m < 0:
+            raise _invalid(f"Expected multiples[{i}] >= 0, but got {m}")
+    ctx.device.check_alloc(x.size * int(np.prod(mult, dtype=np.int64)), ctx.attrs["T"])
+    return await ctx.device.compute(np.tile, x, mult)
+
+
+def tile(input, multiples, name=None):  # noqa: A002 - TF's name
+    """`tf.tile`: repeat `input` `multiples[i]` times along dimension i.
+
+    Raises:
+      ValueError: `multiples` length differs from the rank (when known).
+      InvalidArgumentError: the same, or a negative multiple, at run time.
+    """
+    return apply("Tile", [input, multiples], name=name).outputs[0]
+
+
+# -- Pad, PadV2, MirrorPad -------------------------------------------------------------------
+
+
+def _pad_shape(op):
+    x, paddings_t = op.inputs[:2]
+    pshape = paddings_t.shape.with_rank(2)
+    if pshape[1].value not in (None, 2):
+        raise ValueError(f"Dimension must be 2 but is {pshape[1].value}")
+    n = pshape[0].value
+    if n is not None:
+        x.shape.with_rank(n)
+    elif x.shape.ndims is not None:
+        n = x.shape.ndims
+    if len(op.inputs) == 3:
+        op.inputs[2].shape.with_rank(0)
+    paddings = ops.constant_value(paddings_t)
+    if paddings is None:
+        return [tensor_shape.unknown_shape(n)]
+    dims = x.shape.with_rank(paddings.shape[0]).as_list()
+    mode = op.get_attr("mode") if op.type == "MirrorPad" else None
+    out = []
+    for d, (lo, hi) in zip(dims, paddings.tolist(), strict=True):
+        if lo < 0 or hi < 0:
+            raise ValueError("Paddings must be non-negative")
+        if d is not None and mode is not None:
+            _check_mirror(d, lo, hi, mode, ValueError)
+        out.append(None if d is None else d + lo + hi)
+    return [out]
+
+
+def _check_mirror(d, lo, hi, mode, fail):
+    offset = 0 if mode == "SYMMETRIC" else 1
+    if mode == "REFLECT" and (lo >= d or hi >= d):
+        raise fail(f"paddings must be less than the dimension size: {lo}, {hi} not less than {d}")
+    if offset == 0 and (lo > d or hi > d):
+        raise fail(f"paddings must be no greater than the dimension size: {lo}, {hi} greater "
+                   f"than {d}")  # fmt: skip
+
+
+_PAD_ATTRS = {"T": ANY, "Tpaddings": INDEX}
+Pad = register_op(
+    "Pad", inputs=["input: T", "paddings: Tpaddings"], outputs=["output: T"],
+    attrs=_PAD_ATTRS, shape_fn=_pad_shape,
+)  # fmt: skip
+PadV2 = register_op(
+    "PadV2", inputs=["input: T", "paddings: Tpaddings", "constant_values: T"],
+    outputs=["output: T"], attrs=_PAD_ATTRS, shape_fn=_pad_shape,
+)  # fmt: skip
+MirrorPad = register_op(
+    "MirrorPad", inputs=["input: T", "paddings: Tpaddings"], outputs=["output: T"],
+    attrs={**_PAD_ATTRS, "mode": REQUIRED}, shape_fn=_pad_shape,
+)  # fmt: skip
+
+
+def _check_paddings(ctx, x, paddings):
+    if paddings.ndim != 2 or paddings.shape[1] != 2:
+        raise _invalid(f"paddings must be a matrix with 2 columns: {_shape_str(paddings.shape)}")
+    if paddings.shape[0] != x.ndim:
+        raise _invalid(
+            f"The first dimension of paddings must be the rank of inputs"
+            f"{_shape_str(paddings.shape)} {_shape_str(x.shape)}"
+        )
+    pads = [tuple(p) for p in paddings.tolist()]
+    for lo, hi in pads:
+        if lo < 0 or hi < 0:
+            raise _invalid(f"Paddings must be non-negative: {lo} {hi}")
+    n = int(
+        np.prod([d + lo + hi for d, (lo, hi) in zip(x.shape, pads, strict=True)], dtype=np.int64)
+    )
+    ctx.device.check_alloc(n, ctx.attrs["T"])
+    return pads
+
+
+async def _pad_constant(ctx, x, paddings, value):
+    x, paddings = np.asarray(x), np.asarray(paddings)
+    pads = _check_paddings(ctx, x, paddings)
+    return await ctx.device.compute(_pad_value, x, pads, value)
+
+
+def _pad_value(x, pads, value):
+    return np.pad(x, pads, "constant", constant_values=value)
+
+
+@Pad.kernel("CPU", "GPU")
+async def _pad(ctx, x, paddings):
+    x = np.asarray(x)
+    return await _pad_constant(ctx, x, paddings, b"" if x.dtype == object else 0)
+
+
+@PadV2.kernel("CPU", "GPU")
+async def _pad_v2(ctx, x, paddings, constant_values):
+    if np.ndim(constant_values):
+        raise _invalid(
+            f"constant_values must be a scalar. Got: {_shape_str(np.shape(constant_values))}"
+        )
+    return await _pad_constant(ctx, x, paddings, constant_values)
+
+
+@MirrorPad.kernel("CPU", "GPU")
+async def _mirror_pad(ctx, x, paddings):
+    x, paddings = np.asarray(x), np.asarray(paddings)
+    pads = _check_paddings(ctx, x, paddings)
+    mode = ctx.attrs["mode"]
+    for d, (lo, hi) in zip(x.shape, pads, strict=True):
+        _check_mirror(d, lo, hi, mode, _invalid)
+    return await ctx.device.compute(np.pad, x, pads, mode.lower())
+
+
+def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
+    """`tf.pad`: pad with `constant_values` (CONSTANT) or mirrored edges (REFLECT,
+    SYMMETRIC); `mode` is case-insensitive.
+
+    Raises:
+      ValueError: an unknown mode, or bad paddings known at build time.
+      InvalidArgumentError: bad paddings at run time.
+    """
+    mode = mode.upper()
+    if mode == "CONSTANT":
+        if not isinstance(constant_values, ops.Tensor) and np.all(
+            np.asarray(constant_values, dtype=object) == 0
+        ):
+            result = apply("Pad", [tensor, paddings], name=name).outputs[0]
+        else:
+            result = apply("PadV2", [tensor, paddings, constant_values], name=name).outputs[0]
+    elif mode in ("REFLECT", "SYMMETRIC"):
+        result = apply("MirrorPad", [tensor, paddings], {"mode": mode}, name=name).outputs[0]
+    else:
+        raise ValueError(f"Unknown padding mode: {mode}")
+    return result

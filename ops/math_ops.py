@@ -1,0 +1,896 @@
+"""Math ops: element-wise unary and binary arithmetic, comparisons, logic, Cast, MatMul.
+
+Element-wise families come from two factories (`_unary_op`, `_binary_op`): each
+registers the op with its type constraint, a shape function (the input shape, or the
+broadcast of both input shapes) and one xp-generic kernel for CPU and GPU.
+
+Invariants:
+- Kernels return exactly the declared output dtype: every element-wise result goes
+  through `_as_dtype`, because NumPy upcasts (Python scalars, float16 intermediates).
+- Binary kernels check broadcasting before computing, so a runtime shape mismatch is
+  TF's `InvalidArgumentError("Incompatible shapes: [2] vs. [3]")`, not a NumPy error.
+- Builders follow TF1's Python layer: `x / y` is `truediv` (ints are cast to floats),
+  `tf.div` is Python-2 division (FloorDiv for ints), `cast` to the same dtype is a no-op.
+
+Reductions, ArgMax/ArgMin, Range and LinSpace live in `reduction_ops.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.registry import (
+    ANY,
+    FLOATING,
+    INTEGER,
+    NUMERIC,
+    REAL,
+    NotDifferentiable,
+    TypeConstraint,
+    register_op,
+)
+
+__all__ = [
+    # binary arithmetic
+    "add",
+    "subtract",
+    "sub",
+    "multiply",
+    "mul",
+    "div",
+    "divide",
+    "truediv",
+    "realdiv",
+    "floordiv",
+    "floor_div",
+    "floormod",
+    "mod",
+    "pow",
+    "maximum",
+    "minimum",
+    "squared_difference",
+    "add_n",
+    # comparisons and logic
+    "equal",
+    "not_equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+    # unary
+    "negative",
+    "neg",
+    "abs",
+    "sign",
+    "square",
+    "sqrt",
+    "rsqrt",
+    "exp",
+    "expm1",
+    "log",
+    "log1p",
+    "sin",
+    "cos",
+    "tan",
+    "tanh",
+    "sigmoid",
+    "round",
+    "floor",
+    "ceil",
+    "reciprocal",
+    # casts
+    "cast",
+    "to_float",
+    "to_double",
+    "to_int32",
+    "to_int64",
+    # linear algebra
+    "matmul",
+]
+
+_COMPLEX = TypeConstraint([dtypes.complex64, dtypes.complex128])
+_FLOAT_OR_COMPLEX = TypeConstraint(FLOATING.allowed | _COMPLEX.allowed)
+_SIGNED_NUMERIC = TypeConstraint(
+    (NUMERIC.allowed - INTEGER.allowed) | {dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64}
+)
+_ADDABLE = TypeConstraint(NUMERIC.allowed | {dtypes.string})
+_COMPARABLE = REAL
+_MATMUL_TYPES = TypeConstraint(FLOATING.allowed | _COMPLEX.allowed | {dtypes.int32, dtypes.int64})
+
+
+# -- helpers shared by builders and kernels ---------------------------------------------
+
+
+@contextlib.contextmanager
+def _builder_scope(name: str | None, default: str, values=()):
+    """TF's `with ops.name_scope(name, default, values) as name:` for a single-op builder.
+
+    Helper ops (converted constants, casts) are named `<op>/...`, and the op the builder
+    finally creates (outside this block) takes the scope's own name, as in TF.  Yields
+    the name to pass to that op.
+    """
+    graph = ops._graph_from_values([v for v in values if isinstance(v, ops.Tensor)])
+    with graph.as_default():
+        op_name = graph.unique_name(name or default, mark_as_used=False)
+        base = op_name.rsplit("/", 1)[-1]
+        with graph.name_scope(op_name + "/"):
+            yield base
+
+
+def _as_dtype(xp, value, dtype: dtypes.DType):
+    """`value` as an array of exactly `dtype` (kernels must not leak NumPy's upcasts)."""
+    return xp.asarray(value, dtype=dtype.as_numpy_dtype)
+
+
+def _quiet(xp, fn: Callable, *args):
+    """Run `fn` without NumPy's floating-point warnings (TF yields inf/nan silently)."""
+    errstate = getattr(xp, "errstate", None)
+    if errstate is None:
+        return fn(*args)
+    with errstate(all="ignore"):
+        return fn(*args)
+
+
+def _shape_str(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _check_broadcast(a, b) -> None:
+    sa, sb = np.shape(a), np.shape(b)
+    if sa == sb:
+        return
+    try:
+        np.broadcast_shapes(sa, sb)
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            None, None, f"Incompatible shapes: {_shape_str(sa)} vs. {_shape_str(sb)}"
+        ) from None
+
+
+def _unary_shape(op):
+    return [op.inputs[0].shape]
+
+
+def _broadcast_shape(op):
+    return [tensor_shape.broadcast_shape(op.inputs[0].shape, op.inputs[1].shape)]
+
+
+# -- element-wise factories ----------------------------------------------------------------
+
+
+def _binary_op(
+    op_type: str,
+    fn: Callable,
+    types: TypeConstraint | str = NUMERIC,
+    out: str = "T",
+    check: Callable | None = None,
+):
+    """Register a broadcasting binary op `z = fn(xp, x, y)`.
+
+    `types` is the constraint of type attr T, or a fixed dtype name ("bool"); `out` is
+    "T" or a fixed output dtype name; `check(xp, x, y, dtype)` validates values.
+    """
+    if isinstance(types, str):
+        arg_type, attrs = types, {}
+    else:
+        arg_type, attrs = "T", {"T": types}
+    op_def = register_op(
+        op_type,
+        inputs=[f"x: {arg_type}", f"y: {arg_type}"],
+        outputs=[f"z: {out}"],
+        attrs=attrs,
+        shape_fn=_broadcast_shape,
+    )
+    in_fixed = None if attrs else dtypes.as_dtype(arg_type)
+    out_fixed = None if out == "T" else dtypes.as_dtype(out)
+
+    @op_def.kernel("CPU", "GPU")
+    async def _kernel(ctx, x, y):
+        xp = ctx.xp
+        in_dtype = in_fixed or ctx.attrs["T"]
+        _check_broadcast(x, y)
+        if check is not None:
+            check(xp, x, y, in_dtype)
+        z = await ctx.device.compute(_quiet, xp, fn, xp, x, y)
+        return _as_dtype(xp, z, out_fixed or in_dtype)
+
+    _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+    return op_def
+
+
+def _unary_op(op_type: str, fn: Callable, types: TypeConstraint | str = NUMERIC):
+    """Register an element-wise unary op `y = fn(xp, x)` (T in `types`, or a fixed dtype)."""
+    if isinstance(types, str):
+        arg_type, attrs = types, {}
+    else:
+        arg_type, attrs = "T", {"T": types}
+    op_def = register_op(
+        op_type,
+        inputs=[f"x: {arg_type}"],
+        outputs=[f"y: {arg_type}"],
+        attrs=attrs,
+        shape_fn=_unary_shape,
+    )
+    fixed = None if attrs else dtypes.as_dtype(arg_type)
+
+    @op_def.kernel("CPU", "GPU")
+    async def _kernel(ctx, x):
+        xp = ctx.xp
+        y = await ctx.device.compute(_quiet, xp, fn, xp, x)
+        return _as_dtype(xp, y, fixed or ctx.attrs["T"])
+
+    _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+    return op_def
+
+
+def _binary_builder(op_type: str, doc: str) -> Callable:
+    def builder(x, y, name=None):
+        return ops.apply_op(op_type, [x, y], name=name).outputs[0]
+
+    builder.__doc__ = doc
+    return builder
+
+
+def _unary_builder(op_type: str, doc: str) -> Callable:
+    def builder(x, name=None):
+        return ops.apply_op(op_type, [x], name=name).outputs[0]
+
+    builder.__doc__ = doc
+    return builder
+
+
+# -- binary arithmetic ---------------------------------------------------------------------
+
+
+def _check_int_div(xp, x, y, dtype) -> None:
+    if dtype.is_integer and bool(xp.any(xp.asarray(y) == 0)):
+        raise errors.InvalidArgumentError(None, None, "Integer division by zero")
+
+
+def _check_int_pow(xp, x, y, dtype) -> None:
+    if dtype.is_integer and not dtype.is_unsigned and bool(xp.any(xp.asarray(y) < 0)):
+        raise errors.InvalidArgumentError(
+            None, None, "Integers to negative integer powers are not allowed"
+        )
+
+
+def _trunc_div(xp, x, y):
+    """C++ `/`: integers round toward zero; floats divide."""
+    x, y = xp.asarray(x), xp.asarray(y)
+    if x.dtype.kind not in "iu":
+        return xp.true_divide(x, y)
+    q = xp.floor_divide(x, y)
+    # floor and truncation differ when the signs differ and the division is inexact.
+    fix = (xp.remainder(x, y) != 0) & ((x < 0) != (y < 0))
+    return q + fix.astype(q.dtype)
+
+
+def _squared_difference(xp, x, y):
+    d = xp.subtract(x, y)
+    return d * xp.conj(d)
+
+
+Add = _binary_op("Add", lambda xp, x, y: xp.add(x, y), _ADDABLE)
+AddV2 = _binary_op("AddV2", lambda xp, x, y: xp.add(x, y), NUMERIC)
+Sub = _binary_op("Sub", lambda xp, x, y: xp.subtract(x, y))
+Mul = _binary_op("Mul", lambda xp, x, y: xp.multiply(x, y))
+Div = _binary_op("Div", _trunc_div, check=_check_int_div)
+RealDiv = _binary_op("RealDiv", lambda xp, x, y: xp.true_divide(x, y))
+FloorDiv = _binary_op(
+    "FloorDiv", lambda xp, x, y: xp.floor_divide(x, y), REAL, check=_check_int_div
+)
+FloorMod = _binary_op("FloorMod", lambda xp, x, y: xp.remainder(x, y), REAL, check=_check_int_div)
+Pow = _binary_op("Pow", lambda xp, x, y: xp.power(x, y), check=_check_int_pow)
+Maximum = _binary_op("Maximum", lambda xp, x, y: xp.maximum(x, y), REAL)
+Minimum = _binary_op("Minimum", lambda xp, x, y: xp.minimum(x, y), REAL)
+SquaredDifference = _binary_op("SquaredDifference", _squared_difference)
+
+add = _binary_builder("Add", "Returns x + y element-wise (broadcasting); strings concatenate.")
+subtract = _binary_builder("Sub", "Returns x - y element-wise (broadcasting).")
+multiply = _binary_builder("Mul", "Returns x * y element-wise (broadcasting).")
+realdiv = _binary_builder("RealDiv", "Returns x / y element-wise for real types.")
+floordiv = _binary_builder(
+    "FloorDiv",
+    "Returns floor(x / y) element-wise.\n\nRaises:\n  InvalidArgumentError: (at run time) "
+    "integer division by zero.",
+)
+floor_div = floordiv
+floormod = _binary_builder(
+    "FloorMod",
+    "Returns x - floor(x / y) * y element-wise (the sign of y, as Python's %).\n\n"
+    "Raises:\n  InvalidArgumentError: (at run time) integer division by zero.",
+)
+mod = floormod
+maximum = _binary_builder("Maximum", "Returns max(x, y) element-wise (broadcasting).")
+minimum = _binary_builder("Minimum", "Returns min(x, y) element-wise (broadcasting).")
+squared_difference = _binary_builder(
+    "SquaredDifference", "Returns (x - y)(x - y) element-wise (broadcasting)."
+)
+sub = subtract
+mul = multiply
+
+
+def pow(x, y, name=None):  # noqa: A001 - TF's name
+    """Computes x ** y element-wise (op Pow).
+
+    Raises:
+      TypeError: x and y have different dtypes.
+      InvalidArgumentError: (at run time) an integer raised to a negative integer power.
+    """
+    with _builder_scope(name, "Pow", [x, y]) as op_name:
+        return ops.apply_op("Pow", [x, y], name=op_name).outputs[0]
+
+
+def _convert_pair(x, y, op_name: str):
+    """Converts x and y to tensors of one dtype, as TF's binary operators do."""
+    if not isinstance(x, ops.Tensor) and isinstance(y, ops.Tensor):
+        x = ops.convert_to_tensor(x, dtype=y.dtype, name="x")
+    else:
+        x = ops.convert_to_tensor(x, name="x")
+    if isinstance(y, ops.Tensor):
+        if y.dtype != x.dtype:
+            raise TypeError(
+                f"x and y must have the same dtype, got {x.dtype.name!r} != {y.dtype.name!r}"
+                f" in {op_name}"
+            )
+    else:
+        y = ops.convert_to_tensor(y, dtype=x.dtype, name="y")
+    return x, y
+
+
+# int8/16 and uint8/16 divide in float32; wider integers in float64 (TF's _TRUEDIV_TABLE).
+_TRUEDIV_FLOAT = {
+    dtypes.int8: dtypes.float32,
+    dtypes.uint8: dtypes.float32,
+    dtypes.int16: dtypes.float32,
+    dtypes.uint16: dtypes.float32,
+    dtypes.int32: dtypes.float64,
+    dtypes.int64: dtypes.float64,
+}
+
+
+def truediv(x, y, name=None):
+    """Divides x / y with Python 3 semantics: integer inputs are cast to floats first.
+
+    int8/int16/uint8/uint16 are cast to float32, int32/int64 to float64 (op RealDiv).
+
+    Raises:
+      TypeError: x and y have different dtypes, or the dtype cannot be divided.
+    """
+    with _builder_scope(name, "truediv", [x, y]) as op_name:
+        x, y = _convert_pair(x, y, "truediv")
+        target = _TRUEDIV_FLOAT.get(x.dtype)
+        if target is not None:
+            x = cast(x, target)
+            y = cast(y, target)
+        elif x.dtype.is_integer:
+            raise TypeError(f"Invalid dtype {x.dtype.name} in __truediv__")
+    return ops.apply_op("RealDiv", [x, y], name=op_name).outputs[0]
+
+
+def divide(x, y, name=None):
+    """`tf.divide`: Python 3 division (`truediv`)."""
+    return truediv(x, y, name=name)
+
+
+def div(x, y, name=None):
+    """`tf.div`: Python 2 division — FloorDiv for integers, RealDiv for floats.
+
+    Raises:
+      TypeError: x and y have different dtypes.
+      InvalidArgumentError: (at run time) integer division by zero.
+    """
+    with _builder_scope(name, "div", [x, y]) as op_name:
+        x, y = _convert_pair(x, y, "div")
+    op_type = "RealDiv" if x.dtype.is_floating or x.dtype.is_complex else "FloorDiv"
+    return ops.apply_op(op_type, [x, y], name=op_name).outputs[0]
+
+
+# -- comparisons and logic -------------------------------------------------------------------
+
+Equal = _binary_op("Equal", lambda xp, x, y: xp.equal(x, y), ANY, out="bool")
+NotEqual = _binary_op("NotEqual", lambda xp, x, y: xp.not_equal(x, y), ANY, out="bool")
+Less = _binary_op("Less", lambda xp, x, y: xp.less(x, y), _COMPARABLE, out="bool")
+LessEqual = _binary_op("LessEqual", lambda xp, x, y: xp.less_equal(x, y), _COMPARABLE, out="bool")
+Greater = _binary_op("Greater", lambda xp, x, y: xp.greater(x, y), _COMPARABLE, out="bool")
+GreaterEqual = _binary_op(
+    "GreaterEqual", lambda xp, x, y: xp.greater_equal(x, y), _COMPARABLE, out="bool"
+)
+LogicalAnd = _binary_op("LogicalAnd", lambda xp, x, y: xp.logical_and(x, y), "bool", out="bool")
+LogicalOr = _binary_op("LogicalOr", lambda xp, x, y: xp.logical_or(x, y), "bool", out="bool")
+LogicalNot = _unary_op("LogicalNot", lambda xp, x: xp.logical_not(x), "bool")
+
+equal = _binary_builder("Equal", "Returns the truth value of (x == y) element-wise.")
+not_equal = _binary_builder("NotEqual", "Returns the truth value of (x != y) element-wise.")
+less = _binary_builder("Less", "Returns the truth value of (x < y) element-wise.")
+less_equal = _binary_builder("LessEqual", "Returns the truth value of (x <= y) element-wise.")
+greater = _binary_builder("Greater", "Returns the truth value of (x > y) element-wise.")
+greater_equal = _binary_builder(
+    "GreaterEqual", "Returns the truth value of (x >= y) element-wise."
+)
+logical_and = _binary_builder("LogicalAnd", "Returns x AND y element-wise (bool tensors).")
+logical_or = _binary_builder("LogicalOr", "Returns x OR y element-wise (bool tensors).")
+logical_not = _unary_builder("LogicalNot", "Returns NOT x element-wise (a bool tensor).")
+
+# Boolean results have no gradient (TF's math_grad marks the same ops).
+for _op_type in (
+    "Equal",
+    "NotEqual",
+    "Less",
+    "LessEqual",
+    "Greater",
+    "GreaterEqual",
+    "LogicalAnd",
+    "LogicalOr",
+    "LogicalNot",
+):
+    NotDifferentiable(_op_type)
+
+
+def logical_xor(x, y, name="LogicalXor"):
+    """x XOR y, built as TF does: (x | y) & ~(x & y)."""
+    return ops.apply_op(
+        "LogicalAnd",
+        [logical_or(x, y), logical_not(logical_and(x, y))],
+        name=name,
+    ).outputs[0]
+
+
+# -- AddN ------------------------------------------------------------------------------------
+
+
+def _add_n_shape(op):
+    shape = tensor_shape.unknown_shape()
+    for t in op.inputs:
+        shape = shape.merge_with(t.shape)
+    return [shape]
+
+
+AddN = register_op(
+    "AddN",
+    inputs=["inputs: N * T"],
+    outputs=["sum: T"],
+    attrs={"N": 1, "T": NUMERIC},
+    shape_fn=_add_n_shape,
+)
+
+
+@AddN.kernel("CPU", "GPU")
+async def _add_n(ctx, *xs):
+    xp = ctx.xp
+    first = np.shape(xs[0])
+    for i, x in enumerate(xs[1:], 1):
+        if np.shape(x) != first:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Inputs to operation {ctx.op.name} of type AddN must have the same size and "
+                f"shape.  Input 0: {_shape_str(first)} != input {i}: "
+                f"{_shape_str(np.shape(x))}",
+            )
+    total = await ctx.device.compute(_quiet, xp, functools.reduce, xp.add, xs)
+    return _as_dtype(xp, total, ctx.attrs["T"])
+
+
+def add_n(inputs, name=None):
+    """Adds all input tensors element-wise; all must have the same shape and dtype.
+
+    Raises:
+      ValueError: `inputs` is not a non-empty list, or the static shapes differ.
+      TypeError: the dtypes differ.
+    """
+    if not inputs or not isinstance(inputs, (list, tuple)):
+        raise ValueError(
+            "inputs must be a list of at least one Tensor/IndexedSlices with the same dtype "
+            "and shape"
+        )
+    inputs = list(inputs)
+    if len(inputs) == 1:
+        x = ops.convert_to_tensor(inputs[0])
+        if name:
+            return ops.apply_op("Identity", [x], name=name).outputs[0]
+        return x
+    return ops.apply_op("AddN", [inputs], name=name).outputs[0]
+
+
+# -- unary -----------------------------------------------------------------------------------
+
+
+def _sigmoid(xp, x):
+    x = xp.asarray(x)
+    if x.dtype.kind == "c":
+        return 1 / (1 + xp.exp(-x))
+    # exp(-log(1 + exp(-x))) never overflows.
+    return xp.exp(-xp.logaddexp(xp.zeros((), x.dtype), -x))
+
+
+def _reciprocal(xp, x):
+    return xp.reciprocal(xp.asarray(x))
+
+
+Neg = _unary_op("Neg", lambda xp, x: xp.negative(x), _SIGNED_NUMERIC)
+Abs = _unary_op("Abs", lambda xp, x: xp.absolute(x), REAL)
+ComplexAbs = register_op(
+    "ComplexAbs",
+    inputs=["x: T"],
+    outputs=["y: Tout"],
+    attrs={
+        "T": _COMPLEX.with_default(dtypes.complex64),
+        "Tout": TypeConstraint([dtypes.float32, dtypes.float64], default=dtypes.float32),
+    },
+    shape_fn=_unary_shape,
+)
+
+
+@ComplexAbs.kernel("CPU", "GPU")
+async def _complex_abs(ctx, x):
+    return _as_dtype(ctx.xp, ctx.xp.absolute(x), ctx.attrs["Tout"])
+
+
+Sign = _unary_op("Sign", lambda xp, x: xp.sign(x))
+Square = _unary_op("Square", lambda xp, x: xp.multiply(x, x))
+Sqrt = _unary_op("Sqrt", lambda xp, x: xp.sqrt(x), _FLOAT_OR_COMPLEX)
+Rsqrt = _unary_op("Rsqrt", lambda xp, x: xp.reciprocal(xp.sqrt(x)), _FLOAT_OR_COMPLEX)
+Exp = _unary_op("Exp", lambda xp, x: xp.exp(x), _FLOAT_OR_COMPLEX)
+Expm1 = _unary_op("Expm1", lambda xp, x: xp.expm1(x), _FLOAT_OR_COMPLEX)
+Log = _unary_op("Log", lambda xp, x: xp.log(x), _FLOAT_OR_COMPLEX)
+Log1p = _unary_op("Log1p", lambda xp, x: xp.log1p(x), _FLOAT_OR_COMPLEX)
+Sin = _unary_op("Sin", lambda xp, x: xp.sin(x), _FLOAT_OR_COMPLEX)
+Cos = _unary_op("Cos", lambda xp, x: xp.cos(x), _FLOAT_OR_COMPLEX)
+Tan = _unary_op("Tan", lambda xp, x: xp.tan(x), _FLOAT_OR_COMPLEX)
+Tanh = _unary_op("Tanh", lambda xp, x: xp.tanh(x), _FLOAT_OR_COMPLEX)
+Sigmoid = _unary_op("Sigmoid", _sigmoid, _FLOAT_OR_COMPLEX)
+# NumPy's rint rounds half to even, as TF's Round does; integers pass through.
+Round = _unary_op("Round", lambda xp, x: xp.rint(x) if xp.asarray(x).dtype.kind in "fc" else x)
+Floor = _unary_op("Floor", lambda xp, x: xp.floor(x), FLOATING)
+Ceil = _unary_op("Ceil", lambda xp, x: xp.ceil(x), FLOATING)
+Reciprocal = _unary_op("Reciprocal", _reciprocal, _FLOAT_OR_COMPLEX)
+
+negative = _unary_builder("Neg", "Computes -x element-wise.")
+neg = negative
+sign = _unary_builder("Sign", "Returns -1, 0 or 1 by the sign of x (x / |x| for complex).")
+square = _unary_builder("Square", "Computes x * x element-wise.")
+sqrt = _unary_builder("Sqrt", "Computes the square root of x element-wise.")
+rsqrt = _unary_builder("Rsqrt", "Computes 1 / sqrt(x) element-wise.")
+exp = _unary_builder("Exp", "Computes e ** x element-wise.")
+expm1 = _unary_builder("Expm1", "Computes e ** x - 1 element-wise.")
+log = _unary_builder("Log", "Computes the natural logarithm of x element-wise.")
+log1p = _unary_builder("Log1p", "Computes log(1 + x) element-wise.")
+sin = _unary_builder("Sin", "Computes sine element-wise.")
+cos = _unary_builder("Cos", "Computes cosine element-wise.")
+tan = _unary_builder("Tan", "Computes tangent element-wise.")
+floor = _unary_builder("Floor", "Returns the largest integer not greater than x, element-wise.")
+ceil = _unary_builder("Ceil", "Returns the smallest integer not less than x, element-wise.")
+reciprocal = _unary_builder("Reciprocal", "Computes 1 / x element-wise.")
+
+
+def abs(x, name=None):  # noqa: A001 - TF's name
+    """Absolute value element-wise; ComplexAbs (a real result) for complex tensors."""
+    x = ops.convert_to_tensor(x, name="x")
+    if x.dtype.is_complex:
+        tout = dtypes.float64 if x.dtype == dtypes.complex128 else dtypes.float32
+        return ops.apply_op("ComplexAbs", [x], {"Tout": tout}, name=name or "Abs").outputs[0]
+    return ops.apply_op("Abs", [x], name=name).outputs[0]
+
+
+def round(x, name=None):  # noqa: A001 - TF's name
+    """Rounds half to even element-wise (banker's rounding, as TF); ints are unchanged."""
+    x = ops.convert_to_tensor(x, name="x")
+    if x.dtype.is_integer:
+        return x
+    return ops.apply_op("Round", [x], name=name).outputs[0]
+
+
+def sigmoid(x, name=None):
+    """Computes 1 / (1 + exp(-x)) element-wise (op Sigmoid)."""
+    with _builder_scope(name, "Sigmoid", [x]) as op_name:
+        x = ops.convert_to_tensor(x, name="x")
+    return ops.apply_op("Sigmoid", [x], name=op_name).outputs[0]
+
+
+def tanh(x, name=None):
+    """Computes the hyperbolic tangent element-wise (op Tanh)."""
+    with _builder_scope(name, "Tanh", [x]) as op_name:
+        x = ops.convert_to_tensor(x, name="x")
+    return ops.apply_op("Tanh", [x], name=op_name).outputs[0]
+
+
+# -- Cast ------------------------------------------------------------------------------------
+
+
+def _cast_value(xp, x, src: dtypes.DType, dst: dtypes.DType):
+    x = xp.asarray(x)
+    if src.is_complex and not dst.is_complex:
+        x = xp.real(x)  # TF keeps the real part
+    # astype truncates floats toward zero (C's conversion), as TF's Cast does.
+    return x.astype(dst.as_numpy_dtype)
+
+
+Cast = register_op(
+    "Cast",
+    inputs=["x: SrcT"],
+    outputs=["y: DstT"],
+    attrs={"SrcT": ANY, "DstT": ANY, "Truncate": False},
+    shape_fn=_unary_shape,
+)
+
+
+@Cast.kernel("CPU", "GPU")
+async def _cast(ctx, x):
+    src, dst = ctx.attrs["SrcT"], ctx.attrs["DstT"]
+    if src == dst:
+        return x
+    if dtypes.string in (src, dst):
+        raise errors.UnimplementedError(
+            None, None, f"Cast {src.name} to {dst.name} is not supported"
+        )
+    return await ctx.device.compute(_quiet, ctx.xp, _cast_value, ctx.xp, x, src, dst)
+
+
+def _fold_cast(t):
+    value = ops.constant_value(t.op.inputs[0])
+    if value is None:
+        return None
+    src, dst = t.op.get_attr("SrcT"), t.op.get_attr("DstT")
+    if dtypes.string in (src, dst) and src != dst:
+        return None
+    return _quiet(np, _cast_value, np, value, src, dst)
+
+
+ops.register_constant_folder("Cast", _fold_cast)
+
+
+def cast(x, dtype, name=None):
+    """Casts x to `dtype` (op Cast); a tensor already of that dtype is returned as is.
+
+    Floats cast to integers truncate toward zero; complex to real keeps the real part;
+    numbers cast to bool are `x != 0`.
+
+    Raises:
+      TypeError: `dtype` is not a dtype.
+      UnimplementedError: (at run time) a cast to or from string.
+    """
+    base = dtypes.as_dtype(dtype).base_dtype
+    if isinstance(x, ops.Tensor) and x.dtype == base:
+        return x
+    with _builder_scope(name, "Cast", [x]) as op_name:
+        x = ops.convert_to_tensor(x, name="x")
+    if x.dtype == base:
+        return x
+    return ops.apply_op("Cast", [x], {"DstT": base}, name=op_name).outputs[0]
+
+
+def to_float(x, name="ToFloat"):
+    """Casts x to float32."""
+    return cast(x, dtypes.float32, name=name)
+
+
+def to_double(x, name="ToDouble"):
+    """Casts x to float64."""
+    return cast(x, dtypes.float64, name=name)
+
+
+def to_int32(x, name="ToInt32"):
+    """Casts x to int32."""
+    return cast(x, dtypes.int32, name=name)
+
+
+def to_int64(x, name="ToInt64"):
+    """Casts x to int64."""
+    return cast(x, dtypes.int64, name=name)
+
+
+# -- MatMul, BatchMatMul ---------------------------------------------------------------------
+
+
+def _matmul_shape(op):
+    a = op.inputs[0].shape.with_rank(2)
+    b = op.inputs[1].shape.with_rank(2)
+    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    m, k1 = (a[1], a[0]) if ta else (a[0], a[1])
+    k2, n = (b[1], b[0]) if tb else (b[0], b[1])
+    _merge_inner(k1, k2)
+    return [tensor_shape.TensorShape([m, n])]
+
+
+def _merge_inner(k1, k2) -> None:
+    if not k1.is_compatible_with(k2):
+        raise ValueError(f"Dimensions must be equal, but are {k1.value} and {k2.value}")
+
+
+def _batch_matmul_shape(broadcast: bool):
+    def shape_fn(op):
+        a = op.inputs[0].shape.with_rank_at_least(2)
+        b = op.inputs[1].shape.with_rank_at_least(2)
+        if a.ndims is None or b.ndims is None:
+            return [tensor_shape.unknown_shape()]
+        adj_x, adj_y = op.get_attr("adj_x"), op.get_attr("adj_y")
+        m, k1 = (a[-1], a[-2]) if adj_x else (a[-2], a[-1])
+        k2, n = (b[-1], b[-2]) if adj_y else (b[-2], b[-1])
+        _merge_inner(k1, k2)
+        if broadcast:
+            batch = tensor_shape.broadcast_shape(a[:-2], b[:-2])
+        else:
+            batch = a[:-2].merge_with(b[:-2])
+        return [batch.concatenate([m, n])]
+
+    return shape_fn
+
+
+MatMul = register_op(
+    "MatMul",
+    inputs=["a: T", "b: T"],
+    outputs=["product: T"],
+    attrs={"T": _MATMUL_TYPES, "transpose_a": False, "transpose_b": False},
+    shape_fn=_matmul_shape,
+)
+
+
+def _incompatible(a, b) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(
+        None,
+        None,
+        f"Matrix size-incompatible: In[0]: {_shape_str(a.shape)}, In[1]: {_shape_str(b.shape)}",
+    )
+
+
+@MatMul.kernel("CPU", "GPU")
+async def _matmul(ctx, a, b):
+    xp = ctx.xp
+    a, b = xp.asarray(a), xp.asarray(b)
+    for i, m in enumerate((a, b)):
+        if m.ndim != 2:
+            raise errors.InvalidArgumentError(
+                None, None, f"In[{i}] is not a matrix. Instead it has shape {_shape_str(m.shape)}"
+            )
+    a2 = a.T if ctx.attrs["transpose_a"] else a
+    b2 = b.T if ctx.attrs["transpose_b"] else b
+    if a2.shape[1] != b2.shape[0]:
+        raise _incompatible(a, b)
+    product = await ctx.device.compute(xp.matmul, a2, b2)
+    return _as_dtype(xp, product, ctx.attrs["T"])
+
+
+def _adjoint(xp, m):
+    return xp.conj(xp.swapaxes(m, -1, -2))
+
+
+async def _batch_matmul(ctx, x, y):
+    xp = ctx.xp
+    x, y = xp.asarray(x), xp.asarray(y)
+    for i, m in enumerate((x, y)):
+        if m.ndim < 2:
+            raise errors.InvalidArgumentError(None, None, f"In[{i}] ndims must be >= 2: {m.ndim}")
+    x2 = _adjoint(xp, x) if ctx.attrs["adj_x"] else x
+    y2 = _adjoint(xp, y) if ctx.attrs["adj_y"] else y
+    if x2.shape[-1] != y2.shape[-2]:
+        raise _incompatible(x, y)
+    try:
+        if ctx.op.type == "BatchMatMul":
+            if x.shape[:-2] != y.shape[:-2]:
+                raise ValueError
+        else:
+            np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"In[0] and In[1] must have compatible batch dimensions: "
+            f"{_shape_str(x.shape)} vs. {_shape_str(y.shape)}",
+        ) from None
+    product = await ctx.device.compute(xp.matmul, x2, y2)
+    return _as_dtype(xp, product, ctx.attrs["T"])
+
+
+_BATCH_ATTRS = {"T": _MATMUL_TYPES, "adj_x": False, "adj_y": False}
+BatchMatMul = register_op(
+    "BatchMatMul",
+    inputs=["x: T", "y: T"],
+    outputs=["output: T"],
+    attrs=dict(_BATCH_ATTRS),
+    shape_fn=_batch_matmul_shape(broadcast=False),
+)
+BatchMatMulV2 = register_op(
+    "BatchMatMulV2",
+    inputs=["x: T", "y: T"],
+    outputs=["output: T"],
+    attrs=dict(_BATCH_ATTRS),
+    shape_fn=_batch_matmul_shape(broadcast=True),
+)
+BatchMatMul.kernel("CPU", "GPU")(_batch_matmul)
+BatchMatMulV2.kernel("CPU", "GPU")(_batch_matmul)
+
+
+def matmul(
+    a,
+    b,
+    transpose_a=False,
+    transpose_b=False,
+    adjoint_a=False,
+    adjoint_b=False,
+    a_is_sparse=False,
+    b_is_sparse=False,
+    name=None,
+):
+    """Multiplies matrix a by matrix b; rank > 2 inputs are batches (broadcast batch dims).
+
+    Rank-2 inputs build MatMul; anything else (or an unknown rank) builds BatchMatMulV2
+    with adj_x/adj_y.  `a_is_sparse`/`b_is_sparse` are accepted and ignored.
+
+    Raises:
+      ValueError: both transpose_x and adjoint_x are set, or the inner dimensions differ
+        ("Dimensions must be equal, but are 2 and 3 for 'MatMul' ...").
+      TypeError: a and b have different dtypes.
+    """
+    if transpose_a and adjoint_a:
+        raise ValueError("Only one of transpose_a and adjoint_a can be True.")
+    if transpose_b and adjoint_b:
+        raise ValueError("Only one of transpose_b and adjoint_b can be True.")
+    with _builder_scope(name, "MatMul", [a, b]) as op_name:
+        a, b = _convert_pair(a, b, "MatMul")
+        a_rank, b_rank = a.shape.ndims, b.shape.ndims
+        if a_rank == 2 and b_rank == 2:
+            if adjoint_a:
+                a, transpose_a = conj(a), True
+            if adjoint_b:
+                b, transpose_b = conj(b), True
+            kind, attrs = "MatMul", {"transpose_a": transpose_a, "transpose_b": transpose_b}
+        else:
+            # BatchMatMul has no transpose: conjugate and use the adjoint instead (as TF).
+            if transpose_a:
+                a, adjoint_a = conj(a), True
+            if transpose_b:
+                b, adjoint_b = conj(b), True
+            kind, attrs = "BatchMatMulV2", {"adj_x": adjoint_a, "adj_y": adjoint_b}
+    return ops.apply_op(kind, [a, b], attrs, name=op_name).outputs[0]
+
+
+Conj = _unary_op("Conj", lambda xp, x: xp.conj(x), TypeConstraint(_COMPLEX.allowed))
+
+
+def conj(x, name=None):
+    """Complex conjugate; real tensors are returned unchanged (as TF)."""
+    x = ops.convert_to_tensor(x, name="x")
+    if not x.dtype.is_complex:
+        return x
+    return ops.apply_op("Conj", [x], name=name).outputs[0]
+
+
+__all__ += ["conj"]
+
+
+# -- operator overloads ----------------------------------------------------------------------
+
+for _name, _fn in {
+    "add": add,
+    "subtract": subtract,
+    "multiply": multiply,
+    "truediv": truediv,
+    "floordiv": floordiv,
+    "floormod": floormod,
+    "pow": pow,
+    "matmul": matmul,
+    "negative": negative,
+    "abs": abs,
+    "logical_not": logical_not,
+    "logical_and": logical_and,
+    "logical_or": logical_or,
+    "logical_xor": logical_xor,
+    "less": less,
+    "less_equal": less_equal,
+    "greater": greater,
+    "greater_equal": greater_equal,
+}.items():
+    ops.register_overload(_name, _fn)
+
+del _name, _fn

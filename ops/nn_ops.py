@@ -1,0 +1,293 @@
+"""Neural-network ops: activations, Softmax/LogSoftmax and BiasAdd (the `af.nn` namespace).
+
+Sigmoid and Tanh are registered in math_ops and re-exported here, as TF exposes them
+under both `tf.` and `tf.nn.`.  `__all__` lists exactly the names that belong under
+`af.nn`.
+
+Invariant: Softmax and LogSoftmax always work on the last axis; the builders move
+another axis there and back with Transpose (array_ops), as TF1 does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
+from asyncflow.registry import FLOATING, NUMERIC, REAL, TypeConstraint, register_op
+
+__all__ = [
+    "relu",
+    "relu6",
+    "elu",
+    "softplus",
+    "softsign",
+    "softmax",
+    "log_softmax",
+    "bias_add",
+    "sigmoid",
+    "tanh",
+]
+
+
+def _unary_shape(op):
+    return [op.inputs[0].shape]
+
+
+def _activation(op_type: str, fn, types: TypeConstraint, doc: str):
+    """Register an element-wise activation `activations = fn(xp, features)` and its builder."""
+    op_def = register_op(
+        op_type,
+        inputs=["features: T"],
+        outputs=["activations: T"],
+        attrs={"T": types},
+        shape_fn=_unary_shape,
+    )
+
+    @op_def.kernel("CPU", "GPU")
+    async def _kernel(ctx, features):
+        xp = ctx.xp
+        out = await ctx.device.compute(_quiet, xp, fn, xp, xp.asarray(features))
+        return _as_dtype(xp, out, ctx.attrs["T"])
+
+    _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+
+    def builder(features, name=None):
+        return ops.apply_op(op_type, [features], name=name).outputs[0]
+
+    builder.__doc__ = doc
+    builder.__name__ = builder.__qualname__ = op_type.lower()
+    return op_def, builder
+
+
+def _scalar(x, value):
+    """`value` as a NumPy scalar of x's dtype (CuPy mixes with scalars, not NumPy arrays)."""
+    return x.dtype.type(value)
+
+
+def _zero(x):
+    return _scalar(x, 0)
+
+
+Relu, relu = _activation(
+    "Relu", lambda xp, x: xp.maximum(x, _zero(x)), REAL, "Computes max(features, 0)."
+)
+Relu6, relu6 = _activation(
+    "Relu6",
+    lambda xp, x: xp.minimum(xp.maximum(x, _zero(x)), _scalar(x, 6)),
+    REAL,
+    "Computes min(max(features, 0), 6).",
+)
+Elu, elu = _activation(
+    "Elu",
+    lambda xp, x: xp.where(x < 0, xp.expm1(x), x),
+    FLOATING,
+    "Computes exp(features) - 1 where features < 0, else features.",
+)
+Softplus, softplus = _activation(
+    "Softplus",
+    lambda xp, x: xp.logaddexp(_zero(x), x),
+    FLOATING,
+    "Computes log(exp(features) + 1) without overflow.",
+)
+Softsign, softsign = _activation(
+    "Softsign",
+    lambda xp, x: x / (xp.absolute(x) + _scalar(x, 1)),
+    FLOATING,
+    "Computes features / (abs(features) + 1).",
+)
+
+
+# -- Softmax, LogSoftmax ---------------------------------------------------------------------
+
+
+def _softmax_shape(op):
+    shape = op.inputs[0].shape
+    try:
+        shape.with_rank_at_least(1)
+    except ValueError:
+        raise ValueError(f"Shape must be at least rank 1 but is rank {shape.ndims}") from None
+    return [shape]
+
+
+def _softmax(xp, x):
+    e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
+    return e / xp.sum(e, axis=-1, keepdims=True)
+
+
+def _log_softmax(xp, x):
+    shifted = x - xp.max(x, axis=-1, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+
+
+def _softmax_op(op_type: str, fn):
+    op_def = register_op(
+        op_type,
+        inputs=["logits: T"],
+        outputs=[f"{'logsoftmax' if op_type == 'LogSoftmax' else 'softmax'}: T"],
+        attrs={"T": FLOATING},
+        shape_fn=_softmax_shape,
+    )
+
+    @op_def.kernel("CPU", "GPU")
+    async def _kernel(ctx, logits):
+        xp = ctx.xp
+        logits = xp.asarray(logits)
+        if logits.ndim < 1:
+            raise errors.InvalidArgumentError(
+                None, None, f"logits must have >= 1 dimension, got {_shape_str(logits.shape)}"
+            )
+        if logits.size == 0:
+            return logits
+        out = await ctx.device.compute(_quiet, xp, fn, xp, logits)
+        return _as_dtype(xp, out, ctx.attrs["T"])
+
+    _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+    return op_def
+
+
+Softmax = _softmax_op("Softmax", _softmax)
+LogSoftmax = _softmax_op("LogSoftmax", _log_softmax)
+
+
+def _swap_to_last(x, axis: int, rank: int, name=None):
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    perm = np.asarray(perm, dtype=np.int32)
+    return ops.apply_op("Transpose", [x, perm], name=name).outputs[0]
+
+
+def _softmax_builder(op_type: str, logits, axis, name, dim):
+    if axis is not None and dim is not None:
+        raise ValueError("Cannot specify both 'axis' and 'dim'.")
+    axis = -1 if axis is None and dim is None else (axis if axis is not None else dim)
+    logits = ops.convert_to_tensor(logits)
+    rank = logits.shape.ndims
+    if axis == -1 or (rank is not None and axis == rank - 1):
+        return ops.apply_op(op_type, [logits], name=name).outputs[0]
+    if rank is None:
+        raise ValueError(f"{op_type} over axis {axis} needs a tensor of known rank")
+    if not -rank <= axis < rank:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"`dim` must be in the range [{-rank}, {rank}) where {rank} is the number of "
+            f"dimensions in the input. Received: dim={axis}",
+        )
+    axis %= rank
+    with _builder_scope(name, op_type, [logits]) as op_name:
+        out = ops.apply_op(op_type, [_swap_to_last(logits, axis, rank)]).outputs[0]
+    result = _swap_to_last(out, axis, rank, name=op_name)
+    result.set_shape(logits.shape)  # Transpose's shape function may not know the perm
+    return result
+
+
+def softmax(logits, axis=None, name=None, dim=None):
+    """Computes softmax along `axis` (default: the last): exp(x) / sum(exp(x)).
+
+    Raises:
+      ValueError: both axis and dim given, or a rank-0 input.
+      InvalidArgumentError: `axis` out of range for the input's rank.
+    """
+    return _softmax_builder("Softmax", logits, axis, name, dim)
+
+
+def log_softmax(logits, axis=None, name=None, dim=None):
+    """Computes log(softmax(logits)) along `axis` (default: the last).
+
+    Raises:
+      ValueError: both axis and dim given, or a rank-0 input.
+      InvalidArgumentError: `axis` out of range for the input's rank.
+    """
+    return _softmax_builder("LogSoftmax", logits, axis, name, dim)
+
+
+# -- BiasAdd ---------------------------------------------------------------------------------
+
+
+def _channel_axis(data_format: str, rank: int) -> int:
+    return 1 if data_format == "NCHW" else rank - 1
+
+
+def _bias_add_shape(op):
+    value = op.inputs[0].shape
+    bias = op.inputs[1].shape.with_rank(1)
+    fmt = op.get_attr("data_format")
+    try:
+        value.with_rank_at_least(2)
+    except ValueError:
+        raise ValueError(f"Shape must be at least rank 2 but is rank {value.ndims}") from None
+    if value.ndims is None:
+        return [value]
+    axis = _channel_axis(fmt, value.ndims)
+    channels = value[axis]
+    if not channels.is_compatible_with(bias[0]):
+        raise ValueError(f"Dimensions must be equal, but are {channels.value} and {bias[0].value}")
+    dims = value.dims
+    dims[axis] = channels.merge_with(bias[0])
+    return [tensor_shape.TensorShape(dims)]
+
+
+BiasAdd = register_op(
+    "BiasAdd",
+    inputs=["value: T", "bias: T"],
+    outputs=["output: T"],
+    attrs={"T": NUMERIC, "data_format": "NHWC"},
+    shape_fn=_bias_add_shape,
+)
+
+
+@BiasAdd.kernel("CPU", "GPU")
+async def _bias_add(ctx, value, bias):
+    xp = ctx.xp
+    value, bias = xp.asarray(value), xp.asarray(bias)
+    if value.ndim < 2:
+        raise errors.InvalidArgumentError(
+            None, None, f"Input tensor must be at least 2D: {_shape_str(value.shape)}"
+        )
+    if bias.ndim != 1:
+        raise errors.InvalidArgumentError(
+            None, None, f"Biases must be 1D: {_shape_str(bias.shape)}"
+        )
+    axis = _channel_axis(ctx.attrs["data_format"], value.ndim)
+    if value.shape[axis] != bias.shape[0]:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Must provide as many biases as the channel dimension of the input tensor: "
+            f"{_shape_str(bias.shape)} vs. {_shape_str(value.shape)}",
+        )
+    shape = [1] * value.ndim
+    shape[axis] = bias.shape[0]
+    out = await ctx.device.compute(xp.add, value, bias.reshape(shape))
+    return _as_dtype(xp, out, ctx.attrs["T"])
+
+
+def bias_add(value, bias, data_format=None, name=None):
+    """Adds a 1-D `bias` along the channel axis of `value` (last for NHWC, 1 for NCHW).
+
+    Raises:
+      ValueError: a bad data_format, bias not 1-D, value of rank < 2, or the channel
+        dimension differs from the bias length.
+      TypeError: value and bias have different dtypes.
+    """
+    if data_format is None:
+        fmt = "NHWC"
+    elif data_format.startswith("NC"):
+        fmt = "NCHW"
+    elif data_format.startswith("N") and data_format.endswith("C"):
+        fmt = "NHWC"
+    else:
+        raise ValueError("data_format must be of the form `N...C` or `NC...`")
+    with _builder_scope(name, "BiasAdd", [value, bias]) as op_name:
+        value = ops.convert_to_tensor(value, name="input")
+        if isinstance(bias, ops.Tensor):
+            if bias.dtype != value.dtype:
+                raise TypeError(
+                    f"Input 'bias' of 'BiasAdd' Op has type {bias.dtype.name} that does not "
+                    f"match type {value.dtype.name} of argument 'value'."
+                )
+        else:
+            bias = ops.convert_to_tensor(bias, dtype=value.dtype, name="bias")
+    return ops.apply_op("BiasAdd", [value, bias], {"data_format": fmt}, name=op_name).outputs[0]

@@ -1,0 +1,434 @@
+"""Random ops: uniform, normal, truncated normal, integers, shuffle, multinomial.
+
+Every op here is stateful and carries int attrs `seed` and `seed2` (0 = unset), filled
+in by `random_seed.get_seed`.  Each op keeps its own NumPy `Generator(Philox)` in
+`ctx.kernel_state`, made on its first run: keyed by (seed, seed2) when either is set,
+so a fresh session of the same program draws the same numbers, and from OS entropy
+otherwise.  Successive runs of one op continue its stream, so they differ.  TF's exact
+bits are not reproduced, only its seeding rules.
+
+The float builders scale and shift the raw op with math ops, as TF does, so the raw
+op is `<name>/RandomUniform` and the returned tensor is `<name>:0`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from asyncflow.ops.control_flow_ops import _take_scope_name
+
+from asyncflow import dtypes, errors, random_seed, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.registry import ANY, INDEX, REAL, TypeConstraint, register_op
+
+__all__ = [
+    "random_uniform",
+    "random_normal",
+    "truncated_normal",
+    "random_shuffle",
+    "multinomial",
+]
+
+_FLOAT_OUT = TypeConstraint(["float16", "bfloat16", "float32", "float64"])
+_INT_OUT = TypeConstraint(["int32", "int64"])
+_SEEDS = {"seed": 0, "seed2": 0}
+
+
+# -- helpers shared by the kernels -----------------------------------------------------
+
+
+def _generator(ctx) -> np.random.Generator:
+    """This op's generator, made on first use (see the module note)."""
+    gen = ctx.kernel_state.get("rng")
+    if gen is None:
+        seed, seed2 = int(ctx.attrs["seed"]), int(ctx.attrs["seed2"])
+        if seed or seed2:
+            mask = (1 << 64) - 1
+            bit_gen = np.random.Philox(key=np.array([seed & mask, seed2 & mask], np.uint64))
+        else:
+            bit_gen = np.random.Philox()
+        gen = ctx.kernel_state["rng"] = np.random.Generator(bit_gen)
+    return gen
+
+
+def _host(x):
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
+
+
+def _make_shape(shape) -> tuple[int, ...]:
+    """The output shape from a shape input; InvalidArgumentError as TF's MakeShape."""
+    shape = _host(shape)
+    if shape.ndim != 1:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"shape must be a vector of {{int32,int64}}, got shape {_shape_str(shape.shape)}",
+        )
+    dims = tuple(int(d) for d in shape)
+    for d in dims:
+        if d < 0:
+            raise errors.InvalidArgumentError(None, None, f"Dimension {d} must be >= 0")
+    return dims
+
+
+def _shape_str(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _to_device(ctx, value):
+    xp = ctx.xp
+    return value if xp is np else xp.asarray(value)
+
+
+async def _draw(ctx, draw, shape, dtype):
+    """`draw(generator, shape, numpy dtype)` after the allocation check, on the device."""
+    n = int(np.prod(shape))
+    ctx.device.check_alloc(n, dtype)
+    gen, np_dtype = _generator(ctx), dtype.as_numpy_dtype
+    out = await ctx.device.compute(lambda: draw(gen, shape, np_dtype), cost=n * dtype.size)
+    return _to_device(ctx, out)
+
+
+def _random_shape(op):
+    op.inputs[0].shape.with_rank(1)
+    return [ops.constant_shape(op.inputs[0])]
+
+
+def _floats(draw, gen, shape, np_dtype):
+    """`draw(gen, shape, dtype)` in float32/64, cast to half precision when asked."""
+    wide = np_dtype if np_dtype in (np.float32, np.float64) else np.float32
+    return draw(gen, shape, wide).astype(np_dtype, copy=False)
+
+
+# -- RandomUniform -----------------------------------------------------------------------
+
+RandomUniform = register_op(
+    "RandomUniform",
+    inputs=["shape: T"],
+    outputs=["output: dtype"],
+    attrs={**_SEEDS, "dtype": _FLOAT_OUT, "T": INDEX},
+    shape_fn=_random_shape,
+    stateful=True,
+)
+
+
+def _draw_uniform(gen, shape, np_dtype):
+    out = _floats(lambda g, s, d: g.random(s, dtype=d), gen, shape, np_dtype)
+    # Rounding to a narrower float may reach 1.0; the range is [0, 1).
+    return np.minimum(out, np.nextafter(np_dtype(1), np_dtype(0)))
+
+
+@RandomUniform.kernel("CPU", "GPU")
+async def _random_uniform(ctx, shape):
+    shape = _make_shape(shape)
+    return await _draw(ctx, _draw_uniform, shape, ctx.attrs["dtype"])
+
+
+# -- RandomStandardNormal ----------------------------------------------------------------
+
+RandomStandardNormal = register_op(
+    "RandomStandardNormal",
+    inputs=["shape: T"],
+    outputs=["output: dtype"],
+    attrs={**_SEEDS, "dtype": _FLOAT_OUT, "T": INDEX},
+    shape_fn=_random_shape,
+    stateful=True,
+)
+
+
+def _draw_normal(gen, shape, np_dtype):
+    return _floats(lambda g, s, d: g.standard_normal(s, dtype=d), gen, shape, np_dtype)
+
+
+@RandomStandardNormal.kernel("CPU", "GPU")
+async def _random_standard_normal(ctx, shape):
+    shape = _make_shape(shape)
+    return await _draw(ctx, _draw_normal, shape, ctx.attrs["dtype"])
+
+
+# -- TruncatedNormal ---------------------------------------------------------------------
+
+TruncatedNormal = register_op(
+    "TruncatedNormal",
+    inputs=["shape: T"],
+    outputs=["output: dtype"],
+    attrs={**_SEEDS, "dtype": _FLOAT_OUT, "T": INDEX},
+    shape_fn=_random_shape,
+    stateful=True,
+)
+
+
+def _draw_truncated(gen, shape, np_dtype):
+    out = gen.standard_normal(shape)
+    flat = out.reshape(-1)
+    bad = np.flatnonzero(np.abs(flat) > 2.0)
+    while bad.size:  # resample everything beyond two standard deviations
+        flat[bad] = gen.standard_normal(bad.size)
+        bad = bad[np.abs(flat[bad]) > 2.0]
+    return out.astype(np_dtype)
+
+
+@TruncatedNormal.kernel("CPU", "GPU")
+async def _truncated_normal(ctx, shape):
+    shape = _make_shape(shape)
+    return await _draw(ctx, _draw_truncated, shape, ctx.attrs["dtype"])
+
+
+# -- RandomUniformInt --------------------------------------------------------------------
+
+
+def _random_uniform_int_shape(op):
+    for t, what in ((op.inputs[1], "minval"), (op.inputs[2], "maxval")):
+        if t.shape.ndims not in (None, 0):
+            raise ValueError(f"Shape must be rank 0 but is rank {t.shape.ndims} ({what})")
+    return _random_shape(op)
+
+
+RandomUniformInt = register_op(
+    "RandomUniformInt",
+    inputs=["shape: T", "minval: Tout", "maxval: Tout"],
+    outputs=["output: Tout"],
+    attrs={**_SEEDS, "Tout": _INT_OUT, "T": INDEX},
+    shape_fn=_random_uniform_int_shape,
+    stateful=True,
+)
+
+
+@RandomUniformInt.kernel("CPU", "GPU")
+async def _random_uniform_int(ctx, shape, minval, maxval):
+    shape = _make_shape(shape)
+    minval, maxval = _host(minval), _host(maxval)
+    for value, what in ((minval, "minval"), (maxval, "maxval")):
+        if value.ndim != 0:
+            raise errors.InvalidArgumentError(
+                None, None, f"{what} must be 0-D, got shape {_shape_str(value.shape)}"
+            )
+    dtype = ctx.attrs["Tout"]
+    n = int(np.prod(shape))
+    if n == 0:  # as TF: an empty output needs no valid range
+        return _to_device(ctx, np.zeros(shape, dtype.as_numpy_dtype))
+    lo, hi = int(minval), int(maxval)
+    if lo >= hi:
+        raise errors.InvalidArgumentError(None, None, f"Need minval < maxval: got {lo} >= {hi}")
+    return await _draw(ctx, lambda gen, s, d: gen.integers(lo, hi, size=s, dtype=d), shape, dtype)
+
+
+# -- RandomShuffle -----------------------------------------------------------------------
+
+RandomShuffle = register_op(
+    "RandomShuffle",
+    inputs=["value: T"],
+    outputs=["output: T"],
+    attrs={**_SEEDS, "T": ANY},
+    shape_fn=lambda op: [op.inputs[0].shape],
+    stateful=True,
+)
+
+
+@RandomShuffle.kernel("CPU", "GPU")
+async def _random_shuffle(ctx, value):
+    value = ctx.xp.asarray(value)
+    if value.ndim == 0 or value.shape[0] <= 1:
+        return value
+    perm = _to_device(ctx, _generator(ctx).permutation(value.shape[0]))
+    return await ctx.device.compute(lambda: value[perm], cost=value.nbytes)
+
+
+# -- Multinomial -------------------------------------------------------------------------
+
+
+def _multinomial_shape(op):
+    logits = op.inputs[0].shape.with_rank(2)
+    op.inputs[1].shape.with_rank(0)
+    num_samples = ops.constant_value(op.inputs[1])
+    n = None if num_samples is None else int(num_samples)
+    return [tensor_shape.TensorShape([logits[0], n])]
+
+
+Multinomial = register_op(
+    "Multinomial",
+    inputs=["logits: T", "num_samples: int32"],
+    outputs=["output: output_dtype"],
+    attrs={**_SEEDS, "T": REAL, "output_dtype": TypeConstraint(["int32", "int64"], "int64")},
+    shape_fn=_multinomial_shape,
+    stateful=True,
+)
+
+
+def _draw_multinomial(gen, logits, num_samples, np_dtype):
+    logits = logits.astype(np.float64)
+    out = np.empty((logits.shape[0], num_samples), np_dtype)
+    for b, row in enumerate(logits):
+        finite = np.isfinite(row)
+        weights = np.zeros_like(row)
+        if finite.any():
+            weights[finite] = np.exp(row[finite] - row[finite].max())
+        cdf = np.cumsum(weights)
+        u = gen.random(num_samples) * cdf[-1]
+        out[b] = np.minimum(np.searchsorted(cdf, u, side="right"), row.size - 1)
+    return out
+
+
+@Multinomial.kernel("CPU")
+async def _multinomial(ctx, logits, num_samples):
+    logits, num_samples = np.asarray(logits), np.asarray(num_samples)
+    if logits.ndim != 2:
+        raise errors.InvalidArgumentError(
+            None, None, f"logits should be a matrix, got shape {_shape_str(logits.shape)}"
+        )
+    if num_samples.ndim != 0:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"num_samples should be a scalar, got shape {_shape_str(num_samples.shape)}",
+        )
+    n = int(num_samples)
+    if n < 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"num_samples should be nonnegative, got {n}"
+        )
+    if logits.shape[1] <= 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"num_classes should be positive, got {logits.shape[1]}"
+        )
+    dtype = ctx.attrs["output_dtype"]
+    ctx.device.check_alloc(logits.shape[0] * n, dtype)
+    gen = _generator(ctx)
+    return await ctx.device.compute(
+        lambda: _draw_multinomial(gen, logits, n, dtype.as_numpy_dtype),
+        cost=logits.nbytes + logits.shape[0] * n * dtype.size,
+    )
+
+
+# -- builders ----------------------------------------------------------------------------
+
+
+def _shape_tensor(shape) -> ops.Tensor:
+    """TF's `tensor_util.shape_tensor`: a list, TensorShape or Tensor as a 1-D tensor."""
+    if isinstance(shape, tensor_shape.TensorShape):
+        shape = shape.as_list()
+    dtype = None
+    if isinstance(shape, (tuple, list)):
+        if not shape:
+            dtype = dtypes.int32
+        else:
+            shape = [tensor_shape.dimension_value(d) for d in shape]
+    return ops.convert_to_tensor(shape, dtype=dtype, name="shape")
+
+
+def _seed_attrs(seed) -> dict:
+    seed1, seed2 = random_seed.get_seed(seed)
+    return {"seed": seed1 or 0, "seed2": seed2 or 0}
+
+
+def _float_dtype(dtype) -> dtypes.DType:
+    dtype = dtypes.as_dtype(dtype)
+    if not dtype.is_floating:
+        raise ValueError(f"Invalid dtype {dtype!r}")
+    return dtype
+
+
+def random_uniform(
+    shape, minval=0, maxval=None, dtype=dtypes.float32, seed=None, name=None
+) -> ops.Tensor:
+    """Values drawn uniformly from `[minval, maxval)` (`tf.random_uniform`).
+
+    For integer dtypes (int32, int64) `maxval` is required and the draw is unbiased.
+
+    Raises:
+      ValueError: for an unsupported dtype, or an integer dtype without `maxval`.
+      InvalidArgumentError: at run time, for an integer draw with `minval >= maxval`.
+    """
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64,
+                     dtypes.int32, dtypes.int64):  # fmt: skip
+        raise ValueError(f"Invalid dtype {dtype!r}")
+    if maxval is None:
+        if dtype.is_integer:
+            raise ValueError(f"Must specify maxval for integer dtype {dtype!r}")
+        maxval = 1
+    with ops.name_scope(name, "random_uniform", [shape, minval, maxval]) as scope:
+        shape = _shape_tensor(shape)
+        minval = ops.convert_to_tensor(minval, dtype=dtype, name="min")
+        maxval = ops.convert_to_tensor(maxval, dtype=dtype, name="max")
+        seeds = _seed_attrs(seed)
+        if dtype.is_integer:
+            op = ops.apply_op("RandomUniformInt", [shape, minval, maxval], seeds)
+            return _take_scope_name(op, scope).outputs[0]
+        from asyncflow.ops import math_ops
+
+        rnd = ops.apply_op("RandomUniform", [shape], {**seeds, "dtype": dtype}).outputs[0]
+        scaled = math_ops.multiply(rnd, math_ops.subtract(maxval, minval))
+        out = math_ops.add(scaled, minval)
+        _take_scope_name(out.op, scope)
+        return out
+
+
+def _normal(op_type, default_name, shape, mean, stddev, dtype, seed, name) -> ops.Tensor:
+    with ops.name_scope(name, default_name, [shape, mean, stddev]) as scope:
+        shape_t = _shape_tensor(shape)
+        mean = ops.convert_to_tensor(mean, dtype=dtype, name="mean")
+        stddev = ops.convert_to_tensor(stddev, dtype=dtype, name="stddev")
+        attrs = {**_seed_attrs(seed), "dtype": dtype}
+        rnd = ops.apply_op(op_type, [shape_t], attrs).outputs[0]
+        from asyncflow.ops import math_ops
+
+        out = math_ops.add(math_ops.multiply(rnd, stddev), mean)
+        _take_scope_name(out.op, scope)
+        return out
+
+
+def random_normal(
+    shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, seed=None, name=None
+) -> ops.Tensor:
+    """Values drawn from a normal distribution (`tf.random_normal`).
+
+    Raises:
+      ValueError: for a non-floating dtype.
+    """
+    dtype = _float_dtype(dtype)
+    return _normal("RandomStandardNormal", "random_normal", shape, mean, stddev, dtype, seed,
+                   name)  # fmt: skip
+
+
+def truncated_normal(
+    shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, seed=None, name=None
+) -> ops.Tensor:
+    """Normal values, redrawn when more than 2 stddevs from the mean (`tf.truncated_normal`).
+
+    Raises:
+      ValueError: for a non-floating dtype.
+    """
+    dtype = _float_dtype(dtype)
+    return _normal("TruncatedNormal", "truncated_normal", shape, mean, stddev, dtype, seed,
+                   name)  # fmt: skip
+
+
+def random_shuffle(value, seed=None, name=None) -> ops.Tensor:
+    """`value` with its first dimension randomly permuted (`tf.random_shuffle`)."""
+    return ops.apply_op("RandomShuffle", [value], _seed_attrs(seed), name=name).outputs[0]
+
+
+def multinomial(logits, num_samples, seed=None, name=None, output_dtype=None) -> ops.Tensor:
+    """Class indices drawn from the categorical distributions `logits` [batch, classes].
+
+    Returns an int64 (or `output_dtype`) tensor of shape [batch, num_samples].
+
+    Raises:
+      InvalidArgumentError: at run time, for non-matrix logits or a bad `num_samples`.
+    """
+    with ops.name_scope(name, "multinomial", [logits]):
+        return _categorical(logits, num_samples, output_dtype, seed)
+
+
+def categorical(logits, num_samples, dtype=None, seed=None, name=None) -> ops.Tensor:
+    """`tf.random.categorical`: `multinomial` with the argument order of TF2."""
+    with ops.name_scope(name, "categorical", [logits]):
+        return _categorical(logits, num_samples, dtype, seed)
+
+
+def _categorical(logits, num_samples, dtype, seed) -> ops.Tensor:
+    logits = ops.convert_to_tensor(logits, name="logits")
+    attrs = _seed_attrs(seed)
+    if dtype is not None:
+        attrs["output_dtype"] = dtypes.as_dtype(dtype)
+    return ops.apply_op("Multinomial", [logits, num_samples], attrs).outputs[0]

@@ -1,0 +1,499 @@
+"""Reductions (Sum, Mean, Max, Min, Prod, Any, All), ArgMax/ArgMin, Range and LinSpace.
+
+Reductions take their axes as an int32/int64 tensor ("reduction_indices") and a
+`keep_dims` attr, as TF's ops do.  Axes that are constants are checked when the graph
+is built (ValueError); axes that arrive at run time are checked by the kernel
+(InvalidArgumentError "Invalid reduction dimension (3 for input with 2 dimension(s)").
+
+Invariant: Range and LinSpace have constant folders, so shape functions downstream see
+their sizes and values when every input is a constant.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, cast
+from asyncflow.registry import (
+    FLOATING,
+    INDEX,
+    NUMERIC,
+    REAL,
+    NotDifferentiable,
+    TypeConstraint,
+    get_op_def,
+    register_op,
+)
+
+__all__ = [
+    "reduce_sum",
+    "reduce_mean",
+    "reduce_max",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_any",
+    "reduce_all",
+    "argmax",
+    "argmin",
+    "range",
+    "linspace",
+    "lin_space",
+]
+
+
+def _host_ints(value) -> list[int]:
+    """An index tensor's values as Python ints (works for NumPy and CuPy arrays)."""
+    value = value.tolist() if hasattr(value, "tolist") else value
+    if isinstance(value, list):
+        return [int(v) for v in np.asarray(value).reshape(-1)]
+    return [int(value)]
+
+
+def _deprecated_lookup(new_name, new_value, old_name, old_value):
+    if new_value is not None and old_value is not None:
+        raise ValueError(f"Cannot specify both '{new_name}' and '{old_name}'.")
+    return new_value if new_value is not None else old_value
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+
+def _reduction_shape(op):
+    x = op.inputs[0].shape
+    keep = op.get_attr("keep_dims")
+    op.inputs[1].shape.with_rank_at_most(1)
+    axes = ops.constant_value(op.inputs[1])
+    if axes is None or x.ndims is None:
+        if keep and x.ndims is not None:
+            return [tensor_shape.unknown_shape(x.ndims)]
+        return [tensor_shape.unknown_shape()]
+    rank = x.ndims
+    reduced = set()
+    for a in np.asarray(axes).reshape(-1).tolist():
+        if not -rank <= a < rank:
+            raise ValueError(f"Invalid reduction dimension {a} for input with {rank} dimensions.")
+        reduced.add(a % rank)
+    dims = []
+    for i, d in enumerate(x.dims):
+        if i not in reduced:
+            dims.append(d)
+        elif keep:
+            dims.append(1)
+    return [tensor_shape.TensorShape(dims)]
+
+
+def _reduction_axes(x, axes) -> tuple[int, ...]:
+    rank = x.ndim
+    out = set()
+    for a in _host_ints(axes):
+        if not -rank <= a < rank:
+            raise errors.InvalidArgumentError(
+                None, None, f"Invalid reduction dimension ({a} for input with {rank} dimension(s)"
+            )
+        out.add(a % rank)
+    return tuple(sorted(out))
+
+
+def _reduced_shape(shape, axis, keep) -> tuple[int, ...]:
+    if keep:
+        return tuple(1 if i in axis else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axis)
+
+
+def _mean(xp, x, axis, keep):
+    if x.dtype.kind in "iu":
+        count = math.prod(x.shape[i] for i in axis)
+        total = xp.sum(x, axis=axis, keepdims=keep, dtype=x.dtype)
+        if count == 0:
+            return total
+        # Integer mean is C++ division: it truncates toward zero.
+        q = xp.floor_divide(total, count)
+        return q + ((xp.remainder(total, count) != 0) & (total < 0)).astype(q.dtype)
+    return xp.mean(x, axis=axis, keepdims=keep)
+
+
+def _extreme(fn_name: str, identity: str):
+    def reduce(xp, x, axis, keep):
+        if x.size == 0:
+            # Reducing nothing yields the identity (TF: lowest for Max, highest for Min).
+            dt = dtypes.as_dtype(x.dtype)
+            value = dt.min if identity == "min" else dt.max
+            if dt.is_floating:
+                value = -np.inf if identity == "min" else np.inf
+            return xp.full(_reduced_shape(x.shape, axis, keep), value, dtype=x.dtype)
+        return getattr(xp, fn_name)(x, axis=axis, keepdims=keep)
+
+    return reduce
+
+
+_REDUCERS = {
+    "Sum": lambda xp, x, axis, keep: xp.sum(x, axis=axis, keepdims=keep, dtype=x.dtype),
+    "Prod": lambda xp, x, axis, keep: xp.prod(x, axis=axis, keepdims=keep, dtype=x.dtype),
+    "Mean": _mean,
+    "Max": _extreme("max", "min"),
+    "Min": _extreme("min", "max"),
+    "Any": lambda xp, x, axis, keep: xp.any(x, axis=axis, keepdims=keep),
+    "All": lambda xp, x, axis, keep: xp.all(x, axis=axis, keepdims=keep),
+}
+
+
+def _reduction_op(op_type: str, types: TypeConstraint | None):
+    if types is None:  # Any / All
+        inputs, attrs = ["input: bool", "reduction_indices: Tidx"], {}
+        outputs = ["output: bool"]
+    else:
+        inputs, attrs = ["input: T", "reduction_indices: Tidx"], {"T": types}
+        outputs = ["output: T"]
+    op_def = register_op(
+        op_type,
+        inputs=inputs,
+        outputs=outputs,
+        attrs={**attrs, "keep_dims": False, "Tidx": INDEX},
+        shape_fn=_reduction_shape,
+    )
+    reducer = _REDUCERS[op_type]
+
+    @op_def.kernel("CPU", "GPU")
+    async def _kernel(ctx, x, axes):
+        xp = ctx.xp
+        x = xp.asarray(x)
+        axis = _reduction_axes(x, axes)
+        keep = ctx.attrs["keep_dims"]
+        out = await ctx.device.compute(_quiet, xp, reducer, xp, x, axis, keep)
+        return _as_dtype(xp, out, ctx.attrs["T"] if types is not None else dtypes.bool_)
+
+    _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+    return op_def
+
+
+Sum = _reduction_op("Sum", NUMERIC)
+Mean = _reduction_op("Mean", NUMERIC)
+Prod = _reduction_op("Prod", NUMERIC)
+Max = _reduction_op("Max", REAL)
+Min = _reduction_op("Min", REAL)
+Any = _reduction_op("Any", None)
+All = _reduction_op("All", None)
+
+
+def _op_registered(op_type: str) -> bool:
+    try:
+        get_op_def(op_type)
+    except KeyError:
+        return False
+    return True
+
+
+def _reduction_dims(x, axis):
+    """`axis`, or every axis of x when None (a Const, or Range(0, Rank(x)) if unknown)."""
+    if axis is not None:
+        return axis
+    rank = x.shape.ndims
+    if rank is not None:
+        return np.arange(rank, dtype=np.int32)
+    if not _op_registered("Rank"):
+        raise NotImplementedError("reducing a tensor of unknown rank needs the Rank op")
+    rank_t = ops.apply_op("Rank", [x]).outputs[0]
+    return range(0, rank_t, 1)
+
+
+def _reduction_builder(op_type: str, doc: str):
+    def builder(
+        input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None, keep_dims=None
+    ):
+        axis = _deprecated_lookup("axis", axis, "reduction_indices", reduction_indices)
+        keepdims = _deprecated_lookup("keepdims", keepdims, "keep_dims", keep_dims)
+        keepdims = bool(keepdims) if keepdims is not None else False
+        x = ops.convert_to_tensor(input_tensor)
+        dims = _reduction_dims(x, axis)
+        out = ops.apply_op(op_type, [x, dims], {"keep_dims": keepdims}, name=name).outputs[0]
+        if axis is None and not keepdims and out.shape.ndims is None:
+            out.set_shape([])  # every axis reduced: a scalar whatever the rank
+        return out
+
+    builder.__doc__ = (
+        doc + "\n\nReduces along `axis` (every axis when None); `keepdims` keeps them with size 1."
+        "\n\nRaises:\n  ValueError: a constant axis is out of range for a known rank, or both"
+        " axis and reduction_indices are given.\n  InvalidArgumentError: (at run time) an"
+        " axis out of range."
+    )
+    return builder
+
+
+reduce_sum = _reduction_builder("Sum", "Computes the sum of elements across dimensions.")
+reduce_mean = _reduction_builder(
+    "Mean", "Computes the mean across dimensions (integer inputs: integer division)."
+)
+reduce_prod = _reduction_builder("Prod", "Computes the product of elements across dimensions.")
+reduce_max = _reduction_builder("Max", "Computes the maximum of elements across dimensions.")
+reduce_min = _reduction_builder("Min", "Computes the minimum of elements across dimensions.")
+reduce_any = _reduction_builder("Any", "Computes the logical or of elements across dimensions.")
+reduce_all = _reduction_builder("All", "Computes the logical and of elements across dimensions.")
+
+
+# -- ArgMax / ArgMin -------------------------------------------------------------------------
+
+
+def _arg_shape(op):
+    x = op.inputs[0].shape
+    op.inputs[1].shape.with_rank(0)
+    dim = ops.constant_value(op.inputs[1])
+    if x.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    if dim is None:
+        return [tensor_shape.unknown_shape(builtins.max(x.ndims - 1, 0))]
+    dim = int(dim)
+    if not -x.ndims <= dim < x.ndims:
+        raise ValueError(f"Expected dimension in the range [{-x.ndims}, {x.ndims}), but got {dim}")
+    dims = x.dims
+    del dims[dim % x.ndims]
+    return [tensor_shape.TensorShape(dims)]
+
+
+def _arg_op(op_type: str, fn_name: str):
+    op_def = register_op(
+        op_type,
+        inputs=["input: T", "dimension: Tidx"],
+        outputs=["output: output_type"],
+        attrs={
+            "T": TypeConstraint(REAL.allowed | {dtypes.bool_}),
+            "Tidx": INDEX,
+            "output_type": TypeConstraint([dtypes.int32, dtypes.int64], default=dtypes.int64),
+        },
+        shape_fn=_arg_shape,
+    )
+
+    @op_def.kernel("CPU", "GPU")
+    async def _kernel(ctx, x, dimension):
+        xp = ctx.xp
+        x = xp.asarray(x)
+        dims = _host_ints(dimension)
+        if np.ndim(dimension) != 0:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"dim must be a scalar, but received tensor of shape: "
+                f"{_shape_str(np.shape(dimension))}",
+            )
+        dim = dims[0]
+        if not -x.ndim <= dim < x.ndim:
+            raise errors.InvalidArgumentError(
+                None, None, f"Expected dimension in the range [{-x.ndim}, {x.ndim}), but got {dim}"
+            )
+        if x.shape[dim] == 0:
+            raise errors.InvalidArgumentError(
+                None, None, f"Reduction axis {dim} is empty in shape {_shape_str(x.shape)}"
+            )
+        out = await ctx.device.compute(getattr(xp, fn_name), x, dim)
+        return _as_dtype(xp, out, ctx.attrs["output_type"])
+
+    _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+    return op_def
+
+
+ArgMax = _arg_op("ArgMax", "argmax")
+ArgMin = _arg_op("ArgMin", "argmin")
+
+
+def _arg_builder(op_type: str, doc: str):
+    def builder(input, axis=None, name=None, dimension=None, output_type=dtypes.int64):  # noqa: A002
+        axis = _deprecated_lookup("axis", axis, "dimension", dimension)
+        if axis is None:
+            axis = 0
+        attrs = {"output_type": dtypes.as_dtype(output_type)}
+        return ops.apply_op(op_type, [input, axis], attrs, name=name).outputs[0]
+
+    builder.__doc__ = (
+        doc + "\n\nRaises:\n  ValueError: a constant axis out of range.\n"
+        "  InvalidArgumentError: (at run time) an axis out of range, or an empty axis."
+    )
+    return builder
+
+
+argmax = _arg_builder("ArgMax", "Index of the largest value along `axis` (default 0).")
+argmin = _arg_builder("ArgMin", "Index of the smallest value along `axis` (default 0).")
+
+
+# -- Range -----------------------------------------------------------------------------------
+
+_RANGE_TYPES = [dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64]
+
+
+def _range_size(start, limit, delta, np_dtype) -> int:
+    """Number of elements of range(start, limit, delta); InvalidArgumentError if invalid.
+
+    Arguments are Python numbers; floats are divided in the op's own precision, as TF's
+    kernel does, so float32 sizes match TF's.
+    """
+    if delta == 0:
+        raise errors.InvalidArgumentError(None, None, f"Requires delta != 0: {delta}")
+    if delta > 0 and start > limit:
+        raise errors.InvalidArgumentError(
+            None, None, f"Requires start <= limit when delta > 0: {start}/{limit}"
+        )
+    if delta < 0 and start < limit:
+        raise errors.InvalidArgumentError(
+            None, None, f"Requires start >= limit when delta < 0: {start}/{limit}"
+        )
+    if np_dtype.kind in "iu":
+        start, limit, delta = int(start), int(limit), int(delta)
+        return (builtins.abs(limit - start) + builtins.abs(delta) - 1) // builtins.abs(delta)
+    t = np_dtype.type
+    return int(np.ceil(np.abs((t(limit) - t(start)) / t(delta))))
+
+
+def _range_values(xp, start, limit, delta, np_dtype):
+    size = _range_size(start, limit, delta, np_dtype)
+    return xp.arange(size, dtype=np_dtype) * np_dtype.type(delta) + np_dtype.type(start)
+
+
+def _scalar(value, what: str):
+    if np.ndim(value) != 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"{what} must be a scalar, not shape {_shape_str(np.shape(value))}"
+        )
+    return value.item() if hasattr(value, "item") else value
+
+
+def _fold_range(t):
+    values = [ops.constant_value(x) for x in t.op.inputs]
+    if any(v is None or np.ndim(v) != 0 for v in values):
+        return None
+    np_dtype = np.dtype(t.dtype.as_numpy_dtype)
+    start, limit, delta = (v.item() for v in values)
+    return _range_values(np, start, limit, delta, np_dtype)
+
+
+def _range_shape(op):
+    for t in op.inputs:
+        t.shape.with_rank(0)
+    values = [ops.constant_value(x) for x in op.inputs]
+    if any(v is None for v in values):
+        return [tensor_shape.TensorShape([None])]
+    try:
+        np_dtype = np.dtype(op.outputs[0].dtype.as_numpy_dtype)
+        size = _range_size(*(v.item() for v in values), np_dtype)
+        return [tensor_shape.TensorShape([size])]
+    except errors.InvalidArgumentError as e:
+        raise ValueError(str(e)) from None
+
+
+Range = register_op(
+    "Range",
+    inputs=["start: Tidx", "limit: Tidx", "delta: Tidx"],
+    outputs=["output: Tidx"],
+    attrs={"Tidx": TypeConstraint([dtypes.bfloat16, *_RANGE_TYPES], default=dtypes.int32)},
+    shape_fn=_range_shape,
+)
+ops.register_constant_folder("Range", _fold_range)
+
+
+@Range.kernel("CPU", "GPU")
+async def _range(ctx, start, limit, delta):
+    start = _scalar(start, "start")
+    limit = _scalar(limit, "limit")
+    delta = _scalar(delta, "delta")
+    dtype = ctx.attrs["Tidx"]
+    np_dtype = np.dtype(dtype.as_numpy_dtype)
+    ctx.device.check_alloc(_range_size(start, limit, delta, np_dtype), dtype)
+    return _range_values(ctx.xp, start, limit, delta, np_dtype)
+
+
+def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001 - TF's name
+    """A 1-D tensor [start, start + delta, ...) stopping before `limit` (op Range).
+
+    `range(n)` is `range(0, n)`.  Without `dtype`, the widest of the arguments' dtypes
+    in (int32, int64, float32, float64) is used, so Python ints give int32.
+
+    Raises:
+      ValueError: constant arguments with delta == 0 or delta pointing away from limit.
+      InvalidArgumentError: (at run time) the same for values known only then.
+      ResourceExhaustedError: (at run time) the result would not fit in memory.
+    """
+    if limit is None:
+        start, limit = 0, start
+    with _builder_scope(name, "Range", [start, limit, delta]) as op_name:
+        args = [
+            ops.convert_to_tensor(v, dtype=dtype, name=n)
+            for v, n in zip((start, limit, delta), ("start", "limit", "delta"), strict=True)
+        ]
+        if dtype is None:
+            try:
+                inferred = builtins.max(
+                    (a.dtype for a in args), key=lambda d: _RANGE_TYPES.index(d)
+                )
+            except ValueError:
+                names = ", ".join(a.dtype.name for a in args)
+                raise TypeError(f"range: unsupported argument dtypes ({names})") from None
+            args = [cast(a, inferred) for a in args]
+    return ops.apply_op("Range", args, name=op_name).outputs[0]
+
+
+# -- LinSpace --------------------------------------------------------------------------------
+
+
+def _linspace_values(xp, start, stop, num, np_dtype):
+    if num <= 0:
+        raise errors.InvalidArgumentError(None, None, f"Requires num > 0: {num}")
+    return xp.linspace(start, stop, num, dtype=np_dtype)
+
+
+def _fold_linspace(t):
+    values = [ops.constant_value(x) for x in t.op.inputs]
+    if any(v is None or np.ndim(v) != 0 for v in values):
+        return None
+    start, stop, num = (v.item() for v in values)
+    return _linspace_values(np, start, stop, int(num), np.dtype(t.dtype.as_numpy_dtype))
+
+
+def _linspace_shape(op):
+    for t in op.inputs:
+        t.shape.with_rank(0)
+    num = ops.constant_value(op.inputs[2])
+    if num is None:
+        return [tensor_shape.TensorShape([None])]
+    if int(num) <= 0:
+        raise ValueError(f"Requires num > 0: {int(num)}")
+    return [tensor_shape.TensorShape([int(num)])]
+
+
+LinSpace = register_op(
+    "LinSpace",
+    inputs=["start: T", "stop: T", "num: Tidx"],
+    outputs=["output: T"],
+    attrs={"T": FLOATING, "Tidx": INDEX},
+    shape_fn=_linspace_shape,
+)
+ops.register_constant_folder("LinSpace", _fold_linspace)
+
+
+@LinSpace.kernel("CPU", "GPU")
+async def _linspace(ctx, start, stop, num):
+    start = _scalar(start, "start")
+    stop = _scalar(stop, "stop")
+    num = int(_scalar(num, "num"))
+    dtype = ctx.attrs["T"]
+    if num > 0:
+        ctx.device.check_alloc(num, dtype)
+    return _linspace_values(ctx.xp, start, stop, num, np.dtype(dtype.as_numpy_dtype))
+
+
+def linspace(start, stop, num, name=None):
+    """`num` evenly spaced values from start to stop inclusive (op LinSpace).
+
+    Raises:
+      ValueError: a constant num <= 0.
+      InvalidArgumentError: (at run time) num <= 0.
+    """
+    return ops.apply_op("LinSpace", [start, stop, num], name=name).outputs[0]
+
+
+lin_space = linspace
+
+# Integer or boolean results, or values that depend on no differentiable input.
+for _op_type in ("Any", "All", "ArgMax", "ArgMin", "Range", "LinSpace"):
+    NotDifferentiable(_op_type)

@@ -1,0 +1,1083 @@
+"""Slicing and indexing ops: Slice, StridedSlice (and `Tensor.__getitem__`), GatherV2,
+ReverseV2, Split/SplitV, Unpack, OneHot, Where/Select.
+
+StridedSlice follows TF's `ValidateStridedSliceOp` step by step (sparse spec -> dense
+spec -> canonical begin/end per dimension -> processing shape -> final shape), so the
+build-time shape function and the run-time kernel share one implementation and agree
+with TF on every mask combination.  Unknown values (a non-constant `begin`, an unknown
+input dimension) simply leave the affected output dimensions unknown.
+
+This module uses no other op family directly (it builds Pack/Const/Cast through
+`ops.apply_op`), so `array_ops` can import it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import sys
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.registry import ANY, INDEX, NUMERIC, REQUIRED, TypeConstraint, register_op
+
+__all__ = [
+    "slice",
+    "strided_slice",
+    "gather",
+    "reverse",
+    "reverse_v2",
+    "split",
+    "unstack",
+    "one_hot",
+    "where",
+]
+
+_SLICE_TYPE_ERROR = (
+    "Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and scalar "
+    "tf.int32/tf.int64 tensors are valid indices"
+)
+
+
+def _invalid(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _shape_str(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _np_dtype(dtype) -> np.dtype:
+    return np.dtype(dtypes.as_dtype(dtype).as_numpy_dtype)
+
+
+def _outs(values):
+    """A kernel's return for a variadic output: a bare value when there is one."""
+    values = list(values)
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _dims(shape: tensor_shape.TensorShape) -> list[int | None] | None:
+    return None if shape.ndims is None else shape.as_list()
+
+
+def _graph_of(values) -> ops.Graph:
+    for v in values:
+        for x in v if isinstance(v, list | tuple) else [v]:
+            if isinstance(x, ops.Tensor):
+                return x.graph
+    return ops.get_default_graph()
+
+
+@contextlib.contextmanager
+def op_scope(name, default_name, values=()):
+    """TF's `with name_scope(name, default_name, values) as scope:`.
+
+    Yields the scope as TF does ("outer/zeros/"): ops built inside land under it, and
+    `apply(..., name=scope)` creates the op named exactly "outer/zeros".  The scope name
+    is computed without reserving it, so that final op can still take it.
+    """
+    g = _graph_of(values)
+    with g.as_default():
+        if name and name.endswith("/"):
+            full = name[:-1]
+        else:
+            full = g.unique_name(name or default_name, mark_as_used=False)
+        with g.name_scope(full + "/"):
+            yield full + "/"
+
+
+def apply(op_type, inputs=(), attrs=None, name=None) -> ops.Operation:
+    """`ops.apply_op`, also accepting TF's "scope/" names meaning exactly that name."""
+    if name and name.endswith("/"):
+        g = _graph_of(inputs)
+        with g.as_default(), g.name_scope(None):
+            return ops.apply_op(op_type, inputs, attrs, name=name[:-1], graph=g)
+    return ops.apply_op(op_type, inputs, attrs, name=name)
+
+
+# -- Slice ---------------------------------------------------------------------------------
+
+
+def _slice_shape(op):
+    x, begin_t, size_t = op.inputs
+    begin_t.shape.with_rank(1)
+    size_t.shape.with_rank(1)
+    n = begin_t.shape.merge_with(size_t.shape)[0].value
+    x_shape = x.shape if n is None else x.shape.with_rank(n)
+    begin = ops.constant_value(begin_t)
+    size = ops.constant_value(size_t)
+    if size is None:
+        partial = ops.constant_shape(size_t)
+        if partial.ndims is None and x_shape.ndims is not None:
+            return [tensor_shape.unknown_shape(x_shape.ndims)]
+        return [partial]
+    dims = _dims(x_shape) or [None] * len(size)
+    out = []
+    for i, (s, d) in enumerate(zip(size.tolist(), dims, strict=True)):
+        b = None if begin is None else int(begin[i])
+        if b is not None and (b < 0 or (d is not None and b > d)):
+            raise ValueError(f"Expected begin[{i}] in [0, {d}], but got {b}")
+        if s == -1:
+            out.append(None if b is None or d is None else d - b)
+            continue
+        if s < 0:
+            raise ValueError(f"Expected size[{i}] >= -1, but got {s}")
+        if d is not None and b is not None and b + s > d:
+            raise ValueError(f"Expected size[{i}] in [0, {d - b}], but got {s}")
+        out.append(int(s))
+    return [out]
+
+
+Slice = register_op(
+    "Slice",
+    inputs=["input: T", "begin: Index", "size: Index"],
+    outputs=["output: T"],
+    attrs={"T": ANY, "Index": INDEX},
+    shape_fn=_slice_shape,
+)
+
+
+@Slice.kernel("CPU", "GPU")
+async def _slice(ctx, x, begin, size):
+    x = np.asarray(x)
+    begin, size = np.asarray(begin), np.asarray(size)
+    if begin.ndim != 1 or size.ndim != 1 or begin.size != x.ndim or size.size != x.ndim:
+        raise _invalid(
+            f"Expected begin and size arguments to be 1-D tensors of size {x.ndim}, but got "
+            f"shapes {_shape_str(begin.shape)} and {_shape_str(size.shape)} instead."
+        )
+    index = []
+    for i, (b, s, d) in enumerate(zip(begin.tolist(), size.tolist(), x.shape, strict=True)):
+        if s == -1:
+            s = d - b
+        if not 0 <= b <= d:
+            raise _invalid(f"Expected begin[{i}] in [0, {d}], but got {b}")
+        if not 0 <= s <= d - b:
+            raise _invalid(f"Expected size[{i}] in [0, {d - b}], but got {s}")
+        index.append(builtins.slice(b, b + s))
+    return x[tuple(index)]
+
+
+def slice(input_, begin, size, name=None):  # noqa: A001 - TF's name
+    """`tf.slice`: the `size`-shaped block starting at `begin` (size -1: to the end).
+
+    Raises:
+      ValueError: at build time for known out-of-range begin/size.
+      InvalidArgumentError: at run time for out-of-range begin/size.
+    """
+    return apply("Slice", [input_, begin, size], name=name).outputs[0]
+
+
+# -- StridedSlice ----------------------------------------------------------------------
+
+_NEW_AXIS = -1
+_SHRINK_AXIS = -2
+
+
+class _SliceError(Exception):
+    """A strided-slice spec problem: ValueError at build time, InvalidArgument at run."""
+
+
+def _bit(mask: int, i: int) -> bool:
+    return bool((mask >> i) & 1)
+
+
+def _dense_spec(rank, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
+                shrink_axis_mask):  # fmt: skip
+    """TF's BuildDenseSpec: expand the ellipsis and drop new axes, per input dimension."""
+    n = len(strides)
+    if ellipsis_mask & (ellipsis_mask - 1):
+        raise _SliceError("Multiple ellipses in slice spec not allowed")
+    num_add_after_ellipsis, seen = 0, False
+    for i in range(n):
+        if seen and _bit(new_axis_mask, i):
+            num_add_after_ellipsis += 1
+        if _bit(ellipsis_mask, i):
+            seen = True
+    if not seen:
+        ellipsis_mask |= 1 << n
+        n += 1
+    d_begin, d_end, d_strides = [0] * rank, [0] * rank, [1] * rank
+    d_bm = d_em = d_shrink = 0
+    gather: list[int] = []
+    full = 0
+    for i in range(n):
+        if _bit(ellipsis_mask, i):
+            nxt = min(rank - (n - i) + 1 + num_add_after_ellipsis, rank)
+            while full < nxt:
+                d_bm |= 1 << full
+                d_em |= 1 << full
+                gather.append(full)
+                full += 1
+        elif _bit(new_axis_mask, i):
+            gather.append(_NEW_AXIS)
+        else:
+            if full == rank:
+                raise _SliceError(
+                    f"Index out of range using input dim {full}; input has only {rank} dims"
+                )
+            if begin is not None:
+                d_begin[full] = int(begin[i])
+            if end is not None:
+                d_end[full] = int(end[i])
+            d_strides[full] = int(strides[i])
+            if _bit(begin_mask, i):
+                d_bm |= 1 << full
+            if _bit(end_mask, i):
+                d_em |= 1 << full
+            if _bit(shrink_axis_mask, i):
+                gather.append(_SHRINK_AXIS)
+                d_shrink |= 1 << full
+            else:
+                gather.append(full)
+            full += 1
+    return d_begin, d_end, d_strides, d_bm, d_em, d_shrink, gather
+
+
+def _strided_slice_spec(dims, begin, end, strides, masks):
+    """TF's ValidateStridedSliceOp for input dims (None = unknown) and begin/end values
+    (None = unknown).  Returns (final_shape, per-dim (begin, end, stride, shrink, size))."""
+    begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask = masks
+    d_begin, d_end, d_strides, d_bm, d_em, d_shrink, gather = _dense_spec(
+        len(dims), begin, end, strides, *masks
+    )
+    valid = begin is not None and end is not None
+    processing, canon = [], []
+    for i, dim in enumerate(dims):
+        b, e, s = d_begin[i], d_end[i], d_strides[i]
+        if s == 0:
+            raise _SliceError(f"strides[{i}] must be non-zero")
+        shrink = _bit(d_shrink, i)
+        if dim is None:
+            processing.append(1 if shrink else None)
+            canon.append(None)
+            continue
+        if shrink and s <= 0:
+            raise _SliceError("only stride 1 allowed on non-range indexing.")
+        lo, hi = (0, dim) if s > 0 else (-1, dim - 1)
+        masked = (_bit(d_bm, i), _bit(d_em, i))
+
+        def canonical(x, c, s=s, dim=dim, lo=lo, hi=hi, masked=masked):
+            if masked[c]:
+                return (lo, hi)[c] if s > 0 else (lo, hi)[(c + 1) & 1]
+            x = dim + x if x < 0 else x
+            return min(max(x, lo), hi)
+
+        length = None
+        if valid:
+            if shrink:
+                fwd = b + dim if b < 0 else b
+                if fwd < 0 or fwd >= dim:
+                    raise _SliceError(f"slice index {b} of dimension {i} out of bounds.")
+                b, e = fwd, fwd + 1
+            else:
+                b, e = canonical(b, 0), canonical(e, 1)
+            length = e - b
+        elif shrink:
+            length = 1
+        elif masked[0] and masked[1]:
+            length = -dim if s < 0 else dim
+        if length is None:
+            size = None
+        elif length == 0 or (length < 0) != (s < 0):
+            size = 0
+        else:
+            size = -(-abs(length) // abs(s))
+        processing.append(size)
+        canon.append((b, e, s, shrink, size) if valid else None)
+    final = []
+    for g in gather:
+        if g >= 0:
+            final.append(processing[g])
+        elif g == _NEW_AXIS:
+            final.append(1)
+    return final, canon
+
+
+def _masks(op_or_attrs):
+    get = op_or_attrs.get_attr if hasattr(op_or_attrs, "get_attr") else op_or_attrs.__getitem__
+    return tuple(
+        int(get(k))
+        for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+    )
+
+
+def _strided_slice_shape(op):
+    x, begin_t, end_t, strides_t = op.inputs
+    spec = begin_t.shape.with_rank(1).merge_with(end_t.shape.with_rank(1))
+    spec = spec.merge_with(strides_t.shape.with_rank(1))
+    strides = ops.constant_value(strides_t)
+    if x.shape.ndims is None or spec[0].value is None or strides is None:
+        return [tensor_shape.unknown_shape()]
+    try:
+        final, _ = _strided_slice_spec(
+            x.shape.as_list(),
+            ops.constant_value(begin_t),
+            ops.constant_value(end_t),
+            strides.reshape(-1),
+            _masks(op),
+        )
+    except _SliceError as e:
+        raise ValueError(str(e)) from None
+    return [final]
+
+
+StridedSlice = register_op(
+    "StridedSlice",
+    inputs=["input: T", "begin: Index", "end: Index", "strides: Index"],
+    outputs=["output: T"],
+    attrs={
+        "T": ANY,
+        "Index": INDEX,
+        "begin_mask": 0,
+        "end_mask": 0,
+        "ellipsis_mask": 0,
+        "new_axis_mask": 0,
+        "shrink_axis_mask": 0,
+    },
+    shape_fn=_strided_slice_shape,
+)
+
+
+def _strided_slice_value(x, begin, end, strides, masks):
+    """Apply a strided slice to an array; raises _SliceError for a bad spec."""
+    x = np.asarray(x)
+    begin, end, strides = np.asarray(begin), np.asarray(end), np.asarray(strides)
+    if not (begin.ndim == end.ndim == strides.ndim == 1) or not (
+        begin.shape == end.shape == strides.shape
+    ):
+        raise _SliceError(
+            "Expected begin, end, and strides to be 1D equal size tensors, but got shapes "
+            f"{_shape_str(begin.shape)}, {_shape_str(end.shape)}, and "
+            f"{_shape_str(strides.shape)} instead."
+        )
+    final, canon = _strided_slice_spec(list(x.shape), begin, end, strides, masks)
+    index = []
+    for b, e, s, shrink, size in canon:
+        if shrink:
+            index.append(b)
+        elif size == 0:
+            index.append(builtins.slice(0, 0))
+        else:
+            index.append(builtins.slice(b, e if e >= 0 else None, s))
+    return x[tuple(index)].reshape(final)
+
+
+@StridedSlice.kernel("CPU", "GPU")
+async def _strided_slice(ctx, x, begin, end, strides):
+    try:
+        return _strided_slice_value(x, begin, end, strides, _masks(ctx.attrs))
+    except _SliceError as e:
+        raise _invalid(str(e)) from None
+
+
+def _fold_strided_slice(t):
+    vals = [ops.constant_value(i) for i in t.op.inputs]
+    if any(v is None for v in vals):
+        return None
+    return _strided_slice_value(*vals, _masks(t.op))
+
+
+def _partial_strided_slice(t):
+    """`tf.shape(x)[1:]` of a partially known shape is a partially known shape (as TF)."""
+    x, *rest = t.op.inputs
+    if _masks(t.op)[2:] != (0, 0, 0) or x.shape.ndims != 1:
+        return None
+    vals = [ops.constant_value(r) for r in rest]
+    if any(v is None for v in vals):
+        return None
+    partial = ops.constant_shape(x)
+    if partial.ndims is None:
+        return None
+    dims = partial.as_list()
+    picked = _strided_slice_value(np.arange(len(dims)), *vals, _masks(t.op))
+    return tensor_shape.TensorShape([dims[int(i)] for i in picked])
+
+
+ops.register_constant_folder("StridedSlice", _fold_strided_slice)
+ops.register_constant_folder("__partial_shape__:StridedSlice", _partial_strided_slice)
+
+
+def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0,
+                  new_axis_mask=0, shrink_axis_mask=0, var=None, name=None):  # fmt: skip
+    """`tf.strided_slice` with TF's five masks (see `Tensor.__getitem__` for the sugar).
+
+    Raises:
+      ValueError: at build time when a known spec is invalid (e.g. shrinking out of range).
+      InvalidArgumentError: at run time for the same conditions on run-time values.
+    """
+    del var  # only used by TF for variable slice assignment
+    if strides is None:
+        strides = apply("OnesLike", [begin]).outputs[0]
+    attrs = {
+        "begin_mask": begin_mask,
+        "end_mask": end_mask,
+        "ellipsis_mask": ellipsis_mask,
+        "new_axis_mask": new_axis_mask,
+        "shrink_axis_mask": shrink_axis_mask,
+    }
+    return apply("StridedSlice", [input_, begin, end, strides], attrs, name=name).outputs[0]
+
+
+def _check_index(idx) -> None:
+    if isinstance(idx, int | np.integer | tensor_shape.Dimension) and not isinstance(idx, bool):
+        return
+    dtype = getattr(idx, "dtype", None)
+    if (
+        dtype is None
+        or isinstance(idx, bool)
+        or dtypes.as_dtype(dtype) not in (dtypes.int32, dtypes.int64)
+        or (getattr(idx, "shape", None) is not None and len(idx.shape or ()) == 1)
+    ):
+        raise TypeError(_SLICE_TYPE_ERROR + f", got {idx!r}")
+
+
+def _as_index(v):
+    if isinstance(v, tensor_shape.Dimension):
+        return v.value
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def _pack_index(values, name):
+    """Pack Python ints / scalar index tensors into a 1-D index tensor (TF's stack)."""
+    if not any(isinstance(v, ops.Tensor) for v in values):
+        return ops.convert_to_tensor(values, name=name)
+    want = (
+        dtypes.int64
+        if any(isinstance(v, ops.Tensor) and v.dtype == dtypes.int64 for v in values)
+        else dtypes.int32
+    )
+    with op_scope(name, name, values) as scope:
+        parts = [
+            cast(v, want) if isinstance(v, ops.Tensor)
+            else ops.convert_to_tensor(v, dtype=want, name=str(i))
+            for i, v in enumerate(values)
+        ]  # fmt: skip
+        return apply("Pack", [parts], {"axis": 0}, name=scope).outputs[0]
+
+
+def cast(t: ops.Tensor, dtype) -> ops.Tensor:
+    """Cast through the math family's Cast op (TypeError when it is not loaded)."""
+    dtype = dtypes.as_dtype(dtype)
+    if t.dtype == dtype:
+        return t
+    try:
+        return apply("Cast", [t], {"DstT": dtype}).outputs[0]
+    except KeyError:
+        raise TypeError(
+            f"Cannot convert {t!r} to {dtype.name}: the Cast op is not loaded"
+        ) from None
+
+
+def _getitem(tensor, slice_spec):
+    """`Tensor.__getitem__`: NumPy-style basic indexing lowered to one StridedSlice.
+
+    Raises:
+      TypeError: for unsupported index types (floats, lists, 1-D tensors...).
+    """
+    if not isinstance(slice_spec, tuple | list):
+        slice_spec = [slice_spec]
+    begin, end, strides = [], [], []
+    begin_mask = end_mask = ellipsis_mask = new_axis_mask = shrink_axis_mask = 0
+    for index, s in enumerate(slice_spec):
+        if isinstance(s, builtins.slice):
+            if s.start is not None and (isinstance(s.start, ops.Tensor) or s.start != sys.maxsize):
+                _check_index(s.start)
+                begin.append(_as_index(s.start))
+            else:
+                begin.append(0)
+                begin_mask |= 1 << index
+            if s.stop is not None and (isinstance(s.stop, ops.Tensor) or s.stop != sys.maxsize):
+                _check_index(s.stop)
+                end.append(_as_index(s.stop))
+            else:
+                end.append(0)
+                end_mask |= 1 << index
+            if s.step is not None:
+                _check_index(s.step)
+                strides.append(_as_index(s.step))
+            else:
+                strides.append(1)
+        elif s is Ellipsis or s is None:
+            begin.append(0)
+            end.append(0)
+            strides.append(1)
+            if s is None:
+                new_axis_mask |= 1 << index
+            else:
+                ellipsis_mask |= 1 << index
+        else:
+            _check_index(s)
+            s = _as_index(s)
+            begin.append(s)
+            # Shrinking ignores `end` (TF recomputes it as begin + 1), so a tensor index
+            # needs no Add op here.
+            end.append(s if isinstance(s, ops.Tensor) else s + 1)
+            strides.append(1)
+            shrink_axis_mask |= 1 << index
+    with op_scope(None, "strided_slice", [tensor, begin, end, strides]) as name:
+        if begin:
+            packed = [_pack_index(v, "stack") for v in (begin, end, strides)]
+            if any(p.dtype == dtypes.int64 for p in packed):
+                packed = [cast(p, dtypes.int64) for p in packed]
+        else:
+            empty = ops.convert_to_tensor(np.zeros([0], np.int32))
+            packed = [empty, empty, empty]
+        return strided_slice(
+            tensor,
+            *packed,
+            begin_mask=begin_mask,
+            end_mask=end_mask,
+            ellipsis_mask=ellipsis_mask,
+            new_axis_mask=new_axis_mask,
+            shrink_axis_mask=shrink_axis_mask,
+            name=name,
+        )
+
+
+ops.register_overload("getitem", _getitem)
+
+# -- GatherV2 ----------------------------------------------------------------------------
+
+
+def _gather_shape(op):
+    params, indices, axis_t = op.inputs
+    params_shape = params.shape.with_rank_at_least(1)
+    axis_t.shape.with_rank(0)
+    batch_dims = op.get_attr("batch_dims")
+    axis = ops.constant_value(axis_t)
+    if axis is None:
+        if params_shape.ndims is not None and indices.shape.ndims is not None:
+            rank = params_shape.ndims + indices.shape.ndims - 1 - batch_dims
+            return [tensor_shape.unknown_shape(rank)]
+        return [tensor_shape.unknown_shape()]
+    axis = int(axis)
+    params_shape.with_rank_at_least(-axis if axis < 0 else axis + 1)
+    indices.shape.with_rank_at_least(abs(batch_dims))
+    if params_shape.ndims is None or indices.shape.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    if batch_dims < 0:
+        batch_dims += indices.shape.ndims
+    params_shape.with_rank_at_least(batch_dims + 1)
+    if axis < 0:
+        axis += params_shape.ndims
+    if batch_dims > axis:
+        raise ValueError(f"batch_dims ({batch_dims}) must be less than or equal to axis ({axis}).")
+    batch = params_shape[:batch_dims].merge_with(indices.shape[:batch_dims])
+    return [batch + params_shape[batch_dims:axis] + indices.shape[batch_dims:]
+            + params_shape[axis + 1 :]]  # fmt: skip
+
+
+GatherV2 = register_op(
+    "GatherV2",
+    inputs=["params: Tparams", "indices: Tindices", "axis: Taxis"],
+    outputs=["output: Tparams"],
+    attrs={"Tparams": ANY, "Tindices": INDEX, "Taxis": INDEX, "batch_dims": 0},
+    shape_fn=_gather_shape,
+)
+
+
+def _check_gather_indices(indices, limit):
+    bad = (indices < 0) | (indices >= limit)
+    if bad.any():
+        where = np.argwhere(bad)[0]
+        pos = ",".join(str(int(i)) for i in where)
+        raise _invalid(f"indices[{pos}] = {indices[tuple(where)]} is not in [0, {limit})")
+
+
+def _gather_value(params, indices, axis, batch_dims):
+    if batch_dims == 0:
+        return np.take(params, indices, axis=axis)
+    batch = params.shape[:batch_dims]
+    n = int(np.prod(batch, dtype=np.int64))
+    p = params.reshape((n,) + params.shape[batch_dims:])
+    ind = indices.reshape((n,) + indices.shape[batch_dims:])
+    parts = [np.take(p[i], ind[i], axis=axis - batch_dims) for i in range(n)]
+    inner = params.shape[batch_dims:axis] + indices.shape[batch_dims:] + params.shape[axis + 1 :]
+    out = np.stack(parts) if parts else np.zeros((0,) + inner, params.dtype)
+    return out.reshape(batch + inner)
+
+
+@GatherV2.kernel("CPU", "GPU")
+async def _gather_v2(ctx, params, indices, axis):
+    params, indices = np.asarray(params), np.asarray(indices)
+    axis, batch_dims = int(axis), int(ctx.attrs["batch_dims"])
+    if not -params.ndim <= axis < params.ndim:
+        raise _invalid(
+            f"Expected axis in the range [{-params.ndim}, {params.ndim}), but got {axis}"
+        )
+    axis %= params.ndim
+    if batch_dims < 0:
+        batch_dims += indices.ndim
+    if not 0 <= batch_dims <= axis or batch_dims > indices.ndim:
+        raise _invalid(f"batch_dims ({batch_dims}) must be less than or equal to axis ({axis}).")
+    if params.shape[:batch_dims] != indices.shape[:batch_dims]:
+        raise _invalid(
+            f"params.shape[:{batch_dims}] should equal indices.shape[:{batch_dims}] but got "
+            f"{_shape_str(params.shape)} and {_shape_str(indices.shape)}"
+        )
+    _check_gather_indices(indices, params.shape[axis])
+    return await ctx.device.compute(_gather_value, params, indices, axis, batch_dims)
+
+
+def gather(params, indices, validate_indices=None, name=None, axis=None, batch_dims=0):
+    """`tf.gather`: slices of `params` along `axis` picked by `indices`.
+
+    Raises:
+      ValueError: at build time for a known axis out of range of params' rank.
+      InvalidArgumentError: at run time, "indices[1] = 7 is not in [0, 5)".
+    """
+    del validate_indices  # TF always validates on CPU
+    if axis is None:
+        axis = batch_dims
+    attrs = {"batch_dims": int(batch_dims)}
+    return apply("GatherV2", [params, indices, axis], attrs, name=name).outputs[0]
+
+
+# -- ReverseV2 ---------------------------------------------------------------------------
+
+
+def _norm_axes(axes, rank, fail):
+    seen = set()
+    for a in np.asarray(axes).reshape(-1).tolist():
+        if not -rank <= a < rank:
+            raise fail(f"'axis'[{len(seen)}] = {a} is out of valid range [0, {rank - 1}]")
+        a %= rank
+        if a in seen:
+            raise fail(f"axis {a} specified more than once.")
+        seen.add(a)
+    return tuple(sorted(seen))
+
+
+def _reverse_shape(op):
+    x, axis_t = op.inputs
+    axis_t.shape.with_rank(1)
+    axes = ops.constant_value(axis_t)
+    if axes is not None and x.shape.ndims is not None:
+        _norm_axes(axes, x.shape.ndims, ValueError)
+    return [x.shape]
+
+
+ReverseV2 = register_op(
+    "ReverseV2",
+    inputs=["tensor: T", "axis: Tidx"],
+    outputs=["output: T"],
+    attrs={"T": ANY, "Tidx": INDEX},
+    shape_fn=_reverse_shape,
+)
+
+
+@ReverseV2.kernel("CPU", "GPU")
+async def _reverse_v2(ctx, x, axis):
+    x, axis = np.asarray(x), np.asarray(axis)
+    if axis.ndim != 1:
+        raise _invalid(f"'dims' must be 1-dimension, not {axis.ndim}")
+    axes = _norm_axes(axis, x.ndim, _invalid)
+    return np.flip(x, axis=axes) if axes else x
+
+
+def reverse(tensor, axis, name=None):
+    """`tf.reverse` (TF1's alias of reverse_v2): flip `tensor` along each of `axis`.
+
+    Raises:
+      ValueError / InvalidArgumentError: an axis out of range or given twice.
+    """
+    return apply("ReverseV2", [tensor, axis], name=name).outputs[0]
+
+
+reverse_v2 = reverse
+
+
+# -- Split, SplitV -----------------------------------------------------------------------
+
+
+def _split_axis(axis_t, rank):
+    axis = ops.constant_value(axis_t)
+    if axis is None:
+        return None
+    axis = int(axis)
+    if rank is not None and not -rank <= axis < rank:
+        raise ValueError(f"Dimension size, given by scalar input {axis}, must be in range "
+                         f"[{-rank}, {rank})")  # fmt: skip
+    return axis % rank if rank is not None and axis < 0 else axis
+
+
+def _split_shape(op):
+    axis_t, x = op.inputs
+    n = op.get_attr("num_split")
+    axis_t.shape.with_rank(0)
+    axis = _split_axis(axis_t, x.shape.ndims)
+    if axis is None or x.shape.ndims is None:
+        shape = tensor_shape.unknown_shape(x.shape.ndims)
+        return [shape] * n
+    dims = x.shape.with_rank_at_least(axis + 1).as_list()
+    d = dims[axis]
+    if d is not None and d % n:
+        raise ValueError(
+            f"Dimension size must be evenly divisible by {n} but is {d}\n\tNumber of ways to "
+            "split should evenly divide the split dimension"
+        )
+    dims[axis] = None if d is None else d // n
+    return [dims] * n
+
+
+Split = register_op(
+    "Split", inputs=["split_dim: int32", "value: T"], outputs=["output: num_split * T"],
+    attrs={"num_split": REQUIRED, "T": ANY}, shape_fn=_split_shape,
+)  # fmt: skip
+
+
+def _check_split_dim(x, axis):
+    axis = int(axis)
+    if not -x.ndim <= axis < x.ndim:
+        raise _invalid(
+            f"-input rank(-{x.ndim}) <= split_dim < input rank ({x.ndim}), but got {axis}"
+        )
+    return axis % x.ndim
+
+
+@Split.kernel("CPU", "GPU")
+async def _split(ctx, axis, x):
+    x = np.asarray(x)
+    n = ctx.attrs["num_split"]
+    axis = _check_split_dim(x, axis)
+    if x.shape[axis] % n:
+        raise _invalid(
+            f"Number of ways to split should evenly divide the split dimension, but got "
+            f"split_dim {axis} (size = {x.shape[axis]}) and num_split {n}"
+        )
+    return _outs(np.split(x, n, axis=axis))
+
+
+def _splitv_shape(op):
+    x, sizes_t, axis_t = op.inputs
+    n = op.get_attr("num_split")
+    rank = x.shape.ndims
+    if rank is None:
+        return [tensor_shape.unknown_shape()] * n
+    if rank == 0:
+        raise ValueError("Can't split scalars")
+    axis = _split_axis(axis_t, rank)
+    sizes = ops.constant_value(sizes_t)
+    if axis is None:
+        return [tensor_shape.unknown_shape(rank)] * n
+    dims = x.shape.as_list()
+    if sizes is None:
+        dims[axis] = None
+        return [dims] * n
+    sizes = sizes.reshape(-1).tolist()
+    if len(sizes) != n:
+        raise ValueError("Length of size_splits should be equal to num_outputs")
+    if sizes.count(-1) > 1:
+        raise ValueError("size_splits can only have one -1")
+    total = sum(s for s in sizes if s != -1)
+    d = dims[axis]
+    if d is not None and (total > d if -1 in sizes else total != d):
+        raise ValueError(
+            f"can't split axis of size {d} into pieces of size [{','.join(map(str, sizes))}]"
+        )
+    outs = []
+    for s in sizes:
+        s = (None if d is None else d - total) if s == -1 else s
+        outs.append(dims[:axis] + [s] + dims[axis + 1 :])
+    return outs
+
+
+SplitV = register_op(
+    "SplitV", inputs=["value: T", "size_splits: Tlen", "split_dim: int32"],
+    outputs=["output: num_split * T"],
+    attrs={"num_split": REQUIRED, "T": ANY, "Tlen": INDEX}, shape_fn=_splitv_shape,
+)  # fmt: skip
+
+
+@SplitV.kernel("CPU", "GPU")
+async def _split_v(ctx, x, sizes, axis):
+    x, sizes = np.asarray(x), np.asarray(sizes)
+    n = ctx.attrs["num_split"]
+    axis = _check_split_dim(x, axis)
+    if sizes.ndim != 1 or sizes.size != n:
+        raise _invalid(
+            "size of the split_tensor must be 1-D and have the same elements as outputs got "
+            f"{sizes.ndim} -D and {sizes.size} elements"
+        )
+    sizes = sizes.tolist()
+    if sizes.count(-1) > 1:
+        raise _invalid("There can only be one -1 in the input.")
+    total = sum(s for s in sizes if s != -1)
+    d = x.shape[axis]
+    if any(s < -1 for s in sizes) or (total > d if -1 in sizes else total != d):
+        raise _invalid(
+            "Determined shape must either match input shape along split_dim exactly if fully "
+            "specified, or be less than the size of the input along split_dim if not fully "
+            f"specified.  Got: {total}"
+        )
+    sizes = [d - total if s == -1 else s for s in sizes]
+    return _outs(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name="split"):
+    """`tf.split`: `num_or_size_splits` equal parts (Split) or parts of given sizes (SplitV).
+
+    Raises:
+      ValueError: an uneven split or sizes not summing to the dimension (when known), or
+        `num` not inferable.
+      InvalidArgumentError: the same conditions at run time.
+    """
+    if isinstance(num_or_size_splits, int | np.integer | tensor_shape.Dimension) and not (
+        isinstance(num_or_size_splits, bool)
+    ):
+        n = int(num_or_size_splits)
+        return list(apply("Split", [axis, value], {"num_split": n}, name=name).outputs)
+    size_splits = ops.convert_to_tensor(num_or_size_splits)
+    if size_splits.shape.ndims == 0:
+        raise ValueError(
+            "Rank-0 tensors are not supported as the num_or_size_splits argument to split. "
+            f"Argument provided: {num_or_size_splits}"
+        )
+    if num is None:
+        if size_splits.shape.ndims is not None:
+            num = size_splits.shape[0].value
+        if num is None:
+            raise ValueError(f"Cannot infer num from shape {num_or_size_splits}")
+    attrs = {"num_split": int(num)}
+    return list(apply("SplitV", [value, size_splits, axis], attrs, name=name).outputs)
+
+
+# -- Unpack ------------------------------------------------------------------------------
+
+
+def _unpack_shape(op):
+    x = op.inputs[0]
+    num = op.get_attr("num")
+    if x.shape.ndims is None:
+        return [tensor_shape.unknown_shape()] * num
+    dims = x.shape.as_list()
+    axis = op.get_attr("axis")
+    if not -len(dims) <= axis < len(dims):
+        raise ValueError(f"Invalid axis: {axis}; must be in [{-len(dims)},{len(dims)})")
+    axis %= len(dims)
+    if dims[axis] is not None and dims[axis] != num:
+        raise ValueError(f"Dimension must be {num} but is {dims[axis]}")
+    return [dims[:axis] + dims[axis + 1 :]] * num
+
+
+Unpack = register_op(
+    "Unpack", inputs=["value: T"], outputs=["output: num * T"],
+    attrs={"num": REQUIRED, "T": ANY, "axis": 0}, shape_fn=_unpack_shape,
+)  # fmt: skip
+
+
+@Unpack.kernel("CPU", "GPU")
+async def _unpack(ctx, x):
+    x = np.asarray(x)
+    num = ctx.attrs["num"]
+    axis = ctx.attrs["axis"]
+    if not -x.ndim <= axis < x.ndim:
+        raise _invalid(f"axis = {axis} not in [{-x.ndim}, {x.ndim})")
+    axis %= x.ndim
+    if x.shape[axis] != num:
+        raise _invalid(
+            f"Input shape axis {axis} must equal {num}, got shape {_shape_str(x.shape)}"
+        )
+    return _outs(np.moveaxis(x, axis, 0))
+
+
+def unstack(value, num=None, axis=0, name="unstack"):
+    """`tf.unstack`: split `value` along `axis` into a list of rank-1-lower tensors.
+
+    Raises:
+      ValueError: `num` is None and the dimension is unknown, or `axis` is out of range.
+    """
+    value = ops.convert_to_tensor(value)
+    if num is None:
+        shape = value.shape
+        if shape.ndims is not None:
+            if not -shape.ndims <= axis < shape.ndims:
+                raise ValueError(f"axis = {axis} not in [{-shape.ndims}, {shape.ndims})")
+            num = shape[axis].value
+        if num is None:
+            raise ValueError(f"Cannot infer num from shape {shape}")
+    attrs = {"num": int(num), "axis": int(axis)}
+    return list(apply("Unpack", [value], attrs, name=name).outputs)
+
+
+# -- OneHot --------------------------------------------------------------------------------
+
+
+def _one_hot_shape(op):
+    indices, depth_t, on_t, off_t = op.inputs
+    depth_t.shape.with_rank(0)
+    on_t.shape.with_rank(0)
+    off_t.shape.with_rank(0)
+    axis = op.get_attr("axis")
+    if axis < -1:
+        raise ValueError(f"axis must be >= -1, but got {axis}")
+    if indices.shape.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    dims = indices.shape.as_list()
+    if axis > len(dims):
+        raise ValueError(
+            f"Expected axis to be -1 or between [0, {len(dims) + 1}).  But received: {axis}"
+        )
+    depth = ops.constant_value(depth_t)
+    if depth is not None and int(depth) < 0:
+        raise ValueError(f"depth must be non-negative, got: {int(depth)}")
+    pos = len(dims) if axis == -1 else axis
+    return [dims[:pos] + [None if depth is None else int(depth)] + dims[pos:]]
+
+
+OneHot = register_op(
+    "OneHot", inputs=["indices: TI", "depth: int32", "on_value: T", "off_value: T"],
+    outputs=["output: T"],
+    attrs={
+        "axis": -1,
+        "T": ANY,
+        "TI": TypeConstraint(["uint8", "int32", "int64"], default="int64"),
+    },
+    shape_fn=_one_hot_shape,
+)  # fmt: skip
+
+
+def _one_hot_value(indices, depth, on, off, axis, dtype):
+    hot = indices[..., np.newaxis] == np.arange(depth).reshape((1,) * indices.ndim + (depth,))
+    out = np.where(hot, on, off).astype(dtype)
+    return np.moveaxis(out, -1, axis) if axis != -1 else out
+
+
+@OneHot.kernel("CPU", "GPU")
+async def _one_hot(ctx, indices, depth, on, off):
+    indices = np.asarray(indices)
+    depth, on, off = np.asarray(depth), np.asarray(on), np.asarray(off)
+    axis = ctx.attrs["axis"]
+    for what, v in (("depth", depth), ("on_value", on), ("off_value", off)):
+        if v.ndim:
+            raise _invalid(f"{what} must be a scalar, but got: {_shape_str(v.shape)}")
+    if not -1 <= axis <= indices.ndim:
+        raise _invalid(
+            f"Expected axis to be -1 or between [0, {indices.ndim + 1}).  But received: {axis}"
+        )
+    depth = int(depth)
+    if depth < 0:
+        raise _invalid(f"depth must be non-negative, got: {depth}")
+    dtype = ctx.attrs["T"]
+    ctx.device.check_alloc(indices.size * depth, dtype)
+    args = (indices, depth, on, off, axis, _np_dtype(dtype))
+    return await ctx.device.compute(_one_hot_value, *args)
+
+
+def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None, name=None):
+    """`tf.one_hot`: `on_value` where index == position along a new `axis`, else `off_value`.
+
+    Indices outside [0, depth) give an all-`off_value` row.
+
+    Raises:
+      TypeError: `on_value`/`off_value`/`dtype` disagree.
+      ValueError: `axis` out of range at build time.
+    """
+    with op_scope(name, "one_hot", [indices, depth, on_value, off_value]) as scope:
+        on = None if on_value is None else ops.convert_to_tensor(on_value, name="on_value")
+        off = None if off_value is None else ops.convert_to_tensor(off_value, name="off_value")
+        if dtype is not None:
+            dtype = dtypes.as_dtype(dtype)
+            for what, t in (("on_value", on), ("off_value", off)):
+                if t is not None and t.dtype != dtype:
+                    raise TypeError(f"dtype {t.dtype} of {what} does not match dtype parameter "
+                                    f"{dtype}")  # fmt: skip
+        else:
+            dtype = on.dtype if on is not None else off.dtype if off is not None else None
+            dtype = dtype or dtypes.float32
+        if on is None:
+            on = ops.convert_to_tensor(np.array(1).astype(_np_dtype(dtype)), name="on_value")
+        if off is None:
+            off = ops.convert_to_tensor(np.array(0).astype(_np_dtype(dtype)), name="off_value")
+        if on.dtype != off.dtype:
+            raise TypeError(f"dtype {on.dtype} of on_value does not match dtype {off.dtype} of "
+                            "off_value")  # fmt: skip
+        attrs = {"axis": -1 if axis is None else int(axis)}
+        return apply("OneHot", [indices, depth, on, off], attrs, name=scope).outputs[0]
+
+
+# -- Where, Select --------------------------------------------------------------------------
+
+
+def _where_shape(op):
+    x = op.inputs[0]
+    return [[None, x.shape.ndims]]
+
+
+Where = register_op(
+    "Where", inputs=["input: T"], outputs=["index: int64"],
+    attrs={"T": TypeConstraint([*NUMERIC.allowed, dtypes.bool], default=dtypes.bool)},
+    shape_fn=_where_shape,
+)  # fmt: skip
+
+
+@Where.kernel("CPU", "GPU")
+async def _where(ctx, cond):
+    return np.argwhere(np.asarray(cond)).astype(np.int64)
+
+
+def _select_shape(op):
+    cond, t, e = (i.shape for i in op.inputs)
+    try:
+        data = t.merge_with(e)
+    except ValueError:
+        raise ValueError(f"Shapes must be equal rank/size, but are {t} and {e}") from None
+    if cond.ndims is None or data.ndims is None or cond.ndims == 0:
+        return [data]
+    if cond.ndims != 1 or data.ndims == 0:
+        return [data.merge_with(cond)]
+    first = data[0].merge_with(cond[0])
+    return [tensor_shape.TensorShape([first]) + data[1:]]
+
+
+Select = register_op(
+    "Select", inputs=["condition: bool", "t: T", "e: T"], outputs=["output: T"],
+    attrs={"T": ANY}, shape_fn=_select_shape,
+)  # fmt: skip
+
+
+@Select.kernel("CPU", "GPU")
+async def _select(ctx, cond, t, e):
+    cond, t, e = np.asarray(cond), np.asarray(t), np.asarray(e)
+    if t.shape != e.shape:
+        raise _invalid(
+            f"'then' and 'else' must have the same size.  but received: {_shape_str(t.shape)} "
+            f"vs. {_shape_str(e.shape)}"
+        )
+    if cond.ndim == 1 and t.ndim > 1:
+        if cond.shape[0] != t.shape[0]:
+            raise _invalid(f"Number of batches of 'then' must match size of 'cond', but saw: "
+                           f"{t.shape[0]} vs. {cond.shape[0]}")  # fmt: skip
+        cond = cond.reshape(cond.shape + (1,) * (t.ndim - 1))
+    elif cond.ndim and cond.shape != t.shape:
+        raise _invalid(
+            f"'then' and 'cond' must have the same size.  but received: {_shape_str(t.shape)} "
+            f"vs. {_shape_str(cond.shape)}"
+        )
+    return await ctx.device.compute(np.where, cond, t, e)
+
+
+def where(condition, x=None, y=None, name=None):
+    """TF1 `tf.where`: Select(condition, x, y), or without x/y the int64 coordinates
+    [num_true, rank] of the true elements.  With x/y, `condition` is a scalar, x's
+    shape, or a vector matching x's first dimension.
+
+    Raises:
+      ValueError: only one of x and y given, or incompatible shapes (when known).
+      InvalidArgumentError: incompatible shapes at run time.
+    """
+    if x is None and y is None:
+        with op_scope(name, "Where", [condition]) as scope:
+            condition = ops.convert_to_tensor(
+                condition, preferred_dtype=dtypes.bool, name="condition"
+            )
+            return apply("Where", [condition], name=scope).outputs[0]
+    if x is not None and y is not None:
+        return apply("Select", [condition, x, y], name=name).outputs[0]
+    raise ValueError("x and y must both be non-None or both be None.")

@@ -1,0 +1,488 @@
+"""State ops: variables (VariableV2) and the ops that update them in place.
+
+A VariableV2 kernel returns a `VarRef`, the variable's resource object, kept in the
+session's (or a named, process-wide) resource container.  Ops that declare a
+`Ref(T)` input (Assign, AssignAdd, Scatter*, IsVariableInitialized) receive the
+VarRef; every other consumer receives `VarRef.read()` from the executor.
+
+Copy-on-write (DESIGN.md, "State"):
+- `read()` hands out the current buffer itself, never a copy.
+- An update writes into the current buffer only when nothing but the VarRef holds it
+  (`sys.getrefcount`; a view holds its base through `.base`, so views count too);
+  otherwise it builds a new buffer and swaps it in.  A value fetched earlier, or held
+  by a concurrent step, therefore never changes under its holder, and a training loop
+  whose reads are dropped before the next update pays no copy per step.
+
+Invariants:
+- `VarRef.value` is None (uninitialised) or an array of exactly the variable's dtype
+  that owns its data and is read-only outside an update.  The read-only flag makes a
+  consumer that mutates an input (or a user who mutates a fetched value) fail loudly
+  instead of silently corrupting the variable.
+- Updates never await: the refcount check and the write happen in one event-loop step,
+  so no reader can take the buffer between the decision and the write.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.registry import ANY, INDEX, NUMERIC, REQUIRED, NotDifferentiable, register_op
+
+__all__ = [
+    "VarRef",
+    "variable_op_v2",
+    "assign",
+    "assign_add",
+    "assign_sub",
+    "scatter_update",
+    "scatter_add",
+    "scatter_sub",
+    "is_variable_initialized",
+]
+
+
+def _shape_str(shape) -> str:
+    """TF's TensorShape::DebugString: "[2,3]", "[]"."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _set_writeable(buf, flag: bool) -> None:
+    if isinstance(buf, np.ndarray):  # device arrays (CuPy) have no writeable flag
+        buf.flags.writeable = flag
+
+
+class VarRef:
+    """A variable's state: its current buffer (None until the first Assign)."""
+
+    __slots__ = ("value", "dtype", "shape", "name")
+
+    def __init__(self, dtype, shape=None, name: str = ""):
+        self.value = None
+        self.dtype = dtypes.as_dtype(dtype)
+        self.shape = tensor_shape.unknown_shape() if shape is None else shape
+        self.name = name
+
+    def __repr__(self) -> str:
+        state = "uninitialised" if self.value is None else f"shape={self.value.shape}"
+        return f"<VarRef {self.name} {self.dtype.name} {state}>"
+
+    def read(self):
+        """The current buffer (not a copy; read-only).
+
+        Raises:
+          FailedPreconditionError: the variable has not been assigned yet.
+        """
+        value = self.value
+        if value is None:
+            raise errors.FailedPreconditionError(
+                None, None, f"Attempting to use uninitialized value {self.name}"
+            )
+        return value
+
+    def is_initialized(self) -> bool:
+        return self.value is not None
+
+    # -- copy-on-write -----------------------------------------------------------------
+    # Both methods below must evaluate `sys.getrefcount(self.value)` through the same
+    # expression: the baseline is calibrated on `_refcount` once at import.
+
+    def _refcount(self) -> int:
+        return sys.getrefcount(self.value)
+
+    def _exclusive(self) -> bool:
+        """True when only this VarRef holds the buffer (no fetch, view or reader)."""
+        return self._refcount() <= _SOLE_OWNER_REFCOUNT
+
+    def _install(self, buf) -> None:
+        _set_writeable(buf, False)
+        self.value = buf
+
+    def assign(self, value, validate_shape: bool) -> None:
+        """Set the variable to a copy of `value` (TF's Assign: the input is never aliased).
+
+        Raises:
+          InvalidArgumentError: validate_shape and the shapes differ.
+        """
+        value = np.asarray(value)
+        lhs_shape = self._current_shape()
+        if validate_shape and lhs_shape is not None and tuple(lhs_shape) != value.shape:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                "Assign requires shapes of both tensors to match. lhs shape= "
+                f"{_shape_str(lhs_shape)} rhs shape= {_shape_str(value.shape)}",
+            )
+        if (
+            self.value is not None
+            and self.value.shape == value.shape
+            and isinstance(self.value, np.ndarray)
+            and self._exclusive()
+        ):
+            buf = self.value
+            buf.flags.writeable = True
+            np.copyto(buf, value)
+            buf.flags.writeable = False
+            return
+        # Always copy: the input may be a Const's shared value or another op's output.
+        self._install(np.array(value, dtype=self.dtype.as_numpy_dtype, copy=True))
+
+    def _current_shape(self):
+        if self.value is not None:
+            return self.value.shape
+        if self.shape.is_fully_defined():
+            return tuple(self.shape.as_list())
+        return None
+
+    def apply_ufunc(self, ufunc, operand) -> None:
+        """self = ufunc(self, operand), in place when the buffer is exclusively ours.
+
+        Raises:
+          FailedPreconditionError: uninitialised.
+          InvalidArgumentError: shapes differ.
+        """
+        current = self.read()
+        operand = np.asarray(operand)
+        if current.shape != operand.shape:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Cannot update variable with shape {_shape_str(current.shape)} using a "
+                f"Tensor with shape {_shape_str(operand.shape)}, shapes must be equal.",
+            )
+        del current  # a local reference would defeat the refcount check
+        if self._exclusive():
+            buf = self.value
+            _set_writeable(buf, True)
+            ufunc(buf, operand, out=buf)
+            _set_writeable(buf, False)
+        else:
+            old = self.value
+            self._install(ufunc(old, operand, out=np.empty_like(old)))
+
+    def writable_target(self):
+        """The buffer to update in place: the current one if exclusive, else a copy.
+
+        The caller writes into it and passes it to `commit`.
+        """
+        if self._exclusive():
+            buf = self.value
+            _set_writeable(buf, True)
+            return buf
+        buf = self.value.copy()
+        _set_writeable(buf, True)
+        return buf
+
+    def commit(self, buf) -> None:
+        self._install(buf)
+
+
+def _calibrate_sole_owner_refcount() -> int:
+    # With only the VarRef's slot holding the buffer, getrefcount sees that slot plus
+    # its own argument: 2 on CPython 3.11-3.13.  Measured rather than assumed, so a
+    # different interpreter (deferred or borrowed references) keeps the right baseline.
+    probe = VarRef(dtypes.float32, name="probe")
+    probe.value = np.zeros(1, np.float32)
+    return probe._refcount()
+
+
+_SOLE_OWNER_REFCOUNT = _calibrate_sole_owner_refcount()
+
+
+# -- VariableV2 ---------------------------------------------------------------------------
+
+VariableV2 = register_op(
+    "VariableV2",
+    outputs=["ref: Ref(dtype)"],
+    attrs={"shape": REQUIRED, "dtype": ANY, "container": "", "shared_name": ""},
+    shape_fn=lambda op: [op.get_attr("shape")],
+    stateful=True,
+)
+NotDifferentiable("VariableV2")
+
+
+@VariableV2.kernel("CPU", "GPU")
+async def _variable_v2(ctx):
+    attrs = ctx.attrs
+    container = attrs["container"]
+    name = attrs["shared_name"] or ctx.op.name
+    op_name = ctx.op.name
+    return ctx.resource_mgr(container).lookup_or_create(
+        container, name, lambda: VarRef(attrs["dtype"], attrs["shape"], op_name)
+    )
+
+
+def variable_op_v2(shape, dtype, name="Variable", container="", shared_name=""):
+    """Create a VariableV2 op; returns its ref Tensor (TF's `state_ops.variable_op_v2`)."""
+    op = ops.apply_op(
+        "VariableV2",
+        [],
+        {
+            "shape": tensor_shape.as_shape(shape),
+            "dtype": dtypes.as_dtype(dtype),
+            "container": container,
+            "shared_name": shared_name,
+        },
+        name=name,
+    )
+    return op.outputs[0]
+
+
+# -- Assign -----------------------------------------------------------------------------
+
+
+def _assign_shape(op):
+    ref, value = op.inputs[0].shape, op.inputs[1].shape
+    if op.get_attr("validate_shape"):
+        ref.merge_with(value)
+    return [value]
+
+
+Assign = register_op(
+    "Assign",
+    inputs=["ref: Ref(T)", "value: T"],
+    outputs=["output_ref: T"],
+    attrs={"T": ANY, "validate_shape": True, "use_locking": True},
+    shape_fn=_assign_shape,
+    stateful=True,
+)
+NotDifferentiable("Assign")
+
+
+@Assign.kernel("CPU", "GPU")
+async def _assign(ctx, ref, value):
+    ref.assign(value, ctx.attrs["validate_shape"])
+    return ref.value
+
+
+def assign(ref, value, validate_shape=None, use_locking=None, name=None):
+    """Update `ref` by assigning `value`; returns the new value.
+
+    Raises (when run):
+      InvalidArgumentError: validate_shape (the default) and the shapes differ.
+    """
+    attrs = {"validate_shape": validate_shape, "use_locking": use_locking}
+    return ops.apply_op("Assign", [ref, value], attrs, name=name).outputs[0]
+
+
+# -- AssignAdd / AssignSub --------------------------------------------------------------
+
+
+def _merge_both_shape(op):
+    return [op.inputs[0].shape.merge_with(op.inputs[1].shape)]
+
+
+def _register_assign_update(op_type: str, ufunc):
+    op_def = register_op(
+        op_type,
+        inputs=["ref: Ref(T)", "value: T"],
+        outputs=["output_ref: T"],
+        attrs={"T": NUMERIC, "use_locking": False},
+        shape_fn=_merge_both_shape,
+        stateful=True,
+    )
+    NotDifferentiable(op_type)
+
+    @op_def.kernel("CPU", "GPU")
+    async def _kernel(ctx, ref, value):
+        ref.apply_ufunc(ufunc, value)
+        return ref.value
+
+    return op_def
+
+
+AssignAdd = _register_assign_update("AssignAdd", np.add)
+AssignSub = _register_assign_update("AssignSub", np.subtract)
+
+
+def assign_add(ref, value, use_locking=None, name=None):
+    """Update `ref` by adding `value`; returns the new value.
+
+    Raises (when run):
+      FailedPreconditionError: `ref` is uninitialised.
+      InvalidArgumentError: shapes differ.
+    """
+    attrs = {"use_locking": use_locking}
+    return ops.apply_op("AssignAdd", [ref, value], attrs, name=name).outputs[0]
+
+
+def assign_sub(ref, value, use_locking=None, name=None):
+    """Update `ref` by subtracting `value`; returns the new value.
+
+    Raises (when run):
+      FailedPreconditionError: `ref` is uninitialised.
+      InvalidArgumentError: shapes differ.
+    """
+    attrs = {"use_locking": use_locking}
+    return ops.apply_op("AssignSub", [ref, value], attrs, name=name).outputs[0]
+
+
+# -- Scatter* -----------------------------------------------------------------------------
+
+
+def _scatter_shape(op):
+    var, indices, updates = (t.shape for t in op.inputs)
+    if updates.ndims != 0:
+        if var.ndims is None or indices.ndims is None:
+            expected = tensor_shape.unknown_shape()
+        else:
+            expected = indices.concatenate(var[1:])
+        updates.merge_with(expected)
+    return [var]
+
+
+def _scatter_check(params, indices, updates) -> None:
+    if params.ndim < 1:
+        raise errors.InvalidArgumentError(
+            None, None, f"params must be at least 1-D, got shape {_shape_str(params.shape)}"
+        )
+    if updates.ndim != 0 and updates.shape != indices.shape + params.shape[1:]:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "Must have updates.shape = indices.shape + params.shape[1:] or updates.shape = "
+            f"[], got updates.shape {_shape_str(updates.shape)}, indices.shape "
+            f"{_shape_str(indices.shape)}, params.shape {_shape_str(params.shape)}",
+        )
+    limit = params.shape[0]
+    flat = indices.reshape(-1)
+    bad = np.flatnonzero((flat < 0) | (flat >= limit))
+    if bad.size:
+        i = int(bad[0])
+        where = ",".join(str(int(k)) for k in np.unravel_index(i, indices.shape))
+        where = f"[{where}]" if indices.ndim else ""
+        raise errors.InvalidArgumentError(
+            None, None, f"indices{where} = {flat[i]} is not in [0, {limit})"
+        )
+
+
+def _scatter_assign(target, idx, upd):
+    target[idx] = upd  # duplicates: one of them wins, unspecified which (as TF)
+
+
+def _register_scatter(op_type: str, apply, numeric: bool):
+    op_def = register_op(
+        op_type,
+        inputs=["ref: Ref(T)", "indices: Tindices", "updates: T"],
+        outputs=["output_ref: T"],
+        attrs={"T": NUMERIC if numeric else ANY, "Tindices": INDEX, "use_locking": True},
+        shape_fn=_scatter_shape,
+        stateful=True,
+    )
+    NotDifferentiable(op_type)
+
+    @op_def.kernel("CPU", "GPU")
+    async def _kernel(ctx, ref, indices, updates):
+        params = ref.read()
+        indices, updates = np.asarray(indices), np.asarray(updates)
+        _scatter_check(params, indices, updates)
+        flat_idx = indices.reshape(-1)
+        if updates.ndim:
+            updates = updates.reshape((flat_idx.size,) + params.shape[1:])
+        del params  # a local reference would defeat the refcount check
+        target = ref.writable_target()
+        apply(target, flat_idx, updates)
+        ref.commit(target)
+        return ref.value
+
+    return op_def
+
+
+ScatterUpdate = _register_scatter("ScatterUpdate", _scatter_assign, numeric=False)
+ScatterAdd = _register_scatter("ScatterAdd", np.add.at, numeric=True)
+ScatterSub = _register_scatter("ScatterSub", np.subtract.at, numeric=True)
+
+
+def _scatter_builder(op_type: str, verb: str):
+    def builder(ref, indices, updates, use_locking=True, name=None):
+        attrs = {"use_locking": use_locking}
+        return ops.apply_op(op_type, [ref, indices, updates], attrs, name=name).outputs[0]
+
+    builder.__doc__ = f"""{verb} `updates` into rows `indices` of `ref`; returns the new value.
+
+    Raises (when run):
+      FailedPreconditionError: `ref` is uninitialised.
+      InvalidArgumentError: an index is outside [0, ref.shape[0]) or shapes mismatch.
+    """
+    return builder
+
+
+scatter_update = _scatter_builder("ScatterUpdate", "Assign")
+scatter_update.__name__ = "scatter_update"
+scatter_add = _scatter_builder("ScatterAdd", "Add (duplicates accumulate)")
+scatter_add.__name__ = "scatter_add"
+scatter_sub = _scatter_builder("ScatterSub", "Subtract (duplicates accumulate)")
+scatter_sub.__name__ = "scatter_sub"
+
+
+# -- IsVariableInitialized ----------------------------------------------------------------
+
+IsVariableInitialized = register_op(
+    "IsVariableInitialized",
+    inputs=["ref: Ref(dtype)"],
+    outputs=["is_initialized: bool"],
+    attrs={"dtype": ANY},
+    shape_fn=lambda op: [tensor_shape.scalar()],
+    stateful=True,
+)
+NotDifferentiable("IsVariableInitialized")
+
+
+@IsVariableInitialized.kernel("CPU", "GPU")
+async def _is_variable_initialized(ctx, ref):
+    return np.bool_(ref.value is not None)
+
+
+def is_variable_initialized(ref, name=None):
+    """A bool scalar: whether `ref` (a Variable or ref tensor) has been assigned."""
+    return ops.apply_op("IsVariableInitialized", [ref], name=name).outputs[0]
+
+
+# -- helpers for asyncflow.variables ---------------------------------------------------
+
+# The value of a variable if initialised, else its initial value: TF1 builds
+# `cond(is_variable_initialized(v), v.read_value, lambda: v.initial_value)`.  One op
+# gives the same result without cond; both inputs are computed, which is harmless as
+# `initial` is the very tensor the variable's initializer consumes in the same step.
+VariableInitializedValue = register_op(
+    "VariableInitializedValue",
+    inputs=["ref: Ref(T)", "initial: T"],
+    outputs=["value: T"],
+    attrs={"T": ANY},
+    shape_fn=_merge_both_shape,
+    stateful=True,
+)
+NotDifferentiable("VariableInitializedValue")
+
+
+@VariableInitializedValue.kernel("CPU", "GPU")
+async def _variable_initialized_value(ctx, ref, initial):
+    return initial if ref.value is None else ref.value
+
+
+# Names of the variables whose flag is False (TF1 builds stack + logical_not +
+# boolean_mask); with raise_error, fail as reading the first of them would.
+ReportUninitialized = register_op(
+    "ReportUninitialized",
+    inputs=["flags: N * bool"],
+    outputs=["names: string"],
+    attrs={"N": REQUIRED, "names": REQUIRED, "raise_error": False},
+    shape_fn=lambda op: [tensor_shape.TensorShape([None])],
+    stateful=True,
+)
+NotDifferentiable("ReportUninitialized")
+
+
+@ReportUninitialized.kernel("CPU")
+async def _report_uninitialized(ctx, *flags):
+    names = [n for n, ok in zip(ctx.attrs["names"], flags, strict=True) if not ok]
+    if names and ctx.attrs["raise_error"]:
+        raise errors.FailedPreconditionError(
+            None, None, f"Attempting to use uninitialized value {names[0]}"
+        )
+    out = np.empty(len(names), dtype=object)
+    out[:] = [n.encode() for n in names]
+    return out

@@ -1,0 +1,216 @@
+"""NN ops against NumPy: activations, Softmax/LogSoftmax, BiasAdd."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asyncflow import dtypes, errors
+from asyncflow import graph as ops
+from asyncflow.ops import array_ops, math_ops, nn_ops
+from asyncflow.registry import get_op_def
+from asyncflow.session import Session
+
+F16, F32, F64, I32 = np.float16, np.float32, np.float64, np.int32
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with ops.Graph().as_default() as g:
+        yield g
+
+
+def _run(fetches, feed_dict=None):
+    with Session() as sess:
+        return sess.run(fetches, feed_dict)
+
+
+_RNG = np.random.default_rng(1)
+
+
+def _values(dtype, shape=(3, 4)):
+    if np.dtype(dtype).kind == "i":
+        return _RNG.integers(-9, 10, size=shape).astype(dtype)
+    return _RNG.uniform(-8.0, 8.0, shape).astype(dtype)
+
+
+def _check(out, ref, dtype):
+    out = np.asarray(out)
+    assert out.dtype == np.dtype(dtype)
+    ref = np.asarray(ref, dtype=np.float64)
+    if np.dtype(dtype).kind == "f":
+        tol = {2: 3e-3, 4: 1e-5, 8: 1e-12}[np.dtype(dtype).itemsize]
+        np.testing.assert_allclose(out, ref.astype(dtype), rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(out, ref.astype(dtype))
+
+
+def _np_softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _np_log_softmax(x, axis=-1):
+    s = x - x.max(axis=axis, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
+
+
+_ACTIVATIONS = [
+    ("relu", nn_ops.relu, lambda x: np.maximum(x, 0), (F32, F64, I32, F16), "Relu"),
+    ("relu6", nn_ops.relu6, lambda x: np.clip(x, 0, 6), (F32, F64, I32), "Relu6"),
+    ("elu", nn_ops.elu, lambda x: np.where(x < 0, np.expm1(x), x), (F32, F64), "Elu"),
+    ("softplus", nn_ops.softplus, lambda x: np.log1p(np.exp(x)), (F32, F64), "Softplus"),
+    ("softsign", nn_ops.softsign, lambda x: x / (1 + np.abs(x)), (F32, F64), "Softsign"),
+    ("sigmoid", nn_ops.sigmoid, lambda x: 1 / (1 + np.exp(-x)), (F32, F64), "Sigmoid"),
+    ("tanh", nn_ops.tanh, np.tanh, (F32, F64), "Tanh"),
+    ("softmax", nn_ops.softmax, _np_softmax, (F16, F32, F64), "Softmax"),
+    ("log_softmax", nn_ops.log_softmax, _np_log_softmax, (F32, F64), "LogSoftmax"),
+]
+
+
+@pytest.mark.parametrize(
+    "builder,ref,dtype,op_type",
+    [
+        pytest.param(b, r, d, t, id=f"{n}-{np.dtype(d).name}")
+        for n, b, r, ds, t in _ACTIVATIONS
+        for d in ds
+    ],
+)
+def test_activation(builder, ref, dtype, op_type):
+    x = array_ops.placeholder(dtypes.as_dtype(dtype), [None, 4])
+    y = builder(x)
+    assert (y.op.type, y.dtype, y.shape.as_list()) == (op_type, x.dtype, [None, 4])
+    xv = _values(dtype)
+    _check(_run(y, {x: xv}), ref(xv.astype(np.float64)), dtype)
+
+
+def test_activations_reject_bad_dtypes():
+    i = array_ops.placeholder(dtypes.int32, [2])
+    for builder in (nn_ops.elu, nn_ops.softplus, nn_ops.softsign, nn_ops.softmax):
+        with pytest.raises(TypeError):
+            builder(i)
+    with pytest.raises(TypeError):
+        nn_ops.relu(array_ops.placeholder(dtypes.bool, [2]))
+
+
+def test_softplus_and_sigmoid_do_not_overflow():
+    x = array_ops.constant([-1000.0, 0.0, 1000.0], dtype=dtypes.float32)
+    sp, sg = _run([nn_ops.softplus(x), nn_ops.sigmoid(x)])
+    np.testing.assert_allclose(sp, [0.0, np.log(2.0), 1000.0], rtol=1e-6)
+    np.testing.assert_allclose(sg, [0.0, 0.5, 1.0])
+
+
+def test_softmax_is_stable_and_sums_to_one():
+    x = array_ops.constant([[1000.0, 1000.0, -1000.0], [1.0, 2.0, 3.0]], dtype=dtypes.float32)
+    out, log_out = _run([nn_ops.softmax(x), nn_ops.log_softmax(x)])
+    np.testing.assert_allclose(out.sum(axis=-1), [1.0, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(out[0], [0.5, 0.5, 0.0])
+    assert np.isfinite(log_out[0, :2]).all()
+
+
+def test_softmax_rank_1_and_3():
+    v = array_ops.placeholder(dtypes.float64, [5])
+    t = array_ops.placeholder(dtypes.float64, [2, 3, 4])
+    vv, tv = _values(F64, (5,)), _values(F64, (2, 3, 4))
+    outs = _run(
+        [nn_ops.softmax(v), nn_ops.softmax(t, axis=-1), nn_ops.log_softmax(t, dim=2)],
+        {v: vv, t: tv},
+    )
+    _check(outs[0], _np_softmax(vv), F64)
+    _check(outs[1], _np_softmax(tv), F64)
+    _check(outs[2], _np_log_softmax(tv), F64)
+
+
+def test_softmax_other_axis():
+    if "CPU" not in getattr(_op_def_or_none("Transpose"), "kernels", {}):
+        pytest.skip("needs array_ops' Transpose")
+    t = array_ops.placeholder(dtypes.float64, [2, 3, 4])
+    tv = _values(F64, (2, 3, 4))
+    s0 = nn_ops.softmax(t, axis=0)
+    s1 = nn_ops.log_softmax(t, dim=1)
+    assert s0.shape.as_list() == [2, 3, 4] and s1.shape.as_list() == [2, 3, 4]
+    outs = _run([s0, s1], {t: tv})
+    _check(outs[0], _np_softmax(tv, axis=0), F64)
+    _check(outs[1], _np_log_softmax(tv, axis=1), F64)
+
+
+def _op_def_or_none(op_type):
+    try:
+        return get_op_def(op_type)
+    except KeyError:
+        return None
+
+
+def test_softmax_errors():
+    with pytest.raises(ValueError):
+        nn_ops.softmax(array_ops.constant(1.0))
+    x = array_ops.placeholder(dtypes.float32, [2, 3])
+    with pytest.raises(ValueError):
+        nn_ops.softmax(x, axis=1, dim=1)
+    with pytest.raises(errors.InvalidArgumentError):
+        nn_ops.softmax(x, axis=2)
+    u = array_ops.placeholder(dtypes.float32)
+    with pytest.raises(errors.InvalidArgumentError, match="logits must have >= 1 dimension"):
+        _run(nn_ops.softmax(u), {u: 1.0})
+
+
+# -- BiasAdd ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I32])
+@pytest.mark.parametrize(
+    "shape,data_format,axis",
+    [
+        ((3, 4), None, 1),
+        ((2, 3, 4), "NHWC", 2),
+        ((2, 5, 3, 4), "NHWC", 3),
+        ((2, 4, 3, 3), "NCHW", 1),
+        ((2, 4, 3), "NCW", 1),
+        ((2, 4), "NCHW", 1),
+    ],
+)
+def test_bias_add(dtype, shape, data_format, axis):
+    dt = dtypes.as_dtype(dtype)
+    value = array_ops.placeholder(dt, [None, *shape[1:]])
+    bias = array_ops.placeholder(dt, [None])
+    out = nn_ops.bias_add(value, bias, data_format=data_format)
+    assert out.op.type == "BiasAdd" and out.shape.as_list() == [None, *shape[1:]]
+    vv, bv = _values(dtype, shape), _values(dtype, (shape[axis],))
+    bshape = [1] * len(shape)
+    bshape[axis] = shape[axis]
+    _check(_run(out, {value: vv, bias: bv}), vv + bv.reshape(bshape), dtype)
+
+
+def test_bias_add_static_shape_refines_channels():
+    value = array_ops.placeholder(dtypes.float32, [None, None])
+    bias = array_ops.placeholder(dtypes.float32, [7])
+    assert nn_ops.bias_add(value, bias).shape.as_list() == [None, 7]
+
+
+def test_bias_add_errors():
+    value = array_ops.placeholder(dtypes.float32, [2, 3])
+    with pytest.raises(ValueError, match="Dimensions must be equal, but are 3 and 4"):
+        nn_ops.bias_add(value, array_ops.placeholder(dtypes.float32, [4]))
+    with pytest.raises(ValueError):
+        nn_ops.bias_add(value, array_ops.placeholder(dtypes.float32, [1, 3]))
+    with pytest.raises(ValueError):
+        nn_ops.bias_add(array_ops.placeholder(dtypes.float32, [3]), [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="data_format"):
+        nn_ops.bias_add(value, [1.0, 2.0, 3.0], data_format="HWC")
+    with pytest.raises(TypeError):
+        nn_ops.bias_add(value, array_ops.placeholder(dtypes.float64, [3]))
+    assert nn_ops.bias_add(value, [1, 2, 3]).dtype == dtypes.float32  # Python ints convert
+    u = array_ops.placeholder(dtypes.float32)
+    b = array_ops.placeholder(dtypes.float32)
+    with pytest.raises(errors.InvalidArgumentError, match="Must provide as many biases"):
+        _run(nn_ops.bias_add(u, b), {u: np.zeros((2, 3)), b: np.zeros(4)})
+
+
+def test_nn_namespace():
+    assert nn_ops.sigmoid is math_ops.sigmoid and nn_ops.tanh is math_ops.tanh
+    assert set(nn_ops.__all__) >= {"relu", "softmax", "log_softmax", "bias_add", "sigmoid"}
+    for name in nn_ops.__all__:
+        assert callable(getattr(nn_ops, name))
+    for op_type in ("Relu", "Relu6", "Elu", "Softplus", "Softsign", "Softmax", "BiasAdd"):
+        op_def = get_op_def(op_type)
+        assert "CPU" in op_def.kernels and op_def.shape_fn is not None

@@ -1,0 +1,431 @@
+"""Session semantics, checked against tf.compat.v1's documented behaviour."""
+
+import collections
+import inspect
+import os
+
+import numpy as np
+import pytest
+from _testing_ops import count_op, wait_op
+
+import asyncflow as af
+from asyncflow import errors
+from asyncflow.ops.array_ops import constant, identity, placeholder
+from asyncflow.ops.control_flow_ops import no_op
+
+pytestmark = pytest.mark.usefixtures("graph")
+
+Pair = collections.namedtuple("Pair", ["first", "second"])
+
+
+def _line() -> int:
+    """The caller's line number."""
+    return inspect.currentframe().f_back.f_lineno
+
+
+# -- fetch structures ------------------------------------------------------------------
+
+
+@pytest.fixture
+def abc():
+    a = constant(1.0, name="a")
+    b = constant([2, 3], dtype=af.int32, name="b")
+    c = constant("s", name="c")
+    return a, b, c
+
+
+def test_fetch_single_tensor_and_list(sess, abc):
+    a, b, c = abc
+    assert sess.run(a) == 1.0
+    out = sess.run([a, b])
+    assert isinstance(out, list) and len(out) == 2
+    np.testing.assert_array_equal(out[1], [2, 3])
+    assert out[1].dtype == np.int32
+    assert sess.run(c) == b"s"
+
+
+def test_fetch_tuple_dict_ordereddict_namedtuple(sess, abc):
+    a, b, _ = abc
+    t = sess.run((a, b))
+    assert isinstance(t, tuple) and t[0] == 1.0
+    d = sess.run({"x": a, "y": b})
+    assert type(d) is dict and set(d) == {"x", "y"} and d["x"] == 1.0
+    od = sess.run(collections.OrderedDict([("y", b), ("x", a)]))
+    assert type(od) is collections.OrderedDict and list(od) == ["y", "x"]
+    p = sess.run(Pair(a, b))
+    assert type(p) is Pair and p.first == 1.0
+    np.testing.assert_array_equal(p.second, [2, 3])
+
+
+def test_fetch_nested_mix(sess, abc):
+    a, b, c = abc
+    out = sess.run({"l": [a, (b, {"deep": c})], "p": Pair(first=[a], second={"z": b})})
+    assert out["l"][0] == 1.0
+    assert isinstance(out["l"][1], tuple)
+    np.testing.assert_array_equal(out["l"][1][0], [2, 3])
+    assert out["l"][1][1] == {"deep": b"s"}
+    assert isinstance(out["p"], Pair) and out["p"].first == [1.0]
+    np.testing.assert_array_equal(out["p"].second["z"], [2, 3])
+    assert sess.run([]) == [] and sess.run({}) == {} and sess.run(()) == ()
+
+
+def test_fetch_operations_give_none(sess, abc):
+    a, _, _ = abc
+    op = no_op(name="nothing")
+    assert sess.run(op) is None
+    assert sess.run([a, op, a.op]) == [1.0, None, None]
+    assert sess.run("nothing") is None
+
+
+def test_fetch_by_name(sess, abc):
+    assert sess.run("a:0") == 1.0
+    out = sess.run({"b": "b:0", "op": "a"})
+    np.testing.assert_array_equal(out["b"], [2, 3])
+    assert out["op"] is None
+
+
+def test_duplicate_fetches(sess, probes):
+    counter = probes.counter()
+    x = count_op(constant(4.0), counter)
+    assert sess.run([x, x, (x,)]) == [4.0, 4.0, (4.0,)]
+    assert sess.run({"a": x, "b": [x, x.op]}) == {"a": 4.0, "b": [4.0, None]}
+    assert counter.n == 2  # once per step, however often it is fetched
+
+
+def test_scalar_fetch_is_numpy_scalar(sess):
+    v = sess.run(constant(2.5))
+    assert type(v) is np.float32 and v == 2.5
+    i = sess.run(constant(7, dtype=af.int64))
+    assert type(i) is np.int64
+    x = placeholder(af.float64, [])
+    fed = sess.run(identity(x), {x: 1.5})
+    assert type(fed) is np.float64
+
+
+# -- feeds -----------------------------------------------------------------------------
+
+
+def test_fetching_a_fed_tensor_returns_the_feed(sess, probes):
+    counter = probes.counter()
+    c = count_op(constant([1.0, 2.0]), counter)
+    out = sess.run(c, {c: [5.0, 6.0]})
+    np.testing.assert_array_equal(out, [5.0, 6.0])
+    assert out.dtype == np.float32
+    assert counter.n == 0  # its producer did not run
+    x = placeholder(af.int32, [None])
+    np.testing.assert_array_equal(sess.run(x, {x: [1, 2, 3]}), [1, 2, 3])
+
+
+def test_feeding_intermediate_prunes_producers(sess, probes):
+    counter = probes.counter()
+    x = placeholder(af.float32, [2], name="unfed")
+    mid = count_op(identity(identity(x)), counter)
+    y = identity(identity(mid))
+    # The placeholder is not fed and would fail; feeding `mid` must prune it away.
+    np.testing.assert_array_equal(sess.run(y, {mid: [3.0, 4.0]}), [3.0, 4.0])
+    np.testing.assert_array_equal(sess.run(y, {"unfed:0": [1.0, 2.0]}), [1.0, 2.0])
+    assert counter.n == 1  # only in the second step
+    with pytest.raises(errors.InvalidArgumentError, match="unfed"):
+        sess.run(y)
+
+
+def test_partial_execution_needs_only_its_placeholders(sess):
+    a = placeholder(af.float32, [], name="a")
+    b = placeholder(af.float32, [], name="b")
+    ia, ib = identity(a), identity(b)
+    assert sess.run(ia, {a: 1.0}) == 1.0
+    assert sess.run(ib, {b: 2.0}) == 2.0
+    assert sess.run([ia, ib], {a: 3.0, b: 4.0}) == [3.0, 4.0]
+
+
+def test_feed_by_name_and_fed_constant(sess):
+    c = constant(1.0, name="k")
+    y = identity(c)
+    assert sess.run(y, {"k:0": 9.0}) == 9.0
+    assert sess.run(y) == 1.0
+
+
+def test_feed_wrong_shape_names_tensor_and_shapes(sess):
+    x = placeholder(af.float32, [2, 3], name="img")
+    with pytest.raises(ValueError) as ei:
+        sess.run(x, {x: np.zeros((3, 2))})
+    msg = str(ei.value)
+    assert "img:0" in msg and "(3, 2)" in msg and str(x.shape) in msg
+
+
+def test_feed_int_overflowing_int32_is_type_error(sess):
+    x = placeholder(af.int32, [], name="i")
+    with pytest.raises(TypeError, match="int32|compatible"):
+        sess.run(x, {x: 2**31})
+    with pytest.raises(TypeError):
+        sess.run(x, {x: -(2**31) - 1})
+    with pytest.raises(TypeError):
+        sess.run(x, {x: 2**70})  # beyond int64 too: still TypeError, not OverflowError
+    xs = placeholder(af.int32, [2], name="xs")
+    with pytest.raises(TypeError, match="xs:0"):
+        sess.run(xs, {xs: [1, 2**40]})
+    assert sess.run(x, {x: 2**31 - 1}) == 2**31 - 1
+    assert sess.run(x, {x: -(2**31)}) == -(2**31)
+    f = placeholder(af.float32, [])
+    assert sess.run(f, {f: 2**70}) == np.float32(2**70)  # TF compares float32(v) == v
+
+
+def test_feed_value_that_is_a_tensor_is_type_error(sess):
+    x = placeholder(af.float32, [])
+    with pytest.raises(TypeError, match="cannot be a tf.Tensor"):
+        sess.run(x, {x: constant(1.0)})
+
+
+def test_feed_key_not_in_graph(sess):
+    x = placeholder(af.float32, [])
+    with pytest.raises(TypeError, match="nope"):
+        sess.run(x, {"nope:0": 1.0})
+    other = af.Graph()
+    with other.as_default():
+        y = placeholder(af.float32, [])
+    with pytest.raises(TypeError):
+        sess.run(x, {y: 1.0})
+
+
+def test_missing_feed_names_placeholder_and_user_line(sess):
+    x = placeholder(af.float32, [2], name="needed")
+    line = _line() - 1
+    y = identity(identity(x))
+    with pytest.raises(errors.InvalidArgumentError) as ei:
+        sess.run(y)
+    msg = str(ei.value)
+    assert "needed" in msg
+    assert f"{os.path.basename(__file__)}:{line}" in msg
+    assert ei.value.op is x.op
+
+
+# -- fetch errors ------------------------------------------------------------------------
+
+
+def test_fetch_nonexistent_name(sess):
+    with pytest.raises((KeyError, ValueError), match="nope"):
+        sess.run("nope:0")
+    with pytest.raises((KeyError, ValueError), match="nope"):
+        sess.run("nope")
+    constant(1.0, name="one")
+    with pytest.raises((KeyError, ValueError)):
+        sess.run("one:3")
+
+
+def test_fetch_invalid_types(sess):
+    with pytest.raises(TypeError):
+        sess.run(None)
+    with pytest.raises(TypeError):
+        sess.run(3)
+    with pytest.raises(TypeError):
+        sess.run([constant(1.0), object()])
+
+
+def test_session_graph_rejects_other_graphs_tensors(graph):
+    other = af.Graph()
+    with other.as_default():
+        foreign = constant(1.0)
+    s = af.Session(graph=graph)
+    try:
+        with pytest.raises(ValueError):
+            s.run(foreign)
+        with pytest.raises(ValueError):
+            s.run([constant(2.0), foreign])
+        assert s.run(constant(3.0)) == 3.0
+    finally:
+        s.close()
+    with af.Session(graph=other) as s2:
+        assert s2.graph is other
+        assert s2.run(foreign) == 1.0
+
+
+def test_session_graph_argument_type_checked():
+    with pytest.raises(TypeError):
+        af.Session(graph=object())
+
+
+# -- the session stays usable after every kind of error ------------------------------
+
+
+def _bad_fetch_name(sess, x):
+    sess.run("missing:0")
+
+
+def _bad_fetch_type(sess, x):
+    sess.run(object())
+
+
+def _bad_feed_shape(sess, x):
+    sess.run(x, {x: [1.0, 2.0]})
+
+
+def _bad_feed_overflow(sess, x):
+    sess.run(x, {placeholder(af.int32, []): 2**40})
+
+
+def _bad_feed_tensor(sess, x):
+    sess.run(x, {x: constant(1.0)})
+
+
+def _missing_feed(sess, x):
+    sess.run(x)
+
+
+def _foreign_tensor(sess, x):
+    with af.Graph().as_default():
+        t = constant(1.0)
+    sess.run(t)
+
+
+@pytest.mark.parametrize(
+    "provoke, expected",
+    [
+        (_bad_fetch_name, (KeyError, ValueError)),
+        (_bad_fetch_type, TypeError),
+        (_bad_feed_shape, ValueError),
+        (_bad_feed_overflow, TypeError),
+        (_bad_feed_tensor, TypeError),
+        (_missing_feed, errors.InvalidArgumentError),
+        (_foreign_tensor, ValueError),
+    ],
+)
+def test_session_usable_after_error(sess, provoke, expected):
+    x = placeholder(af.float32, [], name="x")
+    y = identity(x)
+    assert sess.run(y, {x: 1.0}) == 1.0
+    with pytest.raises(expected):
+        provoke(sess, x)
+    assert sess.run(y, {x: 2.0}) == 2.0
+    assert sess.run(constant(5)) == 5
+
+
+# -- make_callable ---------------------------------------------------------------------
+
+
+def test_make_callable_with_feed_list(sess):
+    a = placeholder(af.float32, [], name="a")
+    b = placeholder(af.float32, [], name="b")
+    f = sess.make_callable({"a": identity(a), "both": [a, b]}, feed_list=[a, "b:0"])
+    assert f(1.0, 2.0) == {"a": 1.0, "both": [1.0, 2.0]}
+    assert f(3.0, 4.0)["both"] == [3.0, 4.0]
+    with pytest.raises(TypeError):
+        f(1.0)
+    g = sess.make_callable(constant(7))
+    assert g() == 7
+    op_call = sess.make_callable(no_op())
+    assert op_call() is None
+
+
+def test_make_callable_accept_options(sess, probes):
+    w = probes.waiter()
+    x = placeholder(af.float32, [])
+    y = wait_op(x, w)
+    f = sess.make_callable(y, feed_list=[x], accept_options=True)
+    opts = af.RunOptions(timeout_in_ms=50)
+    with pytest.raises(errors.DeadlineExceededError):
+        f(1.0, options=opts, run_metadata=af.RunMetadata())
+    w.release()
+    assert f(2.0, options=opts) == 2.0
+    plain = sess.make_callable(y, feed_list=[x])
+    with pytest.raises(TypeError):
+        plain(1.0, options=opts)
+
+
+# -- default sessions --------------------------------------------------------------------
+
+
+def test_with_session_is_default_for_eval_and_run(graph, probes):
+    counter = probes.counter()
+    x = placeholder(af.float32, [])
+    y = identity(x)
+    bump = count_op(constant(0.0), counter).op
+    with af.Session() as s:
+        assert af.get_default_session() is s
+        assert y.eval({x: 3.0}) == 3.0
+        assert y.eval(feed_dict={x: 4.0}, session=s) == 4.0
+        assert bump.run() is None
+    assert counter.n == 1
+    assert af.get_default_session() is None
+    with pytest.raises(ValueError, match="default session"):
+        y.eval({x: 1.0})
+    with pytest.raises(ValueError, match="default session"):
+        bump.run()
+
+
+def test_as_default_does_not_close(sess):
+    c = constant(2.0)
+    with sess.as_default() as s:
+        assert s is sess and af.get_default_session() is sess
+        assert c.eval() == 2.0
+    assert af.get_default_session() is None
+    assert sess.run(c) == 2.0  # still open
+
+
+def test_nested_default_sessions(graph):
+    c = constant(1.0)
+    with af.Session() as outer:
+        with af.Session() as inner:
+            assert af.get_default_session() is inner
+            assert c.eval() == 1.0
+        assert af.get_default_session() is outer
+
+
+def test_eval_with_session_of_other_graph(graph):
+    c = constant(1.0)
+    other = af.Graph()
+    with af.Session(graph=other) as s, pytest.raises(ValueError, match="graph"):
+        c.eval(session=s)
+
+
+def test_interactive_session(graph):
+    c = constant(3.0)
+    s = af.InteractiveSession()
+    try:
+        assert af.get_default_session() is s
+        assert c.eval() == 3.0
+        assert no_op().run() is None
+    finally:
+        s.close()
+    assert af.get_default_session() is None
+
+
+# -- closing ---------------------------------------------------------------------------
+
+
+def test_closed_session_raises_runtime_error(graph):
+    c = constant(1.0)
+    s = af.Session()
+    f = s.make_callable(c)
+    assert s.run(c) == 1.0
+    s.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        s.run(c)
+    with pytest.raises(RuntimeError, match="closed"):
+        f()
+    with pytest.raises(RuntimeError, match="closed"):
+        s.make_callable(c)
+    s.close()  # idempotent
+
+
+def test_closed_before_first_run(graph):
+    s = af.Session()
+    s.close()
+    with pytest.raises(RuntimeError):
+        s.run(constant(1.0))
+
+
+async def test_closed_session_arun_raises_runtime_error(graph):
+    c = constant(1.0)
+    s = af.Session()
+    assert await s.arun(c) == 1.0
+    s.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await s.arun(c)
+
+
+def test_context_manager_closes(graph):
+    c = constant(1.0)
+    with af.Session() as s:
+        assert s.run(c) == 1.0
+    with pytest.raises(RuntimeError):
+        s.run(c)
