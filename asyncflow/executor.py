@@ -178,8 +178,11 @@ def compile_plan(
         return deps
 
     # Iterative post-order DFS (graphs of 100k nodes must not hit the recursion limit).
-    roots = [f.op if isinstance(f, Tensor) else f for f in fetches
-             if not (isinstance(f, Tensor) and f in fed)]
+    roots = [
+        f.op if isinstance(f, Tensor) else f
+        for f in fetches
+        if not (isinstance(f, Tensor) and f in fed)
+    ]
     for root in roots:
         if root in index:
             continue
@@ -218,7 +221,8 @@ def compile_plan(
         kernel = op.op_def.kernels.get(device.device_type)
         if kernel is None:
             raise errors.InvalidArgumentError(
-                None, op,
+                None,
+                op,
                 f"No OpKernel was registered to support Op '{op.type}' used by node "
                 f"{op.name} (defined at {op.traceback}) with these attrs on device "
                 f"{device.name}. Registered devices: [{', '.join(op.op_def.kernels)}]",
@@ -280,8 +284,17 @@ def compile_plan(
 class Step:
     """One execution of a plan.  Create, call `start()`, then await `wait()` if needed."""
 
-    __slots__ = ("plan", "vals", "pending", "ready", "error", "tasks", "done", "feed_values",
-                 "loop")
+    __slots__ = (
+        "plan",
+        "vals",
+        "pending",
+        "ready",
+        "error",
+        "tasks",
+        "done",
+        "feed_values",
+        "loop",
+    )
 
     def __init__(self, plan: Plan, feed_values: list):
         self.plan = plan

@@ -537,7 +537,7 @@ class Graph:
                 except ValueError:
                     raise ValueError(
                         f"The name {obj!r} looks a like a Tensor name, but is not a valid one. "
-                        "Tensor names must be of the form \"<op_name>:<output_index>\"."
+                        'Tensor names must be of the form "<op_name>:<output_index>".'
                     ) from None
                 op = self._ops_by_name.get(op_name)
                 if op is None:
@@ -554,19 +554,15 @@ class Graph:
             if ":" not in obj and allow_operation:
                 op = self._ops_by_name.get(obj)
                 if op is None:
-                    raise KeyError(
-                        f"The name {obj!r} refers to an Operation not in the graph."
-                    )
+                    raise KeyError(f"The name {obj!r} refers to an Operation not in the graph.")
                 return op
             if ":" in obj:
                 raise ValueError(f"Name {obj!r} appears to refer to a Tensor, not an Operation.")
             op = self._ops_by_name.get(obj)
-            hint = (
-                f" Did you mean {obj + ':0'!r}?" if op is not None and op.outputs else ""
-            )
+            hint = f" Did you mean {obj + ':0'!r}?" if op is not None and op.outputs else ""
             raise ValueError(
                 f"The name {obj!r} refers to an Operation, not a Tensor. Tensor names must be "
-                f"of the form \"<op_name>:<output_index>\".{hint}"
+                f'of the form "<op_name>:<output_index>".{hint}'
             )
         if isinstance(obj, Tensor) and allow_tensor:
             if obj.graph is not self:
@@ -1043,12 +1039,14 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
     with graph.as_default():
         for k, v in list(attrs.items()):
             if isinstance(op_def.attrs.get(k), TypeConstraint) and v is not None:
-                attrs[k] = [dtypes.as_dtype(d) for d in v] if op_def.attrs[k].is_list else (
-                    dtypes.as_dtype(v)
+                attrs[k] = (
+                    [dtypes.as_dtype(d) for d in v]
+                    if op_def.attrs[k].is_list
+                    else (dtypes.as_dtype(v))
                 )
         converted = _resolve_type_attrs(op_def, inputs, attrs)
         flat_inputs: list[Tensor] = []
-        for arg, c in zip(op_def.inputs, converted):
+        for c in converted:
             flat_inputs.extend(c if isinstance(c, list) else [c])
         for t in flat_inputs:
             if t.graph is not graph:

@@ -281,9 +281,14 @@ class BaseSession:
                         async with asyncio.timeout(timeout):
                             await step.wait()
                 except TimeoutError:
-                    step.abort(errors.DeadlineExceededError(
-                        None, None, "Timed out waiting for the step to finish "
-                        f"(timeout_in_ms={int(timeout * 1000)})"))
+                    step.abort(
+                        errors.DeadlineExceededError(
+                            None,
+                            None,
+                            "Timed out waiting for the step to finish "
+                            f"(timeout_in_ms={int(timeout * 1000)})",
+                        )
+                    )
                 except asyncio.CancelledError:
                     step.abort(errors.CancelledError(None, None, "Step was cancelled"))
                     raise
@@ -363,9 +368,7 @@ class BaseSession:
             if kwargs:
                 raise TypeError(f"unexpected keyword arguments {list(kwargs)}")
             if len(args) != len(feed_tensors):
-                raise TypeError(
-                    f"Callable takes {len(feed_tensors)} feed values, got {len(args)}"
-                )
+                raise TypeError(f"Callable takes {len(feed_tensors)} feed values, got {len(args)}")
             del run_metadata
             feed_dict = dict(zip(feed_tensors, args))
             return self.run(mapper_fetches, feed_dict, options)
@@ -521,5 +524,3 @@ def _feed_value(t: ops.Tensor, value):
             f"'{t.shape}'"
         )
     return arr
-
-

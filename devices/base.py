@@ -73,7 +73,8 @@ class Device:
         nbytes = n * itemsize
         if nbytes > available_host_memory():
             raise errors.ResourceExhaustedError(
-                None, None,
+                None,
+                None,
                 f"OOM when allocating tensor with {n} elements of type "
                 f"{getattr(dtype, 'name', dtype)} ({nbytes} bytes) on {self.name}: "
                 f"only {available_host_memory()} bytes are available",

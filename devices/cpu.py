@@ -57,6 +57,3 @@ class CPUDevice(Device):
 
 def local_cpu_name(index: int = 0) -> str:
     return f"/job:localhost/replica:0/task:0/device:CPU:{index}"
-
-
-np  # re-exported for kernels that want the module through the device

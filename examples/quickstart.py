@@ -37,9 +37,12 @@ async def run_async() -> list[float]:
     async with tf.Session() as sess:
         await sess.arun(tf.global_variables_initializer())
         # Every batch is a step in flight at once on this event loop.
-        return [float(c) for c in await asyncio.gather(
-            *(sess.arun(C, feed_dict={x: batch}) for batch in batches)
-        )]
+        return [
+            float(c)
+            for c in await asyncio.gather(
+                *(sess.arun(C, feed_dict={x: batch}) for batch in batches)
+            )
+        ]
 
 
 if __name__ == "__main__":
