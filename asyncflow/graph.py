@@ -890,7 +890,7 @@ _CONSTANT_FOLDERS: dict[str, Callable] = {}
 
 
 def register_constant_folder(op_type: str, fn: Callable) -> None:
-    """`fn(op) -> np.ndarray | None`: the value of op's output 0 when known at build time."""
+    """`fn(tensor) -> np.ndarray | None`: the value of `tensor` when known at build time."""
     _CONSTANT_FOLDERS[op_type] = fn
 
 

@@ -10,12 +10,12 @@ from here and may load later.
 from __future__ import annotations
 
 import numpy as np
-from asyncflow.ops import control_flow_ops
-from asyncflow.ops.control_flow_ops import _take_scope_name
-from asyncflow.ops.logging_ops import summarize_value
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
+from asyncflow.ops import control_flow_ops
+from asyncflow.ops.control_flow_ops import _take_scope_name
+from asyncflow.ops.logging_ops import summarize_value
 from asyncflow.registry import FLOATING, TypeConstraint, register_op
 
 __all__ = [

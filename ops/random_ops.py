@@ -14,10 +14,10 @@ op is `<name>/RandomUniform` and the returned tensor is `<name>:0`.
 from __future__ import annotations
 
 import numpy as np
-from asyncflow.ops.control_flow_ops import _take_scope_name
 
 from asyncflow import dtypes, errors, random_seed, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops.control_flow_ops import _take_scope_name
 from asyncflow.registry import ANY, INDEX, REAL, TypeConstraint, register_op
 
 __all__ = [

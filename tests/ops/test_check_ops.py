@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from asyncflow.ops import array_ops, check_ops
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
+from asyncflow.ops import array_ops, check_ops
 from asyncflow.session import Session
 
 

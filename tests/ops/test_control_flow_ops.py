@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from asyncflow.ops import array_ops, check_ops, control_flow_ops, logging_ops
-from asyncflow.ops.logging_ops import summarize_value
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
+from asyncflow.ops import array_ops, check_ops, control_flow_ops, logging_ops
+from asyncflow.ops.logging_ops import summarize_value
 from asyncflow.session import Session
 
 
