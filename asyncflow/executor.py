@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 from collections.abc import Callable
 from typing import Any
@@ -37,10 +38,66 @@ import numpy as np
 from asyncflow import errors
 from asyncflow.graph import Operation, Tensor
 
-__all__ = ["Plan", "Step", "KernelContext", "compile_plan", "wrap_kernel_error"]
+__all__ = [
+    "Plan",
+    "Step",
+    "StepContext",
+    "KernelContext",
+    "compile_plan",
+    "current_step",
+    "wrap_kernel_error",
+]
 
 _CHECK_KERNELS = os.environ.get("ASYNCFLOW_CHECK_KERNELS", "") not in ("", "0")
 _ONE_NONE = (None,)
+
+
+class StepContext:
+    """Per-step state a kernel may need: step id, rendezvous, undo-on-failure hooks.
+
+    Kernels reach it with `current_step()` (a context variable set while the step's
+    drivers run; Tasks created for suspended kernels inherit it).
+    """
+
+    __slots__ = ("step_id", "rendezvous", "_on_failure", "failed")
+
+    def __init__(self, step_id: int, rendezvous=None):
+        self.step_id = step_id
+        self.rendezvous = rendezvous
+        self._on_failure: list[Callable[[BaseException], None]] | None = None
+        self.failed = False
+
+    def on_failure(self, callback: Callable[[BaseException], None]) -> None:
+        """Run `callback(error)` if this step ends in an error or is cancelled.
+
+        For kernels whose effect must be undone when the step does not deliver its
+        results (a Dequeue puts its elements back).  Callbacks run last-registered
+        first, on the loop, once the step has failed (in-flight kernels are cancelled).
+        """
+        if self._on_failure is None:
+            self._on_failure = []
+        self._on_failure.append(callback)
+
+    def run_failure_callbacks(self, error: BaseException) -> None:
+        self.failed = True
+        callbacks, self._on_failure = self._on_failure, None
+        for cb in reversed(callbacks or ()):
+            try:
+                cb(error)
+            except Exception:  # noqa: BLE001 - one bad undo must not stop the others
+                import logging
+
+                logging.getLogger("asyncflow").exception("step failure callback failed")
+
+
+_CURRENT_STEP: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
+    "asyncflow_step", default=None
+)
+
+
+def current_step() -> StepContext | None:
+    """The StepContext of the step whose kernel is running (None outside a step)."""
+    return _CURRENT_STEP.get()
 
 
 class KernelContext:

@@ -28,7 +28,7 @@ from asyncflow import dtypes, errors, resources
 from asyncflow import graph as ops
 from asyncflow.config import ConfigProto
 from asyncflow.devices.cpu import CPUDevice, local_cpu_name
-from asyncflow.executor import Step, compile_plan
+from asyncflow.executor import _CURRENT_STEP, Step, StepContext, compile_plan
 
 __all__ = [
     "Session",
@@ -189,6 +189,7 @@ class BaseSession:
         self._plans: dict = {}
         self._kernel_states: dict[ops.Operation, dict] = {}
         self._steps: set[Step] = set()
+        self._step_counter = 0
         self._lock = threading.Lock()
 
     # -- properties
@@ -270,8 +271,14 @@ class BaseSession:
     async def _run_step(self, plan, feed_values, options):
         step = Step(plan, feed_values)
         self._steps.add(step)
+        self._step_counter += 1
+        sctx = StepContext(self._step_counter)
         try:
-            step.start()
+            token = _CURRENT_STEP.set(sctx)
+            try:
+                step.start()
+            finally:
+                _CURRENT_STEP.reset(token)
             if step.tasks and step.error is None:
                 timeout = _timeout_s(options, self._config)
                 try:
@@ -295,6 +302,10 @@ class BaseSession:
             if step.error is not None:
                 raise step.error
             return step.results()
+        except BaseException as exc:
+            if sctx._on_failure:
+                sctx.run_failure_callbacks(step.error or exc)
+            raise
         finally:
             self._steps.discard(step)
             if step.tasks:
