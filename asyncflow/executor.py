@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from asyncflow import errors
-from asyncflow.graph import Operation, Tensor
+from asyncflow.graph import Operation
 
 __all__ = [
     "Plan",
@@ -213,68 +213,25 @@ class Plan:
     )
 
 
-def compile_plan(
-    session,
-    feeds: list[Tensor],
-    fetches: list[Tensor | Operation],
-    device_for: Callable[[Operation], Any],
-    kernel_state_for: Callable[[Operation], dict],
-) -> Plan:
-    """Prune the graph to what `fetches` need given `feeds`, and lay it out flat.
+def compile_plan(session, nodes, num_feeds: int, fetches: list, kernel_state_for) -> Plan:
+    """Lay out one partition (a topologically ordered list of `partition.PNode`) flat.
 
-    Raises InvalidArgumentError when an op has no kernel for its device.
+    `fetches` holds specs: `("feed", i)`, `(node_index, output_index)`, or
+    `(node_index, None)` for a target op.  Raises InvalidArgumentError when an op has
+    no kernel for its device.
     """
-    fed = {t: i for i, t in enumerate(feeds)}
-    order: list[Operation] = []
-    index: dict[Operation, int] = {}
-    visiting: set[Operation] = set()
-
-    def needs(op: Operation) -> list[Operation]:
-        deps = [t.op for t in op._inputs if t not in fed]
-        deps.extend(op._control_inputs)
-        return deps
-
-    # Iterative post-order DFS (graphs of 100k nodes must not hit the recursion limit).
-    roots = [
-        f.op if isinstance(f, Tensor) else f
-        for f in fetches
-        if not (isinstance(f, Tensor) and f in fed)
-    ]
-    for root in roots:
-        if root in index:
-            continue
-        stack = [(root, iter(needs(root)))]
-        visiting.add(root)
-        while stack:
-            op, it = stack[-1]
-            for dep in it:
-                if dep in index:
-                    continue
-                if dep in visiting:
-                    raise errors.InvalidArgumentError(
-                        None, op, f"Graph has a cycle through {dep.name} and {op.name}"
-                    )
-                visiting.add(dep)
-                stack.append((dep, iter(needs(dep))))
-                break
-            else:
-                stack.pop()
-                visiting.discard(op)
-                index[op] = len(order)
-                order.append(op)
-
-    n = len(order)
+    n = len(nodes)
     plan = Plan()
-    plan.nodes = order
+    plan.nodes = [p.op for p in nodes]
     plan.sentinel = n
     kernels, ctxs, starts, ends, clears, single = [], [], [], [], [], []
     edges: list[list] = [[] for _ in range(n)]
     init_pending = [0] * (n + 1)
     init_pending[n] = 1 << 60  # fetch sentinel: never ready
-    feed_slots: list[list[int]] = [[] for _ in feeds]
+    feed_slots: list[list[int]] = [[] for _ in range(num_feeds)]
     slot = 0
-    for i, op in enumerate(order):
-        device = device_for(op)
+    for i, pnode in enumerate(nodes):
+        op, device = pnode.op, pnode.device
         kernel = op.op_def.kernels.get(device.device_type)
         if kernel is None:
             raise errors.InvalidArgumentError(
@@ -285,7 +242,11 @@ def compile_plan(
                 f"{device.name}. Registered devices: [{', '.join(op.op_def.kernels)}]",
             )
         is_ref = _flat_input_is_ref(op)
-        deref = [k for k, t in enumerate(op._inputs) if t._is_ref and not is_ref[k]]
+        deref = []
+        for k, src in enumerate(pnode.inputs):
+            if src[0] != "feed" and not is_ref[k]:
+                if nodes[src[0]].op._outputs[src[1]]._is_ref:
+                    deref.append(k)
         if deref:
             kernel = _deref_kernel(kernel, deref)
         if _CHECK_KERNELS:
@@ -293,11 +254,11 @@ def compile_plan(
         kernels.append(kernel)
         ctxs.append(KernelContext(op, device, session, kernel_state_for(op)))
         starts.append(slot)
-        for t in op._inputs:
-            if t in fed:
-                feed_slots[fed[t]].append(slot)
+        for src in pnode.inputs:
+            if src[0] == "feed":
+                feed_slots[src[1]].append(slot)
             else:
-                edges[index[t.op]].append((t._value_index, i, slot))
+                edges[src[0]].append((src[1], i, slot))
                 init_pending[i] += 1
             slot += 1
         ends.append(slot)
@@ -305,22 +266,24 @@ def compile_plan(
         single.append(len(op._outputs) == 1)
     trash = slot
     slot += 1
-    for i, op in enumerate(order):
-        for c in op._control_inputs:
-            edges[index[c]].append((0, i, trash))
+    for i, pnode in enumerate(nodes):
+        for c in pnode.controls:
+            edges[c].append((0, i, trash))
             init_pending[i] += 1
     fetch_slots, fetch_refs = [], []
-    for f in fetches:
-        if isinstance(f, Tensor) and f in fed:
-            fetch_slots.append(-1 - fed[f])  # negative: read straight from the feed
-        elif isinstance(f, Tensor):
-            edges[index[f.op]].append((f._value_index, n, slot))
-            fetch_slots.append(slot)
-            slot += 1
-        else:
-            edges[index[f]].append((0, n, trash))
+    for spec in fetches:
+        if spec[0] == "feed":
+            fetch_slots.append(-1 - spec[1])  # negative: read straight from the feed
+            fetch_refs.append(False)
+        elif spec[1] is None:
+            edges[spec[0]].append((0, n, trash))
             fetch_slots.append(None)
-        fetch_refs.append(isinstance(f, Tensor) and f._is_ref)
+            fetch_refs.append(False)
+        else:
+            edges[spec[0]].append((spec[1], n, slot))
+            fetch_slots.append(slot)
+            fetch_refs.append(nodes[spec[0]].op._outputs[spec[1]]._is_ref)
+            slot += 1
     plan.kernels = kernels
     plan.ctxs = ctxs
     plan.starts = starts
@@ -351,9 +314,10 @@ class Step:
         "done",
         "feed_values",
         "loop",
+        "on_error",
     )
 
-    def __init__(self, plan: Plan, feed_values: list):
+    def __init__(self, plan: Plan, feed_values: list, on_error=None):
         self.plan = plan
         vals = [None] * plan.num_slots
         for slots, v in zip(plan.feed_slots, feed_values):
@@ -367,6 +331,9 @@ class Step:
         self.done: asyncio.Future | None = None
         self.feed_values = feed_values
         self.loop = None
+        # Called with the error when one of this step's kernels fails: the session uses
+        # it to abort the step's other partitions and its rendezvous.
+        self.on_error = on_error
 
     def start(self) -> None:
         self.ready = self.plan.init_ready[:]
@@ -470,6 +437,8 @@ class Step:
             self.error = wrap_kernel_error(self.plan.nodes[i], exc)
         self.cancel_tasks()
         self._maybe_finish()
+        if self.on_error is not None:
+            self.on_error(self.error)
 
     def abort(self, error: errors.OpError) -> None:
         """Fail the step from outside (session closed, deadline passed, caller cancelled)."""

@@ -26,9 +26,12 @@ import numpy as np
 
 from asyncflow import dtypes, errors, resources
 from asyncflow import graph as ops
+from asyncflow import partition as partition_mod
 from asyncflow.config import ConfigProto
 from asyncflow.devices.cpu import CPUDevice, local_cpu_name
 from asyncflow.executor import _CURRENT_STEP, Step, StepContext, compile_plan
+from asyncflow.placement import Placer
+from asyncflow.rendezvous import LocalRendezvous
 
 __all__ = [
     "Session",
@@ -187,6 +190,12 @@ class BaseSession:
         threads = self._config.intra_op_parallelism_threads
         self._devices = [CPUDevice(local_cpu_name(i), i, threads) for i in range(n_cpu)]
         self._plans: dict = {}
+        self._placer = Placer(
+            self._devices,
+            allow_soft_placement=self._config.allow_soft_placement,
+            log_device_placement=self._config.log_device_placement,
+        )
+        self._scratch_graph = ops.Graph()  # owns the _Send/_Recv nodes partitions add
         self._kernel_states: dict[ops.Operation, dict] = {}
         self._steps: set[Step] = set()
         self._step_counter = 0
@@ -253,14 +262,34 @@ class BaseSession:
             if len(self._plans) >= _MAX_CACHED_PLANS:
                 # Drop the oldest plan; TF1 scripts that keep adding ops must not leak.
                 self._plans.pop(next(iter(self._plans)))
-            plan = compile_plan(
-                self, feed_tensors, list(elements), self._device_for, self._kernel_state_for
-            )
+            plan = self._compile(feed_tensors, list(elements))
             self._plans[key] = plan
         return plan
 
-    def _device_for(self, op):
-        return self._devices[0]
+    def _compile(self, feed_tensors, elements) -> _StepPlan:
+        """Prune, place, partition and lay out one (feeds, fetches) combination."""
+        order = partition_mod.prune(feed_tensors, elements)
+        with self._lock:
+            assignment = self._placer.place(order)
+        lossy = bool(getattr(self._config.graph_options, "enable_bfloat16_sendrecv", False))
+        parts, fetch_map = partition_mod.partition(
+            order, assignment, feed_tensors, elements, self._scratch_graph, lossy
+        )
+        if not parts:  # every fetch is fed (or nothing is fetched)
+            parts, fetch_map = partition_mod.partition(
+                [], {}, feed_tensors, elements, self._scratch_graph
+            )
+            for p in parts:
+                p.device = self._devices[0]
+        sp = _StepPlan()
+        sp.plans = [
+            compile_plan(self, p.nodes, len(feed_tensors), p.fetches, self._kernel_state_for)
+            for p in parts
+        ]
+        index = {id(p): i for i, p in enumerate(parts)}
+        sp.fetch_map = [(index[id(p)], j) for p, j in fetch_map]
+        sp.parts = parts
+        return sp
 
     def _kernel_state_for(self, op) -> dict:
         st = self._kernel_states.get(op)
@@ -268,48 +297,85 @@ class BaseSession:
             st = self._kernel_states[op] = {}
         return st
 
-    async def _run_step(self, plan, feed_values, options):
-        step = Step(plan, feed_values)
-        self._steps.add(step)
+    async def _run_step(self, sp, feed_values, options, run_metadata=None):
         self._step_counter += 1
-        sctx = StepContext(self._step_counter)
+        plans = sp.plans
+        if len(plans) == 1:
+            sctx = StepContext(self._step_counter)
+            steps = [Step(plans[0], feed_values)]
+        else:
+            sctx = StepContext(self._step_counter, LocalRendezvous())
+            steps = [Step(plan, feed_values) for plan in plans]
+            first_error: list = []
+
+            def on_error(err, steps=steps, rdv=sctx.rendezvous):
+                # One partition failed: the whole step fails with that error, and every
+                # pending Recv of the step is released with it.
+                if first_error:
+                    return
+                first_error.append(err)
+                rdv.abort(err)
+                for s in steps:
+                    s.abort(err)
+
+            for s in steps:
+                s.on_error = on_error
+        self._steps.update(steps)
         try:
             token = _CURRENT_STEP.set(sctx)
             try:
-                step.start()
+                for s in steps:
+                    s.start()
             finally:
                 _CURRENT_STEP.reset(token)
-            if step.tasks and step.error is None:
+            if any(s.tasks for s in steps) and not any(s.error for s in steps):
                 timeout = _timeout_s(options, self._config)
                 try:
                     if timeout is None:
-                        await step.wait()
+                        for s in steps:
+                            await s.wait()
                     else:
                         async with asyncio.timeout(timeout):
-                            await step.wait()
+                            for s in steps:
+                                await s.wait()
                 except TimeoutError:
-                    step.abort(
+                    _abort_all(
+                        steps,
+                        sctx,
                         errors.DeadlineExceededError(
                             None,
                             None,
                             "Timed out waiting for the step to finish "
                             f"(timeout_in_ms={int(timeout * 1000)})",
-                        )
+                        ),
                     )
                 except asyncio.CancelledError:
-                    step.abort(errors.CancelledError(None, None, "Step was cancelled"))
+                    _abort_all(
+                        steps, sctx, errors.CancelledError(None, None, "Step was cancelled")
+                    )
                     raise
-            if step.error is not None:
-                raise step.error
-            return step.results()
+            error = _step_error(steps)
+            if error is not None:
+                raise error
+            if (
+                run_metadata is not None
+                and options is not None
+                and getattr(options, "output_partition_graphs", False)
+            ):
+                run_metadata.partition_graphs = partition_mod.partition_graph_defs(sp.parts)
+            if len(steps) == 1:
+                return steps[0].results()
+            results = [s.results() for s in steps]
+            return [results[p][j] for p, j in sp.fetch_map]
         except BaseException as exc:
             if sctx._on_failure:
-                sctx.run_failure_callbacks(step.error or exc)
+                sctx.run_failure_callbacks(_step_error(steps) or exc)
             raise
         finally:
-            self._steps.discard(step)
-            if step.tasks:
-                step.cancel_tasks()
+            for s in steps:
+                self._steps.discard(s)
+                if s.tasks:
+                    s.cancel_tasks()
 
     async def arun(self, fetches, feed_dict=None, options=None, run_metadata=None):
         """Run one step on the running loop; same arguments and results as `run`.
@@ -323,15 +389,15 @@ class BaseSession:
             self._bind(loop, threading.get_ident())
         if self._loop is not loop:
             cf = asyncio.run_coroutine_threadsafe(
-                self._arun_bound(fetches, feed_dict, options), self._loop
+                self._arun_bound(fetches, feed_dict, options, run_metadata), self._loop
             )
             return await asyncio.wrap_future(cf)
-        return await self._arun_bound(fetches, feed_dict, options)
+        return await self._arun_bound(fetches, feed_dict, options, run_metadata)
 
-    async def _arun_bound(self, fetches, feed_dict, options):
+    async def _arun_bound(self, fetches, feed_dict, options, run_metadata=None):
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
         plan = self._plan(feed_tensors, mapper.elements)
-        values = await self._run_step(plan, feed_values, options)
+        values = await self._run_step(plan, feed_values, options, run_metadata)
         return mapper.rebuild([_to_fetch_value(v) for v in values])
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
@@ -354,7 +420,8 @@ class BaseSession:
         # Validate fetches and feeds in the caller's thread: errors point at the caller.
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
         cf = asyncio.run_coroutine_threadsafe(
-            self._run_prepared(mapper, feed_tensors, feed_values, options), self._loop
+            self._run_prepared(mapper, feed_tensors, feed_values, options, run_metadata),
+            self._loop,
         )
         try:
             return cf.result()
@@ -362,9 +429,9 @@ class BaseSession:
             cf.cancel()
             raise
 
-    async def _run_prepared(self, mapper, feed_tensors, feed_values, options):
+    async def _run_prepared(self, mapper, feed_tensors, feed_values, options, run_metadata=None):
         plan = self._plan(feed_tensors, mapper.elements)
-        values = await self._run_step(plan, feed_values, options)
+        values = await self._run_step(plan, feed_values, options, run_metadata)
         return mapper.rebuild([_to_fetch_value(v) for v in values])
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
@@ -380,9 +447,8 @@ class BaseSession:
                 raise TypeError(f"unexpected keyword arguments {list(kwargs)}")
             if len(args) != len(feed_tensors):
                 raise TypeError(f"Callable takes {len(feed_tensors)} feed values, got {len(args)}")
-            del run_metadata
             feed_dict = dict(zip(feed_tensors, args))
-            return self.run(mapper_fetches, feed_dict, options)
+            return self.run(mapper_fetches, feed_dict, options, run_metadata)
 
         mapper_fetches = fetches
         del mapper
@@ -484,6 +550,34 @@ class _DeviceAttributes:
 
     def __repr__(self) -> str:
         return f"_DeviceAttributes({self.name}, {self.device_type}, {self.memory_limit_bytes})"
+
+
+class _StepPlan:
+    """What one (feeds, fetches, targets) key compiles to: a Plan per partition."""
+
+    __slots__ = ("plans", "fetch_map", "parts")
+
+
+def _abort_all(steps, sctx, error) -> None:
+    if sctx.rendezvous is not None:
+        sctx.rendezvous.abort(error)
+    for s in steps:
+        s.abort(error)
+
+
+def _step_error(steps):
+    """The step's error: the first kernel failure wins over the aborts it caused."""
+    for s in steps:
+        if s.error is not None and s.on_error is None:
+            return s.error
+    errs = [s.error for s in steps if s.error is not None]
+    if not errs:
+        return None
+    # With partitions, on_error recorded the original; every step holds it or an abort.
+    for e in errs:
+        if not isinstance(e, errors.CancelledError):
+            return e
+    return errs[0]
 
 
 def _running_loop():

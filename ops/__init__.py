@@ -10,6 +10,7 @@ from asyncflow.ops import (  # noqa: F401
     nn_ops,
     random_ops,
     reduction_ops,
+    sendrecv_ops,
     slicing_ops,
     state_ops,
 )

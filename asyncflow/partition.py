@@ -1,0 +1,278 @@
+"""Pruning and partitioning: from (feeds, fetches) to one node list per device.
+
+`prune` keeps what the fetches need given the feeds (whitepaper §4.2: a fed tensor
+cuts its producer off).  `partition` cuts the placed, pruned graph into one subgraph
+per device (whitepaper §3.2.2, Figure 4): every data edge between devices becomes
+_Send → _Recv, with ONE _Recv per (tensor, destination device) shared by all its
+consumers there; a control edge between devices is carried by a _Send of a dummy
+value after the source and a _Recv before the destination.  Feeds go to whichever
+partition consumes them; a fetch comes from the partition holding its producer.
+
+The output is plain data (`PNode`s) that `executor.compile_plan` lays out flat.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import errors, rendezvous, tensor_shape
+from asyncflow.graph import Operation, Tensor
+from asyncflow.registry import get_op_def
+
+__all__ = ["PNode", "prune", "partition", "LOSSY_TRANSFER_COLLECTION", "set_lossy_transfer"]
+
+LOSSY_TRANSFER_COLLECTION = "_lossy_transfer_tensors"
+
+
+def set_lossy_transfer(tensor: Tensor, enabled: bool = True) -> None:
+    """Send `tensor` between devices as 16-bit truncated floats (whitepaper §5.5)."""
+    coll = tensor.graph.get_collection_ref(LOSSY_TRANSFER_COLLECTION)
+    if enabled and tensor.name not in coll:
+        coll.append(tensor.name)
+    elif not enabled and tensor.name in coll:
+        coll.remove(tensor.name)
+
+
+class PNode:
+    """One node of a partition: an op, its device, and where its inputs come from.
+
+    `inputs[k]` is `("feed", i)` or `(node_index, output_index)` within the partition;
+    `controls` lists node indices.
+    """
+
+    __slots__ = ("op", "device", "inputs", "controls")
+
+    def __init__(self, op, device, inputs=None, controls=None):
+        self.op = op
+        self.device = device
+        self.inputs = inputs if inputs is not None else []
+        self.controls = controls if controls is not None else []
+
+
+def prune(feeds: list[Tensor], fetches: list) -> list[Operation]:
+    """The ops `fetches` need given `feeds`, in topological order.
+
+    Raises InvalidArgumentError for a cycle.
+    """
+    fed = set(feeds)
+    order: list[Operation] = []
+    seen: set[Operation] = set()
+    visiting: set[Operation] = set()
+
+    def needs(op: Operation) -> list[Operation]:
+        deps = [t.op for t in op._inputs if t not in fed]
+        deps.extend(op._control_inputs)
+        return deps
+
+    # Iterative post-order DFS (graphs of 100k nodes must not hit the recursion limit).
+    roots = [
+        f.op if isinstance(f, Tensor) else f
+        for f in fetches
+        if not (isinstance(f, Tensor) and f in fed)
+    ]
+    for root in roots:
+        if root in seen:
+            continue
+        stack = [(root, iter(needs(root)))]
+        visiting.add(root)
+        while stack:
+            op, it = stack[-1]
+            for dep in it:
+                if dep in seen:
+                    continue
+                if dep in visiting:
+                    raise errors.InvalidArgumentError(
+                        None, op, f"Graph has a cycle through {dep.name} and {op.name}"
+                    )
+                visiting.add(dep)
+                stack.append((dep, iter(needs(dep))))
+                break
+            else:
+                stack.pop()
+                visiting.discard(op)
+                seen.add(op)
+                order.append(op)
+    return order
+
+
+class Partition:
+    """The nodes of one device, and which global fetches it produces."""
+
+    __slots__ = ("device", "nodes", "fetches", "fetch_ids", "index")
+
+    def __init__(self, device):
+        self.device = device
+        self.nodes: list[PNode] = []
+        self.fetches: list = []  # specs as compile_plan takes them
+        self.fetch_ids: list[int] = []  # which global fetch each one answers
+        self.index: dict[Operation, int] = {}
+
+    def add(self, node: PNode) -> int:
+        self.index[node.op] = len(self.nodes)
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+
+def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False):
+    """Cut placed `order` into per-device Partitions joined by _Send/_Recv pairs."""
+    fed = {t: i for i, t in enumerate(feeds)}
+    parts: dict = {}
+    graph = order[0].graph if order else None
+    lossy_names = set(graph.get_collection(LOSSY_TRANSFER_COLLECTION)) if graph else set()
+    recvs: dict[tuple, int] = {}  # (tensor or ("ctrl", op), dst device) -> recv node idx
+    counter = [0]
+
+    def part(dev) -> Partition:
+        p = parts.get(dev)
+        if p is None:
+            p = parts[dev] = Partition(dev)
+        return p
+
+    def cut(t_or_op, src_dev, dst_dev) -> int:
+        """Index in dst's partition of the _Recv for `t_or_op` (creating the pair)."""
+        key = (t_or_op, dst_dev)
+        idx = recvs.get(key)
+        if idx is not None:
+            return idx
+        src, dst = part(src_dev), part(dst_dev)
+        counter[0] += 1
+        if isinstance(t_or_op, Tensor):
+            t = t_or_op
+            name, dtype, shape = t.name, t.dtype, t.shape
+            lossy = (lossy_all or t.name in lossy_names) and dtype.name == "float32"
+            src_input = [(src.index[t.op], t._value_index)]
+            src_controls = []
+        else:  # a control edge: send a dummy scalar after the source op runs
+            op = t_or_op
+            name, lossy = f"{op.name}/_control", False
+            dummy = _dummy_const(scratch_graph, counter[0])
+            dummy_idx = src.add(PNode(dummy, src_dev, [], [src.index[op]]))
+            from asyncflow import dtypes
+
+            dtype, shape = dtypes.int32, tensor_shape.TensorShape([])
+            src_input = [(dummy_idx, 0)]
+            src_controls = []
+        key_str = rendezvous.create_key(src_dev.name, id(src_dev), dst_dev.name, name)
+        attrs = {
+            "tensor_name": name,
+            "send_device": src_dev.name,
+            "send_device_incarnation": id(src_dev),
+            "recv_device": dst_dev.name,
+            "client_terminated": False,
+            "lossy": bool(lossy),
+            "key": key_str,
+        }
+        base = f"_send_{name.replace(':', '_')}_{counter[0]}"
+        send_op = _make_op(scratch_graph, "_Send", base, {**attrs, "T": dtype}, [dtype])
+        src.add(PNode(send_op, src_dev, src_input, src_controls))
+        recv_op = _make_op(
+            scratch_graph,
+            "_Recv",
+            base.replace("_send_", "_recv_"),
+            {**attrs, "tensor_type": dtype, "shape": shape},
+            [],
+            out_dtype=dtype,
+        )
+        idx = dst.add(PNode(recv_op, dst_dev, [], []))
+        recvs[key] = idx
+        return idx
+
+    for op in order:
+        dev = assignment[op]
+        p = part(dev)
+        inputs = []
+        for t in op._inputs:
+            if t in fed:
+                inputs.append(("feed", fed[t]))
+            elif assignment[t.op] is dev:
+                inputs.append((p.index[t.op], t._value_index))
+            else:
+                inputs.append((cut(t, assignment[t.op], dev), 0))
+        controls = []
+        for c in op._control_inputs:
+            if assignment[c] is dev:
+                controls.append(p.index[c])
+            else:
+                controls.append(cut(c, assignment[c], dev))
+        p.add(PNode(op, dev, inputs, controls))
+
+    fetch_map = []
+    default_dev = next(iter(parts)) if parts else None
+    for k, f in enumerate(fetches):
+        if isinstance(f, Tensor) and f in fed:
+            p = part(default_dev) if default_dev is not None else None
+            if p is None:
+                p = part(None)
+            spec = ("feed", fed[f])
+        elif isinstance(f, Tensor):
+            p = part(assignment[f.op])
+            spec = (p.index[f.op], f._value_index)
+        else:
+            p = part(assignment[f])
+            spec = (p.index[f], None)
+        fetch_map.append((p, len(p.fetches)))
+        p.fetches.append(spec)
+        p.fetch_ids.append(k)
+    return list(parts.values()), fetch_map
+
+
+def _make_op(graph, op_type, name, attrs, input_dtypes, out_dtype=None) -> Operation:
+    """A detached Operation for a runtime-inserted node (never added to a user graph)."""
+    op_def = get_op_def(op_type)
+    outs = [out_dtype] if out_dtype is not None else []
+    op = Operation(graph, op_def, name, [], attrs, outs, [False] * len(outs))
+    op.traceback = "<partitioner>"
+    return op
+
+
+def _dummy_const(graph, n: int) -> Operation:
+    from asyncflow import dtypes
+
+    value = np.zeros((), np.int32)
+    value.flags.writeable = False
+    op = _make_op(
+        graph,
+        "Const",
+        f"_control_dummy_{n}",
+        {"value": value, "dtype": dtypes.int32},
+        [],
+        out_dtype=dtypes.int32,
+    )
+    return op
+
+
+def partition_graph_defs(parts) -> list[dict]:
+    """GraphDefs (TF field names) of the partitions, for RunMetadata.partition_graphs."""
+    from asyncflow.graph_io import encode_attr
+
+    out = []
+    for p in parts:
+        nodes = []
+        for n in p.nodes:
+            ins = []
+            for src in n.inputs:
+                if src[0] == "feed":
+                    ins.append(f"_feed:{src[1]}")
+                else:
+                    prod = p.nodes[src[0]].op.name
+                    ins.append(prod if src[1] == 0 else f"{prod}:{src[1]}")
+            ins.extend("^" + p.nodes[c].op.name for c in n.controls)
+            attrs = {}
+            for k, v in n.op._attrs.items():
+                if v is None:
+                    continue
+                try:
+                    attrs[k] = encode_attr(v)
+                except TypeError:
+                    attrs[k] = {"s": str(v)}
+            nodes.append(
+                {
+                    "name": n.op.name,
+                    "op": n.op.type,
+                    "input": ins,
+                    "device": p.device.name if p.device is not None else "",
+                    "attr": attrs,
+                }
+            )
+        out.append({"node": nodes, "versions": {"producer": 27}})
+    return out

@@ -1,0 +1,276 @@
+"""The placer: which device runs each op (whitepaper §3.2.1, §4.3).
+
+1. Colocation groups (union-find): ops joined by `colocate_with` (their "_class" attr)
+   and ops that take a variable by reference (Assign, Scatter*, Apply*) with the
+   variable, so state and its updates never sit on different devices.
+2. Each group's constraint is the merge of its members' device specs; its feasible
+   devices are those matching the constraint that have a kernel for every member.
+   None feasible: `allow_soft_placement` drops the constraint, otherwise
+   InvalidArgumentError "Cannot assign a device for operation ...", as TF.
+3. Groups left with a choice are placed by the whitepaper's greedy simulation: walking
+   ops in topological order, each group goes to the device where its first op would
+   finish earliest, given when that device is free and what moving its inputs costs.
+
+Invariant: once a session placed an op, its device never changes (state lives there);
+later plans only place ops not seen before.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from asyncflow import device_spec, errors
+from asyncflow.graph import Operation
+
+__all__ = ["Placer"]
+
+# Static cost model (seconds): the loop's cost of one op and of one Send/Recv pair, and
+# rough throughputs for arithmetic and copies on this kind of machine.
+_OP_OVERHEAD = 1e-6
+_TRANSFER_OVERHEAD = 20e-6
+_FLOPS = 2e10
+_BYTES_PER_S = 5e9
+
+
+def _num_elements(t) -> int:
+    n = t.shape.num_elements() if t.shape.ndims is not None else None
+    return int(n) if n is not None else 1
+
+
+def _nbytes(t) -> int:
+    try:
+        itemsize = np.dtype(t.dtype.as_numpy_dtype).itemsize
+    except TypeError:
+        itemsize = 8
+    return _num_elements(t) * itemsize
+
+
+def estimate_compute(op: Operation) -> float:
+    """Seconds of compute `op` needs, from its static shapes and type."""
+    if op.type in ("MatMul", "BatchMatMul", "BatchMatMulV2") and len(op.inputs) == 2:
+        a = op.inputs[0].shape
+        k = a[-1].value if a.ndims else None
+        if op.get_attr("transpose_a") if "transpose_a" in op._attrs else False:
+            k = a[-2].value if a.ndims and a.ndims >= 2 else None
+        flops = 2.0 * _num_elements(op.outputs[0]) * (k or 1)
+        return _OP_OVERHEAD + flops / _FLOPS
+    elems = sum(_num_elements(t) for t in op.outputs) if op.outputs else 0
+    return _OP_OVERHEAD + elems / _FLOPS * 4
+
+
+class _UnionFind:
+    def __init__(self):
+        self.parent: dict = {}
+
+    def find(self, x):
+        parent = self.parent
+        root = x
+        while parent.get(root, root) is not root:
+            root = parent[root]
+        while parent.get(x, x) is not root:  # path compression
+            parent[x], x = root, parent[x]
+        return root
+
+    def union(self, a, b) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra is not rb:
+            self.parent[rb] = ra
+
+
+class Placer:
+    """Assigns ops of one graph to one session's devices, remembering its choices."""
+
+    def __init__(self, devices, allow_soft_placement=False, log_device_placement=False):
+        self.devices = list(devices)
+        self.allow_soft = allow_soft_placement
+        self.log = log_device_placement
+        self.assignment: dict[Operation, object] = {}
+        self._specs = [device_spec.DeviceSpec.from_string(d.name) for d in self.devices]
+
+    def place(self, ops: list[Operation]) -> dict[Operation, object]:
+        """Place every op of `ops` (topologically ordered) not placed before.
+
+        Raises InvalidArgumentError when an explicit constraint cannot be met.
+        """
+        todo = [op for op in ops if op not in self.assignment]
+        if not todo:
+            return self.assignment
+        if len(self.devices) == 1:
+            dev = self.devices[0]
+            for op in todo:
+                self._check_feasible([op], [dev], op)
+                self.assignment[op] = dev
+                self._log(op, dev)
+            return self.assignment
+        groups = self._groups(todo)
+        feasible = {root: self._feasible(members) for root, members in groups.items()}
+        self._simulate(todo, groups, feasible)
+        return self.assignment
+
+    # -- colocation groups
+    def _groups(self, todo: list[Operation]) -> dict:
+        uf = _UnionFind()
+        by_name = {op.name: op for op in todo}
+        graph = todo[0].graph
+        for op in todo:
+            uf.find(op)
+            for g in op._attrs.get("_class", ()):
+                name = g.decode() if isinstance(g, bytes) else str(g)
+                if name.startswith("loc:@"):
+                    other = by_name.get(name[5:])
+                    if other is None:
+                        try:
+                            other = graph.get_operation_by_name(name[5:])
+                        except (KeyError, ValueError):
+                            other = None
+                    if other is not None:
+                        uf.union(other, op)
+            for t in op._inputs:
+                if t._is_ref:
+                    uf.union(t.op, op)
+        groups: dict = {}
+        for op in todo:
+            groups.setdefault(uf.find(op), []).append(op)
+        # A group containing an op placed by an earlier plan stays on its device.
+        for members in groups.values():
+            for m in members:
+                for t in m._inputs:
+                    if t._is_ref and t.op in self.assignment:
+                        members.append(t.op)
+                        break
+        return groups
+
+    def _feasible(self, members: list[Operation]) -> list:
+        placed = {self.assignment[m] for m in members if m in self.assignment}
+        if placed:
+            return list(placed)
+        spec = device_spec.DeviceSpec()
+        constrained_by = None
+        for m in members:
+            if not m.device:
+                continue
+            s = device_spec.DeviceSpec.from_string(m.device)
+            if not _compatible(spec, s):
+                if self.allow_soft:
+                    continue
+                raise errors.InvalidArgumentError(
+                    None,
+                    m,
+                    f"Cannot colocate nodes {constrained_by.name} and {m.name}: Cannot merge "
+                    f"devices with incompatible ids: '{spec.to_string()}' and "
+                    f"'{s.to_string()}'",
+                )
+            spec = spec.make_merged_spec(s)
+            constrained_by = m
+        candidates = [d for d, ds in zip(self.devices, self._specs) if _matches(spec, ds)]
+        with_kernels = [
+            d for d in candidates if all(d.device_type in m.op_def.kernels for m in members)
+        ]
+        if with_kernels:
+            return with_kernels
+        if self.allow_soft:
+            relaxed = [
+                d for d in self.devices if all(d.device_type in m.op_def.kernels for m in members)
+            ]
+            # Prefer the requested type and index when only the job/replica/task failed.
+            same_type = [d for d in relaxed if spec.device_type in (None, d.device_type)]
+            if relaxed:
+                return same_type or relaxed
+        op = constrained_by or members[0]
+        self._check_feasible(members, candidates, op, spec)
+        return candidates  # unreachable: _check_feasible raised
+
+    def _check_feasible(self, members, candidates, op, spec=None) -> None:
+        spec = spec if spec is not None else device_spec.DeviceSpec.from_string(op.device or "")
+        if spec.to_string() and not any(
+            _matches(spec, s)
+            for s in (device_spec.DeviceSpec.from_string(d.name) for d in candidates)
+        ):
+            if self.allow_soft:
+                return
+            available = ", ".join(d.name for d in self.devices)
+            raise errors.InvalidArgumentError(
+                None,
+                op,
+                f"Cannot assign a device for operation {op.name}: Could not satisfy explicit "
+                f"device specification '{spec.to_string()}' because no devices matching "
+                f"that specification are registered in this process; available devices: "
+                f"{available}",
+            )
+        for m in members:
+            missing = [d for d in candidates if d.device_type not in m.op_def.kernels]
+            if missing and len(missing) == len(candidates):
+                raise errors.InvalidArgumentError(
+                    None,
+                    m,
+                    f"Cannot assign a device for operation {m.name}: Could not satisfy "
+                    f"explicit device specification '{spec.to_string()}' because no "
+                    f"supported kernel for {missing[0].device_type} devices is available. "
+                    f"Registered kernels: [{', '.join(m.op_def.kernels)}]",
+                )
+
+    # -- greedy simulation
+    def _simulate(self, todo, groups, feasible) -> None:
+        root_of = {}
+        for root, members in groups.items():
+            for m in members:
+                root_of[m] = root
+        free_at = {d: 0.0 for d in self.devices}
+        done_at: dict[Operation, float] = {}
+        chosen: dict = {}
+        for op in todo:
+            root = root_of[op]
+            options = feasible[root]
+            dev = chosen.get(root)
+            if dev is None:
+                if len(options) == 1:
+                    dev = options[0]
+                else:
+                    dev = min(
+                        options,
+                        key=lambda d: (
+                            self._finish(op, d, free_at, done_at),
+                            self.devices.index(d),
+                        ),
+                    )
+                chosen[root] = dev
+            finish = self._finish(op, dev, free_at, done_at)
+            free_at[dev] = finish
+            done_at[op] = finish
+            self.assignment[op] = dev
+            self._log(op, dev)
+
+    def _finish(self, op, dev, free_at, done_at) -> float:
+        ready = 0.0
+        for t in op._inputs:
+            src = self.assignment.get(t.op)
+            at = done_at.get(t.op, 0.0)
+            if src is not None and src is not dev:
+                at += _TRANSFER_OVERHEAD + _nbytes(t) / _BYTES_PER_S
+            ready = max(ready, at)
+        for c in op._control_inputs:
+            ready = max(ready, done_at.get(c, 0.0))
+        return max(ready, free_at[dev]) + estimate_compute(op)
+
+    def _log(self, op, dev) -> None:
+        if self.log:
+            print(f"{op.name}: ({op.type}): {dev.name}", file=sys.stderr)
+
+
+def _compatible(a: device_spec.DeviceSpec, b: device_spec.DeviceSpec) -> bool:
+    for f in ("job", "replica", "task", "device_type", "device_index"):
+        x, y = getattr(a, f), getattr(b, f)
+        if x is not None and y is not None and x != y:
+            return False
+    return True
+
+
+def _matches(spec: device_spec.DeviceSpec, dev: device_spec.DeviceSpec) -> bool:
+    """Whether a concrete device satisfies a (partial) spec."""
+    for f in ("job", "replica", "task", "device_type", "device_index"):
+        want = getattr(spec, f)
+        if want is not None and want != getattr(dev, f):
+            return False
+    return True

@@ -1,0 +1,84 @@
+"""_Send and _Recv: the ops the partitioner puts on every cut edge (whitepaper §3.2.2).
+
+They are never built by users; `asyncflow.partition` creates them.  Both reach the
+step's rendezvous through `executor.current_step()`.  With the `lossy` attr, float32
+values travel as 16-bit truncated-mantissa floats (bfloat16 bits; whitepaper §5.5) and
+are widened again on the receiving side.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import errors, tensor_shape
+from asyncflow.executor import current_step
+from asyncflow.registry import ANY, REQUIRED, NotDifferentiable, register_op
+
+__all__: list[str] = []
+
+_SEND_ATTRS = {
+    "T": ANY,
+    "tensor_name": REQUIRED,
+    "send_device": REQUIRED,
+    "send_device_incarnation": 0,
+    "recv_device": REQUIRED,
+    "client_terminated": False,
+    "lossy": False,
+    "key": REQUIRED,
+}
+
+Send = register_op(
+    "_Send", inputs=["tensor: T"], attrs=_SEND_ATTRS, shape_fn=lambda op: [], stateful=True
+)
+Recv = register_op(
+    "_Recv",
+    outputs=["tensor: tensor_type"],
+    attrs={
+        **{k: v for k, v in _SEND_ATTRS.items() if k != "T"},
+        "tensor_type": ANY,
+        "shape": tensor_shape.unknown_shape(),
+    },
+    shape_fn=lambda op: [op.get_attr("shape")],
+    stateful=True,
+    is_async=True,
+)
+NotDifferentiable("_Send")
+NotDifferentiable("_Recv")
+
+
+def to_lossy(x: np.ndarray) -> np.ndarray:
+    """float32 → the upper 16 bits of each value (mantissa truncated to 7 bits)."""
+    return (np.ascontiguousarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def from_lossy(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def _rendezvous():
+    step = current_step()
+    if step is None or step.rendezvous is None:
+        raise errors.InternalError(None, None, "_Send/_Recv outside a partitioned step")
+    return step.rendezvous
+
+
+@Send.kernel("CPU", "GPU")
+async def _send(ctx, x):
+    if ctx.attrs["lossy"] and getattr(x, "dtype", None) == np.float32:
+        x = _Lossy(to_lossy(x))
+    _rendezvous().send_nowait(ctx.attrs["key"], x)
+
+
+@Recv.kernel("CPU", "GPU")
+async def _recv(ctx):
+    value = await _rendezvous().recv(ctx.attrs["key"])
+    if isinstance(value, _Lossy):
+        value = from_lossy(value.bits)
+    return value
+
+
+class _Lossy:
+    __slots__ = ("bits",)
+
+    def __init__(self, bits):
+        self.bits = bits
