@@ -99,7 +99,8 @@ for _m in (
     _reexport(_m)
 del _m
 
-from asyncflow import nn  # noqa: E402
+from asyncflow import device_lib, nn  # noqa: E402
+from asyncflow.partition import set_lossy_transfer  # noqa: E402
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
 
