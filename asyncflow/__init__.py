@@ -100,8 +100,8 @@ for _m in (
 del _m
 
 from asyncflow import device_lib, nn  # noqa: E402
-from asyncflow.partition import set_lossy_transfer  # noqa: E402
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
+from asyncflow.partition import set_lossy_transfer  # noqa: E402
 
 convert_to_tensor_or_indexed_slices = convert_to_tensor

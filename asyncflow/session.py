@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
 import threading
 
 import numpy as np
@@ -28,7 +29,7 @@ from asyncflow import dtypes, errors, resources
 from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
 from asyncflow.config import ConfigProto
-from asyncflow.devices.cpu import CPUDevice, local_cpu_name
+from asyncflow.devices.cpu import CPUDevice, local_cpu_name, release_cores, share_cores
 from asyncflow.executor import _CURRENT_STEP, Step, StepContext, compile_plan
 from asyncflow.placement import Placer
 from asyncflow.rendezvous import LocalRendezvous
@@ -188,7 +189,12 @@ class BaseSession:
         self._resources = resources.ResourceMgr("session")
         n_cpu = int(self._config.device_count.get("CPU", 1) or 1)
         threads = self._config.intra_op_parallelism_threads
+        if not threads and n_cpu > 1:
+            threads = max(1, (os.cpu_count() or 1) // n_cpu)  # each device its share of cores
         self._devices = [CPUDevice(local_cpu_name(i), i, threads) for i in range(n_cpu)]
+        self._shares_cores = n_cpu > 1
+        if self._shares_cores:
+            share_cores(n_cpu)
         self._plans: dict = {}
         self._placer = Placer(
             self._devices,
@@ -477,6 +483,9 @@ class BaseSession:
         for d in self._devices:
             d.close()
         self._plans.clear()
+        if self._shares_cores:
+            self._shares_cores = False
+            release_cores()
 
     async def aclose(self) -> None:
         self.close()

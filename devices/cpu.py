@@ -9,16 +9,55 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from asyncflow.devices.base import Device
 
-__all__ = ["CPUDevice", "INLINE_BYTES"]
+__all__ = ["CPUDevice", "INLINE_BYTES", "share_cores"]
 
 # Work whose array arguments total fewer bytes than this runs inline on the loop.
 INLINE_BYTES = 1 << 18
+
+
+_share_lock = threading.Lock()
+_share_count = 0
+_share_limiter = None
+
+
+def share_cores(n_devices: int) -> None:
+    """Split the host's cores between `n_devices` virtual CPU devices.
+
+    Each device runs heavy kernels on its own workers; letting every BLAS call also
+    spread over all cores would oversubscribe them, so while a multi-device session
+    lives, each BLAS call gets cores / n_devices threads (threadpoolctl, when present).
+    Call `release_cores()` when that session closes.
+    """
+    global _share_count, _share_limiter
+    if n_devices <= 1:
+        return
+    with _share_lock:
+        _share_count += 1
+        if _share_limiter is None:
+            try:
+                from threadpoolctl import threadpool_limits
+            except ImportError:  # pragma: no cover - optional
+                return
+            per = max(1, (os.cpu_count() or 1) // n_devices)
+            _share_limiter = threadpool_limits(limits=per, user_api="blas")
+
+
+def release_cores() -> None:
+    global _share_count, _share_limiter
+    with _share_lock:
+        if _share_count == 0:
+            return
+        _share_count -= 1
+        if _share_count == 0 and _share_limiter is not None:
+            _share_limiter.restore_original_limits()
+            _share_limiter = None
 
 
 class CPUDevice(Device):
