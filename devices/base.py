@@ -88,10 +88,17 @@ class Device:
     def record_free(self, nbytes: int) -> None:
         self.bytes_in_use -= nbytes
 
-    def to_host(self, value):
+    async def copy_to_host(self, value):
+        """A host (NumPy) copy of a value living on this device.
+
+        Asynchronous so that a GPU device can enqueue the copy on a stream and await its
+        event instead of blocking the loop; on the CPU it is the value itself (arrays
+        are never mutated in place, so sharing the buffer is safe).
+        """
         return value
 
-    def from_host(self, value):
+    async def copy_from_host(self, value):
+        """This device's copy of a host value (see `copy_to_host`)."""
         return value
 
     def close(self) -> None:

@@ -64,6 +64,7 @@ def _rendezvous():
 
 @Send.kernel("CPU", "GPU")
 async def _send(ctx, x):
+    x = await ctx.device.copy_to_host(x)
     if ctx.attrs["lossy"] and getattr(x, "dtype", None) == np.float32:
         x = _Lossy(to_lossy(x))
     _rendezvous().send_nowait(ctx.attrs["key"], x)
@@ -74,7 +75,7 @@ async def _recv(ctx):
     value = await _rendezvous().recv(ctx.attrs["key"])
     if isinstance(value, _Lossy):
         value = from_lossy(value.bits)
-    return value
+    return await ctx.device.copy_from_host(value)
 
 
 class _Lossy:
