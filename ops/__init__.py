@@ -4,6 +4,7 @@ from asyncflow.ops import (  # noqa: F401
     array_ops,
     check_ops,
     control_flow_ops,
+    control_flow_prims,
     init_ops,
     logging_ops,
     math_ops,

@@ -1,0 +1,168 @@
+"""The five primitives of dynamic control flow (whitepaper §4.4), plus LoopCond and
+ControlTrigger.
+
+Their kernels are trivial; what they mean lives in the executor (`asyncflow/frames.py`):
+- Switch(data, pred) forwards `data` to output 1 when pred is true, else to output 0;
+  the other output is *dead*.
+- Merge(inputs) forwards the first live input and its index; it is dead only when every
+  input is dead.  Deadness stops here.
+- Enter(data) moves a value into the child frame `frame_name` (iteration 0, or every
+  iteration when `is_constant`); Exit(data) moves it back to the parent frame;
+  NextIteration(data) moves it to the next iteration of its frame.
+- LoopCond(pred) marks a loop's predicate; ControlTrigger runs even when its control
+  inputs are dead.
+
+A graph that uses none of these runs on the plain executor and pays nothing for them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.registry import ANY, REQUIRED, register_op
+
+__all__ = [
+    "switch",
+    "merge",
+    "enter",
+    "exit",
+    "next_iteration",
+    "loop_cond",
+    "control_trigger",
+    "CONTROL_FLOW_OPS",
+    "DEAD",
+]
+
+
+class _Dead:
+    """The value of a dead tensor (never seen by kernels or users)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<dead>"
+
+
+DEAD = _Dead()
+
+
+def _same(op):
+    return [op.inputs[0].shape]
+
+
+def _merge_shape(op):
+    shape = op.inputs[0].shape
+    for t in op.inputs[1:]:
+        shape = shape.most_specific_compatible_shape(t.shape)
+    return [shape, tensor_shape.TensorShape([])]
+
+
+Switch = register_op(
+    "Switch",
+    inputs=["data: T", "pred: bool"],
+    outputs=["output_false: T", "output_true: T"],
+    attrs={"T": ANY},
+    shape_fn=lambda op: [op.inputs[0].shape, op.inputs[0].shape],
+)
+Merge = register_op(
+    "Merge",
+    inputs=["inputs: N * T"],
+    outputs=["output: T", "value_index: int32"],
+    attrs={"T": ANY, "N": REQUIRED},
+    shape_fn=_merge_shape,
+)
+Enter = register_op(
+    "Enter",
+    inputs=["data: T"],
+    outputs=["output: T"],
+    attrs={"T": ANY, "frame_name": REQUIRED, "is_constant": False, "parallel_iterations": 10},
+    shape_fn=_same,
+)
+Exit = register_op(
+    "Exit", inputs=["data: T"], outputs=["output: T"], attrs={"T": ANY}, shape_fn=_same
+)
+NextIteration = register_op(
+    "NextIteration", inputs=["data: T"], outputs=["output: T"], attrs={"T": ANY}, shape_fn=_same
+)
+LoopCond = register_op(
+    "LoopCond", inputs=["input: bool"], outputs=["output: bool"], shape_fn=_same
+)
+ControlTrigger = register_op("ControlTrigger", shape_fn=lambda op: [])
+
+CONTROL_FLOW_OPS = frozenset(
+    ["Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "ControlTrigger"]
+)
+
+
+@Switch.kernel("CPU", "GPU")
+async def _switch(ctx, data, pred):
+    return (DEAD, data) if bool(pred) else (data, DEAD)
+
+
+@Merge.kernel("CPU", "GPU")
+async def _merge(ctx, *inputs):
+    # The frame executor calls Merge with exactly the live input and its index.
+    for i, x in enumerate(inputs):
+        if x is not DEAD:
+            return x, np.int32(i)
+    return DEAD, DEAD
+
+
+async def _forward(ctx, x):
+    return x
+
+
+for _op in (Enter, Exit, NextIteration, LoopCond):
+    _op.kernel("CPU", "GPU")(_forward)
+
+
+@ControlTrigger.kernel("CPU", "GPU")
+async def _control_trigger(ctx):
+    return None
+
+
+# -- builders (TF's control_flow_ops.switch/merge/...; cond and while_loop use them) ----
+
+
+def switch(data, pred, dtype=None, name=None):
+    """(output_false, output_true): `data` on the side `pred` selects, dead on the other."""
+    data = ops.convert_to_tensor(data, dtype=dtype)
+    pred = ops.convert_to_tensor(pred, dtype=dtypes.bool)
+    return ops.apply_op("Switch", [data, pred], name=name or "Switch").outputs
+
+
+def merge(inputs, name=None):
+    """(output, value_index): the first live tensor of `inputs` and which one it was."""
+    inputs = [ops.convert_to_tensor(t) for t in inputs]
+    return ops.apply_op("Merge", [inputs], name=name or "Merge").outputs
+
+
+def enter(data, frame_name, is_constant=False, parallel_iterations=10, name=None):
+    return ops.apply_op(
+        "Enter",
+        [data],
+        {
+            "frame_name": frame_name,
+            "is_constant": is_constant,
+            "parallel_iterations": parallel_iterations,
+        },
+        name=name or "Enter",
+    ).outputs[0]
+
+
+def exit(data, name=None):  # noqa: A001 - TF's name
+    return ops.apply_op("Exit", [data], name=name or "Exit").outputs[0]
+
+
+def next_iteration(data, name=None):
+    return ops.apply_op("NextIteration", [data], name=name or "NextIteration").outputs[0]
+
+
+def loop_cond(input, name=None):  # noqa: A002 - TF's name
+    return ops.apply_op("LoopCond", [input], name=name or "LoopCond").outputs[0]
+
+
+def control_trigger(name=None):
+    return ops.apply_op("ControlTrigger", [], name=name or "ControlTrigger")
