@@ -209,6 +209,12 @@ class Plan:
         "fetch_slots",
         "fetch_refs",
         "sentinel",
+        "has_cf",
+        "kinds",
+        "n_outputs",
+        "merge_expected",
+        "enter_info",
+        "enter_count",
         "__weakref__",
     )
 
@@ -268,7 +274,7 @@ def compile_plan(session, nodes, num_feeds: int, fetches: list, kernel_state_for
     slot += 1
     for i, pnode in enumerate(nodes):
         for c in pnode.controls:
-            edges[c].append((0, i, trash))
+            edges[c].append((-1, i, trash))  # -1: the node's control "output"
             init_pending[i] += 1
     fetch_slots, fetch_refs = [], []
     for spec in fetches:
@@ -276,7 +282,7 @@ def compile_plan(session, nodes, num_feeds: int, fetches: list, kernel_state_for
             fetch_slots.append(-1 - spec[1])  # negative: read straight from the feed
             fetch_refs.append(False)
         elif spec[1] is None:
-            edges[spec[0]].append((0, n, trash))
+            edges[spec[0]].append((-1, n, trash))
             fetch_slots.append(None)
             fetch_refs.append(False)
         else:
@@ -298,7 +304,37 @@ def compile_plan(session, nodes, num_feeds: int, fetches: list, kernel_state_for
     plan.feed_slots = feed_slots
     plan.fetch_slots = fetch_slots
     plan.fetch_refs = fetch_refs
+    _compile_control_flow(plan, nodes)
     return plan
+
+
+def _compile_control_flow(plan: Plan, nodes) -> None:
+    """Static facts the frame executor needs; `has_cf` is False for plain graphs."""
+    from asyncflow.frames import KIND_OF, MERGE, NORMAL
+
+    kinds = [KIND_OF.get(p.op.type, NORMAL) for p in nodes]
+    plan.has_cf = any(k != NORMAL for k in kinds)
+    if not plan.has_cf:
+        return
+    n = len(nodes)
+    plan.kinds = kinds + [NORMAL]  # the fetch sentinel
+    plan.n_outputs = [len(p.op._outputs) for p in nodes]
+    plan.merge_expected = [0] * n
+    plan.enter_info = [None] * n
+    plan.enter_count = {}
+    for i, p in enumerate(nodes):
+        if kinds[i] == MERGE:
+            srcs = [src for src in p.inputs if src[0] != "feed"]
+            loop = any(nodes[src[0]].op.type == "NextIteration" for src in srcs)
+            plan.merge_expected[i] = 1 if loop else len(p.inputs)
+            # A Merge waits for its control inputs and one firing, not for every input.
+            plan.init_pending[i] = len(p.controls) + 1
+        elif p.op.type == "Enter":
+            a = p.op._attrs
+            name = a["frame_name"]
+            plan.enter_info[i] = (name, bool(a["is_constant"]), int(a["parallel_iterations"]))
+            plan.enter_count[name] = plan.enter_count.get(name, 0) + 1
+    plan.init_ready = [i for i in range(n - 1, -1, -1) if plan.init_pending[i] == 0]
 
 
 class Step:

@@ -59,8 +59,19 @@ def prune(feeds: list[Tensor], fetches: list) -> list[Operation]:
     seen: set[Operation] = set()
     visiting: set[Operation] = set()
 
+    back_edges: list[Operation] = []
+
     def needs(op: Operation) -> list[Operation]:
-        deps = [t.op for t in op._inputs if t not in fed]
+        # A NextIteration input is a loop's back edge: needed, but ordered after its
+        # consumer (a Merge), so it is visited as a root of its own instead.
+        deps = []
+        for t in op._inputs:
+            if t in fed:
+                continue
+            if t.op.op_def.name == "NextIteration":
+                back_edges.append(t.op)
+            else:
+                deps.append(t.op)
         deps.extend(op._control_inputs)
         return deps
 
@@ -70,7 +81,7 @@ def prune(feeds: list[Tensor], fetches: list) -> list[Operation]:
         for f in fetches
         if not (isinstance(f, Tensor) and f in fed)
     ]
-    for root in roots:
+    for root in _roots_then_back_edges(roots, back_edges):
         if root in seen:
             continue
         stack = [(root, iter(needs(root)))]
@@ -93,6 +104,12 @@ def prune(feeds: list[Tensor], fetches: list) -> list[Operation]:
                 seen.add(op)
                 order.append(op)
     return order
+
+
+def _roots_then_back_edges(roots, back_edges):
+    yield from roots
+    while back_edges:  # grows while the back edges' own inputs are visited
+        yield back_edges.pop()
 
 
 class Partition:
@@ -177,9 +194,12 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
         recvs[key] = idx
         return idx
 
+    for op in order:  # first give every op its index, so back edges can refer to it
+        part(assignment[op]).add(PNode(op, assignment[op]))
     for op in order:
         dev = assignment[op]
         p = part(dev)
+        node = p.nodes[p.index[op]]
         inputs = []
         for t in op._inputs:
             if t in fed:
@@ -194,7 +214,7 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
                 controls.append(p.index[c])
             else:
                 controls.append(cut(c, assignment[c], dev))
-        p.add(PNode(op, dev, inputs, controls))
+        node.inputs, node.controls = inputs, controls
 
     fetch_map = []
     default_dev = next(iter(parts)) if parts else None

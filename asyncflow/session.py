@@ -308,10 +308,10 @@ class BaseSession:
         plans = sp.plans
         if len(plans) == 1:
             sctx = StepContext(self._step_counter)
-            steps = [Step(plans[0], feed_values)]
+            steps = [_new_step(plans[0], feed_values)]
         else:
             sctx = StepContext(self._step_counter, LocalRendezvous())
-            steps = [Step(plan, feed_values) for plan in plans]
+            steps = [_new_step(plan, feed_values) for plan in plans]
             first_error: list = []
 
             def on_error(err, steps=steps, rdv=sctx.rendezvous):
@@ -559,6 +559,14 @@ class _DeviceAttributes:
 
     def __repr__(self) -> str:
         return f"_DeviceAttributes({self.name}, {self.device_type}, {self.memory_limit_bytes})"
+
+
+def _new_step(plan, feed_values):
+    if plan.has_cf:
+        from asyncflow.frames import FrameStep
+
+        return FrameStep(plan, feed_values)
+    return Step(plan, feed_values)
 
 
 class _StepPlan:

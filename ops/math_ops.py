@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 from collections.abc import Callable
 
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import gradient_ops as _g
 from asyncflow.registry import (
     ANY,
     FLOATING,
@@ -33,6 +35,7 @@ from asyncflow.registry import (
     REAL,
     NotDifferentiable,
     TypeConstraint,
+    get_op_def,
     register_op,
 )
 
@@ -132,6 +135,18 @@ def _as_dtype(xp, value, dtype: dtypes.DType):
     return xp.asarray(value, dtype=dtype.as_numpy_dtype)
 
 
+# Below this many elements a kernel computes inline, and NumPy's floating-point
+# warnings are silenced by the module-level filter below instead of an errstate block
+# (~2 µs each): TF yields inf/nan without a word, and so do we.
+_INLINE_ELEMENTS = 4096
+warnings.filterwarnings(
+    "ignore",
+    message=r"(divide by zero|invalid value|overflow|underflow) encountered",
+    category=RuntimeWarning,
+    module=r"asyncflow\.ops\..*",
+)
+
+
 def _quiet(xp, fn: Callable, *args):
     """Run `fn` without NumPy's floating-point warnings (TF yields inf/nan silently)."""
     errstate = getattr(xp, "errstate", None)
@@ -198,11 +213,16 @@ def _binary_op(
     async def _kernel(ctx, x, y):
         xp = ctx.xp
         in_dtype = in_fixed or ctx.attrs["T"]
-        _check_broadcast(x, y)
+        if x.shape != y.shape:
+            _check_broadcast(x, y)
         if check is not None:
             check(xp, x, y, in_dtype)
-        z = await ctx.device.compute(_quiet, xp, fn, xp, x, y)
-        return _as_dtype(xp, z, out_fixed or in_dtype)
+        if x.size + y.size < _INLINE_ELEMENTS:  # small: no errstate, no device hop
+            z = fn(xp, x, y)
+        else:
+            z = await ctx.device.compute(_quiet, xp, fn, xp, x, y)
+        want = (out_fixed or in_dtype).as_numpy_dtype
+        return z if z.dtype == want else _as_dtype(xp, z, out_fixed or in_dtype)
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
     return op_def
@@ -226,8 +246,12 @@ def _unary_op(op_type: str, fn: Callable, types: TypeConstraint | str = NUMERIC)
     @op_def.kernel("CPU", "GPU")
     async def _kernel(ctx, x):
         xp = ctx.xp
-        y = await ctx.device.compute(_quiet, xp, fn, xp, x)
-        return _as_dtype(xp, y, fixed or ctx.attrs["T"])
+        if x.size < _INLINE_ELEMENTS:
+            y = fn(xp, x)
+        else:
+            y = await ctx.device.compute(_quiet, xp, fn, xp, x)
+        dt = fixed or ctx.attrs["T"]
+        return y if y.dtype == dt.as_numpy_dtype else _as_dtype(xp, y, dt)
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
     return op_def
@@ -867,6 +891,314 @@ def conj(x, name=None):
 
 
 __all__ += ["conj"]
+
+
+# -- gradients (TF's math_grad.py) ----------------------------------------------------------
+
+
+def _conj(x):
+    return _g.apply("Conj", x) if x.dtype.is_complex else x
+
+
+def _scalar(value, like):
+    return _g.constant(value, like.dtype)
+
+
+def _unary_grad(op_type: str):
+    """Register `fn(op, grad) -> grad * d op / dx` for a unary op."""
+
+    def register(fn):
+        @get_op_def(op_type).gradient
+        def _grad(op, grad):
+            return [fn(op, grad)]
+
+        _grad.__name__ = _grad.__qualname__ = f"_{op_type.lower()}_grad"
+        return fn
+
+    return register
+
+
+_mul = _g.mul
+
+
+@_unary_grad("Neg")
+def _neg_grad(op, grad):
+    return _g.neg(grad)
+
+
+@_unary_grad("Abs")
+def _abs_grad(op, grad):
+    return _mul(grad, _g.apply("Sign", op.inputs[0]))
+
+
+@_unary_grad("Sign")
+def _sign_grad(op, grad):
+    return _g.zeros_like(op.inputs[0])
+
+
+@_unary_grad("Square")
+def _square_grad(op, grad):
+    x = _conj(op.inputs[0])
+    return _mul(grad, _mul(x, _scalar(2, x)))
+
+
+@_unary_grad("Sqrt")
+def _sqrt_grad(op, grad):
+    return _g.apply("RealDiv", _mul(grad, _scalar(0.5, grad)), _conj(op.outputs[0]))
+
+
+@_unary_grad("Rsqrt")
+def _rsqrt_grad(op, grad):
+    y = _conj(op.outputs[0])
+    return _mul(_mul(grad, _scalar(-0.5, grad)), _mul(_g.apply("Square", y), y))
+
+
+@_unary_grad("Exp")
+def _exp_grad(op, grad):
+    return _mul(grad, _conj(op.outputs[0]))
+
+
+@_unary_grad("Expm1")
+def _expm1_grad(op, grad):
+    return _mul(grad, _g.apply("Exp", _conj(op.inputs[0])))
+
+
+@_unary_grad("Log")
+def _log_grad(op, grad):
+    return _mul(grad, _g.apply("Reciprocal", _conj(op.inputs[0])))
+
+
+@_unary_grad("Log1p")
+def _log1p_grad(op, grad):
+    x = _conj(op.inputs[0])
+    return _mul(grad, _g.apply("Reciprocal", _g.apply("AddV2", _scalar(1, x), x)))
+
+
+@_unary_grad("Sin")
+def _sin_grad(op, grad):
+    return _mul(grad, _g.apply("Cos", _conj(op.inputs[0])))
+
+
+@_unary_grad("Cos")
+def _cos_grad(op, grad):
+    return _g.neg(_mul(grad, _g.apply("Sin", _conj(op.inputs[0]))))
+
+
+@_unary_grad("Tan")
+def _tan_grad(op, grad):
+    secx = _g.apply("Reciprocal", _g.apply("Cos", _conj(op.inputs[0])))
+    return _mul(grad, _g.apply("Square", secx))
+
+
+@_unary_grad("Tanh")
+def _tanh_grad(op, grad):
+    y = _conj(op.outputs[0])
+    return _mul(grad, _g.apply("Sub", _scalar(1, y), _g.apply("Square", y)))
+
+
+@_unary_grad("Sigmoid")
+def _sigmoid_grad(op, grad):
+    y = _conj(op.outputs[0])
+    return _mul(grad, _mul(y, _g.apply("Sub", _scalar(1, y), y)))
+
+
+@_unary_grad("Reciprocal")
+def _reciprocal_grad(op, grad):
+    return _g.neg(_mul(grad, _g.apply("Square", _conj(op.outputs[0]))))
+
+
+@_unary_grad("Conj")
+def _conj_grad(op, grad):
+    return _g.apply("Conj", grad)
+
+
+@_unary_grad("ComplexAbs")
+def _complex_abs_grad(op, grad):
+    # d|z| = Re(conj(z) dz) / |z|: the gradient is grad * z / |z| (0 where z == 0).
+    x, y = op.inputs[0], op.outputs[0]
+    grad_c, y_c = _g.cast(grad, x.dtype), _g.cast(y, x.dtype)
+    ratio = _g.apply("RealDiv", _mul(grad_c, x), y_c)
+    zero = _g.apply("Equal", y_c, _g.zeros_like(y_c))
+    return _g.apply("Select", zero, _g.zeros_like(ratio), ratio)
+
+
+def _no_grad(op, grad):
+    return [None]
+
+
+for _op_type in ("Floor", "Ceil", "Round"):
+    get_op_def(_op_type).gradient(_no_grad)
+
+
+@Cast.gradient
+def _cast_grad(op, grad):
+    src, dst = op.get_attr("SrcT"), op.get_attr("DstT")
+    if _g.is_trainable(src) and _g.is_trainable(dst):
+        return [_g.cast(grad, src)]
+    return [None]
+
+
+def _binary_grad(op_type: str):
+    """Register `fn(op, grad) -> (gx, gy)` at the broadcast shape; reduced to x and y."""
+
+    def register(fn):
+        @get_op_def(op_type).gradient
+        def _grad(op, grad):
+            x, y = op.inputs
+            gx, gy = fn(op, grad)
+            return list(_g.broadcast_reduce(x, y, gx, gy))
+
+        _grad.__name__ = _grad.__qualname__ = f"_{op_type.lower()}_grad"
+        return fn
+
+    return register
+
+
+@_binary_grad("Add")
+@_binary_grad("AddV2")
+def _add_grad(op, grad):
+    return grad, grad
+
+
+@_binary_grad("Sub")
+def _sub_grad(op, grad):
+    return grad, _g.neg(grad)
+
+
+@_binary_grad("Mul")
+def _mul_grad(op, grad):
+    x, y = op.inputs
+    return _mul(grad, _conj(y)), _mul(_conj(x), grad)
+
+
+def _div_grad_fn(div_type: str):
+    def fn(op, grad):
+        x, y = (_conj(t) for t in op.inputs)
+        gx = _g.apply(div_type, grad, y)
+        gy = _mul(grad, _g.apply(div_type, _g.apply(div_type, _g.neg(x), y), y))
+        return gx, gy
+
+    return fn
+
+
+_binary_grad("Div")(_div_grad_fn("Div"))
+_binary_grad("RealDiv")(_div_grad_fn("RealDiv"))
+
+
+@FloorDiv.gradient
+def _floor_div_grad(op, grad):
+    return [None, None]
+
+
+@_binary_grad("FloorMod")
+def _floor_mod_grad(op, grad):
+    x, y = op.inputs
+    return grad, _mul(grad, _g.neg(_g.apply("FloorDiv", x, y)))
+
+
+@_binary_grad("Pow")
+def _pow_grad(op, grad):
+    x, y = op.inputs
+    z = op.outputs[0]
+    one = _scalar(1, y)
+    gx = _mul(grad, _mul(y, _g.apply("Pow", x, _g.apply("Sub", y, one))))
+    if x.dtype.is_complex:
+        log_x = _g.apply("Log", x)
+    else:
+        # d/dy x^y = x^y log(x), taken as 0 where x <= 0 (as TF).
+        positive = _g.apply("Greater", x, _g.zeros_like(x))
+        safe_x = _g.apply("Select", positive, x, _g.ones_like(x))
+        log_x = _g.apply("Select", positive, _g.apply("Log", safe_x), _g.zeros_like(x))
+    gy = _mul(grad, _mul(_conj(z), _conj(log_x)))
+    return gx, gy
+
+
+def _maximum_minimum_grad(selector: str):
+    # The comparison broadcasts, so the mask already has the gradient's shape.
+    def fn(op, grad):
+        x_mask = _g.apply(selector, *op.inputs)
+        zeros = _g.zeros_like(grad)
+        return _g.apply("Select", x_mask, grad, zeros), _g.apply("Select", x_mask, zeros, grad)
+
+    return fn
+
+
+_binary_grad("Maximum")(_maximum_minimum_grad("GreaterEqual"))
+_binary_grad("Minimum")(_maximum_minimum_grad("LessEqual"))
+
+
+@_binary_grad("SquaredDifference")
+def _squared_difference_grad(op, grad):
+    x, y = op.inputs
+    x_grad = _mul(_mul(_scalar(2, grad), grad), _g.apply("Sub", x, y))
+    return x_grad, _g.neg(x_grad)
+
+
+@AddN.gradient
+def _add_n_grad(op, grad):
+    return [grad] * len(op.inputs)
+
+
+@MatMul.gradient
+def _matmul_grad(op, grad):
+    t_a, t_b = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    a, b = _conj(op.inputs[0]), _conj(op.inputs[1])
+
+    def mm(x, y, ta=False, tb=False):
+        return ops.apply_op("MatMul", [x, y], {"transpose_a": ta, "transpose_b": tb}).outputs[0]
+
+    if not t_a and not t_b:
+        return [mm(grad, b, tb=True), mm(a, grad, ta=True)]
+    if not t_a and t_b:
+        return [mm(grad, b), mm(grad, a, ta=True)]
+    if t_a and not t_b:
+        return [mm(b, grad, tb=True), mm(a, grad)]
+    return [mm(b, grad, ta=True, tb=True), mm(grad, a, ta=True, tb=True)]
+
+
+def _batch_matmul_grad(op, grad):
+    x, y = op.inputs
+    adj_x, adj_y = op.get_attr("adj_x"), op.get_attr("adj_y")
+    kind = op.type
+
+    def mm(a, b, ax=False, ay=False):
+        return ops.apply_op(kind, [a, b], {"adj_x": ax, "adj_y": ay}).outputs[0]
+
+    if not adj_x:
+        if not adj_y:
+            gx, gy = mm(grad, y, ay=True), mm(x, grad, ax=True)
+        else:
+            gx, gy = mm(grad, y), mm(grad, x, ax=True)
+    elif not adj_y:
+        gx, gy = mm(y, grad, ay=True), mm(x, grad)
+    else:
+        gx, gy = mm(y, grad, ax=True, ay=True), mm(grad, x, ax=True, ay=True)
+    if kind == "BatchMatMul":
+        return [gx, gy]
+    return list(_batch_reduce(x, y, gx, gy))
+
+
+def _batch_reduce(x, y, gx, gy):
+    """Sum BatchMatMulV2 gradients over the batch dimensions that were broadcast."""
+    sx, sy = x.shape, y.shape
+    if sx.ndims is not None and sy.ndims is not None:
+        axes = _g._static_reduction_axes(sx[:-2], sy[:-2])
+        if axes is not None:
+            return _g.sum_to(gx, x, axes[0]), _g.sum_to(gy, y, axes[1])
+    shape_x, shape_y = _g.shape(x), _g.shape(y)
+
+    def batch(s):
+        return ops.apply_op("StridedSlice", [s, [0], [-2], [1]], {"begin_mask": 1}).outputs[0]
+
+    rx, ry = ops.apply_op("BroadcastGradientArgs", [batch(shape_x), batch(shape_y)]).outputs
+    return (
+        _g.reshape(_g.reduce_sum(gx, rx), shape_x),
+        _g.reshape(_g.reduce_sum(gy, ry), shape_y),
+    )
+
+
+BatchMatMul.gradient(_batch_matmul_grad)
+BatchMatMulV2.gradient(_batch_matmul_grad)
 
 
 # -- operator overloads ----------------------------------------------------------------------

@@ -1,0 +1,281 @@
+"""Dynamic control flow in the executor: frames, iterations and dead tensors.
+
+Used only for plans that contain control-flow primitives (`plan.has_cf`); every other
+plan runs on `executor.Step`, whose hot loop knows nothing of this.
+
+Model (TF's executor; "tags and frames" after the MIT Tagged-Token machine):
+- Every value lives in an `Iter`: one iteration of one `Frame` instance.  The root frame
+  has a single iteration; each Enter of frame F executed in iteration P creates (once)
+  the child frame instance keyed by (P, F).  An Iter owns its own slot values, pending
+  counts and dead counts, so iterations run concurrently.
+- Routing follows the producer's kind: Enter sends into the child frame (iteration 0,
+  or every iteration when `is_constant`), Exit to the parent iteration, NextIteration
+  to the next iteration (started at once while fewer than `parallel_iterations` are
+  live, else deferred), anything else within its own iteration.
+- Deadness: Switch's untaken output is DEAD; a node with a dead input produces dead
+  outputs without running (ControlTrigger excepted); Merge fires on its first live
+  input, and is dead only when every input it can receive is dead (one per iteration
+  for a loop Merge).  A dead NextIteration ends that path; a dead Exit is delivered to
+  the parent only when its frame ends without a live one (the whole loop was dead).
+- Completion: an iteration is done when nothing of it is outstanding (queued or
+  running nodes, live child frames) and, for iteration 0, every Enter of the frame
+  arrived.  Done iterations are freed oldest first, so a 100,000-iteration loop keeps
+  at most `parallel_iterations` of them alive.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import errors
+from asyncflow.executor import Step
+from asyncflow.ops.control_flow_prims import DEAD
+
+__all__ = ["FrameStep", "NORMAL", "SWITCH", "MERGE", "ENTER", "EXIT", "NEXT_ITER", "TRIGGER"]
+
+NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITER, TRIGGER = range(7)
+KIND_OF = {
+    "Switch": SWITCH,
+    "Merge": MERGE,
+    "Enter": ENTER,
+    "Exit": EXIT,
+    "NextIteration": NEXT_ITER,
+    "ControlTrigger": TRIGGER,
+}
+
+
+class Frame:
+    __slots__ = ("name", "parent", "parallel", "iters", "count", "oldest", "pending_inputs",
+                 "invariants", "deferred", "dead_exits")
+
+    def __init__(self, name, parent, parallel, pending_inputs):
+        self.name = name
+        self.parent = parent  # the parent Iter (None for the root frame)
+        self.parallel = max(1, parallel)
+        self.iters: dict[int, Iter] = {}
+        self.count = 0  # index of the newest iteration
+        self.oldest = 0
+        self.pending_inputs = pending_inputs
+        self.invariants: list[tuple[int, object]] = []  # (enter node, value)
+        self.deferred: list[tuple[int, object]] = []  # NextIteration values waiting
+        self.dead_exits: list[int] = []
+
+
+class Iter:
+    __slots__ = ("frame", "it", "vals", "pending", "dead", "merges", "outstanding",
+                 "child_frames", "done")
+
+    def __init__(self, frame, it, plan):
+        self.frame = frame
+        self.it = it
+        self.vals = [None] * plan.num_slots
+        self.pending = plan.init_pending[:]
+        self.dead = [0] * (len(plan.nodes) + 1)
+        self.merges: dict[int, list] = {}
+        self.outstanding = 0
+        self.child_frames: dict[str, Frame] = {}
+        self.done = False
+
+
+class FrameStep(Step):
+    """A Step over a plan with control flow; same interface as `executor.Step`."""
+
+    __slots__ = ("root",)
+
+    def __init__(self, plan, feed_values, on_error=None):
+        super().__init__(plan, feed_values, on_error)
+        root = Frame("", None, 1, 0)
+        it0 = Iter(root, 0, plan)
+        for slots, v in zip(plan.feed_slots, feed_values):
+            for s in slots:
+                it0.vals[s] = v
+        root.iters[0] = it0
+        self.root = it0
+        self.vals = it0.vals
+
+    def start(self) -> None:
+        it0 = self.root
+        self.ready = [(i, it0) for i in self.plan.init_ready]
+        it0.outstanding += len(self.ready)
+        self._spawn()
+
+    async def _drive(self) -> None:
+        plan = self.plan
+        kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
+        kinds, n_out = plan.kinds, plan.n_outputs
+        ready = self.ready
+        while ready:
+            if self.error is not None:
+                return
+            i, it = ready.pop()
+            try:
+                kind = kinds[i]
+                if kind == MERGE:
+                    st = it.merges[i]
+                    outs, st[2] = st[2], None
+                elif it.dead[i] and kind != TRIGGER:
+                    outs = (DEAD,) * max(1, n_out[i])
+                else:
+                    a, b = starts[i], ends[i]
+                    vals = it.vals
+                    args = vals[a:b]
+                    vals[a:b] = plan.clears[i]
+                    r = await kernels[i](ctxs[i], *args)
+                    del args
+                    if n_out[i] == 1:
+                        outs = (r,)
+                    elif r is None:
+                        outs = (None,)
+                    else:
+                        outs = tuple(r)
+                self._propagate(i, it, kind, outs)
+                outs = r = None
+            except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
+                self._fail(i, exc)
+                return
+            self._finish_op(it)
+
+    # -- routing
+    def _propagate(self, i, it, kind, outs) -> None:
+        plan = self.plan
+        if kind == ENTER:
+            self._enter(i, it, outs[0])
+        elif kind == EXIT:
+            frame = it.frame
+            if outs[0] is DEAD:
+                if it.it == frame.count:
+                    frame.dead_exits.append(i)
+            else:
+                self._deliver(i, frame.parent, outs)
+        elif kind == NEXT_ITER:
+            if outs[0] is not DEAD:
+                self._next_iteration(i, it, outs[0])
+        else:
+            self._deliver(i, it, outs)
+        del plan
+
+    def _deliver(self, i, it, outs) -> None:
+        plan = self.plan
+        kinds, ends, starts = plan.kinds, plan.ends, plan.starts
+        vals, pending, dead, ready = it.vals, it.pending, it.dead, self.ready
+        for oi, j, s in plan.edges[i]:
+            if oi >= 0:
+                v = outs[oi]
+            else:  # a control edge: dead only when the whole node was dead
+                v = DEAD if all(o is DEAD for o in outs) else None
+            if kinds[j] == MERGE and s < ends[j]:
+                st = it.merges.get(j)
+                if st is None:
+                    st = it.merges[j] = [False, 0, None]
+                if st[0]:
+                    continue  # already fired on an earlier live input
+                if v is DEAD:
+                    st[1] += 1
+                    if st[1] < plan.merge_expected[j]:
+                        continue
+                    st[2] = (DEAD, DEAD)
+                else:
+                    st[0] = True
+                    st[2] = (v, np.int32(s - starts[j]))
+                pending[j] -= 1
+            else:
+                vals[s] = v
+                if v is DEAD:
+                    dead[j] += 1
+                pending[j] -= 1
+            if not pending[j]:
+                ready.append((j, it))
+                it.outstanding += 1
+
+    def _enter(self, i, parent_it, value) -> None:
+        plan = self.plan
+        name, is_constant, parallel = plan.enter_info[i]
+        frame = parent_it.child_frames.get(name)
+        if frame is None:
+            frame = Frame(name, parent_it, parallel, plan.enter_count[name])
+            parent_it.child_frames[name] = frame
+            parent_it.outstanding += 1  # a live child frame keeps its parent iteration
+            frame.iters[0] = Iter(frame, 0, plan)
+        outs = (value,)
+        if is_constant:
+            frame.invariants.append((i, value))
+            for child in list(frame.iters.values()):
+                self._deliver(i, child, outs)
+        else:
+            self._deliver(i, frame.iters[0], outs)
+        frame.pending_inputs -= 1
+        it0 = frame.iters.get(0)
+        if it0 is not None:
+            self._check_iteration(it0)
+
+    def _next_iteration(self, i, it, value) -> None:
+        frame = it.frame
+        nxt = frame.iters.get(it.it + 1)
+        if nxt is None:
+            if it.it + 1 >= frame.oldest + frame.parallel:
+                frame.deferred.append((i, value))
+                return
+            nxt = self._new_iteration(frame)
+        self._deliver(i, nxt, (value,))
+
+    def _new_iteration(self, frame) -> Iter:
+        frame.count += 1
+        nxt = Iter(frame, frame.count, self.plan)
+        frame.iters[frame.count] = nxt
+        frame.dead_exits.clear()
+        for enter_i, v in frame.invariants:
+            self._deliver(enter_i, nxt, (v,))
+        return nxt
+
+    # -- completion
+    def _finish_op(self, it) -> None:
+        it.outstanding -= 1
+        self._check_iteration(it)
+
+    def _check_iteration(self, it) -> None:
+        frame = it.frame
+        if frame.parent is None or it.done or it.outstanding:
+            return
+        if it.it == 0 and frame.pending_inputs:
+            return
+        it.done = True
+        # Free finished iterations oldest first; start deferred ones as slots open.
+        while True:
+            oldest = frame.iters.get(frame.oldest)
+            if oldest is None or not oldest.done:
+                break
+            del frame.iters[frame.oldest]
+            frame.oldest += 1
+            if frame.deferred and frame.count + 1 < frame.oldest + frame.parallel:
+                pending, frame.deferred = frame.deferred, []
+                nxt = self._new_iteration(frame)
+                for enter_i, v in pending:
+                    self._deliver(enter_i, nxt, (v,))
+        if frame.oldest > frame.count and not frame.deferred:
+            self._frame_done(frame)
+
+    def _frame_done(self, frame) -> None:
+        parent = frame.parent
+        parent.child_frames.pop(frame.name, None)
+        dead_exits, frame.dead_exits = frame.dead_exits, []
+        for i in dead_exits:
+            self._deliver(i, parent, (DEAD,))
+        parent.outstanding -= 1
+        self._check_iteration(parent)
+
+    def results(self) -> list:
+        plan, vals, feeds = self.plan, self.root.vals, self.feed_values
+        out = []
+        for k, (s, ref) in enumerate(zip(plan.fetch_slots, plan.fetch_refs)):
+            if s is None:
+                out.append(None)
+                continue
+            v = vals[s] if s >= 0 else feeds[-1 - s]
+            if v is DEAD:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Retval[{k}] does not have value (it is dead)"
+                )
+            if ref:
+                v = v.read()
+            out.append(v)
+        return out
