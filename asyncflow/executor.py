@@ -170,7 +170,7 @@ def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
         if len(values) != len(outs):
             raise AssertionError(f"{op.type} kernel returned {len(values)} outputs")
         for t, v in zip(outs, values):
-            if t._is_ref:
+            if t._is_ref or type(v).__name__ == "_Dead":
                 continue
             arr = np.asarray(v) if not hasattr(v, "dtype") else v
             want = t.dtype.as_numpy_dtype
@@ -215,6 +215,7 @@ class Plan:
         "merge_expected",
         "enter_info",
         "enter_count",
+        "pnodes",
         "__weakref__",
     )
 
@@ -304,16 +305,21 @@ def compile_plan(session, nodes, num_feeds: int, fetches: list, kernel_state_for
     plan.feed_slots = feed_slots
     plan.fetch_slots = fetch_slots
     plan.fetch_refs = fetch_refs
+    plan.pnodes = nodes
     _compile_control_flow(plan, nodes)
     return plan
 
 
-def _compile_control_flow(plan: Plan, nodes) -> None:
-    """Static facts the frame executor needs; `has_cf` is False for plain graphs."""
+def _compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
+    """Static facts the frame executor needs; `has_cf` is False for plain graphs.
+
+    `force` prepares a plan without primitives for the frame executor anyway: a
+    partition that receives possibly dead values from one that has control flow.
+    """
     from asyncflow.frames import KIND_OF, MERGE, NORMAL
 
     kinds = [KIND_OF.get(p.op.type, NORMAL) for p in nodes]
-    plan.has_cf = any(k != NORMAL for k in kinds)
+    plan.has_cf = force or any(k not in (NORMAL, KIND_OF["_Send"]) for k in kinds)
     if not plan.has_cf:
         return
     n = len(nodes)

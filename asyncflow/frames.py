@@ -33,8 +33,9 @@ from asyncflow.ops.control_flow_prims import DEAD
 
 __all__ = ["FrameStep", "NORMAL", "SWITCH", "MERGE", "ENTER", "EXIT", "NEXT_ITER", "TRIGGER"]
 
-NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITER, TRIGGER = range(7)
+NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITER, TRIGGER, SEND = range(8)
 KIND_OF = {
+    "_Send": SEND,  # a dead value is still sent, so that its _Recv learns it is dead
     "Switch": SWITCH,
     "Merge": MERGE,
     "Enter": ENTER,
@@ -63,7 +64,7 @@ class Frame:
 
 class Iter:
     __slots__ = ("frame", "it", "vals", "pending", "dead", "merges", "outstanding",
-                 "child_frames", "done")
+                 "child_frames")
 
     def __init__(self, frame, it, plan):
         self.frame = frame
@@ -74,7 +75,6 @@ class Iter:
         self.merges: dict[int, list] = {}
         self.outstanding = 0
         self.child_frames: dict[str, Frame] = {}
-        self.done = False
 
 
 class FrameStep(Step):
@@ -113,13 +113,20 @@ class FrameStep(Step):
                 if kind == MERGE:
                     st = it.merges[i]
                     outs, st[2] = st[2], None
-                elif it.dead[i] and kind != TRIGGER:
+                elif it.dead[i] and kind != TRIGGER and kind != SEND:
                     outs = (DEAD,) * max(1, n_out[i])
                 else:
                     a, b = starts[i], ends[i]
                     vals = it.vals
                     args = vals[a:b]
                     vals[a:b] = plan.clears[i]
+                    if kind == SEND and args[0] is DEAD:
+                        ctxs[i].session  # noqa: B018 - dead values skip the device copy
+                        from asyncflow.executor import current_step
+
+                        current_step().rendezvous.send_nowait(ctxs[i].attrs["key"], DEAD)
+                        self._finish_op(it)
+                        continue
                     r = await kernels[i](ctxs[i], *args)
                     del args
                     if n_out[i] == 1:
@@ -233,24 +240,24 @@ class FrameStep(Step):
         self._check_iteration(it)
 
     def _check_iteration(self, it) -> None:
+        """Free `it` and any later iterations that are done, oldest first (TF's rule:
+        an iteration is done when nothing of it is outstanding and the one before it
+        is gone, so no NextIteration value can still arrive)."""
         frame = it.frame
-        if frame.parent is None or it.done or it.outstanding:
+        if frame.parent is None or it.outstanding or it.it != frame.oldest:
             return
-        if it.it == 0 and frame.pending_inputs:
-            return
-        it.done = True
-        # Free finished iterations oldest first; start deferred ones as slots open.
+        iters = frame.iters
         while True:
-            oldest = frame.iters.get(frame.oldest)
-            if oldest is None or not oldest.done:
+            cur = iters.get(frame.oldest)
+            if cur is None or cur.outstanding or (cur.it == 0 and frame.pending_inputs):
                 break
-            del frame.iters[frame.oldest]
+            del iters[frame.oldest]
             frame.oldest += 1
             if frame.deferred and frame.count + 1 < frame.oldest + frame.parallel:
                 pending, frame.deferred = frame.deferred, []
                 nxt = self._new_iteration(frame)
-                for enter_i, v in pending:
-                    self._deliver(enter_i, nxt, (v,))
+                for next_i, v in pending:
+                    self._deliver(next_i, nxt, (v,))
         if frame.oldest > frame.count and not frame.deferred:
             self._frame_done(frame)
 

@@ -307,6 +307,9 @@ class Tensor:
 class Operation:
     """A node of the graph: an op type, input tensors, attrs, outputs."""
 
+    # The cond/while context the op was built in (set by that context's `add_op`).
+    _control_flow_context = None
+
     def __init__(self, graph, op_def, name, inputs, attrs, output_dtypes, output_refs):
         self._graph = graph
         self._op_def = op_def
@@ -387,6 +390,23 @@ class Operation:
         for op in ops:
             self._add_control_input(op)
 
+    def _update_input(self, index: int, tensor: Tensor) -> None:
+        """Replace input `index` by `tensor` (same dtype): how while loops close their
+        NextIteration back edges, as TF's `Operation._update_input`."""
+        old = self._inputs[index]
+        if tensor.dtype != old.dtype:
+            raise TypeError(
+                f"Cannot update input {index} of {self._name}: dtype {tensor.dtype.name} "
+                f"!= {old.dtype.name}"
+            )
+        if self in old._consumers:
+            old._consumers.remove(self)
+        inputs = list(self._inputs)
+        inputs[index] = tensor
+        self._inputs = tuple(inputs)
+        tensor._consumers.append(self)
+        self._graph._version += 1
+
     def run(self, feed_dict=None, session=None) -> None:
         from asyncflow.session import _eval_with_default
 
@@ -427,6 +447,8 @@ class Graph:
         # Per-graph state that other modules keep (variable scopes, ...).
         self._attached: dict[str, Any] = {}
         self._container = ""
+        # The cond/while context ops are being built in (ops/control_flow_ops.py).
+        self._control_flow_context = None
 
     # -- ids and names
     def _next_id(self) -> int:
@@ -1074,9 +1096,14 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
                 raise ValueError(f"Duplicate node name in graph: '{op_name}'")
         else:
             op_name = graph.unique_name(name or op_type)
+        cf_ctx = graph._control_flow_context
+        if cf_ctx is not None:  # inside cond/while: external inputs go through Switch/Enter
+            flat_inputs = cf_ctx.map_inputs(flat_inputs)
         input_ops = {t.op for t in flat_inputs}
         control = [c for c in graph._current_control_inputs() if c not in input_ops]
         op = graph._create_op(op_def, op_name, flat_inputs, attrs, out_dtypes, refs, control)
+        if cf_ctx is not None:
+            cf_ctx.add_op(op)
         if op_def.shape_fn is not None:
             try:
                 shapes = op_def.shape_fn(op)

@@ -130,6 +130,25 @@ class Placer:
             for t in op._inputs:
                 if t._is_ref:
                     uf.union(t.op, op)
+        # A loop's frame stays on one device: every op between an Enter and its Exits
+        # joins the Enter's group (partitioned loops, whitepaper §4.4, are not built).
+        todo_set = set(todo)
+        for op in todo:
+            if op.type != "Enter":
+                continue
+            stack = [op]
+            seen = {op}
+            while stack:
+                cur = stack.pop()
+                uf.union(op, cur)
+                if cur.type == "Exit":
+                    continue
+                nxt = [c for t in cur._outputs for c in t._consumers]
+                nxt.extend(cur._control_outputs)
+                for c in nxt:
+                    if c in todo_set and c not in seen:
+                        seen.add(c)
+                        stack.append(c)
         groups: dict = {}
         for op in todo:
             groups.setdefault(uf.find(op), []).append(op)

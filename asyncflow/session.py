@@ -30,7 +30,13 @@ from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
 from asyncflow.config import ConfigProto
 from asyncflow.devices.cpu import CPUDevice, local_cpu_name, release_cores, share_cores
-from asyncflow.executor import _CURRENT_STEP, Step, StepContext, compile_plan
+from asyncflow.executor import (
+    _CURRENT_STEP,
+    Step,
+    StepContext,
+    _compile_control_flow,
+    compile_plan,
+)
 from asyncflow.placement import Placer
 from asyncflow.rendezvous import LocalRendezvous
 
@@ -126,6 +132,11 @@ class _FetchMapper:
         self.elements = elements
 
     def _build(self, graph, f, elements):
+        composite = getattr(f, "_fetch_components", None)  # SparseTensor -> SparseTensorValue
+        if composite is not None:
+            components, make_value = composite()
+            sub = self._build(graph, components, elements)
+            return lambda vals: make_value(sub(vals))
         if isinstance(f, (list, tuple)) and not hasattr(f, "_as_graph_element"):
             subs = [self._build(graph, x, elements) for x in f]
             if isinstance(f, tuple) and hasattr(f, "_fields"):
@@ -292,6 +303,11 @@ class BaseSession:
             compile_plan(self, p.nodes, len(feed_tensors), p.fetches, self._kernel_state_for)
             for p in parts
         ]
+        if len(sp.plans) > 1 and any(pl.has_cf for pl in sp.plans):
+            # Dead values may cross devices: every partition must understand them.
+            for pl in sp.plans:
+                if not pl.has_cf:
+                    _compile_control_flow(pl, pl.pnodes, force=True)
         index = {id(p): i for i, p in enumerate(parts)}
         sp.fetch_map = [(index[id(p)], j) for p, j in fetch_map]
         sp.parts = parts

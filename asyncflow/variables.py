@@ -135,8 +135,10 @@ class Variable:
         base = (name or "Variable").rstrip("/")
         # TF names the VariableV2 op after its name scope ("v", with "v/Assign" and
         # "v/read" inside).  apply_op always uniquifies, so take the name the op will
-        # get, build the initial value inside that scope, then create the op.
-        scope = graph.unique_name(base, mark_as_used=False)
+        # get, build the initial value inside that scope, then create the op.  A name
+        # ending in "/" (get_variable("") in a scope: optimizer slots) is used exactly.
+        exact = bool(name) and name.endswith("/")
+        scope = base if exact else graph.unique_name(base, mark_as_used=False)
         with graph.name_scope(scope + "/"):
             if callable(initial_value):
                 with graph.name_scope("Initializer"):
@@ -159,7 +161,9 @@ class Variable:
             var_shape = tensor_shape.unknown_shape()
         if validate_shape and not var_shape.is_fully_defined():
             raise ValueError(f"initial_value must have a shape specified: {value}")
-        self._variable = state_ops.variable_op_v2(var_shape, value.dtype.base_dtype, name=base)
+        self._variable = state_ops.variable_op_v2(
+            var_shape, value.dtype.base_dtype, name=scope + "/" if exact else base
+        )
         assert self._variable.op.name == scope, (self._variable.op.name, scope)
         self._initial_value = value
         with graph.name_scope(scope + "/"):

@@ -17,10 +17,11 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops import slicing_ops
 from asyncflow.ops.slicing_ops import *  # noqa: F403 - re-exported as one family
 from asyncflow.ops.slicing_ops import _np_dtype, _outs, apply, cast, op_scope
-from asyncflow.registry import ANY, INDEX, REQUIRED, TypeConstraint, register_op
+from asyncflow.registry import ANY, INDEX, REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = [
     "newaxis",
@@ -1239,3 +1240,158 @@ def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
     else:
         raise ValueError(f"Unknown padding mode: {mode}")
     return result
+
+
+# -- gradients (TF's array_grad.py) ---------------------------------------------------------
+
+for _op_type in ("Const", "Placeholder", "ZerosLike", "OnesLike", "Shape", "ShapeN", "Size",
+                 "Rank"):  # fmt: skip
+    NotDifferentiable(_op_type)
+
+
+@Identity.gradient
+def _identity_grad(op, grad):
+    return [grad]
+
+
+@IdentityN.gradient
+def _identity_n_grad(op, *grads):
+    return list(grads)
+
+
+@PlaceholderWithDefault.gradient
+def _placeholder_with_default_grad(op, grad):
+    return [grad]
+
+
+@Fill.gradient
+def _fill_grad(op, grad):
+    rank = grad.shape.ndims
+    axes = (
+        list(range(rank)) if rank is not None else _g.apply("Range", 0, _g.apply("Rank", grad), 1)
+    )
+    return [None, _g.reduce_sum(grad, axes)]
+
+
+def _reshape_to_input(op, grad):
+    """grad (dense) in the shape of op's first input."""
+    return _g.reshape(ops.convert_to_tensor(grad), _g.shape(op.inputs[0]))
+
+
+@Reshape.gradient
+def _reshape_grad(op, grad):
+    return [_reshape_to_input(op, grad), None]
+
+
+@ExpandDims.gradient
+def _expand_dims_grad(op, grad):
+    return [_reshape_to_input(op, grad), None]
+
+
+@Squeeze.gradient
+def _squeeze_grad(op, grad):
+    return [_reshape_to_input(op, grad)]
+
+
+def _inverse_perm(perm_t):
+    """The inverse permutation: a constant when perm is, else inv[perm[i]] = i at run time."""
+    perm = ops.constant_value(perm_t)
+    if perm is not None:
+        return _g.constant(_g.invert_permutation(perm.reshape(-1).tolist()), perm_t.dtype)
+    n = _g.apply("Size", perm_t, out_type=perm_t.dtype)
+    positions = _g.apply("Range", _g.constant(0, perm_t.dtype), n, _g.constant(1, perm_t.dtype))
+    return _g.apply("UnsortedSegmentSum", positions, perm_t, n)
+
+
+@Transpose.gradient
+def _transpose_grad(op, grad):
+    return [_g.transpose(grad, _inverse_perm(op.inputs[1])), None]
+
+
+@ConjugateTranspose.gradient
+def _conjugate_transpose_grad(op, grad):
+    return [_g.apply("ConjugateTranspose", grad, _inverse_perm(op.inputs[1])), None]
+
+
+def _axis_sizes(values, axis_t):
+    """Each value's size along axis (int32): constants when known, else run-time ops."""
+    axis = ops.constant_value(axis_t)
+    if axis is not None:
+        axis = int(axis)
+        sizes = []
+        for v in values:
+            rank = v.shape.ndims
+            d = None if rank is None else v.shape.as_list()[axis % rank]
+            sizes.append(d)
+        if None not in sizes:
+            return _g.constant(sizes, dtypes.int32), _g.constant(axis, dtypes.int32)
+    rank = _g.apply("Rank", values[0])
+    axis_t = _g.apply("FloorMod", _g.cast(axis_t, dtypes.int32), rank)
+    zero = _g.constant(0)
+    picked = [_g.apply("GatherV2", _g.shape(v), axis_t, zero) for v in values]
+    return ops.apply_op("Pack", [picked], {"axis": 0}).outputs[0], axis_t
+
+
+@ConcatV2.gradient
+def _concat_grad(op, grad):
+    values, axis_t = list(op.inputs[:-1]), op.inputs[-1]
+    if len(values) == 1:
+        return [grad, None]
+    sizes, axis = _axis_sizes(values, axis_t)
+    parts = ops.apply_op(
+        "SplitV", [ops.convert_to_tensor(grad), sizes, axis], {"num_split": len(values)}
+    ).outputs
+    return [*parts, None]
+
+
+@Pack.gradient
+def _pack_grad(op, grad):
+    n = len(op.inputs)
+    outs = ops.apply_op("Unpack", [grad], {"num": n, "axis": op.get_attr("axis")}).outputs
+    return list(outs)
+
+
+@Tile.gradient
+def _tile_grad(op, grad):
+    x, multiples = op.inputs
+    x_shape = x.shape
+    mult = ops.constant_value(multiples)
+    if x_shape.is_fully_defined() and mult is not None:
+        dims = x_shape.as_list()
+        split = [v for m, d in zip(mult.tolist(), dims) for v in (int(m), d)]
+        summed = _g.reduce_sum(_g.reshape(grad, _g.constant(split)), list(range(0, len(split), 2)))
+        return [summed, None]
+    input_shape = _g.apply("Shape", x, out_type=multiples.dtype)
+    pair = ops.apply_op("Pack", [[multiples, input_shape]], {"axis": 0}).outputs[0]
+    split_shape = _g.reshape(_g.transpose(pair, _g.constant([1, 0])), _g.constant([-1]))
+    size = _g.apply("Size", split_shape)
+    axes = _g.apply("Range", _g.constant(0), size, _g.constant(2))
+    summed = _g.reduce_sum(_g.reshape(grad, split_shape), axes)
+    summed.set_shape(x_shape)
+    return [summed, None]
+
+
+def _pad_grad(op, grad):
+    x, paddings = op.inputs[:2]
+    rank = x.shape.ndims
+    pads = ops.constant_value(paddings)
+    if pads is not None and x.shape.is_fully_defined():
+        begin = _g.constant(pads[:, 0].tolist(), paddings.dtype)
+        size = _g.constant(x.shape.as_list(), paddings.dtype)
+    else:
+        n = _g.constant([rank if rank is not None else -1, 1], paddings.dtype)
+        col0 = ops.apply_op("Slice", [paddings, _g.constant([0, 0], paddings.dtype), n]).outputs[0]
+        begin = _g.reshape(col0, _g.constant([-1]))
+        size = _g.apply("Shape", x, out_type=paddings.dtype)
+    x_grad = ops.apply_op("Slice", [grad, begin, size]).outputs[0]
+    return [x_grad] + [None] * (len(op.inputs) - 1)
+
+
+Pad.gradient(_pad_grad)
+PadV2.gradient(_pad_grad)
+
+
+@MirrorPad.gradient
+def _mirror_pad_grad(op, grad):
+    attrs = {"mode": op.get_attr("mode")}
+    return [ops.apply_op("MirrorPadGrad", [grad, op.inputs[1]], attrs).outputs[0], None]

@@ -16,7 +16,7 @@ from asyncflow import graph as ops
 from asyncflow.ops import control_flow_ops
 from asyncflow.ops.control_flow_ops import _take_scope_name
 from asyncflow.ops.logging_ops import summarize_value
-from asyncflow.registry import FLOATING, TypeConstraint, register_op
+from asyncflow.registry import FLOATING, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = [
     "check_numerics",
@@ -415,3 +415,17 @@ def assert_scalar(tensor, name=None, message=None) -> ops.Tensor:
                 f"{message or ''}Expected scalar shape for {converted.name}, saw shape: {shape}."
             )
         return converted
+
+
+# -- gradients ---------------------------------------------------------------------------
+
+NotDifferentiable("Assert")
+
+
+@CheckNumerics.gradient
+def _check_numerics_grad(op, grad):
+    """The gradient passes through, itself checked (as TF)."""
+    message = "Not a number (NaN) or infinity (Inf) values detected in gradient. " + op.get_attr(
+        "message"
+    )
+    return [check_numerics(ops.convert_to_tensor(grad), message)]

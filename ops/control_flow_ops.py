@@ -1,7 +1,19 @@
-"""NoOp, group, tuple, with_dependencies: ops that order work without computing.
+"""Ordering (no_op, group, tuple, with_dependencies) and dynamic control flow (cond,
+case, while_loop) built from the primitives of `control_flow_prims`.
 
-Real control flow (cond, while_loop) is not here yet.  Everything in this module is
-built from NoOp, Identity and control edges, so it adds no kernels beyond NoOp's.
+cond and while_loop build TF1's classic graphs (whitepaper §4.4):
+- cond: every tensor from outside a branch enters it through a Switch on the predicate
+  (output 1 for true_fn, 0 for false_fn), ops without inputs get a control edge from
+  the branch pivot (an Identity of the predicate's Switch), so the untaken branch is
+  dead and never runs; a Merge per output joins the branches.
+- while_loop: Enter -> Merge(enter, NextIteration) -> cond -> LoopCond -> Switch ->
+  body on Identity(Switch:1) -> NextIteration back edge, Exit(Switch:0).  Tensors from
+  outside the loop enter once through constant Enters (available to every iteration).
+
+Contexts (CondContext, WhileContext) see every op built inside them through the hook in
+`graph.apply_op`: `map_inputs` replaces external inputs by their Switch/Enter,
+`add_op` adds pivot control edges.  Invariant: an op's inputs are in its own context
+or in a context nested in it (cond branches) -- never in a loop it is not part of.
 """
 
 from __future__ import annotations
@@ -9,9 +21,20 @@ from __future__ import annotations
 import builtins
 
 from asyncflow import graph as ops
-from asyncflow.registry import register_op
+from asyncflow.registry import NotDifferentiable, register_op
 
-__all__ = ["no_op", "group", "tuple", "with_dependencies"]
+__all__ = [
+    "no_op",
+    "group",
+    "tuple",
+    "with_dependencies",
+    "cond",
+    "case",
+    "while_loop",
+    "CondContext",
+    "WhileContext",
+    "ControlFlowContext",
+]
 
 NoOp = register_op("NoOp", shape_fn=lambda op: [])
 
@@ -161,3 +184,16 @@ def tuple(tensors, name: str | None = None, control_inputs=None) -> list:  # noq
             else:
                 tpl.append(None)
         return tpl
+
+
+NotDifferentiable("NoOp")
+
+from asyncflow.ops.control_flow_contexts import (  # noqa: E402 - needs the builders above
+    CondContext,
+    ControlFlowContext,
+    WhileContext,
+    case,
+    cond,
+    while_loop,
+)
+from asyncflow.ops import data_flow_stack_ops, tensor_array_ops  # noqa: E402, F401 - register ops

@@ -129,3 +129,9 @@ def Print(input_, data, message=None, first_n=None, summarize=None, name=None): 
         attrs["summarize"] = int(summarize)
     data = [ops.convert_to_tensor(d) for d in data]
     return ops.apply_op("Print", [input_, data], attrs, name=name).outputs[0]
+
+
+@PrintOp.gradient
+def _print_grad(op, grad):
+    """The gradient passes through to `input`; the printed data get none (as TF)."""
+    return [grad] + [None] * (len(op.inputs) - 1)

@@ -291,3 +291,200 @@ def bias_add(value, bias, data_format=None, name=None):
         else:
             bias = ops.convert_to_tensor(bias, dtype=value.dtype, name="bias")
     return ops.apply_op("BiasAdd", [value, bias], {"data_format": fmt}, name=op_name).outputs[0]
+
+
+# -- activation backprops (TF's ReluGrad, Relu6Grad, EluGrad, SoftplusGrad, SoftsignGrad) ----
+
+
+def _grad_op(op_type: str, second: str, fn, types: TypeConstraint):
+    """Register `backprops = fn(xp, gradients, second)` (one element-wise pass)."""
+    op_def = register_op(
+        op_type,
+        inputs=["gradients: T", f"{second}: T"],
+        outputs=["backprops: T"],
+        attrs={"T": types},
+        shape_fn=lambda op: [op.inputs[0].shape.merge_with(op.inputs[1].shape)],
+    )
+
+    @op_def.kernel("CPU", "GPU")
+    async def _kernel(ctx, g, x):
+        xp = ctx.xp
+        g, x = xp.asarray(g), xp.asarray(x)
+        if g.shape != x.shape:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"gradients and {second} must be the same shape: "
+                f"{_shape_str(g.shape)} vs. {_shape_str(x.shape)}",
+            )
+        out = await ctx.device.compute(_quiet, xp, fn, xp, g, x)
+        return _as_dtype(xp, out, ctx.attrs["T"])
+
+    _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+    return op_def
+
+
+ReluGrad = _grad_op("ReluGrad", "features", lambda xp, g, x: xp.where(x > 0, g, _zero(g)), REAL)
+Relu6Grad = _grad_op(
+    "Relu6Grad",
+    "features",
+    lambda xp, g, x: xp.where((x > 0) & (x < 6), g, _zero(g)),
+    REAL,
+)
+EluGrad = _grad_op(
+    "EluGrad", "outputs", lambda xp, g, y: xp.where(y < 0, g * (y + _scalar(y, 1)), g), FLOATING
+)
+SoftplusGrad = _grad_op(
+    "SoftplusGrad",
+    "features",
+    lambda xp, g, x: g / (_scalar(x, 1) + xp.exp(-x)),
+    FLOATING,
+)
+SoftsignGrad = _grad_op(
+    "SoftsignGrad",
+    "features",
+    lambda xp, g, x: g / xp.square(_scalar(x, 1) + xp.absolute(x)),
+    FLOATING,
+)
+
+
+def _apply(op_type, inputs, attrs=None):
+    return ops.apply_op(op_type, inputs, attrs).outputs[0]
+
+
+@Relu.gradient
+def _relu_grad(op, grad):
+    return _apply("ReluGrad", [grad, op.outputs[0]])
+
+
+@Relu6.gradient
+def _relu6_grad(op, grad):
+    return _apply("Relu6Grad", [grad, op.inputs[0]])
+
+
+@Elu.gradient
+def _elu_grad(op, grad):
+    return _apply("EluGrad", [grad, op.outputs[0]])
+
+
+@Softplus.gradient
+def _softplus_grad(op, grad):
+    return _apply("SoftplusGrad", [grad, op.inputs[0]])
+
+
+@Softsign.gradient
+def _softsign_grad(op, grad):
+    return _apply("SoftsignGrad", [grad, op.inputs[0]])
+
+
+def _zeros_like(t):
+    return _apply("ZerosLike", [t])
+
+
+def _where(cond, a, b):
+    return _apply("Select", [cond, a, b])
+
+
+@ReluGrad.gradient
+def _relu_grad_grad(op, grad):
+    return [_apply("ReluGrad", [grad, op.inputs[1]]), _zeros_like(op.inputs[1])]
+
+
+@Relu6Grad.gradient
+def _relu6_grad_grad(op, grad):
+    return [_apply("Relu6Grad", [grad, op.inputs[1]]), _zeros_like(op.inputs[1])]
+
+
+@EluGrad.gradient
+def _elu_grad_grad(op, grad):
+    g, y = op.inputs
+    neg = _apply("Less", [y, _apply("ZerosLike", [y])])
+    return [_apply("EluGrad", [grad, y]), _where(neg, grad * g, _zeros_like(y))]
+
+
+@SoftplusGrad.gradient
+def _softplus_grad_grad(op, grad):
+    g, x = op.inputs
+    s = _apply("Sigmoid", [x])
+    return [_apply("SoftplusGrad", [grad, x]), grad * g * s * (1.0 - s)]
+
+
+@SoftsignGrad.gradient
+def _softsign_grad_grad(op, grad):
+    g, x = op.inputs
+    d = 1.0 + _apply("Abs", [x])
+    return [_apply("SoftsignGrad", [grad, x]), grad * g * -2.0 * _apply("Sign", [x]) / (d * d * d)]
+
+
+def _sum_last(t):
+    axis = np.asarray([-1], np.int32)
+    return _apply("Sum", [t, axis], {"keep_dims": True})
+
+
+@Softmax.gradient
+def _softmax_grad(op, grad):
+    y = op.outputs[0]
+    return (grad - _sum_last(grad * y)) * y
+
+
+@LogSoftmax.gradient
+def _log_softmax_grad(op, grad):
+    return grad - _sum_last(grad) * _apply("Exp", [op.outputs[0]])
+
+
+# -- BiasAddGrad ---------------------------------------------------------------------------
+
+
+def _bias_add_grad_shape(op):
+    value = op.inputs[0].shape
+    if value.ndims is None:
+        return [tensor_shape.unknown_shape(1)]
+    try:
+        value.with_rank_at_least(2)
+    except ValueError:
+        raise ValueError(f"Shape must be at least rank 2 but is rank {value.ndims}") from None
+    return [
+        tensor_shape.TensorShape([value[_channel_axis(op.get_attr("data_format"), value.ndims)]])
+    ]
+
+
+BiasAddGrad = register_op(
+    "BiasAddGrad",
+    inputs=["out_backprop: T"],
+    outputs=["output: T"],
+    attrs={"T": NUMERIC, "data_format": "NHWC"},
+    shape_fn=_bias_add_grad_shape,
+)
+
+
+@BiasAddGrad.kernel("CPU", "GPU")
+async def _bias_add_grad(ctx, dy):
+    xp = ctx.xp
+    dy = xp.asarray(dy)
+    if dy.ndim < 2:
+        raise errors.InvalidArgumentError(
+            None, None, f"Input tensor must be at least 2D: {_shape_str(dy.shape)}"
+        )
+    axis = _channel_axis(ctx.attrs["data_format"], dy.ndim)
+    axes = tuple(i for i in range(dy.ndim) if i != axis)
+    out = await ctx.device.compute(xp.sum, dy, axes)
+    return _as_dtype(xp, out, ctx.attrs["T"])
+
+
+@BiasAdd.gradient
+def _bias_add_grad_fn(op, grad):
+    fmt = op.get_attr("data_format")
+    return [grad, _apply("BiasAddGrad", [grad], {"data_format": fmt})]
+
+
+@BiasAddGrad.gradient
+def _bias_add_grad_grad(op, grad):
+    """Broadcast the bias-shaped gradient back over out_backprop's shape (TF's)."""
+    dy = op.inputs[0]
+    rank = dy.shape.ndims
+    if rank is None:
+        raise ValueError("BiasAddGrad's gradient needs an input of known rank")
+    shape = [1] * rank
+    shape[_channel_axis(op.get_attr("data_format"), rank)] = -1
+    expanded = _apply("Reshape", [grad, np.asarray(shape, np.int32)])
+    return _apply("Add", [_zeros_like(dy), expanded])

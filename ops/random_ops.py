@@ -18,7 +18,7 @@ import numpy as np
 from asyncflow import dtypes, errors, random_seed, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops.control_flow_ops import _take_scope_name
-from asyncflow.registry import ANY, INDEX, REAL, TypeConstraint, register_op
+from asyncflow.registry import ANY, INDEX, REAL, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = [
     "random_uniform",
@@ -432,3 +432,15 @@ def _categorical(logits, num_samples, dtype, seed) -> ops.Tensor:
     if dtype is not None:
         attrs["output_dtype"] = dtypes.as_dtype(dtype)
     return ops.apply_op("Multinomial", [logits, num_samples], attrs).outputs[0]
+
+
+# Random values do not depend differentiably on their (shape, seed) inputs.
+for _op_type in (
+    "RandomUniform",
+    "RandomStandardNormal",
+    "TruncatedNormal",
+    "RandomUniformInt",
+    "RandomShuffle",
+    "Multinomial",
+):
+    NotDifferentiable(_op_type)

@@ -18,6 +18,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, cast
 from asyncflow.registry import (
     FLOATING,
@@ -497,3 +498,126 @@ lin_space = linspace
 # Integer or boolean results, or values that depend on no differentiable input.
 for _op_type in ("Any", "All", "ArgMax", "ArgMin", "Range", "LinSpace"):
     NotDifferentiable(_op_type)
+
+
+# -- gradients (TF's math_grad.py) ----------------------------------------------------------
+
+
+def _static_axes(op) -> list[int] | None:
+    """The reduced axes (sorted, non-negative) when rank and axes are known when building."""
+    rank = op.inputs[0].shape.ndims
+    axes = ops.constant_value(op.inputs[1])
+    if rank is None or axes is None:
+        return None
+    return sorted({int(a) % rank for a in np.asarray(axes).reshape(-1).tolist()}) if rank else []
+
+
+def _kept_dims_shape(op):
+    """The shape of the reduction's result with keep_dims=True (TF's reduced_shape)."""
+    x = op.inputs[0]
+    axes = _static_axes(op)
+    if axes is not None:
+        dims = [1 if i in axes else d for i, d in enumerate(x.shape.as_list())]
+        if None not in dims:
+            return _g.constant(dims, dtypes.int32)
+    # Run time: Shape(x) with the reduced positions set to 1.
+    x_shape = _g.shape(x)
+    rank = _g.apply("Size", x_shape)
+    axes_t = _g.cast(_g.reshape(op.inputs[1], _g.constant([-1])), dtypes.int32)
+    axes_t = _g.apply("FloorMod", _g.apply("AddV2", axes_t, rank), rank)
+    one_hot = ops.apply_op(
+        "OneHot", [axes_t, rank, _g.constant(1), _g.constant(0)], {"axis": -1}
+    ).outputs[0]
+    hit = _g.apply("Greater", _g.reduce_sum(one_hot, [0]), _g.constant(0))
+    return _g.apply("Select", hit, _g.ones_like(x_shape), x_shape)
+
+
+def _grad_to_input(op, grad, kept):
+    """grad reshaped to kept dims, tiled to the input's shape (TF's Sum gradient)."""
+    x = op.inputs[0]
+    if not op.get_attr("keep_dims"):
+        grad = _g.reshape(grad, kept)
+    if x.shape.is_fully_defined() and ops.constant_value(kept) is not None:
+        kept_v = ops.constant_value(kept)
+        scale = [d // builtins.max(int(k), 1) for d, k in zip(x.shape.as_list(), kept_v)]
+        return _g.apply("Tile", grad, _g.constant(scale))
+    scale = _g.apply("FloorDiv", _g.shape(x), _g.apply("Maximum", kept, _g.constant(1)))
+    return _g.apply("Tile", grad, scale)
+
+
+@Sum.gradient
+def _sum_grad(op, grad):
+    return [_grad_to_input(op, grad, _kept_dims_shape(op)), None]
+
+
+def _reduction_size(op):
+    """(input size / output size) as a tensor of the input's dtype."""
+    x, y = op.inputs[0], op.outputs[0]
+    if x.shape.is_fully_defined() and y.shape.is_fully_defined():
+        factor = x.shape.num_elements() // builtins.max(y.shape.num_elements(), 1)
+        return _g.constant(factor, x.dtype)
+    x_size = _g.apply("Prod", _g.shape(x), _g.constant([0]))
+    y_size = _g.apply("Prod", _g.shape(y), _g.constant([0]))
+    factor = _g.apply("FloorDiv", x_size, _g.apply("Maximum", y_size, _g.constant(1)))
+    return _g.cast(factor, x.dtype)
+
+
+@Mean.gradient
+def _mean_grad(op, grad):
+    sum_grad = _grad_to_input(op, grad, _kept_dims_shape(op))
+    return [_g.apply("RealDiv", sum_grad, _reduction_size(op)), None]
+
+
+def _min_or_max_grad(op, grad):
+    x, y = op.inputs[0], op.outputs[0]
+    kept = _kept_dims_shape(op)
+    if not op.get_attr("keep_dims"):
+        y = _g.reshape(y, kept)
+        grad = _g.reshape(grad, kept)
+    # Ties share the gradient equally.
+    indicators = _g.cast(_g.apply("Equal", y, x), grad.dtype)
+    num_selected = _g.reshape(_g.reduce_sum(indicators, op.inputs[1]), kept)
+    return [_g.mul(_g.apply("RealDiv", indicators, num_selected), grad), None]
+
+
+Max.gradient(_min_or_max_grad)
+Min.gradient(_min_or_max_grad)
+
+
+@Prod.gradient
+def _prod_grad(op, grad):
+    """Product of all the other entries, from exclusive cumulative products both ways."""
+    x = op.inputs[0]
+    axes = _static_axes(op)
+    if axes is None:
+        raise LookupError(f"Prod gradient needs a known rank and constant axes (op {op.name})")
+    rank = x.shape.ndims
+    grad = _grad_to_input(op, grad, _kept_dims_shape(op))
+    other = [i for i in builtins.range(rank) if i not in axes]
+    perm = axes + other
+    permuted = _g.transpose(x, _g.constant(perm))
+    if x.shape.is_fully_defined():
+        dims = x.shape.as_list()
+        reduced_num = math.prod(dims[i] for i in axes)
+        other_num = math.prod(dims[i] for i in other)
+        flat_shape = _g.constant([reduced_num, other_num])
+        permuted_shape = _g.constant([dims[i] for i in perm])
+    else:
+        x_shape = _g.shape(x)
+
+        def prod_of(idx):
+            picked = _g.apply("GatherV2", x_shape, _g.constant(idx, dtypes.int32), _g.constant(0))
+            return _g.apply("Prod", picked, _g.constant([0]))
+
+        flat_shape = ops.apply_op("Pack", [[prod_of(axes), prod_of(other)]], {"axis": 0}).outputs[
+            0
+        ]
+        permuted_shape = _g.shape(permuted)
+    reshaped = _g.reshape(permuted, flat_shape)
+    left = _g.cumprod(reshaped, 0, exclusive=True)
+    right = _g.cumprod(reshaped, 0, exclusive=True, reverse=True)
+    if x.dtype.is_complex:
+        left, right = _g.apply("Conj", left), _g.apply("Conj", right)
+    y = _g.reshape(_g.mul(left, right), permuted_shape)
+    out = _g.mul(grad, _g.transpose(y, _g.constant(_g.invert_permutation(perm))))
+    return [_g.reshape(out, _g.shape(x)), None]

@@ -21,7 +21,16 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.registry import ANY, INDEX, NUMERIC, REQUIRED, TypeConstraint, register_op
+from asyncflow.ops import gradient_ops as _g
+from asyncflow.registry import (
+    ANY,
+    INDEX,
+    NUMERIC,
+    REQUIRED,
+    NotDifferentiable,
+    TypeConstraint,
+    register_op,
+)
 
 __all__ = [
     "slice",
@@ -1081,3 +1090,111 @@ def where(condition, x=None, y=None, name=None):
     if x is not None and y is not None:
         return apply("Select", [condition, x, y], name=name).outputs[0]
     raise ValueError("x and y must both be non-None or both be None.")
+
+
+# -- gradients (TF's array_grad.py) ---------------------------------------------------------
+
+NotDifferentiable("OneHot")
+NotDifferentiable("Where")
+
+
+@Slice.gradient
+def _slice_grad(op, grad):
+    """Pad the gradient back to the input's shape."""
+    x, begin = op.inputs[:2]
+    idx = begin.dtype
+    out_shape = _g.apply("Shape", op.outputs[0], out_type=idx)
+    x_shape = _g.apply("Shape", x, out_type=idx)
+    column = _g.constant([-1, 1], idx)
+    before = _g.reshape(begin, column)
+    after = _g.reshape(_g.apply("Sub", _g.apply("Sub", x_shape, out_shape), begin), column)
+    paddings = ops.apply_op("ConcatV2", [[before, after], _g.constant(1)]).outputs[0]
+    return [_g.apply("Pad", grad, paddings), None, None]
+
+
+@StridedSlice.gradient
+def _strided_slice_grad(op, grad):
+    x, begin, end, strides = op.inputs
+    attrs = {k: op.get_attr(k) for k in ("begin_mask", "end_mask", "ellipsis_mask",
+                                          "new_axis_mask", "shrink_axis_mask")}  # fmt: skip
+    x_shape = _g.shape(x, out_type=begin.dtype)
+    dx = ops.apply_op("StridedSliceGrad", [x_shape, begin, end, strides, grad], attrs).outputs[0]
+    return [dx, None, None, None]
+
+
+@GatherV2.gradient
+def _gather_v2_grad(op, grad):
+    """An IndexedSlices for axis 0 (only the gathered rows); dense for other axes."""
+    from asyncflow.indexed_slices import IndexedSlices
+
+    params, indices, axis_t = op.inputs
+    batch_dims = int(op.get_attr("batch_dims"))
+    grad = ops.convert_to_tensor(grad)
+    with ops.colocate_with(params):
+        params_shape = _g.shape(params)
+    axis = ops.constant_value(axis_t)
+    rank = params.shape.ndims
+    if axis is not None and rank is not None:
+        axis = int(axis) % rank
+    if axis == 0 and batch_dims == 0:
+        size = _g.reshape(_g.apply("Size", indices), _g.constant([1]))
+        tail = ops.apply_op(
+            "StridedSlice", [params_shape, [1], [0], [1]], {"end_mask": 1}
+        ).outputs[0]
+        values_shape = ops.apply_op("ConcatV2", [[size, tail], _g.constant(0)]).outputs[0]
+        values = _g.reshape(grad, values_shape)
+        flat_indices = _g.reshape(indices, size)
+        return [IndexedSlices(values, flat_indices, params_shape), None, None]
+    if axis is None or rank is None or indices.shape.ndims is None or batch_dims != 0:
+        raise LookupError(
+            f"GatherV2 gradient needs a constant axis, known ranks and batch_dims=0 (op {op.name})"
+        )
+    # Move the gathered axis to the front, sum rows by index, move it back.
+    n_idx = indices.shape.ndims
+    grad_rank = rank - 1 + n_idx
+    # grad dims: params[:axis] + indices dims + params[axis+1:]; flatten the indices dims.
+    outer = list(range(axis))
+    idx_dims = list(range(axis, axis + n_idx))
+    inner = list(range(axis + n_idx, grad_rank))
+    moved = _g.transpose(grad, _g.constant(idx_dims + outer + inner))
+    flat_ids = _g.reshape(indices, _g.constant([-1]))
+    moved_shape = _g.shape(moved)
+    rest = ops.apply_op("StridedSlice", [moved_shape, [n_idx], [0], [1]], {"end_mask": 1}).outputs[
+        0
+    ]
+    flat = _g.reshape(
+        moved, ops.apply_op("ConcatV2", [[_g.constant([-1]), rest], _g.constant(0)]).outputs[0]
+    )
+    num = ops.apply_op("StridedSlice", [params_shape, [axis], [axis + 1], [1]],
+                       {"shrink_axis_mask": 1}).outputs[0]  # fmt: skip
+    summed = _g.apply("UnsortedSegmentSum", flat, flat_ids, num)
+    # summed dims: [params[axis]] + params[:axis] + params[axis+1:]
+    perm = list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank))
+    return [_g.transpose(summed, _g.constant(perm)), None, None]
+
+
+@ReverseV2.gradient
+def _reverse_grad(op, grad):
+    return [_g.apply("ReverseV2", grad, op.inputs[1]), None]
+
+
+@Split.gradient
+def _split_grad(op, *grads):
+    return [None, ops.apply_op("ConcatV2", [list(grads), op.inputs[0]]).outputs[0]]
+
+
+@SplitV.gradient
+def _split_v_grad(op, *grads):
+    return [ops.apply_op("ConcatV2", [list(grads), op.inputs[2]]).outputs[0], None, None]
+
+
+@Unpack.gradient
+def _unpack_grad(op, *grads):
+    return [ops.apply_op("Pack", [list(grads)], {"axis": op.get_attr("axis")}).outputs[0]]
+
+
+@Select.gradient
+def _select_grad(op, grad):
+    c, x = op.inputs[:2]
+    zeros = _g.zeros_like(x)
+    return [None, _g.apply("Select", c, grad, zeros), _g.apply("Select", c, zeros, grad)]

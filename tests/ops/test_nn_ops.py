@@ -214,3 +214,106 @@ def test_nn_namespace():
     for op_type in ("Relu", "Relu6", "Elu", "Softplus", "Softsign", "Softmax", "BiasAdd"):
         op_def = get_op_def(op_type)
         assert "CPU" in op_def.kernels and op_def.shape_fn is not None
+
+
+# -- backprop ops and gradients -------------------------------------------------------------
+
+
+def _needs_grads(*op_types):
+    """Skip until the math-op gradients these checks rely on are registered."""
+    for t in op_types:
+        d = get_op_def(t)
+        if d.grad_fn is None and not d.not_differentiable:
+            pytest.skip(f"gradient of {t} not registered yet")
+
+
+def _grad_error(x_vals, y_fn):
+    from asyncflow import test_util
+
+    xs = [ops.convert_to_tensor(v) for v in x_vals]
+    y = y_fn(*xs)
+    with Session():
+        return test_util.compute_gradient_error(
+            xs, [v.shape for v in x_vals], y, y.shape.as_list(), x_init_value=x_vals
+        )
+
+
+def _away_from_kinks(shape, kinks=(0.0, 6.0)):
+    x = _RNG.uniform(-8.0, 8.0, shape)
+    for k in kinks:
+        x = np.where(np.abs(x - k) < 0.05, x + 0.2, x)
+    return x
+
+
+_BACKPROPS = [
+    ("ReluGrad", lambda g, x: np.where(x > 0, g, 0)),
+    ("Relu6Grad", lambda g, x: np.where((x > 0) & (x < 6), g, 0)),
+    ("EluGrad", lambda g, y: np.where(y < 0, g * (y + 1), g)),
+    ("SoftplusGrad", lambda g, x: g / (1 + np.exp(-x))),
+    ("SoftsignGrad", lambda g, x: g / (1 + np.abs(x)) ** 2),
+]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("op_type,ref", _BACKPROPS, ids=[b[0] for b in _BACKPROPS])
+def test_activation_backprop_ops(op_type, ref, dtype):
+    g, x = _values(dtype, (3, 5)), _away_from_kinks((3, 5)).astype(dtype)
+    if op_type == "EluGrad":
+        x = np.where(x < 0, np.expm1(x), x).astype(dtype)
+    out = _run(ops.apply_op(op_type, [g, x]).outputs[0])
+    _check(out, ref(g.astype(F64), x.astype(F64)), dtype)
+
+
+def test_backprop_op_shape_mismatch():
+    g = array_ops.placeholder(dtypes.float32)
+    with pytest.raises(errors.InvalidArgumentError, match="same shape"):
+        _run(ops.apply_op("ReluGrad", [g, np.zeros(3, F32)]).outputs[0], {g: np.zeros(4)})
+
+
+@pytest.mark.parametrize(
+    "builder", [nn_ops.relu, nn_ops.relu6, nn_ops.elu, nn_ops.softplus, nn_ops.softsign]
+)
+def test_activation_gradients(builder):
+    x = _away_from_kinks((3, 4))
+    assert _grad_error([x], builder) < 1e-4
+
+
+@pytest.mark.parametrize(
+    "builder", [nn_ops.relu, nn_ops.relu6, nn_ops.elu, nn_ops.softplus, nn_ops.softsign]
+)
+def test_activation_second_order(builder):
+    _needs_grads("Mul", "Select", "Sigmoid", "Sub", "Abs", "Sign", "RealDiv", "ZerosLike")
+    from asyncflow.gradients import gradients
+
+    x = _away_from_kinks((2, 3))
+    gv = _RNG.uniform(-1, 1, (2, 3))
+
+    def first(xt, gt):
+        return gradients(builder(xt), xt, grad_ys=gt)[0]
+
+    assert _grad_error([x, gv], first) < 1e-4
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+@pytest.mark.parametrize("builder", [nn_ops.softmax, nn_ops.log_softmax])
+def test_softmax_gradients(builder, axis):
+    _needs_grads("Mul", "Sub", "Sum", "Exp", "Transpose")
+    x = _RNG.uniform(-3, 3, (3, 4))
+    assert _grad_error([x], lambda t: builder(t, axis=axis)) < 1e-4
+
+
+@pytest.mark.parametrize("fmt,shape", [("NHWC", (2, 3, 4)), ("NCHW", (2, 3, 4, 2))])
+def test_bias_add_gradients(fmt, shape):
+    v = _RNG.uniform(-1, 1, shape)
+    b = _RNG.uniform(-1, 1, (shape[1] if fmt == "NCHW" else shape[-1],))
+    assert _grad_error([v, b], lambda a, c: nn_ops.bias_add(a, c, data_format=fmt)) < 1e-4
+    grad = _run(ops.apply_op("BiasAddGrad", [v], {"data_format": fmt}).outputs[0])
+    axes = tuple(i for i in range(len(shape)) if i != (1 if fmt == "NCHW" else len(shape) - 1))
+    np.testing.assert_allclose(grad, v.sum(axis=axes), rtol=1e-12)
+
+
+def test_bias_add_grad_gradient():
+    _needs_grads("Add", "Reshape", "ZerosLike")
+    v = _RNG.uniform(-1, 1, (2, 3, 4))
+    err = _grad_error([v], lambda a: ops.apply_op("BiasAddGrad", [a]).outputs[0])
+    assert err < 1e-4

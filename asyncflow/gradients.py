@@ -1,0 +1,396 @@
+"""Symbolic differentiation: `gradients(ys, xs)` adds the ops computing d(sum ys)/dxs.
+
+The algorithm is TF1's (gradients_util._GradientsHelper):
+1. mark the ops reachable forward from xs through differentiable (floating or complex)
+   tensors; the "between" ops are those also reachable backward from ys;
+2. count, for each between op, how many between ops consume its outputs (pending);
+3. seed ys with grad_ys (ones by default) and walk backward breadth-first: an op is
+   processed once every consumer has given it its output gradients, which are summed
+   (AddN for dense, concatenation for IndexedSlices); its registered gradient function
+   turns them into input gradients.
+Gradient ops are built under `name_scope(name)`, those of op "a/mul" under
+"gradients/a/mul_grad/".
+
+Invariants: xs that ys do not depend on (or depend on only through integer tensors or
+stop_gradient) get None; ops in `stop_gradients` get their own gradient but pass none
+on; an op on the path without a registered gradient raises LookupError.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+
+from asyncflow import dtypes
+from asyncflow import graph as ops
+from asyncflow.indexed_slices import IndexedSlices
+from asyncflow.ops import gradient_ops
+from asyncflow.registry import get_gradient_function
+
+__all__ = ["gradients", "hessians", "AggregationMethod", "UnconnectedGradients"]
+
+
+class AggregationMethod:
+    """How partial gradients of one tensor are summed (TF's constants)."""
+
+    ADD_N = 0
+    DEFAULT = ADD_N
+    EXPERIMENTAL_TREE = 1
+    EXPERIMENTAL_ACCUMULATE_N = 2
+
+
+class UnconnectedGradients:
+    """What `gradients` returns for an x that ys do not depend on."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+def _as_list(x) -> list:
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    return [x]
+
+
+def _is_trainable(t) -> bool:
+    return gradient_ops.is_trainable(t.dtype)
+
+
+def _mark_reached(from_ops) -> set:
+    """Ops reachable from `from_ops` through differentiable tensors."""
+    reached = set()
+    queue = collections.deque(from_ops)
+    while queue:
+        op = queue.popleft()
+        if op in reached:
+            continue
+        reached.add(op)
+        for out in op.outputs:
+            if _is_trainable(out):
+                queue.extend(out._consumers)
+    return reached
+
+
+def _pending_count(to_ops, from_ops):
+    reached = _mark_reached(from_ops)
+    reachable_to_ops = {op for op in to_ops if op in reached}
+    between, between_list = set(), []
+    queue = collections.deque(to_ops)
+    while queue:
+        op = queue.popleft()
+        if op in reached:
+            between.add(op)
+            between_list.append(op)
+            reached.discard(op)
+            queue.extend(t.op for t in op.inputs)
+    pending = collections.defaultdict(int)
+    for op in between_list:
+        for t in op.inputs:
+            if t.op in between:
+                pending[t.op] += 1
+    return reachable_to_ops, pending
+
+
+def _default_grad_ys(ys, grad_ys, colocate):
+    out = []
+    for i, (y, gy) in enumerate(zip(ys, grad_ys)):
+        if gy is None:
+            if y.dtype.is_complex:
+                raise TypeError(
+                    f"Gradients of complex tensors ({y}) must set grad_ys (y.dtype = "
+                    f"{y.dtype.name})"
+                )
+            with _maybe_colocate(y.op, colocate):
+                shape = gradient_ops.shape(y)
+                with ops.name_scope(f"grad_ys_{i}") as scope:
+                    one = gradient_ops.constant(1, y.dtype)
+                    gy = ops.apply_op("Fill", [shape, one], name=scope).outputs[0]
+            out.append(gy)
+            continue
+        if isinstance(gy, IndexedSlices):
+            out.append(gy)
+            continue
+        gy = ops.convert_to_tensor(gy, dtype=y.dtype if not isinstance(gy, ops.Tensor) else None)
+        if y.dtype.is_floating and not gy.dtype.is_floating:
+            raise TypeError(
+                f"Gradient type {gy.dtype.name} generated for real or integer tensor {y} with "
+                f"type {y.dtype.name} must be real"
+            )
+        if y.dtype.is_integer and not gy.dtype.is_integer:
+            raise TypeError(
+                f"Gradient type {gy.dtype.name} generated for integer tensor {y} with type "
+                f"{y.dtype.name} must be integer"
+            )
+        if y.dtype.is_complex and not gy.dtype.is_complex:
+            raise TypeError(
+                f"Gradient type {gy.dtype.name} generated for complex tensor {y} with type "
+                f"{y.dtype.name} must be complex"
+            )
+        if not y.shape.is_compatible_with(gy.shape):
+            raise ValueError(
+                f"Incompatible shapes between grad_ys and ys: {gy.shape} vs {y.shape}"
+            )
+        out.append(gy)
+    return out
+
+
+@contextlib.contextmanager
+def _maybe_colocate(op, colocate: bool):
+    if colocate:
+        with op.graph.colocate_with(op):
+            yield
+    else:
+        yield
+
+
+def _aggregate(grads: dict, op, method) -> list:
+    """Sum the partial gradients of each of op's outputs, in place in `grads[op]`."""
+    out_grads = grads.setdefault(op, [[] for _ in op.outputs])
+    for i, partials in enumerate(out_grads):
+        if not isinstance(partials, list):
+            continue  # already aggregated (an op listed twice in ys)
+        partials = [g for g in partials if g is not None]
+        if not partials:
+            out_grads[i] = None
+        elif len(partials) == 1:
+            out_grads[i] = partials[0]
+        elif all(isinstance(g, ops.Tensor) for g in partials):
+            out_grads[i] = _add(partials, method)
+        elif any(isinstance(g, ops.Tensor) for g in partials):
+            out_grads[i] = _add([ops.convert_to_tensor(g) for g in partials], method)
+        else:
+            out_grads[i] = _concat_slices(partials)
+    return out_grads
+
+
+def _add(tensors, method):
+    if method == AggregationMethod.EXPERIMENTAL_TREE:
+        total = tensors[0]
+        for t in tensors[1:]:
+            total = ops.apply_op("AddN", [[total, t]]).outputs[0]
+        return total
+    return ops.apply_op("AddN", [tensors]).outputs[0]
+
+
+def _concat_slices(slices):
+    idx_dtypes = {s.indices.dtype for s in slices}
+    indices = [s.indices for s in slices]
+    if len(idx_dtypes) > 1:
+        indices = [gradient_ops.cast(i, dtypes.int64) for i in indices]
+    values = gradient_ops.concat([s.values for s in slices], 0)
+    return IndexedSlices(values, gradient_ops.concat(indices, 0), slices[0].dense_shape)
+
+
+def _stop_ops(from_ops, stop_gradient_ops, pending):
+    stop = set()
+    for op in from_ops:
+        if all(pending[t.op] <= 0 for t in op.inputs):
+            stop.add(op)
+    stop.update(stop_gradient_ops)
+    return stop
+
+
+def _to_tensor_list(values, what: str, as_ref=False) -> list:
+    out = []
+    for v in values:
+        if isinstance(v, (ops.Tensor, IndexedSlices)):
+            out.append(v)
+        elif isinstance(v, ops.Operation):
+            raise TypeError(f"{what} must be Tensors, got Operation {v.name}")
+        else:
+            out.append(ops.convert_to_tensor(v, as_ref=as_ref))
+    return out
+
+
+def gradients(
+    ys,
+    xs,
+    grad_ys=None,
+    name="gradients",
+    colocate_gradients_with_ops=False,
+    gate_gradients=False,
+    aggregation_method=None,
+    stop_gradients=None,
+    unconnected_gradients=UnconnectedGradients.NONE,
+) -> list:
+    """Symbolic partial derivatives of the sum of `ys` with respect to each of `xs`.
+
+    Returns a list as long as `xs`: a Tensor (or IndexedSlices, e.g. for Gather's
+    params) per x, or None when ys do not depend on x (or only through integer tensors
+    or `stop_gradient`).  `grad_ys` weights each y (default: ones).  `stop_gradients`
+    tensors are treated as constants.  Variables in `xs` mean their value.
+
+    Raises:
+      LookupError: an op between xs and ys has no registered gradient.
+      ValueError: `grad_ys` and `ys` differ in length, or a bad `aggregation_method`
+        or `unconnected_gradients`.
+      TypeError: a `grad_ys` entry's dtype does not suit its y.
+    """
+    ys = _to_tensor_list(_as_list(ys), "ys")
+    xs = _to_tensor_list(_as_list(xs), "xs", as_ref=True)
+    if grad_ys is None:
+        grad_ys = [None] * len(ys)
+    else:
+        grad_ys = _as_list(grad_ys)
+    if len(grad_ys) != len(ys):
+        raise ValueError(f"Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
+    if aggregation_method not in (None, 0, 1, 2):
+        raise ValueError(f"Invalid aggregation_method specified {aggregation_method}.")
+    if unconnected_gradients not in (UnconnectedGradients.NONE, UnconnectedGradients.ZERO):
+        raise ValueError(f"Unknown value for unconnected_gradients: {unconnected_gradients!r}")
+    stop_tensors = _to_tensor_list(_as_list(stop_gradients or []), "stop_gradients")
+    graph = ops._graph_from_values(ys + xs)
+    with graph.as_default(), graph.name_scope(name or "gradients"):
+        return _gradients_helper(
+            ys,
+            xs,
+            grad_ys,
+            stop_tensors,
+            colocate_gradients_with_ops,
+            gate_gradients,
+            aggregation_method,
+            unconnected_gradients,
+        )
+
+
+def _gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnected):
+    grad_ys = _default_grad_ys(ys, grad_ys, colocate)
+    to_ops = [t.op for t in ys]
+    from_ops = [t.op for t in xs]
+    reachable_to_ops, pending = _pending_count(to_ops, from_ops)
+    stop_ops = _stop_ops(from_ops, [t.op for t in stops], pending)
+    grads: dict = {}
+    for y, gy in zip(ys, grad_ys):
+        _set_grad(grads, y, gy)
+    queue = collections.deque()
+    queued = set()
+    for op in to_ops:
+        if pending[op] == 0 and op not in queued and op in reachable_to_ops:
+            queued.add(op)
+            queue.append(op)
+    while queue:
+        op = queue.popleft()
+        with _maybe_colocate(op, colocate):
+            out_grads = _aggregate(grads, op, method)
+            in_grads = _op_input_grads(op, out_grads, stop_ops, gate)
+        for i, (t_in, g) in enumerate(zip(op.inputs, in_grads)):
+            if g is None:
+                continue
+            if isinstance(g, ops.Tensor):
+                try:
+                    g.set_shape(t_in.shape)
+                except ValueError:
+                    raise ValueError(
+                        "Incompatible shapes between op input and calculated input gradient. "
+                        f"Forward operation: {op.name}. Input index: {i}. Original input "
+                        f"shape: {t_in.shape}. Calculated input gradient shape: {g.shape}"
+                    ) from None
+            _set_grad(grads, t_in, g)
+        for t in op.inputs:
+            pending[t.op] -= 1
+            if pending[t.op] == 0:
+                queue.append(t.op)
+    return [_get_grad(grads, x, unconnected) for x in xs]
+
+
+def _op_input_grads(op, out_grads, stop_ops, gate) -> list:
+    has_out_grads = any(g is not None for g in out_grads)
+    grad_fn = None
+    if has_out_grads and op not in stop_ops:
+        grad_fn = get_gradient_function(op)  # LookupError when none is registered
+    if grad_fn is None or not has_out_grads:
+        return [None] * len(op.inputs)
+    for i, g in enumerate(out_grads):
+        if g is None and _is_trainable(op.outputs[i]):
+            # The ys do not depend on this output: its gradient is zero.
+            out_grads[i] = gradient_ops.zeros_like(op.outputs[i])
+    with ops.name_scope(op.name + "_grad"):
+        in_grads = grad_fn(op, *out_grads)
+        in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
+        if len(in_grads) != len(op.inputs):
+            raise ValueError(
+                f"Num gradients {len(in_grads)} generated for op {op.name} do not "
+                f"match num inputs {len(op.inputs)}"
+            )
+        if gate and sum(g is not None for g in in_grads) > 1:
+            in_grads = _gate(op, in_grads)
+    return in_grads
+
+
+def _gate(op, in_grads):
+    """TF's `control_flow_ops.tuple` over the op's gradients (dense ones only)."""
+    from asyncflow.ops import control_flow_ops
+
+    graph = op.graph
+    dense = [g if isinstance(g, ops.Tensor) else None for g in in_grads]
+    with graph.device(None), graph.colocate_with(None):
+        gated = control_flow_ops.tuple(dense)
+    return [g if d is None else t for g, d, t in zip(in_grads, dense, gated)]
+
+
+def _set_grad(grads: dict, t, grad) -> None:
+    op_grads = grads.setdefault(t.op, [[] for _ in t.op.outputs])
+    slot = op_grads[t.value_index]
+    if isinstance(slot, list):
+        slot.append(grad)
+    else:  # the op was already processed (t is also one of ys listed again)
+        op_grads[t.value_index] = [slot, grad]
+
+
+def _get_grad(grads: dict, x, unconnected):
+    op_grads = grads.get(x.op)
+    g = None
+    if op_grads:
+        g = op_grads[x.value_index]
+        if isinstance(g, list):  # x's op was never processed: aggregate here
+            g = _aggregate(grads, x.op, None)[x.value_index]
+    if g is None and unconnected == UnconnectedGradients.ZERO:
+        return gradient_ops.zeros_like(x)
+    return g
+
+
+def hessians(
+    ys,
+    xs,
+    name="hessians",
+    colocate_gradients_with_ops=False,
+    gate_gradients=False,
+    aggregation_method=None,
+):
+    """The Hessian of sum(ys) with respect to each x (`tf.hessians`).
+
+    Each result has shape x.shape + x.shape; x's shape must be fully known.
+
+    Raises:
+      ValueError: an x whose shape is not fully defined.
+      LookupError: an op without a registered gradient.
+    """
+    from asyncflow.ops import array_ops
+
+    xs = _to_tensor_list(_as_list(xs), "xs", as_ref=True)
+    kwargs = {
+        "colocate_gradients_with_ops": colocate_gradients_with_ops,
+        "gate_gradients": gate_gradients,
+        "aggregation_method": aggregation_method,
+    }
+    graph = ops._graph_from_values(xs)
+    out = []
+    with graph.as_default(), graph.name_scope(name):
+        first = gradients(ys, xs, **kwargs)
+        for x, g in zip(xs, first):
+            if not x.shape.is_fully_defined():
+                raise ValueError(f"Cannot compute Hessian because element {x} has unknown shape")
+            if g is None:
+                out.append(None)
+                continue
+            n = x.shape.num_elements()
+            flat = array_ops.reshape(ops.convert_to_tensor(g), [-1])
+            rows = []
+            for j in range(n):
+                (row,) = gradients(flat[j], x, **kwargs)
+                rows.append(
+                    gradient_ops.zeros_like(x) if row is None else ops.convert_to_tensor(row)
+                )
+            stacked = array_ops.stack(rows)
+            out.append(array_ops.reshape(stacked, x.shape.as_list() + x.shape.as_list()))
+    return out

@@ -1,0 +1,122 @@
+"""Nested structures of tensors (TF's `tf.nest`, the subset control flow and RNNs use).
+
+A structure is any nesting of lists, tuples, namedtuples and dicts (dicts in sorted key
+order, as TF); everything else is a leaf.  Invariant: `pack_sequence_as(s, flatten(s))`
+rebuilds `s`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = [
+    "is_nested",
+    "flatten",
+    "pack_sequence_as",
+    "assert_same_structure",
+    "map_structure",
+]
+
+
+def is_nested(x) -> bool:
+    return isinstance(x, (list, tuple, Mapping))
+
+
+def _items(x) -> list:
+    if isinstance(x, Mapping):
+        return [x[k] for k in sorted(x)]
+    return list(x)
+
+
+def flatten(structure) -> list:
+    """The leaves of `structure`, depth first (a leaf gives `[leaf]`)."""
+    if not is_nested(structure):
+        return [structure]
+    out: list = []
+    for item in _items(structure):
+        out.extend(flatten(item))
+    return out
+
+
+def _rebuild(like, items: list):
+    if isinstance(like, Mapping):
+        return type(like)((k, v) for k, v in zip(sorted(like), items))
+    if isinstance(like, tuple) and hasattr(like, "_fields"):
+        return type(like)(*items)
+    return type(like)(items)
+
+
+def _pack(structure, flat: list, pos: int):
+    if not is_nested(structure):
+        return flat[pos], pos + 1
+    items = []
+    for s in _items(structure):
+        v, pos = _pack(s, flat, pos)
+        items.append(v)
+    return _rebuild(structure, items), pos
+
+
+def pack_sequence_as(structure, flat_sequence) -> Any:
+    """`flat_sequence` in the shape of `structure`.
+
+    Raises:
+      ValueError: the number of leaves differs.
+    """
+    flat_sequence = list(flat_sequence)
+    n = len(flatten(structure))
+    if n != len(flat_sequence):
+        raise ValueError(
+            f"Could not pack sequence. Structure had {n} elements, but flat_sequence had "
+            f"{len(flat_sequence)} elements."
+        )
+    if not is_nested(structure):
+        return flat_sequence[0]
+    return _pack(structure, flat_sequence, 0)[0]
+
+
+def _kind(x):
+    if isinstance(x, Mapping):
+        return ("dict", tuple(sorted(x)))
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return ("namedtuple", type(x).__name__, tuple(x._fields))
+    if isinstance(x, (list, tuple)):
+        return ("sequence", len(x))
+    return ("leaf",)
+
+
+def assert_same_structure(a, b, check_types: bool = True) -> None:
+    """Raises ValueError (different nesting or lengths) or TypeError (different kinds)."""
+    if is_nested(a) != is_nested(b):
+        raise ValueError(
+            "The two structures don't have the same nested structure.\n\n"
+            f"First structure: {a}\n\nSecond structure: {b}"
+        )
+    if not is_nested(a):
+        return
+    ka, kb = _kind(a), _kind(b)
+    if ka[0] == "dict" or kb[0] == "dict":
+        if ka != kb:
+            raise ValueError(f"The two dictionaries don't have the same set of keys: {a}, {b}")
+    elif len(a) != len(b):
+        raise ValueError(
+            "The two structures don't have the same sequence length. Input structure has "
+            f"length {len(a)}, while shallow structure has length {len(b)}."
+        )
+    elif check_types and ka[0] != kb[0] or (ka[0] == "namedtuple" and ka != kb):
+        raise TypeError(
+            "The two structures don't have the same sequence type. Input structure has "
+            f"type {type(a)}, while shallow structure has type {type(b)}."
+        )
+    for x, y in zip(_items(a), _items(b)):
+        assert_same_structure(x, y, check_types)
+
+
+def map_structure(fn: Callable, *structures, check_types: bool = True) -> Any:
+    """`fn` applied leaf by leaf to structures of the same shape."""
+    if not structures:
+        raise ValueError("Must provide at least one structure")
+    for s in structures[1:]:
+        assert_same_structure(structures[0], s, check_types)
+    flats = [flatten(s) for s in structures]
+    return pack_sequence_as(structures[0], [fn(*xs) for xs in zip(*flats)])

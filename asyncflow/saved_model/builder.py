@@ -1,0 +1,195 @@
+"""SavedModelBuilder: a directory with meta graphs, their variables and assets.
+
+Layout (TF's, with JSON where TF has protobuf):
+  export_dir/saved_model.json        {"saved_model_schema_version": 1,
+                                      "meta_graphs": [MetaGraphDef, ...]}
+  export_dir/variables/variables.index, variables.data-0000i-of-0000N
+  export_dir/assets/...              files named by each meta graph's asset_file_def
+The main op (or legacy init op) is recorded in the collection "saved_model_main_op"
+("legacy_init_op") of the meta graph.  Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from asyncflow import checkpoint_format as cf
+from asyncflow import graph as ops
+from asyncflow import meta_graph
+from asyncflow.graph import GraphKeys
+from asyncflow.saved_model import signature_def_utils
+from asyncflow.saved_model.utils import build_tensor_info
+from asyncflow.train.saver import Saver
+
+__all__ = [
+    "SavedModelBuilder",
+    "Builder",
+    "SAVED_MODEL_FILENAME",
+    "VARIABLES_DIRECTORY",
+    "VARIABLES_FILENAME",
+    "ASSETS_DIRECTORY",
+    "MAIN_OP_KEY",
+    "LEGACY_INIT_OP_KEY",
+    "SAVED_MODEL_SCHEMA_VERSION",
+]
+
+SAVED_MODEL_FILENAME = "saved_model.json"
+VARIABLES_DIRECTORY = "variables"
+VARIABLES_FILENAME = "variables"
+ASSETS_DIRECTORY = "assets"
+MAIN_OP_KEY = "saved_model_main_op"
+LEGACY_INIT_OP_KEY = "legacy_init_op"
+SAVED_MODEL_SCHEMA_VERSION = 1
+
+
+def variables_prefix(export_dir) -> str:
+    return os.path.join(os.fspath(export_dir), VARIABLES_DIRECTORY, VARIABLES_FILENAME)
+
+
+class SavedModelBuilder:
+    """Builds a SavedModel directory (TF1's `tf.saved_model.builder.SavedModelBuilder`).
+
+    Raises (at construction):
+      AssertionError: export_dir exists and is not empty.
+    """
+
+    def __init__(self, export_dir):
+        self._export_dir = os.fspath(export_dir)
+        if os.path.exists(self._export_dir):
+            if os.listdir(self._export_dir):
+                raise AssertionError(
+                    "Export directory already exists, and isn't empty. Please choose a "
+                    "different export directory, or delete all the contents of the "
+                    f"specified directory: {self._export_dir}"
+                )
+        else:
+            os.makedirs(self._export_dir)
+        self._saved_model = {
+            "saved_model_schema_version": SAVED_MODEL_SCHEMA_VERSION,
+            "meta_graphs": [],
+        }
+        self._has_saved_variables = False
+
+    # -- helpers
+    @staticmethod
+    def _validate_signature_def_map(signature_def_map) -> dict:
+        out = {}
+        for key, sig in (signature_def_map or {}).items():
+            if not isinstance(key, str):
+                raise ValueError(f"signature_def_map keys must be strings, got {key!r}")
+            if not signature_def_utils.is_valid_signature(sig):
+                raise ValueError(f"Invalid SignatureDef for key '{key}': {sig!r}")
+            out[key] = sig
+        return out
+
+    def _copy_assets(self, assets_collection) -> list[dict]:
+        defs = []
+        for tensor in assets_collection or []:
+            value = ops.constant_value(tensor)
+            if value is None:
+                raise ValueError(f"Asset tensor {tensor.name} must be a constant file path")
+            path = value.item() if hasattr(value, "item") else value
+            path = path.decode("utf-8") if isinstance(path, bytes) else str(path)
+            filename = os.path.basename(path)
+            dest_dir = os.path.join(self._export_dir, ASSETS_DIRECTORY)
+            os.makedirs(dest_dir, exist_ok=True)
+            dest = os.path.join(dest_dir, filename)
+            if not os.path.exists(dest):
+                shutil.copyfile(path, dest)
+            defs.append({"tensor_info": build_tensor_info(tensor), "filename": filename})
+        return defs
+
+    def _add(self, saver, tags, signature_def_map, assets_collection, main_op, legacy_init_op,
+             clear_devices, strip_default_attrs) -> None:  # fmt: skip
+        signatures = self._validate_signature_def_map(signature_def_map)
+        assets = self._copy_assets(assets_collection)
+        mg = saver.export_meta_graph(
+            clear_devices=clear_devices, strip_default_attrs=strip_default_attrs
+        )
+        mg["meta_info_def"]["tags"] = list(tags)
+        mg["signature_def"] = signatures
+        mg["asset_file_def"] = assets
+        for key, op in ((MAIN_OP_KEY, main_op), (LEGACY_INIT_OP_KEY, legacy_init_op)):
+            if op is not None:
+                op = op.op if isinstance(op, ops.Tensor) else op
+                mg["collection_def"][key] = {"node_list": {"value": [op.name]}}
+        self._saved_model["meta_graphs"].append(mg)
+
+    @staticmethod
+    def _saver(saver):
+        if saver is not None:
+            return saver
+        var_list = ops.get_collection(GraphKeys.GLOBAL_VARIABLES) + ops.get_collection(
+            GraphKeys.SAVEABLE_OBJECTS
+        )
+        return Saver(var_list or None, sharded=True, allow_empty=True)
+
+    # -- the public API
+    def add_meta_graph_and_variables(
+        self,
+        sess,
+        tags,
+        signature_def_map=None,
+        assets_collection=None,
+        legacy_init_op=None,
+        clear_devices=False,
+        main_op=None,
+        strip_default_attrs=False,
+        saver=None,
+    ) -> None:
+        """Save the session's variables and add the first meta graph, tagged `tags`.
+
+        Raises:
+          AssertionError: variables were already saved by this builder.
+          ValueError: an invalid signature_def_map.
+        """
+        if self._has_saved_variables:
+            raise AssertionError(
+                "Graph state including variables and assets has already been saved. "
+                "Please invoke `add_meta_graph()` instead."
+            )
+        self._validate_signature_def_map(signature_def_map)
+        with sess.graph.as_default():
+            saver = self._saver(saver)
+            os.makedirs(os.path.join(self._export_dir, VARIABLES_DIRECTORY), exist_ok=True)
+            saver.save(
+                sess, variables_prefix(self._export_dir), write_meta_graph=False, write_state=False
+            )
+            self._add(saver, tags, signature_def_map, assets_collection, main_op,
+                      legacy_init_op, clear_devices, strip_default_attrs)  # fmt: skip
+        self._has_saved_variables = True
+
+    def add_meta_graph(
+        self,
+        tags,
+        signature_def_map=None,
+        assets_collection=None,
+        legacy_init_op=None,
+        clear_devices=False,
+        main_op=None,
+        strip_default_attrs=False,
+        saver=None,
+    ) -> None:
+        """Add another meta graph of the default graph, sharing the saved variables.
+
+        Raises:
+          AssertionError: add_meta_graph_and_variables was not called first.
+        """
+        if not self._has_saved_variables:
+            raise AssertionError(
+                "Graph state including variables and assets has not been saved yet. "
+                "Please invoke `add_meta_graph_and_variables()` first."
+            )
+        saver = self._saver(saver)
+        self._add(saver, tags, signature_def_map, assets_collection, main_op, legacy_init_op,
+                  clear_devices, strip_default_attrs)  # fmt: skip
+
+    def save(self, as_text=False) -> bytes:
+        """Write saved_model.json; returns its path (bytes, as TF returns)."""
+        path = os.path.join(self._export_dir, SAVED_MODEL_FILENAME)
+        cf.atomic_write(path, meta_graph.encode_meta_graph(self._saved_model, as_text))
+        return path.encode("utf-8")
+
+
+Builder = SavedModelBuilder

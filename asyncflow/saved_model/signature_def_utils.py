@@ -1,0 +1,79 @@
+"""SignatureDef builders (TF's `saved_model.signature_def_utils`)."""
+
+from __future__ import annotations
+
+from asyncflow.meta_graph import Message
+from asyncflow.saved_model import signature_constants as sc
+from asyncflow.saved_model.utils import build_tensor_info
+
+__all__ = [
+    "build_signature_def",
+    "predict_signature_def",
+    "classification_signature_def",
+    "regression_signature_def",
+    "is_valid_signature",
+]
+
+
+def build_signature_def(inputs=None, outputs=None, method_name=None) -> Message:
+    """A SignatureDef from {key: TensorInfo} maps and a method name."""
+    return Message(
+        inputs={k: Message(v) for k, v in (inputs or {}).items()},
+        outputs={k: Message(v) for k, v in (outputs or {}).items()},
+        method_name=method_name or "",
+    )
+
+
+def predict_signature_def(inputs, outputs) -> Message:
+    """A predict SignatureDef from {key: Tensor} maps.
+
+    Raises:
+      ValueError: inputs or outputs is None or empty.
+    """
+    if inputs is None or not inputs:
+        raise ValueError("Prediction inputs cannot be None or empty.")
+    if outputs is None or not outputs:
+        raise ValueError("Prediction outputs cannot be None or empty.")
+    return build_signature_def(
+        {k: build_tensor_info(t) for k, t in inputs.items()},
+        {k: build_tensor_info(t) for k, t in outputs.items()},
+        sc.PREDICT_METHOD_NAME,
+    )
+
+
+def classification_signature_def(examples, classes, scores) -> Message:
+    if examples is None:
+        raise ValueError("Classification examples cannot be None.")
+    if classes is None and scores is None:
+        raise ValueError("Classification classes and scores cannot both be None.")
+    outputs = {}
+    if classes is not None:
+        outputs[sc.CLASSIFY_OUTPUT_CLASSES] = build_tensor_info(classes)
+    if scores is not None:
+        outputs[sc.CLASSIFY_OUTPUT_SCORES] = build_tensor_info(scores)
+    return build_signature_def(
+        {sc.CLASSIFY_INPUTS: build_tensor_info(examples)}, outputs, sc.CLASSIFY_METHOD_NAME
+    )
+
+
+def regression_signature_def(examples, predictions) -> Message:
+    if examples is None:
+        raise ValueError("Regression examples cannot be None.")
+    if predictions is None:
+        raise ValueError("Regression predictions cannot be None.")
+    return build_signature_def(
+        {sc.REGRESS_INPUTS: build_tensor_info(examples)},
+        {sc.REGRESS_OUTPUTS: build_tensor_info(predictions)},
+        sc.REGRESS_METHOD_NAME,
+    )
+
+
+def is_valid_signature(signature_def) -> bool:
+    """Whether `signature_def` is a well-formed SignatureDef with inputs and outputs."""
+    try:
+        if not signature_def["method_name"] or not signature_def["outputs"]:
+            return False
+        infos = list(signature_def["inputs"].values()) + list(signature_def["outputs"].values())
+        return all(isinstance(i.get("name"), str) and ":" in i["name"] for i in infos)
+    except (KeyError, TypeError, AttributeError):
+        return False

@@ -1,0 +1,111 @@
+"""SparseTensor: a sparse value as three dense tensors (TF1's `tf.SparseTensor`).
+
+`indices` (int64 [N, rank]), `values` ([N]) and `dense_shape` (int64 [rank]).  Fetching
+a SparseTensor with `Session.run` gives a `SparseTensorValue` namedtuple of the three
+arrays (the session asks `_fetch_components()` for the parts and how to rebuild them).
+
+This is the minimal value class the parsing and string ops return; sparse math ops
+come with their own issue.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from asyncflow import dtypes, tensor_shape
+from asyncflow import graph as ops
+
+__all__ = ["SparseTensor", "SparseTensorValue"]
+
+
+class SparseTensorValue(
+    collections.namedtuple("SparseTensorValue", ["indices", "values", "dense_shape"])
+):
+    """The fetched value of a SparseTensor: numpy arrays indices, values, dense_shape."""
+
+    __slots__ = ()
+
+
+class SparseTensor:
+    """Represents a sparse tensor.
+
+    Raises (at construction):
+      ValueError / TypeError: the components cannot be converted, or have the wrong
+        dtype or rank (indices and dense_shape must be int64).
+    """
+
+    @classmethod
+    def from_value(cls, sparse_tensor_value) -> SparseTensor:
+        if isinstance(sparse_tensor_value, SparseTensor):
+            return sparse_tensor_value
+        return cls(
+            sparse_tensor_value.indices,
+            sparse_tensor_value.values,
+            sparse_tensor_value.dense_shape,
+        )
+
+    def __init__(self, indices, values, dense_shape):
+        with ops.name_scope(None, "SparseTensor", []):
+            indices = ops.convert_to_tensor(indices, name="indices", dtype=dtypes.int64)
+            values = ops.convert_to_tensor(values, name="values")
+            dense_shape = ops.convert_to_tensor(
+                dense_shape, name="dense_shape", dtype=dtypes.int64
+            )
+        if indices.dtype != dtypes.int64 or dense_shape.dtype != dtypes.int64:
+            raise TypeError("indices and dense_shape of a SparseTensor must be int64")
+        indices.shape.with_rank(2)
+        values.shape.with_rank(1)
+        dense_shape.shape.with_rank(1)
+        self._indices = indices
+        self._values = values
+        self._dense_shape = dense_shape
+
+    @property
+    def indices(self) -> ops.Tensor:
+        return self._indices
+
+    @property
+    def values(self) -> ops.Tensor:
+        return self._values
+
+    @property
+    def dense_shape(self) -> ops.Tensor:
+        return self._dense_shape
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self._values.dtype
+
+    @property
+    def op(self) -> ops.Operation:
+        return self._values.op
+
+    @property
+    def graph(self) -> ops.Graph:
+        return self._indices.graph
+
+    @property
+    def shape(self) -> tensor_shape.TensorShape:
+        return ops.constant_shape(self._dense_shape)
+
+    def get_shape(self) -> tensor_shape.TensorShape:
+        return self.shape
+
+    def _fetch_components(self):
+        return [self._indices, self._values, self._dense_shape], (
+            lambda parts: SparseTensorValue(*parts)
+        )
+
+    def eval(self, feed_dict=None, session=None) -> SparseTensorValue:
+        from asyncflow.session import get_default_session
+
+        session = session or get_default_session()
+        if session is None:
+            raise ValueError("Cannot evaluate SparseTensor using `eval()`: no default session.")
+        return session.run(self, feed_dict)
+
+    def __repr__(self) -> str:
+        return (
+            f"SparseTensor(indices={self._indices!r}, values={self._values!r}, "
+            f"dense_shape={self._dense_shape!r})"
+        )

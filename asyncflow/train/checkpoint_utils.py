@@ -1,0 +1,210 @@
+"""Reading checkpoints outside a graph: readers, list/load variables, init_from_checkpoint.
+
+`ckpt_dir_or_file` arguments take a directory (its latest checkpoint is used), a
+checkpoint prefix, or one of the checkpoint's files (".index", ".data-...").
+Readers are synchronous, for scripts; kernels never use them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from asyncflow import checkpoint_format as cf
+from asyncflow import dtypes, errors
+from asyncflow import graph as ops
+from asyncflow import variables as variables_mod
+from asyncflow.ops import array_ops, io_ops
+from asyncflow.train import saver as saver_mod
+
+__all__ = [
+    "CheckpointReader",
+    "NewCheckpointReader",
+    "load_checkpoint",
+    "load_variable",
+    "list_variables",
+    "init_from_checkpoint",
+]
+
+
+class CheckpointReader:
+    """TF's `py_checkpoint_reader.CheckpointReader` over an asyncflow checkpoint.
+
+    Raises (at construction):
+      NotFoundError: no checkpoint at the prefix.
+      DataLossError: a corrupt index.
+    """
+
+    def __init__(self, filepattern):
+        prefix = io_ops.checkpoint_prefix(os.fspath(filepattern))
+        try:
+            self._index = cf.read_index(prefix)
+        except errors.NotFoundError:
+            raise errors.NotFoundError(
+                None,
+                None,
+                "Unsuccessful TensorSliceReader constructor: Failed to find any matching "
+                f"files for {filepattern}",
+            ) from None
+        self._prefix = prefix
+        self._headers: dict[int, cf.DataHeader] = {}
+
+    def has_tensor(self, tensor_str) -> bool:
+        return tensor_str in self._index["tensors"]
+
+    def get_tensor(self, tensor_str):
+        """The saved value of `tensor_str`.
+
+        Raises: NotFoundError (unknown key), DataLossError (corrupt data).
+        """
+        info = self._index["tensors"].get(tensor_str)
+        if info is None:
+            raise errors.NotFoundError(None, None, f"Key {tensor_str} not found in checkpoint")
+        shard = info["shard"]
+        filename = cf.data_path(self._prefix, shard, self._index["num_shards"])
+        if shard not in self._headers:
+            self._headers[shard] = cf.read_data_header(filename)
+        header = self._headers[shard]
+        if tensor_str not in header.entries:
+            raise errors.DataLossError(
+                None, None, f"Checkpoint file {filename} lacks tensor '{tensor_str}'"
+            )
+        value = cf.read_tensors(filename, [tensor_str], header)[tensor_str]
+        if value.ndim == 0:
+            return value[()]
+        return value
+
+    def get_variable_to_shape_map(self) -> dict:
+        return {k: list(v["shape"]) for k, v in self._index["tensors"].items()}
+
+    def get_variable_to_dtype_map(self) -> dict:
+        return {k: dtypes.as_dtype(v["dtype"]) for k, v in self._index["tensors"].items()}
+
+    def debug_string(self) -> bytes:
+        lines = [
+            f"{k} ({v['dtype']}) {v['shape']}" for k, v in sorted(self._index["tensors"].items())
+        ]
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def NewCheckpointReader(filepattern) -> CheckpointReader:  # noqa: N802 - TF's name
+    return CheckpointReader(filepattern)
+
+
+def _get_checkpoint_filename(ckpt_dir_or_file) -> str:
+    ckpt_dir_or_file = os.fspath(ckpt_dir_or_file)
+    if os.path.isdir(ckpt_dir_or_file):
+        latest = saver_mod.latest_checkpoint(ckpt_dir_or_file)
+        if latest is None:
+            raise ValueError(
+                "Couldn't find 'checkpoint' file or checkpoints in given directory "
+                f"{ckpt_dir_or_file}"
+            )
+        return latest
+    return ckpt_dir_or_file
+
+
+def load_checkpoint(ckpt_dir_or_file) -> CheckpointReader:
+    """A reader for the checkpoint (the latest one, for a directory).
+
+    Raises:
+      ValueError: a directory without checkpoints.
+      NotFoundError: no checkpoint at the path.
+    """
+    return CheckpointReader(_get_checkpoint_filename(ckpt_dir_or_file))
+
+
+def load_variable(ckpt_dir_or_file, name):
+    """The saved value of variable `name` (a trailing ":0" is ignored)."""
+    if name.endswith(":0"):
+        name = name[:-2]
+    return load_checkpoint(ckpt_dir_or_file).get_tensor(name)
+
+
+def list_variables(ckpt_dir_or_file) -> list[tuple[str, list[int]]]:
+    """[(name, shape)] of every tensor in the checkpoint, sorted by name."""
+    shapes = load_checkpoint(ckpt_dir_or_file).get_variable_to_shape_map()
+    return [(name, shapes[name]) for name in sorted(shapes)]
+
+
+def _is_variable(x) -> bool:
+    return isinstance(x, variables_mod.Variable)
+
+
+def _variable_store() -> dict:
+    """Variables by name: the variable store's, then the global collection's."""
+    found = {v.op.name: v for v in variables_mod.global_variables() if _is_variable(v)}
+    try:
+        from asyncflow import var_scope
+
+        found.update(var_scope._get_default_variable_store()._vars)
+    except (ImportError, AttributeError):
+        pass
+    return found
+
+
+def _set_checkpoint_initializer(var, ckpt_file: str, tensor_name: str) -> None:
+    """Make `var`'s initializer assign the checkpoint's `tensor_name` (as TF does)."""
+    graph = var.graph
+    with graph.as_default(), ops.control_dependencies(None):
+        with ops.colocate_with(var.op), ops.name_scope("checkpoint_initializer"):
+            names = array_ops.constant([tensor_name], name="tensor_names")
+            slices = array_ops.constant([""], name="shape_and_slices")
+            (value,) = io_ops.restore_v2(ckpt_file, names, slices, [var.dtype.base_dtype])
+            value.set_shape(var.shape)
+            saveable = saver_mod._VariableSaveable(var, tensor_name)
+            init_op = saveable.restore([value], None)
+    var._initializer_op = init_op.op
+    var._initial_value = value
+
+
+def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
+    """Initialise variables from a checkpoint instead of their initializers.
+
+    `assignment_map` maps checkpoint names to current variables or names:
+    {"old/": "new/"} maps a whole scope, {"/": "new/"} the whole checkpoint,
+    {"old/x": "new/y"} or {"old/x": variable} one variable.  Initializers built after
+    this call (global_variables_initializer) load the checkpoint's values.
+
+    Raises:
+      ValueError: a name not in the checkpoint, a shape mismatch, or a scope mapped to
+        a variable name.
+    """
+    ckpt_file = _get_checkpoint_filename(ckpt_dir_or_file)
+    reader = load_checkpoint(ckpt_dir_or_file)
+    variable_map = reader.get_variable_to_shape_map()
+    store = _variable_store()
+    for name_in_ckpt, current in sorted(assignment_map.items(), key=lambda kv: kv[0]):
+        var = current if _is_variable(current) else store.get(current)
+        if var is not None:
+            if name_in_ckpt not in variable_map:
+                raise ValueError(
+                    f"Tensor {name_in_ckpt} is not found in {ckpt_dir_or_file} checkpoint "
+                    f"{variable_map}"
+                )
+            if not var.shape.is_compatible_with(variable_map[name_in_ckpt]):
+                raise ValueError(
+                    f"Shape of variable {var.name} ({var.shape}) doesn't match with shape of "
+                    f"tensor {name_in_ckpt} ({variable_map[name_in_ckpt]}) from checkpoint "
+                    "reader."
+                )
+            _set_checkpoint_initializer(var, ckpt_file, name_in_ckpt)
+            continue
+        scopes = current[: current.rindex("/")] if "/" in current else ""
+        if not name_in_ckpt.endswith("/"):
+            raise ValueError(
+                f"Assignment map with scope only name {scopes} should map to scope only "
+                f"{name_in_ckpt}. Should be 'scope/': 'other_scope/'."
+            )
+        for var_name in sorted(n for n in store if not scopes or n.startswith(scopes + "/")):
+            full = var_name[len(scopes) :]
+            if current != "/":
+                full = full[1:]
+            if name_in_ckpt != "/":
+                full = name_in_ckpt + full
+            full = full.rstrip("/")
+            if full not in variable_map:
+                raise ValueError(
+                    f"Tensor {full} ({var_name[len(scopes) + 1 :]} in {name_in_ckpt}) is not "
+                    f"found in {ckpt_dir_or_file} checkpoint"
+                )
+            _set_checkpoint_initializer(store[var_name], ckpt_file, full)

@@ -1,0 +1,176 @@
+"""Learning-rate schedules of TF1 (`tf.compat.v1.train.exponential_decay`, ...).
+
+Each function builds a scalar tensor of the global step, computed in the learning
+rate's dtype (float32 for a Python float) with TF's formulas, so the values match TF's
+to float rounding.  `global_step` is a tensor or variable, usually the one from
+`get_or_create_global_step()`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from asyncflow import graph as ops
+from asyncflow.ops import math_ops, slicing_ops
+
+__all__ = [
+    "exponential_decay",
+    "piecewise_constant",
+    "piecewise_constant_decay",
+    "polynomial_decay",
+    "natural_exp_decay",
+    "inverse_time_decay",
+    "cosine_decay",
+]
+
+
+def _require_step(global_step, fn: str) -> None:
+    if global_step is None:
+        raise ValueError(f"global_step is required for {fn}.")
+
+
+def _as_lr(learning_rate):
+    lr = ops.convert_to_tensor(learning_rate, name="initial_learning_rate")
+    return lr, lr.dtype
+
+
+def exponential_decay(
+    learning_rate, global_step, decay_steps, decay_rate, staircase=False, name=None
+):
+    """lr * decay_rate ** (global_step / decay_steps) (the exponent floored if staircase).
+
+    Raises:
+      ValueError: `global_step` is None.
+    """
+    _require_step(global_step, "exponential_decay")
+    with ops.name_scope(name, "ExponentialDecay") as scope:
+        lr, dtype = _as_lr(learning_rate)
+        p = math_ops.cast(global_step, dtype) / math_ops.cast(decay_steps, dtype)
+        if staircase:
+            p = math_ops.floor(p)
+        return math_ops.multiply(lr, math_ops.pow(math_ops.cast(decay_rate, dtype), p), name=scope)
+
+
+def natural_exp_decay(
+    learning_rate, global_step, decay_steps, decay_rate, staircase=False, name=None
+):
+    """lr * exp(-decay_rate * global_step / decay_steps) (the ratio floored if staircase).
+
+    Raises:
+      ValueError: `global_step` is None.
+    """
+    _require_step(global_step, "natural_exp_decay")
+    with ops.name_scope(name, "NaturalExpDecay"):
+        lr, dtype = _as_lr(learning_rate)
+        rate = math_ops.exp(math_ops.negative(math_ops.cast(decay_rate, dtype)))
+        return exponential_decay(lr, global_step, decay_steps, rate, staircase)
+
+
+def inverse_time_decay(
+    learning_rate, global_step, decay_steps, decay_rate, staircase=False, name=None
+):
+    """lr / (1 + decay_rate * global_step / decay_steps) (the ratio floored if staircase).
+
+    Raises:
+      ValueError: `global_step` is None.
+    """
+    _require_step(global_step, "inverse_time_decay")
+    with ops.name_scope(name, "InverseTimeDecay") as scope:
+        lr, dtype = _as_lr(learning_rate)
+        p = math_ops.cast(global_step, dtype) / math_ops.cast(decay_steps, dtype)
+        if staircase:
+            p = math_ops.floor(p)
+        one = ops.convert_to_tensor(1, dtype=dtype)
+        denom = math_ops.add(one, math_ops.multiply(math_ops.cast(decay_rate, dtype), p))
+        return math_ops.truediv(lr, denom, name=scope)
+
+
+def polynomial_decay(
+    learning_rate,
+    global_step,
+    decay_steps,
+    end_learning_rate=0.0001,
+    power=1.0,
+    cycle=False,
+    name=None,
+):
+    """(lr - end) * (1 - step / decay_steps) ** power + end, step capped at decay_steps.
+
+    With `cycle`, decay_steps grows to the next multiple covering the step instead.
+
+    Raises:
+      ValueError: `global_step` is None.
+    """
+    _require_step(global_step, "polynomial_decay")
+    with ops.name_scope(name, "PolynomialDecay") as scope:
+        lr, dtype = _as_lr(learning_rate)
+        end = math_ops.cast(end_learning_rate, dtype)
+        power = math_ops.cast(power, dtype)
+        step = math_ops.cast(global_step, dtype)
+        steps = math_ops.cast(decay_steps, dtype)
+        if cycle:
+            multiplier = slicing_ops.where(
+                math_ops.equal(step, 0),
+                ops.convert_to_tensor(1.0, dtype=dtype),
+                math_ops.ceil(step / steps),
+            )
+            steps = math_ops.multiply(steps, multiplier)
+        else:
+            step = math_ops.minimum(step, steps)
+        p = math_ops.truediv(step, steps)
+        return math_ops.add(
+            math_ops.multiply(lr - end, math_ops.pow(1 - p, power)), end, name=scope
+        )
+
+
+def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None):
+    """lr * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step, decay_steps) / decay_steps)) + alpha).
+
+    Raises:
+      ValueError: `global_step` is None.
+    """
+    _require_step(global_step, "cosine_decay")
+    with ops.name_scope(name, "CosineDecay") as scope:
+        lr, dtype = _as_lr(learning_rate)
+        steps = math_ops.cast(decay_steps, dtype)
+        step = math_ops.minimum(math_ops.cast(global_step, dtype), steps)
+        fraction = step / steps
+        pi = ops.convert_to_tensor(math.pi, dtype=dtype)
+        cosine = 0.5 * (1.0 + math_ops.cos(pi * fraction))
+        decayed = (1 - alpha) * cosine + alpha
+        return math_ops.multiply(lr, decayed, name=scope)
+
+
+def piecewise_constant(x, boundaries, values, name=None):
+    """values[0] while x <= boundaries[0], values[i] while x in (b[i-1], b[i]], then values[-1].
+
+    Raises:
+      ValueError: len(values) != len(boundaries) + 1, or the values' dtypes differ.
+    """
+    if len(boundaries) != len(values) - 1:
+        raise ValueError("The length of boundaries should be 1 less than the length of values")
+    with ops.name_scope(name, "PiecewiseConstant") as scope:
+        x = ops.convert_to_tensor(x)
+        bounds = []
+        for b in boundaries:
+            b = ops.convert_to_tensor(b)
+            if b.dtype.base_dtype != x.dtype.base_dtype:
+                if b.dtype.is_integer and x.dtype.is_integer:
+                    b = math_ops.cast(b, x.dtype.base_dtype)
+                else:
+                    b = ops.convert_to_tensor(boundaries[len(bounds)], dtype=x.dtype)
+            bounds.append(b)
+        vals = [ops.convert_to_tensor(v) for v in values]
+        for v in vals[1:]:
+            if v.dtype.base_dtype != vals[0].dtype.base_dtype:
+                raise ValueError(
+                    f"Values must have elements all with the same dtype ({vals[0].dtype} vs "
+                    f"{v.dtype})."
+                )
+        result = vals[0]
+        for b, v in zip(bounds, vals[1:]):
+            result = slicing_ops.where(math_ops.greater(x, b), v, result)
+        return ops.apply_op("Identity", [result], name=scope).outputs[0]
+
+
+piecewise_constant_decay = piecewise_constant

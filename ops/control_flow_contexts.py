@@ -1,0 +1,837 @@
+"""cond, case and while_loop, and the contexts that build them (TF1's CondContext and
+WhileContext).  Re-exported by `control_flow_ops`; see its module note for the graphs.
+
+How a context sees the ops built inside it: `graph.apply_op` calls
+`ctx.map_inputs(inputs)` before creating an op (external tensors become Switch or Enter
+outputs) and `ctx.add_op(op)` after (pivot control edges, external control edges).
+Ops this module builds itself are made with the context switched off (`_raw`) and
+assigned to a context explicitly.
+
+Invariants:
+- `_output_context(t.op)` is the context a tensor lives in: an op's own context, except
+  an Exit, whose output lives in its loop's outer context.
+- A context maps each external tensor once (`_external_values`); later uses share the
+  Switch/Enter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+from asyncflow import dtypes, nest, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import control_flow_prims as prims
+
+__all__ = ["ControlFlowContext", "CondContext", "WhileContext", "cond", "case", "while_loop"]
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _raw(graph):
+    """Build ops outside every context and control dependency (TF's
+    `control_dependencies(None)`, which also clears the control-flow context)."""
+    saved = graph._control_flow_context
+    graph._control_flow_context = None
+    try:
+        with graph.control_dependencies(None):
+            yield
+    finally:
+        graph._control_flow_context = saved
+
+
+def _output_context(op):
+    ctx = op._control_flow_context
+    if ctx is not None and op.type == "Exit":
+        ctx = ctx._outer_context
+    return ctx
+
+
+def _while_of(ctx):
+    while ctx is not None and not isinstance(ctx, WhileContext):
+        ctx = ctx._outer_context
+    return ctx
+
+
+def output_while_context(op):
+    """The while loop whose frame `op`'s outputs live in (None outside loops)."""
+    return _while_of(_output_context(op))
+
+
+def is_loop_constant_enter(op) -> bool:
+    return op.type == "Enter" and bool(op.get_attr("is_constant"))
+
+
+def _identity(x, name=None):
+    return ops.apply_op("Identity", [x], name=name or "Identity").outputs[0]
+
+
+def _set_control_inputs(op, keep) -> None:
+    for c in op._control_inputs:
+        if c not in keep:
+            c._control_outputs.remove(op)
+    op._control_inputs = list(keep)
+    op._graph._version += 1
+
+
+def _mark_control_flow(graph) -> None:
+    graph._attached["has_control_flow"] = True
+
+
+def _ta_module():
+    from asyncflow.ops import tensor_array_ops
+
+    return tensor_array_ops
+
+
+def _to_flow(x):
+    ta = _ta_module()
+    return x.flow if isinstance(x, ta.TensorArray) else x
+
+
+def _from_flows(structure_flat, flows) -> list:
+    ta = _ta_module()
+    return [
+        ta.build_ta_with_new_flow(s, f) if isinstance(s, ta.TensorArray) else f
+        for s, f in zip(structure_flat, flows)
+    ]
+
+
+# -- contexts --------------------------------------------------------------------------
+
+
+class ControlFlowContext:
+    """Base of CondContext and WhileContext: nesting, membership, external values."""
+
+    def __init__(self):
+        self._graph = ops.get_default_graph()
+        self._outer_context = self._graph._control_flow_context
+        self._values: set = set()
+        self._external_values: dict = {}
+        self._saved: list = []
+        _mark_control_flow(self._graph)
+
+    @property
+    def outer_context(self):
+        return self._outer_context
+
+    @property
+    def grad_state(self):
+        return None
+
+    @property
+    def back_prop(self) -> bool:
+        outer = self._outer_context
+        return True if outer is None else outer.back_prop
+
+    def GetWhileContext(self):  # noqa: N802 - TF's name
+        return _while_of(self)
+
+    def Enter(self) -> None:  # noqa: N802
+        self._saved.append(self._graph._control_flow_context)
+        self._graph._control_flow_context = self
+
+    def Exit(self) -> None:  # noqa: N802
+        self._graph._control_flow_context = self._saved.pop()
+
+    @contextlib.contextmanager
+    def entered(self):
+        self.Enter()
+        try:
+            yield self
+        finally:
+            self.Exit()
+
+    def AddName(self, t) -> None:  # noqa: N802
+        self._values.add(t)
+
+    def contains(self, ctx) -> bool:
+        """Whether `ctx` is this context or nested in it."""
+        while ctx is not None:
+            if ctx is self:
+                return True
+            ctx = ctx._outer_context
+        return False
+
+    def _is_internal(self, t) -> bool:
+        return t in self._values or self.contains(_output_context(t.op))
+
+    def _check_frame(self, t) -> None:
+        w = output_while_context(t.op)
+        if w is not None and not w.contains(self):
+            raise ValueError(
+                f"Cannot use '{t.name}' as input to an op in '{self.name}' because they are "
+                "in different while loops."
+            )
+
+    # the apply_op hook
+    def map_inputs(self, inputs) -> list:
+        return [self.AddValue(t) for t in inputs]
+
+    def add_op(self, op) -> None:
+        op._control_flow_context = self
+        self._add_op_internal(op)
+
+    def _remove_external_control_edges(self, op):
+        """Split op's control inputs into (internal, external) by while loop; drop the
+        external ones (their frame differs)."""
+        while_ctx = self.GetWhileContext()
+        if while_ctx is None:
+            return list(op._control_inputs), []
+        internal, external = [], []
+        for c in op._control_inputs:
+            if output_while_context(c) is while_ctx:
+                internal.append(c)
+            else:
+                external.append(c)
+        if external:
+            _set_control_inputs(op, internal)
+        return internal, external
+
+
+class CondContext(ControlFlowContext):
+    """One branch of a cond: `pred` selects it when it equals `branch`."""
+
+    def __init__(self, pred, pivot, branch: int, name: str = "cond_text"):
+        super().__init__()
+        self.name = self._graph.unique_name(name)
+        self._pred = pred
+        self._pivot = pivot
+        self._branch = branch
+        self._values.add(pred)
+        self._external_values[pred] = pred
+        self._values.add(pivot)
+        pivot.op._control_flow_context = self
+
+    @property
+    def pred(self):
+        return self._pred
+
+    @property
+    def pivot(self):
+        return self._pivot
+
+    @property
+    def branch(self) -> int:
+        return self._branch
+
+    def GetControlPivot(self):  # noqa: N802
+        return self._pivot
+
+    def AddValue(self, val):  # noqa: N802
+        ext = self._external_values.get(val)
+        if ext is not None:
+            return ext
+        if self._is_internal(val):
+            return val
+        real = val
+        if self._outer_context is not None:
+            real = self._outer_context.AddValue(val)
+        else:
+            self._check_frame(val)
+        with _raw(self._graph):
+            result = prims.switch(real, self._pred)[self._branch]
+        result.op._control_flow_context = self
+        self._external_values[val] = result
+        self._external_values[real] = result
+        return result
+
+    def _add_op_internal(self, op) -> None:
+        if not op._inputs:
+            internal, _ = self._remove_external_control_edges(op)
+            if not any(self.contains(_output_context(c)) for c in internal):
+                op._add_control_input(self._pivot.op)
+        else:
+            self._remove_external_control_edges(op)
+
+    def BuildCondBranch(self, fn):  # noqa: N802
+        """Call `fn` in this context; (its result, the flat tensors to merge)."""
+        original = fn()
+        if original is None:
+            return None, []
+        flat = []
+        for v in nest.flatten(original):
+            if isinstance(v, ops.Operation):
+                from asyncflow.ops.control_flow_ops import with_dependencies
+
+                flat.append(with_dependencies([v], self._pivot))
+            elif v is None:
+                raise ValueError("true_fn and false_fn must not return None inside a structure")
+            else:
+                flat.append(self.AddValue(ops.convert_to_tensor(_to_flow(v))))
+        return original, flat
+
+
+class WhileContext(ControlFlowContext):
+    """One while loop: its frame name, pivots, enters and exits."""
+
+    def __init__(
+        self,
+        maximum_iterations=None,
+        parallel_iterations: int = 10,
+        back_prop: bool = True,
+        swap_memory: bool = False,
+        name: str = "while_context",
+        grad_state=None,
+    ):
+        super().__init__()
+        self.name = self._graph.unique_name(name)
+        self._maximum_iterations = maximum_iterations
+        self._parallel_iterations = parallel_iterations
+        self._back_prop = back_prop
+        self._swap_memory = swap_memory
+        self._pivot_for_pred = None
+        self._pivot_for_body = None
+        self._pivot = None
+        self._loop_exits: list = []
+        self._loop_enters: list = []
+        self._grad_state = grad_state
+
+    maximum_iterations = property(lambda self: self._maximum_iterations)
+    parallel_iterations = property(lambda self: self._parallel_iterations)
+    swap_memory = property(lambda self: self._swap_memory)
+    pivot = property(lambda self: self._pivot)
+    loop_exits = property(lambda self: self._loop_exits)
+    loop_enters = property(lambda self: self._loop_enters)
+    grad_state = property(lambda self: self._grad_state)
+
+    @property
+    def back_prop(self) -> bool:
+        return self._back_prop
+
+    def GetControlPivot(self):  # noqa: N802
+        return self._pivot_for_body if self._pivot_for_body is not None else self._pivot_for_pred
+
+    def _enter(self, x, is_constant: bool, name: str = "Enter"):
+        with _raw(self._graph):
+            out = prims.enter(
+                x,
+                self.name,
+                is_constant=is_constant,
+                parallel_iterations=self._parallel_iterations,
+                name=name,
+            )
+        self._fix_control_inputs_and_context(out)
+        self._values.add(out)
+        return out
+
+    def _fix_control_inputs_and_context(self, enter_t) -> None:
+        """An Enter keeps the user's control dependencies that live in its outer frame."""
+        outer_while = _while_of(self._outer_context)
+        for c in self._graph._current_control_inputs():
+            if output_while_context(c) is outer_while and c is not enter_t.op.inputs[0].op:
+                enter_t.op._add_control_input(c)
+        enter_t.op._control_flow_context = self
+
+    def AddValue(self, val):  # noqa: N802
+        ext = self._external_values.get(val)
+        if ext is not None:
+            return ext
+        if self._is_internal(val):
+            return val
+        current = _while_of(self._graph._control_flow_context)
+        if current is not None and current._grad_state is not None:
+            forward = output_while_context(val.op)
+            if forward is current._grad_state.forward_context:
+                real = current._grad_state.GetRealValue(val)
+                self._external_values[val] = real
+                return real
+        if self._outer_context is not None:
+            result = self._outer_context.AddValue(val)
+        else:
+            self._check_frame(val)
+            result = val
+        enter = self._enter(result, is_constant=True)
+        self._external_values[val] = enter
+        return enter
+
+    def _add_op_internal(self, op) -> None:
+        if not op._inputs:
+            internal, external = self._remove_external_control_edges(op)
+            if not internal:
+                op._add_control_input(self.GetControlPivot().op)
+        else:
+            _, external = self._remove_external_control_edges(op)
+            if not op._control_inputs and all(is_loop_constant_enter(t.op) for t in op._inputs):
+                # Only loop invariants feed it: without this edge it would run once,
+                # outside any iteration's control.
+                op._add_control_input(self.GetControlPivot().op)
+        if external:
+            with self._graph.control_dependencies(None):
+                pulled = [_identity(c.outputs[0]).op for c in external if c.outputs]
+            op._add_control_inputs(pulled)
+
+    # -- building the loop
+    def _init_enters(self, real_vars, shape_invariants):
+        enters = [self._enter(x, is_constant=False) for x in real_vars]
+        # In a nested loop, an Enter fed by an outer invariant runs once per outer
+        # iteration only if it waits for the outer pivot.
+        outer = self._outer_context
+        pivot = None
+        while outer is not None and pivot is None:
+            pivot = outer.GetControlPivot()
+            outer = outer._outer_context
+        if pivot is not None:
+            for e in enters:
+                if is_loop_constant_enter(e.op.inputs[0].op):
+                    e.op._add_control_input(pivot.op)
+        if shape_invariants is not None:
+            for inp, e, shape in zip(real_vars, enters, shape_invariants):
+                if not _shape_less_than_or_equal(inp.shape, shape):
+                    raise ValueError(
+                        f"The shape invariant specified for {inp.name} is not compatible with "
+                        f"the initial shape of the loop variable. It enters the loop with "
+                        f"shape {inp.shape}, but the specified shape invariant is {shape}."
+                    )
+                e._shape = shape
+        self._loop_enters = enters
+        return enters
+
+    def BuildLoop(self, pred, body, loop_vars, shape_invariants, return_same_structure):  # noqa: N802
+        flat_orig = nest.flatten(loop_vars)
+        flat = [ops.convert_to_tensor(_to_flow(x)) for x in flat_orig]
+        if shape_invariants is not None:
+            nest.assert_same_structure(loop_vars, shape_invariants, check_types=False)
+            shape_invariants = [
+                tensor_shape.as_shape(s) if s is not None else tensor_shape.unknown_shape()
+                for s in nest.flatten(shape_invariants)
+            ]
+        real_vars = flat
+        if self._outer_context is not None:
+            real_vars = [self._outer_context.AddValue(x) for x in flat]
+        with self.entered():
+            body_result, exits = self._build_loop(
+                pred, body, loop_vars, flat_orig, real_vars, shape_invariants
+            )
+        flat_result = nest.flatten(body_result)
+        packed = nest.pack_sequence_as(body_result, _from_flows(flat_result, exits))
+        if return_same_structure:
+            return packed
+        return packed[0] if len(exits) == 1 else packed
+
+    def _build_loop(self, pred, body, loop_vars, flat_orig, real_vars, shape_invariants):
+        enters = self._init_enters(real_vars, shape_invariants)
+        merges = [prims.merge([e, e])[0] for e in enters]
+        self._pivot_for_pred = merges[0]
+        packed = nest.pack_sequence_as(loop_vars, _from_flows(flat_orig, merges))
+        c = ops.convert_to_tensor(pred(*packed))
+        if c.dtype != dtypes.bool:
+            raise TypeError(f"cond of while_loop must return a boolean Tensor, got {c.dtype.name}")
+        if c.shape.ndims not in (None, 0):
+            raise ValueError(f"Shape must be rank 0 but is rank {c.shape.ndims} for 'LoopCond'")
+        self._pivot = prims.loop_cond(c, name="LoopCond")
+        switches = [prims.switch(m, self._pivot) for m in merges]
+        body_vars = [_identity(sw[1]) for sw in switches]
+        self._pivot_for_body = body_vars[0]
+        packed_body = nest.pack_sequence_as(loop_vars, _from_flows(flat_orig, body_vars))
+        result = body(*packed_body)
+        if not nest.is_nested(result):
+            result = [result]
+        try:
+            nest.assert_same_structure(list(packed_body), list(result), check_types=False)
+        except (TypeError, ValueError) as e:
+            raise ValueError(
+                f"The two structures don't have the same nested structure: loop_vars and "
+                f"the result of body. {e}"
+            ) from None
+        flat_res = [ops.convert_to_tensor(_to_flow(v)) for v in nest.flatten(result)]
+        if len(flat_res) != len(merges):
+            raise ValueError(
+                "Number of inputs and outputs of body must match loop_vars: "
+                f"{len(merges)}, {len(flat_res)}"
+            )
+        for m, v in zip(merges, flat_res):
+            add_next_and_back_edge(m, v)
+        exits = [prims.exit(sw[0]) for sw in switches]
+        self._loop_exits = exits
+        return result, exits
+
+    # -- used by gradients (asyncflow/control_flow_grad.py)
+    def AddForwardLoopCounter(self, outer_grad_state):  # noqa: N802
+        """A counter of this loop's iterations: (total count Exit, next-index tensor)."""
+        from asyncflow.ops import array_ops, math_ops
+
+        n = array_ops.constant(0, name="f_count")
+        if outer_grad_state is not None:
+            # The pushes of one run of an inner loop precede those of the next run.
+            n.op._add_control_input(outer_grad_state.forward_index.op.inputs[0].op)
+        with self.entered():
+            enter_n = self._enter(n, is_constant=False, name="f_count")
+            self._loop_enters.append(enter_n)
+            merge_n = prims.merge([enter_n, enter_n])[0]
+            switch_n = prims.switch(merge_n, self._pivot)
+            index = math_ops.add(switch_n[1], 1)
+            next_n = prims.next_iteration(index)
+            merge_n.op._update_input(1, next_n)
+            total = prims.exit(switch_n[0], name="f_count")
+            self._loop_exits.append(total)
+        return total, next_n
+
+    def AddBackpropLoopCounter(self, count, outer_grad_state):  # noqa: N802
+        """Count down from `count` to 0 in this (gradient) loop; the next-count tensor."""
+        from asyncflow.ops import array_ops, math_ops
+
+        one = array_ops.constant(1, name="b_count")
+        with self.entered():
+            enter_count = self._enter(count, is_constant=False, name="b_count")
+            self._loop_enters.append(enter_count)
+            merge_count = prims.merge([enter_count, enter_count])[0]
+            self._pivot_for_pred = merge_count
+            pred = math_ops.greater_equal(merge_count, one)
+            self._pivot = prims.loop_cond(pred, name="b_count")
+            switch_count = prims.switch(merge_count, self._pivot)
+            index = math_ops.subtract(switch_count[1], one)
+            self._pivot_for_body = index
+            next_count = prims.next_iteration(index)
+            merge_count.op._update_input(1, next_count)
+            final_zero = prims.exit(switch_count[0], name="b_count")
+            self._loop_exits.append(final_zero)
+            if outer_grad_state is not None:
+                # The pops of one run of an inner loop precede those of the next run.
+                outer_grad_state.grad_sync._add_control_input(final_zero.op)
+        return next_count
+
+    def AddBackpropAccumulator(self, op, grad):  # noqa: N802
+        """Sum `grad` over the iterations of this gradient loop (for a loop invariant)."""
+        from asyncflow.ops import array_ops, math_ops
+
+        shape = grad.shape
+        outer = self._outer_context
+        with contextlib.ExitStack() as stack:
+            self.Exit()
+            stack.callback(self.Enter)
+            if outer is not None:
+                stack.enter_context(outer.entered())
+            if shape.is_fully_defined():
+                acc = array_ops.zeros(shape.as_list(), grad.dtype, name="b_acc")
+            else:
+                value = op.inputs[0]
+                if isinstance(outer, WhileContext) and outer.grad_state is not None:
+                    gs = self._grad_state
+                    fwd_outer = gs.forward_context._outer_context
+                    with contextlib.ExitStack() as s2:
+                        outer.Exit()
+                        s2.callback(outer.Enter)
+                        if fwd_outer is not None:
+                            s2.enter_context(fwd_outer.entered())
+                        zeros_shape = array_ops.shape(value, optimize=False)
+                    ogs = gs.outer_grad_state
+                    history = ogs.AddForwardAccumulator(zeros_shape)
+                    real_shape = ogs.AddBackpropAccumulatedValue(history, zeros_shape)
+                    acc = array_ops.zeros(real_shape, grad.dtype)
+                else:
+                    acc = array_ops.zeros(array_ops.shape(value, optimize=False), grad.dtype)
+        self.AddName(acc)
+        enter_acc = self._enter(acc, is_constant=False, name="b_acc")
+        self._loop_enters.append(enter_acc)
+        merge_acc = prims.merge([enter_acc, enter_acc], name="b_acc")[0]
+        switch_false, switch_true = prims.switch(merge_acc, self._pivot)
+        add_acc = math_ops.add(switch_true, grad)
+        next_acc = prims.next_iteration(add_acc)
+        merge_acc.op._update_input(1, next_acc)
+        result = prims.exit(switch_false, name="b_acc")
+        self._loop_exits.append(result)
+        return result
+
+
+def _shape_less_than_or_equal(s1, s2) -> bool:
+    if s2.dims is None:
+        return True
+    if s1.ndims != s2.ndims:
+        return False
+    for d1, d2 in zip(s1.dims, s2.dims):
+        if d2.value is not None and d1.value != d2.value:
+            return False
+    return True
+
+
+def add_next_and_back_edge(m, v, enforce_shape_invariant: bool = True):
+    """NextIteration(v) as the back edge of loop Merge `m`."""
+    v = ops.convert_to_tensor(v)
+    nxt = prims.next_iteration(v)
+    if enforce_shape_invariant and not _shape_less_than_or_equal(nxt.shape, m.shape):
+        inp = m.op.inputs[0].op.inputs[0]
+        raise ValueError(
+            f"Input tensor '{inp.name}' enters the loop with shape {inp.shape}, but has "
+            f"shape {nxt.shape} after one iteration. To allow the shape to vary across "
+            "iterations, use the `shape_invariants` argument of tf.while_loop to specify "
+            "a less-specific shape."
+        )
+    if nxt.dtype != m.dtype:
+        raise TypeError(
+            f"Loop variable {m.op.inputs[0].op.inputs[0].name} has dtype {m.dtype.name} "
+            f"but the body returns dtype {nxt.dtype.name}"
+        )
+    m.op._update_input(1, nxt)
+    return nxt
+
+
+# -- cond --------------------------------------------------------------------------------
+
+
+def _unpack_if_singleton(res):
+    if isinstance(res, (list, tuple)) and len(res) == 1:
+        return res[0]
+    return res
+
+
+def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, fn2=None):
+    """`true_fn()` if `pred` else `false_fn()`; only the selected branch runs.
+
+    Both functions must return the same (nested) structure of tensors of the same
+    dtypes; singleton lists are unpacked unless `strict`.
+
+    Raises:
+      TypeError: missing or non-callable functions, a Python bool `pred`, a non-bool
+        `pred`, or branch outputs of different structure kinds.
+      ValueError: a non-scalar `pred`, branches returning nothing, different nested
+        structures or dtypes.
+    """
+    if fn1 is not None:
+        if true_fn is not None:
+            raise TypeError("cond(): true_fn and fn1 may not be set simultaneously.")
+        true_fn = fn1
+    elif true_fn is None:
+        raise TypeError("cond(): true_fn argument required")
+    if fn2 is not None:
+        if false_fn is not None:
+            raise TypeError("cond(): false_fn and fn2 may not be set simultaneously.")
+        false_fn = fn2
+    elif false_fn is None:
+        raise TypeError("cond(): false_fn argument required")
+    if not callable(true_fn):
+        raise TypeError("true_fn must be callable.")
+    if not callable(false_fn):
+        raise TypeError("false_fn must be callable.")
+    with ops.name_scope(name, "cond", [pred]) as scope:
+        if isinstance(pred, bool):
+            raise TypeError("pred must not be a Python bool")
+        pred = ops.convert_to_tensor(pred)
+        if pred.dtype != dtypes.bool:
+            raise TypeError(
+                f"Input 'pred' of 'Switch' Op has type {pred.dtype.name} that does not match "
+                "expected type of bool."
+            )
+        if pred.shape.ndims not in (None, 0):
+            raise ValueError(
+                f"Shape must be rank 0 but is rank {pred.shape.ndims} for "
+                f"'{scope}Switch' (op: 'Switch') with input shapes: {pred.shape}, {pred.shape}."
+            )
+        p_2, p_1 = prims.switch(pred, pred)
+        pivot_1 = _identity(p_1, name="switch_t")
+        pivot_2 = _identity(p_2, name="switch_f")
+        pred = _identity(pred, name="pred_id")
+        results = []
+        for pivot, branch, fn in ((pivot_1, 1, true_fn), (pivot_2, 0, false_fn)):
+            ctx = CondContext(pred, pivot, branch)
+            with ctx.entered():
+                orig, res = ctx.BuildCondBranch(fn)
+            if orig is None:
+                which = "true_fn" if branch else "false_fn"
+                raise ValueError(f"{which} must have a return value.")
+            results.append((ctx, orig, res))
+        (ctx_t, orig_t, res_t), (ctx_f, orig_f, res_f) = results
+        if not strict:
+            orig_t, orig_f = _unpack_if_singleton(orig_t), _unpack_if_singleton(orig_f)
+        try:
+            nest.assert_same_structure(orig_t, orig_f)
+        except TypeError as e:
+            raise TypeError(f"Incompatible return types of true_fn and false_fn: {e}") from None
+        except ValueError as e:
+            raise ValueError(f"Incompatible return values of true_fn and false_fn: {e}") from None
+        if not res_t:
+            raise ValueError("true_fn and false_fn must return at least one result.")
+        for x, y in zip(res_t, res_f):
+            if x.dtype != y.dtype:
+                raise ValueError(
+                    "Outputs of true_fn and false_fn must have the same type: "
+                    f"{x.dtype.name}, {y.dtype.name}"
+                )
+        merges = [prims.merge([f, t])[0] for f, t in zip(res_f, res_t)]
+        merges = _from_flows(nest.flatten(orig_t), merges)
+        if ctx_t.outer_context is None:
+            ops.add_to_collection(ops.GraphKeys.COND_CONTEXT, ctx_t)
+            ops.add_to_collection(ops.GraphKeys.COND_CONTEXT, ctx_f)
+        merges = nest.pack_sequence_as(orig_t, merges)
+        if not strict:
+            merges = _unpack_if_singleton(merges)
+        return merges
+
+
+# -- case --------------------------------------------------------------------------------
+
+
+def _case_args(pred_fn_pairs, exclusive):
+    if not isinstance(pred_fn_pairs, (list, tuple, dict)):
+        raise TypeError(
+            f"'pred_fn_pairs' must be a list, tuple, or dict. Received: {type(pred_fn_pairs)}"
+        )
+    if isinstance(pred_fn_pairs, dict):
+        pred_fn_pairs = sorted(pred_fn_pairs.items(), key=lambda item: item[0].name)
+    for pair in pred_fn_pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise TypeError(f"Each entry in 'pred_fn_pairs' must be a 2-tuple. Received {pair}.")
+        pred, fn = pair
+        if isinstance(pred, ops.Tensor):
+            if pred.dtype != dtypes.bool:
+                raise TypeError(f"pred must be Tensor of type bool: {pred.name}")
+        else:
+            raise TypeError(f"pred must be a Tensor, got: {pred}")
+        if not callable(fn):
+            raise TypeError(f"fn for pred {pred.name} must be callable.")
+    if not pred_fn_pairs:
+        return (), ()
+    predicates, actions = zip(*pred_fn_pairs)
+    return list(predicates), list(actions)
+
+
+def _assert_at_most_n_true(predicates, n, msg):
+    from asyncflow.ops import array_ops, check_ops, math_ops, reduction_ops
+
+    preds_c = array_ops.stack(predicates, name="preds_c")
+    num_true = reduction_ops.reduce_sum(math_ops.cast(preds_c, dtypes.int32), name="num_true")
+    condition = math_ops.less_equal(num_true, array_ops.constant(n, name="n_true_conds"))
+    return check_ops.Assert(condition, data=[msg, preds_c], summarize=len(predicates))
+
+
+def _case_default_action(predicates, actions):
+    from asyncflow.ops import array_ops, check_ops
+
+    k = len(predicates) - 1
+    predicate, action = predicates[k], actions[k]
+    others_p, others_a = predicates[:k], actions[:k]
+
+    def default_action():
+        others_msg = (
+            f"Implementation error: selected default action #{k} was called, but some of "
+            "other predicates are True: "
+        )
+        deps = [
+            check_ops.Assert(
+                predicate,
+                data=[
+                    "Input error: None of conditions evaluated as True:",
+                    array_ops.stack(predicates, name="preds_c"),
+                ],
+            )
+        ]
+        if others_p:
+            deps.insert(0, _assert_at_most_n_true(others_p, 0, others_msg))
+        with ops.control_dependencies(deps):
+            return action()
+
+    return default_action, others_p, others_a
+
+
+def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"):
+    """The result of the first `fn` whose `pred` is true (TF1's `tf.case`).
+
+    Built as nested conds evaluated in order; `default` runs when no predicate holds
+    (without `default`, the last pair is the default and asserts its predicate).
+    `exclusive=True` asserts at run time that at most one predicate is true.
+
+    Raises:
+      TypeError: `pred_fn_pairs` is not a list/tuple/dict of (bool Tensor, callable).
+      errors.InvalidArgumentError (at run time): the exclusivity or default assertion.
+    """
+    predicates, actions = _case_args(pred_fn_pairs, exclusive)
+    with ops.name_scope(name, "case", list(predicates)):
+        if default is None:
+            if not predicates:
+                raise ValueError("case needs at least one pred_fn_pair or a default")
+            default, predicates, actions = _case_default_action(predicates, actions)
+        fn = default
+        for predicate, action in reversed(list(zip(predicates, actions))):
+            fn = functools.partial(cond, predicate, true_fn=action, false_fn=fn, strict=strict)
+        if exclusive and len(predicates) > 1:
+            with ops.control_dependencies(
+                [_assert_at_most_n_true(predicates, 1, "Input error: exclusive=True")]
+            ):
+                return fn()
+        return fn()
+
+
+# -- while_loop --------------------------------------------------------------------------
+
+
+def while_loop(
+    cond,
+    body,
+    loop_vars,
+    shape_invariants=None,
+    parallel_iterations=10,
+    back_prop=True,
+    swap_memory=False,
+    name=None,
+    maximum_iterations=None,
+    return_same_structure=False,
+):
+    """Repeat `body` while `cond` is true (TF1's classic `tf.while_loop`).
+
+    `loop_vars` is any nested structure of tensors (and TensorArrays); `body` returns
+    the same structure.  Up to `parallel_iterations` iterations run at once.
+    `shape_invariants` relaxes the static shape each loop variable may take.
+
+    Raises:
+      ValueError: empty `loop_vars`, a body result whose structure or shape (with
+        respect to the invariants) differs, a non-scalar `maximum_iterations`.
+      TypeError: `cond`/`body` not callable, non-positive `parallel_iterations`, body
+        results of another dtype, a non-bool `cond` result.
+    """
+    with ops.name_scope(name, "while", nest.flatten(loop_vars)):
+        if not loop_vars:
+            raise ValueError("No loop variables provided")
+        if not callable(cond):
+            raise TypeError("cond must be callable.")
+        if not callable(body):
+            raise TypeError("body must be callable.")
+        if not isinstance(parallel_iterations, int) or parallel_iterations < 1:
+            raise TypeError("parallel_iterations must be a positive integer.")
+        try_to_pack = len(loop_vars) == 1 and not return_same_structure
+        if maximum_iterations is not None:
+            maximum_iterations = ops.convert_to_tensor(maximum_iterations, name="maximum_iterations")
+            if maximum_iterations.shape.ndims not in (None, 0):
+                raise ValueError(
+                    f"maximum_iterations must be a scalar, saw shape: {maximum_iterations.shape}"
+                )
+            from asyncflow.ops import array_ops, math_ops
+
+            counter = array_ops.constant(0, maximum_iterations.dtype, name="iteration_counter")
+            orig_cond, orig_body = cond, body
+            if try_to_pack:
+                loop_vars = (counter, loop_vars[0])
+
+                def cond(i, lv):
+                    return math_ops.logical_and(i < maximum_iterations, orig_cond(lv))
+
+                def body(i, lv):
+                    return (i + 1, orig_body(lv))
+            else:
+                loop_vars = (counter, loop_vars)
+
+                def cond(i, lv):
+                    return math_ops.logical_and(i < maximum_iterations, orig_cond(*lv))
+
+                def body(i, lv):
+                    return (i + 1, orig_body(*lv))
+
+            if shape_invariants is not None:
+                shape_invariants = (
+                    tensor_shape.TensorShape([]),
+                    shape_invariants[0] if try_to_pack else shape_invariants,
+                )
+            try_to_pack = False
+        ctx = WhileContext(
+            maximum_iterations=maximum_iterations,
+            parallel_iterations=parallel_iterations,
+            back_prop=back_prop,
+            swap_memory=swap_memory,
+        )
+        if ctx.outer_context is None:
+            ops.add_to_collection(ops.GraphKeys.WHILE_CONTEXT, ctx)
+        result = ctx.BuildLoop(cond, body, loop_vars, shape_invariants, return_same_structure)
+        if maximum_iterations is not None:
+            return result[1]
+        return result

@@ -1,0 +1,908 @@
+"""Convolutions: Conv2D, its two backprops (conv2d_transpose is Conv2DBackpropInput), and
+DepthwiseConv2dNative with its backprops; their gradients and TF1 builders (`af.nn`).
+
+How they compute (CPU and GPU, written once against the device's array module):
+- Conv2D is im2col + one GEMM: the padded NHWC input is viewed (no copy) as windows
+  [N, OH, OW, KH, KW, C] through `as_strided`; reshaping that view to a
+  [N*OH*OW, KH*KW*C] matrix is the only copy, and one `matmul` with the [KH*KW*C, OC]
+  filter (BLAS) gives the output.
+- Conv2DBackpropFilter is the same column matrix, transposed, times dy: one GEMM.
+- Conv2DBackpropInput is one GEMM dy @ filter^T into columns, then col2im as KH*KW
+  strided slice additions (each a vectorised pass, unlike `np.add.at`).
+- NCHW is accepted and transposed to NHWC around the NHWC computation.
+
+Geometry follows TF's `GetWindowedOutputSize`: SAME gives ceil(in / stride) outputs and
+puts the odd padding row/column at the bottom/right; VALID gives
+ceil((in - (k - 1) * dilation) / stride); EXPLICIT takes `explicit_paddings`.
+
+Invariant: every kernel returns exactly the declared dtype; half precision is computed in
+float32 and cast back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import array_ops
+from asyncflow.ops.math_ops import _builder_scope
+from asyncflow.registry import REQUIRED, TypeConstraint, register_op
+
+__all__ = [
+    "conv2d",
+    "conv2d_transpose",
+    "conv2d_backprop_input",
+    "conv2d_backprop_filter",
+    "depthwise_conv2d",
+    "depthwise_conv2d_native",
+    "depthwise_conv2d_native_backprop_input",
+    "depthwise_conv2d_native_backprop_filter",
+]
+
+CONV_TYPES = TypeConstraint(["float16", "bfloat16", "float32", "float64"])
+
+
+def _invalid(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _shape_str(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+# -- geometry shared with pooling_ops -----------------------------------------------------
+
+
+def _cdiv(a: int, b: int) -> int:
+    """C's integer division (toward zero), as TF's size arithmetic."""
+    q = abs(a) // b
+    return q if a >= 0 else -q
+
+
+def window_geometry(in_size: int, k: int, stride: int, dilation: int, padding: str, pads=(0, 0)):
+    """(out_size, pad_before, pad_after) for one spatial dimension, as TF computes them.
+
+    Raises InvalidArgumentError when the output size would be negative.
+    """
+    eff = (k - 1) * dilation + 1
+    if padding == "VALID":
+        out, lo, hi = _cdiv(in_size - eff + stride, stride), 0, 0
+    elif padding == "SAME":
+        out = -(-in_size // stride)
+        total = max((out - 1) * stride + eff - in_size, 0)
+        lo, hi = total // 2, total - total // 2
+    else:  # EXPLICIT
+        lo, hi = int(pads[0]), int(pads[1])
+        out = _cdiv(in_size + lo + hi - eff + stride, stride)
+    if out < 0:
+        raise _invalid(
+            f"Computed output size would be negative: {out} [input_size: {in_size}, "
+            f"effective_filter_size: {eff}, stride: {stride}]"
+        )
+    return out, lo, hi
+
+
+def static_out_size(in_dim, k, stride, dilation, padding, pads=(0, 0)):
+    """window_geometry's output size for the shape function (None when unknown)."""
+    if in_dim is None or k is None:
+        return None
+    try:
+        return window_geometry(in_dim, k, stride, dilation, padding, pads)[0]
+    except errors.InvalidArgumentError as e:
+        raise ValueError(e.message) from None
+
+
+def four(value, name: str, data_format: str, default: int = 1) -> list[int]:
+    """TF's `_get_sequence`: an int or 1/2/4 ints as the 4 per-dimension values."""
+    if value is None:
+        return [default] * 4
+    if isinstance(value, int | np.integer):
+        value = [int(value)]
+    value = [int(v) for v in value]
+    if len(value) == 4:
+        return value
+    if len(value) == 1:
+        value = value * 2
+    if len(value) != 2:
+        raise ValueError(f"{name} should be of length 1, 2 or 4 but was {len(value)}")
+    if data_format.startswith("NC"):
+        return [1, 1, *value]
+    return [1, *value, 1]
+
+
+def spatial(values, data_format: str) -> tuple[int, int]:
+    """The (H, W) entries of a 4-element attr in `data_format`."""
+    return (values[2], values[3]) if data_format == "NCHW" else (values[1], values[2])
+
+
+def to_nhwc(xp, x, data_format: str):
+    return x.transpose(0, 2, 3, 1) if data_format == "NCHW" else x
+
+
+def from_nhwc(xp, x, data_format: str):
+    return xp.ascontiguousarray(x.transpose(0, 3, 1, 2)) if data_format == "NCHW" else x
+
+
+def nhwc_dims(dims, data_format: str):
+    """[N, H, W, C] from a 4-list in data_format."""
+    if data_format == "NCHW":
+        return [dims[0], dims[2], dims[3], dims[1]]
+    return list(dims)
+
+
+def from_nhwc_dims(dims, data_format: str):
+    if data_format == "NCHW":
+        return [dims[0], dims[3], dims[1], dims[2]]
+    return list(dims)
+
+
+def pad_spatial(xp, x, lo_h, hi_h, lo_w, hi_w, value=0):
+    """x [N, H, W, C] padded in H and W with `value` (no copy when there is nothing to pad)."""
+    if not (lo_h or hi_h or lo_w or hi_w):
+        return x
+    n, h, w, c = x.shape
+    out = xp.full((n, h + lo_h + hi_h, w + lo_w + hi_w, c), value, dtype=x.dtype)
+    out[:, lo_h : lo_h + h, lo_w : lo_w + w, :] = x
+    return out
+
+
+def windows(xp, xpad, kh, kw, oh, ow, sh, sw, dh, dw):
+    """The view [N, OH, OW, KH, KW, C] of all windows of padded NHWC `xpad` (no copy)."""
+    n, _, _, c = xpad.shape
+    s0, s1, s2, s3 = xpad.strides
+    return xp.lib.stride_tricks.as_strided(
+        xpad,
+        shape=(n, oh, ow, kh, kw, c),
+        strides=(s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3),
+        writeable=False,
+    )
+
+
+def window_slice(i, j, oh, ow, sh, sw, dh, dw):
+    """The index of the padded-input positions that window offset (i, j) touches."""
+    return (
+        slice(None),
+        slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),
+        slice(j * dw, j * dw + (ow - 1) * sw + 1, sw),
+        slice(None),
+    )
+
+
+def compute_dtype(dtype):
+    """Half precision computes in float32 (BLAS has no half GEMM)."""
+    return np.float32 if np.dtype(dtype).itemsize < 4 else dtype
+
+
+class _Geom:
+    """Everything about one 2-D convolution, in NHWC terms, checked against TF's rules."""
+
+    __slots__ = ("n", "h", "w", "c", "kh", "kw", "oc", "oh", "ow", "sh", "sw", "dh", "dw", "pad")
+
+    def __init__(self, attrs, in_nhwc, filter_shape, depthwise=False):
+        fmt = attrs["data_format"]
+        self.n, self.h, self.w, self.c = (int(d) for d in in_nhwc)
+        if len(filter_shape) != 4:
+            raise _invalid(f"filter must be 4-dimensional: {_shape_str(filter_shape)}")
+        self.kh, self.kw, fc, m = (int(d) for d in filter_shape)
+        if fc != self.c:
+            raise _invalid(
+                f"input depth must be evenly divisible by filter depth: {self.c} vs {fc}"
+                if not depthwise
+                else f"input and filter must have the same depth: {self.c} vs {fc}"
+            )
+        self.oc = fc * m if depthwise else m
+        self.sh, self.sw = spatial(attrs["strides"], fmt)
+        self.dh, self.dw = spatial(attrs.get("dilations") or [1, 1, 1, 1], fmt)
+        explicit = list(attrs.get("explicit_paddings") or [0] * 8)
+        pads = nhwc_dims([explicit[i : i + 2] for i in range(0, 8, 2)], fmt) if explicit else None
+        padding = attrs["padding"]
+        self.oh, lo_h, hi_h = window_geometry(
+            self.h, self.kh, self.sh, self.dh, padding, pads[1] if pads else (0, 0)
+        )
+        self.ow, lo_w, hi_w = window_geometry(
+            self.w, self.kw, self.sw, self.dw, padding, pads[2] if pads else (0, 0)
+        )
+        self.pad = (lo_h, hi_h, lo_w, hi_w)
+
+    def out_nhwc(self):
+        return (self.n, self.oh, self.ow, self.oc)
+
+    def windows(self, xp, x):
+        xpad = pad_spatial(xp, x, *self.pad)
+        return windows(
+            xp, xpad, self.kh, self.kw, self.oh, self.ow, self.sh, self.sw, self.dh, self.dw
+        )
+
+    def cols(self, xp, x):
+        """The im2col matrix [N*OH*OW, KH*KW*C] (x itself for a plain 1x1 convolution)."""
+        if self.kh == self.kw == 1 and self.sh == self.sw == 1 and not any(self.pad):
+            return x.reshape(-1, self.c)
+        win = self.windows(xp, x)
+        # copyto walks the strided view far faster than reshape's copy (3-4x here)
+        cols = xp.empty(win.shape, dtype=win.dtype)
+        xp.copyto(cols, win)
+        return cols.reshape(-1, self.kh * self.kw * self.c)
+
+    def col2im(self, xp, dcols, dtype):
+        """Sum window gradients dcols [N, OH, OW, KH, KW, C] back onto the input [N,H,W,C]."""
+        lo_h, hi_h, lo_w, hi_w = self.pad
+        hp, wp = self.h + lo_h + hi_h, self.w + lo_w + hi_w
+        hp = max(hp, (self.oh - 1) * self.sh + (self.kh - 1) * self.dh + 1)
+        wp = max(wp, (self.ow - 1) * self.sw + (self.kw - 1) * self.dw + 1)
+        dxp = xp.zeros((self.n, hp, wp, self.c), dtype=dtype)
+        if self.oh and self.ow:
+            for i in range(self.kh):
+                for j in range(self.kw):
+                    idx = window_slice(i, j, self.oh, self.ow, self.sh, self.sw, self.dh, self.dw)
+                    dxp[idx] += dcols[:, :, :, i, j, :]
+        return dxp[:, lo_h : lo_h + self.h, lo_w : lo_w + self.w, :]
+
+
+def _check_attrs(attrs, depthwise=False) -> None:
+    """TF's construction-time checks (strides/dilations in batch and depth must be 1)."""
+    fmt = attrs["data_format"]
+    if fmt not in ("NHWC", "NCHW"):
+        raise ValueError(f"Invalid data format: {fmt}")
+    for key in ("strides", "dilations"):
+        vals = attrs.get(key)
+        if vals is None:
+            continue
+        if len(vals) != 4:
+            raise ValueError(f"Sliding window {key} field must specify 4 dimensions")
+        batch, depth = (vals[0], vals[1]) if fmt == "NCHW" else (vals[0], vals[3])
+        if batch != 1 or depth != 1:
+            raise ValueError(
+                f"Current implementation does not yet support {key} in the batch and depth "
+                "dimensions."
+            )
+        if any(v < 1 for v in vals):
+            raise ValueError(f"{key} must be positive, got {list(vals)}")
+    padding = attrs["padding"]
+    if padding not in ("SAME", "VALID", "EXPLICIT"):
+        raise ValueError(f"padding must be one of SAME, VALID, EXPLICIT, got {padding!r}")
+    explicit = attrs.get("explicit_paddings") or []
+    if padding == "EXPLICIT" and len(explicit) != 8:
+        raise ValueError("explicit_paddings attribute must contain 8 values for EXPLICIT padding")
+    if padding != "EXPLICIT" and explicit:
+        raise ValueError("explicit_paddings should be empty unless padding is EXPLICIT")
+    if depthwise:
+        sh, sw = spatial(attrs["strides"], fmt)
+        if sh != sw:
+            raise ValueError(
+                "Current implementation only supports equal length strides in the row and "
+                "column dimensions."
+            )
+
+
+def _attrs_of(op) -> dict:
+    return {k: op.get_attr(k) for k in op.op_def.attrs}
+
+
+def _static_out_shape(op, in_shape, filter_shape, depthwise=False) -> tensor_shape.TensorShape:
+    """The NHWC/NCHW output shape from partially known input and filter shapes."""
+    attrs = _attrs_of(op)
+    _check_attrs(attrs, depthwise)
+    fmt = attrs["data_format"]
+    in_shape = tensor_shape.as_shape(in_shape).with_rank(4)
+    filter_shape = tensor_shape.as_shape(filter_shape).with_rank(4)
+    n, h, w, c = nhwc_dims(in_shape.as_list(), fmt)
+    kh, kw, fc, m = filter_shape.as_list()
+    if c is not None and fc is not None and c != fc:
+        raise ValueError(f"Depth of input ({c}) must equal the filter's input depth ({fc})")
+    sh, sw = spatial(attrs["strides"], fmt)
+    dh, dw = spatial(attrs.get("dilations") or [1] * 4, fmt)
+    explicit = list(attrs.get("explicit_paddings") or [0] * 8)
+    pads = nhwc_dims([explicit[i : i + 2] for i in range(0, 8, 2)], fmt)
+    oh = static_out_size(h, kh, sh, dh, attrs["padding"], pads[1])
+    ow = static_out_size(w, kw, sw, dw, attrs["padding"], pads[2])
+    if depthwise:
+        oc = None if (fc is None and c is None) or m is None else (fc or c) * m
+    else:
+        oc = m
+    return tensor_shape.TensorShape(from_nhwc_dims([n, oh, ow, oc], fmt))
+
+
+_CONV_ATTRS = {
+    "T": CONV_TYPES,
+    "strides": REQUIRED,
+    "use_cudnn_on_gpu": True,
+    "padding": REQUIRED,
+    "explicit_paddings": [],
+    "data_format": "NHWC",
+    "dilations": [1, 1, 1, 1],
+}
+
+
+def _check_rank4(x, what: str) -> None:
+    if x.ndim != 4:
+        raise _invalid(f"{what} must be 4-dimensional: {_shape_str(x.shape)}")
+
+
+def _sizes(value, what: str) -> list[int]:
+    v = np.asarray(value.get() if hasattr(value, "get") else value)
+    if v.ndim != 1 or v.shape[0] != 4:
+        raise _invalid(f"{what} must be 4-dimensional, got {_shape_str(v.shape)}")
+    return [int(d) for d in v]
+
+
+# -- Conv2D --------------------------------------------------------------------------------
+
+
+def _conv2d_shape(op):
+    return [_static_out_shape(op, op.inputs[0].shape, op.inputs[1].shape)]
+
+
+Conv2D = register_op(
+    "Conv2D",
+    inputs=["input: T", "filter: T"],
+    outputs=["output: T"],
+    attrs=dict(_CONV_ATTRS),
+    shape_fn=_conv2d_shape,
+)
+
+
+def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
+    ct = compute_dtype(x.dtype)
+    x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
+    w = w.astype(ct, copy=False)
+    out = xp.matmul(g.cols(xp, x), w.reshape(-1, g.oc)).reshape(g.out_nhwc())
+    return from_nhwc(xp, out, fmt).astype(out_dtype, copy=False)
+
+
+@Conv2D.kernel("CPU", "GPU")
+async def _conv2d(ctx, x, w):
+    xp = ctx.xp
+    x, w = xp.asarray(x), xp.asarray(w)
+    _check_rank4(x, "input")
+    _check_rank4(w, "filter")
+    fmt = ctx.attrs["data_format"]
+    g = _Geom(ctx.attrs, nhwc_dims(x.shape, fmt), w.shape)
+    ctx.device.check_alloc(g.n * g.oh * g.ow * g.kh * g.kw * g.c, ctx.attrs["T"])
+    dt = x.dtype
+    cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
+    return await ctx.device.compute(_conv2d_forward, xp, g, x, w, fmt, dt, cost=cost)
+
+
+# -- Conv2DBackpropInput -------------------------------------------------------------------
+
+
+def _backprop_input_shape(op):
+    sizes = ops.constant_shape(op.inputs[0])
+    op.inputs[2].shape.with_rank(4)
+    return [sizes.merge_with(tensor_shape.unknown_shape(4))]
+
+
+Conv2DBackpropInput = register_op(
+    "Conv2DBackpropInput",
+    inputs=["input_sizes: int32", "filter: T", "out_backprop: T"],
+    outputs=["output: T"],
+    attrs=dict(_CONV_ATTRS),
+    shape_fn=_backprop_input_shape,
+)
+
+
+def _check_out_backprop(g: _Geom, dy_nhwc, what="out_backprop") -> None:
+    if tuple(dy_nhwc) != g.out_nhwc():
+        raise _invalid(
+            f"Conv2DCustomBackprop: Size of {what} doesn't match computed: actual = "
+            f"{_shape_str(dy_nhwc)}, computed = {_shape_str(g.out_nhwc())}"
+        )
+
+
+def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
+    ct = compute_dtype(dy.dtype)
+    dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False).reshape(-1, g.oc)
+    w_t = xp.ascontiguousarray(w.astype(ct, copy=False).reshape(-1, g.oc).T)
+    dcols = xp.matmul(dy, w_t)
+    dcols = dcols.reshape(g.n, g.oh, g.ow, g.kh, g.kw, g.c)
+    dx = g.col2im(xp, dcols, ct)
+    return from_nhwc(xp, xp.ascontiguousarray(dx), fmt).astype(out_dtype, copy=False)
+
+
+@Conv2DBackpropInput.kernel("CPU", "GPU")
+async def _conv2d_backprop_input_kernel(ctx, input_sizes, w, dy):
+    xp = ctx.xp
+    w, dy = xp.asarray(w), xp.asarray(dy)
+    sizes = _sizes(input_sizes, "input_sizes")
+    _check_rank4(w, "filter")
+    _check_rank4(dy, "out_backprop")
+    fmt = ctx.attrs["data_format"]
+    ctx.device.check_alloc(int(np.prod(sizes)), ctx.attrs["T"])
+    g = _Geom(ctx.attrs, nhwc_dims(sizes, fmt), w.shape)
+    _check_out_backprop(g, nhwc_dims(dy.shape, fmt))
+    cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * dy.itemsize)
+    return await ctx.device.compute(_conv2d_backprop_input, xp, g, w, dy, fmt, dy.dtype, cost=cost)
+
+
+# -- Conv2DBackpropFilter ------------------------------------------------------------------
+
+
+def _backprop_filter_shape(op):
+    sizes = ops.constant_shape(op.inputs[1])
+    op.inputs[0].shape.with_rank(4)
+    return [sizes.merge_with(tensor_shape.unknown_shape(4))]
+
+
+Conv2DBackpropFilter = register_op(
+    "Conv2DBackpropFilter",
+    inputs=["input: T", "filter_sizes: int32", "out_backprop: T"],
+    outputs=["output: T"],
+    attrs=dict(_CONV_ATTRS),
+    shape_fn=_backprop_filter_shape,
+)
+
+
+def _conv2d_backprop_filter(xp, g: _Geom, x, dy, fmt, out_dtype):
+    ct = compute_dtype(dy.dtype)
+    x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
+    dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False).reshape(-1, g.oc)
+    dw = xp.matmul(g.cols(xp, x).T, dy)
+    return dw.reshape(g.kh, g.kw, g.c, g.oc).astype(out_dtype, copy=False)
+
+
+@Conv2DBackpropFilter.kernel("CPU", "GPU")
+async def _conv2d_backprop_filter_kernel(ctx, x, filter_sizes, dy):
+    xp = ctx.xp
+    x, dy = xp.asarray(x), xp.asarray(dy)
+    sizes = _sizes(filter_sizes, "filter_sizes")
+    _check_rank4(x, "input")
+    _check_rank4(dy, "out_backprop")
+    fmt = ctx.attrs["data_format"]
+    g = _Geom(ctx.attrs, nhwc_dims(x.shape, fmt), sizes)
+    _check_out_backprop(g, nhwc_dims(dy.shape, fmt))
+    ctx.device.check_alloc(g.n * g.oh * g.ow * g.kh * g.kw * g.c, ctx.attrs["T"])
+    cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * dy.itemsize)
+    return await ctx.device.compute(
+        _conv2d_backprop_filter, xp, g, x, dy, fmt, dy.dtype, cost=cost
+    )
+
+
+# -- gradients -----------------------------------------------------------------------------
+
+
+def _conv_attrs(op) -> dict:
+    return {k: op.get_attr(k) for k in _CONV_ATTRS if k != "T"}
+
+
+def _shape_of(t):
+    return array_ops.shape(t, out_type=dtypes.int32)
+
+
+@Conv2D.gradient
+def _conv2d_grad(op, grad):
+    attrs = _conv_attrs(op)
+    x, w = op.inputs
+    dx = ops.apply_op("Conv2DBackpropInput", [_shape_of(x), w, grad], attrs).outputs[0]
+    dw = ops.apply_op("Conv2DBackpropFilter", [x, _shape_of(w), grad], attrs).outputs[0]
+    return [dx, dw]
+
+
+@Conv2DBackpropInput.gradient
+def _conv2d_backprop_input_grad(op, grad):
+    attrs = _conv_attrs(op)
+    _, w, dy = op.inputs
+    dw = ops.apply_op("Conv2DBackpropFilter", [grad, _shape_of(w), dy], attrs).outputs[0]
+    ddy = ops.apply_op("Conv2D", [grad, w], attrs).outputs[0]
+    return [None, dw, ddy]
+
+
+@Conv2DBackpropFilter.gradient
+def _conv2d_backprop_filter_grad(op, grad):
+    attrs = _conv_attrs(op)
+    x, _, dy = op.inputs
+    dx = ops.apply_op("Conv2DBackpropInput", [_shape_of(x), grad, dy], attrs).outputs[0]
+    ddy = ops.apply_op("Conv2D", [x, grad], attrs).outputs[0]
+    return [dx, None, ddy]
+
+
+# -- builders ------------------------------------------------------------------------------
+
+
+def _fmt(data_format) -> str:
+    fmt = data_format or "NHWC"
+    if fmt not in ("NHWC", "NCHW"):
+        raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
+    return fmt
+
+
+def _padding_attrs(padding, fmt) -> dict:
+    """TF's `convert_padding`: a string, or explicit [[before, after]] * 4 pairs."""
+    if isinstance(padding, str):
+        padding = padding.upper()
+        if padding not in ("SAME", "VALID"):
+            raise ValueError(f"padding must be 'SAME', 'VALID' or explicit pairs, got {padding!r}")
+        return {"padding": padding, "explicit_paddings": []}
+    pairs = [list(p) for p in padding]
+    if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"When padding is explicit, it must be 4 pairs, got {padding}")
+    batch, depth = (pairs[0], pairs[1]) if fmt == "NCHW" else (pairs[0], pairs[3])
+    if any(batch) or any(depth):
+        raise ValueError("Explicit padding in the batch or depth dimension is not supported")
+    return {"padding": "EXPLICIT", "explicit_paddings": [int(v) for p in pairs for v in p]}
+
+
+def _pick(a, a_name, b, b_name):
+    if a is not None and b is not None:
+        raise ValueError(f"Cannot specify both '{a_name}' and '{b_name}'.")
+    return a if a is not None else b
+
+
+def conv2d(
+    input,  # noqa: A002 - TF's name
+    filter=None,  # noqa: A002 - TF's name
+    strides=None,
+    padding=None,
+    use_cudnn_on_gpu=True,
+    data_format="NHWC",
+    dilations=None,
+    name=None,
+    filters=None,
+):
+    """2-D convolution of a 4-D `input` [N,H,W,C] with `filter` [KH,KW,C,OC].
+
+    Raises:
+      ValueError: a bad data_format, padding, stride or dilation (at build time), or
+        shapes that cannot convolve.
+      InvalidArgumentError: at run time, input and filter depths differ.
+    """
+    filter = _pick(filter, "filter", filters, "filters")  # noqa: A001
+    if filter is None or padding is None or strides is None:
+        raise ValueError("conv2d needs filter, strides and padding")
+    fmt = _fmt(data_format)
+    attrs = {
+        "strides": four(strides, "strides", fmt),
+        "use_cudnn_on_gpu": bool(use_cudnn_on_gpu),
+        "data_format": fmt,
+        "dilations": four(dilations, "dilations", fmt),
+        **_padding_attrs(padding, fmt),
+    }
+    return ops.apply_op("Conv2D", [input, filter], attrs, name=name).outputs[0]
+
+
+def conv2d_backprop_input(
+    input_sizes,
+    filter=None,  # noqa: A002 - TF's name
+    out_backprop=None,
+    strides=None,
+    padding=None,
+    use_cudnn_on_gpu=True,
+    data_format="NHWC",
+    dilations=None,
+    name=None,
+    filters=None,
+):
+    """The gradient of conv2d with respect to its input (op Conv2DBackpropInput)."""
+    filter = _pick(filter, "filter", filters, "filters")  # noqa: A001
+    fmt = _fmt(data_format)
+    attrs = {
+        "strides": four(strides, "strides", fmt),
+        "use_cudnn_on_gpu": bool(use_cudnn_on_gpu),
+        "data_format": fmt,
+        "dilations": four(dilations, "dilations", fmt),
+        **_padding_attrs(padding, fmt),
+    }
+    return ops.apply_op(
+        "Conv2DBackpropInput", [input_sizes, filter, out_backprop], attrs, name=name
+    ).outputs[0]
+
+
+def conv2d_backprop_filter(
+    input,  # noqa: A002 - TF's name
+    filter_sizes,
+    out_backprop,
+    strides,
+    padding,
+    use_cudnn_on_gpu=True,
+    data_format="NHWC",
+    dilations=None,
+    name=None,
+):
+    """The gradient of conv2d with respect to its filter (op Conv2DBackpropFilter)."""
+    fmt = _fmt(data_format)
+    attrs = {
+        "strides": four(strides, "strides", fmt),
+        "use_cudnn_on_gpu": bool(use_cudnn_on_gpu),
+        "data_format": fmt,
+        "dilations": four(dilations, "dilations", fmt),
+        **_padding_attrs(padding, fmt),
+    }
+    return ops.apply_op(
+        "Conv2DBackpropFilter", [input, filter_sizes, out_backprop], attrs, name=name
+    ).outputs[0]
+
+
+def conv2d_transpose(
+    value=None,
+    filter=None,  # noqa: A002 - TF's name
+    output_shape=None,
+    strides=None,
+    padding="SAME",
+    data_format="NHWC",
+    name=None,
+    input=None,  # noqa: A002 - TF's name
+    filters=None,
+    dilations=None,
+):
+    """The transpose of conv2d: `filter` is [KH, KW, out_channels, in_channels].
+
+    Raises:
+      ValueError: value's channels differ from filter's last dimension, or output_shape
+        is not 4 values.
+    """
+    value = _pick(value, "value", input, "input")
+    filter = _pick(filter, "filter", filters, "filters")  # noqa: A001
+    fmt = _fmt(data_format)
+    with _builder_scope(name, "conv2d_transpose", [value, filter]) as op_name:
+        value = ops.convert_to_tensor(value, name="value")
+        filter = ops.convert_to_tensor(filter, name="filter")  # noqa: A001
+        axis = 1 if fmt == "NCHW" else 3
+        vc = tensor_shape.dimension_value(value.shape.with_rank(4)[axis])
+        fc = tensor_shape.dimension_value(filter.shape.with_rank(4)[3])
+        if vc is not None and fc is not None and vc != fc:
+            raise ValueError(
+                f"input channels does not match filter's input channels, {vc} != {fc}"
+            )
+        if not isinstance(output_shape, ops.Tensor):
+            output_shape = np.asarray(
+                [int(tensor_shape.dimension_value(d)) for d in output_shape], np.int32
+            )
+            if output_shape.shape != (4,):
+                raise ValueError("output_shape must have shape (4,)")
+        output_shape = ops.convert_to_tensor(output_shape, name="output_shape")
+    return conv2d_backprop_input(
+        output_shape, filter, value, strides, padding, True, fmt, dilations, name=op_name
+    )
+
+
+# -- depthwise -----------------------------------------------------------------------------
+
+_DEPTHWISE_ATTRS = {
+    "T": CONV_TYPES,
+    "strides": REQUIRED,
+    "padding": REQUIRED,
+    "explicit_paddings": [],
+    "data_format": "NHWC",
+    "dilations": [1, 1, 1, 1],
+}
+
+
+def _depthwise_shape(op):
+    return [_static_out_shape(op, op.inputs[0].shape, op.inputs[1].shape, depthwise=True)]
+
+
+DepthwiseConv2dNative = register_op(
+    "DepthwiseConv2dNative",
+    inputs=["input: T", "filter: T"],
+    outputs=["output: T"],
+    attrs=dict(_DEPTHWISE_ATTRS),
+    shape_fn=_depthwise_shape,
+)
+
+
+def _depthwise_forward(xp, g: _Geom, x, w, fmt, out_dtype):
+    ct = compute_dtype(x.dtype)
+    win = g.windows(xp, to_nhwc(xp, x, fmt).astype(ct, copy=False))
+    w = w.astype(ct, copy=False)
+    m = w.shape[3]
+    out = xp.zeros((g.n, g.oh, g.ow, g.c, m), dtype=ct)
+    for i in range(g.kh):
+        for j in range(g.kw):
+            out += win[:, :, :, i, j, :, None] * w[i, j]
+    return from_nhwc(xp, out.reshape(g.out_nhwc()), fmt).astype(out_dtype, copy=False)
+
+
+@DepthwiseConv2dNative.kernel("CPU", "GPU")
+async def _depthwise(ctx, x, w):
+    xp = ctx.xp
+    x, w = xp.asarray(x), xp.asarray(w)
+    _check_rank4(x, "input")
+    _check_rank4(w, "filter")
+    fmt = ctx.attrs["data_format"]
+    g = _Geom(ctx.attrs, nhwc_dims(x.shape, fmt), w.shape, depthwise=True)
+    ctx.device.check_alloc(g.n * g.oh * g.ow * g.oc, ctx.attrs["T"])
+    cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.oc * x.itemsize)
+    return await ctx.device.compute(_depthwise_forward, xp, g, x, w, fmt, x.dtype, cost=cost)
+
+
+DepthwiseConv2dNativeBackpropInput = register_op(
+    "DepthwiseConv2dNativeBackpropInput",
+    inputs=["input_sizes: int32", "filter: T", "out_backprop: T"],
+    outputs=["output: T"],
+    attrs=dict(_DEPTHWISE_ATTRS),
+    shape_fn=_backprop_input_shape,
+)
+
+
+def _depthwise_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
+    ct = compute_dtype(dy.dtype)
+    w = w.astype(ct, copy=False)
+    m = w.shape[3]
+    dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False).reshape(g.n, g.oh, g.ow, g.c, m)
+    dcols = xp.empty((g.n, g.oh, g.ow, g.kh, g.kw, g.c), dtype=ct)
+    for i in range(g.kh):
+        for j in range(g.kw):
+            dcols[:, :, :, i, j, :] = xp.einsum("nhwcm,cm->nhwc", dy, w[i, j])
+    dx = g.col2im(xp, dcols, ct)
+    return from_nhwc(xp, xp.ascontiguousarray(dx), fmt).astype(out_dtype, copy=False)
+
+
+@DepthwiseConv2dNativeBackpropInput.kernel("CPU", "GPU")
+async def _depthwise_backprop_input_kernel(ctx, input_sizes, w, dy):
+    xp = ctx.xp
+    w, dy = xp.asarray(w), xp.asarray(dy)
+    sizes = _sizes(input_sizes, "input_sizes")
+    _check_rank4(w, "filter")
+    _check_rank4(dy, "out_backprop")
+    fmt = ctx.attrs["data_format"]
+    ctx.device.check_alloc(int(np.prod(sizes)), ctx.attrs["T"])
+    g = _Geom(ctx.attrs, nhwc_dims(sizes, fmt), w.shape, depthwise=True)
+    _check_out_backprop(g, nhwc_dims(dy.shape, fmt))
+    cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.oc * dy.itemsize)
+    return await ctx.device.compute(
+        _depthwise_backprop_input, xp, g, w, dy, fmt, dy.dtype, cost=cost
+    )
+
+
+DepthwiseConv2dNativeBackpropFilter = register_op(
+    "DepthwiseConv2dNativeBackpropFilter",
+    inputs=["input: T", "filter_sizes: int32", "out_backprop: T"],
+    outputs=["output: T"],
+    attrs=dict(_DEPTHWISE_ATTRS),
+    shape_fn=_backprop_filter_shape,
+)
+
+
+def _depthwise_backprop_filter(xp, g: _Geom, x, dy, m, fmt, out_dtype):
+    ct = compute_dtype(dy.dtype)
+    win = g.windows(xp, to_nhwc(xp, x, fmt).astype(ct, copy=False))
+    dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False).reshape(-1, g.c, m)
+    dw = xp.empty((g.kh, g.kw, g.c, m), dtype=ct)
+    for i in range(g.kh):
+        for j in range(g.kw):
+            xs = win[:, :, :, i, j, :].reshape(-1, g.c)
+            dw[i, j] = xp.einsum("pc,pcm->cm", xs, dy)
+    return dw.astype(out_dtype, copy=False)
+
+
+@DepthwiseConv2dNativeBackpropFilter.kernel("CPU", "GPU")
+async def _depthwise_backprop_filter_kernel(ctx, x, filter_sizes, dy):
+    xp = ctx.xp
+    x, dy = xp.asarray(x), xp.asarray(dy)
+    sizes = _sizes(filter_sizes, "filter_sizes")
+    _check_rank4(x, "input")
+    _check_rank4(dy, "out_backprop")
+    fmt = ctx.attrs["data_format"]
+    g = _Geom(ctx.attrs, nhwc_dims(x.shape, fmt), sizes, depthwise=True)
+    _check_out_backprop(g, nhwc_dims(dy.shape, fmt))
+    cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.oc * dy.itemsize)
+    return await ctx.device.compute(
+        _depthwise_backprop_filter, xp, g, x, dy, sizes[3], fmt, dy.dtype, cost=cost
+    )
+
+
+def _depthwise_attrs(op) -> dict:
+    return {k: op.get_attr(k) for k in _DEPTHWISE_ATTRS if k != "T"}
+
+
+@DepthwiseConv2dNative.gradient
+def _depthwise_grad(op, grad):
+    attrs = _depthwise_attrs(op)
+    x, w = op.inputs
+    dx = ops.apply_op(
+        "DepthwiseConv2dNativeBackpropInput", [_shape_of(x), w, grad], attrs
+    ).outputs[0]
+    dw = ops.apply_op(
+        "DepthwiseConv2dNativeBackpropFilter", [x, _shape_of(w), grad], attrs
+    ).outputs[0]
+    return [dx, dw]
+
+
+@DepthwiseConv2dNativeBackpropInput.gradient
+def _depthwise_backprop_input_grad(op, grad):
+    attrs = _depthwise_attrs(op)
+    _, w, dy = op.inputs
+    dw = ops.apply_op(
+        "DepthwiseConv2dNativeBackpropFilter", [grad, _shape_of(w), dy], attrs
+    ).outputs[0]
+    ddy = ops.apply_op("DepthwiseConv2dNative", [grad, w], attrs).outputs[0]
+    return [None, dw, ddy]
+
+
+@DepthwiseConv2dNativeBackpropFilter.gradient
+def _depthwise_backprop_filter_grad(op, grad):
+    attrs = _depthwise_attrs(op)
+    x, _, dy = op.inputs
+    dx = ops.apply_op(
+        "DepthwiseConv2dNativeBackpropInput", [_shape_of(x), grad, dy], attrs
+    ).outputs[0]
+    ddy = ops.apply_op("DepthwiseConv2dNative", [x, grad], attrs).outputs[0]
+    return [dx, None, ddy]
+
+
+def _depthwise_builder_attrs(strides, padding, data_format, dilations) -> dict:
+    fmt = _fmt(data_format)
+    return {
+        "strides": four(strides, "strides", fmt),
+        "data_format": fmt,
+        "dilations": four(dilations, "dilations", fmt),
+        **_padding_attrs(padding, fmt),
+    }
+
+
+def depthwise_conv2d_native(
+    input,  # noqa: A002 - TF's name
+    filter,  # noqa: A002 - TF's name
+    strides,
+    padding,
+    data_format="NHWC",
+    dilations=None,
+    name=None,
+):
+    """Depthwise 2-D convolution: `filter` [KH, KW, C, M] gives C*M output channels.
+
+    Raises:
+      ValueError: unequal row and column strides, a bad padding or data_format.
+    """
+    attrs = _depthwise_builder_attrs(strides, padding, data_format, dilations)
+    return ops.apply_op("DepthwiseConv2dNative", [input, filter], attrs, name=name).outputs[0]
+
+
+def depthwise_conv2d_native_backprop_input(
+    input_sizes,
+    filter,  # noqa: A002 - TF's name
+    out_backprop,
+    strides,
+    padding,
+    data_format="NHWC",
+    dilations=None,
+    name=None,
+):
+    """The gradient of depthwise_conv2d_native with respect to its input."""
+    attrs = _depthwise_builder_attrs(strides, padding, data_format, dilations)
+    inputs = [input_sizes, filter, out_backprop]
+    return ops.apply_op("DepthwiseConv2dNativeBackpropInput", inputs, attrs, name=name).outputs[0]
+
+
+def depthwise_conv2d_native_backprop_filter(
+    input,  # noqa: A002 - TF's name
+    filter_sizes,
+    out_backprop,
+    strides,
+    padding,
+    data_format="NHWC",
+    dilations=None,
+    name=None,
+):
+    """The gradient of depthwise_conv2d_native with respect to its filter."""
+    attrs = _depthwise_builder_attrs(strides, padding, data_format, dilations)
+    inputs = [input, filter_sizes, out_backprop]
+    return ops.apply_op("DepthwiseConv2dNativeBackpropFilter", inputs, attrs, name=name).outputs[0]
+
+
+def depthwise_conv2d(
+    input,  # noqa: A002 - TF's name
+    filter,  # noqa: A002 - TF's name
+    strides,
+    padding,
+    rate=None,
+    name=None,
+    data_format=None,
+    dilations=None,
+):
+    """`tf.nn.depthwise_conv2d`: `rate` (TF1) or `dilations` sets the atrous rate.
+
+    Raises:
+      ValueError: both rate and dilations given, or rate with strides other than 1.
+    """
+    rate = _pick(rate, "rate", dilations, "dilations")
+    fmt = _fmt(data_format)
+    if rate is not None:
+        rate = list(rate) if not isinstance(rate, int) else [rate, rate]
+        if len(rate) == 2 and any(r != 1 for r in rate):
+            if any(s != 1 for s in spatial(four(strides, "strides", fmt), fmt)):
+                raise ValueError("strides > 1 not supported in conjunction with rate > 1")
+    with ops.name_scope(name, "depthwise", [input, filter]) as scope:
+        return depthwise_conv2d_native(
+            input, filter, strides, padding, fmt, dilations=rate, name=scope
+        )

@@ -1,0 +1,394 @@
+"""Checkpoint I/O ops: SaveV2, RestoreV2, MergeV2Checkpoints, ShardedFilename.
+
+Save and restore are graph ops, as in the OSDI paper (§4.3): a Saver builds a SaveV2
+fed with the variables' values and a RestoreV2 whose outputs it assigns back.  The byte
+formats live in `asyncflow.checkpoint_format`; these kernels only move bytes, off the
+event loop: small files through aiofiles, the large data-file write, CRCs and fsyncs on
+worker threads.
+
+Crash safety: SaveV2 writes "<prefix>.data-00000-of-00001" and then "<prefix>.index",
+each to a temporary file that is fsynced and renamed; MergeV2Checkpoints renames the
+shards' data files into place and writes the merged index last.  A checkpoint exists
+exactly when its index does, so a crash never exposes a half-written one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+
+import aiofiles.os
+import numpy as np
+
+from asyncflow import checkpoint_format as cf
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.registry import (
+    REQUIRED,
+    NotDifferentiable,
+    TypeConstraint,
+    all_op_defs,
+    register_op,
+)
+
+__all__ = [
+    "save_v2",
+    "restore_v2",
+    "merge_v2_checkpoints",
+    "sharded_filename",
+    "checkpoint_prefix",
+    "string_join",
+]
+
+_DATA_SUFFIX = re.compile(r"\.data-\d{5}-of-\d{5}$")
+
+
+def checkpoint_prefix(path: str) -> str:
+    """The checkpoint prefix of `path`: a prefix, its ".index" or one of its data files."""
+    if path.endswith(".index"):
+        return path[: -len(".index")]
+    return _DATA_SUFFIX.sub("", path)
+
+
+def _str(value) -> str:
+    value = value.item() if isinstance(value, np.ndarray) else value
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _strings(value, what: str) -> list[str]:
+    arr = np.asarray(value, dtype=object)
+    if arr.ndim != 1:
+        raise errors.InvalidArgumentError(
+            None, None, f"Input {what} should be a vector, got shape {list(arr.shape)}"
+        )
+    return [_str(v) for v in arr.tolist()]
+
+
+def _scalar_string(value, what: str) -> str:
+    arr = np.asarray(value, dtype=object)
+    if arr.size != 1:
+        raise errors.InvalidArgumentError(
+            None, None, f"Input {what} should be a scalar, got shape {list(arr.shape)}"
+        )
+    return _str(arr.reshape(-1)[0])
+
+
+def _check_no_slices(slices: list[str]) -> None:
+    if any(slices):
+        raise errors.UnimplementedError(
+            None, None, "Saving or restoring slices (shape_and_slices) is not supported"
+        )
+
+
+_TF_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
+
+
+def _tf_type_name(dt: dtypes.DType) -> str:
+    return _TF_TYPE_NAMES.get(dt.name, dt.name)
+
+
+# -- SaveV2 ------------------------------------------------------------------------------
+
+SaveV2 = register_op(
+    "SaveV2",
+    inputs=[
+        "prefix: string",
+        "tensor_names: string",
+        "shape_and_slices: string",
+        "tensors: dtypes",
+    ],
+    attrs={"dtypes": TypeConstraint(None, is_list=True)},
+    shape_fn=lambda op: [],
+    stateful=True,
+    is_async=True,
+)
+NotDifferentiable("SaveV2")
+
+
+@SaveV2.kernel("CPU")
+async def _save_v2(ctx, prefix, tensor_names, shape_and_slices, *tensors):
+    prefix = _scalar_string(prefix, "prefix")
+    names = _strings(tensor_names, "tensor_names")
+    slices = _strings(shape_and_slices, "shape_and_slices")
+    if len(names) != len(tensors) or len(slices) != len(tensors):
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Got {len(names)} tensor names, {len(slices)} shape_and_slices and "
+            f"{len(tensors)} tensors: they must be equal",
+        )
+    _check_no_slices(slices)
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise errors.InvalidArgumentError(None, None, f"Duplicate tensor name {dup!r} in SaveV2")
+    await write_checkpoint(prefix, dict(zip(names, (np.asarray(t) for t in tensors))))
+
+
+async def write_checkpoint(prefix: str, tensors: dict) -> None:
+    """Write a one-shard checkpoint: the data file, then the index (both atomically)."""
+    loop = asyncio.get_running_loop()
+    dirname = os.path.dirname(prefix)
+    if dirname:  # as TF's BundleWriter: the prefix's own directory is created, not its parents
+        try:
+            await aiofiles.os.mkdir(dirname)
+        except FileExistsError:
+            pass
+        except FileNotFoundError as e:
+            raise errors.NotFoundError(None, None, f"{dirname}: {e.strerror}") from e
+    try:
+        await loop.run_in_executor(None, cf.write_data_file, cf.data_path(prefix, 0, 1), tensors)
+    except FileNotFoundError as e:
+        raise errors.NotFoundError(None, None, f"{os.path.dirname(prefix)}: {e.strerror}") from e
+    entries = {
+        n: {"shard": 0, "dtype": dtypes.as_dtype(t.dtype).name, "shape": list(t.shape)}
+        for n, t in tensors.items()
+    }
+    await cf.aatomic_write(cf.index_path(prefix), cf.encode_index(1, entries))
+
+
+def save_v2(prefix, tensor_names, shape_and_slices, tensors, name=None) -> ops.Operation:
+    """Save `tensors` under `tensor_names` to the checkpoint `prefix` (TF's SaveV2).
+
+    Raises (when run):
+      InvalidArgumentError: lengths differ or a name repeats.
+      UnimplementedError: a non-empty shape_and_slices entry.
+      NotFoundError: the directory of `prefix` does not exist.
+    """
+    return ops.apply_op(
+        "SaveV2", [prefix, tensor_names, shape_and_slices, list(tensors)], {}, name=name
+    )
+
+
+# -- RestoreV2 ---------------------------------------------------------------------------
+
+
+def _restore_shape(op):
+    return [tensor_shape.unknown_shape() for _ in op.get_attr("dtypes")]
+
+
+RestoreV2 = register_op(
+    "RestoreV2",
+    inputs=["prefix: string", "tensor_names: string", "shape_and_slices: string"],
+    outputs=["tensors: dtypes"],
+    attrs={"dtypes": TypeConstraint(None, is_list=True)},
+    shape_fn=_restore_shape,
+    stateful=True,
+    is_async=True,
+)
+NotDifferentiable("RestoreV2")
+
+
+@RestoreV2.kernel("CPU")
+async def _restore_v2(ctx, prefix, tensor_names, shape_and_slices):
+    prefix = checkpoint_prefix(_scalar_string(prefix, "prefix"))
+    names = _strings(tensor_names, "tensor_names")
+    slices = _strings(shape_and_slices, "shape_and_slices")
+    want = ctx.attrs["dtypes"]
+    if len(names) != len(want) or len(slices) != len(want):
+        raise errors.InvalidArgumentError(
+            None, None, f"Got {len(names)} tensor names for {len(want)} dtypes"
+        )
+    _check_no_slices(slices)
+    values = await read_checkpoint(prefix, names, want, ctx.device)
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+async def read_checkpoint(prefix: str, names: list[str], want=None, device=None) -> list:
+    """The arrays `names` of checkpoint `prefix`, checked against dtypes `want`.
+
+    Raises: NotFoundError (no checkpoint, unknown key), InvalidArgumentError (dtype),
+    DataLossError (corrupt files).
+    """
+    try:
+        index = await cf.aread_index(prefix)
+    except errors.NotFoundError:
+        raise errors.NotFoundError(
+            None,
+            None,
+            "Unsuccessful TensorSliceReader constructor: Failed to find any matching files "
+            f"for {prefix}",
+        ) from None
+    by_shard: dict[int, list[str]] = {}
+    for i, name in enumerate(names):
+        info = index["tensors"].get(name)
+        if info is None:
+            raise errors.NotFoundError(None, None, f"Key {name} not found in checkpoint")
+        have = dtypes.as_dtype(info["dtype"])
+        if want is not None and have != want[i]:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"tensor_name = {name}; expected dtype {_tf_type_name(want[i])} does not "
+                f"equal original dtype {_tf_type_name(have)}",
+            )
+        by_shard.setdefault(info["shard"], []).append(name)
+    found: dict[str, np.ndarray] = {}
+    for shard, shard_names in sorted(by_shard.items()):
+        filename = cf.data_path(prefix, shard, index["num_shards"])
+        if device is not None:
+            sizes = [int(np.prod(index["tensors"][n]["shape"], dtype=object)) for n in shard_names]
+            device.check_alloc(sum(sizes), dtypes.uint8)
+        try:
+            _, got = await cf.aread_tensors(filename, shard_names)
+        except errors.NotFoundError:
+            raise errors.DataLossError(
+                None, None, f"Checkpoint data file {filename} named by {prefix}.index is missing"
+            ) from None
+        for n in shard_names:
+            info, arr = index["tensors"][n], got[n]
+            if dtypes.as_dtype(arr.dtype) != dtypes.as_dtype(info["dtype"]) or list(
+                arr.shape
+            ) != list(info["shape"]):
+                raise errors.DataLossError(
+                    None, None, f"Tensor '{n}' in {filename} does not match {prefix}.index"
+                )
+        found.update(got)
+    return [found[n] for n in names]
+
+
+def restore_v2(prefix, tensor_names, shape_and_slices, dtypes, name=None):  # noqa: A002
+    """Tensors `tensor_names` of the checkpoint `prefix`, of the given `dtypes`.
+
+    Raises (when run):
+      NotFoundError: no checkpoint at `prefix`, or a name it does not hold.
+      InvalidArgumentError: a saved dtype differs from the requested one.
+      DataLossError: a corrupt or truncated checkpoint file.
+    """
+    op = ops.apply_op(
+        "RestoreV2",
+        [prefix, tensor_names, shape_and_slices],
+        {"dtypes": list(dtypes)},
+        name=name,
+    )
+    return list(op.outputs)
+
+
+# -- MergeV2Checkpoints ----------------------------------------------------------------
+
+MergeV2Checkpoints = register_op(
+    "MergeV2Checkpoints",
+    inputs=["checkpoint_prefixes: string", "destination_prefix: string"],
+    attrs={"delete_old_dirs": True, "allow_missing_files": False},
+    shape_fn=lambda op: [],
+    stateful=True,
+    is_async=True,
+)
+NotDifferentiable("MergeV2Checkpoints")
+
+
+@MergeV2Checkpoints.kernel("CPU")
+async def _merge_v2(ctx, checkpoint_prefixes, destination_prefix):
+    sources = _strings(np.asarray(checkpoint_prefixes, dtype=object).reshape(-1), "prefixes")
+    dest = _scalar_string(destination_prefix, "destination_prefix")
+    indexes = []
+    for src in sources:
+        try:
+            indexes.append(await cf.aread_index(src))
+        except errors.NotFoundError:
+            if not ctx.attrs["allow_missing_files"]:
+                raise
+            indexes.append(None)
+    present = [(s, ix) for s, ix in zip(sources, indexes) if ix is not None]
+    n = len(present)
+    merged: dict[str, dict] = {}
+    for shard, (src, ix) in enumerate(present):
+        for name, info in ix["tensors"].items():
+            if name in merged:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Tensor {name} appears in more than one shard"
+                )
+            merged[name] = dict(info, shard=shard)
+        if ix["num_shards"] != 1:
+            raise errors.InvalidArgumentError(None, None, f"{src} is already a merged checkpoint")
+        await aiofiles.os.replace(cf.data_path(src, 0, 1), cf.data_path(dest, shard, n))
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, cf.fsync_dir, os.path.dirname(dest))
+    await cf.aatomic_write(cf.index_path(dest), cf.encode_index(max(n, 1), merged))
+    for src, _ in present:
+        await aiofiles.os.remove(cf.index_path(src))
+        if ctx.attrs["delete_old_dirs"]:
+            try:
+                await aiofiles.os.rmdir(os.path.dirname(src))
+            except OSError:
+                pass  # not empty or already gone: TF ignores this too
+
+
+def merge_v2_checkpoints(
+    checkpoint_prefixes, destination_prefix, delete_old_dirs=True, allow_missing_files=False,
+    name=None,
+):  # fmt: skip
+    """Merge one-shard checkpoints into `destination_prefix` (data files renamed, index last).
+
+    Raises (when run):
+      NotFoundError: a source checkpoint is missing (unless allow_missing_files).
+      InvalidArgumentError: a tensor name appears in two sources.
+    """
+    attrs = {"delete_old_dirs": delete_old_dirs, "allow_missing_files": allow_missing_files}
+    return ops.apply_op(
+        "MergeV2Checkpoints", [checkpoint_prefixes, destination_prefix], attrs, name=name
+    )
+
+
+# -- ShardedFilename ---------------------------------------------------------------------
+
+ShardedFilename = register_op(
+    "ShardedFilename",
+    inputs=["basename: string", "shard: int32", "num_shards: int32"],
+    outputs=["filename: string"],
+    shape_fn=lambda op: [tensor_shape.scalar()],
+)
+NotDifferentiable("ShardedFilename")
+
+
+@ShardedFilename.kernel("CPU")
+async def _sharded_filename(ctx, basename, shard, num_shards):
+    base = _scalar_string(basename, "basename")
+    return np.asarray(f"{base}-{int(shard):05d}-of-{int(num_shards):05d}".encode(), dtype=object)
+
+
+def sharded_filename(basename, shard, num_shards, name=None):
+    """ "<basename>-<shard:05d>-of-<num_shards:05d>" (TF's ShardedFilename)."""
+    return ops.apply_op("ShardedFilename", [basename, shard, num_shards], name=name).outputs[0]
+
+
+# -- StringJoin --------------------------------------------------------------------------
+# The sharded Saver joins "<prefix>" and "_temp/part" as TF's does.  TF's op belongs to
+# the string family; registered here until ops/string_ops.py exists (then move it there).
+
+if "StringJoin" not in all_op_defs():
+    StringJoin = register_op(
+        "StringJoin",
+        inputs=["inputs: N * string"],
+        outputs=["output: string"],
+        attrs={"N": REQUIRED, "separator": ""},
+        shape_fn=lambda op: [_broadcast_all(op.inputs)],
+    )
+    NotDifferentiable("StringJoin")
+
+    @StringJoin.kernel("CPU")
+    async def _string_join(ctx, *inputs):
+        arrays = [np.asarray(x, dtype=object) for x in inputs]
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        sep = ctx.attrs["separator"]
+        sep = sep.encode() if isinstance(sep, str) else sep
+        flat = [np.broadcast_to(a, shape).reshape(-1) for a in arrays]
+        out = np.empty(int(np.prod(shape, dtype=np.int64)), dtype=object)
+        for i in range(out.size):
+            out[i] = sep.join(f[i] for f in flat)
+        return out.reshape(shape)
+
+
+def _broadcast_all(inputs):
+    shape = tensor_shape.scalar()
+    for t in inputs:
+        if t.shape.ndims != 0:
+            shape = tensor_shape.broadcast_shape(shape, t.shape)
+    return shape
+
+
+def string_join(inputs, separator="", name=None):
+    """Join string tensors element-wise (scalars broadcast), TF's `tf.strings.join`."""
+    return ops.apply_op("StringJoin", [list(inputs)], {"separator": separator}, name=name).outputs[
+        0
+    ]

@@ -1,0 +1,935 @@
+"""Loss-level and normalisation functions of `af.nn`: cross-entropies, l2_loss,
+l2_normalize, moments, batch_normalization, fused_batch_norm, dropout, embedding_lookup,
+top_k and in_top_k.
+
+Fused kernels exist where TF has them (SoftmaxCrossEntropyWithLogits,
+SparseSoftmaxCrossEntropyWithLogits, L2Loss, FusedBatchNormV3 and its gradient, TopKV2,
+InTopKV2); the rest are compositions of other ops, as in TF's Python layer, so their
+gradients come from the ops they are built of.
+
+Invariants:
+- The cross-entropy ops take 2-D logits; the builders flatten higher ranks (and move
+  `axis` last) and restore the shape of the loss.
+- The cross-entropy kernels return their backprop (softmax - labels) as a second output,
+  which their gradient reuses, as TF's does.
+- FusedBatchNormV3's reserve_space_1/2 hold the mean and (biased) variance that
+  normalised x, so the gradient kernel never recomputes them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import array_ops, math_ops, nn_ops, random_ops, reduction_ops, slicing_ops
+from asyncflow.ops.math_ops import _as_dtype, _quiet, _shape_str
+from asyncflow.registry import FLOATING, INDEX, REAL, TypeConstraint, register_op
+
+__all__ = [
+    "softmax_cross_entropy_with_logits",
+    "softmax_cross_entropy_with_logits_v2",
+    "sparse_softmax_cross_entropy_with_logits",
+    "sigmoid_cross_entropy_with_logits",
+    "weighted_cross_entropy_with_logits",
+    "l2_loss",
+    "l2_normalize",
+    "moments",
+    "batch_normalization",
+    "fused_batch_norm",
+    "dropout",
+    "embedding_lookup",
+    "top_k",
+    "in_top_k",
+    "xw_plus_b",
+]
+
+_HALF_UP = TypeConstraint(["float16", "bfloat16", "float32", "float64"])
+
+
+def _invalid(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _apply(op_type, inputs, attrs=None, name=None):
+    return ops.apply_op(op_type, inputs, attrs, name=name).outputs
+
+
+def _stop(t):
+    return _apply("StopGradient", [t])[0]
+
+
+def _log_softmax_np(xp, x):
+    shifted = x - xp.max(x, axis=-1, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+
+
+# -- SoftmaxCrossEntropyWithLogits ---------------------------------------------------------
+
+
+def _xent_shape(op):
+    logits = op.inputs[0].shape.with_rank(2)
+    labels = op.inputs[1].shape
+    if op.type == "SoftmaxCrossEntropyWithLogits":
+        labels = labels.with_rank(2)
+        try:
+            logits = logits.merge_with(labels)
+        except ValueError:
+            raise ValueError(
+                f"logits and labels must be broadcastable: logits_size={logits} "
+                f"labels_size={labels}"
+            ) from None
+    else:
+        labels = labels.with_rank(1)
+        if not logits[0].is_compatible_with(labels[0]):
+            raise ValueError(
+                f"logits and labels must have the same first dimension, got logits shape "
+                f"{logits} and labels shape {labels}"
+            )
+        logits = tensor_shape.TensorShape([logits[0].merge_with(labels[0]), logits[1]])
+    return [tensor_shape.TensorShape([logits[0]]), logits]
+
+
+SoftmaxCrossEntropyWithLogits = register_op(
+    "SoftmaxCrossEntropyWithLogits",
+    inputs=["features: T", "labels: T"],
+    outputs=["loss: T", "backprop: T"],
+    attrs={"T": _HALF_UP},
+    shape_fn=_xent_shape,
+)
+
+
+def _softmax_xent(xp, x, labels, out_dtype):
+    ct = np.float32 if x.dtype.itemsize < 4 else x.dtype
+    x, labels = x.astype(ct, copy=False), labels.astype(ct, copy=False)
+    logp = _log_softmax_np(xp, x)
+    loss = -xp.sum(labels * logp, axis=-1)
+    backprop = xp.exp(logp) - labels
+    return loss.astype(out_dtype, copy=False), backprop.astype(out_dtype, copy=False)
+
+
+@SoftmaxCrossEntropyWithLogits.kernel("CPU", "GPU")
+async def _softmax_xent_kernel(ctx, x, labels):
+    xp = ctx.xp
+    x, labels = xp.asarray(x), xp.asarray(labels)
+    if x.ndim != 2 or x.shape != labels.shape:
+        raise _invalid(
+            f"logits and labels must be broadcastable: logits_size={_shape_str(x.shape)} "
+            f"labels_size={_shape_str(labels.shape)}"
+        )
+    return await ctx.device.compute(_quiet, xp, _softmax_xent, xp, x, labels, x.dtype)
+
+
+def _xent_grad_common(op, grad_loss, grad_grad, labels_grad):
+    logits = op.inputs[0]
+    backprop = op.outputs[1]
+    g = array_ops.expand_dims(grad_loss, -1)
+    dlogits = g * backprop
+    if grad_grad is not None:
+        softmax = nn_ops.softmax(logits)
+        inner = reduction_ops.reduce_sum(grad_grad * softmax, axis=-1, keepdims=True)
+        dlogits = dlogits + (grad_grad - inner) * softmax
+    return [dlogits, labels_grad(g)]
+
+
+@SoftmaxCrossEntropyWithLogits.gradient
+def _softmax_xent_grad(op, grad_loss, grad_grad=None):
+    logits = op.inputs[0]
+    return _xent_grad_common(op, grad_loss, grad_grad, lambda g: g * -nn_ops.log_softmax(logits))
+
+
+SparseSoftmaxCrossEntropyWithLogits = register_op(
+    "SparseSoftmaxCrossEntropyWithLogits",
+    inputs=["features: T", "labels: Tlabels"],
+    outputs=["loss: T", "backprop: T"],
+    attrs={"T": _HALF_UP, "Tlabels": TypeConstraint(["int32", "int64"], default="int64")},
+    shape_fn=_xent_shape,
+)
+
+
+def _sparse_xent(xp, x, labels, out_dtype):
+    ct = np.float32 if x.dtype.itemsize < 4 else x.dtype
+    logp = _log_softmax_np(xp, x.astype(ct, copy=False))
+    rows = xp.arange(x.shape[0])
+    loss = -logp[rows, labels]
+    backprop = xp.exp(logp)
+    backprop[rows, labels] -= 1
+    return loss.astype(out_dtype, copy=False), backprop.astype(out_dtype, copy=False)
+
+
+@SparseSoftmaxCrossEntropyWithLogits.kernel("CPU", "GPU")
+async def _sparse_xent_kernel(ctx, x, labels):
+    xp = ctx.xp
+    x, labels = xp.asarray(x), xp.asarray(labels)
+    if x.ndim != 2:
+        raise _invalid(f"logits must be 2-D, but got shape {_shape_str(x.shape)}")
+    if labels.ndim != 1 or labels.shape[0] != x.shape[0]:
+        raise _invalid(
+            f"logits and labels must have the same first dimension, got logits shape "
+            f"{_shape_str(x.shape)} and labels shape {_shape_str(labels.shape)}"
+        )
+    n = x.shape[1]
+    bad = (labels < 0) | (labels >= n)
+    if labels.size and bool(bad.any()):
+        first = int(labels[bad][0])
+        raise _invalid(
+            f"Received a label value of {first} which is outside the valid range of "
+            f"[0, {n}).  Label values: {' '.join(str(int(v)) for v in labels.tolist())}"
+        )
+    if x.shape[0] and not n:
+        raise _invalid("Must have at least one class, but got logits shape " + _shape_str(x.shape))
+    return await ctx.device.compute(_quiet, xp, _sparse_xent, xp, x, labels, x.dtype)
+
+
+@SparseSoftmaxCrossEntropyWithLogits.gradient
+def _sparse_xent_grad(op, grad_loss, grad_grad=None):
+    return _xent_grad_common(op, grad_loss, grad_grad, lambda g: None)
+
+
+def _flatten_outer(t):
+    """t as [prod(shape[:-1]), shape[-1]]."""
+    last = tensor_shape.dimension_value(t.shape[-1]) if t.shape.ndims else None
+    return array_ops.reshape(t, [-1, last if last is not None else array_ops.shape(t)[-1]])
+
+
+def _move_axis_last(t, axis):
+    rank = t.shape.ndims
+    if rank is None:
+        raise ValueError("softmax_cross_entropy_with_logits needs logits of known rank")
+    axis %= rank
+    if axis == rank - 1:
+        return t
+    perm = [*range(axis), *range(axis + 1, rank), axis]
+    return array_ops.transpose(t, perm)
+
+
+def _softmax_xent_builder(labels, logits, axis, name):
+    with ops.name_scope(name, "softmax_cross_entropy_with_logits", [logits, labels]) as scope:
+        logits = ops.convert_to_tensor(logits, name="logits")
+        labels = ops.convert_to_tensor(labels, dtype=logits.dtype, name="labels")
+        try:
+            labels.shape.assert_is_compatible_with(logits.shape)
+        except ValueError:
+            raise ValueError(
+                f"Shapes {labels.shape} and {logits.shape} are incompatible"
+            ) from None
+        rank = logits.shape.ndims
+        if rank is None:
+            raise ValueError("softmax_cross_entropy_with_logits needs logits of known rank")
+        if rank == 0:
+            raise ValueError("logits must have rank at least 1")
+        logits, labels = _move_axis_last(logits, axis), _move_axis_last(labels, axis)
+        out_shape = None
+        if rank != 2:
+            out_shape = (
+                logits.shape[:-1].as_list()
+                if logits.shape[:-1].is_fully_defined()
+                else array_ops.shape(logits)[:-1]
+            )
+            logits, labels = _flatten_outer(logits), _flatten_outer(labels)
+        loss = _apply("SoftmaxCrossEntropyWithLogits", [logits, labels])[0]
+        if out_shape is None:
+            return array_ops.identity(loss, name=scope)
+        loss = array_ops.reshape(loss, out_shape, name=scope)
+    return loss
+
+
+def softmax_cross_entropy_with_logits_v2(labels, logits, axis=None, name=None, dim=None):
+    """Softmax cross-entropy between `logits` and a distribution `labels` over `axis`.
+
+    Gradients flow into both logits and labels.
+
+    Raises:
+      ValueError: labels and logits of incompatible shapes, unknown rank, or both axis
+        and dim given.
+      InvalidArgumentError: at run time, shapes that differ.
+    """
+    if axis is not None and dim is not None:
+        raise ValueError("Cannot specify both 'axis' and 'dim'.")
+    axis = -1 if axis is None and dim is None else (axis if axis is not None else dim)
+    return _softmax_xent_builder(labels, logits, axis, name)
+
+
+def softmax_cross_entropy_with_logits(
+    _sentinel=None, labels=None, logits=None, dim=-1, name=None, axis=None
+):
+    """TF1's (deprecated) softmax cross-entropy: no gradient flows into `labels`.
+
+    Raises:
+      ValueError: positional arguments, missing labels or logits, bad shapes.
+    """
+    if _sentinel is not None:
+        raise ValueError(
+            "Only call `softmax_cross_entropy_with_logits` with named arguments "
+            "(labels=..., logits=..., ...)."
+        )
+    if labels is None or logits is None:
+        raise ValueError("Both labels and logits must be provided.")
+    axis = dim if axis is None else axis
+    with ops.name_scope(name, "softmax_cross_entropy_with_logits_sg", [logits, labels]) as scope:
+        labels = _stop(ops.convert_to_tensor(labels, name="labels"))
+    return softmax_cross_entropy_with_logits_v2(labels, logits, axis=axis, name=scope)
+
+
+def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
+    """Softmax cross-entropy of `logits` [..., num_classes] against int class ids `labels`.
+
+    Raises:
+      ValueError: positional arguments, or labels' rank is not logits' rank - 1.
+      InvalidArgumentError: at run time, a label outside [0, num_classes).
+    """
+    if _sentinel is not None:
+        raise ValueError(
+            "Only call `sparse_softmax_cross_entropy_with_logits` with named arguments "
+            "(labels=..., logits=..., ...)."
+        )
+    with ops.name_scope(name, "SparseSoftmaxCrossEntropyWithLogits", [labels, logits]) as scope:
+        labels = ops.convert_to_tensor(labels)
+        logits = ops.convert_to_tensor(logits)
+        if logits.dtype not in (dtypes.float16, dtypes.float32, dtypes.float64):
+            raise ValueError(f"Logits must be a floating point type, got {logits.dtype.name}")
+        lr, gr = labels.shape.ndims, logits.shape.ndims
+        if gr == 0:
+            raise ValueError(f"Logits cannot be scalars - received shape {logits.shape}.")
+        if lr is not None and gr is not None:
+            if lr != gr - 1:
+                raise ValueError(
+                    f"Rank mismatch: Rank of labels (received {lr}) should equal rank of "
+                    f"logits minus 1 (received {gr})."
+                )
+            if not labels.shape.is_compatible_with(logits.shape[:-1]):
+                raise ValueError(
+                    f"Shape mismatch: The shape of labels (received {labels.shape}) should "
+                    f"equal the shape of logits except for the last dimension (received "
+                    f"{logits.shape})."
+                )
+        if gr == 2:
+            loss = _apply("SparseSoftmaxCrossEntropyWithLogits", [logits, labels])[0]
+            return array_ops.identity(loss, name=scope)
+        out_shape = array_ops.shape(labels)
+        flat_labels = array_ops.reshape(labels, [-1])
+        loss = _apply("SparseSoftmaxCrossEntropyWithLogits", [_flatten_outer(logits), flat_labels])
+        loss = array_ops.reshape(loss[0], out_shape, name=scope)
+        if labels.shape.is_fully_defined():
+            loss.set_shape(labels.shape)
+    return loss
+
+
+def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
+    """max(x, 0) - x * z + log(1 + exp(-|x|)): logistic loss, stable for any x.
+
+    Raises:
+      ValueError: positional arguments, or labels and logits of different shapes.
+    """
+    if _sentinel is not None:
+        raise ValueError(
+            "Only call `sigmoid_cross_entropy_with_logits` with named arguments "
+            "(labels=..., logits=..., ...)."
+        )
+    with ops.name_scope(name, "logistic_loss", [logits, labels]) as scope:
+        logits = ops.convert_to_tensor(logits, name="logits")
+        labels = ops.convert_to_tensor(labels, dtype=logits.dtype, name="labels")
+        try:
+            labels.shape.merge_with(logits.shape)
+        except ValueError:
+            raise ValueError(
+                f"logits and labels must have the same shape ({logits.shape} vs {labels.shape})"
+            ) from None
+        zeros = array_ops.zeros_like(logits)
+        cond = math_ops.greater_equal(logits, zeros)
+        relu_logits = slicing_ops.where(cond, logits, zeros)
+        neg_abs = slicing_ops.where(cond, -logits, logits)
+        return math_ops.add(
+            relu_logits - logits * labels, math_ops.log1p(math_ops.exp(neg_abs)), name=scope
+        )
+
+
+def weighted_cross_entropy_with_logits(
+    labels=None, logits=None, pos_weight=None, name=None, targets=None
+):
+    """sigmoid cross-entropy with positives weighted by `pos_weight` (TF1 accepts `targets`).
+
+    Raises:
+      ValueError: labels and logits of different shapes, or both labels and targets.
+    """
+    if targets is not None:
+        if labels is not None:
+            raise ValueError("Cannot specify both 'labels' and 'targets'.")
+        labels = targets
+    with ops.name_scope(name, "logistic_loss", [logits, labels]) as scope:
+        logits = ops.convert_to_tensor(logits, name="logits")
+        labels = ops.convert_to_tensor(labels, dtype=logits.dtype, name="labels")
+        try:
+            labels.shape.merge_with(logits.shape)
+        except ValueError:
+            raise ValueError(
+                f"logits and targets must have the same shape ({logits.shape} vs {labels.shape})"
+            ) from None
+        log_weight = 1 + (pos_weight - 1) * labels
+        softplus_neg = math_ops.log1p(math_ops.exp(-math_ops.abs(logits))) + nn_ops.relu(-logits)
+        return math_ops.add((1 - labels) * logits, log_weight * softplus_neg, name=scope)
+
+
+# -- L2Loss, l2_normalize -----------------------------------------------------------------
+
+L2Loss = register_op(
+    "L2Loss",
+    inputs=["t: T"],
+    outputs=["output: T"],
+    attrs={"T": FLOATING},
+    shape_fn=lambda op: [tensor_shape.scalar()],
+)
+
+
+def _l2(xp, t):
+    flat = t.reshape(-1)
+    ct = np.float32 if t.dtype.itemsize < 4 else t.dtype
+    flat = flat.astype(ct, copy=False)
+    return xp.dot(flat, flat) / 2
+
+
+@L2Loss.kernel("CPU", "GPU")
+async def _l2_loss(ctx, t):
+    xp = ctx.xp
+    out = await ctx.device.compute(_quiet, xp, _l2, xp, xp.asarray(t))
+    return _as_dtype(xp, out, ctx.attrs["T"])
+
+
+@L2Loss.gradient
+def _l2_loss_grad(op, grad):
+    return op.inputs[0] * grad
+
+
+def l2_loss(t, name=None):
+    """sum(t ** 2) / 2, a scalar."""
+    return _apply("L2Loss", [t], name=name)[0]
+
+
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
+    """x / sqrt(max(sum(x ** 2, axis), epsilon)).
+
+    Raises:
+      ValueError: both axis and dim given.
+    """
+    if axis is not None and dim is not None:
+        raise ValueError("Cannot specify both 'axis' and 'dim'.")
+    axis = axis if axis is not None else dim
+    with ops.name_scope(name, "l2_normalize", [x]) as scope:
+        x = ops.convert_to_tensor(x, name="x")
+        square_sum = reduction_ops.reduce_sum(math_ops.square(x), axis, keepdims=True)
+        inv = math_ops.rsqrt(
+            math_ops.maximum(square_sum, np.asarray(epsilon, x.dtype.as_numpy_dtype))
+        )
+        return math_ops.multiply(x, inv, name=scope)
+
+
+def xw_plus_b(x, weights, biases, name=None):
+    """matmul(x, weights) + biases."""
+    with ops.name_scope(name, "xw_plus_b", [x, weights, biases]) as scope:
+        return nn_ops.bias_add(math_ops.matmul(x, weights), biases, name=scope)
+
+
+# -- moments, batch_normalization --------------------------------------------------------
+
+
+def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):
+    """Mean and variance of `x` over `axes` (float16 inputs are reduced in float32).
+
+    Raises:
+      ValueError: both keep_dims and keepdims given.
+    """
+    del shift  # unused in TF too
+    if keep_dims is not None and keepdims is not None:
+        raise ValueError("Cannot specify both 'keep_dims' and 'keepdims'.")
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with ops.name_scope(name, "moments", [x, axes]):
+        x = ops.convert_to_tensor(x)
+        y = math_ops.cast(x, dtypes.float32) if x.dtype == dtypes.float16 else x
+        axes = list(axes)
+        mean = reduction_ops.reduce_mean(y, axes, keepdims=True, name="mean")
+        variance = reduction_ops.reduce_mean(
+            math_ops.squared_difference(y, _stop(mean)), axes, keepdims=True, name="variance"
+        )
+        if not keep:
+            mean = array_ops.squeeze(mean, axes)
+            variance = array_ops.squeeze(variance, axes)
+        if x.dtype == dtypes.float16:
+            return math_ops.cast(mean, dtypes.float16), math_ops.cast(variance, dtypes.float16)
+        return mean, variance
+
+
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None):
+    """(x - mean) * scale / sqrt(variance + epsilon) + offset (offset/scale may be None)."""
+    with ops.name_scope(name, "batchnorm", [x, mean, variance, scale, offset]) as scope:
+        inv = math_ops.rsqrt(variance + variance_epsilon)
+        if scale is not None:
+            inv = inv * scale
+        shift = offset - mean * inv if offset is not None else -mean * inv
+        return math_ops.add(x * math_ops.cast(inv, x.dtype), math_ops.cast(shift, x.dtype),
+                            name=scope)  # fmt: skip
+
+
+# -- FusedBatchNormV3 ----------------------------------------------------------------------
+
+_BN_ATTRS = {
+    "T": _HALF_UP,
+    "U": TypeConstraint(["float32"], default="float32"),
+    "epsilon": 0.0001,
+    "exponential_avg_factor": 1.0,
+    "data_format": "NHWC",
+    "is_training": True,
+}
+
+
+def _channel_dim(shape, fmt):
+    return shape[1] if fmt == "NCHW" else shape[-1]
+
+
+def _bn_shape(op):
+    x = op.inputs[0].shape.with_rank(4)
+    fmt = op.get_attr("data_format")
+    c = _channel_dim(x, fmt) if x.ndims else tensor_shape.Dimension(None)
+    for t in op.inputs[1:3]:
+        c = c.merge_with(t.shape.with_rank(1)[0])
+    vec = tensor_shape.TensorShape([c])
+    return [x, vec, vec, vec, vec, tensor_shape.TensorShape([0])]
+
+
+FusedBatchNormV3 = register_op(
+    "FusedBatchNormV3",
+    inputs=["x: T", "scale: U", "offset: U", "mean: U", "variance: U"],
+    outputs=[
+        "y: T", "batch_mean: U", "batch_variance: U", "reserve_space_1: U",
+        "reserve_space_2: U", "reserve_space_3: U",
+    ],
+    attrs=dict(_BN_ATTRS),
+    shape_fn=_bn_shape,
+)  # fmt: skip
+
+
+def _bn_axes(fmt):
+    return (0, 2, 3) if fmt == "NCHW" else (0, 1, 2)
+
+
+def _bn_bcast(v, fmt):
+    return v.reshape(1, -1, 1, 1) if fmt == "NCHW" else v
+
+
+def _fused_bn(xp, x, scale, offset, mean, var, attrs):
+    fmt, eps = attrs["data_format"], float(attrs["epsilon"])
+    xf = x.astype(np.float32, copy=False)
+    axes = _bn_axes(fmt)
+    if attrs["is_training"]:
+        n = int(np.prod([xf.shape[a] for a in axes]))
+        bmean = xf.mean(axis=axes)
+        bvar = xf.var(axis=axes)
+        factor = float(attrs["exponential_avg_factor"])
+        unbiased = bvar * (n / max(n - 1, 1))
+        if factor != 1.0 and mean.size:
+            run_mean = (1 - factor) * mean + factor * bmean
+            run_var = (1 - factor) * var + factor * unbiased
+        else:
+            run_mean, run_var = bmean, unbiased
+        use_mean, use_var = bmean, bvar
+    else:
+        use_mean, use_var = mean, var
+        run_mean, run_var = mean, var
+    inv = 1.0 / np.sqrt(use_var + eps)
+    y = (xf - _bn_bcast(use_mean, fmt)) * _bn_bcast(inv * scale, fmt) + _bn_bcast(offset, fmt)
+    f32 = np.float32
+    return (
+        y.astype(x.dtype, copy=False),
+        run_mean.astype(f32),
+        run_var.astype(f32),
+        use_mean.astype(f32),
+        use_var.astype(f32),
+        xp.zeros((0,), f32),
+    )
+
+
+def _check_bn_inputs(x, vecs, names, attrs, allow_empty=()):
+    if x.ndim != 4:
+        raise _invalid(f"input must be 4-dimensional{_shape_str(x.shape)}")
+    c = _channel_dim(x.shape, attrs["data_format"])
+    for v, name in zip(vecs, names):
+        if name in allow_empty and v.size == 0:
+            continue
+        if v.ndim != 1 or v.shape[0] != c:
+            raise _invalid(
+                f"{name} must have the same number of elements as the channels of x, got "
+                f"{v.size} and {c}"
+            )
+
+
+@FusedBatchNormV3.kernel("CPU", "GPU")
+async def _fused_bn_kernel(ctx, x, scale, offset, mean, var):
+    xp = ctx.xp
+    x, scale, offset, mean, var = (xp.asarray(v) for v in (x, scale, offset, mean, var))
+    training = ctx.attrs["is_training"]
+    empty_ok = ("mean", "variance") if training else ()
+    _check_bn_inputs(x, (scale, offset, mean, var), ("scale", "offset", "mean", "variance"),
+                     ctx.attrs, empty_ok)  # fmt: skip
+    return await ctx.device.compute(_fused_bn, xp, x, scale, offset, mean, var, ctx.attrs)
+
+
+FusedBatchNormGradV3 = register_op(
+    "FusedBatchNormGradV3",
+    inputs=[
+        "y_backprop: T",
+        "x: T",
+        "scale: float32",
+        "reserve_space_1: U",
+        "reserve_space_2: U",
+        "reserve_space_3: U",
+    ],  # fmt: skip
+    outputs=[
+        "x_backprop: T",
+        "scale_backprop: U",
+        "offset_backprop: U",
+        "reserve_space_4: U",
+        "reserve_space_5: U",
+    ],  # fmt: skip
+    attrs={k: v for k, v in _BN_ATTRS.items() if k != "exponential_avg_factor"},
+    shape_fn=lambda op: [
+        op.inputs[1].shape,
+        op.inputs[2].shape,
+        op.inputs[2].shape,
+        tensor_shape.TensorShape([0]),
+        tensor_shape.TensorShape([0]),
+    ],
+)
+
+
+def _fused_bn_grad(xp, dy, x, scale, mean, var, attrs):
+    fmt, eps = attrs["data_format"], float(attrs["epsilon"])
+    axes = _bn_axes(fmt)
+    dyf, xf = dy.astype(np.float32, copy=False), x.astype(np.float32, copy=False)
+    inv = 1.0 / np.sqrt(var + eps)
+    xhat = (xf - _bn_bcast(mean, fmt)) * _bn_bcast(inv, fmt)
+    doffset = dyf.sum(axis=axes)
+    dscale = (dyf * xhat).sum(axis=axes)
+    if attrs["is_training"]:
+        n = int(np.prod([xf.shape[a] for a in axes]))
+        dx = (dyf - _bn_bcast(doffset / n, fmt) - xhat * _bn_bcast(dscale / n, fmt)) * _bn_bcast(
+            scale * inv, fmt
+        )
+    else:
+        dx = dyf * _bn_bcast(scale * inv, fmt)
+    empty = xp.zeros((0,), np.float32)
+    return dx.astype(dy.dtype, copy=False), dscale, doffset, empty, empty
+
+
+@FusedBatchNormGradV3.kernel("CPU", "GPU")
+async def _fused_bn_grad_kernel(ctx, dy, x, scale, mean, var, _reserve3):
+    xp = ctx.xp
+    dy, x, scale, mean, var = (xp.asarray(v) for v in (dy, x, scale, mean, var))
+    if dy.shape != x.shape:
+        raise _invalid(
+            f"x and y_backprop must have same shape, but x has shape {_shape_str(x.shape)} "
+            f"and y_backprop has shape {_shape_str(dy.shape)}"
+        )
+    _check_bn_inputs(x, (scale, mean, var), ("scale", "reserve_space_1", "reserve_space_2"),
+                     ctx.attrs)  # fmt: skip
+    return await ctx.device.compute(_fused_bn_grad, xp, dy, x, scale, mean, var, ctx.attrs)
+
+
+@FusedBatchNormV3.gradient
+def _fused_bn_grad_fn(op, *grads):
+    x, scale = op.inputs[0], op.inputs[1]
+    attrs = {k: op.get_attr(k) for k in ("epsilon", "data_format", "is_training")}
+    dy = grads[0] if grads[0] is not None else array_ops.zeros_like(op.outputs[0])
+    dx, dscale, doffset, _, _ = _apply(
+        "FusedBatchNormGradV3",
+        [dy, x, scale, op.outputs[3], op.outputs[4], op.outputs[5]],
+        attrs,
+    )
+    return [dx, dscale, doffset, None, None]
+
+
+def fused_batch_norm(
+    x,
+    scale,
+    offset,
+    mean=None,
+    variance=None,
+    epsilon=0.001,
+    data_format="NHWC",
+    is_training=True,
+    name=None,
+    exponential_avg_factor=1.0,
+):
+    """Batch normalisation of a 4-D `x` in one kernel; returns (y, mean, variance).
+
+    In training the statistics are the batch's (the returned variance is unbiased,
+    n / (n - 1), as TF's); in inference `mean` and `variance` are required.
+
+    Raises:
+      ValueError: inference without mean/variance, a bad data_format.
+      InvalidArgumentError: at run time, vectors that do not match x's channels.
+    """
+    if data_format not in ("NHWC", "NCHW"):
+        raise ValueError(f"data_format must be NHWC or NCHW, got {data_format!r}")
+    if not is_training and (mean is None or variance is None):
+        raise ValueError(
+            "Both 'mean' and 'variance' must be a 1D tensor when is_training is False."
+        )
+    with ops.name_scope(name, "FusedBatchNormV3", [x, scale, offset]) as scope:
+        x = ops.convert_to_tensor(x, name="input")
+        empty = np.zeros((0,), np.float32)
+        mean = empty if mean is None else mean
+        variance = empty if variance is None else variance
+        epsilon = max(float(epsilon), 1.001e-5)  # TF's floor (cuDNN's minimum)
+        attrs = {
+            "epsilon": epsilon,
+            "data_format": data_format,
+            "is_training": bool(is_training),
+            "exponential_avg_factor": float(exponential_avg_factor),
+        }
+        outs = _apply(
+            "FusedBatchNormV3",
+            [x, math_ops.cast(scale, dtypes.float32), math_ops.cast(offset, dtypes.float32),
+             mean, variance],
+            attrs,
+            name=scope,
+        )  # fmt: skip
+    return outs[0], outs[1], outs[2]
+
+
+# -- dropout --------------------------------------------------------------------------------
+
+
+def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
+    """Zero elements of `x` with probability `rate` (= 1 - keep_prob), scaling the kept
+    ones by 1 / (1 - rate).
+
+    Raises:
+      ValueError: both or neither of keep_prob and rate, a rate outside [0, 1), or a
+        non-floating x.
+    """
+    if keep_prob is not None and rate is not None:
+        raise ValueError("Cannot specify both 'keep_prob' and 'rate'.")
+    if keep_prob is None and rate is None:
+        raise ValueError("You must provide a rate to dropout.")
+    with ops.name_scope(name, "dropout", [x]) as scope:
+        x = ops.convert_to_tensor(x, name="x")
+        if not x.dtype.is_floating:
+            raise ValueError(
+                f"x has to be a floating point tensor since it's going to be scaled. Got a "
+                f"{x.dtype.name} tensor instead."
+            )
+        if keep_prob is not None:
+            if isinstance(keep_prob, int | float) and not 0 < keep_prob <= 1:
+                raise ValueError(f"keep_prob must be a scalar tensor or a float in the range "
+                                 f"(0, 1], got {keep_prob}")  # fmt: skip
+            rate = 1 - keep_prob
+        if isinstance(rate, int | float):
+            if not 0 <= rate < 1:
+                raise ValueError(
+                    f"rate must be a scalar tensor or a float in the range [0, 1), got {rate}"
+                )
+            if rate == 0:
+                return array_ops.identity(x, name=scope)
+        rate = ops.convert_to_tensor(rate, dtype=x.dtype, name="rate")
+        shape = array_ops.shape(x) if noise_shape is None else noise_shape
+        random = random_ops.random_uniform(shape, seed=seed, dtype=x.dtype)
+        keep = math_ops.cast(math_ops.greater_equal(random, rate), x.dtype)
+        return math_ops.multiply(x * math_ops.reciprocal(1 - rate), keep, name=scope)
+
+
+# -- embedding_lookup ----------------------------------------------------------------------
+
+
+def embedding_lookup(
+    params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None
+):
+    """Rows of `params` (a tensor, or a list of shards) picked by `ids`.
+
+    With shards, id `i` lives in shard `i % n` at row `i // n` ('mod'), or in contiguous
+    blocks, the first `size % n` shards holding one extra row ('div').  The gradient with
+    respect to each shard is sparse (IndexedSlices).
+
+    Raises:
+      ValueError: an empty params list, or an unknown partition_strategy.
+      InvalidArgumentError: at run time, an id out of range.
+    """
+    del validate_indices
+    if partition_strategy not in ("mod", "div"):
+        raise ValueError(f"Unrecognized partition strategy: {partition_strategy}")
+    if isinstance(params, list | tuple):
+        params = list(params)
+    else:
+        params = [params]
+    if not params:
+        raise ValueError("Need at least one param")
+    with ops.name_scope(name, "embedding_lookup", [*params, ids]) as scope:
+        ids = ops.convert_to_tensor(ids, name="ids")
+        if len(params) == 1:
+            out = slicing_ops.gather(params[0], ids, name=None if max_norm else scope)
+            return _clip_rows(out, max_norm, scope) if max_norm else out
+        out = _sharded_lookup(params, ids, partition_strategy)
+        return _clip_rows(out, max_norm, scope) if max_norm else array_ops.identity(out, scope)
+
+
+def _sharded_lookup(params, ids, strategy):
+    """Each shard gathers the ids it owns (others read row 0 and are masked away)."""
+    n = len(params)
+    ids = math_ops.cast(ids, dtypes.int64) if ids.dtype != dtypes.int64 else ids
+    if strategy == "mod":
+        owner, row = ids % n, ids // n
+    else:
+        sizes = [
+            array_ops.shape(p, out_type=dtypes.int64)[0]
+            if tensor_shape.dimension_value(ops.convert_to_tensor(p).shape[0]) is None
+            else tensor_shape.dimension_value(ops.convert_to_tensor(p).shape[0])
+            for p in params
+        ]
+        total = math_ops.add_n([ops.convert_to_tensor(s, dtypes.int64) for s in sizes])
+        per = total // n
+        extras = total % n
+        big = per + 1
+        cut = extras * big
+        owner = slicing_ops.where(
+            ids < cut, ids // big, extras + (ids - cut) // math_ops.maximum(per, 1)
+        )
+        row = slicing_ops.where(ids < cut, ids % big, (ids - cut) % math_ops.maximum(per, 1))
+    result = None
+    zero = array_ops.zeros_like(row)
+    for p, shard in enumerate(params):
+        mine = math_ops.equal(owner, p)
+        rows = slicing_ops.gather(shard, slicing_ops.where(mine, row, zero))
+        mask = math_ops.cast(mine, rows.dtype)
+        rank = rows.shape.ndims
+        extra = (rank - ids.shape.ndims) if rank is not None and ids.shape.ndims is not None else 1
+        for _ in range(extra):
+            mask = array_ops.expand_dims(mask, -1)
+        part = rows * mask
+        result = part if result is None else result + part
+    return result
+
+
+def _clip_rows(x, max_norm, name):
+    """Rows of the looked-up embeddings with L2 norm above max_norm scaled down to it."""
+    axes = list(range(1, x.shape.ndims)) if x.shape.ndims else [-1]
+    norm = math_ops.sqrt(reduction_ops.reduce_sum(math_ops.square(x), axes, keepdims=True))
+    scale = max_norm / math_ops.maximum(norm, max_norm)
+    return math_ops.multiply(x, scale, name=name)
+
+
+# -- TopKV2, InTopKV2 ---------------------------------------------------------------------
+
+
+def _top_k_shape(op):
+    x = op.inputs[0].shape.with_rank_at_least(1)
+    k = ops.constant_value(op.inputs[1])
+    if x.ndims is None:
+        return [x, x]
+    last = x[-1].value
+    if k is not None:
+        k = int(k)
+        if k < 0:
+            raise ValueError(f"Need k >= 0, got {k}")
+        if last is not None and last < k:
+            raise ValueError(f"input must have last dimension >= k = {k} but is {last}")
+    out = tensor_shape.TensorShape(x.dims[:-1] + [tensor_shape.Dimension(k)])
+    return [out, out]
+
+
+TopKV2 = register_op(
+    "TopKV2",
+    inputs=["input: T", "k: int32"],
+    outputs=["values: T", "indices: int32"],
+    attrs={"T": REAL, "sorted": True},
+    shape_fn=_top_k_shape,
+)
+
+
+def _top_k(xp, x, k):
+    # Stable sort of -x keeps equal values in index order (TF's tie rule); for unsigned
+    # and boolean-like types, negate via the order of a descending argsort on the reverse.
+    if x.dtype.kind == "u":
+        order = xp.argsort(x[..., ::-1], axis=-1, kind="stable")[..., ::-1]
+        order = x.shape[-1] - 1 - order
+    else:
+        order = xp.argsort(-x, axis=-1, kind="stable")
+    idx = order[..., :k]
+    return xp.take_along_axis(x, idx, axis=-1), idx.astype(np.int32)
+
+
+@TopKV2.kernel("CPU", "GPU")
+async def _top_k_kernel(ctx, x, k):
+    xp = ctx.xp
+    x = xp.asarray(x)
+    k = np.asarray(k)
+    if k.ndim != 0:
+        raise _invalid(f"k must be 0-D, got shape {_shape_str(k.shape)}")
+    k = int(k)
+    if k < 0:
+        raise _invalid(f"Need k >= 0, got {k}")
+    if x.ndim < 1:
+        raise _invalid(f"input must be >= 1-D, got shape {_shape_str(x.shape)}")
+    if x.shape[-1] < k:
+        raise _invalid(f"input must have at least k columns. Had {x.shape[-1]}, needed {k}")
+    return await ctx.device.compute(_top_k, xp, x, k)
+
+
+@TopKV2.gradient
+def _top_k_grad(op, grad_values, grad_indices=None):
+    """Scatter the values' gradient back to where they came from (via one_hot)."""
+    x, indices = op.inputs[0], op.outputs[1]
+    depth = array_ops.shape(x)[-1]
+    hot = slicing_ops.one_hot(indices, depth, dtype=grad_values.dtype)
+    dx = reduction_ops.reduce_sum(hot * array_ops.expand_dims(grad_values, -1), axis=-2)
+    return [dx, None]
+
+
+def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - TF's names
+    """The k largest entries of the last dimension and their indices (ties: lower index).
+
+    Raises:
+      ValueError: k < 0 or larger than the last dimension, when known at build time.
+      InvalidArgumentError: the same at run time.
+    """
+    values, indices = _apply("TopKV2", [input, k], {"sorted": bool(sorted)}, name=name)
+    return values, indices
+
+
+InTopKV2 = register_op(
+    "InTopKV2",
+    inputs=["predictions: float32", "targets: T", "k: T"],
+    outputs=["precision: bool"],
+    attrs={"T": INDEX},
+    shape_fn=lambda op: [op.inputs[1].shape.with_rank(1)],
+)
+
+
+def _in_top_k(xp, pred, targets, k):
+    n, c = pred.shape
+    valid = (targets >= 0) & (targets < c)
+    safe = xp.where(valid, targets, 0)
+    target_vals = pred[xp.arange(n), safe]
+    finite = xp.isfinite(target_vals)
+    greater = (pred > target_vals[:, None]).sum(axis=1)
+    return valid & finite & (greater < k)
+
+
+@InTopKV2.kernel("CPU", "GPU")
+async def _in_top_k_kernel(ctx, pred, targets, k):
+    xp = ctx.xp
+    pred, targets = xp.asarray(pred), xp.asarray(targets)
+    if pred.ndim != 2:
+        raise _invalid(f"predictions must be 2-dimensional, got {_shape_str(pred.shape)}")
+    if targets.ndim != 1:
+        raise _invalid(f"targets must be 1-dimensional, got {_shape_str(targets.shape)}")
+    if targets.shape[0] != pred.shape[0]:
+        raise _invalid("First dimension of predictions " + str(pred.shape[0]) +
+                       " must match length of targets " + str(targets.shape[0]))  # fmt: skip
+    return await ctx.device.compute(_in_top_k, xp, pred, targets, int(np.asarray(k)))
+
+
+def in_top_k(predictions, targets, k, name=None):
+    """Whether each target's prediction is among the k largest of its row (ties count
+    as in); non-finite predictions and out-of-range targets give False."""
+    with ops.name_scope(name, "in_top_k") as scope:
+        targets = ops.convert_to_tensor(targets, name="targets")
+        k = ops.convert_to_tensor(k, dtype=targets.dtype, name="k")
+        return _apply("InTopKV2", [predictions, targets, k], name=scope)[0]

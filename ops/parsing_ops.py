@@ -1,0 +1,700 @@
+"""Parsing ops: tf.train.Example records, CSV lines, raw bytes, numbers in strings.
+
+ParseExample / ParseSingleExample decode serialized `tf.train.Example` protos with
+the hand-written wire decoder in asyncflow/example_pb.py (no protobuf dependency) into
+dense tensors (FixedLenFeature, FixedLenSequenceFeature) and SparseTensors
+(VarLenFeature).  DecodeCSV, DecodeRaw and StringToNumber follow TF's kernels,
+messages included.
+
+Kernels never suspend; the per-record work is plain Python over bytes, so a batch of
+records is handed to the device's compute pool when large (`ctx.device.compute`).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import re
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.example_pb import DecodeError, decode_features
+from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
+from asyncflow.sparse_tensor import SparseTensor
+
+__all__ = [
+    "FixedLenFeature",
+    "FixedLenSequenceFeature",
+    "VarLenFeature",
+    "parse_example",
+    "parse_single_example",
+    "decode_csv",
+    "decode_raw",
+    "string_to_number",
+]
+
+_PARSE_TYPES = (dtypes.string, dtypes.float32, dtypes.int64)
+_KIND_OF = {dtypes.string: 1, dtypes.float32: 2, dtypes.int64: 3}
+_KIND_NAME = {1: "string", 2: "float", 3: "int64"}
+
+
+class FixedLenFeature(
+    collections.namedtuple("FixedLenFeature", ["shape", "dtype", "default_value"])
+):
+    """Configuration for parsing a fixed-length input feature."""
+
+    def __new__(cls, shape, dtype, default_value=None):
+        return super().__new__(cls, shape, dtype, default_value)
+
+
+class FixedLenSequenceFeature(
+    collections.namedtuple(
+        "FixedLenSequenceFeature", ["shape", "dtype", "allow_missing", "default_value"]
+    )
+):
+    """Configuration for parsing a variable-length feature into a dense, padded tensor."""
+
+    def __new__(cls, shape, dtype, allow_missing=False, default_value=None):
+        return super().__new__(cls, shape, dtype, allow_missing, default_value)
+
+
+class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
+    """Configuration for parsing a variable-length input feature (a SparseTensor)."""
+
+
+# -- ParseExample ---------------------------------------------------------------------------
+
+
+def _parse_shape(op):
+    batch = op.get_attr("_batch")
+    lead = [None] if batch else []
+    ns = len(op.get_attr("sparse_types"))
+    out = []
+    out += [tensor_shape.TensorShape([None, 2 if batch else 1])] * ns
+    out += [tensor_shape.TensorShape([None])] * ns
+    out += [tensor_shape.TensorShape([2 if batch else 1])] * ns
+    if batch and op.inputs:
+        lead = [op.inputs[0].shape.with_rank(1)[0].value]
+    for shape, seq in zip(op.get_attr("dense_shapes"), op.get_attr("_dense_seq")):
+        dims = list(shape)
+        out.append(tensor_shape.TensorShape(lead + ([None] if seq else []) + dims))
+    return out
+
+
+def _register_parse(op_type: str, batch: bool):
+    op_def = register_op(
+        op_type,
+        inputs=["serialized: string", "dense_defaults: Tdense"],
+        outputs=[
+            "sparse_indices: Nsparse * int64",
+            "sparse_values: sparse_types",
+            "sparse_shapes: Nsparse * int64",
+            "dense_values: Tdense",
+        ],
+        attrs={
+            "Nsparse": 0,
+            "sparse_keys": [],
+            "dense_keys": [],
+            "sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+            "Tdense": TypeConstraint(_PARSE_TYPES, is_list=True),
+            "dense_shapes": [],
+            "_dense_seq": [],
+            "_batch": batch,
+        },
+        shape_fn=_parse_shape,
+    )
+    NotDifferentiable(op_type)
+    return op_def
+
+
+ParseExample = _register_parse("ParseExample", True)
+ParseSingleExample = _register_parse("ParseSingleExample", False)
+
+
+def _values_of(feature, kind: int, key: str, index: int):
+    """The values of one parsed feature as an array of the wanted kind."""
+    got_kind, values = feature
+    if got_kind == 0:
+        values, got_kind = [], kind
+    if got_kind != kind:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Name: <unknown>, Key: {key}, Index: {index}.  Data types don't match. "
+            f"Data type: {_KIND_NAME[got_kind]} but expected type: {_KIND_NAME[kind]}",
+        )
+    if kind == 1:
+        arr = np.empty(len(values), dtype=object)
+        arr[:] = values
+        return arr
+    if kind == 2:
+        return np.asarray(values, dtype=np.float32)
+    return np.asarray(values, dtype=np.int64)
+
+
+def _decode_all(serialized: np.ndarray) -> list[dict]:
+    out = []
+    for s in serialized.ravel():
+        try:
+            out.append(decode_features(s))
+        except (DecodeError, TypeError):
+            raise errors.InvalidArgumentError(
+                None, None, f"Could not parse example input, value: '{s[:64]!r}'"
+            ) from None
+    return out
+
+
+def _dense_output(feats, key, dtype, shape, default, seq, batch_size, xp):
+    kind = _KIND_OF[dtype]
+    want = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    rows = []
+    for i, f in enumerate(feats):
+        feature = f.get(key)
+        if feature is None:
+            if seq:
+                rows.append(None)
+                continue
+            if default is None or np.size(default) == 0:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"Name: <unknown>, Feature: {key} (data type: {dtype.name}) is required "
+                    "but could not be found.",
+                )
+            rows.append(np.asarray(default).reshape(shape))
+            continue
+        vals = _values_of(feature, kind, key, i)
+        if seq:
+            if want == 0 or vals.size % want:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"Name: <unknown>, Key: {key}, Index: {i}.  Number of {_KIND_NAME[kind]} "
+                    f"values is not a multiple of stride length. Saw {vals.size} values "
+                    f"but output shape is: {list(shape)}",
+                )
+            rows.append(vals.reshape([-1, *shape]))
+        elif vals.size != want:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Name: <unknown>, Key: {key}, Index: {i}.  Number of {_KIND_NAME[kind]} "
+                f"values != expected.  Values size: {vals.size} but output shape: "
+                f"[{','.join(str(d) for d in shape)}]",
+            )
+        else:
+            rows.append(vals.reshape(shape))
+    np_dt = dtype.as_numpy_dtype
+    if seq:
+        n = max([0] + [r.shape[0] for r in rows if r is not None])
+        out = np.empty([len(rows), n, *shape], dtype=np_dt)
+        pad = default if default is not None else (b"" if kind == 1 else 0)
+        out[...] = np.asarray(pad, dtype=np_dt) if kind != 1 else pad
+        for i, r in enumerate(rows):
+            if r is not None:
+                out[i, : r.shape[0]] = r
+    else:
+        out = np.empty([len(rows), *shape], dtype=np_dt)
+        for i, r in enumerate(rows):
+            out[i] = r[()] if r.ndim == 0 else r  # a 0-d object array would nest
+    return out if batch_size is not None else out[0]
+
+
+def _sparse_output(feats, key, dtype, batch: bool):
+    kind = _KIND_OF[dtype]
+    parts, idx, longest = [], [], 0
+    for i, f in enumerate(feats):
+        feature = f.get(key)
+        if feature is None:
+            continue
+        vals = _values_of(feature, kind, key, i)
+        if vals.size:
+            parts.append(vals)
+            idx.append(np.stack([np.full(vals.size, i, np.int64), np.arange(vals.size)], 1))
+            longest = max(longest, vals.size)
+    np_dt = dtype.as_numpy_dtype
+    values = np.concatenate(parts) if parts else np.zeros(0, np_dt)
+    if kind == 1 and not parts:
+        values = np.empty(0, dtype=object)
+    indices = np.concatenate(idx).astype(np.int64) if idx else np.zeros((0, 2), np.int64)
+    if batch:
+        return indices, values.astype(np_dt, copy=False), np.array([len(feats), longest], np.int64)
+    return indices[:, 1:], values.astype(np_dt, copy=False), np.array([longest], np.int64)
+
+
+def _parse_kernel_sync(attrs, serialized, defaults):
+    batch = attrs["_batch"]
+    serialized = np.asarray(serialized, dtype=object)
+    if batch and serialized.ndim != 1:
+        raise errors.InvalidArgumentError(
+            None, None, f"Expected serialized to be a vector, got shape: {list(serialized.shape)}"
+        )
+    if not batch and serialized.ndim != 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"Expected serialized to be a scalar, got shape: {list(serialized.shape)}"
+        )
+    feats = _decode_all(serialized)
+    s_idx, s_val, s_shape = [], [], []
+    for key, dt in zip(attrs["sparse_keys"], attrs["sparse_types"]):
+        i, v, s = _sparse_output(feats, key, dt, batch)
+        s_idx.append(i)
+        s_val.append(v)
+        s_shape.append(s)
+    dense = []
+    for key, dt, shape, seq, default in zip(
+        attrs["dense_keys"], attrs["Tdense"], attrs["dense_shapes"], attrs["_dense_seq"], defaults
+    ):
+        default = None if np.size(default) == 0 else default
+        dense.append(
+            _dense_output(
+                feats, key, dt, list(shape), default, seq, len(feats) if batch else None, np
+            )
+        )
+    return [*s_idx, *s_val, *s_shape, *dense]
+
+
+async def _parse_kernel(ctx, serialized, *defaults):
+    attrs = ctx.attrs
+    if np.size(serialized) > 256:
+        out = await ctx.device.compute(_parse_kernel_sync, attrs, serialized, defaults)
+    else:
+        out = _parse_kernel_sync(attrs, serialized, defaults)
+    return out[0] if len(out) == 1 else out
+
+
+ParseExample.kernel("CPU")(_parse_kernel)
+ParseSingleExample.kernel("CPU")(_parse_kernel)
+
+
+def _features_spec(features: dict):
+    if not features:
+        raise ValueError(f"Missing: features was {features}.")
+    sparse, dense = [], []
+    for key in sorted(features):
+        f = features[key]
+        if isinstance(f, VarLenFeature):
+            sparse.append((key, dtypes.as_dtype(f.dtype)))
+        elif isinstance(f, (FixedLenFeature, FixedLenSequenceFeature)):
+            dense.append((key, f))
+        else:
+            raise ValueError(f"Unsupported {type(f).__name__} {f}.")
+    for key, dt in sparse + [(k, dtypes.as_dtype(f.dtype)) for k, f in dense]:
+        if dt not in _PARSE_TYPES:
+            raise ValueError(
+                f"Unsupported dtype {dt.name} for feature {key}: only string, float32 and "
+                "int64 are supported."
+            )
+    return sparse, dense
+
+
+def _dense_default(key, f):
+    dt = dtypes.as_dtype(f.dtype)
+    shape = tensor_shape.as_shape(f.shape)
+    if not shape.is_fully_defined():
+        raise ValueError(
+            f"All dimensions of shape for feature {key} need to be known but received {shape}."
+        )
+    seq = isinstance(f, FixedLenSequenceFeature)
+    if seq and not f.allow_missing:
+        raise ValueError(
+            f"Unsupported: FixedLenSequenceFeature requires allow_missing to be True (key {key})."
+        )
+    if f.default_value is None:
+        return (
+            ops.convert_to_tensor(
+                np.zeros([0], dt.as_numpy_dtype) if dt != dtypes.string else np.zeros([0], object),
+                dtype=dt,
+            ),
+            shape,
+            seq,
+        )
+    value = np.asarray(f.default_value, dtype=dt.as_numpy_dtype)
+    if not seq:
+        value = np.broadcast_to(value, shape.as_list()).copy() if value.ndim == 0 else value
+        if int(np.prod(shape.as_list(), dtype=np.int64)) != value.size:
+            raise ValueError(
+                f"Cannot reshape a tensor with {value.size} elements to shape "
+                f"{shape.as_list()} (default_value of {key})"
+            )
+        value = value.reshape(shape.as_list())
+    return ops.convert_to_tensor(value, dtype=dt), shape, seq
+
+
+def _parse(op_type, serialized, features, name, batch):
+    sparse, dense = _features_spec(features)
+    with ops.name_scope(name, "ParseExample" if batch else "ParseSingleExample", [serialized]):
+        serialized = ops.convert_to_tensor(serialized, dtype=dtypes.string, name="serialized")
+        defaults, shapes, seqs = [], [], []
+        for key, f in dense:
+            d, shape, seq = _dense_default(key, f)
+            defaults.append(d)
+            shapes.append(shape)
+            seqs.append(seq)
+        op = ops.apply_op(
+            op_type,
+            [serialized, defaults],
+            {
+                "Nsparse": len(sparse),
+                "sparse_keys": [k for k, _ in sparse],
+                "dense_keys": [k for k, _ in dense],
+                "sparse_types": [dt for _, dt in sparse],
+                "Tdense": [d.dtype for d in defaults],
+                "dense_shapes": shapes,
+                "_dense_seq": seqs,
+            },
+            name=op_type,
+        )
+    outs = list(op.outputs)
+    n = len(sparse)
+    result = {}
+    for i, (key, _) in enumerate(sparse):
+        result[key] = SparseTensor(outs[i], outs[n + i], outs[2 * n + i])
+    for j, (key, _) in enumerate(dense):
+        result[key] = outs[3 * n + j]
+    return result
+
+
+def parse_example(serialized, features, name=None, example_names=None) -> dict:
+    """Parses a batch of serialized `Example` protos into a dict of tensors.
+
+    `features` maps keys to FixedLenFeature (dense [batch] + shape), VarLenFeature
+    (SparseTensor with indices [N, 2]) or FixedLenSequenceFeature (dense, padded).
+
+    Raises (when run):
+      InvalidArgumentError: a record does not parse, a required feature is missing, or
+        a feature has the wrong type or number of values.
+    """
+    return _parse("ParseExample", serialized, features, name, True)
+
+
+def parse_single_example(serialized, features, name=None, example_names=None) -> dict:
+    """Parses one serialized `Example` (a scalar string) into a dict of tensors.
+
+    Raises (when run):
+      InvalidArgumentError: as `parse_example`.
+    """
+    return _parse("ParseSingleExample", serialized, features, name, False)
+
+
+# -- DecodeCSV ------------------------------------------------------------------------------
+
+_CSV_TYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.string)
+
+DecodeCSV = register_op(
+    "DecodeCSV",
+    inputs=["records: string", "record_defaults: OUT_TYPE"],
+    outputs=["output: OUT_TYPE"],
+    attrs={
+        "OUT_TYPE": TypeConstraint(_CSV_TYPES, is_list=True),
+        "field_delim": ",",
+        "use_quote_delim": True,
+        "na_value": "",
+        "select_cols": [],
+    },
+    shape_fn=lambda op: [op.inputs[0].shape] * len(op.get_attr("OUT_TYPE")),
+)
+NotDifferentiable("DecodeCSV")
+
+
+def _split_csv(record: bytes, delim: int, quote: bool, index: int) -> list[bytes]:
+    if not quote or b'"' not in record:
+        return record.split(bytes([delim]))
+    fields, i, n = [], 0, len(record)
+    while True:
+        if i < n and record[i] == 0x22:  # a quoted field: "" stands for one quote
+            i += 1
+            buf = bytearray()
+            while True:
+                j = record.find(b'"', i)
+                if j < 0:
+                    raise errors.InvalidArgumentError(
+                        None,
+                        None,
+                        f"Quoted field has to end with quote followed by delim or "
+                        f"end of record {index}",
+                    )
+                buf += record[i:j]
+                if j + 1 < n and record[j + 1] == 0x22:
+                    buf += b'"'
+                    i = j + 2
+                    continue
+                i = j + 1
+                break
+            if i < n and record[i] != delim:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"Quote inside a string has to be escaped by another quote in record {index}",
+                )
+            fields.append(bytes(buf))
+        else:
+            j = record.find(bytes([delim]), i)
+            field = record[i:] if j < 0 else record[i:j]
+            if b'"' in field:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"Unquoted fields cannot have quotes/CRLFs inside in record {index}",
+                )
+            fields.append(field)
+            i = n if j < 0 else j
+        if i >= n:
+            return fields
+        i += 1  # past the delimiter
+        if i == n:
+            fields.append(b"")
+            return fields
+
+
+_INT_RE = re.compile(rb"^\s*[+-]?\d+\s*$")
+
+
+def _parse_number(text: bytes, dt: dtypes.DType):
+    """TF's safe_strto*/safe_strtof: surrounding whitespace allowed; None when invalid."""
+    if dt.is_integer:
+        if not _INT_RE.match(text):
+            return None
+        v = int(text)
+        lo, hi = (-(1 << 31), (1 << 31) - 1) if dt == dtypes.int32 else (-(1 << 63), (1 << 63) - 1)
+        return v if lo <= v <= hi else None
+    s = text.strip()
+    if not s or b"_" in s:  # Python's float() takes "1_0"; strtof does not
+        return None
+    try:
+        v = float(s)
+    except ValueError:
+        return None
+    if dt == dtypes.float32 and math.isfinite(v) and abs(v) > 3.4028234663852886e38:
+        return math.copysign(math.inf, v)
+    return v
+
+
+def _decode_csv_sync(attrs, records, defaults):
+    records = np.asarray(records, dtype=object)
+    types = attrs["OUT_TYPE"]
+    delim = attrs["field_delim"]
+    if len(delim) != 1:
+        raise errors.InvalidArgumentError(None, None, "field_delim should be only 1 char")
+    delim_b = delim.encode()[0]
+    quote = attrs["use_quote_delim"]
+    na = attrs["na_value"].encode()
+    select = list(attrs["select_cols"])
+    for d_i, d in enumerate(defaults):
+        if np.ndim(d) != 1 or np.size(d) > 1:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Shape of a default must be a length-0 or length-1 vector, or a "
+                f"scalar (record_defaults[{d_i}])",
+            )
+    outs = [np.empty(records.shape, dtype=dt.as_numpy_dtype) for dt in types]
+    flat = [o.reshape(-1) for o in outs]
+    ncols = len(types)
+    for r, record in enumerate(records.ravel()):
+        fields = _split_csv(record, delim_b, quote, r)
+        if select:
+            if select[-1] >= len(fields):
+                raise errors.InvalidArgumentError(
+                    None, None, f"Expect {ncols} fields but have {len(fields)} in record {r}"
+                )
+            fields = [fields[c] for c in select]
+        if len(fields) != ncols:
+            raise errors.InvalidArgumentError(
+                None, None, f"Expect {ncols} fields but have {len(fields)} in record {r}"
+            )
+        for c, (field, dt) in enumerate(zip(fields, types)):
+            if not field or field == na:
+                if np.size(defaults[c]) == 0:
+                    raise errors.InvalidArgumentError(
+                        None, None, f"Field {c} is required but missing in record {r}!"
+                    )
+                flat[c][r] = defaults[c][0]
+            elif dt == dtypes.string:
+                flat[c][r] = field
+            else:
+                v = _parse_number(field, dt)
+                if v is None:
+                    raise errors.InvalidArgumentError(
+                        None,
+                        None,
+                        f"Field {c} in record {r} is not a valid {dt.name}: "
+                        f"{field.decode('utf-8', 'replace')}",
+                    )
+                flat[c][r] = v
+    return outs
+
+
+@DecodeCSV.kernel("CPU")
+async def _decode_csv(ctx, records, *defaults):
+    if np.size(records) > 1024:
+        outs = await ctx.device.compute(_decode_csv_sync, ctx.attrs, records, defaults)
+    else:
+        outs = _decode_csv_sync(ctx.attrs, records, defaults)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def decode_csv(
+    records,
+    record_defaults,
+    field_delim=",",
+    use_quote_delim=True,
+    name=None,
+    na_value="",
+    select_cols=None,
+):
+    """Convert CSV records to tensors; each column maps to one tensor.
+
+    `record_defaults` gives one default per column (a one-element list, or an empty
+    tensor for a required column); its dtype is the column's type.
+
+    Raises (when run):
+      InvalidArgumentError: wrong number of fields, an unparsable number, a missing
+        required field, or bad quoting.
+    """
+    defaults = []
+    for d in record_defaults:
+        if isinstance(d, ops.Tensor):
+            defaults.append(d)
+        elif isinstance(d, (list, tuple, np.ndarray)):
+            # TF's conversion rules: [0] is int32, [0.0] float32, [] a required float32.
+            defaults.append(ops.convert_to_tensor(d if len(d) else np.zeros(0, np.float32)))
+        else:
+            defaults.append(ops.convert_to_tensor([d]))
+    if select_cols is not None and any(
+        select_cols[i] >= select_cols[i + 1] for i in range(len(select_cols) - 1)
+    ):
+        raise ValueError("select_cols is not strictly increasing.")
+    if select_cols is not None and len(select_cols) != len(defaults):
+        raise ValueError("Length of select_cols and record_defaults do not match.")
+    op = ops.apply_op(
+        "DecodeCSV",
+        [records, defaults],
+        {
+            "OUT_TYPE": [d.dtype for d in defaults],
+            "field_delim": field_delim,
+            "use_quote_delim": use_quote_delim,
+            "na_value": na_value,
+            "select_cols": list(select_cols or []),
+        },
+        name=name,
+    )
+    return list(op.outputs)
+
+
+# -- DecodeRaw ------------------------------------------------------------------------------
+
+_RAW_TYPES = (
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+    "complex64", "complex128", "bool",
+)  # fmt: skip
+
+
+def _decode_raw_shape(op):
+    s = op.inputs[0].shape
+    if s.dims is None:
+        return [tensor_shape.unknown_shape()]
+    return [s.concatenate([None])]
+
+
+DecodeRaw = register_op(
+    "DecodeRaw",
+    inputs=["bytes: string"],
+    outputs=["output: out_type"],
+    attrs={"out_type": TypeConstraint(_RAW_TYPES), "little_endian": True},
+    shape_fn=_decode_raw_shape,
+)
+NotDifferentiable("DecodeRaw")
+
+
+@DecodeRaw.kernel("CPU")
+async def _decode_raw(ctx, data):
+    dt = ctx.attrs["out_type"]
+    np_dt = np.dtype(dt.as_numpy_dtype)
+    np_dt = np_dt.newbyteorder("<" if ctx.attrs["little_endian"] else ">")
+    data = np.asarray(data, dtype=object)
+    flat = data.ravel()
+    width = np_dt.itemsize
+    size = len(flat[0]) if flat.size else 0
+    for i, s in enumerate(flat):
+        if len(s) != size:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                "DecodeRaw requires input strings to all be the same size, but element "
+                f"{i} has size {size} != {len(s)}",
+            )
+    if size % width:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Input to DecodeRaw has length {size} that is not a multiple of {width}, the "
+            f"size of {dt.name}",
+        )
+    buf = b"".join(flat)
+    out = np.frombuffer(buf, dtype=np_dt).astype(dt.as_numpy_dtype)
+    return out.reshape(*data.shape, size // width)
+
+
+def decode_raw(input_bytes=None, out_type=None, little_endian=True, name=None, bytes=None):  # noqa: A002
+    """Reinterpret the bytes of a string as a vector of numbers.
+
+    Raises (when run):
+      InvalidArgumentError: strings of different lengths, or a length that is not a
+        multiple of the type's size.
+    """
+    if input_bytes is None:
+        input_bytes = bytes
+    if out_type is None:
+        raise TypeError("decode_raw() missing required argument 'out_type'")
+    return ops.apply_op(
+        "DecodeRaw",
+        [input_bytes],
+        {"out_type": dtypes.as_dtype(out_type), "little_endian": little_endian},
+        name=name,
+    ).outputs[0]
+
+
+# -- StringToNumber -------------------------------------------------------------------------
+
+StringToNumber = register_op(
+    "StringToNumber",
+    inputs=["string_tensor: string"],
+    outputs=["output: out_type"],
+    attrs={
+        "out_type": TypeConstraint(("float32", "float64", "int32", "int64"), default="float32")
+    },
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+NotDifferentiable("StringToNumber")
+
+
+@StringToNumber.kernel("CPU")
+async def _string_to_number(ctx, s):
+    dt = ctx.attrs["out_type"]
+    s = np.asarray(s, dtype=object)
+    out = np.empty(s.shape, dtype=dt.as_numpy_dtype)
+    flat = out.reshape(-1)
+    for i, text in enumerate(s.ravel()):
+        v = _parse_number(text, dt)
+        if v is None:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                "StringToNumberOp could not correctly convert string: "
+                f"{text.decode('utf-8', 'replace')}",
+            )
+        flat[i] = v
+    return out
+
+
+def string_to_number(string_tensor, out_type=dtypes.float32, name=None):
+    """Converts each string in the input Tensor to the specified numeric type.
+
+    Raises (when run):
+      InvalidArgumentError: a string is not a number of that type.
+    """
+    return ops.apply_op(
+        "StringToNumber", [string_tensor], {"out_type": dtypes.as_dtype(out_type)}, name=name
+    ).outputs[0]

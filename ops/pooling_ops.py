@@ -1,0 +1,415 @@
+"""Pooling: MaxPool, AvgPool, their backprops (MaxPoolGrad, AvgPoolGrad, MaxPoolGradGrad),
+gradients and the TF1 builders `max_pool` / `avg_pool` (`af.nn`).
+
+Each kernel loops over the KH*KW window offsets and does one vectorised pass over a
+strided slice of the padded input per offset (fast: no per-window Python work and no
+`np.add.at`).  Geometry is conv_ops' `window_geometry` (TF's SAME/VALID rules).
+
+TF's semantics kept here:
+- MaxPool pads with -inf (the dtype's lowest value for integers), so padding never wins.
+- MaxPoolGrad routes each output gradient to the first maximum in its window, scanning
+  rows then columns, and sums where windows overlap.
+- AvgPool divides by the number of real (unpadded) elements in each window.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import array_ops
+from asyncflow.ops.conv_ops import (
+    four,
+    from_nhwc,
+    from_nhwc_dims,
+    nhwc_dims,
+    pad_spatial,
+    spatial,
+    static_out_size,
+    to_nhwc,
+    window_geometry,
+    window_slice,
+)
+from asyncflow.registry import REAL, REQUIRED, TypeConstraint, register_op
+
+__all__ = ["max_pool", "avg_pool", "max_pool2d", "avg_pool2d"]
+
+_POOL_FLOATS = TypeConstraint(["float16", "bfloat16", "float32", "float64"])
+
+
+def _invalid(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _shape_str(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _check_pool_attrs(attrs) -> None:
+    fmt = attrs["data_format"]
+    if fmt not in ("NHWC", "NCHW"):
+        raise ValueError(f"Invalid data format: {fmt}")
+    for key in ("ksize", "strides"):
+        vals = list(attrs[key])
+        if len(vals) != 4:
+            raise ValueError(f"Sliding window {key} field must specify 4 dimensions")
+        batch, depth = (vals[0], vals[1]) if fmt == "NCHW" else (vals[0], vals[3])
+        if batch != 1 or depth != 1:
+            raise ValueError("Pooling is not yet supported on the batch nor depth dimension.")
+        if any(v < 1 for v in vals):
+            raise ValueError(f"Sliding window {key} must be positive, got {vals}")
+    if attrs["padding"] not in ("SAME", "VALID"):
+        raise ValueError(f"padding must be SAME or VALID, got {attrs['padding']!r}")
+
+
+class _Pool:
+    """One pooling's geometry in NHWC terms."""
+
+    __slots__ = ("n", "h", "w", "c", "kh", "kw", "sh", "sw", "oh", "ow", "pad")
+
+    def __init__(self, attrs, in_nhwc):
+        fmt = attrs["data_format"]
+        self.n, self.h, self.w, self.c = (int(d) for d in in_nhwc)
+        self.kh, self.kw = spatial(attrs["ksize"], fmt)
+        self.sh, self.sw = spatial(attrs["strides"], fmt)
+        self.oh, lo_h, hi_h = window_geometry(self.h, self.kh, self.sh, 1, attrs["padding"])
+        self.ow, lo_w, hi_w = window_geometry(self.w, self.kw, self.sw, 1, attrs["padding"])
+        self.pad = (lo_h, hi_h, lo_w, hi_w)
+
+    def out_nhwc(self):
+        return (self.n, self.oh, self.ow, self.c)
+
+    def offsets(self):
+        for i in range(self.kh):
+            for j in range(self.kw):
+                yield i * self.kw + j, window_slice(i, j, self.oh, self.ow, self.sh, self.sw, 1, 1)
+
+    def padded_zeros(self, xp, dtype):
+        lo_h, hi_h, lo_w, hi_w = self.pad
+        hp = max(self.h + lo_h + hi_h, (self.oh - 1) * self.sh + self.kh)
+        wp = max(self.w + lo_w + hi_w, (self.ow - 1) * self.sw + self.kw)
+        return xp.zeros((self.n, hp, wp, self.c), dtype=dtype)
+
+    def crop(self, xpad):
+        lo_h, _, lo_w, _ = self.pad
+        return xpad[:, lo_h : lo_h + self.h, lo_w : lo_w + self.w, :]
+
+
+def _pool_shape(op):
+    attrs = {k: op.get_attr(k) for k in ("ksize", "strides", "padding", "data_format")}
+    _check_pool_attrs(attrs)
+    fmt = attrs["data_format"]
+    n, h, w, c = nhwc_dims(op.inputs[0].shape.with_rank(4).as_list(), fmt)
+    kh, kw = spatial(attrs["ksize"], fmt)
+    sh, sw = spatial(attrs["strides"], fmt)
+    oh = static_out_size(h, kh, sh, 1, attrs["padding"])
+    ow = static_out_size(w, kw, sw, 1, attrs["padding"])
+    return [tensor_shape.TensorShape(from_nhwc_dims([n, oh, ow, c], fmt))]
+
+
+_POOL_ATTRS = {"ksize": REQUIRED, "strides": REQUIRED, "padding": REQUIRED, "data_format": "NHWC"}
+
+
+def _lowest(dtype):
+    dtype = np.dtype(dtype)
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _input4(xp, x, what="input"):
+    x = xp.asarray(x)
+    if x.ndim != 4:
+        raise _invalid(f"{what} must be 4-dimensional")
+    return x
+
+
+# -- MaxPool -------------------------------------------------------------------------------
+
+MaxPool = register_op(
+    "MaxPool",
+    inputs=["input: T"],
+    outputs=["output: T"],
+    attrs={"T": REAL, **_POOL_ATTRS},
+    shape_fn=_pool_shape,
+)
+
+
+def _max_pool(xp, p: _Pool, x, fmt):
+    xpad = pad_spatial(xp, to_nhwc(xp, x, fmt), *p.pad, value=_lowest(x.dtype))
+    out = None
+    for _, idx in p.offsets():
+        out = xpad[idx].copy() if out is None else xp.maximum(out, xpad[idx], out=out)
+    return from_nhwc(xp, out, fmt)
+
+
+@MaxPool.kernel("CPU", "GPU")
+async def _max_pool_kernel(ctx, x):
+    xp = ctx.xp
+    x = _input4(xp, x)
+    fmt = ctx.attrs["data_format"]
+    p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
+    return await ctx.device.compute(_max_pool, xp, p, x, fmt, cost=float(x.nbytes * p.kh * p.kw))
+
+
+def _argmax_offsets(xp, p: _Pool, x):
+    """For each output, the window offset (i * KW + j) of its first maximum, and the max."""
+    xpad = pad_spatial(xp, x, *p.pad, value=_lowest(x.dtype))
+    best = arg = None
+    for k, idx in p.offsets():
+        v = xpad[idx]
+        if best is None:
+            best, arg = v.copy(), xp.zeros(v.shape, dtype=np.int32)
+            continue
+        better = v > best
+        best = xp.where(better, v, best)
+        arg[better] = k
+    return arg, best
+
+
+def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt):
+    """Route dy to the first input equal to its window's max (y), scanning the window in
+    row-major order; `claimed` marks windows already served."""
+    x, y, dy = to_nhwc(xp, x, fmt), to_nhwc(xp, y, fmt), to_nhwc(xp, dy, fmt)
+    xpad = pad_spatial(xp, x, *p.pad, value=_lowest(x.dtype))
+    dxp = p.padded_zeros(xp, dy.dtype)
+    claimed = xp.zeros(y.shape, dtype=bool)
+    zero = dy.dtype.type(0)
+    last = p.kh * p.kw - 1
+    for k, idx in p.offsets():
+        hit = xpad[idx] == y
+        if k:
+            hit &= ~claimed
+        dxp[idx] += xp.where(hit, dy, zero)
+        if k != last:
+            claimed |= hit
+    return from_nhwc(xp, xp.ascontiguousarray(p.crop(dxp)), fmt)
+
+
+MaxPoolGrad = register_op(
+    "MaxPoolGrad",
+    inputs=["orig_input: T", "orig_output: T", "grad: T"],
+    outputs=["output: T"],
+    attrs={"T": REAL, **_POOL_ATTRS},
+    shape_fn=lambda op: [op.inputs[0].shape.with_rank(4)],
+)
+
+
+@MaxPoolGrad.kernel("CPU", "GPU")
+async def _max_pool_grad_kernel(ctx, x, y, dy):
+    xp = ctx.xp
+    x, y, dy = _input4(xp, x, "orig_input"), _input4(xp, y, "orig_output"), _input4(xp, dy, "grad")
+    fmt = ctx.attrs["data_format"]
+    p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
+    want = from_nhwc_dims(list(p.out_nhwc()), fmt)
+    for name, t in (("orig_output", y), ("grad", dy)):
+        if list(t.shape) != want:
+            raise _invalid(
+                f"Expected {name} shape to be {_shape_str(want)}, but got {_shape_str(t.shape)}"
+            )
+    cost = float(x.nbytes * p.kh * p.kw)
+    return await ctx.device.compute(_max_pool_grad, xp, p, x, y, dy, fmt, cost=cost)
+
+
+def _max_pool_grad_grad(xp, p: _Pool, x, ddx, fmt):
+    """Gradient of MaxPoolGrad w.r.t. its `grad` input: ddx read at each window's argmax."""
+    x, ddx = to_nhwc(xp, x, fmt), to_nhwc(xp, ddx, fmt)
+    arg, _ = _argmax_offsets(xp, p, x)
+    ddxp = pad_spatial(xp, ddx, *p.pad)
+    out = xp.zeros(p.out_nhwc(), dtype=ddx.dtype)
+    for k, idx in p.offsets():
+        out = xp.where(arg == k, ddxp[idx], out)
+    return from_nhwc(xp, out, fmt)
+
+
+MaxPoolGradGrad = register_op(
+    "MaxPoolGradGrad",
+    inputs=["orig_input: T", "orig_output: T", "grad: T"],
+    outputs=["output: T"],
+    attrs={"T": REAL, **_POOL_ATTRS},
+    shape_fn=lambda op: [op.inputs[1].shape.with_rank(4)],
+)
+
+
+@MaxPoolGradGrad.kernel("CPU", "GPU")
+async def _max_pool_grad_grad_kernel(ctx, x, y, ddx):
+    xp = ctx.xp
+    x, ddx = _input4(xp, x, "orig_input"), _input4(xp, ddx, "grad")
+    if x.shape != ddx.shape:
+        raise _invalid(
+            f"grad must have the shape of orig_input: {_shape_str(ddx.shape)} vs "
+            f"{_shape_str(x.shape)}"
+        )
+    fmt = ctx.attrs["data_format"]
+    p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
+    cost = float(x.nbytes * p.kh * p.kw)
+    return await ctx.device.compute(_max_pool_grad_grad, xp, p, x, ddx, fmt, cost=cost)
+
+
+def _pool_attrs(op) -> dict:
+    return {k: op.get_attr(k) for k in _POOL_ATTRS}
+
+
+@MaxPool.gradient
+def _max_pool_grad_fn(op, grad):
+    x, y = op.inputs[0], op.outputs[0]
+    return ops.apply_op("MaxPoolGrad", [x, y, grad], _pool_attrs(op)).outputs[0]
+
+
+@MaxPoolGrad.gradient
+def _max_pool_grad_grad_fn(op, grad):
+    x, y, _ = op.inputs
+    ddy = ops.apply_op("MaxPoolGradGrad", [x, y, grad], _pool_attrs(op)).outputs[0]
+    return [array_ops.zeros_like(x), array_ops.zeros_like(y), ddy]
+
+
+@MaxPoolGradGrad.gradient
+def _max_pool_grad_grad_grad_fn(op, grad):
+    x, y, _ = op.inputs
+    dgrad = ops.apply_op("MaxPoolGrad", [x, y, grad], _pool_attrs(op)).outputs[0]
+    return [array_ops.zeros_like(x), array_ops.zeros_like(y), dgrad]
+
+
+# -- AvgPool -------------------------------------------------------------------------------
+
+AvgPool = register_op(
+    "AvgPool",
+    inputs=["value: T"],
+    outputs=["output: T"],
+    attrs={"T": _POOL_FLOATS, **_POOL_ATTRS},
+    shape_fn=_pool_shape,
+)
+
+
+def _window_counts(xp, p: _Pool, dtype):
+    """[1, OH, OW, 1]: how many real input elements each window covers."""
+    lo_h, _, lo_w, _ = p.pad
+
+    def counts(out, k, s, lo, size):
+        start = np.arange(out) * s - lo
+        return np.minimum(start + k, size) - np.maximum(start, 0)
+
+    ch = counts(p.oh, p.kh, p.sh, lo_h, p.h)
+    cw = counts(p.ow, p.kw, p.sw, lo_w, p.w)
+    return xp.asarray(np.outer(ch, cw).astype(dtype)[None, :, :, None])
+
+
+def _avg_pool(xp, p: _Pool, x, fmt):
+    ct = np.float32 if x.dtype.itemsize < 4 else x.dtype
+    xpad = pad_spatial(xp, to_nhwc(xp, x, fmt).astype(ct, copy=False), *p.pad)
+    out = xp.zeros(p.out_nhwc(), dtype=ct)
+    for _, idx in p.offsets():
+        out += xpad[idx]
+    out /= _window_counts(xp, p, ct)
+    return from_nhwc(xp, out, fmt).astype(x.dtype, copy=False)
+
+
+@AvgPool.kernel("CPU", "GPU")
+async def _avg_pool_kernel(ctx, x):
+    xp = ctx.xp
+    x = _input4(xp, x)
+    fmt = ctx.attrs["data_format"]
+    p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
+    return await ctx.device.compute(_avg_pool, xp, p, x, fmt, cost=float(x.nbytes * p.kh * p.kw))
+
+
+AvgPoolGrad = register_op(
+    "AvgPoolGrad",
+    inputs=["orig_input_shape: int32", "grad: T"],
+    outputs=["output: T"],
+    attrs={"T": _POOL_FLOATS, **_POOL_ATTRS},
+    shape_fn=lambda op: [
+        ops.constant_shape(op.inputs[0]).merge_with(tensor_shape.unknown_shape(4))
+    ],
+)
+
+
+def _avg_pool_grad(xp, p: _Pool, dy, fmt):
+    out_dtype = dy.dtype
+    ct = np.float32 if out_dtype.itemsize < 4 else out_dtype
+    dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False) / _window_counts(xp, p, ct)
+    dxp = p.padded_zeros(xp, ct)
+    for _, idx in p.offsets():
+        dxp[idx] += dy
+    return from_nhwc(xp, xp.ascontiguousarray(p.crop(dxp)), fmt).astype(out_dtype, copy=False)
+
+
+@AvgPoolGrad.kernel("CPU", "GPU")
+async def _avg_pool_grad_kernel(ctx, shape, dy):
+    xp = ctx.xp
+    dy = _input4(xp, dy, "grad")
+    shape = np.asarray(shape.get() if hasattr(shape, "get") else shape)
+    if shape.shape != (4,):
+        raise _invalid("orig_input_shape must be 1-dimensional and 4 elements")
+    fmt = ctx.attrs["data_format"]
+    ctx.device.check_alloc(int(np.prod(shape)), ctx.attrs["T"])
+    p = _Pool(ctx.attrs, nhwc_dims([int(d) for d in shape], fmt))
+    want = from_nhwc_dims(list(p.out_nhwc()), fmt)
+    if list(dy.shape) != want:
+        raise _invalid(f"Expected grad shape to be {_shape_str(want)}, got {_shape_str(dy.shape)}")
+    cost = float(dy.nbytes * p.kh * p.kw)
+    return await ctx.device.compute(_avg_pool_grad, xp, p, dy, fmt, cost=cost)
+
+
+@AvgPool.gradient
+def _avg_pool_grad_fn(op, grad):
+    shape = array_ops.shape(op.inputs[0], out_type=dtypes.int32)
+    return ops.apply_op("AvgPoolGrad", [shape, grad], _pool_attrs(op)).outputs[0]
+
+
+@AvgPoolGrad.gradient
+def _avg_pool_grad_grad_fn(op, grad):
+    return [None, ops.apply_op("AvgPool", [grad], _pool_attrs(op)).outputs[0]]
+
+
+# -- builders ------------------------------------------------------------------------------
+
+
+def _builder(op_type, value, ksize, strides, padding, data_format, name):
+    fmt = data_format or "NHWC"
+    if fmt not in ("NHWC", "NCHW"):
+        raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
+    if not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):
+        raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
+    attrs = {
+        "ksize": four(ksize, "ksize", fmt),
+        "strides": four(strides, "strides", fmt),
+        "padding": padding.upper(),
+        "data_format": fmt,
+    }
+    return ops.apply_op(op_type, [value], attrs, name=name).outputs[0]
+
+
+def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None, input=None):  # noqa: A002
+    """Max pooling over H and W of a 4-D `value` (ksize/strides: an int or 1, 2 or 4 ints).
+
+    Raises:
+      ValueError: a bad padding, data_format, or pooling over the batch or depth.
+    """
+    if input is not None:
+        if value is not None:
+            raise ValueError("Cannot specify both 'value' and 'input'.")
+        value = input
+    return _builder("MaxPool", value, ksize, strides, padding, data_format, name)
+
+
+def avg_pool(value, ksize, strides, padding, data_format="NHWC", name=None, input=None):  # noqa: A002
+    """Average pooling; each window is divided by the number of real (unpadded) elements.
+
+    Raises:
+      ValueError: a bad padding, data_format, or pooling over the batch or depth.
+    """
+    if input is not None:
+        if value is not None:
+            raise ValueError("Cannot specify both 'value' and 'input'.")
+        value = input
+    return _builder("AvgPool", value, ksize, strides, padding, data_format, name)
+
+
+def max_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None):  # noqa: A002
+    """`tf.nn.max_pool2d`."""
+    return _builder("MaxPool", input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None):  # noqa: A002
+    """`tf.nn.avg_pool2d`."""
+    return _builder("AvgPool", input, ksize, strides, padding, data_format, name)

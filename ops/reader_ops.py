@@ -1,0 +1,732 @@
+"""Readers: ops that turn a queue of filenames into (key, value) records.
+
+TF1's reader ops (TextLineReaderV2, FixedLengthRecordReaderV2, TFRecordReaderV2,
+WholeFileReaderV2, IdentityReaderV2 and ReaderReadV2 / ReaderReadUpToV2 /
+ReaderNumRecordsProducedV2 / ReaderNumWorkUnitsCompletedV2 / ReaderResetV2) and the
+Python `ReaderBase` classes (`af.TFRecordReader()`, `reader.read(queue)`...).
+
+A reader is a resource in the session's container (shared_name or the op's name).  Its
+handle is a 0-d string tensor holding the object (as stacks and queues: this runtime
+has no resource dtype).  Reading holds the reader's asyncio lock, so concurrent steps
+take records one after another, as TF's mutex does.  When the current file is used up
+the reader dequeues the next filename from the queue (suspending while it is empty);
+a closed, empty queue ends the reading with OutOfRangeError.
+
+File I/O never blocks the loop: files are opened and read on worker threads in large
+chunks (python_io.CHUNK_BYTES), and the TFRecord reader keeps one chunk read ahead
+while it parses the current one.
+
+Exactly-once (DESIGN.md "State"): records a step took are put back when that step
+fails or is cancelled (`current_step().on_failure`), and records gathered by a read
+that is itself cancelled are put back before the cancellation propagates.  Put-back
+records are served first, in their original order (each record has a serial number),
+so no record is lost or duplicated.  A chunk read still in flight when its reader was
+cancelled is kept and consumed by the next read.
+
+Invariants:
+- `produced` counts records handed out and not put back; `completed` counts files
+  finished (TF's num_work_units_completed).
+- At most one worker-thread read per reader is in flight, and only its future touches
+  the reader's source until it completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import glob
+import os
+
+import numpy as np
+
+from asyncflow import dtypes, errors, python_io, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.executor import current_step
+from asyncflow.registry import REQUIRED, NotDifferentiable, register_op
+
+__all__ = [
+    "ReaderBase",
+    "TextLineReader",
+    "FixedLengthRecordReader",
+    "TFRecordReader",
+    "WholeFileReader",
+    "IdentityReader",
+    "matching_files",
+    "read_file",
+]
+
+
+def _handle_value(obj) -> np.ndarray:
+    out = np.empty((), dtype=object)
+    out[()] = obj
+    return out
+
+
+def _handle_object(value, cls, what: str):
+    obj = value[()] if isinstance(value, np.ndarray) else value
+    if not isinstance(obj, cls):
+        raise errors.InvalidArgumentError(None, None, f"Expected a {what} handle, got {obj!r}")
+    return obj
+
+
+def _as_path(work) -> str:
+    return os.fsdecode(work if isinstance(work, (bytes, str)) else bytes(work))
+
+
+async def _in_thread(fn, *args):
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+# -- dequeuing work from the filename queue ---------------------------------------------------
+
+
+async def _dequeue_work(queue_handle) -> bytes:
+    """The next filename from the queue behind `queue_handle` (suspends while empty).
+
+    Raises:
+      OutOfRangeError: the queue is closed and empty.
+    """
+    q = queue_handle[()] if isinstance(queue_handle, np.ndarray) else queue_handle
+    dequeue = getattr(q, "dequeue_work", None) or getattr(q, "dequeue", None)
+    if dequeue is None:
+        raise errors.InvalidArgumentError(None, None, f"Expected a queue handle, got {q!r}")
+    item = await dequeue()
+    if isinstance(item, (list, tuple)):
+        if len(item) != 1:
+            raise errors.InvalidArgumentError(
+                None, None, f"Expected a queue of one string component, got {len(item)}"
+            )
+        item = item[0]
+    item = item[()] if isinstance(item, np.ndarray) else item
+    if isinstance(item, str):
+        item = item.encode()
+    if not isinstance(item, bytes):
+        raise errors.InvalidArgumentError(
+            None, None, f"Expected to dequeue a one-element string tensor, got {item!r}"
+        )
+    return item
+
+
+# -- the reader state machine -----------------------------------------------------------------
+
+
+class _Reader:
+    """A reader resource: current work, counters, put-back records.  Subclasses read."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.work: bytes | None = None
+        self.produced = 0
+        self.completed = 0
+        self._serial = 0
+        self._pending: list[tuple[int, bytes, bytes]] = []  # put back; sorted by serial
+        self._lock: asyncio.Lock | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} work={self.work!r}>"
+
+    # subclass hooks --------------------------------------------------------------------
+    async def _start(self, work: bytes) -> None:
+        """Open `work` (a filename)."""
+
+    async def _read_some(self, n: int) -> tuple[list, list, bool]:
+        """Up to n (keys, values) from the current work, and whether it is finished."""
+        raise NotImplementedError
+
+    def _finish(self) -> None:
+        """Release the current work's resources."""
+
+    # the protocol ---------------------------------------------------------------------
+    async def read_up_to(self, queue_handle, n: int, exact: bool) -> tuple[list, list]:
+        """Up to n records; with `exact`, n or OutOfRangeError (ReaderRead)."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            keys: list = []
+            values: list = []
+            serials: list = []
+            try:
+                await self._gather(queue_handle, n, exact, keys, values, serials)
+            except errors.OutOfRangeError:
+                if not keys or exact:
+                    self._unread(serials, keys, values)
+                    raise
+            except BaseException:
+                self._unread(serials, keys, values)  # never delivered: put them back
+                raise
+        self.produced += len(keys)
+        step = current_step()
+        if step is not None and keys:
+            step.on_failure(lambda _e: self._put_back(serials, keys, values))
+        return keys, values
+
+    async def _gather(self, queue_handle, n, exact, keys, values, serials) -> None:
+        pending = self._pending
+        while pending and len(keys) < n:
+            s, k, v = pending.pop(0)
+            serials.append(s)
+            keys.append(k)
+            values.append(v)
+        while len(keys) < n:
+            if self.work is None:
+                work = await _dequeue_work(queue_handle)
+                self.work = work
+                try:
+                    await self._start(work)
+                except BaseException:
+                    self._finish()
+                    self.work = None
+                    raise
+            got_k, got_v, at_end = await self._read_some(n - len(keys))
+            for k, v in zip(got_k, got_v):
+                serials.append(self._serial)
+                self._serial += 1
+                keys.append(k)
+                values.append(v)
+            if at_end:
+                self._finish()
+                self.work = None
+                self.completed += 1
+
+    def _unread(self, serials, keys, values) -> None:
+        for item in zip(serials, keys, values):
+            bisect.insort(self._pending, item)
+
+    def _put_back(self, serials, keys, values) -> None:
+        self._unread(serials, keys, values)
+        self.produced -= len(keys)
+
+    def reset(self) -> None:
+        self._finish()
+        self.work = None
+        self.produced = 0
+        self.completed = 0
+        self._pending.clear()
+
+
+class _IdentityReader(_Reader):
+    async def _read_some(self, n):
+        return [self.work], [self.work], True
+
+
+class _WholeFileReader(_Reader):
+    async def _read_some(self, n):
+        path = _as_path(self.work)
+
+        def read_all():
+            try:
+                with open(path, "rb") as f:
+                    return f.read()
+            except OSError as e:
+                raise python_io.os_error(path, e) from None
+
+        return [self.work], [await _in_thread(read_all)], True
+
+
+class _SourceReader(_Reader):
+    """A reader over a python_io source, with one chunk read kept in flight."""
+
+    compression = ""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self._source = None
+        self._fetch: asyncio.Future | None = None
+        self._eof = False
+
+    async def _start(self, work):
+        self._source = await _in_thread(python_io.open_source, _as_path(work), self.compression)
+        self._eof = False
+        self._begin()
+
+    def _begin(self) -> None:
+        """Per-file state once the source is open."""
+
+    def _prefetch(self, n: int) -> None:
+        if self._fetch is None and not self._eof and self._source is not None:
+            loop = asyncio.get_running_loop()
+            self._fetch = loop.run_in_executor(None, self._source.read, n)
+
+    async def _next_chunk(self, n: int) -> bytes:
+        """The next chunk of the file (b"" at its end); starts reading the one after."""
+        self._prefetch(n)
+        fut = self._fetch
+        try:
+            data = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            raise  # the read stays in flight; the next read consumes it
+        self._fetch = None
+        if not data:
+            self._eof = True
+        else:
+            self._prefetch(python_io.CHUNK_BYTES)
+        return data
+
+    def _finish(self):
+        fetch, source = self._fetch, self._source
+        self._fetch = None
+        self._source = None
+        if source is not None:
+            if fetch is not None and not fetch.done():
+                fetch.add_done_callback(lambda _f: source.close())  # close after the read
+            else:
+                source.close()
+
+    def reset(self):
+        super().reset()
+        self._eof = False
+
+
+class _TFRecordReader(_SourceReader):
+    def __init__(self, name: str, compression: str):
+        super().__init__(name)
+        self.compression = compression
+        self._scanner = None
+
+    def _begin(self):
+        self._scanner = python_io.RecordScanner(self._source.path)
+
+    async def _read_some(self, n):
+        scanner = self._scanner
+        values: list = []
+        offsets: list = []
+        while True:
+            try:
+                scanner.take(n, values, offsets)
+            except errors.DataLossError:
+                if not values:
+                    raise
+                # Deliver the good records first; the damage is reported by the next read.
+            if values:
+                prefix = self.work + b":"
+                return [prefix + str(o).encode() for o in offsets], values, False
+            data = await self._next_chunk(scanner.need())
+            if not data:
+                return [], [], True
+            scanner.feed(data)
+
+    def _finish(self):
+        super()._finish()
+        self._scanner = None
+
+
+class _TextLineReader(_SourceReader):
+    def __init__(self, name: str, skip_header_lines: int):
+        super().__init__(name)
+        self.skip = skip_header_lines
+        self._begin()
+
+    def _begin(self):
+        self._lines: list[bytes] = []  # complete lines of the chunks read so far
+        self._next = 0  # index in _lines of the next line to hand out
+        self._rest = b""  # a partial last line
+        self._line_no = 0
+
+    async def _read_some(self, n):
+        while len(self._lines) - self._next < n + self.skip and not self._eof:
+            data = await self._next_chunk(python_io.CHUNK_BYTES)
+            del self._lines[: self._next]
+            self._next = 0
+            if not data:
+                if self._rest:
+                    self._lines.append(self._rest)
+                    self._rest = b""
+                break
+            parts = (self._rest + data).split(b"\n")
+            self._rest = parts.pop()
+            self._lines.extend(parts)
+        keys, values = [], []
+        prefix = self.work + b":"
+        lines = self._lines
+        while self._next < len(lines) and len(values) < n:
+            line = lines[self._next]
+            self._next += 1
+            self._line_no += 1
+            if self._line_no <= self.skip:
+                continue
+            keys.append(prefix + str(self._line_no).encode())
+            values.append(line[:-1] if line.endswith(b"\r") else line)
+        done = self._eof and self._next >= len(lines) and not self._rest
+        return keys, values, done
+
+
+class _FixedLengthReader(_SourceReader):
+    def __init__(self, name, header, record, footer, hop):
+        super().__init__(name)
+        self.header, self.record, self.footer = header, record, footer
+        self.hop = hop or record
+        self._index = 0
+        self._count = 0
+
+    def _begin(self):
+        size = self._source.size - self.header - self.footer
+        self._count = 0 if size < self.record else (size - self.record) // self.hop + 1
+        self._index = 0
+
+    async def _read_some(self, n):
+        m = min(n, self._count - self._index, max(1, python_io.CHUNK_BYTES // self.hop))
+        if m <= 0:
+            return [], [], True
+        start = self.header + self._index * self.hop
+        span = (m - 1) * self.hop + self.record
+        data = await _in_thread(os.pread, self._source.fd, span, start)
+        if len(data) < span:  # the file shrank under us
+            m = (
+                max(0, (len(data) - self.record) // self.hop + 1)
+                if len(data) >= self.record
+                else 0
+            )
+        keys, values = [], []
+        prefix = self.work + b":"
+        for j in range(m):
+            o = j * self.hop
+            keys.append(prefix + str(self._index + j).encode())
+            values.append(data[o : o + self.record])
+        self._index += m
+        return keys, values, self._index >= self._count or m == 0
+
+
+# -- reader creation ops -----------------------------------------------------------------------
+
+
+def _scalar_shape(op):
+    return [tensor_shape.TensorShape([])]
+
+
+def _register_reader(op_type: str, attrs: dict, make):
+    op_def = register_op(
+        op_type,
+        outputs=["reader_handle: string"],
+        attrs={**attrs, "container": "", "shared_name": ""},
+        shape_fn=_scalar_shape,
+        stateful=True,
+    )
+    NotDifferentiable(op_type)
+
+    @op_def.kernel("CPU")
+    async def _create(ctx):
+        a = ctx.attrs
+        name = a["shared_name"] or ctx.op.name
+        reader = ctx.resource_mgr(a["container"]).lookup_or_create(
+            a["container"], name, lambda: make(name, a)
+        )
+        return _handle_value(reader)
+
+    return op_def
+
+
+def _make_fixed(name, a):
+    for k in ("header_bytes", "record_bytes", "footer_bytes", "hop_bytes"):
+        if a[k] < 0 or (k == "record_bytes" and a[k] <= 0):
+            raise errors.InvalidArgumentError(None, None, f"{k} must be >= 0 not {a[k]}")
+    if a["encoding"]:
+        raise errors.UnimplementedError(
+            None, None, f"FixedLengthRecordReader encoding {a['encoding']!r} is not supported"
+        )
+    return _FixedLengthReader(
+        name, a["header_bytes"], a["record_bytes"], a["footer_bytes"], a["hop_bytes"]
+    )
+
+
+def _make_tfrecord(name, a):
+    comp = a["compression_type"]
+    if comp not in ("", "ZLIB", "GZIP"):
+        raise errors.InvalidArgumentError(None, None, f"Unsupported compression_type {comp!r}")
+    return _TFRecordReader(name, comp)
+
+
+def _make_text(name, a):
+    if a["skip_header_lines"] < 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"skip_header_lines must be >= 0 not {a['skip_header_lines']}"
+        )
+    return _TextLineReader(name, a["skip_header_lines"])
+
+
+_register_reader("TextLineReaderV2", {"skip_header_lines": 0}, _make_text)
+_register_reader(
+    "FixedLengthRecordReaderV2",
+    {
+        "header_bytes": 0,
+        "record_bytes": REQUIRED,
+        "footer_bytes": 0,
+        "hop_bytes": 0,
+        "encoding": "",
+    },
+    _make_fixed,
+)
+_register_reader("TFRecordReaderV2", {"compression_type": ""}, _make_tfrecord)
+_register_reader("WholeFileReaderV2", {}, lambda name, a: _WholeFileReader(name))
+_register_reader("IdentityReaderV2", {}, lambda name, a: _IdentityReader(name))
+
+
+# -- reader use ops -----------------------------------------------------------------------------
+
+
+def _reader_op(op_type, inputs, outputs, shape_fn, is_async=True):
+    op_def = register_op(
+        op_type,
+        inputs=inputs,
+        outputs=outputs,
+        shape_fn=shape_fn,
+        stateful=True,
+        is_async=is_async,
+    )
+    NotDifferentiable(op_type)
+    return op_def
+
+
+ReaderReadV2 = _reader_op(
+    "ReaderReadV2",
+    ["reader_handle: string", "queue_handle: string"],
+    ["key: string", "value: string"],
+    lambda op: [tensor_shape.TensorShape([])] * 2,
+)
+ReaderReadUpToV2 = _reader_op(
+    "ReaderReadUpToV2",
+    ["reader_handle: string", "queue_handle: string", "num_records: int64"],
+    ["keys: string", "values: string"],
+    lambda op: [tensor_shape.TensorShape([None])] * 2,
+)
+ReaderNumRecordsProducedV2 = _reader_op(
+    "ReaderNumRecordsProducedV2", ["reader_handle: string"], ["records_produced: int64"],
+    _scalar_shape, is_async=False,
+)  # fmt: skip
+ReaderNumWorkUnitsCompletedV2 = _reader_op(
+    "ReaderNumWorkUnitsCompletedV2", ["reader_handle: string"], ["units_completed: int64"],
+    _scalar_shape, is_async=False,
+)  # fmt: skip
+ReaderResetV2 = _reader_op("ReaderResetV2", ["reader_handle: string"], [], lambda op: [], False)
+
+
+def _strings(values) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+@ReaderReadV2.kernel("CPU")
+async def _reader_read(ctx, reader, queue):
+    reader = _handle_object(reader, _Reader, "reader")
+    keys, values = await reader.read_up_to(queue, 1, exact=True)
+    return _strings(keys).reshape(()), _strings(values).reshape(())
+
+
+@ReaderReadUpToV2.kernel("CPU")
+async def _reader_read_up_to(ctx, reader, queue, num_records):
+    reader = _handle_object(reader, _Reader, "reader")
+    n = int(num_records)
+    if n <= 0:
+        raise errors.InvalidArgumentError(None, None, f"num_records must be positive, got {n}")
+    keys, values = await reader.read_up_to(queue, n, exact=False)
+    return _strings(keys), _strings(values)
+
+
+@ReaderNumRecordsProducedV2.kernel("CPU")
+async def _reader_num_records(ctx, reader):
+    return np.int64(_handle_object(reader, _Reader, "reader").produced)
+
+
+@ReaderNumWorkUnitsCompletedV2.kernel("CPU")
+async def _reader_num_work_units(ctx, reader):
+    return np.int64(_handle_object(reader, _Reader, "reader").completed)
+
+
+@ReaderResetV2.kernel("CPU")
+async def _reader_reset(ctx, reader):
+    _handle_object(reader, _Reader, "reader").reset()
+
+
+# -- Python reader classes ------------------------------------------------------------------------
+
+
+def _queue_ref(queue):
+    if isinstance(queue, ops.Tensor):
+        return queue
+    ref = getattr(queue, "queue_ref", None)
+    if ref is None:
+        raise TypeError(f"Expected a queue or a queue handle Tensor, got {queue!r}")
+    return ref
+
+
+class ReaderBase:
+    """Base class for different Reader types, that produce a record every step.
+
+    A reader takes filenames from a queue (one work unit at a time) and yields
+    (key, value) string records; it keeps its position across `Session.run` calls.
+    """
+
+    def __init__(self, reader_ref, supports_serialize=False):
+        self._reader_ref = reader_ref
+        self._supports_serialize = supports_serialize
+
+    @property
+    def reader_ref(self) -> ops.Tensor:
+        return self._reader_ref
+
+    @property
+    def supports_serialize(self) -> bool:
+        return self._supports_serialize
+
+    def read(self, queue, name=None):
+        """Returns the next record (key, value) pair produced by a reader.
+
+        Raises (when run):
+          OutOfRangeError: the queue is closed and every file has been read.
+          DataLossError: a corrupt record (TFRecordReader).
+          NotFoundError: a filename from the queue does not exist.
+        """
+        op = ops.apply_op("ReaderReadV2", [self._reader_ref, _queue_ref(queue)], name=name)
+        return op.outputs[0], op.outputs[1]
+
+    def read_up_to(self, queue, num_records, name=None):
+        """Returns up to num_records (key, value) pairs produced by a reader.
+
+        Fewer records come back only when the queue is closed and runs out of files.
+
+        Raises (when run):
+          OutOfRangeError: no record is left at all.
+        """
+        num = ops.convert_to_tensor(num_records, dtype=dtypes.int64)
+        op = ops.apply_op(
+            "ReaderReadUpToV2", [self._reader_ref, _queue_ref(queue), num], name=name
+        )
+        return op.outputs[0], op.outputs[1]
+
+    def num_records_produced(self, name=None):
+        return ops.apply_op("ReaderNumRecordsProducedV2", [self._reader_ref], name=name).outputs[0]
+
+    def num_work_units_completed(self, name=None):
+        return ops.apply_op(
+            "ReaderNumWorkUnitsCompletedV2", [self._reader_ref], name=name
+        ).outputs[0]
+
+    def reset(self, name=None):
+        """Restore a reader to its initial clean state."""
+        return ops.apply_op("ReaderResetV2", [self._reader_ref], name=name)
+
+    def serialize_state(self, name=None):
+        raise NotImplementedError("Reader state serialization is not supported")
+
+    def restore_state(self, state, name=None):
+        raise NotImplementedError("Reader state serialization is not supported")
+
+
+def _reader(op_type, attrs, name):
+    return ops.apply_op(op_type, [], attrs, name=name or op_type).outputs[0]
+
+
+class TextLineReader(ReaderBase):
+    """A Reader that outputs the lines of a file delimited by newlines ('\\r' stripped)."""
+
+    def __init__(self, skip_header_lines=None, name=None):
+        super().__init__(
+            _reader("TextLineReaderV2", {"skip_header_lines": skip_header_lines or 0}, name)
+        )
+
+
+class FixedLengthRecordReader(ReaderBase):
+    """A Reader that outputs fixed-length records from a file."""
+
+    def __init__(
+        self,
+        record_bytes,
+        header_bytes=None,
+        footer_bytes=None,
+        hop_bytes=None,
+        name=None,
+        encoding=None,
+    ):
+        attrs = {
+            "record_bytes": int(record_bytes),
+            "header_bytes": int(header_bytes or 0),
+            "footer_bytes": int(footer_bytes or 0),
+            "hop_bytes": int(hop_bytes or 0),
+            "encoding": encoding or "",
+        }
+        super().__init__(_reader("FixedLengthRecordReaderV2", attrs, name))
+
+
+class TFRecordReader(ReaderBase):
+    """A Reader that outputs the records from a TFRecords file."""
+
+    def __init__(self, name=None, options=None):
+        comp = python_io.TFRecordOptions.get_compression_type_string(options)
+        super().__init__(_reader("TFRecordReaderV2", {"compression_type": comp}, name))
+
+
+class WholeFileReader(ReaderBase):
+    """A Reader that outputs the entire contents of a file as a value (key: filename)."""
+
+    def __init__(self, name=None):
+        super().__init__(_reader("WholeFileReaderV2", {}, name))
+
+
+class IdentityReader(ReaderBase):
+    """A Reader that outputs the queued work as both the key and value."""
+
+    def __init__(self, name=None):
+        super().__init__(_reader("IdentityReaderV2", {}, name))
+
+
+# -- MatchingFiles, ReadFile ---------------------------------------------------------------
+
+MatchingFiles = register_op(
+    "MatchingFiles",
+    inputs=["pattern: string"],
+    outputs=["filenames: string"],
+    shape_fn=lambda op: [tensor_shape.TensorShape([None])],
+    is_async=True,
+)
+NotDifferentiable("MatchingFiles")
+
+
+@MatchingFiles.kernel("CPU")
+async def _matching_files(ctx, pattern):
+    patterns = [os.fsdecode(p) for p in np.asarray(pattern, dtype=object).ravel()]
+
+    def match():
+        out = []
+        for p in patterns:
+            out.extend(sorted(glob.glob(p)))
+        return out
+
+    return _strings([os.fsencode(f) for f in await _in_thread(match)])
+
+
+def matching_files(pattern, name=None):
+    """The set of files matching one or more glob patterns (sorted per pattern)."""
+    return ops.apply_op("MatchingFiles", [pattern], name=name).outputs[0]
+
+
+ReadFile = register_op(
+    "ReadFile",
+    inputs=["filename: string"],
+    outputs=["contents: string"],
+    shape_fn=_scalar_shape,
+    is_async=True,
+)
+NotDifferentiable("ReadFile")
+
+
+@ReadFile.kernel("CPU")
+async def _read_file(ctx, filename):
+    path = _as_path(np.asarray(filename, dtype=object)[()])
+
+    def read_all():
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise python_io.os_error(path, e) from None
+
+    return _strings([await _in_thread(read_all)]).reshape(())
+
+
+def read_file(filename, name=None):
+    """Reads and outputs the entire contents of the input filename.
+
+    Raises (when run):
+      NotFoundError: the file does not exist.
+    """
+    return ops.apply_op("ReadFile", [filename], name=name).outputs[0]

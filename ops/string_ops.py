@@ -1,0 +1,396 @@
+"""String ops: split, substr, join, regex replace, length, as_string.
+
+String tensors are NumPy object arrays of `bytes`.  The kernels follow TF's (messages
+included); RegexReplace uses Python's `re`, whose syntax agrees with RE2's for the
+patterns TF1 programs use (no backtracking-only constructs are rejected, though).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.registry import INDEX, NotDifferentiable, TypeConstraint, register_op
+from asyncflow.sparse_tensor import SparseTensor
+
+__all__ = [
+    "string_split",
+    "substr",
+    "string_join",
+    "regex_replace",
+    "string_length",
+    "as_string",
+]
+
+
+def _obj(x) -> np.ndarray:
+    return np.asarray(x, dtype=object)
+
+
+def _strings(shape, values) -> np.ndarray:
+    out = np.empty(shape, dtype=object)
+    out.reshape(-1)[:] = values if len(values) else []
+    return out
+
+
+# -- StringSplit ------------------------------------------------------------------------------
+
+
+def _split_shape(op):
+    return [tensor_shape.TensorShape([None, 2]), tensor_shape.TensorShape([None]), [2]]
+
+
+StringSplit = register_op(
+    "StringSplit",
+    inputs=["input: string", "delimiter: string"],
+    outputs=["indices: int64", "values: string", "shape: int64"],
+    attrs={"skip_empty": True},
+    shape_fn=_split_shape,
+)
+NotDifferentiable("StringSplit")
+
+StringSplitV2 = register_op(
+    "StringSplitV2",
+    inputs=["input: string", "sep: string"],
+    outputs=["indices: int64", "values: string", "shape: int64"],
+    attrs={"maxsplit": -1},
+    shape_fn=_split_shape,
+)
+NotDifferentiable("StringSplitV2")
+
+
+def _sparse_from_rows(rows):
+    idx, vals, longest = [], [], 0
+    for i, parts in enumerate(rows):
+        for j, p in enumerate(parts):
+            idx.append((i, j))
+            vals.append(p)
+        longest = max(longest, len(parts))
+    indices = np.array(idx, dtype=np.int64).reshape(-1, 2)
+    values = np.empty(len(vals), dtype=object)
+    values[:] = vals
+    return indices, values, np.array([len(rows), longest], dtype=np.int64)
+
+
+def _check_vector(x, what: str):
+    if np.ndim(x) != 1:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"{what} should be a vector, got shape: [{','.join(map(str, np.shape(x)))}]",
+        )
+
+
+@StringSplit.kernel("CPU")
+async def _string_split(ctx, inp, delimiter):
+    _check_vector(inp, "input")
+    if np.ndim(delimiter) != 0:
+        raise errors.InvalidArgumentError(None, None, "delimiter should be a scalar")
+    delim = _obj(delimiter)[()]
+    skip = ctx.attrs["skip_empty"]
+    rows = []
+    for s in _obj(inp):
+        if not delim:  # empty delimiter: one token per byte
+            parts = [s[i : i + 1] for i in range(len(s))]
+        else:
+            parts = re.split(b"[" + re.escape(delim) + b"]", s) if s else []
+        rows.append([p for p in parts if p] if skip else parts)
+    return _sparse_from_rows(rows)
+
+
+@StringSplitV2.kernel("CPU")
+async def _string_split_v2(ctx, inp, sep):
+    _check_vector(inp, "input")
+    sep = _obj(sep)[()]
+    maxsplit = ctx.attrs["maxsplit"]
+    rows = []
+    for s in _obj(inp):
+        if not sep:
+            rows.append(s.split(None, maxsplit))
+        else:
+            rows.append(s.split(sep, maxsplit) if s else [])
+    return _sparse_from_rows(rows)
+
+
+def string_split(
+    source, sep=None, skip_empty=True, delimiter=None, result_type="SparseTensor", name=None
+):
+    """Split elements of `source` (a vector) into a SparseTensor of tokens.
+
+    With `delimiter` (or neither argument: " "), every character of it is a separator
+    and empty tokens are dropped when `skip_empty`.  With `sep`, the string is split
+    on that whole string (StringSplitV2 semantics).
+
+    Raises (when run):
+      InvalidArgumentError: `source` is not a vector.
+    """
+    if result_type != "SparseTensor":
+        raise ValueError("result_type must be 'SparseTensor' (RaggedTensor is not supported)")
+    if sep is not None and delimiter is not None:
+        raise ValueError("sep and delimiter cannot both be set")
+    with ops.name_scope(name, "StringSplit", [source]):
+        source = ops.convert_to_tensor(source, dtype=dtypes.string)
+        if sep is not None:
+            op = ops.apply_op("StringSplitV2", [source, sep], {})
+        else:
+            op = ops.apply_op(
+                "StringSplit",
+                [source, " " if delimiter is None else delimiter],
+                {"skip_empty": skip_empty},
+            )
+    return SparseTensor(*op.outputs)
+
+
+# -- Substr -----------------------------------------------------------------------------------
+
+Substr = register_op(
+    "Substr",
+    inputs=["input: string", "pos: T", "len: T"],
+    outputs=["output: string"],
+    attrs={"T": INDEX, "unit": "BYTE"},
+    shape_fn=lambda op: [tensor_shape.broadcast_shape(op.inputs[0].shape, op.inputs[1].shape)],
+)
+NotDifferentiable("Substr")
+
+
+@Substr.kernel("CPU")
+async def _substr(ctx, inp, pos, length):
+    inp, pos, length = _obj(inp), np.asarray(pos), np.asarray(length)
+    if pos.shape != length.shape:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"pos and len should have the same shape, got: {pos.shape} vs. {length.shape}",
+        )
+    try:
+        s, p, n = np.broadcast_arrays(inp, pos, length)
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            None, None, f"Incompatible shapes: {list(inp.shape)} vs. {list(pos.shape)}"
+        ) from None
+    utf8 = ctx.attrs["unit"] == "UTF8_CHAR"
+    out = []
+    for i, (text, start, count) in enumerate(zip(s.ravel(), p.ravel(), n.ravel())):
+        unit = text.decode("utf-8", "replace") if utf8 else text
+        size = len(unit)
+        start = int(start)
+        if start < 0:
+            start += size
+        if start < 0 or start > size:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"pos {int(p.ravel()[i])} out of range for string {text!r} at index {i}",
+            )
+        piece = unit[start : start + max(int(count), 0)]
+        out.append(piece.encode("utf-8") if utf8 else piece)
+    return _strings(s.shape, out)
+
+
+def substr(input, pos, len, name=None, unit="BYTE"):  # noqa: A002 - TF's argument names
+    """Return substrings `[pos, pos + len)` of each string (bytes or UTF-8 characters).
+
+    Raises (when run):
+      InvalidArgumentError: pos is beyond a string's end, or shapes disagree.
+    """
+    if unit not in ("BYTE", "UTF8_CHAR"):
+        raise ValueError(f"unit must be BYTE or UTF8_CHAR, got {unit!r}")
+    return ops.apply_op("Substr", [input, pos, len], {"unit": unit}, name=name).outputs[0]
+
+
+# -- StringJoin ----------------------------------------------------------------------------------
+
+
+def _join_shape(op):
+    shape = tensor_shape.TensorShape([])
+    for t in op.inputs:
+        shape = tensor_shape.broadcast_shape(shape, t.shape)
+    return [shape]
+
+
+StringJoin = register_op(
+    "StringJoin",
+    inputs=["inputs: N * string"],
+    outputs=["output: string"],
+    attrs={"N": 1, "separator": ""},
+    shape_fn=_join_shape,
+)
+NotDifferentiable("StringJoin")
+
+
+@StringJoin.kernel("CPU")
+async def _string_join(ctx, *inputs):
+    arrays = [_obj(x) for x in inputs]
+    shapes = {a.shape for a in arrays if a.ndim}
+    if len(shapes) > 1:
+        raise errors.InvalidArgumentError(
+            None, None, "Input shapes do not match: " + " vs. ".join(str(list(s)) for s in shapes)
+        )
+    b = np.broadcast_arrays(*arrays)
+    sep = ctx.attrs["separator"].encode()
+    joined = [sep.join(parts) for parts in zip(*(x.ravel() for x in b))]
+    return _strings(b[0].shape, joined)
+
+
+def string_join(inputs, separator="", name=None):
+    """Joins the strings in `inputs` element-wise (scalars broadcast)."""
+    inputs = list(inputs)
+    return ops.apply_op(
+        "StringJoin", [inputs], {"N": len(inputs), "separator": separator}, name=name
+    ).outputs[0]
+
+
+# -- RegexReplace ------------------------------------------------------------------------------
+
+RegexReplace = register_op(
+    "RegexReplace",
+    inputs=["input: string", "pattern: string", "rewrite: string"],
+    outputs=["output: string"],
+    attrs={"replace_global": True},
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+NotDifferentiable("RegexReplace")
+
+_REWRITE_GROUP = re.compile(rb"\\(\d)")
+
+
+@RegexReplace.kernel("CPU")
+async def _regex_replace(ctx, inp, pattern, rewrite):
+    pattern, rewrite = _obj(pattern)[()], _obj(rewrite)[()]
+    cache = ctx.kernel_state.setdefault("regex", {})
+    rx = cache.get(pattern)
+    if rx is None:
+        try:
+            rx = re.compile(pattern)
+        except re.error as e:
+            raise errors.InvalidArgumentError(
+                None, None, f"Invalid pattern: {pattern.decode('utf-8', 'replace')}, error: {e}"
+            ) from None
+        if len(cache) < 64:
+            cache[pattern] = rx
+    # RE2 rewrites know only \0-\9 and \\; escape everything else for Python's template.
+    template = _REWRITE_GROUP.sub(rb"\\g<\1>", rewrite.replace(b"\\\\", b"\x00"))
+    template = template.replace(b"\x00", b"\\\\")
+    count = 0 if ctx.attrs["replace_global"] else 1
+    inp = _obj(inp)
+    try:
+        out = [rx.sub(template, s, count=count) for s in inp.ravel()]
+    except (re.error, IndexError) as e:
+        raise errors.InvalidArgumentError(None, None, f"Invalid rewrite pattern: {e}") from None
+    return _strings(inp.shape, out)
+
+
+def regex_replace(input, pattern, rewrite, replace_global=True, name=None):  # noqa: A002
+    """Replaces matches of `pattern` in `input` with `rewrite` (\\1 names a group).
+
+    Raises (when run):
+      InvalidArgumentError: the pattern does not compile.
+    """
+    return ops.apply_op(
+        "RegexReplace",
+        [input, pattern, rewrite],
+        {"replace_global": replace_global},
+        name=name,
+    ).outputs[0]
+
+
+# -- StringLength, AsString ---------------------------------------------------------------------
+
+StringLength = register_op(
+    "StringLength",
+    inputs=["input: string"],
+    outputs=["output: int32"],
+    attrs={"unit": "BYTE"},
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+NotDifferentiable("StringLength")
+
+
+@StringLength.kernel("CPU")
+async def _string_length(ctx, inp):
+    inp = _obj(inp)
+    if ctx.attrs["unit"] == "UTF8_CHAR":
+        lens = [len(s.decode("utf-8", "replace")) for s in inp.ravel()]
+    else:
+        lens = [len(s) for s in inp.ravel()]
+    return np.array(lens, dtype=np.int32).reshape(inp.shape)
+
+
+def string_length(input, name=None, unit="BYTE"):  # noqa: A002
+    """The length of each string, in bytes or UTF-8 characters."""
+    return ops.apply_op("StringLength", [input], {"unit": unit}, name=name).outputs[0]
+
+
+_AS_STRING_TYPES = (
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+)  # fmt: skip
+
+AsString = register_op(
+    "AsString",
+    inputs=["input: T"],
+    outputs=["output: string"],
+    attrs={
+        "T": TypeConstraint(_AS_STRING_TYPES),
+        "precision": -1,
+        "scientific": False,
+        "shortest": False,
+        "width": -1,
+        "fill": "",
+    },
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+NotDifferentiable("AsString")
+
+
+@AsString.kernel("CPU")
+async def _as_string(ctx, x):
+    a = ctx.attrs
+    x = np.asarray(x)
+    fill, width = a["fill"], a["width"]
+    if len(fill) > 1:
+        raise errors.InvalidArgumentError(
+            None, None, f"Fill string must be one or fewer characters: {fill}"
+        )
+    spec = "%"
+    if fill == "0":
+        spec += "0"
+    elif fill == "-":
+        spec += "-"
+    if width > -1:
+        spec += str(width)
+    if x.dtype.kind == "f":
+        if a["precision"] > -1:
+            spec += f".{a['precision']}"
+        spec += "e" if a["scientific"] else ("g" if a["shortest"] else "f")
+        vals = [spec % float(v) for v in x.ravel()]
+    elif x.dtype.kind == "b":
+        vals = ["true" if v else "false" for v in x.ravel()]
+    else:
+        spec += "d"
+        vals = [spec % int(v) for v in x.ravel()]
+    if fill and fill not in "0-" and width > -1:
+        vals = [v.rjust(width, fill) for v in vals]
+    return _strings(x.shape, [v.encode() for v in vals])
+
+
+def as_string(
+    input,
+    precision=-1,
+    scientific=False,
+    shortest=False,
+    width=-1,
+    fill="",
+    name=None,  # noqa: A002
+):
+    """Converts each entry in the given tensor to strings (printf-style formatting)."""
+    attrs = {
+        "precision": precision,
+        "scientific": scientific,
+        "shortest": shortest,
+        "width": width,
+        "fill": fill,
+    }
+    return ops.apply_op("AsString", [input], attrs, name=name).outputs[0]

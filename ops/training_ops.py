@@ -1,0 +1,527 @@
+"""Training ops: the fused, in-place variable updates optimizers emit (TF's training_ops).
+
+Each algorithm is one NumPy update function written against the arrays it mutates
+(`var` and its slots, updated in place) and the values it reads (hyper-parameters as
+0-d values of the variable's dtype, the gradient).  Two ops are made from it:
+  Apply<Alg>        the dense op, whose update function runs on the variables' buffers;
+  SparseApply<Alg>  rows `indices` only: the rows are gathered, updated by the same
+                    function and scattered back.  Duplicate indices are applied one
+                    after another, as TF's CPU kernels do (optimizers deduplicate first,
+                    summing the duplicates, with `_DeduplicateIndexedSlices`).
+The formulas and their order of operations are TF's CPU functors
+(tensorflow/core/kernels/training_ops.cc), so results agree to float rounding.
+
+Invariants:
+- Updates go through VarRef's copy-on-write protocol (`writable_target` / `commit`):
+  in place when the variable's buffer is held by nothing else, else on a copy swapped
+  in, so a value read earlier never changes under its holder.
+- An update never awaits: validation, the writes and the commits happen in one
+  event-loop step, so no concurrent reader sees a half-updated variable.
+- Every input is validated (shapes, scalars, index range, initialised slots) before the
+  first write, so bad input raises `InvalidArgumentError` / `FailedPreconditionError`
+  and leaves every variable unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from asyncflow import errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.registry import INDEX, NUMERIC, NotDifferentiable, register_op
+
+__all__ = [
+    "apply_gradient_descent",
+    "apply_momentum",
+    "sparse_apply_momentum",
+    "apply_adagrad",
+    "sparse_apply_adagrad",
+    "apply_adadelta",
+    "sparse_apply_adadelta",
+    "apply_rms_prop",
+    "sparse_apply_rms_prop",
+    "apply_centered_rms_prop",
+    "sparse_apply_centered_rms_prop",
+    "apply_adam",
+    "apply_ftrl",
+    "apply_ftrl_v2",
+    "sparse_apply_ftrl",
+    "sparse_apply_ftrl_v2",
+    "deduplicate_indexed_slices",
+]
+
+
+def _shape_str(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+# -- update functions: TF's CPU functors, mutating var and slots in place ------------------
+# Arguments: attrs, then the op's inputs in TF order without `indices`; refs arrive as
+# writable arrays, everything else as read-only values.
+
+
+def _gradient_descent(attrs, var, alpha, delta):
+    var -= delta * alpha
+
+
+def _momentum(attrs, var, accum, lr, grad, momentum):
+    accum *= momentum
+    accum += grad
+    if attrs["use_nesterov"]:
+        var -= grad * lr + accum * momentum * lr
+    else:
+        var -= accum * lr
+
+
+def _adagrad(attrs, var, accum, lr, grad):
+    if attrs["update_slots"]:
+        accum += grad * grad
+    var -= grad * lr * (np.ones((), accum.dtype) / np.sqrt(accum))
+
+
+def _adadelta(attrs, var, accum, accum_update, lr, rho, epsilon, grad):
+    one = np.ones((), accum.dtype)
+    accum *= rho
+    accum += grad * grad * (one - rho)
+    update = np.sqrt(accum_update + epsilon) / np.sqrt(accum + epsilon) * grad
+    var -= update * lr
+    accum_update *= rho
+    accum_update += update * update * (one - rho)
+
+
+def _rms_prop(attrs, var, ms, mom, lr, rho, momentum, epsilon, grad):
+    one = np.ones((), ms.dtype)
+    ms += (grad * grad - ms) * (one - rho)
+    mom *= momentum
+    mom += grad * lr / np.sqrt(ms + epsilon)
+    var -= mom
+
+
+def _centered_rms_prop(attrs, var, mg, ms, mom, lr, rho, momentum, epsilon, grad):
+    one = np.ones((), ms.dtype)
+    ms += (grad * grad - ms) * (one - rho)
+    mg += (grad - mg) * (one - rho)
+    denom = ms - mg * mg + epsilon
+    mom *= momentum
+    mom += grad * lr / np.sqrt(denom)
+    var -= mom
+
+
+def _adam(attrs, var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad):
+    one = np.ones((), var.dtype)
+    alpha = lr * np.sqrt(one - beta2_power) / (one - beta1_power)
+    m += (grad - m) * (one - beta1)
+    v += (grad * grad - v) * (one - beta2)
+    if attrs["use_nesterov"]:
+        var -= (grad * (one - beta1) + beta1 * m) * alpha / (np.sqrt(v) + epsilon)
+    else:
+        var -= m * alpha / (np.sqrt(v) + epsilon)
+
+
+def _ftrl_core(attrs, var, accum, linear, grad, grad_shrunk, lr, l1, l2, lr_power):
+    new_accum = accum + grad * grad
+    if lr_power == -0.5:
+        new_pow, old_pow = np.sqrt(new_accum), np.sqrt(accum)
+    else:
+        new_pow, old_pow = new_accum ** (-lr_power), accum ** (-lr_power)
+    if attrs["multiply_linear_by_lr"]:
+        linear += grad_shrunk * lr - (new_pow - old_pow) * var
+        quadratic = new_pow + 2 * l2 * lr
+        l1 = l1 * lr
+    else:
+        linear += grad_shrunk - (new_pow - old_pow) / lr * var
+        quadratic = new_pow / lr + 2 * l2
+    pre_shrink = (np.sign(linear) * l1 - linear) / quadratic
+    var[...] = np.where(np.abs(linear) > l1, pre_shrink, np.zeros((), var.dtype))
+    accum[...] = new_accum
+
+
+def _ftrl(attrs, var, accum, linear, grad, lr, l1, l2, lr_power):
+    _ftrl_core(attrs, var, accum, linear, grad, grad, lr, l1, l2, lr_power)
+
+
+def _ftrl_v2(attrs, var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power):
+    shrunk = grad + 2 * l2_shrinkage * var
+    _ftrl_core(attrs, var, accum, linear, grad, shrunk, lr, l1, l2, lr_power)
+
+
+# -- validation ---------------------------------------------------------------------------
+
+
+def _check_dense(names, n_refs, scalar_pos, grad_pos, values) -> None:
+    var = values[0]
+    for k in range(1, n_refs):
+        if values[k].shape != var.shape:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"var and {names[k]} do not have the same shape"
+                f"{_shape_str(var.shape)} {_shape_str(values[k].shape)}",
+            )
+    for k in scalar_pos:
+        if np.ndim(values[k]) != 0:
+            raise errors.InvalidArgumentError(
+                None, None, f"{names[k]} is not a scalar: {_shape_str(np.shape(values[k]))}"
+            )
+    if grad_pos is not None and np.shape(values[grad_pos]) != var.shape:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"var and {names[grad_pos]} do not have the same shape"
+            f"{_shape_str(var.shape)} {_shape_str(np.shape(values[grad_pos]))}",
+        )
+
+
+def _check_sparse(var, grad, indices) -> None:
+    if var.ndim < 1:
+        raise errors.InvalidArgumentError(None, None, "var must be at least 1 dimensional")
+    if indices.ndim != 1:
+        raise errors.InvalidArgumentError(None, None, "indices must be one-dimensional")
+    if grad.ndim != var.ndim or grad.shape[1:] != var.shape[1:]:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "var and grad must match in every dimension but the first: "
+            f"{_shape_str(var.shape)} {_shape_str(grad.shape)}",
+        )
+    if grad.shape[0] != indices.shape[0]:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "grad must be the same size as indices in the first dimension: "
+            f"{grad.shape[0]} vs {indices.shape[0]}",
+        )
+    bad = np.flatnonzero((indices < 0) | (indices >= var.shape[0]))
+    if bad.size:
+        i = int(bad[0])
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Index {int(indices[i])} at offset {i} in indices is out of range "
+            f"[0, {var.shape[0]})",
+        )
+
+
+# -- op factory ---------------------------------------------------------------------------
+
+
+def _dense_shape(n_refs: int, scalar_pos, grad_pos, names):
+    def shape_fn(op):
+        shape = op.inputs[0].shape
+        for k in range(1, n_refs):
+            shape = shape.merge_with(op.inputs[k].shape)
+        for k in scalar_pos:
+            s = op.inputs[k].shape
+            if s.ndims is not None and s.ndims != 0:
+                raise ValueError(f"Shape must be rank 0 but is rank {s.ndims} for '{names[k]}'")
+        if grad_pos is not None:
+            shape = shape.merge_with(op.inputs[grad_pos].shape)
+        return [shape]
+
+    return shape_fn
+
+
+def _sparse_shape(n_refs: int, scalar_pos, grad_pos, idx_pos, names):
+    def shape_fn(op):
+        shape = op.inputs[0].shape
+        for k in range(1, n_refs):
+            shape = shape.merge_with(op.inputs[k].shape)
+        for k in scalar_pos:
+            s = op.inputs[k].shape
+            if s.ndims is not None and s.ndims != 0:
+                raise ValueError(f"Shape must be rank 0 but is rank {s.ndims} for '{names[k]}'")
+        idx = op.inputs[idx_pos].shape.with_rank(1)
+        grad = op.inputs[grad_pos].shape
+        if grad.ndims is not None:
+            grad[:1].merge_with(idx)
+            if shape.ndims is not None:
+                grad[1:].merge_with(shape[1:])
+        return [shape]
+
+    return shape_fn
+
+
+def _register(
+    op_type: str,
+    inputs: list[str],
+    n_refs: int,
+    update: Callable,
+    attrs: dict | None = None,
+    sparse: bool = False,
+):
+    """Register `op_type`: its first `n_refs` inputs are refs, "grad"/"delta" the gradient."""
+    names = [s.split(":")[0].strip() for s in inputs]
+    grad_pos = names.index("grad") if "grad" in names else names.index("delta")
+    idx_pos = names.index("indices") if sparse else None
+    scalar_pos = [k for k in range(n_refs, len(names)) if k not in (grad_pos, idx_pos)]
+    all_attrs = {"T": NUMERIC, "use_locking": False, **(attrs or {})}
+    if sparse:
+        all_attrs["Tindices"] = INDEX
+        shape_fn = _sparse_shape(n_refs, scalar_pos, grad_pos, idx_pos, names)
+    else:
+        shape_fn = _dense_shape(n_refs, scalar_pos, grad_pos, names)
+    op_def = register_op(
+        op_type,
+        inputs=inputs,
+        outputs=["out: Ref(T)"],
+        attrs=all_attrs,
+        shape_fn=shape_fn,
+        stateful=True,
+    )
+    NotDifferentiable(op_type)
+
+    @op_def.kernel("CPU")
+    async def _kernel(ctx, *args):
+        refs = args[:n_refs]
+        values = [r.read() for r in refs]
+        values.extend(np.asarray(a) for a in args[n_refs:])
+        if sparse:
+            _check_dense(names, n_refs, scalar_pos, None, values)
+            indices = values[idx_pos]
+            _check_sparse(values[0], values[grad_pos], indices)
+            del values[idx_pos]
+        else:
+            _check_dense(names, n_refs, scalar_pos, grad_pos, values)
+        del values[:n_refs]  # a local reference would defeat the refcount check
+        with np.errstate(all="ignore"):  # TF yields inf/nan silently
+            targets = [r.writable_target() for r in refs]
+            if sparse:
+                _update_rows(ctx.attrs, update, targets, values, indices)
+            else:
+                update(ctx.attrs, *targets, *values)
+        for r, t in zip(refs, targets):
+            r.commit(t)
+        return refs[0]
+
+    return op_def
+
+
+def _update_rows(attrs, update: Callable, targets: list, values: list, indices) -> None:
+    """Apply `update` to rows `indices` of every target (sequentially for duplicates)."""
+    if indices.size == 0:
+        return
+    if np.unique(indices).size == indices.size:
+        groups = [(indices, values)]
+    else:  # TF's CPU kernels apply duplicate rows one after another
+        groups = [
+            (indices[i : i + 1], [v[i : i + 1] if np.ndim(v) else v for v in values])
+            for i in range(indices.size)
+        ]
+    for idx, vals in groups:
+        rows = [t[idx] for t in targets]  # fancy indexing: copies
+        update(attrs, *rows, *vals)
+        for t, r in zip(targets, rows):
+            t[idx] = r
+
+
+def _builder(op_type: str, n_inputs: int, extra_attrs: tuple = ()):
+    def builder(*args, use_locking=False, name=None, **kwargs):
+        if len(args) != n_inputs:
+            raise TypeError(f"{op_type} takes {n_inputs} inputs, got {len(args)}")
+        attrs = {"use_locking": use_locking}
+        for k in extra_attrs:
+            if k in kwargs:
+                attrs[k] = kwargs.pop(k)
+        if kwargs:
+            raise TypeError(f"{op_type}: unexpected arguments {sorted(kwargs)}")
+        return ops.apply_op(op_type, list(args), attrs, name=name).outputs[0]
+
+    builder.__doc__ = f"""Build a {op_type} op (TF's gen_training_ops); returns the var ref.
+
+    Raises (when run):
+      FailedPreconditionError: the variable or a slot is uninitialised.
+      InvalidArgumentError: shapes differ, a hyper-parameter is not a scalar, or an
+        index is out of range.
+    """
+    return builder
+
+
+ApplyGradientDescent = _register(
+    "ApplyGradientDescent", ["var: Ref(T)", "alpha: T", "delta: T"], 1, _gradient_descent
+)
+ApplyMomentum = _register(
+    "ApplyMomentum",
+    ["var: Ref(T)", "accum: Ref(T)", "lr: T", "grad: T", "momentum: T"],
+    2,
+    _momentum,
+    {"use_nesterov": False},
+)
+SparseApplyMomentum = _register(
+    "SparseApplyMomentum",
+    ["var: Ref(T)", "accum: Ref(T)", "lr: T", "grad: T", "indices: Tindices", "momentum: T"],
+    2,
+    _momentum,
+    {"use_nesterov": False},
+    sparse=True,
+)
+ApplyAdagrad = _register(
+    "ApplyAdagrad",
+    ["var: Ref(T)", "accum: Ref(T)", "lr: T", "grad: T"],
+    2,
+    _adagrad,
+    {"update_slots": True},
+)
+SparseApplyAdagrad = _register(
+    "SparseApplyAdagrad",
+    ["var: Ref(T)", "accum: Ref(T)", "lr: T", "grad: T", "indices: Tindices"],
+    2,
+    _adagrad,
+    {"update_slots": True},
+    sparse=True,
+)
+_ADADELTA = ["var: Ref(T)", "accum: Ref(T)", "accum_update: Ref(T)", "lr: T", "rho: T"]
+ApplyAdadelta = _register("ApplyAdadelta", _ADADELTA + ["epsilon: T", "grad: T"], 3, _adadelta)
+SparseApplyAdadelta = _register(
+    "SparseApplyAdadelta",
+    _ADADELTA + ["epsilon: T", "grad: T", "indices: Tindices"],
+    3,
+    _adadelta,
+    sparse=True,
+)
+_RMS = ["lr: T", "rho: T", "momentum: T", "epsilon: T", "grad: T"]
+ApplyRMSProp = _register(
+    "ApplyRMSProp", ["var: Ref(T)", "ms: Ref(T)", "mom: Ref(T)"] + _RMS, 3, _rms_prop
+)
+SparseApplyRMSProp = _register(
+    "SparseApplyRMSProp",
+    ["var: Ref(T)", "ms: Ref(T)", "mom: Ref(T)"] + _RMS + ["indices: Tindices"],
+    3,
+    _rms_prop,
+    sparse=True,
+)
+ApplyCenteredRMSProp = _register(
+    "ApplyCenteredRMSProp",
+    ["var: Ref(T)", "mg: Ref(T)", "ms: Ref(T)", "mom: Ref(T)"] + _RMS,
+    4,
+    _centered_rms_prop,
+)
+SparseApplyCenteredRMSProp = _register(
+    "SparseApplyCenteredRMSProp",
+    ["var: Ref(T)", "mg: Ref(T)", "ms: Ref(T)", "mom: Ref(T)"] + _RMS + ["indices: Tindices"],
+    4,
+    _centered_rms_prop,
+    sparse=True,
+)
+ApplyAdam = _register(
+    "ApplyAdam",
+    [
+        "var: Ref(T)",
+        "m: Ref(T)",
+        "v: Ref(T)",
+        "beta1_power: T",
+        "beta2_power: T",
+        "lr: T",
+        "beta1: T",
+        "beta2: T",
+        "epsilon: T",
+        "grad: T",
+    ],
+    3,
+    _adam,
+    {"use_nesterov": False},
+)
+_FTRL_REFS = ["var: Ref(T)", "accum: Ref(T)", "linear: Ref(T)", "grad: T"]
+ApplyFtrl = _register(
+    "ApplyFtrl",
+    _FTRL_REFS + ["lr: T", "l1: T", "l2: T", "lr_power: T"],
+    3,
+    _ftrl,
+    {"multiply_linear_by_lr": False},
+)
+ApplyFtrlV2 = _register(
+    "ApplyFtrlV2",
+    _FTRL_REFS + ["lr: T", "l1: T", "l2: T", "l2_shrinkage: T", "lr_power: T"],
+    3,
+    _ftrl_v2,
+    {"multiply_linear_by_lr": False},
+)
+SparseApplyFtrl = _register(
+    "SparseApplyFtrl",
+    _FTRL_REFS + ["indices: Tindices", "lr: T", "l1: T", "l2: T", "lr_power: T"],
+    3,
+    _ftrl,
+    {"multiply_linear_by_lr": False},
+    sparse=True,
+)
+SparseApplyFtrlV2 = _register(
+    "SparseApplyFtrlV2",
+    _FTRL_REFS
+    + ["indices: Tindices", "lr: T", "l1: T", "l2: T", "l2_shrinkage: T", "lr_power: T"],
+    3,
+    _ftrl_v2,
+    {"multiply_linear_by_lr": False},
+    sparse=True,
+)
+
+apply_gradient_descent = _builder("ApplyGradientDescent", 3)
+apply_momentum = _builder("ApplyMomentum", 5, ("use_nesterov",))
+sparse_apply_momentum = _builder("SparseApplyMomentum", 6, ("use_nesterov",))
+apply_adagrad = _builder("ApplyAdagrad", 4, ("update_slots",))
+sparse_apply_adagrad = _builder("SparseApplyAdagrad", 5, ("update_slots",))
+apply_adadelta = _builder("ApplyAdadelta", 7)
+sparse_apply_adadelta = _builder("SparseApplyAdadelta", 8)
+apply_rms_prop = _builder("ApplyRMSProp", 8)
+sparse_apply_rms_prop = _builder("SparseApplyRMSProp", 9)
+apply_centered_rms_prop = _builder("ApplyCenteredRMSProp", 9)
+sparse_apply_centered_rms_prop = _builder("SparseApplyCenteredRMSProp", 10)
+apply_adam = _builder("ApplyAdam", 10, ("use_nesterov",))
+apply_ftrl = _builder("ApplyFtrl", 8, ("multiply_linear_by_lr",))
+apply_ftrl_v2 = _builder("ApplyFtrlV2", 9, ("multiply_linear_by_lr",))
+sparse_apply_ftrl = _builder("SparseApplyFtrl", 9, ("multiply_linear_by_lr",))
+sparse_apply_ftrl_v2 = _builder("SparseApplyFtrlV2", 10, ("multiply_linear_by_lr",))
+for _name in __all__[:-1]:
+    globals()[_name].__name__ = _name
+
+
+# -- deduplication of IndexedSlices (what TF builds from Unique + UnsortedSegmentSum) ----
+
+
+def _dedup_shape(op):
+    values, indices = op.inputs[0].shape, op.inputs[1].shape.with_rank(1)
+    if values.ndims is None:
+        return [tensor_shape.unknown_shape(), indices]
+    return [tensor_shape.TensorShape([None]).concatenate(values[1:]), [None]]
+
+
+DeduplicateIndexedSlices = register_op(
+    "_DeduplicateIndexedSlices",
+    inputs=["values: T", "indices: Tindices"],
+    outputs=["summed_values: T", "unique_indices: Tindices"],
+    attrs={"T": NUMERIC, "Tindices": INDEX},
+    shape_fn=_dedup_shape,
+)
+NotDifferentiable("_DeduplicateIndexedSlices")
+
+
+@DeduplicateIndexedSlices.kernel("CPU")
+async def _deduplicate(ctx, values, indices):
+    values, indices = np.asarray(values), np.asarray(indices)
+    if indices.ndim != 1 or values.ndim < 1 or values.shape[0] != indices.shape[0]:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "values.shape[0] must equal indices.shape[0] and indices must be 1-D: "
+            f"{_shape_str(values.shape)} {_shape_str(indices.shape)}",
+        )
+    # Unique keeps first-occurrence order, as TF's Unique does.
+    uniq, first, inverse = np.unique(indices, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    summed = np.zeros((uniq.size,) + values.shape[1:], values.dtype)
+    np.add.at(summed, rank[inverse.reshape(-1)], values)
+    return summed, uniq[order].astype(indices.dtype, copy=False)
+
+
+def deduplicate_indexed_slices(values, indices, name=None):
+    """(summed_values, unique_indices): `values` rows with equal `indices` summed.
+
+    Unique indices keep the order of their first occurrence (TF's Unique).
+
+    Raises (when run):
+      InvalidArgumentError: indices not 1-D or not as long as values' first dimension.
+    """
+    op = ops.apply_op("_DeduplicateIndexedSlices", [values, indices], name=name)
+    return op.outputs[0], op.outputs[1]

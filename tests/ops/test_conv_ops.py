@@ -1,0 +1,318 @@
+"""Conv2D, Conv2DBackpropInput/Filter, conv2d_transpose, DepthwiseConv2dNative.
+
+Forward values against direct-loop NumPy references; forward and both backprops against
+TensorFlow's numbers (tests/fixtures/nn_conv_tf.json, recorded by record_nn_tf.py);
+gradients against finite differences (float64) once asyncflow.test_util exists.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import errors
+from asyncflow import graph as ops
+from asyncflow.ops import array_ops, conv_ops
+from asyncflow.session import Session
+
+FIXTURES = json.loads(
+    (pathlib.Path(__file__).parents[1] / "fixtures" / "nn_conv_tf.json").read_text()
+)
+_RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with ops.Graph().as_default() as g:
+        yield g
+
+
+def _run(fetches, feed_dict=None):
+    with Session() as sess:
+        return sess.run(fetches, feed_dict)
+
+
+def _pads(size, k, s, d, padding):
+    eff = (k - 1) * d + 1
+    if padding == "VALID":
+        return (size - eff) // s + 1, 0
+    out = -(-size // s)
+    return out, max((out - 1) * s + eff - size, 0) // 2
+
+
+def _ref_conv(x, w, strides, padding, dilations, depthwise=False):
+    """Direct loops over outputs and filter taps (NHWC)."""
+    n, h, wd, c = x.shape
+    kh, kw, _, m = w.shape
+    oh, ph = _pads(h, kh, strides[0], dilations[0], padding)
+    ow, pw = _pads(wd, kw, strides[1], dilations[1], padding)
+    oc = c * m if depthwise else m
+    out = np.zeros((n, oh, ow, oc))
+    for i in range(oh):
+        for j in range(ow):
+            for a in range(kh):
+                for b in range(kw):
+                    r = i * strides[0] + a * dilations[0] - ph
+                    q = j * strides[1] + b * dilations[1] - pw
+                    if 0 <= r < h and 0 <= q < wd:
+                        v = x[:, r, q, :]
+                        if depthwise:
+                            out[:, i, j, :] += (v[:, :, None] * w[a, b]).reshape(n, oc)
+                        else:
+                            out[:, i, j, :] += v @ w[a, b]
+    return out
+
+
+# name, x shape, filter shape, strides, padding, dilations
+_CONFIGS = [
+    ("same_s1", (2, 5, 6, 3), (3, 3, 3, 4), (1, 1), "SAME", (1, 1)),
+    ("same_s2_even", (1, 6, 6, 2), (2, 2, 2, 3), (2, 2), "SAME", (1, 1)),
+    ("same_s2_odd_pad", (2, 7, 6, 2), (4, 3, 2, 3), (2, 2), "SAME", (1, 1)),
+    ("valid_s2x3", (1, 8, 9, 2), (2, 3, 2, 3), (2, 3), "VALID", (1, 1)),
+    ("same_dil2", (2, 7, 7, 2), (3, 3, 2, 2), (1, 1), "SAME", (2, 2)),
+    ("valid_dil2x1", (1, 7, 6, 3), (2, 2, 3, 2), (1, 1), "VALID", (2, 1)),
+    ("one_by_one", (2, 4, 4, 5), (1, 1, 5, 3), (1, 1), "VALID", (1, 1)),
+    ("filter_bigger_same", (1, 2, 3, 1), (5, 5, 1, 2), (1, 1), "SAME", (1, 1)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("name,xs,ws,s,pad,d", _CONFIGS, ids=[c[0] for c in _CONFIGS])
+def test_conv2d_forward(name, xs, ws, s, pad, d, fmt, dtype):
+    x, w = _RNG.uniform(-1, 1, xs), _RNG.uniform(-1, 1, ws)
+    ref = _ref_conv(x, w, s, pad, d)
+    xin = x.transpose(0, 3, 1, 2) if fmt == "NCHW" else x
+    four = (lambda v: [1, 1, *v]) if fmt == "NCHW" else (lambda v: [1, *v, 1])
+    y = conv_ops.conv2d(
+        af.constant(xin.astype(dtype)), af.constant(w.astype(dtype)), four(s), pad,
+        data_format=fmt, dilations=four(d),
+    )  # fmt: skip
+    out = _run(y)
+    assert out.dtype == dtype
+    if fmt == "NCHW":
+        out = out.transpose(0, 2, 3, 1)
+    assert y.shape.as_list() == list(np.shape(xin)[:1]) + list(
+        (np.asarray(out.shape) if fmt == "NHWC" else np.asarray(out.transpose(0, 3, 1, 2).shape))[
+            1:
+        ]
+    )
+    tol = {np.float16: 2e-2, np.float32: 1e-5, np.float64: 1e-12}[dtype]
+    np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+
+
+def _case(name):
+    return next(c for c in FIXTURES if c["name"] == name)
+
+
+_CONV_TF = [c["name"] for c in FIXTURES if c["op"] == "conv2d"]
+
+
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("name", _CONV_TF)
+def test_conv2d_against_tf(name, fmt):
+    c = _case(name)
+    x, w, dy = (np.asarray(c[k]) for k in ("x", "w", "dy"))
+    to = (lambda a: a.transpose(0, 3, 1, 2)) if fmt == "NCHW" else (lambda a: a)
+    back = (lambda a: a.transpose(0, 2, 3, 1)) if fmt == "NCHW" else (lambda a: a)
+    four = (lambda v: [1, 1, *v]) if fmt == "NCHW" else (lambda v: [1, *v, 1])
+    kw = dict(strides=four(c["strides"]), padding=c["padding"], data_format=fmt,
+              dilations=four(c["dilations"]))  # fmt: skip
+    y = conv_ops.conv2d(af.constant(to(x)), af.constant(w), **kw)
+    dx = conv_ops.conv2d_backprop_input(to(x).shape, af.constant(w), af.constant(to(dy)), **kw)
+    dw = conv_ops.conv2d_backprop_filter(
+        af.constant(to(x)), np.asarray(w.shape, np.int32), af.constant(to(dy)), **kw
+    )
+    assert dx.shape.as_list() == list(to(x).shape)
+    assert dw.shape.as_list() == list(w.shape)
+    yv, dxv, dwv = _run([y, dx, dw])
+    np.testing.assert_allclose(back(yv), c["y"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(back(dxv), c["dx"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dwv, c["dw"], rtol=1e-10, atol=1e-10)
+
+
+def test_conv2d_transpose_against_tf():
+    c = _case("transpose_s2")
+    v, w, dy = (np.asarray(c[k]) for k in ("x", "w", "dy"))
+    y = conv_ops.conv2d_transpose(
+        af.constant(v), af.constant(w), c["output_shape"], [1, 2, 2, 1], "SAME"
+    )
+    assert y.shape.as_list() == c["output_shape"]
+    assert y.op.type == "Conv2DBackpropInput" and y.op.name == "conv2d_transpose"
+    np.testing.assert_allclose(_run(y), c["y"], rtol=1e-10, atol=1e-10)
+    # the gradient w.r.t. value of a transpose conv is the forward conv of dy
+    dv = conv_ops.conv2d(af.constant(dy), af.constant(w), [1, 2, 2, 1], "SAME")
+    dw = conv_ops.conv2d_backprop_filter(
+        af.constant(dy), np.asarray(w.shape, np.int32), af.constant(v), [1, 2, 2, 1], "SAME"
+    )
+    dvv, dwv = _run([dv, dw])
+    np.testing.assert_allclose(dvv, c["dx"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dwv, c["dw"], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["dw_same_s2", "dw_valid_rate2"])
+def test_depthwise_against_tf(name):
+    c = _case(name)
+    x, w, dy = (np.asarray(c[k]) for k in ("x", "w", "dy"))
+    s, rate = c["strides"], c["dilations"]
+    y = conv_ops.depthwise_conv2d(af.constant(x), af.constant(w), [1, *s, 1], c["padding"], rate)
+    assert y.op.type == "DepthwiseConv2dNative"
+    kw = dict(strides=[1, *s, 1], padding=c["padding"], dilations=[1, *rate, 1])
+    dx = conv_ops.depthwise_conv2d_native_backprop_input(x.shape, af.constant(w), dy, **kw)
+    dw = conv_ops.depthwise_conv2d_native_backprop_filter(
+        af.constant(x), np.asarray(w.shape, np.int32), dy, **kw
+    )
+    yv, dxv, dwv = _run([y, dx, dw])
+    np.testing.assert_allclose(yv, c["y"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        yv, _ref_conv(x, w, s, c["padding"], rate, depthwise=True), rtol=1e-10, atol=1e-10
+    )
+    np.testing.assert_allclose(dxv, c["dx"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dwv, c["dw"], rtol=1e-10, atol=1e-10)
+
+
+def test_depthwise_nchw_matches_nhwc():
+    x, w = _RNG.uniform(-1, 1, (2, 5, 6, 3)), _RNG.uniform(-1, 1, (3, 2, 3, 2))
+    a = conv_ops.depthwise_conv2d_native(x, w, [1, 2, 2, 1], "SAME")
+    b = conv_ops.depthwise_conv2d_native(
+        x.transpose(0, 3, 1, 2), w, [1, 1, 2, 2], "SAME", data_format="NCHW"
+    )
+    av, bv = _run([a, b])
+    np.testing.assert_allclose(bv.transpose(0, 2, 3, 1), av, rtol=1e-12, atol=1e-12)
+
+
+def test_explicit_padding():
+    x, w = _RNG.uniform(-1, 1, (1, 4, 5, 2)), _RNG.uniform(-1, 1, (2, 2, 2, 3))
+    y = conv_ops.conv2d(x, w, 1, [[0, 0], [1, 2], [0, 1], [0, 0]])
+    ref = _ref_conv(np.pad(x, ((0, 0), (1, 2), (0, 1), (0, 0))), w, (1, 1), "VALID", (1, 1))
+    assert y.shape.as_list() == list(ref.shape)
+    np.testing.assert_allclose(_run(y), ref, rtol=1e-12, atol=1e-12)
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(strides=[2, 1, 1, 1], padding="SAME"), "batch and depth"),
+        (dict(strides=[1, 1, 1, 1], padding="FULL"), "padding"),
+        (dict(strides=[1, 1, 1, 1], padding="SAME", data_format="NCWH"), "data_format"),
+        (dict(strides=[1, 1, 1], padding="SAME"), "strides"),
+        (dict(strides=1, padding="VALID"), "negative"),
+    ],
+)
+def test_conv2d_build_errors(kwargs, match):
+    x = af.placeholder(af.float32, [1, 1, 2, 3])
+    w = af.placeholder(af.float32, [3, 3, 3, 4])
+    with pytest.raises(ValueError, match=match):
+        conv_ops.conv2d(x, w, **kwargs)
+
+
+def test_conv2d_depth_mismatch():
+    with pytest.raises(ValueError, match="Depth of input"):
+        conv_ops.conv2d(np.zeros((1, 4, 4, 3), np.float32), np.zeros((2, 2, 2, 1), np.float32),
+                        1, "SAME")  # fmt: skip
+    x = af.placeholder(af.float32)
+    w = af.placeholder(af.float32)
+    y = conv_ops.conv2d(x, w, 1, "SAME")
+    feed = {x: np.zeros((1, 4, 4, 3), np.float32), w: np.zeros((2, 2, 2, 1), np.float32)}
+    with pytest.raises(errors.InvalidArgumentError, match="depth"):
+        _run(y, feed)
+    with pytest.raises(errors.InvalidArgumentError, match="4-dimensional"):
+        _run(y, {x: np.zeros((4, 4, 3), np.float32), w: feed[w]})
+    with pytest.raises(errors.InvalidArgumentError, match="negative"):
+        w331 = np.zeros((3, 3, 3, 1), np.float32)
+        _run(conv_ops.conv2d(x, w, 1, "VALID"), {x: feed[x][:, :1], w: w331})
+
+
+def test_backprop_input_size_mismatch():
+    w = np.zeros((2, 2, 1, 1), np.float32)
+    dy = af.placeholder(af.float32, [None, None, None, 1])
+    dx = conv_ops.conv2d_backprop_input([1, 4, 4, 1], w, dy, [1, 1, 1, 1], "VALID")
+    with pytest.raises(errors.InvalidArgumentError, match="out_backprop"):
+        _run(dx, {dy: np.zeros((1, 4, 4, 1), np.float32)})
+
+
+def test_conv2d_type_errors():
+    with pytest.raises(TypeError):
+        conv_ops.conv2d(np.zeros((1, 2, 2, 1), np.int32), np.zeros((1, 1, 1, 1), np.int32),
+                        1, "SAME")  # fmt: skip
+
+
+# -- gradients (finite differences) ---------------------------------------------------------
+
+
+def _grad_error(x_vals, y_fn):
+    test_util = pytest.importorskip("asyncflow.test_util")
+    xs = [af.constant(v) for v in x_vals]
+    y = y_fn(*xs)
+    with Session():
+        return test_util.compute_gradient_error(
+            xs, [v.shape for v in x_vals], y, y.shape.as_list(), x_init_value=x_vals
+        )
+
+
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize(
+    "name,xs,ws,s,pad,d", [_CONFIGS[2], _CONFIGS[3], _CONFIGS[4]], ids=lambda v: str(v)
+)
+def test_conv2d_gradient(name, xs, ws, s, pad, d, fmt):
+    x, w = _RNG.uniform(-1, 1, xs), _RNG.uniform(-1, 1, ws)
+    four = (lambda v: [1, 1, *v]) if fmt == "NCHW" else (lambda v: [1, *v, 1])
+    if fmt == "NCHW":
+        x = x.transpose(0, 3, 1, 2).copy()
+    err = _grad_error(
+        [x, w],
+        lambda a, b: conv_ops.conv2d(a, b, four(s), pad, data_format=fmt, dilations=four(d)),
+    )
+    assert err < 1e-4
+
+
+def test_conv2d_transpose_gradient():
+    v, w = _RNG.uniform(-1, 1, (1, 3, 2, 2)), _RNG.uniform(-1, 1, (3, 3, 3, 2))
+    err = _grad_error(
+        [v, w], lambda a, b: conv_ops.conv2d_transpose(a, b, [1, 6, 4, 3], [1, 2, 2, 1], "SAME")
+    )
+    assert err < 1e-4
+
+
+def test_backprop_filter_gradient():
+    x, dy = _RNG.uniform(-1, 1, (1, 5, 4, 2)), _RNG.uniform(-1, 1, (1, 3, 2, 3))
+    err = _grad_error(
+        [x, dy],
+        lambda a, b: conv_ops.conv2d_backprop_filter(a, [3, 3, 2, 3], b, [1, 2, 2, 1], "SAME"),
+    )
+    assert err < 1e-4
+
+
+@pytest.mark.parametrize("s,pad,rate", [((2, 2), "SAME", (1, 1)), ((1, 1), "VALID", (2, 2))])
+def test_depthwise_gradient(s, pad, rate):
+    x, w = _RNG.uniform(-1, 1, (1, 6, 5, 2)), _RNG.uniform(-1, 1, (2, 3, 2, 2))
+    err = _grad_error(
+        [x, w], lambda a, b: conv_ops.depthwise_conv2d(a, b, [1, *s, 1], pad, rate=rate)
+    )
+    assert err < 1e-4
+
+
+def test_depthwise_backprop_gradients():
+    x, w = _RNG.uniform(-1, 1, (1, 5, 5, 2)), _RNG.uniform(-1, 1, (2, 2, 2, 1))
+    dy = _RNG.uniform(-1, 1, (1, 3, 3, 2))
+    kw = dict(strides=[1, 2, 2, 1], padding="SAME")
+    err_i = _grad_error(
+        [w, dy],
+        lambda a, b: conv_ops.depthwise_conv2d_native_backprop_input([1, 5, 5, 2], a, b, **kw),
+    )
+    err_f = _grad_error(
+        [x, dy],
+        lambda a, b: conv_ops.depthwise_conv2d_native_backprop_filter(a, [2, 2, 2, 1], b, **kw),
+    )
+    assert err_i < 1e-4 and err_f < 1e-4
+
+
+def test_shape_of_helper_is_int32():
+    assert conv_ops._shape_of(array_ops.zeros([2, 3])).dtype == af.int32

@@ -1,0 +1,383 @@
+"""nn_impl: cross-entropies, l2_loss/l2_normalize, moments, batch norms, dropout,
+embedding_lookup, top_k, in_top_k — against NumPy, TF's numbers for fused_batch_norm
+(tests/fixtures/nn_impl_tf.json) and finite-difference gradients in float64."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import errors
+from asyncflow import graph as ops
+from asyncflow.ops import nn_impl
+from asyncflow.registry import get_op_def
+from asyncflow.session import Session
+
+FIXTURES = json.loads(
+    (pathlib.Path(__file__).parents[1] / "fixtures" / "nn_impl_tf.json").read_text()
+)
+_RNG = np.random.default_rng(5)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with ops.Graph().as_default() as g:
+        yield g
+
+
+def _run(fetches, feed_dict=None):
+    with Session() as sess:
+        return sess.run(fetches, feed_dict)
+
+
+def _needs_grads(*op_types):
+    for t in op_types:
+        d = get_op_def(t)
+        if d.grad_fn is None and not d.not_differentiable:
+            pytest.skip(f"gradient of {t} not registered yet")
+
+
+def _grad_error(x_vals, y_fn):
+    from asyncflow import test_util
+
+    xs = [af.constant(v) for v in x_vals]
+    y = y_fn(*xs)
+    with Session():
+        return test_util.compute_gradient_error(
+            xs, [v.shape for v in x_vals], y, y.shape.as_list(), x_init_value=x_vals
+        )
+
+
+def _log_softmax(x, axis=-1):
+    s = x - x.max(axis=axis, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
+
+
+def _dist(shape, axis=-1):
+    p = _RNG.uniform(0.1, 1, shape)
+    return p / p.sum(axis=axis, keepdims=True)
+
+
+# -- cross-entropies -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("shape,axis", [((4, 5), -1), ((2, 3, 4), -1), ((3, 4, 2), 1), ((5,), 0)])
+def test_softmax_cross_entropy(shape, axis, dtype):
+    logits, labels = _RNG.uniform(-5, 5, shape), _dist(shape, axis)
+    ref = -(labels * _log_softmax(logits, axis)).sum(axis=axis)
+    v2 = nn_impl.softmax_cross_entropy_with_logits_v2(
+        labels.astype(dtype), logits.astype(dtype), axis=axis
+    )
+    v1 = nn_impl.softmax_cross_entropy_with_logits(
+        labels=labels.astype(dtype), logits=logits.astype(dtype), dim=axis
+    )
+    assert v2.shape.as_list() == list(ref.shape) and v2.dtype == af.as_dtype(dtype)
+    tol = 1e-2 if dtype == np.float16 else 1e-5
+    for out in _run([v1, v2]):
+        np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+
+
+def test_softmax_cross_entropy_errors():
+    with pytest.raises(ValueError, match="named arguments"):
+        nn_impl.softmax_cross_entropy_with_logits(np.zeros((2, 3)), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="incompatible"):
+        nn_impl.softmax_cross_entropy_with_logits_v2(np.zeros((2, 3)), np.zeros((2, 4)))
+    a, b = af.placeholder(af.float32, [None, None]), af.placeholder(af.float32, [None, None])
+    loss = nn_impl.softmax_cross_entropy_with_logits_v2(a, b)
+    with pytest.raises(errors.InvalidArgumentError, match="broadcastable"):
+        _run(loss, {a: np.zeros((2, 3)), b: np.zeros((2, 4))})
+
+
+@pytest.mark.parametrize("label_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 4)])
+def test_sparse_softmax_cross_entropy(shape, label_dtype):
+    logits = _RNG.uniform(-5, 5, shape).astype(np.float32)
+    labels = _RNG.integers(0, shape[-1], shape[:-1]).astype(label_dtype)
+    ref = -np.take_along_axis(_log_softmax(logits.astype(np.float64)), labels[..., None], -1)
+    loss = nn_impl.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    assert loss.shape.as_list() == list(shape[:-1])
+    np.testing.assert_allclose(_run(loss), ref[..., 0], rtol=1e-5, atol=1e-5)
+
+
+def test_sparse_softmax_cross_entropy_errors():
+    with pytest.raises(ValueError, match="Rank mismatch"):
+        nn_impl.sparse_softmax_cross_entropy_with_logits(labels=[[1]], logits=np.zeros((1, 3)))
+    with pytest.raises(ValueError, match="named"):
+        nn_impl.sparse_softmax_cross_entropy_with_logits([1], np.zeros((1, 3)))
+    labels = af.placeholder(af.int32, [None])
+    loss = nn_impl.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=np.zeros((2, 3), np.float32)
+    )
+    with pytest.raises(errors.InvalidArgumentError, match="label value of 3 .* \\[0, 3\\)"):
+        _run(loss, {labels: [0, 3]})
+    with pytest.raises(errors.InvalidArgumentError, match="label value of -1"):
+        _run(loss, {labels: [-1, 0]})
+
+
+def test_sigmoid_and_weighted_cross_entropy():
+    x = np.array([-100.0, -3.0, -0.5, 0.0, 0.5, 3.0, 100.0])
+    z = np.array([0.0, 1.0, 0.3, 1.0, 0.0, 0.7, 1.0])
+    ref = np.maximum(x, 0) - x * z + np.log1p(np.exp(-np.abs(x)))
+    q = 2.5
+    wref = (1 - z) * x + (1 + (q - 1) * z) * (np.log1p(np.exp(-np.abs(x))) + np.maximum(-x, 0))
+    s = nn_impl.sigmoid_cross_entropy_with_logits(labels=z, logits=x)
+    w = nn_impl.weighted_cross_entropy_with_logits(labels=z, logits=x, pos_weight=q)
+    w1 = nn_impl.weighted_cross_entropy_with_logits(targets=z, logits=x, pos_weight=q)
+    sv, wv, w1v = _run([s, w, w1])
+    np.testing.assert_allclose(sv, ref, rtol=1e-12)
+    np.testing.assert_allclose(wv, wref, rtol=1e-12)
+    np.testing.assert_allclose(w1v, wref, rtol=1e-12)
+    assert s.op.name == "logistic_loss"
+    with pytest.raises(ValueError, match="same shape"):
+        nn_impl.sigmoid_cross_entropy_with_logits(labels=z[:3], logits=x)
+
+
+def test_cross_entropy_gradients():
+    logits, labels = _RNG.uniform(-3, 3, (3, 4)), _dist((3, 4))
+    err = _grad_error(
+        [logits, labels], lambda a, b: nn_impl.softmax_cross_entropy_with_logits_v2(b, a)
+    )
+    assert err < 1e-4
+    ids = np.array([0, 3, 1])
+    err = _grad_error(
+        [logits],
+        lambda a: nn_impl.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=a),
+    )
+    assert err < 1e-4
+
+
+def test_v1_cross_entropy_stops_label_gradient():
+    from asyncflow.gradients import gradients
+
+    logits, labels = af.constant(np.zeros((2, 3))), af.constant(_dist((2, 3)))
+    v1 = nn_impl.softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    v2 = nn_impl.softmax_cross_entropy_with_logits_v2(labels, logits)
+    assert gradients(v1, labels)[0] is None
+    assert gradients(v2, labels)[0] is not None
+
+
+def test_cross_entropy_second_order():
+    _needs_grads("Mul", "Sum", "Sub", "ExpandDims", "Neg")
+    from asyncflow.gradients import gradients
+
+    logits, labels = _RNG.uniform(-3, 3, (2, 4)), _dist((2, 4))
+
+    def first(a):
+        return gradients(nn_impl.softmax_cross_entropy_with_logits_v2(labels, a), a)[0]
+
+    assert _grad_error([logits], first) < 1e-4
+
+
+def test_composite_losses_gradients():
+    _needs_grads("Mul", "Add", "Sub", "Select", "Log1p", "Exp", "Neg", "Abs", "Relu")
+    x, z = _RNG.uniform(-3, 3, (3, 2)), _RNG.uniform(0, 1, (3, 2))
+    assert _grad_error([x], lambda a: nn_impl.sigmoid_cross_entropy_with_logits(
+        labels=z, logits=a)) < 1e-4  # fmt: skip
+    assert _grad_error([x], lambda a: nn_impl.weighted_cross_entropy_with_logits(
+        labels=z, logits=a, pos_weight=3.0)) < 1e-4  # fmt: skip
+
+
+# -- l2, moments, batch norm ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_l2_loss(dtype):
+    x = _RNG.uniform(-2, 2, (3, 4)).astype(dtype)
+    out = _run(nn_impl.l2_loss(x))
+    assert out.dtype == dtype and np.shape(out) == ()
+    np.testing.assert_allclose(out, (x.astype(np.float64) ** 2).sum() / 2, rtol=2e-3)
+    assert _grad_error([x.astype(np.float64)], nn_impl.l2_loss) < 1e-4
+
+
+@pytest.mark.parametrize("axis", [0, 1, [0, 1], None])
+def test_l2_normalize(axis):
+    x = _RNG.uniform(-2, 2, (3, 4))
+    ax = tuple(axis) if isinstance(axis, list) else axis
+    ref = x / np.sqrt(np.maximum((x**2).sum(axis=ax, keepdims=True), 1e-12))
+    np.testing.assert_allclose(_run(nn_impl.l2_normalize(x, axis)), ref, rtol=1e-12)
+    np.testing.assert_allclose(_run(nn_impl.l2_normalize(np.zeros(3), 0)), np.zeros(3))
+
+
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("axes", [[0], [0, 1, 2], [1, 2]])
+def test_moments(axes, keep):
+    x = _RNG.uniform(-2, 2, (4, 3, 2, 5))
+    mean, var = nn_impl.moments(x, axes, keepdims=keep)
+    mv, vv = _run([mean, var])
+    np.testing.assert_allclose(mv, x.mean(axis=tuple(axes), keepdims=keep), rtol=1e-12)
+    np.testing.assert_allclose(vv, x.var(axis=tuple(axes), keepdims=keep), rtol=1e-10)
+    assert mean.op.name.startswith("moments")
+    m16, v16 = _run(nn_impl.moments(x.astype(np.float16), axes))
+    assert m16.dtype == np.float16 and v16.dtype == np.float16
+
+
+def test_batch_normalization():
+    x = _RNG.uniform(-2, 2, (4, 3))
+    m, v, o, s = x.mean(0), x.var(0), _RNG.uniform(size=3), _RNG.uniform(size=3)
+    ref = (x - m) / np.sqrt(v + 1e-3) * s + o
+    out = _run(nn_impl.batch_normalization(x, m, v, o, s, 1e-3))
+    np.testing.assert_allclose(out, ref, rtol=1e-12)
+    out = _run(nn_impl.batch_normalization(x, m, v, None, None, 1e-3))
+    np.testing.assert_allclose(out, (x - m) / np.sqrt(v + 1e-3), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", [c["name"] for c in FIXTURES])
+def test_fused_batch_norm_against_tf(name):
+    c = next(c for c in FIXTURES if c["name"] == name)
+    f32 = {k: np.asarray(c[k], np.float32) for k in ("x", "scale", "offset", "mean", "variance")}
+    x, scale, offset = af.constant(f32["x"]), af.constant(f32["scale"]), af.constant(f32["offset"])
+    kw = {} if c["is_training"] else {"mean": f32["mean"], "variance": f32["variance"]}
+    y, bm, bv = nn_impl.fused_batch_norm(
+        x, scale, offset, epsilon=0.001, data_format=c["data_format"],
+        is_training=c["is_training"], **kw,
+    )  # fmt: skip
+    assert y.op.type == "FusedBatchNormV3" and y.shape.as_list() == list(f32["x"].shape)
+    from asyncflow.gradients import gradients
+
+    grads = gradients(y, [x, scale, offset], grad_ys=np.asarray(c["dy"], np.float32))
+    got = _run([y, bm, bv, *grads])
+    for key, val in zip(["y", "batch_mean", "batch_variance", "dx", "dscale", "doffset"], got):
+        np.testing.assert_allclose(val, c[key], rtol=2e-4, atol=2e-4, err_msg=key)
+
+
+def test_fused_batch_norm_gradients_float64_inputs():
+    x = _RNG.uniform(-2, 2, (2, 3, 2, 3))
+    scale, offset = _RNG.uniform(0.5, 1.5, 3), _RNG.uniform(size=3)
+    # the kernel computes in float32 (U is float32 as in TF), so the tolerance is looser
+    for fmt in ("NHWC", "NCHW"):
+        xin = x.transpose(0, 3, 1, 2).copy() if fmt == "NCHW" else x
+        for training in (True, False):
+            kw = {} if training else {"mean": np.ones(3, np.float32),
+                                      "variance": np.full(3, 2.0, np.float32)}  # fmt: skip
+            err = _grad_error(
+                [xin], lambda a, kw=kw, fmt=fmt, training=training: nn_impl.fused_batch_norm(
+                    a, scale, offset, data_format=fmt, is_training=training, **kw)[0],
+            )  # fmt: skip
+            assert err < 5e-3, (fmt, training, err)
+
+
+def test_fused_batch_norm_errors():
+    with pytest.raises(ValueError, match="is_training is False"):
+        nn_impl.fused_batch_norm(np.zeros((1, 2, 2, 3), np.float32), np.ones(3), np.zeros(3),
+                                 is_training=False)  # fmt: skip
+    s = af.placeholder(af.float32)
+    y = nn_impl.fused_batch_norm(np.zeros((1, 2, 2, 3), np.float32), s, np.zeros(3))[0]
+    with pytest.raises(errors.InvalidArgumentError, match="scale must have"):
+        _run(y, {s: np.ones(4)})
+
+
+# -- dropout ------------------------------------------------------------------------------
+
+
+def test_dropout():
+    x = np.ones((200, 50), np.float32)
+    y = nn_impl.dropout(x, keep_prob=0.75, seed=3)
+    out = _run(y)
+    kept = out != 0
+    np.testing.assert_allclose(out[kept], 1 / 0.75, rtol=1e-6)
+    assert 0.7 < kept.mean() < 0.8
+    out = _run(nn_impl.dropout(x, rate=0.5, noise_shape=[200, 1], seed=1))
+    assert np.all((out == 0).all(axis=1) | (out == 2).all(axis=1))
+    assert _run(nn_impl.dropout(x, rate=0.0)) is not None
+    keep = af.placeholder(af.float32, [])
+    np.testing.assert_array_equal(_run(nn_impl.dropout(x, keep_prob=keep), {keep: 1.0}), x)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(keep_prob=0.5, rate=0.5), "both"),
+        (dict(), "rate"),
+        (dict(rate=1.0), "range"),
+        (dict(keep_prob=0.0), "range"),
+    ],
+)
+def test_dropout_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        nn_impl.dropout(np.ones(3, np.float32), **kwargs)
+    with pytest.raises(ValueError, match="floating"):
+        nn_impl.dropout(np.ones(3, np.int32), rate=0.5)
+
+
+# -- embedding_lookup ----------------------------------------------------------------------
+
+
+def _shards(table, n, strategy):
+    if strategy == "mod":
+        return [table[p::n] for p in range(n)]
+    per, extra = divmod(len(table), n)
+    sizes = [per + (p < extra) for p in range(n)]
+    return np.split(table, np.cumsum(sizes)[:-1])
+
+
+@pytest.mark.parametrize("strategy", ["mod", "div"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_embedding_lookup(n, strategy):
+    table = _RNG.uniform(-1, 1, (10, 4))
+    ids = np.array([[0, 9, 4], [3, 3, 7]])
+    params = _shards(table, n, strategy) if n > 1 else table
+    out = nn_impl.embedding_lookup([af.constant(p) for p in params] if n > 1 else params, ids,
+                                   partition_strategy=strategy)  # fmt: skip
+    np.testing.assert_allclose(_run(out), table[ids], rtol=1e-12)
+
+
+def test_embedding_lookup_max_norm_and_errors():
+    table = np.array([[3.0, 4.0], [0.3, 0.4]])
+    out = _run(nn_impl.embedding_lookup(table, [0, 1], max_norm=1.0))
+    np.testing.assert_allclose(out, [[0.6, 0.8], [0.3, 0.4]], rtol=1e-12)
+    with pytest.raises(ValueError, match="partition strategy"):
+        nn_impl.embedding_lookup(table, [0], partition_strategy="rr")
+    with pytest.raises(ValueError, match="at least one"):
+        nn_impl.embedding_lookup([], [0])
+    ids = af.placeholder(af.int32, [None])
+    with pytest.raises(errors.InvalidArgumentError):
+        _run(nn_impl.embedding_lookup(table, ids), {ids: [2]})
+
+
+def test_embedding_lookup_sharded_gradient():
+    _needs_grads("Mul", "Add", "GatherV2", "Select", "Cast")
+    table = _RNG.uniform(-1, 1, (7, 3))
+    shards = _shards(table, 2, "div")
+    err = _grad_error(
+        shards, lambda a, b: nn_impl.embedding_lookup([a, b], [0, 6, 3, 3], "div")
+    )
+    assert err < 1e-4
+
+
+# -- top_k, in_top_k ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64, np.uint8])
+def test_top_k(dtype):
+    x = np.array([[3, 1, 3, 2, 5], [0, 0, 0, 1, 0]]).astype(dtype)
+    v, i = nn_impl.top_k(x, k=3)
+    assert v.shape.as_list() == [2, 3] and i.dtype == af.int32
+    vv, iv = _run([v, i])
+    np.testing.assert_array_equal(iv, [[4, 0, 2], [3, 0, 1]])
+    np.testing.assert_array_equal(vv, np.take_along_axis(x, iv, 1))
+    with pytest.raises(ValueError, match="last dimension >= k"):
+        nn_impl.top_k(x, k=6)
+    k = af.placeholder(af.int32, [])
+    with pytest.raises(errors.InvalidArgumentError, match="at least k"):
+        _run(nn_impl.top_k(x, k)[0], {k: 6})
+
+
+def test_top_k_gradient():
+    x = _RNG.permutation(12).reshape(3, 4).astype(np.float64)
+    assert _grad_error([x], lambda a: nn_impl.top_k(a, 2)[0]) < 1e-4
+
+
+def test_in_top_k():
+    pred = np.array([[0.1, 0.5, 0.5, 0.2], [0.9, 0.1, 0.0, np.inf], [0.3, 0.2, np.nan, 0.1]],
+                    np.float32)  # fmt: skip
+    for k, want in [(1, [True, False, True]), (2, [True, False, True])]:
+        got = _run(nn_impl.in_top_k(pred, [2, 1, 0], k))
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(_run(nn_impl.in_top_k(pred, [1, 3, 2], 3)), [True, False, False])
+    np.testing.assert_array_equal(_run(nn_impl.in_top_k(pred, np.array([5, 0, -1]), 4)),
+                                  [False, True, False])  # fmt: skip

@@ -1,0 +1,294 @@
+"""Every registered gradient against finite differences (float64), and every op marked.
+
+`CASES` maps an op type to builders: each is (fn, input values[, atol]) where fn gets
+one placeholder per value and returns y.  An op whose gradient is registered but that
+is neither in CASES nor in ALLOWLIST fails `test_every_gradient_has_a_case`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import gradients as _gradients  # noqa: F401 - registers gradient ops
+from asyncflow.graph import apply_op
+from asyncflow.ops import gradient_ops as g
+from asyncflow.registry import all_op_defs
+from asyncflow.test_util import GradientChecker
+
+rng = np.random.RandomState(42)
+
+
+def r(*shape, lo=0.5, hi=1.5):
+    return rng.uniform(lo, hi, size=shape)
+
+
+def op(op_type, *inputs, **attrs):
+    return apply_op(op_type, list(inputs), attrs).outputs[0]
+
+
+def to_c(a, b):
+    """A complex tensor a + ib from two float64 tensors."""
+    ca, cb = af.cast(a, af.complex128), af.cast(b, af.complex128)
+    return ca + cb * af.constant(1j, af.complex128)
+
+
+# Modules whose ops this table checks; ops of other families are checked by their tests.
+OWNED = {
+    "math_ops",
+    "reduction_ops",
+    "array_ops",
+    "slicing_ops",
+    "control_flow_ops",
+    "state_ops",
+    "random_ops",
+    "check_ops",
+    "logging_ops",
+    "init_ops",
+    "gradient_ops",
+}
+
+# Families owned by other work: their gradients are checked (and marked) by their own tests.
+FOREIGN_MODULES = {
+    "nn_ops": "NN ops: tests/ops/test_nn_ops.py",
+    "conv_ops": "convolutions: tests/ops/test_conv_ops.py",
+    "pooling_ops": "pooling: tests/ops/test_pooling_ops.py",
+    "nn_impl": "NN ops (batch norm, in_top_k...): the NN family's tests",
+    "training_ops": "optimizer update ops (stateful, not differentiated)",
+    "control_flow_prims": "cond/while primitives: their gradients belong to control flow",
+    "_testing_ops": "test-only ops",
+    "test_frames": "test-only ops",
+}
+
+ALLOWLIST = {
+    "PreventGradient": "its gradient raises LookupError by design (tested in test_gradients)",
+}
+
+CASES: dict[str, list] = {
+    # -- unary
+    "Abs": [(lambda x: af.abs(x), [r(2, 3, lo=-1.5) + 0.01])],
+    "Neg": [(lambda x: -x, [r(3)])],
+    "Sign": [(lambda x: af.sign(x), [r(3, lo=-1) + 0.05])],
+    "Square": [(af.square, [r(2, 3, lo=-1)])],
+    "Sqrt": [(af.sqrt, [r(2, 3)])],
+    "Rsqrt": [(af.rsqrt, [r(2, 3)])],
+    "Exp": [(af.exp, [r(2, 3, lo=-1)])],
+    "Expm1": [(af.expm1, [r(2, 3, lo=-1)])],
+    "Log": [(af.log, [r(2, 3)])],
+    "Log1p": [(af.log1p, [r(2, 3)])],
+    "Sin": [(af.sin, [r(4, lo=-2)])],
+    "Cos": [(af.cos, [r(4, lo=-2)])],
+    "Tan": [(af.tan, [r(4, lo=-1, hi=1)])],
+    "Tanh": [(af.tanh, [r(4, lo=-2)])],
+    "Sigmoid": [(af.sigmoid, [r(4, lo=-2)])],
+    "Reciprocal": [(af.reciprocal, [r(4)])],
+    "Floor": [(af.floor, [r(4) + 0.2])],
+    "Ceil": [(af.ceil, [r(4) + 0.2])],
+    "Round": [(lambda x: op("Round", x), [r(4) + 0.1])],
+    "Conj": [(lambda a, b: af.abs(op("Conj", to_c(a, b)) * to_c(b, a)), [r(3), r(3)])],
+    "ComplexAbs": [(lambda a, b: af.abs(to_c(a, b)), [r(2, 2, lo=-1), r(2, 2, lo=-1)])],
+    "Cast": [
+        (lambda x: af.cast(af.cast(x, af.float32), af.float64) * 2.0, [r(3)], 1e-3),
+        (lambda a, b: af.abs(to_c(a, b)), [r(3), r(3)]),
+        (lambda x: af.cast(af.cast(x, af.int32), af.float64) + x, [r(3) + 0.2]),
+    ],
+    # -- binary (with broadcasting)
+    "Add": [(lambda x, y: op("Add", x, y), [r(2, 3), r(3)])],
+    "AddV2": [
+        (lambda x, y: op("AddV2", x, y), [r(2, 3), r(2, 1)]),
+        (lambda x, y: op("AddV2", x, y), [r(1, 3), r(2, 1)]),
+    ],
+    "Sub": [(lambda x, y: x - y, [r(2, 3), r(1, 3)])],
+    "Mul": [(lambda x, y: x * y, [r(2, 3), r(3)]), (lambda x, y: x * y, [r(4), r(2, 1, 4)])],
+    "Div": [(lambda x, y: op("Div", x, y), [r(2, 3), r(3)])],
+    "RealDiv": [(lambda x, y: x / y, [r(2, 3), r(2, 1)])],
+    "FloorDiv": [(lambda x, y: af.floordiv(x, y) + x * y, [r(3) * 3, r(3)])],
+    "FloorMod": [(lambda x, y: af.floormod(x, y), [np.array([2.3, 3.7, -1.6]), r(3)])],
+    "Pow": [(lambda x, y: af.pow(x, y), [r(2, 3), r(3)])],
+    "Maximum": [(af.maximum, [np.array([[1.0, 2.0, 3.0]]), np.array([[1.5], [2.5]])])],
+    "Minimum": [(af.minimum, [np.array([[1.0, 2.0, 3.0]]), np.array([[1.5], [2.5]])])],
+    "SquaredDifference": [(af.squared_difference, [r(2, 3), r(3)])],
+    "AddN": [(lambda a, b, c: af.add_n([a, b * 2.0, c]), [r(2, 2), r(2, 2), r(2, 2)])],
+    # -- matmul
+    "MatMul": [
+        (
+            lambda a, b, ta=ta, tb=tb: af.matmul(a, b, transpose_a=ta, transpose_b=tb),
+            [r(*sa), r(*sb)],
+        )
+        for ta, tb, sa, sb in [
+            (False, False, (2, 3), (3, 4)),
+            (False, True, (2, 3), (4, 3)),
+            (True, False, (3, 2), (3, 4)),
+            (True, True, (3, 2), (4, 3)),
+        ]
+    ],
+    "BatchMatMul": [
+        (lambda a, b: op("BatchMatMul", a, b), [r(2, 2, 3), r(2, 3, 2)]),
+        (lambda a, b: op("BatchMatMul", a, b, adj_x=True, adj_y=True), [r(2, 3, 2), r(2, 2, 3)]),
+        (lambda a, b: op("BatchMatMul", a, b, adj_x=True), [r(2, 3, 2), r(2, 3, 2)]),
+        (lambda a, b: op("BatchMatMul", a, b, adj_y=True), [r(2, 2, 3), r(2, 2, 3)]),
+    ],
+    "BatchMatMulV2": [
+        (lambda a, b: op("BatchMatMulV2", a, b), [r(2, 2, 3), r(3, 2)]),
+        (lambda a, b: op("BatchMatMulV2", a, b, adj_x=True), [r(1, 3, 2), r(2, 3, 2)]),
+        (lambda a, b: op("BatchMatMulV2", a, b, adj_y=True), [r(2, 2, 3), r(2, 3)]),
+    ],
+    # -- reductions
+    "Sum": [
+        (lambda x: af.reduce_sum(x), [r(2, 3)]),
+        (lambda x: af.reduce_sum(x, axis=1), [r(2, 3)]),
+        (lambda x: af.reduce_sum(x, axis=[0, 2], keepdims=True), [r(2, 3, 2)]),
+    ],
+    "Mean": [
+        (lambda x: af.reduce_mean(x), [r(2, 3)]),
+        (lambda x: af.reduce_mean(x, axis=-1), [r(2, 3)]),
+    ],
+    "Prod": [
+        (lambda x: af.reduce_prod(x, axis=1), [r(2, 3)]),
+        (lambda x: af.reduce_prod(x, axis=0, keepdims=True), [np.array([[0.0, 2.0], [3.0, 4.0]])]),
+        (lambda x: af.reduce_prod(x, axis=[0, 2]), [r(2, 2, 2)]),
+    ],
+    "Max": [(lambda x: af.reduce_max(x, axis=1), [r(3, 4)])],
+    "Min": [(lambda x: af.reduce_min(x, axis=[0, 1], keepdims=True), [r(3, 4)])],
+    # -- array
+    "Identity": [(af.identity, [r(3)])],
+    "IdentityN": [
+        (lambda a, b: (lambda o: o[0] * 2.0 + o[1])(af.identity_n([a, b])), [r(2), r(2)])
+    ],
+    "PlaceholderWithDefault": [
+        (lambda x: af.placeholder_with_default(x, [2, 2]) * 3.0, [r(2, 2)])
+    ],
+    "Fill": [(lambda v: af.fill([2, 3], v) * af.constant(r(2, 3)), [np.array(1.5)])],
+    "Reshape": [(lambda x: af.reshape(x, [3, 2]) * af.constant(r(3, 2)), [r(2, 3)])],
+    "ExpandDims": [(lambda x: af.expand_dims(x, 1) * af.constant(r(2, 3, 3)), [r(2, 3)])],
+    "Squeeze": [(lambda x: af.squeeze(x, [1]), [r(2, 1, 3)])],
+    "Transpose": [(lambda x: af.transpose(x, [2, 0, 1]), [r(2, 3, 4)])],
+    "ConjugateTranspose": [(lambda x: op("ConjugateTranspose", x, [1, 0]), [r(2, 3)])],
+    "ConcatV2": [
+        (lambda a, b: af.concat([a, b * 2.0], axis=1), [r(2, 1), r(2, 3)]),
+        (lambda a, b: af.concat([a, b], axis=-1), [r(2, 2), r(2, 1)]),
+    ],
+    "Pack": [(lambda a, b: af.stack([a, b * 2.0], axis=1), [r(2, 3), r(2, 3)])],
+    "Tile": [(lambda x: af.tile(x, [2, 3]), [r(2, 2)])],
+    "Pad": [(lambda x: af.pad(x, [[1, 0], [2, 1]]), [r(2, 3)])],
+    "PadV2": [(lambda x: af.pad(x, [[1, 1], [0, 1]], constant_values=2.0), [r(2, 3)])],
+    "MirrorPad": [
+        (lambda x: af.pad(x, [[1, 1], [2, 1]], mode="REFLECT"), [r(3, 3)]),
+        (lambda x: af.pad(x, [[1, 2], [0, 1]], mode="SYMMETRIC"), [r(2, 3)]),
+    ],
+    # -- slicing
+    "Slice": [(lambda x: af.slice(x, [1, 0], [1, 2]), [r(3, 3)])],
+    "StridedSlice": [
+        (lambda x: x[1:, ::2], [r(3, 5)]),
+        (lambda x: x[::-1, 1], [r(4, 3)]),
+        (lambda x: x[..., None, 1:], [r(2, 3)]),
+    ],
+    "GatherV2": [
+        (lambda x, i: af.gather(x, i), [r(4, 2), np.array([3, 0, 3])]),
+        (lambda x, i: af.gather(x, i, axis=1), [r(2, 4, 2), np.array([[1, 1], [3, 0]])]),
+    ],
+    "ReverseV2": [(lambda x: af.reverse(x, [1]), [r(2, 3)])],
+    "Split": [(lambda x: (lambda s: s[0] * 2.0 + s[1])(af.split(x, 2, axis=1)), [r(2, 4)])],
+    "SplitV": [
+        (lambda x: (lambda s: af.concat([s[1] * 3.0, s[0]], 0))(af.split(x, [1, 2])), [r(3, 2)])
+    ],
+    "Unpack": [(lambda x: (lambda u: u[0] * 2.0 + u[1])(af.unstack(x, axis=1)), [r(3, 2)])],
+    "Select": [(lambda a, b: af.where(af.constant([True, False, True]), a, b), [r(3), r(3)])],
+    # -- checks and logging
+    "CheckNumerics": [(lambda x: af.check_numerics(x, "bad"), [r(3)])],
+    "Print": [(lambda x: af.Print(x, [x], first_n=0) * 2.0, [r(3)])],
+    # -- gradient_ops
+    "UnsortedSegmentSum": [
+        (lambda x, i: g.unsorted_segment_sum(x, i, 3), [r(4, 2), np.array([2, 0, 2, -1])])
+    ],
+    "StridedSliceGrad": [],  # NotDifferentiable
+    "MirrorPadGrad": [
+        (
+            lambda x: op("MirrorPadGrad", x, af.constant([[1, 1], [0, 2]]), mode="REFLECT"),
+            [r(5, 5)],
+        )
+    ],
+    "Cumsum": [
+        (lambda x: g.cumsum(x, 1), [r(2, 3)]),
+        (lambda x: g.cumsum(x, 0, exclusive=True, reverse=True), [r(3, 2)]),
+    ],
+    "Cumprod": [
+        (lambda x: g.cumprod(x, 1), [r(2, 3)]),
+        (lambda x: g.cumprod(x, 0, exclusive=True, reverse=True), [r(3, 2)]),
+    ],
+}
+
+# Cases re-run with placeholders of unknown dimensions (the run-time shape paths).
+DYNAMIC = [
+    "Add",
+    "AddV2",
+    "Mul",
+    "Maximum",
+    "BatchMatMulV2",
+    "Sum",
+    "Mean",
+    "Max",
+    "Prod",
+    "ConcatV2",
+    "Tile",
+    "Pad",
+    "Slice",
+    "StridedSlice",
+    "GatherV2",
+    "Fill",
+]
+
+
+def _module(op_def) -> str:
+    kernel = next(iter(op_def.kernels.values()), None)
+    return kernel.__module__.rsplit(".", 1)[-1] if kernel else "?"
+
+
+def _differentiable_owned():
+    return sorted(
+        name
+        for name, d in all_op_defs().items()
+        if d.grad_fn is not None and not d.not_differentiable and _module(d) in OWNED
+    )
+
+
+def test_every_gradient_has_a_case():
+    missing = [n for n in _differentiable_owned() if not CASES.get(n) and n not in ALLOWLIST]
+    assert missing == [], f"gradients without a finite-difference case: {missing}"
+
+
+def test_every_op_has_gradient_or_mark():
+    unmarked = sorted(
+        f"{name} ({_module(d)})"
+        for name, d in all_op_defs().items()
+        if d.grad_fn is None and not d.not_differentiable and _module(d) not in FOREIGN_MODULES
+    )
+    assert unmarked == [], f"ops with neither a gradient nor NotDifferentiable: {unmarked}"
+
+
+def _params(static):
+    names = CASES if static else DYNAMIC
+    for name in names:
+        for i, case in enumerate(CASES[name]):
+            yield pytest.param(name, case, id=f"{name}-{i}")
+
+
+def _check(case, static):
+    fn, values, *rest = case
+    atol = rest[0] if rest else 1e-6
+    checker = GradientChecker(delta=1e-6 if atol <= 1e-6 else 1e-3, static_shapes=static)
+    errs = checker.errors(fn, values)
+    assert any(e is not None for e in errs)
+    for i, e in enumerate(errs):
+        assert e is None or e <= atol, f"input {i}: max Jacobian error {e} > {atol}"
+
+
+@pytest.mark.parametrize("name,case", list(_params(True)))
+def test_gradient_matches_finite_differences(name, case):
+    _check(case, static=True)
+
+
+@pytest.mark.parametrize("name,case", list(_params(False)))
+def test_gradient_with_unknown_shapes(name, case):
+    _check(case, static=False)
