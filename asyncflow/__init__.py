@@ -67,12 +67,15 @@ def _reexport(module) -> None:
 
 
 from asyncflow import ops  # noqa: E402 - registers every op family
+from asyncflow import gradients as _gradients  # noqa: E402
+from asyncflow import indexed_slices as _indexed_slices  # noqa: E402
 from asyncflow import random_seed as _random_seed  # noqa: E402
 from asyncflow import var_scope as _variable_scope  # noqa: E402
 from asyncflow import variables as _variables  # noqa: E402
 from asyncflow.ops import array_ops as _array_ops  # noqa: E402
 from asyncflow.ops import check_ops as _check_ops  # noqa: E402
 from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
+from asyncflow.ops import gradient_ops as _gradient_ops  # noqa: E402
 from asyncflow.ops import init_ops as _init_ops  # noqa: E402
 from asyncflow.ops import logging_ops as _logging_ops  # noqa: E402
 from asyncflow.ops import math_ops as _math_ops  # noqa: E402
@@ -95,13 +98,15 @@ for _m in (
     _random_seed,
     _variables,
     _variable_scope,
+    _gradients,
+    _indexed_slices,
+    _gradient_ops,
 ):
     _reexport(_m)
 del _m
 
-from asyncflow import device_lib, nn  # noqa: E402
+from asyncflow import device_lib, nn, test  # noqa: E402
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
 from asyncflow.partition import set_lossy_transfer  # noqa: E402
 
-convert_to_tensor_or_indexed_slices = convert_to_tensor

@@ -175,10 +175,21 @@ class _FetchMapper:
         return lambda vals: vals[k]
 
 
-def _to_fetch_value(v):
-    if isinstance(v, np.ndarray) and v.ndim == 0:
-        return v[()]
-    return v
+def _fetch_values(values, feed_values) -> list:
+    """Fetched arrays as TF1 hands them out: numpy scalars for rank 0, and arrays the
+    caller owns: a constant's or variable's buffer (read-only, shared) or a feed is
+    copied, so writing into a result never changes graph state or the caller's feed."""
+    out = []
+    for v in values:
+        if isinstance(v, np.ndarray):
+            if v.ndim == 0:
+                v = v[()]
+            elif not v.flags.writeable or (feed_values and any(v is f for f in feed_values)):
+                v = v.copy()
+        elif hasattr(v, "_fetch_value"):  # IndexedSlices and other composite values
+            v = v._fetch_value()
+        out.append(v)
+    return out
 
 
 # -- Session ---------------------------------------------------------------------------
@@ -420,7 +431,7 @@ class BaseSession:
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
         plan = self._plan(feed_tensors, mapper.elements)
         values = await self._run_step(plan, feed_values, options, run_metadata)
-        return mapper.rebuild([_to_fetch_value(v) for v in values])
+        return mapper.rebuild(_fetch_values(values, feed_values))
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         """Run one step and wait for it (TF1's `Session.run`).
@@ -454,7 +465,7 @@ class BaseSession:
     async def _run_prepared(self, mapper, feed_tensors, feed_values, options, run_metadata=None):
         plan = self._plan(feed_tensors, mapper.elements)
         values = await self._run_step(plan, feed_values, options, run_metadata)
-        return mapper.rebuild([_to_fetch_value(v) for v in values])
+        return mapper.rebuild(_fetch_values(values, feed_values))
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         """A function running `fetches` with positional feeds for `feed_list`."""

@@ -5,6 +5,7 @@ from asyncflow.ops import (  # noqa: F401
     check_ops,
     control_flow_ops,
     control_flow_prims,
+    gradient_ops,
     init_ops,
     logging_ops,
     math_ops,
