@@ -67,6 +67,7 @@ def _reexport(module) -> None:
 
 
 from asyncflow import ops  # noqa: E402 - registers every op family
+from asyncflow import clip_ops as _clip_ops  # noqa: E402
 from asyncflow import gradients as _gradients  # noqa: E402
 from asyncflow import indexed_slices as _indexed_slices  # noqa: E402
 from asyncflow import random_seed as _random_seed  # noqa: E402
@@ -101,11 +102,12 @@ for _m in (
     _gradients,
     _indexed_slices,
     _gradient_ops,
+    _clip_ops,
 ):
     _reexport(_m)
 del _m
 
-from asyncflow import device_lib, nn, test  # noqa: E402
+from asyncflow import device_lib, nn, test, train  # noqa: E402
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
 from asyncflow.partition import set_lossy_transfer  # noqa: E402

@@ -66,7 +66,9 @@ class CPUDevice(Device):
 
     def __init__(self, name: str, index: int = 0, num_threads: int = 0):
         super().__init__(name, index)
-        self.num_threads = num_threads or max(1, min(4, os.cpu_count() or 1))
+        # One worker by default: BLAS already spreads a big kernel over the cores, and
+        # two BLAS calls at once on two cores oversubscribe them (intra-op threads).
+        self.num_threads = num_threads or 1
         self._pool: ThreadPoolExecutor | None = None
 
     @property

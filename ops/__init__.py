@@ -14,5 +14,6 @@ from asyncflow.ops import (  # noqa: F401
     reduction_ops,
     sendrecv_ops,
     slicing_ops,
+    training_ops,
     state_ops,
 )

@@ -1,4 +1,17 @@
-"""`af.train`: optimizers, schedules, queue runners, coordinator, savers (TF1's `tf.train`).
+"""`af.train`: optimizers, schedules, moving averages (TF1's `tf.train`).
 
-The lead wires submodules here; each submodule lists its public names in `__all__`.
+Each submodule lists its public names in `__all__`; they are re-exported here.
 """
+
+from asyncflow.train import learning_rate_decay as _lr
+from asyncflow.train import moving_averages as _ma
+from asyncflow.train import optimizer as _optimizer
+from asyncflow.train import optimizers as _optimizers
+from asyncflow.train import training_util as _training_util
+
+__all__: list[str] = []
+for _m in (_optimizer, _optimizers, _training_util, _lr, _ma):
+    for _name in _m.__all__:
+        globals()[_name] = getattr(_m, _name)
+        __all__.append(_name)
+del _m, _name
