@@ -66,10 +66,10 @@ def _reexport(module) -> None:
         globals()[name] = getattr(module, name)
 
 
-from asyncflow import ops  # noqa: E402 - registers every op family
 from asyncflow import clip_ops as _clip_ops  # noqa: E402
 from asyncflow import gradients as _gradients  # noqa: E402
 from asyncflow import indexed_slices as _indexed_slices  # noqa: E402
+from asyncflow import ops  # noqa: E402 - registers every op family
 from asyncflow import random_seed as _random_seed  # noqa: E402
 from asyncflow import var_scope as _variable_scope  # noqa: E402
 from asyncflow import variables as _variables  # noqa: E402
@@ -107,8 +107,17 @@ for _m in (
     _reexport(_m)
 del _m
 
-from asyncflow import device_lib, nn, test, train  # noqa: E402
+from asyncflow import (  # noqa: E402
+    device_lib,
+    initializers,
+    layers,
+    losses,
+    nn,
+    regularizers,
+    serving,
+    test,
+    train,
+)
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
 from asyncflow.partition import set_lossy_transfer  # noqa: E402
-

@@ -1,7 +1,11 @@
 """`af.nn`: neural-network ops (TF1's `tf.nn`)."""
 
-from asyncflow.ops.math_ops import sigmoid, tanh  # noqa: F401
-from asyncflow.ops.nn_ops import *  # noqa: F403
-from asyncflow.ops.nn_ops import __all__ as _nn_all
+from asyncflow.ops import conv_ops, nn_impl, nn_ops, pooling_ops
+from asyncflow.ops.math_ops import sigmoid, tanh
 
-__all__ = list(_nn_all) + ["sigmoid", "tanh"]
+__all__ = ["sigmoid", "tanh"]
+for _m in (nn_ops, conv_ops, pooling_ops, nn_impl):
+    for _name in _m.__all__:
+        globals()[_name] = getattr(_m, _name)
+        __all__.append(_name)
+del _m, _name

@@ -3,14 +3,16 @@
 Each submodule lists its public names in `__all__`; they are re-exported here.
 """
 
+from asyncflow.train import basic_session_run_hooks as _hooks
 from asyncflow.train import learning_rate_decay as _lr
+from asyncflow.train import monitored_session as _monitored
 from asyncflow.train import moving_averages as _ma
 from asyncflow.train import optimizer as _optimizer
 from asyncflow.train import optimizers as _optimizers
 from asyncflow.train import training_util as _training_util
 
 __all__: list[str] = []
-for _m in (_optimizer, _optimizers, _training_util, _lr, _ma):
+for _m in (_optimizer, _optimizers, _training_util, _lr, _ma, _hooks, _monitored):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
         __all__.append(_name)
