@@ -71,6 +71,7 @@ from asyncflow import gradients as _gradients  # noqa: E402
 from asyncflow import indexed_slices as _indexed_slices  # noqa: E402
 from asyncflow import ops  # noqa: E402 - registers every op family
 from asyncflow import random_seed as _random_seed  # noqa: E402
+from asyncflow import sparse_tensor as _sparse_tensor  # noqa: E402
 from asyncflow import var_scope as _variable_scope  # noqa: E402
 from asyncflow import variables as _variables  # noqa: E402
 from asyncflow.ops import array_ops as _array_ops  # noqa: E402
@@ -80,10 +81,13 @@ from asyncflow.ops import gradient_ops as _gradient_ops  # noqa: E402
 from asyncflow.ops import init_ops as _init_ops  # noqa: E402
 from asyncflow.ops import logging_ops as _logging_ops  # noqa: E402
 from asyncflow.ops import math_ops as _math_ops  # noqa: E402
+from asyncflow.ops import parsing_ops as _parsing_ops  # noqa: E402
 from asyncflow.ops import random_ops as _random_ops  # noqa: E402
+from asyncflow.ops import reader_ops as _reader_ops  # noqa: E402
 from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
+from asyncflow.ops import string_ops as _string_ops  # noqa: E402
 
 for _m in (
     _array_ops,
@@ -103,6 +107,10 @@ for _m in (
     _indexed_slices,
     _gradient_ops,
     _clip_ops,
+    _parsing_ops,
+    _string_ops,
+    _reader_ops,
+    _sparse_tensor,
 ):
     _reexport(_m)
 del _m
@@ -113,6 +121,7 @@ from asyncflow import (  # noqa: E402
     layers,
     losses,
     nn,
+    python_io,
     regularizers,
     serving,
     test,

@@ -99,6 +99,11 @@ _ST_ITEMSIZE = {
     "BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
     "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8,
 }  # fmt: skip
+# The order of the safetensors package's Dtype enum (it sorts tensors by it).
+_ST_RANK = {
+    name: i
+    for i, name in enumerate("BOOL U8 I8 I16 U16 F16 BF16 I32 U32 F32 C64 F64 I64 U64".split())
+}
 _ST_DEFAULT_DTYPE = {  # a file without our metadata: the safetensors dtype decides
     "BOOL": dtypes.bool_, "U8": dtypes.uint8, "I8": dtypes.int8, "I16": dtypes.int16,
     "U16": dtypes.uint16, "F16": dtypes.float16, "BF16": dtypes.bfloat16,
@@ -152,8 +157,8 @@ def _plan(tensors: dict[str, np.ndarray]) -> list[_Planned]:
         st, shape, buf = _to_bytes_view(arr)
         meta = {"dtype": dtypes.as_dtype(arr.dtype).name, "shape": list(arr.shape)}
         planned.append(_Planned(name, st, shape, buf, meta))
-    # The safetensors package's order: widest alignment first, then by name.
-    planned.sort(key=lambda p: (-_ST_ITEMSIZE[p.st_dtype], p.name))
+    # The safetensors package's order: its Dtype enum descending, then by name.
+    planned.sort(key=lambda p: (-_ST_RANK[p.st_dtype], p.name))
     return planned
 
 

@@ -20,11 +20,12 @@ loop bookkeeping (`ControlFlowState`).
 from __future__ import annotations
 
 import collections
+import importlib
 
 from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
-from asyncflow.ops import array_ops, control_flow_prims, gradient_ops, math_ops
+from asyncflow.ops import array_ops, control_flow_prims, math_ops
 from asyncflow.ops import control_flow_contexts as cfc
 from asyncflow.ops import data_flow_stack_ops as stack_ops
 from asyncflow.registry import NotDifferentiable, RegisterGradient, get_gradient_function
@@ -42,10 +43,14 @@ def _is_loop_exit(op) -> bool:
 
 
 def _is_loop_switch(op) -> bool:
-    return op.type == "Switch" and isinstance(op._control_flow_context, cfc.WhileContext) and (
-        op.inputs[0].op.type == "Merge"
-        and isinstance(op.inputs[0].op._control_flow_context, cfc.WhileContext)
-        and op.inputs[1].op.type == "LoopCond"
+    return (
+        op.type == "Switch"
+        and isinstance(op._control_flow_context, cfc.WhileContext)
+        and (
+            op.inputs[0].op.type == "Merge"
+            and isinstance(op.inputs[0].op._control_flow_context, cfc.WhileContext)
+            and op.inputs[1].op.type == "LoopCond"
+        )
     )
 
 
@@ -173,7 +178,6 @@ class GradLoopState:
         outer_forward = (
             outer_grad_state.forward_context if outer_grad_state else forward_ctxt.outer_context
         )
-        graph = forward_ctxt._graph
         with _entered(outer_forward):
             cnt, self.forward_index = forward_ctxt.AddForwardLoopCounter(outer_grad_state)
         kwargs = {
@@ -181,7 +185,7 @@ class GradLoopState:
             "parallel_iterations": forward_ctxt.parallel_iterations,
             "back_prop": forward_ctxt.back_prop,
             "swap_memory": forward_ctxt.swap_memory,
-            "name": forward_ctxt.name.rsplit("/", 1)[0],
+            "name": forward_ctxt.name,
             "grad_state": self,
         }
         if outer_grad_state is not None:
@@ -198,7 +202,6 @@ class GradLoopState:
             with _entered(outer_forward):
                 self.grad_context = cfc.WhileContext(**kwargs)
                 self.grad_index = self.grad_context.AddBackpropLoopCounter(cnt, None)
-        del graph
 
     @property
     def forward_sync(self):
@@ -238,7 +241,8 @@ class GradLoopState:
                 push = stack_ops.stack_push_v2(enter_acc, value, self.forward_context.swap_memory)
             push.op._control_flow_context = value_ctxt
             self.forward_sync._add_control_input(push.op)
-        # Each push comes after this iteration's counter Switch and before its Add.
+        # Each push comes after this iteration's counter Add and before its NextIteration:
+        # the pushes of successive iterations are ordered.
         push.op._add_control_input(self.forward_index.op.inputs[0].op)
         return acc
 
@@ -286,9 +290,7 @@ class GradLoopState:
                     break
             elif cur_value.op.type == "Const":
                 # A constant is cloned in the backward loop, not stacked.
-                real = array_ops.constant(
-                    cur_value.op.get_attr("value"), dtype=cur_value.dtype
-                )
+                real = array_ops.constant(cur_value.op.get_attr("value"), dtype=cur_value.dtype)
                 break
             else:
                 self.grad_context.Exit()
@@ -491,7 +493,7 @@ def maybe_create_control_flow_state(between_op_list, between_ops, colocate):
 
 
 def _pending_count(to_ops, from_ops, colocate):
-    from asyncflow import gradients as g
+    g = importlib.import_module("asyncflow.gradients")
 
     reached = g._mark_reached(from_ops)
     reachable_to_ops = {op for op in to_ops if op in reached}
@@ -524,7 +526,7 @@ def _has_any_not_none_grads(grads, op) -> bool:
 
 def gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnected):
     """`asyncflow.gradients._gradients_helper` for graphs with cond/while_loop."""
-    from asyncflow import gradients as g
+    g = importlib.import_module("asyncflow.gradients")
 
     grad_ys = g._default_grad_ys(ys, grad_ys, colocate)
     to_ops = [t.op for t in ys]
@@ -575,7 +577,7 @@ def gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnected
 
 
 def _op_input_grads(op, out_grads, stop_ops, gate, state) -> list:
-    from asyncflow import gradients as g
+    g = importlib.import_module("asyncflow.gradients")
 
     has_out_grads = any(isinstance(x, (ops.Tensor, IndexedSlices)) for x in out_grads)
     grad_fn = None
@@ -608,7 +610,7 @@ def _op_input_grads(op, out_grads, stop_ops, gate, state) -> list:
 
 
 def _update_pending_and_enqueue(grads, op, queue, pending, state, xs_set) -> None:
-    from asyncflow import gradients as g
+    g = importlib.import_module("asyncflow.gradients")
 
     for x in op.inputs:
         pending[x.op] -= 1
@@ -640,3 +642,26 @@ def _update_pending_and_enqueue(grads, op, queue, pending, state, xs_set) -> Non
                         queue.append(y.op)
         else:
             queue.append(x.op)
+
+
+def install() -> None:
+    """Route `asyncflow.gradients` through `gradients_helper` for graphs with control flow.
+
+    Interim: until asyncflow/gradients.py's `_gradients_helper` starts with
+    `if control_flow_grad.graph_has_control_flow(graph): return
+    control_flow_grad.gradients_helper(...)`, this wraps it (once; called when the first
+    cond/while_loop is built).
+    """
+    g = importlib.import_module("asyncflow.gradients")
+
+    helper = g._gradients_helper
+    if getattr(helper, "_handles_control_flow", False):
+        return
+
+    def dispatch(ys, xs, *args):
+        if ys and graph_has_control_flow(ys[0].graph):
+            return gradients_helper(ys, xs, *args)
+        return helper(ys, xs, *args)
+
+    dispatch._handles_control_flow = True
+    g._gradients_helper = dispatch

@@ -103,7 +103,13 @@ def assert_same_structure(a, b, check_types: bool = True) -> None:
             "The two structures don't have the same sequence length. Input structure has "
             f"length {len(a)}, while shallow structure has length {len(b)}."
         )
-    elif check_types and ka[0] != kb[0] or (ka[0] == "namedtuple" and ka != kb):
+    elif check_types and (
+        ka[0] != kb[0]
+        or ka[0] == "namedtuple"
+        and ka != kb
+        or ka[0] == "sequence"
+        and type(a) is not type(b)
+    ):
         raise TypeError(
             "The two structures don't have the same sequence type. Input structure has "
             f"type {type(a)}, while shallow structure has type {type(b)}."

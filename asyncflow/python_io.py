@@ -265,6 +265,12 @@ class _PlainSource:
             os.close(self.fd)
             self.fd = -1
 
+    def __del__(self):  # a reader dropped with its session must not leak the descriptor
+        try:
+            self.close()
+        except OSError:
+            pass
+
 
 class _ZlibSource(_PlainSource):
     """The inflated bytes of a ZLIB or GZIP file, inflated in bounded steps."""

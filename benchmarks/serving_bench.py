@@ -130,9 +130,7 @@ async def _bench_asyncflow(weights, rows, duration, batching):
     sess = af.Session(graph=g)
     try:
         await sess.arun([])  # bind to this loop
-        model = ServableModel.from_session(
-            sess, {"x": x}, {"probs": probs}, batching=batching
-        )
+        model = ServableModel.from_session(sess, {"x": x}, {"probs": probs}, batching=batching)
         fetch = {"probs": probs}
         for c in CONCURRENCY:
             if batching is not None:
@@ -266,9 +264,20 @@ def main():
         results.update(run_tf(weights, rows, args.duration))
     if args.backend == "all":
         out = subprocess.run(
-            [TF_PYTHON, __file__, "--backend", "tf", "--json", "--weights", args.weights,
-             "--duration", str(args.duration)],
-            capture_output=True, text=True, check=False,
+            [
+                TF_PYTHON,
+                __file__,
+                "--backend",
+                "tf",
+                "--json",
+                "--weights",
+                args.weights,
+                "--duration",
+                str(args.duration),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if out.returncode == 0:
             results.update(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -77,7 +77,11 @@ def _set_control_inputs(op, keep) -> None:
 
 
 def _mark_control_flow(graph) -> None:
-    graph._attached["has_control_flow"] = True
+    if not graph._attached.get("has_control_flow"):
+        graph._attached["has_control_flow"] = True
+        from asyncflow import control_flow_grad
+
+        control_flow_grad.install()
 
 
 def _ta_module():
@@ -791,7 +795,9 @@ def while_loop(
             raise TypeError("parallel_iterations must be a positive integer.")
         try_to_pack = len(loop_vars) == 1 and not return_same_structure
         if maximum_iterations is not None:
-            maximum_iterations = ops.convert_to_tensor(maximum_iterations, name="maximum_iterations")
+            maximum_iterations = ops.convert_to_tensor(
+                maximum_iterations, name="maximum_iterations"
+            )
             if maximum_iterations.shape.ndims not in (None, 0):
                 raise ValueError(
                     f"maximum_iterations must be a scalar, saw shape: {maximum_iterations.shape}"

@@ -92,7 +92,9 @@ async def _stack_v2(ctx, max_size):
 async def _stack_push_v2(ctx, handle, elem):
     stack = handle_object(handle, _Stack, "stack")
     if stack.closed:
-        raise errors.InvalidArgumentError(None, None, f"Stack[{stack.name}] has already been closed.")
+        raise errors.InvalidArgumentError(
+            None, None, f"Stack[{stack.name}] has already been closed."
+        )
     if 0 <= stack.max_size <= len(stack.items):
         raise errors.InvalidArgumentError(
             None, None, f"Stack[{stack.name}] overflowed its max_size ({stack.max_size})"
@@ -105,7 +107,9 @@ async def _stack_push_v2(ctx, handle, elem):
 async def _stack_pop_v2(ctx, handle):
     stack = handle_object(handle, _Stack, "stack")
     if stack.closed:
-        raise errors.InvalidArgumentError(None, None, f"Stack[{stack.name}] has already been closed.")
+        raise errors.InvalidArgumentError(
+            None, None, f"Stack[{stack.name}] has already been closed."
+        )
     if not stack.items:
         raise errors.InvalidArgumentError(
             None, None, f"Stack[{stack.name}] is empty when calling Pop()."
@@ -143,7 +147,10 @@ def stack_push_v2(handle, elem, swap_memory=False, name=None) -> ops.Tensor:
 def stack_pop_v2(handle, elem_type, name=None) -> ops.Tensor:
     """Pop a value; InvalidArgumentError at run time when the stack is empty."""
     return ops.apply_op(
-        "StackPopV2", [handle], {"elem_type": dtypes.as_dtype(elem_type)}, name=name or "StackPopV2"
+        "StackPopV2",
+        [handle],
+        {"elem_type": dtypes.as_dtype(elem_type)},
+        name=name or "StackPopV2",
     ).outputs[0]
 
 

@@ -24,13 +24,7 @@ import numpy as np
 from asyncflow import checkpoint_format as cf
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.registry import (
-    REQUIRED,
-    NotDifferentiable,
-    TypeConstraint,
-    all_op_defs,
-    register_op,
-)
+from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
 __all__ = [
     "save_v2",
@@ -38,7 +32,6 @@ __all__ = [
     "merge_v2_checkpoints",
     "sharded_filename",
     "checkpoint_prefix",
-    "string_join",
 ]
 
 _DATA_SUFFIX = re.compile(r"\.data-\d{5}-of-\d{5}$")
@@ -348,47 +341,5 @@ async def _sharded_filename(ctx, basename, shard, num_shards):
 
 
 def sharded_filename(basename, shard, num_shards, name=None):
-    """ "<basename>-<shard:05d>-of-<num_shards:05d>" (TF's ShardedFilename)."""
+    """The name "<basename>-<shard:05d>-of-<num_shards:05d>" (TF's ShardedFilename)."""
     return ops.apply_op("ShardedFilename", [basename, shard, num_shards], name=name).outputs[0]
-
-
-# -- StringJoin --------------------------------------------------------------------------
-# The sharded Saver joins "<prefix>" and "_temp/part" as TF's does.  TF's op belongs to
-# the string family; registered here until ops/string_ops.py exists (then move it there).
-
-if "StringJoin" not in all_op_defs():
-    StringJoin = register_op(
-        "StringJoin",
-        inputs=["inputs: N * string"],
-        outputs=["output: string"],
-        attrs={"N": REQUIRED, "separator": ""},
-        shape_fn=lambda op: [_broadcast_all(op.inputs)],
-    )
-    NotDifferentiable("StringJoin")
-
-    @StringJoin.kernel("CPU")
-    async def _string_join(ctx, *inputs):
-        arrays = [np.asarray(x, dtype=object) for x in inputs]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        sep = ctx.attrs["separator"]
-        sep = sep.encode() if isinstance(sep, str) else sep
-        flat = [np.broadcast_to(a, shape).reshape(-1) for a in arrays]
-        out = np.empty(int(np.prod(shape, dtype=np.int64)), dtype=object)
-        for i in range(out.size):
-            out[i] = sep.join(f[i] for f in flat)
-        return out.reshape(shape)
-
-
-def _broadcast_all(inputs):
-    shape = tensor_shape.scalar()
-    for t in inputs:
-        if t.shape.ndims != 0:
-            shape = tensor_shape.broadcast_shape(shape, t.shape)
-    return shape
-
-
-def string_join(inputs, separator="", name=None):
-    """Join string tensors element-wise (scalars broadcast), TF's `tf.strings.join`."""
-    return ops.apply_op("StringJoin", [list(inputs)], {"separator": separator}, name=name).outputs[
-        0
-    ]

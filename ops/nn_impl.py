@@ -24,7 +24,14 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, math_ops, nn_ops, random_ops, reduction_ops, slicing_ops
 from asyncflow.ops.math_ops import _as_dtype, _quiet, _shape_str
-from asyncflow.registry import FLOATING, INDEX, REAL, TypeConstraint, register_op
+from asyncflow.registry import (
+    FLOATING,
+    INDEX,
+    REAL,
+    NotDifferentiable,
+    TypeConstraint,
+    register_op,
+)
 
 __all__ = [
     "softmax_cross_entropy_with_logits",
@@ -900,6 +907,9 @@ InTopKV2 = register_op(
     attrs={"T": INDEX},
     shape_fn=lambda op: [op.inputs[1].shape.with_rank(1)],
 )
+
+
+NotDifferentiable("InTopKV2")
 
 
 def _in_top_k(xp, pred, targets, k):

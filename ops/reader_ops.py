@@ -87,6 +87,9 @@ async def _dequeue_work(queue_handle) -> bytes:
       OutOfRangeError: the queue is closed and empty.
     """
     q = queue_handle[()] if isinstance(queue_handle, np.ndarray) else queue_handle
+    # `dequeue_work` (preferred) must not register a step-failure undo: the reader keeps
+    # a dequeued filename as its current work even when the step fails, so putting it
+    # back in the queue as well would read the file twice.
     dequeue = getattr(q, "dequeue_work", None) or getattr(q, "dequeue", None)
     if dequeue is None:
         raise errors.InvalidArgumentError(None, None, f"Expected a queue handle, got {q!r}")
@@ -147,7 +150,9 @@ class _Reader:
             serials: list = []
             try:
                 await self._gather(queue_handle, n, exact, keys, values, serials)
-            except errors.OutOfRangeError:
+            except (errors.OutOfRangeError, errors.DataLossError):
+                # The records before the end (or the damage) are delivered; the error
+                # comes again on the next read.
                 if not keys or exact:
                     self._unread(serials, keys, values)
                     raise
@@ -178,11 +183,10 @@ class _Reader:
                     self.work = None
                     raise
             got_k, got_v, at_end = await self._read_some(n - len(keys))
-            for k, v in zip(got_k, got_v):
-                serials.append(self._serial)
-                self._serial += 1
-                keys.append(k)
-                values.append(v)
+            serials.extend(range(self._serial, self._serial + len(got_k)))
+            self._serial += len(got_k)
+            keys.extend(got_k)
+            values.extend(got_v)
             if at_end:
                 self._finish()
                 self.work = None

@@ -35,8 +35,17 @@ class _TensorArray:
     """The run-time array.  Invariant: `values[i] is None` means not written (or
     cleared after a read, which `cleared` records)."""
 
-    def __init__(self, name, dtype, size, element_shape, dynamic_size, clear_after_read,
-                 identical_element_shapes, is_grad=False):  # fmt: skip
+    def __init__(
+        self,
+        name,
+        dtype,
+        size,
+        element_shape,
+        dynamic_size,
+        clear_after_read,
+        identical_element_shapes,
+        is_grad=False,
+    ):
         self.name = name
         self.dtype = dtype
         self.values: list = [None] * size
@@ -66,13 +75,15 @@ class _TensorArray:
                 )
             self.values.extend([None] * (index + 1 - size))
         value = np.asarray(value)
-        if self.identical or self.is_grad:
+        if self.identical:
             if not self.element_shape.is_compatible_with(value.shape):
+                es = self.element_shape
+                es = _shape_str(es.as_list()) if es.dims is not None else "<unknown>"
                 raise _invalid(
                     f"Could not write to TensorArray index {index} because the value shape "
                     f"is {_shape_str(value.shape)} which is incompatible with the "
                     f"TensorArray's inferred element shape: "
-                    f"{_shape_str(self.element_shape.as_list() if self.element_shape.dims is not None else [])}"
+                    f"{es}"
                     " (consider setting infer_shape=False)."
                 )
             if self.element_shape.dims is None or not self.element_shape.is_fully_defined():
@@ -173,8 +184,9 @@ TensorArrayGatherV3 = register_op(
     outputs=["value: dtype"],
     attrs={"dtype": TypeConstraint(None), "element_shape": None},
     shape_fn=lambda op: [
-        tensor_shape.TensorShape([op.inputs[1].shape[0].value if op.inputs[1].shape.ndims else None])
-        .concatenate(_attr_shape(op, "element_shape"))
+        tensor_shape.TensorShape(
+            [op.inputs[1].shape[0].value if op.inputs[1].shape.ndims else None]
+        ).concatenate(_attr_shape(op, "element_shape"))
     ],
     stateful=True,
 )
@@ -407,8 +419,9 @@ def _grad_source(t) -> str:
 
 
 def _grad_ta(op, dtype, flow, source):
-    ta = TensorArray(dtype=dtype, handle=op.inputs[0], flow=flow,
-                     colocate_with_first_write_call=False)  # fmt: skip
+    ta = TensorArray(
+        dtype=dtype, handle=op.inputs[0], flow=flow, colocate_with_first_write_call=False
+    )
     return ta.grad(source=source, flow=flow)
 
 
@@ -494,9 +507,20 @@ class TensorArray:
         unwritten elements.
     """
 
-    def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None,
-                 tensor_array_name=None, handle=None, flow=None, infer_shape=True,
-                 element_shape=None, colocate_with_first_write_call=True, name=None):  # fmt: skip
+    def __init__(
+        self,
+        dtype,
+        size=None,
+        dynamic_size=None,
+        clear_after_read=None,
+        tensor_array_name=None,
+        handle=None,
+        flow=None,
+        infer_shape=True,
+        element_shape=None,
+        colocate_with_first_write_call=True,
+        name=None,
+    ):
         if handle is not None and tensor_array_name:
             raise ValueError("Cannot construct with both handle and tensor_array_name")
         if handle is not None and not isinstance(handle, ops.Tensor):
@@ -518,8 +542,11 @@ class TensorArray:
         self._infer_shape = infer_shape
         self._size = size
         self._colocate_with_first_write_call = colocate_with_first_write_call
-        self._element_shape = [tensor_shape.as_shape(element_shape)] if element_shape is not None \
-            else [tensor_shape.unknown_shape()]  # fmt: skip
+        self._element_shape = (
+            [tensor_shape.as_shape(element_shape)]
+            if element_shape is not None
+            else [tensor_shape.unknown_shape()]
+        )
         with ops.name_scope(name, "TensorArray", [handle, size, flow]) as scope:
             if handle is not None:
                 if flow is None:
@@ -584,9 +611,13 @@ class TensorArray:
             ).outputs
             with ops.control_dependencies([g_handle]):
                 flow = array_ops.identity(flow, name="gradient_flow")
-            g = TensorArray(dtype=self._dtype, handle=g_handle, flow=flow,
-                            infer_shape=self._infer_shape,
-                            colocate_with_first_write_call=False)  # fmt: skip
+            g = TensorArray(
+                dtype=self._dtype,
+                handle=g_handle,
+                flow=flow,
+                infer_shape=self._infer_shape,
+                colocate_with_first_write_call=False,
+            )
             g._element_shape = self._element_shape
             return g
 
@@ -690,7 +721,9 @@ class TensorArray:
         ).outputs[0]
 
     def close(self, name=None) -> ops.Operation:
-        return ops.apply_op("TensorArrayCloseV3", [self._handle], name=name or "TensorArrayCloseV3")
+        return ops.apply_op(
+            "TensorArrayCloseV3", [self._handle], name=name or "TensorArrayCloseV3"
+        )
 
 
 def build_ta_with_new_flow(old: TensorArray, flow) -> TensorArray:

@@ -254,8 +254,9 @@ class Listener(hooks.CheckpointSaverListener):
 
 def test_checkpoint_saver_hook_arguments(graph, tmp_path):
     with pytest.raises(ValueError, match="both saver and scaffold"):
-        hooks.CheckpointSaverHook(str(tmp_path), save_steps=1, saver=FakeSaver(),
-                                  scaffold=ms.Scaffold())
+        hooks.CheckpointSaverHook(
+            str(tmp_path), save_steps=1, saver=FakeSaver(), scaffold=ms.Scaffold()
+        )
     with pytest.raises(ValueError, match="Either every_secs"):
         hooks.CheckpointSaverHook(str(tmp_path))
     with pytest.raises(RuntimeError, match="Global step should be created"):

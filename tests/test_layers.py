@@ -141,8 +141,15 @@ def test_dropout_layer_training_flag():
     assert set(np.unique(on)) <= {0.0, 2.0} and 0.4 < (on == 0).mean() < 0.6
 
 
-@pytest.mark.parametrize("shape,axis,fused", [((4, 3, 2, 5), -1, None), ((4, 5, 2, 3), 1, None),
-                                              ((6, 5), -1, None), ((4, 3, 2, 5), -1, False)])
+@pytest.mark.parametrize(
+    "shape,axis,fused",
+    [
+        ((4, 3, 2, 5), -1, None),
+        ((4, 5, 2, 3), 1, None),
+        ((6, 5), -1, None),
+        ((4, 3, 2, 5), -1, False),
+    ],
+)
 def test_batch_normalization_modes(shape, axis, fused):  # fmt: skip
     x = _RNG.uniform(-2, 2, shape).astype(np.float32)
     training = af.placeholder(af.bool, [])

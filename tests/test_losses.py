@@ -14,9 +14,9 @@ from asyncflow import graph as ops
 from asyncflow import losses, regularizers
 from asyncflow.session import Session
 
-CASES = json.loads(
-    (pathlib.Path(__file__).parent / "fixtures" / "nn_layers_tf.json").read_text()
-)["losses"]
+CASES = json.loads((pathlib.Path(__file__).parent / "fixtures" / "nn_layers_tf.json").read_text())[
+    "losses"
+]
 
 
 @pytest.fixture(autouse=True)

@@ -182,9 +182,7 @@ async def test_batch_error_reaches_every_caller():
     fn = GatedFn(fail=boom)
     fn.auto = True
     b = Batcher(fn, max_batch_size=4)
-    results = await asyncio.gather(
-        b.submit(rows(1)), b.submit(rows(2)), return_exceptions=True
-    )
+    results = await asyncio.gather(b.submit(rows(1)), b.submit(rows(2)), return_exceptions=True)
     assert all(isinstance(r, errors.InvalidArgumentError) for r in results)
     assert results[0] is not results[1] and str(results[0]) == "bad batch"
     assert b.metrics.failed == 2
@@ -333,3 +331,48 @@ async def test_model_predict_deadline_without_batching(probes):
         model = ServableModel.from_session(sess, {"x": x}, {"y": y})
         with pytest.raises(errors.DeadlineExceededError):
             await model.predict({"x": [1.0]}, deadline_s=0.001)
+
+
+# -- SavedModel round trip ----------------------------------------------------------------
+
+
+def _export(tmp_path):
+    from asyncflow.saved_model import simple_save
+
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [None, 4], name="x")
+        w = af.Variable(np.arange(12, dtype=np.float32).reshape(4, 3) / 12, name="w")
+        y = af.nn.softmax(af.matmul(x, w), name="probs")
+        with af.Session() as sess:
+            sess.run(af.global_variables_initializer())
+            export_dir = str(tmp_path / "export")
+            simple_save(sess, export_dir, inputs={"x": x}, outputs={"probs": y})
+            w_value = sess.run(w)
+    return export_dir, w_value
+
+
+async def test_aload_saved_model(tmp_path):
+    from asyncflow import serving
+
+    export_dir, w = _export(tmp_path)
+    model = await serving.aload(export_dir, batching={"max_batch_size": 8})
+    data = np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)
+    outs = await asyncio.gather(*(model.predict({"x": data[i : i + 1]}) for i in range(3)))
+    got = np.concatenate([o["probs"] for o in outs])
+    np.testing.assert_allclose(got, _softmax(data @ w), rtol=1e-5)
+    assert model.session._loop is asyncio.get_running_loop()
+    await model.aclose()
+
+
+def test_load_saved_model_sync(tmp_path):
+    from asyncflow import serving
+
+    export_dir, w = _export(tmp_path)
+    model = serving.load(export_dir)
+    data = np.ones((2, 4), np.float32)
+    out = asyncio.run(model.predict({"x": data}))  # another loop: the step hops to the session's
+    np.testing.assert_allclose(out["probs"], _softmax(data @ w), rtol=1e-5)
+    with pytest.raises(errors.InvalidArgumentError, match="signature key"):
+        serving.load(export_dir, signature_name="nope")
+    model.close()

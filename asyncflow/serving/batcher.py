@@ -36,6 +36,7 @@ import bisect
 import collections
 import copy
 import itertools
+import time
 from collections.abc import Awaitable, Callable, Mapping
 
 import numpy as np
@@ -220,7 +221,7 @@ class Batcher:
         finally:
             if request.timer is not None:
                 request.timer.cancel()
-        self.metrics.latency.append(loop.time() - request.enqueued)
+        self.metrics.latency.append(time.perf_counter() - request.enqueued)
         return result
 
     def _enqueue(self, loop, inputs, deadline_s) -> _Request:
@@ -256,7 +257,7 @@ class Batcher:
                 batch.timer = loop.call_later(self.batch_timeout, self._batch_timed_out, batch)
             else:
                 batch.ready = True
-        now = loop.time()
+        now = time.perf_counter()  # not loop.time(): uvloop's has 1 ms resolution
         request = _Request(arrays, size, rows, loop.create_future(), now)
         request.batch = batch
         batch.requests.append(request)
@@ -347,8 +348,7 @@ class Batcher:
             requests = [r for r in batch.requests if not r.future.done()]
             if not requests:
                 return
-            loop = self._loop
-            now = loop.time()
+            now = time.perf_counter()
             for r in requests:
                 self.metrics.queue_time.append(now - r.enqueued)
             total = sum(r.rows for r in requests)

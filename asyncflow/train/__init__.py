@@ -3,7 +3,9 @@
 Each submodule lists its public names in `__all__`; they are re-exported here.
 """
 
+from asyncflow import example_pb as _example_pb
 from asyncflow.train import basic_session_run_hooks as _hooks
+from asyncflow.train import input as _input
 from asyncflow.train import learning_rate_decay as _lr
 from asyncflow.train import monitored_session as _monitored
 from asyncflow.train import moving_averages as _ma
@@ -12,7 +14,17 @@ from asyncflow.train import optimizers as _optimizers
 from asyncflow.train import training_util as _training_util
 
 __all__: list[str] = []
-for _m in (_optimizer, _optimizers, _training_util, _lr, _ma, _hooks, _monitored):
+for _m in (
+    _optimizer,
+    _optimizers,
+    _training_util,
+    _lr,
+    _ma,
+    _hooks,
+    _monitored,
+    _input,
+    _example_pb,
+):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
         __all__.append(_name)

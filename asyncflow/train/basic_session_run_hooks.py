@@ -31,6 +31,7 @@ import time
 
 import numpy as np
 
+from asyncflow import errors
 from asyncflow import graph as ops
 
 __all__ = [
@@ -408,6 +409,7 @@ class CheckpointSaverHook(SessionRunHook):
 
     # -- sync API (MonitoredSession)
     def after_create_session(self, session, coord):
+        self._forget_previous_session()
         global_step = int(session.run(self._global_step_tensor))
         self._write_graph()
         self._save(session, global_step)
@@ -441,6 +443,7 @@ class CheckpointSaverHook(SessionRunHook):
 
     # -- async API (AsyncMonitoredSession)
     async def aafter_create_session(self, session, coord):
+        self._forget_previous_session()
         global_step = int(await session.arun(self._global_step_tensor))
         self._write_graph()
         await self._asave(session, global_step)
@@ -471,6 +474,14 @@ class CheckpointSaverHook(SessionRunHook):
             await asyncio.to_thread(listener.end, session, last_step)
 
     # -- saving
+    def _forget_previous_session(self):
+        # After a recovery, a save still running belongs to the closed session: it
+        # fails without leaving a checkpoint behind, and the new session restored
+        # from the last complete one.
+        if self._save_error is not None:
+            logger.warning("Dropping a failed save of the previous session: %s", self._save_error)
+        self._pending, self._pending_task, self._save_error = None, None, None
+
     def _write_graph(self):
         if not self._save_graph_def:
             return
@@ -532,6 +543,8 @@ class CheckpointSaverHook(SessionRunHook):
         async def save():
             try:
                 await self._asave(session, step)
+            except errors.CancelledError as exc:  # the session closed (recovery)
+                logger.warning("Checkpoint save for step %d cancelled: %s", step, exc)
             except Exception as exc:  # reported at the next after_run / end
                 logger.error("Background checkpoint save for step %d failed: %s", step, exc)
                 self._save_error = exc

@@ -687,6 +687,16 @@ class _MonitoredBase:
         except _PREEMPTION_ERRORS as e:
             logger.error("An error occurred when attempting to close the session: %s", e)
         finally:
+            # A checkpoint being written in the background must land before the
+            # session goes: recovery restores the latest one, as TF1's synchronous
+            # saves guarantee.
+            for h in self._hooks:
+                wait = getattr(h, "wait_for_pending_save", None)
+                if wait is not None:
+                    try:
+                        wait()
+                    except Exception as e:  # noqa: BLE001 - reported, recovery goes on
+                        logger.error("Checkpoint save before recovery failed: %s", e)
             try:
                 sess.close()
             except _PREEMPTION_ERRORS as e:

@@ -34,7 +34,7 @@ from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.graph import GraphKeys
-from asyncflow.ops import array_ops, control_flow_ops, io_ops, state_ops
+from asyncflow.ops import array_ops, control_flow_ops, io_ops, state_ops, string_ops
 
 __all__ = [
     "Saver",
@@ -323,7 +323,7 @@ def remove_checkpoint(checkpoint_prefix, checkpoint_format_version=2, meta_graph
 
 
 def meta_graph_filename(checkpoint_filename, meta_graph_suffix="meta") -> str:
-    """ "<prefix>.meta" for a checkpoint prefix (shard suffixes dropped)."""
+    """The meta graph file of a checkpoint prefix: "<prefix>.meta" (shard suffixes dropped)."""
     basename = re.sub(r"-[\d\?]+-of-\d+$", "", checkpoint_filename)
     return ".".join([basename, meta_graph_suffix])
 
@@ -500,7 +500,7 @@ class BaseSaverBuilder:
 
     def _add_sharded_save_ops(self, filename_tensor, per_device):
         with ops.device("/device:CPU:0"):
-            tmp_prefix = io_ops.string_join([filename_tensor, "_temp/part"])
+            tmp_prefix = string_ops.string_join([filename_tensor, "_temp/part"])
         num = len(per_device)
         num_t = array_ops.constant(num, name="num_shards")
         saves, prefixes = [], []

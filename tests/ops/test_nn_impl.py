@@ -343,9 +343,7 @@ def test_embedding_lookup_sharded_gradient():
     _needs_grads("Mul", "Add", "GatherV2", "Select", "Cast")
     table = _RNG.uniform(-1, 1, (7, 3))
     shards = _shards(table, 2, "div")
-    err = _grad_error(
-        shards, lambda a, b: nn_impl.embedding_lookup([a, b], [0, 6, 3, 3], "div")
-    )
+    err = _grad_error(shards, lambda a, b: nn_impl.embedding_lookup([a, b], [0, 6, 3, 3], "div"))
     assert err < 1e-4
 
 

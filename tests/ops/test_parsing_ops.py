@@ -82,7 +82,9 @@ def test_parse_example_garbage_is_invalid_argument(sess, garbage):
 
 def test_parse_fixed_len_sequence_feature_pads(sess):
     exs = [
-        pb.Example(features=pb.Features(feature={"s": pb.Feature(int64_list=pb.Int64List(value=v))}))
+        pb.Example(
+            features=pb.Features(feature={"s": pb.Feature(int64_list=pb.Int64List(value=v))})
+        )
         for v in ([1, 2, 3], [4])
     ]
     ser = af.constant([e.SerializeToString() for e in exs] + [pb.Example().SerializeToString()])
@@ -103,7 +105,9 @@ def test_example_messages_roundtrip_tf_bytes():
         ser = bytes.fromhex(h)
         ex = pb.Example.FromString(ser)
         assert ex.SerializeToString() == ser
-        np.testing.assert_allclose(ex.features.feature["x"].float_list.value, values["x"], rtol=1e-6)
+        np.testing.assert_allclose(
+            ex.features.feature["x"].float_list.value, values["x"], rtol=1e-6
+        )
         assert ex.features.feature["label"].int64_list.value == values["label"]
         assert ex.features.feature["name"].WhichOneof("kind") == "bytes_list"
         built = pb.Example(

@@ -61,9 +61,7 @@ CASES = {
     "regex_first": lambda: string_ops.regex_replace(
         s([b"aaa bab"]), "a", "Y", replace_global=False
     ),
-    "regex_group": lambda: string_ops.regex_replace(
-        s([b"john smith"]), r"(\w+) (\w+)", r"\2 \1"
-    ),
+    "regex_group": lambda: string_ops.regex_replace(s([b"john smith"]), r"(\w+) (\w+)", r"\2 \1"),
     "length": lambda: string_ops.string_length(s([b"abc", b"", "h\u00e9".encode()])),
     "to_number": lambda: parsing_ops.string_to_number(s([b"1.5", b"-2e3", b" 7"])),
     "to_number_int": lambda: parsing_ops.string_to_number(s([b"12", b"-3"]), out_type=af.int32),

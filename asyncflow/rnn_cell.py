@@ -1,0 +1,485 @@
+"""RNN cells (`af.nn.rnn_cell`, TF1's rnn_cell_impl): BasicRNNCell, BasicLSTMCell,
+LSTMCell, GRUCell, MultiRNNCell, DropoutWrapper, LSTMStateTuple.
+
+A cell is called as `output, new_state = cell(inputs, state)`.  Its variables are made
+on the first call, under the enclosing variable scope and the cell's own scope name
+("basic_lstm_cell", "lstm_cell", "gru_cell", "basic_rnn_cell", made unique per scope
+as TF's layers do), so `dynamic_rnn` gives TF's names: rnn/basic_lstm_cell/kernel, bias.
+Later calls reuse them (a cell is one layer).  Variables are created outside any
+cond/while context (TF's `init_scope`), so a cell first called inside a loop body still
+gets ordinary variables.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from asyncflow import dtypes, nest
+from asyncflow import graph as ops
+from asyncflow import var_scope as vs
+from asyncflow.ops import array_ops, init_ops, math_ops, nn_impl, nn_ops
+
+__all__ = [
+    "RNNCell",
+    "BasicRNNCell",
+    "BasicLSTMCell",
+    "LSTMCell",
+    "GRUCell",
+    "MultiRNNCell",
+    "DropoutWrapper",
+    "LSTMStateTuple",
+]
+
+
+class LSTMStateTuple(collections.namedtuple("LSTMStateTuple", ("c", "h"))):
+    """(c, h): the cell state and the output of an LSTM."""
+
+    __slots__ = ()
+
+    @property
+    def dtype(self):
+        c, h = self
+        if c.dtype != h.dtype:
+            raise TypeError(f"Inconsistent internal state: {c.dtype} vs {h.dtype}")
+        return c.dtype
+
+
+def _zero_state_tensors(state_size, batch_size, dtype):
+    def one(n):
+        shape = [batch_size, n]
+        if all(isinstance(d, int) for d in shape):
+            return array_ops.zeros(shape, dtype)
+        return array_ops.zeros(array_ops.stack(shape), dtype)
+
+    return nest.map_structure(one, state_size)
+
+
+_layer_names = "rnn_cell_layer_names"
+
+
+def _unique_layer_name(base: str) -> str:
+    graph = ops.get_default_graph()
+    counts = graph._attached.setdefault(_layer_names, {})
+    key = (vs.get_variable_scope().name, base)
+    n = counts.get(key, 0)
+    counts[key] = n + 1
+    return base if n == 0 else f"{base}_{n}"
+
+
+class RNNCell:
+    """Base class: subclasses define `state_size`, `output_size`, `build(input_depth)`
+    and `call(inputs, state)`."""
+
+    _default_name = "rnn_cell"
+
+    def __init__(self, reuse=None, name=None, dtype=None):
+        self._reuse = reuse
+        self._name = name
+        self._dtype = dtypes.as_dtype(dtype) if dtype is not None else None
+        self._scope_name = None
+        self._built = False
+        self._variables: list = []
+
+    @property
+    def state_size(self):
+        raise NotImplementedError
+
+    @property
+    def output_size(self):
+        raise NotImplementedError
+
+    @property
+    def variables(self) -> list:
+        return list(self._variables)
+
+    trainable_variables = variables
+    weights = variables
+    trainable_weights = variables
+
+    def build(self, input_depth: int, dtype) -> None:
+        raise NotImplementedError
+
+    def call(self, inputs, state):
+        raise NotImplementedError
+
+    def add_variable(self, name, shape, dtype=None, initializer=None):
+        graph = ops.get_default_graph()
+        saved = graph._control_flow_context
+        graph._control_flow_context = None  # variables live outside loops (init_scope)
+        try:
+            with graph.control_dependencies(None):
+                v = vs.get_variable(
+                    name, shape, dtype=dtype or self._dtype, initializer=initializer
+                )
+        finally:
+            graph._control_flow_context = saved
+        self._variables.append(v)
+        return v
+
+    def __call__(self, inputs, state, scope=None):
+        inputs = ops.convert_to_tensor(inputs) if not nest.is_nested(inputs) else inputs
+        if self._scope_name is None:
+            self._scope_name = scope or self._name or _unique_layer_name(self._default_name)
+        with vs.variable_scope(
+            self._scope_name, reuse=self._reuse or (True if self._built else None)
+        ):
+            if not self._built:
+                first = nest.flatten(inputs)[0]
+                depth = first.shape[-1].value if first.shape.ndims else None
+                if depth is None:
+                    raise ValueError(
+                        f"Expected inputs.shape[-1] to be known, saw shape: {first.shape}"
+                    )
+                if self._dtype is None:
+                    self._dtype = first.dtype
+                self.build(depth, self._dtype)
+                self._built = True
+            return self.call(inputs, state)
+
+    def zero_state(self, batch_size, dtype):
+        """All-zero state(s) for a batch (`type(cell).__name__ + 'ZeroState'` scope)."""
+        with ops.name_scope(type(self).__name__ + "ZeroState", values=[batch_size]):
+            return _zero_state_tensors(self.state_size, batch_size, dtype)
+
+    def get_initial_state(self, inputs=None, batch_size=None, dtype=None):
+        return self.zero_state(batch_size, dtype)
+
+
+class BasicRNNCell(RNNCell):
+    """output = new_state = act(W [inputs, state] + b)."""
+
+    _default_name = "basic_rnn_cell"
+
+    def __init__(self, num_units, activation=None, reuse=None, name=None, dtype=None):
+        super().__init__(reuse, name, dtype)
+        self._num_units = num_units
+        self._activation = activation or math_ops.tanh
+
+    state_size = property(lambda self: self._num_units)
+    output_size = property(lambda self: self._num_units)
+
+    def build(self, input_depth, dtype):
+        n = self._num_units
+        self._kernel = self.add_variable("kernel", [input_depth + n, n])
+        self._bias = self.add_variable("bias", [n], initializer=init_ops.zeros_initializer())
+
+    def call(self, inputs, state):
+        gate = math_ops.matmul(array_ops.concat([inputs, state], 1), self._kernel)
+        out = self._activation(nn_ops.bias_add(gate, self._bias))
+        return out, out
+
+
+class BasicLSTMCell(RNNCell):
+    """TF1's BasicLSTMCell: gates i, j, f, o from one matmul; forget_bias added to f."""
+
+    _default_name = "basic_lstm_cell"
+
+    def __init__(
+        self,
+        num_units,
+        forget_bias=1.0,
+        state_is_tuple=True,
+        activation=None,
+        reuse=None,
+        name=None,
+        dtype=None,
+    ):
+        super().__init__(reuse, name, dtype)
+        self._num_units = num_units
+        self._forget_bias = forget_bias
+        self._state_is_tuple = state_is_tuple
+        self._activation = activation or math_ops.tanh
+
+    @property
+    def state_size(self):
+        n = self._num_units
+        return LSTMStateTuple(n, n) if self._state_is_tuple else 2 * n
+
+    output_size = property(lambda self: self._num_units)
+
+    def build(self, input_depth, dtype):
+        n = self._num_units
+        self._kernel = self.add_variable("kernel", [input_depth + n, 4 * n])
+        self._bias = self.add_variable("bias", [4 * n], initializer=init_ops.zeros_initializer())
+
+    def call(self, inputs, state):
+        if self._state_is_tuple:
+            c, h = state
+        else:
+            c, h = array_ops.split(state, 2, axis=1)
+        gates = nn_ops.bias_add(
+            math_ops.matmul(array_ops.concat([inputs, h], 1), self._kernel), self._bias
+        )
+        i, j, f, o = array_ops.split(gates, 4, axis=1)
+        forget = array_ops.constant(self._forget_bias, dtype=f.dtype)
+        new_c = c * math_ops.sigmoid(f + forget) + math_ops.sigmoid(i) * self._activation(j)
+        new_h = self._activation(new_c) * math_ops.sigmoid(o)
+        if self._state_is_tuple:
+            return new_h, LSTMStateTuple(new_c, new_h)
+        return new_h, array_ops.concat([new_c, new_h], 1)
+
+
+class LSTMCell(RNNCell):
+    """TF1's LSTMCell: optional peepholes, cell clipping and an output projection."""
+
+    _default_name = "lstm_cell"
+
+    def __init__(
+        self,
+        num_units,
+        use_peepholes=False,
+        cell_clip=None,
+        initializer=None,
+        num_proj=None,
+        proj_clip=None,
+        num_unit_shards=None,
+        num_proj_shards=None,
+        forget_bias=1.0,
+        state_is_tuple=True,
+        activation=None,
+        reuse=None,
+        name=None,
+        dtype=None,
+    ):
+        super().__init__(reuse, name, dtype)
+        if num_unit_shards is not None or num_proj_shards is not None:
+            raise ValueError("num_unit_shards and num_proj_shards are deprecated; use None")
+        self._num_units = num_units
+        self._use_peepholes = use_peepholes
+        self._cell_clip = cell_clip
+        self._initializer = initializer
+        self._num_proj = num_proj
+        self._proj_clip = proj_clip
+        self._forget_bias = forget_bias
+        self._state_is_tuple = state_is_tuple
+        self._activation = activation or math_ops.tanh
+
+    @property
+    def state_size(self):
+        n, m = self._num_units, self._num_proj or self._num_units
+        return LSTMStateTuple(n, m) if self._state_is_tuple else n + m
+
+    output_size = property(lambda self: self._num_proj or self._num_units)
+
+    def build(self, input_depth, dtype):
+        n = self._num_units
+        h_depth = self._num_proj or n
+        init = self._initializer
+        self._kernel = self.add_variable(
+            "kernel", [input_depth + h_depth, 4 * n], initializer=init
+        )
+        self._bias = self.add_variable("bias", [4 * n], initializer=init_ops.zeros_initializer())
+        if self._use_peepholes:
+            self._w_f_diag = self.add_variable("w_f_diag", [n], initializer=init)
+            self._w_i_diag = self.add_variable("w_i_diag", [n], initializer=init)
+            self._w_o_diag = self.add_variable("w_o_diag", [n], initializer=init)
+        if self._num_proj is not None:
+            with vs.variable_scope("projection"):
+                self._proj_kernel = self.add_variable(
+                    "kernel", [n, self._num_proj], initializer=init
+                )
+
+    def call(self, inputs, state):
+        from asyncflow import clip_ops
+
+        sigmoid = math_ops.sigmoid
+        n = self._num_units
+        if self._state_is_tuple:
+            c_prev, m_prev = state
+        else:
+            c_prev = array_ops.slice(state, [0, 0], [-1, n])
+            m_prev = array_ops.slice(state, [0, n], [-1, self._num_proj or n])
+        lstm = nn_ops.bias_add(
+            math_ops.matmul(array_ops.concat([inputs, m_prev], 1), self._kernel), self._bias
+        )
+        i, j, f, o = array_ops.split(lstm, 4, axis=1)
+        fb = array_ops.constant(self._forget_bias, dtype=f.dtype)
+        if self._use_peepholes:
+            c = sigmoid(f + fb + self._w_f_diag * c_prev) * c_prev + sigmoid(
+                i + self._w_i_diag * c_prev
+            ) * self._activation(j)
+        else:
+            c = sigmoid(f + fb) * c_prev + sigmoid(i) * self._activation(j)
+        if self._cell_clip is not None:
+            c = clip_ops.clip_by_value(c, -self._cell_clip, self._cell_clip)
+        if self._use_peepholes:
+            m = sigmoid(o + self._w_o_diag * c) * self._activation(c)
+        else:
+            m = sigmoid(o) * self._activation(c)
+        if self._num_proj is not None:
+            m = math_ops.matmul(m, self._proj_kernel)
+            if self._proj_clip is not None:
+                m = clip_ops.clip_by_value(m, -self._proj_clip, self._proj_clip)
+        new_state = LSTMStateTuple(c, m) if self._state_is_tuple else array_ops.concat([c, m], 1)
+        return m, new_state
+
+
+class GRUCell(RNNCell):
+    """TF1's GRUCell (gates/kernel, gates/bias = 1, candidate/kernel, candidate/bias)."""
+
+    _default_name = "gru_cell"
+
+    def __init__(
+        self,
+        num_units,
+        activation=None,
+        reuse=None,
+        kernel_initializer=None,
+        bias_initializer=None,
+        name=None,
+        dtype=None,
+    ):
+        super().__init__(reuse, name, dtype)
+        self._num_units = num_units
+        self._activation = activation or math_ops.tanh
+        self._kernel_initializer = kernel_initializer
+        self._bias_initializer = bias_initializer
+
+    state_size = property(lambda self: self._num_units)
+    output_size = property(lambda self: self._num_units)
+
+    def build(self, input_depth, dtype):
+        n = self._num_units
+        ki, bi = self._kernel_initializer, self._bias_initializer
+        with vs.variable_scope("gates"):
+            self._gate_kernel = self.add_variable(
+                "kernel", [input_depth + n, 2 * n], initializer=ki
+            )
+            self._gate_bias = self.add_variable(
+                "bias", [2 * n], initializer=bi or init_ops.constant_initializer(1.0)
+            )
+        with vs.variable_scope("candidate"):
+            self._candidate_kernel = self.add_variable(
+                "kernel", [input_depth + n, n], initializer=ki
+            )
+            self._candidate_bias = self.add_variable(
+                "bias", [n], initializer=bi or init_ops.zeros_initializer()
+            )
+
+    def call(self, inputs, state):
+        gate = nn_ops.bias_add(
+            math_ops.matmul(array_ops.concat([inputs, state], 1), self._gate_kernel),
+            self._gate_bias,
+        )
+        r, u = array_ops.split(math_ops.sigmoid(gate), 2, axis=1)
+        cand = nn_ops.bias_add(
+            math_ops.matmul(array_ops.concat([inputs, r * state], 1), self._candidate_kernel),
+            self._candidate_bias,
+        )
+        c = self._activation(cand)
+        new_h = u * state + (1 - u) * c
+        return new_h, new_h
+
+
+class MultiRNNCell(RNNCell):
+    """Cells stacked: cell i runs under scope "cell_i" on the output of cell i-1."""
+
+    _default_name = "multi_rnn_cell"
+
+    def __init__(self, cells, state_is_tuple=True):
+        super().__init__()
+        if not cells:
+            raise ValueError("Must specify at least one cell for MultiRNNCell.")
+        if not nest.is_nested(cells):
+            raise TypeError(f"cells must be a list or tuple, but saw: {cells}.")
+        self._cells = list(cells)
+        self._state_is_tuple = state_is_tuple
+        if not state_is_tuple and any(nest.is_nested(c.state_size) for c in self._cells):
+            raise ValueError(
+                "Some cells return tuples of states, but the flag state_is_tuple is not set. "
+                f"State sizes are: {[c.state_size for c in self._cells]}"
+            )
+
+    @property
+    def state_size(self):
+        if self._state_is_tuple:
+            return tuple(c.state_size for c in self._cells)
+        return sum(c.state_size for c in self._cells)
+
+    output_size = property(lambda self: self._cells[-1].output_size)
+
+    @property
+    def variables(self) -> list:
+        return [v for c in self._cells for v in c.variables]
+
+    def zero_state(self, batch_size, dtype):
+        with ops.name_scope(type(self).__name__ + "ZeroState", values=[batch_size]):
+            if self._state_is_tuple:
+                return tuple(c.zero_state(batch_size, dtype) for c in self._cells)
+            return _zero_state_tensors(self.state_size, batch_size, dtype)
+
+    def __call__(self, inputs, state, scope=None):
+        if self._scope_name is None:
+            self._scope_name = scope or _unique_layer_name(self._default_name)
+        with vs.variable_scope(self._scope_name):
+            return self.call(inputs, state)
+
+    def call(self, inputs, state):
+        cur_pos, cur = 0, inputs
+        new_states = []
+        for i, cell in enumerate(self._cells):
+            with vs.variable_scope(f"cell_{i}"):
+                if self._state_is_tuple:
+                    cur_state = state[i]
+                else:
+                    size = cell.state_size
+                    cur_state = array_ops.slice(state, [0, cur_pos], [-1, size])
+                    cur_pos += size
+                cur, new = cell(cur, cur_state)
+                new_states.append(new)
+        if self._state_is_tuple:
+            return cur, tuple(new_states)
+        return cur, array_ops.concat(new_states, 1)
+
+
+class DropoutWrapper(RNNCell):
+    """Dropout on a cell's inputs, outputs and state (keep probabilities; 1 = none)."""
+
+    def __init__(
+        self,
+        cell,
+        input_keep_prob=1.0,
+        output_keep_prob=1.0,
+        state_keep_prob=1.0,
+        variational_recurrent=False,
+        input_size=None,
+        dtype=None,
+        seed=None,
+        dropout_state_filter_visitor=None,
+    ):
+        super().__init__()
+        if variational_recurrent:
+            raise NotImplementedError("DropoutWrapper(variational_recurrent=True)")
+        for name, p in (
+            ("input_keep_prob", input_keep_prob),
+            ("output_keep_prob", output_keep_prob),
+            ("state_keep_prob", state_keep_prob),
+        ):
+            if isinstance(p, (int, float)) and not 0 < p <= 1:
+                raise ValueError(f"Parameter {name} must be between 0 and 1: {p}")
+        self._cell = cell
+        self._input_keep_prob = input_keep_prob
+        self._output_keep_prob = output_keep_prob
+        self._state_keep_prob = state_keep_prob
+        self._seed = seed
+
+    state_size = property(lambda self: self._cell.state_size)
+    output_size = property(lambda self: self._cell.output_size)
+    variables = property(lambda self: self._cell.variables)
+
+    def zero_state(self, batch_size, dtype):
+        return self._cell.zero_state(batch_size, dtype)
+
+    def _dropout(self, values, keep_prob):
+        if isinstance(keep_prob, (int, float)) and keep_prob == 1:
+            return values
+        return nest.map_structure(
+            lambda v: nn_impl.dropout(v, keep_prob=keep_prob, seed=self._seed), values
+        )
+
+    def __call__(self, inputs, state, scope=None):
+        inputs = self._dropout(inputs, self._input_keep_prob)
+        output, new_state = self._cell(inputs, state, scope=scope)
+        new_state = self._dropout(new_state, self._state_keep_prob)
+        output = self._dropout(output, self._output_keep_prob)
+        return output, new_state
