@@ -123,10 +123,12 @@ from asyncflow import (  # noqa: E402
     nn,
     python_io,
     regularizers,
+    saved_model,
     serving,
     test,
     train,
 )
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
+from asyncflow.meta_graph import export_meta_graph, import_meta_graph, write_graph  # noqa: E402
 from asyncflow.partition import set_lossy_transfer  # noqa: E402

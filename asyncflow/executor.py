@@ -216,6 +216,7 @@ class Plan:
         "enter_info",
         "enter_count",
         "pnodes",
+        "plain_edges",
         "__weakref__",
     )
 
@@ -316,10 +317,10 @@ def _compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
     `force` prepares a plan without primitives for the frame executor anyway: a
     partition that receives possibly dead values from one that has control flow.
     """
-    from asyncflow.frames import KIND_OF, MERGE, NORMAL
+    from asyncflow.frames import CONTROL_FLOW_KINDS, KIND_OF, MERGE, NORMAL
 
     kinds = [KIND_OF.get(p.op.type, NORMAL) for p in nodes]
-    plan.has_cf = force or any(k not in (NORMAL, KIND_OF["_Send"]) for k in kinds)
+    plan.has_cf = force or any(k in CONTROL_FLOW_KINDS for k in kinds)
     if not plan.has_cf:
         return
     n = len(nodes)
@@ -341,6 +342,11 @@ def _compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
             plan.enter_info[i] = (name, bool(a["is_constant"]), int(a["parallel_iterations"]))
             plan.enter_count[name] = plan.enter_count.get(name, 0) + 1
     plan.init_ready = [i for i in range(n - 1, -1, -1) if plan.init_pending[i] == 0]
+    ends = plan.ends
+    plan.plain_edges = [
+        all(oi >= 0 and not (plan.kinds[j] == MERGE and s < ends[j]) for oi, j, s in e)
+        for e in plan.edges
+    ]
 
 
 class Step:

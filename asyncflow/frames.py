@@ -31,11 +31,14 @@ from asyncflow import errors
 from asyncflow.executor import Step
 from asyncflow.ops.control_flow_prims import DEAD
 
-__all__ = ["FrameStep", "NORMAL", "SWITCH", "MERGE", "ENTER", "EXIT", "NEXT_ITER", "TRIGGER"]
+__all__ = ["FrameStep", "KIND_OF", "CONTROL_FLOW_KINDS", "NORMAL", "MERGE"]
 
-NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITER, TRIGGER, SEND = range(8)
+# Kinds from FORWARD on forward their single input without calling a kernel.
+NORMAL, SWITCH, MERGE, TRIGGER, SEND, FORWARD, IDENT, ENTER, EXIT, NEXT_ITER = range(10)
 KIND_OF = {
     "_Send": SEND,  # a dead value is still sent, so that its _Recv learns it is dead
+    "Identity": IDENT,
+    "LoopCond": IDENT,
     "Switch": SWITCH,
     "Merge": MERGE,
     "Enter": ENTER,
@@ -43,6 +46,17 @@ KIND_OF = {
     "NextIteration": NEXT_ITER,
     "ControlTrigger": TRIGGER,
 }
+
+
+def _send_dead(ctx) -> None:
+    """A dead value still crosses to its _Recv, which must learn it is dead."""
+    from asyncflow.executor import current_step
+
+    current_step().rendezvous.send_nowait(ctx.attrs["key"], DEAD)
+
+
+# A plan needs the frame executor only if it holds one of these.
+CONTROL_FLOW_KINDS = frozenset([SWITCH, MERGE, TRIGGER, ENTER, EXIT, NEXT_ITER])
 
 
 class Frame:
@@ -99,48 +113,62 @@ class FrameStep(Step):
         it0.outstanding += len(self.ready)
         self._spawn()
 
+    # The hot loop of control-flow plans.  Forwarding nodes (Identity, LoopCond,
+    # Enter/Exit/NextIteration) never call their kernel, and the common case, an
+    # ordinary node delivering within its own iteration, is inlined (see the plain
+    # Step for why the loop is a coroutine).
     async def _drive(self) -> None:
         plan = self.plan
         kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
-        kinds, n_out = plan.kinds, plan.n_outputs
+        kinds, n_out, clears = plan.kinds, plan.n_outputs, plan.clears
         ready = self.ready
+        pop = ready.pop
         while ready:
             if self.error is not None:
                 return
-            i, it = ready.pop()
+            i, it = pop()
             try:
                 kind = kinds[i]
                 if kind == MERGE:
                     st = it.merges[i]
                     outs, st[2] = st[2], None
                 elif it.dead[i] and kind != TRIGGER and kind != SEND:
-                    outs = (DEAD,) * max(1, n_out[i])
+                    outs = (DEAD,) * (n_out[i] or 1)
                 else:
-                    a, b = starts[i], ends[i]
                     vals = it.vals
-                    args = vals[a:b]
-                    vals[a:b] = plan.clears[i]
-                    if kind == SEND and args[0] is DEAD:
-                        ctxs[i].session  # noqa: B018 - dead values skip the device copy
-                        from asyncflow.executor import current_step
-
-                        current_step().rendezvous.send_nowait(ctxs[i].attrs["key"], DEAD)
-                        self._finish_op(it)
-                        continue
-                    r = await kernels[i](ctxs[i], *args)
-                    del args
-                    if n_out[i] == 1:
-                        outs = (r,)
-                    elif r is None:
-                        outs = (None,)
+                    a = starts[i]
+                    if kind >= FORWARD:  # identity-like: no kernel call
+                        outs = (vals[a],)
+                        vals[a] = None
                     else:
-                        outs = tuple(r)
-                self._propagate(i, it, kind, outs)
-                outs = r = None
+                        b = ends[i]
+                        args = vals[a:b]
+                        vals[a:b] = clears[i]
+                        if kind == SEND and args[0] is DEAD:
+                            _send_dead(ctxs[i])
+                            self._finish_op(it)
+                            continue
+                        r = await kernels[i](ctxs[i], *args)
+                        del args
+                        if n_out[i] == 1:
+                            outs = (r,)
+                        elif r is None:
+                            outs = (None,)
+                        else:
+                            outs = tuple(r)
+                        r = None
+                if kind <= SWITCH or kind == IDENT or kind == SEND or kind == TRIGGER:
+                    self._deliver(i, it, outs)
+                else:
+                    self._propagate(i, it, kind, outs)
+                outs = None
             except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
                 self._fail(i, exc)
                 return
-            self._finish_op(it)
+            # _finish_op, inlined
+            it.outstanding -= 1
+            if not it.outstanding:
+                self._check_iteration(it)
 
     # -- routing
     def _propagate(self, i, it, kind, outs) -> None:
@@ -163,8 +191,18 @@ class FrameStep(Step):
 
     def _deliver(self, i, it, outs) -> None:
         plan = self.plan
-        kinds, ends, starts = plan.kinds, plan.ends, plan.starts
         vals, pending, dead, ready = it.vals, it.pending, it.dead, self.ready
+        if plan.plain_edges[i]:  # no Merge among the consumers, no control edge
+            for oi, j, s in plan.edges[i]:
+                v = vals[s] = outs[oi]
+                if v is DEAD:
+                    dead[j] += 1
+                pending[j] -= 1
+                if not pending[j]:
+                    ready.append((j, it))
+                    it.outstanding += 1
+            return
+        kinds, ends, starts = plan.kinds, plan.ends, plan.starts
         for oi, j, s in plan.edges[i]:
             if oi >= 0:
                 v = outs[oi]
@@ -270,7 +308,7 @@ class FrameStep(Step):
         parent.outstanding -= 1
         self._check_iteration(parent)
 
-    def results(self) -> list:
+    def results(self) -> list:  # noqa: D102 - as Step.results, but a dead fetch raises
         plan, vals, feeds = self.plan, self.root.vals, self.feed_values
         out = []
         for k, (s, ref) in enumerate(zip(plan.fetch_slots, plan.fetch_refs)):

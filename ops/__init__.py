@@ -8,6 +8,7 @@ from asyncflow.ops import (  # noqa: F401
     conv_ops,
     gradient_ops,
     init_ops,
+    io_ops,
     logging_ops,
     math_ops,
     nn_impl,

@@ -4,13 +4,16 @@ Each submodule lists its public names in `__all__`; they are re-exported here.
 """
 
 from asyncflow import example_pb as _example_pb
+from asyncflow import meta_graph as _meta_graph
 from asyncflow.train import basic_session_run_hooks as _hooks
+from asyncflow.train import checkpoint_utils as _checkpoint_utils
 from asyncflow.train import input as _input
 from asyncflow.train import learning_rate_decay as _lr
 from asyncflow.train import monitored_session as _monitored
 from asyncflow.train import moving_averages as _ma
 from asyncflow.train import optimizer as _optimizer
 from asyncflow.train import optimizers as _optimizers
+from asyncflow.train import saver as _saver
 from asyncflow.train import training_util as _training_util
 
 __all__: list[str] = []
@@ -24,8 +27,13 @@ for _m in (
     _monitored,
     _input,
     _example_pb,
+    _saver,
+    _checkpoint_utils,
 ):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
         __all__.append(_name)
+for _name in ("export_meta_graph", "import_meta_graph", "write_graph"):
+    globals()[_name] = getattr(_meta_graph, _name)
+    __all__.append(_name)
 del _m, _name
