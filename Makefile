@@ -10,7 +10,11 @@ $(BIN)/python:
 setup: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 
-example: setup
+example: $(BIN)/python
+	$(BIN)/pip install -q -e '.[examples]'
+	$(BIN)/python examples/train_digits.py
+
+quickstart: setup
 	$(BIN)/python examples/quickstart.py
 
 test: setup
@@ -22,4 +26,4 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/run.py
 
-.PHONY: setup example test lint bench
+.PHONY: setup example quickstart test lint bench
