@@ -77,6 +77,7 @@ from asyncflow import variables as _variables  # noqa: E402
 from asyncflow.ops import array_ops as _array_ops  # noqa: E402
 from asyncflow.ops import check_ops as _check_ops  # noqa: E402
 from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
+from asyncflow.ops import functional_ops as _functional_ops  # noqa: E402
 from asyncflow.ops import gradient_ops as _gradient_ops  # noqa: E402
 from asyncflow.ops import init_ops as _init_ops  # noqa: E402
 from asyncflow.ops import logging_ops as _logging_ops  # noqa: E402
@@ -88,6 +89,7 @@ from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
+from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
 
 for _m in (
     _array_ops,
@@ -111,6 +113,8 @@ for _m in (
     _string_ops,
     _reader_ops,
     _sparse_tensor,
+    _functional_ops,
+    _tensor_array_ops,
 ):
     _reexport(_m)
 del _m
@@ -120,6 +124,7 @@ from asyncflow import (  # noqa: E402
     initializers,
     layers,
     losses,
+    nest,
     nn,
     python_io,
     regularizers,

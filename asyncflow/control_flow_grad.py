@@ -642,26 +642,3 @@ def _update_pending_and_enqueue(grads, op, queue, pending, state, xs_set) -> Non
                         queue.append(y.op)
         else:
             queue.append(x.op)
-
-
-def install() -> None:
-    """Route `asyncflow.gradients` through `gradients_helper` for graphs with control flow.
-
-    Interim: until asyncflow/gradients.py's `_gradients_helper` starts with
-    `if control_flow_grad.graph_has_control_flow(graph): return
-    control_flow_grad.gradients_helper(...)`, this wraps it (once; called when the first
-    cond/while_loop is built).
-    """
-    g = importlib.import_module("asyncflow.gradients")
-
-    helper = g._gradients_helper
-    if getattr(helper, "_handles_control_flow", False):
-        return
-
-    def dispatch(ys, xs, *args):
-        if ys and graph_has_control_flow(ys[0].graph):
-            return gradients_helper(ys, xs, *args)
-        return helper(ys, xs, *args)
-
-    dispatch._handles_control_flow = True
-    g._gradients_helper = dispatch

@@ -6,6 +6,9 @@ Invariants:
 - Python floats default to float32 and ints to int32 (int64 when out of int32 range),
   as ``tf.constant`` does; NumPy arrays keep their own dtype.
 - ``ml_dtypes`` is optional: without it ``bfloat16`` exists but has no NumPy type.
+- Every type has a reference twin (``float32_ref``, enum + 100), the dtype TF1 reports
+  for a Variable and its ref tensors; it is not equal to its base type, so code that
+  needs a plain dtype takes ``.base_dtype``.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 class DType:
     """A TensorFlow element type, e.g. ``tf.float32``."""
 
-    __slots__ = ("_enum", "_name", "_np")
+    __slots__ = ("_enum", "_name", "_np", "_base")
 
-    def __init__(self, type_enum: int, name: str, np_type: Any):
+    def __init__(self, type_enum: int, name: str, np_type: Any, base: DType | None = None):
         self._enum = type_enum
         self._name = name
         self._np = np_type
+        self._base = base  # the base type of a reference type, else None
 
     @property
     def name(self) -> str:
@@ -59,11 +63,23 @@ class DType:
 
     @property
     def base_dtype(self) -> DType:
-        return self
+        return self if self._base is None else self._base
+
+    @property
+    def is_ref_dtype(self) -> bool:
+        """True for a reference type (``float32_ref``)."""
+        return self._base is not None
+
+    _is_ref_dtype = is_ref_dtype  # TF's spelling
+
+    @property
+    def _as_ref(self) -> DType:
+        """The reference type of this type's base (``float32`` -> ``float32_ref``)."""
+        return self if self._base is not None else _REF_OF[self]
 
     @property
     def real_dtype(self) -> DType:
-        return {complex64: float32, complex128: float64}.get(self, self)
+        return {complex64: float32, complex128: float64}.get(self.base_dtype, self)
 
     @property
     def is_numpy_compatible(self) -> bool:
@@ -71,23 +87,23 @@ class DType:
 
     @property
     def is_bool(self) -> bool:
-        return self is bool_
+        return self.base_dtype is bool_
 
     @property
     def is_floating(self) -> bool:
-        return self in _FLOATING
+        return self.base_dtype in _FLOATING
 
     @property
     def is_complex(self) -> bool:
-        return self in (complex64, complex128)
+        return self.base_dtype in (complex64, complex128)
 
     @property
     def is_integer(self) -> bool:
-        return self in _SIGNED or self in _UNSIGNED
+        return self.base_dtype in _SIGNED or self.base_dtype in _UNSIGNED
 
     @property
     def is_unsigned(self) -> bool:
-        return self in _UNSIGNED
+        return self.base_dtype in _UNSIGNED
 
     @property
     def min(self) -> Any:
@@ -118,13 +134,18 @@ class DType:
     @property
     def size(self) -> int:
         """Bytes per element (a pointer's size for string, as TF reports)."""
-        if self is bfloat16:
+        if self.base_dtype is bfloat16:
             return 2
         return np.dtype(self._np).itemsize
 
     def is_compatible_with(self, other: Any) -> bool:
-        """True if ``other`` (anything ``as_dtype`` accepts) is the same type."""
-        return self == as_dtype(other)
+        """True if ``other`` (anything ``as_dtype`` accepts) converts to this type.
+
+        As in TF1, a reference type converts to its base type (``float32`` is compatible
+        with ``float32_ref``), not the other way round.
+        """
+        other = as_dtype(other)
+        return self == other or self == other.base_dtype
 
     def __eq__(self, other: Any) -> bool:
         if isinstance(other, DType):
@@ -177,8 +198,9 @@ _ALL = (
 _FLOATING = frozenset((float16, bfloat16, float32, float64))
 _SIGNED = frozenset((int8, int16, int32, int64))
 _UNSIGNED = frozenset((uint8, uint16, uint32, uint64))
-_BY_ENUM = {d.as_datatype_enum: d for d in _ALL}
-_BY_NAME: dict[str, DType] = {d.name: d for d in _ALL}
+_REF_OF = {d: DType(d._enum + 100, d._name + "_ref", d._np, base=d) for d in _ALL}
+_BY_ENUM = {d.as_datatype_enum: d for d in (*_ALL, *_REF_OF.values())}
+_BY_NAME: dict[str, DType] = {d.name: d for d in (*_ALL, *_REF_OF.values())}
 _BY_NAME.update({"half": float16, "float": float32, "double": float64})
 _BY_NP = {np.dtype(d._np): d for d in _ALL if d._np is not None and d is not string}
 _BY_PY = {builtins.bool: bool_, int: int32, float: float32, complex: complex128}

@@ -217,6 +217,8 @@ class Plan:
         "enter_count",
         "pnodes",
         "plain_edges",
+        "derefs",
+        "fwd_read",
         "__weakref__",
     )
 
@@ -233,6 +235,7 @@ def compile_plan(session, nodes, num_feeds: int, fetches: list, kernel_state_for
     plan.nodes = [p.op for p in nodes]
     plan.sentinel = n
     kernels, ctxs, starts, ends, clears, single = [], [], [], [], [], []
+    derefs: list[list[int]] = []
     edges: list[list] = [[] for _ in range(n)]
     init_pending = [0] * (n + 1)
     init_pending[n] = 1 << 60  # fetch sentinel: never ready
@@ -255,6 +258,7 @@ def compile_plan(session, nodes, num_feeds: int, fetches: list, kernel_state_for
             if src[0] != "feed" and not is_ref[k]:
                 if nodes[src[0]].op._outputs[src[1]]._is_ref:
                     deref.append(k)
+        derefs.append(deref)
         if deref:
             kernel = _deref_kernel(kernel, deref)
         if _CHECK_KERNELS:
@@ -307,6 +311,7 @@ def compile_plan(session, nodes, num_feeds: int, fetches: list, kernel_state_for
     plan.fetch_slots = fetch_slots
     plan.fetch_refs = fetch_refs
     plan.pnodes = nodes
+    plan.derefs = derefs
     _compile_control_flow(plan, nodes)
     return plan
 
@@ -342,6 +347,18 @@ def _compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
             plan.enter_info[i] = (name, bool(a["is_constant"]), int(a["parallel_iterations"]))
             plan.enter_count[name] = plan.enter_count.get(name, 0) + 1
     plan.init_ready = [i for i in range(n - 1, -1, -1) if plan.init_pending[i] == 0]
+    # Forwarding nodes skip their kernel, so a variable reference reaching one whose
+    # output is a plain value is read by the frame executor itself; one whose output is
+    # a reference (a RefEnter) passes it on.  Identity of a reference runs its kernel.
+    from asyncflow.frames import FORWARD, IDENT
+
+    plan.fwd_read = [False] * (n + 1)
+    for i, p in enumerate(nodes):
+        if plan.derefs[i] and plan.kinds[i] >= FORWARD:
+            if plan.kinds[i] == IDENT:
+                plan.kinds[i] = NORMAL
+            elif not p.op._outputs[0]._is_ref:
+                plan.fwd_read[i] = True
     ends = plan.ends
     plan.plain_edges = [
         all(oi >= 0 and not (plan.kinds[j] == MERGE and s < ends[j]) for oi, j, s in e)

@@ -31,7 +31,7 @@ from asyncflow import errors
 from asyncflow.executor import Step
 from asyncflow.ops.control_flow_prims import DEAD
 
-__all__ = ["FrameStep", "KIND_OF", "CONTROL_FLOW_KINDS", "NORMAL", "MERGE"]
+__all__ = ["FrameStep", "KIND_OF", "CONTROL_FLOW_KINDS", "NORMAL", "MERGE", "FORWARD", "IDENT"]
 
 # Kinds from FORWARD on forward their single input without calling a kernel.
 NORMAL, SWITCH, MERGE, TRIGGER, SEND, FORWARD, IDENT, ENTER, EXIT, NEXT_ITER = range(10)
@@ -121,6 +121,7 @@ class FrameStep(Step):
         plan = self.plan
         kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
         kinds, n_out, clears = plan.kinds, plan.n_outputs, plan.clears
+        fwd_read = plan.fwd_read
         ready = self.ready
         pop = ready.pop
         while ready:
@@ -138,8 +139,10 @@ class FrameStep(Step):
                     vals = it.vals
                     a = starts[i]
                     if kind >= FORWARD:  # identity-like: no kernel call
-                        outs = (vals[a],)
+                        v = vals[a]
                         vals[a] = None
+                        outs = (v.read() if fwd_read[i] else v,)
+                        v = None
                     else:
                         b = ends[i]
                         args = vals[a:b]

@@ -254,6 +254,13 @@ def gradients(
 
 
 def _gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnected):
+    from asyncflow import control_flow_grad
+
+    if ys and control_flow_grad.graph_has_control_flow(ys[0].graph):
+        # Loops need per-loop stacks and backward frames: see control_flow_grad.
+        return control_flow_grad.gradients_helper(
+            ys, xs, grad_ys, stops, colocate, gate, method, unconnected
+        )
     grad_ys = _default_grad_ys(ys, grad_ys, colocate)
     to_ops = [t.op for t in ys]
     from_ops = [t.op for t in xs]

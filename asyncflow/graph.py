@@ -144,7 +144,8 @@ class Tensor:
 
     @property
     def dtype(self) -> dtypes.DType:
-        return self._dtype
+        """The element type; a ref output (a variable's) reports TF1's `float32_ref`."""
+        return self._dtype._as_ref if self._is_ref else self._dtype
 
     @property
     def name(self) -> str:
@@ -860,10 +861,11 @@ def register_tensor_conversion_function(base_type, conversion_func, priority=100
 
 def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, as_ref=False):
     """Turn a Tensor, Variable, numpy array or Python value into a Tensor (as TF)."""
+    if dtype is not None:
+        dtype = dtypes.as_dtype(dtype).base_dtype  # a ref dtype asks for its base type
     if isinstance(value, Tensor):
         if dtype is not None:
-            dtype = dtypes.as_dtype(dtype)
-            if value.dtype != dtype:
+            if value.dtype.base_dtype != dtype:
                 raise ValueError(
                     f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype "
                     f"{value.dtype.name}: {value!r}"
@@ -872,9 +874,9 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, as_ref
     for base, fn in _CONVERSION_FUNCS:
         if isinstance(value, base):
             t = fn(value, dtype=dtype, name=name, as_ref=as_ref)
-            if dtype is not None and t.dtype != dtypes.as_dtype(dtype):
+            if dtype is not None and t.dtype.base_dtype != dtype:
                 raise ValueError(
-                    f"Tensor conversion requested dtype {dtypes.as_dtype(dtype).name} for "
+                    f"Tensor conversion requested dtype {dtype.name} for "
                     f"Tensor with dtype {t.dtype.name}: {t!r}"
                 )
             return t
@@ -961,11 +963,11 @@ def _resolve_type_attrs(op_def, inputs, attrs):
         values = value if arg.number_attr else [value]
         for v in values:
             if isinstance(v, Tensor):
-                attrs[ta] = v.dtype
+                attrs[ta] = v.dtype.base_dtype
                 break
             dt = getattr(v, "dtype", None)
             if dt is not None and not isinstance(v, np.ndarray | np.generic):
-                attrs[ta] = dtypes.as_dtype(dt)  # a Variable or similar
+                attrs[ta] = dtypes.as_dtype(dt).base_dtype  # a Variable or similar
                 break
     converted = []
     for arg, value in zip(op_def.inputs, inputs):
@@ -980,7 +982,7 @@ def _resolve_type_attrs(op_def, inputs, attrs):
             converted.append([_convert_arg(op_def, arg, v, attrs) for v in value])
         elif arg.type_attr and op_def.attrs[arg.type_attr].is_list:
             ts = [convert_to_tensor(v) for v in value]
-            attrs.setdefault(arg.type_attr, [t.dtype for t in ts])
+            attrs.setdefault(arg.type_attr, [t.dtype.base_dtype for t in ts])
             converted.append(ts)
         else:
             converted.append(_convert_arg(op_def, arg, value, attrs))
@@ -997,7 +999,7 @@ def _convert_arg(op_def, arg, value, attrs):
                 f"(e.g. a tf.Variable)"
             )
         if arg.type_attr and arg.type_attr not in attrs:
-            attrs[arg.type_attr] = t.dtype
+            attrs[arg.type_attr] = t.dtype.base_dtype
         return t
     if arg.fixed_dtype is not None:
         want = arg.fixed_dtype
@@ -1009,7 +1011,7 @@ def _convert_arg(op_def, arg, value, attrs):
         attrs[arg.type_attr] = t.dtype
         return t
     if isinstance(value, Tensor):
-        if value.dtype != want:
+        if value.dtype.base_dtype != want:
             raise TypeError(
                 f"Input '{arg.name}' of '{op_def.name}' Op has type {value.dtype.name} that "
                 f"does not match {'expected type' if arg.fixed_dtype else 'type'} "
@@ -1061,10 +1063,11 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
     with graph.as_default():
         for k, v in list(attrs.items()):
             if isinstance(op_def.attrs.get(k), TypeConstraint) and v is not None:
+                # Type attrs take base types (TF's _MakeType): `dtype=v.dtype` is float32.
                 attrs[k] = (
-                    [dtypes.as_dtype(d) for d in v]
+                    [dtypes.as_dtype(d).base_dtype for d in v]
                     if op_def.attrs[k].is_list
-                    else (dtypes.as_dtype(v))
+                    else dtypes.as_dtype(v).base_dtype
                 )
         converted = _resolve_type_attrs(op_def, inputs, attrs)
         flat_inputs: list[Tensor] = []

@@ -114,7 +114,9 @@ class RNNCell:
         finally:
             graph._control_flow_context = saved
         self._variables.append(v)
-        return v
+        # The cell computes with the variable's snapshot ("<name>/read", outside any
+        # loop), as TF's conversion of a Variable does.
+        return v.value() if hasattr(v, "value") else v
 
     def __call__(self, inputs, state, scope=None):
         inputs = ops.convert_to_tensor(inputs) if not nest.is_nested(inputs) else inputs

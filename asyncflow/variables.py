@@ -307,7 +307,7 @@ class Variable:
         self._save_slice_info = info
 
     def __repr__(self) -> str:
-        return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}_ref>"
+        return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
 
     def __hash__(self) -> int:
         return id(self)
@@ -369,7 +369,17 @@ VariableV1 = Variable
 
 
 def _to_tensor(v: Variable, dtype=None, name=None, as_ref=False) -> ops.Tensor:
-    return v._ref() if as_ref else v.value()
+    if as_ref:
+        return v._ref()
+    graph = ops.get_default_graph()
+    if graph is v.graph and graph._current_control_inputs():
+        # TF1's v/read aliases the variable's buffer, so a use under
+        # control_dependencies([v.assign_add(1)]) sees the update.  Our v/read is a
+        # snapshot taken outside those dependencies (DESIGN.md "State"): read afresh
+        # inside them instead.
+        with graph.colocate_with(v.op):
+            return array_ops.identity(v._variable, name="read")
+    return v.value()
 
 
 ops.register_tensor_conversion_function(Variable, _to_tensor)

@@ -8,15 +8,17 @@ of `--steps` steps after `--warmup` untimed ones.
     .venv/bin/python benchmarks/train_bench.py --backend asyncflow   # one JSON line
     /work/tfvenv/bin/python benchmarks/train_bench.py --backend tf
 
-Without --backend, NumPy, asyncflow and PyTorch (when importable) run in this process,
-interleaved step by step so that machine noise hits them alike, and TF1 runs in the
-TensorFlow interpreter (`$ASYNCFLOW_TF_PYTHON`, else
-/work/tfvenv/bin/python) as a subprocess.
+Without --backend, NumPy and asyncflow run in this process, interleaved step by step so
+that machine noise hits them alike; PyTorch (when importable) runs in a subprocess of this
+interpreter, because its OpenMP threads keep spinning between its steps and would steal
+the cores from the interleaved NumPy/OpenBLAS steps; TF1 runs in the TensorFlow
+interpreter (`$ASYNCFLOW_TF_PYTHON`, else /work/tfvenv/bin/python) as a subprocess.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -205,11 +207,10 @@ def bench_interleaved(backends: list[str], steps: int, warmup: int) -> list[dict
     ]
 
 
-def _tf_subprocess(steps: int, warmup: int) -> dict | None:
-    python = os.environ.get("ASYNCFLOW_TF_PYTHON", "/work/tfvenv/bin/python")
+def _subprocess(backend: str, python: str, steps: int, warmup: int) -> dict | None:
     if not os.path.exists(python):
         return None
-    cmd = [python, __file__, "--backend", "tf", "--steps", str(steps), "--warmup", str(warmup)]
+    cmd = [python, __file__, "--backend", backend, "--steps", str(steps), "--warmup", str(warmup)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     if out.returncode != 0:
         print(out.stderr[-2000:], file=sys.stderr)
@@ -226,18 +227,17 @@ def main() -> None:
     if args.backend:
         print(json.dumps(bench(args.backend, args.steps, args.warmup)))
         return
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        in_process = ["numpy", "asyncflow"]
-    else:
-        in_process = ["numpy", "asyncflow", "torch"]
-    results = bench_interleaved(in_process, args.steps, args.warmup)
-    results.append(_tf_subprocess(args.steps, args.warmup) or {"backend": "tf", "median_ms": None})
-    if len(in_process) == 2:
-        results.append({"backend": "torch", "median_ms": None})
+    results = bench_interleaved(["numpy", "asyncflow"], args.steps, args.warmup)
+    tf_python = os.environ.get("ASYNCFLOW_TF_PYTHON", "/work/tfvenv/bin/python")
+    for backend, python in (("tf", tf_python), ("torch", sys.executable)):
+        if backend == "torch" and importlib.util.find_spec("torch") is None:
+            results.append({"backend": "torch", "median_ms": None})
+            continue
+        r = _subprocess(backend, python, args.steps, args.warmup)
+        results.append(r or {"backend": backend, "median_ms": None})
     floor = results[0]["median_ms"]
-    print(f"MLP step 784-512-512-10, batch {BATCH}, SGD {LR}, float32 (median of {args.steps})")
+    print(f"MLP step 784-512-512-10, batch {BATCH}, SGD {LR}, float32 (median of {args.steps};")
+    print("numpy and asyncflow interleaved in one process, tf and torch each in a subprocess)")
     print(f"{'backend':<10} {'median ms':>10} {'min ms':>8} {'vs NumPy':>9} {'first loss':>11}")
     for r in results:
         if r.get("median_ms") is None:

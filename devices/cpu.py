@@ -16,10 +16,15 @@ import numpy as np
 
 from asyncflow.devices.base import Device
 
-__all__ = ["CPUDevice", "INLINE_BYTES", "share_cores"]
+__all__ = ["CPUDevice", "INLINE_BYTES", "SOLO_INLINE_BYTES", "share_cores"]
 
-# Work whose array arguments total fewer bytes than this runs inline on the loop.
+# Work whose array arguments total fewer bytes than this runs inline on the loop while
+# several devices share the host: a hop lets another device's kernels run meanwhile.
 INLINE_BYTES = 1 << 18
+# A lone device gains little from a hop (BLAS already spreads over the cores and there is
+# one worker), and each costs a loop wake-up (~20-50 us, 30% of the MLP step of
+# benchmarks/train_bench.py); it pays only to keep the loop responsive during long work.
+SOLO_INLINE_BYTES = 1 << 22
 
 
 _share_lock = threading.Lock()
@@ -85,7 +90,7 @@ class CPUDevice(Device):
             for a in args:
                 if isinstance(a, np.ndarray):
                     cost += a.nbytes
-        if cost < INLINE_BYTES:
+        if cost < (INLINE_BYTES if _share_count else SOLO_INLINE_BYTES):
             return fn(*args)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, fn, *args)

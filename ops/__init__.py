@@ -3,9 +3,12 @@
 from asyncflow.ops import (  # noqa: F401
     array_ops,
     check_ops,
+    control_flow_contexts,
     control_flow_ops,
     control_flow_prims,
     conv_ops,
+    data_flow_stack_ops,
+    functional_ops,
     gradient_ops,
     init_ops,
     io_ops,
@@ -22,5 +25,6 @@ from asyncflow.ops import (  # noqa: F401
     slicing_ops,
     state_ops,
     string_ops,
+    tensor_array_ops,
     training_ops,
 )

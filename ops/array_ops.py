@@ -492,7 +492,11 @@ def _reshape_shape(op):
     shape_t.shape.with_rank_at_most(1)
     value = ops.constant_value(shape_t)
     if value is not None:
-        _check_reshape_spec(value.reshape(-1).tolist(), ValueError)
+        # Two -1s build (both dims unknown) and fail at run time, as in TF; sizes below
+        # -1 are rejected now.
+        for s in value.reshape(-1).tolist():
+            if s < -1:
+                raise ValueError(f"Invalid value in tensor used for shape: {s}")
     out = ops.constant_shape(shape_t)
     if out.ndims is None or x.shape.ndims is None:
         return [out]

@@ -77,11 +77,8 @@ def _set_control_inputs(op, keep) -> None:
 
 
 def _mark_control_flow(graph) -> None:
-    if not graph._attached.get("has_control_flow"):
-        graph._attached["has_control_flow"] = True
-        from asyncflow import control_flow_grad
-
-        control_flow_grad.install()
+    # asyncflow.gradients routes graphs marked here through control_flow_grad.
+    graph._attached["has_control_flow"] = True
 
 
 def _ta_module():

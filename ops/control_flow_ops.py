@@ -31,9 +31,6 @@ __all__ = [
     "cond",
     "case",
     "while_loop",
-    "CondContext",
-    "WhileContext",
-    "ControlFlowContext",
 ]
 
 NoOp = register_op("NoOp", shape_fn=lambda op: [])
@@ -190,7 +187,7 @@ NotDifferentiable("NoOp")
 
 from asyncflow import control_flow_grad  # noqa: E402, F401, I001 - registers the primitives' gradients
 from asyncflow.ops import data_flow_stack_ops, tensor_array_ops  # noqa: E402, F401 - register ops
-from asyncflow.ops.control_flow_contexts import (  # noqa: E402 - needs the builders above
+from asyncflow.ops.control_flow_contexts import (  # noqa: E402, F401 - needs the builders above
     CondContext,
     ControlFlowContext,
     WhileContext,

@@ -126,38 +126,50 @@ async def _control_trigger(ctx):
 # -- builders (TF's control_flow_ops.switch/merge/...; cond and while_loop use them) ----
 
 
+def _keep_ref(op, data):
+    """A reference (a variable) stays a reference through the primitive, as TF's
+    RefEnter/RefSwitch/...: ops downstream may update it, others read it."""
+    if getattr(data, "_is_ref", False):
+        for t in op._outputs[:1] if op.type == "Merge" else op._outputs:
+            t._is_ref = True
+    return op
+
+
 def switch(data, pred, dtype=None, name=None):
     """(output_false, output_true): `data` on the side `pred` selects, dead on the other."""
-    data = ops.convert_to_tensor(data, dtype=dtype)
+    if not getattr(data, "_is_ref", False):
+        data = ops.convert_to_tensor(data, dtype=dtype)
     pred = ops.convert_to_tensor(pred, dtype=dtypes.bool)
-    return ops.apply_op("Switch", [data, pred], name=name or "Switch").outputs
+    op = ops.apply_op("Switch", [data, pred], name=name or "Switch")
+    return _keep_ref(op, data).outputs
 
 
 def merge(inputs, name=None):
     """(output, value_index): the first live tensor of `inputs` and which one it was."""
-    inputs = [ops.convert_to_tensor(t) for t in inputs]
-    return ops.apply_op("Merge", [inputs], name=name or "Merge").outputs
+    inputs = [t if getattr(t, "_is_ref", False) else ops.convert_to_tensor(t) for t in inputs]
+    op = ops.apply_op("Merge", [inputs], name=name or "Merge")
+    if all(getattr(t, "_is_ref", False) for t in inputs):
+        _keep_ref(op, inputs[0])
+    return op.outputs
 
 
 def enter(data, frame_name, is_constant=False, parallel_iterations=10, name=None):
-    return ops.apply_op(
-        "Enter",
-        [data],
-        {
-            "frame_name": frame_name,
-            "is_constant": is_constant,
-            "parallel_iterations": parallel_iterations,
-        },
-        name=name or "Enter",
-    ).outputs[0]
+    attrs = {
+        "frame_name": frame_name,
+        "is_constant": is_constant,
+        "parallel_iterations": parallel_iterations,
+    }
+    op = ops.apply_op("Enter", [data], attrs, name=name or "Enter")
+    return _keep_ref(op, data).outputs[0]
 
 
 def exit(data, name=None):  # noqa: A001 - TF's name
-    return ops.apply_op("Exit", [data], name=name or "Exit").outputs[0]
+    return _keep_ref(ops.apply_op("Exit", [data], name=name or "Exit"), data).outputs[0]
 
 
 def next_iteration(data, name=None):
-    return ops.apply_op("NextIteration", [data], name=name or "NextIteration").outputs[0]
+    op = ops.apply_op("NextIteration", [data], name=name or "NextIteration")
+    return _keep_ref(op, data).outputs[0]
 
 
 def loop_cond(input, name=None):  # noqa: A002 - TF's name

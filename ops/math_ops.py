@@ -124,6 +124,10 @@ def _builder_scope(name: str | None, default: str, values=()):
     """
     graph = ops._graph_from_values([v for v in values if isinstance(v, ops.Tensor)])
     with graph.as_default():
+        if name and name.endswith("/"):  # an operator's scope ("ops/add/"): reuse it exactly
+            with graph.name_scope(name):
+                yield name
+            return
         op_name = graph.unique_name(name or default, mark_as_used=False)
         base = op_name.rsplit("/", 1)[-1]
         with graph.name_scope(op_name + "/"):
@@ -319,7 +323,31 @@ Maximum = _binary_op("Maximum", lambda xp, x, y: xp.maximum(x, y), REAL)
 Minimum = _binary_op("Minimum", lambda xp, x, y: xp.minimum(x, y), REAL)
 SquaredDifference = _binary_op("SquaredDifference", _squared_difference)
 
-add = _binary_builder("Add", "Returns x + y element-wise (broadcasting); strings concatenate.")
+
+def _is_string(value) -> bool:
+    if isinstance(value, (str, bytes)):
+        return True
+    dt = getattr(value, "dtype", None)
+    if dt is None:
+        return isinstance(value, (list, tuple)) and any(_is_string(v) for v in value)
+    try:
+        return dtypes.as_dtype(dt).base_dtype == dtypes.string
+    except TypeError:
+        return False
+
+
+def add(x, y, name=None):
+    """Returns x + y element-wise (broadcasting); strings concatenate.
+
+    Builds AddV2 (as TF 2.x's compat.v1 does), or Add for strings, named "Add" by default.
+
+    Raises:
+      TypeError: x and y have different dtypes.
+    """
+    op_type = "Add" if _is_string(x) or _is_string(y) else "AddV2"
+    return ops.apply_op(op_type, [x, y], name=name or "Add").outputs[0]
+
+
 subtract = _binary_builder("Sub", "Returns x - y element-wise (broadcasting).")
 multiply = _binary_builder("Mul", "Returns x * y element-wise (broadcasting).")
 realdiv = _binary_builder("RealDiv", "Returns x / y element-wise for real types.")
@@ -352,7 +380,8 @@ def pow(x, y, name=None):  # noqa: A001 - TF's name
       InvalidArgumentError: (at run time) an integer raised to a negative integer power.
     """
     with _builder_scope(name, "Pow", [x, y]) as op_name:
-        return ops.apply_op("Pow", [x, y], name=op_name).outputs[0]
+        x, y = _convert_pair(x, y, "Pow")
+    return ops.apply_op("Pow", [x, y], name=op_name).outputs[0]
 
 
 def _convert_pair(x, y, op_name: str):
@@ -674,6 +703,47 @@ def _fold_cast(t):
 ops.register_constant_folder("Cast", _fold_cast)
 
 
+# -- build-time folding of small integer arithmetic ------------------------------------------
+# Lets shape functions see bounds like `i + 2` (StridedSlice, Pack), as TF's
+# constant_value does; larger or non-integer values stay unknown.
+
+_FOLD_MAX_ELEMENTS = 1000
+
+
+def _integer_folder(fn: Callable) -> Callable:
+    def fold(t):
+        if not t.dtype.is_integer:
+            return None
+        values = [ops.constant_value(x) for x in t.op.inputs]
+        if any(v is None or v.size > _FOLD_MAX_ELEMENTS for v in values):
+            return None
+        with np.errstate(all="ignore"):  # integers wrap, as in the kernel
+            out = fn(*values)
+        return None if out is None else np.asarray(out, dtype=t.dtype.as_numpy_dtype)
+
+    return fold
+
+
+def _fold_floor_div(x, y):
+    if np.any(y == 0):
+        return None  # unknown at build time; the kernel raises at run time
+    return np.floor_divide(x, y)
+
+
+for _op_type, _fold_fn in {
+    "Add": np.add,
+    "AddV2": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Neg": np.negative,
+    "FloorDiv": _fold_floor_div,
+    "Maximum": np.maximum,
+    "Minimum": np.minimum,
+}.items():
+    ops.register_constant_folder(_op_type, _integer_folder(_fold_fn))
+del _op_type, _fold_fn
+
+
 def cast(x, dtype, name=None):
     """Casts x to `dtype` (op Cast); a tensor already of that dtype is returned as is.
 
@@ -685,11 +755,11 @@ def cast(x, dtype, name=None):
       UnimplementedError: (at run time) a cast to or from string.
     """
     base = dtypes.as_dtype(dtype).base_dtype
-    if isinstance(x, ops.Tensor) and x.dtype == base:
+    if isinstance(x, ops.Tensor) and x.dtype.base_dtype == base:
         return x
     with _builder_scope(name, "Cast", [x]) as op_name:
         x = ops.convert_to_tensor(x, name="x")
-    if x.dtype == base:
+    if x.dtype.base_dtype == base:
         return x
     return ops.apply_op("Cast", [x], {"DstT": base}, name=op_name).outputs[0]
 
@@ -1203,21 +1273,33 @@ BatchMatMulV2.gradient(_batch_matmul_grad)
 
 # -- operator overloads ----------------------------------------------------------------------
 
+
+def _binary_operator(fn: Callable, scope: str) -> Callable:
+    """TF's binary_op_wrapper: `x + y` runs `fn` in a fresh scope ("add") naming its op."""
+
+    def operator(x, y):
+        with ops.name_scope(None, scope, [x, y]) as name:
+            return fn(x, y, name=name)
+
+    operator.__name__ = operator.__qualname__ = f"_{scope}_operator"
+    return operator
+
+
 for _name, _fn in {
-    "add": add,
-    "subtract": subtract,
-    "multiply": multiply,
-    "truediv": truediv,
-    "floordiv": floordiv,
-    "floormod": floormod,
-    "pow": pow,
-    "matmul": matmul,
+    "add": _binary_operator(add, "add"),
+    "subtract": _binary_operator(subtract, "sub"),
+    "multiply": _binary_operator(multiply, "mul"),
+    "truediv": _binary_operator(truediv, "truediv"),
+    "floordiv": _binary_operator(floordiv, "floordiv"),
+    "floormod": _binary_operator(floormod, "mod"),
+    "pow": _binary_operator(pow, "pow"),
+    "matmul": _binary_operator(matmul, "matmul"),
     "negative": negative,
     "abs": abs,
     "logical_not": logical_not,
-    "logical_and": logical_and,
-    "logical_or": logical_or,
-    "logical_xor": logical_xor,
+    "logical_and": _binary_operator(logical_and, "and"),
+    "logical_or": _binary_operator(logical_or, "or"),
+    "logical_xor": _binary_operator(logical_xor, "xor"),
     "less": less,
     "less_equal": less_equal,
     "greater": greater,

@@ -324,7 +324,9 @@ def _grad_op(op_type: str, second: str, fn, types: TypeConstraint):
     return op_def
 
 
-ReluGrad = _grad_op("ReluGrad", "features", lambda xp, g, x: xp.where(x > 0, g, _zero(g)), REAL)
+# TF's ReluGradFunctor is `gradients * (features > 0)` (so inf * 0 is nan there too), and a
+# multiply by the mask is 4-6x faster in NumPy than where(mask, g, 0).
+ReluGrad = _grad_op("ReluGrad", "features", lambda xp, g, x: g * (x > 0), REAL)
 Relu6Grad = _grad_op(
     "Relu6Grad",
     "features",

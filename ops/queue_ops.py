@@ -56,8 +56,13 @@ def _unknown_outputs(op):
 
 
 def _register_queue_op(op_type, extra_attrs, factory):
-    attrs = {"component_types": _TYPES, "shapes": [], "capacity": -1, "container": "",
-             "shared_name": ""}  # fmt: skip
+    attrs = {
+        "component_types": _TYPES,
+        "shapes": [],
+        "capacity": -1,
+        "container": "",
+        "shared_name": "",
+    }
     attrs.update(extra_attrs)
     op_def = register_op(
         op_type, outputs=["handle: string"], attrs=attrs, shape_fn=_scalar_shape, stateful=True
@@ -72,13 +77,18 @@ def _register_queue_op(op_type, extra_attrs, factory):
         q = ctx.resource_mgr(container).lookup_or_create(
             container, name, lambda: factory(name, a, ctx.op)
         )
-        if q.kind != op_def.name[:-2] or q.dtypes != list(a["component_types"]):
+        if ctx.kernel_state.get("checked") is q:  # validated once per (session, op)
+            return q.handle
+        want = list(a["component_types"])
+        if op_def.name == "PriorityQueueV2":
+            want.insert(0, _dtypes.int64)
+        if q.kind != op_def.name[:-2] or q.dtypes != want:
             raise errors.InvalidArgumentError(
                 None,
                 None,
                 f"Shared queue '{name}' is a {q.kind} with component types "
                 f"{[d.name for d in q.dtypes]} but requested a {op_def.name[:-2]} with "
-                f"component types {[d.name for d in a['component_types']]}",
+                f"component types {[d.name for d in want]}",
             )
         if q.capacity != a["capacity"]:
             raise errors.InvalidArgumentError(
@@ -87,6 +97,7 @@ def _register_queue_op(op_type, extra_attrs, factory):
                 f"Shared queue '{name}' has capacity {q.capacity} but requested capacity "
                 f"{a['capacity']}",
             )
+        ctx.kernel_state["checked"] = q
         return q.handle
 
     return op_def
@@ -263,11 +274,13 @@ def _check_components(q, components, batch: bool) -> list:
             raise errors.InvalidArgumentError(
                 None, None, f"Tuple component {k} of EnqueueMany must have rank at least 1"
             )
-        if q.shapes is not None:
-            want = q.shapes[k]
+        if q.dims is not None:
+            want = q.dims[k]
             got = c.shape[1:] if batch else c.shape
-            if not want.is_compatible_with(got):
-                exp = (c.shape[:1] + tuple(want.as_list())) if batch else want.as_list()
+            if want != got and (
+                len(want) != len(got) or any(w is not None and w != d for w, d in zip(want, got))
+            ):
+                exp = (c.shape[:1] + want) if batch else want
                 raise errors.InvalidArgumentError(
                     None,
                     None,
@@ -409,9 +422,7 @@ async def _dequeue_n(ctx, handle, n, allow_small, op_name):
     _check_outputs(ctx, q)
     n = int(n)
     if n < 0:
-        raise errors.InvalidArgumentError(
-            None, None, f"{op_name} requested {n} < 0 elements"
-        )
+        raise errors.InvalidArgumentError(None, None, f"{op_name} requested {n} < 0 elements")
     if q.shapes is None or not all(s.is_fully_defined() for s in q.shapes):
         if q.kind != "PaddingFIFOQueue":
             raise errors.InvalidArgumentError(
@@ -446,15 +457,29 @@ QueueCloseV2 = register_op(
     stateful=True,
 )
 QueueSizeV2 = register_op(
-    "QueueSizeV2", inputs=["handle: string"], outputs=["size: int32"],
-    shape_fn=_scalar_shape, stateful=True,
-)  # fmt: skip
+    "QueueSizeV2",
+    inputs=["handle: string"],
+    outputs=["size: int32"],
+    shape_fn=_scalar_shape,
+    stateful=True,
+)
 QueueIsClosedV2 = register_op(
-    "QueueIsClosedV2", inputs=["handle: string"], outputs=["is_closed: bool"],
-    shape_fn=_scalar_shape, stateful=True,
-)  # fmt: skip
-for _t in ("QueueEnqueueV2", "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
-           "QueueDequeueUpToV2", "QueueCloseV2", "QueueSizeV2", "QueueIsClosedV2"):  # fmt: skip
+    "QueueIsClosedV2",
+    inputs=["handle: string"],
+    outputs=["is_closed: bool"],
+    shape_fn=_scalar_shape,
+    stateful=True,
+)
+for _t in (
+    "QueueEnqueueV2",
+    "QueueEnqueueManyV2",
+    "QueueDequeueV2",
+    "QueueDequeueManyV2",
+    "QueueDequeueUpToV2",
+    "QueueCloseV2",
+    "QueueSizeV2",
+    "QueueIsClosedV2",
+):
     NotDifferentiable(_t)
 
 
@@ -646,8 +671,9 @@ class QueueBase:
         return self._dequeue_return_value(list(op.outputs))
 
     def _dequeue_n(self, op_type, n, name, batch_dim):
-        op = ops.apply_op(op_type, [self._queue_ref, n], {"component_types": self._dtypes},
-                          name=name)  # fmt: skip
+        op = ops.apply_op(
+            op_type, [self._queue_ref, n], {"component_types": self._dtypes}, name=name
+        )
         for t, shape in zip(op.outputs, self._shapes):
             t.set_shape(tensor_shape.TensorShape([batch_dim]).concatenate(shape))
         return self._dequeue_return_value(list(op.outputs))
@@ -718,8 +744,9 @@ def _common_attrs(capacity, dtypes_, shapes, shared_name):
 class FIFOQueue(QueueBase):
     """A queue that dequeues elements in first-in first-out order (`tf.FIFOQueue`)."""
 
-    def __init__(self, capacity, dtypes, shapes=None, names=None, shared_name=None,
-                 name="fifo_queue"):  # fmt: skip
+    def __init__(
+        self, capacity, dtypes, shapes=None, names=None, shared_name=None, name="fifo_queue"
+    ):
         dtypes = _as_type_list(dtypes)
         shapes = _as_shape_list(shapes)
         names = _as_name_list(names, dtypes)
@@ -730,8 +757,9 @@ class FIFOQueue(QueueBase):
 class PaddingFIFOQueue(QueueBase):
     """A FIFOQueue whose dequeue_many pads variable-size components with zeros."""
 
-    def __init__(self, capacity, dtypes, shapes, names=None, shared_name=None,
-                 name="padding_fifo_queue"):  # fmt: skip
+    def __init__(
+        self, capacity, dtypes, shapes, names=None, shared_name=None, name="padding_fifo_queue"
+    ):
         dtypes = _as_type_list(dtypes)
         shapes = _as_shape_list(shapes, unknown_dim_allowed=True)
         names = _as_name_list(names, dtypes)
@@ -753,8 +781,17 @@ class RandomShuffleQueue(QueueBase):
     closed.
     """
 
-    def __init__(self, capacity, min_after_dequeue, dtypes, shapes=None, names=None,
-                 seed=None, shared_name=None, name="random_shuffle_queue"):  # fmt: skip
+    def __init__(
+        self,
+        capacity,
+        min_after_dequeue,
+        dtypes,
+        shapes=None,
+        names=None,
+        seed=None,
+        shared_name=None,
+        name="random_shuffle_queue",
+    ):
         dtypes = _as_type_list(dtypes)
         shapes = _as_shape_list(shapes)
         names = _as_name_list(names, dtypes)
@@ -777,12 +814,14 @@ class PriorityQueue(QueueBase):
     Elements are `(priority, *components)`; `dtypes` are `[int64] + types`.
     """
 
-    def __init__(self, capacity, types, shapes=None, names=None, shared_name=None,
-                 name="priority_queue"):  # fmt: skip
+    def __init__(
+        self, capacity, types, shapes=None, names=None, shared_name=None, name="priority_queue"
+    ):
         types = _as_type_list(types)
         shapes = _as_shape_list(shapes)
-        ref = _queue_op("PriorityQueueV2", _common_attrs(capacity, types, shapes, shared_name),
-                        name)  # fmt: skip
+        ref = _queue_op(
+            "PriorityQueueV2", _common_attrs(capacity, types, shapes, shared_name), name
+        )
         prio_dtypes = [_dtypes.int64, *types]
         prio_shapes = [tensor_shape.TensorShape([]), *shapes] if shapes else None
         super().__init__(prio_dtypes, prio_shapes, _as_name_list(names, prio_dtypes), ref)

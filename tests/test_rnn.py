@@ -45,7 +45,7 @@ def test_dynamic_rnn_matches_tf(case):
         with af.Session() as sess:
             for v in vs:
                 sess.run(v.initializer)
-                sess.run(af.assign(v, np.array(fx["weights"][v.op.name])))
+                v.load(np.array(fx["weights"][v.op.name]), sess)
             o, s, gr = sess.run([out, flat_st, grads])
     np.testing.assert_allclose(o, fx["outputs"], rtol=1e-9, atol=1e-12)
     for a, b in zip(s, fx["states"]):

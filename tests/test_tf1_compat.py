@@ -28,41 +28,11 @@ _ATOL = {"float16": 1e-3, "bfloat16": 1e-2, "float32": 1e-7, "float64": 1e-15}
 
 # Known differences from TF: each names the asyncflow code responsible (see the report).
 XFAIL: dict[str, str] = {
-    "slicing_static_shape_folded_bounds": (
-        "x[i:i+2, 0] and x[:i+1] with i = tf.constant(1): TF folds i+1/i+2 and gives (2, 5) / "
-        "(2, 4, 5); asyncflow gives (?, 5) / (?, 4, 5) because graph.constant_value has no "
-        "folder for the element-wise ops (AddV2/Add/Sub/Mul in ops/math_ops.py), so the "
-        "Pack folder in ops/slicing_ops.py cannot fold the StridedSlice bounds"
-    ),
-    "variables_ref_dtype": (
-        "tf.Variable(...).dtype is float32_ref/int32_ref in TF1 (RefVariable); asyncflow's "
-        "Variable.dtype (asyncflow/variables.py) returns the base dtype and "
-        "asyncflow/dtypes.py has no *_ref dtypes"
-    ),
-    "session_read_through_identity": (
-        "TF prints 1,2,3 / 95,90,85 (tf.identity(v) under control_dependencies([assign_add]) "
-        "and tf.tuple(..., control_inputs=[assign_sub]) see the update: TF's v/read Identity "
-        "forwards the variable's buffer, which the update changes in place); asyncflow prints "
-        "0,1,2 / 100,95,90 because v/read is a snapshot taken before the update "
-        "(DESIGN.md State; asyncflow/variables.py Variable.value, ops/state_ops.py)"
-    ),
-    "names_pow_builder": (
-        "tf.pow(a, b) is named 'Pow' (name='p' gives 'p') in TF; asyncflow names it "
-        "'Pow/Pow' ('p/p'): ops/math_ops.py pow() creates the op inside _builder_scope "
-        "instead of after it"
-    ),
-    "names_operator_overloads": (
-        "Tensor operators are named as TF's math_ops wrappers name them (add, sub, mul, "
-        "truediv, floordiv, mod, pow, matmul, and, or, xor) and + / tf.add build op type "
-        "AddV2; asyncflow (asyncflow/graph.py Tensor.__add__... via _overload) names them by "
-        "op type (Add, Sub, Mul, FloorDiv, FloorMod, Pow/Pow, MatMul, LogicalAnd, ...), "
-        "builds Add (ops/math_ops.py add), and builds ^'s helper ops outside an 'xor/' "
-        "scope, so the next ~p becomes LogicalNot_1"
-    ),
-    "errors_reshape_two_unknown_dims": (
-        "tf.reshape(x, [-1, -1]) builds in TF (shape (?, ?)) and raises InvalidArgumentError "
-        "at run time; asyncflow raises ValueError at build time from "
-        "ops/array_ops.py _reshape_shape -> _check_reshape_spec(..., ValueError)"
+    "session_read_through_tuple": (
+        "TF prints 95, 90, 85: tf.tuple([tf.identity(w)], control_inputs=[assign_sub]) gates "
+        "only the read's output, and TF's Identity forwards w's buffer, which the later "
+        "assign_sub changes in place; asyncflow prints 100, 95, 90 because a read is a value "
+        "later updates do not change (DESIGN.md State: reads are snapshots, by design)"
     ),
 }
 

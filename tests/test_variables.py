@@ -35,7 +35,9 @@ def test_variable_graph_structure(_fresh_graph):
     assert v.initializer.name == "v/Assign" and v.initializer.type == "Assign"
     assert v.value().name == "v/read:0" and v.value().op.type == "Identity"
     assert v.initial_value.op.name == "v/initial_value"
-    assert v.dtype == dtypes.float32 and v.shape == (2,) and v.get_shape() == (2,)
+    assert v.dtype == dtypes.float32._as_ref and v.dtype.base_dtype == dtypes.float32
+    assert v.value().dtype == dtypes.float32
+    assert v.shape == (2,) and v.get_shape() == (2,)
     assert v.graph is _fresh_graph and v.trainable
     assert v._ref()._is_ref and not v.value()._is_ref
     assert repr(v) == "<tf.Variable 'v:0' shape=(2,) dtype=float32_ref>"
@@ -65,7 +67,7 @@ def test_variable_from_callable_and_tensor():
     assert a.initial_value.op.name == "a/Initializer/Const"
     b = Variable(array_ops.constant([4.0]), name="b")
     c = Variable(np.float64(2.5), dtype=dtypes.float64, name="c")
-    assert c.dtype == dtypes.float64
+    assert c.dtype.base_dtype == dtypes.float64
     got = _init_and_run([a, b, c])
     assert got[0].tolist() == [3.0] and got[1].tolist() == [4.0] and got[2] == 2.5
 
@@ -388,14 +390,14 @@ def test_scope_initializer_and_dtype_inheritance():
         with vs.variable_scope("t", dtype=dtypes.float64):
             b = vs.get_variable("b", [1])
             c = vs.get_variable("c", [1], initializer=init_ops.ones_initializer())
-    assert b.dtype == dtypes.float64
+    assert b.dtype.base_dtype == dtypes.float64
     av, bv, cv = _init_and_run([a, b, c])
     assert av.tolist() == [3.0, 3.0] and bv.tolist() == [3.0] and cv.tolist() == [1.0]
 
 
 def test_get_variable_from_value():
     v = vs.get_variable("v", initializer=[1, 2, 3])
-    assert v.dtype == dtypes.int32 and v.shape == (3,)
+    assert v.dtype.base_dtype == dtypes.int32 and v.shape == (3,)
     t = vs.get_variable("t", initializer=array_ops.constant([1.5]))
     with pytest.raises(ValueError, match="do not specify shape"):
         vs.get_variable("w", [3], initializer=[1.0, 2.0, 3.0])

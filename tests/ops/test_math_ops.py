@@ -308,7 +308,7 @@ def test_operator_overloads_float():
 def test_operator_types_and_op_names():
     x = array_ops.placeholder(dtypes.float32, [3])
     i = array_ops.placeholder(dtypes.int32, [3])
-    assert (x + x).op.type == "Add"
+    assert (x + x).op.type == "AddV2"
     assert (x - x).op.type == "Sub"
     assert (x * x).op.type == "Mul"
     assert (x / x).op.type == "RealDiv"

@@ -107,25 +107,30 @@ def session_control_deps_group(tf):
 
 
 def session_read_through_identity(tf):
-    """TF1 idioms that read a RefVariable after an update through identity/tuple.
+    """The TF1 idiom that reads a RefVariable after an update: identity under the update.
 
-    `tf.identity(v)` takes v's snapshot ("v/read"), created with the variable outside the
-    control-dependency scope; TF's Identity forwards the variable's buffer, so the
-    in-place update is visible and TF prints the updated value.
+    `tf.identity(v)` inside `control_dependencies([inc])` sees the update (TF's v/read
+    forwards the variable's buffer; asyncflow reads the variable afresh there).
     """
     v = tf.Variable(0)
-    w = tf.Variable(100)
     inc = tf.assign_add(v, 1)
     with tf.control_dependencies([inc]):
         read_after = tf.identity(v)
-    dec = tf.assign_sub(w, 5)
-    tup = tf.tuple([tf.identity(w), tf.constant(7)], control_inputs=[dec])
-    out = {}
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
-        out["identity_after_inc"] = [sess.run(read_after) for _ in range(3)]
-        out["tuple_after_dec"] = [sess.run(tup)[0] for _ in range(3)]
-    return out
+        return {"identity_after_inc": [sess.run(read_after) for _ in range(3)]}
+
+
+def session_read_through_tuple(tf):
+    """`tf.tuple([tf.identity(w)], control_inputs=[update])`: the read is built before
+    the update and only its output is gated, so TF sees the update only through buffer
+    aliasing (the read forwards the variable's buffer, updated in place afterwards)."""
+    w = tf.Variable(100)
+    dec = tf.assign_sub(w, 5)
+    tup = tf.tuple([tf.identity(w), tf.constant(7)], control_inputs=[dec])
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        return {"tuple_after_dec": [sess.run(tup)[0] for _ in range(3)]}
 
 
 def session_lifecycle(tf):
@@ -158,5 +163,6 @@ PROGRAMS = [
     session_make_callable,
     session_control_deps_group,
     session_read_through_identity,
+    session_read_through_tuple,
     session_lifecycle,
 ]
