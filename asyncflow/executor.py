@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -160,6 +161,30 @@ def _deref_kernel(kernel: Callable, positions: list[int]) -> Callable:
     return deref
 
 
+def _accounting_kernel(kernel: Callable, device) -> Callable:
+    """Memory accounting (traced steps): every array a kernel allocates is counted on
+    its device until it is freed, which gives bytes in use and the peak per device.
+
+    Only arrays that own their memory count (views share their base's bytes); the
+    count drops when the array is garbage, i.e. after its last consumer released it.
+    """
+
+    async def accounting(ctx, *args):
+        result = await kernel(ctx, *args)
+        for v in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(v, np.ndarray) and v.base is None and v.nbytes:
+                if any(v is a for a in args):
+                    continue  # forwarded, already counted where it was made
+                device.record_alloc(v.nbytes)
+                try:
+                    weakref.finalize(v, device.record_free, v.nbytes)
+                except TypeError:  # pragma: no cover - arrays support weakrefs
+                    pass
+        return result
+
+    return accounting
+
+
 def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
     """Test mode (ASYNCFLOW_CHECK_KERNELS=1): verify outputs against the graph's types."""
 
@@ -223,7 +248,9 @@ class Plan:
     )
 
 
-def compile_plan(session, nodes, num_feeds: int, fetches: list, kernel_state_for) -> Plan:
+def compile_plan(
+    session, nodes, num_feeds: int, fetches: list, kernel_state_for, track_memory=False
+) -> Plan:
     """Lay out one partition (a topologically ordered list of `partition.PNode`) flat.
 
     `fetches` holds specs: `("feed", i)`, `(node_index, output_index)`, or
@@ -263,6 +290,8 @@ def compile_plan(session, nodes, num_feeds: int, fetches: list, kernel_state_for
             kernel = _deref_kernel(kernel, deref)
         if _CHECK_KERNELS:
             kernel = _checked_kernel(kernel, op)
+        if track_memory:
+            kernel = _accounting_kernel(kernel, device)
         kernels.append(kernel)
         ctxs.append(KernelContext(op, device, session, kernel_state_for(op)))
         starts.append(slot)

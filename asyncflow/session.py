@@ -283,18 +283,18 @@ class BaseSession:
             raise TypeError(f"Cannot interpret feed_dict key as Tensor: {msg}") from None
         return t
 
-    def _plan(self, feed_tensors, elements):
-        key = (tuple(feed_tensors), tuple(elements), self._graph._version)
+    def _plan(self, feed_tensors, elements, trace=False):
+        key = (tuple(feed_tensors), tuple(elements), self._graph._version, trace)
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= _MAX_CACHED_PLANS:
                 # Drop the oldest plan; TF1 scripts that keep adding ops must not leak.
                 self._plans.pop(next(iter(self._plans)))
-            plan = self._compile(feed_tensors, list(elements))
+            plan = self._compile(feed_tensors, list(elements), trace)
             self._plans[key] = plan
         return plan
 
-    def _compile(self, feed_tensors, elements) -> _StepPlan:
+    def _compile(self, feed_tensors, elements, trace=False) -> _StepPlan:
         """Prune, place, partition and lay out one (feeds, fetches) combination."""
         order = partition_mod.prune(feed_tensors, elements)
         with self._lock:
@@ -311,7 +311,9 @@ class BaseSession:
                 p.device = self._devices[0]
         sp = _StepPlan()
         sp.plans = [
-            compile_plan(self, p.nodes, len(feed_tensors), p.fetches, self._kernel_state_for)
+            compile_plan(
+                self, p.nodes, len(feed_tensors), p.fetches, self._kernel_state_for, trace
+            )
             for p in parts
         ]
         if len(sp.plans) > 1 and any(pl.has_cf for pl in sp.plans):
@@ -396,6 +398,15 @@ class BaseSession:
                 and getattr(options, "output_partition_graphs", False)
             ):
                 run_metadata.partition_graphs = partition_mod.partition_graph_defs(sp.parts)
+            if run_metadata is not None and _traced(options):
+                run_metadata.step_stats.dev_stats = [
+                    {
+                        "device": d.name,
+                        "bytes_in_use": d.bytes_in_use,
+                        "peak_bytes_in_use": d.peak_bytes_in_use,
+                    }
+                    for d in self._devices
+                ]
             if len(steps) == 1:
                 return steps[0].results()
             results = [s.results() for s in steps]
@@ -429,7 +440,7 @@ class BaseSession:
 
     async def _arun_bound(self, fetches, feed_dict, options, run_metadata=None):
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
-        plan = self._plan(feed_tensors, mapper.elements)
+        plan = self._plan(feed_tensors, mapper.elements, _traced(options))
         values = await self._run_step(plan, feed_values, options, run_metadata)
         return mapper.rebuild(_fetch_values(values, feed_values))
 
@@ -463,7 +474,7 @@ class BaseSession:
             raise
 
     async def _run_prepared(self, mapper, feed_tensors, feed_values, options, run_metadata=None):
-        plan = self._plan(feed_tensors, mapper.elements)
+        plan = self._plan(feed_tensors, mapper.elements, _traced(options))
         values = await self._run_step(plan, feed_values, options, run_metadata)
         return mapper.rebuild(_fetch_values(values, feed_values))
 
@@ -629,6 +640,11 @@ def _running_loop():
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def _traced(options) -> bool:
+    """SOFTWARE_TRACE or more turns on per-device memory accounting for the step."""
+    return bool(options is not None and getattr(options, "trace_level", 0) >= 1)
 
 
 def _timeout_s(options, config):

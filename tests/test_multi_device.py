@@ -267,3 +267,22 @@ def test_list_local_devices():
         f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(3)
     ]
     assert all(d.device_type == "CPU" for d in devs)
+
+
+def test_memory_accounting_per_device():
+    with af.device("/cpu:0"):
+        x = af.placeholder(af.float32, [1 << 20], name="x")
+        big0 = x * 2.0  # 4 MiB made on cpu:0
+    with af.device("/cpu:1"):
+        big1 = af.square(big0)  # 4 MiB made on cpu:1
+        total = af.reduce_sum(big1)
+    opts = af.RunOptions(trace_level=af.RunOptions.SOFTWARE_TRACE)
+    md = af.RunMetadata()
+    with af.Session(config=af.ConfigProto(device_count={"CPU": 2})) as s:
+        s.run(total, {x: np.ones(1 << 20, np.float32)}, options=opts, run_metadata=md)
+        stats = {d["device"][-5:]: d for d in md.step_stats.dev_stats}
+        devices = {d.name[-5:]: d for d in s._devices}
+    for name in ("CPU:0", "CPU:1"):
+        assert stats[name]["peak_bytes_in_use"] >= 4 << 20
+        # Released after the last consumer: nothing big is left once the step is over.
+        assert devices[name].bytes_in_use < 4 << 20
