@@ -34,10 +34,11 @@ from asyncflow.ops.control_flow_prims import DEAD
 __all__ = ["FrameStep", "KIND_OF", "CONTROL_FLOW_KINDS", "NORMAL", "MERGE", "FORWARD", "IDENT"]
 
 # Kinds from FORWARD on forward their single input without calling a kernel.
-NORMAL, SWITCH, MERGE, TRIGGER, SEND, FORWARD, IDENT, ENTER, EXIT, NEXT_ITER = range(10)
+NORMAL, SWITCH, MERGE, TRIGGER, SEND, CONST, FORWARD, IDENT, ENTER, EXIT, NEXT_ITER = range(11)
 KIND_OF = {
     "_Send": SEND,  # a dead value is still sent, so that its _Recv learns it is dead
     "Identity": IDENT,
+    "Const": CONST,  # loop-body constants run every iteration: no kernel call
     "LoopCond": IDENT,
     "Switch": SWITCH,
     "Merge": MERGE,
@@ -121,7 +122,7 @@ class FrameStep(Step):
         plan = self.plan
         kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
         kinds, n_out, clears = plan.kinds, plan.n_outputs, plan.clears
-        fwd_read = plan.fwd_read
+        fwd_read, plain_edges, edges = plan.fwd_read, plan.plain_edges, plan.edges
         ready = self.ready
         pop = ready.pop
         while ready:
@@ -138,7 +139,9 @@ class FrameStep(Step):
                 else:
                     vals = it.vals
                     a = starts[i]
-                    if kind >= FORWARD:  # identity-like: no kernel call
+                    if kind == CONST:
+                        outs = (ctxs[i].attrs["value"],)
+                    elif kind >= FORWARD:  # identity-like: no kernel call
                         v = vals[a]
                         vals[a] = None
                         outs = (v.read() if fwd_read[i] else v,)
@@ -160,10 +163,21 @@ class FrameStep(Step):
                         else:
                             outs = tuple(r)
                         r = None
-                if kind <= SWITCH or kind == IDENT or kind == SEND or kind == TRIGGER:
-                    self._deliver(i, it, outs)
-                else:
+                if kind > IDENT or kind == MERGE:
                     self._propagate(i, it, kind, outs)
+                elif plain_edges[i]:  # _deliver's fast path, inlined
+                    vals, pending, dead = it.vals, it.pending, it.dead
+                    for oi, j, s in edges[i]:
+                        v = vals[s] = outs[oi]
+                        if v is DEAD:
+                            dead[j] += 1
+                        pending[j] -= 1
+                        if not pending[j]:
+                            ready.append((j, it))
+                            it.outstanding += 1
+                    v = None
+                else:
+                    self._deliver(i, it, outs)
                 outs = None
             except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
                 self._fail(i, exc)
