@@ -77,6 +77,7 @@ from asyncflow import variables as _variables  # noqa: E402
 from asyncflow.ops import array_ops as _array_ops  # noqa: E402
 from asyncflow.ops import check_ops as _check_ops  # noqa: E402
 from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
+from asyncflow.ops import data_flow_ops as _data_flow_ops  # noqa: E402
 from asyncflow.ops import functional_ops as _functional_ops  # noqa: E402
 from asyncflow.ops import gradient_ops as _gradient_ops  # noqa: E402
 from asyncflow.ops import init_ops as _init_ops  # noqa: E402
@@ -115,6 +116,7 @@ for _m in (
     _sparse_tensor,
     _functional_ops,
     _tensor_array_ops,
+    _data_flow_ops,
 ):
     _reexport(_m)
 del _m

@@ -60,13 +60,14 @@ class StepContext:
     drivers run; Tasks created for suspended kernels inherit it).
     """
 
-    __slots__ = ("step_id", "rendezvous", "_on_failure", "failed")
+    __slots__ = ("step_id", "rendezvous", "_on_failure", "failed", "error")
 
     def __init__(self, step_id: int, rendezvous=None):
         self.step_id = step_id
         self.rendezvous = rendezvous
         self._on_failure: list[Callable[[BaseException], None]] | None = None
         self.failed = False
+        self.error: BaseException | None = None
 
     def on_failure(self, callback: Callable[[BaseException], None]) -> None:
         """Run `callback(error)` if this step ends in an error or is cancelled.
@@ -75,12 +76,20 @@ class StepContext:
         results (a Dequeue puts its elements back).  Callbacks run last-registered
         first, on the loop, once the step has failed (in-flight kernels are cancelled).
         """
+        if self.failed:  # registered too late to wait for the failure: it already came
+            callback(self.error)
+            return
         if self._on_failure is None:
             self._on_failure = []
         self._on_failure.append(callback)
 
+    def failure_callbacks(self) -> list:
+        """The callbacks registered so far (a kernel may disarm its own undo)."""
+        return list(self._on_failure or ())
+
     def run_failure_callbacks(self, error: BaseException) -> None:
         self.failed = True
+        self.error = error
         callbacks, self._on_failure = self._on_failure, None
         for cb in reversed(callbacks or ()):
             try:

@@ -267,6 +267,15 @@ class QueueBase:
             raise self._insufficient(n, len(self))
         raise WouldBlock
 
+    async def dequeue_work(self):
+        """One element for a reader's work queue (a filename), with no step undo.
+
+        A reader keeps what it dequeued as its current work even if the step fails, so
+        giving the element back to the queue as well would read the file twice.
+        """
+        ((_, element),) = await self.get(1)
+        return element
+
     async def get(
         self,
         n: int = 1,

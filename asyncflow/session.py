@@ -412,8 +412,7 @@ class BaseSession:
             results = [s.results() for s in steps]
             return [results[p][j] for p, j in sp.fetch_map]
         except BaseException as exc:
-            if sctx._on_failure:
-                sctx.run_failure_callbacks(_step_error(steps) or exc)
+            sctx.run_failure_callbacks(_step_error(steps) or exc)
             raise
         finally:
             for s in steps:
@@ -497,6 +496,16 @@ class BaseSession:
         mapper_fetches = fetches
         del mapper
         return call
+
+    def iterate(self, fetches, feed_dict=None, options=None):
+        """`async for value in sess.iterate(fetches)`: run steps until OutOfRangeError.
+
+        For async services consuming a queue (or any input that ends): each iteration
+        awaits one step; the end of the data ends the loop cleanly.
+        """
+        from asyncflow.queues import aiterate
+
+        return aiterate(self, fetches, feed_dict, options)
 
     def partial_run_setup(self, fetches, feeds=None):
         raise errors.UnimplementedError(None, None, "partial_run is not supported")

@@ -7,6 +7,7 @@ from asyncflow.ops import (  # noqa: F401
     control_flow_ops,
     control_flow_prims,
     conv_ops,
+    data_flow_ops,
     data_flow_stack_ops,
     functional_ops,
     gradient_ops,

@@ -227,30 +227,24 @@ class _Geom:
         """A plain 1x1 convolution: x itself is the column matrix."""
         return self.kh == self.kw == 1 and self.sh == self.sw == 1 and not any(self.pad)
 
-    def batch_chunk(self, itemsize: int) -> int:
-        """Images per chunk, so that one chunk's column matrix is about _CHUNK_BYTES."""
+    def batch_chunks(self, itemsize: int) -> list[tuple[int, int]]:
+        """[start, end) image ranges of about _CHUNK_BYTES of column matrix each."""
         per_image = self.oh * self.ow * self.kh * self.kw * self.c * itemsize
-        return max(1, _CHUNK_BYTES // max(per_image, 1))
+        nb = max(1, _CHUNK_BYTES // max(per_image, 1))
+        return [(s, min(s + nb, self.n)) for s in range(0, self.n, nb)]
 
-    def cols_chunks(self, xp, x):
-        """Yield (row slice, im2col matrix [rows, KH*KW*C]) over batch chunks of NHWC x.
-
-        The chunk buffer is reused: consume each matrix before asking for the next.
-        """
-        rows_per_image = self.oh * self.ow
-        k = self.kh * self.kw * self.c
+    def cols(self, xp, win, s: int, e: int):
+        """The im2col matrix [rows, KH*KW*C] of images [s, e) from windows `win`."""
         if self.is_pointwise():
-            yield slice(None), x.reshape(-1, self.c)
-            return
-        win = self.windows(xp, x)
-        nb = max(1, min(self.n, self.batch_chunk(win.itemsize)))
-        buf = xp.empty((nb, *win.shape[1:]), dtype=win.dtype)
-        for s in range(0, self.n, nb):
-            e = min(s + nb, self.n)
-            cols = buf[: e - s]
-            # copyto walks the strided view far faster than reshape's copy (3-4x here)
-            xp.copyto(cols, win[s:e])
-            yield slice(s * rows_per_image, e * rows_per_image), cols.reshape(-1, k)
+            return win[s:e].reshape(-1, self.c)
+        cols = xp.empty((e - s, *win.shape[1:]), dtype=win.dtype)
+        # copyto walks the strided view far faster than reshape's copy (3-4x here)
+        xp.copyto(cols, win[s:e])
+        return cols.reshape(-1, self.kh * self.kw * self.c)
+
+    def windows_or_x(self, xp, x):
+        """What `cols` slices: the window view, or x itself for a pointwise convolution."""
+        return x if self.is_pointwise() else self.windows(xp, x)
 
     def padded_zeros(self, xp, n, dtype):
         """Zeros [n, HP, WP, C] covering the padded input and every window."""
@@ -380,11 +374,12 @@ Conv2D = register_op(
 def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
     ct = compute_dtype(x.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
-    w = w.astype(ct, copy=False)
-    w = w.reshape(-1, g.oc)
-    out = xp.empty((g.n * g.oh * g.ow, g.oc), dtype=ct)
-    for rows, cols in g.cols_chunks(xp, x):
-        xp.matmul(cols, w, out=out[rows])
+    w = w.astype(ct, copy=False).reshape(-1, g.oc)
+    rows = g.oh * g.ow
+    out = xp.empty((g.n * rows, g.oc), dtype=ct)
+    win = g.windows_or_x(xp, x)
+    for s, e in g.batch_chunks(np.dtype(ct).itemsize):
+        xp.matmul(g.cols(xp, win, s, e), w, out=out[s * rows : e * rows])
     return from_nhwc(xp, out.reshape(g.out_nhwc()), fmt).astype(out_dtype, copy=False)
 
 
@@ -436,9 +431,7 @@ def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
         w.astype(ct, copy=False).reshape(g.kh * g.kw, g.c, g.oc).transpose(0, 2, 1)
     )
     dxp = g.padded_zeros(xp, g.n, ct)
-    nb = g.batch_chunk(np.dtype(ct).itemsize)
-    for s in range(0, g.n, nb):
-        e = min(s + nb, g.n)
+    for s, e in g.batch_chunks(np.dtype(ct).itemsize):
         blocks = xp.matmul(dy[s:e].reshape(-1, g.oc), w_t)
         g.col2im_into(dxp[s:e], blocks.reshape(-1, e - s, g.oh, g.ow, g.c))
     dx = g.crop(dxp)
@@ -481,13 +474,12 @@ Conv2DBackpropFilter = register_op(
 def _conv2d_backprop_filter(xp, g: _Geom, x, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
+    rows = g.oh * g.ow
     dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False).reshape(-1, g.oc)
-    dw = None
-    for rows, cols in g.cols_chunks(xp, x):
-        part = xp.matmul(cols.T, dy[rows])
-        dw = part if dw is None else xp.add(dw, part, out=dw)
-    if dw is None:  # an empty batch
-        dw = xp.zeros((g.kh * g.kw * g.c, g.oc), dtype=ct)
+    win = g.windows_or_x(xp, x)
+    dw = xp.zeros((g.kh * g.kw * g.c, g.oc), dtype=ct)
+    for s, e in g.batch_chunks(np.dtype(ct).itemsize):
+        dw += xp.matmul(g.cols(xp, win, s, e).T, dy[s * rows : e * rows])
     return dw.reshape(g.kh, g.kw, g.c, g.oc).astype(out_dtype, copy=False)
 
 

@@ -132,7 +132,9 @@ def _xent_grad_common(op, grad_loss, grad_grad, labels_grad):
     backprop = op.outputs[1]
     g = array_ops.expand_dims(grad_loss, -1)
     dlogits = g * backprop
-    if grad_grad is not None:
+    # af.gradients fills an unused backprop output with ZerosLike; its second-order term
+    # is then exactly zero, and TF skips it too (`_is_zeros_tensor`), saving six kernels.
+    if grad_grad is not None and grad_grad.op.type != "ZerosLike":
         softmax = nn_ops.softmax(logits)
         inner = reduction_ops.reduce_sum(grad_grad * softmax, axis=-1, keepdims=True)
         dlogits = dlogits + (grad_grad - inner) * softmax

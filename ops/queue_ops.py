@@ -205,7 +205,7 @@ def _upstream_dequeues(ctx) -> frozenset:
 
 def _on_commit(ctx):
     sctx = current_step()
-    pending = sctx._on_failure if sctx is not None else None  # noqa: SLF001 - see report
+    pending = sctx.failure_callbacks() if sctx is not None else None
     if not pending:
         return None
     upstream = _upstream_dequeues(ctx)

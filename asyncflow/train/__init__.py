@@ -7,12 +7,14 @@ from asyncflow import example_pb as _example_pb
 from asyncflow import meta_graph as _meta_graph
 from asyncflow.train import basic_session_run_hooks as _hooks
 from asyncflow.train import checkpoint_utils as _checkpoint_utils
+from asyncflow.train import coordinator as _coordinator
 from asyncflow.train import input as _input
 from asyncflow.train import learning_rate_decay as _lr
 from asyncflow.train import monitored_session as _monitored
 from asyncflow.train import moving_averages as _ma
 from asyncflow.train import optimizer as _optimizer
 from asyncflow.train import optimizers as _optimizers
+from asyncflow.train import queue_runner
 from asyncflow.train import saver as _saver
 from asyncflow.train import training_util as _training_util
 
@@ -29,6 +31,8 @@ for _m in (
     _example_pb,
     _saver,
     _checkpoint_utils,
+    queue_runner,
+    _coordinator,
 ):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)

@@ -1,0 +1,11 @@
+"""Data-flow ops (TF's `data_flow_ops`): queues, accumulators and the mutex.
+
+The ops live in `queue_ops` and `accumulator_ops`; this module gathers their public
+builders under TF's module name.
+"""
+
+from asyncflow.ops import accumulator_ops, queue_ops
+from asyncflow.ops.accumulator_ops import *  # noqa: F403
+from asyncflow.ops.queue_ops import *  # noqa: F403
+
+__all__ = [*queue_ops.__all__, *accumulator_ops.__all__]
