@@ -462,15 +462,16 @@ class BaseSession:
             )
         # Validate fetches and feeds in the caller's thread: errors point at the caller.
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
-        cf = asyncio.run_coroutine_threadsafe(
-            self._run_prepared(mapper, feed_tensors, feed_values, options, run_metadata),
-            self._loop,
-        )
-        try:
-            return cf.result()
-        except KeyboardInterrupt:
-            cf.cancel()
-            raise
+        coro = self._run_prepared(mapper, feed_tensors, feed_values, options, run_metadata)
+        if _timeout_s(options, self._config) is not None:
+            # asyncio.timeout needs a Task around the whole step: the general path.
+            cf = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            try:
+                return cf.result()
+            except KeyboardInterrupt:
+                cf.cancel()
+                raise
+        return _SyncCall(self._loop).wait(coro)
 
     async def _run_prepared(self, mapper, feed_tensors, feed_values, options, run_metadata=None):
         plan = self._plan(feed_tensors, mapper.elements, _traced(options))
@@ -614,6 +615,93 @@ def _new_step(plan, feed_values):
 
         return FrameStep(plan, feed_values)
     return Step(plan, feed_values)
+
+
+class _SyncCall:
+    """Runs one step coroutine on the session's loop for a blocked caller thread.
+
+    Cheaper than `run_coroutine_threadsafe` (a Task, a concurrent Future and a loop
+    pass before the step starts): the loop's callback drives the coroutine directly,
+    and it becomes a Task only if it suspends; the caller blocks on a plain lock.
+    """
+
+    __slots__ = ("loop", "lock", "result", "exc", "task")
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.result = self.exc = self.task = None
+
+    def wait(self, coro):
+        self.loop.call_soon_threadsafe(self._start, coro)
+        try:
+            self.lock.acquire()
+        except KeyboardInterrupt:
+            self.loop.call_soon_threadsafe(self._cancel)
+            raise
+        if self.exc is not None:
+            exc, self.exc = self.exc, None
+            raise exc
+        return self.result
+
+    def _start(self, coro) -> None:  # on the loop
+        try:
+            fut = coro.send(None)
+        except StopIteration as stop:
+            self.result = stop.value
+            self.lock.release()
+            return
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            self.exc = exc
+            self.lock.release()
+            return
+        self.task = self.loop.create_task(_continue(coro, fut))
+        self.task.add_done_callback(self._done)
+
+    def _done(self, task) -> None:
+        if task.cancelled():
+            self.exc = errors.CancelledError(None, None, "Step was cancelled")
+        elif task.exception() is not None:
+            self.exc = task.exception()
+        else:
+            self.result = task.result()
+        self.lock.release()
+
+    def _cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+class _Continue:
+    """Re-yields the future a coroutine suspended on, then keeps driving it (so a Task
+    can take over a coroutine that was started outside any Task)."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro, first):
+        self.coro, self.first = coro, first
+
+    def __await__(self):
+        coro, y = self.coro, self.first
+        self.first = None
+        while True:
+            try:
+                sent = yield y
+            except BaseException as exc:  # cancellation goes into the step
+                try:
+                    y = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    y = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+async def _continue(coro, first):
+    return await _Continue(coro, first)
 
 
 class _StepPlan:
