@@ -34,9 +34,12 @@ from asyncflow.ops.control_flow_prims import DEAD
 __all__ = ["FrameStep", "KIND_OF", "CONTROL_FLOW_KINDS", "NORMAL", "MERGE", "FORWARD", "IDENT"]
 
 # Kinds from FORWARD on forward their single input without calling a kernel.
-NORMAL, SWITCH, MERGE, TRIGGER, SEND, CONST, FORWARD, IDENT, ENTER, EXIT, NEXT_ITER = range(11)
+NORMAL, SWITCH, MERGE, TRIGGER, SEND, RECV, CONST, FORWARD, IDENT, ENTER, EXIT, NEXT_ITER = range(
+    12
+)
 KIND_OF = {
     "_Send": SEND,  # a dead value is still sent, so that its _Recv learns it is dead
+    "_Recv": RECV,
     "Identity": IDENT,
     "Const": CONST,  # loop-body constants run every iteration: no kernel call
     "LoopCond": IDENT,
@@ -49,11 +52,18 @@ KIND_OF = {
 }
 
 
-def _send_dead(ctx) -> None:
-    """A dead value still crosses to its _Recv, which must learn it is dead."""
+def _send_tagged(ctx, tag: str, value) -> None:
+    """_Send inside a loop (keyed by frame and iteration), or of a dead value (which
+    still crosses, so that its _Recv learns it is dead)."""
     from asyncflow.executor import current_step
 
-    current_step().rendezvous.send_nowait(ctx.attrs["key"], DEAD)
+    current_step().rendezvous.send_nowait(ctx.attrs["key"] + tag, value)
+
+
+async def _recv_tagged(ctx, tag: str):
+    from asyncflow.executor import current_step
+
+    return await current_step().rendezvous.recv(ctx.attrs["key"] + tag)
 
 
 # A plan needs the frame executor only if it holds one of these.
@@ -61,8 +71,18 @@ CONTROL_FLOW_KINDS = frozenset([SWITCH, MERGE, TRIGGER, ENTER, EXIT, NEXT_ITER])
 
 
 class Frame:
-    __slots__ = ("name", "parent", "parallel", "iters", "count", "oldest", "pending_inputs",
-                 "invariants", "deferred", "dead_exits")
+    __slots__ = (
+        "name",
+        "parent",
+        "parallel",
+        "iters",
+        "count",
+        "oldest",
+        "pending_inputs",
+        "invariants",
+        "deferred",
+        "dead_exits",
+    )
 
     def __init__(self, name, parent, parallel, pending_inputs):
         self.name = name
@@ -78,12 +98,25 @@ class Frame:
 
 
 class Iter:
-    __slots__ = ("frame", "it", "vals", "pending", "dead", "merges", "outstanding",
-                 "child_frames")
+    __slots__ = (
+        "frame",
+        "it",
+        "vals",
+        "pending",
+        "dead",
+        "merges",
+        "outstanding",
+        "child_frames",
+        "tag",
+    )
 
     def __init__(self, frame, it, plan):
         self.frame = frame
         self.it = it
+        # Names this iteration the same way on every device (frame path and iteration
+        # numbers), so a _Send and its _Recv inside a loop meet in the same iteration.
+        up = frame.parent
+        self.tag = "" if up is None else f"{up.tag}/{frame.name}:{it}"
         self.vals = [None] * plan.num_slots
         self.pending = plan.init_pending[:]
         self.dead = [0] * (len(plan.nodes) + 1)
@@ -150,11 +183,14 @@ class FrameStep(Step):
                         b = ends[i]
                         args = vals[a:b]
                         vals[a:b] = clears[i]
-                        if kind == SEND and args[0] is DEAD:
-                            _send_dead(ctxs[i])
+                        if kind == SEND and (it.tag or args[0] is DEAD):
+                            _send_tagged(ctxs[i], it.tag, args[0])
                             self._finish_op(it)
                             continue
-                        r = await kernels[i](ctxs[i], *args)
+                        if kind == RECV and it.tag:
+                            r = await _recv_tagged(ctxs[i], it.tag)
+                        else:
+                            r = await kernels[i](ctxs[i], *args)
                         del args
                         if n_out[i] == 1:
                             outs = (r,)

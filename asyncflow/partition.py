@@ -130,10 +130,58 @@ class Partition:
         return len(self.nodes) - 1
 
 
+_CF_PRIMS = frozenset(["Enter", "Merge", "Switch", "LoopCond", "NextIteration", "Exit"])
+
+
+def static_frames(ops) -> tuple[dict, dict]:
+    """Each op's loop frame name (None for the root) and each frame's parent frame.
+
+    `ops` is in topological order except for loop back edges (NextIteration inputs),
+    which are skipped: a Merge takes its frame from its Enter input.
+    """
+    frame_of: dict = {}
+    parent: dict = {}
+
+    def frame_of_value(src):
+        f = frame_of[src]
+        if src.type == "Enter":
+            name = src._attrs["frame_name"]
+            parent.setdefault(name, f)
+            return name
+        if src.type == "Exit":
+            return parent.get(f)
+        return f
+
+    for op in ops:
+        srcs = [t.op for t in op._inputs if t.op.type != "NextIteration"]
+        srcs.extend(op._control_inputs)
+        frame = None
+        for src in srcs:
+            if src in frame_of:
+                frame = frame_of_value(src)
+                break
+        frame_of[op] = frame
+    return frame_of, parent
+
+
 def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False):
-    """Cut placed `order` into per-device Partitions joined by _Send/_Recv pairs."""
+    """Cut placed `order` into per-device Partitions joined by _Send/_Recv pairs.
+
+    A loop whose body spans devices (whitepaper §4.4): its primitives live on one
+    "home" device (the placer keeps them together); every other device running part
+    of the body gets its own control-loop state (Enter → Merge → Switch on the loop's
+    predicate, received from home each iteration → Identity → NextIteration), and
+    every _Recv inside the loop runs in that frame, so Send/Recv pairs meet per frame
+    and iteration.
+    """
     fed = {t: i for i, t in enumerate(feeds)}
     parts: dict = {}
+    frame_of, frame_parent = static_frames(order)
+    home: dict = {}  # frame -> (device, its LoopCond op)
+    for op in order:
+        if op.type == "LoopCond" and frame_of[op] is not None:
+            home[frame_of[op]] = (assignment[op], op)
+    loop_states: dict = {}  # (frame, device) -> index of that device's Merge
     graph = order[0].graph if order else None
     lossy_names = set(graph.get_collection(LOSSY_TRANSFER_COLLECTION)) if graph else set()
     recvs: dict[tuple, int] = {}  # (tensor or ("ctrl", op), dst device) -> recv node idx
@@ -145,7 +193,101 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
             p = parts[dev] = Partition(dev)
         return p
 
-    def cut(t_or_op, src_dev, dst_dev) -> int:
+    def value_frame(t_or_op):
+        op = t_or_op.op if isinstance(t_or_op, Tensor) else t_or_op
+        f = frame_of.get(op)
+        if op.type == "Enter" and isinstance(t_or_op, Tensor):
+            return op._attrs["frame_name"]
+        if op.type == "Exit":
+            return frame_parent.get(f)
+        return f
+
+    def anchor(frame, dev) -> int:
+        """A node on `dev` that runs (live) in every iteration of `frame`."""
+        home_dev, cond = home[frame]
+        if dev is home_dev:
+            return part(dev).index[cond]
+        return loop_state(frame, dev)
+
+    def loop_state(frame, dev) -> int:
+        """Build `dev`'s control-loop state for `frame`; index of its Merge."""
+        idx = loop_states.get((frame, dev))
+        if idx is not None:
+            return idx
+        from asyncflow import dtypes
+
+        home_dev, cond = home[frame]
+        p = part(dev)
+        i32, b = dtypes.int32, dtypes.bool
+        counter[0] += 1
+        base = f"_loop_{frame}_{counter[0]}"
+        up = frame_parent.get(frame)
+        start = p.add(
+            PNode(
+                _dummy_const(scratch_graph, counter[0]),
+                dev,
+                [],
+                [anchor(up, dev)] if up is not None else [],
+            )
+        )
+        parallel = 10
+        for op in order:
+            if op.type == "Enter" and op._attrs["frame_name"] == frame:
+                parallel = op._attrs["parallel_iterations"]
+                break
+        enter = p.add(
+            PNode(
+                _make_op(
+                    scratch_graph,
+                    "Enter",
+                    base + "/Enter",
+                    {
+                        "T": i32,
+                        "frame_name": frame,
+                        "is_constant": False,
+                        "parallel_iterations": parallel,
+                    },
+                    [],
+                    [i32],
+                ),
+                dev,
+                [(start, 0)],
+            )
+        )
+        merge_op = _make_op(
+            scratch_graph, "Merge", base + "/Merge", {"T": i32, "N": 2}, [], [i32, i32]
+        )
+        merge = p.add(PNode(merge_op, dev))
+        loop_states[(frame, dev)] = merge
+        pred = cut(cond.outputs[0], home_dev, dev, recv_control=merge)
+        switch = p.add(
+            PNode(
+                _make_op(scratch_graph, "Switch", base + "/Switch", {"T": i32}, [], [i32, i32]),
+                dev,
+                [(merge, 0), (pred, 0)],
+            )
+        )
+        pivot = p.add(
+            PNode(
+                _make_op(scratch_graph, "Identity", base + "/Identity", {"T": i32}, [], [i32]),
+                dev,
+                [(switch, 1)],
+            )
+        )
+        nxt = p.add(
+            PNode(
+                _make_op(
+                    scratch_graph, "NextIteration", base + "/NextIteration", {"T": i32}, [], [i32]
+                ),
+                dev,
+                [(pivot, 0)],
+            )
+        )
+        p.nodes[merge].inputs = [(enter, 0), (nxt, 0)]
+        del b
+        return merge
+
+    def cut(t_or_op, src_dev, dst_dev, recv_control=None) -> int:
         """Index in dst's partition of the _Recv for `t_or_op` (creating the pair)."""
         key = (t_or_op, dst_dev)
         idx = recvs.get(key)
@@ -192,6 +334,12 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
         )
         idx = dst.add(PNode(recv_op, dst_dev, [], []))
         recvs[key] = idx
+        frame = value_frame(t_or_op)
+        if recv_control is not None:
+            dst.nodes[idx].controls = [recv_control]
+        elif frame is not None and frame in home:
+            # A value inside a loop: its _Recv must run in the same frame and iteration.
+            dst.nodes[idx].controls = [anchor(frame, dst_dev)]
         return idx
 
     for op in order:  # first give every op its index, so back edges can refer to it
@@ -237,9 +385,15 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
 
 
 def _make_op(graph, op_type, name, attrs, input_dtypes, out_dtype=None) -> Operation:
-    """A detached Operation for a runtime-inserted node (never added to a user graph)."""
+    """A detached Operation for a runtime-inserted node (never added to a user graph).
+
+    `out_dtype` is one dtype, or a list of them for several outputs.
+    """
     op_def = get_op_def(op_type)
-    outs = [out_dtype] if out_dtype is not None else []
+    if isinstance(out_dtype, list):
+        outs = out_dtype
+    else:
+        outs = [out_dtype] if out_dtype is not None else []
     op = Operation(graph, op_def, name, [], attrs, outs, [False] * len(outs))
     op.traceback = "<partitioner>"
     return op

@@ -87,6 +87,7 @@ class Placer:
         self.allow_soft = allow_soft_placement
         self.log = log_device_placement
         self.assignment: dict[Operation, object] = {}
+        self._flexible: set[Operation] = set()  # ops whose own device spec is ignored
         self._specs = [device_spec.DeviceSpec.from_string(d.name) for d in self.devices]
 
     def place(self, ops: list[Operation]) -> dict[Operation, object]:
@@ -130,25 +131,27 @@ class Placer:
             for t in op._inputs:
                 if t._is_ref:
                     uf.union(t.op, op)
-        # A loop's frame stays on one device: every op between an Enter and its Exits
-        # joins the Enter's group (partitioned loops, whitepaper §4.4, are not built).
-        todo_set = set(todo)
-        for op in todo:
-            if op.type != "Enter":
-                continue
-            stack = [op]
-            seen = {op}
-            while stack:
-                cur = stack.pop()
-                uf.union(op, cur)
-                if cur.type == "Exit":
+        # A loop's primitives stay together on one device (its "home"); the body may
+        # spread over others, which the partitioner gives control-loop state.
+        from asyncflow.partition import _CF_PRIMS, static_frames
+
+        if any(op.type in _CF_PRIMS for op in todo):
+            frame_of, _ = static_frames(todo)
+            first: dict = {}
+            for op in todo:
+                if op.type not in _CF_PRIMS:
                     continue
-                nxt = [c for t in cur._outputs for c in t._consumers]
-                nxt.extend(cur._control_outputs)
-                for c in nxt:
-                    if c in todo_set and c not in seen:
-                        seen.add(c)
-                        stack.append(c)
+                frame = op._attrs["frame_name"] if op.type == "Enter" else frame_of[op]
+                if frame is None:  # a cond's Switch/Merge: free to go anywhere
+                    continue
+                if frame in first:
+                    uf.union(first[frame], op)
+                else:
+                    first[frame] = op
+                if op.type != "LoopCond":
+                    # Only the predicate's device decides the home: the Enters a loop
+                    # body creates for outside values pick up the body's device scope.
+                    self._flexible.add(op)
         groups: dict = {}
         for op in todo:
             groups.setdefault(uf.find(op), []).append(op)
@@ -168,7 +171,7 @@ class Placer:
         spec = device_spec.DeviceSpec()
         constrained_by = None
         for m in members:
-            if not m.device:
+            if not m.device or m in self._flexible:
                 continue
             s = device_spec.DeviceSpec.from_string(m.device)
             if not _compatible(spec, s):
