@@ -279,7 +279,7 @@ def _gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnecte
         op = queue.popleft()
         with _maybe_colocate(op, colocate):
             out_grads = _aggregate(grads, op, method)
-            in_grads = _op_input_grads(op, out_grads, stop_ops, gate)
+            in_grads = _op_input_grads(op, out_grads, stop_ops, gate, pending)
         for i, (t_in, g) in enumerate(zip(op.inputs, in_grads)):
             if g is None:
                 continue
@@ -300,7 +300,7 @@ def _gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnecte
     return [_get_grad(grads, x, unconnected) for x in xs]
 
 
-def _op_input_grads(op, out_grads, stop_ops, gate) -> list:
+def _op_input_grads(op, out_grads, stop_ops, gate, pending=None) -> list:
     has_out_grads = any(g is not None for g in out_grads)
     grad_fn = None
     if has_out_grads and op not in stop_ops:
@@ -319,6 +319,13 @@ def _op_input_grads(op, out_grads, stop_ops, gate) -> list:
                 f"Num gradients {len(in_grads)} generated for op {op.name} do not "
                 f"match num inputs {len(op.inputs)}"
             )
+        if gate and pending is not None:
+            # Gradients for inputs off every path to xs are never used; gating them
+            # with the others would make each step compute them (e.g. d loss / d x
+            # for the input placeholder of the first layer: a whole extra matmul).
+            in_grads = [
+                g if pending.get(t.op, 0) > 0 else None for t, g in zip(op.inputs, in_grads)
+            ]
         if gate and sum(g is not None for g in in_grads) > 1:
             in_grads = _gate(op, in_grads)
     return in_grads
