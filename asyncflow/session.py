@@ -50,9 +50,6 @@ _MAX_CACHED_PLANS = 1024
 
 # -- the runtime loop for synchronous callers ------------------------------------------
 
-_runtime_lock = threading.Lock()
-_runtime_loop: asyncio.AbstractEventLoop | None = None
-
 
 def _new_loop() -> asyncio.AbstractEventLoop:
     try:
@@ -63,23 +60,126 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
 
 
-def runtime_loop() -> asyncio.AbstractEventLoop:
-    """The process-wide loop that runs synchronous sessions' steps, on its own thread."""
-    global _runtime_loop
+class _Runtime:
+    """The process-wide loop of synchronous sessions, and who drives it.
+
+    While nothing runs in the background, the loop has no thread: a synchronous
+    `run` takes it and drives its own step on the calling thread (handing a step to
+    another thread costs ~100 µs of wake-ups and cold caches on an idle machine, many
+    times a small step).  As soon as something must go on between steps (a task still
+    pending after a step, a step from another thread arriving meanwhile, a queue
+    runner or a background checkpoint asking for the loop), the loop moves to a
+    dedicated thread for good, and every later step is handed to it.
+
+    Invariant: at most one thread drives the loop at a time; `owner` is that thread
+    while a step is driven inline, `thread` the dedicated one once it exists.
+    """
+
+    def __init__(self):
+        self.loop = _new_loop()
+        self.lock = threading.Lock()
+        self.owner: int | None = None
+        self.thread: threading.Thread | None = None
+        self.handoff = False  # a step was queued for the loop while an owner drove it
+
+    def ensure_thread(self) -> None:
+        """Give the loop its dedicated thread (now, or when the inline owner is done)."""
+        with self.lock:
+            if self.thread is None:
+                if self.owner is None:
+                    self._start_thread()
+                else:
+                    self.handoff = True
+
+    def _start_thread(self) -> None:  # with self.lock held, loop not running
+        loop = self.loop
+        ready = threading.Event()
+
+        def serve():
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+
+        self.thread = threading.Thread(target=serve, name="asyncflow-runtime", daemon=True)
+        self.thread.start()
+        ready.wait()
+
+    def run(self, coro, needs_task: bool):
+        """Run a step coroutine for a blocked synchronous caller; return its result."""
+        # A thread already running some other loop cannot drive this one.
+        foreign = asyncio.events._get_running_loop() is not None
+        if foreign:
+            self.ensure_thread()
+        with self.lock:
+            inline = not foreign and self.thread is None and self.owner is None
+            if inline:
+                self.owner = threading.get_ident()
+            elif self.thread is None:
+                self.handoff = True  # the owner starts the thread when it is done
+        if not inline:
+            if needs_task:
+                cf = asyncio.run_coroutine_threadsafe(coro, self.loop)
+                try:
+                    return cf.result()
+                except KeyboardInterrupt:
+                    cf.cancel()
+                    raise
+            return _SyncCall(self.loop).wait(coro)
+        try:
+            return self._drive(coro, needs_task)
+        finally:
+            with self.lock:
+                self.owner = None
+                if self.handoff or asyncio.all_tasks(self.loop):
+                    self._start_thread()
+
+    def _drive(self, coro, needs_task: bool):
+        loop = self.loop
+        if needs_task:  # asyncio.timeout needs a Task around the whole step
+            return loop.run_until_complete(coro)
+        # Most steps never suspend: drive the coroutine directly (the loop counts as
+        # running on this thread meanwhile), and run the loop only if it does.
+        asyncio.events._set_running_loop(loop)
+        try:
+            fut = coro.send(None)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            asyncio.events._set_running_loop(None)
+        return loop.run_until_complete(_continue(coro, fut))
+
+
+_runtime_lock = threading.Lock()
+_runtime: _Runtime | None = None
+
+
+def _get_runtime() -> _Runtime:
+    global _runtime
     with _runtime_lock:
-        if _runtime_loop is None or _runtime_loop.is_closed():
-            loop = _new_loop()
-            ready = threading.Event()
+        if _runtime is None or _runtime.loop.is_closed():
+            _runtime = _Runtime()
+        return _runtime
 
-            def serve():
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
 
-            threading.Thread(target=serve, name="asyncflow-runtime", daemon=True).start()
-            ready.wait()
-            _runtime_loop = loop
-        return _runtime_loop
+def runtime_loop() -> asyncio.AbstractEventLoop:
+    """The process-wide loop of synchronous sessions, running on its own thread.
+
+    For background work (queue runners, periodic saves): asking for it moves the loop
+    to its dedicated thread.
+    """
+    rt = _get_runtime()
+    rt.ensure_thread()
+    return rt.loop
+
+
+def ensure_loop_running(loop: asyncio.AbstractEventLoop) -> None:
+    """Make sure `loop` is being run by some thread before handing it background work.
+
+    A session bound to the runtime loop may have driven its steps inline so far.
+    """
+    rt = _runtime
+    if rt is not None and rt.loop is loop:
+        rt.ensure_thread()
 
 
 # -- default session stack -------------------------------------------------------------
@@ -453,7 +553,7 @@ class BaseSession:
         """
         self._check_open()
         if self._loop is None:
-            self._bind(runtime_loop(), -1)
+            self._bind(_get_runtime().loop, -1)
         # The runtime loop's own thread counts too (a kernel or callback calling run()).
         if self._loop_thread == threading.get_ident() or _running_loop() is self._loop:
             raise RuntimeError(
@@ -463,8 +563,12 @@ class BaseSession:
         # Validate fetches and feeds in the caller's thread: errors point at the caller.
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
         coro = self._run_prepared(mapper, feed_tensors, feed_values, options, run_metadata)
-        if _timeout_s(options, self._config) is not None:
-            # asyncio.timeout needs a Task around the whole step: the general path.
+        needs_task = _timeout_s(options, self._config) is not None
+        rt = _runtime
+        if rt is not None and rt.loop is self._loop:
+            return rt.run(coro, needs_task)
+        # Bound to a user's loop running in another thread: hand the step to it.
+        if needs_task:
             cf = asyncio.run_coroutine_threadsafe(coro, self._loop)
             try:
                 return cf.result()

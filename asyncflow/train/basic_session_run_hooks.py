@@ -427,6 +427,9 @@ class CheckpointSaverHook(SessionRunHook):
                 self._timer.update_last_triggered_step(global_step)
                 if self._can_save_in_background(session):
                     self.wait_for_pending_save()
+                    from asyncflow.session import ensure_loop_running
+
+                    ensure_loop_running(session._loop)
                     asyncio.run_coroutine_threadsafe(
                         self._start_background_save(session, global_step), session._loop
                     ).result()

@@ -37,6 +37,9 @@ def _session_loop(sess) -> asyncio.AbstractEventLoop:
             sess._bind(runtime_loop(), -1)  # noqa: SLF001
         else:
             sess._bind(running, threading.get_ident())  # noqa: SLF001
+    from asyncflow.session import ensure_loop_running
+
+    ensure_loop_running(sess._loop)  # noqa: SLF001 - runners need a loop that keeps running
     return sess._loop  # noqa: SLF001
 
 

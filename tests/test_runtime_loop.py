@@ -1,0 +1,79 @@
+"""The runtime loop of synchronous sessions: inline steps, and the move to a thread."""
+
+import asyncio
+import threading
+
+import numpy as np
+
+import asyncflow as af
+from asyncflow import session as session_mod
+
+
+def test_sync_steps_run_inline_until_background_work_appears(monkeypatch):
+    monkeypatch.setattr(session_mod, "_runtime", None)  # a fresh runtime for this test
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [2])
+        y = x * 2.0
+        q = af.FIFOQueue(10, [af.float32], shapes=[[2]])
+        enq = q.enqueue([y])
+        deq = q.dequeue()
+        with af.Session() as s:
+            np.testing.assert_array_equal(s.run(y, {x: [1, 2]}), [2, 4])
+            s.run(enq, {x: [1, 2]})
+            np.testing.assert_array_equal(s.run(deq), [2, 4])
+            rt = session_mod._runtime
+            assert rt.loop is s._loop
+            assert rt.thread is None  # every step so far ran on this thread
+            # A queue runner needs the loop to keep running between steps.
+            coord = af.train.Coordinator()
+            qr = af.train.QueueRunner(q, [q.enqueue([af.constant([5.0, 6.0])])])
+            threads = qr.create_threads(s, coord=coord, start=True)
+            assert rt.thread is not None and rt.thread.is_alive()
+            np.testing.assert_array_equal(s.run(deq), [5, 6])
+            coord.request_stop()
+            s.run(q.close(cancel_pending_enqueues=True))
+            coord.join(threads)
+    rt.loop.call_soon_threadsafe(rt.loop.stop)
+
+
+def test_run_from_inside_another_running_loop_is_handed_off():
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [])
+        y = x + 1.0
+        sess = af.Session()
+
+        async def user_code():
+            # Blocking run() from a coroutine of some other loop: allowed (as in TF1),
+            # it just blocks that loop; the runtime loop must not be driven here.
+            return sess.run(y, {x: 1.0})
+
+        assert asyncio.run(user_code()) == 2.0
+        assert sess.run(y, {x: 2.0}) == 3.0
+        sess.close()
+
+
+def test_many_threads_while_one_drives_inline():
+    g = af.Graph()
+    with g.as_default():
+        v = af.Variable(0, name="v")
+        inc = af.assign_add(v, 1)
+        with af.Session() as s:
+            s.run(v.initializer)
+            errors = []
+
+            def work():
+                try:
+                    for _ in range(50):
+                        s.run(inc.op)
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=work) for _ in range(6)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert not errors
+            assert s.run(v) == 300
