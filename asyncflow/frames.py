@@ -225,7 +225,6 @@ class FrameStep(Step):
 
     # -- routing
     def _propagate(self, i, it, kind, outs) -> None:
-        plan = self.plan
         if kind == ENTER:
             self._enter(i, it, outs[0])
         elif kind == EXIT:
@@ -240,7 +239,6 @@ class FrameStep(Step):
                 self._next_iteration(i, it, outs[0])
         else:
             self._deliver(i, it, outs)
-        del plan
 
     def _deliver(self, i, it, outs) -> None:
         plan = self.plan

@@ -1160,13 +1160,5 @@ def outputs_of(op: Operation):
     return outs
 
 
-def Attr(name):  # noqa: N802 - convenience for shape functions
-    return lambda op: op.get_attr(name)
-
-
 def is_tensor(x) -> bool:
     return isinstance(x, Tensor)
-
-
-# Allow `REQUIRED` imports from here for ops modules' convenience.
-REQUIRED = REQUIRED

@@ -218,7 +218,7 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
 
         home_dev, cond = home[frame]
         p = part(dev)
-        i32, b = dtypes.int32, dtypes.bool
+        i32 = dtypes.int32
         counter[0] += 1
         base = f"_loop_{frame}_{counter[0]}"
         up = frame_parent.get(frame)
@@ -284,7 +284,6 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
             )
         )
         p.nodes[merge].inputs = [(enter, 0), (nxt, 0)]
-        del b
         return merge
 
     def cut(t_or_op, src_dev, dst_dev, recv_control=None) -> int:
