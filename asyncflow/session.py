@@ -855,6 +855,20 @@ def _timeout_s(options, config):
     return ms / 1000.0 if ms and ms > 0 else None
 
 
+def _shape_accepts(static, shape: tuple) -> bool:
+    """Whether a value of `shape` fits the static TensorShape (fast path of
+    `is_compatible_with`, which would build a TensorShape per feed)."""
+    if static.ndims is None:
+        return True
+    dims = static.as_list()
+    if len(dims) != len(shape):
+        return False
+    for d, n in zip(dims, shape):
+        if d is not None and d != n:
+            return False
+    return True
+
+
 def _feed_value(t: ops.Tensor, value):
     if isinstance(value, ops.Tensor):
         raise TypeError(
@@ -884,7 +898,7 @@ def _feed_value(t: ops.Tensor, value):
             raise TypeError(f"Cannot feed value {value!r} to Tensor '{t.name}': {e}") from None
         except (TypeError, ValueError) as e:
             raise ValueError(f"Cannot feed value {value!r} to Tensor '{t.name}': {e}") from None
-    if not t.shape.is_compatible_with(arr.shape):
+    if not _shape_accepts(t.shape, arr.shape):
         raise ValueError(
             f"Cannot feed value of shape {arr.shape} for Tensor '{t.name}', which has shape "
             f"'{t.shape}'"
