@@ -2,6 +2,7 @@
 
 from asyncflow.ops import (  # noqa: F401
     array_ops,
+    cast_ops,
     check_ops,
     control_flow_contexts,
     control_flow_ops,
@@ -14,7 +15,9 @@ from asyncflow.ops import (  # noqa: F401
     init_ops,
     io_ops,
     logging_ops,
+    manip_ops,
     math_ops,
+    matmul_ops,
     nn_impl,
     nn_ops,
     parsing_ops,

@@ -1,4 +1,4 @@
-"""Math ops: element-wise unary and binary arithmetic, comparisons, logic, Cast, MatMul.
+"""Math ops: element-wise unary and binary arithmetic, comparisons, logic, AddN.
 
 Element-wise families come from two factories (`_unary_op`, `_binary_op`): each
 registers the op with its type constraint, a shape function (the input shape, or the
@@ -12,12 +12,15 @@ Invariants:
 - Builders follow TF1's Python layer: `x / y` is `truediv` (ints are cast to floats),
   `tf.div` is Python-2 division (FloorDiv for ints), `cast` to the same dtype is a no-op.
 
-Reductions, ArgMax/ArgMin, Range and LinSpace live in `reduction_ops.py`.
+Reductions, ArgMax/ArgMin, Range and LinSpace live in `reduction_ops.py`.  Cast lives
+in `cast_ops.py` and MatMul/BatchMatMul(V2) in `matmul_ops.py`; this module imports
+both (registering their ops) and re-exports their builders (`math_ops.cast`,
+`math_ops.matmul`, ...).  The helpers all of them share (`_builder_scope`, `_quiet`,
+...) live in `math_helpers.py` and stay importable from here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import warnings
 from collections.abc import Callable
@@ -27,6 +30,16 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.cast_ops import cast, to_double, to_float, to_int32, to_int64
+from asyncflow.ops.math_helpers import (
+    _as_dtype,
+    _builder_scope,
+    _convert_pair,
+    _quiet,
+    _shape_str,
+    _unary_shape,
+)
+from asyncflow.ops.matmul_ops import matmul
 from asyncflow.registry import (
     ANY,
     FLOATING,
@@ -108,35 +121,9 @@ _SIGNED_NUMERIC = TypeConstraint(
 )
 _ADDABLE = TypeConstraint(NUMERIC.allowed | {dtypes.string})
 _COMPARABLE = REAL
-_MATMUL_TYPES = TypeConstraint(FLOATING.allowed | _COMPLEX.allowed | {dtypes.int32, dtypes.int64})
 
 
 # -- helpers shared by builders and kernels ---------------------------------------------
-
-
-@contextlib.contextmanager
-def _builder_scope(name: str | None, default: str, values=()):
-    """TF's `with ops.name_scope(name, default, values) as name:` for a single-op builder.
-
-    Helper ops (converted constants, casts) are named `<op>/...`, and the op the builder
-    finally creates (outside this block) takes the scope's own name, as in TF.  Yields
-    the name to pass to that op.
-    """
-    graph = ops._graph_from_values([v for v in values if isinstance(v, ops.Tensor)])
-    with graph.as_default():
-        if name and name.endswith("/"):  # an operator's scope ("ops/add/"): reuse it exactly
-            with graph.name_scope(name):
-                yield name
-            return
-        op_name = graph.unique_name(name or default, mark_as_used=False)
-        base = op_name.rsplit("/", 1)[-1]
-        with graph.name_scope(op_name + "/"):
-            yield base
-
-
-def _as_dtype(xp, value, dtype: dtypes.DType):
-    """`value` as an array of exactly `dtype` (kernels must not leak NumPy's upcasts)."""
-    return xp.asarray(value, dtype=dtype.as_numpy_dtype)
 
 
 # Below this many elements a kernel computes inline, and NumPy's floating-point
@@ -151,19 +138,6 @@ warnings.filterwarnings(
 )
 
 
-def _quiet(xp, fn: Callable, *args):
-    """Run `fn` without NumPy's floating-point warnings (TF yields inf/nan silently)."""
-    errstate = getattr(xp, "errstate", None)
-    if errstate is None:
-        return fn(*args)
-    with errstate(all="ignore"):
-        return fn(*args)
-
-
-def _shape_str(shape) -> str:
-    return "[" + ",".join(str(d) for d in shape) + "]"
-
-
 def _check_broadcast(a, b) -> None:
     sa, sb = np.shape(a), np.shape(b)
     if sa == sb:
@@ -174,10 +148,6 @@ def _check_broadcast(a, b) -> None:
         raise errors.InvalidArgumentError(
             None, None, f"Incompatible shapes: {_shape_str(sa)} vs. {_shape_str(sb)}"
         ) from None
-
-
-def _unary_shape(op):
-    return [op.inputs[0].shape]
 
 
 def _broadcast_shape(op):
@@ -382,23 +352,6 @@ def pow(x, y, name=None):  # noqa: A001 - TF's name
     with _builder_scope(name, "Pow", [x, y]) as op_name:
         x, y = _convert_pair(x, y, "Pow")
     return ops.apply_op("Pow", [x, y], name=op_name).outputs[0]
-
-
-def _convert_pair(x, y, op_name: str):
-    """Converts x and y to tensors of one dtype, as TF's binary operators do."""
-    if not isinstance(x, ops.Tensor) and isinstance(y, ops.Tensor):
-        x = ops.convert_to_tensor(x, dtype=y.dtype, name="x")
-    else:
-        x = ops.convert_to_tensor(x, name="x")
-    if isinstance(y, ops.Tensor):
-        if y.dtype != x.dtype:
-            raise TypeError(
-                f"x and y must have the same dtype, got {x.dtype.name!r} != {y.dtype.name!r}"
-                f" in {op_name}"
-            )
-    else:
-        y = ops.convert_to_tensor(y, dtype=x.dtype, name="y")
-    return x, y
 
 
 # int8/16 and uint8/16 divide in float32; wider integers in float64 (TF's _TRUEDIV_TABLE).
@@ -658,51 +611,6 @@ def tanh(x, name=None):
     return ops.apply_op("Tanh", [x], name=op_name).outputs[0]
 
 
-# -- Cast ------------------------------------------------------------------------------------
-
-
-def _cast_value(xp, x, src: dtypes.DType, dst: dtypes.DType):
-    x = xp.asarray(x)
-    if src.is_complex and not dst.is_complex:
-        x = xp.real(x)  # TF keeps the real part
-    # astype truncates floats toward zero (C's conversion), as TF's Cast does.
-    return x.astype(dst.as_numpy_dtype)
-
-
-Cast = register_op(
-    "Cast",
-    inputs=["x: SrcT"],
-    outputs=["y: DstT"],
-    attrs={"SrcT": ANY, "DstT": ANY, "Truncate": False},
-    shape_fn=_unary_shape,
-)
-
-
-@Cast.kernel("CPU", "GPU")
-async def _cast(ctx, x):
-    src, dst = ctx.attrs["SrcT"], ctx.attrs["DstT"]
-    if src == dst:
-        return x
-    if dtypes.string in (src, dst):
-        raise errors.UnimplementedError(
-            None, None, f"Cast {src.name} to {dst.name} is not supported"
-        )
-    return await ctx.device.compute(_quiet, ctx.xp, _cast_value, ctx.xp, x, src, dst)
-
-
-def _fold_cast(t):
-    value = ops.constant_value(t.op.inputs[0])
-    if value is None:
-        return None
-    src, dst = t.op.get_attr("SrcT"), t.op.get_attr("DstT")
-    if dtypes.string in (src, dst) and src != dst:
-        return None
-    return _quiet(np, _cast_value, np, value, src, dst)
-
-
-ops.register_constant_folder("Cast", _fold_cast)
-
-
 # -- build-time folding of small integer arithmetic ------------------------------------------
 # Lets shape functions see bounds like `i + 2` (StridedSlice, Pack), as TF's
 # constant_value does; larger or non-integer values stay unknown.
@@ -742,211 +650,6 @@ for _op_type, _fold_fn in {
 }.items():
     ops.register_constant_folder(_op_type, _integer_folder(_fold_fn))
 del _op_type, _fold_fn
-
-
-def cast(x, dtype, name=None):
-    """Casts x to `dtype` (op Cast); a tensor already of that dtype is returned as is.
-
-    Floats cast to integers truncate toward zero; complex to real keeps the real part;
-    numbers cast to bool are `x != 0`.
-
-    Raises:
-      TypeError: `dtype` is not a dtype.
-      UnimplementedError: (at run time) a cast to or from string.
-    """
-    base = dtypes.as_dtype(dtype).base_dtype
-    if isinstance(x, ops.Tensor) and x.dtype.base_dtype == base:
-        return x
-    with _builder_scope(name, "Cast", [x]) as op_name:
-        x = ops.convert_to_tensor(x, name="x")
-    if x.dtype.base_dtype == base:
-        return x
-    return ops.apply_op("Cast", [x], {"DstT": base}, name=op_name).outputs[0]
-
-
-def to_float(x, name="ToFloat"):
-    """Casts x to float32."""
-    return cast(x, dtypes.float32, name=name)
-
-
-def to_double(x, name="ToDouble"):
-    """Casts x to float64."""
-    return cast(x, dtypes.float64, name=name)
-
-
-def to_int32(x, name="ToInt32"):
-    """Casts x to int32."""
-    return cast(x, dtypes.int32, name=name)
-
-
-def to_int64(x, name="ToInt64"):
-    """Casts x to int64."""
-    return cast(x, dtypes.int64, name=name)
-
-
-# -- MatMul, BatchMatMul ---------------------------------------------------------------------
-
-
-def _matmul_shape(op):
-    a = op.inputs[0].shape.with_rank(2)
-    b = op.inputs[1].shape.with_rank(2)
-    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
-    m, k1 = (a[1], a[0]) if ta else (a[0], a[1])
-    k2, n = (b[1], b[0]) if tb else (b[0], b[1])
-    _merge_inner(k1, k2)
-    return [tensor_shape.TensorShape([m, n])]
-
-
-def _merge_inner(k1, k2) -> None:
-    if not k1.is_compatible_with(k2):
-        raise ValueError(f"Dimensions must be equal, but are {k1.value} and {k2.value}")
-
-
-def _batch_matmul_shape(broadcast: bool):
-    def shape_fn(op):
-        a = op.inputs[0].shape.with_rank_at_least(2)
-        b = op.inputs[1].shape.with_rank_at_least(2)
-        if a.ndims is None or b.ndims is None:
-            return [tensor_shape.unknown_shape()]
-        adj_x, adj_y = op.get_attr("adj_x"), op.get_attr("adj_y")
-        m, k1 = (a[-1], a[-2]) if adj_x else (a[-2], a[-1])
-        k2, n = (b[-1], b[-2]) if adj_y else (b[-2], b[-1])
-        _merge_inner(k1, k2)
-        if broadcast:
-            batch = tensor_shape.broadcast_shape(a[:-2], b[:-2])
-        else:
-            batch = a[:-2].merge_with(b[:-2])
-        return [batch.concatenate([m, n])]
-
-    return shape_fn
-
-
-MatMul = register_op(
-    "MatMul",
-    inputs=["a: T", "b: T"],
-    outputs=["product: T"],
-    attrs={"T": _MATMUL_TYPES, "transpose_a": False, "transpose_b": False},
-    shape_fn=_matmul_shape,
-)
-
-
-def _incompatible(a, b) -> errors.InvalidArgumentError:
-    return errors.InvalidArgumentError(
-        None,
-        None,
-        f"Matrix size-incompatible: In[0]: {_shape_str(a.shape)}, In[1]: {_shape_str(b.shape)}",
-    )
-
-
-@MatMul.kernel("CPU", "GPU")
-async def _matmul(ctx, a, b):
-    xp = ctx.xp
-    a, b = xp.asarray(a), xp.asarray(b)
-    for i, m in enumerate((a, b)):
-        if m.ndim != 2:
-            raise errors.InvalidArgumentError(
-                None, None, f"In[{i}] is not a matrix. Instead it has shape {_shape_str(m.shape)}"
-            )
-    a2 = a.T if ctx.attrs["transpose_a"] else a
-    b2 = b.T if ctx.attrs["transpose_b"] else b
-    if a2.shape[1] != b2.shape[0]:
-        raise _incompatible(a, b)
-    product = await ctx.device.compute(xp.matmul, a2, b2)
-    return _as_dtype(xp, product, ctx.attrs["T"])
-
-
-def _adjoint(xp, m):
-    return xp.conj(xp.swapaxes(m, -1, -2))
-
-
-async def _batch_matmul(ctx, x, y):
-    xp = ctx.xp
-    x, y = xp.asarray(x), xp.asarray(y)
-    for i, m in enumerate((x, y)):
-        if m.ndim < 2:
-            raise errors.InvalidArgumentError(None, None, f"In[{i}] ndims must be >= 2: {m.ndim}")
-    x2 = _adjoint(xp, x) if ctx.attrs["adj_x"] else x
-    y2 = _adjoint(xp, y) if ctx.attrs["adj_y"] else y
-    if x2.shape[-1] != y2.shape[-2]:
-        raise _incompatible(x, y)
-    try:
-        if ctx.op.type == "BatchMatMul":
-            if x.shape[:-2] != y.shape[:-2]:
-                raise ValueError
-        else:
-            np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
-    except ValueError:
-        raise errors.InvalidArgumentError(
-            None,
-            None,
-            f"In[0] and In[1] must have compatible batch dimensions: "
-            f"{_shape_str(x.shape)} vs. {_shape_str(y.shape)}",
-        ) from None
-    product = await ctx.device.compute(xp.matmul, x2, y2)
-    return _as_dtype(xp, product, ctx.attrs["T"])
-
-
-_BATCH_ATTRS = {"T": _MATMUL_TYPES, "adj_x": False, "adj_y": False}
-BatchMatMul = register_op(
-    "BatchMatMul",
-    inputs=["x: T", "y: T"],
-    outputs=["output: T"],
-    attrs=dict(_BATCH_ATTRS),
-    shape_fn=_batch_matmul_shape(broadcast=False),
-)
-BatchMatMulV2 = register_op(
-    "BatchMatMulV2",
-    inputs=["x: T", "y: T"],
-    outputs=["output: T"],
-    attrs=dict(_BATCH_ATTRS),
-    shape_fn=_batch_matmul_shape(broadcast=True),
-)
-BatchMatMul.kernel("CPU", "GPU")(_batch_matmul)
-BatchMatMulV2.kernel("CPU", "GPU")(_batch_matmul)
-
-
-def matmul(
-    a,
-    b,
-    transpose_a=False,
-    transpose_b=False,
-    adjoint_a=False,
-    adjoint_b=False,
-    a_is_sparse=False,
-    b_is_sparse=False,
-    name=None,
-):
-    """Multiplies matrix a by matrix b; rank > 2 inputs are batches (broadcast batch dims).
-
-    Rank-2 inputs build MatMul; anything else (or an unknown rank) builds BatchMatMulV2
-    with adj_x/adj_y.  `a_is_sparse`/`b_is_sparse` are accepted and ignored.
-
-    Raises:
-      ValueError: both transpose_x and adjoint_x are set, or the inner dimensions differ
-        ("Dimensions must be equal, but are 2 and 3 for 'MatMul' ...").
-      TypeError: a and b have different dtypes.
-    """
-    if transpose_a and adjoint_a:
-        raise ValueError("Only one of transpose_a and adjoint_a can be True.")
-    if transpose_b and adjoint_b:
-        raise ValueError("Only one of transpose_b and adjoint_b can be True.")
-    with _builder_scope(name, "MatMul", [a, b]) as op_name:
-        a, b = _convert_pair(a, b, "MatMul")
-        a_rank, b_rank = a.shape.ndims, b.shape.ndims
-        if a_rank == 2 and b_rank == 2:
-            if adjoint_a:
-                a, transpose_a = conj(a), True
-            if adjoint_b:
-                b, transpose_b = conj(b), True
-            kind, attrs = "MatMul", {"transpose_a": transpose_a, "transpose_b": transpose_b}
-        else:
-            # BatchMatMul has no transpose: conjugate and use the adjoint instead (as TF).
-            if transpose_a:
-                a, adjoint_a = conj(a), True
-            if transpose_b:
-                b, adjoint_b = conj(b), True
-            kind, attrs = "BatchMatMulV2", {"adj_x": adjoint_a, "adj_y": adjoint_b}
-    return ops.apply_op(kind, [a, b], attrs, name=op_name).outputs[0]
 
 
 Conj = _unary_op("Conj", lambda xp, x: xp.conj(x), TypeConstraint(_COMPLEX.allowed))
@@ -1100,14 +803,6 @@ for _op_type in ("Floor", "Ceil", "Round"):
     get_op_def(_op_type).gradient(_no_grad)
 
 
-@Cast.gradient
-def _cast_grad(op, grad):
-    src, dst = op.get_attr("SrcT"), op.get_attr("DstT")
-    if _g.is_trainable(src) and _g.is_trainable(dst):
-        return [_g.cast(grad, src)]
-    return [None]
-
-
 def _binary_grad(op_type: str):
     """Register `fn(op, grad) -> (gx, gy)` at the broadcast shape; reduced to x and y."""
 
@@ -1207,68 +902,6 @@ def _squared_difference_grad(op, grad):
 @AddN.gradient
 def _add_n_grad(op, grad):
     return [grad] * len(op.inputs)
-
-
-@MatMul.gradient
-def _matmul_grad(op, grad):
-    t_a, t_b = op.get_attr("transpose_a"), op.get_attr("transpose_b")
-    a, b = _conj(op.inputs[0]), _conj(op.inputs[1])
-
-    def mm(x, y, ta=False, tb=False):
-        return ops.apply_op("MatMul", [x, y], {"transpose_a": ta, "transpose_b": tb}).outputs[0]
-
-    if not t_a and not t_b:
-        return [mm(grad, b, tb=True), mm(a, grad, ta=True)]
-    if not t_a and t_b:
-        return [mm(grad, b), mm(grad, a, ta=True)]
-    if t_a and not t_b:
-        return [mm(b, grad, tb=True), mm(a, grad)]
-    return [mm(b, grad, ta=True, tb=True), mm(grad, a, ta=True, tb=True)]
-
-
-def _batch_matmul_grad(op, grad):
-    x, y = op.inputs
-    adj_x, adj_y = op.get_attr("adj_x"), op.get_attr("adj_y")
-    kind = op.type
-
-    def mm(a, b, ax=False, ay=False):
-        return ops.apply_op(kind, [a, b], {"adj_x": ax, "adj_y": ay}).outputs[0]
-
-    if not adj_x:
-        if not adj_y:
-            gx, gy = mm(grad, y, ay=True), mm(x, grad, ax=True)
-        else:
-            gx, gy = mm(grad, y), mm(grad, x, ax=True)
-    elif not adj_y:
-        gx, gy = mm(y, grad, ay=True), mm(x, grad)
-    else:
-        gx, gy = mm(y, grad, ax=True, ay=True), mm(grad, x, ax=True, ay=True)
-    if kind == "BatchMatMul":
-        return [gx, gy]
-    return list(_batch_reduce(x, y, gx, gy))
-
-
-def _batch_reduce(x, y, gx, gy):
-    """Sum BatchMatMulV2 gradients over the batch dimensions that were broadcast."""
-    sx, sy = x.shape, y.shape
-    if sx.ndims is not None and sy.ndims is not None:
-        axes = _g._static_reduction_axes(sx[:-2], sy[:-2])
-        if axes is not None:
-            return _g.sum_to(gx, x, axes[0]), _g.sum_to(gy, y, axes[1])
-    shape_x, shape_y = _g.shape(x), _g.shape(y)
-
-    def batch(s):
-        return ops.apply_op("StridedSlice", [s, [0], [-2], [1]], {"begin_mask": 1}).outputs[0]
-
-    rx, ry = ops.apply_op("BroadcastGradientArgs", [batch(shape_x), batch(shape_y)]).outputs
-    return (
-        _g.reshape(_g.reduce_sum(gx, rx), shape_x),
-        _g.reshape(_g.reduce_sum(gy, ry), shape_y),
-    )
-
-
-BatchMatMul.gradient(_batch_matmul_grad)
-BatchMatMulV2.gradient(_batch_matmul_grad)
 
 
 # -- operator overloads ----------------------------------------------------------------------

@@ -37,8 +37,11 @@ def to_c(a, b):
 # Modules whose ops this table checks; ops of other families are checked by their tests.
 OWNED = {
     "math_ops",
+    "cast_ops",
+    "matmul_ops",
     "reduction_ops",
     "array_ops",
+    "manip_ops",
     "slicing_ops",
     "control_flow_ops",
     "state_ops",

@@ -1,0 +1,267 @@
+"""MatMul and BatchMatMul/BatchMatMulV2: registration, kernels, gradients, `tf.matmul`.
+
+Split out of `math_ops`, which imports this module (registering its ops) and re-exports
+`matmul`, so `math_ops.matmul`, `tf.matmul` and `a @ b` (math_ops' operator table) are
+unchanged.  Like `math_ops`, it takes its shared helpers from `math_helpers`.
+
+Invariants:
+- Kernels return exactly the declared dtype T (`_as_dtype`), as math_ops' kernels do.
+- Shape and batch mismatches are ValueError at build time and TF's InvalidArgumentError
+  ("Matrix size-incompatible: ...") at run time.
+- BatchMatMul requires equal batch dimensions; BatchMatMulV2 broadcasts them, and its
+  gradient sums over the broadcast dimensions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.math_helpers import _as_dtype, _builder_scope, _convert_pair, _shape_str
+from asyncflow.registry import FLOATING, TypeConstraint, register_op
+
+__all__ = ["matmul"]
+
+_MATMUL_TYPES = TypeConstraint(
+    FLOATING.allowed | {dtypes.complex64, dtypes.complex128, dtypes.int32, dtypes.int64}
+)
+
+
+def _conj(x):
+    """Conj of a complex tensor; real tensors pass through (`math_ops.conj` for Tensors)."""
+    return _g.apply("Conj", x) if x.dtype.is_complex else x
+
+
+# -- MatMul -----------------------------------------------------------------------------------
+
+
+def _matmul_shape(op):
+    a = op.inputs[0].shape.with_rank(2)
+    b = op.inputs[1].shape.with_rank(2)
+    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    m, k1 = (a[1], a[0]) if ta else (a[0], a[1])
+    k2, n = (b[1], b[0]) if tb else (b[0], b[1])
+    _merge_inner(k1, k2)
+    return [tensor_shape.TensorShape([m, n])]
+
+
+def _merge_inner(k1, k2) -> None:
+    if not k1.is_compatible_with(k2):
+        raise ValueError(f"Dimensions must be equal, but are {k1.value} and {k2.value}")
+
+
+def _batch_matmul_shape(broadcast: bool):
+    def shape_fn(op):
+        a = op.inputs[0].shape.with_rank_at_least(2)
+        b = op.inputs[1].shape.with_rank_at_least(2)
+        if a.ndims is None or b.ndims is None:
+            return [tensor_shape.unknown_shape()]
+        adj_x, adj_y = op.get_attr("adj_x"), op.get_attr("adj_y")
+        m, k1 = (a[-1], a[-2]) if adj_x else (a[-2], a[-1])
+        k2, n = (b[-1], b[-2]) if adj_y else (b[-2], b[-1])
+        _merge_inner(k1, k2)
+        if broadcast:
+            batch = tensor_shape.broadcast_shape(a[:-2], b[:-2])
+        else:
+            batch = a[:-2].merge_with(b[:-2])
+        return [batch.concatenate([m, n])]
+
+    return shape_fn
+
+
+MatMul = register_op(
+    "MatMul",
+    inputs=["a: T", "b: T"],
+    outputs=["product: T"],
+    attrs={"T": _MATMUL_TYPES, "transpose_a": False, "transpose_b": False},
+    shape_fn=_matmul_shape,
+)
+
+
+def _incompatible(a, b) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(
+        None,
+        None,
+        f"Matrix size-incompatible: In[0]: {_shape_str(a.shape)}, In[1]: {_shape_str(b.shape)}",
+    )
+
+
+@MatMul.kernel("CPU", "GPU")
+async def _matmul(ctx, a, b):
+    xp = ctx.xp
+    a, b = xp.asarray(a), xp.asarray(b)
+    for i, m in enumerate((a, b)):
+        if m.ndim != 2:
+            raise errors.InvalidArgumentError(
+                None, None, f"In[{i}] is not a matrix. Instead it has shape {_shape_str(m.shape)}"
+            )
+    a2 = a.T if ctx.attrs["transpose_a"] else a
+    b2 = b.T if ctx.attrs["transpose_b"] else b
+    if a2.shape[1] != b2.shape[0]:
+        raise _incompatible(a, b)
+    product = await ctx.device.compute(xp.matmul, a2, b2)
+    return _as_dtype(xp, product, ctx.attrs["T"])
+
+
+@MatMul.gradient
+def _matmul_grad(op, grad):
+    t_a, t_b = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    a, b = _conj(op.inputs[0]), _conj(op.inputs[1])
+
+    def mm(x, y, ta=False, tb=False):
+        return ops.apply_op("MatMul", [x, y], {"transpose_a": ta, "transpose_b": tb}).outputs[0]
+
+    if not t_a and not t_b:
+        return [mm(grad, b, tb=True), mm(a, grad, ta=True)]
+    if not t_a and t_b:
+        return [mm(grad, b), mm(grad, a, ta=True)]
+    if t_a and not t_b:
+        return [mm(b, grad, tb=True), mm(a, grad)]
+    return [mm(b, grad, ta=True, tb=True), mm(grad, a, ta=True, tb=True)]
+
+
+# -- BatchMatMul, BatchMatMulV2 -----------------------------------------------------------
+
+
+def _adjoint(xp, m):
+    return xp.conj(xp.swapaxes(m, -1, -2))
+
+
+async def _batch_matmul(ctx, x, y):
+    xp = ctx.xp
+    x, y = xp.asarray(x), xp.asarray(y)
+    for i, m in enumerate((x, y)):
+        if m.ndim < 2:
+            raise errors.InvalidArgumentError(None, None, f"In[{i}] ndims must be >= 2: {m.ndim}")
+    x2 = _adjoint(xp, x) if ctx.attrs["adj_x"] else x
+    y2 = _adjoint(xp, y) if ctx.attrs["adj_y"] else y
+    if x2.shape[-1] != y2.shape[-2]:
+        raise _incompatible(x, y)
+    try:
+        if ctx.op.type == "BatchMatMul":
+            if x.shape[:-2] != y.shape[:-2]:
+                raise ValueError
+        else:
+            np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"In[0] and In[1] must have compatible batch dimensions: "
+            f"{_shape_str(x.shape)} vs. {_shape_str(y.shape)}",
+        ) from None
+    product = await ctx.device.compute(xp.matmul, x2, y2)
+    return _as_dtype(xp, product, ctx.attrs["T"])
+
+
+_BATCH_ATTRS = {"T": _MATMUL_TYPES, "adj_x": False, "adj_y": False}
+BatchMatMul = register_op(
+    "BatchMatMul",
+    inputs=["x: T", "y: T"],
+    outputs=["output: T"],
+    attrs=dict(_BATCH_ATTRS),
+    shape_fn=_batch_matmul_shape(broadcast=False),
+)
+BatchMatMulV2 = register_op(
+    "BatchMatMulV2",
+    inputs=["x: T", "y: T"],
+    outputs=["output: T"],
+    attrs=dict(_BATCH_ATTRS),
+    shape_fn=_batch_matmul_shape(broadcast=True),
+)
+BatchMatMul.kernel("CPU", "GPU")(_batch_matmul)
+BatchMatMulV2.kernel("CPU", "GPU")(_batch_matmul)
+
+
+def _batch_matmul_grad(op, grad):
+    x, y = op.inputs
+    adj_x, adj_y = op.get_attr("adj_x"), op.get_attr("adj_y")
+    kind = op.type
+
+    def mm(a, b, ax=False, ay=False):
+        return ops.apply_op(kind, [a, b], {"adj_x": ax, "adj_y": ay}).outputs[0]
+
+    if not adj_x:
+        if not adj_y:
+            gx, gy = mm(grad, y, ay=True), mm(x, grad, ax=True)
+        else:
+            gx, gy = mm(grad, y), mm(grad, x, ax=True)
+    elif not adj_y:
+        gx, gy = mm(y, grad, ay=True), mm(x, grad)
+    else:
+        gx, gy = mm(y, grad, ax=True, ay=True), mm(grad, x, ax=True, ay=True)
+    if kind == "BatchMatMul":
+        return [gx, gy]
+    return list(_batch_reduce(x, y, gx, gy))
+
+
+def _batch_reduce(x, y, gx, gy):
+    """Sum BatchMatMulV2 gradients over the batch dimensions that were broadcast."""
+    sx, sy = x.shape, y.shape
+    if sx.ndims is not None and sy.ndims is not None:
+        axes = _g._static_reduction_axes(sx[:-2], sy[:-2])
+        if axes is not None:
+            return _g.sum_to(gx, x, axes[0]), _g.sum_to(gy, y, axes[1])
+    shape_x, shape_y = _g.shape(x), _g.shape(y)
+
+    def batch(s):
+        return ops.apply_op("StridedSlice", [s, [0], [-2], [1]], {"begin_mask": 1}).outputs[0]
+
+    rx, ry = ops.apply_op("BroadcastGradientArgs", [batch(shape_x), batch(shape_y)]).outputs
+    return (
+        _g.reshape(_g.reduce_sum(gx, rx), shape_x),
+        _g.reshape(_g.reduce_sum(gy, ry), shape_y),
+    )
+
+
+BatchMatMul.gradient(_batch_matmul_grad)
+BatchMatMulV2.gradient(_batch_matmul_grad)
+
+
+# -- tf.matmul --------------------------------------------------------------------------------
+
+
+def matmul(
+    a,
+    b,
+    transpose_a=False,
+    transpose_b=False,
+    adjoint_a=False,
+    adjoint_b=False,
+    a_is_sparse=False,
+    b_is_sparse=False,
+    name=None,
+):
+    """Multiplies matrix a by matrix b; rank > 2 inputs are batches (broadcast batch dims).
+
+    Rank-2 inputs build MatMul; anything else (or an unknown rank) builds BatchMatMulV2
+    with adj_x/adj_y.  `a_is_sparse`/`b_is_sparse` are accepted and ignored.
+
+    Raises:
+      ValueError: both transpose_x and adjoint_x are set, or the inner dimensions differ
+        ("Dimensions must be equal, but are 2 and 3 for 'MatMul' ...").
+      TypeError: a and b have different dtypes.
+    """
+    if transpose_a and adjoint_a:
+        raise ValueError("Only one of transpose_a and adjoint_a can be True.")
+    if transpose_b and adjoint_b:
+        raise ValueError("Only one of transpose_b and adjoint_b can be True.")
+    with _builder_scope(name, "MatMul", [a, b]) as op_name:
+        a, b = _convert_pair(a, b, "MatMul")
+        a_rank, b_rank = a.shape.ndims, b.shape.ndims
+        if a_rank == 2 and b_rank == 2:
+            if adjoint_a:
+                a, transpose_a = _conj(a), True
+            if adjoint_b:
+                b, transpose_b = _conj(b), True
+            kind, attrs = "MatMul", {"transpose_a": transpose_a, "transpose_b": transpose_b}
+        else:
+            # BatchMatMul has no transpose: conjugate and use the adjoint instead (as TF).
+            if transpose_a:
+                a, adjoint_a = _conj(a), True
+            if transpose_b:
+                b, adjoint_b = _conj(b), True
+            kind, attrs = "BatchMatMulV2", {"adj_x": adjoint_a, "adj_y": adjoint_b}
+    return ops.apply_op(kind, [a, b], attrs, name=op_name).outputs[0]
