@@ -16,6 +16,8 @@ layer, including its shortcuts (`tf.shape` of a fully known shape is a Const, sm
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
@@ -57,6 +59,12 @@ newaxis = None
 
 def _invalid(msg: str) -> errors.InvalidArgumentError:
     return errors.InvalidArgumentError(None, None, msg)
+
+
+def _num_elements(dims) -> int:
+    """Number of elements of a shape given as a small list or 1-D array (math.prod is
+    ~10x cheaper than np.prod on these)."""
+    return math.prod(int(d) for d in np.asarray(dims).reshape(-1))
 
 
 # -- Const ---------------------------------------------------------------------------
@@ -238,7 +246,7 @@ def _check_fill_args(dims, value):
 async def _fill(ctx, dims, value):
     dims, value = _check_fill_args(dims, value)
     dtype = ctx.attrs["T"]
-    ctx.device.check_alloc(int(np.prod(dims, dtype=np.int64)), dtype)
+    ctx.device.check_alloc(_num_elements(dims), dtype)
     return await ctx.device.compute(np.full, dims, value, _np_dtype(dtype))
 
 
@@ -525,7 +533,7 @@ def _reshape_value(x, sizes):
         raise _invalid(f"sizes input must be 1-D, not {_shape_str(sizes.shape)}")
     sizes = sizes.reshape(-1).tolist()
     neg = _check_reshape_spec(sizes, _invalid)
-    product = int(np.prod([s for s in sizes if s > 0], dtype=np.int64))
+    product = math.prod(s for s in sizes if s > 0)
     if neg is not None:
         sizes_have_zero = 0 in sizes
         n_in, in_has_zero = 1, False
@@ -540,7 +548,7 @@ def _reshape_value(x, sizes):
                 f"requires a multiple of {product}"
             )
         sizes[neg] = n_in // product
-    n_out = int(np.prod(sizes, dtype=np.int64))
+    n_out = math.prod(sizes)
     if n_out != x.size:
         raise _invalid(
             f"Input to reshape is a tensor with {x.size} values, but the requested shape "

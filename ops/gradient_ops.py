@@ -15,6 +15,8 @@ given: gradients keep the dtype of the tensor they differentiate.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
@@ -224,7 +226,7 @@ async def _strided_slice_grad(ctx, shape_, begin, end, strides, dy):
     from asyncflow.ops import slicing_ops as s
 
     dims = [int(d) for d in np.asarray(shape_).reshape(-1)]
-    ctx.device.check_alloc(int(np.prod(dims, dtype=np.int64)), ctx.attrs["T"])
+    ctx.device.check_alloc(math.prod(int(d) for d in dims), ctx.attrs["T"])
     try:
         final, canon = s._strided_slice_spec(
             dims, np.asarray(begin), np.asarray(end), np.asarray(strides), s._masks(ctx.attrs)

@@ -14,6 +14,8 @@ other op family directly (it builds Identity/Slice/SplitV/Unpack through
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from asyncflow import dtypes, tensor_shape
@@ -320,7 +322,7 @@ async def _tile(ctx, x, multiples):
     for i, m in enumerate(mult):
         if m < 0:
             raise _invalid(f"Expected multiples[{i}] >= 0, but got {m}")
-    ctx.device.check_alloc(x.size * int(np.prod(mult, dtype=np.int64)), ctx.attrs["T"])
+    ctx.device.check_alloc(x.size * math.prod(int(m) for m in mult), ctx.attrs["T"])
     return await ctx.device.compute(np.tile, x, mult)
 
 

@@ -187,7 +187,7 @@ def _binary_op(
     async def _kernel(ctx, x, y):
         xp = ctx.xp
         in_dtype = in_fixed or ctx.attrs["T"]
-        if x.shape != y.shape:
+        if x.shape != y.shape and x.ndim and y.ndim:  # a scalar always broadcasts
             _check_broadcast(x, y)
         if check is not None:
             check(xp, x, y, in_dtype)
