@@ -91,6 +91,14 @@ class _Runtime:
                 else:
                     self.handoff = True
 
+    def cancel_if_idle(self, fn) -> bool:
+        """Call `fn` now if no thread drives the loop (so no step is in flight)."""
+        with self.lock:
+            if self.thread is None and self.owner is None:
+                fn()
+                return True
+        return False
+
     def _start_thread(self) -> None:  # with self.lock held, loop not running
         loop = self.loop
         ready = threading.Event()
@@ -627,9 +635,14 @@ class BaseSession:
             for step in list(self._steps):
                 step.abort(errors.CancelledError(None, None, "Session has been closed."))
 
+        rt = _runtime
         if loop is not None and not loop.is_closed():
             if self._loop_thread == threading.get_ident() or _running_loop() is loop:
                 cancel_all()
+            elif rt is not None and rt.loop is loop:
+                # Nobody may be running the runtime loop: then nothing is in flight.
+                if not rt.cancel_if_idle(cancel_all):
+                    loop.call_soon_threadsafe(cancel_all)
             else:
                 loop.call_soon_threadsafe(cancel_all)
         for d in self._devices:
