@@ -2,6 +2,7 @@
 
 from asyncflow.ops import (  # noqa: F401
     array_ops,
+    barrier_ops,
     cast_ops,
     check_ops,
     control_flow_contexts,

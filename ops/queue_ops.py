@@ -182,7 +182,9 @@ def _on_take(ctx, q):
     return lambda items: sctx.on_failure(_Undo(q, items, op))
 
 
-_DEQUEUE_TYPES = frozenset(("QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2"))
+_DEQUEUE_TYPES = frozenset(
+    ("QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "BarrierTakeMany")
+)
 
 
 def _upstream_dequeues(ctx) -> frozenset:
@@ -214,7 +216,8 @@ def _on_commit(ctx):
 
     def commit():
         for cb in pending:
-            if type(cb) is _Undo and cb.op in upstream:
+            # Any take's undo (queue or barrier) that names its op and can be disarmed.
+            if getattr(cb, "op", None) in upstream and hasattr(cb, "active"):
                 cb.active = False
 
     return commit
