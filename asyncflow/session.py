@@ -2,8 +2,11 @@
 
 Loop binding (DESIGN.md "Event loop and sessions"): a session binds to one event loop
 at its first step.  `arun` (or `async with`) binds it to the caller's running loop;
-`run` from synchronous code binds it to the process's runtime loop, which runs on its
-own thread (uvloop when present).  Once bound:
+`run` from synchronous code binds it to the process's runtime loop (uvloop when
+present).  That loop gets its own thread as soon as anything must run between steps
+(queue runners, background saves, steps from several threads at once); until then a
+synchronous `run` drives its step on the calling thread, which avoids a thread
+handoff per step (see `_Runtime`).  Once bound:
 - `arun` from the bound loop runs the step in the caller's task;
 - `arun` from another loop, or `run` from any other thread, hands the step to the
   bound loop and waits for it;
