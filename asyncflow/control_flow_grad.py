@@ -495,24 +495,11 @@ def maybe_create_control_flow_state(between_op_list, between_ops, colocate):
 def _pending_count(to_ops, from_ops, colocate):
     g = importlib.import_module("asyncflow.gradients")
 
-    reached = g._mark_reached(from_ops)
-    reachable_to_ops = {op for op in to_ops if op in reached}
-    between, between_list = set(), []
-    queue = collections.deque(to_ops)
-    while queue:
-        op = queue.popleft()
-        if op in reached:
-            between.add(op)
-            between_list.append(op)
-            reached.discard(op)
-            queue.extend(t.op for t in op.inputs)
+    reachable_to_ops, between, between_list = g._between_ops(to_ops, from_ops)
+    # Loop state is created before counting: it adds ops (stacks, counters) the walk
+    # must see.
     state = maybe_create_control_flow_state(between_list, between, colocate)
-    pending = collections.defaultdict(int)
-    for op in between_list:
-        for t in op.inputs:
-            if t.op in between:
-                pending[t.op] += 1
-    return reachable_to_ops, pending, state
+    return reachable_to_ops, g._pending_from(between, between_list), state
 
 
 def _has_any_not_none_grads(grads, op) -> bool:

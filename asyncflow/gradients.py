@@ -71,7 +71,8 @@ def _mark_reached(from_ops) -> set:
     return reached
 
 
-def _pending_count(to_ops, from_ops):
+def _between_ops(to_ops, from_ops):
+    """(to_ops reachable from from_ops, the ops on some path between, in BFS order)."""
     reached = _mark_reached(from_ops)
     reachable_to_ops = {op for op in to_ops if op in reached}
     between, between_list = set(), []
@@ -83,12 +84,22 @@ def _pending_count(to_ops, from_ops):
             between_list.append(op)
             reached.discard(op)
             queue.extend(t.op for t in op.inputs)
+    return reachable_to_ops, between, between_list
+
+
+def _pending_from(between, between_list):
+    """How many ops between consume each op's outputs (the backward ready counts)."""
     pending = collections.defaultdict(int)
     for op in between_list:
         for t in op.inputs:
             if t.op in between:
                 pending[t.op] += 1
-    return reachable_to_ops, pending
+    return pending
+
+
+def _pending_count(to_ops, from_ops):
+    reachable_to_ops, between, between_list = _between_ops(to_ops, from_ops)
+    return reachable_to_ops, _pending_from(between, between_list)
 
 
 def _default_grad_ys(ys, grad_ys, colocate):
