@@ -199,7 +199,7 @@ class FrameStep(Step):
                         else:
                             outs = tuple(r)
                         r = None
-                if kind > IDENT or kind == MERGE:
+                if kind > IDENT:  # Enter, Exit, NextIteration route across frames
                     self._propagate(i, it, kind, outs)
                 elif plain_edges[i]:  # _deliver's fast path, inlined
                     vals, pending, dead = it.vals, it.pending, it.dead
