@@ -204,7 +204,10 @@ class FrameStep(Step):
                 elif plain_edges[i]:  # _deliver's fast path, inlined
                     vals, pending, dead = it.vals, it.pending, it.dead
                     for oi, j, s in edges[i]:
-                        v = vals[s] = outs[oi]
+                        if oi >= 0:
+                            v = vals[s] = outs[oi]
+                        else:  # a control edge: dead only when the whole node was
+                            v = DEAD if all(o is DEAD for o in outs) else None
                         if v is DEAD:
                             dead[j] += 1
                         pending[j] -= 1
@@ -243,9 +246,12 @@ class FrameStep(Step):
     def _deliver(self, i, it, outs) -> None:
         plan = self.plan
         vals, pending, dead, ready = it.vals, it.pending, it.dead, self.ready
-        if plan.plain_edges[i]:  # no Merge among the consumers, no control edge
+        if plan.plain_edges[i]:  # no Merge among the consumers
             for oi, j, s in plan.edges[i]:
-                v = vals[s] = outs[oi]
+                if oi >= 0:
+                    v = vals[s] = outs[oi]
+                else:  # a control edge: dead only when the whole node was dead
+                    v = DEAD if all(o is DEAD for o in outs) else None
                 if v is DEAD:
                     dead[j] += 1
                 pending[j] -= 1
