@@ -409,8 +409,7 @@ def _compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
                 plan.fwd_read[i] = True
     ends = plan.ends
     plan.plain_edges = [
-        all(not (plan.kinds[j] == MERGE and s < ends[j]) for oi, j, s in e)
-        for e in plan.edges
+        all(not (plan.kinds[j] == MERGE and s < ends[j]) for oi, j, s in e) for e in plan.edges
     ]
 
 

@@ -20,8 +20,13 @@ _GATES: dict[str, asyncio.Event] = {}
 _ARRIVED: dict[str, int] = {}
 
 _Gate = register_op(
-    "TestFrameGate", inputs=["x: T"], outputs=["y: T"], attrs={"T": ANY, "key": "g"},
-    shape_fn=lambda op: [op.inputs[0].shape], stateful=True, is_async=True,
+    "TestFrameGate",
+    inputs=["x: T"],
+    outputs=["y: T"],
+    attrs={"T": ANY, "key": "g"},
+    shape_fn=lambda op: [op.inputs[0].shape],
+    stateful=True,
+    is_async=True,
 )
 
 
