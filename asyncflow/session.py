@@ -542,6 +542,7 @@ class BaseSession:
         if self._loop is None:
             self._bind(loop, threading.get_ident())
         if self._loop is not loop:
+            ensure_loop_running(self._loop)  # the runtime loop may have had no thread yet
             cf = asyncio.run_coroutine_threadsafe(
                 self._arun_bound(fetches, feed_dict, options, run_metadata), self._loop
             )

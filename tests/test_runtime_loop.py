@@ -77,3 +77,21 @@ def test_many_threads_while_one_drives_inline():
                 t.join(30)
             assert not errors
             assert s.run(v) == 300
+
+
+def test_arun_from_a_user_loop_after_inline_sync_runs(monkeypatch):
+    monkeypatch.setattr(session_mod, "_runtime", None)
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [])
+        y = x * 3.0
+        with af.Session() as s:
+            assert s.run(y, {x: 1.0}) == 3.0  # binds to the runtime loop, inline
+            assert session_mod._runtime.thread is None
+
+            async def service():
+                return await s.arun(y, {x: 2.0})  # bridged: the loop needs a thread now
+
+            assert asyncio.run(asyncio.wait_for(service(), 10)) == 6.0
+    rt = session_mod._runtime
+    rt.loop.call_soon_threadsafe(rt.loop.stop)
