@@ -286,3 +286,25 @@ def test_memory_accounting_per_device():
         assert stats[name]["peak_bytes_in_use"] >= 4 << 20
         # Released after the last consumer: nothing big is left once the step is over.
         assert devices[name].bytes_in_use < 4 << 20
+
+
+def _train_model(config, devices, steps=5):
+    """SGD on the small two-layer net: losses and final weights."""
+    x, loss, _, _ = _model(devices)
+    with af.device(devices[2]):
+        train = af.train.GradientDescentOptimizer(0.05).minimize(loss)
+    xv = np.arange(8, dtype=np.float32).reshape(2, 4) / 4
+    with af.Session(config=config) as s:
+        s.run(af.global_variables_initializer())
+        losses = [float(s.run([loss, train], {x: xv})[0]) for _ in range(steps)]
+        weights = s.run(af.trainable_variables())
+    return losses, weights
+
+
+def test_training_gives_identical_results_on_one_and_three_devices():
+    one = _train_model(None, [None, None, None])
+    with af.Graph().as_default():
+        three = _train_model(CPU3, ["/cpu:0", "/cpu:1", "/cpu:2"])
+    assert one[0] == three[0]
+    for a, b in zip(one[1], three[1]):
+        np.testing.assert_array_equal(a, b)
