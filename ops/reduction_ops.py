@@ -27,7 +27,6 @@ from asyncflow.registry import (
     REAL,
     NotDifferentiable,
     TypeConstraint,
-    get_op_def,
     register_op,
 )
 
@@ -181,14 +180,6 @@ Any = _reduction_op("Any", None)
 All = _reduction_op("All", None)
 
 
-def _op_registered(op_type: str) -> bool:
-    try:
-        get_op_def(op_type)
-    except KeyError:
-        return False
-    return True
-
-
 def _reduction_dims(x, axis):
     """`axis`, or every axis of x when None (a Const, or Range(0, Rank(x)) if unknown)."""
     if axis is not None:
@@ -196,8 +187,6 @@ def _reduction_dims(x, axis):
     rank = x.shape.ndims
     if rank is not None:
         return np.arange(rank, dtype=np.int32)
-    if not _op_registered("Rank"):
-        raise NotImplementedError("reducing a tensor of unknown rank needs the Rank op")
     rank_t = ops.apply_op("Rank", [x]).outputs[0]
     return range(0, rank_t, 1)
 

@@ -42,6 +42,7 @@ __all__ = [
     "scatter_add",
     "scatter_sub",
     "is_variable_initialized",
+    "count_up_to",
 ]
 
 
@@ -486,3 +487,36 @@ async def _report_uninitialized(ctx, *flags):
     out = np.empty(len(names), dtype=object)
     out[:] = [n.encode() for n in names]
     return out
+
+
+# -- CountUpTo ---------------------------------------------------------------------------
+
+CountUpTo = register_op(
+    "CountUpTo",
+    inputs=["ref: Ref(T)"],
+    outputs=["output: T"],
+    attrs={"T": INDEX, "limit": 0},
+    shape_fn=lambda op: [op.inputs[0].shape],
+    stateful=True,
+)
+NotDifferentiable("CountUpTo")
+
+
+@CountUpTo.kernel("CPU")
+async def _count_up_to(ctx, ref):
+    old = np.array(ref.read())  # a copy: the update may happen in place
+    limit = ctx.attrs["limit"]
+    if old >= limit:
+        raise errors.OutOfRangeError(None, None, f"Reached limit of {limit}")
+    ref.assign(old + 1, True)
+    return old
+
+
+def count_up_to(ref, limit, name=None):
+    """Increments `ref` until it reaches `limit`; returns the value before the increment.
+
+    Raises (when run):
+      OutOfRangeError: the variable already holds `limit`.
+    """
+    ref = getattr(ref, "_ref", lambda: ref)()
+    return ops.apply_op("CountUpTo", [ref], {"limit": int(limit)}, name=name).outputs[0]

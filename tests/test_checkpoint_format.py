@@ -5,11 +5,10 @@ import os
 
 import numpy as np
 import pytest
+import safetensors.numpy as safetensors_numpy  # noqa: E402 - the reference package (test extra)
 
 from asyncflow import checkpoint_format as cf
 from asyncflow import errors
-
-safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
 STANDARD = {
     "f32": np.arange(6, dtype=np.float32).reshape(2, 3),

@@ -5,20 +5,12 @@ queue, consumers drain it and then get OutOfRangeError.  The queue-based tests a
 skipped until the queue module (ops/data_flow_ops.py) and the queue runners exist.
 """
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 import asyncflow as af
 from asyncflow import errors, python_io
 from asyncflow.train import input as inp
-
-HAVE_QUEUES = (
-    importlib.util.find_spec("asyncflow.ops.data_flow_ops") is not None
-    or importlib.util.find_spec("asyncflow.ops.queue_ops") is not None
-) and importlib.util.find_spec("asyncflow.train.queue_runner") is not None
-needs_queues = pytest.mark.skipif(not HAVE_QUEUES, reason="queues not built yet")
 
 
 def test_count_up_to_and_limit(sess):
@@ -89,7 +81,6 @@ def drain(sess, t, limit=1000):
     raise AssertionError("the input did not end")
 
 
-@needs_queues
 def test_string_input_producer_epochs_in_order(sess):
     q = inp.string_input_producer(["a", "b", "c"], num_epochs=2, shuffle=False)
     name = q.dequeue()
@@ -98,7 +89,6 @@ def test_string_input_producer_epochs_in_order(sess):
         assert drain(sess, name) == [b"a", b"b", b"c"] * 2
 
 
-@needs_queues
 def test_string_input_producer_shuffles_each_epoch(sess):
     names = [str(i) for i in range(20)]
     q = inp.string_input_producer(names, num_epochs=3, shuffle=True, seed=5)
@@ -112,7 +102,6 @@ def test_string_input_producer_shuffles_each_epoch(sess):
     assert epochs[0] != [n.encode() for n in names]
 
 
-@needs_queues
 def test_slice_input_producer_keeps_rows_together(sess):
     x = np.arange(10, dtype=np.int32)
     y = x * 10
@@ -124,7 +113,6 @@ def test_slice_input_producer_keeps_rows_together(sess):
     assert all(b == a * 10 for a, b in pairs)
 
 
-@needs_queues
 @pytest.mark.parametrize("smaller", [True, False])
 def test_batch_final_batch(sess, smaller):
     q = inp.range_input_producer(10, num_epochs=1, shuffle=False)
@@ -137,7 +125,6 @@ def test_batch_final_batch(sess, smaller):
     assert batch[0].shape.as_list() == [None if smaller else 4]
 
 
-@needs_queues
 def test_batch_dict_and_threads_exactly_once(sess):
     q = inp.range_input_producer(100, num_epochs=1, shuffle=False)
     i = q.dequeue()
@@ -151,7 +138,6 @@ def test_batch_dict_and_threads_exactly_once(sess):
         np.testing.assert_array_equal(b["sq"], b["i"] ** 2)
 
 
-@needs_queues
 def test_shuffle_batch_every_element_once(sess):
     q = inp.range_input_producer(64, num_epochs=1, shuffle=False)
     (b,) = inp.shuffle_batch(
@@ -164,7 +150,6 @@ def test_shuffle_batch_every_element_once(sess):
     assert sorted(got) == list(range(64)) and got != list(range(64))
 
 
-@needs_queues
 def test_batch_join_and_enqueue_many(sess):
     a = af.constant([[1, 1], [2, 2]], af.int32)
     b = af.constant([[3, 3], [4, 4]], af.int32)
@@ -185,7 +170,6 @@ def test_batch_join_and_enqueue_many(sess):
     assert got.count((1, 1)) + got.count((3, 3)) == 3
 
 
-@needs_queues
 def test_batch_dynamic_pad(sess):
     q = inp.range_input_producer(4, num_epochs=1, shuffle=False)
     n = q.dequeue()
@@ -197,7 +181,6 @@ def test_batch_dynamic_pad(sess):
     np.testing.assert_array_equal(got, [[0, 0, 0, 0], [0, 1, 0, 0], [0, 1, 2, 0], [0, 1, 2, 3]])
 
 
-@needs_queues
 def test_maybe_batch_keeps_selected(sess):
     q = inp.range_input_producer(10, num_epochs=1, shuffle=False)
     i = q.dequeue()
@@ -208,7 +191,6 @@ def test_maybe_batch_keeps_selected(sess):
     assert got == [0, 2, 4, 6, 8]
 
 
-@needs_queues
 def test_tfrecord_pipeline_end_to_end(sess, tmp_path):
     from asyncflow import example_pb as pb
     from asyncflow.ops import parsing_ops, reader_ops

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.graph import GraphKeys
-from asyncflow.registry import INDEX, NotDifferentiable, all_op_defs, register_op
 
 __all__ = [
     "match_filenames_once",
@@ -39,7 +38,6 @@ __all__ = [
     "maybe_shuffle_batch",
     "shuffle_batch_join",
     "maybe_shuffle_batch_join",
-    "count_up_to",
 ]
 
 
@@ -63,38 +61,7 @@ def _queue_runner():
     return queue_runner
 
 
-# -- CountUpTo (a state op TF keeps in state_ops; registered here until it moves) ------------
-
-if "CountUpTo" not in all_op_defs():
-    CountUpTo = register_op(
-        "CountUpTo",
-        inputs=["ref: Ref(T)"],
-        outputs=["output: T"],
-        attrs={"T": INDEX, "limit": 0},
-        shape_fn=lambda op: [op.inputs[0].shape],
-        stateful=True,
-    )
-    NotDifferentiable("CountUpTo")
-
-    @CountUpTo.kernel("CPU")
-    async def _count_up_to(ctx, ref):
-        old = np.array(ref.read())  # a copy: the update may happen in place
-        limit = ctx.attrs["limit"]
-        if old >= limit:
-            raise errors.OutOfRangeError(None, None, f"Reached limit of {limit}")
-        ref.assign(old + 1, True)
-        return old
-
-
-def count_up_to(ref, limit, name=None):
-    """Increments 'ref' until it reaches 'limit'; returns the value before the increment.
-
-    Raises (when run):
-      OutOfRangeError: the variable already holds `limit`.
-    """
-    ref = getattr(ref, "_ref", lambda: ref)()
-    return ops.apply_op("CountUpTo", [ref], {"limit": int(limit)}, name=name).outputs[0]
-
+from asyncflow.ops.state_ops import count_up_to  # noqa: E402 - num_epochs counts with it
 
 # -- producers -----------------------------------------------------------------------------
 
