@@ -195,6 +195,12 @@ def _accounting_kernel(kernel: Callable, device) -> Callable:
     return accounting
 
 
+def _dead():
+    from asyncflow.ops.control_flow_prims import DEAD  # ops import the executor
+
+    return DEAD
+
+
 def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
     """Test mode (ASYNCFLOW_CHECK_KERNELS=1): verify outputs against the graph's types."""
 
@@ -205,7 +211,7 @@ def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
         if len(values) != len(outs):
             raise AssertionError(f"{op.type} kernel returned {len(values)} outputs")
         for t, v in zip(outs, values):
-            if t._is_ref or type(v).__name__ == "_Dead":
+            if t._is_ref or v is _dead():
                 continue
             arr = np.asarray(v) if not hasattr(v, "dtype") else v
             want = t.dtype.as_numpy_dtype

@@ -597,7 +597,7 @@ class BaseSession:
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         """A function running `fetches` with positional feeds for `feed_list`."""
         self._check_open()
-        mapper = _FetchMapper(self._graph, fetches)
+        _FetchMapper(self._graph, fetches)  # reject bad fetches now, at the caller's line
         feed_tensors = [self._feed_tensor(k) for k in (feed_list or [])]
 
         def call(*args, **kwargs):
@@ -608,10 +608,8 @@ class BaseSession:
             if len(args) != len(feed_tensors):
                 raise TypeError(f"Callable takes {len(feed_tensors)} feed values, got {len(args)}")
             feed_dict = dict(zip(feed_tensors, args))
-            return self.run(mapper_fetches, feed_dict, options, run_metadata)
+            return self.run(fetches, feed_dict, options, run_metadata)
 
-        mapper_fetches = fetches
-        del mapper
         return call
 
     def iterate(self, fetches, feed_dict=None, options=None):

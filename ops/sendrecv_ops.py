@@ -12,6 +12,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow.executor import current_step
+from asyncflow.ops.control_flow_prims import DEAD
 from asyncflow.registry import ANY, REQUIRED, NotDifferentiable, register_op
 
 __all__: list[str] = []
@@ -73,7 +74,7 @@ async def _send(ctx, x):
 @Recv.kernel("CPU", "GPU")
 async def _recv(ctx):
     value = await _rendezvous().recv(ctx.attrs["key"])
-    if type(value).__name__ == "_Dead":  # a dead value crossing devices stays dead
+    if value is DEAD:  # a dead value crossing devices stays dead
         return value
     if isinstance(value, _Lossy):
         value = from_lossy(value.bits)
