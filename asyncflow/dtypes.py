@@ -31,13 +31,16 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 class DType:
     """A TensorFlow element type, e.g. ``tf.float32``."""
 
-    __slots__ = ("_enum", "_name", "_np", "_base")
+    __slots__ = ("_enum", "_name", "_np", "_base", "np_dtype")
 
     def __init__(self, type_enum: int, name: str, np_type: Any, base: DType | None = None):
         self._enum = type_enum
         self._name = name
         self._np = np_type
         self._base = base  # the base type of a reference type, else None
+        # The np.dtype instance (None without a NumPy type): kernels compare a result's
+        # dtype to it with `is` first, which is cheaper than `== scalar type`.
+        self.np_dtype = None if np_type is None else np.dtype(np_type)
 
     @property
     def name(self) -> str:

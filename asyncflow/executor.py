@@ -49,6 +49,8 @@ __all__ = [
     "wrap_kernel_error",
 ]
 
+# ASYNCFLOW_COMPILED_LOOPS=0 runs every loop on the general frame executor.
+_NO_COMPILED_LOOPS = os.environ.get("ASYNCFLOW_COMPILED_LOOPS", "1") == "0"
 _CHECK_KERNELS = os.environ.get("ASYNCFLOW_CHECK_KERNELS", "") not in ("", "0")
 _ONE_NONE = (None,)
 _FORWARD, _NOTHING = -1, -2  # special arities (see compile_plan)
@@ -260,6 +262,7 @@ class Plan:
         "plain_edges",
         "derefs",
         "fwd_read",
+        "loops",
         "__weakref__",
     )
 
@@ -417,6 +420,9 @@ def _compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
     plan.plain_edges = [
         all(not (plan.kinds[j] == MERGE and s < ends[j]) for oi, j, s in e) for e in plan.edges
     ]
+    from asyncflow.frames import compile_loops
+
+    plan.loops = None if _NO_COMPILED_LOOPS else compile_loops(plan, nodes)
 
 
 class Step:

@@ -108,6 +108,7 @@ class Iter:
         "outstanding",
         "child_frames",
         "tag",
+        "loops_pending",
     )
 
     def __init__(self, frame, it, plan):
@@ -123,6 +124,7 @@ class Iter:
         self.merges: dict[int, list] = {}
         self.outstanding = 0
         self.child_frames: dict[str, Frame] = {}
+        self.loops_pending: dict | None = None  # compiled loops waiting for Enters
 
 
 class FrameStep(Step):
@@ -156,6 +158,7 @@ class FrameStep(Step):
         kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
         kinds, n_out, clears = plan.kinds, plan.n_outputs, plan.clears
         fwd_read, plain_edges, edges = plan.fwd_read, plan.plain_edges, plan.edges
+        loops, enter_info = plan.loops, plan.enter_info
         ready = self.ready
         pop = ready.pop
         while ready:
@@ -200,7 +203,12 @@ class FrameStep(Step):
                             outs = tuple(r)
                         r = None
                 if kind > IDENT:  # Enter, Exit, NextIteration route across frames
-                    self._propagate(i, it, kind, outs)
+                    if kind == ENTER and loops is not None and enter_info[i][0] in loops:
+                        prog = loops[enter_info[i][0]]
+                        if not await self._enter_compiled(i, it, outs[0], prog):
+                            return  # the loop failed; the step is aborted
+                    else:
+                        self._propagate(i, it, kind, outs)
                 elif plain_edges[i]:  # _deliver's fast path, inlined
                     vals, pending, dead = it.vals, it.pending, it.dead
                     for oi, j, s in edges[i]:
@@ -310,6 +318,86 @@ class FrameStep(Step):
         if it0 is not None:
             self._check_iteration(it0)
 
+    async def _enter_compiled(self, i, it, value, prog) -> bool:
+        """An Enter of a compiled loop: once all arrived, run the whole loop here and
+        deliver its Exits.  False when a kernel failed (the step is then aborted)."""
+        pend = it.loops_pending
+        if pend is None:
+            pend = it.loops_pending = {}
+        rec = pend.get(prog.name)
+        if rec is None:
+            rec = pend[prog.name] = {}
+            it.outstanding += 1  # the loop keeps its parent iteration alive
+        rec[i] = value
+        if len(rec) < prog.n_enters:
+            return True
+        del pend[prog.name]
+        if any(v is DEAD for v in rec.values()):
+            if all(v is DEAD for v in rec.values()):  # the whole loop is dead
+                for x, _ in prog.exits:
+                    self._deliver(x, it, (DEAD,))
+            else:  # partly dead: the general machinery knows what that means
+                for e, v in rec.items():
+                    self._enter(e, it, v)
+            it.outstanding -= 1
+            return True
+        ok = await self._run_loop(prog, it, rec)
+        it.outstanding -= 1
+        return ok
+
+    async def _run_loop(self, prog, it, enter_values) -> bool:
+        vals = [None] * prog.n_slots
+        for s, v in prog.consts:
+            vals[s] = v
+        for e, v in enter_values.items():
+            vals[prog.enter_slot[e]] = v
+        enter_values = None
+        index_slots = prog.index_slots
+        for s, first, _ in index_slots:
+            vals[s] = first
+        pre, body, tail = prog.pre, prog.body, prog.tail
+        pred_slot, src, dst = prog.pred_slot, prog.carry_src, prog.carry_dst
+        block, phase, i = pre, 0, prog.pred_node
+        try:
+            while True:
+                for i, kernel, ctx, arity, args, n_out, outs in block:  # noqa: B007 - i names a failure
+                    if arity == 2:
+                        r = await kernel(ctx, vals[args[0]], vals[args[1]])
+                    elif arity == 1:
+                        r = await kernel(ctx, vals[args[0]])
+                    else:
+                        r = await kernel(ctx, *[vals[a] for a in args])
+                    if n_out == 1:
+                        vals[outs[0]] = r
+                    elif n_out:
+                        for s, v in zip(outs, r):
+                            vals[s] = v
+                r = None
+                if phase == 0:  # the condition is known
+                    i = prog.pred_node
+                    if vals[pred_slot]:
+                        block, phase = body, 1
+                    else:
+                        block, phase = tail, 2
+                elif phase == 1:  # next iteration
+                    if self.error is not None:
+                        return False
+                    new = [vals[s] for s in src]
+                    for s, v in zip(dst, new):
+                        vals[s] = v
+                    new = None
+                    for s, _, nxt in index_slots:
+                        vals[s] = nxt
+                    block, phase = pre, 0
+                else:
+                    break
+        except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
+            self._fail(i, exc)
+            return False
+        for x, s in prog.exits:
+            self._deliver(x, it, (vals[s],))
+        return True
+
     def _next_iteration(self, i, it, value) -> None:
         frame = it.frame
         nxt = frame.iters.get(it.it + 1)
@@ -381,3 +469,233 @@ class FrameStep(Step):
                 v = v.read()
             out.append(v)
         return out
+
+
+# -- compiled loops ---------------------------------------------------------------------
+#
+# A while loop whose frame holds only synchronous kernels and nothing but its own
+# Merge/Switch/LoopCond/NextIteration/Exit structure is run by `LoopProgram` instead
+# of the general machinery above: once every Enter of a frame instance has arrived,
+# the loop runs to its end in one place, one iteration after another, over a flat
+# list of slots.  Which nodes run in an iteration is fixed by the predicate (body
+# nodes when it holds, the exit path when not, the condition's nodes always), so
+# deadness is decided once, at plan time; Identity, LoopCond, Switch, NextIteration
+# and Exit become slot aliases; constants are filled in once per loop.
+#
+# Running iterations one after another is a valid schedule of the same dataflow (it
+# is `parallel_iterations=1`); it gives up overlap between iterations only, which is
+# why a frame with a kernel that may suspend (`is_async`: queues, Recv, I/O) keeps
+# the general executor, as do frames with nested loops, conds or Send/Recv, and any
+# pattern the checks below do not recognise.
+
+_T, _F, _BOTH = 1, 2, 3  # liveness: when the predicate holds, when it does not
+
+
+class LoopProgram:
+    """A while loop frame compiled to flat instruction lists (see above)."""
+
+    __slots__ = (
+        "name",
+        "n_enters",
+        "n_slots",
+        "enter_slot",
+        "consts",
+        "pre",
+        "body",
+        "tail",
+        "pred_slot",
+        "pred_node",
+        "carry_src",
+        "carry_dst",
+        "index_slots",
+        "exits",
+    )
+
+
+def compile_loops(plan, nodes) -> dict | None:
+    """{frame name: LoopProgram} for the plan's loop frames that can be compiled."""
+    n = len(nodes)
+    kinds = plan.kinds
+    frame_of: list = [None] * n
+    parent: dict = {}
+    for j, p in enumerate(nodes):
+        srcs = [s[0] for s in p.inputs if s[0] != "feed" and kinds[s[0]] != NEXT_ITER]
+        srcs.extend(p.controls)
+        for src in srcs:
+            if kinds[src] == ENTER:
+                name = plan.enter_info[src][0]
+                parent.setdefault(name, frame_of[src])
+                frame_of[j] = name
+            elif kinds[src] == EXIT:
+                frame_of[j] = parent.get(frame_of[src])
+            else:
+                frame_of[j] = frame_of[src]
+            break
+    members: dict = {}
+    for j, f in enumerate(frame_of):
+        if f is not None:
+            members.setdefault(f, []).append(j)
+    enters: dict = {}
+    for j in range(n):
+        if kinds[j] == ENTER:
+            enters.setdefault(plan.enter_info[j][0], []).append(j)
+    loops = {}
+    for name, members_f in members.items():
+        prog = _compile_loop(plan, nodes, name, members_f, enters.get(name, []))
+        if prog is not None:
+            loops[name] = prog
+    return loops or None
+
+
+def _compile_loop(plan, nodes, name, members, enters):  # noqa: C901 - one check per rule
+    kinds = plan.kinds
+    in_frame = set(members)
+    is_enter = set(enters)
+    const_enter = {e for e in enters if plan.enter_info[e][1]}
+    consumers: dict = {}
+    for i in members + enters:
+        for oi, j, _ in plan.edges[i]:
+            consumers.setdefault(i, []).append((oi, j))
+    for i in members:
+        k = kinds[i]
+        if k in (SEND, RECV, ENTER) or plan.fwd_read[i]:
+            return None
+        p = nodes[i]
+        if p.op.op_def.is_async or any(s[0] == "feed" for s in p.inputs):
+            return None
+        for s in p.inputs:
+            if s[0] not in in_frame and s[0] not in is_enter:
+                return None
+        for c in p.controls:
+            if c not in in_frame and c not in is_enter:
+                return None
+        if k != EXIT and any(j not in in_frame for _, j in consumers.get(i, ())):
+            return None  # a value leaves the frame other than by Exit (e.g. a fetch)
+    for e in enters:
+        for oi, j in consumers.get(e, ()):
+            if j not in in_frame:
+                return None
+            if e not in const_enter and (oi < 0 or kinds[j] != MERGE):
+                return None
+    loop_conds = [i for i in members if nodes[i].op.type == "LoopCond"]
+    if len(loop_conds) != 1:
+        return None
+    cond = loop_conds[0]
+    merges = [i for i in members if kinds[i] == MERGE]
+    merge_parts = {}
+    for m in merges:
+        p = nodes[m]
+        if len(p.inputs) != 2 or p.controls:
+            return None
+        (a, _), (b, _) = p.inputs
+        if a in is_enter and a not in const_enter and kinds[b] == NEXT_ITER:
+            merge_parts[m] = (a, b, 0, 1)
+        elif b in is_enter and b not in const_enter and kinds[a] == NEXT_ITER:
+            merge_parts[m] = (b, a, 1, 0)
+        else:
+            return None
+    for i in members:
+        k, p = kinds[i], nodes[i]
+        if k == SWITCH:
+            if p.inputs[0][0] not in merge_parts or p.inputs[0][1] != 0:
+                return None
+            if p.inputs[1][0] != cond:
+                return None
+        elif k == EXIT:
+            src = p.inputs[0]
+            if kinds[src[0]] != SWITCH or src[1] != 0:
+                return None
+        elif k == NEXT_ITER:
+            for _, j in consumers.get(i, ()):
+                if j not in merge_parts or merge_parts[j][1] != i:
+                    return None
+
+    # Liveness of every value, in topological order (back edges only reach Merges).
+    node_live = {}
+
+    def value_live(i, oi):
+        if i in is_enter or kinds[i] == MERGE:
+            return _BOTH
+        if kinds[i] == SWITCH:
+            return node_live[i] & (_F if oi == 0 else _T)
+        return node_live[i]
+
+    for i in members:
+        if kinds[i] in (MERGE, TRIGGER):  # a ControlTrigger fires on dead inputs too
+            node_live[i] = _BOTH
+            continue
+        live = _BOTH
+        for s in nodes[i].inputs:
+            live &= value_live(*s)
+        for c in nodes[i].controls:
+            live &= _BOTH if c in is_enter else node_live[c]
+        node_live[i] = live
+    if node_live[cond] != _BOTH:
+        return None
+    for i in members:
+        if kinds[i] == NEXT_ITER and node_live[i] != _T:
+            return None
+        if kinds[i] == EXIT and node_live[i] != _F:
+            return None
+
+    # Slots, with forwarding nodes aliased to their source.
+    slot_of: dict = {}
+    n_slots = 0
+
+    def new_slot(key):
+        nonlocal n_slots
+        slot_of[key] = n_slots
+        n_slots += 1
+        return n_slots - 1
+
+    prog = LoopProgram()
+    prog.name = name
+    prog.n_enters = len(enters)
+    prog.enter_slot = {}
+    for e in enters:
+        if e in const_enter:
+            prog.enter_slot[e] = new_slot((e, 0))
+    for m, (e, _nxt, _ep, _np) in merge_parts.items():
+        prog.enter_slot[e] = new_slot((m, 0))
+        slot_of[(e, 0)] = slot_of[(m, 0)]
+    prog.index_slots = []
+    for m, (_e, _nxt, ep, np_) in merge_parts.items():
+        if any(oi == 1 for oi, _ in consumers.get(m, ())):
+            prog.index_slots.append((new_slot((m, 1)), np.int32(ep), np.int32(np_)))
+    prog.consts = []
+    pre, body, tail = [], [], []
+    for i in members:
+        k, p = kinds[i], nodes[i]
+        live = node_live[i]
+        if k == MERGE or k == TRIGGER:  # a trigger computes nothing
+            continue
+        if k in (SWITCH,):
+            slot_of[(i, 0)] = slot_of[(i, 1)] = slot_of[p.inputs[0]]
+            continue
+        if k >= FORWARD or k == IDENT:  # Identity, LoopCond, NextIteration, Exit
+            if p.inputs[0] in slot_of:
+                slot_of[(i, 0)] = slot_of[p.inputs[0]]
+            continue
+        if k == CONST:
+            value = plan.ctxs[i].attrs["value"]
+            if isinstance(value, np.ndarray) and not value.ndim and value.dtype != object:
+                value = value[()]  # a NumPy scalar, as a 0-d result of any kernel is
+            prog.consts.append((new_slot((i, 0)), value))
+            continue
+        if not live:
+            continue  # dead in every iteration: never runs
+        args = tuple(slot_of[s] for s in p.inputs)
+        n_out = plan.n_outputs[i]
+        outs = tuple(new_slot((i, k_)) for k_ in range(n_out))
+        ins = (i, plan.kernels[i], plan.ctxs[i], len(args), args, n_out, outs)
+        (pre if live == _BOTH else body if live == _T else tail).append(ins)
+    prog.n_slots = n_slots
+    prog.pre, prog.body, prog.tail = pre, body, tail
+    prog.pred_slot = slot_of[(cond, 0)]
+    prog.pred_node = cond
+    prog.carry_dst, prog.carry_src = [], []
+    for m, (_e, nxt, _ep, _np) in merge_parts.items():
+        prog.carry_dst.append(slot_of[(m, 0)])
+        prog.carry_src.append(slot_of[nodes[nxt].inputs[0]])
+    prog.exits = [(i, slot_of[(i, 0)]) for i in members if kinds[i] == EXIT]
+    return prog
