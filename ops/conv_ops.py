@@ -242,6 +242,21 @@ class _Geom:
         xp.copyto(cols, win[s:e])
         return cols.reshape(-1, self.kh * self.kw * self.c)
 
+    def cols_t(self, xp, xpad, s: int, e: int):
+        """The transposed column matrix [KH*KW*C, rows] of images [s, e) of padded NHWC
+        `xpad`: for few channels each (i, j, c) row is one strided gather whose inner run
+        is an output row, far faster than `cols` copying KW*C values at a time."""
+        s0, s1, s2, s3 = xpad.strides
+        view = xp.lib.stride_tricks.as_strided(
+            xpad[s:e],
+            shape=(self.kh, self.kw, self.c, e - s, self.oh, self.ow),
+            strides=(s1 * self.dh, s2 * self.dw, s3, s0, s1 * self.sh, s2 * self.sw),
+            writeable=False,
+        )
+        cols = xp.empty(view.shape, dtype=xpad.dtype)
+        xp.copyto(cols, view)
+        return cols.reshape(self.kh * self.kw * self.c, -1)
+
     def windows_or_x(self, xp, x):
         """What `cols` slices: the window view, or x itself for a pointwise convolution."""
         return x if self.is_pointwise() else self.windows(xp, x)
@@ -266,6 +281,100 @@ class _Geom:
     def crop(self, dxp):
         lo_h, _, lo_w, _ = self.pad
         return dxp[:, lo_h : lo_h + self.h, lo_w : lo_w + self.w, :]
+
+
+# -- row-major-in-H ("rows") convolution: the fast path for stride 1 in H ------------------
+#
+# With the padded input laid out [HP, N, OW', KW*C] (H outermost; OW' the output columns,
+# KW*C the pixels of one window row), the column matrix of filter row i is the
+# contiguous slice of rows [i*DH*N*OW, (i*DH + OH)*N*OW): output row oh of every image
+# reads padded row oh + i*DH.  So one copy that is KH times smaller than the full im2col
+# (windows only along W) feeds KH GEMMs with K = KW*C, each reading its operand in place,
+# and the filter gradient is KH GEMMs A_i^T @ dy with no copy of A_i either.
+
+# Smallest KW*C (the GEMMs' inner size) for which the rows layout beats a full im2col
+# (tests lower it to cover the rows path on small shapes).
+_ROWS_MIN_K = 48
+# ... and the fewest output channels (the GEMMs' N: a thin N leaves BLAS starved).
+_ROWS_MIN_OC = 8
+
+
+def _use_rows(g: _Geom, c: int, oc: int) -> bool:
+    """Whether the rows layout suits a correlation with c input and oc output channels."""
+    return (
+        g.sh == 1
+        and g.kh > 1
+        and g.kw * c >= _ROWS_MIN_K
+        and oc >= _ROWS_MIN_OC
+        and min(g.n, g.oh, g.ow, g.c, g.oc) > 0
+    )
+
+
+# Most input channels for which `cols_t` (channels in the column matrix's rows) is used.
+_COLS_T_MAX_C = 4
+
+
+def _use_cols_t(g: _Geom) -> bool:
+    return g.c <= _COLS_T_MAX_C and not g.is_pointwise() and min(g.n, g.oh, g.ow) > 0
+
+
+def _row_windows(xp, xpad, hp: int, ow: int, kw: int, sw: int, dw: int):
+    """The copy [hp * N * OW, KW * C] of padded NHWC `xpad`'s first hp rows, H outermost:
+    row (h, n, j) holds the KW pixels (with their C channels) of output column j."""
+    n, _, _, c = xpad.shape
+    s0, s1, s2, s3 = xpad.strides
+    view = xp.lib.stride_tricks.as_strided(
+        xpad, shape=(hp, n, ow, kw, c), strides=(s1, s0, s2 * sw, s2 * dw, s3), writeable=False
+    )
+    a = xp.empty(view.shape, dtype=xpad.dtype)
+    xp.copyto(a, view)
+    return a.reshape(hp * n * ow, kw * c)
+
+
+def _rows_conv(xp, xpad, w, oh: int, ow: int, sw: int, dh: int, dw: int):
+    """Stride-1-in-H correlation of padded NHWC `xpad` with w [KH, KW, C, OC]: the output
+    laid out [OH, N, OW, OC] (H outermost)."""
+    kh, kw, c, oc = w.shape
+    n = xpad.shape[0]
+    a = _row_windows(xp, xpad, oh + (kh - 1) * dh, ow, kw, sw, dw)
+    w = w.reshape(kh, kw * c, oc)
+    m = n * ow  # rows of A per input row
+    out = xp.matmul(a[: oh * m], w[0])
+    for i in range(1, kh):
+        out += xp.matmul(a[i * dh * m : (i * dh + oh) * m], w[i])
+    return out.reshape(oh, n, ow, oc)
+
+
+def _rows_filter_grad(xp, xpad, dy, kh: int, kw: int, sw: int, dh: int, dw: int):
+    """The filter gradient [KH, KW*C, OC] of `_rows_conv` for NHWC dy [N, OH, OW, OC]."""
+    n, oh, ow, oc = dy.shape
+    a = _row_windows(xp, xpad, oh + (kh - 1) * dh, ow, kw, sw, dw)
+    dyt = xp.ascontiguousarray(dy.transpose(1, 0, 2, 3)).reshape(-1, oc)
+    m = n * ow
+    out = xp.empty((kh, a.shape[1], oc), dtype=dyt.dtype)
+    for i in range(kh):
+        xp.matmul(a[i * dh * m : (i * dh + oh) * m].T, dyt, out=out[i])
+    return out
+
+
+def _from_hnwc(xp, out, fmt: str, out_dtype):
+    """[H, N, W, C] as a contiguous array in `fmt`, cast to out_dtype (one copy)."""
+    perm = (1, 3, 0, 2) if fmt == "NCHW" else (1, 0, 2, 3)
+    res = xp.empty(tuple(out.shape[p] for p in perm), dtype=out_dtype)
+    xp.copyto(res, out.transpose(perm), casting="unsafe")
+    return res
+
+
+def _place(xp, x, top: int, hp: int, left: int, wp: int):
+    """Zeros [N, hp, wp, C] with NHWC x written at offset (top, left); rows and columns
+    falling outside (negative offsets, or past hp/wp) are dropped."""
+    n, h, w, c = x.shape
+    out = xp.zeros((n, hp, wp, c), dtype=x.dtype)
+    r0, c0 = max(0, -top), max(0, -left)
+    r1, c1 = min(h, hp - top), min(w, wp - left)
+    if r1 > r0 and c1 > c0:
+        out[:, top + r0 : top + r1, left + c0 : left + c1] = x[:, r0:r1, c0:c1]
+    return out
 
 
 def _check_attrs(attrs, depthwise=False) -> None:
@@ -374,9 +483,18 @@ Conv2D = register_op(
 def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
     ct = compute_dtype(x.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
-    w = w.astype(ct, copy=False).reshape(-1, g.oc)
+    w = w.astype(ct, copy=False)
+    if _use_rows(g, g.c, g.oc):
+        out = _rows_conv(xp, pad_spatial(xp, x, *g.pad), w, g.oh, g.ow, g.sw, g.dh, g.dw)
+        return _from_hnwc(xp, out, fmt, out_dtype)
+    w = w.reshape(-1, g.oc)
     rows = g.oh * g.ow
     out = xp.empty((g.n * rows, g.oc), dtype=ct)
+    if _use_cols_t(g):
+        xpad = pad_spatial(xp, x, *g.pad)
+        for s, e in g.batch_chunks(np.dtype(ct).itemsize):
+            xp.matmul(g.cols_t(xp, xpad, s, e).T, w, out=out[s * rows : e * rows])
+        return from_nhwc(xp, out.reshape(g.out_nhwc()), fmt).astype(out_dtype, copy=False)
     win = g.windows_or_x(xp, x)
     for s, e in g.batch_chunks(np.dtype(ct).itemsize):
         xp.matmul(g.cols(xp, win, s, e), w, out=out[s * rows : e * rows])
@@ -425,7 +543,17 @@ def _check_out_backprop(g: _Geom, dy_nhwc, what="out_backprop") -> None:
 
 def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
-    dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False).reshape(g.n, -1, g.oc)
+    dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
+    if g.sh == g.sw == 1 and _use_rows(g, g.oc, g.c):
+        # dx is a stride-1 correlation of dy, padded so that every input position sees
+        # all the outputs it fed, with the filter flipped and its channels swapped.
+        lo_h, _, lo_w, _ = g.pad
+        eh, ew = (g.kh - 1) * g.dh, (g.kw - 1) * g.dw
+        dyp = _place(xp, dy, eh - lo_h, g.h + eh, ew - lo_w, g.w + ew)
+        wf = xp.ascontiguousarray(w.astype(ct, copy=False)[::-1, ::-1].transpose(0, 1, 3, 2))
+        out = _rows_conv(xp, dyp, wf, g.h, g.w, 1, g.dh, g.dw)
+        return _from_hnwc(xp, out, fmt, out_dtype)
+    dy = dy.reshape(g.n, -1, g.oc)
     # [KH*KW, OC, C]: one GEMM per window offset, each block landing in NHWC order
     w_t = xp.ascontiguousarray(
         w.astype(ct, copy=False).reshape(g.kh * g.kw, g.c, g.oc).transpose(0, 2, 1)
@@ -474,10 +602,20 @@ Conv2DBackpropFilter = register_op(
 def _conv2d_backprop_filter(xp, g: _Geom, x, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
+    if _use_rows(g, g.c, g.oc):
+        dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
+        xpad = pad_spatial(xp, x, *g.pad)
+        dw = _rows_filter_grad(xp, xpad, dy, g.kh, g.kw, g.sw, g.dh, g.dw)
+        return dw.reshape(g.kh, g.kw, g.c, g.oc).astype(out_dtype, copy=False)
     rows = g.oh * g.ow
     dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False).reshape(-1, g.oc)
-    win = g.windows_or_x(xp, x)
     dw = xp.zeros((g.kh * g.kw * g.c, g.oc), dtype=ct)
+    if _use_cols_t(g):
+        xpad = pad_spatial(xp, x, *g.pad)
+        for s, e in g.batch_chunks(np.dtype(ct).itemsize):
+            dw += xp.matmul(g.cols_t(xp, xpad, s, e), dy[s * rows : e * rows])
+        return dw.reshape(g.kh, g.kw, g.c, g.oc).astype(out_dtype, copy=False)
+    win = g.windows_or_x(xp, x)
     for s, e in g.batch_chunks(np.dtype(ct).itemsize):
         dw += xp.matmul(g.cols(xp, win, s, e).T, dy[s * rows : e * rows])
     return dw.reshape(g.kh, g.kw, g.c, g.oc).astype(out_dtype, copy=False)

@@ -1,0 +1,237 @@
+"""The fast paths of Conv2D and its backprops, and of MaxPool / MaxPoolGrad.
+
+conv_ops picks among three layouts (full im2col, the transposed column matrix for few
+channels, the H-outermost "rows" layout for stride 1 in H); every path, forced on by
+lowering its thresholds, must give the straightforward NumPy reference's numbers for
+every geometry (strides, dilations, SAME/VALID/EXPLICIT padding, NHWC/NCHW, dtypes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import graph as ops
+from asyncflow.ops import conv_ops, pooling_ops
+from asyncflow.session import Session
+
+_RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with ops.Graph().as_default() as g:
+        yield g
+
+
+@pytest.fixture(params=["default", "rows", "cols_t", "im2col"])
+def path(request, monkeypatch):
+    """Force one layout: 'rows' and 'cols_t' lower their thresholds to take every shape
+    they can; 'im2col' turns both off."""
+    if request.param == "rows":
+        monkeypatch.setattr(conv_ops, "_ROWS_MIN_K", 1)
+        monkeypatch.setattr(conv_ops, "_ROWS_MIN_OC", 1)
+        monkeypatch.setattr(conv_ops, "_COLS_T_MAX_C", 0)
+    elif request.param == "cols_t":
+        monkeypatch.setattr(conv_ops, "_ROWS_MIN_K", 10**9)
+        monkeypatch.setattr(conv_ops, "_COLS_T_MAX_C", 10**9)
+    elif request.param == "im2col":
+        monkeypatch.setattr(conv_ops, "_ROWS_MIN_K", 10**9)
+        monkeypatch.setattr(conv_ops, "_COLS_T_MAX_C", 0)
+    return request.param
+
+
+def _geometry(size, k, s, d, padding, pads):
+    eff = (k - 1) * d + 1
+    if padding == "VALID":
+        return (size - eff) // s + 1, 0, 0
+    if padding == "SAME":
+        out = -(-size // s)
+        total = max((out - 1) * s + eff - size, 0)
+        return out, total // 2, total - total // 2
+    lo, hi = pads
+    return (size + lo + hi - eff) // s + 1, lo, hi
+
+
+def _reference(x, w, dy, strides, padding, dilations, pads=((0, 0), (0, 0))):
+    """Conv2D output, d(sum(y * dy))/dx and /dw by direct loops over window offsets
+    (NHWC, float64)."""
+    n, h, wd, c = x.shape
+    kh, kw, _, oc = w.shape
+    (sh, sw), (dh, dw) = strides, dilations
+    oh, th, bh = _geometry(h, kh, sh, dh, padding, pads[0])
+    ow, tw, bw = _geometry(wd, kw, sw, dw, padding, pads[1])
+    hp = max(h + th + bh, (oh - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(wd + tw + bw, (ow - 1) * sw + (kw - 1) * dw + 1)
+    xp = np.zeros((n, hp, wp, c))
+    xp[:, th : th + h, tw : tw + wd] = x
+    y = np.zeros((n, oh, ow, oc))
+    dxp = np.zeros_like(xp)
+    dwr = np.zeros((kh, kw, c, oc))
+    for i in range(kh):
+        for j in range(kw):
+            sl = (
+                slice(None),
+                slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),
+                slice(j * dw, j * dw + (ow - 1) * sw + 1, sw),
+            )
+            y += xp[sl] @ w[i, j]
+            if dy is None:
+                continue
+            dxp[sl] += dy @ w[i, j].T
+            dwr[i, j] = np.einsum("nhwc,nhwo->co", xp[sl], dy)
+    return y, dxp[:, th : th + h, tw : tw + wd], dwr
+
+
+# name, x shape (NHWC), filter shape, strides, padding, dilations, explicit (H, W) pads
+_CASES = [
+    ("lenet1", (3, 12, 12, 1), (5, 5, 1, 6), (1, 1), "SAME", (1, 1), None),
+    ("lenet2", (2, 6, 7, 8), (5, 5, 8, 10), (1, 1), "SAME", (1, 1), None),
+    ("valid", (2, 7, 6, 3), (3, 2, 3, 4), (1, 1), "VALID", (1, 1), None),
+    ("stride_w", (2, 7, 9, 4), (3, 3, 4, 5), (1, 2), "SAME", (1, 1), None),
+    ("stride_h", (2, 9, 7, 4), (3, 3, 4, 5), (2, 1), "SAME", (1, 1), None),
+    ("stride2_odd", (1, 9, 8, 2), (4, 3, 2, 3), (2, 2), "SAME", (1, 1), None),
+    ("dilated", (2, 9, 8, 3), (3, 3, 3, 4), (1, 1), "SAME", (2, 3), None),
+    ("dilated_valid", (1, 9, 9, 2), (2, 3, 2, 3), (1, 1), "VALID", (3, 2), None),
+    ("explicit", (2, 6, 5, 3), (3, 3, 3, 2), (1, 1), "EXPLICIT", (1, 1), ((1, 2), (0, 1))),
+    ("explicit_wide", (1, 4, 4, 2), (2, 2, 2, 3), (1, 1), "EXPLICIT", (1, 1), ((3, 0), (0, 4))),
+    ("filter_bigger", (1, 2, 3, 2), (5, 4, 2, 3), (1, 1), "SAME", (1, 1), None),
+    ("one_row_filter", (2, 5, 6, 3), (1, 3, 3, 4), (1, 1), "SAME", (1, 1), None),
+    ("pointwise", (2, 4, 5, 6), (1, 1, 6, 3), (1, 1), "VALID", (1, 1), None),
+]
+
+
+def _attrs(s, padding, d, pads, fmt):
+    four = (lambda v: [1, 1, *v]) if fmt == "NCHW" else (lambda v: [1, *v, 1])
+    if padding == "EXPLICIT":
+        pairs = [[0, 0], list(pads[0]), list(pads[1]), [0, 0]]
+        if fmt == "NCHW":
+            pairs = [pairs[0], pairs[3], pairs[1], pairs[2]]
+        padding = pairs
+    return {"strides": four(s), "padding": padding, "data_format": fmt, "dilations": four(d)}
+
+
+def _to(fmt, a):
+    return a.transpose(0, 3, 1, 2) if fmt == "NCHW" else a
+
+
+def _from(fmt, a):
+    return a.transpose(0, 2, 3, 1) if fmt == "NCHW" else a
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("case", _CASES, ids=[c[0] for c in _CASES])
+def test_conv_paths_match_reference(case, fmt, dtype, path):
+    _, xs, ws, s, padding, d, pads = case
+    x, w = _RNG.uniform(-1, 1, xs), _RNG.uniform(-1, 1, ws)
+    y_ref, _, _ = _reference(x, w, None, s, padding, d, pads or ((0, 0),) * 2)
+    dy = _RNG.uniform(-1, 1, y_ref.shape)
+    _, dx_ref, dw_ref = _reference(x, w, dy, s, padding, d, pads or ((0, 0),) * 2)
+    kw = _attrs(s, padding, d, pads, fmt)
+    xc, wc = af.constant(_to(fmt, x).astype(dtype)), af.constant(w.astype(dtype))
+    dyc = af.constant(_to(fmt, dy).astype(dtype))
+    y = conv_ops.conv2d(xc, wc, **kw)
+    dx = conv_ops.conv2d_backprop_input(list(_to(fmt, x).shape), wc, dyc, **kw)
+    dw = conv_ops.conv2d_backprop_filter(xc, list(ws), dyc, **kw)
+    with Session() as sess:
+        y_v, dx_v, dw_v = sess.run([y, dx, dw])
+    assert y_v.dtype == dx_v.dtype == dw_v.dtype == dtype
+    assert y_v.flags.c_contiguous and dx_v.flags.c_contiguous
+    tol = {np.float16: 3e-2, np.float32: 2e-5, np.float64: 1e-12}[dtype]
+    np.testing.assert_allclose(_from(fmt, y_v), y_ref, rtol=tol, atol=tol * 4)
+    np.testing.assert_allclose(_from(fmt, dx_v), dx_ref, rtol=tol, atol=tol * 4)
+    np.testing.assert_allclose(dw_v, dw_ref, rtol=tol, atol=tol * 8)
+
+
+def test_rows_path_is_taken_for_lenet_layer2(monkeypatch):
+    """The LeNet second layer (stride 1, KW*C = 160) goes through the rows layout."""
+    calls = []
+    real = conv_ops._rows_conv
+    monkeypatch.setattr(conv_ops, "_rows_conv", lambda *a: calls.append(1) or real(*a))
+    x = af.constant(_RNG.uniform(-1, 1, (2, 14, 14, 32)).astype(np.float32))
+    w = af.constant(_RNG.uniform(-1, 1, (5, 5, 32, 64)).astype(np.float32))
+    with Session() as sess:
+        sess.run(conv_ops.conv2d(x, w, 1, "SAME"))
+    assert calls
+
+
+# -- max pooling ---------------------------------------------------------------------------
+
+
+def _pool_reference(x, k, s, padding, dy):
+    """MaxPool and MaxPoolGrad (gradient to the first maximum in row-major window order)
+    by loops over windows (NHWC)."""
+    n, h, w, c = x.shape
+    oh, th, _ = _geometry(h, k[0], s[0], 1, padding, None)
+    ow, tw, _ = _geometry(w, k[1], s[1], 1, padding, None)
+    y = np.empty((n, oh, ow, c), x.dtype)
+    dx = np.zeros(x.shape, x.dtype)
+    for a in range(oh):
+        for b in range(ow):
+            r0, c0 = a * s[0] - th, b * s[1] - tw
+            rs = range(max(r0, 0), min(r0 + k[0], h))
+            cs = range(max(c0, 0), min(c0 + k[1], w))
+            win = x[:, rs.start : rs.stop, cs.start : cs.stop, :].reshape(n, -1, c)
+            y[:, a, b] = win.max(axis=1)
+            if dy is None:
+                continue
+            first = win.argmax(axis=1)  # numpy's argmax: the first maximum
+            for i in range(n):
+                for ch in range(c):
+                    r, q = divmod(int(first[i, ch]), len(cs))
+                    dx[i, rs.start + r, cs.start + q, ch] += dy[i, a, b, ch]
+    return y, dx
+
+
+_POOLS = [
+    ("2x2_s2_even", (3, 8, 6, 5), (2, 2), (2, 2), "VALID"),
+    ("2x2_s2_same_even", (2, 6, 8, 3), (2, 2), (2, 2), "SAME"),
+    ("2x2_s2_same_odd", (2, 7, 5, 3), (2, 2), (2, 2), "SAME"),
+    ("2x2_s2_valid_odd", (2, 7, 5, 3), (2, 2), (2, 2), "VALID"),
+    ("3x3_s3", (2, 9, 6, 2), (3, 3), (3, 3), "VALID"),
+    ("3x3_s2_overlap", (2, 7, 7, 2), (3, 3), (2, 2), "SAME"),
+    ("2x3_s2x3", (1, 6, 9, 4), (2, 3), (2, 3), "SAME"),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("case", _POOLS, ids=[c[0] for c in _POOLS])
+@pytest.mark.parametrize("ties", [False, True])
+def test_max_pool_paths_match_reference(case, fmt, dtype, ties):
+    _, xs, k, s, padding = case
+    x = _RNG.uniform(-1, 1, xs)
+    if ties:  # ReLU-like: many windows of equal zeros, and repeated values
+        x = np.round(np.maximum(x, 0) * 2) / 2
+    x = x.astype(dtype)
+    y_ref, _ = _pool_reference(x, k, s, padding, None)
+    dy = _RNG.uniform(-1, 1, y_ref.shape).astype(dtype)
+    y_ref, dx_ref = _pool_reference(x, k, s, padding, dy)
+    four = (lambda v: [1, 1, *v]) if fmt == "NCHW" else (lambda v: [1, *v, 1])
+    xc = af.constant(_to(fmt, x))
+    y = pooling_ops.max_pool(xc, four(k), four(s), padding, data_format=fmt)
+    attrs = {"ksize": four(k), "strides": four(s), "padding": padding, "data_format": fmt}
+    dx = ops.apply_op("MaxPoolGrad", [xc, y, af.constant(_to(fmt, dy))], attrs).outputs[0]
+    with Session() as sess:
+        y_v, dx_v = sess.run([y, dx])
+    assert y_v.dtype == dx_v.dtype == dtype
+    np.testing.assert_array_equal(_from(fmt, y_v), y_ref)
+    tol = 1e-3 if dtype == np.float16 else 1e-6
+    np.testing.assert_allclose(_from(fmt, dx_v), dx_ref, rtol=tol, atol=tol)
+
+
+def test_max_pool_grad_non_finite_dy():
+    """inf / nan in dy reach only the first maximum of their window."""
+    x = np.array([[1.0, 1.0], [0.0, 1.0]], np.float32).reshape(1, 2, 2, 1)
+    x = np.concatenate([x, x], axis=2)  # two windows
+    dy = np.array([np.inf, np.nan], np.float32).reshape(1, 1, 2, 1)
+    xc = af.constant(x)
+    y = pooling_ops.max_pool(xc, 2, 2, "VALID")
+    attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
+    dx = ops.apply_op("MaxPoolGrad", [xc, y, af.constant(dy)], attrs).outputs[0]
+    with Session() as sess:
+        out = sess.run(dx)[0, :, :, 0]
+    np.testing.assert_array_equal(out[:, :2], [[np.inf, 0], [0, 0]])
+    assert np.isnan(out[0, 2]) and not np.isnan(out[:, 3]).any() and out[1, 2] == 0
