@@ -35,7 +35,9 @@ from __future__ import annotations
 import asyncio
 import bisect
 import glob
+import mmap
 import os
+import threading
 
 import numpy as np
 
@@ -281,14 +283,54 @@ class _SourceReader(_Reader):
         self._eof = False
 
 
+_HANDOFF_S = 0.0005  # the longest the loop waits for a worker thread to take a read
+_RING_BYTES = 16 << 20  # each of the two read buffers of a TFRecord reader
+
+
 class _TFRecordReader(_SourceReader):
+    """TFRecord files.  Uncompressed ones are read into two reusable buffers in turn:
+    a worker thread fills one (preadv, GIL released) while the loop's thread cuts
+    records out of the other, so no chunk is allocated (and page-faulted) per read."""
+
     def __init__(self, name: str, compression: str):
         super().__init__(name)
         self.compression = compression
         self._scanner = None
+        self._ring: list | None = None  # the two buffers of the current (plain) file
+        self._filling = None  # the buffer the in-flight fetch writes into
 
     def _begin(self):
         self._scanner = python_io.RecordScanner(self._source.path)
+        if not self._source.compressed:
+            size = max(mmap.PAGESIZE, min(_RING_BYTES, self._source.size))
+            # Anonymous maps: slicing one gives `bytes`, and they are writable for preadv.
+            self._ring = [mmap.mmap(-1, size), mmap.mmap(-1, size)]
+            self._fill(self._ring[0])
+
+    def _fill(self, buf) -> None:
+        """Start reading the next chunk of the file into `buf` on a worker thread."""
+        self._scanner.release(buf)  # the scanner must not see it change
+        self._filling = buf
+        source = self._source
+        entered = threading.Event()
+
+        def read():
+            entered.set()
+            return source.readinto(buf)  # preadv releases the GIL
+
+        self._fetch = asyncio.get_running_loop().run_in_executor(None, read)
+        # Hand the GIL over until the worker is inside its read.  Without this the worker
+        # cannot start while this thread scans (the GIL is given up only every 5 ms), and
+        # the read would not overlap the scan.  Bounded: a busy pool just loses the overlap.
+        entered.wait(_HANDOFF_S)
+
+    async def _next_buffer(self):
+        """The buffer the in-flight fetch filled and how many bytes it holds (0: end)."""
+        if self._fetch is None:
+            self._fill(self._ring[0] if self._filling is self._ring[1] else self._ring[1])
+        got = await asyncio.shield(self._fetch)  # cancelled: the read stays in flight
+        self._fetch = None
+        return self._filling, got
 
     async def _read_some(self, n):
         scanner = self._scanner
@@ -302,16 +344,30 @@ class _TFRecordReader(_SourceReader):
                     raise
                 # Deliver the good records first; the damage is reported by the next read.
             if values:
-                prefix = self.work + b":"
-                return [prefix + str(o).encode() for o in offsets], values, False
-            data = await self._next_chunk(scanner.need())
-            if not data:
+                return _keys(self.work, offsets), values, False
+            if self._ring is None:
+                data = await self._next_chunk(scanner.need())
+                if not data:
+                    return [], [], True
+                scanner.feed(data)
+                continue
+            buf, got = await self._next_buffer()
+            if not got:
+                self._eof = True
                 return [], [], True
-            scanner.feed(data)
+            scanner.feed(buf, got)
+            self._fill(self._ring[1] if buf is self._ring[0] else self._ring[0])
 
     def _finish(self):
         super()._finish()
         self._scanner = None
+        self._ring = None  # an in-flight fetch keeps its buffer alive until it is done
+        self._filling = None
+
+
+def _keys(work: bytes, offsets: list) -> list:
+    """TF's record keys, b"<file>:<offset>" (one C-level pass over the offsets)."""
+    return list(map((work.replace(b"%", b"%%") + b":%d").__mod__, offsets))
 
 
 class _TextLineReader(_SourceReader):
