@@ -10,9 +10,18 @@
   by the tensor MutexLock outputs; it is released when ConsumeMutexLock runs, when the
   tensor is dropped (TF's rule), or when the step that acquired it fails.
 
+Exactly once (issue 6): a take_grad whose step fails, is cancelled or times out after
+the take gives its gradients back: the step's failure callback (`current_step().
+on_failure`, registered in the synchronous section that takes) accumulates the taken sum
+and count again, together with any gradients applied since, and puts the global step
+back unless a later take or set_global_step moved it.  A take_grad still waiting when
+its step ends withdraws and leaves the accumulator untouched.  (A step that already
+applied the taken gradient to variables before failing is not undone there: variable
+updates are not transactional.)
+
 Invariants: state changes happen in synchronous sections (no await between a check and
 its update); a waiter that is cancelled withdraws itself; a waiter handed a result
-after its step was cancelled gives it back (the lock) before re-raising.
+after its step was cancelled gives it back (the gradients, the lock) before re-raising.
 """
 
 from __future__ import annotations
@@ -84,29 +93,41 @@ class _Accumulator:
         self.mean = reduction_type == "MEAN"
         self.global_step = 0
         self.count = 0
-        self._takers: deque = deque()  # (num_required, future)
+        self._version = 0  # bumped by every take and set_global_step
+        self._takers: deque = deque()  # (num_required, future, on_take)
         self.handle = _obj0(self)
 
     def set_global_step(self, step: int) -> None:
         if step < self.global_step:
             logger.warning("Attempt to set global step of %s to a lower value", self.name)
         self.global_step = int(step)
+        self._version += 1
 
     def _stale(self, local_step: int) -> bool:
         return local_step < self.global_step
 
-    async def take(self, num_required: int):
+    async def take(self, num_required: int, on_take=None):
+        """The reduced gradient once num_required were applied (suspends until then).
+
+        `on_take(taken)` runs in the synchronous section that takes the gradients (the
+        kernel registers an undo with its step there); `taken` is what `restore` needs to
+        put them back.  A cancelled wait withdraws; a take served but cancelled before it
+        resumed, with no `on_take` to undo it, is restored here.
+        """
         if num_required < 1:
             raise errors.InvalidArgumentError(
                 None, None, f"Argument num_required must be positive, but was {num_required}"
             )
         if not self._takers and self.count >= num_required:
-            return self._take_now()
+            out, taken = self._take_now()
+            if on_take is not None:
+                on_take(taken)
+            return out
         fut = asyncio.get_running_loop().create_future()
-        entry = (num_required, fut)
+        entry = (num_required, fut, on_take)
         self._takers.append(entry)
         try:
-            return await fut
+            return (await fut)[0]
         except asyncio.CancelledError:
             if not fut.done() or fut.cancelled():
                 try:
@@ -114,26 +135,82 @@ class _Accumulator:
                 except ValueError:
                     pass
                 self._pump()
+            elif fut.exception() is None and on_take is None:
+                self.restore(fut.result()[1])  # served, but nobody will see it
             raise
 
     def _pump(self) -> None:
         takers = self._takers
         while takers:
-            n, fut = takers[0]
+            n, fut, on_take = takers[0]
             if fut.done():
                 takers.popleft()
                 continue
             if self.count < n:
                 return
             takers.popleft()
-            fut.set_result(self._take_now())
+            out, taken = self._take_now()
+            fut.set_result((out, taken))
+            if on_take is not None:
+                on_take(taken)  # may restore at once (its step already failed)
 
     def _take_now(self):
+        """(the reduced gradient, what `restore` needs to undo the take)."""
         out = self._result()
+        taken = _Taken(self._state(), self.count, self.global_step, self._version + 1)
         self._reset()
         self.count = 0
         self.global_step += 1
-        return out
+        self._version += 1
+        return out, taken
+
+    def restore(self, taken: _Taken) -> None:
+        """Undo a take whose step failed: its gradients are accumulated again (with any
+        applied since), and the global step goes back unless it was moved since by a
+        take or set_global_step."""
+        if not self._merge(taken.state):
+            logger.warning(
+                "%s: the gradients of a failed take_grad could not be given back: gradients "
+                "of another shape were applied since",
+                self.name,
+            )
+            return
+        self.count += taken.count
+        if self._version == taken.version:
+            self.global_step = taken.global_step
+            self._version += 1
+        self._pump()
+
+
+class _Taken:
+    """What a take removed from an accumulator, to put back if its step fails."""
+
+    __slots__ = ("state", "count", "global_step", "version")
+
+    def __init__(self, state, count, global_step, version):
+        self.state, self.count = state, count
+        self.global_step, self.version = global_step, version
+
+
+class _Undo:
+    """A step-failure callback giving a take's gradients back (once)."""
+
+    __slots__ = ("acc", "taken", "active")
+
+    def __init__(self, acc, taken):
+        self.acc, self.taken, self.active = acc, taken, True
+
+    def __call__(self, error) -> None:
+        if self.active:
+            self.active = False
+            self.acc.restore(self.taken)
+
+
+def _on_take(acc):
+    sctx = current_step()
+    if sctx is None:
+        return None
+    return lambda taken: sctx.on_failure(_Undo(acc, taken))
 
 
 class DenseAccumulator(_Accumulator):
@@ -164,6 +241,20 @@ class DenseAccumulator(_Accumulator):
 
     def _reset(self):
         self._sum = None
+
+    def _state(self):
+        return self._sum
+
+    def _merge(self, state) -> bool:
+        if state is None:
+            return True
+        if self._sum is None:
+            self._sum = state
+        elif self._sum.shape != state.shape:
+            return False
+        else:
+            self._sum = state + self._sum
+        return True
 
 
 class SparseAccumulator(_Accumulator):
@@ -243,6 +334,29 @@ class SparseAccumulator(_Accumulator):
         self._rows = {}
         self._grad_shape = None
         self._row_shape = None
+
+    def _state(self):
+        return self._rows, self._grad_shape, self._row_shape
+
+    def _merge(self, state) -> bool:
+        rows, grad_shape, row_shape = state
+        if not rows and row_shape is None:
+            return True
+        if self._row_shape is not None and row_shape is not None and row_shape != self._row_shape:
+            return False
+        merged = {}  # the taken indices were seen first: they come first, as before
+        for idx, (total, n) in rows.items():
+            cur = self._rows.get(idx)
+            merged[idx] = [total, n] if cur is None else [total + cur[0], n + cur[1]]
+        for idx, entry in self._rows.items():
+            if idx not in merged:
+                merged[idx] = entry
+        self._rows = merged
+        if self._row_shape is None:
+            self._row_shape = row_shape
+        if self._grad_shape is None:
+            self._grad_shape = grad_shape
+        return True
 
 
 # -- accumulator ops --------------------------------------------------------------------------
@@ -354,7 +468,8 @@ async def _apply_dense(ctx, handle, local_step, grad):
 
 @TakeDense.kernel("CPU", "GPU")
 async def _take_dense(ctx, handle, num_required):
-    return await _resource(handle, DenseAccumulator).take(int(num_required))
+    acc = _resource(handle, DenseAccumulator)
+    return await acc.take(int(num_required), _on_take(acc))
 
 
 @NumAcc.kernel("CPU", "GPU")
@@ -377,7 +492,8 @@ async def _apply_sparse(ctx, handle, local_step, indices, values, shape):
 
 @TakeSparse.kernel("CPU", "GPU")
 async def _take_sparse(ctx, handle, num_required):
-    return await _resource(handle, SparseAccumulator).take(int(num_required))
+    acc = _resource(handle, SparseAccumulator)
+    return await acc.take(int(num_required), _on_take(acc))
 
 
 # -- accumulator classes ----------------------------------------------------------------------
