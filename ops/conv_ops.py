@@ -26,6 +26,9 @@ float32 and cast back.
 
 from __future__ import annotations
 
+import functools
+import threading
+
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
@@ -377,6 +380,181 @@ def _place(xp, x, top: int, hp: int, left: int, wp: int):
     return out
 
 
+# -- spectral (DFT-as-GEMM) convolution: the fast path for big stride-1 convolutions -------
+#
+# A stride-1 correlation is a pointwise product in the 2-D DFT domain of a grid large enough
+# that no window wraps around: Y(f) = X(f) conj(W(f)), summed over input channels, so each
+# of the F = L1 * (L2 // 2 + 1) frequencies (real input: half the W axis) is one small
+# complex GEMM [N, C] @ [C, OC], 4 real GEMMs with a quarter of the direct method's
+# multiply-adds at LeNet sizes (5x5 filters on 18x18 grids).  The transforms themselves
+# are GEMMs with (cos, sin) matrices, one axis at a time, folding in where the data sits on
+# the grid (padding costs nothing) and which outputs are wanted (cropping costs nothing).
+# The backprops are the same machinery: the input gradient is the stride-1 correlation of
+# the placed out_backprop with the flipped filter, and the filter gradient is
+# X(f)^T conj(DY(f)) read back at the filter's KH x KW lags.  Float32 rounding is of the
+# direct method's size (each output is a sum over the whole grid, not over one window).
+
+# Use the spectral path when its multiply-adds are below this fraction of the direct
+# method's (tests raise it to cover small shapes) and the problem is at least this big.
+_FFT_MAX_RATIO = 0.5
+_FFT_MIN_MACS = 1 << 24
+
+
+def _fft_macs(n, c, oc, ha, wa, l1, l2, p, q) -> int:
+    """Rough multiply-adds of one spectral correlation (transforms and products)."""
+    f2 = l2 // 2 + 1
+    fwd = n * c * (ha * wa * 2 * f2 + 2 * f2 * ha * 2 * l1)
+    inv = n * oc * (2 * f2 * l1 * 2 * p + 4 * f2 * p * q)
+    return fwd + inv + 4 * f2 * l1 * n * c * oc
+
+
+def _use_fft(g: _Geom, c: int, oc: int) -> bool:
+    """Whether a stride-1 correlation of g's geometry with c -> oc channels goes spectral."""
+    if not (g.sh == g.sw == 1 and g.kh * g.kw > 1 and min(g.n, g.oh, g.ow, c, oc) > 0):
+        return False
+    direct = g.n * g.oh * g.ow * g.kh * g.kw * c * oc
+    if direct < _FFT_MIN_MACS:
+        return False
+    l1, l2 = g.oh + (g.kh - 1) * g.dh, g.ow + (g.kw - 1) * g.dw
+    return _fft_macs(g.n, c, oc, g.h, g.w, l1, l2, g.oh, g.ow) < _FFT_MAX_RATIO * direct
+
+
+@functools.lru_cache(maxsize=64)
+def _dft_rows(size: int, count: int, off: int, step: int, half: bool, inverse: bool, dtype):
+    """[cos; sin] of the angles -+2 pi f (off + i * step) / size, for frequencies f (half:
+    0..size//2) and points i < count: [2F, count] forward, [2 * count, size] inverse."""
+    nf = size // 2 + 1 if half else size
+    pos = off + step * np.arange(count)
+    if inverse:
+        ang = 2 * np.pi * np.outer(pos, np.arange(nf)) / size
+    else:
+        ang = -2 * np.pi * np.outer(np.arange(nf), pos) / size
+    out = np.concatenate([np.cos(ang), np.sin(ang)]).astype(dtype)
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _dft_real_out(l1: int, l2: int, q: int, step: int, dtype):
+    """[Q, 2 * F2 * 2]: the last (W axis) inverse step from the half spectrum to real
+    values at points j * step, over (part of Z, f2, cos/sin row of the H step), with the
+    1 / (L1 L2) normalisation and the Hermitian weights (2 for the bins that stand for a
+    conjugate pair)."""
+    f2 = np.arange(l2 // 2 + 1)
+    weight = np.where((f2 == 0) | ((l2 % 2 == 0) & (f2 == l2 // 2)), 1.0, 2.0) / (l1 * l2)
+    ang = 2 * np.pi * np.outer(step * np.arange(q), f2) / l2
+    cq, sq = weight * np.cos(ang), weight * np.sin(ang)
+    m = np.empty((q, 2, f2.size, 2))
+    m[:, 0, :, 0], m[:, 1, :, 1], m[:, 1, :, 0], m[:, 0, :, 1] = cq, -cq, -sq, -sq
+    out = m.reshape(q, -1).astype(dtype)
+    out.flags.writeable = False
+    return out
+
+
+_scratch = threading.local()
+# Largest scratch array kept for reuse (per thread and tag).
+_SCRATCH_MAX_BYTES = 64 << 20
+
+
+def _work(xp, tag: str, shape, dtype):
+    """An uninitialised array for intermediate values, reused across calls by this thread:
+    at these sizes a fresh allocation's page faults cost as much as the GEMMs that fill
+    it.  `tag` names one intermediate of one computation (never returned, never alive
+    twice), so that buffers in use at the same time are distinct."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if xp is not np or nbytes > _SCRATCH_MAX_BYTES:
+        return xp.empty(shape, dtype=dtype)
+    bufs = getattr(_scratch, "bufs", None)
+    if bufs is None:
+        bufs = _scratch.bufs = {}
+    buf = bufs.get(tag)
+    if buf is None or buf.nbytes < nbytes:
+        buf = bufs[tag] = np.empty(max(nbytes, 1), dtype=np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
+def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=1, tag="x"):
+    """The DFT of [B, HA, WA, C] `a` placed on an L1 x L2 grid (element (h, w) at
+    (off_h + h * step_h, off_w + w * step_w); all of it must land inside the grid), over
+    the half W spectrum: [2 (real, imag), F2 * L1, B, C], frequency index f2 * L1 + f1,
+    in scratch `tag`."""
+    b, ha, wa, c = a.shape
+    dt = a.dtype
+    f2 = l2 // 2 + 1
+    ew = xp.asarray(_dft_rows(l2, wa, off_w, step_w, True, False, dt))  # [2F2, WA]
+    eh = xp.asarray(_dft_rows(l1, ha, off_h, step_h, False, False, dt))  # [2L1, HA]
+    at = _work(xp, "spectrum.at", (wa, ha, b, c), dt)
+    xp.copyto(at, a.transpose(2, 1, 0, 3))
+    t1 = _work(xp, "spectrum.t1", (2 * f2, ha * b * c), dt)
+    xp.matmul(ew, at.reshape(wa, -1), out=t1)
+    r = _work(xp, "spectrum.r", (2 * f2, 2 * l1, b * c), dt)
+    xp.matmul(eh, t1.reshape(2 * f2, ha, b * c), out=r)
+    r = r.reshape(2, f2, 2, l1, b * c)  # [W part, f2, H part, f1, BC]
+    spec = _work(xp, "spectrum." + tag, (2, f2, l1, b * c), dt)
+    xp.subtract(r[0, :, 0], r[1, :, 1], out=spec[0])
+    xp.add(r[1, :, 0], r[0, :, 1], out=spec[1])
+    return spec.reshape(2, f2 * l1, b, c)
+
+
+def _products(xp, x2, w2):
+    """Per frequency, x conj(w) for spectra [2, F, ., K] @ [2, F, K, .] (parts leading)."""
+    shape = (2, x2.shape[1], x2.shape[2], w2.shape[3])
+    pm = xp.matmul(x2, w2[0], out=_work(xp, "products.p", shape, x2.dtype))
+    qm = xp.matmul(x2, w2[1], out=_work(xp, "products.q", shape, x2.dtype))
+    y2 = _work(xp, "products.y", shape, x2.dtype)
+    xp.add(pm[0], qm[1], out=y2[0])
+    xp.subtract(pm[1], qm[0], out=y2[1])
+    return y2
+
+
+def _real_values(xp, y2, l1: int, l2: int, p: int, q: int, step_h=1, step_w=1):
+    """Inverse of `_spectrum`: real values [Q, P, B, O] at grid points (i * step_h,
+    j * step_w), i < P, j < Q, from the half spectrum y2 [2, F2 * L1, B, O] (scratch)."""
+    _, _, b, o = y2.shape
+    f2 = l2 // 2 + 1
+    gh = xp.asarray(_dft_rows(l1, p, 0, step_h, False, True, y2.dtype))  # [2P, L1]
+    z = _work(xp, "real.z", (2 * f2, 2 * p, b * o), y2.dtype)
+    xp.matmul(gh, y2.reshape(2 * f2, l1, b * o), out=z)
+    m = xp.asarray(_dft_real_out(l1, l2, q, step_w, y2.dtype))
+    out = _work(xp, "real.out", (q, p * b * o), y2.dtype)
+    xp.matmul(m, z.reshape(4 * f2, p * b * o), out=out)
+    return out.reshape(q, p, b, o)
+
+
+def _filter_spectrum(xp, w, l1: int, l2: int, dh: int, dw: int):
+    """The spectrum [2, F, C, OC] of filter [KH, KW, C, OC] with taps at (i*dh, j*dw)."""
+    kh, kw, c, oc = w.shape
+    spec = _spectrum(xp, w.reshape(1, kh, kw, c * oc), l1, l2, 0, 0, dh, dw, tag="w")
+    return spec.reshape(2, -1, c, oc)
+
+
+def _fft_correlate(xp, a, off_h: int, off_w: int, w, oh: int, ow: int, dh: int, dw: int):
+    """Stride-1 correlation of NHWC `a` (sitting at (off_h, off_w) on the zero grid of
+    OH + (KH-1)*DH rows and OW + (KW-1)*DW columns) with filter w: [OW, OH, N, OC]
+    (scratch)."""
+    kh, kw = w.shape[:2]
+    l1, l2 = oh + (kh - 1) * dh, ow + (kw - 1) * dw
+    x2 = _spectrum(xp, a, l1, l2, off_h, off_w)
+    y2 = _products(xp, x2, _filter_spectrum(xp, w, l1, l2, dh, dw))
+    return _real_values(xp, y2, l1, l2, oh, ow)
+
+
+def _from_qpno(xp, out, fmt: str, out_dtype):
+    """[W, H, N, C] as a contiguous array in `fmt`, cast to out_dtype (one copy)."""
+    perm = (2, 3, 1, 0) if fmt == "NCHW" else (2, 1, 0, 3)
+    res = xp.empty(tuple(out.shape[p] for p in perm), dtype=out_dtype)
+    xp.copyto(res, out.transpose(perm), casting="unsafe")
+    return res
+
+
+def _clip_rows(top: int, n: int, size: int):
+    """(first, last, new_top): the rows [first, last) of n rows placed at `top` that fall
+    inside [0, size), and where the first of them lands."""
+    first, last = max(0, -top), min(n, size - top)
+    return first, max(first, last), top + first
+
+
 def _check_attrs(attrs, depthwise=False) -> None:
     """TF's construction-time checks (strides/dilations in batch and depth must be 1)."""
     fmt = attrs["data_format"]
@@ -484,6 +662,10 @@ def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
     ct = compute_dtype(x.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
     w = w.astype(ct, copy=False)
+    if _use_fft(g, g.c, g.oc):
+        lo_h, _, lo_w, _ = g.pad
+        out = _fft_correlate(xp, x, lo_h, lo_w, w, g.oh, g.ow, g.dh, g.dw)
+        return _from_qpno(xp, out, fmt, out_dtype)
     if _use_rows(g, g.c, g.oc):
         out = _rows_conv(xp, pad_spatial(xp, x, *g.pad), w, g.oh, g.ow, g.sw, g.dh, g.dw)
         return _from_hnwc(xp, out, fmt, out_dtype)
@@ -544,6 +726,18 @@ def _check_out_backprop(g: _Geom, dy_nhwc, what="out_backprop") -> None:
 def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
+    if _use_fft(g, g.oc, g.c):
+        # as below, on the grid of the padded input: rows of dy that would land outside
+        # it only ever meet padding
+        lo_h, _, lo_w, _ = g.pad
+        eh, ew = (g.kh - 1) * g.dh, (g.kw - 1) * g.dw
+        r0, r1, top = _clip_rows(eh - lo_h, g.oh, g.h + eh)
+        c0, c1, left = _clip_rows(ew - lo_w, g.ow, g.w + ew)
+        wf = w.astype(ct, copy=False)[::-1, ::-1].transpose(0, 1, 3, 2)
+        if r1 > r0 and c1 > c0:
+            out = _fft_correlate(xp, dy[:, r0:r1, c0:c1], top, left, wf, g.h, g.w, g.dh, g.dw)
+            return _from_qpno(xp, out, fmt, out_dtype)
+        return xp.zeros(from_nhwc_dims([g.n, g.h, g.w, g.c], fmt), dtype=out_dtype)
     if g.sh == g.sw == 1 and _use_rows(g, g.oc, g.c):
         # dx is a stride-1 correlation of dy, padded so that every input position sees
         # all the outputs it fed, with the filter flipped and its channels swapped.
@@ -602,6 +796,18 @@ Conv2DBackpropFilter = register_op(
 def _conv2d_backprop_filter(xp, g: _Geom, x, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
+    if _use_fft(g, g.c, g.oc):
+        # dw[i, j] = sum over n, p, q of xpad[n, p + i*dh, q + j*dw] dy[n, p, q]: on the
+        # padded grid, X(f)^T conj(DY(f)) per frequency, read back at the filter's lags
+        dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
+        lo_h, _, lo_w, _ = g.pad
+        l1, l2 = g.oh + (g.kh - 1) * g.dh, g.ow + (g.kw - 1) * g.dw
+        x2 = _spectrum(xp, x, l1, l2, lo_h, lo_w).transpose(0, 1, 3, 2)  # [2, F, C, N]
+        d2 = _spectrum(xp, dy, l1, l2, 0, 0, tag="dy")  # [2, F, N, OC]
+        dw = _real_values(xp, _products(xp, x2, d2), l1, l2, g.kh, g.kw, g.dh, g.dw)
+        res = xp.empty((g.kh, g.kw, g.c, g.oc), dtype=out_dtype)
+        xp.copyto(res, dw.transpose(1, 0, 2, 3), casting="unsafe")
+        return res
     if _use_rows(g, g.c, g.oc):
         dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
         xpad = pad_spatial(xp, x, *g.pad)

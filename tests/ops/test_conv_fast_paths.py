@@ -1,6 +1,6 @@
 """The fast paths of Conv2D and its backprops, and of MaxPool / MaxPoolGrad.
 
-conv_ops picks among three layouts (full im2col, the transposed column matrix for few
+conv_ops picks among four methods (spectral, full im2col, the transposed column matrix for few
 channels, the H-outermost "rows" layout for stride 1 in H); every path, forced on by
 lowering its thresholds, must give the straightforward NumPy reference's numbers for
 every geometry (strides, dilations, SAME/VALID/EXPLICIT padding, NHWC/NCHW, dtypes).
@@ -25,10 +25,15 @@ def _fresh_graph():
         yield g
 
 
-@pytest.fixture(params=["default", "rows", "cols_t", "im2col"])
+@pytest.fixture(params=["default", "fft", "rows", "cols_t", "im2col"])
 def path(request, monkeypatch):
-    """Force one layout: 'rows' and 'cols_t' lower their thresholds to take every shape
-    they can; 'im2col' turns both off."""
+    """Force one layout: 'fft', 'rows' and 'cols_t' lower their thresholds to take every
+    shape they can; 'im2col' turns the others off."""
+    if request.param == "fft":
+        monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
+        monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
+    elif request.param != "default":
+        monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", float("inf"))
     if request.param == "rows":
         monkeypatch.setattr(conv_ops, "_ROWS_MIN_K", 1)
         monkeypatch.setattr(conv_ops, "_ROWS_MIN_OC", 1)
@@ -145,16 +150,29 @@ def test_conv_paths_match_reference(case, fmt, dtype, path):
     np.testing.assert_allclose(dw_v, dw_ref, rtol=tol, atol=tol * 8)
 
 
-def test_rows_path_is_taken_for_lenet_layer2(monkeypatch):
-    """The LeNet second layer (stride 1, KW*C = 160) goes through the rows layout."""
+@pytest.mark.parametrize("batch,method", [(8, "_fft_correlate"), (1, "_rows_conv")])
+def test_lenet_layer2_paths(monkeypatch, batch, method):
+    """The LeNet second layer (stride 1, 5x5, 32 -> 64 channels) goes spectral at batch
+    sizes where that pays, and through the rows layout below them."""
     calls = []
-    real = conv_ops._rows_conv
-    monkeypatch.setattr(conv_ops, "_rows_conv", lambda *a: calls.append(1) or real(*a))
-    x = af.constant(_RNG.uniform(-1, 1, (2, 14, 14, 32)).astype(np.float32))
-    w = af.constant(_RNG.uniform(-1, 1, (5, 5, 32, 64)).astype(np.float32))
+    real = getattr(conv_ops, method)
+    monkeypatch.setattr(conv_ops, method, lambda *a: calls.append(1) or real(*a))
+    xv = _RNG.uniform(-1, 1, (batch, 14, 14, 32))
+    wv = _RNG.uniform(-1, 1, (5, 5, 32, 64))
+    dyv = _RNG.uniform(-1, 1, (batch, 14, 14, 64))
+    x, w, dy = (af.constant(v.astype(np.float32)) for v in (xv, wv, dyv))
+    outs = [
+        conv_ops.conv2d(x, w, 1, "SAME"),
+        conv_ops.conv2d_backprop_input([batch, 14, 14, 32], w, dy, [1, 1, 1, 1], "SAME"),
+        conv_ops.conv2d_backprop_filter(x, [5, 5, 32, 64], dy, [1, 1, 1, 1], "SAME"),
+    ]
     with Session() as sess:
-        sess.run(conv_ops.conv2d(x, w, 1, "SAME"))
-    assert calls
+        y, dx, dw = sess.run(outs)
+    assert len(calls) == 2  # forward and backprop input (the filter gradient has its own)
+    refs = _reference(xv, wv, dyv, (1, 1), "SAME", (1, 1))
+    for got, ref in zip((y, dx, dw), refs, strict=True):
+        scale = np.abs(ref).max()
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=2e-6 * scale)
 
 
 # -- max pooling ---------------------------------------------------------------------------
