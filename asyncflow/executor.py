@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +47,7 @@ __all__ = [
     "KernelContext",
     "compile_plan",
     "current_step",
+    "forwardable",
     "wrap_kernel_error",
 ]
 
@@ -113,6 +115,48 @@ def current_step() -> StepContext | None:
     return _CURRENT_STEP.get()
 
 
+def _refs(x) -> int:
+    return sys.getrefcount(x)
+
+
+def _forward_refs(x) -> int:  # the same call depth as `forwardable` -> `_refs`
+    return _refs(x)
+
+
+def _calibrate_forward_baseline() -> int:
+    async def kernel(ctx, x):
+        return _forward_refs(x)
+
+    vals = [np.zeros(2)]  # the executor's slot
+    coro = kernel(None, vals[0])
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("probe kernel suspended")  # pragma: no cover
+
+
+def forwardable(x, held: int = 0) -> bool:
+    """May a kernel write its output into input `x` (TF's forward_input)?
+
+    True when `x` is a writable NumPy array owning its memory that nothing but the
+    step holds: the slot it arrived in and the kernel's own argument (`held` more
+    references the calling kernel holds itself, e.g. in an `*args` tuple).  Then no
+    other consumer, fetch, feed, variable or constant can see the write.  Call it
+    directly from the kernel's `async def` body, on the argument, before passing the
+    array anywhere: the reference count is calibrated for exactly that.
+    """
+    return (
+        type(x) is np.ndarray
+        and x.base is None
+        and x.flags.writeable
+        and _refs(x) <= _FORWARD_BASELINE + held
+    )
+
+
+_FORWARD_BASELINE = _calibrate_forward_baseline()
+
+
 class KernelContext:
     """What a kernel sees besides its inputs; one per (session, node), reused by steps."""
 
@@ -168,7 +212,9 @@ def _deref_kernel(kernel: Callable, positions: list[int]) -> Callable:
         args = list(args)
         for p in positions:
             args[p] = args[p].read()
-        return await kernel(ctx, *args)
+        call = kernel(ctx, *args)
+        del args  # hold no extra reference while the kernel runs (see forwardable)
+        return await call
 
     return deref
 
@@ -207,7 +253,9 @@ def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
     """Test mode (ASYNCFLOW_CHECK_KERNELS=1): verify outputs against the graph's types."""
 
     async def checked(ctx, *args):
-        result = await kernel(ctx, *args)
+        call = kernel(ctx, *args)
+        del args  # hold no extra reference while the kernel runs (see forwardable)
+        result = await call
         outs = op.outputs
         values = (result,) if len(outs) == 1 else (() if not outs else tuple(result))
         if len(values) != len(outs):

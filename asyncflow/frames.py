@@ -355,42 +355,44 @@ class FrameStep(Step):
         index_slots = prog.index_slots
         for s, first, _ in index_slots:
             vals[s] = first
-        pre, body, tail = prog.pre, prog.body, prog.tail
-        pred_slot, src, dst = prog.pred_slot, prog.carry_src, prog.carry_dst
-        block, phase, i = pre, 0, prog.pred_node
+        pred_slot, carry, direct = prog.pred_slot, prog.carry, prog.carry_direct
+        i = prog.pred_node
         try:
-            while True:
-                for i, kernel, ctx, arity, args, n_out, outs in block:  # noqa: B007 - i names a failure
-                    if arity == 2:
-                        r = await kernel(ctx, vals[args[0]], vals[args[1]])
-                    elif arity == 1:
-                        r = await kernel(ctx, vals[args[0]])
+            running = True
+            while running:
+                # One iteration: the condition's nodes, the predicate, the body, the
+                # carry.  No local keeps an output past its store, so that the next
+                # kernel may forward it (executor.forwardable).
+                for i, kernel, ctx, mode, args, n_out, outs in prog.loop:  # noqa: B007
+                    if mode == 2:
+                        vals[outs[0]] = await kernel(ctx, vals[args[0]], vals[args[1]])
+                    elif mode == 1:
+                        vals[outs[0]] = await kernel(ctx, vals[args[0]])
+                    elif mode == _HOLD2:  # an argument has other readers: keep a reference
+                        x, y = vals[args[0]], vals[args[1]]
+                        vals[outs[0]] = await kernel(ctx, x, y)
+                        x = y = None
+                    elif mode == _PRED:
+                        if not vals[pred_slot]:
+                            running = False
+                            break
+                    elif mode == _NEXT:
+                        if self.error is not None:
+                            return False
+                        if direct:
+                            for d, s in carry:
+                                vals[d] = vals[s]
+                        else:  # the new values read old ones: take them all first
+                            new = [vals[s] for _, s in carry]
+                            for (d, _), v in zip(carry, new):
+                                vals[d] = v
+                            new = v = None
+                        for s, _, nxt in index_slots:
+                            vals[s] = nxt
                     else:
-                        r = await kernel(ctx, *[vals[a] for a in args])
-                    if n_out == 1:
-                        vals[outs[0]] = r
-                    elif n_out:
-                        for s, v in zip(outs, r):
-                            vals[s] = v
-                r = None
-                if phase == 0:  # the condition is known
-                    i = prog.pred_node
-                    if vals[pred_slot]:
-                        block, phase = body, 1
-                    else:
-                        block, phase = tail, 2
-                elif phase == 1:  # next iteration
-                    if self.error is not None:
-                        return False
-                    new = [vals[s] for s in src]
-                    for s, v in zip(dst, new):
-                        vals[s] = v
-                    new = None
-                    for s, _, nxt in index_slots:
-                        vals[s] = nxt
-                    block, phase = pre, 0
-                else:
-                    break
+                        await _call_held(kernel, ctx, vals, args, n_out, outs)
+            for i, kernel, ctx, _, args, n_out, outs in prog.tail:  # noqa: B007
+                await _call_held(kernel, ctx, vals, args, n_out, outs)
         except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
             self._fail(i, exc)
             return False
@@ -489,6 +491,21 @@ class FrameStep(Step):
 # pattern the checks below do not recognise.
 
 _T, _F, _BOTH = 1, 2, 3  # liveness: when the predicate holds, when it does not
+_HOLD2 = -2  # two arguments, one output, some argument read elsewhere too
+_PRED, _NEXT = -3, -4  # the predicate test, the carry to the next iteration
+
+
+async def _call_held(kernel, ctx, vals, args, n_out, outs) -> None:
+    """A compiled-loop instruction in general form: its arguments stay referenced
+    while it runs (so none of them looks forwardable), outputs go to their slots."""
+    held = [vals[a] for a in args]
+    r = await kernel(ctx, *held)
+    del held
+    if n_out == 1:
+        vals[outs[0]] = r
+    elif n_out:
+        for s, v in zip(outs, r):
+            vals[s] = v
 
 
 class LoopProgram:
@@ -500,13 +517,12 @@ class LoopProgram:
         "n_slots",
         "enter_slot",
         "consts",
-        "pre",
-        "body",
+        "loop",
         "tail",
         "pred_slot",
         "pred_node",
-        "carry_src",
-        "carry_dst",
+        "carry",
+        "carry_direct",
         "index_slots",
         "exits",
     )
@@ -690,12 +706,38 @@ def _compile_loop(plan, nodes, name, members, enters):  # noqa: C901 - one check
         ins = (i, plan.kernels[i], plan.ctxs[i], len(args), args, n_out, outs)
         (pre if live == _BOTH else body if live == _T else tail).append(ins)
     prog.n_slots = n_slots
-    prog.pre, prog.body, prog.tail = pre, body, tail
     prog.pred_slot = slot_of[(cond, 0)]
     prog.pred_node = cond
-    prog.carry_dst, prog.carry_src = [], []
-    for m, (_e, nxt, _ep, _np) in merge_parts.items():
-        prog.carry_dst.append(slot_of[(m, 0)])
-        prog.carry_src.append(slot_of[nodes[nxt].inputs[0]])
+    prog.carry = [
+        (slot_of[(m, 0)], slot_of[nodes[nxt].inputs[0]])
+        for m, (_e, nxt, _ep, _np) in merge_parts.items()
+    ]
+    # Direct assignment is safe unless a new value is read from a slot assigned first.
+    prog.carry_direct = not {d for d, _ in prog.carry} & {s for _, s in prog.carry}
     prog.exits = [(i, slot_of[(i, 0)]) for i in members if kinds[i] == EXIT]
+    # One slot serves every reader of a value, where the executor gives each consumer
+    # its own: a kernel reading a value that something else also reads must see one
+    # more reference, or it could take the value for its output (forwardable).
+    readers = [0] * n_slots
+    for ins in pre + body + tail:
+        for a in ins[4]:
+            readers[a] += 1
+    for s in [prog.pred_slot, *(s for _, s in prog.carry), *(s for _, s in prog.exits)]:
+        readers[s] += 1
+
+    def mode(args, n_out):
+        shared = any(readers[a] > 1 for a in args)
+        if n_out == 1 and len(args) == 2:
+            return _HOLD2 if shared else 2
+        if n_out == 1 and len(args) == 1 and not shared:
+            return 1
+        return 0  # the general call, which holds its arguments in a list
+
+    def held(block):
+        return [(i, kern, ctx, mode(args, n), args, n, o) for i, kern, ctx, _, args, n, o in block]
+
+    pred = (cond, None, None, _PRED, (), 0, ())
+    nxt = (cond, None, None, _NEXT, (), 0, ())
+    prog.loop = [*held(pre), pred, *held(body), nxt]
+    prog.tail = tail
     return prog

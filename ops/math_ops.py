@@ -29,6 +29,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.executor import forwardable
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.cast_ops import cast, to_double, to_float, to_int32, to_int64
 from asyncflow.ops.math_helpers import (
@@ -163,11 +164,14 @@ def _binary_op(
     types: TypeConstraint | str = NUMERIC,
     out: str = "T",
     check: Callable | None = None,
+    inplace: Callable | None = None,
 ):
     """Register a broadcasting binary op `z = fn(xp, x, y)`.
 
     `types` is the constraint of type attr T, or a fixed dtype name ("bool"); `out` is
-    "T" or a fixed output dtype name; `check(xp, x, y, dtype)` validates values.
+    "T" or a fixed output dtype name; `check(xp, x, y, dtype)` validates values;
+    `inplace(x, y, out)` (a ufunc) lets a large kernel write into an input nothing else
+    holds (`executor.forwardable`) instead of allocating.
     """
     if isinstance(types, str):
         arg_type, attrs = types, {}
@@ -189,11 +193,20 @@ def _binary_op(
             _check_broadcast(x, y)
         if check is not None:
             check(ctx.xp, x, y, in_fixed or ctx.attrs["T"])
+        out_dtype = out_fixed or ctx.attrs["T"]
         if x.size + y.size < _INLINE_ELEMENTS:  # small: no errstate, no device hop
             z = fn(ctx.xp, x, y)
+        elif inplace is not None and (forwardable(x) or forwardable(y)):
+            shape = x.shape if x.shape == y.shape else np.broadcast_shapes(x.shape, y.shape)
+            want = out_dtype.np_dtype
+            if forwardable(x) and x.shape == shape and x.dtype == want:
+                z = await ctx.device.compute(_quiet, ctx.xp, inplace, x, y, x)
+            elif forwardable(y) and y.shape == shape and y.dtype == want:
+                z = await ctx.device.compute(_quiet, ctx.xp, inplace, x, y, y)
+            else:
+                z = await ctx.device.compute(_quiet, ctx.xp, fn, ctx.xp, x, y)
         else:
             z = await ctx.device.compute(_quiet, ctx.xp, fn, ctx.xp, x, y)
-        out_dtype = out_fixed or ctx.attrs["T"]
         zd = z.dtype
         if zd is out_dtype.np_dtype or zd == out_dtype.np_dtype:
             return z
@@ -282,18 +295,18 @@ def _squared_difference(xp, x, y):
 # Numeric ops written with operators: the same ufunc on arrays, and ~20x cheaper on
 # the NumPy scalars of scalar graphs (loop counters).  Add also takes strings: ufunc.
 Add = _binary_op("Add", lambda xp, x, y: xp.add(x, y), _ADDABLE)
-AddV2 = _binary_op("AddV2", lambda xp, x, y: x + y, NUMERIC)
-Sub = _binary_op("Sub", lambda xp, x, y: x - y)
-Mul = _binary_op("Mul", lambda xp, x, y: x * y)
+AddV2 = _binary_op("AddV2", lambda xp, x, y: x + y, NUMERIC, inplace=np.add)
+Sub = _binary_op("Sub", lambda xp, x, y: x - y, inplace=np.subtract)
+Mul = _binary_op("Mul", lambda xp, x, y: x * y, inplace=np.multiply)
 Div = _binary_op("Div", _trunc_div, check=_check_int_div)
-RealDiv = _binary_op("RealDiv", lambda xp, x, y: xp.true_divide(x, y))
+RealDiv = _binary_op("RealDiv", lambda xp, x, y: xp.true_divide(x, y), inplace=np.true_divide)
 FloorDiv = _binary_op(
     "FloorDiv", lambda xp, x, y: xp.floor_divide(x, y), REAL, check=_check_int_div
 )
 FloorMod = _binary_op("FloorMod", lambda xp, x, y: xp.remainder(x, y), REAL, check=_check_int_div)
 Pow = _binary_op("Pow", lambda xp, x, y: xp.power(x, y), check=_check_int_pow)
-Maximum = _binary_op("Maximum", lambda xp, x, y: xp.maximum(x, y), REAL)
-Minimum = _binary_op("Minimum", lambda xp, x, y: xp.minimum(x, y), REAL)
+Maximum = _binary_op("Maximum", lambda xp, x, y: xp.maximum(x, y), REAL, inplace=np.maximum)
+Minimum = _binary_op("Minimum", lambda xp, x, y: xp.minimum(x, y), REAL, inplace=np.minimum)
 SquaredDifference = _binary_op("SquaredDifference", _squared_difference)
 
 

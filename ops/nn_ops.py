@@ -14,6 +14,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.executor import forwardable
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
 from asyncflow.registry import FLOATING, NUMERIC, REAL, TypeConstraint, register_op
 
@@ -35,8 +36,11 @@ def _unary_shape(op):
     return [op.inputs[0].shape]
 
 
-def _activation(op_type: str, fn, types: TypeConstraint, doc: str):
-    """Register an element-wise activation `activations = fn(xp, features)` and its builder."""
+def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None):
+    """Register an element-wise activation `activations = fn(xp, features)` and its builder.
+
+    `inplace(x)` computes the activation into `x`, used when nothing else holds the
+    input (`executor.forwardable`)."""
     op_def = register_op(
         op_type,
         inputs=["features: T"],
@@ -48,6 +52,12 @@ def _activation(op_type: str, fn, types: TypeConstraint, doc: str):
     @op_def.kernel("CPU", "GPU")
     async def _kernel(ctx, features):
         xp = ctx.xp
+        if (
+            inplace is not None
+            and forwardable(features)
+            and features.dtype == ctx.attrs["T"].np_dtype
+        ):
+            return await ctx.device.compute(_quiet, xp, inplace, features)
         out = await ctx.device.compute(_quiet, xp, fn, xp, xp.asarray(features))
         return _as_dtype(xp, out, ctx.attrs["T"])
 
@@ -71,7 +81,11 @@ def _zero(x):
 
 
 Relu, relu = _activation(
-    "Relu", lambda xp, x: xp.maximum(x, _zero(x)), REAL, "Computes max(features, 0)."
+    "Relu",
+    lambda xp, x: xp.maximum(x, _zero(x)),
+    REAL,
+    "Computes max(features, 0).",
+    inplace=lambda x: np.maximum(x, _zero(x), out=x),
 )
 Relu6, relu6 = _activation(
     "Relu6",
@@ -260,6 +274,8 @@ async def _bias_add(ctx, value, bias):
         )
     shape = [1] * value.ndim
     shape[axis] = bias.shape[0]
+    if forwardable(value) and value.dtype == ctx.attrs["T"].np_dtype:
+        return await ctx.device.compute(xp.add, value, bias.reshape(shape), value)
     out = await ctx.device.compute(xp.add, value, bias.reshape(shape))
     return _as_dtype(xp, out, ctx.attrs["T"])
 
@@ -296,8 +312,9 @@ def bias_add(value, bias, data_format=None, name=None):
 # -- activation backprops (TF's ReluGrad, Relu6Grad, EluGrad, SoftplusGrad, SoftsignGrad) ----
 
 
-def _grad_op(op_type: str, second: str, fn, types: TypeConstraint):
-    """Register `backprops = fn(xp, gradients, second)` (one element-wise pass)."""
+def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None):
+    """Register `backprops = fn(xp, gradients, second)` (one element-wise pass);
+    `inplace(g, x)` writes it into `gradients` when nothing else holds them."""
     op_def = register_op(
         op_type,
         inputs=["gradients: T", f"{second}: T"],
@@ -317,6 +334,8 @@ def _grad_op(op_type: str, second: str, fn, types: TypeConstraint):
                 f"gradients and {second} must be the same shape: "
                 f"{_shape_str(g.shape)} vs. {_shape_str(x.shape)}",
             )
+        if inplace is not None and forwardable(g) and g.dtype == ctx.attrs["T"].np_dtype:
+            return await ctx.device.compute(_quiet, xp, inplace, g, x)
         out = await ctx.device.compute(_quiet, xp, fn, xp, g, x)
         return _as_dtype(xp, out, ctx.attrs["T"])
 
@@ -326,7 +345,13 @@ def _grad_op(op_type: str, second: str, fn, types: TypeConstraint):
 
 # TF's ReluGradFunctor is `gradients * (features > 0)` (so inf * 0 is nan there too), and a
 # multiply by the mask is 4-6x faster in NumPy than where(mask, g, 0).
-ReluGrad = _grad_op("ReluGrad", "features", lambda xp, g, x: g * (x > 0), REAL)
+ReluGrad = _grad_op(
+    "ReluGrad",
+    "features",
+    lambda xp, g, x: g * (x > 0),
+    REAL,
+    inplace=lambda g, x: np.multiply(g, x > 0, out=g),
+)
 Relu6Grad = _grad_op(
     "Relu6Grad",
     "features",

@@ -530,6 +530,9 @@ def _grad_to_input(op, grad, kept):
         kept_v = ops.constant_value(kept)
         scale = [d // builtins.max(int(k), 1) for d, k in zip(x.shape.as_list(), kept_v)]
         return _g.apply("Tile", grad, _g.constant(scale))
+    kept_v = ops.constant_value(kept)
+    if kept_v is not None and all(int(k) <= 1 for k in np.ravel(kept_v)):
+        return _g.apply("Tile", grad, _g.shape(x))  # every kept dim is 1: tile by Shape(x)
     scale = _g.apply("FloorDiv", _g.shape(x), _g.apply("Maximum", kept, _g.constant(1)))
     return _g.apply("Tile", grad, scale)
 
@@ -545,6 +548,12 @@ def _reduction_size(op):
     if x.shape.is_fully_defined() and y.shape.is_fully_defined():
         factor = x.shape.num_elements() // builtins.max(y.shape.num_elements(), 1)
         return _g.constant(factor, x.dtype)
+    if y.shape.is_fully_defined():  # e.g. a mean over the batch: Size(x) // |y|
+        y_n = y.shape.num_elements()
+        factor = _g.apply("Size", x)
+        if y_n > 1:
+            factor = _g.apply("FloorDiv", factor, _g.constant(y_n))
+        return _g.cast(factor, x.dtype)
     x_size = _g.apply("Prod", _g.shape(x), _g.constant([0]))
     y_size = _g.apply("Prod", _g.shape(y), _g.constant([0]))
     factor = _g.apply("FloorDiv", x_size, _g.apply("Maximum", y_size, _g.constant(1)))

@@ -30,6 +30,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.executor import forwardable
 from asyncflow.registry import INDEX, NUMERIC, NotDifferentiable, register_op
 
 __all__ = [
@@ -64,6 +65,11 @@ def _shape_str(shape) -> str:
 
 def _gradient_descent(attrs, var, alpha, delta):
     var -= delta * alpha
+
+
+def _gradient_descent_scratch(attrs, var, alpha, delta):  # delta is ours to overwrite
+    delta *= alpha
+    var -= delta
 
 
 def _momentum(attrs, var, accum, lr, grad, momentum):
@@ -250,8 +256,12 @@ def _register(
     update: Callable,
     attrs: dict | None = None,
     sparse: bool = False,
+    scratch: Callable | None = None,
 ):
-    """Register `op_type`: its first `n_refs` inputs are refs, "grad"/"delta" the gradient."""
+    """Register `op_type`: its first `n_refs` inputs are refs, "grad"/"delta" the gradient.
+
+    `scratch` is `update` for a gradient it may overwrite: used when nothing but this
+    kernel holds the gradient (`executor.forwardable`), to save a temporary."""
     names = [s.split(":")[0].strip() for s in inputs]
     grad_pos = names.index("grad") if "grad" in names else names.index("delta")
     idx_pos = names.index("indices") if sparse else None
@@ -274,6 +284,8 @@ def _register(
 
     @op_def.kernel("CPU")
     async def _kernel(ctx, *args):
+        # Only the slot and `args` hold the gradient: the baseline of forwardable().
+        fn = scratch if scratch is not None and forwardable(args[grad_pos]) else update
         refs = args[:n_refs]
         values = [r.read() for r in refs]
         values.extend(np.asarray(a) for a in args[n_refs:])
@@ -290,7 +302,7 @@ def _register(
             if sparse:
                 _update_rows(ctx.attrs, update, targets, values, indices)
             else:
-                update(ctx.attrs, *targets, *values)
+                fn(ctx.attrs, *targets, *values)
         for r, t in zip(refs, targets):
             r.commit(t)
         return refs[0]
@@ -339,7 +351,11 @@ def _builder(op_type: str, n_inputs: int, extra_attrs: tuple = ()):
 
 
 ApplyGradientDescent = _register(
-    "ApplyGradientDescent", ["var: Ref(T)", "alpha: T", "delta: T"], 1, _gradient_descent
+    "ApplyGradientDescent",
+    ["var: Ref(T)", "alpha: T", "delta: T"],
+    1,
+    _gradient_descent,
+    scratch=_gradient_descent_scratch,
 )
 ApplyMomentum = _register(
     "ApplyMomentum",
