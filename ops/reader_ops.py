@@ -284,13 +284,20 @@ class _SourceReader(_Reader):
 
 
 _HANDOFF_S = 0.0005  # the longest the loop waits for a worker thread to take a read
-_RING_BYTES = 16 << 20  # each of the two read buffers of a TFRecord reader
+_RING_BYTES = 8 << 20  # each of the two read buffers of a TFRecord reader
 
 
 class _TFRecordReader(_SourceReader):
     """TFRecord files.  Uncompressed ones are read into two reusable buffers in turn:
     a worker thread fills one (preadv, GIL released) while the loop's thread cuts
-    records out of the other, so no chunk is allocated (and page-faulted) per read."""
+    records out of the other, so no chunk is allocated (and page-faulted) per read.
+
+    The GIL decides whether the read really overlaps the scan: a thread that wants it
+    gets it only when its holder blocks or after the 5 ms switch interval.  So the loop
+    hands it over explicitly, twice per chunk and for at most _HANDOFF_S each: until the
+    worker has entered its read, and, when the next chunk is needed, until a finished
+    read has reported (it usually has finished, and waits only for the GIL).  A read
+    still going on (a cold page cache) is awaited without blocking the loop."""
 
     def __init__(self, name: str, compression: str):
         super().__init__(name)
@@ -298,6 +305,7 @@ class _TFRecordReader(_SourceReader):
         self._scanner = None
         self._ring: list | None = None  # the two buffers of the current (plain) file
         self._filling = None  # the buffer the in-flight fetch writes into
+        self._fetch_box = None  # (done event, [bytes read, exception]) of that fetch
 
     def _begin(self):
         self._scanner = python_io.RecordScanner(self._source.path)
@@ -312,13 +320,20 @@ class _TFRecordReader(_SourceReader):
         self._scanner.release(buf)  # the scanner must not see it change
         self._filling = buf
         source = self._source
-        entered = threading.Event()
+        entered, done = threading.Event(), threading.Event()
+        box: list = [0, None]  # bytes read, exception
 
         def read():
             entered.set()
-            return source.readinto(buf)  # preadv releases the GIL
+            try:
+                box[0] = source.readinto(buf)  # preadv releases the GIL
+            except BaseException as e:
+                box[1] = e
+            finally:
+                done.set()
 
         self._fetch = asyncio.get_running_loop().run_in_executor(None, read)
+        self._fetch_box = (done, box)
         # Hand the GIL over until the worker is inside its read.  Without this the worker
         # cannot start while this thread scans (the GIL is given up only every 5 ms), and
         # the read would not overlap the scan.  Bounded: a busy pool just loses the overlap.
@@ -328,9 +343,17 @@ class _TFRecordReader(_SourceReader):
         """The buffer the in-flight fetch filled and how many bytes it holds (0: end)."""
         if self._fetch is None:
             self._fill(self._ring[0] if self._filling is self._ring[1] else self._ring[1])
-        got = await asyncio.shield(self._fetch)  # cancelled: the read stays in flight
+        done, box = self._fetch_box
+        if not done.is_set():
+            # The read has usually finished and its thread waits for the GIL to say so:
+            # give the GIL up for a moment instead of waiting for the loop to hear of it.
+            done.wait(_HANDOFF_S)
+        if not done.is_set():
+            await asyncio.shield(self._fetch)  # cancelled: the read stays in flight
         self._fetch = None
-        return self._filling, got
+        if box[1] is not None:
+            raise box[1]
+        return self._filling, box[0]
 
     async def _read_some(self, n):
         scanner = self._scanner

@@ -202,3 +202,71 @@ def test_reader_buffers_give_every_record_and_key(monkeypatch, tmp_path, ring):
     assert all(type(v) is bytes for v in all_values)
     assert all_values == recs * 2
     assert all_keys == [b"%s:%d" % (p.encode(), o) for p in paths for o in offs]
+
+
+def _reader_graph(path, n):
+    import asyncflow as af
+    from asyncflow.ops import data_flow_ops
+
+    q = data_flow_ops.FIFOQueue(4, af.string)
+    fill, close = q.enqueue(str(path)), q.close()
+    return (fill, close), reader_ops.TFRecordReader().read_up_to(q, n)[1]
+
+
+def test_read_cancelled_while_its_chunk_is_in_flight_loses_nothing(monkeypatch, tmp_path):
+    import asyncio
+    import threading
+
+    import asyncflow as af
+
+    recs = make_records(5, 50)
+    path = tmp_path / "r.tfrecord"
+    path.write_bytes(frame(recs))
+    gate, parked, calls = threading.Event(), threading.Event(), []
+    real = python_io._PlainSource.readinto
+
+    def slow_readinto(self, buf):
+        calls.append(1)
+        if len(calls) == 1:
+            parked.set()
+            assert gate.wait(10)  # the first chunk is held until the step was cancelled
+        return real(self, buf)
+
+    monkeypatch.setattr(python_io._PlainSource, "readinto", slow_readinto)
+    with af.Graph().as_default():
+        setup, values = _reader_graph(path, 1000)
+
+        async def main():
+            async with af.Session() as sess:
+                await sess.arun(setup[0])
+                await sess.arun(setup[1])
+                step = asyncio.ensure_future(sess.arun(values))
+                assert await asyncio.to_thread(parked.wait, 10)
+                step.cancel()
+                with pytest.raises((asyncio.CancelledError, errors.CancelledError)):
+                    await step
+                gate.set()  # the parked read completes; the next read consumes it
+                return list(await sess.arun(values))
+
+        assert asyncio.run(main()) == recs
+
+
+def test_a_failing_read_is_an_error_of_the_step(monkeypatch, tmp_path):
+    import errno
+
+    import asyncflow as af
+
+    path = tmp_path / "r.tfrecord"
+    path.write_bytes(frame([b"a", b"b"]))
+
+    def failing(self, buf):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(python_io._PlainSource, "readinto", failing)
+    with af.Graph().as_default():
+        setup, values = _reader_graph(path, 10)
+        with af.Session() as sess:
+            sess.run(setup[0])
+            sess.run(setup[1])
+            with pytest.raises(errors.OpError, match="Input/output error"):
+                sess.run(values)
