@@ -507,10 +507,11 @@ class RecordScanner:
         unpack, unpack_u32 = _HEADER.unpack_from, _U32.unpack_from
         hcache = self._hcrc
         got: list = []  # the records' data, in order
+        starts: list = []  # their start offsets in `buf`
         stored: list = []  # their stored (masked) data CRCs: uint32 arrays
         singles: list = []  # stored CRCs of single records not yet in `stored`
-        starts: list = []  # (record start, data length, count) per run or single record
         count = 0
+        prev = -1  # the previous record's length: a run may start when it repeats
         bad_header = -1
         while count < max_records and n - pos >= 12:
             length, hc = unpack(buf, pos)
@@ -523,32 +524,32 @@ class RecordScanner:
             step = length + 16
             if step > n - pos:
                 break  # the record is not all here yet
-            k = min((n - pos) // step, max_records - count)
-            if k >= _MIN_RUN and unpack(buf, pos + step) == (length, hc):
+            if length == prev and (k := min((n - pos) // step, max_records - count)) >= _MIN_RUN:
                 # Probably a run of records of this length: check their headers at once.
                 heads = np.ndarray((k,), _RUN_HEADER, buffer=buf, offset=pos, strides=(step,))
                 ok = (heads["length"] == length) & (heads["crc"] == hc)
-                m = k if ok.all() else int(np.argmin(ok))
+                m = k if ok.all() else max(1, int(np.argmin(ok)))
                 first = pos + 12
                 stop = pos + m * step
                 got.extend([buf[a : a + length] for a in range(first, stop, step)])
+                starts.extend(range(pos, stop, step))
                 if singles:
                     stored.append(np.array(singles, np.uint32))
                     singles = []
                 stored.append(
                     np.ndarray((m,), "<u4", buffer=buf, offset=first + length, strides=(step,))
                 )
-                starts.append((pos, length, m))
                 pos = stop
                 count += m
+                prev = -1 if m < k else length
             else:
-                start = pos + 12
-                end = start + length
-                got.append(buf[start:end])
+                end = pos + 12 + length
+                got.append(buf[pos + 12 : end])
+                starts.append(pos)
                 singles.append(unpack_u32(buf, end)[0])
-                starts.append((pos, length, 1))
                 pos = end + 4
                 count += 1
+                prev = length
         if got:
             # Data CRCs in one C-level pass, masked as stored, compared all at once.
             if singles:
@@ -559,8 +560,8 @@ class RecordScanner:
             if bad.any():
                 i = int(np.argmax(bad))
                 # Deliver the records before the damaged one; stop at it.
-                rec_start = self._record_start(starts, i)
-                del got[i:]
+                del got[i:], starts[i + 1 :]
+                rec_start = starts.pop()
                 self._deliver(got, starts, base, values, offsets)
                 self._pos = rec_start
                 raise self._corrupt(base + rec_start + 12, False)  # TF names the data offset
@@ -571,28 +572,10 @@ class RecordScanner:
         return count
 
     @staticmethod
-    def _record_start(starts, i) -> int:
-        for pos, length, m in starts:
-            if i < m:
-                return pos + i * (length + 16)
-            i -= m
-        raise AssertionError("record index out of range")
-
-    @staticmethod
     def _deliver(got, starts, base, values, offsets) -> None:
         values.extend(got)
         if offsets is not None:
-            left = len(got)
-            for pos, length, m in starts:
-                m = min(m, left)
-                if m <= 0:
-                    break
-                if m == 1:
-                    offsets.append(base + pos)
-                else:
-                    step = length + 16
-                    offsets.extend(range(base + pos, base + pos + m * step, step))
-                left -= m
+            offsets.extend(map(base.__add__, starts) if base else starts)
 
 
 def tf_record_iterator(path, options=None) -> Iterator[bytes]:
