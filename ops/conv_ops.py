@@ -1,19 +1,28 @@
 """Convolutions: Conv2D, its two backprops (conv2d_transpose is Conv2DBackpropInput), and
 DepthwiseConv2dNative with its backprops; their gradients and TF1 builders (`af.nn`).
 
-How they compute (CPU and GPU, written once against the device's array module):
-- Conv2D is im2col + GEMM: the padded NHWC input is viewed (no copy) as windows
-  [N, OH, OW, KH, KW, C] through `as_strided`; copying that view into a
-  [rows, KH*KW*C] matrix is the only copy, and one `matmul` with the [KH*KW*C, OC]
-  filter (BLAS) gives the output rows.
-- Conv2DBackpropFilter is the same column matrix, transposed, times dy.
-- Conv2DBackpropInput is one batched GEMM dy @ filter[i, j]^T per window offset (i, j),
-  each block [rows, C] then added onto the strided slice of the input that the offset
-  touches (a vectorised pass whose inner run is OW*C long when stride is 1, unlike
-  `np.add.at` or a column matrix read C at a time).
-- All three work through the batch in chunks of `_CHUNK_BYTES` of column matrix, so the
-  columns are still in cache when BLAS reads them (measured: 20-30% faster forward,
-  2x faster backprop-input than whole-batch matrices at the LeNet sizes).
+How they compute (CPU and GPU, written once against the device's array module).  Each
+kernel picks the first method that fits (measured at the LeNet sizes of
+benchmarks/conv_bench.py, 64x28x28x1 -> 5x5x32 -> pool -> 5x5x64):
+- Spectral (`_use_fft`: stride 1, a filter of 2+ taps, big enough, and fewer multiply-adds
+  than direct): DFTs as GEMMs with cos/sin matrices, one small complex GEMM per frequency
+  (see the section's comment).  5x5x32->64 on 14x14: a quarter of the direct method's
+  multiply-adds, 8 ms instead of 12-16 ms for each of the three kernels.
+- Rows layout (`_use_rows`: stride 1 in H, KW*C >= 48 and OC >= 8): the padded input
+  laid out H outermost, windows copied along W only (KH times less than im2col), and KH
+  GEMMs each reading a contiguous slice of that copy in place.  The input gradient (stride
+  1) is the same correlation of the placed out_backprop with the flipped filter.
+- Transposed columns (`_use_cols_t`: C <= 4): the column matrix [KH*KW*C, rows] built
+  by one strided gather whose inner runs are output rows (4x faster than copying KW*C
+  values at a time for C = 1), times the filter or dy.
+- Otherwise im2col + GEMM: the padded NHWC input viewed (no copy) as windows
+  [N, OH, OW, KH, KW, C] through `as_strided`, copied into [rows, KH*KW*C] and one
+  `matmul` with the [KH*KW*C, OC] filter; the filter gradient is the same column matrix,
+  transposed, times dy; the input gradient is one GEMM dy @ filter[i, j]^T per window
+  offset, each block added onto the strided slice of the input it touches.  These work
+  through the batch in chunks of `_CHUNK_BYTES` of column matrix (still in cache when
+  BLAS reads it).
+- Intermediates that never leave a kernel live in per-thread scratch (`_work`).
 - NCHW is accepted and transposed to NHWC around the NHWC computation.
 
 Geometry follows TF's `GetWindowedOutputSize`: SAME gives ceil(in / stride) outputs and
@@ -240,7 +249,7 @@ class _Geom:
         """The im2col matrix [rows, KH*KW*C] of images [s, e) from windows `win`."""
         if self.is_pointwise():
             return win[s:e].reshape(-1, self.c)
-        cols = xp.empty((e - s, *win.shape[1:]), dtype=win.dtype)
+        cols = _work(xp, "cols", (e - s, *win.shape[1:]), win.dtype)
         # copyto walks the strided view far faster than reshape's copy (3-4x here)
         xp.copyto(cols, win[s:e])
         return cols.reshape(-1, self.kh * self.kw * self.c)
@@ -256,7 +265,7 @@ class _Geom:
             strides=(s1 * self.dh, s2 * self.dw, s3, s0, s1 * self.sh, s2 * self.sw),
             writeable=False,
         )
-        cols = xp.empty(view.shape, dtype=xpad.dtype)
+        cols = _work(xp, "cols_t", view.shape, xpad.dtype)
         xp.copyto(cols, view)
         return cols.reshape(self.kh * self.kw * self.c, -1)
 
@@ -329,7 +338,7 @@ def _row_windows(xp, xpad, hp: int, ow: int, kw: int, sw: int, dw: int):
     view = xp.lib.stride_tricks.as_strided(
         xpad, shape=(hp, n, ow, kw, c), strides=(s1, s0, s2 * sw, s2 * dw, s3), writeable=False
     )
-    a = xp.empty(view.shape, dtype=xpad.dtype)
+    a = _work(xp, "rows.a", view.shape, xpad.dtype)
     xp.copyto(a, view)
     return a.reshape(hp * n * ow, kw * c)
 
@@ -342,9 +351,10 @@ def _rows_conv(xp, xpad, w, oh: int, ow: int, sw: int, dh: int, dw: int):
     a = _row_windows(xp, xpad, oh + (kh - 1) * dh, ow, kw, sw, dw)
     w = w.reshape(kh, kw * c, oc)
     m = n * ow  # rows of A per input row
-    out = xp.matmul(a[: oh * m], w[0])
+    out = xp.matmul(a[: oh * m], w[0], out=_work(xp, "rows.out", (oh * m, oc), a.dtype))
+    part = _work(xp, "rows.part", (oh * m, oc), a.dtype)
     for i in range(1, kh):
-        out += xp.matmul(a[i * dh * m : (i * dh + oh) * m], w[i])
+        out += xp.matmul(a[i * dh * m : (i * dh + oh) * m], w[i], out=part)
     return out.reshape(oh, n, ow, oc)
 
 
@@ -352,7 +362,9 @@ def _rows_filter_grad(xp, xpad, dy, kh: int, kw: int, sw: int, dh: int, dw: int)
     """The filter gradient [KH, KW*C, OC] of `_rows_conv` for NHWC dy [N, OH, OW, OC]."""
     n, oh, ow, oc = dy.shape
     a = _row_windows(xp, xpad, oh + (kh - 1) * dh, ow, kw, sw, dw)
-    dyt = xp.ascontiguousarray(dy.transpose(1, 0, 2, 3)).reshape(-1, oc)
+    dyt = _work(xp, "rows.dyt", (oh, n, ow, oc), dy.dtype)
+    xp.copyto(dyt, dy.transpose(1, 0, 2, 3))
+    dyt = dyt.reshape(-1, oc)
     m = n * ow
     out = xp.empty((kh, a.shape[1], oc), dtype=dyt.dtype)
     for i in range(kh):

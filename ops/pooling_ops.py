@@ -3,7 +3,9 @@ gradients and the TF1 builders `max_pool` / `avg_pool` (`af.nn`).
 
 Each kernel loops over the KH*KW window offsets and does one vectorised pass over a
 strided slice of the padded input per offset (fast: no per-window Python work and no
-`np.add.at`).  Geometry is conv_ops' `window_geometry` (TF's SAME/VALID rules).
+`np.add.at`).  Geometry is conv_ops' `window_geometry` (TF's SAME/VALID rules).  NHWC
+MaxPool over side-by-side windows (the usual 2x2 stride 2) reduces whole window rows
+first; MaxPoolGrad keeps its per-offset masks in per-thread scratch.
 
 TF's semantics kept here:
 - MaxPool pads with -inf (the dtype's lowest value for integers), so padding never wins.
@@ -20,6 +22,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops
 from asyncflow.ops.conv_ops import (
+    _work,
     four,
     from_nhwc,
     from_nhwc_dims,
@@ -80,6 +83,11 @@ class _Pool:
     def out_nhwc(self):
         return (self.n, self.oh, self.ow, self.c)
 
+    def tiles(self) -> bool:
+        """Windows side by side without padding (2x2 stride 2 on even sizes, or VALID
+        leaving a remainder): each input position is in at most one window."""
+        return (self.kh, self.kw) == (self.sh, self.sw) and not any(self.pad)
+
     def offsets(self):
         for i in range(self.kh):
             for j in range(self.kw):
@@ -135,11 +143,34 @@ MaxPool = register_op(
 
 
 def _max_pool(xp, p: _Pool, x, fmt):
+    if p.tiles() and fmt == "NHWC" and p.oh and p.ow and p.c:
+        return _max_pool_tiles(xp, p, x)
     xpad = pad_spatial(xp, to_nhwc(xp, x, fmt), *p.pad, value=_lowest(x.dtype))
     out = None
     for _, idx in p.offsets():
         out = xpad[idx].copy() if out is None else xp.maximum(out, xpad[idx], out=out)
     return from_nhwc(xp, out, fmt)
+
+
+def _max_pool_tiles(xp, p: _Pool, x):
+    """MaxPool of side-by-side windows: the max over window rows first, each a pass whose
+    contiguous runs are whole rows, then over the KW columns of what is left."""
+    n, oh, ow, c = p.out_nhwc()
+    rows = x[:, : oh * p.kh, : ow * p.kw].reshape(n, oh, p.kh, ow * p.kw * c)
+    if p.kh > 1:
+        best = _work(xp, "pool.rows", (n, oh, ow * p.kw * c), x.dtype)
+        xp.maximum(rows[:, :, 0], rows[:, :, 1], out=best)
+        for i in range(2, p.kh):
+            xp.maximum(best, rows[:, :, i], out=best)
+    else:
+        best = rows[:, :, 0]
+    best = best.reshape(n, oh, ow, p.kw, c)
+    if p.kw == 1:
+        return xp.ascontiguousarray(best[:, :, :, 0])
+    out = xp.maximum(best[:, :, :, 0], best[:, :, :, 1])
+    for j in range(2, p.kw):
+        xp.maximum(out, best[:, :, :, j], out=out)
+    return out
 
 
 @MaxPool.kernel("CPU", "GPU")
@@ -179,23 +210,30 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt):
     # faster than where(hit, dy, 0); inf or nan in dy must not leak into other positions.
     finite = bool(xp.isfinite(dy).all())
     zero = dy.dtype.type(0)
-    unclaimed = None
+    # scratch (reused across calls: fresh pages cost more than these passes)
+    hit = _work(xp, "pool.hit", y.shape, np.bool_)
+    unclaimed = _work(xp, "pool.free", y.shape, np.bool_)
+    part = None if tiles else _work(xp, "pool.part", y.shape, dy.dtype)
     last = p.kh * p.kw - 1
     for k, idx in p.offsets():
-        hit = xp.equal(xpad[idx], y)
-        if unclaimed is not None:
-            hit &= unclaimed
+        xp.equal(xpad[idx], y, out=hit)
+        if k:
+            xp.logical_and(hit, unclaimed, out=hit)
         if tiles and finite:
             xp.multiply(dy, hit, out=dxp[idx])
         elif tiles:
             dxp[idx] = xp.where(hit, dy, zero)
         else:
-            dxp[idx] += xp.multiply(dy, hit) if finite else xp.where(hit, dy, zero)
-        if k != last:
-            if unclaimed is None:
-                unclaimed = ~hit
+            if finite:
+                xp.multiply(dy, hit, out=part)
             else:
-                unclaimed &= ~hit
+                part[...] = xp.where(hit, dy, zero)
+            dxp[idx] += part
+        if k != last:
+            if k == 0:
+                xp.logical_not(hit, out=unclaimed)
+            else:
+                xp.greater(unclaimed, hit, out=unclaimed)  # unclaimed and not hit
     return from_nhwc(xp, xp.ascontiguousarray(p.crop(dxp)), fmt)
 
 
