@@ -464,8 +464,9 @@ def _dft_real_out(l1: int, l2: int, q: int, step: int, dtype):
 
 
 _scratch = threading.local()
-# Largest scratch array kept for reuse (per thread and tag).
-_SCRATCH_MAX_BYTES = 64 << 20
+# Largest scratch array kept for reuse (per thread and tag; about a dozen tags, so a
+# thread holds at most ~200 MB, ~50 MB at the LeNet sizes); bigger ones are allocated.
+_SCRATCH_MAX_BYTES = 16 << 20
 
 
 def _work(xp, tag: str, shape, dtype):

@@ -165,8 +165,8 @@ def _max_pool_tiles(xp, p: _Pool, x):
     else:
         best = rows[:, :, 0]
     best = best.reshape(n, oh, ow, p.kw, c)
-    if p.kw == 1:
-        return xp.ascontiguousarray(best[:, :, :, 0])
+    if p.kw == 1:  # a copy even when best is x itself (1x1 windows): outputs are new
+        return best[:, :, :, 0].copy()
     out = xp.maximum(best[:, :, :, 0], best[:, :, :, 1])
     for j in range(2, p.kw):
         xp.maximum(out, best[:, :, :, j], out=out)

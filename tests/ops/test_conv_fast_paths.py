@@ -211,6 +211,9 @@ _POOLS = [
     ("3x3_s3", (2, 9, 6, 2), (3, 3), (3, 3), "VALID"),
     ("3x3_s2_overlap", (2, 7, 7, 2), (3, 3), (2, 2), "SAME"),
     ("2x3_s2x3", (1, 6, 9, 4), (2, 3), (2, 3), "SAME"),
+    ("1x1", (2, 3, 4, 2), (1, 1), (1, 1), "VALID"),
+    ("1x2_s1x2", (2, 3, 4, 2), (1, 2), (1, 2), "VALID"),
+    ("2x1_s2x1", (2, 4, 3, 2), (2, 1), (2, 1), "VALID"),
 ]
 
 
@@ -238,6 +241,17 @@ def test_max_pool_paths_match_reference(case, fmt, dtype, ties):
     np.testing.assert_array_equal(_from(fmt, y_v), y_ref)
     tol = 1e-3 if dtype == np.float16 else 1e-6
     np.testing.assert_allclose(_from(fmt, dx_v), dx_ref, rtol=tol, atol=tol)
+
+
+def test_max_pool_output_is_not_its_input():
+    x = np.arange(8, dtype=np.float32).reshape(1, 2, 2, 2)
+    y = pooling_ops.max_pool(af.constant(x), 1, 1, "VALID")
+    with Session() as sess:
+        out = sess.run(y)
+    np.testing.assert_array_equal(out, x)
+    out[...] = -1  # the caller owns the result
+    with Session() as sess:
+        np.testing.assert_array_equal(sess.run(y), x)
 
 
 def test_max_pool_grad_non_finite_dy():
