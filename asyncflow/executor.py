@@ -41,6 +41,7 @@ from asyncflow import errors
 from asyncflow.graph import Operation
 
 __all__ = [
+    "PLAN_REWRITES",
     "Plan",
     "Step",
     "StepContext",
@@ -417,8 +418,22 @@ def compile_plan(
     plan.fetch_refs = fetch_refs
     plan.pnodes = nodes
     plan.derefs = derefs
+    if not track_memory:
+        for rewrite in PLAN_REWRITES:
+            rewrite(plan)
     _compile_control_flow(plan, nodes)
     return plan
+
+
+# Kernel fusions over a compiled plan (TF's grappler remapper, at plan time): each is
+# `rewrite(plan)` and may replace kernels in `plan.kernels` (through `checked`), never
+# the graph.  Registered by the ops modules that own the kernels involved.
+PLAN_REWRITES: list[Callable[[Plan], None]] = []
+
+
+def checked(kernel: Callable, op: Operation) -> Callable:
+    """`kernel` as compile_plan installs it for `op` (output checks in test mode)."""
+    return _checked_kernel(kernel, op) if _CHECK_KERNELS else kernel
 
 
 def _compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:

@@ -105,6 +105,34 @@ async def _matmul(ctx, a, b):
     return _as_dtype(xp, product, ctx.attrs["T"])
 
 
+class DeferredProduct:
+    """A MatMul's product not computed yet: handed to its only consumer, an update
+    kernel that computes it inside its own gemm (see training_ops' plan rewrite)."""
+
+    __slots__ = ("a", "b", "trans_a", "trans_b", "shape", "dtype")
+
+    def __init__(self, a, b, trans_a: bool, trans_b: bool):
+        self.a, self.b, self.trans_a, self.trans_b = a, b, trans_a, trans_b
+        m = a.shape[1] if trans_a else a.shape[0]
+        n = b.shape[0] if trans_b else b.shape[1]
+        self.shape = (m, n)
+        self.dtype = a.dtype
+
+
+async def matmul_deferred(ctx, a, b):
+    """MatMul's kernel when its consumer fuses the product: checks, then defers."""
+    a, b = np.asarray(a), np.asarray(b)
+    for i, m in enumerate((a, b)):
+        if m.ndim != 2:
+            raise errors.InvalidArgumentError(
+                None, None, f"In[{i}] is not a matrix. Instead it has shape {_shape_str(m.shape)}"
+            )
+    ta, tb = ctx.attrs["transpose_a"], ctx.attrs["transpose_b"]
+    if (a.shape[0] if ta else a.shape[1]) != (b.shape[1] if tb else b.shape[0]):
+        raise _incompatible(a, b)
+    return DeferredProduct(a, b, ta, tb)
+
+
 @MatMul.gradient
 def _matmul_grad(op, grad):
     t_a, t_b = op.get_attr("transpose_a"), op.get_attr("transpose_b")

@@ -28,9 +28,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from asyncflow import errors, tensor_shape
+from asyncflow import errors, executor, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.executor import forwardable
+from asyncflow.ops import blas
+from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred
 from asyncflow.registry import INDEX, NUMERIC, NotDifferentiable, register_op
 
 __all__ = [
@@ -541,3 +543,62 @@ def deduplicate_indexed_slices(values, indices, name=None):
     """
     op = ops.apply_op("_DeduplicateIndexedSlices", [values, indices], name=name)
     return op.outputs[0], op.outputs[1]
+
+
+# -- plan rewrite: a gradient MatMul folded into its ApplyGradientDescent ----------------
+# `var -= alpha * (a @ b)` as one gemm writing into var (ops/blas.py): no product
+# array, no scaled copy, one pass less over the variable.  Applied when the MatMul's
+# only consumer is the update, on the same device, in float32/float64, and BLAS's
+# gemm is reachable; the update kernel still takes an ordinary gradient otherwise.
+
+
+def _fused_gd_kernel(plain):
+    async def apply_gradient_descent_gemm(ctx, var, alpha, delta):
+        if type(delta) is not DeferredProduct:
+            return await plain(ctx, var, alpha, delta)
+        _check_dense(["var", "alpha", "delta"], 1, [1], 2, [var.read(), alpha, delta])
+        with np.errstate(all="ignore"):
+            target = var.writable_target()
+            blas.gemm_into(
+                target, delta.a, delta.b, delta.trans_a, delta.trans_b, -float(alpha), 1.0
+            )
+        var.commit(target)
+        return var
+
+    return apply_gradient_descent_gemm
+
+
+def _sole_data_consumer(plan, j):
+    data = [e for e in plan.edges[j] if e[0] >= 0]
+    if len(data) != 1 or data[0][1] >= len(plan.derefs):  # (a fetch's sentinel)
+        return None
+    return None if plan.derefs[data[0][1]] else data[0][1]
+
+
+def _fuse_matmul_into_gradient_descent(plan) -> None:
+    for i, p in enumerate(plan.pnodes):
+        op = p.op
+        if op.type != "ApplyGradientDescent" or plan.derefs[i] or len(p.inputs) != 3:
+            continue
+        consumer, (j, out) = i, p.inputs[2]
+        while j != "feed" and out == 0 and _sole_data_consumer(plan, j) == consumer:
+            if plan.pnodes[j].op.type != "Identity":  # the gradient may pass Identities
+                break  # (tf.tuple of gate_gradients), which forward it untouched
+            consumer, (j, out) = j, plan.pnodes[j].inputs[0]
+        if j == "feed" or out != 0 or plan.derefs[j]:
+            continue
+        src = plan.pnodes[j]
+        if src.op.type != "MatMul" or src.device is not p.device:
+            continue
+        if _sole_data_consumer(plan, j) != consumer:
+            continue
+        if not blas.available(op.get_attr("T").np_dtype):
+            continue
+        kernels = p.op.op_def.kernels
+        if p.device.device_type not in kernels or p.device.device_type != "CPU":
+            continue
+        plan.kernels[j] = executor.checked(matmul_deferred, src.op)
+        plan.kernels[i] = executor.checked(_fused_gd_kernel(kernels["CPU"]), op)
+
+
+executor.PLAN_REWRITES.append(_fuse_matmul_into_gradient_descent)

@@ -1,0 +1,117 @@
+"""ops/blas.py's gemm and the plan rewrite folding a gradient MatMul into its
+ApplyGradientDescent: same values as the unfused path, and only where it is safe."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import errors
+from asyncflow.ops import blas
+
+pytestmark = pytest.mark.skipif(
+    not blas.available(np.float32), reason="NumPy's bundled OpenBLAS not found"
+)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+def test_gemm_into_matches_numpy(dtype, ta, tb):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((9, 6) if ta else (6, 9)).astype(dtype)
+    b = rng.standard_normal((4, 9) if tb else (9, 4)).astype(dtype)
+    c = rng.standard_normal((6, 4)).astype(dtype)
+    want = 0.5 * c - 0.25 * ((a.T if ta else a) @ (b.T if tb else b))
+    blas.gemm_into(c, a, b, ta, tb, -0.25, 0.5)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(c, want, rtol=tol, atol=tol)
+
+
+def test_gemm_into_non_contiguous_and_empty():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((8, 10)).astype(np.float32)[:, ::2]  # a strided view
+    b = rng.standard_normal((5, 3)).astype(np.float32)
+    c = np.zeros((8, 3), np.float32)
+    blas.gemm_into(c, a, b, False, False, 1.0, 0.0)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    c = np.full((2, 2), 3.0, np.float32)
+    empty_a, empty_b = np.zeros((2, 0), np.float32), np.zeros((0, 2), np.float32)
+    blas.gemm_into(c, empty_a, empty_b, False, False, 1.0, 2.0)
+    np.testing.assert_array_equal(c, np.full((2, 2), 6.0))
+
+
+def _mlp_losses(steps=5, fetch_grad=False):
+    rng = np.random.default_rng(3)
+    x_val = rng.uniform(0, 1, (32, 20)).astype(np.float32)
+    y_val = rng.integers(0, 4, 32).astype(np.int32)
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 20])
+        y = af.placeholder(af.int32, [None])
+        w1 = af.Variable(rng.standard_normal((20, 16)).astype(np.float32) * 0.3)
+        w2 = af.Variable(rng.standard_normal((16, 4)).astype(np.float32) * 0.3)
+        logits = af.matmul(af.nn.relu(af.matmul(x, w1)), w2)
+        loss = af.reduce_mean(
+            af.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+        )
+        opt = af.train.GradientDescentOptimizer(0.5)
+        grads = opt.compute_gradients(loss)
+        train = opt.apply_gradients(grads)
+        fetches = [loss, train] + ([grads[0][0]] if fetch_grad else [])
+        out = []
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            for _ in range(steps):
+                out.append(s.run(fetches, {x: x_val, y: y_val}))
+            out.append(s.run([w1, w2]))
+    return out
+
+
+def test_fused_updates_follow_the_unfused_ones(monkeypatch):
+    calls = [0]
+    real = blas.gemm_into
+
+    def counting(*args):
+        calls[0] += 1
+        real(*args)
+
+    monkeypatch.setattr(blas, "gemm_into", counting)
+    fused = _mlp_losses()
+    assert calls[0] == 2 * 5  # both weight updates, every step
+    monkeypatch.setattr(blas, "_fns", {})  # BLAS "not found": the plain kernels
+    plain = _mlp_losses()
+    assert calls[0] == 10
+    for f, p in zip(fused[:-1], plain[:-1]):
+        assert f[0] == pytest.approx(p[0], rel=1e-5)
+    for f, p in zip(fused[-1], plain[-1]):
+        np.testing.assert_allclose(f, p, rtol=1e-5, atol=1e-6)
+
+
+def test_a_fetched_gradient_is_not_fused(monkeypatch):
+    calls = [0]
+    real = blas.gemm_into
+
+    def counting(*args):
+        calls[0] += 1
+        real(*args)
+
+    monkeypatch.setattr(blas, "gemm_into", counting)
+    out = _mlp_losses(steps=2, fetch_grad=True)
+    assert calls[0] == 2  # w2's update only: w1's gradient is fetched too
+    assert out[0][2].shape == (20, 16) and np.isfinite(out[0][2]).all()
+
+
+def test_fused_update_of_an_uninitialized_variable_fails_cleanly():
+    with af.Graph().as_default():
+        w = af.Variable(np.ones((3, 2), np.float32), name="w")
+        a = af.constant(np.ones((4, 3), np.float32))
+        b = af.constant(np.ones((4, 2), np.float32))
+        g = af.matmul(a, b, transpose_a=True)
+        train = af.train.GradientDescentOptimizer(0.1).apply_gradients([(g, w)])
+        with af.Session() as s:
+            with pytest.raises(errors.FailedPreconditionError, match="uninitialized"):
+                s.run(train)
+            s.run(w.initializer)
+            s.run(train)
+            np.testing.assert_allclose(s.run(w), np.full((3, 2), 1 - 0.1 * 4, np.float32))
