@@ -7,7 +7,9 @@ control flow v1, grappler off)::
     /work/tfvenv/bin/python benchmarks/while_bench.py --backend tf
 
 Prints one JSON object on the last line of stdout: the median of several runs of one
-step of the loop, and that divided by the iteration count.
+step of the loop, and that divided by the iteration count.  asyncflow runs such a
+loop compiled (asyncflow/frames.py, LoopProgram); `--general` times the general frame
+executor instead (what loops with async kernels, conds or Send/Recv inside use).
 """
 
 from __future__ import annotations
@@ -48,8 +50,17 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--parallel-iterations", type=int, default=10)
+    ap.add_argument(
+        "--general",
+        action="store_true",
+        help="asyncflow: run the loop on the general frame executor, not compiled",
+    )
     args = ap.parse_args()
     tf, while_loop, cfg = _backend(args.backend)
+    if args.general and args.backend == "asyncflow":
+        from asyncflow import executor
+
+        executor._NO_COMPILED_LOOPS = True
     n = args.iterations
     with tf.Graph().as_default():
         i = while_loop(
@@ -69,7 +80,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "backend": args.backend,
+                "backend": args.backend + (" (general executor)" if args.general else ""),
                 "iterations": n,
                 "step_s_median": med,
                 "us_per_iteration": med / n * 1e6,
