@@ -471,9 +471,10 @@ _SCRATCH_MAX_BYTES = 16 << 20
 
 def _work(xp, tag: str, shape, dtype):
     """An uninitialised array for intermediate values, reused across calls by this thread:
-    at these sizes a fresh allocation's page faults cost as much as the GEMMs that fill
-    it.  `tag` names one intermediate of one computation (never returned, never alive
-    twice), so that buffers in use at the same time are distinct."""
+    reused buffers stay warm in cache where fresh ones do not (measured: the conv kernels
+    of one LeNet step take ~15% less time; no page faults either way after warm-up).
+    `tag` names one intermediate of one computation (never returned, never alive twice),
+    so that buffers in use at the same time are distinct."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape)) * dtype.itemsize
     if xp is not np or nbytes > _SCRATCH_MAX_BYTES:
