@@ -9,8 +9,9 @@ writes exactly the bytes TensorFlow writes; `tf_record_iterator` reads them back
 
 The pieces are shared with the TFRecordReader op (ops/reader_ops.py):
 - a *source* (`open_source`) hands out the file's (decompressed) bytes in chunks with
-  a blocking `read(n)`; the sync iterator calls it directly, the reader op runs it on a
-  worker thread, so the event loop never waits on the disk;
+  a blocking `read(n)` (or, uncompressed, `readinto(buf)` into a buffer the caller
+  reuses); the sync iterator calls it directly, the reader op runs it on a worker
+  thread, so the event loop never waits on the disk;
 - a `RecordScanner` cuts framed records out of the bytes it is fed, with no I/O.
 
 Invariants:

@@ -13,8 +13,10 @@ the reader dequeues the next filename from the queue (suspending while it is emp
 a closed, empty queue ends the reading with OutOfRangeError.
 
 File I/O never blocks the loop: files are opened and read on worker threads in large
-chunks (python_io.CHUNK_BYTES), and the TFRecord reader keeps one chunk read ahead
-while it parses the current one.
+chunks (python_io.CHUNK_BYTES; _RING_BYTES for uncompressed TFRecord files, read into
+two reused buffers), and the TFRecord reader keeps one chunk read ahead while it parses
+the current one (see _TFRecordReader for the bounded GIL hand-overs that make the read
+overlap the parsing).
 
 Exactly-once (DESIGN.md "State"): records a step took are put back when that step
 fails or is cancelled (`current_step().on_failure`), and records gathered by a read
