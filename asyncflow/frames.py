@@ -25,6 +25,9 @@ Model (TF's executor; "tags and frames" after the MIT Tagged-Token machine):
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import numpy as np
 
 from asyncflow import errors
@@ -160,6 +163,7 @@ class FrameStep(Step):
         fwd_read, plain_edges, edges = plan.fwd_read, plan.plain_edges, plan.edges
         loops, enter_info = plan.loops, plan.enter_info
         ready = self.ready
+        iters, next_yield = 0, time.monotonic() + _YIELD_EVERY_S
         pop = ready.pop
         while ready:
             if self.error is not None:
@@ -209,6 +213,20 @@ class FrameStep(Step):
                             return  # the loop failed; the step is aborted
                     else:
                         self._propagate(i, it, kind, outs)
+                        if kind == NEXT_ITER:
+                            iters += 1
+                            if not iters & _YIELD_CHECK and time.monotonic() >= next_yield:
+                                # Park the ready nodes (another driver would take them
+                                # at once) and let the event loop run.
+                                outs = None
+                                parked = ready[:]
+                                ready.clear()
+                                await asyncio.sleep(0)
+                                ready.extend(parked)
+                                parked = None
+                                next_yield = time.monotonic() + _YIELD_EVERY_S
+                                if self.error is not None:
+                                    return
                 elif plain_edges[i]:  # _deliver's fast path, inlined
                     vals, pending, dead = it.vals, it.pending, it.dead
                     for oi, j, s in edges[i]:
@@ -357,6 +375,7 @@ class FrameStep(Step):
             vals[s] = first
         pred_slot, carry, direct = prog.pred_slot, prog.carry, prog.carry_direct
         i = prog.pred_node
+        iters, next_yield = 0, time.monotonic() + _YIELD_EVERY_S
         try:
             running = True
             while running:
@@ -377,6 +396,10 @@ class FrameStep(Step):
                             running = False
                             break
                     elif mode == _NEXT:
+                        iters += 1
+                        if not iters & _YIELD_CHECK and time.monotonic() >= next_yield:
+                            await asyncio.sleep(0)  # let deadlines and cancellation in
+                            next_yield = time.monotonic() + _YIELD_EVERY_S
                         if self.error is not None:
                             return False
                         if direct:
@@ -493,6 +516,11 @@ class FrameStep(Step):
 _T, _F, _BOTH = 1, 2, 3  # liveness: when the predicate holds, when it does not
 _HOLD2 = -2  # two arguments, one output, some argument read elsewhere too
 _PRED, _NEXT = -3, -4  # the predicate test, the carry to the next iteration
+# A loop that runs long without suspending yields to the event loop about every
+# _YIELD_EVERY_S (checked every _YIELD_CHECK + 1 iterations), so that a step deadline
+# (RunOptions.timeout_in_ms), a cancellation or Session.close() can stop it.
+_YIELD_EVERY_S = 0.02
+_YIELD_CHECK = 1023
 
 
 async def _call_held(kernel, ctx, vals, args, n_out, outs) -> None:

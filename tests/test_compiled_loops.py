@@ -228,3 +228,31 @@ def test_long_compiled_loop_holds_one_iteration(runs):
             got = sess.run(s)
     np.testing.assert_array_equal(got, np.full(64, 100_000, np.float32))
     assert runs[0] == 1
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_endless_loop_meets_its_deadline(monkeypatch, general):
+    monkeypatch.setattr(executor, "_NO_COMPILED_LOOPS", general)
+    with af.Graph().as_default():
+        i = while_loop(lambda i: i >= 0, lambda i: i + 1, [af.constant(0)])
+        with af.Session() as sess:
+            with pytest.raises(errors.DeadlineExceededError):
+                sess.run(i, options=af.RunOptions(timeout_in_ms=100))
+            assert sess.run(af.constant(3)) == 3  # the session still works
+
+
+def test_endless_loop_in_arun_is_cancellable():
+    import asyncio
+
+    async def main():
+        with af.Graph().as_default():
+            i = while_loop(lambda i: i >= 0, lambda i: i + 1, [af.constant(0)])
+            async with af.Session() as sess:
+                task = asyncio.ensure_future(sess.arun(i))
+                await asyncio.sleep(0.1)
+                task.cancel()
+                with pytest.raises((asyncio.CancelledError, errors.CancelledError)):
+                    await task
+                assert await sess.arun(af.constant(4)) == 4
+
+    asyncio.run(main())
