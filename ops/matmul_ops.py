@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import dtypes, errors, executor, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import blas
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import _as_dtype, _builder_scope, _convert_pair, _shape_str
 from asyncflow.registry import FLOATING, TypeConstraint, register_op
@@ -130,7 +131,76 @@ async def matmul_deferred(ctx, a, b):
     ta, tb = ctx.attrs["transpose_a"], ctx.attrs["transpose_b"]
     if (a.shape[0] if ta else a.shape[1]) != (b.shape[1] if tb else b.shape[0]):
         raise _incompatible(a, b)
-    return DeferredProduct(a, b, ta, tb)
+    product = DeferredProduct(a, b, ta, tb)
+    m, n = product.shape
+    if m * n < _DEFER_ELEMENTS or a.dtype != b.dtype or a.dtype != ctx.attrs["T"].np_dtype:
+        # Small (a ctypes call costs more than it saves) or odd: compute it now; the
+        # consumer's kernel takes an ordinary array as well.
+        return await _matmul(ctx, a, b)
+    return product
+
+
+_DEFER_ELEMENTS = 4096
+
+
+def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool):
+    """AddV2/Add/BiasAdd whose input `product_pos` is a DeferredProduct: the output is
+    the broadcast bias, then one gemm with beta=1 adds the product into it."""
+
+    async def add_into_gemm(ctx, x, y):
+        p, bias = (x, y) if product_pos == 0 else (y, x)
+        if type(p) is not DeferredProduct:
+            return await plain(ctx, x, y)
+        bias = np.asarray(bias)
+        shape = p.shape
+        ok = bias.dtype == p.dtype and (
+            bias.shape == (shape[1],) if is_bias_add else bias.ndim <= 2
+        )
+        if ok and not is_bias_add:
+            try:
+                ok = np.broadcast_shapes(shape, bias.shape) == shape
+            except ValueError:
+                ok = False
+        if not ok:  # let the plain kernel judge (and word any error) on real values
+            prod = np.matmul(p.a.T if p.trans_a else p.a, p.b.T if p.trans_b else p.b)
+            return await (plain(ctx, prod, bias) if product_pos == 0 else plain(ctx, bias, prod))
+        out = np.empty(shape, p.dtype)
+        out[...] = bias
+        await ctx.device.compute(blas.gemm_into, out, p.a, p.b, p.trans_a, p.trans_b, 1.0, 1.0)
+        return out
+
+    return add_into_gemm
+
+
+def _fuse_bias_into_matmul(plan) -> None:
+    """x @ w + b (AddV2, Add or BiasAdd of a MatMul that has no other consumer) as one
+    gemm accumulating into the broadcast bias: the product is never stored alone."""
+    n = len(plan.nodes)
+    for i, p in enumerate(plan.pnodes):
+        op = p.op
+        if op.type not in ("AddV2", "Add", "BiasAdd") or plan.derefs[i] or len(p.inputs) != 2:
+            continue
+        if p.device.device_type != "CPU" or "CPU" not in op.op_def.kernels:
+            continue
+        if not blas.available(op.get_attr("T").np_dtype):
+            continue
+        for k in (0,) if op.type == "BiasAdd" else (0, 1):
+            j, out = p.inputs[k]
+            if j == "feed" or out != 0 or plan.derefs[j]:
+                continue
+            src = plan.pnodes[j]
+            if src.op.type != "MatMul" or src.device is not p.device:
+                continue
+            data = [e for e in plan.edges[j] if e[0] >= 0]
+            if len(data) != 1 or data[0][1] != i or data[0][1] == n:
+                continue
+            plan.kernels[j] = executor.checked(matmul_deferred, src.op)
+            fused = _bias_fused_kernel(op.op_def.kernels["CPU"], k, op.type == "BiasAdd")
+            plan.kernels[i] = executor.checked(fused, op)
+            break
+
+
+executor.PLAN_REWRITES.append(_fuse_bias_into_matmul)
 
 
 @MatMul.gradient

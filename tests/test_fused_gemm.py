@@ -44,13 +44,14 @@ def test_gemm_into_non_contiguous_and_empty():
 
 def _mlp_losses(steps=5, fetch_grad=False):
     rng = np.random.default_rng(3)
-    x_val = rng.uniform(0, 1, (32, 20)).astype(np.float32)
-    y_val = rng.integers(0, 4, 32).astype(np.int32)
+    x_val = rng.uniform(0, 1, (64, 80)).astype(np.float32)
+    y_val = rng.integers(0, 4, 64).astype(np.int32)
     with af.Graph().as_default():
-        x = af.placeholder(af.float32, [None, 20])
+        x = af.placeholder(af.float32, [None, 80])
         y = af.placeholder(af.int32, [None])
-        w1 = af.Variable(rng.standard_normal((20, 16)).astype(np.float32) * 0.3)
-        w2 = af.Variable(rng.standard_normal((16, 4)).astype(np.float32) * 0.3)
+        # Products of at least 4096 elements: smaller ones are not worth a gemm call.
+        w1 = af.Variable(rng.standard_normal((80, 64)).astype(np.float32) * 0.1)
+        w2 = af.Variable(rng.standard_normal((64, 64)).astype(np.float32) * 0.1)
         logits = af.matmul(af.nn.relu(af.matmul(x, w1)), w2)
         loss = af.reduce_mean(
             af.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
@@ -99,7 +100,7 @@ def test_a_fetched_gradient_is_not_fused(monkeypatch):
     monkeypatch.setattr(blas, "gemm_into", counting)
     out = _mlp_losses(steps=2, fetch_grad=True)
     assert calls[0] == 2  # w2's update only: w1's gradient is fetched too
-    assert out[0][2].shape == (20, 16) and np.isfinite(out[0][2]).all()
+    assert out[0][2].shape == (80, 64) and np.isfinite(out[0][2]).all()
 
 
 def test_fused_update_of_an_uninitialized_variable_fails_cleanly():
@@ -115,3 +116,50 @@ def test_fused_update_of_an_uninitialized_variable_fails_cleanly():
             s.run(w.initializer)
             s.run(train)
             np.testing.assert_allclose(s.run(w), np.full((3, 2), 1 - 0.1 * 4, np.float32))
+
+
+def test_bias_adds_fold_into_the_product(monkeypatch):
+    calls = [0]
+    real = blas.gemm_into
+
+    def counting(*args):
+        calls[0] += 1
+        real(*args)
+
+    monkeypatch.setattr(blas, "gemm_into", counting)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((64, 40)).astype(np.float32)
+    w = rng.standard_normal((40, 96)).astype(np.float32)
+    b = rng.standard_normal(96).astype(np.float32)
+    full = rng.standard_normal((64, 96)).astype(np.float32)
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 40])
+        wt, bt = af.constant(w), af.constant(b)
+        outs = [
+            af.matmul(x, wt) + bt,
+            bt + af.matmul(x, wt),
+            af.nn.bias_add(af.matmul(x, wt), bt),
+            af.matmul(x, wt) + af.reshape(bt, [1, 96]),
+            af.matmul(x, wt) + af.constant(full),
+            af.matmul(af.transpose(wt), x, transpose_b=True) + af.constant(full.T),
+        ]
+        with af.Session() as s:
+            got = s.run(outs, {x: a})
+    assert calls[0] == 6
+    want = a @ w + b
+    for g in got[:4]:
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[4], a @ w + full, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[5], (a @ w + full).T, rtol=1e-5, atol=1e-5)
+
+
+def test_a_bias_of_the_wrong_length_fails_as_unfused():
+    with af.Graph().as_default():
+        x = af.constant(np.ones((64, 80), np.float32))
+        w = af.constant(np.ones((80, 96), np.float32))
+        b = af.placeholder(af.float32, [None])
+        with af.Session() as s:
+            with pytest.raises(errors.InvalidArgumentError, match="bias"):
+                s.run(af.nn.bias_add(af.matmul(x, w), b), {b: np.ones(5, np.float32)})
+            with pytest.raises(errors.InvalidArgumentError, match="Incompatible shapes"):
+                s.run(af.matmul(x, w) + b, {b: np.ones(5, np.float32)})
