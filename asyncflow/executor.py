@@ -93,6 +93,11 @@ class StepContext:
         """The callbacks registered so far (a kernel may disarm its own undo)."""
         return list(self._on_failure or ())
 
+    def close(self) -> None:
+        """The step is over: drop the undo callbacks (and what they hold, e.g. the
+        elements a Dequeue would put back), which only a failure would have run."""
+        self._on_failure = None
+
     def run_failure_callbacks(self, error: BaseException) -> None:
         self.failed = True
         self.error = error

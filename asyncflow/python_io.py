@@ -288,7 +288,7 @@ class _PlainSource:
     def __del__(self):  # a reader dropped with its session must not leak the descriptor
         try:
             self.close()
-        except OSError:
+        except (OSError, AttributeError, TypeError):  # at shutdown `os` may be gone
             pass
 
 

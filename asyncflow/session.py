@@ -526,6 +526,7 @@ class BaseSession:
             sctx.run_failure_callbacks(_step_error(steps) or exc)
             raise
         finally:
+            sctx.close()
             for s in steps:
                 self._steps.discard(s)
                 if s.tasks:
