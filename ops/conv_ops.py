@@ -401,10 +401,11 @@ def _place(xp, x, top: int, hp: int, left: int, wp: int):
 # multiply-adds at LeNet sizes (5x5 filters on 18x18 grids).  The transforms themselves
 # are GEMMs with (cos, sin) matrices, one axis at a time, folding in where the data sits on
 # the grid (padding costs nothing) and which outputs are wanted (cropping costs nothing).
-# The backprops are the same machinery: the input gradient is the stride-1 correlation of
-# the placed out_backprop with the flipped filter, and the filter gradient is
-# X(f)^T conj(DY(f)) read back at the filter's KH x KW lags.  Float32 rounding is of the
-# direct method's size (each output is a sum over the whole grid, not over one window).
+# The backprops are the same machinery on the same grid: the padded input's gradient is
+# out_backprop convolved with the filter, DY(f) W(f)^T, read back at the padding offsets,
+# and the filter gradient is X(f)^T conj(DY(f)) read back at the filter's KH x KW lags.
+# So one step transforms x, w and dy once each (`_spectrum_of` remembers them).  Float32
+# rounding is of the direct method's size (each output is a sum over the whole grid).
 
 # Use the spectral path when its multiply-adds are below this fraction of the direct
 # method's (tests raise it to cover small shapes) and the problem is at least this big.
@@ -447,14 +448,14 @@ def _dft_rows(size: int, count: int, off: int, step: int, half: bool, inverse: b
 
 
 @functools.lru_cache(maxsize=64)
-def _dft_real_out(l1: int, l2: int, q: int, step: int, dtype):
+def _dft_real_out(l1: int, l2: int, q: int, off: int, step: int, dtype):
     """[Q, 2 * F2 * 2]: the last (W axis) inverse step from the half spectrum to real
-    values at points j * step, over (part of Z, f2, cos/sin row of the H step), with the
+    values at points off + j * step, over (part of Z, f2, cos/sin row of the H step), with the
     1 / (L1 L2) normalisation and the Hermitian weights (2 for the bins that stand for a
     conjugate pair)."""
     f2 = np.arange(l2 // 2 + 1)
     weight = np.where((f2 == 0) | ((l2 % 2 == 0) & (f2 == l2 // 2)), 1.0, 2.0) / (l1 * l2)
-    ang = 2 * np.pi * np.outer(step * np.arange(q), f2) / l2
+    ang = 2 * np.pi * np.outer(off + step * np.arange(q), f2) / l2
     cq, sq = weight * np.cos(ang), weight * np.sin(ang)
     m = np.empty((q, 2, f2.size, 2))
     m[:, 0, :, 0], m[:, 1, :, 1], m[:, 1, :, 0], m[:, 0, :, 1] = cq, -cq, -sq, -sq
@@ -488,7 +489,7 @@ def _work(xp, tag: str, shape, dtype):
     return buf[:nbytes].view(dtype).reshape(shape)
 
 
-def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=1, tag="x"):
+def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=1, tag=""):
     """The DFT of [B, HA, WA, C] `a` placed on an L1 x L2 grid (element (h, w) at
     (off_h + h * step_h, off_w + w * step_w); all of it must land inside the grid), over
     the half W spectrum: [2 (real, imag), F2 * L1, B, C], frequency index f2 * L1 + f1,
@@ -511,47 +512,71 @@ def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=
     return spec.reshape(2, f2 * l1, b, c)
 
 
-def _products(xp, x2, w2):
-    """Per frequency, x conj(w) for spectra [2, F, ., K] @ [2, F, K, .] (parts leading)."""
+def _products(xp, x2, w2, conj: bool = True):
+    """Per frequency, x @ conj(w) (correlation) or x @ w (convolution) for spectra
+    [2, F, ., K] and [2, F, K, .] (real and imaginary parts leading)."""
     shape = (2, x2.shape[1], x2.shape[2], w2.shape[3])
-    pm = xp.matmul(x2, w2[0], out=_work(xp, "products.p", shape, x2.dtype))
-    qm = xp.matmul(x2, w2[1], out=_work(xp, "products.q", shape, x2.dtype))
+    pm = xp.matmul(x2, w2[0], out=_work(xp, "products.p", shape, x2.dtype))  # xr wr, xi wr
+    qm = xp.matmul(x2, w2[1], out=_work(xp, "products.q", shape, x2.dtype))  # xr wi, xi wi
     y2 = _work(xp, "products.y", shape, x2.dtype)
-    xp.add(pm[0], qm[1], out=y2[0])
-    xp.subtract(pm[1], qm[0], out=y2[1])
+    if conj:
+        xp.add(pm[0], qm[1], out=y2[0])
+        xp.subtract(pm[1], qm[0], out=y2[1])
+    else:
+        xp.subtract(pm[0], qm[1], out=y2[0])
+        xp.add(pm[1], qm[0], out=y2[1])
     return y2
 
 
-def _real_values(xp, y2, l1: int, l2: int, p: int, q: int, step_h=1, step_w=1):
-    """Inverse of `_spectrum`: real values [Q, P, B, O] at grid points (i * step_h,
-    j * step_w), i < P, j < Q, from the half spectrum y2 [2, F2 * L1, B, O] (scratch)."""
+def _real_values(xp, y2, l1: int, l2: int, p: int, q: int, off=(0, 0), step=(1, 1)):
+    """Inverse of `_spectrum`: real values [Q, P, B, O] at grid points (off[0] + i *
+    step[0], off[1] + j * step[1]), i < P, j < Q, from the half spectrum y2
+    [2, F2 * L1, B, O] (scratch)."""
     _, _, b, o = y2.shape
     f2 = l2 // 2 + 1
-    gh = xp.asarray(_dft_rows(l1, p, 0, step_h, False, True, y2.dtype))  # [2P, L1]
+    gh = xp.asarray(_dft_rows(l1, p, off[0], step[0], False, True, y2.dtype))  # [2P, L1]
     z = _work(xp, "real.z", (2 * f2, 2 * p, b * o), y2.dtype)
     xp.matmul(gh, y2.reshape(2 * f2, l1, b * o), out=z)
-    m = xp.asarray(_dft_real_out(l1, l2, q, step_w, y2.dtype))
+    m = xp.asarray(_dft_real_out(l1, l2, q, off[1], step[1], y2.dtype))
     out = _work(xp, "real.out", (q, p * b * o), y2.dtype)
     xp.matmul(m, z.reshape(4 * f2, p * b * o), out=out)
     return out.reshape(q, p, b, o)
 
 
+_spectra = threading.local()
+
+
+def _spectrum_of(xp, role: str, a, l1: int, l2: int, off=(0, 0), step=(1, 1)):
+    """`_spectrum` of `a`, remembered per thread for one array per role ("x", "w", "dy"):
+    the forward pass and both backprops of one convolution transform the same input,
+    filter and out_backprop, so each is transformed once per step.  A hit needs the
+    same geometry and bit-identical contents (compared against a copy, never trusted to
+    identity: arrays are reused and variables change in place)."""
+    if xp is not np:
+        return _spectrum(xp, a, l1, l2, *off, *step, tag=role)
+    params = (a.shape, a.dtype.str, l1, l2, off, step)
+    bits = np.dtype(f"u{a.dtype.itemsize}")
+    memo = getattr(_spectra, role, None)
+    if memo is not None and memo[0] == params and np.array_equal(memo[1], a.view(bits)):
+        return memo[2]
+    setattr(_spectra, role, None)  # its buffers are about to be rewritten
+    spec = _spectrum(xp, a, l1, l2, *off, *step, tag="memo." + role)
+    key = _work(xp, "memo.key." + role, a.shape, bits)
+    xp.copyto(key, a.view(bits))
+    setattr(_spectra, role, (params, key, spec))
+    return spec
+
+
 def _filter_spectrum(xp, w, l1: int, l2: int, dh: int, dw: int):
     """The spectrum [2, F, C, OC] of filter [KH, KW, C, OC] with taps at (i*dh, j*dw)."""
     kh, kw, c, oc = w.shape
-    spec = _spectrum(xp, w.reshape(1, kh, kw, c * oc), l1, l2, 0, 0, dh, dw, tag="w")
+    spec = _spectrum_of(xp, "w", w.reshape(1, kh, kw, c * oc), l1, l2, step=(dh, dw))
     return spec.reshape(2, -1, c, oc)
 
 
-def _fft_correlate(xp, a, off_h: int, off_w: int, w, oh: int, ow: int, dh: int, dw: int):
-    """Stride-1 correlation of NHWC `a` (sitting at (off_h, off_w) on the zero grid of
-    OH + (KH-1)*DH rows and OW + (KW-1)*DW columns) with filter w: [OW, OH, N, OC]
-    (scratch)."""
-    kh, kw = w.shape[:2]
-    l1, l2 = oh + (kh - 1) * dh, ow + (kw - 1) * dw
-    x2 = _spectrum(xp, a, l1, l2, off_h, off_w)
-    y2 = _products(xp, x2, _filter_spectrum(xp, w, l1, l2, dh, dw))
-    return _real_values(xp, y2, l1, l2, oh, ow)
+def _fft_grid(g: _Geom):
+    """The padded input's grid: every window fits without wrapping around (stride 1)."""
+    return g.oh + (g.kh - 1) * g.dh, g.ow + (g.kw - 1) * g.dw
 
 
 def _from_qpno(xp, out, fmt: str, out_dtype):
@@ -560,13 +585,6 @@ def _from_qpno(xp, out, fmt: str, out_dtype):
     res = xp.empty(tuple(out.shape[p] for p in perm), dtype=out_dtype)
     xp.copyto(res, out.transpose(perm), casting="unsafe")
     return res
-
-
-def _clip_rows(top: int, n: int, size: int):
-    """(first, last, new_top): the rows [first, last) of n rows placed at `top` that fall
-    inside [0, size), and where the first of them lands."""
-    first, last = max(0, -top), min(n, size - top)
-    return first, max(first, last), top + first
 
 
 def _check_attrs(attrs, depthwise=False) -> None:
@@ -677,9 +695,11 @@ def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
     w = w.astype(ct, copy=False)
     if _use_fft(g, g.c, g.oc):
-        lo_h, _, lo_w, _ = g.pad
-        out = _fft_correlate(xp, x, lo_h, lo_w, w, g.oh, g.ow, g.dh, g.dw)
-        return _from_qpno(xp, out, fmt, out_dtype)
+        # y = x (placed at the padding offsets) correlated with w: X conj(W) per frequency
+        l1, l2 = _fft_grid(g)
+        x2 = _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
+        y2 = _products(xp, x2, _filter_spectrum(xp, w, l1, l2, g.dh, g.dw))
+        return _from_qpno(xp, _real_values(xp, y2, l1, l2, g.oh, g.ow), fmt, out_dtype)
     if _use_rows(g, g.c, g.oc):
         out = _rows_conv(xp, pad_spatial(xp, x, *g.pad), w, g.oh, g.ow, g.sw, g.dh, g.dw)
         return _from_hnwc(xp, out, fmt, out_dtype)
@@ -741,17 +761,14 @@ def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
     if _use_fft(g, g.oc, g.c):
-        # as below, on the grid of the padded input: rows of dy that would land outside
-        # it only ever meet padding
-        lo_h, _, lo_w, _ = g.pad
-        eh, ew = (g.kh - 1) * g.dh, (g.kw - 1) * g.dw
-        r0, r1, top = _clip_rows(eh - lo_h, g.oh, g.h + eh)
-        c0, c1, left = _clip_rows(ew - lo_w, g.ow, g.w + ew)
-        wf = w.astype(ct, copy=False)[::-1, ::-1].transpose(0, 1, 3, 2)
-        if r1 > r0 and c1 > c0:
-            out = _fft_correlate(xp, dy[:, r0:r1, c0:c1], top, left, wf, g.h, g.w, g.dh, g.dw)
-            return _from_qpno(xp, out, fmt, out_dtype)
-        return xp.zeros(from_nhwc_dims([g.n, g.h, g.w, g.c], fmt), dtype=out_dtype)
+        # the padded input's gradient is dy convolved with w (DY W per frequency, the
+        # filter's spectrum as the forward pass made it); dx is read at the offsets
+        l1, l2 = _fft_grid(g)
+        d2 = _spectrum_of(xp, "dy", dy, l1, l2)
+        w2 = _filter_spectrum(xp, w.astype(ct, copy=False), l1, l2, g.dh, g.dw)
+        y2 = _products(xp, d2, w2.transpose(0, 1, 3, 2), conj=False)
+        out = _real_values(xp, y2, l1, l2, g.h, g.w, off=(g.pad[0], g.pad[2]))
+        return _from_qpno(xp, out, fmt, out_dtype)
     if g.sh == g.sw == 1 and _use_rows(g, g.oc, g.c):
         # dx is a stride-1 correlation of dy, padded so that every input position sees
         # all the outputs it fed, with the filter flipped and its channels swapped.
@@ -814,11 +831,11 @@ def _conv2d_backprop_filter(xp, g: _Geom, x, dy, fmt, out_dtype):
         # dw[i, j] = sum over n, p, q of xpad[n, p + i*dh, q + j*dw] dy[n, p, q]: on the
         # padded grid, X(f)^T conj(DY(f)) per frequency, read back at the filter's lags
         dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
-        lo_h, _, lo_w, _ = g.pad
-        l1, l2 = g.oh + (g.kh - 1) * g.dh, g.ow + (g.kw - 1) * g.dw
-        x2 = _spectrum(xp, x, l1, l2, lo_h, lo_w).transpose(0, 1, 3, 2)  # [2, F, C, N]
-        d2 = _spectrum(xp, dy, l1, l2, 0, 0, tag="dy")  # [2, F, N, OC]
-        dw = _real_values(xp, _products(xp, x2, d2), l1, l2, g.kh, g.kw, g.dh, g.dw)
+        l1, l2 = _fft_grid(g)
+        x2 = _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
+        d2 = _spectrum_of(xp, "dy", dy, l1, l2)  # [2, F, N, OC]
+        y2 = _products(xp, x2.transpose(0, 1, 3, 2), d2)  # [2, F, C, OC]
+        dw = _real_values(xp, y2, l1, l2, g.kh, g.kw, step=(g.dh, g.dw))
         res = xp.empty((g.kh, g.kw, g.c, g.oc), dtype=out_dtype)
         xp.copyto(res, dw.transpose(1, 0, 2, 3), casting="unsafe")
         return res
