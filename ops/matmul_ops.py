@@ -110,14 +110,24 @@ class DeferredProduct:
     """A MatMul's product not computed yet: handed to its only consumer, an update
     kernel that computes it inside its own gemm (see training_ops' plan rewrite)."""
 
-    __slots__ = ("a", "b", "trans_a", "trans_b", "shape", "dtype")
+    __slots__ = ("a", "b", "trans_a", "trans_b", "alpha", "shape", "dtype")
 
-    def __init__(self, a, b, trans_a: bool, trans_b: bool):
+    def __init__(self, a, b, trans_a: bool, trans_b: bool, alpha: float = 1.0):
         self.a, self.b, self.trans_a, self.trans_b = a, b, trans_a, trans_b
+        self.alpha = alpha  # the product is alpha * op(a) @ op(b)
         m = a.shape[1] if trans_a else a.shape[0]
         n = b.shape[0] if trans_b else b.shape[1]
         self.shape = (m, n)
         self.dtype = a.dtype
+
+    def scaled(self, factor: float) -> DeferredProduct:
+        return DeferredProduct(self.a, self.b, self.trans_a, self.trans_b, self.alpha * factor)
+
+    def materialize(self):
+        out = np.matmul(self.a.T if self.trans_a else self.a, self.b.T if self.trans_b else self.b)
+        if self.alpha != 1.0:
+            out *= out.dtype.type(self.alpha)
+        return out
 
 
 async def matmul_deferred(ctx, a, b):
@@ -162,11 +172,11 @@ def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool):
             except ValueError:
                 ok = False
         if not ok:  # let the plain kernel judge (and word any error) on real values
-            prod = np.matmul(p.a.T if p.trans_a else p.a, p.b.T if p.trans_b else p.b)
+            prod = p.materialize()
             return await (plain(ctx, prod, bias) if product_pos == 0 else plain(ctx, bias, prod))
         out = np.empty(shape, p.dtype)
         out[...] = bias
-        await ctx.device.compute(blas.gemm_into, out, p.a, p.b, p.trans_a, p.trans_b, 1.0, 1.0)
+        await ctx.device.compute(blas.gemm_into, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha, 1.0)
         return out
 
     return add_into_gemm

@@ -545,11 +545,14 @@ def deduplicate_indexed_slices(values, indices, name=None):
     return op.outputs[0], op.outputs[1]
 
 
-# -- plan rewrite: a gradient MatMul folded into its ApplyGradientDescent ----------------
+# -- plan rewrite: a gradient MatMul folded into the update of its variable --------------
 # `var -= alpha * (a @ b)` as one gemm writing into var (ops/blas.py): no product
-# array, no scaled copy, one pass less over the variable.  Applied when the MatMul's
-# only consumer is the update, on the same device, in float32/float64, and BLAS's
-# gemm is reachable; the update kernel still takes an ordinary gradient otherwise.
+# array, no scaled copy, one pass less over the variable.  Two forms: the optimizers'
+# ApplyGradientDescent(var, alpha, MatMul), and the hand-written
+# AssignSub/AssignAdd(var, Mul(scalar, MatMul)) (or without the Mul).  Applied when
+# every node between the MatMul and the update has that chain as its only consumer,
+# all on one CPU device, in float32/float64, with BLAS's gemm reachable; each kernel
+# involved still takes ordinary values, so any other case runs as before.
 
 
 def _fused_gd_kernel(plain):
@@ -560,12 +563,58 @@ def _fused_gd_kernel(plain):
         with np.errstate(all="ignore"):
             target = var.writable_target()
             blas.gemm_into(
-                target, delta.a, delta.b, delta.trans_a, delta.trans_b, -float(alpha), 1.0
+                target,
+                delta.a,
+                delta.b,
+                delta.trans_a,
+                delta.trans_b,
+                -float(alpha) * delta.alpha,
+                1.0,
             )
         var.commit(target)
         return var
 
     return apply_gradient_descent_gemm
+
+
+def _fused_assign_kernel(plain, sign: float):
+    async def assign_update_gemm(ctx, ref, value):
+        if type(value) is not DeferredProduct:
+            return await plain(ctx, ref, value)
+        current = ref.read()
+        if current.shape != value.shape:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Cannot update variable with shape {_shape_str(current.shape)} using a "
+                f"Tensor with shape {_shape_str(value.shape)}, shapes must be equal.",
+            )
+        del current  # a local reference would defeat the refcount check
+        with np.errstate(all="ignore"):
+            target = ref.writable_target()
+            blas.gemm_into(
+                target, value.a, value.b, value.trans_a, value.trans_b, sign * value.alpha, 1.0
+            )
+        ref.commit(target)
+        return ref.value
+
+    return assign_update_gemm
+
+
+def _scale_kernel(plain, pos: int):
+    """Mul whose input `pos` may be a DeferredProduct: a scalar factor joins its alpha."""
+
+    async def mul_deferred(ctx, x, y):
+        p, factor = (x, y) if pos == 0 else (y, x)
+        if type(p) is not DeferredProduct:
+            return await plain(ctx, x, y)
+        factor = np.asarray(factor)
+        if factor.ndim == 0 and factor.dtype == p.dtype:
+            return p.scaled(float(factor))
+        prod = p.materialize()  # not a scalar factor: the plain kernel decides
+        return await (plain(ctx, prod, factor) if pos == 0 else plain(ctx, factor, prod))
+
+    return mul_deferred
 
 
 def _sole_data_consumer(plan, j):
@@ -575,30 +624,70 @@ def _sole_data_consumer(plan, j):
     return None if plan.derefs[data[0][1]] else data[0][1]
 
 
-def _fuse_matmul_into_gradient_descent(plan) -> None:
+def _source(plan, consumer, src):
+    """(node, consumer it feeds) behind `consumer`'s input `src`, past Identities that
+    each feed only the next step (gate_gradients' tf.tuple), or None."""
+    j, out = src
+    while j != "feed" and out == 0 and _sole_data_consumer(plan, j) == consumer:
+        if plan.pnodes[j].op.type != "Identity":
+            return j, consumer
+        consumer, (j, out) = j, plan.pnodes[j].inputs[0]
+    return None
+
+
+def _fusable_matmul(plan, i, src):
+    """The MatMul behind node i's input `src` whose product only i's chain uses."""
+    found = _source(plan, i, src)
+    if found is None:
+        return None
+    j, _ = found
+    p = plan.pnodes[j]
+    if p.op.type != "MatMul" or plan.derefs[j] or p.device is not plan.pnodes[i].device:
+        return None
+    return j
+
+
+def _fuse_matmul_into_updates(plan) -> None:
     for i, p in enumerate(plan.pnodes):
         op = p.op
-        if op.type != "ApplyGradientDescent" or plan.derefs[i] or len(p.inputs) != 3:
+        kind = op.type
+        if kind not in ("ApplyGradientDescent", "AssignSub", "AssignAdd") or plan.derefs[i]:
             continue
-        consumer, (j, out) = i, p.inputs[2]
-        while j != "feed" and out == 0 and _sole_data_consumer(plan, j) == consumer:
-            if plan.pnodes[j].op.type != "Identity":  # the gradient may pass Identities
-                break  # (tf.tuple of gate_gradients), which forward it untouched
-            consumer, (j, out) = j, plan.pnodes[j].inputs[0]
-        if j == "feed" or out != 0 or plan.derefs[j]:
-            continue
-        src = plan.pnodes[j]
-        if src.op.type != "MatMul" or src.device is not p.device:
-            continue
-        if _sole_data_consumer(plan, j) != consumer:
+        if p.device.device_type != "CPU" or "CPU" not in op.op_def.kernels:
             continue
         if not blas.available(op.get_attr("T").np_dtype):
             continue
-        kernels = p.op.op_def.kernels
-        if p.device.device_type not in kernels or p.device.device_type != "CPU":
+        plain = op.op_def.kernels["CPU"]
+        if kind == "ApplyGradientDescent":
+            j = _fusable_matmul(plan, i, p.inputs[2])
+            if j is not None:
+                plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
+                plan.kernels[i] = executor.checked(_fused_gd_kernel(plain), op)
             continue
-        plan.kernels[j] = executor.checked(matmul_deferred, src.op)
-        plan.kernels[i] = executor.checked(_fused_gd_kernel(kernels["CPU"]), op)
+        found = _source(plan, i, p.inputs[1])
+        if found is None:
+            continue
+        k, _ = found
+        mul = plan.pnodes[k]
+        if mul.op.type == "MatMul":
+            j, scale = _fusable_matmul(plan, i, p.inputs[1]), None
+        elif mul.op.type == "Mul" and not plan.derefs[k] and mul.device is p.device:
+            j = scale = None
+            for pos in (0, 1):
+                j = _fusable_matmul(plan, k, mul.inputs[pos])
+                if j is not None:
+                    scale = pos
+                    break
+        else:
+            continue
+        if j is None:
+            continue
+        plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
+        if scale is not None:
+            mul_plain = mul.op.op_def.kernels["CPU"]
+            plan.kernels[k] = executor.checked(_scale_kernel(mul_plain, scale), mul.op)
+        sign = -1.0 if kind == "AssignSub" else 1.0
+        plan.kernels[i] = executor.checked(_fused_assign_kernel(plain, sign), op)
 
 
-executor.PLAN_REWRITES.append(_fuse_matmul_into_gradient_descent)
+executor.PLAN_REWRITES.append(_fuse_matmul_into_updates)

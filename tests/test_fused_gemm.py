@@ -163,3 +163,47 @@ def test_a_bias_of_the_wrong_length_fails_as_unfused():
                 s.run(af.nn.bias_add(af.matmul(x, w), b), {b: np.ones(5, np.float32)})
             with pytest.raises(errors.InvalidArgumentError, match="Incompatible shapes"):
                 s.run(af.matmul(x, w) + b, {b: np.ones(5, np.float32)})
+
+
+def test_assign_updates_of_scaled_products_fold_into_gemm(monkeypatch):
+    calls = [0]
+    real = blas.gemm_into
+
+    def counting(*args):
+        calls[0] += 1
+        real(*args)
+
+    monkeypatch.setattr(blas, "gemm_into", counting)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 80)).astype(np.float32)
+    d = rng.standard_normal((64, 96)).astype(np.float32)
+    w0 = rng.standard_normal((80, 96)).astype(np.float32)
+    with af.Graph().as_default():
+        at, dt = af.constant(a), af.constant(d)
+        ws = [af.Variable(w0) for _ in range(5)]
+        g = [af.matmul(at, dt, transpose_a=True) for _ in range(5)]
+        scaled_by_row = g[3] * af.constant(np.linspace(0, 1, 96, dtype=np.float32))
+        fetched = 0.25 * g[4]
+        updates = [
+            af.assign_sub(ws[0], 0.1 * g[0]),  # Mul(Const, MatMul)
+            af.assign_add(ws[1], g[1] * 0.5),  # Mul(MatMul, Const)
+            af.assign_sub(ws[2], g[2]),  # the MatMul itself
+            af.assign_sub(ws[3], scaled_by_row),  # not a scalar factor: no fusion
+            af.assign_sub(ws[4], fetched),  # the scaled gradient is fetched too
+        ]
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            got_fetched = s.run([af.group(*updates), fetched])[1]
+            got = s.run(ws)
+    assert calls[0] == 3
+    grad = a.T @ d
+    want = [
+        w0 - np.float32(0.1) * grad,
+        w0 + grad * np.float32(0.5),
+        w0 - grad,
+        w0 - grad * np.linspace(0, 1, 96, dtype=np.float32),
+        w0 - np.float32(0.25) * grad,
+    ]
+    for g_, w_ in zip(got, want):
+        np.testing.assert_allclose(g_, w_, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got_fetched, np.float32(0.25) * grad, rtol=1e-5, atol=1e-5)
