@@ -32,7 +32,13 @@ from asyncflow import dtypes, errors, resources
 from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
 from asyncflow.config import ConfigProto
-from asyncflow.devices.cpu import CPUDevice, local_cpu_name, release_cores, share_cores
+from asyncflow.devices.cpu import (
+    CALLER_DRIVES,
+    CPUDevice,
+    local_cpu_name,
+    release_cores,
+    share_cores,
+)
 from asyncflow.executor import (
     _CURRENT_STEP,
     Step,
@@ -145,6 +151,13 @@ class _Runtime:
                     self._start_thread()
 
     def _drive(self, coro, needs_task: bool):
+        token = CALLER_DRIVES.set(True)  # a lone device then computes inline too
+        try:
+            return self._drive_inline(coro, needs_task)
+        finally:
+            CALLER_DRIVES.reset(token)
+
+    def _drive_inline(self, coro, needs_task: bool):
         loop = self.loop
         if needs_task:  # asyncio.timeout needs a Task around the whole step
             return loop.run_until_complete(coro)

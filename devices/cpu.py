@@ -2,12 +2,17 @@
 
 NumPy's BLAS and most large ufunc loops release the GIL, so a kernel handed to a worker
 thread runs while the loop goes on with other ready kernels.  Small work runs inline:
-a thread hop (~20-50 µs) costs more than the work.
+a thread hop (~20-50 µs) costs more than the work.  So does all work of a lone device
+while a synchronous `run` drives its step on the caller's own thread (`CALLER_DRIVES`):
+that thread waits for the step anyway and the loop has nothing else to serve, while a
+worker would only run heavy kernels beside the inline ones, two BLAS calls thrashing
+two cores and their caches (~15% of the LeNet step of benchmarks/conv_bench.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +21,7 @@ import numpy as np
 
 from asyncflow.devices.base import Device
 
-__all__ = ["CPUDevice", "INLINE_BYTES", "SOLO_INLINE_BYTES", "share_cores"]
+__all__ = ["CALLER_DRIVES", "CPUDevice", "INLINE_BYTES", "SOLO_INLINE_BYTES", "share_cores"]
 
 # Work whose array arguments total fewer bytes than this runs inline on the loop while
 # several devices share the host: a hop lets another device's kernels run meanwhile.
@@ -26,6 +31,12 @@ INLINE_BYTES = 1 << 18
 # benchmarks/train_bench.py); it pays only to keep the loop responsive during long work.
 SOLO_INLINE_BYTES = 1 << 22
 
+
+# True while a synchronous caller drives the current step inline on its own thread
+# (set by the session runtime; Tasks of the step inherit it).
+CALLER_DRIVES: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "asyncflow_caller_drives", default=False
+)
 
 _share_lock = threading.Lock()
 _share_count = 0
@@ -90,7 +101,10 @@ class CPUDevice(Device):
             for a in args:
                 if isinstance(a, np.ndarray):
                     cost += a.nbytes
-        if cost < (INLINE_BYTES if _share_count else SOLO_INLINE_BYTES):
+        if _share_count:
+            if cost < INLINE_BYTES:
+                return fn(*args)
+        elif cost < SOLO_INLINE_BYTES or CALLER_DRIVES.get():
             return fn(*args)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, fn, *args)

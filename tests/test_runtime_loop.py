@@ -95,3 +95,44 @@ def test_arun_from_a_user_loop_after_inline_sync_runs(monkeypatch):
             assert asyncio.run(asyncio.wait_for(service(), 10)) == 6.0
     rt = session_mod._runtime
     rt.loop.call_soon_threadsafe(rt.loop.stop)
+
+
+def _thread_probe():
+    """A test op whose kernel reports the thread its heavy work ran on."""
+    from asyncflow.registry import get_op_def, register_op
+
+    try:
+        return get_op_def("TestHeavyThreadProbe")
+    except (KeyError, LookupError):
+        pass
+    op_def = register_op(
+        "TestHeavyThreadProbe",
+        inputs=["x: float32"],
+        outputs=["y: int64"],
+        shape_fn=lambda op: [af.TensorShape([])],
+    )
+
+    @op_def.kernel("CPU")
+    async def _probe(ctx, x):
+        ident = await ctx.device.compute(threading.get_ident, cost=float(1 << 40))
+        return np.array(ident, np.int64)
+
+    return op_def
+
+
+def test_heavy_work_of_a_lone_device_stays_on_a_caller_driven_thread(monkeypatch):
+    from asyncflow import graph as ops
+
+    monkeypatch.setattr(session_mod, "_runtime", None)  # a fresh runtime for this test
+    _thread_probe()
+    with af.Graph().as_default():
+        y = ops.apply_op("TestHeavyThreadProbe", [af.constant(1.0)]).outputs[0]
+        with af.Session() as sess:
+            assert int(sess.run(y)) == threading.get_ident()  # driven inline: no hop
+            assert session_mod._runtime.thread is None
+
+        async def main():
+            async with af.Session() as s:  # an async caller: the loop must stay free
+                return int(await s.arun(y))
+
+        assert asyncio.run(main()) != threading.get_ident()
