@@ -314,3 +314,15 @@ def test_bias_add_grad_gradient():
     v = _RNG.uniform(-1, 1, (2, 3, 4))
     err = _grad_error([v], lambda a: ops.apply_op("BiasAddGrad", [a]).outputs[0])
     assert err < 1e-4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+def test_bias_add_grad_large_inputs(dtype, fmt):
+    # Past 4096 elements NHWC sums run as one BLAS gemv; NCHW keeps NumPy's reduction.
+    v = _RNG.uniform(-1, 1, (16, 12, 10, 8)).astype(dtype)
+    grad = _run(ops.apply_op("BiasAddGrad", [v], {"data_format": fmt}).outputs[0])
+    axes = (0, 2, 3) if fmt == "NCHW" else (0, 1, 2)
+    want = v.astype(np.float64).sum(axis=axes)
+    assert grad.dtype == dtype
+    np.testing.assert_allclose(grad, want, rtol=1e-5 if dtype == np.float32 else 1e-12)
