@@ -492,8 +492,8 @@ def _work(xp, tag: str, shape, dtype):
 def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=1, tag=""):
     """The DFT of [B, HA, WA, C] `a` placed on an L1 x L2 grid (element (h, w) at
     (off_h + h * step_h, off_w + w * step_w); all of it must land inside the grid), over
-    the half W spectrum: [2 (real, imag), F2 * L1, B, C], frequency index f2 * L1 + f1,
-    in scratch `tag`."""
+    the half W spectrum: [F2 * L1, B, 2 * C] (frequency index f2 * L1 + f1; each row the
+    real parts of the C channels, then their imaginary parts), in scratch `tag`."""
     b, ha, wa, c = a.shape
     dt = a.dtype
     f2 = l2 // 2 + 1
@@ -505,26 +505,34 @@ def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=
     xp.matmul(ew, at.reshape(wa, -1), out=t1)
     r = _work(xp, "spectrum.r", (2 * f2, 2 * l1, b * c), dt)
     xp.matmul(eh, t1.reshape(2 * f2, ha, b * c), out=r)
-    r = r.reshape(2, f2, 2, l1, b * c)  # [W part, f2, H part, f1, BC]
-    spec = _work(xp, "spectrum." + tag, (2, f2, l1, b * c), dt)
-    xp.subtract(r[0, :, 0], r[1, :, 1], out=spec[0])
-    xp.add(r[1, :, 0], r[0, :, 1], out=spec[1])
-    return spec.reshape(2, f2 * l1, b, c)
+    r = r.reshape(2, f2, 2, l1, b, c)  # [W part, f2, H part, f1, B, C]
+    spec = _work(xp, "spectrum." + tag, (f2, l1, b, 2, c), dt)
+    xp.subtract(r[0, :, 0], r[1, :, 1], out=spec[:, :, :, 0])
+    xp.add(r[1, :, 0], r[0, :, 1], out=spec[:, :, :, 1])
+    return spec.reshape(f2 * l1, b, 2 * c)
 
 
-def _products(xp, x2, w2, conj: bool = True):
-    """Per frequency, x @ conj(w) (correlation) or x @ w (convolution) for spectra
-    [2, F, ., K] and [2, F, K, .] (real and imaginary parts leading)."""
-    shape = (2, x2.shape[1], x2.shape[2], w2.shape[3])
-    pm = xp.matmul(x2, w2[0], out=_work(xp, "products.p", shape, x2.dtype))  # xr wr, xi wr
-    qm = xp.matmul(x2, w2[1], out=_work(xp, "products.q", shape, x2.dtype))  # xr wi, xi wi
-    y2 = _work(xp, "products.y", shape, x2.dtype)
-    if conj:
-        xp.add(pm[0], qm[1], out=y2[0])
-        xp.subtract(pm[1], qm[0], out=y2[1])
-    else:
-        xp.subtract(pm[0], qm[1], out=y2[0])
-        xp.add(pm[1], qm[0], out=y2[1])
+def _products(xp, a2, m2):
+    """Per frequency, the complex product of side-by-side spectra a2 [F, B, 2K] with the
+    real block form m2 [F, 2K, 2O] of the other factor (see `_filter_matrix`): one real
+    GEMM per frequency and part, [2 (real, imag), F, B, O] in scratch."""
+    o = m2.shape[2] // 2
+    y2 = _work(xp, "products.y", (2, a2.shape[0], a2.shape[1], o), a2.dtype)
+    xp.matmul(a2, m2[:, :, :o], out=y2[0])
+    xp.matmul(a2, m2[:, :, o:], out=y2[1])
+    return y2
+
+
+def _cross_products(xp, x2, d2):
+    """Per frequency, X^T conj(D) for side-by-side spectra x2 [F, B, 2C] and d2
+    [F, B, 2O]: one GEMM giving the four real blocks, combined: [2, F, C, O] in scratch."""
+    f, _, c2 = x2.shape
+    c, o = c2 // 2, d2.shape[2] // 2
+    g = _work(xp, "products.g", (f, c2, 2 * o), x2.dtype)
+    xp.matmul(x2.transpose(0, 2, 1), d2, out=g)
+    y2 = _work(xp, "products.y", (2, f, c, o), x2.dtype)
+    xp.add(g[:, :c, :o], g[:, c:, o:], out=y2[0])  # xr^T dr + xi^T di
+    xp.subtract(g[:, c:, :o], g[:, :c, o:], out=y2[1])  # xi^T dr - xr^T di
     return y2
 
 
@@ -546,32 +554,55 @@ def _real_values(xp, y2, l1: int, l2: int, p: int, q: int, off=(0, 0), step=(1, 
 _spectra = threading.local()
 
 
-def _spectrum_of(xp, role: str, a, l1: int, l2: int, off=(0, 0), step=(1, 1)):
-    """`_spectrum` of `a`, remembered per thread for one array per role ("x", "w", "dy"):
-    the forward pass and both backprops of one convolution transform the same input,
-    filter and out_backprop, so each is transformed once per step.  A hit needs the
-    same geometry and bit-identical contents (compared against a copy, never trusted to
-    identity: arrays are reused and variables change in place)."""
+def _memo(xp, role: str, a, params, make):
+    """`make()` (a scratch array derived from `a`), remembered per thread for one array
+    per role ("x", "w", "dy"): the forward pass and both backprops of one convolution
+    transform the same input, filter and out_backprop, so each is transformed once per
+    step.  A hit needs the same `params` and bit-identical contents (compared against a
+    copy, never trusted to identity: arrays are reused and variables change in place)."""
     if xp is not np:
-        return _spectrum(xp, a, l1, l2, *off, *step, tag=role)
-    params = (a.shape, a.dtype.str, l1, l2, off, step)
+        return make()
+    params = (a.shape, a.dtype.str, *params)
     bits = np.dtype(f"u{a.dtype.itemsize}")
     memo = getattr(_spectra, role, None)
     if memo is not None and memo[0] == params and np.array_equal(memo[1], a.view(bits)):
         return memo[2]
     setattr(_spectra, role, None)  # its buffers are about to be rewritten
-    spec = _spectrum(xp, a, l1, l2, *off, *step, tag="memo." + role)
+    value = make()
     key = _work(xp, "memo.key." + role, a.shape, bits)
     xp.copyto(key, a.view(bits))
-    setattr(_spectra, role, (params, key, spec))
-    return spec
+    setattr(_spectra, role, (params, key, value))
+    return value
 
 
-def _filter_spectrum(xp, w, l1: int, l2: int, dh: int, dw: int):
-    """The spectrum [2, F, C, OC] of filter [KH, KW, C, OC] with taps at (i*dh, j*dw)."""
-    kh, kw, c, oc = w.shape
-    spec = _spectrum_of(xp, "w", w.reshape(1, kh, kw, c * oc), l1, l2, step=(dh, dw))
-    return spec.reshape(2, -1, c, oc)
+def _spectrum_of(xp, role: str, a, l1: int, l2: int, off=(0, 0), step=(1, 1)):
+    """`_spectrum` of `a`, remembered per role (`_memo`)."""
+    return _memo(
+        xp,
+        role,
+        a,
+        (l1, l2, off, step),
+        lambda: _spectrum(xp, a, l1, l2, *off, *step, tag="memo." + role),
+    )
+
+
+def _filter_matrix(xp, w, l1: int, l2: int, dh: int, dw: int):
+    """For filter [KH, KW, C, OC] with taps at (i*dh, j*dw), per frequency the real block
+    form [[Wr, -Wi], [Wi, Wr]] [F, 2C, 2OC] of its spectrum W: [Xr Xi] times it is
+    [Re, Im] of X conj(W), and [Dr Di] times its transpose is [Re, Im] of D W^T."""
+
+    def make():
+        kh, kw, c, oc = w.shape
+        spec = _spectrum(xp, w.reshape(1, kh, kw, c * oc), l1, l2, 0, 0, dh, dw, tag="w")
+        spec = spec.reshape(-1, 2, c, oc)
+        m2 = _work(xp, "memo.w.m", (spec.shape[0], 2, c, 2, oc), w.dtype)
+        xp.copyto(m2[:, 0, :, 0], spec[:, 0])
+        xp.negative(spec[:, 1], out=m2[:, 0, :, 1])
+        xp.copyto(m2[:, 1, :, 0], spec[:, 1])
+        xp.copyto(m2[:, 1, :, 1], spec[:, 0])
+        return m2.reshape(-1, 2 * c, 2 * oc)
+
+    return _memo(xp, "w", w, (l1, l2, dh, dw), make)
 
 
 def _fft_grid(g: _Geom):
@@ -698,7 +729,7 @@ def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
         # y = x (placed at the padding offsets) correlated with w: X conj(W) per frequency
         l1, l2 = _fft_grid(g)
         x2 = _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
-        y2 = _products(xp, x2, _filter_spectrum(xp, w, l1, l2, g.dh, g.dw))
+        y2 = _products(xp, x2, _filter_matrix(xp, w, l1, l2, g.dh, g.dw))
         return _from_qpno(xp, _real_values(xp, y2, l1, l2, g.oh, g.ow), fmt, out_dtype)
     if _use_rows(g, g.c, g.oc):
         out = _rows_conv(xp, pad_spatial(xp, x, *g.pad), w, g.oh, g.ow, g.sw, g.dh, g.dw)
@@ -765,8 +796,8 @@ def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
         # filter's spectrum as the forward pass made it); dx is read at the offsets
         l1, l2 = _fft_grid(g)
         d2 = _spectrum_of(xp, "dy", dy, l1, l2)
-        w2 = _filter_spectrum(xp, w.astype(ct, copy=False), l1, l2, g.dh, g.dw)
-        y2 = _products(xp, d2, w2.transpose(0, 1, 3, 2), conj=False)
+        m2 = _filter_matrix(xp, w.astype(ct, copy=False), l1, l2, g.dh, g.dw)
+        y2 = _products(xp, d2, m2.transpose(0, 2, 1))
         out = _real_values(xp, y2, l1, l2, g.h, g.w, off=(g.pad[0], g.pad[2]))
         return _from_qpno(xp, out, fmt, out_dtype)
     if g.sh == g.sw == 1 and _use_rows(g, g.oc, g.c):
@@ -833,8 +864,8 @@ def _conv2d_backprop_filter(xp, g: _Geom, x, dy, fmt, out_dtype):
         dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
         l1, l2 = _fft_grid(g)
         x2 = _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
-        d2 = _spectrum_of(xp, "dy", dy, l1, l2)  # [2, F, N, OC]
-        y2 = _products(xp, x2.transpose(0, 1, 3, 2), d2)  # [2, F, C, OC]
+        d2 = _spectrum_of(xp, "dy", dy, l1, l2)  # [F, N, 2 OC]
+        y2 = _cross_products(xp, x2, d2)  # [2, F, C, OC]
         dw = _real_values(xp, y2, l1, l2, g.kh, g.kw, step=(g.dh, g.dw))
         res = xp.empty((g.kh, g.kw, g.c, g.oc), dtype=out_dtype)
         xp.copyto(res, dw.transpose(1, 0, 2, 3), casting="unsafe")
