@@ -514,12 +514,11 @@ def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=
 
 def _products(xp, a2, m2):
     """Per frequency, the complex product of side-by-side spectra a2 [F, B, 2K] with the
-    real block form m2 [F, 2K, 2O] of the other factor (see `_filter_matrix`): one real
+    real block form m2 [2, F, 2K, O] of the other factor (`_filter_matrices`): one real
     GEMM per frequency and part, [2 (real, imag), F, B, O] in scratch."""
-    o = m2.shape[2] // 2
-    y2 = _work(xp, "products.y", (2, a2.shape[0], a2.shape[1], o), a2.dtype)
-    xp.matmul(a2, m2[:, :, :o], out=y2[0])
-    xp.matmul(a2, m2[:, :, o:], out=y2[1])
+    y2 = _work(xp, "products.y", (2, a2.shape[0], a2.shape[1], m2.shape[3]), a2.dtype)
+    xp.matmul(a2, m2[0], out=y2[0])
+    xp.matmul(a2, m2[1], out=y2[1])
     return y2
 
 
@@ -586,23 +585,49 @@ def _spectrum_of(xp, role: str, a, l1: int, l2: int, off=(0, 0), step=(1, 1)):
     )
 
 
-def _filter_matrix(xp, w, l1: int, l2: int, dh: int, dw: int):
-    """For filter [KH, KW, C, OC] with taps at (i*dh, j*dw), per frequency the real block
-    form [[Wr, -Wi], [Wi, Wr]] [F, 2C, 2OC] of its spectrum W: [Xr Xi] times it is
-    [Re, Im] of X conj(W), and [Dr Di] times its transpose is [Re, Im] of D W^T."""
+@functools.lru_cache(maxsize=16)
+def _dft_filter(l1: int, l2: int, kh: int, kw: int, dh: int, dw: int, grad: bool, dtype):
+    """[2 (output part), F, 2 (input part), KH * KW]: the filter's block matrices as linear
+    maps of its taps (see `_filter_matrices`), from the angles theta = 2 pi (f1 i dh / L1 +
+    f2 j dw / L2) of frequency f = f2 * L1 + f1 and tap (i, j)."""
+    f1, f2 = np.arange(l1), np.arange(l2 // 2 + 1)
+    i, j = np.arange(kh) * dh, np.arange(kw) * dw
+    ang = (
+        2
+        * np.pi
+        * (
+            (f1[None, :, None, None] * i[None, None, :, None] / l1)
+            + (f2[:, None, None, None] * j[None, None, None, :] / l2)
+        ).reshape(f2.size * l1, kh * kw)
+    )
+    cos, sin = np.cos(ang), np.sin(ang)
+    if grad:  # [Wr^T; -Wi^T] and [Wi^T; Wr^T]
+        out = np.stack([np.stack([cos, sin], 1), np.stack([-sin, cos], 1)])
+    else:  # [Wr; Wi] and [-Wi; Wr]
+        out = np.stack([np.stack([cos, -sin], 1), np.stack([sin, cos], 1)])
+    out = out.astype(dtype)
+    out.flags.writeable = False
+    return out
+
+
+def _filter_matrices(xp, w, l1: int, l2: int, dh: int, dw: int, grad: bool = False):
+    """For filter [KH, KW, C, OC] with taps at (i*dh, j*dw) and spectrum W (Wr + i Wi,
+    per frequency [C, OC]), the real block form of its product, [2 (output part), F, 2K,
+    O], straight from the taps (one GEMM), remembered per thread: [Xr Xi] @ m[0] and
+    [Xr Xi] @ m[1] are Re and Im of X conj(W) (forward, K = C), and [Dr Di] @ m[p] those
+    of D W^T (`grad`, the input gradient, K = OC)."""
+    kh, kw, c, oc = w.shape
 
     def make():
-        kh, kw, c, oc = w.shape
-        spec = _spectrum(xp, w.reshape(1, kh, kw, c * oc), l1, l2, 0, 0, dh, dw, tag="w")
-        spec = spec.reshape(-1, 2, c, oc)
-        m2 = _work(xp, "memo.w.m", (spec.shape[0], 2, c, 2, oc), w.dtype)
-        xp.copyto(m2[:, 0, :, 0], spec[:, 0])
-        xp.negative(spec[:, 1], out=m2[:, 0, :, 1])
-        xp.copyto(m2[:, 1, :, 0], spec[:, 1])
-        xp.copyto(m2[:, 1, :, 1], spec[:, 0])
-        return m2.reshape(-1, 2 * c, 2 * oc)
+        e = xp.asarray(_dft_filter(l1, l2, kh, kw, dh, dw, grad, w.dtype))
+        taps = w.transpose(0, 1, 3, 2) if grad else w
+        k, o = (oc, c) if grad else (c, oc)
+        tag = "memo.wt.m" if grad else "memo.w.m"
+        m2 = _work(xp, tag, (2, e.shape[1], 2, k * o), w.dtype)
+        xp.matmul(e.reshape(-1, kh * kw), taps.reshape(kh * kw, k * o), out=m2.reshape(-1, k * o))
+        return m2.reshape(2, -1, 2 * k, o)
 
-    return _memo(xp, "w", w, (l1, l2, dh, dw), make)
+    return _memo(xp, "wt" if grad else "w", w, (l1, l2, dh, dw), make)
 
 
 def _fft_grid(g: _Geom):
@@ -729,7 +754,7 @@ def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
         # y = x (placed at the padding offsets) correlated with w: X conj(W) per frequency
         l1, l2 = _fft_grid(g)
         x2 = _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
-        y2 = _products(xp, x2, _filter_matrix(xp, w, l1, l2, g.dh, g.dw))
+        y2 = _products(xp, x2, _filter_matrices(xp, w, l1, l2, g.dh, g.dw))
         return _from_qpno(xp, _real_values(xp, y2, l1, l2, g.oh, g.ow), fmt, out_dtype)
     if _use_rows(g, g.c, g.oc):
         out = _rows_conv(xp, pad_spatial(xp, x, *g.pad), w, g.oh, g.ow, g.sw, g.dh, g.dw)
@@ -796,8 +821,8 @@ def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
         # filter's spectrum as the forward pass made it); dx is read at the offsets
         l1, l2 = _fft_grid(g)
         d2 = _spectrum_of(xp, "dy", dy, l1, l2)
-        m2 = _filter_matrix(xp, w.astype(ct, copy=False), l1, l2, g.dh, g.dw)
-        y2 = _products(xp, d2, m2.transpose(0, 2, 1))
+        m2 = _filter_matrices(xp, w.astype(ct, copy=False), l1, l2, g.dh, g.dw, grad=True)
+        y2 = _products(xp, d2, m2)
         out = _real_values(xp, y2, l1, l2, g.h, g.w, off=(g.pad[0], g.pad[2]))
         return _from_qpno(xp, out, fmt, out_dtype)
     if g.sh == g.sw == 1 and _use_rows(g, g.oc, g.c):
