@@ -489,26 +489,39 @@ def _work(xp, tag: str, shape, dtype):
     return buf[:nbytes].view(dtype).reshape(shape)
 
 
+# Bytes of the largest intermediate of one batch block of a transform: blocks of images
+# keep the transforms' intermediates in L2 instead of streaming them through memory.
+_BLOCK_BYTES = 1 << 20
+
+
+def _batch_blocks(b: int, per_image: int) -> list[tuple[int, int]]:
+    nb = max(1, _BLOCK_BYTES // max(per_image, 1))
+    return [(s, min(s + nb, b)) for s in range(0, b, nb)]
+
+
 def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=1, tag=""):
     """The DFT of [B, HA, WA, C] `a` placed on an L1 x L2 grid (element (h, w) at
     (off_h + h * step_h, off_w + w * step_w); all of it must land inside the grid), over
     the half W spectrum: [F2 * L1, B, 2 * C] (frequency index f2 * L1 + f1; each row the
-    real parts of the C channels, then their imaginary parts), in scratch `tag`."""
+    real parts of the C channels, then their imaginary parts), in scratch `tag`.  Works
+    through the batch in blocks (`_BLOCK_BYTES`)."""
     b, ha, wa, c = a.shape
     dt = a.dtype
     f2 = l2 // 2 + 1
     ew = xp.asarray(_dft_rows(l2, wa, off_w, step_w, True, False, dt))  # [2F2, WA]
     eh = xp.asarray(_dft_rows(l1, ha, off_h, step_h, False, False, dt))  # [2L1, HA]
-    at = _work(xp, "spectrum.at", (wa, ha, b, c), dt)
-    xp.copyto(at, a.transpose(2, 1, 0, 3))
-    t1 = _work(xp, "spectrum.t1", (2 * f2, ha * b * c), dt)
-    xp.matmul(ew, at.reshape(wa, -1), out=t1)
-    r = _work(xp, "spectrum.r", (2 * f2, 2 * l1, b * c), dt)
-    xp.matmul(eh, t1.reshape(2 * f2, ha, b * c), out=r)
-    r = r.reshape(2, f2, 2, l1, b, c)  # [W part, f2, H part, f1, B, C]
     spec = _work(xp, "spectrum." + tag, (f2, l1, b, 2, c), dt)
-    xp.subtract(r[0, :, 0], r[1, :, 1], out=spec[:, :, :, 0])
-    xp.add(r[1, :, 0], r[0, :, 1], out=spec[:, :, :, 1])
+    for s, e in _batch_blocks(b, 4 * f2 * l1 * c * dt.itemsize):
+        nb = e - s
+        at = _work(xp, "spectrum.at", (wa, ha, nb, c), dt)
+        xp.copyto(at, a[s:e].transpose(2, 1, 0, 3))
+        t1 = _work(xp, "spectrum.t1", (2 * f2, ha * nb * c), dt)
+        xp.matmul(ew, at.reshape(wa, -1), out=t1)
+        r = _work(xp, "spectrum.r", (2 * f2, 2 * l1, nb * c), dt)
+        xp.matmul(eh, t1.reshape(2 * f2, ha, nb * c), out=r)
+        r = r.reshape(2, f2, 2, l1, nb, c)  # [W part, f2, H part, f1, B, C]
+        xp.subtract(r[0, :, 0], r[1, :, 1], out=spec[:, :, s:e, 0])
+        xp.add(r[1, :, 0], r[0, :, 1], out=spec[:, :, s:e, 1])
     return spec.reshape(f2 * l1, b, 2 * c)
 
 
@@ -548,6 +561,27 @@ def _real_values(xp, y2, l1: int, l2: int, p: int, q: int, off=(0, 0), step=(1, 
     out = _work(xp, "real.out", (q, p * b * o), y2.dtype)
     xp.matmul(m, z.reshape(4 * f2, p * b * o), out=out)
     return out.reshape(q, p, b, o)
+
+
+def _real_images(xp, y2, l1: int, l2: int, p: int, q: int, off, fmt: str, out_dtype):
+    """`_real_values` of a batch y2 [2, F, B, O] as a new array [B, P, Q, O] in `fmt`
+    (and out_dtype), a block of images at a time so that the intermediates stay in
+    cache and each block is written out while it is still there."""
+    _, f, b, o = y2.shape
+    f2 = l2 // 2 + 1
+    gh = xp.asarray(_dft_rows(l1, p, off[0], 1, False, True, y2.dtype))  # [2P, L1]
+    m = xp.asarray(_dft_real_out(l1, l2, q, off[1], 1, y2.dtype))
+    res = xp.empty((b, o, p, q) if fmt == "NCHW" else (b, p, q, o), dtype=out_dtype)
+    perm = (2, 3, 1, 0) if fmt == "NCHW" else (2, 1, 0, 3)
+    yv = y2.reshape(2 * f2, l1, b, o)
+    for s, e in _batch_blocks(b, 4 * f2 * p * o * y2.dtype.itemsize):
+        nb = e - s
+        z = _work(xp, "real.z", (2 * f2, 2 * p, nb, o), y2.dtype)
+        xp.matmul(gh, yv[:, :, s:e].reshape(2 * f2, l1, nb * o), out=z.reshape(2 * f2, 2 * p, -1))
+        out = _work(xp, "real.out", (q, p, nb, o), y2.dtype)
+        xp.matmul(m, z.reshape(4 * f2, -1), out=out.reshape(q, -1))
+        xp.copyto(res[s:e], out.transpose(perm), casting="unsafe")
+    return res
 
 
 _spectra = threading.local()
@@ -633,14 +667,6 @@ def _filter_matrices(xp, w, l1: int, l2: int, dh: int, dw: int, grad: bool = Fal
 def _fft_grid(g: _Geom):
     """The padded input's grid: every window fits without wrapping around (stride 1)."""
     return g.oh + (g.kh - 1) * g.dh, g.ow + (g.kw - 1) * g.dw
-
-
-def _from_qpno(xp, out, fmt: str, out_dtype):
-    """[W, H, N, C] as a contiguous array in `fmt`, cast to out_dtype (one copy)."""
-    perm = (2, 3, 1, 0) if fmt == "NCHW" else (2, 1, 0, 3)
-    res = xp.empty(tuple(out.shape[p] for p in perm), dtype=out_dtype)
-    xp.copyto(res, out.transpose(perm), casting="unsafe")
-    return res
 
 
 def _check_attrs(attrs, depthwise=False) -> None:
@@ -755,7 +781,7 @@ def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
         l1, l2 = _fft_grid(g)
         x2 = _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
         y2 = _products(xp, x2, _filter_matrices(xp, w, l1, l2, g.dh, g.dw))
-        return _from_qpno(xp, _real_values(xp, y2, l1, l2, g.oh, g.ow), fmt, out_dtype)
+        return _real_images(xp, y2, l1, l2, g.oh, g.ow, (0, 0), fmt, out_dtype)
     if _use_rows(g, g.c, g.oc):
         out = _rows_conv(xp, pad_spatial(xp, x, *g.pad), w, g.oh, g.ow, g.sw, g.dh, g.dw)
         return _from_hnwc(xp, out, fmt, out_dtype)
@@ -823,8 +849,8 @@ def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
         d2 = _spectrum_of(xp, "dy", dy, l1, l2)
         m2 = _filter_matrices(xp, w.astype(ct, copy=False), l1, l2, g.dh, g.dw, grad=True)
         y2 = _products(xp, d2, m2)
-        out = _real_values(xp, y2, l1, l2, g.h, g.w, off=(g.pad[0], g.pad[2]))
-        return _from_qpno(xp, out, fmt, out_dtype)
+        off = (g.pad[0], g.pad[2])
+        return _real_images(xp, y2, l1, l2, g.h, g.w, off, fmt, out_dtype)
     if g.sh == g.sw == 1 and _use_rows(g, g.oc, g.c):
         # dx is a stride-1 correlation of dy, padded so that every input position sees
         # all the outputs it fed, with the filter flipped and its channels swapped.
