@@ -428,7 +428,7 @@ def _use_fft(g: _Geom, c: int, oc: int) -> bool:
     direct = g.n * g.oh * g.ow * g.kh * g.kw * c * oc
     if direct < _FFT_MIN_MACS:
         return False
-    l1, l2 = g.oh + (g.kh - 1) * g.dh, g.ow + (g.kw - 1) * g.dw
+    l1, l2 = _fft_grid(g)
     return _fft_macs(g.n, c, oc, g.h, g.w, l1, l2, g.oh, g.ow) < _FFT_MAX_RATIO * direct
 
 
@@ -664,9 +664,21 @@ def _filter_matrices(xp, w, l1: int, l2: int, dh: int, dw: int, grad: bool = Fal
     return _memo(xp, "wt" if grad else "w", w, (l1, l2, dh, dw), make)
 
 
+def _grid_size(size: int, lo: int, out: int, span: int) -> int:
+    """The smallest circular grid on which a stride-1 correlation over one axis (input of
+    `size` placed at `lo`, `out` outputs, filter taps spanning `span` = (K - 1) * dilation)
+    equals the linear one, and so do its two backprops read the same way: the input fits
+    (lo + size), and every window position past the grid's end wraps onto zero padding
+    below lo (out + span - lo), so SAME padding wraps around instead of widening it."""
+    return max(lo + size, out + span - lo, out, span + 1)
+
+
 def _fft_grid(g: _Geom):
-    """The padded input's grid: every window fits without wrapping around (stride 1)."""
-    return g.oh + (g.kh - 1) * g.dh, g.ow + (g.kw - 1) * g.dw
+    """The (L1, L2) grid shared by the three spectral kernels of g (stride 1)."""
+    return (
+        _grid_size(g.h, g.pad[0], g.oh, (g.kh - 1) * g.dh),
+        _grid_size(g.w, g.pad[2], g.ow, (g.kw - 1) * g.dw),
+    )
 
 
 def _check_attrs(attrs, depthwise=False) -> None:

@@ -101,6 +101,9 @@ _CASES = [
     ("dilated_valid", (1, 9, 9, 2), (2, 3, 2, 3), (1, 1), "VALID", (3, 2), None),
     ("explicit", (2, 6, 5, 3), (3, 3, 3, 2), (1, 1), "EXPLICIT", (1, 1), ((1, 2), (0, 1))),
     ("explicit_wide", (1, 4, 4, 2), (2, 2, 2, 3), (1, 1), "EXPLICIT", (1, 1), ((3, 0), (0, 4))),
+    # the spectral grid wraps SAME/EXPLICIT padding around: lopsided pads and dilations
+    ("lopsided", (2, 5, 6, 2), (3, 4, 2, 2), (1, 1), "EXPLICIT", (2, 1), ((4, 1), (0, 5))),
+    ("same_even_dilated", (1, 7, 6, 2), (4, 2, 2, 3), (1, 1), "SAME", (2, 3), None),
     ("filter_bigger", (1, 2, 3, 2), (5, 4, 2, 3), (1, 1), "SAME", (1, 1), None),
     ("one_row_filter", (2, 5, 6, 3), (1, 3, 3, 4), (1, 1), "SAME", (1, 1), None),
     ("pointwise", (2, 4, 5, 6), (1, 1, 6, 3), (1, 1), "VALID", (1, 1), None),
