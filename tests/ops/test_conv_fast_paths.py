@@ -32,6 +32,7 @@ def path(request, monkeypatch):
     if request.param == "fft":
         monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
         monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
+        monkeypatch.setattr(conv_ops, "_BLOCK_BYTES", 1)  # one image per transform block
     elif request.param != "default":
         monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", float("inf"))
     if request.param == "rows":
