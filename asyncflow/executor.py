@@ -317,6 +317,7 @@ class Plan:
         "derefs",
         "fwd_read",
         "loops",
+        "rewritten",
         "__weakref__",
     )
 
@@ -423,6 +424,7 @@ def compile_plan(
     plan.fetch_refs = fetch_refs
     plan.pnodes = nodes
     plan.derefs = derefs
+    plan.rewritten = set()
     if not track_memory:
         for rewrite in PLAN_REWRITES:
             rewrite(plan)
@@ -432,7 +434,8 @@ def compile_plan(
 
 # Kernel fusions over a compiled plan (TF's grappler remapper, at plan time): each is
 # `rewrite(plan)` and may replace kernels in `plan.kernels` (through `checked`), never
-# the graph.  Registered by the ops modules that own the kernels involved.
+# the graph, of nodes not yet in `plan.rewritten` (adding them there: one fusion per
+# node).  Registered by the ops modules that own the kernels involved.
 PLAN_REWRITES: list[Callable[[Plan], None]] = []
 
 

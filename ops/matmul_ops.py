@@ -204,6 +204,9 @@ def _fuse_bias_into_matmul(plan) -> None:
             data = [e for e in plan.edges[j] if e[0] >= 0]
             if len(data) != 1 or data[0][1] != i or data[0][1] == n:
                 continue
+            if i in plan.rewritten or j in plan.rewritten:
+                continue
+            plan.rewritten.update((i, j))
             plan.kernels[j] = executor.checked(matmul_deferred, src.op)
             fused = _bias_fused_kernel(op.op_def.kernels["CPU"], k, op.type == "BiasAdd")
             plan.kernels[i] = executor.checked(fused, op)

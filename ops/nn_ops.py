@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import errors, tensor_shape
+from asyncflow import errors, executor, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.executor import forwardable
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
@@ -254,6 +254,29 @@ BiasAdd = register_op(
 
 @BiasAdd.kernel("CPU", "GPU")
 async def _bias_add(ctx, value, bias):
+    return await _bias_add_impl(ctx, value, bias, False)
+
+
+async def _bias_add_relu(ctx, value, bias):
+    """BiasAdd whose only consumer is a Relu (plan rewrite below): both in one pass."""
+    return await _bias_add_impl(ctx, value, bias, True)
+
+
+def _add_relu_blocked(value, bias, out):
+    """out = max(value + bias, 0), a block of rows at a time so that the second pass
+    finds its block in cache (one trip through memory instead of two)."""
+    rows = value.reshape(-1, value.shape[-1])
+    dst = out.reshape(rows.shape)
+    step = max(1, (64 << 10) // max(1, rows.strides[0]))
+    zero = out.dtype.type(0)
+    for a in range(0, rows.shape[0], step):
+        blk = dst[a : a + step]
+        np.add(rows[a : a + step], bias, out=blk)
+        np.maximum(blk, zero, out=blk)
+    return out
+
+
+async def _bias_add_impl(ctx, value, bias, relu: bool):
     xp = ctx.xp
     value, bias = xp.asarray(value), xp.asarray(bias)
     if value.ndim < 2:
@@ -274,10 +297,19 @@ async def _bias_add(ctx, value, bias):
         )
     shape = [1] * value.ndim
     shape[axis] = bias.shape[0]
-    if forwardable(value) and value.dtype == ctx.attrs["T"].np_dtype:
-        return await ctx.device.compute(xp.add, value, bias.reshape(shape), value)
-    out = await ctx.device.compute(xp.add, value, bias.reshape(shape))
-    return _as_dtype(xp, out, ctx.attrs["T"])
+    dtype = ctx.attrs["T"].np_dtype
+    if relu and xp is np and axis == value.ndim - 1 and value.dtype == dtype == bias.dtype:
+        if value.flags.c_contiguous:
+            out = value if forwardable(value) else np.empty_like(value)
+            return await ctx.device.compute(_add_relu_blocked, value, bias, out)
+    if forwardable(value) and value.dtype == dtype:
+        out = await ctx.device.compute(xp.add, value, bias.reshape(shape), value)
+    else:
+        out = await ctx.device.compute(xp.add, value, bias.reshape(shape))
+        out = _as_dtype(xp, out, ctx.attrs["T"])
+    if relu:  # the fused Relu's part, when the blocked pass did not apply
+        out = await ctx.device.compute(xp.maximum, out, out.dtype.type(0))
+    return out
 
 
 def bias_add(value, bias, data_format=None, name=None):
@@ -534,3 +566,35 @@ def _bias_add_grad_grad(op, grad):
     shape[_channel_axis(op.get_attr("data_format"), rank)] = -1
     expanded = _apply("Reshape", [grad, np.asarray(shape, np.int32)])
     return _apply("Add", [_zeros_like(dy), expanded])
+
+
+# -- plan rewrite: BiasAdd -> Relu in one pass ---------------------------------------------
+
+
+async def _relu_already_applied(ctx, features):
+    return features  # its BiasAdd computed max(value + bias, 0) (see below)
+
+
+def _fuse_bias_add_relu(plan) -> None:
+    """A BiasAdd whose only consumer is a Relu computes the Relu too (TF's grappler
+    fuses the same pair), and the Relu forwards its input: one pass over memory."""
+    for i, p in enumerate(plan.pnodes):
+        if p.op.type != "Relu" or plan.derefs[i] or p.device.device_type != "CPU":
+            continue
+        j, out = p.inputs[0]
+        if j == "feed" or out != 0 or plan.derefs[j]:
+            continue
+        src = plan.pnodes[j]
+        if src.op.type != "BiasAdd" or src.device is not p.device:
+            continue
+        data = [e for e in plan.edges[j] if e[0] >= 0]
+        if len(data) != 1 or data[0][1] != i:
+            continue  # the pre-activation value is used elsewhere (or fetched)
+        if i in plan.rewritten or j in plan.rewritten:
+            continue  # e.g. the BiasAdd already takes its MatMul's product in a gemm
+        plan.rewritten.update((i, j))
+        plan.kernels[j] = executor.checked(_bias_add_relu, src.op)
+        plan.kernels[i] = executor.checked(_relu_already_applied, p.op)
+
+
+executor.PLAN_REWRITES.append(_fuse_bias_add_relu)

@@ -658,9 +658,12 @@ def _fuse_matmul_into_updates(plan) -> None:
         if not blas.available(op.get_attr("T").np_dtype):
             continue
         plain = op.op_def.kernels["CPU"]
+        if i in plan.rewritten:
+            continue
         if kind == "ApplyGradientDescent":
             j = _fusable_matmul(plan, i, p.inputs[2])
-            if j is not None:
+            if j is not None and j not in plan.rewritten:
+                plan.rewritten.update((i, j))
                 plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
                 plan.kernels[i] = executor.checked(_fused_gd_kernel(plain), op)
             continue
@@ -680,8 +683,9 @@ def _fuse_matmul_into_updates(plan) -> None:
                     break
         else:
             continue
-        if j is None:
+        if j is None or j in plan.rewritten or k in plan.rewritten:
             continue
+        plan.rewritten.update((i, j, k))
         plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
         if scale is not None:
             mul_plain = mul.op.op_def.kernels["CPU"]

@@ -207,3 +207,32 @@ def test_assign_updates_of_scaled_products_fold_into_gemm(monkeypatch):
     for g_, w_ in zip(got, want):
         np.testing.assert_allclose(g_, w_, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(got_fetched, np.float32(0.25) * grad, rtol=1e-5, atol=1e-5)
+
+
+def test_bias_add_relu_fusion_matches_the_separate_ops():
+    rng = np.random.default_rng(6)
+    v = rng.standard_normal((8, 12, 12, 16)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    a = rng.standard_normal((64, 40)).astype(np.float32)
+    w = rng.standard_normal((40, 96)).astype(np.float32)
+    bd = rng.standard_normal(96).astype(np.float32)
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 12, 12, 16])
+        pre = af.nn.bias_add(x * 1.0, af.constant(b))
+        shared_pre = af.nn.bias_add(x * 1.0, af.constant(b))
+        nchw = af.nn.bias_add(af.transpose(x, [0, 3, 1, 2]), af.constant(b), "NCHW")
+        outs = [
+            af.nn.relu(pre),  # fused: BiasAdd computes the Relu too
+            af.nn.relu(shared_pre),  # not fused: the pre-activation is fetched
+            shared_pre,
+            af.nn.relu(nchw),
+            af.nn.relu(af.nn.bias_add(af.matmul(af.constant(a), af.constant(w)), bd)),
+        ]
+        with af.Session() as s:
+            got = s.run(outs, {x: v})
+    want = np.maximum(v + b, 0)
+    np.testing.assert_allclose(got[0], want, rtol=1e-6)
+    np.testing.assert_allclose(got[1], want, rtol=1e-6)
+    np.testing.assert_allclose(got[2], v + b, rtol=1e-6)
+    np.testing.assert_allclose(got[3], want.transpose(0, 3, 1, 2), rtol=1e-6)
+    np.testing.assert_allclose(got[4], np.maximum(a @ w + bd, 0), rtol=1e-5, atol=1e-5)
