@@ -42,6 +42,7 @@ def path(request, monkeypatch):
     elif request.param == "cols_t":
         monkeypatch.setattr(conv_ops, "_ROWS_MIN_K", 10**9)
         monkeypatch.setattr(conv_ops, "_COLS_T_MAX_C", 10**9)
+        monkeypatch.setattr(conv_ops, "_PER_IMAGE_MIN_ROWS", 1)
     elif request.param == "im2col":
         monkeypatch.setattr(conv_ops, "_ROWS_MIN_K", 10**9)
         monkeypatch.setattr(conv_ops, "_COLS_T_MAX_C", 0)
