@@ -5,7 +5,9 @@ Each kernel loops over the KH*KW window offsets and does one vectorised pass ove
 strided slice of the padded input per offset (fast: no per-window Python work and no
 `np.add.at`).  Geometry is conv_ops' `window_geometry` (TF's SAME/VALID rules).  NHWC
 MaxPool over side-by-side windows (the usual 2x2 stride 2) reduces whole window rows
-first; MaxPoolGrad keeps its per-offset masks in per-thread scratch.
+first; MaxPoolGrad keeps its per-offset masks in per-thread scratch, and for NHWC windows
+that tile the input exactly (2x2 stride 2 on even sizes) views x as [N*OH, KH, OW, KW, C]:
+one comparison pass with y, the first-maximum fix on the masks, one pass spreading dy.
 
 TF's semantics kept here:
 - MaxPool pads with -inf (the dtype's lowest value for integers), so padding never wins.
@@ -201,6 +203,13 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt):
     """Route dy to the first input equal to its window's max (y), scanning the window in
     row-major order; `claimed` marks windows already served."""
     x, y, dy = to_nhwc(xp, x, fmt), to_nhwc(xp, y, fmt), to_nhwc(xp, dy, fmt)
+    if (
+        fmt == "NHWC"
+        and (p.kh, p.kw) == (p.sh, p.sw)
+        and (p.h, p.w) == (p.oh * p.kh, p.ow * p.kw)
+        and min(p.n, p.oh, p.ow, p.c) > 0
+    ):
+        return _max_pool_grad_tiles(xp, p, x, y, dy)
     xpad = pad_spatial(xp, x, *p.pad, value=_lowest(x.dtype))
     # Windows that tile the input exactly (2x2 stride 2 on even sizes) each write their
     # own positions once: no zero fill, no read-modify-write.
@@ -235,6 +244,35 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt):
             else:
                 xp.greater(unclaimed, hit, out=unclaimed)  # unclaimed and not hit
     return from_nhwc(xp, xp.ascontiguousarray(p.crop(dxp)), fmt)
+
+
+def _max_pool_grad_tiles(xp, p: _Pool, x, y, dy):
+    """MaxPoolGrad of windows that tile NHWC x exactly: x viewed (no copy) as [N * OH, KH,
+    OW, KW, C] and compared with y in one pass, the first maximum of each window kept
+    (row-major window order, as TF), and dy spread onto the kept positions in one more."""
+    n, oh, ow, c = p.out_nhwc()
+    kh, kw = p.kh, p.kw
+    shape = (n * oh, kh, ow, kw, c)
+    hit = _work(xp, "pool.eq", shape, np.bool_)
+    xp.equal(x.reshape(shape), y.reshape(n * oh, 1, ow, 1, c), out=hit)
+    if kh * kw > 1:
+        seen = _work(xp, "pool.seen", (n * oh, ow, c), np.bool_)
+        last = kh * kw - 1
+        for k in range(kh * kw):
+            m = hit[:, k // kw, :, k % kw]
+            if k == 0:
+                xp.copyto(seen, m)
+                continue
+            xp.greater(m, seen, out=m)  # a maximum, and none earlier in its window
+            if k != last:
+                xp.logical_or(seen, m, out=seen)
+    dx = xp.empty(x.shape, dtype=dy.dtype)
+    d = dy.reshape(n * oh, 1, ow, 1, c)
+    if bool(xp.isfinite(dy).all()):  # dy * hit is exact for finite dy
+        xp.multiply(d, hit, out=dx.reshape(shape))
+    else:  # inf or nan must not leak into other positions
+        dx.reshape(shape)[...] = xp.where(hit, d, dy.dtype.type(0))
+    return dx
 
 
 MaxPoolGrad = register_op(
