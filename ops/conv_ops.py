@@ -458,6 +458,27 @@ def _dft_rows(size: int, count: int, off: int, step: int, half: bool, inverse: b
 
 
 @functools.lru_cache(maxsize=64)
+def _dft_rows_by_freq(size: int, count: int, off: int, step: int, dtype):
+    """`_dft_rows` of the half spectrum, forward, as [F, 2 (cos, sin), count]."""
+    rows = _dft_rows(size, count, off, step, True, False, dtype)
+    out = np.ascontiguousarray(rows.reshape(2, -1, count).transpose(1, 0, 2))
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _dft_complex(size: int, count: int, off: int, step: int, dtype):
+    """The forward DFT of complex points (off + i * step, i < count) as a real map
+    [2 (real, imag out), size, 2 (real, imag in), count]."""
+    rows = _dft_rows(size, count, off, step, False, False, dtype)
+    c, s = rows[:size], rows[size:]  # cos and sin of the (negative) angles
+    out = np.empty((2, size, 2, count), dtype=dtype)
+    out[0, :, 0], out[0, :, 1], out[1, :, 0], out[1, :, 1] = c, -s, s, c
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=64)
 def _dft_real_out(l1: int, l2: int, q: int, off: int, step: int, dtype):
     """[Q, 2 * F2 * 2]: the last (W axis) inverse step from the half spectrum to real
     values at points off + j * step, over (part of Z, f2, cos/sin row of the H step), with the
@@ -519,20 +540,20 @@ def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=
     b, ha, wa, c = a.shape
     dt = a.dtype
     f2 = l2 // 2 + 1
-    ew = xp.asarray(_dft_rows(l2, wa, off_w, step_w, True, False, dt))  # [2F2, WA]
-    eh = xp.asarray(_dft_rows(l1, ha, off_h, step_h, False, False, dt))  # [2L1, HA]
+    ew = xp.asarray(_dft_rows_by_freq(l2, wa, off_w, step_w, dt))  # [F2, 2, WA]
+    eh = xp.asarray(_dft_complex(l1, ha, off_h, step_h, dt))  # [2, L1, 2, HA]
     spec = _work(xp, "spectrum." + tag, (f2, l1, b, 2, c), dt)
-    for s, e in _batch_blocks(b, 4 * f2 * l1 * c * dt.itemsize):
+    for s, e in _batch_blocks(b, 2 * f2 * l1 * c * dt.itemsize):
         nb = e - s
         at = _work(xp, "spectrum.at", (wa, ha, nb, c), dt)
         xp.copyto(at, a[s:e].transpose(2, 1, 0, 3))
-        t1 = _work(xp, "spectrum.t1", (2 * f2, ha * nb * c), dt)
-        xp.matmul(ew, at.reshape(wa, -1), out=t1)
-        r = _work(xp, "spectrum.r", (2 * f2, 2 * l1, nb * c), dt)
-        xp.matmul(eh, t1.reshape(2 * f2, ha, nb * c), out=r)
-        r = r.reshape(2, f2, 2, l1, nb, c)  # [W part, f2, H part, f1, B, C]
-        xp.subtract(r[0, :, 0], r[1, :, 1], out=spec[:, :, s:e, 0])
-        xp.add(r[1, :, 0], r[0, :, 1], out=spec[:, :, s:e, 1])
+        t1 = _work(xp, "spectrum.t1", (f2, 2, ha, nb * c), dt)  # [f2, part, h, (B, C)]
+        xp.matmul(ew.reshape(2 * f2, wa), at.reshape(wa, -1), out=t1.reshape(2 * f2, -1))
+        r = _work(xp, "spectrum.r", (f2, 2, l1, nb, c), dt)  # [f2, part, f1, B, C]
+        xp.matmul(
+            eh.reshape(2 * l1, 2 * ha), t1.reshape(f2, 2 * ha, -1), out=r.reshape(f2, 2 * l1, -1)
+        )
+        xp.copyto(spec[:, :, s:e], r.transpose(0, 2, 3, 1, 4))
     return spec.reshape(f2 * l1, b, 2 * c)
 
 
