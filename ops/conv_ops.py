@@ -557,13 +557,17 @@ def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=
     return spec.reshape(f2 * l1, b, 2 * c)
 
 
-def _products(xp, a2, m2):
+def _products(xp, a2, m2, l1: int):
     """Per frequency, the complex product of side-by-side spectra a2 [F, B, 2K] with the
     real block form m2 [2, F, 2K, O] of the other factor (`_filter_matrices`): one real
-    GEMM per frequency and part, [2 (real, imag), F, B, O] in scratch."""
-    y2 = _work(xp, "products.y", (2, a2.shape[0], a2.shape[1], m2.shape[3]), a2.dtype)
-    xp.matmul(a2, m2[0], out=y2[0])
-    xp.matmul(a2, m2[1], out=y2[1])
+    GEMM per frequency and part, [F2, 2 (real, imag), L1, B, O] in scratch (the layout
+    `_real_images` reads)."""
+    f, b, k2 = a2.shape
+    o = m2.shape[3]
+    y2 = _work(xp, "products.y", (f // l1, 2, l1, b, o), a2.dtype)
+    a2 = a2.reshape(f // l1, l1, b, k2)
+    for part in range(2):
+        xp.matmul(a2, m2[part].reshape(f // l1, l1, k2, o), out=y2[:, part])
     return y2
 
 
@@ -596,24 +600,52 @@ def _real_values(xp, y2, l1: int, l2: int, p: int, q: int, off=(0, 0), step=(1, 
 
 
 def _real_images(xp, y2, l1: int, l2: int, p: int, q: int, off, fmt: str, out_dtype):
-    """`_real_values` of a batch y2 [2, F, B, O] as a new array [B, P, Q, O] in `fmt`
-    (and out_dtype), a block of images at a time (`_BLOCK_BYTES`), each block copied
-    straight into the result (no separate output transpose)."""
-    _, f, b, o = y2.shape
-    f2 = l2 // 2 + 1
-    gh = xp.asarray(_dft_rows(l1, p, off[0], 1, False, True, y2.dtype))  # [2P, L1]
-    m = xp.asarray(_dft_real_out(l1, l2, q, off[1], 1, y2.dtype))
+    """Real values at grid points (off[0] + i, off[1] + j), i < P, j < Q, of a batch
+    y2 [F2, 2, L1, B, O] (`_products`) as a new array [B, P, Q, O] in `fmt` (and
+    out_dtype): per f2 the complex inverse over H is one real block GEMM (K = 2 L1), then
+    the real inverse over W one GEMM (K = 2 F2); a block of images at a time
+    (`_BLOCK_BYTES`), each block copied straight into the result."""
+    f2, _, _, b, o = y2.shape
+    dt = y2.dtype
+    gh = xp.asarray(_dft_complex_inverse(l1, p, off[0], dt))  # [2, P, 2, L1]
+    m = xp.asarray(_dft_real_out_complex(l1, l2, q, off[1], dt))  # [Q, F2 * 2]
     res = xp.empty((b, o, p, q) if fmt == "NCHW" else (b, p, q, o), dtype=out_dtype)
     perm = (2, 3, 1, 0) if fmt == "NCHW" else (2, 1, 0, 3)
-    yv = y2.reshape(2 * f2, l1, b, o)
-    for s, e in _batch_blocks(b, 4 * f2 * p * o * y2.dtype.itemsize):
+    for s, e in _batch_blocks(b, 2 * f2 * p * o * dt.itemsize):
         nb = e - s
-        z = _work(xp, "real.z", (2 * f2, 2 * p, nb, o), y2.dtype)
-        xp.matmul(gh, yv[:, :, s:e].reshape(2 * f2, l1, nb * o), out=z.reshape(2 * f2, 2 * p, -1))
-        out = _work(xp, "real.out", (q, p, nb, o), y2.dtype)
-        xp.matmul(m, z.reshape(4 * f2, -1), out=out.reshape(q, -1))
+        z = _work(xp, "real.z", (f2, 2, p, nb, o), dt)
+        yb = y2[:, :, :, s:e].reshape(f2, 2 * l1, nb * o)
+        xp.matmul(gh.reshape(2 * p, 2 * l1), yb, out=z.reshape(f2, 2 * p, -1))
+        out = _work(xp, "real.out", (q, p, nb, o), dt)
+        xp.matmul(m, z.reshape(2 * f2, -1), out=out.reshape(q, -1))
         xp.copyto(res[s:e], out.transpose(perm), casting="unsafe")
     return res
+
+
+@functools.lru_cache(maxsize=64)
+def _dft_complex_inverse(size: int, count: int, off: int, dtype):
+    """The inverse DFT (unnormalised) of a complex spectrum of `size` at points off + i,
+    i < count, as a real map [2 (real, imag out), count, 2 (real, imag in), size]."""
+    rows = _dft_rows(size, count, off, 1, False, True, dtype)
+    c, s = rows[:count], rows[count:]
+    out = np.empty((2, count, 2, size), dtype=dtype)
+    out[0, :, 0], out[0, :, 1], out[1, :, 0], out[1, :, 1] = c, -s, s, c
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _dft_real_out_complex(l1: int, l2: int, q: int, off: int, dtype):
+    """[Q, F2 * 2]: the real inverse over W from the half spectrum (complex, parts
+    second) to points off + j, with the 1 / (L1 L2) normalisation and the Hermitian
+    weights (`_dft_real_out` for a spectrum already inverted over H)."""
+    f2 = np.arange(l2 // 2 + 1)
+    weight = np.where((f2 == 0) | ((l2 % 2 == 0) & (f2 == l2 // 2)), 1.0, 2.0) / (l1 * l2)
+    ang = 2 * np.pi * np.outer(off + np.arange(q), f2) / l2
+    out = np.stack([weight * np.cos(ang), -weight * np.sin(ang)], axis=2)
+    out = out.reshape(q, -1).astype(dtype)
+    out.flags.writeable = False
+    return out
 
 
 _spectra = threading.local()
@@ -824,7 +856,7 @@ def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
         # y = x (placed at the padding offsets) correlated with w: X conj(W) per frequency
         l1, l2 = _fft_grid(g)
         x2 = _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
-        y2 = _products(xp, x2, _filter_matrices(xp, w, l1, l2, g.dh, g.dw))
+        y2 = _products(xp, x2, _filter_matrices(xp, w, l1, l2, g.dh, g.dw), l1)
         return _real_images(xp, y2, l1, l2, g.oh, g.ow, (0, 0), fmt, out_dtype)
     if _use_rows(g, g.c, g.oc):
         out = _rows_conv(xp, pad_spatial(xp, x, *g.pad), w, g.oh, g.ow, g.sw, g.dh, g.dw)
@@ -892,7 +924,7 @@ def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
         l1, l2 = _fft_grid(g)
         d2 = _spectrum_of(xp, "dy", dy, l1, l2)
         m2 = _filter_matrices(xp, w.astype(ct, copy=False), l1, l2, g.dh, g.dw, grad=True)
-        y2 = _products(xp, d2, m2)
+        y2 = _products(xp, d2, m2, l1)
         off = (g.pad[0], g.pad[2])
         return _real_images(xp, y2, l1, l2, g.h, g.w, off, fmt, out_dtype)
     if g.sh == g.sw == 1 and _use_rows(g, g.oc, g.c):
