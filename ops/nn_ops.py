@@ -598,3 +598,48 @@ def _fuse_bias_add_relu(plan) -> None:
 
 
 executor.PLAN_REWRITES.append(_fuse_bias_add_relu)
+
+
+# -- plan rewrite: MaxPoolGrad -> ReluGrad of the pooled activation ------------------------
+
+
+def _masked_max_pool_grad(plain):
+    """MaxPoolGrad followed by ReluGrad(., x) of its own input x: a gradient only ever
+    lands where x equals its window's maximum y, so masking by x > 0 afterwards is
+    masking dy by y > 0 before, on the pooled tensor (a quarter of the size for 2x2)."""
+
+    async def max_pool_grad_relu(ctx, x, y, dy):
+        y_arr, dy_arr = np.asarray(y), np.asarray(dy)
+        if y_arr.shape == dy_arr.shape and y_arr.dtype == dy_arr.dtype:
+            dy = dy_arr * (y_arr > 0)  # TF's ReluGrad: gradients * (features > 0)
+        return await plain(ctx, x, y, dy)  # (a shape error is the kernel's to word)
+
+    return max_pool_grad_relu
+
+
+async def _relu_grad_already_applied(ctx, g, x):
+    return g  # its MaxPoolGrad masked the gradient already (see above)
+
+
+def _fuse_max_pool_grad_relu_grad(plan) -> None:
+    for i, p in enumerate(plan.pnodes):
+        if p.op.type != "ReluGrad" or plan.derefs[i] or p.device.device_type != "CPU":
+            continue
+        (j, out), features = p.inputs
+        if j == "feed" or out != 0 or plan.derefs[j] or features[0] == "feed":
+            continue
+        src = plan.pnodes[j]
+        if src.op.type != "MaxPoolGrad" or src.device is not p.device:
+            continue
+        if tuple(src.inputs[0]) != tuple(features):
+            continue  # ReluGrad of some other tensor than the pool's input
+        data = [e for e in plan.edges[j] if e[0] >= 0]
+        if len(data) != 1 or data[0][1] != i or i in plan.rewritten or j in plan.rewritten:
+            continue
+        plan.rewritten.update((i, j))
+        kernel = _masked_max_pool_grad(src.op.op_def.kernels["CPU"])
+        plan.kernels[j] = executor.checked(kernel, src.op)
+        plan.kernels[i] = executor.checked(_relu_grad_already_applied, p.op)
+
+
+executor.PLAN_REWRITES.append(_fuse_max_pool_grad_relu_grad)

@@ -236,3 +236,37 @@ def test_bias_add_relu_fusion_matches_the_separate_ops():
     np.testing.assert_allclose(got[2], v + b, rtol=1e-6)
     np.testing.assert_allclose(got[3], want.transpose(0, 3, 1, 2), rtol=1e-6)
     np.testing.assert_allclose(got[4], np.maximum(a @ w + bd, 0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "ksize,stride,fmt",
+    [(2, 2, "NHWC"), (3, 2, "NHWC"), (2, 2, "NCHW"), (3, 1, "NCHW")],
+)
+def test_max_pool_grad_relu_grad_fusion_matches_the_separate_ops(monkeypatch, ksize, stride, fmt):
+    from asyncflow.ops import nn_ops
+
+    fused_runs = [0]
+    real = nn_ops._relu_grad_already_applied
+
+    async def counting(ctx, g, x):
+        fused_runs[0] += 1
+        return await real(ctx, g, x)
+
+    monkeypatch.setattr(nn_ops, "_relu_grad_already_applied", counting)
+    rng = np.random.default_rng(7)
+    v = rng.integers(-3, 4, (2, 9, 9, 3)).astype(np.float32)  # ties, all-negative windows
+    if fmt == "NCHW":
+        v = v.transpose(0, 3, 1, 2).copy()
+    window = [1, 1, ksize, ksize] if fmt == "NCHW" else [1, ksize, ksize, 1]
+    strides = [1, 1, stride, stride] if fmt == "NCHW" else [1, stride, stride, 1]
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, v.shape)
+        r = af.nn.relu(x)
+        pool = af.nn.max_pool(r, window, strides, "VALID", data_format=fmt)
+        dy = af.constant(rng.standard_normal(pool.shape.as_list()).astype(np.float32))
+        (fused,) = af.gradients(pool, [x], grad_ys=[dy])  # MaxPoolGrad -> ReluGrad
+        (pool_grad,) = af.gradients(pool, [r], grad_ys=[dy])  # MaxPoolGrad alone
+        with af.Session() as s:
+            got, pg = s.run([fused, pool_grad], {x: v})
+    assert fused_runs[0] == 1
+    np.testing.assert_array_equal(got, pg * (np.maximum(v, 0) > 0))
