@@ -277,6 +277,7 @@ def _add_relu_blocked(value, bias, out):
 
 
 async def _bias_add_impl(ctx, value, bias, relu: bool):
+    # (`held=1` below: the calling kernel's frame holds `value` too.)
     xp = ctx.xp
     value, bias = xp.asarray(value), xp.asarray(bias)
     if value.ndim < 2:
@@ -300,9 +301,9 @@ async def _bias_add_impl(ctx, value, bias, relu: bool):
     dtype = ctx.attrs["T"].np_dtype
     if relu and xp is np and axis == value.ndim - 1 and value.dtype == dtype == bias.dtype:
         if value.flags.c_contiguous:
-            out = value if forwardable(value) else np.empty_like(value)
+            out = value if forwardable(value, held=1) else np.empty_like(value)
             return await ctx.device.compute(_add_relu_blocked, value, bias, out)
-    if forwardable(value) and value.dtype == dtype:
+    if forwardable(value, held=1) and value.dtype == dtype:
         out = await ctx.device.compute(xp.add, value, bias.reshape(shape), value)
     else:
         out = await ctx.device.compute(xp.add, value, bias.reshape(shape))

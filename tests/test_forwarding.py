@@ -131,3 +131,28 @@ def test_gradient_descent_scratch_path_matches_the_plain_update():
         got = s.run(w)
     g_val = (A.T @ A) @ B / np.float32(100.0)
     np.testing.assert_allclose(got, B - np.float32(0.5) * g_val, rtol=1e-5, atol=1e-6)
+
+
+def test_bias_add_forwards_an_exclusive_input_and_only_that(monkeypatch):
+    from asyncflow.ops import nn_ops
+
+    seen = []
+
+    def recording(x, held=0):
+        ok = executor.forwardable(x, held + 1)  # + this wrapper's own reference
+        seen.append(ok)
+        return ok
+
+    monkeypatch.setattr(nn_ops, "forwardable", recording)
+    z = af.matmul(af.constant(A), af.constant(B)) * 2.0
+    bias = af.constant(np.linspace(-5, 5, 96, dtype=np.float32))
+    fused = af.nn.relu(af.nn.bias_add(af.matmul(af.constant(A), af.constant(B)) * 2.0, bias))
+    got = _run([af.nn.bias_add(z, bias), fused])
+    assert seen == [True, True]  # both inputs were held by nothing else
+    want = 2 * (A @ B) + np.linspace(-5, 5, 96, dtype=np.float32)
+    np.testing.assert_allclose(got[0], want, rtol=1e-5)
+    np.testing.assert_allclose(got[1], np.maximum(want, 0), rtol=1e-5)
+    seen.clear()
+    got_z, got_b = _run([z, af.nn.bias_add(z, bias)])  # z is fetched too
+    assert seen == [False]
+    np.testing.assert_allclose(got_z, 2 * (A @ B), rtol=1e-5)
