@@ -43,6 +43,8 @@ from asyncflow.graph import Operation
 __all__ = [
     "PLAN_REWRITES",
     "Plan",
+    "claim",
+    "sole_consumer",
     "Step",
     "StepContext",
     "KernelContext",
@@ -437,6 +439,23 @@ def compile_plan(
 # the graph, of nodes not yet in `plan.rewritten` (adding them there: one fusion per
 # node).  Registered by the ops modules that own the kernels involved.
 PLAN_REWRITES: list[Callable[[Plan], None]] = []
+
+
+def sole_consumer(plan: Plan, j: int):
+    """The node that alone takes node j's outputs (no fetch, no second consumer, no
+    reference read in between), or None.  Control edges do not count."""
+    data = [e for e in plan.edges[j] if e[0] >= 0]
+    if len(data) != 1 or data[0][1] >= len(plan.derefs):  # (a fetch's sentinel)
+        return None
+    return None if plan.derefs[data[0][1]] else data[0][1]
+
+
+def claim(plan: Plan, *nodes: int) -> bool:
+    """Mark `nodes` as taken by a rewrite; False (taking none) if one already is."""
+    if plan.rewritten.intersection(nodes):
+        return False
+    plan.rewritten.update(nodes)
+    return True
 
 
 def checked(kernel: Callable, op: Operation) -> Callable:

@@ -713,7 +713,7 @@ def _compile_loop(plan, nodes, name, members, enters):  # noqa: C901 - one check
         live = node_live[i]
         if k == MERGE or k == TRIGGER:  # a trigger computes nothing
             continue
-        if k in (SWITCH,):
+        if k == SWITCH:
             slot_of[(i, 0)] = slot_of[(i, 1)] = slot_of[p.inputs[0]]
             continue
         if k >= FORWARD or k == IDENT:  # Identity, LoopCond, NextIteration, Exit

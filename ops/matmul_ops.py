@@ -89,21 +89,29 @@ def _incompatible(a, b) -> errors.InvalidArgumentError:
     )
 
 
-@MatMul.kernel("CPU", "GPU")
-async def _matmul(ctx, a, b):
-    xp = ctx.xp
+def _operands(xp, ctx, a, b):
+    """MatMul's inputs as matrices, checked, with its transpose attrs."""
     a, b = xp.asarray(a), xp.asarray(b)
     for i, m in enumerate((a, b)):
         if m.ndim != 2:
             raise errors.InvalidArgumentError(
                 None, None, f"In[{i}] is not a matrix. Instead it has shape {_shape_str(m.shape)}"
             )
-    a2 = a.T if ctx.attrs["transpose_a"] else a
-    b2 = b.T if ctx.attrs["transpose_b"] else b
-    if a2.shape[1] != b2.shape[0]:
+    ta, tb = ctx.attrs["transpose_a"], ctx.attrs["transpose_b"]
+    if (a.shape[0] if ta else a.shape[1]) != (b.shape[1] if tb else b.shape[0]):
         raise _incompatible(a, b)
-    product = await ctx.device.compute(xp.matmul, a2, b2)
+    return a, b, ta, tb
+
+
+async def _product(ctx, xp, a, b, ta: bool, tb: bool):
+    product = await ctx.device.compute(xp.matmul, a.T if ta else a, b.T if tb else b)
     return _as_dtype(xp, product, ctx.attrs["T"])
+
+
+@MatMul.kernel("CPU", "GPU")
+async def _matmul(ctx, a, b):
+    xp = ctx.xp
+    return await _product(ctx, xp, *_operands(xp, ctx, a, b))
 
 
 class DeferredProduct:
@@ -132,21 +140,13 @@ class DeferredProduct:
 
 async def matmul_deferred(ctx, a, b):
     """MatMul's kernel when its consumer fuses the product: checks, then defers."""
-    a, b = np.asarray(a), np.asarray(b)
-    for i, m in enumerate((a, b)):
-        if m.ndim != 2:
-            raise errors.InvalidArgumentError(
-                None, None, f"In[{i}] is not a matrix. Instead it has shape {_shape_str(m.shape)}"
-            )
-    ta, tb = ctx.attrs["transpose_a"], ctx.attrs["transpose_b"]
-    if (a.shape[0] if ta else a.shape[1]) != (b.shape[1] if tb else b.shape[0]):
-        raise _incompatible(a, b)
+    a, b, ta, tb = _operands(np, ctx, a, b)
     product = DeferredProduct(a, b, ta, tb)
     m, n = product.shape
     if m * n < _DEFER_ELEMENTS or a.dtype != b.dtype or a.dtype != ctx.attrs["T"].np_dtype:
         # Small (a ctypes call costs more than it saves) or odd: compute it now; the
         # consumer's kernel takes an ordinary array as well.
-        return await _matmul(ctx, a, b)
+        return await _product(ctx, np, a, b, ta, tb)
     return product
 
 
@@ -185,7 +185,6 @@ def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool):
 def _fuse_bias_into_matmul(plan) -> None:
     """x @ w + b (AddV2, Add or BiasAdd of a MatMul that has no other consumer) as one
     gemm accumulating into the broadcast bias: the product is never stored alone."""
-    n = len(plan.nodes)
     for i, p in enumerate(plan.pnodes):
         op = p.op
         if op.type not in ("AddV2", "Add", "BiasAdd") or plan.derefs[i] or len(p.inputs) != 2:
@@ -201,12 +200,8 @@ def _fuse_bias_into_matmul(plan) -> None:
             src = plan.pnodes[j]
             if src.op.type != "MatMul" or src.device is not p.device:
                 continue
-            data = [e for e in plan.edges[j] if e[0] >= 0]
-            if len(data) != 1 or data[0][1] != i or data[0][1] == n:
+            if executor.sole_consumer(plan, j) != i or not executor.claim(plan, i, j):
                 continue
-            if i in plan.rewritten or j in plan.rewritten:
-                continue
-            plan.rewritten.update((i, j))
             plan.kernels[j] = executor.checked(matmul_deferred, src.op)
             fused = _bias_fused_kernel(op.op_def.kernels["CPU"], k, op.type == "BiasAdd")
             plan.kernels[i] = executor.checked(fused, op)

@@ -588,12 +588,10 @@ def _fuse_bias_add_relu(plan) -> None:
         src = plan.pnodes[j]
         if src.op.type != "BiasAdd" or src.device is not p.device:
             continue
-        data = [e for e in plan.edges[j] if e[0] >= 0]
-        if len(data) != 1 or data[0][1] != i:
-            continue  # the pre-activation value is used elsewhere (or fetched)
-        if i in plan.rewritten or j in plan.rewritten:
-            continue  # e.g. the BiasAdd already takes its MatMul's product in a gemm
-        plan.rewritten.update((i, j))
+        # Not when the pre-activation is used elsewhere (or fetched), nor when the
+        # BiasAdd already takes its MatMul's product in a gemm.
+        if executor.sole_consumer(plan, j) != i or not executor.claim(plan, i, j):
+            continue
         plan.kernels[j] = executor.checked(_bias_add_relu, src.op)
         plan.kernels[i] = executor.checked(_relu_already_applied, p.op)
 
@@ -634,10 +632,8 @@ def _fuse_max_pool_grad_relu_grad(plan) -> None:
             continue
         if tuple(src.inputs[0]) != tuple(features):
             continue  # ReluGrad of some other tensor than the pool's input
-        data = [e for e in plan.edges[j] if e[0] >= 0]
-        if len(data) != 1 or data[0][1] != i or i in plan.rewritten or j in plan.rewritten:
+        if executor.sole_consumer(plan, j) != i or not executor.claim(plan, i, j):
             continue
-        plan.rewritten.update((i, j))
         kernel = _masked_max_pool_grad(src.op.op_def.kernels["CPU"])
         plan.kernels[j] = executor.checked(kernel, src.op)
         plan.kernels[i] = executor.checked(_relu_grad_already_applied, p.op)

@@ -617,18 +617,11 @@ def _scale_kernel(plain, pos: int):
     return mul_deferred
 
 
-def _sole_data_consumer(plan, j):
-    data = [e for e in plan.edges[j] if e[0] >= 0]
-    if len(data) != 1 or data[0][1] >= len(plan.derefs):  # (a fetch's sentinel)
-        return None
-    return None if plan.derefs[data[0][1]] else data[0][1]
-
-
 def _source(plan, consumer, src):
     """(node, consumer it feeds) behind `consumer`'s input `src`, past Identities that
     each feed only the next step (gate_gradients' tf.tuple), or None."""
     j, out = src
-    while j != "feed" and out == 0 and _sole_data_consumer(plan, j) == consumer:
+    while j != "feed" and out == 0 and executor.sole_consumer(plan, j) == consumer:
         if plan.pnodes[j].op.type != "Identity":
             return j, consumer
         consumer, (j, out) = j, plan.pnodes[j].inputs[0]
@@ -658,12 +651,9 @@ def _fuse_matmul_into_updates(plan) -> None:
         if not blas.available(op.get_attr("T").np_dtype):
             continue
         plain = op.op_def.kernels["CPU"]
-        if i in plan.rewritten:
-            continue
         if kind == "ApplyGradientDescent":
             j = _fusable_matmul(plan, i, p.inputs[2])
-            if j is not None and j not in plan.rewritten:
-                plan.rewritten.update((i, j))
+            if j is not None and executor.claim(plan, i, j):
                 plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
                 plan.kernels[i] = executor.checked(_fused_gd_kernel(plain), op)
             continue
@@ -683,9 +673,8 @@ def _fuse_matmul_into_updates(plan) -> None:
                     break
         else:
             continue
-        if j is None or j in plan.rewritten or k in plan.rewritten:
+        if j is None or not executor.claim(plan, i, j, k):
             continue
-        plan.rewritten.update((i, j, k))
         plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
         if scale is not None:
             mul_plain = mul.op.op_def.kernels["CPU"]

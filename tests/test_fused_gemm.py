@@ -10,11 +10,28 @@ import asyncflow as af
 from asyncflow import errors
 from asyncflow.ops import blas
 
-pytestmark = pytest.mark.skipif(
+# The gemm fusions need the OpenBLAS NumPy's wheels ship (ops/blas.py); without it the
+# plain kernels run and there is nothing to compare.
+needs_blas = pytest.mark.skipif(
     not blas.available(np.float32), reason="NumPy's bundled OpenBLAS not found"
 )
 
 
+@pytest.fixture
+def gemm_calls(monkeypatch):
+    """Counts gemm calls: `gemm_calls[0]`."""
+    calls = [0]
+    real = blas.gemm_into
+
+    def counting(*args):
+        calls[0] += 1
+        real(*args)
+
+    monkeypatch.setattr(blas, "gemm_into", counting)
+    return calls
+
+
+@needs_blas
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
@@ -29,6 +46,7 @@ def test_gemm_into_matches_numpy(dtype, ta, tb):
     np.testing.assert_allclose(c, want, rtol=tol, atol=tol)
 
 
+@needs_blas
 def test_gemm_into_non_contiguous_and_empty():
     rng = np.random.default_rng(2)
     a = rng.standard_normal((8, 10)).astype(np.float32)[:, ::2]  # a strided view
@@ -69,40 +87,27 @@ def _mlp_losses(steps=5, fetch_grad=False):
     return out
 
 
-def test_fused_updates_follow_the_unfused_ones(monkeypatch):
-    calls = [0]
-    real = blas.gemm_into
-
-    def counting(*args):
-        calls[0] += 1
-        real(*args)
-
-    monkeypatch.setattr(blas, "gemm_into", counting)
+@needs_blas
+def test_fused_updates_follow_the_unfused_ones(monkeypatch, gemm_calls):
     fused = _mlp_losses()
-    assert calls[0] == 2 * 5  # both weight updates, every step
+    assert gemm_calls[0] == 2 * 5  # both weight updates, every step
     monkeypatch.setattr(blas, "_fns", {})  # BLAS "not found": the plain kernels
     plain = _mlp_losses()
-    assert calls[0] == 10
+    assert gemm_calls[0] == 10
     for f, p in zip(fused[:-1], plain[:-1]):
         assert f[0] == pytest.approx(p[0], rel=1e-5)
     for f, p in zip(fused[-1], plain[-1]):
         np.testing.assert_allclose(f, p, rtol=1e-5, atol=1e-6)
 
 
-def test_a_fetched_gradient_is_not_fused(monkeypatch):
-    calls = [0]
-    real = blas.gemm_into
-
-    def counting(*args):
-        calls[0] += 1
-        real(*args)
-
-    monkeypatch.setattr(blas, "gemm_into", counting)
+@needs_blas
+def test_a_fetched_gradient_is_not_fused(gemm_calls):
     out = _mlp_losses(steps=2, fetch_grad=True)
-    assert calls[0] == 2  # w2's update only: w1's gradient is fetched too
+    assert gemm_calls[0] == 2  # w2's update only: w1's gradient is fetched too
     assert out[0][2].shape == (80, 64) and np.isfinite(out[0][2]).all()
 
 
+@needs_blas
 def test_fused_update_of_an_uninitialized_variable_fails_cleanly():
     with af.Graph().as_default():
         w = af.Variable(np.ones((3, 2), np.float32), name="w")
@@ -118,15 +123,8 @@ def test_fused_update_of_an_uninitialized_variable_fails_cleanly():
             np.testing.assert_allclose(s.run(w), np.full((3, 2), 1 - 0.1 * 4, np.float32))
 
 
-def test_bias_adds_fold_into_the_product(monkeypatch):
-    calls = [0]
-    real = blas.gemm_into
-
-    def counting(*args):
-        calls[0] += 1
-        real(*args)
-
-    monkeypatch.setattr(blas, "gemm_into", counting)
+@needs_blas
+def test_bias_adds_fold_into_the_product(gemm_calls):
     rng = np.random.default_rng(4)
     a = rng.standard_normal((64, 40)).astype(np.float32)
     w = rng.standard_normal((40, 96)).astype(np.float32)
@@ -145,7 +143,7 @@ def test_bias_adds_fold_into_the_product(monkeypatch):
         ]
         with af.Session() as s:
             got = s.run(outs, {x: a})
-    assert calls[0] == 6
+    assert gemm_calls[0] == 6
     want = a @ w + b
     for g in got[:4]:
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
@@ -153,6 +151,7 @@ def test_bias_adds_fold_into_the_product(monkeypatch):
     np.testing.assert_allclose(got[5], (a @ w + full).T, rtol=1e-5, atol=1e-5)
 
 
+@needs_blas
 def test_a_bias_of_the_wrong_length_fails_as_unfused():
     with af.Graph().as_default():
         x = af.constant(np.ones((64, 80), np.float32))
@@ -165,15 +164,8 @@ def test_a_bias_of_the_wrong_length_fails_as_unfused():
                 s.run(af.matmul(x, w) + b, {b: np.ones(5, np.float32)})
 
 
-def test_assign_updates_of_scaled_products_fold_into_gemm(monkeypatch):
-    calls = [0]
-    real = blas.gemm_into
-
-    def counting(*args):
-        calls[0] += 1
-        real(*args)
-
-    monkeypatch.setattr(blas, "gemm_into", counting)
+@needs_blas
+def test_assign_updates_of_scaled_products_fold_into_gemm(gemm_calls):
     rng = np.random.default_rng(5)
     a = rng.standard_normal((64, 80)).astype(np.float32)
     d = rng.standard_normal((64, 96)).astype(np.float32)
@@ -195,7 +187,7 @@ def test_assign_updates_of_scaled_products_fold_into_gemm(monkeypatch):
             s.run(af.global_variables_initializer())
             got_fetched = s.run([af.group(*updates), fetched])[1]
             got = s.run(ws)
-    assert calls[0] == 3
+    assert gemm_calls[0] == 3
     grad = a.T @ d
     want = [
         w0 - np.float32(0.1) * grad,
