@@ -359,6 +359,9 @@ def open_source(path, compression: str = ""):
 # A run of equal-length records, seen through numpy: each record's 12-byte header.
 _RUN_HEADER = np.dtype([("length", "<u8"), ("crc", "<u4")])
 _MIN_RUN = 8  # below this many equal-length records the per-record path is cheaper
+# The most records cut in one go: their CRCs are taken right after the copy, while the
+# copies are still in the core's cache (a whole 1024-record batch would not fit).
+_RUN_MAX = 64
 _HCACHE_MAX = 4096
 _MASK_DELTA_U32 = np.uint32(_MASK_DELTA)
 
@@ -511,6 +514,7 @@ class RecordScanner:
         starts: list = []  # their start offsets in `buf`
         stored: list = []  # their stored (masked) data CRCs: uint32 arrays
         singles: list = []  # stored CRCs of single records not yet in `stored`
+        crcs: list = []  # the data CRCs computed, in order
         count = 0
         prev = -1  # the previous record's length: a run may start when it repeats
         bad_header = -1
@@ -525,14 +529,19 @@ class RecordScanner:
             step = length + 16
             if step > n - pos:
                 break  # the record is not all here yet
-            if length == prev and (k := min((n - pos) // step, max_records - count)) >= _MIN_RUN:
+            if (
+                length == prev
+                and (k := min((n - pos) // step, max_records - count, _RUN_MAX)) >= _MIN_RUN
+            ):
                 # Probably a run of records of this length: check their headers at once.
                 heads = np.ndarray((k,), _RUN_HEADER, buffer=buf, offset=pos, strides=(step,))
                 ok = (heads["length"] == length) & (heads["crc"] == hc)
                 m = k if ok.all() else max(1, int(np.argmin(ok)))
                 first = pos + 12
                 stop = pos + m * step
-                got.extend([buf[a : a + length] for a in range(first, stop, step)])
+                run = [buf[a : a + length] for a in range(first, stop, step)]
+                crcs.extend(map(_crc_fn, run))
+                got.extend(run)
                 starts.extend(range(pos, stop, step))
                 if singles:
                     stored.append(np.array(singles, np.uint32))
@@ -545,7 +554,9 @@ class RecordScanner:
                 prev = -1 if m < k else length
             else:
                 end = pos + 12 + length
-                got.append(buf[pos + 12 : end])
+                record = buf[pos + 12 : end]
+                crcs.append(_crc_fn(record))
+                got.append(record)
                 starts.append(pos)
                 singles.append(unpack_u32(buf, end)[0])
                 pos = end + 4
@@ -556,7 +567,7 @@ class RecordScanner:
             if singles:
                 stored.append(np.array(singles, np.uint32))
             want = stored[0] if len(stored) == 1 else np.concatenate(stored)
-            crcs = np.fromiter(map(_crc_fn, got), np.uint32, len(got))
+            crcs = np.array(crcs, np.uint32)
             bad = (((crcs >> 15) | (crcs << 17)) + _MASK_DELTA_U32) != want
             if bad.any():
                 i = int(np.argmax(bad))
