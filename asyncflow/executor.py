@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import os
 import sys
 import weakref
@@ -61,6 +62,9 @@ _ONE_NONE = (None,)
 _FORWARD, _NOTHING = -1, -2  # special arities (see compile_plan)
 
 
+_STEP_SERIALS = itertools.count(1)
+
+
 class StepContext:
     """Per-step state a kernel may need: step id, rendezvous, undo-on-failure hooks.
 
@@ -68,10 +72,11 @@ class StepContext:
     drivers run; Tasks created for suspended kernels inherit it).
     """
 
-    __slots__ = ("step_id", "rendezvous", "_on_failure", "failed", "error")
+    __slots__ = ("step_id", "serial", "rendezvous", "_on_failure", "failed", "error")
 
     def __init__(self, step_id: int, rendezvous=None):
         self.step_id = step_id
+        self.serial = next(_STEP_SERIALS)  # unique in the process (step ids are per session)
         self.rendezvous = rendezvous
         self._on_failure: list[Callable[[BaseException], None]] | None = None
         self.failed = False

@@ -297,3 +297,44 @@ def test_spectra_memo_sees_in_place_changes(monkeypatch):
             np.testing.assert_allclose(dx_v, dx_ref, rtol=1e-4, atol=1e-4)
             sess.run(update)
             xv *= -1  # the same fed array, changed in place
+
+
+def test_spectra_memo_within_a_step(monkeypatch):
+    """Inside a step, the forward pass and both backprops transform x and dy once each
+    (the memo keys on the array and the step, without comparing contents), and a
+    variable input changed in place between steps is transformed afresh."""
+    monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
+    monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
+    calls = []
+    spectrum = conv_ops._spectrum
+
+    def counting(xp, a, *args, **kwargs):
+        calls.append(a.shape)
+        return spectrum(xp, a, *args, **kwargs)
+
+    monkeypatch.setattr(conv_ops, "_spectrum", counting)
+    xv = _RNG.uniform(-1, 1, (2, 6, 5, 3)).astype(np.float32)
+    wv = _RNG.uniform(-1, 1, (3, 3, 3, 4)).astype(np.float32)
+    dyv = _RNG.uniform(-1, 1, (2, 6, 5, 4)).astype(np.float32)
+    x = af.Variable(xv)
+    y = conv_ops.conv2d(x, wv, 1, "SAME")
+    loss = af.reduce_sum(y * dyv)
+    (dx,) = af.gradients(loss, [x])
+    dw = conv_ops.conv2d_backprop_filter(x, list(wv.shape), af.constant(dyv), 1, "SAME")
+    update = af.assign_sub(x, 0.25 * dx)
+    with Session() as sess:
+        sess.run(af.global_variables_initializer())
+        x_now = xv.astype(np.float64)
+        for _ in range(3):
+            calls.clear()
+            y_v, dx_v, dw_v = sess.run([y, dx, dw])
+            # x once for the forward pass and the filter gradient (dy: the input
+            # gradient's and the filter gradient's are different arrays here)
+            assert calls.count(xv.shape) == 1
+            assert calls.count(dyv.shape) == 2
+            y_ref, dx_ref, dw_ref = _reference(x_now, wv, dyv, (1, 1), "SAME", (1, 1))
+            np.testing.assert_allclose(y_v, y_ref, rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(dx_v, dx_ref, rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(dw_v, dw_ref, rtol=1e-4, atol=1e-4)
+            sess.run(update)  # x changes in place
+            x_now = x_now - 0.25 * dx_ref
