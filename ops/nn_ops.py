@@ -16,6 +16,7 @@ from asyncflow import errors, executor, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.executor import forwardable
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
+from asyncflow.ops.pooling_ops import max_pool_grad_relu
 from asyncflow.registry import FLOATING, NUMERIC, REAL, TypeConstraint, register_op
 
 __all__ = [
@@ -602,22 +603,8 @@ executor.PLAN_REWRITES.append(_fuse_bias_add_relu)
 # -- plan rewrite: MaxPoolGrad -> ReluGrad of the pooled activation ------------------------
 
 
-def _masked_max_pool_grad(plain):
-    """MaxPoolGrad followed by ReluGrad(., x) of its own input x: a gradient only ever
-    lands where x equals its window's maximum y, so masking by x > 0 afterwards is
-    masking dy by y > 0 before, on the pooled tensor (a quarter of the size for 2x2)."""
-
-    async def max_pool_grad_relu(ctx, x, y, dy):
-        y_arr, dy_arr = np.asarray(y), np.asarray(dy)
-        if y_arr.shape == dy_arr.shape and y_arr.dtype == dy_arr.dtype:
-            dy = dy_arr * (y_arr > 0)  # TF's ReluGrad: gradients * (features > 0)
-        return await plain(ctx, x, y, dy)  # (a shape error is the kernel's to word)
-
-    return max_pool_grad_relu
-
-
 async def _relu_grad_already_applied(ctx, g, x):
-    return g  # its MaxPoolGrad masked the gradient already (see above)
+    return g  # its MaxPoolGrad masked the gradient already (pooling_ops.max_pool_grad_relu)
 
 
 def _fuse_max_pool_grad_relu_grad(plan) -> None:
@@ -634,8 +621,7 @@ def _fuse_max_pool_grad_relu_grad(plan) -> None:
             continue  # ReluGrad of some other tensor than the pool's input
         if executor.sole_consumer(plan, j) != i or not executor.claim(plan, i, j):
             continue
-        kernel = _masked_max_pool_grad(src.op.op_def.kernels["CPU"])
-        plan.kernels[j] = executor.checked(kernel, src.op)
+        plan.kernels[j] = executor.checked(max_pool_grad_relu, src.op)
         plan.kernels[i] = executor.checked(_relu_grad_already_applied, p.op)
 
 

@@ -199,16 +199,24 @@ def _argmax_offsets(xp, p: _Pool, x):
     return arg, best
 
 
-def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt):
+def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt, relu: bool = False):
     """Route dy to the first input equal to its window's max (y), scanning the window in
-    row-major order; `claimed` marks windows already served."""
+    row-major order; `claimed` marks windows already served.  With `relu`, dy is first
+    masked by y > 0 (ReluGrad of the pool's input fused in: see nn_ops)."""
     x, y, dy = to_nhwc(xp, x, fmt), to_nhwc(xp, y, fmt), to_nhwc(xp, dy, fmt)
-    if (
+    tiles = (
         fmt == "NHWC"
         and (p.kh, p.kw) == (p.sh, p.sw)
         and (p.h, p.w) == (p.oh * p.kh, p.ow * p.kw)
         and min(p.n, p.oh, p.ow, p.c) > 0
-    ):
+    )
+    if tiles and xp is np and dy.dtype.kind == "f" and x.dtype == y.dtype == dy.dtype:
+        dx = _max_pool_grad_unique(p, x, y, dy, relu)
+        if dx is not None:
+            return dx
+    if relu:
+        dy = dy * (y > 0)  # TF's ReluGrad: gradients * (features > 0)
+    if tiles:
         return _max_pool_grad_tiles(xp, p, x, y, dy)
     xpad = pad_spatial(xp, x, *p.pad, value=_lowest(x.dtype))
     # Windows that tile the input exactly (2x2 stride 2 on even sizes) each write their
@@ -244,6 +252,41 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt):
             else:
                 xp.greater(unclaimed, hit, out=unclaimed)  # unclaimed and not hit
     return from_nhwc(xp, xp.ascontiguousarray(p.crop(dxp)), fmt)
+
+
+def _max_pool_grad_unique(p: _Pool, x, y, dy, relu: bool):
+    """MaxPoolGrad of windows that tile NHWC x exactly, when every window that matters has
+    a single maximum (the usual case); None otherwise (the caller resolves ties).
+
+    y and dy are repeated KW times along W, so that each window row of x and of dx is one
+    contiguous run (W * C values) compared with, and multiplied by, a contiguous run: two
+    passes with long inner loops instead of strided [.., KW, C] ones.  Every window holds
+    at least one input equal to its maximum unless that is NaN, so as many hits as windows
+    means one each.  With `relu` (dy masked by y > 0 first), windows whose max is not
+    positive get no gradient whatever their ties: their y is replaced by NaN, which
+    equals nothing, and only the positive windows are counted."""
+    n, oh, ow, c = p.out_nhwc()
+    kh, kw = p.kh, p.kw
+    if not bool(np.isfinite(dy).all()):
+        return None  # inf * 0 must not leak into other positions: the general path
+    want = y.size
+    if relu:
+        keep = y > 0
+        want = int(np.count_nonzero(keep))
+        y = np.where(keep, y, y.dtype.type(np.nan))
+    elif bool(np.isnan(y).any()):
+        return None
+    runs = (n * oh, kh, ow * kw * c)
+    rep = _work(np, "pool.rep", (n * oh, ow, kw, c), y.dtype)  # y, then dy, repeated
+    np.copyto(rep, y.reshape(n * oh, ow, 1, c))
+    hit = _work(np, "pool.eq", runs, np.bool_)
+    np.equal(x.reshape(runs), rep.reshape(n * oh, 1, -1), out=hit)
+    if int(np.count_nonzero(hit)) != want:
+        return None  # ties
+    np.copyto(rep, dy.reshape(n * oh, ow, 1, c))
+    dx = np.empty(x.shape, dtype=dy.dtype)
+    np.multiply(rep.reshape(n * oh, 1, -1), hit, out=dx.reshape(runs))  # exact: finite dy
+    return dx
 
 
 def _max_pool_grad_tiles(xp, p: _Pool, x, y, dy):
@@ -286,6 +329,17 @@ MaxPoolGrad = register_op(
 
 @MaxPoolGrad.kernel("CPU", "GPU")
 async def _max_pool_grad_kernel(ctx, x, y, dy):
+    return await _max_pool_grad_impl(ctx, x, y, dy, False)
+
+
+async def max_pool_grad_relu(ctx, x, y, dy):
+    """MaxPoolGrad, then ReluGrad(., x) of its own input x (nn_ops' plan rewrite): a
+    gradient only ever lands where x equals its window's maximum y, so masking by x > 0
+    afterwards is masking dy by y > 0 before, on the pooled tensor."""
+    return await _max_pool_grad_impl(ctx, x, y, dy, True)
+
+
+async def _max_pool_grad_impl(ctx, x, y, dy, relu: bool):
     xp = ctx.xp
     x, y, dy = _input4(xp, x, "orig_input"), _input4(xp, y, "orig_output"), _input4(xp, dy, "grad")
     fmt = ctx.attrs["data_format"]
@@ -297,7 +351,7 @@ async def _max_pool_grad_kernel(ctx, x, y, dy):
                 f"Expected {name} shape to be {_shape_str(want)}, but got {_shape_str(t.shape)}"
             )
     cost = float(x.nbytes * p.kh * p.kw)
-    return await ctx.device.compute(_max_pool_grad, xp, p, x, y, dy, fmt, cost=cost)
+    return await ctx.device.compute(_max_pool_grad, xp, p, x, y, dy, fmt, relu, cost=cost)
 
 
 def _max_pool_grad_grad(xp, p: _Pool, x, ddx, fmt):

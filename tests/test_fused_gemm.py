@@ -262,3 +262,60 @@ def test_max_pool_grad_relu_grad_fusion_matches_the_separate_ops(monkeypatch, ks
             got, pg = s.run([fused, pool_grad], {x: v})
     assert fused_runs[0] == 1
     np.testing.assert_array_equal(got, pg * (np.maximum(v, 0) > 0))
+
+
+@pytest.mark.parametrize("data", ["continuous", "ties", "non_finite_dy", "nan_x"])
+@pytest.mark.parametrize("ksize", [2, 3])
+def test_max_pool_grad_relu_grad_fusion_on_tiling_windows(monkeypatch, data, ksize):
+    """Windows that tile the input (the fast MaxPoolGrad, one maximum per window) give
+    exactly ReluGrad(MaxPoolGrad(dy), x), with ties, non-positive windows, inf / nan in
+    dy and nan in x (the last two take the general path)."""
+    from asyncflow.ops import pooling_ops
+
+    fast = []
+    unique = pooling_ops._max_pool_grad_unique
+
+    def recording(p, x, y, dy, relu):
+        dx = unique(p, x, y, dy, relu)
+        fast.append((relu, dx is not None))
+        return dx
+
+    monkeypatch.setattr(pooling_ops, "_max_pool_grad_unique", recording)
+    rng = np.random.default_rng(11)
+    shape = (3, 4 * ksize, 2 * ksize, 5)
+    v = rng.uniform(-1, 1, shape).astype(np.float32)
+    if data == "ties":  # equal positive maxima, all-zero and all-negative windows
+        v = np.round(v * 2) / 2
+    if data == "nan_x":
+        v[0, 0, 0, 0] = np.nan
+    oshape = (3, 4, 2, 5)
+    dyv = rng.standard_normal(oshape).astype(np.float32)
+    if data == "non_finite_dy":
+        dyv[0, 0, 0, :3] = [np.inf, -np.inf, np.nan]
+    window = [1, ksize, ksize, 1]
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, shape)
+        r = af.nn.relu(x)
+        pool = af.nn.max_pool(r, window, window, "VALID")
+        (fused,) = af.gradients(pool, [x], grad_ys=[af.constant(dyv)])
+        (pool_grad,) = af.gradients(pool, [r], grad_ys=[af.constant(dyv)])
+        with af.Session() as s:
+            got, pg = s.run([fused, pool_grad], {x: v})
+    with np.errstate(invalid="ignore"):
+        want = pg * (np.maximum(v, 0) > 0)  # TF's ReluGrad: gradients * (features > 0)
+    np.testing.assert_array_equal(got, want)
+    if data == "continuous":  # ties only among zeros: they do not matter to the fused one
+        assert (True, True) in fast
+    elif data in ("ties", "nan_x"):  # (a nan window is masked out in the fused one)
+        assert (False, False) in fast
+    else:  # inf * 0 would leak: both take the general path
+        assert not any(took for _, took in fast)
+    # and MaxPoolGrad alone routes each dy to the first maximum of its window
+    rv = np.maximum(v, 0)
+    if data != "nan_x":
+        win = rv.reshape(3, 4, ksize, 2, ksize, 5).transpose(0, 1, 3, 5, 2, 4)
+        first = win.reshape(3, 4, 2, 5, -1).argmax(axis=-1)
+        ref = np.zeros((3, 4, 2, 5, ksize * ksize), np.float32)
+        np.put_along_axis(ref, first[..., None], dyv[..., None], axis=-1)
+        ref = ref.reshape(3, 4, 2, 5, ksize, ksize).transpose(0, 1, 4, 2, 5, 3).reshape(shape)
+        np.testing.assert_array_equal(pg, ref)
