@@ -265,16 +265,32 @@ async def _bias_add_relu(ctx, value, bias):
 
 def _add_relu_blocked(value, bias, out):
     """out = max(value + bias, 0), a block of rows at a time so that the second pass
-    finds its block in cache (one trip through memory instead of two)."""
-    rows = value.reshape(-1, value.shape[-1])
+    finds its block in cache (one trip through memory instead of two).  Few channels
+    (conv layers: 32) would make NumPy's inner loops that short: rows of several pixels
+    are added to the bias repeated as many times (isolated, LeNet's conv1 output:
+    1.6-1.7 -> 1.3 ms)."""
+    c = value.shape[-1]
+    if value.size == 0:
+        return out
+    pixels = value.size // c
+    r = max(1, _ADD_RELU_ROW // max(c, 1))
+    while r > 1 and pixels % r:
+        r -= 1
+    rows = value.reshape(-1, r * c)
     dst = out.reshape(rows.shape)
-    step = max(1, (64 << 10) // max(1, rows.strides[0]))
+    if r > 1:
+        bias = np.tile(bias, r)
+    step = max(1, _ADD_RELU_BLOCK // max(1, rows.strides[0]))
     zero = out.dtype.type(0)
     for a in range(0, rows.shape[0], step):
         blk = dst[a : a + step]
         np.add(rows[a : a + step], bias, out=blk)
         np.maximum(blk, zero, out=blk)
     return out
+
+
+_ADD_RELU_ROW = 1024  # values per row of `_add_relu_blocked` (when the channels divide)
+_ADD_RELU_BLOCK = 256 << 10  # bytes per block: the two passes meet in L2
 
 
 async def _bias_add_impl(ctx, value, bias, relu: bool):

@@ -319,3 +319,23 @@ def test_max_pool_grad_relu_grad_fusion_on_tiling_windows(monkeypatch, data, ksi
         np.put_along_axis(ref, first[..., None], dyv[..., None], axis=-1)
         ref = ref.reshape(3, 4, 2, 5, ksize, ksize).transpose(0, 1, 4, 2, 5, 3).reshape(shape)
         np.testing.assert_array_equal(pg, ref)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(8, 12, 12, 16), (7, 13, 3), (1, 97, 32), (5, 1), (3, 2000), (0, 32), (4, 0), (2, 5, 7, 64)],
+)
+def test_add_relu_blocked_matches_numpy(shape):
+    """The widened rows (bias repeated) cover every layout: channel counts that do and do
+    not divide the row width, prime pixel counts, rows wider than a block, empty arrays."""
+    from asyncflow.ops import nn_ops
+
+    rng = np.random.default_rng(3)
+    v = rng.standard_normal(shape).astype(np.float32)
+    b = rng.standard_normal(shape[-1]).astype(np.float32)
+    out = np.full_like(v, np.nan)
+    got = nn_ops._add_relu_blocked(v, b, out)
+    assert got is out
+    np.testing.assert_array_equal(got, np.maximum(v + b, 0))
+    inplace = v.copy()
+    np.testing.assert_array_equal(nn_ops._add_relu_blocked(inplace, b, inplace), got)
