@@ -461,14 +461,24 @@ class RecordScanner:
         self._held = 0
 
     def need(self) -> int:
-        """Bytes still missing for the next record (0: one is ready)."""
+        """Bytes still missing for the next record (0: one is ready, or its header is
+        damaged, which `take` reports)."""
         have = self.buffered()
         if have < 12:
             return 12 - have
         while self._end - self._pos < 12:
             self._merge()
-        (length,) = struct.unpack_from("<Q", self._buf, self._pos)
-        return max(0, 16 + length - have)
+        length = self._next_length()
+        return 0 if length < 0 else max(0, 16 + length - have)
+
+    def _next_length(self) -> int:
+        """The length in the (contiguous) header at _pos, or -1 if its CRC is wrong:
+        TF checks a length before it reads that far, so a damaged one is an error even
+        when the file ends before it."""
+        length, hc = _HEADER.unpack_from(self._buf, self._pos)
+        if (self._hcrc.get(length) or self._header_crc(length)) != hc:
+            return -1
+        return length
 
     def _corrupt(self, offset: int, header: bool) -> errors.DataLossError:
         hint = " (Is this even a TFRecord file?)" if header and offset == 0 else ""
@@ -491,8 +501,8 @@ class RecordScanner:
                 return count
             if self.need():
                 return count
-            rest = self._end - self._pos  # need() made the header contiguous
-            if 16 + _Q.unpack_from(self._buf, self._pos)[0] > rest:
+            length = self._next_length()  # need() made the header contiguous
+            if length >= 0 and 16 + length > self._end - self._pos:
                 self._merge()  # the record straddles chunks
 
     def _header_crc(self, length: int) -> int:

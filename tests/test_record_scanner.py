@@ -270,3 +270,18 @@ def test_a_failing_read_is_an_error_of_the_step(monkeypatch, tmp_path):
             sess.run(setup[1])
             with pytest.raises(errors.OpError, match="Input/output error"):
                 sess.run(values)
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_damaged_length_at_a_chunk_boundary_is_data_loss(reuse):
+    """TF checks a length's CRC before reading that far: a damaged length makes the
+    record corrupt, not cut short by the end of the file, wherever the chunks end."""
+    recs = [bytes([i]) * 24 for i in range(60)]  # 40 bytes framed
+    raw = frame(recs)
+    for at in range(47 * 40, 47 * 40 + 12):  # record 47's header, 6 bytes into chunk 3
+        bad = bytearray(raw)
+        bad[at] ^= 1 << (at % 8)
+        want = reference(bytes(bad))
+        assert want[2] == 47 * 40
+        for batch in (1, 1 << 30):
+            assert scan(bytes(bad), 937, batch, reuse) == want
