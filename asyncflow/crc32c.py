@@ -11,7 +11,21 @@ does not degenerate.
 
 from __future__ import annotations
 
-__all__ = ["crc32c", "masked_crc32c", "unmask", "extend", "crc32c_function", "BACKEND"]
+import numpy as np
+
+__all__ = [
+    "crc32c",
+    "masked_crc32c",
+    "unmask",
+    "extend",
+    "crc32c_function",
+    "crc32c_gil_free",
+    "BACKEND",
+    "shift",
+    "combine",
+    "shift_array",
+    "combine_equal",
+]
 
 _MASK_DELTA = 0xA282EAD8
 _U32 = 0xFFFFFFFF
@@ -49,6 +63,11 @@ try:  # the C extension: tens of GB/s with SSE4.2, still fast in software
         """A one-argument `crc(data) -> int` with the least call overhead."""
         return _crc32c_ext.crc32c
 
+    def crc32c_gil_free():
+        """A `crc(data) -> int` that releases the GIL while it runs (for worker threads),
+        or None where the backend cannot (pure Python)."""
+        return lambda data: _crc32c_ext.crc32c(data, 0, 1)  # gil_release_mode 1: always
+
     BACKEND = "crc32c"
 except ImportError:  # pragma: no cover - exercised by test_python_io via _py_extend
     extend = _py_extend
@@ -57,6 +76,11 @@ except ImportError:  # pragma: no cover - exercised by test_python_io via _py_ex
     def crc32c_function():
         """A one-argument `crc(data) -> int` with the least call overhead."""
         return lambda data: _py_extend(0, data)
+
+    def crc32c_gil_free():
+        """A `crc(data) -> int` that releases the GIL while it runs (for worker threads),
+        or None where the backend cannot (pure Python)."""
+        return None
 
 
 def crc32c(data, crc: int = 0) -> int:
@@ -74,3 +98,141 @@ def unmask(masked: int) -> int:
     """The CRC a masked value was made from."""
     rot = (masked - _MASK_DELTA) & _U32
     return ((rot >> 17) | (rot << 15)) & _U32
+
+
+# -- combining CRCs -----------------------------------------------------------------------
+#
+# CRC-32C is affine: crc(A || B) = shift(crc(A), len(B)) ^ crc(B), where shift(c, n) is
+# the GF(2)-linear (and invertible) map "run the CRC register over n zero bytes" (zlib's
+# crc32_combine).  So the CRC of a long run of blocks follows from the blocks' CRCs, and
+# a CRC computed in one call over a whole buffer can stand for many small ones.  A
+# linear map of 32-bit values is kept as its 32 column images (uint32), or, to apply it
+# to many values, as 4 tables of 256 entries (one per byte).
+
+_BIT = np.arange(32, dtype=np.uint32)
+_BYTE_SHIFTS = (np.uint32(8) * np.arange(4, dtype=np.uint32))[:, None]
+_POW2_COLS: list[np.ndarray] = []  # [b]: columns of shift by 2**b bytes
+_POW2_TABLES: list[list[list[int]]] = []  # [b]: the same as byte tables, Python ints
+# Byte tables of shifts by n bytes: n -> (4, 256); ("radix", span) -> (_RADIX, 4, 256).
+_TABLES: dict = {}
+_TABLES_MAX = 64  # at most 16 MiB
+_RADIX = 64
+
+
+def _apply(cols: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The linear map with columns `cols` applied to every value of `x` (uint32)."""
+    bits = (x[..., None] >> _BIT) & np.uint32(1)
+    return np.bitwise_xor.reduce(bits * cols, axis=-1)
+
+
+def _pow2_cols(b: int) -> np.ndarray:
+    while len(_POW2_COLS) <= b:
+        if not _POW2_COLS:  # one zero byte: eight steps of the reflected register
+            c = (np.uint32(1) << _BIT).astype(np.int64)
+            for _ in range(8):
+                c = np.where(c & 1, (c >> 1) ^ 0x82F63B78, c >> 1)
+            _POW2_COLS.append(c.astype(np.uint32))
+        else:
+            last = _POW2_COLS[-1]
+            _POW2_COLS.append(_apply(last, last))
+    return _POW2_COLS[b]
+
+
+def _byte_tables(cols: np.ndarray) -> np.ndarray:
+    return _apply(cols, np.arange(256, dtype=np.uint32)[None, :] << _BYTE_SHIFTS)
+
+
+def shift(crc: int, n: int) -> int:
+    """The register `crc` run over `n` zero bytes: crc(A + B) == shift(crc(A), len(B)) ^
+    crc(B)."""
+    b = 0
+    while n:
+        if n & 1:
+            while len(_POW2_TABLES) <= b:
+                t = _byte_tables(_pow2_cols(len(_POW2_TABLES)))
+                _POW2_TABLES.append([row.tolist() for row in t])
+            t0, t1, t2, t3 = _POW2_TABLES[b]
+            crc = t0[crc & 255] ^ t1[(crc >> 8) & 255] ^ t2[(crc >> 16) & 255] ^ t3[crc >> 24]
+        n >>= 1
+        b += 1
+    return crc
+
+
+def combine(crc_a: int, crc_b: int, len_b: int) -> int:
+    """CRC-32C of A + B from crc(A), crc(B) and len(B) (zlib's crc32_combine)."""
+    return shift(crc_a, len_b) ^ crc_b
+
+
+def _shift_cols(n: int) -> np.ndarray:
+    cols, b = None, 0
+    while n:
+        if n & 1:
+            p = _pow2_cols(b)
+            cols = p if cols is None else _apply(p, cols)
+        n >>= 1
+        b += 1
+    return np.uint32(1) << _BIT if cols is None else cols
+
+
+def _cache(key, make):
+    t = _TABLES.get(key)
+    if t is None:
+        if len(_TABLES) >= _TABLES_MAX:
+            _TABLES.clear()
+        t = _TABLES[key] = make()
+    return t
+
+
+def _apply_tables(flat: np.ndarray, base: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """XOR over the bytes k of each value of x of flat[base[k, ...] + byte k], where x
+    has the shape of base[0]: one gather, and a reduction over the first axis.
+
+    (Indexing with the bytes themselves, uint8, would make numpy convert each index
+    array: an index array of intp built in one addition is several times faster.)
+    """
+    b = np.ascontiguousarray(x, "<u4").view(np.uint8).reshape(*x.shape, 4)
+    return np.bitwise_xor.reduce(np.take(flat, np.moveaxis(b, -1, 0) + base), axis=0)
+
+
+_BYTE_BASE = np.arange(0, 1024, 256, dtype=np.intp)[:, None]
+
+
+def shift_array(x: np.ndarray, n: int) -> np.ndarray:
+    """`shift` of every value of the uint32 array `x` by the same `n` bytes."""
+    t = _cache(n, lambda: _byte_tables(_shift_cols(n)).ravel())
+    return _apply_tables(t, _BYTE_BASE, x)
+
+
+def _radix_tables(span: int) -> np.ndarray:
+    """The byte tables of shift by (R - 1 - j) * span bytes, for j < R, flat."""
+    step = _shift_cols(span)
+    cols = np.uint32(1) << _BIT
+    out = np.empty((_RADIX, 4, 256), np.uint32)
+    for j in range(_RADIX - 1, -1, -1):
+        out[j] = _byte_tables(cols)
+        cols = _apply(step, cols)
+    return out.ravel()
+
+
+# [k, j, 0]: where the table of byte k for the j-th block of a group starts
+_RADIX_BASE = (1024 * np.arange(_RADIX, dtype=np.intp))[None, :, None] + _BYTE_BASE[:, :, None]
+
+
+def combine_equal(crcs: np.ndarray, length: int) -> int:
+    """CRC-32C of the concatenation of `len(crcs)` blocks of `length` bytes each, from
+    the blocks' CRCs (uint32).
+
+    A tree of radix R: each level shifts every value by its distance (in blocks) to the
+    end of its group of R, with tables for each position in the group, and XORs each
+    group together: a few numpy calls per level.
+    """
+    x = np.asarray(crcs, np.uint32)
+    span = length
+    while len(x) > 1:
+        g = -(-len(x) // _RADIX)
+        if g * _RADIX > len(x):  # leading zero blocks change nothing: shift(0, n) == 0
+            x = np.concatenate((np.zeros(g * _RADIX - len(x), np.uint32), x))
+        t = _cache(("radix", span), lambda span=span: _radix_tables(span))
+        x = np.bitwise_xor.reduce(_apply_tables(t, _RADIX_BASE, x.reshape(g, _RADIX).T), axis=0)
+        span *= _RADIX
+    return int(x[0]) if len(x) else 0
