@@ -25,6 +25,7 @@ __all__ = [
     "combine",
     "shift_array",
     "combine_equal",
+    "SHIFT_PERIOD",
 ]
 
 _MASK_DELTA = 0xA282EAD8
@@ -113,10 +114,11 @@ _BIT = np.arange(32, dtype=np.uint32)
 _BYTE_SHIFTS = (np.uint32(8) * np.arange(4, dtype=np.uint32))[:, None]
 _POW2_COLS: list[np.ndarray] = []  # [b]: columns of shift by 2**b bytes
 _POW2_TABLES: list[list[list[int]]] = []  # [b]: the same as byte tables, Python ints
-# Byte tables of shifts by n bytes: n -> (4, 256); ("radix", span) -> (_RADIX, 4, 256).
+# Byte tables of shifts by n bytes: n -> (4, 256); ("radix", span, extra) -> (_RADIX, 4,
+# 256) (see _radix_tables), all flat.
 _TABLES: dict = {}
-_TABLES_MAX = 64  # at most 16 MiB
-_RADIX = 64
+_TABLES_MAX = 64  # at most 4 MiB
+_RADIX = 16
 
 
 def _apply(cols: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -203,10 +205,10 @@ def shift_array(x: np.ndarray, n: int) -> np.ndarray:
     return _apply_tables(t, _BYTE_BASE, x)
 
 
-def _radix_tables(span: int) -> np.ndarray:
-    """The byte tables of shift by (R - 1 - j) * span bytes, for j < R, flat."""
+def _radix_tables(span: int, extra: int) -> np.ndarray:
+    """The byte tables of shift by (R - 1 - j) * span + extra bytes, for j < R, flat."""
     step = _shift_cols(span)
-    cols = np.uint32(1) << _BIT
+    cols = _shift_cols(extra)
     out = np.empty((_RADIX, 4, 256), np.uint32)
     for j in range(_RADIX - 1, -1, -1):
         out[j] = _byte_tables(cols)
@@ -218,21 +220,29 @@ def _radix_tables(span: int) -> np.ndarray:
 _RADIX_BASE = (1024 * np.arange(_RADIX, dtype=np.intp))[None, :, None] + _BYTE_BASE[:, :, None]
 
 
-def combine_equal(crcs: np.ndarray, length: int) -> int:
+def combine_equal(crcs: np.ndarray, length: int, shift_by: int = 0) -> int:
     """CRC-32C of the concatenation of `len(crcs)` blocks of `length` bytes each, from
-    the blocks' CRCs (uint32).
+    the blocks' CRCs (uint32), then `shift`ed by `shift_by` bytes.
 
     A tree of radix R: each level shifts every value by its distance (in blocks) to the
-    end of its group of R, with tables for each position in the group, and XORs each
-    group together: a few numpy calls per level.
+    end of its group of R, with tables for each position in the group (16 KiB each, so
+    that they stay in cache), and XORs each group together: a few numpy calls a level.
     """
     x = np.asarray(crcs, np.uint32)
-    span = length
+    if len(x) <= 1:
+        return shift(int(x[0]), shift_by) if len(x) else 0
+    span, extra = length, shift_by
     while len(x) > 1:
         g = -(-len(x) // _RADIX)
         if g * _RADIX > len(x):  # leading zero blocks change nothing: shift(0, n) == 0
             x = np.concatenate((np.zeros(g * _RADIX - len(x), np.uint32), x))
-        t = _cache(("radix", span), lambda span=span: _radix_tables(span))
+        t = _cache(("radix", span, extra), lambda s=span, e=extra: _radix_tables(s, e))
         x = np.bitwise_xor.reduce(_apply_tables(t, _RADIX_BASE, x.reshape(g, _RADIX).T), axis=0)
         span *= _RADIX
-    return int(x[0]) if len(x) else 0
+        extra = 0
+    return int(x[0])
+
+
+# shift by this many bytes is the identity (x**8 has this order modulo the polynomial),
+# so shift(c, n) is undone by shift(c, SHIFT_PERIOD - n % SHIFT_PERIOD).
+SHIFT_PERIOD = (1 << 31) - 1

@@ -35,7 +35,14 @@ from collections.abc import Iterator
 import numpy as np
 
 from asyncflow import errors
-from asyncflow.crc32c import combine, combine_equal, crc32c_function, masked_crc32c, shift_array
+from asyncflow.crc32c import (
+    SHIFT_PERIOD,
+    combine,
+    combine_equal,
+    crc32c_function,
+    masked_crc32c,
+    shift,
+)
 
 __all__ = [
     "TFRecordWriter",
@@ -364,10 +371,12 @@ _MIN_RUN = 8  # below this many equal-length records the per-record path is chea
 _RUN_MAX = 64
 _HCACHE_MAX = 4096
 _MASK_DELTA_U32 = np.uint32(_MASK_DELTA)
-# A chunk fed with its CRC is checked as a whole when it starts with runs of at least
-# this many equal-length records (fewer would cost more numpy calls than they save).
-_MIN_VERIFY_RUN = 16
+# The fewest equal-length records accepted as a run on a chunk's CRC: checking a run
+# costs ~0.1 ms of numpy calls, about what 250 records of 4 KiB cost one by one.
+_MIN_VERIFY_RUN = 512
 _CRC4_ZERO = crc32c_function()(bytes(4))
+_CRC_PROBE = 16
+_ODD_SLACK = 64 << 10  # odd records walked past in a chunk before its runs must pay
 
 
 class RecordScanner:
@@ -413,6 +422,7 @@ class RecordScanner:
         "_hcrc",
         "_runs",
         "_rcrc",
+        "_crc_skip",
     )
 
     def __init__(self, path: str = ""):
@@ -424,10 +434,13 @@ class RecordScanner:
         self._chunks: list[list] = []  # [data, start, end, crc of data[:end] or None]
         self._held = 0  # bytes in _chunks past their starts
         self._hcrc: dict[int, int] = {}  # length -> masked CRC of its 8 bytes
-        # Verified runs ahead in _buf, [length, stop], the first starting at _pos.
-        # Invariant: empty unless _buf is a chunk that passed _verify.
+        # What _verify found ahead in _buf, the first entry starting at _pos: [length,
+        # stop] for a run of records accepted on the chunk's CRC, [-1, stop] for odd
+        # records to check one by one.  Invariant: empty unless _buf is a chunk that
+        # passed _verify.
         self._runs: list[list[int]] = []
-        self._rcrc: dict[int, int] = {}  # length -> part of a framed record's CRC
+        self._rcrc: dict[int, np.uint32] = {}  # length -> K' of _run_crc
+        self._crc_skip = 0  # chunks to feed without a CRC before trying one again
 
     @property
     def offset(self) -> int:
@@ -438,11 +451,19 @@ class RecordScanner:
 
     def feed(self, data, n: int | None = None, crc: int | None = None) -> None:
         """Append `data[:n]` (all of it by default) to the stream; `crc`, if given, is
-        the CRC-32C of `data[:n]` (see the class note)."""
+        the CRC-32C of `data[:n]` (see the class note and `wants_crc`)."""
         n = len(data) if n is None else n
+        if crc is None and self._crc_skip:
+            self._crc_skip -= 1
         if n > 0:
             self._chunks.append([data, 0, n, crc])
             self._held += n
+
+    def wants_crc(self) -> bool:
+        """Whether the next chunk is worth its CRC: yes until a chunk fed with one had
+        no run of records to accept on it (variable lengths), then once in _CRC_PROBE
+        chunks, in case runs come later in the stream."""
+        return not self._crc_skip
 
     def release(self, data) -> None:
         """Stop referring to `data`: copy its unscanned part (the caller will reuse it)."""
@@ -555,52 +576,70 @@ class RecordScanner:
         return c
 
     def _verify(self, crc: int) -> None:
-        """List in `_runs` the runs of equal-length records that the chunk now in _buf
-        starts with, if `crc` (of `_buf[:_end]`) shows their data CRCs are all right.
+        """List in `_runs` the runs of equal-length records of the chunk now in _buf, if
+        `crc` (of `_buf[:_end]`) shows that their data CRCs are all right.
 
-        The expected CRC is built from the pieces of the chunk in order: its head (the
-        end of a record begun in the previous chunk) and its tail (the rest, past the
-        runs) are CRC'd here; each run's comes from its records' stored CRCs (see
-        `_run_crc`).  Nothing is listed when the rest would cost more to CRC here than
-        the runs save: then the records are all checked one by one.
+        The expected CRC is built from the pieces of the chunk in order: each run's from
+        its records' stored CRCs (`_run_crc`); the rest (the end of a record begun in
+        the previous chunk, odd records between runs, the start of one that the next
+        chunk ends) is CRC'd here, and its records are still checked one by one later
+        (entries [-1, stop] of `_runs`).  Nothing is listed when the rest would cost
+        more to CRC here than the runs save.
         """
         buf, pos, n = self._buf, self._pos, self._end
-        start = pos
-        want = _crc_fn(memoryview(buf)[:pos]) if pos else 0
+        want, odd_from, odd, in_runs = 0, 0, 0, 0  # odd: bytes CRC'd here
         runs: list[list[int]] = []
-        hcache = self._hcrc
-        while n - pos >= 12:
-            length, hc = _HEADER.unpack_from(buf, pos)
+        hcache, unpack = self._hcrc, _HEADER.unpack_from
+        while n - pos >= 12 and odd <= in_runs + _ODD_SLACK:
+            length, hc = unpack(buf, pos)
             if (hcache.get(length) or self._header_crc(length)) != hc:
                 break  # damage: the record-by-record check will report it
             step = length + 16
             k = (n - pos) // step
-            # Count the headers equal to this one, in windows that double: a run costs
-            # a few numpy calls, and a short one no more than a short window.
-            m, w = 0, 64
-            while m < k:
-                w = min(w, k - m)
-                heads = np.ndarray(
-                    (w,), _RUN_HEADER, buffer=buf, offset=pos + m * step, strides=(step,)
-                )
-                ok = (heads["length"] == length) & (heads["crc"] == hc)
-                if not ok.all():
-                    m += int(np.argmin(ok))
-                    break
-                m += w
-                w *= 2
-            if m < _MIN_VERIFY_RUN:
-                break
+            if k == 0:
+                break  # the record ends in the next chunk
+            m = 1  # (a cheap look at the next header before any numpy call)
+            if k > 1 and unpack(buf, pos + step) == (length, hc):
+                m = self._count_run(buf, pos, length, hc, k, not runs)
+            if m < _MIN_VERIFY_RUN:  # odd records: left to the one-by-one check
+                odd += m * step
+                pos += m * step
+                continue
+            if pos > odd_from:
+                want = combine(want, _crc_fn(memoryview(buf)[odd_from:pos]), pos - odd_from)
+                if pos > self._pos:
+                    runs.append([-1, pos])
             want = combine(want, self._run_crc(buf, pos, length, hc, m), m * step)
             pos += m * step
+            in_runs += m * step
             runs.append([length, pos])
-        rest = n - pos
-        if not runs or rest > pos - start:
+            odd_from = pos
+        if odd + n - pos > in_runs:
+            self._crc_skip = _CRC_PROBE  # too few runs to pay for the chunks' CRCs
             return
-        if rest:
-            want = combine(want, _crc_fn(memoryview(buf)[pos:n]), rest)
+        if n > odd_from:
+            want = combine(want, _crc_fn(memoryview(buf)[odd_from:n]), n - odd_from)
         if want == crc:
             self._runs = runs
+
+    @staticmethod
+    def _count_run(buf, pos: int, length: int, hc: int, k: int, first: bool) -> int:
+        """How many of the (at most k) records at `pos` have the header (length, hc):
+        all at once for the first run of a chunk (a file of one record length has no
+        other), then in windows that double, so that short runs cost short windows."""
+        step = length + 16
+        m, w = 0, k if first else 64
+        while m < k:
+            w = min(w, k - m)
+            heads = np.ndarray(
+                (w,), _RUN_HEADER, buffer=buf, offset=pos + m * step, strides=(step,)
+            )
+            ok = (heads["length"] == length) & (heads["crc"] == hc)
+            if not ok.all():
+                return m + int(np.argmin(ok))
+            m += w
+            w *= 2
+        return m
 
     def _run_crc(self, buf, pos: int, length: int, hc: int, m: int) -> int:
         """The CRC of `m` framed records of `length` bytes at `buf[pos:]`, as it is if
@@ -608,50 +647,56 @@ class RecordScanner:
 
         Record i is h + d_i + f_i: a 12-byte header h (the same for the whole run),
         data with crc(d_i) = unmask(u_i), and u_i's 4 bytes, so by combining
-        crc(record i) = shift(unmask(u_i) ^ u_i, 4) ^ shift(crc(h), length + 4) ^ crc(0000).
+            crc(record i) = shift(unmask(u_i) ^ u_i, 4) ^ K
+                          = shift(unmask(u_i) ^ u_i ^ K', 4)
+        with K = shift(crc(h), length + 4) ^ crc(0000) and K' = K shifted back by 4.
+        The last shift is left to the end of the combining: one table pass less.
         """
         step = length + 16
         u = np.ndarray((m,), "<u4", buffer=buf, offset=pos + 12 + length, strides=(step,))
         rot = u - _MASK_DELTA_U32
-        data_crcs = (rot >> 17) | (rot << 15)
+        v = (rot >> 17) | (rot << 15)  # the data CRCs the footers claim
         fixed = self._rcrc.get(length)
         if fixed is None:
-            head = _HEADER.pack(length, hc)
-            fixed = combine(_crc_fn(head), 0, length + 4) ^ _CRC4_ZERO
+            k = combine(_crc_fn(_HEADER.pack(length, hc)), 0, length + 4) ^ _CRC4_ZERO
+            fixed = np.uint32(shift(k, SHIFT_PERIOD - 4))
             if len(self._rcrc) >= _HCACHE_MAX:
                 self._rcrc.clear()
             self._rcrc[length] = fixed
-        blocks = shift_array(data_crcs ^ u, 4) ^ np.uint32(fixed)
-        return combine_equal(blocks, step)
+        v ^= u
+        v ^= fixed
+        return combine_equal(v, step, 4)
 
     def _take(self, max_records: int, values: list, offsets: list | None) -> int:
-        count = 0
-        if self._runs:
-            count = self._take_verified(max_records, values, offsets)
-            if self._runs:
-                return count
-        return count + self._take_checked(max_records - count, values, offsets)
-
-    def _take_verified(self, max_records: int, values: list, offsets: list | None) -> int:
-        """Cut records out of the verified runs: slices, and nothing else to do."""
-        buf, pos, base, runs = self._buf, self._pos, self._base, self._runs
-        count = 0
+        count, runs = 0, self._runs
         while runs and count < max_records:
             length, stop = runs[0]
-            step = length + 16
-            end = min(stop, pos + (max_records - count) * step)
-            values += [buf[a : a + length] for a in range(pos + 12, end, step)]
-            if offsets is not None:
-                offsets += range(base + pos, base + end, step)
-            count += (end - pos) // step
-            pos = end
-            if pos == stop:
-                del runs[0]
-        self._pos = pos
-        return count
+            if length < 0:  # odd records between runs
+                count += self._take_checked(max_records - count, values, offsets, stop)
+            else:
+                count += self._take_verified(max_records - count, values, offsets, length, stop)
+            if self._pos < stop:
+                return count
+            del runs[0]
+        if runs:
+            return count
+        return count + self._take_checked(max_records - count, values, offsets)
 
-    def _take_checked(self, max_records: int, values: list, offsets: list | None) -> int:
-        buf, pos, n, base = self._buf, self._pos, self._end, self._base
+    def _take_verified(self, max_records, values, offsets, length: int, stop: int) -> int:
+        """Cut records out of a verified run: slices, and nothing else to do."""
+        buf, pos, base = self._buf, self._pos, self._base
+        step = length + 16
+        end = min(stop, pos + max_records * step)
+        values += [buf[a : a + length] for a in range(pos + 12, end, step)]
+        if offsets is not None:
+            offsets += range(base + pos, base + end, step)
+        self._pos = end
+        return (end - pos) // step
+
+    def _take_checked(self, max_records, values, offsets, limit: int | None = None) -> int:
+        """Cut records out of _buf (up to `limit`), checking each one."""
+        buf, pos, base = self._buf, self._pos, self._base
+        n = self._end if limit is None else limit
         if max_records <= 0 or n - pos < 12:
             return 0
         unpack, unpack_u32 = _HEADER.unpack_from, _U32.unpack_from

@@ -386,7 +386,7 @@ class _TFRecordReader(_SourceReader):
         # cannot start while this thread scans (the GIL is given up only every 5 ms), and
         # the read would not overlap the scan.  Bounded: a busy pool just loses the overlap.
         crc = None
-        if crc_of is not None and _CRC_GIL_FREE is not None:
+        if crc_of is not None and _CRC_GIL_FREE is not None and self._scanner.wants_crc():
             crc = _CRC_GIL_FREE(crc_of if n == len(crc_of) else memoryview(crc_of)[:n])
         entered.wait(_HANDOFF_S)
         return crc

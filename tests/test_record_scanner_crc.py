@@ -24,6 +24,13 @@ def crc_of(data) -> int:
     return crc32c.crc32c(bytes(data))
 
 
+@pytest.fixture(autouse=True)
+def short_runs(monkeypatch):
+    """Runs of 16 records are accepted on a chunk's CRC (the default, tuned for speed,
+    is longer): small files then exercise every path."""
+    monkeypatch.setattr(python_io, "_MIN_VERIFY_RUN", 16)
+
+
 # -- combining -------------------------------------------------------------------------
 
 
@@ -50,6 +57,15 @@ def test_combine_equal_and_shift_array(length):
     for n in (0, 1, 4, length, 123457):
         want = [crc32c.shift(int(c), n) for c in crcs[:300]]
         assert crc32c.shift_array(crcs[:300], n).tolist() == want
+        for m in (1, 2, 17, 300):
+            got = crc32c.combine_equal(crcs[:m], length, n)
+            assert got == crc32c.shift(crc32c.combine_equal(crcs[:m], length), n)
+
+
+def test_shift_period_is_the_identity():
+    for bit in range(32):  # on a basis: the linear map itself is the identity
+        assert crc32c.shift(1 << bit, crc32c.SHIFT_PERIOD) == 1 << bit
+        assert crc32c.shift(crc32c.shift(1 << bit, 4), crc32c.SHIFT_PERIOD - 4) == 1 << bit
 
 
 # -- the scanner ---------------------------------------------------------------------------
@@ -75,8 +91,8 @@ class Counting:
         self.records = 0
         real = python_io.RecordScanner._take_verified
 
-        def take_verified(scanner, max_records, values, offsets):
-            got = real(scanner, max_records, values, offsets)
+        def take_verified(scanner, *args):
+            got = real(scanner, *args)
             self.records += got
             return got
 
@@ -119,7 +135,7 @@ def test_good_files_give_the_same_records(monkeypatch, seed, chunk, odd):
     want = reference(raw)
     for batch in (1, 37, 1 << 30):
         assert scan_with_crc(raw, chunk, batch) == want
-    if not odd and chunk > 700:  # (700: runs of 100-byte records are too short)
+    if chunk > 700:  # (700: runs of 100-byte records are too short)
         assert count.records > 2 * len(want[0])  # most were accepted on the chunk CRC
 
 
@@ -136,7 +152,7 @@ def _flip(raw: bytes, at: int, bit: int = 0) -> bytes:
     return bytes(b)
 
 
-@pytest.mark.parametrize("chunk", [23 * 40 + 17, 1 << 20])
+@pytest.mark.parametrize("chunk", [23 * 40 + 17, 4096])  # (4096: the whole file)
 def test_every_single_byte_of_damage_is_found_where_the_reference_finds_it(chunk):
     # 60 records of 24 bytes (40 framed): runs span chunks, are cut by them, or fill them.
     recs = [bytes([i]) * 24 for i in range(60)]
@@ -146,6 +162,21 @@ def test_every_single_byte_of_damage_is_found_where_the_reference_finds_it(chunk
         want = reference(bad)
         assert want[2] is not None or len(want[0]) < len(recs)
         assert scan_with_crc(bad, chunk, 1 << 30) == want, at
+
+
+@pytest.mark.parametrize("chunk", [1300, 4096])  # (4096: the whole file)
+def test_odd_records_between_runs_every_byte_damaged(monkeypatch, chunk):
+    # runs of 20 records of 24 bytes with odd records before, between and after them
+    recs = [b"o" * 7] + [bytes([i]) * 24 for i in range(20)] + [b"p" * 50, b"q"]
+    recs += [bytes([i]) * 24 for i in range(20)] + [b"r" * 3]
+    raw = frame(recs)
+    count = Counting(monkeypatch)
+    assert scan_with_crc(raw, chunk, 1 << 30) == reference(raw)
+    assert count.records >= 20
+    for at in range(len(raw)):
+        bad = _flip(raw, at, (at * 5) % 8)
+        assert scan_with_crc(bad, chunk, 1 << 30) == reference(bad), at
+    assert scan_with_crc(_flip(raw, 900), chunk, 3) == reference(_flip(raw, 900))
 
 
 @pytest.mark.parametrize("where", ["first", "second", "middle", "last", "straddling"])
@@ -256,3 +287,37 @@ def test_reader_damage_in_a_run_is_data_loss_after_the_good_records(monkeypatch,
                 while True:
                     got += sess.run(values).tolist()
     assert got == good
+
+
+def test_chunk_crcs_are_asked_for_only_while_they_pay():
+    rng = random.Random(5)
+    varied = frame([rng.randbytes(rng.randint(0, 300)) for _ in range(2000)])
+    s = python_io.RecordScanner("v")
+    assert s.wants_crc()
+    s.feed(varied[:4000], None, crc_of(varied[:4000]))
+    s.take(1 << 30, [])  # reaches the chunk: no run to accept on its CRC
+    assert not s.wants_crc()
+    pos = 4000
+    for _ in range(python_io._CRC_PROBE):
+        assert not s.wants_crc()
+        s.feed(varied[pos : pos + 4000])
+        pos += 4000
+        s.take(1 << 30, [])
+    assert s.wants_crc()  # tried again now and then
+
+    runs = frame([b"r" * 50] * 500)
+    s = python_io.RecordScanner("r")
+    for pos in range(0, len(runs), 4000):
+        assert s.wants_crc()
+        piece = runs[pos : pos + 4000]
+        s.feed(piece, None, crc_of(piece))
+        s.take(1 << 30, [])
+
+
+def test_default_run_length_on_a_large_file(monkeypatch, tmp_path):
+    monkeypatch.undo()  # the real _MIN_VERIFY_RUN
+    count = Counting(monkeypatch)
+    recs = [os.urandom(64) for _ in range(3000)] + [b"odd"] + [os.urandom(64)] * 1000
+    raw = frame(recs)
+    assert scan_with_crc(raw, 1 << 17, 1 << 30) == reference(raw)
+    assert count.records > 3000
