@@ -193,7 +193,8 @@ def _apply_tables(flat: np.ndarray, base: np.ndarray, x: np.ndarray) -> np.ndarr
     array: an index array of intp built in one addition is several times faster.)
     """
     b = np.ascontiguousarray(x, "<u4").view(np.uint8).reshape(*x.shape, 4)
-    return np.bitwise_xor.reduce(np.take(flat, np.moveaxis(b, -1, 0) + base), axis=0)
+    b = b.transpose((x.ndim, *range(x.ndim)))  # the byte axis first
+    return np.bitwise_xor.reduce(np.take(flat, b + base), axis=0)
 
 
 _BYTE_BASE = np.arange(0, 1024, 256, dtype=np.intp)[:, None]

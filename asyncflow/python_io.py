@@ -600,7 +600,7 @@ class RecordScanner:
                 break  # the record ends in the next chunk
             m = 1  # (a cheap look at the next header before any numpy call)
             if k > 1 and unpack(buf, pos + step) == (length, hc):
-                m = self._count_run(buf, pos, length, hc, k, not runs)
+                m = self._count_run(buf, pos, length, hc, k, pos == self._pos)
             if m < _MIN_VERIFY_RUN:  # odd records: left to the one-by-one check
                 odd += m * step
                 pos += m * step
@@ -625,8 +625,9 @@ class RecordScanner:
     @staticmethod
     def _count_run(buf, pos: int, length: int, hc: int, k: int, first: bool) -> int:
         """How many of the (at most k) records at `pos` have the header (length, hc):
-        all at once for the first run of a chunk (a file of one record length has no
-        other), then in windows that double, so that short runs cost short windows."""
+        all at once for a run that starts the chunk (a file of one record length has
+        no other), else in windows that double, so that a short run costs a short
+        window whatever k is."""
         step = length + 16
         m, w = 0, k if first else 64
         while m < k:
