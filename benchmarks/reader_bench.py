@@ -6,7 +6,9 @@ The same TF1-style code runs against asyncflow or tf.compat.v1::
     /work/tfvenv/bin/python benchmarks/reader_bench.py --backend tf
 
 It writes (once, reused by later runs) a TFRecord file of `--size-mb` MiB of
-`--record-bytes` records, then times, alternately and `--repeats` times each:
+`--record-bytes` records (`--varied`: lengths drawn between half and 1.5 times that,
+which the reader cannot check a run at a time), then times, alternately and
+`--repeats` times each:
 - plain: reading the file sequentially in 4 MiB `f.read` calls;
 - reader: a FIFOQueue holding the filename (closed), `TFRecordReader().read_up_to(q,
   --batch)` run until OutOfRangeError, every record checked (count and bytes).
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -55,16 +58,23 @@ def backend(name):
     return tf, tf.io.TFRecordWriter
 
 
-def make_file(path, size_mb, record_bytes, writer_cls):
+def record_lengths(size_mb, record_bytes, varied):
+    """The records' lengths: all `record_bytes`, or drawn (seeded) around it."""
     n = (size_mb << 20) // (record_bytes + 16)
-    if os.path.exists(path) and os.path.getsize(path) == n * (record_bytes + 16):
-        return n
-    distinct = [os.urandom(record_bytes) for _ in range(64)]
+    if not varied:
+        return [record_bytes] * n
+    rng = random.Random(0)
+    return [rng.randint(record_bytes // 2, record_bytes * 3 // 2) for _ in range(n)]
+
+
+def make_file(path, lengths, writer_cls):
+    if os.path.exists(path) and os.path.getsize(path) == sum(lengths) + 16 * len(lengths):
+        return
+    distinct = [os.urandom(max(lengths)) for _ in range(64)]
     with writer_cls(path + ".tmp") as w:
-        for i in range(n):
-            w.write(distinct[i % 64])
+        for i, length in enumerate(lengths):
+            w.write(distinct[i % 64][:length])
     os.replace(path + ".tmp", path)
-    return n
 
 
 def plain_read(path):
@@ -117,12 +127,16 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--path", default=None)
     p.add_argument("--no-cold", action="store_true", help="skip the cold-cache runs")
+    p.add_argument("--varied", action="store_true", help="records of varied lengths")
     args = p.parse_args()
     tf, writer = backend(args.backend)
+    kind = "v" if args.varied else ""
     path = args.path or os.path.join(
-        tempfile.gettempdir(), f"reader_bench_{args.size_mb}m_{args.record_bytes}.tfrecord"
+        tempfile.gettempdir(), f"reader_bench_{args.size_mb}m_{args.record_bytes}{kind}.tfrecord"
     )
-    n = make_file(path, args.size_mb, args.record_bytes, writer)
+    lengths = record_lengths(args.size_mb, args.record_bytes, args.varied)
+    make_file(path, lengths, writer)
+    n, data_bytes = len(lengths), sum(lengths)
     size = os.path.getsize(path)
     plain_read(path)  # warm the page cache: both paths then read from memory
     modes = ["hot"] + ([] if args.no_cold else ["cold"])
@@ -143,7 +157,7 @@ def main():
                     t["plain"].append(time.perf_counter() - t0)
                 else:
                     dt, got, nbytes = reader_read(tf, path, args.batch)
-                    assert got == n and nbytes == n * args.record_bytes, (got, n)
+                    assert got == n and nbytes == data_bytes, (got, n)
                     t["reader"].append(dt)
             print(f"{mode}: plain {size / t['plain'][-1] / 1e6:.0f} MB/s, "
                   f"reader {size / t['reader'][-1] / 1e6:.0f} MB/s", file=sys.stderr)  # fmt: skip
@@ -152,6 +166,7 @@ def main():
         "file_mb": round(size / 1e6, 1),
         "records": n,
         "record_bytes": args.record_bytes,
+        "varied": args.varied,
         "batch": args.batch,
         "repeats": args.repeats,
     }
