@@ -398,12 +398,13 @@ class RecordScanner:
 
     A chunk may come with its CRC-32C (`feed(buf, n, crc)`: one call over the chunk, with
     the GIL released, is much cheaper than a call per record).  When the scan reaches it,
-    it checks the headers of the runs of equal-length records that the chunk starts
-    with, and, CRC-32C being affine, compares the chunk's CRC with the one those
-    records must give if every stored data CRC is right (`_verify`).  On a match the
-    records of those runs are cut out with no further check; otherwise the chunk goes
-    through the record-by-record check, which finds the damaged record, so errors and
-    the records delivered before them are the same either way.  Guarantee: damage
+    it finds the chunk's long runs of equal-length records (their headers compared in
+    numpy; the odd records between them are left to the record-by-record check), and,
+    CRC-32C being affine, compares the chunk's CRC with the one the chunk must have if
+    every stored data CRC in those runs is right (`_verify`).  On a match the records
+    of the runs are cut out with no further check; otherwise the chunk goes through the
+    record-by-record check, which finds the damaged record, so errors and the records
+    delivered before them are the same either way.  Guarantee: damage
     confined to one record (header, data or stored CRC) is always caught, exactly when
     the record-by-record check would catch it: headers are still compared one by one
     (in numpy), and a record's CRC error changes the chunk's CRC by an invertible linear
