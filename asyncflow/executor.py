@@ -445,6 +445,58 @@ def compile_plan(
 # node).  Registered by the ops modules that own the kernels involved.
 PLAN_REWRITES: list[Callable[[Plan], None]] = []
 
+# Folded values larger than this stay computed each step (memory held per plan).
+_FOLD_MAX_ELEMENTS = 1 << 12
+
+
+def _fold_constants(plan: Plan) -> None:
+    """Nodes whose value the graph already knows (`constant_value`: Fill, Shape, Size,
+    Cast... of constants and static shapes) return that value instead of recomputing
+    it, as TF's grappler folds them.  Their inputs still run (they are cheap Consts);
+    the value is read-only, so no consumer can write into it.  A node downstream of a
+    feed is left alone: the graph's value does not know that a Const was fed."""
+    from asyncflow import graph
+
+    folders = graph._CONSTANT_FOLDERS
+    fed = [False] * len(plan.pnodes)  # pnodes are in topological order
+    for i, p in enumerate(plan.pnodes):
+        op = p.op
+        srcs = op._inputs
+        fed[i] = len(p.inputs) != len(srcs) or any(
+            src[0] == "feed" or fed[src[0]] or plan.pnodes[src[0]].op is not t.op
+            for src, t in zip(p.inputs, srcs)
+        )  # (a Recv in between: the value crossed from a partition we cannot see)
+        if fed[i]:
+            continue
+        if op.type in ("Const", "Identity") or op.type not in folders:
+            continue
+        if len(op._outputs) != 1 or op.op_def.stateful or p.device.device_type != "CPU":
+            continue
+        if plan.derefs[i] or i in plan.rewritten:
+            continue
+        value = graph.constant_value(op._outputs[0])
+        if (
+            type(value) is not np.ndarray
+            or value.dtype != op._outputs[0].dtype.as_numpy_dtype
+            or value.dtype.kind not in "biufc"
+            or value.size > _FOLD_MAX_ELEMENTS
+        ):
+            continue
+        value = value.copy()
+        value.flags.writeable = False
+        plan.kernels[i] = checked(_constant_kernel(value), op)
+        plan.rewritten.add(i)
+
+
+def _constant_kernel(value) -> Callable:
+    async def kernel(ctx, *args):
+        return value
+
+    return kernel
+
+
+PLAN_REWRITES.append(_fold_constants)
+
 
 def sole_consumer(plan: Plan, j: int):
     """The node that alone takes node j's outputs (no fetch, no second consumer, no

@@ -153,14 +153,21 @@ async def matmul_deferred(ctx, a, b):
 _DEFER_ELEMENTS = 4096
 
 
-def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool):
+def _gemm_relu(out, a, b, trans_a, trans_b, alpha):
+    blas.gemm_into(out, a, b, trans_a, trans_b, alpha, 1.0)
+    np.maximum(out, out.dtype.type(0), out=out)  # while `out` is still in cache
+
+
+def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool, relu: bool = False):
     """AddV2/Add/BiasAdd whose input `product_pos` is a DeferredProduct: the output is
-    the broadcast bias, then one gemm with beta=1 adds the product into it."""
+    the broadcast bias, then one gemm with beta=1 adds the product into it (and, with
+    `relu`, the sole consumer's Relu runs on it in place right after)."""
 
     async def add_into_gemm(ctx, x, y):
         p, bias = (x, y) if product_pos == 0 else (y, x)
         if type(p) is not DeferredProduct:
-            return await plain(ctx, x, y)
+            out = await plain(ctx, x, y)
+            return np.maximum(out, out.dtype.type(0)) if relu else out
         bias = np.asarray(bias)
         shape = p.shape
         ok = bias.dtype == p.dtype and (
@@ -173,10 +180,16 @@ def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool):
                 ok = False
         if not ok:  # let the plain kernel judge (and word any error) on real values
             prod = p.materialize()
-            return await (plain(ctx, prod, bias) if product_pos == 0 else plain(ctx, bias, prod))
+            out = await (plain(ctx, prod, bias) if product_pos == 0 else plain(ctx, bias, prod))
+            return np.maximum(out, out.dtype.type(0)) if relu else out
         out = np.empty(shape, p.dtype)
         out[...] = bias
-        await ctx.device.compute(blas.gemm_into, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha, 1.0)
+        if relu:
+            await ctx.device.compute(_gemm_relu, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha)
+        else:
+            await ctx.device.compute(
+                blas.gemm_into, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha, 1.0
+            )
         return out
 
     return add_into_gemm
@@ -202,13 +215,52 @@ def _fuse_bias_into_matmul(plan) -> None:
                 continue
             if executor.sole_consumer(plan, j) != i or not executor.claim(plan, i, j):
                 continue
+            # A Relu alone after the sum (a dense layer's activation) runs inside the
+            # same kernel, on the gemm's output while it is in cache.
+            r = executor.sole_consumer(plan, i)
+            relu = (
+                r is not None
+                and plan.pnodes[r].op.type == "Relu"
+                and plan.pnodes[r].device is p.device
+                and not plan.derefs[r]
+                and executor.claim(plan, r)
+            )
+            if relu:
+                plan.kernels[r] = executor.checked(_relu_applied, plan.pnodes[r].op)
             plan.kernels[j] = executor.checked(matmul_deferred, src.op)
-            fused = _bias_fused_kernel(op.op_def.kernels["CPU"], k, op.type == "BiasAdd")
+            fused = _bias_fused_kernel(op.op_def.kernels["CPU"], k, op.type == "BiasAdd", relu)
             plan.kernels[i] = executor.checked(fused, op)
             break
 
 
+async def _relu_applied(ctx, features):
+    return features  # the gemm kernel before it applied max(., 0) already
+
+
 executor.PLAN_REWRITES.append(_fuse_bias_into_matmul)
+
+
+def product_source(plan, consumer, src):
+    """(node, consumer it feeds) behind `consumer`'s input `src`, past Identities that
+    each feed only the next step (gate_gradients' tf.tuple), or None."""
+    j, out = src
+    while j != "feed" and out == 0 and executor.sole_consumer(plan, j) == consumer:
+        if plan.pnodes[j].op.type != "Identity":
+            return j, consumer
+        consumer, (j, out) = j, plan.pnodes[j].inputs[0]
+    return None
+
+
+def fusable_matmul(plan, i, src):
+    """The MatMul behind node i's input `src` whose product only i's chain uses."""
+    found = product_source(plan, i, src)
+    if found is None:
+        return None
+    j, _ = found
+    p = plan.pnodes[j]
+    if p.op.type != "MatMul" or plan.derefs[j] or p.device is not plan.pnodes[i].device:
+        return None
+    return j
 
 
 @MatMul.gradient

@@ -157,11 +157,16 @@ SparseSoftmaxCrossEntropyWithLogits = register_op(
 
 
 def _sparse_xent(xp, x, labels, out_dtype):
+    # As TF's kernel: shifted = x - max; loss = log(sum(exp(shifted))) - shifted[label];
+    # backprop = exp(shifted) / sum - onehot.  One exp pass, in place where it can be.
     ct = np.float32 if x.dtype.itemsize < 4 else x.dtype
-    logp = _log_softmax_np(xp, x.astype(ct, copy=False))
+    shifted = xp.subtract(x, xp.max(x, axis=-1, keepdims=True), dtype=ct)
     rows = xp.arange(x.shape[0])
-    loss = -logp[rows, labels]
-    backprop = xp.exp(logp)
+    picked = shifted[rows, labels]
+    backprop = xp.exp(shifted, out=shifted)
+    total = xp.sum(backprop, axis=-1, keepdims=True)
+    loss = xp.log(total[:, 0]) - picked
+    backprop /= total
     backprop[rows, labels] -= 1
     return loss.astype(out_dtype, copy=False), backprop.astype(out_dtype, copy=False)
 

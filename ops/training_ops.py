@@ -33,6 +33,8 @@ from asyncflow import graph as ops
 from asyncflow.executor import forwardable
 from asyncflow.ops import blas
 from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred
+from asyncflow.ops.matmul_ops import fusable_matmul as _fusable_matmul
+from asyncflow.ops.matmul_ops import product_source as _source
 from asyncflow.registry import INDEX, NUMERIC, NotDifferentiable, register_op
 
 __all__ = [
@@ -615,29 +617,6 @@ def _scale_kernel(plain, pos: int):
         return await (plain(ctx, prod, factor) if pos == 0 else plain(ctx, factor, prod))
 
     return mul_deferred
-
-
-def _source(plan, consumer, src):
-    """(node, consumer it feeds) behind `consumer`'s input `src`, past Identities that
-    each feed only the next step (gate_gradients' tf.tuple), or None."""
-    j, out = src
-    while j != "feed" and out == 0 and executor.sole_consumer(plan, j) == consumer:
-        if plan.pnodes[j].op.type != "Identity":
-            return j, consumer
-        consumer, (j, out) = j, plan.pnodes[j].inputs[0]
-    return None
-
-
-def _fusable_matmul(plan, i, src):
-    """The MatMul behind node i's input `src` whose product only i's chain uses."""
-    found = _source(plan, i, src)
-    if found is None:
-        return None
-    j, _ = found
-    p = plan.pnodes[j]
-    if p.op.type != "MatMul" or plan.derefs[j] or p.device is not plan.pnodes[i].device:
-        return None
-    return j
 
 
 def _fuse_matmul_into_updates(plan) -> None:

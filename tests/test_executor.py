@@ -303,3 +303,52 @@ def test_fetched_intermediate_is_returned_not_released(sess):
     value, size = sess.run([big, n])
     np.testing.assert_array_equal(value, np.ones(8))
     assert size == 8
+
+
+# -- constant folding at plan time -----------------------------------------------------------
+
+
+def _folded(sess, node_name):
+    """Whether the cached plans run `node_name` with a folded (constant) kernel."""
+    for sp in sess._plans.values():
+        for plan in sp.plans:
+            for i, op in enumerate(plan.nodes):
+                if op.name == node_name:
+                    return i in plan.rewritten
+    raise AssertionError(f"{node_name} not in any plan")
+
+
+def test_constant_subgraph_folds_to_a_read_only_value():
+    dims = constant([2, 3])
+    filled = af.fill(dims, constant(1.5), name="filled")
+    doubled = af.multiply(filled, 2.0)
+    with af.Session() as sess:
+        a = sess.run(filled)
+        np.testing.assert_array_equal(a, np.full((2, 3), 1.5, np.float32))
+        np.testing.assert_array_equal(sess.run(doubled), np.full((2, 3), 3.0, np.float32))
+        assert _folded(sess, "filled")
+        # The folded value is shared by every step: a consumer must not write into it,
+        # and a fetch that the caller mutates must not change the next step's value.
+        a = np.array(a)
+        a += 1
+        np.testing.assert_array_equal(sess.run(doubled), np.full((2, 3), 3.0, np.float32))
+
+
+def test_feeding_a_constant_upstream_disables_the_fold():
+    value = constant(4.0, name="value")
+    filled = af.fill(constant([2]), value, name="filled")
+    with af.Session() as sess:
+        np.testing.assert_array_equal(sess.run(filled, {value: 7.0}), [7.0, 7.0])
+        assert not _folded(sess, "filled")
+        np.testing.assert_array_equal(sess.run(filled), [4.0, 4.0])
+
+
+def test_feed_in_another_partition_disables_the_fold():
+    with af.device("/cpu:0"):
+        value = constant(4.0, af.float64, name="value")
+        cast = af.cast(value, af.float32)  # computed here, sent to cpu:1
+    with af.device("/cpu:1"):
+        filled = af.fill(constant([2]), cast, name="filled")
+    with af.Session(config=af.ConfigProto(device_count={"CPU": 2})) as sess:
+        np.testing.assert_array_equal(sess.run(filled, {value: 7.0}), [7.0, 7.0])
+        np.testing.assert_array_equal(sess.run(filled), [4.0, 4.0])

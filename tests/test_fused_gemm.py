@@ -152,6 +152,39 @@ def test_bias_adds_fold_into_the_product(gemm_calls):
 
 
 @needs_blas
+def test_dense_relu_runs_inside_the_bias_gemm(gemm_calls):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 40)).astype(np.float32)
+    w = rng.standard_normal((40, 96)).astype(np.float32)
+    b = rng.standard_normal(96).astype(np.float32)
+    a[0, :] = np.nan  # max(nan, 0) stays nan, as the separate Relu gives
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 40])
+        wt, bt = af.constant(w), af.constant(b)
+        fused = af.nn.relu(af.matmul(x, wt) + bt, name="fused")
+        pre = af.matmul(x, wt) + bt  # fetched beside its Relu: that Relu runs apart
+        apart = af.nn.relu(pre, name="apart")
+        small = af.nn.relu(af.matmul(x[:2], wt[:, :3]) + bt[:3])  # not deferred: too small
+        (g,) = af.gradients(af.reduce_sum(fused * fused), [wt])
+        with af.Session() as s:
+            got_fused, got_pre, got_apart, got_small = s.run([fused, pre, apart, small], {x: a})
+            calls = gemm_calls[0]
+            got_g = s.run(g, {x: a[1:]})
+            rewritten = {op.name for sp in s._plans.values() for pl in sp.plans
+                         for i, op in enumerate(pl.nodes) if i in pl.rewritten}  # fmt: skip
+    assert calls == 2
+    assert "fused" in rewritten and "apart" not in rewritten
+    want = np.maximum(a @ w + b, 0)
+    np.testing.assert_allclose(got_fused, want, rtol=1e-5, atol=1e-5)
+    assert np.isnan(got_fused[0]).all()
+    np.testing.assert_allclose(got_pre, a @ w + b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got_apart, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got_small, want[:2, :3], rtol=1e-5, atol=1e-5)
+    z = a[1:] @ w + b
+    np.testing.assert_allclose(got_g, a[1:].T @ (2 * np.maximum(z, 0) * (z > 0)), rtol=1e-4)
+
+
+@needs_blas
 def test_a_bias_of_the_wrong_length_fails_as_unfused():
     with af.Graph().as_default():
         x = af.constant(np.ones((64, 80), np.float32))
