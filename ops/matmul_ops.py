@@ -263,6 +263,55 @@ def fusable_matmul(plan, i, src):
     return j
 
 
+# -- plan rewrite: MatMul -> ReluGrad (a dense layer's backprop through its activation) ----
+#
+# The product is deferred to the ReluGrad, which may then run after an update of the
+# weights it reads; that is safe because variables are copy-on-write (state_ops.VarRef:
+# an update copies a buffer that anything else, here the deferred product, still holds).
+
+
+def _gemm_relu_mask(out, p, features):
+    blas.gemm_into(out, p.a, p.b, p.trans_a, p.trans_b, p.alpha, 0.0)
+    # TF's ReluGradFunctor: gradients * (features > 0), so inf * 0 gives nan there too.
+    with np.errstate(all="ignore"):
+        np.multiply(out, features > 0, out=out)
+
+
+def _relu_grad_gemm_kernel(plain):
+    """ReluGrad whose gradients are a DeferredProduct: the gemm writes them into a
+    fresh array and the mask is applied there, in the same kernel."""
+
+    async def relu_grad_into_gemm(ctx, g, features):
+        if type(g) is not DeferredProduct:
+            return await plain(ctx, g, features)
+        features = np.asarray(features)
+        if features.shape != g.shape or features.dtype != g.dtype:
+            return await plain(ctx, g.materialize(), features)  # it words the error
+        out = np.empty(g.shape, g.dtype)
+        await ctx.device.compute(_gemm_relu_mask, out, g, features, cost=out.nbytes)
+        return out
+
+    return relu_grad_into_gemm
+
+
+def _fuse_matmul_into_relu_grad(plan) -> None:
+    for i, p in enumerate(plan.pnodes):
+        op = p.op
+        if op.type != "ReluGrad" or plan.derefs[i] or p.device.device_type != "CPU":
+            continue
+        if "CPU" not in op.op_def.kernels or not blas.available(op.get_attr("T").np_dtype):
+            continue
+        j = fusable_matmul(plan, i, p.inputs[0])  # (past gate_gradients' Identities)
+        if j is None or not executor.claim(plan, i, j):
+            continue
+        plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
+        fused = _relu_grad_gemm_kernel(op.op_def.kernels["CPU"])
+        plan.kernels[i] = executor.checked(fused, op)
+
+
+executor.PLAN_REWRITES.append(_fuse_matmul_into_relu_grad)
+
+
 @MatMul.gradient
 def _matmul_grad(op, grad):
     t_a, t_b = op.get_attr("transpose_a"), op.get_attr("transpose_b")

@@ -90,10 +90,10 @@ def _mlp_losses(steps=5, fetch_grad=False):
 @needs_blas
 def test_fused_updates_follow_the_unfused_ones(monkeypatch, gemm_calls):
     fused = _mlp_losses()
-    assert gemm_calls[0] == 2 * 5  # both weight updates, every step
+    assert gemm_calls[0] == 3 * 5  # both weight updates and the ReluGrad, every step
     monkeypatch.setattr(blas, "_fns", {})  # BLAS "not found": the plain kernels
     plain = _mlp_losses()
-    assert gemm_calls[0] == 10
+    assert gemm_calls[0] == 15
     for f, p in zip(fused[:-1], plain[:-1]):
         assert f[0] == pytest.approx(p[0], rel=1e-5)
     for f, p in zip(fused[-1], plain[-1]):
@@ -103,7 +103,8 @@ def test_fused_updates_follow_the_unfused_ones(monkeypatch, gemm_calls):
 @needs_blas
 def test_a_fetched_gradient_is_not_fused(gemm_calls):
     out = _mlp_losses(steps=2, fetch_grad=True)
-    assert gemm_calls[0] == 2  # w2's update only: w1's gradient is fetched too
+    # w2's update and the ReluGrad only: w1's gradient is fetched too
+    assert gemm_calls[0] == 2 * 2
     assert out[0][2].shape == (80, 64) and np.isfinite(out[0][2]).all()
 
 
@@ -182,6 +183,42 @@ def test_dense_relu_runs_inside_the_bias_gemm(gemm_calls):
     np.testing.assert_allclose(got_small, want[:2, :3], rtol=1e-5, atol=1e-5)
     z = a[1:] @ w + b
     np.testing.assert_allclose(got_g, a[1:].T @ (2 * np.maximum(z, 0) * (z > 0)), rtol=1e-4)
+
+
+@needs_blas
+def test_relu_grad_takes_its_product_in_a_gemm_with_pre_update_weights():
+    # dh = dy @ w2.T is deferred into ReluGrad, which may run after w2's own update: the
+    # gradient must still use the weights from before the step (copy-on-write).
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((64, 40)).astype(np.float32)
+    w1 = rng.standard_normal((40, 96)).astype(np.float32) * 0.1
+    b1 = rng.standard_normal(96).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((96, 80)).astype(np.float32) * 0.1
+    lr = 0.002
+    with af.Graph().as_default():
+        v1, vb, v2 = af.Variable(w1), af.Variable(b1), af.Variable(w2)
+        h = af.nn.relu(af.matmul(af.constant(x), v1) + vb)
+        y = af.matmul(h, v2)
+        loss = af.reduce_sum(y * y) / 2
+        train = af.train.GradientDescentOptimizer(lr).minimize(loss)
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            for _ in range(3):
+                s.run(train)
+            got = s.run([v1, vb, v2])
+            relu_grads = [op.name for sp in s._plans.values() for pl in sp.plans
+                          for i, op in enumerate(pl.nodes)
+                          if op.type == "ReluGrad" and i in pl.rewritten]  # fmt: skip
+    assert relu_grads
+    w1, b1, w2 = w1.astype(np.float64), b1.astype(np.float64), w2.astype(np.float64)
+    for _ in range(3):
+        z = x @ w1 + b1
+        hh = np.maximum(z, 0)
+        dy = hh @ w2
+        dz = (dy @ w2.T) * (z > 0)
+        w1, b1, w2 = w1 - lr * x.T @ dz, b1 - lr * dz.sum(0), w2 - lr * hh.T @ dy
+    for g, want in zip(got, (w1, b1, w2)):
+        np.testing.assert_allclose(g, want, rtol=2e-4, atol=2e-5)
 
 
 @needs_blas
