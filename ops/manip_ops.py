@@ -323,6 +323,8 @@ async def _tile(ctx, x, multiples):
         if m < 0:
             raise _invalid(f"Expected multiples[{i}] >= 0, but got {m}")
     ctx.device.check_alloc(x.size * math.prod(int(m) for m in mult), ctx.attrs["T"])
+    if x.size == 1 and x.dtype.kind in "biufc":  # (a Mean's gradient): np.tile costs ~5 us
+        return np.full([d * m for d, m in zip(x.shape, mult)], x.reshape(()), x.dtype)
     return await ctx.device.compute(np.tile, x, mult)
 
 

@@ -86,6 +86,12 @@ UNARY_CASES = [
     ("gather_axis", lambda t: A.gather(t, [[3, 0]], axis=2), lambda x: x[:, :, [[3, 0]]]),
     ("gather_neg_axis", lambda t: A.gather(t, [2], axis=-2), lambda x: x[:, [2]]),
     ("tile", lambda t: A.tile(t, [1, 2, 3]), lambda x: np.tile(x, [1, 2, 3])),
+    (
+        "tile_one",
+        lambda t: A.tile(t[:1, :1, :1], [3, 0, 2]),
+        lambda x: np.tile(x[:1, :1, :1], [3, 0, 2]),
+    ),
+    ("tile_one_2", lambda t: A.tile(t[1, 2, 3:4], [5]), lambda x: np.tile(x[1, 2, 3:4], [5])),
     ("reverse", lambda t: A.reverse(t, [0, -1]), lambda x: x[::-1, :, ::-1]),
     ("reverse_v2_none", lambda t: A.reverse_v2(t, []), lambda x: x),
     (

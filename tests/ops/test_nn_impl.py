@@ -103,6 +103,34 @@ def test_sparse_softmax_cross_entropy(shape, label_dtype):
     np.testing.assert_allclose(_run(loss), ref[..., 0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_sparse_softmax_cross_entropy_backprop(dtype):
+    logits = _RNG.uniform(-30, 30, (6, 7)).astype(dtype)
+    labels = np.array([0, 6, 3, 3, 1, 5], np.int64)
+    p = np.exp(_log_softmax(logits.astype(np.float64)))
+    want = p.copy()
+    want[np.arange(6), labels] -= 1
+    x = af.constant(logits)
+    loss = nn_impl.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=x)
+    (g,) = af.gradients(af.reduce_sum(loss), [x])
+    got_loss, got_g = _run([loss, g])
+    assert got_g.dtype == dtype
+    tol = 2e-3 if dtype == np.float16 else 1e-5
+    np.testing.assert_allclose(got_g, want, rtol=tol, atol=tol)
+    ref = -np.log(p[np.arange(6), labels])
+    np.testing.assert_allclose(got_loss, ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("classes", [0, 3])
+def test_sparse_softmax_cross_entropy_of_an_empty_batch(classes):
+    x = af.placeholder(af.float32, [None, None])
+    labels = af.placeholder(af.int32, [None])
+    loss = nn_impl.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=x)
+    (g,) = af.gradients(af.reduce_sum(loss), [x])
+    got_loss, got_g = _run([loss, g], {x: np.zeros((0, classes)), labels: np.zeros(0)})
+    assert got_loss.shape == (0,) and got_g.shape == (0, classes)
+
+
 def test_sparse_softmax_cross_entropy_errors():
     with pytest.raises(ValueError, match="Rank mismatch"):
         nn_impl.sparse_softmax_cross_entropy_with_logits(labels=[[1]], logits=np.zeros((1, 3)))
