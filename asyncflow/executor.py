@@ -515,6 +515,53 @@ def claim(plan: Plan, *nodes: int) -> bool:
     return True
 
 
+def variable_behind(plan: Plan, src) -> int | None:
+    """The variable node (VariableV2) whose value input `src` reads, past Identities."""
+    j, out = src
+    while j != "feed" and out == 0:
+        op = plan.pnodes[j].op
+        if op.type in ("VariableV2", "Variable"):
+            return j
+        if op.type != "Identity":
+            return None
+        j, out = plan.pnodes[j].inputs[0]
+    return None
+
+
+def order_before_writers(plan: Plan, i: int, variables) -> bool:
+    """Make every node that updates one of `variables` (through a reference input) wait
+    for node i, with control edges, so that i reads their values from before the
+    update.  False, adding nothing, when a writer is upstream of i (it would wait on
+    itself)."""
+    writers = set()
+    for w, p in enumerate(plan.pnodes):
+        if w == i:
+            continue
+        is_ref = _flat_input_is_ref(p.op)
+        if any(r and src[0] in variables and src[1] == 0 for r, src in zip(is_ref, p.inputs)):
+            writers.add(w)
+    if not writers:
+        return True
+    upstream, todo = set(), [i]
+    while todo:
+        k = todo.pop()
+        for src in plan.pnodes[k].inputs:
+            if src[0] != "feed" and src[0] not in upstream:
+                upstream.add(src[0])
+                todo.append(src[0])
+        for c in plan.pnodes[k].controls:
+            if c not in upstream:
+                upstream.add(c)
+                todo.append(c)
+    if writers & upstream:
+        return False
+    trash = plan.ends[-1]  # the slot control edges write to (compile_plan)
+    plan.edges[i] = tuple(plan.edges[i]) + tuple((-1, w, trash) for w in sorted(writers))
+    for w in writers:
+        plan.init_pending[w] += 1
+    return True
+
+
 def checked(kernel: Callable, op: Operation) -> Callable:
     """`kernel` as compile_plan installs it for `op` (output checks in test mode)."""
     return _checked_kernel(kernel, op) if _CHECK_KERNELS else kernel

@@ -265,9 +265,10 @@ def fusable_matmul(plan, i, src):
 
 # -- plan rewrite: MatMul -> ReluGrad (a dense layer's backprop through its activation) ----
 #
-# The product is deferred to the ReluGrad, which may then run after an update of the
-# weights it reads; that is safe because variables are copy-on-write (state_ops.VarRef:
-# an update copies a buffer that anything else, here the deferred product, still holds).
+# The product is deferred to the ReluGrad.  An update of the weights it reads is made to
+# wait for the ReluGrad (a control edge in the plan); were it to run first anyway, the
+# product would still see the old weights, as variables are copy-on-write
+# (state_ops.VarRef copies a buffer that anything else, here the product, still holds).
 
 
 def _gemm_relu_mask(out, p, features):
@@ -303,6 +304,13 @@ def _fuse_matmul_into_relu_grad(plan) -> None:
             continue
         j = fusable_matmul(plan, i, p.inputs[0])  # (past gate_gradients' Identities)
         if j is None or not executor.claim(plan, i, j):
+            continue
+        # The product usually reads the layer's weights (dx = dy @ w.T): w's update must
+        # wait for this node, else copy-on-write copies w on every step.
+        variables = {executor.variable_behind(plan, src) for src in plan.pnodes[j].inputs}
+        variables.discard(None)
+        if not executor.order_before_writers(plan, i, variables):
+            plan.rewritten.difference_update((i, j))
             continue
         plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
         fused = _relu_grad_gemm_kernel(op.op_def.kernels["CPU"])

@@ -8,7 +8,7 @@ import pytest
 
 import asyncflow as af
 from asyncflow import errors
-from asyncflow.ops import blas
+from asyncflow.ops import blas, state_ops
 
 # The gemm fusions need the OpenBLAS NumPy's wheels ship (ops/blas.py); without it the
 # plain kernels run and there is nothing to compare.
@@ -186,7 +186,7 @@ def test_dense_relu_runs_inside_the_bias_gemm(gemm_calls):
 
 
 @needs_blas
-def test_relu_grad_takes_its_product_in_a_gemm_with_pre_update_weights():
+def test_relu_grad_takes_its_product_in_a_gemm_with_pre_update_weights(monkeypatch):
     # dh = dy @ w2.T is deferred into ReluGrad, which may run after w2's own update: the
     # gradient must still use the weights from before the step (copy-on-write).
     rng = np.random.default_rng(6)
@@ -195,6 +195,15 @@ def test_relu_grad_takes_its_product_in_a_gemm_with_pre_update_weights():
     b1 = rng.standard_normal(96).astype(np.float32) * 0.1
     w2 = rng.standard_normal((96, 80)).astype(np.float32) * 0.1
     lr = 0.002
+    copies = []  # copy-on-write copies of a variable's buffer (see below)
+    real = state_ops.VarRef.writable_target
+
+    def counting(ref):
+        if not ref._exclusive():
+            copies.append(ref.value.shape)
+        return real(ref)
+
+    monkeypatch.setattr(state_ops.VarRef, "writable_target", counting)
     with af.Graph().as_default():
         v1, vb, v2 = af.Variable(w1), af.Variable(b1), af.Variable(w2)
         h = af.nn.relu(af.matmul(af.constant(x), v1) + vb)
@@ -210,6 +219,8 @@ def test_relu_grad_takes_its_product_in_a_gemm_with_pre_update_weights():
                           for i, op in enumerate(pl.nodes)
                           if op.type == "ReluGrad" and i in pl.rewritten]  # fmt: skip
     assert relu_grads
+    # w2's update waits for the ReluGrad reading w2, so it never has to copy w2.
+    assert copies == []
     w1, b1, w2 = w1.astype(np.float64), b1.astype(np.float64), w2.astype(np.float64)
     for _ in range(3):
         z = x @ w1 + b1
