@@ -8,9 +8,10 @@ of `--steps` steps after `--warmup` untimed ones.
     .venv/bin/python benchmarks/train_bench.py --backend asyncflow   # one JSON line
     /work/tfvenv/bin/python benchmarks/train_bench.py --backend tf
 
-Without --backend, NumPy and asyncflow run in this process, interleaved step by step so
-that machine noise hits them alike; PyTorch (when importable) runs in a subprocess of this
-interpreter, because its OpenMP threads keep spinning between its steps and would steal
+Without --backend, NumPy and asyncflow run in this process, taking turns of `--block`
+steps (10) so that machine noise hits them alike (not step by step: each step would then
+start with the other backend's data and code in the caches); PyTorch (when importable)
+runs in a subprocess of this interpreter, because its OpenMP threads keep spinning between its steps and would steal
 the cores from the interleaved NumPy/OpenBLAS steps; TF1 runs in the TensorFlow
 interpreter (`$ASYNCFLOW_TF_PYTHON`, else /work/tfvenv/bin/python) as a subprocess.
 """
@@ -182,16 +183,22 @@ def bench(backend: str, steps: int, warmup: int) -> dict:
         close()
 
 
-def bench_interleaved(backends: list[str], steps: int, warmup: int) -> list[dict]:
-    """Time the backends round-robin, one step each, so machine noise hits all alike."""
+def bench_interleaved(backends: list[str], steps: int, warmup: int, block: int = 10) -> list[dict]:
+    """Time the backends in turn, `block` steps each, so that machine noise hits all
+    alike.  Blocks rather than single steps: a step right after another backend's
+    finds the caches full of that backend's data and code (a gemm evicts the Python
+    working set), which a training loop never does; every step is still counted."""
     made = {b: MAKERS[b]() for b in backends}
     times = {b: [] for b in backends}
     try:
-        for i in range(warmup + steps):
-            for b, (step, _, _) in made.items():
-                t0 = time.perf_counter()
+        for step, _, _ in made.values():
+            for _ in range(warmup):
                 step()
-                if i >= warmup:
+        while len(times[backends[0]]) < steps:
+            for b, (step, _, _) in made.items():
+                for _ in range(min(block, steps - len(times[b]))):
+                    t0 = time.perf_counter()
+                    step()
                     times[b].append(time.perf_counter() - t0)
     finally:
         for _, _, close in made.values():
@@ -221,13 +228,14 @@ def _subprocess(backend: str, python: str, steps: int, warmup: int) -> dict | No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=sorted(MAKERS))
-    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--block", type=int, default=10, help="steps per turn (interleaved)")
     args = parser.parse_args()
     if args.backend:
         print(json.dumps(bench(args.backend, args.steps, args.warmup)))
         return
-    results = bench_interleaved(["numpy", "asyncflow"], args.steps, args.warmup)
+    results = bench_interleaved(["numpy", "asyncflow"], args.steps, args.warmup, args.block)
     tf_python = os.environ.get("ASYNCFLOW_TF_PYTHON", "/work/tfvenv/bin/python")
     for backend, python in (("tf", tf_python), ("torch", sys.executable)):
         if backend == "torch" and importlib.util.find_spec("torch") is None:
@@ -237,7 +245,8 @@ def main() -> None:
         results.append(r or {"backend": backend, "median_ms": None})
     floor = results[0]["median_ms"]
     print(f"MLP step 784-512-512-10, batch {BATCH}, SGD {LR}, float32 (median of {args.steps};")
-    print("numpy and asyncflow interleaved in one process, tf and torch each in a subprocess)")
+    print(f"numpy and asyncflow in one process, taking turns of {args.block} steps;")
+    print(" tf and torch each in a subprocess)")
     print(f"{'backend':<10} {'median ms':>10} {'min ms':>8} {'vs NumPy':>9} {'first loss':>11}")
     for r in results:
         if r.get("median_ms") is None:
