@@ -11,9 +11,10 @@ of `--steps` steps after `--warmup` untimed ones.
 Without --backend, NumPy and asyncflow run in this process, taking turns of `--block`
 steps (10) so that machine noise hits them alike (not step by step: each step would then
 start with the other backend's data and code in the caches); PyTorch (when importable)
-runs in a subprocess of this interpreter, because its OpenMP threads keep spinning between its steps and would steal
-the cores from the interleaved NumPy/OpenBLAS steps; TF1 runs in the TensorFlow
-interpreter (`$ASYNCFLOW_TF_PYTHON`, else /work/tfvenv/bin/python) as a subprocess.
+runs in a subprocess of this interpreter, because its OpenMP threads keep spinning
+between its steps and would steal the cores from the NumPy/OpenBLAS steps; TF1 runs in
+the TensorFlow interpreter (`$ASYNCFLOW_TF_PYTHON`, else /work/tfvenv/bin/python) as a
+subprocess.
 """
 
 from __future__ import annotations
