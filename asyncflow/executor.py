@@ -59,6 +59,14 @@ __all__ = [
 _NO_COMPILED_LOOPS = os.environ.get("ASYNCFLOW_COMPILED_LOOPS", "1") == "0"
 _CHECK_KERNELS = os.environ.get("ASYNCFLOW_CHECK_KERNELS", "") not in ("", "0")
 _ONE_NONE = (None,)
+
+# True while a synchronous `Session.run` drives its step inside one
+# `np.errstate(all="ignore")` (TF yields inf/nan silently): kernels need not enter their
+# own then (`math_helpers._quiet`; an errstate costs ~3 us, ~8 us with the caches cold
+# after a gemm).  A ContextVar, like NumPy's error state, so tasks outside see neither.
+QUIET_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("QUIET_STEP", default=False)
+# Set to False to keep one errstate per kernel (benchmarks compare the two).
+STEP_ERRSTATE = True
 _FORWARD, _NOTHING = -1, -2  # special arities (see compile_plan)
 
 

@@ -29,6 +29,7 @@ import threading
 import numpy as np
 
 from asyncflow import dtypes, errors, resources
+from asyncflow import executor as executor_mod
 from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
 from asyncflow.config import ConfigProto
@@ -152,9 +153,19 @@ class _Runtime:
 
     def _drive(self, coro, needs_task: bool):
         token = CALLER_DRIVES.set(True)  # a lone device then computes inline too
+        if not executor_mod.STEP_ERRSTATE:
+            try:
+                return self._drive_inline(coro, needs_task)
+            finally:
+                CALLER_DRIVES.reset(token)
+        # TF yields inf/nan silently: one errstate for the whole step instead of one per
+        # kernel (math_helpers.QUIET_STEP).
+        quiet = executor_mod.QUIET_STEP.set(True)
         try:
-            return self._drive_inline(coro, needs_task)
+            with np.errstate(all="ignore"):
+                return self._drive_inline(coro, needs_task)
         finally:
+            executor_mod.QUIET_STEP.reset(quiet)
             CALLER_DRIVES.reset(token)
 
     def _drive_inline(self, coro, needs_task: bool):

@@ -12,8 +12,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
+import numpy as np
+
 from asyncflow import dtypes
 from asyncflow import graph as ops
+from asyncflow.executor import QUIET_STEP
 
 
 @contextlib.contextmanager
@@ -41,8 +44,15 @@ def _as_dtype(xp, value, dtype: dtypes.DType):
     return xp.asarray(value, dtype=dtype.as_numpy_dtype)
 
 
+def quiet_errstate():
+    """`np.errstate(all="ignore")`, or nothing when the step already runs inside one."""
+    return contextlib.nullcontext() if QUIET_STEP.get() else np.errstate(all="ignore")
+
+
 def _quiet(xp, fn: Callable, *args):
     """Run `fn` without NumPy's floating-point warnings (TF yields inf/nan silently)."""
+    if xp is np and QUIET_STEP.get():
+        return fn(*args)
     errstate = getattr(xp, "errstate", None)
     if errstate is None:
         return fn(*args)

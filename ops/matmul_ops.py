@@ -20,7 +20,13 @@ from asyncflow import dtypes, errors, executor, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import blas
 from asyncflow.ops import gradient_ops as _g
-from asyncflow.ops.math_helpers import _as_dtype, _builder_scope, _convert_pair, _shape_str
+from asyncflow.ops.math_helpers import (
+    _as_dtype,
+    _builder_scope,
+    _convert_pair,
+    _shape_str,
+    quiet_errstate,
+)
 from asyncflow.registry import FLOATING, TypeConstraint, register_op
 
 __all__ = ["matmul"]
@@ -274,7 +280,7 @@ def fusable_matmul(plan, i, src):
 def _gemm_relu_mask(out, p, features):
     blas.gemm_into(out, p.a, p.b, p.trans_a, p.trans_b, p.alpha, 0.0)
     # TF's ReluGradFunctor: gradients * (features > 0), so inf * 0 gives nan there too.
-    with np.errstate(all="ignore"):
+    with quiet_errstate():
         np.multiply(out, features > 0, out=out)
 
 

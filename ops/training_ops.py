@@ -32,6 +32,7 @@ from asyncflow import errors, executor, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.executor import forwardable
 from asyncflow.ops import blas
+from asyncflow.ops.math_helpers import quiet_errstate
 from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred
 from asyncflow.ops.matmul_ops import fusable_matmul as _fusable_matmul
 from asyncflow.ops.matmul_ops import product_source as _source
@@ -301,7 +302,7 @@ def _register(
         else:
             _check_dense(names, n_refs, scalar_pos, grad_pos, values)
         del values[:n_refs]  # a local reference would defeat the refcount check
-        with np.errstate(all="ignore"):  # TF yields inf/nan silently
+        with quiet_errstate():  # TF yields inf/nan silently
             targets = [r.writable_target() for r in refs]
             if sparse:
                 _update_rows(ctx.attrs, update, targets, values, indices)
@@ -562,7 +563,7 @@ def _fused_gd_kernel(plain):
         if type(delta) is not DeferredProduct:
             return await plain(ctx, var, alpha, delta)
         _check_dense(["var", "alpha", "delta"], 1, [1], 2, [var.read(), alpha, delta])
-        with np.errstate(all="ignore"):
+        with quiet_errstate():
             target = var.writable_target()
             blas.gemm_into(
                 target,
@@ -592,7 +593,7 @@ def _fused_assign_kernel(plain, sign: float):
                 f"Tensor with shape {_shape_str(value.shape)}, shapes must be equal.",
             )
         del current  # a local reference would defeat the refcount check
-        with np.errstate(all="ignore"):
+        with quiet_errstate():
             target = ref.writable_target()
             blas.gemm_into(
                 target, value.a, value.b, value.trans_a, value.trans_b, sign * value.alpha, 1.0

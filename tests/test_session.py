@@ -429,3 +429,24 @@ def test_context_manager_closes(graph):
         assert s.run(c) == 1.0
     with pytest.raises(RuntimeError):
         s.run(c)
+
+
+def test_a_step_computes_inf_and_nan_silently_and_restores_numpy_errstate():
+    # TF yields inf/nan without a word; a synchronous step runs inside one errstate
+    # (executor.QUIET_STEP) and must hand the caller's own NumPy settings back.
+    import warnings
+
+    x = af.placeholder(af.float32, [3])
+    y = af.log(x) / x
+    old = np.seterr(all="raise")
+    try:
+        with af.Session() as sess, warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = sess.run(y, {x: np.array([0.0, -1.0, 1.0], np.float32)})
+        assert np.isneginf(got[0]) or np.isnan(got[0])
+        assert np.isnan(got[1]) and got[2] == 0.0
+        assert np.geterr()["divide"] == "raise" and np.geterr()["invalid"] == "raise"
+        with pytest.raises(FloatingPointError):
+            np.log(np.float32(-1.0))
+    finally:
+        np.seterr(**old)
