@@ -540,7 +540,14 @@ def order_before_writers(plan: Plan, i: int, variables) -> bool:
     """Make every node that updates one of `variables` (through a reference input) wait
     for node i, with control edges, so that i reads their values from before the
     update.  False, adding nothing, when a writer is upstream of i (it would wait on
-    itself)."""
+    itself), or when the plan has control flow or receives from another partition: a
+    dead i would make its writers dead too (a control input's deadness propagates)."""
+    from asyncflow.frames import CONTROL_FLOW_KINDS, KIND_OF, RECV
+
+    for p in plan.pnodes:
+        kind = KIND_OF.get(p.op.type)
+        if kind in CONTROL_FLOW_KINDS or kind == RECV:
+            return False
     writers = set()
     for w, p in enumerate(plan.pnodes):
         if w == i:

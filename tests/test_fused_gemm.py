@@ -420,3 +420,39 @@ def test_add_relu_blocked_matches_numpy(shape):
     np.testing.assert_array_equal(got, np.maximum(v + b, 0))
     inplace = v.copy()
     np.testing.assert_array_equal(nn_ops._add_relu_blocked(inplace, b, inplace), got)
+
+
+@needs_blas
+def test_relu_grad_fusion_inside_a_cond_keeps_the_updates_alive():
+    # With control flow the ReluGrad may be dead (its branch not taken): it must not
+    # order the weights' updates after itself, or they would die with it.
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((64, 40)).astype(np.float32)
+    w1 = rng.standard_normal((40, 96)).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((96, 80)).astype(np.float32) * 0.1
+    with af.Graph().as_default():
+        v1, v2 = af.Variable(w1), af.Variable(w2)
+        pred = af.placeholder(af.bool, [])
+
+        def dense():
+            y = af.matmul(af.nn.relu(af.matmul(af.constant(x), v1)), v2)
+            return af.reduce_sum(y * y) / 2
+
+        loss = af.cond(pred, dense, lambda: af.reduce_sum(v1) + af.reduce_sum(v2))
+        train = af.train.GradientDescentOptimizer(0.001).minimize(loss)
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            s.run(train, {pred: False})
+            g1, g2 = s.run([v1, v2])
+            s.run(train, {pred: True})
+            h1, h2 = s.run([v1, v2])
+    np.testing.assert_allclose(g1, w1 - 0.001, rtol=1e-6)
+    np.testing.assert_allclose(g2, w2 - 0.001, rtol=1e-6)
+    w1, w2 = g1.astype(np.float64), g2.astype(np.float64)
+    z = x @ w1
+    hh = np.maximum(z, 0)
+    dy = hh @ w2
+    want1 = w1 - 0.001 * x.T @ ((dy @ w2.T) * (z > 0))
+    want2 = w2 - 0.001 * hh.T @ dy
+    np.testing.assert_allclose(h1, want1, rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(h2, want2, rtol=2e-4, atol=2e-5)
