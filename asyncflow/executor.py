@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import itertools
 import os
@@ -65,8 +66,31 @@ _ONE_NONE = (None,)
 # own then (`math_helpers._quiet`; an errstate costs ~3 us, ~8 us with the caches cold
 # after a gemm).  A ContextVar, like NumPy's error state, so tasks outside see neither.
 QUIET_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("QUIET_STEP", default=False)
-# Set to False to keep one errstate per kernel (benchmarks compare the two).
-STEP_ERRSTATE = True
+
+
+@contextlib.contextmanager
+def quiet_step():
+    """Run what is inside (a step's kernels) in one `np.errstate(all="ignore")`.
+
+    Entered and left in one context: around a whole coroutine run by one Task, or
+    around a direct `send` into a step (never across a hop to another Task)."""
+    if QUIET_STEP.get():
+        yield
+        return
+    token = QUIET_STEP.set(True)
+    try:
+        with np.errstate(all="ignore"):
+            yield
+    finally:
+        QUIET_STEP.reset(token)
+
+
+async def in_quiet_step(coro):
+    """`await coro` inside `quiet_step` (for a coroutine that becomes its own Task)."""
+    with quiet_step():
+        return await coro
+
+
 _FORWARD, _NOTHING = -1, -2  # special arities (see compile_plan)
 
 

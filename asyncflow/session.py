@@ -29,7 +29,6 @@ import threading
 import numpy as np
 
 from asyncflow import dtypes, errors, resources
-from asyncflow import executor as executor_mod
 from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
 from asyncflow.config import ConfigProto
@@ -46,6 +45,8 @@ from asyncflow.executor import (
     StepContext,
     _compile_control_flow,
     compile_plan,
+    in_quiet_step,
+    quiet_step,
 )
 from asyncflow.placement import Placer
 from asyncflow.rendezvous import LocalRendezvous
@@ -136,7 +137,7 @@ class _Runtime:
                 self.handoff = True  # the owner starts the thread when it is done
         if not inline:
             if needs_task:
-                cf = asyncio.run_coroutine_threadsafe(coro, self.loop)
+                cf = asyncio.run_coroutine_threadsafe(in_quiet_step(coro), self.loop)
                 try:
                     return cf.result()
                 except KeyboardInterrupt:
@@ -153,19 +154,12 @@ class _Runtime:
 
     def _drive(self, coro, needs_task: bool):
         token = CALLER_DRIVES.set(True)  # a lone device then computes inline too
-        if not executor_mod.STEP_ERRSTATE:
-            try:
-                return self._drive_inline(coro, needs_task)
-            finally:
-                CALLER_DRIVES.reset(token)
-        # TF yields inf/nan silently: one errstate for the whole step instead of one per
-        # kernel (math_helpers.QUIET_STEP).
-        quiet = executor_mod.QUIET_STEP.set(True)
         try:
-            with np.errstate(all="ignore"):
+            # TF yields inf/nan silently: one errstate for the whole step instead of one
+            # per kernel (executor.QUIET_STEP).
+            with quiet_step():
                 return self._drive_inline(coro, needs_task)
         finally:
-            executor_mod.QUIET_STEP.reset(quiet)
             CALLER_DRIVES.reset(token)
 
     def _drive_inline(self, coro, needs_task: bool):
@@ -577,7 +571,8 @@ class BaseSession:
     async def _arun_bound(self, fetches, feed_dict, options, run_metadata=None):
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
         plan = self._plan(feed_tensors, mapper.elements, _traced(options))
-        values = await self._run_step(plan, feed_values, options, run_metadata)
+        with quiet_step():  # (this coroutine runs in one Task: see quiet_step)
+            values = await self._run_step(plan, feed_values, options, run_metadata)
         return mapper.rebuild(_fetch_values(values, feed_values))
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
@@ -606,7 +601,7 @@ class BaseSession:
             return rt.run(coro, needs_task)
         # Bound to a user's loop running in another thread: hand the step to it.
         if needs_task:
-            cf = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            cf = asyncio.run_coroutine_threadsafe(in_quiet_step(coro), self._loop)
             try:
                 return cf.result()
             except KeyboardInterrupt:
@@ -790,17 +785,18 @@ class _SyncCall:
         return self.result
 
     def _start(self, coro) -> None:  # on the loop
-        try:
-            fut = coro.send(None)
-        except StopIteration as stop:
-            self.result = stop.value
-            self.lock.release()
-            return
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            self.exc = exc
-            self.lock.release()
-            return
-        self.task = self.loop.create_task(_continue(coro, fut))
+        with quiet_step():
+            try:
+                fut = coro.send(None)
+            except StopIteration as stop:
+                self.result = stop.value
+                self.lock.release()
+                return
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                self.exc = exc
+                self.lock.release()
+                return
+        self.task = self.loop.create_task(in_quiet_step(_continue(coro, fut)))
         self.task.add_done_callback(self._done)
 
     def _done(self, task) -> None:

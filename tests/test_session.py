@@ -431,18 +431,39 @@ def test_context_manager_closes(graph):
         s.run(c)
 
 
-def test_a_step_computes_inf_and_nan_silently_and_restores_numpy_errstate():
-    # TF yields inf/nan without a word; a synchronous step runs inside one errstate
-    # (executor.QUIET_STEP) and must hand the caller's own NumPy settings back.
+@pytest.mark.parametrize("mode", ["inline", "arun", "loop_thread"])
+def test_a_step_computes_inf_and_nan_silently_and_restores_numpy_errstate(mode):
+    # TF yields inf/nan without a word, whatever the caller's NumPy settings: a step
+    # runs inside one errstate (executor.quiet_step) and hands the caller's back.
+    import asyncio
+    import threading
     import warnings
 
     x = af.placeholder(af.float32, [3])
     y = af.log(x) / x
+    feed = {x: np.array([0.0, -1.0, 1.0], np.float32)}
     old = np.seterr(all="raise")
+    loop = thread = None
     try:
         with af.Session() as sess, warnings.catch_warnings():
             warnings.simplefilter("error")
-            got = sess.run(y, {x: np.array([0.0, -1.0, 1.0], np.float32)})
+            if mode == "inline":
+                got = sess.run(y, feed)
+            elif mode == "arun":
+
+                async def main():
+                    np.seterr(all="raise")  # (a new context for asyncio.run)
+                    out = await sess.arun(y, feed)
+                    assert np.geterr()["divide"] == "raise"
+                    return out
+
+                got = asyncio.run(main())
+            else:  # bound to a loop that another thread runs: the step runs there
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, daemon=True)
+                thread.start()
+                asyncio.run_coroutine_threadsafe(sess.arun(af.constant(0.0)), loop).result(10)
+                got = sess.run(y, feed)
         assert np.isneginf(got[0]) or np.isnan(got[0])
         assert np.isnan(got[1]) and got[2] == 0.0
         assert np.geterr()["divide"] == "raise" and np.geterr()["invalid"] == "raise"
@@ -450,3 +471,7 @@ def test_a_step_computes_inf_and_nan_silently_and_restores_numpy_errstate():
             np.log(np.float32(-1.0))
     finally:
         np.seterr(**old)
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            loop.close()
