@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asyncflow import dtypes, errors, variables
+from asyncflow import dtypes, errors, random_seed, variables
 from asyncflow import graph as ops
 from asyncflow import var_scope as vs
 from asyncflow.graph import GraphKeys
@@ -587,3 +587,17 @@ def test_seeded_initializer_is_reproducible():
     b = vs.get_variable("b", [5], initializer=init_ops.random_uniform_initializer(seed=4))
     av, bv = _init_and_run([a, b])
     np.testing.assert_array_equal(av, bv)
+
+
+def test_orthogonal_initializer_follows_the_graph_seed():
+    def draw(graph_seed, op_seed=None):
+        with ops.Graph().as_default():
+            if graph_seed is not None:
+                random_seed.set_random_seed(graph_seed)
+            return _sample(init_ops.orthogonal_initializer(seed=op_seed), [6, 4])
+
+    a, b = draw(3), draw(3)
+    np.testing.assert_array_equal(a, b)  # a graph seed alone reproduces the matrix
+    assert not np.array_equal(a, draw(4))
+    np.testing.assert_array_equal(draw(None, 7), draw(None, 7))
+    np.testing.assert_allclose(a.T @ a, np.eye(4), atol=1e-5)
