@@ -159,6 +159,10 @@ async def matmul_deferred(ctx, a, b):
 _DEFER_ELEMENTS = 4096
 
 
+def _relu_of(x):
+    return np.maximum(x, x.dtype.type(0))
+
+
 def _gemm_relu(out, a, b, trans_a, trans_b, alpha):
     blas.gemm_into(out, a, b, trans_a, trans_b, alpha, 1.0)
     np.maximum(out, out.dtype.type(0), out=out)  # while `out` is still in cache
@@ -173,7 +177,7 @@ def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool, relu: bool = 
         p, bias = (x, y) if product_pos == 0 else (y, x)
         if type(p) is not DeferredProduct:
             out = await plain(ctx, x, y)
-            return np.maximum(out, out.dtype.type(0)) if relu else out
+            return _relu_of(out) if relu else out
         bias = np.asarray(bias)
         shape = p.shape
         ok = bias.dtype == p.dtype and (
@@ -187,7 +191,7 @@ def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool, relu: bool = 
         if not ok:  # let the plain kernel judge (and word any error) on real values
             prod = p.materialize()
             out = await (plain(ctx, prod, bias) if product_pos == 0 else plain(ctx, bias, prod))
-            return np.maximum(out, out.dtype.type(0)) if relu else out
+            return _relu_of(out) if relu else out
         out = np.empty(shape, p.dtype)
         out[...] = bias
         if relu:
@@ -232,15 +236,17 @@ def _fuse_bias_into_matmul(plan) -> None:
                 and executor.claim(plan, r)
             )
             if relu:
-                plan.kernels[r] = executor.checked(_relu_applied, plan.pnodes[r].op)
+                plan.kernels[r] = executor.checked(relu_applied, plan.pnodes[r].op)
             plan.kernels[j] = executor.checked(matmul_deferred, src.op)
             fused = _bias_fused_kernel(op.op_def.kernels["CPU"], k, op.type == "BiasAdd", relu)
             plan.kernels[i] = executor.checked(fused, op)
             break
 
 
-async def _relu_applied(ctx, features):
-    return features  # the gemm kernel before it applied max(., 0) already
+async def relu_applied(ctx, features):
+    """A Relu's kernel when the kernel before it applied max(., 0) already (the gemm
+    here, nn_ops' BiasAdd): it forwards its input."""
+    return features
 
 
 executor.PLAN_REWRITES.append(_fuse_bias_into_matmul)

@@ -16,6 +16,7 @@ from asyncflow import errors, executor, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.executor import forwardable
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
+from asyncflow.ops.matmul_ops import relu_applied
 from asyncflow.ops.pooling_ops import max_pool_grad_relu
 from asyncflow.registry import FLOATING, NUMERIC, REAL, TypeConstraint, register_op
 
@@ -589,10 +590,6 @@ def _bias_add_grad_grad(op, grad):
 # -- plan rewrite: BiasAdd -> Relu in one pass ---------------------------------------------
 
 
-async def _relu_already_applied(ctx, features):
-    return features  # its BiasAdd computed max(value + bias, 0) (see below)
-
-
 def _fuse_bias_add_relu(plan) -> None:
     """A BiasAdd whose only consumer is a Relu computes the Relu too (TF's grappler
     fuses the same pair), and the Relu forwards its input: one pass over memory."""
@@ -610,7 +607,7 @@ def _fuse_bias_add_relu(plan) -> None:
         if executor.sole_consumer(plan, j) != i or not executor.claim(plan, i, j):
             continue
         plan.kernels[j] = executor.checked(_bias_add_relu, src.op)
-        plan.kernels[i] = executor.checked(_relu_already_applied, p.op)
+        plan.kernels[i] = executor.checked(relu_applied, p.op)
 
 
 executor.PLAN_REWRITES.append(_fuse_bias_add_relu)
