@@ -383,15 +383,16 @@ def compile_plan(
     slot = 0
     for i, pnode in enumerate(nodes):
         op, device = pnode.op, pnode.device
-        kernel = op.op_def.kernels.get(device.device_type)
-        if kernel is None:
+        kernel_def = op.op_def.kernel_for(device.device_type)
+        if kernel_def is None:
             raise errors.InvalidArgumentError(
                 None,
                 op,
                 f"No OpKernel was registered to support Op '{op.type}' used by node "
                 f"{op.name} (defined at {op.traceback}) with these attrs on device "
-                f"{device.name}. Registered devices: [{', '.join(op.op_def.kernels)}]",
+                f"{device.name}. Registered devices: [{op.op_def.registered_kernels()}]",
             )
+        kernel = kernel_def.fn
         is_ref = _flat_input_is_ref(op)
         deref = []
         for k, src in enumerate(pnode.inputs):
@@ -448,7 +449,7 @@ def compile_plan(
     # accounting): the hot loop forwards or skips them.  This is what a null-op
     # dispatch benchmark measures, so it pays to special-case.
     for i, pnode in enumerate(nodes):
-        if kernels[i] is pnode.op.op_def.kernels.get(pnode.device.device_type):
+        if kernels[i] is pnode.op.op_def.kernel_for(pnode.device.device_type).fn:
             if pnode.op.type == "Identity":
                 plan.arity[i] = _FORWARD
             elif pnode.op.type == "NoOp":

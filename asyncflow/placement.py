@@ -188,13 +188,13 @@ class Placer:
             constrained_by = m
         candidates = [d for d, ds in zip(self.devices, self._specs) if _matches(spec, ds)]
         with_kernels = [
-            d for d in candidates if all(d.device_type in m.op_def.kernels for m in members)
+            d for d in candidates if all(m.op_def.supports(d.device_type) for m in members)
         ]
         if with_kernels:
             return with_kernels
         if self.allow_soft:
             relaxed = [
-                d for d in self.devices if all(d.device_type in m.op_def.kernels for m in members)
+                d for d in self.devices if all(m.op_def.supports(d.device_type) for m in members)
             ]
             # Prefer the requested type and index when only the job/replica/task failed.
             same_type = [d for d in relaxed if spec.device_type in (None, d.device_type)]
@@ -222,7 +222,7 @@ class Placer:
                 f"{available}",
             )
         for m in members:
-            missing = [d for d in candidates if d.device_type not in m.op_def.kernels]
+            missing = [d for d in candidates if not m.op_def.supports(d.device_type)]
             if missing and len(missing) == len(candidates):
                 raise errors.InvalidArgumentError(
                     None,
@@ -230,7 +230,7 @@ class Placer:
                     f"Cannot assign a device for operation {m.name}: Could not satisfy "
                     f"explicit device specification '{spec.to_string()}' because no "
                     f"supported kernel for {missing[0].device_type} devices is available. "
-                    f"Registered kernels: [{', '.join(m.op_def.kernels)}]",
+                    f"Registered kernels: [{m.op_def.registered_kernels()}]",
                 )
 
     # -- greedy simulation

@@ -1,9 +1,19 @@
 """The op registry: one OpDef per op type, holding everything about the op.
 
 An OpDef names its typed inputs and outputs, its attrs (with defaults and type
-constraints), its shape function, its kernels per device type, its gradient and
-whether it is stateful.  `ops/<family>.py` registers ops at import time; the
-graph builds Operations from OpDefs, the executor looks kernels up here.
+constraints), its shape function, its kernels, its gradient and whether it is
+stateful.  `ops/<family>.py` registers ops at import time; the graph builds
+Operations from OpDefs, the executor looks kernels up here.
+
+Kernels (DESIGN.md "Kernel contract"): `@Op.kernel()` registers the op's generic
+kernel, written once against `ctx.xp` and used on every device; `@Op.kernel("CPU")`
+registers a kernel for one device type only, where the code truly differs (host-only
+work: strings, queues, files, Python loops over values).  `kernel_for(device_type)`
+picks the device-specific kernel first, else the generic one; which device types run
+an op is derived from that, never kept in a second list.  `host_memory=(names...)`
+names inputs and outputs that stay in host memory on non-CPU devices (TF's
+HostMemory: shape, axis, perm and size arguments; Shape/Size/Rank results), so the
+kernel reads them as host values wherever it runs.
 
 Argument specs are TF's strings:
   "x: T"          one tensor whose dtype is the type attr T
@@ -28,6 +38,7 @@ from asyncflow import dtypes
 
 __all__ = [
     "ArgDef",
+    "KernelDef",
     "OpDef",
     "REQUIRED",
     "TypeConstraint",
@@ -41,6 +52,7 @@ __all__ = [
     "register_op",
     "get_op_def",
     "all_op_defs",
+    "ops_supported_on",
     "RegisterGradient",
     "NotDifferentiable",
     "get_gradient_function",
@@ -117,6 +129,16 @@ class ArgDef:
         return cls(name, None, dtypes.as_dtype(typ), number_attr, bool(ref))
 
 
+@dataclass(frozen=True)
+class KernelDef:
+    """One kernel registration: the function, the device type it is for (None: the
+    generic kernel, for every device) and the inputs/outputs kept in host memory."""
+
+    fn: Callable
+    device_type: str | None
+    host_memory: frozenset[str] = frozenset()
+
+
 @dataclass(eq=False)
 class OpDef:
     """Everything about one op type.  Create with `register_op`."""
@@ -127,21 +149,71 @@ class OpDef:
     attrs: dict[str, Any]
     shape_fn: Callable | None
     stateful: bool = False
-    kernels: dict[str, Callable] = field(default_factory=dict)
+    # Registrations keyed by device type; the key None holds the generic kernel.
+    kernel_defs: dict[str | None, KernelDef] = field(default_factory=dict)
     grad_fn: Callable | None = None
     not_differentiable: bool = False
     # True when a kernel may suspend (queues, Recv, I/O): purely a placement hint.
     is_async: bool = False
 
-    def kernel(self, *device_types: str) -> Callable:
-        """Decorator registering an `async def kernel(ctx, *inputs)` for device types."""
+    def kernel(self, *device_types: str, host_memory: Iterable[str] = ()) -> Callable:
+        """Decorator registering an `async def kernel(ctx, *inputs)`.
+
+        With no device types it is the generic kernel (every device, through
+        `ctx.xp`); otherwise a kernel for each named device type.  `host_memory` names
+        inputs/outputs (as declared) that stay in host memory on non-CPU devices.
+
+        Raises:
+          ValueError: a kernel is already registered for that device type (or a
+            generic one twice), or `host_memory` names no input or output of the op.
+        """
+        if isinstance(host_memory, str):
+            raise TypeError("host_memory takes a sequence of input/output names")
+        host = frozenset(host_memory)
+        names = {a.name for a in self.inputs} | {a.name for a in self.outputs}
+        unknown = sorted(host - names)
+        if unknown:
+            raise ValueError(f"host_memory of op {self.name!r} names unknown args {unknown}")
+        keys = [dt.upper() for dt in device_types] or [None]
 
         def register(fn: Callable) -> Callable:
-            for dt in device_types or ("CPU",):
-                self.kernels[dt.upper()] = fn
+            for key in keys:
+                if key in self.kernel_defs:
+                    what = "a generic kernel" if key is None else f"a {key} kernel"
+                    raise ValueError(f"op {self.name!r} already has {what}")
+                self.kernel_defs[key] = KernelDef(fn, key, host)
             return fn
 
         return register
+
+    def kernel_for(self, device_type: str) -> KernelDef | None:
+        """The kernel a device of `device_type` runs: its own, else the generic one."""
+        kd = self.kernel_defs.get(device_type)
+        return kd if kd is not None else self.kernel_defs.get(None)
+
+    def supports(self, device_type: str) -> bool:
+        """Whether a device of `device_type` has a kernel for this op."""
+        return device_type in self.kernel_defs or None in self.kernel_defs
+
+    @property
+    def has_generic_kernel(self) -> bool:
+        return None in self.kernel_defs
+
+    def registered_kernels(self) -> str:
+        """For error messages: "any device" or the device types, as TF lists them."""
+        parts = ["any device" if k is None else k for k in self.kernel_defs]
+        return ", ".join(parts) or "none"
+
+    def host_memory_positions(self, attrs: dict, device_type: str) -> tuple[list, list]:
+        """Flat input and output positions of an op with `attrs` that the kernel for
+        `device_type` keeps in host memory (list args expand as the op's attrs say)."""
+        kd = self.kernel_for(device_type)
+        if kd is None or not kd.host_memory:
+            return [], []
+        return (
+            _host_positions(self.inputs, self.attrs, attrs, kd.host_memory),
+            _host_positions(self.outputs, self.attrs, attrs, kd.host_memory),
+        )
 
     def gradient(self, fn: Callable) -> Callable:
         self.grad_fn = fn
@@ -152,6 +224,21 @@ class OpDef:
 
     def __repr__(self) -> str:
         return f"<OpDef {self.name}>"
+
+
+def _host_positions(args, attr_defs: dict, attrs: dict, host: frozenset) -> list[int]:
+    out, pos = [], 0
+    for arg in args:
+        if arg.number_attr:
+            n = attrs[arg.number_attr]
+        elif arg.type_attr and attr_defs[arg.type_attr].is_list:
+            n = len(attrs[arg.type_attr])
+        else:
+            n = 1
+        if arg.name in host:
+            out.extend(range(pos, pos + n))
+        pos += n
+    return out
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -192,6 +279,11 @@ def get_op_def(name: str) -> OpDef:
 
 def all_op_defs() -> dict[str, OpDef]:
     return dict(_REGISTRY)
+
+
+def ops_supported_on(device_type: str) -> list[str]:
+    """The op types a device of `device_type` can run, derived from the kernels."""
+    return sorted(name for name, d in _REGISTRY.items() if d.supports(device_type))
 
 
 # -- gradients, keyed by op type as TF's python layer does ---------------------------

@@ -212,7 +212,7 @@ def _fuse_bias_into_matmul(plan) -> None:
         op = p.op
         if op.type not in ("AddV2", "Add", "BiasAdd") or plan.derefs[i] or len(p.inputs) != 2:
             continue
-        if p.device.device_type != "CPU" or "CPU" not in op.op_def.kernels:
+        if p.device.device_type != "CPU" or not op.op_def.supports("CPU"):
             continue
         if not blas.available(op.get_attr("T").np_dtype):
             continue
@@ -238,7 +238,7 @@ def _fuse_bias_into_matmul(plan) -> None:
             if relu:
                 plan.kernels[r] = executor.checked(relu_applied, plan.pnodes[r].op)
             plan.kernels[j] = executor.checked(matmul_deferred, src.op)
-            fused = _bias_fused_kernel(op.op_def.kernels["CPU"], k, op.type == "BiasAdd", relu)
+            fused = _bias_fused_kernel(op.op_def.kernel_for("CPU").fn, k, op.type == "BiasAdd", relu)
             plan.kernels[i] = executor.checked(fused, op)
             break
 
@@ -312,7 +312,7 @@ def _fuse_matmul_into_relu_grad(plan) -> None:
         op = p.op
         if op.type != "ReluGrad" or plan.derefs[i] or p.device.device_type != "CPU":
             continue
-        if "CPU" not in op.op_def.kernels or not blas.available(op.get_attr("T").np_dtype):
+        if not op.op_def.supports("CPU") or not blas.available(op.get_attr("T").np_dtype):
             continue
         j = fusable_matmul(plan, i, p.inputs[0])  # (past gate_gradients' Identities)
         if j is None or not executor.claim(plan, i, j):
@@ -325,7 +325,7 @@ def _fuse_matmul_into_relu_grad(plan) -> None:
             plan.rewritten.difference_update((i, j))
             continue
         plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
-        fused = _relu_grad_gemm_kernel(op.op_def.kernels["CPU"])
+        fused = _relu_grad_gemm_kernel(op.op_def.kernel_for("CPU").fn)
         plan.kernels[i] = executor.checked(fused, op)
 
 

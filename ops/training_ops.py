@@ -626,11 +626,11 @@ def _fuse_matmul_into_updates(plan) -> None:
         kind = op.type
         if kind not in ("ApplyGradientDescent", "AssignSub", "AssignAdd") or plan.derefs[i]:
             continue
-        if p.device.device_type != "CPU" or "CPU" not in op.op_def.kernels:
+        if p.device.device_type != "CPU" or not op.op_def.supports("CPU"):
             continue
         if not blas.available(op.get_attr("T").np_dtype):
             continue
-        plain = op.op_def.kernels["CPU"]
+        plain = op.op_def.kernel_for("CPU").fn
         if kind == "ApplyGradientDescent":
             j = _fusable_matmul(plan, i, p.inputs[2])
             if j is not None and executor.claim(plan, i, j):
@@ -657,7 +657,7 @@ def _fuse_matmul_into_updates(plan) -> None:
             continue
         plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
         if scale is not None:
-            mul_plain = mul.op.op_def.kernels["CPU"]
+            mul_plain = mul.op.op_def.kernel_for("CPU").fn
             plan.kernels[k] = executor.checked(_scale_kernel(mul_plain, scale), mul.op)
         sign = -1.0 if kind == "AssignSub" else 1.0
         plan.kernels[i] = executor.checked(_fused_assign_kernel(plain, sign), op)

@@ -244,8 +244,8 @@ DYNAMIC = [
 
 
 def _module(op_def) -> str:
-    kernel = next(iter(op_def.kernels.values()), None)
-    return kernel.__module__.rsplit(".", 1)[-1] if kernel else "?"
+    kd = next(iter(op_def.kernel_defs.values()), None)
+    return kd.fn.__module__.rsplit(".", 1)[-1] if kd else "?"
 
 
 def _differentiable_owned():

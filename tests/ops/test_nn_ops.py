@@ -211,7 +211,7 @@ def test_nn_namespace():
         assert callable(getattr(nn_ops, name))
     for op_type in ("Relu", "Relu6", "Elu", "Softplus", "Softsign", "Softmax", "BiasAdd"):
         op_def = get_op_def(op_type)
-        assert "CPU" in op_def.kernels and op_def.shape_fn is not None
+        assert op_def.supports("CPU") and op_def.shape_fn is not None
 
 
 # -- backprop ops and gradients -------------------------------------------------------------

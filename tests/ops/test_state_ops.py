@@ -411,5 +411,5 @@ def test_registration():
         "IsVariableInitialized",
     ):
         op_def = get_op_def(name)
-        assert op_def.stateful and op_def.shape_fn is not None and "CPU" in op_def.kernels
+        assert op_def.stateful and op_def.shape_fn is not None and op_def.supports("CPU")
         assert op_def.not_differentiable
