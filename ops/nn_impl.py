@@ -751,10 +751,14 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
             if rate == 0:
                 return array_ops.identity(x, name=scope)
         rate = ops.convert_to_tensor(rate, dtype=x.dtype, name="rate")
+        rate.shape.assert_has_rank(0)
         shape = array_ops.shape(x) if noise_shape is None else noise_shape
         random = random_ops.random_uniform(shape, seed=seed, dtype=x.dtype)
         keep = math_ops.cast(math_ops.greater_equal(random, rate), x.dtype)
-        return math_ops.multiply(x * math_ops.reciprocal(1 - rate), keep, name=scope)
+        out = math_ops.multiply(x * math_ops.reciprocal(1 - rate), keep, name=scope)
+        # A rate of unknown shape (a bare placeholder) is a scalar: x's shape survives.
+        out.set_shape(x.shape)
+        return out
 
 
 # -- embedding_lookup ----------------------------------------------------------------------

@@ -40,6 +40,8 @@ __all__ = [
     "reduce_all",
     "argmax",
     "argmin",
+    "arg_max",
+    "arg_min",
     "range",
     "linspace",
     "lin_space",
@@ -316,6 +318,16 @@ def _arg_builder(op_type: str, doc: str):
 
 argmax = _arg_builder("ArgMax", "Index of the largest value along `axis` (default 0).")
 argmin = _arg_builder("ArgMin", "Index of the smallest value along `axis` (default 0).")
+
+
+def arg_max(input, dimension, output_type=dtypes.int64, name=None):  # noqa: A002
+    """TF1's deprecated `tf.arg_max` (the raw ArgMax op): `argmax` along `dimension`."""
+    return argmax(input, axis=dimension, name=name, output_type=output_type)
+
+
+def arg_min(input, dimension, output_type=dtypes.int64, name=None):  # noqa: A002
+    """TF1's deprecated `tf.arg_min` (the raw ArgMin op): `argmin` along `dimension`."""
+    return argmin(input, axis=dimension, name=name, output_type=output_type)
 
 
 # -- Range -----------------------------------------------------------------------------------

@@ -713,3 +713,18 @@ def test_ema_rejects_integer_variables():
         v = af.Variable(1, name="i")
         with pytest.raises(TypeError, match="half, float, or double"):
             ExponentialMovingAverage(0.9).apply([v])
+
+
+@pytest.mark.parametrize("as_iterable", [lambda d: d.values(), lambda d: set(d.values()),
+                                         lambda d: (v for v in d.values())])  # fmt: skip
+def test_minimize_accepts_any_iterable_var_list(as_iterable):
+    # Issue 18 item 9.  TF 2.21: minimize(a*a + b, var_list=d.values()) with lr 0.1 takes
+    # a from 1.0 to 0.8 and b from 2.0 to 1.9.
+    with ops.Graph().as_default():
+        d = {"a": af.Variable(1.0), "b": af.Variable(2.0)}
+        loss = d["a"] * d["a"] + d["b"]
+        train = GradientDescentOptimizer(0.1).minimize(loss, var_list=as_iterable(d))
+        with af.Session() as sess:
+            sess.run(af.global_variables_initializer())
+            sess.run(train)
+            np.testing.assert_allclose(sess.run([d["a"], d["b"]]), [0.8, 1.9], rtol=1e-6)

@@ -374,7 +374,8 @@ class Optimizer:
 
 
 def _flatten(value):
-    if isinstance(value, (list, tuple)):
+    # TF accepts any iterable of variables (`var_list=d.values()`, a set, a generator).
+    if not isinstance(value, Variable | ops.Tensor | str) and hasattr(value, "__iter__"):
         for v in value:
             yield from _flatten(v)
     else:

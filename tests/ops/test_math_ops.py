@@ -844,3 +844,44 @@ def test_public_names():
     for op_type in ("Add", "AddV2", "BatchMatMul", "Sum", "ArgMax", "Range", "LinSpace"):
         assert get_op_def(op_type).supports("CPU")
         assert get_op_def(op_type).shape_fn is not None
+
+
+# -- issue 18 items 8 and 9 ----------------------------------------------------------------
+
+
+def test_integer_division_by_zero_of_an_empty_tensor_is_empty():
+    # TF 2.21: FloorMod/FloorDiv of an int32 [] by 0 give [] (no divisor is used); a
+    # non-empty x by 0 raises InvalidArgumentError "Integer division by zero".
+    empty = ops.convert_to_tensor(np.zeros([0], np.int32))
+    zero = ops.convert_to_tensor(0)
+    out = _run([math_ops.floormod(empty, zero), math_ops.floordiv(empty, zero)])
+    for v in out:
+        assert v.shape == (0,) and v.dtype == np.int32
+    with pytest.raises(errors.InvalidArgumentError, match="Integer division by zero"):
+        _run(math_ops.floormod([1, 2], zero))
+
+
+def test_reduce_sum_gradient_over_unknown_rank_fed_a_scalar():
+    # The linear-regression tutorial: reduce_sum(p * w) over an unknown-rank placeholder fed
+    # a scalar; TF 2.21 gives d/dw = 3.0 for p = 3.0 (its gradient takes FloorMod([], 0)).
+    import asyncflow as af
+
+    p = af.placeholder(af.float32)
+    w = af.Variable(1.0)
+    (g,) = af.gradients(reduction_ops.reduce_sum(p * w), [w])
+    with Session() as sess:
+        sess.run(af.global_variables_initializer())
+        assert sess.run(g, {p: 3.0}) == 3.0
+
+
+def test_arg_min_arg_max():
+    # TF 2.21: tf.arg_min(m, 1) = [0, 1] int64; tf.arg_max(m, 0) = [1, 0, 1] (op ArgMax);
+    # output_type=int32 gives int32.
+    m = ops.convert_to_tensor(np.array([[1, 5, 3], [7, 2, 9]], np.int32))
+    lo, hi = reduction_ops.arg_min(m, 1), reduction_ops.arg_max(m, 0)
+    assert lo.dtype == dtypes.int64 and hi.op.type == "ArgMax" and lo.op.type == "ArgMin"
+    hi32 = reduction_ops.arg_max(m, 1, output_type=dtypes.int32)
+    a, b, c = _run([lo, hi, hi32])
+    np.testing.assert_array_equal(a, [0, 1])
+    np.testing.assert_array_equal(b, [1, 0, 1])
+    assert c.dtype == np.int32 and c.tolist() == [1, 2]

@@ -406,3 +406,20 @@ def test_in_top_k():
     np.testing.assert_array_equal(_run(nn_impl.in_top_k(pred, [1, 3, 2], 3)), [True, False, False])
     np.testing.assert_array_equal(_run(nn_impl.in_top_k(pred, np.array([5, 0, -1]), 4)),
                                   [False, True, False])  # fmt: skip
+
+
+def test_dropout_placeholder_keep_prob_keeps_static_shape():
+    # Issue 18 item 7.  TF 2.21: dropout(x[?,10], keep_prob=placeholder()) has shape (?, 10),
+    # so a later softmax_cross_entropy_with_logits sees known-rank logits; a keep_prob of
+    # known non-scalar shape [3] raises ValueError "Shape (3,) must have rank 0".
+    x = af.placeholder(af.float32, [None, 10])
+    keep = af.placeholder(af.float32)
+    y = nn_impl.dropout(x, keep)
+    assert y.shape.as_list() == [None, 10]
+    labels = af.placeholder(af.float32, [None, 10])
+    loss = nn_impl.softmax_cross_entropy_with_logits(labels=labels, logits=y)
+    assert loss.shape.as_list() == [None]
+    xv = np.ones((2, 10), np.float32)
+    np.testing.assert_array_equal(_run(y, {x: xv, keep: 1.0}), xv)
+    with pytest.raises(ValueError, match="must have rank 0"):
+        nn_impl.dropout(x, af.placeholder(af.float32, [3]))
