@@ -87,6 +87,7 @@ from asyncflow.ops import parsing_ops as _parsing_ops  # noqa: E402
 from asyncflow.ops import random_ops as _random_ops  # noqa: E402
 from asyncflow.ops import reader_ops as _reader_ops  # noqa: E402
 from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
+from asyncflow.ops import scatter_nd_ops as _scatter_nd_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
@@ -95,6 +96,7 @@ from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
 for _m in (
     _array_ops,
     _slicing_ops,
+    _scatter_nd_ops,
     _math_ops,
     _reduction_ops,
     _random_ops,

@@ -26,6 +26,7 @@ from asyncflow.ops import (  # noqa: F401
     random_ops,
     reader_ops,
     reduction_ops,
+    scatter_nd_ops,
     sendrecv_ops,
     slicing_ops,
     state_ops,

@@ -30,7 +30,15 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.registry import ANY, INDEX, NUMERIC, REQUIRED, NotDifferentiable, register_op
+from asyncflow.registry import (
+    ANY,
+    INDEX,
+    NUMERIC,
+    REAL,
+    REQUIRED,
+    NotDifferentiable,
+    register_op,
+)
 
 __all__ = [
     "VarRef",
@@ -41,6 +49,10 @@ __all__ = [
     "scatter_update",
     "scatter_add",
     "scatter_sub",
+    "scatter_mul",
+    "scatter_div",
+    "scatter_min",
+    "scatter_max",
     "is_variable_initialized",
     "count_up_to",
 ]
@@ -364,12 +376,27 @@ def _scatter_assign(target, idx, upd):
     target[idx] = upd  # duplicates: one of them wins, unspecified which (as TF)
 
 
-def _register_scatter(op_type: str, apply, numeric: bool):
+def _scatter_div(target, idx, upd):
+    if target.dtype.kind not in "iu":
+        np.divide.at(target, idx, upd)
+        return
+    # C++ integer `/` truncates toward zero; apply duplicates one after another.
+    upd = np.broadcast_to(upd, idx.shape + target.shape[1:])
+    for i, row in enumerate(idx.tolist()):
+        q = np.abs(target[row]) // np.abs(upd[i])
+        target[row] = np.where((target[row] < 0) != (upd[i] < 0), -q, q)
+
+
+def _register_scatter(op_type: str, apply, numeric: bool, allowed=None):
     op_def = register_op(
         op_type,
         inputs=["ref: Ref(T)", "indices: Tindices", "updates: T"],
         outputs=["output_ref: T"],
-        attrs={"T": NUMERIC if numeric else ANY, "Tindices": INDEX, "use_locking": True},
+        attrs={
+            "T": allowed or (NUMERIC if numeric else ANY),
+            "Tindices": INDEX,
+            "use_locking": True,
+        },
         shape_fn=_scatter_shape,
         stateful=True,
     )
@@ -395,6 +422,10 @@ def _register_scatter(op_type: str, apply, numeric: bool):
 ScatterUpdate = _register_scatter("ScatterUpdate", _scatter_assign, numeric=False)
 ScatterAdd = _register_scatter("ScatterAdd", np.add.at, numeric=True)
 ScatterSub = _register_scatter("ScatterSub", np.subtract.at, numeric=True)
+ScatterMul = _register_scatter("ScatterMul", np.multiply.at, numeric=True)
+ScatterDiv = _register_scatter("ScatterDiv", _scatter_div, numeric=True)
+ScatterMin = _register_scatter("ScatterMin", np.minimum.at, numeric=True, allowed=REAL)
+ScatterMax = _register_scatter("ScatterMax", np.maximum.at, numeric=True, allowed=REAL)
 
 
 def _scatter_builder(op_type: str, verb: str):
@@ -417,6 +448,14 @@ scatter_add = _scatter_builder("ScatterAdd", "Add (duplicates accumulate)")
 scatter_add.__name__ = "scatter_add"
 scatter_sub = _scatter_builder("ScatterSub", "Subtract (duplicates accumulate)")
 scatter_sub.__name__ = "scatter_sub"
+scatter_mul = _scatter_builder("ScatterMul", "Multiply (duplicates multiply in turn)")
+scatter_mul.__name__ = "scatter_mul"
+scatter_div = _scatter_builder("ScatterDiv", "Divide by (duplicates divide in turn)")
+scatter_div.__name__ = "scatter_div"
+scatter_min = _scatter_builder("ScatterMin", "Take the minimum with")
+scatter_min.__name__ = "scatter_min"
+scatter_max = _scatter_builder("ScatterMax", "Take the maximum with")
+scatter_max.__name__ = "scatter_max"
 
 
 # -- IsVariableInitialized ----------------------------------------------------------------

@@ -1,0 +1,455 @@
+"""N-d indexing ops: GatherNd, ScatterNd, TensorScatter{Update,Add,Sub,Max,Min} and the
+variable updates ScatterNd{Update,Add,Sub}.
+
+An index tensor of shape [..., K] names, in its last dimension, the first K coordinates
+of a slice of a tensor of shape S: it picks (or writes) the slices S[K:].  Every kernel
+reduces that to one flat row index into the tensor viewed as [prod(S[:K]), prod(S[K:])],
+after the same bounds check, so the three kinds of op share one implementation.
+
+Duplicates: ScatterNd and the Add/Sub updates accumulate; TensorScatterUpdate and
+ScatterNdUpdate keep one of them (the last here; TF leaves it unspecified).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import gradient_ops as _g
+from asyncflow.registry import ANY, INDEX, NUMERIC, REAL, NotDifferentiable, register_op
+
+__all__ = [
+    "gather_nd",
+    "scatter_nd",
+    "tensor_scatter_nd_update",
+    "tensor_scatter_nd_add",
+    "tensor_scatter_nd_sub",
+    "tensor_scatter_nd_max",
+    "tensor_scatter_nd_min",
+    "tensor_scatter_update",
+    "tensor_scatter_add",
+    "tensor_scatter_sub",
+    "scatter_nd_update",
+    "scatter_nd_add",
+    "scatter_nd_sub",
+]
+
+
+def _shape_str(shape) -> str:
+    return "[" + ",".join(str(int(d)) for d in shape) + "]"
+
+
+def _invalid(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _flat_rows(indices: np.ndarray, shape, what: str) -> np.ndarray:
+    """Flat row ids of `indices` [..., K] into `shape` viewed as [prod(shape[:K]), -1].
+
+    Raises InvalidArgumentError, as TF does, naming the first index out of range.
+    """
+    k = indices.shape[-1]
+    n = int(np.prod(indices.shape[:-1], dtype=np.int64))
+    idx = indices.reshape(n, k).astype(np.int64, copy=False)
+    dims = np.asarray(shape[:k], dtype=np.int64)
+    bad = ((idx < 0) | (idx >= dims)).any(axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        coords = ", ".join(str(int(c)) for c in idx[i])
+        raise _invalid(f"indices[{i}] = [{coords}] does not index into {what} {_shape_str(shape)}")
+    if k == 0:
+        return np.zeros(idx.shape[0], np.int64)
+    return np.ravel_multi_index(tuple(idx.T), tuple(int(d) for d in dims))
+
+
+def _as_rows(x: np.ndarray, k: int) -> np.ndarray:
+    """x viewed as [prod(x.shape[:k]), prod(x.shape[k:])]."""
+    return x.reshape(
+        int(np.prod(x.shape[:k], dtype=np.int64)), int(np.prod(x.shape[k:], dtype=np.int64))
+    )
+
+
+def _updates_shape_check(indices_shape, updates_shape, shape, fail) -> None:
+    """updates.shape must be indices.shape[:-1] + shape[K:] (TF's ValidateUpdateShape)."""
+    k = indices_shape[-1]
+    outer = len(indices_shape) - 1
+    want = tuple(indices_shape[:-1]) + tuple(shape[k:])
+    if tuple(updates_shape) != want:
+        raise fail(
+            f"Dimensions [0,{outer}) of indices[shape={_shape_str(indices_shape)}] must match "
+            f"dimensions [0,{outer}) of updates[shape={_shape_str(updates_shape)}] and "
+            f"updates.shape[{outer}:] must equal shape[{k}:] = {_shape_str(shape[k:])}"
+        )
+
+
+# -- shape functions -----------------------------------------------------------------------
+
+
+def _static_updates_check(indices, updates, shape: tensor_shape.TensorShape) -> None:
+    """Build-time check of updates' shape where it is known (TF raises ValueError)."""
+    if indices.ndims is None or updates.ndims is None:
+        return
+    k = indices.dims[-1].value if indices.ndims else None
+    outer = indices.ndims - 1
+    if updates.ndims >= outer:
+        try:
+            indices[:outer].merge_with(updates[:outer])
+        except ValueError as exc:
+            raise ValueError(
+                f"Dimensions [0,{outer}) of indices[shape={indices}] must match dimensions "
+                f"[0,{outer}) of updates[shape={updates}]: {exc}"
+            ) from None
+    if k is not None and shape.ndims is not None:
+        if k > shape.ndims:
+            raise ValueError(f"indices.shape[-1] must be <= shape.rank, but saw {k} > {shape}")
+        want = indices[:outer].concatenate(shape[k:])
+        if not want.is_compatible_with(updates):
+            raise ValueError(
+                f"updates has shape {updates}, but indices {indices} and shape {shape} "
+                f"require {want}"
+            )
+
+
+def _static_str(shape: tensor_shape.TensorShape) -> str:
+    return _shape_str(shape.as_list()) if shape.is_fully_defined() else str(shape)
+
+
+def _gather_nd_shape(op):
+    params, indices = op.inputs[0].shape, op.inputs[1].shape
+    indices = indices.with_rank_at_least(1)
+    if indices.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    k = indices.dims[-1].value
+    if k is None or params.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    if k > params.ndims:
+        raise ValueError(
+            f"indices.shape[-1] must be <= params.rank, but saw indices shape: "
+            f"{_static_str(indices)} and params shape: {_static_str(params)}"
+        )
+    return [indices[:-1].concatenate(params[k:])]
+
+
+def _scatter_nd_shape(op):
+    indices, updates, shape_t = (t.shape for t in op.inputs)
+    indices.with_rank_at_least(1)
+    shape_t.with_rank(1)
+    value = ops.constant_value(op.inputs[2])
+    if value is None:
+        n = shape_t.dims[0].value if shape_t.ndims else None
+        shape = tensor_shape.unknown_shape(n) if n is not None else tensor_shape.unknown_shape()
+    else:
+        shape = tensor_shape.TensorShape([int(d) for d in value])
+    _static_updates_check(indices, updates, shape)
+    return [shape]
+
+
+def _tensor_scatter_shape(op):
+    tensor, indices, updates = (t.shape for t in op.inputs)
+    indices.with_rank_at_least(1)
+    _static_updates_check(indices, updates, tensor)
+    return [tensor]
+
+
+# -- GatherNd ------------------------------------------------------------------------------
+
+GatherNd = register_op(
+    "GatherNd",
+    inputs=["params: Tparams", "indices: Tindices"],
+    outputs=["output: Tparams"],
+    attrs={"Tparams": ANY, "Tindices": INDEX, "bad_indices_policy": ""},
+    shape_fn=_gather_nd_shape,
+)
+
+
+def _gather_nd_value(params, indices):
+    k = indices.shape[-1]
+    if k > params.ndim:
+        raise _invalid(
+            f"indices.shape[-1] must be <= params.rank, but saw indices shape: "
+            f"{_shape_str(indices.shape)} and params shape: {_shape_str(params.shape)}"
+        )
+    rows = _flat_rows(indices, params.shape, "param shape")
+    out_shape = indices.shape[:-1] + params.shape[k:]
+    return _as_rows(params, k)[rows].reshape(out_shape)
+
+
+@GatherNd.kernel("CPU")
+async def _gather_nd(ctx, params, indices):
+    params, indices = np.asarray(params), np.asarray(indices)
+    if indices.ndim < 1:
+        raise _invalid(f"indices must be at least a vector, got shape {_shape_str(indices.shape)}")
+    return await ctx.device.compute(_gather_nd_value, params, indices)
+
+
+@GatherNd.gradient
+def _gather_nd_grad(op, grad):
+    params, indices = op.inputs
+    with ops.colocate_with(params):
+        shape = _g.shape(params, out_type=indices.dtype)
+    return [_g.apply("ScatterNd", indices, ops.convert_to_tensor(grad), shape), None]
+
+
+def _batch_indices(indices: ops.Tensor, batch_dims: int) -> ops.Tensor:
+    """indices [B..., N..., K] -> [B..., N..., batch_dims + K]: each row prefixed with
+    its own batch coordinates (how TF's gather_nd reduces batch_dims to a plain GatherNd)."""
+    from asyncflow.ops import array_ops, math_ops, reduction_ops
+
+    shape = array_ops.shape(indices, out_type=indices.dtype)
+    ones = array_ops.ones_like(indices[..., :1])
+    parts = []
+    for d in range(batch_dims):
+        n = shape[d]
+        coord = reduction_ops.range(n, dtype=indices.dtype)
+        bshape = [1] * indices.shape.ndims
+        bshape[d] = -1
+        parts.append(math_ops.multiply(ones, array_ops.reshape(coord, bshape)))
+    return array_ops.concat(parts + [indices], axis=-1)
+
+
+def gather_nd(params, indices, name=None, batch_dims=0):
+    """`tf.gather_nd`: slices of `params` at the N-d coordinates in the last dimension of
+    `indices`; output shape indices.shape[:-1] + params.shape[indices.shape[-1]:].
+
+    Raises:
+      ValueError: at build time, indices.shape[-1] > rank(params).
+      InvalidArgumentError: at run time, "indices[1] = [3, 0] does not index into param
+        shape [3,4]".
+    """
+    batch_dims = int(batch_dims)
+    if batch_dims == 0:
+        return ops.apply_op("GatherNd", [params, indices], name=name).outputs[0]
+    with ops.name_scope(name, "GatherNd", [params, indices]):
+        params = ops.convert_to_tensor(params, name="params")
+        indices = ops.convert_to_tensor(indices, name="indices")
+        if indices.shape.ndims is None or batch_dims < 0:
+            raise ValueError("gather_nd with batch_dims needs indices of known rank")
+        return ops.apply_op("GatherNd", [params, _batch_indices(indices, batch_dims)]).outputs[0]
+
+
+# -- ScatterNd -----------------------------------------------------------------------------
+
+ScatterNd = register_op(
+    "ScatterNd",
+    inputs=["indices: Tindices", "updates: T", "shape: Tindices"],
+    outputs=["output: T"],
+    attrs={"T": ANY, "Tindices": INDEX, "bad_indices_policy": ""},
+    shape_fn=_scatter_nd_shape,
+)
+
+
+def _scatter_into(target, indices, updates, mode: str):
+    """Scatter `updates` into `target` (written in place) at `indices`, by `mode`."""
+    k = indices.shape[-1]
+    _updates_shape_check(indices.shape, updates.shape, target.shape, _invalid)
+    rows = _flat_rows(indices, target.shape, "shape")
+    flat = _as_rows(target, k)
+    upd = updates.reshape(rows.size, flat.shape[1])
+    if mode == "update":
+        flat[rows] = upd
+    elif mode == "add":
+        np.add.at(flat, rows, upd)
+    elif mode == "sub":
+        np.subtract.at(flat, rows, upd)
+    elif mode == "max":
+        np.maximum.at(flat, rows, upd)
+    else:
+        np.minimum.at(flat, rows, upd)
+    return target
+
+
+@ScatterNd.kernel("CPU")
+async def _scatter_nd(ctx, indices, updates, shape):
+    indices, updates = np.asarray(indices), np.asarray(updates)
+    shape = tuple(int(d) for d in np.asarray(shape).reshape(-1))
+    if indices.ndim < 1:
+        raise _invalid(f"Indices shape must have rank at least one. Found:{indices.shape}")
+    if any(d < 0 for d in shape):
+        raise _invalid(f"Shape must be non-negative, got {_shape_str(shape)}")
+    if indices.shape[-1] > len(shape):
+        raise _invalid(
+            f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, got "
+            f"shape {_shape_str(shape)}"
+        )
+    out = np.zeros(shape, updates.dtype)
+    return await ctx.device.compute(_scatter_into, out, indices, updates, "add")
+
+
+@ScatterNd.gradient
+def _scatter_nd_grad(op, grad):
+    indices = op.inputs[0]
+    return [None, _g.apply("GatherNd", ops.convert_to_tensor(grad), indices), None]
+
+
+def scatter_nd(indices, updates, shape, name=None):
+    """`tf.scatter_nd`: a zero tensor of `shape` with `updates` added at `indices`
+    (duplicates accumulate).
+
+    Raises:
+      ValueError: at build time, updates' shape is not indices.shape[:-1] + shape[K:].
+      InvalidArgumentError: at run time, "indices[0] = [5] does not index into shape [5]".
+    """
+    return ops.apply_op("ScatterNd", [indices, updates, shape], name=name).outputs[0]
+
+
+# -- TensorScatter{Update,Add,Sub,Max,Min} --------------------------------------------------
+
+
+def _tensor_scatter_op(op_type: str, mode: str, allowed):
+    op_def = register_op(
+        op_type,
+        inputs=["tensor: T", "indices: Tindices", "updates: T"],
+        outputs=["output: T"],
+        attrs={"T": allowed, "Tindices": INDEX, "bad_indices_policy": ""},
+        shape_fn=_tensor_scatter_shape,
+    )
+
+    @op_def.kernel("CPU")
+    async def _kernel(ctx, tensor, indices, updates):
+        indices, updates = np.asarray(indices), np.asarray(updates)
+        if indices.ndim < 1:
+            raise _invalid(f"Indices shape must have rank at least one. Found:{indices.shape}")
+        tensor = np.asarray(tensor)
+        if indices.shape[-1] > tensor.ndim:
+            raise _invalid(
+                f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, "
+                f"got shape {_shape_str(tensor.shape)}"
+            )
+        out = np.array(tensor)  # a copy: never write into an input
+        return await ctx.device.compute(_scatter_into, out, indices, updates, mode)
+
+    _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+    return op_def
+
+
+TensorScatterUpdate = _tensor_scatter_op("TensorScatterUpdate", "update", ANY)
+TensorScatterAdd = _tensor_scatter_op("TensorScatterAdd", "add", NUMERIC)
+TensorScatterSub = _tensor_scatter_op("TensorScatterSub", "sub", NUMERIC)
+TensorScatterMax = _tensor_scatter_op("TensorScatterMax", "max", REAL)
+TensorScatterMin = _tensor_scatter_op("TensorScatterMin", "min", REAL)
+
+
+@TensorScatterUpdate.gradient
+def _tensor_scatter_update_grad(op, grad):
+    _, indices, updates = op.inputs
+    grad = ops.convert_to_tensor(grad)
+    dtensor = _g.apply("TensorScatterUpdate", grad, indices, _g.zeros_like(updates))
+    return [dtensor, None, _g.apply("GatherNd", grad, indices)]
+
+
+@TensorScatterAdd.gradient
+def _tensor_scatter_add_grad(op, grad):
+    grad = ops.convert_to_tensor(grad)
+    return [grad, None, _g.apply("GatherNd", grad, op.inputs[1])]
+
+
+@TensorScatterSub.gradient
+def _tensor_scatter_sub_grad(op, grad):
+    grad = ops.convert_to_tensor(grad)
+    return [grad, None, _g.neg(_g.apply("GatherNd", grad, op.inputs[1]))]
+
+
+def _tensor_scatter_extremum_grad(op, grad):
+    """The gradient flows to whichever of tensor/updates the output took (both on ties)."""
+    tensor, indices, updates = op.inputs
+    out = op.outputs[0]
+    grad = ops.convert_to_tensor(grad)
+    took_x = _g.cast(_g.apply("Equal", tensor, out), grad.dtype)
+    took_u = _g.cast(_g.apply("Equal", updates, _g.apply("GatherNd", out, indices)), grad.dtype)
+    return [_g.mul(grad, took_x), None, _g.mul(_g.apply("GatherNd", grad, indices), took_u)]
+
+
+TensorScatterMax.gradient(_tensor_scatter_extremum_grad)
+TensorScatterMin.gradient(_tensor_scatter_extremum_grad)
+
+
+def _tensor_scatter_builder(op_type: str, verb: str):
+    def builder(tensor, indices, updates, name=None):
+        return ops.apply_op(op_type, [tensor, indices, updates], name=name).outputs[0]
+
+    builder.__doc__ = f"""A copy of `tensor` with `updates` {verb} at `indices` (op {op_type}).
+
+    Raises:
+      ValueError: at build time, updates' shape is not indices.shape[:-1] + shape[K:].
+      InvalidArgumentError: at run time, "indices[0] = [0, 7] does not index into shape
+        [3,4]".
+    """
+    return builder
+
+
+tensor_scatter_nd_update = _tensor_scatter_builder("TensorScatterUpdate", "written")
+tensor_scatter_nd_add = _tensor_scatter_builder("TensorScatterAdd", "added")
+tensor_scatter_nd_sub = _tensor_scatter_builder("TensorScatterSub", "subtracted")
+tensor_scatter_nd_max = _tensor_scatter_builder("TensorScatterMax", "max-combined")
+tensor_scatter_nd_min = _tensor_scatter_builder("TensorScatterMin", "min-combined")
+tensor_scatter_update = tensor_scatter_nd_update
+tensor_scatter_add = tensor_scatter_nd_add
+tensor_scatter_sub = tensor_scatter_nd_sub
+
+
+# -- ScatterNd{Update,Add,Sub}: in-place updates of a ref variable -----------------------------
+
+
+def _ref_scatter_nd_shape(op):
+    ref, indices, updates = (t.shape for t in op.inputs)
+    indices.with_rank_at_least(1)
+    _static_updates_check(indices, updates, ref)
+    return [ref]
+
+
+def _ref_scatter_nd_op(op_type: str, mode: str, allowed):
+    op_def = register_op(
+        op_type,
+        inputs=["ref: Ref(T)", "indices: Tindices", "updates: T"],
+        outputs=["output_ref: T"],
+        attrs={"T": allowed, "Tindices": INDEX, "use_locking": True, "bad_indices_policy": ""},
+        shape_fn=_ref_scatter_nd_shape,
+        stateful=True,
+    )
+    NotDifferentiable(op_type)
+
+    @op_def.kernel("CPU")
+    async def _kernel(ctx, ref, indices, updates):
+        indices, updates = np.asarray(indices), np.asarray(updates)
+        params = ref.read()
+        if indices.ndim < 1 or indices.shape[-1] > params.ndim:
+            raise _invalid(
+                f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, "
+                f"got shape {_shape_str(params.shape)}"
+            )
+        # Validate before writing: a bad index must leave the variable unchanged.
+        _updates_shape_check(indices.shape, updates.shape, params.shape, _invalid)
+        _flat_rows(indices, params.shape, "shape")
+        del params  # a local reference would defeat the variable's refcount check
+        target = ref.writable_target()
+        _scatter_into(target, indices, updates, mode)
+        ref.commit(target)
+        return ref.value
+
+    _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+    return op_def
+
+
+ScatterNdUpdate = _ref_scatter_nd_op("ScatterNdUpdate", "update", ANY)
+ScatterNdAdd = _ref_scatter_nd_op("ScatterNdAdd", "add", NUMERIC)
+ScatterNdSub = _ref_scatter_nd_op("ScatterNdSub", "sub", NUMERIC)
+
+
+def _ref_scatter_nd_builder(op_type: str, verb: str):
+    def builder(ref, indices, updates, use_locking=True, name=None):
+        attrs = {"use_locking": use_locking}
+        return ops.apply_op(op_type, [ref, indices, updates], attrs, name=name).outputs[0]
+
+    builder.__doc__ = f"""{verb} `updates` into `ref` at the N-d `indices`; the new value.
+
+    Raises (when run):
+      FailedPreconditionError: `ref` is uninitialised.
+      InvalidArgumentError: an index out of range or shapes mismatch (`ref` unchanged).
+    """
+    return builder
+
+
+scatter_nd_update = _ref_scatter_nd_builder("ScatterNdUpdate", "Write")
+scatter_nd_add = _ref_scatter_nd_builder("ScatterNdAdd", "Add (duplicates accumulate)")
+scatter_nd_sub = _ref_scatter_nd_builder("ScatterNdSub", "Subtract (duplicates accumulate)")
