@@ -26,4 +26,11 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/run.py
 
-.PHONY: setup example quickstart test lint bench
+# Regenerate asyncflow/protos/*_pb2.py(i) from the .proto files (committed; the runtime
+# needs only `protobuf`).  grpcio-tools bundles protoc; its protobuf major version must
+# match the `protobuf` pin in pyproject.toml.
+protos: $(BIN)/python
+	$(BIN)/pip install -q 'grpcio-tools>=1.85' 'protobuf>=7.35.1,<8'
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. asyncflow/protos/*.proto
+
+.PHONY: setup example quickstart test lint bench protos

@@ -141,3 +141,16 @@ from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
 from asyncflow.meta_graph import export_meta_graph, import_meta_graph, write_graph  # noqa: E402
 from asyncflow.partition import set_lossy_transfer  # noqa: E402
+from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef, ...)
+    AttrValue,
+    Event,
+    GraphDef,
+    HistogramProto,
+    MetaGraphDef,
+    NameAttrList,
+    NodeDef,
+    SessionLog,
+    Summary,
+    SummaryMetadata,
+    TensorInfo,
+)
