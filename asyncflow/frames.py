@@ -31,46 +31,36 @@ import time
 import numpy as np
 
 from asyncflow import errors
-from asyncflow.executor import Step
-from asyncflow.ops.control_flow_prims import DEAD
+from asyncflow.executor import (
+    CONST,
+    CONTROL_FLOW_KINDS,
+    ENTER,
+    EXIT,
+    FORWARD,
+    IDENT,
+    KIND_OF,
+    MERGE,
+    NEXT_ITER,
+    NORMAL,
+    RECV,
+    SEND,
+    SWITCH,
+    TRIGGER,
+    Step,
+)
+from asyncflow.kernel_api import DEAD, current_step
 
 __all__ = ["FrameStep", "KIND_OF", "CONTROL_FLOW_KINDS", "NORMAL", "MERGE", "FORWARD", "IDENT"]
-
-# Kinds from FORWARD on forward their single input without calling a kernel.
-NORMAL, SWITCH, MERGE, TRIGGER, SEND, RECV, CONST, FORWARD, IDENT, ENTER, EXIT, NEXT_ITER = range(
-    12
-)
-KIND_OF = {
-    "_Send": SEND,  # a dead value is still sent, so that its _Recv learns it is dead
-    "_Recv": RECV,
-    "Identity": IDENT,
-    "Const": CONST,  # loop-body constants run every iteration: no kernel call
-    "LoopCond": IDENT,
-    "Switch": SWITCH,
-    "Merge": MERGE,
-    "Enter": ENTER,
-    "Exit": EXIT,
-    "NextIteration": NEXT_ITER,
-    "ControlTrigger": TRIGGER,
-}
 
 
 def _send_tagged(ctx, tag: str, value) -> None:
     """_Send inside a loop (keyed by frame and iteration), or of a dead value (which
     still crosses, so that its _Recv learns it is dead)."""
-    from asyncflow.executor import current_step
-
     current_step().rendezvous.send_nowait(ctx.attrs["key"] + tag, value)
 
 
 async def _recv_tagged(ctx, tag: str):
-    from asyncflow.executor import current_step
-
     return await current_step().rendezvous.recv(ctx.attrs["key"] + tag)
-
-
-# A plan needs the frame executor only if it holds one of these.
-CONTROL_FLOW_KINDS = frozenset([SWITCH, MERGE, TRIGGER, ENTER, EXIT, NEXT_ITER])
 
 
 class Frame:

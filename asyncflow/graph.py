@@ -174,8 +174,6 @@ class Tensor:
         return list(self._consumers)
 
     def eval(self, feed_dict=None, session=None):
-        from asyncflow.session import _eval_with_default
-
         return _eval_with_default(self, feed_dict, session)
 
     def __repr__(self) -> str:
@@ -363,9 +361,7 @@ class Operation:
 
     @property
     def node_def(self) -> dict:
-        from asyncflow.graph_io import node_def
-
-        return node_def(self)
+        return _CODEC.node_def(self)
 
     @property
     def colocation_groups(self) -> list[bytes]:
@@ -409,17 +405,34 @@ class Operation:
         self._graph._version += 1
 
     def run(self, feed_dict=None, session=None) -> None:
-        from asyncflow.session import _eval_with_default
-
         _eval_with_default(self, feed_dict, session)
 
     def __repr__(self) -> str:
         return f"<tf.Operation '{self._name}' type={self.type}>"
 
     def __str__(self) -> str:
-        from asyncflow.graph_io import node_def_text
+        return _CODEC.node_def_text(self)
 
-        return node_def_text(self)
+
+class _GraphDefCodec:
+    """How Operations and Graphs become NodeDefs and GraphDefs.  The format lives in
+    `graph_io`, a module above this one, which installs its functions here when it is
+    imported (`install_graph_def_codec`); `import asyncflow` always imports it."""
+
+    def _missing(self, *args, **kwargs):
+        raise RuntimeError("GraphDef export needs asyncflow.graph_io (import asyncflow)")
+
+    node_def = node_def_text = graph_to_graph_def = _missing
+
+
+_CODEC = _GraphDefCodec()
+
+
+def install_graph_def_codec(node_def, node_def_text, graph_to_graph_def) -> None:
+    """Called by `graph_io` at import: the functions behind NodeDef/GraphDef export."""
+    _CODEC.node_def = node_def
+    _CODEC.node_def_text = node_def_text
+    _CODEC.graph_to_graph_def = graph_to_graph_def
 
 
 # -- Graph -----------------------------------------------------------------------------
@@ -737,9 +750,7 @@ class Graph:
         return op
 
     def as_graph_def(self, from_version=None, add_shapes=False) -> dict:
-        from asyncflow.graph_io import graph_to_graph_def
-
-        return graph_to_graph_def(self, add_shapes=add_shapes)
+        return _CODEC.graph_to_graph_def(self, add_shapes=add_shapes)
 
     def __repr__(self) -> str:
         return f"<asyncflow.Graph object at {id(self):#x} with {len(self._ops)} ops>"
@@ -1162,3 +1173,39 @@ def outputs_of(op: Operation):
 
 def is_tensor(x) -> bool:
     return isinstance(x, Tensor)
+
+
+# -- default session stack -------------------------------------------------------------
+
+
+class _DefaultSessionStack(threading.local):
+    def __init__(self):
+        self.stack: list = []
+
+
+_default_sessions = _DefaultSessionStack()
+_global_default_session: list = []  # InteractiveSession, visible to all threads
+
+
+def get_default_session():
+    if _default_sessions.stack:
+        return _default_sessions.stack[-1]
+    return _global_default_session[-1] if _global_default_session else None
+
+
+def _eval_with_default(element, feed_dict, session):
+    if session is None:
+        session = get_default_session()
+        if session is None:
+            kind = "tensor" if isinstance(element, Tensor) else "operation"
+            raise ValueError(
+                f"Cannot evaluate {kind} using `eval()`: No default session is registered. "
+                "Use `with sess.as_default()` or pass an explicit session to "
+                "`eval(session=sess)`"
+            )
+    if element.graph is not session.graph:
+        raise ValueError(
+            "Cannot use the given session to evaluate tensor: the tensor's graph is "
+            "different from the session's graph."
+        )
+    return session.run(element, feed_dict)

@@ -724,3 +724,6 @@ def import_graph_def(
         except BaseException:
             imp.rollback()
             raise
+
+
+ops.install_graph_def_codec(node_def, node_def_text, graph_to_graph_def)

@@ -39,15 +39,16 @@ from asyncflow.devices.cpu import (
     release_cores,
     share_cores,
 )
-from asyncflow.executor import (
-    _CURRENT_STEP,
-    Step,
-    StepContext,
-    _compile_control_flow,
-    compile_plan,
-    in_quiet_step,
-    quiet_step,
+from asyncflow.executor import Step
+from asyncflow.frames import FrameStep
+from asyncflow.graph import (  # noqa: F401 - the default session stack lives with the graph
+    _default_sessions,
+    _eval_with_default,
+    _global_default_session,
+    get_default_session,
 )
+from asyncflow.kernel_api import _CURRENT_STEP, StepContext, in_quiet_step, quiet_step
+from asyncflow.lowering import compile_control_flow, compile_plan
 from asyncflow.placement import Placer
 from asyncflow.rendezvous import LocalRendezvous
 
@@ -209,42 +210,6 @@ def ensure_loop_running(loop: asyncio.AbstractEventLoop) -> None:
     rt = _runtime
     if rt is not None and rt.loop is loop:
         rt.ensure_thread()
-
-
-# -- default session stack -------------------------------------------------------------
-
-
-class _DefaultSessionStack(threading.local):
-    def __init__(self):
-        self.stack: list[BaseSession] = []
-
-
-_default_sessions = _DefaultSessionStack()
-_global_default_session: list[BaseSession] = []  # InteractiveSession, visible to all threads
-
-
-def get_default_session():
-    if _default_sessions.stack:
-        return _default_sessions.stack[-1]
-    return _global_default_session[-1] if _global_default_session else None
-
-
-def _eval_with_default(element, feed_dict, session):
-    if session is None:
-        session = get_default_session()
-        if session is None:
-            kind = "tensor" if isinstance(element, ops.Tensor) else "operation"
-            raise ValueError(
-                f"Cannot evaluate {kind} using `eval()`: No default session is registered. "
-                "Use `with sess.as_default()` or pass an explicit session to "
-                "`eval(session=sess)`"
-            )
-    if element.graph is not session.graph:
-        raise ValueError(
-            "Cannot use the given session to evaluate tensor: the tensor's graph is "
-            "different from the session's graph."
-        )
-    return session.run(element, feed_dict)
 
 
 # -- fetch structures ------------------------------------------------------------------
@@ -449,7 +414,7 @@ class BaseSession:
             # Dead values may cross devices: every partition must understand them.
             for pl in sp.plans:
                 if not pl.has_cf:
-                    _compile_control_flow(pl, pl.pnodes, force=True)
+                    compile_control_flow(pl, pl.pnodes, force=True)
         index = {id(p): i for i, p in enumerate(parts)}
         sp.fetch_map = [(index[id(p)], j) for p, j in fetch_map]
         sp.parts = parts
@@ -750,8 +715,6 @@ class _DeviceAttributes:
 
 def _new_step(plan, feed_values):
     if plan.has_cf:
-        from asyncflow.frames import FrameStep
-
         return FrameStep(plan, feed_values)
     return Step(plan, feed_values)
 

@@ -37,7 +37,7 @@ import numpy as np
 from asyncflow import dtypes as _dtypes
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.executor import current_step
+from asyncflow.kernel_api import current_step
 from asyncflow.registry import ANY, NotDifferentiable, register_op
 
 __all__ = [

@@ -15,7 +15,7 @@ Exactly-once delivery:
 - Ready elements leave the barrier only in the synchronous section that completes a
   take: either the caller receives them at once or the waiter's future does, together
   with an `on_take` notification that registers an undo with the step
-  (`executor.current_step().on_failure`); if the step fails, is cancelled or times out,
+  (`kernel_api.current_step().on_failure`); if the step fails, is cancelled or times out,
   the elements go back with their original order keys.
 - A take is served whole or not at all (no progressive filling), so a cancelled or
   timed-out take holds nothing: withdrawing its waiter is enough.
@@ -50,7 +50,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.executor import current_step
+from asyncflow.kernel_api import current_step
 from asyncflow.ops.queue_ops import _as_shape_list, _as_type_list
 from asyncflow.registry import ANY, REQUIRED, NotDifferentiable, TypeConstraint, register_op
 

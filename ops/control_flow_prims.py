@@ -21,6 +21,7 @@ import numpy as np
 
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.kernel_api import DEAD
 from asyncflow.registry import ANY, REQUIRED, register_op
 
 __all__ = [
@@ -34,18 +35,6 @@ __all__ = [
     "CONTROL_FLOW_OPS",
     "DEAD",
 ]
-
-
-class _Dead:
-    """The value of a dead tensor (never seen by kernels or users)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<dead>"
-
-
-DEAD = _Dead()
 
 
 def _same(op):

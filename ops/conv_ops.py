@@ -43,7 +43,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.executor import current_step
+from asyncflow.kernel_api import current_step
 from asyncflow.ops import array_ops
 from asyncflow.ops.math_ops import _builder_scope
 from asyncflow.registry import REQUIRED, TypeConstraint, register_op
@@ -660,7 +660,7 @@ def _memo(xp, role: str, a, params, make):
 
     - for the activations ("x", "dy") inside a step (`_in_step`): the same array object
       in the same step.  The memo holds the array, so nothing can take it over in place
-      (`executor.forwardable` sees the extra reference), and an activation is written
+      (`kernel_api.forwardable` sees the extra reference), and an activation is written
       once per step: no copy, no comparison (~1.4 ms of a LeNet step);
     - otherwise: bit-identical contents, compared against a copy (never trusted to
       identity across steps: arrays are reused, and variables change in place)."""

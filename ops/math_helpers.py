@@ -16,7 +16,7 @@ import numpy as np
 
 from asyncflow import dtypes
 from asyncflow import graph as ops
-from asyncflow.executor import QUIET_STEP
+from asyncflow.kernel_api import QUIET_STEP
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.executor import forwardable
+from asyncflow.kernel_api import forwardable
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.cast_ops import cast, to_double, to_float, to_int32, to_int64
 from asyncflow.ops.math_helpers import (
@@ -171,7 +171,7 @@ def _binary_op(
     `types` is the constraint of type attr T, or a fixed dtype name ("bool"); `out` is
     "T" or a fixed output dtype name; `check(xp, x, y, dtype)` validates values;
     `inplace(x, y, out)` (a ufunc) lets a large kernel write into an input nothing else
-    holds (`executor.forwardable`) instead of allocating.
+    holds (`kernel_api.forwardable`) instead of allocating.
     """
     if isinstance(types, str):
         arg_type, attrs = types, {}

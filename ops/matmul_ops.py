@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes, errors, executor, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import blas
 from asyncflow.ops import gradient_ops as _g
@@ -205,7 +205,7 @@ def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool, relu: bool = 
     return add_into_gemm
 
 
-def _fuse_bias_into_matmul(plan) -> None:
+def fuse_bias_into_matmul(plan) -> None:
     """x @ w + b (AddV2, Add or BiasAdd of a MatMul that has no other consumer) as one
     gemm accumulating into the broadcast bias: the product is never stored alone."""
     for i, p in enumerate(plan.pnodes):
@@ -223,23 +223,25 @@ def _fuse_bias_into_matmul(plan) -> None:
             src = plan.pnodes[j]
             if src.op.type != "MatMul" or src.device is not p.device:
                 continue
-            if executor.sole_consumer(plan, j) != i or not executor.claim(plan, i, j):
+            if plan.sole_consumer(j) != i or not plan.claim(i, j):
                 continue
             # A Relu alone after the sum (a dense layer's activation) runs inside the
             # same kernel, on the gemm's output while it is in cache.
-            r = executor.sole_consumer(plan, i)
+            r = plan.sole_consumer(i)
             relu = (
                 r is not None
                 and plan.pnodes[r].op.type == "Relu"
                 and plan.pnodes[r].device is p.device
                 and not plan.derefs[r]
-                and executor.claim(plan, r)
+                and plan.claim(r)
             )
             if relu:
-                plan.kernels[r] = executor.checked(relu_applied, plan.pnodes[r].op)
-            plan.kernels[j] = executor.checked(matmul_deferred, src.op)
-            fused = _bias_fused_kernel(op.op_def.kernel_for("CPU").fn, k, op.type == "BiasAdd", relu)
-            plan.kernels[i] = executor.checked(fused, op)
+                plan.kernels[r] = plan.checked(relu_applied, plan.pnodes[r].op)
+            plan.kernels[j] = plan.checked(matmul_deferred, src.op)
+            fused = _bias_fused_kernel(
+                op.op_def.kernel_for("CPU").fn, k, op.type == "BiasAdd", relu
+            )
+            plan.kernels[i] = plan.checked(fused, op)
             break
 
 
@@ -249,14 +251,11 @@ async def relu_applied(ctx, features):
     return features
 
 
-executor.PLAN_REWRITES.append(_fuse_bias_into_matmul)
-
-
 def product_source(plan, consumer, src):
     """(node, consumer it feeds) behind `consumer`'s input `src`, past Identities that
     each feed only the next step (gate_gradients' tf.tuple), or None."""
     j, out = src
-    while j != "feed" and out == 0 and executor.sole_consumer(plan, j) == consumer:
+    while j != "feed" and out == 0 and plan.sole_consumer(j) == consumer:
         if plan.pnodes[j].op.type != "Identity":
             return j, consumer
         consumer, (j, out) = j, plan.pnodes[j].inputs[0]
@@ -307,7 +306,7 @@ def _relu_grad_gemm_kernel(plain):
     return relu_grad_into_gemm
 
 
-def _fuse_matmul_into_relu_grad(plan) -> None:
+def fuse_matmul_into_relu_grad(plan) -> None:
     for i, p in enumerate(plan.pnodes):
         op = p.op
         if op.type != "ReluGrad" or plan.derefs[i] or p.device.device_type != "CPU":
@@ -315,21 +314,18 @@ def _fuse_matmul_into_relu_grad(plan) -> None:
         if not op.op_def.supports("CPU") or not blas.available(op.get_attr("T").np_dtype):
             continue
         j = fusable_matmul(plan, i, p.inputs[0])  # (past gate_gradients' Identities)
-        if j is None or not executor.claim(plan, i, j):
+        if j is None or not plan.claim(i, j):
             continue
         # The product usually reads the layer's weights (dx = dy @ w.T): w's update must
         # wait for this node, else copy-on-write copies w on every step.
-        variables = {executor.variable_behind(plan, src) for src in plan.pnodes[j].inputs}
+        variables = {plan.variable_behind(src) for src in plan.pnodes[j].inputs}
         variables.discard(None)
-        if not executor.order_before_writers(plan, i, variables):
+        if not plan.order_before_writers(i, variables):
             plan.rewritten.difference_update((i, j))
             continue
-        plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
+        plan.kernels[j] = plan.checked(matmul_deferred, plan.pnodes[j].op)
         fused = _relu_grad_gemm_kernel(op.op_def.kernel_for("CPU").fn)
-        plan.kernels[i] = executor.checked(fused, op)
-
-
-executor.PLAN_REWRITES.append(_fuse_matmul_into_relu_grad)
+        plan.kernels[i] = plan.checked(fused, op)
 
 
 @MatMul.gradient

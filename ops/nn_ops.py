@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import errors, executor, tensor_shape
+from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.executor import forwardable
+from asyncflow.kernel_api import forwardable
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
 from asyncflow.ops.matmul_ops import relu_applied
 from asyncflow.ops.pooling_ops import max_pool_grad_relu
@@ -42,7 +42,7 @@ def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None)
     """Register an element-wise activation `activations = fn(xp, features)` and its builder.
 
     `inplace(x)` computes the activation into `x`, used when nothing else holds the
-    input (`executor.forwardable`)."""
+    input (`kernel_api.forwardable`)."""
     op_def = register_op(
         op_type,
         inputs=["features: T"],
@@ -590,7 +590,7 @@ def _bias_add_grad_grad(op, grad):
 # -- plan rewrite: BiasAdd -> Relu in one pass ---------------------------------------------
 
 
-def _fuse_bias_add_relu(plan) -> None:
+def fuse_bias_add_relu(plan) -> None:
     """A BiasAdd whose only consumer is a Relu computes the Relu too (TF's grappler
     fuses the same pair), and the Relu forwards its input: one pass over memory."""
     for i, p in enumerate(plan.pnodes):
@@ -604,13 +604,10 @@ def _fuse_bias_add_relu(plan) -> None:
             continue
         # Not when the pre-activation is used elsewhere (or fetched), nor when the
         # BiasAdd already takes its MatMul's product in a gemm.
-        if executor.sole_consumer(plan, j) != i or not executor.claim(plan, i, j):
+        if plan.sole_consumer(j) != i or not plan.claim(i, j):
             continue
-        plan.kernels[j] = executor.checked(_bias_add_relu, src.op)
-        plan.kernels[i] = executor.checked(relu_applied, p.op)
-
-
-executor.PLAN_REWRITES.append(_fuse_bias_add_relu)
+        plan.kernels[j] = plan.checked(_bias_add_relu, src.op)
+        plan.kernels[i] = plan.checked(relu_applied, p.op)
 
 
 # -- plan rewrite: MaxPoolGrad -> ReluGrad of the pooled activation ------------------------
@@ -620,7 +617,7 @@ async def _relu_grad_already_applied(ctx, g, x):
     return g  # its MaxPoolGrad masked the gradient already (pooling_ops.max_pool_grad_relu)
 
 
-def _fuse_max_pool_grad_relu_grad(plan) -> None:
+def fuse_max_pool_grad_relu_grad(plan) -> None:
     for i, p in enumerate(plan.pnodes):
         if p.op.type != "ReluGrad" or plan.derefs[i] or p.device.device_type != "CPU":
             continue
@@ -632,10 +629,7 @@ def _fuse_max_pool_grad_relu_grad(plan) -> None:
             continue
         if tuple(src.inputs[0]) != tuple(features):
             continue  # ReluGrad of some other tensor than the pool's input
-        if executor.sole_consumer(plan, j) != i or not executor.claim(plan, i, j):
+        if plan.sole_consumer(j) != i or not plan.claim(i, j):
             continue
-        plan.kernels[j] = executor.checked(max_pool_grad_relu, src.op)
-        plan.kernels[i] = executor.checked(_relu_grad_already_applied, p.op)
-
-
-executor.PLAN_REWRITES.append(_fuse_max_pool_grad_relu_grad)
+        plan.kernels[j] = plan.checked(max_pool_grad_relu, src.op)
+        plan.kernels[i] = plan.checked(_relu_grad_already_applied, p.op)

@@ -8,7 +8,7 @@ object tensor holding the resource (declared `string` until the runtime has a
 
 Blocking ops (enqueue, dequeue*) are `is_async` and suspend on the queue's waiter
 futures.  Exactly-once delivery across step failures:
-- a dequeue registers an undo with its step (`executor.current_step().on_failure`) in
+- a dequeue registers an undo with its step (`kernel_api.current_step().on_failure`) in
   the synchronous section that takes its elements; if the step fails, is cancelled or
   times out, the undo gives them back in order;
 - an enqueue that commits elements derived from dequeues of the same step (a queue
@@ -25,7 +25,7 @@ import numpy as np
 from asyncflow import dtypes as _dtypes
 from asyncflow import errors, queues, random_seed, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.executor import current_step
+from asyncflow.kernel_api import current_step
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
 __all__ = [

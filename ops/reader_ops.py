@@ -43,10 +43,10 @@ import threading
 
 import numpy as np
 
-from asyncflow import dtypes, errors, executor, python_io, tensor_shape
+from asyncflow import dtypes, errors, python_io, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.crc32c import crc32c_gil_free
-from asyncflow.executor import current_step
+from asyncflow.kernel_api import current_step
 from asyncflow.registry import REQUIRED, NotDifferentiable, register_op
 
 __all__ = [
@@ -660,7 +660,7 @@ async def _reader_read_up_to_values(ctx, reader, queue, num_records):
     return await _reader_read_up_to(ctx, reader, queue, num_records, with_keys=False)
 
 
-def _skip_unused_keys(plan) -> None:
+def skip_unused_keys(plan) -> None:
     """ReaderReadUpToV2 whose keys nothing takes (`_, values = reader.read_up_to(...)`
     fetching only the values): its records' keys are not formatted (~0.15 us a record)."""
     for i, p in enumerate(plan.pnodes):
@@ -668,11 +668,8 @@ def _skip_unused_keys(plan) -> None:
             continue
         if p.device.device_type != "CPU" or any(e[0] == 0 for e in plan.edges[i]):
             continue
-        if executor.claim(plan, i):
-            plan.kernels[i] = executor.checked(_reader_read_up_to_values, p.op)
-
-
-executor.PLAN_REWRITES.append(_skip_unused_keys)
+        if plan.claim(i):
+            plan.kernels[i] = plan.checked(_reader_read_up_to_values, p.op)
 
 
 @ReaderNumRecordsProducedV2.kernel("CPU")

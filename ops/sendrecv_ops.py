@@ -1,7 +1,7 @@
 """_Send and _Recv: the ops the partitioner puts on every cut edge (whitepaper §3.2.2).
 
 They are never built by users; `asyncflow.partition` creates them.  Both reach the
-step's rendezvous through `executor.current_step()`.  With the `lossy` attr, float32
+step's rendezvous through `kernel_api.current_step()`.  With the `lossy` attr, float32
 values travel as 16-bit truncated-mantissa floats (bfloat16 bits; whitepaper §5.5) and
 are widened again on the receiving side.
 """
@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncflow import errors, tensor_shape
-from asyncflow.executor import current_step
-from asyncflow.ops.control_flow_prims import DEAD
+from asyncflow.kernel_api import DEAD, current_step
 from asyncflow.registry import ANY, REQUIRED, NotDifferentiable, register_op
 
 __all__: list[str] = []

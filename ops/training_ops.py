@@ -28,9 +28,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from asyncflow import errors, executor, tensor_shape
+from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.executor import forwardable
+from asyncflow.kernel_api import forwardable
 from asyncflow.ops import blas
 from asyncflow.ops.math_helpers import quiet_errstate
 from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred
@@ -266,7 +266,7 @@ def _register(
     """Register `op_type`: its first `n_refs` inputs are refs, "grad"/"delta" the gradient.
 
     `scratch` is `update` for a gradient it may overwrite: used when nothing but this
-    kernel holds the gradient (`executor.forwardable`), to save a temporary."""
+    kernel holds the gradient (`kernel_api.forwardable`), to save a temporary."""
     names = [s.split(":")[0].strip() for s in inputs]
     grad_pos = names.index("grad") if "grad" in names else names.index("delta")
     idx_pos = names.index("indices") if sparse else None
@@ -620,7 +620,7 @@ def _scale_kernel(plain, pos: int):
     return mul_deferred
 
 
-def _fuse_matmul_into_updates(plan) -> None:
+def fuse_matmul_into_updates(plan) -> None:
     for i, p in enumerate(plan.pnodes):
         op = p.op
         kind = op.type
@@ -633,9 +633,9 @@ def _fuse_matmul_into_updates(plan) -> None:
         plain = op.op_def.kernel_for("CPU").fn
         if kind == "ApplyGradientDescent":
             j = _fusable_matmul(plan, i, p.inputs[2])
-            if j is not None and executor.claim(plan, i, j):
-                plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
-                plan.kernels[i] = executor.checked(_fused_gd_kernel(plain), op)
+            if j is not None and plan.claim(i, j):
+                plan.kernels[j] = plan.checked(matmul_deferred, plan.pnodes[j].op)
+                plan.kernels[i] = plan.checked(_fused_gd_kernel(plain), op)
             continue
         found = _source(plan, i, p.inputs[1])
         if found is None:
@@ -653,14 +653,11 @@ def _fuse_matmul_into_updates(plan) -> None:
                     break
         else:
             continue
-        if j is None or not executor.claim(plan, i, j, k):
+        if j is None or not plan.claim(i, j, k):
             continue
-        plan.kernels[j] = executor.checked(matmul_deferred, plan.pnodes[j].op)
+        plan.kernels[j] = plan.checked(matmul_deferred, plan.pnodes[j].op)
         if scale is not None:
             mul_plain = mul.op.op_def.kernel_for("CPU").fn
-            plan.kernels[k] = executor.checked(_scale_kernel(mul_plain, scale), mul.op)
+            plan.kernels[k] = plan.checked(_scale_kernel(mul_plain, scale), mul.op)
         sign = -1.0 if kind == "AssignSub" else 1.0
-        plan.kernels[i] = executor.checked(_fused_assign_kernel(plain, sign), op)
-
-
-executor.PLAN_REWRITES.append(_fuse_matmul_into_updates)
+        plan.kernels[i] = plan.checked(_fused_assign_kernel(plain, sign), op)

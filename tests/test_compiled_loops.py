@@ -1,7 +1,7 @@
 """Compiled while loops (`frames.LoopProgram`) against the general frame executor.
 
 Every program here runs twice, once with loops compiled and once on the general
-machinery (`executor._NO_COMPILED_LOOPS`), and must give the same values; the tests
+machinery (`lowering._NO_COMPILED_LOOPS`), and must give the same values; the tests
 also check which loops were compiled, so that the fast path cannot silently fall
 back (or be taken where it must not).
 """
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import asyncflow as af
-from asyncflow import errors, executor, frames
+from asyncflow import errors, frames, lowering
 from asyncflow.ops.control_flow_ops import while_loop
 
 
@@ -34,7 +34,7 @@ def _both(build, monkeypatch, feed=None):
     """Results of `build()`'s fetches with compiled loops and without."""
     out = []
     for off in (False, True):
-        monkeypatch.setattr(executor, "_NO_COMPILED_LOOPS", off)
+        monkeypatch.setattr(lowering, "_NO_COMPILED_LOOPS", off)
         with af.Graph().as_default():
             af.set_random_seed(7)
             fetches = build()
@@ -180,7 +180,7 @@ def test_cond_in_body_and_loop_in_untaken_branch(monkeypatch, runs):
         runs[0] = 0
         got = []
         for off in (False, True):
-            monkeypatch.setattr(executor, "_NO_COMPILED_LOOPS", off)
+            monkeypatch.setattr(lowering, "_NO_COMPILED_LOOPS", off)
             with af.Graph().as_default():
                 x, fetches = build()
                 with af.Session() as s:
@@ -232,7 +232,7 @@ def test_long_compiled_loop_holds_one_iteration(runs):
 
 @pytest.mark.parametrize("general", [False, True])
 def test_endless_loop_meets_its_deadline(monkeypatch, general):
-    monkeypatch.setattr(executor, "_NO_COMPILED_LOOPS", general)
+    monkeypatch.setattr(lowering, "_NO_COMPILED_LOOPS", general)
     with af.Graph().as_default():
         i = while_loop(lambda i: i >= 0, lambda i: i + 1, [af.constant(0)])
         with af.Session() as sess:

@@ -1,0 +1,223 @@
+"""The kernel API: everything of the runtime a kernel (ops/) may use.
+
+Ops import this module and nothing else of the runtime: the step a kernel runs in
+(`current_step()`: step id, rendezvous, undo-on-failure hooks), its `KernelContext`
+(attrs, device, array module, resource manager), the value of a dead tensor (`DEAD`),
+whether an input buffer may be written into (`forwardable`), the per-step error state
+(`QUIET_STEP`), and how kernel exceptions become OpErrors.
+
+Invariant: nothing here imports the interpreter, the compiler or the client, so every
+layer above can import it without a cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import itertools
+import sys
+from collections.abc import Callable
+
+import numpy as np
+
+from asyncflow import errors
+from asyncflow.graph import Operation
+
+__all__ = [
+    "DEAD",
+    "KernelContext",
+    "QUIET_STEP",
+    "StepContext",
+    "current_step",
+    "forwardable",
+    "in_quiet_step",
+    "quiet_step",
+    "wrap_kernel_error",
+]
+
+
+class _Dead:
+    """The value of a dead tensor (never seen by kernels or users)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<dead>"
+
+
+DEAD = _Dead()
+
+# True while a synchronous `Session.run` drives its step inside one
+# `np.errstate(all="ignore")` (TF yields inf/nan silently): kernels need not enter their
+# own then (`math_helpers._quiet`; an errstate costs ~3 us, ~8 us with the caches cold
+# after a gemm).  A ContextVar, like NumPy's error state, so tasks outside see neither.
+QUIET_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("QUIET_STEP", default=False)
+
+
+@contextlib.contextmanager
+def quiet_step():
+    """Run what is inside (a step's kernels) in one `np.errstate(all="ignore")`.
+
+    Entered and left in one context: around a whole coroutine run by one Task, or
+    around a direct `send` into a step (never across a hop to another Task)."""
+    if QUIET_STEP.get():
+        yield
+        return
+    token = QUIET_STEP.set(True)
+    try:
+        with np.errstate(all="ignore"):
+            yield
+    finally:
+        QUIET_STEP.reset(token)
+
+
+async def in_quiet_step(coro):
+    """`await coro` inside `quiet_step` (for a coroutine that becomes its own Task)."""
+    with quiet_step():
+        return await coro
+
+
+_STEP_SERIALS = itertools.count(1)
+
+
+class StepContext:
+    """Per-step state a kernel may need: step id, rendezvous, undo-on-failure hooks.
+
+    Kernels reach it with `current_step()` (a context variable set while the step's
+    drivers run; Tasks created for suspended kernels inherit it).
+    """
+
+    __slots__ = ("step_id", "serial", "rendezvous", "_on_failure", "failed", "error")
+
+    def __init__(self, step_id: int, rendezvous=None):
+        self.step_id = step_id
+        self.serial = next(_STEP_SERIALS)  # unique in the process (step ids are per session)
+        self.rendezvous = rendezvous
+        self._on_failure: list[Callable[[BaseException], None]] | None = None
+        self.failed = False
+        self.error: BaseException | None = None
+
+    def on_failure(self, callback: Callable[[BaseException], None]) -> None:
+        """Run `callback(error)` if this step ends in an error or is cancelled.
+
+        For kernels whose effect must be undone when the step does not deliver its
+        results (a Dequeue puts its elements back).  Callbacks run last-registered
+        first, on the loop, once the step has failed (in-flight kernels are cancelled).
+        """
+        if self.failed:  # registered too late to wait for the failure: it already came
+            callback(self.error)
+            return
+        if self._on_failure is None:
+            self._on_failure = []
+        self._on_failure.append(callback)
+
+    def failure_callbacks(self) -> list:
+        """The callbacks registered so far (a kernel may disarm its own undo)."""
+        return list(self._on_failure or ())
+
+    def close(self) -> None:
+        """The step is over: drop the undo callbacks (and what they hold, e.g. the
+        elements a Dequeue would put back), which only a failure would have run."""
+        self._on_failure = None
+
+    def run_failure_callbacks(self, error: BaseException) -> None:
+        self.failed = True
+        self.error = error
+        callbacks, self._on_failure = self._on_failure, None
+        for cb in reversed(callbacks or ()):
+            try:
+                cb(error)
+            except Exception:  # noqa: BLE001 - one bad undo must not stop the others
+                import logging
+
+                logging.getLogger("asyncflow").exception("step failure callback failed")
+
+
+_CURRENT_STEP: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
+    "asyncflow_step", default=None
+)
+
+
+def current_step() -> StepContext | None:
+    """The StepContext of the step whose kernel is running (None outside a step)."""
+    return _CURRENT_STEP.get()
+
+
+def _refs(x) -> int:
+    return sys.getrefcount(x)
+
+
+def _forward_refs(x) -> int:  # the same call depth as `forwardable` -> `_refs`
+    return _refs(x)
+
+
+def _calibrate_forward_baseline() -> int:
+    async def kernel(ctx, x):
+        return _forward_refs(x)
+
+    vals = [np.zeros(2)]  # the executor's slot
+    coro = kernel(None, vals[0])
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("probe kernel suspended")  # pragma: no cover
+
+
+def forwardable(x, held: int = 0) -> bool:
+    """May a kernel write its output into input `x` (TF's forward_input)?
+
+    True when `x` is a writable NumPy array owning its memory that nothing but the
+    step holds: the slot it arrived in and the kernel's own argument (`held` more
+    references the calling kernel holds itself, e.g. in an `*args` tuple).  Then no
+    other consumer, fetch, feed, variable or constant can see the write.  Call it
+    directly from the kernel's `async def` body, on the argument, before passing the
+    array anywhere: the reference count is calibrated for exactly that.
+    """
+    return (
+        type(x) is np.ndarray
+        and x.base is None
+        and x.flags.writeable
+        and _refs(x) <= _FORWARD_BASELINE + held
+    )
+
+
+_FORWARD_BASELINE = _calibrate_forward_baseline()
+
+
+class KernelContext:
+    """What a kernel sees besides its inputs; one per (session, node), reused by steps."""
+
+    __slots__ = ("op", "attrs", "device", "xp", "kernel_state", "session", "node_name")
+
+    def __init__(self, op: Operation, device, session, kernel_state: dict):
+        self.op = op
+        self.attrs = op._attrs
+        self.device = device
+        self.xp = device.xp
+        self.kernel_state = kernel_state
+        self.session = session
+        self.node_name = op.name
+
+    def resource_mgr(self, container: str = ""):
+        return self.session._resource_mgr(container)
+
+
+def wrap_kernel_error(op, exc: BaseException) -> errors.OpError:
+    """Turn any kernel exception into an OpError naming the op and the user's line."""
+    where = f"\n\t [[node {op.name} (defined at {op.traceback}) ]]"
+    if isinstance(exc, errors.OpError):
+        if exc.op is not None:
+            return exc
+        new = type(exc)(None, op, exc.message + where)
+    elif isinstance(exc, MemoryError):
+        new = errors.ResourceExhaustedError(
+            None, op, f"OOM when running {op.type}: {exc or 'out of memory'}{where}"
+        )
+    elif isinstance(exc, asyncio.CancelledError):
+        new = errors.CancelledError(None, op, f"Step was cancelled{where}")
+    else:
+        new = errors.UnknownError(None, op, f"{type(exc).__name__}: {exc}{where}")
+    new.__cause__ = exc
+    return new

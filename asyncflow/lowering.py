@@ -1,0 +1,298 @@
+"""Lowering: one partition's nodes become a flat `executor.Plan`, then plan passes run.
+
+`compile_plan` lays a partition (a topologically ordered list of `partition.PNode`) out
+as flat arrays (kernels, input-slot ranges, out-edges, initial pending counts), wraps
+kernels that need it (reads of variable references, test-mode output checks, memory
+accounting), runs the plan passes in their explicit order (`PLAN_PASSES`), and adds what
+the frame executor needs for plans with control flow.
+
+Invariant: a plan is immutable once `compile_plan` returns; steps share it.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+
+from asyncflow import errors, executor, graph
+from asyncflow.executor import (
+    _FORWARD,
+    _NOTHING,
+    CONTROL_FLOW_KINDS,
+    FORWARD,
+    IDENT,
+    KIND_OF,
+    MERGE,
+    NORMAL,
+    KernelContext,
+    Plan,
+    _checked_kernel,
+    _flat_input_is_ref,
+)
+from asyncflow.frames import compile_loops
+from asyncflow.ops import matmul_ops, nn_ops, reader_ops, training_ops
+
+__all__ = ["PLAN_PASSES", "compile_plan", "compile_control_flow"]
+
+# ASYNCFLOW_COMPILED_LOOPS=0 runs every loop on the general frame executor.
+_NO_COMPILED_LOOPS = os.environ.get("ASYNCFLOW_COMPILED_LOOPS", "1") == "0"
+
+
+def _deref_kernel(kernel: Callable, positions: list[int]) -> Callable:
+    async def deref(ctx, *args):
+        args = list(args)
+        for p in positions:
+            args[p] = args[p].read()
+        call = kernel(ctx, *args)
+        del args  # hold no extra reference while the kernel runs (see forwardable)
+        return await call
+
+    return deref
+
+
+def _accounting_kernel(kernel: Callable, device) -> Callable:
+    """Memory accounting (traced steps): every array a kernel allocates is counted on
+    its device until it is freed, which gives bytes in use and the peak per device.
+
+    Only arrays that own their memory count (views share their base's bytes); the
+    count drops when the array is garbage, i.e. after its last consumer released it.
+    """
+
+    async def accounting(ctx, *args):
+        result = await kernel(ctx, *args)
+        for v in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(v, np.ndarray) and v.base is None and v.nbytes:
+                if any(v is a for a in args):
+                    continue  # forwarded, already counted where it was made
+                device.record_alloc(v.nbytes)
+                try:
+                    weakref.finalize(v, device.record_free, v.nbytes)
+                except TypeError:  # pragma: no cover - arrays support weakrefs
+                    pass
+        return result
+
+    return accounting
+
+
+def compile_plan(
+    session, nodes, num_feeds: int, fetches: list, kernel_state_for, track_memory=False
+) -> Plan:
+    """Lay out one partition (a topologically ordered list of `partition.PNode`) flat.
+
+    `fetches` holds specs: `("feed", i)`, `(node_index, output_index)`, or
+    `(node_index, None)` for a target op.  Raises InvalidArgumentError when an op has
+    no kernel for its device.
+    """
+    n = len(nodes)
+    plan = Plan()
+    plan.nodes = [p.op for p in nodes]
+    plan.sentinel = n
+    kernels, ctxs, starts, ends, clears, single = [], [], [], [], [], []
+    derefs: list[list[int]] = []
+    edges: list[list] = [[] for _ in range(n)]
+    init_pending = [0] * (n + 1)
+    init_pending[n] = 1 << 60  # fetch sentinel: never ready
+    feed_slots: list[list[int]] = [[] for _ in range(num_feeds)]
+    slot = 0
+    for i, pnode in enumerate(nodes):
+        op, device = pnode.op, pnode.device
+        kernel_def = op.op_def.kernel_for(device.device_type)
+        if kernel_def is None:
+            raise errors.InvalidArgumentError(
+                None,
+                op,
+                f"No OpKernel was registered to support Op '{op.type}' used by node "
+                f"{op.name} (defined at {op.traceback}) with these attrs on device "
+                f"{device.name}. Registered devices: [{op.op_def.registered_kernels()}]",
+            )
+        kernel = kernel_def.fn
+        is_ref = _flat_input_is_ref(op)
+        deref = []
+        for k, src in enumerate(pnode.inputs):
+            if src[0] != "feed" and not is_ref[k]:
+                if nodes[src[0]].op._outputs[src[1]]._is_ref:
+                    deref.append(k)
+        derefs.append(deref)
+        if deref:
+            kernel = _deref_kernel(kernel, deref)
+        if executor._CHECK_KERNELS:  # (read at compile time: tests switch it)
+            kernel = _checked_kernel(kernel, op)
+        if track_memory:
+            kernel = _accounting_kernel(kernel, device)
+        kernels.append(kernel)
+        ctxs.append(KernelContext(op, device, session, kernel_state_for(op)))
+        starts.append(slot)
+        for src in pnode.inputs:
+            if src[0] == "feed":
+                feed_slots[src[1]].append(slot)
+            else:
+                edges[src[0]].append((src[1], i, slot))
+                init_pending[i] += 1
+            slot += 1
+        ends.append(slot)
+        clears.append([None] * (slot - starts[-1]))
+        single.append(len(op._outputs) == 1)
+    trash = slot
+    slot += 1
+    for i, pnode in enumerate(nodes):
+        for c in pnode.controls:
+            edges[c].append((-1, i, trash))  # -1: the node's control "output"
+            init_pending[i] += 1
+    fetch_slots, fetch_refs = [], []
+    for spec in fetches:
+        if spec[0] == "feed":
+            fetch_slots.append(-1 - spec[1])  # negative: read straight from the feed
+            fetch_refs.append(False)
+        elif spec[1] is None:
+            edges[spec[0]].append((-1, n, trash))
+            fetch_slots.append(None)
+            fetch_refs.append(False)
+        else:
+            edges[spec[0]].append((spec[1], n, slot))
+            fetch_slots.append(slot)
+            fetch_refs.append(nodes[spec[0]].op._outputs[spec[1]]._is_ref)
+            slot += 1
+    plan.kernels = kernels
+    plan.ctxs = ctxs
+    plan.starts = starts
+    plan.ends = ends
+    plan.clears = clears
+    plan.arity = [e - s for s, e in zip(starts, ends)]
+    # Identity and NoOp never need their kernel (unless wrapped: deref, checks,
+    # accounting): the hot loop forwards or skips them.  This is what a null-op
+    # dispatch benchmark measures, so it pays to special-case.
+    for i, pnode in enumerate(nodes):
+        if kernels[i] is pnode.op.op_def.kernel_for(pnode.device.device_type).fn:
+            if pnode.op.type == "Identity":
+                plan.arity[i] = _FORWARD
+            elif pnode.op.type == "NoOp":
+                plan.arity[i] = _NOTHING
+    plan.single = single
+    plan.edges = [tuple(e) for e in edges]
+    plan.init_pending = init_pending
+    plan.init_ready = [i for i in range(n - 1, -1, -1) if init_pending[i] == 0]
+    plan.num_slots = slot
+    plan.feed_slots = feed_slots
+    plan.fetch_slots = fetch_slots
+    plan.fetch_refs = fetch_refs
+    plan.pnodes = nodes
+    plan.derefs = derefs
+    plan.rewritten = set()
+    if not track_memory:
+        for rewrite in PLAN_PASSES:
+            rewrite(plan)
+    compile_control_flow(plan, nodes)
+    return plan
+
+
+# Folded values larger than this stay computed each step (memory held per plan).
+_FOLD_MAX_ELEMENTS = 1 << 12
+
+
+def _fold_constants(plan: Plan) -> None:
+    """Nodes whose value the graph already knows (`constant_value`: Fill, Shape, Size,
+    Cast... of constants and static shapes) return that value instead of recomputing
+    it, as TF's grappler folds them.  Their inputs still run (they are cheap Consts);
+    the value is read-only, so no consumer can write into it.  A node downstream of a
+    feed is left alone: the graph's value does not know that a Const was fed."""
+    folders = graph._CONSTANT_FOLDERS
+    fed = [False] * len(plan.pnodes)  # pnodes are in topological order
+    for i, p in enumerate(plan.pnodes):
+        op = p.op
+        srcs = op._inputs
+        fed[i] = len(p.inputs) != len(srcs) or any(
+            src[0] == "feed" or fed[src[0]] or plan.pnodes[src[0]].op is not t.op
+            for src, t in zip(p.inputs, srcs)
+        )  # (a Recv in between: the value crossed from a partition we cannot see)
+        if fed[i]:
+            continue
+        if op.type in ("Const", "Identity") or op.type not in folders:
+            continue
+        if len(op._outputs) != 1 or op.op_def.stateful or p.device.device_type != "CPU":
+            continue
+        if plan.derefs[i] or i in plan.rewritten:
+            continue
+        value = graph.constant_value(op._outputs[0])
+        if (
+            type(value) is not np.ndarray
+            or value.dtype != op._outputs[0].dtype.as_numpy_dtype
+            or value.dtype.kind not in "biufc"
+            or value.size > _FOLD_MAX_ELEMENTS
+        ):
+            continue
+        value = value.copy()
+        value.flags.writeable = False
+        plan.kernels[i] = plan.checked(_constant_kernel(value), op)
+        plan.rewritten.add(i)
+
+
+def _constant_kernel(value) -> Callable:
+    async def kernel(ctx, *args):
+        return value
+
+    return kernel
+
+
+def compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
+    """Static facts the frame executor needs; `has_cf` is False for plain graphs.
+
+    `force` prepares a plan without primitives for the frame executor anyway: a
+    partition that receives possibly dead values from one that has control flow.
+    """
+    kinds = [KIND_OF.get(p.op.type, NORMAL) for p in nodes]
+    plan.has_cf = force or any(k in CONTROL_FLOW_KINDS for k in kinds)
+    if not plan.has_cf:
+        return
+    n = len(nodes)
+    plan.kinds = kinds + [NORMAL]  # the fetch sentinel
+    plan.n_outputs = [len(p.op._outputs) for p in nodes]
+    plan.merge_expected = [0] * n
+    plan.enter_info = [None] * n
+    plan.enter_count = {}
+    for i, p in enumerate(nodes):
+        if kinds[i] == MERGE:
+            srcs = [src for src in p.inputs if src[0] != "feed"]
+            loop = any(nodes[src[0]].op.type == "NextIteration" for src in srcs)
+            plan.merge_expected[i] = 1 if loop else len(p.inputs)
+            # A Merge waits for its control inputs and one firing, not for every input.
+            plan.init_pending[i] = len(p.controls) + 1
+        elif p.op.type == "Enter":
+            a = p.op._attrs
+            name = a["frame_name"]
+            plan.enter_info[i] = (name, bool(a["is_constant"]), int(a["parallel_iterations"]))
+            plan.enter_count[name] = plan.enter_count.get(name, 0) + 1
+    plan.init_ready = [i for i in range(n - 1, -1, -1) if plan.init_pending[i] == 0]
+    # Forwarding nodes skip their kernel, so a variable reference reaching one whose
+    # output is a plain value is read by the frame executor itself; one whose output is
+    # a reference (a RefEnter) passes it on.  Identity of a reference runs its kernel.
+    plan.fwd_read = [False] * (n + 1)
+    for i, p in enumerate(nodes):
+        if plan.derefs[i] and plan.kinds[i] >= FORWARD:
+            if plan.kinds[i] == IDENT:
+                plan.kinds[i] = NORMAL
+            elif not p.op._outputs[0]._is_ref:
+                plan.fwd_read[i] = True
+    ends = plan.ends
+    plan.plain_edges = [
+        all(not (plan.kinds[j] == MERGE and s < ends[j]) for oi, j, s in e) for e in plan.edges
+    ]
+    plan.loops = None if _NO_COMPILED_LOOPS else compile_loops(plan, nodes)
+
+
+# The plan passes, in the order they run (TF's grappler remapper, at plan time).  Each is
+# `rewrite(plan)`: it may replace kernels in `plan.kernels` (through `plan.checked`), never
+# the graph, of nodes it claims first (`plan.claim`: one rewrite per node), so an earlier
+# pass wins over a later one.  The fusions' kernels live with their ops in ops/; the
+# order lives here, and only here.
+PLAN_PASSES: list[Callable[[Plan], None]] = [
+    _fold_constants,
+    matmul_ops.fuse_bias_into_matmul,
+    matmul_ops.fuse_matmul_into_relu_grad,
+    nn_ops.fuse_bias_add_relu,
+    nn_ops.fuse_max_pool_grad_relu_grad,
+    reader_ops.skip_unused_keys,
+    training_ops.fuse_matmul_into_updates,
+]
