@@ -1,48 +1,42 @@
-"""Gradients through cond and while_loop (TF1's control_flow_grad.py and
-control_flow_state.py).
+"""The while-loop part of the gradient walk (TF1's control_flow_state.py).
 
-- The primitives' gradients: Switch <-> Merge swap roles, Enter <-> Exit, NextIteration
-  is an identity, LoopCond has none.
-- A while loop's gradient is another while loop (the "grad context") that runs as many
-  iterations as the forward loop did: a counter added to the forward loop records the
-  count, and a counter in the backward loop counts down from it.  A forward value that
-  a gradient needs is pushed on a stack (StackV2) in each forward iteration and popped in
-  the matching backward iteration; pushes are ordered by the forward counter and pops
-  by a ControlTrigger ("b_sync") gating the backward counter.
-- Loop invariants (constant Enters) get their gradients summed over the iterations by
-  an accumulator loop variable of the backward loop.
+A while loop's gradient is another while loop (the "grad context") that runs as many
+iterations as the forward loop did: a counter added to the forward loop records the
+count, and a counter in the backward loop counts down from it.  A forward value that a
+gradient needs is pushed on a stack (StackV2) in each forward iteration and popped in
+the matching backward iteration; pushes are ordered by the forward counter and pops by
+a ControlTrigger ("b_sync") gating the backward counter.  Loop invariants (constant
+Enters) get their gradients summed over the iterations by an accumulator loop variable
+of the backward loop.
 
-Entry point: `gradients_helper(...)`, called by `asyncflow.gradients` when the graph
-has control flow (`graph_has_control_flow`).  It is TF's `_GradientsHelper` with its
-loop bookkeeping (`ControlFlowState`).
+`asyncflow.gradients` runs one walk for every graph; it creates a `ControlFlowState`
+only when a while loop lies between xs and ys, and asks `zeros_like_output` for zero
+gradients (a cond's Switch needs its zeros on the untaken side only).  The primitives'
+own gradients (Switch, Merge, Enter, Exit, ...) are in `ops/control_flow_prims_grad.py`.
 """
 
 from __future__ import annotations
 
-import collections
-import importlib
-
-from asyncflow import dtypes
 from asyncflow import graph as ops
-from asyncflow.indexed_slices import IndexedSlices
-from asyncflow.ops import array_ops, control_flow_prims, math_ops
+from asyncflow.ops import array_ops, control_flow_prims, gradient_ops
 from asyncflow.ops import control_flow_contexts as cfc
 from asyncflow.ops import data_flow_stack_ops as stack_ops
-from asyncflow.registry import NotDifferentiable, RegisterGradient, get_gradient_function
 
-__all__ = ["gradients_helper", "graph_has_control_flow", "ControlFlowState", "GradLoopState"]
-
-
-def graph_has_control_flow(graph) -> bool:
-    """True once a cond or while_loop was built in `graph` (cheap: one dict lookup)."""
-    return bool(graph._attached.get("has_control_flow"))
+__all__ = [
+    "ControlFlowState",
+    "GradLoopState",
+    "is_loop_switch",
+    "maybe_create_control_flow_state",
+    "zeros_like_output",
+]
 
 
 def _is_loop_exit(op) -> bool:
     return op.type == "Exit"
 
 
-def _is_loop_switch(op) -> bool:
+def is_loop_switch(op) -> bool:
+    """True for the Switch of a while loop's condition (processed once per gradient)."""
     return (
         op.type == "Switch"
         and isinstance(op._control_flow_context, cfc.WhileContext)
@@ -56,106 +50,6 @@ def _is_loop_switch(op) -> bool:
 
 def _while_of_op(op):
     return cfc._while_of(op._control_flow_context)
-
-
-# -- the primitives' gradients ---------------------------------------------------------------
-
-
-@RegisterGradient("Switch")
-def _switch_grad(op, *grad):
-    graph = op.graph
-    op_ctxt = op._control_flow_context
-    grad_ctxt = graph._control_flow_context
-    if isinstance(op_ctxt, cfc.WhileContext):
-        gs = grad_ctxt.grad_state
-        merge_grad = gs.switch_map.get(op)
-        if merge_grad is not None:
-            if grad[1] is not None:  # the gradient of the body closes the backward loop
-                cfc.add_next_and_back_edge(merge_grad, grad[1], enforce_shape_invariant=False)
-            return None, None
-        if grad[0] is not None:  # the gradient of the Exit starts it
-            merge_grad = control_flow_prims.merge([grad[0], grad[0]], name="b_switch")[0]
-            gs.switch_map[op] = merge_grad
-            return merge_grad, None
-        return None, None
-    if isinstance(op_ctxt, cfc.CondContext):
-        if grad[1 - op_ctxt.branch] is None:
-            return None, None
-        return control_flow_prims.merge(list(grad), name="cond_grad")[0], None
-    false_grad = control_flow_prims.switch(grad[0], op.inputs[1])[0]
-    true_grad = control_flow_prims.switch(grad[1], op.inputs[1])[1]
-    return control_flow_prims.merge([false_grad, true_grad])[0], None
-
-
-@RegisterGradient("Merge")
-def _merge_grad(op, grad, _):
-    graph = op.graph
-    op_ctxt = cfc._output_context(op.inputs[0].op)
-    grad_ctxt = graph._control_flow_context
-    if isinstance(op_ctxt, cfc.WhileContext):
-        return list(control_flow_prims.switch(grad, grad_ctxt.pivot))
-    if isinstance(op_ctxt, cfc.CondContext):
-        pred = op_ctxt.pred
-        if grad_ctxt is not None and grad_ctxt.grad_state is not None:
-            # A cond inside a loop: the predicate of each forward iteration is replayed.
-            gs = grad_ctxt.grad_state
-            real_pred = gs.history_map.get(pred)
-            if real_pred is None:
-                g = gs.grad_context
-                g.Exit()
-                history = gs.AddForwardAccumulator(pred)
-                g.Enter()
-                real_pred = gs.AddBackpropAccumulatedValue(history, pred)
-                gs.history_map[pred] = real_pred
-            pred = real_pred
-        return list(control_flow_prims.switch(grad, pred, name="cond_grad"))
-    n = len(op.inputs)
-    conds = [math_ops.equal(op.outputs[1], i) for i in range(n)]
-    return [control_flow_prims.switch(grad, conds[i])[1] for i in range(n)]
-
-
-@RegisterGradient("Exit")
-def _exit_grad(op, grad):
-    graph = op.graph
-    op_ctxt = op._control_flow_context
-    grad_ctxt = graph._control_flow_context
-    if not grad_ctxt.back_prop:
-        return None
-    if op_ctxt.grad_state is not None:
-        raise TypeError("Second-order gradient for while loops not supported.")
-    if isinstance(grad, IndexedSlices):
-        grad = ops.convert_to_tensor(grad)
-    grad_ctxt.AddName(grad)
-    result = grad_ctxt._enter(grad, is_constant=False, name="b_exit")
-    grad_ctxt.loop_enters.append(result)
-    return result
-
-
-@RegisterGradient("NextIteration")
-def _next_iteration_grad(_, grad):
-    return grad
-
-
-@RegisterGradient("Enter")
-def _enter_grad(op, grad):
-    grad_ctxt = op.graph._control_flow_context
-    if grad_ctxt is None or not grad_ctxt.back_prop or grad_ctxt.grad_state is None:
-        return grad
-    if op.get_attr("is_constant"):
-        if isinstance(grad, IndexedSlices):
-            grad = ops.convert_to_tensor(grad)
-        return grad_ctxt.AddBackpropAccumulator(op, grad)
-    result = control_flow_prims.exit(grad)
-    grad_ctxt.loop_exits.append(result)
-    return result
-
-
-@RegisterGradient("LoopCond")
-def _loop_cond_grad(_, grad):
-    return None
-
-
-NotDifferentiable("ControlTrigger")
 
 
 # -- per-loop gradient state -------------------------------------------------------------------
@@ -383,7 +277,7 @@ class ControlFlowState:
 
     def ZerosLike(self, op, index):  # noqa: N802
         """A zero gradient for output `index` of `op`, built in the backward loop."""
-        if _is_loop_switch(op):
+        if is_loop_switch(op):
             return None
         dead_branch = op.type == "Switch"
         forward = _while_of_op(op)
@@ -439,6 +333,27 @@ class ControlFlowState:
                     pending[y.op] = 1
         return loop_exits
 
+    def ExitReady(self, exit_t, has_grad):  # noqa: N802
+        """Exit `exit_t` of a loop has all its gradients: what the walk queues now.
+
+        A loop's backward pass starts once every one of its exits is ready; then each
+        of them is returned as (exit, needs_zeros), needs_zeros for those without a
+        gradient when another exit has one.  Before that: nothing.
+        """
+        gs = self.GetGradState(exit_t.op, before=False)
+        gs.deferred_exits.append(exit_t)
+        gs.pending_exits_count -= 1
+        if gs.pending_exits_count != 0:
+            return []
+        ready = []
+        for y in gs.deferred_exits:
+            if has_grad(y.op):
+                ready.append((y, False))
+            else:
+                gs.unused_exits.append(y)
+        fill = bool(ready)
+        return ready + [(y, fill) for y in gs.unused_exits]
+
     def PostProcessing(self):  # noqa: N802
         """A loop variable whose next value ignores its current one gets zero gradients
         after the first backward iteration."""
@@ -462,11 +377,22 @@ class ControlFlowState:
                     b_merge.op._update_input(1, nxt)
 
 
+def zeros_like_output(op, index, state):
+    """A zero gradient for output `index` of `op` (None for a loop's Switch).
+
+    Outside while loops this is the plain graph's ZerosLike, except for a cond's Switch,
+    whose zeros must exist on its untaken side only.
+    """
+    if state is not None:
+        return state.ZerosLike(op, index)
+    return zeros_like_outside_loop(op, index)
+
+
 def zeros_like_outside_loop(op, index):
     """Zeros for output `index` of `op`; for a cond Switch, only on its untaken side."""
     val = op.outputs[index]
     if op.type != "Switch" or not isinstance(op._control_flow_context, cfc.CondContext):
-        return array_ops.zeros_like(val, optimize=False)
+        return gradient_ops.zeros_like(val)
     ctx = op._control_flow_context
     switch_val = control_flow_prims.switch(op.inputs[0], ctx.pred)[1 - ctx.branch]
     pivot = array_ops.identity(switch_val)
@@ -487,145 +413,3 @@ def maybe_create_control_flow_state(between_op_list, between_ops, colocate):
             else:
                 state.AddWhileContext(op, between_op_list, between_ops)
     return state
-
-
-# -- the gradient walk with loops (TF's _GradientsHelper) ------------------------------------
-
-
-def _pending_count(to_ops, from_ops, colocate):
-    g = importlib.import_module("asyncflow.gradients")
-
-    reachable_to_ops, between, between_list = g._between_ops(to_ops, from_ops)
-    # Loop state is created before counting: it adds ops (stacks, counters) the walk
-    # must see.
-    state = maybe_create_control_flow_state(between_list, between, colocate)
-    return reachable_to_ops, g._pending_from(between, between_list), state
-
-
-def _has_any_not_none_grads(grads, op) -> bool:
-    for g in grads.get(op, ()):
-        if isinstance(g, (ops.Tensor, IndexedSlices)):
-            return True
-        if isinstance(g, list) and any(x is not None for x in g):
-            return True
-    return False
-
-
-def gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnected):
-    """`asyncflow.gradients._gradients_helper` for graphs with cond/while_loop."""
-    g = importlib.import_module("asyncflow.gradients")
-
-    grad_ys = g._default_grad_ys(ys, grad_ys, colocate)
-    to_ops = [t.op for t in ys]
-    from_ops = [t.op for t in xs]
-    reachable_to_ops, pending, state = _pending_count(to_ops, from_ops, colocate)
-    stop_ops = g._stop_ops(from_ops, [t.op for t in stops], pending)
-    grads: dict = {}
-    for y, gy in zip(ys, grad_ys):
-        g._set_grad(grads, y, gy)
-    queue = collections.deque()
-    to_ops_set = set()
-    for op in to_ops:
-        if pending[op] == 0 and op not in to_ops_set and op in reachable_to_ops:
-            to_ops_set.add(op)
-            queue.append(op)
-    if state is not None:
-        for y in state.ProcessUnusedLoopExits(pending, to_ops_set):
-            if g._is_trainable(y):
-                g._set_grad(grads, y, state.ZerosLikeForExit(y))
-            queue.append(y.op)
-    xs_set = set(xs)
-    while queue:
-        op = queue.popleft()
-        with g._maybe_colocate(op, colocate):
-            if state is not None:
-                gs = state.EnterGradWhileContext(op, before=True)
-            out_grads = g._aggregate(grads, op, method)
-            if state is not None and gs is not None:
-                gs.grad_context.Exit()
-            in_grads = _op_input_grads(op, out_grads, stop_ops, gate, state)
-        for i, (t_in, gr) in enumerate(zip(op.inputs, in_grads)):
-            if gr is None:
-                continue
-            if isinstance(gr, ops.Tensor) and t_in.dtype != dtypes.string:
-                try:
-                    gr.set_shape(t_in.shape)
-                except ValueError:
-                    raise ValueError(
-                        "Incompatible shapes between op input and calculated input gradient. "
-                        f"Forward operation: {op.name}. Input index: {i}. Original input "
-                        f"shape: {t_in.shape}. Calculated input gradient shape: {gr.shape}"
-                    ) from None
-            g._set_grad(grads, t_in, gr)
-        _update_pending_and_enqueue(grads, op, queue, pending, state, xs_set)
-    if state is not None:
-        state.PostProcessing()
-    return [g._get_grad(grads, x, unconnected) for x in xs]
-
-
-def _op_input_grads(op, out_grads, stop_ops, gate, state) -> list:
-    g = importlib.import_module("asyncflow.gradients")
-
-    has_out_grads = any(isinstance(x, (ops.Tensor, IndexedSlices)) for x in out_grads)
-    grad_fn = None
-    if has_out_grads and op not in stop_ops:
-        grad_fn = get_gradient_function(op)
-    gs = state.EnterGradWhileContext(op, before=False) if state is not None else None
-    try:
-        if grad_fn is None or not has_out_grads:
-            return [None] * len(op.inputs)
-        for i, gr in enumerate(out_grads):
-            if gr is None and g._is_trainable(op.outputs[i]):
-                if state is not None:
-                    out_grads[i] = state.ZerosLike(op, i)
-                else:
-                    out_grads[i] = zeros_like_outside_loop(op, i)
-        with ops.name_scope(op.name + "_grad"):
-            in_grads = grad_fn(op, *out_grads)
-            in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
-            if len(in_grads) != len(op.inputs):
-                raise ValueError(
-                    f"Num gradients {len(in_grads)} generated for op {op.name} do not "
-                    f"match num inputs {len(op.inputs)}"
-                )
-            if gate and sum(x is not None for x in in_grads) > 1:
-                in_grads = g._gate(op, in_grads)
-        return in_grads
-    finally:
-        if gs is not None:
-            gs.grad_context.Exit()
-
-
-def _update_pending_and_enqueue(grads, op, queue, pending, state, xs_set) -> None:
-    g = importlib.import_module("asyncflow.gradients")
-
-    for x in op.inputs:
-        pending[x.op] -= 1
-        ready = pending[x.op] == 0
-        if state is not None and not ready:
-            ready = pending[x.op] > 0 and _is_loop_switch(x.op)
-        if not ready:
-            continue
-        if state is not None and _is_loop_exit(x.op):
-            # A loop's backward pass starts once every one of its exits has a gradient.
-            gs = state.GetGradState(x.op, before=False)
-            gs.deferred_exits.append(x)
-            gs.pending_exits_count -= 1
-            if gs.pending_exits_count == 0:
-                has_real = False
-                for y in gs.deferred_exits:
-                    if _has_any_not_none_grads(grads, y.op):
-                        has_real = True
-                        queue.append(y.op)
-                    else:
-                        gs.unused_exits.append(y)
-                if has_real:
-                    for y in gs.unused_exits:
-                        if g._is_trainable(y):
-                            g._set_grad(grads, y, state.ZerosLikeForExit(y))
-                        queue.append(y.op)
-                else:
-                    for y in gs.unused_exits:
-                        queue.append(y.op)
-        else:
-            queue.append(x.op)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import contextlib
 
-from asyncflow import dtypes
+from asyncflow import control_flow_grad, dtypes
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import gradient_ops
@@ -265,36 +265,50 @@ def gradients(
 
 
 def _gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnected):
-    from asyncflow import control_flow_grad
+    """The one backward walk, for plain and control-flow graphs alike.
 
-    if ys and control_flow_grad.graph_has_control_flow(ys[0].graph):
-        # Loops need per-loop stacks and backward frames: see control_flow_grad.
-        return control_flow_grad.gradients_helper(
-            ys, xs, grad_ys, stops, colocate, gate, method, unconnected
-        )
+    Every op gets the same gradient ops whatever else the graph holds; a while loop
+    between xs and ys adds its per-loop state (`control_flow_grad.ControlFlowState`):
+    its backward loop, the stacks between the two, and the rule that a loop's backward
+    pass starts once all of its exits have their gradients.  A cond needs no state: its
+    Switch and Merge have gradients like any other op.
+    """
     grad_ys = _default_grad_ys(ys, grad_ys, colocate)
     to_ops = [t.op for t in ys]
     from_ops = [t.op for t in xs]
-    reachable_to_ops, pending = _pending_count(to_ops, from_ops)
+    reachable_to_ops, between, between_list = _between_ops(to_ops, from_ops)
+    # Loop state is created before counting: it adds the loops' exits to `between`.
+    loops = control_flow_grad.maybe_create_control_flow_state(between_list, between, colocate)
+    pending = _pending_from(between, between_list)
     stop_ops = _stop_ops(from_ops, [t.op for t in stops], pending)
     grads: dict = {}
     for y, gy in zip(ys, grad_ys):
         _set_grad(grads, y, gy)
     queue = collections.deque()
-    queued = set()
+    to_ops_set = set()
     for op in to_ops:
-        if pending[op] == 0 and op not in queued and op in reachable_to_ops:
-            queued.add(op)
+        if pending[op] == 0 and op not in to_ops_set and op in reachable_to_ops:
+            to_ops_set.add(op)
             queue.append(op)
+    if loops is not None:
+        for y in loops.ProcessUnusedLoopExits(pending, to_ops_set):
+            if _is_trainable(y):
+                _set_grad(grads, y, loops.ZerosLikeForExit(y))
+            queue.append(y.op)
     while queue:
         op = queue.popleft()
         with _maybe_colocate(op, colocate):
-            out_grads = _aggregate(grads, op, method)
-            in_grads = _op_input_grads(op, out_grads, stop_ops, gate, pending)
+            gs = loops.EnterGradWhileContext(op, before=True) if loops is not None else None
+            try:
+                out_grads = _aggregate(grads, op, method)
+            finally:
+                if gs is not None:
+                    gs.grad_context.Exit()
+            in_grads = _op_input_grads(op, out_grads, stop_ops, gate, between, loops)
         for i, (t_in, g) in enumerate(zip(op.inputs, in_grads)):
             if g is None:
                 continue
-            if isinstance(g, ops.Tensor):
+            if isinstance(g, ops.Tensor) and t_in.dtype != dtypes.string:
                 try:
                     g.set_shape(t_in.shape)
                 except ValueError:
@@ -304,42 +318,76 @@ def _gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnecte
                         f"shape: {t_in.shape}. Calculated input gradient shape: {g.shape}"
                     ) from None
             _set_grad(grads, t_in, g)
-        for t in op.inputs:
-            pending[t.op] -= 1
-            if pending[t.op] == 0:
-                queue.append(t.op)
+        _enqueue_ready_inputs(op, grads, queue, pending, loops)
+    if loops is not None:
+        loops.PostProcessing()
     return [_get_grad(grads, x, unconnected) for x in xs]
 
 
-def _op_input_grads(op, out_grads, stop_ops, gate, pending=None) -> list:
+def _enqueue_ready_inputs(op, grads, queue, pending, loops) -> None:
+    """Count `op` as done for each of its inputs' ops; queue those now ready."""
+    for t in op.inputs:
+        pending[t.op] -= 1
+        ready = pending[t.op] == 0
+        if loops is None:
+            if ready:
+                queue.append(t.op)
+            continue
+        if not ready:
+            # A loop's Switch is processed once per gradient it gets (exit, then body).
+            ready = pending[t.op] > 0 and control_flow_grad.is_loop_switch(t.op)
+        if not ready:
+            continue
+        if t.op.type != "Exit":
+            queue.append(t.op)
+            continue
+        for exit_t, needs_zeros in loops.ExitReady(t, lambda o: _has_any_grad(grads, o)):
+            if needs_zeros and _is_trainable(exit_t):
+                _set_grad(grads, exit_t, loops.ZerosLikeForExit(exit_t))
+            queue.append(exit_t.op)
+
+
+def _has_any_grad(grads: dict, op) -> bool:
+    for g in grads.get(op, ()):
+        if isinstance(g, (ops.Tensor, IndexedSlices)):
+            return True
+        if isinstance(g, list) and any(x is not None for x in g):
+            return True
+    return False
+
+
+def _op_input_grads(op, out_grads, stop_ops, gate, between, loops) -> list:
     has_out_grads = any(g is not None for g in out_grads)
     grad_fn = None
     if has_out_grads and op not in stop_ops:
         grad_fn = get_gradient_function(op)  # LookupError when none is registered
     if grad_fn is None or not has_out_grads:
         return [None] * len(op.inputs)
-    for i, g in enumerate(out_grads):
-        if g is None and _is_trainable(op.outputs[i]):
-            # The ys do not depend on this output: its gradient is zero.
-            out_grads[i] = gradient_ops.zeros_like(op.outputs[i])
-    with ops.name_scope(op.name + "_grad"):
-        in_grads = grad_fn(op, *out_grads)
-        in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
-        if len(in_grads) != len(op.inputs):
-            raise ValueError(
-                f"Num gradients {len(in_grads)} generated for op {op.name} do not "
-                f"match num inputs {len(op.inputs)}"
-            )
-        if gate and pending is not None:
-            # Gradients for inputs off every path to xs are never used; gating them
-            # with the others would make each step compute them (e.g. d loss / d x
-            # for the input placeholder of the first layer: a whole extra matmul).
-            in_grads = [
-                g if pending.get(t.op, 0) > 0 else None for t, g in zip(op.inputs, in_grads)
-            ]
-        if gate and sum(g is not None for g in in_grads) > 1:
-            in_grads = _gate(op, in_grads)
-    return in_grads
+    gs = loops.EnterGradWhileContext(op, before=False) if loops is not None else None
+    try:
+        for i, g in enumerate(out_grads):
+            if g is None and _is_trainable(op.outputs[i]):
+                # The ys do not depend on this output: its gradient is zero.
+                out_grads[i] = control_flow_grad.zeros_like_output(op, i, loops)
+        with ops.name_scope(op.name + "_grad"):
+            in_grads = grad_fn(op, *out_grads)
+            in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
+            if len(in_grads) != len(op.inputs):
+                raise ValueError(
+                    f"Num gradients {len(in_grads)} generated for op {op.name} do not "
+                    f"match num inputs {len(op.inputs)}"
+                )
+            if gate:
+                # Gradients for inputs off every path to xs are never used; gating them
+                # with the others would make each step compute them (e.g. d loss / d x
+                # for the input placeholder of the first layer: a whole extra matmul).
+                in_grads = [g if t.op in between else None for t, g in zip(op.inputs, in_grads)]
+                if sum(g is not None for g in in_grads) > 1:
+                    in_grads = _gate(op, in_grads)
+        return in_grads
+    finally:
+        if gs is not None:
+            gs.grad_context.Exit()
 
 
 def _gate(op, in_grads):

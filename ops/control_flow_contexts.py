@@ -76,11 +76,6 @@ def _set_control_inputs(op, keep) -> None:
     op._graph._version += 1
 
 
-def _mark_control_flow(graph) -> None:
-    # asyncflow.gradients routes graphs marked here through control_flow_grad.
-    graph._attached["has_control_flow"] = True
-
-
 def _ta_module():
     from asyncflow.ops import tensor_array_ops
 
@@ -112,7 +107,6 @@ class ControlFlowContext:
         self._values: set = set()
         self._external_values: dict = {}
         self._saved: list = []
-        _mark_control_flow(self._graph)
 
     @property
     def outer_context(self):

@@ -185,8 +185,11 @@ def tuple(tensors, name: str | None = None, control_inputs=None) -> list:  # noq
 
 NotDifferentiable("NoOp")
 
-from asyncflow import control_flow_grad  # noqa: E402, F401, I001 - registers the primitives' gradients
-from asyncflow.ops import data_flow_stack_ops, tensor_array_ops  # noqa: E402, F401 - register ops
+from asyncflow.ops import (  # noqa: E402, F401 - register ops
+    control_flow_prims_grad,  # noqa: E402, F401 - registers gradients
+    data_flow_stack_ops,
+    tensor_array_ops,
+)
 from asyncflow.ops.control_flow_contexts import (  # noqa: E402, F401 - needs the builders above
     CondContext,
     ControlFlowContext,
