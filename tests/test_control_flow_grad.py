@@ -173,3 +173,64 @@ def test_back_prop_false_gives_no_gradient():
         x = af.placeholder(af.float64, [])
         _, y = while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * x), [0, x], back_prop=False)
         assert gradients(y, x) == [None]
+
+
+# -- one walk: plain parts of a graph with a cond get the plain graph's gradient ops ------
+
+
+def _mlp_grad_op_types(with_cond: bool, gate: bool):
+    """Op types that `gradients` adds for a two-layer net, its hidden layer in a cond."""
+    rng = np.random.RandomState(0)
+    graph = af.Graph()
+    with graph.as_default():
+        x = af.placeholder(af.float64, [4, 3], name="x")
+        p = af.placeholder(af.bool, [], name="p")
+        w1 = af.constant(rng.randn(3, 5), name="w1")
+        w2 = af.constant(rng.randn(5, 2), name="w2")
+        h = af.nn.relu(af.matmul(x, w1))
+        mask = af.constant((rng.rand(4, 5) > 0.5) * 2.0)
+        if with_cond:
+            h = cond(p, lambda: h * mask, lambda: h)
+        else:
+            h = h * mask
+        loss = af.reduce_sum(af.square(af.matmul(h, w2)))
+        before = set(graph.get_operations())
+        grads = gradients(loss, [w1, w2], gate_gradients=gate)
+        added = [op for op in graph.get_operations() if op not in before]
+    return graph, x, p, w1, w2, loss, grads, [op.type for op in added]
+
+
+@pytest.mark.parametrize("gate", [False, True])
+def test_a_cond_leaves_the_gradient_ops_of_the_plain_parts_alone(gate):
+    *_, plain = _mlp_grad_op_types(False, gate)
+    *_, grads, with_cond = _mlp_grad_op_types(True, gate)
+    # Only the cond's own Switch/Merge gradients (the zeros of its untaken sides, the
+    # sum of its branches' gradients, the gate of the Merge's two gradients) are new.
+    cond_only = {"Switch", "Merge", "Identity", "Shape", "Fill", "AddN", "Const", "NoOp"}
+    for t in set(plain) | set(with_cond):
+        if t not in cond_only:
+            assert plain.count(t) == with_cond.count(t), t
+    # What a step fetching the gradients runs: dW1, dW2 and d h, never d loss / d x
+    # (x is no x of ours), even when gated.
+    needed, stack = set(), [g.op for g in grads]
+    while stack:
+        op = stack.pop()
+        if op not in needed:
+            needed.add(op)
+            stack.extend(t.op for t in op.inputs)
+            stack.extend(op.control_inputs)
+    grad_matmuls = [op for op in needed if op.type == "MatMul" and "gradients" in op.name]
+    assert len(grad_matmuls) == 3
+
+
+def test_gated_gradient_of_the_mlp_in_a_cond_matches_finite_differences():
+    graph, x, p, w1, w2, loss, (g1, g2), _ = _mlp_grad_op_types(True, True)
+    xv = np.random.RandomState(1).randn(4, 3)
+    with graph.as_default(), af.Session() as sess:
+        for taken in (True, False):
+            feed = {x: xv, p: taken}
+            got1, got2 = sess.run([g1, g2], feed)
+            for w, got in ((w1, got1), (w2, got2)):
+                wv = sess.run(w)
+                want = _numeric_grad(sess, loss, w, wv, feed)
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
