@@ -12,7 +12,7 @@ int tensor whose first entry is the number of rows.
 
 from __future__ import annotations
 
-from asyncflow import dtypes
+from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 
 __all__ = ["IndexedSlices", "IndexedSlicesValue", "convert_to_tensor_or_indexed_slices"]
@@ -60,8 +60,6 @@ class IndexedSlices:
 
     @property
     def shape(self):
-        from asyncflow import tensor_shape
-
         if self._dense_shape is None:
             return tensor_shape.unknown_shape()
         return ops.constant_shape(self._dense_shape)
@@ -70,9 +68,8 @@ class IndexedSlices:
         return self.shape
 
     def __neg__(self):
-        from asyncflow.ops import gradient_ops
-
-        return IndexedSlices(gradient_ops.neg(self._values), self._indices, self._dense_shape)
+        neg = ops.apply_op("Neg", [self._values]).outputs[0]
+        return IndexedSlices(neg, self._indices, self._dense_shape)
 
     def __repr__(self) -> str:
         shape = "" if self._dense_shape is None else f", dense_shape={self._dense_shape}"
@@ -97,9 +94,10 @@ class IndexedSlicesValue:
 
 
 def _to_dense(value: IndexedSlices, dtype=None, name=None, as_ref=False) -> ops.Tensor:
-    """Dense conversion (TF's `_indexed_slices_to_tensor`), without TF's size warning."""
-    from asyncflow.ops import gradient_ops
+    """Dense conversion (TF's `_indexed_slices_to_tensor`), without TF's size warning.
 
+    Ops are built by type name through the graph's registry: this module is graph
+    level, below the op families that define them."""
     if as_ref:
         raise ValueError(f"Can't convert IndexedSlices to a reference tensor: {value}")
     if dtype is not None and dtypes.as_dtype(dtype) != value.dtype:
@@ -117,7 +115,7 @@ def _to_dense(value: IndexedSlices, dtype=None, name=None, as_ref=False) -> ops.
             [value.dense_shape, [0], [1], [1]],
             {"shrink_axis_mask": 1},
         ).outputs[0]
-        dense = gradient_ops.unsorted_segment_sum(value.values, value.indices, rows)
+        dense = ops.apply_op("UnsortedSegmentSum", [value.values, value.indices, rows]).outputs[0]
         static = value.shape
         if static.ndims is not None:
             dense.set_shape(static)

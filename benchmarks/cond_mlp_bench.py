@@ -112,7 +112,9 @@ def bench(backend: str, steps: int, warmup: int, block: int, repeats: int) -> di
                         sess.run(train, feed)
                         times[name].append(time.perf_counter() - t0)
             plain, cond = statistics.median(times["plain"]), statistics.median(times["cond"])
-            per_repeat.append({"plain_ms": plain * 1e3, "cond_ms": cond * 1e3, "ratio": cond / plain})
+            per_repeat.append(
+                {"plain_ms": plain * 1e3, "cond_ms": cond * 1e3, "ratio": cond / plain}
+            )
     finally:
         for sess, _, _ in made.values():
             sess.close()

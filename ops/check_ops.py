@@ -13,8 +13,8 @@ import numpy as np
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
-from asyncflow.ops import control_flow_ops
-from asyncflow.ops.control_flow_ops import _take_scope_name
+from asyncflow.ops import control_flow_ordering
+from asyncflow.ops.control_flow_ordering import _take_scope_name
 from asyncflow.ops.logging_ops import summarize_value
 from asyncflow.registry import FLOATING, NotDifferentiable, TypeConstraint, register_op
 
@@ -86,7 +86,7 @@ def verify_tensor_all_finite(t=None, msg=None, name=None, x=None, message=None) 
         t = ops.convert_to_tensor(t, name="t")
         with ops.colocate_with(t):
             verify_input = check_numerics(t, message=msg)
-            return control_flow_ops.with_dependencies([verify_input], t)
+            return control_flow_ordering.with_dependencies([verify_input], t)
 
 
 # -- Assert ------------------------------------------------------------------------------
@@ -190,7 +190,7 @@ def assert_equal(x, y, data=None, summarize=None, message=None, name=None) -> op
     """
     if x is y and isinstance(x, ops.Tensor):
         with ops.name_scope(name, "assert_equal", [x]):
-            return control_flow_ops.no_op()
+            return control_flow_ordering.no_op()
     return _binary_assert("==", "assert_equal", "equal", np.equal, x, y, data, summarize,
                           message, name)  # fmt: skip
 
@@ -307,14 +307,14 @@ def _assert_rank_condition(x, rank, static_condition, dynamic_condition, make_da
         if x_rank_static is not None:
             if not static_condition(x_rank_static, int(rank_static)):
                 raise ValueError("Static rank condition failed", x_rank_static, int(rank_static))
-            return control_flow_ops.no_op(name="static_checks_determined_all_ok")
+            return control_flow_ordering.no_op(name="static_checks_determined_all_ok")
     data = make_data()
     condition = dynamic_condition(array_ops.rank(x), rank)
     if rank_static is None:
         # Catches assert_rank(x, [n]) written for assert_rank(x, n).
         this_data = ["Rank must be a scalar. Received rank: ", rank]
         rank_check = assert_rank(rank, 0, data=this_data)
-        condition = control_flow_ops.with_dependencies([rank_check], condition)
+        condition = control_flow_ordering.with_dependencies([rank_check], condition)
     return Assert(condition, data, summarize=summarize)
 
 
@@ -378,7 +378,7 @@ def assert_type(tensor, tf_type, message=None, name=None) -> ops.Operation:
         tensor = ops.convert_to_tensor(tensor, name="tensor")
         if tensor.dtype != tf_type:
             raise TypeError(f"{message}  {tensor.name} must be of type {tf_type}")
-        return control_flow_ops.no_op("statically_determined_correct_type")
+        return control_flow_ordering.no_op("statically_determined_correct_type")
 
 
 def assert_integer(x, message=None, name=None) -> ops.Operation:
@@ -394,7 +394,7 @@ def assert_integer(x, message=None, name=None) -> ops.Operation:
             raise TypeError(
                 f'{message}  Expected "x" to be integer type.  Found: {x.name} of dtype {x.dtype}'
             )
-        return control_flow_ops.no_op("statically_determined_was_integer")
+        return control_flow_ordering.no_op("statically_determined_was_integer")
 
 
 def assert_scalar(tensor, name=None, message=None) -> ops.Tensor:

@@ -22,6 +22,7 @@ import functools
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import control_flow_prims as prims
+from asyncflow.ops.control_flow_ordering import with_dependencies
 
 __all__ = ["ControlFlowContext", "CondContext", "WhileContext", "cond", "case", "while_loop"]
 
@@ -249,8 +250,6 @@ class CondContext(ControlFlowContext):
         flat = []
         for v in nest.flatten(original):
             if isinstance(v, ops.Operation):
-                from asyncflow.ops.control_flow_ops import with_dependencies
-
                 flat.append(with_dependencies([v], self._pivot))
             elif v is None:
                 raise ValueError("true_fn and false_fn must not return None inside a structure")

@@ -21,6 +21,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops.strided_slice_spec import SliceError, slice_masks, strided_slice_spec
 from asyncflow.registry import ANY, INDEX, NUMERIC, NotDifferentiable, register_op
 
 __all__ = [
@@ -223,15 +224,13 @@ StridedSliceGrad = register_op(
 
 @StridedSliceGrad.kernel("CPU", "GPU")
 async def _strided_slice_grad(ctx, shape_, begin, end, strides, dy):
-    from asyncflow.ops import slicing_ops as s
-
     dims = [int(d) for d in np.asarray(shape_).reshape(-1)]
     ctx.device.check_alloc(math.prod(int(d) for d in dims), ctx.attrs["T"])
     try:
-        final, canon = s._strided_slice_spec(
-            dims, np.asarray(begin), np.asarray(end), np.asarray(strides), s._masks(ctx.attrs)
+        final, canon = strided_slice_spec(
+            dims, np.asarray(begin), np.asarray(end), np.asarray(strides), slice_masks(ctx.attrs)
         )
-    except s._SliceError as e:
+    except SliceError as e:
         raise _invalid(str(e)) from None
     dy = np.asarray(dy)
     if list(dy.shape) != final:

@@ -17,7 +17,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, random_seed, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.ops.control_flow_ops import _take_scope_name
+from asyncflow.ops.control_flow_ordering import _take_scope_name
 from asyncflow.registry import ANY, INDEX, REAL, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = [

@@ -22,6 +22,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.strided_slice_spec import SliceError, slice_masks, strided_slice_spec
 from asyncflow.registry import (
     ANY,
     INDEX,
@@ -182,137 +183,6 @@ def slice(input_, begin, size, name=None):  # noqa: A001 - TF's name
 
 # -- StridedSlice ----------------------------------------------------------------------
 
-_NEW_AXIS = -1
-_SHRINK_AXIS = -2
-
-
-class _SliceError(Exception):
-    """A strided-slice spec problem: ValueError at build time, InvalidArgument at run."""
-
-
-def _bit(mask: int, i: int) -> bool:
-    return bool((mask >> i) & 1)
-
-
-def _dense_spec(rank, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
-                shrink_axis_mask):  # fmt: skip
-    """TF's BuildDenseSpec: expand the ellipsis and drop new axes, per input dimension."""
-    n = len(strides)
-    if ellipsis_mask & (ellipsis_mask - 1):
-        raise _SliceError("Multiple ellipses in slice spec not allowed")
-    num_add_after_ellipsis, seen = 0, False
-    for i in range(n):
-        if seen and _bit(new_axis_mask, i):
-            num_add_after_ellipsis += 1
-        if _bit(ellipsis_mask, i):
-            seen = True
-    if not seen:
-        ellipsis_mask |= 1 << n
-        n += 1
-    d_begin, d_end, d_strides = [0] * rank, [0] * rank, [1] * rank
-    d_bm = d_em = d_shrink = 0
-    gather: list[int] = []
-    full = 0
-    for i in range(n):
-        if _bit(ellipsis_mask, i):
-            nxt = min(rank - (n - i) + 1 + num_add_after_ellipsis, rank)
-            while full < nxt:
-                d_bm |= 1 << full
-                d_em |= 1 << full
-                gather.append(full)
-                full += 1
-        elif _bit(new_axis_mask, i):
-            gather.append(_NEW_AXIS)
-        else:
-            if full == rank:
-                raise _SliceError(
-                    f"Index out of range using input dim {full}; input has only {rank} dims"
-                )
-            if begin is not None:
-                d_begin[full] = int(begin[i])
-            if end is not None:
-                d_end[full] = int(end[i])
-            d_strides[full] = int(strides[i])
-            if _bit(begin_mask, i):
-                d_bm |= 1 << full
-            if _bit(end_mask, i):
-                d_em |= 1 << full
-            if _bit(shrink_axis_mask, i):
-                gather.append(_SHRINK_AXIS)
-                d_shrink |= 1 << full
-            else:
-                gather.append(full)
-            full += 1
-    return d_begin, d_end, d_strides, d_bm, d_em, d_shrink, gather
-
-
-def _strided_slice_spec(dims, begin, end, strides, masks):
-    """TF's ValidateStridedSliceOp for input dims (None = unknown) and begin/end values
-    (None = unknown).  Returns (final_shape, per-dim (begin, end, stride, shrink, size))."""
-    begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask = masks
-    d_begin, d_end, d_strides, d_bm, d_em, d_shrink, gather = _dense_spec(
-        len(dims), begin, end, strides, *masks
-    )
-    valid = begin is not None and end is not None
-    processing, canon = [], []
-    for i, dim in enumerate(dims):
-        b, e, s = d_begin[i], d_end[i], d_strides[i]
-        if s == 0:
-            raise _SliceError(f"strides[{i}] must be non-zero")
-        shrink = _bit(d_shrink, i)
-        if dim is None:
-            processing.append(1 if shrink else None)
-            canon.append(None)
-            continue
-        if shrink and s <= 0:
-            raise _SliceError("only stride 1 allowed on non-range indexing.")
-        lo, hi = (0, dim) if s > 0 else (-1, dim - 1)
-        masked = (_bit(d_bm, i), _bit(d_em, i))
-
-        def canonical(x, c, s=s, dim=dim, lo=lo, hi=hi, masked=masked):
-            if masked[c]:
-                return (lo, hi)[c] if s > 0 else (lo, hi)[(c + 1) & 1]
-            x = dim + x if x < 0 else x
-            return min(max(x, lo), hi)
-
-        length = None
-        if valid:
-            if shrink:
-                fwd = b + dim if b < 0 else b
-                if fwd < 0 or fwd >= dim:
-                    raise _SliceError(f"slice index {b} of dimension {i} out of bounds.")
-                b, e = fwd, fwd + 1
-            else:
-                b, e = canonical(b, 0), canonical(e, 1)
-            length = e - b
-        elif shrink:
-            length = 1
-        elif masked[0] and masked[1]:
-            length = -dim if s < 0 else dim
-        if length is None:
-            size = None
-        elif length == 0 or (length < 0) != (s < 0):
-            size = 0
-        else:
-            size = -(-abs(length) // abs(s))
-        processing.append(size)
-        canon.append((b, e, s, shrink, size) if valid else None)
-    final = []
-    for g in gather:
-        if g >= 0:
-            final.append(processing[g])
-        elif g == _NEW_AXIS:
-            final.append(1)
-    return final, canon
-
-
-def _masks(op_or_attrs):
-    get = op_or_attrs.get_attr if hasattr(op_or_attrs, "get_attr") else op_or_attrs.__getitem__
-    return tuple(
-        int(get(k))
-        for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
-    )
-
 
 def _strided_slice_shape(op):
     x, begin_t, end_t, strides_t = op.inputs
@@ -322,14 +192,14 @@ def _strided_slice_shape(op):
     if x.shape.ndims is None or spec[0].value is None or strides is None:
         return [tensor_shape.unknown_shape()]
     try:
-        final, _ = _strided_slice_spec(
+        final, _ = strided_slice_spec(
             x.shape.as_list(),
             ops.constant_value(begin_t),
             ops.constant_value(end_t),
             strides.reshape(-1),
-            _masks(op),
+            slice_masks(op),
         )
-    except _SliceError as e:
+    except SliceError as e:
         raise ValueError(str(e)) from None
     return [final]
 
@@ -352,18 +222,18 @@ StridedSlice = register_op(
 
 
 def _strided_slice_value(x, begin, end, strides, masks):
-    """Apply a strided slice to an array; raises _SliceError for a bad spec."""
+    """Apply a strided slice to an array; raises SliceError for a bad spec."""
     x = np.asarray(x)
     begin, end, strides = np.asarray(begin), np.asarray(end), np.asarray(strides)
     if not (begin.ndim == end.ndim == strides.ndim == 1) or not (
         begin.shape == end.shape == strides.shape
     ):
-        raise _SliceError(
+        raise SliceError(
             "Expected begin, end, and strides to be 1D equal size tensors, but got shapes "
             f"{_shape_str(begin.shape)}, {_shape_str(end.shape)}, and "
             f"{_shape_str(strides.shape)} instead."
         )
-    final, canon = _strided_slice_spec(list(x.shape), begin, end, strides, masks)
+    final, canon = strided_slice_spec(list(x.shape), begin, end, strides, masks)
     index = []
     for b, e, s, shrink, size in canon:
         if shrink:
@@ -378,8 +248,8 @@ def _strided_slice_value(x, begin, end, strides, masks):
 @StridedSlice.kernel("CPU", "GPU")
 async def _strided_slice(ctx, x, begin, end, strides):
     try:
-        return _strided_slice_value(x, begin, end, strides, _masks(ctx.attrs))
-    except _SliceError as e:
+        return _strided_slice_value(x, begin, end, strides, slice_masks(ctx.attrs))
+    except SliceError as e:
         raise _invalid(str(e)) from None
 
 
@@ -387,13 +257,13 @@ def _fold_strided_slice(t):
     vals = [ops.constant_value(i) for i in t.op.inputs]
     if any(v is None for v in vals):
         return None
-    return _strided_slice_value(*vals, _masks(t.op))
+    return _strided_slice_value(*vals, slice_masks(t.op))
 
 
 def _partial_strided_slice(t):
     """`tf.shape(x)[1:]` of a partially known shape is a partially known shape (as TF)."""
     x, *rest = t.op.inputs
-    if _masks(t.op)[2:] != (0, 0, 0) or x.shape.ndims != 1:
+    if slice_masks(t.op)[2:] != (0, 0, 0) or x.shape.ndims != 1:
         return None
     vals = [ops.constant_value(r) for r in rest]
     if any(v is None for v in vals):
@@ -402,7 +272,7 @@ def _partial_strided_slice(t):
     if partial.ndims is None:
         return None
     dims = partial.as_list()
-    picked = _strided_slice_value(np.arange(len(dims)), *vals, _masks(t.op))
+    picked = _strided_slice_value(np.arange(len(dims)), *vals, slice_masks(t.op))
     return tensor_shape.TensorShape([dims[int(i)] for i in picked])
 
 

@@ -1,0 +1,169 @@
+"""Ordering: no_op, group, tuple, with_dependencies (TF1's control_flow_ops, its part
+that needs no control-flow context).
+
+`tuple` and `with_dependencies` gate values on control edges; `group` makes one NoOp
+(one per device, then a final one) run after its inputs.  Below the contexts (cond and
+while_loop use `with_dependencies`) and the checks (`check_ops` groups its asserts):
+this module imports neither.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from asyncflow import graph as ops
+from asyncflow.registry import NotDifferentiable, register_op
+
+__all__ = ["no_op", "group", "tuple", "with_dependencies"]
+
+NoOp = register_op("NoOp", shape_fn=lambda op: [])
+
+
+@NoOp.kernel("CPU", "GPU")
+async def _no_op(ctx):
+    return None
+
+
+def _take_scope_name(op: ops.Operation, scope: str) -> ops.Operation:
+    """Rename `op` to its name scope's own name ("a/b/" -> "a/b"), as TF's `name=scope`.
+
+    TF creates an op whose name ends in "/" with exactly that name minus the slash; the
+    graph here always makes names unique inside the current scope, so the op is built
+    under a default name and renamed afterwards.  The scope already reserved the name.
+    """
+    want = scope[:-1] if scope.endswith("/") else scope
+    if not want or op.name == want:
+        return op
+    graph = op.graph
+    if want in graph._ops_by_name:
+        return op
+    del graph._ops_by_name[op.name]
+    op._name = want
+    graph._ops_by_name[want] = op
+    return op
+
+
+def no_op(name: str | None = None) -> ops.Operation:
+    """Does nothing; useful as a placeholder for control edges."""
+    if name and name.endswith("/"):
+        return _take_scope_name(ops.apply_op("NoOp", []), name)
+    return ops.apply_op("NoOp", [], name=name)
+
+
+def _flatten(inputs) -> list:
+    flat = []
+    for x in inputs:
+        if isinstance(x, (list, builtins.tuple)):
+            flat.extend(_flatten(x))
+        elif isinstance(x, dict):
+            flat.extend(_flatten([x[k] for k in sorted(x)]))
+        else:
+            flat.append(x)
+    return flat
+
+
+def _group_control_deps(dev, deps, name=None) -> ops.Operation:
+    with ops.control_dependencies(deps):
+        if dev is None:
+            return no_op(name=name)
+        with ops.device(dev):
+            return no_op(name=name)
+
+
+def group(*inputs, **kwargs) -> ops.Operation:
+    """An op that runs after all of `inputs` (TF1's `tf.group`).
+
+    Inputs on several devices get one NoOp per device, gated by a final NoOp.
+
+    Raises:
+      ValueError: for unknown keyword arguments.
+      TypeError: when an input is not a Tensor or Operation (None included).
+    """
+    name = kwargs.pop("name", None)
+    if kwargs:
+        raise ValueError("Unknown keyword arguments: " + ", ".join(kwargs.keys()))
+    flat = _flatten(inputs)
+    with ops.name_scope(name, "group_deps", flat) as scope:
+        if not flat:
+            return no_op(name=scope)
+        ops_on_device: dict = {}
+        for inp in flat:
+            if not hasattr(inp, "device"):
+                raise TypeError(
+                    f"Expected tf.group() expected Tensor arguments not '{inp}' with type "
+                    f"'{type(inp)}'"
+                )
+            ops_on_device.setdefault(inp.device, []).append(inp)
+        if len(ops_on_device) == 1:
+            ((dev, deps),) = ops_on_device.items()
+            return _group_control_deps(dev, deps, name=scope)
+        deps = [
+            _group_control_deps(dev, ops_on_device[dev])
+            for dev in sorted(ops_on_device, key=lambda d: "" if d is None else d)
+        ]
+        with ops.control_dependencies(deps):
+            return no_op(name=scope)
+
+
+def with_dependencies(dependencies, output_tensor, name: str | None = None) -> ops.Tensor:
+    """`output_tensor`'s value, produced only after all of `dependencies` have run.
+
+    Raises:
+      TypeError: when a dependency is not an Operation or Tensor.
+    """
+    dependencies = list(dependencies)
+    from asyncflow.ops import array_ops
+
+    with ops.name_scope(name, "control_dependency", dependencies + [output_tensor]) as scope:
+        with ops.colocate_with(output_tensor):
+            with ops.control_dependencies(dependencies):
+                output_tensor = ops.convert_to_tensor(output_tensor)
+                out = array_ops.identity(output_tensor)
+        _take_scope_name(out.op, scope)
+        return out
+
+
+def tuple(tensors, name: str | None = None, control_inputs=None) -> list:  # noqa: A001
+    """Group tensors: each output is available only once all inputs are computed.
+
+    Returns a list with an Identity (for a Tensor), a NoOp (for an Operation) or None
+    in place of each input.
+
+    Raises:
+      ValueError: when `tensors` holds no Tensor or Operation.
+      TypeError: when a control input is not an Operation or Tensor.
+    """
+    with ops.name_scope(name, "tuple", tensors):
+        tensors = [
+            t
+            if isinstance(t, (ops.Operation, ops.Tensor)) or t is None
+            else ops.convert_to_tensor(t)
+            for t in tensors
+        ]
+        gating_ops = [
+            t if isinstance(t, ops.Operation) else t.op for t in tensors if t is not None
+        ]
+        for c in control_inputs or ():
+            if isinstance(c, ops.Tensor):
+                c = c.op
+            elif not isinstance(c, ops.Operation):
+                raise TypeError(f"Control input must be Operation or Tensor: {c}")
+            gating_ops.append(c)
+        # Sorted by creation order so that the graph is the same from run to run.
+        gating_ops = sorted(set(gating_ops), key=lambda op: op._id)
+        if not gating_ops:
+            raise ValueError(f"Must have at least one Tensor: {tensors}")
+        gate = group(*gating_ops)
+        tpl = []
+        for t in tensors:
+            if isinstance(t, ops.Tensor):
+                tpl.append(with_dependencies([gate], t))
+            elif isinstance(t, ops.Operation):
+                with ops.control_dependencies([gate]):
+                    tpl.append(group(t))
+            else:
+                tpl.append(None)
+        return tpl
+
+
+NotDifferentiable("NoOp")
