@@ -124,6 +124,7 @@ for _m in (
 del _m
 
 from asyncflow import (  # noqa: E402
+    data,
     device_lib,
     initializers,
     layers,

@@ -11,6 +11,7 @@ from asyncflow.ops import (  # noqa: F401
     conv_ops,
     data_flow_ops,
     data_flow_stack_ops,
+    dataset_ops,
     functional_ops,
     gradient_ops,
     init_ops,

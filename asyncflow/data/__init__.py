@@ -1,0 +1,55 @@
+"""`af.data`: TF1's `tf.data` as asynchronous pipelines on the session's loop.
+
+    ds = af.data.Dataset.from_tensor_slices((x, y)).shuffle(1000).batch(32).prefetch(1)
+    features, labels = ds.make_one_shot_iterator().get_next()
+
+The dataset ops and their element streams are in ops/dataset_ops.py and
+ops/dataset_pipeline.py.
+"""
+
+from asyncflow.data import experimental
+from asyncflow.data.dataset import (
+    AUTOTUNE,
+    INFINITE_CARDINALITY,
+    UNKNOWN_CARDINALITY,
+    Dataset,
+    FixedLengthRecordDataset,
+    TextLineDataset,
+    TFRecordDataset,
+)
+from asyncflow.data.iterator import (
+    Iterator,
+    get_output_classes,
+    get_output_shapes,
+    get_output_types,
+    make_initializable_iterator,
+    make_one_shot_iterator,
+)
+
+
+class Options:
+    """Dataset options (accepted; asyncflow's pipelines need none of TF's knobs)."""
+
+    def __init__(self):
+        self.experimental_deterministic = None
+        self.experimental_optimization = None
+        self.experimental_threading = None
+
+
+__all__ = [
+    "AUTOTUNE",
+    "INFINITE_CARDINALITY",
+    "UNKNOWN_CARDINALITY",
+    "Dataset",
+    "FixedLengthRecordDataset",
+    "Iterator",
+    "Options",
+    "TFRecordDataset",
+    "TextLineDataset",
+    "experimental",
+    "get_output_classes",
+    "get_output_shapes",
+    "get_output_types",
+    "make_initializable_iterator",
+    "make_one_shot_iterator",
+]

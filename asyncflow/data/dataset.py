@@ -1,0 +1,556 @@
+"""`tf.data.Dataset` (TF1's graph-mode API): each transformation adds one dataset op.
+
+A `Dataset` is a handle tensor plus the structure of its elements (nested tuples,
+dicts and namedtuples of components, each with a dtype and a static shape).  Functions
+given to `map`, `filter`, `flat_map` and `interleave` are traced once into the graph
+(ops/dataset_ops.py says how they run).  Lists become tensors and tuples structures, as
+in TF 2.x's `tf.compat.v1`.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from asyncflow import dtypes, nest, random_seed, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import array_ops, dataset_ops
+
+__all__ = ["Dataset", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY"]
+
+AUTOTUNE = -1
+INFINITE_CARDINALITY = -1
+UNKNOWN_CARDINALITY = -2
+_tokens = itertools.count()
+
+
+class _Spec:
+    """One component's dtype and static shape."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, dtype, shape):
+        self.dtype = dtypes.as_dtype(dtype).base_dtype
+        self.shape = tensor_shape.as_shape(shape)
+
+    def __repr__(self) -> str:
+        return f"_Spec({self.dtype.name}, {self.shape})"
+
+
+def _normalize(value):
+    """TF's element normalization: tuples, dicts, namedtuples nest; the rest are tensors."""
+    if isinstance(value, Dataset):
+        return value
+    if isinstance(value, dict):
+        return {k: _normalize(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        items = [_normalize(v) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    return ops.convert_to_tensor(value)
+
+
+def _flat(value) -> list:
+    return nest.flatten(value) if isinstance(value, (tuple, dict)) else [value]
+
+
+def _pack(structure, flat):
+    if isinstance(structure, (tuple, dict)):
+        return nest.pack_sequence_as(structure, flat)
+    return flat[0]
+
+
+def _structure_of(value):
+    """The _Spec structure of a normalized value (tensors)."""
+    flat = _flat(value)
+    return _pack(value, [_Spec(t.dtype, t.shape) for t in flat])
+
+
+def _external_placeholders(outputs, inputs) -> list:
+    """Placeholders outside the function that its results depend on (its captures)."""
+    seen, stack, found = set(), [t.op for t in outputs], []
+    own = {t.op for t in inputs}
+    while stack:
+        op = stack.pop()
+        if op in seen or op in own:
+            continue
+        seen.add(op)
+        if op.type in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault"):
+            found.append(op.outputs[0])
+            continue
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return found
+
+
+class _Traced:
+    def __init__(self, fn, structure, name):
+        with ops.name_scope(name), ops.control_dependencies(None):
+            specs = _flat(structure)
+            self.inputs = [
+                array_ops.placeholder(s.dtype, s.shape, name=f"arg{i}")
+                for i, s in enumerate(specs)
+            ]
+            args = _pack(structure, self.inputs)
+            out = fn(*args) if type(args) is tuple else fn(args)
+            self.structure = out = _normalize(out)
+        if isinstance(out, Dataset):
+            self.outputs = [out._variant]
+        else:
+            self.outputs = _flat(out)
+        self.captures = _external_placeholders(self.outputs, self.inputs)
+
+    def op_inputs(self):
+        return list(self.captures)
+
+    def attrs(self):
+        return dataset_ops.function_attrs(self.inputs, self.outputs, self.captures)
+
+
+def _i64(v, name):
+    return ops.convert_to_tensor(v, dtype=dtypes.int64, name=name)
+
+
+class Dataset:
+    """A sequence of elements, each a structure of tensors.
+
+    Iterate it with `make_one_shot_iterator()`, `make_initializable_iterator()` or
+    `Iterator.from_structure(...)`; `get_next()` raises `OutOfRangeError` at the end."""
+
+    def __init__(self, variant: ops.Tensor, structure):
+        self._variant = variant
+        self._structure = structure
+
+    # -- element structure
+    def _flat_specs(self) -> list:
+        return _flat(self._structure)
+
+    def _out_attrs(self) -> dict:
+        specs = self._flat_specs()
+        return {
+            "output_types": [s.dtype for s in specs],
+            "output_shapes": [s.shape for s in specs],
+        }
+
+    def _map_specs(self, f):
+        return _pack(self._structure, [f(s) for s in self._flat_specs()])
+
+    @property
+    def output_types(self):
+        return self._map_specs(lambda s: s.dtype)
+
+    @property
+    def output_shapes(self):
+        return self._map_specs(lambda s: s.shape)
+
+    @property
+    def output_classes(self):
+        return self._map_specs(lambda s: ops.Tensor)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} shapes: {self.output_shapes}, types: {self.output_types}>"
+
+    def _then(self, op_type, inputs, structure=None, attrs=None, name=None) -> Dataset:
+        ds = Dataset(None, self._structure if structure is None else structure)
+        a = ds._out_attrs()
+        a.update(attrs or {})
+        ds._variant = dataset_ops.dataset_op(op_type, inputs, a, name=name)
+        return ds
+
+    # -- sources
+    @staticmethod
+    def from_tensor_slices(tensors) -> Dataset:
+        with ops.name_scope("TensorSliceDataset"):
+            value = _normalize(tensors)
+            flat = _flat(value)
+            n = {t.shape[0].value for t in flat if t.shape.ndims}
+            if any(t.shape.ndims == 0 for t in flat):
+                raise ValueError("Unbatching a tensor is only supported for rank >= 1")
+            n.discard(None)
+            if len(n) > 1:
+                raise ValueError(
+                    "Dimension 0 in both shapes must be equal, but are "
+                    + " and ".join(str(x) for x in sorted(n))
+                )
+            structure = _pack(value, [_Spec(t.dtype, t.shape[1:]) for t in flat])
+            ds = Dataset(None, structure)
+            ds._variant = dataset_ops.dataset_op(
+                "TensorSliceDataset", [flat], ds._out_attrs(), name="TensorSliceDataset"
+            )
+        return ds
+
+    @staticmethod
+    def from_tensors(tensors) -> Dataset:
+        value = _normalize(tensors)
+        ds = Dataset(None, _structure_of(value))
+        ds._variant = dataset_ops.dataset_op(
+            "TensorDataset", [_flat(value)], ds._out_attrs(), name="TensorDataset"
+        )
+        return ds
+
+    @staticmethod
+    def range(*args, output_type=dtypes.int64) -> Dataset:
+        """range(stop), range(start, stop) or range(start, stop, step)."""
+        if not 1 <= len(args) <= 3:
+            raise ValueError("Invalid arguments to RangeDataset: " + repr(args))
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+        ds = Dataset(None, _Spec(output_type, []))
+        ds._variant = dataset_ops.dataset_op(
+            "RangeDataset",
+            [_i64(start, "start"), _i64(stop, "stop"), _i64(step, "step")],
+            ds._out_attrs(),
+            name="RangeDataset",
+        )
+        return ds
+
+    @staticmethod
+    def zip(datasets) -> Dataset:
+        flat = nest.flatten(datasets)
+        if not flat or not all(isinstance(d, Dataset) for d in flat):
+            raise TypeError(
+                "The argument to `Dataset.zip()` must be a (nested) structure of "
+                "`Dataset` objects."
+            )
+        structure = nest.pack_sequence_as(datasets, [d._structure for d in flat])
+        ds = Dataset(None, structure)
+        ds._variant = dataset_ops.dataset_op(
+            "ZipDataset", [[d._variant for d in flat]], ds._out_attrs(), name="ZipDataset"
+        )
+        return ds
+
+    @staticmethod
+    def from_generator(generator, output_types, output_shapes=None, args=None) -> Dataset:
+        """Elements from a Python generator, which runs on a worker thread."""
+        if not callable(generator):
+            raise TypeError("`generator` must be callable.")
+        types = nest.map_structure(dtypes.as_dtype, output_types)
+        if output_shapes is None:
+            output_shapes = nest.map_structure(lambda _: tensor_shape.unknown_shape(), types)
+        shapes = _shapes_like(types, output_shapes)
+        flat_t, flat_s = _flat(types), _flat(shapes)
+        structure = _pack(types, [_Spec(t, s) for t, s in zip(flat_t, flat_s)])
+        call_args = tuple(np.asarray(a) for a in (args or ()))
+        token = f"gen{next(_tokens)}"
+        dataset_ops.register_generator(
+            token,
+            lambda: generator(*call_args),
+            lambda x: _flatten_up_to(types, x),
+        )
+        ds = Dataset(None, structure)
+        ds._variant = dataset_ops.dataset_op(
+            "GeneratorDataset", [], {**ds._out_attrs(), "token": token}, name="GeneratorDataset"
+        )
+        return ds
+
+    @staticmethod
+    def list_files(file_pattern, shuffle=None, seed=None) -> Dataset:
+        """The files matching `file_pattern` (sorted; shuffled unless shuffle=False).
+
+        Raises:
+          InvalidArgumentError (at run time): nothing matches.
+        """
+        from asyncflow.ops import reader_ops
+
+        names = reader_ops.matching_files(file_pattern)
+        ds = Dataset.from_tensor_slices(names)
+        if shuffle is None or shuffle:
+            ds = ds.shuffle(10000, seed=seed)
+        return ds
+
+    # -- transformations
+    def map(self, map_func, num_parallel_calls=None) -> Dataset:
+        t = _Traced(map_func, self._structure, "map")
+        if isinstance(t.structure, Dataset):
+            raise TypeError("map_func must not return a Dataset; use flat_map.")
+        structure = _structure_of(t.structure)
+        if num_parallel_calls is None:
+            return self._then("MapDataset", [self._variant, t.op_inputs()], structure, t.attrs())
+        n = ops.convert_to_tensor(num_parallel_calls, dtype=dtypes.int32)
+        return self._then(
+            "ParallelMapDataset", [self._variant, t.op_inputs(), n], structure, t.attrs()
+        )
+
+    def filter(self, predicate) -> Dataset:
+        t = _Traced(predicate, self._structure, "filter")
+        outs = t.outputs
+        if len(outs) != 1 or outs[0].dtype != dtypes.bool or outs[0].shape.ndims not in (0, None):
+            raise ValueError(
+                "`predicate` return type must be convertible to a scalar boolean tensor."
+            )
+        return self._then("FilterDataset", [self._variant, t.op_inputs()], None, t.attrs())
+
+    def _fn_dataset(self, fn, what):
+        t = _Traced(fn, self._structure, what)
+        if not isinstance(t.structure, Dataset):
+            raise TypeError(f"`map_func` of {what} must return a `Dataset` object.")
+        return t
+
+    def flat_map(self, map_func) -> Dataset:
+        t = self._fn_dataset(map_func, "flat_map")
+        return self._then(
+            "FlatMapDataset", [self._variant, t.op_inputs()], t.structure._structure, t.attrs()
+        )
+
+    def interleave(
+        self, map_func, cycle_length=AUTOTUNE, block_length=1, num_parallel_calls=None
+    ) -> Dataset:
+        t = self._fn_dataset(map_func, "interleave")
+        cycle = 4 if cycle_length in (None, AUTOTUNE) else cycle_length
+        return self._then(
+            "InterleaveDataset",
+            [
+                self._variant,
+                t.op_inputs(),
+                _i64(cycle, "cycle_length"),
+                _i64(block_length, "block_length"),
+            ],
+            t.structure._structure,
+            t.attrs(),
+        )
+
+    def batch(self, batch_size, drop_remainder=False) -> Dataset:
+        bs = _i64(batch_size, "batch_size")
+        static = ops.constant_value(bs) if drop_remainder is True else None
+        outer = int(static) if static is not None else None
+        structure = self._map_specs(
+            lambda s: (
+                _Spec(s.dtype, [outer, *_dims(s.shape)])
+                if s.shape.ndims is not None
+                else _Spec(s.dtype, None)
+            )
+        )
+        drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool)
+        return self._then("BatchDatasetV2", [self._variant, bs, drop], structure)
+
+    def padded_batch(
+        self, batch_size, padded_shapes=None, padding_values=None, drop_remainder=False
+    ) -> Dataset:
+        specs = self._flat_specs()
+        if padded_shapes is None:
+            flat_shapes = [s.shape for s in specs]
+        else:
+            flat_shapes = [
+                tensor_shape.as_shape(p) for p in _flat_like(self._structure, padded_shapes)
+            ]
+        if padding_values is None:
+            flat_pads = [
+                np.zeros((), s.dtype.as_numpy_dtype) if s.dtype != dtypes.string else b""
+                for s in specs
+            ]
+        else:
+            flat_pads = _flat_like(self._structure, padding_values)
+        pads = [ops.convert_to_tensor(v, dtype=s.dtype) for v, s in zip(flat_pads, specs)]
+        shape_ts = [
+            ops.convert_to_tensor([-1 if d is None else d for d in _dims(p)], dtype=dtypes.int64)
+            for p in flat_shapes
+        ]
+        bs = _i64(batch_size, "batch_size")
+        static = ops.constant_value(bs) if drop_remainder is True else None
+        outer = int(static) if static is not None else None
+        structure = _pack(
+            self._structure,
+            [_Spec(s.dtype, [outer, *_dims(p)]) for s, p in zip(specs, flat_shapes)],
+        )
+        drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool)
+        return self._then(
+            "PaddedBatchDatasetV2",
+            [self._variant, bs, shape_ts, pads, drop],
+            structure,
+            {"Toutput_types": [s.dtype for s in specs]},
+        )
+
+    def unbatch(self) -> Dataset:
+        structure = self._map_specs(
+            lambda s: _Spec(s.dtype, s.shape[1:]) if s.shape.ndims else _Spec(s.dtype, None)
+        )
+        return self._then("UnbatchDataset", [self._variant], structure)
+
+    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None) -> Dataset:
+        s1, s2 = random_seed.get_seed(seed)
+        return self._then(
+            "ShuffleDataset",
+            [
+                self._variant,
+                _i64(buffer_size, "buffer_size"),
+                _i64(s1 or 0, "seed"),
+                _i64(s2 or 0, "seed2"),
+            ],
+            None,
+            {"reshuffle_each_iteration": reshuffle_each_iteration is not False},
+        )
+
+    def repeat(self, count=None) -> Dataset:
+        return self._then(
+            "RepeatDataset", [self._variant, _i64(-1 if count is None else count, "count")]
+        )
+
+    def take(self, count) -> Dataset:
+        return self._then("TakeDataset", [self._variant, _i64(count, "count")])
+
+    def skip(self, count) -> Dataset:
+        return self._then("SkipDataset", [self._variant, _i64(count, "count")])
+
+    def prefetch(self, buffer_size) -> Dataset:
+        return self._then("PrefetchDataset", [self._variant, _i64(buffer_size, "buffer_size")])
+
+    def cache(self, filename="") -> Dataset:
+        fn = ops.convert_to_tensor(filename, dtype=dtypes.string)
+        return self._then("CacheDataset", [self._variant, fn])
+
+    def concatenate(self, dataset) -> Dataset:
+        if [s.dtype for s in self._flat_specs()] != [s.dtype for s in dataset._flat_specs()]:
+            raise TypeError(
+                f"Types of datasets do not match: {self.output_types} vs {dataset.output_types}"
+            )
+        structure = _pack(
+            self._structure,
+            [
+                _Spec(a.dtype, a.shape.most_specific_compatible_shape(b.shape))
+                for a, b in zip(self._flat_specs(), dataset._flat_specs())
+            ],
+        )
+        return self._then("ConcatenateDataset", [self._variant, dataset._variant], structure)
+
+    def enumerate(self, start=0) -> Dataset:
+        return Dataset.zip((Dataset.range(start, np.iinfo(np.int64).max), self))
+
+    def apply(self, transformation_func) -> Dataset:
+        out = transformation_func(self)
+        if not isinstance(out, Dataset):
+            raise TypeError("`transformation_func` must return a Dataset.")
+        return out
+
+    def with_options(self, options) -> Dataset:
+        return self
+
+    # -- iteration
+    def make_one_shot_iterator(self):
+        from asyncflow.data.iterator import Iterator
+
+        return Iterator._one_shot(self)
+
+    def make_initializable_iterator(self, shared_name=None):
+        from asyncflow.data.iterator import Iterator
+
+        it = Iterator.from_structure(
+            self.output_types, self.output_shapes, shared_name=shared_name
+        )
+        it._initializer = it.make_initializer(self)
+        return it
+
+    async def aiterate(self, session=None):
+        """`async for element in dataset.aiterate(sess)`: the elements' values, each a
+        step of `session` (the default session when None), until the end of the data."""
+        from asyncflow import errors
+        from asyncflow.session import get_default_session
+
+        sess = session or get_default_session()
+        if sess is None:
+            raise ValueError("aiterate needs a session (or a default session).")
+        nxt = self.make_one_shot_iterator().get_next()
+        while True:
+            try:
+                yield await sess.arun(nxt)
+            except errors.OutOfRangeError:
+                return
+
+    def __aiter__(self):
+        return self.aiterate()
+
+
+def _flatten_up_to(structure, value) -> list:
+    """`value`'s parts where `structure` has leaves (a generator may yield lists)."""
+    if isinstance(structure, dict):
+        return [x for k in sorted(structure) for x in _flatten_up_to(structure[k], value[k])]
+    if isinstance(structure, tuple):
+        if len(value) != len(structure):
+            raise ValueError(
+                f"`generator` yielded an element that did not match the "
+                f"expected structure {structure}: {value!r}"
+            )
+        return [x for s, v in zip(structure, value) for x in _flatten_up_to(s, v)]
+    return [value]
+
+
+def _dims(shape) -> list:
+    return [d.value for d in shape.dims]
+
+
+def _flat_like(structure, value) -> list:
+    if isinstance(structure, (tuple, dict)):
+        return nest.flatten(value) if isinstance(value, (tuple, dict)) else [value]
+    return [value]
+
+
+def _shapes_like(types, shapes):
+    if isinstance(types, (tuple, dict)):
+        return nest.pack_sequence_as(
+            types, [tensor_shape.as_shape(s) for s in _flat_like(types, shapes)]
+        )
+    return tensor_shape.as_shape(shapes)
+
+
+class _FileDataset(Dataset):
+    def __init__(self, op_type, inputs, name):
+        super().__init__(None, _Spec(dtypes.string, []))
+        self._variant = dataset_ops.dataset_op(op_type, inputs, self._out_attrs(), name=name)
+
+
+def _filenames(filenames):
+    t = ops.convert_to_tensor(filenames, dtype=dtypes.string, name="filenames")
+    return array_ops.reshape(t, [-1]) if t.shape.ndims != 1 else t
+
+
+class TFRecordDataset(_FileDataset):
+    """The records of TFRecord files, one string element each."""
+
+    def __init__(
+        self, filenames, compression_type=None, buffer_size=None, num_parallel_reads=None
+    ):
+        with ops.name_scope("TFRecordDataset"):
+            inputs = [
+                _filenames(filenames),
+                ops.convert_to_tensor(compression_type or "", dtype=dtypes.string),
+                _i64(buffer_size or 0, "buffer_size"),
+            ]
+            super().__init__("TFRecordDataset", inputs, "TFRecordDataset")
+
+
+class TextLineDataset(_FileDataset):
+    """The lines of text files (without their '\\n' or '\\r\\n'), one element each."""
+
+    def __init__(
+        self, filenames, compression_type=None, buffer_size=None, num_parallel_reads=None
+    ):
+        with ops.name_scope("TextLineDataset"):
+            inputs = [
+                _filenames(filenames),
+                ops.convert_to_tensor(compression_type or "", dtype=dtypes.string),
+                _i64(buffer_size or 0, "buffer_size"),
+            ]
+            super().__init__("TextLineDataset", inputs, "TextLineDataset")
+
+
+class FixedLengthRecordDataset(_FileDataset):
+    """Fixed-length records of files, after `header_bytes` and before `footer_bytes`."""
+
+    def __init__(
+        self,
+        filenames,
+        record_bytes,
+        header_bytes=None,
+        footer_bytes=None,
+        buffer_size=None,
+        compression_type=None,
+        num_parallel_reads=None,
+    ):
+        with ops.name_scope("FixedLengthRecordDataset"):
+            inputs = [
+                _filenames(filenames),
+                _i64(header_bytes or 0, "header_bytes"),
+                _i64(record_bytes, "record_bytes"),
+                _i64(footer_bytes or 0, "footer_bytes"),
+                _i64(buffer_size or 0, "buffer_size"),
+                ops.convert_to_tensor(compression_type or "", dtype=dtypes.string),
+            ]
+            super().__init__("FixedLengthRecordDatasetV2", inputs, "FixedLengthRecordDataset")

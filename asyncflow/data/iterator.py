@@ -1,0 +1,148 @@
+"""`tf.data.Iterator`: a resource handing out a dataset's elements, one `get_next` at a time."""
+
+from __future__ import annotations
+
+from asyncflow import dtypes, nest, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.data.dataset import Dataset, _flat, _pack, _Spec
+
+__all__ = [
+    "Iterator",
+    "make_one_shot_iterator",
+    "make_initializable_iterator",
+    "get_output_types",
+    "get_output_shapes",
+    "get_output_classes",
+]
+
+
+class Iterator:
+    """TF1's graph-mode iterator.
+
+    `get_next()` returns the next element's tensors; running them raises
+    `FailedPreconditionError` before the iterator is initialized and
+    `OutOfRangeError` after the last element."""
+
+    def __init__(self, iterator_resource, initializer, structure):
+        self._resource = iterator_resource
+        self._initializer = initializer
+        self._structure = structure
+
+    @staticmethod
+    def from_structure(
+        output_types, output_shapes=None, shared_name=None, output_classes=None
+    ) -> Iterator:
+        """An iterator not yet bound to a dataset: `make_initializer(ds)` binds one."""
+        types = nest.map_structure(dtypes.as_dtype, output_types)
+        flat_t = _flat(types)
+        if output_shapes is None:
+            flat_s = [tensor_shape.unknown_shape() for _ in flat_t]
+        else:
+            flat_s = [tensor_shape.as_shape(s) for s in _flat_like_types(types, output_shapes)]
+        structure = _pack(types, [_Spec(t, s) for t, s in zip(flat_t, flat_s)])
+        attrs = _attrs(structure)
+        attrs["shared_name"] = shared_name or ""
+        attrs["container"] = getattr(ops.get_default_graph(), "_container", "") or ""
+        handle = ops.apply_op("IteratorV2", [], attrs, name="Iterator").outputs[0]
+        return Iterator(handle, None, structure)
+
+    @staticmethod
+    def _one_shot(dataset: Dataset) -> Iterator:
+        attrs = _attrs(dataset._structure)
+        attrs["container"] = getattr(ops.get_default_graph(), "_container", "") or ""
+        handle = ops.apply_op(
+            "OneShotIterator", [dataset._variant], attrs, name="OneShotIterator"
+        ).outputs[0]
+        return Iterator(handle, None, dataset._structure)
+
+    @property
+    def initializer(self) -> ops.Operation:
+        if self._initializer is None:
+            raise ValueError("Iterator does not have an initializer.")
+        return self._initializer
+
+    def make_initializer(self, dataset: Dataset, name=None) -> ops.Operation:
+        """An op that starts a new pass of this iterator over `dataset`.
+
+        Raises:
+          TypeError: the dataset's element types differ from the iterator's.
+        """
+        mine = [s.dtype for s in _flat(self._structure)]
+        theirs = [s.dtype for s in _flat(dataset._structure)]
+        if mine != theirs:
+            raise TypeError(
+                f"Expected output types {self.output_types} but got dataset with "
+                f"output types {dataset.output_types}."
+            )
+        for a, b in zip(_flat(self._structure), _flat(dataset._structure)):
+            if not a.shape.is_compatible_with(b.shape):
+                raise TypeError(
+                    f"Expected output shapes compatible with {self.output_shapes} "
+                    f"but got dataset with output shapes {dataset.output_shapes}."
+                )
+        with ops.name_scope(name, "make_initializer"):
+            return ops.apply_op(
+                "MakeIterator",
+                [dataset._variant, self._resource],
+                {"output_types": mine},
+                name=name or "MakeIterator",
+            )
+
+    def get_next(self, name=None):
+        """The next element's tensors, structured as the dataset's elements."""
+        outs = ops.apply_op(
+            "IteratorGetNext",
+            [self._resource],
+            _attrs(self._structure),
+            name=name or "IteratorGetNext",
+        ).outputs
+        return _pack(self._structure, list(outs))
+
+    def string_handle(self, name=None):
+        raise NotImplementedError("Iterator.string_handle is not supported in asyncflow yet")
+
+    def _map_specs(self, f):
+        return _pack(self._structure, [f(s) for s in _flat(self._structure)])
+
+    @property
+    def output_types(self):
+        return self._map_specs(lambda s: s.dtype)
+
+    @property
+    def output_shapes(self):
+        return self._map_specs(lambda s: s.shape)
+
+    @property
+    def output_classes(self):
+        return self._map_specs(lambda s: ops.Tensor)
+
+
+def _flat_like_types(types, shapes) -> list:
+    if isinstance(types, (tuple, dict)):
+        return nest.flatten(shapes) if isinstance(shapes, (tuple, dict)) else [shapes]
+    return [shapes]
+
+
+def _attrs(structure) -> dict:
+    specs = _flat(structure)
+    return {"output_types": [s.dtype for s in specs], "output_shapes": [s.shape for s in specs]}
+
+
+def make_one_shot_iterator(dataset: Dataset) -> Iterator:
+    return dataset.make_one_shot_iterator()
+
+
+def make_initializable_iterator(dataset: Dataset, shared_name=None) -> Iterator:
+    return dataset.make_initializable_iterator(shared_name)
+
+
+def get_output_types(dataset_or_iterator):
+    return dataset_or_iterator.output_types
+
+
+def get_output_shapes(dataset_or_iterator):
+    return dataset_or_iterator.output_shapes
+
+
+def get_output_classes(dataset_or_iterator):
+    return dataset_or_iterator.output_classes

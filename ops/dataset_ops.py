@@ -1,0 +1,466 @@
+"""tf.data's graph ops: datasets as values flowing through the graph, iterators as resources.
+
+As in TF, each `Dataset` transformation adds one op (`TensorSliceDataset`, `MapDataset`,
+`BatchDatasetV2`, ...) whose output is a dataset handle: a 0-d string-typed tensor
+holding a `dataset_pipeline.DatasetValue` (this runtime has no variant dtype, as queue
+handles hold their queue).  Dataset ops only describe: their kernels bind input values
+(tensors, batch sizes, seeds, filenames) into a value and return at once.  An iterator
+is a resource (`IteratorV2`, `OneShotIterator`) in the session's container;
+`MakeIterator` starts a pass over a dataset value, and `IteratorGetNext` awaits the
+pass's next element, suspending on the loop while a file is read, a traced function
+runs or a prefetch buffer is empty.  The end of the data is `OutOfRangeError`.
+
+Traced functions (map, filter, flat_map, interleave) are ops in the same graph, fed
+through placeholders: a function op carries the names of its argument placeholders
+(`f_inputs`), of its results (`f_outputs`) and of the outer placeholders it captures
+(`f_captures`, whose values arrive as the op's `other_arguments`, so an initializable
+iterator's feeds reach its functions).  A call is a nested step of the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import dataset_pipeline as pl
+from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
+
+__all__: list[str] = []
+
+_LIST = TypeConstraint(None, is_list=True)
+_HANDLE = tensor_shape.TensorShape([])
+_OUT = {"output_types": _LIST, "output_shapes": []}
+_FN = {"f_inputs": [], "f_outputs": [], "f_captures": [], "Targuments": _LIST}
+
+
+def _handle_shape(op):
+    return [_HANDLE]
+
+
+def _handle(obj) -> np.ndarray:
+    out = np.empty((), dtype=object)
+    out[()] = obj
+    return out
+
+
+def _unwrap(value, cls, what):
+    v = value[()] if isinstance(value, np.ndarray) and value.shape == () else value
+    if not isinstance(v, cls):
+        raise errors.InvalidArgumentError(None, None, f"Expected a {what} handle, got {v!r}")
+    return v
+
+
+def _str(value) -> str:
+    v = value[()] if isinstance(value, np.ndarray) else value
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _ds(value) -> pl.DatasetValue:
+    return _unwrap(value, pl.DatasetValue, "dataset")
+
+
+def _register(name, inputs, attrs=None, kernel=None):
+    op_def = register_op(
+        name,
+        inputs=inputs,
+        outputs=["handle: string"],
+        attrs={**_OUT, **(attrs or {})},
+        shape_fn=_handle_shape,
+        stateful=True,  # no folding or CSE: a dataset value carries per-pass state
+    )
+    NotDifferentiable(name)
+    op_def.kernel("CPU")(kernel)
+    return op_def
+
+
+def _function(ctx, captured) -> pl.Function:
+    """The traced function of this op, resolved once per (session, op)."""
+    st = ctx.kernel_state
+    fn = st.get("fn")
+    if fn is None:
+        g = ctx.op.graph
+        a = ctx.attrs
+        get = g.get_tensor_by_name
+        fn = st["fn"] = (
+            [get(n) for n in a["f_inputs"]],
+            [get(n) for n in a["f_outputs"]],
+            [get(n) for n in a["f_captures"]],
+        )
+    return pl.Function(fn[0], fn[1], fn[2], captured)
+
+
+# -- sources ----------------------------------------------------------------------------------
+
+
+async def _tensor_slices(ctx, *components):
+    return _handle(pl.TensorSlices(components))
+
+
+async def _tensors(ctx, *components):
+    return _handle(pl.Tensors(components))
+
+
+async def _range(ctx, start, stop, step):
+    return _handle(pl.Range(start, stop, step, ctx.attrs["output_types"][0].as_numpy_dtype))
+
+
+async def _tfrecords(ctx, filenames, compression, buffer_size):
+    comp = _str(compression)
+    return _handle(pl.TFRecords(filenames, comp))
+
+
+async def _text_lines(ctx, filenames, compression, buffer_size):
+    comp = _str(compression)
+    return _handle(pl.TextLines(filenames, comp))
+
+
+async def _fixed_length(ctx, filenames, header, record, footer, buffer_size, compression):
+    comp = _str(compression)
+    return _handle(pl.FixedLengthRecords(filenames, header, record, footer, comp))
+
+
+_GENERATORS: dict[str, tuple] = {}  # token -> (factory, flatten): Python objects stay in-process
+
+
+async def _generator(ctx):
+    token = ctx.attrs["token"]
+    try:
+        factory, flatten = _GENERATORS[token]
+    except KeyError:
+        raise errors.NotFoundError(
+            None, None, f"The generator of {ctx.op.name} is not registered in this process"
+        ) from None
+    dts = [
+        d.as_numpy_dtype if d != dtypes.string else np.dtype(object)
+        for d in ctx.attrs["output_types"]
+    ]
+    return _handle(pl.Generator(factory, dts, flatten))
+
+
+_register(
+    "TensorSliceDataset", ["components: Toutput_types"], {"Toutput_types": _LIST}, _tensor_slices
+)
+_register("TensorDataset", ["components: Toutput_types"], {"Toutput_types": _LIST}, _tensors)
+_register("RangeDataset", ["start: int64", "stop: int64", "step: int64"], None, _range)
+_register(
+    "TFRecordDataset",
+    ["filenames: string", "compression_type: string", "buffer_size: int64"],
+    None,
+    _tfrecords,
+)
+_register(
+    "TextLineDataset",
+    ["filenames: string", "compression_type: string", "buffer_size: int64"],
+    None,
+    _text_lines,
+)
+_register(
+    "FixedLengthRecordDatasetV2",
+    [
+        "filenames: string",
+        "header_bytes: int64",
+        "record_bytes: int64",
+        "footer_bytes: int64",
+        "buffer_size: int64",
+        "compression_type: string",
+    ],
+    None,
+    _fixed_length,
+)
+_register("GeneratorDataset", [], {"token": ""}, _generator)
+
+
+# -- transformations ----------------------------------------------------------------------------
+
+
+async def _map(ctx, ds, *captured):
+    return _handle(pl.Map(_ds(ds), _function(ctx, captured)))
+
+
+async def _parallel_map(ctx, ds, *rest):
+    *captured, n = rest
+    return _handle(pl.Map(_ds(ds), _function(ctx, captured), int(n) if n > 0 else 4))
+
+
+async def _filter(ctx, ds, *captured):
+    return _handle(pl.Filter(_ds(ds), _function(ctx, captured)))
+
+
+async def _flat_map(ctx, ds, *captured):
+    return _handle(pl.FlatMap(_ds(ds), _function(ctx, captured)))
+
+
+async def _interleave(ctx, ds, *rest):
+    *captured, cycle, block = rest
+    return _handle(pl.Interleave(_ds(ds), _function(ctx, captured), int(cycle), int(block)))
+
+
+async def _batch(ctx, ds, batch_size, drop_remainder):
+    return _handle(pl.Batch(_ds(ds), int(batch_size), bool(drop_remainder)))
+
+
+async def _padded_batch(ctx, ds, batch_size, *rest):
+    n = len(ctx.attrs["output_types"])
+    shapes, values, drop = rest[:n], rest[n : 2 * n], rest[2 * n]
+    return _handle(pl.PaddedBatch(_ds(ds), int(batch_size), shapes, values, bool(drop)))
+
+
+async def _unbatch(ctx, ds):
+    return _handle(pl.Unbatch(_ds(ds)))
+
+
+async def _shuffle(ctx, ds, buffer_size, seed, seed2):
+    return _handle(
+        pl.Shuffle(_ds(ds), buffer_size, seed, seed2, ctx.attrs["reshuffle_each_iteration"])
+    )
+
+
+async def _repeat(ctx, ds, count):
+    return _handle(pl.Repeat(_ds(ds), count))
+
+
+async def _take(ctx, ds, count):
+    return _handle(pl.Take(_ds(ds), count))
+
+
+async def _skip(ctx, ds, count):
+    return _handle(pl.Skip(_ds(ds), count))
+
+
+async def _zip(ctx, *datasets):
+    return _handle(pl.Zip([_ds(d) for d in datasets]))
+
+
+async def _concatenate(ctx, a, b):
+    return _handle(pl.Concatenate(_ds(a), _ds(b)))
+
+
+async def _cache(ctx, ds, filename):
+    return _handle(pl.Cache(_ds(ds)))
+
+
+async def _prefetch(ctx, ds, buffer_size):
+    return _handle(pl.Prefetch(_ds(ds), int(buffer_size)))
+
+
+_IN = "input_dataset: string"
+_register("MapDataset", [_IN, "other_arguments: Targuments"], _FN, _map)
+_register(
+    "ParallelMapDataset",
+    [_IN, "other_arguments: Targuments", "num_parallel_calls: int32"],
+    _FN,
+    _parallel_map,
+)
+_register("FilterDataset", [_IN, "other_arguments: Targuments"], _FN, _filter)
+_register("FlatMapDataset", [_IN, "other_arguments: Targuments"], _FN, _flat_map)
+_register(
+    "InterleaveDataset",
+    [_IN, "other_arguments: Targuments", "cycle_length: int64", "block_length: int64"],
+    _FN,
+    _interleave,
+)
+_register("BatchDatasetV2", [_IN, "batch_size: int64", "drop_remainder: bool"], None, _batch)
+_register(
+    "PaddedBatchDatasetV2",
+    [
+        _IN,
+        "batch_size: int64",
+        "padded_shapes: N * int64",
+        "padding_values: Toutput_types",
+        "drop_remainder: bool",
+    ],
+    {"Toutput_types": _LIST, "N": 1},
+    _padded_batch,
+)
+_register("UnbatchDataset", [_IN], None, _unbatch)
+_register(
+    "ShuffleDataset",
+    [_IN, "buffer_size: int64", "seed: int64", "seed2: int64"],
+    {"reshuffle_each_iteration": True},
+    _shuffle,
+)
+_register("RepeatDataset", [_IN, "count: int64"], None, _repeat)
+_register("TakeDataset", [_IN, "count: int64"], None, _take)
+_register("SkipDataset", [_IN, "count: int64"], None, _skip)
+_register("ZipDataset", ["input_datasets: N * string"], {"N": 1}, _zip)
+_register("ConcatenateDataset", [_IN, "another_dataset: string"], None, _concatenate)
+_register("CacheDataset", [_IN, "filename: string"], None, _cache)
+_register("PrefetchDataset", [_IN, "buffer_size: int64"], None, _prefetch)
+
+
+# -- iterators ------------------------------------------------------------------------------------
+
+
+class IteratorResource:
+    """One pass at a time over a dataset; `get_next` hands out its elements in order.
+
+    Concurrent GetNext calls (steps in flight at once) take elements one after another
+    under an asyncio lock, as TF's iterator mutex does."""
+
+    def __init__(self, name: str, output_types, output_shapes):
+        self.name = name
+        self.output_types = list(output_types)
+        self.output_shapes = list(output_shapes)
+        self.stream = None
+        self._lock: asyncio.Lock | None = None
+
+    async def start(self, value: pl.DatasetValue, env: pl.Env) -> None:
+        old, self.stream = self.stream, value.iterate(env)
+        if old is not None:
+            await old.aclose()
+
+    async def get_next(self) -> tuple:
+        """The next element.
+
+        Raises:
+          FailedPreconditionError: the iterator was never initialized.
+          OutOfRangeError: the end of the data (again on every later call).
+        """
+        if self.stream is None:
+            raise errors.FailedPreconditionError(
+                None,
+                None,
+                "GetNext() failed because the iterator has not been initialized. Ensure "
+                "that you have run the initializer operation for this iterator before "
+                "getting the next element.",
+            )
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            try:
+                return await self.stream.__anext__()
+            except StopAsyncIteration:
+                raise errors.OutOfRangeError(None, None, "End of sequence") from None
+
+
+_ITER_ATTRS = {**_OUT, "shared_name": "", "container": ""}
+
+
+def _iterator_resource(ctx) -> tuple[IteratorResource, bool]:
+    a = ctx.attrs
+    name = a["shared_name"] or ctx.op.name
+    created = []
+
+    def make():
+        created.append(1)
+        return IteratorResource(name, a["output_types"], a["output_shapes"])
+
+    it = ctx.resource_mgr(a["container"]).lookup_or_create(a["container"], name, make)
+    return it, bool(created)
+
+
+IteratorV2 = register_op(
+    "IteratorV2",
+    outputs=["handle: string"],
+    attrs=_ITER_ATTRS,
+    shape_fn=_handle_shape,
+    stateful=True,
+)
+NotDifferentiable("IteratorV2")
+
+
+@IteratorV2.kernel("CPU")
+async def _iterator(ctx):
+    return _handle(_iterator_resource(ctx)[0])
+
+
+OneShotIterator = register_op(
+    "OneShotIterator",
+    inputs=["dataset: string"],
+    outputs=["handle: string"],
+    attrs=_ITER_ATTRS,
+    shape_fn=_handle_shape,
+    stateful=True,
+)
+NotDifferentiable("OneShotIterator")
+
+
+@OneShotIterator.kernel("CPU")
+async def _one_shot(ctx, dataset):
+    it, created = _iterator_resource(ctx)
+    if created:
+        await it.start(_ds(dataset), pl.Env(ctx.session))
+    return _handle(it)
+
+
+def _check_compatible(ctx, it: IteratorResource, types, what: str):
+    if [d.base_dtype for d in types] != [d.base_dtype for d in it.output_types]:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"{what}: expected types {[d.name for d in it.output_types]} but got "
+            f"{[d.name for d in types]}",
+        )
+
+
+MakeIterator = register_op(
+    "MakeIterator",
+    inputs=["dataset: string", "iterator: string"],
+    attrs={"output_types": _LIST},
+    shape_fn=lambda op: [],
+    stateful=True,
+)
+NotDifferentiable("MakeIterator")
+
+
+@MakeIterator.kernel("CPU")
+async def _make_iterator(ctx, dataset, iterator):
+    it = _unwrap(iterator, IteratorResource, "iterator")
+    _check_compatible(ctx, it, ctx.attrs["output_types"], "MakeIterator")
+    await it.start(_ds(dataset), pl.Env(ctx.session))
+
+
+def _get_next_shapes(op):
+    return list(op.get_attr("output_shapes")) or [None] * len(op.outputs)
+
+
+IteratorGetNext = register_op(
+    "IteratorGetNext",
+    inputs=["iterator: string"],
+    outputs=["components: output_types"],
+    attrs=dict(_OUT),
+    shape_fn=_get_next_shapes,
+    stateful=True,
+    is_async=True,
+)
+NotDifferentiable("IteratorGetNext")
+
+
+@IteratorGetNext.kernel("CPU")
+async def _get_next(ctx, iterator):
+    it = _unwrap(iterator, IteratorResource, "iterator")
+    elem = await it.get_next()
+    want = ctx.attrs["output_types"]
+    if len(elem) != len(want):
+        raise errors.InvalidArgumentError(
+            None, None, f"Expected {len(want)} components but the element has {len(elem)}"
+        )
+    out = []
+    for v, dt in zip(elem, want):
+        v = np.asarray(v)
+        npdt = np.dtype(object) if dt == dtypes.string else dt.as_numpy_dtype
+        if v.dtype != npdt:
+            v = v.astype(npdt)
+        out.append(v)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def register_generator(token: str, factory, flatten) -> None:
+    """Keep `from_generator`'s Python callable for GeneratorDataset op `token`."""
+    _GENERATORS[token] = (factory, flatten)
+
+
+def function_attrs(inputs, outputs, captures) -> dict:
+    """The attrs naming a traced function's placeholders, results and captures."""
+    return {
+        "f_inputs": [t.name for t in inputs],
+        "f_outputs": [t.name for t in outputs],
+        "f_captures": [t.name for t in captures],
+    }
+
+
+def dataset_op(op_type: str, inputs, attrs, name=None) -> ops.Tensor:
+    return ops.apply_op(op_type, inputs, attrs, name=name).outputs[0]

@@ -1,0 +1,624 @@
+"""The element streams behind tf.data's dataset ops: asynchronous, on the session's loop.
+
+A dataset op's kernel (ops/dataset_ops.py) returns a `DatasetValue`: an immutable
+description of a pipeline stage with its inputs' values bound.  Iterating one
+(`value.iterate(env)`) gives an async iterator of elements, each a tuple of NumPy arrays
+(one per flat component).  Nothing runs until an IteratorGetNext asks for an element.
+
+Where TF's runtime uses threads, this uses the loop:
+- `prefetch` and `map(num_parallel_calls=n)` run as Tasks on the session's loop: a
+  producer Task fills a bounded buffer ahead of the consumer; a parallel map keeps up
+  to n function calls in flight and hands results out in input order;
+- a traced function (map, filter, flat_map, interleave) runs as a nested step of the
+  session (`await session.arun(...)`), so its kernels suspend like any other step's;
+- files are read on worker threads, many records per hop, so the loop never waits on
+  the disk; Python generators (`from_generator`) run on a worker thread as well.
+
+Invariants:
+- Every element a stream yields owns its arrays (fresh copies or new results), so a
+  consumer that writes into an input it alone holds never corrupts a source tensor or
+  a cached element.
+- A stream that owns Tasks (prefetch, parallel map) cancels them when it is closed or
+  collected; a producer's error is delivered to the consumer in order, after the
+  elements produced before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import os
+from collections.abc import AsyncIterator, Callable
+
+import numpy as np
+
+from asyncflow import errors, python_io
+
+__all__ = ["DatasetValue", "Env", "Function"]
+
+_RECORDS_PER_HOP = 256  # records read from a file per worker-thread trip
+
+
+class Env:
+    """What a stream needs from the session that runs it."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session):
+        self.session = session
+
+
+def _own(arrays) -> tuple:
+    return tuple(np.array(a, copy=True) for a in arrays)
+
+
+async def _in_thread(fn, *args):
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+class DatasetValue:
+    """A pipeline stage with its input values bound; `iterate` starts one pass."""
+
+    def iterate(self, env: Env) -> AsyncIterator[tuple]:
+        raise NotImplementedError
+
+
+# -- sources ------------------------------------------------------------------------------
+
+
+class TensorSlices(DatasetValue):
+    def __init__(self, components):
+        self.components = [np.asarray(c) for c in components]
+        n = {c.shape[0] if c.ndim else None for c in self.components}
+        if None in n:
+            raise errors.InvalidArgumentError(None, None, "Input tensor must be at least 1-D")
+        if len(n) > 1:
+            raise errors.InvalidArgumentError(
+                None, None, "All components must have the same size in the 0th dimension"
+            )
+        self.n = n.pop()
+
+    async def iterate(self, env):
+        for i in range(self.n):
+            yield tuple(np.array(c[i], copy=True) for c in self.components)
+
+
+class Tensors(DatasetValue):
+    def __init__(self, components):
+        self.components = [np.asarray(c) for c in components]
+
+    async def iterate(self, env):
+        yield _own(self.components)
+
+
+class Range(DatasetValue):
+    def __init__(self, start, stop, step, dtype):
+        if step == 0:
+            raise errors.InvalidArgumentError(None, None, "step must be a non-zero integer.")
+        self.r = range(int(start), int(stop), int(step))
+        self.dtype = dtype
+
+    async def iterate(self, env):
+        for v in self.r:
+            yield (np.array(v, self.dtype),)
+
+
+class Generator(DatasetValue):
+    """`from_generator`: the Python generator runs on a worker thread."""
+
+    def __init__(self, factory: Callable, dtypes, flatten: Callable):
+        self.factory = factory
+        self.dtypes = dtypes
+        self.flatten = flatten
+
+    async def iterate(self, env):
+        it = iter(await _in_thread(self.factory))
+        done = object()
+        while True:
+            item = await _in_thread(next, it, done)
+            if item is done:
+                return
+            flat = self.flatten(item)
+            out = []
+            for v, dt in zip(flat, self.dtypes):
+                a = np.asarray(v)
+                if dt == np.dtype(object):
+                    a = np.asarray(v, dtype=object)
+                elif a.dtype != dt:
+                    if not np.can_cast(a.dtype, dt, casting="same_kind") and a.size:
+                        raise errors.InvalidArgumentError(
+                            None,
+                            None,
+                            f"TypeError: `generator` yielded an element of type "
+                            f"{a.dtype} where an element of type {dt} was expected.",
+                        )
+                    a = a.astype(dt)
+                out.append(np.array(a, copy=True))
+            yield tuple(out)
+
+
+def _read_paths(filenames) -> list[str]:
+    return [os.fsdecode(f if isinstance(f, bytes) else str(f)) for f in np.ravel(filenames)]
+
+
+class TFRecords(DatasetValue):
+    def __init__(self, filenames, compression):
+        self.paths = _read_paths(filenames)
+        self.options = python_io.TFRecordOptions(compression or None)
+
+    async def iterate(self, env):
+        for path in self.paths:
+            try:
+                it = await _in_thread(python_io.tf_record_iterator, path, self.options)
+            except errors.OpError:
+                raise
+            while True:
+                chunk = await _in_thread(_take, it, _RECORDS_PER_HOP)
+                for rec in chunk:
+                    yield (np.array(rec, dtype=object),)
+                if len(chunk) < _RECORDS_PER_HOP:
+                    break
+
+
+def _take(it, n) -> list:
+    return list(itertools.islice(it, n))
+
+
+def _read_whole(path: str, compression: str) -> bytes:
+    try:
+        src = python_io.open_source(path, compression)
+    except OSError as e:
+        raise python_io.os_error(path, e) from None
+    parts = []
+    try:
+        while True:
+            b = src.read(python_io.CHUNK_BYTES)
+            if not b:
+                break
+            parts.append(b)
+    finally:
+        src.close()
+    return b"".join(parts)
+
+
+class TextLines(DatasetValue):
+    def __init__(self, filenames, compression):
+        self.paths = _read_paths(filenames)
+        self.compression = compression
+
+    async def iterate(self, env):
+        for path in self.paths:
+            data = await _in_thread(_read_whole, path, self.compression)
+            lines = data.split(b"\n")
+            if lines and lines[-1] == b"":
+                lines.pop()
+            for line in lines:
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+                yield (np.array(line, dtype=object),)
+
+
+class FixedLengthRecords(DatasetValue):
+    def __init__(self, filenames, header, record, footer, compression):
+        if record <= 0:
+            raise errors.InvalidArgumentError(None, None, "record_bytes must be > 0")
+        self.paths = _read_paths(filenames)
+        self.header, self.record, self.footer = int(header), int(record), int(footer)
+        self.compression = compression
+
+    async def iterate(self, env):
+        for path in self.paths:
+            data = await _in_thread(_read_whole, path, self.compression)
+            body = data[self.header : len(data) - self.footer if self.footer else None]
+            for i in range(len(body) // self.record):
+                yield (np.array(body[i * self.record : (i + 1) * self.record], dtype=object),)
+
+
+# -- functions -----------------------------------------------------------------------------
+
+
+class Function:
+    """A traced function: run as a nested step feeding its argument placeholders."""
+
+    def __init__(self, inputs, outputs, captures, capture_values):
+        self.inputs = inputs
+        self.outputs = outputs
+        self.feeds = dict(zip(captures, capture_values))
+
+    async def __call__(self, env: Env, elem: tuple) -> tuple:
+        feeds = dict(self.feeds)
+        feeds.update(zip(self.inputs, elem))
+        out = await env.session.arun(self.outputs, feeds)
+        return tuple(out)
+
+
+# -- transformations -----------------------------------------------------------------------
+
+
+class Map(DatasetValue):
+    def __init__(self, input_value, fn: Function, parallel: int = 1):
+        self.input, self.fn, self.parallel = input_value, fn, max(int(parallel), 1)
+
+    async def iterate(self, env):
+        if self.parallel == 1:
+            async for elem in self.input.iterate(env):
+                yield await self.fn(env, elem)
+            return
+        # Up to `parallel` calls in flight, results in input order.
+        pending: collections.deque[asyncio.Task] = collections.deque()
+        source = self.input.iterate(env)
+        try:
+            exhausted = False
+            while True:
+                while not exhausted and len(pending) < self.parallel:
+                    try:
+                        elem = await source.__anext__()
+                    except StopAsyncIteration:
+                        exhausted = True
+                        break
+                    pending.append(asyncio.ensure_future(self.fn(env, elem)))
+                if not pending:
+                    return
+                yield await pending.popleft()
+        finally:
+            for t in pending:
+                t.cancel()
+            await source.aclose()
+
+
+class Filter(DatasetValue):
+    def __init__(self, input_value, predicate: Function):
+        self.input, self.predicate = input_value, predicate
+
+    async def iterate(self, env):
+        async for elem in self.input.iterate(env):
+            (keep,) = await self.predicate(env, elem)
+            if np.asarray(keep).shape != ():
+                raise errors.InvalidArgumentError(
+                    None, None, "Filter predicate `predicate` must return a scalar bool."
+                )
+            if keep:
+                yield elem
+
+
+def _dataset_of(value) -> DatasetValue:
+    v = value[()] if isinstance(value, np.ndarray) and value.shape == () else value
+    if not isinstance(v, DatasetValue):
+        raise errors.InvalidArgumentError(None, None, f"Expected a dataset, got {v!r}")
+    return v
+
+
+class FlatMap(DatasetValue):
+    def __init__(self, input_value, fn: Function):
+        self.input, self.fn = input_value, fn
+
+    async def iterate(self, env):
+        async for elem in self.input.iterate(env):
+            (inner,) = await self.fn(env, elem)
+            async for x in _dataset_of(inner).iterate(env):
+                yield x
+
+
+class Interleave(DatasetValue):
+    """TF's deterministic interleave: `cycle_length` inner streams, `block_length`
+    elements from each in turn; an exhausted one is replaced by the next input's."""
+
+    def __init__(self, input_value, fn: Function, cycle_length: int, block_length: int):
+        self.input, self.fn = input_value, fn
+        self.cycle, self.block = max(int(cycle_length), 1), max(int(block_length), 1)
+
+    async def iterate(self, env):
+        source = self.input.iterate(env)
+        slots: list = []
+        exhausted = False
+
+        async def open_next():
+            nonlocal exhausted
+            try:
+                elem = await source.__anext__()
+            except StopAsyncIteration:
+                exhausted = True
+                return None
+            (inner,) = await self.fn(env, elem)
+            return _dataset_of(inner).iterate(env)
+
+        try:
+            while len(slots) < self.cycle and not exhausted:
+                s = await open_next()
+                if s is not None:
+                    slots.append(s)
+            i = 0
+            while slots:
+                i %= len(slots)
+                s, n = slots[i], 0
+                while n < self.block:
+                    try:
+                        x = await s.__anext__()
+                    except StopAsyncIteration:
+                        s = None
+                        break
+                    n += 1
+                    yield x
+                if s is None:
+                    new = None if exhausted else await open_next()
+                    if new is None:
+                        slots.pop(i)
+                        continue
+                    slots[i] = new
+                i += 1  # an exhausted slot ends its turn, as in TF
+        finally:
+            for s in slots:
+                await s.aclose()
+            await source.aclose()
+
+
+def _batch(elems: list[tuple]) -> tuple:
+    out = []
+    for k in range(len(elems[0])):
+        parts = [e[k] for e in elems]
+        first = np.shape(parts[0])
+        for j, p in enumerate(parts):
+            if np.shape(p) != first:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"Cannot batch tensors with different shapes in component {k}. First "
+                    f"element had shape {list(first)} and element {j} had shape "
+                    f"{list(np.shape(p))}.",
+                )
+        out.append(np.stack(parts))
+    return tuple(out)
+
+
+class Batch(DatasetValue):
+    def __init__(self, input_value, batch_size, drop_remainder):
+        if batch_size <= 0:
+            raise errors.InvalidArgumentError(None, None, "Batch size must be greater than zero.")
+        self.input, self.n, self.drop = input_value, int(batch_size), bool(drop_remainder)
+
+    async def iterate(self, env):
+        buf: list = []
+        async for elem in self.input.iterate(env):
+            buf.append(elem)
+            if len(buf) == self.n:
+                yield _batch(buf)
+                buf = []
+        if buf and not self.drop:
+            yield _batch(buf)
+
+
+class PaddedBatch(DatasetValue):
+    def __init__(self, input_value, batch_size, padded_shapes, padding_values, drop_remainder):
+        if batch_size <= 0:
+            raise errors.InvalidArgumentError(None, None, "Batch size must be greater than zero.")
+        self.input, self.n, self.drop = input_value, int(batch_size), bool(drop_remainder)
+        self.shapes = [list(np.asarray(s, np.int64).reshape(-1)) for s in padded_shapes]
+        self.pads = [np.asarray(v) for v in padding_values]
+
+    def _pad(self, buf):
+        out = []
+        for k in range(len(buf[0])):
+            parts = [np.asarray(e[k]) for e in buf]
+            want = self.shapes[k]
+            dims = []
+            for d, w in enumerate(want):
+                longest = max(p.shape[d] for p in parts)
+                if w >= 0 and longest > w:
+                    raise errors.InvalidArgumentError(
+                        None,
+                        None,
+                        f"Attempted to pad to a smaller size than the input element: "
+                        f"dimension {d} has {longest} > {w}",
+                    )
+                dims.append(longest if w < 0 else w)
+            res = np.full([len(parts), *dims], self.pads[k], dtype=parts[0].dtype)
+            for i, p in enumerate(parts):
+                res[(i, *(slice(0, s) for s in p.shape))] = p
+            out.append(res)
+        return tuple(out)
+
+    async def iterate(self, env):
+        buf: list = []
+        async for elem in self.input.iterate(env):
+            buf.append(elem)
+            if len(buf) == self.n:
+                yield self._pad(buf)
+                buf = []
+        if buf and not self.drop:
+            yield self._pad(buf)
+
+
+class Unbatch(DatasetValue):
+    def __init__(self, input_value):
+        self.input = input_value
+
+    async def iterate(self, env):
+        async for elem in self.input.iterate(env):
+            n = {np.shape(c)[0] if np.ndim(c) else None for c in elem}
+            if None in n or len(n) != 1:
+                raise errors.InvalidArgumentError(
+                    None, None, "Input element must have a non-scalar value in each component."
+                )
+            for i in range(n.pop()):
+                yield tuple(np.array(c[i], copy=True) for c in elem)
+
+
+class Shuffle(DatasetValue):
+    """TF's shuffle: fill a buffer of `buffer_size`, then hand out a uniformly random
+    buffered element and refill its place.  Seeds follow TF: (0, 0) draws fresh
+    entropy; with `reshuffle_each_iteration` each pass (a `repeat` epoch) gets the
+    next seed of a stream derived from (seed, seed2), otherwise every pass repeats."""
+
+    def __init__(self, input_value, buffer_size, seed, seed2, reshuffle):
+        if buffer_size <= 0:
+            raise errors.InvalidArgumentError(None, None, "buffer_size must be greater than zero.")
+        self.input, self.size = input_value, int(buffer_size)
+        self.seed, self.seed2, self.reshuffle = int(seed), int(seed2), bool(reshuffle)
+        self.epoch = 0
+        if self.seed == 0 and self.seed2 == 0:
+            ent = np.random.SeedSequence().generate_state(2, np.uint32)
+            self.seed, self.seed2 = int(ent[0]) | 1, int(ent[1])
+
+    def _rng(self) -> np.random.Generator:
+        epoch = self.epoch if self.reshuffle else 0
+        self.epoch += 1
+        return np.random.Generator(
+            np.random.Philox(np.random.SeedSequence([self.seed, self.seed2, epoch]))
+        )
+
+    async def iterate(self, env):
+        rng = self._rng()
+        buf: list = []
+        source = self.input.iterate(env)
+        try:
+            async for elem in source:
+                if len(buf) < self.size:
+                    buf.append(elem)
+                    continue
+                i = int(rng.integers(len(buf)))
+                out, buf[i] = buf[i], elem
+                yield out
+            while buf:
+                i = int(rng.integers(len(buf)))
+                buf[i], buf[-1] = buf[-1], buf[i]
+                yield buf.pop()
+        finally:
+            await source.aclose()
+
+
+class Repeat(DatasetValue):
+    def __init__(self, input_value, count):
+        self.input, self.count = input_value, int(count)
+
+    async def iterate(self, env):
+        epochs = itertools.count() if self.count < 0 else range(self.count)
+        for _ in epochs:
+            produced = False
+            async for elem in self.input.iterate(env):
+                produced = True
+                yield elem
+            if not produced:  # an empty input repeated forever ends at once, as in TF
+                return
+
+
+class Take(DatasetValue):
+    def __init__(self, input_value, count):
+        self.input, self.count = input_value, int(count)
+
+    async def iterate(self, env):
+        if self.count == 0:
+            return
+        source = self.input.iterate(env)
+        try:
+            n = 0
+            async for elem in source:
+                yield elem
+                n += 1
+                if n == self.count:
+                    return
+        finally:
+            await source.aclose()
+
+
+class Skip(DatasetValue):
+    def __init__(self, input_value, count):
+        self.input, self.count = input_value, int(count)
+
+    async def iterate(self, env):
+        n = 0
+        async for elem in self.input.iterate(env):
+            if self.count < 0 or n < self.count:
+                n += 1
+                continue
+            yield elem
+
+
+class Zip(DatasetValue):
+    def __init__(self, inputs):
+        self.inputs = inputs
+
+    async def iterate(self, env):
+        streams = [d.iterate(env) for d in self.inputs]
+        try:
+            while True:
+                elem: tuple = ()
+                for s in streams:
+                    try:
+                        elem += await s.__anext__()
+                    except StopAsyncIteration:
+                        return
+                yield elem
+        finally:
+            for s in streams:
+                await s.aclose()
+
+
+class Concatenate(DatasetValue):
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    async def iterate(self, env):
+        async for elem in self.first.iterate(env):
+            yield elem
+        async for elem in self.second.iterate(env):
+            yield elem
+
+
+class Cache(DatasetValue):
+    """The first complete pass is kept in memory; later passes replay it.  (A
+    `filename` is accepted and the cache kept in memory all the same.)"""
+
+    def __init__(self, input_value):
+        self.input = input_value
+        self.cached: list | None = None
+
+    async def iterate(self, env):
+        if self.cached is not None:
+            for elem in self.cached:
+                yield _own(elem)
+            return
+        seen = []
+        async for elem in self.input.iterate(env):
+            seen.append(_own(elem))
+            yield elem
+        self.cached = seen
+
+
+_END = object()
+
+
+class Prefetch(DatasetValue):
+    """A producer Task on the loop keeps up to `buffer_size` elements ready."""
+
+    def __init__(self, input_value, buffer_size):
+        self.input = input_value
+        self.size = int(buffer_size) if buffer_size > 0 else 2  # AUTOTUNE (-1): 2
+
+    async def iterate(self, env):
+        q: asyncio.Queue = asyncio.Queue(self.size)
+        source = self.input.iterate(env)
+
+        async def produce():
+            try:
+                async for elem in source:
+                    await q.put(elem)
+                await q.put(_END)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:  # noqa: BLE001 - delivered to the consumer
+                await q.put(e)
+            finally:
+                await source.aclose()
+
+        task = asyncio.ensure_future(produce())
+        try:
+            while True:
+                item = await q.get()
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            task.cancel()
