@@ -80,9 +80,19 @@ Const = register_op(
 )  # fmt: skip
 
 
-@Const.kernel("CPU", "GPU")
+@Const.kernel("CPU")
 async def _const(ctx):
-    return ctx.attrs["value"]
+    return ctx.attrs["value"]  # already in host memory
+
+
+@Const.kernel()
+async def _const_on_device(ctx):
+    # The value is copied to the device once per session, as TF's Const kernel does
+    # when it is constructed.
+    value = ctx.kernel_state.get("value")
+    if value is None:
+        value = ctx.kernel_state["value"] = ctx.xp.asarray(ctx.attrs["value"])
+    return value
 
 
 ops.register_constant_folder("Const", lambda t: t.op.get_attr("value"))
@@ -131,7 +141,7 @@ Placeholder = register_op(
 )  # fmt: skip
 
 
-@Placeholder.kernel("CPU", "GPU")
+@Placeholder.kernel()
 async def _placeholder(ctx):
     shape = ctx.attrs["shape"]
     shape_txt = f" and shape {shape.as_list()}" if shape.ndims is not None else ""
@@ -155,7 +165,7 @@ PlaceholderWithDefault = register_op(
 )  # fmt: skip
 
 
-@PlaceholderWithDefault.kernel("CPU", "GPU")
+@PlaceholderWithDefault.kernel()
 async def _placeholder_with_default(ctx, x):
     return x
 
@@ -181,7 +191,7 @@ Identity = register_op(
 )  # fmt: skip
 
 
-@Identity.kernel("CPU", "GPU")
+@Identity.kernel()
 async def _identity(ctx, x):
     return x
 
@@ -201,7 +211,7 @@ IdentityN = register_op(
 )  # fmt: skip
 
 
-@IdentityN.kernel("CPU", "GPU")
+@IdentityN.kernel()
 async def _identity_n(ctx, *xs):
     return _outs(xs)
 
@@ -230,8 +240,8 @@ Fill = register_op(
 )  # fmt: skip
 
 
-def _check_fill_args(dims, value):
-    dims, value = np.asarray(dims), np.asarray(value)
+def _check_fill_args(dims, value, xp=np):
+    dims, value = np.asarray(dims), xp.asarray(value)
     if dims.ndim != 1:
         raise _invalid(f"dims must be a vector, got shape {_shape_str(dims.shape)}")
     if value.ndim != 0:
@@ -242,12 +252,12 @@ def _check_fill_args(dims, value):
     return tuple(dims.tolist()), value
 
 
-@Fill.kernel("CPU", "GPU")
+@Fill.kernel(host_memory=("dims",))
 async def _fill(ctx, dims, value):
-    dims, value = _check_fill_args(dims, value)
+    dims, value = _check_fill_args(dims, value, ctx.xp)
     dtype = ctx.attrs["T"]
     ctx.device.check_alloc(_num_elements(dims), dtype)
-    return await ctx.device.compute(np.full, dims, value, _np_dtype(dtype))
+    return await ctx.device.compute(ctx.xp.full, dims, value, _np_dtype(dtype))
 
 
 def _fold_fill(t):
@@ -319,20 +329,20 @@ OnesLike = register_op(
 )  # fmt: skip
 
 
-@ZerosLike.kernel("CPU", "GPU")
+@ZerosLike.kernel()
 async def _zeros_like(ctx, x):
-    x = np.asarray(x)
-    if x.dtype == object:
+    x = ctx.xp.asarray(x)
+    if x.dtype == object:  # strings live in host memory only
         return np.full(x.shape, b"", dtype=object)
-    return np.zeros_like(x)
+    return ctx.xp.zeros_like(x)
 
 
-@OnesLike.kernel("CPU", "GPU")
+@OnesLike.kernel()
 async def _ones_like(ctx, x):
-    x = np.asarray(x)
+    x = ctx.xp.asarray(x)
     if x.dtype == object:
         raise _invalid("OnesLike is not defined for strings")
-    return np.ones_like(x)
+    return ctx.xp.ones_like(x)
 
 
 def zeros_like(tensor, dtype=None, name=None, optimize=True):
@@ -381,25 +391,35 @@ Rank = register_op(
 )  # fmt: skip
 
 
-@Shape.kernel("CPU", "GPU")
+def _shape_of(x) -> tuple:
+    """The shape of a kernel input: metadata, on the host wherever the array lives."""
+    try:
+        return x.shape
+    except AttributeError:  # a Python scalar
+        return np.shape(x)
+
+
+# Shape, Size and Rank read only metadata; their results live in host memory (TF's
+# HostMemory("output")), where the shape arguments of other kernels are read.
+@Shape.kernel(host_memory=("output",))
 async def _shape_kernel(ctx, x):
-    return np.array(np.shape(x), dtype=_np_dtype(ctx.attrs["out_type"]))
+    return np.array(_shape_of(x), dtype=_np_dtype(ctx.attrs["out_type"]))
 
 
-@ShapeN.kernel("CPU", "GPU")
+@ShapeN.kernel(host_memory=("output",))
 async def _shape_n(ctx, *xs):
     dt = _np_dtype(ctx.attrs["out_type"])
-    return _outs(np.array(np.shape(x), dtype=dt) for x in xs)
+    return _outs(np.array(_shape_of(x), dtype=dt) for x in xs)
 
 
-@Size.kernel("CPU", "GPU")
+@Size.kernel(host_memory=("output",))
 async def _size(ctx, x):
-    return np.asarray(np.size(x), dtype=_np_dtype(ctx.attrs["out_type"]))
+    return np.asarray(math.prod(_shape_of(x)), dtype=_np_dtype(ctx.attrs["out_type"]))
 
 
-@Rank.kernel("CPU", "GPU")
+@Rank.kernel(host_memory=("output",))
 async def _rank(ctx, x):
-    return np.int32(np.ndim(x))
+    return np.int32(len(_shape_of(x)))
 
 
 def _fold_shape(t):
@@ -526,9 +546,9 @@ Reshape = register_op(
 )  # fmt: skip
 
 
-def _reshape_value(x, sizes):
+def _reshape_value(x, sizes, xp=np):
     """TF's ReshapeOp::ValidateSizes: zero sizes are left out of the -1 inference."""
-    x, sizes = np.asarray(x), np.asarray(sizes)
+    x, sizes = xp.asarray(x), np.asarray(sizes)
     if sizes.ndim > 1:
         raise _invalid(f"sizes input must be 1-D, not {_shape_str(sizes.shape)}")
     sizes = sizes.reshape(-1).tolist()
@@ -557,9 +577,9 @@ def _reshape_value(x, sizes):
     return x.reshape(sizes)
 
 
-@Reshape.kernel("CPU", "GPU")
+@Reshape.kernel(host_memory=("shape",))
 async def _reshape(ctx, x, sizes):
-    return _reshape_value(x, sizes)
+    return _reshape_value(x, sizes, ctx.xp)
 
 
 def _fold_reshape(t):
@@ -641,16 +661,17 @@ def _check_perm(x, perm):
     return perm
 
 
-@Transpose.kernel("CPU", "GPU")
+@Transpose.kernel(host_memory=("perm",))
 async def _transpose(ctx, x, perm):
-    x = np.asarray(x)
-    return np.transpose(x, _check_perm(x, perm))
+    x = ctx.xp.asarray(x)
+    return ctx.xp.transpose(x, _check_perm(x, perm))
 
 
-@ConjugateTranspose.kernel("CPU", "GPU")
+@ConjugateTranspose.kernel(host_memory=("perm",))
 async def _conjugate_transpose(ctx, x, perm):
-    x = np.asarray(x)
-    return np.conj(np.transpose(x, _check_perm(x, perm)))
+    xp = ctx.xp
+    x = xp.asarray(x)
+    return xp.conj(xp.transpose(x, _check_perm(x, perm)))
 
 
 def transpose(a, perm=None, name="transpose", conjugate=False):
@@ -703,15 +724,15 @@ ExpandDims = register_op(
 )  # fmt: skip
 
 
-@ExpandDims.kernel("CPU", "GPU")
+@ExpandDims.kernel(host_memory=("dim",))
 async def _expand_dims(ctx, x, dim):
-    x, dim = np.asarray(x), np.asarray(dim)
+    x, dim = ctx.xp.asarray(x), np.asarray(dim)
     if dim.size != 1:
         raise _invalid(f"'dim' must be a tensor with a single value, got {dim.size}")
     d = int(dim.reshape(-1)[0])
     if not -x.ndim - 1 <= d <= x.ndim:
         raise _invalid(f"Tried to expand dim index {d} for tensor with {x.ndim} dimensions.")
-    return np.expand_dims(x, d)
+    return ctx.xp.expand_dims(x, d)
 
 
 def expand_dims(input, axis=None, name=None, dim=None):  # noqa: A002 - TF's name
@@ -766,9 +787,9 @@ Squeeze = register_op(
 )  # fmt: skip
 
 
-@Squeeze.kernel("CPU", "GPU")
+@Squeeze.kernel()
 async def _squeeze(ctx, x):
-    x = np.asarray(x)
+    x = ctx.xp.asarray(x)
     squeeze = list(ctx.attrs["squeeze_dims"])
     if not squeeze:
         return x.reshape([d for d in x.shape if d != 1])

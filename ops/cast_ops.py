@@ -44,7 +44,7 @@ Cast = register_op(
 )
 
 
-@Cast.kernel("CPU", "GPU")
+@Cast.kernel()
 async def _cast(ctx, x):
     src, dst = ctx.attrs["SrcT"], ctx.attrs["DstT"]
     if src == dst:

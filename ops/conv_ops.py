@@ -910,7 +910,7 @@ def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
     return from_nhwc(xp, out.reshape(g.out_nhwc()), fmt).astype(out_dtype, copy=False)
 
 
-@Conv2D.kernel("CPU", "GPU")
+@Conv2D.kernel()
 async def _conv2d(ctx, x, w):
     xp = ctx.xp
     x, w = xp.asarray(x), xp.asarray(w)
@@ -986,7 +986,7 @@ def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
     return from_nhwc(xp, xp.ascontiguousarray(dx), fmt).astype(out_dtype, copy=False)
 
 
-@Conv2DBackpropInput.kernel("CPU", "GPU")
+@Conv2DBackpropInput.kernel(host_memory=("input_sizes",))
 async def _conv2d_backprop_input_kernel(ctx, input_sizes, w, dy):
     xp = ctx.xp
     w, dy = xp.asarray(w), xp.asarray(dy)
@@ -1066,7 +1066,7 @@ def _conv2d_backprop_filter(xp, g: _Geom, x, dy, fmt, out_dtype):
     return dw.reshape(g.kh, g.kw, g.c, g.oc).astype(out_dtype, copy=False)
 
 
-@Conv2DBackpropFilter.kernel("CPU", "GPU")
+@Conv2DBackpropFilter.kernel(host_memory=("filter_sizes",))
 async def _conv2d_backprop_filter_kernel(ctx, x, filter_sizes, dy):
     xp = ctx.xp
     x, dy = xp.asarray(x), xp.asarray(dy)
@@ -1317,7 +1317,7 @@ def _depthwise_forward(xp, g: _Geom, x, w, fmt, out_dtype):
     return from_nhwc(xp, out.reshape(g.out_nhwc()), fmt).astype(out_dtype, copy=False)
 
 
-@DepthwiseConv2dNative.kernel("CPU", "GPU")
+@DepthwiseConv2dNative.kernel()
 async def _depthwise(ctx, x, w):
     xp = ctx.xp
     x, w = xp.asarray(x), xp.asarray(w)
@@ -1354,7 +1354,7 @@ def _depthwise_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
     return from_nhwc(xp, xp.ascontiguousarray(dx), fmt).astype(out_dtype, copy=False)
 
 
-@DepthwiseConv2dNativeBackpropInput.kernel("CPU", "GPU")
+@DepthwiseConv2dNativeBackpropInput.kernel(host_memory=("input_sizes",))
 async def _depthwise_backprop_input_kernel(ctx, input_sizes, w, dy):
     xp = ctx.xp
     w, dy = xp.asarray(w), xp.asarray(dy)
@@ -1392,7 +1392,7 @@ def _depthwise_backprop_filter(xp, g: _Geom, x, dy, m, fmt, out_dtype):
     return dw.astype(out_dtype, copy=False)
 
 
-@DepthwiseConv2dNativeBackpropFilter.kernel("CPU", "GPU")
+@DepthwiseConv2dNativeBackpropFilter.kernel(host_memory=("filter_sizes",))
 async def _depthwise_backprop_filter_kernel(ctx, x, filter_sizes, dy):
     xp = ctx.xp
     x, dy = xp.asarray(x), xp.asarray(dy)

@@ -97,10 +97,11 @@ ConcatV2 = register_op(
 )  # fmt: skip
 
 
-@ConcatV2.kernel("CPU", "GPU")
+@ConcatV2.kernel(host_memory=("axis",))
 async def _concat_v2(ctx, *args):
     *values, axis = args
-    values = [np.asarray(v) for v in values]
+    xp = ctx.xp
+    values = [xp.asarray(v) for v in values]
     rank = values[0].ndim
     axis = int(axis)
     if not -rank <= axis < rank or rank == 0:
@@ -121,7 +122,7 @@ async def _concat_v2(ctx, *args):
                 f"ConcatOp : Dimensions of inputs should match: shape[0] = {_shape_str(first)} "
                 f"vs. shape[{i}] = {_shape_str(v.shape)}"
             )
-    return await ctx.device.compute(np.concatenate, values, axis)
+    return await ctx.device.compute(xp.concatenate, values, axis)
 
 
 def _fold_concat(t):
@@ -225,9 +226,10 @@ Pack = register_op(
 )  # fmt: skip
 
 
-@Pack.kernel("CPU", "GPU")
+@Pack.kernel()
 async def _pack(ctx, *values):
-    values = [np.asarray(v) for v in values]
+    xp = ctx.xp
+    values = [xp.asarray(v) for v in values]
     for i, v in enumerate(values[1:], 1):
         if v.shape != values[0].shape:
             raise _invalid(
@@ -235,7 +237,7 @@ async def _pack(ctx, *values):
                 f"{_shape_str(values[0].shape)} != values[{i}].shape = {_shape_str(v.shape)}"
             )
     axis = _pack_axis(ctx.attrs["axis"], values[0].ndim + 1, _invalid)
-    return np.stack(values, axis=axis)
+    return xp.stack(values, axis=axis)
 
 
 def _fold_pack(t):
@@ -310,9 +312,10 @@ Tile = register_op(
 )  # fmt: skip
 
 
-@Tile.kernel("CPU", "GPU")
+@Tile.kernel(host_memory=("multiples",))
 async def _tile(ctx, x, multiples):
-    x, multiples = np.asarray(x), np.asarray(multiples)
+    xp = ctx.xp
+    x, multiples = xp.asarray(x), np.asarray(multiples)
     if multiples.ndim != 1 or multiples.size != x.ndim:
         raise _invalid(
             f"Expected multiples argument to be a vector of length {x.ndim} but got length "
@@ -324,8 +327,8 @@ async def _tile(ctx, x, multiples):
             raise _invalid(f"Expected multiples[{i}] >= 0, but got {m}")
     ctx.device.check_alloc(x.size * math.prod(int(m) for m in mult), ctx.attrs["T"])
     if x.size == 1 and x.dtype.kind in "biufc":  # (a Mean's gradient): np.tile costs ~5 us
-        return np.full([d * m for d, m in zip(x.shape, mult)], x.reshape(()), x.dtype)
-    return await ctx.device.compute(np.tile, x, mult)
+        return xp.full([d * m for d, m in zip(x.shape, mult)], x.reshape(()), x.dtype)
+    return await ctx.device.compute(xp.tile, x, mult)
 
 
 def tile(input, multiples, name=None):  # noqa: A002 - TF's name
@@ -432,22 +435,23 @@ def _check_paddings(ctx, x, paddings):
 
 
 async def _pad_constant(ctx, x, paddings, value):
-    x, paddings = np.asarray(x), np.asarray(paddings)
+    x, paddings = ctx.xp.asarray(x), np.asarray(paddings)
     pads = _check_paddings(ctx, x, paddings)
-    return await ctx.device.compute(_pad_value, x, pads, value)
+    return await ctx.device.compute(_pad_value, ctx.xp, x, pads, value)
 
 
-def _pad_value(x, pads, value):
-    return np.pad(x, pads, "constant", constant_values=value)
+def _pad_value(xp, x, pads, value):
+    return xp.pad(x, pads, "constant", constant_values=value)
 
 
-@Pad.kernel("CPU", "GPU")
+@Pad.kernel(host_memory=("paddings",))
 async def _pad(ctx, x, paddings):
-    x = np.asarray(x)
+    x = ctx.xp.asarray(x)
     return await _pad_constant(ctx, x, paddings, b"" if x.dtype == object else 0)
 
 
-@PadV2.kernel("CPU", "GPU")
+# constant_values stays in host memory too, as in TF (a scalar the pad reads).
+@PadV2.kernel(host_memory=("paddings", "constant_values"))
 async def _pad_v2(ctx, x, paddings, constant_values):
     if np.ndim(constant_values):
         raise _invalid(
@@ -456,14 +460,14 @@ async def _pad_v2(ctx, x, paddings, constant_values):
     return await _pad_constant(ctx, x, paddings, constant_values)
 
 
-@MirrorPad.kernel("CPU", "GPU")
+@MirrorPad.kernel(host_memory=("paddings",))
 async def _mirror_pad(ctx, x, paddings):
-    x, paddings = np.asarray(x), np.asarray(paddings)
+    x, paddings = ctx.xp.asarray(x), np.asarray(paddings)
     pads = _check_paddings(ctx, x, paddings)
     mode = ctx.attrs["mode"]
     for d, (lo, hi) in zip(x.shape, pads, strict=True):
         _check_mirror(d, lo, hi, mode, _invalid)
-    return await ctx.device.compute(np.pad, x, pads, mode.lower())
+    return await ctx.device.compute(ctx.xp.pad, x, pads, mode.lower())
 
 
 def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):

@@ -60,6 +60,14 @@ def _quiet(xp, fn: Callable, *args):
         return fn(*args)
 
 
+def to_host(xp, value):
+    """An explicit device -> host read of a (small) device array, for kernel checks that
+    need its values on the host (index bounds, division by zero); the array itself on
+    the CPU.  On a GPU it waits for the value, so kernels use it only where TF's kernel
+    reads the value on the host too."""
+    return value if xp is np else xp.asnumpy(value)
+
+
 def _shape_str(shape) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 

@@ -39,6 +39,7 @@ from asyncflow.ops.math_helpers import (
     _quiet,
     _shape_str,
     _unary_shape,
+    to_host,
 )
 from asyncflow.ops.matmul_ops import matmul
 from asyncflow.registry import (
@@ -140,7 +141,7 @@ warnings.filterwarnings(
 
 
 def _check_broadcast(a, b) -> None:
-    sa, sb = np.shape(a), np.shape(b)
+    sa, sb = a.shape, b.shape
     if sa == sb:
         return
     try:
@@ -170,8 +171,8 @@ def _binary_op(
 
     `types` is the constraint of type attr T, or a fixed dtype name ("bool"); `out` is
     "T" or a fixed output dtype name; `check(xp, x, y, dtype)` validates values;
-    `inplace(x, y, out)` (a ufunc) lets a large kernel write into an input nothing else
-    holds (`kernel_api.forwardable`) instead of allocating.
+    `inplace` (the name of an xp ufunc computing `(x, y, out)`) lets a large kernel
+    write into an input nothing else holds (`kernel_api.forwardable`) instead of allocating.
     """
     if isinstance(types, str):
         arg_type, attrs = types, {}
@@ -187,7 +188,7 @@ def _binary_op(
     in_fixed = None if attrs else dtypes.as_dtype(arg_type)
     out_fixed = None if out == "T" else dtypes.as_dtype(out)
 
-    @op_def.kernel("CPU", "GPU")
+    @op_def.kernel()
     async def _kernel(ctx, x, y):
         if x.shape != y.shape and x.ndim and y.ndim:  # a scalar always broadcasts
             _check_broadcast(x, y)
@@ -199,10 +200,11 @@ def _binary_op(
         elif inplace is not None and (forwardable(x) or forwardable(y)):
             shape = x.shape if x.shape == y.shape else np.broadcast_shapes(x.shape, y.shape)
             want = out_dtype.np_dtype
+            ufunc = getattr(ctx.xp, inplace)
             if forwardable(x) and x.shape == shape and x.dtype == want:
-                z = await ctx.device.compute(_quiet, ctx.xp, inplace, x, y, x)
+                z = await ctx.device.compute(_quiet, ctx.xp, ufunc, x, y, x)
             elif forwardable(y) and y.shape == shape and y.dtype == want:
-                z = await ctx.device.compute(_quiet, ctx.xp, inplace, x, y, y)
+                z = await ctx.device.compute(_quiet, ctx.xp, ufunc, x, y, y)
             else:
                 z = await ctx.device.compute(_quiet, ctx.xp, fn, ctx.xp, x, y)
         else:
@@ -231,7 +233,7 @@ def _unary_op(op_type: str, fn: Callable, types: TypeConstraint | str = NUMERIC)
     )
     fixed = None if attrs else dtypes.as_dtype(arg_type)
 
-    @op_def.kernel("CPU", "GPU")
+    @op_def.kernel()
     async def _kernel(ctx, x):
         xp = ctx.xp
         if x.size < _INLINE_ELEMENTS:
@@ -266,14 +268,14 @@ def _unary_builder(op_type: str, doc: str) -> Callable:
 
 def _check_int_div(xp, x, y, dtype) -> None:
     # TF checks the divisors it uses: an empty result (e.g. `FloorMod([], 0)`) divides nothing.
-    if not dtype.is_integer or 0 in np.broadcast_shapes(np.shape(x), np.shape(y)):
+    if not dtype.is_integer or 0 in np.broadcast_shapes(x.shape, y.shape):
         return
-    if bool(xp.any(xp.asarray(y) == 0)):
+    if bool(to_host(xp, xp.any(xp.asarray(y) == 0))):
         raise errors.InvalidArgumentError(None, None, "Integer division by zero")
 
 
 def _check_int_pow(xp, x, y, dtype) -> None:
-    if dtype.is_integer and not dtype.is_unsigned and bool(xp.any(xp.asarray(y) < 0)):
+    if dtype.is_integer and not dtype.is_unsigned and bool(to_host(xp, xp.any(xp.asarray(y) < 0))):
         raise errors.InvalidArgumentError(
             None, None, "Integers to negative integer powers are not allowed"
         )
@@ -298,18 +300,18 @@ def _squared_difference(xp, x, y):
 # Numeric ops written with operators: the same ufunc on arrays, and ~20x cheaper on
 # the NumPy scalars of scalar graphs (loop counters).  Add also takes strings: ufunc.
 Add = _binary_op("Add", lambda xp, x, y: xp.add(x, y), _ADDABLE)
-AddV2 = _binary_op("AddV2", lambda xp, x, y: x + y, NUMERIC, inplace=np.add)
-Sub = _binary_op("Sub", lambda xp, x, y: x - y, inplace=np.subtract)
-Mul = _binary_op("Mul", lambda xp, x, y: x * y, inplace=np.multiply)
+AddV2 = _binary_op("AddV2", lambda xp, x, y: x + y, NUMERIC, inplace="add")
+Sub = _binary_op("Sub", lambda xp, x, y: x - y, inplace="subtract")
+Mul = _binary_op("Mul", lambda xp, x, y: x * y, inplace="multiply")
 Div = _binary_op("Div", _trunc_div, check=_check_int_div)
-RealDiv = _binary_op("RealDiv", lambda xp, x, y: xp.true_divide(x, y), inplace=np.true_divide)
+RealDiv = _binary_op("RealDiv", lambda xp, x, y: xp.true_divide(x, y), inplace="true_divide")
 FloorDiv = _binary_op(
     "FloorDiv", lambda xp, x, y: xp.floor_divide(x, y), REAL, check=_check_int_div
 )
 FloorMod = _binary_op("FloorMod", lambda xp, x, y: xp.remainder(x, y), REAL, check=_check_int_div)
 Pow = _binary_op("Pow", lambda xp, x, y: xp.power(x, y), check=_check_int_pow)
-Maximum = _binary_op("Maximum", lambda xp, x, y: xp.maximum(x, y), REAL, inplace=np.maximum)
-Minimum = _binary_op("Minimum", lambda xp, x, y: xp.minimum(x, y), REAL, inplace=np.minimum)
+Maximum = _binary_op("Maximum", lambda xp, x, y: xp.maximum(x, y), REAL, inplace="maximum")
+Minimum = _binary_op("Minimum", lambda xp, x, y: xp.minimum(x, y), REAL, inplace="minimum")
 SquaredDifference = _binary_op("SquaredDifference", _squared_difference)
 
 
@@ -488,18 +490,18 @@ AddN = register_op(
 )
 
 
-@AddN.kernel("CPU", "GPU")
+@AddN.kernel()
 async def _add_n(ctx, *xs):
     xp = ctx.xp
-    first = np.shape(xs[0])
+    first = xs[0].shape
     for i, x in enumerate(xs[1:], 1):
-        if np.shape(x) != first:
+        if x.shape != first:
             raise errors.InvalidArgumentError(
                 None,
                 None,
                 f"Inputs to operation {ctx.op.name} of type AddN must have the same size and "
                 f"shape.  Input 0: {_shape_str(first)} != input {i}: "
-                f"{_shape_str(np.shape(x))}",
+                f"{_shape_str(x.shape)}",
             )
     total = await ctx.device.compute(_quiet, xp, functools.reduce, xp.add, xs)
     return _as_dtype(xp, total, ctx.attrs["T"])
@@ -555,7 +557,7 @@ ComplexAbs = register_op(
 )
 
 
-@ComplexAbs.kernel("CPU", "GPU")
+@ComplexAbs.kernel()
 async def _complex_abs(ctx, x):
     return _as_dtype(ctx.xp, ctx.xp.absolute(x), ctx.attrs["Tout"])
 

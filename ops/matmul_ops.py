@@ -114,7 +114,7 @@ async def _product(ctx, xp, a, b, ta: bool, tb: bool):
     return _as_dtype(xp, product, ctx.attrs["T"])
 
 
-@MatMul.kernel("CPU", "GPU")
+@MatMul.kernel()
 async def _matmul(ctx, a, b):
     xp = ctx.xp
     return await _product(ctx, xp, *_operands(xp, ctx, a, b))
@@ -394,8 +394,8 @@ BatchMatMulV2 = register_op(
     attrs=dict(_BATCH_ATTRS),
     shape_fn=_batch_matmul_shape(broadcast=True),
 )
-BatchMatMul.kernel("CPU", "GPU")(_batch_matmul)
-BatchMatMulV2.kernel("CPU", "GPU")(_batch_matmul)
+BatchMatMul.kernel()(_batch_matmul)
+BatchMatMulV2.kernel()(_batch_matmul)
 
 
 def _batch_matmul_grad(op, grad):

@@ -23,6 +23,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, math_ops, nn_ops, random_ops, reduction_ops, slicing_ops
+from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _as_dtype, _quiet, _shape_str
 from asyncflow.registry import (
     FLOATING,
@@ -115,7 +116,7 @@ def _softmax_xent(xp, x, labels, out_dtype):
     return loss.astype(out_dtype, copy=False), backprop.astype(out_dtype, copy=False)
 
 
-@SoftmaxCrossEntropyWithLogits.kernel("CPU", "GPU")
+@SoftmaxCrossEntropyWithLogits.kernel()
 async def _softmax_xent_kernel(ctx, x, labels):
     xp = ctx.xp
     x, labels = xp.asarray(x), xp.asarray(labels)
@@ -179,7 +180,7 @@ def _sparse_xent(xp, x, labels, out_dtype):
     return loss.astype(out_dtype, copy=False), backprop.astype(out_dtype, copy=False)
 
 
-@SparseSoftmaxCrossEntropyWithLogits.kernel("CPU", "GPU")
+@SparseSoftmaxCrossEntropyWithLogits.kernel()
 async def _sparse_xent_kernel(ctx, x, labels):
     xp = ctx.xp
     x, labels = xp.asarray(x), xp.asarray(labels)
@@ -191,11 +192,12 @@ async def _sparse_xent_kernel(ctx, x, labels):
             f"{_shape_str(x.shape)} and labels shape {_shape_str(labels.shape)}"
         )
     n = x.shape[1]
-    if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= n):
-        first = int(labels[(labels < 0) | (labels >= n)][0])
+    if labels.size and (int(to_host(xp, labels.min())) < 0 or int(to_host(xp, labels.max())) >= n):
+        host = to_host(xp, labels)
+        first = int(host[(host < 0) | (host >= n)][0])
         raise _invalid(
             f"Received a label value of {first} which is outside the valid range of "
-            f"[0, {n}).  Label values: {' '.join(str(int(v)) for v in labels.tolist())}"
+            f"[0, {n}).  Label values: {' '.join(str(int(v)) for v in host.tolist())}"
         )
     if x.shape[0] and not n:
         raise _invalid("Must have at least one class, but got logits shape " + _shape_str(x.shape))
@@ -409,7 +411,7 @@ def _l2(xp, t):
     return xp.dot(flat, flat) / 2
 
 
-@L2Loss.kernel("CPU", "GPU")
+@L2Loss.kernel()
 async def _l2_loss(ctx, t):
     xp = ctx.xp
     out = await ctx.device.compute(_quiet, xp, _l2, xp, xp.asarray(t))
@@ -555,7 +557,7 @@ def _fused_bn(xp, x, scale, offset, mean, var, attrs):
     else:
         use_mean, use_var = mean, var
         run_mean, run_var = mean, var
-    inv = 1.0 / np.sqrt(use_var + eps)
+    inv = 1.0 / xp.sqrt(use_var + eps)
     y = (xf - _bn_bcast(use_mean, fmt)) * _bn_bcast(inv * scale, fmt) + _bn_bcast(offset, fmt)
     f32 = np.float32
     return (
@@ -582,7 +584,7 @@ def _check_bn_inputs(x, vecs, names, attrs, allow_empty=()):
             )
 
 
-@FusedBatchNormV3.kernel("CPU", "GPU")
+@FusedBatchNormV3.kernel()
 async def _fused_bn_kernel(ctx, x, scale, offset, mean, var):
     xp = ctx.xp
     x, scale, offset, mean, var = (xp.asarray(v) for v in (x, scale, offset, mean, var))
@@ -625,7 +627,7 @@ def _fused_bn_grad(xp, dy, x, scale, mean, var, attrs):
     fmt, eps = attrs["data_format"], float(attrs["epsilon"])
     axes = _bn_axes(fmt)
     dyf, xf = dy.astype(np.float32, copy=False), x.astype(np.float32, copy=False)
-    inv = 1.0 / np.sqrt(var + eps)
+    inv = 1.0 / xp.sqrt(var + eps)
     xhat = (xf - _bn_bcast(mean, fmt)) * _bn_bcast(inv, fmt)
     doffset = dyf.sum(axis=axes)
     dscale = (dyf * xhat).sum(axis=axes)
@@ -640,7 +642,7 @@ def _fused_bn_grad(xp, dy, x, scale, mean, var, attrs):
     return dx.astype(dy.dtype, copy=False), dscale, doffset, empty, empty
 
 
-@FusedBatchNormGradV3.kernel("CPU", "GPU")
+@FusedBatchNormGradV3.kernel()
 async def _fused_bn_grad_kernel(ctx, dy, x, scale, mean, var, _reserve3):
     xp = ctx.xp
     dy, x, scale, mean, var = (xp.asarray(v) for v in (dy, x, scale, mean, var))
@@ -880,7 +882,7 @@ def _top_k(xp, x, k):
     return xp.take_along_axis(x, idx, axis=-1), idx.astype(np.int32)
 
 
-@TopKV2.kernel("CPU", "GPU")
+@TopKV2.kernel(host_memory=("k",))
 async def _top_k_kernel(ctx, x, k):
     xp = ctx.xp
     x = xp.asarray(x)
@@ -940,7 +942,7 @@ def _in_top_k(xp, pred, targets, k):
     return valid & finite & (greater < k)
 
 
-@InTopKV2.kernel("CPU", "GPU")
+@InTopKV2.kernel(host_memory=("k",))
 async def _in_top_k_kernel(ctx, pred, targets, k):
     xp = ctx.xp
     pred, targets = xp.asarray(pred), xp.asarray(targets)

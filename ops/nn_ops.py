@@ -41,7 +41,7 @@ def _unary_shape(op):
 def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None):
     """Register an element-wise activation `activations = fn(xp, features)` and its builder.
 
-    `inplace(x)` computes the activation into `x`, used when nothing else holds the
+    `inplace(xp, x)` computes the activation into `x`, used when nothing else holds the
     input (`kernel_api.forwardable`)."""
     op_def = register_op(
         op_type,
@@ -51,7 +51,7 @@ def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None)
         shape_fn=_unary_shape,
     )
 
-    @op_def.kernel("CPU", "GPU")
+    @op_def.kernel()
     async def _kernel(ctx, features):
         xp = ctx.xp
         if (
@@ -59,7 +59,7 @@ def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None)
             and forwardable(features)
             and features.dtype == ctx.attrs["T"].np_dtype
         ):
-            return await ctx.device.compute(_quiet, xp, inplace, features)
+            return await ctx.device.compute(_quiet, xp, inplace, xp, features)
         out = await ctx.device.compute(_quiet, xp, fn, xp, xp.asarray(features))
         return _as_dtype(xp, out, ctx.attrs["T"])
 
@@ -87,7 +87,7 @@ Relu, relu = _activation(
     lambda xp, x: xp.maximum(x, _zero(x)),
     REAL,
     "Computes max(features, 0).",
-    inplace=lambda x: np.maximum(x, _zero(x), out=x),
+    inplace=lambda xp, x: xp.maximum(x, _zero(x), out=x),
 )
 Relu6, relu6 = _activation(
     "Relu6",
@@ -146,7 +146,7 @@ def _softmax_op(op_type: str, fn):
         shape_fn=_softmax_shape,
     )
 
-    @op_def.kernel("CPU", "GPU")
+    @op_def.kernel()
     async def _kernel(ctx, logits):
         xp = ctx.xp
         logits = xp.asarray(logits)
@@ -254,7 +254,7 @@ BiasAdd = register_op(
 )
 
 
-@BiasAdd.kernel("CPU", "GPU")
+@BiasAdd.kernel()
 async def _bias_add(ctx, value, bias):
     return await _bias_add_impl(ctx, value, bias, False)
 
@@ -365,7 +365,7 @@ def bias_add(value, bias, data_format=None, name=None):
 
 def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None):
     """Register `backprops = fn(xp, gradients, second)` (one element-wise pass);
-    `inplace(g, x)` writes it into `gradients` when nothing else holds them."""
+    `inplace(xp, g, x)` writes it into `gradients` when nothing else holds them."""
     op_def = register_op(
         op_type,
         inputs=["gradients: T", f"{second}: T"],
@@ -374,7 +374,7 @@ def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None)
         shape_fn=lambda op: [op.inputs[0].shape.merge_with(op.inputs[1].shape)],
     )
 
-    @op_def.kernel("CPU", "GPU")
+    @op_def.kernel()
     async def _kernel(ctx, g, x):
         xp = ctx.xp
         g, x = xp.asarray(g), xp.asarray(x)
@@ -386,7 +386,7 @@ def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None)
                 f"{_shape_str(g.shape)} vs. {_shape_str(x.shape)}",
             )
         if inplace is not None and forwardable(g) and g.dtype == ctx.attrs["T"].np_dtype:
-            return await ctx.device.compute(_quiet, xp, inplace, g, x)
+            return await ctx.device.compute(_quiet, xp, inplace, xp, g, x)
         out = await ctx.device.compute(_quiet, xp, fn, xp, g, x)
         return _as_dtype(xp, out, ctx.attrs["T"])
 
@@ -401,7 +401,7 @@ ReluGrad = _grad_op(
     "features",
     lambda xp, g, x: g * (x > 0),
     REAL,
-    inplace=lambda g, x: np.multiply(g, x > 0, out=g),
+    inplace=lambda xp, g, x: xp.multiply(g, x > 0, out=g),
 )
 Relu6Grad = _grad_op(
     "Relu6Grad",
@@ -535,7 +535,7 @@ BiasAddGrad = register_op(
 )
 
 
-@BiasAddGrad.kernel("CPU", "GPU")
+@BiasAddGrad.kernel()
 async def _bias_add_grad(ctx, dy):
     xp = ctx.xp
     dy = xp.asarray(dy)

@@ -36,6 +36,7 @@ from asyncflow.ops.conv_ops import (
     window_geometry,
     window_slice,
 )
+from asyncflow.ops.math_helpers import to_host
 from asyncflow.registry import REAL, REQUIRED, TypeConstraint, register_op
 
 __all__ = ["max_pool", "avg_pool", "max_pool2d", "avg_pool2d"]
@@ -175,7 +176,7 @@ def _max_pool_tiles(xp, p: _Pool, x):
     return out
 
 
-@MaxPool.kernel("CPU", "GPU")
+@MaxPool.kernel()
 async def _max_pool_kernel(ctx, x):
     xp = ctx.xp
     x = _input4(xp, x)
@@ -225,7 +226,7 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt, relu: bool = False):
     dxp = xp.empty(x.shape, dtype=dy.dtype) if tiles else p.padded_zeros(xp, dy.dtype)
     # dy * hit is exact when dy is finite (x * 1 == x, x * 0 == 0) and several times
     # faster than where(hit, dy, 0); inf or nan in dy must not leak into other positions.
-    finite = bool(xp.isfinite(dy).all())
+    finite = bool(to_host(xp, xp.isfinite(dy).all()))
     zero = dy.dtype.type(0)
     # scratch (reused across calls: fresh pages cost more than these passes)
     hit = _work(xp, "pool.hit", y.shape, np.bool_)
@@ -311,7 +312,7 @@ def _max_pool_grad_tiles(xp, p: _Pool, x, y, dy):
                 xp.logical_or(seen, m, out=seen)
     dx = xp.empty(x.shape, dtype=dy.dtype)
     d = dy.reshape(n * oh, 1, ow, 1, c)
-    if bool(xp.isfinite(dy).all()):  # dy * hit is exact for finite dy
+    if bool(to_host(xp, xp.isfinite(dy).all())):  # dy * hit is exact for finite dy
         xp.multiply(d, hit, out=dx.reshape(shape))
     else:  # inf or nan must not leak into other positions
         dx.reshape(shape)[...] = xp.where(hit, d, dy.dtype.type(0))
@@ -327,7 +328,7 @@ MaxPoolGrad = register_op(
 )
 
 
-@MaxPoolGrad.kernel("CPU", "GPU")
+@MaxPoolGrad.kernel()
 async def _max_pool_grad_kernel(ctx, x, y, dy):
     return await _max_pool_grad_impl(ctx, x, y, dy, False)
 
@@ -374,7 +375,7 @@ MaxPoolGradGrad = register_op(
 )
 
 
-@MaxPoolGradGrad.kernel("CPU", "GPU")
+@MaxPoolGradGrad.kernel()
 async def _max_pool_grad_grad_kernel(ctx, x, y, ddx):
     xp = ctx.xp
     x, ddx = _input4(xp, x, "orig_input"), _input4(xp, ddx, "grad")
@@ -447,7 +448,7 @@ def _avg_pool(xp, p: _Pool, x, fmt):
     return from_nhwc(xp, out, fmt).astype(x.dtype, copy=False)
 
 
-@AvgPool.kernel("CPU", "GPU")
+@AvgPool.kernel()
 async def _avg_pool_kernel(ctx, x):
     xp = ctx.xp
     x = _input4(xp, x)
@@ -477,7 +478,7 @@ def _avg_pool_grad(xp, p: _Pool, dy, fmt):
     return from_nhwc(xp, xp.ascontiguousarray(p.crop(dxp)), fmt).astype(out_dtype, copy=False)
 
 
-@AvgPoolGrad.kernel("CPU", "GPU")
+@AvgPoolGrad.kernel(host_memory=("orig_input_shape",))
 async def _avg_pool_grad_kernel(ctx, shape, dy):
     xp = ctx.xp
     dy = _input4(xp, dy, "grad")

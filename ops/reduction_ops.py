@@ -170,7 +170,7 @@ def _reduction_op(op_type: str, types: TypeConstraint | None):
     )
     reducer = _REDUCERS[op_type]
 
-    @op_def.kernel("CPU", "GPU")
+    @op_def.kernel(host_memory=("reduction_indices",))
     async def _kernel(ctx, x, axes):
         xp = ctx.xp
         x = xp.asarray(x)
@@ -269,7 +269,7 @@ def _arg_op(op_type: str, fn_name: str):
         shape_fn=_arg_shape,
     )
 
-    @op_def.kernel("CPU", "GPU")
+    @op_def.kernel(host_memory=("dimension",))
     async def _kernel(ctx, x, dimension):
         xp = ctx.xp
         x = xp.asarray(x)
@@ -404,7 +404,7 @@ Range = register_op(
 ops.register_constant_folder("Range", _fold_range)
 
 
-@Range.kernel("CPU", "GPU")
+@Range.kernel(host_memory=("start", "limit", "delta"))
 async def _range(ctx, start, limit, delta):
     start = _scalar(start, "start")
     limit = _scalar(limit, "limit")
@@ -483,7 +483,7 @@ LinSpace = register_op(
 ops.register_constant_folder("LinSpace", _fold_linspace)
 
 
-@LinSpace.kernel("CPU", "GPU")
+@LinSpace.kernel(host_memory=("start", "stop", "num"))
 async def _linspace(ctx, start, stop, num):
     start = _scalar(start, "start")
     stop = _scalar(stop, "stop")

@@ -22,6 +22,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.strided_slice_spec import SliceError, slice_masks, strided_slice_spec
 from asyncflow.registry import (
     ANY,
@@ -150,9 +151,9 @@ Slice = register_op(
 )
 
 
-@Slice.kernel("CPU", "GPU")
+@Slice.kernel(host_memory=("begin", "size"))
 async def _slice(ctx, x, begin, size):
-    x = np.asarray(x)
+    x = ctx.xp.asarray(x)
     begin, size = np.asarray(begin), np.asarray(size)
     if begin.ndim != 1 or size.ndim != 1 or begin.size != x.ndim or size.size != x.ndim:
         raise _invalid(
@@ -221,9 +222,9 @@ StridedSlice = register_op(
 )
 
 
-def _strided_slice_value(x, begin, end, strides, masks):
+def _strided_slice_value(x, begin, end, strides, masks, xp=np):
     """Apply a strided slice to an array; raises SliceError for a bad spec."""
-    x = np.asarray(x)
+    x = xp.asarray(x)
     begin, end, strides = np.asarray(begin), np.asarray(end), np.asarray(strides)
     if not (begin.ndim == end.ndim == strides.ndim == 1) or not (
         begin.shape == end.shape == strides.shape
@@ -245,10 +246,10 @@ def _strided_slice_value(x, begin, end, strides, masks):
     return x[tuple(index)].reshape(final)
 
 
-@StridedSlice.kernel("CPU", "GPU")
+@StridedSlice.kernel(host_memory=("begin", "end", "strides"))
 async def _strided_slice(ctx, x, begin, end, strides):
     try:
-        return _strided_slice_value(x, begin, end, strides, slice_masks(ctx.attrs))
+        return _strided_slice_value(x, begin, end, strides, slice_masks(ctx.attrs), ctx.xp)
     except SliceError as e:
         raise _invalid(str(e)) from None
 
@@ -461,30 +462,32 @@ GatherV2 = register_op(
 )
 
 
-def _check_gather_indices(indices, limit):
+def _check_gather_indices(xp, indices, limit):
     bad = (indices < 0) | (indices >= limit)
-    if bad.any():
+    if to_host(xp, bad.any()):
+        indices, bad = to_host(xp, indices), to_host(xp, bad)
         where = np.argwhere(bad)[0]
         pos = ",".join(str(int(i)) for i in where)
         raise _invalid(f"indices[{pos}] = {indices[tuple(where)]} is not in [0, {limit})")
 
 
-def _gather_value(params, indices, axis, batch_dims):
+def _gather_value(xp, params, indices, axis, batch_dims):
     if batch_dims == 0:
-        return np.take(params, indices, axis=axis)
+        return xp.take(params, indices, axis=axis)
     batch = params.shape[:batch_dims]
     n = int(np.prod(batch, dtype=np.int64))
     p = params.reshape((n,) + params.shape[batch_dims:])
     ind = indices.reshape((n,) + indices.shape[batch_dims:])
-    parts = [np.take(p[i], ind[i], axis=axis - batch_dims) for i in range(n)]
+    parts = [xp.take(p[i], ind[i], axis=axis - batch_dims) for i in range(n)]
     inner = params.shape[batch_dims:axis] + indices.shape[batch_dims:] + params.shape[axis + 1 :]
-    out = np.stack(parts) if parts else np.zeros((0,) + inner, params.dtype)
+    out = xp.stack(parts) if parts else xp.zeros((0,) + inner, params.dtype)
     return out.reshape(batch + inner)
 
 
-@GatherV2.kernel("CPU", "GPU")
+@GatherV2.kernel(host_memory=("axis",))
 async def _gather_v2(ctx, params, indices, axis):
-    params, indices = np.asarray(params), np.asarray(indices)
+    xp = ctx.xp
+    params, indices = xp.asarray(params), xp.asarray(indices)
     axis, batch_dims = int(axis), int(ctx.attrs["batch_dims"])
     if not -params.ndim <= axis < params.ndim:
         raise _invalid(
@@ -500,8 +503,8 @@ async def _gather_v2(ctx, params, indices, axis):
             f"params.shape[:{batch_dims}] should equal indices.shape[:{batch_dims}] but got "
             f"{_shape_str(params.shape)} and {_shape_str(indices.shape)}"
         )
-    _check_gather_indices(indices, params.shape[axis])
-    return await ctx.device.compute(_gather_value, params, indices, axis, batch_dims)
+    _check_gather_indices(xp, indices, params.shape[axis])
+    return await ctx.device.compute(_gather_value, xp, params, indices, axis, batch_dims)
 
 
 def gather(params, indices, validate_indices=None, name=None, axis=None, batch_dims=0):
@@ -551,13 +554,13 @@ ReverseV2 = register_op(
 )
 
 
-@ReverseV2.kernel("CPU", "GPU")
+@ReverseV2.kernel(host_memory=("axis",))
 async def _reverse_v2(ctx, x, axis):
-    x, axis = np.asarray(x), np.asarray(axis)
+    x, axis = ctx.xp.asarray(x), np.asarray(axis)
     if axis.ndim != 1:
         raise _invalid(f"'dims' must be 1-dimension, not {axis.ndim}")
     axes = _norm_axes(axis, x.ndim, _invalid)
-    return np.flip(x, axis=axes) if axes else x
+    return ctx.xp.flip(x, axis=axes) if axes else x
 
 
 def reverse(tensor, axis, name=None):
@@ -620,9 +623,9 @@ def _check_split_dim(x, axis):
     return axis % x.ndim
 
 
-@Split.kernel("CPU", "GPU")
+@Split.kernel(host_memory=("split_dim",))
 async def _split(ctx, axis, x):
-    x = np.asarray(x)
+    x = ctx.xp.asarray(x)
     n = ctx.attrs["num_split"]
     axis = _check_split_dim(x, axis)
     if x.shape[axis] % n:
@@ -630,7 +633,7 @@ async def _split(ctx, axis, x):
             f"Number of ways to split should evenly divide the split dimension, but got "
             f"split_dim {axis} (size = {x.shape[axis]}) and num_split {n}"
         )
-    return _outs(np.split(x, n, axis=axis))
+    return _outs(ctx.xp.split(x, n, axis=axis))
 
 
 def _splitv_shape(op):
@@ -674,9 +677,9 @@ SplitV = register_op(
 )  # fmt: skip
 
 
-@SplitV.kernel("CPU", "GPU")
+@SplitV.kernel(host_memory=("size_splits", "split_dim"))
 async def _split_v(ctx, x, sizes, axis):
-    x, sizes = np.asarray(x), np.asarray(sizes)
+    x, sizes = ctx.xp.asarray(x), np.asarray(sizes)
     n = ctx.attrs["num_split"]
     axis = _check_split_dim(x, axis)
     if sizes.ndim != 1 or sizes.size != n:
@@ -696,7 +699,7 @@ async def _split_v(ctx, x, sizes, axis):
             f"specified.  Got: {total}"
         )
     sizes = [d - total if s == -1 else s for s in sizes]
-    return _outs(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+    return _outs(ctx.xp.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
 
 def split(value, num_or_size_splits, axis=0, num=None, name="split"):
@@ -751,9 +754,9 @@ Unpack = register_op(
 )  # fmt: skip
 
 
-@Unpack.kernel("CPU", "GPU")
+@Unpack.kernel()
 async def _unpack(ctx, x):
-    x = np.asarray(x)
+    x = ctx.xp.asarray(x)
     num = ctx.attrs["num"]
     axis = ctx.attrs["axis"]
     if not -x.ndim <= axis < x.ndim:
@@ -763,7 +766,8 @@ async def _unpack(ctx, x):
         raise _invalid(
             f"Input shape axis {axis} must equal {num}, got shape {_shape_str(x.shape)}"
         )
-    return _outs(np.moveaxis(x, axis, 0))
+    moved = ctx.xp.moveaxis(x, axis, 0)
+    return _outs(moved[i] for i in range(num))  # views; never iterate a device array
 
 
 def unstack(value, num=None, axis=0, name="unstack"):
@@ -822,16 +826,17 @@ OneHot = register_op(
 )  # fmt: skip
 
 
-def _one_hot_value(indices, depth, on, off, axis, dtype):
-    hot = indices[..., np.newaxis] == np.arange(depth).reshape((1,) * indices.ndim + (depth,))
-    out = np.where(hot, on, off).astype(dtype)
-    return np.moveaxis(out, -1, axis) if axis != -1 else out
+def _one_hot_value(xp, indices, depth, on, off, axis, dtype):
+    hot = indices[..., None] == xp.arange(depth).reshape((1,) * indices.ndim + (depth,))
+    out = xp.where(hot, on, off).astype(dtype)
+    return xp.moveaxis(out, -1, axis) if axis != -1 else out
 
 
-@OneHot.kernel("CPU", "GPU")
+@OneHot.kernel(host_memory=("depth",))
 async def _one_hot(ctx, indices, depth, on, off):
-    indices = np.asarray(indices)
-    depth, on, off = np.asarray(depth), np.asarray(on), np.asarray(off)
+    xp = ctx.xp
+    indices = xp.asarray(indices)
+    depth, on, off = np.asarray(depth), xp.asarray(on), xp.asarray(off)
     axis = ctx.attrs["axis"]
     for what, v in (("depth", depth), ("on_value", on), ("off_value", off)):
         if v.ndim:
@@ -845,7 +850,7 @@ async def _one_hot(ctx, indices, depth, on, off):
         raise _invalid(f"depth must be non-negative, got: {depth}")
     dtype = ctx.attrs["T"]
     ctx.device.check_alloc(indices.size * depth, dtype)
-    args = (indices, depth, on, off, axis, _np_dtype(dtype))
+    args = (xp, indices, depth, on, off, axis, _np_dtype(dtype))
     return await ctx.device.compute(_one_hot_value, *args)
 
 
@@ -896,9 +901,9 @@ Where = register_op(
 )  # fmt: skip
 
 
-@Where.kernel("CPU", "GPU")
+@Where.kernel()
 async def _where(ctx, cond):
-    return np.argwhere(np.asarray(cond)).astype(np.int64)
+    return ctx.xp.argwhere(ctx.xp.asarray(cond)).astype(np.int64)
 
 
 def _select_shape(op):
@@ -921,9 +926,10 @@ Select = register_op(
 )  # fmt: skip
 
 
-@Select.kernel("CPU", "GPU")
+@Select.kernel()
 async def _select(ctx, cond, t, e):
-    cond, t, e = np.asarray(cond), np.asarray(t), np.asarray(e)
+    xp = ctx.xp
+    cond, t, e = xp.asarray(cond), xp.asarray(t), xp.asarray(e)
     if t.shape != e.shape:
         raise _invalid(
             f"'then' and 'else' must have the same size.  but received: {_shape_str(t.shape)} "
@@ -939,7 +945,7 @@ async def _select(ctx, cond, t, e):
             f"'then' and 'cond' must have the same size.  but received: {_shape_str(t.shape)} "
             f"vs. {_shape_str(cond.shape)}"
         )
-    return await ctx.device.compute(np.where, cond, t, e)
+    return await ctx.device.compute(xp.where, cond, t, e)
 
 
 def where(condition, x=None, y=None, name=None):

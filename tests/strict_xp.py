@@ -17,7 +17,8 @@ as CuPy's functions do for CuPy arrays.  Dtypes, constants and classes pass thro
 
 `StrictNamespace(allowed={...})` builds a namespace that offers only the named functions
 (a toy accelerator with a small xp); the others raise AttributeError, as a missing
-function of a real array module would.
+function of a real array module would.  `xp.asnumpy(y)` (CuPy's name) is the explicit
+device -> host copy a kernel may ask for (it is always offered).
 """
 
 from __future__ import annotations
@@ -255,6 +256,8 @@ class StrictNamespace:
     def __getattr__(self, name: str):
         if name.startswith("__") or (self._allowed is not None and name not in self._allowed):
             raise AttributeError(f"{self.__name__} has no attribute {name!r}")
+        if name == "asnumpy":
+            return to_numpy
         attr = getattr(self._module, name)
         if isinstance(attr, types.ModuleType):
             return StrictNamespace(attr)
