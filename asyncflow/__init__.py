@@ -84,6 +84,7 @@ from asyncflow.ops import init_ops as _init_ops  # noqa: E402
 from asyncflow.ops import logging_ops as _logging_ops  # noqa: E402
 from asyncflow.ops import math_ops as _math_ops  # noqa: E402
 from asyncflow.ops import parsing_ops as _parsing_ops  # noqa: E402
+from asyncflow.ops import partition_ops as _partition_ops  # noqa: E402
 from asyncflow.ops import random_ops as _random_ops  # noqa: E402
 from asyncflow.ops import reader_ops as _reader_ops  # noqa: E402
 from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
@@ -97,6 +98,7 @@ for _m in (
     _array_ops,
     _slicing_ops,
     _scatter_nd_ops,
+    _partition_ops,
     _math_ops,
     _reduction_ops,
     _random_ops,

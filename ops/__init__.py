@@ -23,6 +23,7 @@ from asyncflow.ops import (  # noqa: F401
     nn_impl,
     nn_ops,
     parsing_ops,
+    partition_ops,
     pooling_ops,
     random_ops,
     reader_ops,
