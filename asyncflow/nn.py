@@ -1,12 +1,12 @@
 """`af.nn`: neural-network ops (TF1's `tf.nn`)."""
 
 from asyncflow import rnn_cell
-from asyncflow.ops import conv_ops, nn_impl, nn_ops, pooling_ops
+from asyncflow.ops import conv_ops, conv_pool_nd, nn_impl, nn_ops, pooling_ops
 from asyncflow.ops.math_ops import sigmoid, tanh
 from asyncflow.rnn import dynamic_rnn, static_rnn
 
 __all__ = ["sigmoid", "tanh", "rnn_cell", "dynamic_rnn", "static_rnn"]
-for _m in (nn_ops, conv_ops, pooling_ops, nn_impl):
+for _m in (nn_ops, conv_ops, pooling_ops, conv_pool_nd, nn_impl):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
         __all__.append(_name)

@@ -9,6 +9,7 @@ from asyncflow.ops import (  # noqa: F401
     control_flow_ops,
     control_flow_prims,
     conv_ops,
+    conv_pool_nd,
     data_flow_ops,
     data_flow_stack_ops,
     dataset_ops,

@@ -124,7 +124,10 @@ def four(value, name: str, data_format: str, default: int = 1) -> list[int]:
     if len(value) == 1:
         value = value * 2
     if len(value) != 2:
-        raise ValueError(f"{name} should be of length 1, 2 or 4 but was {len(value)}")
+        raise ValueError(
+            f"{name} should be of length 1, 2 or 4. Received: {name}={value} of length "
+            f"{len(value)}"
+        )
     if data_format.startswith("NC"):
         return [1, 1, *value]
     return [1, *value, 1]

@@ -184,7 +184,9 @@ def _partition_value(data, partitions, n):
 @DynamicPartition.kernel("CPU")
 async def _dynamic_partition(ctx, data, partitions):
     data, partitions = np.asarray(data), np.asarray(partitions)
-    return await ctx.device.compute(_partition_value, data, partitions, ctx.attrs["num_partitions"])
+    return await ctx.device.compute(
+        _partition_value, data, partitions, ctx.attrs["num_partitions"]
+    )
 
 
 @DynamicPartition.gradient
@@ -256,4 +258,3 @@ def boolean_mask(tensor, mask, name="boolean_mask", axis=None):
             flat.set_shape(shape[:axis].concatenate([first]).concatenate(shape[axis + k :]))
         positions = array_ops.squeeze(slicing_ops.where(array_ops.reshape(mask, [-1])), axis=[1])
         return slicing_ops.gather(flat, positions, axis=axis)
-

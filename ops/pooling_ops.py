@@ -37,7 +37,7 @@ from asyncflow.ops.conv_ops import (
     window_slice,
 )
 from asyncflow.ops.math_helpers import to_host
-from asyncflow.registry import REAL, REQUIRED, TypeConstraint, register_op
+from asyncflow.registry import REAL, REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["max_pool", "avg_pool", "max_pool2d", "avg_pool2d"]
 
@@ -53,20 +53,101 @@ def _shape_str(shape) -> str:
 
 
 def _check_pool_attrs(attrs) -> None:
+    """What TF's shape function rejects (ValueError at build time).  Window sizes and
+    pooling over the batch or depth are the kernel's to check (`_run_checks`), as in TF."""
     fmt = attrs["data_format"]
     if fmt not in ("NHWC", "NCHW"):
         raise ValueError(f"Invalid data format: {fmt}")
     for key in ("ksize", "strides"):
-        vals = list(attrs[key])
-        if len(vals) != 4:
+        if len(list(attrs[key])) != 4:
             raise ValueError(f"Sliding window {key} field must specify 4 dimensions")
-        batch, depth = (vals[0], vals[1]) if fmt == "NCHW" else (vals[0], vals[3])
-        if batch != 1 or depth != 1:
-            raise ValueError("Pooling is not yet supported on the batch nor depth dimension.")
-        if any(v < 1 for v in vals):
-            raise ValueError(f"Sliding window {key} must be positive, got {vals}")
-    if attrs["padding"] not in ("SAME", "VALID"):
-        raise ValueError(f"padding must be SAME or VALID, got {attrs['padding']!r}")
+    for v in attrs["strides"]:
+        if v < 1:
+            raise ValueError(f"Stride must be > 0, but got {v}")
+    padding = attrs["padding"]
+    if padding not in ("SAME", "VALID", "EXPLICIT") or (
+        padding == "EXPLICIT" and "explicit_paddings" not in attrs
+    ):
+        raise ValueError(f"padding must be SAME or VALID, got {padding!r}")
+    explicit = list(attrs.get("explicit_paddings") or [])
+    if padding == "EXPLICIT":
+        if len(explicit) != 8:
+            raise ValueError("explicit_paddings attribute must contain 8 values")
+        bd = (0, 1, 2, 3) if fmt == "NCHW" else (0, 1, 6, 7)
+        if any(explicit[i] for i in bd) or any(v < 0 for v in explicit):
+            raise ValueError("Nonzero or negative padding in the batch or depth dimensions")
+    elif explicit:
+        raise ValueError("explicit_paddings should be empty unless padding is EXPLICIT")
+
+
+def _run_checks(attrs, depthwise_ok: bool) -> int:
+    """The kernel's checks (TF's PoolParameters); returns the depth window (1 unless a
+    depthwise MaxPool).
+
+    Raises InvalidArgumentError for a window size below 1 and UnimplementedError for
+    pooling over the batch, or over the depth where TF does not implement it.
+    """
+    k, s = list(attrs["ksize"]), list(attrs["strides"])
+    if any(v < 1 for v in k):
+        raise _invalid(
+            "Sliding window ksize must be positive. The specified or inferred ksize is: "
+            + ",".join(str(v) for v in k)
+        )
+    if k[0] != 1 or s[0] != 1:
+        raise errors.UnimplementedError(
+            None, None, "Pooling is not yet supported on the batch dimension."
+        )
+    d = 1 if attrs["data_format"] == "NCHW" else 3
+    if k[d] == 1 and s[d] == 1:
+        return 1
+    if not depthwise_ok:
+        raise errors.UnimplementedError(
+            None, None, "Non-spatial pooling is not yet supported. Volunteers? :)"
+        )
+    if spatial(k, attrs["data_format"]) != (1, 1) or spatial(s, attrs["data_format"]) != (1, 1):
+        raise errors.UnimplementedError(
+            None, None,
+            "MaxPooling supports exactly one of pooling across depth or pooling across "
+            "width/height.",
+        )  # fmt: skip
+    if k[d] != s[d]:
+        raise errors.UnimplementedError(
+            None,
+            None,
+            "Depthwise max pooling requires the depth window to equal the depth stride.",
+        )
+    return k[d]
+
+
+def _depth_groups(xp, x, depth: int, fmt: str):
+    """x as [N, H, W, C / depth, depth] (NHWC view)."""
+    x = to_nhwc(xp, x, fmt)
+    if x.shape[3] % depth:
+        raise _invalid(
+            "Depthwise max pooling requires the depth window to evenly divide the input depth."
+        )
+    return x.reshape(x.shape[:3] + (x.shape[3] // depth, depth))
+
+
+def _depth_max_pool(xp, x, depth: int, fmt: str):
+    return from_nhwc(xp, xp.ascontiguousarray(_depth_groups(xp, x, depth, fmt).max(axis=4)), fmt)
+
+
+def _depth_max_pool_grad(xp, x, dy, depth: int, fmt: str):
+    """dy to the first maximum of each depth group (as TF's depthwise MaxPoolGrad)."""
+    g = _depth_groups(xp, x, depth, fmt)
+    first = xp.argmax(g, axis=4)[..., None] == xp.arange(depth)
+    dx = first * to_nhwc(xp, dy, fmt)[..., None]
+    return from_nhwc(xp, xp.ascontiguousarray(dx.reshape(g.shape[:3] + (-1,))), fmt)
+
+
+def _explicit_pads(attrs):
+    """((top, bottom), (left, right)) from `explicit_paddings`, or zeros."""
+    if attrs["padding"] != "EXPLICIT":
+        return (0, 0), (0, 0)
+    e = list(attrs["explicit_paddings"])
+    h, w = (4, 6) if attrs["data_format"] == "NCHW" else (2, 4)
+    return (e[h], e[h + 1]), (e[w], e[w + 1])
 
 
 class _Pool:
@@ -79,8 +160,9 @@ class _Pool:
         self.n, self.h, self.w, self.c = (int(d) for d in in_nhwc)
         self.kh, self.kw = spatial(attrs["ksize"], fmt)
         self.sh, self.sw = spatial(attrs["strides"], fmt)
-        self.oh, lo_h, hi_h = window_geometry(self.h, self.kh, self.sh, 1, attrs["padding"])
-        self.ow, lo_w, hi_w = window_geometry(self.w, self.kw, self.sw, 1, attrs["padding"])
+        pad_h, pad_w = _explicit_pads(attrs)
+        self.oh, lo_h, hi_h = window_geometry(self.h, self.kh, self.sh, 1, attrs["padding"], pad_h)
+        self.ow, lo_w, hi_w = window_geometry(self.w, self.kw, self.sw, 1, attrs["padding"], pad_w)
         self.pad = (lo_h, hi_h, lo_w, hi_w)
 
     def out_nhwc(self):
@@ -108,18 +190,32 @@ class _Pool:
 
 
 def _pool_shape(op):
-    attrs = {k: op.get_attr(k) for k in ("ksize", "strides", "padding", "data_format")}
+    attrs = {k: op.get_attr(k) for k in op.op_def.attrs if k != "T"}
     _check_pool_attrs(attrs)
+    return _pool_shape_of(op.inputs[0].shape, attrs)
+
+
+def _pool_shape_of(in_shape, attrs):
     fmt = attrs["data_format"]
-    n, h, w, c = nhwc_dims(op.inputs[0].shape.with_rank(4).as_list(), fmt)
+    n, h, w, c = nhwc_dims(in_shape.with_rank(4).as_list(), fmt)
     kh, kw = spatial(attrs["ksize"], fmt)
     sh, sw = spatial(attrs["strides"], fmt)
-    oh = static_out_size(h, kh, sh, 1, attrs["padding"])
-    ow = static_out_size(w, kw, sw, 1, attrs["padding"])
+    if min(attrs["ksize"]) < 1:  # the kernel raises; nothing to infer
+        return [tensor_shape.unknown_shape(4)]
+    kd = attrs["ksize"][1 if fmt == "NCHW" else 3]
+    if kd > 1 and c is not None:
+        c //= kd
+    pad_h, pad_w = _explicit_pads(attrs)
+    for size, k in ((h, kh), (w, kw)):
+        if attrs["padding"] == "VALID" and size is not None and size < k:
+            raise ValueError(f"Negative dimension size caused by subtracting {k} from {size}")
+    oh = static_out_size(h, kh, sh, 1, attrs["padding"], pad_h)
+    ow = static_out_size(w, kw, sw, 1, attrs["padding"], pad_w)
     return [tensor_shape.TensorShape(from_nhwc_dims([n, oh, ow, c], fmt))]
 
 
 _POOL_ATTRS = {"ksize": REQUIRED, "strides": REQUIRED, "padding": REQUIRED, "data_format": "NHWC"}
+_MAX_POOL_ATTRS = {**_POOL_ATTRS, "explicit_paddings": []}
 
 
 def _lowest(dtype):
@@ -140,7 +236,7 @@ MaxPool = register_op(
     "MaxPool",
     inputs=["input: T"],
     outputs=["output: T"],
-    attrs={"T": REAL, **_POOL_ATTRS},
+    attrs={"T": REAL, **_MAX_POOL_ATTRS},
     shape_fn=_pool_shape,
 )
 
@@ -178,10 +274,17 @@ def _max_pool_tiles(xp, p: _Pool, x):
 
 @MaxPool.kernel()
 async def _max_pool_kernel(ctx, x):
+    return await _max_pool_run(ctx, ctx.attrs, x)
+
+
+async def _max_pool_run(ctx, attrs, x):
     xp = ctx.xp
     x = _input4(xp, x)
-    fmt = ctx.attrs["data_format"]
-    p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
+    fmt = attrs["data_format"]
+    depth = _run_checks(attrs, depthwise_ok=True)
+    if depth > 1:
+        return await ctx.device.compute(_depth_max_pool, xp, x, depth, fmt)
+    p = _Pool(attrs, nhwc_dims(x.shape, fmt))
     return await ctx.device.compute(_max_pool, xp, p, x, fmt, cost=float(x.nbytes * p.kh * p.kw))
 
 
@@ -323,7 +426,7 @@ MaxPoolGrad = register_op(
     "MaxPoolGrad",
     inputs=["orig_input: T", "orig_output: T", "grad: T"],
     outputs=["output: T"],
-    attrs={"T": REAL, **_POOL_ATTRS},
+    attrs={"T": REAL, **_MAX_POOL_ATTRS},
     shape_fn=lambda op: [op.inputs[0].shape.with_rank(4)],
 )
 
@@ -340,11 +443,17 @@ async def max_pool_grad_relu(ctx, x, y, dy):
     return await _max_pool_grad_impl(ctx, x, y, dy, True)
 
 
-async def _max_pool_grad_impl(ctx, x, y, dy, relu: bool):
+async def _max_pool_grad_impl(ctx, x, y, dy, relu: bool, attrs=None):
     xp = ctx.xp
+    attrs = ctx.attrs if attrs is None else attrs
     x, y, dy = _input4(xp, x, "orig_input"), _input4(xp, y, "orig_output"), _input4(xp, dy, "grad")
-    fmt = ctx.attrs["data_format"]
-    p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
+    fmt = attrs["data_format"]
+    depth = _run_checks(attrs, depthwise_ok=True)
+    if depth > 1:
+        if relu:
+            dy = dy * (y > 0)
+        return await ctx.device.compute(_depth_max_pool_grad, xp, x, dy, depth, fmt)
+    p = _Pool(attrs, nhwc_dims(x.shape, fmt))
     want = from_nhwc_dims(list(p.out_nhwc()), fmt)
     for name, t in (("orig_output", y), ("grad", dy)):
         if list(t.shape) != want:
@@ -370,7 +479,7 @@ MaxPoolGradGrad = register_op(
     "MaxPoolGradGrad",
     inputs=["orig_input: T", "orig_output: T", "grad: T"],
     outputs=["output: T"],
-    attrs={"T": REAL, **_POOL_ATTRS},
+    attrs={"T": REAL, **_MAX_POOL_ATTRS},
     shape_fn=lambda op: [op.inputs[1].shape.with_rank(4)],
 )
 
@@ -385,13 +494,14 @@ async def _max_pool_grad_grad_kernel(ctx, x, y, ddx):
             f"{_shape_str(x.shape)}"
         )
     fmt = ctx.attrs["data_format"]
+    _run_checks(ctx.attrs, depthwise_ok=False)
     p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
     cost = float(x.nbytes * p.kh * p.kw)
     return await ctx.device.compute(_max_pool_grad_grad, xp, p, x, ddx, fmt, cost=cost)
 
 
 def _pool_attrs(op) -> dict:
-    return {k: op.get_attr(k) for k in _POOL_ATTRS}
+    return {k: op.get_attr(k) for k in op.op_def.attrs if k != "T"}
 
 
 @MaxPool.gradient
@@ -412,6 +522,79 @@ def _max_pool_grad_grad_grad_fn(op, grad):
     x, y, _ = op.inputs
     dgrad = ops.apply_op("MaxPoolGrad", [x, y, grad], _pool_attrs(op)).outputs[0]
     return [array_ops.zeros_like(x), array_ops.zeros_like(y), dgrad]
+
+
+# -- MaxPoolV2: ksize and strides as tensors ----------------------------------------------
+
+
+def _v2_attrs(op_or_attrs, ksize, strides) -> dict:
+    get = op_or_attrs.get_attr if hasattr(op_or_attrs, "get_attr") else op_or_attrs.__getitem__
+    return {
+        "ksize": [int(v) for v in np.asarray(ksize).reshape(-1)],
+        "strides": [int(v) for v in np.asarray(strides).reshape(-1)],
+        "padding": get("padding"),
+        "data_format": get("data_format"),
+    }
+
+
+def _max_pool_v2_shape(op):
+    ksize, strides = (ops.constant_value(t) for t in op.inputs[1:3])
+    for t in op.inputs[1:3]:
+        t.shape.with_rank(1)
+    if ksize is None or strides is None:
+        return [op.inputs[0].shape.with_rank(4) and tensor_shape.unknown_shape(4)]
+    attrs = _v2_attrs(op, ksize, strides)
+    _check_pool_attrs(attrs)
+    return _pool_shape_of(op.inputs[0].shape, attrs)
+
+
+_V2_ATTRS = {"T": REAL, "padding": REQUIRED, "data_format": "NHWC"}
+MaxPoolV2 = register_op(
+    "MaxPoolV2",
+    inputs=["input: T", "ksize: int32", "strides: int32"],
+    outputs=["output: T"],
+    attrs=_V2_ATTRS,
+    shape_fn=_max_pool_v2_shape,
+)
+MaxPoolGradV2 = register_op(
+    "MaxPoolGradV2",
+    inputs=["orig_input: T", "orig_output: T", "grad: T", "ksize: int32", "strides: int32"],
+    outputs=["output: T"],
+    attrs=_V2_ATTRS,
+    shape_fn=lambda op: [op.inputs[0].shape.with_rank(4)],
+)
+
+
+def _checked_v2_attrs(ctx, ksize, strides) -> dict:
+    attrs = _v2_attrs(ctx.attrs, np.asarray(ksize), np.asarray(strides))  # host memory
+    for key in ("ksize", "strides"):
+        if len(attrs[key]) != 4:
+            raise _invalid(f"Sliding window {key} field must specify 4 dimensions")
+    if min(attrs["strides"]) < 1:
+        raise _invalid(f"Stride must be > 0, but got {min(attrs['strides'])}")
+    return attrs
+
+
+@MaxPoolV2.kernel(host_memory=("ksize", "strides"))
+async def _max_pool_v2_kernel(ctx, x, ksize, strides):
+    return await _max_pool_run(ctx, _checked_v2_attrs(ctx, ksize, strides), x)
+
+
+@MaxPoolGradV2.kernel(host_memory=("ksize", "strides"))
+async def _max_pool_grad_v2_kernel(ctx, x, y, dy, ksize, strides):
+    attrs = _checked_v2_attrs(ctx, ksize, strides)
+    return await _max_pool_grad_impl(ctx, x, y, dy, False, attrs)
+
+
+@MaxPoolV2.gradient
+def _max_pool_v2_grad_fn(op, grad):
+    x, ksize, strides = op.inputs
+    attrs = {"padding": op.get_attr("padding"), "data_format": op.get_attr("data_format")}
+    dx = ops.apply_op("MaxPoolGradV2", [x, op.outputs[0], grad, ksize, strides], attrs)
+    return [dx.outputs[0], None, None]
+
+
+NotDifferentiable("MaxPoolGradV2")
 
 
 # -- AvgPool -------------------------------------------------------------------------------
@@ -453,6 +636,7 @@ async def _avg_pool_kernel(ctx, x):
     xp = ctx.xp
     x = _input4(xp, x)
     fmt = ctx.attrs["data_format"]
+    _run_checks(ctx.attrs, depthwise_ok=False)
     p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
     return await ctx.device.compute(_avg_pool, xp, p, x, fmt, cost=float(x.nbytes * p.kh * p.kw))
 
@@ -486,6 +670,7 @@ async def _avg_pool_grad_kernel(ctx, shape, dy):
     if shape.shape != (4,):
         raise _invalid("orig_input_shape must be 1-dimensional and 4 elements")
     fmt = ctx.attrs["data_format"]
+    _run_checks(ctx.attrs, depthwise_ok=False)
     ctx.device.check_alloc(int(np.prod(shape)), ctx.attrs["T"])
     p = _Pool(ctx.attrs, nhwc_dims([int(d) for d in shape], fmt))
     want = from_nhwc_dims(list(p.out_nhwc()), fmt)
@@ -509,18 +694,38 @@ def _avg_pool_grad_grad_fn(op, grad):
 # -- builders ------------------------------------------------------------------------------
 
 
+def _explicit_attr(padding, fmt) -> list[int]:
+    """TF's `convert_padding`: 4 [before, after] pairs in `fmt` order, flattened."""
+    pairs = [list(p) for p in padding]
+    if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
+        raise ValueError(
+            f"When padding is a list, it should be of length 4 (one [before, after] pair per "
+            f"dimension). Received: padding={padding}"
+        )
+    batch, depth = (0, 1) if fmt == "NCHW" else (0, 3)
+    if pairs[batch] != [0, 0] or pairs[depth] != [0, 0]:
+        raise ValueError(
+            f"Padding for the batch and channel dimensions must be zero. Received: "
+            f"padding={padding}"
+        )
+    return [int(v) for p in pairs for v in p]
+
+
 def _builder(op_type, value, ksize, strides, padding, data_format, name):
     fmt = data_format or "NHWC"
     if fmt not in ("NHWC", "NCHW"):
         raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
-    if not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):
-        raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
     attrs = {
         "ksize": four(ksize, "ksize", fmt),
         "strides": four(strides, "strides", fmt),
-        "padding": padding.upper(),
         "data_format": fmt,
     }
+    if op_type == "MaxPool" and isinstance(padding, list | tuple):
+        attrs["padding"], attrs["explicit_paddings"] = "EXPLICIT", _explicit_attr(padding, fmt)
+    elif not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):
+        raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
+    else:
+        attrs["padding"] = padding.upper()
     return ops.apply_op(op_type, [value], attrs, name=name).outputs[0]
 
 
@@ -534,6 +739,8 @@ def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None, inpu
         if value is not None:
             raise ValueError("Cannot specify both 'value' and 'input'.")
         value = input
+    if 0 in four(ksize, "ksize", data_format or "NHWC"):
+        raise ValueError(f"`ksize` cannot be zero. Received: ksize={ksize}")
     return _builder("MaxPool", value, ksize, strides, padding, data_format, name)
 
 

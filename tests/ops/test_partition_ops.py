@@ -28,27 +28,48 @@ def _run(fetches, feed_dict=None):
 
 # builder -> (TF's static shape, TF's value)
 _CASES = {
-    "stitch": (lambda: af.dynamic_stitch([[0, 3], [1, 2]], [[1.0, 2.0], [3.0, 4.0]]),
-               [4], [1, 3, 4, 2]),  # fmt: skip
-    "stitch_dup_last_wins": (lambda: af.dynamic_stitch([[0, 1], [1]], [[1.0, 2.0], [9.0]]),
-                             [2], [1, 9]),  # fmt: skip
+    "stitch": (
+        lambda: af.dynamic_stitch([[0, 3], [1, 2]], [[1.0, 2.0], [3.0, 4.0]]),
+        [4],
+        [1, 3, 4, 2],
+    ),  # fmt: skip
+    "stitch_dup_last_wins": (
+        lambda: af.dynamic_stitch([[0, 1], [1]], [[1.0, 2.0], [9.0]]),
+        [2],
+        [1, 9],
+    ),  # fmt: skip
     "parallel_stitch": (
         lambda: data_flow_ops.parallel_dynamic_stitch([[0, 3], [1, 2]], [[1.0, 2.0], [3.0, 4.0]]),
-        [4], [1, 3, 4, 2],
+        [4],
+        [1, 3, 4, 2],
     ),
-    "stitch_rows": (lambda: af.dynamic_stitch([[1], [0]], [[[1, 2]], [[3, 4]]]),
-                    [2, 2], [[3, 4], [1, 2]]),  # fmt: skip
+    "stitch_rows": (
+        lambda: af.dynamic_stitch([[1], [0]], [[[1, 2]], [[3, 4]]]),
+        [2, 2],
+        [[3, 4], [1, 2]],
+    ),  # fmt: skip
     "stitch_gap_zero": (lambda: af.dynamic_stitch([[0, 3]], [[1.0, 2.0]]), [4], [1, 0, 0, 2]),
     "stitch_scalars": (lambda: af.dynamic_stitch([0, 1], [5.0, 6.0]), [2], [5, 6]),
-    "stitch_empty": (lambda: af.dynamic_stitch([np.zeros([0], np.int32)],
-                                               [np.zeros([0, 3], np.float32)]),
-                     [0, 3], np.zeros((0, 3))),  # fmt: skip
-    "mask": (lambda: af.boolean_mask([[1, 2], [3, 4], [5, 6]], [True, False, True]),
-             [None, 2], [[1, 2], [5, 6]]),  # fmt: skip
-    "mask_2d": (lambda: af.boolean_mask([[1, 2], [3, 4]], [[True, False], [False, True]]),
-                [None], [1, 4]),  # fmt: skip
-    "mask_axis": (lambda: af.boolean_mask([[1, 2], [3, 4]], [False, True], axis=1),
-                  [2, None], [[2], [4]]),  # fmt: skip
+    "stitch_empty": (
+        lambda: af.dynamic_stitch([np.zeros([0], np.int32)], [np.zeros([0, 3], np.float32)]),
+        [0, 3],
+        np.zeros((0, 3)),
+    ),  # fmt: skip
+    "mask": (
+        lambda: af.boolean_mask([[1, 2], [3, 4], [5, 6]], [True, False, True]),
+        [None, 2],
+        [[1, 2], [5, 6]],
+    ),  # fmt: skip
+    "mask_2d": (
+        lambda: af.boolean_mask([[1, 2], [3, 4]], [[True, False], [False, True]]),
+        [None],
+        [1, 4],
+    ),  # fmt: skip
+    "mask_axis": (
+        lambda: af.boolean_mask([[1, 2], [3, 4]], [False, True], axis=1),
+        [2, None],
+        [[2], [4]],
+    ),  # fmt: skip
 }
 
 
@@ -96,7 +117,9 @@ def test_errors_match_tf():
         af.boolean_mask([[1, 2], [3, 4]], [True, False, True])
     with pytest.raises(errors.InvalidArgumentError, match=r"indices\[1\] is out of range"):
         _run(af.dynamic_stitch([[0, -1]], [[1.0, 2.0]]))
-    with pytest.raises(errors.InvalidArgumentError, match=r"partitions\[1\] = 2 is not in \[0, 2\)"):
+    with pytest.raises(
+        errors.InvalidArgumentError, match=r"partitions\[1\] = 2 is not in \[0, 2\)"
+    ):
         _run(af.dynamic_partition([1.0, 2.0], [0, 2], 2))
 
 

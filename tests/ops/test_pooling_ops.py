@@ -14,6 +14,7 @@ from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow.ops import pooling_ops
 from asyncflow.session import Session
+from asyncflow.test_util import compute_gradient_error
 
 FIXTURES = json.loads(
     (pathlib.Path(__file__).parents[1] / "fixtures" / "nn_pool_tf.json").read_text()
@@ -112,12 +113,10 @@ def test_pool_against_tf(name, fmt):
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        (dict(ksize=[2, 2, 2, 1], strides=1, padding="SAME"), "batch nor depth"),
-        (dict(ksize=2, strides=[1, 1, 1, 2], padding="SAME"), "batch nor depth"),
         (dict(ksize=2, strides=1, padding="FULL"), "padding"),
         (dict(ksize=2, strides=1, padding="SAME", data_format="NWHC"), "data_format"),
         (dict(ksize=[2, 2, 2], strides=1, padding="SAME"), "ksize"),
-        (dict(ksize=9, strides=1, padding="VALID"), "negative"),
+        (dict(ksize=9, strides=1, padding="VALID"), "Negative dimension size"),
     ],
 )
 def test_pool_build_errors(kwargs, match):
@@ -193,3 +192,77 @@ def test_pool_second_order_gradients():
     assert _grad_error(dy, max_grad) < 1e-4
     assert _grad_error(dy, avg_grad) < 1e-4
     assert _grad_error(x, max_grad_grad) < 1e-4
+
+
+# -- argument validation as TF 2.21 does it (issue 18; tf.compat.v1 graph mode) ---------------
+
+X4 = np.arange(2 * 4 * 4 * 3, dtype=np.float32).reshape(2, 4, 4, 3)
+
+
+@pytest.mark.parametrize("fn", [pooling_ops.max_pool, pooling_ops.avg_pool])
+@pytest.mark.parametrize(
+    "ksize,strides,padding,error,match",
+    [
+        # pooling over the batch: built, then UnimplementedError when run
+        ([1, 1, 1, 1], [2, 1, 1, 1], "SAME", errors.UnimplementedError, "batch dimension"),
+        ([2, 1, 1, 1], [1, 1, 1, 1], "SAME", errors.UnimplementedError, "batch dimension"),
+        # a window larger than a known input: ValueError at build time
+        ([1, 5, 4, 1], [1, 1, 1, 1], "VALID", ValueError,
+         "Negative dimension size caused by subtracting 5 from 4"),
+        # a zero stride: ValueError at build time
+        ([1, 1, 1, 1], [1, 0, 1, 1], "VALID", ValueError, "Stride must be > 0, but got 0"),
+        # a negative window: InvalidArgumentError when run
+        ([1, -1, 1, 1], [1, 1, 1, 1], "VALID", errors.InvalidArgumentError,
+         "Sliding window ksize must be positive. The specified or inferred ksize is: 1,-1,1,1"),
+        ([1, 1, 1], [1, 1, 1, 1], "VALID", ValueError,
+         r"ksize should be of length 1, 2 or 4. Received: ksize=\[1, 1, 1\] of length 3"),
+    ],
+)  # fmt: skip
+def test_pool_validation_matches_tf(fn, ksize, strides, padding, error, match):
+    with pytest.raises(error, match=match):
+        _run(fn(af.constant(X4), ksize, strides, padding))
+
+
+def test_zero_window_max_pool_at_build_avg_pool_when_run():
+    # TF 2.21: max_pool's Python wrapper rejects a zero ksize; avg_pool's kernel does.
+    with pytest.raises(ValueError, match="`ksize` cannot be zero"):
+        pooling_ops.max_pool(X4, [1, 0, 1, 1], [1, 1, 1, 1], "VALID")
+    y = pooling_ops.avg_pool(X4, [1, 0, 1, 1], [1, 1, 1, 1], "VALID")
+    with pytest.raises(errors.InvalidArgumentError, match="ksize is: 1,0,1,1"):
+        _run(y)
+
+
+def test_window_larger_than_an_unknown_input_gives_an_empty_output():
+    # TF 2.21: with the shape unknown at build time, VALID 5x4 windows on 4x4 give [2,0,1,3].
+    x = af.placeholder(af.float32)
+    for fn in (pooling_ops.max_pool, pooling_ops.avg_pool):
+        assert _run(fn(x, [1, 5, 4, 1], [1, 1, 1, 1], "VALID"), {x: X4}).shape == (2, 0, 1, 3)
+
+
+def test_depthwise_max_pool_matches_tf():
+    # TF 2.21: max_pool(x, [1,1,1,3], [1,1,1,3]) -> [2,4,4,1], the max of each pixel's 3
+    # channels (2, 5, 8, ...); avg_pool over depth is UnimplementedError.
+    y = pooling_ops.max_pool(af.constant(X4), [1, 1, 1, 3], [1, 1, 1, 3], "SAME")
+    assert y.shape.as_list() == [2, 4, 4, 1]
+    np.testing.assert_array_equal(_run(y), X4.max(axis=3, keepdims=True))
+    with pytest.raises(errors.UnimplementedError, match="Non-spatial pooling"):
+        _run(pooling_ops.avg_pool(af.constant(X4), [1, 1, 1, 3], [1, 1, 1, 3], "SAME"))
+    x = af.constant(np.random.default_rng(3).standard_normal((1, 2, 2, 4)))
+    pooled = pooling_ops.max_pool(x, [1, 1, 1, 2], [1, 1, 1, 2], "VALID")
+    with Session():
+        err = compute_gradient_error(x, [1, 2, 2, 4], pooled, [1, 2, 2, 2])
+    assert err < 1e-8
+
+
+def test_explicit_padding_max_pool_matches_tf():
+    # TF 2.21: max_pool(x, 2x2, stride 1, [[0,0],[1,1],[1,0],[0,0]]) has shape [2,5,4,3];
+    # its padding is -inf, so the corners are x's own values.
+    pads = [[0, 0], [1, 1], [1, 0], [0, 0]]
+    y = pooling_ops.max_pool(af.constant(X4), [1, 2, 2, 1], [1, 1, 1, 1], pads)
+    assert y.shape.as_list() == [2, 5, 4, 3]
+    assert y.op.get_attr("padding") == "EXPLICIT"
+    xp = np.pad(X4, [(0, 0), (1, 1), (1, 0), (0, 0)], constant_values=-np.inf)
+    want = np.max([xp[:, i : i + 5, j : j + 4] for i in (0, 1) for j in (0, 1)], axis=0)
+    np.testing.assert_array_equal(_run(y), want)
+    with pytest.raises(ValueError, match="batch and channel"):
+        pooling_ops.max_pool(X4, 2, 1, [[1, 0], [1, 1], [1, 0], [0, 0]])

@@ -36,24 +36,36 @@ _CASES = {
         lambda: af.gather_nd(np.arange(8).reshape(2, 2, 2), [[1], [0]], batch_dims=1),
         [[2, 3], [4, 5]],
     ),
-    "scatter_dups_add": (lambda: af.scatter_nd([[1], [3], [1]], [9.0, 10.0, 11.0], [5]),
-                         [0, 20, 0, 10, 0]),  # fmt: skip
-    "scatter_slices": (lambda: af.scatter_nd([[0, 1]], [[5, 6]], [2, 2, 2]),
-                       [[[0, 0], [5, 6]], [[0, 0], [0, 0]]]),  # fmt: skip
+    "scatter_dups_add": (
+        lambda: af.scatter_nd([[1], [3], [1]], [9.0, 10.0, 11.0], [5]),
+        [0, 20, 0, 10, 0],
+    ),  # fmt: skip
+    "scatter_slices": (
+        lambda: af.scatter_nd([[0, 1]], [[5, 6]], [2, 2, 2]),
+        [[[0, 0], [5, 6]], [[0, 0], [0, 0]]],
+    ),  # fmt: skip
     "tensor_update": (
         lambda: af.tensor_scatter_nd_update(P, [[0, 0], [2, 3]], [-1.0, -2.0]),
         np.where(np.isin(np.arange(12), [0, 11]), [-1.0] + [0] * 10 + [-2.0], P.ravel()).reshape(
             3, 4
         ),
     ),
-    "tensor_add": (lambda: af.tensor_scatter_nd_add(P, [[0, 0], [0, 0]], [1.0, 1.0]),
-                   P + np.eye(1, 12).reshape(3, 4) * 2),  # fmt: skip
-    "tensor_sub": (lambda: af.tensor_scatter_sub(P, [[1]], np.ones((1, 4), np.float32)),
-                   P - [[0], [1], [0]]),  # fmt: skip
-    "tensor_max": (lambda: af.tensor_scatter_nd_max(P, [[0, 0], [1, 1]], [5.0, 1.0]),
-                   np.where(np.arange(12).reshape(3, 4) == 0, 5.0, P)),  # fmt: skip
-    "tensor_min": (lambda: af.tensor_scatter_nd_min(P, [[0, 0], [1, 1]], [5.0, 1.0]),
-                   np.where(np.arange(12).reshape(3, 4) == 5, 1.0, P)),  # fmt: skip
+    "tensor_add": (
+        lambda: af.tensor_scatter_nd_add(P, [[0, 0], [0, 0]], [1.0, 1.0]),
+        P + np.eye(1, 12).reshape(3, 4) * 2,
+    ),  # fmt: skip
+    "tensor_sub": (
+        lambda: af.tensor_scatter_sub(P, [[1]], np.ones((1, 4), np.float32)),
+        P - [[0], [1], [0]],
+    ),  # fmt: skip
+    "tensor_max": (
+        lambda: af.tensor_scatter_nd_max(P, [[0, 0], [1, 1]], [5.0, 1.0]),
+        np.where(np.arange(12).reshape(3, 4) == 0, 5.0, P),
+    ),  # fmt: skip
+    "tensor_min": (
+        lambda: af.tensor_scatter_nd_min(P, [[0, 0], [1, 1]], [5.0, 1.0]),
+        np.where(np.arange(12).reshape(3, 4) == 5, 1.0, P),
+    ),  # fmt: skip
     "tensor_empty": (
         lambda: af.tensor_scatter_nd_update(
             P, np.zeros([0, 2], np.int32), np.zeros([0], np.float32)
