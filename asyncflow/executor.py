@@ -100,8 +100,8 @@ def _flat_input_is_ref(op: Operation) -> list[bool]:
 def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
     """Test mode (ASYNCFLOW_CHECK_KERNELS=1): verify outputs against the graph's types."""
 
-    async def checked(ctx, *args):
-        call = kernel(ctx, *args)
+    async def checked(ctx, *args, **kw):
+        call = kernel(ctx, *args, **kw)
         del args  # hold no extra reference while the kernel runs (see forwardable)
         result = await call
         outs = op.outputs
@@ -118,9 +118,9 @@ def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
                     f"{op.type} kernel for {op.name} returned dtype {arr.dtype}, graph says "
                     f"{t.dtype.name}"
                 )
-            if not t.shape.is_compatible_with(np.shape(arr)):
+            if not t.shape.is_compatible_with(tuple(arr.shape)):
                 raise AssertionError(
-                    f"{op.type} kernel for {op.name} returned shape {np.shape(arr)}, graph "
+                    f"{op.type} kernel for {op.name} returned shape {tuple(arr.shape)}, graph "
                     f"says {t.shape}"
                 )
         return result

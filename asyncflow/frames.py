@@ -48,19 +48,9 @@ from asyncflow.executor import (
     TRIGGER,
     Step,
 )
-from asyncflow.kernel_api import DEAD, current_step
+from asyncflow.kernel_api import DEAD
 
 __all__ = ["FrameStep", "KIND_OF", "CONTROL_FLOW_KINDS", "NORMAL", "MERGE", "FORWARD", "IDENT"]
-
-
-def _send_tagged(ctx, tag: str, value) -> None:
-    """_Send inside a loop (keyed by frame and iteration), or of a dead value (which
-    still crosses, so that its _Recv learns it is dead)."""
-    current_step().rendezvous.send_nowait(ctx.attrs["key"] + tag, value)
-
-
-async def _recv_tagged(ctx, tag: str):
-    return await current_step().rendezvous.recv(ctx.attrs["key"] + tag)
 
 
 class Frame:
@@ -180,12 +170,8 @@ class FrameStep(Step):
                         b = ends[i]
                         args = vals[a:b]
                         vals[a:b] = clears[i]
-                        if kind == SEND and (it.tag or args[0] is DEAD):
-                            _send_tagged(ctxs[i], it.tag, args[0])
-                            self._finish_op(it)
-                            continue
-                        if kind == RECV and it.tag:
-                            r = await _recv_tagged(ctxs[i], it.tag)
+                        if kind == SEND or kind == RECV:  # keyed by frame and iteration
+                            r = await kernels[i](ctxs[i], *args, frame_tag=it.tag)
                         else:
                             r = await kernels[i](ctxs[i], *args)
                         del args

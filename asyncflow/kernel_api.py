@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from asyncflow import errors
+from asyncflow import errors, resources
 from asyncflow.graph import Operation
 
 __all__ = [
@@ -201,7 +201,9 @@ class KernelContext:
         self.node_name = op.name
 
     def resource_mgr(self, container: str = ""):
-        return self.session._resource_mgr(container)
+        """Where this kernel's resources live: its device's manager for the default
+        container, the process-wide one for a named container (`Session.reset`)."""
+        return self.device.resource_mgr if not container else resources.shared_resources()
 
 
 def wrap_kernel_error(op, exc: BaseException) -> errors.OpError:

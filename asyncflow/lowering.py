@@ -42,11 +42,11 @@ _NO_COMPILED_LOOPS = os.environ.get("ASYNCFLOW_COMPILED_LOOPS", "1") == "0"
 
 
 def _deref_kernel(kernel: Callable, positions: list[int]) -> Callable:
-    async def deref(ctx, *args):
+    async def deref(ctx, *args, **kw):
         args = list(args)
         for p in positions:
             args[p] = args[p].read()
-        call = kernel(ctx, *args)
+        call = kernel(ctx, *args, **kw)
         del args  # hold no extra reference while the kernel runs (see forwardable)
         return await call
 
@@ -61,8 +61,8 @@ def _accounting_kernel(kernel: Callable, device) -> Callable:
     count drops when the array is garbage, i.e. after its last consumer released it.
     """
 
-    async def accounting(ctx, *args):
-        result = await kernel(ctx, *args)
+    async def accounting(ctx, *args, **kw):
+        result = await kernel(ctx, *args, **kw)
         for v in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(v, np.ndarray) and v.base is None and v.nbytes:
                 if any(v is a for a in args):
@@ -99,7 +99,7 @@ def compile_plan(
     slot = 0
     for i, pnode in enumerate(nodes):
         op, device = pnode.op, pnode.device
-        kernel_def = op.op_def.kernel_for(device.device_type)
+        kernel_def = device.kernel_for(op.op_def)
         if kernel_def is None:
             raise errors.InvalidArgumentError(
                 None,
@@ -165,7 +165,7 @@ def compile_plan(
     # accounting): the hot loop forwards or skips them.  This is what a null-op
     # dispatch benchmark measures, so it pays to special-case.
     for i, pnode in enumerate(nodes):
-        if kernels[i] is pnode.op.op_def.kernel_for(pnode.device.device_type).fn:
+        if kernels[i] is pnode.device.kernel_for(pnode.op.op_def).fn:
             if pnode.op.type == "Identity":
                 plan.arity[i] = _FORWARD
             elif pnode.op.type == "NoOp":

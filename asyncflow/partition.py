@@ -115,7 +115,7 @@ def _roots_then_back_edges(roots, back_edges):
 class Partition:
     """The nodes of one device, and which global fetches it produces."""
 
-    __slots__ = ("device", "nodes", "fetches", "fetch_ids", "index")
+    __slots__ = ("device", "nodes", "fetches", "fetch_ids", "index", "copies")
 
     def __init__(self, device):
         self.device = device
@@ -123,6 +123,7 @@ class Partition:
         self.fetches: list = []  # specs as compile_plan takes them
         self.fetch_ids: list[int] = []  # which global fetch each one answers
         self.index: dict[Operation, int] = {}
+        self.copies: dict | None = None  # (source, to_host) -> its _DeviceCopy node
 
     def add(self, node: PNode) -> int:
         self.index[node.op] = len(self.nodes)
@@ -310,11 +311,11 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
             dtype, shape = dtypes.int32, tensor_shape.TensorShape([])
             src_input = [(dummy_idx, 0)]
             src_controls = []
-        key_str = rendezvous.create_key(src_dev.name, id(src_dev), dst_dev.name, name)
+        key_str = rendezvous.create_key(src_dev.name, src_dev.incarnation, dst_dev.name, name)
         attrs = {
             "tensor_name": name,
             "send_device": src_dev.name,
-            "send_device_incarnation": id(src_dev),
+            "send_device_incarnation": src_dev.incarnation,
             "recv_device": dst_dev.name,
             "client_terminated": False,
             "lossy": bool(lossy),
@@ -363,6 +364,10 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
                 controls.append(cut(c, assignment[c], dev))
         node.inputs, node.controls = inputs, controls
 
+    for p in list(parts.values()):
+        if p.device is not None and not p.device.host_memory:
+            _insert_memory_copies(p, feeds, scratch_graph, counter)
+
     fetch_map = []
     default_dev = next(iter(parts)) if parts else None
     for k, f in enumerate(fetches):
@@ -377,10 +382,119 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
         else:
             p = part(assignment[f])
             spec = (p.index[f], None)
+        if spec[1] is not None and spec[0] != "feed" and p.device is not None:
+            spec = _fetch_on_host(p, spec, scratch_graph, counter)
         fetch_map.append((p, len(p.fetches)))
         p.fetches.append(spec)
         p.fetch_ids.append(k)
+    for p in parts.values():
+        if p.device is not None and not p.device.host_memory:
+            _topological_order(p)
     return list(parts.values()), fetch_map
+
+
+# -- host <-> device copies on one device ------------------------------------------------
+#
+# On a device with memory of its own (`device.host_memory` False), every value is in
+# device memory except what a kernel registration declares host memory (shape and axis
+# arguments, Shape's output, ...; `OpDef.host_memory_positions`) and a Const's value,
+# which is its host attr.  Feeds arrive in host memory and fetches leave in it.  Where
+# the two ends of an edge disagree, a _DeviceCopy joins them (one per value and
+# direction, shared by its consumers), inside loop frames as outside.
+
+
+def _output_in_host(pnode, device) -> list[bool]:
+    op = pnode.op
+    if op.type == "Const":
+        return [True]
+    if op.type == "_DeviceCopy":
+        return [bool(op._attrs["to_host"])]
+    host = [False] * max(1, len(op._outputs))
+    for k in op.op_def.host_memory_positions(op._attrs, device.device_type)[1]:
+        host[k] = True
+    return host
+
+
+def _copy_node(p, src, dtype, to_host: bool, graph, counter, cache) -> int:
+    idx = cache.get((src, to_host))
+    if idx is None:
+        counter[0] += 1
+        where = "to_host" if to_host else "from_host"
+        op = _make_op(
+            graph,
+            "_DeviceCopy",
+            f"_copy_{where}_{counter[0]}",
+            {"T": dtype, "to_host": to_host},
+            [dtype],
+            dtype,
+        )
+        idx = cache[(src, to_host)] = p.add(PNode(op, p.device, [src], []))
+    return idx
+
+
+def _insert_memory_copies(p, feeds, graph, counter) -> None:
+    device = p.device
+    cache = p.copies = {}
+    out_host = [_output_in_host(node, device) for node in p.nodes]
+    for node in list(p.nodes):
+        if node.op.type == "_DeviceCopy":
+            continue
+        op = node.op
+        in_host = op.op_def.host_memory_positions(op._attrs, device.device_type)[0]
+        for k, src in enumerate(node.inputs):
+            if src[0] == "feed":
+                have, dtype = True, feeds[src[1]].dtype
+            else:
+                have = out_host[src[0]][src[1]]
+                dtype = p.nodes[src[0]].op._outputs[src[1]].dtype
+            want = k in in_host
+            if have != want:
+                node.inputs[k] = (_copy_node(p, src, dtype, want, graph, counter, cache), 0)
+
+
+def _fetch_on_host(p, spec, graph, counter):
+    device = p.device
+    if device.host_memory or _output_in_host(p.nodes[spec[0]], device)[spec[1]]:
+        return spec
+    dtype = p.nodes[spec[0]].op._outputs[spec[1]].dtype
+    cache = getattr(p, "copies", None)
+    if cache is None:
+        cache = p.copies = {}
+    return (_copy_node(p, spec, dtype, True, graph, counter, cache), 0)
+
+
+def _topological_order(p) -> None:
+    """Renumber `p`'s nodes in topological order (copies were appended at the end);
+    loop back edges (NextIteration -> Merge) do not count."""
+    nodes = p.nodes
+    n = len(nodes)
+    deps: list[list[int]] = [[] for _ in range(n)]
+    users: list[list[int]] = [[] for _ in range(n)]
+    for i, node in enumerate(nodes):
+        srcs = [s[0] for s in node.inputs if s[0] != "feed"] + list(node.controls)
+        for j in srcs:
+            if nodes[j].op.type != "NextIteration":
+                deps[i].append(j)
+                users[j].append(i)
+    pending = [len(d) for d in deps]
+    ready = [i for i in range(n - 1, -1, -1) if not pending[i]]
+    order: list[int] = []
+    while ready:
+        i = ready.pop()
+        order.append(i)
+        for u in users[i]:
+            pending[u] -= 1
+            if not pending[u]:
+                ready.append(u)
+    if len(order) != n or order == list(range(n)):
+        return  # (a cycle is reported by the executor as it always was)
+    new_of = {old: new for new, old in enumerate(order)}
+    p.nodes = [nodes[i] for i in order]
+    for node in p.nodes:
+        node.inputs = [s if s[0] == "feed" else (new_of[s[0]], s[1]) for s in node.inputs]
+        node.controls = [new_of[c] for c in node.controls]
+    p.index = {op: new_of[i] for op, i in p.index.items()}
+    p.fetches = [f if f[0] == "feed" else (new_of[f[0]], f[1]) for f in p.fetches]
 
 
 def _make_op(graph, op_type, name, attrs, input_dtypes, out_dtype=None) -> Operation:

@@ -188,13 +188,13 @@ class Placer:
             constrained_by = m
         candidates = [d for d, ds in zip(self.devices, self._specs) if _matches(spec, ds)]
         with_kernels = [
-            d for d in candidates if all(m.op_def.supports(d.device_type) for m in members)
+            d for d in candidates if all(d.supports(m.op_def) for m in members)
         ]
         if with_kernels:
             return with_kernels
         if self.allow_soft:
             relaxed = [
-                d for d in self.devices if all(m.op_def.supports(d.device_type) for m in members)
+                d for d in self.devices if all(d.supports(m.op_def) for m in members)
             ]
             # Prefer the requested type and index when only the job/replica/task failed.
             same_type = [d for d in relaxed if spec.device_type in (None, d.device_type)]
@@ -222,7 +222,7 @@ class Placer:
                 f"{available}",
             )
         for m in members:
-            missing = [d for d in candidates if not m.op_def.supports(d.device_type)]
+            missing = [d for d in candidates if not d.supports(m.op_def)]
             if missing and len(missing) == len(candidates):
                 raise errors.InvalidArgumentError(
                     None,

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import os
 import threading
 
 import numpy as np
@@ -32,13 +31,8 @@ from asyncflow import dtypes, errors, resources
 from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
 from asyncflow.config import ConfigProto
-from asyncflow.devices.cpu import (
-    CALLER_DRIVES,
-    CPUDevice,
-    local_cpu_name,
-    release_cores,
-    share_cores,
-)
+from asyncflow.devices.cpu import CALLER_DRIVES, release_cores, share_cores
+from asyncflow.devices.registry import create_devices
 from asyncflow.executor import Step
 from asyncflow.frames import FrameStep
 from asyncflow.graph import (  # noqa: F401 - the default session stack lives with the graph
@@ -302,12 +296,8 @@ class BaseSession:
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
-        self._resources = resources.ResourceMgr("session")
-        n_cpu = int(self._config.device_count.get("CPU", 1) or 1)
-        threads = self._config.intra_op_parallelism_threads
-        if not threads and n_cpu > 1:
-            threads = max(1, (os.cpu_count() or 1) // n_cpu)  # each device its share of cores
-        self._devices = [CPUDevice(local_cpu_name(i), i, threads) for i in range(n_cpu)]
+        self._devices = create_devices(self._config)
+        n_cpu = sum(d.device_type == "CPU" for d in self._devices)
         self._shares_cores = n_cpu > 1
         if self._shares_cores:
             share_cores(n_cpu)
@@ -338,9 +328,6 @@ class BaseSession:
 
     def list_devices(self):
         return [_DeviceAttributes(d) for d in self._devices]
-
-    def _resource_mgr(self, container: str):
-        return self._resources if not container else resources.shared_resources()
 
     # -- loop binding
     def _bind(self, loop: asyncio.AbstractEventLoop, thread_id: int) -> None:
@@ -706,8 +693,8 @@ class _DeviceAttributes:
     def __init__(self, device):
         self.name = device.name
         self.device_type = device.device_type
-        self.memory_limit_bytes = 0
-        self.incarnation = id(device)
+        self.memory_limit_bytes = device.memory_limit
+        self.incarnation = device.incarnation
 
     def __repr__(self) -> str:
         return f"_DeviceAttributes({self.name}, {self.device_type}, {self.memory_limit_bytes})"

@@ -1,21 +1,37 @@
-"""The Device interface (DESIGN.md "Devices and names", "Kernel contract").
+"""The Device protocol (DESIGN.md "Devices and names", "Kernel contract").
 
-A device has a TF name and type, an array module (`xp`: NumPy on CPU, CuPy on GPU),
-a way to run heavy work without blocking the loop (`compute`), memory accounting and
-copies to and from host memory.  A GPU device implements `compute` by enqueueing on a
-stream and awaiting an event; the interface is the same.
+Everything the runtime knows of a device is here; the runtime never names a device
+kind.  A device has:
+- a TF name and type, and an incarnation (a random 64-bit number drawn when the device
+  object is made, so a restarted process never matches an old rendezvous key);
+- an array module `xp` (NumPy on CPU, CuPy on GPU) that its kernels compute with, and
+  whether its arrays live in host memory (`host_memory`; False: the device has memory
+  of its own, and the partitioner puts copies on every edge that crosses it);
+- how work runs (`run_mode`: "inline", "threads" or "stream") and `compute`, which runs
+  heavy work without blocking the loop; `event()` is an awaitable that completes when
+  the work enqueued so far has finished (a stream event; at once on a host device);
+- asynchronous copies host->device, device->host and device->device;
+- memory accounting (bytes in use, peak) and its resource manager (TF's per-device
+  containers: variables, queues, readers living on it);
+- which ops it runs: `kernel_for(op_def)`, derived from the op registry (the device's
+  own kernel, else the generic one), which a device with a narrower array module may
+  narrow further.
+A GPU device implements `compute` by enqueueing on a stream and awaiting an event; the
+protocol is the same.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
 
-from asyncflow import errors
+from asyncflow import errors, resources
 
 __all__ = ["Device", "available_host_memory"]
 
@@ -45,17 +61,55 @@ def available_host_memory() -> int:
     return avail
 
 
+def new_incarnation() -> int:
+    """A random nonzero 63-bit incarnation number (TF draws one per device per process)."""
+    return secrets.randbits(63) or 1  # (an int64 attr in partition graphs)
+
+
 class Device:
-    """Base class.  Subclasses set `device_type` and implement `compute`."""
+    """Base class.  Subclasses set `device_type` (and `xp`, `host_memory`, `run_mode`
+    where they differ from a host device's) and implement `compute`."""
 
     device_type = "CPU"
     xp: Any = np
+    # True when the device's arrays are host (NumPy) arrays, so values cross to and
+    # from it without copies.
+    host_memory = True
+    run_mode = "threads"  # "inline", "threads" (worker threads) or "stream"
 
     def __init__(self, name: str, index: int = 0):
         self.name = name  # full TF name, e.g. /job:localhost/replica:0/task:0/device:CPU:0
         self.index = index
+        self.incarnation = new_incarnation()
         self.bytes_in_use = 0
         self.peak_bytes_in_use = 0
+        self.resource_mgr = resources.ResourceMgr(name)
+
+    # -- which ops run here
+    def kernel_for(self, op_def):
+        """The kernel registration (`registry.KernelDef`) this device runs for
+        `op_def`, or None when it has none (placement then looks elsewhere)."""
+        return op_def.kernel_for(self.device_type)
+
+    def supports(self, op_def) -> bool:
+        return self.kernel_for(op_def) is not None
+
+    # -- memory
+    def memory_stats(self) -> dict:
+        """TF's allocator stats: bytes in use and the peak since the device was made."""
+        return {"bytes_in_use": self.bytes_in_use, "peak_bytes_in_use": self.peak_bytes_in_use}
+
+    @property
+    def memory_limit(self) -> int:
+        return available_host_memory()
+
+    # -- completion of enqueued work
+    def event(self) -> Awaitable[None]:
+        """An awaitable that completes when all work enqueued on this device so far has
+        finished.  Host devices finish work before `compute` returns: done at once."""
+        fut = asyncio.get_running_loop().create_future()
+        fut.set_result(None)
+        return fut
 
     async def compute(self, fn: Callable, *args, cost: float | None = None):
         """Run `fn(*args)`; inline when cheap, elsewhere (threads, streams) when heavy."""
@@ -88,18 +142,25 @@ class Device:
     def record_free(self, nbytes: int) -> None:
         self.bytes_in_use -= nbytes
 
+    # -- copies (values already where they are asked to be pass through unchanged)
     async def copy_to_host(self, value):
         """A host (NumPy) copy of a value living on this device.
 
         Asynchronous so that a GPU device can enqueue the copy on a stream and await its
-        event instead of blocking the loop; on the CPU it is the value itself (arrays
-        are never mutated in place, so sharing the buffer is safe).
+        event instead of blocking the loop; on a host device it is the value itself.
         """
         return value
 
     async def copy_from_host(self, value):
         """This device's copy of a host value (see `copy_to_host`)."""
         return value
+
+    async def copy_from_device(self, value, src: Device):
+        """This device's copy of `value`, which lives on device `src`.  Through host
+        memory unless a device knows a direct path (a peer copy between GPUs)."""
+        if src is self or (src.host_memory and self.host_memory):
+            return value
+        return await self.copy_from_host(await src.copy_to_host(value))
 
     def close(self) -> None:
         pass

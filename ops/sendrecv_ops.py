@@ -62,22 +62,47 @@ def _rendezvous():
     return step.rendezvous
 
 
-@Send.kernel("CPU", "GPU")
-async def _send(ctx, x):
-    x = await ctx.device.copy_to_host(x)
-    if ctx.attrs["lossy"] and getattr(x, "dtype", None) == np.float32:
-        x = _Lossy(to_lossy(x))
-    _rendezvous().send_nowait(ctx.attrs["key"], x)
+@Send.kernel()
+async def _send(ctx, x, frame_tag: str = ""):
+    """Deposit x, where it lives, under the pair's key (plus the frame and iteration
+    tag inside a loop); a dead value crosses too, so that its _Recv learns it is dead.
+    The receiving side's rendezvous makes the device copy."""
+    device = ctx.device
+    if ctx.attrs["lossy"] and x is not DEAD and getattr(x, "dtype", None) == np.float32:
+        x = _Lossy(to_lossy(await device.copy_to_host(x)))
+        device = None  # host memory
+    _rendezvous().send_nowait(ctx.attrs["key"] + frame_tag, x, device)
 
 
-@Recv.kernel("CPU", "GPU")
-async def _recv(ctx):
-    value = await _rendezvous().recv(ctx.attrs["key"])
-    if value is DEAD:  # a dead value crossing devices stays dead
-        return value
+@Recv.kernel()
+async def _recv(ctx, frame_tag: str = ""):
+    value = await _rendezvous().recv(ctx.attrs["key"] + frame_tag, ctx.device)
     if isinstance(value, _Lossy):
-        value = from_lossy(value.bits)
-    return await ctx.device.copy_from_host(value)
+        value = await ctx.device.copy_from_host(from_lossy(value.bits))
+    return value  # (DEAD stays dead)
+
+
+# A copy between host memory and a device's own memory, on one device: the partitioner
+# puts one on every edge whose two ends want different memory (a feed or a host-memory
+# output into a kernel on the device, a device value into a host-memory input, a fetch).
+DeviceCopy = register_op(
+    "_DeviceCopy",
+    inputs=["input: T"],
+    outputs=["output: T"],
+    attrs={"T": ANY, "to_host": False},
+    shape_fn=lambda op: [op.inputs[0].shape] if op.inputs else [tensor_shape.unknown_shape()],
+    is_async=True,  # a GPU copy suspends until its stream event
+)
+NotDifferentiable("_DeviceCopy")
+
+
+@DeviceCopy.kernel()
+async def _device_copy(ctx, x):
+    if x is DEAD:
+        return x
+    if ctx.attrs["to_host"]:
+        return await ctx.device.copy_to_host(x)
+    return await ctx.device.copy_from_host(x)
 
 
 class _Lossy:

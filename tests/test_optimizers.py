@@ -314,7 +314,7 @@ def test_float64_kernel():
 
 
 def _varref(sess, name):
-    return sess._resource_mgr("").lookup("", name)
+    return sess._devices[0].resource_mgr.lookup("", name)
 
 
 def test_update_is_in_place_and_fetched_values_never_change():

@@ -28,7 +28,7 @@ def _var(value, dtype=None, name="v", validate_shape=True):
 
 
 def _varref(sess, name="v"):
-    return sess._resource_mgr("").lookup("", name)
+    return sess._devices[0].resource_mgr.lookup("", name)
 
 
 # -- reads and initialisation --------------------------------------------------------------
