@@ -88,6 +88,7 @@ from asyncflow.ops import partition_ops as _partition_ops  # noqa: E402
 from asyncflow.ops import random_ops as _random_ops  # noqa: E402
 from asyncflow.ops import reader_ops as _reader_ops  # noqa: E402
 from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
+from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
 from asyncflow.ops import scatter_nd_ops as _scatter_nd_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
@@ -121,6 +122,7 @@ for _m in (
     _functional_ops,
     _tensor_array_ops,
     _data_flow_ops,
+    _sequence_ops,
 ):
     _reexport(_m)
 del _m

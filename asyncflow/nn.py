@@ -1,12 +1,22 @@
 """`af.nn`: neural-network ops (TF1's `tf.nn`)."""
 
 from asyncflow import rnn_cell
-from asyncflow.ops import conv_ops, conv_pool_nd, nn_impl, nn_ops, pooling_ops
+from asyncflow.ops import (
+    candidate_sampling_ops,
+    conv_ops,
+    conv_pool_nd,
+    nn_impl,
+    nn_ops,
+    pooling_ops,
+)
 from asyncflow.ops.math_ops import sigmoid, tanh
+from asyncflow.ops.sequence_ops import sequence_mask
 from asyncflow.rnn import dynamic_rnn, static_rnn
+from asyncflow.rnn_bidirectional import bidirectional_dynamic_rnn, static_bidirectional_rnn
 
 __all__ = ["sigmoid", "tanh", "rnn_cell", "dynamic_rnn", "static_rnn"]
-for _m in (nn_ops, conv_ops, pooling_ops, conv_pool_nd, nn_impl):
+__all__ += ["sequence_mask", "bidirectional_dynamic_rnn", "static_bidirectional_rnn"]
+for _m in (nn_ops, conv_ops, pooling_ops, conv_pool_nd, nn_impl, candidate_sampling_ops):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
         __all__.append(_name)

@@ -3,6 +3,7 @@
 from asyncflow.ops import (  # noqa: F401
     array_ops,
     barrier_ops,
+    candidate_sampling_ops,
     cast_ops,
     check_ops,
     control_flow_contexts,
@@ -29,6 +30,7 @@ from asyncflow.ops import (  # noqa: F401
     random_ops,
     reader_ops,
     reduction_ops,
+    sequence_ops,
     scatter_nd_ops,
     sendrecv_ops,
     slicing_ops,

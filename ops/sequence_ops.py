@@ -1,0 +1,120 @@
+"""Ops over variable-length sequences: ReverseSequence (`tf.reverse_sequence`) and
+`tf.sequence_mask`, which the bidirectional RNNs build on."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes, errors
+from asyncflow import graph as ops
+from asyncflow.ops import array_ops, cast_ops, math_ops, reduction_ops
+from asyncflow.registry import ANY, INDEX, register_op
+
+__all__ = ["reverse_sequence", "sequence_mask"]
+
+
+def _reverse_sequence_shape(op):
+    x, lengths = op.inputs
+    lengths.shape.with_rank(1)
+    return [x.shape]
+
+
+ReverseSequence = register_op(
+    "ReverseSequence",
+    inputs=["input: T", "seq_lengths: Tlen"],
+    outputs=["output: T"],
+    attrs={"seq_dim": 0, "batch_dim": 0, "T": ANY, "Tlen": INDEX.with_default("int64")},
+    shape_fn=_reverse_sequence_shape,
+)
+
+
+@ReverseSequence.kernel("CPU")
+async def _reverse_sequence(ctx, x, lengths):
+    x, lengths = np.asarray(x), np.asarray(lengths)
+    seq_dim, batch_dim = ctx.attrs["seq_dim"], ctx.attrs["batch_dim"]
+    if not (0 <= batch_dim < x.ndim and 0 <= seq_dim < x.ndim) or seq_dim == batch_dim:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Invalid seq_dim {seq_dim} / batch_dim {batch_dim} for input of rank {x.ndim}",
+        )
+    if lengths.shape != (x.shape[batch_dim],):
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Length of seq_lengths != input.dims({batch_dim}), "
+            f"({lengths.shape[0] if lengths.ndim else lengths} vs. {x.shape[batch_dim]})",
+        )
+    if (lengths < 0).any() or (lengths > x.shape[seq_dim]).any():
+        bad = int(np.flatnonzero((lengths < 0) | (lengths > x.shape[seq_dim]))[0])
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"seq_lens({bad}) > input.dims({seq_dim})"
+            if lengths[bad] >= 0
+            else f"seq_lens({bad}) < 0",
+        )
+    # One gather along seq_dim: position t of row b reads L_b - 1 - t when t < L_b.
+    t = np.arange(x.shape[seq_dim])
+    src = np.where(t[None, :] < lengths[:, None], lengths[:, None] - 1 - t[None, :], t[None, :])
+    shape = [1] * x.ndim
+    shape[batch_dim], shape[seq_dim] = src.shape
+    if batch_dim > seq_dim:
+        src = src.T
+    return np.take_along_axis(x, src.reshape(shape), axis=seq_dim)
+
+
+@ReverseSequence.gradient
+def _reverse_sequence_grad(op, grad):
+    return [
+        reverse_sequence(grad, op.inputs[1], op.get_attr("seq_dim"), op.get_attr("batch_dim")),
+        None,
+    ]
+
+
+def reverse_sequence(
+    input,
+    seq_lengths,
+    seq_axis=None,
+    batch_axis=None,
+    name=None,  # noqa: A002
+    seq_dim=None,
+    batch_dim=None,
+):
+    """Reverse the first `seq_lengths[b]` entries along `seq_axis` of each slice `b` along
+    `batch_axis`; the rest stay in place.
+
+    Raises:
+      InvalidArgumentError (at run time): a length below 0 or beyond the sequence.
+    """
+    seq_axis = seq_dim if seq_axis is None else seq_axis
+    batch_axis = (batch_dim if batch_dim is not None else 0) if batch_axis is None else batch_axis
+    if seq_axis is None:
+        raise ValueError("reverse_sequence needs seq_axis")
+    x = ops.convert_to_tensor(input, name="input")
+    rank = x.shape.ndims
+    if rank is not None:
+        seq_axis, batch_axis = seq_axis % rank, batch_axis % rank
+    return ops.apply_op(
+        "ReverseSequence",
+        [x, seq_lengths],
+        {"seq_dim": int(seq_axis), "batch_dim": int(batch_axis)},
+        name=name,
+    ).outputs[0]
+
+
+def sequence_mask(lengths, maxlen=None, dtype=dtypes.bool, name=None):
+    """`mask[i, ..., j] = j < lengths[i, ...]` over a last axis of `maxlen` (default
+    max(lengths))."""
+    with ops.name_scope(name, "SequenceMask", [lengths, maxlen]):
+        lengths = ops.convert_to_tensor(lengths)
+        if maxlen is None:
+            maxlen = reduction_ops.reduce_max(lengths, name="maxlen")
+        maxlen = ops.convert_to_tensor(maxlen, dtype=lengths.dtype)
+        row = reduction_ops.range(
+            array_ops.constant(0, lengths.dtype), maxlen, array_ops.constant(1, lengths.dtype)
+        )
+        mask = math_ops.less(row, array_ops.expand_dims(lengths, -1))
+        if dtypes.as_dtype(dtype) == dtypes.bool:
+            return mask
+        return cast_ops.cast(mask, dtype)
