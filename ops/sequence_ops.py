@@ -28,9 +28,10 @@ ReverseSequence = register_op(
 )
 
 
-@ReverseSequence.kernel("CPU")
+@ReverseSequence.kernel(host_memory=("seq_lengths",))
 async def _reverse_sequence(ctx, x, lengths):
-    x, lengths = np.asarray(x), np.asarray(lengths)
+    xp = ctx.xp
+    lengths = np.asarray(lengths)
     seq_dim, batch_dim = ctx.attrs["seq_dim"], ctx.attrs["batch_dim"]
     if not (0 <= batch_dim < x.ndim and 0 <= seq_dim < x.ndim) or seq_dim == batch_dim:
         raise errors.InvalidArgumentError(
@@ -45,15 +46,11 @@ async def _reverse_sequence(ctx, x, lengths):
             f"Length of seq_lengths != input.dims({batch_dim}), "
             f"({lengths.shape[0] if lengths.ndim else lengths} vs. {x.shape[batch_dim]})",
         )
-    if (lengths < 0).any() or (lengths > x.shape[seq_dim]).any():
-        bad = int(np.flatnonzero((lengths < 0) | (lengths > x.shape[seq_dim]))[0])
-        raise errors.InvalidArgumentError(
-            None,
-            None,
-            f"seq_lens({bad}) > input.dims({seq_dim})"
-            if lengths[bad] >= 0
-            else f"seq_lens({bad}) < 0",
-        )
+    bad = np.flatnonzero((lengths < 0) | (lengths > x.shape[seq_dim]))
+    if bad.size:
+        b = int(bad[0])
+        msg = f"seq_lens({b}) < 0" if lengths[b] < 0 else f"seq_lens({b}) > input.dims({seq_dim})"
+        raise errors.InvalidArgumentError(None, None, msg)
     # One gather along seq_dim: position t of row b reads L_b - 1 - t when t < L_b.
     t = np.arange(x.shape[seq_dim])
     src = np.where(t[None, :] < lengths[:, None], lengths[:, None] - 1 - t[None, :], t[None, :])
@@ -61,7 +58,7 @@ async def _reverse_sequence(ctx, x, lengths):
     shape[batch_dim], shape[seq_dim] = src.shape
     if batch_dim > seq_dim:
         src = src.T
-    return np.take_along_axis(x, src.reshape(shape), axis=seq_dim)
+    return xp.take_along_axis(x, xp.asarray(src.reshape(shape)), axis=seq_dim)
 
 
 @ReverseSequence.gradient
