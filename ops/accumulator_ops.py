@@ -385,7 +385,8 @@ def _make_acc_op(op_type, cls):
     )
     NotDifferentiable(op_type)
 
-    @op_def.kernel("CPU", "GPU")
+    # Accumulators and mutexes are host objects: CPU kernels only.
+    @op_def.kernel("CPU")
     async def _acc_kernel(ctx):
         a = ctx.attrs
         name = a["shared_name"] or ctx.op.name
@@ -461,36 +462,36 @@ NumAccSparse = _reg(
 SetStepSparse = _reg("AccumulatorSetGlobalStep", ["handle: string", "new_global_step: int64"])
 
 
-@ApplyDense.kernel("CPU", "GPU")
+@ApplyDense.kernel("CPU")
 async def _apply_dense(ctx, handle, local_step, grad):
     _resource(handle, DenseAccumulator).apply(np.asarray(grad), int(local_step))
 
 
-@TakeDense.kernel("CPU", "GPU")
+@TakeDense.kernel("CPU")
 async def _take_dense(ctx, handle, num_required):
     acc = _resource(handle, DenseAccumulator)
     return await acc.take(int(num_required), _on_take(acc))
 
 
-@NumAcc.kernel("CPU", "GPU")
-@NumAccSparse.kernel("CPU", "GPU")
+@NumAcc.kernel("CPU")
+@NumAccSparse.kernel("CPU")
 async def _num_accumulated(ctx, handle):
     return np.int32(_resource(handle, _Accumulator).count)
 
 
-@SetStep.kernel("CPU", "GPU")
-@SetStepSparse.kernel("CPU", "GPU")
+@SetStep.kernel("CPU")
+@SetStepSparse.kernel("CPU")
 async def _set_global_step(ctx, handle, step):
     _resource(handle, _Accumulator).set_global_step(int(step))
 
 
-@ApplySparse.kernel("CPU", "GPU")
+@ApplySparse.kernel("CPU")
 async def _apply_sparse(ctx, handle, local_step, indices, values, shape):
     acc = _resource(handle, SparseAccumulator)
     acc.apply(indices, values, shape, ctx.attrs["has_known_shape"], int(local_step))
 
 
-@TakeSparse.kernel("CPU", "GPU")
+@TakeSparse.kernel("CPU")
 async def _take_sparse(ctx, handle, num_required):
     acc = _resource(handle, SparseAccumulator)
     return await acc.take(int(num_required), _on_take(acc))
@@ -759,13 +760,13 @@ ConsumeMutexLock = _reg("ConsumeMutexLock", ["mutex_lock: string"], shape_fn=lam
 NotDifferentiable("MutexV2")
 
 
-@MutexV2.kernel("CPU", "GPU")
+@MutexV2.kernel("CPU")
 async def _mutex_v2(ctx):
     name = ctx.attrs["shared_name"] or ctx.op.name
     return _lookup(ctx, lambda: MutexResource(name)).handle
 
 
-@MutexLock.kernel("CPU", "GPU")
+@MutexLock.kernel("CPU")
 async def _mutex_lock(ctx, handle):
     token = await _resource(handle, MutexResource).acquire()
     sctx = current_step()
@@ -774,7 +775,7 @@ async def _mutex_lock(ctx, handle):
     return _obj0(token)
 
 
-@ConsumeMutexLock.kernel("CPU", "GPU")
+@ConsumeMutexLock.kernel("CPU")
 async def _consume_mutex_lock(ctx, lock):
     _resource(lock, _LockToken).release()
 

@@ -483,7 +483,8 @@ for _t in (
     NotDifferentiable(_t)
 
 
-@BarrierOp.kernel("CPU", "GPU")
+# Barriers are host objects (TF registers their kernels on CPU only).
+@BarrierOp.kernel("CPU")
 async def _barrier(ctx):
     a = ctx.attrs
     if a["capacity"] != -1:
@@ -556,12 +557,12 @@ def _on_take(b, op=None):
     return lambda items: sctx.on_failure(_Undo(b, items, op))
 
 
-@BarrierInsertMany.kernel("CPU", "GPU")
+@BarrierInsertMany.kernel("CPU")
 async def _insert_many(ctx, handle, keys, values):
     _barrier_of(handle).insert_many(ctx.attrs["component_index"], keys, values)
 
 
-@BarrierTakeMany.kernel("CPU", "GPU")
+@BarrierTakeMany.kernel("CPU")
 async def _take_many(ctx, handle, num_elements):
     b = _barrier_of(handle)
     a = ctx.attrs
@@ -586,17 +587,17 @@ async def _take_many(ctx, handle, num_elements):
     return tuple(out)
 
 
-@BarrierClose.kernel("CPU", "GPU")
+@BarrierClose.kernel("CPU")
 async def _close(ctx, handle):
     _barrier_of(handle).close(ctx.attrs["cancel_pending_enqueues"])
 
 
-@BarrierReadySize.kernel("CPU", "GPU")
+@BarrierReadySize.kernel("CPU")
 async def _ready_size(ctx, handle):
     return np.int32(_barrier_of(handle).ready_size())
 
 
-@BarrierIncompleteSize.kernel("CPU", "GPU")
+@BarrierIncompleteSize.kernel("CPU")
 async def _incomplete_size(ctx, handle):
     return np.int32(_barrier_of(handle).incomplete_size())
 

@@ -16,6 +16,7 @@ from asyncflow import graph as ops
 from asyncflow.ops import control_flow_ordering
 from asyncflow.ops.control_flow_ordering import _take_scope_name
 from asyncflow.ops.logging_ops import summarize_value
+from asyncflow.ops.math_helpers import to_host
 from asyncflow.registry import FLOATING, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = [
@@ -52,11 +53,11 @@ CheckNumerics = register_op(
 )
 
 
-@CheckNumerics.kernel("CPU", "GPU")
+@CheckNumerics.kernel()
 async def _check_numerics(ctx, x):
     xp = ctx.xp
-    has_inf = bool(xp.isinf(x).any())
-    has_nan = bool(xp.isnan(x).any())
+    has_inf = bool(to_host(xp, xp.isinf(x).any()))
+    has_nan = bool(to_host(xp, xp.isnan(x).any()))
     if has_inf or has_nan:
         status = "Inf and NaN" if has_inf and has_nan else ("Inf" if has_inf else "NaN")
         raise errors.InvalidArgumentError(

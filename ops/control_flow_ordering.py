@@ -19,7 +19,7 @@ __all__ = ["no_op", "group", "tuple", "with_dependencies"]
 NoOp = register_op("NoOp", shape_fn=lambda op: [])
 
 
-@NoOp.kernel("CPU", "GPU")
+@NoOp.kernel()
 async def _no_op(ctx):
     return None
 

@@ -85,12 +85,14 @@ CONTROL_FLOW_OPS = frozenset(
 )
 
 
-@Switch.kernel("CPU", "GPU")
+# The predicate, Merge's value_index and LoopCond's boolean are read by the executor on
+# the host (TF's HostMemory), wherever the data lives.
+@Switch.kernel(host_memory=("pred",))
 async def _switch(ctx, data, pred):
     return (DEAD, data) if bool(pred) else (data, DEAD)
 
 
-@Merge.kernel("CPU", "GPU")
+@Merge.kernel(host_memory=("value_index",))
 async def _merge(ctx, *inputs):
     # The frame executor calls Merge with exactly the live input and its index.
     for i, x in enumerate(inputs):
@@ -103,11 +105,12 @@ async def _forward(ctx, x):
     return x
 
 
-for _op in (Enter, Exit, NextIteration, LoopCond):
-    _op.kernel("CPU", "GPU")(_forward)
+for _op in (Enter, Exit, NextIteration):
+    _op.kernel()(_forward)
+LoopCond.kernel(host_memory=("input", "output"))(_forward)
 
 
-@ControlTrigger.kernel("CPU", "GPU")
+@ControlTrigger.kernel()
 async def _control_trigger(ctx):
     return None
 

@@ -82,13 +82,15 @@ StackCloseV2 = register_op(
 )
 
 
-@StackV2.kernel("CPU", "GPU")
+# Generic: a stack holds its elements where they were pushed; handles and sizes stay in
+# host memory (TF's HostMemory).
+@StackV2.kernel(host_memory=("max_size", "handle"))
 async def _stack_v2(ctx, max_size):
     name = ctx.attrs["stack_name"] or ctx.op.name
     return handle_value(_Stack(name, ctx.attrs["elem_type"], int(max_size)))
 
 
-@StackPushV2.kernel("CPU", "GPU")
+@StackPushV2.kernel(host_memory=("handle",))
 async def _stack_push_v2(ctx, handle, elem):
     stack = handle_object(handle, _Stack, "stack")
     if stack.closed:
@@ -103,7 +105,7 @@ async def _stack_push_v2(ctx, handle, elem):
     return elem
 
 
-@StackPopV2.kernel("CPU", "GPU")
+@StackPopV2.kernel(host_memory=("handle",))
 async def _stack_pop_v2(ctx, handle):
     stack = handle_object(handle, _Stack, "stack")
     if stack.closed:
@@ -117,7 +119,7 @@ async def _stack_pop_v2(ctx, handle):
     return stack.items.pop()
 
 
-@StackCloseV2.kernel("CPU", "GPU")
+@StackCloseV2.kernel(host_memory=("handle",))
 async def _stack_close_v2(ctx, handle):
     stack = handle_object(handle, _Stack, "stack")
     stack.closed = True

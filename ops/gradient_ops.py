@@ -21,6 +21,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.strided_slice_spec import SliceError, slice_masks, strided_slice_spec
 from asyncflow.registry import ANY, INDEX, NUMERIC, NotDifferentiable, register_op
 
@@ -56,8 +57,8 @@ PreventGradient = register_op(
 )  # fmt: skip
 
 
-@StopGradient.kernel("CPU", "GPU")
-@PreventGradient.kernel("CPU", "GPU")
+@StopGradient.kernel()
+@PreventGradient.kernel()
 async def _identity(ctx, x):
     return x
 
@@ -109,7 +110,7 @@ BroadcastGradientArgs = register_op(
 )  # fmt: skip
 
 
-@BroadcastGradientArgs.kernel("CPU", "GPU")
+@BroadcastGradientArgs.kernel(host_memory=("s0", "s1", "r0", "r1"))
 async def _broadcast_gradient_args(ctx, s0, s1):
     s0, s1 = np.asarray(s0), np.asarray(s1)
     if s0.ndim != 1 or s1.ndim != 1:
@@ -144,17 +145,18 @@ UnsortedSegmentSum = register_op(
 )
 
 
-def _segment_sum_value(data, ids, n):
-    out = np.zeros((n,) + data.shape[ids.ndim :], dtype=data.dtype)
+def _segment_sum_value(xp, data, ids, n):
+    out = xp.zeros((n,) + data.shape[ids.ndim :], dtype=data.dtype)
     keep = ids >= 0  # TF drops negative ids
     flat_ids = ids[keep]
-    np.add.at(out, flat_ids, data[keep])
+    xp.add.at(out, flat_ids, data[keep])
     return out
 
 
-@UnsortedSegmentSum.kernel("CPU", "GPU")
+@UnsortedSegmentSum.kernel(host_memory=("num_segments",))
 async def _unsorted_segment_sum(ctx, data, segment_ids, num_segments):
-    data, ids = np.asarray(data), np.asarray(segment_ids)
+    xp = ctx.xp
+    data, ids = xp.asarray(data), xp.asarray(segment_ids)
     if np.ndim(num_segments) != 0:
         raise _invalid(
             f"num_segments should be a scalar, not shape {_shape_str(np.shape(num_segments))}"
@@ -168,13 +170,14 @@ async def _unsorted_segment_sum(ctx, data, segment_ids, num_segments):
             f"{_shape_str(ids.shape)}"
         )
     bad = ids >= n
-    if bad.any():
-        i = int(np.argwhere(bad.reshape(-1))[0][0])
+    if to_host(xp, bad.any()):
+        ids = to_host(xp, ids)
+        i = int(np.argwhere(ids.reshape(-1) >= n)[0][0])
         raise _invalid(f"segment_ids[{i}] = {int(ids.reshape(-1)[i])} is out of range [0, {n})")
     ctx.device.check_alloc(
         n * int(np.prod(data.shape[ids.ndim :], dtype=np.int64)), ctx.attrs["T"]
     )
-    return await ctx.device.compute(_segment_sum_value, data, ids, n)
+    return await ctx.device.compute(_segment_sum_value, xp, data, ids, n)
 
 
 @UnsortedSegmentSum.gradient
@@ -222,7 +225,7 @@ StridedSliceGrad = register_op(
 )
 
 
-@StridedSliceGrad.kernel("CPU", "GPU")
+@StridedSliceGrad.kernel(host_memory=("shape", "begin", "end", "strides"))
 async def _strided_slice_grad(ctx, shape_, begin, end, strides, dy):
     dims = [int(d) for d in np.asarray(shape_).reshape(-1)]
     ctx.device.check_alloc(math.prod(int(d) for d in dims), ctx.attrs["T"])
@@ -232,10 +235,10 @@ async def _strided_slice_grad(ctx, shape_, begin, end, strides, dy):
         )
     except SliceError as e:
         raise _invalid(str(e)) from None
-    dy = np.asarray(dy)
+    dy = ctx.xp.asarray(dy)
     if list(dy.shape) != final:
         raise _invalid(f"shape of dy was {_shape_str(dy.shape)} instead of {_shape_str(final)}")
-    out = np.zeros(dims, dtype=dy.dtype)
+    out = ctx.xp.zeros(dims, dtype=dy.dtype)
     index = []
     for b, e, st, shrink, size in canon:
         if shrink:
@@ -260,31 +263,31 @@ MirrorPadGrad = register_op(
 )  # fmt: skip
 
 
-def _mirror_pad_grad_value(g, pads, mode):
-    g = np.array(g, copy=True)
+def _mirror_pad_grad_value(xp, g, pads, mode):
+    g = xp.array(g, copy=True)
     offset = 1 if mode == "REFLECT" else 0
     for axis, (lo, hi) in enumerate(pads):
-        g = np.moveaxis(g, axis, 0)
+        g = xp.moveaxis(g, axis, 0)
         n = g.shape[0] - lo - hi
         core = g[lo : lo + n].copy()
         for i in range(lo):  # padded row i mirrors core row lo - i - 1 + offset
             core[lo - 1 - i + offset] += g[i]
         for i in range(hi):
             core[n - 1 - i - offset] += g[lo + n + i]
-        g = np.moveaxis(core, 0, axis)
+        g = xp.moveaxis(core, 0, axis)
     return g
 
 
-@MirrorPadGrad.kernel("CPU", "GPU")
+@MirrorPadGrad.kernel(host_memory=("paddings",))
 async def _mirror_pad_grad(ctx, g, paddings):
-    g, paddings = np.asarray(g), np.asarray(paddings)
+    g, paddings = ctx.xp.asarray(g), np.asarray(paddings)
     if paddings.shape != (g.ndim, 2):
         raise _invalid(f"paddings must be a matrix with 2 columns: {_shape_str(paddings.shape)}")
     pads = [(int(lo), int(hi)) for lo, hi in paddings.tolist()]
     for d, (lo, hi) in zip(g.shape, pads):
         if lo < 0 or hi < 0 or lo + hi > d:
             raise _invalid(f"Paddings must be non-negative and fit the input: {lo} {hi} {d}")
-    return await ctx.device.compute(_mirror_pad_grad_value, g, pads, ctx.attrs["mode"])
+    return await ctx.device.compute(_mirror_pad_grad_value, ctx.xp, g, pads, ctx.attrs["mode"])
 
 
 @MirrorPadGrad.gradient
@@ -317,7 +320,7 @@ def _cumulative_op(op_type: str, fn_name: str):
         shape_fn=_same_shape,
     )  # fmt: skip
 
-    @op_def.kernel("CPU", "GPU")
+    @op_def.kernel(host_memory=("axis",))
     async def _kernel(ctx, x, axis):
         x = ctx.xp.asarray(x)
         if np.ndim(axis) != 0:

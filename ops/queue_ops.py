@@ -69,7 +69,8 @@ def _register_queue_op(op_type, extra_attrs, factory):
     )
     NotDifferentiable(op_type)
 
-    @op_def.kernel("CPU", "GPU")
+    # Queues are host objects (TF registers its queue kernels on CPU only).
+    @op_def.kernel("CPU")
     async def _queue_kernel(ctx):
         a = ctx.attrs
         name = a["shared_name"] or ctx.op.name
@@ -333,14 +334,14 @@ QueueEnqueueManyV2 = register_op(
 )
 
 
-@QueueEnqueueV2.kernel("CPU", "GPU")
+@QueueEnqueueV2.kernel("CPU")
 async def _enqueue(ctx, handle, *components):
     q = _queue(handle)
     elem = tuple(_check_components(q, components, batch=False))
     await q.put([elem], _on_commit(ctx))
 
 
-@QueueEnqueueManyV2.kernel("CPU", "GPU")
+@QueueEnqueueManyV2.kernel("CPU")
 async def _enqueue_many(ctx, handle, *components):
     q = _queue(handle)
     comps = _check_components(q, components, batch=True)
@@ -391,7 +392,7 @@ def _check_outputs(ctx, q):
         )
 
 
-@QueueDequeueV2.kernel("CPU", "GPU")
+@QueueDequeueV2.kernel("CPU")
 async def _dequeue(ctx, handle):
     q = _queue(handle)
     if len(ctx.attrs["component_types"]) != len(q.dtypes):
@@ -442,12 +443,12 @@ async def _dequeue_n(ctx, handle, n, allow_small, op_name):
     return out[0] if len(out) == 1 else tuple(out)
 
 
-@QueueDequeueManyV2.kernel("CPU", "GPU")
+@QueueDequeueManyV2.kernel("CPU")
 async def _dequeue_many(ctx, handle, n):
     return await _dequeue_n(ctx, handle, n, False, "DequeueManyOp")
 
 
-@QueueDequeueUpToV2.kernel("CPU", "GPU")
+@QueueDequeueUpToV2.kernel("CPU")
 async def _dequeue_up_to(ctx, handle, n):
     return await _dequeue_n(ctx, handle, n, True, "DequeueUpToOp")
 
@@ -486,17 +487,17 @@ for _t in (
     NotDifferentiable(_t)
 
 
-@QueueCloseV2.kernel("CPU", "GPU")
+@QueueCloseV2.kernel("CPU")
 async def _close(ctx, handle):
     _queue(handle).close(ctx.attrs["cancel_pending_enqueues"])
 
 
-@QueueSizeV2.kernel("CPU", "GPU")
+@QueueSizeV2.kernel("CPU")
 async def _size(ctx, handle):
     return np.int32(_queue(handle).size())
 
 
-@QueueIsClosedV2.kernel("CPU", "GPU")
+@QueueIsClosedV2.kernel("CPU")
 async def _is_closed(ctx, handle):
     return np.bool_(_queue(handle).is_closed())
 

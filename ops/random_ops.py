@@ -5,7 +5,9 @@ in by `random_seed.get_seed`.  Each op keeps its own NumPy `Generator(Philox)` i
 `ctx.kernel_state`, made on its first run: keyed by (seed, seed2) when either is set,
 so a fresh session of the same program draws the same numbers, and from OS entropy
 otherwise.  Successive runs of one op continue its stream, so they differ.  TF's exact
-bits are not reproduced, only its seeding rules.
+bits are not reproduced, only its seeding rules.  The kernels are generic: numbers are
+drawn on the host and copied to the kernel's device, so a seeded program draws the same
+numbers on every device (shape, minval and maxval stay in host memory).
 
 The float builders scale and shift the raw op with math ops, as TF does, so the raw
 op is `<name>/RandomUniform` and the returned tensor is `<name>:0`.
@@ -117,7 +119,7 @@ def _draw_uniform(gen, shape, np_dtype):
     return np.minimum(out, np.nextafter(np_dtype(1), np_dtype(0)))
 
 
-@RandomUniform.kernel("CPU", "GPU")
+@RandomUniform.kernel(host_memory=("shape",))
 async def _random_uniform(ctx, shape):
     shape = _make_shape(shape)
     return await _draw(ctx, _draw_uniform, shape, ctx.attrs["dtype"])
@@ -139,7 +141,7 @@ def _draw_normal(gen, shape, np_dtype):
     return _floats(lambda g, s, d: g.standard_normal(s, dtype=d), gen, shape, np_dtype)
 
 
-@RandomStandardNormal.kernel("CPU", "GPU")
+@RandomStandardNormal.kernel(host_memory=("shape",))
 async def _random_standard_normal(ctx, shape):
     shape = _make_shape(shape)
     return await _draw(ctx, _draw_normal, shape, ctx.attrs["dtype"])
@@ -167,7 +169,7 @@ def _draw_truncated(gen, shape, np_dtype):
     return out.astype(np_dtype)
 
 
-@TruncatedNormal.kernel("CPU", "GPU")
+@TruncatedNormal.kernel(host_memory=("shape",))
 async def _truncated_normal(ctx, shape):
     shape = _make_shape(shape)
     return await _draw(ctx, _draw_truncated, shape, ctx.attrs["dtype"])
@@ -193,7 +195,7 @@ RandomUniformInt = register_op(
 )
 
 
-@RandomUniformInt.kernel("CPU", "GPU")
+@RandomUniformInt.kernel(host_memory=("shape", "minval", "maxval"))
 async def _random_uniform_int(ctx, shape, minval, maxval):
     shape = _make_shape(shape)
     minval, maxval = _host(minval), _host(maxval)
@@ -224,7 +226,7 @@ RandomShuffle = register_op(
 )
 
 
-@RandomShuffle.kernel("CPU", "GPU")
+@RandomShuffle.kernel()
 async def _random_shuffle(ctx, value):
     value = ctx.xp.asarray(value)
     if value.ndim == 0 or value.shape[0] <= 1:

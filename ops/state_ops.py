@@ -217,7 +217,9 @@ VariableV2 = register_op(
 NotDifferentiable("VariableV2")
 
 
-@VariableV2.kernel("CPU", "GPU")
+# Variable kernels are CPU kernels: VarRef keeps and updates NumPy buffers.  On a device
+# without them, soft placement puts a variable and its colocated updates on a CPU.
+@VariableV2.kernel("CPU")
 async def _variable_v2(ctx):
     attrs = ctx.attrs
     container = attrs["container"]
@@ -265,7 +267,7 @@ Assign = register_op(
 NotDifferentiable("Assign")
 
 
-@Assign.kernel("CPU", "GPU")
+@Assign.kernel("CPU")
 async def _assign(ctx, ref, value):
     ref.assign(value, ctx.attrs["validate_shape"])
     return ref.value
@@ -299,7 +301,7 @@ def _register_assign_update(op_type: str, ufunc):
     )
     NotDifferentiable(op_type)
 
-    @op_def.kernel("CPU", "GPU")
+    @op_def.kernel("CPU")
     async def _kernel(ctx, ref, value):
         ref.apply_ufunc(ufunc, value)
         return ref.value
@@ -402,7 +404,7 @@ def _register_scatter(op_type: str, apply, numeric: bool, allowed=None):
     )
     NotDifferentiable(op_type)
 
-    @op_def.kernel("CPU", "GPU")
+    @op_def.kernel("CPU")
     async def _kernel(ctx, ref, indices, updates):
         params = ref.read()
         indices, updates = np.asarray(indices), np.asarray(updates)
@@ -471,7 +473,7 @@ IsVariableInitialized = register_op(
 NotDifferentiable("IsVariableInitialized")
 
 
-@IsVariableInitialized.kernel("CPU", "GPU")
+@IsVariableInitialized.kernel("CPU")
 async def _is_variable_initialized(ctx, ref):
     return np.bool_(ref.value is not None)
 
@@ -498,7 +500,7 @@ VariableInitializedValue = register_op(
 NotDifferentiable("VariableInitializedValue")
 
 
-@VariableInitializedValue.kernel("CPU", "GPU")
+@VariableInitializedValue.kernel("CPU")
 async def _variable_initialized_value(ctx, ref, initial):
     return initial if ref.value is None else ref.value
 

@@ -9,6 +9,10 @@ immutable Python views (handle, flow); `write` returns a new view.
 Gradients go to a gradient TensorArray per (forward array, gradient source); writes to
 a gradient array add up (an element read twice gets both gradients), and reading an
 unwritten gradient element gives zeros.
+
+The kernels are generic: elements live on the array's device (`xp`, the array module
+of the device that created it); handles, flows, indices, sizes and lengths stay in host
+memory (TF's HostMemory).
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ class _TensorArray:
         clear_after_read,
         identical_element_shapes,
         is_grad=False,
+        xp=np,
     ):
+        self.xp = xp  # the array module of the device holding the elements
         self.name = name
         self.dtype = dtype
         self.values: list = [None] * size
@@ -74,7 +80,7 @@ class _TensorArray:
                     f"is: {size}"
                 )
             self.values.extend([None] * (index + 1 - size))
-        value = np.asarray(value)
+        value = self.xp.asarray(value)
         if self.identical:
             if not self.element_shape.is_compatible_with(value.shape):
                 es = self.element_shape
@@ -111,7 +117,7 @@ class _TensorArray:
                     "previous read (perhaps try setting clear_after_read = false?)."
                 )
             if self.element_shape.is_fully_defined():
-                return np.zeros(self.element_shape.as_list(), self.dtype.as_numpy_dtype)
+                return self.xp.zeros(self.element_shape.as_list(), self.dtype.as_numpy_dtype)
             raise _invalid(
                 f"Could not read from TensorArray index {index}.  Furthermore, the element "
                 f"shape is not fully defined: {self.element_shape}.  It is possible you are "
@@ -231,7 +237,7 @@ TensorArrayCloseV3 = register_op(
 _FLOW = np.float32(0.0)
 
 
-@TensorArrayV3.kernel("CPU", "GPU")
+@TensorArrayV3.kernel(host_memory=("size", "handle", "flow"))
 async def _tensor_array_v3(ctx, size):
     a = ctx.attrs
     size = int(size)
@@ -248,11 +254,12 @@ async def _tensor_array_v3(ctx, size):
         a["dynamic_size"],
         a["clear_after_read"],
         a["identical_element_shapes"],
+        xp=ctx.xp,
     )
     return handle_value(ta), _FLOW
 
 
-@TensorArrayGradV3.kernel("CPU", "GPU")
+@TensorArrayGradV3.kernel(host_memory=("handle", "flow_in", "grad_handle", "flow_out"))
 async def _tensor_array_grad_v3(ctx, handle, flow):
     ta = _ta(handle)
     ta.check_open()
@@ -268,17 +275,18 @@ async def _tensor_array_grad_v3(ctx, handle, flow):
             False,
             ta.identical,
             is_grad=True,
+            xp=ta.xp,
         )
     return handle_value(g), _FLOW
 
 
-@TensorArrayWriteV3.kernel("CPU", "GPU")
+@TensorArrayWriteV3.kernel(host_memory=("handle", "index", "flow_in", "flow_out"))
 async def _tensor_array_write_v3(ctx, handle, index, value, flow):
     _ta(handle).write(int(index), value)
     return _FLOW
 
 
-@TensorArrayReadV3.kernel("CPU", "GPU")
+@TensorArrayReadV3.kernel(host_memory=("handle", "index", "flow_in"))
 async def _tensor_array_read_v3(ctx, handle, index, flow):
     return _ta(handle).read(int(index))
 
@@ -292,9 +300,10 @@ def _zero_shape(ta, values):
     return None
 
 
-@TensorArrayGatherV3.kernel("CPU", "GPU")
+@TensorArrayGatherV3.kernel(host_memory=("handle", "indices", "flow_in"))
 async def _tensor_array_gather_v3(ctx, handle, indices, flow):
     ta = _ta(handle)
+    xp = ta.xp
     indices = np.asarray(indices).reshape(-1)
     if len(indices) == 0:
         es = ctx.attrs["element_shape"]
@@ -305,14 +314,14 @@ async def _tensor_array_gather_v3(ctx, handle, indices, flow):
                 f"{es} is not fully defined. Currently only static shapes are supported "
                 "when packing zero-size TensorArrays."
             )
-        return np.zeros([0] + es.as_list(), ta.dtype.as_numpy_dtype)
+        return xp.zeros([0] + es.as_list(), ta.dtype.as_numpy_dtype)
     if ta.is_grad:  # unwritten gradient elements are zeros
         shape = _zero_shape(ta, ta.values)
         values = []
         for i in indices:
             i = int(i)
             if 0 <= i < len(ta.values) and ta.values[i] is None and shape is not None:
-                values.append(np.zeros(shape, ta.dtype.as_numpy_dtype))
+                values.append(xp.zeros(shape, ta.dtype.as_numpy_dtype))
             else:
                 values.append(ta.read(i))
     else:
@@ -324,27 +333,28 @@ async def _tensor_array_gather_v3(ctx, handle, indices, flow):
                 f"TensorArray has inconsistent shapes.  Index 0 has shape: {_shape_str(first)} "
                 f"but index {i} has shape: {_shape_str(v.shape)}"
             )
-    return np.stack(values).astype(ta.dtype.as_numpy_dtype, copy=False)
+    return xp.stack(values).astype(ta.dtype.as_numpy_dtype, copy=False)
 
 
-@TensorArrayScatterV3.kernel("CPU", "GPU")
+@TensorArrayScatterV3.kernel(host_memory=("handle", "indices", "flow_in", "flow_out"))
 async def _tensor_array_scatter_v3(ctx, handle, indices, value, flow):
     ta = _ta(handle)
     indices = np.asarray(indices).reshape(-1)
-    value = np.asarray(value)
+    value = ta.xp.asarray(value)
     if value.ndim == 0 or value.shape[0] != len(indices):
         raise _invalid(
             f"Expected len(indices) == values.shape[0], but saw: {len(indices)} vs. "
             f"{value.shape[0] if value.ndim else 0}"
         )
-    for i, v in zip(indices, value):
-        ta.write(int(i), v)
+    for k, i in enumerate(indices.tolist()):
+        ta.write(i, value[k])  # index, never iterate, a device array
     return _FLOW
 
 
-@TensorArrayConcatV3.kernel("CPU", "GPU")
+@TensorArrayConcatV3.kernel(host_memory=("handle", "flow_in", "lengths"))
 async def _tensor_array_concat_v3(ctx, handle, flow):
     ta = _ta(handle)
+    xp = ta.xp
     values = [ta.read(i) for i in range(len(ta.values))]
     if not values:
         es = ctx.attrs["element_shape_except0"]
@@ -355,18 +365,18 @@ async def _tensor_array_concat_v3(ctx, handle, flow):
                 f"{es} is not fully defined. Currently only static shapes are supported when "
                 "concatenating zero-size TensorArrays."
             )
-        return np.zeros([0] + es.as_list(), ta.dtype.as_numpy_dtype), np.zeros([0], np.int64)
+        return xp.zeros([0] + es.as_list(), ta.dtype.as_numpy_dtype), np.zeros([0], np.int64)
     for v in values:
         if v.ndim == 0:
             raise _invalid("Concat saw a scalar shape at index 0 but requires at least vectors.")
     lengths = np.array([v.shape[0] for v in values], np.int64)
-    return np.concatenate(values).astype(ta.dtype.as_numpy_dtype, copy=False), lengths
+    return xp.concatenate(values).astype(ta.dtype.as_numpy_dtype, copy=False), lengths
 
 
-@TensorArraySplitV3.kernel("CPU", "GPU")
+@TensorArraySplitV3.kernel(host_memory=("handle", "lengths", "flow_in", "flow_out"))
 async def _tensor_array_split_v3(ctx, handle, value, lengths, flow):
     ta = _ta(handle)
-    value = np.asarray(value)
+    value = ta.xp.asarray(value)
     lengths = np.asarray(lengths).reshape(-1)
     if value.ndim == 0:
         raise _invalid("Expected value to be at least a vector, but received shape: []")
@@ -387,12 +397,12 @@ async def _tensor_array_split_v3(ctx, handle, value, lengths, flow):
     return _FLOW
 
 
-@TensorArraySizeV3.kernel("CPU", "GPU")
+@TensorArraySizeV3.kernel(host_memory=("handle", "flow_in", "size"))
 async def _tensor_array_size_v3(ctx, handle, flow):
     return np.int32(len(_ta(handle).values))
 
 
-@TensorArrayCloseV3.kernel("CPU", "GPU")
+@TensorArrayCloseV3.kernel(host_memory=("handle",))
 async def _tensor_array_close_v3(ctx, handle):
     ta = _ta(handle)
     ta.closed = True

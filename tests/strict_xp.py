@@ -241,6 +241,23 @@ def to_numpy(value: Any) -> Any:
     return value
 
 
+class _StrictUfunc:
+    """A NumPy ufunc over StrictArrays: call, reduce, accumulate, outer and at."""
+
+    def __init__(self, ufunc: np.ufunc):
+        self._ufunc = ufunc
+        self.__name__ = ufunc.__name__
+
+    def __call__(self, *args, **kwargs):
+        return wrap(self._ufunc(*unwrap(args), **unwrap(kwargs)))
+
+    def __getattr__(self, name: str):
+        if name not in ("reduce", "accumulate", "outer", "at", "reduceat"):
+            return getattr(self._ufunc, name)  # nin, nout, identity, ...
+        method = getattr(self._ufunc, name)
+        return lambda *args, **kwargs: wrap(method(*unwrap(args), **unwrap(kwargs)))
+
+
 class StrictNamespace:
     """An array module over NumPy whose functions take and return StrictArrays.
 
@@ -263,6 +280,8 @@ class StrictNamespace:
             return StrictNamespace(attr)
         if isinstance(attr, type) or not callable(attr):
             return attr
+        if isinstance(attr, np.ufunc):
+            return _StrictUfunc(attr)
         if name in ("asarray", "array", "asanyarray", "ascontiguousarray"):
             # Host values become device arrays (a copy), device arrays stay.
             def convert(value, *args, **kwargs):
