@@ -110,6 +110,8 @@ def compile_plan(
             )
         kernel = kernel_def.fn
         is_ref = _flat_input_is_ref(op)
+        if op.type == "Switch" and op._outputs[0]._is_ref:
+            is_ref[0] = True  # TF's RefSwitch: a variable reaches the branch as itself
         deref = []
         for k, src in enumerate(pnode.inputs):
             if src[0] != "feed" and not is_ref[k]:

@@ -69,6 +69,17 @@ def _identity(x, name=None):
     return ops.apply_op("Identity", [x], name=name or "Identity").outputs[0]
 
 
+def _is_variable_snapshot(t) -> bool:
+    """An Identity of a reference-typed variable (`Variable/read`)."""
+    op = t.op
+    return (
+        op.type == "Identity"
+        and bool(op._inputs)
+        and op._inputs[0]._is_ref
+        and op._inputs[0].op.type in ("VariableV2", "Variable")
+    )
+
+
 def _set_control_inputs(op, keep) -> None:
     for c in op._control_inputs:
         if c not in keep:
@@ -332,6 +343,10 @@ class WhileContext(ControlFlowContext):
                 real = current._grad_state.GetRealValue(val)
                 self._external_values[val] = real
                 return real
+        if _is_variable_snapshot(val) and self.GetControlPivot() is not None:
+            read = self._read_in_each_iteration(val)
+            self._external_values[val] = read
+            return read
         if self._outer_context is not None:
             result = self._outer_context.AddValue(val)
         else:
@@ -340,6 +355,23 @@ class WhileContext(ControlFlowContext):
         enter = self._enter(result, is_constant=True)
         self._external_values[val] = enter
         return enter
+
+    def _read_in_each_iteration(self, snapshot):
+        """A variable's value read afresh by each iteration (after its pivot).
+
+        TF enters the variable's `read` snapshot, whose buffer is the variable's own, so
+        an iteration sees what earlier iterations assigned (a condition reading a
+        variable that the body increments ends).  Here a read is a value that later
+        updates leave alone, so the variable itself enters (TF's RefEnter) and each
+        iteration reads it.
+        """
+        ref = self.AddValue(snapshot.op.inputs[0])
+        with _raw(self._graph):
+            read = _identity(ref, name="read")
+        read.op._control_flow_context = self
+        read.op._add_control_input(self.GetControlPivot().op)
+        self._values.add(read)
+        return read
 
     def _add_op_internal(self, op) -> None:
         if not op._inputs:

@@ -384,7 +384,9 @@ def constant(value, dtype=None, name="Const") -> ops.Tensor:
     dt = dtypes.as_dtype(dtype) if dtype is not None else None
     arr = np.asarray(value, dtype=None if dt is None else dt.as_numpy_dtype)
     if dt is None:
-        dt = dtypes.as_dtype(np.int32 if arr.dtype.kind == "i" else arr.dtype)
+        # Gradients build shapes, axes and permutations with this: an empty one (a
+        # scalar's) is int32 too, not NumPy's float64.
+        dt = dtypes.as_dtype(np.int32 if arr.dtype.kind == "i" or not arr.size else arr.dtype)
         arr = arr.astype(dt.as_numpy_dtype)
     arr.flags.writeable = False
     return ops.apply_op("Const", [], {"value": arr, "dtype": dt}, name=name).outputs[0]
