@@ -397,16 +397,13 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
 #
 # On a device with memory of its own (`device.host_memory` False), every value is in
 # device memory except what a kernel registration declares host memory (shape and axis
-# arguments, Shape's output, ...; `OpDef.host_memory_positions`) and a Const's value,
-# which is its host attr.  Feeds arrive in host memory and fetches leave in it.  Where
+# arguments, Shape's output, ...; `OpDef.host_memory_positions`).  Feeds arrive in host memory and fetches leave in it.  Where
 # the two ends of an edge disagree, a _DeviceCopy joins them (one per value and
 # direction, shared by its consumers), inside loop frames as outside.
 
 
 def _output_in_host(pnode, device) -> list[bool]:
     op = pnode.op
-    if op.type == "Const":
-        return [True]
     if op.type == "_DeviceCopy":
         return [bool(op._attrs["to_host"])]
     host = [False] * max(1, len(op._outputs))

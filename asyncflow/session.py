@@ -29,22 +29,18 @@ import numpy as np
 
 from asyncflow import dtypes, errors, resources
 from asyncflow import graph as ops
-from asyncflow import partition as partition_mod
 from asyncflow.config import ConfigProto
 from asyncflow.devices.cpu import CALLER_DRIVES, release_cores, share_cores
 from asyncflow.devices.registry import create_devices
-from asyncflow.executor import Step
-from asyncflow.frames import FrameStep
 from asyncflow.graph import (  # noqa: F401 - the default session stack lives with the graph
     _default_sessions,
     _eval_with_default,
     _global_default_session,
     get_default_session,
 )
-from asyncflow.kernel_api import _CURRENT_STEP, StepContext, in_quiet_step, quiet_step
-from asyncflow.lowering import compile_control_flow, compile_plan
-from asyncflow.placement import Placer
-from asyncflow.rendezvous import LocalRendezvous
+from asyncflow.kernel_api import in_quiet_step, quiet_step
+from asyncflow.master import Master, worker_for_target
+from asyncflow.worker import LocalWorker, timeout_s, traced
 
 __all__ = [
     "Session",
@@ -285,33 +281,39 @@ def _fetch_values(values, feed_values) -> list:
 
 class BaseSession:
     def __init__(self, target: str = "", graph: ops.Graph | None = None, config=None):
-        if target not in ("", None):
-            raise errors.UnimplementedError(
-                None, None, f"Session target {target!r}: distributed sessions are not built yet"
-            )
+        """Raises InvalidArgumentError for a target no registered scheme serves."""
         if graph is not None and not isinstance(graph, ops.Graph):
             raise TypeError(f"graph must be a tf.Graph, but got {type(graph)}")
         self._graph = graph if graph is not None else ops.get_default_graph()
         self._config = config if config is not None else ConfigProto()
+        self._target = target or ""
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
-        self._devices = create_devices(self._config)
-        n_cpu = sum(d.device_type == "CPU" for d in self._devices)
+        self._worker = worker_for_target(self._target, self._config, _local_worker)
+        self._master = Master(self, self._graph, self._config, self._worker)
+        n_cpu = sum(d.device_type == "CPU" for d in self._worker.devices)
         self._shares_cores = n_cpu > 1
         if self._shares_cores:
             share_cores(n_cpu)
-        self._plans: dict = {}
-        self._placer = Placer(
-            self._devices,
-            allow_soft_placement=self._config.allow_soft_placement,
-            log_device_placement=self._config.log_device_placement,
-        )
-        self._scratch_graph = ops.Graph()  # owns the _Send/_Recv nodes partitions add
-        self._kernel_states: dict[ops.Operation, dict] = {}
-        self._steps: set[Step] = set()
-        self._step_counter = 0
         self._lock = threading.Lock()
+
+    # -- the runtime below the client (tests and tools look at these)
+    @property
+    def _devices(self) -> list:
+        return self._worker.devices
+
+    @property
+    def _plans(self) -> dict:
+        return self._master.plans
+
+    @property
+    def _placer(self):
+        return self._master.placer
+
+    @property
+    def _steps(self) -> set:
+        return self._worker._steps
 
     # -- properties
     @property
@@ -324,7 +326,7 @@ class BaseSession:
 
     @property
     def sess_str(self) -> str:
-        return ""
+        return self._target
 
     def list_devices(self):
         return [_DeviceAttributes(d) for d in self._devices]
@@ -364,144 +366,6 @@ class BaseSession:
             raise TypeError(f"Cannot interpret feed_dict key as Tensor: {msg}") from None
         return t
 
-    def _plan(self, feed_tensors, elements, trace=False):
-        key = (tuple(feed_tensors), tuple(elements), self._graph._version, trace)
-        plan = self._plans.get(key)
-        if plan is None:
-            if len(self._plans) >= _MAX_CACHED_PLANS:
-                # Drop the oldest plan; TF1 scripts that keep adding ops must not leak.
-                self._plans.pop(next(iter(self._plans)))
-            plan = self._compile(feed_tensors, list(elements), trace)
-            self._plans[key] = plan
-        return plan
-
-    def _compile(self, feed_tensors, elements, trace=False) -> _StepPlan:
-        """Prune, place, partition and lay out one (feeds, fetches) combination."""
-        order = partition_mod.prune(feed_tensors, elements)
-        with self._lock:
-            assignment = self._placer.place(order)
-        lossy = bool(getattr(self._config.graph_options, "enable_bfloat16_sendrecv", False))
-        parts, fetch_map = partition_mod.partition(
-            order, assignment, feed_tensors, elements, self._scratch_graph, lossy
-        )
-        if not parts:  # every fetch is fed (or nothing is fetched)
-            parts, fetch_map = partition_mod.partition(
-                [], {}, feed_tensors, elements, self._scratch_graph
-            )
-            for p in parts:
-                p.device = self._devices[0]
-        sp = _StepPlan()
-        sp.plans = [
-            compile_plan(
-                self, p.nodes, len(feed_tensors), p.fetches, self._kernel_state_for, trace
-            )
-            for p in parts
-        ]
-        if len(sp.plans) > 1 and any(pl.has_cf for pl in sp.plans):
-            # Dead values may cross devices: every partition must understand them.
-            for pl in sp.plans:
-                if not pl.has_cf:
-                    compile_control_flow(pl, pl.pnodes, force=True)
-        index = {id(p): i for i, p in enumerate(parts)}
-        sp.fetch_map = [(index[id(p)], j) for p, j in fetch_map]
-        sp.parts = parts
-        return sp
-
-    def _kernel_state_for(self, op) -> dict:
-        st = self._kernel_states.get(op)
-        if st is None:
-            st = self._kernel_states[op] = {}
-        return st
-
-    async def _run_step(self, sp, feed_values, options, run_metadata=None):
-        self._step_counter += 1
-        plans = sp.plans
-        if len(plans) == 1:
-            sctx = StepContext(self._step_counter)
-            steps = [_new_step(plans[0], feed_values)]
-        else:
-            sctx = StepContext(self._step_counter, LocalRendezvous())
-            steps = [_new_step(plan, feed_values) for plan in plans]
-            first_error: list = []
-
-            def on_error(err, steps=steps, rdv=sctx.rendezvous):
-                # One partition failed: the whole step fails with that error, and every
-                # pending Recv of the step is released with it.
-                if first_error:
-                    return
-                first_error.append(err)
-                rdv.abort(err)
-                for s in steps:
-                    s.abort(err)
-
-            for s in steps:
-                s.on_error = on_error
-        self._steps.update(steps)
-        try:
-            token = _CURRENT_STEP.set(sctx)
-            try:
-                for s in steps:
-                    s.start()
-            finally:
-                _CURRENT_STEP.reset(token)
-            if any(s.tasks for s in steps) and not any(s.error for s in steps):
-                timeout = _timeout_s(options, self._config)
-                try:
-                    if timeout is None:
-                        for s in steps:
-                            await s.wait()
-                    else:
-                        async with asyncio.timeout(timeout):
-                            for s in steps:
-                                await s.wait()
-                except TimeoutError:
-                    _abort_all(
-                        steps,
-                        sctx,
-                        errors.DeadlineExceededError(
-                            None,
-                            None,
-                            "Timed out waiting for the step to finish "
-                            f"(timeout_in_ms={int(timeout * 1000)})",
-                        ),
-                    )
-                except asyncio.CancelledError:
-                    _abort_all(
-                        steps, sctx, errors.CancelledError(None, None, "Step was cancelled")
-                    )
-                    raise
-            error = _step_error(steps)
-            if error is not None:
-                raise error
-            if (
-                run_metadata is not None
-                and options is not None
-                and getattr(options, "output_partition_graphs", False)
-            ):
-                run_metadata.partition_graphs = partition_mod.partition_graph_defs(sp.parts)
-            if run_metadata is not None and _traced(options):
-                run_metadata.step_stats.dev_stats = [
-                    {
-                        "device": d.name,
-                        "bytes_in_use": d.bytes_in_use,
-                        "peak_bytes_in_use": d.peak_bytes_in_use,
-                    }
-                    for d in self._devices
-                ]
-            if len(steps) == 1:
-                return steps[0].results()
-            results = [s.results() for s in steps]
-            return [results[p][j] for p, j in sp.fetch_map]
-        except BaseException as exc:
-            sctx.run_failure_callbacks(_step_error(steps) or exc)
-            raise
-        finally:
-            sctx.close()
-            for s in steps:
-                self._steps.discard(s)
-                if s.tasks:
-                    s.cancel_tasks()
-
     async def arun(self, fetches, feed_dict=None, options=None, run_metadata=None):
         """Run one step on the running loop; same arguments and results as `run`.
 
@@ -522,9 +386,9 @@ class BaseSession:
 
     async def _arun_bound(self, fetches, feed_dict, options, run_metadata=None):
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
-        plan = self._plan(feed_tensors, mapper.elements, _traced(options))
+        plan = self._master.plan(feed_tensors, mapper.elements, traced(options))
         with quiet_step():  # (this coroutine runs in one Task: see quiet_step)
-            values = await self._run_step(plan, feed_values, options, run_metadata)
+            values = await self._master.run_step(plan, feed_values, options, run_metadata)
         return mapper.rebuild(_fetch_values(values, feed_values))
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
@@ -547,7 +411,7 @@ class BaseSession:
         # Validate fetches and feeds in the caller's thread: errors point at the caller.
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
         coro = self._run_prepared(mapper, feed_tensors, feed_values, options, run_metadata)
-        needs_task = _timeout_s(options, self._config) is not None
+        needs_task = timeout_s(options, self._config) is not None
         rt = _runtime
         if rt is not None and rt.loop is self._loop:
             return rt.run(coro, needs_task)
@@ -562,8 +426,8 @@ class BaseSession:
         return _SyncCall(self._loop).wait(coro)
 
     async def _run_prepared(self, mapper, feed_tensors, feed_values, options, run_metadata=None):
-        plan = self._plan(feed_tensors, mapper.elements, _traced(options))
-        values = await self._run_step(plan, feed_values, options, run_metadata)
+        plan = self._master.plan(feed_tensors, mapper.elements, traced(options))
+        values = await self._master.run_step(plan, feed_values, options, run_metadata)
         return mapper.rebuild(_fetch_values(values, feed_values))
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
@@ -606,8 +470,7 @@ class BaseSession:
         loop = self._loop
 
         def cancel_all():
-            for step in list(self._steps):
-                step.abort(errors.CancelledError(None, None, "Session has been closed."))
+            self._worker.abort_all(errors.CancelledError(None, None, "Session has been closed."))
 
         rt = _runtime
         if loop is not None and not loop.is_closed():
@@ -619,9 +482,9 @@ class BaseSession:
                     loop.call_soon_threadsafe(cancel_all)
             else:
                 loop.call_soon_threadsafe(cancel_all)
-        for d in self._devices:
-            d.close()
-        self._plans.clear()
+        self._master.close()
+        if not self._target:
+            self._worker.close()  # a local worker is the session's own
         if self._shares_cores:
             self._shares_cores = False
             release_cores()
@@ -667,8 +530,13 @@ class BaseSession:
     def __del__(self):
         with contextlib.suppress(Exception):
             if not self._closed:
-                for d in self._devices:
-                    d.close()
+                if not self._target:
+                    self._worker.close()
+
+
+def _local_worker(config) -> LocalWorker:
+    """The worker of a session with target "": this process's devices, its own."""
+    return LocalWorker(create_devices(config))
 
 
 class Session(BaseSession):
@@ -698,12 +566,6 @@ class _DeviceAttributes:
 
     def __repr__(self) -> str:
         return f"_DeviceAttributes({self.name}, {self.device_type}, {self.memory_limit_bytes})"
-
-
-def _new_step(plan, feed_values):
-    if plan.has_cf:
-        return FrameStep(plan, feed_values)
-    return Step(plan, feed_values)
 
 
 class _SyncCall:
@@ -794,51 +656,11 @@ async def _continue(coro, first):
     return await _Continue(coro, first)
 
 
-class _StepPlan:
-    """What one (feeds, fetches, targets) key compiles to: a Plan per partition."""
-
-    __slots__ = ("plans", "fetch_map", "parts")
-
-
-def _abort_all(steps, sctx, error) -> None:
-    if sctx.rendezvous is not None:
-        sctx.rendezvous.abort(error)
-    for s in steps:
-        s.abort(error)
-
-
-def _step_error(steps):
-    """The step's error: the first kernel failure wins over the aborts it caused."""
-    for s in steps:
-        if s.error is not None and s.on_error is None:
-            return s.error
-    errs = [s.error for s in steps if s.error is not None]
-    if not errs:
-        return None
-    # With partitions, on_error recorded the original; every step holds it or an abort.
-    for e in errs:
-        if not isinstance(e, errors.CancelledError):
-            return e
-    return errs[0]
-
-
 def _running_loop():
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _traced(options) -> bool:
-    """SOFTWARE_TRACE or more turns on per-device memory accounting for the step."""
-    return bool(options is not None and getattr(options, "trace_level", 0) >= 1)
-
-
-def _timeout_s(options, config):
-    ms = getattr(options, "timeout_in_ms", 0) if options is not None else 0
-    if not ms:
-        ms = getattr(config, "operation_timeout_in_ms", 0)
-    return ms / 1000.0 if ms and ms > 0 else None
 
 
 def _shape_accepts(static, shape: tuple) -> bool:

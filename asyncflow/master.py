@@ -1,0 +1,166 @@
+"""The master: from (feeds, fetches) to registered graphs on workers, and their steps.
+
+The architecture guide's master service, in the client: for each (feeds, fetches,
+targets) combination it prunes the graph, places the ops on the workers' devices,
+partitions it per device (Send/Recv and host<->device copies on every cut edge), lowers
+each partition to a plan and registers them with the worker; later steps with the same
+combination pay none of this.  A step gets a fresh id, and the worker runs it.
+
+Sessions with target "" get one `LocalWorker` in this process; other targets name a
+scheme ("grpc://host:port") whose worker factory was registered with
+`register_target_scheme` (the distributed runtime adds its own).
+
+Invariant: plans are cached per (feeds, fetches, targets, graph version, tracing) and
+shared by concurrent steps; a cached plan's graph stays registered until it is evicted
+or the master closes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from asyncflow import errors
+from asyncflow import graph as ops
+from asyncflow import partition as partition_mod
+from asyncflow.lowering import compile_control_flow, compile_plan
+from asyncflow.placement import Placer
+from asyncflow.worker import RegisteredGraph, timeout_s
+
+__all__ = ["Master", "MasterPlan", "register_target_scheme", "worker_for_target"]
+
+_MAX_CACHED_PLANS = 1024
+
+_schemes: dict[str, Callable] = {}
+
+
+def register_target_scheme(scheme: str, factory: Callable) -> None:
+    """Let `Session(target)` accept targets "scheme://...": `factory(target, config)`
+    returns the Worker the session runs its steps on."""
+    _schemes[scheme] = factory
+
+
+def worker_for_target(target: str, config, local_factory: Callable):
+    """The worker for a session target: the local one for "", else the scheme's.
+
+    Raises InvalidArgumentError for a target with no registered scheme."""
+    if not target:
+        return local_factory(config)
+    scheme = target.split("://", 1)[0] if "://" in target else None
+    factory = _schemes.get(scheme) if scheme else None
+    if factory is None:
+        known = ", ".join(f"{s}://" for s in sorted(_schemes)) or "none"
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"No session factory registered for the given session options: target "
+            f"{target!r} (known target schemes: {known}; use '' for this process)",
+        )
+    return factory(target, config)
+
+
+class MasterPlan:
+    """One (feeds, fetches, targets) combination: the plans registered with the worker
+    under `handle`, and the partitions they came from (for RunMetadata)."""
+
+    __slots__ = ("plans", "handle", "parts")
+
+
+class Master:
+    def __init__(self, session, graph: ops.Graph, config, worker):
+        self._session = session  # what kernels see as ctx.session
+        self._graph = graph
+        self._config = config
+        self.worker = worker
+        self.plans: dict = {}
+        self.placer = Placer(
+            worker.devices,
+            allow_soft_placement=config.allow_soft_placement,
+            log_device_placement=config.log_device_placement,
+        )
+        self._scratch_graph = ops.Graph()  # owns the _Send/_Recv nodes partitions add
+        self._kernel_states: dict[ops.Operation, dict] = {}
+        self._lock = threading.Lock()
+        self._step_counter = 0
+
+    def plan(self, feed_tensors, elements, trace=False) -> MasterPlan:
+        key = (tuple(feed_tensors), tuple(elements), self._graph._version, trace)
+        plan = self.plans.get(key)
+        if plan is None:
+            if len(self.plans) >= _MAX_CACHED_PLANS:
+                # Drop the oldest plan; TF1 scripts that keep adding ops must not leak.
+                old = self.plans.pop(next(iter(self.plans)))
+                self.worker.deregister_graph(old.handle)
+            plan = self._compile(feed_tensors, list(elements), trace)
+            self.plans[key] = plan
+        return plan
+
+    def _compile(self, feed_tensors, elements, trace=False) -> MasterPlan:
+        """Prune, place, partition, lower and register one (feeds, fetches) combination."""
+        order = partition_mod.prune(feed_tensors, elements)
+        with self._lock:
+            assignment = self.placer.place(order)
+        lossy = bool(getattr(self._config.graph_options, "enable_bfloat16_sendrecv", False))
+        parts, fetch_map = partition_mod.partition(
+            order, assignment, feed_tensors, elements, self._scratch_graph, lossy
+        )
+        if not parts:  # every fetch is fed (or nothing is fetched)
+            parts, fetch_map = partition_mod.partition(
+                [], {}, feed_tensors, elements, self._scratch_graph
+            )
+            for p in parts:
+                p.device = self.worker.devices[0]
+        plans = [
+            compile_plan(
+                self._session,
+                p.nodes,
+                len(feed_tensors),
+                p.fetches,
+                self._kernel_state_for,
+                trace,
+            )
+            for p in parts
+        ]
+        if len(plans) > 1 and any(pl.has_cf for pl in plans):
+            # Dead values may cross devices: every partition must understand them.
+            for pl in plans:
+                if not pl.has_cf:
+                    compile_control_flow(pl, pl.pnodes, force=True)
+        index = {id(p): i for i, p in enumerate(parts)}
+        mp = MasterPlan()
+        mp.plans = plans
+        mp.parts = parts
+        mp.handle = self.worker.register_graph(
+            RegisteredGraph(plans, [(index[id(p)], j) for p, j in fetch_map])
+        )
+        return mp
+
+    def _kernel_state_for(self, op) -> dict:
+        st = self._kernel_states.get(op)
+        if st is None:
+            st = self._kernel_states[op] = {}
+        return st
+
+    async def run_step(self, plan: MasterPlan, feed_values, options, run_metadata=None):
+        """Run one step of `plan` on the worker; the fetched values."""
+        self._step_counter += 1
+        values = await self.worker.run_graph(
+            plan.handle,
+            self._step_counter,
+            feed_values,
+            options,
+            run_metadata,
+            timeout_s(options, self._config),
+        )
+        if (
+            run_metadata is not None
+            and options is not None
+            and getattr(options, "output_partition_graphs", False)
+        ):
+            run_metadata.partition_graphs = partition_mod.partition_graph_defs(plan.parts)
+        return values
+
+    def close(self) -> None:
+        for plan in self.plans.values():
+            self.worker.deregister_graph(plan.handle)
+        self.plans.clear()
