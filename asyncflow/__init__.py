@@ -133,6 +133,7 @@ from asyncflow import (  # noqa: E402
     initializers,
     layers,
     losses,
+    metrics,
     nest,
     nn,
     python_io,
@@ -159,3 +160,4 @@ from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef
     SummaryMetadata,
     TensorInfo,
 )
+from asyncflow.metrics import confusion_matrix  # noqa: E402
