@@ -81,6 +81,7 @@ from asyncflow.ops import data_flow_ops as _data_flow_ops  # noqa: E402
 from asyncflow.ops import functional_ops as _functional_ops  # noqa: E402
 from asyncflow.ops import gradient_ops as _gradient_ops  # noqa: E402
 from asyncflow.ops import init_ops as _init_ops  # noqa: E402
+from asyncflow.ops import linalg_ops as _linalg_ops  # noqa: E402
 from asyncflow.ops import logging_ops as _logging_ops  # noqa: E402
 from asyncflow.ops import math_ops as _math_ops  # noqa: E402
 from asyncflow.ops import parsing_ops as _parsing_ops  # noqa: E402
@@ -90,6 +91,7 @@ from asyncflow.ops import reader_ops as _reader_ops  # noqa: E402
 from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
 from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
 from asyncflow.ops import scatter_nd_ops as _scatter_nd_ops  # noqa: E402
+from asyncflow.ops import script_ops as _script_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
@@ -100,6 +102,8 @@ for _m in (
     _slicing_ops,
     _scatter_nd_ops,
     _partition_ops,
+    _script_ops,
+    _linalg_ops,
     _math_ops,
     _reduction_ops,
     _random_ops,
@@ -132,6 +136,7 @@ from asyncflow import (  # noqa: E402
     device_lib,
     initializers,
     layers,
+    linalg,
     losses,
     metrics,
     nest,

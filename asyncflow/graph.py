@@ -364,8 +364,8 @@ class Operation:
     def node_def(self) -> dict:
         return _CODEC.node_def(self)
 
-    @property
     def colocation_groups(self) -> list[bytes]:
+        """The colocation groups of this op (TF: a method; `loc:@name` by default)."""
         return list(self._attrs.get("_class", [f"loc:@{self._name}".encode()]))
 
     def get_attr(self, name: str) -> Any:
@@ -442,6 +442,30 @@ _VALID_OP_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
 _VALID_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.\-/>]*$")
 
 
+class _BuildStacks:
+    """A graph's building stacks, shared by every thread."""
+
+    def __init__(self, template: _BuildStacks | None = None):
+        t = template
+        self.name_stack = "" if t is None else t.name_stack
+        self.control_stack: list[list[Operation] | None] = (
+            [] if t is None else list(t.control_stack)
+        )
+        self.device_stack: list[Any] = [] if t is None else list(t.device_stack)
+        self.colocation_stack: list[Operation] = [] if t is None else list(t.colocation_stack)
+
+
+class _ThreadLocalStacks(threading.local):
+    """Per-thread building stacks; each thread starts from a copy of `template`."""
+
+    def __init__(self, template: _BuildStacks):
+        _BuildStacks.__init__(self, template)
+
+
+def _set(obj, name: str, value) -> None:
+    setattr(obj, name, value)
+
+
 class Graph:
     """A TF1 graph: ops, names, scopes and collections.  Not thread-safe for building."""
 
@@ -449,10 +473,7 @@ class Graph:
         self._ops_by_name: dict[str, Operation] = {}
         self._ops: list[Operation] = []
         self._names_in_use: dict[str, int] = {}
-        self._name_stack = ""
-        self._control_stack: list[list[Operation] | None] = []
-        self._device_stack: list[Any] = []
-        self._colocation_stack: list[Operation] = []
+        self._stacks = _BuildStacks()
         self._collections: dict[str, list] = {}
         self._finalized = False
         self._version = 0
@@ -464,6 +485,33 @@ class Graph:
         self._container = ""
         # The cond/while context ops are being built in (ops/control_flow_ops.py).
         self._control_flow_context = None
+
+    # The building stacks (name scope, control dependencies, devices, colocation) live in
+    # `_stacks`: one object for every thread, or one per thread after switch_to_thread_local.
+    _name_stack = property(
+        lambda self: self._stacks.name_stack, lambda self, v: _set(self._stacks, "name_stack", v)
+    )
+    _control_stack = property(
+        lambda self: self._stacks.control_stack,
+        lambda self, v: _set(self._stacks, "control_stack", v),
+    )
+    _device_stack = property(
+        lambda self: self._stacks.device_stack,
+        lambda self, v: _set(self._stacks, "device_stack", v),
+    )
+    _colocation_stack = property(
+        lambda self: self._stacks.colocation_stack,
+        lambda self, v: _set(self._stacks, "colocation_stack", v),
+    )
+
+    def switch_to_thread_local(self) -> None:
+        """Make the name-scope, control-dependency, device and colocation stacks
+        thread-local (TF's `Graph.switch_to_thread_local`): each thread starts from a copy
+        of the stacks as they are now, and its own `with` blocks no longer leak into ops
+        that other threads build.  Idempotent."""
+        if isinstance(self._stacks, _ThreadLocalStacks):
+            return
+        self._stacks = _ThreadLocalStacks(self._stacks)
 
     # -- ids and names
     def _next_id(self) -> int:
@@ -741,7 +789,7 @@ class Graph:
                     c._control_outputs.append(op)
             if self._colocation_stack:
                 op._attrs["_class"] = sorted(
-                    {g for c in self._colocation_stack for g in c.colocation_groups}
+                    {g for c in self._colocation_stack for g in c.colocation_groups()}
                 )
                 self._colocation_stack[-1].device and op._set_device(
                     self._colocation_stack[-1].device
@@ -1173,7 +1221,8 @@ def outputs_of(op: Operation):
 
 
 def is_tensor(x) -> bool:
-    return isinstance(x, Tensor)
+    """Whether `x` is a Tensor or tensor-like (a Variable: `is_tensor_like`), as TF."""
+    return isinstance(x, Tensor) or bool(getattr(x, "is_tensor_like", False))
 
 
 # -- default session stack -------------------------------------------------------------

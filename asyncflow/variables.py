@@ -299,6 +299,17 @@ class Variable:
     def scatter_sub(self, sparse_delta, use_locking=False, name=None):
         return self._scatter(state_ops.scatter_sub, sparse_delta, use_locking, name)
 
+    def count_up_to(self, limit):
+        """Increments the variable until it reaches `limit` (op CountUpTo); the value
+        before the increment.
+
+        Raises (when run): OutOfRangeError once the variable holds `limit`.
+        """
+        return state_ops.count_up_to(self._variable, limit)
+
+    # TF's `is_tensor(v)` is true for variables.
+    is_tensor_like = True
+
     # -- misc ------------------------------------------------------------------------------
     def _get_save_slice_info(self):
         return self._save_slice_info

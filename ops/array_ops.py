@@ -947,3 +947,25 @@ def _transpose_grad(op, grad):
 @ConjugateTranspose.gradient
 def _conjugate_transpose_grad(op, grad):
     return [_g.apply("ConjugateTranspose", grad, _inverse_perm(op.inputs[1])), None]
+
+
+# -- TensorShape and Dimension as tensors (TF's constant_op conversion functions) -------------
+
+
+def _tensor_shape_to_tensor(s, dtype=None, name=None, as_ref=False):
+    if not s.is_fully_defined():
+        raise ValueError(f"Cannot convert a partially known TensorShape {s} to a Tensor.")
+    dims = s.as_list()
+    if dtype is None:
+        dtype = dtypes.int64 if any(d >= 2**31 for d in dims) else dtypes.int32
+    return constant(dims, dtype=dtype, name=name or "Const")
+
+
+def _dimension_to_tensor(d, dtype=None, name=None, as_ref=False):
+    if d.value is None:
+        raise ValueError(f"Cannot convert an unknown Dimension to a Tensor: {d}")
+    return constant(d.value, dtype=dtype or dtypes.int32, name=name or "Const")
+
+
+ops.register_tensor_conversion_function(tensor_shape.TensorShape, _tensor_shape_to_tensor)
+ops.register_tensor_conversion_function(tensor_shape.Dimension, _dimension_to_tensor)

@@ -167,7 +167,16 @@ Softmax = _softmax_op("Softmax", _softmax)
 LogSoftmax = _softmax_op("LogSoftmax", _log_softmax)
 
 
-def _swap_to_last(x, axis: int, rank: int, name=None):
+def _swap_to_last(x, axis, rank: int, name=None):
+    if isinstance(axis, ops.Tensor):  # known only when run: perm = range with axis <-> last
+        dims = np.arange(rank, dtype=np.int32)
+        last = np.full(rank, rank - 1, np.int32)
+        at_axis = ops.apply_op("Equal", [dims, axis]).outputs[0]
+        at_last = np.arange(rank) == rank - 1
+        perm = ops.apply_op("Select", [at_axis, last, dims]).outputs[0]
+        axis_vec = ops.apply_op("Fill", [np.array([rank], np.int32), axis]).outputs[0]
+        perm = ops.apply_op("Select", [at_last, axis_vec, perm]).outputs[0]
+        return ops.apply_op("Transpose", [x, perm], name=name).outputs[0]
     perm = list(range(rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]
     perm = np.asarray(perm, dtype=np.int32)
@@ -180,6 +189,19 @@ def _softmax_builder(op_type: str, logits, axis, name, dim):
     axis = -1 if axis is None and dim is None else (axis if axis is not None else dim)
     logits = ops.convert_to_tensor(logits)
     rank = logits.shape.ndims
+    if isinstance(axis, ops.Tensor):  # TF accepts a scalar int32 tensor axis
+        value = ops.constant_value(axis)
+        if value is not None:
+            axis = int(value)
+        elif rank is None:
+            raise ValueError(f"{op_type} over a tensor axis needs a tensor of known rank")
+        else:
+            with _builder_scope(name, op_type, [logits]) as op_name:
+                axis = ops.apply_op("FloorMod", [axis, np.int32(rank)]).outputs[0]
+                out = ops.apply_op(op_type, [_swap_to_last(logits, axis, rank)]).outputs[0]
+            result = _swap_to_last(out, axis, rank, name=op_name)
+            result.set_shape(logits.shape)
+            return result
     if axis == -1 or (rank is not None and axis == rank - 1):
         return ops.apply_op(op_type, [logits], name=name).outputs[0]
     if rank is None:

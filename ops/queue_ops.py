@@ -98,10 +98,27 @@ def _register_queue_op(op_type, extra_attrs, factory):
                 f"Shared queue '{name}' has capacity {q.capacity} but requested capacity "
                 f"{a['capacity']}",
             )
+        if _shapes_str(q.shapes, op_def.name) != _shapes_str(_shapes_attr(a), None):
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Shared queue '{name}' has component shapes "
+                f"{_shapes_str(q.shapes, op_def.name)} but requested component shapes were "
+                f"{_shapes_str(_shapes_attr(a), None)}",
+            )
         ctx.kernel_state["checked"] = q
         return q.handle
 
     return op_def
+
+
+def _shapes_str(shapes, op_type) -> str:
+    """TF's rendering of a queue's component shapes ("[[], [2]]"); a priority queue's
+    own int64 priority component is left out."""
+    shapes = list(shapes or [])
+    if op_type == "PriorityQueueV2" and shapes:
+        shapes = shapes[1:]
+    return "[" + ", ".join(_shape_str(tensor_shape.as_shape(s).as_list()) for s in shapes) + "]"
 
 
 def _shapes_attr(a):
@@ -572,6 +589,31 @@ class QueueBase:
         self._queue_ref = queue_ref
         self._name = queue_ref.op.name
 
+    @staticmethod
+    def from_list(index, queues):
+        """A QueueBase whose ops act on `queues[index]` (`index` may be a tensor).
+
+        Raises:
+          TypeError: `queues` is not a non-empty list of queues, or their component
+            dtypes or names differ.
+        """
+        if (
+            not queues
+            or not isinstance(queues, list)
+            or not all(isinstance(q, QueueBase) for q in queues)
+        ):
+            raise TypeError("A list of queues expected")
+        dtypes_ = queues[0].dtypes
+        if not all(dtypes_ == q.dtypes for q in queues[1:]):
+            raise TypeError("Queues do not have matching component dtypes.")
+        names = queues[0].names
+        if not all(names == q.names for q in queues[1:]):
+            raise TypeError("Queues do not have matching component names.")
+        shapes = [_common_shape(list(per_queue)) for per_queue in zip(*(q.shapes for q in queues))]
+        refs = ops.apply_op("Pack", [[q.queue_ref for q in queues]], {"axis": 0}).outputs[0]
+        selected = ops.apply_op("GatherV2", [refs, index, 0]).outputs[0]
+        return QueueBase(dtypes=dtypes_, shapes=shapes, names=names, queue_ref=selected)
+
     @property
     def queue_ref(self):
         return self._queue_ref
@@ -728,6 +770,21 @@ class QueueBase:
         if name is None:
             name = f"{self._name}_Size"
         return ops.apply_op("QueueSizeV2", [self._queue_ref], name=name).outputs[0]
+
+
+def _common_shape(shapes):
+    """The most specific shape compatible with all of `shapes` (TF's `_shape_common`)."""
+    first = shapes[0]
+    for s in shapes[1:]:
+        if first.ndims is None or s.ndims is None or first.ndims != s.ndims:
+            return tensor_shape.unknown_shape()
+        first = tensor_shape.TensorShape(
+            [
+                a.value if a.value == b.value else None
+                for a, b in zip(first.dims, s.dims, strict=True)
+            ]
+        )
+    return first
 
 
 def _queue_op(op_type, attrs, name):

@@ -38,6 +38,7 @@ __all__ = [
     "reduce_prod",
     "reduce_any",
     "reduce_all",
+    "reduce_euclidean_norm",
     "argmax",
     "argmin",
     "arg_max",
@@ -151,7 +152,17 @@ _REDUCERS = {
     "Min": _extreme("min", "max"),
     "Any": lambda xp, x, axis, keep: xp.any(x, axis=axis, keepdims=keep),
     "All": lambda xp, x, axis, keep: xp.all(x, axis=axis, keepdims=keep),
+    "EuclideanNorm": lambda xp, x, axis, keep: _euclidean_norm(xp, x, axis, keep),
 }
+
+
+def _euclidean_norm(xp, x, axis, keep):
+    """sqrt(sum(|x|^2)) computed in x's own dtype (integers truncate, as TF's kernel)."""
+    sq = x * xp.conj(x) if x.dtype.kind == "c" else x * x
+    total = xp.sum(sq, axis=axis, keepdims=keep, dtype=x.dtype)
+    if x.dtype.kind in "iu":
+        return xp.sqrt(total.astype(np.float64)).astype(x.dtype)
+    return xp.sqrt(total)
 
 
 def _reduction_op(op_type: str, types: TypeConstraint | None):
@@ -190,6 +201,7 @@ Max = _reduction_op("Max", REAL)
 Min = _reduction_op("Min", REAL)
 Any = _reduction_op("Any", None)
 All = _reduction_op("All", None)
+EuclideanNorm = _reduction_op("EuclideanNorm", NUMERIC)
 
 
 def _reduction_dims(x, axis):
@@ -235,6 +247,10 @@ reduce_max = _reduction_builder("Max", "Computes the maximum of elements across 
 reduce_min = _reduction_builder("Min", "Computes the minimum of elements across dimensions.")
 reduce_any = _reduction_builder("Any", "Computes the logical or of elements across dimensions.")
 reduce_all = _reduction_builder("All", "Computes the logical and of elements across dimensions.")
+reduce_euclidean_norm = _reduction_builder(
+    "EuclideanNorm",
+    "Computes sqrt(sum(x**2)) across dimensions (`tf.math.reduce_euclidean_norm`).",
+)
 
 
 # -- ArgMax / ArgMin -------------------------------------------------------------------------
@@ -580,6 +596,16 @@ def _reduction_size(op):
     y_size = _g.apply("Prod", _g.shape(y), _g.constant([0]))
     factor = _g.apply("FloorDiv", x_size, _g.apply("Maximum", y_size, _g.constant(1)))
     return _g.cast(factor, x.dtype)
+
+
+@EuclideanNorm.gradient
+def _euclidean_norm_grad(op, grad):
+    """d|x| / dx = x / |x| (TF's _EuclideanNormGrad; NaN where the norm is 0, as TF)."""
+    out = op.outputs[0]
+    if not op.get_attr("keep_dims"):
+        kept = _kept_dims_shape(op)
+        out, grad = _g.reshape(out, kept), _g.reshape(grad, kept)
+    return [_g.apply("RealDiv", op.inputs[0], _g.apply("RealDiv", out, grad)), None]
 
 
 @Mean.gradient

@@ -154,6 +154,11 @@ CASES: dict[str, list] = {
     ],
     "Max": [(lambda x: af.reduce_max(x, axis=1), [r(3, 4)])],
     "Min": [(lambda x: af.reduce_min(x, axis=[0, 1], keepdims=True), [r(3, 4)])],
+    "EuclideanNorm": [
+        (lambda x: af.reduce_euclidean_norm(x), [r(2, 3)]),
+        (lambda x: af.reduce_euclidean_norm(x, axis=1), [r(2, 3)]),
+        (lambda x: af.reduce_euclidean_norm(x, axis=[0, 2], keepdims=True), [r(2, 3, 2)]),
+    ],
     # -- array
     "Identity": [(af.identity, [r(3)])],
     "IdentityN": [

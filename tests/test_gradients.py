@@ -186,9 +186,9 @@ def test_colocate_gradients_with_ops(graph):
     x = af.placeholder(af.float32, [2], name="x")
     y = af.sin(x, name="s")
     (gx,) = gradients(y, x, colocate_gradients_with_ops=True)
-    assert b"loc:@s" in gx.op.colocation_groups
+    assert b"loc:@s" in gx.op.colocation_groups()
     (gx2,) = gradients(y, x)
-    assert b"loc:@s" not in gx2.op.colocation_groups
+    assert b"loc:@s" not in gx2.op.colocation_groups()
 
 
 def test_gate_gradients_tuples_the_grads(graph, sess):

@@ -338,9 +338,9 @@ def test_colocate_with_sets_class_attr(g):
     with g.colocate_with(x.op):
         y = array_ops.identity(x)
     assert y.op.get_attr("_class") == [b"loc:@x"]
-    assert y.op.colocation_groups == [b"loc:@x"]
+    assert y.op.colocation_groups() == [b"loc:@x"]
     assert y.op.device == "/device:CPU:0"
-    assert x.op.colocation_groups == [b"loc:@x"]
+    assert x.op.colocation_groups() == [b"loc:@x"]
 
 
 def test_colocate_with_tensor_and_ignore_existing(g):
@@ -707,3 +707,58 @@ def test_placeholder_with_default_runs(g):
     with Session() as sess:
         np.testing.assert_array_equal(sess.run(x), [1.0, 2.0])
         np.testing.assert_array_equal(sess.run(x, {x: [5.0, 6.0]}), [5.0, 6.0])
+
+
+# -- issue 18: API details as TF 2.21 has them -------------------------------------------------
+
+
+def test_colocation_groups_is_a_method():
+    with tf.Graph().as_default():
+        assert tf.constant(1.0, name="cc").op.colocation_groups() == [b"loc:@cc"]
+
+
+def test_is_tensor_is_true_for_variables():
+    with tf.Graph().as_default():
+        assert tf.is_tensor(tf.Variable(1.0)) and tf.is_tensor(tf.constant(1.0))
+        assert not tf.is_tensor(np.zeros(2))
+
+
+def test_dimension_and_tensor_shape_convert_to_tensors():
+    # TF 2.21: Dimension(3) -> int32 3; TensorShape([2, 3]) -> int32 [2, 3]; a partially
+    # known shape or an unknown Dimension raise ValueError.
+    with tf.Graph().as_default():
+        d = ops.convert_to_tensor(tensor_shape.Dimension(3))
+        s = ops.convert_to_tensor(tensor_shape.TensorShape([2, 3]))
+        assert d.dtype == dtypes.int32 and s.dtype == dtypes.int32
+        with Session() as sess:
+            assert sess.run(d) == 3
+            assert sess.run(s).tolist() == [2, 3]
+            assert sess.run(tf.zeros(tensor_shape.TensorShape([2, 1]))).shape == (2, 1)
+        with pytest.raises(ValueError, match="partially known TensorShape"):
+            ops.convert_to_tensor(tensor_shape.TensorShape([2, None]))
+        with pytest.raises(ValueError, match="unknown Dimension"):
+            ops.convert_to_tensor(tensor_shape.Dimension(None))
+
+
+def test_switch_to_thread_local_keeps_each_threads_scopes_apart():
+    import threading
+
+    g = tf.Graph()
+    g.switch_to_thread_local()
+    g.switch_to_thread_local()  # idempotent
+    names, barrier = {}, threading.Barrier(2, timeout=30)
+
+    def build(tag):
+        with g.as_default(), g.name_scope(tag):
+            barrier.wait()  # both threads are inside their own scope now
+            with g.control_dependencies(None):
+                names[tag] = tf.constant(1.0, name="c").op.name
+
+    threads = [threading.Thread(target=build, args=(t,)) for t in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert names == {"a": "a/c", "b": "b/c"}
+    with g.as_default():
+        assert tf.constant(1.0, name="top").op.name == "top"  # main thread: no scope leaked

@@ -601,3 +601,17 @@ def test_orthogonal_initializer_follows_the_graph_seed():
     assert not np.array_equal(a, draw(4))
     np.testing.assert_array_equal(draw(None, 7), draw(None, 7))
     np.testing.assert_allclose(a.T @ a, np.eye(4), atol=1e-5)
+
+
+def test_variable_count_up_to():
+    # TF 2.21 (ref variable 0, limit 2): op CountUpTo returns 0, then 1, then raises
+    # OutOfRangeError "Reached limit of 2".
+    with ops.Graph().as_default():
+        v = Variable(0, dtype=dtypes.int32)
+        c = v.count_up_to(2)
+        assert c.op.type == "CountUpTo"
+        with Session() as sess:
+            sess.run(v.initializer)
+            assert [sess.run(c), sess.run(c)] == [0, 1]
+            with pytest.raises(errors.OutOfRangeError, match="Reached limit of 2"):
+                sess.run(c)

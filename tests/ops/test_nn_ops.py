@@ -326,3 +326,21 @@ def test_bias_add_grad_large_inputs(dtype, fmt):
     want = v.astype(np.float64).sum(axis=axes)
     assert grad.dtype == dtype
     np.testing.assert_allclose(grad, want, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_softmax_with_a_tensor_axis():
+    # TF 2.21: softmax([[1, 2], [3, 5]], axis=tf.constant(0)) normalises the columns:
+    # [[0.11920292, 0.04742587], [0.8807971, 0.95257413]]; a fed axis works the same.
+    import asyncflow as af
+
+    x = np.array([[1.0, 2.0], [3.0, 5.0]], np.float32)
+    want = np.exp(x) / np.exp(x).sum(axis=0)
+    ax = af.placeholder(af.int32, [])
+    const_axis = nn_ops.softmax(x, axis=af.constant(0))
+    fed_axis = nn_ops.softmax(x, axis=ax)
+    assert fed_axis.shape.as_list() == [2, 2]
+    with af.Session() as sess:
+        np.testing.assert_allclose(sess.run(const_axis), want, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(fed_axis, {ax: 0}), want, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(fed_axis, {ax: -1}), sess.run(nn_ops.softmax(x)),
+                                   rtol=1e-6)  # fmt: skip

@@ -513,3 +513,51 @@ async def test_aiterate_until_out_of_range(graph):
         await s.arun(q.close())
         batches = [list(b) async for b in aiterate(s, q.dequeue_up_to(2))]
         assert batches == [[1, 2], [3, 4], [5]]
+
+
+# -- issue 18: QueueBase.from_list, shared-name shape checks ------------------------------------
+
+
+def test_from_list_selects_a_queue_by_index():
+    from asyncflow import graph as ops
+    from asyncflow.session import Session
+
+    with ops.Graph().as_default():
+        q1 = FIFOQueue(3, af.float32, shapes=[[]])
+        q2 = FIFOQueue(3, af.float32, shapes=[[]])
+        i = placeholder(af.int32, [])
+        qs = af.QueueBase.from_list(i, [q1, q2])
+        assert qs.dtypes == [af.float32] and qs.shapes[0].as_list() == []
+        with Session() as sess:
+            sess.run(qs.enqueue(5.0), {i: 1})
+            sess.run(qs.enqueue(6.0), {i: 0})
+            assert sess.run([q1.size(), q2.size()]) == [1, 1]
+            assert sess.run(q2.dequeue()) == 5.0
+        with pytest.raises(TypeError, match="Queues do not have matching component dtypes"):
+            af.QueueBase.from_list(0, [q1, FIFOQueue(3, af.int32)])
+        with pytest.raises(TypeError, match="A list of queues expected"):
+            af.QueueBase.from_list(0, [])
+        mixed = af.QueueBase.from_list(0, [q1, FIFOQueue(3, af.float32, shapes=[[2]])])
+        assert mixed.shapes[0].ndims is None
+
+
+@pytest.mark.parametrize(
+    "first,second,want",
+    [
+        ([[]], [[2]], r"Shared queue 'sq' has component shapes \[\[\]\] but requested "
+                      r"component shapes were \[\[2\]\]"),
+        ([[]], None, r"has component shapes \[\[\]\] but requested component shapes were \[\]"),
+        (None, [[]], r"has component shapes \[\] but requested component shapes were \[\[\]\]"),
+    ],
+)  # fmt: skip
+def test_shared_queue_checks_shapes_as_tf(first, second, want):
+    from asyncflow import graph as ops
+    from asyncflow.session import Session
+
+    with ops.Graph().as_default():
+        a = FIFOQueue(3, af.float32, shapes=first, shared_name="sq")
+        b = FIFOQueue(3, af.float32, shapes=second, shared_name="sq")
+        with Session() as sess:
+            sess.run(a.queue_ref)
+            with pytest.raises(errors.InvalidArgumentError, match=want):
+                sess.run(b.queue_ref)
