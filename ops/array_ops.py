@@ -80,19 +80,11 @@ Const = register_op(
 )  # fmt: skip
 
 
-@Const.kernel("CPU")
+# The value is a host attr: on a device with memory of its own the partitioner copies
+# it over where a device kernel consumes it.
+@Const.kernel(host_memory=("output",))
 async def _const(ctx):
-    return ctx.attrs["value"]  # already in host memory
-
-
-@Const.kernel()
-async def _const_on_device(ctx):
-    # The value is copied to the device once per session, as TF's Const kernel does
-    # when it is constructed.
-    value = ctx.kernel_state.get("value")
-    if value is None:
-        value = ctx.kernel_state["value"] = ctx.xp.asarray(ctx.attrs["value"])
-    return value
+    return ctx.attrs["value"]
 
 
 ops.register_constant_folder("Const", lambda t: t.op.get_attr("value"))

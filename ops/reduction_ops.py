@@ -567,7 +567,7 @@ def _grad_to_input(op, grad, kept):
     if x.shape.is_fully_defined() and ops.constant_value(kept) is not None:
         kept_v = ops.constant_value(kept)
         scale = [d // builtins.max(int(k), 1) for d, k in zip(x.shape.as_list(), kept_v)]
-        return _g.apply("Tile", grad, _g.constant(scale))
+        return _g.apply("Tile", grad, _g.constant(scale, dtypes.int32))  # ([] for a scalar)
     kept_v = ops.constant_value(kept)
     if kept_v is not None and all(int(k) <= 1 for k in np.ravel(kept_v)):
         return _g.apply("Tile", grad, _g.shape(x))  # every kept dim is 1: tile by Shape(x)

@@ -271,6 +271,12 @@ class StrictNamespace:
         self.__name__ = f"strict_xp({module.__name__})"
 
     def __getattr__(self, name: str):
+        # Made once per name and kept, so that `xp.cumsum is xp.cumsum`, as in a module.
+        value = self._make(name)
+        setattr(self, name, value)
+        return value
+
+    def _make(self, name: str):
         if name.startswith("__") or (self._allowed is not None and name not in self._allowed):
             raise AttributeError(f"{self.__name__} has no attribute {name!r}")
         if name == "asnumpy":

@@ -1,4 +1,6 @@
-"""Every registered op has a shape function and a CPU kernel (STYLE.md)."""
+"""The op registry (STYLE.md): every op has a shape function, a kernel a CPU runs, and
+a gradient or an explicit not-differentiable mark; kernels are registered once (a
+generic kernel for every device, or one per device type whose code differs)."""
 
 import inspect
 
@@ -27,6 +29,52 @@ def test_op_has_shape_fn_and_cpu_kernel(op_type):
     kd = op_def.kernel_for("CPU")
     assert kd is not None, f"{op_type} has no CPU kernel"
     assert inspect.iscoroutinefunction(kd.fn), f"{op_type} kernel is not async"
+
+
+def _project_ops():
+    """The project's own ops (test modules register test-only ops too)."""
+    return sorted(
+        name
+        for name, d in all_op_defs().items()
+        if all(kd.fn.__module__.startswith("asyncflow.") for kd in d.kernel_defs.values())
+    )
+
+
+# Ops whose gradient is not written yet (they raise LookupError when differentiated,
+# rather than silently giving no gradient as a NotDifferentiable mark would).
+_GRADIENT_PENDING = {
+    "FusedBatchNormGradV3": "second-order batch norm (TF's _FusedBatchNormGradGrad)",
+}
+
+
+@pytest.mark.parametrize("op_type", _project_ops())
+def test_op_has_gradient_or_is_marked_not_differentiable(op_type):
+    op_def = get_op_def(op_type)
+    if op_type in _GRADIENT_PENDING:
+        assert op_def.grad_fn is None and not op_def.not_differentiable
+        return
+    assert op_def.grad_fn is not None or op_def.not_differentiable, (
+        f"{op_type} has neither a gradient nor a NotDifferentiable mark"
+    )
+
+
+def test_no_op_registers_one_function_for_two_device_types():
+    """A kernel that is the same code everywhere is the generic one (`@Op.kernel()`)."""
+    for name, op_def in all_op_defs().items():
+        fns = [kd.fn for kd in op_def.kernel_defs.values()]
+        assert len(fns) == len(set(fns)), name
+
+
+def test_which_ops_a_device_type_supports_is_derived():
+    generic = {n for n, d in all_op_defs().items() if d.has_generic_kernel}
+    assert set(ops_supported_on("SOME_ACCELERATOR")) == generic
+    assert set(ops_supported_on("CPU")) == set(all_op_defs())
+    # Host objects and string/file work have CPU kernels only (as TF's).
+    for op_type in ("FIFOQueueV2", "QueueDequeueV2", "StringJoin", "ReaderReadV2", "SaveV2"):
+        assert not get_op_def(op_type).supports("GPU"), op_type
+    for op_type in ("MatMul", "Conv2D", "Reshape", "Shape", "Switch", "_Send", "_Recv"):
+        assert get_op_def(op_type).supports("GPU"), op_type
+    assert get_op_def("Reshape").kernel_for("GPU").host_memory == frozenset({"shape"})
 
 
 def test_duplicate_registration_rejected():
