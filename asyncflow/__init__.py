@@ -150,7 +150,7 @@ from asyncflow import (  # noqa: E402
 )
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
-from asyncflow.meta_graph import export_meta_graph, import_meta_graph, write_graph  # noqa: E402
+from asyncflow.meta_graph import export_meta_graph, write_graph  # noqa: E402
 from asyncflow.partition import set_lossy_transfer  # noqa: E402
 from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef, ...)
     AttrValue,
@@ -166,3 +166,4 @@ from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef
     TensorInfo,
 )
 from asyncflow.metrics import confusion_matrix  # noqa: E402
+from asyncflow.train.saver import import_meta_graph  # noqa: E402

@@ -518,16 +518,70 @@ def fsync_dir(dirname: str) -> None:
         os.close(fd)
 
 
+# Files are created with the permissions the user's umask gives (TF: 0644 under the usual
+# 022), not mkstemp's 0600.  Read once: os.umask can only be read by setting it.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK
+_TMP_MARK = ".tmp"
+
+
+def _tmp_prefix(path: str) -> str:
+    """Temporary files are "<name>.tmp<pid>-<random>": the pid says whether a leftover
+    belongs to a process that died mid-write."""
+    return f"{os.path.basename(path)}{_TMP_MARK}{os.getpid()}-"
+
+
+def remove_stale_tmp_files(path: str) -> None:
+    """Delete the temporary files of writes to `path` whose process is gone (a crash
+    mid-write leaves one; the next save of the same file removes it)."""
+    dirname = os.path.dirname(path) or "."
+    head = os.path.basename(path) + _TMP_MARK
+    try:
+        names = [n for n in os.listdir(dirname) if n.startswith(head)]
+    except OSError:
+        return
+    for name in names:
+        pid, sep, _ = name[len(head) :].partition("-")
+        if not sep or not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        try:
+            os.unlink(os.path.join(dirname, name))
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def _mkstemp(path: str) -> tuple[int, str]:
+    dirname = os.path.dirname(path) or "."
+    remove_stale_tmp_files(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(path), dir=dirname)
+    except FileNotFoundError:
+        raise errors.NotFoundError(None, None, f"{dirname}; No such file or directory") from None
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except OSError:
+        pass
+    return fd, tmp
+
+
 def atomic_write(path: str, data) -> None:
     """Write `data` (bytes, or a callable taking the open file) to `path` atomically.
 
     Blocking.  Raises NotFoundError when the directory does not exist.
     """
     dirname = os.path.dirname(path) or "."
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp", dir=dirname)
-    except FileNotFoundError:
-        raise errors.NotFoundError(None, None, f"{dirname}; No such file or directory") from None
+    fd, tmp = _mkstemp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             if callable(data):
@@ -550,12 +604,7 @@ async def aatomic_write(path: str, data: bytes) -> None:
     """`atomic_write` for the event loop: aiofiles writes, fsync and rename on a worker."""
     loop = asyncio.get_running_loop()
     dirname = os.path.dirname(path) or "."
-    try:
-        fd, tmp = await loop.run_in_executor(
-            None, lambda: tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp", dir=dirname)
-        )
-    except FileNotFoundError:
-        raise errors.NotFoundError(None, None, f"{dirname}; No such file or directory") from None
+    fd, tmp = await loop.run_in_executor(None, _mkstemp, path)
     os.close(fd)
     try:
         async with aiofiles.open(tmp, "wb") as f:

@@ -361,7 +361,8 @@ class Operation:
         self._device = device_spec.DeviceSpec.from_string(dev or "").to_string()
 
     @property
-    def node_def(self) -> dict:
+    def node_def(self):
+        """This op's NodeDef message."""
         return _CODEC.node_def(self)
 
     def colocation_groups(self) -> list[bytes]:
@@ -798,7 +799,8 @@ class Graph:
                 self._apply_device_functions(op)
         return op
 
-    def as_graph_def(self, from_version=None, add_shapes=False) -> dict:
+    def as_graph_def(self, from_version=None, add_shapes=False):
+        """This graph as a GraphDef message (`SerializeToString()`: TF's `.pb` bytes)."""
         return _CODEC.graph_to_graph_def(self, add_shapes=add_shapes)
 
     def __repr__(self) -> str:

@@ -1,26 +1,29 @@
-"""GraphDef export and import as JSON-ready dicts that use TF's proto field names.
+"""GraphDef export and import as TF's protobuf messages (asyncflow/protos/graph.proto).
 
-A GraphDef here is `{"node": [NodeDef...], "versions": {"producer": 27}, "library": {}}`
-with NodeDef `{"name", "op", "input", "device", "attr"}` and AttrValues spelt as TF's
-JSON mapping does (`{"type": "DT_FLOAT"}`, `{"shape": {"dim": [{"size": 2}]}}`, ...).
-Bytes travel as base64 strings, so `json.dumps` takes the result as it is and nothing
-is ever unpickled or evaluated on the way back.
+`Graph.as_graph_def()` is a `GraphDef` message: `SerializeToString()` gives the bytes TF
+writes to a `.pb`, `text_format` the `.pbtxt` form, and TF's `tf.import_graph_def`
+loads either.  `import_graph_def` takes a GraphDef message (ours or TF's own class),
+its binary serialization, or the JSON layout earlier asyncflow versions wrote (protobuf's
+JSON mapping of the same message).
 
 Invariants:
-- `decode_attr(encode_attr(v))` gives back `v` for every attr value the graph keeps:
+- `decode_attr(attr_value(v))` gives back `v` for every attr value the graph keeps:
   DType, bool (never confused with int), int, float, TensorShape, numpy arrays (dtype
   and shape kept; decoded arrays are read-only, as Const values are), and lists of
   those.  Proto strings carry no str/bytes distinction, so an "s" value decodes to the
   type of the OpDef's default for that attr; without one, attrs named "_..." (TF's
   internal attrs such as "_class") decode to bytes, others to str when they are valid
   UTF-8.  Tuples decode as lists unless the OpDef's default is a tuple.
+- Decoding never allocates more than the message holds plus `MAX_FILL_ELEMENTS` for a
+  tensor TF wrote compressed (its last value repeated); anything malformed is a
+  ValueError naming the attr.
 - `import_graph_def` creates every op through `graph.apply_op`, in topological order,
-  and either imports the whole GraphDef or leaves the graph as it found it.
+  and either imports the whole GraphDef or leaves the graph as it found it.  An op type
+  asyncflow lacks is a `NotFoundError` naming the op and the node.
 """
 
 from __future__ import annotations
 
-import base64
 import heapq
 import json
 import re
@@ -28,159 +31,157 @@ import sys
 from typing import Any
 
 import numpy as np
+from google.protobuf import json_format, text_format
+from google.protobuf import message as _pb_message
 
-from asyncflow import device_spec, dtypes, tensor_shape
+from asyncflow import device_spec, dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.protos.attr_value_pb2 import AttrValue
+from asyncflow.protos.graph_pb2 import GraphDef
+from asyncflow.protos.node_def_pb2 import NodeDef
+from asyncflow.protos.tensor_pb2 import TensorProto
+from asyncflow.protos.tensor_shape_pb2 import TensorShapeProto
 from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def
 
 __all__ = [
+    "attr_value",
     "encode_attr",
     "decode_attr",
+    "shape_proto",
+    "shape_from_proto",
+    "tensor_proto",
+    "tensor_from_proto",
     "node_def",
     "node_def_text",
     "graph_to_graph_def",
+    "as_graph_def_message",
+    "graph_def_to_dict",
     "import_graph_def",
+    "MAX_FILL_ELEMENTS",
 ]
 
 GRAPH_DEF_VERSION = 27
+# A TensorProto may give fewer values than its shape holds (the last one repeats); a
+# file could so ask for any size.  Fills past this many elements are refused.
+MAX_FILL_ELEMENTS = 1 << 28
 
 # -- dtypes ----------------------------------------------------------------------------
 
-_DT_ENUM_NAMES = {
-    dtypes.float32: "DT_FLOAT",
-    dtypes.float64: "DT_DOUBLE",
-    dtypes.int32: "DT_INT32",
-    dtypes.uint8: "DT_UINT8",
-    dtypes.int16: "DT_INT16",
-    dtypes.int8: "DT_INT8",
-    dtypes.string: "DT_STRING",
-    dtypes.complex64: "DT_COMPLEX64",
-    dtypes.int64: "DT_INT64",
-    dtypes.bool_: "DT_BOOL",
-    dtypes.bfloat16: "DT_BFLOAT16",
-    dtypes.uint16: "DT_UINT16",
-    dtypes.complex128: "DT_COMPLEX128",
-    dtypes.float16: "DT_HALF",
-    dtypes.uint32: "DT_UINT32",
-    dtypes.uint64: "DT_UINT64",
-}
-_DT_BY_ENUM_NAME = {v: k for k, v in _DT_ENUM_NAMES.items()}
+
+def _dtype_enum(dt) -> int:
+    return dtypes.as_dtype(dt).base_dtype.as_datatype_enum
 
 
-def _dtype_to_json(dt: dtypes.DType) -> str:
-    return _DT_ENUM_NAMES[dtypes.as_dtype(dt)]
+def _dtype_from_enum(enum: int) -> dtypes.DType:
+    """A DType from TF's DataType enum ("_REF" values name the same element type)."""
+    enum = int(enum)
+    try:
+        return dtypes.as_dtype(enum - 100 if enum > 100 else enum)
+    except TypeError:
+        raise ValueError(f"Unsupported DataType {enum}") from None
 
 
-def _dtype_from_json(value: Any) -> dtypes.DType:
-    """A DType from "DT_FLOAT" or TF's integer enum ("_REF" names the same element type)."""
-    if isinstance(value, str):
-        name = value[:-4] if value.endswith("_REF") else value
-        if name in _DT_BY_ENUM_NAME:
-            return _DT_BY_ENUM_NAME[name]
-        raise ValueError(f"Unknown DataType {value!r}")
-    enum = int(value)
-    return dtypes.as_dtype(enum - 100 if enum > 100 else enum)
+# -- shapes and tensors ------------------------------------------------------------------
 
 
-# -- bytes, shapes, tensors ------------------------------------------------------------
-
-
-def _b64(value: str | bytes) -> str:
-    if isinstance(value, str):
-        value = value.encode("utf-8")
-    return base64.b64encode(bytes(value)).decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.b64decode(text.encode("ascii"), validate=True)
-
-
-def _shape_to_json(shape: tensor_shape.TensorShape) -> dict:
+def shape_proto(shape, out: TensorShapeProto | None = None) -> TensorShapeProto:
+    """`shape` (anything TensorShape takes) as a TensorShapeProto (-1: unknown size)."""
+    shape = tensor_shape.as_shape(shape)
+    out = TensorShapeProto() if out is None else out
     if shape.ndims is None:
-        return {"unknown_rank": True}
-    return {"dim": [{"size": -1 if d is None else int(d)} for d in shape.as_list()]}
-
-
-def _shape_from_json(d: dict) -> tensor_shape.TensorShape:
-    if d.get("unknown_rank"):
-        return tensor_shape.unknown_shape()
-    sizes = [int(dim.get("size", 0)) for dim in d.get("dim", [])]
-    return tensor_shape.TensorShape([None if s < 0 else s for s in sizes])
-
-
-def _tensor_to_json(arr: np.ndarray) -> dict:
-    arr = np.asarray(arr)
-    dt = dtypes.as_dtype(arr.dtype)
-    out = {
-        "dtype": _dtype_to_json(dt),
-        "tensor_shape": _shape_to_json(tensor_shape.TensorShape(arr.shape)),
-    }
-    if dt == dtypes.string:
-        out["string_val"] = [_b64(x) for x in arr.reshape(-1).tolist()]
-    else:
-        arr = np.ascontiguousarray(arr)
-        if sys.byteorder != "little":
-            arr = arr.byteswap()
-        out["tensor_content"] = _b64(arr.tobytes())
+        out.unknown_rank = True
+        return out
+    for d in shape.as_list():
+        out.dim.add(size=-1 if d is None else int(d))
     return out
 
 
-# TF writes small tensors with typed repeated fields instead of tensor_content; the last
-# value fills the rest of the tensor (an empty field means zeros).
-_VAL_FIELDS = (
-    "float_val", "double_val", "int_val", "int64_val", "uint32_val", "uint64_val",
-    "bool_val", "half_val", "scomplex_val", "dcomplex_val",
-)  # fmt: skip
+def shape_from_proto(p: TensorShapeProto) -> tensor_shape.TensorShape:
+    if p.unknown_rank:
+        return tensor_shape.unknown_shape()
+    sizes = [d.size for d in p.dim]
+    if any(s < -1 for s in sizes):
+        raise ValueError(f"Shape {sizes} has a negative dimension")
+    return tensor_shape.TensorShape([None if s < 0 else s for s in sizes])
 
 
-def _tensor_from_json(d: dict) -> np.ndarray:
-    dt = _dtype_from_json(d.get("dtype", "DT_FLOAT"))
-    shape = _shape_from_json(d.get("tensor_shape", {}))
+def tensor_proto(arr, out: TensorProto | None = None) -> TensorProto:
+    """A numpy array as TF writes it: raw little-endian tensor_content, or string_val."""
+    arr = np.asarray(arr)
+    dt = dtypes.as_dtype(arr.dtype)
+    out = TensorProto() if out is None else out
+    out.dtype = _dtype_enum(dt)
+    shape_proto(arr.shape, out.tensor_shape)
+    if dt == dtypes.string:
+        out.string_val.extend(
+            v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in arr.reshape(-1).tolist()
+        )
+    elif arr.size:
+        arr = np.ascontiguousarray(arr)
+        if sys.byteorder != "little":
+            arr = arr.byteswap()
+        out.tensor_content = arr.tobytes()
+    return out
+
+
+def tensor_from_proto(p: TensorProto) -> np.ndarray:
+    """The read-only array a TensorProto holds.
+
+    Raises:
+      ValueError: an unknown dtype, a partially known shape, or values that do not fit it.
+    """
+    dt = _dtype_from_enum(p.dtype)
+    shape = shape_from_proto(p.tensor_shape)
     if not shape.is_fully_defined():
         raise ValueError(f"Tensor proto has a partially known shape {shape}")
     dims = tuple(shape.as_list())
+    size = int(np.prod(dims, dtype=object))
     if dt == dtypes.string:
-        items = [_unb64(s) for s in d.get("string_val", [])]
-        arr = np.empty(len(items), dtype=object)
-        arr[:] = items
-        arr = _fill(arr, dims)
-    elif "tensor_content" in d:
-        arr = np.frombuffer(_unb64(d["tensor_content"]), dtype=dt.as_numpy_dtype)
-        if sys.byteorder != "little":
-            arr = arr.byteswap()
-        arr = arr.reshape(dims).copy()
+        arr = np.empty(len(p.string_val), dtype=object)
+        arr[:] = list(p.string_val)
+        arr = _fill(arr, dims, size)
+    elif p.tensor_content:
+        np_dt = np.dtype(dt.as_numpy_dtype)
+        if len(p.tensor_content) != size * np_dt.itemsize:
+            raise ValueError(
+                f"Tensor proto holds {len(p.tensor_content)} bytes for {list(dims)} "
+                f"{dt.name} values"
+            )
+        arr = np.frombuffer(p.tensor_content, dtype=np_dt.newbyteorder("<"))
+        arr = arr.astype(np_dt).reshape(dims)
     else:
-        arr = _fill(_typed_vals(d, dt), dims)
+        arr = _fill(_typed_vals(p, dt), dims, size)
     arr.flags.writeable = False
     return arr
 
 
-def _typed_vals(d: dict, dt: dtypes.DType) -> np.ndarray:
+def _typed_vals(p: TensorProto, dt: dtypes.DType) -> np.ndarray:
     np_dt = dt.as_numpy_dtype
-    for field in _VAL_FIELDS:
-        if field not in d:
-            continue
-        vals = d[field]
-        if field == "half_val":  # IEEE half / bfloat16 bit patterns
-            return np.asarray([int(v) for v in vals], np.uint16).view(np_dt)
-        if field in ("scomplex_val", "dcomplex_val"):
-            flat = [float(v) for v in vals]
-            return np.asarray(
-                [complex(a, b) for a, b in zip(flat[::2], flat[1::2], strict=True)], np_dt
-            )
-        if field == "bool_val":
-            return np.asarray([bool(v) for v in vals], np_dt)
-        conv = float if field in ("float_val", "double_val") else int
-        return np.asarray([conv(v) for v in vals]).astype(np_dt)
+    if p.half_val:  # IEEE half / bfloat16 bit patterns
+        return np.asarray(p.half_val, np.uint32).astype(np.uint16).view(np_dt)
+    if p.scomplex_val or p.dcomplex_val:
+        flat = np.asarray(p.scomplex_val or p.dcomplex_val, np.float64)
+        if flat.size % 2:
+            raise ValueError("Complex tensor proto has an odd number of components")
+        return (flat[0::2] + 1j * flat[1::2]).astype(np_dt)
+    for field in ("float_val", "double_val", "int_val", "int64_val", "uint32_val",
+                  "uint64_val", "bool_val"):  # fmt: skip
+        vals = getattr(p, field)
+        if vals:
+            return np.asarray(vals).astype(np_dt)
     return np.zeros(0, np_dt)
 
 
-def _fill(flat: np.ndarray, dims: tuple) -> np.ndarray:
-    size = int(np.prod(dims, dtype=np.int64))
+def _fill(flat: np.ndarray, dims: tuple, size: int) -> np.ndarray:
     if flat.size == size:
         return flat.reshape(dims).copy()
     if flat.size > size:
         raise ValueError(f"Tensor proto has {flat.size} values for shape {list(dims)}")
+    if size > MAX_FILL_ELEMENTS:
+        raise ValueError(
+            f"Tensor proto of shape {list(dims)} repeats {flat.size} values to "
+            f"{size} elements, more than {MAX_FILL_ELEMENTS}"
+        )
     out = np.empty(size, dtype=flat.dtype)
     if flat.size == 0:
         out[:] = b"" if flat.dtype == object else 0
@@ -212,83 +213,108 @@ def _kind(value: Any) -> str:
     raise TypeError(f"Cannot serialise an attr value of type {type(value).__name__}")
 
 
-_ENCODERS = {
-    "type": _dtype_to_json,
-    "b": bool,
-    "i": int,
-    "f": float,
-    "s": _b64,
-    "shape": _shape_to_json,
-    "tensor": _tensor_to_json,
-}
-_DECODERS = {
-    "type": _dtype_from_json,
-    "b": bool,
-    "i": int,
-    "f": float,
-    "s": _unb64,
-    "shape": _shape_from_json,
-    "tensor": _tensor_from_json,
-}
+def _as_bytes(value: str | bytes) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
 
 
-def encode_attr(value: Any) -> dict:
-    """A Python attr value as an AttrValue dict (TF's JSON field names).
+def _set_scalar(av: AttrValue, kind: str, value: Any) -> None:
+    if kind == "type":
+        av.type = _dtype_enum(value)
+    elif kind == "b":
+        av.b = bool(value)
+    elif kind == "i":
+        av.i = int(value)
+    elif kind == "f":
+        av.f = float(value)
+    elif kind == "s":
+        av.s = _as_bytes(value)
+    elif kind == "shape":
+        av.shape.SetInParent()  # a scalar's shape has no field set: mark it present
+        shape_proto(value, av.shape)
+    else:
+        av.tensor.SetInParent()
+        tensor_proto(value, av.tensor)
+
+
+def attr_value(value: Any) -> AttrValue:
+    """A Python attr value as an AttrValue message.
 
     Raises:
       TypeError: for a value no AttrValue field can hold (a mixed list included).
     """
+    av = AttrValue()
     if isinstance(value, list | tuple):
         kinds = {_kind(v) for v in value}
         if kinds == {"i", "f"}:
             kinds = {"f"}  # as TF, a list mixing ints and floats is a list(float)
         if len(kinds) > 1:
             raise TypeError(f"Cannot serialise a list mixing {sorted(kinds)}: {value!r}")
+        av.list.SetInParent()
         if not kinds:
-            return {"list": {}}
+            return av
         (kind,) = kinds
-        return {"list": {kind: [_ENCODERS[kind](v) for v in value]}}
-    kind = _kind(value)
-    return {kind: _ENCODERS[kind](value)}
+        field = getattr(av.list, kind)
+        if kind == "shape":
+            for v in value:
+                shape_proto(v, field.add())
+        elif kind == "tensor":
+            for v in value:
+                tensor_proto(v, field.add())
+        elif kind == "type":
+            field.extend(_dtype_enum(v) for v in value)
+        elif kind == "s":
+            field.extend(_as_bytes(v) for v in value)
+        else:
+            conv = {"b": bool, "i": int, "f": float}[kind]
+            field.extend(conv(v) for v in value)
+        return av
+    _set_scalar(av, _kind(value), value)
+    return av
 
 
-def decode_attr(attr: dict, hint: Any = None, name: str = "") -> Any:
-    """The inverse of `encode_attr`; `hint` is the OpDef's default for the attr, if any.
+def encode_attr(value: Any) -> dict:
+    """`attr_value(value)` in protobuf's JSON mapping (TF's field names, base64 bytes)."""
+    return json_format.MessageToDict(attr_value(value), preserving_proto_field_name=True)
+
+
+_LIST_KINDS = ("s", "i", "f", "b", "type", "shape", "tensor", "func")
+
+
+def decode_attr(attr: AttrValue, hint: Any = None, name: str = "") -> Any:
+    """The inverse of `attr_value`; `hint` is the OpDef's default for the attr, if any.
 
     Raises:
       ValueError: for an AttrValue with no field this runtime understands.
     """
-    attr = _snake_keys(attr)
-    if "list" in attr:
-        fields = [k for k in attr["list"] if k in _DECODERS]
-        if not fields:
+    if isinstance(attr, dict):  # the JSON mapping (encode_attr's output)
+        attr = json_format.ParseDict(attr, AttrValue())
+    which = attr.WhichOneof("value")
+    if which == "list":
+        lst = attr.list
+        kind = next((k for k in _LIST_KINDS if len(getattr(lst, k))), None)
+        if kind is None:
             return tuple() if isinstance(hint, tuple) else []
-        kind = fields[0]
         elem_hint = hint[0] if isinstance(hint, list | tuple) and hint else None
-        values = [_decode_one(kind, v, elem_hint, name) for v in attr["list"][kind]]
+        values = [_decode_one(kind, v, elem_hint, name) for v in getattr(lst, kind)]
         return tuple(values) if isinstance(hint, tuple) else values
-    for kind in _DECODERS:
-        if kind in attr:
-            return _decode_one(kind, attr[kind], hint, name)
-    raise ValueError(f"Unsupported AttrValue {attr!r} for attr '{name}'")
-
-
-_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
-
-
-def _snake_keys(message: Any) -> Any:
-    """TF's default JSON spells fields in lowerCamelCase ("tensorContent"): accept both."""
-    if isinstance(message, dict):
-        return {_CAMEL.sub(r"_\1", k).lower(): _snake_keys(v) for k, v in message.items()}
-    if isinstance(message, list):
-        return [_snake_keys(v) for v in message]
-    return message
+    if which is None or which in ("func", "placeholder"):
+        shown = text_format.MessageToString(attr, as_one_line=True)
+        raise ValueError(f"Unsupported AttrValue {{{shown}}} for attr '{name}'")
+    return _decode_one(which, getattr(attr, which), hint, name)
 
 
 def _decode_one(kind: str, value: Any, hint: Any, name: str) -> Any:
-    out = _DECODERS[kind](value)
+    if kind == "type":
+        return _dtype_from_enum(value)
+    if kind == "shape":
+        return shape_from_proto(value)
+    if kind == "tensor":
+        return tensor_from_proto(value)
+    if kind == "func":
+        raise ValueError(f"Attr '{name}' names a function, which asyncflow does not import")
     if kind != "s":
-        return out
+        return value
+    out = bytes(value)
     if isinstance(hint, bytes) or (hint is None and name.startswith("_")):
         return out
     try:
@@ -311,110 +337,94 @@ def _input_name(t: ops.Tensor) -> str:
     return t.op.name if t.value_index == 0 else f"{t.op.name}:{t.value_index}"
 
 
-def node_def(op: ops.Operation) -> dict:
-    """The NodeDef of `op` as a JSON-ready dict.
+def node_def(op: ops.Operation, out: NodeDef | None = None, text: bool = False) -> NodeDef:
+    """The NodeDef of `op` (filled into `out` when given).
 
     Raises:
-      TypeError: when an attr holds a value no AttrValue can hold.
+      TypeError: when an attr holds a value no AttrValue can hold (with `text`, such a
+        value is shown by its repr instead: text is for people).
     """
-    attrs = {}
+    nd = NodeDef() if out is None else out
+    nd.name = op.name
+    nd.op = op.type
+    nd.input.extend(_input_name(t) for t in op.inputs)
+    nd.input.extend("^" + c.name for c in op.control_inputs)
+    if op.device:
+        nd.device = op.device
     for key in sorted(op._attrs):
         value = op._attrs[key]
         if value is None:
             continue
         try:
-            attrs[key] = encode_attr(value)
+            nd.attr[key].CopyFrom(attr_value(value))
         except TypeError as e:
-            raise TypeError(f"Attr '{key}' of op '{op.name}': {e}") from None
-    return {
-        "name": op.name,
-        "op": op.type,
-        "input": [_input_name(t) for t in op.inputs] + ["^" + c.name for c in op.control_inputs],
-        "device": op.device,
-        "attr": attrs,
-    }
+            if not text:
+                raise TypeError(f"Attr '{key}' of op '{op.name}': {e}") from None
+            nd.attr[key].s = repr(value).encode("utf-8")
+    return nd
 
 
-def graph_to_graph_def(graph: ops.Graph, add_shapes: bool = False) -> dict:
-    """`graph` as a GraphDef dict; `add_shapes` adds each node's "_output_shapes" attr."""
-    nodes = []
+def graph_to_graph_def(graph: ops.Graph, add_shapes: bool = False) -> GraphDef:
+    """`graph` as a GraphDef; `add_shapes` adds each node's "_output_shapes" attr."""
+    gd = GraphDef()
     for op in graph.get_operations():
-        nd = node_def(op)
+        nd = node_def(op, gd.node.add())
         if add_shapes:
-            shapes = [_shape_to_json(t.shape) for t in op.outputs]
-            nd["attr"]["_output_shapes"] = {"list": {"shape": shapes}}
-        nodes.append(nd)
-    return {"node": nodes, "versions": {"producer": GRAPH_DEF_VERSION}, "library": {}}
-
-
-# -- text form (str(op)) ---------------------------------------------------------------
-
-_BYTES_FIELDS = frozenset({"s", "tensor_content", "string_val"})
-_ENUM_FIELDS = frozenset({"type", "dtype"})
-
-
-def _c_escape(data: bytes) -> str:
-    """Protobuf's CEscape: printable ASCII as is, the rest as octal escapes."""
-    special = {10: "\\n", 13: "\\r", 9: "\\t", 34: '\\"', 39: "\\'", 92: "\\\\"}
-    out = []
-    for b in data:
-        if b in special:
-            out.append(special[b])
-        elif 32 <= b < 127:
-            out.append(chr(b))
-        else:
-            out.append(f"\\{b:03o}")
-    return "".join(out)
-
-
-def _text_scalar(key: str, value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if key in _ENUM_FIELDS:
-        return str(value)
-    if key in _BYTES_FIELDS:
-        return f'"{_c_escape(_unb64(value))}"'
-    if isinstance(value, str):
-        return f'"{_c_escape(value.encode("utf-8"))}"'
-    return repr(value)
-
-
-def _text_lines(message: dict, indent: int) -> list[str]:
-    pad = "  " * indent
-    lines = []
-    for key, value in message.items():
-        for v in value if isinstance(value, list) else [value]:
-            if isinstance(v, dict):
-                lines.append(f"{pad}{key} {{")
-                lines.extend(_text_lines(v, indent + 1))
-                lines.append(f"{pad}}}")
-            else:
-                lines.append(f"{pad}{key}: {_text_scalar(key, v)}")
-    return lines
+            shapes = nd.attr["_output_shapes"].list
+            shapes.SetInParent()
+            for t in op.outputs:
+                shape_proto(t.shape, shapes.shape.add())
+    gd.versions.producer = GRAPH_DEF_VERSION
+    return gd
 
 
 def node_def_text(op: ops.Operation) -> str:
     """`op`'s NodeDef in protobuf text format, as `str(op)` shows it in TF."""
-    head: dict[str, Any] = {"name": op.name, "op": op.type}
-    head["input"] = [_input_name(t) for t in op.inputs] + ["^" + c.name for c in op.control_inputs]
-    if op.device:
-        head["device"] = op.device
-    lines = _text_lines(head, 0)
-    for key in sorted(op._attrs):
-        value = op._attrs[key]
-        if value is None:
-            continue
+    return text_format.MessageToString(node_def(op, text=True))
+
+
+def graph_def_to_dict(graph_def: GraphDef) -> dict:
+    """A GraphDef in protobuf's JSON mapping with TF's field names (base64 bytes)."""
+    return json_format.MessageToDict(graph_def, preserving_proto_field_name=True)
+
+
+def as_graph_def_message(graph_def) -> GraphDef:
+    """A GraphDef message from a GraphDef (asyncflow's or TF's class), its binary
+    serialization, or its JSON mapping (a dict, or JSON text as str/bytes).
+
+    Raises:
+      TypeError: for anything else.
+      ValueError: for bytes or JSON that do not parse as a GraphDef.
+    """
+    if isinstance(graph_def, GraphDef):
+        return graph_def
+    if isinstance(graph_def, _pb_message.Message):
+        if graph_def.DESCRIPTOR.name != "GraphDef":
+            raise TypeError(f"graph_def must be a GraphDef proto, got {graph_def.DESCRIPTOR.name}")
+        return _parse_binary(graph_def.SerializeToString())
+    if isinstance(graph_def, bytes | bytearray | memoryview):
+        data = bytes(graph_def)
+        if data.lstrip()[:1] != b"{":
+            return _parse_binary(data)
+        graph_def = data.decode("utf-8", errors="replace")
+    if isinstance(graph_def, str):
         try:
-            encoded = encode_attr(value)
-        except TypeError:
-            encoded = {"s": _b64(repr(value))}  # text is for people: show what it holds
-        lines.append("attr {")
-        lines.append(f'  key: "{_c_escape(key.encode("utf-8"))}"')
-        lines.append("  value {")
-        lines.extend(_text_lines(encoded, 2))
-        lines.append("  }")
-        lines.append("}")
-    return "\n".join(lines) + "\n"
+            graph_def = json.loads(graph_def)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"graph_def is not valid JSON: {e}") from None
+    if not isinstance(graph_def, dict):
+        raise TypeError(f"graph_def must be a GraphDef proto, got {type(graph_def).__name__}")
+    try:
+        return json_format.ParseDict(graph_def, GraphDef())
+    except json_format.ParseError as e:
+        raise ValueError(f"graph_def is not a GraphDef: {e}") from None
+
+
+def _parse_binary(data: bytes) -> GraphDef:
+    try:
+        return GraphDef.FromString(data)
+    except _pb_message.DecodeError as e:
+        raise ValueError(f"graph_def is not a valid binary GraphDef: {e}") from None
 
 
 # -- import ----------------------------------------------------------------------------
@@ -422,21 +432,12 @@ def node_def_text(op: ops.Operation) -> str:
 _VALID_NODE_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
 
 
-def _load_graph_def(graph_def) -> list[dict]:
-    if isinstance(graph_def, bytes | bytearray):
-        graph_def = graph_def.decode("utf-8")
-    if isinstance(graph_def, str):
-        try:
-            graph_def = json.loads(graph_def)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"graph_def is not valid JSON: {e}") from None
-    if not isinstance(graph_def, dict):
-        raise TypeError(f"graph_def must be a GraphDef dict, got {type(graph_def).__name__}")
-    nodes = list(graph_def.get("node", []))
+def _load_graph_def(graph_def) -> list[NodeDef]:
+    nodes = list(as_graph_def_message(graph_def).node)
     seen: set[str] = set()
     for nd in nodes:
-        name = nd.get("name") if isinstance(nd, dict) else None
-        if not isinstance(name, str) or not _VALID_NODE_NAME.match(name):
+        name = nd.name
+        if not _VALID_NODE_NAME.match(name):
             raise ValueError(f"Node name {name!r} is not a valid node name")
         if name in seen:
             raise ValueError(f"Duplicate node name in graph: '{name}'")
@@ -472,18 +473,18 @@ def _normalize_input_map(input_map) -> tuple[dict, dict]:
     return tensors, controls
 
 
-def _topological_order(nodes: list[dict], tensor_map: dict, control_map: dict) -> list[int]:
+def _topological_order(nodes: list[NodeDef], tensor_map: dict, control_map: dict) -> list[int]:
     """Indices of `nodes` with producers first; GraphDef order among ready nodes."""
-    index = {nd["name"]: i for i, nd in enumerate(nodes)}
+    index = {nd.name: i for i, nd in enumerate(nodes)}
     consumers: list[list[int]] = [[] for _ in nodes]
     pending = [0] * len(nodes)
     for i, nd in enumerate(nodes):
-        for text in nd.get("input", []):
+        for text in nd.input:
             src, idx, is_control = _parse_input(text)
             if (src in control_map) if is_control else ((src, idx) in tensor_map):
                 continue
             if src not in index:
-                raise ValueError(f"Node '{nd['name']}': Unknown input node '{text}'")
+                raise ValueError(f"Node '{nd.name}': Unknown input node '{text}'")
             consumers[index[src]].append(i)
             pending[i] += 1
     ready = [i for i, n in enumerate(pending) if n == 0]
@@ -497,7 +498,7 @@ def _topological_order(nodes: list[dict], tensor_map: dict, control_map: dict) -
             if pending[j] == 0:
                 heapq.heappush(ready, j)
     if len(order) < len(nodes):
-        stuck = sorted(nodes[i]["name"] for i, n in enumerate(pending) if n > 0)
+        stuck = sorted(nodes[i].name for i, n in enumerate(pending) if n > 0)
         raise ValueError(f"GraphDef contains a cycle through nodes {stuck}")
     return order
 
@@ -545,7 +546,7 @@ class _Importer:
         self.outer_controls = outer_controls
         self.by_name: dict[str, ops.Operation] = {}
         self.created: list[ops.Operation] = []
-        self.imported_names = {nd["name"] for nd in nodes}
+        self.imported_names = {nd.name for nd in nodes}
 
     def full_name(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name
@@ -562,10 +563,13 @@ class _Importer:
             )
         return outputs[idx]
 
-    def _decode_attrs(self, op_def, nd: dict) -> dict:
+    def _decode_attrs(self, op_def, nd: NodeDef) -> dict:
         attrs = {}
-        for key, value in (nd.get("attr") or {}).items():
-            attrs[key] = decode_attr(value, _attr_hint(op_def, key), key)
+        for key, value in nd.attr.items():
+            try:
+                attrs[key] = decode_attr(value, _attr_hint(op_def, key), key)
+            except ValueError as e:
+                raise ValueError(f"Node '{nd.name}': {e}") from None
         if "_class" in attrs:  # colocation names follow the ops they name
             attrs["_class"] = [self._colocation(c) for c in attrs["_class"]]
         return attrs
@@ -576,13 +580,13 @@ class _Importer:
             text = "loc:@" + self.full_name(text[5:])
         return text.encode("utf-8") if isinstance(entry, bytes) else text
 
-    def build(self, nd: dict) -> ops.Operation:
-        name = nd["name"]
-        op_def = get_op_def(nd["op"])
+    def build(self, nd: NodeDef) -> ops.Operation:
+        name = nd.name
+        op_def = get_op_def(nd.op)
         attrs = self._decode_attrs(op_def, nd)
         shapes = attrs.pop("_output_shapes", None)
         data, controls, from_import = [], [], False
-        for text in nd.get("input", []):
+        for text in nd.input:
             src, idx, is_control = _parse_input(text)
             if is_control:
                 mapped = self.control_map.get(src)
@@ -599,13 +603,13 @@ class _Importer:
             raise ValueError(f"Node '{want}' already exists in the graph")
         with self.graph.control_dependencies(controls):
             try:
-                op = ops.apply_op(nd["op"], grouped, attrs, name=name, graph=self.graph)
+                op = ops.apply_op(nd.op, grouped, attrs, name=name, graph=self.graph)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"Node '{name}': {e}") from e
         self.created.append(op)
         self._rename(op, want)
-        if nd.get("device"):
-            op._set_device(device_spec.merge_device(op.device, nd["device"]))
+        if nd.device:
+            op._set_device(device_spec.merge_device(op.device, nd.device))
         for t, s in zip(op.outputs, shapes or [], strict=False):
             t.set_shape(s)
         self.by_name[name] = op
@@ -664,13 +668,15 @@ def import_graph_def(
     op_dict=None,
     producer_op_list=None,
 ):
-    """Import a GraphDef (dict, or its JSON as str/bytes) into the default graph.
+    """Import a GraphDef into the default graph (TF's `tf.import_graph_def`).
 
-    Op "a" becomes "<name>/a" ("import/a" by default; `name=""` keeps names exact).
-    `input_map` maps names in `graph_def` ("x:0", "x" for output 0, "^x" for a control
-    input) to Tensors (Operations for "^x") of the default graph that replace those
-    inputs; the mapped nodes are still imported.  `op_dict` and `producer_op_list` are
-    accepted for TF's signature and ignored.
+    `graph_def` is a GraphDef message (asyncflow's, or TF's own class), its binary
+    serialization, or its JSON mapping (dict or text: what asyncflow wrote before it
+    wrote protobuf).  Op "a" becomes "<name>/a" ("import/a" by default; `name=""` keeps
+    names exact).  `input_map` maps names in `graph_def` ("x:0", "x" for output 0, "^x"
+    for a control input) to Tensors (Operations for "^x") of the default graph that
+    replace those inputs; the mapped nodes are still imported.  `op_dict` and
+    `producer_op_list` are accepted for TF's signature and ignored.
 
     Returns:
       None without `return_elements`; else, for each name, the Operation ("op") or the
@@ -679,9 +685,11 @@ def import_graph_def(
     Raises:
       TypeError: when graph_def is not a GraphDef, or input_map / return_elements hold
         non-strings where names are expected.
-      ValueError: for an unknown op type, a missing input or return element, a cycle,
-        an input_map key naming no node, or any op the graph rejects (dtype or shape
-        mismatch).  The graph is left unchanged.
+      NotFoundError: a node's op type is not registered in asyncflow (the message names
+        the op and the node).
+      ValueError: a missing input or return element, a cycle, an input_map key naming no
+        node, an attr asyncflow cannot decode, or any op the graph rejects (dtype or
+        shape mismatch).  The graph is left unchanged.
     """
     del op_dict, producer_op_list
     nodes = _load_graph_def(graph_def)
@@ -689,16 +697,19 @@ def import_graph_def(
         raise TypeError("return_elements must be a list of strings")
     for nd in nodes:
         try:
-            get_op_def(nd.get("op", ""))
+            get_op_def(nd.op)
         except KeyError:
-            raise ValueError(
-                f"Op type not registered '{nd.get('op')}' in binary (node '{nd['name']}')"
+            raise errors.NotFoundError(
+                None,
+                None,
+                f"Op type not registered '{nd.op}' in binary running on asyncflow "
+                f"(node '{nd.name}')",
             ) from None
     graph = ops.get_default_graph()
     outer_controls = graph._current_control_inputs()
     with graph.name_scope("import" if name is None else name) as scope:
         tensor_map, control_map = _normalize_input_map(input_map)
-        names = {nd["name"] for nd in nodes}
+        names = {nd.name for nd in nodes}
         missing = sorted(({src for src, _ in tensor_map} | set(control_map)) - names)
         if missing:
             raise ValueError(

@@ -1,45 +1,48 @@
-"""MetaGraphDefs as JSON: export_meta_graph, import_meta_graph, write_graph.
+"""MetaGraphDefs in TF's protobuf format: export_meta_graph, import_scoped_meta_graph.
 
-A MetaGraphDef is a dict with TF's proto field names (and attribute access, as TF's
-proto objects have):
-  {"meta_info_def": {"meta_graph_version", "tags", "tensorflow_version", ...},
-   "graph_def": <GraphDef dict, see graph_io>,
-   "saver_def": {"filename_tensor_name", "save_tensor_name", "restore_op_name", ...},
-   "collection_def": {key: CollectionDef},
-   "signature_def": {key: {"inputs": {name: TensorInfo}, "outputs": {...}, "method_name"}},
-   "asset_file_def": [{"tensor_info": TensorInfo, "filename": str}]}
-A CollectionDef holds exactly one of
-  {"node_list": {"value": [names]}}    Tensors ("x:0") and Operations ("x") by name
-  {"bytes_list": {"value": [base64]}}  str/bytes (imported back as bytes, as TF does)
-  {"int64_list": {"value": [ints]}}, {"float_list": {"value": [floats]}}
-  {"variable_list": {"value": [VariableDef dicts]}}  TF1 variables, rebuilt as
-      `af.Variable` objects bound to the imported ops (one object per variable, shared
-      by every collection naming it)
-  {"proto_list": {"value": [dicts]}}   collections with functions registered through
-      `register_proto_function` (Savers, queue runners ...).
-No pickle, no eval: everything is JSON and is rebuilt through the op registry.
+A MetaGraphDef is the message of asyncflow/protos/meta_graph.proto (`af.MetaGraphDef`):
+meta_info_def, graph_def (a GraphDef, see graph_io), saver_def, collection_def,
+signature_def and asset_file_def, written as TF writes them: binary (`.meta`,
+`saved_model.pb`) or text format (`as_text=True`).
+
+Collections become CollectionDefs as TF makes them:
+  node_list   Tensors ("x:0") and Operations ("x") by name
+  bytes_list  str/bytes (imported back as bytes, as TF does), and the serialized protos
+              of collections with registered proto functions: VariableDef for TF's
+              variable collections ("variables", "trainable_variables", ...), SaverDef
+              for "savers", and whatever `register_proto_function` adds
+  int64_list, float_list
+Variables rebuilt from VariableDefs are `af.Variable` objects bound to the imported ops,
+one object per variable, shared by every collection naming it (a node_list entry naming
+a variable's tensor in another collection gets the same object).
+No pickle, no eval: the bytes are parsed by protobuf and rebuilt through the op registry.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
+from google.protobuf import message as _pb_message
+from google.protobuf import text_format
+
 from asyncflow import checkpoint_format as cf
+from asyncflow import errors, graph_io
 from asyncflow import graph as ops
-from asyncflow import graph_io
 from asyncflow import variables as variables_mod
 from asyncflow.graph import GraphKeys
+from asyncflow.protos.graph_pb2 import GraphDef
+from asyncflow.protos.meta_graph_pb2 import CollectionDef, MetaGraphDef
+from asyncflow.protos.saver_pb2 import SaverDef
+from asyncflow.protos.variable_pb2 import VariableDef
 from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def
 
 __all__ = [
     "MetaGraphDef",
-    "Message",
     "export_meta_graph",
-    "import_meta_graph",
+    "import_scoped_meta_graph",
     "read_meta_graph_file",
     "encode_meta_graph",
     "write_graph",
@@ -49,69 +52,38 @@ __all__ = [
     "variable_to_def",
     "variable_from_def",
     "MAX_META_GRAPH_BYTES",
+    "META_GRAPH_VERSION",
 ]
 
 _log = logging.getLogger("asyncflow")
-MAX_META_GRAPH_BYTES = 1 << 31
-
-
-class Message(dict):
-    """A JSON message with attribute access (`sig.inputs["x"].name`), like TF's protos."""
-
-    def __getattr__(self, key):
-        try:
-            return self[key]
-        except KeyError:
-            raise AttributeError(key) from None
-
-    def __setattr__(self, key, value):
-        self[key] = value
-
-
-class MetaGraphDef(Message):
-    """A MetaGraphDef dict (see the module note); `MetaGraphDef.from_dict` wraps JSON."""
-
-    @classmethod
-    def from_dict(cls, d: dict) -> MetaGraphDef:
-        if not isinstance(d, dict):
-            raise ValueError(f"A MetaGraphDef must be a JSON object, got {type(d).__name__}")
-        out = cls({k: v for k, v in d.items()})
-        out.setdefault("meta_info_def", {})
-        out["meta_info_def"] = Message(out["meta_info_def"])
-        out.setdefault("graph_def", {"node": []})
-        out.setdefault("collection_def", {})
-        sigs = out.get("signature_def") or {}
-        out["signature_def"] = {k: _signature(v) for k, v in sigs.items()}
-        out.setdefault("asset_file_def", [])
-        return out
-
-
-def _signature(d: dict) -> Message:
-    return Message(
-        inputs={k: Message(v) for k, v in (d.get("inputs") or {}).items()},
-        outputs={k: Message(v) for k, v in (d.get("outputs") or {}).items()},
-        method_name=d.get("method_name", ""),
-    )
+# protobuf refuses messages of 2 GiB and more; a file that large is not a meta graph.
+MAX_META_GRAPH_BYTES = (1 << 31) - 1
+META_GRAPH_VERSION = "v1.0"
+TENSORFLOW_VERSION = "1.15.0"  # the TF1 API asyncflow implements (meta_info_def)
 
 
 # -- proto functions (TF's ops.register_proto_function) -------------------------------
 
-_PROTO_FUNCTIONS: dict[str, tuple[Callable | None, Callable | None]] = {}
+_PROTO_FUNCTIONS: dict[str, tuple[Any, Callable | None, Callable | None]] = {}
 
 
 def register_proto_function(collection_name, proto_type=None, to_proto=None, from_proto=None):
-    """Serialise collection `collection_name` with `to_proto(value, export_scope) -> dict`
-    and rebuild it with `from_proto(dict, import_scope) -> value`."""
-    del proto_type
-    _PROTO_FUNCTIONS[collection_name] = (to_proto, from_proto)
+    """Serialise collection `collection_name` into a bytes_list of `proto_type` messages
+    made by `to_proto(value, export_scope=...)` (None: skip the value), and rebuild each
+    value with `from_proto(message, import_scope=...)`."""
+    _PROTO_FUNCTIONS[collection_name] = (proto_type, to_proto, from_proto)
+
+
+def get_collection_proto_type(collection_name):
+    return _PROTO_FUNCTIONS.get(collection_name, (None, None, None))[0]
 
 
 def get_to_proto_function(collection_name):
-    return _PROTO_FUNCTIONS.get(collection_name, (None, None))[0]
+    return _PROTO_FUNCTIONS.get(collection_name, (None, None, None))[1]
 
 
 def get_from_proto_function(collection_name):
-    return _PROTO_FUNCTIONS.get(collection_name, (None, None))[1]
+    return _PROTO_FUNCTIONS.get(collection_name, (None, None, None))[2]
 
 
 # -- variables --------------------------------------------------------------------------
@@ -137,26 +109,26 @@ def _prepend(name: str, scope: str | None) -> str:
     return scope.rstrip("/") + "/" + name
 
 
-def variable_to_def(var, export_scope=None) -> dict | None:
-    """TF's VariableDef of a Variable, names relative to `export_scope`."""
+def variable_to_def(var, export_scope=None) -> VariableDef | None:
+    """TF's VariableDef of a Variable, names relative to `export_scope` (None: outside)."""
+    if not isinstance(var, variables_mod.Variable):
+        return None
     names = {
         "variable_name": var._variable.name,
         "initial_value_name": var._initial_value.name,
         "initializer_name": var._initializer_op.name,
         "snapshot_name": var._snapshot.name,
     }
-    out: dict[str, Any] = {}
+    out = VariableDef(trainable=bool(var.trainable), is_resource=False)
     for key, name in names.items():
         stripped = _strip(name, export_scope)
         if stripped is None:
             return None
-        out[key] = stripped
-    out["trainable"] = bool(var.trainable)
-    out["is_resource"] = False
+        setattr(out, key, stripped)
     return out
 
 
-def variable_from_def(vdef: dict, graph=None, import_scope=None):
+def variable_from_def(vdef: VariableDef, graph=None, import_scope=None):
     """An `af.Variable` bound to existing ops named by VariableDef `vdef`.
 
     `Variable(variable_def=...)` is not supported by asyncflow.variables, so the object
@@ -166,14 +138,14 @@ def variable_from_def(vdef: dict, graph=None, import_scope=None):
       KeyError/ValueError: the VariableDef names ops the graph does not have.
     """
     graph = graph or ops.get_default_graph()
-    el = lambda key: graph.as_graph_element(_prepend(vdef[key], import_scope))
+    el = lambda name: graph.as_graph_element(_prepend(name, import_scope))
     var = variables_mod.Variable.__new__(variables_mod.Variable)
-    var._variable = el("variable_name")
-    var._initializer_op = el("initializer_name")
-    var._snapshot = el("snapshot_name")
-    init = vdef.get("initial_value_name")
-    var._initial_value = el("initial_value_name") if init else var._initializer_op.inputs[1]
-    var._trainable = bool(vdef.get("trainable", True))
+    var._variable = el(vdef.variable_name)
+    var._initializer_op = el(vdef.initializer_name)
+    var._snapshot = el(vdef.snapshot_name)
+    init = vdef.initial_value_name
+    var._initial_value = el(init) if init else var._initializer_op.inputs[1]
+    var._trainable = bool(vdef.trainable)
     var._constraint = None
     var._synchronization = variables_mod.VariableSynchronization.AUTO
     var._aggregation = variables_mod.VariableAggregation.NONE
@@ -182,35 +154,51 @@ def variable_from_def(vdef: dict, graph=None, import_scope=None):
     return var
 
 
+_VARIABLE_COLLECTIONS = (
+    GraphKeys.GLOBAL_VARIABLES,
+    GraphKeys.TRAINABLE_VARIABLES,
+    GraphKeys.LOCAL_VARIABLES,
+    GraphKeys.MODEL_VARIABLES,
+    GraphKeys.MOVING_AVERAGE_VARIABLES,
+    "global_step",
+    "metric_variables",
+)
+
+
 # -- collections ------------------------------------------------------------------------
 
 
-def _collection_def(key, values, export_scope) -> dict | None:
+def _collection_def(key, values, export_scope) -> CollectionDef | None:
+    cdef = CollectionDef()
     to_proto = get_to_proto_function(key)
     if to_proto is not None:
         protos = [p for p in (to_proto(v, export_scope=export_scope) for v in values) if p]
-        return {"proto_list": {"value": protos}}
-    first = values[0]
-    if isinstance(first, variables_mod.Variable):
-        if not all(isinstance(v, variables_mod.Variable) for v in values):
-            return None
-        defs = [d for d in (variable_to_def(v, export_scope) for v in values) if d]
-        return {"variable_list": {"value": defs}}
+        cdef.bytes_list.value.extend(p.SerializeToString(deterministic=True) for p in protos)
+        return cdef
+    if all(isinstance(v, variables_mod.Variable) for v in values):
+        names = [_strip(v.name, export_scope) for v in values]
+        cdef.node_list.value.extend(n for n in names if n is not None)
+        return cdef
     if all(isinstance(v, ops.Tensor | ops.Operation) for v in values):
         names = [n for n in (_strip(v.name, export_scope) for v in values) if n is not None]
-        return {"node_list": {"value": names}}
+        cdef.node_list.value.extend(names)
+        return cdef
     if all(isinstance(v, str | bytes) for v in values):
-        return {"bytes_list": {"value": [graph_io._b64(v) for v in values]}}
-    if all(isinstance(v, int) for v in values):
-        return {"int64_list": {"value": [int(v) for v in values]}}
+        cdef.bytes_list.value.extend(
+            v.encode("utf-8") if isinstance(v, str) else v for v in values
+        )
+        return cdef
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        cdef.int64_list.value.extend(int(v) for v in values)
+        return cdef
     if all(isinstance(v, int | float) for v in values):
-        return {"float_list": {"value": [float(v) for v in values]}}
+        cdef.float_list.value.extend(float(v) for v in values)
+        return cdef
     return None
 
 
-def _collections(graph, collection_list, export_scope) -> dict:
+def _collections(graph, collection_list, export_scope, out: MetaGraphDef) -> None:
     keys = graph.get_all_collection_keys() if collection_list is None else collection_list
-    out = {}
     for key in sorted(keys):
         values = graph.get_collection(key)
         if not values:
@@ -227,82 +215,106 @@ def _collections(graph, collection_list, export_scope) -> dict:
                 key,
             )
             continue
-        out[key] = cdef
-    return out
+        out.collection_def[key].CopyFrom(cdef)
 
 
-def _restore_collections(graph, collection_def: dict, import_scope) -> None:
-    variables: dict[str, Any] = {}
-    for key in sorted(collection_def):
+def _restore_collections(graph, collection_def, import_scope) -> None:
+    """Rebuild the collections; proto-typed ones first, so node_list entries naming a
+    variable's tensor get the rebuilt Variable object."""
+    by_tensor: dict[str, Any] = {}
+    keys = sorted(collection_def, key=lambda k: (get_from_proto_function(k) is None, k))
+    for key in keys:
         cdef = collection_def[key]
-        if "variable_list" in cdef:
-            for vdef in cdef["variable_list"].get("value", []):
-                name = vdef["variable_name"]
-                if name not in variables:
-                    variables[name] = variable_from_def(vdef, graph, import_scope)
-                graph.add_to_collection(key, variables[name])
-        elif "node_list" in cdef:
-            for name in cdef["node_list"].get("value", []):
-                graph.add_to_collection(key, graph.as_graph_element(_prepend(name, import_scope)))
-        elif "bytes_list" in cdef:
-            for v in cdef["bytes_list"].get("value", []):
-                graph.add_to_collection(key, graph_io._unb64(v))
-        elif "int64_list" in cdef:
-            for v in cdef["int64_list"].get("value", []):
+        kind = cdef.WhichOneof("kind")
+        from_proto = get_from_proto_function(key)
+        proto_type = get_collection_proto_type(key)
+        if kind == "bytes_list" and from_proto is not None and proto_type is not None:
+            for raw in cdef.bytes_list.value:
+                try:
+                    proto = proto_type.FromString(raw)
+                except _pb_message.DecodeError as e:
+                    raise errors.DataLossError(
+                        None, None, f"Collection '{key}' holds a malformed proto: {e}"
+                    ) from None
+                if proto_type is VariableDef:
+                    name = _prepend(proto.variable_name, import_scope)
+                    if name not in by_tensor:
+                        by_tensor[name] = from_proto(proto, import_scope=import_scope)
+                    graph.add_to_collection(key, by_tensor[name])
+                else:
+                    graph.add_to_collection(key, from_proto(proto, import_scope=import_scope))
+        elif kind == "node_list":
+            for name in cdef.node_list.value:
+                full = _prepend(name, import_scope)
+                value = by_tensor.get(full)
+                graph.add_to_collection(
+                    key, value if value is not None else graph.as_graph_element(full)
+                )
+        elif kind == "bytes_list":
+            for v in cdef.bytes_list.value:
+                graph.add_to_collection(key, bytes(v))
+        elif kind == "int64_list":
+            for v in cdef.int64_list.value:
                 graph.add_to_collection(key, int(v))
-        elif "float_list" in cdef:
-            for v in cdef["float_list"].get("value", []):
+        elif kind == "float_list":
+            for v in cdef.float_list.value:
                 graph.add_to_collection(key, float(v))
-        elif "proto_list" in cdef:
-            from_proto = get_from_proto_function(key)
-            if from_proto is None:
-                _log.warning("No from_proto function for collection %s: skipped", key)
-                continue
-            for p in cdef["proto_list"].get("value", []):
-                graph.add_to_collection(key, from_proto(p, import_scope=import_scope))
+        elif kind is not None:
+            _log.warning("Collection %s of kind %s is not imported", key, kind)
 
 
 # -- graph defs -----------------------------------------------------------------------
 
 
-def _scoped_graph_def(graph_def: dict, export_scope, clear_devices, strip_defaults) -> dict:
-    nodes = []
-    for nd in graph_def.get("node", []):
-        name = _strip(nd["name"], export_scope)
+def _scoped_graph_def(graph_def: GraphDef, export_scope, clear_devices, strip_defaults):
+    out = GraphDef()
+    out.versions.CopyFrom(graph_def.versions)
+    out.library.CopyFrom(graph_def.library)
+    for nd in graph_def.node:
+        name = _strip(nd.name, export_scope)
         if name is None:
             continue
-        nd = dict(nd, name=name, attr=dict(nd.get("attr", {})))
-        inputs = [_strip(i, export_scope) for i in nd.get("input", [])]
+        inputs = [_strip(i, export_scope) for i in nd.input]
         if any(i is None for i in inputs):
-            raise ValueError(f"Node '{nd['name']}' has inputs outside scope '{export_scope}'")
-        nd["input"] = inputs
+            raise ValueError(f"Node '{nd.name}' has inputs outside scope '{export_scope}'")
+        new = out.node.add()
+        new.CopyFrom(nd)
+        new.name = name
+        del new.input[:]
+        new.input.extend(inputs)
         if clear_devices:
-            nd["device"] = ""
-        if "_class" in nd["attr"] and export_scope:
-            nd["attr"].pop("_class")
+            new.device = ""
+        if export_scope and "_class" in new.attr:
+            del new.attr["_class"]
         if strip_defaults:
-            _strip_default_attrs(nd)
-        nodes.append(nd)
-    return dict(graph_def, node=nodes)
+            _strip_default_attrs(new)
+    return out
 
 
-def _strip_default_attrs(nd: dict) -> None:
-    op_def = get_op_def(nd["op"])
+def _strip_default_attrs(nd) -> None:
+    try:
+        op_def = get_op_def(nd.op)
+    except KeyError:
+        return
     for key, spec in op_def.attrs.items():
         if spec is REQUIRED or isinstance(spec, TypeConstraint) or spec is None:
             continue
-        if key in nd["attr"]:
+        if key in nd.attr:
             try:
-                if graph_io.encode_attr(spec) == nd["attr"][key]:
-                    del nd["attr"][key]
+                if graph_io.attr_value(spec) == nd.attr[key]:
+                    del nd.attr[key]
             except TypeError:
                 pass
 
 
-def _meta_info(meta_info_def) -> dict:
-    info = {"meta_graph_version": "", "tags": [], "tensorflow_version": "asyncflow"}
-    info.update(dict(meta_info_def or {}))
-    return info
+def _saver_def_message(saver_def) -> SaverDef:
+    if isinstance(saver_def, SaverDef):
+        return saver_def
+    if isinstance(saver_def, _pb_message.Message):  # TF's own class
+        return SaverDef.FromString(saver_def.SerializeToString())
+    if isinstance(saver_def, dict):
+        return SaverDef(**saver_def)
+    raise TypeError(f"saver_def must be a SaverDef, got {type(saver_def).__name__}")
 
 
 def export_meta_graph(
@@ -322,8 +334,8 @@ def export_meta_graph(
 ) -> MetaGraphDef:
     """The MetaGraphDef of `graph` (default graph); written to `filename` when given.
 
-    `as_text` writes indented JSON, otherwise compact JSON (both are JSON: there is no
-    binary proto here).  The write is atomic (temp file, fsync, rename).
+    The file is TF's: binary protobuf, or text format with `as_text`; the write is
+    atomic (temp file, fsync, rename).
 
     Raises:
       ValueError: a node inside `export_scope` takes an input from outside it.
@@ -332,117 +344,140 @@ def export_meta_graph(
     graph = graph or ops.get_default_graph()
     if graph_def is None:
         graph_def = graph.as_graph_def(add_shapes=True)
-    graph_def = _scoped_graph_def(graph_def, export_scope, clear_devices, strip_default_attrs)
-    doc = MetaGraphDef(
-        meta_info_def=Message(_meta_info(meta_info_def)),
-        graph_def=graph_def,
-        collection_def=_collections(graph, collection_list, export_scope),
-        signature_def={},
-        asset_file_def=[],
+    graph_def = graph_io.as_graph_def_message(graph_def)
+    mg = MetaGraphDef()
+    info = mg.meta_info_def
+    info.meta_graph_version = META_GRAPH_VERSION
+    info.tensorflow_version = TENSORFLOW_VERSION
+    info.tensorflow_git_version = "asyncflow"
+    if meta_info_def is not None:
+        if isinstance(meta_info_def, dict):
+            meta_info_def = MetaGraphDef.MetaInfoDef(**meta_info_def)
+        info.MergeFrom(meta_info_def)
+    info.stripped_default_attrs = bool(strip_default_attrs)
+    mg.graph_def.CopyFrom(
+        _scoped_graph_def(graph_def, export_scope, clear_devices, strip_default_attrs)
     )
+    _collections(graph, collection_list, export_scope, mg)
     if saver_def is not None:
-        sd = saver_def.to_dict() if hasattr(saver_def, "to_dict") else dict(saver_def)
+        sd = SaverDef()
+        sd.CopyFrom(_saver_def_message(saver_def))
         if export_scope:
             for k in ("filename_tensor_name", "save_tensor_name", "restore_op_name"):
-                sd[k] = _strip(sd[k], export_scope) or sd[k]
-        doc["saver_def"] = sd
+                setattr(sd, k, _strip(getattr(sd, k), export_scope) or getattr(sd, k))
+        mg.saver_def.CopyFrom(sd)
     if filename:
-        cf.atomic_write(os.fspath(filename), encode_meta_graph(doc, as_text))
-    return doc
+        cf.atomic_write(os.fspath(filename), encode_meta_graph(mg, as_text))
+    return mg
 
 
-def encode_meta_graph(doc: dict, as_text: bool = False) -> bytes:
+def encode_meta_graph(message, as_text: bool = False) -> bytes:
+    """A MetaGraphDef (or SavedModel, GraphDef) as TF writes it: binary or text format."""
     if as_text:
-        return json.dumps(doc, indent=1, sort_keys=True).encode("utf-8")
-    return json.dumps(doc, separators=(",", ":")).encode("utf-8")
+        return text_format.MessageToString(message).encode("utf-8")
+    return message.SerializeToString(deterministic=True)
 
 
-def read_meta_graph_file(filename) -> MetaGraphDef:
-    """Read a MetaGraphDef JSON file.
+def parse_message(raw: bytes, message_type, filename: str):
+    """`raw` as a `message_type`: binary first, then text format (TF's readers do both).
 
     Raises:
-      OSError: the file does not exist, is too large or cannot be parsed.
+      DataLossError: neither parses.
     """
-    filename = os.fspath(filename)
+    try:
+        return message_type.FromString(raw)
+    except _pb_message.DecodeError as binary_error:
+        try:
+            text = raw.decode("utf-8")
+            return text_format.Parse(text, message_type())
+        except (UnicodeDecodeError, text_format.ParseError):
+            raise errors.DataLossError(
+                None, None, f"Cannot parse file {filename}: {binary_error}."
+            ) from None
+
+
+def read_file_bounded(filename: str, limit: int = MAX_META_GRAPH_BYTES) -> bytes:
+    """The bytes of `filename`, refusing files over `limit` before reading them.
+
+    Raises:
+      NotFoundError: no such file.  DataLossError: larger than `limit`.
+    """
     try:
         size = os.path.getsize(filename)
     except OSError:
-        raise OSError(f"File {filename} does not exist.") from None
-    if size > MAX_META_GRAPH_BYTES:
-        raise OSError(f"Cannot parse file {filename}: larger than {MAX_META_GRAPH_BYTES} bytes.")
+        raise errors.NotFoundError(None, None, f"File {filename} does not exist.") from None
+    if size > limit:
+        raise errors.DataLossError(
+            None, None, f"Cannot parse file {filename}: larger than {limit} bytes."
+        )
     with open(filename, "rb") as f:
-        raw = f.read()
-    try:
-        return MetaGraphDef.from_dict(json.loads(raw.decode("utf-8")))
-    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
-        raise OSError(f"Cannot parse file {filename}: {e}.") from None
+        return f.read(limit + 1)
 
 
-def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None, **kwargs):
-    """Import a MetaGraphDef (file path or dict) into the default graph.
-
-    Returns:
-      A Saver built from the MetaGraphDef's saver_def; else a new Saver over the
-      imported variables, if any; else None.
+def read_meta_graph_file(filename) -> MetaGraphDef:
+    """Read a MetaGraphDef file (binary or text format).
 
     Raises:
-      OSError: the file is missing or unparsable.
-      ValueError: the graph cannot be imported (unknown op, bad input, name clash).
+      NotFoundError: the file does not exist.
+      DataLossError: it is too large or does not parse as a MetaGraphDef.
     """
-    from asyncflow.train.saver import Saver
+    filename = os.fspath(filename)
+    return parse_message(read_file_bounded(filename), MetaGraphDef, filename)
 
-    if isinstance(meta_graph_or_file, dict):
-        mg = MetaGraphDef.from_dict(meta_graph_or_file)
-    else:
-        mg = read_meta_graph_file(meta_graph_or_file)
-    graph_def = mg["graph_def"]
+
+def _meta_graph_message(meta_graph_or_file) -> MetaGraphDef:
+    if isinstance(meta_graph_or_file, MetaGraphDef):
+        return meta_graph_or_file
+    if isinstance(meta_graph_or_file, _pb_message.Message):  # TF's own class
+        if meta_graph_or_file.DESCRIPTOR.name != "MetaGraphDef":
+            raise TypeError(f"Expected a MetaGraphDef, got {meta_graph_or_file.DESCRIPTOR.name}")
+        return MetaGraphDef.FromString(meta_graph_or_file.SerializeToString())
+    return read_meta_graph_file(meta_graph_or_file)
+
+
+def import_scoped_meta_graph(meta_graph_or_file, clear_devices=False, graph=None,
+                             import_scope=None, input_map=None):  # fmt: skip
+    """Import the graph and collections of a MetaGraphDef; returns the MetaGraphDef.
+
+    Raises: see `asyncflow.train.saver.import_meta_graph`.
+    """
+    mg = _meta_graph_message(meta_graph_or_file)
+    graph_def = mg.graph_def
     if clear_devices:
-        graph_def = dict(graph_def, node=[dict(n, device="") for n in graph_def.get("node", [])])
-    graph = ops.get_default_graph()
-    graph_io.import_graph_def(
-        graph_def, input_map=kwargs.get("input_map"), name=import_scope or ""
-    )
-    _restore_collections(graph, mg.get("collection_def", {}), import_scope)
-    if mg.get("saver_def"):
-        from asyncflow.train.saver import SaverDef
-
-        return Saver(saver_def=SaverDef.from_dict(mg["saver_def"]), name=import_scope)
-    scope_re = None if not import_scope else import_scope
-    if graph.get_collection(GraphKeys.GLOBAL_VARIABLES, scope_re) or graph.get_collection(
-        GraphKeys.SAVEABLE_OBJECTS, scope_re
-    ):
-        return Saver()
-    _log.info("Saver not created because there are no variables in the graph to restore")
-    return None
+        graph_def = GraphDef()
+        graph_def.CopyFrom(mg.graph_def)
+        for nd in graph_def.node:
+            nd.device = ""
+    graph = graph or ops.get_default_graph()
+    with graph.as_default():
+        graph_io.import_graph_def(graph_def, input_map=input_map, name=import_scope or "")
+        _restore_collections(graph, mg.collection_def, import_scope)
+    return mg
 
 
 def write_graph(graph_or_graph_def, logdir, name, as_text=True) -> str:
-    """Write a GraphDef as JSON to `logdir/name` (created if needed); returns the path."""
+    """Write a GraphDef to `logdir/name` (created if needed), text format or binary as TF's
+    `tf.io.write_graph`; returns the path."""
     if isinstance(graph_or_graph_def, ops.Graph):
         graph_def = graph_or_graph_def.as_graph_def()
     else:
-        graph_def = graph_or_graph_def
+        graph_def = graph_io.as_graph_def_message(graph_or_graph_def)
     logdir = os.fspath(logdir)
     os.makedirs(logdir, exist_ok=True)
     path = os.path.join(logdir, name)
-    if as_text:
-        data = json.dumps(graph_def, indent=1, sort_keys=True).encode("utf-8")
-    else:
-        data = json.dumps(graph_def, separators=(",", ":")).encode("utf-8")
-    cf.atomic_write(path, data)
+    cf.atomic_write(path, encode_meta_graph(graph_def, as_text))
     return path
 
 
-def _register_savers() -> None:
-    def to_proto(saver, export_scope=None):
-        return saver.to_proto(export_scope=export_scope)
-
-    def from_proto(d, import_scope=None):
-        from asyncflow.train.saver import Saver
-
-        return Saver.from_proto(d, import_scope=import_scope)
-
-    register_proto_function(GraphKeys.SAVERS, to_proto=to_proto, from_proto=from_proto)
+def _register() -> None:
+    # The "savers" collection's functions are registered by asyncflow.train.saver, which
+    # imports this module (never the other way round).
+    for key in _VARIABLE_COLLECTIONS:
+        register_proto_function(key, VariableDef, variable_to_def, _variable_from_proto)
 
 
-_register_savers()
+def _variable_from_proto(vdef, import_scope=None):
+    return variable_from_def(vdef, import_scope=import_scope)
+
+
+_register()

@@ -596,11 +596,11 @@ def test_operation_node_def_and_str(g):
     with g.control_dependencies([a]), g.device("/cpu:0"):
         y = array_ops.identity(_const(name="x"), name="y")
     nd = y.op.node_def
-    assert nd["name"] == "y"
-    assert nd["op"] == "Identity"
-    assert nd["input"] == ["x", "^a"]
-    assert nd["device"] == "/device:CPU:0"
-    assert nd["attr"] == {"T": {"type": "DT_FLOAT"}}
+    assert nd.name == "y"
+    assert nd.op == "Identity"
+    assert list(nd.input) == ["x", "^a"]
+    assert nd.device == "/device:CPU:0"
+    assert dict(nd.attr) == {"T": tf.AttrValue(type=tf.float32.as_datatype_enum)}
     text = str(y.op)
     assert 'name: "y"' in text
     assert 'op: "Identity"' in text

@@ -1,4 +1,4 @@
-"""GraphDef export/import: JSON round trips, AttrValue encoding, import_graph_def semantics."""
+"""GraphDef export/import: protobuf round trips, AttrValue encoding, import_graph_def semantics."""
 
 from __future__ import annotations
 
@@ -6,26 +6,44 @@ import json
 
 import numpy as np
 import pytest
+from google.protobuf import json_format, text_format
 
-from asyncflow import dtypes, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.graph_io import (
     _group_inputs,
+    attr_value,
     decode_attr,
     encode_attr,
+    graph_def_to_dict,
     graph_to_graph_def,
     import_graph_def,
     node_def_text,
 )
 from asyncflow.ops import array_ops, control_flow_ops
+from asyncflow.protos import AttrValue, GraphDef
 from asyncflow.registry import ANY, ArgDef, OpDef, TypeConstraint
 from asyncflow.session import Session
 
 TS = tensor_shape.TensorShape
 
 
+def _bytes_round_trip(message):
+    """`message` through its binary serialization."""
+    return type(message).FromString(message.SerializeToString())
+
+
 def _json_round_trip(graph_def: dict) -> dict:
     return json.loads(json.dumps(graph_def))
+
+
+def _dict_graph_def(graph) -> dict:
+    """The graph's GraphDef in protobuf's JSON mapping (what asyncflow wrote before)."""
+    return _json_round_trip(graph_def_to_dict(graph.as_graph_def()))
+
+
+def _attr(text: str) -> AttrValue:
+    return text_format.Parse(text, AttrValue())
 
 
 def _build_sample():
@@ -60,7 +78,7 @@ def _run(graph, fetch_names, feeds):
 
 def test_round_trip_runs_the_same():
     g, fetches, _, _ = _build_sample()
-    graph_def = _json_round_trip(g.as_graph_def())
+    graph_def = _bytes_round_trip(g.as_graph_def())
     g2 = ops.Graph()
     with g2.as_default():
         assert import_graph_def(graph_def) is None
@@ -81,7 +99,7 @@ def test_round_trip_preserves_structure():
     g, _, grp, _ = _build_sample()
     g2 = ops.Graph()
     with g2.as_default():
-        import_graph_def(_json_round_trip(g.as_graph_def()), name="")
+        import_graph_def(g.as_graph_def().SerializeToString(), name="")
     assert [op.name for op in g2.get_operations()] == [op.name for op in g.get_operations()]
     for op in g.get_operations():
         new = g2.get_operation_by_name(op.name)
@@ -99,27 +117,28 @@ def test_round_trip_preserves_structure():
 def test_graph_def_layout():
     g, _, _, _ = _build_sample()
     gd = g.as_graph_def()
+    assert isinstance(gd, GraphDef)
     assert gd == graph_to_graph_def(g)
-    assert gd["versions"] == {"producer": 27}
-    assert gd["library"] == {}
-    by_name = {n["name"]: n for n in gd["node"]}
-    assert set(by_name["z"]) == {"name", "op", "input", "device", "attr"}
-    assert by_name["z"]["input"] == ["i", "^w"]
-    assert by_name["block/y"]["input"] == ["x"]
-    assert by_name["x"]["attr"]["shape"] == {"shape": {"dim": [{"size": -1}, {"size": 2}]}}
-    assert by_name["w"]["attr"]["value"]["tensor"]["dtype"] == "DT_FLOAT"
-    assert by_name["s"]["attr"]["value"]["tensor"]["string_val"] == ["YWI=", "AP8=", ""]
-    json.dumps(gd, allow_nan=False)
+    assert gd.versions.producer == 27
+    assert not gd.HasField("library")
+    by_name = {n.name: n for n in gd.node}
+    assert {f.name for f, _ in by_name["z"].ListFields()} == {"name", "op", "input", "attr"}
+    assert list(by_name["z"].input) == ["i", "^w"]
+    assert list(by_name["block/y"].input) == ["x"]
+    assert by_name["x"].attr["shape"] == _attr("shape { dim { size: -1 } dim { size: 2 } }")
+    assert by_name["w"].attr["value"].tensor.dtype == dtypes.float32.as_datatype_enum
+    assert list(by_name["s"].attr["value"].tensor.string_val) == [b"ab", b"\x00\xff", b""]
+    assert by_name["grp"].device == "/device:CPU:0"
 
 
 def test_add_shapes_round_trip():
     g, fetches, _, _ = _build_sample()
-    gd = _json_round_trip(g.as_graph_def(add_shapes=True))
-    by_name = {n["name"]: n for n in gd["node"]}
-    assert by_name["x"]["attr"]["_output_shapes"] == {
-        "list": {"shape": [{"dim": [{"size": -1}, {"size": 2}]}]}
-    }
-    assert by_name["grp"]["attr"]["_output_shapes"] == {"list": {"shape": []}}
+    gd = _bytes_round_trip(g.as_graph_def(add_shapes=True))
+    by_name = {n.name: n for n in gd.node}
+    assert by_name["x"].attr["_output_shapes"] == _attr(
+        "list { shape { dim { size: -1 } dim { size: 2 } } }"
+    )
+    assert by_name["grp"].attr["_output_shapes"] == _attr("list { }")
     g2 = ops.Graph()
     with g2.as_default():
         import_graph_def(gd)
@@ -134,7 +153,7 @@ def test_output_shapes_refine_imported_shapes():
         x = array_ops.placeholder(dtypes.float32, name="x")
         array_ops.identity(x, name="y")
     gd = g.as_graph_def()
-    gd["node"][1]["attr"]["_output_shapes"] = {"list": {"shape": [{"dim": [{"size": 4}]}]}}
+    gd.node[1].attr["_output_shapes"].CopyFrom(_attr("list { shape { dim { size: 4 } } }"))
     g2 = ops.Graph()
     with g2.as_default():
         (y,) = import_graph_def(gd, return_elements=["y:0"])
@@ -166,38 +185,36 @@ _ENUM_NAMES = {
 @pytest.mark.parametrize("name, enum", sorted(_ENUM_NAMES.items()))
 def test_dtype_enum_names(name, enum):
     dt = dtypes.as_dtype(name)
-    assert encode_attr(dt) == {"type": enum}
+    assert attr_value(dt) == _attr(f"type: {enum}")
+    assert encode_attr(dt) == {"type": enum}  # protobuf's JSON mapping
     assert decode_attr({"type": enum}) is dt
-    assert decode_attr({"type": dt.as_datatype_enum}) is dt
+    assert decode_attr(_attr(f"type: {enum}")) is dt
 
 
 @pytest.mark.parametrize(
     "value, encoded",
     [
-        (True, {"b": True}),
-        (False, {"b": False}),
-        (3, {"i": 3}),
-        (-(2**40), {"i": -(2**40)}),
-        (1.5, {"f": 1.5}),
-        ("héllo", {"s": "aMOpbGxv"}),
-        (TS([2, None]), {"shape": {"dim": [{"size": 2}, {"size": -1}]}}),
-        (TS(None), {"shape": {"unknown_rank": True}}),
-        (TS([]), {"shape": {"dim": []}}),
-        ([1, 2], {"list": {"i": [1, 2]}}),
-        ([True], {"list": {"b": [True]}}),
-        ([0.5, 2.0], {"list": {"f": [0.5, 2.0]}}),
-        ([dtypes.int32, dtypes.string], {"list": {"type": ["DT_INT32", "DT_STRING"]}}),
-        (["a", "b"], {"list": {"s": ["YQ==", "Yg=="]}}),
-        (
-            [TS([1]), TS(None)],
-            {"list": {"shape": [{"dim": [{"size": 1}]}, {"unknown_rank": True}]}},
-        ),
-        ([], {"list": {}}),
+        (True, "b: true"),
+        (False, "b: false"),
+        (3, "i: 3"),
+        (-(2**40), "i: -1099511627776"),
+        (1.5, "f: 1.5"),
+        ("héllo", 's: "h\\303\\251llo"'),
+        (TS([2, None]), "shape { dim { size: 2 } dim { size: -1 } }"),
+        (TS(None), "shape { unknown_rank: true }"),
+        (TS([]), "shape { }"),
+        ([1, 2], "list { i: [1, 2] }"),
+        ([True], "list { b: true }"),
+        ([0.5, 2.0], "list { f: [0.5, 2.0] }"),
+        ([dtypes.int32, dtypes.string], "list { type: [DT_INT32, DT_STRING] }"),
+        (["a", "b"], 'list { s: ["a", "b"] }'),
+        ([TS([1]), TS(None)], "list { shape { dim { size: 1 } } shape { unknown_rank: true } }"),
+        ([], "list { }"),
     ],
 )
 def test_encode_uses_tf_field_names(value, encoded):
-    assert encode_attr(value) == encoded
-    back = decode_attr(_json_round_trip(encoded))
+    assert attr_value(value) == _attr(encoded)  # TF's text format names TF's fields
+    back = decode_attr(_bytes_round_trip(attr_value(value)))
     assert back == value
     assert type(back) is type(value)
     if isinstance(value, list):
@@ -213,13 +230,13 @@ def test_bool_and_int_stay_distinct():
 
 
 def test_numpy_scalars_encode_as_python_scalars():
-    assert encode_attr(np.int64(7)) == {"i": 7}
-    assert encode_attr(np.float32(0.5)) == {"f": 0.5}
-    assert encode_attr(np.bool_(True)) == {"b": True}
+    assert attr_value(np.int64(7)) == _attr("i: 7")
+    assert attr_value(np.float32(0.5)) == _attr("f: 0.5")
+    assert attr_value(np.bool_(True)) == _attr("b: true")
 
 
 def test_int_float_list_becomes_float_list_and_mixed_lists_fail():
-    assert encode_attr([1, 2.5]) == {"list": {"f": [1.0, 2.5]}}
+    assert attr_value([1, 2.5]) == _attr("list { f: [1.0, 2.5] }")
     with pytest.raises(TypeError):
         encode_attr([1, "a"])
     with pytest.raises(TypeError):
@@ -255,11 +272,11 @@ def test_tensor_attr_round_trip(dtype, shape):
     if dtype.startswith("complex"):
         value = value + 1j * value[::-1] if value.ndim else value + 0.5j
     value = np.asarray(value).astype(np_dt)
-    encoded = encode_attr(value)
-    assert encoded["tensor"]["dtype"] == _ENUM_NAMES[dtype]
-    assert encoded["tensor"]["tensor_shape"] == {"dim": [{"size": d} for d in shape]}
-    assert "tensor_content" in encoded["tensor"]
-    back = decode_attr(_json_round_trip(encoded))
+    encoded = attr_value(value).tensor
+    assert encoded.dtype == dtypes.as_dtype(dtype).as_datatype_enum
+    assert [d.size for d in encoded.tensor_shape.dim] == list(shape)
+    assert encoded.tensor_content == value.astype(value.dtype.newbyteorder("<")).tobytes()
+    back = decode_attr(_bytes_round_trip(attr_value(value)))
     assert back.dtype == value.dtype
     assert back.shape == value.shape
     np.testing.assert_array_equal(back, value)
@@ -267,8 +284,9 @@ def test_tensor_attr_round_trip(dtype, shape):
 
 
 def test_tensor_content_is_little_endian():
-    encoded = encode_attr(np.array([1, 256], np.int32))
-    assert encoded["tensor"]["tensor_content"] == "AQAAAAABAAA="
+    encoded = attr_value(np.array([1, 256], np.int32))
+    assert encoded.tensor.tensor_content == b"\x01\x00\x00\x00\x00\x01\x00\x00"
+    assert encode_attr(np.array([1, 256], np.int32))["tensor"]["tensor_content"] == "AQAAAAABAAA="
 
 
 @pytest.mark.parametrize("shape", [(), (3,), (2, 0)])
@@ -278,10 +296,10 @@ def test_string_tensor_round_trip(shape):
     flat = value.reshape(-1)
     for k in range(flat.size):
         flat[k] = items[k % 3]
-    encoded = encode_attr(value)
-    assert encoded["tensor"]["dtype"] == "DT_STRING"
-    assert len(encoded["tensor"]["string_val"]) == value.size
-    back = decode_attr(_json_round_trip(encoded))
+    encoded = attr_value(value)
+    assert encoded.tensor.dtype == dtypes.string.as_datatype_enum
+    assert len(encoded.tensor.string_val) == value.size
+    back = decode_attr(_bytes_round_trip(encoded))
     assert back.dtype == object
     assert back.shape == value.shape
     assert back.tolist() == value.tolist()
@@ -289,7 +307,7 @@ def test_string_tensor_round_trip(shape):
 
 def test_list_of_tensors_round_trip():
     value = [np.array([1.0], np.float32), np.array([[2]], np.int8)]
-    back = decode_attr(_json_round_trip(encode_attr(value)))
+    back = decode_attr(_bytes_round_trip(attr_value(value)))
     assert [b.dtype for b in back] == [np.float32, np.int8]
     for b, v in zip(back, value, strict=True):
         np.testing.assert_array_equal(b, v)
@@ -310,6 +328,20 @@ def test_tf_style_typed_value_fields_decode():
 def test_unknown_attr_value_raises():
     with pytest.raises(ValueError):
         decode_attr({"func": {"name": "f"}})
+    with pytest.raises(ValueError):
+        decode_attr(AttrValue())  # no value at all
+
+
+def test_fill_from_a_file_is_bounded():
+    # A tensor giving one value for a huge shape would make the reader allocate it all.
+    t = _attr(
+        "tensor { dtype: DT_FLOAT tensor_shape { dim { size: 4000000000000 } } float_val: 1 }"
+    )
+    with pytest.raises(ValueError, match="more than"):
+        decode_attr(t)
+    t = _attr("tensor { dtype: DT_FLOAT tensor_shape { dim { size: 3 } } tensor_content: 'abc' }")
+    with pytest.raises(ValueError, match="bytes"):
+        decode_attr(t)
 
 
 def test_every_attr_kind_survives_an_op_round_trip():
@@ -338,7 +370,7 @@ def test_every_attr_kind_survives_an_op_round_trip():
         ops.apply_op("NoOp", [], attrs, name="n")
     g2 = ops.Graph()
     with g2.as_default():
-        (op,) = import_graph_def(_json_round_trip(g.as_graph_def()), return_elements=["n"])
+        (op,) = import_graph_def(_bytes_round_trip(g.as_graph_def()), return_elements=["n"])
     got = op.attrs
     assert set(got) == set(attrs) - {"a_none"}
     for key, value in attrs.items():
@@ -391,7 +423,7 @@ def _feed_graph_def():
             y = array_ops.identity(x, name="y")
         with g.control_dependencies([y]):
             control_flow_ops.no_op(name="n")
-    return _json_round_trip(g.as_graph_def())
+    return _dict_graph_def(g)
 
 
 def test_import_names_under_import_scope():
@@ -408,9 +440,11 @@ def test_import_names_under_import_scope():
         assert {prefix + n for n in ("x", "c", "y", "n")} <= names
 
 
-def test_import_accepts_json_text_and_bytes():
+def test_import_accepts_messages_binary_and_former_json():
     gd = _feed_graph_def()
-    for form in (json.dumps(gd), json.dumps(gd).encode()):
+    message = json_format.ParseDict(gd, GraphDef())
+    forms = (message, message.SerializeToString(), gd, json.dumps(gd), json.dumps(gd).encode())
+    for form in forms:
         g = ops.Graph()
         with g.as_default():
             import_graph_def(form)
@@ -581,11 +615,11 @@ def test_nodes_in_any_order():
     assert y.op.inputs[0].name == "import/x:0"
 
 
-def test_unknown_op_raises_value_error():
+def test_unknown_op_raises_not_found_naming_op_and_node():
     gd = _feed_graph_def()
     gd["node"].append({"name": "q", "op": "NoSuchOpType", "input": ["c"]})
     g = ops.Graph()
-    with g.as_default(), pytest.raises(ValueError, match="NoSuchOpType"):
+    with g.as_default(), pytest.raises(errors.NotFoundError, match="'NoSuchOpType'.*'q'"):
         import_graph_def(gd)
     assert g.get_operations() == []
 
@@ -718,12 +752,12 @@ def test_colocated_import_takes_target_device():
         with g.colocate_with(x):
             array_ops.identity(x, name="y")
     gd = g.as_graph_def()
-    gd["node"][1]["device"] = ""
+    gd.node[1].device = ""
     g2 = ops.Graph()
     with g2.as_default():
         (y,) = import_graph_def(gd, return_elements=["y"])
     assert y.device == "/job:ps"
-    gd["node"][1]["attr"]["_class"] = {"list": {"s": ["bG9jOkBnaG9zdA=="]}}  # loc:@ghost
+    gd.node[1].attr["_class"].CopyFrom(_attr('list { s: "loc:@ghost" }'))
     with g2.as_default(), pytest.raises(ValueError, match="colocation"):
         import_graph_def(gd)
 

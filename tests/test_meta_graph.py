@@ -1,12 +1,13 @@
-"""export_meta_graph / import_meta_graph / write_graph (JSON, no pickle)."""
+"""export_meta_graph / import_meta_graph / write_graph in TF's protobuf formats."""
 
-import json
 import os
 
 import pytest
+from google.protobuf import text_format
 
 import asyncflow as af
 from asyncflow import meta_graph as mg
+from asyncflow import protos
 from asyncflow.train import saver as sv
 
 
@@ -33,19 +34,22 @@ def test_export_and_import_roundtrip(tmp_path):
             sess.run(v.assign([5.0, 6.0]))
             path = saver.save(sess, str(tmp_path / "m"), global_step=1)
     meta = path + ".meta"
-    doc = json.load(open(meta))
-    assert set(doc) >= {"meta_info_def", "graph_def", "saver_def", "collection_def"}
-    assert "odd" not in doc["collection_def"]
-    assert doc["collection_def"]["variables"]["variable_list"]["value"][0] == {
-        "variable_name": "v:0",
-        "initial_value_name": "v/initial_value:0",
-        "initializer_name": "v/Assign",
-        "snapshot_name": "v/read:0",
-        "trainable": True,
-        "is_resource": False,
+    doc = af.MetaGraphDef.FromString(open(meta, "rb").read())
+    assert {"meta_info_def", "graph_def", "saver_def", "collection_def"} <= {
+        f.name for f, _ in doc.ListFields()
     }
+    assert "odd" not in doc.collection_def
+    (raw,) = doc.collection_def["variables"].bytes_list.value  # as TF: serialized VariableDefs
+    assert protos.VariableDef.FromString(raw) == protos.VariableDef(
+        variable_name="v:0",
+        initial_value_name="v/initial_value:0",
+        initializer_name="v/Assign",
+        snapshot_name="v/read:0",
+        trainable=True,
+        is_resource=False,
+    )
     with af.Graph().as_default() as g:
-        saver = mg.import_meta_graph(meta)
+        saver = af.train.import_meta_graph(meta)
         assert af.get_collection("strs") == [b"hello"] and af.get_collection("ints") == [3]
         assert af.get_collection("floats") == [0.5]
         assert af.get_collection("ops")[0] is g.get_operation_by_name("y")
@@ -68,7 +72,7 @@ def test_import_scope_and_clear_devices(tmp_path):
             sess.run(af.global_variables_initializer())
             path = saver.save(sess, str(tmp_path / "m"))
     with af.Graph().as_default() as g:
-        saver = mg.import_meta_graph(path + ".meta", clear_devices=True, import_scope="imp")
+        saver = af.train.import_meta_graph(path + ".meta", clear_devices=True, import_scope="imp")
         assert saver.as_saver_def().restore_op_name == "imp/save/restore_all"
         assert g.get_operation_by_name("imp/v").device == ""
         with af.Session(graph=g) as sess:
@@ -82,48 +86,48 @@ def test_export_scope_and_strip_default_attrs(graph):
         af.identity(a, name="b")
     af.constant(2.0, name="outside")
     doc = mg.export_meta_graph(export_scope="inner", strip_default_attrs=True)
-    assert [n["name"] for n in doc["graph_def"]["node"]] == ["a", "b"]
+    assert [n.name for n in doc.graph_def.node] == ["a", "b"]
     with af.Graph().as_default() as g:
-        mg.import_meta_graph(doc, import_scope="again")
+        af.train.import_meta_graph(doc, import_scope="again")
         assert g.get_operation_by_name("again/b").inputs[0].op.name == "again/a"
 
 
 def test_without_saver_def_a_saver_is_made_when_there_are_variables(graph):
     af.Variable(1.0, name="v")
     doc = mg.export_meta_graph()
-    assert "saver_def" not in doc
+    assert not doc.HasField("saver_def")
     with af.Graph().as_default():
-        assert isinstance(mg.import_meta_graph(doc), sv.Saver)
+        assert isinstance(af.train.import_meta_graph(doc), sv.Saver)
     with af.Graph().as_default():
         af.constant(1.0)
         doc = mg.export_meta_graph()
     with af.Graph().as_default():
-        assert mg.import_meta_graph(doc) is None
+        assert af.train.import_meta_graph(doc) is None
 
 
 def test_bad_files(tmp_path):
-    with pytest.raises(OSError, match="does not exist"):
-        mg.import_meta_graph(str(tmp_path / "nope.meta"))
+    with pytest.raises(af.errors.NotFoundError, match="does not exist"):
+        af.train.import_meta_graph(str(tmp_path / "nope.meta"))
     bad = tmp_path / "bad.meta"
-    bad.write_text("{not json")
-    with pytest.raises(OSError, match="Cannot parse file"):
-        mg.import_meta_graph(str(bad))
-    bad.write_text(json.dumps({"graph_def": {"node": [{"name": "a", "op": "NoSuchOp"}]}}))
+    bad.write_bytes(b"\x12\xff{not a proto")
+    with pytest.raises(af.errors.DataLossError, match="Cannot parse file"):
+        af.train.import_meta_graph(str(bad))
+    bad.write_text('graph_def { node { name: "a" op: "NoSuchOp" } }')  # text format
     with af.Graph().as_default():
-        with pytest.raises(ValueError, match="NoSuchOp"):
-            mg.import_meta_graph(str(bad))
+        with pytest.raises(af.errors.NotFoundError, match="NoSuchOp.*'a'"):
+            af.train.import_meta_graph(str(bad))
 
 
 def test_write_graph_and_as_text(graph, tmp_path):
     af.constant(1.0, name="c")
     path = mg.write_graph(graph, str(tmp_path / "logs"), "g.pbtxt")
     assert path == os.path.join(str(tmp_path / "logs"), "g.pbtxt")
-    assert json.load(open(path))["node"][0]["name"] == "c"
+    assert text_format.Parse(open(path).read(), af.GraphDef()).node[0].name == "c"
     path = mg.write_graph(graph.as_graph_def(), str(tmp_path), "g.pb", as_text=False)
-    assert "\n" not in open(path).read()
+    assert af.GraphDef.FromString(open(path, "rb").read()) == graph.as_graph_def()
     text = tmp_path / "m.meta"
     mg.export_meta_graph(str(text), as_text=True)
-    assert text.read_text().startswith("{\n")
+    assert text_format.Parse(text.read_text(), af.MetaGraphDef()).graph_def.node[0].name == "c"
 
 
 def test_saver_collection_roundtrip(graph):
@@ -131,10 +135,9 @@ def test_saver_collection_roundtrip(graph):
     saver = sv.Saver()
     af.add_to_collection(af.GraphKeys.SAVERS, saver)
     doc = mg.export_meta_graph()
-    assert doc["collection_def"]["savers"]["proto_list"]["value"][0]["restore_op_name"] == (
-        "save/restore_all"
-    )
+    (raw,) = doc.collection_def["savers"].bytes_list.value
+    assert protos.SaverDef.FromString(raw).restore_op_name == "save/restore_all"
     with af.Graph().as_default():
-        mg.import_meta_graph(doc, import_scope="s")
+        af.train.import_meta_graph(doc, import_scope="s")
         (restored,) = af.get_collection(af.GraphKeys.SAVERS)
         assert restored.as_saver_def().save_tensor_name == "s/save/control_dependency:0"

@@ -1,12 +1,13 @@
-"""SavedModel directories: builder, loader, simple_save, signatures."""
+"""SavedModel directories: builder, loader, simple_save, signatures (TF's protobuf files)."""
 
-import json
 import os
 
 import numpy as np
 import pytest
+from google.protobuf import text_format
 
 import asyncflow as af
+from asyncflow import protos
 from asyncflow import saved_model as sm
 
 
@@ -24,7 +25,7 @@ def _export(export_dir):
 def test_simple_save_layout_and_load(tmp_path):
     export_dir = str(tmp_path / "model")
     _export(export_dir)
-    assert sorted(os.listdir(export_dir)) == ["saved_model.json", "variables"]
+    assert sorted(os.listdir(export_dir)) == ["saved_model.pb", "variables"]
     assert sorted(os.listdir(os.path.join(export_dir, "variables"))) == [
         "variables.data-00000-of-00001",
         "variables.index",
@@ -33,14 +34,14 @@ def test_simple_save_layout_and_load(tmp_path):
     with af.Graph().as_default() as g, af.Session(graph=g) as sess:
         meta = sm.load(sess, [sm.SERVING], export_dir)
         sig = meta.signature_def[sm.DEFAULT_SERVING_SIGNATURE_DEF_KEY]
-        assert meta["signature_def"]["serving_default"] is sig
+        assert isinstance(meta, af.MetaGraphDef) and isinstance(sig, protos.SignatureDef)
         assert sig.method_name == sm.PREDICT_METHOD_NAME == "tensorflow/serving/predict"
         assert sig.inputs["x"].name == "x:0" and af.as_dtype(sig.inputs["x"].dtype) == af.float32
-        assert sig.outputs["y"].tensor_shape == {"dim": [{"size": -1}, {"size": 1}]}
+        assert [d.size for d in sig.outputs["y"].tensor_shape.dim] == [-1, 1]
         y = sm.get_tensor_from_tensor_info(sig.outputs["y"])
         out = sess.run(y, {sig.inputs["x"].name: np.ones((3, 2), np.float32)})
         assert out.tolist() == [[7.0]] * 3
-        assert meta.meta_info_def.tags == ["serve"]
+        assert list(meta.meta_info_def.tags) == ["serve"]
 
 
 def test_builder_with_two_meta_graphs_main_op_and_assets(tmp_path):
@@ -67,21 +68,21 @@ def test_builder_with_two_meta_graphs_main_op_and_assets(tmp_path):
             "s": sm.build_signature_def({"in": sm.build_tensor_info(v)},
                                         {"out": sm.build_tensor_info(v)}, "m")})  # fmt: skip
         path = b.save(as_text=True)
-    assert path == os.path.join(export_dir, "saved_model.json").encode()
-    doc = json.load(open(path))
-    assert [m["meta_info_def"]["tags"] for m in doc["meta_graphs"]] == [
-        ["train"],
-        ["serve", "gpu"],
-    ]
+    assert path == os.path.join(export_dir, "saved_model.pbtxt").encode()
+    doc = text_format.Parse(open(path).read(), protos.SavedModel())
+    assert [list(m.meta_info_def.tags) for m in doc.meta_graphs] == [["train"], ["serve", "gpu"]]
     assert os.listdir(os.path.join(export_dir, "assets")) == ["vocab.txt"]
     with af.Graph().as_default() as g, af.Session(graph=g) as sess:
         meta = sm.load(sess, ["train"], export_dir, import_scope="m")
         assert sess.run("m/v:0") == 9.0
         assert sess.run("m/counter:0") == 5  # the main op ran
-        assert meta.asset_file_def[0]["filename"] == "vocab.txt"
+        assert meta.asset_file_def[0].filename == "vocab.txt"
     with af.Graph().as_default() as g, af.Session(graph=g) as sess:
         meta = sm.load(sess, [sm.GPU, sm.SERVING], export_dir)
         assert list(meta.signature_def) == ["s"] and sess.run("v:0") == 9.0
+    train_graph = doc.meta_graphs[0]  # the main op is named as TF 2's TF1 builder names it
+    init = train_graph.signature_def["__saved_model_init_op"].outputs["__saved_model_init_op"]
+    assert list(train_graph.collection_def["saved_model_main_op"].node_list.value) == [init.name]
 
 
 def test_errors(tmp_path):
@@ -95,12 +96,13 @@ def test_errors(tmp_path):
         with pytest.raises(OSError, match="SavedModel file does not exist"):
             sm.load(sess, ["serve"], str(tmp_path / "nope"))
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / "saved_model.json").write_text("[]")
+    (tmp_path / "bad" / "saved_model.pb").write_bytes(b"\x0a\xff[]")
     with af.Graph().as_default() as g, af.Session(graph=g) as sess:
-        with pytest.raises(OSError, match="Cannot parse"):
+        with pytest.raises(af.errors.DataLossError, match="Cannot parse"):
             sm.load(sess, ["serve"], str(tmp_path / "bad"))
     with pytest.raises(ValueError, match="inputs cannot be None or empty"):
         sm.predict_signature_def({}, {"y": af.constant(1.0)})
     with pytest.raises(TypeError):
         sm.build_tensor_info("x:0")
     assert not sm.is_valid_signature({"inputs": {}, "outputs": {}, "method_name": ""})
+    assert not sm.is_valid_signature(protos.SignatureDef(method_name="m"))

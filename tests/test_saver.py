@@ -263,7 +263,7 @@ def test_keep_checkpoint_every_n_hours_and_recover(graph, sess, tmp_path):
     assert not os.path.exists(p2 + ".meta")
     other = sv.Saver(max_to_keep=3)
     state = sv.get_checkpoint_state(str(tmp_path))
-    other.recover_last_checkpoints([p1, p2] + state.all_model_checkpoint_paths)
+    other.recover_last_checkpoints([p1, p2] + list(state.all_model_checkpoint_paths))
     assert other.last_checkpoints == [p1, str(tmp_path / "m-3")]
     other.set_last_checkpoints_with_time([("a", 1.0)])
     assert other.last_checkpoints == ["a"]

@@ -1,12 +1,12 @@
 """SavedModelBuilder: a directory with meta graphs, their variables and assets.
 
-Layout (TF's, with JSON where TF has protobuf):
-  export_dir/saved_model.json        {"saved_model_schema_version": 1,
-                                      "meta_graphs": [MetaGraphDef, ...]}
-  export_dir/variables/variables.index, variables.data-0000i-of-0000N
+Layout (TF's; TF's `saved_model_cli show` and `tf.saved_model.loader.load` read it):
+  export_dir/saved_model.pb          a SavedModel message (saved_model.pbtxt with as_text)
+  export_dir/variables/variables.index, variables.data-0000i-of-0000N   a V2 checkpoint
   export_dir/assets/...              files named by each meta graph's asset_file_def
-The main op (or legacy init op) is recorded in the collection "saved_model_main_op"
-("legacy_init_op") of the meta graph.  Every file is written atomically.
+The main op (or legacy init op) is recorded as TF 2's TF1 builder records it: the
+signature "__saved_model_init_op" names it, and the collection "saved_model_main_op"
+("legacy_init_op") too, for TF1 loaders.  Every file is written atomically.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from asyncflow import checkpoint_format as cf
 from asyncflow import graph as ops
 from asyncflow import meta_graph
 from asyncflow.graph import GraphKeys
+from asyncflow.protos.meta_graph_pb2 import AssetFileDef, SignatureDef
+from asyncflow.protos.saved_model_pb2 import SavedModel
 from asyncflow.saved_model import signature_def_utils
-from asyncflow.saved_model.utils import build_tensor_info
+from asyncflow.saved_model.utils import build_tensor_info, build_tensor_info_from_op
 from asyncflow.train.saver import Saver
 
 __all__ = [
@@ -34,7 +36,9 @@ __all__ = [
     "SAVED_MODEL_SCHEMA_VERSION",
 ]
 
-SAVED_MODEL_FILENAME = "saved_model.json"
+SAVED_MODEL_FILENAME = "saved_model.pb"
+SAVED_MODEL_FILENAME_PBTXT = "saved_model.pbtxt"
+INIT_OP_SIGNATURE_KEY = "__saved_model_init_op"
 VARIABLES_DIRECTORY = "variables"
 VARIABLES_FILENAME = "variables"
 ASSETS_DIRECTORY = "assets"
@@ -65,10 +69,7 @@ class SavedModelBuilder:
                 )
         else:
             os.makedirs(self._export_dir)
-        self._saved_model = {
-            "saved_model_schema_version": SAVED_MODEL_SCHEMA_VERSION,
-            "meta_graphs": [],
-        }
+        self._saved_model = SavedModel(saved_model_schema_version=SAVED_MODEL_SCHEMA_VERSION)
         self._has_saved_variables = False
 
     # -- helpers
@@ -83,7 +84,7 @@ class SavedModelBuilder:
             out[key] = sig
         return out
 
-    def _copy_assets(self, assets_collection) -> list[dict]:
+    def _copy_assets(self, assets_collection) -> list[AssetFileDef]:
         defs = []
         for tensor in assets_collection or []:
             value = ops.constant_value(tensor)
@@ -97,7 +98,7 @@ class SavedModelBuilder:
             dest = os.path.join(dest_dir, filename)
             if not os.path.exists(dest):
                 shutil.copyfile(path, dest)
-            defs.append({"tensor_info": build_tensor_info(tensor), "filename": filename})
+            defs.append(AssetFileDef(tensor_info=build_tensor_info(tensor), filename=filename))
         return defs
 
     def _add(self, saver, tags, signature_def_map, assets_collection, main_op, legacy_init_op,
@@ -107,14 +108,20 @@ class SavedModelBuilder:
         mg = saver.export_meta_graph(
             clear_devices=clear_devices, strip_default_attrs=strip_default_attrs
         )
-        mg["meta_info_def"]["tags"] = list(tags)
-        mg["signature_def"] = signatures
-        mg["asset_file_def"] = assets
+        del mg.meta_info_def.tags[:]
+        mg.meta_info_def.tags.extend(tags)
+        for key, sig in signatures.items():
+            mg.signature_def[key].CopyFrom(sig)
+        mg.asset_file_def.extend(assets)
         for key, op in ((MAIN_OP_KEY, main_op), (LEGACY_INIT_OP_KEY, legacy_init_op)):
             if op is not None:
                 op = op.op if isinstance(op, ops.Tensor) else op
-                mg["collection_def"][key] = {"node_list": {"value": [op.name]}}
-        self._saved_model["meta_graphs"].append(mg)
+                mg.collection_def[key].node_list.value.append(op.name)
+                init = SignatureDef()
+                init.outputs[INIT_OP_SIGNATURE_KEY].CopyFrom(build_tensor_info_from_op(op))
+                mg.signature_def[INIT_OP_SIGNATURE_KEY].CopyFrom(init)
+                break
+        self._saved_model.meta_graphs.add().CopyFrom(mg)
 
     @staticmethod
     def _saver(saver):
@@ -186,8 +193,10 @@ class SavedModelBuilder:
                   clear_devices, strip_default_attrs)  # fmt: skip
 
     def save(self, as_text=False) -> bytes:
-        """Write saved_model.json; returns its path (bytes, as TF returns)."""
-        path = os.path.join(self._export_dir, SAVED_MODEL_FILENAME)
+        """Write saved_model.pb (saved_model.pbtxt with `as_text`); returns its path (bytes,
+        as TF returns)."""
+        name = SAVED_MODEL_FILENAME_PBTXT if as_text else SAVED_MODEL_FILENAME
+        path = os.path.join(self._export_dir, name)
         cf.atomic_write(path, meta_graph.encode_meta_graph(self._saved_model, as_text))
         return path.encode("utf-8")
 

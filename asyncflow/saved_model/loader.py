@@ -1,17 +1,25 @@
-"""Load a SavedModel into a session (TF1's `tf.saved_model.loader.load`)."""
+"""Load a SavedModel into a session (TF1's `tf.saved_model.loader.load`).
+
+Reads TF's layout (see builder.py), whether TF or asyncflow wrote it: saved_model.pb
+(or .pbtxt), the V2 checkpoint under variables/, and assets/.  The init op is the one
+the "__saved_model_init_op" signature names (TF 2's TF1 builder), else the collection
+"saved_model_main_op", else "legacy_init_op"; it runs with the asset paths fed.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 
+from asyncflow import errors, meta_graph
 from asyncflow import graph as ops
-from asyncflow import meta_graph
+from asyncflow.protos.saved_model_pb2 import SavedModel
 from asyncflow.saved_model.builder import (
     ASSETS_DIRECTORY,
+    INIT_OP_SIGNATURE_KEY,
     LEGACY_INIT_OP_KEY,
     MAIN_OP_KEY,
     SAVED_MODEL_FILENAME,
+    SAVED_MODEL_FILENAME_PBTXT,
     variables_prefix,
 )
 from asyncflow.train import saver as saver_mod
@@ -19,40 +27,41 @@ from asyncflow.train import saver as saver_mod
 __all__ = ["load", "maybe_saved_model_directory", "read_saved_model"]
 
 
+def _saved_model_path(export_dir: str) -> str | None:
+    for name in (SAVED_MODEL_FILENAME, SAVED_MODEL_FILENAME_PBTXT):
+        path = os.path.join(export_dir, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
 def maybe_saved_model_directory(export_dir) -> bool:
     """Whether `export_dir` looks like a SavedModel directory."""
-    return os.path.isfile(os.path.join(os.fspath(export_dir), SAVED_MODEL_FILENAME))
+    return _saved_model_path(os.fspath(export_dir)) is not None
 
 
-def read_saved_model(export_dir) -> dict:
-    """The parsed saved_model.json.
+def read_saved_model(export_dir) -> SavedModel:
+    """The parsed saved_model.pb (or .pbtxt).
 
     Raises:
-      OSError: missing, too large or unparsable.
+      OSError: there is neither file.
+      DataLossError: too large or unparsable.
     """
-    path = os.path.join(os.fspath(export_dir), SAVED_MODEL_FILENAME)
-    if not os.path.isfile(path):
-        raise OSError(f"SavedModel file does not exist at: {path}")
-    if os.path.getsize(path) > meta_graph.MAX_META_GRAPH_BYTES:
-        raise OSError(f"Cannot parse file {path}: too large.")
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-        graphs = doc["meta_graphs"]
-        if not isinstance(graphs, list):
-            raise ValueError("meta_graphs is not a list")
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
-        raise OSError(f"Cannot parse file {path}: {e}.") from None
-    doc["meta_graphs"] = [meta_graph.MetaGraphDef.from_dict(m) for m in graphs]
-    return doc
+    export_dir = os.fspath(export_dir)
+    path = _saved_model_path(export_dir)
+    if path is None:
+        raise OSError(
+            f"SavedModel file does not exist at: {export_dir}/{{{SAVED_MODEL_FILENAME_PBTXT}"
+            f"|{SAVED_MODEL_FILENAME}}}"
+        )
+    return meta_graph.parse_message(meta_graph.read_file_bounded(path), SavedModel, path)
 
 
-def _find(doc: dict, tags, export_dir):
+def _find(saved_model: SavedModel, tags):
     wanted = set(tags)
     available = []
-    for mg in doc["meta_graphs"]:
-        have = mg["meta_info_def"].get("tags", [])
+    for mg in saved_model.meta_graphs:
+        have = list(mg.meta_info_def.tags)
         if set(have) == wanted:
             return mg
         available.append(have)
@@ -63,37 +72,52 @@ def _find(doc: dict, tags, export_dir):
     )
 
 
+def _scoped(name: str, import_scope) -> str:
+    return name if not import_scope else import_scope.rstrip("/") + "/" + name
+
+
 def _asset_feeds(mg, export_dir, import_scope) -> dict:
     feeds = {}
-    for asset in mg.get("asset_file_def", []):
-        name = asset["tensor_info"]["name"]
-        if import_scope:
-            name = import_scope.rstrip("/") + "/" + name
-        feeds[name] = os.path.join(export_dir, ASSETS_DIRECTORY, asset["filename"])
+    for asset in mg.asset_file_def:
+        path = os.path.join(export_dir, ASSETS_DIRECTORY, asset.filename)
+        feeds[_scoped(asset.tensor_info.name, import_scope)] = path
     return feeds
+
+
+def _init_op_name(mg) -> str | None:
+    sig = mg.signature_def.get(INIT_OP_SIGNATURE_KEY)
+    if sig is not None and INIT_OP_SIGNATURE_KEY in sig.outputs:
+        return sig.outputs[INIT_OP_SIGNATURE_KEY].name
+    for key in (MAIN_OP_KEY, LEGACY_INIT_OP_KEY):
+        if key in mg.collection_def and mg.collection_def[key].node_list.value:
+            return mg.collection_def[key].node_list.value[0]
+    return None
 
 
 def load(sess, tags, export_dir, import_scope=None, **saver_kwargs):
     """Import the meta graph tagged `tags` into sess.graph, restore its variables, run its
-    main op (with asset paths fed); returns the MetaGraphDef (with its signature_def).
+    init op (with asset paths fed); returns the MetaGraphDef (with its signature_def).
 
     Raises:
       OSError: no SavedModel at export_dir.
+      DataLossError: a corrupt saved_model.pb or checkpoint.
       RuntimeError: no meta graph with exactly these tags.
     """
     export_dir = os.fspath(export_dir)
-    doc = read_saved_model(export_dir)
-    mg = _find(doc, tags, export_dir)
+    mg = _find(read_saved_model(export_dir), tags)
     with sess.graph.as_default():
-        saver = meta_graph.import_meta_graph(mg, import_scope=import_scope, **saver_kwargs)
+        saver = saver_mod.import_meta_graph(mg, import_scope=import_scope, **saver_kwargs)
         prefix = variables_prefix(export_dir)
         if saver is not None and saver_mod.checkpoint_exists(prefix):
             saver.restore(sess, prefix)
-        feeds = _asset_feeds(mg, export_dir, import_scope)
-        for key in (MAIN_OP_KEY, LEGACY_INIT_OP_KEY):
-            names = mg["collection_def"].get(key, {}).get("node_list", {}).get("value", [])
-            if names:
-                name = names[0] if not import_scope else import_scope.rstrip("/") + "/" + names[0]
-                sess.run(ops.get_default_graph().get_operation_by_name(name), feeds or None)
-                break
+        name = _init_op_name(mg)
+        if name:
+            name = _scoped(name.split(":")[0], import_scope)
+            try:
+                op = ops.get_default_graph().get_operation_by_name(name)
+            except KeyError:
+                raise errors.NotFoundError(
+                    None, None, f"The SavedModel's init op {name} is not in its graph"
+                ) from None
+            sess.run(op, _asset_feeds(mg, export_dir, import_scope) or None)
     return mg

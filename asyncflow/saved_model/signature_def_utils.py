@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asyncflow.meta_graph import Message
+from asyncflow.protos.meta_graph_pb2 import SignatureDef
 from asyncflow.saved_model import signature_constants as sc
 from asyncflow.saved_model.utils import build_tensor_info
 
@@ -15,16 +15,17 @@ __all__ = [
 ]
 
 
-def build_signature_def(inputs=None, outputs=None, method_name=None) -> Message:
+def build_signature_def(inputs=None, outputs=None, method_name=None) -> SignatureDef:
     """A SignatureDef from {key: TensorInfo} maps and a method name."""
-    return Message(
-        inputs={k: Message(v) for k, v in (inputs or {}).items()},
-        outputs={k: Message(v) for k, v in (outputs or {}).items()},
-        method_name=method_name or "",
-    )
+    sig = SignatureDef(method_name=method_name or "")
+    for k, v in (inputs or {}).items():
+        sig.inputs[k].CopyFrom(v)
+    for k, v in (outputs or {}).items():
+        sig.outputs[k].CopyFrom(v)
+    return sig
 
 
-def predict_signature_def(inputs, outputs) -> Message:
+def predict_signature_def(inputs, outputs) -> SignatureDef:
     """A predict SignatureDef from {key: Tensor} maps.
 
     Raises:
@@ -41,7 +42,7 @@ def predict_signature_def(inputs, outputs) -> Message:
     )
 
 
-def classification_signature_def(examples, classes, scores) -> Message:
+def classification_signature_def(examples, classes, scores) -> SignatureDef:
     if examples is None:
         raise ValueError("Classification examples cannot be None.")
     if classes is None and scores is None:
@@ -56,7 +57,7 @@ def classification_signature_def(examples, classes, scores) -> Message:
     )
 
 
-def regression_signature_def(examples, predictions) -> Message:
+def regression_signature_def(examples, predictions) -> SignatureDef:
     if examples is None:
         raise ValueError("Regression examples cannot be None.")
     if predictions is None:
@@ -70,10 +71,9 @@ def regression_signature_def(examples, predictions) -> Message:
 
 def is_valid_signature(signature_def) -> bool:
     """Whether `signature_def` is a well-formed SignatureDef with inputs and outputs."""
-    try:
-        if not signature_def["method_name"] or not signature_def["outputs"]:
-            return False
-        infos = list(signature_def["inputs"].values()) + list(signature_def["outputs"].values())
-        return all(isinstance(i.get("name"), str) and ":" in i["name"] for i in infos)
-    except (KeyError, TypeError, AttributeError):
+    if not isinstance(signature_def, SignatureDef):
         return False
+    if not signature_def.method_name or not signature_def.outputs:
+        return False
+    infos = list(signature_def.inputs.values()) + list(signature_def.outputs.values())
+    return all(":" in i.name for i in infos)

@@ -37,7 +37,7 @@ for _m in (
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
         __all__.append(_name)
-for _name in ("export_meta_graph", "import_meta_graph", "write_graph"):
+for _name in ("export_meta_graph", "write_graph"):
     globals()[_name] = getattr(_meta_graph, _name)
     __all__.append(_name)
 del _m, _name

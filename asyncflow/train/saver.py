@@ -27,14 +27,19 @@ import numbers
 import os
 import re
 import time
-from dataclasses import dataclass, field
+
+from google.protobuf import message as _pb_message
+from google.protobuf import text_format
 
 from asyncflow import checkpoint_format as cf
-from asyncflow import errors
+from asyncflow import errors, meta_graph
 from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import array_ops, control_flow_ops, io_ops, state_ops, string_ops
+from asyncflow.protos.checkpoint_state_pb2 import CheckpointState
+from asyncflow.protos.meta_graph_pb2 import MetaGraphDef
+from asyncflow.protos.saver_pb2 import SaverDef
 
 __all__ = [
     "Saver",
@@ -52,6 +57,7 @@ __all__ = [
     "get_checkpoint_mtimes",
     "remove_checkpoint",
     "meta_graph_filename",
+    "import_meta_graph",
 ]
 
 _log = logging.getLogger("asyncflow")
@@ -61,110 +67,17 @@ _DEFAULT_LATEST = "checkpoint"
 # -- the `checkpoint` state file -------------------------------------------------------
 
 
-@dataclass
-class CheckpointState:
-    """TF's CheckpointState proto: the `checkpoint` file's content."""
-
-    model_checkpoint_path: str = ""
-    all_model_checkpoint_paths: list[str] = field(default_factory=list)
-    all_model_checkpoint_timestamps: list[float] = field(default_factory=list)
-    last_preserved_timestamp: float = 0.0
-
-    def to_text(self) -> str:
-        """Protobuf text format, as `text_format.MessageToString` writes it."""
-        lines = []
-        if self.model_checkpoint_path:
-            lines.append(f"model_checkpoint_path: {_quote(self.model_checkpoint_path)}")
-        lines += [
-            f"all_model_checkpoint_paths: {_quote(p)}" for p in self.all_model_checkpoint_paths
-        ]
-        lines += [
-            f"all_model_checkpoint_timestamps: {t!r}" for t in self.all_model_checkpoint_timestamps
-        ]
-        if self.last_preserved_timestamp:
-            lines.append(f"last_preserved_timestamp: {self.last_preserved_timestamp!r}")
-        return "".join(line + "\n" for line in lines)
-
-    @classmethod
-    def from_text(cls, text: str) -> CheckpointState:
-        """Parse the text format.  Raises ValueError for anything else."""
-        state = cls()
-        for raw in text.splitlines():
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            m = re.fullmatch(r"(\w+)\s*:\s*(.+)", line)
-            if not m:
-                raise ValueError(f"cannot parse line {raw!r}")
-            key, value = m.groups()
-            if key == "model_checkpoint_path":
-                state.model_checkpoint_path = _unquote(value)
-            elif key == "all_model_checkpoint_paths":
-                state.all_model_checkpoint_paths.append(_unquote(value))
-            elif key == "all_model_checkpoint_timestamps":
-                state.all_model_checkpoint_timestamps.append(float(value))
-            elif key == "last_preserved_timestamp":
-                state.last_preserved_timestamp = float(value)
-            else:
-                raise ValueError(f"unknown field {key!r}")
-        return state
+def _state_to_text(state: CheckpointState) -> str:
+    """The `checkpoint` file's text: protobuf text format, as TF writes it."""
+    return text_format.MessageToString(state)
 
 
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "'": "\\'", "\\": "\\\\"}
-
-
-def _quote(text: str) -> str:
-    out = []
-    for b in text.encode("utf-8"):
-        c = chr(b)
-        if c in _ESCAPES:
-            out.append(_ESCAPES[c])
-        elif 32 <= b < 127:
-            out.append(c)
-        else:
-            out.append(f"\\{b:03o}")
-    return '"' + "".join(out) + '"'
-
-
-def _unquote(value: str) -> str:
-    if len(value) < 2 or value[0] != value[-1] or value[0] not in "\"'":
-        raise ValueError(f"expected a quoted string, got {value!r}")
-    body, out, i = value[1:-1], bytearray(), 0
-    simple = {
-        "n": 10,
-        "r": 13,
-        "t": 9,
-        '"': 34,
-        "'": 39,
-        "\\": 92,
-        "a": 7,
-        "b": 8,
-        "f": 12,
-        "v": 11,
-    }
-    while i < len(body):
-        c = body[i]
-        if c != "\\":
-            out += c.encode("utf-8")
-            i += 1
-            continue
-        nxt = body[i + 1 : i + 2]
-        if nxt in simple:
-            out.append(simple[nxt])
-            i += 2
-        elif re.match(r"[0-7]", nxt):
-            digits = re.match(r"[0-7]{1,3}", body[i + 1 :]).group()
-            out.append(int(digits, 8) & 0xFF)
-            i += 1 + len(digits)
-        elif nxt == "x":
-            digits = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2 :])
-            if not digits:
-                raise ValueError(f"bad escape in {value!r}")
-            out.append(int(digits.group(), 16))
-            i += 2 + len(digits.group())
-        else:
-            raise ValueError(f"bad escape in {value!r}")
-    return out.decode("utf-8")
+def _state_from_text(text: str) -> CheckpointState:
+    """Parse the `checkpoint` file.  Raises ValueError for anything else."""
+    try:
+        return text_format.Parse(text, CheckpointState())
+    except text_format.ParseError as e:
+        raise ValueError(str(e)) from None
 
 
 def _state_filename(save_dir: str, latest_filename: str | None) -> str:
@@ -187,10 +100,10 @@ def generate_checkpoint_state_proto(
             model_checkpoint_path = os.path.relpath(model_checkpoint_path, save_dir)
         paths = [p if os.path.isabs(p) else os.path.relpath(p, save_dir) for p in paths]
     return CheckpointState(
-        model_checkpoint_path,
-        paths,
-        list(all_model_checkpoint_timestamps or []),
-        last_preserved_timestamp or 0.0,
+        model_checkpoint_path=model_checkpoint_path,
+        all_model_checkpoint_paths=paths,
+        all_model_checkpoint_timestamps=list(all_model_checkpoint_timestamps or []),
+        last_preserved_timestamp=last_preserved_timestamp or 0.0,
     )
 
 
@@ -229,7 +142,7 @@ def update_checkpoint_state(
     if last_preserved_timestamp:
         state.last_preserved_timestamp = last_preserved_timestamp
     filename = _checked_state_filename(save_dir, latest_filename, state, model_checkpoint_path)
-    cf.atomic_write(filename, state.to_text().encode("utf-8"))
+    cf.atomic_write(filename, _state_to_text(state).encode("utf-8"))
 
 
 def _checked_state_filename(save_dir, latest_filename, state, model_checkpoint_path) -> str:
@@ -263,7 +176,7 @@ def get_checkpoint_state(checkpoint_dir, latest_filename=None) -> CheckpointStat
         _log.warning("%s: %s: Checkpoint ignored", filename, e)
         return None
     try:
-        state = CheckpointState.from_text(text)
+        state = _state_from_text(text)
     except ValueError as e:
         _log.warning("%s: %s: Checkpoint ignored", filename, e)
         return None
@@ -271,7 +184,9 @@ def get_checkpoint_state(checkpoint_dir, latest_filename=None) -> CheckpointStat
         raise ValueError("Invalid checkpoint state loaded from " + os.fspath(checkpoint_dir))
     join = lambda p: p if os.path.isabs(p) else os.path.join(checkpoint_dir, p)
     state.model_checkpoint_path = join(state.model_checkpoint_path)
-    state.all_model_checkpoint_paths = [join(p) for p in state.all_model_checkpoint_paths]
+    paths = [join(p) for p in state.all_model_checkpoint_paths]
+    del state.all_model_checkpoint_paths[:]
+    state.all_model_checkpoint_paths.extend(paths)
     return state
 
 
@@ -329,30 +244,6 @@ def meta_graph_filename(checkpoint_filename, meta_graph_suffix="meta") -> str:
 
 
 # -- SaverDef and saveables -------------------------------------------------------------
-
-
-@dataclass
-class SaverDef:
-    """TF's SaverDef proto (version 2 = V2)."""
-
-    filename_tensor_name: str = ""
-    save_tensor_name: str = ""
-    restore_op_name: str = ""
-    max_to_keep: int = 5
-    sharded: bool = False
-    keep_checkpoint_every_n_hours: float = 10000.0
-    version: int = 2
-
-    V1 = 1
-    V2 = 2
-
-    def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> SaverDef:
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
 
 
 class SaveSpec:
@@ -710,15 +601,12 @@ class Saver:
             )
         elif self._name:
             # As TF: with a saver_def, `name` is the import scope its names live under.
-            d = self.saver_def
-            self.saver_def = SaverDef.from_dict(
-                dict(
-                    d.to_dict(),
-                    filename_tensor_name=_prepend_scope(d.filename_tensor_name, self._name),
-                    save_tensor_name=_prepend_scope(d.save_tensor_name, self._name),
-                    restore_op_name=_prepend_scope(d.restore_op_name, self._name),
-                )
-            )
+            d = SaverDef()
+            d.CopyFrom(self.saver_def)
+            d.filename_tensor_name = _prepend_scope(d.filename_tensor_name, self._name)
+            d.save_tensor_name = _prepend_scope(d.save_tensor_name, self._name)
+            d.restore_op_name = _prepend_scope(d.restore_op_name, self._name)
+            self.saver_def = d
         self._is_empty = False
         self._check_saver_def()
         self._next_checkpoint_time = (
@@ -726,6 +614,7 @@ class Saver:
         )
 
     def _check_saver_def(self) -> None:
+        self.saver_def = _saver_def_message(self.saver_def)
         if not isinstance(self.saver_def, SaverDef):
             raise ValueError(f"saver_def must be a SaverDef: {self.saver_def}")
         if not self.saver_def.save_tensor_name:
@@ -736,23 +625,22 @@ class Saver:
     def as_saver_def(self) -> SaverDef:
         return self.saver_def
 
-    def to_proto(self, export_scope=None) -> dict | None:
-        """The SaverDef as a dict, names relative to `export_scope` (None if outside it)."""
-        d = self.saver_def.to_dict()
+    def to_proto(self, export_scope=None) -> SaverDef | None:
+        """The SaverDef, names relative to `export_scope` (None if outside it)."""
+        d = SaverDef()
+        d.CopyFrom(self.saver_def)
         if export_scope:
             prefix = export_scope.rstrip("/") + "/"
             keys = ("filename_tensor_name", "save_tensor_name", "restore_op_name")
-            if not all(d[k].startswith(prefix) for k in keys):
+            if not all(getattr(d, k).startswith(prefix) for k in keys):
                 return None
             for k in keys:
-                d[k] = d[k][len(prefix) :]
+                setattr(d, k, getattr(d, k)[len(prefix) :])
         return d
 
     @staticmethod
     def from_proto(saver_def, import_scope=None) -> Saver:
-        if isinstance(saver_def, dict):
-            saver_def = SaverDef.from_dict(saver_def)
-        return Saver(saver_def=saver_def, name=import_scope)
+        return Saver(saver_def=_saver_def_message(saver_def), name=import_scope)
 
     # -- bookkeeping
     @property
@@ -911,12 +799,10 @@ class Saver:
                 self._record_last_checkpoint(path)
                 state = self._state(parent, path)
                 filename = _checked_state_filename(parent, latest_filename, state, path)
-                await cf.aatomic_write(filename, state.to_text().encode("utf-8"))
+                await cf.aatomic_write(filename, _state_to_text(state).encode("utf-8"))
                 for old in self._checkpoints_to_delete():
                     await loop.run_in_executor(None, self._remove, old, meta_graph_suffix)
         if write_meta_graph:
-            from asyncflow import meta_graph
-
             filename = meta_graph_filename(checkpoint_file, meta_graph_suffix)
             with sess.graph.as_default():
                 doc = meta_graph.export_meta_graph(
@@ -933,7 +819,7 @@ class Saver:
     def _write_state(self, parent: str, path: str, latest_filename: str) -> None:
         state = self._state(parent, path)
         filename = _checked_state_filename(parent, latest_filename, state, path)
-        cf.atomic_write(filename, state.to_text().encode("utf-8"))
+        cf.atomic_write(filename, _state_to_text(state).encode("utf-8"))
 
     @staticmethod
     def _remove(prefix: str, meta_graph_suffix: str) -> None:
@@ -1006,10 +892,8 @@ class Saver:
         clear_extraneous_savers=False,
         strip_default_attrs=False,
         save_debug_info=False,
-    ) -> dict:
+    ) -> MetaGraphDef:
         """Write (when `filename` is given) and return the MetaGraphDef with this SaverDef."""
-        from asyncflow import meta_graph
-
         return meta_graph.export_meta_graph(
             filename=filename,
             graph_def=ops.get_default_graph().as_graph_def(add_shapes=True),
@@ -1021,3 +905,52 @@ class Saver:
             clear_extraneous_savers=clear_extraneous_savers,
             strip_default_attrs=strip_default_attrs,
         )
+
+
+def _saver_def_message(saver_def):
+    """A SaverDef message from ours, TF's own class, or a dict of its fields."""
+    if saver_def is None or isinstance(saver_def, SaverDef):
+        return saver_def
+    if isinstance(saver_def, _pb_message.Message) and saver_def.DESCRIPTOR.name == "SaverDef":
+        return SaverDef.FromString(saver_def.SerializeToString())
+    if isinstance(saver_def, dict):
+        return SaverDef(**saver_def)
+    return saver_def
+
+
+def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None, **kwargs):
+    """Import a MetaGraphDef (file path or message) into the default graph (TF1's
+    `tf.train.import_meta_graph`).
+
+    Returns:
+      A Saver built from the MetaGraphDef's saver_def; else a new Saver over the
+      imported variables, if any; else None.
+
+    Raises:
+      NotFoundError: no such file, or an op type asyncflow lacks.
+      DataLossError: the file is too large or does not parse.
+      ValueError: the graph cannot be imported (bad input, name clash).
+    """
+    mg = meta_graph.import_scoped_meta_graph(
+        meta_graph_or_file,
+        clear_devices,
+        import_scope=import_scope,
+        input_map=kwargs.get("input_map"),
+    )
+    graph = ops.get_default_graph()
+    if mg.HasField("saver_def"):
+        return Saver(saver_def=mg.saver_def, name=import_scope)
+    scope_re = None if not import_scope else import_scope
+    if graph.get_collection(GraphKeys.GLOBAL_VARIABLES, scope_re) or graph.get_collection(
+        GraphKeys.SAVEABLE_OBJECTS, scope_re
+    ):
+        return Saver()
+    _log.info("Saver not created because there are no variables in the graph to restore")
+    return None
+
+
+def _saver_to_proto(saver, export_scope=None):
+    return saver.to_proto(export_scope=export_scope)
+
+
+meta_graph.register_proto_function(GraphKeys.SAVERS, SaverDef, _saver_to_proto, Saver.from_proto)
