@@ -97,9 +97,7 @@ class SparseTensor:
         )
 
     def eval(self, feed_dict=None, session=None) -> SparseTensorValue:
-        from asyncflow.session import get_default_session
-
-        session = session or get_default_session()
+        session = session or ops.get_default_session()
         if session is None:
             raise ValueError("Cannot evaluate SparseTensor using `eval()`: no default session.")
         return session.run(self, feed_dict)
