@@ -67,6 +67,13 @@ class IndexedSlices:
     def get_shape(self):
         return self.shape
 
+    def _fetch_components(self):
+        """What `Session.run` fetches for it: an IndexedSlicesValue of the parts (TF's)."""
+        parts = [self._values, self._indices]
+        if self._dense_shape is None:
+            return parts, lambda got: IndexedSlicesValue(got[0], got[1], None)
+        return parts + [self._dense_shape], lambda got: IndexedSlicesValue(*got)
+
     def __neg__(self):
         neg = ops.apply_op("Neg", [self._values]).outputs[0]
         return IndexedSlices(neg, self._indices, self._dense_shape)

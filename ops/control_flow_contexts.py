@@ -21,8 +21,10 @@ import functools
 
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import control_flow_prims as prims
 from asyncflow.ops.control_flow_ordering import with_dependencies
+from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = ["ControlFlowContext", "CondContext", "WhileContext", "cond", "case", "while_loop"]
 
@@ -94,17 +96,63 @@ def _ta_module():
     return tensor_array_ops
 
 
-def _to_flow(x):
+def _leaf_components(x) -> list:
+    """The tensors that carry one leaf of a structure through control flow: a
+    TensorArray's flow, the parts of an IndexedSlices or SparseTensor (TF's composites,
+    carried whole rather than densified), or the leaf itself."""
+    if isinstance(x, SparseTensor):
+        return [x.indices, x.values, x.dense_shape]
+    if isinstance(x, IndexedSlices):
+        parts = [x.values, x.indices]
+        return parts if x.dense_shape is None else parts + [x.dense_shape]
     ta = _ta_module()
-    return x.flow if isinstance(x, ta.TensorArray) else x
+    return [x.flow if isinstance(x, ta.TensorArray) else x]
 
 
-def _from_flows(structure_flat, flows) -> list:
+def _flat_components(leaves) -> list:
+    return [c for x in leaves for c in _leaf_components(x)]
+
+
+def _pack_components(leaves, flat) -> list:
+    """`leaves` rebuilt from the counterparts, in `flat`, of their components."""
     ta = _ta_module()
-    return [
-        ta.build_ta_with_new_flow(s, f) if isinstance(s, ta.TensorArray) else f
-        for s, f in zip(structure_flat, flows)
-    ]
+    out, pos = [], 0
+    for x in leaves:
+        n = len(_leaf_components(x))
+        parts, pos = flat[pos : pos + n], pos + n
+        if isinstance(x, SparseTensor):
+            out.append(SparseTensor(*parts))
+        elif isinstance(x, IndexedSlices):
+            out.append(IndexedSlices(parts[0], parts[1], parts[2] if n > 2 else None))
+        elif isinstance(x, ta.TensorArray):
+            out.append(ta.build_ta_with_new_flow(x, parts[0]))
+        else:
+            out.append(parts[0])
+    return out
+
+
+def _composite_kind(x):
+    if isinstance(x, SparseTensor):
+        return "SparseTensor"
+    if isinstance(x, IndexedSlices):
+        return "IndexedSlices" if x.dense_shape is not None else "IndexedSlices without shape"
+    return None
+
+
+def _component_invariants(leaf, shape) -> list:
+    """Shape invariants of a leaf's components, from the leaf's (TF's rules)."""
+    if isinstance(leaf, IndexedSlices):
+        out = [shape, tensor_shape.TensorShape([None])]
+        return out if leaf.dense_shape is None else out + [leaf.dense_shape.shape]
+    if isinstance(leaf, SparseTensor):
+        if shape.ndims != 1:
+            raise ValueError(
+                f"Expected a shape with 1 dimension. Obtained: {shape} which has "
+                f"{shape.ndims} dimensions."
+            )
+        rank = shape.dims[0].value
+        return [tensor_shape.TensorShape([None, rank]), tensor_shape.TensorShape([None]), shape]
+    return [shape]
 
 
 # -- contexts --------------------------------------------------------------------------
@@ -265,7 +313,9 @@ class CondContext(ControlFlowContext):
             elif v is None:
                 raise ValueError("true_fn and false_fn must not return None inside a structure")
             else:
-                flat.append(self.AddValue(ops.convert_to_tensor(_to_flow(v))))
+                flat.extend(
+                    self.AddValue(ops.convert_to_tensor(c)) for c in _leaf_components(v)
+                )
         return original, flat
 
 
@@ -417,12 +467,18 @@ class WhileContext(ControlFlowContext):
 
     def BuildLoop(self, pred, body, loop_vars, shape_invariants, return_same_structure):  # noqa: N802
         flat_orig = nest.flatten(loop_vars)
-        flat = [ops.convert_to_tensor(_to_flow(x)) for x in flat_orig]
+        flat = [ops.convert_to_tensor(c) for c in _flat_components(flat_orig)]
         if shape_invariants is not None:
             nest.assert_same_structure(loop_vars, shape_invariants, check_types=False)
             shape_invariants = [
-                tensor_shape.as_shape(s) if s is not None else tensor_shape.unknown_shape()
-                for s in nest.flatten(shape_invariants)
+                s
+                for leaf, shape in zip(flat_orig, nest.flatten(shape_invariants))
+                for s in _component_invariants(
+                    leaf,
+                    tensor_shape.as_shape(shape)
+                    if shape is not None
+                    else tensor_shape.unknown_shape(),
+                )
             ]
         real_vars = flat
         if self._outer_context is not None:
@@ -432,7 +488,7 @@ class WhileContext(ControlFlowContext):
                 pred, body, loop_vars, flat_orig, real_vars, shape_invariants
             )
         flat_result = nest.flatten(body_result)
-        packed = nest.pack_sequence_as(body_result, _from_flows(flat_result, exits))
+        packed = nest.pack_sequence_as(body_result, _pack_components(flat_result, exits))
         if return_same_structure:
             return packed
         return packed[0] if len(exits) == 1 else packed
@@ -441,7 +497,7 @@ class WhileContext(ControlFlowContext):
         enters = self._init_enters(real_vars, shape_invariants)
         merges = [prims.merge([e, e])[0] for e in enters]
         self._pivot_for_pred = merges[0]
-        packed = nest.pack_sequence_as(loop_vars, _from_flows(flat_orig, merges))
+        packed = nest.pack_sequence_as(loop_vars, _pack_components(flat_orig, merges))
         c = ops.convert_to_tensor(pred(*packed))
         if c.dtype != dtypes.bool:
             raise TypeError(f"cond of while_loop must return a boolean Tensor, got {c.dtype.name}")
@@ -451,7 +507,7 @@ class WhileContext(ControlFlowContext):
         switches = [prims.switch(m, self._pivot) for m in merges]
         body_vars = [_identity(sw[1]) for sw in switches]
         self._pivot_for_body = body_vars[0]
-        packed_body = nest.pack_sequence_as(loop_vars, _from_flows(flat_orig, body_vars))
+        packed_body = nest.pack_sequence_as(loop_vars, _pack_components(flat_orig, body_vars))
         result = body(*packed_body)
         if not nest.is_nested(result):
             result = [result]
@@ -462,7 +518,13 @@ class WhileContext(ControlFlowContext):
                 f"The two structures don't have the same nested structure: loop_vars and "
                 f"the result of body. {e}"
             ) from None
-        flat_res = [ops.convert_to_tensor(_to_flow(v)) for v in nest.flatten(result)]
+        for var, res in zip(flat_orig, nest.flatten(result)):
+            if _composite_kind(var) != _composite_kind(res):
+                raise ValueError(
+                    "The two structures don't have the same nested structure: loop_vars "
+                    f"and the result of body. {var} vs {res}"
+                )
+        flat_res = [ops.convert_to_tensor(c) for c in _flat_components(nest.flatten(result))]
         if len(flat_res) != len(merges):
             raise ValueError(
                 "Number of inputs and outputs of body must match loop_vars: "
@@ -667,6 +729,13 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
             raise TypeError(f"Incompatible return types of true_fn and false_fn: {e}") from None
         except ValueError as e:
             raise ValueError(f"Incompatible return values of true_fn and false_fn: {e}") from None
+        for x, y in zip(nest.flatten(orig_t), nest.flatten(orig_f)):
+            if _composite_kind(x) != _composite_kind(y):
+                raise ValueError(
+                    "Incompatible return values of true_fn and false_fn: The two structures "
+                    f"don't have the same nested structure.\n\nFirst structure: {x}\n\n"
+                    f"Second structure: {y}"
+                )
         if not res_t:
             raise ValueError("true_fn and false_fn must return at least one result.")
         for x, y in zip(res_t, res_f):
@@ -676,7 +745,7 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
                     f"{x.dtype.name}, {y.dtype.name}"
                 )
         merges = [prims.merge([f, t])[0] for f, t in zip(res_f, res_t)]
-        merges = _from_flows(nest.flatten(orig_t), merges)
+        merges = _pack_components(nest.flatten(orig_t), merges)
         if ctx_t.outer_context is None:
             ops.add_to_collection(ops.GraphKeys.COND_CONTEXT, ctx_t)
             ops.add_to_collection(ops.GraphKeys.COND_CONTEXT, ctx_f)

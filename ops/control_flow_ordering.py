@@ -12,7 +12,9 @@ from __future__ import annotations
 import builtins
 
 from asyncflow import graph as ops
+from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.registry import NotDifferentiable, register_op
+from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = ["no_op", "group", "tuple", "with_dependencies"]
 
@@ -112,15 +114,33 @@ def with_dependencies(dependencies, output_tensor, name: str | None = None) -> o
       TypeError: when a dependency is not an Operation or Tensor.
     """
     dependencies = list(dependencies)
-    from asyncflow.ops import array_ops
-
     with ops.name_scope(name, "control_dependency", dependencies + [output_tensor]) as scope:
         with ops.colocate_with(output_tensor):
             with ops.control_dependencies(dependencies):
-                output_tensor = ops.convert_to_tensor(output_tensor)
-                out = array_ops.identity(output_tensor)
+                if isinstance(output_tensor, IndexedSlices):
+                    # TF's: the values wait; indices and shape come with them.
+                    values = _identity(output_tensor.values)
+                    _take_scope_name(values.op, scope)
+                    return IndexedSlices(
+                        values, output_tensor.indices, output_tensor.dense_shape
+                    )
+                if isinstance(output_tensor, SparseTensor):
+                    parts = [
+                        _identity(t)
+                        for t in (
+                            output_tensor.indices,
+                            output_tensor.values,
+                            output_tensor.dense_shape,
+                        )
+                    ]
+                    return SparseTensor(*parts)
+                out = _identity(ops.convert_to_tensor(output_tensor))
         _take_scope_name(out.op, scope)
         return out
+
+
+def _identity(t):
+    return ops.apply_op("Identity", [t]).outputs[0]
 
 
 def tuple(tensors, name: str | None = None, control_inputs=None) -> list:  # noqa: A001
@@ -136,13 +156,12 @@ def tuple(tensors, name: str | None = None, control_inputs=None) -> list:  # noq
     with ops.name_scope(name, "tuple", tensors):
         tensors = [
             t
-            if isinstance(t, (ops.Operation, ops.Tensor)) or t is None
+            if isinstance(t, (ops.Operation, ops.Tensor, IndexedSlices, SparseTensor))
+            or t is None
             else ops.convert_to_tensor(t)
             for t in tensors
         ]
-        gating_ops = [
-            t if isinstance(t, ops.Operation) else t.op for t in tensors if t is not None
-        ]
+        gating_ops = [op for t in tensors if t is not None for op in _ops_of(t)]
         for c in control_inputs or ():
             if isinstance(c, ops.Tensor):
                 c = c.op
@@ -156,7 +175,7 @@ def tuple(tensors, name: str | None = None, control_inputs=None) -> list:  # noq
         gate = group(*gating_ops)
         tpl = []
         for t in tensors:
-            if isinstance(t, ops.Tensor):
+            if isinstance(t, (ops.Tensor, IndexedSlices, SparseTensor)):
                 tpl.append(with_dependencies([gate], t))
             elif isinstance(t, ops.Operation):
                 with ops.control_dependencies([gate]):
@@ -164,6 +183,18 @@ def tuple(tensors, name: str | None = None, control_inputs=None) -> list:  # noq
             else:
                 tpl.append(None)
         return tpl
+
+
+def _ops_of(t) -> list:
+    """The ops a tuple waits for: an IndexedSlices or SparseTensor waits for each part."""
+    if isinstance(t, ops.Operation):
+        return [t]
+    if isinstance(t, IndexedSlices):
+        parts = [t.values, t.indices, t.dense_shape]
+        return [p.op for p in parts if p is not None]
+    if isinstance(t, SparseTensor):
+        return [t.indices.op, t.values.op, t.dense_shape.op]
+    return [t.op]
 
 
 NotDifferentiable("NoOp")

@@ -21,8 +21,10 @@ import numpy as np
 
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.kernel_api import DEAD
 from asyncflow.registry import ANY, REQUIRED, register_op
+from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = [
     "switch",
@@ -128,7 +130,14 @@ def _keep_ref(op, data):
 
 
 def switch(data, pred, dtype=None, name=None):
-    """(output_false, output_true): `data` on the side `pred` selects, dead on the other."""
+    """(output_false, output_true): `data` on the side `pred` selects, dead on the other.
+
+    An IndexedSlices or SparseTensor is switched component by component (TF's).
+    """
+    if isinstance(data, (IndexedSlices, SparseTensor)):
+        with ops.name_scope(name, "Switch", [data, pred]):
+            sides = [switch(c, pred) for c in _components(data)]
+        return tuple(_rebuild(data, [side[k] for side in sides]) for k in (0, 1))
     if not getattr(data, "_is_ref", False):
         data = ops.convert_to_tensor(data, dtype=dtype)
     pred = ops.convert_to_tensor(pred, dtype=dtypes.bool)
@@ -137,12 +146,73 @@ def switch(data, pred, dtype=None, name=None):
 
 
 def merge(inputs, name=None):
-    """(output, value_index): the first live tensor of `inputs` and which one it was."""
+    """(output, value_index): the first live tensor of `inputs` and which one it was.
+
+    As TF's: SparseTensors merge component by component (all inputs must be); so do
+    IndexedSlices, Tensors among them becoming IndexedSlices of all their rows.
+
+    Raises:
+      TypeError: a SparseTensor merged with something else.
+    """
+    if any(isinstance(t, (IndexedSlices, SparseTensor)) for t in inputs):
+        return _merge_composites(inputs, name)
     inputs = [t if getattr(t, "_is_ref", False) else ops.convert_to_tensor(t) for t in inputs]
     op = ops.apply_op("Merge", [inputs], name=name or "Merge")
     if all(getattr(t, "_is_ref", False) for t in inputs):
         _keep_ref(op, inputs[0])
     return op.outputs
+
+
+def _components(x) -> list:
+    if isinstance(x, SparseTensor):
+        return [x.indices, x.values, x.dense_shape]
+    parts = [x.values, x.indices]
+    return parts if x.dense_shape is None else parts + [x.dense_shape]
+
+
+def _rebuild(like, parts):
+    if isinstance(like, SparseTensor):
+        return SparseTensor(*parts)
+    return IndexedSlices(parts[0], parts[1], parts[2] if len(parts) > 2 else None)
+
+
+def _as_indexed_slices(x):
+    """All the rows of a dense tensor as IndexedSlices (TF's `_as_indexed_slices`)."""
+    x = ops.convert_to_tensor(x)
+    shape = ops.apply_op("Shape", [x]).outputs[0]
+    rows = ops.apply_op(
+        "StridedSlice", [shape, [0], [1], [1]], {"shrink_axis_mask": 1}
+    ).outputs[0]
+    indices = ops.apply_op("Range", [np.int32(0), rows, np.int32(1)]).outputs[0]
+    return IndexedSlices(x, indices, shape)
+
+
+def _merge_composites(inputs, name):
+    if any(isinstance(t, SparseTensor) for t in inputs):
+        if not all(isinstance(t, SparseTensor) for t in inputs):
+            raise TypeError("Type SparseTensor is not compatible with other input types")
+    else:
+        inputs = [t if isinstance(t, IndexedSlices) else _as_indexed_slices(t) for t in inputs]
+        if any(t.dense_shape is None for t in inputs):
+            inputs = [IndexedSlices(t.values, t.indices) for t in inputs]
+        if len({t.indices.dtype for t in inputs}) > 1:
+            inputs = [
+                IndexedSlices(t.values, _cast(t.indices, dtypes.int64), t.dense_shape)
+                for t in inputs
+            ]
+        if inputs[0].dense_shape is not None and len({t.dense_shape.dtype for t in inputs}) > 1:
+            inputs = [
+                IndexedSlices(t.values, t.indices, _cast(t.dense_shape, dtypes.int64))
+                for t in inputs
+            ]
+    with ops.name_scope(name, "Merge", [c for t in inputs for c in _components(t)]):
+        parts = [merge(list(column)) for column in zip(*map(_components, inputs))]
+    value_index = parts[0][1]
+    return _rebuild(inputs[0], [out for out, _ in parts]), value_index
+
+
+def _cast(x, dtype):
+    return ops.apply_op("Cast", [x], {"DstT": dtype}).outputs[0]
 
 
 def enter(data, frame_name, is_constant=False, parallel_iterations=10, name=None):

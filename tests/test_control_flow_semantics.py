@@ -131,3 +131,156 @@ def test_gradient_of_reducing_a_scalar(reduce):
             eps = 1e-6
             fd = (sess.run(y, {x: 3.0 + eps}) - sess.run(y, {x: 3.0 - eps})) / (2 * eps)
             np.testing.assert_allclose(sess.run(g2, {x: 3.0}), fd, rtol=1e-6)
+
+
+# -- item 4: IndexedSlices and SparseTensor through cond, while_loop, switch, merge, tuple ---
+
+
+def _slices(values, indices, shape=(3, 2)):
+    return tf.IndexedSlices(tf.constant(values), tf.constant(indices), tf.constant(list(shape)))
+
+
+def _sparse(indices, values, shape=(3, 2)):
+    return tf.SparseTensor(indices=indices, values=values, dense_shape=list(shape))
+
+
+def test_cond_carries_indexed_slices_and_sparse_tensors():
+    # TF: cond returns an IndexedSlices / SparseTensor; fetched as their *Value types.
+    with tf.Graph().as_default():
+        p = tf.placeholder(tf.bool, [])
+        a, b = _slices([[1.0, 2.0]], [1]), _slices([[5.0, 6.0]], [0])
+        r = tf.cond(p, lambda: a, lambda: b)
+        s = tf.cond(
+            p, lambda: _sparse([[0, 1], [2, 0]], [1.0, 2.0]), lambda: _sparse([[1, 1]], [7.0])
+        )
+        assert isinstance(r, tf.IndexedSlices) and isinstance(s, tf.SparseTensor)
+        with tf.Session() as sess:
+            got = sess.run(r, {p: True})
+            assert isinstance(got, tf.IndexedSlicesValue)
+            assert got.values.tolist() == [[1.0, 2.0]] and got.indices.tolist() == [1]
+            assert list(got.dense_shape) == [3, 2]
+            got = sess.run(r, {p: False})
+            assert got.values.tolist() == [[5.0, 6.0]] and got.indices.tolist() == [0]
+            got = sess.run(s, {p: True})
+            assert isinstance(got, tf.SparseTensorValue)
+            assert got.indices.tolist() == [[0, 1], [2, 0]] and got.values.tolist() == [1.0, 2.0]
+            got = sess.run(s, {p: False})
+            assert got.indices.tolist() == [[1, 1]] and got.values.tolist() == [7.0]
+
+
+def test_cond_rejects_indexed_slices_against_a_tensor():
+    # TF: ValueError "Incompatible return values of 'true_fn' and 'false_fn': The two
+    # structures don't have the same nested structure." (no densifying).
+    with tf.Graph().as_default():
+        p = tf.placeholder(tf.bool, [])
+        with pytest.raises(ValueError, match="same nested structure"):
+            tf.cond(p, lambda: _slices([[1.0, 2.0]], [1]), lambda: tf.zeros([3, 2]))
+
+
+def test_while_loop_carries_indexed_slices_and_sparse_tensors():
+    # TF: values doubled three times: [[8, 16]], indices unchanged.
+    with tf.Graph().as_default():
+        _, r = tf.while_loop(
+            lambda i, x: i < 3,
+            lambda i, x: (i + 1, tf.IndexedSlices(x.values * 2.0, x.indices, x.dense_shape)),
+            [0, _slices([[1.0, 2.0]], [1])],
+        )
+        _, s = tf.while_loop(
+            lambda i, x: i < 3,
+            lambda i, x: (i + 1, tf.SparseTensor(x.indices, x.values * 2.0, x.dense_shape)),
+            [0, _sparse([[0, 1], [2, 0]], [1.0, 2.0])],
+        )
+        assert isinstance(r, tf.IndexedSlices) and isinstance(s, tf.SparseTensor)
+        with tf.Session() as sess:
+            got = sess.run(r)
+            assert got.values.tolist() == [[8.0, 16.0]] and got.indices.tolist() == [1]
+            got = sess.run(s)
+            assert got.values.tolist() == [8.0, 16.0]
+            assert got.indices.tolist() == [[0, 1], [2, 0]]
+
+
+def test_while_loop_shape_invariants_of_composites():
+    # TF: an IndexedSlices' invariant is its values' ([None, 2] lets the rows grow;
+    # indices become [None]); a SparseTensor's is its dense_shape's ([2]: rank 2).
+    # Without an invariant, rows that grow raise ValueError ("enters the loop with shape").
+    def grow_slices(i, x):
+        values = tf.concat([x.values, x.values], 0)
+        return i + 1, tf.IndexedSlices(values, tf.concat([x.indices, x.indices], 0), x.dense_shape)
+
+    def grow_sparse(i, x):
+        indices = tf.concat([x.indices, x.indices], 0)
+        return i + 1, tf.SparseTensor(indices, tf.concat([x.values, x.values], 0), x.dense_shape)
+
+    with tf.Graph().as_default():
+        _, r = tf.while_loop(
+            lambda i, x: i < 2,
+            grow_slices,
+            [0, _slices([[1.0, 2.0]], [1])],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, 2])],
+        )
+        assert r.values.shape.as_list() == [None, 2] and r.indices.shape.as_list() == [None]
+        _, s = tf.while_loop(
+            lambda i, x: i < 2,
+            grow_sparse,
+            [0, _sparse([[0, 1]], [1.0])],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape([2])],
+        )
+        assert s.indices.shape.as_list() == [None, 2] and s.values.shape.as_list() == [None]
+        with tf.Session() as sess:
+            got = sess.run(r)
+            assert got.values.tolist() == [[1.0, 2.0]] * 4 and got.indices.tolist() == [1] * 4
+            got = sess.run(s)
+            assert got.values.tolist() == [1.0] * 4 and got.indices.tolist() == [[0, 1]] * 4
+        with pytest.raises(ValueError, match="enters the loop with shape"):
+            tf.while_loop(lambda i, x: i < 2, grow_slices, [0, _slices([[1.0, 2.0]], [1])])
+        with pytest.raises(ValueError, match="Expected a shape with 1 dimension"):
+            tf.while_loop(
+                lambda i, x: i < 2,
+                grow_sparse,
+                [0, _sparse([[0, 1]], [1.0])],
+                shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, 2])],
+            )
+
+
+def test_switch_and_merge_of_composites():
+    # TF: switch and merge keep the types; an IndexedSlices merged with a Tensor turns
+    # the Tensor into IndexedSlices of all its rows; a SparseTensor with a Tensor is a
+    # TypeError.
+    from asyncflow.ops.control_flow_prims import merge, switch
+
+    with tf.Graph().as_default():
+        p = tf.placeholder(tf.bool, [])
+        f, t = switch(_slices([[1.0, 2.0]], [1]), p)
+        f2, t2 = switch(_sparse([[0, 1]], [1.0]), p)
+        dense = tf.constant([[7.0, 8.0], [9.0, 10.0]])
+        _, d_t = switch(dense, p)
+        assert isinstance(t, tf.IndexedSlices) and isinstance(f2, tf.SparseTensor)
+        m, index = merge([t, f])
+        m2, _ = merge([t2, f2])
+        mixed, _ = merge([f, d_t])
+        assert isinstance(m, tf.IndexedSlices) and isinstance(m2, tf.SparseTensor)
+        assert isinstance(mixed, tf.IndexedSlices)
+        with pytest.raises(TypeError):
+            merge([_sparse([[0, 1]], [1.0]), dense])
+        with tf.Session() as sess:
+            got, i = sess.run([m, index], {p: False})
+            assert got.values.tolist() == [[1.0, 2.0]] and i == 1
+            assert sess.run(t, {p: True}).indices.tolist() == [1]
+            assert sess.run(m2, {p: True}).values.tolist() == [1.0]
+            got = sess.run(mixed, {p: True})
+            assert got.values.tolist() == [[7.0, 8.0], [9.0, 10.0]]
+            assert got.indices.tolist() == [0, 1] and list(got.dense_shape) == [2, 2]
+
+
+def test_tuple_of_composites():
+    # TF: tuple returns IndexedSlices, SparseTensor and Tensor, each gated by all.
+    with tf.Graph().as_default():
+        a, b, c = tf.tuple([_slices([[1.0, 2.0]], [1]), _sparse([[0, 1]], [1.0]), 1.0])
+        assert isinstance(a, tf.IndexedSlices) and isinstance(b, tf.SparseTensor)
+        assert isinstance(c, tf.Tensor)
+        gate = a.values.op.control_inputs[0]
+        assert b.values.op.control_inputs == [gate] and c.op.control_inputs == [gate]
+        with tf.Session() as sess:
+            got_a, got_b, got_c = sess.run([a, b, c])
+            assert got_a.values.tolist() == [[1.0, 2.0]] and got_b.values.tolist() == [1.0]
+            assert got_c == 1.0
