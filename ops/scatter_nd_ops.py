@@ -8,6 +8,11 @@ after the same bounds check, so the three kinds of op share one implementation.
 
 Duplicates: ScatterNd and the Add/Sub updates accumulate; TensorScatterUpdate and
 ScatterNdUpdate keep one of them (the last here; TF leaves it unspecified).
+
+GatherNd, ScatterNd and TensorScatter* have one generic kernel: the indices (and
+ScatterNd's shape) stay in host memory, where the bounds check and the flat row ids are
+computed; the values live on the kernel's device.  The variable updates are CPU kernels,
+as the variables they update.
 """
 
 from __future__ import annotations
@@ -163,24 +168,28 @@ GatherNd = register_op(
 )
 
 
-def _gather_nd_value(params, indices):
+def _gather_nd_value(xp, params, indices):
     k = indices.shape[-1]
     if k > params.ndim:
         raise _invalid(
             f"indices.shape[-1] must be <= params.rank, but saw indices shape: "
             f"{_shape_str(indices.shape)} and params shape: {_shape_str(params.shape)}"
         )
-    rows = _flat_rows(indices, params.shape, "param shape")
+    rows = _device_rows(xp, _flat_rows(indices, params.shape, "param shape"))
     out_shape = indices.shape[:-1] + params.shape[k:]
     return _as_rows(params, k)[rows].reshape(out_shape)
 
 
-@GatherNd.kernel("CPU")
+def _device_rows(xp, rows):
+    return rows if xp is np else xp.asarray(rows)
+
+
+@GatherNd.kernel(host_memory=("indices",))
 async def _gather_nd(ctx, params, indices):
-    params, indices = np.asarray(params), np.asarray(indices)
+    params, indices = ctx.xp.asarray(params), np.asarray(indices)
     if indices.ndim < 1:
         raise _invalid(f"indices must be at least a vector, got shape {_shape_str(indices.shape)}")
-    return await ctx.device.compute(_gather_nd_value, params, indices)
+    return await ctx.device.compute(_gather_nd_value, ctx.xp, params, indices)
 
 
 @GatherNd.gradient
@@ -239,29 +248,31 @@ ScatterNd = register_op(
 )
 
 
-def _scatter_into(target, indices, updates, mode: str):
-    """Scatter `updates` into `target` (written in place) at `indices`, by `mode`."""
+def _scatter_into(xp, target, indices, updates, mode: str):
+    """Scatter `updates` into `target` (written in place) at host `indices`, by `mode`."""
     k = indices.shape[-1]
     _updates_shape_check(indices.shape, updates.shape, target.shape, _invalid)
     rows = _flat_rows(indices, target.shape, "shape")
     flat = _as_rows(target, k)
     upd = updates.reshape(rows.size, flat.shape[1])
+    rows = _device_rows(xp, rows)
     if mode == "update":
         flat[rows] = upd
     elif mode == "add":
-        np.add.at(flat, rows, upd)
+        xp.add.at(flat, rows, upd)
     elif mode == "sub":
-        np.subtract.at(flat, rows, upd)
+        xp.subtract.at(flat, rows, upd)
     elif mode == "max":
-        np.maximum.at(flat, rows, upd)
+        xp.maximum.at(flat, rows, upd)
     else:
-        np.minimum.at(flat, rows, upd)
+        xp.minimum.at(flat, rows, upd)
     return target
 
 
-@ScatterNd.kernel("CPU")
+@ScatterNd.kernel(host_memory=("indices", "shape"))
 async def _scatter_nd(ctx, indices, updates, shape):
-    indices, updates = np.asarray(indices), np.asarray(updates)
+    xp = ctx.xp
+    indices, updates = np.asarray(indices), xp.asarray(updates)
     shape = tuple(int(d) for d in np.asarray(shape).reshape(-1))
     if indices.ndim < 1:
         raise _invalid(f"Indices shape must have rank at least one. Found:{indices.shape}")
@@ -272,8 +283,8 @@ async def _scatter_nd(ctx, indices, updates, shape):
             f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, got "
             f"shape {_shape_str(shape)}"
         )
-    out = np.zeros(shape, updates.dtype)
-    return await ctx.device.compute(_scatter_into, out, indices, updates, "add")
+    out = xp.zeros(shape, updates.dtype)
+    return await ctx.device.compute(_scatter_into, xp, out, indices, updates, "add")
 
 
 @ScatterNd.gradient
@@ -305,19 +316,20 @@ def _tensor_scatter_op(op_type: str, mode: str, allowed):
         shape_fn=_tensor_scatter_shape,
     )
 
-    @op_def.kernel("CPU")
+    @op_def.kernel(host_memory=("indices",))
     async def _kernel(ctx, tensor, indices, updates):
-        indices, updates = np.asarray(indices), np.asarray(updates)
+        xp = ctx.xp
+        indices, updates = np.asarray(indices), xp.asarray(updates)
         if indices.ndim < 1:
             raise _invalid(f"Indices shape must have rank at least one. Found:{indices.shape}")
-        tensor = np.asarray(tensor)
+        tensor = xp.asarray(tensor)
         if indices.shape[-1] > tensor.ndim:
             raise _invalid(
                 f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, "
                 f"got shape {_shape_str(tensor.shape)}"
             )
-        out = np.array(tensor)  # a copy: never write into an input
-        return await ctx.device.compute(_scatter_into, out, indices, updates, mode)
+        out = xp.array(tensor)  # a copy: never write into an input
+        return await ctx.device.compute(_scatter_into, xp, out, indices, updates, mode)
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
     return op_def
@@ -423,7 +435,7 @@ def _ref_scatter_nd_op(op_type: str, mode: str, allowed):
         _flat_rows(indices, params.shape, "shape")
         del params  # a local reference would defeat the variable's refcount check
         target = ref.writable_target()
-        _scatter_into(target, indices, updates, mode)
+        _scatter_into(np, target, indices, updates, mode)
         ref.commit(target)
         return ref.value
 

@@ -305,6 +305,18 @@ def _batch_matmul_and_segments():
     return [c, seg, *af.gradients(loss, [a, b])], {a: av, b: bv}
 
 
+def _nd_indexing():
+    pv, uv = _f32(4, 3, 2), _f32(2, 2)
+    p, u = _feed(pv, "p"), _feed(uv, "u")
+    idx = np.array([[1, 2], [3, 0]], np.int32)
+    g = af.gather_nd(p, idx)
+    s = af.scatter_nd(idx, u, [4, 3, 2])
+    t = af.tensor_scatter_nd_add(p, idx, u)
+    t2 = af.tensor_scatter_nd_update(p, idx, u)
+    loss = af.reduce_sum(g * g) + af.reduce_sum(s * s) + af.reduce_sum(t) + af.reduce_sum(t2)
+    return [g, s, t, t2, *af.gradients(loss, [p, u])], {p: pv, u: uv}
+
+
 CASES = {
     "elementwise": _elementwise,
     "broadcast_and_compare": _broadcast_and_compare,
@@ -315,6 +327,7 @@ CASES = {
     "shapes_and_layout": _shapes_and_layout,
     "conv_pool": _conv_pool,
     "dynamic_shapes": _dynamic_shapes,
+    "nd_indexing": _nd_indexing,
     "batch_norm_and_topk": _batch_norm_and_topk,
     "batch_matmul_and_segments": _batch_matmul_and_segments,
 }
@@ -355,7 +368,8 @@ def test_the_table_covers_the_generic_kernels_that_matter():
         "AvgPoolGrad", "DepthwiseConv2dNative", "FusedBatchNormV3", "FusedBatchNormGradV3",
         "TopKV2", "InTopKV2", "Cumsum", "Cumprod", "OneHot", "Where", "Select", "Range",
         "LinSpace", "ExpandDims", "Squeeze", "ReverseV2", "Exp", "Log", "Tanh", "Sigmoid",
-        "AddN", "Cast", "FloorDiv", "FloorMod", "L2Loss",
+        "AddN", "Cast", "FloorDiv", "FloorMod", "L2Loss", "GatherNd", "ScatterNd",
+        "TensorScatterAdd", "TensorScatterUpdate",
     }  # fmt: skip
     assert wanted <= seen, sorted(wanted - seen)
 
