@@ -1,0 +1,318 @@
+"""TF1's `tf.layers` classes (`Dense`, `Conv2D`, `Conv2DTranspose`, ...) and `Layer`.
+
+A layer object makes its variables on its first call under a variable scope named
+after it ("dense", "dense_1", ... or `name`) and reuses them on later calls, as TF1's
+layers do; the built-in classes run the functional layers of layer_functions.py inside
+that scope.
+"""
+
+from __future__ import annotations
+
+from asyncflow import dtypes
+from asyncflow import graph as ops
+from asyncflow import var_scope as vs
+from asyncflow.graph import GraphKeys
+from asyncflow.layer_functions import (
+    IN_LAYER_SCOPE,
+    average_pooling1d,
+    average_pooling2d,
+    batch_normalization,
+    conv1d,
+    conv2d,
+    conv2d_transpose,
+    dense,
+    dropout,
+    flatten,
+    max_pooling1d,
+    max_pooling2d,
+    separable_conv1d,
+    separable_conv2d,
+)
+
+__all__: list[str] = []
+
+
+# -- layer classes ----------------------------------------------------------------------------
+
+
+class InputSpec:
+    """What a layer accepts (dtype, shape, ndim, min_ndim, max_ndim, axes)."""
+
+    def __init__(self, dtype=None, shape=None, ndim=None, max_ndim=None, min_ndim=None, axes=None):
+        self.dtype = dtype
+        self.shape = shape
+        self.ndim = len(shape) if shape is not None else ndim
+        self.max_ndim, self.min_ndim = max_ndim, min_ndim
+        self.axes = axes or {}
+
+
+class Layer:
+    """TF1's `tf.layers.Layer`: variables made on the first call under a variable scope
+    named after the layer ("dense", "dense_1", ... or `name`) and reused by later calls.
+
+    Subclasses implement `build(input_shape)` (creating weights with `add_weight`) and
+    `call(inputs, ...)`; the built-in layers call the functional layers inside the
+    layer's scope.  `variables`, `trainable_variables`, `updates` and `losses` list what
+    the calls created."""
+
+    _base_name = "layer"
+
+    def __init__(self, trainable=True, name=None, dtype=None, **kwargs):
+        self.trainable = trainable
+        self._name = name
+        self.dtype = None if dtype is None else dtypes.as_dtype(dtype)
+        self._scope = None
+        self.built = False
+        self._variables: list = []
+        self._updates: list = []
+        self._losses: list = []
+        self.input_spec = None
+        self._reuse = kwargs.pop("_reuse", None)
+
+    @property
+    def name(self) -> str:
+        if self._scope is not None:
+            return self._scope.name.split("/")[-1]
+        return self._name or self._base_name
+
+    @property
+    def scope_name(self) -> str:
+        if self._scope is None:
+            raise ValueError(
+                "No name available for layer scope because the layer has not been used yet."
+            )
+        return self._scope.name
+
+    def build(self, input_shape) -> None:
+        self.built = True
+
+    def call(self, inputs, *args, **kwargs):
+        return inputs
+
+    def add_weight(
+        self,
+        name,
+        shape,
+        dtype=None,
+        initializer=None,
+        regularizer=None,
+        trainable=None,
+        constraint=None,
+        **kwargs,
+    ):
+        """A variable of this layer (get_variable in the layer's scope)."""
+        trainable = self.trainable if trainable is None else trainable
+        return vs.get_variable(
+            name,
+            shape,
+            dtype=dtype or self.dtype or dtypes.float32,
+            initializer=initializer,
+            regularizer=regularizer,
+            trainable=trainable,
+            constraint=constraint,
+        )
+
+    add_variable = add_weight
+
+    def _call_in_scope(self, inputs, *args, **kwargs):
+        if not self.built:
+            self.build(
+                ops.convert_to_tensor(inputs).shape
+                if not isinstance(inputs, (list, tuple, dict))
+                else None
+            )
+            self.built = True
+        return self.call(inputs, *args, **kwargs)
+
+    def __call__(self, inputs, *args, **kwargs):
+        g = ops.get_default_graph()
+        before = {
+            k: list(g.get_collection(k))
+            for k in (
+                GraphKeys.GLOBAL_VARIABLES,
+                GraphKeys.LOCAL_VARIABLES,
+                GraphKeys.UPDATE_OPS,
+                GraphKeys.REGULARIZATION_LOSSES,
+            )
+        }
+        if self._scope is None:
+            cm = vs.variable_scope(self._name, default_name=self._base_name, reuse=self._reuse)
+        else:
+            cm = vs.variable_scope(self._scope, reuse=True)
+        with cm as scope:
+            self._scope = scope
+            out = self._call_in_scope(inputs, *args, **kwargs)
+        self.built = True
+
+        def new(key):
+            old = before[key]
+            return [x for x in g.get_collection(key) if not any(x is o for o in old)]
+
+        for v in new(GraphKeys.GLOBAL_VARIABLES) + new(GraphKeys.LOCAL_VARIABLES):
+            if not any(v is w for w in self._variables):
+                self._variables.append(v)
+        self._updates += new(GraphKeys.UPDATE_OPS)
+        self._losses += new(GraphKeys.REGULARIZATION_LOSSES)
+        return out
+
+    apply = __call__
+
+    def _find(self, short):
+        for v in self._variables:
+            if v.op.name.split("/")[-1] == short:
+                return v
+        return None
+
+    @property
+    def variables(self) -> list:
+        return list(self._variables)
+
+    weights = variables
+
+    @property
+    def trainable_variables(self) -> list:
+        trainable = {id(v) for v in g_trainable()}
+        return [v for v in self._variables if id(v) in trainable]
+
+    trainable_weights = trainable_variables
+
+    @property
+    def non_trainable_variables(self) -> list:
+        trainable = {id(v) for v in g_trainable()}
+        return [v for v in self._variables if id(v) not in trainable]
+
+    non_trainable_weights = non_trainable_variables
+
+    @property
+    def updates(self) -> list:
+        return list(self._updates)
+
+    @property
+    def losses(self) -> list:
+        return list(self._losses)
+
+    def get_weights(self):
+        from asyncflow.session import get_default_session
+
+        return get_default_session().run(self._variables)
+
+
+def g_trainable() -> list:
+    return ops.get_default_graph().get_collection(GraphKeys.TRAINABLE_VARIABLES)
+
+
+class _Functional(Layer):
+    """A built-in layer: the functional layer `_fn`, called in the layer's scope."""
+
+    _fn = None
+    _weight_names = ("kernel", "bias")
+
+    def __init__(self, *args, trainable=True, name=None, dtype=None, _reuse=None, **kwargs):
+        super().__init__(trainable=trainable, name=name, dtype=dtype, _reuse=_reuse)
+        self._args, self._kwargs = args, kwargs
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+
+    def _extra(self, kwargs) -> dict:
+        return {}
+
+    def _call_in_scope(self, inputs, *args, **kwargs):
+        kw = dict(self._kwargs)
+        kw.update(self._extra(kwargs))
+        if type(self)._fn in _TRAINABLE_FNS:
+            kw["trainable"] = self.trainable
+        out = type(self)._fn(inputs, *self._args, name=IN_LAYER_SCOPE, **kw)
+        for w in self._weight_names:
+            if getattr(self, w, None) is None:
+                setattr(self, w, None)
+        return out
+
+    def __call__(self, inputs, *args, **kwargs):
+        out = super().__call__(inputs, *args, **kwargs)
+        for w in self._weight_names:
+            if getattr(self, w, None) is None:
+                setattr(self, w, self._find(w))
+        return out
+
+
+def _layer_class(cls_name, fn, base_name, weights=(), training_arg=False, doc=""):
+    def _extra(self, kwargs):
+        if training_arg:
+            return {"training": kwargs.get("training", False)}
+        return {}
+
+    cls = type(
+        cls_name,
+        (_Functional,),
+        {
+            "_fn": staticmethod(fn),
+            "_base_name": base_name,
+            "_weight_names": tuple(weights),
+            "_extra": _extra,
+            "__doc__": doc or f"TF1's `tf.layers.{cls_name}` (see `{fn.__name__}`).",
+        },
+    )
+    cls._fn = fn
+    return cls
+
+
+_TRAINABLE_FNS = set()
+_CONV_W = ("kernel", "bias")
+Dense = _layer_class("Dense", dense, "dense", _CONV_W)
+Conv1D = _layer_class("Conv1D", conv1d, "conv1d", _CONV_W)
+Conv2D = _layer_class("Conv2D", conv2d, "conv2d", _CONV_W)
+Conv2DTranspose = _layer_class("Conv2DTranspose", conv2d_transpose, "conv2d_transpose", _CONV_W)
+SeparableConv1D = _layer_class(
+    "SeparableConv1D",
+    separable_conv1d,
+    "separable_conv1d",
+    ("depthwise_kernel", "pointwise_kernel", "bias"),
+)
+SeparableConv2D = _layer_class(
+    "SeparableConv2D",
+    separable_conv2d,
+    "separable_conv2d",
+    ("depthwise_kernel", "pointwise_kernel", "bias"),
+)
+MaxPooling1D = _layer_class("MaxPooling1D", max_pooling1d, "max_pooling1d")
+MaxPooling2D = _layer_class("MaxPooling2D", max_pooling2d, "max_pooling2d")
+AveragePooling1D = _layer_class("AveragePooling1D", average_pooling1d, "average_pooling1d")
+AveragePooling2D = _layer_class("AveragePooling2D", average_pooling2d, "average_pooling2d")
+Flatten = _layer_class("Flatten", flatten, "flatten")
+Dropout = _layer_class("Dropout", dropout, "dropout", (), training_arg=True)
+BatchNormalization = _layer_class(
+    "BatchNormalization",
+    batch_normalization,
+    "batch_normalization",
+    ("gamma", "beta", "moving_mean", "moving_variance"),
+    training_arg=True,
+)
+_TRAINABLE_FNS.update(
+    {
+        dense,
+        conv1d,
+        conv2d,
+        conv2d_transpose,
+        separable_conv1d,
+        separable_conv2d,
+        batch_normalization,
+    }
+)
+
+__all__ += [
+    "Layer",
+    "InputSpec",
+    "Dense",
+    "Conv1D",
+    "Conv2D",
+    "Conv2DTranspose",
+    "SeparableConv1D",
+    "SeparableConv2D",
+    "MaxPooling1D",
+    "MaxPooling2D",
+    "AveragePooling1D",
+    "AveragePooling2D",
+    "Flatten",
+    "Dropout",
+    "BatchNormalization",
+]
