@@ -118,13 +118,16 @@ class _Getter:
 
 
 class _Putter:
-    __slots__ = ("elems", "pos", "fut", "on_commit")
+    __slots__ = ("elems", "pos", "fut", "on_commit", "atomic")
 
-    def __init__(self, elems, fut, on_commit):
+    def __init__(self, elems, fut, on_commit, atomic=False):
         self.elems = elems
         self.pos = 0  # elements of `elems` already inserted (enqueue_many is progressive)
         self.fut = fut
         self.on_commit = on_commit
+        # All at once when there is room for all: an enqueue of elements its own step
+        # dequeued (a transfer) then either commits them all or gives them all back.
+        self.atomic = atomic
 
 
 # -- the queues -------------------------------------------------------------------------
@@ -226,7 +229,12 @@ class QueueBase:
 
         Elements go in as room appears (TF's progressive enqueue_many); `on_commit()` is
         called in the synchronous section that inserts the last one.  A cancelled wait
-        withdraws the rest; those already inserted stay.
+        withdraws the rest; those already inserted stay: `on_commit(k)` says, as they go
+        in, how many of a transfer too large for the queue are in so far.
+
+        With an `on_commit` (elements this step dequeued elsewhere, whose undo it
+        disarms) the elements go in all at once when they fit in the queue's capacity,
+        so a cancelled transfer commits all or nothing: nothing is lost or duplicated.
         Raises: errors.CancelledError when the queue is or gets closed with
         cancel_pending_enqueues.
         """
@@ -235,12 +243,13 @@ class QueueBase:
             return
         except WouldBlock:
             pass
-        p = _Putter(elems, asyncio.get_running_loop().create_future(), on_commit)
+        atomic = on_commit is not None and (self.capacity < 0 or len(elems) <= self.capacity)
+        p = _Putter(elems, asyncio.get_running_loop().create_future(), on_commit, atomic)
         self._putters.append(p)
         self._pump()
         try:
             await p.fut  # a done future returns without suspending
-        except asyncio.CancelledError:
+        except BaseException:
             if not p.fut.done() or p.fut.cancelled():
                 self._remove_putter(p)
             raise
@@ -382,13 +391,15 @@ class QueueBase:
                     putters.popleft()
                     continue
                 room = self._room()
-                if room <= 0:
+                if room <= 0 or (p.atomic and room < len(p.elems)):
                     break
                 k = min(room, len(p.elems) - p.pos)
                 self._insert(p.elems[p.pos : p.pos + k])
                 p.pos += k
                 progress = True
                 if p.pos < len(p.elems):
+                    if p.on_commit is not None:
+                        p.on_commit(p.pos)  # a partial transfer: those inserted stay
                     break
                 putters.popleft()
                 p.fut.set_result(None)

@@ -223,7 +223,9 @@ def _upstream_dequeues(ctx) -> frozenset:
     return found
 
 
-def _on_commit(ctx):
+def _on_commit(ctx, n_elems: int = 1):
+    """The commit hook of an enqueue of `n_elems` elements: disarms the undos of the
+    dequeues of this step that its inputs derive from (None when there are none)."""
     sctx = current_step()
     pending = sctx.failure_callbacks() if sctx is not None else None
     if not pending:
@@ -232,11 +234,24 @@ def _on_commit(ctx):
     if not upstream:
         return None
 
-    def commit():
-        for cb in pending:
-            # Any take's undo (queue or barrier) that names its op and can be disarmed.
-            if getattr(cb, "op", None) in upstream and hasattr(cb, "active"):
-                cb.active = False
+    # Any take's undo (queue or barrier) that names its op and can be disarmed.
+    undos = [
+        cb for cb in pending if getattr(cb, "op", None) in upstream and hasattr(cb, "active")
+    ]
+    if not undos:
+        return None
+
+    taken = list(undos[0].items) if len(undos) == 1 and isinstance(undos[0], _Undo) else None
+
+    def commit(inserted=None):
+        if inserted is not None and taken is not None and len(taken) == n_elems:
+            # A transfer larger than the queue's capacity goes in progressively: its
+            # first `inserted` elements map row for row onto the one dequeue they came
+            # from, whose undo now gives back only the others if the step fails.
+            undos[0].items = taken[inserted:]
+            return
+        for cb in undos:
+            cb.active = False
 
     return commit
 
@@ -364,7 +379,7 @@ async def _enqueue_many(ctx, handle, *components):
     comps = _check_components(q, components, batch=True)
     elems = list(zip(*[_split(c) for c in comps])) if comps[0].shape[0] else []
     if elems:
-        await q.put(elems, _on_commit(ctx))
+        await q.put(elems, _on_commit(ctx, len(elems)))
     elif q._closing:  # noqa: SLF001 - TF rejects even an empty enqueue on a closed queue
         raise q._closed_error()  # noqa: SLF001
 

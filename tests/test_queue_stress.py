@@ -99,3 +99,84 @@ async def test_exactly_once_under_chaos(graph):
     assert ok_ids <= set(consumed), f"lost: {sorted(ok_ids - set(consumed))[:10]}"
     assert set(consumed) <= ok_ids | unsure_ids
     assert len(ok_ids) > N_PRODUCERS * PER_PRODUCER // 2  # the chaos left work to do
+
+
+# -- issue 18 item 10: batch transfers, enqueue_many(dequeue_many(...)) ----------------------
+
+
+async def test_batch_transfers_lose_and_duplicate_nothing_over_10000_ops(graph):
+    """20 producers enqueue_many 3 ids at a time into q1; 10 movers run q2.enqueue_many of
+    q1.dequeue_many(1|2|3), q1.dequeue_up_to(4) and (larger than q2's capacity, so it goes
+    in progressively) q1.dequeue_many(12); 20 consumers take from q2.  15% of the steps
+    get a 1 ms deadline and 20% are cancelled at a random point: at least 10,000
+    operations, and every id is delivered exactly once (TF 1 loses or duplicates here)."""
+    rng = random.Random(18)
+    q1 = FIFOQueue(16, [af.int32], shapes=[[]], name="q1")
+    q2 = FIFOQueue(10, [af.int32], shapes=[[]], name="q2")
+    x = placeholder(af.int32, [None])
+    enqueue = q1.enqueue_many(x)
+    transfers = [q2.enqueue_many(q1.dequeue_many(k)) for k in (1, 2, 3, 12)]
+    transfers.append(q2.enqueue_many(q1.dequeue_up_to(4)))
+    takes = [q2.dequeue_many(2), q2.dequeue_up_to(3), q2.dequeue()]
+    ok_ids, unsure_ids, consumed, ops_run = set(), set(), [], [0]
+    n_producers, per_producer = 20, 170
+
+    async def chaotic(s, fetches, feed=None):
+        roll = rng.random()
+        options = DEADLINE if roll < 0.15 else None
+        task = asyncio.ensure_future(s.arun(fetches, feed, options=options))
+        if 0.15 <= roll < 0.35:
+            for _ in range(rng.randrange(6)):
+                await asyncio.sleep(0)
+            task.cancel()
+        ops_run[0] += 1
+        try:
+            return True, await task
+        except (asyncio.CancelledError, errors.DeadlineExceededError, errors.CancelledError):
+            return False, None
+
+    async with af.Session() as s:
+
+        async def producer(p):
+            for k in range(per_producer):
+                ids = [(p * per_producer + k) * 3 + j for j in range(3)]
+                ok, _ = await chaotic(s, enqueue, {x: ids})
+                (ok_ids if ok else unsure_ids).update(ids)
+
+        async def mover():
+            while True:
+                try:
+                    await chaotic(s, rng.choice(transfers))
+                except errors.OutOfRangeError:
+                    return
+
+        async def consumer():
+            while True:
+                try:
+                    ok, v = await chaotic(s, rng.choice(takes))
+                except errors.OutOfRangeError:
+                    return
+                if ok:
+                    consumed.extend([int(v)] if v.ndim == 0 else v.tolist())
+
+        producers = [asyncio.create_task(producer(p)) for p in range(n_producers)]
+        movers = [asyncio.create_task(mover()) for _ in range(10)]
+        consumers = [asyncio.create_task(consumer()) for _ in range(20)]
+        await asyncio.wait_for(asyncio.gather(*producers), 50)
+        await s.arun(q1.close())
+        # A dequeue_many(12) cannot finish on a closed q1 with fewer left: drain it.
+        await asyncio.wait_for(asyncio.gather(*movers), 50)
+        await s.arun(q2.close())
+        await asyncio.wait_for(asyncio.gather(*consumers), 50)
+        for q in (q1, q2):
+            while True:
+                try:
+                    consumed.extend((await s.arun(q.dequeue_up_to(10))).tolist())
+                except errors.OutOfRangeError:
+                    break
+
+    assert ops_run[0] >= 10_000
+    assert len(ok_ids) + len(unsure_ids) == n_producers * per_producer * 3
+    assert len(consumed) == len(set(consumed)), "an element was delivered twice"
+    assert ok_ids <= set(consumed), f"lost: {sorted(ok_ids - set(consumed))[:10]}"
+    assert set(consumed) <= ok_ids | unsure_ids
