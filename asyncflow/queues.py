@@ -102,6 +102,39 @@ def unstarted_runners(session, queue_op) -> list:
     return mine
 
 
+# -- poison elements ----------------------------------------------------------------------
+
+# Step errors that say nothing about the data the step took: its elements go back.
+_NOT_THE_DATA = (
+    errors.CancelledError,
+    errors.DeadlineExceededError,
+    errors.AbortedError,
+    errors.UnavailableError,
+)
+
+
+def poisoned_by(error, op) -> bool:
+    """Whether a step's `error` came from an op computing on what `op` took (the taker
+    itself or an op downstream of it): then what it took was consumed, as TF consumes
+    it, and is not given back (a poison element fails one step, not every later one).
+    Cancellations, deadlines, aborts and failures elsewhere in the step give it back."""
+    failed = getattr(error, "op", None)
+    if failed is None or op is None or isinstance(error, _NOT_THE_DATA):
+        return False
+    if not isinstance(error, errors.OpError):
+        return False
+    target, seen, stack = op.name, set(), [failed]
+    while stack:
+        o = stack.pop()
+        if o.name == target:
+            return True
+        for dep in [t.op for t in o.inputs]:
+            if dep.name not in seen:
+                seen.add(dep.name)
+                stack.append(dep)
+    return False
+
+
 # -- waiters ----------------------------------------------------------------------------
 
 

@@ -10,7 +10,8 @@ Blocking ops (enqueue, dequeue*) are `is_async` and suspend on the queue's waite
 futures.  Exactly-once delivery across step failures:
 - a dequeue registers an undo with its step (`kernel_api.current_step().on_failure`) in
   the synchronous section that takes its elements; if the step fails, is cancelled or
-  times out, the undo gives them back in order;
+  times out, the undo gives them back in order -- unless an op computing on them failed
+  (`queues.poisoned_by`): a poison element fails that one step and is gone, as in TF;
 - an enqueue that commits elements derived from dequeues of the same step (a queue
   runner's `q2.enqueue(q1.dequeue())`) disarms those dequeues' undos: the elements now
   live in q2, so giving them back to q1 would duplicate them.
@@ -189,7 +190,8 @@ class _Undo:
     def __call__(self, error) -> None:
         if self.active:
             self.active = False
-            self.queue.restore(self.items)
+            if not queues.poisoned_by(error, self.op):
+                self.queue.restore(self.items)
 
 
 def _on_take(ctx, q):
@@ -235,9 +237,7 @@ def _on_commit(ctx, n_elems: int = 1):
         return None
 
     # Any take's undo (queue or barrier) that names its op and can be disarmed.
-    undos = [
-        cb for cb in pending if getattr(cb, "op", None) in upstream and hasattr(cb, "active")
-    ]
+    undos = [cb for cb in pending if getattr(cb, "op", None) in upstream and hasattr(cb, "active")]
     if not undos:
         return None
 

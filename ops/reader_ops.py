@@ -19,7 +19,8 @@ the current one (see _TFRecordReader for the bounded GIL hand-overs that make th
 overlap the parsing).
 
 Exactly-once (DESIGN.md "State"): records a step took are put back when that step
-fails or is cancelled (`current_step().on_failure`), and records gathered by a read
+fails or is cancelled (`current_step().on_failure`) -- unless an op computing on them
+failed (`queues.poisoned_by`: a poison record fails one step, as in TF) -- and records gathered by a read
 that is itself cancelled are put back before the cancellation propagates.  Put-back
 records are served first, in their original order (each record has a serial number),
 so no record is lost or duplicated.  A chunk read still in flight when its reader was
@@ -43,7 +44,7 @@ import threading
 
 import numpy as np
 
-from asyncflow import dtypes, errors, python_io, tensor_shape
+from asyncflow import dtypes, errors, python_io, queues, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.crc32c import crc32c_gil_free
 from asyncflow.kernel_api import current_step
@@ -147,7 +148,7 @@ class _Reader:
 
     # the protocol ---------------------------------------------------------------------
     async def read_up_to(
-        self, queue_handle, n: int, exact: bool, with_keys: bool = True
+        self, queue_handle, n: int, exact: bool, with_keys: bool = True, op=None
     ) -> tuple[list | None, list]:
         """Up to n records; with `exact`, n or OutOfRangeError (ReaderRead).  Without
         `with_keys` the keys are not formatted (None comes back instead); records put
@@ -170,7 +171,7 @@ class _Reader:
         self.produced += len(got.values)
         step = current_step()
         if step is not None and got.values:
-            step.on_failure(lambda _e: self._put_back(got))
+            step.on_failure(lambda e: None if queues.poisoned_by(e, op) else self._put_back(got))
         return (got.keys() if with_keys else None), got.values
 
     async def _gather(self, queue_handle, n, exact, got: _Batch) -> None:
@@ -639,7 +640,7 @@ def _strings(values) -> np.ndarray:
 @ReaderReadV2.kernel("CPU")
 async def _reader_read(ctx, reader, queue):
     reader = _handle_object(reader, _Reader, "reader")
-    keys, values = await reader.read_up_to(queue, 1, exact=True)
+    keys, values = await reader.read_up_to(queue, 1, exact=True, op=ctx.op)
     return _strings(keys).reshape(()), _strings(values).reshape(())
 
 
@@ -649,7 +650,7 @@ async def _reader_read_up_to(ctx, reader, queue, num_records, with_keys=True):
     n = int(num_records)
     if n <= 0:
         raise errors.InvalidArgumentError(None, None, f"num_records must be positive, got {n}")
-    keys, values = await reader.read_up_to(queue, n, exact=False, with_keys=with_keys)
+    keys, values = await reader.read_up_to(queue, n, exact=False, with_keys=with_keys, op=ctx.op)
     return (_strings(keys) if with_keys else _NO_KEYS), _strings(values)
 
 

@@ -561,3 +561,31 @@ def test_shared_queue_checks_shapes_as_tf(first, second, want):
             sess.run(a.queue_ref)
             with pytest.raises(errors.InvalidArgumentError, match=want):
                 sess.run(b.queue_ref)
+
+
+def test_a_poison_element_fails_one_step_only():
+    # Issue 18 item 11.  TF 2.21: dequeuing [b"1", b"bad", b"3"] through string_to_number
+    # gives 1.0, InvalidArgumentError, 3.0 and leaves the queue empty: the bad element
+    # is consumed by the step it failed.  A cancelled or timed-out step still gives its
+    # elements back (tests/test_queue_stress.py).
+    from asyncflow import graph as ops
+    from asyncflow.session import Session
+
+    with ops.Graph().as_default():
+        q = FIFOQueue(10, af.string, shapes=[[]])
+        x = placeholder(af.string, [None])
+        enq = q.enqueue_many(x)
+        num = af.string_to_number(q.dequeue())
+        other_fails = [q.dequeue(), af.string_to_number(constant("nope"))]
+        with Session() as sess:
+            sess.run(enq, {x: [b"1", b"bad", b"3"]})
+            assert sess.run(num) == 1.0
+            with pytest.raises(errors.InvalidArgumentError):
+                sess.run(num)
+            assert sess.run(num) == 3.0
+            assert sess.run(q.size()) == 0
+            # an error elsewhere in the step (not computed from the element) gives it back
+            sess.run(enq, {x: [b"4"]})
+            with pytest.raises(errors.InvalidArgumentError):
+                sess.run(other_fails)
+            assert sess.run(q.size()) == 1

@@ -322,3 +322,25 @@ def test_bad_reader_attrs(sess, fq):
         sess.run(v)
     with pytest.raises(TypeError):
         reader_ops.TFRecordReader().read(object())
+
+
+def test_a_poison_record_fails_one_step_only(tmp_path):
+    # Issue 18 item 11.  TF 2.21: TextLineReader over "1\nbad\n3\n" through
+    # string_to_number gives 1.0, InvalidArgumentError, 3.0, then OutOfRangeError, and
+    # num_records_produced() is 3.
+    (tmp_path / "p.txt").write_bytes(b"1\nbad\n3\n")
+    with ops.Graph().as_default():
+        fq = af.FIFOQueue(3, af.string)
+        reader = af.TextLineReader()
+        _, value = reader.read(fq)
+        num = af.string_to_number(value)
+        with af.Session() as sess:
+            sess.run(fq.enqueue(str(tmp_path / "p.txt").encode()))
+            sess.run(fq.close())
+            assert sess.run(num) == 1.0
+            with pytest.raises(errors.InvalidArgumentError):
+                sess.run(num)
+            assert sess.run(num) == 3.0
+            with pytest.raises(errors.OutOfRangeError):
+                sess.run(num)
+            assert sess.run(reader.num_records_produced()) == 3
