@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +44,6 @@ from asyncflow.kernel_api import (  # noqa: F401 - re-exported for older callers
     KernelContext,
     StepContext,
     current_step,
-    forwardable,
     in_quiet_step,
     quiet_step,
     wrap_kernel_error,
@@ -97,17 +97,41 @@ def _flat_input_is_ref(op: Operation) -> list[bool]:
     return out
 
 
+def _check_fresh(op: Operation, forward, args, values, made) -> None:
+    """A consumer may take over this node's outputs (donation.decide): each must be a
+    new object (or an input it was given to take over), neither another input, nor
+    another output, nor one it returned before."""
+    for k, v in enumerate(values):
+        if not isinstance(v, np.ndarray) or not v.flags.writeable or not v.size:
+            continue
+        if any(v is a for m, a in enumerate(args) if m not in forward) or any(
+            v is w for w in values[:k]
+        ):
+            raise AssertionError(
+                f"{op.type} kernel for {op.name} returned an input object as an output: "
+                "declare the op with donation.aliases_inputs"
+            )
+        if made.get(id(v)) is v:
+            raise AssertionError(
+                f"{op.type} kernel for {op.name} returned an array it returned before "
+                "(a cache): make it read-only or declare the op with donation.aliases_inputs"
+            )
+        made[id(v)] = v
+
+
 def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
     """Test mode (ASYNCFLOW_CHECK_KERNELS=1): verify outputs against the graph's types."""
 
+    made: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
     async def checked(ctx, *args, **kw):
-        call = kernel(ctx, *args, **kw)
-        del args  # hold no extra reference while the kernel runs (see forwardable)
-        result = await call
+        result = await kernel(ctx, *args, **kw)
         outs = op.outputs
         values = (result,) if len(outs) == 1 else (() if not outs else tuple(result))
         if len(values) != len(outs):
             raise AssertionError(f"{op.type} kernel returned {len(values)} outputs")
+        if ctx.fresh:
+            _check_fresh(op, ctx.forward, args, values, made)
         for t, v in zip(outs, values):
             if t._is_ref or v is DEAD:
                 continue
@@ -160,6 +184,7 @@ class Plan:
         "fwd_read",
         "loops",
         "rewritten",
+        "aliasing",
         "__weakref__",
     )
 
@@ -171,6 +196,11 @@ class Plan:
         if len(data) != 1 or data[0][1] >= len(self.derefs):  # (a fetch's sentinel)
             return None
         return None if self.derefs[data[0][1]] else data[0][1]
+
+    def passes_input(self, i: int) -> None:
+        """A rewrite installed a kernel on node i that returns an input object itself
+        (donation.decide follows it as it follows an Identity)."""
+        self.aliasing.add(i)
 
     def claim(self, *nodes: int) -> bool:
         """Mark `nodes` as taken by a rewrite; False (taking none) if one already is."""

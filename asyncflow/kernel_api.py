@@ -3,7 +3,7 @@
 Ops import this module and nothing else of the runtime: the step a kernel runs in
 (`current_step()`: step id, rendezvous, undo-on-failure hooks), its `KernelContext`
 (attrs, device, array module, resource manager), the value of a dead tensor (`DEAD`),
-whether an input buffer may be written into (`forwardable`), the per-step error state
+whether an input buffer may be written into (`ctx.may_forward`), the per-step error state
 (`QUIET_STEP`), and how kernel exceptions become OpErrors.
 
 Invariant: nothing here imports the interpreter, the compiler or the client, so every
@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import contextvars
 import itertools
-import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -30,7 +29,6 @@ __all__ = [
     "QUIET_STEP",
     "StepContext",
     "current_step",
-    "forwardable",
     "in_quiet_step",
     "quiet_step",
     "wrap_kernel_error",
@@ -144,52 +142,20 @@ def current_step() -> StepContext | None:
     return _CURRENT_STEP.get()
 
 
-def _refs(x) -> int:
-    return sys.getrefcount(x)
-
-
-def _forward_refs(x) -> int:  # the same call depth as `forwardable` -> `_refs`
-    return _refs(x)
-
-
-def _calibrate_forward_baseline() -> int:
-    async def kernel(ctx, x):
-        return _forward_refs(x)
-
-    vals = [np.zeros(2)]  # the executor's slot
-    coro = kernel(None, vals[0])
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    raise AssertionError("probe kernel suspended")  # pragma: no cover
-
-
-def forwardable(x, held: int = 0) -> bool:
-    """May a kernel write its output into input `x` (TF's forward_input)?
-
-    True when `x` is a writable NumPy array owning its memory that nothing but the
-    step holds: the slot it arrived in and the kernel's own argument (`held` more
-    references the calling kernel holds itself, e.g. in an `*args` tuple).  Then no
-    other consumer, fetch, feed, variable or constant can see the write.  Call it
-    directly from the kernel's `async def` body, on the argument, before passing the
-    array anywhere: the reference count is calibrated for exactly that.
-    """
-    return (
-        type(x) is np.ndarray
-        and x.base is None
-        and x.flags.writeable
-        and _refs(x) <= _FORWARD_BASELINE + held
-    )
-
-
-_FORWARD_BASELINE = _calibrate_forward_baseline()
-
-
 class KernelContext:
     """What a kernel sees besides its inputs; one per (session, node), reused by steps."""
 
-    __slots__ = ("op", "attrs", "device", "xp", "kernel_state", "session", "node_name")
+    __slots__ = (
+        "op",
+        "attrs",
+        "device",
+        "xp",
+        "kernel_state",
+        "session",
+        "node_name",
+        "forward",
+        "fresh",
+    )
 
     def __init__(self, op: Operation, device, session, kernel_state: dict):
         self.op = op
@@ -199,6 +165,17 @@ class KernelContext:
         self.kernel_state = kernel_state
         self.session = session
         self.node_name = op.name
+        # Set when the plan is lowered (donation.decide): the input positions whose
+        # buffer this kernel may take over, and whether a consumer may take over ours.
+        self.forward: frozenset[int] = frozenset()
+        self.fresh = False
+
+    def may_forward(self, k: int, x) -> bool:
+        """May the kernel write its output into input `k`, the array `x` (TF's
+        forward_input)?  The plan decided from the graph that nothing else sees that
+        input (donation.decide); `x` must also be a writable NumPy array that owns its
+        memory (not a view, nor a constant's or a variable's read-only buffer)."""
+        return k in self.forward and type(x) is np.ndarray and x.base is None and x.flags.writeable
 
     def resource_mgr(self, container: str = ""):
         """Where this kernel's resources live: its device's manager for the default

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from asyncflow import errors, executor, graph
+from asyncflow import donation, errors, executor, graph
 from asyncflow.executor import (
     _FORWARD,
     _NOTHING,
@@ -47,9 +47,7 @@ def _deref_kernel(kernel: Callable, positions: list[int]) -> Callable:
         args = list(args)
         for p in positions:
             args[p] = args[p].read()
-        call = kernel(ctx, *args, **kw)
-        del args  # hold no extra reference while the kernel runs (see forwardable)
-        return await call
+        return await kernel(ctx, *args, **kw)
 
     return deref
 
@@ -184,10 +182,12 @@ def compile_plan(
     plan.pnodes = nodes
     plan.derefs = derefs
     plan.rewritten = set()
+    plan.aliasing = set()
     if not track_memory:
         for rewrite in PLAN_PASSES:
             rewrite(plan)
     compile_control_flow(plan, nodes)
+    donation.decide(plan)
     return plan
 
 

@@ -662,9 +662,10 @@ def _memo(xp, role: str, a, params, make):
     step.  A hit needs the same `params` and either
 
     - for the activations ("x", "dy") inside a step (`_in_step`): the same array object
-      in the same step.  The memo holds the array, so nothing can take it over in place
-      (`kernel_api.forwardable` sees the extra reference), and an activation is written
-      once per step: no copy, no comparison (~1.4 ms of a LeNet step);
+      in the same step.  The memo holds the array (these ops are declared
+      `donation.retains_inputs`), the convolution is one of its consumers so no other
+      can take it over in place (donation.decide), and an activation is written once
+      per step: no copy, no comparison (~1.4 ms of a LeNet step);
     - otherwise: bit-identical contents, compared against a copy (never trusted to
       identity across steps: arrays are reused, and variables change in place)."""
     if xp is not np:

@@ -29,7 +29,6 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.kernel_api import forwardable
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.cast_ops import cast, to_double, to_float, to_int32, to_int64
 from asyncflow.ops.math_helpers import (
@@ -172,7 +171,7 @@ def _binary_op(
     `types` is the constraint of type attr T, or a fixed dtype name ("bool"); `out` is
     "T" or a fixed output dtype name; `check(xp, x, y, dtype)` validates values;
     `inplace` (the name of an xp ufunc computing `(x, y, out)`) lets a large kernel
-    write into an input nothing else holds (`kernel_api.forwardable`) instead of allocating.
+    write into an input nothing else holds (`ctx.may_forward`) instead of allocating.
     """
     if isinstance(types, str):
         arg_type, attrs = types, {}
@@ -197,13 +196,13 @@ def _binary_op(
         out_dtype = out_fixed or ctx.attrs["T"]
         if x.size + y.size < _INLINE_ELEMENTS:  # small: no errstate, no device hop
             z = fn(ctx.xp, x, y)
-        elif inplace is not None and (forwardable(x) or forwardable(y)):
+        elif inplace is not None and (ctx.may_forward(0, x) or ctx.may_forward(1, y)):
             shape = x.shape if x.shape == y.shape else np.broadcast_shapes(x.shape, y.shape)
             want = out_dtype.np_dtype
             ufunc = getattr(ctx.xp, inplace)
-            if forwardable(x) and x.shape == shape and x.dtype == want:
+            if ctx.may_forward(0, x) and x.shape == shape and x.dtype == want:
                 z = await ctx.device.compute(_quiet, ctx.xp, ufunc, x, y, x)
-            elif forwardable(y) and y.shape == shape and y.dtype == want:
+            elif ctx.may_forward(1, y) and y.shape == shape and y.dtype == want:
                 z = await ctx.device.compute(_quiet, ctx.xp, ufunc, x, y, y)
             else:
                 z = await ctx.device.compute(_quiet, ctx.xp, fn, ctx.xp, x, y)

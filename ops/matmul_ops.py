@@ -237,6 +237,7 @@ def fuse_bias_into_matmul(plan) -> None:
             )
             if relu:
                 plan.kernels[r] = plan.checked(relu_applied, plan.pnodes[r].op)
+                plan.passes_input(r)
             plan.kernels[j] = plan.checked(matmul_deferred, src.op)
             fused = _bias_fused_kernel(
                 op.op_def.kernel_for("CPU").fn, k, op.type == "BiasAdd", relu

@@ -14,7 +14,6 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.kernel_api import forwardable
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
 from asyncflow.ops.matmul_ops import relu_applied
 from asyncflow.ops.pooling_ops import max_pool_grad_relu
@@ -42,7 +41,7 @@ def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None)
     """Register an element-wise activation `activations = fn(xp, features)` and its builder.
 
     `inplace(xp, x)` computes the activation into `x`, used when nothing else holds the
-    input (`kernel_api.forwardable`)."""
+    input (`ctx.may_forward`)."""
     op_def = register_op(
         op_type,
         inputs=["features: T"],
@@ -56,7 +55,7 @@ def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None)
         xp = ctx.xp
         if (
             inplace is not None
-            and forwardable(features)
+            and ctx.may_forward(0, features)
             and features.dtype == ctx.attrs["T"].np_dtype
         ):
             return await ctx.device.compute(_quiet, xp, inplace, xp, features)
@@ -317,7 +316,6 @@ _ADD_RELU_BLOCK = 256 << 10  # bytes per block: the two passes meet in L2
 
 
 async def _bias_add_impl(ctx, value, bias, relu: bool):
-    # (`held=1` below: the calling kernel's frame holds `value` too.)
     xp = ctx.xp
     value, bias = xp.asarray(value), xp.asarray(bias)
     if value.ndim < 2:
@@ -341,9 +339,9 @@ async def _bias_add_impl(ctx, value, bias, relu: bool):
     dtype = ctx.attrs["T"].np_dtype
     if relu and xp is np and axis == value.ndim - 1 and value.dtype == dtype == bias.dtype:
         if value.flags.c_contiguous:
-            out = value if forwardable(value, held=1) else np.empty_like(value)
+            out = value if ctx.may_forward(0, value) else np.empty_like(value)
             return await ctx.device.compute(_add_relu_blocked, value, bias, out)
-    if forwardable(value, held=1) and value.dtype == dtype:
+    if ctx.may_forward(0, value) and value.dtype == dtype:
         out = await ctx.device.compute(xp.add, value, bias.reshape(shape), value)
     else:
         out = await ctx.device.compute(xp.add, value, bias.reshape(shape))
@@ -407,7 +405,7 @@ def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None)
                 f"gradients and {second} must be the same shape: "
                 f"{_shape_str(g.shape)} vs. {_shape_str(x.shape)}",
             )
-        if inplace is not None and forwardable(g) and g.dtype == ctx.attrs["T"].np_dtype:
+        if inplace is not None and ctx.may_forward(0, g) and g.dtype == ctx.attrs["T"].np_dtype:
             return await ctx.device.compute(_quiet, xp, inplace, xp, g, x)
         out = await ctx.device.compute(_quiet, xp, fn, xp, g, x)
         return _as_dtype(xp, out, ctx.attrs["T"])
@@ -630,6 +628,7 @@ def fuse_bias_add_relu(plan) -> None:
             continue
         plan.kernels[j] = plan.checked(_bias_add_relu, src.op)
         plan.kernels[i] = plan.checked(relu_applied, p.op)
+        plan.passes_input(i)
 
 
 # -- plan rewrite: MaxPoolGrad -> ReluGrad of the pooled activation ------------------------
@@ -655,3 +654,4 @@ def fuse_max_pool_grad_relu_grad(plan) -> None:
             continue
         plan.kernels[j] = plan.checked(max_pool_grad_relu, src.op)
         plan.kernels[i] = plan.checked(_relu_grad_already_applied, p.op)
+        plan.passes_input(i)

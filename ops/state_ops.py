@@ -5,26 +5,33 @@ session's (or a named, process-wide) resource container.  Ops that declare a
 `Ref(T)` input (Assign, AssignAdd, Scatter*, IsVariableInitialized) receive the
 VarRef; every other consumer receives `VarRef.read()` from the executor.
 
-Copy-on-write (DESIGN.md, "State"):
-- `read()` hands out the current buffer itself, never a copy.
-- An update writes into the current buffer only when nothing but the VarRef holds it
-  (`sys.getrefcount`; a view holds its base through `.base`, so views count too);
-  otherwise it builds a new buffer and swaps it in.  A value fetched earlier, or held
-  by a concurrent step, therefore never changes under its holder, and a training loop
-  whose reads are dropped before the next update pays no copy per step.
+Copy-on-write (DESIGN.md, "State"), by explicit bookkeeping of what was handed out:
+- `read()` hands out the current buffer without copying it, as a read-only array on a
+  lease: a small object of this buffer's lending that every array derived from it
+  (views included: NumPy keeps a view's non-array base) holds.  The VarRef keeps only
+  weak references to its leases.
+- An update writes into the current buffer only when no lease of it is alive (the
+  value each read handed out, and everything made from it, is gone), else it builds a
+  new buffer and swaps it in.  A value fetched earlier, enqueued, held by a kernel of
+  this or a concurrent step, therefore never changes under its holder, and a training
+  loop whose reads are dropped before the next update pays no copy per step.  A lease
+  that lives longer than it needs to (a collector that frees late) only costs a copy.
+- A buffer that cannot be lent through a lease (a device array, object dtype) is
+  marked shared once read: the next update copies it.
 
 Invariants:
 - `VarRef.value` is None (uninitialised) or an array of exactly the variable's dtype
   that owns its data and is read-only outside an update.  The read-only flag makes a
   consumer that mutates an input (or a user who mutates a fetched value) fail loudly
-  instead of silently corrupting the variable.
-- Updates never await: the refcount check and the write happen in one event-loop step,
+  instead of silently corrupting the variable.  Code outside this module hands the
+  buffer out only through `read()`.
+- Updates never await: the lease check and the write happen in one event-loop step,
   so no reader can take the buffer between the decision and the write.
 """
 
 from __future__ import annotations
 
-import sys
+import weakref
 
 import numpy as np
 
@@ -68,23 +75,46 @@ def _set_writeable(buf, flag: bool) -> None:
         buf.flags.writeable = flag
 
 
+class _Lease:
+    """One lending of a variable's buffer: the base of the array `read()` hands out,
+    hence held by every array derived from it.  Holds the buffer, so a lent value
+    outlives a swap."""
+
+    __slots__ = ("__array_interface__", "buffer", "__weakref__")
+
+
+class _Lendings:
+    """The live leases of one buffer (weak references, dropped as the leases die)."""
+
+    __slots__ = ("live", "shared")
+
+    def __init__(self):
+        self.live: set = set()
+        self.shared = False  # handed out without a lease: never exclusive again
+
+    def add(self, lease) -> None:
+        self.live.add(weakref.ref(lease, self.live.discard))
+
+
 class VarRef:
     """A variable's state: its current buffer (None until the first Assign)."""
 
-    __slots__ = ("value", "dtype", "shape", "name")
+    __slots__ = ("value", "dtype", "shape", "name", "_iface", "_lendings")
 
     def __init__(self, dtype, shape=None, name: str = ""):
         self.value = None
         self.dtype = dtypes.as_dtype(dtype)
         self.shape = tensor_shape.unknown_shape() if shape is None else shape
         self.name = name
+        self._iface = None
+        self._lendings = _Lendings()
 
     def __repr__(self) -> str:
         state = "uninitialised" if self.value is None else f"shape={self.value.shape}"
         return f"<VarRef {self.name} {self.dtype.name} {state}>"
 
     def read(self):
-        """The current buffer (not a copy; read-only).
+        """The current buffer, not a copy: a read-only array lent on a lease.
 
         Raises:
           FailedPreconditionError: the variable has not been assigned yet.
@@ -94,25 +124,34 @@ class VarRef:
             raise errors.FailedPreconditionError(
                 None, None, f"Attempting to use uninitialized value {self.name}"
             )
-        return value
+        iface = self._iface
+        if iface is None:
+            self._lendings.shared = True
+            return value
+        lease = _Lease()
+        lease.__array_interface__ = iface
+        lease.buffer = value
+        self._lendings.add(lease)
+        return np.asarray(lease)
 
     def is_initialized(self) -> bool:
         return self.value is not None
 
     # -- copy-on-write -----------------------------------------------------------------
-    # Both methods below must evaluate `sys.getrefcount(self.value)` through the same
-    # expression: the baseline is calibrated on `_refcount` once at import.
-
-    def _refcount(self) -> int:
-        return sys.getrefcount(self.value)
 
     def _exclusive(self) -> bool:
-        """True when only this VarRef holds the buffer (no fetch, view or reader)."""
-        return self._refcount() <= _SOLE_OWNER_REFCOUNT
+        """True when nothing a read handed out is still alive (no fetch, view, reader)."""
+        lendings = self._lendings
+        return not lendings.live and not lendings.shared
 
     def _install(self, buf) -> None:
         _set_writeable(buf, False)
+        if buf is self.value:  # updated in place: no lease of it was alive
+            return
         self.value = buf
+        self._lendings = _Lendings()
+        lendable = type(buf) is np.ndarray and not buf.dtype.hasobject
+        self._iface = buf.__array_interface__ if lendable else None
 
     def assign(self, value, validate_shape: bool) -> None:
         """Set the variable to a copy of `value` (TF's Assign: the input is never aliased).
@@ -143,6 +182,16 @@ class VarRef:
         # Always copy: the input may be a Const's shared value or another op's output.
         self._install(np.array(value, dtype=self.dtype.as_numpy_dtype, copy=True))
 
+    def _current(self):
+        """The current buffer, for a check within this event-loop step (not handed out).
+
+        Raises:
+          FailedPreconditionError: the variable has not been assigned yet.
+        """
+        if self.value is None:
+            self.read()  # raises
+        return self.value
+
     def _current_shape(self):
         if self.value is not None:
             return self.value.shape
@@ -157,7 +206,7 @@ class VarRef:
           FailedPreconditionError: uninitialised.
           InvalidArgumentError: shapes differ.
         """
-        current = self.read()
+        current = self._current()
         operand = np.asarray(operand)
         if current.shape != operand.shape:
             raise errors.InvalidArgumentError(
@@ -166,7 +215,6 @@ class VarRef:
                 f"Cannot update variable with shape {_shape_str(current.shape)} using a "
                 f"Tensor with shape {_shape_str(operand.shape)}, shapes must be equal.",
             )
-        del current  # a local reference would defeat the refcount check
         if self._exclusive():
             buf = self.value
             _set_writeable(buf, True)
@@ -191,18 +239,6 @@ class VarRef:
 
     def commit(self, buf) -> None:
         self._install(buf)
-
-
-def _calibrate_sole_owner_refcount() -> int:
-    # With only the VarRef's slot holding the buffer, getrefcount sees that slot plus
-    # its own argument: 2 on CPython 3.11-3.13.  Measured rather than assumed, so a
-    # different interpreter (deferred or borrowed references) keeps the right baseline.
-    probe = VarRef(dtypes.float32, name="probe")
-    probe.value = np.zeros(1, np.float32)
-    return probe._refcount()
-
-
-_SOLE_OWNER_REFCOUNT = _calibrate_sole_owner_refcount()
 
 
 # -- VariableV2 ---------------------------------------------------------------------------
@@ -270,7 +306,7 @@ NotDifferentiable("Assign")
 @Assign.kernel("CPU")
 async def _assign(ctx, ref, value):
     ref.assign(value, ctx.attrs["validate_shape"])
-    return ref.value
+    return ref.read()
 
 
 def assign(ref, value, validate_shape=None, use_locking=None, name=None):
@@ -304,7 +340,7 @@ def _register_assign_update(op_type: str, ufunc):
     @op_def.kernel("CPU")
     async def _kernel(ctx, ref, value):
         ref.apply_ufunc(ufunc, value)
-        return ref.value
+        return ref.read()
 
     return op_def
 
@@ -406,17 +442,16 @@ def _register_scatter(op_type: str, apply, numeric: bool, allowed=None):
 
     @op_def.kernel("CPU")
     async def _kernel(ctx, ref, indices, updates):
-        params = ref.read()
+        params = ref._current()
         indices, updates = np.asarray(indices), np.asarray(updates)
         _scatter_check(params, indices, updates)
         flat_idx = indices.reshape(-1)
         if updates.ndim:
             updates = updates.reshape((flat_idx.size,) + params.shape[1:])
-        del params  # a local reference would defeat the refcount check
         target = ref.writable_target()
         apply(target, flat_idx, updates)
         ref.commit(target)
-        return ref.value
+        return ref.read()
 
     return op_def
 
@@ -502,7 +537,7 @@ NotDifferentiable("VariableInitializedValue")
 
 @VariableInitializedValue.kernel("CPU")
 async def _variable_initialized_value(ctx, ref, initial):
-    return initial if ref.value is None else ref.value
+    return initial if ref.value is None else ref.read()
 
 
 # Names of the variables whose flag is False (TF1 builds stack + logical_not +
@@ -545,7 +580,7 @@ NotDifferentiable("CountUpTo")
 
 @CountUpTo.kernel("CPU")
 async def _count_up_to(ctx, ref):
-    old = np.array(ref.read())  # a copy: the update may happen in place
+    old = np.array(ref._current())  # a copy: the update may happen in place
     limit = ctx.attrs["limit"]
     if old >= limit:
         raise errors.OutOfRangeError(None, None, f"Reached limit of {limit}")

@@ -30,7 +30,6 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.kernel_api import forwardable
 from asyncflow.ops import blas
 from asyncflow.ops.math_helpers import quiet_errstate
 from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred
@@ -266,7 +265,7 @@ def _register(
     """Register `op_type`: its first `n_refs` inputs are refs, "grad"/"delta" the gradient.
 
     `scratch` is `update` for a gradient it may overwrite: used when nothing but this
-    kernel holds the gradient (`kernel_api.forwardable`), to save a temporary."""
+    kernel holds the gradient (`ctx.may_forward`), to save a temporary."""
     names = [s.split(":")[0].strip() for s in inputs]
     grad_pos = names.index("grad") if "grad" in names else names.index("delta")
     idx_pos = names.index("indices") if sparse else None
@@ -289,10 +288,11 @@ def _register(
 
     @op_def.kernel("CPU")
     async def _kernel(ctx, *args):
-        # Only the slot and `args` hold the gradient: the baseline of forwardable().
-        fn = scratch if scratch is not None and forwardable(args[grad_pos]) else update
+        fn = update
+        if scratch is not None and ctx.may_forward(grad_pos, args[grad_pos]):
+            fn = scratch
         refs = args[:n_refs]
-        values = [r.read() for r in refs]
+        values = [r._current() for r in refs]
         values.extend(np.asarray(a) for a in args[n_refs:])
         if sparse:
             _check_dense(names, n_refs, scalar_pos, None, values)
@@ -301,7 +301,7 @@ def _register(
             del values[idx_pos]
         else:
             _check_dense(names, n_refs, scalar_pos, grad_pos, values)
-        del values[:n_refs]  # a local reference would defeat the refcount check
+        del values[:n_refs]
         with quiet_errstate():  # TF yields inf/nan silently
             targets = [r.writable_target() for r in refs]
             if sparse:
@@ -562,7 +562,7 @@ def _fused_gd_kernel(plain):
     async def apply_gradient_descent_gemm(ctx, var, alpha, delta):
         if type(delta) is not DeferredProduct:
             return await plain(ctx, var, alpha, delta)
-        _check_dense(["var", "alpha", "delta"], 1, [1], 2, [var.read(), alpha, delta])
+        _check_dense(["var", "alpha", "delta"], 1, [1], 2, [var._current(), alpha, delta])
         with quiet_errstate():
             target = var.writable_target()
             blas.gemm_into(
@@ -584,7 +584,7 @@ def _fused_assign_kernel(plain, sign: float):
     async def assign_update_gemm(ctx, ref, value):
         if type(value) is not DeferredProduct:
             return await plain(ctx, ref, value)
-        current = ref.read()
+        current = ref._current()
         if current.shape != value.shape:
             raise errors.InvalidArgumentError(
                 None,
@@ -592,14 +592,13 @@ def _fused_assign_kernel(plain, sign: float):
                 f"Cannot update variable with shape {_shape_str(current.shape)} using a "
                 f"Tensor with shape {_shape_str(value.shape)}, shapes must be equal.",
             )
-        del current  # a local reference would defeat the refcount check
         with quiet_errstate():
             target = ref.writable_target()
             blas.gemm_into(
                 target, value.a, value.b, value.trans_a, value.trans_b, sign * value.alpha, 1.0
             )
         ref.commit(target)
-        return ref.value
+        return ref.read()
 
     return assign_update_gemm
 
