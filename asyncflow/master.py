@@ -82,6 +82,7 @@ class Master:
         self._kernel_states: dict[ops.Operation, dict] = {}
         self._lock = threading.Lock()
         self._step_counter = 0
+        self._config_timeout = timeout_s(None, config)  # operation_timeout_in_ms
 
     def plan(self, feed_tensors, elements, trace=False) -> MasterPlan:
         key = (tuple(feed_tensors), tuple(elements), self._graph._version, trace)
@@ -141,23 +142,26 @@ class Master:
             st = self._kernel_states[op] = {}
         return st
 
-    async def run_step(self, plan: MasterPlan, feed_values, options, run_metadata=None):
-        """Run one step of `plan` on the worker; the fetched values."""
+    def run_step(self, plan: MasterPlan, feed_values, options, run_metadata=None):
+        """One step of `plan` on the worker: an awaitable of the fetched values.
+
+        (A plain function returning the worker's coroutine: the common step pays no
+        extra coroutine frame here.)"""
         self._step_counter += 1
-        values = await self.worker.run_graph(
-            plan.handle,
-            self._step_counter,
-            feed_values,
-            options,
-            run_metadata,
-            timeout_s(options, self._config),
+        step_timeout = (
+            self._config_timeout if options is None else timeout_s(options, self._config)
         )
-        if (
-            run_metadata is not None
-            and options is not None
-            and getattr(options, "output_partition_graphs", False)
-        ):
-            run_metadata.partition_graphs = partition_mod.partition_graph_defs(plan.parts)
+        run = self.worker.run_graph(
+            plan.handle, self._step_counter, feed_values, options, run_metadata, step_timeout
+        )
+        if run_metadata is not None and getattr(options, "output_partition_graphs", False):
+            return self._with_partition_graphs(run, plan, run_metadata)
+        return run
+
+    @staticmethod
+    async def _with_partition_graphs(run, plan, run_metadata):
+        values = await run
+        run_metadata.partition_graphs = partition_mod.partition_graph_defs(plan.parts)
         return values
 
     def close(self) -> None:
