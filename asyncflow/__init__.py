@@ -89,9 +89,9 @@ from asyncflow.ops import partition_ops as _partition_ops  # noqa: E402
 from asyncflow.ops import random_ops as _random_ops  # noqa: E402
 from asyncflow.ops import reader_ops as _reader_ops  # noqa: E402
 from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
-from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
 from asyncflow.ops import scatter_nd_ops as _scatter_nd_ops  # noqa: E402
 from asyncflow.ops import script_ops as _script_ops  # noqa: E402
+from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
@@ -151,6 +151,8 @@ from asyncflow import (  # noqa: E402
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
 from asyncflow.meta_graph import export_meta_graph, write_graph  # noqa: E402
+from asyncflow.metrics import confusion_matrix  # noqa: E402
+from asyncflow.namespaces import install as _install_namespaces  # noqa: E402
 from asyncflow.partition import set_lossy_transfer  # noqa: E402
 from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef, ...)
     AttrValue,
@@ -165,5 +167,6 @@ from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef
     SummaryMetadata,
     TensorInfo,
 )
-from asyncflow.metrics import confusion_matrix  # noqa: E402
 from asyncflow.train.saver import import_meta_graph  # noqa: E402
+
+_install_namespaces(globals())  # tf.math, tf.random, tf.linalg, tf.io, tf.sparse, ...

@@ -1,0 +1,252 @@
+"""TF1's namespaces over names asyncflow already has: `af.math`, `af.random`,
+`af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`.
+
+Each namespace lists TF1's names (`tf.compat.v1.<namespace>`, TF 2.21) and resolves
+one when it is first read: an explicit alias (`linalg.inv` is `matrix_inverse`), else
+the top-level name, else `af.nn`'s, else the namespace's TF1 prefix (`random.uniform`
+is `random_uniform`, `sparse.add` is `sparse_add`, `strings.length` is
+`string_length`).  Resolution is lazy so names other modules add later appear without
+an edit here; a TF1 name asyncflow lacks raises AttributeError as any missing
+attribute does.
+"""
+
+from __future__ import annotations
+
+import types
+
+__all__ = ["NAMESPACES", "Namespace", "install"]
+
+_NAMES = {
+    "math": """
+        abs accumulate_n acos acosh add add_n angle approx_max_k approx_min_k argmax argmin
+        asin asinh atan atan2 atanh bessel_i0 bessel_i0e bessel_i1 bessel_i1e betainc
+        bincount ceil confusion_matrix conj cos cosh count_nonzero cumprod cumsum
+        cumulative_logsumexp digamma divide divide_no_nan equal erf erfc erfcinv erfinv exp
+        expm1 floor floordiv floormod greater greater_equal igamma igammac imag in_top_k
+        invert_permutation is_finite is_inf is_nan is_non_decreasing is_strictly_increasing
+        l2_normalize lbeta less less_equal lgamma log log1p log_sigmoid log_softmax
+        logical_and logical_not logical_or logical_xor maximum minimum mod multiply
+        multiply_no_nan ndtri negative nextafter not_equal polygamma polyval pow real
+        reciprocal reciprocal_no_nan reduce_all reduce_any reduce_euclidean_norm
+        reduce_logsumexp reduce_max reduce_mean reduce_min reduce_prod reduce_std reduce_sum
+        reduce_variance rint round rsqrt scalar_mul segment_max segment_mean segment_min
+        segment_prod segment_sum sigmoid sign sin sinh sobol_sample softmax softplus
+        softsign sqrt square squared_difference subtract tan tanh top_k truediv
+        unsorted_segment_max unsorted_segment_mean unsorted_segment_min
+        unsorted_segment_prod unsorted_segment_sqrt_n unsorted_segment_sum xdivy xlog1py
+        xlogy zero_fraction zeta
+    """,
+    "random": """
+        Algorithm Generator all_candidate_sampler categorical create_rng_state
+        fixed_unigram_candidate_sampler fold_in gamma get_global_generator get_seed
+        learned_unigram_candidate_sampler log_uniform_candidate_sampler multinomial normal
+        poisson set_global_generator set_random_seed shuffle split stateless_binomial
+        stateless_categorical stateless_gamma stateless_multinomial stateless_normal
+        stateless_parameterized_truncated_normal stateless_poisson
+        stateless_truncated_normal stateless_uniform truncated_normal uniform
+        uniform_candidate_sampler
+    """,
+    "linalg": """
+        LinearOperator LinearOperatorAdjoint LinearOperatorBlockDiag
+        LinearOperatorBlockLowerTriangular LinearOperatorCirculant LinearOperatorCirculant2D
+        LinearOperatorCirculant3D LinearOperatorComposition LinearOperatorDiag
+        LinearOperatorFullMatrix LinearOperatorHouseholder LinearOperatorIdentity
+        LinearOperatorInversion LinearOperatorKronecker LinearOperatorLowRankUpdate
+        LinearOperatorLowerTriangular LinearOperatorPermutation LinearOperatorScaledIdentity
+        LinearOperatorToeplitz LinearOperatorTridiag LinearOperatorZeros adjoint band_part
+        cholesky cholesky_solve cross det diag diag_part eigh eigh_tridiagonal eigvalsh
+        einsum expm eye global_norm inv l2_normalize logdet logm lstsq lu lu_matrix_inverse
+        lu_reconstruct lu_solve matmul matrix_rank matrix_transpose matvec norm normalize
+        pinv qr set_diag slogdet solve sqrtm svd tensor_diag tensor_diag_part tensordot
+        trace transpose triangular_solve tridiagonal_matmul tridiagonal_solve
+    """,
+    "io": """
+        FixedLenFeature FixedLenSequenceFeature PaddingFIFOQueue PriorityQueue QueueBase
+        RaggedFeature RandomShuffleQueue SparseFeature TFRecordCompressionType
+        TFRecordOptions TFRecordWriter VarLenFeature decode_and_crop_jpeg decode_base64
+        decode_bmp decode_compressed decode_csv decode_gif decode_image decode_jpeg
+        decode_json_example decode_jxl decode_png decode_proto decode_raw decode_webp
+        deserialize_many_sparse encode_base64 encode_jpeg encode_png encode_proto
+        extract_jpeg_shape is_jpeg match_filenames_once matching_files parse_example
+        parse_sequence_example parse_single_example parse_single_sequence_example
+        parse_tensor read_file serialize_many_sparse serialize_sparse serialize_tensor
+        tf_record_iterator write_file write_graph
+    """,
+    "sparse": """
+        SparseConditionalAccumulator SparseTensor add bincount concat cross cross_hashed
+        expand_dims eye fill_empty_rows from_dense mask matmul maximum merge minimum
+        placeholder reduce_max reduce_max_sparse reduce_sum reduce_sum_sparse reorder
+        reset_shape reshape retain segment_mean segment_sqrt_n segment_sum slice softmax
+        sparse_dense_matmul split to_dense to_indicator transpose
+    """,
+    "strings": """
+        as_string bytes_split format join length lower ngrams reduce_join regex_full_match
+        regex_replace split strip substr to_hash_bucket to_hash_bucket_fast
+        to_hash_bucket_strong to_number unicode_decode unicode_decode_with_offsets
+        unicode_encode unicode_script unicode_split unicode_split_with_offsets
+        unicode_transcode unsorted_segment_join upper
+    """,
+    "signal": """
+        dct fft fft2d fft3d fftnd fftshift frame hamming_window hann_window idct ifft ifft2d
+        ifft3d ifftnd ifftshift inverse_mdct inverse_stft inverse_stft_window_fn irfft
+        irfft2d irfft3d irfftnd kaiser_bessel_derived_window kaiser_window
+        linear_to_mel_weight_matrix mdct mfccs_from_log_mel_spectrograms overlap_and_add
+        rfft rfft2d rfft3d rfftnd stft vorbis_window
+    """,
+}
+
+# namespace -> {name: dotted path under asyncflow}
+_ALIASES = {
+    "math": {
+        "divide": "divide",
+        "log_softmax": "nn.log_softmax",
+        "softplus": "nn.softplus",
+        "softsign": "nn.softsign",
+        "in_top_k": "nn.in_top_k",
+        "top_k": "nn.top_k",
+        "l2_normalize": "nn.l2_normalize",
+        "zero_fraction": "nn.zero_fraction",
+        "softmax": "nn.softmax",
+        "confusion_matrix": "metrics.confusion_matrix",
+    },
+    "linalg": {
+        "matmul": "matmul",
+        "inv": "matrix_inverse",
+        "det": "matrix_determinant",
+        "transpose": "matrix_transpose",
+        "adjoint": "matrix_transpose",
+        "diag": "matrix_diag",
+        "diag_part": "matrix_diag_part",
+        "set_diag": "matrix_set_diag",
+        "band_part": "matrix_band_part",
+        "solve": "matrix_solve",
+        "triangular_solve": "matrix_triangular_solve",
+        "lstsq": "matrix_solve_ls",
+        "sqrtm": "matrix_square_root",
+        "eigh": "self_adjoint_eig",
+        "eigvalsh": "self_adjoint_eigvals",
+        "l2_normalize": "nn.l2_normalize",
+        "tensor_diag": "diag",
+        "tensor_diag_part": "diag_part",
+        "global_norm": "global_norm",
+    },
+    "random": {
+        "uniform": "random_uniform",
+        "normal": "random_normal",
+        "shuffle": "random_shuffle",
+        "gamma": "random_gamma",
+        "poisson": "random_poisson",
+        "categorical": "multinomial",
+        "get_seed": "get_seed",
+    },
+    "io": {
+        "TFRecordWriter": "python_io.TFRecordWriter",
+        "TFRecordOptions": "python_io.TFRecordOptions",
+        "TFRecordCompressionType": "python_io.TFRecordCompressionType",
+        "tf_record_iterator": "python_io.tf_record_iterator",
+        "match_filenames_once": "train.match_filenames_once",
+        "decode_jpeg": "image.decode_jpeg",
+        "decode_png": "image.decode_png",
+        "decode_image": "image.decode_image",
+        "decode_gif": "image.decode_gif",
+        "decode_bmp": "image.decode_bmp",
+        "encode_jpeg": "image.encode_jpeg",
+        "encode_png": "image.encode_png",
+        "is_jpeg": "image.is_jpeg",
+        "extract_jpeg_shape": "image.extract_jpeg_shape",
+    },
+    "sparse": {
+        "SparseTensor": "SparseTensor",
+        "placeholder": "sparse_placeholder",
+        "to_dense": "sparse_tensor_to_dense",
+        "matmul": "sparse_tensor_dense_matmul",
+        "sparse_dense_matmul": "sparse_tensor_dense_matmul",
+        "eye": "sparse_eye",
+        "from_dense": "sparse_from_dense",
+        "SparseConditionalAccumulator": "SparseConditionalAccumulator",
+    },
+    "strings": {
+        "join": "string_join",
+        "length": "string_length",
+        "split": "string_split",
+        "strip": "string_strip",
+        "to_number": "string_to_number",
+        "to_hash_bucket": "string_to_hash_bucket",
+        "to_hash_bucket_fast": "string_to_hash_bucket_fast",
+        "to_hash_bucket_strong": "string_to_hash_bucket_strong",
+        "format": "string_format",
+    },
+    "signal": {},
+}
+
+_PREFIXES = {
+    "random": ("random_",),
+    "sparse": ("sparse_",),
+    "strings": ("string_",),
+    "linalg": ("matrix_",),
+    "math": (),
+    "io": (),
+    "signal": (),
+}
+
+
+def _lookup(path: str):
+    import asyncflow
+
+    obj = asyncflow
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+class Namespace(types.ModuleType):
+    """A namespace module whose TF1 names resolve lazily (see the module note)."""
+
+    def __init__(self, name: str):
+        super().__init__(f"asyncflow.{name}", f"TF1's tf.{name} namespace (asyncflow).")
+        self._ns = name
+        self._tf_names = frozenset(_NAMES[name].split())
+
+    def _resolve(self, attr: str):
+        ns = self._ns
+        candidates = []
+        if attr in _ALIASES[ns]:
+            candidates.append(_ALIASES[ns][attr])
+        candidates += [attr, f"nn.{attr}"]
+        candidates += [p + attr for p in _PREFIXES[ns]]
+        for path in candidates:
+            obj = _lookup(path)
+            if obj is not None and not isinstance(obj, types.ModuleType):
+                return obj
+        return None
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("_") or attr not in self._tf_names:
+            raise AttributeError(f"module 'asyncflow.{self._ns}' has no attribute '{attr}'")
+        obj = self._resolve(attr)
+        if obj is None:
+            raise AttributeError(
+                f"module 'asyncflow.{self._ns}' has no attribute '{attr}' "
+                f"(TF1's tf.{self._ns}.{attr} is not implemented in asyncflow)"
+            )
+        setattr(self, attr, obj)
+        return obj
+
+    def __dir__(self):
+        return sorted(n for n in self._tf_names if self._resolve(n) is not None)
+
+
+NAMESPACES = {name: Namespace(name) for name in _NAMES}
+
+
+def install(package_globals: dict) -> None:
+    """Bind each namespace in the package: a module already there (a family's own
+    `asyncflow/<name>.py`) keeps its attributes and resolves the rest lazily."""
+    for name, ns in NAMESPACES.items():
+        existing = package_globals.get(name)
+        if isinstance(existing, types.ModuleType) and not isinstance(existing, Namespace):
+            existing.__getattr__ = ns.__getattr__
+        else:
+            package_globals[name] = ns
