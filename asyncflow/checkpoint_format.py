@@ -1,34 +1,29 @@
-"""The checkpoint byte formats: safetensors data files, the JSON index, atomic writes.
+"""The checkpoint byte formats: TF's V2 tensor bundle, the former safetensors layout
+(read only), atomic writes.
 
-A checkpoint with prefix P is
-  P.index                       JSON: {"format", "version", "num_shards",
-                                "tensors": {name: {"shard", "dtype", "shape"}}}
-  P.data-00000-of-0000N         one safetensors file per shard.
-The index is written last, so its presence marks a complete checkpoint.
+A checkpoint with prefix P is, as TensorFlow writes it (tensor_bundle.cc):
+  P.index                       a table of BundleEntryProtos keyed by tensor name, plus
+                                the BundleHeaderProto under "" (layout: see "TF's V2
+                                checkpoint bundle" below)
+  P.data-00000-of-0000N         the tensors' bytes, one file per shard.
+The index is written last, so its presence marks a complete checkpoint.  TF's
+`tf.train.load_checkpoint` / `Saver.restore` read what this module writes and it reads
+what they write; partitioned variables' slices (BundleEntryProto.slices) are not read
+yet (UnimplementedError).
 
-A data file is exactly the safetensors format: an 8-byte little-endian header length,
-a JSON header {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
-{str: str}} padded with spaces to a multiple of 8, then the tensors' raw little-endian
-bytes, contiguous, in header order.  Tensors are laid out as the `safetensors`
-package lays them out (widest dtype first, then by name), so for the dtypes it knows
-the bytes equal `safetensors.numpy.save(tensors, metadata)`.
-
-What safetensors cannot express travels in `__metadata__["asyncflow"]`, a JSON string
-{name: {"dtype": <asyncflow dtype name>, "shape": [...], "crc32": "<8 hex digits>"}}:
-- the CRC32 (zlib) of every tensor's stored bytes;
-- string tensors, stored as one "U8" entry: N little-endian int64 lengths followed by
-  the N byte strings, for the N elements in row-major order;
-- complex128, stored as "F64" with a trailing dimension of 2 (real, imaginary).
-Bool is safetensors' own "BOOL" (one byte, 0 or 1).
+asyncflow's former layout (a JSON index and safetensors data files) is still read, so
+old checkpoints restore: `parse_index` tells them apart by the first byte.
 
 Invariants:
-- Readers bound every size read from a file before allocating: the header length is at
-  most `MAX_HEADER_BYTES` and inside the file; every entry's byte range lies inside the
-  data, ranges are contiguous, and the file ends where the data does.
-- Every defect (truncation, bad JSON, overlapping ranges, CRC mismatch, inconsistent
-  string lengths) raises `errors.DataLossError` naming the file.
-- Writers write a temporary file in the same directory, fsync it, rename it over the
-  target and fsync the directory, so a crash leaves the old file or the new one.
+- Readers bound every size read from a file before allocating: an index over
+  `MAX_HEADER_BYTES` is refused, table blocks and tensors must lie inside their files,
+  a tensor's byte count must match its dtype and shape, a string tensor's lengths
+  must add up to its bytes.
+- Every defect (truncation, bad magic, checksum mismatch, malformed protos or
+  varints) raises `errors.DataLossError` naming the file.
+- Writers write a temporary file in the same directory (mode from the umask), fsync
+  it, rename it over the target and fsync the directory, so a crash leaves the old
+  file or the new one; the next write removes a dead writer's temporary file.
 """
 
 from __future__ import annotations
@@ -36,28 +31,37 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import struct
 import sys
 import tempfile
-import threading
 import zlib
 from dataclasses import dataclass
-from typing import Any
 
 import aiofiles
 import aiofiles.os
 import numpy as np
+from google.protobuf import message as _pb_message
 
+from asyncflow import crc32c as crc32c_mod
 from asyncflow import dtypes, errors
+from asyncflow.protos.tensor_bundle_pb2 import BundleEntryProto, BundleHeaderProto
 
 __all__ = [
     "MAX_HEADER_BYTES",
     "INDEX_FORMAT",
     "TensorEntry",
     "DataHeader",
-    "encode_file",
     "parse_header",
     "decode_tensor",
     "write_data_file",
+    "encode_table",
+    "decode_table",
+    "parse_bundle_index",
+    "decode_bundle_tensor",
+    "read_shard_tensors",
+    "aread_shard_tensors",
+    "remove_stale_tmp_files",
+    "FILE_MODE",
     "read_data_header",
     "read_tensors",
     "aread_tensors",
@@ -99,136 +103,19 @@ _ST_ITEMSIZE = {
     "BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
     "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8,
 }  # fmt: skip
-# The order of the safetensors package's Dtype enum (it sorts tensors by it).
-_ST_RANK = {
-    name: i
-    for i, name in enumerate("BOOL U8 I8 I16 U16 F16 BF16 I32 U32 F32 C64 F64 I64 U64".split())
-}
 _ST_DEFAULT_DTYPE = {  # a file without our metadata: the safetensors dtype decides
     "BOOL": dtypes.bool_, "U8": dtypes.uint8, "I8": dtypes.int8, "I16": dtypes.int16,
     "U16": dtypes.uint16, "F16": dtypes.float16, "BF16": dtypes.bfloat16,
     "I32": dtypes.int32, "U32": dtypes.uint32, "F32": dtypes.float32, "I64": dtypes.int64,
     "U64": dtypes.uint64, "F64": dtypes.float64, "C64": dtypes.complex64,
 }  # fmt: skip
-_WRITE_CHUNK = 64 << 20
 
 
 def _data_loss(filename: str, what: str) -> errors.DataLossError:
     return errors.DataLossError(None, None, f"Checkpoint file {filename} is corrupted: {what}")
 
 
-# -- encoding ------------------------------------------------------------------------
-
-
-def _to_bytes_view(arr: np.ndarray) -> tuple[str, list[int], Any]:
-    """(safetensors dtype, stored shape, buffer) for one array, without copying if possible."""
-    dt = dtypes.as_dtype(arr.dtype)
-    if dt == dtypes.string:
-        flat = [b if isinstance(b, bytes) else str(b).encode() for b in arr.reshape(-1).tolist()]
-        lengths = np.asarray([len(b) for b in flat], dtype="<i8")
-        blob = lengths.tobytes() + b"".join(flat)
-        return "U8", [len(blob)], memoryview(blob)
-    if dt not in _ST_NAMES:
-        raise errors.InvalidArgumentError(None, None, f"Cannot save a tensor of type {dt.name}")
-    shape = list(arr.shape)
-    arr = np.ascontiguousarray(arr)  # note: 0-d becomes 1-d here
-    if sys.byteorder != "little" and arr.dtype.itemsize > 1:
-        arr = arr.byteswap()
-    if dt == dtypes.complex128:
-        shape.append(2)
-    if arr.dtype == np.bool_:
-        arr = arr.view(np.uint8)
-    return _ST_NAMES[dt], shape, memoryview(arr.reshape(-1)).cast("B")
-
-
-@dataclass
-class _Planned:
-    name: str
-    st_dtype: str
-    shape: list[int]
-    buf: Any
-    meta: dict
-
-
-def _plan(tensors: dict[str, np.ndarray]) -> list[_Planned]:
-    planned = []
-    for name, value in tensors.items():
-        arr = np.asarray(value)
-        st, shape, buf = _to_bytes_view(arr)
-        meta = {"dtype": dtypes.as_dtype(arr.dtype).name, "shape": list(arr.shape)}
-        planned.append(_Planned(name, st, shape, buf, meta))
-    # The safetensors package's order: its Dtype enum descending, then by name.
-    planned.sort(key=lambda p: (-_ST_RANK[p.st_dtype], p.name))
-    return planned
-
-
-def _header_bytes(planned: list[_Planned], crcs: list[int], metadata: dict | None) -> bytes:
-    ours = {}
-    for p, crc in zip(planned, crcs, strict=True):
-        ours[p.name] = dict(p.meta, crc32=f"{crc:08x}")
-    meta = dict(metadata or {})
-    meta[_META_KEY] = json.dumps(ours, separators=(",", ":"), ensure_ascii=False)
-    header: dict[str, Any] = {"__metadata__": meta}
-    offset = 0
-    for p in planned:
-        n = p.buf.nbytes
-        header[p.name] = {
-            "dtype": p.st_dtype,
-            "shape": p.shape,
-            "data_offsets": [offset, offset + n],
-        }
-        offset += n
-    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    text += b" " * (-len(text) % 8)
-    return len(text).to_bytes(8, "little") + text
-
-
-def encode_file(tensors: dict[str, np.ndarray], metadata: dict | None = None) -> bytes:
-    """The whole safetensors file for `tensors` as bytes (for small files and tests)."""
-    planned = _plan(tensors)
-    crcs = [zlib.crc32(p.buf) for p in planned]
-    return b"".join([_header_bytes(planned, crcs, metadata)] + [bytes(p.buf) for p in planned])
-
-
-def write_data_file(path: str, tensors: dict[str, np.ndarray], metadata=None) -> None:
-    """Write `tensors` to `path` atomically (blocking: run it on a worker thread).
-
-    The header's CRC fields have a fixed width, so the header is written with
-    placeholders, the data streamed while another thread computes the CRCs (zlib
-    releases the GIL), and the header rewritten in place: checksumming overlaps I/O.
-    """
-    planned = _plan(tensors)
-    placeholder = _header_bytes(planned, [0] * len(planned), metadata)
-    crcs: list[int] = [0] * len(planned)
-
-    def checksum():
-        for i, p in enumerate(planned):
-            crcs[i] = zlib.crc32(p.buf)
-
-    def body(f):
-        big = sum(p.buf.nbytes for p in planned) >= (8 << 20)
-        worker = threading.Thread(target=checksum, name="asyncflow-crc") if big else None
-        if worker is not None:
-            worker.start()
-        else:
-            checksum()
-        try:
-            f.write(placeholder)
-            for p in planned:
-                for start in range(0, p.buf.nbytes, _WRITE_CHUNK):
-                    f.write(p.buf[start : start + _WRITE_CHUNK])
-        finally:
-            if worker is not None:
-                worker.join()
-        header = _header_bytes(planned, crcs, metadata)
-        assert len(header) == len(placeholder)
-        f.seek(0)
-        f.write(header)
-
-    atomic_write(path, body)
-
-
-# -- decoding ------------------------------------------------------------------------
+# -- the former layout: safetensors data files (read only) -----------------------------
 
 
 @dataclass
@@ -431,6 +318,462 @@ async def aread_tensors(filename: str, names) -> tuple[DataHeader, dict]:
         raise _not_found(filename) from None
 
 
+# -- TF's V2 checkpoint bundle -----------------------------------------------------------
+#
+# P.index is a table file (the LevelDB layout TF's tensorflow/core/lib/io/table uses):
+#   data blocks   entries (shared key bytes: varint32, unshared: varint32, value
+#                 length: varint32, key suffix, value), then uint32 restart offsets
+#                 and their count; each block followed by a 5-byte trailer: the
+#                 compression type (0: none) and the masked CRC-32C of block + type
+#   metaindex     an empty block
+#   index block   one entry per data block: its last key -> BlockHandle (varint64
+#                 offset, varint64 size)
+#   footer        metaindex and index BlockHandles padded to 40 bytes, then the magic
+#                 number 0xdb4775248b80fb57 (little-endian): 48 bytes.
+# Keys are sorted bytewise: "" holds the BundleHeaderProto, every other key a tensor's
+# BundleEntryProto (dtype, shape, shard_id, offset, size, masked CRC-32C of its bytes).
+# A data shard holds the tensors' bytes back to back, in key order: numbers raw and
+# little-endian; a string tensor as its elements' lengths (varint64 each), the masked
+# CRC-32C of those length bytes (4 bytes), then the elements' bytes.
+
+_TABLE_MAGIC = 0xDB4775248B80FB57
+_FOOTER_LEN = 48
+_BLOCK_TRAILER = 5
+_RESTART_INTERVAL = 16
+_BLOCK_SIZE = 256 << 10  # TF's table::Options default
+BUNDLE_VERSION = 1  # TF's kTensorBundleVersion
+_MASK_DELTA = 0xA282EAD8
+
+
+def _mask(crc: int) -> int:
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def _unmask(masked: int) -> int:
+    rot = (masked - _MASK_DELTA) & 0xFFFFFFFF
+    return ((rot >> 17) | (rot << 15)) & 0xFFFFFFFF
+
+
+def _put_varint(out: bytearray, value: int) -> None:
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _get_varint(buf, pos: int, end: int, filename: str, bits: int = 64) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end or shift >= bits:
+            raise _data_loss(filename, "bad varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+class _BlockBuilder:
+    def __init__(self, restart_interval: int):
+        self.buf = bytearray()
+        self.restarts = [0]
+        self.count = 0
+        self.last = b""
+        self.interval = restart_interval
+
+    def add(self, key: bytes, value: bytes) -> None:
+        shared = 0
+        if self.count < self.interval:
+            n = min(len(key), len(self.last))
+            while shared < n and key[shared] == self.last[shared]:
+                shared += 1
+        else:
+            self.restarts.append(len(self.buf))
+            self.count = 0
+        _put_varint(self.buf, shared)
+        _put_varint(self.buf, len(key) - shared)
+        _put_varint(self.buf, len(value))
+        self.buf += key[shared:]
+        self.buf += value
+        self.last = key
+        self.count += 1
+
+    def size(self) -> int:
+        return len(self.buf) + 4 * len(self.restarts) + 4
+
+    def finish(self) -> bytes:
+        out = self.buf + b"".join(struct.pack("<I", r) for r in self.restarts)
+        return bytes(out + struct.pack("<I", len(self.restarts)))
+
+
+def _short_successor(key: bytes) -> bytes:
+    """A short key >= `key` (LevelDB's FindShortSuccessor), for the last index entry."""
+    for i, b in enumerate(key):
+        if b != 0xFF:
+            return key[:i] + bytes([b + 1])
+    return key
+
+
+def _short_separator(start: bytes, limit: bytes) -> bytes:
+    """A short key in [start, limit) (LevelDB's FindShortestSeparator)."""
+    n = min(len(start), len(limit))
+    i = 0
+    while i < n and start[i] == limit[i]:
+        i += 1
+    if i < n and start[i] < 0xFF and start[i] + 1 < limit[i]:
+        return start[:i] + bytes([start[i] + 1])
+    return start
+
+
+def encode_table(items: list[tuple[bytes, bytes]]) -> bytes:
+    """A table file of (key, value) pairs sorted by key (bytewise), byte for byte what
+    TF's table builder writes for them."""
+    out = bytearray()
+    index = _BlockBuilder(1)
+
+    def flush(block: _BlockBuilder, next_key: bytes | None) -> None:
+        raw = block.finish()
+        handle = bytearray()
+        _put_varint(handle, len(out))
+        _put_varint(handle, len(raw))
+        out.extend(raw)
+        out.append(0)  # no compression
+        out.extend(struct.pack("<I", _mask(crc32c_mod.crc32c(raw + b"\x00"))))
+        if next_key is None:
+            index.add(_short_successor(block.last), bytes(handle))
+        else:
+            index.add(_short_separator(block.last, next_key), bytes(handle))
+
+    block = _BlockBuilder(_RESTART_INTERVAL)
+    prev = None
+    for key, value in items:
+        if prev is not None and key <= prev:
+            raise ValueError(f"table keys must be strictly increasing: {prev!r}, {key!r}")
+        if block.size() >= _BLOCK_SIZE:
+            flush(block, key)
+            block = _BlockBuilder(_RESTART_INTERVAL)
+        prev = key
+        block.add(key, value)
+    if block.count or not index.count:
+        flush(block, None)
+    handles = bytearray()
+    meta = _BlockBuilder(_RESTART_INTERVAL).finish()
+    _put_varint(handles, len(out))
+    _put_varint(handles, len(meta))
+    out += meta + b"\x00" + struct.pack("<I", _mask(crc32c_mod.crc32c(meta + b"\x00")))
+    index_raw = index.finish()
+    _put_varint(handles, len(out))
+    _put_varint(handles, len(index_raw))
+    out += index_raw + b"\x00" + struct.pack("<I", _mask(crc32c_mod.crc32c(index_raw + b"\x00")))
+    out += handles + b"\x00" * (40 - len(handles)) + struct.pack("<Q", _TABLE_MAGIC)
+    return bytes(out)
+
+
+def _read_block(data: bytes, handle: tuple[int, int], filename: str) -> bytes:
+    offset, size = handle
+    if offset + size + _BLOCK_TRAILER > len(data) - _FOOTER_LEN:
+        raise _data_loss(filename, "table block outside the file")
+    raw = data[offset : offset + size]
+    kind = data[offset + size]
+    (stored,) = struct.unpack_from("<I", data, offset + size + 1)
+    if _unmask(stored) != crc32c_mod.crc32c(raw + bytes([kind])):
+        raise _data_loss(filename, "table block checksum mismatch")
+    if kind != 0:
+        raise _data_loss(filename, f"unsupported table block compression {kind}")
+    return raw
+
+
+def _block_entries(raw: bytes, filename: str):
+    """(key, value) pairs of one block, in order."""
+    if len(raw) < 4:
+        raise _data_loss(filename, "table block too short")
+    (n_restarts,) = struct.unpack_from("<I", raw, len(raw) - 4)
+    limit = len(raw) - 4 - 4 * n_restarts
+    if limit < 0 or n_restarts == 0:
+        raise _data_loss(filename, "bad table block restart array")
+    pos, key = 0, b""
+    while pos < limit:
+        shared, pos = _get_varint(raw, pos, limit, filename, 32)
+        unshared, pos = _get_varint(raw, pos, limit, filename, 32)
+        vlen, pos = _get_varint(raw, pos, limit, filename, 32)
+        if shared > len(key) or pos + unshared + vlen > limit:
+            raise _data_loss(filename, "bad table entry")
+        key = key[:shared] + raw[pos : pos + unshared]
+        pos += unshared
+        yield key, raw[pos : pos + vlen]
+        pos += vlen
+
+
+def decode_table(data: bytes, filename: str) -> list[tuple[bytes, bytes]]:
+    """The (key, value) pairs of a table file, checksums verified.
+
+    Raises:
+      DataLossError: anything malformed (never another exception, never a read or an
+        allocation past the file's own size).
+    """
+    if len(data) < _FOOTER_LEN:
+        raise _data_loss(filename, "too short to be a table (no footer)")
+    footer = data[-_FOOTER_LEN:]
+    if struct.unpack_from("<Q", footer, 40)[0] != _TABLE_MAGIC:
+        raise _data_loss(filename, "not a table file (bad magic number)")
+    pos = 0
+    handles = []
+    for _ in range(2):
+        off, pos = _get_varint(footer, pos, 40, filename)
+        size, pos = _get_varint(footer, pos, 40, filename)
+        handles.append((off, size))
+    items: list[tuple[bytes, bytes]] = []
+    last = None
+    for _, handle_raw in _block_entries(_read_block(data, handles[1], filename), filename):
+        off, p = _get_varint(handle_raw, 0, len(handle_raw), filename)
+        size, _ = _get_varint(handle_raw, p, len(handle_raw), filename)
+        for key, value in _block_entries(_read_block(data, (off, size), filename), filename):
+            if last is not None and key <= last:
+                raise _data_loss(filename, "table keys out of order")
+            last = key
+            items.append((key, value))
+    return items
+
+
+# -- bundle entries -----------------------------------------------------------------------
+
+
+@dataclass
+class BundleEntry:
+    """Where one tensor lies in a bundle: what the index's BundleEntryProto says."""
+
+    dtype: dtypes.DType
+    shape: list[int]
+    shard: int
+    offset: int
+    size: int
+    crc32c: int  # masked
+
+    def to_dict(self) -> dict:
+        return {
+            "shard": self.shard,
+            "dtype": self.dtype.name,
+            "shape": list(self.shape),
+            "offset": self.offset,
+            "size": self.size,
+            "crc32c": self.crc32c,
+        }
+
+
+def _entry_from_dict(info: dict) -> BundleEntry:
+    return BundleEntry(
+        dtypes.as_dtype(info["dtype"]),
+        [int(d) for d in info["shape"]],
+        int(info["shard"]),
+        int(info["offset"]),
+        int(info["size"]),
+        int(info["crc32c"]),
+    )
+
+
+def _tensor_bytes(arr: np.ndarray) -> tuple[bytes, int]:
+    """A tensor's bytes in a data shard (see the note above) and their masked CRC-32C.
+
+    For strings TF's checksum runs over each length as a little-endian uint32 (not over
+    the varints written), then the 4 length-checksum bytes, then the elements' bytes.
+    """
+    dt = dtypes.as_dtype(arr.dtype)
+    if dt == dtypes.string:
+        items = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in arr.reshape(-1)]
+        lengths = bytearray()
+        for item in items:
+            _put_varint(lengths, len(item))
+        crc = crc32c_mod.crc32c(struct.pack(f"<{len(items)}I", *map(len, items)))
+        check = struct.pack("<I", _mask(crc))
+        crc = crc32c_mod.extend(crc, check)
+        body = b"".join(items)
+        return bytes(lengths) + check + body, _mask(crc32c_mod.extend(crc, body))
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and sys.byteorder == "big"):
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    raw = arr.tobytes()
+    return raw, _mask(crc32c_mod.crc32c(raw))
+
+
+def write_data_file(path: str, tensors: dict[str, np.ndarray], shard: int = 0) -> dict:
+    """Write one data shard atomically; returns {name: entry dict} for the index.
+
+    Tensors are laid out in key order, as TF's BundleWriter lays them out.
+    """
+    entries: dict[str, dict] = {}
+    names = sorted(tensors, key=lambda n: n.encode("utf-8"))
+
+    def body(f):
+        offset = 0
+        for name in names:
+            arr = np.asarray(tensors[name])
+            raw, crc = _tensor_bytes(arr)
+            f.write(raw)
+            entries[name] = BundleEntry(
+                dtypes.as_dtype(arr.dtype), list(arr.shape), shard, offset, len(raw), crc
+            ).to_dict()
+            offset += len(raw)
+
+    atomic_write(path, body)
+    return entries
+
+
+def encode_index(num_shards: int, tensors: dict[str, dict]) -> bytes:
+    """The V2 `.index` table for `tensors`: {name: entry dict from write_data_file}."""
+    header = BundleHeaderProto(num_shards=num_shards, endianness=BundleHeaderProto.LITTLE)
+    header.version.producer = BUNDLE_VERSION
+    items = [(b"", header.SerializeToString())]
+    for name in sorted(tensors, key=lambda n: n.encode("utf-8")):
+        e = _entry_from_dict(tensors[name])
+        proto = BundleEntryProto(
+            dtype=e.dtype.as_datatype_enum, shard_id=e.shard, offset=e.offset, size=e.size,
+            crc32c=e.crc32c,
+        )  # fmt: skip
+        proto.shape.SetInParent()
+        for d in e.shape:
+            proto.shape.dim.add(size=d)
+        items.append((name.encode("utf-8"), proto.SerializeToString()))
+    return encode_table(items)
+
+
+def parse_bundle_index(raw: bytes, filename: str) -> dict:
+    """{"format": "bundle", "num_shards", "tensors": {name: entry dict}} from a `.index`.
+
+    Raises:
+      DataLossError: a malformed table, header or entry.
+      UnimplementedError: a big-endian bundle, or a partitioned variable's slices.
+    """
+    items = decode_table(raw, filename)
+    if not items or items[0][0] != b"":
+        raise _data_loss(filename, "no bundle header")
+    try:
+        header = BundleHeaderProto.FromString(items[0][1])
+    except _pb_message.DecodeError as e:
+        raise _data_loss(filename, f"bad bundle header ({e})") from None
+    n = header.num_shards
+    if not 1 <= n <= 99999:
+        raise _data_loss(filename, f"bad num_shards {n}")
+    if header.endianness != BundleHeaderProto.LITTLE:
+        raise errors.UnimplementedError(None, None, f"{filename}: big-endian bundles")
+    tensors: dict[str, dict] = {}
+    for key, value in items[1:]:
+        try:
+            name = key.decode("utf-8")
+            proto = BundleEntryProto.FromString(value)
+        except (UnicodeDecodeError, _pb_message.DecodeError) as e:
+            raise _data_loss(filename, f"bad entry for key {key!r} ({e})") from None
+        if proto.slices:
+            raise errors.UnimplementedError(
+                None, None, f"{filename}: tensor '{name}' is saved as slices (partitioned)"
+            )
+        try:
+            dt = dtypes.as_dtype(proto.dtype)
+        except TypeError:
+            raise _data_loss(filename, f"tensor '{name}' has dtype {proto.dtype}") from None
+        shape = [d.size for d in proto.shape.dim]
+        if proto.shape.unknown_rank or any(d < 0 for d in shape):
+            raise _data_loss(filename, f"tensor '{name}' has an unknown shape")
+        if not 0 <= proto.shard_id < n or proto.offset < 0 or proto.size < 0:
+            raise _data_loss(filename, f"tensor '{name}' has a bad location")
+        if dt != dtypes.string:
+            want = int(np.prod(shape, dtype=object)) * np.dtype(dt.as_numpy_dtype).itemsize
+            if want != proto.size:
+                raise _data_loss(filename, f"tensor '{name}' has {proto.size} bytes, not {want}")
+        tensors[name] = BundleEntry(
+            dt, shape, proto.shard_id, proto.offset, proto.size, proto.crc32c
+        ).to_dict()
+    return {"format": "bundle", "num_shards": n, "tensors": tensors}
+
+
+def decode_bundle_tensor(info: dict, raw: bytes, filename: str) -> np.ndarray:
+    """The array of one bundle entry from its `raw` bytes (CRC checked)."""
+    e = _entry_from_dict(info)
+    if len(raw) != e.size:
+        raise _data_loss(filename, f"truncated: {len(raw)} of {e.size} bytes")
+    count = int(np.prod(e.shape, dtype=object))
+    if e.dtype != dtypes.string:
+        if _mask(crc32c_mod.crc32c(raw)) != e.crc32c:
+            raise _data_loss(filename, "tensor checksum mismatch")
+        arr = np.frombuffer(raw, dtype=np.dtype(e.dtype.as_numpy_dtype).newbyteorder("<"))
+        return arr.astype(e.dtype.as_numpy_dtype).reshape(e.shape)
+    if count > len(raw):  # each element takes at least one length byte
+        raise _data_loss(filename, "string tensor larger than its bytes")
+    pos, lengths = 0, []
+    for _ in range(count):
+        n, pos = _get_varint(raw, pos, len(raw), filename)
+        lengths.append(n)
+    if pos + 4 > len(raw):
+        raise _data_loss(filename, "string tensor truncated")
+    if any(n > 0xFFFFFFFF for n in lengths):
+        raise _data_loss(filename, "string element longer than 4 GiB")
+    crc = crc32c_mod.crc32c(struct.pack(f"<{count}I", *lengths))
+    (check,) = struct.unpack_from("<I", raw, pos)
+    if check != _mask(crc):
+        raise _data_loss(filename, "string lengths checksum mismatch")
+    pos += 4
+    if pos + sum(lengths) != len(raw):
+        raise _data_loss(filename, "string lengths do not match the tensor's bytes")
+    crc = crc32c_mod.extend(crc32c_mod.extend(crc, raw[pos - 4 : pos]), raw[pos:])
+    if _mask(crc) != e.crc32c:
+        raise _data_loss(filename, "tensor checksum mismatch")
+    out = np.empty(count, dtype=object)
+    for i, n in enumerate(lengths):
+        out[i] = raw[pos : pos + n]
+        pos += n
+    return out.reshape(e.shape)
+
+
+def _read_range(f, size: int, info: dict, filename: str) -> bytes:
+    if info["offset"] + info["size"] > size:
+        raise _data_loss(filename, "tensor lies past the end of the data file")
+    f.seek(info["offset"])
+    return f.read(info["size"])
+
+
+def read_shard_tensors(filename: str, index: dict, names) -> dict:
+    """{name: array} for `names` of one data shard of a checkpoint (blocking)."""
+    if index.get("format") != "bundle":
+        return read_tensors(filename, names)
+    out = {}
+    try:
+        with open(filename, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            for name in names:
+                info = index["tensors"][name]
+                raw = _read_range(f, size, info, filename)
+                out[name] = decode_bundle_tensor(info, raw, filename)
+    except FileNotFoundError:
+        raise _not_found(filename) from None
+    return out
+
+
+async def aread_shard_tensors(filename: str, index: dict, names) -> dict:
+    """`read_shard_tensors` for the event loop: aiofiles reads, big CRCs on a worker."""
+    if index.get("format") != "bundle":
+        return (await aread_tensors(filename, names))[1]
+    loop = asyncio.get_running_loop()
+    out = {}
+    try:
+        size = (await aiofiles.os.stat(filename)).st_size
+        async with aiofiles.open(filename, "rb") as f:
+            for name in names:
+                info = index["tensors"][name]
+                if info["offset"] + info["size"] > size:
+                    raise _data_loss(filename, "tensor lies past the end of the data file")
+                await f.seek(info["offset"])
+                raw = await f.read(info["size"])
+                if len(raw) > (1 << 20):
+                    out[name] = await loop.run_in_executor(
+                        None, decode_bundle_tensor, info, raw, filename
+                    )
+                else:
+                    out[name] = decode_bundle_tensor(info, raw, filename)
+    except FileNotFoundError:
+        raise _not_found(filename) from None
+    return out
+
+
 # -- the index -----------------------------------------------------------------------
 
 
@@ -442,18 +785,15 @@ def data_path(prefix: str, shard: int, num_shards: int) -> str:
     return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
 
 
-def encode_index(num_shards: int, tensors: dict[str, dict]) -> bytes:
-    """`tensors`: {name: {"shard", "dtype", "shape"}}."""
-    doc = {"format": INDEX_FORMAT, "version": 1, "num_shards": num_shards, "tensors": tensors}
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
-
-
 def parse_index(raw: bytes, filename: str) -> dict:
-    """The validated index document.
+    """The index of a checkpoint: TF's V2 table (see parse_bundle_index), or the JSON
+    index of asyncflow's former safetensors layout ({"format": "safetensors", ...}).
 
     Raises:
-      DataLossError: not a JSON index, or inconsistent shard numbers.
+      DataLossError: neither, or inconsistent.
     """
+    if raw[:1] != b"{":
+        return parse_bundle_index(raw, filename)
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -473,7 +813,7 @@ def parse_index(raw: bytes, filename: str) -> dict:
             ok = False
         if not ok:
             raise _data_loss(filename, f"bad index entry for tensor '{name}'")
-    return doc
+    return {"format": "safetensors", "num_shards": n, "tensors": tensors}
 
 
 def _check_index_size(filename: str, size: int) -> None:

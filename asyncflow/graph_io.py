@@ -571,7 +571,10 @@ class _Importer:
             except ValueError as e:
                 raise ValueError(f"Node '{nd.name}': {e}") from None
         if "_class" in attrs:  # colocation names follow the ops they name
-            attrs["_class"] = [self._colocation(c) for c in attrs["_class"]]
+            groups = attrs["_class"]
+            if not isinstance(groups, list) or not all(isinstance(c, bytes) for c in groups):
+                raise ValueError(f"Node '{nd.name}': attr '_class' must be a list of strings")
+            attrs["_class"] = [self._colocation(c) for c in groups]
         return attrs
 
     def _colocation(self, entry):
@@ -604,7 +607,8 @@ class _Importer:
         with self.graph.control_dependencies(controls):
             try:
                 op = ops.apply_op(nd.op, grouped, attrs, name=name, graph=self.graph)
-            except (TypeError, ValueError) as e:
+            # Attrs come from a file: a shape function may meet values no builder makes.
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
                 raise ValueError(f"Node '{name}': {e}") from e
         self.created.append(op)
         self._rename(op, want)

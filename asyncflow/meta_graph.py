@@ -220,47 +220,59 @@ def _collections(graph, collection_list, export_scope, out: MetaGraphDef) -> Non
 
 def _restore_collections(graph, collection_def, import_scope) -> None:
     """Rebuild the collections; proto-typed ones first, so node_list entries naming a
-    variable's tensor get the rebuilt Variable object."""
+    variable's tensor get the rebuilt Variable object.
+
+    Raises:
+      ValueError: a collection names an op or tensor the graph lacks.
+      DataLossError: a collection's serialized proto does not parse.
+    """
     by_tensor: dict[str, Any] = {}
     keys = sorted(collection_def, key=lambda k: (get_from_proto_function(k) is None, k))
     for key in keys:
-        cdef = collection_def[key]
-        kind = cdef.WhichOneof("kind")
-        from_proto = get_from_proto_function(key)
-        proto_type = get_collection_proto_type(key)
-        if kind == "bytes_list" and from_proto is not None and proto_type is not None:
-            for raw in cdef.bytes_list.value:
-                try:
-                    proto = proto_type.FromString(raw)
-                except _pb_message.DecodeError as e:
-                    raise errors.DataLossError(
-                        None, None, f"Collection '{key}' holds a malformed proto: {e}"
-                    ) from None
-                if proto_type is VariableDef:
-                    name = _prepend(proto.variable_name, import_scope)
-                    if name not in by_tensor:
-                        by_tensor[name] = from_proto(proto, import_scope=import_scope)
-                    graph.add_to_collection(key, by_tensor[name])
-                else:
-                    graph.add_to_collection(key, from_proto(proto, import_scope=import_scope))
-        elif kind == "node_list":
-            for name in cdef.node_list.value:
-                full = _prepend(name, import_scope)
-                value = by_tensor.get(full)
-                graph.add_to_collection(
-                    key, value if value is not None else graph.as_graph_element(full)
-                )
-        elif kind == "bytes_list":
-            for v in cdef.bytes_list.value:
-                graph.add_to_collection(key, bytes(v))
-        elif kind == "int64_list":
-            for v in cdef.int64_list.value:
-                graph.add_to_collection(key, int(v))
-        elif kind == "float_list":
-            for v in cdef.float_list.value:
-                graph.add_to_collection(key, float(v))
-        elif kind is not None:
-            _log.warning("Collection %s of kind %s is not imported", key, kind)
+        try:
+            _restore_collection(graph, key, collection_def[key], import_scope, by_tensor)
+        except (KeyError, ValueError, IndexError) as e:
+            msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+            raise ValueError(f"Cannot import collection '{key}': {msg}") from None
+
+
+def _restore_collection(graph, key, cdef, import_scope, by_tensor: dict) -> None:
+    kind = cdef.WhichOneof("kind")
+    from_proto = get_from_proto_function(key)
+    proto_type = get_collection_proto_type(key)
+    if kind == "bytes_list" and from_proto is not None and proto_type is not None:
+        for raw in cdef.bytes_list.value:
+            try:
+                proto = proto_type.FromString(raw)
+            except _pb_message.DecodeError as e:
+                raise errors.DataLossError(
+                    None, None, f"Collection '{key}' holds a malformed proto: {e}"
+                ) from None
+            if proto_type is VariableDef:
+                name = _prepend(proto.variable_name, import_scope)
+                if name not in by_tensor:
+                    by_tensor[name] = from_proto(proto, import_scope=import_scope)
+                graph.add_to_collection(key, by_tensor[name])
+            else:
+                graph.add_to_collection(key, from_proto(proto, import_scope=import_scope))
+    elif kind == "node_list":
+        for name in cdef.node_list.value:
+            full = _prepend(name, import_scope)
+            value = by_tensor.get(full)
+            graph.add_to_collection(
+                key, value if value is not None else graph.as_graph_element(full)
+            )
+    elif kind == "bytes_list":
+        for v in cdef.bytes_list.value:
+            graph.add_to_collection(key, bytes(v))
+    elif kind == "int64_list":
+        for v in cdef.int64_list.value:
+            graph.add_to_collection(key, int(v))
+    elif kind == "float_list":
+        for v in cdef.float_list.value:
+            graph.add_to_collection(key, float(v))
+    elif kind is not None:
+        _log.warning("Collection %s of kind %s is not imported", key, kind)
 
 
 # -- graph defs -----------------------------------------------------------------------

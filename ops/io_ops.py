@@ -130,13 +130,11 @@ async def write_checkpoint(prefix: str, tensors: dict) -> None:
         except FileNotFoundError as e:
             raise errors.NotFoundError(None, None, f"{dirname}: {e.strerror}") from e
     try:
-        await loop.run_in_executor(None, cf.write_data_file, cf.data_path(prefix, 0, 1), tensors)
+        entries = await loop.run_in_executor(
+            None, cf.write_data_file, cf.data_path(prefix, 0, 1), tensors
+        )
     except FileNotFoundError as e:
         raise errors.NotFoundError(None, None, f"{os.path.dirname(prefix)}: {e.strerror}") from e
-    entries = {
-        n: {"shard": 0, "dtype": dtypes.as_dtype(t.dtype).name, "shape": list(t.shape)}
-        for n, t in tensors.items()
-    }
     await cf.aatomic_write(cf.index_path(prefix), cf.encode_index(1, entries))
 
 
@@ -223,7 +221,7 @@ async def read_checkpoint(prefix: str, names: list[str], want=None, device=None)
             sizes = [int(np.prod(index["tensors"][n]["shape"], dtype=object)) for n in shard_names]
             device.check_alloc(sum(sizes), dtypes.uint8)
         try:
-            _, got = await cf.aread_tensors(filename, shard_names)
+            got = await cf.aread_shard_tensors(filename, index, shard_names)
         except errors.NotFoundError:
             raise errors.DataLossError(
                 None, None, f"Checkpoint data file {filename} named by {prefix}.index is missing"

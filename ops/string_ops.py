@@ -13,10 +13,11 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.registry import INDEX, NotDifferentiable, TypeConstraint, register_op
+from asyncflow.registry import INDEX, REQUIRED, NotDifferentiable, TypeConstraint, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = [
+    "regex_full_match",
     "string_split",
     "substr",
     "string_join",
@@ -295,6 +296,64 @@ def regex_replace(input, pattern, rewrite, replace_global=True, name=None):  # n
         {"replace_global": replace_global},
         name=name,
     ).outputs[0]
+
+
+def _full_match(ctx, inp, pattern):
+    cache = ctx.kernel_state.setdefault("regex", {})
+    rx = cache.get(pattern)
+    if rx is None:
+        try:
+            rx = re.compile(pattern)
+        except re.error as e:
+            raise errors.InvalidArgumentError(
+                None, None, f"Invalid pattern: {pattern.decode('utf-8', 'replace')}, error: {e}"
+            ) from None
+        if len(cache) < 64:
+            cache[pattern] = rx
+    inp = _obj(inp)
+    return np.array([rx.fullmatch(s) is not None for s in inp.ravel()]).reshape(inp.shape)
+
+
+RegexFullMatch = register_op(
+    "RegexFullMatch",
+    inputs=["input: string", "pattern: string"],
+    outputs=["output: bool"],
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+NotDifferentiable("RegexFullMatch")
+# TF's sharded Saver (and so every TF SavedModel) names its temp directory with this op.
+StaticRegexFullMatch = register_op(
+    "StaticRegexFullMatch",
+    inputs=["input: string"],
+    outputs=["output: bool"],
+    attrs={"pattern": REQUIRED},
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+NotDifferentiable("StaticRegexFullMatch")
+
+
+@RegexFullMatch.kernel("CPU")
+async def _regex_full_match(ctx, inp, pattern):
+    return _full_match(ctx, inp, _obj(pattern)[()])
+
+
+@StaticRegexFullMatch.kernel("CPU")
+async def _static_regex_full_match(ctx, inp):
+    pattern = ctx.attrs["pattern"]
+    return _full_match(ctx, inp, pattern.encode() if isinstance(pattern, str) else pattern)
+
+
+def regex_full_match(input, pattern, name=None):  # noqa: A002
+    """Whether each string matches `pattern` entirely (TF's tf.strings.regex_full_match).
+
+    Raises (when run):
+      InvalidArgumentError: the pattern does not compile.
+    """
+    if isinstance(pattern, str | bytes):
+        op = ops.apply_op("StaticRegexFullMatch", [input], {"pattern": pattern}, name=name)
+    else:
+        op = ops.apply_op("RegexFullMatch", [input, pattern], {}, name=name)
+    return op.outputs[0]
 
 
 # -- StringLength, AsString ---------------------------------------------------------------------

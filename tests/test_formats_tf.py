@@ -107,3 +107,84 @@ def test_tf_meta_graph_imports_variables_collections_and_saver():
             assert sess.run("word:0") == b"hello"
             sess.run(af.get_collection("train_op")[0], {"x:0": X})
             assert sess.run(step) == 1
+
+
+def test_tf_checkpoint_restores_and_training_continues_as_in_tf():
+    prefix = _path("ckpt", EXPECTED["checkpoint"]["prefix"])
+    want = EXPECTED["checkpoint"]["values"]
+    with af.Graph().as_default() as g:
+        saver = af.train.import_meta_graph(prefix + ".meta")
+        with af.Session(graph=g) as sess:
+            saver.restore(sess, prefix)
+            np.testing.assert_array_equal(sess.run("dense/w:0"), np.float32(want["dense/w"]))
+            assert sess.run("count:0") == want["count"] and sess.run("word:0") == b"hello"
+            assert sess.run("flag:0").tolist() == want["flag"]
+            np.testing.assert_array_equal(sess.run("d64:0"), want["d64"])
+            loss = sess.run("loss:0", {"x:0": X})
+            np.testing.assert_allclose(loss, EXPECTED["checkpoint"]["loss_after"], rtol=1e-6)
+            sess.run(af.get_collection("train_op")[0], {"x:0": X})
+            loss = sess.run("loss:0", {"x:0": X})
+            want_loss = EXPECTED["checkpoint"]["loss_after_one_more_step"]
+            np.testing.assert_allclose(loss, want_loss, rtol=1e-6)
+            assert sess.run("global_step:0") == want["global_step"] + 1
+
+
+def test_tf_checkpoint_through_the_reader_apis():
+    ckpt_dir = _path("ckpt")
+    prefix = os.path.join(ckpt_dir, EXPECTED["checkpoint"]["prefix"])
+    assert af.train.latest_checkpoint(ckpt_dir) == prefix
+    state = af.train.get_checkpoint_state(ckpt_dir)
+    assert list(state.all_model_checkpoint_paths) == [prefix]
+    want = EXPECTED["checkpoint"]["values"]
+    shapes = dict(af.train.list_variables(ckpt_dir))
+    assert shapes == {k: list(np.shape(v)) for k, v in want.items()}
+    np.testing.assert_array_equal(af.train.load_variable(ckpt_dir, "dense/b"), want["dense/b"])
+    reader = af.train.load_checkpoint(prefix + ".index")
+    assert reader.get_variable_to_dtype_map()["d64"] == af.float64
+    with pytest.raises(af.errors.NotFoundError):
+        reader.get_tensor("nope")
+
+
+def test_tf_saved_model_loads_and_serves():
+    export_dir = _path("saved_model")
+    with af.Graph().as_default() as g, af.Session(graph=g) as sess:
+        meta = af.saved_model.loader.load(sess, ["serve"], export_dir)
+        sig = meta.signature_def["serving_default"]
+        assert sig.method_name == "tensorflow/serving/predict"
+        y = sess.run(sig.outputs["y"].name, {sig.inputs["x"].name: X})
+    np.testing.assert_allclose(y, EXPECTED["saved_model"]["y"], rtol=1e-6)
+
+
+SEEDS = int(os.environ.get("AF_FUZZ_SEEDS", "3"))
+
+
+def _fuzzed(raw: bytes, rng):
+    raw = bytearray(raw)
+    for _ in range(rng.randint(1, 4)):
+        if rng.random() < 0.7 and raw:
+            raw[rng.randrange(len(raw))] = rng.randrange(256)
+        else:
+            del raw[rng.randrange(len(raw) + 1) :]
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_fuzzed_pb_and_meta_files_raise_only_tf_errors(tmp_path, seed):
+    import random
+
+    rng = random.Random(seed)
+    meta = _read("ckpt", EXPECTED["checkpoint"]["prefix"] + ".meta")
+    pb = _read("graph.pb")
+    for i in range(25):
+        path = tmp_path / f"m{i}.meta"
+        path.write_bytes(_fuzzed(meta, rng))
+        with af.Graph().as_default():
+            try:
+                af.train.import_meta_graph(str(path))
+            except (af.errors.DataLossError, af.errors.NotFoundError, ValueError):
+                pass  # unparsable, an op name mangled, or an inconsistent graph
+        with af.Graph().as_default():
+            try:
+                af.import_graph_def(_fuzzed(pb, rng))
+            except (af.errors.NotFoundError, ValueError):
+                pass

@@ -46,7 +46,6 @@ class CheckpointReader:
                 f"files for {filepattern}",
             ) from None
         self._prefix = prefix
-        self._headers: dict[int, cf.DataHeader] = {}
 
     def has_tensor(self, tensor_str) -> bool:
         return tensor_str in self._index["tensors"]
@@ -59,16 +58,13 @@ class CheckpointReader:
         info = self._index["tensors"].get(tensor_str)
         if info is None:
             raise errors.NotFoundError(None, None, f"Key {tensor_str} not found in checkpoint")
-        shard = info["shard"]
-        filename = cf.data_path(self._prefix, shard, self._index["num_shards"])
-        if shard not in self._headers:
-            self._headers[shard] = cf.read_data_header(filename)
-        header = self._headers[shard]
-        if tensor_str not in header.entries:
+        filename = cf.data_path(self._prefix, info["shard"], self._index["num_shards"])
+        try:
+            value = cf.read_shard_tensors(filename, self._index, [tensor_str])[tensor_str]
+        except KeyError:
             raise errors.DataLossError(
                 None, None, f"Checkpoint file {filename} lacks tensor '{tensor_str}'"
-            )
-        value = cf.read_tensors(filename, [tensor_str], header)[tensor_str]
+            ) from None
         if value.ndim == 0:
             return value[()]
         return value
