@@ -533,6 +533,20 @@ class RecordScanner:
         length = self._next_length()
         return 0 if length < 0 else max(0, 16 + length - have)
 
+    def check_end(self) -> None:
+        """The stream ended: a record cut short after its 12-byte header is
+        DataLossError, as in TF ("truncated record at 38"); fewer bytes than a header end
+        the stream cleanly, as TF's reader does."""
+        if self.buffered() < 12:
+            return
+        while self._end - self._pos < 12:
+            self._merge()
+        if self._next_length() < 0:
+            raise self._corrupt(self.offset, header=True)
+        raise errors.DataLossError(
+            None, None, f"truncated record at {self.offset} in file {self.path}"
+        )
+
     def _next_length(self) -> int:
         """The length in the (contiguous) header at _pos, or -1 if its CRC is wrong:
         TF checks a length before it reads that far, so a damaged one is an error even
@@ -809,6 +823,7 @@ def _iterate(source) -> Iterator[bytes]:
             yield from values
             data = source.read(scanner.need())
             if not data:
+                scanner.check_end()
                 return
             scanner.feed(data)
     finally:

@@ -182,6 +182,8 @@ class _Reader:
             got.serials.append([s for s, _, _ in first])
             got.key_parts.append([k for _, k, _ in first])
             values.extend([v for _, _, v in first])
+            if not exact:
+                return  # records put back by a failed step come back on their own
         while len(values) < n:
             if self.work is None:
                 work = await _dequeue_work(queue_handle)
@@ -202,6 +204,8 @@ class _Reader:
                 self._finish()
                 self.work = None
                 self.completed += 1
+                if values and not exact:
+                    return  # TF: a read returns what the current file had (item 12)
 
     def _unread(self, got: _Batch) -> None:
         serials = [s for part in got.serials for s in part]
@@ -425,12 +429,14 @@ class _TFRecordReader(_SourceReader):
             if self._ring is None:
                 data = await self._next_chunk(scanner.need())
                 if not data:
+                    scanner.check_end()  # a record cut short is DataLossError (item 14)
                     return [], [], True
                 scanner.feed(data)
                 continue
             buf, got = await self._next_buffer()
             if not got:
                 self._eof = True
+                scanner.check_end()
                 return [], [], True
             crc = self._fill(self._ring[1] if buf is self._ring[0] else self._ring[0], buf, got)
             scanner.feed(buf, got, crc)

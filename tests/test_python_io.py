@@ -103,7 +103,11 @@ def test_huge_length_with_valid_crc_does_not_allocate(tmp_path):
     header = struct.pack("<Q", 1 << 60)
     path = tmp_path / "huge"
     path.write_bytes(header + struct.pack("<I", crc32c.masked_crc32c(header)) + b"abc")
-    assert list(python_io.tf_record_iterator(str(path))) == []  # truncated: ends, as TF
+    # A header promising more than the file holds is a truncated record: DataLossError,
+    # as TF 2.21 says for a length of 1000 (for 2**60 TF's process aborts), with nothing
+    # allocated for the promised length.
+    with pytest.raises(errors.DataLossError, match="truncated record at 0"):
+        list(python_io.tf_record_iterator(str(path)))
 
 
 def test_missing_file_is_not_found(tmp_path):
@@ -150,3 +154,43 @@ def test_tf_fixture_is_not_modified(tmp_path):
     shutil.copy(src, dst)
     list(python_io.tf_record_iterator(str(dst)))
     assert dst.read_bytes() == src.read_bytes()
+
+
+# -- issue 18 item 14: a truncated file ------------------------------------------------------
+
+
+def _cut_file(tmp_path, where):
+    """A TFRecord file of b"one", b"two", b"three" cut short at `where`."""
+    from asyncflow import python_io
+
+    path = tmp_path / "full.tfr"
+    with python_io.TFRecordWriter(str(path)) as w:
+        for r in (b"one", b"two", b"three"):
+            w.write(r)
+    data = path.read_bytes()
+    two = 2 * 16 + 3 + 3  # the first two records, 38 bytes
+    cut = {"in_data": len(data) - 6, "in_footer": len(data) - 2,
+           "in_header": two + 5, "at_boundary": two}[where]  # fmt: skip
+    out = tmp_path / f"cut_{where}.tfr"
+    out.write_bytes(data[:cut])
+    return out
+
+
+@pytest.mark.parametrize(
+    "where,error",
+    [("in_data", True), ("in_footer", True), ("in_header", False), ("at_boundary", False)],
+)
+def test_truncated_file_is_data_loss_as_tf(tmp_path, where, error):
+    # TF 2.21: a record cut in its data or CRC footer raises DataLossError "truncated
+    # record at 38" after the two whole records; fewer bytes than a header end cleanly.
+    from asyncflow import errors, python_io
+
+    got = []
+    it = python_io.tf_record_iterator(str(_cut_file(tmp_path, where)))
+    if error:
+        with pytest.raises(errors.DataLossError, match="truncated record at 38"):
+            for r in it:
+                got.append(r)
+    else:
+        got = list(it)
+    assert got == [b"one", b"two"]

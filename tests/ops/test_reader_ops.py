@@ -242,7 +242,8 @@ def test_read_up_to_returns_the_rest_at_the_end(sess, fq, files):
             sizes.append(len(sess.run(v)))
         except errors.OutOfRangeError:
             break
-    assert sizes == [3, 3, 2]
+    # TF 2.21: a read returns what the current file has (4 records a file): 3, 1, 3, 1.
+    assert sizes == [3, 1, 3, 1]
 
 
 def test_corrupt_record_is_data_loss_after_good_ones(sess, fq, files, tmp_path):
@@ -344,3 +345,48 @@ def test_a_poison_record_fails_one_step_only(tmp_path):
             with pytest.raises(errors.OutOfRangeError):
                 sess.run(num)
             assert sess.run(reader.num_records_produced()) == 3
+
+
+def test_read_up_to_does_not_wait_for_the_next_file(tmp_path):
+    # Issue 18 item 12.  TF 2.21: TextLineReader.read_up_to(4) over files of 2, 0 and 3
+    # lines with the filename queue still open gives [a, b], then [c, d, e] (keys
+    # "r2.txt:1".."r2.txt:3"), then, after one more file, [a, b]; OutOfRangeError once
+    # the queue is closed and empty.
+    (tmp_path / "r1.txt").write_bytes(b"a\nb\n")
+    (tmp_path / "r2.txt").write_bytes(b"c\nd\ne\n")
+    (tmp_path / "r0.txt").write_bytes(b"")
+    with ops.Graph().as_default():
+        fq = af.FIFOQueue(5, af.string)
+        names = af.placeholder(af.string, [None])
+        k, v = af.TextLineReader().read_up_to(fq, 4)
+        with af.Session() as sess:
+            paths = [str(tmp_path / n).encode() for n in ("r1.txt", "r0.txt", "r2.txt")]
+            sess.run(fq.enqueue_many([names]), {names: paths})
+            assert sess.run(v).tolist() == [b"a", b"b"]
+            keys, values = sess.run([k, v])
+            assert values.tolist() == [b"c", b"d", b"e"]
+            assert keys.tolist() == [paths[2] + b":%d" % i for i in (1, 2, 3)]
+            sess.run(fq.enqueue_many([names]), {names: paths[:1]})
+            assert sess.run(v).tolist() == [b"a", b"b"]
+            sess.run(fq.close())
+            with pytest.raises(errors.OutOfRangeError):
+                sess.run(v)
+
+
+@pytest.mark.parametrize("where,error", [("in_data", True), ("in_header", False)])
+def test_truncated_tfrecord_file_is_data_loss_for_the_reader(tmp_path, where, error):
+    # Issue 18 item 14.  TF 2.21's TFRecordReader: b"one", b"two", then DataLossError
+    # "truncated record at 38" (data cut) or, for a cut header, the end of the file.
+    from test_python_io import _cut_file
+
+    path = _cut_file(tmp_path, where)
+    with ops.Graph().as_default():
+        fq = af.FIFOQueue(3, af.string)
+        _, v = af.TFRecordReader().read(fq)
+        with af.Session() as sess:
+            sess.run(fq.enqueue(str(path).encode()))
+            sess.run(fq.close())
+            assert [sess.run(v), sess.run(v)] == [b"one", b"two"]
+            want = errors.DataLossError if error else errors.OutOfRangeError
+            with pytest.raises(want):
+                sess.run(v)
