@@ -136,7 +136,6 @@ from asyncflow import (  # noqa: E402
     device_lib,
     initializers,
     layers,
-    linalg,
     losses,
     metrics,
     nest,
