@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -59,7 +61,82 @@ __all__ = [
 _CHECK_KERNELS = os.environ.get("ASYNCFLOW_CHECK_KERNELS", "") not in ("", "0")
 _ONE_NONE = (None,)
 
-_FORWARD, _NOTHING = -1, -2  # special arities (see compile_plan)
+_FORWARD, _NOTHING = -1, -2  # special arities (see compile_plan; literal in Step._drive)
+
+
+# -- sharing the loop ------------------------------------------------------------------
+#
+# A step that never suspends would hold the loop until it ends, however long that is.
+# So the interpreters (Step, FrameStep, compiled loops) read the clock after their
+# kernels and yield to the loop once the inline work of the current *slice* passed
+# SLICE_S.  A slice starts when a driver first runs after the loop got control, and
+# lasts until the loop runs its next round of callbacks (a `call_soon` marks that), so
+# back-to-back `arun` steps of one task that never suspends share one slice, and a
+# step that does not reach the deadline costs one clock read per kernel and nothing
+# else.  A synchronous caller driving its own step inline (`caller_drives`) owns the
+# loop, which may not even run between its steps: only its own step's deadline or
+# cancellation could want it, so its slices last CALLER_SLICE_S.
+SLICE_S = 0.001
+CALLER_SLICE_S = 0.02
+_INF = float("inf")
+_clock = time.perf_counter
+
+
+class _Slice(threading.local):
+    loop = None  # the loop whose callback the slice is part of (None: no slice)
+    deadline = _INF
+    caller = False  # a synchronous caller drives its own step on this thread
+
+
+_SLICE = _Slice()
+
+
+def _end_slice(s: _Slice) -> None:  # on the loop, the next round after the slice began
+    s.loop = None
+
+
+def slice_deadline() -> float:
+    """The clock (`time.perf_counter`) reading after which inline work should yield."""
+    s = _SLICE
+    loop = asyncio.events._get_running_loop()
+    if s.loop is loop:
+        return s.deadline
+    if loop is None:  # driven by hand, outside any loop: nothing to share it with
+        return _INF
+    s.loop = loop
+    if s.caller:  # the loop may not run between its steps: the caller ends the slice
+        s.deadline = _clock() + CALLER_SLICE_S
+        return s.deadline
+    s.deadline = _clock() + SLICE_S
+    loop.call_soon(_end_slice, s)
+    return s.deadline
+
+
+def new_slice() -> float:
+    """Start a fresh slice (after yielding to the loop); its deadline."""
+    _SLICE.loop = None
+    return slice_deadline()
+
+
+def caller_drives(on: bool) -> None:
+    """A synchronous caller starts (True) or ends (False) driving a step inline on this
+    thread: its slices are CALLER_SLICE_S long, and each step starts a fresh one."""
+    s = _SLICE
+    s.caller = on
+    s.loop = None
+
+
+class _YieldToLoop:
+    """`await _YIELD_TO_LOOP`: a bare yield, i.e. one trip through the loop (what
+    `asyncio.sleep(0)` does, without its coroutine)."""
+
+    __slots__ = ()
+
+    def __await__(self):
+        yield
+
+
+_YIELD_TO_LOOP = _YieldToLoop()
 
 
 # Node kinds of the frame executor (frames.py); kinds from FORWARD on forward their
@@ -307,56 +384,106 @@ class Step:
     # not suspend costs no StopIteration (~0.13 µs instead of ~0.45 µs for send()).  When
     # a kernel does suspend, this whole driver parks with it; `_spawn` then starts a new
     # driver for the nodes still ready, so one waiting kernel never holds up the others.
-    # Deliberately flat, with locals for everything it touches.
+    # Deliberately flat, with locals for everything it touches, and trading elegance
+    # for speed (benchmarks/core.py, the Identity chain and the NoOp fan-in):
+    # - the node that became ready last runs next without a trip through `ready`
+    #   (`nxt`; the same order as pushing and popping it);
+    # - Identity and NoOp come first and skip the error and time checks: only a
+    #   kernel call can fail, suspend (letting an abort in) or take time;
+    # - after a kernel, one clock read against the loop slice's deadline (see
+    #   `slice_deadline`): past it, the driver parks the ready nodes and yields to the
+    #   loop, so that a step that never suspends still lets other tasks run.
     async def _drive(self) -> None:
         plan = self.plan
         kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
         arity, clears, edges, single = plan.arity, plan.clears, plan.edges, plan.single
         vals, pending, ready = self.vals, self.pending, self.ready
         pop, push = ready.pop, ready.append
-        while ready:
-            if self.error is not None:
-                return
-            i = pop()
-            try:
-                n = arity[i]
-                if n == 1:
-                    a = starts[i]
-                    r = await kernels[i](ctxs[i], vals[a])
-                    vals[a] = None
-                elif n == _FORWARD:  # Identity: pass the value on, no kernel call
-                    a = starts[i]
-                    r = vals[a]
-                    vals[a] = None
-                elif n == 0:
-                    r = await kernels[i](ctxs[i])
-                elif n == _NOTHING:  # NoOp: nothing to compute
-                    r = None
-                elif n == 2:
-                    a = starts[i]
-                    r = await kernels[i](ctxs[i], vals[a], vals[a + 1])
-                    vals[a] = vals[a + 1] = None
-                else:
-                    a, b = starts[i], ends[i]
-                    r = await kernels[i](ctxs[i], *vals[a:b])
-                    vals[a:b] = clears[i]
-                if single[i]:
-                    for _, j, s in edges[i]:
-                        vals[s] = r
-                        pending[j] -= 1
-                        if not pending[j]:
-                            push(j)
-                else:
-                    if r is None:
-                        r = _ONE_NONE
-                    for oi, j, s in edges[i]:
-                        vals[s] = r[oi]
-                        pending[j] -= 1
-                        if not pending[j]:
-                            push(j)
-                r = None  # a parked driver must not keep the last output alive
-            except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
-                self._fail(i, exc)
+        clock, deadline = _clock, slice_deadline()
+        if not ready or self.error is not None:
+            return
+        i = pop()
+        while True:
+            n = arity[i]
+            nxt = -1
+            if n == -1:  # _FORWARD (Identity): pass the value on, no kernel call
+                a = starts[i]
+                r = vals[a]
+                vals[a] = None
+                for _, j, s in edges[i]:
+                    vals[s] = r
+                    pending[j] -= 1
+                    if not pending[j]:
+                        if nxt >= 0:
+                            push(nxt)
+                        nxt = j
+                r = None
+            elif n == -2:  # _NOTHING (NoOp): nothing to compute, control edges only
+                for _, j, _s in edges[i]:
+                    pending[j] -= 1
+                    if not pending[j]:
+                        if nxt >= 0:
+                            push(nxt)
+                        nxt = j
+            else:
+                try:
+                    if n == 1:
+                        a = starts[i]
+                        r = await kernels[i](ctxs[i], vals[a])
+                        vals[a] = None
+                    elif n == 2:
+                        a = starts[i]
+                        r = await kernels[i](ctxs[i], vals[a], vals[a + 1])
+                        vals[a] = vals[a + 1] = None
+                    elif n == 0:
+                        r = await kernels[i](ctxs[i])
+                    else:
+                        a, b = starts[i], ends[i]
+                        r = await kernels[i](ctxs[i], *vals[a:b])
+                        vals[a:b] = clears[i]
+                    if self.error is not None:  # aborted while the kernel was suspended
+                        return
+                    if single[i]:
+                        for _, j, s in edges[i]:
+                            vals[s] = r
+                            pending[j] -= 1
+                            if not pending[j]:
+                                if nxt >= 0:
+                                    push(nxt)
+                                nxt = j
+                    else:
+                        if r is None:
+                            r = _ONE_NONE
+                        for oi, j, s in edges[i]:
+                            vals[s] = r[oi]
+                            pending[j] -= 1
+                            if not pending[j]:
+                                if nxt >= 0:
+                                    push(nxt)
+                                nxt = j
+                    r = None  # a parked driver must not keep the last output alive
+                except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
+                    self._fail(i, exc)
+                    return
+                if clock() > deadline:
+                    deadline = slice_deadline()  # (a new slice may have begun meanwhile)
+                    if clock() > deadline:
+                        if nxt >= 0:
+                            push(nxt)
+                        parked = ready[:]  # another driver would take them at once
+                        ready.clear()
+                        await _YIELD_TO_LOOP
+                        ready.extend(parked)
+                        parked = None
+                        deadline = new_slice()
+                        if self.error is not None:
+                            return
+                        nxt = -1
+            if nxt >= 0:
+                i = nxt
+            elif ready:
+                i = pop()
+            else:
                 return
 
     def _spawn(self) -> None:

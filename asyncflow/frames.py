@@ -25,13 +25,11 @@ Model (TF's executor; "tags and frames" after the MIT Tagged-Token machine):
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import numpy as np
 
 from asyncflow import errors
 from asyncflow.executor import (
+    _YIELD_TO_LOOP,
     CONST,
     CONTROL_FLOW_KINDS,
     ENTER,
@@ -47,6 +45,9 @@ from asyncflow.executor import (
     SWITCH,
     TRIGGER,
     Step,
+    _clock,
+    new_slice,
+    slice_deadline,
 )
 from asyncflow.kernel_api import DEAD
 
@@ -143,12 +144,13 @@ class FrameStep(Step):
         fwd_read, plain_edges, edges = plan.fwd_read, plan.plain_edges, plan.edges
         loops, enter_info = plan.loops, plan.enter_info
         ready = self.ready
-        iters, next_yield = 0, time.monotonic() + _YIELD_EVERY_S
+        deadline = slice_deadline()
         pop = ready.pop
         while ready:
             if self.error is not None:
                 return
             i, it = pop()
+            over = False
             try:
                 kind = kinds[i]
                 if kind == MERGE:
@@ -175,6 +177,7 @@ class FrameStep(Step):
                         else:
                             r = await kernels[i](ctxs[i], *args)
                         del args
+                        over = _clock() > deadline  # yield below, once delivered
                         if n_out[i] == 1:
                             outs = (r,)
                         elif r is None:
@@ -189,20 +192,8 @@ class FrameStep(Step):
                             return  # the loop failed; the step is aborted
                     else:
                         self._propagate(i, it, kind, outs)
-                        if kind == NEXT_ITER:
-                            iters += 1
-                            if not iters & _YIELD_CHECK and time.monotonic() >= next_yield:
-                                # Park the ready nodes (another driver would take them
-                                # at once) and let the event loop run.
-                                outs = None
-                                parked = ready[:]
-                                ready.clear()
-                                await asyncio.sleep(0)
-                                ready.extend(parked)
-                                parked = None
-                                next_yield = time.monotonic() + _YIELD_EVERY_S
-                                if self.error is not None:
-                                    return
+                        if kind == NEXT_ITER:  # a loop of forwarding nodes only takes time too
+                            over = _clock() > deadline
                 elif plain_edges[i]:  # _deliver's fast path, inlined
                     vals, pending, dead = it.vals, it.pending, it.dead
                     for oi, j, s in edges[i]:
@@ -227,6 +218,18 @@ class FrameStep(Step):
             it.outstanding -= 1
             if not it.outstanding:
                 self._check_iteration(it)
+            if over:
+                deadline = slice_deadline()  # (a new slice may have begun meanwhile)
+                if _clock() > deadline:
+                    # Park the ready nodes (another driver would take them at once)
+                    # and let the event loop run (executor.SLICE_S).
+                    outs = it = None
+                    parked = ready[:]
+                    ready.clear()
+                    await _YIELD_TO_LOOP
+                    ready.extend(parked)
+                    parked = None
+                    deadline = new_slice()
 
     # -- routing
     def _propagate(self, i, it, kind, outs) -> None:
@@ -351,7 +354,11 @@ class FrameStep(Step):
             vals[s] = first
         pred_slot, carry, direct = prog.pred_slot, prog.carry, prog.carry_direct
         i = prog.pred_node
-        iters, next_yield = 0, time.monotonic() + _YIELD_EVERY_S
+        # The clock is read every `every` iterations, `every` adapting so that reads
+        # come about every _CHECK_S of work: cheap loops pay one read per many
+        # iterations, a loop with a long body one per iteration (executor.SLICE_S).
+        iters, every, check_at, deadline = 0, 1, 1, slice_deadline()
+        checked = _clock()
         try:
             running = True
             while running:
@@ -373,11 +380,23 @@ class FrameStep(Step):
                             break
                     elif mode == _NEXT:
                         iters += 1
-                        if not iters & _YIELD_CHECK and time.monotonic() >= next_yield:
-                            await asyncio.sleep(0)  # let deadlines and cancellation in
-                            next_yield = time.monotonic() + _YIELD_EVERY_S
-                        if self.error is not None:
-                            return False
+                        if iters >= check_at:
+                            now = _clock()
+                            if now - checked < _CHECK_S:
+                                every = min(every * 2, _MAX_EVERY)
+                            else:
+                                every = max(every >> 1, 1)
+                            checked = now
+                            check_at = iters + every
+                            if now > deadline:
+                                deadline = slice_deadline()
+                                if now > deadline:
+                                    # Let other tasks, deadlines and cancellation in.
+                                    await _YIELD_TO_LOOP
+                                    deadline = new_slice()
+                                    checked = _clock()
+                                    if self.error is not None:
+                                        return False
                         if direct:
                             for d, s in carry:
                                 vals[d] = vals[s]
@@ -492,11 +511,11 @@ class FrameStep(Step):
 _T, _F, _BOTH = 1, 2, 3  # liveness: when the predicate holds, when it does not
 _HOLD2 = -2  # two arguments, one output, some argument read elsewhere too
 _PRED, _NEXT = -3, -4  # the predicate test, the carry to the next iteration
-# A loop that runs long without suspending yields to the event loop about every
-# _YIELD_EVERY_S (checked every _YIELD_CHECK + 1 iterations), so that a step deadline
-# (RunOptions.timeout_in_ms), a cancellation or Session.close() can stop it.
-_YIELD_EVERY_S = 0.02
-_YIELD_CHECK = 1023
+# A loop that runs long without suspending yields to the event loop once its slice
+# of inline work is spent (executor.SLICE_S), so that other tasks run, and a step
+# deadline (RunOptions.timeout_in_ms), a cancellation or Session.close() can stop it.
+_CHECK_S = 0.0001
+_MAX_EVERY = 256
 
 
 async def _call_held(kernel, ctx, vals, args, n_out, outs) -> None:

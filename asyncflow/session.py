@@ -8,10 +8,14 @@ present).  That loop gets its own thread as soon as anything must run between st
 synchronous `run` drives its step on the calling thread, which avoids a thread
 handoff per step (see `_Runtime`).  Once bound:
 - `arun` from the bound loop runs the step in the caller's task;
-- `arun` from another loop, or `run` from any other thread, hands the step to the
-  bound loop and waits for it;
+- `arun` from another loop, bound to the runtime loop, hands the step to it;
+- `run` from any other thread hands the step to the bound loop and waits for it;
 - `run` on the bound loop's own thread would deadlock, so it raises and says to use
   `arun`.
+A loop that closed (`asyncio.run` returned), or that sits idle with no step in flight,
+no longer holds the session: the next `arun` rebinds it to the caller's loop, the next
+`run` to the runtime loop.  `arun` from one loop while the session's loop runs in
+another thread raises RuntimeError (the session's state lives on that loop).
 
 Invariants: plans are cached per (feeds, fetches, targets, graph version) and shared by
 concurrent steps; every in-flight step is in `_steps` until it ends, so `close()` can
@@ -32,6 +36,7 @@ from asyncflow import graph as ops
 from asyncflow.config import ConfigProto
 from asyncflow.devices.cpu import CALLER_DRIVES, release_cores, share_cores
 from asyncflow.devices.registry import create_devices
+from asyncflow.executor import caller_drives
 from asyncflow.graph import (  # noqa: F401 - the default session stack lives with the graph
     _default_sessions,
     _eval_with_default,
@@ -62,6 +67,12 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
 
 
+_IDLE_LOOP = (
+    "This Session is bound to an event loop that is not running, with steps still in "
+    "flight on it; run that loop to finish them, or close the session."
+)
+
+
 class _Runtime:
     """The process-wide loop of synchronous sessions, and who drives it.
 
@@ -79,10 +90,24 @@ class _Runtime:
 
     def __init__(self):
         self.loop = _new_loop()
+        # Every Task of the loop, to tell after an inline step whether one is left
+        # (asyncio.all_tasks costs ~2.6 us, a fifth of a trivial step).
+        self.tasks: set[asyncio.Task] = set()
+        self.loop.set_task_factory(self._new_task)
         self.lock = threading.Lock()
         self.owner: int | None = None
         self.thread: threading.Thread | None = None
         self.handoff = False  # a step was queued for the loop while an owner drove it
+
+    def _new_task(self, loop, coro, **kwargs):
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def _tasks_left(self) -> bool:
+        # (a done Task whose callback has not run yet, the loop having stopped, is gone)
+        return any(not t.done() for t in self.tasks)
 
     def ensure_thread(self) -> None:
         """Give the loop its dedicated thread (now, or when the inline owner is done)."""
@@ -140,17 +165,19 @@ class _Runtime:
         finally:
             with self.lock:
                 self.owner = None
-                if self.handoff or asyncio.all_tasks(self.loop):
+                if self.handoff or self._tasks_left():
                     self._start_thread()
 
     def _drive(self, coro, needs_task: bool):
         token = CALLER_DRIVES.set(True)  # a lone device then computes inline too
+        caller_drives(True)  # the interpreters' slices: long, and one per step
         try:
             # TF yields inf/nan silently: one errstate for the whole step instead of one
             # per kernel (executor.QUIET_STEP).
             with quiet_step():
                 return self._drive_inline(coro, needs_task)
         finally:
+            caller_drives(False)
             CALLER_DRIVES.reset(token)
 
     def _drive_inline(self, coro, needs_task: bool):
@@ -333,10 +360,42 @@ class BaseSession:
 
     # -- loop binding
     def _bind(self, loop: asyncio.AbstractEventLoop, thread_id: int) -> None:
+        """Bind to `loop` unless bound to a loop that can still serve the session."""
         with self._lock:
-            if self._loop is None:
+            if self._loop is None or self._loop is not loop and self._stale_loop():
                 self._loop = loop
                 self._loop_thread = thread_id
+
+    def _stale_loop(self) -> bool:
+        """Whether the bound loop can be left for another: it is closed, or it sits
+        idle with no step in flight (as a loop between two `run_until_complete`s).
+        The runtime loop of synchronous sessions is never left while it lives."""
+        loop = self._loop
+        if loop.is_closed():
+            return True
+        rt = _runtime
+        if rt is not None and rt.loop is loop:
+            return False
+        return not loop.is_running() and not getattr(self._worker, "steps_in_flight", 0)
+
+    def _arun_loop(self, loop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
+        """The loop an `arun` from `loop` runs its step on (binding the session)."""
+        self._bind(loop, threading.get_ident())
+        bound = self._loop
+        if bound is loop:
+            return loop
+        rt = _runtime
+        if rt is not None and rt.loop is bound:
+            return bound  # the session's own runtime loop serves every caller
+        if bound.is_running():
+            raise RuntimeError(
+                "This Session is bound to an event loop that is running in another thread; "
+                "its steps and state (variables, queues) live on that loop. Await "
+                "`sess.arun(...)` on that loop (asyncio.run_coroutine_threadsafe), call "
+                "the blocking `sess.run(...)` from a thread (e.g. loop.run_in_executor), "
+                "or use one Session per event loop."
+            )
+        raise RuntimeError(_IDLE_LOOP)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -374,12 +433,11 @@ class BaseSession:
         """
         self._check_open()
         loop = asyncio.get_running_loop()
-        if self._loop is None:
-            self._bind(loop, threading.get_ident())
-        if self._loop is not loop:
-            ensure_loop_running(self._loop)  # the runtime loop may have had no thread yet
+        bound = self._loop if self._loop is loop else self._arun_loop(loop)
+        if bound is not loop:  # the runtime loop of synchronous callers
+            ensure_loop_running(bound)  # it may have had no thread yet
             cf = asyncio.run_coroutine_threadsafe(
-                self._arun_bound(fetches, feed_dict, options, run_metadata), self._loop
+                self._arun_bound(fetches, feed_dict, options, run_metadata), bound
             )
             return await asyncio.wrap_future(cf)
         return await self._arun_bound(fetches, feed_dict, options, run_metadata)
@@ -400,8 +458,13 @@ class BaseSession:
         on the bound event loop's thread (use `await sess.arun(...)` there).
         """
         self._check_open()
-        if self._loop is None:
+        loop, rt = self._loop, _runtime
+        if loop is None or not loop.is_running() and (rt is None or rt.loop is not loop):
+            # Unbound, or bound to a user's loop that closed or went idle (the runtime
+            # loop, driven inline, is not "running" between steps).
             self._bind(_get_runtime().loop, -1)
+            if _runtime.loop is not self._loop:
+                raise RuntimeError(_IDLE_LOOP)
         # The runtime loop's own thread counts too (a kernel or callback calling run()).
         if self._loop_thread == threading.get_ident() or _running_loop() is self._loop:
             raise RuntimeError(
@@ -506,7 +569,7 @@ class BaseSession:
 
     async def __aenter__(self):
         loop = asyncio.get_running_loop()
-        if self._loop is None:
+        if self._loop is not loop:
             self._bind(loop, threading.get_ident())
         return self.__enter__()
 

@@ -1,12 +1,19 @@
 """The CPU device: NumPy kernels, heavy work on the device's own worker threads.
 
 NumPy's BLAS and most large ufunc loops release the GIL, so a kernel handed to a worker
-thread runs while the loop goes on with other ready kernels.  Small work runs inline:
-a thread hop (~20-50 µs) costs more than the work.  So does all work of a lone device
-while a synchronous `run` drives its step on the caller's own thread (`CALLER_DRIVES`):
-that thread waits for the step anyway and the loop has nothing else to serve, while a
-worker would only run heavy kernels beside the inline ones, two BLAS calls thrashing
-two cores and their caches (~15% of the LeNet step of benchmarks/conv_bench.py).
+thread runs while the loop goes on with other ready kernels and other tasks.  Whether
+`compute` runs its work inline or hands it to a worker is decided by the work's
+estimated *time* (the cost model below): from what it computes and the shapes of its
+arrays, inputs and result, then from what the same call measured before.  Cheap work
+runs inline, since a thread hop (~20-50 µs) costs more than the work; work expected
+to take longer than INLINE_S goes to a worker, so that the loop stays free for other
+tasks (a [4096,1]x[1,4096] product reads 32 KiB and writes 64 MiB: it is not cheap).
+
+A lone device while a synchronous `run` drives its step on the caller's own thread
+(`CALLER_DRIVES`) computes everything inline: that thread waits for the step anyway
+and the loop has nothing else to serve, while a worker would only run heavy kernels
+beside the inline ones, two BLAS calls thrashing two cores and their caches (~15% of
+the LeNet step of benchmarks/conv_bench.py).
 """
 
 from __future__ import annotations
@@ -15,22 +22,30 @@ import asyncio
 import contextvars
 import os
 import threading
+import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from asyncflow.devices.base import Device
 
-__all__ = ["CALLER_DRIVES", "CPUDevice", "INLINE_BYTES", "SOLO_INLINE_BYTES", "share_cores"]
+__all__ = [
+    "CALLER_DRIVES",
+    "CPUDevice",
+    "INLINE_S",
+    "SHARED_INLINE_S",
+    "estimate_seconds",
+    "share_cores",
+]
 
-# Work whose array arguments total fewer bytes than this runs inline on the loop while
-# several devices share the host: a hop lets another device's kernels run meanwhile.
-INLINE_BYTES = 1 << 18
-# A lone device gains little from a hop (BLAS already spreads over the cores and there is
-# one worker), and each costs a loop wake-up (~20-50 us, 30% of the MLP step of
-# benchmarks/train_bench.py); it pays only to keep the loop responsive during long work.
-SOLO_INLINE_BYTES = 1 << 22
-
+# Work expected to take less than this runs inline on the loop (a lone device): more
+# than a thread hop costs, and well under the interpreters' slice (executor.SLICE_S),
+# so that other tasks on the loop wait about a millisecond at most.
+INLINE_S = 2.5e-4
+# While several devices share the host, work goes to a worker sooner: another device's
+# kernels run on the loop meanwhile.
+SHARED_INLINE_S = 5e-5
 
 # True while a synchronous caller drives the current step inline on its own thread
 # (set by the session runtime; Tasks of the step inherit it).
@@ -76,6 +91,86 @@ def release_cores() -> None:
             _share_limiter = None
 
 
+# -- the cost model ---------------------------------------------------------------------
+#
+# A call of `compute` is known by its function, the functions among its arguments (the
+# element-wise kernels pass theirs), and its arrays' shapes and dtypes.  The first call
+# of a kind is estimated from that: GEMM flops for a matrix product, else the bytes it
+# reads plus the bytes its result is expected to take (arrays of one rank that differ
+# broadcast to the larger result: an outer product); memory at _BYTES_PER_S, which
+# counts the page faults of a fresh result.  Every later call of the kind is judged by
+# what the earlier ones measured (a moving average, inline or on a worker), so the
+# priors need only be right about which side of INLINE_S the work falls on.
+
+_BYTES_PER_S = 2e9
+_FLOPS_PER_S = 2e10
+_MAX_KINDS = 1 << 14  # measured kinds kept (shapes vary: a service's batch sizes)
+_MEASURED: dict[tuple, float] = {}
+_clock = time.perf_counter
+_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, np.ufunc)
+
+
+def _call_key(fn, args) -> tuple:
+    key = [fn]
+    for a in args:
+        if type(a) is np.ndarray:
+            key.append(a.shape)
+            key.append(a.dtype)
+        elif isinstance(a, _FUNCTION_TYPES):
+            key.append(a)
+        elif type(a) is list or type(a) is tuple:
+            key.append(len(a))
+            if a and type(a[0]) is np.ndarray:
+                key.append(a[0].shape)
+    return tuple(key)
+
+
+def _observe(key: tuple, seconds: float) -> None:
+    old = _MEASURED.get(key)
+    if old is None:
+        if len(_MEASURED) >= _MAX_KINDS:
+            _MEASURED.clear()
+        _MEASURED[key] = seconds
+    else:
+        _MEASURED[key] = old + (seconds - old) * 0.25
+
+
+def _timed(key: tuple, fn, args):  # on a worker thread
+    t0 = _clock()
+    result = fn(*args)
+    _observe(key, _clock() - t0)
+    return result
+
+
+def estimate_seconds(fn, args, cost: float | None = None) -> float:
+    """The prior: seconds `fn(*args)` is expected to take before any was measured."""
+    arrays = []
+    for a in args:
+        if type(a) is np.ndarray:
+            arrays.append(a)
+        elif type(a) is list or type(a) is tuple:
+            arrays.extend(x for x in a if type(x) is np.ndarray)
+    read = sum(a.nbytes for a in arrays)
+    if cost is not None:
+        return max(float(cost), read) / _BYTES_PER_S
+    if fn is np.matmul and len(arrays) == 2 and arrays[0].ndim >= 2 and arrays[1].ndim >= 2:
+        a, b = arrays
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        batch = max(a.size // max(m * k, 1), b.size // max(k * n, 1), 1)
+        flops = 2.0 * batch * m * k * n
+        written = batch * m * n * max(a.itemsize, b.itemsize)
+        return max(flops / _FLOPS_PER_S, (read + written) / _BYTES_PER_S)
+    written = max((a.nbytes for a in arrays), default=0)
+    if len(arrays) >= 2:
+        ndim = arrays[0].ndim
+        if all(a.ndim == ndim for a in arrays) and any(a.shape != arrays[0].shape for a in arrays):
+            elements = 1
+            for dims in zip(*(a.shape for a in arrays)):
+                elements *= max(dims)
+            written = max(written, elements * max(a.itemsize for a in arrays))
+    return (read + written) / _BYTES_PER_S
+
+
 class CPUDevice(Device):
     device_type = "CPU"
     xp = np
@@ -86,6 +181,7 @@ class CPUDevice(Device):
         # two BLAS calls at once on two cores oversubscribe them (intra-op threads).
         self.num_threads = num_threads or 1
         self._pool: ThreadPoolExecutor | None = None
+        self.offloaded = 0  # calls of `compute` handed to a worker (statistics, tests)
 
     @property
     def pool(self) -> ThreadPoolExecutor:
@@ -96,18 +192,26 @@ class CPUDevice(Device):
         return self._pool
 
     async def compute(self, fn, *args, cost: float | None = None):
-        if cost is None:
-            cost = 0
-            for a in args:
-                if isinstance(a, np.ndarray):
-                    cost += a.nbytes
-        if _share_count:
-            if cost < INLINE_BYTES:
-                return fn(*args)
-        elif cost < SOLO_INLINE_BYTES or CALLER_DRIVES.get():
+        """`fn(*args)`, inline when its estimated time is small, else on a worker.
+
+        `cost` is the kernel's own hint, in bytes of memory traffic, for work whose
+        size its arguments do not show (a convolution's patches).
+        """
+        shared = _share_count
+        if not shared and CALLER_DRIVES.get():
             return fn(*args)
+        key = _call_key(fn, args)
+        seconds = _MEASURED.get(key)
+        if seconds is None:
+            seconds = estimate_seconds(fn, args, cost)
+        if seconds < (SHARED_INLINE_S if shared else INLINE_S):
+            t0 = _clock()
+            result = fn(*args)
+            _observe(key, _clock() - t0)
+            return result
+        self.offloaded += 1
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, fn, *args)
+        return await loop.run_in_executor(self.pool, _timed, key, fn, args)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -1,0 +1,241 @@
+"""Loop responsiveness: does `await sess.arun(...)` leave the event loop to other tasks?
+
+A ticker task on the same loop sleeps 1 ms at a time and records how late it wakes
+(its *lag*) while training steps run back to back on that loop with `arun`, for three
+models in turn:
+
+- mlp:   the MLP step of benchmarks/train_bench.py (784-512-512-10, batch 128, SGD);
+- cnn:   the LeNet-like CNN step of benchmarks/conv_bench.py --full (batch 64);
+- outer: a [4096,1] x [1,4096] matmul (32 KiB read, 64 MiB written).
+
+For each model it reports, over `--seconds` per phase:
+- `arun+ticker`: the ticker's lag p50 / p99 / max (ms) and the steps/s reached;
+- `arun`: steps/s of the same steps without the ticker;
+- `thread+ticker`: the same steps through the blocking `sess.run` in a worker thread
+  (the loop only runs the ticker), lag and steps/s: what an async service gets by
+  keeping the runtime off its loop.
+Targets (issue 13): lag p99 <= 2 ms and max <= 10 ms under `arun`, with steps/s at
+least 0.8x of `arun` without the ticker.
+
+    .venv/bin/python benchmarks/loop_bench.py [--seconds 2] [--models mlp cnn outer]
+        [--uvloop] [--json PATH]
+
+Prints a table, then one JSON object on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+TICK_S = 0.001
+
+
+def _mlp(af):
+    import train_bench
+
+    from asyncflow.ops import nn_impl
+    from asyncflow.train.optimizers import GradientDescentOptimizer
+
+    x_val, y_val, weights = train_bench._data()
+    sizes = train_bench.SIZES
+    x = af.placeholder(af.float32, [None, sizes[0]])
+    y = af.placeholder(af.int32, [None])
+    params = [af.Variable(w) for w in weights]
+    h = x
+    for k in range(3):
+        h = af.matmul(h, params[2 * k]) + params[2 * k + 1]
+        if k < 2:
+            h = af.nn.relu(h)
+    loss = af.reduce_mean(nn_impl.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+    train = GradientDescentOptimizer(train_bench.LR).minimize(loss)
+    return train, {x: x_val, y: y_val}
+
+
+def _cnn(af):
+    import conv_bench
+
+    tf, nn, gradients, _ = conv_bench._backend("asyncflow")
+    batch = 64
+    x, labels, _loss, step = conv_bench.build(tf, nn, gradients, True, batch)
+    rng = np.random.RandomState(1)
+    feed = {
+        x: rng.uniform(0, 1, (batch, 28, 28, 1)).astype(np.float32),
+        labels: rng.randint(0, 10, batch).astype(np.int32),
+    }
+    return step, feed
+
+
+def _outer(af):
+    a = af.placeholder(af.float32, [4096, 1])
+    b = af.placeholder(af.float32, [1, 4096])
+    product = af.matmul(a, b)
+    rng = np.random.RandomState(2)
+    feed = {a: rng.rand(4096, 1).astype(np.float32), b: rng.rand(1, 4096).astype(np.float32)}
+    return product.op, feed
+
+
+MODELS = {"mlp": _mlp, "cnn": _cnn, "outer": _outer}
+
+
+class Ticker:
+    """Sleeps TICK_S at a time on the loop and records how late each wake-up is."""
+
+    def __init__(self):
+        self.lags: list[float] = []
+        self.running = True
+
+    async def run(self):
+        clock = time.perf_counter
+        while self.running:
+            t0 = clock()
+            await asyncio.sleep(TICK_S)
+            self.lags.append(clock() - t0 - TICK_S)
+
+    def summary(self) -> dict:
+        lags = np.asarray(self.lags) * 1e3
+        if not len(lags):
+            return {"lag_p50_ms": None, "lag_p99_ms": None, "lag_max_ms": None, "ticks": 0}
+        return {
+            "lag_p50_ms": round(float(np.percentile(lags, 50)), 3),
+            "lag_p99_ms": round(float(np.percentile(lags, 99)), 3),
+            "lag_max_ms": round(float(lags.max()), 3),
+            "ticks": len(lags),
+        }
+
+
+def _session(af, graph):
+    sess = af.Session(graph=graph)
+    return sess
+
+
+async def _arun_phase(af, graph, target, feed, seconds, ticker: bool, warmup: int) -> dict:
+    sess = _session(af, graph)
+    async with sess:
+        await sess.arun(af_init(af, graph))
+        for _ in range(warmup):
+            await sess.arun(target, feed)
+        tick = Ticker()
+        task = asyncio.create_task(tick.run()) if ticker else None
+        if task is not None:
+            await asyncio.sleep(0.01)  # the ticker is ticking
+            tick.lags.clear()
+        steps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            await sess.arun(target, feed)
+            steps += 1
+        elapsed = time.perf_counter() - t0
+        if task is not None:
+            tick.running = False
+            await task
+    out = {"steps_per_s": round(steps / elapsed, 2)}
+    if ticker:
+        out.update(tick.summary())
+    return out
+
+
+async def _thread_phase(af, graph, target, feed, seconds, warmup: int) -> dict:
+    sess = _session(af, graph)
+    sess.run(af_init(af, graph))
+    for _ in range(warmup):
+        sess.run(target, feed)
+    tick = Ticker()
+    task = asyncio.create_task(tick.run())
+    await asyncio.sleep(0.01)
+    tick.lags.clear()
+    result = {}
+
+    def steps():
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            sess.run(target, feed)
+            n += 1
+        result["steps_per_s"] = round(n / (time.perf_counter() - t0), 2)
+
+    await asyncio.get_running_loop().run_in_executor(None, steps)
+    tick.running = False
+    await task
+    sess.close()
+    result.update(tick.summary())
+    return result
+
+
+def af_init(af, graph):
+    with graph.as_default():
+        return af.global_variables_initializer()
+
+
+def bench_model(af, name: str, seconds: float, warmup: int, use_uvloop: bool) -> dict:
+    graph = af.Graph()
+    with graph.as_default():
+        target, feed = MODELS[name](af)
+        af_init(af, graph)
+
+    def run(coro):
+        if use_uvloop:
+            import uvloop
+
+            return uvloop.run(coro)
+        return asyncio.run(coro)
+
+    return {
+        "model": name,
+        "arun+ticker": run(_arun_phase(af, graph, target, feed, seconds, True, warmup)),
+        "arun": run(_arun_phase(af, graph, target, feed, seconds, False, warmup)),
+        "thread+ticker": run(_thread_phase(af, graph, target, feed, seconds, warmup)),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=2.0, help="per phase and model")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps per phase")
+    ap.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--uvloop", action="store_true", help="run the phases on uvloop")
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import asyncflow as af
+
+    results = [bench_model(af, m, args.seconds, args.warmup, args.uvloop) for m in args.models]
+    print(
+        f"1 ms ticker on the loop, {args.seconds:g} s per phase "
+        f"({'uvloop' if args.uvloop else 'asyncio'}); lag in ms"
+    )
+    head = f"{'model':<6} {'phase':<14} {'steps/s':>9} {'lag p50':>8} {'lag p99':>8} {'max':>8}"
+    print(head)
+    for r in results:
+        for phase in ("arun+ticker", "arun", "thread+ticker"):
+            p = r[phase]
+            lags = [p.get(k) for k in ("lag_p50_ms", "lag_p99_ms", "lag_max_ms")]
+            cells = " ".join(f"{v:>8.2f}" if v is not None else f"{'':>8}" for v in lags)
+            print(f"{r['model']:<6} {phase:<14} {p['steps_per_s']:>9.1f} {cells}")
+        ratio = r["arun+ticker"]["steps_per_s"] / max(r["arun"]["steps_per_s"], 1e-9)
+        r["ticker_steps_ratio"] = round(ratio, 3)
+        ok = (
+            r["arun+ticker"]["lag_p99_ms"] <= 2.0
+            and r["arun+ticker"]["lag_max_ms"] <= 10.0
+            and ratio >= 0.8
+        )
+        r["meets_targets"] = ok
+        print(f"{r['model']:<6} steps/s with ticker / without: {ratio:.2f}x; targets met: {ok}")
+    out = {"seconds": args.seconds, "loop": "uvloop" if args.uvloop else "asyncio"}
+    out["results"] = results
+    out["median_lag_p99_ms"] = statistics.median(r["arun+ticker"]["lag_p99_ms"] for r in results)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""The runtime shares its event loop: long inline work yields, heavy work leaves the loop,
+and sessions follow their users from one loop to the next.
+
+Deterministic: slices are made zero-length (every kernel is past the deadline) instead
+of timing real work, and the cost model is checked through its decisions.
+"""
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+from _testing_ops import count_op, new_counter
+
+import asyncflow as af
+from asyncflow import executor, lowering
+from asyncflow import session as session_mod
+from asyncflow.devices import cpu
+from asyncflow.ops.control_flow_ops import while_loop
+
+# -- yielding between kernels ----------------------------------------------------------
+
+
+def _count_chain(counter, n):
+    x = af.constant(1.0)
+    for _ in range(n):
+        x = count_op(x, counter)
+    return x
+
+
+async def test_never_suspending_arun_step_lets_a_callback_run(graph, monkeypatch):
+    monkeypatch.setattr(executor, "SLICE_S", 0.0)  # every kernel spends the slice
+    counter = new_counter()
+    y = _count_chain(counter, 50)
+    seen = []
+    async with af.Session() as s:
+        await s.arun(af.constant(0.0))  # bound; plans of the next step not yet built
+        asyncio.get_running_loop().call_soon(lambda: seen.append(counter.n))
+        assert await s.arun(y) == 1.0
+    assert counter.n == 50
+    assert len(seen) == 1 and seen[0] < 50  # it ran before the step's last kernel
+
+
+async def test_back_to_back_aruns_share_the_slice(graph, monkeypatch):
+    monkeypatch.setattr(executor, "SLICE_S", 0.0)
+    counter = new_counter()
+    y = count_op(af.constant(1.0), counter)
+    seen = []
+    async with af.Session() as s:
+        await s.arun(y)
+        asyncio.get_running_loop().call_soon(lambda: seen.append(counter.n))
+        for _ in range(5):  # one kernel each: the yield comes between steps' kernels
+            await s.arun(y)
+    assert seen and seen[0] < 6
+
+
+@pytest.mark.parametrize("general", [False, True], ids=["compiled", "general"])
+async def test_never_suspending_loop_lets_a_callback_run(graph, monkeypatch, general):
+    monkeypatch.setattr(executor, "SLICE_S", 0.0)
+    monkeypatch.setattr(lowering, "_NO_COMPILED_LOOPS", general)
+    counter = new_counter()
+    i = while_loop(lambda i: i < 40, lambda i: count_op(i + 1, counter), [af.constant(0)])
+    seen = []
+    async with af.Session() as s:
+        await s.arun(af.constant(0))
+        asyncio.get_running_loop().call_soon(lambda: seen.append(counter.n))
+        assert await s.arun(i) == 40
+    assert counter.n == 40
+    assert len(seen) == 1 and seen[0] < 40
+
+
+def test_a_synchronous_caller_keeps_its_loop(graph, monkeypatch):
+    monkeypatch.setattr(session_mod, "_runtime", None)  # a loop without a thread yet
+    # Driving its own step inline, a sync caller has nobody to yield to: its slices
+    # are CALLER_SLICE_S long, whatever SLICE_S is.
+    monkeypatch.setattr(executor, "SLICE_S", 0.0)
+    monkeypatch.setattr(executor, "CALLER_SLICE_S", 3600.0)
+    yields = []
+
+    class CountingYield:
+        def __await__(self):
+            yields.append(1)
+            yield
+
+    monkeypatch.setattr(executor, "_YIELD_TO_LOOP", CountingYield())
+    counter = new_counter()
+    y = _count_chain(counter, 20)
+    with af.Session() as s:
+        assert s.run(y) == 1.0
+    assert counter.n == 20 and not yields
+
+    async def main():  # the same step on a shared loop yields between its kernels
+        async with af.Session() as s:
+            return await s.arun(y)
+
+    assert asyncio.run(main()) == 1.0
+    assert counter.n == 40 and yields
+
+
+# -- the cost model --------------------------------------------------------------------
+
+
+def test_estimates_count_the_result_not_only_the_inputs():
+    col, row = np.ones((4096, 1), np.float32), np.ones((1, 4096), np.float32)
+    assert cpu.estimate_seconds(np.matmul, (col, row)) > cpu.INLINE_S  # 64 MiB written
+    assert cpu.estimate_seconds(np.add, (col, row)) > cpu.INLINE_S  # broadcast alike
+    small = np.ones((8, 8), np.float32)
+    assert cpu.estimate_seconds(np.matmul, (small, small)) < cpu.SHARED_INLINE_S
+    big_gemm = np.ones((1024, 1024), np.float32)
+    assert cpu.estimate_seconds(np.matmul, (big_gemm, big_gemm)) > cpu.INLINE_S  # flops
+    assert cpu.estimate_seconds(np.negative, (small,), cost=float(1 << 30)) > cpu.INLINE_S
+
+
+async def test_heavy_by_estimate_kernel_goes_to_a_worker_under_arun(graph):
+    a = af.placeholder(af.float32, [4096, 1])
+    b = af.placeholder(af.float32, [1, 4096])
+    outer = af.matmul(a, b)
+    total = af.reduce_sum(outer)
+    c = af.placeholder(af.float32, [4, 4])
+    small = af.matmul(c, c)
+    feed = {a: np.full((4096, 1), 0.5, np.float32), b: np.full((1, 4096), 2.0, np.float32)}
+    async with af.Session() as s:
+        dev = s._devices[0]
+        np.testing.assert_allclose(
+            await s.arun(small, {c: np.eye(4, dtype=np.float32)}), np.eye(4)
+        )
+        assert dev.offloaded == 0
+        assert await s.arun(total, feed) == 4096 * 4096
+        assert dev.offloaded >= 1  # the product (and the sum of 64 MiB) ran on a worker
+
+
+def test_a_caller_driven_step_computes_inline(graph, monkeypatch):
+    monkeypatch.setattr(cpu, "_share_count", 0)  # a lone device (whatever other tests left)
+    monkeypatch.setattr(session_mod, "_runtime", None)  # a loop without a thread yet
+    a = af.placeholder(af.float32, [4096, 1])
+    b = af.placeholder(af.float32, [1, 4096])
+    total = af.reduce_sum(af.matmul(a, b))
+    feed = {a: np.ones((4096, 1), np.float32), b: np.ones((1, 4096), np.float32)}
+    with af.Session() as s:
+        assert s.run(total, feed) == 4096 * 4096
+        assert s._devices[0].offloaded == 0  # its thread waits anyway: no hop
+
+
+async def test_measured_time_corrects_the_estimate(monkeypatch):
+    monkeypatch.setattr(cpu, "_MEASURED", {})
+    dev = cpu.CPUDevice(cpu.local_cpu_name())
+    try:
+        x = np.ones(4, np.float32)
+        assert cpu.estimate_seconds(np.add, (x, x)) < cpu.INLINE_S
+        np.testing.assert_array_equal(await dev.compute(np.add, x, x), 2 * x)
+        assert dev.offloaded == 0
+        key = cpu._call_key(np.add, (x, x))
+        assert key in cpu._MEASURED  # the inline run was measured
+        cpu._MEASURED[key] = 1.0  # as if such calls had been slow
+        np.testing.assert_array_equal(await dev.compute(np.add, x, x), 2 * x)
+        assert dev.offloaded == 1
+        assert cpu._MEASURED[key] < 1.0  # the worker's measurement pulls it back
+    finally:
+        dev.close()
+
+
+# -- sessions across loops -------------------------------------------------------------
+
+
+def test_asyncio_run_twice_with_one_session(graph):
+    v = af.Variable(1.0)
+    bump = af.assign_add(v, 1.0)
+    s = af.Session()
+
+    async def first():
+        await s.arun(v.initializer)
+        return await s.arun(bump)
+
+    async def second():
+        async with s:  # (closes the session on the way out)
+            return await s.arun(bump)
+
+    assert asyncio.run(first()) == 2.0
+    assert asyncio.run(second()) == 3.0  # the closed loop was left, the state kept
+    assert s._closed
+
+
+def test_sync_run_after_the_async_loop_closed(graph):
+    c = af.constant(3.0)
+    s = af.Session()
+    try:
+
+        async def use():
+            return await s.arun(c)
+
+        assert asyncio.run(use()) == 3.0
+        assert s.run(c) == 3.0  # rebound to the runtime loop
+        assert asyncio.run(use()) == 3.0  # bridged to it
+    finally:
+        s.close()
+
+
+def test_arun_while_bound_to_a_loop_running_elsewhere_is_a_clear_error(graph):
+    c = af.constant(4.0)
+    s = af.Session()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        assert asyncio.run_coroutine_threadsafe(s.arun(c), loop).result(10) == 4.0
+
+        async def elsewhere():
+            return await s.arun(c)
+
+        with pytest.raises(RuntimeError, match="running in another thread"):
+            asyncio.run(elsewhere())
+        assert s.run(c) == 4.0  # a blocking run from this thread is handed to that loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+        s.close()
