@@ -467,6 +467,10 @@ def _set(obj, name: str, value) -> None:
     setattr(obj, name, value)
 
 
+class InaccessibleTensorError(ValueError):
+    """A fetch of an op marked not fetchable (inside a cond or while_loop: TF's)."""
+
+
 class Graph:
     """A TF1 graph: ops, names, scopes and collections.  Not thread-safe for building."""
 
@@ -486,6 +490,10 @@ class Graph:
         self._container = ""
         # The cond/while context ops are being built in (ops/control_flow_ops.py).
         self._control_flow_context = None
+        # What a step may not feed or fetch (TF's: ops inside cond/while, and whatever
+        # the user marks with prevent_feeding / prevent_fetching).
+        self._unfeedable_tensors: set = set()
+        self._unfetchable_ops: set = set()
 
     # The building stacks (name scope, control dependencies, devices, colocation) live in
     # `_stacks`: one object for every thread, or one per thread after switch_to_thread_local.
@@ -504,6 +512,23 @@ class Graph:
         lambda self: self._stacks.colocation_stack,
         lambda self, v: _set(self._stacks, "colocation_stack", v),
     )
+
+    # -- what a step may feed and fetch
+    def prevent_feeding(self, tensor) -> None:
+        """Mark `tensor` as one that `Session.run` may not feed."""
+        self._unfeedable_tensors.add(tensor)
+
+    def is_feedable(self, tensor) -> bool:
+        return tensor not in self._unfeedable_tensors
+
+    def prevent_fetching(self, op) -> None:
+        """Mark `op` (and its outputs) as not fetchable by `Session.run`."""
+        self._unfetchable_ops.add(op)
+
+    def is_fetchable(self, tensor_or_op) -> bool:
+        if isinstance(tensor_or_op, Tensor):
+            return tensor_or_op.op not in self._unfetchable_ops
+        return tensor_or_op not in self._unfetchable_ops
 
     def switch_to_thread_local(self) -> None:
         """Make the name-scope, control-dependency, device and colocation stacks
@@ -1164,6 +1189,10 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
         cf_ctx = graph._control_flow_context
         if cf_ctx is not None:  # inside cond/while: external inputs go through Switch/Enter
             flat_inputs = cf_ctx.map_inputs(flat_inputs)
+        else:
+            for t in flat_inputs:
+                if t.op._control_flow_context is not None:  # e.g. a value of a loop's body
+                    t.op._control_flow_context.check_use_outside(t, op_name)
         input_ops = {t.op for t in flat_inputs}
         control = [c for c in graph._current_control_inputs() if c not in input_ops]
         op = graph._create_op(op_def, op_name, flat_inputs, attrs, out_dtypes, refs, control)

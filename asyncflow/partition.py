@@ -55,6 +55,7 @@ def prune(feeds: list[Tensor], fetches: list) -> list[Operation]:
     Raises InvalidArgumentError for a cycle.
     """
     fed = set(feeds)
+    fed_placeholders = fed_placeholder_ops(feeds)
     order: list[Operation] = []
     seen: set[Operation] = set()
     visiting: set[Operation] = set()
@@ -72,7 +73,7 @@ def prune(feeds: list[Tensor], fetches: list) -> list[Operation]:
                 back_edges.append(t.op)
             else:
                 deps.append(t.op)
-        deps.extend(op._control_inputs)
+        deps.extend(c for c in op._control_inputs if c not in fed_placeholders)
         return deps
 
     # Iterative post-order DFS (graphs of 100k nodes must not hit the recursion limit).
@@ -104,6 +105,12 @@ def prune(feeds: list[Tensor], fetches: list) -> list[Operation]:
                 seen.add(op)
                 order.append(op)
     return order
+
+
+def fed_placeholder_ops(feeds) -> set:
+    """Placeholders whose value is fed: control edges from them are satisfied by the
+    feed (TF's subgraph rewrite moves them to the fed value), they never run."""
+    return {t.op for t in feeds if t.op.type in ("Placeholder", "PlaceholderV2")}
 
 
 def _roots_then_back_edges(roots, back_edges):
@@ -176,6 +183,7 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
     and iteration.
     """
     fed = {t: i for i, t in enumerate(feeds)}
+    fed_placeholders = fed_placeholder_ops(feeds)
     parts: dict = {}
     frame_of, frame_parent = static_frames(order)
     home: dict = {}  # frame -> (device, its LoopCond op)
@@ -358,6 +366,8 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
                 inputs.append((cut(t, assignment[t.op], dev), 0))
         controls = []
         for c in op._control_inputs:
+            if c in fed_placeholders:
+                continue  # fed: its value is there when the step starts
             if assignment[c] is dev:
                 controls.append(p.index[c])
             else:

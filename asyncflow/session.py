@@ -281,6 +281,13 @@ class _FetchMapper:
             raise ValueError(
                 f"Fetch argument {f!r} cannot be interpreted as a Tensor. ({msg})"
             ) from None
+        if not graph.is_fetchable(el):
+            op = el if isinstance(el, ops.Operation) else el.op
+            raise ops.InaccessibleTensorError(
+                f"Operation {op.name} has been marked as not fetchable. Typically this happens "
+                "when it is defined in another function or code block. Use return values, "
+                "explicit Python locals or TensorFlow collections to access it."
+            )
         k = len(elements)
         elements.append(el)
         return lambda vals: vals[k]
@@ -404,7 +411,6 @@ class BaseSession:
     # -- the step
     def _feeds_and_fetches(self, fetches, feed_dict):
         graph = self._graph
-        mapper = _FetchMapper(graph, fetches)
         feed_tensors, feed_values = [], []
         if feed_dict:
             pairs = []
@@ -415,6 +421,7 @@ class BaseSession:
                 pairs.sort(key=lambda p: p[0].name)
             feed_tensors = [t for t, _ in pairs]
             feed_values = [v for _, v in pairs]
+        mapper = _FetchMapper(graph, fetches)  # (after the feeds, as TF checks them)
         return mapper, feed_tensors, feed_values
 
     def _feed_tensor(self, key) -> ops.Tensor:
@@ -423,6 +430,8 @@ class BaseSession:
         except (KeyError, ValueError, TypeError) as e:
             msg = e.args[0] if e.args else str(e)
             raise TypeError(f"Cannot interpret feed_dict key as Tensor: {msg}") from None
+        if not self._graph.is_feedable(t):
+            raise ValueError(f"Tensor {t.name} may not be fed.")
         return t
 
     async def arun(self, fetches, feed_dict=None, options=None, run_metadata=None):

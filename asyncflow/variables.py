@@ -127,8 +127,14 @@ class Variable:
             if callable(initial_value)
             else (ops._graph_from_values([initial_value]))
         )
-        with graph.as_default(), graph.control_dependencies(None):  # TF's init_scope
-            self._build(graph, initial_value, validate_shape, name, dtype, shape)
+        # TF's init_scope: no control dependencies and no cond/while context, so a
+        # variable made in a branch or loop body is initialised outside it.
+        saved_context, graph._control_flow_context = graph._control_flow_context, None
+        try:
+            with graph.as_default(), graph.control_dependencies(None):
+                self._build(graph, initial_value, validate_shape, name, dtype, shape)
+        finally:
+            graph._control_flow_context = saved_context
         graph.add_to_collections(collections, self)
 
     def _build(self, graph, initial_value, validate_shape, name, dtype, shape):
@@ -147,6 +153,12 @@ class Variable:
                     )
             else:
                 value = ops.convert_to_tensor(initial_value, name="initial_value", dtype=dtype)
+        if value.op._control_flow_context is not None:
+            raise ValueError(
+                f"Initializer for variable {scope}/ is from inside a control-flow construct, "
+                "such as a loop or conditional. When creating a variable inside a loop or "
+                "conditional, use a lambda as the initializer."
+            )
         value_shape = value.shape
         if shape is not None:
             var_shape = tensor_shape.as_shape(shape)

@@ -38,11 +38,17 @@ def _raw(graph):
     `control_dependencies(None)`, which also clears the control-flow context)."""
     saved = graph._control_flow_context
     graph._control_flow_context = None
+    # Ops built raw get their context set by the caller: no outside-use check for them.
+    graph._attached[_RAW] = graph._attached.get(_RAW, 0) + 1
     try:
         with graph.control_dependencies(None):
             yield
     finally:
         graph._control_flow_context = saved
+        graph._attached[_RAW] -= 1
+
+
+_RAW = "control_flow_raw_depth"
 
 
 def _output_context(op):
@@ -228,6 +234,24 @@ class ControlFlowContext:
     def add_op(self, op) -> None:
         op._control_flow_context = self
         self._add_op_internal(op)
+        self._hide(op)
+
+    def _hide(self, op) -> None:
+        """What `Session.run` may not fetch or feed of an op built here (TF's rules:
+        nothing inside a cond or loop is fetchable; nothing inside a loop feedable)."""
+        self._graph.prevent_fetching(op)
+
+    def check_use_outside(self, t, consumer_name: str) -> None:
+        """`t`, from this context, feeds op `consumer_name` built outside every context.
+
+        Raises:
+          ValueError: `t` is a value of a while loop's body (TF's message).
+        """
+        if output_while_context(t.op) is not None and not self._graph._attached.get(_RAW):
+            raise ValueError(
+                f"Cannot use '{t.op.name}' as input to '{consumer_name}' because "
+                f"'{t.op.name}' is in a while loop."
+            )
 
     def _remove_external_control_edges(self, op):
         """Split op's control inputs into (internal, external) by while loop; drop the
@@ -289,6 +313,7 @@ class CondContext(ControlFlowContext):
         with _raw(self._graph):
             result = prims.switch(real, self._pred)[self._branch]
         result.op._control_flow_context = self
+        self._hide(result.op)
         self._external_values[val] = result
         self._external_values[real] = result
         return result
@@ -313,9 +338,7 @@ class CondContext(ControlFlowContext):
             elif v is None:
                 raise ValueError("true_fn and false_fn must not return None inside a structure")
             else:
-                flat.extend(
-                    self.AddValue(ops.convert_to_tensor(c)) for c in _leaf_components(v)
-                )
+                flat.extend(self.AddValue(ops.convert_to_tensor(c)) for c in _leaf_components(v))
         return original, flat
 
 
@@ -369,8 +392,15 @@ class WhileContext(ControlFlowContext):
                 name=name,
             )
         self._fix_control_inputs_and_context(out)
+        self._graph.prevent_feeding(out)  # (an Enter stays fetchable, as TF's)
         self._values.add(out)
         return out
+
+    def _hide(self, op) -> None:
+        if self._outer_context is not None or op.type != "Exit":
+            self._graph.prevent_fetching(op)
+            for t in op.outputs:
+                self._graph.prevent_feeding(t)
 
     def _fix_control_inputs_and_context(self, enter_t) -> None:
         """An Enter keeps the user's control dependencies that live in its outer frame."""
@@ -420,6 +450,7 @@ class WhileContext(ControlFlowContext):
             read = _identity(ref, name="read")
         read.op._control_flow_context = self
         read.op._add_control_input(self.GetControlPivot().op)
+        self._hide(read.op)
         self._values.add(read)
         return read
 
@@ -711,6 +742,9 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
         pivot_1 = _identity(p_1, name="switch_t")
         pivot_2 = _identity(p_2, name="switch_f")
         pred = _identity(pred, name="pred_id")
+        graph = pred.graph
+        for t in (p_1, pivot_1, pivot_2, pred):
+            graph.prevent_fetching(t.op)  # TF's: only the Merges of a cond are fetchable
         results = []
         for pivot, branch, fn in ((pivot_1, 1, true_fn), (pivot_2, 0, false_fn)):
             ctx = CondContext(pred, pivot, branch)

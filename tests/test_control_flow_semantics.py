@@ -284,3 +284,142 @@ def test_tuple_of_composites():
             got_a, got_b, got_c = sess.run([a, b, c])
             assert got_a.values.tolist() == [[1.0, 2.0]] and got_b.values.tolist() == [1.0]
             assert got_c == 1.0
+
+
+# -- item 5: graph checks ---------------------------------------------------------------
+
+
+def test_control_dependency_on_a_fed_placeholder():
+    # TF: the edge stays (control_inputs == ['Placeholder']); fed, the step runs (2.0);
+    # not fed, InvalidArgumentError.
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [])
+        with tf.control_dependencies([x]):
+            y = tf.constant(2.0)
+        assert [c.name for c in y.op.control_inputs] == ["Placeholder"]
+        with tf.Session() as sess:
+            assert sess.run(y, {x: 1.0}) == 2.0
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                sess.run(y)
+
+
+def test_variable_made_in_a_cond_branch_is_initialised_outside_it():
+    # TF: the initializer (Assign of the VariableV2 and its initial value) is in no
+    # control-flow context, so global_variables_initializer needs no feed; (4.0, 0.0).
+    with tf.Graph().as_default():
+        p = tf.placeholder(tf.bool, [])
+        r = tf.cond(p, lambda: tf.Variable(3.0, name="v_in_cond") + 1.0, lambda: tf.constant(0.0))
+        (v,) = tf.global_variables()
+        assert v.op.name == "cond/v_in_cond"
+        init = v.initializer
+        assert init.type == "Assign" and init._control_flow_context is None
+        assert sorted(i.op.type for i in init.inputs) == ["Const", "VariableV2"]
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            assert sess.run(r, {p: True}) == 4.0
+            assert sess.run(r, {p: False}) == 0.0
+
+
+def test_variable_in_a_while_body():
+    # TF: an initial value from inside the loop is a ValueError; a lambda initializer
+    # (or a Python value) is lifted out of the loop and works: 2 + 2 + 2 = 6.
+    with tf.Graph().as_default():
+
+        def body(i):
+            tf.Variable(tf.cast(i, tf.float32) * 2.0)
+            return i + 1
+
+        with pytest.raises(ValueError, match="Initializer for variable while/Variable/ is from"):
+            tf.while_loop(lambda i: i < 3, body, [0])
+    with tf.Graph().as_default():
+        p = tf.placeholder(tf.bool, [])
+        x = tf.constant(1.0)
+        with pytest.raises(ValueError, match="inside a control-flow construct"):
+            tf.cond(p, lambda: tf.Variable(x * 2.0) + 1.0, lambda: tf.constant(0.0))
+    with tf.Graph().as_default():
+        made = []
+
+        def body(i):
+            made.append(tf.Variable(lambda: tf.constant(2.0)))
+            return i + tf.cast(made[-1], tf.int32)
+
+        r = tf.while_loop(lambda i: i < 5, body, [0])
+        assert made[0].initializer.name == "while/Variable/Assign"
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            assert sess.run(r) == 6
+
+
+def _loop_with_inner():
+    inner = []
+
+    def body(i):
+        inner.append(i * 2)
+        return i + 1
+
+    return tf.while_loop(lambda i: i < 3, body, [0]), inner[0]
+
+
+def test_while_body_tensor_used_outside_its_loop():
+    # TF: ValueError "Cannot use 'while/mul' as input to 'add' because 'while/mul' is in
+    # a while loop."; in another loop: "... because they are in different while loops.";
+    # as a control dependency it is accepted.
+    with tf.Graph().as_default():
+        _, inner = _loop_with_inner()
+        with pytest.raises(ValueError, match="Cannot use 'while/mul' as input to 'add' because"):
+            inner + 1
+        with pytest.raises(ValueError, match="different while loops"):
+            tf.while_loop(lambda j: j < 10, lambda j: j + inner, [0])
+        with tf.control_dependencies([inner]):
+            tf.constant(1)
+
+
+def test_fetching_inside_a_loop_or_cond_raises():
+    # TF: InaccessibleTensorError (a ValueError): "Operation while/mul has been marked as
+    # not fetchable. ..."; the same for an op inside a cond branch; the loop's result and
+    # the cond's Merge are fetchable.
+    with tf.Graph().as_default() as g:
+        r, inner = _loop_with_inner()
+        p = tf.placeholder(tf.bool, [])
+        branch = []
+
+        def t():
+            branch.append(tf.constant(1.0) * 2.0)
+            return branch[0]
+
+        c = tf.cond(p, t, lambda: tf.constant(0.0))
+        with tf.Session() as sess:
+            with pytest.raises(ValueError, match="Operation while/mul has been marked as not"):
+                sess.run([r, inner])
+            with pytest.raises(ValueError, match="Operation cond/mul has been marked"):
+                sess.run(branch[0], {p: True})
+            assert sess.run(r) == 3 and sess.run(c, {p: True}) == 2.0
+        assert not g.is_fetchable(inner) and not g.is_feedable(inner)
+        assert g.is_fetchable(r) and g.is_feedable(r)
+        assert not g.is_fetchable(branch[0]) and g.is_feedable(branch[0])
+
+
+def test_prevent_feeding_and_fetching():
+    # TF: [True, True, True] before; after prevent_feeding(x), prevent_fetching(y.op):
+    # x not feedable, y and y.op not fetchable, y still feedable; running y fed with x
+    # reports the feed first: "ValueError: Tensor Placeholder:0 may not be fed."; a
+    # fetch of y alone: InaccessibleTensorError "Operation add has been marked as not
+    # fetchable."
+    from asyncflow.graph import InaccessibleTensorError
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [])
+        y = x + 1.0
+        z = tf.placeholder(tf.float32, [])
+        assert g.is_feedable(x) and g.is_fetchable(y) and g.is_fetchable(y.op)
+        g.prevent_feeding(x)
+        g.prevent_fetching(y.op)
+        assert not g.is_feedable(x) and not g.is_fetchable(y) and not g.is_fetchable(y.op)
+        assert g.is_feedable(y)
+        with tf.Session() as sess:
+            with pytest.raises(ValueError, match="Tensor Placeholder:0 may not be fed."):
+                sess.run(y, {x: 1.0})
+            with pytest.raises(InaccessibleTensorError, match="Operation add has been marked"):
+                sess.run(y.op, {z: 1.0})
+            assert sess.run(y + 1.0, {y: 5.0}) == 6.0
