@@ -48,11 +48,14 @@ NotDifferentiable("_Recv")
 
 def to_lossy(x: np.ndarray) -> np.ndarray:
     """float32 → the upper 16 bits of each value (mantissa truncated to 7 bits)."""
-    return (np.ascontiguousarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    # asarray(order="C"), not ascontiguousarray: that one makes a scalar shape (1,).
+    x = np.asarray(x, dtype=np.float32, order="C")
+    return (x.view(np.uint32) >> 16).astype(np.uint16)
 
 
 def from_lossy(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32)
+    wide = np.asarray(bits, dtype=np.uint32) << np.uint32(16)
+    return np.asarray(wide, dtype=np.uint32).view(np.float32).reshape(np.shape(bits))
 
 
 def _rendezvous():

@@ -308,3 +308,21 @@ def test_training_gives_identical_results_on_one_and_three_devices():
     assert one[0] == three[0]
     for a, b in zip(one[1], three[1]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_lossy_transfer_keeps_a_scalars_shape():
+    # Issue 18 item 16.  TF 2.21 with enable_bfloat16_sendrecv: a float32 scalar crossing
+    # devices stays a scalar (shape ()).  (TF applies the bfloat16 cast only between
+    # processes; here every transfer is lossy: 3.14159 -> 3.140625.)  [2, 0] stays [2, 0].
+    with af.device("/cpu:0"):
+        x = af.placeholder(af.float32, [], name="x")
+        e = af.placeholder(af.float32, [2, 0], name="e")
+        a, ea = x * 1.0, e * 1.0
+    with af.device("/cpu:1"):
+        b, eb = af.identity(a), af.identity(ea)
+    config = af.ConfigProto(device_count={"CPU": 2})
+    config.graph_options.enable_bfloat16_sendrecv = True
+    with af.Session(config=config) as s:
+        got, empty = s.run([b, eb], {x: np.float32(3.14159), e: np.zeros((2, 0), np.float32)})
+    assert np.shape(got) == () and got == np.float32(3.140625)
+    assert empty.shape == (2, 0)
