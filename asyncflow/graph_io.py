@@ -182,12 +182,16 @@ def _fill(flat: np.ndarray, dims: tuple, size: int) -> np.ndarray:
             f"Tensor proto of shape {list(dims)} repeats {flat.size} values to "
             f"{size} elements, more than {MAX_FILL_ELEMENTS}"
         )
+    if flat.size <= 1:
+        # One value (or none) repeated: a read-only broadcast view, nothing allocated, so
+        # a tiny file cannot make the import allocate what its shape declares (issue 18).
+        one = flat.reshape(()) if flat.size else np.zeros((), flat.dtype)
+        if flat.dtype == object and not flat.size:
+            one = np.array(b"", dtype=object)
+        return np.broadcast_to(one, dims)
     out = np.empty(size, dtype=flat.dtype)
-    if flat.size == 0:
-        out[:] = b"" if flat.dtype == object else 0
-    else:
-        out[: flat.size] = flat
-        out[flat.size :] = flat[-1]
+    out[: flat.size] = flat
+    out[flat.size :] = flat[-1]
     return out.reshape(dims)
 
 

@@ -796,3 +796,27 @@ def test_group_inputs_wrong_count():
     assert _group_inputs(od, ["x", "y"], {}, "n") == ["x", "y"]
     with pytest.raises(ValueError):
         _group_inputs(od, ["x"], {}, "n")
+
+
+def test_a_tiny_file_declaring_a_huge_constant_allocates_nothing_on_import():
+    # Issue 18 item 15: a 64-byte GraphDef whose Const declares shape [2**28] with one
+    # float_val.  TF imports it without materialising it; so does asyncflow (a read-only
+    # broadcast view), and slices of it compute normally.
+    import asyncflow as af
+
+    with af.Graph().as_default() as g:
+        af.constant(1.0, shape=[2], name="c")
+    gd = g.as_graph_def()
+    t = gd.node[0].attr["value"].tensor
+    t.tensor_shape.dim[0].size = 2**28
+    t.ClearField("tensor_content")
+    del t.float_val[:]
+    t.float_val.append(1.0)
+    assert len(gd.SerializeToString()) < 100
+    with af.Graph().as_default() as g2:
+        af.import_graph_def(gd, name="")
+        value = g2.get_operation_by_name("c").get_attr("value")
+        assert value.shape == (2**28,) and value.strides == (0,)  # nothing allocated
+        c = g2.get_tensor_by_name("c:0")
+        with af.Session() as sess:
+            assert sess.run(c[:3]).tolist() == [1.0, 1.0, 1.0]
