@@ -1,0 +1,118 @@
+"""tf.logging, tf.app.run, tf.flags and tf.compat.v1 as TF1 scripts use them.
+
+Expected values were checked against TensorFlow 2.21's tf.compat.v1 (absl flags):
+`--n=0x10 --nob pos --unknown=4 --l=c,d -e y` gives main
+`[prog, 'pos', '--unknown=4']`, n=16, b=False, l=['c', 'd'], e='y'; a bad integer
+raises IllegalFlagValueError; the verbosity is WARN (30) before app.run, INFO inside.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import asyncflow as af
+from asyncflow import flags as flags_mod
+
+
+@pytest.fixture
+def fv():
+    values = flags_mod.FlagValues()
+    flags_mod.DEFINE_integer("n", 3, "an int", flag_values=values)
+    flags_mod.DEFINE_boolean("b", True, "a bool", flag_values=values)
+    flags_mod.DEFINE_list("l", "a,b", "a list", flag_values=values)
+    flags_mod.DEFINE_enum("e", "x", ["x", "y"], "an enum", flag_values=values)
+    flags_mod.DEFINE_string("s", None, "a string", flag_values=values)
+    flags_mod.DEFINE_float("f", 0.5, "a float", flag_values=values)
+    return values
+
+
+def test_flags_parse_as_absl(fv):
+    argv = ["prog", "--n=0x10", "--nob", "pos", "--unknown=4", "--l=c,d", "-e", "y"]
+    rest = fv(argv, known_only=True)
+    assert rest == ["prog", "pos", "--unknown=4"]
+    assert (fv.n, fv.b, fv.l, fv.e, fv.s, fv.f) == (16, False, ["c", "d"], "y", None, 0.5)
+    assert fv.flag_values_dict()["n"] == 16
+
+
+def test_flags_defaults_and_errors(fv):
+    with pytest.raises(flags_mod.UnparsedFlagAccessError):
+        _ = fv.n
+    with pytest.raises(flags_mod.IllegalFlagValueError):
+        fv(["prog", "--n=abc"])
+    with pytest.raises(flags_mod.IllegalFlagValueError):
+        fv(["prog", "--e=z"])
+    with pytest.raises(flags_mod.UnrecognizedFlagError):
+        fv(["prog", "--nope=1"])
+    with pytest.raises(flags_mod.DuplicateFlagError):
+        flags_mod.DEFINE_integer("n", 1, "again", flag_values=fv)
+    fv(["prog", "--s", "text", "--f=2.5", "--b=false", "--", "--n=7"])
+    assert (fv.s, fv.f, fv.b, fv.n) == ("text", 2.5, False, 3)
+    fv.n = 9
+    assert fv.n == 9
+    assert issubclass(flags_mod.IllegalFlagValueError, flags_mod.Error)
+
+
+def test_required_flag(fv):
+    flags_mod.mark_flag_as_required("s", flag_values=fv)
+    with pytest.raises(flags_mod.IllegalFlagValueError):
+        fv(["prog"])
+
+
+def test_global_flags_parse_sys_argv_on_first_read(monkeypatch):
+    values = flags_mod._AutoParsingFlagValues()
+    flags_mod.DEFINE_integer("steps", 1, "steps", flag_values=values)
+    monkeypatch.setattr("sys.argv", ["prog", "--steps=12", "--other"])
+    assert values.steps == 12
+
+
+def test_app_run_calls_main_with_unparsed_args(monkeypatch):
+    values = flags_mod._AutoParsingFlagValues()
+    flags_mod.DEFINE_integer("k", 1, "k", flag_values=values)
+    monkeypatch.setattr(flags_mod, "FLAGS", values)
+    monkeypatch.setattr(af.logging, "_level_chosen", False)
+    logger = af.logging.get_logger()
+    monkeypatch.setattr(logger, "level", logger.level)
+    seen = {}
+
+    def main(argv):
+        seen["argv"], seen["k"], seen["v"] = argv, values.k, af.logging.get_verbosity()
+        return 3
+
+    with pytest.raises(SystemExit) as exit_info:
+        af.app.run(main, argv=["prog", "--k=4", "left", "--unknown"])
+    assert exit_info.value.code == 3
+    assert seen == {"argv": ["prog", "left", "--unknown"], "k": 4, "v": af.logging.INFO}
+
+
+def test_logging_levels_and_every_n(caplog, monkeypatch):
+    logger = af.logging.get_logger()
+    monkeypatch.setattr(logger, "level", logger.level)
+    assert (af.logging.DEBUG, af.logging.INFO, af.logging.WARN) == (10, 20, 30)
+    assert (af.logging.ERROR, af.logging.FATAL) == (40, 50)
+    af.logging.set_verbosity(af.logging.INFO)
+    assert af.logging.get_verbosity() == af.logging.INFO
+    with caplog.at_level(logging.INFO, logger="asyncflow"):
+        for i in range(7):
+            af.logging.log_every_n(af.logging.INFO, "every %d", 3, i)
+        for i in range(5):
+            af.logging.log_first_n(af.logging.WARN, "first %d", 2, i)
+        af.logging.debug("hidden")
+        af.logging.info("shown %s", "x")
+        af.logging.warn("warned")
+        af.logging.log_if(af.logging.ERROR, "if %d", False, 1)
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == ["every 0", "every 3", "every 6", "first 0", "first 1", "shown x", "warned"]
+    # Library loggers below `asyncflow` obey the same verbosity.
+    af.logging.set_verbosity(af.logging.ERROR)
+    assert not logging.getLogger("asyncflow.train").isEnabledFor(logging.INFO)
+
+
+def test_compat_v1_is_asyncflow():
+    tf = af.compat.v1
+    assert tf is af
+    tf.disable_v2_behavior()
+    tf.disable_eager_execution()
+    assert tf.executing_eagerly() is False
+    assert tf.logging is af.logging and tf.flags.FLAGS is af.flags.FLAGS
