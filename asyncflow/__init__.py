@@ -134,6 +134,7 @@ del _m
 from asyncflow import (  # noqa: E402
     data,
     device_lib,
+    image,
     initializers,
     layers,
     losses,
@@ -149,6 +150,7 @@ from asyncflow import (  # noqa: E402
 )
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
+from asyncflow.image import random_crop  # noqa: E402
 from asyncflow.meta_graph import export_meta_graph, write_graph  # noqa: E402
 from asyncflow.metrics import confusion_matrix  # noqa: E402
 from asyncflow.namespaces import install as _install_namespaces  # noqa: E402

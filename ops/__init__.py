@@ -16,6 +16,7 @@ from asyncflow.ops import (  # noqa: F401
     dataset_ops,
     functional_ops,
     gradient_ops,
+    image_ops,
     init_ops,
     io_ops,
     linalg_ops,

@@ -1,0 +1,674 @@
+"""`af.image`: TF1's `tf.image` (graph mode), built on the resize and codec ops of
+ops/image_ops.py and ordinary array and math ops (so those parts differentiate).
+
+Images are 3-D [height, width, channels] or 4-D [batch, height, width, channels].
+Float images hold values in [0, 1]; integer images the full range of their dtype, as
+`convert_image_dtype` maps between them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes
+from asyncflow import graph as ops
+from asyncflow.ops import (
+    array_ops,
+    cast_ops,
+    image_ops,
+    manip_ops,
+    math_ops,
+    random_ops,
+    reduction_ops,
+    slicing_ops,
+    string_ops,
+)
+
+__all__ = [
+    "ResizeMethod",
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_gamma",
+    "central_crop",
+    "convert_image_dtype",
+    "crop_to_bounding_box",
+    "decode_bmp",
+    "decode_gif",
+    "decode_image",
+    "decode_jpeg",
+    "decode_png",
+    "encode_jpeg",
+    "encode_png",
+    "flip_left_right",
+    "flip_up_down",
+    "grayscale_to_rgb",
+    "image_gradients",
+    "is_jpeg",
+    "pad_to_bounding_box",
+    "per_image_standardization",
+    "psnr",
+    "random_brightness",
+    "random_contrast",
+    "random_crop",
+    "random_flip_left_right",
+    "random_flip_up_down",
+    "resize",
+    "resize_area",
+    "resize_bicubic",
+    "resize_bilinear",
+    "resize_image_with_crop_or_pad",
+    "resize_image_with_pad",
+    "resize_images",
+    "resize_nearest_neighbor",
+    "resize_with_crop_or_pad",
+    "rgb_to_grayscale",
+    "rot90",
+    "total_variation",
+    "transpose",
+    "transpose_image",
+]
+
+
+class ResizeMethod:
+    BILINEAR = 0
+    NEAREST_NEIGHBOR = 1
+    BICUBIC = 2
+    AREA = 3
+
+
+_KIND = {
+    0: "Bilinear",
+    1: "NearestNeighbor",
+    2: "Bicubic",
+    3: "Area",
+    "bilinear": "Bilinear",
+    "nearest": "NearestNeighbor",
+    "bicubic": "Bicubic",
+    "area": "Area",
+}
+
+
+def _image(image, name="image"):
+    image = ops.convert_to_tensor(image, name=name)
+    if image.shape.ndims is not None and image.shape.ndims not in (3, 4):
+        raise ValueError(f"'image' (shape {image.shape}) must have either 3 or 4 dimensions.")
+    return image
+
+
+def _batched(image):
+    """(4-D image, whether it was 3-D)."""
+    if image.shape.ndims == 3:
+        return array_ops.expand_dims(image, 0), True
+    return image, False
+
+
+def _unbatch(image, was_3d):
+    return array_ops.squeeze(image, [0]) if was_3d else image
+
+
+# -- resizing -------------------------------------------------------------
+
+
+def _resize_op(kind, images, size, align_corners=False, name=None, half_pixel_centers=False):
+    images = _image(images, "images")
+    x, was_3d = _batched(images)
+    out = image_ops.resize(kind, x, size, align_corners, half_pixel_centers, name=name)
+    return _unbatch(out, was_3d)
+
+
+def resize_bilinear(images, size, align_corners=False, name=None, half_pixel_centers=False):
+    """Bilinear resize to `size` = [new_height, new_width] (float32 result)."""
+    return _resize_op("Bilinear", images, size, align_corners, name, half_pixel_centers)
+
+
+def resize_nearest_neighbor(
+    images, size, align_corners=False, name=None, half_pixel_centers=False
+):
+    """Nearest-neighbour resize (keeps the dtype)."""
+    return _resize_op("NearestNeighbor", images, size, align_corners, name, half_pixel_centers)
+
+
+def resize_bicubic(images, size, align_corners=False, name=None, half_pixel_centers=False):
+    """Bicubic resize (TF's Keys kernel; float32 result)."""
+    return _resize_op("Bicubic", images, size, align_corners, name, half_pixel_centers)
+
+
+def resize_area(images, size, align_corners=False, name=None):
+    """Area-averaging resize (float32 result; no gradient, as in TF)."""
+    return _resize_op("Area", images, size, align_corners, name)
+
+
+def resize_images(
+    images,
+    size,
+    method=ResizeMethod.BILINEAR,
+    align_corners=False,
+    preserve_aspect_ratio=False,
+    name=None,
+):
+    """TF1's `tf.image.resize_images`: float32 unless NEAREST_NEIGHBOR; an image already
+    of the requested static size comes back unchanged.
+
+    Raises:
+      ValueError: a bad rank or method.
+    """
+    with ops.name_scope(name, "resize", [images, size]):
+        images = _image(images, "images")
+        if method not in _KIND:
+            raise ValueError("Resize method is not implemented: " + repr(method))
+        size_v = ops.constant_value(ops.convert_to_tensor(size, dtype=dtypes.int32))
+        x, was_3d = _batched(images)
+        h, w = x.shape[1].value, x.shape[2].value
+        if preserve_aspect_ratio:
+            if size_v is None or h is None or w is None:
+                raise ValueError("preserve_aspect_ratio needs static sizes in asyncflow")
+            f = min(size_v[0] / h, size_v[1] / w)
+            size_v = np.array([int(round(h * f)), int(round(w * f))], np.int32)
+            size = size_v
+        if size_v is not None and (h, w) == (int(size_v[0]), int(size_v[1])):
+            return _unbatch(x, was_3d)
+        out = image_ops.resize(_KIND[method], x, size, align_corners)
+        return _unbatch(out, was_3d)
+
+
+def resize(
+    images,
+    size,
+    method=ResizeMethod.BILINEAR,
+    align_corners=False,
+    preserve_aspect_ratio=False,
+    name=None,
+):
+    """`tf.compat.v1.image.resize` (= resize_images)."""
+    return resize_images(images, size, method, align_corners, preserve_aspect_ratio, name)
+
+
+# -- dtypes and value adjustments -----------------------------------------
+
+
+def convert_image_dtype(image, dtype, saturate=False, name=None):
+    """Convert between image dtypes, rescaling: integers span their range, floats [0, 1]."""
+    image = ops.convert_to_tensor(image, name="image")
+    dtype = dtypes.as_dtype(dtype)
+    src = image.dtype.base_dtype
+    with ops.name_scope(name, "convert_image", [image]):
+        if src == dtype:
+            return array_ops.identity(image, name=name)
+        if src.is_integer and dtype.is_integer:
+            smax, dmax = int(src.max), int(dtype.max)
+            if smax > dmax:
+                scaled = math_ops.floordiv(image, (smax + 1) // (dmax + 1))
+                return cast_ops.cast(scaled, dtype)
+            return math_ops.multiply(cast_ops.cast(image, dtype), (dmax + 1) // (smax + 1))
+        if src.is_floating and dtype.is_floating:
+            return cast_ops.cast(image, dtype)
+        if src.is_integer:
+            return math_ops.multiply(cast_ops.cast(image, dtype), 1.0 / int(src.max))
+        scaled = math_ops.multiply(image, float(dtype.max) + 0.5)
+        if saturate:
+            scaled = math_ops.minimum(math_ops.maximum(scaled, float(dtype.min)), float(dtype.max))
+        return cast_ops.cast(scaled, dtype)
+
+
+def _as_float(image):
+    image = _image(image)
+    return image, convert_image_dtype(image, dtypes.float32)
+
+
+def _back(adjusted, like):
+    return convert_image_dtype(adjusted, like.dtype, saturate=True)
+
+
+def per_image_standardization(image):
+    """(x - mean) / max(stddev, 1/sqrt(N)) over each image's pixels and channels."""
+    with ops.name_scope(None, "per_image_standardization", [image]):
+        image = _image(image)
+        if not image.dtype.is_floating:
+            image = cast_ops.cast(image, dtypes.float32)
+        axes = [-1, -2, -3]
+        n = reduction_ops.reduce_prod(array_ops.shape(image)[-3:])
+        mean = reduction_ops.reduce_mean(image, axes, keepdims=True)
+        var = reduction_ops.reduce_mean(math_ops.square(image - mean), axes, keepdims=True)
+        floor = math_ops.rsqrt(cast_ops.cast(n, image.dtype))
+        return math_ops.truediv(image - mean, math_ops.maximum(math_ops.sqrt(var), floor))
+
+
+def adjust_brightness(image, delta):
+    """image + delta (in the [0, 1] float scale)."""
+    with ops.name_scope(None, "adjust_brightness", [image, delta]):
+        image, flt = _as_float(image)
+        return _back(flt + delta, image)
+
+
+def adjust_contrast(images, contrast_factor):
+    """(x - mean) * factor + mean, the mean per image and channel."""
+    with ops.name_scope(None, "adjust_contrast", [images, contrast_factor]):
+        images, flt = _as_float(images)
+        mean = reduction_ops.reduce_mean(flt, [-3, -2], keepdims=True)
+        return _back((flt - mean) * contrast_factor + mean, images)
+
+
+def adjust_gamma(image, gamma=1, gain=1):
+    """gain * image ** gamma (in the [0, 1] float scale)."""
+    with ops.name_scope(None, "adjust_gamma", [image, gamma, gain]):
+        image, flt = _as_float(image)
+        return _back(gain * math_ops.pow(flt, gamma), image)
+
+
+def random_brightness(image, max_delta, seed=None):
+    """adjust_brightness by a delta drawn uniformly from [-max_delta, max_delta).
+
+    Raises:
+      ValueError: max_delta < 0.
+    """
+    if max_delta < 0:
+        raise ValueError("max_delta must be non-negative.")
+    delta = random_ops.random_uniform([], -max_delta, max_delta, seed=seed)
+    return adjust_brightness(image, delta)
+
+
+def random_contrast(image, lower, upper, seed=None):
+    """adjust_contrast by a factor drawn uniformly from [lower, upper).
+
+    Raises:
+      ValueError: upper <= lower or lower < 0.
+    """
+    if upper <= lower:
+        raise ValueError("upper must be > lower.")
+    if lower < 0:
+        raise ValueError("lower must be non-negative.")
+    factor = random_ops.random_uniform([], lower, upper, seed=seed)
+    return adjust_contrast(image, factor)
+
+
+def rgb_to_grayscale(images, name=None):
+    """Luma 0.2989 R + 0.5870 G + 0.1140 B, keeping a channel axis of 1."""
+    with ops.name_scope(name, "rgb_to_grayscale", [images]):
+        images = ops.convert_to_tensor(images, name="images")
+        flt = convert_image_dtype(images, dtypes.float32)
+        w = np.array([0.2989, 0.5870, 0.1140], np.float32)
+        gray = reduction_ops.reduce_sum(flt * w, -1, keepdims=True)
+        return convert_image_dtype(gray, images.dtype)
+
+
+def grayscale_to_rgb(images, name=None):
+    """The one channel repeated three times."""
+    with ops.name_scope(name, "grayscale_to_rgb", [images]):
+        images = ops.convert_to_tensor(images, name="images")
+        return manip_ops.concat([images, images, images], -1)
+
+
+# -- geometry -------------------------------------------------------------
+
+
+def _axis(image, which):
+    """The height (which=0) or width (1) axis of a 3-D or 4-D image."""
+    return which + (1 if image.shape.ndims == 4 else 0)
+
+
+def flip_left_right(image):
+    image = _image(image)
+    return slicing_ops.reverse(image, [_axis(image, 1)])
+
+
+def flip_up_down(image):
+    image = _image(image)
+    return slicing_ops.reverse(image, [_axis(image, 0)])
+
+
+def _random_flip(image, which, seed):
+    image = _image(image)
+    flipped = slicing_ops.reverse(image, [_axis(image, which)])
+    n = [] if image.shape.ndims == 3 else array_ops.shape(image)[:1]
+    cond = math_ops.less(random_ops.random_uniform(n, 0, 1.0, seed=seed), 0.5)
+    return slicing_ops.where(cond, flipped, image)
+
+
+def random_flip_left_right(image, seed=None):
+    """Flip horizontally with probability 1/2 (each image of a batch on its own)."""
+    return _random_flip(image, 1, seed)
+
+
+def random_flip_up_down(image, seed=None):
+    """Flip vertically with probability 1/2 (each image of a batch on its own)."""
+    return _random_flip(image, 0, seed)
+
+
+def transpose_image(image):
+    image = _image(image)
+    perm = [0, 2, 1, 3] if image.shape.ndims == 4 else [1, 0, 2]
+    return array_ops.transpose(image, perm)
+
+
+transpose = transpose_image
+
+
+def rot90(image, k=1, name=None):
+    """Rotate counter-clockwise by k * 90 degrees (k a Python int)."""
+    with ops.name_scope(name, "rot90", [image]):
+        image = _image(image)
+        k = int(k) % 4
+        if k == 0:
+            return image
+        if k == 1:
+            return flip_up_down(transpose_image(image))
+        if k == 2:
+            return flip_up_down(flip_left_right(image))
+        return transpose_image(flip_up_down(image))
+
+
+def _hw(image):
+    """Height and width: Python ints when static, else int32 tensors."""
+    x = image.shape
+    dyn = None
+    out = []
+    for which in (0, 1):
+        v = x[_axis(image, which)].value
+        if v is None:
+            if dyn is None:
+                dyn = array_ops.shape(image)
+            v = dyn[_axis(image, which)]
+        out.append(v)
+    return out
+
+
+def crop_to_bounding_box(image, offset_height, offset_width, target_height, target_width):
+    """The [target_height, target_width] window at (offset_height, offset_width).
+
+    Raises:
+      ValueError: static offsets or sizes outside the image.
+    """
+    with ops.name_scope(None, "crop_to_bounding_box", [image]):
+        image = _image(image)
+        h, w = _hw(image)
+        stat = [offset_height, offset_width, target_height, target_width]
+        if all(isinstance(v, int) for v in stat + [h, w]):
+            if offset_height < 0 or offset_width < 0:
+                raise ValueError("offset_height and offset_width must be >= 0.")
+            if target_height <= 0 or target_width <= 0:
+                raise ValueError("target_width and target_height must be > 0.")
+            if offset_height + target_height > h or offset_width + target_width > w:
+                raise ValueError("height/width must be >= target + offset.")
+        if image.shape.ndims == 4:
+            begin = manip_ops.stack([0, offset_height, offset_width, 0])
+            size = manip_ops.stack([-1, target_height, target_width, -1])
+        else:
+            begin = manip_ops.stack([offset_height, offset_width, 0])
+            size = manip_ops.stack([target_height, target_width, -1])
+        return slicing_ops.slice(image, begin, size)
+
+
+def pad_to_bounding_box(image, offset_height, offset_width, target_height, target_width):
+    """Zero-pad to [target_height, target_width] with the image at the offsets.
+
+    Raises:
+      ValueError: a static target smaller than image + offset.
+    """
+    with ops.name_scope(None, "pad_to_bounding_box", [image]):
+        image = _image(image)
+        h, w = _hw(image)
+        after_h = target_height - offset_height - h
+        after_w = target_width - offset_width - w
+        if isinstance(after_h, int) and after_h < 0 or isinstance(after_w, int) and after_w < 0:
+            raise ValueError("height/width must be <= target - offset")
+        rows = [[offset_height, after_h], [offset_width, after_w], [0, 0]]
+        if image.shape.ndims == 4:
+            rows = [[0, 0], *rows]
+        paddings = manip_ops.stack([manip_ops.stack(r) for r in rows])
+        return manip_ops.pad(image, paddings)
+
+
+def _max(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return max(a, b)
+    return math_ops.maximum(a, b)
+
+
+def _min(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    return math_ops.minimum(a, b)
+
+
+def _half(v):
+    return v // 2 if isinstance(v, int) else math_ops.floordiv(v, 2)
+
+
+def resize_image_with_crop_or_pad(image, target_height, target_width):
+    """Centrally crop or zero-pad each axis to the target size."""
+    with ops.name_scope(None, "resize_image_with_crop_or_pad", [image]):
+        image = _image(image)
+        h, w = _hw(image)
+        dh, dw = target_height - h, target_width - w
+        cropped = crop_to_bounding_box(
+            image,
+            _max(_half(-dh), 0),
+            _max(_half(-dw), 0),
+            _min(target_height, h),
+            _min(target_width, w),
+        )
+        out = pad_to_bounding_box(
+            cropped, _max(_half(dh), 0), _max(_half(dw), 0), target_height, target_width
+        )
+        shape = out.shape.as_list() if out.shape.ndims is not None else None
+        if shape is not None and isinstance(target_height, int) and isinstance(target_width, int):
+            i = _axis(image, 0)
+            shape[i], shape[i + 1] = target_height, target_width
+            shape[-1] = image.shape[-1].value if image.shape.ndims else None
+            out.set_shape(shape)
+        return out
+
+
+resize_with_crop_or_pad = resize_image_with_crop_or_pad
+
+
+def resize_image_with_pad(
+    image, target_height, target_width, method=ResizeMethod.BILINEAR, align_corners=False
+):
+    """Resize keeping the aspect ratio, then zero-pad to the target (static sizes)."""
+    image = _image(image)
+    h, w = _hw(image)
+    if not all(isinstance(v, int) for v in (h, w)):
+        raise ValueError("resize_image_with_pad needs a static image size in asyncflow")
+    f = min(target_height / h, target_width / w)
+    nh, nw = max(int(h * f), 1), max(int(w * f), 1)
+    resized = resize_images(image, [nh, nw], method, align_corners)
+    return pad_to_bounding_box(
+        resized, (target_height - nh) // 2, (target_width - nw) // 2, target_height, target_width
+    )
+
+
+def central_crop(image, central_fraction):
+    """The central `central_fraction` of each spatial axis.
+
+    Raises:
+      ValueError: central_fraction outside (0, 1].
+    """
+    if central_fraction <= 0.0 or central_fraction > 1.0:
+        raise ValueError("central_fraction must be within (0, 1]")
+    with ops.name_scope(None, "central_crop", [image]):
+        image = _image(image)
+        if central_fraction == 1.0:
+            return image
+        h, w = _hw(image)
+        if isinstance(h, int) and isinstance(w, int):
+            sh, sw = int((h - h * central_fraction) / 2), int((w - w * central_fraction) / 2)
+            return crop_to_bounding_box(image, sh, sw, h - 2 * sh, w - 2 * sw)
+
+        def start(v):
+            fv = cast_ops.cast(v, dtypes.float64)
+            return cast_ops.cast((fv - fv * central_fraction) / 2, dtypes.int32)
+
+        sh, sw = start(h), start(w)
+        return crop_to_bounding_box(image, sh, sw, h - 2 * sh, w - 2 * sw)
+
+
+def random_crop(value, size, seed=None, name=None):
+    """A uniformly placed window of `size` (TF's `tf.random_crop`)."""
+    with ops.name_scope(name, "random_crop", [value, size]):
+        value = ops.convert_to_tensor(value, name="value")
+        size = ops.convert_to_tensor(size, dtype=dtypes.int32, name="size")
+        shape = array_ops.shape(value)
+        limit = shape - size + 1
+        draw = random_ops.random_uniform(
+            array_ops.shape(shape), 0, np.iinfo(np.int32).max, dtype=dtypes.int32, seed=seed
+        )
+        offset = math_ops.floormod(draw, limit)
+        out = slicing_ops.slice(value, offset, size)
+        static = ops.constant_value(size)
+        if static is not None:
+            out.set_shape([int(v) for v in static])
+        return out
+
+
+# -- measures -------------------------------------------------------------
+
+
+def total_variation(images, name=None):
+    """Sum of absolute differences of neighbouring pixels (per image for a batch)."""
+    with ops.name_scope(name, "total_variation", [images]):
+        images = _image(images, "images")
+        if images.shape.ndims == 3:
+            dy = images[1:, :, :] - images[:-1, :, :]
+            dx = images[:, 1:, :] - images[:, :-1, :]
+            axes = None
+        else:
+            dy = images[:, 1:, :, :] - images[:, :-1, :, :]
+            dx = images[:, :, 1:, :] - images[:, :, :-1, :]
+            axes = [1, 2, 3]
+        return reduction_ops.reduce_sum(math_ops.abs(dy), axes) + reduction_ops.reduce_sum(
+            math_ops.abs(dx), axes
+        )
+
+
+def image_gradients(image):
+    """(dy, dx) of a 4-D batch: forward differences, zero in the last row / column."""
+    image = ops.convert_to_tensor(image)
+    if image.shape.ndims != 4:
+        raise ValueError("image_gradients expects a 4D tensor [batch_size, h, w, d]")
+    dy = image[:, 1:, :, :] - image[:, :-1, :, :]
+    dx = image[:, :, 1:, :] - image[:, :, :-1, :]
+    dy = manip_ops.concat([dy, array_ops.zeros_like(image[:, :1, :, :])], 1)
+    dx = manip_ops.concat([dx, array_ops.zeros_like(image[:, :, :1, :])], 2)
+    return dy, dx
+
+
+def psnr(a, b, max_val, name=None):
+    """Peak signal-to-noise ratio over the last three axes."""
+    with ops.name_scope(name, "PSNR", [a, b]):
+        a = convert_image_dtype(a, dtypes.float32)
+        b = convert_image_dtype(b, dtypes.float32)
+        mse = reduction_ops.reduce_mean(math_ops.squared_difference(a, b), [-3, -2, -1])
+        max_val = cast_ops.cast(max_val, dtypes.float32)
+        return (20.0 * math_ops.log(max_val) - 10.0 * math_ops.log(mse)) / np.log(10.0)
+
+
+# -- codecs ---------------------------------------------------------------
+
+
+def _codec(op_type, inputs, attrs, name):
+    return ops.apply_op(op_type, inputs, attrs, name=name).outputs[0]
+
+
+def decode_jpeg(
+    contents,
+    channels=0,
+    ratio=1,
+    fancy_upscaling=True,
+    try_recover_truncated=False,
+    acceptable_fraction=1,
+    dct_method="",
+    name=None,
+):
+    """A JPEG as uint8 [height, width, channels] (decoded on a worker thread, with
+    libjpeg's accurate integer IDCT whatever `dct_method` says: values can differ from
+    TF's default fast IDCT by a few levels).
+
+    Raises:
+      InvalidArgumentError (at run time): not a JPEG, or damaged.
+    """
+    return _codec(
+        "DecodeJpeg",
+        [contents],
+        {
+            "channels": int(channels),
+            "ratio": int(ratio),
+            "fancy_upscaling": bool(fancy_upscaling),
+            "try_recover_truncated": bool(try_recover_truncated),
+            "acceptable_fraction": float(acceptable_fraction),
+            "dct_method": dct_method,
+        },
+        name,
+    )
+
+
+def decode_png(contents, channels=0, dtype=dtypes.uint8, name=None):
+    """A PNG as uint8 or uint16 [height, width, channels]."""
+    return _codec("DecodePng", [contents], {"channels": int(channels), "dtype": dtype}, name)
+
+
+def decode_bmp(contents, channels=0, name=None):
+    return _codec("DecodeBmp", [contents], {"channels": int(channels)}, name)
+
+
+def decode_gif(contents, name=None):
+    """A GIF's frames as uint8 [frames, height, width, 3]."""
+    return _codec("DecodeGif", [contents], {}, name)
+
+
+def decode_image(contents, channels=None, dtype=dtypes.uint8, name=None, expand_animations=True):
+    """Any of JPEG, PNG, GIF, BMP; a float dtype scales to [0, 1]."""
+    return _codec(
+        "DecodeImage",
+        [contents],
+        {
+            "channels": int(channels or 0),
+            "dtype": dtype,
+            "expand_animations": bool(expand_animations),
+        },
+        name,
+    )
+
+
+def encode_png(image, compression=-1, name=None):
+    """A uint8 or uint16 image [height, width, channels] as PNG bytes."""
+    return _codec("EncodePng", [image], {"compression": int(compression)}, name)
+
+
+def encode_jpeg(
+    image,
+    format="",
+    quality=95,
+    progressive=False,
+    optimize_size=False,  # noqa: A002
+    chroma_downsampling=True,
+    density_unit="in",
+    x_density=300,
+    y_density=300,
+    xmp_metadata="",
+    name=None,
+):
+    """A uint8 image [height, width, 1 or 3] as JPEG bytes."""
+    return _codec(
+        "EncodeJpeg",
+        [image],
+        {
+            "format": format,
+            "quality": int(quality),
+            "progressive": bool(progressive),
+            "optimize_size": bool(optimize_size),
+            "chroma_downsampling": bool(chroma_downsampling),
+            "density_unit": density_unit,
+            "x_density": int(x_density),
+            "y_density": int(y_density),
+            "xmp_metadata": xmp_metadata,
+        },
+        name,
+    )
+
+
+def is_jpeg(contents, name=None):
+    """Whether `contents` starts with the JPEG signature."""
+    with ops.name_scope(name, "is_jpeg", [contents]):
+        head = string_ops.substr(contents, 0, 3)
+        return math_ops.equal(head, b"\xff\xd8\xff")

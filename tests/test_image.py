@@ -1,0 +1,177 @@
+"""tf.image against values recorded from TF 2.21 (tests/fixtures/record_image_tf.py),
+NumPy references, and finite differences for the resize gradients."""
+
+import base64
+import importlib.util
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import errors, test_util
+
+_HERE = pathlib.Path(__file__).parent / "fixtures"
+_spec = importlib.util.spec_from_file_location("record_image_tf", _HERE / "record_image_tf.py")
+rec = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rec)
+TF = json.loads((_HERE / "image_tf.json").read_text())
+IMG, RGB = rec.inputs()
+FNS = {
+    "bilinear": af.image.resize_bilinear,
+    "nearest": af.image.resize_nearest_neighbor,
+    "bicubic": af.image.resize_bicubic,
+}
+
+
+@pytest.mark.parametrize("key,op,ac,hp", rec.cases())
+def test_resize_matches_tf(sess, key, op, ac, hp):
+    for size in rec.SIZES:
+        if op == "area":
+            t = af.image.resize_area(IMG, size, align_corners=ac)
+        else:
+            t = FNS[op](IMG, size, align_corners=ac, half_pixel_centers=hp)
+        got = sess.run(t)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(
+            got, TF[f"{key}_{size[0]}x{size[1]}"], rtol=1e-5, atol=2e-6, err_msg=f"{key} {size}"
+        )
+
+
+def test_nearest_keeps_integer_dtype_and_3d(sess):
+    got = sess.run(af.image.resize_images(RGB, [6, 2], af.image.ResizeMethod.NEAREST_NEIGHBOR))
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, TF["resize_images_nn"])
+    same = af.image.resize_images(af.constant(IMG), [3, 4])
+    assert same.dtype == af.float32 and same.op.type != "ResizeBilinear"
+
+
+@pytest.mark.parametrize(
+    "fn,kw",
+    [
+        (af.image.resize_bilinear, {}),
+        (af.image.resize_bilinear, {"align_corners": True}),
+        (af.image.resize_bilinear, {"half_pixel_centers": True}),
+        (af.image.resize_bicubic, {}),
+        (af.image.resize_bicubic, {"half_pixel_centers": True}),
+        (af.image.resize_nearest_neighbor, {}),
+    ],
+)
+def test_resize_gradients_finite_differences(graph, fn, kw):
+    x = af.placeholder(af.float64, [1, 3, 4, 2])
+    # The resize is linear in x, so wide steps are exact up to float32 output rounding.
+    y = fn(x, [5, 3], **kw)
+    y = af.cast(y, af.float64) * af.constant(np.arange(30.0).reshape(1, 5, 3, 2))
+    th, nu = test_util.compute_gradient(
+        x, [1, 3, 4, 2], y, [1, 5, 3, 2], x_init_value=IMG[:1].astype(np.float64), delta=0.05
+    )
+    np.testing.assert_allclose(th, nu, atol=1e-3)
+
+
+def test_dtype_conversions_match_tf(sess):
+    np.testing.assert_allclose(
+        sess.run(af.image.convert_image_dtype(RGB, af.float32)), TF["to_float"], rtol=1e-6
+    )
+    np.testing.assert_array_equal(
+        sess.run(af.image.convert_image_dtype(IMG[0], af.uint8)), TF["to_uint8"]
+    )
+    np.testing.assert_array_equal(
+        sess.run(af.image.convert_image_dtype(RGB, af.int16)), TF["to_int16"]
+    )
+
+
+def test_adjustments_match_tf(sess):
+    np.testing.assert_allclose(
+        sess.run(af.image.per_image_standardization(RGB)), TF["standardized"], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_array_equal(sess.run(af.image.rgb_to_grayscale(RGB)), TF["gray"])
+    np.testing.assert_allclose(
+        sess.run(af.image.adjust_contrast(IMG, 1.7)), TF["contrast"], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_array_equal(sess.run(af.image.adjust_brightness(RGB, 0.1)), TF["brightness"])
+    np.testing.assert_allclose(
+        sess.run(af.image.total_variation(IMG[0])), TF["total_variation"], rtol=1e-5
+    )
+
+
+def test_crops_and_pads_match_tf(sess):
+    np.testing.assert_array_equal(sess.run(af.image.central_crop(IMG[0], 0.5)), TF["central_crop"])
+    np.testing.assert_array_equal(
+        sess.run(af.image.resize_image_with_crop_or_pad(RGB, 3, 7)), TF["crop_or_pad"]
+    )
+    # the same with the image's size unknown until run time
+    ph = af.placeholder(af.uint8, [None, None, 3])
+    out = af.image.resize_image_with_crop_or_pad(ph, 3, 7)
+    assert out.shape.as_list() == [3, 7, 3]
+    np.testing.assert_array_equal(sess.run(out, {ph: RGB}), TF["crop_or_pad"])
+    box = sess.run(af.image.crop_to_bounding_box(RGB, 1, 2, 2, 3))
+    np.testing.assert_array_equal(box, RGB[1:3, 2:5])
+    padded = sess.run(af.image.pad_to_bounding_box(RGB, 1, 0, 6, 6))
+    want = np.zeros((6, 6, 3), np.uint8)
+    want[1:5, 0:5] = RGB
+    np.testing.assert_array_equal(padded, want)
+    with pytest.raises(ValueError):
+        af.image.crop_to_bounding_box(RGB, 3, 0, 2, 2)
+
+
+def test_flips_transposes_and_random_ops(sess):
+    np.testing.assert_array_equal(sess.run(af.image.flip_left_right(RGB)), RGB[:, ::-1])
+    np.testing.assert_array_equal(sess.run(af.image.flip_up_down(IMG)), IMG[:, ::-1])
+    np.testing.assert_array_equal(sess.run(af.image.rot90(RGB)), np.rot90(RGB))
+    np.testing.assert_array_equal(sess.run(af.image.rot90(RGB, 3)), np.rot90(RGB, 3))
+    flips = af.image.random_flip_left_right(RGB, seed=1)
+    seen = {sess.run(flips)[0, 0, 0] for _ in range(30)}
+    assert seen == {RGB[0, 0, 0], RGB[0, -1, 0]}
+    crop = af.random_crop(RGB, [2, 3, 3], seed=2)
+    for _ in range(10):
+        c = sess.run(crop)
+        hits = [
+            (i, j)
+            for i in range(3)
+            for j in range(3)
+            if np.array_equal(RGB[i : i + 2, j : j + 3], c)
+        ]
+        assert hits
+    b = sess.run(af.image.random_brightness(IMG, 0.2, seed=3))
+    assert np.abs(b - IMG).max() <= 0.2 + 1e-6
+
+
+def test_codecs_roundtrip_and_match_tf(sess):
+    png = base64.b64decode(TF["png_b64"])
+    jpeg = base64.b64decode(TF["jpeg_b64"])
+    np.testing.assert_array_equal(sess.run(af.image.decode_png(png)), RGB)
+    np.testing.assert_array_equal(sess.run(af.image.decode_image(png)), RGB)
+    got = sess.run(af.image.decode_jpeg(jpeg))
+    # Pillow's libjpeg runs the accurate integer IDCT, TF's default the fast one: on this
+    # tiny noisy image values differ by a few levels.
+    diff = np.abs(got.astype(int) - np.array(TF["jpeg_decoded"]))
+    assert got.shape == (4, 5, 3) and diff.max() <= 8 and diff.mean() < 2
+    gray = sess.run(af.image.decode_jpeg(jpeg, channels=1))
+    assert gray.shape == (4, 5, 1)
+    assert np.abs(gray.astype(int) - np.array(TF["jpeg_decoded_gray"])).max() <= 8
+    ours = sess.run(af.image.encode_png(RGB))
+    np.testing.assert_array_equal(sess.run(af.image.decode_png(ours)), RGB)
+    assert sess.run(af.image.is_jpeg(jpeg)) and not sess.run(af.image.is_jpeg(png))
+    as_float = sess.run(af.image.decode_image(png, dtype=af.float32))
+    np.testing.assert_allclose(as_float, RGB / 255.0, rtol=1e-6)
+    with pytest.raises(errors.InvalidArgumentError):
+        sess.run(af.image.decode_jpeg(png))
+    with pytest.raises(errors.InvalidArgumentError):
+        sess.run(af.image.decode_png(b"not an image"))
+
+
+def test_decode_and_resize_in_a_dataset_pipeline(sess, tmp_path):
+    png = base64.b64decode(TF["png_b64"])
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"{i}.png"
+        p.write_bytes(png)
+        paths.append(str(p))
+    ds = (
+        af.data.Dataset.from_tensor_slices(paths)
+        .map(lambda f: af.image.resize_images(af.image.decode_png(af.read_file(f), 3), [2, 2]))
+        .batch(3)
+    )
+    out = sess.run(ds.make_one_shot_iterator().get_next())
+    assert out.shape == (3, 2, 2, 3) and out.dtype == np.float32
