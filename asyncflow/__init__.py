@@ -180,3 +180,6 @@ from asyncflow.compat import (  # noqa: E402
     disable_v2_behavior,
     executing_eagerly,
 )
+from asyncflow import gfile, graph_util  # noqa: E402 - tf.gfile, tf.graph_util
+
+io.gfile = gfile  # noqa: F821 - tf.io.gfile (io is bound by _install_namespaces)

@@ -1,0 +1,168 @@
+"""`tf.gfile` / `tf.io.gfile` on the local filesystem: the file idiom TF1 scripts use
+(`with tf.gfile.GFile(path, "rb") as f: graph_def.ParseFromString(f.read())`).
+
+Errors are TF's: a missing file is NotFoundError, an existing one where a new one is
+required AlreadyExistsError, other OS failures their closest TF class.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob as _glob
+import os
+import shutil
+
+from asyncflow import errors
+
+__all__ = [
+    "GFile", "FastGFile", "Open", "Exists", "IsDirectory", "ListDirectory", "MakeDirs",
+    "MkDir", "Remove", "Rename", "Glob", "Copy", "DeleteRecursively", "Stat", "Walk",
+    "exists", "isdir", "listdir", "makedirs", "mkdir", "remove", "rename", "glob", "copy",
+    "rmtree", "stat", "walk",
+]  # fmt: skip
+
+
+def _error(e: OSError, path) -> errors.OpError:
+    cls = {
+        errno.ENOENT: errors.NotFoundError,
+        errno.EEXIST: errors.AlreadyExistsError,
+        errno.EACCES: errors.PermissionDeniedError,
+        errno.EPERM: errors.PermissionDeniedError,
+    }.get(e.errno, errors.UnknownError)
+    return cls(None, None, f"{path}; {e.strerror or e}")
+
+
+class GFile:
+    """A file object (TF's `tf.gfile.GFile`): read, write, readline, iteration, seek, tell,
+    size, flush, close; a context manager.  `mode` is open()'s ("r", "rb", "w", "a"...)."""
+
+    def __init__(self, name, mode="r"):
+        self.name = os.fspath(name)
+        self.mode = mode
+        try:
+            self._f = open(self.name, mode)  # noqa: SIM115 - closed by close()/__exit__
+        except OSError as e:
+            raise _error(e, self.name) from None
+
+    def read(self, n=-1):
+        return self._f.read(n)
+
+    def readline(self):
+        return self._f.readline()
+
+    def readlines(self):
+        return self._f.readlines()
+
+    def write(self, data):
+        self._f.write(data)
+
+    def seek(self, offset, whence=0):
+        return self._f.seek(offset, whence)
+
+    def tell(self):
+        return self._f.tell()
+
+    def size(self) -> int:
+        return os.fstat(self._f.fileno()).st_size
+
+    def flush(self):
+        self._f.flush()
+
+    def close(self):
+        self._f.close()
+
+    def __iter__(self):
+        return iter(self._f)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+FastGFile = Open = GFile
+
+
+def Exists(filename) -> bool:  # noqa: N802 - TF's name
+    return os.path.exists(os.fspath(filename))
+
+
+def IsDirectory(dirname) -> bool:  # noqa: N802
+    return os.path.isdir(os.fspath(dirname))
+
+
+def ListDirectory(dirname) -> list[str]:  # noqa: N802
+    try:
+        return sorted(os.listdir(os.fspath(dirname)))
+    except OSError as e:
+        raise _error(e, dirname) from None
+
+
+def MakeDirs(dirname) -> None:  # noqa: N802
+    try:
+        os.makedirs(os.fspath(dirname), exist_ok=True)
+    except OSError as e:
+        raise _error(e, dirname) from None
+
+
+def MkDir(dirname) -> None:  # noqa: N802
+    try:
+        os.mkdir(os.fspath(dirname))
+    except OSError as e:
+        raise _error(e, dirname) from None
+
+
+def Remove(filename) -> None:  # noqa: N802
+    try:
+        os.remove(os.fspath(filename))
+    except OSError as e:
+        raise _error(e, filename) from None
+
+
+def Rename(oldname, newname, overwrite=False) -> None:  # noqa: N802
+    oldname, newname = os.fspath(oldname), os.fspath(newname)
+    if not overwrite and os.path.exists(newname):
+        raise errors.AlreadyExistsError(None, None, f"{newname}; File already exists")
+    try:
+        os.replace(oldname, newname)
+    except OSError as e:
+        raise _error(e, oldname) from None
+
+
+def Glob(filename) -> list[str]:  # noqa: N802
+    return sorted(_glob.glob(os.fspath(filename)))
+
+
+def Copy(oldpath, newpath, overwrite=False) -> None:  # noqa: N802
+    oldpath, newpath = os.fspath(oldpath), os.fspath(newpath)
+    if not overwrite and os.path.exists(newpath):
+        raise errors.AlreadyExistsError(None, None, f"{newpath}; File already exists")
+    try:
+        shutil.copyfile(oldpath, newpath)
+    except OSError as e:
+        raise _error(e, oldpath) from None
+
+
+def DeleteRecursively(dirname) -> None:  # noqa: N802
+    try:
+        shutil.rmtree(os.fspath(dirname))
+    except OSError as e:
+        raise _error(e, dirname) from None
+
+
+def Stat(filename) -> os.stat_result:  # noqa: N802
+    try:
+        return os.stat(os.fspath(filename))
+    except OSError as e:
+        raise _error(e, filename) from None
+
+
+def Walk(top, in_order=True):  # noqa: N802
+    yield from os.walk(os.fspath(top), topdown=in_order)
+
+
+exists, isdir, listdir, makedirs, mkdir = Exists, IsDirectory, ListDirectory, MakeDirs, MkDir
+remove, rename, glob, copy, rmtree, stat, walk = (
+    Remove, Rename, Glob, Copy, DeleteRecursively, Stat, Walk,
+)  # fmt: skip
