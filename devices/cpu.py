@@ -98,14 +98,15 @@ def release_cores() -> None:
 # of a kind is estimated from that: GEMM flops for a matrix product, else the bytes it
 # reads plus the bytes its result is expected to take (arrays of one rank that differ
 # broadcast to the larger result: an outer product); memory at _BYTES_PER_S, which
-# counts the page faults of a fresh result.  Every later call of the kind is judged by
-# what the earlier ones measured (a moving average, inline or on a worker), so the
-# priors need only be right about which side of INLINE_S the work falls on.
+# counts the page faults of a fresh result.  Once two calls of a kind were measured
+# (inline or on a worker), later ones are judged by the median of its last three, so
+# the priors need only be right about which side of INLINE_S the work falls on.
 
 _BYTES_PER_S = 2e9
 _FLOPS_PER_S = 2e10
 _MAX_KINDS = 1 << 14  # measured kinds kept (shapes vary: a service's batch sizes)
-_MEASURED: dict[tuple, float] = {}
+_MEASURED: dict[tuple, float] = {}  # kind -> seconds, once two runs were measured
+_SAMPLES: dict[tuple, list[float]] = {}  # kind -> its last three measured runs
 _clock = time.perf_counter
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, np.ufunc)
 
@@ -126,13 +127,19 @@ def _call_key(fn, args) -> tuple:
 
 
 def _observe(key: tuple, seconds: float) -> None:
-    old = _MEASURED.get(key)
-    if old is None:
-        if len(_MEASURED) >= _MAX_KINDS:
+    samples = _SAMPLES.get(key)
+    if samples is None:
+        if len(_SAMPLES) >= _MAX_KINDS:
+            _SAMPLES.clear()
             _MEASURED.clear()
-        _MEASURED[key] = seconds
-    else:
-        _MEASURED[key] = old + (seconds - old) * 0.25
+        _SAMPLES[key] = [seconds]  # a kind's first run pays its warm-up: not trusted alone
+        return
+    samples.append(seconds)
+    if len(samples) > 3:
+        del samples[0]
+    # The lower of two, the median of three: one preempted or collected run (a
+    # loaded machine) does not send a cheap kind to the workers.
+    _MEASURED[key] = sorted(samples)[(len(samples) - 1) // 2]
 
 
 def _timed(key: tuple, fn, args):  # on a worker thread

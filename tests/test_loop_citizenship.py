@@ -143,18 +143,24 @@ def test_a_caller_driven_step_computes_inline(graph, monkeypatch):
 
 async def test_measured_time_corrects_the_estimate(monkeypatch):
     monkeypatch.setattr(cpu, "_MEASURED", {})
+    monkeypatch.setattr(cpu, "_SAMPLES", {})
     dev = cpu.CPUDevice(cpu.local_cpu_name())
     try:
         x = np.ones(4, np.float32)
-        assert cpu.estimate_seconds(np.add, (x, x)) < cpu.INLINE_S
-        np.testing.assert_array_equal(await dev.compute(np.add, x, x), 2 * x)
-        assert dev.offloaded == 0
         key = cpu._call_key(np.add, (x, x))
-        assert key in cpu._MEASURED  # the inline run was measured
-        cpu._MEASURED[key] = 1.0  # as if such calls had been slow
+        assert cpu.estimate_seconds(np.add, (x, x)) < cpu.INLINE_S
+        for _ in range(2):
+            np.testing.assert_array_equal(await dev.compute(np.add, x, x), 2 * x)
+        assert dev.offloaded == 0
+        assert cpu._MEASURED[key] < cpu.INLINE_S  # two inline runs measured
+        cpu._SAMPLES[key][:] = [1.0, 1.0]  # as if such calls had been slow
+        cpu._MEASURED[key] = 1.0
         np.testing.assert_array_equal(await dev.compute(np.add, x, x), 2 * x)
         assert dev.offloaded == 1
-        assert cpu._MEASURED[key] < 1.0  # the worker's measurement pulls it back
+        assert cpu._MEASURED[key] == 1.0  # one fast run on the worker: still the median
+        np.testing.assert_array_equal(await dev.compute(np.add, x, x), 2 * x)
+        assert dev.offloaded == 2
+        assert cpu._MEASURED[key] < cpu.INLINE_S  # two fast runs of three: inline again
     finally:
         dev.close()
 
