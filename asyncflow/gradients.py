@@ -119,7 +119,8 @@ def _default_grad_ys(ys, grad_ys, colocate):
             out.append(gy)
             continue
         if isinstance(gy, IndexedSlices):
-            out.append(gy)
+            with _maybe_colocate(y.op, colocate):
+                out.append(_identity_slices(gy, f"grad_ys_{i}"))
             continue
         gy = ops.convert_to_tensor(gy, dtype=y.dtype if not isinstance(gy, ops.Tensor) else None)
         if y.dtype.is_floating and not gy.dtype.is_floating:
@@ -141,8 +142,24 @@ def _default_grad_ys(ys, grad_ys, colocate):
             raise ValueError(
                 f"Incompatible shapes between grad_ys and ys: {gy.shape} vs {y.shape}"
             )
-        out.append(gy)
+        # An Identity in this call's name scope, as TF's: gradient functions that find
+        # their gradient's scope from its name (TensorArray's) work whatever scope the
+        # given grad_ys were made in.
+        with _maybe_colocate(y.op, colocate):
+            out.append(ops.apply_op("Identity", [gy], name=f"grad_ys_{i}").outputs[0])
     return out
+
+
+def _identity_slices(gy: IndexedSlices, name: str) -> IndexedSlices:
+    def wrap(t, suffix):
+        if t is None:
+            return None
+        t = ops.convert_to_tensor(t)
+        return ops.apply_op("Identity", [t], name=f"{name}_{suffix}").outputs[0]
+
+    return IndexedSlices(
+        wrap(gy.values, "values"), wrap(gy.indices, "indices"), wrap(gy.dense_shape, "shape")
+    )
 
 
 @contextlib.contextmanager
@@ -244,14 +261,14 @@ def gradients(
     else:
         grad_ys = _as_list(grad_ys)
     if len(grad_ys) != len(ys):
-        raise ValueError(f"Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
+        raise ValueError(f"Length mismatch. Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
     if aggregation_method not in (None, 0, 1, 2):
         raise ValueError(f"Invalid aggregation_method specified {aggregation_method}.")
     if unconnected_gradients not in (UnconnectedGradients.NONE, UnconnectedGradients.ZERO):
         raise ValueError(f"Unknown value for unconnected_gradients: {unconnected_gradients!r}")
     stop_tensors = _to_tensor_list(_as_list(stop_gradients or []), "stop_gradients")
     graph = ops._graph_from_values(ys + xs)
-    with graph.as_default(), graph.name_scope(name or "gradients"):
+    with graph.as_default(), graph.name_scope("gradients" if name is None else name):
         return _gradients_helper(
             ys,
             xs,

@@ -3,8 +3,9 @@
 The theoretical Jacobian comes from the gradient graph (`gradients(y, x, dy)` run once
 per element of y with a one-hot dy); the numerical one from central differences
 (one pair of runs per element of x).  Both are (x_size, y_size) matrices, row i being
-d y / d x[i], as TF lays them out.  Run in float64: float32 differences carry ~1e-3
-error.
+d y / d x[i], as TF lays them out; a complex x or y counts as twice as many reals
+(real and imaginary parts in turn), so a complex Jacobian is real.  Run in float64:
+float32 differences carry ~1e-3 error.
 
 Deterministic unlike TF: without `x_init_value`, x starts at values drawn from a fixed
 seed.
@@ -49,35 +50,47 @@ def _dense_value(sess, dx, feed, x_shape):
     return np.asarray(sess.run(dx, feed))
 
 
+def _reals(a) -> np.ndarray:
+    """`a` flat, a complex number counting as two reals (real, imaginary): TF's layout of
+    complex Jacobians.  A view, so writing into it writes into `a`."""
+    a = a.reshape(-1)
+    return a.view(a.real.dtype) if np.iscomplexobj(a) else a
+
+
+def _real_size(shape, dtype) -> int:
+    return _size(shape) * (2 if dtype.is_complex else 1)
+
+
 def _theoretical_jacobian(sess, x, x_shape, x_data, dx, dy, y_shape, feed):
-    x_size, y_size = _size(x_shape), _size(y_shape)
-    jacobian = np.zeros((x_size, y_size), dtype=x_data.dtype)
+    x_size, y_size = _real_size(x_shape, x.dtype), _real_size(y_shape, dy.dtype)
+    jacobian = np.zeros((x_size, y_size), dtype=x_data.real.dtype)
     if dx is None:
         return jacobian
     dy_data = np.zeros(y_shape, dtype=dy.dtype.as_numpy_dtype)
-    flat = dy_data.reshape(-1)
+    flat = _reals(dy_data)
     for col in range(y_size):
         flat[:] = 0
         flat[col] = 1
         value = _dense_value(sess, dx, {**feed, x: x_data, dy: dy_data}, x_shape)
-        jacobian[:, col] = value.reshape(x_size)
+        jacobian[:, col] = _reals(np.ascontiguousarray(value, dtype=x_data.dtype))
     return jacobian
 
 
 def _numeric_jacobian(sess, x, x_shape, x_data, y, y_shape, delta, feed):
-    x_size, y_size = _size(x_shape), _size(y_shape)
-    jacobian = np.zeros((x_size, y_size), dtype=x_data.dtype)
+    x_size, y_size = _real_size(x_shape, x.dtype), _real_size(y_shape, y.dtype)
+    jacobian = np.zeros((x_size, y_size), dtype=x_data.real.dtype)
     x_pos = x_data.copy()
-    flat = x_pos.reshape(-1)
+    flat = _reals(x_pos)
     for row in range(x_size):
         orig = flat[row]
         flat[row] = orig + delta
         # Copies: a fetch may be the fed buffer itself (y = identity(x)).
-        y_pos = np.array(sess.run(y, {**feed, x: x_pos.copy()}), dtype=np.float64)
+        y_pos = np.array(sess.run(y, {**feed, x: x_pos.copy()}))
         flat[row] = orig - delta
-        y_neg = np.array(sess.run(y, {**feed, x: x_pos.copy()}), dtype=np.float64)
+        y_neg = np.array(sess.run(y, {**feed, x: x_pos.copy()}))
         flat[row] = orig
-        jacobian[row, :] = ((y_pos - y_neg) / (2 * delta)).reshape(y_size)
+        diff = _reals(y_pos).astype(np.float64) - _reals(y_neg).astype(np.float64)
+        jacobian[row, :] = diff / (2 * delta)
     return jacobian
 
 
@@ -98,6 +111,8 @@ def _one(sess, x, x_shape, y, y_shape, x_init_value, delta, feed, rng):
         x_data = np.array(x_init_value, dtype=np_dtype)
         if x_data.shape != x_shape:
             raise ValueError(f"x_init_value shape {x_data.shape} does not match x_shape {x_shape}")
+    elif x.dtype.is_complex:
+        x_data = (rng.random_sample(x_shape) + 1j * rng.random_sample(x_shape)).astype(np_dtype)
     else:
         x_data = rng.random_sample(x_shape).astype(np_dtype)
     with x.graph.as_default():

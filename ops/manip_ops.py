@@ -151,11 +151,16 @@ def concat(values, axis, name="concat"):
     """`tf.concat`: join tensors along `axis` (one tensor: an Identity).
 
     Raises:
-      ValueError: at build time for mismatched ranks/dimensions or a known axis out of range.
+      ValueError: at build time for no values, mismatched ranks/dimensions or a known axis
+        out of range.
       InvalidArgumentError: at run time for the same conditions.
     """
     if not isinstance(values, list | tuple):
         values = [values]
+    if not values:  # TF's ConcatV2 has N >= 2 (one value is an Identity, below)
+        raise ValueError(
+            "List argument 'values' to 'ConcatV2' Op with length 0 shorter than minimum length 2."
+        )
     if len(values) == 1:
         with op_scope(name, "concat", values) as scope:
             ops.convert_to_tensor(axis, name="concat_dim", dtype=dtypes.int32).shape.with_rank(0)

@@ -309,10 +309,12 @@ async def _tensor_array_gather_v3(ctx, handle, indices, flow):
         es = ctx.attrs["element_shape"]
         es = tensor_shape.as_shape(es) if es is not None else ta.element_shape
         if not es.is_fully_defined():
-            raise _invalid(
+            raise errors.UnimplementedError(
+                None,
+                None,
                 "TensorArray has size zero, but element shape "
                 f"{es} is not fully defined. Currently only static shapes are supported "
-                "when packing zero-size TensorArrays."
+                "when packing zero-size TensorArrays.",
             )
         return xp.zeros([0] + es.as_list(), ta.dtype.as_numpy_dtype)
     if ta.is_grad:  # unwritten gradient elements are zeros
@@ -360,10 +362,12 @@ async def _tensor_array_concat_v3(ctx, handle, flow):
         es = ctx.attrs["element_shape_except0"]
         es = tensor_shape.as_shape(es) if es is not None else tensor_shape.unknown_shape()
         if not es.is_fully_defined():
-            raise _invalid(
+            raise errors.UnimplementedError(
+                None,
+                None,
                 "TensorArray has size zero, but element_shape_except0 "
                 f"{es} is not fully defined. Currently only static shapes are supported when "
-                "concatenating zero-size TensorArrays."
+                "concatenating zero-size TensorArrays.",
             )
         return xp.zeros([0] + es.as_list(), ta.dtype.as_numpy_dtype), np.zeros([0], np.int64)
     for v in values:

@@ -423,3 +423,105 @@ def test_prevent_feeding_and_fetching():
             with pytest.raises(InaccessibleTensorError, match="Operation add has been marked"):
                 sess.run(y.op, {z: 1.0})
             assert sess.run(y + 1.0, {y: 5.0}) == 6.0
+
+
+# -- item 6: grad_ys scopes, complex Jacobians, TensorArray errors, concat([]) --------------
+
+
+def test_grad_ys_made_outside_the_gradients_scope_reach_a_tensor_array():
+    # TF: dx == dy == [[2.42]] (gradients wraps each grad_y in an Identity of its own
+    # scope, where the TensorArray gradient looks for it).
+    with tf.Graph().as_default():
+        x = tf.constant([[1.42]])
+        dy = tf.constant([[2.42]])
+        ta = tf.TensorArray(tf.float32, size=1, element_shape=[1]).write(0, x[0])
+        (dx,) = tf.gradients(ys=[ta.stack()], xs=[x], grad_ys=[dy])
+        with tf.Session() as sess:
+            np.testing.assert_allclose(sess.run(dx), [[2.42]])
+
+
+def test_grad_ys_kinds_and_names():
+    # TF: an IndexedSlices grad_y passes through identity unchanged (values [2.], indices
+    # [0], no dense_shape); name="" builds at the root ("AddN:0"), None under
+    # "gradients"; a wrong count is "Length mismatch. Passed 2 grad_ys for 1 ys".
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32)
+        dy = tf.IndexedSlices(tf.placeholder(tf.float32), tf.placeholder(tf.int32))
+        (dx,) = tf.gradients(tf.identity(x), x, grad_ys=dy)
+        assert isinstance(dx, tf.IndexedSlices)
+        with tf.Session() as sess:
+            got = sess.run(dx, {x: [1.0], dy.indices: [0], dy.values: [2.0]})
+            assert got.values.tolist() == [2.0] and got.indices.tolist() == [0]
+            assert got.dense_shape is None
+    with tf.Graph().as_default():
+        x = tf.constant([1.0, 2.0])
+        y = x * x
+        gy = tf.constant([3.0, 4.0])
+        (g0,) = tf.gradients(y, x, grad_ys=gy, name="")
+        (g1,) = tf.gradients(y, x, grad_ys=gy, name=None)
+        assert g0.name == "AddN:0" and g1.name == "gradients/AddN:0"
+        with tf.Session() as sess:
+            np.testing.assert_allclose(sess.run([g0, g1]), [[6.0, 16.0]] * 2)
+        with pytest.raises(ValueError, match="Length mismatch. Passed 2 grad_ys for 1 ys"):
+            tf.gradients(y, x, grad_ys=[gy, gy])
+
+
+def test_compute_gradient_of_complex_tensors():
+    # TF: a complex number counts as two reals (real, imaginary), the Jacobian is real:
+    # d(x*x) at [1+2j, 3-1j] is block-diagonal [[2, 4], [-4, 2]], [[6, -2], [2, 6]]
+    # (4x4, float64); for complex64, x * (2-1j) at [1+2j] gives [[2, -1], [1, 2]] (float32).
+    with tf.Graph().as_default(), tf.Session():
+        x = tf.placeholder(tf.complex128, [2])
+        theoretical, numerical = tf.test.compute_gradient(
+            x, [2], x * x, [2], x_init_value=np.array([1 + 2j, 3 - 1j]), delta=1e-6
+        )
+        want = [[2, 4, 0, 0], [-4, 2, 0, 0], [0, 0, 6, -2], [0, 0, 2, 6]]
+        assert theoretical.dtype == np.float64 and theoretical.shape == (4, 4)
+        np.testing.assert_allclose(theoretical, want, atol=1e-9)
+        np.testing.assert_allclose(numerical, want, atol=1e-6)
+    with tf.Graph().as_default(), tf.Session():
+        x = tf.placeholder(tf.complex64, [1])
+        y = x * tf.constant([2 - 1j], tf.complex64)
+        theoretical, numerical = tf.test.compute_gradient(
+            x, [1], y, [1], x_init_value=np.array([1 + 2j])
+        )
+        assert theoretical.dtype == np.float32
+        np.testing.assert_allclose(theoretical, [[2, -1], [1, 2]], atol=1e-6)
+        np.testing.assert_allclose(numerical, [[2, -1], [1, 2]], atol=1e-2)
+
+
+def test_tensor_array_shapes_and_errors():
+    # TF: element_shape is checked at build time ("Inconsistent shapes: saw (3,) but
+    # expected (2,)", also for unstack); concat/stack of a zero-size array whose
+    # element shape is not fully known is UnimplementedError; concat of scalars is
+    # InvalidArgumentError; gradients have x's shape.
+    with tf.Graph().as_default():
+        ta = tf.TensorArray(tf.float32, size=2, element_shape=[2])
+        with pytest.raises(ValueError, match=r"Inconsistent shapes: saw \(3,\) but expected"):
+            ta.write(0, [1.0, 2.0, 3.0])
+        with pytest.raises(ValueError, match="Inconsistent shapes"):
+            ta.unstack([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+        empty = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        empty_known = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[3, 2])
+        scalars = tf.TensorArray(tf.float32, size=2).write(0, 1.0).write(1, 2.0)
+        x = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+        (g,) = tf.gradients(tf.TensorArray(tf.float32, size=3).unstack(x).read(1) * 2.0, x)
+        assert g.shape.as_list() == [3, 2]
+        with tf.Session() as sess:
+            with pytest.raises(tf.errors.UnimplementedError, match="size zero"):
+                sess.run(empty.concat())
+            with pytest.raises(tf.errors.UnimplementedError, match="size zero"):
+                sess.run(empty.stack())
+            assert sess.run(empty_known.concat()).shape == (0, 2)
+            assert sess.run(empty_known.stack()).shape == (0, 3, 2)
+            with pytest.raises(tf.errors.InvalidArgumentError, match="scalar"):
+                sess.run(scalars.concat())
+            np.testing.assert_array_equal(sess.run(g), [[0, 0], [2, 2], [0, 0]])
+
+
+def test_concat_of_nothing_is_a_value_error():
+    # TF: ValueError "List argument 'values' to 'ConcatV2' Op with length 0 shorter than
+    # minimum length 2."
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="length 0 shorter than minimum length 2"):
+            tf.concat([], 0)
