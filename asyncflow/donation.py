@@ -91,6 +91,8 @@ _RETAINS: set[str] = {
     "StackPushV2",
     "BarrierInsertMany",
     "_Send",  # the rendezvous holds the value until its _Recv takes it
+    "PyFunc",  # a user's function may keep what it is given
+    "PyFuncStateless",
     # the spectra memo of ops/conv_ops.py keeps the activations it transformed (`_memo`)
     "Conv2D",
     "Conv2DBackpropInput",
@@ -104,7 +106,8 @@ _FRESH: set[str] = {
     "RandomUniformInt",
 }
 # Stateless op types whose outputs are stored objects (handed out again each run).
-_STORED: set[str] = {"Const", "HostConst", "_Recv", "_HostRecv"}
+# (A stateless py_func may return its argument or an array the user keeps.)
+_STORED: set[str] = {"Const", "HostConst", "_Recv", "_HostRecv", "PyFuncStateless"}
 
 
 def aliases_inputs(op_type: str, when: Callable | None = None) -> None:

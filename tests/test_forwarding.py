@@ -377,3 +377,16 @@ def test_training_steps_pay_no_copy(monkeypatch):
         for _ in range(3):
             s.run(train, {x: A})
     assert copies == []
+
+
+def test_what_a_stateless_py_func_returns_is_not_taken_over():
+    kept = (A @ B).astype(np.float32)  # the user's array, handed back by the function
+    (y,) = af.py_func(lambda: kept, [], [af.float32], stateful=False)
+    y.set_shape([64, 96])
+    z = af.matmul(af.constant(A), af.constant(B))
+    (same,) = af.py_func(lambda x: x, [z], [af.float32], stateful=False)
+    same.set_shape([64, 96])
+    first, twice = _run([y * 2.0, same * 2.0])
+    np.testing.assert_allclose(first, 2 * (A @ B), rtol=1e-6)
+    np.testing.assert_allclose(twice, 2 * (A @ B), rtol=1e-6)
+    np.testing.assert_allclose(kept, A @ B, rtol=1e-6)
