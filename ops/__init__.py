@@ -39,6 +39,7 @@ from asyncflow.ops import (  # noqa: F401
     slicing_ops,
     state_ops,
     string_ops,
+    summary_ops,
     tensor_array_ops,
     training_ops,
 )

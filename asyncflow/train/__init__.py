@@ -41,3 +41,7 @@ for _name in ("export_meta_graph", "write_graph"):
     globals()[_name] = getattr(_meta_graph, _name)
     __all__.append(_name)
 del _m, _name
+
+from asyncflow.summary.reader import summary_iterator  # noqa: E402 - tf.train.summary_iterator
+
+__all__.append("summary_iterator")

@@ -1,0 +1,360 @@
+"""Event files for TensorBoard: `FileWriter`, `FileWriterCache` (TF1's `tf.summary`).
+
+An event file is a TFRecord file of serialized `Event` protos, the first one carrying
+`file_version: "brain.Event:2"`; its name is
+`events.out.tfevents.<10-digit seconds>.<hostname><filename_suffix>`.
+
+Writing never blocks the caller: `add_event` serializes and frames the event where it
+is called (microseconds) and appends the bytes to the writer's pending list under a
+lock; a background task writes the pending bytes with async file I/O (aiofiles) when
+`max_queue` events are waiting, every `flush_secs` seconds, on `flush()` and on
+`close()`.  The background tasks of every writer run on one event loop of their own,
+in a daemon thread: a synchronous session keeps driving its steps inline on the
+caller's thread (handing steps to a loop thread would cost each step a thread hop),
+and an async program's loop never waits on the disk.  `flush`/`close` block until the
+bytes are written; `aflush`/`aclose` are their async twins.
+
+Invariants: records reach the file in the order `add_event` was called (one writer
+task per file, pending bytes taken whole under the lock); after `close()` returns,
+every event added before it is on disk and the file is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import socket
+import threading
+import time
+
+import aiofiles
+
+from asyncflow import graph as ops
+from asyncflow.protos.event_pb2 import Event, SessionLog, TaggedRunMetadata
+from asyncflow.protos.summary_pb2 import Summary
+from asyncflow.python_io import _frame
+
+__all__ = ["EventFileWriter", "FileWriter", "FileWriterCache"]
+
+
+# -- the writers' loop ----------------------------------------------------------------------
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _writer_loop() -> asyncio.AbstractEventLoop:
+    """The event loop all writers' background tasks run on (started on first use)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(
+                target=loop.run_forever, name="asyncflow-summary-writer", daemon=True
+            )
+            thread.start()
+            _loop = loop
+        return _loop
+
+
+class EventFileWriter:
+    """Writes Event protos to one event file in `logdir` from a background task.
+
+    Raises (constructor): OSError when `logdir` cannot be created.
+    """
+
+    def __init__(self, logdir, max_queue=10, flush_secs=120, filename_suffix=None):
+        self._logdir = os.fspath(logdir)
+        os.makedirs(self._logdir, exist_ok=True)
+        self._max_queue = max(int(max_queue), 1)
+        self._flush_secs = float(flush_secs)
+        self._suffix = filename_suffix or ""
+        self._lock = threading.Lock()
+        self._closed = True
+        self._open()
+
+    def _open(self) -> None:
+        now = time.time()
+        self._path = os.path.join(
+            self._logdir,
+            f"events.out.tfevents.{int(now):010d}.{socket.gethostname()}{self._suffix}",
+        )
+        self._pending: list[bytes] = []
+        self._error: BaseException | None = None
+        self._closed = False
+        self._loop = _writer_loop()
+        first = Event(wall_time=now, file_version="brain.Event:2")
+        self._pending.append(_frame(first.SerializeToString()))
+        started = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
+        started.result()  # the task exists (and will create the file) before we return
+
+    async def _start(self) -> None:
+        self._wake = asyncio.Event()
+        self._flushed: list[concurrent.futures.Future] = []
+        self._closing = False
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        """The background task: write what is pending when woken or every flush_secs."""
+        try:
+            async with aiofiles.open(self._path, "wb") as f:
+                while True:
+                    try:
+                        async with asyncio.timeout(self._flush_secs):
+                            await self._wake.wait()
+                    except TimeoutError:
+                        pass
+                    self._wake.clear()
+                    with self._lock:
+                        batch, self._pending = self._pending, []
+                        waiters, self._flushed = self._flushed, []
+                        closing = self._closing
+                    if batch:
+                        await f.write(b"".join(batch))
+                        await f.flush()
+                    for w in waiters:
+                        w.set_result(None)
+                    if closing:
+                        break
+        except Exception as exc:  # reported to the next flush/close caller
+            self._error = exc
+            with self._lock:
+                waiters, self._flushed = self._flushed, []
+            for w in waiters:
+                w.set_result(None)
+
+    def _request(self, closing: bool) -> concurrent.futures.Future:
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if self._task.done():
+                done.set_result(None)
+                return done
+            self._flushed.append(done)
+            self._closing = self._closing or closing
+        self._loop.call_soon_threadsafe(self._wake.set)
+        return done
+
+    def get_logdir(self) -> str:
+        return self._logdir
+
+    @property
+    def path(self) -> str:
+        """The event file being written."""
+        return self._path
+
+    def add_event(self, event: Event) -> None:
+        """Queue `event` for the file; returns at once.  Ignored after close()."""
+        record = _frame(event.SerializeToString())
+        with self._lock:
+            if self._closed:
+                return
+            self._pending.append(record)
+            wake = len(self._pending) >= self._max_queue
+        if wake:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def _raise_error(self) -> None:
+        err, self._error = self._error, None
+        if err is not None:
+            raise err
+
+    def flush(self) -> None:
+        """Block until every event added so far is written.  Raises: the writer's OSError."""
+        if not self._closed:
+            self._request(False).result()
+        self._raise_error()
+
+    async def aflush(self) -> None:
+        if not self._closed:
+            await asyncio.wrap_future(self._request(False))
+        self._raise_error()
+
+    def close(self) -> None:
+        """Write what is pending and close the file.  Raises: the writer's OSError."""
+        if self._closed:
+            return
+        with self._lock:
+            self._closed = True
+        self._request(True).result()
+        self._raise_error()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        with self._lock:
+            self._closed = True
+        await asyncio.wrap_future(self._request(True))
+        self._raise_error()
+
+    def reopen(self) -> None:
+        """Start a new event file after close(); no-op while open."""
+        if self._closed:
+            self._open()
+
+
+class FileWriter:
+    """TF1's `tf.summary.FileWriter`: summaries, graphs, run metadata and session logs
+    as events of one event file in `logdir`.
+
+    Raises:
+      ValueError (add_run_metadata): a tag already used for run metadata.
+    """
+
+    def __init__(
+        self,
+        logdir,
+        graph=None,
+        max_queue=10,
+        flush_secs=120,
+        graph_def=None,
+        filename_suffix=None,
+        session=None,
+    ):
+        self.event_writer = EventFileWriter(logdir, max_queue, flush_secs, filename_suffix)
+        self._seen_summary_tags: set[str] = set()
+        self._session_run_tags: set[str] = set()
+        if graph is not None or graph_def is not None:
+            self.add_graph(graph=graph, graph_def=graph_def)
+            from asyncflow import meta_graph
+
+            # As TF1: the meta graph of the graph too (collections from the graph, or
+            # from the default graph when only a GraphDef is given).
+            if isinstance(graph, ops.Graph):
+                meta = meta_graph.export_meta_graph(graph=graph)
+            else:
+                meta = meta_graph.export_meta_graph(graph_def=graph_def or graph)
+            self.add_meta_graph(meta)
+
+    def __enter__(self) -> FileWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def get_logdir(self) -> str:
+        return self.event_writer.get_logdir()
+
+    def add_event(self, event: Event) -> None:
+        self.event_writer.add_event(event)
+
+    def _add_event(self, event: Event, step) -> None:
+        event.wall_time = time.time()
+        if step is not None:
+            event.step = int(step)
+        self.event_writer.add_event(event)
+
+    def add_summary(self, summary, global_step=None) -> None:
+        """Add a Summary (message or serialized bytes, as a summary op returns).
+
+        A tag's metadata is written with its first value only, as TF1 does.
+        """
+        if isinstance(summary, (bytes, bytearray, memoryview)):
+            summ = Summary()
+            summ.ParseFromString(bytes(summary))
+            summary = summ
+        elif not isinstance(summary, Summary):  # a 0-d object array from session.run
+            summ = Summary()
+            summ.ParseFromString(bytes(summary.item() if hasattr(summary, "item") else summary))
+            summary = summ
+        for value in summary.value:
+            if not value.HasField("metadata"):
+                continue
+            if value.tag in self._seen_summary_tags:
+                value.ClearField("metadata")
+            else:
+                self._seen_summary_tags.add(value.tag)
+        self._add_event(Event(summary=summary), global_step)
+
+    def add_scalar(self, tag, value, global_step=None) -> None:
+        """One scalar value (asyncflow's shortcut for hooks: no summary op needed)."""
+        summary = Summary()
+        summary.value.add(tag=tag, simple_value=float(value))
+        self._add_event(Event(summary=summary), global_step)
+
+    def add_graph(self, graph=None, global_step=None, graph_def=None) -> None:
+        """Add the graph (or a GraphDef) for TensorBoard's graph tab.
+
+        Raises: TypeError when neither is given.
+        """
+        if graph is not None and graph_def is not None:
+            raise ValueError("Please pass only graph, or graph_def (deprecated), but not both.")
+        if isinstance(graph, ops.Graph):
+            true_graph_def = graph.as_graph_def(add_shapes=True)
+        elif graph is not None or graph_def is not None:
+            from asyncflow.graph_io import as_graph_def_message
+
+            true_graph_def = as_graph_def_message(graph if graph is not None else graph_def)
+        else:
+            raise TypeError("graph must be a tf.Graph")
+        self._add_event(Event(graph_def=true_graph_def.SerializeToString()), global_step)
+
+    def add_meta_graph(self, meta_graph_def, global_step=None) -> None:
+        if not hasattr(meta_graph_def, "SerializeToString"):
+            raise TypeError(
+                f"meta_graph_def must be type MetaGraphDef, saw type: {type(meta_graph_def)}"
+            )
+        self._add_event(Event(meta_graph_def=meta_graph_def.SerializeToString()), global_step)
+
+    def add_run_metadata(self, run_metadata, tag, global_step=None) -> None:
+        """Add a step's RunMetadata (TensorBoard's per-step compute-time view)."""
+        if tag in self._session_run_tags:
+            raise ValueError("The provided tag was already used for this event type")
+        self._session_run_tags.add(tag)
+        tagged = TaggedRunMetadata(tag=tag, run_metadata=_serialize_run_metadata(run_metadata))
+        self._add_event(Event(tagged_run_metadata=tagged), global_step)
+
+    def add_session_log(self, session_log: SessionLog, global_step=None) -> None:
+        self._add_event(Event(session_log=session_log), global_step)
+
+    def flush(self) -> None:
+        self.event_writer.flush()
+
+    async def aflush(self) -> None:
+        await self.event_writer.aflush()
+
+    def close(self) -> None:
+        self.event_writer.close()
+
+    async def aclose(self) -> None:
+        await self.event_writer.aclose()
+
+    def reopen(self) -> None:
+        self.event_writer.reopen()
+
+
+def _serialize_run_metadata(run_metadata) -> bytes:
+    if hasattr(run_metadata, "SerializeToString"):
+        return run_metadata.SerializeToString()
+    from asyncflow.protos import RunMetadata
+
+    out = RunMetadata()  # asyncflow's RunMetadata object: its step_stats proto
+    stats = getattr(run_metadata, "step_stats", None)
+    if hasattr(stats, "SerializeToString"):
+        out.step_stats.CopyFrom(stats)
+    return out.SerializeToString()
+
+
+class FileWriterCache:
+    """One FileWriter per logdir, shared (TF1's `tf.summary.FileWriterCache`)."""
+
+    _cache: dict[str, FileWriter] = {}
+    _lock = threading.Lock()
+
+    @staticmethod
+    def get(logdir) -> FileWriter:
+        """The cached FileWriter for `logdir`, made with the default graph if new."""
+        with FileWriterCache._lock:
+            writer = FileWriterCache._cache.get(logdir)
+            if writer is None:
+                writer = FileWriter(logdir, graph=ops.get_default_graph())
+                FileWriterCache._cache[logdir] = writer
+            return writer
+
+    @staticmethod
+    def clear() -> None:
+        """Close and forget every cached writer."""
+        with FileWriterCache._lock:
+            for writer in FileWriterCache._cache.values():
+                writer.close()
+            FileWriterCache._cache = {}

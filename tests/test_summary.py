@@ -1,0 +1,323 @@
+"""Summary ops and event files against TensorFlow 2.21 (fixtures in tests/fixtures/summary,
+recorded by record_af.py then record_tf.py there; TensorFlow is not needed here).
+
+- tf.tfevents, written by TF's FileWriter, is read with this file's own TFRecord/Event
+  reader and with `af.summary.summary_iterator`; its summaries equal what asyncflow's ops
+  compute for the same inputs (scalars, histograms, tensors and WAV bytes exactly;
+  images as decoded pixels, the PNG compression differing);
+- tf_read_af.json is what TF's `summary_iterator` read in af.tfevents, written by
+  asyncflow's FileWriter: the same events, and every value equal to TF's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import threading
+import wave
+import zlib
+from pathlib import Path
+
+import crc32c
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import errors
+from asyncflow.protos import Event, GraphDef, Summary
+
+HERE = Path(__file__).parent / "fixtures" / "summary"
+sys.path.insert(0, str(HERE))
+import cases  # noqa: E402
+
+# -- an independent reader: TFRecord framing, masked CRC32C, Event parsing ----------------
+
+
+def _masked(data: bytes) -> int:
+    crc = crc32c.crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def read_events(path) -> list[Event]:
+    raw = Path(path).read_bytes()
+    events, pos = [], 0
+    while pos < len(raw):
+        header = raw[pos : pos + 8]
+        (length,) = struct.unpack("<Q", header)
+        (hcrc,) = struct.unpack("<I", raw[pos + 8 : pos + 12])
+        assert hcrc == _masked(header)
+        data = raw[pos + 12 : pos + 12 + length]
+        (dcrc,) = struct.unpack("<I", raw[pos + 12 + length : pos + 16 + length])
+        assert dcrc == _masked(data)
+        events.append(Event.FromString(data))
+        pos += 16 + length
+    return events
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    """8-bit gray/RGB/RGBA PNG (any filter) -> [h, w, c] uint8."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, color = struct.unpack(">IIBB", body[:10])
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    assert depth == 8
+    c = {0: 1, 4: 2, 2: 3, 6: 4}[color]
+    rows = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(h, 1 + w * c)
+    out = np.zeros((h, w * c), np.int32)
+    for y in range(h):
+        f, line = rows[y, 0], rows[y, 1:].astype(np.int32)
+        prev = out[y - 1] if y else np.zeros(w * c, np.int32)
+        cur = np.zeros(w * c, np.int32)
+        for x in range(w * c):
+            a = cur[x - c] if x >= c else 0
+            b, d = prev[x], prev[x - c] if x >= c else 0
+            if f == 0:
+                pred = 0
+            elif f == 1:
+                pred = a
+            elif f == 2:
+                pred = b
+            elif f == 3:
+                pred = (a + b) // 2
+            else:
+                p = a + b - d
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - d)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else d)
+            cur[x] = (line[x] + pred) & 0xFF
+        out[y] = cur
+    return out.astype(np.uint8).reshape(h, w, c)
+
+
+def decode_wav(data: bytes) -> tuple[np.ndarray, int]:
+    import io
+
+    with wave.open(io.BytesIO(data)) as w:
+        frames = np.frombuffer(w.readframes(w.getnframes()), "<i2")
+        return frames.reshape(-1, w.getnchannels()) / 32768.0, w.getframerate()
+
+
+def _summaries(events):
+    return [e for e in events if e.WhichOneof("what") == "summary"]
+
+
+def _our_summary() -> Summary:
+    with af.Graph().as_default():
+        merged = cases.build(af)
+        with af.Session() as sess:
+            return Summary.FromString(sess.run(merged))
+
+
+def _assert_value_equal(ours, theirs):
+    assert ours.tag == theirs.tag
+    kind = theirs.WhichOneof("value")
+    assert ours.WhichOneof("value") == kind
+    if kind == "image":
+        for f in ("height", "width", "colorspace"):
+            assert getattr(ours.image, f) == getattr(theirs.image, f)
+        np.testing.assert_array_equal(
+            decode_png(ours.image.encoded_image_string),
+            decode_png(theirs.image.encoded_image_string),
+        )
+    else:  # scalars, histograms, tensors, audio: the same message, byte for byte
+        assert ours.SerializeToString() == theirs.SerializeToString()
+
+
+# -- TF's event file ------------------------------------------------------------------------
+
+
+def test_tf_event_file_reads_back():
+    events = read_events(HERE / "tf.tfevents")
+    assert [e.WhichOneof("what") for e in events] == [
+        "file_version",
+        "graph_def",
+        "meta_graph_def",
+        "summary",
+        "summary",
+    ]
+    assert events[0].file_version == "brain.Event:2"
+    assert [e.step for e in _summaries(events)] == [1, 2]
+    ours = list(af.summary.summary_iterator(HERE / "tf.tfevents"))
+    assert [e.SerializeToString() for e in ours] == [e.SerializeToString() for e in events]
+
+
+def test_summary_ops_match_tf():
+    theirs = _summaries(read_events(HERE / "tf.tfevents"))[0].summary
+    ours = _our_summary()
+    assert [v.tag for v in ours.value] == [v.tag for v in theirs.value]
+    for o, t in zip(ours.value, theirs.value):
+        _assert_value_equal(o, t)
+
+
+def test_histogram_and_image_details():
+    """Spot values against an independent reading of the TF fixture."""
+    values = {v.tag: v for v in _summaries(read_events(HERE / "tf.tfevents"))[0].summary.value}
+    x = cases.inputs()
+    h = values["weights"].histo
+    w = x["weights"].astype(np.float64)
+    assert (h.min, h.max, h.num) == (w.min(), w.max(), 200)
+    assert sum(h.bucket) == 200 and h.bucket_limit[-1] == sys.float_info.max
+    assert h.sum == pytest.approx(w.sum(), rel=1e-12)
+    # A non-finite pixel is painted bad_color (red, cut to the image's 1 channel).
+    np.testing.assert_array_equal(
+        decode_png(values["bad_img/image/0"].image.encoded_image_string)[..., 0],
+        [[159, 255], [64, 255]],  # [[0.5, nan], [-1, 2]]: x * 127/2 + 128
+    )
+    np.testing.assert_array_equal(
+        decode_png(values["u8_img/image/0"].image.encoded_image_string), x["u8_img"][0]
+    )
+    samples, rate = decode_wav(values["wave/audio/1"].audio.encoded_audio_string)
+    assert rate == 8000
+    np.testing.assert_allclose(samples, np.clip(x["wave"][1], -1, 32767 / 32768), atol=1 / 32768)
+
+
+def test_metadata_only_with_a_tags_first_value():
+    """As TF1's FileWriter: the second step's text/tensor values carry no metadata."""
+    for path in (HERE / "tf.tfevents", HERE / "af.tfevents"):
+        first, second = _summaries(read_events(path))
+        assert first.summary.value[-1].metadata.plugin_data.plugin_name == ""
+        assert first.summary.value[-2].metadata.plugin_data.plugin_name == "text"
+        assert not any(v.HasField("metadata") for v in second.summary.value)
+
+
+# -- asyncflow's event file, as TF read it --------------------------------------------------
+
+
+def test_tf_reads_our_event_file():
+    seen = json.loads((HERE / "tf_read_af.json").read_text())
+    ours = read_events(HERE / "af.tfevents")
+    assert [d["kind"] for d in seen] == [e.WhichOneof("what") for e in ours]
+    assert [d["step"] for d in seen] == [e.step for e in ours]
+    assert seen[0]["file_version"] == "brain.Event:2"
+    assert seen[1]["nodes"] == sorted(n.name for n in GraphDef.FromString(ours[1].graph_def).node)
+    tf_values = _summaries(read_events(HERE / "tf.tfevents"))[0].summary.value
+    for d, t in zip(seen[3]["values"], tf_values):
+        assert d["tag"] == t.tag
+        kind = d["value"]
+        if kind == "simple_value":
+            assert d["simple_value"] == t.simple_value
+        elif kind == "histo":
+            h = t.histo
+            assert (d["min"], d["max"], d["num"], d["sum"]) == (h.min, h.max, h.num, h.sum)
+            assert (d["bucket_limit"], d["bucket"]) == (list(h.bucket_limit), list(h.bucket))
+        elif kind == "image":
+            np.testing.assert_array_equal(d["pixels"], decode_png(t.image.encoded_image_string))
+        elif kind == "audio":
+            samples, _ = decode_wav(t.audio.encoded_audio_string)
+            np.testing.assert_array_equal(d["decoded"], samples.astype(np.float32))
+            assert d["content_type"] == "audio/wav" and d["decoded_rate"] == 8000
+        else:
+            assert d["plugin"] in ("text", "")
+    assert seen[3]["values"][-2]["values"] == ["hello", "naïve"]
+    assert seen[3]["values"][-1]["values"] == [1, 2, 3, 4]
+
+
+# -- builders: names, tags, collections, errors ----------------------------------------------
+
+
+def test_names_tags_and_collections():
+    with af.Graph().as_default() as g:
+        a = af.summary.scalar("a b", 1.0)
+        with af.name_scope("outer"):
+            b = af.summary.histogram("h", [1.0], family="fam")
+        c = af.summary.scalar("c", 2.0, collections=["mine"])
+        assert [t.name for t in af.get_collection(af.GraphKeys.SUMMARIES)] == [
+            "a_b:0",
+            "outer/fam/h:0",
+        ]
+        assert af.get_collection("mine") == [c]
+        merged = af.summary.merge_all()
+        assert merged.op.type == "MergeSummary" and merged.name == "Merge/MergeSummary:0"
+        assert af.summary.merge_all("nothing") is None
+        with af.Session(graph=g) as s:
+            tags = [v.tag for v in Summary.FromString(s.run(merged)).value]
+        assert tags == ["a_b", "fam/outer/fam/h"]
+        del a, b
+
+
+def test_errors_as_tf():
+    with af.Graph().as_default():
+        with pytest.raises(ValueError):
+            af.summary.scalar("s", [1.0, 2.0])
+        with pytest.raises(ValueError):
+            af.summary.text("t", 1.0)
+        x = af.summary.scalar("x", 1.0)
+        dup = af.summary.merge([x, x])
+        nan = af.summary.histogram("n", [1.0, np.nan])
+        with af.Session() as s:
+            with pytest.raises(errors.InvalidArgumentError, match="Duplicate tag x"):
+                s.run(dup)
+            with pytest.raises(errors.InvalidArgumentError, match="Nan in summary histogram"):
+                s.run(nan)
+
+
+# -- the writer ------------------------------------------------------------------------------
+
+
+def test_writer_file_and_event_order(tmp_path):
+    w = af.summary.FileWriter(str(tmp_path), filename_suffix=".x", max_queue=3)
+    name = os.path.basename(w.event_writer.path)
+    assert name.startswith("events.out.tfevents.") and name.endswith(".x")
+    assert len(name.split(".")[3]) == 10
+    for i in range(25):
+        w.add_scalar("v", i, global_step=i)
+    w.add_session_log(af.SessionLog(status=af.SessionLog.START), 25)
+    w.flush()
+    events = read_events(w.event_writer.path)
+    assert events[0].file_version == "brain.Event:2"
+    assert [e.summary.value[0].simple_value for e in events[1:26]] == list(range(25))
+    assert events[26].session_log.status == af.SessionLog.START
+    md = af.protos.RunMetadata()
+    w.add_run_metadata(md, "step1", 1)
+    with pytest.raises(ValueError):
+        w.add_run_metadata(md, "step1", 2)
+    w.close()
+    w.add_scalar("ignored", 1.0)  # after close: dropped, as TF1
+    assert read_events(w.event_writer.path)[-1].tagged_run_metadata.tag == "step1"
+
+
+def test_writer_from_threads_and_async(tmp_path):
+    import asyncio
+
+    w = af.summary.FileWriter(str(tmp_path), max_queue=7)
+
+    def add(k):
+        for i in range(200):
+            w.add_scalar(f"t{k}", i, global_step=i)
+
+    threads = [threading.Thread(target=add, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    async def from_async():
+        w.add_scalar("async", 1.0, 0)
+        await w.aflush()
+        await w.aclose()
+
+    asyncio.run(from_async())
+    events = read_events(w.event_writer.path)[1:]
+    assert len(events) == 801
+    for k in range(4):  # each thread's events in its own order
+        steps = [e.step for e in events if e.summary.value[0].tag == f"t{k}"]
+        assert steps == list(range(200))
+
+
+def test_file_writer_cache_and_graph(tmp_path):
+    with af.Graph().as_default() as g:
+        af.constant(1.0, name="c")
+        w = af.summary.FileWriterCache.get(str(tmp_path))
+        assert af.summary.FileWriterCache.get(str(tmp_path)) is w
+        af.summary.FileWriterCache.clear()
+    events = read_events(w.event_writer.path)
+    assert [n.name for n in GraphDef.FromString(events[1].graph_def).node] == ["c"]
+    assert events[2].WhichOneof("what") == "meta_graph_def"
+    del g
