@@ -34,7 +34,7 @@ from asyncflow.executor import (
     _flat_input_is_ref,
 )
 from asyncflow.frames import compile_loops
-from asyncflow.ops import matmul_ops, nn_ops, reader_ops, training_ops
+from asyncflow.ops import matmul_ops, reader_ops, training_ops
 
 __all__ = ["PLAN_PASSES", "compile_plan", "compile_control_flow"]
 
@@ -295,10 +295,7 @@ def compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
 # order lives here, and only here.
 PLAN_PASSES: list[Callable[[Plan], None]] = [
     _fold_constants,
-    matmul_ops.fuse_bias_into_matmul,
     matmul_ops.fuse_matmul_into_relu_grad,
-    nn_ops.fuse_bias_add_relu,
-    nn_ops.fuse_max_pool_grad_relu_grad,
     reader_ops.skip_unused_keys,
     training_ops.fuse_matmul_into_updates,
 ]

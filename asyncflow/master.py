@@ -23,6 +23,7 @@ from collections.abc import Callable
 from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
+from asyncflow.graph_passes import run_graph_passes
 from asyncflow.lowering import compile_control_flow, compile_plan
 from asyncflow.placement import Placer
 from asyncflow.worker import RegisteredGraph, timeout_s
@@ -105,6 +106,9 @@ class Master:
         parts, fetch_map = partition_mod.partition(
             order, assignment, feed_tensors, elements, self._scratch_graph, lossy
         )
+        if not trace:  # (a traced step runs the graph as written: memory per op)
+            for p in parts:
+                run_graph_passes(p, self._scratch_graph)
         if not parts:  # every fetch is fed (or nothing is fetched)
             parts, fetch_map = partition_mod.partition(
                 [], {}, feed_tensors, elements, self._scratch_graph

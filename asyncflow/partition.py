@@ -19,7 +19,15 @@ from asyncflow import errors, rendezvous, tensor_shape
 from asyncflow.graph import Operation, Tensor
 from asyncflow.registry import get_op_def
 
-__all__ = ["PNode", "prune", "partition", "LOSSY_TRANSFER_COLLECTION", "set_lossy_transfer"]
+__all__ = [
+    "LOSSY_TRANSFER_COLLECTION",
+    "PNode",
+    "make_op",
+    "partition",
+    "prune",
+    "renumber",
+    "set_lossy_transfer",
+]
 
 LOSSY_TRANSFER_COLLECTION = "_lossy_transfer_tensors"
 
@@ -246,7 +254,7 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
                 break
         enter = p.add(
             PNode(
-                _make_op(
+                make_op(
                     scratch_graph,
                     "Enter",
                     base + "/Enter",
@@ -263,7 +271,7 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
                 [(start, 0)],
             )
         )
-        merge_op = _make_op(
+        merge_op = make_op(
             scratch_graph, "Merge", base + "/Merge", {"T": i32, "N": 2}, [], [i32, i32]
         )
         merge = p.add(PNode(merge_op, dev))
@@ -271,21 +279,21 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
         pred = cut(cond.outputs[0], home_dev, dev, recv_control=merge)
         switch = p.add(
             PNode(
-                _make_op(scratch_graph, "Switch", base + "/Switch", {"T": i32}, [], [i32, i32]),
+                make_op(scratch_graph, "Switch", base + "/Switch", {"T": i32}, [], [i32, i32]),
                 dev,
                 [(merge, 0), (pred, 0)],
             )
         )
         pivot = p.add(
             PNode(
-                _make_op(scratch_graph, "Identity", base + "/Identity", {"T": i32}, [], [i32]),
+                make_op(scratch_graph, "Identity", base + "/Identity", {"T": i32}, [], [i32]),
                 dev,
                 [(switch, 1)],
             )
         )
         nxt = p.add(
             PNode(
-                _make_op(
+                make_op(
                     scratch_graph, "NextIteration", base + "/NextIteration", {"T": i32}, [], [i32]
                 ),
                 dev,
@@ -330,9 +338,9 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
             "key": key_str,
         }
         base = f"_send_{name.replace(':', '_')}_{counter[0]}"
-        send_op = _make_op(scratch_graph, "_Send", base, {**attrs, "T": dtype}, [dtype])
+        send_op = make_op(scratch_graph, "_Send", base, {**attrs, "T": dtype}, [dtype])
         src.add(PNode(send_op, src_dev, src_input, src_controls))
-        recv_op = _make_op(
+        recv_op = make_op(
             scratch_graph,
             "_Recv",
             base.replace("_send_", "_recv_"),
@@ -407,9 +415,10 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
 #
 # On a device with memory of its own (`device.host_memory` False), every value is in
 # device memory except what a kernel registration declares host memory (shape and axis
-# arguments, Shape's output, ...; `OpDef.host_memory_positions`).  Feeds arrive in host memory and fetches leave in it.  Where
-# the two ends of an edge disagree, a _DeviceCopy joins them (one per value and
-# direction, shared by its consumers), inside loop frames as outside.
+# arguments, Shape's output, ...; `OpDef.host_memory_positions`).  Feeds arrive in host
+# memory and fetches leave in it.  Where the two ends of an edge disagree, a _DeviceCopy
+# joins them (one per value and direction, shared by its consumers), inside loop frames
+# as outside.
 
 
 def _output_in_host(pnode, device) -> list[bool]:
@@ -427,7 +436,7 @@ def _copy_node(p, src, dtype, to_host: bool, graph, counter, cache) -> int:
     if idx is None:
         counter[0] += 1
         where = "to_host" if to_host else "from_host"
-        op = _make_op(
+        op = make_op(
             graph,
             "_DeviceCopy",
             f"_copy_{where}_{counter[0]}",
@@ -495,16 +504,25 @@ def _topological_order(p) -> None:
                 ready.append(u)
     if len(order) != n or order == list(range(n)):
         return  # (a cycle is reported by the executor as it always was)
+    renumber(p, order)
+
+
+def renumber(p, order: list[int]) -> None:
+    """Keep `p`'s nodes `order` (old indices), in that order; nothing kept may refer
+    to a node left out."""
     new_of = {old: new for new, old in enumerate(order)}
+    nodes = p.nodes
     p.nodes = [nodes[i] for i in order]
     for node in p.nodes:
         node.inputs = [s if s[0] == "feed" else (new_of[s[0]], s[1]) for s in node.inputs]
         node.controls = [new_of[c] for c in node.controls]
-    p.index = {op: new_of[i] for op, i in p.index.items()}
+    p.index = {op: new_of[i] for op, i in p.index.items() if i in new_of}
     p.fetches = [f if f[0] == "feed" else (new_of[f[0]], f[1]) for f in p.fetches]
+    if p.copies:
+        p.copies = {k: new_of[v] for k, v in p.copies.items() if v in new_of}
 
 
-def _make_op(graph, op_type, name, attrs, input_dtypes, out_dtype=None) -> Operation:
+def make_op(graph, op_type, name, attrs, input_dtypes, out_dtype=None) -> Operation:
     """A detached Operation for a runtime-inserted node (never added to a user graph).
 
     `out_dtype` is one dtype, or a list of them for several outputs.
@@ -524,7 +542,7 @@ def _dummy_const(graph, n: int) -> Operation:
 
     value = np.zeros((), np.int32)
     value.flags.writeable = False
-    op = _make_op(
+    op = make_op(
         graph,
         "Const",
         f"_control_dummy_{n}",

@@ -14,6 +14,8 @@ Invariants:
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
@@ -27,7 +29,13 @@ from asyncflow.ops.math_helpers import (
     _shape_str,
     quiet_errstate,
 )
-from asyncflow.registry import FLOATING, TypeConstraint, register_op
+from asyncflow.registry import (
+    FLOATING,
+    NotDifferentiable,
+    TypeConstraint,
+    get_op_def,
+    register_op,
+)
 
 __all__ = ["matmul"]
 
@@ -205,51 +213,94 @@ def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool, relu: bool = 
     return add_into_gemm
 
 
-def fuse_bias_into_matmul(plan) -> None:
-    """x @ w + b (AddV2, Add or BiasAdd of a MatMul that has no other consumer) as one
-    gemm accumulating into the broadcast bias: the product is never stored alone."""
-    for i, p in enumerate(plan.pnodes):
-        op = p.op
-        if op.type not in ("AddV2", "Add", "BiasAdd") or plan.derefs[i] or len(p.inputs) != 2:
+# -- graph pass: x @ w + b (+ Relu) as one internal op -------------------------------------
+
+FusedMatMul = register_op(
+    "_FusedMatMul",
+    inputs=["a: T", "b: T", "bias: T"],
+    outputs=["product: T"],
+    attrs={
+        "T": FLOATING,
+        "transpose_a": False,
+        "transpose_b": False,
+        "add_type": "BiasAdd",  # the op the pattern added with: BiasAdd, AddV2 or Add
+        "bias_first": False,  # Add(bias, product) rather than Add(product, bias)
+        "data_format": "NHWC",  # (BiasAdd's)
+        "relu": False,  # a Relu alone after the sum
+    },
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_FusedMatMul")  # introduced after the gradients were built
+
+
+@FusedMatMul.kernel("CPU")
+async def _fused_matmul(ctx, a, b, bias):
+    """The product accumulated by one gemm into the broadcast bias (and the Relu
+    applied to the output while it is in cache); odd shapes or dtypes take the plain
+    kernels, which also word any error."""
+    attrs = ctx.attrs
+    key = (attrs["add_type"], attrs["bias_first"], attrs["relu"])
+    add = _ADD_KERNELS.get(key)
+    if add is None:
+        plain = get_op_def(key[0]).kernel_for("CPU").fn
+        add = _ADD_KERNELS[key] = _bias_fused_kernel(
+            plain, int(key[1]), key[0] == "BiasAdd", key[2]
+        )
+    product = await matmul_deferred(ctx, a, b)
+    # The plain kernels (the fallback) must not take over an input: this node's
+    # donation decisions are about a, b and bias, not about the plain kernel's operands.
+    plain_ctx = ctx.kernel_state.get("plain_ctx")
+    if plain_ctx is None:
+        plain_ctx = ctx.kernel_state["plain_ctx"] = copy.copy(ctx)
+        plain_ctx.forward = frozenset()
+    return await (add(plain_ctx, bias, product) if key[1] else add(plain_ctx, product, bias))
+
+
+_ADD_KERNELS: dict = {}
+
+
+def fuse_matmul_bias(view) -> None:
+    """x @ w + b (AddV2, Add or BiasAdd of a MatMul that has no other consumer), and a
+    Relu alone after it, become one _FusedMatMul: the product is never stored alone."""
+    for i, node in enumerate(view.nodes):
+        op = node.op
+        if op.type not in ("AddV2", "Add", "BiasAdd") or len(node.inputs) != 2:
             continue
-        if p.device.device_type != "CPU" or not op.op_def.supports("CPU"):
+        if node.device.device_type != "CPU" or view.reads_ref(i) or not view.available(i):
             continue
         if not blas.available(op.get_attr("T").np_dtype):
             continue
         for k in (0,) if op.type == "BiasAdd" else (0, 1):
-            j, out = p.inputs[k]
-            if j == "feed" or out != 0 or plan.derefs[j]:
+            j, out = node.inputs[k]
+            if j == "feed" or out != 0 or not view.available(j):
                 continue
-            src = plan.pnodes[j]
-            if src.op.type != "MatMul" or src.device is not p.device:
+            mm = view.nodes[j]
+            if mm.op.type != "MatMul" or mm.device is not node.device or view.reads_ref(j):
                 continue
-            if plan.sole_consumer(j) != i or not plan.claim(i, j):
+            if view.sole_consumer(j) != i:
                 continue
-            # A Relu alone after the sum (a dense layer's activation) runs inside the
-            # same kernel, on the gemm's output while it is in cache.
-            r = plan.sole_consumer(i)
+            r = view.sole_consumer(i)
             relu = (
                 r is not None
-                and plan.pnodes[r].op.type == "Relu"
-                and plan.pnodes[r].device is p.device
-                and not plan.derefs[r]
-                and plan.claim(r)
+                and view.op(r).type == "Relu"
+                and view.device(r) is node.device
+                and view.available(r)
             )
+            attrs = {
+                "T": op.get_attr("T"),
+                "transpose_a": mm.op.get_attr("transpose_a"),
+                "transpose_b": mm.op.get_attr("transpose_b"),
+                "add_type": op.type,
+                "bias_first": k == 1,
+                "data_format": op._attrs.get("data_format", "NHWC"),
+                "relu": relu,
+            }
+            inputs = [*mm.inputs, node.inputs[1 - k]]
             if relu:
-                plan.kernels[r] = plan.checked(relu_applied, plan.pnodes[r].op)
-                plan.passes_input(r)
-            plan.kernels[j] = plan.checked(matmul_deferred, src.op)
-            fused = _bias_fused_kernel(
-                op.op_def.kernel_for("CPU").fn, k, op.type == "BiasAdd", relu
-            )
-            plan.kernels[i] = plan.checked(fused, op)
+                view.fuse(r, "_FusedMatMul", attrs, inputs, absorbed=[i, j])
+            else:
+                view.fuse(i, "_FusedMatMul", attrs, inputs, absorbed=[j])
             break
-
-
-async def relu_applied(ctx, features):
-    """A Relu's kernel when the kernel before it applied max(., 0) already (the gemm
-    here, nn_ops' BiasAdd): it forwards its input."""
-    return features
 
 
 def product_source(plan, consumer, src):

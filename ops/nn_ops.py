@@ -15,9 +15,16 @@ import numpy as np
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
-from asyncflow.ops.matmul_ops import relu_applied
 from asyncflow.ops.pooling_ops import max_pool_grad_relu
-from asyncflow.registry import FLOATING, NUMERIC, REAL, TypeConstraint, register_op
+from asyncflow.registry import (
+    FLOATING,
+    NUMERIC,
+    REAL,
+    NotDifferentiable,
+    TypeConstraint,
+    get_op_def,
+    register_op,
+)
 
 __all__ = [
     "relu",
@@ -281,7 +288,7 @@ async def _bias_add(ctx, value, bias):
 
 
 async def _bias_add_relu(ctx, value, bias):
-    """BiasAdd whose only consumer is a Relu (plan rewrite below): both in one pass."""
+    """BiasAdd whose only consumer is a Relu (the graph pass below): both in one pass."""
     return await _bias_add_impl(ctx, value, bias, True)
 
 
@@ -610,48 +617,70 @@ def _bias_add_grad_grad(op, grad):
 # -- plan rewrite: BiasAdd -> Relu in one pass ---------------------------------------------
 
 
-def fuse_bias_add_relu(plan) -> None:
-    """A BiasAdd whose only consumer is a Relu computes the Relu too (TF's grappler
-    fuses the same pair), and the Relu forwards its input: one pass over memory."""
-    for i, p in enumerate(plan.pnodes):
-        if p.op.type != "Relu" or plan.derefs[i] or p.device.device_type != "CPU":
-            continue
-        j, out = p.inputs[0]
-        if j == "feed" or out != 0 or plan.derefs[j]:
-            continue
-        src = plan.pnodes[j]
-        if src.op.type != "BiasAdd" or src.device is not p.device:
-            continue
-        # Not when the pre-activation is used elsewhere (or fetched), nor when the
-        # BiasAdd already takes its MatMul's product in a gemm.
-        if plan.sole_consumer(j) != i or not plan.claim(i, j):
-            continue
-        plan.kernels[j] = plan.checked(_bias_add_relu, src.op)
-        plan.kernels[i] = plan.checked(relu_applied, p.op)
-        plan.passes_input(i)
+FusedBiasAddRelu = register_op(
+    "_FusedBiasAddRelu",
+    inputs=["value: T", "bias: T"],
+    outputs=["output: T"],
+    attrs={"T": NUMERIC, "data_format": "NHWC"},
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_FusedBiasAddRelu")  # introduced after the gradients were built
 
 
-# -- plan rewrite: MaxPoolGrad -> ReluGrad of the pooled activation ------------------------
+@FusedBiasAddRelu.kernel("CPU")
+async def _fused_bias_add_relu(ctx, value, bias):
+    return await _bias_add_relu(ctx, value, bias)
 
 
-async def _relu_grad_already_applied(ctx, g, x):
-    return g  # its MaxPoolGrad masked the gradient already (pooling_ops.max_pool_grad_relu)
-
-
-def fuse_max_pool_grad_relu_grad(plan) -> None:
-    for i, p in enumerate(plan.pnodes):
-        if p.op.type != "ReluGrad" or plan.derefs[i] or p.device.device_type != "CPU":
+def fuse_bias_add_relu(view) -> None:
+    """A BiasAdd whose only consumer is a Relu: one _FusedBiasAddRelu, one pass over
+    memory (TF's grappler fuses the same pair)."""
+    for i, node in enumerate(view.nodes):
+        if node.op.type != "Relu" or node.device.device_type != "CPU" or view.reads_ref(i):
             continue
-        (j, out), features = p.inputs
-        if j == "feed" or out != 0 or plan.derefs[j] or features[0] == "feed":
+        j, out = node.inputs[0]
+        if j == "feed" or out != 0 or not view.available(i, j):
             continue
-        src = plan.pnodes[j]
-        if src.op.type != "MaxPoolGrad" or src.device is not p.device:
+        src = view.nodes[j]
+        if src.op.type != "BiasAdd" or src.device is not node.device or view.reads_ref(j):
+            continue
+        if view.sole_consumer(j) != i:  # the pre-activation is used elsewhere (or fetched)
+            continue
+        attrs = {"T": src.op.get_attr("T"), "data_format": src.op.get_attr("data_format")}
+        view.fuse(i, "_FusedBiasAddRelu", attrs, list(src.inputs), absorbed=[j])
+
+
+# -- graph pass: MaxPoolGrad -> ReluGrad of the pooled activation --------------------------
+
+FusedMaxPoolGradReluGrad = register_op(
+    "_FusedMaxPoolGradReluGrad",
+    inputs=["orig_input: T", "orig_output: T", "grad: T"],
+    outputs=["output: T"],
+    attrs=dict(get_op_def("MaxPoolGrad").attrs),
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_FusedMaxPoolGradReluGrad")
+
+
+@FusedMaxPoolGradReluGrad.kernel("CPU")
+async def _fused_max_pool_grad_relu_grad(ctx, x, y, dy):
+    return await max_pool_grad_relu(ctx, x, y, dy)
+
+
+def fuse_max_pool_grad_relu_grad(view) -> None:
+    """ReluGrad(MaxPoolGrad(x, y, dy), x): the gradient masked on the pooled tensor,
+    inside the MaxPoolGrad (pooling_ops.max_pool_grad_relu)."""
+    for i, node in enumerate(view.nodes):
+        if node.op.type != "ReluGrad" or node.device.device_type != "CPU" or view.reads_ref(i):
+            continue
+        (j, out), features = node.inputs
+        if j == "feed" or out != 0 or features[0] == "feed" or not view.available(i, j):
+            continue
+        src = view.nodes[j]
+        if src.op.type != "MaxPoolGrad" or src.device is not node.device or view.reads_ref(j):
             continue
         if tuple(src.inputs[0]) != tuple(features):
             continue  # ReluGrad of some other tensor than the pool's input
-        if plan.sole_consumer(j) != i or not plan.claim(i, j):
+        if view.sole_consumer(j) != i:
             continue
-        plan.kernels[j] = plan.checked(max_pool_grad_relu, src.op)
-        plan.kernels[i] = plan.checked(_relu_grad_already_applied, p.op)
-        plan.passes_input(i)
+        view.fuse(i, "_FusedMaxPoolGradReluGrad", dict(src.op._attrs), list(src.inputs), [j])

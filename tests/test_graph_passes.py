@@ -1,0 +1,117 @@
+"""Graph passes (asyncflow.graph_passes), each alone on a small graph.
+
+A pass replaces a pattern of a partition's nodes by one internal op (`_FusedMatMul`,
+`_FusedBiasAddRelu`, `_FusedMaxPoolGradReluGrad`) and drops what it absorbed; it leaves
+a pattern alone when an intermediate value is seen elsewhere (another consumer, a
+fetch). The fused graph computes what the unfused one does (NumPy as the reference).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+from asyncflow import graph_passes, partition
+from asyncflow.devices.cpu import CPUDevice
+from asyncflow.ops import matmul_ops, nn_ops
+
+pytestmark = pytest.mark.timeout(30)
+
+RNG = np.random.default_rng(11)
+A = RNG.standard_normal((80, 64)).astype(np.float32)
+W = RNG.standard_normal((64, 96)).astype(np.float32)
+B = RNG.standard_normal(96).astype(np.float32)
+
+
+def _partition(fetches, feeds=()):
+    order = partition.prune(list(feeds), fetches)
+    dev = CPUDevice("/job:localhost/replica:0/task:0/device:CPU:0")
+    parts, _ = partition.partition(
+        order, dict.fromkeys(order, dev), list(feeds), fetches, tf.Graph()
+    )
+    return parts[0]
+
+
+def _apply(rewrite, p):
+    view = graph_passes.PartitionView(p, tf.Graph())
+    rewrite(view)
+    view.finish()
+    return [n.op.type for n in p.nodes]
+
+
+def test_matmul_bias_relu_becomes_one_fused_matmul():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 64])
+        y = tf.nn.relu(tf.nn.bias_add(tf.matmul(x, tf.constant(W)), tf.constant(B)))
+        p = _partition([y], [x])
+        types = _apply(matmul_ops.fuse_matmul_bias, p)
+        assert types.count("_FusedMatMul") == 1
+        assert not {"MatMul", "BiasAdd", "Relu"} & set(types)
+        (fused,) = [n for n in p.nodes if n.op.type == "_FusedMatMul"]
+        assert fused.op.get_attr("relu") and fused.op.get_attr("add_type") == "BiasAdd"
+        assert p.fetches == [(p.nodes.index(fused), 0)]  # the fetch follows the fused node
+
+
+def test_an_intermediate_seen_elsewhere_is_not_absorbed():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 64])
+        pre = tf.matmul(x, tf.constant(W)) + tf.constant(B)
+        y = tf.nn.relu(pre)
+        p = _partition([y, pre], [x])  # the sum is fetched: the Relu stays apart
+        types = _apply(matmul_ops.fuse_matmul_bias, p)
+        assert "Relu" in types and "_FusedMatMul" in types and "MatMul" not in types
+        mm = tf.matmul(x, tf.constant(W))
+        z = tf.nn.relu(tf.nn.bias_add(mm, tf.constant(B))) + mm  # the product used twice
+        p = _partition([z], [x])
+        assert "_FusedMatMul" not in _apply(matmul_ops.fuse_matmul_bias, p)
+
+
+def test_bias_add_relu_and_control_edges_move_to_the_fused_node():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 96])
+        gate = tf.no_op(name="gate")
+        with tf.control_dependencies([gate]):
+            b = tf.nn.bias_add(x * 2.0, tf.constant(B))
+        y = tf.nn.relu(b)
+        p = _partition([y], [x])
+        types = _apply(nn_ops.fuse_bias_add_relu, p)
+        assert "_FusedBiasAddRelu" in types and "BiasAdd" not in types and "Relu" not in types
+        (fused,) = [n for n in p.nodes if n.op.type == "_FusedBiasAddRelu"]
+        assert [p.nodes[c].op.name for c in fused.controls] == ["gate"]
+
+
+def test_max_pool_grad_relu_grad_pattern():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [2, 8, 8, 3])
+        pool = tf.nn.max_pool(tf.nn.relu(x), [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+        (dx,) = tf.gradients(pool, [x])
+        p = _partition([dx], [x])
+        types = _apply(nn_ops.fuse_max_pool_grad_relu_grad, p)
+        assert "_FusedMaxPoolGradReluGrad" in types and "ReluGrad" not in types
+
+
+@pytest.mark.parametrize("passes_on", [True, False])
+def test_fused_and_unfused_graphs_agree_with_numpy(monkeypatch, passes_on):
+    if not passes_on:
+        monkeypatch.setattr(graph_passes, "GRAPH_PASSES", [])
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 64])
+        dense = tf.nn.relu(tf.matmul(x, tf.constant(W)) + tf.constant(B))
+        dense2 = tf.nn.relu(tf.nn.bias_add(tf.constant(B) + tf.matmul(x, tf.constant(W)), -B))
+        biased = tf.nn.relu(tf.nn.bias_add(x[:, :8] * 3.0, tf.constant(B[:8])))
+        with tf.Session() as s:
+            got = s.run([dense, dense2, biased], {x: A})
+            fused = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+    assert ("_FusedMatMul" in fused) == passes_on
+    np.testing.assert_allclose(got[0], np.maximum(A @ W + B, 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], np.maximum(B + A @ W - B, 0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got[2], np.maximum(A[:, :8] * 3 + B[:8], 0), rtol=1e-6)
+
+
+def test_the_passes_run_in_the_listed_order():
+    assert graph_passes.GRAPH_PASSES == [
+        matmul_ops.fuse_matmul_bias,  # before BiasAdd+Relu: a dense layer is one gemm
+        nn_ops.fuse_bias_add_relu,
+        nn_ops.fuse_max_pool_grad_relu_grad,
+    ]

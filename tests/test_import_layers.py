@@ -1,0 +1,184 @@
+"""The layers (DESIGN.md "Layers", docs/ARCHITECTURE.md): lower never imports upper.
+
+Walks every import of the project's modules, function-local ones included, and fails
+on an import cycle or on a module importing one of a higher layer.  The layers, from
+the bottom:
+
+  core      errors, dtypes, shapes, device names, config, the file formats' codecs
+  graph     the op registry, Graph/Operation/Tensor, GraphDef import/export
+  kernel    the kernel API, resource containers, queue state, devices/
+  ops       ops/: definitions, kernels, gradients, builders
+  library   the Python API built from ops (variables, layers, losses, nn, rnn)
+  autodiff  the gradient walk
+  runtime   the step interpreter (executor, frames), rendezvous, workers
+  compiler  placement, partition, lowering and the plan passes
+  client    master, Session, device_lib
+  programs  what is built on sessions: train/, saved_model/, serving/, data/, ...
+
+A package's __init__ only re-exports (the facade `import asyncflow as tf`), so edges
+from __init__ modules are not checked, as the shared import_cycles tool does.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGES = {"asyncflow": "asyncflow", "asyncflow.ops": "ops", "asyncflow.devices": "devices"}
+
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "core",
+        (
+            "errors",
+            "dtypes",
+            "tensor_shape",
+            "device_spec",
+            "config",
+            "crc32c",
+            "nest",
+            "protos",
+            "example_pb",
+            "checkpoint_format",
+            "python_io",
+        ),
+    ),
+    ("graph", ("registry", "graph", "graph_io", "random_seed", "indexed_slices", "sparse_tensor")),
+    ("kernel", ("kernel_api", "resources", "queues", "devices")),
+    ("ops", ("ops",)),
+    (
+        "library",
+        (
+            "variables",
+            "var_scope",
+            "initializers",
+            "layers",
+            "losses",
+            "regularizers",
+            "clip_ops",
+            "nn",
+            "rnn",
+            "rnn_cell",
+            "rnn_bidirectional",
+            "layer_classes",
+            "layer_functions",
+            "linalg",
+            "metrics",
+        ),
+    ),
+    ("autodiff", ("gradients", "control_flow_grad")),
+    ("runtime", ("executor", "frames", "rendezvous", "worker")),
+    ("compiler", ("placement", "partition", "donation", "lowering")),
+    ("client", ("master", "session", "device_lib")),
+]
+PROGRAMS = len(LAYERS)  # everything else: train/, saved_model/, serving/, data/, ...
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    mods = {}
+    for pkg, folder in PACKAGES.items():
+        for f in (ROOT / folder).rglob("*.py"):
+            rel = f.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            mods[".".join([pkg, *parts])] = f
+    return mods
+
+
+def _resolve(name: str, mods) -> str | None:
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(mods) -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for m, f in mods.items():
+        if f.name == "__init__.py":
+            continue
+        pkg_parts = m.split(".")[:-1]
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = ".".join(pkg_parts[: len(pkg_parts) - node.level + 1])
+                    mod = f"{base}.{node.module}" if node.module else base
+                else:
+                    mod = node.module or ""
+                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in mods else mod for a in node.names]
+            else:
+                continue
+            for t in targets:
+                r = _resolve(t, mods)
+                if r and r != m and r != "asyncflow":
+                    edges[m].add(r)
+    return edges
+
+
+def layer_of(module: str) -> int:
+    short = module.removeprefix("asyncflow.")
+    for i, (_, names) in enumerate(LAYERS):
+        for n in names:
+            if short == n or short.startswith(n + "."):
+                return i
+    return PROGRAMS
+
+
+def _cycles(edges) -> list[list[str]]:
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    assert _cycles(_imports(_modules())) == []
+
+
+def test_no_module_imports_a_higher_layer():
+    names = [n for n, _ in LAYERS] + ["programs"]
+    upward = [
+        f"{m} ({names[layer_of(m)]}) imports {t} ({names[layer_of(t)]})"
+        for m, targets in _imports(_modules()).items()
+        for t in targets
+        if layer_of(t) > layer_of(m)
+    ]
+    assert upward == []
+
+
+def test_the_walk_sees_function_local_imports(tmp_path):
+    # The check must not be fooled by an import hidden inside a function.
+    src = "def f():\n    from asyncflow import session\n    return session\n"
+    node = ast.parse(src)
+    found = [n for n in ast.walk(node) if isinstance(n, ast.ImportFrom)]
+    assert found and found[0].module == "asyncflow"
+    assert layer_of("asyncflow.session") > layer_of("asyncflow.executor")
