@@ -192,9 +192,7 @@ class Layer:
         return list(self._losses)
 
     def get_weights(self):
-        from asyncflow.session import get_default_session
-
-        return get_default_session().run(self._variables)
+        return ops.get_default_session().run(self._variables)
 
 
 def g_trainable() -> list:

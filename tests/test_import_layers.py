@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "example_pb",
             "checkpoint_format",
             "python_io",
+            "tf_logging",
         ),
     ),
     ("graph", ("registry", "graph", "graph_io", "random_seed", "indexed_slices", "sparse_tensor")),
@@ -73,7 +74,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("autodiff", ("gradients", "control_flow_grad")),
     ("runtime", ("executor", "frames", "rendezvous", "worker")),
-    ("compiler", ("placement", "partition", "donation", "lowering")),
+    ("compiler", ("placement", "partition", "donation", "graph_passes", "lowering")),
     ("client", ("master", "session", "device_lib")),
 ]
 PROGRAMS = len(LAYERS)  # everything else: train/, saved_model/, serving/, data/, ...

@@ -15,6 +15,7 @@ import numpy as np
 
 from asyncflow import dtypes, nest, random_seed, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.data.structure import _flat, _pack, _Spec
 from asyncflow.ops import array_ops, dataset_ops
 
 __all__ = ["Dataset", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY"]
@@ -23,19 +24,6 @@ AUTOTUNE = -1
 INFINITE_CARDINALITY = -1
 UNKNOWN_CARDINALITY = -2
 _tokens = itertools.count()
-
-
-class _Spec:
-    """One component's dtype and static shape."""
-
-    __slots__ = ("dtype", "shape")
-
-    def __init__(self, dtype, shape):
-        self.dtype = dtypes.as_dtype(dtype).base_dtype
-        self.shape = tensor_shape.as_shape(shape)
-
-    def __repr__(self) -> str:
-        return f"_Spec({self.dtype.name}, {self.shape})"
 
 
 def _normalize(value):
@@ -48,16 +36,6 @@ def _normalize(value):
         items = [_normalize(v) for v in value]
         return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     return ops.convert_to_tensor(value)
-
-
-def _flat(value) -> list:
-    return nest.flatten(value) if isinstance(value, (tuple, dict)) else [value]
-
-
-def _pack(structure, flat):
-    if isinstance(structure, (tuple, dict)):
-        return nest.pack_sequence_as(structure, flat)
-    return flat[0]
 
 
 def _structure_of(value):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.data.dataset import Dataset, _flat, _pack, _Spec
+from asyncflow.data.structure import _flat, _pack, _Spec
 
 __all__ = [
     "Iterator",
@@ -47,7 +47,7 @@ class Iterator:
         return Iterator(handle, None, structure)
 
     @staticmethod
-    def _one_shot(dataset: Dataset) -> Iterator:
+    def _one_shot(dataset) -> Iterator:
         attrs = _attrs(dataset._structure)
         attrs["container"] = getattr(ops.get_default_graph(), "_container", "") or ""
         handle = ops.apply_op(
@@ -61,7 +61,7 @@ class Iterator:
             raise ValueError("Iterator does not have an initializer.")
         return self._initializer
 
-    def make_initializer(self, dataset: Dataset, name=None) -> ops.Operation:
+    def make_initializer(self, dataset, name=None) -> ops.Operation:
         """An op that starts a new pass of this iterator over `dataset`.
 
         Raises:
@@ -128,11 +128,11 @@ def _attrs(structure) -> dict:
     return {"output_types": [s.dtype for s in specs], "output_shapes": [s.shape for s in specs]}
 
 
-def make_one_shot_iterator(dataset: Dataset) -> Iterator:
+def make_one_shot_iterator(dataset) -> Iterator:
     return dataset.make_one_shot_iterator()
 
 
-def make_initializable_iterator(dataset: Dataset, shared_name=None) -> Iterator:
+def make_initializable_iterator(dataset, shared_name=None) -> Iterator:
     return dataset.make_initializable_iterator(shared_name)
 
 
