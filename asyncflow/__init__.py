@@ -173,7 +173,8 @@ from asyncflow.train.saver import import_meta_graph  # noqa: E402
 _install_namespaces(globals())  # tf.math, tf.random, tf.linalg, tf.io, tf.sparse, ...
 
 # Observability and TF1 script idioms (issue 17): tf.logging, tf.app, tf.flags, tf.compat.v1.
-from asyncflow import app, compat, flags, summary  # noqa: E402
+from asyncflow import app, compat, flags, profiler, summary  # noqa: E402
+from asyncflow.client import timeline as _timeline  # noqa: E402,F401 - af.client.timeline
 from asyncflow import tf_logging as logging  # noqa: E402
 from asyncflow.compat import (  # noqa: E402
     disable_eager_execution,

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from asyncflow.protos.cost_graph_pb2 import CostGraphDef
+from asyncflow.protos.step_stats_pb2 import StepStats
+
 __all__ = [
     "ConfigProto",
     "GPUOptions",
@@ -119,9 +122,8 @@ class RunOptions(_Message):
     }
 
 
-class StepStats(_Message):
-    _fields = {"dev_stats": list}
-
-
 class RunMetadata(_Message):
-    _fields = {"step_stats": StepStats, "partition_graphs": list, "cost_graph": None}
+    """What a traced step reports: `step_stats` and `cost_graph` are TF's protobuf
+    messages (StepStats, CostGraphDef); `partition_graphs` the partitions' GraphDefs."""
+
+    _fields = {"step_stats": StepStats, "partition_graphs": list, "cost_graph": CostGraphDef}

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from asyncflow import donation, errors, executor, graph
+from asyncflow import donation, errors, executor, graph, tracing
 from asyncflow.executor import (
     _FORWARD,
     _NOTHING,
@@ -121,8 +121,8 @@ def compile_plan(
             kernel = _deref_kernel(kernel, deref)
         if executor._CHECK_KERNELS:  # (read at compile time: tests switch it)
             kernel = _checked_kernel(kernel, op)
-        if track_memory:
-            kernel = _accounting_kernel(kernel, device)
+        if track_memory:  # a traced plan: memory accounting and per-node times
+            kernel = tracing.timed_kernel(_accounting_kernel(kernel, device), op, device)
         kernels.append(kernel)
         ctxs.append(KernelContext(op, device, session, kernel_state_for(op)))
         starts.append(slot)

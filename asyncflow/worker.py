@@ -22,7 +22,7 @@ import asyncio
 import itertools
 from typing import Protocol
 
-from asyncflow import errors
+from asyncflow import errors, tracing
 from asyncflow.executor import Step
 from asyncflow.frames import FrameStep
 from asyncflow.kernel_api import _CURRENT_STEP, StepContext
@@ -170,12 +170,17 @@ class LocalWorker:
                 s.on_error = on_error
         self._steps.update(steps)
         self._step_ids[step_id] = (steps, sctx)
+        # Tracing hook: a traced step (its plan's kernels are timed) gets a collector.
+        trace = [] if run_metadata is not None and traced(options) else None
         try:
             token = _CURRENT_STEP.set(sctx)
+            trace_token = None if trace is None else tracing.collect_into(trace)
             try:
                 for s in steps:
                     s.start()
             finally:
+                if trace_token is not None:
+                    tracing.stop_collecting(trace_token)
                 _CURRENT_STEP.reset(token)
             if any(s.tasks for s in steps) and not any(s.error for s in steps):
                 try:
@@ -205,15 +210,8 @@ class LocalWorker:
             error = _step_error(steps)
             if error is not None:
                 raise error
-            if run_metadata is not None and traced(options):
-                run_metadata.step_stats.dev_stats = [
-                    {
-                        "device": d.name,
-                        "bytes_in_use": d.bytes_in_use,
-                        "peak_bytes_in_use": d.peak_bytes_in_use,
-                    }
-                    for d in self.devices
-                ]
+            if trace is not None:  # tracing hook (see tracing.py)
+                tracing.fill_run_metadata(run_metadata, trace, self.devices)
             if len(steps) == 1:
                 return steps[0].results()
             results = [s.results() for s in steps]
@@ -237,7 +235,8 @@ def _new_step(plan, feed_values):
 
 
 def traced(options) -> bool:
-    """SOFTWARE_TRACE or more turns on per-device memory accounting for the step."""
+    """SOFTWARE_TRACE or more: the step runs a traced plan (per-node times, memory
+    accounting) and fills RunMetadata.step_stats."""
     return bool(options is not None and getattr(options, "trace_level", 0) >= 1)
 
 
