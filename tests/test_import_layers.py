@@ -73,7 +73,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("autodiff", ("gradients", "control_flow_grad")),
-    ("runtime", ("executor", "frames", "rendezvous", "worker")),
+    ("runtime", ("executor", "frames", "rendezvous", "worker", "tracing")),
     ("compiler", ("placement", "partition", "donation", "graph_passes", "lowering")),
     ("client", ("master", "session", "device_lib")),
 ]
