@@ -174,32 +174,34 @@ def _flat_input_is_ref(op: Operation) -> list[bool]:
     return out
 
 
-def _check_fresh(op: Operation, forward, args, values, made) -> None:
+# Test mode: the arrays trusted-new producers returned, while they live (any plan).
+_MADE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _check_fresh(op: Operation, forward, args, values) -> None:
     """A consumer may take over this node's outputs (donation.decide): each must be a
     new object (or an input it was given to take over), neither another input, nor
-    another output, nor one it returned before."""
+    another output, nor one some kernel returned before and that still lives."""
     for k, v in enumerate(values):
         if not isinstance(v, np.ndarray) or not v.flags.writeable or not v.size:
             continue
-        if any(v is a for m, a in enumerate(args) if m not in forward) or any(
-            v is w for w in values[:k]
-        ):
+        if any(v is a for m, a in enumerate(args) if m in forward):
+            continue  # taken over: as new as its producer made it
+        if any(v is a for a in args) or any(v is w for w in values[:k]):
             raise AssertionError(
                 f"{op.type} kernel for {op.name} returned an input object as an output: "
                 "declare the op with donation.aliases_inputs"
             )
-        if made.get(id(v)) is v:
+        if _MADE.get(id(v)) is v:
             raise AssertionError(
-                f"{op.type} kernel for {op.name} returned an array it returned before "
+                f"{op.type} kernel for {op.name} returned an array returned before "
                 "(a cache): make it read-only or declare the op with donation.aliases_inputs"
             )
-        made[id(v)] = v
+        _MADE[id(v)] = v
 
 
 def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
     """Test mode (ASYNCFLOW_CHECK_KERNELS=1): verify outputs against the graph's types."""
-
-    made: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     async def checked(ctx, *args, **kw):
         result = await kernel(ctx, *args, **kw)
@@ -208,7 +210,7 @@ def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
         if len(values) != len(outs):
             raise AssertionError(f"{op.type} kernel returned {len(values)} outputs")
         if ctx.fresh:
-            _check_fresh(op, ctx.forward, args, values, made)
+            _check_fresh(op, ctx.forward, args, values)
         for t, v in zip(outs, values):
             if t._is_ref or v is DEAD:
                 continue

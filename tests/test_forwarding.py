@@ -390,3 +390,46 @@ def test_what_a_stateless_py_func_returns_is_not_taken_over():
     np.testing.assert_allclose(first, 2 * (A @ B), rtol=1e-6)
     np.testing.assert_allclose(twice, 2 * (A @ B), rtol=1e-6)
     np.testing.assert_allclose(kept, A @ B, rtol=1e-6)
+
+
+def test_a_cast_to_its_own_type_passes_its_input_on():
+    z = af.matmul(af.constant(A), af.constant(B))
+    same = ops.apply_op("Cast", [z], {"SrcT": af.float32, "DstT": af.float32}).outputs[0]
+    assert _run(_probe_of(same))  # z's only consumer is the Cast: still new
+    z_val, doubled = _run([z, same * 2.0])
+    np.testing.assert_allclose(z_val, A @ B, rtol=1e-6)
+    np.testing.assert_allclose(doubled, 2 * (A @ B), rtol=1e-6)
+
+
+def test_random_values_are_new_and_kernels_that_keep_inputs_get_none(monkeypatch):
+    r = af.random_uniform([64, 96])
+    assert _run(_probe_of(r))  # stateful, but declared fresh_outputs
+    monkeypatch.setattr(donation, "_RETAINS", donation._RETAINS | {"TestForwardableProbe"})
+    assert not _run(_probe_of(af.matmul(af.constant(A), af.constant(B))))
+
+
+_Cached = register_op(
+    "TestCachedOutput",
+    inputs=["x: T"],
+    outputs=["y: T"],
+    attrs={"T": ANY},
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+_CACHE: dict = {}
+
+
+@_Cached.kernel("CPU")
+async def _cached(ctx, x):
+    if "v" not in _CACHE:
+        _CACHE["v"] = np.array(x, copy=True)  # writable, handed out again each run
+    return _CACHE["v"]
+
+
+def test_test_mode_catches_a_kernel_returning_a_cached_array():
+    z = af.matmul(af.constant(A), af.constant(B))
+    y = ops.apply_op("TestCachedOutput", [z]).outputs[0]
+    with af.Session() as s:
+        s.run(y * 2.0)
+        with pytest.raises(af.errors.UnknownError, match="returned before"):  # (a new plan)
+            s.run(y * 2.0)
+    _CACHE.clear()
