@@ -42,6 +42,6 @@ for _name in ("export_meta_graph", "write_graph"):
     __all__.append(_name)
 del _m, _name
 
-from asyncflow.summary.reader import summary_iterator  # noqa: E402 - tf.train.summary_iterator
+from asyncflow.summary.reader import summary_iterator  # noqa: E402,F401 - tf.train.summary_iterator
 
 __all__.append("summary_iterator")

@@ -50,6 +50,8 @@ __all__ = [
     "NanTensorHook",
     "FinalOpsHook",
     "FeedFnHook",
+    "SummarySaverHook",
+    "ProfilerHook",
 ]
 
 logger = logging.getLogger("asyncflow.train")
@@ -759,3 +761,170 @@ class FeedFnHook(SessionRunHook):
 
     def before_run(self, run_context):
         return SessionRunArgs(fetches=None, feed_dict=self.feed_fn())
+
+
+# -- SummarySaverHook, ProfilerHook -------------------------------------------------------
+
+
+def _summary_ops(summary_op, scaffold):
+    op = summary_op if summary_op is not None else scaffold.summary_op
+    if op is None:
+        return None
+    return op if isinstance(op, list) else [op]
+
+
+class SummarySaverHook(SessionRunHook):
+    """Saves summaries every N steps or seconds (TF1's `tf.train.SummarySaverHook`).
+
+    The summary op (or the scaffold's, by default `merge_all()`) is fetched with the
+    step it summarises; the values go to the FileWriter of `output_dir` (cached), whose
+    background task writes them, so a summary step waits for no file I/O.  A
+    SessionLog START is written at the first step, as TF1 does.
+
+    Raises:
+      ValueError: not exactly one of scaffold/summary_op; neither or both of
+        save_steps/save_secs.
+      RuntimeError (in begin): the graph has no global step.
+    """
+
+    def __init__(
+        self,
+        save_steps=None,
+        save_secs=None,
+        output_dir=None,
+        summary_writer=None,
+        scaffold=None,
+        summary_op=None,
+    ):
+        if (scaffold is None) == (summary_op is None):
+            raise ValueError("Exactly one of scaffold or summary_op must be provided.")
+        self._summary_op = summary_op
+        self._summary_writer = summary_writer
+        self._output_dir = output_dir
+        self._scaffold = scaffold
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+
+    def begin(self):
+        if self._summary_writer is None and self._output_dir:
+            self._summary_writer = _summary_writer(self._output_dir)
+        self._next_step = None
+        self._global_step_tensor = _global_step_read()
+        if self._global_step_tensor is None:
+            raise RuntimeError("Global step should be created to use SummarySaverHook.")
+
+    def before_run(self, run_context):
+        self._request_summary = self._next_step is None or self._timer.should_trigger_for_step(
+            self._next_step
+        )
+        requests = {"global_step": self._global_step_tensor}
+        if self._request_summary:
+            ops_ = _summary_ops(self._summary_op, self._scaffold)
+            if ops_ is not None:
+                requests["summary"] = ops_
+        return SessionRunArgs(requests)
+
+    async def abefore_run(self, run_context):
+        return self.before_run(run_context)
+
+    def _record(self, run_values, global_step):
+        from asyncflow.protos import SessionLog
+
+        if self._next_step is None:
+            self._summary_writer.add_session_log(SessionLog(status=SessionLog.START), global_step)
+        if self._request_summary:
+            self._timer.update_last_triggered_step(global_step)
+            for summary in run_values.results.get("summary", ()):
+                self._summary_writer.add_summary(summary, global_step)
+        self._next_step = global_step + 1
+
+    def after_run(self, run_context, run_values):
+        if not self._summary_writer:
+            return
+        global_step = run_values.results["global_step"] + 1
+        if self._next_step is None or self._request_summary:
+            global_step = int(run_context.session.run(self._global_step_tensor))
+        self._record(run_values, global_step)
+
+    async def aafter_run(self, run_context, run_values):
+        if not self._summary_writer:
+            return
+        global_step = run_values.results["global_step"] + 1
+        if self._next_step is None or self._request_summary:
+            global_step = int(await run_context.session.arun(self._global_step_tensor))
+        self._record(run_values, global_step)
+
+    def end(self, session=None):
+        if self._summary_writer:
+            self._summary_writer.flush()
+
+    async def aend(self, session=None):
+        if self._summary_writer:
+            await self._summary_writer.aflush()
+
+
+class ProfilerHook(SessionRunHook):
+    """Traces a step every N steps or seconds (TF1's `tf.train.ProfilerHook`): writes
+    `timeline-<step>.json` (Chrome trace) to `output_dir` and the step's RunMetadata to
+    its event file as `step_<step>`.
+
+    Raises:
+      ValueError: neither or both of save_steps/save_secs.
+      RuntimeError (in begin): the graph has no global step.
+    """
+
+    def __init__(
+        self, save_steps=None, save_secs=None, output_dir="", show_dataflow=True, show_memory=False
+    ):
+        self._output_file = os.path.join(output_dir, "timeline-{}.json")
+        self._output_dir = output_dir
+        self._file_writer = None
+        self._show_dataflow = show_dataflow
+        self._show_memory = show_memory
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+
+    def begin(self):
+        self._next_step = None
+        self._global_step_tensor = _global_step_read()
+        if self._global_step_tensor is None:
+            raise RuntimeError("Global step should be created to use ProfilerHook.")
+        if self._output_dir:
+            self._file_writer = _summary_writer(self._output_dir)
+
+    def before_run(self, run_context):
+        self._request_summary = self._next_step is not None and (
+            self._timer.should_trigger_for_step(self._next_step)
+        )
+        requests = {"global_step": self._global_step_tensor}
+        opts = None
+        if self._request_summary:
+            from asyncflow.config import RunOptions
+
+            opts = RunOptions(trace_level=RunOptions.FULL_TRACE)
+        return SessionRunArgs(requests, options=opts)
+
+    async def abefore_run(self, run_context):
+        return self.before_run(run_context)
+
+    def after_run(self, run_context, run_values):
+        stale_global_step = run_values.results["global_step"]
+        if self._next_step is None:
+            # Update the timer so that it does not activate until N steps or seconds
+            # have passed.
+            self._timer.update_last_triggered_step(stale_global_step)
+        global_step = stale_global_step + 1
+        if self._request_summary and run_values.run_metadata is not None:
+            self._timer.update_last_triggered_step(global_step)
+            self._save(global_step, run_values.run_metadata)
+        self._next_step = global_step + 1
+
+    def _save(self, step, run_metadata):
+        from asyncflow.client import timeline
+
+        logger.info("Saving timeline for %d into '%s'.", step, self._output_file.format(step))
+        trace = timeline.Timeline(run_metadata.step_stats).generate_chrome_trace_format(
+            show_dataflow=self._show_dataflow, show_memory=self._show_memory
+        )
+        with open(self._output_file.format(step), "w") as f:
+            f.write(trace)
+        if self._file_writer is not None:
+            self._file_writer.add_run_metadata(run_metadata, f"step_{step}")  # no step, as TF1

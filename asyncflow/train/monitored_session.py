@@ -248,6 +248,26 @@ class _Call:
         self.fn, self.args, self.async_fn = fn, args, async_fn
 
 
+def _merged_options(options, hook_options, run_metadata):
+    """The step's RunOptions with the hooks' (the larger trace level and timeout, as
+    TF1's `_HookedSession`), and a RunMetadata for the hooks when a hook asked for
+    options and the caller passed none."""
+    if hook_options is None:
+        return options, run_metadata
+    from asyncflow.config import RunMetadata, RunOptions
+
+    merged = RunOptions()
+    for opts in (options, hook_options):
+        if opts is None:
+            continue
+        merged.trace_level = max(merged.trace_level, opts.trace_level)
+        merged.timeout_in_ms = max(merged.timeout_in_ms, opts.timeout_in_ms)
+        merged.output_partition_graphs |= bool(opts.output_partition_graphs)
+        merged.inter_op_thread_pool = opts.inter_op_thread_pool
+        merged.report_tensor_allocations_upon_oom |= bool(opts.report_tensor_allocations_upon_oom)
+    return merged, run_metadata if run_metadata is not None else RunMetadata()
+
+
 def _drive_sync(gen, sess):
     done, request = _resume(gen)
     while not done:
@@ -765,10 +785,9 @@ class MonitoredSession(_MonitoredBase):
         actual, feed, hook_options = _merge_hook_args(
             self._before, ctx, fetches, feed_dict, requests
         )
+        options, run_metadata = _merged_options(options, hook_options, run_metadata)
         try:
-            outputs = sess.run(
-                actual, feed_dict=feed, options=options or hook_options, run_metadata=run_metadata
-            )
+            outputs = sess.run(actual, feed_dict=feed, options=options, run_metadata=run_metadata)
         except _PREEMPTION_ERRORS:
             raise
         except Exception as exc:
@@ -1066,9 +1085,10 @@ class AsyncMonitoredSession(_MonitoredBase):
         actual, feed, hook_options = _merge_hook_args(
             self._before, ctx, fetches, feed_dict, requests
         )
+        options, run_metadata = _merged_options(options, hook_options, run_metadata)
         try:
             outputs = await sess.arun(
-                actual, feed_dict=feed, options=options or hook_options, run_metadata=run_metadata
+                actual, feed_dict=feed, options=options, run_metadata=run_metadata
             )
         except _PREEMPTION_ERRORS:
             raise
