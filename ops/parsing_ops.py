@@ -1,13 +1,21 @@
 """Parsing ops: tf.train.Example records, CSV lines, raw bytes, numbers in strings.
 
 ParseExample / ParseSingleExample decode serialized `tf.train.Example` protos with
-the hand-written wire decoder in asyncflow/example_pb.py (no protobuf dependency) into
-dense tensors (FixedLenFeature, FixedLenSequenceFeature) and SparseTensors
-(VarLenFeature).  DecodeCSV, DecodeRaw and StringToNumber follow TF's kernels,
-messages included.
+protobuf's parser (upb) into dense tensors (FixedLenFeature, FixedLenSequenceFeature)
+and SparseTensors (VarLenFeature).  DecodeCSV, DecodeRaw and StringToNumber follow TF's
+kernels, messages included.
 
-Kernels never suspend; the per-record work is plain Python over bytes, so a batch of
-records is handed to the device's compute pool when large (`ctx.device.compute`).
+A batch of records is parsed in one protobuf call (asyncflow/protos/parse_batch.proto:
+the records, each prefixed with a field-1 tag and its length, are a message repeating
+them).  Dense float features are read from a view of the batch that keeps each
+FloatList's packed payload as bytes, so their values go to numpy in one frombuffer per
+batch; when that view cannot be trusted (unknown or non-canonical fields anywhere in the
+batch: an unpacked FloatList reads as unknown fields there) or a record deviates (a
+missing feature without default, a wrong count or type), that feature takes the general
+path over TF's schema, which keeps TF's checks and messages.
+
+Kernels never suspend; a batch of records is handed to the device's compute pool when
+large (`ctx.device.compute`).
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.example_pb import DecodeError, decode_features
+from asyncflow.example_pb import DecodeError
+from asyncflow.protos.example_pb2 import Example
+from asyncflow.protos.parse_batch_pb2 import ExampleBatch, RawFloatExampleBatch
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
@@ -134,24 +144,172 @@ def _values_of(feature, kind: int, key: str, index: int):
     return np.asarray(values, dtype=np.int64)
 
 
-def _decode_all(serialized: np.ndarray) -> list[dict]:
-    out = []
-    for s in serialized.ravel():
+_SHORT = 1 << 14  # records shorter than this take a 2-byte length: prefixes precomputed
+_PREFIXES: list[bytes] = []
+
+
+def _prefix(n: int) -> bytes:
+    out = bytearray(b"\x0a")
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _batch_blob(records: list) -> bytes:
+    """The records as one ExampleBatch message (see the module note)."""
+    if not _PREFIXES:
+        _PREFIXES.extend(_prefix(n) for n in range(_SHORT))
+    table = _PREFIXES
+    try:
+        return b"".join([table[len(s)] + s for s in records])
+    except IndexError:  # a long record
+        return b"".join([_prefix(len(s)) + s for s in records])
+    except TypeError:
+        bad = next(s for s in records if not isinstance(s, bytes))
+        raise errors.InvalidArgumentError(
+            None, None, f"Could not parse example input, value: '{str(bad)[:64]}'"
+        ) from None
+
+
+class _Batch:
+    """One kernel call's records, parsed lazily in the two views."""
+
+    def __init__(self, records: list):
+        self.records = records
+        self.blob = _batch_blob(records)
+        self._raw = None
+        self._real = None
+        self.raw_is_exact = False
+
+    def _parse(self, cls):
         try:
-            out.append(decode_features(s))
-        except (DecodeError, TypeError):
+            return cls.FromString(self.blob)
+        except DecodeError:
+            for s in self.records:
+                try:
+                    Example.FromString(s)
+                except DecodeError:
+                    raise errors.InvalidArgumentError(
+                        None, None, f"Could not parse example input, value: '{s[:64]!r}'"
+                    ) from None
             raise errors.InvalidArgumentError(
-                None, None, f"Could not parse example input, value: '{s[:64]!r}'"
+                None, None, "Could not parse example input"
             ) from None
+
+    def raw_maps(self) -> list:
+        if self._raw is None:
+            batch = self._parse(RawFloatExampleBatch)
+            batch.DiscardUnknownFields()
+            # Re-serialised size equals the input's only when nothing was unknown (an
+            # unpacked FloatList included) and every field was canonically encoded.
+            self.raw_is_exact = batch.ByteSize() == len(self.blob)
+            self._raw = [ex.features.feature for ex in batch.example]
+        return self._raw
+
+    def real_maps(self) -> list:
+        if self._real is None:
+            self._real = [ex.features.feature for ex in self._parse(ExampleBatch).example]
+        return self._real
+
+    def column(self, key: str) -> list:
+        """Per record: None (no such feature) or (kind, values), kind 0 for none set."""
+        out = []
+        for m in self.real_maps():
+            f = m.get(key)
+            if f is None:
+                out.append(None)
+                continue
+            which = f.WhichOneof("kind")
+            if which is None:
+                out.append((0, None))
+            elif which == "float_list":
+                out.append((2, np.asarray(f.float_list.value, np.float32)))
+            elif which == "int64_list":
+                out.append((3, list(f.int64_list.value)))
+            else:
+                out.append((1, list(f.bytes_list.value)))
+        return out
+
+
+def _dense_fast(batch: _Batch, key, dtype, shape, default):
+    """A dense (not sequence) feature's batch output, or None when any record needs the
+    general path (missing without default, wrong count or type, untrusted float view)."""
+    kind = _KIND_OF[dtype]
+    want = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    maps = batch.raw_maps()
+    if kind == 2:
+        if not batch.raw_is_exact or want == 0:
+            return None
+        nbytes = 4 * want
+        fill = None if default is None else np.asarray(default, "<f4").tobytes()
+        chunks = []
+        for m in maps:
+            f = m.get(key)
+            if f is None:
+                if fill is None:
+                    return None
+                chunks.append(fill)
+                continue
+            v = f.float_list.value
+            if len(v) != 1 or len(v[0]) != nbytes:
+                return None
+            chunks.append(v[0])
+        flat = np.frombuffer(b"".join(chunks), "<f4").astype(np.float32)
+        return flat.reshape([len(maps), *shape])
+    fill = None if default is None else np.asarray(default).reshape(-1).tolist()
+    vals: list = []
+    for m in maps:
+        f = m.get(key)
+        if f is None:
+            if fill is None:
+                return None
+            vals.extend(fill)
+            continue
+        v = f.int64_list.value if kind == 3 else f.bytes_list.value
+        if len(v) != want:
+            return None
+        vals.extend(v)
+    if kind == 3:
+        return np.array(vals, np.int64).reshape([len(maps), *shape])
+    out = np.empty(len(vals), dtype=object)
+    out[:] = vals
+    return out.reshape([len(maps), *shape])
+
+
+def _sparse_column(batch: _Batch, key, dtype) -> list:
+    """The column of a VarLen feature: bytes and int64 from the raw view (exact for them;
+    a present feature with no values is checked for its kind), floats from TF's schema."""
+    kind = _KIND_OF[dtype]
+    if kind == 2:
+        return batch.column(key)
+    out = []
+    for m in batch.raw_maps():
+        f = m.get(key)
+        if f is None:
+            out.append(None)
+            continue
+        v = f.int64_list.value if kind == 3 else f.bytes_list.value
+        if len(v):
+            out.append((kind, list(v)))
+            continue
+        which = f.WhichOneof("kind")
+        if which is None:
+            out.append((0, None))
+        else:  # an empty list of the wanted kind, or another kind (_values_of reports it)
+            out.append((_KIND_FIELD[which], None if _KIND_FIELD[which] != kind else []))
     return out
 
 
-def _dense_output(feats, key, dtype, shape, default, seq, batch_size, xp):
+_KIND_FIELD = {"bytes_list": 1, "float_list": 2, "int64_list": 3}
+
+
+def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp):
     kind = _KIND_OF[dtype]
     want = int(np.prod(shape, dtype=np.int64)) if shape else 1
     rows = []
-    for i, f in enumerate(feats):
-        feature = f.get(key)
+    for i, feature in enumerate(column):
         if feature is None:
             if seq:
                 rows.append(None)
@@ -202,26 +360,37 @@ def _dense_output(feats, key, dtype, shape, default, seq, batch_size, xp):
     return out if batch_size is not None else out[0]
 
 
-def _sparse_output(feats, key, dtype, batch: bool):
+def _sparse_output(column, key, dtype, batch: bool):
     kind = _KIND_OF[dtype]
-    parts, idx, longest = [], [], 0
-    for i, f in enumerate(feats):
-        feature = f.get(key)
+    counts = np.zeros(len(column), np.int64)
+    flat: list = []
+    arrays: list = []  # float columns hold arrays
+    for i, feature in enumerate(column):
         if feature is None:
             continue
-        vals = _values_of(feature, kind, key, i)
-        if vals.size:
-            parts.append(vals)
-            idx.append(np.stack([np.full(vals.size, i, np.int64), np.arange(vals.size)], 1))
-            longest = max(longest, vals.size)
+        got, vals = feature
+        if got != kind and got != 0:
+            _values_of(feature, kind, key, i)  # raises TF's "Data types don't match"
+        if vals is not None and len(vals):
+            counts[i] = len(vals)
+            (arrays.append if kind == 2 else flat.extend)(vals)
     np_dt = dtype.as_numpy_dtype
-    values = np.concatenate(parts) if parts else np.zeros(0, np_dt)
-    if kind == 1 and not parts:
-        values = np.empty(0, dtype=object)
-    indices = np.concatenate(idx).astype(np.int64) if idx else np.zeros((0, 2), np.int64)
+    if kind == 2:
+        values = np.concatenate(arrays).astype(np.float32) if arrays else np.zeros(0, np_dt)
+    elif kind == 3:
+        values = np.array(flat, np.int64)
+    else:
+        values = np.empty(len(flat), dtype=object)
+        values[:] = flat
+    total = int(counts.sum())
+    rows = np.repeat(np.arange(len(column), dtype=np.int64), counts)
+    starts = np.cumsum(counts) - counts
+    cols = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
+    longest = int(counts.max()) if len(column) else 0
     if batch:
-        return indices, values.astype(np_dt, copy=False), np.array([len(feats), longest], np.int64)
-    return indices[:, 1:], values.astype(np_dt, copy=False), np.array([longest], np.int64)
+        indices = np.stack([rows, cols], 1)
+        return indices, values, np.array([len(column), longest], np.int64)
+    return cols.reshape(-1, 1), values, np.array([longest], np.int64)
 
 
 def _parse_kernel_sync(attrs, serialized, defaults):
@@ -235,10 +404,11 @@ def _parse_kernel_sync(attrs, serialized, defaults):
         raise errors.InvalidArgumentError(
             None, None, f"Expected serialized to be a scalar, got shape: {list(serialized.shape)}"
         )
-    feats = _decode_all(serialized)
+    parsed = _Batch(serialized.reshape(-1).tolist())
+    n = len(parsed.records)
     s_idx, s_val, s_shape = [], [], []
     for key, dt in zip(attrs["sparse_keys"], attrs["sparse_types"]):
-        i, v, s = _sparse_output(feats, key, dt, batch)
+        i, v, s = _sparse_output(_sparse_column(parsed, key, dt), key, dt, batch)
         s_idx.append(i)
         s_val.append(v)
         s_shape.append(s)
@@ -247,11 +417,11 @@ def _parse_kernel_sync(attrs, serialized, defaults):
         attrs["dense_keys"], attrs["Tdense"], attrs["dense_shapes"], attrs["_dense_seq"], defaults
     ):
         default = None if np.size(default) == 0 else default
-        dense.append(
-            _dense_output(
-                feats, key, dt, list(shape), default, seq, len(feats) if batch else None, np
-            )
-        )
+        out = None if seq else _dense_fast(parsed, key, dt, list(shape), default)
+        if out is None:
+            column = parsed.column(key)
+            out = _dense_output(column, key, dt, list(shape), default, seq, n, np)
+        dense.append(out if batch else out[0])
     return [*s_idx, *s_val, *s_shape, *dense]
 
 

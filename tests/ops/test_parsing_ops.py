@@ -205,3 +205,86 @@ def test_sparse_tensor_value_fetch(sess):
     np.testing.assert_array_equal(v.dense_shape, [2, 3])
     assert sp.shape.as_list() == [2, 3]
     assert isinstance(sess.run({"a": [sp]})["a"][0], SparseTensorValue)
+
+
+# -- the batch paths (one protobuf parse per batch; raw float view) ---------------------------
+
+
+def _float_example(values, packed=True, key=b"x"):
+    """An Example with one FloatList, packed (as TF writes) or unpacked (valid protobuf)."""
+    import struct
+
+    if packed:
+        payload = struct.pack(f"<{len(values)}f", *values)
+        flist = b"\x0a" + bytes([len(payload)]) + payload
+    else:
+        flist = b"".join(b"\x0d" + struct.pack("<f", v) for v in values)
+    feature = b"\x12" + bytes([len(flist)]) + flist
+    entry = b"\x0a" + bytes([len(key)]) + key + b"\x12" + bytes([len(feature)]) + feature
+    features = b"\x0a" + bytes([len(entry)]) + entry
+    return b"\x0a" + bytes([len(features)]) + features
+
+
+def test_unpacked_float_lists_parse_like_packed_ones(sess):
+    packed = _float_example([1.5, -2.0])
+    unpacked = _float_example([3.0, 4.5], packed=False)
+    assert pb.Example.FromString(unpacked).features.feature["x"].float_list.value == [3.0, 4.5]
+    dense = P.parse_example(
+        af.constant([packed, unpacked]), {"x": P.FixedLenFeature([2], af.float32)}
+    )
+    sparse = P.parse_example(af.constant([unpacked, packed]), {"x": P.VarLenFeature(af.float32)})
+    got, sp = sess.run([dense["x"], sparse["x"]])
+    assert got.tolist() == [[1.5, -2.0], [3.0, 4.5]]
+    assert sp.values.tolist() == [3.0, 4.5, 1.5, -2.0]
+    assert sp.indices.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+
+
+def test_fast_path_defaults_types_and_counts(sess):
+    def ex(**features):
+        e = pb.Example()
+        for k, v in features.items():
+            f = e.features.feature[k]
+            if isinstance(v[0], float):
+                f.float_list.value.extend(v)
+            elif isinstance(v[0], int):
+                f.int64_list.value.extend(v)
+            else:
+                f.bytes_list.value.extend(v)
+        return e.SerializeToString()
+
+    records = [ex(x=[1.0, 2.0], n=[7]), ex(n=[8]), ex(x=[5.0, 6.0], n=[9], s=[b"a", b"b"])]
+    spec = {
+        "x": P.FixedLenFeature([2], af.float32, default_value=[-1.0, -1.0]),
+        "n": P.FixedLenFeature([], af.int64),
+        "s": P.VarLenFeature(af.string),
+    }
+    out = sess.run(P.parse_example(af.constant(records), spec))
+    assert out["x"].tolist() == [[1.0, 2.0], [-1.0, -1.0], [5.0, 6.0]]
+    assert out["n"].tolist() == [7, 8, 9] and out["n"].dtype == np.int64
+    assert out["s"].values.tolist() == [b"a", b"b"] and out["s"].indices.tolist() == [
+        [2, 0],
+        [2, 1],
+    ]
+    assert out["s"].dense_shape.tolist() == [3, 2]
+    wrong_type = [ex(x=[1, 2], n=[1])]
+    with pytest.raises(errors.InvalidArgumentError, match="Data types don't match"):
+        sess.run(P.parse_example(af.constant(wrong_type), spec)["x"])
+    wrong_count = [ex(x=[1.0], n=[1])]
+    with pytest.raises(errors.InvalidArgumentError, match="Values size: 1"):
+        sess.run(P.parse_example(af.constant(wrong_count), spec)["x"])
+    with pytest.raises(errors.InvalidArgumentError, match="Data types don't match"):
+        sess.run(P.parse_example(af.constant([ex(s=[3])]), {"s": P.VarLenFeature(af.string)}))
+    with pytest.raises(errors.InvalidArgumentError, match="is required"):
+        sess.run(P.parse_example(af.constant([ex(x=[1.0, 2.0])]), spec)["n"])
+
+
+def test_long_records_and_a_bad_one_in_a_batch(sess):
+    e = pb.Example()
+    e.features.feature["x"].float_list.value.extend(range(5000))  # > 16 KiB: long prefix
+    long = e.SerializeToString()
+    out = P.parse_example(af.constant([long, long]), {"x": P.FixedLenFeature([5000], af.float32)})
+    got = sess.run(out["x"])
+    assert got.shape == (2, 5000) and got[1, 4999] == 4999.0
+    bad = af.constant([long, b"\x0a\x05abc"])
+    with pytest.raises(errors.InvalidArgumentError, match="Could not parse example input"):
+        sess.run(P.parse_example(bad, {"x": P.VarLenFeature(af.float32)})["x"])
