@@ -17,11 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from asyncflow import errors
 from asyncflow.executor import _flat_input_is_ref
-from asyncflow.ops import matmul_ops, nn_ops
+from asyncflow.ops import matmul_ops, nn_ops, training_ops
 from asyncflow.partition import Partition, make_op, renumber
 
 __all__ = ["GRAPH_PASSES", "PartitionView", "run_graph_passes"]
+
+# Ops whose presence makes ordering edges unsafe (deadness would flow along them).
+_NO_ORDERING = frozenset(
+    ["Switch", "Merge", "Enter", "Exit", "NextIteration", "ControlTrigger", "_Recv"]
+)
 
 
 class PartitionView:
@@ -73,6 +79,63 @@ class PartitionView:
         i = users[0][0]
         return None if self._reads_ref[i] else i
 
+    def chain_source(self, i: int, k: int):
+        """(node, [Identities passed]) behind input k of node i, past Identities that
+        each feed only the next step (gate_gradients' tf.tuple); None when the chain
+        branches or starts at a feed."""
+        src = self.nodes[i].inputs[k]
+        passed, consumer = [], i
+        while src[0] != "feed" and src[1] == 0 and self.sole_consumer(src[0]) == consumer:
+            j = src[0]
+            if self.nodes[j].op.type != "Identity":
+                return j, passed
+            passed.append(j)
+            consumer, src = j, self.nodes[j].inputs[0]
+        return None
+
+    def variable_behind(self, src) -> int | None:
+        """The variable node whose value `src` reads, past Identities (a `w/read`)."""
+        j, out = src
+        while j != "feed" and out == 0:
+            op = self.nodes[j].op
+            if op.type in ("VariableV2", "Variable"):
+                return j
+            if op.type != "Identity":
+                return None
+            j, out = self.nodes[j].inputs[0]
+        return None
+
+    def order_before_writers(self, i: int, variables) -> bool:
+        """Make every node that updates one of `variables` (through a reference input)
+        wait for node i (control edges), so that i reads their values from before the
+        update.  False, adding nothing, when a writer is upstream of i (it would wait on
+        itself), or when the partition has control flow or receives from another: a
+        dead i would make its writers dead too."""
+        if any(n.op.type in _NO_ORDERING for n in self.nodes):
+            return False
+        writers = set()
+        for w, node in enumerate(self.nodes):
+            if w != i and w not in self._dead:
+                is_ref = _flat_input_is_ref(node.op)
+                if any(r and s[0] in variables and s[1] == 0 for r, s in zip(is_ref, node.inputs)):
+                    writers.add(w)
+        if not writers:
+            return True
+        upstream, todo = set(), [i]
+        while todo:
+            k = todo.pop()
+            for j in [s[0] for s in self.nodes[k].inputs if s[0] != "feed"] + self.nodes[
+                k
+            ].controls:
+                if j not in upstream:
+                    upstream.add(j)
+                    todo.append(j)
+        if writers & upstream:
+            return False
+        for w in writers:
+            self.nodes[w].controls.append(i)
+        return True
+
     def available(self, *nodes: int) -> bool:
         """None of `nodes` was taken by an earlier rewrite."""
         return not self._taken.intersection(nodes)
@@ -89,12 +152,18 @@ class PartitionView:
         )
         op.traceback = old.op.traceback  # errors name the user's line of the pattern
         for new_t, old_t in zip(op._outputs, old.op._outputs):
-            new_t._shape = old_t._shape
-        controls = list(old.controls)
-        for j in absorbed:
-            controls.extend(c for c in self.nodes[j].controls if c not in controls)
-            self._dead.add(j)
+            new_t._shape, new_t._is_ref = old_t._shape, old_t._is_ref
         gone = set(absorbed)
+        # Control edges into the pattern move to the fused node, except from nodes that
+        # themselves wait for part of it (gate_gradients' group_deps waits for the
+        # MatMul a later Identity of the pattern waits for): those would close a cycle.
+        after = self._downstream(gone | {into})
+        controls = [c for c in old.controls if c not in after]
+        for j in absorbed:
+            controls.extend(
+                c for c in self.nodes[j].controls if c not in controls and c not in after
+            )
+            self._dead.add(j)
         for node in self.nodes:  # control edges out of an absorbed node start here now
             if gone.intersection(node.controls):
                 node.controls = list(
@@ -104,6 +173,23 @@ class PartitionView:
         self._taken.update(absorbed)
         self._taken.add(into)
         return op
+
+    def _downstream(self, roots: set[int]) -> set[int]:
+        """Every node that waits, through data or control edges, for one of `roots`."""
+        users: list[list[int]] = [[] for _ in self.nodes]
+        for i, node in enumerate(self.nodes):
+            for src in node.inputs:
+                if src[0] != "feed":
+                    users[src[0]].append(i)
+            for c in node.controls:
+                users[c].append(i)
+        seen, todo = set(), list(roots)
+        while todo:
+            for u in users[todo.pop()]:
+                if u not in seen:
+                    seen.add(u)
+                    todo.append(u)
+        return seen
 
     def finish(self) -> None:
         """Drop the absorbed nodes (renumbering the partition)."""
@@ -116,13 +202,42 @@ class PartitionView:
 # lowered plan without changing its nodes, run after these: lowering.PLAN_PASSES.)
 GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     matmul_ops.fuse_matmul_bias,
+    matmul_ops.fuse_matmul_relu_grad,
     nn_ops.fuse_bias_add_relu,
     nn_ops.fuse_max_pool_grad_relu_grad,
+    training_ops.fuse_matmul_into_updates,
 ]
 
 
 def run_graph_passes(partition: Partition, scratch_graph) -> None:
+    """Run GRAPH_PASSES over `partition` in order.
+
+    Raises InternalError if a pass left a cycle (a step would wait forever)."""
     for rewrite in GRAPH_PASSES:
         view = PartitionView(partition, scratch_graph)
         rewrite(view)
-        view.finish()
+        if view._dead:
+            view.finish()
+            if not _acyclic(partition.nodes):
+                raise errors.InternalError(
+                    None, None, f"graph pass {rewrite.__name__} made a cycle in a partition"
+                )
+
+
+def _acyclic(nodes) -> bool:
+    """Whether the nodes can run (loop back edges into a Merge do not count)."""
+    pending, users = [0] * len(nodes), [[] for _ in nodes]
+    for i, node in enumerate(nodes):
+        for j in [s[0] for s in node.inputs if s[0] != "feed"] + node.controls:
+            if nodes[j].op.type != "NextIteration":
+                pending[i] += 1
+                users[j].append(i)
+    ready = [i for i, c in enumerate(pending) if not c]
+    done = 0
+    while ready:
+        done += 1
+        for u in users[ready.pop()]:
+            pending[u] -= 1
+            if not pending[u]:
+                ready.append(u)
+    return done == len(nodes)

@@ -34,7 +34,7 @@ from asyncflow.executor import (
     _flat_input_is_ref,
 )
 from asyncflow.frames import compile_loops
-from asyncflow.ops import matmul_ops, reader_ops, training_ops
+from asyncflow.ops import reader_ops
 
 __all__ = ["PLAN_PASSES", "compile_plan", "compile_control_flow"]
 
@@ -295,7 +295,5 @@ def compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
 # order lives here, and only here.
 PLAN_PASSES: list[Callable[[Plan], None]] = [
     _fold_constants,
-    matmul_ops.fuse_matmul_into_relu_grad,
     reader_ops.skip_unused_keys,
-    training_ops.fuse_matmul_into_updates,
 ]

@@ -247,12 +247,7 @@ async def _fused_matmul(ctx, a, b, bias):
             plain, int(key[1]), key[0] == "BiasAdd", key[2]
         )
     product = await matmul_deferred(ctx, a, b)
-    # The plain kernels (the fallback) must not take over an input: this node's
-    # donation decisions are about a, b and bias, not about the plain kernel's operands.
-    plain_ctx = ctx.kernel_state.get("plain_ctx")
-    if plain_ctx is None:
-        plain_ctx = ctx.kernel_state["plain_ctx"] = copy.copy(ctx)
-        plain_ctx.forward = frozenset()
+    plain_ctx = plain_context(ctx)
     return await (add(plain_ctx, bias, product) if key[1] else add(plain_ctx, product, bias))
 
 
@@ -303,30 +298,7 @@ def fuse_matmul_bias(view) -> None:
             break
 
 
-def product_source(plan, consumer, src):
-    """(node, consumer it feeds) behind `consumer`'s input `src`, past Identities that
-    each feed only the next step (gate_gradients' tf.tuple), or None."""
-    j, out = src
-    while j != "feed" and out == 0 and plan.sole_consumer(j) == consumer:
-        if plan.pnodes[j].op.type != "Identity":
-            return j, consumer
-        consumer, (j, out) = j, plan.pnodes[j].inputs[0]
-    return None
-
-
-def fusable_matmul(plan, i, src):
-    """The MatMul behind node i's input `src` whose product only i's chain uses."""
-    found = product_source(plan, i, src)
-    if found is None:
-        return None
-    j, _ = found
-    p = plan.pnodes[j]
-    if p.op.type != "MatMul" or plan.derefs[j] or p.device is not plan.pnodes[i].device:
-        return None
-    return j
-
-
-# -- plan rewrite: MatMul -> ReluGrad (a dense layer's backprop through its activation) ----
+# -- graph pass: MatMul -> ReluGrad (a dense layer's backprop through its activation) -----
 #
 # The product is deferred to the ReluGrad.  An update of the weights it reads is made to
 # wait for the ReluGrad (a control edge in the plan); were it to run first anyway, the
@@ -358,26 +330,69 @@ def _relu_grad_gemm_kernel(plain):
     return relu_grad_into_gemm
 
 
-def fuse_matmul_into_relu_grad(plan) -> None:
-    for i, p in enumerate(plan.pnodes):
-        op = p.op
-        if op.type != "ReluGrad" or plan.derefs[i] or p.device.device_type != "CPU":
+FusedMatMulReluGrad = register_op(
+    "_FusedMatMulReluGrad",
+    inputs=["a: T", "b: T", "features: T"],
+    outputs=["backprops: T"],
+    attrs={"T": FLOATING, "transpose_a": False, "transpose_b": False},
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_FusedMatMulReluGrad")
+
+
+@FusedMatMulReluGrad.kernel("CPU")
+async def _fused_matmul_relu_grad(ctx, a, b, features):
+    kernel = _ADD_KERNELS.get("ReluGrad")
+    if kernel is None:
+        kernel = _ADD_KERNELS["ReluGrad"] = _relu_grad_gemm_kernel(
+            get_op_def("ReluGrad").kernel_for("CPU").fn
+        )
+    product = await matmul_deferred(ctx, a, b)
+    return await kernel(plain_context(ctx), product, features)
+
+
+def fuse_matmul_relu_grad(view) -> None:
+    """ReluGrad(MatMul(...), features), past gate_gradients' Identities: one
+    _FusedMatMulReluGrad whose gemm writes the gradient and masks it in cache."""
+    for i, node in enumerate(view.nodes):
+        op = node.op
+        if op.type != "ReluGrad" or node.device.device_type != "CPU" or view.reads_ref(i):
             continue
-        if not op.op_def.supports("CPU") or not blas.available(op.get_attr("T").np_dtype):
+        if not blas.available(op.get_attr("T").np_dtype) or not view.available(i):
             continue
-        j = fusable_matmul(plan, i, p.inputs[0])  # (past gate_gradients' Identities)
-        if j is None or not plan.claim(i, j):
+        found = view.chain_source(i, 0)
+        if found is None:
+            continue
+        j, passed = found
+        mm = view.nodes[j]
+        if mm.op.type != "MatMul" or mm.device is not node.device or view.reads_ref(j):
+            continue
+        if not view.available(j, *passed):
             continue
         # The product usually reads the layer's weights (dx = dy @ w.T): w's update must
         # wait for this node, else copy-on-write copies w on every step.
-        variables = {plan.variable_behind(src) for src in plan.pnodes[j].inputs}
+        variables = {view.variable_behind(src) for src in mm.inputs}
         variables.discard(None)
-        if not plan.order_before_writers(i, variables):
-            plan.rewritten.difference_update((i, j))
+        if not view.order_before_writers(i, variables):
             continue
-        plan.kernels[j] = plan.checked(matmul_deferred, plan.pnodes[j].op)
-        fused = _relu_grad_gemm_kernel(op.op_def.kernel_for("CPU").fn)
-        plan.kernels[i] = plan.checked(fused, op)
+        attrs = {
+            "T": op.get_attr("T"),
+            "transpose_a": mm.op.get_attr("transpose_a"),
+            "transpose_b": mm.op.get_attr("transpose_b"),
+        }
+        inputs = [*mm.inputs, node.inputs[1]]
+        view.fuse(i, "_FusedMatMulReluGrad", attrs, inputs, absorbed=[j, *passed])
+
+
+def plain_context(ctx):
+    """`ctx` for calling a plain kernel from a fused one: it must not take over an
+    input (this node's donation decisions are about its own inputs, not about the
+    plain kernel's operands)."""
+    plain = ctx.kernel_state.get("plain_ctx")
+    if plain is None:
+        plain = ctx.kernel_state["plain_ctx"] = copy.copy(ctx)
+        plain.forward = frozenset()
+    return plain
 
 
 @MatMul.gradient

@@ -32,10 +32,8 @@ from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import blas
 from asyncflow.ops.math_helpers import quiet_errstate
-from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred
-from asyncflow.ops.matmul_ops import fusable_matmul as _fusable_matmul
-from asyncflow.ops.matmul_ops import product_source as _source
-from asyncflow.registry import INDEX, NUMERIC, NotDifferentiable, register_op
+from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred, plain_context
+from asyncflow.registry import INDEX, NUMERIC, NotDifferentiable, get_op_def, register_op
 
 __all__ = [
     "apply_gradient_descent",
@@ -548,7 +546,7 @@ def deduplicate_indexed_slices(values, indices, name=None):
     return op.outputs[0], op.outputs[1]
 
 
-# -- plan rewrite: a gradient MatMul folded into the update of its variable --------------
+# -- graph pass: a gradient MatMul folded into the update of its variable ----------------
 # `var -= alpha * (a @ b)` as one gemm writing into var (ops/blas.py): no product
 # array, no scaled copy, one pass less over the variable.  Two forms: the optimizers'
 # ApplyGradientDescent(var, alpha, MatMul), and the hand-written
@@ -619,44 +617,110 @@ def _scale_kernel(plain, pos: int):
     return mul_deferred
 
 
-def fuse_matmul_into_updates(plan) -> None:
-    for i, p in enumerate(plan.pnodes):
-        op = p.op
+FusedMatMulApplyGradientDescent = register_op(
+    "_FusedMatMulApplyGradientDescent",
+    inputs=["var: Ref(T)", "alpha: T", "a: T", "b: T"],
+    outputs=["out: Ref(T)"],
+    attrs={"T": NUMERIC, "use_locking": False, "transpose_a": False, "transpose_b": False},
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+    stateful=True,
+)
+NotDifferentiable("_FusedMatMulApplyGradientDescent")
+
+
+@FusedMatMulApplyGradientDescent.kernel("CPU")
+async def _fused_matmul_apply_gd(ctx, var, alpha, a, b):
+    kernel = _FUSED.get("ApplyGradientDescent")
+    if kernel is None:
+        plain = get_op_def("ApplyGradientDescent").kernel_for("CPU").fn
+        kernel = _FUSED["ApplyGradientDescent"] = _fused_gd_kernel(plain)
+    delta = await matmul_deferred(ctx, a, b)
+    return await kernel(plain_context(ctx), var, alpha, delta)
+
+
+FusedMatMulAssignUpdate = register_op(
+    "_FusedMatMulAssignUpdate",
+    inputs=["ref: Ref(T)", "a: T", "b: T", "factors: N * T"],
+    outputs=["output_ref: T"],
+    attrs={
+        "T": NUMERIC,
+        "N": 0,  # 0, or 1: a scalar factor of the product (the Mul it absorbed)
+        "use_locking": False,
+        "transpose_a": False,
+        "transpose_b": False,
+        "update_type": "AssignSub",  # or AssignAdd
+        "factor_first": False,  # Mul(factor, product) rather than Mul(product, factor)
+    },
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+    stateful=True,
+)
+NotDifferentiable("_FusedMatMulAssignUpdate")
+_FUSED: dict = {}
+
+
+@FusedMatMulAssignUpdate.kernel("CPU")
+async def _fused_matmul_assign_update(ctx, ref, a, b, *factors):
+    attrs = ctx.attrs
+    kind, first = attrs["update_type"], attrs["factor_first"]
+    key = (kind, first)
+    kernels = _FUSED.get(key)
+    if kernels is None:
+        plain = get_op_def(kind).kernel_for("CPU").fn
+        mul = get_op_def("Mul").kernel_for("CPU").fn
+        sign = -1.0 if kind == "AssignSub" else 1.0
+        kernels = _FUSED[key] = (_fused_assign_kernel(plain, sign), _scale_kernel(mul, int(first)))
+    pctx = plain_context(ctx)
+    value = await matmul_deferred(ctx, a, b)
+    if factors:
+        f = factors[0]
+        value = await (kernels[1](pctx, f, value) if first else kernels[1](pctx, value, f))
+    return await kernels[0](pctx, ref, value)
+
+
+def fuse_matmul_into_updates(view) -> None:
+    """The gradient MatMul folded into the update of its variable (see above)."""
+    for i, node in enumerate(view.nodes):
+        op = node.op
         kind = op.type
-        if kind not in ("ApplyGradientDescent", "AssignSub", "AssignAdd") or plan.derefs[i]:
+        if kind not in ("ApplyGradientDescent", "AssignSub", "AssignAdd"):
             continue
-        if p.device.device_type != "CPU" or not op.op_def.supports("CPU"):
+        if node.device.device_type != "CPU" or view.reads_ref(i) or not view.available(i):
             continue
         if not blas.available(op.get_attr("T").np_dtype):
             continue
-        plain = op.op_def.kernel_for("CPU").fn
-        if kind == "ApplyGradientDescent":
-            j = _fusable_matmul(plan, i, p.inputs[2])
-            if j is not None and plan.claim(i, j):
-                plan.kernels[j] = plan.checked(matmul_deferred, plan.pnodes[j].op)
-                plan.kernels[i] = plan.checked(_fused_gd_kernel(plain), op)
-            continue
-        found = _source(plan, i, p.inputs[1])
+        found = view.chain_source(i, 2 if kind == "ApplyGradientDescent" else 1)
         if found is None:
             continue
-        k, _ = found
-        mul = plan.pnodes[k]
-        if mul.op.type == "MatMul":
-            j, scale = _fusable_matmul(plan, i, p.inputs[1]), None
-        elif mul.op.type == "Mul" and not plan.derefs[k] and mul.device is p.device:
-            j = scale = None
+        k, passed = found
+        factor, first, absorbed = [], False, [k, *passed]
+        if view.op(k).type == "Mul" and kind != "ApplyGradientDescent":
+            mul = view.nodes[k]
+            if view.reads_ref(k) or mul.device is not node.device:
+                continue
             for pos in (0, 1):
-                j = _fusable_matmul(plan, k, mul.inputs[pos])
-                if j is not None:
-                    scale = pos
+                inner = view.chain_source(k, pos)
+                if inner is not None and view.op(inner[0]).type == "MatMul":
+                    factor, first = [mul.inputs[1 - pos]], pos == 1
+                    absorbed += [inner[0], *inner[1]]
+                    k = inner[0]
                     break
+            else:
+                continue
+        mm = view.nodes[k]
+        if mm.op.type != "MatMul" or mm.device is not node.device or view.reads_ref(k):
+            continue
+        if not view.available(*absorbed):
+            continue
+        attrs = {
+            "T": op.get_attr("T"),
+            "use_locking": op._attrs.get("use_locking", False),
+            "transpose_a": mm.op.get_attr("transpose_a"),
+            "transpose_b": mm.op.get_attr("transpose_b"),
+        }
+        if kind == "ApplyGradientDescent":
+            inputs = [node.inputs[0], node.inputs[1], *mm.inputs]
+            view.fuse(i, "_FusedMatMulApplyGradientDescent", attrs, inputs, absorbed)
         else:
-            continue
-        if j is None or not plan.claim(i, j, k):
-            continue
-        plan.kernels[j] = plan.checked(matmul_deferred, plan.pnodes[j].op)
-        if scale is not None:
-            mul_plain = mul.op.op_def.kernel_for("CPU").fn
-            plan.kernels[k] = plan.checked(_scale_kernel(mul_plain, scale), mul.op)
-        sign = -1.0 if kind == "AssignSub" else 1.0
-        plan.kernels[i] = plan.checked(_fused_assign_kernel(plain, sign), op)
+            attrs.update(N=len(factor), update_type=kind, factor_first=first)
+            inputs = [node.inputs[0], *mm.inputs, *factor]
+            view.fuse(i, "_FusedMatMulAssignUpdate", attrs, inputs, absorbed)

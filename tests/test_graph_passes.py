@@ -14,7 +14,7 @@ import pytest
 import asyncflow as tf
 from asyncflow import graph_passes, partition
 from asyncflow.devices.cpu import CPUDevice
-from asyncflow.ops import matmul_ops, nn_ops
+from asyncflow.ops import matmul_ops, nn_ops, training_ops
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -112,6 +112,74 @@ def test_fused_and_unfused_graphs_agree_with_numpy(monkeypatch, passes_on):
 def test_the_passes_run_in_the_listed_order():
     assert graph_passes.GRAPH_PASSES == [
         matmul_ops.fuse_matmul_bias,  # before BiasAdd+Relu: a dense layer is one gemm
+        matmul_ops.fuse_matmul_relu_grad,
         nn_ops.fuse_bias_add_relu,
         nn_ops.fuse_max_pool_grad_relu_grad,
+        training_ops.fuse_matmul_into_updates,
     ]
+
+
+def _dense_training_graph():
+    x = tf.constant(A)
+    w1, w2 = tf.Variable(W * 0.1), tf.Variable(W.T[:, :10] * 0.1)
+    h = tf.nn.relu(tf.matmul(x, w1) + tf.constant(B))
+    y = tf.matmul(h, w2)
+    loss = tf.reduce_sum(y * y) / 2
+    return tf.train.GradientDescentOptimizer(0.001).minimize(loss), [w1, w2]
+
+
+def test_backprop_and_update_gemms_fuse_past_gate_gradients_without_a_cycle():
+    with tf.Graph().as_default():
+        train, _ = _dense_training_graph()
+        p = _partition([train])
+        types = []
+        for rewrite in graph_passes.GRAPH_PASSES:
+            types = _apply(rewrite, p)
+        assert types.count("_FusedMatMulApplyGradientDescent") == 2
+        assert types.count("_FusedMatMulReluGrad") == 1
+        assert "ReluGrad" not in types
+        # gate_gradients' group_deps waited for an absorbed MatMul that a later Identity
+        # of the pattern waited on: the fused node must not wait for it (a cycle).
+        order = []
+        pending = [len(n.controls) + sum(s[0] != "feed" for s in n.inputs) for n in p.nodes]
+        users = [[] for _ in p.nodes]
+        for i, n in enumerate(p.nodes):
+            for j in [s[0] for s in n.inputs if s[0] != "feed"] + n.controls:
+                users[j].append(i)
+        ready = [i for i, c in enumerate(pending) if not c]
+        while ready:
+            i = ready.pop()
+            order.append(i)
+            for u in users[i]:
+                pending[u] -= 1
+                if not pending[u]:
+                    ready.append(u)
+        assert len(order) == len(p.nodes)
+
+
+def test_fused_training_matches_unfused_training(monkeypatch):
+    results = []
+    for passes in (list(graph_passes.GRAPH_PASSES), []):
+        monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
+        with tf.Graph().as_default():
+            train, ws = _dense_training_graph()
+            with tf.Session() as s:
+                s.run(tf.global_variables_initializer())
+                for _ in range(3):
+                    s.run(train)
+                results.append(s.run(ws))
+    for fused, plain in zip(*results):
+        np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_assign_sub_of_a_scaled_product_fuses_into_one_update():
+    with tf.Graph().as_default():
+        v = tf.Variable(np.zeros((64, 64), np.float32))
+        upd = tf.assign_sub(v, 0.5 * tf.matmul(tf.constant(A.T), tf.constant(A)))
+        p = _partition([upd])
+        assert "_FusedMatMulAssignUpdate" in _apply(training_ops.fuse_matmul_into_updates, p)
+        with tf.Session() as s:
+            s.run(v.initializer)
+            got = s.run(upd)
+    want = -0.5 * (A.T @ A)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
