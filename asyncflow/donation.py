@@ -17,9 +17,11 @@ new array each run: not a feed, a Const, a variable (reference) or a _Recv, not 
 stateful op (queues, stacks, TensorArrays, readers hand out what was stored; random
 ops are declared `fresh_outputs`), and it does not enter a loop as a loop constant
 (every iteration sees that object).  The group's consumers are every other data edge
-into it, fetches included; a consumer that keeps a reference to its inputs after it
-returns (`retains_inputs`: TensorArray writes, stack pushes, memo caches) is never
-given one.  Exactly one consumer, one slot: that slot is donatable.
+into it, fetches included.  Exactly one consumer, one slot: that slot is donatable,
+unless the consumer keeps a reference to its inputs after it returns (`retains_inputs`:
+TensorArray writes, stack pushes, memo caches).  A kernel that keeps a value is one of
+its consumers, so no other consumer can take it over in that step; what it hands back
+later comes out of a stateful op (a read, a pop), never trusted as new.
 
 What the graph cannot tell is checked on the value itself when the kernel asks
 (`KernelContext.may_forward`): a view of another array (`.base` set) or a read-only
