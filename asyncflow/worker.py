@@ -12,8 +12,8 @@ A worker owns devices and runs registered graphs on them:
 `LocalWorker` runs in this process; a remote worker (TCP) implements the same protocol
 and lowers the partition graphs it receives with the compiler before registering them.
 
-Invariant: every in-flight step is in `_steps` (and by id in `_step_ids`) until it
-ends, so an abort reaches all of it.
+Invariant: every in-flight step is in `_steps` (and its StepStatus by id in `_step_ids`)
+until it ends, so an abort reaches all of it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from asyncflow.frames import FrameStep
 from asyncflow.kernel_api import _CURRENT_STEP, StepContext
 from asyncflow.rendezvous import LocalRendezvous
 
-__all__ = ["LocalWorker", "RegisteredGraph", "Worker", "timeout_s", "traced"]
+__all__ = ["LocalWorker", "RegisteredGraph", "StepStatus", "Worker", "timeout_s", "traced"]
 
 
 class Worker(Protocol):
@@ -71,28 +71,6 @@ class RegisteredGraph:
         self.fetch_map = fetch_map
 
 
-def _abort_all(steps, sctx, error) -> None:
-    if sctx.rendezvous is not None:
-        sctx.rendezvous.abort(error)
-    for s in steps:
-        s.abort(error)
-
-
-def _step_error(steps):
-    """The step's error: the first kernel failure wins over the aborts it caused."""
-    for s in steps:
-        if s.error is not None and s.on_error is None:
-            return s.error
-    errs = [s.error for s in steps if s.error is not None]
-    if not errs:
-        return None
-    # With partitions, on_error recorded the original; every step holds it or an abort.
-    for e in errs:
-        if not isinstance(e, errors.CancelledError):
-            return e
-    return errs[0]
-
-
 class LocalWorker:
     """A worker in this process: its devices, its registered graphs, its steps."""
 
@@ -101,7 +79,7 @@ class LocalWorker:
         self._graphs: dict[int, RegisteredGraph] = {}
         self._handles = itertools.count(1)
         self._steps: set[Step] = set()
-        self._step_ids: dict[int, tuple] = {}
+        self._step_ids: dict[int, StepStatus] = {}
 
     def register_graph(self, graph: RegisteredGraph) -> int:
         handle = next(self._handles)
@@ -112,14 +90,13 @@ class LocalWorker:
         self._graphs.pop(handle, None)
 
     def abort_step(self, step_id: int, error: BaseException) -> None:
-        entry = self._step_ids.get(step_id)
-        if entry is not None:
-            steps, sctx = entry
-            _abort_all(steps, sctx, error)
+        status = self._step_ids.get(step_id)
+        if status is not None:
+            status.fail(error)
 
     def abort_all(self, error: BaseException) -> None:
-        for step in list(self._steps):
-            step.abort(error)
+        for status in list(self._step_ids.values()):
+            status.fail(error)
 
     @property
     def steps_in_flight(self) -> int:
@@ -154,22 +131,9 @@ class LocalWorker:
         else:
             sctx = StepContext(step_id, LocalRendezvous())
             steps = [_new_step(plan, feed_values) for plan in plans]
-            first_error: list = []
-
-            def on_error(err, steps=steps, rdv=sctx.rendezvous):
-                # One partition failed: the whole step fails with that error, and every
-                # pending Recv of the step is released with it.
-                if first_error:
-                    return
-                first_error.append(err)
-                rdv.abort(err)
-                for s in steps:
-                    s.abort(err)
-
-            for s in steps:
-                s.on_error = on_error
+        status = StepStatus(sctx, steps)
         self._steps.update(steps)
-        self._step_ids[step_id] = (steps, sctx)
+        self._step_ids[step_id] = status
         # Tracing hook: a traced step (its plan's kernels are timed) gets a collector.
         trace = [] if run_metadata is not None and traced(options) else None
         try:
@@ -182,32 +146,8 @@ class LocalWorker:
                 if trace_token is not None:
                     tracing.stop_collecting(trace_token)
                 _CURRENT_STEP.reset(token)
-            if any(s.tasks for s in steps) and not any(s.error for s in steps):
-                try:
-                    if step_timeout is None:
-                        for s in steps:
-                            await s.wait()
-                    else:
-                        async with asyncio.timeout(step_timeout):
-                            for s in steps:
-                                await s.wait()
-                except TimeoutError:
-                    _abort_all(
-                        steps,
-                        sctx,
-                        errors.DeadlineExceededError(
-                            None,
-                            None,
-                            "Timed out waiting for the step to finish "
-                            f"(timeout_in_ms={int(step_timeout * 1000)})",
-                        ),
-                    )
-                except asyncio.CancelledError:
-                    _abort_all(
-                        steps, sctx, errors.CancelledError(None, None, "Step was cancelled")
-                    )
-                    raise
-            error = _step_error(steps)
+            await status.wait(step_timeout)
+            error = status.first_error()
             if error is not None:
                 raise error
             if trace is not None:  # tracing hook (see tracing.py)
@@ -217,15 +157,88 @@ class LocalWorker:
             results = [s.results() for s in steps]
             return [results[p][j] for p, j in sp.fetch_map]
         except BaseException as exc:
-            sctx.run_failure_callbacks(_step_error(steps) or exc)
+            sctx.run_failure_callbacks(status.first_error() or exc)
             raise
         finally:
-            sctx.close()
             self._step_ids.pop(step_id, None)
+            self._steps.difference_update(steps)
+            status.close()
+
+
+class StepStatus:
+    """One step across its partitions: its termination, cancellation and first error.
+
+    Invariant: `error` is set once, by the first failure from anywhere (a kernel of any
+    partition, the deadline, the caller's cancellation, an abort from outside); at that
+    moment every partition and the step's rendezvous are aborted with it, so no kernel
+    starts afterwards and every pending Recv is released.  A single partition keeps its
+    kernel's error in its own Step (no status call on its hot path).
+    """
+
+    __slots__ = ("sctx", "steps", "error")
+
+    def __init__(self, sctx: StepContext, steps: list):
+        self.sctx = sctx
+        self.steps = steps
+        self.error: BaseException | None = None
+        if len(steps) > 1:
             for s in steps:
-                self._steps.discard(s)
-                if s.tasks:
-                    s.cancel_tasks()
+                s.on_error = self.fail
+
+    def fail(self, error: BaseException) -> None:
+        """Fail the whole step with `error` (only the first failure counts)."""
+        if self.error is not None:
+            return
+        self.error = error
+        if self.sctx.rendezvous is not None:
+            self.sctx.rendezvous.abort(error)
+        for s in self.steps:
+            s.abort(error)
+
+    def first_error(self) -> BaseException | None:
+        if self.error is not None:
+            return self.error
+        for s in self.steps:
+            if s.error is not None:
+                return s.error
+        return None
+
+    async def wait(self, step_timeout=None) -> None:
+        """Until every partition has finished or the step failed.
+
+        Raises asyncio.CancelledError when the caller is cancelled (the step is failed
+        with errors.CancelledError first); a passed deadline fails the step with
+        DeadlineExceededError."""
+        steps = self.steps
+        if not any(s.tasks for s in steps) or self.first_error() is not None:
+            return
+        try:
+            if step_timeout is None:
+                for s in steps:
+                    await s.wait()
+            else:
+                async with asyncio.timeout(step_timeout):
+                    for s in steps:
+                        await s.wait()
+        except TimeoutError:
+            self.fail(
+                errors.DeadlineExceededError(
+                    None,
+                    None,
+                    "Timed out waiting for the step to finish "
+                    f"(timeout_in_ms={int(step_timeout * 1000)})",
+                )
+            )
+        except asyncio.CancelledError:
+            self.fail(errors.CancelledError(None, None, "Step was cancelled"))
+            raise
+
+    def close(self) -> None:
+        """The step is over: drop its undo hooks and stop anything still suspended."""
+        self.sctx.close()
+        for s in self.steps:
+            if s.tasks:
+                s.cancel_tasks()
 
 
 def _new_step(plan, feed_values):

@@ -97,3 +97,30 @@ def test_close_aborts_the_steps_of_the_worker_and_closes_its_devices():
     assert list(sess.run(v)) == [0.0, 1.0, 2.0]
     sess.close()
     assert not sess._plans and not sess._worker._graphs
+
+
+async def test_step_status_keeps_the_first_failure_and_releases_every_partition():
+    # Two devices: the step's second partition waits in a _Recv for a value the first
+    # never sends (its producer waits on an empty queue). Aborting the step by id must
+    # release both partitions and the rendezvous with that one error.
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device("/cpu:0"):
+            q = tf.FIFOQueue(2, tf.float32)
+            x = q.dequeue()
+        with tf.device("/cpu:1"):
+            y = x * 2.0
+    async with tf.Session(graph=g, config=tf.ConfigProto(device_count={"CPU": 2})) as sess:
+        worker = sess._worker
+        pending = asyncio.ensure_future(sess.arun(y))
+        await settle()
+        (status,) = worker._step_ids.values()
+        assert len(status.steps) == 2
+        first = errors.AbortedError(None, None, "first")
+        worker.abort_step(next(iter(worker._step_ids)), first)
+        status.fail(errors.UnavailableError(None, None, "second"))  # ignored: not first
+        with pytest.raises(errors.AbortedError, match="first"):
+            await pending
+        assert status.first_error() is first
+        assert all(s.error is first for s in status.steps)
+        assert not worker._step_ids and not worker._steps
