@@ -173,6 +173,78 @@ def _batch_blob(records: list) -> bytes:
         ) from None
 
 
+def _wire_fields(buf: bytes):
+    """(field, wire type, field start, value start, end) of each field; None if malformed."""
+    out, pos, n = [], 0, len(buf)
+    while pos < n:
+        begin = pos
+        key, pos = _wire_varint(buf, pos)
+        if key is None:
+            return None
+        start, wt = pos, key & 7
+        if wt == 0:
+            _, pos = _wire_varint(buf, pos)
+        elif wt == 2:
+            size, pos = _wire_varint(buf, pos)
+            if size is None:
+                return None
+            start, pos = pos, pos + size
+        elif wt in (1, 5):
+            pos += 8 if wt == 1 else 4
+        else:
+            return None
+        if pos is None or pos > n:
+            return None
+        out.append((key >> 3, wt, begin, start, pos))
+    return out
+
+
+def _wire_varint(buf: bytes, pos: int):
+    value = shift = 0
+    while pos < len(buf) and shift < 70:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+    return None, None
+
+
+def _utf8_name(entry: bytes) -> bool:
+    """Whether a feature map entry's name (field 1) is valid UTF-8."""
+    for field, wt, _, start, end in _wire_fields(entry) or ():
+        if field == 1 and wt == 2:
+            try:
+                entry[start:end].decode("utf-8")
+            except UnicodeDecodeError:
+                return False
+    return True
+
+
+def _without_non_utf8_names(record: bytes) -> bytes:
+    """`record` (an Example) without the feature map entries whose name is not UTF-8;
+    the record itself when it has none or cannot be read."""
+    top = _wire_fields(record)
+    if top is None:
+        return record
+    out, changed = bytearray(), False
+    for field, wt, begin, start, end in top:
+        features = record[start:end]
+        entries = _wire_fields(features) if field == 1 and wt == 2 else None
+        if entries is None:
+            out += record[begin:end]
+            continue
+        kept = bytearray()
+        for _, _, b2, s2, e2 in entries:
+            if _utf8_name(features[s2:e2]):
+                kept += features[b2:e2]
+            else:
+                changed = True
+        out += _prefix(len(kept)) + kept  # field 1 (features), length-delimited
+    return bytes(out) if changed else record
+
+
 class _Batch:
     """One kernel call's records, parsed lazily in the two views."""
 
@@ -187,6 +259,12 @@ class _Batch:
         try:
             return cls.FromString(self.blob)
         except DecodeError:
+            # TF compares feature names as bytes, so a name that is not UTF-8 (which
+            # protobuf refuses) parses and matches no requested name: drop those entries.
+            fixed = [_without_non_utf8_names(s) for s in self.records]
+            if any(f is not s for f, s in zip(fixed, self.records, strict=True)):
+                self.records, self.blob = fixed, _batch_blob(fixed)
+                return self._parse(cls)
             for s in self.records:
                 try:
                     Example.FromString(s)
@@ -569,21 +647,23 @@ NotDifferentiable("DecodeCSV")
 
 
 def _split_csv(record: bytes, delim: int, quote: bool, index: int) -> list[bytes]:
-    if not quote or b'"' not in record:
-        return record.split(bytes([delim]))
+    """TF's DecodeCSV field splitting: CR/LF may start a field (skipped) or sit inside a
+    quoted one, never inside an unquoted one; an empty record has no fields."""
+    if not (b"\n" in record or b"\r" in record or (quote and b'"' in record)):
+        return record.split(bytes([delim])) if record else []
     fields, i, n = [], 0, len(record)
-    while True:
-        if i < n and record[i] == 0x22:  # a quoted field: "" stands for one quote
+    while i < n:
+        if record[i] in (0x0A, 0x0D):  # TF skips CR/LF where a field starts
+            i += 1
+            continue
+        if quote and record[i] == 0x22:  # a quoted field: "" stands for one quote
             i += 1
             buf = bytearray()
             while True:
                 j = record.find(b'"', i)
                 if j < 0:
                     raise errors.InvalidArgumentError(
-                        None,
-                        None,
-                        f"Quoted field has to end with quote followed by delim or "
-                        f"end of record {index}",
+                        None, None, "Quoted field has to end with quote followed by delim or end"
                     )
                 buf += record[i:j]
                 if j + 1 < n and record[j + 1] == 0x22:
@@ -594,19 +674,15 @@ def _split_csv(record: bytes, delim: int, quote: bool, index: int) -> list[bytes
                 break
             if i < n and record[i] != delim:
                 raise errors.InvalidArgumentError(
-                    None,
-                    None,
-                    f"Quote inside a string has to be escaped by another quote in record {index}",
+                    None, None, "Quote inside a string has to be escaped by another quote"
                 )
             fields.append(bytes(buf))
         else:
             j = record.find(bytes([delim]), i)
             field = record[i:] if j < 0 else record[i:j]
-            if b'"' in field:
+            if b"\n" in field or b"\r" in field or (quote and b'"' in field):
                 raise errors.InvalidArgumentError(
-                    None,
-                    None,
-                    f"Unquoted fields cannot have quotes/CRLFs inside in record {index}",
+                    None, None, "Unquoted fields cannot have quotes/CRLFs inside"
                 )
             fields.append(field)
             i = n if j < 0 else j
@@ -615,10 +691,11 @@ def _split_csv(record: bytes, delim: int, quote: bool, index: int) -> list[bytes
         i += 1  # past the delimiter
         if i == n:
             fields.append(b"")
-            return fields
+    return fields
 
 
 _INT_RE = re.compile(rb"^\s*[+-]?\d+\s*$")
+_HEX_RE = re.compile(rb"^[+-]?0[xX]")
 
 
 def _parse_number(text: bytes, dt: dtypes.DType):
@@ -633,8 +710,9 @@ def _parse_number(text: bytes, dt: dtypes.DType):
     if not s or b"_" in s:  # Python's float() takes "1_0"; strtof does not
         return None
     try:
-        v = float(s)
-    except ValueError:
+        # strtof also reads C99 hex floats ("0x10", "0x1p3", "-0X1.8P1"); float() does not.
+        v = float.fromhex(s.decode("ascii")) if _HEX_RE.match(s) else float(s)
+    except (ValueError, UnicodeDecodeError):
         return None
     if dt == dtypes.float32 and math.isfinite(v) and abs(v) > 3.4028234663852886e38:
         return math.copysign(math.inf, v)

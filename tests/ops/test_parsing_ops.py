@@ -288,3 +288,92 @@ def test_long_records_and_a_bad_one_in_a_batch(sess):
     bad = af.constant([long, b"\x0a\x05abc"])
     with pytest.raises(errors.InvalidArgumentError, match="Could not parse example input"):
         sess.run(P.parse_example(bad, {"x": P.VarLenFeature(af.float32)})["x"])
+
+
+# -- issue 18 item 17: edge inputs, as TF 2.21 parses them --------------------------------------
+
+_CSV_TF = [
+    # record -> TF 2.21's [int, int] or its error message (record_defaults [[0], [0]])
+    ("1,2", [1, 2]),
+    ("1,\n2", [1, 2]),  # CR/LF where a field starts is skipped
+    ('"1\n",2', [1, 2]),  # ... and allowed inside a quoted field
+    (" 1,2", [1, 2]),
+    ("1,2\n", "Unquoted fields cannot have quotes/CRLFs inside"),
+    ("1\r,2", "Unquoted fields cannot have quotes/CRLFs inside"),
+    ("1,2\r\n", "Unquoted fields cannot have quotes/CRLFs inside"),
+    ('"a"b,2', "Quote inside a string has to be escaped by another quote"),
+    ('1,"2', "Quoted field has to end with quote followed by delim or end"),
+    ("", "Expect 2 fields but have 0 in record 0"),
+    ("1,2,3", "Expect 2 fields but have 3 in record 0"),
+]
+
+
+@pytest.mark.parametrize("record,want", _CSV_TF)
+def test_decode_csv_edge_records_match_tf(record, want):
+    out = P.decode_csv(record, [[0], [0]])
+    with af.Session() as sess:
+        if isinstance(want, str):
+            with pytest.raises(errors.InvalidArgumentError, match=want.replace("(", r"\(")):
+                sess.run(out)
+        else:
+            assert [int(v) for v in sess.run(out)] == want
+
+
+def test_decode_csv_strings_with_newlines_match_tf():
+    # TF 2.21: '"a\nb",c' -> [b"a\nb", b"c"]; "a\nb,c" and "a\rb,c" are rejected.
+    with af.Session() as sess:
+        assert sess.run(P.decode_csv('"a\nb",c', [[""], [""]])) == [b"a\nb", b"c"]
+        for bad in ("a\nb,c", "a\rb,c"):
+            with pytest.raises(errors.InvalidArgumentError, match="CRLFs"):
+                sess.run(P.decode_csv(bad, [[""], [""]]))
+
+
+@pytest.mark.parametrize(
+    "text,dtype,want",
+    [
+        ("0x10", af.float32, 16.0),
+        ("0x1p3", af.float32, 8.0),
+        ("0X1P-2", af.float32, 0.25),
+        ("-0x10", af.float32, -16.0),
+        ("0x1.8p1", af.float64, 3.0),
+        ("infinity", af.float32, np.inf),
+        ("0x", af.float32, None),
+        ("0b1", af.float32, None),
+        ("1_0", af.float32, None),
+        ("0x10", af.int32, None),  # strtol base 10: hex is not an int
+        ("010", af.int32, 10),
+        ("2147483648", af.int32, None),
+    ],
+)
+def test_string_to_number_hex_and_edges_match_tf(text, dtype, want):
+    t = P.string_to_number(text, dtype)
+    with af.Session() as sess:
+        if want is None:
+            with pytest.raises(errors.InvalidArgumentError, match="could not correctly convert"):
+                sess.run(t)
+        else:
+            assert sess.run(t) == want
+
+
+def test_example_with_a_non_utf8_key_parses():
+    # TF 2.21: an Example whose features are {b"\xff": [7], b"a": [3]} parses; b"\xff"
+    # matches no requested name ("\xff" as a str is b"\xc3\xbf"), so it gets its default.
+    def varint(n):
+        out = b""
+        while True:
+            b, n = n & 0x7F, n >> 7
+            if not n:
+                return out + bytes([b])
+            out += bytes([b | 0x80])
+
+    def ld(field, payload):
+        return bytes([(field << 3) | 2]) + varint(len(payload)) + payload
+
+    def entry(key, v):
+        return ld(1, key) + ld(2, ld(3, ld(1, varint(v))))
+
+    ex = ld(1, ld(1, entry(b"\xff", 7)) + ld(1, entry(b"a", 3)))
+    spec = {k: P.FixedLenFeature([], af.int64, default_value=-1) for k in ("a", "\xff")}
+    with af.Session() as sess:
+        got = sess.run(P.parse_single_example(ex, spec))
+    assert got == {"a": 3, "\xff": -1}
