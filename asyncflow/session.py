@@ -183,7 +183,7 @@ class _Runtime:
     def _drive_inline(self, coro, needs_task: bool):
         loop = self.loop
         if needs_task:  # asyncio.timeout needs a Task around the whole step
-            return loop.run_until_complete(coro)
+            return _until_complete(loop, coro)
         # Most steps never suspend: drive the coroutine directly (the loop counts as
         # running on this thread meanwhile), and run the loop only if it does.
         asyncio.events._set_running_loop(loop)
@@ -193,7 +193,21 @@ class _Runtime:
             return stop.value
         finally:
             asyncio.events._set_running_loop(None)
-        return loop.run_until_complete(_continue(coro, fut))
+        return _until_complete(loop, _continue(coro, fut))
+
+
+def _until_complete(loop, aw):
+    """`loop.run_until_complete(aw)` for a blocked synchronous caller.  Ctrl-C
+    (KeyboardInterrupt) cancels the step and lets it clean up before propagating: a
+    dequeue it was waiting in withdraws, so the next element is not lost (issue 18)."""
+    task = asyncio.ensure_future(aw, loop=loop)
+    try:
+        return loop.run_until_complete(task)
+    except KeyboardInterrupt:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            loop.run_until_complete(task)
+        raise
 
 
 _runtime_lock = threading.Lock()

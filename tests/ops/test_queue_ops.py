@@ -589,3 +589,38 @@ def test_a_poison_element_fails_one_step_only():
             with pytest.raises(errors.InvalidArgumentError):
                 sess.run(other_fails)
             assert sess.run(q.size()) == 1
+
+
+def test_ctrl_c_in_a_blocked_run_loses_nothing(monkeypatch):
+    # Issue 18 item 13: Ctrl-C while a synchronous run waits in a dequeue raises
+    # KeyboardInterrupt, and the interrupted step gives up its place: the next element
+    # goes to the next run (TF: the blocked run is abandoned, nothing is lost).  The
+    # interrupt comes out of the event loop the calling thread drives while the step
+    # waits, as a real Ctrl-C does.
+    from asyncflow import graph as ops
+    from asyncflow import session as session_mod
+
+    monkeypatch.setattr(session_mod, "_runtime", None)  # a fresh, caller-driven loop
+    rt = session_mod._get_runtime()
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    try:
+        with ops.Graph().as_default():
+            q = FIFOQueue(10, af.int32, shapes=[[]])
+            x = placeholder(af.int32, [])
+            enq, deq = q.enqueue(x), q.dequeue()
+            with af.Session() as sess:
+                sess.run(q.size())  # the session is bound to the caller-driven loop
+                assert rt.thread is None
+                # Runs once the step has suspended in the dequeue and the loop waits.
+                rt.loop.call_soon(ctrl_c)
+                with pytest.raises(KeyboardInterrupt):
+                    sess.run(deq)
+                sess.run(enq, {x: 7})
+                assert sess.run(deq, options=af.RunOptions(timeout_in_ms=5_000)) == 7
+                assert sess.run(q.size()) == 0
+    finally:
+        if rt.thread is None and not rt.loop.is_running():
+            rt.loop.close()
