@@ -321,3 +321,33 @@ def test_file_writer_cache_and_graph(tmp_path):
     assert [n.name for n in GraphDef.FromString(events[1].graph_def).node] == ["c"]
     assert events[2].WhichOneof("what") == "meta_graph_def"
     del g
+
+
+def test_bucket_lookup_is_tfs_upper_bound():
+    """The table lookup equals a binary search over TF's limits (std::upper_bound)."""
+    from asyncflow.ops import summary_ops
+
+    limits = np.array(summary_ops._BUCKET_LIMITS)
+    rng = np.random.RandomState(3)
+    with np.errstate(over="ignore"):
+        edge = np.concatenate(
+            [
+                limits,
+                -limits,
+                np.nextafter(limits, 0),
+                np.nextafter(limits[:-1], np.inf),
+                np.nextafter(limits[1:], -np.inf),
+                [0.0, -0.0, 1e-13, -1e-13, 1e300, -1e300, 5e-324, -5e-324],
+                np.exp(rng.uniform(-745, 709, 100_000)) * np.sign(rng.randn(100_000)),
+                rng.randn(10_000) * 0.05,
+            ]
+        )
+    edge = edge[np.isfinite(edge)]
+    np.testing.assert_array_equal(
+        summary_ops.bucket_indices(edge), np.searchsorted(limits, edge, side="right")
+    )
+    big = rng.randn(1 << 17)
+    h = summary_ops.histogram_proto(big)
+    assert h.num == big.size and sum(h.bucket) == big.size
+    assert h.sum == pytest.approx(big.sum(), rel=1e-12, abs=1e-9)
+    assert h.sum_squares == pytest.approx(float(np.square(big).sum()), rel=1e-12)
