@@ -433,6 +433,8 @@ def _gather_shape(op):
     axis = ops.constant_value(axis_t)
     if axis is None:
         if params_shape.ndims is not None and indices.shape.ndims is not None:
+            if batch_dims < 0:
+                batch_dims += indices.shape.ndims
             rank = params_shape.ndims + indices.shape.ndims - 1 - batch_dims
             return [tensor_shape.unknown_shape(rank)]
         return [tensor_shape.unknown_shape()]
@@ -1022,9 +1024,7 @@ def _gather_v2_grad(op, grad):
         flat_indices = _g.reshape(indices, size)
         return [IndexedSlices(values, flat_indices, params_shape), None, None]
     if axis is None or rank is None or indices.shape.ndims is None or batch_dims != 0:
-        raise LookupError(
-            f"GatherV2 gradient needs a constant axis, known ranks and batch_dims=0 (op {op.name})"
-        )
+        return [_gather_grad_general(params, indices, axis_t, batch_dims, grad), None, None]
     # Move the gathered axis to the front, sum rows by index, move it back.
     n_idx = indices.shape.ndims
     grad_rank = rank - 1 + n_idx
@@ -1047,6 +1047,99 @@ def _gather_v2_grad(op, grad):
     # summed dims: [params[axis]] + params[:axis] + params[axis+1:]
     perm = list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank))
     return [_g.transpose(summed, _g.constant(perm)), None, None]
+
+
+def _vec(t):
+    """A scalar tensor as a 1-element vector."""
+    return _g.reshape(t, _g.constant([1]))
+
+
+def _part(v, begin, end=None, shrink=False):
+    """v[begin:end] (or v[begin] with shrink) of a 1-D tensor; bounds are ints or scalars."""
+    b = _vec(begin) if isinstance(begin, ops.Tensor) else _g.constant([begin])
+    e = (
+        _g.constant([0])
+        if end is None
+        else (_vec(end) if isinstance(end, ops.Tensor) else _g.constant([end]))
+    )
+    attrs = {"end_mask": 1 if end is None else 0, "shrink_axis_mask": 1 if shrink else 0}
+    return ops.apply_op("StridedSlice", [v, b, e, _g.constant([1])], attrs).outputs[0]
+
+
+def _gather_grad_general(params, indices, axis_t, batch_dims, grad):
+    """GatherV2's gradient for any axis (a tensor too) and batch_dims, dense (TF's
+    _GatherV2Grad): move the gathered axis behind the batch dimensions, sum rows by
+    their (batch-offset) indices, move it back."""
+    i32 = dtypes.int32
+    grad = ops.convert_to_tensor(grad)
+    with ops.colocate_with(params):
+        params_shape = _g.shape(params)
+    if batch_dims < 0:
+        batch_dims += indices.shape.ndims
+    rank = _g.apply("Rank", params)
+    axis = _g.apply("FloorMod", _g.cast(axis_t, i32), rank)
+    axis1 = _g.apply("AddV2", axis, _g.constant(1))
+    outer_shape = _part(params_shape, 0, axis)
+    inner_shape = _part(params_shape, axis1)
+    values_shape = _g.concat([outer_shape, _g.constant([-1]), inner_shape], 0)
+    values_dims = _g.apply("Size", values_shape, out_type=i32)
+    axis_dims = _g.apply("Size", outer_shape, out_type=i32)
+    one = _g.constant(1)
+    outer_batches = _g.apply("Range", _g.constant(0), _g.constant(batch_dims), one)
+    batch_axis = _g.apply("Range", _g.constant(batch_dims), axis_dims, one)
+    inner_axes = _g.apply("Range", _g.apply("AddV2", axis_dims, one), values_dims, one)
+    values = _g.reshape(grad, values_shape)
+    perm = _g.concat([outer_batches, _vec(axis_dims), batch_axis, inner_axes], 0)
+    values = _g.transpose(values, perm)
+    size = _part(params_shape, axis, axis1, shrink=True)
+    dx = _batch_gather_grad(params_shape, values, indices, batch_dims, size)
+    back = _g.concat(
+        [outer_batches, _g.apply("AddV2", batch_axis, one), _g.constant([batch_dims]), inner_axes],
+        0,
+    )
+    return _g.transpose(dx, back)
+
+
+def _batch_gather_grad(params_shape, values, indices, batch_dims, size):
+    indices_size = _vec(_g.apply("Size", indices, out_type=dtypes.int32))
+    if batch_dims:
+        values_shape = _g.shape(values)
+        outer = _part(values_shape, 0, batch_dims)
+        inner = _part(values_shape, batch_dims + 1)
+        batch_size = _g.apply("Prod", outer, _g.constant([0]), keep_dims=False)
+        indices = _batch_offsets(params_shape, indices, batch_dims, size)
+        size = _g.apply("Mul", size, batch_size)
+        values = _g.reshape(values, _g.concat([_g.constant([-1]), inner], 0))
+    indices = _g.reshape(indices, indices_size)
+    dx = _g.apply("UnsortedSegmentSum", values, indices, size)
+    if batch_dims:
+        dx = _g.reshape(dx, _g.concat([outer, _g.constant([-1]), _part(_g.shape(dx), 1)], 0))
+    return dx
+
+
+def _batch_offsets(params_shape, indices, batch_dims, size):
+    """indices plus, per batch position, its batch's row offset (flat batch index times
+    the gathered axis' `size`) in the batch-flattened gradient."""
+    dt = indices.dtype
+    shape = _g.cast(params_shape, dt)
+    accum = _g.cast(size, dt)
+    out = indices
+    for dim in range(batch_dims, 0, -1):
+        dim_value = _part(shape, dim - 1, dim, shrink=True)
+        ids = _g.apply("Range", _g.constant(0, dt), dim_value, _g.constant(1, dt))
+        ids = _g.apply("Mul", ids, accum)
+        accum = _g.apply("Mul", accum, dim_value)
+        tail = _g.apply("Sub", _g.apply("Rank", indices), _g.constant(dim))
+        dim_shape = _g.concat(
+            [
+                _g.constant([1] * (dim - 1), dtypes.int32),
+                _vec(_g.cast(dim_value, dtypes.int32)),
+                _g.apply("Fill", _vec(tail), _g.constant(1)),
+            ],
+            0,
+        )
+        out = _g.apply("AddV2", out, _g.reshape(ids, dim_shape))
+    return out
 
 
 @ReverseV2.gradient

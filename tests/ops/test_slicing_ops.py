@@ -199,3 +199,57 @@ def test_gather_batch_dims():
     np.testing.assert_array_equal(run(y), want)
     with pytest.raises(ValueError, match="batch_dims"):
         A.gather(params, idx, axis=0, batch_dims=1)
+
+
+# -- issue 18: the GatherV2 gradient with a tensor axis or batch_dims ---------------------------
+
+
+def test_gather_gradient_with_a_fed_axis_matches_tf():
+    # TF 2.21: d sum(gather(p[3,4], [1, 1, 3], axis=ax) * 2) / dp with ax fed 1 is
+    # [[0, 4, 0, 2]] * 3 (a dense tensor).
+    import asyncflow as af
+
+    p = af.constant(np.arange(12.0).reshape(3, 4))
+    ax = af.placeholder(af.int32, [])
+    (g,) = af.gradients(af.reduce_sum(af.gather(p, [1, 1, 3], axis=ax) * 2.0), [p])
+    with af.Session() as sess:
+        assert sess.run(g, {ax: 1}).tolist() == [[0.0, 4.0, 0.0, 2.0]] * 3
+        assert sess.run(g, {ax: -1}).tolist() == [[0.0, 4.0, 0.0, 2.0]] * 3
+
+
+def test_gather_gradient_with_batch_dims_matches_tf():
+    # TF 2.21: gather(p[2,3,2], [[0, 2], [1, 1]], axis=1, batch_dims=1) weighted by
+    # [[[1,2],[3,4]],[[5,6],[7,8]]] has gradient [[[1,2],[0,0],[3,4]],[[0,0],[12,14],[0,0]]].
+    import asyncflow as af
+
+    p = af.constant(np.arange(12.0).reshape(2, 3, 2))
+    w = af.constant(np.arange(1.0, 9.0).reshape(2, 2, 2))
+    y = af.gather(p, [[0, 2], [1, 1]], axis=1, batch_dims=1)
+    (g,) = af.gradients(af.reduce_sum(y * w), [p])
+    with af.Session() as sess:
+        assert sess.run(g).tolist() == [
+            [[1.0, 2.0], [0.0, 0.0], [3.0, 4.0]],
+            [[0.0, 0.0], [12.0, 14.0], [0.0, 0.0]],
+        ]
+
+
+@pytest.mark.parametrize(
+    "shape,indices,axis,batch_dims",
+    [
+        ((2, 3, 4), [[0, 2], [1, 1]], 2, 1),
+        ((2, 2, 3, 2), [[[2], [0]], [[1], [1]]], 2, 2),
+        ((3, 4), [[1, 0], [3, 3]], 1, 0),
+        ((2, 3, 4), [[2, 0, 1], [1, 1, 1]], 1, -1),
+    ],
+)
+def test_gather_gradient_general_against_finite_differences(shape, indices, axis, batch_dims):
+    import asyncflow as af
+    from asyncflow.test_util import compute_gradient_error
+
+    x0 = np.random.default_rng(4).standard_normal(shape)
+    x = af.constant(x0)
+    ax = af.placeholder_with_default(np.int32(axis), [])  # the axis is a tensor
+    y = af.gather(x, np.array(indices, np.int32), axis=ax, batch_dims=batch_dims)
+    with af.Session() as sess:
+        y_shape = sess.run(y).shape
+        assert compute_gradient_error(x, list(shape), y, list(y_shape), x_init_value=x0) < 1e-8
