@@ -68,62 +68,66 @@ _FORWARD, _NOTHING = -1, -2  # special arities (see compile_plan; literal in Ste
 #
 # A step that never suspends would hold the loop until it ends, however long that is.
 # So the interpreters (Step, FrameStep, compiled loops) read the clock after their
-# kernels and yield to the loop once the inline work of the current *slice* passed
-# SLICE_S.  A slice starts when a driver first runs after the loop got control, and
-# lasts until the loop runs its next round of callbacks (a `call_soon` marks that), so
-# back-to-back `arun` steps of one task that never suspends share one slice, and a
-# step that does not reach the deadline costs one clock read per kernel and nothing
-# else.  A synchronous caller driving its own step inline (`caller_drives`) owns the
-# loop, which may not even run between its steps: only its own step's deadline or
-# cancellation could want it, so its slices last CALLER_SLICE_S.
+# kernels and yield to the loop once the inline work of the loop's current *slice*
+# passed SLICE_S; `Session.arun` checks it too before it starts a step.  A slice starts
+# when a driver first runs after the loop got control, and lasts until the loop runs
+# its next round of callbacks (a `call_soon` ends it), so back-to-back `arun` steps of
+# one task that never suspends share one slice, and a step that does not reach the
+# deadline costs one clock read per kernel and nothing else.  A synchronous caller
+# driving its own step inline (`caller_drives`) owns the loop, which may not even run
+# between its steps: only its own step's deadline or cancellation could want it, so
+# its slices last CALLER_SLICE_S, one per step.
 SLICE_S = 0.001
 CALLER_SLICE_S = 0.02
 _INF = float("inf")
 _clock = time.perf_counter
+_get_running_loop = asyncio.events._get_running_loop
+_DEADLINES: dict = {}  # loop -> the clock reading that ends its current slice
 
 
-class _Slice(threading.local):
-    loop = None  # the loop whose callback the slice is part of (None: no slice)
-    deadline = _INF
-    caller = False  # a synchronous caller drives its own step on this thread
+class _Caller(threading.local):
+    on = False  # a synchronous caller drives its own step on this thread
 
 
-_SLICE = _Slice()
-
-
-def _end_slice(s: _Slice) -> None:  # on the loop, the next round after the slice began
-    s.loop = None
+_CALLER = _Caller()
 
 
 def slice_deadline() -> float:
     """The clock (`time.perf_counter`) reading after which inline work should yield."""
-    s = _SLICE
-    loop = asyncio.events._get_running_loop()
-    if s.loop is loop:
-        return s.deadline
+    loop = _get_running_loop()
+    deadline = _DEADLINES.get(loop)
+    if deadline is not None:
+        return deadline
     if loop is None:  # driven by hand, outside any loop: nothing to share it with
         return _INF
-    s.loop = loop
-    if s.caller:  # the loop may not run between its steps: the caller ends the slice
-        s.deadline = _clock() + CALLER_SLICE_S
-        return s.deadline
-    s.deadline = _clock() + SLICE_S
-    loop.call_soon(_end_slice, s)
-    return s.deadline
+    if len(_DEADLINES) > 16:  # loops closed in the middle of a slice
+        for old in [lp for lp in _DEADLINES if lp.is_closed()]:
+            del _DEADLINES[old]
+    if _CALLER.on:  # ended by the caller, at its next step
+        deadline = _DEADLINES[loop] = _clock() + CALLER_SLICE_S
+        return deadline
+    deadline = _DEADLINES[loop] = _clock() + SLICE_S
+    loop.call_soon(_DEADLINES.pop, loop, None)
+    return deadline
 
 
 def new_slice() -> float:
     """Start a fresh slice (after yielding to the loop); its deadline."""
-    _SLICE.loop = None
+    _DEADLINES.pop(_get_running_loop(), None)
     return slice_deadline()
 
 
-def caller_drives(on: bool) -> None:
-    """A synchronous caller starts (True) or ends (False) driving a step inline on this
-    thread: its slices are CALLER_SLICE_S long, and each step starts a fresh one."""
-    s = _SLICE
-    s.caller = on
-    s.loop = None
+def slice_spent() -> bool:
+    """Whether the running loop's current slice is over (time to yield before more)."""
+    deadline = _DEADLINES.get(_get_running_loop())
+    return deadline is not None and _clock() > deadline
+
+
+def caller_drives(loop, on: bool) -> None:
+    """A synchronous caller starts (True) or ends (False) driving a step of `loop`
+    inline on this thread: its slices are CALLER_SLICE_S long, one per step."""
+    _CALLER.on = on
+    _DEADLINES.pop(loop, None)
 
 
 class _YieldToLoop:

@@ -36,7 +36,7 @@ from asyncflow import graph as ops
 from asyncflow.config import ConfigProto
 from asyncflow.devices.cpu import CALLER_DRIVES, release_cores, share_cores
 from asyncflow.devices.registry import create_devices
-from asyncflow.executor import caller_drives
+from asyncflow.executor import _YIELD_TO_LOOP, caller_drives, slice_spent
 from asyncflow.graph import (  # noqa: F401 - the default session stack lives with the graph
     _default_sessions,
     _eval_with_default,
@@ -170,14 +170,14 @@ class _Runtime:
 
     def _drive(self, coro, needs_task: bool):
         token = CALLER_DRIVES.set(True)  # a lone device then computes inline too
-        caller_drives(True)  # the interpreters' slices: long, and one per step
+        caller_drives(self.loop, True)  # the interpreters' slices: long, one per step
         try:
             # TF yields inf/nan silently: one errstate for the whole step instead of one
             # per kernel (executor.QUIET_STEP).
             with quiet_step():
                 return self._drive_inline(coro, needs_task)
         finally:
-            caller_drives(False)
+            caller_drives(self.loop, False)
             CALLER_DRIVES.reset(token)
 
     def _drive_inline(self, coro, needs_task: bool):
@@ -457,6 +457,8 @@ class BaseSession:
         self._check_open()
         loop = asyncio.get_running_loop()
         bound = self._loop if self._loop is loop else self._arun_loop(loop)
+        if slice_spent():  # steps that never suspend, back to back: let others in
+            await _YIELD_TO_LOOP
         if bound is not loop:  # the runtime loop of synchronous callers
             ensure_loop_running(bound)  # it may have had no thread yet
             cf = asyncio.run_coroutine_threadsafe(

@@ -58,9 +58,9 @@ def main() -> None:
     args = ap.parse_args()
     tf, while_loop, cfg = _backend(args.backend)
     if args.general and args.backend == "asyncflow":
-        from asyncflow import executor
+        from asyncflow import lowering
 
-        executor._NO_COMPILED_LOOPS = True
+        lowering._NO_COMPILED_LOOPS = True
     n = args.iterations
     with tf.Graph().as_default():
         i = while_loop(
