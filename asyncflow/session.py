@@ -36,7 +36,7 @@ from asyncflow import graph as ops
 from asyncflow.config import ConfigProto
 from asyncflow.devices.cpu import CALLER_DRIVES, release_cores, share_cores
 from asyncflow.devices.registry import create_devices
-from asyncflow.executor import _YIELD_TO_LOOP, caller_drives, slice_spent
+from asyncflow.executor import _DEADLINES, _YIELD_TO_LOOP, _clock, caller_drives
 from asyncflow.graph import (  # noqa: F401 - the default session stack lives with the graph
     _default_sessions,
     _eval_with_default,
@@ -457,8 +457,9 @@ class BaseSession:
         self._check_open()
         loop = asyncio.get_running_loop()
         bound = self._loop if self._loop is loop else self._arun_loop(loop)
-        if slice_spent():  # steps that never suspend, back to back: let others in
-            await _YIELD_TO_LOOP
+        deadline = _DEADLINES.get(loop)  # (executor.slice_spent, inlined)
+        if deadline is not None and _clock() > deadline:
+            await _YIELD_TO_LOOP  # steps that never suspend, back to back: let others in
         if bound is not loop:  # the runtime loop of synchronous callers
             ensure_loop_running(bound)  # it may have had no thread yet
             cf = asyncio.run_coroutine_threadsafe(

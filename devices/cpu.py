@@ -189,6 +189,7 @@ class CPUDevice(Device):
         self.num_threads = num_threads or 1
         self._pool: ThreadPoolExecutor | None = None
         self.offloaded = 0  # calls of `compute` handed to a worker (statistics, tests)
+        self._busy: asyncio.Future | None = None  # a lone device's work on its worker
 
     @property
     def pool(self) -> ThreadPoolExecutor:
@@ -205,8 +206,11 @@ class CPUDevice(Device):
         size its arguments do not show (a convolution's patches).
         """
         shared = _share_count
-        if not shared and CALLER_DRIVES.get():
-            return fn(*args)
+        if not shared:
+            if CALLER_DRIVES.get():
+                return fn(*args)
+            if self._busy is not None:
+                await self._idle()
         key = _call_key(fn, args)
         seconds = _MEASURED.get(key)
         if seconds is None:
@@ -218,7 +222,27 @@ class CPUDevice(Device):
             return result
         self.offloaded += 1
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, _timed, key, fn, args)
+        fut = loop.run_in_executor(self.pool, _timed, key, fn, args)
+        if not shared:
+            self._busy = fut
+            fut.add_done_callback(self._done)
+        return await fut
+
+    # A lone device's work goes one piece at a time, as on a caller-driven thread: while
+    # a worker computes, the step's other compute waits (the loop stays free for other
+    # tasks) instead of running inline beside it on the same cores, where the two (and
+    # the BLAS threads) would thrash each other (a small GEMM measured 100x slower).
+    def _done(self, fut) -> None:
+        if self._busy is fut:
+            self._busy = None
+
+    async def _idle(self) -> None:
+        """Wait until no work of this device runs on its worker (on this loop)."""
+        loop = asyncio.get_running_loop()
+        while self._busy is not None and self._busy.get_loop() is loop:
+            waiter = loop.create_future()
+            self._busy.add_done_callback(lambda _f, w=waiter: w.done() or w.set_result(None))
+            await waiter  # (not the work itself: its error belongs to its own kernel)
 
     def close(self) -> None:
         if self._pool is not None:
