@@ -8,7 +8,8 @@ models in turn:
 - cnn:   the LeNet-like CNN step of benchmarks/conv_bench.py --full (batch 64);
 - outer: a [4096,1] x [1,4096] matmul (32 KiB read, 64 MiB written).
 
-For each model it reports, over `--seconds` per phase:
+For each model the three phases below take turns, `--rounds` times `--seconds` each
+(so that machine noise hits them alike), and it reports over all of a phase's rounds:
 - `arun+ticker`: the ticker's lag p50 / p99 / max (ms) and the steps/s reached;
 - `arun`: steps/s of the same steps without the ticker;
 - `thread+ticker`: the same steps through the blocking `sess.run` in a worker thread
@@ -17,7 +18,7 @@ For each model it reports, over `--seconds` per phase:
 Targets (issue 13): lag p99 <= 2 ms and max <= 10 ms under `arun`, with steps/s at
 least 0.8x of `arun` without the ticker.
 
-    .venv/bin/python benchmarks/loop_bench.py [--seconds 2] [--models mlp cnn outer]
+    .venv/bin/python benchmarks/loop_bench.py [--seconds 1] [--rounds 3] [--models mlp cnn outer]
         [--uvloop] [--json PATH]
 
 Prints a table, then one JSON object on the last line.
@@ -118,10 +119,10 @@ def _session(af, graph):
     return sess
 
 
-async def _arun_phase(af, graph, target, feed, seconds, ticker: bool, warmup: int) -> dict:
+async def _arun_phase(af, graph, init, target, feed, seconds, ticker: bool, warmup: int) -> dict:
     sess = _session(af, graph)
     async with sess:
-        await sess.arun(af_init(af, graph))
+        await sess.arun(init)
         for _ in range(warmup):
             await sess.arun(target, feed)
         tick = Ticker()
@@ -137,15 +138,15 @@ async def _arun_phase(af, graph, target, feed, seconds, ticker: bool, warmup: in
         if task is not None:
             tick.running = False
             await task
-    out = {"steps_per_s": round(steps / elapsed, 2)}
+    out = {"steps": steps, "elapsed": elapsed}
     if ticker:
-        out.update(tick.summary())
+        out["lags"] = tick.lags
     return out
 
 
-async def _thread_phase(af, graph, target, feed, seconds, warmup: int) -> dict:
+async def _thread_phase(af, graph, init, target, feed, seconds, warmup: int) -> dict:
     sess = _session(af, graph)
-    sess.run(af_init(af, graph))
+    sess.run(init)
     for _ in range(warmup):
         sess.run(target, feed)
     tick = Ticker()
@@ -159,45 +160,60 @@ async def _thread_phase(af, graph, target, feed, seconds, warmup: int) -> dict:
         while time.perf_counter() - t0 < seconds:
             sess.run(target, feed)
             n += 1
-        result["steps_per_s"] = round(n / (time.perf_counter() - t0), 2)
+        result["steps"], result["elapsed"] = n, time.perf_counter() - t0
 
     await asyncio.get_running_loop().run_in_executor(None, steps)
     tick.running = False
     await task
     sess.close()
-    result.update(tick.summary())
+    result["lags"] = tick.lags
     return result
 
 
-def af_init(af, graph):
-    with graph.as_default():
-        return af.global_variables_initializer()
+def _merge(parts: list[dict]) -> dict:
+    """One phase's rounds as one: steps/s over the whole time, lags over all ticks."""
+    steps = sum(p["steps"] for p in parts)
+    elapsed = sum(p["elapsed"] for p in parts)
+    tick = Ticker()
+    for p in parts:
+        tick.lags.extend(p.get("lags", ()))
+    out = {"steps_per_s": round(steps / elapsed, 2)}
+    if any("lags" in p for p in parts):
+        out.update(tick.summary())
+    return out
 
 
-def bench_model(af, name: str, seconds: float, warmup: int, use_uvloop: bool) -> dict:
+def bench_model(af, name: str, seconds: float, warmup: int, rounds: int, uvloop_: bool) -> dict:
     graph = af.Graph()
     with graph.as_default():
         target, feed = MODELS[name](af)
-        af_init(af, graph)
+        init = af.global_variables_initializer()
 
     def run(coro):
-        if use_uvloop:
+        if uvloop_:
             import uvloop
 
             return uvloop.run(coro)
         return asyncio.run(coro)
 
-    return {
-        "model": name,
-        "arun+ticker": run(_arun_phase(af, graph, target, feed, seconds, True, warmup)),
-        "arun": run(_arun_phase(af, graph, target, feed, seconds, False, warmup)),
-        "thread+ticker": run(_thread_phase(af, graph, target, feed, seconds, warmup)),
-    }
+    phases = {"arun+ticker": [], "arun": [], "thread+ticker": []}
+    for _ in range(rounds):  # the phases take turns: machine noise hits them alike
+        phases["arun+ticker"].append(
+            run(_arun_phase(af, graph, init, target, feed, seconds, True, warmup))
+        )
+        phases["arun"].append(
+            run(_arun_phase(af, graph, init, target, feed, seconds, False, warmup))
+        )
+        phases["thread+ticker"].append(
+            run(_thread_phase(af, graph, init, target, feed, seconds, warmup))
+        )
+    return {"model": name, **{k: _merge(v) for k, v in phases.items()}}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=2.0, help="per phase and model")
+    ap.add_argument("--seconds", type=float, default=1.0, help="per phase, round and model")
+    ap.add_argument("--rounds", type=int, default=3, help="turns the three phases take")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps per phase")
     ap.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--uvloop", action="store_true", help="run the phases on uvloop")
@@ -206,9 +222,12 @@ def main() -> None:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     import asyncflow as af
 
-    results = [bench_model(af, m, args.seconds, args.warmup, args.uvloop) for m in args.models]
+    results = [
+        bench_model(af, m, args.seconds, args.warmup, args.rounds, args.uvloop)
+        for m in args.models
+    ]
     print(
-        f"1 ms ticker on the loop, {args.seconds:g} s per phase "
+        f"1 ms ticker on the loop, {args.rounds} rounds of {args.seconds:g} s per phase "
         f"({'uvloop' if args.uvloop else 'asyncio'}); lag in ms"
     )
     head = f"{'model':<6} {'phase':<14} {'steps/s':>9} {'lag p50':>8} {'lag p99':>8} {'max':>8}"

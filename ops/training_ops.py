@@ -561,17 +561,17 @@ def _fused_gd_kernel(plain):
         if type(delta) is not DeferredProduct:
             return await plain(ctx, var, alpha, delta)
         _check_dense(["var", "alpha", "delta"], 1, [1], 2, [var._current(), alpha, delta])
-        with quiet_errstate():
-            target = var.writable_target()
-            blas.gemm_into(
-                target,
-                delta.a,
-                delta.b,
-                delta.trans_a,
-                delta.trans_b,
-                -float(alpha) * delta.alpha,
-                1.0,
-            )
+        target = var.writable_target()
+        await ctx.device.compute(  # a GEMM: on a worker when long (devices/cpu.py)
+            blas.gemm_into,
+            target,
+            delta.a,
+            delta.b,
+            delta.trans_a,
+            delta.trans_b,
+            -float(alpha) * delta.alpha,
+            1.0,
+        )
         var.commit(target)
         return var
 
@@ -590,11 +590,17 @@ def _fused_assign_kernel(plain, sign: float):
                 f"Cannot update variable with shape {_shape_str(current.shape)} using a "
                 f"Tensor with shape {_shape_str(value.shape)}, shapes must be equal.",
             )
-        with quiet_errstate():
-            target = ref.writable_target()
-            blas.gemm_into(
-                target, value.a, value.b, value.trans_a, value.trans_b, sign * value.alpha, 1.0
-            )
+        target = ref.writable_target()
+        await ctx.device.compute(  # a GEMM: on a worker when long (devices/cpu.py)
+            blas.gemm_into,
+            target,
+            value.a,
+            value.b,
+            value.trans_a,
+            value.trans_b,
+            sign * value.alpha,
+            1.0,
+        )
         ref.commit(target)
         return ref.read()
 
