@@ -13,7 +13,7 @@ import numpy as np
 from asyncflow import graph as ops
 from asyncflow.registry import ANY, TypeConstraint, register_op
 
-__all__ = ["Print"]
+__all__ = ["Print", "print", "print_v2", "string_format"]
 
 
 def _one_element(x) -> str:
@@ -135,3 +135,190 @@ def Print(input_, data, message=None, first_n=None, summarize=None, name=None): 
 def _print_grad(op, grad):
     """The gradient passes through to `input`; the printed data get none (as TF)."""
     return [grad] + [None] * (len(op.inputs) - 1)
+
+
+# -- StringFormat, PrintV2 and tf.print ---------------------------------------------------
+
+
+def summarize_value_v2(value, summarize: int) -> str:
+    """TF's `SummarizeValue(summarize, print_v2=true)`: numpy-like nesting, a dimension
+    longer than 2 * summarize shows its first and last `summarize` entries around "...";
+    strings quoted; summarize < 0 shows everything."""
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        return _v2_element(arr[()])
+    return _v2_block(arr, 0, summarize)
+
+
+def _v2_element(x) -> str:
+    if isinstance(x, bytes):
+        return '"' + _one_element(x) + '"'
+    return _one_element(x)
+
+
+def _v2_block(arr, dim: int, summarize: int) -> str:
+    n = arr.shape[0]
+    elide = 0 <= summarize < n and n > 2 * summarize
+    idx = list(range(summarize)) + [None] + list(range(n - summarize, n)) if elide else range(n)
+    if arr.ndim == 1:
+        parts = ["..." if i is None else _v2_element(arr[i]) for i in idx]
+        return "[" + " ".join(parts) + "]"
+    sep = "\n" * (arr.ndim - 1) + " " * (dim + 1)
+    parts = ["..." if i is None else _v2_block(arr[i], dim + 1, summarize) for i in idx]
+    return "[" + sep.join(parts) + "]"
+
+
+StringFormat = register_op(
+    "StringFormat",
+    inputs=["inputs: T"],
+    outputs=["output: string"],
+    attrs={
+        "T": TypeConstraint(None, is_list=True),
+        "template": "%s",
+        "placeholder": "%s",
+        "summarize": 3,
+    },
+    shape_fn=lambda op: [[]],
+)
+
+
+@StringFormat.kernel("CPU")
+async def _string_format(ctx, *inputs):
+    a = ctx.attrs
+    pieces = a["template"].split(a["placeholder"])
+    if len(pieces) - 1 != len(inputs):
+        from asyncflow import errors
+
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"num placeholders in template and num inputs must match: "
+            f"{len(pieces) - 1} vs. {len(inputs)}",
+        )
+    out = [pieces[0]]
+    for value, piece in zip(inputs, pieces[1:]):
+        out.append(summarize_value_v2(value, a["summarize"]))
+        out.append(piece)
+    return np.array("".join(out).encode("utf-8"), dtype=object)
+
+
+PrintV2 = register_op(
+    "PrintV2",
+    inputs=["input: string"],
+    outputs=[],
+    attrs={"output_stream": "stderr", "end": "\n"},
+    shape_fn=lambda op: [],
+    stateful=True,
+)
+
+_LOG_LEVELS = {"log(info)": 20, "log(warning)": 30, "log(error)": 40}
+
+
+@PrintV2.kernel("CPU")
+async def _print_v2(ctx, text):
+    import asyncio
+
+    raw = np.asarray(text, dtype=object)[()]
+    s = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    stream, end = ctx.attrs["output_stream"], ctx.attrs["end"]
+    if stream in ("stderr", "stdout"):
+        f = sys.stderr if stream == "stderr" else sys.stdout
+        f.write(s + end)
+        f.flush()
+    elif stream in _LOG_LEVELS:
+        from asyncflow import tf_logging
+
+        tf_logging.log(_LOG_LEVELS[stream], "%s", s + end.rstrip("\n"))
+    elif stream.startswith("file://"):
+        await asyncio.to_thread(_append, stream[len("file://") :], s + end)
+    else:
+        from asyncflow import errors
+
+        raise errors.InvalidArgumentError(
+            None, None, f"{stream} is not a valid output stream for PrintV2"
+        )
+
+
+def _append(path: str, text: str) -> None:
+    with open(path, "a") as f:
+        f.write(text)
+
+
+def _stream_name(output_stream) -> str:
+    if output_stream is sys.stderr:
+        return "stderr"
+    if output_stream is sys.stdout:
+        return "stdout"
+    if isinstance(output_stream, str):
+        return output_stream
+    from asyncflow import tf_logging
+
+    for name, fn in (
+        ("log(info)", tf_logging.info),
+        ("log(warning)", tf_logging.warning),
+        ("log(error)", tf_logging.error),
+    ):
+        if output_stream is fn:
+            return name
+    raise ValueError(
+        f"Unsupported output stream, logging level, or file.{output_stream}. Supported "
+        "streams are sys.stdout, sys.stderr, tf.logging.info, tf.logging.warning, "
+        "tf.logging.error. File needs to be in the form of 'file://<filepath>'."
+    )
+
+
+def print_v2(*inputs, **kwargs):
+    """`tf.print`: print tensors and Python values when the returned op runs.
+
+    Tensors are formatted as TF's (at most `summarize` entries at each end of a
+    dimension, default 3); other values with `str`; joined by `sep`, followed by `end`,
+    written to `output_stream` (sys.stderr, sys.stdout, af.logging.info/warning/error,
+    or "file://<path>").
+
+    Raises:
+      ValueError: an unknown output stream or keyword argument.
+    """
+    import os
+
+    output_stream = kwargs.pop("output_stream", sys.stderr)
+    name = kwargs.pop("name", None)
+    summarize = kwargs.pop("summarize", 3)
+    sep = kwargs.pop("sep", " ")
+    end = kwargs.pop("end", os.linesep)
+    if kwargs:
+        raise ValueError(f"Unrecognized keyword arguments for tf.print: {kwargs}")
+    stream = _stream_name(output_stream)
+    with ops.name_scope(name, "PrintV2"):
+        tensors = [x for x in inputs if isinstance(x, ops.Tensor)]
+        if (
+            len(inputs) == 1
+            and tensors
+            and tensors[0].dtype.name == "string"
+            and (tensors[0].shape.ndims == 0)
+        ):
+            formatted = tensors[0]
+        else:
+            placeholder = "{}"
+            while any(placeholder in str(x) for x in inputs if not isinstance(x, ops.Tensor)):
+                placeholder = "{" + placeholder + "}"
+            template = sep.join(
+                placeholder if isinstance(x, ops.Tensor) else str(x) for x in inputs
+            )
+            formatted = ops.apply_op(
+                "StringFormat",
+                [tensors],
+                {"template": template, "placeholder": placeholder, "summarize": summarize},
+            ).outputs[0]
+        return ops.apply_op("PrintV2", [formatted], {"output_stream": stream, "end": end})
+
+
+print = print_v2  # noqa: A001 - TF's name (tf.print)
+
+
+def string_format(template, inputs, placeholder="{}", summarize=3, name=None):
+    """`tf.strings.format`: `template` with each `placeholder` replaced by a tensor."""
+    if isinstance(inputs, ops.Tensor):
+        inputs = [inputs]
+    tensors = [ops.convert_to_tensor(x) for x in inputs]
+    attrs = {"template": template, "placeholder": placeholder, "summarize": summarize}
+    return ops.apply_op("StringFormat", [tensors], attrs, name=name).outputs[0]
