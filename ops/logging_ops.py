@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from asyncflow import graph as ops
-from asyncflow.registry import ANY, TypeConstraint, register_op
+from asyncflow.registry import ANY, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["Print", "print", "print_v2", "string_format"]
 
@@ -210,6 +210,9 @@ PrintV2 = register_op(
     shape_fn=lambda op: [],
     stateful=True,
 )
+
+NotDifferentiable("StringFormat")
+NotDifferentiable("PrintV2")
 
 _LOG_LEVELS = {"log(info)": 20, "log(warning)": 30, "log(error)": 40}
 
