@@ -7,12 +7,13 @@ kernels, messages included.
 
 A batch of records is parsed in one protobuf call (asyncflow/protos/parse_batch.proto:
 the records, each prefixed with a field-1 tag and its length, are a message repeating
-them).  Dense float features are read from a view of the batch that keeps each
-FloatList's packed payload as bytes, so their values go to numpy in one frombuffer per
-batch; when that view cannot be trusted (unknown or non-canonical fields anywhere in the
-batch: an unpacked FloatList reads as unknown fields there) or a record deviates (a
-missing feature without default, a wrong count or type), that feature takes the general
-path over TF's schema, which keeps TF's checks and messages.
+them), in a view that keeps each feature's list as its serialized bytes.  The values of
+a whole batch are then decoded with numpy: packed floats by one frombuffer, packed
+int64 varints vectorised, strings sliced out of their lists.  Anything not in the
+canonical form TF and protobuf write (an unpacked list, a long length prefix), a
+missing feature without default, a wrong count or kind sends that feature down the
+general path over TF's schema (the batch parsed again as ExampleBatch), which keeps
+TF's checks and messages.
 
 Kernels never suspend; a batch of records is handed to the device's compute pool when
 large (`ctx.device.compute`).
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import math
+import operator
 import re
 
 import numpy as np
@@ -30,7 +32,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.example_pb import DecodeError
 from asyncflow.protos.example_pb2 import Example
-from asyncflow.protos.parse_batch_pb2 import ExampleBatch, RawFloatExampleBatch
+from asyncflow.protos.parse_batch_pb2 import ExampleBatch, RawExampleBatch
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
@@ -253,7 +255,6 @@ class _Batch:
         self.blob = _batch_blob(records)
         self._raw = None
         self._real = None
-        self.raw_is_exact = False
 
     def _parse(self, cls):
         try:
@@ -278,18 +279,19 @@ class _Batch:
 
     def raw_maps(self) -> list:
         if self._raw is None:
-            batch = self._parse(RawFloatExampleBatch)
-            batch.DiscardUnknownFields()
-            # Re-serialised size equals the input's only when nothing was unknown (an
-            # unpacked FloatList included) and every field was canonically encoded.
-            self.raw_is_exact = batch.ByteSize() == len(self.blob)
-            self._raw = [ex.features.feature for ex in batch.example]
+            self._raw = [ex.features.feature for ex in self._parse(RawExampleBatch).example]
         return self._raw
 
     def real_maps(self) -> list:
         if self._real is None:
             self._real = [ex.features.feature for ex in self._parse(ExampleBatch).example]
         return self._real
+
+    def payloads(self, key: str, kind: int) -> list:
+        """Per record: None (no such feature) or the serialized list of `kind` (b"": that
+        kind not set, or set to an empty list)."""
+        get = _PAYLOAD_OF_KIND[kind]
+        return [None if f is None else get(f) for f in (m.get(key) for m in self.raw_maps())]
 
     def column(self, key: str) -> list:
         """Per record: None (no such feature) or (kind, values), kind 0 for none set."""
@@ -311,76 +313,174 @@ class _Batch:
         return out
 
 
-def _dense_fast(batch: _Batch, key, dtype, shape, default):
-    """A dense (not sequence) feature's batch output, or None when any record needs the
-    general path (missing without default, wrong count or type, untrusted float view)."""
-    kind = _KIND_OF[dtype]
-    want = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    maps = batch.raw_maps()
-    if kind == 2:
-        if not batch.raw_is_exact or want == 0:
-            return None
-        nbytes = 4 * want
-        fill = None if default is None else np.asarray(default, "<f4").tobytes()
-        chunks = []
-        for m in maps:
-            f = m.get(key)
-            if f is None:
-                if fill is None:
-                    return None
-                chunks.append(fill)
-                continue
-            v = f.float_list.value
-            if len(v) != 1 or len(v[0]) != nbytes:
-                return None
-            chunks.append(v[0])
-        flat = np.frombuffer(b"".join(chunks), "<f4").astype(np.float32)
-        return flat.reshape([len(maps), *shape])
-    fill = None if default is None else np.asarray(default).reshape(-1).tolist()
-    vals: list = []
-    for m in maps:
-        f = m.get(key)
-        if f is None:
-            if fill is None:
-                return None
-            vals.extend(fill)
-            continue
-        v = f.int64_list.value if kind == 3 else f.bytes_list.value
-        if len(v) != want:
-            return None
-        vals.extend(v)
-    if kind == 3:
-        return np.array(vals, np.int64).reshape([len(maps), *shape])
-    out = np.empty(len(vals), dtype=object)
-    out[:] = vals
-    return out.reshape([len(maps), *shape])
+_KIND_FIELD = {"bytes_list": 1, "float_list": 2, "int64_list": 3}
+_PAYLOAD_OF_KIND = {
+    1: operator.attrgetter("bytes_list"),
+    2: operator.attrgetter("float_list"),
+    3: operator.attrgetter("int64_list"),
+}
 
 
-def _sparse_column(batch: _Batch, key, dtype) -> list:
-    """The column of a VarLen feature: bytes and int64 from the raw view (exact for them;
-    a present feature with no values is checked for its kind), floats from TF's schema."""
-    kind = _KIND_OF[dtype]
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _encode_payload(kind: int, values) -> bytes:
+    """The canonical serialized list of `values` (a dense default standing in for a
+    missing feature)."""
+    values = np.asarray(values).reshape(-1)
+    if kind == 1:
+        return b"".join(b"\x0a" + _varint_bytes(len(v)) + bytes(v) for v in values.tolist())
     if kind == 2:
-        return batch.column(key)
-    out = []
-    for m in batch.raw_maps():
-        f = m.get(key)
-        if f is None:
-            out.append(None)
-            continue
-        v = f.int64_list.value if kind == 3 else f.bytes_list.value
-        if len(v):
-            out.append((kind, list(v)))
-            continue
-        which = f.WhichOneof("kind")
-        if which is None:
-            out.append((0, None))
-        else:  # an empty list of the wanted kind, or another kind (_values_of reports it)
-            out.append((_KIND_FIELD[which], None if _KIND_FIELD[which] != kind else []))
+        data = values.astype("<f4").tobytes()
+    else:
+        data = b"".join(_varint_bytes(int(v) & 0xFFFFFFFFFFFFFFFF) for v in values.tolist())
+    return b"\x0a" + _varint_bytes(len(data)) + data if data else b""
+
+
+def _packed(payloads: list, kind: int):
+    """Decode serialized FloatLists / Int64Lists, each one packed field (as TF and
+    protobuf write them), all at once: (flat values, count per payload), or None when
+    any payload is not in that form (the general path then decides)."""
+    n = len(payloads)
+    lens = np.fromiter(map(len, payloads), np.int64, n)
+    if n == 0 or (lens < 2).any():
+        return None
+    b = np.frombuffer(b"".join(payloads), np.uint8)
+    starts = np.cumsum(lens) - lens
+    if (b[starts] != 0x0A).any():
+        return None
+    b1 = b[starts + 1].astype(np.int64)
+    long = b1 >= 0x80
+    head = np.where(long, 3, 2)
+    size = b1
+    if long.any():  # a 2-byte length (128 to 16383 bytes of values)
+        if (lens[long] < 3).any():
+            return None
+        b2 = b[starts[long] + 2].astype(np.int64)
+        if (b2 >= 0x80).any():
+            return None
+        size = b1.copy()
+        size[long] = (b1[long] & 0x7F) | (b2 << 7)
+    if (size != lens - head).any():
+        return None
+    keep = np.ones(len(b), bool)
+    keep[starts] = False
+    keep[starts + 1] = False
+    keep[starts[long] + 2] = False
+    data = b[keep]
+    if kind == 2:
+        if (size % 4).any():
+            return None
+        return data.view("<f4").astype(np.float32), size // 4
+    term = data < 0x80
+    seg_end = np.cumsum(size)
+    if (size == 0).any() or not term[seg_end - 1].all():
+        return None
+    ends = np.flatnonzero(term)
+    begins = np.empty_like(ends)
+    begins[0] = 0
+    begins[1:] = ends[:-1] + 1
+    widths = ends - begins + 1
+    if widths.max() > 10:
+        return None
+    pos = np.arange(len(data), dtype=np.int64) - np.repeat(begins, widths)
+    parts = (data & 0x7F).astype(np.uint64) << (7 * pos).astype(np.uint64)
+    values = np.add.reduceat(parts, begins).view(np.int64)
+    counted = np.concatenate([[0], np.cumsum(term)])
+    return values, counted[seg_end] - counted[seg_end - size]
+
+
+def _strings(payload: bytes):
+    """The strings of one serialized BytesList, or None when it is not the plain
+    canonical form (field 1 repeated, lengths under 16 KiB)."""
+    out, pos, end = [], 0, len(payload)
+    while pos < end:
+        if payload[pos] != 0x0A or pos + 1 >= end:
+            return None
+        n = payload[pos + 1]
+        pos += 2
+        if n >= 0x80:
+            if pos >= end or payload[pos] >= 0x80:
+                return None
+            n = (n & 0x7F) | (payload[pos] << 7)
+            pos += 1
+        if pos + n > end:
+            return None
+        out.append(payload[pos : pos + n])
+        pos += n
     return out
 
 
-_KIND_FIELD = {"bytes_list": 1, "float_list": 2, "int64_list": 3}
+def _dense_fast(batch: _Batch, key, dtype, shape, default):
+    """A dense (not sequence) feature's batch output, or None when any record needs the
+    general path (missing without default, wrong count or kind, an unusual encoding)."""
+    kind = _KIND_OF[dtype]
+    want = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if want == 0:
+        return None
+    payloads = batch.payloads(key, kind)
+    n = len(payloads)
+    if None in payloads:
+        if default is None:
+            return None
+        fill = _encode_payload(kind, default)
+        payloads = [fill if p is None else p for p in payloads]
+    if kind == 1:
+        values = []
+        for p in payloads:
+            got = _strings(p)
+            if got is None or len(got) != want:
+                return None
+            values.extend(got)
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+        return out.reshape([n, *shape])
+    decoded = _packed(payloads, kind)
+    if decoded is None or (decoded[1] != want).any():
+        return None
+    return decoded[0].reshape([n, *shape])
+
+
+def _sparse_fast(batch: _Batch, key, dtype):
+    """A VarLen feature as (counts per record, flat values), or None for the general
+    path (a feature present with no values to read, or an unusual encoding)."""
+    kind = _KIND_OF[dtype]
+    payloads = batch.payloads(key, kind)
+    if b"" in payloads:  # no values of this kind: an empty list, no kind, or another kind
+        maps = batch.raw_maps()
+        for i, p in enumerate(payloads):
+            if p == b"":
+                which = maps[i][key].WhichOneof("kind")
+                if which is not None and _KIND_FIELD[which] != kind:
+                    return None  # the general path reports the mismatch
+                payloads[i] = None
+    present = [p for p in payloads if p is not None]
+    counts = np.zeros(len(payloads), np.int64)
+    if kind == 1:
+        values = []
+        for i, p in enumerate(payloads):
+            if p is not None:
+                got = _strings(p)
+                if got is None:
+                    return None
+                counts[i] = len(got)
+                values.extend(got)
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+        return counts, out
+    if not present:
+        return counts, np.zeros(0, dtype.as_numpy_dtype)
+    decoded = _packed(present, kind)
+    if decoded is None:
+        return None
+    counts[[i for i, p in enumerate(payloads) if p is not None]] = decoded[1]
+    return counts, decoded[0]
 
 
 def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp):
@@ -438,7 +538,8 @@ def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp):
     return out if batch_size is not None else out[0]
 
 
-def _sparse_output(column, key, dtype, batch: bool):
+def _sparse_output(column, key, dtype):
+    """(counts per record, flat values) of a VarLen feature from the general path."""
     kind = _KIND_OF[dtype]
     counts = np.zeros(len(column), np.int64)
     flat: list = []
@@ -452,22 +553,25 @@ def _sparse_output(column, key, dtype, batch: bool):
         if vals is not None and len(vals):
             counts[i] = len(vals)
             (arrays.append if kind == 2 else flat.extend)(vals)
-    np_dt = dtype.as_numpy_dtype
     if kind == 2:
-        values = np.concatenate(arrays).astype(np.float32) if arrays else np.zeros(0, np_dt)
+        values = np.concatenate(arrays).astype(np.float32) if arrays else np.zeros(0, np.float32)
     elif kind == 3:
         values = np.array(flat, np.int64)
     else:
         values = np.empty(len(flat), dtype=object)
         values[:] = flat
+    return counts, values
+
+
+def _sparse_tensor(counts, values, batch: bool):
+    """SparseTensor parts (indices, values, dense_shape) from counts per record."""
     total = int(counts.sum())
-    rows = np.repeat(np.arange(len(column), dtype=np.int64), counts)
+    rows = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
     starts = np.cumsum(counts) - counts
     cols = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
-    longest = int(counts.max()) if len(column) else 0
+    longest = int(counts.max()) if len(counts) else 0
     if batch:
-        indices = np.stack([rows, cols], 1)
-        return indices, values, np.array([len(column), longest], np.int64)
+        return np.stack([rows, cols], 1), values, np.array([len(counts), longest], np.int64)
     return cols.reshape(-1, 1), values, np.array([longest], np.int64)
 
 
@@ -486,7 +590,10 @@ def _parse_kernel_sync(attrs, serialized, defaults):
     n = len(parsed.records)
     s_idx, s_val, s_shape = [], [], []
     for key, dt in zip(attrs["sparse_keys"], attrs["sparse_types"]):
-        i, v, s = _sparse_output(_sparse_column(parsed, key, dt), key, dt, batch)
+        fast = _sparse_fast(parsed, key, dt)
+        if fast is None:
+            fast = _sparse_output(parsed.column(key), key, dt)
+        i, v, s = _sparse_tensor(*fast, batch)
         s_idx.append(i)
         s_val.append(v)
         s_shape.append(s)

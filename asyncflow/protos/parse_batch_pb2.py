@@ -23,30 +23,27 @@ _sym_db = _symbol_database.Default()
 
 
 from asyncflow.protos import example_pb2 as asyncflow_dot_protos_dot_example__pb2
-from asyncflow.protos import feature_pb2 as asyncflow_dot_protos_dot_feature__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"asyncflow/protos/parse_batch.proto\x12\x11\x61syncflow.parsing\x1a\x1e\x61syncflow/protos/example.proto\x1a\x1e\x61syncflow/protos/feature.proto\">\n\x0c\x45xampleBatch\x12.\n\x07\x65xample\x18\x01 \x03(\x0b\x32\x1d.asyncflow.tensorflow.Example\"\x1d\n\x0cRawFloatList\x12\r\n\x05value\x18\x01 \x03(\x0c\"\xbe\x01\n\x0fRawFloatFeature\x12\x35\n\nbytes_list\x18\x01 \x01(\x0b\x32\x1f.asyncflow.tensorflow.BytesListH\x00\x12\x35\n\nfloat_list\x18\x02 \x01(\x0b\x32\x1f.asyncflow.parsing.RawFloatListH\x00\x12\x35\n\nint64_list\x18\x03 \x01(\x0b\x32\x1f.asyncflow.tensorflow.Int64ListH\x00\x42\x06\n\x04kind\"\xa9\x01\n\x10RawFloatFeatures\x12\x41\n\x07\x66\x65\x61ture\x18\x01 \x03(\x0b\x32\x30.asyncflow.parsing.RawFloatFeatures.FeatureEntry\x1aR\n\x0c\x46\x65\x61tureEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".asyncflow.parsing.RawFloatFeature:\x02\x38\x01\"H\n\x0fRawFloatExample\x12\x35\n\x08\x66\x65\x61tures\x18\x01 \x01(\x0b\x32#.asyncflow.parsing.RawFloatFeatures\"K\n\x14RawFloatExampleBatch\x12\x33\n\x07\x65xample\x18\x01 \x03(\x0b\x32\".asyncflow.parsing.RawFloatExampleb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"asyncflow/protos/parse_batch.proto\x12\x11\x61syncflow.parsing\x1a\x1e\x61syncflow/protos/example.proto\">\n\x0c\x45xampleBatch\x12.\n\x07\x65xample\x18\x01 \x03(\x0b\x32\x1d.asyncflow.tensorflow.Example\"V\n\nRawFeature\x12\x14\n\nbytes_list\x18\x01 \x01(\x0cH\x00\x12\x14\n\nfloat_list\x18\x02 \x01(\x0cH\x00\x12\x14\n\nint64_list\x18\x03 \x01(\x0cH\x00\x42\x06\n\x04kind\"\x9a\x01\n\x0bRawFeatures\x12<\n\x07\x66\x65\x61ture\x18\x01 \x03(\x0b\x32+.asyncflow.parsing.RawFeatures.FeatureEntry\x1aM\n\x0c\x46\x65\x61tureEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.asyncflow.parsing.RawFeature:\x02\x38\x01\">\n\nRawExample\x12\x30\n\x08\x66\x65\x61tures\x18\x01 \x01(\x0b\x32\x1e.asyncflow.parsing.RawFeatures\"A\n\x0fRawExampleBatch\x12.\n\x07\x65xample\x18\x01 \x03(\x0b\x32\x1d.asyncflow.parsing.RawExampleb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'asyncflow.protos.parse_batch_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RAWFLOATFEATURES_FEATUREENTRY']._loaded_options = None
-  _globals['_RAWFLOATFEATURES_FEATUREENTRY']._serialized_options = b'8\001'
-  _globals['_EXAMPLEBATCH']._serialized_start=121
-  _globals['_EXAMPLEBATCH']._serialized_end=183
-  _globals['_RAWFLOATLIST']._serialized_start=185
-  _globals['_RAWFLOATLIST']._serialized_end=214
-  _globals['_RAWFLOATFEATURE']._serialized_start=217
-  _globals['_RAWFLOATFEATURE']._serialized_end=407
-  _globals['_RAWFLOATFEATURES']._serialized_start=410
-  _globals['_RAWFLOATFEATURES']._serialized_end=579
-  _globals['_RAWFLOATFEATURES_FEATUREENTRY']._serialized_start=497
-  _globals['_RAWFLOATFEATURES_FEATUREENTRY']._serialized_end=579
-  _globals['_RAWFLOATEXAMPLE']._serialized_start=581
-  _globals['_RAWFLOATEXAMPLE']._serialized_end=653
-  _globals['_RAWFLOATEXAMPLEBATCH']._serialized_start=655
-  _globals['_RAWFLOATEXAMPLEBATCH']._serialized_end=730
+  _globals['_RAWFEATURES_FEATUREENTRY']._loaded_options = None
+  _globals['_RAWFEATURES_FEATUREENTRY']._serialized_options = b'8\001'
+  _globals['_EXAMPLEBATCH']._serialized_start=89
+  _globals['_EXAMPLEBATCH']._serialized_end=151
+  _globals['_RAWFEATURE']._serialized_start=153
+  _globals['_RAWFEATURE']._serialized_end=239
+  _globals['_RAWFEATURES']._serialized_start=242
+  _globals['_RAWFEATURES']._serialized_end=396
+  _globals['_RAWFEATURES_FEATUREENTRY']._serialized_start=319
+  _globals['_RAWFEATURES_FEATUREENTRY']._serialized_end=396
+  _globals['_RAWEXAMPLE']._serialized_start=398
+  _globals['_RAWEXAMPLE']._serialized_end=460
+  _globals['_RAWEXAMPLEBATCH']._serialized_start=462
+  _globals['_RAWEXAMPLEBATCH']._serialized_end=527
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,4 @@
 from asyncflow.protos import example_pb2 as _example_pb2
-from asyncflow.protos import feature_pb2 as _feature_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -14,43 +13,37 @@ class ExampleBatch(_message.Message):
     example: _containers.RepeatedCompositeFieldContainer[_example_pb2.Example]
     def __init__(self, example: _Optional[_Iterable[_Union[_example_pb2.Example, _Mapping]]] = ...) -> None: ...
 
-class RawFloatList(_message.Message):
-    __slots__ = ("value",)
-    VALUE_FIELD_NUMBER: _ClassVar[int]
-    value: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, value: _Optional[_Iterable[bytes]] = ...) -> None: ...
-
-class RawFloatFeature(_message.Message):
+class RawFeature(_message.Message):
     __slots__ = ("bytes_list", "float_list", "int64_list")
     BYTES_LIST_FIELD_NUMBER: _ClassVar[int]
     FLOAT_LIST_FIELD_NUMBER: _ClassVar[int]
     INT64_LIST_FIELD_NUMBER: _ClassVar[int]
-    bytes_list: _feature_pb2.BytesList
-    float_list: RawFloatList
-    int64_list: _feature_pb2.Int64List
-    def __init__(self, bytes_list: _Optional[_Union[_feature_pb2.BytesList, _Mapping]] = ..., float_list: _Optional[_Union[RawFloatList, _Mapping]] = ..., int64_list: _Optional[_Union[_feature_pb2.Int64List, _Mapping]] = ...) -> None: ...
+    bytes_list: bytes
+    float_list: bytes
+    int64_list: bytes
+    def __init__(self, bytes_list: _Optional[bytes] = ..., float_list: _Optional[bytes] = ..., int64_list: _Optional[bytes] = ...) -> None: ...
 
-class RawFloatFeatures(_message.Message):
+class RawFeatures(_message.Message):
     __slots__ = ("feature",)
     class FeatureEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
-        value: RawFloatFeature
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[RawFloatFeature, _Mapping]] = ...) -> None: ...
+        value: RawFeature
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[RawFeature, _Mapping]] = ...) -> None: ...
     FEATURE_FIELD_NUMBER: _ClassVar[int]
-    feature: _containers.MessageMap[str, RawFloatFeature]
-    def __init__(self, feature: _Optional[_Mapping[str, RawFloatFeature]] = ...) -> None: ...
+    feature: _containers.MessageMap[str, RawFeature]
+    def __init__(self, feature: _Optional[_Mapping[str, RawFeature]] = ...) -> None: ...
 
-class RawFloatExample(_message.Message):
+class RawExample(_message.Message):
     __slots__ = ("features",)
     FEATURES_FIELD_NUMBER: _ClassVar[int]
-    features: RawFloatFeatures
-    def __init__(self, features: _Optional[_Union[RawFloatFeatures, _Mapping]] = ...) -> None: ...
+    features: RawFeatures
+    def __init__(self, features: _Optional[_Union[RawFeatures, _Mapping]] = ...) -> None: ...
 
-class RawFloatExampleBatch(_message.Message):
+class RawExampleBatch(_message.Message):
     __slots__ = ("example",)
     EXAMPLE_FIELD_NUMBER: _ClassVar[int]
-    example: _containers.RepeatedCompositeFieldContainer[RawFloatExample]
-    def __init__(self, example: _Optional[_Iterable[_Union[RawFloatExample, _Mapping]]] = ...) -> None: ...
+    example: _containers.RepeatedCompositeFieldContainer[RawExample]
+    def __init__(self, example: _Optional[_Iterable[_Union[RawExample, _Mapping]]] = ...) -> None: ...

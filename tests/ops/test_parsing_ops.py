@@ -377,3 +377,43 @@ def test_example_with_a_non_utf8_key_parses():
     with af.Session() as sess:
         got = sess.run(P.parse_single_example(ex, spec))
     assert got == {"a": 3, "\xff": -1}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batch_paths_agree_with_reading_each_example(sess, seed):
+    """Random records (negative and 64-bit ints, long and empty strings, empty lists,
+    missing features) parsed in one batch equal what each Example message holds."""
+    rng = np.random.RandomState(seed)
+    records, want_i, want_f, want_s, want_v = [], [], [], [], []
+    for r in range(60):
+        e = pb.Example()
+        f = e.features.feature
+        i = int(rng.choice([0, -1, 1 << 62, -(1 << 63), rng.randint(-1000, 1000)]))
+        f["i"].int64_list.value.append(i)
+        floats = rng.randn(3).astype(np.float32)
+        if r % 7 != 3:  # else missing: the default fills in
+            f["f"].float_list.value.extend(floats.tolist())
+        s = bytes(rng.randint(0, 256, size=rng.choice([0, 5, 200, 20000])).astype(np.uint8))
+        f["s"].bytes_list.value.append(s)
+        v = rng.randint(-(1 << 40), 1 << 40, size=rng.randint(0, 4)).tolist()
+        if r % 5 != 1:  # else missing
+            f["v"].int64_list.value.extend(v)
+        records.append(e.SerializeToString())
+        want_i.append(i)
+        want_f.append(floats.tolist() if r % 7 != 3 else [9.0, 9.0, 9.0])
+        want_s.append(s)
+        want_v.append(v if r % 5 != 1 else [])
+    spec = {
+        "i": P.FixedLenFeature([], af.int64),
+        "f": P.FixedLenFeature([3], af.float32, default_value=[9.0, 9.0, 9.0]),
+        "s": P.FixedLenFeature([], af.string),
+        "v": P.VarLenFeature(af.int64),
+    }
+    out = sess.run(P.parse_example(af.constant(records), spec))
+    assert out["i"].tolist() == want_i
+    np.testing.assert_array_equal(out["f"], np.float32(want_f))
+    assert out["s"].tolist() == want_s
+    assert out["v"].values.tolist() == [x for v in want_v for x in v]
+    rows = [r for r, v in enumerate(want_v) for _ in v]
+    assert out["v"].indices[:, 0].tolist() == rows
+    assert out["v"].dense_shape.tolist() == [60, max(len(v) for v in want_v)]
