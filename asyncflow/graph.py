@@ -1176,6 +1176,8 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
             if spec is REQUIRED:
                 raise TypeError(f"{op_type} missing required attr '{k}'")
             attrs[k] = spec
+        if graph._container and op_def.stateful and attrs.get("container") == "":
+            attrs["container"] = graph._container  # `with tf.container(...)`, as TF1
         out_dtypes, refs = _output_dtypes(op_def, attrs)
         graph._check_not_finalized()
         if name and not _VALID_OP_NAME.match(name.rstrip("/").rsplit("/", 1)[-1] or "x"):

@@ -613,8 +613,19 @@ class BaseSession:
 
     @staticmethod
     def reset(target, containers=None, config=None) -> None:
-        """Clear the process-wide named resource containers (TF's `Session.reset`)."""
+        """TF's `Session.reset`: clear resource containers (all when `containers` is
+        None): the process-wide named ones and, for target "", those of the devices of
+        every live session of this process; resources in use by a step in flight stay
+        alive until it ends, but nothing finds them again.
+
+        Raises InvalidArgumentError for a target no registered scheme serves."""
+        if target:
+            worker_for_target(target, config or ConfigProto(), _local_worker)  # check it
         resources.reset_containers(containers)
+        if not target:
+            for worker in list(LocalWorker.live):
+                for d in worker.devices:
+                    d.resource_mgr.clear(containers)
 
     def __del__(self):
         with contextlib.suppress(Exception):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import weakref
 from typing import Protocol
 
 from asyncflow import errors, tracing
@@ -74,7 +75,10 @@ class RegisteredGraph:
 class LocalWorker:
     """A worker in this process: its devices, its registered graphs, its steps."""
 
+    live: weakref.WeakSet = weakref.WeakSet()  # (Session.reset clears their containers)
+
     def __init__(self, devices: list):
+        LocalWorker.live.add(self)
         self.devices = list(devices)
         self._graphs: dict[int, RegisteredGraph] = {}
         self._handles = itertools.count(1)

@@ -124,3 +124,29 @@ async def test_step_status_keeps_the_first_failure_and_releases_every_partition(
         assert status.first_error() is first
         assert all(s.error is first for s in status.steps)
         assert not worker._step_ids and not worker._steps
+
+
+def test_session_reset_clears_the_containers_of_live_sessions():
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.Variable(3.0)
+        with tf.container("shared"):
+            w = tf.Variable(5.0)
+    a, b = tf.Session(graph=g), tf.Session(graph=g)
+    try:
+        a.run([v.initializer, w.initializer])
+        b.run(v.initializer)
+        assert b.run(w) == 5.0  # a named container is shared by the process's sessions
+        tf.Session.reset("", ["shared"])
+        assert a.run(v) == 3.0  # the default container was not named: kept
+        with pytest.raises(errors.FailedPreconditionError):
+            a.run(w)
+        tf.Session.reset("")  # every container, of every live session
+        for sess in (a, b):
+            with pytest.raises(errors.FailedPreconditionError):
+                sess.run(v)
+        with pytest.raises(errors.InvalidArgumentError, match="nosuch://x"):
+            tf.Session.reset("nosuch://x")
+    finally:
+        a.close()
+        b.close()
