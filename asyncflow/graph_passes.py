@@ -154,25 +154,53 @@ class PartitionView:
         for new_t, old_t in zip(op._outputs, old.op._outputs):
             new_t._shape, new_t._is_ref = old_t._shape, old_t._is_ref
         gone = set(absorbed)
-        # Control edges into the pattern move to the fused node, except from nodes that
-        # themselves wait for part of it (gate_gradients' group_deps waits for the
-        # MatMul a later Identity of the pattern waits for): those would close a cycle.
-        after = self._downstream(gone | {into})
-        controls = [c for c in old.controls if c not in after]
+        pattern = gone | {into}
+        # A control edge out of an absorbed node (gate_gradients' group_deps waiting for
+        # a MatMul the pattern swallows) now waits for what that node waited for: not for
+        # the fused node, which may do more (an update the waiting node must precede).
+        for k, node in enumerate(self.nodes):
+            if k not in pattern and gone.intersection(node.controls):
+                waits: list[int] = []
+                for c in node.controls:
+                    for w in self._waited_for(c, set(), pattern) if c in gone else (c,):
+                        if w not in waits:
+                            waits.append(w)
+                node.controls = waits
+        # Control edges into the pattern move to the fused node.  One from a node that
+        # itself waits for part of the pattern would close a cycle: the fused node waits
+        # instead for what that node waited for outside the pattern (the other gradient
+        # of a gate_gradients tuple, which may read the weights this node updates: were
+        # it to run later, copy-on-write would copy them every step).
+        after = self._downstream(pattern)
+        sources = list(old.controls)
         for j in absorbed:
-            controls.extend(
-                c for c in self.nodes[j].controls if c not in controls and c not in after
-            )
+            sources.extend(self.nodes[j].controls)
             self._dead.add(j)
-        for node in self.nodes:  # control edges out of an absorbed node start here now
-            if gone.intersection(node.controls):
-                node.controls = list(
-                    dict.fromkeys(into if c in gone else c for c in node.controls)
-                )
+        controls: list[int] = []
+        for c in sources:
+            for k in self._waited_for(c, after, pattern) if c in after else (c,):
+                if k not in controls:
+                    controls.append(k)
         old.op, old.inputs, old.controls = op, list(inputs), controls
         self._taken.update(absorbed)
         self._taken.add(into)
         return op
+
+    def _waited_for(self, c: int, after: set[int], pattern: set[int]) -> list[int]:
+        """The nodes outside `after` and `pattern` that node c waits for, directly or
+        through nodes of `after` or `pattern` (data and control edges)."""
+        out, seen, todo = [], {c}, [c]
+        while todo:
+            node = self.nodes[todo.pop()]
+            for j in [s[0] for s in node.inputs if s[0] != "feed"] + node.controls:
+                if j in seen:
+                    continue
+                seen.add(j)
+                if j in after or j in pattern:
+                    todo.append(j)
+                else:
+                    out.append(j)
+        return out
 
     def _downstream(self, roots: set[int]) -> set[int]:
         """Every node that waits, through data or control edges, for one of `roots`."""

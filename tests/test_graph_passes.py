@@ -183,3 +183,43 @@ def test_assign_sub_of_a_scaled_product_fuses_into_one_update():
             got = s.run(upd)
     want = -0.5 * (A.T @ A)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_fusing_keeps_weight_updates_after_the_gradients_that_read_the_weights(monkeypatch):
+    # An MLP whose dropout sits in a cond, trained with SGD: every gradient gemm is
+    # fused, yet each weight update still runs after the backprop product that reads
+    # those weights, so copy-on-write never copies a weight matrix.
+    from asyncflow.ops import state_ops
+
+    copies = []
+    real = state_ops.VarRef.writable_target
+
+    def counting(ref):
+        if not ref._exclusive():
+            copies.append(ref.value.shape)
+        return real(ref)
+
+    monkeypatch.setattr(state_ops.VarRef, "writable_target", counting)
+    rng = np.random.default_rng(0)
+    xv = rng.standard_normal((32, 64)).astype(np.float32)
+    yv = rng.integers(0, 10, 32)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 64])
+        y = tf.placeholder(tf.int64, [None])
+        training = tf.placeholder_with_default(True, [])
+        h = tf.layers.dense(x, 96, tf.nn.relu)
+        h = tf.layers.dropout(h, 0.5, training=training)
+        h = tf.layers.dense(h, 96, tf.nn.relu)
+        logits = tf.layers.dense(h, 10)
+        loss = tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+        )
+        train = tf.train.GradientDescentOptimizer(0.01).minimize(loss)
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            for _ in range(3):
+                s.run(train, {x: xv, y: yv})
+            fused = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+    assert fused.count("_FusedMatMulApplyGradientDescent") == 3
+    assert fused.count("_FusedMatMulReluGrad") == 1  # (the other Relu is behind the dropout)
+    assert copies == []
