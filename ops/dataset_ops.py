@@ -89,7 +89,7 @@ def _function(ctx, captured) -> pl.Function:
             [get(n) for n in a["f_outputs"]],
             [get(n) for n in a["f_captures"]],
         )
-    return pl.Function(fn[0], fn[1], fn[2], captured)
+    return pl.Function(fn, fn[0], fn[1], fn[2], captured)
 
 
 # -- sources ----------------------------------------------------------------------------------

@@ -40,13 +40,31 @@ __all__ = ["DatasetValue", "Env", "Function"]
 _RECORDS_PER_HOP = 256  # records read from a file per worker-thread trip
 
 
+# Set by asyncflow.data (which may import the client layer): `factory(session, feeds,
+# fetches)` -> an async `call(feed_values) -> outputs` that skips arun's per-call feed
+# and fetch processing, or None to use `session.arun`.
+FUNCTION_CALLER = None
+
+
 class Env:
     """What a stream needs from the session that runs it."""
 
-    __slots__ = ("session",)
+    __slots__ = ("session", "_callers")
 
     def __init__(self, session):
         self.session = session
+        self._callers: dict = {}
+
+    def caller(self, fn: Function):
+        """The fast call for `fn` in this session (None: use arun)."""
+        key = id(fn.key)
+        hit = self._callers.get(key)
+        if hit is None:
+            call = None
+            if FUNCTION_CALLER is not None:
+                call = FUNCTION_CALLER(self.session, fn.captures + fn.inputs, fn.outputs)
+            hit = self._callers[key] = (fn.key, call)
+        return hit[1]
 
 
 def _own(arrays) -> tuple:
@@ -221,13 +239,18 @@ class FixedLengthRecords(DatasetValue):
 class Function:
     """A traced function: run as a nested step feeding its argument placeholders."""
 
-    def __init__(self, inputs, outputs, captures, capture_values):
-        self.inputs = inputs
-        self.outputs = outputs
-        self.feeds = dict(zip(captures, capture_values))
+    def __init__(self, key, inputs, outputs, captures, capture_values):
+        self.key = key  # one object per (session, op): the fast caller's cache key
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.captures = list(captures)
+        self.capture_values = list(capture_values)
 
     async def __call__(self, env: Env, elem: tuple) -> tuple:
-        feeds = dict(self.feeds)
+        call = env.caller(self)
+        if call is not None:
+            return await call([*self.capture_values, *elem])
+        feeds = dict(zip(self.captures, self.capture_values))
         feeds.update(zip(self.inputs, elem))
         out = await env.session.arun(self.outputs, feeds)
         return tuple(out)

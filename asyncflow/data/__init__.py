@@ -8,6 +8,7 @@ ops/dataset_pipeline.py.
 """
 
 from asyncflow.data import experimental
+from asyncflow.data.calls import function_caller as _function_caller
 from asyncflow.data.dataset import (
     AUTOTUNE,
     INFINITE_CARDINALITY,
@@ -25,6 +26,9 @@ from asyncflow.data.iterator import (
     make_initializable_iterator,
     make_one_shot_iterator,
 )
+from asyncflow.ops import dataset_pipeline as _pipeline
+
+_pipeline.FUNCTION_CALLER = _function_caller
 
 
 class Options:

@@ -62,14 +62,21 @@ def _external_placeholders(outputs, inputs) -> list:
 
 
 class _Traced:
-    def __init__(self, fn, structure, name):
+    """`fn` traced into the graph on argument placeholders (or, with `after`, on the
+    results of an earlier traced function: two maps fused into one call)."""
+
+    def __init__(self, fn, structure, name, after: _Traced | None = None):
         with ops.name_scope(name), ops.control_dependencies(None):
-            specs = _flat(structure)
-            self.inputs = [
-                array_ops.placeholder(s.dtype, s.shape, name=f"arg{i}")
-                for i, s in enumerate(specs)
-            ]
-            args = _pack(structure, self.inputs)
+            if after is None:
+                specs = _flat(structure)
+                self.inputs = [
+                    array_ops.placeholder(s.dtype, s.shape, name=f"arg{i}")
+                    for i, s in enumerate(specs)
+                ]
+                args = _pack(structure, self.inputs)
+            else:
+                self.inputs = after.inputs
+                args = after.structure
             out = fn(*args) if type(args) is tuple else fn(args)
             self.structure = out = _normalize(out)
         if isinstance(out, Dataset):
@@ -98,6 +105,7 @@ class Dataset:
     def __init__(self, variant: ops.Tensor, structure):
         self._variant = variant
         self._structure = structure
+        self._map = None  # (input dataset, traced fn, num_parallel_calls) of a map
 
     # -- element structure
     def _flat_specs(self) -> list:
@@ -237,16 +245,24 @@ class Dataset:
 
     # -- transformations
     def map(self, map_func, num_parallel_calls=None) -> Dataset:
-        t = _Traced(map_func, self._structure, "map")
+        """Elements `map_func(element)`; a map of a map runs as one fused function call
+        (TF's map fusion), as sequential or parallel as the later map asks."""
+        src, after = self, None
+        if self._map is not None and (self._map[2] is None) == (num_parallel_calls is None):
+            src, after = self._map[0], self._map[1]
+        t = _Traced(map_func, self._structure, "map", after)
         if isinstance(t.structure, Dataset):
             raise TypeError("map_func must not return a Dataset; use flat_map.")
         structure = _structure_of(t.structure)
         if num_parallel_calls is None:
-            return self._then("MapDataset", [self._variant, t.op_inputs()], structure, t.attrs())
-        n = ops.convert_to_tensor(num_parallel_calls, dtype=dtypes.int32)
-        return self._then(
-            "ParallelMapDataset", [self._variant, t.op_inputs(), n], structure, t.attrs()
-        )
+            out = src._then("MapDataset", [src._variant, t.op_inputs()], structure, t.attrs())
+        else:
+            n = ops.convert_to_tensor(num_parallel_calls, dtype=dtypes.int32)
+            out = src._then(
+                "ParallelMapDataset", [src._variant, t.op_inputs(), n], structure, t.attrs()
+            )
+        out._map = (src, t, num_parallel_calls)
+        return out
 
     def filter(self, predicate) -> Dataset:
         t = _Traced(predicate, self._structure, "filter")

@@ -288,3 +288,13 @@ def test_list_files(sess, tmp_path):
         (tmp_path / n).write_text("x")
     ds = D.list_files(str(tmp_path / "*.txt"), shuffle=False)
     assert [p.decode().rsplit("/", 1)[1] for p in values(sess, ds)] == ["a.txt", "b.txt"]
+
+
+def test_map_of_map_is_one_fused_call(sess):
+    scale = af.placeholder(af.int64, [])
+    ds = D.range(5).map(lambda v: v + 1).map(lambda v: (v, v * scale)).map(lambda a, b: a + b)
+    assert ds._variant.op.type == "MapDataset"
+    assert ds._variant.op.inputs[0].op.type == "RangeDataset"  # one map op over the range
+    it = ds.make_initializable_iterator()
+    sess.run(it.initializer, {scale: 10})
+    assert drain(sess, it.get_next()) == [(v + 1) * 11 for v in range(5)]
