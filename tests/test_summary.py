@@ -351,3 +351,36 @@ def test_bucket_lookup_is_tfs_upper_bound():
     assert h.num == big.size and sum(h.bucket) == big.size
     assert h.sum == pytest.approx(big.sum(), rel=1e-12, abs=1e-9)
     assert h.sum_squares == pytest.approx(float(np.square(big).sum()), rel=1e-12)
+
+
+def test_tensorboard_reads_our_event_file():
+    """tb_read_af.json: TensorBoard 2.21's EventAccumulator on af.tfevents (recorded by
+    record_tensorboard.py; TensorBoard is needed only to re-record).  Every scalar,
+    histogram, image (decoded pixels), audio clip, tensor and the graph come back as
+    TF's own summaries of the same inputs have them."""
+    tb = json.loads((HERE / "tb_read_af.json").read_text())
+    theirs = {v.tag: v for v in _summaries(read_events(HERE / "tf.tfevents"))[0].summary.value}
+    assert tb["tags"]["graph"] and tb["tags"]["meta_graph"]
+    for tag, points in tb["scalars"].items():
+        assert points == [[1, theirs[tag].simple_value], [2, theirs[tag].simple_value]]
+    for tag, points in tb["histograms"].items():
+        h = theirs[tag].histo
+        for p in points:
+            assert (p["min"], p["max"], p["num"], p["sum"]) == (h.min, h.max, h.num, h.sum)
+            assert p["bucket_limit"] == list(h.bucket_limit) and p["bucket"] == list(h.bucket)
+    assert sorted(tb["images"]) == sorted(t for t, v in theirs.items() if v.HasField("image"))
+    for tag, points in tb["images"].items():
+        want = decode_png(theirs[tag].image.encoded_image_string)
+        for p in points:
+            got = np.array(p["pixels"], np.uint8).reshape(want.shape)
+            np.testing.assert_array_equal(got, want)
+    for tag, points in tb["audio"].items():
+        a = theirs[tag].audio
+        for p in points:
+            assert (p["sample_rate"], p["length_frames"]) == (a.sample_rate, a.length_frames)
+            assert p["bytes"] == len(a.encoded_audio_string)
+    assert tb["tensors"]["text"][0]["value"] == ["hello", "naïve"]
+    assert tb["tensors"]["tensor"][1]["value"] == [1, 2, 3, 4]
+    with af.Graph().as_default() as g:
+        cases.build(af)
+        assert tb["graph_nodes"] == sorted(op.name for op in g.get_operations())
