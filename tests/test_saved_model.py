@@ -106,3 +106,21 @@ def test_errors(tmp_path):
         sm.build_tensor_info("x:0")
     assert not sm.is_valid_signature({"inputs": {}, "outputs": {}, "method_name": ""})
     assert not sm.is_valid_signature(protos.SignatureDef(method_name="m"))
+
+
+def test_serving_skips_the_init_op_signature(tmp_path):
+    export_dir = str(tmp_path / "model")
+    with af.Graph().as_default() as g:
+        x = af.placeholder(af.float32, [None], name="x")
+        counter = af.Variable(0, name="counter", collections=[af.GraphKeys.LOCAL_VARIABLES])
+        y = af.identity(x * 2.0, name="y")
+        main_op = af.group(counter.initializer, name="main_op")
+        with af.Session(graph=g) as sess:
+            b = sm.Builder(export_dir)
+            sig = sm.predict_signature_def({"x": x}, {"y": y})
+            b.add_meta_graph_and_variables(
+                sess, [sm.SERVING], signature_def_map={"serving_default": sig}, main_op=main_op
+            )
+            b.save()
+    model = af.serving.load(export_dir, [sm.SERVING])
+    assert list(model.signatures) == ["serving_default"]

@@ -208,6 +208,8 @@ def _signatures_from_meta_graph(graph, meta_graph) -> dict[str, Signature]:
         defs = meta_graph.get("signature_def")
     signatures = {}
     for name, sd in (defs or {}).items():
+        if name.startswith("__saved_model_"):  # the init/train op, not a servable signature
+            continue
         ins = sd["inputs"] if isinstance(sd, Mapping) else sd.inputs
         outs = sd["outputs"] if isinstance(sd, Mapping) else sd.outputs
         method = sd.get("method_name", "") if isinstance(sd, Mapping) else sd.method_name
