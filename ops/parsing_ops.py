@@ -992,17 +992,68 @@ async def _decode_raw(ctx, data):
     return out.reshape(*data.shape, size // width)
 
 
-def decode_raw(input_bytes=None, out_type=None, little_endian=True, name=None, bytes=None):  # noqa: A002
-    """Reinterpret the bytes of a string as a vector of numbers.
+def _decode_padded_raw_shape(op):
+    s, n = op.inputs[0].shape, ops.constant_value(op.inputs[1])
+    op.inputs[1].shape.with_rank(0)
+    width = np.dtype(op.get_attr("out_type").as_numpy_dtype).itemsize
+    if n is not None and int(n) % width:
+        raise ValueError(f"Dimension size must be evenly divisible by {width} but is {int(n)}")
+    last = None if n is None else int(n) // width
+    return [tensor_shape.unknown_shape() if s.dims is None else s.concatenate([last])]
 
-    Raises (when run):
-      InvalidArgumentError: strings of different lengths, or a length that is not a
-        multiple of the type's size.
+
+DecodePaddedRaw = register_op(
+    "DecodePaddedRaw",
+    inputs=["input_bytes: string", "fixed_length: int32"],
+    outputs=["output: out_type"],
+    attrs={"out_type": TypeConstraint(_RAW_TYPES), "little_endian": True},
+    shape_fn=_decode_padded_raw_shape,
+)
+NotDifferentiable("DecodePaddedRaw")
+
+
+@DecodePaddedRaw.kernel("CPU")
+async def _decode_padded_raw(ctx, data, fixed_length):
+    dt = ctx.attrs["out_type"]
+    np_dt = np.dtype(dt.as_numpy_dtype).newbyteorder("<" if ctx.attrs["little_endian"] else ">")
+    n = int(fixed_length)
+    if n <= 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"fixed_length ({n}) must be greater than zero."
+        )
+    if n % np_dt.itemsize:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"fixed_length ({n}) must be a multiple of the size of out_type ({np_dt.itemsize})",
+        )
+    data = np.asarray(data, dtype=object)
+    # Each string cut or zero-padded to fixed_length bytes, then reinterpreted.
+    buf = b"".join(bytes(s[:n]).ljust(n, b"\0") for s in data.ravel())
+    out = np.frombuffer(buf, dtype=np_dt).astype(dt.as_numpy_dtype)
+    return out.reshape(*data.shape, n // np_dt.itemsize)
+
+
+def decode_raw(input_bytes=None, out_type=None, little_endian=True, name=None, bytes=None,  # noqa: A002
+               fixed_length=None):  # fmt: skip
+    """Reinterpret the bytes of a string as a vector of numbers.  With `fixed_length`
+    (TF2's decode_raw), each string is cut or zero-padded to that many bytes first
+    (op DecodePaddedRaw).
+
+    Raises:
+      ValueError: (at build time) a constant fixed_length not a multiple of the type's size.
+      InvalidArgumentError: (when run) strings of different lengths, a length that is
+        not a multiple of the type's size, or fixed_length <= 0.
     """
     if input_bytes is None:
         input_bytes = bytes
     if out_type is None:
         raise TypeError("decode_raw() missing required argument 'out_type'")
+    if fixed_length is not None:
+        attrs = {"out_type": dtypes.as_dtype(out_type), "little_endian": little_endian}
+        return ops.apply_op(
+            "DecodePaddedRaw", [input_bytes, fixed_length], attrs, name=name
+        ).outputs[0]
     return ops.apply_op(
         "DecodeRaw",
         [input_bytes],

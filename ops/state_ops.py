@@ -50,6 +50,7 @@ from asyncflow.registry import (
 __all__ = [
     "VarRef",
     "variable_op_v2",
+    "variable_op",
     "assign",
     "assign_add",
     "assign_sub",
@@ -253,8 +254,20 @@ VariableV2 = register_op(
 NotDifferentiable("VariableV2")
 
 
+# TF1's first variable op ("Variable", `state_ops.variable_op`): VariableV2 by another name.
+VariableV1 = register_op(
+    "Variable",
+    outputs=["ref: Ref(dtype)"],
+    attrs={"shape": REQUIRED, "dtype": ANY, "container": "", "shared_name": ""},
+    shape_fn=lambda op: [op.get_attr("shape")],
+    stateful=True,
+)
+NotDifferentiable("Variable")
+
+
 # Variable kernels are CPU kernels: VarRef keeps and updates NumPy buffers.  On a device
 # without them, soft placement puts a variable and its colocated updates on a CPU.
+@VariableV1.kernel("CPU")
 @VariableV2.kernel("CPU")
 async def _variable_v2(ctx):
     attrs = ctx.attrs
@@ -280,6 +293,19 @@ def variable_op_v2(shape, dtype, name="Variable", container="", shared_name=""):
         name=name,
     )
     return op.outputs[0]
+
+
+def variable_op(shape, dtype, name="Variable", set_shape=True, container="", shared_name=""):
+    """Create a "Variable" op (TF1's deprecated `state_ops.variable_op`); returns its ref
+    Tensor, of unknown shape unless `set_shape`."""
+    shape = tensor_shape.as_shape(shape) if set_shape else tensor_shape.unknown_shape()
+    attrs = {
+        "shape": shape,
+        "dtype": dtypes.as_dtype(dtype),
+        "container": container,
+        "shared_name": shared_name,
+    }
+    return ops.apply_op("Variable", [], attrs, name=name).outputs[0]
 
 
 # -- Assign -----------------------------------------------------------------------------

@@ -417,3 +417,33 @@ def test_batch_paths_agree_with_reading_each_example(sess, seed):
     rows = [r for r, v in enumerate(want_v) for _ in v]
     assert out["v"].indices[:, 0].tolist() == rows
     assert out["v"].dense_shape.tolist() == [60, max(len(v) for v in want_v)]
+
+
+@pytest.mark.parametrize(
+    "data,dtype,kwargs,want",
+    [
+        # TF 2.21's tf.io.decode_raw(..., fixed_length=) (op DecodePaddedRaw)
+        ([b"\x01\x02", b"\x03"], af.uint8, {}, [[1, 2, 0, 0], [3, 0, 0, 0]]),
+        ([b"\x01\x00\x02", b"\x03\x00"], af.int16, {}, [[1, 2], [3, 0]]),
+        ([b"\x01\x00"], af.int16, {"little_endian": False}, [[256, 0]]),
+        ([b"\x01\x02\x03\x04\x05\x06"], af.uint8, {}, [[1, 2, 3, 4]]),
+        (b"\x01\x02", af.uint8, {}, [1, 2, 0, 0]),
+    ],
+)
+def test_decode_raw_fixed_length_matches_tf(data, dtype, kwargs, want):
+    t = P.decode_raw(af.constant(data), dtype, fixed_length=4, **kwargs)
+    assert t.op.type == "DecodePaddedRaw"
+    assert t.shape.as_list() == list(np.shape(want))
+    with af.Session() as sess:
+        got = sess.run(t)
+    assert got.dtype == dtype.as_numpy_dtype and got.tolist() == want
+
+
+def test_decode_raw_fixed_length_errors_match_tf():
+    with pytest.raises(ValueError, match="evenly divisible by 2 but is 3"):
+        P.decode_raw(af.constant([b"\x01\x02"]), af.int16, fixed_length=3)
+    n = af.placeholder(af.int32, [])
+    t = P.decode_raw(af.constant([b"\x01"]), af.uint8, fixed_length=n)
+    with af.Session() as sess:
+        with pytest.raises(errors.InvalidArgumentError, match=r"fixed_length \(0\) must be"):
+            sess.run(t, {n: 0})

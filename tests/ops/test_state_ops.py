@@ -413,3 +413,22 @@ def test_registration():
         op_def = get_op_def(name)
         assert op_def.stateful and op_def.shape_fn is not None and op_def.supports("CPU")
         assert op_def.not_differentiable
+
+
+def test_variable_op_matches_tf():
+    # TF 2.21's state_ops.variable_op([1, 2], float32): op "Variable", shape (1, 2), dtype
+    # float32_ref; with set_shape=False the shape is unknown.  Reading it before an
+    # assign is FailedPreconditionError; assign([[1, 2]]) then reads [[1, 2]].
+    import asyncflow as af
+    from asyncflow.ops import state_ops as S
+
+    with af.Graph().as_default():
+        v = S.variable_op([1, 2], af.float32)
+        assert v.op.type == "Variable" and v.shape.as_list() == [1, 2]
+        assert v.dtype == af.float32._as_ref
+        assert S.variable_op([1, 2], af.float32, set_shape=False).shape.ndims is None
+        with af.Session() as sess:
+            with pytest.raises(af.errors.FailedPreconditionError):
+                sess.run(v)
+            assert sess.run(S.assign(v, [[1.0, 2.0]])).tolist() == [[1.0, 2.0]]
+            assert sess.run(v).tolist() == [[1.0, 2.0]]
