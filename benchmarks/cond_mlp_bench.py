@@ -12,7 +12,8 @@ graph mode, default session config) in `$ASYNCFLOW_TF_PYTHON` or /work/tfvenv/bi
 Inside one process the two graphs take turns of `--block` steps so that machine noise
 hits them alike; a repeat is one such run of `--steps` steps per graph, the ratio of a
 repeat is median(cond) / median(plain), and the table reports the median over
-`--repeats` repeats.
+`--repeats` repeats: of wall time (the figure), and of process CPU time (all threads),
+which other load on a shared machine disturbs less.
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/cond_mlp_bench.py
     .venv/bin/python benchmarks/cond_mlp_bench.py --backend asyncflow     # one JSON line
@@ -105,15 +106,23 @@ def bench(backend: str, steps: int, warmup: int, block: int, repeats: int) -> di
         per_repeat = []
         for _ in range(repeats):
             times: dict = {name: [] for name in made}
+            cpu: dict = {name: [] for name in made}
             while len(times["plain"]) < steps:
                 for name, (sess, train, feed) in made.items():
                     for _ in range(min(block, steps - len(times[name]))):
-                        t0 = time.perf_counter()
+                        t0, c0 = time.perf_counter(), time.process_time()
                         sess.run(train, feed)
                         times[name].append(time.perf_counter() - t0)
+                        cpu[name].append(time.process_time() - c0)
             plain, cond = statistics.median(times["plain"]), statistics.median(times["cond"])
+            cpu_ratio = statistics.median(cpu["cond"]) / statistics.median(cpu["plain"])
             per_repeat.append(
-                {"plain_ms": plain * 1e3, "cond_ms": cond * 1e3, "ratio": cond / plain}
+                {
+                    "plain_ms": plain * 1e3,
+                    "cond_ms": cond * 1e3,
+                    "ratio": cond / plain,
+                    "cpu_ratio": cpu_ratio,
+                }
             )
     finally:
         for sess, _, _ in made.values():
@@ -125,6 +134,7 @@ def bench(backend: str, steps: int, warmup: int, block: int, repeats: int) -> di
         "cond_ms": statistics.median(r["cond_ms"] for r in per_repeat),
         "ratio": statistics.median(r["ratio"] for r in per_repeat),
         "ratios": [round(r["ratio"], 3) for r in per_repeat],
+        "cpu_ratio": statistics.median(r["cpu_ratio"] for r in per_repeat),
     }
 
 
@@ -161,14 +171,17 @@ def main() -> None:
         f"MLP 784-512-512-10 step, batch {BATCH}, dropout {KEEP} in tf.cond vs unconditional "
         f"(medians over {args.repeats} repeats of {args.steps} steps per graph)"
     )
-    print(f"{'backend':<10} {'plain ms':>9} {'cond ms':>9} {'cond/plain':>11}  per repeat")
+    print(
+        f"{'backend':<10} {'plain ms':>9} {'cond ms':>9} {'cond/plain':>11} {'(cpu time)':>11}"
+        "  per repeat (wall)"
+    )
     for r in results:
         if r.get("ratio") is None:
             print(f"{r['backend']:<10} {'n/a':>9}")
             continue
         print(
             f"{r['backend']:<10} {r['plain_ms']:>9.2f} {r['cond_ms']:>9.2f} "
-            f"{r['ratio']:>10.3f}x  {r['ratios']}"
+            f"{r['ratio']:>10.3f}x {r['cpu_ratio']:>10.3f}x  {r['ratios']}"
         )
 
 
