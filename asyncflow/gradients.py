@@ -24,7 +24,7 @@ import contextlib
 from asyncflow import control_flow_grad, dtypes
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
-from asyncflow.ops import gradient_ops
+from asyncflow.ops import array_ops, control_flow_ops, gradient_ops
 from asyncflow.registry import get_gradient_function
 
 __all__ = ["gradients", "hessians", "AggregationMethod", "UnconnectedGradients"]
@@ -409,8 +409,6 @@ def _op_input_grads(op, out_grads, stop_ops, gate, between, loops) -> list:
 
 def _gate(op, in_grads):
     """TF's `control_flow_ops.tuple` over the op's gradients (dense ones only)."""
-    from asyncflow.ops import control_flow_ops
-
     graph = op.graph
     dense = [g if isinstance(g, ops.Tensor) else None for g in in_grads]
     with graph.device(None), graph.colocate_with(None):
@@ -455,8 +453,6 @@ def hessians(
       ValueError: an x whose shape is not fully defined.
       LookupError: an op without a registered gradient.
     """
-    from asyncflow.ops import array_ops
-
     xs = _to_tensor_list(_as_list(xs), "xs", as_ref=True)
     kwargs = {
         "colocate_gradients_with_ops": colocate_gradients_with_ops,

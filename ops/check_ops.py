@@ -13,7 +13,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
-from asyncflow.ops import control_flow_ordering
+from asyncflow.ops import array_ops, control_flow_ordering, math_ops, reduction_ops
 from asyncflow.ops.control_flow_ordering import _take_scope_name
 from asyncflow.ops.logging_ops import summarize_value
 from asyncflow.ops.math_helpers import to_host
@@ -155,14 +155,10 @@ def _assert_static(condition, data) -> None:
 
 
 def _reduce_all(x) -> ops.Tensor:
-    from asyncflow.ops import reduction_ops
-
     return reduction_ops.reduce_all(x)
 
 
 def _binary_assert(sym, opname, op_name, static_func, x, y, data, summarize, message, name):
-    from asyncflow.ops import math_ops
-
     with ops.name_scope(name, opname, [x, y] + list(data or [])):
         x = ops.convert_to_tensor(x, name="x")
         y = ops.convert_to_tensor(y, name="y")
@@ -269,8 +265,6 @@ def assert_near(x, y, rtol=None, atol=None, data=None, summarize=None, message=N
     Raises:
       InvalidArgumentError: at run time when the tolerance is exceeded.
     """
-    from asyncflow.ops import math_ops
-
     message = message or ""
     with ops.name_scope(name, "assert_near", [x, y, rtol, atol] + list(data or [])):
         x = ops.convert_to_tensor(x, name="x")
@@ -297,8 +291,6 @@ def assert_near(x, y, rtol=None, atol=None, data=None, summarize=None, message=N
 
 
 def _assert_rank_condition(x, rank, static_condition, dynamic_condition, make_data, summarize):
-    from asyncflow.ops import array_ops
-
     assert_type(rank, dtypes.int32)
     rank_static = ops.constant_value(rank)
     if rank_static is not None:
@@ -321,8 +313,6 @@ def _assert_rank_condition(x, rank, static_condition, dynamic_condition, make_da
 
 def _rank_assert(what, opname, static_condition, dyn_name, x, rank, data, summarize, message,
                  name):  # fmt: skip
-    from asyncflow.ops import array_ops, math_ops
-
     with ops.name_scope(name, opname, [x, rank] + list(data or [])):
         x = ops.convert_to_tensor(x, name="x")
         rank = ops.convert_to_tensor(rank, name="rank")

@@ -22,6 +22,7 @@ import functools
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
+from asyncflow.ops import array_ops, check_ops, math_ops, reduction_ops, tensor_array_ops
 from asyncflow.ops import control_flow_prims as prims
 from asyncflow.ops.control_flow_ordering import with_dependencies
 from asyncflow.sparse_tensor import SparseTensor
@@ -96,12 +97,6 @@ def _set_control_inputs(op, keep) -> None:
     op._graph._version += 1
 
 
-def _ta_module():
-    from asyncflow.ops import tensor_array_ops
-
-    return tensor_array_ops
-
-
 def _leaf_components(x) -> list:
     """The tensors that carry one leaf of a structure through control flow: a
     TensorArray's flow, the parts of an IndexedSlices or SparseTensor (TF's composites,
@@ -111,8 +106,7 @@ def _leaf_components(x) -> list:
     if isinstance(x, IndexedSlices):
         parts = [x.values, x.indices]
         return parts if x.dense_shape is None else parts + [x.dense_shape]
-    ta = _ta_module()
-    return [x.flow if isinstance(x, ta.TensorArray) else x]
+    return [x.flow if isinstance(x, tensor_array_ops.TensorArray) else x]
 
 
 def _flat_components(leaves) -> list:
@@ -121,7 +115,6 @@ def _flat_components(leaves) -> list:
 
 def _pack_components(leaves, flat) -> list:
     """`leaves` rebuilt from the counterparts, in `flat`, of their components."""
-    ta = _ta_module()
     out, pos = [], 0
     for x in leaves:
         n = len(_leaf_components(x))
@@ -130,8 +123,8 @@ def _pack_components(leaves, flat) -> list:
             out.append(SparseTensor(*parts))
         elif isinstance(x, IndexedSlices):
             out.append(IndexedSlices(parts[0], parts[1], parts[2] if n > 2 else None))
-        elif isinstance(x, ta.TensorArray):
-            out.append(ta.build_ta_with_new_flow(x, parts[0]))
+        elif isinstance(x, tensor_array_ops.TensorArray):
+            out.append(tensor_array_ops.build_ta_with_new_flow(x, parts[0]))
         else:
             out.append(parts[0])
     return out
@@ -570,8 +563,6 @@ class WhileContext(ControlFlowContext):
     # -- used by gradients (asyncflow/control_flow_grad.py)
     def AddForwardLoopCounter(self, outer_grad_state):  # noqa: N802
         """A counter of this loop's iterations: (total count Exit, next-index tensor)."""
-        from asyncflow.ops import array_ops, math_ops
-
         n = array_ops.constant(0, name="f_count")
         if outer_grad_state is not None:
             # The pushes of one run of an inner loop precede those of the next run.
@@ -590,8 +581,6 @@ class WhileContext(ControlFlowContext):
 
     def AddBackpropLoopCounter(self, count, outer_grad_state):  # noqa: N802
         """Count down from `count` to 0 in this (gradient) loop; the next-count tensor."""
-        from asyncflow.ops import array_ops, math_ops
-
         one = array_ops.constant(1, name="b_count")
         with self.entered():
             enter_count = self._enter(count, is_constant=False, name="b_count")
@@ -614,8 +603,6 @@ class WhileContext(ControlFlowContext):
 
     def AddBackpropAccumulator(self, op, grad):  # noqa: N802
         """Sum `grad` over the iterations of this gradient loop (for a loop invariant)."""
-        from asyncflow.ops import array_ops, math_ops
-
         shape = grad.shape
         outer = self._outer_context
         with contextlib.ExitStack() as stack:
@@ -817,8 +804,6 @@ def _case_args(pred_fn_pairs, exclusive):
 
 
 def _assert_at_most_n_true(predicates, n, msg):
-    from asyncflow.ops import array_ops, check_ops, math_ops, reduction_ops
-
     preds_c = array_ops.stack(predicates, name="preds_c")
     num_true = reduction_ops.reduce_sum(math_ops.cast(preds_c, dtypes.int32), name="num_true")
     condition = math_ops.less_equal(num_true, array_ops.constant(n, name="n_true_conds"))
@@ -826,8 +811,6 @@ def _assert_at_most_n_true(predicates, n, msg):
 
 
 def _case_default_action(predicates, actions):
-    from asyncflow.ops import array_ops, check_ops
-
     k = len(predicates) - 1
     predicate, action = predicates[k], actions[k]
     others_p, others_a = predicates[:k], actions[:k]
@@ -927,8 +910,6 @@ def while_loop(
                 raise ValueError(
                     f"maximum_iterations must be a scalar, saw shape: {maximum_iterations.shape}"
                 )
-            from asyncflow.ops import array_ops, math_ops
-
             counter = array_ops.constant(0, maximum_iterations.dtype, name="iteration_counter")
             orig_cond, orig_body = cond, body
             if try_to_pack:
