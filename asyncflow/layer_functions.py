@@ -26,6 +26,7 @@ from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import var_scope as vs
 from asyncflow.graph import GraphKeys
+from asyncflow.nn_composites import separable_conv2d as _nn_separable_conv2d
 from asyncflow.ops import (
     array_ops,
     conv_ops,
@@ -637,42 +638,10 @@ def separable_conv2d(
             trainable=trainable,
         )
         four = [1, 1, sh, sw] if fmt == "NCHW" else [1, sh, sw, 1]
-        outputs = separable_conv2d_nn(inputs, dk, pk, four, pad, rate=(dh, dw), data_format=fmt)
+        outputs = _nn_separable_conv2d(inputs, dk, pk, four, pad, rate=(dh, dw), data_format=fmt)
         outputs = _bias(outputs, int(filters), inputs.dtype, use_bias, bias_initializer,
                         bias_regularizer, bias_constraint, trainable, fmt)  # fmt: skip
         return _activity(outputs, activation, activity_regularizer)
-
-
-def separable_conv2d_nn(
-    input,
-    depthwise_filter,
-    pointwise_filter,
-    strides,
-    padding,  # noqa: A002
-    rate=None,
-    name=None,
-    data_format=None,
-    dilations=None,
-):
-    """`tf.nn.separable_conv2d`: a depthwise convolution, then a 1x1 convolution."""
-    with ops.name_scope(name, "separable_conv2d", [input, depthwise_filter, pointwise_filter]):
-        depthwise = conv_ops.depthwise_conv2d(
-            input,
-            depthwise_filter,
-            strides,
-            padding,
-            rate=rate if dilations is None else dilations,
-            data_format=data_format,
-            name="depthwise",
-        )
-        return conv_ops.conv2d(
-            depthwise,
-            pointwise_filter,
-            [1, 1, 1, 1],
-            "VALID",
-            data_format=data_format or "NHWC",
-            name="pointwise",
-        )
 
 
 def separable_conv1d(
@@ -733,7 +702,7 @@ def separable_conv1d(
         ax = 2 if fmt == "NCHW" else 1
         x = array_ops.expand_dims(inputs, ax)
         four = [1, 1, 1, st] if fmt == "NCHW" else [1, 1, st, 1]
-        y = separable_conv2d_nn(x, dk, pk, four, pad, rate=(1, dil), data_format=fmt)
+        y = _nn_separable_conv2d(x, dk, pk, four, pad, rate=(1, dil), data_format=fmt)
         outputs = array_ops.squeeze(y, [ax])
         outputs = _bias(outputs, int(filters), inputs.dtype, use_bias, bias_initializer,
                         bias_regularizer, bias_constraint, trainable,

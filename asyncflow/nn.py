@@ -1,6 +1,6 @@
 """`af.nn`: neural-network ops (TF1's `tf.nn`)."""
 
-from asyncflow import rnn_cell
+from asyncflow import nn_composites, rnn_cell
 from asyncflow.ops import (
     candidate_sampling_ops,
     conv_ops,
@@ -16,7 +16,15 @@ from asyncflow.rnn_bidirectional import bidirectional_dynamic_rnn, static_bidire
 
 __all__ = ["sigmoid", "tanh", "rnn_cell", "dynamic_rnn", "static_rnn"]
 __all__ += ["sequence_mask", "bidirectional_dynamic_rnn", "static_bidirectional_rnn"]
-for _m in (nn_ops, conv_ops, pooling_ops, conv_pool_nd, nn_impl, candidate_sampling_ops):
+for _m in (
+    nn_ops,
+    conv_ops,
+    pooling_ops,
+    conv_pool_nd,
+    nn_impl,
+    candidate_sampling_ops,
+    nn_composites,
+):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
         __all__.append(_name)

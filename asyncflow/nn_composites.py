@@ -1,0 +1,414 @@
+"""More of TF1's `tf.nn`, built from existing ops (so each differentiates through them):
+activations (leaky_relu, selu, swish/silu, crelu, relu_layer), statistics
+(sufficient_statistics, normalize_moments, weighted_moments, zero_fraction), losses
+(log_poisson_loss, compute_average_loss, scale_regularization_loss), local response
+normalisation, depth/space rearrangements, 1-D pooling and transposed convolution,
+atrous and separable convolution, embedding_lookup_sparse and
+batch_norm_with_global_normalization.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes
+from asyncflow import graph as ops
+from asyncflow.ops import (
+    array_ops,
+    cast_ops,
+    conv_ops,
+    manip_ops,
+    math_ops,
+    matmul_ops,
+    nn_impl,
+    nn_ops,
+    pooling_ops,
+    reduction_ops,
+    slicing_ops,
+)
+
+__all__ = [
+    "leaky_relu",
+    "selu",
+    "swish",
+    "silu",
+    "crelu",
+    "relu_layer",
+    "sufficient_statistics",
+    "normalize_moments",
+    "weighted_moments",
+    "zero_fraction",
+    "log_poisson_loss",
+    "compute_average_loss",
+    "scale_regularization_loss",
+    "local_response_normalization",
+    "lrn",
+    "depth_to_space",
+    "space_to_depth",
+    "max_pool1d",
+    "avg_pool1d",
+    "conv1d_transpose",
+    "atrous_conv2d",
+    "atrous_conv2d_transpose",
+    "separable_conv2d",
+    "embedding_lookup_sparse",
+    "batch_norm_with_global_normalization",
+]
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    """max(alpha * x, x) (for alpha <= 1; TF's LeakyRelu otherwise selects)."""
+    with ops.name_scope(name, "LeakyRelu", [features]):
+        x = ops.convert_to_tensor(features, name="features")
+        if x.dtype.is_integer:
+            x = cast_ops.cast(x, dtypes.float32)
+        if alpha <= 1:
+            return math_ops.maximum(alpha * x, x)
+        return slicing_ops.where(math_ops.greater(x, 0.0), x, alpha * x)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(features, name=None):
+    """scale * (x if x > 0 else alpha * (exp(x) - 1))."""
+    with ops.name_scope(name, "Selu", [features]):
+        x = ops.convert_to_tensor(features, name="features")
+        return _SELU_SCALE * slicing_ops.where(
+            math_ops.greater(x, 0.0), x, _SELU_ALPHA * math_ops.expm1(x)
+        )
+
+
+def swish(features, beta=1.0, name=None):
+    """x * sigmoid(beta * x)."""
+    with ops.name_scope(name, "swish", [features]):
+        x = ops.convert_to_tensor(features, name="features")
+        return x * math_ops.sigmoid(beta * x)
+
+
+silu = swish
+
+
+def crelu(features, name=None, axis=-1):
+    """relu of [x, -x] concatenated along `axis`."""
+    with ops.name_scope(name, "CRelu", [features]):
+        x = ops.convert_to_tensor(features, name="features")
+        return nn_ops.relu(manip_ops.concat([x, -x], axis))
+
+
+def relu_layer(x, weights, biases, name=None):
+    """relu(x @ weights + biases)."""
+    with ops.name_scope(name, "relu_layer", [x, weights, biases]):
+        return nn_ops.relu(nn_impl.xw_plus_b(x, weights, biases))
+
+
+def sufficient_statistics(x, axes, shift=None, keep_dims=None, name=None, keepdims=None):
+    """(count, sum(x - shift), sum((x - shift)^2), shift) over `axes`."""
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with ops.name_scope(name, "sufficient_statistics", [x, shift]):
+        x = ops.convert_to_tensor(x, name="x")
+        shape = array_ops.shape(x)
+        count = reduction_ops.reduce_prod(
+            cast_ops.cast(slicing_ops.gather(shape, list(axes)), x.dtype), name="count"
+        )
+        xs = x if shift is None else x - shift
+        m = reduction_ops.reduce_sum(xs, axes, keepdims=keep, name="mean_ss")
+        v = reduction_ops.reduce_sum(math_ops.square(xs), axes, keepdims=keep, name="var_ss")
+        return count, m, v, shift
+
+
+def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
+    """(mean, variance) from sufficient statistics."""
+    with ops.name_scope(name, "normalize", [counts, mean_ss, variance_ss, shift]):
+        divisor = math_ops.reciprocal(counts, name="divisor")
+        shifted_mean = math_ops.multiply(mean_ss, divisor, name="shifted_mean")
+        mean = shifted_mean if shift is None else math_ops.add(shifted_mean, shift, name="mean")
+        variance = math_ops.subtract(
+            math_ops.multiply(variance_ss, divisor), math_ops.square(shifted_mean), name="variance"
+        )
+        return mean, variance
+
+
+def weighted_moments(x, axes, frequency_weights, name=None, keep_dims=None, keepdims=None):
+    """Frequency-weighted mean and variance over `axes`."""
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with ops.name_scope(name, "weighted_moments", [x, frequency_weights, axes]):
+        x = ops.convert_to_tensor(x, name="x")
+        w = cast_ops.cast(ops.convert_to_tensor(frequency_weights), x.dtype)
+        w = w * array_ops.ones_like(x)
+        wsum = reduction_ops.reduce_sum(w, axes, keepdims=True)
+        mean = reduction_ops.reduce_sum(w * x, axes, keepdims=True) / wsum
+        var = (
+            reduction_ops.reduce_sum(w * math_ops.squared_difference(x, mean), axes, keepdims=True)
+            / wsum
+        )
+        if not keep:
+            mean = array_ops.squeeze(mean, list(axes))
+            var = array_ops.squeeze(var, list(axes))
+        return mean, var
+
+
+def zero_fraction(value, name=None):
+    """The fraction of zeros in `value` (float32)."""
+    with ops.name_scope(name, "zero_fraction", [value]):
+        value = ops.convert_to_tensor(value, name="value")
+        zero = math_ops.equal(value, array_ops.zeros_like(value))
+        return reduction_ops.reduce_mean(cast_ops.cast(zero, dtypes.float32))
+
+
+def log_poisson_loss(targets, log_input, compute_full_loss=False, name=None):
+    """exp(log_input) - log_input * targets (+ Stirling's term with compute_full_loss)."""
+    with ops.name_scope(name, "log_poisson_loss", [log_input, targets]):
+        log_input = ops.convert_to_tensor(log_input, name="log_input")
+        targets = ops.convert_to_tensor(targets, name="targets")
+        result = math_ops.exp(log_input) - log_input * targets
+        if compute_full_loss:
+            t = targets
+            stirling = t * math_ops.log(t) - t + 0.5 * math_ops.log(2.0 * np.pi * t)
+            keep = math_ops.logical_and(
+                math_ops.greater_equal(t, 0.0), math_ops.less_equal(t, 1.0)
+            )
+            result = result + slicing_ops.where(keep, array_ops.zeros_like(t), stirling)
+        return result
+
+
+def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size=None):
+    """sum(per_example_loss * sample_weight) / global_batch_size (the batch size when
+    None; one replica)."""
+    loss = ops.convert_to_tensor(per_example_loss)
+    if sample_weight is not None:
+        loss = loss * cast_ops.cast(sample_weight, loss.dtype)
+    if global_batch_size is None:
+        n = cast_ops.cast(array_ops.shape(loss)[0], loss.dtype)
+    else:
+        n = cast_ops.cast(global_batch_size, loss.dtype)
+    return reduction_ops.reduce_sum(loss) / n
+
+
+def scale_regularization_loss(regularization_loss):
+    """The loss itself (divided by the number of replicas, which is one here)."""
+    return (
+        math_ops.add_n([regularization_loss])
+        if isinstance(regularization_loss, (list, tuple))
+        else ops.convert_to_tensor(regularization_loss)
+    )
+
+
+def local_response_normalization(
+    input,
+    depth_radius=5,
+    bias=1,
+    alpha=1,
+    beta=0.5,  # noqa: A002
+    name=None,
+):
+    """x / (bias + alpha * sum of x^2 over the 2r+1 neighbouring channels) ** beta."""
+    with ops.name_scope(name, "LRN", [input]):
+        x = ops.convert_to_tensor(input, name="input")
+        r = int(depth_radius)
+        sq = math_ops.square(x)
+        padded = manip_ops.pad(sq, [[0, 0], [0, 0], [0, 0], [r, r]])
+        depth = x.shape[3].value
+        if depth is None:
+            raise ValueError("local_response_normalization needs a known depth")
+        windows = [padded[:, :, :, i : i + depth] for i in range(2 * r + 1)]
+        total = math_ops.add_n(windows) if len(windows) > 1 else windows[0]
+        return x / math_ops.pow(bias + alpha * total, beta)
+
+
+lrn = local_response_normalization
+
+
+def _nhwc(data_format):
+    if data_format not in ("NHWC", None):
+        raise ValueError(f"Only NHWC data_format is supported here, got {data_format}")
+
+
+def space_to_depth(input, block_size, name=None, data_format="NHWC"):  # noqa: A002
+    """Move each block_size x block_size spatial block into the depth axis."""
+    _nhwc(data_format)
+    with ops.name_scope(name, "SpaceToDepth", [input]):
+        x = ops.convert_to_tensor(input, name="input")
+        b = int(block_size)
+        n, h, w, c = (x.shape[i].value for i in range(4))
+        if None in (h, w, c):
+            raise ValueError("space_to_depth needs known height, width and depth")
+        if h % b or w % b:
+            raise ValueError(f"Image dimensions {h}x{w} must be divisible by block_size {b}")
+        y = array_ops.reshape(x, [-1, h // b, b, w // b, b, c])
+        y = array_ops.transpose(y, [0, 1, 3, 2, 4, 5])
+        return array_ops.reshape(y, [-1, h // b, w // b, b * b * c])
+
+
+def depth_to_space(input, block_size, name=None, data_format="NHWC"):  # noqa: A002
+    """The inverse of space_to_depth."""
+    _nhwc(data_format)
+    with ops.name_scope(name, "DepthToSpace", [input]):
+        x = ops.convert_to_tensor(input, name="input")
+        b = int(block_size)
+        n, h, w, c = (x.shape[i].value for i in range(4))
+        if None in (h, w, c):
+            raise ValueError("depth_to_space needs known height, width and depth")
+        if c % (b * b):
+            raise ValueError(f"Depth {c} must be divisible by block_size squared {b * b}")
+        y = array_ops.reshape(x, [-1, h, w, b, b, c // (b * b)])
+        y = array_ops.transpose(y, [0, 1, 3, 2, 4, 5])
+        return array_ops.reshape(y, [-1, h * b, w * b, c // (b * b)])
+
+
+def _pool1d(fn, input, ksize, strides, padding, data_format, name, default):  # noqa: A002
+    if data_format not in ("NWC", None):
+        raise ValueError("Only NWC data_format is supported here")
+
+    def one(v):
+        v = [v] if isinstance(v, int) else list(v)
+        return v[1] if len(v) == 3 else v[0]
+
+    with ops.name_scope(name, default, [input]):
+        x = array_ops.expand_dims(ops.convert_to_tensor(input), 1)
+        y = fn(x, [1, 1, one(ksize), 1], [1, 1, one(strides), 1], padding)
+        return array_ops.squeeze(y, [1])
+
+
+def max_pool1d(input, ksize, strides, padding, data_format="NWC", name=None):  # noqa: A002
+    return _pool1d(
+        pooling_ops.max_pool, input, ksize, strides, padding, data_format, name, "MaxPool1d"
+    )
+
+
+def avg_pool1d(input, ksize, strides, padding, data_format="NWC", name=None):  # noqa: A002
+    return _pool1d(
+        pooling_ops.avg_pool, input, ksize, strides, padding, data_format, name, "AvgPool1D"
+    )
+
+
+def conv1d_transpose(
+    input,
+    filters,
+    output_shape,
+    strides,
+    padding="SAME",  # noqa: A002
+    data_format="NWC",
+    dilations=None,
+    name=None,
+):
+    """The transpose of conv1d: filters [k, out_channels, in_channels]."""
+    if data_format not in ("NWC", None):
+        raise ValueError("Only NWC data_format is supported here")
+    s = strides if isinstance(strides, int) else list(strides)[-2 if len(strides) == 3 else 0]
+    with ops.name_scope(name, "conv1d_transpose", [input, filters, output_shape]):
+        x = array_ops.expand_dims(ops.convert_to_tensor(input), 1)
+        f = array_ops.expand_dims(ops.convert_to_tensor(filters), 0)
+        shape = ops.convert_to_tensor(output_shape, dtype=dtypes.int32)
+        shape4 = manip_ops.concat([shape[:1], [1], shape[1:]], 0)
+        y = conv_ops.conv2d_transpose(x, f, shape4, [1, 1, s, 1], padding)
+        return array_ops.squeeze(y, [1])
+
+
+def atrous_conv2d(value, filters, rate, padding, name=None):
+    """conv2d with the filter dilated by `rate`."""
+    return conv_ops.conv2d(
+        value, filters, [1, 1, 1, 1], padding, dilations=[1, rate, rate, 1], name=name
+    )
+
+
+def atrous_conv2d_transpose(value, filters, output_shape, rate, padding, name=None):
+    """The transpose of atrous_conv2d."""
+    return conv_ops.conv2d_transpose(
+        value,
+        filters,
+        output_shape,
+        [1, 1, 1, 1],
+        padding,
+        dilations=[1, rate, rate, 1],
+        name=name,
+    )
+
+
+def separable_conv2d(
+    input,
+    depthwise_filter,
+    pointwise_filter,
+    strides,
+    padding,  # noqa: A002
+    rate=None,
+    name=None,
+    data_format=None,
+    dilations=None,
+):
+    """A depthwise convolution, then a 1x1 convolution mixing channels."""
+    with ops.name_scope(name, "separable_conv2d", [input, depthwise_filter, pointwise_filter]):
+        depthwise = conv_ops.depthwise_conv2d(
+            input,
+            depthwise_filter,
+            strides,
+            padding,
+            rate=rate if dilations is None else dilations,
+            data_format=data_format,
+            name="depthwise",
+        )
+        return conv_ops.conv2d(
+            depthwise,
+            pointwise_filter,
+            [1, 1, 1, 1],
+            "VALID",
+            data_format=data_format or "NHWC",
+            name="pointwise",
+        )
+
+
+def embedding_lookup_sparse(
+    params, sp_ids, sp_weights, partition_strategy="mod", name=None, combiner=None, max_norm=None
+):
+    """Per row of the SparseTensor `sp_ids`, the (weighted) combination of its ids'
+    embeddings: "sum", "mean" (default) or "sqrtn".  Rows without ids give zeros.
+
+    Raises:
+      ValueError: an unknown combiner.
+    """
+    combiner = combiner or "mean"
+    if combiner not in ("mean", "sqrtn", "sum"):
+        raise ValueError("combiner must be one of 'mean', 'sqrtn' or 'sum'")
+    with ops.name_scope(name, "embedding_lookup_sparse", [params, sp_ids]):
+        rows = sp_ids.indices[:, 0]
+        n_rows = cast_ops.cast(sp_ids.dense_shape[0], dtypes.int32)
+        emb = nn_impl.embedding_lookup(
+            params, sp_ids.values, partition_strategy, max_norm=max_norm
+        )
+        if sp_weights is None:
+            w = array_ops.ones_like(cast_ops.cast(sp_ids.values, emb.dtype))
+        else:
+            w = cast_ops.cast(sp_weights.values, emb.dtype)
+        seg = array_ops.transpose(slicing_ops.one_hot(rows, n_rows, dtype=emb.dtype))  # [R, N]
+        total = matmul_ops.matmul(seg, array_ops.expand_dims(w, 1) * emb)
+        if combiner == "sum":
+            return total
+        if combiner == "mean":
+            norm = matmul_ops.matmul(seg, array_ops.expand_dims(w, 1))
+        else:
+            norm = math_ops.sqrt(matmul_ops.matmul(seg, array_ops.expand_dims(w * w, 1)))
+        safe = slicing_ops.where(math_ops.greater(norm, 0.0), norm, array_ops.ones_like(norm))
+        return total / safe
+
+
+def batch_norm_with_global_normalization(
+    t=None,
+    m=None,
+    v=None,
+    beta=None,
+    gamma=None,
+    variance_epsilon=None,
+    scale_after_normalization=None,
+    name=None,
+    input=None,
+    mean=None,  # noqa: A002
+    variance=None,
+):
+    """TF1's deprecated batch norm: gamma applied only with scale_after_normalization."""
+    t = input if t is None else t
+    m = mean if m is None else m
+    v = variance if v is None else v
+    return nn_impl.batch_normalization(
+        t, m, v, beta, gamma if scale_after_normalization else None, variance_epsilon, name=name
+    )
