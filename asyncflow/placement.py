@@ -191,7 +191,7 @@ class Placer:
             d for d in candidates if all(d.supports(m.op_def) for m in members)
         ]
         if with_kernels:
-            return with_kernels
+            return self._preferred(spec, with_kernels)
         if self.allow_soft:
             relaxed = [
                 d for d in self.devices if all(d.supports(m.op_def) for m in members)
@@ -204,6 +204,18 @@ class Placer:
         self._check_feasible(members, candidates, op, spec)
         return candidates  # unreachable: _check_feasible raised
 
+    @staticmethod
+    def _preferred(spec, devices: list) -> list:
+        """TF's device priority: a group whose constraint names no device type goes to
+        the first device of the highest-priority type that runs it (GPU:0 before any
+        CPU); devices without a priority (CPUs) stay open to the greedy simulation."""
+        if spec.device_type is not None:
+            return devices
+        best = max(getattr(d, "placement_priority", 0) for d in devices)
+        if best <= 0:
+            return devices
+        return [next(d for d in devices if getattr(d, "placement_priority", 0) == best)]
+
     def _check_feasible(self, members, candidates, op, spec=None) -> None:
         spec = spec if spec is not None else device_spec.DeviceSpec.from_string(op.device or "")
         if spec.to_string() and not any(
@@ -213,13 +225,19 @@ class Placer:
             if self.allow_soft:
                 return
             available = ", ".join(d.name for d in self.devices)
+            why = ""
+            if spec.device_type is not None:
+                from asyncflow.devices.registry import unavailable_reason
+
+                reason = unavailable_reason(spec.device_type)
+                why = f" ({reason})" if reason else ""
             raise errors.InvalidArgumentError(
                 None,
                 op,
                 f"Cannot assign a device for operation {op.name}: Could not satisfy explicit "
                 f"device specification '{spec.to_string()}' because no devices matching "
                 f"that specification are registered in this process; available devices: "
-                f"{available}",
+                f"{available}{why}",
             )
         for m in members:
             missing = [d for d in candidates if not d.supports(m.op_def)]

@@ -2,4 +2,47 @@
 
 from asyncflow.test_util import compute_gradient, compute_gradient_error
 
-__all__ = ["compute_gradient", "compute_gradient_error"]
+__all__ = [
+    "compute_gradient",
+    "compute_gradient_error",
+    "gpu_device_name",
+    "is_built_with_cuda",
+    "is_gpu_available",
+]
+
+
+def is_gpu_available(cuda_only=False, min_cuda_compute_capability=None) -> bool:
+    """`tf.test.is_gpu_available`: whether this process has a GPU device (CuPy with a
+    driver, or the ASYNCFLOW_FAKE_GPUS stand-in)."""
+    from asyncflow import device_lib
+
+    for d in device_lib.list_local_devices():
+        if d.device_type == "GPU":
+            if min_cuda_compute_capability is None:
+                return True
+            desc = d.physical_device_desc
+            cc = desc.rsplit("compute capability: ", 1)[-1] if "compute capability" in desc else ""
+            try:
+                major, minor = (int(v) for v in cc.split("."))
+            except ValueError:
+                return True
+            if (major, minor) >= tuple(min_cuda_compute_capability):
+                return True
+    return False
+
+
+def gpu_device_name() -> str:
+    """`tf.test.gpu_device_name`: '/device:GPU:0' when a GPU exists, else ''."""
+    from asyncflow import device_lib
+
+    for d in device_lib.list_local_devices():
+        if d.device_type == "GPU":
+            return "/device:GPU:" + d.name.rsplit(":", 1)[-1]
+    return ""
+
+
+def is_built_with_cuda() -> bool:
+    """Whether GPU support can work here: CuPy imports (or the stand-in is on)."""
+    from asyncflow.devices import gpu
+
+    return gpu.backend() is not None

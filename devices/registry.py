@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 
 from asyncflow import errors
+from asyncflow.devices import gpu
 from asyncflow.devices.base import Device
 from asyncflow.devices.cpu import CPUDevice
 
@@ -27,6 +28,7 @@ __all__ = [
     "device_name",
     "register_device_factory",
     "registered_device_types",
+    "unavailable_reason",
     "unregister_device_factory",
 ]
 
@@ -49,10 +51,17 @@ class DeviceFactory:
         device_type: str,
         create: Callable[[object, str, int], list[Device]],
         default_count: Callable[[object], int] = lambda config: 1,
+        unavailable: Callable[[], str | None] = lambda: None,
     ):
         self.device_type = device_type.upper()
         self._create = create
         self._default_count = default_count
+        self._unavailable = unavailable
+
+    def unavailable_reason(self) -> str | None:
+        """Why this type has no device in this process (a missing library or driver), or
+        None; an explicit request for one of its devices fails with this reason."""
+        return self._unavailable()
 
     def default_count(self, config) -> int:
         return self._default_count(config)
@@ -83,6 +92,13 @@ def unregister_device_factory(device_type: str) -> None:
 def registered_device_types() -> list[str]:
     with _lock:
         return list(_factories)
+
+
+def unavailable_reason(device_type: str) -> str | None:
+    """The registered factory's reason for having no `device_type` devices, if any."""
+    with _lock:
+        factory = _factories.get(str(device_type).upper())
+    return factory.unavailable_reason() if factory is not None else None
 
 
 def create_devices(config, job="localhost", replica=0, task=0) -> list[Device]:
@@ -122,3 +138,8 @@ def _create_cpus(config, prefix: str, count: int) -> list[Device]:
 
 
 register_device_factory(DeviceFactory("CPU", _create_cpus))
+# GPUs through CuPy (devices/gpu.py imports CuPy only when asked how many GPUs exist;
+# none when it or a driver is missing, or N stand-ins with ASYNCFLOW_FAKE_GPUS=N).
+register_device_factory(
+    DeviceFactory("GPU", gpu.create_gpus, gpu.default_count, unavailable=gpu.unavailable_reason)
+)

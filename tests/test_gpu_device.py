@@ -1,0 +1,356 @@
+"""GPU devices (devices/gpu.py) on the strict CuPy stand-in (devices/fake_cupy.py).
+
+Every test turns the stand-in on for itself (`fake_gpus`), so the suite never needs
+ASYNCFLOW_FAKE_GPUS globally.  The GPU device's own code runs: kernels enqueued on the
+compute stream, copies through pinned staging on the copy streams ordered with events,
+completion learned through stream host callbacks.  The stand-in fails any read that is
+not ordered after its producer, so the tests below also prove that a removed
+synchronisation is caught.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_device_generic import CASES
+
+import asyncflow as af
+from asyncflow import device_lib, errors
+from asyncflow.devices import fake_cupy, gpu
+
+pytestmark = pytest.mark.timeout(60)
+
+GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch):
+    def turn_on(n=1):
+        monkeypatch.setenv("ASYNCFLOW_FAKE_GPUS", str(n))
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    turn_on(1)
+    return turn_on
+
+
+@pytest.fixture
+def no_gpus(monkeypatch):
+    monkeypatch.delenv("ASYNCFLOW_FAKE_GPUS", raising=False)
+    if gpu.backend() is not None:  # pragma: no cover - a machine with CuPy and a GPU
+        pytest.skip("this machine has a real GPU")
+
+
+def _cpu_config():
+    return af.ConfigProto(device_count={"GPU": 0})
+
+
+def _soft(**kw):
+    return af.ConfigProto(allow_soft_placement=True, **kw)
+
+
+# -- devices, names, listing ------------------------------------------------------------
+
+
+def test_fake_gpus_are_listed_after_the_cpu(fake_gpus):
+    fake_gpus(2)
+    with af.Session(graph=af.Graph()) as sess:
+        names = [d.name for d in sess.list_devices()]
+    assert names == [
+        "/job:localhost/replica:0/task:0/device:CPU:0",
+        GPU0,
+        "/job:localhost/replica:0/task:0/device:GPU:1",
+    ]
+    devs = device_lib.list_local_devices()
+    gpus = [d for d in devs if d.device_type == "GPU"]
+    assert [d.name for d in gpus] == names[1:]
+    assert all(d.memory_limit > 0 for d in gpus)
+    assert "compute capability" in gpus[0].physical_device_desc
+    assert af.test.is_gpu_available() and af.test.gpu_device_name() == "/device:GPU:0"
+
+
+def test_visible_device_list_and_cuda_visible_devices(fake_gpus, monkeypatch):
+    fake_gpus(3)
+    cfg = af.ConfigProto()
+    cfg.gpu_options.visible_device_list = "2,0"
+    with af.Session(graph=af.Graph(), config=cfg) as sess:
+        gpus = [d for d in sess.list_devices() if d.device_type == "GPU"]
+    assert [d.name.rsplit(":", 1)[-1] for d in gpus] == ["0", "1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    with af.Session(graph=af.Graph()) as sess:
+        assert [d.device_type for d in sess.list_devices()] == ["CPU", "GPU"]
+    cfg.gpu_options.visible_device_list = "5"
+    with pytest.raises(errors.InvalidArgumentError, match="visible_device_list"):
+        af.Session(graph=af.Graph(), config=cfg).list_devices()
+
+
+def test_memory_fraction_sets_the_limit(fake_gpus):
+    cfg = af.ConfigProto()
+    cfg.gpu_options.per_process_gpu_memory_fraction = 0.25
+    (g,) = [d for d in device_lib.list_local_devices(cfg) if d.device_type == "GPU"]
+    assert g.memory_limit == fake_cupy.DEFAULT_MEMORY // 4
+
+
+def test_without_cupy_there_is_no_gpu_and_asking_for_one_says_why(no_gpus):
+    assert not af.test.is_gpu_available()
+    assert af.test.gpu_device_name() == ""
+    g = af.Graph()
+    with g.as_default():
+        with af.device("/gpu:0"):
+            y = af.constant([1.0, 2.0]) * 2.0
+    with af.Session(graph=g) as sess:
+        assert [d.device_type for d in sess.list_devices()] == ["CPU"]
+        with pytest.raises(errors.InvalidArgumentError, match="CuPy"):
+            sess.run(y)
+    with af.Session(graph=g, config=_soft()) as sess:  # soft placement: CPU, as TF
+        np.testing.assert_allclose(sess.run(y), [2.0, 4.0])
+
+
+# -- placement --------------------------------------------------------------------------
+
+
+def test_ops_with_gpu_kernels_go_to_gpu0_and_the_rest_to_cpu(fake_gpus, capsys):
+    fake_gpus(2)
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [None, 2], name="x")
+        y = af.nn.relu(af.matmul(x, af.constant([[1.0, -1.0], [2.0, 0.5]]), name="mm"))
+        s = af.strings.as_string(af.reduce_sum(y), name="str")  # string op: CPU only
+    cfg = af.ConfigProto(allow_soft_placement=True, log_device_placement=True)
+    with af.Session(graph=g, config=cfg) as sess:
+        got_y, got_s = sess.run([y, s], {x: np.array([[1.0, 2.0]], np.float32)})
+    np.testing.assert_allclose(got_y, [[5.0, 0.0]])
+    assert got_s == b"5.000000"
+    err = capsys.readouterr().err
+    assert f"mm: (MatMul): {GPU0}\n" in err
+    assert "str: (AsString): /job:localhost/replica:0/task:0/device:CPU:0\n" in err
+
+
+def test_explicit_gpu1_and_a_missing_kernel_without_soft_placement(fake_gpus):
+    fake_gpus(2)
+    g = af.Graph()
+    with g.as_default():
+        with af.device("/gpu:1"):
+            y = af.square(af.constant([3.0]), name="sq")
+            s = af.strings.as_string(y, name="str")
+    with af.Session(graph=g, config=_soft(log_device_placement=False)) as sess:
+        assert sess.run(y)[0] == 9.0
+    with af.Session(graph=g) as sess:
+        with pytest.raises(errors.InvalidArgumentError, match="GPU"):
+            sess.run(s)
+
+
+# -- the op table on the fake GPU against CPU -------------------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_op_table_on_the_fake_gpu_matches_cpu(case, fake_gpus):
+    graph = af.Graph()
+    with graph.as_default():
+        fetches, feeds = CASES[case]()
+        fetches = [t for t in fetches if t is not None]
+    with af.Session(graph=graph, config=_cpu_config()) as sess:
+        want = sess.run(fetches, feeds)
+    with af.Session(graph=graph, config=_soft()) as sess:
+        got = sess.run(fetches, feeds)
+        placed = sess._master.placer.assignment
+    assert any(d.device_type == "GPU" for d in placed.values()), "nothing ran on the GPU"
+    for t, g, w in zip(fetches, got, want, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert type(g) is np.ndarray
+        assert g.dtype == w.dtype, t.name
+        assert g.shape == w.shape, t.name
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=t.name)
+
+
+# -- training, loops, feeds and fetches -------------------------------------------------
+
+
+def _train(config, steps=4):
+    g = af.Graph()
+    with g.as_default():
+        af.set_random_seed(3)
+        x = af.placeholder(af.float32, [None, 4], name="x")
+        labels = af.placeholder(af.int32, [None], name="labels")
+        h = af.layers.dense(x, 8, activation=af.nn.relu, name="h")
+        logits = af.layers.dense(h, 3, name="logits")
+        loss = af.reduce_mean(
+            af.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        )
+        train = af.train.GradientDescentOptimizer(0.3).minimize(loss)
+        init = af.global_variables_initializer()
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((16, 4)).astype(np.float32)
+    ys = (xs[:, 0] > 0).astype(np.int32) + (xs[:, 1] > 0).astype(np.int32)
+    with af.Session(graph=g, config=config) as sess:
+        sess.run(init)
+        losses = [sess.run([loss, train], {x: xs, labels: ys})[0] for _ in range(steps)]
+        weights = sess.run(g.get_collection("trainable_variables"))
+    return losses, weights
+
+
+def test_mlp_training_step_on_the_fake_gpu_equals_cpu(fake_gpus):
+    cpu = _train(_cpu_config())
+    gpu_run = _train(_soft())
+    np.testing.assert_allclose(gpu_run[0], cpu[0], rtol=1e-5)
+    for a, b in zip(gpu_run[1], cpu[1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert cpu[0][-1] < cpu[0][0]
+
+
+def test_while_loop_on_the_gpu(fake_gpus):
+    def build():
+        m = af.constant(np.array([[0.9, 0.1], [-0.2, 1.0]], np.float32))
+
+        def body(i, v):
+            return i + 1, af.nn.relu(af.matmul(v, m)) + 0.1
+
+        return af.while_loop(lambda i, v: i < 7, body, [af.constant(0), af.ones([1, 2])])[1]
+
+    results = []
+    for cfg in (_cpu_config(), _soft()):
+        g = af.Graph()
+        with g.as_default():
+            out = build()
+        with af.Session(graph=g, config=cfg) as sess:
+            results.append(sess.run(out))
+    v = np.ones((1, 2), np.float32)
+    m = np.array([[0.9, 0.1], [-0.2, 1.0]], np.float32)
+    for _ in range(7):
+        v = np.maximum(v @ m, 0) + 0.1
+    np.testing.assert_allclose(results[0], v, rtol=1e-6)
+    np.testing.assert_allclose(results[1], v, rtol=1e-6)
+
+
+def test_feeds_and_fetches_cross_through_the_copy_streams(fake_gpus):
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [3], name="x")
+        with af.device("/gpu:0"):
+            y = x * 2.0
+    with af.Session(graph=g, config=_soft()) as sess:
+        for k in range(3):
+            v = np.arange(3, dtype=np.float32) + k
+            got = sess.run(y, {x: v})
+            assert type(got) is np.ndarray
+            np.testing.assert_array_equal(got, v * 2)
+        (dev,) = [d for d in sess._worker.devices if d.device_type == "GPU"]
+    assert dev.copies["h2d"] >= 3 and dev.copies["d2h"] >= 3
+
+
+def test_peer_copy_between_two_gpus(fake_gpus):
+    fake_gpus(2)
+    g = af.Graph()
+    with g.as_default():
+        with af.device("/gpu:0"):
+            a = af.constant(np.arange(6, dtype=np.float32).reshape(2, 3)) * 3.0
+        with af.device("/gpu:1"):
+            b = a + 1.0
+    with af.Session(graph=g) as sess:
+        np.testing.assert_array_equal(sess.run(b), np.arange(6).reshape(2, 3) * 3.0 + 1)
+
+
+# -- strictness: the stand-in catches what a real GPU would get wrong silently ----------
+
+
+def _one_run():
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [4], name="x")
+        with af.device("/gpu:0"):
+            y = af.exp(x) * 2.0
+    with af.Session(graph=g) as sess:
+        return sess.run(y, {x: np.linspace(0, 1, 4, dtype=np.float32)})
+
+
+def test_a_removed_wait_before_the_compute_stream_is_caught(fake_gpus, monkeypatch):
+    """Without `compute.wait_event(h2d event)` the kernel reads the fed value before its
+    host->device copy is known done: the stand-in fails the step."""
+    np.testing.assert_allclose(_one_run(), np.exp(np.linspace(0, 1, 4)) * 2, rtol=1e-6)
+
+    class NoWait:
+        def __init__(self, stream):
+            self._s = stream
+
+        def wait_event(self, event):
+            pass  # the deliberately removed synchronisation
+
+        def __getattr__(self, name):
+            return getattr(self._s, name)
+
+        def __enter__(self):
+            return self._s.__enter__()
+
+        def __exit__(self, *exc):
+            return self._s.__exit__(*exc)
+
+    phys = gpu._physical(gpu.backend(), 0)
+    monkeypatch.setattr(phys, "compute", NoWait(phys.compute))
+    with pytest.raises(errors.OpError, match="without waiting"):
+        _one_run()
+
+
+def test_a_removed_await_before_reading_a_fetch_is_caught(fake_gpus, monkeypatch):
+    """A device->host copy returned before its event: the pinned buffer read fails."""
+
+    async def no_wait(self, stream):
+        return None
+
+    monkeypatch.setattr(gpu.GPUDevice, "_wait", no_wait)
+    with pytest.raises((errors.OpError, fake_cupy.UnsynchronizedAccessError), match="event"):
+        for _ in range(20):  # the copy thread may win a race once; never 20 times
+            _one_run()
+
+
+def test_stream_order_events_and_host_callbacks(fake_gpus):
+    xp = fake_cupy.module
+    with xp.cuda.Device(0):
+        s1, s2 = xp.cuda.Stream(non_blocking=True), xp.cuda.Stream(non_blocking=True)
+        with s1:
+            a = xp.arange(4.0) * 2
+        with s2:
+            with pytest.raises(fake_cupy.UnsynchronizedAccessError):
+                a + 1  # no event between s1's producer and s2
+            s2.wait_event(s1.record())
+            b = a + 1
+        order = []
+        s2.launch_host_func(order.append, "callback")
+        s2.synchronize()
+        assert order == ["callback"]
+        np.testing.assert_array_equal(b.get(), [1, 3, 5, 7])
+        with pytest.raises(fake_cupy.HostConversionError):
+            np.asarray(b)
+        with pytest.raises(fake_cupy.HostConversionError):
+            float(b[0])
+        with pytest.raises(fake_cupy.HostArrayError):
+            b + np.ones(4)
+
+
+def test_memory_pool_accounting_and_limit(fake_gpus):
+    xp = fake_cupy.module
+    pool = xp.get_default_memory_pool()
+    with xp.cuda.Device(0):
+        before = pool.used_bytes()
+        a = xp.zeros((1024,), np.float32)
+        assert pool.used_bytes() == before + 4096
+        limit = pool.get_limit()
+        pool.set_limit(size=before + 8192)
+        try:
+            with pytest.raises(MemoryError, match="Out of memory"):
+                xp.zeros((4096,), np.float32)
+        finally:
+            pool.set_limit(size=limit)
+        del a
+        assert pool.used_bytes() == before
+
+
+def test_device_memory_stats_see_the_peak(fake_gpus):
+    g = af.Graph()
+    with g.as_default():
+        with af.device("/gpu:0"):
+            y = af.reduce_sum(af.ones([256, 256]) * 2.0)
+    with af.Session(graph=g) as sess:
+        assert sess.run(y) == 2.0 * 256 * 256
+    dev = gpu.GPUDevice(GPU0, 0, gpu.backend(), 0, af.ConfigProto())
+    stats = dev.memory_stats()
+    assert stats["peak_bytes_in_use"] >= 256 * 256 * 4
+    assert stats["bytes_limit"] == dev.memory_limit
