@@ -255,6 +255,7 @@ class Plan:
         "fetch_slots",
         "fetch_refs",
         "sentinel",
+        "sentinel_done",
         "has_cf",
         "kinds",
         "n_outputs",
@@ -565,6 +566,8 @@ class Step:
 
     def results(self) -> list:
         plan, vals, feeds = self.plan, self.vals, self.feed_values
+        if self.pending[plan.sentinel] != plan.sentinel_done:
+            raise _never_ran()
         out = []
         for s, ref in zip(plan.fetch_slots, plan.fetch_refs):
             if s is None:
@@ -575,6 +578,14 @@ class Step:
                 v = v.read()
             out.append(v)
         return out
+
+
+def _never_ran() -> errors.InternalError:
+    """A step ended with a fetch never produced and nothing left to run: the plan has a
+    cycle (a compiler bug).  Without this check the step would quietly return Nones."""
+    return errors.InternalError(
+        None, None, "The step ended before its fetches were produced (a cycle in its plan)"
+    )
 
 
 class _DriverResume:

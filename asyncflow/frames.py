@@ -46,6 +46,7 @@ from asyncflow.executor import (
     TRIGGER,
     Step,
     _clock,
+    _never_ran,
     new_slice,
     slice_deadline,
 )
@@ -475,6 +476,8 @@ class FrameStep(Step):
 
     def results(self) -> list:  # noqa: D102 - as Step.results, but a dead fetch raises
         plan, vals, feeds = self.plan, self.root.vals, self.feed_values
+        if self.root.pending[plan.sentinel] != plan.sentinel_done:
+            raise _never_ran()
         out = []
         for k, (s, ref) in enumerate(zip(plan.fetch_slots, plan.fetch_refs)):
             if s is None:

@@ -176,6 +176,8 @@ def compile_plan(
     plan.init_pending = init_pending
     plan.init_ready = [i for i in range(n - 1, -1, -1) if init_pending[i] == 0]
     plan.num_slots = slot
+    # What the fetch sentinel's count is once every fetch arrived (Step.results).
+    plan.sentinel_done = init_pending[n] - sum(spec[0] != "feed" for spec in fetches)
     plan.feed_slots = feed_slots
     plan.fetch_slots = fetch_slots
     plan.fetch_refs = fetch_refs

@@ -223,3 +223,28 @@ def test_fusing_keeps_weight_updates_after_the_gradients_that_read_the_weights(m
     assert fused.count("_FusedMatMulApplyGradientDescent") == 3
     assert fused.count("_FusedMatMulReluGrad") == 1  # (the other Relu is behind the dropout)
     assert copies == []
+
+
+def test_a_plan_that_can_never_finish_is_an_error_not_empty_results(monkeypatch):
+    # A compiler bug that leaves a node waiting for an input that never comes (a
+    # cycle) must fail the step, not return None for the fetch.
+    from asyncflow import errors, lowering
+
+    def starve(plan):
+        for i, op in enumerate(plan.nodes):
+            if op.type == "Square":
+                plan.init_pending[i] += 1  # waits forever
+                if i in plan.init_ready:
+                    plan.init_ready.remove(i)
+
+    monkeypatch.setattr(lowering, "PLAN_PASSES", [*lowering.PLAN_PASSES, starve])
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [])
+        y = tf.square(x) + 1.0
+        with tf.Session() as s:
+            with pytest.raises(errors.InternalError, match="cycle"):
+                s.run(y, {x: 2.0})
+        cond_y = tf.cond(x > 0, lambda: tf.square(x), lambda: x)
+        with tf.Session() as s:
+            with pytest.raises(errors.InternalError, match="cycle"):
+                s.run(cond_y, {x: 2.0})
