@@ -176,6 +176,8 @@ def test_no_module_imports_a_higher_layer():
         for t in targets
         if layer_of(t) > layer_of(m)
     ]
+    # A new module sits in the top layer until it is listed in LAYERS: list it where
+    # it belongs (what it imports decides) when a lower module starts to import it.
     assert upward == []
 
 
