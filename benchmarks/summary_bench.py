@@ -101,6 +101,7 @@ def main() -> None:
         med = statistics.median(ts)
         result[name] = {
             "median_ms": round(med * 1e3, 3),
+            "min_ms": round(min(ts) * 1e3, 3),
             "overhead_pct": round(100 * (med / base - 1), 1),
         }
     result["writer_close_ms"] = round(close_ms, 2)

@@ -169,3 +169,18 @@ def test_profiler_summary():
     row = next(r for rows in by_node.by_device.values() for r in rows if r.name == "MatMul")
     assert row.count == 2 and row.output_bytes == 2 * 8 * 5 * 4
     assert "MatMul" in result.text()
+
+
+def test_loops_trace_every_iteration():
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [3])
+        _, out = af.while_loop(
+            lambda i, v: i < 5, lambda i, v: (i + 1, v * 2.0), [af.constant(0), x]
+        )
+        md = af.RunMetadata()
+        with af.Session() as s:
+            got = s.run(out, {x: np.ones(3, np.float32)}, options=FULL, run_metadata=md)
+    np.testing.assert_array_equal(got, np.full(3, 32.0, np.float32))
+    names = [n.node_name for d in md.step_stats.dev_stats for n in d.node_stats]
+    assert names.count("while/mul") == 5 and names.count("while/Less") == 6
+    json.loads(timeline.Timeline(md.step_stats).generate_chrome_trace_format())
