@@ -1197,7 +1197,23 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
                     t.op._control_flow_context.check_use_outside(t, op_name)
         input_ops = {t.op for t in flat_inputs}
         control = [c for c in graph._current_control_inputs() if c not in input_ops]
-        op = graph._create_op(op_def, op_name, flat_inputs, attrs, out_dtypes, refs, control)
+        # TF's op_def_library colocates an op with the producers of its ref inputs (an
+        # Assign lands with its variable: `_class` is [b"loc:@v"]).
+        ref_ops = [
+            t.op
+            for arg, c in zip(op_def.inputs, converted, strict=True)
+            if arg.is_ref
+            for t in (c if isinstance(c, list) else [c])
+        ]
+        if ref_ops:
+            with contextlib.ExitStack() as stack:
+                for r in ref_ops:
+                    stack.enter_context(graph.colocate_with(r))
+                op = graph._create_op(
+                    op_def, op_name, flat_inputs, attrs, out_dtypes, refs, control
+                )
+        else:
+            op = graph._create_op(op_def, op_name, flat_inputs, attrs, out_dtypes, refs, control)
         if cf_ctx is not None:
             cf_ctx.add_op(op)
         if op_def.shape_fn is not None:

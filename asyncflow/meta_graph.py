@@ -493,3 +493,8 @@ def _variable_from_proto(vdef, import_scope=None):
 
 
 _register()
+
+# TF's `Variable.to_proto(export_scope)` / `Variable.from_proto(variable_def,
+# import_scope)`, attached here because variables cannot import this module (layering).
+variables_mod.Variable.to_proto = variable_to_def
+variables_mod.Variable.from_proto = staticmethod(_variable_from_proto)

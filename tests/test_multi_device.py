@@ -150,6 +150,10 @@ def test_conflicting_colocation_raises_unless_soft():
         v = af.Variable(1.0, name="v")
     with af.device("/cpu:1"):
         upd = af.assign(v, 2.0)
+    # As TF, the assign is colocated with its variable (device CPU:0 despite the scope);
+    # an explicit device against that colocation group is the conflict.
+    assert upd.op.colocation_groups() == [b"loc:@v"] and upd.op.device.endswith("CPU:0")
+    upd.op._set_device("/cpu:1")
     with af.Session(config=CPU3) as s:
         with pytest.raises(errors.InvalidArgumentError, match="Cannot colocate"):
             s.run(upd)

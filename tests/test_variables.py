@@ -615,3 +615,39 @@ def test_variable_count_up_to():
             assert [sess.run(c), sess.run(c)] == [0, 1]
             with pytest.raises(errors.OutOfRangeError, match="Reached limit of 2"):
                 sess.run(c)
+
+
+def test_ops_on_a_ref_are_colocated_with_their_variable():
+    # TF 2.21 (ref variables): assign, assign_add and scatter_update on v have
+    # colocation_groups() == [b"loc:@v"]; an assign built under another device scope
+    # takes the variable's device.
+    import asyncflow as af
+
+    with ops.Graph().as_default():
+        with af.device("/cpu:0"):
+            v = Variable(1.0, name="v")
+        w = Variable([1.0, 2.0], name="w")
+        with af.device("/cpu:1"):
+            a = state_ops.assign(v, 2.0)
+        assert a.op.colocation_groups() == [b"loc:@v"] and a.op.device.endswith("CPU:0")
+        assert v.assign_add(1.0).op.colocation_groups() == [b"loc:@v"]
+        assert state_ops.scatter_update(w, [0], [3.0]).op.colocation_groups() == [b"loc:@w"]
+
+
+def test_variable_to_proto_and_from_proto_match_tf():
+    # TF 2.21: Variable(1.0, name="v").to_proto() is VariableDef(variable_name "v:0",
+    # initializer_name "v/Assign", snapshot_name "v/read:0", initial_value_name
+    # "v/initial_value:0", trainable); from_proto rebuilds a variable named "v:0".
+    with ops.Graph().as_default():
+        v = Variable(1.0, name="v")
+        vd = v.to_proto()
+        assert type(vd).__name__ == "VariableDef"
+        assert (vd.variable_name, vd.initializer_name, vd.snapshot_name) == (
+            "v:0", "v/Assign", "v/read:0",
+        )  # fmt: skip
+        assert vd.initial_value_name == "v/initial_value:0" and vd.trainable
+        v2 = Variable.from_proto(vd)
+        assert (v2.name, v2.initializer.name, v2.op.name) == ("v:0", "v/Assign", "v")
+        with Session() as sess:
+            sess.run(v2.initializer)
+            assert sess.run(v2) == 1.0
