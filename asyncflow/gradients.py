@@ -408,12 +408,10 @@ def _op_input_grads(op, out_grads, stop_ops, gate, between, loops) -> list:
 
 
 def _gate(op, in_grads):
-    """TF's `control_flow_ops.tuple` over the op's gradients (dense ones only)."""
+    """TF's `control_flow_ops.tuple` over the op's gradients (IndexedSlices included)."""
     graph = op.graph
-    dense = [g if isinstance(g, ops.Tensor) else None for g in in_grads]
     with graph.device(None), graph.colocate_with(None):
-        gated = control_flow_ops.tuple(dense)
-    return [g if d is None else t for g, d, t in zip(in_grads, dense, gated)]
+        return control_flow_ops.tuple(in_grads)
 
 
 def _set_grad(grads: dict, t, grad) -> None:

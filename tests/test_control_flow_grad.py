@@ -234,3 +234,29 @@ def test_gated_gradient_of_the_mlp_in_a_cond_matches_finite_differences():
                 wv = sess.run(w)
                 want = _numeric_grad(sess, loss, w, wv, feed)
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("gate", [False, True])
+def test_gated_loop_gradients_match_finite_differences(gate):
+    """The one walk prunes gated gradients of inputs off every path to xs inside loops
+    too: an RNN-like loop over a weight and an input it does not differentiate."""
+    rng = np.random.RandomState(3)
+    wv, xv = rng.randn(3, 3) * 0.5, rng.randn(2, 3)
+    with af.Graph().as_default():
+        w = af.placeholder(af.float64, [3, 3])
+        x = af.placeholder(af.float64, [2, 3])
+        p = af.placeholder(af.bool, [])
+
+        def body(i, h):
+            h = af.tanh(af.matmul(h, w) + x)
+            return i + 1, cond(p, lambda: h * 2.0, lambda: h)
+
+        _, h = while_loop(lambda i, h: i < 3, body, [0, x])
+        loss = af.reduce_sum(h * h)
+        (gw,) = gradients(loss, [w], gate_gradients=gate)
+        with af.Session() as sess:
+            for taken in (True, False):
+                feed = {x: xv, p: taken}
+                got = sess.run(gw, {w: wv, **feed})
+                want = _numeric_grad(sess, loss, w, wv, feed)
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
