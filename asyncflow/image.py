@@ -15,9 +15,11 @@ from asyncflow import graph as ops
 from asyncflow.ops import (
     array_ops,
     cast_ops,
+    conv_ops,
     image_ops,
     manip_ops,
     math_ops,
+    matmul_ops,
     random_ops,
     reduction_ops,
     slicing_ops,
@@ -25,6 +27,17 @@ from asyncflow.ops import (
 )
 
 __all__ = [
+    "sobel_edges",
+    "yuv_to_rgb",
+    "rgb_to_yuv",
+    "yiq_to_rgb",
+    "rgb_to_yiq",
+    "random_saturation",
+    "random_hue",
+    "adjust_saturation",
+    "adjust_hue",
+    "hsv_to_rgb",
+    "rgb_to_hsv",
     "ResizeMethod",
     "adjust_brightness",
     "adjust_contrast",
@@ -296,6 +309,171 @@ def grayscale_to_rgb(images, name=None):
     with ops.name_scope(name, "grayscale_to_rgb", [images]):
         images = ops.convert_to_tensor(images, name="images")
         return manip_ops.concat([images, images, images], -1)
+
+
+# -- colour spaces ---------------------------------------------------------
+# Built from element-wise ops, so they differentiate (almost everywhere) as TF's do.
+
+
+def rgb_to_hsv(images, name=None):
+    """Float RGB in [0, 1] to HSV (hue in [0, 1))."""
+    with ops.name_scope(name, "rgb_to_hsv", [images]):
+        x = ops.convert_to_tensor(images, name="images")
+        r, g, b = (x[..., i] for i in range(3))
+        v = reduction_ops.reduce_max(x, -1)
+        rng = v - reduction_ops.reduce_min(x, -1)
+        pos = math_ops.greater(rng, 0.0)
+        safe = slicing_ops.where(pos, rng, array_ops.ones_like(rng))
+        norm = 1.0 / (6.0 * safe)
+        h = slicing_ops.where(
+            math_ops.equal(r, v),
+            norm * (g - b),
+            slicing_ops.where(
+                math_ops.equal(g, v), norm * (b - r) + 2.0 / 6.0, norm * (r - g) + 4.0 / 6.0
+            ),
+        )
+        h = slicing_ops.where(pos, h, array_ops.zeros_like(h))
+        h = slicing_ops.where(math_ops.less(h, 0.0), h + 1.0, h)
+        vpos = math_ops.greater(v, 0.0)
+        s = slicing_ops.where(
+            vpos, rng / slicing_ops.where(vpos, v, array_ops.ones_like(v)), array_ops.zeros_like(v)
+        )
+        return manip_ops.stack([h, s, v], -1)
+
+
+def hsv_to_rgb(images, name=None):
+    """HSV (hue in [0, 1]) to float RGB."""
+    with ops.name_scope(name, "hsv_to_rgb", [images]):
+        x = ops.convert_to_tensor(images, name="images")
+        h, s, v = (x[..., i] for i in range(3))
+        c = s * v
+        m = v - c
+        dh = h * 6.0
+        cat = math_ops.floor(dh)
+        xx = c * (1.0 - math_ops.abs(math_ops.floormod(dh, 2.0) - 1.0))
+        zero = array_ops.zeros_like(c)
+        table = [
+            (c, xx, zero),
+            (xx, c, zero),
+            (zero, c, xx),
+            (zero, xx, c),
+            (xx, zero, c),
+            (c, zero, xx),
+        ]
+        out = [zero, zero, zero]
+        for k, row in enumerate(table):
+            hit = math_ops.equal(cat, float(k))
+            out = [slicing_ops.where(hit, row[i], out[i]) for i in range(3)]
+        return manip_ops.stack([o + m for o in out], -1)
+
+
+def _in_hsv(image, fn, name):
+    with ops.name_scope(None, name, [image]):
+        image, flt = _as_float(image)
+        h, s, v = (t for t in array_ops.unstack(rgb_to_hsv(flt), axis=-1))
+        h, s, v = fn(h, s, v)
+        return _back(hsv_to_rgb(manip_ops.stack([h, s, v], -1)), image)
+
+
+def adjust_hue(image, delta, name=None):
+    """Rotate the hue by `delta` (a fraction of the colour wheel, in [-1, 1])."""
+
+    def rotate(h, s, v):
+        h = h + delta
+        return h - math_ops.floor(h), s, v
+
+    return _in_hsv(image, rotate, name or "adjust_hue")
+
+
+def adjust_saturation(image, saturation_factor, name=None):
+    """Scale the saturation by `saturation_factor` (clipped to [0, 1])."""
+
+    def scale(h, s, v):
+        return h, math_ops.minimum(math_ops.maximum(s * saturation_factor, 0.0), 1.0), v
+
+    return _in_hsv(image, scale, name or "adjust_saturation")
+
+
+def random_hue(image, max_delta, seed=None):
+    """adjust_hue by a delta drawn from [-max_delta, max_delta] (max_delta <= 0.5).
+
+    Raises:
+      ValueError: max_delta outside [0, 0.5].
+    """
+    if not 0 <= max_delta <= 0.5:
+        raise ValueError("max_delta must be in the interval [0, 0.5].")
+    return adjust_hue(image, random_ops.random_uniform([], -max_delta, max_delta, seed=seed))
+
+
+def random_saturation(image, lower, upper, seed=None):
+    """adjust_saturation by a factor drawn from [lower, upper).
+
+    Raises:
+      ValueError: upper <= lower or lower < 0.
+    """
+    if upper <= lower:
+        raise ValueError("upper must be > lower.")
+    if lower < 0:
+        raise ValueError("lower must be non-negative.")
+    return adjust_saturation(image, random_ops.random_uniform([], lower, upper, seed=seed))
+
+
+# TF's colour-space matrices (rows: input channel, columns: output channel).
+_RGB_TO_YIQ = [
+    [0.299, 0.59590059, 0.2115],
+    [0.587, -0.27455667, -0.52273617],
+    [0.114, -0.32134392, 0.31119955],
+]
+_YIQ_TO_RGB = [
+    [1, 1, 1],
+    [0.95598634, -0.27201283, -1.10674021],
+    [0.6208248, -0.64720424, 1.70423049],
+]
+_RGB_TO_YUV = [
+    [0.299, -0.14714119, 0.61497538],
+    [0.587, -0.28886916, -0.51496512],
+    [0.114, 0.43601035, -0.10001026],
+]
+_YUV_TO_RGB = [[1, 1, 1], [0, -0.394642334, 2.03206185], [1.13988303, -0.58062185, 0]]
+
+
+def _mix(images, kernel, name):
+    with ops.name_scope(None, name, [images]):
+        x = ops.convert_to_tensor(images, name="images")
+        k = array_ops.constant(np.asarray(kernel, x.dtype.as_numpy_dtype))
+        flat = array_ops.reshape(x, [-1, 3])
+        return array_ops.reshape(matmul_ops.matmul(flat, k), array_ops.shape(x))
+
+
+def rgb_to_yiq(images):
+    return _mix(images, _RGB_TO_YIQ, "rgb_to_yiq")
+
+
+def yiq_to_rgb(images):
+    return _mix(images, _YIQ_TO_RGB, "yiq_to_rgb")
+
+
+def rgb_to_yuv(images):
+    return _mix(images, _RGB_TO_YUV, "rgb_to_yuv")
+
+
+def yuv_to_rgb(images):
+    return _mix(images, _YUV_TO_RGB, "yuv_to_rgb")
+
+
+def sobel_edges(image):
+    """Sobel dy and dx of a 4-D batch, edges reflected: [batch, h, w, depth, 2]."""
+    image = ops.convert_to_tensor(image)
+    depth = image.shape[3].value
+    if depth is None:
+        raise ValueError("sobel_edges needs a known depth")
+    ky = np.array([[-1, -2, -1], [0, 0, 0], [1, 2, 1]], image.dtype.as_numpy_dtype)
+    k = np.stack([ky, ky.T], -1)  # [3, 3, 2]
+    k = np.tile(k[:, :, None, :], [1, 1, depth, 1])  # [3, 3, depth, 2]
+    padded = manip_ops.pad(image, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT")
+    out = conv_ops.depthwise_conv2d(padded, k, [1, 1, 1, 1], "VALID")
+    shape = manip_ops.concat([array_ops.shape(image), [2]], 0)
+    return array_ops.reshape(out, shape)
 
 
 # -- geometry -------------------------------------------------------------

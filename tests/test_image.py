@@ -175,3 +175,36 @@ def test_decode_and_resize_in_a_dataset_pipeline(sess, tmp_path):
     )
     out = sess.run(ds.make_one_shot_iterator().get_next())
     assert out.shape == (3, 2, 2, 3) and out.dtype == np.float32
+
+
+def test_colour_spaces_match_tf(sess):
+    rgb_f = af.image.convert_image_dtype(RGB, af.float32)
+    checks = {
+        "hsv_rgb": af.image.rgb_to_hsv(rgb_f),
+        "hsv_back": af.image.hsv_to_rgb(af.image.rgb_to_hsv(rgb_f)),
+        "hue_f": af.image.adjust_hue(rgb_f, -0.45),
+        "saturation_f": af.image.adjust_saturation(rgb_f, 0.4),
+        "yiq": af.image.rgb_to_yiq(rgb_f),
+        "yuv": af.image.rgb_to_yuv(rgb_f),
+        "sobel": af.image.sobel_edges(IMG),
+    }
+    for key, t in checks.items():
+        np.testing.assert_allclose(sess.run(t), TF[key], rtol=1e-5, atol=2e-6, err_msg=key)
+    # uint8 images: TF's fused kernels round once; ours may differ by one level
+    for key, t in (
+        ("hue", af.image.adjust_hue(RGB, 0.3)),
+        ("saturation", af.image.adjust_saturation(RGB, 1.8)),
+    ):
+        got = sess.run(t)
+        assert got.dtype == np.uint8
+        assert np.abs(got.astype(int) - np.array(TF[key])).max() <= 1, key
+    back = sess.run(af.image.yiq_to_rgb(af.image.rgb_to_yiq(rgb_f)))
+    np.testing.assert_allclose(back, RGB / 255.0, atol=2e-4)  # 8-digit matrices
+
+
+def test_hsv_gradient_finite_differences(graph):
+    x = af.placeholder(af.float64, [2, 2, 3])
+    y = af.image.hsv_to_rgb(af.image.rgb_to_hsv(x) * af.constant([1.0, 0.7, 0.9], af.float64))
+    x0 = np.array([[[0.9, 0.2, 0.4], [0.1, 0.6, 0.3]], [[0.3, 0.35, 0.8], [0.5, 0.4, 0.2]]])
+    th, nu = test_util.compute_gradient(x, [2, 2, 3], y, [2, 2, 3], x_init_value=x0, delta=1e-6)
+    np.testing.assert_allclose(th, nu, atol=1e-5)
