@@ -258,6 +258,24 @@ class GPUDevice(Device):
         with p.cuda_device:
             p.pool.set_limit(size=self._limit)
 
+    # The base class's counters, read by tracing (RunMetadata step_stats memory): here
+    # they come from the device's pool (bytes in use now, the peak seen after kernels).
+    @property
+    def bytes_in_use(self) -> int:
+        return self._phys.used()
+
+    @bytes_in_use.setter
+    def bytes_in_use(self, _value) -> None:
+        pass
+
+    @property
+    def peak_bytes_in_use(self) -> int:
+        return self._phys.peak
+
+    @peak_bytes_in_use.setter
+    def peak_bytes_in_use(self, _value) -> None:
+        pass
+
     @property
     def physical_device_desc(self) -> str:
         return f"device: {self.physical_id}, name: {self._phys.desc}"

@@ -213,6 +213,10 @@ def test_while_loop_on_the_gpu(fake_gpus):
             out = build()
         with af.Session(graph=g, config=cfg) as sess:
             results.append(sess.run(out))
+            placed = sess._master.placer.assignment
+    # The last session had the GPU: the loop and its body ran there.
+    on_gpu = {op.type for op, d in placed.items() if d.device_type == "GPU"}
+    assert {"MatMul", "Relu", "Enter", "Merge", "NextIteration"} <= on_gpu
     v = np.ones((1, 2), np.float32)
     m = np.array([[0.9, 0.1], [-0.2, 1.0]], np.float32)
     for _ in range(7):
@@ -354,3 +358,49 @@ def test_device_memory_stats_see_the_peak(fake_gpus):
     stats = dev.memory_stats()
     assert stats["peak_bytes_in_use"] >= 256 * 256 * 4
     assert stats["bytes_limit"] == dev.memory_limit
+
+
+def test_full_trace_reports_gpu_memory_in_step_stats(fake_gpus):
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [64, 64], name="x")
+        y = af.reduce_sum(af.matmul(x, x) * 2.0)
+    md = af.RunMetadata()
+    full = af.RunOptions(trace_level=af.RunOptions.FULL_TRACE)
+    with af.Session(graph=g, config=_soft()) as sess:
+        sess.run(y, {x: np.ones((64, 64), np.float32)}, options=full, run_metadata=md)
+    (dev,) = [d for d in md.step_stats.dev_stats if d.device.endswith("GPU:0")]
+    names = {n.node_name for n in dev.node_stats}
+    assert "MatMul" in names
+    assert max(n.memory[0].peak_bytes for n in dev.node_stats) >= 64 * 64 * 4
+
+
+# -- the multi-GPU tower example --------------------------------------------------------
+
+
+def _example():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "multi_gpu_train.py"
+    spec = importlib.util.spec_from_file_location("multi_gpu_train", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_multi_gpu_towers_match_the_single_device_run(fake_gpus, capsys):
+    fake_gpus(2)
+    example = _example()
+    assert example.num_gpus() == 2
+    single, single_vars = example.train(0)
+    multi, multi_vars = example.train(2, log_placement=True)
+    err = capsys.readouterr().err
+    # One tower per GPU, the shared variables and their update on the CPU.
+    assert "tower_0/model/MatMul: (MatMul): /job:localhost/replica:0/task:0/device:GPU:0" in err
+    assert "tower_1/model/MatMul: (MatMul): /job:localhost/replica:0/task:0/device:GPU:1" in err
+    assert "model/w1: (VariableV2): /job:localhost/replica:0/task:0/device:CPU:0" in err
+    np.testing.assert_allclose(multi, single, rtol=1e-5)
+    for a, b in zip(multi_vars, single_vars, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert example.main() == 0
