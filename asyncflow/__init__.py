@@ -171,6 +171,9 @@ from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef
 from asyncflow.train.saver import import_meta_graph  # noqa: E402
 
 _install_namespaces(globals())  # tf.math, tf.random, tf.linalg, tf.io, tf.sparse, ...
+from asyncflow import gfile, graph_util  # noqa: E402 - tf.gfile, tf.graph_util
+
+io.gfile = gfile  # noqa: F821 - tf.io.gfile (io is bound by _install_namespaces)
 
 # Observability and TF1 script idioms (issue 17): tf.logging, tf.app, tf.flags, tf.compat.v1.
 from asyncflow import app, compat, flags, profiler, summary  # noqa: E402
@@ -181,6 +184,3 @@ from asyncflow.compat import (  # noqa: E402
     disable_v2_behavior,
     executing_eagerly,
 )
-from asyncflow import gfile, graph_util  # noqa: E402 - tf.gfile, tf.graph_util
-
-io.gfile = gfile  # noqa: F821 - tf.io.gfile (io is bound by _install_namespaces)

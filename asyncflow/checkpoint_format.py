@@ -8,8 +8,9 @@ A checkpoint with prefix P is, as TensorFlow writes it (tensor_bundle.cc):
   P.data-00000-of-0000N         the tensors' bytes, one file per shard.
 The index is written last, so its presence marks a complete checkpoint.  TF's
 `tf.train.load_checkpoint` / `Saver.restore` read what this module writes and it reads
-what they write; partitioned variables' slices (BundleEntryProto.slices) are not read
-yet (UnimplementedError).
+what they write.  A partitioned variable's checkpoint (BundleEntryProto.slices, one
+entry per part) is read as the whole tensor, so it restores into an unpartitioned
+variable; asyncflow has no partitioned variables, so it never writes slices.
 
 asyncflow's former layout (a JSON index and safetensors data files) is still read, so
 old checkpoints restore: `parse_index` tells them apart by the first byte.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import struct
 import sys
 import tempfile
@@ -637,12 +639,82 @@ def encode_index(num_shards: int, tensors: dict[str, dict]) -> bytes:
     return encode_table(items)
 
 
+# Partitioned variables: TF saves the whole tensor's entry with `slices` (one
+# TensorSliceProto per part) and each part under a key built with OrderedCode (TF's
+# checkpoint::EncodeTensorNameSlice): NumIncreasing(0), String(name), NumIncreasing(rank),
+# then SignedNumIncreasing(start), SignedNumIncreasing(length) per dimension (length -1:
+# the whole dimension).  Such keys start with a zero byte; readers look them up from the
+# whole tensor's entry and assemble it.
+
+_SIGNED_HEADER = {1: (0x80, 0), 2: (0xC0, 0), 3: (0xE0, 0), 4: (0xF0, 0), 5: (0xF8, 0),
+                  6: (0xFC, 0), 7: (0xFE, 0), 8: (0xFF, 0), 9: (0xFF, 0x80),
+                  10: (0xFF, 0xC0)}  # fmt: skip
+
+
+def _num_increasing(v: int) -> bytes:
+    body = v.to_bytes((v.bit_length() + 7) // 8, "big") if v else b""
+    return bytes([len(body)]) + body
+
+
+def _signed_num_increasing(v: int) -> bytes:
+    x = ~v if v < 0 else v
+    n = x.bit_length() // 7 + 1
+    full = (b"\xff\xff" if v < 0 else b"\x00\x00") + (v & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big")
+    out = bytearray(full[10 - n :])
+    h0, h1 = _SIGNED_HEADER[n]
+    out[0] ^= h0
+    if n > 1:
+        out[1] ^= h1
+    return bytes(out)
+
+
+def slice_key(name: str, starts: list[int], lengths: list[int]) -> bytes:
+    """The index key of one saved slice of tensor `name` (-1 length: whole dimension)."""
+    escaped = name.encode("utf-8").replace(b"\x00", b"\x00\xff").replace(b"\xff", b"\xff\x00")
+    out = b"\x00" + escaped + b"\x00\x01" + _num_increasing(len(starts))
+    for start, length in zip(starts, lengths, strict=True):
+        out += _signed_num_increasing(start) + _signed_num_increasing(length)
+    return out
+
+
+def _slice_entries(name, proto, shape, slice_items: dict, filename: str, n: int) -> list[dict]:
+    parts = []
+    volume = 0
+    for sl in proto.slices:
+        if len(sl.extent) != len(shape):
+            raise _data_loss(filename, f"a slice of '{name}' has the wrong rank")
+        starts, lengths, key_lengths = [], [], []
+        for ext, dim in zip(sl.extent, shape, strict=True):
+            full = not ext.HasField("length")
+            start, length = (0, dim) if full else (ext.start, ext.length)
+            if start < 0 or length < 0 or start + length > dim:
+                raise _data_loss(filename, f"a slice of '{name}' lies outside its shape")
+            starts.append(start)
+            lengths.append(length)
+            key_lengths.append(-1 if full else length)
+        raw = slice_items.get(slice_key(name, starts, key_lengths))
+        if raw is None:
+            raise _data_loss(filename, f"a slice of '{name}' has no entry")
+        try:
+            part = BundleEntryProto.FromString(raw)
+        except _pb_message.DecodeError as e:
+            raise _data_loss(filename, f"bad slice entry of '{name}' ({e})") from None
+        if part.dtype != proto.dtype or [d.size for d in part.shape.dim] != lengths:
+            raise _data_loss(filename, f"a slice of '{name}' does not match its extent")
+        info = _plain_entry(f"{name} (slice)", part, lengths, filename, n)
+        parts.append({"start": starts, "length": lengths, "entry": info})
+        volume += int(np.prod(lengths, dtype=object))
+    if volume != int(np.prod(shape, dtype=object)):
+        raise _data_loss(filename, f"the slices of '{name}' do not cover it exactly once")
+    return parts
+
+
 def parse_bundle_index(raw: bytes, filename: str) -> dict:
     """{"format": "bundle", "num_shards", "tensors": {name: entry dict}} from a `.index`.
 
     Raises:
       DataLossError: a malformed table, header or entry.
-      UnimplementedError: a big-endian bundle, or a partitioned variable's slices.
+      UnimplementedError: a big-endian bundle.
     """
     items = decode_table(raw, filename)
     if not items or items[0][0] != b"":
@@ -657,33 +729,41 @@ def parse_bundle_index(raw: bytes, filename: str) -> dict:
     if header.endianness != BundleHeaderProto.LITTLE:
         raise errors.UnimplementedError(None, None, f"{filename}: big-endian bundles")
     tensors: dict[str, dict] = {}
+    slice_items = {k: v for k, v in items[1:] if k[:1] == b"\x00"}
     for key, value in items[1:]:
+        if key[:1] == b"\x00":
+            continue  # a slice: read through its whole tensor's entry
         try:
             name = key.decode("utf-8")
             proto = BundleEntryProto.FromString(value)
         except (UnicodeDecodeError, _pb_message.DecodeError) as e:
             raise _data_loss(filename, f"bad entry for key {key!r} ({e})") from None
-        if proto.slices:
-            raise errors.UnimplementedError(
-                None, None, f"{filename}: tensor '{name}' is saved as slices (partitioned)"
-            )
-        try:
-            dt = dtypes.as_dtype(proto.dtype)
-        except TypeError:
-            raise _data_loss(filename, f"tensor '{name}' has dtype {proto.dtype}") from None
         shape = [d.size for d in proto.shape.dim]
         if proto.shape.unknown_rank or any(d < 0 for d in shape):
             raise _data_loss(filename, f"tensor '{name}' has an unknown shape")
-        if not 0 <= proto.shard_id < n or proto.offset < 0 or proto.size < 0:
-            raise _data_loss(filename, f"tensor '{name}' has a bad location")
-        if dt != dtypes.string:
-            want = int(np.prod(shape, dtype=object)) * np.dtype(dt.as_numpy_dtype).itemsize
-            if want != proto.size:
-                raise _data_loss(filename, f"tensor '{name}' has {proto.size} bytes, not {want}")
-        tensors[name] = BundleEntry(
-            dt, shape, proto.shard_id, proto.offset, proto.size, proto.crc32c
-        ).to_dict()
+        if proto.slices:
+            info = _plain_entry(name, proto, shape, filename, n, sliced=True)
+            info["slices"] = _slice_entries(name, proto, shape, slice_items, filename, n)
+        else:
+            info = _plain_entry(name, proto, shape, filename, n)
+        tensors[name] = info
     return {"format": "bundle", "num_shards": n, "tensors": tensors}
+
+
+def _plain_entry(name, proto, shape, filename, num_shards, sliced=False) -> dict:
+    """The entry dict of one BundleEntryProto, its location and size checked."""
+    try:
+        dt = dtypes.as_dtype(proto.dtype)
+    except TypeError:
+        raise _data_loss(filename, f"tensor '{name}' has dtype {proto.dtype}") from None
+    bad_shard = num_shards is not None and not 0 <= proto.shard_id < num_shards
+    if bad_shard or proto.shard_id < 0 or proto.offset < 0 or proto.size < 0:
+        raise _data_loss(filename, f"tensor '{name}' has a bad location")
+    if dt != dtypes.string and not sliced:
+        want = int(np.prod(shape, dtype=object)) * np.dtype(dt.as_numpy_dtype).itemsize
+        if want != proto.size:
+            raise _data_loss(filename, f"tensor '{name}' has {proto.size} bytes, not {want}")
+    return BundleEntry(dt, shape, proto.shard_id, proto.offset, proto.size, proto.crc32c).to_dict()
 
 
 def decode_bundle_tensor(info: dict, raw: bytes, filename: str) -> np.ndarray:
@@ -731,6 +811,32 @@ def _read_range(f, size: int, info: dict, filename: str) -> bytes:
     return f.read(info["size"])
 
 
+_DATA_SUFFIX = re.compile(r"\.data-\d{5}-of-\d{5}$")
+
+
+def _read_sliced(filename: str, index: dict, name: str) -> np.ndarray:
+    """A partitioned tensor assembled from its slices (each maybe in another shard);
+    the whole tensor is allocated only once its slices have been read and checked."""
+    info = index["tensors"][name]
+    prefix = _DATA_SUFFIX.sub("", filename)
+    parts = []
+    for part in info["slices"]:
+        e = part["entry"]
+        path = data_path(prefix, e["shard"], index["num_shards"])
+        try:
+            with open(path, "rb") as f:
+                raw = _read_range(f, os.fstat(f.fileno()).st_size, e, path)
+        except FileNotFoundError:
+            raise _not_found(path) from None
+        parts.append((part, decode_bundle_tensor(e, raw, path)))
+    dt = dtypes.as_dtype(info["dtype"])
+    out = np.empty(info["shape"], dtype=dt.as_numpy_dtype)
+    for part, arr in parts:
+        index_ = tuple(slice(a, a + n) for a, n in zip(part["start"], part["length"], strict=True))
+        out[index_] = arr
+    return out
+
+
 def read_shard_tensors(filename: str, index: dict, names) -> dict:
     """{name: array} for `names` of one data shard of a checkpoint (blocking)."""
     if index.get("format") != "bundle":
@@ -741,6 +847,9 @@ def read_shard_tensors(filename: str, index: dict, names) -> dict:
             size = os.fstat(f.fileno()).st_size
             for name in names:
                 info = index["tensors"][name]
+                if "slices" in info:
+                    out[name] = _read_sliced(filename, index, name)
+                    continue
                 raw = _read_range(f, size, info, filename)
                 out[name] = decode_bundle_tensor(info, raw, filename)
     except FileNotFoundError:
@@ -759,6 +868,11 @@ async def aread_shard_tensors(filename: str, index: dict, names) -> dict:
         async with aiofiles.open(filename, "rb") as f:
             for name in names:
                 info = index["tensors"][name]
+                if "slices" in info:
+                    out[name] = await loop.run_in_executor(
+                        None, _read_sliced, filename, index, name
+                    )
+                    continue
                 if info["offset"] + info["size"] > size:
                     raise _data_loss(filename, "tensor lies past the end of the data file")
                 await f.seek(info["offset"])

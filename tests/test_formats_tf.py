@@ -188,3 +188,44 @@ def test_fuzzed_pb_and_meta_files_raise_only_tf_errors(tmp_path, seed):
                 af.import_graph_def(_fuzzed(pb, rng))
             except (af.errors.NotFoundError, ValueError):
                 pass
+
+
+def test_tf_partitioned_checkpoint_restores_into_whole_variables(tmp_path):
+    prefix = _path("partitioned", EXPECTED["partitioned"]["prefix"])
+    want = EXPECTED["partitioned"]["values"]
+    reader = af.train.load_checkpoint(prefix)
+    assert reader.get_variable_to_shape_map() == {k: list(np.shape(v)) for k, v in want.items()}
+    for name, value in want.items():
+        np.testing.assert_array_equal(reader.get_tensor(name), value)
+    with af.Graph().as_default() as g:
+        made = {
+            "part": af.Variable(np.zeros((5, 3), np.float32), name="part"),
+            "cols": af.Variable(np.zeros((2, 6), np.int64), name="cols"),
+            "big": af.Variable(np.zeros((300, 1)), name="big"),
+            "plain": af.Variable([0.0], name="plain"),
+        }
+        saver = af.train.Saver()
+        with af.Session(graph=g) as sess:
+            saver.restore(sess, prefix)
+            for name, var in made.items():
+                np.testing.assert_array_equal(sess.run(var), want[name])
+
+
+def test_slice_keys_are_tfs():
+    from asyncflow import checkpoint_format as cf
+
+    keys = [k for k, _ in cf.decode_table(_read("partitioned", "model.ckpt.index"), "x")]
+    assert cf.slice_key("big", [100, 0], [100, 1]) in keys  # 2-byte signed numbers
+    assert cf.slice_key("part", [3, 0], [2, 3]) in keys
+    assert cf.slice_key("x", [0], [-1]) == b"\x00x\x00\x01\x01\x01\x80\x7f"  # -1: whole dim
+
+
+def test_partitioned_checkpoint_missing_a_slice_is_data_loss(tmp_path):
+    from asyncflow import checkpoint_format as cf
+
+    items = cf.decode_table(_read("partitioned", "model.ckpt.index"), "x")
+    dropped = [(k, v) for k, v in items if k != cf.slice_key("part", [3, 0], [2, 3])]
+    prefix = str(tmp_path / "model.ckpt")
+    (tmp_path / "model.ckpt.index").write_bytes(cf.encode_table(dropped))
+    with pytest.raises(af.errors.DataLossError, match="slice of 'part'"):
+        af.train.load_checkpoint(prefix)
