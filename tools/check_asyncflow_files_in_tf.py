@@ -4,8 +4,8 @@ Two halves, two interpreters (TF is never a dependency of asyncflow or its tests
   .venv/bin/python tools/check_asyncflow_files_in_tf.py write DIR    # asyncflow writes
   /work/tfvenv/bin/python tools/check_asyncflow_files_in_tf.py check DIR   # TF 2.21 reads
 `write` leaves in DIR a GraphDef (binary and text), a training checkpoint with its
-meta graph, a SavedModel with a serving signature, and expected.json with asyncflow's
-numbers; `check` loads each with TF's own APIs (tf.import_graph_def,
+meta graph, a SavedModel with a serving signature, a frozen graph, and expected.json
+with asyncflow's numbers; `check` loads each with TF's own APIs (tf.import_graph_def,
 tf.train.import_meta_graph + Saver.restore, tf.train.load_checkpoint,
 tf.saved_model.loader.load) and compares.  The result is recorded in docs/FORMATS.md.
 """
@@ -69,6 +69,8 @@ def write(out: str) -> None:
             sess.run(af.global_variables_initializer())
             af.saved_model.simple_save(sess, os.path.join(out, "saved_model"), {"x": x}, {"y": y})
             expected["saved_model"] = {"y": sess.run(y, {x: X}).tolist()}
+            frozen = af.graph_util.convert_variables_to_constants(sess, g.as_graph_def(), ["y"])
+            af.train.write_graph(frozen, out, "frozen.pb", as_text=False)
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
 
@@ -127,6 +129,15 @@ def check(out: str) -> int:
         abs(loss - ck["loss_after_one_more_step"]) < 1e-5,
         f"TF {loss:.7f} vs asyncflow {ck['loss_after_one_more_step']:.7f}",
     )
+    gd = tf.GraphDef()
+    gd.ParseFromString(open(os.path.join(out, "frozen.pb"), "rb").read())
+    with tf.Graph().as_default() as g:
+        tf.import_graph_def(gd, name="")
+        with tf.Session(graph=g) as sess:
+            y = sess.run("y:0", {"x:0": X})
+    err = float(np.abs(y - expected["saved_model"]["y"]).max())
+    report("tf.import_graph_def(frozen.pb from convert_variables_to_constants)", err < 1e-6,
+           f"max |dy| = {err:.2e}")  # fmt: skip
     with tf.Graph().as_default() as g, tf.Session(graph=g) as sess:
         mg = tf.saved_model.loader.load(sess, ["serve"], os.path.join(out, "saved_model"))
         sig = mg.signature_def["serving_default"]
