@@ -273,14 +273,6 @@ class Plan:
     )
 
     # -- helpers for the plan rewrites (compiler passes over a lowered plan)
-    def sole_consumer(self, j: int):
-        """The node that alone takes node j's outputs (no fetch, no second consumer, no
-        reference read in between), or None.  Control edges do not count."""
-        data = [e for e in self.edges[j] if e[0] >= 0]
-        if len(data) != 1 or data[0][1] >= len(self.derefs):  # (a fetch's sentinel)
-            return None
-        return None if self.derefs[data[0][1]] else data[0][1]
-
     def passes_input(self, i: int) -> None:
         """A rewrite installed a kernel on node i that returns an input object itself
         (donation.decide follows it as it follows an Identity)."""
@@ -291,56 +283,6 @@ class Plan:
         if self.rewritten.intersection(nodes):
             return False
         self.rewritten.update(nodes)
-        return True
-
-    def variable_behind(self, src) -> int | None:
-        """The variable node (VariableV2) whose value input `src` reads, past Identities."""
-        j, out = src
-        while j != "feed" and out == 0:
-            op = self.pnodes[j].op
-            if op.type in ("VariableV2", "Variable"):
-                return j
-            if op.type != "Identity":
-                return None
-            j, out = self.pnodes[j].inputs[0]
-        return None
-
-    def order_before_writers(self, i: int, variables) -> bool:
-        """Make every node that updates one of `variables` (through a reference input) wait
-        for node i, with control edges, so that i reads their values from before the
-        update.  False, adding nothing, when a writer is upstream of i (it would wait on
-        itself), or when the plan has control flow or receives from another partition: a
-        dead i would make its writers dead too (a control input's deadness propagates)."""
-        for p in self.pnodes:
-            kind = KIND_OF.get(p.op.type)
-            if kind in CONTROL_FLOW_KINDS or kind == RECV:
-                return False
-        writers = set()
-        for w, p in enumerate(self.pnodes):
-            if w == i:
-                continue
-            is_ref = _flat_input_is_ref(p.op)
-            if any(r and src[0] in variables and src[1] == 0 for r, src in zip(is_ref, p.inputs)):
-                writers.add(w)
-        if not writers:
-            return True
-        upstream, todo = set(), [i]
-        while todo:
-            k = todo.pop()
-            for src in self.pnodes[k].inputs:
-                if src[0] != "feed" and src[0] not in upstream:
-                    upstream.add(src[0])
-                    todo.append(src[0])
-            for c in self.pnodes[k].controls:
-                if c not in upstream:
-                    upstream.add(c)
-                    todo.append(c)
-        if writers & upstream:
-            return False
-        trash = self.ends[-1]  # the slot control edges write to (compile_plan)
-        self.edges[i] = tuple(self.edges[i]) + tuple((-1, w, trash) for w in sorted(writers))
-        for w in writers:
-            self.init_pending[w] += 1
         return True
 
     @staticmethod
