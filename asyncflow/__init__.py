@@ -93,6 +93,7 @@ from asyncflow.ops import scatter_nd_ops as _scatter_nd_ops  # noqa: E402
 from asyncflow.ops import script_ops as _script_ops  # noqa: E402
 from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
+from asyncflow.ops import special_math_ops as _special_math_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
 from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
@@ -104,6 +105,7 @@ for _m in (
     _partition_ops,
     _script_ops,
     _linalg_ops,
+    _special_math_ops,
     _math_ops,
     _reduction_ops,
     _random_ops,

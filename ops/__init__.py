@@ -37,6 +37,7 @@ from asyncflow.ops import (  # noqa: F401
     script_ops,
     sendrecv_ops,
     slicing_ops,
+    special_math_ops,
     state_ops,
     string_ops,
     summary_ops,

@@ -1,0 +1,101 @@
+"""Element-wise math of special_math_ops against values recorded from TF 2.21
+(tf.compat.v1 graph mode, float32 inputs) and float64 finite-difference gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import errors
+from asyncflow import graph as ops
+from asyncflow.session import Session
+from asyncflow.test_util import compute_gradient_error
+
+X = np.array([-0.5, 0.0, 0.25, 0.9], np.float32)
+NONFINITE = np.float32([np.nan, np.inf, -np.inf, 1.0])
+XI, YI = np.array([7, -7, 7, -7], np.int32), np.array([3, 3, -3, -3], np.int32)
+
+TF = {
+    "acos": [2.094395160675049, 1.5707963705062866, 1.3181160688400269, 0.4510268568992615],
+    "asin": [-0.5235987901687622, 0.0, 0.252680242061615, 1.1197694540023804],
+    "atan": [-0.46364760398864746, 0.0, 0.244978666305542, 0.7328150868415833],
+    "sinh": [-0.5210952758789062, 0.0, 0.25261232256889343, 1.0265166759490967],
+    "cosh": [1.1276259422302246, 1.0, 1.0314130783081055, 1.4330863952636719],
+    "asinh": [-0.4812118411064148, 0.0, 0.24746647477149963, 0.8088668584823608],
+    "atanh": [-0.5493061542510986, 0.0, 0.2554128170013428, 1.4722193479537964],
+    "erf": [-0.5204998850822449, 0.0, 0.27632641792297363, 0.7969081997871399],
+    "erfc": [1.5204999446868896, 1.0, 0.7236735820770264, 0.2030918002128601],
+    "acosh": [0.0, 0.9624236822128296, 1.7627471685409546],
+    "atan2": [1.5707963705062866, -2.356194496154785, 3.1415927410125732, -0.7853981852531433],
+    "truncatediv": [2, -2, -2, 2],
+    "truncatemod": [1, -1, 1, -1],
+    "truncatemod_f": [1.5, -1.5],
+    "isnan": [True, False, False, False],
+    "isinf": [False, True, True, False],
+    "isfinite": [False, False, False, True],
+}
+
+_BUILD = {
+    **{n: (lambda n=n: getattr(af, n)(X)) for n in
+       ("acos", "asin", "atan", "sinh", "cosh", "asinh", "atanh", "erf", "erfc")},
+    "acosh": lambda: af.acosh(np.float32([1.0, 1.5, 3.0])),
+    "atan2": lambda: af.atan2(np.float32([1, -1, 0, -1]), np.float32([0, -1, -2, 1])),
+    "truncatediv": lambda: af.truncatediv(XI, YI),
+    "truncatemod": lambda: af.truncatemod(XI, YI),
+    "truncatemod_f": lambda: af.truncatemod(np.float32([7.5, -7.5]), np.float32([2, 2])),
+    "isnan": lambda: af.is_nan(NONFINITE),
+    "isinf": lambda: af.is_inf(NONFINITE),
+    "isfinite": lambda: af.is_finite(NONFINITE),
+}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with ops.Graph().as_default() as g:
+        yield g
+
+
+@pytest.mark.parametrize("name", sorted(TF))
+def test_values_match_tf(name):
+    t = _BUILD[name]()
+    with Session() as sess:
+        got = sess.run(t)
+    want = np.asarray(TF[name])
+    if want.dtype == bool:
+        assert got.dtype == np.bool_ and got.tolist() == TF[name]
+    elif want.dtype.kind == "i":
+        assert got.dtype == np.int32 and got.tolist() == TF[name]
+    else:
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-7)
+
+
+def test_truncated_integer_division_by_zero_fails():
+    # TF 2.21 fails the step too (with InternalError "Unexpected error in binary
+    # operator"); asyncflow says InvalidArgumentError "Integer division by zero", as Div.
+    with Session() as sess:
+        for fn in (af.truncatediv, af.truncatemod):
+            with pytest.raises(errors.InvalidArgumentError, match="Integer division by zero"):
+                sess.run(fn(XI, np.zeros(4, np.int32)))
+
+
+X64 = np.array([-0.5, 0.1, 0.25, 0.7])
+
+
+@pytest.mark.parametrize(
+    "build,x0",
+    [
+        (af.acos, X64), (af.asin, X64), (af.atan, X64), (af.sinh, X64), (af.cosh, X64),
+        (af.asinh, X64), (af.atanh, X64), (af.erf, X64), (af.erfc, X64),
+        (af.acosh, np.array([1.2, 1.5, 3.0])),
+        (lambda x: af.atan2(x, np.array([0.5, -1.0, 2.0, -0.3])), X64),
+        (lambda x: af.atan2(np.array([[0.5], [-1.0]]), x), X64),
+    ],
+)  # fmt: skip
+def test_gradients_against_finite_differences(build, x0):
+    x = af.constant(x0)
+    y = build(x)
+    with Session() as sess:
+        y_shape = sess.run(y).shape
+        assert compute_gradient_error(x, list(x0.shape), y, list(y_shape), x_init_value=x0) < 1e-5
