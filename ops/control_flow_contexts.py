@@ -641,6 +641,48 @@ class WhileContext(ControlFlowContext):
         self._loop_exits.append(result)
         return result
 
+    def AddBackpropIndexedSlicesAccumulator(self, op, grad):  # noqa: N802
+        """Gather `grad`, an IndexedSlices, over this gradient loop's iterations (for a
+        loop invariant of a loop nested in no other): the rows of every iteration after
+        one zero row at index 0, never densified (TF's)."""
+        value = op.inputs[0]
+        values, indices = grad.values, grad.indices
+        row_shape = values.shape[1:] if values.shape.ndims is not None else None
+        with contextlib.ExitStack() as stack:
+            self.Exit()
+            stack.callback(self.Enter)
+            if self._outer_context is not None:
+                stack.enter_context(self._outer_context.entered())
+            if row_shape is not None and row_shape.is_fully_defined():
+                init_values = array_ops.zeros([1] + row_shape.as_list(), values.dtype)
+            else:
+                rows = array_ops.shape(value, optimize=False)[1:]
+                init_values = array_ops.zeros(array_ops.concat([[1], rows], 0), values.dtype)
+            init_indices = array_ops.constant([0], indices.dtype)
+            dense_shape = None
+            if grad.dense_shape is not None:
+                dense_shape = array_ops.shape(
+                    value, out_type=grad.dense_shape.dtype, optimize=False
+                )
+        out = []
+        for init, part, shape in (
+            (init_values, values, tensor_shape.TensorShape([None]).concatenate(row_shape)
+             if row_shape is not None else tensor_shape.unknown_shape()),
+            (init_indices, indices, tensor_shape.TensorShape([None])),
+        ):  # fmt: skip
+            self.AddName(init)
+            enter = self._enter(init, is_constant=False, name="b_acc")
+            enter._shape = shape
+            self._loop_enters.append(enter)
+            merge = prims.merge([enter, enter], name="b_acc")[0]
+            switch_false, switch_true = prims.switch(merge, self._pivot)
+            nxt = prims.next_iteration(array_ops.concat([switch_true, part], 0))
+            merge.op._update_input(1, nxt)
+            result = prims.exit(switch_false, name="b_acc")
+            self._loop_exits.append(result)
+            out.append(result)
+        return IndexedSlices(out[0], out[1], dense_shape)
+
 
 def _shape_less_than_or_equal(s1, s2) -> bool:
     if s2.dims is None:

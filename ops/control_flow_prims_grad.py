@@ -102,6 +102,10 @@ def _enter_grad(op, grad):
         return grad
     if op.get_attr("is_constant"):
         if isinstance(grad, IndexedSlices):
+            # Rows gathered over the iterations (an embedding read in a loop), unless
+            # the loop is nested in another: then summed dense, as before.
+            if not isinstance(grad_ctxt.outer_context, cfc.WhileContext):
+                return grad_ctxt.AddBackpropIndexedSlicesAccumulator(op, grad)
             grad = ops.convert_to_tensor(grad)
         return grad_ctxt.AddBackpropAccumulator(op, grad)
     result = control_flow_prims.exit(grad)

@@ -525,3 +525,39 @@ def test_concat_of_nothing_is_a_value_error():
     with tf.Graph().as_default():
         with pytest.raises(ValueError, match="length 0 shorter than minimum length 2"):
             tf.concat([], 0)
+
+
+def test_gradient_of_an_embedding_read_in_a_loop_stays_sparse():
+    # TF: an IndexedSlices gathered over the iterations (a zero row at index 0, then
+    # each backward iteration's rows: i = 2, 1, 0), dense_shape [4, 3]; its dense value
+    # matches finite differences.
+    params_v = np.arange(12.0).reshape(4, 3)
+    with tf.Graph().as_default():
+        params = tf.placeholder(tf.float64, [4, 3])
+
+        def body(i, acc):
+            e = tf.gather(params, tf.stack([i, i + 1]))
+            return i + 1, acc + tf.reduce_sum(e * e)
+
+        _, r = tf.while_loop(lambda i, a: i < 3, body, [0, tf.constant(0.0, tf.float64)])
+        (g,) = tf.gradients(r, params)
+        assert isinstance(g, tf.IndexedSlices)
+        assert g.values.shape.as_list() == [None, 3]
+        with tf.Session() as sess:
+            got = sess.run(g, {params: params_v})
+            assert got.indices.tolist() == [0, 2, 3, 1, 2, 0, 1]
+            assert list(got.dense_shape) == [4, 3]
+            np.testing.assert_allclose(
+                got.values,
+                [[0, 0, 0], [12, 14, 16], [18, 20, 22], [6, 8, 10], [12, 14, 16], [0, 2, 4],
+                 [6, 8, 10]],
+            )  # fmt: skip
+            dense = np.zeros((4, 3))
+            np.add.at(dense, got.indices, got.values)
+            eps, fd = 1e-6, np.zeros((4, 3))
+            for idx in np.ndindex(4, 3):
+                for sign in (1, -1):
+                    v = params_v.copy()
+                    v[idx] += sign * eps
+                    fd[idx] += sign * sess.run(r, {params: v})
+            np.testing.assert_allclose(dense, fd / (2 * eps), rtol=1e-6, atol=1e-6)
