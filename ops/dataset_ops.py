@@ -300,8 +300,9 @@ class IteratorResource:
     Concurrent GetNext calls (steps in flight at once) take elements one after another
     under an asyncio lock, as TF's iterator mutex does."""
 
-    def __init__(self, name: str, output_types, output_shapes):
+    def __init__(self, name: str, output_types, output_shapes, container: str = ""):
         self.name = name
+        self.container = container
         self.output_types = list(output_types)
         self.output_shapes = list(output_shapes)
         self.stream = None
@@ -346,7 +347,7 @@ def _iterator_resource(ctx) -> tuple[IteratorResource, bool]:
 
     def make():
         created.append(1)
-        return IteratorResource(name, a["output_types"], a["output_shapes"])
+        return IteratorResource(name, a["output_types"], a["output_shapes"], a["container"])
 
     it = ctx.resource_mgr(a["container"]).lookup_or_create(a["container"], name, make)
     return it, bool(created)
@@ -446,6 +447,50 @@ async def _get_next(ctx, iterator):
             v = v.astype(npdt)
         out.append(v)
     return out[0] if len(out) == 1 else tuple(out)
+
+
+# -- string handles: feedable iterators ------------------------------------------------
+
+_PREFIX = b"asyncflow-iterator\x00"
+
+IteratorToStringHandle = register_op(
+    "IteratorToStringHandle",
+    inputs=["resource_handle: string"],
+    outputs=["string_handle: string"],
+    shape_fn=_handle_shape,
+    stateful=True,
+)
+NotDifferentiable("IteratorToStringHandle")
+
+
+@IteratorToStringHandle.kernel("CPU")
+async def _to_string_handle(ctx, resource_handle):
+    it = _unwrap(resource_handle, IteratorResource, "iterator")
+    out = np.empty((), object)
+    out[()] = _PREFIX + it.container.encode() + b"\x00" + it.name.encode()
+    return out
+
+
+IteratorFromStringHandleV2 = register_op(
+    "IteratorFromStringHandleV2",
+    inputs=["string_handle: string"],
+    outputs=["resource_handle: string"],
+    attrs=dict(_OUT),
+    shape_fn=_handle_shape,
+    stateful=True,
+)
+NotDifferentiable("IteratorFromStringHandleV2")
+
+
+@IteratorFromStringHandleV2.kernel("CPU")
+async def _from_string_handle(ctx, string_handle):
+    raw = string_handle[()] if isinstance(string_handle, np.ndarray) else string_handle
+    if not isinstance(raw, bytes) or not raw.startswith(_PREFIX) or raw.count(b"\x00") != 2:
+        raise errors.InvalidArgumentError(None, None, f"Invalid iterator string handle {raw!r}")
+    container, name = (p.decode() for p in raw[len(_PREFIX) :].split(b"\x00"))
+    it = ctx.resource_mgr(container).lookup(container, name)
+    _check_compatible(ctx, it, ctx.attrs["output_types"], "IteratorFromStringHandle")
+    return _handle(it)
 
 
 def register_generator(token: str, factory, flatten) -> None:

@@ -99,7 +99,35 @@ class Iterator:
         return _pack(self._structure, list(outs))
 
     def string_handle(self, name=None):
-        raise NotImplementedError("Iterator.string_handle is not supported in asyncflow yet")
+        """A string naming this iterator, to feed an iterator made by
+        `Iterator.from_string_handle` (TF1's feedable iterator)."""
+        return ops.apply_op(
+            "IteratorToStringHandle", [self._resource], {}, name=name or "IteratorToStringHandle"
+        ).outputs[0]
+
+    @staticmethod
+    def from_string_handle(
+        string_handle, output_types, output_shapes=None, output_classes=None
+    ) -> Iterator:
+        """An iterator whose `get_next` reads the iterator named by the (fed) string
+        handle: one graph switching between datasets per step.
+
+        Raises:
+          NotFoundError / InvalidArgumentError (at run time): an unknown handle or one of
+            an iterator with other element types.
+        """
+        types = nest.map_structure(dtypes.as_dtype, output_types)
+        flat_t = _flat(types)
+        if output_shapes is None:
+            flat_s = [tensor_shape.unknown_shape() for _ in flat_t]
+        else:
+            flat_s = [tensor_shape.as_shape(s) for s in _flat_like_types(types, output_shapes)]
+        structure = _pack(types, [_Spec(t, s) for t, s in zip(flat_t, flat_s)])
+        h = ops.convert_to_tensor(string_handle, dtype=dtypes.string)
+        res = ops.apply_op(
+            "IteratorFromStringHandleV2", [h], _attrs(structure), name="IteratorFromStringHandle"
+        ).outputs[0]
+        return Iterator(res, None, structure)
 
     def _map_specs(self, f):
         return _pack(self._structure, [f(s) for s in _flat(self._structure)])

@@ -298,3 +298,20 @@ def test_map_of_map_is_one_fused_call(sess):
     it = ds.make_initializable_iterator()
     sess.run(it.initializer, {scale: 10})
     assert drain(sess, it.get_next()) == [(v + 1) * 11 for v in range(5)]
+
+
+def test_feedable_iterator_from_string_handle(sess):
+    train = D.range(100).repeat()
+    val = D.range(1000, 1003)
+    handle = af.placeholder(af.string, [])
+    it = af.data.Iterator.from_string_handle(handle, train.output_types, train.output_shapes)
+    nxt = it.get_next()
+    train_it = train.make_one_shot_iterator()
+    val_it = val.make_initializable_iterator()
+    th, vh = sess.run([train_it.string_handle(), val_it.string_handle()])
+    assert [sess.run(nxt, {handle: th}) for _ in range(3)] == [0, 1, 2]
+    sess.run(val_it.initializer)
+    assert drain(sess, nxt, feed={handle: vh}) == [1000, 1001, 1002]
+    assert sess.run(nxt, {handle: th}) == 3  # the training iterator kept its place
+    with pytest.raises(errors.InvalidArgumentError):
+        sess.run(nxt, {handle: b"nonsense"})
