@@ -40,17 +40,18 @@ def _bound_op(op_type: str, side: str):
     )
     NotDifferentiable(op_type)
 
-    @op_def.kernel("CPU")
+    @op_def.kernel()
     async def _kernel(ctx, seq, values):
-        seq, values = np.asarray(seq), np.asarray(values)
+        xp = ctx.xp
+        seq, values = xp.asarray(seq), xp.asarray(values)
         if seq.ndim != 2 or values.ndim != 2:
             raise _invalid("Inputs sorted_inputs and values must be 2-D")
         if seq.shape[0] != values.shape[0]:
             raise _invalid("Leading dim_size of both tensors must match.")
         out_type = ctx.attrs["out_type"].as_numpy_dtype
-        out = np.empty(values.shape, out_type)
-        for row in range(seq.shape[0]):
-            out[row] = np.searchsorted(seq[row], values[row], side=side)
+        out = xp.empty(values.shape, out_type)
+        for row in range(seq.shape[0]):  # rows of the shape, not values: device-generic
+            out[row] = xp.searchsorted(seq[row], values[row], side=side)
         return out
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"

@@ -56,8 +56,13 @@ def _stitch_shape(op):
     return [tensor_shape.TensorShape([first_dim]).concatenate(slice_shape)]
 
 
-def _stitch_value(indices, data):
-    """Merge `data` slices into the rows `indices` name; the later duplicate wins."""
+def _on(xp, host_index):
+    """A host index array where a kernel on `xp`'s device indexes with it."""
+    return host_index if xp is np else xp.asarray(host_index)
+
+
+def _stitch_value(xp, indices, data):
+    """Merge `data` slices into the rows host `indices` name; the later duplicate wins."""
     first = 0
     slice_shape = None
     for i, (ind, d) in enumerate(zip(indices, data, strict=True)):
@@ -80,9 +85,9 @@ def _stitch_value(indices, data):
             if int(ind.min()) < 0:
                 raise _invalid(f"indices[{int(np.argmax(ind.reshape(-1) < 0))}] is out of range")
             first = max(first, int(ind.max()) + 1)
-    out = np.zeros((first,) + slice_shape, data[0].dtype)
+    out = xp.zeros((first,) + slice_shape, data[0].dtype)
     for ind, d in zip(indices, data, strict=True):
-        out[ind.reshape(-1)] = d.reshape((ind.size,) + slice_shape)
+        out[_on(xp, ind.reshape(-1))] = d.reshape((ind.size,) + slice_shape)
     return out
 
 
@@ -95,12 +100,14 @@ def _stitch_op(op_type: str):
         shape_fn=_stitch_shape,
     )
 
-    @op_def.kernel("CPU")
+    # The indices stay in host memory (TF's HostMemory("indices")): the output's size
+    # and the bounds check come from their values.
+    @op_def.kernel(host_memory=("indices",))
     async def _kernel(ctx, *args):
         n = ctx.attrs["N"]
         indices = [np.asarray(a) for a in args[:n]]
-        data = [np.asarray(a) for a in args[n:]]
-        return await ctx.device.compute(_stitch_value, indices, data)
+        data = [ctx.xp.asarray(a) for a in args[n:]]
+        return await ctx.device.compute(_stitch_value, ctx.xp, indices, data)
 
     @op_def.gradient
     def _grad(op, grad):
@@ -166,7 +173,7 @@ DynamicPartition = register_op(
 )
 
 
-def _partition_value(data, partitions, n):
+def _partition_value(xp, data, partitions, n):
     if data.shape[: partitions.ndim] != partitions.shape:
         raise _invalid(
             f"data.shape must start with partitions.shape, got data.shape = "
@@ -178,14 +185,15 @@ def _partition_value(data, partitions, n):
         where = ",".join(str(int(k)) for k in np.unravel_index(int(bad[0]), partitions.shape))
         raise _invalid(f"partitions[{where}] = {flat[bad[0]]} is not in [0, {n})")
     rows = data.reshape((flat.size,) + data.shape[partitions.ndim :])
-    return _outs(rows[flat == p] for p in range(n))
+    return _outs(rows[_on(xp, flat == p)] for p in range(n))
 
 
-@DynamicPartition.kernel("CPU")
+# The partition ids stay in host memory: the outputs' sizes come from their values.
+@DynamicPartition.kernel(host_memory=("partitions",))
 async def _dynamic_partition(ctx, data, partitions):
-    data, partitions = np.asarray(data), np.asarray(partitions)
+    data, partitions = ctx.xp.asarray(data), np.asarray(partitions)
     return await ctx.device.compute(
-        _partition_value, data, partitions, ctx.attrs["num_partitions"]
+        _partition_value, ctx.xp, data, partitions, ctx.attrs["num_partitions"]
     )
 
 

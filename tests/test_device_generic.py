@@ -314,7 +314,14 @@ def _nd_indexing():
     t = af.tensor_scatter_nd_add(p, idx, u)
     t2 = af.tensor_scatter_nd_update(p, idx, u)
     loss = af.reduce_sum(g * g) + af.reduce_sum(s * s) + af.reduce_sum(t) + af.reduce_sum(t2)
-    return [g, s, t, t2, *af.gradients(loss, [p, u])], {p: pv, u: uv}
+    sv = np.sort(_f32(3, 5), axis=1)
+    sq = _feed(sv, "sorted")
+    bounds = [af.searchsorted(sq, sq * 0.5, side=side) for side in ("left", "right")]
+    parts = af.dynamic_partition(p, [1, 0, 1, 2], 3)
+    stitched = af.dynamic_stitch([[0, 2], [1, 3]], [u, u * 2.0])
+    loss = loss + af.add_n([af.reduce_sum(x * x) for x in parts]) + af.reduce_sum(stitched)
+    out = [g, s, t, t2, *bounds, *parts, stitched]
+    return out + af.gradients(loss, [p, u]), {p: pv, u: uv, sq: sv}
 
 
 CASES = {
@@ -369,7 +376,8 @@ def test_the_table_covers_the_generic_kernels_that_matter():
         "TopKV2", "InTopKV2", "Cumsum", "Cumprod", "OneHot", "Where", "Select", "Range",
         "LinSpace", "ExpandDims", "Squeeze", "ReverseV2", "Exp", "Log", "Tanh", "Sigmoid",
         "AddN", "Cast", "FloorDiv", "FloorMod", "L2Loss", "GatherNd", "ScatterNd",
-        "TensorScatterAdd", "TensorScatterUpdate",
+        "TensorScatterAdd", "TensorScatterUpdate", "LowerBound", "UpperBound",
+        "DynamicPartition", "DynamicStitch",
     }  # fmt: skip
     assert wanted <= seen, sorted(wanted - seen)
 
