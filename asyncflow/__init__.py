@@ -92,6 +92,7 @@ from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
 from asyncflow.ops import scatter_nd_ops as _scatter_nd_ops  # noqa: E402
 from asyncflow.ops import script_ops as _script_ops  # noqa: E402
 from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
+from asyncflow.ops import segment_ops as _segment_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import special_math_ops as _special_math_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
@@ -106,6 +107,7 @@ for _m in (
     _script_ops,
     _linalg_ops,
     _special_math_ops,
+    _segment_ops,
     _math_ops,
     _reduction_ops,
     _random_ops,

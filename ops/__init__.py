@@ -34,6 +34,7 @@ from asyncflow.ops import (  # noqa: F401
     reduction_ops,
     scatter_nd_ops,
     script_ops,
+    segment_ops,
     sendrecv_ops,
     sequence_ops,
     slicing_ops,
