@@ -1,0 +1,76 @@
+"""Every model of models.py under asyncflow and TensorFlow, alternating; one table.
+
+    .venv/bin/python benchmarks/models/run_models.py [--rounds 2] [--steps 60] [--models ...]
+
+Each (model, backend) runs in its own process, `--rounds` times, the backends taking
+turns so that machine noise hits both alike; the table shows medians of the per-run
+median step times and the ratio asyncflow/TF (below 1.0: asyncflow is faster).  TF comes
+from `$ASYNCFLOW_TF_PYTHON`, else /work/tfvenv/bin/python (with tf-keras installed and
+TF_USE_LEGACY_KERAS=1 for the TF1 RNN cells); without it the TF column is empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from models import MODELS  # noqa: E402
+
+
+def _tf_python() -> str | None:
+    py = os.environ.get("ASYNCFLOW_TF_PYTHON", "/work/tfvenv/bin/python")
+    return py if Path(py).exists() else None
+
+
+def _run(python: str, backend: str, model: str, steps: int) -> dict | None:
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    cmd = [python, str(HERE / "models.py"), "--backend", backend, "--model", model]
+    try:
+        out = subprocess.run(
+            [*cmd, "--steps", str(steps)], capture_output=True, text=True, timeout=600, env=env
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    return json.loads(lines[-1]) if lines else None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    args = ap.parse_args(argv)
+    tf_py = _tf_python()
+    rows = []
+    for model in args.models:
+        got: dict[str, list] = {"asyncflow": [], "tf": []}
+        for _ in range(args.rounds):
+            r = _run(sys.executable, "asyncflow", model, args.steps)
+            if r:
+                got["asyncflow"].append(r["median_ms"])
+            if tf_py:
+                r = _run(tf_py, "tf", model, args.steps)
+                if r:
+                    got["tf"].append(r["median_ms"])
+        af = statistics.median(got["asyncflow"]) if got["asyncflow"] else None
+        tf = statistics.median(got["tf"]) if got["tf"] else None
+        rows.append((model, af, tf))
+    print("| model | asyncflow ms/step | TF 2.21 ms/step | ratio |\n|---|---|---|---|")
+    for model, af, tf in rows:
+        a = f"{af:.2f}" if af else "error"
+        t = f"{tf:.2f}" if tf else "-"
+        ratio = f"{af / tf:.2f}x" if af and tf else "-"
+        print(f"| {model} | {a} | {t} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
