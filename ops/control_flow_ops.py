@@ -1,8 +1,9 @@
 """The control-flow family as users import it (TF1's control_flow_ops): ordering
 (no_op, group, tuple, with_dependencies: `control_flow_ordering`) and dynamic control
-flow (cond, case, while_loop: `control_flow_contexts`) built from the primitives of
-`control_flow_prims`, whose gradients are in `control_flow_prims_grad`.  This module
-only gathers them; nothing in ops/ below it imports it.
+flow (cond, case: `control_flow_cond`; while_loop: `control_flow_contexts`) built from
+the primitives of `control_flow_prims`, whose gradients are in
+`control_flow_prims_grad`.  This module only gathers them; nothing in ops/ below it
+imports it.
 
 cond and while_loop build TF1's classic graphs (whitepaper §4.4):
 - cond: every tensor from outside a branch enters it through a Switch on the predicate
@@ -26,12 +27,11 @@ from asyncflow.ops import (  # noqa: F401 - register ops
     data_flow_stack_ops,
     tensor_array_ops,
 )
+from asyncflow.ops.control_flow_cond import case, cond
 from asyncflow.ops.control_flow_contexts import (
     CondContext,
     ControlFlowContext,
     WhileContext,
-    case,
-    cond,
     while_loop,
 )
 from asyncflow.ops.control_flow_ordering import (
