@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tf1_programs import (
+    p_api,
     p_array,
     p_errors,
     p_math,
@@ -37,6 +38,7 @@ _MODULES = (
     p_shapes,
     p_names,
     p_errors,
+    p_api,
 )
 
 PROGRAMS = {fn.__name__: fn for m in _MODULES for fn in m.PROGRAMS}
