@@ -336,7 +336,8 @@ class Step:
     # Deliberately flat, with locals for everything it touches, and trading elegance
     # for speed (benchmarks/core.py, the Identity chain and the NoOp fan-in):
     # - the node that became ready last runs next without a trip through `ready`
-    #   (`nxt`; the same order as pushing and popping it);
+    #   (`nxt`; the same order as pushing and popping it), and an Identity or NoOp with
+    #   one consumer (a chain, a fan-in) skips the general edge loop;
     # - Identity and NoOp come first and skip the error and time checks: only a
     #   kernel call can fail, suspend (letting an abort in) or take time;
     # - after a kernel, one clock read against the loop slice's deadline (see
@@ -359,7 +360,19 @@ class Step:
                 a = starts[i]
                 r = vals[a]
                 vals[a] = None
-                for _, j, s in edges[i]:
+                e = edges[i]
+                if len(e) == 1:  # one consumer (a chain): straight on to it if ready
+                    _, j, s = e[0]
+                    vals[s] = r
+                    pending[j] -= 1
+                    if not pending[j]:
+                        i = j
+                        continue
+                    if ready:
+                        i = pop()
+                        continue
+                    return
+                for _, j, s in e:
                     vals[s] = r
                     pending[j] -= 1
                     if not pending[j]:
@@ -368,7 +381,18 @@ class Step:
                         nxt = j
                 r = None
             elif n == -2:  # _NOTHING (NoOp): nothing to compute, control edges only
-                for _, j, _s in edges[i]:
+                e = edges[i]
+                if len(e) == 1:  # (a fan-in: straight on to its consumer if ready)
+                    j = e[0][1]
+                    pending[j] -= 1
+                    if not pending[j]:
+                        i = j
+                        continue
+                    if ready:
+                        i = pop()
+                        continue
+                    return
+                for _, j, _s in e:
                     pending[j] -= 1
                     if not pending[j]:
                         if nxt >= 0:
