@@ -384,3 +384,18 @@ def test_tensorboard_reads_our_event_file():
     with af.Graph().as_default() as g:
         cases.build(af)
         assert tb["graph_nodes"] == sorted(op.name for op in g.get_operations())
+
+
+def test_pending_events_are_written_at_exit(tmp_path):
+    """A script that never closes its writer still leaves every event on disk."""
+    import subprocess
+
+    script = (
+        "import asyncflow as af\n"
+        f"w = af.summary.FileWriter({str(tmp_path)!r}, flush_secs=3600)\n"
+        "for i in range(5):\n"
+        "    w.add_scalar('x', i, i)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=50)
+    (path,) = tmp_path.iterdir()
+    assert [e.step for e in read_events(path)[1:]] == [0, 1, 2, 3, 4]

@@ -14,6 +14,8 @@ caller's thread (handing steps to a loop thread would cost each step a thread ho
 and an async program's loop never waits on the disk.  `flush`/`close` block until the
 bytes are written; `aflush`/`aclose` are their async twins.
 
+Events still pending when the interpreter exits are appended by an atexit hook.
+
 Invariants: records reach the file in the order `add_event` was called (one writer
 task per file, pending bytes taken whole under the lock); after `close()` returns,
 every event added before it is on disk and the file is closed.
@@ -22,11 +24,13 @@ every event added before it is on disk and the file is closed.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import os
 import socket
 import threading
 import time
+import weakref
 
 import aiofiles
 
@@ -42,6 +46,16 @@ __all__ = ["EventFileWriter", "FileWriter", "FileWriterCache"]
 
 _loop_lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
+_open_writers: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _write_pending_at_exit() -> None:
+    # The writers' thread is a daemon: events still pending at exit would be lost.  The
+    # thread pool async file I/O uses is already shut down by now, so the bytes are
+    # appended here, synchronously (the writer task, parked, writes nothing more).
+    for writer in list(_open_writers):
+        writer._write_pending_now()
 
 
 def _writer_loop() -> asyncio.AbstractEventLoop:
@@ -88,6 +102,7 @@ class EventFileWriter:
         self._pending.append(_frame(first.SerializeToString()))
         started = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
         started.result()  # the task exists (and will create the file) before we return
+        _open_writers.add(self)
 
     async def _start(self) -> None:
         self._wake = asyncio.Event()
@@ -98,7 +113,9 @@ class EventFileWriter:
     async def _run(self) -> None:
         """The background task: write what is pending when woken or every flush_secs."""
         try:
-            async with aiofiles.open(self._path, "wb") as f:
+            # Unbuffered: a write is on disk when it returns, so nothing is left in a
+            # buffer for the exit hook to overtake.
+            async with aiofiles.open(self._path, "wb", buffering=0) as f:
                 while True:
                     try:
                         async with asyncio.timeout(self._flush_secs):
@@ -110,9 +127,9 @@ class EventFileWriter:
                         batch, self._pending = self._pending, []
                         waiters, self._flushed = self._flushed, []
                         closing = self._closing
-                    if batch:
-                        await f.write(b"".join(batch))
-                        await f.flush()
+                    data = memoryview(b"".join(batch))
+                    while data:  # (a raw write may take less than it is given)
+                        data = data[await f.write(data) :]
                     for w in waiters:
                         w.set_result(None)
                     if closing:
@@ -134,6 +151,17 @@ class EventFileWriter:
             self._closing = self._closing or closing
         self._loop.call_soon_threadsafe(self._wake.set)
         return done
+
+    def _write_pending_now(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._closing = True  # should the task wake, it only ends
+            batch, self._pending = self._pending, []
+        if batch:
+            with open(self._path, "ab") as f:
+                f.write(b"".join(batch))
 
     def get_logdir(self) -> str:
         return self._logdir
