@@ -96,6 +96,7 @@ from asyncflow.ops import segment_ops as _segment_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import special_math_ops as _special_math_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
+from asyncflow.ops import unique_ops as _unique_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
 from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
 
@@ -108,6 +109,7 @@ for _m in (
     _linalg_ops,
     _special_math_ops,
     _segment_ops,
+    _unique_ops,
     _math_ops,
     _reduction_ops,
     _random_ops,

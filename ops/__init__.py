@@ -44,4 +44,5 @@ from asyncflow.ops import (  # noqa: F401
     summary_ops,
     tensor_array_ops,
     training_ops,
+    unique_ops,
 )
