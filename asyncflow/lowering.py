@@ -21,7 +21,6 @@ from asyncflow import donation, errors, executor, graph, tracing
 from asyncflow.executor import (
     _FORWARD,
     _NOTHING,
-    CONST,
     CONTROL_FLOW_KINDS,
     FORWARD,
     IDENT,
@@ -248,9 +247,6 @@ def compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
     partition that receives possibly dead values from one that has control flow.
     """
     kinds = [KIND_OF.get(p.op.type, NORMAL) for p in nodes]
-    for i, p in enumerate(nodes):
-        if kinds[i] == CONST and not p.device.host_memory:
-            kinds[i] = NORMAL  # its kernel puts the value in device memory
     plan.has_cf = force or any(k in CONTROL_FLOW_KINDS for k in kinds)
     if not plan.has_cf:
         return
