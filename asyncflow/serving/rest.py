@@ -1,0 +1,384 @@
+"""TF Serving's REST API on aiohttp: status, metadata, predict (row and column form).
+
+URLs (tensorflow_model_server's):
+
+    GET  /v1/models/M[/versions/V]            model status
+    GET  /v1/models/M[/versions/V]/metadata   signature defs
+    POST /v1/models/M[/versions/V]:predict    {"instances": [...]} or {"inputs": ...}
+
+Responses and errors are TF Serving's JSON: `{"predictions": ...}` (row form: one entry
+per instance, an object per instance when the signature has several outputs),
+`{"outputs": ...}` (column form), `{"error": "..."}` with the HTTP status TF Serving maps
+the error code to (400 InvalidArgument, 404 NotFound, 503 Unavailable, 504 Deadline...).
+NaN and infinities are written as the NaN / Infinity / -Infinity tokens, as TF Serving's
+writer does.  Bodies over `max_body_bytes` get 413, JSON nested deeper than `max_depth`
+(or unparsable) gets 400; neither drops the connection.
+
+Every predict runs `await model.predict(...)` (Session.arun) on the server's own loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Mapping
+
+import numpy as np
+from aiohttp import web
+from google.protobuf import json_format
+
+from asyncflow import errors
+
+__all__ = ["ModelRegistry", "make_app", "HTTP_STATUS"]
+
+# tensorflow_serving's ToHTTPStatusCode: canonical error code -> HTTP status.
+HTTP_STATUS = {
+    errors.CANCELLED: 499,
+    errors.UNKNOWN: 500,
+    errors.INVALID_ARGUMENT: 400,
+    errors.DEADLINE_EXCEEDED: 504,
+    errors.NOT_FOUND: 404,
+    errors.ALREADY_EXISTS: 409,
+    errors.PERMISSION_DENIED: 403,
+    errors.RESOURCE_EXHAUSTED: 429,
+    errors.FAILED_PRECONDITION: 400,
+    errors.ABORTED: 409,
+    errors.OUT_OF_RANGE: 400,
+    errors.UNIMPLEMENTED: 501,
+    errors.INTERNAL: 500,
+    errors.UNAVAILABLE: 503,
+    errors.DATA_LOSS: 500,
+    errors.UNAUTHENTICATED: 401,
+}
+
+DEFAULT_MAX_BODY_BYTES = 64 << 20
+DEFAULT_MAX_DEPTH = 64
+
+_MODEL_URL = re.compile(
+    r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+)|/labels/(?P<label>[^/:]+))?"
+    r"(?:(?P<metadata>/metadata)|:(?P<verb>predict|classify|regress))?$"
+)
+
+
+class ModelRegistry:
+    """name -> {version: ServableModel}; the latest version answers unversioned requests."""
+
+    def __init__(self):
+        self._models: dict[str, dict[int, object]] = {}
+
+    def add(self, name: str, version: int, model) -> None:
+        self._models.setdefault(name, {})[int(version)] = model
+
+    def names(self) -> list[str]:
+        return sorted(self._models)
+
+    def versions(self, name: str) -> dict[int, object]:
+        versions = self._models.get(name)
+        if not versions:
+            raise errors.NotFoundError(None, None, f"Could not find any versions of model {name}")
+        return versions
+
+    def get(self, name: str, version: int | None = None):
+        """(version, model); NotFoundError as TF Serving words it."""
+        versions = self._models.get(name)
+        if version is None:
+            if not versions:
+                raise errors.NotFoundError(
+                    None, None, f"Servable not found for request: Latest({name})"
+                )
+            version = max(versions)
+        elif not versions or version not in versions:
+            raise errors.NotFoundError(
+                None, None, f"Servable not found for request: Specific({name}, {version})"
+            )
+        return version, versions[version]
+
+    async def aclose(self) -> None:
+        for versions in self._models.values():
+            for model in versions.values():
+                await model.aclose()
+        self._models.clear()
+
+
+# -- JSON -----------------------------------------------------------------------------------
+
+
+def _json_response(payload, status: int = 200) -> web.Response:
+    # allow_nan: NaN / Infinity / -Infinity tokens, as TF Serving writes them.
+    return web.Response(
+        body=json.dumps(payload, allow_nan=True).encode(),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def _error_response(exc: BaseException) -> web.Response:
+    if isinstance(exc, errors.OpError):
+        status = HTTP_STATUS.get(exc.error_code, 500)
+        message = exc.message
+    else:
+        status, message = 500, f"{type(exc).__name__}: {exc}"
+    return _json_response({"error": message}, status)
+
+
+def _invalid(message: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, message)
+
+
+def _json_depth_ok(body: bytes, max_depth: int) -> bool:
+    """Whether `body`'s brackets nest at most `max_depth` deep (strings ignored)."""
+    if body.count(b"[") + body.count(b"{") <= max_depth:
+        return True
+    stripped = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", body)
+    a = np.frombuffer(stripped, dtype=np.uint8)
+    steps = (a == ord("[")).astype(np.int32) + (a == ord("{"))
+    steps -= (a == ord("]")).astype(np.int32) + (a == ord("}"))
+    return not steps.size or int(np.cumsum(steps).max()) <= max_depth
+
+
+def parse_body(body: bytes, max_depth: int = DEFAULT_MAX_DEPTH):
+    """The request's JSON object; InvalidArgumentError for bad or too deeply nested JSON."""
+    if not _json_depth_ok(body, max_depth):
+        raise _invalid(f"JSON Parse error: nesting deeper than {max_depth} levels")
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise _invalid(f"JSON Parse error: {e}") from None
+    if not isinstance(doc, dict):
+        raise _invalid("JSON Value: is not an object")
+    return doc
+
+
+def _decode_b64(value):
+    """Nested lists with {"b64": "..."} objects -> nested lists with bytes."""
+    if isinstance(value, dict):
+        if set(value) != {"b64"} or not isinstance(value["b64"], str):
+            raise _invalid('JSON Value: is not a string or a {"b64": ...} object')
+        try:
+            return base64.b64decode(value["b64"], validate=True)
+        except ValueError as e:
+            raise _invalid(f"Unable to base64 decode: {e}") from None
+    if isinstance(value, list):
+        return [_decode_b64(v) for v in value]
+    if isinstance(value, str):
+        return value.encode()
+    return value
+
+
+def _to_array(value, tensor, name: str) -> np.ndarray:
+    dtype = tensor.dtype
+    try:
+        if dtype.name == "string":
+            arr = np.array(_decode_b64(value), dtype=object)
+        else:
+            arr = np.asarray(value, dtype=dtype.as_numpy_dtype)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise _invalid(
+            f"Failed to process element: {name} of 'instances' list. JSON value: "
+            f"cannot be converted to {dtype.name}: {e}"
+        ) from None
+    if arr.dtype == object and dtype.name != "string":
+        raise _invalid(f"Input '{name}' is a ragged list; all rows must have the same shape")
+    return arr
+
+
+def _row_inputs(instances, signature) -> dict:
+    if not isinstance(instances, list):
+        raise _invalid("Expecting 'instances' to be an list/array")
+    if not instances:
+        raise _invalid("No instances in the request")
+    names = list(signature.inputs)
+    named = isinstance(instances[0], dict) and not (
+        len(names) == 1 and set(instances[0]) == {"b64"}
+    )
+    if not named:
+        if len(names) != 1:
+            raise _invalid(
+                "Expecting object but got list at item 0 of input list. The signature has "
+                f"{len(names)} inputs: name each input in every instance"
+            )
+        return {names[0]: _to_array(instances, signature.inputs[names[0]], names[0])}
+    keys = set(instances[0])
+    columns = {k: [] for k in instances[0]}
+    for i, inst in enumerate(instances):
+        if not isinstance(inst, dict) or set(inst) != keys:
+            raise _invalid(
+                f"Failed to process element: {i} of 'instances' list. JSON object: does not "
+                "have named input(s) the first instance has"
+            )
+        for k, v in inst.items():
+            columns[k].append(v)
+    return {
+        k: _to_array(v, signature.inputs[k], k) if k in signature.inputs else v
+        for k, v in columns.items()
+    }
+
+
+def _column_inputs(inputs, signature) -> dict:
+    names = list(signature.inputs)
+    if isinstance(inputs, dict) and not (len(names) == 1 and set(inputs) == {"b64"}):
+        return {
+            k: _to_array(v, signature.inputs[k], k) if k in signature.inputs else v
+            for k, v in inputs.items()
+        }
+    if len(names) != 1:
+        raise _invalid(
+            f"The signature has {len(names)} inputs: 'inputs' must be an object naming each"
+        )
+    return {names[0]: _to_array(inputs, signature.inputs[names[0]], names[0])}
+
+
+def _jsonable(name: str, arr) -> object:
+    arr = np.asarray(arr)
+    if arr.dtype == object or arr.dtype.kind in "SU":
+        as_b64 = name.endswith("_bytes")
+
+        def conv(v):
+            if isinstance(v, list):
+                return [conv(x) for x in v]
+            if isinstance(v, bytes):
+                if as_b64:
+                    return {"b64": base64.b64encode(v).decode()}
+                return v.decode("utf-8", "replace")
+            return v
+
+        return conv(arr.tolist())
+    return arr.tolist()
+
+
+def predictions_row(outputs: Mapping) -> list:
+    """TF Serving's row-form result: per instance, a value (one output) or an object."""
+    if len(outputs) == 1:
+        ((name, value),) = outputs.items()
+        return _jsonable(name, value)
+    batch = None
+    lists = {}
+    for name, value in outputs.items():
+        value = np.asarray(value)
+        n = value.shape[0] if value.ndim else None
+        if n is None or (batch is not None and n != batch):
+            raise _invalid(
+                f"Tensor name: {name} has inconsistent batch size: {n} expecting: {batch}"
+            )
+        batch = n
+        lists[name] = _jsonable(name, value)
+    return [{name: lists[name][i] for name in lists} for i in range(batch)]
+
+
+def outputs_column(outputs: Mapping):
+    if len(outputs) == 1:
+        ((name, value),) = outputs.items()
+        return _jsonable(name, value)
+    return {name: _jsonable(name, value) for name, value in outputs.items()}
+
+
+def metadata_json(name: str, version: int, model) -> dict:
+    """GetModelMetadataResponse as TF Serving prints it (proto field names, zero values)."""
+    defs = {}
+    mg = model.meta_graph
+    for key, sd in getattr(mg, "signature_def", {}).items():
+        defs[key] = json_format.MessageToDict(
+            sd, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+    return {
+        "model_spec": {"name": name, "signature_name": "", "version": str(version)},
+        "metadata": {"signature_def": {"signature_def": defs}},
+    }
+
+
+# -- the application ------------------------------------------------------------------------
+
+
+def make_app(
+    registry: ModelRegistry,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    request_timeout_s: float | None = None,
+) -> web.Application:
+    """An aiohttp Application answering TF Serving's REST API for `registry`'s models."""
+
+    async def dispatch(request: web.Request) -> web.Response:
+        path = request.path
+        match = _MODEL_URL.match(path)
+        try:
+            if match is None or match["label"] is not None:
+                if match is not None:
+                    raise errors.UnimplementedError(None, None, "Version labels are not supported")
+                raise _invalid(f"Malformed request: {request.method} {path}")
+            name = match["name"]
+            version = match["version"]
+            if version is not None:
+                try:
+                    version = int(version)
+                except ValueError:
+                    raise _invalid(f"Malformed request: {request.method} {path}") from None
+            verb = match["verb"]
+            if verb is None:
+                if request.method != "GET":
+                    raise _invalid(f"Malformed request: {request.method} {path}")
+                if match["metadata"]:
+                    version, model = registry.get(name, version)
+                    return _json_response(metadata_json(name, version, model))
+                return _json_response(_status(name, version))
+            if request.method != "POST":
+                raise _invalid(f"Malformed request: {request.method} {path}")
+            if verb != "predict":
+                raise errors.UnimplementedError(None, None, f"{verb} is not supported yet")
+            version, model = registry.get(name, version)
+            try:
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                return _json_response(
+                    {"error": f"Request body larger than {max_body_bytes} bytes"}, 413
+                )
+            return _json_response(await _predict(model, body))
+        except Exception as e:  # every error answers TF Serving's JSON body
+            return _error_response(e)
+
+    def _status(name, version):
+        versions = registry.versions(name)
+        if version is not None:
+            if version not in versions:
+                raise errors.NotFoundError(
+                    None, None, f"Could not find version {version} of model {name}"
+                )
+            chosen = [version]
+        else:
+            chosen = sorted(versions, reverse=True)
+        return {
+            "model_version_status": [
+                {
+                    "version": str(v),
+                    "state": "AVAILABLE",
+                    "status": {"error_code": "OK", "error_message": ""},
+                }
+                for v in chosen
+            ]
+        }
+
+    async def _predict(model, body: bytes) -> dict:
+        doc = parse_body(body, max_depth)
+        signature_name = doc.get("signature_name") or model.default_signature
+        if not isinstance(signature_name, str):
+            raise _invalid("'signature_name' must be a string")
+        signature = model._signature(signature_name)
+        if "instances" in doc and "inputs" in doc:
+            raise _invalid("Not both 'instances' and 'inputs' may be specified")
+        if "instances" in doc:
+            row = True
+            inputs = _row_inputs(doc["instances"], signature)
+        elif "inputs" in doc:
+            row = False
+            inputs = _column_inputs(doc["inputs"], signature)
+        else:
+            raise _invalid("Missing 'inputs' or 'instances' key")
+        outputs = await model.predict(inputs, signature_name, deadline_s=request_timeout_s)
+        if row:
+            return {"predictions": predictions_row(outputs)}
+        return {"outputs": outputs_column(outputs)}
+
+    app = web.Application(client_max_size=max_body_bytes)
+    app.router.add_route("*", "/{tail:.*}", dispatch)
+    return app

@@ -1,0 +1,255 @@
+"""`python -m asyncflow.serving`: tensorflow_model_server's flags, a REST server on aiohttp.
+
+    python -m asyncflow.serving --rest_api_port=8501 --model_name=m --model_base_path=/models/m
+
+`--model_base_path` holds numbered version directories (`1/`, `2/`, ...), each a TF1
+SavedModel; the latest (highest) version is loaded, as TF Serving's default version
+policy does.  Every step runs with `Session.arun` on the server's own loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Mapping
+
+from asyncflow import errors
+from asyncflow.serving import model as _model
+from asyncflow.serving.rest import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_DEPTH,
+    ModelRegistry,
+    make_app,
+)
+
+__all__ = ["find_versions", "load_version", "load_latest", "ModelServer", "parse_args", "main"]
+
+
+def find_versions(base_path: str) -> list[int]:
+    """The numbered version directories under `base_path` holding a SavedModel, ascending."""
+    from asyncflow.saved_model import maybe_saved_model_directory
+
+    try:
+        entries = os.listdir(base_path)
+    except FileNotFoundError:
+        raise errors.NotFoundError(
+            None, None, f"Could not find base path {base_path} for servable"
+        ) from None
+    versions = []
+    for entry in entries:
+        if entry.isdigit() and maybe_saved_model_directory(os.path.join(base_path, entry)):
+            versions.append(int(entry))
+    return sorted(versions)
+
+
+async def load_version(
+    registry: ModelRegistry,
+    name: str,
+    base_path: str,
+    version: int,
+    *,
+    batching: Mapping | None = None,
+    tags=("serve",),
+):
+    """Load version `version` (the directory `base_path/version`) into `registry`."""
+    model = await _model.aload(os.path.join(base_path, str(version)), tags=tags, batching=batching)
+    registry.add(name, version, model)
+    return model
+
+
+async def load_latest(
+    registry: ModelRegistry,
+    name: str,
+    base_path: str,
+    *,
+    batching: Mapping | None = None,
+    tags=("serve",),
+) -> int:
+    """Load the highest version under `base_path` into `registry`; the version loaded."""
+    versions = await asyncio.to_thread(find_versions, base_path)
+    if not versions:
+        raise errors.NotFoundError(
+            None, None, f"No versions of servable {name} found under base path {base_path}"
+        )
+    await load_version(registry, name, base_path, versions[-1], batching=batching, tags=tags)
+    return versions[-1]
+
+
+def parse_batching_parameters(text: str) -> dict:
+    """TF Serving's BatchingParameters text proto -> Batcher options.
+
+    Understands `max_batch_size`, `batch_timeout_micros`, `max_enqueued_batches`,
+    `num_batch_threads` (Batcher's max_concurrent_batches) written `name { value: N }`,
+    and `allowed_batch_sizes: N` (repeated).
+    """
+    import re
+
+    names = {
+        "max_batch_size": "max_batch_size",
+        "batch_timeout_micros": "batch_timeout_micros",
+        "max_enqueued_batches": "max_enqueued_batches",
+        "num_batch_threads": "max_concurrent_batches",
+    }
+    options: dict = {}
+    text = re.sub(r"#[^\n]*", "", text)
+    for field, value in re.findall(r"(\w+)\s*\{\s*value\s*:\s*(\d+)\s*\}", text):
+        if field not in names:
+            raise ValueError(f"Unsupported batching parameter: {field}")
+        options[names[field]] = int(value)
+    allowed = [int(v) for v in re.findall(r"allowed_batch_sizes\s*:\s*(\d+)", text)]
+    if allowed:
+        options["allowed_batch_sizes"] = allowed
+    return options
+
+
+class ModelServer:
+    """A registry and an aiohttp server on the running loop: `await start()`, `aclose()`."""
+
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        *,
+        host: str = "0.0.0.0",
+        port: int = 8501,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        request_timeout_s: float | None = None,
+        idle_timeout_s: float = 75.0,
+    ):
+        self.registry = registry
+        self.host = host
+        self.port = port
+        self.app = make_app(
+            registry,
+            max_body_bytes=max_body_bytes,
+            max_depth=max_depth,
+            request_timeout_s=request_timeout_s,
+        )
+        self.idle_timeout_s = idle_timeout_s
+        self._runner = None
+
+    async def start(self) -> int:
+        """Bind and listen; the port bound (useful with port 0)."""
+        from aiohttp import web
+
+        # keepalive_timeout closes connections idle between requests.
+        self._runner = web.AppRunner(
+            self.app, keepalive_timeout=self.idle_timeout_s, access_log=None
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop listening and close connections (the models stay loaded)."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def aclose(self) -> None:
+        """`stop()`, then close every model (their batchers and sessions)."""
+        await self.stop()
+        await self.registry.aclose()
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m asyncflow.serving",
+        description="Serve TF1 SavedModels with TF Serving's REST API.",
+    )
+    p.add_argument("--rest_api_port", type=int, default=8501)
+    p.add_argument("--rest_api_host", default="0.0.0.0")
+    p.add_argument("--model_name", default="default")
+    p.add_argument("--model_base_path", required=True)
+    p.add_argument("--saved_model_tags", default="serve")
+    p.add_argument("--enable_batching", type=_bool, default=False, nargs="?", const=True)
+    p.add_argument("--batching_parameters_file", default="")
+    p.add_argument(
+        "--rest_api_timeout_in_ms", type=int, default=30000, help="per-request deadline"
+    )
+    p.add_argument("--rest_api_idle_timeout_s", type=float, default=75.0)
+    p.add_argument("--rest_api_max_body_bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    p.add_argument("--rest_api_max_json_depth", type=int, default=DEFAULT_MAX_DEPTH)
+    return p.parse_args(argv)
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes"):
+        return True
+    if text.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text}")
+
+
+async def serve(
+    args: argparse.Namespace,
+    ready: asyncio.Future | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Load the model, serve until `stop` is set (SIGINT/SIGTERM when `stop` is None).
+
+    `ready`, when given, gets the bound port once the server listens.
+    """
+    batching = None
+    if args.enable_batching:
+        batching = {}
+        if args.batching_parameters_file:
+            with open(args.batching_parameters_file) as f:  # noqa: ASYNC230 (startup)
+                batching = parse_batching_parameters(f.read())
+    registry = ModelRegistry()
+    version = await load_latest(
+        registry,
+        args.model_name,
+        args.model_base_path,
+        batching=batching,
+        tags=tuple(t for t in args.saved_model_tags.split(",") if t),
+    )
+    server = ModelServer(
+        registry,
+        host=args.rest_api_host,
+        port=args.rest_api_port,
+        max_body_bytes=args.rest_api_max_body_bytes,
+        max_depth=args.rest_api_max_json_depth,
+        request_timeout_s=args.rest_api_timeout_in_ms / 1000 or None,
+        idle_timeout_s=args.rest_api_idle_timeout_s,
+    )
+    try:
+        port = await server.start()
+    except BaseException:
+        await server.aclose()
+        raise
+    print(
+        f"Exporting HTTP/REST API at {args.rest_api_host}:{port}: model {args.model_name} "
+        f"version {version}",
+        file=sys.stderr,
+        flush=True,
+    )
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+    if ready is not None:
+        ready.set_result(port)
+    try:
+        await stop.wait()
+    finally:
+        await server.aclose()
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve(args))
+    else:
+        uvloop.run(serve(args))

@@ -1,0 +1,400 @@
+"""asyncflow.serving's TF Serving REST API (aiohttp), against an in-process server.
+
+The served SavedModels are small graphs whose results NumPy computes independently:
+version 1 and 2 of `m` differ only in their weights, so which version answered is visible
+in the numbers.  Every request goes through aiohttp's test client to a server bound to
+127.0.0.1 on a free port.
+"""
+
+import asyncio
+import base64
+import json
+import math
+
+import numpy as np
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+import asyncflow as af
+from asyncflow import saved_model as sm
+from asyncflow.serving import rest, server
+
+W = {
+    1: np.arange(6, dtype=np.float32).reshape(3, 2) / 4,
+    2: -np.arange(6, dtype=np.float32)[::-1].reshape(3, 2),
+}
+B = {1: np.array([0.5, -1.0], np.float32), 2: np.array([2.0, 3.0], np.float32)}
+
+
+def _export(export_dir, version):
+    with af.Graph().as_default() as g:
+        x = af.placeholder(af.float32, [None, 3], name="x")
+        w = af.Variable(W[version], name="w")
+        b = af.Variable(B[version], name="b")
+        y = af.add(af.matmul(x, w), b, name="y")
+        a = af.placeholder(af.float32, [None, 2], name="a")
+        c = af.placeholder(af.float32, [None, 2], name="c")
+        p = af.placeholder(af.float32, [None], name="p")
+        q = af.placeholder(af.float32, [None], name="q")
+        s = af.placeholder(af.string, [None], name="s")
+        with af.Session(graph=g) as sess:
+            sess.run(af.global_variables_initializer())
+            builder = sm.SavedModelBuilder(export_dir)
+            sigs = {
+                "serving_default": sm.predict_signature_def({"x": x}, {"y": y}),
+                "multi": sm.predict_signature_def(
+                    {"a": a, "c": c}, {"sum": af.add(a, c), "prod": af.multiply(a, c)}
+                ),
+                "ratio": sm.predict_signature_def({"p": p, "q": q}, {"r": af.divide(p, q)}),
+                "echo": sm.predict_signature_def({"s": s}, {"s_bytes": af.identity(s)}),
+            }
+            builder.add_meta_graph_and_variables(sess, ["serve"], signature_def_map=sigs)
+            builder.save()
+
+
+@pytest.fixture(scope="module")
+def base_path(tmp_path_factory):
+    base = tmp_path_factory.mktemp("models") / "m"
+    for version in (1, 2):
+        _export(str(base / str(version)), version)
+    (base / "not_a_version").mkdir()
+    return str(base)
+
+
+@pytest.fixture
+async def registry(base_path):
+    reg = rest.ModelRegistry()
+    for version in (1, 2):
+        await server.load_version(reg, "m", base_path, version)
+    yield reg
+    await reg.aclose()
+
+
+@pytest.fixture
+async def client(registry):
+    app = rest.make_app(registry, max_body_bytes=4096, max_depth=16)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as c:
+        yield c
+
+
+async def _json(resp):
+    return resp.status, json.loads(await resp.text())
+
+
+def _ref(x, version=2):
+    return np.asarray(x, np.float32) @ W[version] + B[version]
+
+
+X = [[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]]
+
+
+# -- predict --------------------------------------------------------------------------------
+
+
+async def test_predict_row_form_equals_the_model(client):
+    status, body = await _json(await client.post("/v1/models/m:predict", json={"instances": X}))
+    assert status == 200
+    np.testing.assert_allclose(body["predictions"], _ref(X), rtol=1e-6)
+    assert list(body) == ["predictions"]
+
+
+async def test_predict_column_form_equals_the_model(client):
+    status, body = await _json(await client.post("/v1/models/m:predict", json={"inputs": X}))
+    assert status == 200
+    np.testing.assert_allclose(body["outputs"], _ref(X), rtol=1e-6)
+    status, body = await _json(
+        await client.post("/v1/models/m:predict", json={"inputs": {"x": X}})
+    )
+    np.testing.assert_allclose(body["outputs"], _ref(X), rtol=1e-6)
+
+
+async def test_specific_version(client):
+    status, body = await _json(
+        await client.post("/v1/models/m/versions/1:predict", json={"instances": X})
+    )
+    assert status == 200
+    np.testing.assert_allclose(body["predictions"], _ref(X, 1), rtol=1e-6)
+
+
+async def test_named_instances_and_several_outputs(client):
+    a = np.array([[1, 2], [3, 4], [5, 6]], np.float32)
+    c = np.array([[0.5, 1], [2, -1], [0, 3]], np.float32)
+    instances = [{"a": a[i].tolist(), "c": c[i].tolist()} for i in range(3)]
+    status, body = await _json(
+        await client.post(
+            "/v1/models/m:predict", json={"signature_name": "multi", "instances": instances}
+        )
+    )
+    assert status == 200
+    assert [sorted(p) for p in body["predictions"]] == [["prod", "sum"]] * 3
+    for i, p in enumerate(body["predictions"]):
+        assert p["sum"] == (a[i] + c[i]).tolist() and p["prod"] == (a[i] * c[i]).tolist()
+    status, body = await _json(
+        await client.post(
+            "/v1/models/m:predict",
+            json={"signature_name": "multi", "inputs": {"a": a.tolist(), "c": c.tolist()}},
+        )
+    )
+    assert body["outputs"] == {"sum": (a + c).tolist(), "prod": (a * c).tolist()}
+
+
+async def test_nan_and_infinity_tokens(client):
+    resp = await client.post(
+        "/v1/models/m:predict",
+        json={
+            "signature_name": "ratio",
+            "inputs": {"p": [0.0, 1.0, -1.0, 3.0], "q": [0.0] * 3 + [2.0]},
+        },
+    )
+    text = await resp.text()
+    assert resp.status == 200
+    assert text.replace(" ", "") == '{"outputs":[NaN,Infinity,-Infinity,1.5]}'
+    out = json.loads(text)["outputs"]
+    assert math.isnan(out[0]) and out[1:] == [math.inf, -math.inf, 1.5]
+
+
+async def test_b64_inputs_and_bytes_outputs(client):
+    raw = [b"\x00\xffbin", b"text"]
+    instances = [{"b64": base64.b64encode(v).decode()} for v in raw]
+    status, body = await _json(
+        await client.post(
+            "/v1/models/m:predict", json={"signature_name": "echo", "instances": instances}
+        )
+    )
+    assert status == 200
+    assert [base64.b64decode(p["b64"]) for p in body["predictions"]] == raw
+
+
+async def test_chunked_request_body(client):
+    payload = json.dumps({"instances": X}).encode()
+
+    async def chunks():
+        for i in range(0, len(payload), 7):
+            yield payload[i : i + 7]
+
+    resp = await client.post(
+        "/v1/models/m:predict", data=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert resp.request_info.headers.get("Transfer-Encoding") == "chunked"
+    status, body = await _json(resp)
+    assert status == 200
+    np.testing.assert_allclose(body["predictions"], _ref(X), rtol=1e-6)
+
+
+# -- status and metadata --------------------------------------------------------------------
+
+
+async def test_model_status(client):
+    status, body = await _json(await client.get("/v1/models/m"))
+    assert status == 200
+    ok = {"error_code": "OK", "error_message": ""}
+    assert body == {
+        "model_version_status": [
+            {"version": "2", "state": "AVAILABLE", "status": ok},
+            {"version": "1", "state": "AVAILABLE", "status": ok},
+        ]
+    }
+    status, body = await _json(await client.get("/v1/models/m/versions/1"))
+    assert body["model_version_status"] == [{"version": "1", "state": "AVAILABLE", "status": ok}]
+
+
+async def test_metadata_prints_signature_defs(client):
+    status, body = await _json(await client.get("/v1/models/m/metadata"))
+    assert status == 200
+    assert body["model_spec"] == {"name": "m", "signature_name": "", "version": "2"}
+    defs = body["metadata"]["signature_def"]["signature_def"]
+    assert {"serving_default", "multi", "ratio", "echo"} <= set(defs)
+    default = defs["serving_default"]
+    assert default["method_name"] == "tensorflow/serving/predict"
+    assert default["inputs"]["x"] == {
+        "dtype": "DT_FLOAT",
+        "tensor_shape": {
+            "dim": [{"size": "-1", "name": ""}, {"size": "3", "name": ""}],
+            "unknown_rank": False,
+        },
+        "name": "x:0",
+    }
+    assert default["outputs"]["y"]["name"] == "y:0"
+    assert defs["echo"]["inputs"]["s"]["dtype"] == "DT_STRING"
+    status, body = await _json(await client.get("/v1/models/m/versions/1/metadata"))
+    assert body["model_spec"]["version"] == "1"
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "method,url,payload,code,message",
+    [
+        (
+            "POST",
+            "/v1/models/nope:predict",
+            {"instances": X},
+            404,
+            "Servable not found for request: Latest(nope)",
+        ),
+        (
+            "POST",
+            "/v1/models/m/versions/7:predict",
+            {"instances": X},
+            404,
+            "Servable not found for request: Specific(m, 7)",
+        ),
+        ("GET", "/v1/models/nope", None, 404, "Could not find any versions of model nope"),
+        ("GET", "/v1/models/m/versions/7", None, 404, "Could not find version 7 of model m"),
+        ("GET", "/v1/models/nope/metadata", None, 404, "Servable not found"),
+        ("GET", "/v1/models/m:predict", None, 400, "Malformed request: GET /v1/models/m:predict"),
+        ("POST", "/v1/models/m/versions/x:predict", {}, 400, "Malformed request"),
+        ("GET", "/v2/whatever", None, 400, "Malformed request"),
+        ("POST", "/v1/models/m:predict", {"instances": [[1.0, 2.0]]}, 400, "not compatible"),
+        (
+            "POST",
+            "/v1/models/m:predict",
+            {"instances": [[1.0, 2.0, 3.0], [1.0]]},
+            400,
+            "cannot be converted",
+        ),
+        (
+            "POST",
+            "/v1/models/m:predict",
+            {"instances": [["a", "b", "c"]]},
+            400,
+            "cannot be converted",
+        ),
+        ("POST", "/v1/models/m:predict", {"x": X}, 400, "Missing 'inputs' or 'instances' key"),
+        ("POST", "/v1/models/m:predict", {"inputs": X, "instances": X}, 400, "Not both"),
+        (
+            "POST",
+            "/v1/models/m:predict",
+            {"instances": X, "signature_name": "zz"},
+            400,
+            'Serving signature key "zz" not found.',
+        ),
+        (
+            "POST",
+            "/v1/models/m:predict",
+            {"instances": [{"a": [1, 2]}], "signature_name": "multi"},
+            400,
+            "Missing input",
+        ),
+        (
+            "POST",
+            "/v1/models/m:predict",
+            {"instances": [[1, 2], [3, 4]], "signature_name": "multi"},
+            400,
+            "2 inputs",
+        ),
+        ("POST", "/v1/models/m:classify", {"examples": []}, 501, "classify"),
+    ],
+)
+async def test_errors(client, method, url, payload, code, message):
+    status, body = await _json(await client.request(method, url, json=payload))
+    assert status == code
+    assert list(body) == ["error"] and message in body["error"]
+
+
+async def test_bad_json_oversize_and_deep_nesting_answer_without_dropping(client):
+    url = "/v1/models/m:predict"
+    for data, code, message in [
+        (b'{"instances": [1,', 400, "JSON Parse error"),
+        (b"[1, 2]", 400, "is not an object"),
+        (b"\xff\xfe", 400, "JSON Parse error"),
+        (b'{"instances": ' + b"[" * 2000 + b"]" * 2000 + b"}", 400, "nesting deeper than 16"),
+        (json.dumps({"instances": [[0.0] * 3] * 400}).encode(), 413, "larger than 4096"),
+    ]:
+        resp = await client.post(url, data=data, headers={"Content-Type": "application/json"})
+        status, body = await _json(resp)
+        assert (status, list(body)) == (code, ["error"]) and message in body["error"], body
+    # brackets inside strings do not count as nesting
+    deep_string = json.dumps({"instances": X, "signature_name": "[" * 100})
+    status, body = await _json(await client.post(url, data=deep_string))
+    assert status == 400 and "signature key" in body["error"]
+    status, body = await _json(await client.post(url, json={"instances": X}))
+    assert status == 200  # the server is still serving
+
+
+async def test_idle_connections_time_out(registry):
+    srv = server.ModelServer(registry, host="127.0.0.1", port=0, idle_timeout_s=0.2)
+    port = await srv.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /v1/models/m HTTP/1.1\r\nHost: x\r\n\r\n")
+        async with asyncio.timeout(10):
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            assert await reader.read() == b""  # the server closed the idle connection
+        writer.close()
+    finally:
+        await srv.stop()
+
+
+# -- the command line and batching ----------------------------------------------------------
+
+
+async def test_command_line_serves_the_latest_version_with_batching(base_path, tmp_path):
+    params = tmp_path / "batching.txt"
+    params.write_text("max_batch_size { value: 4 }\nbatch_timeout_micros { value: 0 }\n")
+    args = server.parse_args(
+        [
+            "--rest_api_port=0",
+            "--rest_api_host=127.0.0.1",
+            "--model_name=m",
+            f"--model_base_path={base_path}",
+            "--enable_batching",
+            f"--batching_parameters_file={params}",
+        ]
+    )
+    ready = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+    task = asyncio.create_task(server.serve(args, ready, stop))
+    try:
+        async with asyncio.timeout(30):
+            port = await ready
+            from aiohttp import ClientSession
+
+            async with ClientSession() as http:
+                base = f"http://127.0.0.1:{port}/v1/models/m"
+                async with http.get(base) as resp:
+                    versions = [v["version"] for v in (await resp.json())["model_version_status"]]
+                assert versions == ["2"]
+
+                async def one(i):
+                    async with http.post(base + ":predict", json={"instances": [X[i % 2]]}) as r:
+                        return r.status, await r.json()
+
+                results = await asyncio.gather(*(one(i) for i in range(12)))
+                for i, (status, body) in enumerate(results):
+                    assert status == 200
+                    np.testing.assert_allclose(body["predictions"], _ref([X[i % 2]]), rtol=1e-6)
+    finally:
+        stop.set()
+        async with asyncio.timeout(30):
+            await task
+
+
+def test_parse_batching_parameters():
+    text = """
+    max_batch_size { value: 32 }  # rows
+    batch_timeout_micros { value: 500 }
+    max_enqueued_batches { value: 100 }
+    num_batch_threads { value: 2 }
+    allowed_batch_sizes: 8
+    allowed_batch_sizes: 32
+    """
+    assert server.parse_batching_parameters(text) == {
+        "max_batch_size": 32,
+        "batch_timeout_micros": 500,
+        "max_enqueued_batches": 100,
+        "max_concurrent_batches": 2,
+        "allowed_batch_sizes": [8, 32],
+    }
+    with pytest.raises(ValueError, match="pad_variable_length_inputs"):
+        server.parse_batching_parameters("pad_variable_length_inputs { value: 1 }")
+
+
+def test_find_versions(base_path, tmp_path):
+    assert server.find_versions(base_path) == [1, 2]
+    with pytest.raises(af.errors.NotFoundError):
+        server.find_versions(str(tmp_path / "missing"))
