@@ -99,3 +99,30 @@ def test_gradients_against_finite_differences(build, x0):
     with Session() as sess:
         y_shape = sess.run(y).shape
         assert compute_gradient_error(x, list(x0.shape), y, list(y_shape), x_init_value=x0) < 1e-5
+
+
+def test_reduce_logsumexp_and_count_nonzero_match_tf():
+    # TF 2.21 on x = [[0, 1, 2], [3, 0, -inf]] (float32).
+    x = np.array([[0.0, 1.0, 2.0], [3.0, 0.0, -np.inf]], np.float32)
+    with Session() as sess:
+        np.testing.assert_allclose(sess.run(af.reduce_logsumexp(x)), 3.471745, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(af.reduce_logsumexp(x, 1)), [2.4076059, 3.0485873],
+                                   rtol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(
+            sess.run(af.reduce_logsumexp(x, 0, keepdims=True)),
+            [[3.0485873, 1.3132616, 2.0]],
+            rtol=1e-6,
+        )
+        assert sess.run(af.reduce_logsumexp(np.float32([-np.inf, -np.inf]))) == -np.inf
+        c = af.count_nonzero(x)
+        assert c.dtype == af.int64 and sess.run(c) == 4
+        assert sess.run(af.count_nonzero(x, 1, dtype=af.int32)).tolist() == [2, 2]
+        assert sess.run(af.count_nonzero([b"a", b"", b"c"])) == 2
+
+
+def test_reduce_logsumexp_gradient_is_the_softmax():
+    x0 = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]])
+    x = af.constant(x0)
+    y = af.reduce_logsumexp(x, 1)
+    with Session():
+        assert compute_gradient_error(x, [2, 3], y, [2], x_init_value=x0) < 1e-7
