@@ -69,6 +69,7 @@ def _reexport(module) -> None:
 from asyncflow import clip_ops as _clip_ops  # noqa: E402
 from asyncflow import gradients as _gradients  # noqa: E402
 from asyncflow import indexed_slices as _indexed_slices  # noqa: E402
+from asyncflow import math_composites as _math_composites  # noqa: E402
 from asyncflow import ops  # noqa: E402 - registers every op family
 from asyncflow import random_seed as _random_seed  # noqa: E402
 from asyncflow import sparse_tensor as _sparse_tensor  # noqa: E402
@@ -91,8 +92,8 @@ from asyncflow.ops import reader_ops as _reader_ops  # noqa: E402
 from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
 from asyncflow.ops import scatter_nd_ops as _scatter_nd_ops  # noqa: E402
 from asyncflow.ops import script_ops as _script_ops  # noqa: E402
-from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
 from asyncflow.ops import segment_ops as _segment_ops  # noqa: E402
+from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import special_math_ops as _special_math_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
@@ -100,6 +101,8 @@ from asyncflow.ops import unique_ops as _unique_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
 from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
 
+# Composites first: an op family's dedicated op of the same name takes their place.
+_reexport(_math_composites)
 for _m in (
     _array_ops,
     _slicing_ops,
@@ -183,8 +186,8 @@ io.gfile = gfile  # noqa: F821 - tf.io.gfile (io is bound by _install_namespaces
 
 # Observability and TF1 script idioms (issue 17): tf.logging, tf.app, tf.flags, tf.compat.v1.
 from asyncflow import app, compat, flags, profiler, summary  # noqa: E402
-from asyncflow.client import timeline as _timeline  # noqa: E402,F401 - af.client.timeline
 from asyncflow import tf_logging as logging  # noqa: E402
+from asyncflow.client import timeline as _timeline  # noqa: E402,F401 - af.client.timeline
 from asyncflow.compat import (  # noqa: E402
     disable_eager_execution,
     disable_v2_behavior,

@@ -71,6 +71,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linalg",
             "metrics",
             "nn_composites",
+            "math_composites",
             "image",
             "namespaces",
         ),

@@ -1,0 +1,352 @@
+"""TF1 top-level math names built from existing ops (so they differentiate through them):
+log_sigmoid, div_no_nan, count_nonzero, reduce_logsumexp, reduce_variance, reduce_std,
+scalar_mul, eye, tensordot, meshgrid, broadcast_to, trace, matrix_transpose,
+where_v2, histogram_fixed_width, bincount, cumsum, cumprod.
+
+The package re-exports these before the op families, so a family that later registers
+a dedicated op under one of these names takes its place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes
+from asyncflow import graph as ops
+from asyncflow.ops import (
+    array_ops,
+    cast_ops,
+    manip_ops,
+    math_ops,
+    matmul_ops,
+    nn_ops,
+    reduction_ops,
+    slicing_ops,
+)
+from asyncflow.ops.gradient_ops import stop_gradient
+
+__all__ = [
+    "log_sigmoid",
+    "div_no_nan",
+    "count_nonzero",
+    "reduce_logsumexp",
+    "reduce_variance",
+    "reduce_std",
+    "scalar_mul",
+    "eye",
+    "tensordot",
+    "meshgrid",
+    "broadcast_to",
+    "trace",
+    "matrix_transpose",
+    "where_v2",
+    "histogram_fixed_width",
+    "bincount",
+    "cumsum",
+    "cumprod",
+]
+
+
+def _t(x, name="x", dtype=None):
+    return ops.convert_to_tensor(x, name=name, dtype=dtype)
+
+
+def log_sigmoid(x, name=None):
+    """log(1 / (1 + exp(-x))) = -softplus(-x)."""
+    with ops.name_scope(name, "LogSigmoid", [x]):
+        return -nn_ops.softplus(-_t(x))
+
+
+def div_no_nan(x, y, name=None):
+    """x / y, or 0 where y is 0."""
+    with ops.name_scope(name, "div_no_nan", [x, y]):
+        x = _t(x)
+        y = _t(y, "y", x.dtype)
+        zero = math_ops.equal(y, array_ops.zeros_like(y))
+        safe = _select(zero, array_ops.ones_like(y), y)
+        return _select(zero, array_ops.zeros_like(x / safe), x / safe)
+
+
+def _select(cond, a, b):
+    """where with broadcasting (TF2's where)."""
+    shape = array_ops.shape(a + b if a.dtype != dtypes.bool else a)
+    ones = array_ops.ones(shape, dtypes.bool)
+    cond = math_ops.logical_and(cond, ones)
+    return slicing_ops.where(cond, a * array_ops.ones_like(b), b * array_ops.ones_like(a))
+
+
+def count_nonzero(
+    input_tensor=None,
+    axis=None,
+    keepdims=None,
+    dtype=dtypes.int64,
+    name=None,
+    reduction_indices=None,
+    keep_dims=None,
+    input=None,
+):  # noqa: A002
+    """The number of non-zero elements over `axis`."""
+    x = _t(input if input_tensor is None else input_tensor, "input_tensor")
+    axis = reduction_indices if axis is None else axis
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with ops.name_scope(name, "count_nonzero", [x]):
+        zero = array_ops.zeros_like(x) if x.dtype != dtypes.string else ""
+        nz = cast_ops.cast(math_ops.not_equal(x, zero), dtypes.int64)
+        return cast_ops.cast(reduction_ops.reduce_sum(nz, axis, keepdims=keep), dtype)
+
+
+def reduce_logsumexp(
+    input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None, keep_dims=None
+):
+    """log(sum(exp(x))) over `axis`, computed stably (max subtracted first)."""
+    axis = reduction_indices if axis is None else axis
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with ops.name_scope(name, "ReduceLogSumExp", [input_tensor]):
+        x = _t(input_tensor, "input_tensor")
+        m = reduction_ops.reduce_max(x, axis, keepdims=True)
+        finite = math_ops.less(math_ops.abs(m), np.inf)  # an all -inf row keeps 0 as shift
+        m = stop_gradient(_select(finite, m, array_ops.zeros_like(m)))
+        out = math_ops.log(reduction_ops.reduce_sum(math_ops.exp(x - m), axis, keepdims=True))
+        out = out + m
+        if not keep:
+            out = (
+                reduction_ops.reduce_sum(out, axis)
+                if axis is not None
+                else array_ops.reshape(out, [])
+            )
+        return out
+
+
+def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
+    with ops.name_scope(name, "reduce_variance", [input_tensor]):
+        x = _t(input_tensor, "input_tensor")
+        mean = reduction_ops.reduce_mean(x, axis, keepdims=True)
+        return reduction_ops.reduce_mean(
+            math_ops.squared_difference(x, mean), axis, keepdims=keepdims
+        )
+
+
+def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
+    with ops.name_scope(name, "reduce_std", [input_tensor]):
+        return math_ops.sqrt(reduce_variance(input_tensor, axis, keepdims))
+
+
+def scalar_mul(scalar, x, name=None):
+    """scalar * x (scalar must be 0-d)."""
+    s = _t(scalar, "scalar")
+    if s.shape.ndims not in (0, None):
+        raise ValueError(f"Only scalar multiply works, got shape {s.shape}")
+    with ops.name_scope(name, "scalar_mul", [x]):
+        x = _t(x)
+        return cast_ops.cast(s, x.dtype) * x
+
+
+def eye(num_rows, num_columns=None, batch_shape=None, dtype=dtypes.float32, name=None):
+    """An identity matrix (or batch of them)."""
+    with ops.name_scope(name, "eye", [num_rows, num_columns]):
+        num_columns = num_rows if num_columns is None else num_columns
+        if not isinstance(num_rows, int) or not isinstance(num_columns, int):
+            raise ValueError("eye needs Python int sizes in asyncflow")
+        m = array_ops.constant(
+            np.eye(num_rows, num_columns, dtype=dtypes.as_dtype(dtype).as_numpy_dtype)
+        )
+        if batch_shape:
+            m = manip_ops.tile(
+                array_ops.reshape(m, [1] * len(batch_shape) + [num_rows, num_columns]),
+                [*batch_shape, 1, 1],
+            )
+        return m
+
+
+def tensordot(a, b, axes, name=None):
+    """Sum over `axes` of a and b (an int: a's last n with b's first n; or two lists)."""
+    with ops.name_scope(name, "Tensordot", [a, b]):
+        a, b = _t(a, "a"), _t(b, "b")
+        ra, rb = a.shape.ndims, b.shape.ndims
+        if ra is None or rb is None:
+            raise ValueError("tensordot needs inputs of known rank in asyncflow")
+        if isinstance(axes, int):
+            a_axes, b_axes = list(range(ra - axes, ra)), list(range(axes))
+        else:
+            a_axes, b_axes = (
+                [axes[0]] if isinstance(axes[0], int) else list(axes[0]),
+                [axes[1]] if isinstance(axes[1], int) else list(axes[1]),
+            )
+        a_axes = [x % ra for x in a_axes]
+        b_axes = [x % rb for x in b_axes]
+        a_free = [i for i in range(ra) if i not in a_axes]
+        b_free = [i for i in range(rb) if i not in b_axes]
+        sa, sb = array_ops.shape(a), array_ops.shape(b)
+        at = array_ops.reshape(
+            array_ops.transpose(a, a_free + a_axes),
+            manip_ops.stack(
+                [reduction_ops.reduce_prod(slicing_ops.gather(sa, a_free)) if a_free else 1, -1]
+            ),
+        )
+        bt = array_ops.reshape(
+            array_ops.transpose(b, b_axes + b_free),
+            manip_ops.stack(
+                [-1, reduction_ops.reduce_prod(slicing_ops.gather(sb, b_free)) if b_free else 1]
+            ),
+        )
+        out = matmul_ops.matmul(at, bt)
+        shape = manip_ops.concat(
+            [
+                slicing_ops.gather(sa, a_free) if a_free else array_ops.constant([], dtypes.int32),
+                slicing_ops.gather(sb, b_free) if b_free else array_ops.constant([], dtypes.int32),
+            ],
+            0,
+        )
+        out = array_ops.reshape(out, shape)
+        static = [a.shape[i].value for i in a_free] + [b.shape[i].value for i in b_free]
+        out.set_shape(static)
+        return out
+
+
+def meshgrid(*args, **kwargs):
+    """N-d coordinate grids from 1-D tensors ('xy' or 'ij' indexing)."""
+    indexing = kwargs.pop("indexing", "xy")
+    name = kwargs.pop("name", "meshgrid")
+    if kwargs:
+        raise TypeError(f"Invalid keyword arguments: {list(kwargs)}")
+    if indexing not in ("xy", "ij"):
+        raise ValueError("indexing parameter must be either 'xy' or 'ij'")
+    with ops.name_scope(name, "meshgrid", list(args)):
+        xs = [array_ops.reshape(_t(x), [-1]) for x in args]
+        n = len(xs)
+        shapes = [array_ops.shape(x)[0] for x in xs]
+        if indexing == "xy" and n > 1:
+            shapes[0], shapes[1] = shapes[1], shapes[0]
+        out = []
+        for i, x in enumerate(xs):
+            pos = i
+            if indexing == "xy" and n > 1 and i < 2:
+                pos = 1 - i
+            shape = [1] * n
+            shape[pos] = -1
+            r = array_ops.reshape(x, shape)
+            out.append(r * array_ops.ones(manip_ops.stack(shapes), x.dtype))
+        return out
+
+
+def broadcast_to(input, shape, name=None):  # noqa: A002
+    """`input` broadcast to `shape`."""
+    with ops.name_scope(name, "BroadcastTo", [input, shape]):
+        x = _t(input, "input")
+        if x.dtype == dtypes.bool:
+            return math_ops.logical_and(x, array_ops.ones(shape, dtypes.bool))
+        return x * array_ops.ones(shape, x.dtype)
+
+
+def matrix_transpose(a, name="matrix_transpose", conjugate=False):
+    """Swap the last two axes."""
+    with ops.name_scope(name, values=[a]):
+        a = _t(a, "a")
+        r = a.shape.ndims
+        if r is None or r < 2:
+            raise ValueError(f"Argument 'a' should be a (batch) matrix, with rank >= 2: {a}")
+        return array_ops.transpose(a, [*range(r - 2), r - 1, r - 2])
+
+
+def trace(x, name=None):
+    """The sum of the main diagonal of each innermost matrix."""
+    with ops.name_scope(name, "Trace", [x]):
+        x = _t(x)
+        n, m = x.shape[-2].value, x.shape[-1].value
+        if n is None or m is None:
+            raise ValueError("trace needs static matrix sizes in asyncflow")
+        mask = array_ops.constant(np.eye(n, m, dtype=x.dtype.as_numpy_dtype))
+        return reduction_ops.reduce_sum(x * mask, [-2, -1])
+
+
+def where_v2(condition, x=None, y=None, name=None):
+    """TF2's where: broadcasts condition, x and y together (coordinates without x, y)."""
+    if x is None and y is None:
+        return slicing_ops.where(condition, name=name)
+    with ops.name_scope(name, "where_v2", [condition, x, y]):
+        x, y = _t(x), _t(y, "y")
+        return _select(_t(condition, "condition"), x, y)
+
+
+def histogram_fixed_width(values, value_range, nbins=100, dtype=dtypes.int32, name=None):
+    """Counts of `values` in `nbins` equal bins over value_range (edges clamp)."""
+    with ops.name_scope(name, "histogram_fixed_width", [values, value_range, nbins]):
+        v = array_ops.reshape(_t(values, "values"), [-1])
+        rng = _t(value_range, "value_range", v.dtype)
+        lo, hi = rng[0], rng[1]
+        scaled = (v - lo) / (hi - lo)
+        idx = cast_ops.cast(math_ops.floor(scaled * float(nbins)), dtypes.int32)
+        idx = math_ops.minimum(math_ops.maximum(idx, 0), nbins - 1)
+        counts = reduction_ops.reduce_sum(slicing_ops.one_hot(idx, nbins, dtype=dtypes.int32), 0)
+        return cast_ops.cast(counts, dtype)
+
+
+def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=dtypes.int32, name=None):
+    """How often each value 0..max(arr) occurs (weighted when `weights` is given)."""
+    with ops.name_scope(name, "bincount", [arr, weights]):
+        a = array_ops.reshape(_t(arr, "arr", dtypes.int32), [-1])
+        size = math_ops.maximum(reduction_ops.reduce_max(a) + 1, 0)
+        if minlength is not None:
+            size = math_ops.maximum(size, minlength)
+        if maxlength is not None:
+            size = math_ops.minimum(size, maxlength)
+        hot = slicing_ops.one_hot(a, size, dtype=dtypes.float64)
+        if weights is not None:
+            w = cast_ops.cast(array_ops.reshape(_t(weights, "weights"), [-1]), dtypes.float64)
+            hot = hot * array_ops.expand_dims(w, 1)
+            dtype = _t(weights, "weights").dtype
+        return cast_ops.cast(reduction_ops.reduce_sum(hot, 0), dtype)
+
+
+def _scan_matrix(n, exclusive, reverse, dtype):
+    i = np.arange(n)
+    m = (i[:, None] <= i[None, :]) if not reverse else (i[:, None] >= i[None, :])
+    if exclusive:
+        m = m & (i[:, None] != i[None, :])
+    return m.astype(dtype)
+
+
+def _along(x, axis, fn):
+    """fn applied to x with `axis` moved last (and moved back)."""
+    r = x.shape.ndims
+    if r is None:
+        raise ValueError("cumsum/cumprod need an input of known rank in asyncflow")
+    axis = int(axis) % r
+    perm = [i for i in range(r) if i != axis] + [axis]
+    inv = list(np.argsort(perm))
+    return array_ops.transpose(fn(array_ops.transpose(x, perm)), inv)
+
+
+def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
+    """Running sums along `axis` (as one matmul with a triangular matrix, so the
+    gradient is the transposed running sum)."""
+    with ops.name_scope(name, "Cumsum", [x]):
+        x = _t(x)
+        n = x.shape[int(axis)].value if x.shape.ndims is not None else None
+        if n is None:
+            raise ValueError("cumsum needs a static size along axis in asyncflow")
+        tri = array_ops.constant(_scan_matrix(n, exclusive, reverse, x.dtype.as_numpy_dtype))
+
+        def scan(t):
+            flat = array_ops.reshape(t, [-1, n])
+            return array_ops.reshape(matmul_ops.matmul(flat, tri), array_ops.shape(t))
+
+        return _along(x, axis, scan)
+
+
+def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
+    """Running products along `axis` (products of the masked rows of a triangular
+    selection, so zeros are exact and it differentiates)."""
+    with ops.name_scope(name, "Cumprod", [x]):
+        x = _t(x)
+        n = x.shape[int(axis)].value if x.shape.ndims is not None else None
+        if n is None:
+            raise ValueError("cumprod needs a static size along axis in asyncflow")
+        mask = _scan_matrix(n, exclusive, reverse, bool).T  # [out j, in i]
+
+        def scan(t):
+            e = array_ops.expand_dims(t, -2)  # [..., 1, n]
+            sel = _select(array_ops.constant(mask), e, array_ops.ones_like(e))
+            return reduction_ops.reduce_prod(sel, -1)
+
+        return _along(x, axis, scan)

@@ -1,0 +1,69 @@
+"""Top-level math names built from existing ops, against NumPy; finite differences for
+the differentiable ones."""
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import test_util
+
+RNG = np.random.RandomState(0)
+A = RNG.randn(3, 4)
+
+
+@pytest.mark.parametrize(
+    "fn,ref",
+    [
+        (lambda x: af.log_sigmoid(x), lambda x: -np.log1p(np.exp(-x))),
+        (lambda x: af.reduce_logsumexp(x, 1), lambda x: np.log(np.exp(x).sum(1))),
+        (lambda x: af.reduce_logsumexp(x), lambda x: np.log(np.exp(x).sum())),
+        (lambda x: af.reduce_variance(x, 0), lambda x: x.var(0)),
+        (lambda x: af.reduce_std(x, 1, keepdims=True), lambda x: x.std(1, keepdims=True)),
+        (lambda x: af.cumsum(x, 1), lambda x: np.cumsum(x, 1)),
+        (
+            lambda x: af.cumsum(x, 0, exclusive=True, reverse=True),
+            lambda x: np.flip(np.cumsum(np.flip(x, 0), 0), 0) - x,
+        ),
+        (lambda x: af.cumprod(x, 1), lambda x: np.cumprod(x, 1)),
+        (lambda x: af.cumprod(x, 1, exclusive=True), lambda x: np.cumprod(x, 1) / x),
+        (lambda x: af.tensordot(x, af.constant(A.T), 1), lambda x: x @ A.T),
+        (lambda x: af.tensordot(x, af.constant(A), [[0, 1], [0, 1]]), lambda x: (x * A).sum()),
+        (lambda x: af.trace(af.matmul(x, af.constant(A.T))), lambda x: np.trace(x @ A.T)),
+        (lambda x: af.matrix_transpose(x), lambda x: x.T),
+        (
+            lambda x: af.div_no_nan(x, af.constant([1.0, 0.0, 2.0, 0.0], af.float64)),
+            lambda x: np.where([1, 0, 1, 0], x / np.array([1.0, 1.0, 2.0, 1.0]), 0.0),
+        ),
+        (lambda x: af.broadcast_to(x[:1], [2, 3, 4]), lambda x: np.broadcast_to(x[:1], (2, 3, 4))),
+        (
+            lambda x: af.where_v2(x > 0, x, af.constant([0.0, 1.0, 2.0, 3.0], af.float64)),
+            lambda x: np.where(x > 0, x, [0.0, 1.0, 2.0, 3.0]),
+        ),
+    ],
+)
+def test_values_and_gradients(graph, fn, ref):
+    x = af.placeholder(af.float64, A.shape)
+    y = fn(x)
+    with af.Session(graph=graph) as s:
+        np.testing.assert_allclose(s.run(y, {x: A}), ref(A), rtol=1e-10, atol=1e-12)
+    th, nu = test_util.compute_gradient(x, list(A.shape), y, y.shape.as_list(), x_init_value=A)
+    np.testing.assert_allclose(th, nu, atol=1e-6)
+
+
+def test_counting_and_grids(sess):
+    v = np.array([0.0, 0.1, 0.5, 0.99, 1.0, -3.0, 7.0])
+    got = sess.run(af.histogram_fixed_width(v, [0.0, 1.0], nbins=4))
+    np.testing.assert_array_equal(got, [3, 0, 1, 3])  # out-of-range values clamp to the ends
+    np.testing.assert_array_equal(
+        sess.run(af.bincount([1, 1, 3], minlength=5)), np.bincount([1, 1, 3], minlength=5)
+    )
+    np.testing.assert_allclose(
+        sess.run(af.bincount([0, 2, 2], weights=[0.5, 1.0, 2.0])), [0.5, 0.0, 3.0]
+    )
+    assert sess.run(af.count_nonzero([[0, 1, 2], [0, 0, 3]])) == 3
+    np.testing.assert_array_equal(sess.run(af.count_nonzero([[0, 1, 2], [0, 0, 3]], 1)), [2, 1])
+    xs, ys = sess.run(af.meshgrid([1, 2, 3], [4, 5]))
+    wx, wy = np.meshgrid([1, 2, 3], [4, 5])
+    np.testing.assert_array_equal(xs, wx) and np.testing.assert_array_equal(ys, wy)
+    np.testing.assert_array_equal(sess.run(af.eye(2, 3)), np.eye(2, 3))
+    assert sess.run(af.scalar_mul(2, af.constant([1.5]))).tolist() == [3.0]
