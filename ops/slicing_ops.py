@@ -38,6 +38,7 @@ __all__ = [
     "slice",
     "strided_slice",
     "gather",
+    "batch_gather",
     "reverse",
     "reverse_v2",
     "split",
@@ -521,6 +522,22 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
         axis = batch_dims
     attrs = {"batch_dims": int(batch_dims)}
     return apply("GatherV2", [params, indices, axis], attrs, name=name).outputs[0]
+
+
+def batch_gather(params, indices, name=None):
+    """TF1's `batch_gather`: gather along the axis after indices' leading (batch)
+    dimensions, i.e. `gather(params, indices, axis=r - 1, batch_dims=r - 1)` with r the
+    rank of `indices`.
+
+    Raises:
+      ValueError: indices of unknown rank.
+    """
+    with op_scope(name, "BatchGather", [params, indices]) as scope:
+        indices = ops.convert_to_tensor(indices, name="indices")
+        rank = indices.shape.ndims
+        if rank is None:
+            raise ValueError("batch_gather does not allow indices with unknown shape.")
+        return gather(params, indices, axis=rank - 1, batch_dims=rank - 1, name=scope)
 
 
 # -- ReverseV2 ---------------------------------------------------------------------------

@@ -253,3 +253,17 @@ def test_gather_gradient_general_against_finite_differences(shape, indices, axis
     with af.Session() as sess:
         y_shape = sess.run(y).shape
         assert compute_gradient_error(x, list(shape), y, list(y_shape), x_init_value=x0) < 1e-8
+
+
+def test_batch_gather_matches_tf():
+    # TF 2.21: batch_gather(arange(12).reshape(2, 3, 2), [[2, 0], [1, 1]]) =
+    # [[[4, 5], [0, 1]], [[8, 9], [8, 9]]]; batch_gather([[1,2,3],[4,5,6]], [[2],[0]]) =
+    # [[3], [4]].
+    import asyncflow as af
+
+    a = af.batch_gather(np.arange(12).reshape(2, 3, 2), [[2, 0], [1, 1]])
+    b = af.batch_gather([[1, 2, 3], [4, 5, 6]], [[2], [0]])
+    assert a.shape.as_list() == [2, 2, 2]
+    with af.Session() as sess:
+        assert sess.run(a).tolist() == [[[4, 5], [0, 1]], [[8, 9], [8, 9]]]
+        assert sess.run(b).tolist() == [[3], [4]]
