@@ -66,10 +66,6 @@ class PartitionView:
     def reads_ref(self, i: int) -> bool:
         return self._reads_ref[i]
 
-    def source(self, i: int, k: int):
-        """(node, output) feeding input k of node i; ("feed", n) for a feed."""
-        return self.nodes[i].inputs[k]
-
     def sole_consumer(self, j: int) -> int | None:
         """The node that alone takes node j's outputs (one data edge, no fetch, not
         read through a reference), or None.  Control edges do not count."""
@@ -121,16 +117,7 @@ class PartitionView:
                     writers.add(w)
         if not writers:
             return True
-        upstream, todo = set(), [i]
-        while todo:
-            k = todo.pop()
-            for j in [s[0] for s in self.nodes[k].inputs if s[0] != "feed"] + self.nodes[
-                k
-            ].controls:
-                if j not in upstream:
-                    upstream.add(j)
-                    todo.append(j)
-        if writers & upstream:
+        if writers & self._upstream(i):
             return False
         for w in writers:
             self.nodes[w].controls.append(i)
@@ -201,6 +188,17 @@ class PartitionView:
                 else:
                     out.append(j)
         return out
+
+    def _upstream(self, i: int) -> set[int]:
+        """Every node that node i waits for, through data or control edges."""
+        seen, todo = set(), [i]
+        while todo:
+            node = self.nodes[todo.pop()]
+            for j in [s[0] for s in node.inputs if s[0] != "feed"] + node.controls:
+                if j not in seen:
+                    seen.add(j)
+                    todo.append(j)
+        return seen
 
     def _downstream(self, roots: set[int]) -> set[int]:
         """Every node that waits, through data or control edges, for one of `roots`."""
