@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_ops import _binary_op, _check_int_div, _trunc_div, _unary_op
@@ -35,8 +34,6 @@ __all__ = [
     "is_finite",
     "truncatediv",
     "truncatemod",
-    "reduce_logsumexp",
-    "count_nonzero",
 ]
 
 _FLOAT_OR_COMPLEX = TypeConstraint(
@@ -204,55 +201,3 @@ def truncatemod(x, y, name=None):
     Raises (when run): InvalidArgumentError "Integer division by zero"."""
     return ops.apply_op("TruncateMod", [x, y], name=name).outputs[0]
 
-
-# -- compositions of reductions (TF's math_ops) --------------------------------------------
-
-
-def _axis_and_keep(axis, keepdims, reduction_indices, keep_dims):
-    if reduction_indices is not None:
-        if axis is not None:
-            raise ValueError("Cannot specify both 'axis' and 'reduction_indices'.")
-        axis = reduction_indices
-    if keep_dims is not None:
-        if keepdims is not None:
-            raise ValueError("Cannot specify both 'keepdims' and 'keep_dims'.")
-        keepdims = keep_dims
-    return axis, bool(keepdims)
-
-
-def reduce_logsumexp(input_tensor, axis=None, keepdims=None, name=None,
-                     reduction_indices=None, keep_dims=None):  # fmt: skip
-    """log(sum(exp(x))) along `axis`, computed stably: the (finite) maximum is taken out
-    first and gets no gradient, as TF builds it; all -inf gives -inf."""
-    from asyncflow.ops import array_ops, reduction_ops
-
-    axis, keepdims = _axis_and_keep(axis, keepdims, reduction_indices, keep_dims)
-    with ops.name_scope(name, "ReduceLogSumExp", [input_tensor]):
-        x = ops.convert_to_tensor(input_tensor)
-        raw_max = reduction_ops.reduce_max(x, axis, keepdims=True)
-        finite = _apply("IsFinite", raw_max)
-        my_max = _g.apply("StopGradient", _g.apply("Select", finite, raw_max,
-                                                    _g.zeros_like(raw_max)))  # fmt: skip
-        total = reduction_ops.reduce_sum(_apply("Exp", _apply("Sub", x, my_max)), axis,
-                                         keepdims=keepdims)  # fmt: skip
-        if not keepdims:
-            my_max = array_ops.reshape(my_max, _g.shape(total))
-        return _apply("AddV2", _apply("Log", total), my_max)
-
-
-def count_nonzero(input_tensor=None, axis=None, keepdims=None, dtype=dtypes.int64, name=None,
-                  reduction_indices=None, keep_dims=None, input=None):  # noqa: A002  # fmt: skip
-    """How many elements along `axis` are not zero (not "" for strings), as `dtype`."""
-    from asyncflow.ops import reduction_ops
-
-    if input is not None:
-        if input_tensor is not None:
-            raise ValueError("Cannot specify both 'input' and 'input_tensor'.")
-        input_tensor = input
-    axis, keepdims = _axis_and_keep(axis, keepdims, reduction_indices, keep_dims)
-    with ops.name_scope(name, "count_nonzero", [input_tensor]):
-        x = ops.convert_to_tensor(input_tensor)
-        zero = _g.constant(b"" if x.dtype == dtypes.string else 0, x.dtype)
-        nonzero = _g.cast(_apply("NotEqual", x, zero), dtypes.int64)
-        counted = reduction_ops.reduce_sum(nonzero, axis, keepdims=keepdims)
-        return _g.cast(counted, dtype)
