@@ -187,15 +187,11 @@ class Placer:
             spec = spec.make_merged_spec(s)
             constrained_by = m
         candidates = [d for d, ds in zip(self.devices, self._specs) if _matches(spec, ds)]
-        with_kernels = [
-            d for d in candidates if all(d.supports(m.op_def) for m in members)
-        ]
+        with_kernels = [d for d in candidates if all(_supports(d, m) for m in members)]
         if with_kernels:
             return self._preferred(spec, with_kernels)
         if self.allow_soft:
-            relaxed = [
-                d for d in self.devices if all(d.supports(m.op_def) for m in members)
-            ]
+            relaxed = [d for d in self.devices if all(_supports(d, m) for m in members)]
             # Prefer the requested type and index when only the job/replica/task failed.
             same_type = [d for d in relaxed if spec.device_type in (None, d.device_type)]
             if relaxed:
@@ -240,7 +236,7 @@ class Placer:
                 f"{available}{why}",
             )
         for m in members:
-            missing = [d for d in candidates if not d.supports(m.op_def)]
+            missing = [d for d in candidates if not _supports(d, m)]
             if missing and len(missing) == len(candidates):
                 raise errors.InvalidArgumentError(
                     None,
@@ -297,6 +293,15 @@ class Placer:
     def _log(self, op, dev) -> None:
         if self.log:
             print(f"{op.name}: ({op.type}): {dev.name}", file=sys.stderr)
+
+
+def _supports(device, op: Operation) -> bool:
+    """Whether `device` runs `op`: a kernel for it, and (where the device says which,
+    as a GPU does: no strings in device memory) its dtypes."""
+    supports_op = getattr(device, "supports_op", None)
+    if supports_op is not None:
+        return supports_op(op)
+    return device.supports(op.op_def)
 
 
 def _compatible(a: device_spec.DeviceSpec, b: device_spec.DeviceSpec) -> bool:

@@ -41,6 +41,7 @@ from asyncflow.devices.base import Device
 
 __all__ = [
     "BACKLOG",
+    "STAGE_IN_THREAD_BYTES",
     "GPUDevice",
     "backend",
     "create_gpus",
@@ -50,7 +51,14 @@ __all__ = [
 
 # Computes enqueued before `compute` awaits the compute stream once (backpressure).
 BACKLOG = 64
+# Host values at least this big are copied into pinned staging on a worker thread.
+STAGE_IN_THREAD_BYTES = 4 << 20
 GPU_PRIORITY = 200  # placement: ops with a GPU kernel go to GPU:0 first, as TF
+# What lives in device memory (CuPy's dtypes): no strings, no bfloat16.
+GPU_DTYPES = frozenset(
+    "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool "
+    "complex64 complex128".split()
+)
 
 
 class _Backend:
@@ -295,6 +303,20 @@ class GPUDevice(Device):
                     entry = p.kernels[id(kd)] = (kd, bound)
         return entry[1]
 
+    def supports_op(self, op) -> bool:
+        """A kernel for the op, and only GPU_DTYPES among its inputs and outputs: TF
+        registers no GPU kernel for DT_STRING, so such ops stay on the CPU (a string
+        Const, an Identity or Reshape of strings)."""
+        if self.kernel_for(op.op_def) is None:
+            return False
+        for t in op._inputs:
+            if t.dtype.base_dtype.name not in GPU_DTYPES:
+                return False
+        for t in op._outputs:
+            if t.dtype.base_dtype.name not in GPU_DTYPES:
+                return False
+        return True
+
     # -- memory
     def memory_stats(self) -> dict:
         used = self._phys.used()
@@ -378,7 +400,11 @@ class GPUDevice(Device):
         p, xp = self._phys, self.xp
         with p.cuda_device:
             staging = p.backend.empty_pinned(host.shape, host.dtype)
+        if host.nbytes >= STAGE_IN_THREAD_BYTES:  # a big memcpy would hold the loop
+            await asyncio.get_running_loop().run_in_executor(None, np.copyto, staging, host)
+        else:
             np.copyto(staging, host)
+        with p.cuda_device:
             with p.compute:  # allocated on the compute stream, which will use it
                 out = xp.empty(host.shape, host.dtype)
             # The copy may write memory the compute stream used before: after it.
@@ -396,6 +422,8 @@ class GPUDevice(Device):
             )
         p = self._phys
         with p.cuda_device:
+            with p.compute:  # (a strided view: made contiguous before the event)
+                value = self.xp.ascontiguousarray(value)
             p.d2h.wait_event(p.compute.record())  # after its producer (and all before)
             out = p.backend.empty_pinned(value.shape, value.dtype)
             value.get(stream=p.d2h, out=out, blocking=False)

@@ -404,3 +404,18 @@ def test_multi_gpu_towers_match_the_single_device_run(fake_gpus, capsys):
     for a, b in zip(multi_vars, single_vars, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert example.main() == 0
+
+
+def test_string_tensors_stay_on_the_cpu(fake_gpus):
+    """TF has no GPU kernels for DT_STRING: a string Const, Identity and Reshape run on the
+    CPU even though their ops have generic kernels; the numbers beside them on GPU:0."""
+    g = af.Graph()
+    with g.as_default():
+        s = af.reshape(af.identity(af.constant([b"ab", b"cd"], name="s")), [2, 1], name="r")
+        n = af.identity(af.constant([1.0, 2.0]), name="n")
+    with af.Session(graph=g) as sess:
+        got_s, got_n = sess.run([s, n])
+        placed = {op.name: d.device_type for op, d in sess._master.placer.assignment.items()}
+    assert got_s.tolist() == [[b"ab"], [b"cd"]]
+    np.testing.assert_array_equal(got_n, [1.0, 2.0])
+    assert placed["s"] == placed["r"] == "CPU" and placed["n"] == "GPU"
