@@ -1,0 +1,252 @@
+"""REST serving benchmark: `python -m asyncflow.serving` against a plain aiohttp+NumPy server.
+
+The model is the digits MLP 64-128-10 (ReLU, softmax) with seeded random weights,
+exported as a TF1 SavedModel (version 1 under a model base path).  Each server runs in its
+own process; a closed-loop load generator (this process, aiohttp client) keeps C requests
+in flight, one instance per request (`{"instances": [[64 floats]]}`), for `--seconds`
+after a short warm-up, and records every request's latency.  Servers:
+
+- ``numpy-aiohttp``: the issue's baseline, a minimal aiohttp server whose handler parses
+  the JSON, computes the same model with NumPy and writes `{"predictions": ...}`;
+- ``asyncflow``: `python -m asyncflow.serving` (each request one `Session.arun` step);
+- ``asyncflow-batching``: the same with `--enable_batching` (max_batch_size 64, greedy).
+
+Usage::
+
+    flock /tmp/bench.lock .venv/bin/python benchmarks/serving_rest_bench.py
+    .venv/bin/python benchmarks/serving_rest_bench.py --seconds 2 --concurrency 1 64 --json
+
+Target (issue 19): at C=64, asyncflow's throughput >= 1.0x numpy-aiohttp's at no worse p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = "digits"
+
+
+# -- the model ------------------------------------------------------------------------------
+
+
+def make_weights(seed=0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {
+        "w1": (rng.standard_normal((64, 128)) * (2 / 64) ** 0.5).astype(np.float32),
+        "b1": (rng.standard_normal(128) * 0.1).astype(np.float32),
+        "w2": (rng.standard_normal((128, 10)) * (2 / 128) ** 0.5).astype(np.float32),
+        "b2": (rng.standard_normal(10) * 0.1).astype(np.float32),
+    }
+
+
+def numpy_model(weights, x):
+    h = np.maximum(x @ weights["w1"] + weights["b1"], 0)
+    logits = h @ weights["w2"] + weights["b2"]
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def export(weights, base_path):
+    sys.path.insert(0, ROOT)
+    import asyncflow as af
+    from asyncflow.saved_model import simple_save
+
+    with af.Graph().as_default() as g:
+        x = af.placeholder(af.float32, [None, 64], name="x")
+        w1 = af.Variable(weights["w1"], name="w1")
+        b1 = af.Variable(weights["b1"], name="b1")
+        w2 = af.Variable(weights["w2"], name="w2")
+        b2 = af.Variable(weights["b2"], name="b2")
+        h = af.nn.relu(af.matmul(x, w1) + b1)
+        probs = af.nn.softmax(af.matmul(h, w2) + b2, name="probs")
+        with af.Session(graph=g) as sess:
+            sess.run(af.global_variables_initializer())
+            simple_save(sess, os.path.join(base_path, "1"), {"x": x}, {"probs": probs})
+
+
+# -- the baseline server ---------------------------------------------------------------------
+
+
+def numpy_server(weights_path: str) -> None:
+    from aiohttp import web
+
+    with np.load(weights_path) as f:
+        weights = {k: f[k] for k in f.files}
+
+    async def predict(request):
+        doc = json.loads(await request.read())
+        x = np.asarray(doc["instances"], dtype=np.float32)
+        probs = numpy_model(weights, x)
+        return web.Response(
+            body=json.dumps({"predictions": probs.tolist()}).encode(),
+            content_type="application/json",
+        )
+
+    async def main():
+        app = web.Application()
+        app.router.add_post(f"/v1/models/{MODEL}:predict", predict)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        print(f"Exporting HTTP/REST API at 127.0.0.1:{runner.addresses[0][1]}", flush=True)
+        await asyncio.Event().wait()
+
+    _run(main())
+
+
+def _run(coro):
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+# -- the load generator ----------------------------------------------------------------------
+
+
+async def load(port, concurrency, seconds, warmup, bodies, expected):
+    from aiohttp import ClientSession, TCPConnector
+
+    url = f"http://127.0.0.1:{port}/v1/models/{MODEL}:predict"
+    latencies = []
+    failures = 0
+    headers = {"Content-Type": "application/json"}
+
+    async with ClientSession(connector=TCPConnector(limit=0)) as http:
+        # correctness first: the server's answer is the NumPy model's
+        async with http.post(url, data=bodies[0], headers=headers) as r:
+            got = np.asarray((await r.json())["predictions"])
+        np.testing.assert_allclose(got, expected[0:1], rtol=1e-4, atol=1e-6)
+
+        async def client(stop_at, record):
+            nonlocal failures
+            i = 0
+            while time.perf_counter() < stop_at:
+                body = bodies[i % len(bodies)]
+                i += 1
+                t0 = time.perf_counter()
+                async with http.post(url, data=body, headers=headers) as r:
+                    await r.read()
+                    ok = r.status == 200
+                if record:
+                    latencies.append(time.perf_counter() - t0)
+                    failures += not ok
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client(t0 + warmup, False) for _ in range(concurrency)))
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client(t0 + seconds, True) for _ in range(concurrency)))
+        elapsed = time.perf_counter() - t0
+    a = np.asarray(latencies) * 1e3
+    return {
+        "requests": len(a),
+        "req_s": len(a) / elapsed,
+        "p50_ms": float(np.percentile(a, 50)),
+        "p99_ms": float(np.percentile(a, 99)),
+        "failed": failures,
+    }
+
+
+def start(cmd) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:
+        m = re.search(r"Exporting HTTP/REST API at [^:]+:(\d+)", line)
+        if m:
+            return proc, int(m.group(1))
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    raise RuntimeError(f"server did not start: {cmd}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--warmup", type=float, default=0.5)
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    p.add_argument(
+        "--servers", nargs="+", default=["numpy-aiohttp", "asyncflow", "asyncflow-batching"]
+    )
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--numpy-server", metavar="WEIGHTS_NPZ", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.numpy_server:
+        return numpy_server(args.numpy_server)
+
+    weights = make_weights()
+    rng = np.random.default_rng(1)
+    rows = rng.random((256, 64), dtype=np.float32)
+    bodies = [json.dumps({"instances": [r.tolist()]}).encode() for r in rows]
+    expected = numpy_model(weights, rows)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = os.path.join(tmp, MODEL)
+        export(weights, base)
+        npz = os.path.join(tmp, "weights.npz")
+        np.savez(npz, **weights)
+        batching = os.path.join(tmp, "batching.txt")
+        with open(batching, "w") as f:
+            f.write(
+                "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 0 }\n"
+                "max_enqueued_batches { value: 1000 }\n"
+            )
+        serve = [
+            sys.executable,
+            "-m",
+            "asyncflow.serving",
+            "--rest_api_port=0",
+            "--rest_api_host=127.0.0.1",
+            f"--model_name={MODEL}",
+            f"--model_base_path={base}",
+        ]
+        commands = {
+            "numpy-aiohttp": [sys.executable, os.path.abspath(__file__), "--numpy-server", npz],
+            "asyncflow": serve,
+            "asyncflow-batching": serve
+            + ["--enable_batching", f"--batching_parameters_file={batching}"],
+        }
+        for name in args.servers:
+            proc, port = start(commands[name])
+            try:
+                for c in args.concurrency:
+                    results[(name, c)] = _run(
+                        load(port, c, args.seconds, args.warmup, bodies, expected)
+                    )
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+
+    if args.json:
+        print(json.dumps([{"server": s, "concurrency": c, **r} for (s, c), r in results.items()]))
+        return
+    print(
+        f"{'server':20} {'C':>3} {'req/s':>8} {'x numpy':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'failed':>6}"
+    )
+    for (name, c), r in results.items():
+        base_r = results.get(("numpy-aiohttp", c))
+        ratio = f"{r['req_s'] / base_r['req_s']:.2f}" if base_r else "-"
+        print(
+            f"{name:20} {c:3d} {r['req_s']:8.0f} {ratio:>8} {r['p50_ms']:8.2f} "
+            f"{r['p99_ms']:8.2f} {r['failed']:6d}"
+        )
+
+
+if __name__ == "__main__":
+    main()
