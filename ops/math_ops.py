@@ -22,6 +22,7 @@ both (registering their ops) and re-exports their builders (`math_ops.cast`,
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable
 
@@ -131,6 +132,12 @@ _COMPARABLE = REAL
 # warnings are silenced by the module-level filter below instead of an errstate block
 # (~2 µs each): TF yields inf/nan without a word, and so do we.
 _INLINE_ELEMENTS = 4096
+
+
+def _broadcast_small(x, y) -> bool:
+    """Whether broadcasting x with y makes a small result ([4096,1] + [1,4096] does not:
+    two small inputs, 16M outputs, which must go through the device's cost model)."""
+    return math.prod(np.broadcast_shapes(x.shape, y.shape)) < _INLINE_ELEMENTS
 warnings.filterwarnings(
     "ignore",
     message=r"(divide by zero|invalid value|overflow|underflow) encountered",
@@ -194,7 +201,9 @@ def _binary_op(
         if check is not None:
             check(ctx.xp, x, y, in_fixed or ctx.attrs["T"])
         out_dtype = out_fixed or ctx.attrs["T"]
-        if x.size + y.size < _INLINE_ELEMENTS:  # small: no errstate, no device hop
+        if x.size + y.size < _INLINE_ELEMENTS and (  # small in and out: no errstate, no hop
+            x.shape == y.shape or x.size == 1 or y.size == 1 or _broadcast_small(x, y)
+        ):
             z = fn(ctx.xp, x, y)
         elif inplace is not None and (ctx.may_forward(0, x) or ctx.may_forward(1, y)):
             shape = x.shape if x.shape == y.shape else np.broadcast_shapes(x.shape, y.shape)

@@ -221,3 +221,16 @@ def test_arun_while_bound_to_a_loop_running_elsewhere_is_a_clear_error(graph):
         thread.join(10)
         loop.close()
         s.close()
+
+
+async def test_a_small_broadcast_with_a_large_result_is_not_judged_by_its_inputs(graph):
+    # [2000,1] + [1,2000]: 16 KiB in, 16 MiB out. The elementwise fast path must not run
+    # it inline on the loop because its inputs are small; the cost model decides.
+    a = af.placeholder(af.float32, [2000, 1])
+    b = af.placeholder(af.float32, [1, 2000])
+    feed = {a: np.full((2000, 1), 0.5, np.float32), b: np.full((1, 2000), 2.0, np.float32)}
+    async with af.Session() as s:
+        dev = s._devices[0]
+        got = await s.arun(a + b, feed)
+        assert got.shape == (2000, 2000) and (got == 2.5).all()
+        assert dev.offloaded == 1  # the broadcast add, the step's only kernel
