@@ -12,6 +12,9 @@ of `--block` steps so machine noise hits them alike:
 Prints each median step time and its overhead over `plain`.
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/summary_bench.py
+    flock /tmp/bench.lock /work/tfvenv/bin/python benchmarks/summary_bench.py --backend tf
+
+(the same code runs on tf.compat.v1 for comparison).
 """
 
 from __future__ import annotations
@@ -27,12 +30,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import train_bench  # noqa: E402
 
-import asyncflow as af  # noqa: E402
-from asyncflow.ops import nn_impl  # noqa: E402
-from asyncflow.train.optimizers import GradientDescentOptimizer  # noqa: E402
+
+def _backend(name: str):
+    if name == "tf":
+        import os
+
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow.compat.v1 as tf
+
+        tf.disable_eager_execution()
+        tf.disable_resource_variables()
+        return tf
+    import asyncflow
+
+    return asyncflow
 
 
-def build():
+def build(af):
     x_val, y_val, weights = train_bench._data()
     graph = af.Graph()
     with graph.as_default():
@@ -44,8 +58,8 @@ def build():
             h = af.matmul(h, params[2 * k]) + params[2 * k + 1]
             if k < 2:
                 h = af.nn.relu(h)
-        loss = af.reduce_mean(nn_impl.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
-        train = GradientDescentOptimizer(train_bench.LR).minimize(loss)
+        loss = af.reduce_mean(af.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+        train = af.train.GradientDescentOptimizer(train_bench.LR).minimize(loss)
         scalar = af.summary.scalar("loss", loss)
         histos = af.summary.merge([scalar] + [af.summary.histogram(p.op.name, p) for p in params])
         init = af.global_variables_initializer()
@@ -79,8 +93,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--block", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--backend", choices=["asyncflow", "tf"], default="asyncflow")
     args = parser.parse_args()
-    steps, sess, writer = build()
+    steps, sess, writer = build(_backend(args.backend))
     times: dict[str, list[float]] = {k: [] for k in steps}
     for step in steps.values():
         for _ in range(args.warmup):
