@@ -1,7 +1,7 @@
 """TF1 top-level math names built from existing ops (so they differentiate through them):
-log_sigmoid, div_no_nan, reduce_variance, reduce_std, scalar_mul, eye, tensordot,
-meshgrid, broadcast_to, trace, matrix_transpose, where_v2, histogram_fixed_width,
-bincount.
+log_sigmoid, div_no_nan, count_nonzero, reduce_logsumexp, reduce_variance, reduce_std,
+scalar_mul, eye, tensordot, meshgrid, broadcast_to, trace, matrix_transpose, where_v2,
+histogram_fixed_width, bincount.
 
 The package re-exports these before the op families, so a family that later registers
 a dedicated op under one of these names takes its place.
@@ -23,10 +23,13 @@ from asyncflow.ops import (
     reduction_ops,
     slicing_ops,
 )
+from asyncflow.ops.gradient_ops import stop_gradient
 
 __all__ = [
     "log_sigmoid",
     "div_no_nan",
+    "count_nonzero",
+    "reduce_logsumexp",
     "reduce_variance",
     "reduce_std",
     "scalar_mul",
@@ -68,6 +71,48 @@ def _select(cond, a, b):
     ones = array_ops.ones(shape, dtypes.bool)
     cond = math_ops.logical_and(cond, ones)
     return slicing_ops.where(cond, a * array_ops.ones_like(b), b * array_ops.ones_like(a))
+
+
+def count_nonzero(
+    input_tensor=None,
+    axis=None,
+    keepdims=None,
+    dtype=dtypes.int64,
+    name=None,
+    reduction_indices=None,
+    keep_dims=None,
+    input=None,
+):  # noqa: A002
+    """The number of non-zero elements over `axis`."""
+    x = _t(input if input_tensor is None else input_tensor, "input_tensor")
+    axis = reduction_indices if axis is None else axis
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with ops.name_scope(name, "count_nonzero", [x]):
+        zero = array_ops.zeros_like(x) if x.dtype != dtypes.string else ""
+        nz = cast_ops.cast(math_ops.not_equal(x, zero), dtypes.int64)
+        return cast_ops.cast(reduction_ops.reduce_sum(nz, axis, keepdims=keep), dtype)
+
+
+def reduce_logsumexp(
+    input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None, keep_dims=None
+):
+    """log(sum(exp(x))) over `axis`, computed stably (max subtracted first)."""
+    axis = reduction_indices if axis is None else axis
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with ops.name_scope(name, "ReduceLogSumExp", [input_tensor]):
+        x = _t(input_tensor, "input_tensor")
+        m = reduction_ops.reduce_max(x, axis, keepdims=True)
+        finite = math_ops.less(math_ops.abs(m), np.inf)  # an all -inf row keeps 0 as shift
+        m = stop_gradient(_select(finite, m, array_ops.zeros_like(m)))
+        out = math_ops.log(reduction_ops.reduce_sum(math_ops.exp(x - m), axis, keepdims=True))
+        out = out + m
+        if not keep:
+            out = (
+                reduction_ops.reduce_sum(out, axis)
+                if axis is not None
+                else array_ops.reshape(out, [])
+            )
+        return out
 
 
 def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
