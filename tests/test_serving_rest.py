@@ -23,6 +23,7 @@ W = {
     1: np.arange(6, dtype=np.float32).reshape(3, 2) / 4,
     2: -np.arange(6, dtype=np.float32)[::-1].reshape(3, 2),
 }
+WC = np.array([[1.0, -1.0, 0.5], [0.25, 2.0, -3.0]], np.float32)
 B = {1: np.array([0.5, -1.0], np.float32), 2: np.array([2.0, 3.0], np.float32)}
 
 
@@ -37,6 +38,18 @@ def _export(export_dir, version):
         p = af.placeholder(af.float32, [None], name="p")
         q = af.placeholder(af.float32, [None], name="q")
         s = af.placeholder(af.string, [None], name="s")
+        serialized = af.placeholder(af.string, [None], name="tf_example")
+        parsed = af.parse_example(
+            serialized,
+            {
+                "x": af.FixedLenFeature([2], af.float32),
+                "k": af.FixedLenFeature([1], af.int64, default_value=[0]),
+            },
+        )
+        scores = af.nn.softmax(af.matmul(parsed["x"], WC))
+        classes = af.tile(af.constant([[b"a", b"b", b"c"]]), [af.shape(scores)[0], 1])
+        fx = parsed["x"]
+        regressed = fx[:, 0] * 2 + fx[:, 1] + af.cast(parsed["k"][:, 0], af.float32)
         with af.Session(graph=g) as sess:
             sess.run(af.global_variables_initializer())
             builder = sm.SavedModelBuilder(export_dir)
@@ -47,6 +60,8 @@ def _export(export_dir, version):
                 ),
                 "ratio": sm.predict_signature_def({"p": p, "q": q}, {"r": af.divide(p, q)}),
                 "echo": sm.predict_signature_def({"s": s}, {"s_bytes": af.identity(s)}),
+                "classify": sm.classification_signature_def(serialized, classes, scores),
+                "regress": sm.regression_signature_def(serialized, regressed),
             }
             builder.add_meta_graph_and_variables(sess, ["serve"], signature_def_map=sigs)
             builder.save()
@@ -181,6 +196,40 @@ async def test_chunked_request_body(client):
     np.testing.assert_allclose(body["predictions"], _ref(X), rtol=1e-6)
 
 
+def _softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+async def test_classify_examples(client):
+    xs = [[1.0, 2.0], [-0.5, 0.25]]
+    status, body = await _json(
+        await client.post(
+            "/v1/models/m:classify",
+            json={"signature_name": "classify", "examples": [{"x": x} for x in xs]},
+        )
+    )
+    assert status == 200
+    want = _softmax(np.array(xs, np.float32) @ WC)
+    assert [[c[0] for c in row] for row in body["result"]] == [["a", "b", "c"]] * 2
+    np.testing.assert_allclose([[c[1] for c in row] for row in body["result"]], want, rtol=1e-5)
+
+
+async def test_regress_examples_with_context(client):
+    status, body = await _json(
+        await client.post(
+            "/v1/models/m/versions/1:regress",
+            json={
+                "signature_name": "regress",
+                "context": {"k": 10},
+                "examples": [{"x": [1.0, 2.0]}, {"x": [3, 0.5], "k": [-4]}],
+            },
+        )
+    )
+    assert status == 200
+    assert body == {"result": [1 * 2 + 2 + 10, 3 * 2 + 0.5 - 4]}
+
+
 # -- status and metadata --------------------------------------------------------------------
 
 
@@ -203,7 +252,8 @@ async def test_metadata_prints_signature_defs(client):
     assert status == 200
     assert body["model_spec"] == {"name": "m", "signature_name": "", "version": "2"}
     defs = body["metadata"]["signature_def"]["signature_def"]
-    assert {"serving_default", "multi", "ratio", "echo"} <= set(defs)
+    assert {"serving_default", "multi", "ratio", "echo", "classify", "regress"} <= set(defs)
+    assert defs["classify"]["method_name"] == "tensorflow/serving/classify"
     default = defs["serving_default"]
     assert default["method_name"] == "tensorflow/serving/predict"
     assert default["inputs"]["x"] == {
@@ -284,7 +334,29 @@ async def test_metadata_prints_signature_defs(client):
             400,
             "2 inputs",
         ),
-        ("POST", "/v1/models/m:classify", {"examples": []}, 501, "classify"),
+        (
+            "POST",
+            "/v1/models/m:classify",
+            {"examples": [{"x": [1.0, 2.0]}]},
+            400,
+            "Expected classification signature method_name to be tensorflow/serving/classify. "
+            "Was: tensorflow/serving/predict",
+        ),
+        (
+            "POST",
+            "/v1/models/m:regress",
+            {"examples": [], "signature_name": "regress"},
+            400,
+            "'examples' must be a non-empty list",
+        ),
+        (
+            "POST",
+            "/v1/models/m:regress",
+            {"examples": [{"x": [1.0, "a"]}], "signature_name": "regress"},
+            400,
+            "Feature 'x'",
+        ),
+        ("GET", "/v1/models/m/labels/stable", None, 501, "Version labels"),
     ],
 )
 async def test_errors(client, method, url, payload, code, message):

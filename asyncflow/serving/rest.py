@@ -5,6 +5,8 @@ URLs (tensorflow_model_server's):
     GET  /v1/models/M[/versions/V]            model status
     GET  /v1/models/M[/versions/V]/metadata   signature defs
     POST /v1/models/M[/versions/V]:predict    {"instances": [...]} or {"inputs": ...}
+    POST /v1/models/M[/versions/V]:classify   {"examples": [{feature: value}], "context": ...}
+    POST /v1/models/M[/versions/V]:regress    (the same) -> {"result": [...]}
 
 Responses and errors are TF Serving's JSON: `{"predictions": ...}` (row form: one entry
 per instance, an object per instance when the signature has several outputs),
@@ -287,6 +289,107 @@ def metadata_json(name: str, version: int, model) -> dict:
     }
 
 
+# -- classify and regress (tf.Example inputs) ------------------------------------------------
+
+CLASSIFY_METHOD_NAME = "tensorflow/serving/classify"
+REGRESS_METHOD_NAME = "tensorflow/serving/regress"
+
+
+def _feature(name: str, value):
+    """A JSON feature value -> tf.train.Feature: ints -> int64_list, numbers with a
+    fraction -> float_list, strings and {"b64": ...} -> bytes_list."""
+    from asyncflow import example_pb
+
+    values = value if isinstance(value, list) else [value]
+    feature = example_pb.Feature()
+    if not values:
+        feature.float_list.SetInParent()
+        return feature
+    if all(isinstance(v, (str, dict)) for v in values):
+        feature.bytes_list.value.extend(_decode_b64(values))
+    elif all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        feature.int64_list.value.extend(values)
+    elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        feature.float_list.value.extend(values)
+    else:
+        raise _invalid(f"Feature '{name}': values must all be numbers or all strings")
+    return feature
+
+
+def serialized_examples(doc: dict) -> np.ndarray:
+    """The request's `examples` (with `context` merged into each) as serialized
+    tf.Examples: a 1-D object array, what a classify/regress signature's input takes."""
+    from asyncflow import example_pb
+
+    examples = doc.get("examples")
+    if not isinstance(examples, list) or not examples:
+        raise _invalid("'examples' must be a non-empty list of objects")
+    context = doc.get("context", {})
+    if not isinstance(context, dict):
+        raise _invalid("'context' must be an object")
+    out = []
+    for i, ex in enumerate(examples):
+        if not isinstance(ex, dict):
+            raise _invalid(f"Failed to process element: {i} of 'examples' list: not an object")
+        example = example_pb.Example()
+        for name, value in {**context, **ex}.items():
+            example.features.feature[name].CopyFrom(_feature(name, value))
+        out.append(example.SerializeToString())
+    return np.array(out, dtype=object)
+
+
+def _method_signature(model, doc, method: str, verb: str):
+    name = doc.get("signature_name") or model.default_signature
+    if not isinstance(name, str):
+        raise _invalid("'signature_name' must be a string")
+    signature = model._signature(name)
+    if signature.method_name != method:
+        kind = "classification" if verb == "classify" else "regression"
+        raise _invalid(
+            f"Expected {kind} signature method_name to be {method}. Was: {signature.method_name}"
+        )
+    if list(signature.inputs) != ["inputs"]:
+        raise _invalid(f"Expected one input Tensor named 'inputs' in signature {name}")
+    return name
+
+
+def classify_results(outputs: Mapping, batch: int) -> list:
+    """Per example, [[label, score], ...] as TF Serving writes ClassificationResult."""
+    classes = outputs.get("classes")
+    scores = outputs.get("scores")
+    ref = classes if classes is not None else scores
+    ref = np.asarray(ref)
+    if ref.ndim != 2 or ref.shape[0] != batch:
+        raise _invalid(
+            f"Expected classes/scores Tensor of shape [{batch}, num_classes], got {ref.shape}"
+        )
+    if classes is not None and scores is not None and np.shape(scores) != np.shape(classes):
+        raise _invalid("Tensors class and score should match in shape")
+    results = []
+    for i in range(batch):
+        row = []
+        for j in range(ref.shape[1]):
+            label = classes[i][j] if classes is not None else b""
+            if isinstance(label, bytes):
+                label = label.decode("utf-8", "replace")
+            score = float(scores[i][j]) if scores is not None else 0.0
+            row.append([label, score])
+        results.append(row)
+    return results
+
+
+def regress_results(outputs: Mapping, batch: int) -> list:
+    values = np.asarray(outputs["outputs"])
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.shape != (batch,):
+        raise _invalid(
+            f"Expected output Tensor shape to be either [batch_size] or [batch_size, 1] "
+            f"but got {list(np.shape(outputs['outputs']))}"
+        )
+    return values.astype(np.float64).tolist()
+
+
 # -- the application ------------------------------------------------------------------------
 
 
@@ -324,8 +427,6 @@ def make_app(
                 return _json_response(_status(name, version))
             if request.method != "POST":
                 raise _invalid(f"Malformed request: {request.method} {path}")
-            if verb != "predict":
-                raise errors.UnimplementedError(None, None, f"{verb} is not supported yet")
             version, model = registry.get(name, version)
             try:
                 body = await request.read()
@@ -333,7 +434,9 @@ def make_app(
                 return _json_response(
                     {"error": f"Request body larger than {max_body_bytes} bytes"}, 413
                 )
-            return _json_response(await _predict(model, body))
+            if verb == "predict":
+                return _json_response(await _predict(model, body))
+            return _json_response(await _classify_regress(model, body, verb))
         except Exception as e:  # every error answers TF Serving's JSON body
             return _error_response(e)
 
@@ -378,6 +481,18 @@ def make_app(
         if row:
             return {"predictions": predictions_row(outputs)}
         return {"outputs": outputs_column(outputs)}
+
+    async def _classify_regress(model, body: bytes, verb: str) -> dict:
+        doc = parse_body(body, max_depth)
+        method = CLASSIFY_METHOD_NAME if verb == "classify" else REGRESS_METHOD_NAME
+        signature_name = _method_signature(model, doc, method, verb)
+        examples = serialized_examples(doc)
+        outputs = await model.predict(
+            {"inputs": examples}, signature_name, deadline_s=request_timeout_s
+        )
+        if verb == "classify":
+            return {"result": classify_results(outputs, len(examples))}
+        return {"result": regress_results(outputs, len(examples))}
 
     app = web.Application(client_max_size=max_body_bytes)
     app.router.add_route("*", "/{tail:.*}", dispatch)
