@@ -97,9 +97,9 @@ from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import special_math_ops as _special_math_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
-from asyncflow.ops import unique_ops as _unique_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
 from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
+from asyncflow.ops import unique_ops as _unique_ops  # noqa: E402
 
 # Composites first: an op family's dedicated op of the same name takes their place.
 _reexport(_math_composites)

@@ -20,8 +20,9 @@ overlap the parsing).
 
 Exactly-once (DESIGN.md "State"): records a step took are put back when that step
 fails or is cancelled (`current_step().on_failure`) -- unless an op computing on them
-failed (`queues.poisoned_by`: a poison record fails one step, as in TF) -- and records gathered by a read
-that is itself cancelled are put back before the cancellation propagates.  Put-back
+failed (`queues.poisoned_by`: a poison record fails one step, as in TF) -- and records
+gathered by a read that is itself cancelled are put back before the cancellation
+propagates.  Put-back
 records are served first, in their original order (each record has a serial number),
 so no record is lost or duplicated.  A chunk read still in flight when its reader was
 cancelled is kept and consumed by the next read.

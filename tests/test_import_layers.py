@@ -115,7 +115,9 @@ def _imports(mods) -> dict[str, set[str]]:
                     mod = f"{base}.{node.module}" if node.module else base
                 else:
                     mod = node.module or ""
-                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in mods else mod for a in node.names]
+                targets = [
+                    f"{mod}.{a.name}" if f"{mod}.{a.name}" in mods else mod for a in node.names
+                ]
             else:
                 continue
             for t in targets:
