@@ -376,3 +376,32 @@ def test_load_saved_model_sync(tmp_path):
     with pytest.raises(errors.InvalidArgumentError, match="signature key"):
         serving.load(export_dir, signature_name="nope")
     model.close()
+
+
+async def test_idle_per_shape_queues_are_freed():
+    fn = GatedFn()
+    b = Batcher(fn, max_batch_size=8)
+    first = asyncio.ensure_future(b.submit({"x": np.ones((1, 1), np.float32)}))
+    await settle()
+    assert b.running_batches == 1 and b.active_queues() == 0  # its batch left the queue
+    shapes = [(1, 2), (2, 3), (1, 1)]
+    queued = [asyncio.ensure_future(b.submit({"x": np.ones(s, np.float32)})) for s in shapes]
+    await settle()
+    assert b.active_queues() == 3
+    fn.auto = True
+    fn.release(0)
+    results = await asyncio.gather(first, *queued)
+    assert [r["y"].shape for r in results] == [(1, 1)] + shapes
+    assert b.active_queues() == 0 and len(fn.calls) == 4
+    # a queued request withdrawn (cancelled) frees its queue too
+    fn.auto = False
+    running = asyncio.ensure_future(b.submit({"x": np.ones((1, 1), np.float32)}))
+    await settle()
+    lone = asyncio.ensure_future(b.submit({"x": np.ones((1, 7), np.float32)}))
+    await settle()
+    assert b.active_queues() == 1
+    lone.cancel()
+    await settle()
+    assert b.active_queues() == 0
+    fn.release()
+    assert (await running)["y"].tolist() == [[10.0]]

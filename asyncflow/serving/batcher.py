@@ -19,9 +19,10 @@ Ray Serve's names in mind:
   (default: its dim 0, which is always how its outputs are sliced back).
 
 Requests are merged only with requests of the same input names, dtypes and trailing
-shapes (one queue per such key).  Nothing sleeps: a batch's timeout is a
-`loop.call_at` timer, and dispatch happens in `loop.call_soon` callbacks, so requests
-submitted in the same loop pass share a batch even with a zero timeout.
+shapes (one queue per such key, dropped as soon as it has no pending batch).  Nothing
+sleeps: a batch's timeout is a `loop.call_at` timer, and dispatch happens in
+`loop.call_soon` callbacks, so requests submitted in the same loop pass share a batch
+even with a zero timeout.
 
 Invariants: a request's future is resolved exactly once (result, error, deadline or
 cancellation); a batch is in its queue's `pending` until it starts, and `_running`
@@ -304,6 +305,7 @@ class Batcher:
                 batch.queue.pending.remove(batch)
             except ValueError:
                 pass
+            self._release_if_idle(batch.queue)
 
     # -- dispatching
     def _schedule_dispatch(self) -> None:
@@ -318,6 +320,7 @@ class Batcher:
             if batch is None:
                 return
             batch.queue.pending.remove(batch)
+            self._release_if_idle(batch.queue)
             batch.started = True
             if batch.timer is not None:
                 batch.timer.cancel()
@@ -326,6 +329,12 @@ class Batcher:
             task = self._loop.create_task(self._run_batch(batch))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _release_if_idle(self, queue: _Queue) -> None:
+        """Forget a per-signature queue with nothing pending (a new request of that
+        signature makes a fresh one), so many distinct shapes do not accumulate."""
+        if not queue.pending and self._queues.get(queue.key) is queue:
+            del self._queues[queue.key]
 
     def _oldest_ready(self) -> _Batch | None:
         best = None
@@ -397,6 +406,10 @@ class Batcher:
                         )
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def active_queues(self) -> int:
+        """Per-signature (input names, dtypes, trailing shapes) queues with pending batches."""
+        return len(self._queues)
 
     def queued_requests(self) -> int:
         return sum(len(b.requests) for q in self._queues.values() for b in q.pending)
