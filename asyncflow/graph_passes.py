@@ -47,7 +47,6 @@ class PartitionView:
                     self._consumers[src[0]].append((i, k))
         self._fetched = {f[0] for f in partition.fetches if f[0] != "feed"}
         self._reads_ref = [self._derefs(node) for node in self.nodes]
-        self._count = 0
 
     def _derefs(self, node) -> bool:
         """Whether the node reads a variable's value through a reference edge."""
@@ -132,11 +131,10 @@ class PartitionView:
         `absorbed` (each feeding only this pattern) are dropped, and their control
         edges, in and out, move to the fused node.  Returns the new op."""
         old = self.nodes[into]
-        self._count += 1
         dtypes = [t.dtype for t in old.op._outputs]
-        op = make_op(
-            self._graph, op_type, f"{old.op.name}/_fused_{self._count}", attrs, [], dtypes
-        )
+        # The fused node keeps the name of the node it replaces, as TF's remapper does: its
+        # value is that node's (fetches, traces and errors name it so).
+        op = make_op(self._graph, op_type, old.op.name, attrs, [], dtypes)
         op.traceback = old.op.traceback  # errors name the user's line of the pattern
         for new_t, old_t in zip(op._outputs, old.op._outputs):
             new_t._shape, new_t._is_ref = old_t._shape, old_t._is_ref

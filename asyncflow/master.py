@@ -106,9 +106,8 @@ class Master:
         parts, fetch_map = partition_mod.partition(
             order, assignment, feed_tensors, elements, self._scratch_graph, lossy
         )
-        if not trace:  # (a traced step runs the graph as written: memory per op)
-            for p in parts:
-                run_graph_passes(p, self._scratch_graph)
+        for p in parts:  # (a traced step times the fused ops, as TF's trace shows them)
+            run_graph_passes(p, self._scratch_graph)
         if not parts:  # every fetch is fed (or nothing is fetched)
             parts, fetch_map = partition_mod.partition(
                 [], {}, feed_tensors, elements, self._scratch_graph
