@@ -53,7 +53,14 @@ __all__ = [
     "separable_conv2d",
     "embedding_lookup_sparse",
     "batch_norm_with_global_normalization",
+    "conv_transpose",
+    "depthwise_conv2d_backprop_input",
+    "depthwise_conv2d_backprop_filter",
 ]
+
+# TF1's tf.nn names for the native depthwise backprops (same arguments).
+depthwise_conv2d_backprop_input = conv_ops.depthwise_conv2d_native_backprop_input
+depthwise_conv2d_backprop_filter = conv_ops.depthwise_conv2d_native_backprop_filter
 
 
 def leaky_relu(features, alpha=0.2, name=None):
@@ -412,3 +419,40 @@ def batch_norm_with_global_normalization(
     return nn_impl.batch_normalization(
         t, m, v, beta, gamma if scale_after_normalization else None, variance_epsilon, name=name
     )
+
+
+def conv_transpose(
+    input,
+    filters,
+    output_shape,
+    strides,
+    padding="SAME",  # noqa: A002
+    data_format=None,
+    dilations=None,
+    name=None,
+):
+    """The N-d transposed convolution front end: 1-D and 2-D (by the filters' rank).
+
+    Raises:
+      ValueError: filters of another rank (3-D transposed convolution is not here).
+    """
+    rank = ops.convert_to_tensor(filters).shape.ndims
+    if rank == 3:
+        return conv1d_transpose(
+            input, filters, output_shape, strides, padding, data_format or "NWC", dilations, name
+        )
+    if rank == 4:
+        s = [strides] * 2 if isinstance(strides, int) else list(strides)
+        if len(s) == 2:
+            s = [1, *s, 1] if (data_format or "NHWC") == "NHWC" else [1, 1, *s]
+        return conv_ops.conv2d_transpose(
+            input,
+            filters,
+            output_shape,
+            s,
+            padding,
+            data_format=data_format or "NHWC",
+            dilations=dilations,
+            name=name,
+        )
+    raise ValueError(f"conv_transpose supports 1-D and 2-D filters here, got rank {rank}")

@@ -121,3 +121,22 @@ def test_embedding_lookup_sparse(sess, combiner):
     np.testing.assert_allclose(got[0], row0 / norm)
     np.testing.assert_allclose(got[1], 0.0)
     np.testing.assert_allclose(got[2], params[1] / (1.0 if combiner == "sum" else 1.0))
+
+
+def test_conv_transpose_front_end(sess):
+    x = RNG.randn(1, 3, 3, 2).astype(np.float32)
+    f = RNG.randn(2, 2, 4, 2).astype(np.float32)
+    a = af.nn.conv_transpose(x, f, [1, 6, 6, 4], 2)
+    b = af.nn.conv2d_transpose(x, f, [1, 6, 6, 4], [1, 2, 2, 1], "SAME")
+    np.testing.assert_allclose(*sess.run([a, b]))
+    x1 = RNG.randn(1, 4, 2).astype(np.float32)
+    f1 = RNG.randn(3, 5, 2).astype(np.float32)
+    np.testing.assert_allclose(
+        *sess.run(
+            [
+                af.nn.conv_transpose(x1, f1, [1, 6, 5], 1, "VALID"),
+                af.nn.conv1d_transpose(x1, f1, [1, 6, 5], 1, "VALID"),
+            ]
+        )
+    )
+    assert af.nn.depthwise_conv2d_backprop_input is af.nn.depthwise_conv2d_native_backprop_input
