@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from _testing_ops import settle
 from aiohttp.test_utils import TestClient, TestServer
 
 import asyncflow as af
@@ -470,3 +471,63 @@ def test_find_versions(base_path, tmp_path):
     assert server.find_versions(base_path) == [1, 2]
     with pytest.raises(af.errors.NotFoundError):
         server.find_versions(str(tmp_path / "missing"))
+
+
+# -- request timeout and draining -----------------------------------------------------------
+
+
+def _gated_registry(probes, key):
+    import _testing_ops
+
+    from asyncflow.serving import ServableModel
+
+    waiter = probes.waiter(key)
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [None], name="x")
+        y = _testing_ops.wait_op(x, waiter)
+    sess = af.Session(graph=g)
+    reg = rest.ModelRegistry()
+    reg.add("gated", 1, ServableModel.from_session(sess, {"x": x}, {"y": y}))
+    return reg, waiter
+
+
+async def test_request_timeout_answers_504(probes):
+    reg, _ = _gated_registry(probes, "rest-timeout")
+    app = rest.make_app(reg, request_timeout_s=0.05)
+    try:
+        async with TestClient(TestServer(app, host="127.0.0.1")) as c:
+            async with asyncio.timeout(20):
+                resp = await c.post("/v1/models/gated:predict", json={"instances": [1.0]})
+                status, body = await _json(resp)
+        assert status == 504 and body == {"error": "Deadline exceeded"}
+    finally:
+        await reg.aclose()
+
+
+async def test_stopping_drains_in_flight_requests(probes):
+    from aiohttp import ClientSession
+
+    reg, waiter = _gated_registry(probes, "rest-drain")
+    srv = server.ModelServer(reg, host="127.0.0.1", port=0)
+    port = await srv.start()
+    try:
+        async with ClientSession() as http, asyncio.timeout(30):
+
+            async def call():
+                url = f"http://127.0.0.1:{port}/v1/models/gated:predict"
+                async with http.post(url, json={"instances": [2.5, 4.0]}) as r:
+                    return r.status, await r.json()
+
+            request = asyncio.create_task(call())
+            assert await asyncio.to_thread(waiter.wait_started, 1, 10.0)
+            stopping = asyncio.create_task(srv.stop())
+            await settle()
+            assert not stopping.done()  # stop() waits for the request in flight
+            waiter.release()
+            assert await request == (200, {"predictions": [2.5, 4.0]})
+            await stopping
+            with pytest.raises(OSError):  # no longer listening
+                await asyncio.open_connection("127.0.0.1", port)
+    finally:
+        await srv.aclose()
