@@ -357,7 +357,13 @@ async def test_metadata_prints_signature_defs(client):
             400,
             "Feature 'x'",
         ),
-        ("GET", "/v1/models/m/labels/stable", None, 501, "Version labels"),
+        (
+            "POST",
+            "/v1/models/m/labels/stable:predict",
+            {"instances": X},
+            400,
+            "Unrecognized servable version label: stable",
+        ),
     ],
 )
 async def test_errors(client, method, url, payload, code, message):
@@ -531,3 +537,105 @@ async def test_stopping_drains_in_flight_requests(probes):
                 await asyncio.open_connection("127.0.0.1", port)
     finally:
         await srv.aclose()
+
+
+# -- --model_config_file --------------------------------------------------------------------
+
+CONFIG = """
+# two models over the same version directories
+model_config_list {
+  config {
+    name: "m"
+    base_path: "%s"
+    model_platform: "tensorflow"
+    model_version_policy { all {} }
+    version_labels { key: "stable" value: 1 }
+    version_labels { key: "canary" value: 2 }
+  }
+  config: {
+    name: 'm_one'
+    base_path: '%s'
+    model_version_policy: { specific { versions: 1 } }
+  }
+}
+"""
+
+
+async def test_model_config_file_policies_and_labels(base_path, tmp_path):
+    from aiohttp import ClientSession
+
+    config = tmp_path / "models.config"
+    config.write_text(CONFIG % (base_path, base_path))
+    args = server.parse_args(
+        ["--rest_api_port=0", "--rest_api_host=127.0.0.1", f"--model_config_file={config}"]
+    )
+    ready = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+    task = asyncio.create_task(server.serve(args, ready, stop))
+    try:
+        async with asyncio.timeout(30):
+            port = await ready
+            async with ClientSession() as http:
+                url = f"http://127.0.0.1:{port}/v1/models/"
+
+                async def get(path):
+                    async with http.get(url + path) as r:
+                        return r.status, await r.json()
+
+                async def post(path, doc):
+                    async with http.post(url + path, json=doc) as r:
+                        return r.status, await r.json()
+
+                def versions(body):
+                    return [v["version"] for v in body["model_version_status"]]
+
+                assert versions((await get("m"))[1]) == ["2", "1"]
+                assert versions((await get("m_one"))[1]) == ["1"]
+                assert versions((await get("m/labels/stable"))[1]) == ["1"]
+                assert (await get("m/labels/canary/metadata"))[1]["model_spec"]["version"] == "2"
+                for path, version in [
+                    ("m/labels/stable", 1),
+                    ("m/labels/canary", 2),
+                    ("m_one", 1),
+                    ("m", 2),
+                ]:
+                    status, body = await post(path + ":predict", {"instances": X})
+                    assert status == 200
+                    np.testing.assert_allclose(body["predictions"], _ref(X, version), rtol=1e-6)
+                status, body = await post("m_one/labels/stable:predict", {"instances": X})
+                assert (status, body) == (
+                    400,
+                    {"error": "Unrecognized servable version label: stable"},
+                )
+    finally:
+        stop.set()
+        async with asyncio.timeout(30):
+            await task
+
+
+def test_parse_model_config_and_version_policies():
+    from asyncflow.serving.config import parse_model_config, select_versions
+
+    (c,) = parse_model_config(
+        'model_config_list { config { name: "a" base_path: "/p" '
+        "model_version_policy { latest { num_versions: 2 } } } }"
+    )
+    assert (c.name, c.base_path, c.policy, c.labels) == ("a", "/p", ("latest", 2), {})
+    assert select_versions(c.policy, [3, 1, 7, 5]) == [5, 7]
+    assert select_versions(("latest", 1), [3, 1]) == [3]
+    assert select_versions(("all",), [3, 1]) == [1, 3]
+    assert select_versions(("specific", (1, 9)), [3, 1]) == [1]
+    with pytest.raises(af.errors.InvalidArgumentError, match="missing"):
+        parse_model_config("model_config_list { config { name: 'a'")
+    with pytest.raises(af.errors.InvalidArgumentError, match="base_path"):
+        parse_model_config("model_config_list { config { name: 'a' } }")
+    with pytest.raises(af.errors.InvalidArgumentError, match="Duplicate"):
+        parse_model_config(
+            "model_config_list { config { name: 'a' base_path: '/x' } "
+            "config { name: 'a' base_path: '/y' } }"
+        )
+
+
+async def test_label_must_name_a_loaded_version(registry):
+    with pytest.raises(af.errors.FailedPreconditionError, match="version 9 of model m"):
+        registry.set_labels("m", {"stable": 9})

@@ -2,7 +2,7 @@
 
 URLs (tensorflow_model_server's):
 
-    GET  /v1/models/M[/versions/V]            model status
+    GET  /v1/models/M[/versions/V]            model status  (/labels/L for /versions/V)
     GET  /v1/models/M[/versions/V]/metadata   signature defs
     POST /v1/models/M[/versions/V]:predict    {"instances": [...]} or {"inputs": ...}
     POST /v1/models/M[/versions/V]:classify   {"examples": [{feature: value}], "context": ...}
@@ -68,6 +68,28 @@ class ModelRegistry:
 
     def __init__(self):
         self._models: dict[str, dict[int, object]] = {}
+        self._labels: dict[str, dict[str, int]] = {}
+
+    def set_labels(self, name: str, labels: Mapping[str, int]) -> None:
+        """Version labels (`/labels/L` URLs); each must name a loaded version."""
+        versions = self._models.get(name, {})
+        for version in labels.values():
+            if version not in versions:
+                raise errors.FailedPreconditionError(
+                    None,
+                    None,
+                    f"Request to assign label to version {version} of model {name}, which "
+                    "is not currently available for inference",
+                )
+        self._labels[name] = dict(labels)
+
+    def label_version(self, name: str, label: str) -> int:
+        version = self._labels.get(name, {}).get(label)
+        if version is None:
+            raise errors.InvalidArgumentError(
+                None, None, f"Unrecognized servable version label: {label}"
+            )
+        return version
 
     def add(self, name: str, version: int, model) -> None:
         self._models.setdefault(name, {})[int(version)] = model
@@ -406,12 +428,12 @@ def make_app(
         path = request.path
         match = _MODEL_URL.match(path)
         try:
-            if match is None or match["label"] is not None:
-                if match is not None:
-                    raise errors.UnimplementedError(None, None, "Version labels are not supported")
+            if match is None:
                 raise _invalid(f"Malformed request: {request.method} {path}")
             name = match["name"]
             version = match["version"]
+            if match["label"] is not None:
+                version = str(registry.label_version(name, match["label"]))
             if version is not None:
                 try:
                     version = int(version)

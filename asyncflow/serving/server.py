@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from asyncflow import errors
 from asyncflow.serving import model as _model
+from asyncflow.serving.config import ModelConfig, parse_model_config, select_versions
 from asyncflow.serving.rest import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_DEPTH,
@@ -76,6 +77,34 @@ async def load_latest(
         )
     await load_version(registry, name, base_path, versions[-1], batching=batching, tags=tags)
     return versions[-1]
+
+
+async def load_configs(
+    registry: ModelRegistry,
+    configs: list[ModelConfig],
+    *,
+    batching: Mapping | None = None,
+    tags=("serve",),
+) -> dict[str, list[int]]:
+    """Load every configured model's versions (per its policy) and labels; name -> versions."""
+    loaded = {}
+    for config in configs:
+        available = await asyncio.to_thread(find_versions, config.base_path)
+        versions = select_versions(config.policy, available)
+        if not versions:
+            raise errors.NotFoundError(
+                None,
+                None,
+                f"No versions of servable {config.name} found under base path "
+                f"{config.base_path} for version policy {config.policy}",
+            )
+        for v in versions:
+            await load_version(
+                registry, config.name, config.base_path, v, batching=batching, tags=tags
+            )
+        registry.set_labels(config.name, config.labels)
+        loaded[config.name] = versions
+    return loaded
 
 
 def parse_batching_parameters(text: str) -> dict:
@@ -165,7 +194,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--rest_api_port", type=int, default=8501)
     p.add_argument("--rest_api_host", default="0.0.0.0")
     p.add_argument("--model_name", default="default")
-    p.add_argument("--model_base_path", required=True)
+    p.add_argument("--model_base_path", default="")
+    p.add_argument("--model_config_file", default="", help="a ModelServerConfig (text format)")
     p.add_argument("--saved_model_tags", default="serve")
     p.add_argument("--enable_batching", type=_bool, default=False, nargs="?", const=True)
     p.add_argument("--batching_parameters_file", default="")
@@ -175,7 +205,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--rest_api_idle_timeout_s", type=float, default=75.0)
     p.add_argument("--rest_api_max_body_bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
     p.add_argument("--rest_api_max_json_depth", type=int, default=DEFAULT_MAX_DEPTH)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if bool(args.model_base_path) == bool(args.model_config_file):
+        p.error("give exactly one of --model_base_path and --model_config_file")
+    return args
 
 
 def _bool(text: str) -> bool:
@@ -202,13 +235,20 @@ async def serve(
             with open(args.batching_parameters_file) as f:  # noqa: ASYNC230 (startup)
                 batching = parse_batching_parameters(f.read())
     registry = ModelRegistry()
-    version = await load_latest(
-        registry,
-        args.model_name,
-        args.model_base_path,
-        batching=batching,
-        tags=tuple(t for t in args.saved_model_tags.split(",") if t),
-    )
+    tags = tuple(t for t in args.saved_model_tags.split(",") if t)
+    try:
+        if args.model_config_file:
+            with open(args.model_config_file) as f:  # noqa: ASYNC230 (startup)
+                configs = parse_model_config(f.read())
+            loaded = await load_configs(registry, configs, batching=batching, tags=tags)
+            version = ", ".join(f"{n} {v}" for n, v in loaded.items())
+        else:
+            version = await load_latest(
+                registry, args.model_name, args.model_base_path, batching=batching, tags=tags
+            )
+    except BaseException:
+        await registry.aclose()
+        raise
     server = ModelServer(
         registry,
         host=args.rest_api_host,
@@ -224,8 +264,12 @@ async def serve(
         await server.aclose()
         raise
     print(
-        f"Exporting HTTP/REST API at {args.rest_api_host}:{port}: model {args.model_name} "
-        f"version {version}",
+        f"Exporting HTTP/REST API at {args.rest_api_host}:{port}: "
+        + (
+            f"models {version}"
+            if args.model_config_file
+            else f"model {args.model_name} version {version}"
+        ),
         file=sys.stderr,
         flush=True,
     )
