@@ -639,3 +639,18 @@ def test_parse_model_config_and_version_policies():
 async def test_label_must_name_a_loaded_version(registry):
     with pytest.raises(af.errors.FailedPreconditionError, match="version 9 of model m"):
         registry.set_labels("m", {"stable": 9})
+
+
+async def test_example_embeds_the_api_in_an_aiohttp_app(capsys):
+    import argparse
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parent.parent / "examples" / "serve_aiohttp.py"
+    spec = importlib.util.spec_from_file_location("serve_aiohttp_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    async with asyncio.timeout(30):
+        await example.main(argparse.Namespace(host="127.0.0.1", port=0, selftest=True))
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == ['200 {"predictions": [[-2.5], [2.5]]}', '200 {"models": ["linear"]}']

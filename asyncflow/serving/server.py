@@ -4,7 +4,9 @@
 
 `--model_base_path` holds numbered version directories (`1/`, `2/`, ...), each a TF1
 SavedModel; the latest (highest) version is loaded, as TF Serving's default version
-policy does.  Every step runs with `Session.arun` on the server's own loop.
+policy does.  `--model_config_file` (instead) serves several models with their version
+policies and labels (asyncflow.serving.config).  Every step runs with `Session.arun` on
+the server's own loop.
 """
 
 from __future__ import annotations
