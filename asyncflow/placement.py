@@ -88,6 +88,7 @@ class Placer:
         self.log = log_device_placement
         self.assignment: dict[Operation, object] = {}
         self._flexible: set[Operation] = set()  # ops whose own device spec is ignored
+        self._mixed_loop_ops: set[Operation] = set()  # see `_preferred`
         self._specs = [device_spec.DeviceSpec.from_string(d.name) for d in self.devices]
 
     def place(self, ops: list[Operation]) -> dict[Operation, object]:
@@ -137,6 +138,7 @@ class Placer:
 
         if any(op.type in _CF_PRIMS for op in todo):
             frame_of, _ = static_frames(todo)
+            self._note_mixed_loops(todo, frame_of)
             first: dict = {}
             for op in todo:
                 if op.type not in _CF_PRIMS:
@@ -189,7 +191,7 @@ class Placer:
         candidates = [d for d, ds in zip(self.devices, self._specs) if _matches(spec, ds)]
         with_kernels = [d for d in candidates if all(_supports(d, m) for m in members)]
         if with_kernels:
-            return self._preferred(spec, with_kernels)
+            return self._preferred(spec, with_kernels, members)
         if self.allow_soft:
             relaxed = [d for d in self.devices if all(_supports(d, m) for m in members)]
             # Prefer the requested type and index when only the job/replica/task failed.
@@ -200,17 +202,34 @@ class Placer:
         self._check_feasible(members, candidates, op, spec)
         return candidates  # unreachable: _check_feasible raised
 
-    @staticmethod
-    def _preferred(spec, devices: list) -> list:
+    def _preferred(self, spec, devices: list, members=()) -> list:
         """TF's device priority: a group whose constraint names no device type goes to
         the first device of the highest-priority type that runs it (GPU:0 before any
-        CPU); devices without a priority (CPUs) stay open to the greedy simulation."""
+        CPU); devices without a priority (CPUs) stay open to the greedy simulation.
+
+        Inside a while loop that has ops the priority device cannot run (TensorArrays,
+        queues: their loop stays on the CPU), unconstrained ops stay off it too: a loop
+        split between a GPU and the CPU does not yet complete (dynamic_rnn hangs)."""
         if spec.device_type is not None:
             return devices
         best = max(getattr(d, "placement_priority", 0) for d in devices)
         if best <= 0:
             return devices
+        if self._mixed_loop_ops and any(m in self._mixed_loop_ops for m in members):
+            plain = [d for d in devices if getattr(d, "placement_priority", 0) <= 0]
+            return plain or devices
         return [next(d for d in devices if getattr(d, "placement_priority", 0) == best)]
+
+    def _note_mixed_loops(self, todo, frame_of) -> None:
+        """The ops inside while loops when some op inside a loop has no kernel on a
+        priority device (see `_preferred`)."""
+        ranked = [d for d in self.devices if getattr(d, "placement_priority", 0) > 0]
+        if not ranked:
+            return
+        top = max(ranked, key=lambda d: d.placement_priority)
+        in_loops = [op for op in todo if frame_of.get(op) is not None]
+        if any(not _supports(top, op) for op in in_loops if not op.device):
+            self._mixed_loop_ops.update(in_loops)
 
     def _check_feasible(self, members, candidates, op, spec=None) -> None:
         spec = spec if spec is not None else device_spec.DeviceSpec.from_string(op.device or "")

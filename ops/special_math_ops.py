@@ -14,6 +14,7 @@ import numpy as np
 
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _binary_op, _check_int_div, _trunc_div, _unary_op
 from asyncflow.registry import FLOATING, REAL, NotDifferentiable, TypeConstraint, register_op
 
@@ -45,8 +46,10 @@ _erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 
 def _via_double(fn):
-    """fn computed in float64 (math.erf's precision), returned in x's dtype."""
-    return lambda xp, x: xp.asarray(fn(np.asarray(x, np.float64))).astype(x.dtype)
+    """fn computed in float64 (math.erf's precision), returned in x's dtype.  On a
+    device, x comes to the host by an explicit copy (`to_host`) and the result goes
+    back with `xp.asarray`."""
+    return lambda xp, x: xp.asarray(fn(np.asarray(to_host(xp, x), np.float64))).astype(x.dtype)
 
 
 Acos = _unary_op("Acos", lambda xp, x: xp.arccos(x), _FLOAT_OR_COMPLEX)
@@ -200,4 +203,3 @@ def truncatemod(x, y, name=None):
 
     Raises (when run): InvalidArgumentError "Integer division by zero"."""
     return ops.apply_op("TruncateMod", [x, y], name=name).outputs[0]
-

@@ -419,3 +419,24 @@ def test_string_tensors_stay_on_the_cpu(fake_gpus):
     assert got_s.tolist() == [[b"ab"], [b"cd"]]
     np.testing.assert_array_equal(got_n, [1.0, 2.0])
     assert placed["s"] == placed["r"] == "CPU" and placed["n"] == "GPU"
+
+
+def test_dynamic_rnn_with_a_gpu_present_matches_cpu(fake_gpus):
+    """A loop whose TensorArray ops have no GPU kernel stays on the CPU as a whole (a
+    loop split between the GPU and the CPU does not complete yet); the rest of the
+    graph still goes to GPU:0."""
+    from asyncflow import rnn, rnn_cell
+
+    results = []
+    for cfg in (_cpu_config(), af.ConfigProto()):
+        g = af.Graph()
+        with g.as_default():
+            af.set_random_seed(5)
+            x = af.constant(np.linspace(-1, 1, 24).reshape(2, 3, 4))
+            out, _ = rnn.dynamic_rnn(rnn_cell.BasicRNNCell(4), x, dtype=af.float64)
+            y = af.reduce_sum(out * out)
+            init = af.global_variables_initializer()
+        with af.Session(graph=g, config=cfg) as sess:
+            sess.run(init)
+            results.append(sess.run(y))
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-12)
