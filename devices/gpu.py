@@ -304,16 +304,15 @@ class GPUDevice(Device):
         return entry[1]
 
     def supports_op(self, op) -> bool:
-        """A kernel for the op, and only GPU_DTYPES among its inputs and outputs: TF
-        registers no GPU kernel for DT_STRING, so such ops stay on the CPU (a string
-        Const, an Identity or Reshape of strings)."""
+        """A kernel for the op, only GPU_DTYPES among its inputs and outputs and no
+        variable reference: TF registers no GPU kernel for DT_STRING, so such ops stay
+        on the CPU (a string Const, an Identity or Reshape of strings)."""
         if self.kernel_for(op.op_def) is None:
             return False
-        for t in op._inputs:
-            if t.dtype.base_dtype.name not in GPU_DTYPES:
-                return False
-        for t in op._outputs:
-            if t.dtype.base_dtype.name not in GPU_DTYPES:
+        for t in (*op._inputs, *op._outputs):
+            # (A variable reference never leaves the CPU: variables live there, and so
+            # do the ops that take one by reference, a loop's RefEnter included.)
+            if t._is_ref or t.dtype.base_dtype.name not in GPU_DTYPES:
                 return False
         return True
 

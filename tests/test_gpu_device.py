@@ -440,3 +440,31 @@ def test_dynamic_rnn_with_a_gpu_present_matches_cpu(fake_gpus):
             sess.run(init)
             results.append(sess.run(y))
     np.testing.assert_allclose(results[1], results[0], rtol=1e-12)
+
+
+def test_a_cell_placed_on_the_gpu_inside_dynamic_rnn(fake_gpus):
+    """Explicit `/gpu:0` for the cell's math inside the loop: the variables' reads (which
+    take the variable by reference, through a RefEnter) stay on the CPU with it."""
+    from asyncflow import rnn, rnn_cell
+
+    class OnGPU(rnn_cell.BasicRNNCell):
+        def __call__(self, *args, **kwargs):
+            with af.device("/gpu:0"):
+                return super().__call__(*args, **kwargs)
+
+    results = []
+    for cfg in (_cpu_config(), _soft()):
+        g = af.Graph()
+        with g.as_default():
+            af.set_random_seed(5)
+            x = af.constant(np.linspace(-1, 1, 24).reshape(2, 3, 4))
+            out, _ = rnn.dynamic_rnn(OnGPU(4), x, dtype=af.float64)
+            init = af.global_variables_initializer()
+        cfg.allow_soft_placement = True
+        with af.Session(graph=g, config=cfg) as sess:
+            sess.run(init)
+            results.append(sess.run(out))
+            placed = {op.name: d.device_type for op, d in sess._master.placer.assignment.items()}
+    assert placed["rnn/while/basic_rnn_cell/MatMul"] == "GPU"
+    assert placed["rnn/while/basic_rnn_cell/read"] == "CPU"
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-12)
