@@ -198,6 +198,15 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
     for op in order:
         if op.type == "LoopCond" and frame_of[op] is not None:
             home[frame_of[op]] = (assignment[op], op)
+    # What a _Recv on the home device waits for to run in each iteration: a loop Merge
+    # there (it fires every iteration, before the predicate), not the LoopCond, which
+    # may itself wait for that _Recv (a predicate computed on another device).
+    home_merge: dict = {}
+    for op in order:
+        f = frame_of.get(op)
+        if op.type == "Merge" and f in home and f not in home_merge:
+            if assignment[op] is home[f][0]:
+                home_merge[f] = op
     loop_states: dict = {}  # (frame, device) -> index of that device's Merge
     graph = order[0].graph if order else None
     lossy_names = set(graph.get_collection(LOSSY_TRANSFER_COLLECTION)) if graph else set()
@@ -223,7 +232,7 @@ def partition(order, assignment, feeds, fetches, scratch_graph, lossy_all=False)
         """A node on `dev` that runs (live) in every iteration of `frame`."""
         home_dev, cond = home[frame]
         if dev is home_dev:
-            return part(dev).index[cond]
+            return part(dev).index[home_merge.get(frame, cond)]
         return loop_state(frame, dev)
 
     def loop_state(frame, dev) -> int:

@@ -131,3 +131,20 @@ def test_zero_iterations_across_devices():
 
     (h,), _ = _run(build)
     np.testing.assert_allclose(h, [0.1, 0.2, 0.3])
+
+
+def test_loop_whose_home_device_receives_its_predicate():
+    # The loop reads a variable on /cpu:1 afresh each iteration (a RefEnter, colocated
+    # with the variable), which makes /cpu:1 the loop's home while the predicate is
+    # computed on /cpu:0. The home's _Recv of the predicate must not wait for the
+    # LoopCond it feeds (this step used to hang).
+    g = af.Graph()
+    with g.as_default():
+        with af.device("/cpu:1"):
+            v = af.Variable(2.0)
+        with af.device("/cpu:0"):
+            r = af.while_loop(lambda i, s: i < 3, lambda i, s: (i + 1, s + v), [0, 0.0])
+    with af.Session(graph=g, config=af.ConfigProto(device_count={"CPU": 2})) as s:
+        s.run(v.initializer)
+        i, total = s.run(r, options=af.RunOptions(timeout_in_ms=20_000))
+    assert i == 3 and total == 6.0
