@@ -12,8 +12,8 @@ A worker owns devices and runs registered graphs on them:
 `LocalWorker` runs in this process; a remote worker (TCP) implements the same protocol
 and lowers the partition graphs it receives with the compiler before registering them.
 
-Invariant: every in-flight step is in `_steps` (and its StepStatus by id in `_step_ids`)
-until it ends, so an abort reaches all of it.
+Invariant: every in-flight step's StepStatus is in `_step_ids` until the step ends, so
+an abort reaches all of it.
 """
 
 from __future__ import annotations
@@ -82,7 +82,6 @@ class LocalWorker:
         self.devices = list(devices)
         self._graphs: dict[int, RegisteredGraph] = {}
         self._handles = itertools.count(1)
-        self._steps: set[Step] = set()
         self._step_ids: dict[int, StepStatus] = {}
 
     def register_graph(self, graph: RegisteredGraph) -> int:
@@ -101,6 +100,11 @@ class LocalWorker:
     def abort_all(self, error: BaseException) -> None:
         for status in list(self._step_ids.values()):
             status.fail(error)
+
+    @property
+    def _steps(self) -> set:
+        """The partitions' Steps of every step in flight."""
+        return {s for status in self._step_ids.values() for s in status.steps}
 
     @property
     def steps_in_flight(self) -> int:
@@ -136,7 +140,6 @@ class LocalWorker:
             sctx = StepContext(step_id, LocalRendezvous())
             steps = [_new_step(plan, feed_values) for plan in plans]
         status = StepStatus(sctx, steps)
-        self._steps.update(steps)
         self._step_ids[step_id] = status
         # Tracing hook: a traced step (its plan's kernels are timed) gets a collector.
         trace = [] if run_metadata is not None and traced(options) else None
@@ -150,7 +153,10 @@ class LocalWorker:
                 if trace_token is not None:
                     tracing.stop_collecting(trace_token)
                 _CURRENT_STEP.reset(token)
-            await status.wait(step_timeout)
+            for s in steps:
+                if s.tasks:  # something suspended: wait (most steps never do)
+                    await status.wait(step_timeout)
+                    break
             error = status.first_error()
             if error is not None:
                 raise error
@@ -164,8 +170,7 @@ class LocalWorker:
             sctx.run_failure_callbacks(status.first_error() or exc)
             raise
         finally:
-            self._step_ids.pop(step_id, None)
-            self._steps.difference_update(steps)
+            del self._step_ids[step_id]
             status.close()
 
 
