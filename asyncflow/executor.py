@@ -1,4 +1,6 @@
-"""The ready-count executor: compile a pruned subgraph into a plan, run steps of it.
+"""The ready-count executor: the flat `Plan` of a partition, and the `Step` that runs it.
+
+Plans are laid out by `lowering.compile_plan` (the compiler); this module runs them.
 
 A `Plan` is built once per (feeds, fetches, targets) and holds flat arrays: one kernel,
 context, input-slot range and out-edge list per node, and each node's initial pending
@@ -272,7 +274,7 @@ class Plan:
         "__weakref__",
     )
 
-    # -- helpers for the plan rewrites (compiler passes over a lowered plan)
+    # -- helpers for the plan passes (lowering.PLAN_PASSES)
     def passes_input(self, i: int) -> None:
         """A rewrite installed a kernel on node i that returns an input object itself
         (donation.decide follows it as it follows an Identity)."""

@@ -8,7 +8,7 @@ consumers there; a control edge between devices is carried by a _Send of a dummy
 value after the source and a _Recv before the destination.  Feeds go to whichever
 partition consumes them; a fetch comes from the partition holding its producer.
 
-The output is plain data (`PNode`s) that `executor.compile_plan` lays out flat.
+The output is plain data (`PNode`s) that `lowering.compile_plan` lays out flat.
 """
 
 from __future__ import annotations

@@ -129,8 +129,8 @@ async def _matmul(ctx, a, b):
 
 
 class DeferredProduct:
-    """A MatMul's product not computed yet: handed to its only consumer, an update
-    kernel that computes it inside its own gemm (see training_ops' plan rewrite)."""
+    """A MatMul's product not computed yet, inside a fused kernel (_FusedMatMul and the
+    gemm fusions of training_ops): the kernel computes it inside its own gemm."""
 
     __slots__ = ("a", "b", "trans_a", "trans_b", "alpha", "shape", "dtype")
 

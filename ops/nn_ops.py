@@ -614,7 +614,7 @@ def _bias_add_grad_grad(op, grad):
     return _apply("Add", [_zeros_like(dy), expanded])
 
 
-# -- plan rewrite: BiasAdd -> Relu in one pass ---------------------------------------------
+# -- graph pass: BiasAdd -> Relu in one pass ----------------------------------------------
 
 
 FusedBiasAddRelu = register_op(

@@ -437,7 +437,7 @@ async def _max_pool_grad_kernel(ctx, x, y, dy):
 
 
 async def max_pool_grad_relu(ctx, x, y, dy):
-    """MaxPoolGrad, then ReluGrad(., x) of its own input x (nn_ops' plan rewrite): a
+    """MaxPoolGrad, then ReluGrad(., x) of its own input x (nn_ops' graph pass): a
     gradient only ever lands where x equals its window's maximum y, so masking by x > 0
     afterwards is masking dy by y > 0 before, on the pooled tensor."""
     return await _max_pool_grad_impl(ctx, x, y, dy, True)
