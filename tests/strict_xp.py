@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from asyncflow.devices.fake_cupy import refuse_host_conversion as _refuse_all
+
 __all__ = [
     "HostConversionError",
     "StrictArray",
@@ -54,6 +56,12 @@ def _refuse(what: str):
     return method
 
 
+def refuse_host_conversion(cls):
+    """Every implicit host conversion of `cls` raises HostConversionError (the list the
+    fake CuPy's arrays refuse too)."""
+    return _refuse_all(cls, _refuse)
+
+
 def unwrap(value: Any) -> Any:
     """StrictArrays (also inside lists, tuples, dicts and slices) -> their NumPy arrays."""
     if type(value) is StrictArray:
@@ -76,6 +84,7 @@ def wrap(value: Any) -> Any:
     return value
 
 
+@refuse_host_conversion
 class StrictArray:
     """A NumPy array living on a pretend device; see the module note."""
 
@@ -94,21 +103,6 @@ class StrictArray:
             f"NumPy function {getattr(func, '__name__', func)} called on a device array; "
             "use ctx.xp"
         )
-
-    __array__ = _refuse("__array__")
-    __float__ = _refuse("__float__")
-    __int__ = _refuse("__int__")
-    __complex__ = _refuse("__complex__")
-    __index__ = _refuse("__index__")
-    __bool__ = _refuse("__bool__")
-    __iter__ = _refuse("__iter__")
-    __contains__ = _refuse("__contains__")
-    __buffer__ = _refuse("__buffer__")
-    tolist = _refuse("tolist")
-    item = _refuse("item")
-    tobytes = _refuse("tobytes")
-    __reduce__ = _refuse("__reduce__")
-    __reduce_ex__ = _refuse("__reduce_ex__")
 
     # -- metadata: on the host for a device array too (CuPy keeps it there)
     @property
