@@ -28,6 +28,12 @@ from asyncflow.layer_functions import (
     separable_conv1d,
     separable_conv2d,
 )
+from asyncflow.layer_functions_3d import (
+    average_pooling3d,
+    conv3d,
+    conv3d_transpose,
+    max_pooling3d,
+)
 
 __all__: list[str] = []
 
@@ -260,6 +266,8 @@ Dense = _layer_class("Dense", dense, "dense", _CONV_W)
 Conv1D = _layer_class("Conv1D", conv1d, "conv1d", _CONV_W)
 Conv2D = _layer_class("Conv2D", conv2d, "conv2d", _CONV_W)
 Conv2DTranspose = _layer_class("Conv2DTranspose", conv2d_transpose, "conv2d_transpose", _CONV_W)
+Conv3D = _layer_class("Conv3D", conv3d, "conv3d", _CONV_W)
+Conv3DTranspose = _layer_class("Conv3DTranspose", conv3d_transpose, "conv3d_transpose", _CONV_W)
 SeparableConv1D = _layer_class(
     "SeparableConv1D",
     separable_conv1d,
@@ -276,6 +284,8 @@ MaxPooling1D = _layer_class("MaxPooling1D", max_pooling1d, "max_pooling1d")
 MaxPooling2D = _layer_class("MaxPooling2D", max_pooling2d, "max_pooling2d")
 AveragePooling1D = _layer_class("AveragePooling1D", average_pooling1d, "average_pooling1d")
 AveragePooling2D = _layer_class("AveragePooling2D", average_pooling2d, "average_pooling2d")
+MaxPooling3D = _layer_class("MaxPooling3D", max_pooling3d, "max_pooling3d")
+AveragePooling3D = _layer_class("AveragePooling3D", average_pooling3d, "average_pooling3d")
 Flatten = _layer_class("Flatten", flatten, "flatten")
 Dropout = _layer_class("Dropout", dropout, "dropout", (), training_arg=True)
 BatchNormalization = _layer_class(
@@ -291,6 +301,8 @@ _TRAINABLE_FNS.update(
         conv1d,
         conv2d,
         conv2d_transpose,
+        conv3d,
+        conv3d_transpose,
         separable_conv1d,
         separable_conv2d,
         batch_normalization,
@@ -304,12 +316,16 @@ __all__ += [
     "Conv1D",
     "Conv2D",
     "Conv2DTranspose",
+    "Conv3D",
+    "Conv3DTranspose",
     "SeparableConv1D",
     "SeparableConv2D",
     "MaxPooling1D",
     "MaxPooling2D",
     "AveragePooling1D",
     "AveragePooling2D",
+    "MaxPooling3D",
+    "AveragePooling3D",
     "Flatten",
     "Dropout",
     "BatchNormalization",

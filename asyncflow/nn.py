@@ -3,6 +3,7 @@
 from asyncflow import nn_composites, rnn_cell
 from asyncflow.ops import (
     candidate_sampling_ops,
+    conv3d_ops,
     conv_ops,
     conv_pool_nd,
     nn_impl,
@@ -19,6 +20,7 @@ __all__ += ["sequence_mask", "bidirectional_dynamic_rnn", "static_bidirectional_
 for _m in (
     nn_ops,
     conv_ops,
+    conv3d_ops,
     pooling_ops,
     conv_pool_nd,
     nn_impl,

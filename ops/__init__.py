@@ -9,6 +9,7 @@ from asyncflow.ops import (  # noqa: F401
     control_flow_contexts,
     control_flow_ops,
     control_flow_prims,
+    conv3d_ops,
     conv_ops,
     conv_pool_nd,
     data_flow_ops,

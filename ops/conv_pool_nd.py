@@ -3,14 +3,13 @@
 
 They add no op: 2-D work goes to Conv2D / MaxPool / AvgPool (or MaxPoolV2 when the
 window is a tensor), and 1-D work is the 2-D op on an input with a unit height, as TF
-builds it.  3-D convolution and pooling (Conv3D, MaxPool3D, AvgPool3D) are not
-registered yet; asking for them raises ValueError at build time.
+builds it.  3-D work goes to Conv3D / MaxPool3D / AvgPool3D (conv3d_ops.py).
 """
 
 from __future__ import annotations
 
 from asyncflow import graph as ops
-from asyncflow.ops import array_ops, conv_ops, pooling_ops
+from asyncflow.ops import array_ops, conv3d_ops, conv_ops, pooling_ops
 
 __all__ = ["convolution", "conv1d", "pool", "max_pool_v2", "avg_pool_v2"]
 
@@ -46,13 +45,12 @@ def _two_d_format(data_format, n: int) -> tuple[str, bool]:
     defaults = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
     if n not in defaults:
         raise ValueError(f"Input tensor must be of rank 3, 4 or 5 but was {n + 2}.")
-    if n == 3:
-        raise ValueError("3-D convolution and pooling (Conv3D, MaxPool3D, AvgPool3D) are not "
-                         "available in asyncflow yet")  # fmt: skip
     last, first = defaults[n]
     fmt = data_format or last
     if fmt not in (last, first):
         raise ValueError(f"data_format must be {last!r} or {first!r} for {n}-D input, got {fmt!r}")
+    if n == 3:
+        return fmt, fmt == first
     return ("NCHW" if fmt == first else "NHWC"), fmt == first
 
 
@@ -80,6 +78,9 @@ def _pool_nd(op_type, input, ksize, strides, padding, data_format, name):  # noq
         n = _rank(input, "input") - 2
         fmt, first = _two_d_format(data_format, n)
         ks, st = _seq(ksize, n, "ksize", first), _seq(strides, n, "strides", first)
+        if n == 3:
+            op3 = conv3d_ops.max_pool3d if op_type == "MaxPool" else conv3d_ops.avg_pool3d
+            return op3(input, ks, st, padding, data_format=fmt, name=scope)
         if n == 2:
             return builder(input, ks, st, padding, data_format=fmt, name=scope)
         axis = _spatial_axis(first)
@@ -89,8 +90,9 @@ def _pool_nd(op_type, input, ksize, strides, padding, data_format, name):  # noq
 
 
 def max_pool_v2(input, ksize, strides, padding, data_format=None, name=None):  # noqa: A002
-    """`tf.nn.max_pool_v2`: max pooling of a 3-D (NWC) or 4-D (NHWC) input; `ksize` and
-    `strides` are an int or 1, N or N + 2 ints, or (4-D only) int32 tensors (op MaxPoolV2).
+    """`tf.nn.max_pool_v2`: max pooling of a 3-D (NWC), 4-D (NHWC) or 5-D (NDHWC) input;
+    `ksize` and `strides` are an int or 1, N or N + 2 ints, or (4-D only) int32 tensors
+    (op MaxPoolV2).
 
     Raises:
       ValueError: an unknown rank, a bad ksize/strides length, padding or data_format.
@@ -99,7 +101,7 @@ def max_pool_v2(input, ksize, strides, padding, data_format=None, name=None):  #
 
 
 def avg_pool_v2(input, ksize, strides, padding, data_format=None, name=None):  # noqa: A002
-    """`tf.nn.avg_pool_v2`: average pooling of a 3-D (NWC) or 4-D (NHWC) input.
+    """`tf.nn.avg_pool_v2`: average pooling of a 3-D (NWC), 4-D (NHWC) or 5-D input.
 
     Raises:
       ValueError: an unknown rank, a bad ksize/strides length, padding or data_format.
@@ -168,6 +170,9 @@ def convolution(input, filter=None, padding=None, strides=None, dilation_rate=No
         dl = _seq(dilation_rate, n, "dilation_rate", first)
         if any(s > 1 for s in st) and any(d > 1 for d in dl):
             raise ValueError("strides > 1 not supported in conjunction with dilation_rate > 1")
+        if n == 3:
+            return conv3d_ops.conv3d(input, filter, st, padding, data_format=fmt, dilations=dl,
+                                     name=scope)  # fmt: skip
         if n == 2:
             return conv_ops.conv2d(input, filter, st, padding, data_format=fmt, dilations=dl,
                                    name=scope)  # fmt: skip

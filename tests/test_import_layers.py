@@ -68,6 +68,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "rnn_bidirectional",
             "layer_classes",
             "layer_functions",
+            "layer_functions_3d",
             "linalg",
             "metrics",
             "nn_composites",
