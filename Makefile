@@ -47,11 +47,12 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/run.py
 
-# Regenerate asyncflow/protos/*_pb2.py(i) from the .proto files (committed; the runtime
-# needs only `protobuf`).  grpcio-tools bundles protoc; its protobuf major version must
+# Regenerate asyncflow/protos/*_pb2.py(i), TF Serving's API in asyncflow/protos/serving/
+# included (committed; the runtime needs only `protobuf`).  grpcio-tools bundles protoc; its protobuf major version must
 # match the `protobuf` pin in pyproject.toml.
 protos: $(BIN)/python
 	$(BIN)/pip install -q 'grpcio-tools>=1.85' 'protobuf>=7.35.1,<8'
-	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. asyncflow/protos/*.proto
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. asyncflow/protos/*.proto \
+		asyncflow/protos/serving/*.proto
 
 .PHONY: setup example quickstart test test-fake-gpu lint bench protos

@@ -418,6 +418,7 @@ async def test_command_line_serves_the_latest_version_with_batching(base_path, t
     args = server.parse_args(
         [
             "--rest_api_port=0",
+            "--port=0",
             "--rest_api_host=127.0.0.1",
             "--model_name=m",
             f"--model_base_path={base_path}",
@@ -430,7 +431,7 @@ async def test_command_line_serves_the_latest_version_with_batching(base_path, t
     task = asyncio.create_task(server.serve(args, ready, stop))
     try:
         async with asyncio.timeout(30):
-            port = await ready
+            port = (await ready).port
             from aiohttp import ClientSession
 
             async with ClientSession() as http:
@@ -567,14 +568,19 @@ async def test_model_config_file_policies_and_labels(base_path, tmp_path):
     config = tmp_path / "models.config"
     config.write_text(CONFIG % (base_path, base_path))
     args = server.parse_args(
-        ["--rest_api_port=0", "--rest_api_host=127.0.0.1", f"--model_config_file={config}"]
+        [
+            "--rest_api_port=0",
+            "--port=0",
+            "--rest_api_host=127.0.0.1",
+            f"--model_config_file={config}",
+        ]
     )
     ready = asyncio.get_running_loop().create_future()
     stop = asyncio.Event()
     task = asyncio.create_task(server.serve(args, ready, stop))
     try:
         async with asyncio.timeout(30):
-            port = await ready
+            port = (await ready).port
             async with ClientSession() as http:
                 url = f"http://127.0.0.1:{port}/v1/models/"
 

@@ -52,6 +52,17 @@ PAIRS = {
     "step_stats": "tensorflow.core.framework.step_stats_pb2",
     "cost_graph": "tensorflow.core.framework.cost_graph_pb2",
     "config": "tensorflow.core.protobuf.config_pb2",
+    # TF Serving's API (pip install tensorflow-serving-api --no-deps beside TensorFlow)
+    "serving.model": "tensorflow_serving.apis.model_pb2",
+    "serving.status": "tensorflow_serving.apis.status_pb2",
+    "serving.input": "tensorflow_serving.apis.input_pb2",
+    "serving.predict": "tensorflow_serving.apis.predict_pb2",
+    "serving.classification": "tensorflow_serving.apis.classification_pb2",
+    "serving.regression": "tensorflow_serving.apis.regression_pb2",
+    "serving.get_model_metadata": "tensorflow_serving.apis.get_model_metadata_pb2",
+    "serving.get_model_status": "tensorflow_serving.apis.get_model_status_pb2",
+    "serving.prediction_service": "tensorflow_serving.apis.prediction_service_pb2",
+    "serving.model_service": "tensorflow_serving.apis.model_service_pb2",
 }
 
 # Fields asyncflow does not model (kept as unknown fields when present).
@@ -59,6 +70,15 @@ ALLOWED_MISSING = {
     "GraphDef.debug_info",
     "MetaGraphDef.object_graph_def",
     "TensorInfo.composite_tensor",
+    "PredictRequest.predict_streamed_options",
+    "PredictRequest.client_id",
+    "PredictRequest.request_options",
+}
+
+# RPCs asyncflow's server does not serve (answered UNIMPLEMENTED).
+ALLOWED_MISSING_METHODS = {
+    "PredictionService.MultiInference",
+    "ModelService.HandleReloadConfigRequest",
 }
 
 
@@ -106,6 +126,23 @@ def compare_enum(ours, theirs, path, out):
             out.append(f"enum {path}.{v.name}: {mine.get(v.name)} != TF's {v.number}")
 
 
+def compare_service(ours, theirs, path, out):
+    if theirs is None:
+        out.append(f"TF has no service {path}")
+        return
+    mine = {m.name: m for m in ours.methods}
+    for m in theirs.methods:
+        name = f"{path}.{m.name}"
+        if m.name not in mine:
+            if name not in ALLOWED_MISSING_METHODS:
+                out.append(f"missing method {name}")
+            continue
+        for kind in ("input_type", "output_type"):
+            a, b = getattr(mine[m.name], kind).name, getattr(m, kind).name
+            if a != b:
+                out.append(f"{name}: {kind} {a} != TF's {b}")
+
+
 def main() -> int:
     _protos_without_the_package()
     out: list[str] = []
@@ -126,6 +163,8 @@ def main() -> int:
                 out.append(f"{ours_name}: TF has no enum {name}")
                 continue
             compare_enum(enum, tf_enum, name, out)
+        for name, service in ours.services_by_name.items():
+            compare_service(service, theirs.services_by_name.get(name), name, out)
     print("\n".join(out) or "all messages agree with TensorFlow's")
     return 1 if out else 0
 

@@ -97,6 +97,8 @@ class ServableModel:
         self.meta_graph = meta_graph
         self.default_signature = default_signature
         self._batchers: dict[str, Batcher] = {}
+        self._inflight = 0  # predicts started and not finished (adrain waits for 0)
+        self._idle: asyncio.Event | None = None
 
     @classmethod
     def from_session(
@@ -162,6 +164,16 @@ class ServableModel:
           UnavailableError: the batching queue is full (fail fast).
           The OpError of the failing op.
         """
+        # Counted before the first await: see asyncflow.serving.registry's invariant.
+        self._inflight += 1
+        try:
+            return await self._predict(inputs, signature_name, deadline_s)
+        finally:
+            self._inflight -= 1
+            if not self._inflight and self._idle is not None:
+                self._idle.set()
+
+    async def _predict(self, inputs, signature_name, deadline_s) -> dict:
         name = signature_name or self.default_signature
         sig = self._signature(name)
         feed = sig.feed_dict(inputs)
@@ -176,6 +188,17 @@ class ServableModel:
                 return await self.session.arun(sig.outputs, tensor_feed)
         except TimeoutError:
             raise errors.DeadlineExceededError(None, None, "Deadline exceeded") from None
+
+    @property
+    def in_flight(self) -> int:
+        """Predicts started and not yet finished."""
+        return self._inflight
+
+    async def adrain(self) -> None:
+        """Wait until no predict is in flight (new ones may still start meanwhile)."""
+        while self._inflight:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
 
     def metrics(self, signature_name: str | None = None) -> dict | None:
         """The batcher's metrics snapshot for a signature (None without batching)."""

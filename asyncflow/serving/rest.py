@@ -31,8 +31,12 @@ from aiohttp import web
 from google.protobuf import json_format
 
 from asyncflow import errors
+from asyncflow.protos import error_codes_pb2
+from asyncflow.serving.registry import ModelRegistry
 
 __all__ = ["ModelRegistry", "make_app", "HTTP_STATUS"]
+
+_CODE_NAMES = error_codes_pb2.Code.Name
 
 # tensorflow_serving's ToHTTPStatusCode: canonical error code -> HTTP status.
 HTTP_STATUS = {
@@ -61,68 +65,6 @@ _MODEL_URL = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+)|/labels/(?P<label>[^/:]+))?"
     r"(?:(?P<metadata>/metadata)|:(?P<verb>predict|classify|regress))?$"
 )
-
-
-class ModelRegistry:
-    """name -> {version: ServableModel}; the latest version answers unversioned requests."""
-
-    def __init__(self):
-        self._models: dict[str, dict[int, object]] = {}
-        self._labels: dict[str, dict[str, int]] = {}
-
-    def set_labels(self, name: str, labels: Mapping[str, int]) -> None:
-        """Version labels (`/labels/L` URLs); each must name a loaded version."""
-        versions = self._models.get(name, {})
-        for version in labels.values():
-            if version not in versions:
-                raise errors.FailedPreconditionError(
-                    None,
-                    None,
-                    f"Request to assign label to version {version} of model {name}, which "
-                    "is not currently available for inference",
-                )
-        self._labels[name] = dict(labels)
-
-    def label_version(self, name: str, label: str) -> int:
-        version = self._labels.get(name, {}).get(label)
-        if version is None:
-            raise errors.InvalidArgumentError(
-                None, None, f"Unrecognized servable version label: {label}"
-            )
-        return version
-
-    def add(self, name: str, version: int, model) -> None:
-        self._models.setdefault(name, {})[int(version)] = model
-
-    def names(self) -> list[str]:
-        return sorted(self._models)
-
-    def versions(self, name: str) -> dict[int, object]:
-        versions = self._models.get(name)
-        if not versions:
-            raise errors.NotFoundError(None, None, f"Could not find any versions of model {name}")
-        return versions
-
-    def get(self, name: str, version: int | None = None):
-        """(version, model); NotFoundError as TF Serving words it."""
-        versions = self._models.get(name)
-        if version is None:
-            if not versions:
-                raise errors.NotFoundError(
-                    None, None, f"Servable not found for request: Latest({name})"
-                )
-            version = max(versions)
-        elif not versions or version not in versions:
-            raise errors.NotFoundError(
-                None, None, f"Servable not found for request: Specific({name}, {version})"
-            )
-        return version, versions[version]
-
-    async def aclose(self) -> None:
-        for versions in self._models.values():
-            for model in versions.values():
-                await model.aclose()
-        self._models.clear()
 
 
 # -- JSON -----------------------------------------------------------------------------------
@@ -449,13 +391,16 @@ def make_app(
                 return _json_response(_status(name, version))
             if request.method != "POST":
                 raise _invalid(f"Malformed request: {request.method} {path}")
-            version, model = registry.get(name, version)
             try:
                 body = await request.read()
             except web.HTTPRequestEntityTooLarge:
                 return _json_response(
                     {"error": f"Request body larger than {max_body_bytes} bytes"}, 413
                 )
+            # Resolved after the body is read: no await between get() and the predict
+            # that counts the request in flight, so a version being unloaded is either
+            # not handed out or drained after this request (registry's invariant).
+            version, model = registry.get(name, version)
             if verb == "predict":
                 return _json_response(await _predict(model, body))
             return _json_response(await _classify_regress(model, body, verb))
@@ -463,23 +408,17 @@ def make_app(
             return _error_response(e)
 
     def _status(name, version):
-        versions = registry.versions(name)
-        if version is not None:
-            if version not in versions:
-                raise errors.NotFoundError(
-                    None, None, f"Could not find version {version} of model {name}"
-                )
-            chosen = [version]
-        else:
-            chosen = sorted(versions, reverse=True)
         return {
             "model_version_status": [
                 {
                     "version": str(v),
-                    "state": "AVAILABLE",
-                    "status": {"error_code": "OK", "error_message": ""},
+                    "state": state,
+                    "status": {
+                        "error_code": "OK" if err is None else _CODE_NAMES[err.error_code],
+                        "error_message": "" if err is None else err.message,
+                    },
                 }
-                for v in chosen
+                for v, state, err in registry.status(name, version)
             ]
         }
 

@@ -1,6 +1,8 @@
-"""`python -m asyncflow.serving`: tensorflow_model_server's flags, a REST server on aiohttp.
+"""`python -m asyncflow.serving`: tensorflow_model_server's flags; REST on aiohttp, gRPC on
+grpc.aio (asyncflow.serving.grpc_server), both on one loop.
 
-    python -m asyncflow.serving --rest_api_port=8501 --model_name=m --model_base_path=/models/m
+    python -m asyncflow.serving --port=8500 --rest_api_port=8501 --model_name=m \
+        --model_base_path=/models/m
 
 `--model_base_path` holds numbered version directories (`1/`, `2/`, ...), each a TF1
 SavedModel; the latest (highest) version is loaded, as TF Serving's default version
@@ -21,12 +23,8 @@ from collections.abc import Mapping
 from asyncflow import errors
 from asyncflow.serving import model as _model
 from asyncflow.serving.config import ModelConfig, parse_model_config, select_versions
-from asyncflow.serving.rest import (
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_DEPTH,
-    ModelRegistry,
-    make_app,
-)
+from asyncflow.serving.registry import ModelRegistry
+from asyncflow.serving.rest import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH, make_app
 
 __all__ = ["find_versions", "load_version", "load_latest", "ModelServer", "parse_args", "main"]
 
@@ -137,7 +135,8 @@ def parse_batching_parameters(text: str) -> dict:
 
 
 class ModelServer:
-    """A registry and an aiohttp server on the running loop: `await start()`, `aclose()`."""
+    """A registry, an aiohttp server and (with `grpc_port`) a grpc.aio server on the
+    running loop: `await start()`, `aclose()`."""
 
     def __init__(
         self,
@@ -145,6 +144,8 @@ class ModelServer:
         *,
         host: str = "0.0.0.0",
         port: int = 8501,
+        grpc_port: int | None = None,
+        grpc_host: str | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_depth: int = DEFAULT_MAX_DEPTH,
         request_timeout_s: float | None = None,
@@ -160,7 +161,12 @@ class ModelServer:
             request_timeout_s=request_timeout_s,
         )
         self.idle_timeout_s = idle_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.max_body_bytes = max_body_bytes
+        self.grpc_port = grpc_port
+        self.grpc_host = host if grpc_host is None else grpc_host
         self._runner = None
+        self._grpc = None
 
     async def start(self) -> int:
         """Bind and listen; the port bound (useful with port 0)."""
@@ -174,10 +180,36 @@ class ModelServer:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]
+        if self.grpc_port is not None:
+            await self._start_grpc()
         return self.port
 
-    async def stop(self) -> None:
-        """Stop listening and close connections (the models stay loaded)."""
+    async def _start_grpc(self) -> None:
+        import grpc
+
+        from asyncflow.serving import grpc_server
+
+        self._grpc = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", self.max_body_bytes),
+                ("grpc.max_send_message_length", -1),
+            ]
+        )
+        grpc_server.add_services(self._grpc, self.registry, self.request_timeout_s)
+        bound = self._grpc.add_insecure_port(f"{self.grpc_host}:{self.grpc_port}")
+        if bound == 0:
+            raise errors.UnavailableError(
+                None, None, f"Could not bind gRPC server to {self.grpc_host}:{self.grpc_port}"
+            )
+        self.grpc_port = bound
+        await self._grpc.start()
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop listening and close connections (the models stay loaded); gRPC calls in
+        flight get `grace_s` seconds to finish."""
+        if self._grpc is not None:
+            await self._grpc.stop(grace_s)
+            self._grpc = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -193,6 +225,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         prog="python -m asyncflow.serving",
         description="Serve TF1 SavedModels with TF Serving's REST API.",
     )
+    p.add_argument("--port", type=int, default=8500, help="gRPC port (0: any free port)")
+    p.add_argument("--grpc_host", default="0.0.0.0")
     p.add_argument("--rest_api_port", type=int, default=8501)
     p.add_argument("--rest_api_host", default="0.0.0.0")
     p.add_argument("--model_name", default="default")
@@ -228,7 +262,8 @@ async def serve(
 ) -> None:
     """Load the model, serve until `stop` is set (SIGINT/SIGTERM when `stop` is None).
 
-    `ready`, when given, gets the bound port once the server listens.
+    `ready`, when given, gets the ModelServer once it listens (its `port` and
+    `grpc_port` are the bound ports).
     """
     batching = None
     if args.enable_batching:
@@ -255,6 +290,8 @@ async def serve(
         registry,
         host=args.rest_api_host,
         port=args.rest_api_port,
+        grpc_port=args.port,
+        grpc_host=args.grpc_host,
         max_body_bytes=args.rest_api_max_body_bytes,
         max_depth=args.rest_api_max_json_depth,
         request_timeout_s=args.rest_api_timeout_in_ms / 1000 or None,
@@ -265,6 +302,11 @@ async def serve(
     except BaseException:
         await server.aclose()
         raise
+    print(
+        f"Running gRPC ModelServer at {args.grpc_host}:{server.grpc_port} ...",
+        file=sys.stderr,
+        flush=True,
+    )
     print(
         f"Exporting HTTP/REST API at {args.rest_api_host}:{port}: "
         + (
@@ -284,7 +326,7 @@ async def serve(
             except (NotImplementedError, RuntimeError):
                 pass
     if ready is not None:
-        ready.set_result(port)
+        ready.set_result(server)
     try:
         await stop.wait()
     finally:
