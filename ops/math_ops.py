@@ -30,6 +30,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.cast_ops import cast, to_double, to_float, to_int32, to_int64
 from asyncflow.ops.math_helpers import (
@@ -138,6 +139,8 @@ def _broadcast_small(x, y) -> bool:
     """Whether broadcasting x with y makes a small result ([4096,1] + [1,4096] does not:
     two small inputs, 16M outputs, which must go through the device's cost model)."""
     return math.prod(np.broadcast_shapes(x.shape, y.shape)) < _INLINE_ELEMENTS
+
+
 warnings.filterwarnings(
     "ignore",
     message=r"(divide by zero|invalid value|overflow|underflow) encountered",
@@ -226,8 +229,16 @@ def _binary_op(
     return op_def
 
 
-def _unary_op(op_type: str, fn: Callable, types: TypeConstraint | str = NUMERIC):
-    """Register an element-wise unary op `y = fn(xp, x)` (T in `types`, or a fixed dtype)."""
+def _unary_op(
+    op_type: str,
+    fn: Callable,
+    types: TypeConstraint | str = NUMERIC,
+    inplace: Callable | None = None,
+):
+    """Register an element-wise unary op `y = fn(xp, x)` (T in `types`, or a fixed dtype).
+
+    `inplace(xp, x)` computes the same into `x` itself: a large kernel uses it when
+    nothing else holds its input (`ctx.may_forward`) instead of allocating."""
     if isinstance(types, str):
         arg_type, attrs = types, {}
     else:
@@ -244,11 +255,13 @@ def _unary_op(op_type: str, fn: Callable, types: TypeConstraint | str = NUMERIC)
     @op_def.kernel()
     async def _kernel(ctx, x):
         xp = ctx.xp
+        dt = fixed or ctx.attrs["T"]
         if x.size < _INLINE_ELEMENTS:
             y = fn(xp, x)
+        elif inplace is not None and ctx.may_forward(0, x) and x.dtype == dt.np_dtype:
+            return await ctx.device.compute(_quiet, xp, inplace, xp, x)
         else:
             y = await ctx.device.compute(_quiet, xp, fn, xp, x)
-        dt = fixed or ctx.attrs["T"]
         return y if y.dtype == dt.as_numpy_dtype else _as_dtype(xp, y, dt)
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
@@ -540,18 +553,24 @@ def add_n(inputs, name=None):
 
 
 def _sigmoid(xp, x):
-    x = xp.asarray(x)
-    if x.dtype.kind == "c":
-        return 1 / (1 + xp.exp(-x))
-    # exp(-log(1 + exp(-x))) never overflows.
-    return xp.exp(-xp.logaddexp(xp.zeros((), x.dtype), -x))
+    return _ew.sigmoid(xp, xp.asarray(x))
+
+
+def _ufunc_inplace(name: str) -> Callable:
+    """`inplace` for a unary op that is one ufunc: `ufunc(x, out=x)`."""
+
+    def inplace(xp, x):
+        return getattr(xp, name)(x, out=x)
+
+    inplace.__name__ = inplace.__qualname__ = f"_{name}_inplace"
+    return inplace
 
 
 def _reciprocal(xp, x):
     return xp.reciprocal(xp.asarray(x))
 
 
-Neg = _unary_op("Neg", lambda xp, x: xp.negative(x), _SIGNED_NUMERIC)
+Neg = _unary_op("Neg", lambda xp, x: xp.negative(x), _SIGNED_NUMERIC, _ufunc_inplace("negative"))
 Abs = _unary_op("Abs", lambda xp, x: xp.absolute(x), REAL)
 ComplexAbs = register_op(
     "ComplexAbs",
@@ -572,17 +591,19 @@ async def _complex_abs(ctx, x):
 
 Sign = _unary_op("Sign", lambda xp, x: xp.sign(x))
 Square = _unary_op("Square", lambda xp, x: xp.multiply(x, x))
-Sqrt = _unary_op("Sqrt", lambda xp, x: xp.sqrt(x), _FLOAT_OR_COMPLEX)
+Sqrt = _unary_op("Sqrt", lambda xp, x: xp.sqrt(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("sqrt"))
 Rsqrt = _unary_op("Rsqrt", lambda xp, x: xp.reciprocal(xp.sqrt(x)), _FLOAT_OR_COMPLEX)
-Exp = _unary_op("Exp", lambda xp, x: xp.exp(x), _FLOAT_OR_COMPLEX)
-Expm1 = _unary_op("Expm1", lambda xp, x: xp.expm1(x), _FLOAT_OR_COMPLEX)
-Log = _unary_op("Log", lambda xp, x: xp.log(x), _FLOAT_OR_COMPLEX)
-Log1p = _unary_op("Log1p", lambda xp, x: xp.log1p(x), _FLOAT_OR_COMPLEX)
+Exp = _unary_op("Exp", lambda xp, x: xp.exp(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("exp"))
+Expm1 = _unary_op("Expm1", lambda xp, x: xp.expm1(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("expm1"))
+Log = _unary_op("Log", lambda xp, x: xp.log(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("log"))
+Log1p = _unary_op("Log1p", lambda xp, x: xp.log1p(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("log1p"))
 Sin = _unary_op("Sin", lambda xp, x: xp.sin(x), _FLOAT_OR_COMPLEX)
 Cos = _unary_op("Cos", lambda xp, x: xp.cos(x), _FLOAT_OR_COMPLEX)
 Tan = _unary_op("Tan", lambda xp, x: xp.tan(x), _FLOAT_OR_COMPLEX)
-Tanh = _unary_op("Tanh", lambda xp, x: xp.tanh(x), _FLOAT_OR_COMPLEX)
-Sigmoid = _unary_op("Sigmoid", _sigmoid, _FLOAT_OR_COMPLEX)
+Tanh = _unary_op("Tanh", lambda xp, x: xp.tanh(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("tanh"))
+Sigmoid = _unary_op(
+    "Sigmoid", _sigmoid, _FLOAT_OR_COMPLEX, lambda xp, x: _ew.sigmoid(xp, x, out=x)
+)
 # NumPy's rint rounds half to even, as TF's Round does; integers pass through.
 Round = _unary_op("Round", lambda xp, x: xp.rint(x) if xp.asarray(x).dtype.kind in "fc" else x)
 Floor = _unary_op("Floor", lambda xp, x: xp.floor(x), FLOATING)
@@ -790,16 +811,68 @@ def _tan_grad(op, grad):
     return _mul(grad, _g.apply("Square", secx))
 
 
+# TF's gradients of Tanh and Sigmoid are one op each (TanhGrad, SigmoidGrad): one kernel
+# of three passes instead of three nodes (Square or Sub, Sub, Mul) and their temporaries.
 @_unary_grad("Tanh")
 def _tanh_grad(op, grad):
-    y = _conj(op.outputs[0])
-    return _mul(grad, _g.apply("Sub", _scalar(1, y), _g.apply("Square", y)))
+    return _g.apply("TanhGrad", _conj(op.outputs[0]), grad)
 
 
 @_unary_grad("Sigmoid")
 def _sigmoid_grad(op, grad):
-    y = _conj(op.outputs[0])
-    return _mul(grad, _mul(y, _g.apply("Sub", _scalar(1, y), y)))
+    return _g.apply("SigmoidGrad", _conj(op.outputs[0]), grad)
+
+
+def _activation_grad_op(op_type: str, fn: Callable):
+    """Register TF's `z = op_type(y, dy)` (y an activation's output, dy its gradient):
+    `fn(xp, y, dy, out=None)` from ops.elementwise, into a donated y or dy when allowed."""
+    op_def = register_op(
+        op_type,
+        inputs=["y: T", "dy: T"],
+        outputs=["z: T"],
+        attrs={"T": _FLOAT_OR_COMPLEX},
+        shape_fn=lambda op: [op.inputs[0].shape.merge_with(op.inputs[1].shape)],
+    )
+
+    @op_def.kernel()
+    async def _kernel(ctx, y, dy):
+        xp = ctx.xp
+        if y.shape != dy.shape:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Incompatible shapes: {_shape_str(y.shape)} vs. {_shape_str(dy.shape)}",
+            )
+        want = ctx.attrs["T"].np_dtype
+        if y.size < _INLINE_ELEMENTS:
+            return _as_dtype(xp, fn(xp, y, dy), ctx.attrs["T"])
+        for k, x in ((1, dy), (0, y)):
+            if ctx.may_forward(k, x) and x.dtype == want:
+                return await ctx.device.compute(_quiet, xp, fn, xp, y, dy, x)
+        out = await ctx.device.compute(_quiet, xp, fn, xp, y, dy)
+        return _as_dtype(xp, out, ctx.attrs["T"])
+
+    _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+    return op_def
+
+
+SigmoidGrad = _activation_grad_op("SigmoidGrad", _ew.sigmoid_grad)
+TanhGrad = _activation_grad_op("TanhGrad", _ew.tanh_grad)
+
+
+@SigmoidGrad.gradient
+def _sigmoid_grad_grad(op, grad):
+    # TF's _SigmoidGradGrad: d/dy (dy * y * (1 - y)) = dy * (1 - 2y); d/ddy = SigmoidGrad.
+    y, dy = op.inputs
+    gy = _mul(_mul(grad, dy), _g.apply("Sub", _scalar(1, y), _mul(_scalar(2, y), y)))
+    return [gy, _g.apply("SigmoidGrad", y, grad)]
+
+
+@TanhGrad.gradient
+def _tanh_grad_grad(op, grad):
+    # TF's _TanhGradGrad: d/dy (dy * (1 - y^2)) = -2 * dy * y; d/ddy = TanhGrad.
+    y, dy = op.inputs
+    return [_mul(_mul(grad, _scalar(-2, y)), _mul(dy, y)), _g.apply("TanhGrad", y, grad)]
 
 
 @_unary_grad("Reciprocal")

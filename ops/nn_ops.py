@@ -14,6 +14,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
 from asyncflow.ops.pooling_ops import max_pool_grad_relu
 from asyncflow.registry import (
@@ -109,9 +110,10 @@ Elu, elu = _activation(
 )
 Softplus, softplus = _activation(
     "Softplus",
-    lambda xp, x: xp.logaddexp(_zero(x), x),
+    lambda xp, x: _ew.softplus(xp, x),
     FLOATING,
     "Computes log(exp(features) + 1) without overflow.",
+    inplace=lambda xp, x: _ew.softplus(xp, x, out=x),
 )
 Softsign, softsign = _activation(
     "Softsign",
@@ -442,8 +444,9 @@ EluGrad = _grad_op(
 SoftplusGrad = _grad_op(
     "SoftplusGrad",
     "features",
-    lambda xp, g, x: g / (_scalar(x, 1) + xp.exp(-x)),
+    lambda xp, g, x: _ew.softplus_grad(xp, g, x),
     FLOATING,
+    inplace=lambda xp, g, x: _ew.softplus_grad(xp, g, x, out=g),
 )
 SoftsignGrad = _grad_op(
     "SoftsignGrad",

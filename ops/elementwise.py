@@ -1,0 +1,103 @@
+"""Element-wise numerics in few passes over memory, in place when the caller owns a buffer.
+
+The activation kernels (Sigmoid, SigmoidGrad, TanhGrad, Softplus, SoftplusGrad) and the
+optimizers' update formulas (training_ops) call these.  Each is a short sequence of
+ufunc calls that write into one buffer: `out` when the caller has one it may overwrite
+(a donated input, `ctx.may_forward`), else one new array, so a 200k-element sigmoid
+makes one array and reads memory four times instead of making four temporaries.
+
+Why NumPy ufuncs and not numexpr: NumPy (>= 2.0) ships SIMD exp/tanh/log for float32
+and float64; measured on this project's 2-core machine, a [256,784] float32 sigmoid
+takes ~120 us as four in-place ufuncs against ~370 us with numexpr 2.14 on two
+threads (its exp and tanh are scalar loops without Intel's VML), and tanh ~33 us
+against ~1.5 ms.  The old `exp(-logaddexp(0, -x))` took ~3.5 ms.
+
+Numerics: results equal NumPy's reference formulas to rounding: sigmoid is
+1 / (1 + exp(-x)) (exp overflowing to inf gives exactly 0, never nan), softplus is
+max(x, 0) + log1p(exp(-|x|)) (no overflow, exact for large |x|).  float16 computes in
+float32 and rounds once, as Eigen does for half; complex inputs use the plain formulas.
+Callers silence floating-point warnings (`_quiet`): TF yields inf and 0 silently.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "sigmoid",
+    "sigmoid_grad",
+    "softplus",
+    "softplus_grad",
+    "tanh_grad",
+]
+
+
+def _one(x):
+    return x.dtype.type(1)
+
+
+def _widened(xp, fn, args, out):
+    """fn over float32 copies of float16 `args`; the result rounded into `out` (or new)."""
+    wide = fn(xp, *(a.astype(xp.float32) for a in args), None)
+    if out is None:
+        return wide.astype(xp.float16)
+    out[...] = wide
+    return out
+
+
+def sigmoid(xp, x, out=None):
+    """1 / (1 + exp(-x)), written into `out` when given (which may be `x` itself)."""
+    if x.dtype == xp.float16:
+        return _widened(xp, sigmoid, (x,), out)
+    if x.dtype.kind == "c":
+        return xp.divide(_one(x), _one(x) + xp.exp(-x), out=out)
+    o = xp.negative(x, out=out)
+    xp.exp(o, out=o)
+    xp.add(o, _one(o), out=o)
+    return xp.reciprocal(o, out=o)
+
+
+def sigmoid_grad(xp, y, dy, out=None):
+    """dy * y * (1 - y): TF's SigmoidGrad (y the Sigmoid's output); `out` may be y or dy."""
+    if y.dtype == xp.float16:
+        return _widened(xp, sigmoid_grad, (y, dy), out)
+    if out is y:  # y is read twice: 1 - y first, then times y would read the result
+        t = xp.subtract(_one(y), y)
+        xp.multiply(t, y, out=t)
+        return xp.multiply(t, dy, out=out)
+    o = xp.subtract(_one(y), y, out=out if out is not dy else None)
+    xp.multiply(o, y, out=o)
+    return xp.multiply(o, dy, out=out if out is dy else o)
+
+
+def tanh_grad(xp, y, dy, out=None):
+    """dy * (1 - y * y): TF's TanhGrad (y the Tanh's output); `out` may be y or dy."""
+    if y.dtype == xp.float16:
+        return _widened(xp, tanh_grad, (y, dy), out)
+    if out is dy:
+        t = xp.multiply(y, y)
+        xp.subtract(_one(t), t, out=t)
+        return xp.multiply(t, dy, out=out)
+    o = xp.multiply(y, y, out=out)
+    xp.subtract(_one(o), o, out=o)
+    return xp.multiply(o, dy, out=o)
+
+
+def softplus(xp, x, out=None):
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)); `out` may be x itself."""
+    if x.dtype == xp.float16:
+        return _widened(xp, softplus, (x,), out)
+    t = xp.absolute(x)
+    xp.negative(t, out=t)
+    xp.exp(t, out=t)
+    xp.log1p(t, out=t)
+    o = xp.maximum(x, x.dtype.type(0), out=out)
+    return xp.add(o, t, out=o)
+
+
+def softplus_grad(xp, g, x, out=None):
+    """g / (1 + exp(-x)) (g times sigmoid(x)): TF's SoftplusGrad; `out` may be g or x."""
+    if x.dtype == xp.float16:
+        return _widened(xp, softplus_grad, (g, x), out)
+    t = xp.negative(x, out=out if out is not g else None)
+    xp.exp(t, out=t)
+    xp.add(t, _one(t), out=t)
+    return xp.divide(g, t, out=out if out is not None else t)
