@@ -85,6 +85,8 @@ CASES: dict[str, list] = {
     "Tan": [(af.tan, [r(4, lo=-1, hi=1)])],
     "Tanh": [(af.tanh, [r(4, lo=-2)])],
     "Sigmoid": [(af.sigmoid, [r(4, lo=-2)])],
+    "SigmoidGrad": [(lambda y, dy: op("SigmoidGrad", y, dy), [r(4, lo=0.1, hi=0.9), r(4, lo=-1)])],
+    "TanhGrad": [(lambda y, dy: op("TanhGrad", y, dy), [r(4, lo=-0.9, hi=0.9), r(4, lo=-1)])],
     "Reciprocal": [(af.reciprocal, [r(4)])],
     "Acos": [(af.acos, [r(4, lo=-0.8, hi=0.8)])],
     "Asin": [(af.asin, [r(4, lo=-0.8, hi=0.8)])],
