@@ -68,6 +68,7 @@ def _reexport(module) -> None:
 
 from asyncflow import clip_ops as _clip_ops  # noqa: E402
 from asyncflow import gradients as _gradients  # noqa: E402
+from asyncflow import partitioned_variables as _partitioned_variables  # noqa: E402
 from asyncflow import indexed_slices as _indexed_slices  # noqa: E402
 from asyncflow import math_composites as _math_composites  # noqa: E402
 from asyncflow import ops  # noqa: E402 - registers every op family
@@ -124,6 +125,7 @@ for _m in (
     _random_seed,
     _variables,
     _variable_scope,
+    _partitioned_variables,
     _gradients,
     _indexed_slices,
     _gradient_ops,

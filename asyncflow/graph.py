@@ -744,15 +744,18 @@ class Graph:
             self._device_stack.pop()
 
     def _apply_device_functions(self, op: Operation) -> None:
+        # Innermost first, as TF: a string fills the fields inner scopes left unset; a
+        # function sees the device chosen so far (op.device) and its result replaces it.
         dev = ""
-        for d in self._device_stack:
+        for d in reversed(self._device_stack):
             if d is None:
-                dev = ""
-            elif callable(d):
+                break
+            if callable(d):
+                op._set_device(dev)
                 result = d(op)
-                dev = device_spec.merge_device(dev, result if result is not None else "")
+                dev = device_spec.canonical_name(result if result is not None else "")
             else:
-                dev = device_spec.merge_device(dev, d)
+                dev = device_spec.merge_device(d, dev)
         if dev:
             op._set_device(dev)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes
+from asyncflow import dtypes, math_composites
 from asyncflow import graph as ops
 from asyncflow.ops import (
     array_ops,
@@ -19,12 +19,13 @@ from asyncflow.ops import (
     conv_ops,
     manip_ops,
     math_ops,
-    matmul_ops,
     nn_impl,
     nn_ops,
     pooling_ops,
     reduction_ops,
+    segment_ops,
     slicing_ops,
+    unique_ops,
 )
 
 __all__ = [
@@ -368,8 +369,12 @@ def separable_conv2d(
 def embedding_lookup_sparse(
     params, sp_ids, sp_weights, partition_strategy="mod", name=None, combiner=None, max_norm=None
 ):
-    """Per row of the SparseTensor `sp_ids`, the (weighted) combination of its ids'
-    embeddings: "sum", "mean" (default) or "sqrtn".  Rows without ids give zeros.
+    """Per row of the SparseTensor `sp_ids` (indices in row order), the (weighted)
+    combination of its ids' embeddings: "sum", "mean" (default) or "sqrtn".
+
+    `params` may be a list of shards or a PartitionedVariable, as in `embedding_lookup`;
+    each distinct id is looked up once.  As TF, the result has one row per row up to the
+    last one holding an id (not `dense_shape[0]`); rows without ids in between are zeros.
 
     Raises:
       ValueError: an unknown combiner.
@@ -377,26 +382,30 @@ def embedding_lookup_sparse(
     combiner = combiner or "mean"
     if combiner not in ("mean", "sqrtn", "sum"):
         raise ValueError("combiner must be one of 'mean', 'sqrtn' or 'sum'")
-    with ops.name_scope(name, "embedding_lookup_sparse", [params, sp_ids]):
-        rows = sp_ids.indices[:, 0]
-        n_rows = cast_ops.cast(sp_ids.dense_shape[0], dtypes.int32)
-        emb = nn_impl.embedding_lookup(
-            params, sp_ids.values, partition_strategy, max_norm=max_norm
-        )
+    if hasattr(params, "_get_variable_list"):
+        params = list(params)
+    if not isinstance(params, list | tuple):
+        params = [params]
+    with ops.name_scope(name, "embedding_lookup_sparse", [*params, sp_ids]) as scope:
+        segment_ids = cast_ops.cast(sp_ids.indices[:, 0], dtypes.int32)
+        ids, idx = unique_ops.unique(sp_ids.values)
+        emb = nn_impl.embedding_lookup(params, ids, partition_strategy, max_norm=max_norm)
+        emb = slicing_ops.gather(emb, idx)
         if sp_weights is None:
-            w = array_ops.ones_like(cast_ops.cast(sp_ids.values, emb.dtype))
+            weights = array_ops.ones_like(cast_ops.cast(sp_ids.values, emb.dtype))
         else:
-            w = cast_ops.cast(sp_weights.values, emb.dtype)
-        seg = array_ops.transpose(slicing_ops.one_hot(rows, n_rows, dtype=emb.dtype))  # [R, N]
-        total = matmul_ops.matmul(seg, array_ops.expand_dims(w, 1) * emb)
+            weights = cast_ops.cast(sp_weights.values, emb.dtype)
+        total = segment_ops.segment_sum(
+            emb * array_ops.expand_dims(weights, 1), segment_ids,
+            name=scope if combiner == "sum" else None,
+        )  # fmt: skip
         if combiner == "sum":
             return total
         if combiner == "mean":
-            norm = matmul_ops.matmul(seg, array_ops.expand_dims(w, 1))
+            norm = segment_ops.segment_sum(weights, segment_ids)
         else:
-            norm = math_ops.sqrt(matmul_ops.matmul(seg, array_ops.expand_dims(w * w, 1)))
-        safe = slicing_ops.where(math_ops.greater(norm, 0.0), norm, array_ops.ones_like(norm))
-        return total / safe
+            norm = math_ops.sqrt(segment_ops.segment_sum(weights * weights, segment_ids))
+        return math_composites.div_no_nan(total, array_ops.expand_dims(norm, 1), name=scope)
 
 
 def batch_norm_with_global_normalization(

@@ -21,8 +21,9 @@ import threading
 
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import partitioned_variables as pv
 from asyncflow.graph import GraphKeys
-from asyncflow.ops import init_ops
+from asyncflow.ops import array_ops, init_ops
 from asyncflow.variables import Variable, VariableAggregation, VariableSynchronization
 
 __all__ = [
@@ -54,6 +55,7 @@ class _VariableStore:
 
     def __init__(self):
         self._vars: dict[str, Variable] = {}
+        self._partitioned_vars: dict[str, pv.PartitionedVariable] = {}
 
     def get_variable(
         self,
@@ -97,7 +99,24 @@ class _VariableStore:
         ):
             is_scalar = shape is not None and isinstance(shape, (list, tuple)) and not shape
             if partitioner is not None and not is_scalar:
-                raise NotImplementedError("partitioned variables are not supported")
+                if not callable(partitioner):
+                    raise ValueError(f"Partitioner must be callable, but received: {partitioner}")
+                return self._get_partitioned_variable(
+                    name,
+                    partitioner,
+                    shape=shape,
+                    dtype=dtype,
+                    initializer=initializer,
+                    regularizer=regularizer,
+                    reuse=reuse,
+                    trainable=trainable,
+                    collections=collections,
+                    caching_device=caching_device,
+                    validate_shape=validate_shape,
+                    constraint=constraint,
+                    synchronization=synchronization,
+                    aggregation=aggregation,
+                )
             return self._get_single_variable(
                 name,
                 shape=shape,
@@ -135,6 +154,92 @@ class _VariableStore:
         if _accepts(custom_getter, "constraint"):
             kwargs["constraint"] = constraint
         return custom_getter(getter=true_getter, **kwargs)
+
+    def _get_partitioned_variable(
+        self,
+        name,
+        partitioner,
+        shape=None,
+        dtype=dtypes.float32,
+        initializer=None,
+        regularizer=None,
+        reuse=None,
+        **kwargs,
+    ):
+        """A PartitionedVariable "name" of slices "name/part_<i>" (TF1's rules)."""
+        # As TF: only a Tensor initial value is sliced (a Python or NumPy value is not).
+        initializing_from_value = isinstance(initializer, ops.Tensor)
+        dtype = dtypes.as_dtype(dtype)
+        shape = tensor_shape.as_shape(shape)
+        if initializing_from_value:
+            shape = shape.merge_with(initializer.shape)
+            dtype = initializer.dtype.base_dtype
+            init_value = initializer
+        if name in self._vars:
+            raise ValueError(
+                "A partitioner was provided, but an unpartitioned version of the variable was "
+                f"found: {name}.  Perhaps a variable of the same name was already created "
+                "without partitioning?"
+            )
+        partitions = None
+        if not reuse or partitioner:
+            partitions = pv.call_partitioner(partitioner, shape, dtype)
+        found = self._partitioned_vars.get(name)
+        if found is not None:
+            if reuse is False:
+                raise ValueError(
+                    f"Partitioned variable with name {name} already exists. Did you mean to "
+                    "set reuse=True or reuse=tf.AUTO_REUSE in VarScope?"
+                )
+            if not shape.is_compatible_with(found.get_shape()):
+                raise ValueError(
+                    f"Trying to reuse partitioned variable {name}, but specified shape {shape} "
+                    f"and found shape {found.get_shape()}."
+                )
+            if not dtype.is_compatible_with(found.dtype):
+                raise ValueError(
+                    f"Trying to reuse partitioned variable {name}, but specified dtype "
+                    f"{dtype.name} and found dtype {found.dtype.name}."
+                )
+            if partitions is not None and found._get_partitions() != partitions:
+                raise ValueError(
+                    f"Trying to reuse partitioned variable {name}, but specified partitions "
+                    f"{partitions} and found partitions {found._get_partitions()}."
+                )
+            return found
+        if reuse is True:
+            raise ValueError(
+                f"PartitionedVariable {name} does not exist, or was not created with "
+                "tf.get_variable(). Did you mean to set reuse=False or reuse=tf.AUTO_REUSE "
+                "in VarScope?"
+            )
+        dim, count = pv.slice_dim_and_count(partitions)
+        if f"{name}/part_0" in self._vars:
+            raise ValueError(
+                f"A partitioner was provided, but some partitions already exist: {name}/part_0"
+            )
+        full = shape.as_list()
+        parts = []
+        for i, (offset, part_shape) in enumerate(pv.iter_slices(full, count, dim)):
+            info = pv.PartitionInfo(full_shape=full, var_offset=offset)
+            if initializing_from_value:
+                with ops.name_scope(name + "/PartitionedInitializer/"):
+                    part_init = array_ops.slice(init_value, offset, part_shape)
+                part_shape_arg = None
+            else:
+                part_init, part_shape_arg = (
+                    _partition_aware(initializer, info, name, dtype),
+                    part_shape,
+                )
+            var = self._get_single_variable(
+                f"{name}/part_{i}", shape=part_shape_arg, dtype=dtype, initializer=part_init,
+                regularizer=regularizer, reuse=reuse, **kwargs,
+            )  # fmt: skip
+            var._set_save_slice_info(pv.SaveSliceInfo(name, full, offset, part_shape))
+            parts.append(var)
+        result = pv.PartitionedVariable(name, full, dtype, parts, partitions)
+        self._partitioned_vars[name] = result
+        return result
 
     def _get_single_variable(
         self,
@@ -221,6 +326,23 @@ class _VariableStore:
             if loss is not None:
                 ops.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
         return v
+
+
+def _partition_aware(initializer, info, name, dtype):
+    """An initializer that builds its slice knowing where the slice sits (`partition_info`),
+    so e.g. glorot scales by the full variable's fans, as TF does."""
+    if initializer is None:
+        initializer, _ = _default_initializer(name, dtype)
+    if inspect.isclass(initializer):
+        initializer = initializer()
+    if not _accepts(initializer, "partition_info"):
+        return initializer
+    init = initializer
+
+    def sliced(shape, dtype=None, partition_info=None):
+        return init(shape, dtype=dtype, partition_info=info)
+
+    return sliced
 
 
 def _accepts(fn, arg: str) -> bool:

@@ -21,6 +21,7 @@ from asyncflow import graph as ops
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import array_ops, control_flow_ops, state_ops
 from asyncflow.ops.state_ops import is_variable_initialized
+from asyncflow.partitioned_variables import SaveSliceInfo
 
 __all__ = [
     "Variable",
@@ -71,6 +72,7 @@ class Variable:
     """
 
     __array_priority__ = 100
+    SaveSliceInfo = SaveSliceInfo  # where a partitioned variable's slice sits (TF's)
 
     def __init__(
         self,

@@ -22,7 +22,15 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.ops import array_ops, math_ops, nn_ops, random_ops, reduction_ops, slicing_ops
+from asyncflow.ops import (
+    array_ops,
+    math_ops,
+    nn_ops,
+    partition_ops,
+    random_ops,
+    reduction_ops,
+    slicing_ops,
+)
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _as_dtype, _quiet, _shape_str
 from asyncflow.registry import (
@@ -769,11 +777,15 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
 def embedding_lookup(
     params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None
 ):
-    """Rows of `params` (a tensor, or a list of shards) picked by `ids`.
+    """Rows of `params` (a tensor, a list of shards or a PartitionedVariable) picked by
+    `ids` (OSDI §4.2).
 
     With shards, id `i` lives in shard `i % n` at row `i // n` ('mod'), or in contiguous
-    blocks, the first `size % n` shards holding one extra row ('div').  The gradient with
-    respect to each shard is sparse (IndexedSlices).
+    blocks, the first `size % n` shards holding one extra row ('div').  As TF builds it:
+    DynamicPartition splits the ids (and their positions) by shard, a Gather colocated
+    with each shard reads its rows where the shard lives, and ParallelDynamicStitch puts
+    the rows back in the ids' order.  The gradient with respect to each shard is sparse
+    (IndexedSlices), so an optimizer updates only the rows looked up, on the shard.
 
     Raises:
       ValueError: an empty params list, or an unknown partition_strategy.
@@ -782,64 +794,81 @@ def embedding_lookup(
     del validate_indices
     if partition_strategy not in ("mod", "div"):
         raise ValueError(f"Unrecognized partition strategy: {partition_strategy}")
-    if isinstance(params, list | tuple):
+    if hasattr(params, "_get_variable_list"):  # a PartitionedVariable: its slices
         params = list(params)
-    else:
-        params = [params]
+    params = list(params) if isinstance(params, list | tuple) else [params]
     if not params:
         raise ValueError("Need at least one param")
     with ops.name_scope(name, "embedding_lookup", [*params, ids]) as scope:
+        params = [ops.convert_to_tensor(p, name="params") for p in params]
         ids = ops.convert_to_tensor(ids, name="ids")
         if len(params) == 1:
-            out = slicing_ops.gather(params[0], ids, name=None if max_norm else scope)
-            return _clip_rows(out, max_norm, scope) if max_norm else out
-        out = _sharded_lookup(params, ids, partition_strategy)
-        return _clip_rows(out, max_norm, scope) if max_norm else array_ops.identity(out, scope)
+            with ops.colocate_with(params[0]):
+                out = slicing_ops.gather(params[0], ids, name=None if max_norm else scope)
+                out = _clip_rows(out, ids, max_norm, scope) if max_norm else out
+            return array_ops.identity(out)
+        out = _sharded_lookup(params, ids, partition_strategy, scope)
+        return _clip_rows(out, ids, max_norm, None) if max_norm else out
 
 
-def _sharded_lookup(params, ids, strategy):
-    """Each shard gathers the ids it owns (others read row 0 and are masked away)."""
+def _div_assignments(params, flat_ids):
+    """(shard, row in shard) of each id for the 'div' strategy, as TF computes them."""
     n = len(params)
-    ids = math_ops.cast(ids, dtypes.int64) if ids.dtype != dtypes.int64 else ids
-    if strategy == "mod":
-        owner, row = ids % n, ids // n
+    dims = [tensor_shape.dimension_value(p.shape[0]) for p in params]
+    if all(d is not None for d in dims):
+        total = array_ops.constant(sum(dims), flat_ids.dtype)
     else:
-        sizes = [
-            array_ops.shape(p, out_type=dtypes.int64)[0]
-            if tensor_shape.dimension_value(ops.convert_to_tensor(p).shape[0]) is None
-            else tensor_shape.dimension_value(ops.convert_to_tensor(p).shape[0])
-            for p in params
-        ]
-        total = math_ops.add_n([ops.convert_to_tensor(s, dtypes.int64) for s in sizes])
-        per = total // n
-        extras = total % n
-        big = per + 1
-        cut = extras * big
-        owner = slicing_ops.where(
-            ids < cut, ids // big, extras + (ids - cut) // math_ops.maximum(per, 1)
-        )
-        row = slicing_ops.where(ids < cut, ids % big, (ids - cut) % math_ops.maximum(per, 1))
-    result = None
-    zero = array_ops.zeros_like(row)
-    for p, shard in enumerate(params):
-        mine = math_ops.equal(owner, p)
-        rows = slicing_ops.gather(shard, slicing_ops.where(mine, row, zero))
-        mask = math_ops.cast(mine, rows.dtype)
-        rank = rows.shape.ndims
-        extra = (rank - ids.shape.ndims) if rank is not None and ids.shape.ndims is not None else 1
-        for _ in range(extra):
-            mask = array_ops.expand_dims(mask, -1)
-        part = rows * mask
-        result = part if result is None else result + part
-    return result
+        sizes = []
+        for p, d in zip(params, dims):
+            if d is not None:
+                sizes.append(array_ops.constant(d, flat_ids.dtype))
+            else:
+                with ops.colocate_with(p):
+                    sizes.append(math_ops.cast(array_ops.shape(p)[0], flat_ids.dtype))
+        total = math_ops.add_n(sizes)
+    per = total // n
+    extras = total % n
+    shard = math_ops.maximum(flat_ids // (per + 1), (flat_ids - extras) // per)
+    row = slicing_ops.where(shard < extras, flat_ids % (per + 1), (flat_ids - extras) % per)
+    return shard, row
 
 
-def _clip_rows(x, max_norm, name):
-    """Rows of the looked-up embeddings with L2 norm above max_norm scaled down to it."""
-    axes = list(range(1, x.shape.ndims)) if x.shape.ndims else [-1]
-    norm = math_ops.sqrt(reduction_ops.reduce_sum(math_ops.square(x), axes, keepdims=True))
-    scale = max_norm / math_ops.maximum(norm, max_norm)
-    return math_ops.multiply(x, scale, name=name)
+def _sharded_lookup(params, ids, strategy, name):
+    n = len(params)
+    flat_ids = array_ops.reshape(ids, [-1])
+    positions = reduction_ops.range(array_ops.size(flat_ids))
+    if strategy == "mod":
+        shard, row = flat_ids % n, flat_ids // n
+    else:
+        shard, row = _div_assignments(params, flat_ids)
+    shard = math_ops.cast(shard, dtypes.int32)
+    gather_ids = partition_ops.dynamic_partition(row, shard, n)
+    gather_positions = partition_ops.dynamic_partition(positions, shard, n)
+    rows = []
+    for p in range(n):
+        with ops.device(None), ops.colocate_with(params[p]):
+            rows.append(slicing_ops.gather(params[p], gather_ids[p]))
+    ret = partition_ops.parallel_dynamic_stitch(gather_positions, rows, name=name)
+    element = params[0].shape[1:]
+    for p in params[1:]:
+        element = element.merge_with(p.shape[1:])
+    if element.is_fully_defined():
+        element_d = array_ops.constant(element.as_list(), dtypes.int32)
+    else:
+        with ops.colocate_with(params[0]):
+            element_d = array_ops.shape(params[0])[1:]
+    ret = array_ops.reshape(ret, array_ops.concat([array_ops.shape(ids), element_d], 0))
+    ret.set_shape(ids.shape.concatenate(element))
+    return ret
+
+
+def _clip_rows(x, ids, max_norm, name):
+    """Each embedding (the dims after the ids' dims) with L2 norm above max_norm scaled
+    down to it, as TF's clip_by_norm computes it."""
+    axes = list(range(ids.shape.ndims, x.shape.ndims))
+    sq = reduction_ops.reduce_sum(math_ops.square(x), axes, keepdims=True)
+    norm = math_ops.sqrt(math_ops.maximum(sq, 0.0))
+    return math_ops.truediv(x * max_norm, math_ops.maximum(norm, max_norm), name=name)
 
 
 # -- TopKV2, InTopKV2 ---------------------------------------------------------------------

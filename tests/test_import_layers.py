@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "library",
         (
+            "partitioned_variables",
             "variables",
             "var_scope",
             "initializers",

@@ -8,6 +8,7 @@ from asyncflow import meta_graph as _meta_graph
 from asyncflow.train import basic_session_run_hooks as _hooks
 from asyncflow.train import checkpoint_utils as _checkpoint_utils
 from asyncflow.train import coordinator as _coordinator
+from asyncflow.train import device_setter as _device_setter
 from asyncflow.train import input as _input
 from asyncflow.train import learning_rate_decay as _lr
 from asyncflow.train import monitored_session as _monitored
@@ -33,6 +34,7 @@ for _m in (
     _checkpoint_utils,
     queue_runner,
     _coordinator,
+    _device_setter,
 ):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
