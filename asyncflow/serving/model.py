@@ -189,6 +189,27 @@ class ServableModel:
         except TimeoutError:
             raise errors.DeadlineExceededError(None, None, "Deadline exceeded") from None
 
+    async def awarmup(self) -> None:
+        """Run each signature once on a one-row batch of zeros (empty strings), so the
+        first real request finds its plan compiled.  A signature those values do not
+        suit (its step fails) is left cold: warm-up never fails a load."""
+        for sig in self.signatures.values():
+            feed = {}
+            for tensor in sig.inputs.values():
+                dims = tensor.shape.as_list() if tensor.shape.ndims is not None else None
+                if dims is None:
+                    break
+                shape = [1 if d is None else d for d in dims]
+                if tensor.dtype.name == "string":
+                    feed[tensor] = np.full(shape, b"", dtype=object)
+                else:
+                    feed[tensor] = np.zeros(shape, tensor.dtype.as_numpy_dtype)
+            else:
+                try:
+                    await self.session.arun(sig.outputs, feed)
+                except errors.OpError:
+                    pass
+
     @property
     def in_flight(self) -> int:
         """Predicts started and not yet finished."""

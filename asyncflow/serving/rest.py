@@ -36,7 +36,7 @@ from asyncflow.serving.registry import ModelRegistry
 
 __all__ = ["ModelRegistry", "make_app", "HTTP_STATUS"]
 
-_CODE_NAMES = error_codes_pb2.Code.Name
+_code_name = error_codes_pb2.Code.Name  # 5 -> "NOT_FOUND"
 
 # tensorflow_serving's ToHTTPStatusCode: canonical error code -> HTTP status.
 HTTP_STATUS = {
@@ -414,7 +414,7 @@ def make_app(
                     "version": str(v),
                     "state": state,
                     "status": {
-                        "error_code": "OK" if err is None else _CODE_NAMES[err.error_code],
+                        "error_code": "OK" if err is None else _code_name(err.error_code),
                         "error_message": "" if err is None else err.message,
                     },
                 }

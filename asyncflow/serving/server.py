@@ -7,7 +7,9 @@ grpc.aio (asyncflow.serving.grpc_server), both on one loop.
 `--model_base_path` holds numbered version directories (`1/`, `2/`, ...), each a TF1
 SavedModel; the latest (highest) version is loaded, as TF Serving's default version
 policy does.  `--model_config_file` (instead) serves several models with their version
-policies and labels (asyncflow.serving.config).  Every step runs with `Session.arun` on
+policies and labels (asyncflow.serving.config).  The base paths are polled every
+`--file_system_poll_wait_seconds` and new versions swapped in without failing a request
+(asyncflow.serving.manager).  Every step runs with `Session.arun` on
 the server's own loop.
 """
 
@@ -22,28 +24,12 @@ from collections.abc import Mapping
 
 from asyncflow import errors
 from asyncflow.serving import model as _model
-from asyncflow.serving.config import ModelConfig, parse_model_config, select_versions
+from asyncflow.serving.config import ModelConfig, parse_model_config
+from asyncflow.serving.manager import VersionManager, find_versions
 from asyncflow.serving.registry import ModelRegistry
 from asyncflow.serving.rest import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH, make_app
 
-__all__ = ["find_versions", "load_version", "load_latest", "ModelServer", "parse_args", "main"]
-
-
-def find_versions(base_path: str) -> list[int]:
-    """The numbered version directories under `base_path` holding a SavedModel, ascending."""
-    from asyncflow.saved_model import maybe_saved_model_directory
-
-    try:
-        entries = os.listdir(base_path)
-    except FileNotFoundError:
-        raise errors.NotFoundError(
-            None, None, f"Could not find base path {base_path} for servable"
-        ) from None
-    versions = []
-    for entry in entries:
-        if entry.isdigit() and maybe_saved_model_directory(os.path.join(base_path, entry)):
-            versions.append(int(entry))
-    return sorted(versions)
+__all__ = ["find_versions", "load_version", "ModelServer", "parse_args", "serve", "main"]
 
 
 async def load_version(
@@ -61,50 +47,21 @@ async def load_version(
     return model
 
 
-async def load_latest(
-    registry: ModelRegistry,
-    name: str,
-    base_path: str,
-    *,
-    batching: Mapping | None = None,
-    tags=("serve",),
-) -> int:
-    """Load the highest version under `base_path` into `registry`; the version loaded."""
-    versions = await asyncio.to_thread(find_versions, base_path)
-    if not versions:
-        raise errors.NotFoundError(
-            None, None, f"No versions of servable {name} found under base path {base_path}"
-        )
-    await load_version(registry, name, base_path, versions[-1], batching=batching, tags=tags)
-    return versions[-1]
-
-
-async def load_configs(
-    registry: ModelRegistry,
-    configs: list[ModelConfig],
-    *,
-    batching: Mapping | None = None,
-    tags=("serve",),
-) -> dict[str, list[int]]:
-    """Load every configured model's versions (per its policy) and labels; name -> versions."""
-    loaded = {}
-    for config in configs:
-        available = await asyncio.to_thread(find_versions, config.base_path)
-        versions = select_versions(config.policy, available)
-        if not versions:
-            raise errors.NotFoundError(
-                None,
-                None,
-                f"No versions of servable {config.name} found under base path "
-                f"{config.base_path} for version policy {config.policy}",
-            )
-        for v in versions:
-            await load_version(
-                registry, config.name, config.base_path, v, batching=batching, tags=tags
-            )
-        registry.set_labels(config.name, config.labels)
-        loaded[config.name] = versions
-    return loaded
+def _no_versions(registry: ModelRegistry, config: ModelConfig) -> errors.OpError:
+    """Why a model has no version at startup: its base path, or its versions' load errors."""
+    try:
+        find_versions(config.base_path)
+    except errors.NotFoundError as e:
+        return e
+    for _, _, error in registry.status(config.name) if config.name in registry.names() else []:
+        if error is not None:
+            return error
+    return errors.NotFoundError(
+        None,
+        None,
+        f"No versions of servable {config.name} found under base path {config.base_path}"
+        + ("" if config.policy == ("latest", 1) else f" for version policy {config.policy}"),
+    )
 
 
 def parse_batching_parameters(text: str) -> dict:
@@ -233,6 +190,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--model_base_path", default="")
     p.add_argument("--model_config_file", default="", help="a ModelServerConfig (text format)")
     p.add_argument("--saved_model_tags", default="serve")
+    p.add_argument(
+        "--file_system_poll_wait_seconds",
+        type=float,
+        default=1.0,
+        help="how often to look for new model versions (<= 0: only at startup)",
+    )
     p.add_argument("--enable_batching", type=_bool, default=False, nargs="?", const=True)
     p.add_argument("--batching_parameters_file", default="")
     p.add_argument(
@@ -273,19 +236,38 @@ async def serve(
                 batching = parse_batching_parameters(f.read())
     registry = ModelRegistry()
     tags = tuple(t for t in args.saved_model_tags.split(",") if t)
+    if args.model_config_file:
+        with open(args.model_config_file) as f:  # noqa: ASYNC230 (startup)
+            configs = parse_model_config(f.read())
+    else:
+        configs = [ModelConfig(args.model_name, args.model_base_path)]
+    manager = VersionManager(
+        registry,
+        configs,
+        batching=batching,
+        tags=tags,
+        poll_wait_s=args.file_system_poll_wait_seconds,
+    )
     try:
-        if args.model_config_file:
-            with open(args.model_config_file) as f:  # noqa: ASYNC230 (startup)
-                configs = parse_model_config(f.read())
-            loaded = await load_configs(registry, configs, batching=batching, tags=tags)
-            version = ", ".join(f"{n} {v}" for n, v in loaded.items())
-        else:
-            version = await load_latest(
-                registry, args.model_name, args.model_base_path, batching=batching, tags=tags
-            )
+        await manager.poll_once()
+        loaded = {}
+        for config in configs:
+            try:
+                versions = registry.versions(config.name)
+            except errors.NotFoundError:
+                raise _no_versions(registry, config) from None
+            if config.labels:
+                registry.set_labels(config.name, config.labels)
+            loaded[config.name] = sorted(versions)
     except BaseException:
+        await manager.aclose()
         await registry.aclose()
         raise
+    if args.model_config_file:
+        version = ", ".join(f"{n} {v}" for n, v in loaded.items())
+    else:
+        version = loaded[args.model_name][-1]
+    manager.start()
     server = ModelServer(
         registry,
         host=args.rest_api_host,
@@ -330,6 +312,7 @@ async def serve(
     try:
         await stop.wait()
     finally:
+        await manager.aclose()
         await server.aclose()
 
 
