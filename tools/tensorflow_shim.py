@@ -1,0 +1,984 @@
+"""Child process of `tf_kernel_tests.py`: run one TF kernel-test file, write each case's
+outcome as JSON.
+
+With `--backend asyncflow` it first installs an import hook under which `tensorflow`
+(and `absl.testing`, when absl is absent) resolve to asyncflow and to the small test
+base below; with `--backend tf` the file runs under real TensorFlow in graph mode.  The
+shim only maps names: a TF name asyncflow lacks raises AttributeError when the test
+touches it, and that case fails, as it would for a user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import importlib
+import importlib.abc
+import importlib.util
+import itertools
+import json
+import os
+import re
+import signal
+import sys
+import tempfile
+import threading
+import types
+import unittest
+
+import numpy as np
+
+# -- the asyncflow side of `import tensorflow` -------------------------------------------
+
+
+def _af():
+    import asyncflow
+
+    return asyncflow
+
+
+def _snake(name: str) -> str:
+    """TF's op-type -> Python name rule (`_CamelToSnake`, `MatMul` -> `mat_mul`)."""
+    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+
+
+@functools.cache
+def _gen_builders() -> dict:
+    from asyncflow import registry
+
+    return {_snake(name): d for name, d in registry.all_op_defs().items()}
+
+
+def _gen_op(name: str):
+    """`gen_*_ops.snake_name(...)`: build the registered op of that type."""
+    op_def = _gen_builders().get(name)
+    if op_def is None:
+        raise AttributeError(name)
+    from asyncflow import graph
+
+    def build(*args, name=None, **kwargs):
+        inputs = list(args[: len(op_def.inputs)])
+        for a in op_def.inputs[len(inputs) :]:
+            if a.name not in kwargs:
+                raise TypeError(f"{op_def.name} needs input {a.name!r}")
+            inputs.append(kwargs.pop(a.name))
+        attrs = {k: v for k, v in kwargs.items() if k in op_def.attrs}
+        op = graph.apply_op(op_def.name, inputs, attrs=attrs, name=name)
+        outs = op.outputs
+        if not outs:
+            return op
+        return outs[0] if len(outs) == 1 else outs
+
+    build.__name__ = name
+    return build
+
+
+def _namespaces():
+    af = _af()
+    return [
+        af,
+        af.nn,
+        af.math,
+        af.linalg,
+        af.sparse,
+        af.strings,
+        af.random,
+        af.image,
+        af.train,
+        af.io,
+        af.errors,
+        af.dtypes,
+    ]
+
+
+def _resolve(sources, name):
+    for src in sources:
+        if src is None:
+            continue
+        if isinstance(src, dict):
+            if name in src:
+                return src[name]
+            continue
+        try:
+            return getattr(src, name)
+        except AttributeError:
+            continue
+    raise AttributeError(name)
+
+
+# TF's packages (as opposed to modules): an attribute of one is its submodule.
+_PACKAGES = {
+    "python",
+    "framework",
+    "ops",
+    "platform",
+    "eager",
+    "util",
+    "client",
+    "training",
+    "core",
+    "kernel_tests",
+    "lib",
+    "io",
+    "data",
+    "example",
+    "protobuf",
+    "summary",
+    "nn_ops",
+    "math_ops",
+    "array_ops",
+    "sparse_ops",
+    "random",
+    "signal",
+    "image_ops",
+    "variables",
+    "control_flow",
+    "data_structures",
+    "linalg",
+    "strings_ops",
+    "io_ops",
+    "distributions",
+    "proto",
+}
+
+
+def _is_package(fullname: str) -> bool:
+    parts = fullname.split(".")
+    if fullname == "tensorflow":
+        return True
+    if "kernel_tests" in parts:
+        return parts[-1] in _PACKAGES
+    if parts[-1] in ("ops", "framework") and len(parts) >= 3 and parts[-2] == "core":
+        return True
+    return len(parts) <= 3 and parts[-1] in _PACKAGES
+
+
+class _Resolver(types.ModuleType):
+    """A module whose attributes are looked up, in order, in `_sources`."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if self.__name__ != "tensorflow" and _is_package(self.__name__):
+            return importlib.import_module(f"{self.__name__}.{name}")
+        value = _resolve(self._sources(), name)
+        setattr(self, name, value)
+        return value
+
+
+def _family(name: str):
+    spec = importlib.util.find_spec(f"asyncflow.ops.{name}")
+    return importlib.import_module(f"asyncflow.ops.{name}") if spec else None
+
+
+def _ops_module(fullname: str) -> types.ModuleType:
+    short = fullname.rsplit(".", 1)[-1]
+    mod = _Resolver(fullname)
+    af = _af()
+    extra = _EXTRA.get(short, {})
+    if short.startswith("gen_"):
+
+        def sources():
+            return [extra, _GenOps, _family(short[4:]), *_namespaces()]
+    else:
+
+        def sources():
+            return [extra, _family(short), *_namespaces(), af.compat, _GenOps, _GradFns]
+
+    mod._sources = sources
+    return mod
+
+
+class _GenOpsType:
+    def __getattr__(self, name):
+        return _gen_op(name)
+
+
+class _GradFnsType:
+    """`nn_grad._XGrad` etc.: the gradient registered for op type X."""
+
+    def __getattr__(self, name):
+        m = re.fullmatch(r"_(\w+)Grad", name)
+        if m is None:
+            raise AttributeError(name)
+        from asyncflow import registry
+
+        try:
+            fn = registry.get_op_def(m.group(1)).grad_fn
+        except (KeyError, LookupError, ValueError) as e:
+            raise AttributeError(name) from e
+        if fn is None:
+            raise AttributeError(name)
+        return fn
+
+
+_GradFns = _GradFnsType()
+
+
+_GenOps = _GenOpsType()
+
+
+def _extra_tables():
+    """Names TF keeps in a module where asyncflow's live elsewhere or differ."""
+    af = _af()
+    from asyncflow import graph as g
+    from asyncflow import test_util as tu
+
+    def convert_n_to_tensor(values, dtype=None, name=None, preferred_dtype=None):
+        return [g.convert_to_tensor(v, dtype=dtype) for v in values]
+
+    class _Context:
+        def executing_eagerly(self):
+            return False
+
+    context = {
+        "executing_eagerly": lambda: False,
+        "in_eager_mode": lambda: False,
+        "graph_mode": contextlib.nullcontext,
+        "context": lambda: _Context(),
+        "eager_mode": _no_eager,
+    }
+    return {
+        "ops": {
+            "convert_n_to_tensor": convert_n_to_tensor,
+            "_default_graph_stack": None,
+            "EagerTensor": type("EagerTensor", (), {}),
+        },
+        "gradient_checker": {
+            "compute_gradient": tu.compute_gradient,
+            "compute_gradient_error": tu.compute_gradient_error,
+        },
+        "gradients_impl": {"gradients": af.gradients},
+        "gradients": {"gradients": af.gradients},
+        "context": context,
+        "compat": {
+            "as_bytes": _as_bytes,
+            "as_text": _as_text,
+            "as_str": _as_text,
+            "as_str_any": lambda v: v.decode() if isinstance(v, bytes) else str(v),
+            "bytes_or_text_types": (bytes, str),
+            "integral_types": (int, np.integer),
+            "real_types": (float, int, np.floating, np.integer),
+            "complex_types": (complex, np.number),
+        },
+        "constant_op": {"constant": af.constant},
+        "errors": vars(af.errors),
+        "errors_impl": vars(af.errors),
+        "dtypes": vars(af.dtypes),
+        "tensor_shape": vars(importlib.import_module("asyncflow.tensor_shape")),
+        "sparse_tensor": vars(importlib.import_module("asyncflow.sparse_tensor")),
+        "indexed_slices": vars(importlib.import_module("asyncflow.indexed_slices")),
+        "random_seed": vars(importlib.import_module("asyncflow.random_seed")),
+        "nest": vars(importlib.import_module("asyncflow.nest")),
+        "variables": vars(importlib.import_module("asyncflow.variables")),
+        "variable_scope": vars(importlib.import_module("asyncflow.var_scope")),
+        "config": {
+            "is_op_determinism_enabled": lambda: False,
+            "list_physical_devices": lambda *a: [],
+        },
+        "session": {"Session": af.Session, "InteractiveSession": af.InteractiveSession},
+        "tf_logging": vars(importlib.import_module("asyncflow.tf_logging")),
+    }
+
+
+def _no_eager():
+    raise unittest.SkipTest("eager mode: asyncflow has graph mode only")
+
+
+def _as_bytes(v, encoding="utf-8"):
+    return v if isinstance(v, bytes) else str(v).encode(encoding)
+
+
+def _as_text(v, encoding="utf-8"):
+    return v.decode(encoding) if isinstance(v, bytes) else str(v)
+
+
+_EXTRA: dict = {}
+
+
+class _ShimFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Resolve `tensorflow[.python[...]]` (and `absl.testing` when absent) to the shim."""
+
+    def __init__(self, kernel_test_dirs: list[str]):
+        self.kernel_test_dirs = kernel_test_dirs
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "tensorflow" or fullname.startswith("tensorflow."):
+            if ".kernel_tests." in fullname + ".":
+                src = self._kernel_test_source(fullname)
+                if src is not None:
+                    is_pkg = src.endswith("__init__.py")
+                    return importlib.util.spec_from_file_location(
+                        fullname,
+                        src,
+                        submodule_search_locations=[os.path.dirname(src)] if is_pkg else None,
+                    )
+            return importlib.util.spec_from_loader(
+                fullname, self, is_package=_is_package(fullname)
+            )
+        if fullname in (
+            "absl",
+            "absl.testing",
+            "absl.testing.parameterized",
+            "absl.testing.absltest",
+            "absl.flags",
+            "absl.logging",
+        ):
+            return importlib.util.spec_from_loader(fullname, self, is_package=True)
+        return None
+
+    def _kernel_test_source(self, fullname):
+        rel = fullname.split(".kernel_tests", 1)[1].lstrip(".").replace(".", os.sep)
+        for root in self.kernel_test_dirs:
+            for cand in (os.path.join(root, rel + ".py"), os.path.join(root, rel, "__init__.py")):
+                if os.path.isfile(cand):
+                    return cand
+            if not rel and os.path.isdir(root):
+                init = os.path.join(root, "__init__.py")
+                return init if os.path.isfile(init) else None
+        return None
+
+    def create_module(self, spec):
+        name = spec.name
+        if name.startswith("absl"):
+            return _absl_module(name)
+        if name == "tensorflow":
+            mod = _Resolver(name)
+            af = _af()
+            mod._sources = lambda: [{"compat": _compat_module()}, af]
+            mod.__path__ = []
+            return mod
+        if name.endswith("platform.test") or name.endswith("platform.googletest"):
+            return _test_module(name)
+        if name.endswith("framework.test_util"):
+            return _test_util_module(name)
+        return _ops_module(name)
+
+    def exec_module(self, module):
+        pass
+
+
+def _compat_module():
+    af = _af()
+    mod = types.ModuleType("tensorflow.compat")
+    mod.v1 = af
+    mod.as_bytes = _as_bytes
+    mod.as_text = _as_text
+    return mod
+
+
+# -- absl.testing.parameterized, when absl is not installed -------------------------------
+
+
+def _absl_module(name):
+    mod = types.ModuleType(name)
+    mod.__path__ = []
+    if name == "absl.testing.parameterized":
+        mod.parameters = _parameters(named=False)
+        mod.named_parameters = _parameters(named=True)
+        mod.product = _product
+        mod.TestCase = unittest.TestCase
+    elif name == "absl.testing.absltest":
+        mod.TestCase = unittest.TestCase
+        mod.main = unittest.main
+    elif name == "absl.logging":
+        import logging
+
+        mod.__dict__.update({k: getattr(logging, k) for k in ("info", "warning", "error")})
+        mod.vlog = lambda *a, **k: None
+    return mod
+
+
+def _product(**kwargs):
+    keys = list(kwargs)
+    return [
+        dict(zip(keys, vals, strict=True))
+        for vals in itertools.product(*(kwargs[k] for k in keys))
+    ]
+
+
+def _parameters(named: bool):
+    def decorator_factory(*cases):
+        if (
+            len(cases) == 1
+            and isinstance(cases[0], list | tuple)
+            and cases[0]
+            and isinstance(cases[0][0], dict | list | tuple)
+        ):
+            cases = tuple(cases[0])
+
+        def decorate(fn):
+            fn._param_cases = (cases, named)
+            return fn
+
+        return decorate
+
+    return decorator_factory
+
+
+def _expand_parameterized(cls):
+    """absl's metaclass work: one method per case, named as absl names them."""
+    for attr, fn in list(vars(cls).items()):
+        spec = getattr(fn, "_param_cases", None)
+        if spec is None:
+            continue
+        cases, named = spec
+        delattr(cls, attr)
+        for i, case in enumerate(cases):
+            if named:
+                if isinstance(case, dict):
+                    case = dict(case)
+                    suffix = case.pop("testcase_name")
+                    args, kwargs = (), case
+                else:
+                    suffix, args, kwargs = case[0], tuple(case[1:]), {}
+                mname = attr + str(suffix)
+            else:
+                args, kwargs = (
+                    ((), case)
+                    if isinstance(case, dict)
+                    else ((case if isinstance(case, tuple | list) else (case,)), {})
+                )
+                mname = f"{attr}{i}"
+
+            def method(self, _fn=fn, _a=args, _k=kwargs):
+                return _fn(self, *_a, **_k)
+
+            method.__name__ = mname
+            setattr(cls, mname, method)
+    return cls
+
+
+# -- tensorflow.python.framework.test_util / platform.test --------------------------------
+
+
+def _flex(transform):
+    """A decorator usable bare (`@d`) or called (`@d("reason")`, `@d(config=...)`)."""
+
+    def outer(*args, **kwargs):
+        if (
+            len(args) == 1
+            and not kwargs
+            and callable(args[0])
+            and (isinstance(args[0], type) or isinstance(args[0], types.FunctionType))
+        ):
+            return transform(args[0])
+        return transform
+
+    return outer
+
+
+def _for_methods(transform):
+    def apply(obj):
+        if isinstance(obj, type):
+            for k, v in list(vars(obj).items()):
+                if k.startswith("test") and callable(v):
+                    setattr(obj, k, transform(v))
+            return obj
+        return transform(obj)
+
+    return apply
+
+
+def _skipper(reason):
+    def transform(fn):
+        @functools.wraps(fn)
+        def skipped(*a, **k):
+            raise unittest.SkipTest(reason)
+
+        return skipped
+
+    return transform
+
+
+class TensorFlowTestCase(unittest.TestCase):
+    """A graph-mode subset of TF's `test_util.TensorFlowTestCase`."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _expand_parameterized(cls)
+
+    def setUp(self):
+        af = _af()
+        af.reset_default_graph()
+        af.set_random_seed(87654321)
+        np.random.seed(87654321)
+        self._cached = {}
+
+    def tearDown(self):
+        for s in self._cached.values():
+            s.close()
+
+    def get_temp_dir(self):
+        if not hasattr(self, "_tmp"):
+            self._tmp = tempfile.mkdtemp()
+        return self._tmp
+
+    def _session_cm(self, graph, cached):
+        af = _af()
+        graph = graph if graph is not None else af.get_default_graph()
+        if cached:
+            sess = self._cached.get(id(graph))
+            if sess is None:
+                sess = self._cached[id(graph)] = af.Session(graph=graph)
+        else:
+            sess = af.Session(graph=graph)
+
+        @contextlib.contextmanager
+        def cm():
+            try:
+                with graph.as_default(), sess.as_default():
+                    yield sess
+            finally:
+                if not cached:
+                    sess.close()
+
+        return cm()
+
+    def cached_session(self, graph=None, config=None, use_gpu=True, force_gpu=False):
+        return self._session_cm(graph, cached=True)
+
+    def session(self, graph=None, config=None, use_gpu=True, force_gpu=False):
+        return self._session_cm(graph, cached=False)
+
+    def test_session(self, graph=None, config=None, use_gpu=True, force_gpu=False):
+        return self._session_cm(graph, cached=True)
+
+    @contextlib.contextmanager
+    def test_scope(self):
+        yield
+
+    def _run(self, tensors):
+        af = _af()
+        sess = af.get_default_session()
+        if sess is None:
+            g = af.get_default_graph()
+            sess = self._cached.get(id(g)) or self._cached.setdefault(id(g), af.Session(graph=g))
+        return sess.run(tensors)
+
+    def evaluate(self, tensors):
+        return self._run(tensors)
+
+    def _nd(self, a):
+        af = _af()
+        if isinstance(a, af.Tensor | af.Variable) or type(a).__name__ in (
+            "SparseTensor",
+            "IndexedSlices",
+        ):
+            a = self._run(a)
+        if not isinstance(a, np.ndarray):
+            a = np.array(a)
+        return a
+
+    def assertAllClose(self, a, b, rtol=1e-6, atol=1e-6, msg=None):
+        if isinstance(a, dict) or isinstance(b, dict):
+            self.assertEqual(set(a), set(b), msg)
+            for k in a:
+                self.assertAllClose(a[k], b[k], rtol, atol, msg)
+            return
+        if (
+            isinstance(a, list | tuple)
+            and a
+            and not _is_numeric_seq(a)
+            or (isinstance(b, list | tuple) and b and not _is_numeric_seq(b))
+        ):
+            self.assertEqual(len(a), len(b), msg)
+            for x, y in zip(a, b, strict=True):
+                self.assertAllClose(x, y, rtol, atol, msg)
+            return
+        a, b = self._nd(a), self._nd(b)
+        self.assertEqual(a.shape, b.shape, f"shape mismatch {a.shape} vs {b.shape} {msg}")
+        if a.dtype.kind in "OSU" or b.dtype.kind in "OSU":
+            np.testing.assert_array_equal(a, b, err_msg=msg or "")
+            return
+        a64 = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+        b64 = b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
+        np.testing.assert_allclose(
+            a64, b64, rtol=rtol, atol=atol, err_msg=msg or "", equal_nan=True
+        )
+
+    def assertAllCloseAccordingToType(
+        self,
+        a,
+        b,
+        rtol=1e-6,
+        atol=1e-6,
+        float_rtol=1e-6,
+        float_atol=1e-6,
+        half_rtol=1e-3,
+        half_atol=1e-3,
+        bfloat16_rtol=1e-2,
+        bfloat16_atol=1e-2,
+        msg=None,
+    ):
+        a, b = self._nd(a), self._nd(b)
+        names = {a.dtype.name, b.dtype.name}
+        if names & {"float32", "complex64"}:
+            rtol, atol = max(rtol, float_rtol), max(atol, float_atol)
+        if "float16" in names:
+            rtol, atol = max(rtol, half_rtol), max(atol, half_atol)
+        if "bfloat16" in names:
+            rtol, atol = max(rtol, bfloat16_rtol), max(atol, bfloat16_atol)
+        self.assertAllClose(a, b, rtol=rtol, atol=atol, msg=msg)
+
+    def assertNotAllClose(self, a, b, rtol=1e-6, atol=1e-6, msg=None):
+        try:
+            self.assertAllClose(a, b, rtol, atol)
+        except AssertionError:
+            return
+        raise AssertionError(msg or "the two values are close")
+
+    def assertAllEqual(self, a, b, msg=None):
+        a, b = self._nd(a), self._nd(b)
+        if a.size and b.size:
+            self.assertEqual(a.shape, b.shape, f"shape mismatch {a.shape} vs {b.shape} {msg}")
+        np.testing.assert_array_equal(a, b, err_msg=msg or "")
+
+    def assertNotAllEqual(self, a, b, msg=None):
+        a, b = self._nd(a), self._nd(b)
+        self.assertFalse(a.shape == b.shape and np.all(a == b), msg)
+
+    def assertArrayNear(self, farray1, farray2, err, msg=None):
+        self.assertEqual(len(farray1), len(farray2), msg)
+        for f1, f2 in zip(farray1, farray2, strict=True):
+            self.assertNear(float(f1), float(f2), err, msg)
+
+    def assertNear(self, f1, f2, err, msg=None):
+        self.assertTrue(f1 == f2 or abs(f1 - f2) <= err, f"{f1} != {f2} +/- {err} {msg}")
+
+    def assertAllInRange(self, target, lower, upper, open_lower=False, open_upper=False):
+        t = self._nd(target)
+        self.assertTrue(np.all(t > lower if open_lower else t >= lower))
+        self.assertTrue(np.all(t < upper if open_upper else t <= upper))
+
+    def assertAllInSet(self, target, expected_set):
+        self.assertTrue(set(np.unique(self._nd(target)).tolist()) <= set(expected_set))
+
+    def assertAllGreater(self, a, c):
+        self.assertTrue(np.all(self._nd(a) > c))
+
+    def assertAllLess(self, a, c):
+        self.assertTrue(np.all(self._nd(a) < c))
+
+    def assertAllGreaterEqual(self, a, c):
+        self.assertTrue(np.all(self._nd(a) >= c))
+
+    def assertAllLessEqual(self, a, c):
+        self.assertTrue(np.all(self._nd(a) <= c))
+
+    def assertShapeEqual(self, np_array, tf_tensor, msg=None):
+        self.assertEqual(list(np_array.shape), tf_tensor.get_shape().as_list(), msg)
+
+    def assertDTypeEqual(self, target, expected_dtype):
+        self.assertEqual(self._nd(target).dtype, np.dtype(expected_dtype))
+
+    def assertDeviceEqual(self, device1, device2, msg=None):
+        self.assertEqual(device1 or "", device2 or "", msg)
+
+    @contextlib.contextmanager
+    def assertRaisesWithPredicateMatch(self, exception_type, expected_err_re_or_predicate):
+        if callable(expected_err_re_or_predicate):
+            predicate = expected_err_re_or_predicate
+        else:
+
+            def predicate(e):
+                msg = getattr(e, "message", None) or str(e)
+                return re.search(expected_err_re_or_predicate, msg) is not None
+
+        try:
+            yield
+        except exception_type as e:
+            if not predicate(e):
+                raise AssertionError(
+                    f"{type(e).__name__} {e!s:.300} does not match "
+                    f"{expected_err_re_or_predicate!r}"
+                ) from e
+            return
+        raise AssertionError(f"{exception_type} not raised")
+
+    def assertRaisesOpError(self, expected_err_re_or_predicate):
+        return self.assertRaisesWithPredicateMatch(
+            _af().errors.OpError, expected_err_re_or_predicate
+        )
+
+    def assertRaisesIncompatibleShapesError(self, exception_type=None):
+        exception_type = exception_type or _af().errors.InvalidArgumentError
+        return self.assertRaisesWithPredicateMatch(
+            exception_type,
+            r"Incompatible shapes|Dimensions must be equal|"
+            r"required broadcastable shapes",
+        )
+
+    assertRaisesRegexp = unittest.TestCase.assertRaisesRegex
+    assertItemsEqual = unittest.TestCase.assertCountEqual
+
+    def assertLen(self, container, expected_len, msg=None):
+        self.assertEqual(len(container), expected_len, msg)
+
+    def assertEmpty(self, container, msg=None):
+        self.assertEqual(len(container), 0, msg)
+
+    def assertNotEmpty(self, container, msg=None):
+        self.assertNotEqual(len(container), 0, msg)
+
+    def assertStartsWith(self, actual, expected_start, msg=None):
+        self.assertTrue(actual.startswith(expected_start), msg)
+
+    def assertSameElements(self, a, b, msg=None):
+        self.assertEqual(set(a), set(b), msg)
+
+    def assertProtoEquals(self, expected, message, msg=None):
+        from google.protobuf import text_format
+
+        if isinstance(expected, str):
+            expected = text_format.Parse(expected, type(message)())
+        self.assertEqual(expected, message, msg)
+
+    def checkedThread(self, target, args=None, kwargs=None):
+        return _CheckedThread(self, target, args, kwargs)
+
+
+def _is_numeric_seq(seq):
+    return all(
+        isinstance(x, int | float | complex | bool | np.number | np.bool_)
+        or (isinstance(x, list | tuple) and _is_numeric_seq(x))
+        for x in seq
+    )
+
+
+class _CheckedThread:
+    def __init__(self, testcase, target, args, kwargs):
+        self._target, self._args, self._kwargs = target, args or (), kwargs or {}
+        self._exc = None
+        self._thread = threading.Thread(target=self._protected_run, daemon=True)
+
+    def _protected_run(self):
+        try:
+            self._target(*self._args, **self._kwargs)
+        except Exception as e:  # noqa: BLE001 - re-raised in join()
+            self._exc = e
+
+    def start(self):
+        self._thread.start()
+
+    def join(self):
+        self._thread.join()
+        if self._exc is not None:
+            raise self._exc
+
+    def is_alive(self):
+        return self._thread.is_alive()
+
+    def check_termination(self):
+        if self._thread.is_alive():
+            raise AssertionError("thread still running")
+
+
+def _test_util_module(name):
+    mod = _Resolver(name)
+    passthrough = _flex(lambda f: f)
+    table = {
+        "TensorFlowTestCase": TensorFlowTestCase,
+        "run_deprecated_v1": _for_methods(lambda f: f),
+        "deprecated_graph_mode_only": _for_methods(lambda f: f),
+        "run_all_in_deprecated_graph_mode_only": _for_methods(lambda f: f),
+        "run_in_graph_and_eager_modes": passthrough,
+        "run_all_in_graph_and_eager_modes": lambda cls: cls,
+        "run_v1_only": passthrough,
+        "run_v2_only": _flex(_skipper("TF2-only")),
+        "run_cuda_only": _flex(_skipper("needs CUDA")),
+        "run_gpu_only": _flex(_skipper("needs a GPU")),
+        "build_as_function_and_v1_graph": passthrough,
+        "also_run_as_tf_function": passthrough,
+        "with_eager_op_as_function": passthrough,
+        "run_without_tensor_float_32": passthrough,
+        "assert_no_new_pyobjects_executing_eagerly": passthrough,
+        "assert_no_garbage_created": passthrough,
+        "assert_no_new_tensors": passthrough,
+        "with_forward_compatibility_horizons": passthrough,
+        "for_all_test_methods": lambda deco, *a, **k: _for_methods(deco(*a, **k)),
+        "generate_combinations_with_testcase_name": _combinations,
+        "IsMklEnabled": lambda: False,
+        "IsBuiltWithROCm": lambda: False,
+        "IsBuiltWithNvcc": lambda: False,
+        "is_xla_enabled": lambda: False,
+        "is_built_with_rocm": lambda: False,
+        "GpuSupportsHalfMatMulAndConv": lambda: False,
+        "is_gpu_available": lambda *a, **k: False,
+        "gpu_device_name": lambda: "",
+        "use_gpu": contextlib.nullcontext,
+        "force_cpu": contextlib.nullcontext,
+        "force_gpu": contextlib.nullcontext,
+        "device": lambda use_gpu=False: contextlib.nullcontext(),
+        "skip_if": lambda cond: lambda f: f,
+        "enable_control_flow_v2": passthrough,
+        "disable_control_flow_v2": passthrough,
+    }
+
+    def sources():
+        return [table, _DISABLES]
+
+    mod._sources = sources
+    return mod
+
+
+class _Disables:
+    def __getattr__(self, name):
+        if name.startswith(("disable_", "enable_", "skip_if_")):
+            return _flex(lambda f: f)
+        raise AttributeError(name)
+
+
+_DISABLES = _Disables()
+
+
+def _combinations(**kwargs):
+    cases = _product(**kwargs)
+    for c in cases:
+        c["testcase_name"] = "_" + "_".join(f"{k}_{v}" for k, v in c.items())
+    return cases
+
+
+def _test_module(name):
+    mod = _Resolver(name)
+    from unittest import mock
+
+    af = _af()
+    table = {
+        "TestCase": TensorFlowTestCase,
+        "main": lambda *a, **k: None,
+        "mock": mock,
+        "Benchmark": type("Benchmark", (), {}),
+        "get_temp_dir": tempfile.gettempdir,
+        "is_gpu_available": lambda *a, **k: False,
+        "gpu_device_name": lambda: "",
+        "is_built_with_cuda": lambda: False,
+        "is_built_with_rocm": lambda: False,
+        "is_built_with_gpu_support": lambda: False,
+        "compute_gradient": af.test.compute_gradient,
+        "compute_gradient_error": af.test.compute_gradient_error,
+        "disable_with_predicate": lambda pred, skip_message: lambda f: f,
+    }
+    mod._sources = lambda: [table]
+    return mod
+
+
+def install_shim(kernel_test_dirs: list[str]) -> None:
+    _EXTRA.update(_extra_tables())
+    sys.meta_path.insert(0, _ShimFinder(kernel_test_dirs))
+
+
+# -- running one file ----------------------------------------------------------------------
+
+
+class _Alarm(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Alarm("case timed out")
+
+
+def _cases(suite):
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from _cases(t)
+        else:
+            yield t
+
+
+class _Result(unittest.TestResult):
+    def __init__(self):
+        super().__init__()
+        self.status, self.message = "pass", ""
+
+    def addFailure(self, test, err):
+        self.status, self.message = "fail", _fmt(err)
+
+    def addError(self, test, err):
+        self.status, self.message = "error", _fmt(err)
+
+    def addSkip(self, test, reason):
+        self.status, self.message = "skip", reason
+
+    def addExpectedFailure(self, test, err):
+        self.status = "skip"
+
+    def addUnexpectedSuccess(self, test):
+        self.status = "fail"
+
+    def addSubTest(self, test, subtest, err):
+        if err is not None and self.status == "pass":
+            self.status, self.message = "fail", _fmt(err)
+
+
+def _fmt(err):
+    return f"{err[0].__name__}: {str(err[1])[:400]}"
+
+
+def _kernel_test_dirs(path: str) -> list[str]:
+    dirs = [d for d in os.environ.get("TF_KERNEL_TESTS_DIRS", "").split(os.pathsep) if d]
+    parts = os.path.abspath(path).split(os.sep)
+    if "kernel_tests" in parts:
+        dirs.append(os.sep.join(parts[: len(parts) - parts[::-1].index("kernel_tests")]))
+    return dirs
+
+
+def run_file(path: str, backend: str, timeout: float, out: str) -> int:
+    if backend == "tf":
+        import tensorflow as tf
+
+        tf.compat.v1.disable_v2_behavior()
+    else:
+        install_shim(_kernel_test_dirs(path))
+    spec = importlib.util.spec_from_file_location("tf_kernel_test_file", path)
+    module = importlib.util.module_from_spec(spec)
+    results = {}
+
+    def dump():
+        with open(out, "w") as f:
+            json.dump(results, f)
+
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - the whole file fails to import
+        results["<import>"] = {"status": "error", "message": f"{type(e).__name__}: {e}"}
+        dump()
+        return 1
+    suite = unittest.TestLoader().loadTestsFromModule(module)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    for case in _cases(suite):
+        cid = f"{type(case).__name__}.{case._testMethodName}"
+        if type(case).__name__ in (
+            "_FailedTest",
+            "ModuleImportFailure",
+        ) or case._testMethodName in ("test_session", "test_scope"):
+            continue
+        res = _Result()
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            case.run(res)
+        except _Alarm:
+            res.status, res.message = "error", "case timed out"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        results[cid] = {"status": res.status, "message": res.message}
+        dump()
+    dump()
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--backend", choices=["asyncflow", "tf"], default="asyncflow")
+    p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--out", required=True)
+    p.add_argument("file")
+    a = p.parse_args()
+    return run_file(a.file, a.backend, a.timeout, a.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
