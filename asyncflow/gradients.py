@@ -21,13 +21,13 @@ from __future__ import annotations
 import collections
 import contextlib
 
-from asyncflow import control_flow_grad, dtypes
+from asyncflow import control_flow_grad, dtypes, nest
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import array_ops, control_flow_ops, gradient_ops
 from asyncflow.registry import get_gradient_function
 
-__all__ = ["gradients", "hessians", "AggregationMethod", "UnconnectedGradients"]
+__all__ = ["gradients", "hessians", "AggregationMethod", "UnconnectedGradients", "GradientTape"]
 
 
 class AggregationMethod:
@@ -478,3 +478,84 @@ def hessians(
             stacked = array_ops.stack(rows)
             out.append(array_ops.reshape(stacked, x.shape.as_list() + x.shape.as_list()))
     return out
+
+
+class GradientTape:
+    """`tf.compat.v1.GradientTape` in graph mode: `gradient()` adds the ops of
+    `gradients()` for what the tape recorded.
+
+    Recorded sources are the tensors passed to `watch`, trainable variables (with
+    `watch_accessed_variables`), and tensors whose op was created while the tape was
+    open; the gradient with respect to any other source is None (or zeros with
+    `UnconnectedGradients.ZERO`), as TF's tape gives for a tensor it never saw.
+
+    Raises (from `gradient`):
+      RuntimeError: a non-persistent tape is asked for a second set of gradients.
+      ValueError / LookupError: as `gradients`.
+    """
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
+        self._persistent = persistent
+        self._watch_variables = watch_accessed_variables
+        self._watched: list = []
+        self._graph = None
+        self._start = self._stop = None
+        self._used = False
+
+    def __enter__(self) -> GradientTape:
+        self._graph = ops.get_default_graph()
+        self._start, self._stop = self._graph._id_counter, None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop = self._graph._id_counter
+
+    def watch(self, tensor) -> None:
+        """Record `tensor` (or every tensor of a nested structure) as a source."""
+        for t in nest.flatten(tensor):
+            self._watched.append(t)
+
+    def watched_variables(self) -> tuple:
+        return tuple(t for t in self._watched if _is_variable(t))
+
+    @contextlib.contextmanager
+    def stop_recording(self):
+        yield
+
+    def reset(self) -> None:
+        self._watched = []
+        if self._graph is not None:
+            self._start, self._stop = self._graph._id_counter, None
+
+    def _recorded(self, t) -> bool:
+        if any(t is w for w in self._watched):
+            return True
+        if _is_variable(t):
+            return self._watch_variables and getattr(t, "trainable", True)
+        op = getattr(t, "op", None)
+        if op is None or self._start is None:
+            return False
+        return op._id > self._start and (self._stop is None or op._id <= self._stop)
+
+    def gradient(self, target, sources, output_gradients=None,
+                 unconnected_gradients=UnconnectedGradients.NONE):
+        """d(sum target)/d(source) for each source, in the structure of `sources`."""
+        if self._used and not self._persistent:
+            raise RuntimeError(
+                "A non-persistent GradientTape can only be used to compute one set of "
+                "gradients (or jacobians)")
+        self._used = True
+        flat_sources = nest.flatten(sources)
+        flat_targets = nest.flatten(target)
+        grad_ys = None if output_gradients is None else nest.flatten(output_gradients)
+        grads = gradients(flat_targets, flat_sources, grad_ys=grad_ys,
+                          unconnected_gradients=unconnected_gradients)
+        for i, s in enumerate(flat_sources):
+            if not self._recorded(s):
+                grads[i] = (array_ops.zeros_like(s)
+                            if unconnected_gradients == UnconnectedGradients.ZERO else None)
+        return nest.pack_sequence_as(sources, grads)
+
+
+def _is_variable(t) -> bool:
+    return hasattr(t, "initializer") and hasattr(t, "assign")
