@@ -184,7 +184,7 @@ class GradLoopState:
                     break
             elif cur_value.op.type == "Const":
                 # A constant is cloned in the backward loop, not stacked.
-                real = array_ops.constant(cur_value.op.get_attr("value"), dtype=cur_value.dtype)
+                real = array_ops.constant(cur_value.op._attr("value"), dtype=cur_value.dtype)
                 break
             else:
                 self.grad_context.Exit()

@@ -370,6 +370,20 @@ class Operation:
         return list(self._attrs.get("_class", [f"loc:@{self._name}".encode()]))
 
     def get_attr(self, name: str) -> Any:
+        """The value of attr `name`, as TF1 returns it: string attrs (and lists of them)
+        as bytes; the runtime reads them as str through `_attr`.
+
+        Raises:
+          ValueError: the op has no attr of that name.
+        """
+        value = self._attr(name)
+        if isinstance(value, str):
+            return value.encode()
+        if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+            return [v.encode() for v in value]
+        return value
+
+    def _attr(self, name: str) -> Any:
         try:
             return self._attrs[name]
         except KeyError:

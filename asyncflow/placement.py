@@ -52,7 +52,7 @@ def estimate_compute(op: Operation) -> float:
     if op.type in ("MatMul", "BatchMatMul", "BatchMatMulV2") and len(op.inputs) == 2:
         a = op.inputs[0].shape
         k = a[-1].value if a.ndims else None
-        if op.get_attr("transpose_a") if "transpose_a" in op._attrs else False:
+        if op._attr("transpose_a") if "transpose_a" in op._attrs else False:
             k = a[-2].value if a.ndims and a.ndims >= 2 else None
         flops = 2.0 * _num_elements(op.outputs[0]) * (k or 1)
         return _OP_OVERHEAD + flops / _FLOPS

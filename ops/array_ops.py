@@ -71,7 +71,7 @@ def _num_elements(dims) -> int:
 
 
 def _const_shape(op):
-    return [tensor_shape.TensorShape(op.get_attr("value").shape)]
+    return [tensor_shape.TensorShape(op._attr("value").shape)]
 
 
 Const = register_op(
@@ -87,7 +87,7 @@ async def _const(ctx):
     return ctx.attrs["value"]
 
 
-ops.register_constant_folder("Const", lambda t: t.op.get_attr("value"))
+ops.register_constant_folder("Const", lambda t: t.op._attr("value"))
 
 
 def constant(value, dtype=None, shape=None, name="Const", verify_shape=False):
@@ -124,7 +124,7 @@ ops.register_overload("constant", constant)
 
 
 def _placeholder_shape(op):
-    return [op.get_attr("shape")]
+    return [op._attr("shape")]
 
 
 Placeholder = register_op(
@@ -755,7 +755,7 @@ def _squeeze_shape(op):
     x = op.inputs[0]
     if x.shape.ndims is None:
         return [tensor_shape.unknown_shape()]
-    squeeze = list(op.get_attr("squeeze_dims"))
+    squeeze = list(op._attr("squeeze_dims"))
     wanted = _squeeze_dims(squeeze, x.shape.ndims, ValueError)
     out = []
     for i, d in enumerate(x.shape.as_list()):

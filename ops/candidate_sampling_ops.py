@@ -56,10 +56,10 @@ _SAMPLER_ATTRS = {
 
 
 def _sampler_shape(op):
-    n = op.get_attr("num_sampled")
+    n = op._attr("num_sampled")
     t = op.inputs[0].shape
     batch = t[0].value if t.ndims else None
-    return [[n], [batch, op.get_attr("num_true")], [n]]
+    return [[n], [batch, op._attr("num_true")], [n]]
 
 
 def _check_true_classes(t, num_true):

@@ -60,7 +60,7 @@ def _fold_cast(t):
     value = ops.constant_value(t.op.inputs[0])
     if value is None:
         return None
-    src, dst = t.op.get_attr("SrcT"), t.op.get_attr("DstT")
+    src, dst = t.op._attr("SrcT"), t.op._attr("DstT")
     if dtypes.string in (src, dst) and src != dst:
         return None
     return _quiet(np, _cast_value, np, value, src, dst)
@@ -111,7 +111,7 @@ def to_int64(x, name="ToInt64"):
 
 @Cast.gradient
 def _cast_grad(op, grad):
-    src, dst = op.get_attr("SrcT"), op.get_attr("DstT")
+    src, dst = op._attr("SrcT"), op._attr("DstT")
     if _g.is_trainable(src) and _g.is_trainable(dst):
         return [_g.cast(grad, src)]
     return [None]

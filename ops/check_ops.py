@@ -416,7 +416,7 @@ NotDifferentiable("Assert")
 @CheckNumerics.gradient
 def _check_numerics_grad(op, grad):
     """The gradient passes through, itself checked (as TF)."""
-    message = "Not a number (NaN) or infinity (Inf) values detected in gradient. " + op.get_attr(
+    message = "Not a number (NaN) or infinity (Inf) values detected in gradient. " + op._attr(
         "message"
     )
     return [check_numerics(ops.convert_to_tensor(grad), message)]

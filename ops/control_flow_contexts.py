@@ -70,7 +70,7 @@ def output_while_context(op):
 
 
 def is_loop_constant_enter(op) -> bool:
-    return op.type == "Enter" and bool(op.get_attr("is_constant"))
+    return op.type == "Enter" and bool(op._attr("is_constant"))
 
 
 def _identity(x, name=None):

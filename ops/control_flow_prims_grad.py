@@ -100,7 +100,7 @@ def _enter_grad(op, grad):
     grad_ctxt = op.graph._control_flow_context
     if grad_ctxt is None or not grad_ctxt.back_prop or grad_ctxt.grad_state is None:
         return grad
-    if op.get_attr("is_constant"):
+    if op._attr("is_constant"):
         if isinstance(grad, IndexedSlices):
             # Rows gathered over the iterations (an embedding read in a loop), unless
             # the loop is nested in another: then summed dense, as before.

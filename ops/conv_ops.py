@@ -821,7 +821,7 @@ def _check_attrs(attrs, depthwise=False) -> None:
 
 
 def _attrs_of(op) -> dict:
-    return {k: op.get_attr(k) for k in op.op_def.attrs}
+    return {k: op._attr(k) for k in op.op_def.attrs}
 
 
 def _static_out_shape(op, in_shape, filter_shape, depthwise=False) -> tensor_shape.TensorShape:
@@ -1091,7 +1091,7 @@ async def _conv2d_backprop_filter_kernel(ctx, x, filter_sizes, dy):
 
 
 def _conv_attrs(op) -> dict:
-    return {k: op.get_attr(k) for k in _CONV_ATTRS if k != "T"}
+    return {k: op._attr(k) for k in _CONV_ATTRS if k != "T"}
 
 
 def _shape_of(t):
@@ -1413,7 +1413,7 @@ async def _depthwise_backprop_filter_kernel(ctx, x, filter_sizes, dy):
 
 
 def _depthwise_attrs(op) -> dict:
-    return {k: op.get_attr(k) for k in _DEPTHWISE_ATTRS if k != "T"}
+    return {k: op._attr(k) for k in _DEPTHWISE_ATTRS if k != "T"}
 
 
 @DepthwiseConv2dNative.gradient

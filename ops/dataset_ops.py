@@ -415,7 +415,7 @@ async def _make_iterator(ctx, dataset, iterator):
 
 
 def _get_next_shapes(op):
-    return list(op.get_attr("output_shapes")) or [None] * len(op.outputs)
+    return list(op._attr("output_shapes")) or [None] * len(op.outputs)
 
 
 IteratorGetNext = register_op(

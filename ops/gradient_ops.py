@@ -68,7 +68,7 @@ NotDifferentiable("StopGradient")
 
 @PreventGradient.gradient
 def _prevent_gradient_grad(op, grad):
-    raise LookupError(f"Gradient explicitly disabled. Reason: {op.get_attr('message')}")
+    raise LookupError(f"Gradient explicitly disabled. Reason: {op._attr('message')}")
 
 
 def stop_gradient(input, name=None):  # noqa: A002 - TF's name
@@ -292,7 +292,7 @@ async def _mirror_pad_grad(ctx, g, paddings):
 
 @MirrorPadGrad.gradient
 def _mirror_pad_grad_grad(op, grad):
-    mode = op.get_attr("mode")
+    mode = op._attr("mode")
     return [ops.apply_op("MirrorPad", [grad, op.inputs[1]], {"mode": mode}).outputs[0], None]
 
 
@@ -358,7 +358,7 @@ def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
 
 @Cumsum.gradient
 def _cumsum_grad(op, grad):
-    exclusive, reverse = op.get_attr("exclusive"), op.get_attr("reverse")
+    exclusive, reverse = op._attr("exclusive"), op._attr("reverse")
     return [cumsum(grad, op.inputs[1], exclusive=exclusive, reverse=not reverse), None]
 
 
@@ -366,7 +366,7 @@ def _cumsum_grad(op, grad):
 def _cumprod_grad(op, grad):
     # TF's formula; like TF it is only valid for inputs without zeros.
     x, axis = op.inputs
-    exclusive, reverse = op.get_attr("exclusive"), op.get_attr("reverse")
+    exclusive, reverse = op._attr("exclusive"), op._attr("reverse")
     prod = op.outputs[0]
     out = cumsum(mul(prod, grad), axis, exclusive=exclusive, reverse=not reverse)
     return [ops.apply_op("RealDiv", [out, x]).outputs[0], None]

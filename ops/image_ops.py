@@ -238,8 +238,8 @@ _register_resize_grad("ResizeNearestNeighborGrad", None, "size")
 
 def _resize_attrs(op):
     return {
-        "align_corners": op.get_attr("align_corners"),
-        "half_pixel_centers": op.get_attr("half_pixel_centers"),
+        "align_corners": op._attr("align_corners"),
+        "half_pixel_centers": op._attr("half_pixel_centers"),
     }
 
 
@@ -355,7 +355,7 @@ def _decode(data: bytes, fmt: str | None, channels: int, dtype, ratio: int = 1):
 
 def _decode_shape(rank, channels_attr=True):
     def fn(op):
-        c = op.get_attr("channels") if channels_attr else 3
+        c = op._attr("channels") if channels_attr else 3
         c = c or None
         return [tensor_shape.TensorShape([None] * (rank - 1) + [c])]
 

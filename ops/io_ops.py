@@ -155,7 +155,7 @@ def save_v2(prefix, tensor_names, shape_and_slices, tensors, name=None) -> ops.O
 
 
 def _restore_shape(op):
-    return [tensor_shape.unknown_shape() for _ in op.get_attr("dtypes")]
+    return [tensor_shape.unknown_shape() for _ in op._attr("dtypes")]
 
 
 RestoreV2 = register_op(

@@ -220,7 +220,7 @@ def _pack_shape(op):
             ) from None
     if shape.ndims is None:
         return [tensor_shape.unknown_shape()]
-    axis = _pack_axis(op.get_attr("axis"), shape.ndims + 1, ValueError)
+    axis = _pack_axis(op._attr("axis"), shape.ndims + 1, ValueError)
     dims = shape.as_list()
     return [dims[:axis] + [len(op.inputs)] + dims[axis:]]
 
@@ -249,12 +249,12 @@ def _fold_pack(t):
     values = [ops.constant_value(i) for i in t.op.inputs]
     if any(v is None for v in values) or sum(np.size(v) for v in values) > _FOLD_LIMIT:
         return None
-    return np.stack(values, axis=t.op.get_attr("axis")).astype(_np_dtype(t.dtype))
+    return np.stack(values, axis=t.op._attr("axis")).astype(_np_dtype(t.dtype))
 
 
 def _partial_pack(t):
     """`tf.stack([batch, 3])` as a shape: unknown where an element is not constant."""
-    if t.op.get_attr("axis") != 0:
+    if t.op._attr("axis") != 0:
         return None
     dims = []
     for v in t.op.inputs:
@@ -292,7 +292,7 @@ def stack(values, axis=0, name="stack"):
 @Pack.gradient
 def _pack_grad(op, grad):
     n = len(op.inputs)
-    outs = ops.apply_op("Unpack", [grad], {"num": n, "axis": op.get_attr("axis")}).outputs
+    outs = ops.apply_op("Unpack", [grad], {"num": n, "axis": op._attr("axis")}).outputs
     return list(outs)
 
 
@@ -385,7 +385,7 @@ def _pad_shape(op):
     if paddings is None:
         return [tensor_shape.unknown_shape(n)]
     dims = x.shape.with_rank(paddings.shape[0]).as_list()
-    mode = op.get_attr("mode") if op.type == "MirrorPad" else None
+    mode = op._attr("mode") if op.type == "MirrorPad" else None
     out = []
     for d, (lo, hi) in zip(dims, paddings.tolist(), strict=True):
         if lo < 0 or hi < 0:
@@ -520,5 +520,5 @@ PadV2.gradient(_pad_grad)
 
 @MirrorPad.gradient
 def _mirror_pad_grad(op, grad):
-    attrs = {"mode": op.get_attr("mode")}
+    attrs = {"mode": op._attr("mode")}
     return [ops.apply_op("MirrorPadGrad", [grad, op.inputs[1]], attrs).outputs[0], None]

@@ -55,7 +55,7 @@ def _conj(x):
 def _matmul_shape(op):
     a = op.inputs[0].shape.with_rank(2)
     b = op.inputs[1].shape.with_rank(2)
-    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    ta, tb = op._attr("transpose_a"), op._attr("transpose_b")
     m, k1 = (a[1], a[0]) if ta else (a[0], a[1])
     k2, n = (b[1], b[0]) if tb else (b[0], b[1])
     _merge_inner(k1, k2)
@@ -73,7 +73,7 @@ def _batch_matmul_shape(broadcast: bool):
         b = op.inputs[1].shape.with_rank_at_least(2)
         if a.ndims is None or b.ndims is None:
             return [tensor_shape.unknown_shape()]
-        adj_x, adj_y = op.get_attr("adj_x"), op.get_attr("adj_y")
+        adj_x, adj_y = op._attr("adj_x"), op._attr("adj_y")
         m, k1 = (a[-1], a[-2]) if adj_x else (a[-2], a[-1])
         k2, n = (b[-1], b[-2]) if adj_y else (b[-2], b[-1])
         _merge_inner(k1, k2)
@@ -263,7 +263,7 @@ def fuse_matmul_bias(view) -> None:
             continue
         if node.device.device_type != "CPU" or view.reads_ref(i) or not view.available(i):
             continue
-        if not blas.available(op.get_attr("T").np_dtype):
+        if not blas.available(op._attr("T").np_dtype):
             continue
         for k in (0,) if op.type == "BiasAdd" else (0, 1):
             j, out = node.inputs[k]
@@ -282,9 +282,9 @@ def fuse_matmul_bias(view) -> None:
                 and view.available(r)
             )
             attrs = {
-                "T": op.get_attr("T"),
-                "transpose_a": mm.op.get_attr("transpose_a"),
-                "transpose_b": mm.op.get_attr("transpose_b"),
+                "T": op._attr("T"),
+                "transpose_a": mm.op._attr("transpose_a"),
+                "transpose_b": mm.op._attr("transpose_b"),
                 "add_type": op.type,
                 "bias_first": k == 1,
                 "data_format": op._attrs.get("data_format", "NHWC"),
@@ -358,7 +358,7 @@ def fuse_matmul_relu_grad(view) -> None:
         op = node.op
         if op.type != "ReluGrad" or node.device.device_type != "CPU" or view.reads_ref(i):
             continue
-        if not blas.available(op.get_attr("T").np_dtype) or not view.available(i):
+        if not blas.available(op._attr("T").np_dtype) or not view.available(i):
             continue
         found = view.chain_source(i, 0)
         if found is None:
@@ -376,9 +376,9 @@ def fuse_matmul_relu_grad(view) -> None:
         if not view.order_before_writers(i, variables):
             continue
         attrs = {
-            "T": op.get_attr("T"),
-            "transpose_a": mm.op.get_attr("transpose_a"),
-            "transpose_b": mm.op.get_attr("transpose_b"),
+            "T": op._attr("T"),
+            "transpose_a": mm.op._attr("transpose_a"),
+            "transpose_b": mm.op._attr("transpose_b"),
         }
         inputs = [*mm.inputs, node.inputs[1]]
         view.fuse(i, "_FusedMatMulReluGrad", attrs, inputs, absorbed=[j, *passed])
@@ -397,7 +397,7 @@ def plain_context(ctx):
 
 @MatMul.gradient
 def _matmul_grad(op, grad):
-    t_a, t_b = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    t_a, t_b = op._attr("transpose_a"), op._attr("transpose_b")
     a, b = _conj(op.inputs[0]), _conj(op.inputs[1])
 
     def mm(x, y, ta=False, tb=False):
@@ -467,7 +467,7 @@ BatchMatMulV2.kernel()(_batch_matmul)
 
 def _batch_matmul_grad(op, grad):
     x, y = op.inputs
-    adj_x, adj_y = op.get_attr("adj_x"), op.get_attr("adj_y")
+    adj_x, adj_y = op._attr("adj_x"), op._attr("adj_y")
     kind = op.type
 
     def mm(a, b, ax=False, ay=False):

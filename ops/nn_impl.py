@@ -518,7 +518,7 @@ def _channel_dim(shape, fmt):
 
 def _bn_shape(op):
     x = op.inputs[0].shape.with_rank(4)
-    fmt = op.get_attr("data_format")
+    fmt = op._attr("data_format")
     c = _channel_dim(x, fmt) if x.ndims else tensor_shape.Dimension(None)
     for t in op.inputs[1:3]:
         c = c.merge_with(t.shape.with_rank(1)[0])
@@ -667,7 +667,7 @@ async def _fused_bn_grad_kernel(ctx, dy, x, scale, mean, var, _reserve3):
 @FusedBatchNormV3.gradient
 def _fused_bn_grad_fn(op, *grads):
     x, scale = op.inputs[0], op.inputs[1]
-    attrs = {k: op.get_attr(k) for k in ("epsilon", "data_format", "is_training")}
+    attrs = {k: op._attr(k) for k in ("epsilon", "data_format", "is_training")}
     dy = grads[0] if grads[0] is not None else array_ops.zeros_like(op.outputs[0])
     dx, dscale, doffset, _, _ = _apply(
         "FusedBatchNormGradV3",

@@ -259,7 +259,7 @@ def _channel_axis(data_format: str, rank: int) -> int:
 def _bias_add_shape(op):
     value = op.inputs[0].shape
     bias = op.inputs[1].shape.with_rank(1)
-    fmt = op.get_attr("data_format")
+    fmt = op._attr("data_format")
     try:
         value.with_rank_at_least(2)
     except ValueError:
@@ -552,7 +552,7 @@ def _bias_add_grad_shape(op):
     except ValueError:
         raise ValueError(f"Shape must be at least rank 2 but is rank {value.ndims}") from None
     return [
-        tensor_shape.TensorShape([value[_channel_axis(op.get_attr("data_format"), value.ndims)]])
+        tensor_shape.TensorShape([value[_channel_axis(op._attr("data_format"), value.ndims)]])
     ]
 
 
@@ -600,7 +600,7 @@ _BLAS_SUM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 @BiasAdd.gradient
 def _bias_add_grad_fn(op, grad):
-    fmt = op.get_attr("data_format")
+    fmt = op._attr("data_format")
     return [grad, _apply("BiasAddGrad", [grad], {"data_format": fmt})]
 
 
@@ -612,7 +612,7 @@ def _bias_add_grad_grad(op, grad):
     if rank is None:
         raise ValueError("BiasAddGrad's gradient needs an input of known rank")
     shape = [1] * rank
-    shape[_channel_axis(op.get_attr("data_format"), rank)] = -1
+    shape[_channel_axis(op._attr("data_format"), rank)] = -1
     expanded = _apply("Reshape", [grad, np.asarray(shape, np.int32)])
     return _apply("Add", [_zeros_like(dy), expanded])
 
@@ -649,7 +649,7 @@ def fuse_bias_add_relu(view) -> None:
             continue
         if view.sole_consumer(j) != i:  # the pre-activation is used elsewhere (or fetched)
             continue
-        attrs = {"T": src.op.get_attr("T"), "data_format": src.op.get_attr("data_format")}
+        attrs = {"T": src.op._attr("T"), "data_format": src.op._attr("data_format")}
         view.fuse(i, "_FusedBiasAddRelu", attrs, list(src.inputs), absorbed=[j])
 
 

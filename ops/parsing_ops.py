@@ -80,16 +80,16 @@ class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
 
 
 def _parse_shape(op):
-    batch = op.get_attr("_batch")
+    batch = op._attr("_batch")
     lead = [None] if batch else []
-    ns = len(op.get_attr("sparse_types"))
+    ns = len(op._attr("sparse_types"))
     out = []
     out += [tensor_shape.TensorShape([None, 2 if batch else 1])] * ns
     out += [tensor_shape.TensorShape([None])] * ns
     out += [tensor_shape.TensorShape([2 if batch else 1])] * ns
     if batch and op.inputs:
         lead = [op.inputs[0].shape.with_rank(1)[0].value]
-    for shape, seq in zip(op.get_attr("dense_shapes"), op.get_attr("_dense_seq")):
+    for shape, seq in zip(op._attr("dense_shapes"), op._attr("_dense_seq")):
         dims = list(shape)
         out.append(tensor_shape.TensorShape(lead + ([None] if seq else []) + dims))
     return out
@@ -748,7 +748,7 @@ DecodeCSV = register_op(
         "na_value": "",
         "select_cols": [],
     },
-    shape_fn=lambda op: [op.inputs[0].shape] * len(op.get_attr("OUT_TYPE")),
+    shape_fn=lambda op: [op.inputs[0].shape] * len(op._attr("OUT_TYPE")),
 )
 NotDifferentiable("DecodeCSV")
 
@@ -995,7 +995,7 @@ async def _decode_raw(ctx, data):
 def _decode_padded_raw_shape(op):
     s, n = op.inputs[0].shape, ops.constant_value(op.inputs[1])
     op.inputs[1].shape.with_rank(0)
-    width = np.dtype(op.get_attr("out_type").as_numpy_dtype).itemsize
+    width = np.dtype(op._attr("out_type").as_numpy_dtype).itemsize
     if n is not None and int(n) % width:
         raise ValueError(f"Dimension size must be evenly divisible by {width} but is {int(n)}")
     last = None if n is None else int(n) // width

@@ -38,7 +38,7 @@ def _outs(values):
 
 
 def _stitch_shape(op):
-    n = op.get_attr("N")
+    n = op._attr("N")
     indices, data = op.inputs[:n], op.inputs[n:]
     slice_shape = tensor_shape.unknown_shape()
     first_dim = 0
@@ -113,7 +113,7 @@ def _stitch_op(op_type: str):
     def _grad(op, grad):
         """Each data input gets the gradient rows at its indices (a duplicate that lost
         gets the winner's rows too, as TF's gradient does)."""
-        n = op.get_attr("N")
+        n = op._attr("N")
         grad = ops.convert_to_tensor(grad)
         return [None] * n + [_g.apply("GatherV2", grad, ind, _g.constant(0))
                              for ind in op.inputs[:n]]  # fmt: skip
@@ -156,7 +156,7 @@ parallel_dynamic_stitch = _stitch_builder("ParallelDynamicStitch")
 
 def _partition_shape(op):
     data, partitions = op.inputs[0].shape, op.inputs[1].shape
-    n = op.get_attr("num_partitions")
+    n = op._attr("num_partitions")
     if partitions.ndims is None or data.ndims is None:
         return [tensor_shape.unknown_shape()] * n
     data = data.with_rank_at_least(partitions.ndims)
@@ -200,7 +200,7 @@ async def _dynamic_partition(ctx, data, partitions):
 @DynamicPartition.gradient
 def _dynamic_partition_grad(op, *grads):
     data, partitions = op.inputs
-    n = op.get_attr("num_partitions")
+    n = op._attr("num_partitions")
     positions = _g.reshape(
         _g.apply("Range", _g.constant(0), _g.apply("Size", partitions), _g.constant(1)),
         _g.shape(partitions),

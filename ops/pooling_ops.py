@@ -190,7 +190,7 @@ class _Pool:
 
 
 def _pool_shape(op):
-    attrs = {k: op.get_attr(k) for k in op.op_def.attrs if k != "T"}
+    attrs = {k: op._attr(k) for k in op.op_def.attrs if k != "T"}
     _check_pool_attrs(attrs)
     return _pool_shape_of(op.inputs[0].shape, attrs)
 
@@ -501,7 +501,7 @@ async def _max_pool_grad_grad_kernel(ctx, x, y, ddx):
 
 
 def _pool_attrs(op) -> dict:
-    return {k: op.get_attr(k) for k in op.op_def.attrs if k != "T"}
+    return {k: op._attr(k) for k in op.op_def.attrs if k != "T"}
 
 
 @MaxPool.gradient
@@ -528,7 +528,7 @@ def _max_pool_grad_grad_grad_fn(op, grad):
 
 
 def _v2_attrs(op_or_attrs, ksize, strides) -> dict:
-    get = op_or_attrs.get_attr if hasattr(op_or_attrs, "get_attr") else op_or_attrs.__getitem__
+    get = op_or_attrs._attr if hasattr(op_or_attrs, "_attr") else op_or_attrs.__getitem__
     return {
         "ksize": [int(v) for v in np.asarray(ksize).reshape(-1)],
         "strides": [int(v) for v in np.asarray(strides).reshape(-1)],
@@ -589,7 +589,7 @@ async def _max_pool_grad_v2_kernel(ctx, x, y, dy, ksize, strides):
 @MaxPoolV2.gradient
 def _max_pool_v2_grad_fn(op, grad):
     x, ksize, strides = op.inputs
-    attrs = {"padding": op.get_attr("padding"), "data_format": op.get_attr("data_format")}
+    attrs = {"padding": op._attr("padding"), "data_format": op._attr("data_format")}
     dx = ops.apply_op("MaxPoolGradV2", [x, op.outputs[0], grad, ksize, strides], attrs)
     return [dx.outputs[0], None, None]
 

@@ -68,7 +68,7 @@ def _deprecated_lookup(new_name, new_value, old_name, old_value):
 
 def _reduction_shape(op):
     x = op.inputs[0].shape
-    keep = op.get_attr("keep_dims")
+    keep = op._attr("keep_dims")
     op.inputs[1].shape.with_rank_at_most(1)
     axes = ops.constant_value(op.inputs[1])
     if axes is None or x.ndims is None:
@@ -562,7 +562,7 @@ def _kept_dims_shape(op):
 def _grad_to_input(op, grad, kept):
     """grad reshaped to kept dims, tiled to the input's shape (TF's Sum gradient)."""
     x = op.inputs[0]
-    if not op.get_attr("keep_dims"):
+    if not op._attr("keep_dims"):
         grad = _g.reshape(grad, kept)
     if x.shape.is_fully_defined() and ops.constant_value(kept) is not None:
         kept_v = ops.constant_value(kept)
@@ -602,7 +602,7 @@ def _reduction_size(op):
 def _euclidean_norm_grad(op, grad):
     """d|x| / dx = x / |x| (TF's _EuclideanNormGrad; NaN where the norm is 0, as TF)."""
     out = op.outputs[0]
-    if not op.get_attr("keep_dims"):
+    if not op._attr("keep_dims"):
         kept = _kept_dims_shape(op)
         out, grad = _g.reshape(out, kept), _g.reshape(grad, kept)
     return [_g.apply("RealDiv", op.inputs[0], _g.apply("RealDiv", out, grad)), None]
@@ -617,7 +617,7 @@ def _mean_grad(op, grad):
 def _min_or_max_grad(op, grad):
     x, y = op.inputs[0], op.outputs[0]
     kept = _kept_dims_shape(op)
-    if not op.get_attr("keep_dims"):
+    if not op._attr("keep_dims"):
         y = _g.reshape(y, kept)
         grad = _g.reshape(grad, kept)
     # Ties share the gradient equally.

@@ -38,7 +38,7 @@ Recv = register_op(
         "tensor_type": ANY,
         "shape": tensor_shape.unknown_shape(),
     },
-    shape_fn=lambda op: [op.get_attr("shape")],
+    shape_fn=lambda op: [op._attr("shape")],
     stateful=True,
     is_async=True,
 )

@@ -64,7 +64,7 @@ async def _reverse_sequence(ctx, x, lengths):
 @ReverseSequence.gradient
 def _reverse_sequence_grad(op, grad):
     return [
-        reverse_sequence(grad, op.inputs[1], op.get_attr("seq_dim"), op.get_attr("batch_dim")),
+        reverse_sequence(grad, op.inputs[1], op._attr("seq_dim"), op._attr("batch_dim")),
         None,
     ]
 

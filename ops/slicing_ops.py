@@ -430,7 +430,7 @@ def _gather_shape(op):
     params, indices, axis_t = op.inputs
     params_shape = params.shape.with_rank_at_least(1)
     axis_t.shape.with_rank(0)
-    batch_dims = op.get_attr("batch_dims")
+    batch_dims = op._attr("batch_dims")
     axis = ops.constant_value(axis_t)
     if axis is None:
         if params_shape.ndims is not None and indices.shape.ndims is not None:
@@ -610,7 +610,7 @@ def _split_axis(axis_t, rank):
 
 def _split_shape(op):
     axis_t, x = op.inputs
-    n = op.get_attr("num_split")
+    n = op._attr("num_split")
     axis_t.shape.with_rank(0)
     axis = _split_axis(axis_t, x.shape.ndims)
     if axis is None or x.shape.ndims is None:
@@ -657,7 +657,7 @@ async def _split(ctx, axis, x):
 
 def _splitv_shape(op):
     x, sizes_t, axis_t = op.inputs
-    n = op.get_attr("num_split")
+    n = op._attr("num_split")
     rank = x.shape.ndims
     if rank is None:
         return [tensor_shape.unknown_shape()] * n
@@ -754,11 +754,11 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
 
 def _unpack_shape(op):
     x = op.inputs[0]
-    num = op.get_attr("num")
+    num = op._attr("num")
     if x.shape.ndims is None:
         return [tensor_shape.unknown_shape()] * num
     dims = x.shape.as_list()
-    axis = op.get_attr("axis")
+    axis = op._attr("axis")
     if not -len(dims) <= axis < len(dims):
         raise ValueError(f"Invalid axis: {axis}; must be in [{-len(dims)},{len(dims)})")
     axis %= len(dims)
@@ -816,7 +816,7 @@ def _one_hot_shape(op):
     depth_t.shape.with_rank(0)
     on_t.shape.with_rank(0)
     off_t.shape.with_rank(0)
-    axis = op.get_attr("axis")
+    axis = op._attr("axis")
     if axis < -1:
         raise ValueError(f"axis must be >= -1, but got {axis}")
     if indices.shape.ndims is None:
@@ -1010,7 +1010,7 @@ def _slice_grad(op, grad):
 @StridedSlice.gradient
 def _strided_slice_grad(op, grad):
     x, begin, end, strides = op.inputs
-    attrs = {k: op.get_attr(k) for k in ("begin_mask", "end_mask", "ellipsis_mask",
+    attrs = {k: op._attr(k) for k in ("begin_mask", "end_mask", "ellipsis_mask",
                                           "new_axis_mask", "shrink_axis_mask")}  # fmt: skip
     x_shape = _g.shape(x, out_type=begin.dtype)
     dx = ops.apply_op("StridedSliceGrad", [x_shape, begin, end, strides, grad], attrs).outputs[0]
@@ -1023,7 +1023,7 @@ def _gather_v2_grad(op, grad):
     from asyncflow.indexed_slices import IndexedSlices
 
     params, indices, axis_t = op.inputs
-    batch_dims = int(op.get_attr("batch_dims"))
+    batch_dims = int(op._attr("batch_dims"))
     grad = ops.convert_to_tensor(grad)
     with ops.colocate_with(params):
         params_shape = _g.shape(params)
@@ -1176,7 +1176,7 @@ def _split_v_grad(op, *grads):
 
 @Unpack.gradient
 def _unpack_grad(op, *grads):
-    return [ops.apply_op("Pack", [list(grads)], {"axis": op.get_attr("axis")}).outputs[0]]
+    return [ops.apply_op("Pack", [list(grads)], {"axis": op._attr("axis")}).outputs[0]]
 
 
 @Select.gradient

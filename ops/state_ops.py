@@ -248,7 +248,7 @@ VariableV2 = register_op(
     "VariableV2",
     outputs=["ref: Ref(dtype)"],
     attrs={"shape": REQUIRED, "dtype": ANY, "container": "", "shared_name": ""},
-    shape_fn=lambda op: [op.get_attr("shape")],
+    shape_fn=lambda op: [op._attr("shape")],
     stateful=True,
 )
 NotDifferentiable("VariableV2")
@@ -259,7 +259,7 @@ VariableV1 = register_op(
     "Variable",
     outputs=["ref: Ref(dtype)"],
     attrs={"shape": REQUIRED, "dtype": ANY, "container": "", "shared_name": ""},
-    shape_fn=lambda op: [op.get_attr("shape")],
+    shape_fn=lambda op: [op._attr("shape")],
     stateful=True,
 )
 NotDifferentiable("Variable")
@@ -313,7 +313,7 @@ def variable_op(shape, dtype, name="Variable", set_shape=True, container="", sha
 
 def _assign_shape(op):
     ref, value = op.inputs[0].shape, op.inputs[1].shape
-    if op.get_attr("validate_shape"):
+    if op._attr("validate_shape"):
         ref.merge_with(value)
     return [value]
 

@@ -132,7 +132,7 @@ def strided_slice_spec(dims, begin, end, strides, masks):
 
 
 def slice_masks(op_or_attrs):
-    get = op_or_attrs.get_attr if hasattr(op_or_attrs, "get_attr") else op_or_attrs.__getitem__
+    get = op_or_attrs._attr if hasattr(op_or_attrs, "_attr") else op_or_attrs.__getitem__
     return tuple(
         int(get(k))
         for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")

@@ -141,7 +141,7 @@ def _scalar(op):
 
 
 def _attr_shape(op, name):
-    s = op.get_attr(name)
+    s = op._attr(name)
     return tensor_shape.as_shape(s) if s is not None else tensor_shape.unknown_shape()
 
 
@@ -442,7 +442,7 @@ def _grad_ta(op, dtype, flow, source):
 @TensorArrayReadV3.gradient
 def _read_grad(op, grad):
     flow = op.inputs[2]
-    g = _grad_ta(op, op.get_attr("dtype"), flow, _grad_source(grad))
+    g = _grad_ta(op, op._attr("dtype"), flow, _grad_source(grad))
     return [None, None, g.write(op.inputs[1], grad).flow]
 
 
@@ -453,14 +453,14 @@ def _write_grad(op, flow):
     flow_out = array_ops.identity(op.outputs[0], "flow_out")
     with ops.control_dependencies([flow_out]):
         flow = array_ops.identity(flow, "write_barrier")
-    g = _grad_ta(op, op.get_attr("T"), flow, _grad_source(flow))
+    g = _grad_ta(op, op._attr("T"), flow, _grad_source(flow))
     return [None, None, g.read(op.inputs[1]), flow]
 
 
 @TensorArrayGatherV3.gradient
 def _gather_grad(op, grad):
     flow = op.inputs[2]
-    g = _grad_ta(op, op.get_attr("dtype"), flow, _grad_source(grad))
+    g = _grad_ta(op, op._attr("dtype"), flow, _grad_source(grad))
     return [None, None, g.scatter(op.inputs[1], grad).flow]
 
 
@@ -471,14 +471,14 @@ def _scatter_grad(op, flow):
     flow_out = array_ops.identity(op.outputs[0], "flow_out")
     with ops.control_dependencies([flow_out]):
         flow = array_ops.identity(flow, "write_barrier")
-    g = _grad_ta(op, op.get_attr("T"), flow, _grad_source(flow))
+    g = _grad_ta(op, op._attr("T"), flow, _grad_source(flow))
     return [None, None, g.gather(op.inputs[1]), flow]
 
 
 @TensorArrayConcatV3.gradient
 def _concat_grad(op, grad, unused_lengths_grad):
     flow = op.inputs[1]
-    g = _grad_ta(op, op.get_attr("dtype"), flow, _grad_source(grad))
+    g = _grad_ta(op, op._attr("dtype"), flow, _grad_source(grad))
     return [None, g.split(grad, lengths=op.outputs[1]).flow]
 
 
@@ -489,7 +489,7 @@ def _split_grad(op, flow):
     flow_out = array_ops.identity(op.outputs[0], "flow_out")
     with ops.control_dependencies([flow_out]):
         flow = array_ops.identity(flow, "write_barrier")
-    g = _grad_ta(op, op.get_attr("T"), flow, _grad_source(flow))
+    g = _grad_ta(op, op._attr("T"), flow, _grad_source(flow))
     return [None, g.concat(), None, flow]
 
 

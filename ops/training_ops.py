@@ -692,7 +692,7 @@ def fuse_matmul_into_updates(view) -> None:
             continue
         if node.device.device_type != "CPU" or view.reads_ref(i) or not view.available(i):
             continue
-        if not blas.available(op.get_attr("T").np_dtype):
+        if not blas.available(op._attr("T").np_dtype):
             continue
         found = view.chain_source(i, 2 if kind == "ApplyGradientDescent" else 1)
         if found is None:
@@ -718,10 +718,10 @@ def fuse_matmul_into_updates(view) -> None:
         if not view.available(*absorbed):
             continue
         attrs = {
-            "T": op.get_attr("T"),
+            "T": op._attr("T"),
             "use_locking": op._attrs.get("use_locking", False),
-            "transpose_a": mm.op.get_attr("transpose_a"),
-            "transpose_b": mm.op.get_attr("transpose_b"),
+            "transpose_a": mm.op._attr("transpose_a"),
+            "transpose_b": mm.op._attr("transpose_b"),
         }
         if kind == "ApplyGradientDescent":
             inputs = [node.inputs[0], node.inputs[1], *mm.inputs]

@@ -585,6 +585,17 @@ def test_operation_properties(g):
     assert repr(op) == "<tf.Operation 'y' type=Identity>"
 
 
+def test_get_attr_returns_string_attrs_as_bytes(g):
+    # TF 2.21 (tf.compat.v1): max_pool's op.get_attr("padding") -> b'SAME',
+    # get_attr("data_format") -> b'NHWC'; non-string attrs keep their type.
+    from asyncflow import nn
+
+    y = nn.max_pool(array_ops.zeros([1, 2, 2, 1]), [1, 1, 1, 1], [1, 1, 1, 1], "SAME")
+    assert y.op.get_attr("padding") == b"SAME"
+    assert y.op.get_attr("data_format") == b"NHWC"
+    assert y.op.get_attr("ksize") == [1, 1, 1, 1]
+
+
 def test_get_attr_missing_raises_value_error(g):
     x = _const()
     with pytest.raises(ValueError, match="no attr named 'nope'"):

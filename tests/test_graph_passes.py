@@ -49,7 +49,7 @@ def test_matmul_bias_relu_becomes_one_fused_matmul():
         assert types.count("_FusedMatMul") == 1
         assert not {"MatMul", "BiasAdd", "Relu"} & set(types)
         (fused,) = [n for n in p.nodes if n.op.type == "_FusedMatMul"]
-        assert fused.op.get_attr("relu") and fused.op.get_attr("add_type") == "BiasAdd"
+        assert fused.op.get_attr("relu") and fused.op.get_attr("add_type") == b"BiasAdd"
         assert p.fetches == [(p.nodes.index(fused), 0)]  # the fetch follows the fused node
 
 

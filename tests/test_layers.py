@@ -104,7 +104,7 @@ def test_conv_and_pool_layers_nchw():
     x = _RNG.uniform(-1, 1, (2, 3, 8, 8)).astype(np.float32)
     y = layers.conv2d(x, 4, (3, 3), strides=2, padding="same", data_format="channels_first")
     assert y.shape.as_list() == [2, 4, 4, 4]
-    assert y.op.name == "conv2d/BiasAdd" and y.op.get_attr("data_format") == "NCHW"
+    assert y.op.name == "conv2d/BiasAdd" and y.op.get_attr("data_format") == b"NCHW"
     p = layers.max_pooling2d(y, 2, 2, data_format="channels_first")
     q = layers.average_pooling2d(y, 2, 1, padding="same", data_format="channels_first")
     assert p.op.name == "max_pooling2d/MaxPool" and p.shape.as_list() == [2, 4, 2, 2]

@@ -36,7 +36,7 @@ def test_classic_loop_structure(_graph):
     ]:
         assert types[name] == t
     enter = _graph.get_operation_by_name("while/Enter")
-    assert enter.get_attr("frame_name") == "while/while_context"
+    assert enter.get_attr("frame_name") == b"while/while_context"
     assert enter.get_attr("parallel_iterations") == 10
     merge = _graph.get_operation_by_name("while/Merge")
     assert [t.op.type for t in merge.inputs] == ["Enter", "NextIteration"]

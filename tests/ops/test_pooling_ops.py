@@ -260,7 +260,7 @@ def test_explicit_padding_max_pool_matches_tf():
     pads = [[0, 0], [1, 1], [1, 0], [0, 0]]
     y = pooling_ops.max_pool(af.constant(X4), [1, 2, 2, 1], [1, 1, 1, 1], pads)
     assert y.shape.as_list() == [2, 5, 4, 3]
-    assert y.op.get_attr("padding") == "EXPLICIT"
+    assert y.op.get_attr("padding") == b"EXPLICIT"
     xp = np.pad(X4, [(0, 0), (1, 1), (1, 0), (0, 0)], constant_values=-np.inf)
     want = np.max([xp[:, i : i + 5, j : j + 4] for i in (0, 1) for j in (0, 1)], axis=0)
     np.testing.assert_array_equal(_run(y), want)
