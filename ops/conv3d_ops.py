@@ -144,7 +144,7 @@ def _rank5(x, what: str):
 
 
 def _attrs_of(op) -> dict:
-    return {k: op.get_attr(k) for k in op.op_def.attrs}
+    return {k: op._attr(k) for k in op.op_def.attrs}
 
 
 # -- Conv3D --------------------------------------------------------------------------------
@@ -321,7 +321,7 @@ async def _conv3d_backprop_filter_kernel(ctx, x, filter_sizes, dy):
 
 
 def _conv_attrs(op) -> dict:
-    return {k: op.get_attr(k) for k in ("strides", "padding", "data_format", "dilations")}
+    return {k: op._attr(k) for k in ("strides", "padding", "data_format", "dilations")}
 
 
 def _shape_of(t):
@@ -448,7 +448,7 @@ async def _max_pool3d_grad_kernel(ctx, x, y, dy):
 
 @MaxPool3D.gradient
 def _max_pool3d_grad_fn(op, grad):
-    attrs = {k: op.get_attr(k) for k in _POOL_ATTRS}
+    attrs = {k: op._attr(k) for k in _POOL_ATTRS}
     return ops.apply_op("MaxPool3DGrad", [op.inputs[0], op.outputs[0], grad], attrs).outputs
 
 
@@ -533,13 +533,13 @@ async def _avg_pool3d_grad_kernel(ctx, shape, dy):
 
 @AvgPool3D.gradient
 def _avg_pool3d_grad_fn(op, grad):
-    attrs = {k: op.get_attr(k) for k in _POOL_ATTRS}
+    attrs = {k: op._attr(k) for k in _POOL_ATTRS}
     return [ops.apply_op("AvgPool3DGrad", [_shape_of(op.inputs[0]), grad], attrs).outputs[0]]
 
 
 @AvgPool3DGrad.gradient
 def _avg_pool3d_grad_grad_fn(op, grad):
-    attrs = {k: op.get_attr(k) for k in _POOL_ATTRS}
+    attrs = {k: op._attr(k) for k in _POOL_ATTRS}
     return [None, ops.apply_op("AvgPool3D", [grad], attrs).outputs[0]]
 
 
