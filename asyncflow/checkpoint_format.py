@@ -8,9 +8,10 @@ A checkpoint with prefix P is, as TensorFlow writes it (tensor_bundle.cc):
   P.data-00000-of-0000N         the tensors' bytes, one file per shard.
 The index is written last, so its presence marks a complete checkpoint.  TF's
 `tf.train.load_checkpoint` / `Saver.restore` read what this module writes and it reads
-what they write.  A partitioned variable's checkpoint (BundleEntryProto.slices, one
-entry per part) is read as the whole tensor, so it restores into an unpartitioned
-variable; asyncflow has no partitioned variables, so it never writes slices.
+what they write.  A partitioned variable is saved as TF saves it: the whole tensor's
+entry lists its slices (BundleEntryProto.slices) and each slice has an entry of its own
+(see "Partitioned variables" below).  Reading assembles the whole tensor, so a
+checkpoint restores into any partitioning, or none.
 
 asyncflow's former layout (a JSON index and safetensors data files) is still read, so
 old checkpoints restore: `parse_index` tells them apart by the first byte.
@@ -603,15 +604,20 @@ _WRITE_CHUNK = 64 << 20
 _OVERLAP_BYTES = 8 << 20  # above this, CRCs run on a second thread while the data is written
 
 
-def write_data_file(path: str, tensors: dict[str, np.ndarray], shard: int = 0) -> dict:
+def _key_bytes(name: str | bytes) -> bytes:
+    return name if isinstance(name, bytes) else name.encode("utf-8")
+
+
+def write_data_file(path: str, tensors: dict, shard: int = 0, in_order: bool = False) -> dict:
     """Write one data shard atomically; returns {name: entry dict} for the index.
 
-    Tensors are laid out in key order, as TF's BundleWriter lays them out.  Numbers are
-    written straight from the arrays' memory (no copy) in 64 MiB pieces while another
-    thread computes their CRC-32C (the crc32c extension releases the GIL), so
-    checksumming overlaps the I/O.
+    Keys are tensor names, or a slice's key (bytes, see `slice_key`).  Tensors are laid
+    out in key order, or in the dict's order with `in_order` (TF's BundleWriter writes
+    them in the order SaveV2 lists them).  Numbers are written straight from the
+    arrays' memory (no copy) in 64 MiB pieces while another thread computes their
+    CRC-32C (the crc32c extension releases the GIL), so checksumming overlaps the I/O.
     """
-    names = sorted(tensors, key=lambda n: n.encode("utf-8"))
+    names = list(tensors) if in_order else sorted(tensors, key=_key_bytes)
     planned = []  # [name, dtype, shape, buffer, masked crc or None]
     for name in names:
         arr = np.asarray(tensors[name])
@@ -660,17 +666,74 @@ def encode_index(num_shards: int, tensors: dict[str, dict]) -> bytes:
     header = BundleHeaderProto(num_shards=num_shards, endianness=BundleHeaderProto.LITTLE)
     header.version.producer = BUNDLE_VERSION
     items = [(b"", header.SerializeToString())]
-    for name in sorted(tensors, key=lambda n: n.encode("utf-8")):
-        e = _entry_from_dict(tensors[name])
-        proto = BundleEntryProto(
-            dtype=e.dtype.as_datatype_enum, shard_id=e.shard, offset=e.offset, size=e.size,
-            crc32c=e.crc32c,
-        )  # fmt: skip
-        proto.shape.SetInParent()
-        for d in e.shape:
-            proto.shape.dim.add(size=d)
-        items.append((name.encode("utf-8"), proto.SerializeToString()))
+    for name, info in tensors.items():
+        if "slices" not in info:
+            items.append((_key_bytes(name), _entry_proto(info).SerializeToString()))
+            continue
+        # TF's whole-tensor entry of a sliced tensor: dtype, shape and the slices' extents.
+        whole = BundleEntryProto(dtype=dtypes.as_dtype(info["dtype"]).as_datatype_enum)
+        whole.shape.SetInParent()
+        for d in info["shape"]:
+            whole.shape.dim.add(size=d)
+        for part in info["slices"]:
+            extent = whole.slices.add()
+            for start, length in zip(part["start"], part["key_lengths"], strict=True):
+                e = extent.extent.add()
+                if length != -1:
+                    e.start, e.length = start, length
+            key = slice_key(name, part["start"], part["key_lengths"])
+            items.append((key, _entry_proto(part["entry"]).SerializeToString()))
+        items.append((_key_bytes(name), whole.SerializeToString()))
+    items[1:] = sorted(items[1:], key=lambda kv: kv[0])
     return encode_table(items)
+
+
+def _entry_proto(info: dict) -> BundleEntryProto:
+    e = _entry_from_dict(info)
+    proto = BundleEntryProto(
+        dtype=e.dtype.as_datatype_enum, shard_id=e.shard, offset=e.offset, size=e.size,
+        crc32c=e.crc32c,
+    )  # fmt: skip
+    proto.shape.SetInParent()
+    for d in e.shape:
+        proto.shape.dim.add(size=d)
+    return proto
+
+
+def parse_slice_spec(spec: str) -> tuple[list[int], list[int], list[int]]:
+    """(full shape, starts, lengths) of a SaveV2 shape_and_slices string such as
+    "10 3 0,4:-" (a length of -1: the whole dimension).
+
+    Raises:
+      InvalidArgumentError: a malformed spec, or a slice outside the shape.
+    """
+
+    def bad(why):
+        return errors.InvalidArgumentError(None, None, f"Bad shape_and_slice {spec!r}: {why}")
+
+    *dims, slices = spec.split(" ")
+    try:
+        full = [int(d) for d in dims]
+    except ValueError:
+        raise bad("dimensions are not integers") from None
+    parts = slices.split(":")
+    if len(parts) != len(full) or any(d < 0 for d in full):
+        raise bad(f"{len(parts)} slice extents for {len(full)} dimensions")
+    starts, lengths = [], []
+    for part, dim in zip(parts, full, strict=True):
+        if part == "-":
+            starts.append(0)
+            lengths.append(-1)
+            continue
+        try:
+            start, length = (int(x) for x in part.split(","))
+        except ValueError:
+            raise bad(f"extent {part!r} is not 'start,length' or '-'") from None
+        if start < 0 or length < 0 or start + length > dim:
+            raise bad(f"extent {part!r} lies outside a dimension of {dim}")
+        starts.append(start)
+        lengths.append(length)
+    return full, starts, lengths
 
 
 # Partitioned variables: TF saves the whole tensor's entry with `slices` (one
@@ -713,7 +776,6 @@ def slice_key(name: str, starts: list[int], lengths: list[int]) -> bytes:
 
 def _slice_entries(name, proto, shape, slice_items: dict, filename: str, n: int) -> list[dict]:
     parts = []
-    volume = 0
     for sl in proto.slices:
         if len(sl.extent) != len(shape):
             raise _data_loss(filename, f"a slice of '{name}' has the wrong rank")
@@ -736,11 +798,26 @@ def _slice_entries(name, proto, shape, slice_items: dict, filename: str, n: int)
         if part.dtype != proto.dtype or [d.size for d in part.shape.dim] != lengths:
             raise _data_loss(filename, f"a slice of '{name}' does not match its extent")
         info = _plain_entry(f"{name} (slice)", part, lengths, filename, n)
-        parts.append({"start": starts, "length": lengths, "entry": info})
-        volume += int(np.prod(lengths, dtype=object))
-    if volume != int(np.prod(shape, dtype=object)):
-        raise _data_loss(filename, f"the slices of '{name}' do not cover it exactly once")
+        parts.append(
+            {"start": starts, "length": lengths, "key_lengths": key_lengths, "entry": info}
+        )
+    # Coverage is checked when the whole tensor is read: one shard's index, before a
+    # merge, lists only the slices that shard holds.
     return parts
+
+
+def _check_coverage(filename: str, name: str, info: dict) -> None:
+    covered = np.zeros(info["shape"], dtype=np.uint8) if info["shape"] else None
+    volume = 0
+    for part in info["slices"]:
+        volume += int(np.prod(part["length"], dtype=object))
+        if covered is not None and covered.size <= (1 << 24):
+            index = tuple(slice(a, a + k) for a, k in zip(part["start"], part["length"]))
+            covered[index] += 1
+    whole = int(np.prod(info["shape"], dtype=object))
+    if volume != whole or (covered is not None and covered.size <= (1 << 24) and
+                           (covered != 1).any()):  # fmt: skip
+        raise _data_loss(filename, f"the slices of '{name}' do not cover it exactly once")
 
 
 def parse_bundle_index(raw: bytes, filename: str) -> dict:
@@ -852,6 +929,7 @@ def _read_sliced(filename: str, index: dict, name: str) -> np.ndarray:
     """A partitioned tensor assembled from its slices (each maybe in another shard);
     the whole tensor is allocated only once its slices have been read and checked."""
     info = index["tensors"][name]
+    _check_coverage(filename, name, info)
     prefix = _DATA_SUFFIX.sub("", filename)
     parts = []
     for part in info["slices"]:

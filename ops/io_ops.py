@@ -67,13 +67,6 @@ def _scalar_string(value, what: str) -> str:
     return _str(arr.reshape(-1)[0])
 
 
-def _check_no_slices(slices: list[str]) -> None:
-    if any(slices):
-        raise errors.UnimplementedError(
-            None, None, "Saving or restoring slices (shape_and_slices) is not supported"
-        )
-
-
 _TF_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
 
 
@@ -111,15 +104,46 @@ async def _save_v2(ctx, prefix, tensor_names, shape_and_slices, *tensors):
             f"Got {len(names)} tensor names, {len(slices)} shape_and_slices and "
             f"{len(tensors)} tensors: they must be equal",
         )
-    _check_no_slices(slices)
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
+    keys = list(zip(names, slices))
+    if len(set(keys)) != len(keys):
+        dup = next(n for n, sl in keys if keys.count((n, sl)) > 1)
         raise errors.InvalidArgumentError(None, None, f"Duplicate tensor name {dup!r} in SaveV2")
-    await write_checkpoint(prefix, dict(zip(names, (np.asarray(t) for t in tensors))))
+    data, sliced = {}, {}  # in SaveV2's order, as TF's BundleWriter lays data out
+    for name, spec, t in zip(names, slices, tensors):
+        t = np.asarray(t)
+        if not spec:
+            data[name] = t
+            continue
+        full, starts, lengths = cf.parse_slice_spec(spec)
+        want = [d if n == -1 else n for d, n in zip(full, lengths)]
+        if list(t.shape) != want:
+            raise errors.InvalidArgumentError(
+                None, None,
+                "Slice in shape_and_slice specification does not match the shape of the tensor "
+                f"to  save: {spec}, tensor: {list(t.shape)}",
+            )  # fmt: skip
+        if want == full:  # a single slice covering the tensor is saved whole, as TF
+            data[name] = t
+            continue
+        entry = sliced.setdefault(name, {"dtype": t.dtype, "shape": full, "slices": []})
+        if entry["shape"] != full or entry["dtype"] != t.dtype:
+            raise errors.InvalidArgumentError(
+                None, None, f"Slices of {name!r} disagree on the full shape or dtype"
+            )
+        entry["slices"].append((starts, lengths, t))
+        data[cf.slice_key(name, starts, lengths)] = t
+    await write_checkpoint(prefix, data, sliced)
 
 
-async def write_checkpoint(prefix: str, tensors: dict) -> None:
-    """Write a one-shard checkpoint: the data file, then the index (both atomically)."""
+async def write_checkpoint(prefix: str, data: dict, sliced: dict | None = None) -> None:
+    """Write a one-shard checkpoint: the data file, then the index (both atomically).
+
+    `data` maps names (and slices' keys) to arrays, laid out in its order.  `sliced`
+    maps a name to {"dtype", "shape", "slices": [(starts, lengths, array)]} (lengths -1
+    for a whole dimension): each slice is stored under its own key (`cf.slice_key`) and
+    the name's entry lists them, as TF's BundleWriter::AddSlice does.
+    """
+    sliced = sliced or {}
     loop = asyncio.get_running_loop()
     dirname = os.path.dirname(prefix)
     if dirname:  # as TF's BundleWriter: the prefix's own directory is created, not its parents
@@ -131,19 +155,33 @@ async def write_checkpoint(prefix: str, tensors: dict) -> None:
             raise errors.NotFoundError(None, None, f"{dirname}: {e.strerror}") from e
     try:
         entries = await loop.run_in_executor(
-            None, cf.write_data_file, cf.data_path(prefix, 0, 1), tensors
+            None, cf.write_data_file, cf.data_path(prefix, 0, 1), data, 0, True
         )
     except FileNotFoundError as e:
         raise errors.NotFoundError(None, None, f"{os.path.dirname(prefix)}: {e.strerror}") from e
-    await cf.aatomic_write(cf.index_path(prefix), cf.encode_index(1, entries))
+    index = {name: entries[name] for name in data if isinstance(name, str)}
+    for name, info in sliced.items():
+        parts = []
+        for starts, lengths, t in info["slices"]:
+            parts.append({
+                "start": starts,
+                "length": list(t.shape),
+                "key_lengths": lengths,
+                "entry": entries[cf.slice_key(name, starts, lengths)],
+            })  # fmt: skip
+        index[name] = {"dtype": dtypes.as_dtype(info["dtype"]).name, "shape": info["shape"],
+                       "slices": parts}  # fmt: skip
+    await cf.aatomic_write(cf.index_path(prefix), cf.encode_index(1, index))
 
 
 def save_v2(prefix, tensor_names, shape_and_slices, tensors, name=None) -> ops.Operation:
     """Save `tensors` under `tensor_names` to the checkpoint `prefix` (TF's SaveV2).
 
+    A non-empty `shape_and_slices` entry ("<full shape> <start,length:...>") saves the
+    tensor as that slice of the named whole tensor, as TF saves partitioned variables.
+
     Raises (when run):
-      InvalidArgumentError: lengths differ or a name repeats.
-      UnimplementedError: a non-empty shape_and_slices entry.
+      InvalidArgumentError: lengths differ, a (name, slice) repeats, or a bad slice spec.
       NotFoundError: the directory of `prefix` does not exist.
     """
     return ops.apply_op(
@@ -180,9 +218,24 @@ async def _restore_v2(ctx, prefix, tensor_names, shape_and_slices):
         raise errors.InvalidArgumentError(
             None, None, f"Got {len(names)} tensor names for {len(want)} dtypes"
         )
-    _check_no_slices(slices)
     values = await read_checkpoint(prefix, names, want, ctx.device)
+    for i, spec in enumerate(slices):
+        if spec:
+            values[i] = _cut_slice(names[i], spec, values[i])
     return values[0] if len(values) == 1 else tuple(values)
+
+
+def _cut_slice(name: str, spec: str, whole: np.ndarray) -> np.ndarray:
+    """The slice `spec` names of a tensor read whole (any partitioning it was saved in)."""
+    full, starts, lengths = cf.parse_slice_spec(spec)
+    if list(whole.shape) != full:
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"tensor_name = {name}; shape in shape_and_slice spec {full} does not match the "
+            f"shape stored in checkpoint: {list(whole.shape)}",
+        )  # fmt: skip
+    index = tuple(slice(None) if n == -1 else slice(a, a + n) for a, n in zip(starts, lengths))
+    return np.ascontiguousarray(whole[index])
 
 
 async def read_checkpoint(prefix: str, names: list[str], want=None, device=None) -> list:
@@ -285,11 +338,16 @@ async def _merge_v2(ctx, checkpoint_prefixes, destination_prefix):
     merged: dict[str, dict] = {}
     for shard, (src, ix) in enumerate(present):
         for name, info in ix["tensors"].items():
-            if name in merged:
+            info = _in_shard(info, shard)
+            have = merged.get(name)
+            if have is None:
+                merged[name] = info
+            elif "slices" in have and "slices" in info and _same_tensor(have, info):
+                have["slices"] = have["slices"] + info["slices"]  # TF's MergeBundles
+            else:
                 raise errors.InvalidArgumentError(
                     None, None, f"Tensor {name} appears in more than one shard"
                 )
-            merged[name] = dict(info, shard=shard)
         if ix["num_shards"] != 1:
             raise errors.InvalidArgumentError(None, None, f"{src} is already a merged checkpoint")
         await aiofiles.os.replace(cf.data_path(src, 0, 1), cf.data_path(dest, shard, n))
@@ -303,6 +361,17 @@ async def _merge_v2(ctx, checkpoint_prefixes, destination_prefix):
                 await aiofiles.os.rmdir(os.path.dirname(src))
             except OSError:
                 pass  # not empty or already gone: TF ignores this too
+
+
+def _in_shard(info: dict, shard: int) -> dict:
+    if "slices" not in info:
+        return dict(info, shard=shard)
+    parts = [dict(p, entry=dict(p["entry"], shard=shard)) for p in info["slices"]]
+    return dict(info, slices=parts)
+
+
+def _same_tensor(a: dict, b: dict) -> bool:
+    return a["dtype"] == b["dtype"] and list(a["shape"]) == list(b["shape"])
 
 
 def merge_v2_checkpoints(

@@ -37,6 +37,7 @@ from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import array_ops, control_flow_ops, io_ops, state_ops, string_ops
+from asyncflow.partitioned_variables import PartitionedVariable
 from asyncflow.protos.checkpoint_state_pb2 import CheckpointState
 from asyncflow.protos.meta_graph_pb2 import MetaGraphDef
 from asyncflow.protos.saver_pb2 import SaverDef
@@ -276,9 +277,10 @@ class SaveableObject:
 class _VariableSaveable(SaveableObject):
     """A TF1 (ref) variable: saves its value, restores with Assign."""
 
-    def __init__(self, var, name):
+    def __init__(self, var, name, slice_spec=""):
         ref = var._ref() if hasattr(var, "_ref") else var
-        super().__init__(ref, [SaveSpec(ref, "", name, ref.dtype.base_dtype, ref.device)], name)
+        spec = SaveSpec(ref, slice_spec, name, ref.dtype.base_dtype, ref.device)
+        super().__init__(ref, [spec], name)
         self.var = var
 
     def restore(self, restored_tensors, restored_shapes):
@@ -305,9 +307,17 @@ def op_list_to_dict(op_list) -> dict:
         raise TypeError(f"Variables to save should be passed in a dict or a list: {op_list}")
     out = {}
     for var in sorted(op_list, key=lambda x: x.name):
-        if isinstance(var, variables_mod.Variable):
-            info = var._get_save_slice_info()
-            name = info.full_name if info is not None else var.op.name
+        if isinstance(var, PartitionedVariable):
+            name = var.name
+        elif isinstance(var, variables_mod.Variable) and var._get_save_slice_info() is not None:
+            # A slice: slices of one partitioned variable gather under its full name.
+            name = var._get_save_slice_info().full_name
+            if name in out and not isinstance(out[name], list):
+                raise ValueError(f"Mixing slices and non-slices with the same name: {name}")
+            out.setdefault(name, []).append(var)
+            continue
+        elif isinstance(var, variables_mod.Variable):
+            name = var.op.name
         elif _is_variable_op(var) or isinstance(var, SaveableObject):
             name = var.op.name if not isinstance(var, SaveableObject) else var.name
         else:
@@ -323,6 +333,8 @@ def _saveables(names_to_vars: dict) -> list[SaveableObject]:
     for name, var in sorted(names_to_vars.items(), key=lambda kv: kv[0]):
         if isinstance(var, SaveableObject):
             out.append(var)
+        elif isinstance(var, list | tuple | PartitionedVariable):
+            out.extend(_slice_saveables(name, list(var)))
         elif isinstance(var, variables_mod.Variable) or _is_variable_op(var):
             out.append(_VariableSaveable(var, name))
         else:
@@ -330,6 +342,31 @@ def _saveables(names_to_vars: dict) -> list[SaveableObject]:
                 "names_to_saveables must be a dict mapping string names to Variables. "
                 f"Not a variable: {var}"
             )
+    return out
+
+
+def _slice_saveables(name: str, slices: list) -> list[SaveableObject]:
+    """One saveable per slice of a partitioned variable, saved under `name` with the
+    slice's spec (TF's ReferenceVariableSaveable with a slice spec)."""
+    out, full_name = [], None
+    for v in sorted(slices, key=lambda v: v._get_save_slice_info().var_offset
+                    if isinstance(v, variables_mod.Variable) and v._get_save_slice_info()
+                    else []):  # fmt: skip
+        if isinstance(v, SaveableObject):
+            out.append(v)
+            continue
+        if not isinstance(v, variables_mod.Variable):
+            raise ValueError(f"Slices must all be Variables: {v}")
+        info = v._get_save_slice_info()
+        if info is None:
+            raise ValueError(f"Slices must all be slices: {v}")
+        if full_name is None:
+            full_name = info.full_name
+        elif full_name != info.full_name:
+            raise ValueError(
+                f"Slices must all be from the same tensor: {full_name} != {info.full_name}"
+            )
+        out.append(_VariableSaveable(v, name, info.spec))
     return out
 
 
