@@ -78,6 +78,7 @@ class Master:
             worker.devices,
             allow_soft_placement=config.allow_soft_placement,
             log_device_placement=config.log_device_placement,
+            default_device=getattr(worker, "default_device", None),
         )
         self._scratch_graph = ops.Graph()  # owns the _Send/_Recv nodes partitions add
         self._kernel_states: dict[ops.Operation, dict] = {}
@@ -114,6 +115,13 @@ class Master:
             )
             for p in parts:
                 p.device = self.worker.devices[0]
+        register_partitions = getattr(self.worker, "register_partitions", None)
+        if register_partitions is not None:  # a remote worker lowers its partitions itself
+            mp = MasterPlan()
+            mp.plans = []
+            mp.parts = parts
+            mp.handle = register_partitions(parts, fetch_map, feed_tensors)
+            return mp
         plans = [
             compile_plan(
                 self._session,

@@ -82,8 +82,16 @@ class _UnionFind:
 class Placer:
     """Assigns ops of one graph to one session's devices, remembering its choices."""
 
-    def __init__(self, devices, allow_soft_placement=False, log_device_placement=False):
+    def __init__(
+        self, devices, allow_soft_placement=False, log_device_placement=False, default_device=None
+    ):
+        """`default_device` (a partial spec, e.g. a cluster session's own task
+        "/job:worker/replica:0/task:0") completes the constraint of every op that names
+        no job, as TF's master places such ops on its own task."""
         self.devices = list(devices)
+        self._default = (
+            device_spec.DeviceSpec.from_string(default_device) if default_device else None
+        )
         self.allow_soft = allow_soft_placement
         self.log = log_device_placement
         self.assignment: dict[Operation, object] = {}
@@ -188,6 +196,11 @@ class Placer:
                 )
             spec = spec.make_merged_spec(s)
             constrained_by = m
+        if self._default is not None and spec.job is None:
+            d = self._default
+            spec = device_spec.DeviceSpec(
+                d.job, d.replica, d.task, spec.device_type, spec.device_index
+            )
         candidates = [d for d, ds in zip(self.devices, self._specs) if _matches(spec, ds)]
         with_kernels = [d for d in candidates if all(_supports(d, m) for m in members)]
         if with_kernels:

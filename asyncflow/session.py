@@ -572,8 +572,7 @@ class BaseSession:
             else:
                 loop.call_soon_threadsafe(cancel_all)
         self._master.close()
-        if not self._target:
-            self._worker.close()  # a local worker is the session's own
+        self._worker.close()  # the session's own (local devices, or connections to tasks)
         if self._shares_cores:
             self._shares_cores = False
             release_cores()
@@ -620,7 +619,13 @@ class BaseSession:
 
         Raises InvalidArgumentError for a target no registered scheme serves."""
         if target:
-            worker_for_target(target, config or ConfigProto(), _local_worker)  # check it
+            worker = worker_for_target(target, config or ConfigProto(), _local_worker)
+            try:
+                remote_reset = getattr(worker, "reset", None)
+                if remote_reset is not None:  # the containers of a cluster's tasks
+                    remote_reset(containers)
+            finally:
+                worker.close()
         resources.reset_containers(containers)
         if not target:
             for worker in list(LocalWorker.live):
@@ -630,8 +635,7 @@ class BaseSession:
     def __del__(self):
         with contextlib.suppress(Exception):
             if not self._closed:
-                if not self._target:
-                    self._worker.close()
+                self._worker.close()
 
 
 def _local_worker(config) -> LocalWorker:

@@ -63,13 +63,18 @@ class Worker(Protocol):
 
 class RegisteredGraph:
     """What a worker runs for one registered graph: a Plan per partition (device), and
-    where each fetch comes from (partition index, fetch index within it)."""
+    where each fetch comes from (partition index, fetch index within it).
 
-    __slots__ = ("plans", "fetch_map")
+    `rendezvous_factory(step_id)`, when set, gives each step the rendezvous its
+    partitions meet in (the distributed runtime's, shared with other tasks); else a
+    step of several partitions gets a fresh LocalRendezvous."""
 
-    def __init__(self, plans: list, fetch_map: list):
+    __slots__ = ("plans", "fetch_map", "rendezvous_factory")
+
+    def __init__(self, plans: list, fetch_map: list, rendezvous_factory=None):
         self.plans = plans
         self.fetch_map = fetch_map
+        self.rendezvous_factory = rendezvous_factory
 
 
 class LocalWorker:
@@ -133,7 +138,10 @@ class LocalWorker:
         """
         sp = self._graphs[handle]
         plans = sp.plans
-        if len(plans) == 1:
+        if sp.rendezvous_factory is not None:
+            sctx = StepContext(step_id, sp.rendezvous_factory(step_id))
+            steps = [_new_step(plan, feed_values) for plan in plans]
+        elif len(plans) == 1:
             sctx = StepContext(step_id)
             steps = [_new_step(plans[0], feed_values)]
         else:

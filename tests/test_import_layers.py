@@ -79,9 +79,31 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("autodiff", ("gradients", "control_flow_grad")),
-    ("runtime", ("executor", "frames", "rendezvous", "worker", "tracing")),
-    ("compiler", ("placement", "partition", "donation", "graph_passes", "lowering")),
-    ("client", ("master", "session", "device_lib")),
+    (
+        "runtime",
+        (
+            "executor",
+            "frames",
+            "rendezvous",
+            "worker",
+            "tracing",
+            "distributed.cluster",
+            "distributed.wire",
+        ),
+    ),
+    (
+        "compiler",
+        (
+            "placement",
+            "partition",
+            "donation",
+            "graph_passes",
+            "lowering",
+            "distributed.graph_codec",
+            "distributed.service",
+        ),
+    ),
+    ("client", ("master", "session", "device_lib", "distributed")),
 ]
 PROGRAMS = len(LAYERS)  # everything else: train/, saved_model/, serving/, data/, ...
 

@@ -47,3 +47,7 @@ del _m, _name
 from asyncflow.summary.reader import summary_iterator  # noqa: E402,F401 - tf.train.summary_iterator
 
 __all__.append("summary_iterator")
+
+from asyncflow.distributed import ClusterSpec, Server  # noqa: E402 - tf.train.ClusterSpec/Server
+
+__all__ += ["ClusterSpec", "Server"]

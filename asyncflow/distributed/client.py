@@ -1,0 +1,533 @@
+"""The master's worker across a cluster: `Session("grpc://host:port")`.
+
+A session with a "grpc://" target gets a `ClusterWorker`.  At construction it asks the
+target task for the cluster and then every task the session may use
+(`ConfigProto.device_filters`; the target's own task always) for its devices, which the
+placer sees as `RemoteDevice`s named /job:J/replica:0/task:T/device:CPU:0.  The master
+prunes, places and partitions as for one process; `register_partitions` groups the
+partitions by task and encodes them once (GraphDefs); a step is one RUN message per
+task carrying that task's feeds, answered with its fetches.  Registration travels
+lazily, in front of the first RUN on each connection (no round trip of its own), so a
+connection opened later (another event loop, a reconnect) re-registers by itself.
+
+Fault tolerance: every connection pings a task that owes it an answer and gives up
+after `wire.Connection.dead_after` seconds of silence; the first task to fail a step
+(a kernel error, a lost connection: UnavailableError) has the step aborted on every
+other task, and the client gets that first error.  A task that restarted since the
+session was created (its incarnation changed) answers AbortedError: its state is gone,
+the session must be recreated (as MonitoredSession does).
+
+Invariant: a connection belongs to the event loop that opened it; `registered` lists
+the handles sent on the current connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import os
+import secrets
+import socket
+import threading
+
+import numpy as np
+
+from asyncflow import device_spec, errors
+from asyncflow.distributed import wire
+from asyncflow.distributed.cluster import ClusterSpec, split_address
+from asyncflow.distributed.graph_codec import encode_partition
+from asyncflow.graph_io import attr_value
+
+__all__ = ["ClusterWorker", "RemoteDevice", "parse_target"]
+
+_STEP_MASK = (1 << 62) - 1
+_DISCOVERY_TIMEOUT = 30.0
+
+
+def parse_target(target: str) -> tuple[str, int]:
+    """(host, port) of "grpc://host:port".  Raises InvalidArgumentError."""
+    rest = target.split("://", 1)[1] if "://" in target else target
+    try:
+        host, port = split_address(rest)
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            None, None, f"Invalid session target {target!r}: expected grpc://host:port"
+        ) from None
+    return host, port
+
+
+def connect_host(host: str) -> str:
+    return "127.0.0.1" if host == "localhost" else host
+
+
+class RemoteDevice:
+    """A device of another task, as the placer and partitioner see it."""
+
+    xp = np
+    run_mode = "remote"
+
+    def __init__(self, name, device_type, incarnation, memory_limit, host_memory, priority):
+        self.name = name
+        self.device_type = device_type
+        self.incarnation = incarnation
+        self.memory_limit = memory_limit
+        self.host_memory = host_memory
+        if priority:
+            self.placement_priority = priority
+        spec = device_spec.DeviceSpec.from_string(name)
+        self.task_key = (spec.job, spec.task)
+        self.index = spec.device_index or 0
+
+    def kernel_for(self, op_def):
+        return op_def.kernel_for(self.device_type)
+
+    def supports(self, op_def) -> bool:
+        return self.kernel_for(op_def) is not None
+
+    def supports_op(self, op) -> bool:
+        if self.kernel_for(op.op_def) is None:
+            return False
+        if self.device_type == "GPU":  # as devices/gpu.py: no strings, no references
+            from asyncflow.devices.gpu import GPU_DTYPES
+
+            for t in (*op._inputs, *op._outputs):
+                if t._is_ref or t.dtype.base_dtype.name not in GPU_DTYPES:
+                    return False
+        return True
+
+    def close(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"RemoteDevice({self.name})"
+
+
+class _Channel:
+    """The session's connection to one task (re-opened on demand)."""
+
+    __slots__ = ("name", "host", "port", "incarnation", "conn", "registered", "connecting")
+
+    def __init__(self, name, address, incarnation):
+        self.name = name
+        host, self.port = split_address(address)
+        self.host = connect_host(host)
+        self.incarnation = incarnation
+        self.conn: wire.Connection | None = None
+        self.registered: set[int] = set()
+        self.connecting: asyncio.Future | None = None
+
+
+class _TaskGraph:
+    __slots__ = ("channel", "handle", "meta", "tensors", "feed_ids", "fetch_ids")
+
+
+class RemoteGraph:
+    __slots__ = ("tasks", "num_fetches", "handle")
+
+
+class ClusterWorker:
+    """The Worker protocol over the cluster a target belongs to."""
+
+    def __init__(self, target: str, config):
+        self.target = target
+        self.secret = wire.cluster_secret()
+        host, port = parse_target(target)
+        timeout = getattr(config, "operation_timeout_in_ms", 0) or 0
+        timeout = timeout / 1000.0 if timeout > 0 else _DISCOVERY_TIMEOUT
+        filters = [
+            device_spec.DeviceSpec.from_string(f)
+            for f in (getattr(config, "device_filters", None) or [])
+        ]
+        info = _run_in_thread(_discover(connect_host(host), port, self.secret, filters, timeout))
+        self.cluster = ClusterSpec(
+            {job: {int(i): a for i, a in tasks.items()} for job, tasks in info["cluster"].items()}
+        )
+        self.job, self.task = info["job"], info["task"]
+        self.devices: list = []
+        self._channels: dict[tuple, _Channel] = {}
+        for (job, task), status in info["tasks"]:
+            name = f"/job:{job}/replica:0/task:{task}"
+            address = (
+                f"{connect_host(host)}:{port}"
+                if (job, task) == (self.job, self.task)
+                else (self.cluster.task_address(job, task))
+            )
+            self._channels[(job, task)] = _Channel(name, address, status["incarnation"])
+            for d in status["devices"]:
+                self.devices.append(RemoteDevice(*d))
+        # Ops with no device go to the target's task, as TF's master places them.
+        self.default_device = f"/job:{self.job}/replica:0/task:{self.task}"
+        self._handles = itertools.count(1)
+        self._step_base = secrets.randbits(62)
+        self._in_flight: dict[int, list] = {}  # global step id -> its tasks' channels
+        self._closed = False
+
+    # -- the Worker protocol
+    def register_graph(self, graph):
+        raise errors.UnimplementedError(
+            None, None, "A cluster worker registers partitions, not lowered plans"
+        )
+
+    def register_partitions(self, parts, fetch_map, feed_tensors) -> RemoteGraph:
+        """Encode `parts` (the master's partitions) per task; the handle of the lot.
+
+        Raises UnimplementedError for an op whose attrs cannot cross the wire."""
+        by_task: dict[tuple, list] = {}
+        for p in parts:
+            by_task.setdefault(p.device.task_key, []).append(p)
+        graph = RemoteGraph()
+        graph.handle = next(self._handles)
+        graph.num_fetches = len(fetch_map)
+        graph.tasks = []
+        index_of = {}
+        for key, tparts in by_task.items():
+            for i, p in enumerate(tparts):
+                index_of[id(p)] = (key, i)
+        for key, tparts in by_task.items():
+            feed_ids = sorted(
+                {s[1] for p in tparts for n in p.nodes for s in n.inputs if s[0] == "feed"}
+                | {f[1] for p in tparts for f in p.fetches if f[0] == "feed"}
+            )
+            local = {g: i for i, g in enumerate(feed_ids)}
+            blobs, specs = [], []
+            for p in tparts:
+                blobs.append(np.frombuffer(encode_partition(p.nodes, local), np.uint8))
+                specs.append(
+                    [["f", local[f[1]]] if f[0] == "feed" else [f[0], f[1]] for f in p.fetches]
+                )
+            fm, fetch_ids = [], []
+            for k, (p, j) in enumerate(fetch_map):
+                pkey, i = index_of[id(p)]
+                if pkey == key:
+                    fm.append([i, j])
+                    fetch_ids.append(k)
+            t = _TaskGraph()
+            t.channel = self._channels[key]
+            t.handle = graph.handle
+            t.meta = {
+                "h": graph.handle,
+                "p": specs,
+                "fd": [attr_value(feed_tensors[g].dtype).type for g in feed_ids],
+                "fm": fm,
+                "x": _crosses_tasks(tparts, key),
+            }
+            t.tensors = blobs
+            t.feed_ids = feed_ids
+            t.fetch_ids = fetch_ids
+            graph.tasks.append(t)
+        return graph
+
+    def deregister_graph(self, handle) -> None:
+        for t in getattr(handle, "tasks", ()):
+            ch = t.channel
+            if t.handle in ch.registered:
+                ch.registered.discard(t.handle)
+                conn = ch.conn
+                if conn is not None and conn.closed is None:
+                    _on_loop(conn.loop, _send_quietly, conn, wire.DEREGISTER, {"h": t.handle})
+
+    async def run_graph(
+        self, handle, step_id, feed_values, options=None, run_metadata=None, step_timeout=None
+    ) -> list:
+        """One step: a RUN per task; the fetched values in fetch order.
+
+        Raises the first task's error (UnavailableError for a lost task, after which
+        the step is aborted on the others)."""
+        gs = (self._step_base + step_id) & _STEP_MASK
+        tasks = handle.tasks
+        if len(tasks) == 1:  # the common case: one message each way
+            t = tasks[0]
+            conn = t.channel.conn
+            if conn is None or conn.closed is not None or conn.loop is not _loop():
+                conn = await self._connect(t.channel)
+            fut = self._send_run(conn, t, gs, feed_values, step_timeout)
+            try:
+                meta, payload = await fut
+            except asyncio.CancelledError:
+                self._abort_remote([t.channel], gs, _cancelled())
+                raise
+            values = wire.decode_tensors(meta.get("t", []), payload)
+            if len(values) != handle.num_fetches:
+                raise errors.InternalError(None, None, "A task answered the wrong fetches")
+            return values
+        return await self._run_many(handle, gs, feed_values, step_timeout)
+
+    async def _run_many(self, handle, gs, feed_values, step_timeout) -> list:
+        tasks = handle.tasks
+        futs = []
+        channels = [t.channel for t in tasks]
+        self._in_flight[gs] = channels
+        try:
+            for t in tasks:
+                try:
+                    conn = t.channel.conn
+                    if conn is None or conn.closed is not None or conn.loop is not _loop():
+                        conn = await self._connect(t.channel)
+                    futs.append(self._send_run(conn, t, gs, feed_values, step_timeout))
+                except errors.OpError as e:
+                    self._abort_remote(channels, gs, e)
+                    await _settle(futs)
+                    raise
+            try:
+                done, pending = await asyncio.wait(futs, return_when=asyncio.FIRST_EXCEPTION)
+            except asyncio.CancelledError:
+                self._abort_remote(channels, gs, _cancelled())
+                raise
+            if pending:  # a task failed: stop the step everywhere, then report it
+                first = _first_error(futs)
+                self._abort_remote(
+                    [t.channel for t, f in zip(tasks, futs) if not f.done()], gs, first
+                )
+                await _settle(futs)
+                raise first
+            first = _first_error(futs)
+            if first is not None:
+                raise first
+            out = [None] * handle.num_fetches
+            for t, f in zip(tasks, futs):
+                meta, payload = f.result()
+                values = wire.decode_tensors(meta.get("t", []), payload)
+                if len(values) != len(t.fetch_ids):
+                    raise errors.InternalError(None, None, "A task answered the wrong fetches")
+                for k, v in zip(t.fetch_ids, values):
+                    out[k] = v
+            return out
+        finally:
+            self._in_flight.pop(gs, None)
+
+    def _send_run(self, conn, t: _TaskGraph, gs, feed_values, step_timeout):
+        ch = t.channel
+        if t.handle not in ch.registered:
+            conn.send(wire.REGISTER, 0, t.meta, t.tensors)
+            ch.registered.add(t.handle)
+        meta = {"h": t.handle, "s": gs}
+        if step_timeout:
+            meta["to"] = step_timeout
+        return conn.call(wire.RUN, meta, [feed_values[i] for i in t.feed_ids])
+
+    async def _connect(self, ch: _Channel) -> wire.Connection:
+        if self._closed:
+            raise errors.CancelledError(None, None, "Session has been closed.")
+        loop = _loop()
+        if ch.connecting is not None and ch.connecting.get_loop() is loop:
+            return await asyncio.shield(ch.connecting)
+        old = ch.conn
+        if old is not None and old.closed is None:
+            _on_loop(old.loop, old.abort, _cancelled())
+        ch.conn = None
+        ch.registered = set()
+        ch.connecting = loop.create_future()
+        try:
+            conn = await wire.connect(ch.host, ch.port, self.secret, _ignore_frame)
+            if conn.incarnation != ch.incarnation:
+                conn.abort(_cancelled())
+                raise errors.AbortedError(
+                    None,
+                    None,
+                    f"Task {ch.name} restarted since this session was created: the graphs "
+                    "and state it held are gone; recreate the session",
+                )
+            ch.conn = conn
+            ch.connecting.set_result(conn)
+            return conn
+        except BaseException as e:
+            ch.connecting.set_exception(e)
+            ch.connecting.exception()
+            raise
+        finally:
+            ch.connecting = None
+
+    def _abort_remote(self, channels, gs, error) -> None:
+        meta = {"s": gs, **wire.encode_error(error)}
+        for ch in channels:
+            conn = ch.conn
+            if conn is not None and conn.closed is None:
+                _send_quietly(conn, wire.ABORT, meta)
+
+    def abort_step(self, step_id: int, error: BaseException) -> None:
+        gs = (self._step_base + step_id) & _STEP_MASK
+        channels = self._in_flight.get(gs) or list(self._channels.values())
+        self._abort_remote(channels, gs, error)
+
+    def abort_all(self, error: BaseException) -> None:
+        for ch in self._channels.values():
+            conn = ch.conn
+            if conn is not None and conn.closed is None and conn.pending_calls:
+                conn.abort(error)
+
+    @property
+    def steps_in_flight(self) -> int:
+        return sum(ch.conn.pending_calls for ch in self._channels.values() if ch.conn is not None)
+
+    @property
+    def _steps(self) -> set:
+        return set()
+
+    def reset(self, containers=None) -> None:
+        """Clear resource containers on every task of the session (Session.reset)."""
+        chans = list(self._channels.values())
+        _run_in_thread(_reset(chans, self.secret, containers))
+
+    def close(self) -> None:
+        """Close the connections: the tasks drop this session's graphs and steps."""
+        self._closed = True
+        for ch in self._channels.values():
+            conn, ch.conn = ch.conn, None
+            ch.registered = set()
+            if conn is not None and conn.closed is None:
+                _shutdown(conn)
+                _on_loop(conn.loop, conn.abort, _cancelled())
+
+
+def _crosses_tasks(tparts, key) -> bool:
+    for p in tparts:
+        for n in p.nodes:
+            if n.op.type in ("_Send", "_Recv"):
+                other = n.op._attrs["recv_device" if n.op.type == "_Send" else "send_device"]
+                spec = device_spec.DeviceSpec.from_string(other)
+                if (spec.job, spec.task) != key:
+                    return True
+    return False
+
+
+def _first_error(futs):
+    """The error that ended the step: the first one that is not the echo of an abort."""
+    errs = [f.exception() for f in futs if f.done() and not f.cancelled() and f.exception()]
+    if not errs:
+        return None
+    for e in errs:
+        if not isinstance(e, errors.CancelledError | errors.AbortedError):
+            return e
+    return errs[0]
+
+
+async def _settle(futs, wait_s: float = 10.0) -> None:
+    """Wait (bounded) for the other tasks to report the aborted step."""
+    pending = [f for f in futs if not f.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=wait_s)
+    for f in futs:
+        if f.done() and not f.cancelled():
+            f.exception()
+
+
+def _cancelled() -> errors.CancelledError:
+    return errors.CancelledError(None, None, "Step was cancelled")
+
+
+def _loop():
+    return asyncio.get_running_loop()
+
+
+def _ignore_frame(conn, kind, rid, meta, payload) -> None:
+    pass
+
+
+def _send_quietly(conn, kind, meta) -> None:
+    if conn.closed is None:
+        try:
+            conn.send(kind, 0, meta)
+        except errors.OpError:
+            pass
+
+
+def _on_loop(loop, fn, *args) -> None:
+    """Call `fn` on `loop`'s thread (now, when nobody runs the loop)."""
+    if loop.is_closed():
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop or not loop.is_running():
+        fn(*args)
+    else:
+        loop.call_soon_threadsafe(fn, *args)
+
+
+def _shutdown(conn) -> None:
+    """Shut the socket down now, from any thread: the task sees the session end even
+    if the connection's loop does not run again."""
+    sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
+    if sock is None:
+        return
+    try:
+        dup = socket.socket(fileno=os.dup(sock.fileno()))
+    except OSError:
+        return
+    try:
+        dup.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        dup.close()
+
+
+def _run_in_thread(coro):
+    """Run `coro` to completion on a fresh loop in a helper thread (callable from any
+    thread, a loop's included: it blocks the caller as TF's session constructor does)."""
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="asyncflow-connect") as ex:
+        return ex.submit(asyncio.run, coro).result()
+
+
+async def _status(host, port, secret, wait_s) -> dict:
+    conn = await wire.connect(host, port, secret, _ignore_frame, wait_s=wait_s)
+    try:
+        meta, _ = await asyncio.wait_for(conn.call(wire.STATUS), wait_s)
+    except TimeoutError:
+        raise wire.unavailable(f"{host}:{port} did not answer in {wait_s} s") from None
+    finally:
+        conn.abort(_cancelled())
+    return meta
+
+
+async def _discover(host, port, secret, filters, wait_s) -> dict:
+    """The target's cluster and the devices of every task the session may use."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    first = await _status(host, port, secret, wait_s)
+    cluster = first.get("cluster")
+    if not isinstance(cluster, dict):
+        raise errors.InternalError(None, None, f"{host}:{port} sent a malformed status")
+    me = (first["job"], first["task"])
+    spec = ClusterSpec({j: {int(i): a for i, a in t.items()} for j, t in cluster.items()})
+    wanted = [(j, i, a) for j, i, a in spec.tasks() if (j, i) != me and _matches(filters, j, i)]
+
+    async def one(job, index, address):
+        h, p = split_address(address)
+        while True:
+            left = deadline - loop.time()
+            try:
+                return (job, index), await _status(connect_host(h), p, secret, max(left, 0.1))
+            except errors.UnavailableError:
+                if loop.time() >= deadline:
+                    raise errors.UnavailableError(
+                        None,
+                        None,
+                        f"Could not reach /job:{job}/replica:0/task:{index} ({address}) "
+                        f"within {wait_s:g} s; set ConfigProto.device_filters to use a "
+                        "session without it",
+                    ) from None
+                await asyncio.sleep(0.1)  # (polling a task that is not up yet)
+
+    others = await asyncio.gather(*(one(*w) for w in wanted))
+    return {"cluster": cluster, "job": me[0], "task": me[1], "tasks": [(me, first), *others]}
+
+
+def _matches(filters, job, index) -> bool:
+    if not filters:
+        return True
+    return any(f.job in (None, job) and f.task in (None, index) for f in filters)
+
+
+async def _reset(channels, secret, containers) -> None:
+    for ch in channels:
+        conn = await wire.connect(ch.host, ch.port, secret, _ignore_frame)
+        try:
+            await conn.call(wire.RESET, {"containers": containers})
+        finally:
+            conn.abort(_cancelled())
+
+
+_lock = threading.Lock()

@@ -1,0 +1,511 @@
+"""One task's worker service: registered partitions, their steps, and cross-task tensors.
+
+The architecture guide's worker service, serving the wire protocol (`wire.py`) on one
+event loop.  A master (in a client's process) registers each (feeds, fetches)
+combination's partitions for this task once per connection (REGISTER: GraphDefs this
+service lowers with the compiler into plans, kept by a `LocalWorker`); a step is one
+RUN message carrying the task's feeds and answered with its fetches.
+
+Tensors cross tasks by push: a _Send whose _Recv lives on another task writes a PUSH
+frame (step id, rendezvous key, tensor) on this task's link to that one; the receiving
+service deposits it in the step's rendezvous (created on first use, by the RUN or by
+the first PUSH, whichever comes first), where the _Recv finds it as it would a local
+one.  Nothing needs to stay behind on the sending side once the frame is written.
+
+Fault handling: a client connection that closes aborts its steps here and drops its
+registrations; a lost link to another task aborts every step here that exchanges
+tensors with other tasks (UnavailableError); ABORT from the master fails one step (and
+a RUN arriving after it fails at once).
+
+Invariants: a step's cross-task rendezvous is in `_rendezvous` from its first use until
+its RUN ends (or, never claimed by a RUN, until the sweep drops it); a finished step id
+stays in `_finished` (bounded) so late PUSHes are dropped, not kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+
+from asyncflow import device_spec, errors
+from asyncflow.distributed import wire
+from asyncflow.distributed.cluster import ClusterSpec, split_address
+from asyncflow.distributed.graph_codec import decode_attr_type, decode_partition
+from asyncflow.kernel_api import in_quiet_step, quiet_step
+from asyncflow.lowering import compile_control_flow, compile_plan
+from asyncflow.rendezvous import LocalRendezvous
+from asyncflow.worker import LocalWorker, RegisteredGraph
+
+__all__ = ["TaskService"]
+
+_FINISHED_KEPT = 1 << 14
+_ORPHAN_AFTER = 60.0  # s: a rendezvous made by PUSHes whose RUN never came
+
+
+class _ClientState:
+    """What a connection from a master owns here."""
+
+    __slots__ = ("graphs", "steps", "kernel_states")
+
+    def __init__(self):
+        self.graphs: dict[int, object] = {}  # handle -> RegisteredGraph or its error
+        self.steps: set[int] = set()
+        self.kernel_states: dict[str, dict] = {}
+
+
+class StepRendezvous:
+    """A step's rendezvous on this task: local keys meet here; a key whose receiving
+    device is on another task is pushed to it."""
+
+    __slots__ = ("local", "service", "step_id", "created", "claimed")
+
+    def __init__(self, service, step_id: int):
+        self.local = LocalRendezvous()
+        self.service = service
+        self.step_id = step_id
+        self.created = time.monotonic()
+        self.claimed = False
+
+    def send_nowait(self, key: str, value, device=None) -> None:
+        link = self.service.link_for_key(key)
+        if link is None:
+            self.local.send_nowait(key, value, device)
+        else:
+            link.push(self.step_id, key, value, device)
+
+    async def recv(self, key: str, device=None):
+        return await self.local.recv(key, device)
+
+    def abort(self, error: BaseException) -> None:
+        self.local.abort(error)
+
+
+class PeerLink:
+    """This task's connection to another task, for PUSH frames (opened on first use;
+    frames wait in order until it is up)."""
+
+    def __init__(self, service, job: str, task: int, address: str):
+        self.service = service
+        self.name = f"/job:{job}/replica:0/task:{task}"
+        self.address = address
+        self.conn: wire.Connection | None = None
+        self.pending: list | None = None  # frames waiting for the connection
+        self.steps: set[int] = set()
+
+    def push(self, step_id: int, key: str, value, device) -> None:
+        if device is not None and not device.host_memory:
+            asyncio.ensure_future(self._push_from_device(step_id, key, value, device))
+            return
+        self.steps.add(step_id)
+        conn = self.conn
+        if conn is not None and conn.closed is None:
+            conn.send(wire.PUSH, 0, {"s": step_id, "k": key}, [value])
+            return
+        if self.pending is None:
+            self.pending = []
+            asyncio.ensure_future(self._connect())
+        self.pending.append((step_id, key, value))
+
+    async def _push_from_device(self, step_id, key, value, device) -> None:
+        try:
+            host = await device.copy_to_host(value)
+            self.push(step_id, key, host, None)
+        except Exception as e:  # noqa: BLE001 - fails the step
+            self.service.fail_step(step_id, e)
+
+    async def _connect(self) -> None:
+        host, port = split_address(self.address)
+        try:
+            self.conn = await wire.connect(
+                host, port, self.service.secret, self.service.on_frame, self._lost
+            )
+        except errors.OpError as e:
+            pending, self.pending = self.pending or [], None
+            err = errors.UnavailableError(None, None, f"{self.name} is unreachable: {e.message}")
+            for step_id, _, _ in pending:
+                self.service.fail_step(step_id, err)
+            return
+        self.conn.state = _ClientState()
+        pending, self.pending = self.pending or [], None
+        for step_id, key, value in pending:
+            self.conn.send(wire.PUSH, 0, {"s": step_id, "k": key}, [value])
+
+    def _lost(self, conn, error) -> None:
+        if conn is self.conn:
+            self.conn = None
+        self.service.peer_lost(self.name, error)
+
+
+class TaskWorker(LocalWorker):
+    """The LocalWorker of a task; its steps' rendezvous reach other tasks."""
+
+
+class TaskService:
+    """The worker service of one task (job, index) of `cluster`, on the running loop."""
+
+    def __init__(self, cluster: ClusterSpec, job: str, task: int, devices, secret: bytes):
+        self.cluster = cluster
+        self.job = job
+        self.task = task
+        self.name = f"/job:{job}/replica:0/task:{task}"
+        self.secret = secret
+        self.devices = devices
+        self.by_name = {d.name: d for d in devices}
+        self.worker = TaskWorker(devices)
+        self.incarnation = devices[0].incarnation
+        self._rendezvous: dict[int, StepRendezvous] = {}
+        self._finished: collections.OrderedDict = collections.OrderedDict()
+        self._links: dict[tuple, PeerLink] = {}
+        self._key_links: dict[str, PeerLink | None] = {}
+        self.connections: set[wire.Connection] = set()
+        self.server = None
+        self._sweeper = None
+        self.runs = 0
+        self._idle: asyncio.Event | None = None
+
+    # -- serving
+    async def start(self, host: str, port: int):
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(self._new_connection, host, port)
+        self._sweeper = loop.call_later(_ORPHAN_AFTER / 2, self._sweep)
+        return self.server.sockets[0].getsockname()[1]
+
+    def _new_connection(self) -> wire.Connection:
+        conn = wire.Connection(
+            self.secret, True, self.on_frame, self._connection_lost, self.incarnation
+        )
+        conn.state = _ClientState()
+        self.connections.add(conn)
+        return conn
+
+    def _connection_lost(self, conn, error) -> None:
+        self.connections.discard(conn)
+        st = conn.state
+        err = errors.AbortedError(
+            None, None, f"The master's connection to {self.name} was lost: {error}"
+        )
+        for step_id in list(st.steps):
+            self.fail_step(step_id, err)
+        for h in list(st.graphs):
+            reg = st.graphs.pop(h)
+            if isinstance(reg, int):
+                self.worker.deregister_graph(reg)
+
+    def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self.server is not None:
+            self.server.close()
+        err = errors.UnavailableError(None, None, f"{self.name} is shutting down")
+        self.worker.abort_all(err)
+        for conn in list(self.connections):
+            conn.abort(err)
+        for link in self._links.values():
+            if link.conn is not None:
+                link.conn.abort(err)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.worker.steps_in_flight)
+
+    async def drain(self) -> None:
+        """Stop accepting connections; return once no step is in flight."""
+        self.server.close()
+        if self.busy:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
+
+    def on_frame(self, conn, kind, rid, meta, payload) -> None:
+        try:
+            if kind == wire.RUN:
+                self._start_run(conn, rid, meta, payload)
+            elif kind == wire.PUSH:
+                self._deliver(meta, payload)
+            elif kind == wire.REGISTER:
+                self._register(conn, meta, payload)
+            elif kind == wire.DEREGISTER:
+                reg = conn.state.graphs.pop(meta.get("h"), None)
+                if isinstance(reg, int):
+                    self.worker.deregister_graph(reg)
+            elif kind == wire.ABORT:
+                step_id = meta.get("s")
+                if isinstance(step_id, int):
+                    self.fail_step(step_id, wire.error_from_meta(meta))
+            elif kind == wire.STATUS:
+                conn.send(wire.REPLY, rid, self.status())
+            elif kind == wire.RESET:
+                containers = meta.get("containers")
+                if containers is not None and not isinstance(containers, list):
+                    raise wire._bad("containers")
+                for d in self.devices:
+                    d.resource_mgr.clear(containers)
+                conn.send(wire.REPLY, rid, {})
+            else:
+                raise errors.InvalidArgumentError(None, None, f"Unexpected frame kind {kind}")
+        except errors.OpError as e:
+            if rid and conn.closed is None:
+                conn.send(wire.ERROR, rid, wire.encode_error(e))
+
+    def status(self) -> dict:
+        return {
+            "cluster": self.cluster.to_json(),
+            "job": self.job,
+            "task": self.task,
+            "incarnation": self.incarnation,
+            "devices": [
+                [
+                    d.name,
+                    d.device_type,
+                    d.incarnation,
+                    int(d.memory_limit),
+                    bool(d.host_memory),
+                    int(getattr(d, "placement_priority", 0)),
+                ]
+                for d in self.devices
+            ],
+        }
+
+    # -- registration
+    def _register(self, conn, meta, payload) -> None:
+        h = meta.get("h")
+        if not isinstance(h, int):
+            raise wire._bad("handle")
+        try:
+            conn.state.graphs[h] = self._compile(conn.state, meta, payload)
+        except errors.OpError as e:
+            conn.state.graphs[h] = e  # reported by the RUNs of this handle
+        except Exception as e:  # noqa: BLE001 - a partition this task cannot lower
+            conn.state.graphs[h] = errors.InternalError(
+                None, None, f"{self.name} could not register a graph: {type(e).__name__}: {e}"
+            )
+
+    def _compile(self, state: _ClientState, meta, payload) -> int:
+        parts, feeds, fetch_map = meta.get("p"), meta.get("fd"), meta.get("fm")
+        if not isinstance(parts, list) or not isinstance(feeds, list):
+            raise wire._bad("registration")
+        blobs = wire.decode_tensors(meta.get("t", []), payload)
+        if len(blobs) != len(parts):
+            raise wire._bad("registration")
+        feed_dtypes = [decode_attr_type(e) for e in feeds]
+        kstates = state.kernel_states
+
+        def kernel_state_for(op) -> dict:
+            # Stateful kernels keep their state per node name for the master's
+            # session, as TF's per-session OpSegment.
+            st = kstates.get(op.name)
+            if st is None:
+                st = kstates[op.name] = {}
+            return st
+
+        plans = []
+        for spec, blob in zip(parts, blobs):
+            if not isinstance(spec, list):
+                raise wire._bad("partition")
+            nodes = decode_partition(blob, self.by_name, len(feeds), feed_dtypes)
+            fetches = [_fetch_spec(f, len(nodes), len(feeds)) for f in spec]
+            plans.append(compile_plan(None, nodes, len(feeds), fetches, kernel_state_for, False))
+        if len(plans) > 1 and any(pl.has_cf for pl in plans):
+            for pl in plans:
+                if not pl.has_cf:
+                    compile_control_flow(pl, pl.pnodes, force=True)
+        if not isinstance(fetch_map, list) or not all(
+            isinstance(f, list) and len(f) == 2 and 0 <= f[0] < len(plans) for f in fetch_map
+        ):
+            raise wire._bad("fetch map")
+        graph = RegisteredGraph(plans, [tuple(f) for f in fetch_map])
+        if meta.get("x"):  # exchanges tensors with other tasks
+            graph.rendezvous_factory = self.rendezvous_for
+        return self.worker.register_graph(graph)
+
+    # -- steps
+    def rendezvous_for(self, step_id: int) -> StepRendezvous:
+        rv = self._rendezvous.get(step_id)
+        if rv is None:
+            rv = self._rendezvous[step_id] = StepRendezvous(self, step_id)
+            err = self._finished.get(step_id)
+            if err is not None:
+                rv.abort(err)
+        rv.claimed = True
+        return rv
+
+    def _start_run(self, conn, rid, meta, payload) -> None:
+        step_id = meta.get("s")
+        reg = conn.state.graphs.get(meta.get("h"))
+        if not isinstance(step_id, int) or not rid:
+            raise wire._bad("run request")
+        if reg is None:
+            raise errors.AbortedError(
+                None,
+                None,
+                f"Graph handle is not found on {self.name}: it may have restarted; "
+                "recreate the session",
+            )
+        if isinstance(reg, errors.OpError):
+            raise reg
+        if step_id in self._finished:
+            raise self._finished[step_id] or errors.AbortedError(None, None, "Step was aborted")
+        feeds = wire.decode_tensors(meta.get("t", []), payload)
+        timeout = meta.get("to")
+        timeout = timeout if isinstance(timeout, int | float) and timeout > 0 else None
+        coro = self._run(conn, rid, reg, step_id, feeds, timeout)
+        if timeout is not None:  # (asyncio.timeout needs a Task around the step)
+            asyncio.ensure_future(in_quiet_step(coro)).add_done_callback(_ignore)
+            return
+        # Drive it at once: a step that never suspends costs no Task.
+        with quiet_step():
+            try:
+                fut = coro.send(None)
+            except StopIteration:
+                return
+        task = asyncio.ensure_future(in_quiet_step(_resume(coro, fut)))
+        task.add_done_callback(_ignore)
+
+    async def _run(self, conn, rid, reg, step_id, feeds, step_timeout) -> None:
+        st = conn.state
+        st.steps.add(step_id)
+        self.runs += 1
+        try:
+            values = await self.worker.run_graph(reg, step_id, feeds, None, None, step_timeout)
+        except BaseException as e:  # noqa: BLE001 - every failure goes back to the master
+            if conn.closed is None:
+                conn.send(wire.ERROR, rid, wire.encode_error(_as_op_error(e)))
+            if not isinstance(e, Exception):
+                raise
+        else:
+            if conn.closed is None:
+                try:
+                    conn.send(wire.REPLY, rid, None, values)
+                except errors.OpError as e:
+                    conn.send(wire.ERROR, rid, wire.encode_error(e))
+        finally:
+            st.steps.discard(step_id)
+            self._end_step(step_id, None)
+            if self._idle is not None and not self.busy:
+                self._idle.set()
+
+    def _end_step(self, step_id: int, error) -> None:
+        self._rendezvous.pop(step_id, None)
+        fin = self._finished
+        if step_id not in fin or error is not None:
+            fin[step_id] = error
+            if len(fin) > _FINISHED_KEPT:
+                fin.popitem(last=False)
+
+    def fail_step(self, step_id: int, error: BaseException) -> None:
+        """Abort `step_id` here (in flight, or when its RUN comes)."""
+        self.worker.abort_step(step_id, error)
+        rv = self._rendezvous.get(step_id)
+        if rv is not None:
+            rv.abort(error)
+        if self.worker._step_ids.get(step_id) is None:
+            self._end_step(step_id, error)
+
+    def _deliver(self, meta, payload) -> None:
+        step_id, key = meta.get("s"), meta.get("k")
+        if not isinstance(step_id, int) or not isinstance(key, str):
+            raise wire._bad("push")
+        if step_id in self._finished:
+            return  # the step ended here (aborted): nobody will receive it
+        (value,) = wire.decode_tensors(meta.get("t", []), payload) or (None,)
+        rv = self._rendezvous.get(step_id)
+        if rv is None:
+            rv = self._rendezvous[step_id] = StepRendezvous(self, step_id)
+        try:
+            rv.local.send_nowait(key, value, None)
+        except errors.OpError:
+            pass  # aborted meanwhile, or a duplicate: the step reports its own error
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for step_id, rv in list(self._rendezvous.items()):
+            if not rv.claimed and now - rv.created > _ORPHAN_AFTER:
+                del self._rendezvous[step_id]
+        self._sweeper = asyncio.get_running_loop().call_later(_ORPHAN_AFTER / 2, self._sweep)
+
+    # -- other tasks
+    def link_for_key(self, key: str) -> PeerLink | None:
+        """The link to the task of `key`'s receiving device; None for this task."""
+        try:
+            return self._key_links[key]
+        except KeyError:
+            pass
+        dst = key.split(";", 3)[2]
+        spec = device_spec.DeviceSpec.from_string(dst)
+        job = spec.job if spec.job is not None else self.job
+        task = spec.task if spec.task is not None else 0
+        if (job, task) == (self.job, self.task):
+            link = None
+        else:
+            link = self._links.get((job, task))
+            if link is None:
+                try:
+                    address = self.cluster.task_address(job, task)
+                except ValueError:
+                    raise errors.InvalidArgumentError(
+                        None, None, f"No task {dst} in this cluster"
+                    ) from None
+                link = self._links[(job, task)] = PeerLink(self, job, task, address)
+        if len(self._key_links) > 1 << 16:
+            self._key_links.clear()
+        self._key_links[key] = link
+        return link
+
+    def peer_lost(self, name: str, error) -> None:
+        err = errors.UnavailableError(
+            None, None, f"The connection from {self.name} to {name} was lost: {error}"
+        )
+        for step_id in list(self._rendezvous):
+            self.fail_step(step_id, err)
+
+
+def _fetch_spec(f, n: int, num_feeds: int):
+    if isinstance(f, list) and len(f) == 2:
+        i, k = f
+        if i == "f" and isinstance(k, int) and 0 <= k < num_feeds:
+            return ("feed", k)
+        if isinstance(i, int) and 0 <= i < n and (k is None or isinstance(k, int) and k >= 0):
+            return (i, k)
+    raise wire._bad("fetch")
+
+
+def _as_op_error(e: BaseException) -> errors.OpError:
+    if isinstance(e, errors.OpError):
+        return e
+    if isinstance(e, asyncio.CancelledError):
+        return errors.CancelledError(None, None, "Step was cancelled")
+    return errors.UnknownError(None, None, f"{type(e).__name__}: {e}")
+
+
+def _ignore(task) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+async def _resume(coro, first):
+    return await _Resume(coro, first)
+
+
+class _Resume:
+    """Re-yields the future a coroutine first suspended on, then keeps driving it."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro, first):
+        self.coro, self.first = coro, first
+
+    def __await__(self):
+        coro, y = self.coro, self.first
+        while True:
+            try:
+                sent = yield y
+            except BaseException as exc:  # noqa: BLE001 - into the coroutine
+                try:
+                    y = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    y = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
