@@ -20,6 +20,8 @@ Every handler runs on the server's loop and awaits `ServableModel.predict`, like
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import numpy as np
 
@@ -226,31 +228,60 @@ def _serialized_examples(input_message) -> np.ndarray:
     return np.array(serialized, dtype=object)
 
 
-def _handler(body, request_cls, response_cls):
+async def _abort(context, error: Exception):
+    if isinstance(error, errors.OpError):
+        await context.abort(
+            _GRPC_CODE.get(error.error_code, grpc.StatusCode.UNKNOWN), error.message
+        )
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+
+
+_ERRORS = (errors.OpError, ValueError, TypeError)
+
+
+def _handler(body, request_cls, response_cls, metrics=None, api=None):
     async def call(request, context: grpc.aio.ServicerContext):
         try:
             return await body(request)
-        except errors.OpError as e:
-            await context.abort(_GRPC_CODE.get(e.error_code, grpc.StatusCode.UNKNOWN), e.message)
-        except (ValueError, TypeError) as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except _ERRORS as e:
+            await _abort(context, e)
+
+    async def measured_call(request, context: grpc.aio.ServicerContext):
+        start = time.perf_counter()
+        error = None
+        try:
+            return await body(request)
+        except _ERRORS as e:
+            error = e
+            await _abort(context, e)
+        finally:
+            spec = request.model_spec
+            version = spec.version.value if spec.HasField("version") else None
+            metrics.record(spec.name, version, api, "GRPC", error, time.perf_counter() - start)
 
     return grpc.unary_unary_rpc_method_handler(
-        call,
+        call if metrics is None or api not in _MEASURED else measured_call,
         request_deserializer=request_cls.FromString,
         response_serializer=response_cls.SerializeToString,
     )
 
 
+_MEASURED = ("Predict", "Classify", "Regress")
+
+
 def add_services(
-    server: grpc.aio.Server, registry: ModelRegistry, request_timeout_s: float | None = None
+    server: grpc.aio.Server,
+    registry: ModelRegistry,
+    request_timeout_s: float | None = None,
+    metrics=None,
 ) -> None:
-    """Serve PredictionService and ModelService for `registry` on `server`."""
+    """Serve PredictionService and ModelService for `registry` on `server`; with
+    `metrics` (asyncflow.serving.metrics.ServingMetrics) inference calls are recorded."""
     services = _Services(registry, request_timeout_s)
     for service, methods in ((PREDICTION_SERVICE, _PREDICTION_METHODS),
                              (MODEL_SERVICE, _MODEL_METHODS)):  # fmt: skip
         handlers = {
-            name: _handler(getattr(services, name), req, resp)
+            name: _handler(getattr(services, name), req, resp, metrics, name)
             for name, (req, resp) in methods.items()
         }
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))

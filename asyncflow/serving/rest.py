@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -32,6 +33,7 @@ from google.protobuf import json_format
 
 from asyncflow import errors
 from asyncflow.protos import error_codes_pb2
+from asyncflow.serving import metrics as _metrics
 from asyncflow.serving.registry import ModelRegistry
 
 __all__ = ["ModelRegistry", "make_app", "HTTP_STATUS"]
@@ -357,17 +359,30 @@ def regress_results(outputs: Mapping, batch: int) -> list:
 # -- the application ------------------------------------------------------------------------
 
 
+_API = {"predict": "Predict", "classify": "Classify", "regress": "Regress"}
+
+
 def make_app(
     registry: ModelRegistry,
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
     request_timeout_s: float | None = None,
+    metrics=None,
+    metrics_path: str | None = None,
 ) -> web.Application:
-    """An aiohttp Application answering TF Serving's REST API for `registry`'s models."""
+    """An aiohttp Application answering TF Serving's REST API for `registry`'s models.
+
+    With `metrics` (asyncflow.serving.metrics.ServingMetrics) inference requests are
+    counted and timed, and `metrics_path` (when given) answers Prometheus' scrapes.
+    """
 
     async def dispatch(request: web.Request) -> web.Response:
         path = request.path
+        if path == metrics_path and request.method == "GET":
+            return web.Response(
+                body=metrics.exposition(), headers={"Content-Type": _metrics.CONTENT_TYPE}
+            )
         match = _MODEL_URL.match(path)
         try:
             if match is None:
@@ -400,12 +415,28 @@ def make_app(
             # Resolved after the body is read: no await between get() and the predict
             # that counts the request in flight, so a version being unloaded is either
             # not handed out or drained after this request (registry's invariant).
+            if metrics is None:
+                version, model = registry.get(name, version)
+                if verb == "predict":
+                    return _json_response(await _predict(model, body))
+                return _json_response(await _classify_regress(model, body, verb))
+            return await _measured(name, version, verb, body)
+        except Exception as e:  # every error answers TF Serving's JSON body
+            return _error_response(e)
+
+    async def _measured(name, version, verb, body) -> web.Response:
+        start = time.perf_counter()
+        error = None
+        try:
             version, model = registry.get(name, version)
             if verb == "predict":
                 return _json_response(await _predict(model, body))
             return _json_response(await _classify_regress(model, body, verb))
-        except Exception as e:  # every error answers TF Serving's JSON body
+        except Exception as e:
+            error = e
             return _error_response(e)
+        finally:
+            metrics.record(name, version, _API[verb], "REST", error, time.perf_counter() - start)
 
     def _status(name, version):
         return {

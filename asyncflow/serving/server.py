@@ -107,15 +107,25 @@ class ModelServer:
         max_depth: int = DEFAULT_MAX_DEPTH,
         request_timeout_s: float | None = None,
         idle_timeout_s: float = 75.0,
+        metrics_path: str | None = None,
     ):
         self.registry = registry
         self.host = host
         self.port = port
+        # With a metrics path, requests are counted and timed and Prometheus scrapes
+        # that path on the REST port (TF Serving's --monitoring_config_file).
+        self.metrics = None
+        if metrics_path is not None:
+            from asyncflow.serving.metrics import ServingMetrics
+
+            self.metrics = ServingMetrics(registry)
         self.app = make_app(
             registry,
             max_body_bytes=max_body_bytes,
             max_depth=max_depth,
             request_timeout_s=request_timeout_s,
+            metrics=self.metrics,
+            metrics_path=metrics_path,
         )
         self.idle_timeout_s = idle_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -152,7 +162,9 @@ class ModelServer:
                 ("grpc.max_send_message_length", -1),
             ]
         )
-        grpc_server.add_services(self._grpc, self.registry, self.request_timeout_s)
+        grpc_server.add_services(
+            self._grpc, self.registry, self.request_timeout_s, metrics=self.metrics
+        )
         bound = self._grpc.add_insecure_port(f"{self.grpc_host}:{self.grpc_port}")
         if bound == 0:
             raise errors.UnavailableError(
@@ -196,6 +208,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=1.0,
         help="how often to look for new model versions (<= 0: only at startup)",
     )
+    p.add_argument(
+        "--monitoring_config_file",
+        default="",
+        help='a MonitoringConfig (text format): prometheus_config { enable: true path: "..." }',
+    )
     p.add_argument("--enable_batching", type=_bool, default=False, nargs="?", const=True)
     p.add_argument("--batching_parameters_file", default="")
     p.add_argument(
@@ -234,6 +251,12 @@ async def serve(
         if args.batching_parameters_file:
             with open(args.batching_parameters_file) as f:  # noqa: ASYNC230 (startup)
                 batching = parse_batching_parameters(f.read())
+    metrics_path = None
+    if args.monitoring_config_file:
+        from asyncflow.serving.metrics import parse_monitoring_config
+
+        with open(args.monitoring_config_file) as f:  # noqa: ASYNC230 (startup)
+            metrics_path = parse_monitoring_config(f.read())
     registry = ModelRegistry()
     tags = tuple(t for t in args.saved_model_tags.split(",") if t)
     if args.model_config_file:
@@ -278,6 +301,7 @@ async def serve(
         max_depth=args.rest_api_max_json_depth,
         request_timeout_s=args.rest_api_timeout_in_ms / 1000 or None,
         idle_timeout_s=args.rest_api_idle_timeout_s,
+        metrics_path=metrics_path,
     )
     try:
         port = await server.start()
