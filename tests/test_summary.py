@@ -323,8 +323,9 @@ def test_file_writer_cache_and_graph(tmp_path):
     del g
 
 
-def test_bucket_lookup_is_tfs_upper_bound():
-    """The table lookup equals a binary search over TF's limits (std::upper_bound)."""
+def test_bucket_counts_are_tfs_upper_bound():
+    """The per-cell counting equals a binary search over TF's limits (std::upper_bound
+    on the value as double), for float64 and float32 inputs, at and beside every limit."""
     from asyncflow.ops import summary_ops
 
     limits = np.array(summary_ops._BUCKET_LIMITS)
@@ -342,15 +343,43 @@ def test_bucket_lookup_is_tfs_upper_bound():
                 rng.randn(10_000) * 0.05,
             ]
         )
-    edge = edge[np.isfinite(edge)]
-    np.testing.assert_array_equal(
-        summary_ops.bucket_indices(edge), np.searchsorted(limits, edge, side="right")
-    )
+    with np.errstate(over="ignore"):
+        edge32 = np.concatenate(
+            [
+                edge.astype(np.float32),
+                np.nextafter(limits.astype(np.float32), np.float32(0)),
+                np.nextafter(limits.astype(np.float32), np.float32(np.inf)),
+                np.nextafter(limits.astype(np.float32), np.float32(-np.inf)),
+                np.array([1e-45, -1e-45, 3e38, -3e38], np.float32),
+            ]
+        )
+    for values in (edge, edge32):
+        values = values[np.isfinite(values)]
+        index = np.searchsorted(limits, values.astype(np.float64), side="right")
+        want = np.bincount(np.minimum(index, limits.size - 1), minlength=limits.size)
+        np.testing.assert_array_equal(summary_ops.bucket_counts(values), want)
     big = rng.randn(1 << 17)
     h = summary_ops.histogram_proto(big)
     assert h.num == big.size and sum(h.bucket) == big.size
     assert h.sum == pytest.approx(big.sum(), rel=1e-12, abs=1e-9)
     assert h.sum_squares == pytest.approx(float(np.square(big).sum()), rel=1e-12)
+    # The encoding: each non-empty bucket, an empty one where a run of empties ends, and
+    # the last limit; against a direct walk of the counts.
+    for values in (big, big.astype(np.float32), np.array([3.0]), np.array([-2.0, 5.0, 7.0])):
+        h = summary_ops.histogram_proto(values)
+        c = summary_ops.bucket_counts(values)
+        want_limits, want_counts, prev = [], [], -1
+        for i in np.flatnonzero(c):
+            if i > prev + 1:
+                want_limits.append(limits[i - 1])
+                want_counts.append(0.0)
+            want_limits.append(limits[i])
+            want_counts.append(float(c[i]))
+            prev = i
+        if prev < limits.size - 1:
+            want_limits.append(limits[-1])
+            want_counts.append(0.0)
+        assert list(h.bucket_limit) == want_limits and list(h.bucket) == want_counts
 
 
 def test_tensorboard_reads_our_event_file():
