@@ -428,3 +428,73 @@ def test_pending_events_are_written_at_exit(tmp_path):
     subprocess.run([sys.executable, "-c", script], check=True, timeout=50)
     (path,) = tmp_path.iterdir()
     assert [e.step for e in read_events(path)[1:]] == [0, 1, 2, 3, 4]
+
+
+# -- which loop writes ------------------------------------------------------------------
+
+
+def test_writer_made_in_async_code_runs_on_the_callers_loop(tmp_path):
+    """No thread of the writer's own: its task is a task of the program's loop."""
+    import asyncio
+
+    async def main():
+        w = af.summary.FileWriter(str(tmp_path), max_queue=2)
+        assert w.event_writer._loop is asyncio.get_running_loop()
+        for i in range(5):
+            w.add_scalar("a", i, i)
+        await w.aflush()
+        assert [e.step for e in read_events(w.event_writer.path)[1:]] == [0, 1, 2, 3, 4]
+        w.add_scalar("a", 5, 5)
+        # A blocking flush on the loop's own thread cannot wait for the task there: it
+        # appends the pending bytes itself (nothing of the task's is being written).
+        w.flush()
+        assert read_events(w.event_writer.path)[-1].step == 5
+        w.add_scalar("a", 6, 6)
+        await w.aclose()
+        return w
+
+    w = asyncio.run(main())
+    assert [e.step for e in read_events(w.event_writer.path)[1:]] == list(range(7))
+
+
+def test_writer_outlives_its_loop(tmp_path):
+    """Made in one asyncio.run, flushed and closed after it returned: every event is
+    written, in order, by the caller (the task went with its loop)."""
+    import asyncio
+
+    async def main():
+        w = af.summary.FileWriter(str(tmp_path), flush_secs=3600)
+        w.add_scalar("a", 0, 0)
+        return w
+
+    w = asyncio.run(main())
+    w.add_scalar("a", 1, 1)
+    w.flush()
+    w.add_scalar("a", 2, 2)
+
+    async def later():
+        w.add_scalar("a", 3, 3)
+        await w.aclose()
+
+    asyncio.run(later())
+    events = read_events(w.event_writer.path)
+    assert events[0].file_version == "brain.Event:2"
+    assert [e.step for e in events[1:]] == [0, 1, 2, 3]
+
+
+def test_sync_writer_uses_the_runtime_loop_once_it_has_a_thread(tmp_path, monkeypatch):
+    from asyncflow import session as session_mod
+
+    rt = session_mod._Runtime()
+    rt.ensure_thread()
+    monkeypatch.setattr(session_mod, "_runtime", rt)
+    try:
+        w = af.summary.FileWriter(str(tmp_path))
+        assert w.event_writer._loop is rt.loop
+        w.add_scalar("a", 1.0, 1)
+        w.close()
+        assert [e.step for e in read_events(w.event_writer.path)[1:]] == [1]
+    finally:
+        rt.loop.call_soon_threadsafe(rt.loop.stop)
+        rt.thread.join(timeout=10)
+        rt.loop.close()

@@ -8,11 +8,22 @@ Writing never blocks the caller: `add_event` serializes and frames the event whe
 is called (microseconds) and appends the bytes to the writer's pending list under a
 lock; a background task writes the pending bytes with async file I/O (aiofiles) when
 `max_queue` events are waiting, every `flush_secs` seconds, on `flush()` and on
-`close()`.  The background tasks of every writer run on one event loop of their own,
-in a daemon thread: a synchronous session keeps driving its steps inline on the
-caller's thread (handing steps to a loop thread would cost each step a thread hop),
-and an async program's loop never waits on the disk.  `flush`/`close` block until the
-bytes are written; `aflush`/`aclose` are their async twins.
+`close()`.  `flush`/`close` block until the bytes are written; `aflush`/`aclose` are
+their async twins.
+
+Which loop the task runs on (one task per writer, never a loop of its own per writer):
+- a writer made in async code (a loop running in the calling thread) runs its task on
+  that loop, the program's and its sessions' loop: no thread is added.  There, `flush`
+  and `close` would wait for the loop they block, so they raise RuntimeError and say to
+  await `aflush`/`aclose`, as `Session.run` does on its loop's thread;
+- a writer made in synchronous code runs its task on the runtime loop of synchronous
+  sessions when that loop already has its own thread (queue runners, background work);
+  otherwise on one loop thread shared by all such writers.  Giving the runtime loop its
+  thread for the writers' sake would hand every later synchronous step to that thread
+  (measured: +0.15 ms a step, 6% of the MLP step of benchmarks/summary_bench.py, more
+  than the summaries themselves cost), so the writers do not ask for it.
+If the task's loop is gone (an `asyncio.run` that returned), the pending bytes are
+appended directly by whoever flushes or closes: no loop is left for them to block.
 
 Events still pending when the interpreter exits are appended by an atexit hook.
 
@@ -59,8 +70,13 @@ def _write_pending_at_exit() -> None:
 
 
 def _writer_loop() -> asyncio.AbstractEventLoop:
-    """The event loop all writers' background tasks run on (started on first use)."""
+    """The loop for a writer made in synchronous code (see the module note)."""
     global _loop
+    from asyncflow import session  # (client layer; imported late, as graph_io is)
+
+    runtime = session._runtime  # noqa: SLF001 - a look, never a request for its thread
+    if runtime is not None and runtime.thread is not None and not runtime.loop.is_closed():
+        return runtime.loop
     with _loop_lock:
         if _loop is None or _loop.is_closed():
             loop = asyncio.new_event_loop()
@@ -70,6 +86,13 @@ def _writer_loop() -> asyncio.AbstractEventLoop:
             thread.start()
             _loop = loop
         return _loop
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class EventFileWriter:
@@ -95,27 +118,40 @@ class EventFileWriter:
             f"events.out.tfevents.{int(now):010d}.{socket.gethostname()}{self._suffix}",
         )
         self._pending: list[bytes] = []
+        self._in_flight = False
         self._error: BaseException | None = None
         self._closed = False
-        self._loop = _writer_loop()
         first = Event(wall_time=now, file_version="brain.Event:2")
         self._pending.append(_frame(first.SerializeToString()))
-        started = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
-        started.result()  # the task exists (and will create the file) before we return
+        running = _running_loop()
+        if running is not None:  # async code: the task goes on the caller's loop
+            self._loop = running
+            self._start()
+        else:
+            self._loop = _writer_loop()
+            started = concurrent.futures.Future()
+
+            def start() -> None:
+                self._start()
+                started.set_result(None)
+
+            self._loop.call_soon_threadsafe(start)
+            started.result()  # the task exists (and will create the file) before we return
         _open_writers.add(self)
 
-    async def _start(self) -> None:
+    def _start(self) -> None:  # on self._loop's thread
         self._wake = asyncio.Event()
         self._flushed: list[concurrent.futures.Future] = []
         self._closing = False
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task = self._loop.create_task(self._run())
 
     async def _run(self) -> None:
         """The background task: write what is pending when woken or every flush_secs."""
         try:
             # Unbuffered: a write is on disk when it returns, so nothing is left in a
-            # buffer for the exit hook to overtake.
-            async with aiofiles.open(self._path, "wb", buffering=0) as f:
+            # buffer for a direct append to overtake; appending, so that direct appends
+            # (see _direct) and the task's writes land in the order they are made.
+            async with aiofiles.open(self._path, "ab", buffering=0) as f:
                 while True:
                     try:
                         async with asyncio.timeout(self._flush_secs):
@@ -127,24 +163,55 @@ class EventFileWriter:
                         batch, self._pending = self._pending, []
                         waiters, self._flushed = self._flushed, []
                         closing = self._closing
+                        self._in_flight = bool(batch)
                     data = memoryview(b"".join(batch))
                     while data:  # (a raw write may take less than it is given)
                         data = data[await f.write(data) :]
+                    self._in_flight = False
                     for w in waiters:
                         w.set_result(None)
                     if closing:
                         break
         except Exception as exc:  # reported to the next flush/close caller
             self._error = exc
+        finally:  # ended, failed or cancelled with its loop: nobody waits for it
+            self._in_flight = False
             with self._lock:
                 waiters, self._flushed = self._flushed, []
             for w in waiters:
                 w.set_result(None)
 
+    def _direct(self) -> bool:
+        """Whether flush/close must append the pending bytes themselves: the task's loop
+        is gone or not running, or it is the caller's own (blocking for the task there
+        would wait forever).
+
+        Raises: RuntimeError when a batch of the task is still being written then (the
+        direct append could overtake it).
+        """
+        if self._task.done() or self._loop.is_closed():
+            return True
+        if not self._gone() and _running_loop() is not self._loop:
+            return False
+        if self._in_flight:
+            raise RuntimeError(
+                "This FileWriter's loop is writing a batch and cannot run while its "
+                "caller blocks: use `await writer.aflush()` / `await writer.aclose()` "
+                "from async code."
+            )
+        return True
+
+    def _append_now(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, []
+        if batch:
+            with open(self._path, "ab") as f:
+                f.write(b"".join(batch))
+
     def _request(self, closing: bool) -> concurrent.futures.Future:
         done: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
-            if self._task.done():
+            if self._task.done() or self._loop.is_closed():
                 done.set_result(None)
                 return done
             self._flushed.append(done)
@@ -152,16 +219,17 @@ class EventFileWriter:
         self._loop.call_soon_threadsafe(self._wake.set)
         return done
 
+    def _gone(self) -> bool:
+        """The task will not write again: ended, or its loop closed or not running."""
+        return self._task.done() or not self._loop.is_running()
+
     def _write_pending_now(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             self._closing = True  # should the task wake, it only ends
-            batch, self._pending = self._pending, []
-        if batch:
-            with open(self._path, "ab") as f:
-                f.write(b"".join(batch))
+        self._append_now()
 
     def get_logdir(self) -> str:
         return self._logdir
@@ -179,7 +247,7 @@ class EventFileWriter:
                 return
             self._pending.append(record)
             wake = len(self._pending) >= self._max_queue
-        if wake:
+        if wake and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake.set)
 
     def _raise_error(self) -> None:
@@ -188,31 +256,53 @@ class EventFileWriter:
             raise err
 
     def flush(self) -> None:
-        """Block until every event added so far is written.  Raises: the writer's OSError."""
+        """Block until every event added so far is written.
+
+        Raises: the writer's OSError; RuntimeError (see `_direct`).
+        """
         if not self._closed:
-            self._request(False).result()
+            if self._direct():
+                self._append_now()
+            else:
+                self._request(False).result()
         self._raise_error()
 
     async def aflush(self) -> None:
         if not self._closed:
-            await asyncio.wrap_future(self._request(False))
+            if self._gone():  # (a loop of an earlier asyncio.run, say)
+                await asyncio.to_thread(self._append_now)
+            else:
+                await asyncio.wrap_future(self._request(False))
         self._raise_error()
 
     def close(self) -> None:
-        """Write what is pending and close the file.  Raises: the writer's OSError."""
+        """Write what is pending and close the file.
+
+        Raises: the writer's OSError; RuntimeError (see `_direct`).
+        """
         if self._closed:
             return
+        direct = self._direct()
         with self._lock:
             self._closed = True
-        self._request(True).result()
+        if direct:
+            self._append_now()
+            self._request(True)  # the task, if it still runs, closes its file and ends
+        else:
+            self._request(True).result()
         self._raise_error()
 
     async def aclose(self) -> None:
         if self._closed:
             return
+        gone = self._gone()
         with self._lock:
             self._closed = True
-        await asyncio.wrap_future(self._request(True))
+        if gone:
+            await asyncio.to_thread(self._append_now)
+            self._request(True)
+        else:
+            await asyncio.wrap_future(self._request(True))
         self._raise_error()
 
     def reopen(self) -> None:
