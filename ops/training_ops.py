@@ -33,7 +33,14 @@ from asyncflow import graph as ops
 from asyncflow.ops import blas
 from asyncflow.ops.math_helpers import quiet_errstate
 from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred, plain_context
-from asyncflow.registry import INDEX, NUMERIC, NotDifferentiable, get_op_def, register_op
+from asyncflow.registry import (
+    INDEX,
+    NUMERIC,
+    REQUIRED,
+    NotDifferentiable,
+    get_op_def,
+    register_op,
+)
 
 __all__ = [
     "apply_gradient_descent",
@@ -52,7 +59,14 @@ __all__ = [
     "apply_ftrl_v2",
     "sparse_apply_ftrl",
     "sparse_apply_ftrl_v2",
+    "apply_proximal_gradient_descent",
+    "sparse_apply_proximal_gradient_descent",
+    "apply_proximal_adagrad",
+    "sparse_apply_proximal_adagrad",
+    "apply_adagrad_da",
+    "sparse_apply_adagrad_da",
     "deduplicate_indexed_slices",
+    "sdca_shrink_l1",
 ]
 
 
@@ -153,6 +167,37 @@ def _ftrl(attrs, var, accum, linear, grad, lr, l1, l2, lr_power):
 def _ftrl_v2(attrs, var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power):
     shrunk = grad + 2 * l2_shrinkage * var
     _ftrl_core(attrs, var, accum, linear, grad, shrunk, lr, l1, l2, lr_power)
+
+
+def _proximal_step(var, prox, step, l1, l2):
+    """var = prox shrunk by step*l1 toward zero, over 1 + step*l2 (TF's proximal functors)."""
+    one = np.ones((), var.dtype)
+    if l1 > 0:
+        shrunk = np.maximum(np.abs(prox) - step * l1, 0)
+        var[...] = np.sign(prox) * shrunk / (one + step * l2)
+    else:
+        var[...] = prox / (one + step * l2)
+
+
+def _proximal_gradient_descent(attrs, var, alpha, l1, l2, delta):
+    _proximal_step(var, var - delta * alpha, alpha, l1, l2)
+
+
+def _proximal_adagrad(attrs, var, accum, lr, l1, l2, grad):
+    accum += grad * grad
+    step = lr / np.sqrt(accum)
+    _proximal_step(var, var - grad * step, step, l1, l2)
+
+
+def _adagrad_da(attrs, var, g_acc, gg_acc, grad, lr, l1, l2, global_step):
+    g_acc += grad
+    gg_acc += grad * grad
+    gs = np.asarray(global_step, var.dtype)
+    denom = l2 * (gs * lr) + np.sqrt(gg_acc)
+    if l1 > 0:
+        var[...] = -lr * np.sign(g_acc) * np.maximum(np.abs(g_acc) - gs * l1, 0) / denom
+    else:
+        var[...] = -lr * g_acc / denom
 
 
 # -- validation ---------------------------------------------------------------------------
@@ -474,6 +519,42 @@ SparseApplyFtrlV2 = _register(
     sparse=True,
 )
 
+_PGD = ["var: Ref(T)", "alpha: T", "l1: T", "l2: T", "delta: T"]
+ApplyProximalGradientDescent = _register(
+    "ApplyProximalGradientDescent", _PGD, 1, _proximal_gradient_descent
+)
+SparseApplyProximalGradientDescent = _register(
+    "SparseApplyProximalGradientDescent",
+    _PGD + ["indices: Tindices"],
+    1,
+    _proximal_gradient_descent,
+    sparse=True,
+)
+_PADAGRAD = ["var: Ref(T)", "accum: Ref(T)", "lr: T", "l1: T", "l2: T", "grad: T"]
+ApplyProximalAdagrad = _register("ApplyProximalAdagrad", _PADAGRAD, 2, _proximal_adagrad)
+SparseApplyProximalAdagrad = _register(
+    "SparseApplyProximalAdagrad",
+    _PADAGRAD + ["indices: Tindices"],
+    2,
+    _proximal_adagrad,
+    sparse=True,
+)
+_ADAGRAD_DA = ["var: Ref(T)", "gradient_accumulator: Ref(T)",
+               "gradient_squared_accumulator: Ref(T)", "grad: T"]  # fmt: skip
+ApplyAdagradDA = _register(
+    "ApplyAdagradDA",
+    _ADAGRAD_DA + ["lr: T", "l1: T", "l2: T", "global_step: int64"],
+    3,
+    _adagrad_da,
+)
+SparseApplyAdagradDA = _register(
+    "SparseApplyAdagradDA",
+    _ADAGRAD_DA + ["indices: Tindices", "lr: T", "l1: T", "l2: T", "global_step: int64"],
+    3,
+    _adagrad_da,
+    sparse=True,
+)
+
 apply_gradient_descent = _builder("ApplyGradientDescent", 3)
 apply_momentum = _builder("ApplyMomentum", 5, ("use_nesterov",))
 sparse_apply_momentum = _builder("SparseApplyMomentum", 6, ("use_nesterov",))
@@ -490,8 +571,49 @@ apply_ftrl = _builder("ApplyFtrl", 8, ("multiply_linear_by_lr",))
 apply_ftrl_v2 = _builder("ApplyFtrlV2", 9, ("multiply_linear_by_lr",))
 sparse_apply_ftrl = _builder("SparseApplyFtrl", 9, ("multiply_linear_by_lr",))
 sparse_apply_ftrl_v2 = _builder("SparseApplyFtrlV2", 10, ("multiply_linear_by_lr",))
-for _name in __all__[:-1]:
+apply_proximal_gradient_descent = _builder("ApplyProximalGradientDescent", 5)
+sparse_apply_proximal_gradient_descent = _builder("SparseApplyProximalGradientDescent", 6)
+apply_proximal_adagrad = _builder("ApplyProximalAdagrad", 6)
+sparse_apply_proximal_adagrad = _builder("SparseApplyProximalAdagrad", 7)
+apply_adagrad_da = _builder("ApplyAdagradDA", 8)
+sparse_apply_adagrad_da = _builder("SparseApplyAdagradDA", 9)
+for _name in __all__[: __all__.index("deduplicate_indexed_slices")]:  # the _builder ones
     globals()[_name].__name__ = _name
+
+
+# -- SdcaShrinkL1 ---------------------------------------------------------------------------
+
+SdcaShrinkL1 = register_op(
+    "SdcaShrinkL1",
+    inputs=["weights: num_features * Ref(float32)"],
+    outputs=[],
+    attrs={"num_features": 0, "l1": REQUIRED, "l2": REQUIRED},
+    shape_fn=lambda op: [],
+    stateful=True,
+)
+NotDifferentiable("SdcaShrinkL1")
+
+
+@SdcaShrinkL1.kernel("CPU")
+async def _sdca_shrink_l1(ctx, *refs):
+    # SDCA's regulariser: w <- sign(w) * max(|w| - l1 / l2, 0), on every weight in place
+    shrinkage = np.float32(ctx.attrs["l1"]) / np.float32(ctx.attrs["l2"])
+    targets = [r.writable_target() for r in refs]
+    for t in targets:
+        t[...] = np.sign(t) * np.maximum(np.abs(t) - shrinkage, 0)
+    for r, t in zip(refs, targets):
+        r.commit(t)
+
+
+def sdca_shrink_l1(weights, l1, l2, name=None):
+    """`tf.train.sdca_shrink_l1`: apply SDCA's L1 shrink step, sign(w) * max(|w| - l1/l2, 0),
+    to every float32 variable of `weights` in place (op SdcaShrinkL1; returns the op).
+
+    Raises:
+      TypeError: a weight is not a float32 variable.
+    """
+    attrs = {"num_features": len(weights), "l1": float(l1), "l2": float(l2)}
+    return ops.apply_op("SdcaShrinkL1", [list(weights)], attrs, name=name)
 
 
 # -- deduplication of IndexedSlices (what TF builds from Unique + UnsortedSegmentSum) ----

@@ -15,6 +15,7 @@ from asyncflow.train import monitored_session as _monitored
 from asyncflow.train import moving_averages as _ma
 from asyncflow.train import optimizer as _optimizer
 from asyncflow.train import optimizers as _optimizers
+from asyncflow.train import optimizers_proximal as _optimizers_proximal
 from asyncflow.train import queue_runner
 from asyncflow.train import saver as _saver
 from asyncflow.train import training_util as _training_util
@@ -23,6 +24,7 @@ __all__: list[str] = []
 for _m in (
     _optimizer,
     _optimizers,
+    _optimizers_proximal,
     _training_util,
     _lr,
     _ma,
@@ -51,3 +53,7 @@ __all__.append("summary_iterator")
 from asyncflow.distributed import ClusterSpec, Server  # noqa: E402 - tf.train.ClusterSpec/Server
 
 __all__ += ["ClusterSpec", "Server"]
+
+from asyncflow.ops.training_ops import sdca_shrink_l1  # noqa: E402,F401 - tf.train.sdca_shrink_l1
+
+__all__.append("sdca_shrink_l1")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from asyncflow import graph as ops
-from asyncflow.ops import math_ops, slicing_ops
+from asyncflow.ops import math_ops, random_ops, slicing_ops
 
 __all__ = [
     "exponential_decay",
@@ -21,6 +21,9 @@ __all__ = [
     "natural_exp_decay",
     "inverse_time_decay",
     "cosine_decay",
+    "cosine_decay_restarts",
+    "linear_cosine_decay",
+    "noisy_linear_cosine_decay",
 ]
 
 
@@ -174,3 +177,84 @@ def piecewise_constant(x, boundaries, values, name=None):
 
 
 piecewise_constant_decay = piecewise_constant
+
+
+def cosine_decay_restarts(learning_rate, global_step, first_decay_steps, t_mul=2.0, m_mul=1.0,
+                          alpha=0.0, name=None):  # fmt: skip
+    """SGDR (Loshchilov & Hutter): cosine decay over periods that grow by `t_mul`, each
+    restarting from a peak `m_mul` times the previous one.
+
+    Raises:
+      ValueError: `global_step` is None.
+    """
+    _require_step(global_step, "cosine_decay_restarts")
+    with ops.name_scope(name, "SGDRDecay") as scope:
+        lr, dtype = _as_lr(learning_rate)
+        steps = math_ops.cast(first_decay_steps, dtype)
+        t_mul = math_ops.cast(t_mul, dtype)
+        m_mul = math_ops.cast(m_mul, dtype)
+        fraction = math_ops.cast(global_step, dtype) / steps
+        # both TF branches, chosen per value: equal periods, or periods growing by t_mul
+        flat_restart = math_ops.floor(fraction)
+        flat_fraction = fraction - flat_restart
+        safe_t = slicing_ops.where(math_ops.equal(t_mul, 1.0), t_mul + 1.0, t_mul)
+        geo_restart = math_ops.floor(
+            math_ops.log(1.0 - fraction * (1.0 - safe_t)) / math_ops.log(safe_t)
+        )
+        sum_r = (1.0 - math_ops.pow(safe_t, geo_restart)) / (1.0 - safe_t)
+        geo_fraction = (fraction - sum_r) / math_ops.pow(safe_t, geo_restart)
+        flat = math_ops.equal(t_mul, 1.0)
+        i_restart = slicing_ops.where(flat, flat_restart, geo_restart)
+        fraction = slicing_ops.where(flat, flat_fraction, geo_fraction)
+        pi = ops.convert_to_tensor(math.pi, dtype=dtype)
+        cosine = 0.5 * math_ops.pow(m_mul, i_restart) * (1.0 + math_ops.cos(pi * fraction))
+        decayed = (1 - alpha) * cosine + alpha
+        return math_ops.multiply(lr, decayed, name=scope)
+
+
+def _linear_cosine(lr, dtype, global_step, decay_steps, num_periods, alpha, beta, noise):
+    steps = math_ops.cast(decay_steps, dtype)
+    step = math_ops.minimum(math_ops.cast(global_step, dtype), steps)
+    linear = (steps - step) / steps
+    if noise is not None:
+        linear = linear + noise(step)
+    pi = ops.convert_to_tensor(math.pi, dtype=dtype)
+    cosine = 0.5 * (1.0 + math_ops.cos(pi * 2.0 * num_periods * step / steps))
+    return lr * ((alpha + linear) * cosine + beta)
+
+
+def linear_cosine_decay(learning_rate, global_step, decay_steps, num_periods=0.5, alpha=0.0,
+                        beta=0.001, name=None):  # fmt: skip
+    """lr * ((alpha + linear) * cosine + beta), linear = (decay_steps - step) / decay_steps
+    and cosine = 0.5 * (1 + cos(2 pi num_periods step / decay_steps)), step capped at
+    decay_steps (Bello et al., Neural Optimizer Search).
+
+    Raises:
+      ValueError: `global_step` is None.
+    """
+    _require_step(global_step, "linear_cosine_decay")
+    with ops.name_scope(name, "LinearCosineDecay") as scope:
+        lr, dtype = _as_lr(learning_rate)
+        out = _linear_cosine(lr, dtype, global_step, decay_steps, num_periods, alpha, beta, None)
+        return ops.apply_op("Identity", [out], name=scope).outputs[0]
+
+
+def noisy_linear_cosine_decay(learning_rate, global_step, decay_steps, initial_variance=1.0,
+                              variance_decay=0.55, num_periods=0.5, alpha=0.0, beta=0.001,
+                              name=None):  # fmt: skip
+    """linear_cosine_decay with Gaussian noise on its linear term, of variance
+    initial_variance / (1 + step) ** variance_decay (a fresh draw at every run).
+
+    Raises:
+      ValueError: `global_step` is None.
+    """
+    _require_step(global_step, "noisy_linear_cosine_decay")
+    with ops.name_scope(name, "NoisyLinearCosineDecay") as scope:
+        lr, dtype = _as_lr(learning_rate)
+
+        def noise(step):
+            variance = initial_variance / math_ops.pow(1.0 + step, variance_decay)
+            return random_ops.random_normal([], stddev=math_ops.sqrt(variance), dtype=dtype)
+
+        out = _linear_cosine(lr, dtype, global_step, decay_steps, num_periods, alpha, beta, noise)
+        return ops.apply_op("Identity", [out], name=scope).outputs[0]
