@@ -18,6 +18,8 @@ from asyncflow.train import optimizers as _optimizers
 from asyncflow.train import optimizers_proximal as _optimizers_proximal
 from asyncflow.train import queue_runner
 from asyncflow.train import saver as _saver
+from asyncflow.train import supervisor as _supervisor
+from asyncflow.train import training_extras as _training_extras
 from asyncflow.train import training_util as _training_util
 
 __all__: list[str] = []
@@ -37,6 +39,8 @@ for _m in (
     queue_runner,
     _coordinator,
     _device_setter,
+    _supervisor,
+    _training_extras,
 ):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
