@@ -36,9 +36,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "models"))
-from models import MODELS, _tf  # noqa: E402
-
 import numpy as np  # noqa: E402
+from models import MODELS, _tf  # noqa: E402
 
 
 def _op_type(label: str, name: str) -> str:

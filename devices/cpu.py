@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from asyncflow.devices import cpu_budget
 from asyncflow.devices.base import Device
 
 __all__ = [
@@ -144,7 +145,7 @@ def _observe(key: tuple, seconds: float) -> None:
 
 def _timed(key: tuple, fn, args):  # on a worker thread
     t0 = _clock()
-    result = fn(*args)
+    result = cpu_budget.call(fn, args)
     _observe(key, _clock() - t0)
     return result
 
@@ -208,7 +209,7 @@ class CPUDevice(Device):
         shared = _share_count
         if not shared:
             if CALLER_DRIVES.get():
-                return fn(*args)
+                return cpu_budget.call(fn, args)
             if self._busy is not None:
                 await self._idle()
         key = _call_key(fn, args)
@@ -217,7 +218,7 @@ class CPUDevice(Device):
             seconds = estimate_seconds(fn, args, cost)
         if seconds < (SHARED_INLINE_S if shared else INLINE_S):
             t0 = _clock()
-            result = fn(*args)
+            result = cpu_budget.call(fn, args)
             _observe(key, _clock() - t0)
             return result
         self.offloaded += 1

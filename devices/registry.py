@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 
 from asyncflow import errors
-from asyncflow.devices import gpu
+from asyncflow.devices import cpu_budget, gpu
 from asyncflow.devices.base import Device
 from asyncflow.devices.cpu import CPUDevice
 
@@ -131,7 +131,11 @@ def create_devices(config, job="localhost", replica=0, task=0) -> list[Device]:
 
 
 def _create_cpus(config, prefix: str, count: int) -> list[Device]:
-    threads = getattr(config, "intra_op_parallelism_threads", 0)
+    # As TF: intra_op_parallelism_threads is the process's CPU budget (threads one kernel
+    # and its BLAS may use), inter_op_parallelism_threads the kernels run at once (each
+    # device's worker threads).
+    cpu_budget.configure(getattr(config, "intra_op_parallelism_threads", 0))
+    threads = getattr(config, "inter_op_parallelism_threads", 0)
     if not threads and count > 1:
         threads = max(1, (os.cpu_count() or 1) // count)  # each device its share of cores
     return [CPUDevice(f"{prefix}CPU:{i}", i, threads) for i in range(count)]

@@ -1,0 +1,278 @@
+"""One CPU budget per process: kernels, BLAS and element-wise threads share the cores.
+
+The budget is `intra_op_parallelism_threads` (ConfigProto; 0 = the machine's cores), as
+TF's intra-op pool.  A kernel's heavy call (`CPUDevice.compute` runs it through
+`call`) gets as many threads as the budget allows at that moment:
+
+    threads = min(budget - other kernels of ours computing now,
+                  cores - runnable threads of other processes)     (at least 1)
+
+and its BLAS calls use that many (OpenBLAS's own per-thread control,
+`openblas_set_num_threads_local`, which sets the count for the calling thread only;
+the library NumPy itself loads).  Large element-wise kernels split their work over the
+same count with `parallel_for`.
+
+Why the second term: OpenBLAS splits a product statically between its threads, which
+spin and wait for each other; when another process holds a core, a two-thread call
+waits a scheduler slice for the thread that is not running (measured on the 2-core
+project machine beside a busy process: a [128,156]x[156,512] product ~90 us alone,
+1-20 ms beside it).  So the count of other processes' runnable threads is read from
+/proc/loadavg (at most every `_SAMPLE_S`, ours subtracted from /proc/self/task) and a
+core somebody else is using is not ours to spread over.  TF's thread pool, which
+shares work dynamically, degrades gracefully the same way; this is how we do.
+
+`parallel_for(n, fn)` is that dynamic sharing for our own loops: `fn(start, stop)` over
+blocks of range(n); the calling thread takes blocks itself, and helper threads (at
+most budget - 1, made once) take the others from a shared counter, so a helper the
+OS does not run leaves its blocks to the caller instead of stalling it.
+
+Invariants: the budget never hands out more threads than the cores it counts, so
+kernels on device workers and their BLAS threads never oversubscribe the machine;
+without OpenBLAS's per-thread symbol (another NumPy build) BLAS keeps its own
+default and only `parallel_for` follows the budget.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import itertools
+import os
+import threading
+import time
+
+import numpy as np
+
+__all__ = [
+    "budget",
+    "call",
+    "configure",
+    "parallel_for",
+    "threads_now",
+]
+
+_CORES = os.cpu_count() or 1
+_budget = _CORES
+_lock = threading.Lock()
+_active = 0  # our threads inside `call` or running `parallel_for` blocks right now
+_SAMPLE_S = 0.01
+_competing = 0
+_sampled_at = -1.0
+
+
+def configure(intra_op_parallelism_threads: int = 0) -> None:
+    """Set the budget from a session's ConfigProto (0: every core), as TF's intra-op pool.
+
+    The budget is process-wide (TF's pools are too); the latest session's value holds.
+    """
+    global _budget
+    n = int(intra_op_parallelism_threads or 0)
+    _budget = n if n > 0 else _CORES
+
+
+def budget() -> int:
+    return _budget
+
+
+# -- other processes' load --------------------------------------------------------------
+
+
+_fds: dict[str, int] = {}  # open /proc files, read again with pread (no open per sample)
+_tasks_listed_at = -1.0
+
+
+def _pread(path: str) -> bytes:
+    fd = _fds.get(path)
+    if fd is None:
+        fd = _fds[path] = os.open(path, os.O_RDONLY)
+    return os.pread(fd, 512, 0)
+
+
+def _running_total() -> int:
+    # "0.50 0.40 0.30 3/120 4567": 3 threads runnable on the machine now.
+    return int(_pread("/proc/loadavg").split()[3].split(b"/")[0])
+
+
+def _running_ours(now: float) -> int:
+    global _tasks_listed_at
+    if now - _tasks_listed_at > 1.0:  # threads come and go rarely: list them each second
+        _tasks_listed_at = now
+        tasks = {f"/proc/self/task/{t}/stat" for t in os.listdir("/proc/self/task")}
+        for path in [p for p in _fds if p.startswith("/proc/self/task/") and p not in tasks]:
+            os.close(_fds.pop(path))
+        for path in tasks:
+            _fds.setdefault(path, -1)
+    n = 0
+    for path, fd in list(_fds.items()):
+        if not path.startswith("/proc/self/task/"):
+            continue
+        try:
+            if fd < 0:
+                fd = _fds[path] = os.open(path, os.O_RDONLY)
+            stat = os.pread(fd, 512, 0)
+        except OSError:  # the thread ended
+            if fd >= 0:
+                os.close(fd)
+            del _fds[path]
+            continue
+        end = stat.rindex(b")")
+        n += stat[end + 2 : end + 3] == b"R"
+    return n
+
+
+def _sample_competing() -> int:
+    """Runnable threads of other processes (a sample at most every _SAMPLE_S seconds)."""
+    global _competing, _sampled_at
+    now = time.monotonic()
+    if now - _sampled_at < _SAMPLE_S:
+        return _competing
+    _sampled_at = now
+    try:
+        _competing = max(0, _running_total() - _running_ours(now))
+    except (OSError, ValueError, IndexError):  # no /proc (not Linux): assume nobody
+        _competing = 0
+    return _competing
+
+
+def threads_now(active: int | None = None) -> int:
+    """Threads a kernel may use now: the budget less our other computing threads, and
+    no core another process is running on.  At least 1."""
+    others = (_active if active is None else active) - 1
+    free = min(_budget - max(others, 0), _CORES - _sample_competing())
+    return max(1, free)
+
+
+# -- BLAS's per-thread count ------------------------------------------------------------
+
+
+def _load_blas_local():
+    libs_dir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs_dir, "libscipy_openblas*.so"))):
+        try:
+            fn = ctypes.CDLL(path).openblas_set_num_threads_local
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_int]
+        return fn
+    return None
+
+
+# ASYNCFLOW_CPU_BUDGET=0 leaves BLAS's thread count alone (to measure what the budget buys).
+_set_blas_local = (
+    _load_blas_local() if os.environ.get("ASYNCFLOW_CPU_BUDGET", "") in ("", "1") else None
+)
+_tls = threading.local()
+
+
+def _blas_threads(n: int) -> None:
+    if _set_blas_local is not None and getattr(_tls, "blas", 0) != n:
+        _set_blas_local(n)
+        _tls.blas = n
+
+
+def call(fn, args):
+    """`fn(*args)` as one kernel's heavy work: counted against the budget while it runs,
+    with this thread's BLAS calls spread over `threads_now()` threads."""
+    global _active
+    with _lock:
+        _active += 1
+        active = _active
+    try:
+        _blas_threads(threads_now(active))
+        return fn(*args)
+    finally:
+        with _lock:
+            _active -= 1
+
+
+# -- parallel_for: the caller and helpers share blocks ----------------------------------
+
+
+class _Job:
+    __slots__ = ("fn", "blocks", "next", "done", "error", "cond")
+
+    def __init__(self, fn, blocks):
+        self.fn = fn
+        self.blocks = blocks
+        self.next = itertools.count()  # next() is atomic under the GIL
+        self.done = 0
+        self.error = None
+        self.cond = threading.Condition(threading.Lock())
+
+    def work(self) -> None:
+        """Take blocks until none are left (any thread)."""
+        blocks = self.blocks
+        while True:
+            i = next(self.next)
+            if i >= len(blocks):
+                return
+            try:
+                if self.error is None:
+                    self.fn(*blocks[i])
+            except BaseException as exc:  # re-raised by the caller
+                self.error = exc
+            with self.cond:
+                self.done += 1
+                if self.done == len(blocks):
+                    self.cond.notify_all()
+
+    def wait(self) -> None:
+        with self.cond:
+            while self.done < len(self.blocks):
+                self.cond.wait()
+
+
+_helpers: list[threading.Thread] = []
+_queue: list = []
+_queue_cond = threading.Condition(threading.Lock())
+
+
+def _helper_main() -> None:
+    global _active
+    while True:
+        with _queue_cond:
+            while not _queue:
+                _queue_cond.wait()
+            job = _queue.pop()
+        with _lock:
+            _active += 1
+        try:
+            job.work()
+        finally:
+            with _lock:
+                _active -= 1
+
+
+def _offer(job: _Job, n_helpers: int) -> None:
+    with _queue_cond:
+        while len(_helpers) < min(n_helpers, _CORES - 1):
+            t = threading.Thread(target=_helper_main, name="asyncflow-intra-op", daemon=True)
+            t.start()
+            _helpers.append(t)
+        _queue.extend([job] * n_helpers)
+        _queue_cond.notify(n_helpers)
+
+
+def parallel_for(n: int, fn, min_block: int = 1 << 16) -> None:
+    """`fn(start, stop)` over blocks covering range(n), on up to `threads_now()` threads.
+
+    Blocks hold at least `min_block` items; with one thread allowed (or a small `n`),
+    `fn(0, n)` runs on the caller alone.  The first error raised by a block is raised
+    here once every started block has finished; blocks not started are skipped.
+    """
+    threads = threads_now() if n >= 2 * min_block else 1
+    if threads <= 1:
+        fn(0, n)
+        return
+    n_blocks = min(4 * threads, max(n // min_block, 1))
+    step = -(-n // n_blocks)
+    blocks = [(s, min(s + step, n)) for s in range(0, n, step)]
+    job = _Job(fn, blocks)
+    _offer(job, threads - 1)
+    job.work()
+    job.wait()
+    with _queue_cond:  # helpers that never came: their offers are stale now
+        _queue[:] = [j for j in _queue if j is not job]
+    if job.error is not None:
+        raise job.error

@@ -1,0 +1,173 @@
+"""Dense optimizer updates on variables large enough to run block by block, shared among
+threads (training_ops._dense_update over devices.cpu_budget.parallel_for), against the
+plain NumPy formulas of TF's CPU functors, in float16, float32 and float64; and with
+a gradient the kernel may overwrite (donated), which takes GradientDescent's scratch
+path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import training_ops
+
+SHAPE = (700, 500)  # 350,000 elements: past 2 * training_ops._BLOCK, several blocks
+_RTOL = {np.float16: 2e-3, np.float32: 2e-6, np.float64: 1e-13}
+
+
+def _reference(name, dtype, var, slots, grads, hp):
+    """The updates as plain NumPy expressions in `dtype` (TF's formula order)."""
+    var = var.copy()
+    slots = {k: v.copy() for k, v in slots.items()}
+    one = dtype(1)
+    # hyper-parameters are float32 tensors cast to the variable's dtype, as TF's
+    c = {k: dtype(np.float32(v)) for k, v in hp.items()}
+    b1p32, b2p32 = np.float32(1), np.float32(1)  # Adam's beta powers: float32 variables
+    for g in grads:
+        if name == "sgd":
+            var -= g * c["lr"]
+        elif name == "momentum":
+            a = slots["accum"]
+            a *= c["momentum"]
+            a += g
+            var -= a * c["lr"]
+        elif name == "rmsprop":
+            ms, mom = slots["ms"], slots["mom"]
+            ms += (g * g - ms) * (one - c["rho"])
+            mom *= c["momentum"]
+            mom += g * c["lr"] / np.sqrt(ms + c["eps"])
+            var -= mom
+        elif name == "adam":
+            m, v = slots["m"], slots["v"]
+            b1p32 *= np.float32(hp["beta1"])
+            b2p32 *= np.float32(hp["beta2"])
+            b1p, b2p = dtype(b1p32), dtype(b2p32)
+            alpha = c["lr"] * np.sqrt(one - b2p) / (one - b1p)
+            m += (g - m) * (one - c["beta1"])
+            v += (g * g - v) * (one - c["beta2"])
+            var -= m * alpha / (np.sqrt(v) + c["eps"])
+    return var
+
+
+def _optimizer(name, hp):
+    if name == "sgd":
+        return af.train.GradientDescentOptimizer(hp["lr"])
+    if name == "momentum":
+        return af.train.MomentumOptimizer(hp["lr"], hp["momentum"])
+    if name == "rmsprop":
+        return af.train.RMSPropOptimizer(
+            hp["lr"], decay=hp["rho"], momentum=hp["momentum"], epsilon=hp["eps"]
+        )
+    return af.train.AdamOptimizer(
+        hp["lr"], beta1=hp["beta1"], beta2=hp["beta2"], epsilon=hp["eps"]
+    )
+
+
+HP = {"lr": 0.01, "momentum": 0.9, "rho": 0.9, "eps": 1e-3, "beta1": 0.9, "beta2": 0.999}
+SLOTS = {  # TF's slot initial values
+    "sgd": {},
+    "momentum": {"accum": 0.0},
+    "rmsprop": {"ms": 1.0, "mom": 0.0},
+    "adam": {"m": 0.0, "v": 0.0},
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("name", ["sgd", "momentum", "rmsprop", "adam"])
+@pytest.mark.parametrize("donated", [False, True], ids=["fed_grad", "donated_grad"])
+def test_large_dense_update_matches_numpy(name, dtype, donated):
+    rng = np.random.default_rng(7)
+    var0 = rng.uniform(-1, 1, SHAPE).astype(dtype)
+    grads = [rng.uniform(-1, 1, SHAPE).astype(dtype) for _ in range(3)]
+    with af.Graph().as_default():
+        var = af.Variable(var0)
+        g = af.placeholder(dtype, SHAPE)
+        grad = g * 1 if donated else g  # a fresh value nothing else reads: donatable
+        train = _optimizer(name, HP).apply_gradients([(grad, var)])
+        with af.Session() as sess:
+            sess.run(af.global_variables_initializer())
+            for x in grads:
+                sess.run(train, {g: x})
+            got = sess.run(var)
+    slots = {k: np.full(SHAPE, v, dtype) for k, v in SLOTS[name].items()}
+    expect = _reference(name, dtype, var0, slots, grads, HP)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, expect, rtol=_RTOL[dtype], atol=_RTOL[dtype])
+
+
+def test_blocks_cover_every_element_once_on_any_thread_count(monkeypatch):
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None, n=threads: n)
+        seen = np.zeros(1_000_003, np.int64)
+
+        def mark(start, stop, seen=seen):
+            seen[start:stop] += 1
+
+        cpu_budget.parallel_for(seen.size, mark, min_block=1 << 14)
+        assert seen.min() == 1 and seen.max() == 1
+
+
+def test_a_block_error_is_raised_by_the_caller(monkeypatch):
+    monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None: 2)
+
+    def fail(start, stop):
+        if start > 0:
+            raise ValueError("block failed")
+
+    with pytest.raises(ValueError, match="block failed"):
+        cpu_budget.parallel_for(1 << 20, fail, min_block=1 << 14)
+
+
+def test_budget_follows_intra_op_and_never_exceeds_the_cores(monkeypatch):
+    cores = cpu_budget._CORES
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
+    try:
+        cpu_budget.configure(1)
+        assert cpu_budget.budget() == 1 and cpu_budget.threads_now(active=1) == 1
+        cpu_budget.configure(0)
+        assert cpu_budget.budget() == cores
+        assert cpu_budget.threads_now(active=1) == cores
+        # other kernels of ours computing take their share; never below one thread
+        assert cpu_budget.threads_now(active=cores + 5) == 1
+        monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: cores)
+        assert cpu_budget.threads_now(active=1) == 1  # another process holds the cores
+    finally:
+        cpu_budget.configure(0)
+
+
+def test_session_config_sets_the_budget():
+    try:
+        config = af.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2)
+        with af.Session(config=config) as sess:
+            assert cpu_budget.budget() == 1
+            assert sess._worker.devices[0].num_threads == 2
+    finally:
+        cpu_budget.configure(0)
+
+
+def test_competing_threads_are_counted_from_proc():
+    if not hasattr(cpu_budget, "_running_total"):
+        pytest.skip("no /proc")
+    # this thread is running and ours: it never counts as a competitor
+    assert cpu_budget._running_total() >= 1
+    assert 0 <= cpu_budget._sample_competing() < 10_000
+
+
+def test_dense_update_small_or_strided_runs_whole():
+    calls = []
+
+    def update(attrs, var, grad):
+        calls.append(var.shape)
+        var -= grad
+
+    v = np.ones((4, 4), np.float32)
+    training_ops._dense_update(update, {}, [v], [np.ones((4, 4), np.float32)])
+    assert calls == [(4, 4)] and np.all(v == 0)
+
+
+@pytest.mark.parametrize("name", ["rmsprop", "adam"])
+def test_large_update_on_two_threads_matches_numpy(name, monkeypatch):
+    monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None: 2)
+    test_large_dense_update_matches_numpy(name, np.float32, donated=False)
