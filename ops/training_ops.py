@@ -30,6 +30,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.devices import cpu_budget
 from asyncflow.ops import blas
 from asyncflow.ops.math_helpers import quiet_errstate
 from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred, plain_context
@@ -79,8 +80,16 @@ def _shape_str(shape) -> str:
 # writable arrays, everything else as read-only values.
 
 
+# The four updates most programs use (GradientDescent, Momentum, RMSProp, Adam) write
+# their temporaries into at most two buffers, operation for operation in TF's order
+# (so results are bitwise those of the plain NumPy formulas), and `_dense_update` runs
+# every dense update over blocks of _BLOCK elements: a block's temporaries stay in the
+# core's L2 cache, and blocks are shared among the threads the CPU budget allows.
+
+
 def _gradient_descent(attrs, var, alpha, delta):
-    var -= delta * alpha
+    t = np.multiply(delta, alpha)
+    var -= t
 
 
 def _gradient_descent_scratch(attrs, var, alpha, delta):  # delta is ours to overwrite
@@ -94,7 +103,8 @@ def _momentum(attrs, var, accum, lr, grad, momentum):
     if attrs["use_nesterov"]:
         var -= grad * lr + accum * momentum * lr
     else:
-        var -= accum * lr
+        t = np.multiply(accum, lr)
+        var -= t
 
 
 def _adagrad(attrs, var, accum, lr, grad):
@@ -114,10 +124,18 @@ def _adadelta(attrs, var, accum, accum_update, lr, rho, epsilon, grad):
 
 
 def _rms_prop(attrs, var, ms, mom, lr, rho, momentum, epsilon, grad):
+    # ms += (grad * grad - ms) * (1 - rho); mom = mom * momentum + grad * lr / sqrt(ms + eps)
     one = np.ones((), ms.dtype)
-    ms += (grad * grad - ms) * (one - rho)
+    t = np.multiply(grad, grad)
+    t -= ms
+    t *= one - rho
+    ms += t
+    np.add(ms, epsilon, out=t)
+    np.sqrt(t, out=t)
+    u = np.multiply(grad, lr)
+    np.divide(u, t, out=u)
     mom *= momentum
-    mom += grad * lr / np.sqrt(ms + epsilon)
+    mom += u
     var -= mom
 
 
@@ -134,12 +152,21 @@ def _centered_rms_prop(attrs, var, mg, ms, mom, lr, rho, momentum, epsilon, grad
 def _adam(attrs, var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad):
     one = np.ones((), var.dtype)
     alpha = lr * np.sqrt(one - beta2_power) / (one - beta1_power)
-    m += (grad - m) * (one - beta1)
-    v += (grad * grad - v) * (one - beta2)
+    t = np.subtract(grad, m)  # m += (grad - m) * (1 - beta1)
+    t *= one - beta1
+    m += t
+    np.multiply(grad, grad, out=t)  # v += (grad * grad - v) * (1 - beta2)
+    t -= v
+    t *= one - beta2
+    v += t
+    np.sqrt(v, out=t)  # t = sqrt(v) + epsilon
+    t += epsilon
     if attrs["use_nesterov"]:
-        var -= (grad * (one - beta1) + beta1 * m) * alpha / (np.sqrt(v) + epsilon)
+        u = (grad * (one - beta1) + beta1 * m) * alpha
     else:
-        var -= m * alpha / (np.sqrt(v) + epsilon)
+        u = np.multiply(m, alpha)
+    np.divide(u, t, out=u)
+    var -= u
 
 
 def _ftrl_core(attrs, var, accum, linear, grad, grad_shrunk, lr, l1, l2, lr_power):
@@ -350,12 +377,35 @@ def _register(
             if sparse:
                 _update_rows(ctx.attrs, update, targets, values, indices)
             else:
-                fn(ctx.attrs, *targets, *values)
+                _dense_update(fn, ctx.attrs, targets, values)
         for r, t in zip(refs, targets):
             r.commit(t)
         return refs[0]
 
     return op_def
+
+
+_BLOCK = 1 << 16  # elements per block: 256 KiB of float32, temporaries stay in L2
+
+
+def _dense_update(fn: Callable, attrs, targets: list, values: list) -> None:
+    """`fn(attrs, *targets, *values)` block by block over the flattened arrays, the
+    blocks shared by the threads the CPU budget allows (every dense update is
+    element-wise: scalars broadcast, the gradient has var's shape)."""
+    n = targets[0].size
+    if n < 2 * _BLOCK or not all(t.flags.c_contiguous for t in targets):
+        fn(attrs, *targets, *values)
+        return
+    flat_t = [t.reshape(-1) for t in targets]
+    flat_v = [np.ascontiguousarray(v).reshape(-1) if v.ndim else v for v in values]
+
+    def run(start: int, stop: int) -> None:
+        with np.errstate(all="ignore"):  # (per thread: helpers do not inherit the caller's)
+            for s in range(start, stop, _BLOCK):
+                e = min(s + _BLOCK, stop)
+                fn(attrs, *(t[s:e] for t in flat_t), *(v[s:e] if v.ndim else v for v in flat_v))
+
+    cpu_budget.parallel_for(n, run, min_block=_BLOCK)
 
 
 def _update_rows(attrs, update: Callable, targets: list, values: list, indices) -> None:
