@@ -3,17 +3,24 @@
 `DEFINE_string/integer/float/boolean/enum/list(name, default, help)` declare flags on
 the global `FLAGS`; `FLAGS(argv)` parses `--name=value`, `--name value`, and for
 booleans `--name` / `--noname`, and returns the arguments left over (argv[0] first).
+`DEFINE_multi_string/integer/float/enum` declare flags that may be given many times:
+their value is a list, the first occurrence replacing the default and later ones
+appending.  `--flagfile=PATH` (or `--flagfile PATH`) is replaced by the lines of PATH
+where it stands (blank lines and lines starting with `#` or `//` skipped, nested
+`--flagfile` lines expanded, a file already being read ignored), so later flags win.
 As TF1's wrapper does, reading an attribute of `FLAGS` before any parse parses
 `sys.argv` with `known_only=True` first.
 
 Errors (absl's classes, all subclasses of `Error`): `DuplicateFlagError` (a name defined
 twice), `IllegalFlagValueError` (a value that does not parse or fails its enum),
 `UnrecognizedFlagError` (an unknown `--flag` when not `known_only`),
-`IllegalFlagValueError` too for a missing required flag.
+`IllegalFlagValueError` too for a missing required flag, `CantOpenFlagFileError` (a
+flag file that cannot be read).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -26,7 +33,13 @@ __all__ = [
     "DEFINE_float",
     "DEFINE_integer",
     "DEFINE_list",
+    "DEFINE_multi",
+    "DEFINE_multi_enum",
+    "DEFINE_multi_float",
+    "DEFINE_multi_integer",
+    "DEFINE_multi_string",
     "DEFINE_string",
+    "CantOpenFlagFileError",
     "DuplicateFlagError",
     "Error",
     "Flag",
@@ -61,6 +74,10 @@ class UnparsedFlagAccessError(Error):
     pass
 
 
+class CantOpenFlagFileError(Error):
+    pass
+
+
 _TRUE = ("true", "t", "1", "yes", "y")
 _FALSE = ("false", "f", "0", "no", "n")
 
@@ -91,25 +108,43 @@ class Flag:
         self.parser = parser
         self.flag_type = flag_type
         self.enum_values = extra.get("enum_values")
+        self.case_sensitive = extra.get("case_sensitive", True)
+        self.multi = extra.get("multi", False)  # a list of values, one per occurrence
         self.present = 0
         self.default = None if default is None else self._parse(default)
         self.value = self.default
         self.required = False
 
-    def _parse(self, text):
+    def _parse_one(self, text):
         try:
             value = self.parser(text)
         except (TypeError, ValueError) as exc:
             raise IllegalFlagValueError(f"flag --{self.name}={text}: {exc}") from None
-        if self.enum_values is not None and value not in self.enum_values:
-            raise IllegalFlagValueError(
-                f"flag --{self.name}={text}: value should be one of <{'|'.join(self.enum_values)}>"
-            )
+        if self.enum_values is not None:
+            if not self.case_sensitive:  # the enum's own spelling, as absl
+                spelled = {v.upper(): v for v in self.enum_values}
+                value = spelled.get(str(value).upper(), value)
+            if value not in self.enum_values:
+                raise IllegalFlagValueError(
+                    f"flag --{self.name}={text}: value should be one of "
+                    f"<{'|'.join(self.enum_values)}>"
+                )
         return value
 
+    def _parse(self, text):
+        if not self.multi:
+            return self._parse_one(text)
+        items = text if isinstance(text, (list, tuple)) else [text]
+        return [self._parse_one(t) for t in items]
+
     def parse(self, text) -> None:
-        self.value = self._parse(text)
-        self.present += 1
+        value = self._parse(text)
+        if self.multi and self.present:
+            self.value.extend(value)
+            self.present += len(value)
+        else:
+            self.value = value
+            self.present += len(value) if self.multi else 1
 
 
 class FlagValues:
@@ -195,7 +230,7 @@ class FlagValues:
         """
         argv = list(argv)
         rest = argv[:1]
-        args = argv[1:]
+        args = _read_flag_files(argv[1:])
         i = 0
         while i < len(args):
             arg = args[i]
@@ -237,6 +272,64 @@ class FlagValues:
         return rest
 
 
+def _is_flag_file(arg) -> bool:
+    return isinstance(arg, str) and (
+        arg in ("--flagfile", "-flagfile") or arg.startswith(("--flagfile=", "-flagfile="))
+    )
+
+
+def _read_flag_files(args: list) -> list:
+    """`args` with each --flagfile directive replaced by its file's lines, in place.
+
+    Raises: IllegalFlagValueError (--flagfile with no argument), CantOpenFlagFileError.
+    """
+    out: list = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            out.extend(args[i - 1 :])
+            break
+        if not _is_flag_file(arg):
+            out.append(arg)
+            continue
+        if "=" in arg:
+            path = arg.partition("=")[2]
+        elif i < len(args):
+            path, i = args[i], i + 1
+        else:
+            raise IllegalFlagValueError("--flagfile with no argument")
+        out.extend(_flag_file_lines(os.path.expanduser(path), []))
+    return out
+
+
+def _flag_file_lines(path: str, reading: list) -> list:
+    if not path:
+        return []
+    if path in reading:  # a file that includes itself, directly or not
+        sys.stderr.write(f"Warning: Hit circular flagfile dependency. Ignoring flagfile: {path}\n")
+        return []
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except OSError as exc:
+        raise CantOpenFlagFileError(f"ERROR:: Unable to open flagfile: {exc}") from None
+    reading.append(path)
+    out = []
+    for line in lines:
+        if line.isspace() or line.startswith(("#", "//")):
+            continue
+        if _is_flag_file(line) and "=" in line:
+            out.extend(
+                _flag_file_lines(os.path.expanduser(line.strip().partition("=")[2]), reading)
+            )
+        else:
+            out.append(line.strip())
+    reading.pop()
+    return out
+
+
 class _AutoParsingFlagValues(FlagValues):
     """TF1's wrapper: the first attribute read parses sys.argv (known flags only)."""
 
@@ -256,28 +349,32 @@ def DEFINE_string(name, default, help, flag_values=FLAGS):  # noqa: N802,A002
     return DEFINE(str, name, default, help, flag_values, "string")
 
 
-def DEFINE_integer(name, default, help, lower_bound=None, upper_bound=None, flag_values=FLAGS):  # noqa: N802,A002,E501
-    def parse(text):
-        value = int(text, 0) if isinstance(text, str) else int(text)
+def _parse_int(text) -> int:
+    return int(text, 0) if isinstance(text, str) else int(text)
+
+
+def _bounded(parse, lower_bound, upper_bound):
+    def parse_bounded(text):
+        value = parse(text)
         if lower_bound is not None and value < lower_bound:
             raise ValueError(f"{value} is not >= {lower_bound}")
         if upper_bound is not None and value > upper_bound:
             raise ValueError(f"{value} is not <= {upper_bound}")
         return value
 
-    return DEFINE(parse, name, default, help, flag_values, "int")
+    return parse_bounded
+
+
+def DEFINE_integer(name, default, help, lower_bound=None, upper_bound=None, flag_values=FLAGS):  # noqa: N802,A002,E501
+    return DEFINE(
+        _bounded(_parse_int, lower_bound, upper_bound), name, default, help, flag_values, "int"
+    )
 
 
 def DEFINE_float(name, default, help, lower_bound=None, upper_bound=None, flag_values=FLAGS):  # noqa: N802,A002,E501
-    def parse(text):
-        value = float(text)
-        if lower_bound is not None and value < lower_bound:
-            raise ValueError(f"{value} is not >= {lower_bound}")
-        if upper_bound is not None and value > upper_bound:
-            raise ValueError(f"{value} is not <= {upper_bound}")
-        return value
-
-    return DEFINE(parse, name, default, help, flag_values, "float")
+    return DEFINE(
+        _bounded(float, lower_bound, upper_bound), name, default, help, flag_values, "float"
+    )
 
 
 def DEFINE_boolean(name, default, help, flag_values=FLAGS):  # noqa: N802,A002
@@ -293,6 +390,52 @@ def DEFINE_enum(name, default, enum_values, help, flag_values=FLAGS):  # noqa: N
 
 def DEFINE_list(name, default, help, flag_values=FLAGS):  # noqa: N802,A002
     return DEFINE(_parse_list, name, default, help, flag_values, "list")
+
+
+def DEFINE_multi(parser, name, default, help, flag_values=FLAGS, flag_type="multi", **extra):  # noqa: N802,A002,E501
+    """A flag that may be given many times; its value is the list of the values."""
+    return DEFINE(parser, name, default, help, flag_values, flag_type, multi=True, **extra)
+
+
+def DEFINE_multi_string(name, default, help, flag_values=FLAGS):  # noqa: N802,A002
+    return DEFINE_multi(str, name, default, help, flag_values, "multi_string")
+
+
+def DEFINE_multi_integer(
+    name, default, help, lower_bound=None, upper_bound=None, flag_values=FLAGS
+):  # noqa: N802,A002,E501
+    return DEFINE_multi(
+        _bounded(_parse_int, lower_bound, upper_bound),
+        name,
+        default,
+        help,
+        flag_values,
+        "multi_int",
+    )
+
+
+def DEFINE_multi_float(name, default, help, lower_bound=None, upper_bound=None, flag_values=FLAGS):  # noqa: N802,A002,E501
+    return DEFINE_multi(
+        _bounded(float, lower_bound, upper_bound),
+        name,
+        default,
+        help,
+        flag_values,
+        "multi_float",
+    )
+
+
+def DEFINE_multi_enum(name, default, enum_values, help, flag_values=FLAGS, case_sensitive=True):  # noqa: N802,A002,E501
+    return DEFINE_multi(
+        str,
+        name,
+        default,
+        help,
+        flag_values,
+        "multi_enum",
+        enum_values=list(enum_values),
+        case_sensitive=case_sensitive,
+    )
 
 
 def mark_flag_as_required(flag_name, flag_values=FLAGS) -> None:

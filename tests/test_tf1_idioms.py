@@ -4,6 +4,8 @@ Expected values were checked against TensorFlow 2.21's tf.compat.v1 (absl flags)
 `--n=0x10 --nob pos --unknown=4 --l=c,d -e y` gives main
 `[prog, 'pos', '--unknown=4']`, n=16, b=False, l=['c', 'd'], e='y'; a bad integer
 raises IllegalFlagValueError; the verbosity is WARN (30) before app.run, INFO inside.
+The multi-flag and flag-file cases' expected values are absl 2.x's (TF 2.21's venv) for
+the same definitions, argv and files.
 """
 
 from __future__ import annotations
@@ -58,6 +60,75 @@ def test_required_flag(fv):
     flags_mod.mark_flag_as_required("s", flag_values=fv)
     with pytest.raises(flags_mod.IllegalFlagValueError):
         fv(["prog"])
+
+
+@pytest.fixture
+def multi():
+    values = flags_mod.FlagValues()
+    flags_mod.DEFINE_string("s", "d", "h", flag_values=values)
+    flags_mod.DEFINE_multi_string("ms", ["a"], "h", flag_values=values)
+    flags_mod.DEFINE_multi_integer("mi", 1, "h", lower_bound=0, flag_values=values)
+    flags_mod.DEFINE_multi_float("mf", [0.5, 1.5], "h", flag_values=values)
+    flags_mod.DEFINE_multi_enum("me", ["x"], ["x", "y", "Z"], "h", flag_values=values)
+    flags_mod.DEFINE_multi_enum(
+        "mec", None, ["x", "Y"], "h", case_sensitive=False, flag_values=values
+    )
+    return values
+
+
+def test_multi_flags_as_absl(multi):
+    """Values as absl 2.x (TF 2.21's tf.compat.v1.flags) gives them for the same argv."""
+    fv = multi
+    assert [fv[n].default for n in ("ms", "mi", "mf", "me", "mec")] == [
+        ["a"],
+        [1],
+        [0.5, 1.5],
+        ["x"],
+        None,
+    ]
+    rest = fv(
+        ["prog", "--ms=b", "--ms", "c", "--mi=3", "--mi=0x10", "--mf=2", "--me=y",
+         "--me=Z", "--mec=y", "--mec=X", "pos"]
+    )  # fmt: skip
+    assert rest == ["prog", "pos"]
+    assert (fv.ms, fv.mi, fv.mf, fv.me, fv.mec) == (
+        ["b", "c"], [3, 16], [2.0], ["y", "Z"], ["Y", "x"],
+    )  # fmt: skip
+    fv.unparse_flags()
+    fv(["prog"])
+    assert fv.ms == ["a"] and fv.mi == [1]  # defaults while absent
+    for bad in (["p", "--mi=-1"], ["p", "--me=q"], ["p", "--mf=x"]):
+        fv.unparse_flags()
+        with pytest.raises(flags_mod.IllegalFlagValueError):
+            fv(bad)
+
+
+def test_flag_files_as_absl(multi, tmp_path):
+    """--flagfile lines stand where the directive stands (later flags win); comments,
+    blank lines and nested files as absl; positional lines are arguments."""
+    inner = tmp_path / "inner.txt"
+    inner.write_text("--mi=7\n--ms=f2\n")
+    outer = tmp_path / "outer.txt"
+    outer.write_text(
+        f"# comment\n// another\n\n--s=from_file\n  --ms=f1  \n--flagfile={inner}\n"
+        f"--flagfile={tmp_path / 'outer.txt'}\npositional_in_file\n"
+    )
+    fv = multi
+    rest = fv(["prog", f"--flagfile={outer}", "--ms=cli", "pos2"])
+    assert rest == ["prog", "positional_in_file", "pos2"]
+    assert (fv.s, fv.ms, fv.mi) == ("from_file", ["f1", "f2", "cli"], [7])
+    fv.unparse_flags()
+    rest = fv(["prog", "--ms=cli", "--flagfile", str(outer), "--s=last"])
+    assert rest == ["prog", "positional_in_file"]
+    assert (fv.s, fv.ms, fv.mi) == ("last", ["cli", "f1", "f2"], [7])
+    fv.unparse_flags()
+    assert fv(["prog", "--", f"--flagfile={outer}"]) == ["prog", f"--flagfile={outer}"]
+    with pytest.raises(flags_mod.CantOpenFlagFileError, match="Unable to open flagfile"):
+        fv(["prog", f"--flagfile={tmp_path / 'missing'}"])
+    with pytest.raises(flags_mod.IllegalFlagValueError, match="--flagfile with no argument"):
+        fv(["prog", "--flagfile"])
+    assert issubclass(flags_mod.CantOpenFlagFileError, flags_mod.Error)
+    assert af.flags.DEFINE_multi_string is flags_mod.DEFINE_multi_string
 
 
 def test_global_flags_parse_sys_argv_on_first_read(monkeypatch):
