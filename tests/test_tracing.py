@@ -184,3 +184,147 @@ def test_loops_trace_every_iteration():
     names = [n.node_name for d in md.step_stats.dev_stats for n in d.node_stats]
     assert names.count("while/mul") == 5 and names.count("while/Less") == 6
     json.loads(timeline.Timeline(md.step_stats).generate_chrome_trace_format())
+
+
+# -- the trace-event format's rules ------------------------------------------------------
+#
+# No browser runs here, so the trace is not opened in Perfetto; instead every event is
+# checked against the rules of the Trace Event Format (the JSON both chrome://tracing and
+# Perfetto's JSON importer read): strict JSON (no NaN/Infinity); the object form with a
+# "traceEvents" list; each event's required fields and their types for its phase; slices
+# of one thread properly nested (here: disjoint); flow events paired by (cat, id), the
+# start bound to the slice enclosing it on its thread, the end ("bp": "e") likewise,
+# never earlier than the start; metadata events of the known names with their arguments;
+# counters with numeric series.
+
+_META = {
+    "process_name": "name",
+    "thread_name": "name",
+    "process_labels": "labels",
+    "process_sort_index": "sort_index",
+    "thread_sort_index": "sort_index",
+}
+
+
+def _reject_constant(name):
+    raise ValueError(f"not JSON: {name}")
+
+
+def trace_event_violations(text: str) -> list[str]:
+    """Every rule of the trace-event format that the trace `text` breaks."""
+    bad: list[str] = []
+    trace = json.loads(text, parse_constant=_reject_constant)
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        return ["not the object form with a traceEvents list"]
+    num = (int, float)
+    slices: dict = {}
+    flows: dict = {}
+    for i, e in enumerate(trace["traceEvents"]):
+        ph = e.get("ph")
+        where = f"event {i} ({ph} {e.get('name')!r})"
+        if not isinstance(e.get("name"), str):
+            bad.append(f"{where}: name is not a string")
+        if not isinstance(e.get("pid"), int):
+            bad.append(f"{where}: pid is not an integer")
+        if "args" in e and not isinstance(e["args"], dict):
+            bad.append(f"{where}: args is not an object")
+        if "cat" in e and not isinstance(e["cat"], str):
+            bad.append(f"{where}: cat is not a string")
+        if ph != "M" and not (isinstance(e.get("ts"), num) and e["ts"] >= 0):
+            bad.append(f"{where}: ts is not a non-negative number")
+        if ph in ("X", "s", "f") and not isinstance(e.get("tid"), int):
+            bad.append(f"{where}: tid is not an integer")
+        if ph == "X":
+            if not (isinstance(e.get("dur"), num) and e["dur"] >= 0):
+                bad.append(f"{where}: dur is not a non-negative number")
+            else:
+                slices.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["dur"]))
+        elif ph == "M":
+            key = _META.get(e.get("name"))
+            if key is None or key not in e.get("args", {}):
+                bad.append(f"{where}: unknown metadata or its argument missing")
+            elif e["name"].endswith("_name") and not isinstance(e["args"][key], str):
+                bad.append(f"{where}: a name that is not a string")
+            elif e["name"].endswith("sort_index") and not isinstance(e["args"][key], int):
+                bad.append(f"{where}: a sort index that is not an integer")
+            if e.get("name", "").startswith("thread_") and not isinstance(e.get("tid"), int):
+                bad.append(f"{where}: thread metadata without a tid")
+        elif ph == "C":
+            args = e.get("args")
+            if not args or not all(isinstance(v, num) for v in args.values()):
+                bad.append(f"{where}: a counter without numeric values")
+        elif ph in ("s", "f"):
+            if not isinstance(e.get("cat"), str) or "id" not in e:
+                bad.append(f"{where}: a flow event without cat and id")
+            elif ph == "f" and e.get("bp") != "e":
+                bad.append(f"{where}: a flow end not bound to its enclosing slice")
+            else:
+                flows.setdefault((e["cat"], e["id"]), []).append(e)
+        else:
+            bad.append(f"{where}: a phase this trace should not use")
+    for lane, spans in slices.items():
+        spans.sort()
+        for (s1, d1), (s2, _) in zip(spans, spans[1:]):
+            if s1 + d1 > s2:
+                bad.append(f"lane {lane}: slices at {s1} and {s2} overlap")
+
+    def enclosed(e) -> bool:
+        for start, dur in slices.get((e["pid"], e["tid"]), ()):
+            if start <= e["ts"] < start + dur or e["ts"] == start:
+                return True
+        return False
+
+    for key, events in flows.items():
+        phases = sorted(ev["ph"] for ev in events)
+        if phases != ["f", "s"]:
+            bad.append(f"flow {key}: phases {phases}, not one start and one end")
+            continue
+        start = next(ev for ev in events if ev["ph"] == "s")
+        end = next(ev for ev in events if ev["ph"] == "f")
+        if end["ts"] < start["ts"]:
+            bad.append(f"flow {key}: ends before it starts")
+        for ev in (start, end):
+            if not enclosed(ev):
+                bad.append(f"flow {key}: {ev['ph']} at {ev['ts']} is inside no slice")
+    return bad
+
+
+def test_chrome_trace_follows_the_trace_event_format():
+    md, _ = _traced_step()
+    text = timeline.Timeline(md.step_stats).generate_chrome_trace_format(
+        show_dataflow=True, show_memory=True
+    )
+    assert trace_event_violations(text) == []
+    flows = [e for e in json.loads(text)["traceEvents"] if e["ph"] in ("s", "f")]
+    assert len(flows) >= 4  # the checks above saw the two devices' Send/Recv pairs
+
+
+def test_trace_event_rules_catch_violations():
+    """The checker is not vacuous: each broken rule is reported."""
+    ok = {"ph": "X", "name": "a", "pid": 0, "tid": 0, "ts": 0.0, "dur": 2.0}
+    cases = {
+        "overlap": [ok, {**ok, "ts": 1.0}],
+        "dur": [{**ok, "dur": -1}],
+        "ts": [{**ok, "ts": None}],
+        "not JSON": None,
+        "phases": [ok, {"ph": "s", "name": "k", "cat": "D", "id": 0, "pid": 0, "tid": 0,
+                        "ts": 1.0}],
+        "inside no slice": [
+            ok,
+            {"ph": "s", "name": "k", "cat": "D", "id": 0, "pid": 0, "tid": 0, "ts": 1.0},
+            {"ph": "f", "bp": "e", "name": "k", "cat": "D", "id": 0, "pid": 0, "tid": 0,
+             "ts": 2.0},
+        ],
+        "metadata": [{"ph": "M", "name": "process_name", "pid": 0, "args": {}}],
+    }  # fmt: skip
+    for rule, events in cases.items():
+        text = (
+            '{"traceEvents":[{"ts":NaN}]}'
+            if events is None
+            else json.dumps({"traceEvents": events})
+        )
+        try:
+            found = " ".join(trace_event_violations(text))
+        except ValueError as exc:
+            found = str(exc)
+        assert rule in found, (rule, found)

@@ -6,9 +6,9 @@ the NodeExecStats' `thread_id`; the tracer puts overlapping kernels on different
 so slices on one lane never overlap); an "X" slice per node named by its op type, with
 the node's name and inputs in `args`; with `show_dataflow`, one flow arrow per
 _Send/_Recv pair (matched by rendezvous key: tensor name, sending and receiving
-device), from the Send's slice to the Recv's; with `show_memory`, a "C" counter per
-device of the bytes in use after each node.  Times are microseconds from the step's
-first node.
+device), from the Send's slice to the Recv's (both ends bound to their slices); with
+`show_memory`, a "C" counter per device of the bytes in use after each node.  Times are
+microseconds from the step's first node.
 """
 
 from __future__ import annotations
@@ -85,8 +85,13 @@ class Timeline:
                 rpid, rtid, rts, rdur = recvs[key]
                 common = {"cat": "DataFlow", "name": key.split(";")[0], "id": flow_id}
                 events.append({"ph": "s", "pid": spid, "tid": stid, "ts": sts, **common})
-                # The arrow ends where the Recv's slice ends: the value arrived then.
-                end = max(rts + rdur, sts)
+                # The arrow ends inside the Recv's slice (a flow end with "bp": "e" binds
+                # to the slice enclosing it; a slice's end is not inside it), when the
+                # value can have arrived: once both the Send and the Recv have started
+                # (TF's timeline ends a flow at the consumer's start).
+                end = max(sts, rts)
+                if end >= rts + rdur > rts:
+                    end = rts + rdur / 2
                 events.append(
                     {"ph": "f", "bp": "e", "pid": rpid, "tid": rtid, "ts": end, **common}
                 )
