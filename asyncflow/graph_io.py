@@ -18,7 +18,9 @@ Invariants:
   tensor TF wrote compressed (its last value repeated); anything malformed is a
   ValueError naming the attr.
 - `import_graph_def` creates every op through `graph.apply_op`, in topological order,
-  and either imports the whole GraphDef or leaves the graph as it found it.  An op type
+  and either imports the whole GraphDef or leaves the graph as it found it.  Calls of
+  the GraphDef's function library (Defun ops, PartitionedCall) are inlined first
+  (`function_library`), so a TF graph with functions imports as plain ops.  An op type
   asyncflow lacks is a `NotFoundError` naming the op and the node.
 """
 
@@ -36,6 +38,7 @@ from google.protobuf import message as _pb_message
 
 from asyncflow import device_spec, dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.function_library import inline_calls
 from asyncflow.protos.attr_value_pb2 import AttrValue
 from asyncflow.protos.graph_pb2 import GraphDef
 from asyncflow.protos.node_def_pb2 import NodeDef
@@ -437,7 +440,9 @@ _VALID_NODE_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
 
 
 def _load_graph_def(graph_def) -> list[NodeDef]:
-    nodes = list(as_graph_def_message(graph_def).node)
+    """The GraphDef's nodes, calls of its function library inlined (function_library)."""
+    message = as_graph_def_message(graph_def)
+    nodes = list(message.node)
     seen: set[str] = set()
     for nd in nodes:
         name = nd.name
@@ -446,6 +451,13 @@ def _load_graph_def(graph_def) -> list[NodeDef]:
         if name in seen:
             raise ValueError(f"Duplicate node name in graph: '{name}'")
         seen.add(name)
+    if message.library.function:
+        nodes = inline_calls(nodes, message.library)
+        seen = set()
+        for nd in nodes:
+            if nd.name in seen:
+                raise ValueError(f"Duplicate node name in graph: '{nd.name}' (inlined)")
+            seen.add(nd.name)
     return nodes
 
 

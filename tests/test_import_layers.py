@@ -49,7 +49,18 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tf_logging",
         ),
     ),
-    ("graph", ("registry", "graph", "graph_io", "random_seed", "indexed_slices", "sparse_tensor")),
+    (
+        "graph",
+        (
+            "registry",
+            "graph",
+            "function_library",
+            "graph_io",
+            "random_seed",
+            "indexed_slices",
+            "sparse_tensor",
+        ),
+    ),
     ("kernel", ("kernel_api", "resources", "queues", "devices")),
     ("ops", ("ops",)),
     (
