@@ -9,6 +9,7 @@ from asyncflow.train import basic_session_run_hooks as _hooks
 from asyncflow.train import checkpoint_utils as _checkpoint_utils
 from asyncflow.train import coordinator as _coordinator
 from asyncflow.train import device_setter as _device_setter
+from asyncflow.train import sync_replicas_optimizer as _sync_replicas
 from asyncflow.train import input as _input
 from asyncflow.train import learning_rate_decay as _lr
 from asyncflow.train import monitored_session as _monitored
@@ -41,6 +42,7 @@ for _m in (
     _device_setter,
     _supervisor,
     _training_extras,
+    _sync_replicas,
 ):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
