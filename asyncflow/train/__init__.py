@@ -9,7 +9,6 @@ from asyncflow.train import basic_session_run_hooks as _hooks
 from asyncflow.train import checkpoint_utils as _checkpoint_utils
 from asyncflow.train import coordinator as _coordinator
 from asyncflow.train import device_setter as _device_setter
-from asyncflow.train import sync_replicas_optimizer as _sync_replicas
 from asyncflow.train import input as _input
 from asyncflow.train import learning_rate_decay as _lr
 from asyncflow.train import monitored_session as _monitored
@@ -20,6 +19,7 @@ from asyncflow.train import optimizers_proximal as _optimizers_proximal
 from asyncflow.train import queue_runner
 from asyncflow.train import saver as _saver
 from asyncflow.train import supervisor as _supervisor
+from asyncflow.train import sync_replicas_optimizer as _sync_replicas
 from asyncflow.train import training_extras as _training_extras
 from asyncflow.train import training_util as _training_util
 
