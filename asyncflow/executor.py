@@ -41,6 +41,38 @@ import numpy as np
 
 from asyncflow import errors
 from asyncflow.graph import Operation
+from asyncflow.frames import (  # noqa: F401 - re-exported for older callers
+    CONST,
+    CONTROL_FLOW_KINDS,
+    ENTER,
+    EXIT,
+    FORWARD,
+    IDENT,
+    KIND_OF,
+    MERGE,
+    NEXT_ITER,
+    NORMAL,
+    RECV,
+    SEND,
+    SWITCH,
+    TRIGGER,
+    Frame,
+    FrameRouting,
+    Iter,
+    _never_ran,
+)
+from asyncflow.loop_slices import (  # noqa: F401 - re-exported for older callers
+    _DEADLINES,
+    _INF,
+    _YIELD_TO_LOOP,
+    CALLER_SLICE_S,
+    SLICE_S,
+    _clock,
+    caller_drives,
+    new_slice,
+    slice_deadline,
+    slice_spent,
+)
 from asyncflow.kernel_api import (  # noqa: F401 - re-exported for older callers
     _CURRENT_STEP,
     DEAD,
@@ -63,108 +95,10 @@ __all__ = [
 _CHECK_KERNELS = os.environ.get("ASYNCFLOW_CHECK_KERNELS", "") not in ("", "0")
 _ONE_NONE = (None,)
 
-_FORWARD, _NOTHING = -1, -2  # special arities (see compile_plan; literal in Step._drive)
+# Special arities (see lowering.compile_plan; literal in Step._drive).
+_FORWARD, _NOTHING, _GENERAL = -1, -2, -3
+_GENERAL_DONE = object()  # (Step._drive: the general path delivered the outputs)
 
-
-# -- sharing the loop ------------------------------------------------------------------
-#
-# A step that never suspends would hold the loop until it ends, however long that is.
-# So the interpreters (Step, FrameStep, compiled loops) read the clock after their
-# kernels and yield to the loop once the inline work of the loop's current *slice*
-# passed SLICE_S; `Session.arun` checks it too before it starts a step.  A slice starts
-# when a driver first runs after the loop got control, and lasts until the loop runs
-# its next round of callbacks (a `call_soon` ends it), so back-to-back `arun` steps of
-# one task that never suspends share one slice, and a step that does not reach the
-# deadline costs one clock read per kernel and nothing else.  A synchronous caller
-# driving its own step inline (`caller_drives`) owns the loop, which may not even run
-# between its steps: only its own step's deadline or cancellation could want it, so
-# its slices last CALLER_SLICE_S, one per step.
-SLICE_S = 0.001
-CALLER_SLICE_S = 0.02
-_INF = float("inf")
-_clock = time.perf_counter
-_get_running_loop = asyncio.events._get_running_loop
-_DEADLINES: dict = {}  # loop -> the clock reading that ends its current slice
-
-
-class _Caller(threading.local):
-    on = False  # a synchronous caller drives its own step on this thread
-
-
-_CALLER = _Caller()
-
-
-def slice_deadline() -> float:
-    """The clock (`time.perf_counter`) reading after which inline work should yield."""
-    loop = _get_running_loop()
-    deadline = _DEADLINES.get(loop)
-    if deadline is not None:
-        return deadline
-    if loop is None:  # driven by hand, outside any loop: nothing to share it with
-        return _INF
-    if len(_DEADLINES) > 16:  # loops closed in the middle of a slice
-        for old in [lp for lp in _DEADLINES if lp.is_closed()]:
-            del _DEADLINES[old]
-    if _CALLER.on:  # ended by the caller, at its next step
-        deadline = _DEADLINES[loop] = _clock() + CALLER_SLICE_S
-        return deadline
-    deadline = _DEADLINES[loop] = _clock() + SLICE_S
-    loop.call_soon(_DEADLINES.pop, loop, None)
-    return deadline
-
-
-def new_slice() -> float:
-    """Start a fresh slice (after yielding to the loop); its deadline."""
-    _DEADLINES.pop(_get_running_loop(), None)
-    return slice_deadline()
-
-
-def slice_spent() -> bool:
-    """Whether the running loop's current slice is over (time to yield before more)."""
-    deadline = _DEADLINES.get(_get_running_loop())
-    return deadline is not None and _clock() > deadline
-
-
-def caller_drives(loop, on: bool) -> None:
-    """A synchronous caller starts (True) or ends (False) driving a step of `loop`
-    inline on this thread: its slices are CALLER_SLICE_S long, one per step."""
-    _CALLER.on = on
-    _DEADLINES.pop(loop, None)
-
-
-class _YieldToLoop:
-    """`await _YIELD_TO_LOOP`: a bare yield, i.e. one trip through the loop (what
-    `asyncio.sleep(0)` does, without its coroutine)."""
-
-    __slots__ = ()
-
-    def __await__(self):
-        yield
-
-
-_YIELD_TO_LOOP = _YieldToLoop()
-
-
-# Node kinds of the frame executor (frames.py); kinds from FORWARD on forward their
-# single input without calling a kernel.
-NORMAL, SWITCH, MERGE, TRIGGER, SEND, RECV, CONST, FORWARD, IDENT, ENTER, EXIT, NEXT_ITER = range(
-    12
-)
-KIND_OF = {
-    "_Send": SEND,  # a dead value is still sent, so that its _Recv learns it is dead
-    "_Recv": RECV,
-    "Identity": IDENT,
-    "Const": CONST,  # loop-body constants run every iteration: no kernel call
-    "LoopCond": IDENT,
-    "Switch": SWITCH,
-    "Merge": MERGE,
-    "Enter": ENTER,
-    "Exit": EXIT,
-    "NextIteration": NEXT_ITER,
-    "ControlTrigger": TRIGGER,
-}
-# A plan needs the frame executor only if it holds one of these.
-CONTROL_FLOW_KINDS = frozenset([SWITCH, MERGE, TRIGGER, ENTER, EXIT, NEXT_ITER])
 
 
 def _flat_input_is_ref(op: Operation) -> list[bool]:
@@ -293,8 +227,10 @@ class Plan:
         return _checked_kernel(kernel, op) if _CHECK_KERNELS else kernel
 
 
-class Step:
-    """One execution of a plan.  Create, call `start()`, then await `wait()` if needed."""
+class Step(FrameRouting):
+    """One execution of a plan.  Create, call `start()`, then await `wait()` if needed.
+
+    The one interpreter of every plan, with or without control flow (see `_drive`)."""
 
     __slots__ = (
         "plan",
@@ -307,17 +243,29 @@ class Step:
         "feed_values",
         "loop",
         "on_error",
+        "root",
+        "runnable",
     )
 
     def __init__(self, plan: Plan, feed_values: list, on_error=None):
         self.plan = plan
-        vals = [None] * plan.num_slots
+        if plan.has_cf:
+            # The root iteration holds the step's arrays; loop iterations get their own.
+            root = Iter(Frame("", None, 1, 0), 0, plan)
+            root.frame.iters[0] = root
+            self.root = root
+            self.runnable: list = []
+            vals, self.pending, self.ready = root.vals, root.pending, root.ready
+        else:
+            self.root = None
+            self.runnable = ()
+            vals = [None] * plan.num_slots
+            self.pending = plan.init_pending[:]
+            self.ready: list[int] = []
         for slots, v in zip(plan.feed_slots, feed_values):
             for s in slots:
                 vals[s] = v
         self.vals = vals
-        self.pending = plan.init_pending[:]
-        self.ready: list[int] = []
         self.error: errors.OpError | None = None
         self.tasks: dict[asyncio.Task, Any] | None = None
         self.done: asyncio.Future | None = None
@@ -328,13 +276,18 @@ class Step:
         self.on_error = on_error
 
     def start(self) -> None:
-        self.ready = self.plan.init_ready[:]
+        self.ready.extend(self.plan.init_ready)
         self._spawn()
 
-    # The hot loop.  It is a coroutine so that `await kernel(...)` of a kernel that does
-    # not suspend costs no StopIteration (~0.13 µs instead of ~0.45 µs for send()).  When
-    # a kernel does suspend, this whole driver parks with it; `_spawn` then starts a new
-    # driver for the nodes still ready, so one waiting kernel never holds up the others.
+    # The interpreter.  It is a coroutine so that `await kernel(...)` of a kernel that
+    # does not suspend costs no StopIteration (~0.13 µs instead of ~0.45 µs for send()).
+    # When a kernel does suspend, this whole driver parks with it; `_spawn` then starts
+    # a new driver for the nodes still ready, so one waiting kernel never holds up the
+    # others.  A driver works in one iteration at a time (`it`; None for a plan without
+    # control flow, whose only iteration is the step's own arrays); when its ready
+    # nodes run out, it leaves the iteration and takes the next one queued as runnable
+    # (FrameRouting).  `holder[0]` tells `_spawn` which iteration a parked driver is in.
+    #
     # Deliberately flat, with locals for everything it touches, and trading elegance
     # for speed (benchmarks/core.py, the Identity chain and the NoOp fan-in):
     # - the node that became ready last runs next without a trip through `ready`
@@ -342,127 +295,225 @@ class Step:
     #   one consumer (a chain, a fan-in) skips the general edge loop;
     # - Identity and NoOp come first and skip the error and time checks: only a
     #   kernel call can fail, suspend (letting an abort in) or take time;
+    # - in a plan with control flow, only the nodes that need it take the general path
+    #   (arity _GENERAL, set by lowering): Merge, Switch, Enter/Exit/NextIteration,
+    #   Send/Recv and any node that may receive a dead value; every other node, in any
+    #   frame, runs on the paths above;
     # - after a kernel, one clock read against the loop slice's deadline (see
-    #   `slice_deadline`): past it, the driver parks the ready nodes and yields to the
+    #   `loop_slices`): past it, the driver parks the ready nodes and yields to the
     #   loop, so that a step that never suspends still lets other tasks run.
-    async def _drive(self) -> None:
+    async def _drive(self, holder=None) -> None:  # noqa: C901 - the hot loop, flat on purpose
         plan = self.plan
         kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
         arity, clears, edges, single = plan.arity, plan.clears, plan.edges, plan.single
-        vals, pending, ready = self.vals, self.pending, self.ready
-        pop, push = ready.pop, ready.append
         clock, deadline = _clock, slice_deadline()
-        if not ready or self.error is not None:
+        if self.error is not None:
             return
-        i = pop()
-        while True:
-            n = arity[i]
-            nxt = -1
-            if n == -1:  # _FORWARD (Identity): pass the value on, no kernel call
-                a = starts[i]
-                r = vals[a]
-                vals[a] = None
-                e = edges[i]
-                if len(e) == 1:  # one consumer (a chain): straight on to it if ready
-                    _, j, s = e[0]
-                    vals[s] = r
-                    pending[j] -= 1
-                    if not pending[j]:
-                        i = j
-                        continue
-                    if ready:
-                        i = pop()
-                        continue
-                    return
-                for _, j, s in e:
-                    vals[s] = r
-                    pending[j] -= 1
-                    if not pending[j]:
-                        if nxt >= 0:
-                            push(nxt)
-                        nxt = j
-                r = None
-            elif n == -2:  # _NOTHING (NoOp): nothing to compute, control edges only
-                e = edges[i]
-                if len(e) == 1:  # (a fan-in: straight on to its consumer if ready)
-                    j = e[0][1]
-                    pending[j] -= 1
-                    if not pending[j]:
-                        i = j
-                        continue
-                    if ready:
-                        i = pop()
-                        continue
-                    return
-                for _, j, _s in e:
-                    pending[j] -= 1
-                    if not pending[j]:
-                        if nxt >= 0:
-                            push(nxt)
-                        nxt = j
-            else:
-                try:
-                    if n == 1:
-                        a = starts[i]
-                        r = await kernels[i](ctxs[i], vals[a])
-                        vals[a] = None
-                    elif n == 2:
-                        a = starts[i]
-                        r = await kernels[i](ctxs[i], vals[a], vals[a + 1])
-                        vals[a] = vals[a + 1] = None
-                    elif n == 0:
-                        r = await kernels[i](ctxs[i])
-                    else:
-                        a, b = starts[i], ends[i]
-                        r = await kernels[i](ctxs[i], *vals[a:b])
-                        vals[a:b] = clears[i]
-                    if self.error is not None:  # aborted while the kernel was suspended
-                        return
-                    if single[i]:
-                        for _, j, s in edges[i]:
-                            vals[s] = r
-                            pending[j] -= 1
-                            if not pending[j]:
-                                if nxt >= 0:
-                                    push(nxt)
-                                nxt = j
-                    else:
-                        if r is None:
-                            r = _ONE_NONE
-                        for oi, j, s in edges[i]:
-                            vals[s] = r[oi]
-                            pending[j] -= 1
-                            if not pending[j]:
-                                if nxt >= 0:
-                                    push(nxt)
-                                nxt = j
-                    r = None  # a parked driver must not keep the last output alive
-                except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
-                    self._fail(i, exc)
-                    return
-                if clock() > deadline:
-                    deadline = slice_deadline()  # (a new slice may have begun meanwhile)
-                    if clock() > deadline:
-                        if nxt >= 0:
-                            push(nxt)
-                        parked = ready[:]  # another driver would take them at once
-                        ready.clear()
-                        await _YIELD_TO_LOOP
-                        ready.extend(parked)
-                        parked = None
-                        deadline = new_slice()
-                        if self.error is not None:
-                            return
-                        nxt = -1
-            if nxt >= 0:
-                i = nxt
-            elif ready:
-                i = pop()
-            else:
+        it = self.root
+        if it is None:
+            vals, pending, ready = self.vals, self.pending, self.ready
+        else:
+            kinds, n_out, fwd_read = plan.kinds, plan.n_outputs, plan.fwd_read
+            plain_edges = plan.plain_edges
+            loops, enter_info, runnable = plan.loops, plan.enter_info, self.runnable
+            it = self._take()
+            if it is None:
                 return
+            holder[0] = it
+            vals, pending, ready = it.vals, it.pending, it.ready
+        pop, push = ready.pop, ready.append
+        while True:
+            if not ready:  # this iteration ran dry: take the next one queued, if any
+                if it is None:
+                    return
+                self._leave(it)
+                it = self._take()
+                if it is None:
+                    return
+                holder[0] = it
+                vals, pending, ready = it.vals, it.pending, it.ready
+                pop, push = ready.pop, ready.append
+                continue
+            i = pop()
+            while True:
+                n = arity[i]
+                nxt = -1
+                if n == -1:  # _FORWARD (Identity): pass the value on, no kernel call
+                    a = starts[i]
+                    r = vals[a]
+                    vals[a] = None
+                    e = edges[i]
+                    if len(e) == 1:  # one consumer (a chain): straight on to it if ready
+                        _, j, s = e[0]
+                        vals[s] = r
+                        pending[j] -= 1
+                        if not pending[j]:
+                            i = j
+                            continue
+                        if ready:
+                            i = pop()
+                            continue
+                        break
+                    for _, j, s in e:
+                        vals[s] = r
+                        pending[j] -= 1
+                        if not pending[j]:
+                            if nxt >= 0:
+                                push(nxt)
+                            nxt = j
+                    r = None
+                elif n == -2:  # _NOTHING (NoOp): nothing to compute, control edges only
+                    e = edges[i]
+                    if len(e) == 1:  # (a fan-in: straight on to its consumer if ready)
+                        j = e[0][1]
+                        pending[j] -= 1
+                        if not pending[j]:
+                            i = j
+                            continue
+                        if ready:
+                            i = pop()
+                            continue
+                        break
+                    for _, j, _s in e:
+                        pending[j] -= 1
+                        if not pending[j]:
+                            if nxt >= 0:
+                                push(nxt)
+                            nxt = j
+                else:
+                    try:
+                        if n == 1:
+                            a = starts[i]
+                            r = await kernels[i](ctxs[i], vals[a])
+                            vals[a] = None
+                        elif n == 2:
+                            a = starts[i]
+                            r = await kernels[i](ctxs[i], vals[a], vals[a + 1])
+                            vals[a] = vals[a + 1] = None
+                        elif n == 0:
+                            r = await kernels[i](ctxs[i])
+                        elif n > 0:
+                            a, b = starts[i], ends[i]
+                            r = await kernels[i](ctxs[i], *vals[a:b])
+                            vals[a:b] = clears[i]
+                        else:  # _GENERAL: control flow, or a value that may be dead
+                            kind = kinds[i]
+                            if kind == MERGE:
+                                st = it.merges[i]
+                                outs, st[2] = st[2], None
+                            elif it.dead[i] and kind != TRIGGER and kind != SEND:
+                                outs = (DEAD,) * (n_out[i] or 1)
+                            else:
+                                a = starts[i]
+                                if kind == CONST:
+                                    outs = (ctxs[i].attrs["value"],)
+                                elif kind >= FORWARD:  # identity-like: no kernel call
+                                    v = vals[a]
+                                    vals[a] = None
+                                    outs = (v.read() if fwd_read[i] else v,)
+                                    v = None
+                                else:
+                                    b = ends[i]
+                                    args = vals[a:b]
+                                    vals[a:b] = clears[i]
+                                    if kind == SEND or kind == RECV:  # keyed by iteration
+                                        r = await kernels[i](ctxs[i], *args, frame_tag=it.tag)
+                                    else:
+                                        r = await kernels[i](ctxs[i], *args)
+                                    del args
+                                    if self.error is not None:  # aborted while suspended
+                                        return
+                                    if n_out[i] == 1:
+                                        outs = (r,)
+                                    elif r is None:
+                                        outs = (None,)
+                                    else:
+                                        outs = tuple(r)
+                                    r = None
+                            if kind > IDENT:  # Enter, Exit, NextIteration: across frames
+                                if kind == ENTER and loops is not None and enter_info[i][0] in loops:
+                                    prog = loops[enter_info[i][0]]
+                                    if not await self._enter_compiled(i, it, outs[0], prog):
+                                        return  # the loop failed; the step is aborted
+                                else:
+                                    self._propagate(i, it, kind, outs)
+                            elif plain_edges[i]:  # within the iteration, no Merge
+                                dead = it.dead
+                                for oi, j, s in edges[i]:
+                                    if oi >= 0:
+                                        v = vals[s] = outs[oi]
+                                    else:  # control: dead only when the whole node was
+                                        v = DEAD if all(o is DEAD for o in outs) else None
+                                    if v is DEAD:
+                                        dead[j] += 1
+                                    pending[j] -= 1
+                                    if not pending[j]:
+                                        push(j)
+                                v = None
+                            else:
+                                self._deliver(i, it, outs, False)
+                            outs = None
+                            r = _GENERAL_DONE
+                        if self.error is not None:  # aborted while the kernel was suspended
+                            return
+                        if r is _GENERAL_DONE:
+                            pass  # delivered by FrameRouting
+                        elif single[i]:
+                            for _, j, s in edges[i]:
+                                vals[s] = r
+                                pending[j] -= 1
+                                if not pending[j]:
+                                    if nxt >= 0:
+                                        push(nxt)
+                                    nxt = j
+                        else:
+                            if r is None:
+                                r = _ONE_NONE
+                            for oi, j, s in edges[i]:
+                                vals[s] = r[oi]
+                                pending[j] -= 1
+                                if not pending[j]:
+                                    if nxt >= 0:
+                                        push(nxt)
+                                    nxt = j
+                        r = None  # a parked driver must not keep the last output alive
+                    except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
+                        self._fail(i, exc)
+                        return
+                    if clock() > deadline:
+                        deadline = slice_deadline()  # (a new slice may have begun meanwhile)
+                        if clock() > deadline:
+                            if nxt >= 0:
+                                push(nxt)
+                            # Park the ready nodes and the queued iterations (another
+                            # driver would take them at once), and let the loop run.
+                            parked = ready[:]
+                            ready.clear()
+                            if it is not None:
+                                parked_iters = runnable[:]
+                                runnable.clear()
+                            await _YIELD_TO_LOOP
+                            ready.extend(parked)
+                            parked = None
+                            if it is not None:
+                                runnable.extend(parked_iters)
+                                parked_iters = None
+                            deadline = new_slice()
+                            if self.error is not None:
+                                return
+                            nxt = -1
+                if nxt >= 0:
+                    i = nxt
+                elif ready:
+                    i = pop()
+                else:
+                    break
 
     def _spawn(self) -> None:
         """Drive ready nodes until none is left; park drivers whose kernel suspended."""
+        if self.root is not None:
+            self._spawn_frames()
+            return
         ready = self.ready
         while ready and self.error is None:
             coro = self._drive()
@@ -470,12 +521,29 @@ class Step:
                 fut = coro.send(None)
             except StopIteration:
                 continue
-            if self.tasks is None:
-                self.tasks = {}
-                self.loop = asyncio.get_running_loop()
-            task = self.loop.create_task(_resume_driver(self, coro, fut))
-            self.tasks[task] = coro
-            task.add_done_callback(self._on_task_done)
+            self._park(coro, fut, None)
+
+    def _spawn_frames(self) -> None:
+        root, runnable = self.root, self.runnable
+        while (root.ready or runnable) and self.error is None:
+            holder = [None]
+            coro = self._drive(holder)
+            try:
+                fut = coro.send(None)
+            except StopIteration:
+                continue
+            it = holder[0]
+            if it is not None and it.ready:
+                self._wake(it)  # its other ready nodes go on in a new driver
+            self._park(coro, fut, holder)
+
+    def _park(self, coro, fut, holder) -> None:
+        if self.tasks is None:
+            self.tasks = {}
+            self.loop = asyncio.get_running_loop()
+        task = self.loop.create_task(_resume_driver(self, coro, fut, holder))
+        self.tasks[task] = coro
+        task.add_done_callback(self._on_task_done)
 
     @property
     def finished(self) -> bool:
@@ -533,6 +601,8 @@ class Step:
             await self.done
 
     def results(self) -> list:
+        if self.root is not None:
+            return self._frame_results()  # (a dead fetch raises)
         plan, vals, feeds = self.plan, self.vals, self.feed_values
         if self.pending[plan.sentinel] != plan.sentinel_done:
             raise _never_ran()
@@ -548,24 +618,16 @@ class Step:
         return out
 
 
-def _never_ran() -> errors.InternalError:
-    """A step ended with a fetch never produced and nothing left to run: the plan has a
-    cycle (a compiler bug).  Without this check the step would quietly return Nones."""
-    return errors.InternalError(
-        None, None, "The step ended before its fetches were produced (a cycle in its plan)"
-    )
-
-
 class _DriverResume:
     """Continues a parked driver inside a Task; starts new drivers when it parks again."""
 
-    __slots__ = ("step", "coro", "first")
+    __slots__ = ("step", "coro", "first", "holder")
 
-    def __init__(self, step, coro, first):
-        self.step, self.coro, self.first = step, coro, first
+    def __init__(self, step, coro, first, holder):
+        self.step, self.coro, self.first, self.holder = step, coro, first, holder
 
     def __await__(self):
-        coro, y, step = self.coro, self.first, self.step
+        coro, y, step, holder = self.coro, self.first, self.step, self.holder
         self.first = None
         while True:
             try:
@@ -580,9 +642,15 @@ class _DriverResume:
                     y = coro.send(sent)
                 except StopIteration:
                     return
-            if step.ready and step.error is None:
+            if holder is not None:  # (a plan with control flow)
+                it = holder[0]
+                if it is not None and it.ready:
+                    step._wake(it)  # its other ready nodes go on in a new driver
+                if step.error is None and (step.ready or step.runnable):
+                    step._spawn()
+            elif step.ready and step.error is None:
                 step._spawn()
 
 
-async def _resume_driver(step, coro, first):
-    await _DriverResume(step, coro, first)
+async def _resume_driver(step, coro, first, holder):
+    await _DriverResume(step, coro, first, holder)

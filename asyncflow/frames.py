@@ -1,26 +1,32 @@
-"""Dynamic control flow in the executor: frames, iterations and dead tensors.
+"""Dynamic control flow: frames, iterations, dead tensors, and compiled while loops.
 
-Used only for plans that contain control-flow primitives (`plan.has_cf`); every other
-plan runs on `executor.Step`, whose hot loop knows nothing of this.
+The interpreter (`executor.Step`) is one for every plan.  A plan without control flow
+runs on its hot loop alone; in a plan with control flow, the nodes that route values
+between frames (Enter, Exit, NextIteration), Merge, and the nodes that may receive a
+dead value take its general path, which calls into `FrameRouting` below.  Everything
+else, in any frame, stays on the hot loop, working on the arrays of its iteration.
 
 Model (TF's executor; "tags and frames" after the MIT Tagged-Token machine):
 - Every value lives in an `Iter`: one iteration of one `Frame` instance.  The root frame
   has a single iteration; each Enter of frame F executed in iteration P creates (once)
   the child frame instance keyed by (P, F).  An Iter owns its own slot values, pending
-  counts and dead counts, so iterations run concurrently.
+  counts, dead counts and ready nodes, so iterations run concurrently.
 - Routing follows the producer's kind: Enter sends into the child frame (iteration 0,
   or every iteration when `is_constant`), Exit to the parent iteration, NextIteration
   to the next iteration (started at once while fewer than `parallel_iterations` are
-  live, else deferred), anything else within its own iteration.
+  live, else deferred), anything else within its own iteration.  An iteration that
+  receives ready nodes from outside is queued on the step's `runnable` list, where a
+  driver whose own iteration ran dry takes it.
 - Deadness: Switch's untaken output is DEAD; a node with a dead input produces dead
   outputs without running (ControlTrigger excepted); Merge fires on its first live
   input, and is dead only when every input it can receive is dead (one per iteration
   for a loop Merge).  A dead NextIteration ends that path; a dead Exit is delivered to
   the parent only when its frame ends without a live one (the whole loop was dead).
-- Completion: an iteration is done when nothing of it is outstanding (queued or
-  running nodes, live child frames) and, for iteration 0, every Enter of the frame
-  arrived.  Done iterations are freed oldest first, so a 100,000-iteration loop keeps
-  at most `parallel_iterations` of them alive.
+- Completion: an iteration is done when nothing of it is outstanding (ready nodes, a
+  driver working in it, live child frames, compiled loops waiting for their Enters)
+  and, for iteration 0, every Enter of the frame arrived.  Done iterations are freed
+  oldest first, so a 100,000-iteration loop keeps at most `parallel_iterations` of
+  them alive.
 """
 
 from __future__ import annotations
@@ -28,31 +34,41 @@ from __future__ import annotations
 import numpy as np
 
 from asyncflow import errors
-from asyncflow.executor import (
-    _YIELD_TO_LOOP,
-    CONST,
-    CONTROL_FLOW_KINDS,
-    ENTER,
-    EXIT,
-    FORWARD,
-    IDENT,
-    KIND_OF,
-    MERGE,
-    NEXT_ITER,
-    NORMAL,
-    RECV,
-    SEND,
-    SWITCH,
-    TRIGGER,
-    Step,
-    _clock,
-    _never_ran,
-    new_slice,
-    slice_deadline,
-)
 from asyncflow.kernel_api import DEAD
+from asyncflow.loop_slices import _YIELD_TO_LOOP, _clock, new_slice, slice_deadline
 
-__all__ = ["FrameStep", "KIND_OF", "CONTROL_FLOW_KINDS", "NORMAL", "MERGE", "FORWARD", "IDENT"]
+__all__ = [
+    "CONTROL_FLOW_KINDS",
+    "FORWARD",
+    "FrameRouting",
+    "IDENT",
+    "KIND_OF",
+    "LoopProgram",
+    "MERGE",
+    "NORMAL",
+    "compile_loops",
+]
+
+# Node kinds of plans with control flow; kinds from FORWARD on forward their
+# single input without calling a kernel.
+NORMAL, SWITCH, MERGE, TRIGGER, SEND, RECV, CONST, FORWARD, IDENT, ENTER, EXIT, NEXT_ITER = range(
+    12
+)
+KIND_OF = {
+    "_Send": SEND,  # a dead value is still sent, so that its _Recv learns it is dead
+    "_Recv": RECV,
+    "Identity": IDENT,
+    "Const": CONST,  # loop-body constants run every iteration: no kernel call
+    "LoopCond": IDENT,
+    "Switch": SWITCH,
+    "Merge": MERGE,
+    "Enter": ENTER,
+    "Exit": EXIT,
+    "NextIteration": NEXT_ITER,
+    "ControlTrigger": TRIGGER,
+}
+# A plan needs the frame executor only if it holds one of these.
+CONTROL_FLOW_KINDS = frozenset([SWITCH, MERGE, TRIGGER, ENTER, EXIT, NEXT_ITER])
 
 
 class Frame:
@@ -89,6 +105,9 @@ class Iter:
         "vals",
         "pending",
         "dead",
+        "ready",
+        "active",
+        "queued",
         "merges",
         "outstanding",
         "child_frames",
@@ -106,131 +125,52 @@ class Iter:
         self.vals = [None] * plan.num_slots
         self.pending = plan.init_pending[:]
         self.dead = [0] * (len(plan.nodes) + 1)
+        self.ready: list[int] = []  # nodes of this iteration ready to run
+        self.active = 0  # drivers working in this iteration (running or suspended)
+        self.queued = False  # on the step's runnable list
         self.merges: dict[int, list] = {}
+        # Live child frames and compiled loops waiting for their Enters.
         self.outstanding = 0
         self.child_frames: dict[str, Frame] = {}
         self.loops_pending: dict | None = None  # compiled loops waiting for Enters
 
 
-class FrameStep(Step):
-    """A Step over a plan with control flow; same interface as `executor.Step`."""
+class FrameRouting:
+    """The control-flow half of the interpreter, mixed into `executor.Step`: which
+    iteration a driver works in, routing between frames and iterations, Merge, and
+    when iterations and frames end.  Used only by steps of plans with control flow
+    (`self.root` is their root iteration, `self.runnable` the iterations with work)."""
 
-    __slots__ = ("root",)
+    __slots__ = ()
 
-    def __init__(self, plan, feed_values, on_error=None):
-        super().__init__(plan, feed_values, on_error)
-        root = Frame("", None, 1, 0)
-        it0 = Iter(root, 0, plan)
-        for slots, v in zip(plan.feed_slots, feed_values):
-            for s in slots:
-                it0.vals[s] = v
-        root.iters[0] = it0
-        self.root = it0
-        self.vals = it0.vals
+    # -- which iteration a driver works in
+    def _take(self):
+        """The next iteration with ready nodes (the root first), now worked in by the
+        calling driver; None when there is none."""
+        root = self.root
+        if root.ready:
+            root.active += 1
+            return root
+        runnable = self.runnable
+        while runnable:
+            it = runnable.pop()
+            it.queued = False
+            if it.ready:
+                it.active += 1
+                return it
+        return None
 
-    def start(self) -> None:
-        it0 = self.root
-        self.ready = [(i, it0) for i in self.plan.init_ready]
-        it0.outstanding += len(self.ready)
-        self._spawn()
+    def _leave(self, it) -> None:
+        """A driver stops working in `it` (its ready nodes ran out)."""
+        it.active -= 1
+        if not it.active and not it.ready:
+            self._check_iteration(it)
 
-    # The hot loop of control-flow plans.  Forwarding nodes (Identity, LoopCond,
-    # Enter/Exit/NextIteration) never call their kernel, and the common case, an
-    # ordinary node delivering within its own iteration, is inlined (see the plain
-    # Step for why the loop is a coroutine).
-    async def _drive(self) -> None:
-        plan = self.plan
-        kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
-        kinds, n_out, clears = plan.kinds, plan.n_outputs, plan.clears
-        fwd_read, plain_edges, edges = plan.fwd_read, plan.plain_edges, plan.edges
-        loops, enter_info = plan.loops, plan.enter_info
-        ready = self.ready
-        deadline = slice_deadline()
-        pop = ready.pop
-        while ready:
-            if self.error is not None:
-                return
-            i, it = pop()
-            over = False
-            try:
-                kind = kinds[i]
-                if kind == MERGE:
-                    st = it.merges[i]
-                    outs, st[2] = st[2], None
-                elif it.dead[i] and kind != TRIGGER and kind != SEND:
-                    outs = (DEAD,) * (n_out[i] or 1)
-                else:
-                    vals = it.vals
-                    a = starts[i]
-                    if kind == CONST:
-                        outs = (ctxs[i].attrs["value"],)
-                    elif kind >= FORWARD:  # identity-like: no kernel call
-                        v = vals[a]
-                        vals[a] = None
-                        outs = (v.read() if fwd_read[i] else v,)
-                        v = None
-                    else:
-                        b = ends[i]
-                        args = vals[a:b]
-                        vals[a:b] = clears[i]
-                        if kind == SEND or kind == RECV:  # keyed by frame and iteration
-                            r = await kernels[i](ctxs[i], *args, frame_tag=it.tag)
-                        else:
-                            r = await kernels[i](ctxs[i], *args)
-                        del args
-                        over = _clock() > deadline  # yield below, once delivered
-                        if n_out[i] == 1:
-                            outs = (r,)
-                        elif r is None:
-                            outs = (None,)
-                        else:
-                            outs = tuple(r)
-                        r = None
-                if kind > IDENT:  # Enter, Exit, NextIteration route across frames
-                    if kind == ENTER and loops is not None and enter_info[i][0] in loops:
-                        prog = loops[enter_info[i][0]]
-                        if not await self._enter_compiled(i, it, outs[0], prog):
-                            return  # the loop failed; the step is aborted
-                    else:
-                        self._propagate(i, it, kind, outs)
-                        if kind == NEXT_ITER:  # a loop of forwarding nodes only takes time too
-                            over = _clock() > deadline
-                elif plain_edges[i]:  # _deliver's fast path, inlined
-                    vals, pending, dead = it.vals, it.pending, it.dead
-                    for oi, j, s in edges[i]:
-                        if oi >= 0:
-                            v = vals[s] = outs[oi]
-                        else:  # a control edge: dead only when the whole node was
-                            v = DEAD if all(o is DEAD for o in outs) else None
-                        if v is DEAD:
-                            dead[j] += 1
-                        pending[j] -= 1
-                        if not pending[j]:
-                            ready.append((j, it))
-                            it.outstanding += 1
-                    v = None
-                else:
-                    self._deliver(i, it, outs)
-                outs = None
-            except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
-                self._fail(i, exc)
-                return
-            # _finish_op, inlined
-            it.outstanding -= 1
-            if not it.outstanding:
-                self._check_iteration(it)
-            if over:
-                deadline = slice_deadline()  # (a new slice may have begun meanwhile)
-                if _clock() > deadline:
-                    # Park the ready nodes (another driver would take them at once)
-                    # and let the event loop run (executor.SLICE_S).
-                    outs = it = None
-                    parked = ready[:]
-                    ready.clear()
-                    await _YIELD_TO_LOOP
-                    ready.extend(parked)
-                    parked = None
-                    deadline = new_slice()
+    def _wake(self, it) -> None:
+        """`it` has ready nodes that no driver may be looking at: queue it."""
+        if not it.queued:
+            it.queued = True
+            self.runnable.append(it)
 
     # -- routing
     def _propagate(self, i, it, kind, outs) -> None:
@@ -249,9 +189,12 @@ class FrameStep(Step):
         else:
             self._deliver(i, it, outs)
 
-    def _deliver(self, i, it, outs) -> None:
+    def _deliver(self, i, it, outs, wake=True) -> None:
+        """Node i's outputs into iteration `it`; `wake=False` when the calling driver
+        works in `it` itself (it runs what became ready, no need to queue `it`)."""
         plan = self.plan
-        vals, pending, dead, ready = it.vals, it.pending, it.dead, self.ready
+        vals, pending, dead, ready = it.vals, it.pending, it.dead, it.ready
+        was = len(ready)
         if plan.plain_edges[i]:  # no Merge among the consumers
             for oi, j, s in plan.edges[i]:
                 if oi >= 0:
@@ -262,38 +205,39 @@ class FrameStep(Step):
                     dead[j] += 1
                 pending[j] -= 1
                 if not pending[j]:
-                    ready.append((j, it))
-                    it.outstanding += 1
-            return
-        kinds, ends, starts = plan.kinds, plan.ends, plan.starts
-        for oi, j, s in plan.edges[i]:
-            if oi >= 0:
-                v = outs[oi]
-            else:  # a control edge: dead only when the whole node was dead
-                v = DEAD if all(o is DEAD for o in outs) else None
-            if kinds[j] == MERGE and s < ends[j]:
-                st = it.merges.get(j)
-                if st is None:
-                    st = it.merges[j] = [False, 0, None]
-                if st[0]:
-                    continue  # already fired on an earlier live input
-                if v is DEAD:
-                    st[1] += 1
-                    if st[1] < plan.merge_expected[j]:
-                        continue
-                    st[2] = (DEAD, DEAD)
+                    ready.append(j)
+        else:
+            kinds, ends, starts = plan.kinds, plan.ends, plan.starts
+            for oi, j, s in plan.edges[i]:
+                if oi >= 0:
+                    v = outs[oi]
+                else:  # a control edge: dead only when the whole node was dead
+                    v = DEAD if all(o is DEAD for o in outs) else None
+                if kinds[j] == MERGE and s < ends[j]:
+                    st = it.merges.get(j)
+                    if st is None:
+                        st = it.merges[j] = [False, 0, None]
+                    if st[0]:
+                        continue  # already fired on an earlier live input
+                    if v is DEAD:
+                        st[1] += 1
+                        if st[1] < plan.merge_expected[j]:
+                            continue
+                        st[2] = (DEAD, DEAD)
+                    else:
+                        st[0] = True
+                        st[2] = (v, np.int32(s - starts[j]))
+                    pending[j] -= 1
                 else:
-                    st[0] = True
-                    st[2] = (v, np.int32(s - starts[j]))
-                pending[j] -= 1
-            else:
-                vals[s] = v
-                if v is DEAD:
-                    dead[j] += 1
-                pending[j] -= 1
-            if not pending[j]:
-                ready.append((j, it))
-                it.outstanding += 1
+                    vals[s] = v
+                    if v is DEAD:
+                        dead[j] += 1
+                    pending[j] -= 1
+                if not pending[j]:
+                    ready.append(j)
+        if wake and len(ready) > was and not it.queued:
+            it.queued = True
+            self.runnable.append(it)
 
     def _enter(self, i, parent_it, value) -> None:
         plan = self.plan
@@ -317,8 +261,9 @@ class FrameStep(Step):
             self._check_iteration(it0)
 
     async def _enter_compiled(self, i, it, value, prog) -> bool:
-        """An Enter of a compiled loop: once all arrived, run the whole loop here and
-        deliver its Exits.  False when a kernel failed (the step is then aborted)."""
+        """An Enter of a compiled loop: once all arrived, run the whole loop (the
+        loop's program is its kernel) and deliver its Exits.  False when a kernel
+        failed (the step is then aborted)."""
         pend = it.loops_pending
         if pend is None:
             pend = it.loops_pending = {}
@@ -333,31 +278,196 @@ class FrameStep(Step):
         if any(v is DEAD for v in rec.values()):
             if all(v is DEAD for v in rec.values()):  # the whole loop is dead
                 for x, _ in prog.exits:
-                    self._deliver(x, it, (DEAD,))
+                    self._deliver(x, it, (DEAD,), False)
             else:  # partly dead: the general machinery knows what that means
                 for e, v in rec.items():
                     self._enter(e, it, v)
             it.outstanding -= 1
             return True
-        ok = await self._run_loop(prog, it, rec)
-        it.outstanding -= 1
-        return ok
+        try:
+            exits = await prog.run(self, rec)
+        except _LoopFailure as failure:
+            self._fail(failure.node, failure.error)
+            return False
+        finally:
+            it.outstanding -= 1
+        if exits is None:
+            return False  # aborted while it yielded
+        for x, v in zip(prog.exits, exits):
+            self._deliver(x[0], it, (v,), False)  # (the caller's driver works in `it`)
+        return True
 
-    async def _run_loop(self, prog, it, enter_values) -> bool:
-        vals = [None] * prog.n_slots
-        for s, v in prog.consts:
+    def _next_iteration(self, i, it, value) -> None:
+        frame = it.frame
+        nxt = frame.iters.get(it.it + 1)
+        if nxt is None:
+            if it.it + 1 >= frame.oldest + frame.parallel:
+                frame.deferred.append((i, value))
+                return
+            nxt = self._new_iteration(frame)
+        self._deliver(i, nxt, (value,))
+
+    def _new_iteration(self, frame) -> Iter:
+        frame.count += 1
+        nxt = Iter(frame, frame.count, self.plan)
+        frame.iters[frame.count] = nxt
+        frame.dead_exits.clear()
+        for enter_i, v in frame.invariants:
+            self._deliver(enter_i, nxt, (v,))
+        return nxt
+
+    # -- completion
+    def _check_iteration(self, it) -> None:
+        """Free `it` and any later iterations that are done, oldest first (TF's rule:
+        an iteration is done when nothing of it is outstanding and the one before it
+        is gone, so no NextIteration value can still arrive)."""
+        frame = it.frame
+        if frame.parent is None or it.it != frame.oldest:
+            return
+        if it.outstanding or it.active or it.ready:
+            return
+        iters = frame.iters
+        while True:
+            cur = iters.get(frame.oldest)
+            if cur is None or cur.outstanding or cur.active or cur.ready:
+                break
+            if cur.it == 0 and frame.pending_inputs:
+                break
+            del iters[frame.oldest]
+            frame.oldest += 1
+            if frame.deferred and frame.count + 1 < frame.oldest + frame.parallel:
+                pending, frame.deferred = frame.deferred, []
+                nxt = self._new_iteration(frame)
+                for next_i, v in pending:
+                    self._deliver(next_i, nxt, (v,))
+        if frame.oldest > frame.count and not frame.deferred:
+            self._frame_done(frame)
+
+    def _frame_done(self, frame) -> None:
+        parent = frame.parent
+        parent.child_frames.pop(frame.name, None)
+        dead_exits, frame.dead_exits = frame.dead_exits, []
+        for i in dead_exits:
+            self._deliver(i, parent, (DEAD,))
+        parent.outstanding -= 1
+        self._check_iteration(parent)
+
+    def _frame_results(self) -> list:
+        """As Step.results, but a dead fetch raises."""
+        plan, vals, feeds = self.plan, self.root.vals, self.feed_values
+        if self.root.pending[plan.sentinel] != plan.sentinel_done:
+            raise _never_ran()
+        out = []
+        for k, (s, ref) in enumerate(zip(plan.fetch_slots, plan.fetch_refs)):
+            if s is None:
+                out.append(None)
+                continue
+            v = vals[s] if s >= 0 else feeds[-1 - s]
+            if v is DEAD:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Retval[{k}] does not have value (it is dead)"
+                )
+            if ref:
+                v = v.read()
+            out.append(v)
+        return out
+
+
+def _never_ran() -> errors.InternalError:
+    """A step ended with a fetch never produced and nothing left to run: the plan has a
+    cycle (a compiler bug).  Without this check the step would quietly return Nones."""
+    return errors.InternalError(
+        None, None, "The step ended before its fetches were produced (a cycle in its plan)"
+    )
+
+
+# -- compiled loops ---------------------------------------------------------------------
+#
+# A while loop whose frame holds only synchronous kernels and nothing but its own
+# Merge/Switch/LoopCond/NextIteration/Exit structure is run by `LoopProgram` instead
+# of the general machinery above: once every Enter of a frame instance has arrived,
+# the loop runs to its end in one place, one iteration after another, over a flat
+# list of slots.  Which nodes run in an iteration is fixed by the predicate (body
+# nodes when it holds, the exit path when not, the condition's nodes always), so
+# deadness is decided once, at plan time; Identity, LoopCond, Switch, NextIteration
+# and Exit become slot aliases; constants are filled in once per loop.
+#
+# Running iterations one after another is a valid schedule of the same dataflow (it
+# is `parallel_iterations=1`); it gives up overlap between iterations only, which is
+# why a frame with a kernel that may suspend (`is_async`: queues, Recv, I/O) keeps
+# the general executor, as do frames with nested loops, conds or Send/Recv, and any
+# pattern the checks below do not recognise.
+
+_T, _F, _BOTH = 1, 2, 3  # liveness: when the predicate holds, when it does not
+_HOLD2 = -2  # two arguments, one output, some argument read elsewhere too
+_PRED, _NEXT = -3, -4  # the predicate test, the carry to the next iteration
+# A loop that runs long without suspending yields to the event loop once its slice
+# of inline work is spent (loop_slices.SLICE_S), so that other tasks run, and a step
+# deadline (RunOptions.timeout_in_ms), a cancellation or Session.close() can stop it.
+_CHECK_S = 0.0001
+_MAX_EVERY = 256
+
+
+async def _call_held(kernel, ctx, vals, args, n_out, outs) -> None:
+    """A compiled-loop instruction in general form: its arguments stay referenced
+    while it runs (so none of them looks forwardable), outputs go to their slots."""
+    held = [vals[a] for a in args]
+    r = await kernel(ctx, *held)
+    del held
+    if n_out == 1:
+        vals[outs[0]] = r
+    elif n_out:
+        for s, v in zip(outs, r):
+            vals[s] = v
+
+
+class _LoopFailure(Exception):
+    """A kernel of a compiled loop failed: the loop's node and the error."""
+
+    def __init__(self, node: int, error: BaseException):
+        super().__init__(node, error)
+        self.node = node
+        self.error = error
+
+
+class LoopProgram:
+    """A while loop frame compiled to flat instruction lists (see above): the kernel of
+    its loop, called once every Enter of a frame instance arrived."""
+
+    __slots__ = (
+        "name",
+        "n_enters",
+        "n_slots",
+        "enter_slot",
+        "consts",
+        "loop",
+        "tail",
+        "pred_slot",
+        "pred_node",
+        "carry",
+        "carry_direct",
+        "index_slots",
+        "exits",
+    )
+
+    async def run(self, step, enter_values: dict) -> list | None:
+        """Run the loop to its end from `enter_values` ({Enter node: value}); the Exit
+        values, in `exits` order, or None when `step` was aborted while it yielded.
+        Raises _LoopFailure when a kernel fails."""
+        vals = [None] * self.n_slots
+        for s, v in self.consts:
             vals[s] = v
         for e, v in enter_values.items():
-            vals[prog.enter_slot[e]] = v
+            vals[self.enter_slot[e]] = v
         enter_values = None
-        index_slots = prog.index_slots
+        index_slots = self.index_slots
         for s, first, _ in index_slots:
             vals[s] = first
-        pred_slot, carry, direct = prog.pred_slot, prog.carry, prog.carry_direct
-        i = prog.pred_node
+        pred_slot, carry, direct = self.pred_slot, self.carry, self.carry_direct
+        i = self.pred_node
         # The clock is read every `every` iterations, `every` adapting so that reads
         # come about every _CHECK_S of work: cheap loops pay one read per many
-        # iterations, a loop with a long body one per iteration (executor.SLICE_S).
+        # iterations, a loop with a long body one per iteration (loop_slices.SLICE_S).
         iters, every, check_at, deadline = 0, 1, 1, slice_deadline()
         checked = _clock()
         try:
@@ -365,8 +475,8 @@ class FrameStep(Step):
             while running:
                 # One iteration: the condition's nodes, the predicate, the body, the
                 # carry.  No local keeps an output past its store, so that the next
-                # kernel may forward it (executor.forwardable).
-                for i, kernel, ctx, mode, args, n_out, outs in prog.loop:  # noqa: B007
+                # kernel may take it over (donation).
+                for i, kernel, ctx, mode, args, n_out, outs in self.loop:  # noqa: B007
                     if mode == 2:
                         vals[outs[0]] = await kernel(ctx, vals[args[0]], vals[args[1]])
                     elif mode == 1:
@@ -396,8 +506,8 @@ class FrameStep(Step):
                                     await _YIELD_TO_LOOP
                                     deadline = new_slice()
                                     checked = _clock()
-                                    if self.error is not None:
-                                        return False
+                                    if step.error is not None:
+                                        return None
                         if direct:
                             for d, s in carry:
                                 vals[d] = vals[s]
@@ -410,148 +520,11 @@ class FrameStep(Step):
                             vals[s] = nxt
                     else:
                         await _call_held(kernel, ctx, vals, args, n_out, outs)
-            for i, kernel, ctx, _, args, n_out, outs in prog.tail:  # noqa: B007
+            for i, kernel, ctx, _, args, n_out, outs in self.tail:  # noqa: B007
                 await _call_held(kernel, ctx, vals, args, n_out, outs)
-        except BaseException as exc:  # noqa: BLE001 - every failure aborts the step
-            self._fail(i, exc)
-            return False
-        for x, s in prog.exits:
-            self._deliver(x, it, (vals[s],))
-        return True
-
-    def _next_iteration(self, i, it, value) -> None:
-        frame = it.frame
-        nxt = frame.iters.get(it.it + 1)
-        if nxt is None:
-            if it.it + 1 >= frame.oldest + frame.parallel:
-                frame.deferred.append((i, value))
-                return
-            nxt = self._new_iteration(frame)
-        self._deliver(i, nxt, (value,))
-
-    def _new_iteration(self, frame) -> Iter:
-        frame.count += 1
-        nxt = Iter(frame, frame.count, self.plan)
-        frame.iters[frame.count] = nxt
-        frame.dead_exits.clear()
-        for enter_i, v in frame.invariants:
-            self._deliver(enter_i, nxt, (v,))
-        return nxt
-
-    # -- completion
-    def _finish_op(self, it) -> None:
-        it.outstanding -= 1
-        self._check_iteration(it)
-
-    def _check_iteration(self, it) -> None:
-        """Free `it` and any later iterations that are done, oldest first (TF's rule:
-        an iteration is done when nothing of it is outstanding and the one before it
-        is gone, so no NextIteration value can still arrive)."""
-        frame = it.frame
-        if frame.parent is None or it.outstanding or it.it != frame.oldest:
-            return
-        iters = frame.iters
-        while True:
-            cur = iters.get(frame.oldest)
-            if cur is None or cur.outstanding or (cur.it == 0 and frame.pending_inputs):
-                break
-            del iters[frame.oldest]
-            frame.oldest += 1
-            if frame.deferred and frame.count + 1 < frame.oldest + frame.parallel:
-                pending, frame.deferred = frame.deferred, []
-                nxt = self._new_iteration(frame)
-                for next_i, v in pending:
-                    self._deliver(next_i, nxt, (v,))
-        if frame.oldest > frame.count and not frame.deferred:
-            self._frame_done(frame)
-
-    def _frame_done(self, frame) -> None:
-        parent = frame.parent
-        parent.child_frames.pop(frame.name, None)
-        dead_exits, frame.dead_exits = frame.dead_exits, []
-        for i in dead_exits:
-            self._deliver(i, parent, (DEAD,))
-        parent.outstanding -= 1
-        self._check_iteration(parent)
-
-    def results(self) -> list:  # noqa: D102 - as Step.results, but a dead fetch raises
-        plan, vals, feeds = self.plan, self.root.vals, self.feed_values
-        if self.root.pending[plan.sentinel] != plan.sentinel_done:
-            raise _never_ran()
-        out = []
-        for k, (s, ref) in enumerate(zip(plan.fetch_slots, plan.fetch_refs)):
-            if s is None:
-                out.append(None)
-                continue
-            v = vals[s] if s >= 0 else feeds[-1 - s]
-            if v is DEAD:
-                raise errors.InvalidArgumentError(
-                    None, None, f"Retval[{k}] does not have value (it is dead)"
-                )
-            if ref:
-                v = v.read()
-            out.append(v)
-        return out
-
-
-# -- compiled loops ---------------------------------------------------------------------
-#
-# A while loop whose frame holds only synchronous kernels and nothing but its own
-# Merge/Switch/LoopCond/NextIteration/Exit structure is run by `LoopProgram` instead
-# of the general machinery above: once every Enter of a frame instance has arrived,
-# the loop runs to its end in one place, one iteration after another, over a flat
-# list of slots.  Which nodes run in an iteration is fixed by the predicate (body
-# nodes when it holds, the exit path when not, the condition's nodes always), so
-# deadness is decided once, at plan time; Identity, LoopCond, Switch, NextIteration
-# and Exit become slot aliases; constants are filled in once per loop.
-#
-# Running iterations one after another is a valid schedule of the same dataflow (it
-# is `parallel_iterations=1`); it gives up overlap between iterations only, which is
-# why a frame with a kernel that may suspend (`is_async`: queues, Recv, I/O) keeps
-# the general executor, as do frames with nested loops, conds or Send/Recv, and any
-# pattern the checks below do not recognise.
-
-_T, _F, _BOTH = 1, 2, 3  # liveness: when the predicate holds, when it does not
-_HOLD2 = -2  # two arguments, one output, some argument read elsewhere too
-_PRED, _NEXT = -3, -4  # the predicate test, the carry to the next iteration
-# A loop that runs long without suspending yields to the event loop once its slice
-# of inline work is spent (executor.SLICE_S), so that other tasks run, and a step
-# deadline (RunOptions.timeout_in_ms), a cancellation or Session.close() can stop it.
-_CHECK_S = 0.0001
-_MAX_EVERY = 256
-
-
-async def _call_held(kernel, ctx, vals, args, n_out, outs) -> None:
-    """A compiled-loop instruction in general form: its arguments stay referenced
-    while it runs (so none of them looks forwardable), outputs go to their slots."""
-    held = [vals[a] for a in args]
-    r = await kernel(ctx, *held)
-    del held
-    if n_out == 1:
-        vals[outs[0]] = r
-    elif n_out:
-        for s, v in zip(outs, r):
-            vals[s] = v
-
-
-class LoopProgram:
-    """A while loop frame compiled to flat instruction lists (see above)."""
-
-    __slots__ = (
-        "name",
-        "n_enters",
-        "n_slots",
-        "enter_slot",
-        "consts",
-        "loop",
-        "tail",
-        "pred_slot",
-        "pred_node",
-        "carry",
-        "carry_direct",
-        "index_slots",
-        "exits",
-    )
+        except BaseException as exc:  # noqa: BLE001 - the caller fails the step
+            raise _LoopFailure(i, exc) from None
+        return [vals[s] for _, s in self.exits]
 
 
 def compile_loops(plan, nodes) -> dict | None:

@@ -20,13 +20,18 @@ import numpy as np
 from asyncflow import donation, errors, executor, graph, tracing
 from asyncflow.executor import (
     _FORWARD,
+    _GENERAL,
     _NOTHING,
+    CONST,
     CONTROL_FLOW_KINDS,
     FORWARD,
     IDENT,
     KIND_OF,
     MERGE,
     NORMAL,
+    RECV,
+    SWITCH,
+    TRIGGER,
     KernelContext,
     Plan,
     _checked_kernel,
@@ -284,6 +289,53 @@ def compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
         all(not (plan.kinds[j] == MERGE and s < ends[j]) for oi, j, s in e) for e in plan.edges
     ]
     plan.loops = None if _NO_COMPILED_LOOPS else compile_loops(plan, nodes)
+    _general_nodes(plan, nodes)
+
+
+def _general_nodes(plan: Plan, nodes) -> None:
+    """Which nodes of a plan with control flow take the interpreter's general path
+    (arity _GENERAL): the control-flow primitives, Send/Recv (keyed by iteration),
+    nodes with a Merge among their consumers, forwarding nodes that read a reference,
+    and every node that may receive a dead value.  The rest run on the hot paths.
+
+    A value may be dead downstream of a Switch or a Recv (its sender may be), through
+    any node but a ControlTrigger, and through a Merge only when all its inputs may
+    be; the back edges of loops make this a fixed point."""
+    kinds = plan.kinds
+    n = len(nodes)
+    dead_out = [False] * n
+    changed = True
+    while changed:
+        changed = False
+        for i, p in enumerate(nodes):
+            if dead_out[i]:
+                continue
+            k = kinds[i]
+            if k == SWITCH or k == RECV:
+                d = True
+            elif k == TRIGGER:
+                d = False
+            elif k == MERGE:
+                srcs = [s[0] for s in p.inputs if s[0] != "feed"]
+                d = bool(srcs) and all(dead_out[s] for s in srcs)
+            else:
+                d = any(s[0] != "feed" and dead_out[s[0]] for s in p.inputs) or any(
+                    dead_out[c] for c in p.controls
+                )
+            if d:
+                dead_out[i] = changed = True
+    fast_kinds = (NORMAL, IDENT, CONST)
+    for i, p in enumerate(nodes):
+        may_be_dead = any(s[0] != "feed" and dead_out[s[0]] for s in p.inputs) or any(
+            dead_out[c] for c in p.controls
+        )
+        if (
+            kinds[i] not in fast_kinds
+            or may_be_dead
+            or not plan.plain_edges[i]
+            or plan.fwd_read[i]
+        ):
+            plan.arity[i] = _GENERAL
 
 
 # The plan passes, in the order they run (TF's grappler remapper, at plan time).  Each is

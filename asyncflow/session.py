@@ -457,7 +457,7 @@ class BaseSession:
         self._check_open()
         loop = asyncio.get_running_loop()
         bound = self._loop if self._loop is loop else self._arun_loop(loop)
-        deadline = _DEADLINES.get(loop)  # (executor.slice_spent, inlined)
+        deadline = _DEADLINES.get(loop)  # (loop_slices.slice_spent, inlined)
         if deadline is not None and _clock() > deadline:
             await _YIELD_TO_LOOP  # steps that never suspend, back to back: let others in
         if bound is not loop:  # the runtime loop of synchronous callers

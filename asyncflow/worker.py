@@ -25,7 +25,6 @@ from typing import Protocol
 
 from asyncflow import errors, tracing
 from asyncflow.executor import Step
-from asyncflow.frames import FrameStep
 from asyncflow.kernel_api import _CURRENT_STEP, StepContext
 from asyncflow.rendezvous import LocalRendezvous
 
@@ -259,8 +258,6 @@ class StepStatus:
 
 
 def _new_step(plan, feed_values):
-    if plan.has_cf:
-        return FrameStep(plan, feed_values)
     return Step(plan, feed_values)
 
 

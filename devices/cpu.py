@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 # Work expected to take less than this runs inline on the loop (a lone device): more
-# than a thread hop costs, and well under the interpreters' slice (executor.SLICE_S),
+# than a thread hop costs, and well under the interpreter's slice (loop_slices.SLICE_S),
 # so that other tasks on the loop wait about a millisecond at most.
 INLINE_S = 2.5e-4
 # While several devices share the host, work goes to a worker sooner: another device's

@@ -20,13 +20,13 @@ from asyncflow.ops.control_flow_ops import while_loop
 def runs(monkeypatch):
     """Counts loops run compiled: `runs[0]`."""
     count = [0]
-    original = frames.FrameStep._run_loop
+    original = frames.LoopProgram.run
 
-    async def counting(self, prog, it, enter_values):
+    async def counting(self, step, enter_values):
         count[0] += 1
-        return await original(self, prog, it, enter_values)
+        return await original(self, step, enter_values)
 
-    monkeypatch.setattr(frames.FrameStep, "_run_loop", counting)
+    monkeypatch.setattr(frames.LoopProgram, "run", counting)
     return count
 
 

@@ -93,6 +93,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "runtime",
         (
+            "loop_slices",
             "executor",
             "frames",
             "rendezvous",

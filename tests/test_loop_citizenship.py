@@ -13,7 +13,7 @@ import pytest
 from _testing_ops import count_op, new_counter
 
 import asyncflow as af
-from asyncflow import executor, lowering
+from asyncflow import executor, loop_slices, lowering
 from asyncflow import session as session_mod
 from asyncflow.devices import cpu
 from asyncflow.ops.control_flow_ops import while_loop
@@ -29,7 +29,7 @@ def _count_chain(counter, n):
 
 
 async def test_never_suspending_arun_step_lets_a_callback_run(graph, monkeypatch):
-    monkeypatch.setattr(executor, "SLICE_S", 0.0)  # every kernel spends the slice
+    monkeypatch.setattr(loop_slices, "SLICE_S", 0.0)  # every kernel spends the slice
     counter = new_counter()
     y = _count_chain(counter, 50)
     seen = []
@@ -42,7 +42,7 @@ async def test_never_suspending_arun_step_lets_a_callback_run(graph, monkeypatch
 
 
 async def test_back_to_back_aruns_share_the_slice(graph, monkeypatch):
-    monkeypatch.setattr(executor, "SLICE_S", 0.0)
+    monkeypatch.setattr(loop_slices, "SLICE_S", 0.0)
     counter = new_counter()
     y = count_op(af.constant(1.0), counter)
     seen = []
@@ -56,7 +56,7 @@ async def test_back_to_back_aruns_share_the_slice(graph, monkeypatch):
 
 @pytest.mark.parametrize("general", [False, True], ids=["compiled", "general"])
 async def test_never_suspending_loop_lets_a_callback_run(graph, monkeypatch, general):
-    monkeypatch.setattr(executor, "SLICE_S", 0.0)
+    monkeypatch.setattr(loop_slices, "SLICE_S", 0.0)
     monkeypatch.setattr(lowering, "_NO_COMPILED_LOOPS", general)
     counter = new_counter()
     i = while_loop(lambda i: i < 40, lambda i: count_op(i + 1, counter), [af.constant(0)])
@@ -73,8 +73,8 @@ def test_a_synchronous_caller_keeps_its_loop(graph, monkeypatch):
     monkeypatch.setattr(session_mod, "_runtime", None)  # a loop without a thread yet
     # Driving its own step inline, a sync caller has nobody to yield to: its slices
     # are CALLER_SLICE_S long, whatever SLICE_S is.
-    monkeypatch.setattr(executor, "SLICE_S", 0.0)
-    monkeypatch.setattr(executor, "CALLER_SLICE_S", 3600.0)
+    monkeypatch.setattr(loop_slices, "SLICE_S", 0.0)
+    monkeypatch.setattr(loop_slices, "CALLER_SLICE_S", 3600.0)
     yields = []
 
     class CountingYield:
