@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
-import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -40,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from asyncflow import errors
-from asyncflow.graph import Operation
 from asyncflow.frames import (  # noqa: F401 - re-exported for older callers
     CONST,
     CONTROL_FLOW_KINDS,
@@ -61,6 +58,18 @@ from asyncflow.frames import (  # noqa: F401 - re-exported for older callers
     Iter,
     _never_ran,
 )
+from asyncflow.graph import Operation
+from asyncflow.kernel_api import (  # noqa: F401 - re-exported for older callers
+    _CURRENT_STEP,
+    DEAD,
+    QUIET_STEP,
+    KernelContext,
+    StepContext,
+    current_step,
+    in_quiet_step,
+    quiet_step,
+    wrap_kernel_error,
+)
 from asyncflow.loop_slices import (  # noqa: F401 - re-exported for older callers
     _DEADLINES,
     _INF,
@@ -72,17 +81,6 @@ from asyncflow.loop_slices import (  # noqa: F401 - re-exported for older caller
     new_slice,
     slice_deadline,
     slice_spent,
-)
-from asyncflow.kernel_api import (  # noqa: F401 - re-exported for older callers
-    _CURRENT_STEP,
-    DEAD,
-    QUIET_STEP,
-    KernelContext,
-    StepContext,
-    current_step,
-    in_quiet_step,
-    quiet_step,
-    wrap_kernel_error,
 )
 
 __all__ = [
@@ -431,8 +429,9 @@ class Step(FrameRouting):
                                         outs = tuple(r)
                                     r = None
                             if kind > IDENT:  # Enter, Exit, NextIteration: across frames
-                                if kind == ENTER and loops is not None and enter_info[i][0] in loops:
-                                    prog = loops[enter_info[i][0]]
+                                name = enter_info[i][0] if kind == ENTER else None
+                                if loops is not None and name in loops:
+                                    prog = loops[name]
                                     if not await self._enter_compiled(i, it, outs[0], prog):
                                         return  # the loop failed; the step is aborted
                                 else:
