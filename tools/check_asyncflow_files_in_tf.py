@@ -4,8 +4,8 @@ Two halves, two interpreters (TF is never a dependency of asyncflow or its tests
   .venv/bin/python tools/check_asyncflow_files_in_tf.py write DIR    # asyncflow writes
   /work/tfvenv/bin/python tools/check_asyncflow_files_in_tf.py check DIR   # TF 2.21 reads
 `write` leaves in DIR a GraphDef (binary and text), a training checkpoint with its
-meta graph, a SavedModel with a serving signature, a frozen graph, and expected.json
-with asyncflow's numbers; `check` loads each with TF's own APIs (tf.import_graph_def,
+meta graph, a SavedModel with a serving signature, a SavedModel with an asset its main
+op reads, a frozen graph, and expected.json with asyncflow's numbers; `check` loads each with TF's own APIs (tf.import_graph_def,
 tf.train.import_meta_graph + Saver.restore, tf.train.load_checkpoint,
 tf.saved_model.loader.load) and compares.  The result is recorded in docs/FORMATS.md.
 """
@@ -71,6 +71,41 @@ def write(out: str) -> None:
             expected["saved_model"] = {"y": sess.run(y, {x: X}).tolist()}
             frozen = af.graph_util.convert_variables_to_constants(sess, g.as_graph_def(), ["y"])
             af.train.write_graph(frozen, out, "frozen.pb", as_text=False)
+
+    # A SavedModel with an asset: its main op reads the asset's file through the asset
+    # tensor, which a loader feeds with the file's path under assets/.  The source file
+    # is removed after export, so only the copy under assets/ can be read.
+    source = os.path.join(out, "vocab_source.txt")
+    with open(source, "w") as f:
+        f.write("alpha\nbeta\n")
+    g = af.Graph()
+    with g.as_default():
+        vocab = af.constant(source, name="vocab_path")
+        af.add_to_collection(af.GraphKeys.ASSET_FILEPATHS, vocab)
+        contents = af.Variable(b"", name="vocab_contents", trainable=False)
+        main_op = af.assign(contents, af.read_file(vocab), name="read_vocab")
+        with af.Session() as sess:
+            sess.run(af.global_variables_initializer())
+            builder = af.saved_model.Builder(os.path.join(out, "saved_model_assets"))
+            sig = af.saved_model.build_signature_def(
+                {}, {"contents": af.saved_model.build_tensor_info(contents.value())}, "m"
+            )
+            builder.add_meta_graph_and_variables(
+                sess,
+                ["serve"],
+                signature_def_map={"vocab": sig},
+                assets_collection=af.get_collection(af.GraphKeys.ASSET_FILEPATHS),
+                main_op=main_op,
+            )
+            builder.save()
+    os.remove(source)
+    with af.Graph().as_default() as g, af.Session(graph=g) as sess:
+        mg = af.saved_model.loader.load(sess, ["serve"], os.path.join(out, "saved_model_assets"))
+        out_name = mg.signature_def["vocab"].outputs["contents"].name
+        expected["assets"] = {
+            "contents": sess.run(out_name).decode(),
+            "filenames": [a.filename for a in mg.asset_file_def],
+        }
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
 
@@ -144,6 +179,24 @@ def check(out: str) -> int:
         y = sess.run(sig.outputs["y"].name, {sig.inputs["x"].name: X})
     err = float(np.abs(y - expected["saved_model"]["y"]).max())
     report("tf.saved_model.loader.load + serving_default", err < 1e-6, f"max |dy| = {err:.2e}")
+    assets = expected["assets"]
+    export_dir = os.path.join(out, "saved_model_assets")
+    with tf.Graph().as_default() as g, tf.Session(graph=g) as sess:
+        mg = tf.saved_model.loader.load(sess, ["serve"], export_dir)
+        filenames = [a.filename for a in mg.asset_file_def]
+        asset_tensor = mg.asset_file_def[0].tensor_info.name if filenames else None
+        contents = sess.run(mg.signature_def["vocab"].outputs["contents"].name).decode()
+    on_disk = [
+        open(os.path.join(export_dir, "assets", name)).read() for name in filenames
+    ]  # fmt: skip
+    report(
+        "SavedModel assets: asset_file_def, assets/ and the main op fed the asset's path",
+        filenames == assets["filenames"] == ["vocab_source.txt"]
+        and on_disk == [assets["contents"]]
+        and contents == assets["contents"] == "alpha\nbeta\n"
+        and asset_tensor == "vocab_path:0",
+        f"{filenames} read {contents!r}",
+    )
     return 0 if all(results) else 1
 
 
