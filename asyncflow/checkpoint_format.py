@@ -615,7 +615,8 @@ def write_data_file(path: str, tensors: dict, shard: int = 0, in_order: bool = F
     out in key order, or in the dict's order with `in_order` (TF's BundleWriter writes
     them in the order SaveV2 lists them).  Numbers are written straight from the
     arrays' memory (no copy) in 64 MiB pieces while another thread computes their
-    CRC-32C (the crc32c extension releases the GIL), so checksumming overlaps the I/O.
+    CRC-32C (the GIL is free between its pieces, see crc32c.py), so checksumming overlaps
+    the I/O.
     """
     names = list(tensors) if in_order else sorted(tensors, key=_key_bytes)
     planned = []  # [name, dtype, shape, buffer, masked crc or None]

@@ -4,6 +4,7 @@ import json
 import pathlib
 import shutil
 
+import numpy as np
 import pytest
 
 from asyncflow import crc32c, errors, python_io
@@ -132,12 +133,26 @@ def test_writer_api(tmp_path):
     assert list(python_io.tf_record_iterator(str(p))) == [b"text", b"ba"]
 
 
-def test_crc32c_backends_agree():
-    data = bytes(range(256)) * 3
+def test_crc32c_known_answers_and_buffers():
+    """RFC 3720 (iSCSI) B.4's CRC-32C test vectors; every kind of buffer (copied to the
+    backend in pieces) gives the CRC of its bytes."""
+    assert crc32c.BACKEND.startswith("google-crc32c")
     assert crc32c.crc32c(b"123456789") == 0xE3069283
-    assert crc32c._py_extend(0, data) == crc32c.crc32c(data)
-    assert crc32c.unmask(crc32c.masked_crc32c(data)) == crc32c.crc32c(data)
-    assert crc32c.extend(crc32c.crc32c(data[:100]), data[100:]) == crc32c.crc32c(data)
+    assert crc32c.crc32c(bytes(32)) == 0x8A9136AA
+    assert crc32c.crc32c(b"\xff" * 32) == 0x62A8AB43
+    assert crc32c.crc32c(bytes(range(32))) == 0x46DD794E
+    assert crc32c.crc32c(bytes(range(31, -1, -1))) == 0x113FDB5C
+    data = np.random.RandomState(0).bytes(3 * crc32c._PIECE + 123)
+    want = crc32c.crc32c(data)
+    arr = np.frombuffer(data[: len(data) // 16 * 16], np.float64).reshape(-1, 2)
+    for buf in (bytearray(data), memoryview(data), memoryview(bytearray(data))):
+        assert crc32c.crc32c(buf) == want
+        assert crc32c.crc32c_function()(buf) == crc32c.crc32c_gil_free()(buf) == want
+    assert crc32c.crc32c(arr) == crc32c.crc32c(arr.tobytes())
+    assert crc32c.crc32c(memoryview(data)[5:70000]) == crc32c.crc32c(data[5:70000])
+    assert crc32c.unmask(crc32c.masked_crc32c(data)) == want
+    assert crc32c.extend(crc32c.crc32c(data[:100]), data[100:]) == want
+    assert crc32c.extend(crc32c.crc32c(data[:100]), bytearray(data[100:])) == want
 
 
 def test_concatenated_gzip_members(tmp_path):

@@ -20,7 +20,7 @@ import wave
 import zlib
 from pathlib import Path
 
-import crc32c
+import google_crc32c
 import numpy as np
 import pytest
 
@@ -36,7 +36,7 @@ import cases  # noqa: E402
 
 
 def _masked(data: bytes) -> int:
-    crc = crc32c.crc32c(data)
+    crc = google_crc32c.value(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
