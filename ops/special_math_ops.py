@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import to_host
@@ -63,8 +64,25 @@ Atanh = _unary_op("Atanh", lambda xp, x: xp.arctanh(x), _FLOAT_OR_COMPLEX)
 Erf = _unary_op("Erf", _via_double(_erf), FLOATING)
 Erfc = _unary_op("Erfc", _via_double(_erfc), FLOATING)
 Atan2 = _binary_op("Atan2", lambda xp, y, x: xp.arctan2(y, x), FLOATING)
-TruncateDiv = _binary_op("TruncateDiv", _trunc_div, REAL, check=_check_int_div)
-TruncateMod = _binary_op("TruncateMod", lambda xp, x, y: xp.fmod(x, y), REAL, check=_check_int_div)
+
+
+def _check_trunc_div(xp, x, y, dtype) -> None:
+    # TF's CPU kernels for TruncateDiv/TruncateMod do not flag integer division by zero as
+    # Div/FloorDiv do: the step fails with InternalError "Unexpected error in binary
+    # operator (only integer div and mod should have errors)" (TF 2.21).
+    try:
+        _check_int_div(xp, x, y, dtype)
+    except errors.InvalidArgumentError:
+        raise errors.InternalError(
+            None, None,
+            "Unexpected error in binary operator (only integer div and mod should have errors)",
+        ) from None
+
+
+TruncateDiv = _binary_op("TruncateDiv", _trunc_div, REAL, check=_check_trunc_div)
+TruncateMod = _binary_op(
+    "TruncateMod", lambda xp, x, y: xp.fmod(x, y), REAL, check=_check_trunc_div
+)
 NotDifferentiable("TruncateDiv")
 NotDifferentiable("TruncateMod")
 
@@ -194,12 +212,12 @@ def atan2(y, x, name=None):
 def truncatediv(x, y, name=None):
     """C's `/`: integers round toward zero (op TruncateDiv).
 
-    Raises (when run): InvalidArgumentError "Integer division by zero"."""
+    Raises (when run): InternalError for an integer division by zero, as TF's kernel."""
     return ops.apply_op("TruncateDiv", [x, y], name=name).outputs[0]
 
 
 def truncatemod(x, y, name=None):
     """C's `%` (fmod): the remainder has the sign of x (op TruncateMod).
 
-    Raises (when run): InvalidArgumentError "Integer division by zero"."""
+    Raises (when run): InternalError for an integer division by zero, as TF's kernel."""
     return ops.apply_op("TruncateMod", [x, y], name=name).outputs[0]
