@@ -537,23 +537,36 @@ class GradientTape:
             return False
         return op._id > self._start and (self._stop is None or op._id <= self._stop)
 
-    def gradient(self, target, sources, output_gradients=None,
-                 unconnected_gradients=UnconnectedGradients.NONE):
+    def gradient(
+        self,
+        target,
+        sources,
+        output_gradients=None,
+        unconnected_gradients=UnconnectedGradients.NONE,
+    ):
         """d(sum target)/d(source) for each source, in the structure of `sources`."""
         if self._used and not self._persistent:
             raise RuntimeError(
                 "A non-persistent GradientTape can only be used to compute one set of "
-                "gradients (or jacobians)")
+                "gradients (or jacobians)"
+            )
         self._used = True
         flat_sources = nest.flatten(sources)
         flat_targets = nest.flatten(target)
         grad_ys = None if output_gradients is None else nest.flatten(output_gradients)
-        grads = gradients(flat_targets, flat_sources, grad_ys=grad_ys,
-                          unconnected_gradients=unconnected_gradients)
+        grads = gradients(
+            flat_targets,
+            flat_sources,
+            grad_ys=grad_ys,
+            unconnected_gradients=unconnected_gradients,
+        )
         for i, s in enumerate(flat_sources):
             if not self._recorded(s):
-                grads[i] = (array_ops.zeros_like(s)
-                            if unconnected_gradients == UnconnectedGradients.ZERO else None)
+                grads[i] = (
+                    array_ops.zeros_like(s)
+                    if unconnected_gradients == UnconnectedGradients.ZERO
+                    else None
+                )
         return nest.pack_sequence_as(sources, grads)
 
 

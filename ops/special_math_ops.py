@@ -36,6 +36,9 @@ __all__ = [
     "is_finite",
     "truncatediv",
     "truncatemod",
+    "lgamma",
+    "digamma",
+    "polygamma",
 ]
 
 _FLOAT_OR_COMPLEX = TypeConstraint(
@@ -44,6 +47,94 @@ _FLOAT_OR_COMPLEX = TypeConstraint(
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _lgamma1(v: float) -> float:
+    """log|Gamma(v)|; +inf at the poles (0, -1, -2, ...) where math.lgamma raises."""
+    try:
+        return math.lgamma(v)
+    except ValueError:
+        return math.inf
+
+
+def _digamma(xp, x):
+    """psi(x) in float64: reflection below 0, recurrence up to 10, then the asymptotic
+    series (error below 1e-15 there); NaN at the poles 0, -1, -2, ..., as TF."""
+    pole = (x <= 0) & (x == xp.floor(x))
+    neg = x < 0
+    y = xp.where(neg, 1.0 - x, x)
+    y = xp.where(pole, 1.0, y)
+    reflect = xp.where(neg & ~pole, math.pi / xp.tan(math.pi * xp.where(pole, 0.5, x)), 0.0)
+    acc = xp.zeros_like(y)
+    for _ in range(10):
+        small = y < 10.0
+        acc = acc - xp.where(small, 1.0 / y, 0.0)
+        y = xp.where(small, y + 1.0, y)
+    inv2 = 1.0 / (y * y)
+    series = inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (
+        1 / 240 - inv2 * (1 / 132 - inv2 * (691 / 32760 - inv2 / 12))))))  # fmt: skip
+    out = acc + xp.log(y) - 0.5 / y - series - reflect
+    return xp.where(pole, xp.nan, out)
+
+
+# Euler-Maclaurin coefficients (2k)!/B_2k of the Hurwitz zeta tail (Cephes' zeta.c).
+_ZETA_A = (
+    12.0,
+    -720.0,
+    30240.0,
+    -1209600.0,
+    47900160.0,
+    -1.8924375803183791606e9,
+    7.47242496e10,
+    -2.950130727918164224e12,
+    1.1646782814350067249e14,
+    -4.5979787224074726105e15,
+    1.8152105401943546773e17,
+    -7.1661652561756670113e18,
+)
+
+
+def _zeta(xp, s, q):
+    """Hurwitz zeta(s, q) for s > 1 (float64): direct terms until q + n >= 9, then the
+    Euler-Maclaurin tail; +inf at q = 0, -1, ...; NaN for q < 0 with s non-integer."""
+    n = xp.maximum(9.0, xp.ceil(9.0 - q))
+    n = xp.where(xp.isfinite(n), xp.minimum(n, 1e5), 9.0)
+    k_max = int(to_host(xp, xp.max(n))) if n.size else 0
+    total = xp.zeros_like(q)
+    for k in range(k_max + 1):  # q^-s ... (q + n)^-s: the last term is the tail's too
+        total = total + xp.where(k <= n, (q + k) ** -s, 0.0)
+    w = q + n
+    b = w**-s
+    total = total + w * b / (s - 1.0) - 0.5 * b
+    a, k = xp.ones_like(q), 0.0
+    for coef in _ZETA_A:
+        a = a * (s + k)
+        b = b / w
+        total = total + a * b / coef
+        k += 1.0
+        a = a * (s + k)
+        b = b / w
+        k += 1.0
+    bad = (q <= 0) & (q == xp.floor(q))
+    total = xp.where(bad, xp.inf, total)
+    return xp.where((q < 0) & (s != xp.floor(s)), xp.nan, total)
+
+
+def _polygamma(xp, a, x):
+    """psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x) for integer n >= 1; psi(x) for n = 0;
+    NaN for n negative or not an integer, as TF."""
+    a64, x64 = np.broadcast_arrays(a, x) if xp is np else xp.broadcast_arrays(a, x)
+    a64, x64 = a64.astype(np.float64), x64.astype(np.float64)
+    n = xp.where((a64 >= 1) & (a64 == xp.floor(a64)), a64, 1.0)
+    fact = xp.ones_like(n)
+    top = int(to_host(xp, xp.max(xp.minimum(n, 171.0)))) if n.size else 0
+    for k in range(2, top + 1):
+        fact = fact * xp.where(k <= n, float(k), 1.0)
+    sign = xp.where(xp.fmod(n, 2.0) == 1.0, 1.0, -1.0)
+    out = sign * fact * _zeta(xp, n + 1.0, x64)
+    out = xp.where(a64 == 0, _digamma(xp, x64), out)
+    out = xp.where((a64 < 0) | (a64 != xp.floor(a64)), xp.nan, out)
+    return out.astype(x.dtype)
 
 
 def _via_double(fn):
@@ -63,6 +154,13 @@ Acosh = _unary_op("Acosh", lambda xp, x: xp.arccosh(x), _FLOAT_OR_COMPLEX)
 Atanh = _unary_op("Atanh", lambda xp, x: xp.arctanh(x), _FLOAT_OR_COMPLEX)
 Erf = _unary_op("Erf", _via_double(_erf), FLOATING)
 Erfc = _unary_op("Erfc", _via_double(_erfc), FLOATING)
+Lgamma = _unary_op("Lgamma", _via_double(np.vectorize(_lgamma1, otypes=[np.float64])), FLOATING)
+Digamma = _unary_op(
+    "Digamma", lambda xp, x: _digamma(xp, x.astype(np.float64)).astype(x.dtype), FLOATING
+)
+Polygamma = _binary_op(
+    "Polygamma", lambda xp, a, x: _polygamma(xp, a, x), TypeConstraint(["float32", "float64"])
+)
 Atan2 = _binary_op("Atan2", lambda xp, y, x: xp.arctan2(y, x), FLOATING)
 
 
@@ -74,7 +172,8 @@ def _check_trunc_div(xp, x, y, dtype) -> None:
         _check_int_div(xp, x, y, dtype)
     except errors.InvalidArgumentError:
         raise errors.InternalError(
-            None, None,
+            None,
+            None,
             "Unexpected error in binary operator (only integer div and mod should have errors)",
         ) from None
 
@@ -177,6 +276,25 @@ def _erfc_grad(op, grad):
     return _g.neg(_erf_grad(op, grad))
 
 
+@Lgamma.gradient
+def _lgamma_grad(op, grad):
+    return _apply("Mul", grad, _apply("Digamma", op.inputs[0]))
+
+
+@Digamma.gradient
+def _digamma_grad(op, grad):
+    x = op.inputs[0]
+    return _apply("Mul", grad, _apply("Polygamma", _g.ones_like(x), x))
+
+
+@Polygamma.gradient
+def _polygamma_grad(op, grad):
+    # TF's _PolygammaGrad: no gradient for the order a.
+    a, x = op.inputs
+    gx = _apply("Mul", grad, _apply("Polygamma", _apply("AddV2", a, _g.ones_like(a)), x))
+    return _g.broadcast_reduce(a, x, None, gx)
+
+
 @Atan2.gradient
 def _atan2_grad(op, grad):
     y, x = op.inputs
@@ -201,6 +319,14 @@ acos, asin, atan = _unary("Acos"), _unary("Asin"), _unary("Atan")
 sinh, cosh = _unary("Sinh"), _unary("Cosh")
 asinh, acosh, atanh = _unary("Asinh"), _unary("Acosh"), _unary("Atanh")
 erf, erfc = _unary("Erf"), _unary("Erfc")
+lgamma, digamma = _unary("Lgamma"), _unary("Digamma")
+
+
+def polygamma(a, x, name=None):
+    """Element-wise psi^(a)(x), the a-th derivative of digamma (op Polygamma)."""
+    return ops.apply_op("Polygamma", [a, x], name=name).outputs[0]
+
+
 is_nan, is_inf, is_finite = _unary("IsNan"), _unary("IsInf"), _unary("IsFinite")
 
 

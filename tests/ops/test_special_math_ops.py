@@ -127,3 +127,53 @@ def test_reduce_logsumexp_gradient_is_the_softmax():
     y = af.reduce_logsumexp(x, 1)
     with Session():
         assert compute_gradient_error(x, [2, 3], y, [2], x_init_value=x0) < 1e-7
+
+
+# Recorded from TF 2.21 (tf.compat.v1 graph mode, float64): lgamma, digamma and their
+# gradients (digamma, polygamma(1, .)) at poles, negatives, tiny and large x.
+GAMMA_X = np.array([0.5, 3.0, -1.5, 0.0, -2.0, 1e-3, 20.0])
+GAMMA_TF = {
+    "lgamma": [0.5723649429247001, 0.6931471805599453, 0.8600470153764809, np.inf, np.inf,
+               6.907178885383853, 39.339884187199495],
+    "digamma": [-1.9635100260214227, 0.9227843350984675, 0.7031566406452434, np.nan, np.nan,
+                -1000.5755719318104, 2.970523992242149],
+    "trigamma": [4.93480220054468, 0.39493406684822646, 9.379246644989124, np.inf, np.inf,
+                 1000001.6425331959, 0.051270822935203124],
+}  # fmt: skip
+
+
+def test_lgamma_digamma_and_their_gradients_match_tf():
+    x = af.constant(GAMMA_X)
+    lg, dg = af.lgamma(x), af.digamma(x)
+    fetches = [lg, dg, af.gradients(lg, x)[0], af.gradients(dg, x)[0]]
+    with Session() as sess:
+        got = sess.run(fetches)
+    want = [GAMMA_TF["lgamma"], GAMMA_TF["digamma"], GAMMA_TF["digamma"], GAMMA_TF["trigamma"]]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-13)
+    assert lg.op.type == "Lgamma" and dg.op.type == "Digamma"
+
+
+def test_polygamma_matches_tf_and_keeps_float32():
+    # TF 2.21: polygamma([1, 2, 0], [0.5, 3, 2]) -> [4.934802, -0.1541138, 0.4227842];
+    # a non-integer or negative order gives NaN.
+    y = af.polygamma(np.float32([1, 2, 0, 1.5, -1]), np.float32([0.5, 3, 2, 1, 1]))
+    with Session() as sess:
+        got = sess.run(y)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got[:3], [4.934802055358887, -0.1541137993335724,
+                                         0.4227842092514038], rtol=1e-6)
+    assert np.isnan(got[3:]).all()
+
+
+@pytest.mark.parametrize("build", [af.lgamma, af.digamma, lambda x: af.polygamma(2.0, x)])
+def test_gamma_family_gradients_against_finite_differences(build):
+    x0 = np.array([0.3, 1.7, -0.4, 6.0])
+    x = af.constant(x0)
+    y = build(af.cast(x, af.float64))
+    assert compute_gradient_error(x, [4], y, [4], x_init_value=x0, delta=1e-5) < 1e-5
+
+
+def test_polygamma_has_no_gradient_for_its_order():
+    a, x = af.constant(1.0), af.constant(0.5)
+    assert af.gradients(af.polygamma(a, x), [a]) == [None]
