@@ -606,7 +606,8 @@ def _parse_kernel_sync(attrs, serialized, defaults):
         if out is None:
             column = parsed.column(key)
             out = _dense_output(column, key, dt, list(shape), default, seq, n, np)
-        dense.append(out if batch else out[0])
+        # out[0, ...] keeps a scalar an array: out[0] of an object array is a bare bytes.
+        dense.append(out if batch else out[0, ...])
     return [*s_idx, *s_val, *s_shape, *dense]
 
 
