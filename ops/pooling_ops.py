@@ -220,7 +220,8 @@ _MAX_POOL_ATTRS = {**_POOL_ATTRS, "explicit_paddings": []}
 
 def _lowest(dtype):
     dtype = np.dtype(dtype)
-    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+    # bfloat16 (ml_dtypes) has numpy kind "V": it is a float with an -inf too.
+    return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
 
 
 def _input4(xp, x, what="input"):

@@ -266,3 +266,24 @@ def test_explicit_padding_max_pool_matches_tf():
     np.testing.assert_array_equal(_run(y), want)
     with pytest.raises(ValueError, match="batch and channel"):
         pooling_ops.max_pool(X4, 2, 1, [[1, 0], [1, 1], [1, 0], [0, 0]])
+
+
+def test_bfloat16_max_pool_and_its_gradient_match_tf():
+    # Recorded from TF 2.21: MaxPool on bfloat16 (x = arange(16)/3) keeps bfloat16, and
+    # its gradient routes each upstream value to the window's maximum.
+    x = af.constant(np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1) / 3, dtype=af.bfloat16)
+    y = af.nn.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    y3 = af.nn.max_pool(x, [1, 3, 3, 1], [1, 1, 1, 1], "SAME")
+    up = af.cast(af.reshape(af.range(16), [1, 4, 4, 1]), af.bfloat16)
+    g, g3 = af.gradients(y, x)[0], af.gradients(y3, x, grad_ys=up)[0]
+    got = _run([y, g, y3, g3])
+    assert all(v.dtype == af.bfloat16.as_numpy_dtype for v in got)
+    want = [
+        [1.6640625, 2.328125, 4.34375, 5.0],
+        [0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1],
+        [1.6640625, 2.0, 2.328125, 2.328125, 3.0, 3.328125, 3.671875, 3.671875,
+         4.34375, 4.65625, 5.0, 5.0, 4.34375, 4.65625, 5.0, 5.0],
+        [0, 0, 0, 0, 0, 0, 1, 5, 0, 4, 5, 13, 0, 20, 22, 50],
+    ]  # fmt: skip
+    for v, w in zip(got, want, strict=True):
+        assert v.astype(np.float32).ravel().tolist() == w
