@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import threading
 
@@ -65,6 +66,33 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         return uvloop.new_event_loop()
     except ImportError:  # pragma: no cover - uvloop is optional on some platforms
         return asyncio.new_event_loop()
+
+
+_STOPPED_LOOP = (
+    "The event loop this Session is bound to stopped while a step was in flight on it, "
+    "and the thread that ran it has ended; the step can never finish. Keep that loop "
+    "running until its steps end (or close the session first)."
+)
+# How often a caller blocked on a step handed to a loop in another thread checks that
+# the loop can still finish it (only blocked steps pay: a finished step wakes at once).
+_WATCH_S = 0.05
+
+
+def _loop_gone(loop, thread_id) -> bool:
+    """Whether `loop` can never run again: closed, or stopped with its thread ended."""
+    if loop.is_running():
+        return False
+    if loop.is_closed():
+        return True
+    return thread_id is not None and not any(t.ident == thread_id for t in threading.enumerate())
+
+
+def _watched(wait, loop, thread_id):
+    """Call `wait(timeout)` until it returns True, raising RuntimeError if meanwhile
+    the loop that must complete the step is gone for good (see `_loop_gone`)."""
+    while not wait(_WATCH_S):
+        if _loop_gone(loop, thread_id):
+            raise RuntimeError(_STOPPED_LOOP)
 
 
 _IDLE_LOOP = (
@@ -505,14 +533,16 @@ class BaseSession:
         if rt is not None and rt.loop is self._loop:
             return rt.run(coro, needs_task)
         # Bound to a user's loop running in another thread: hand the step to it.
+        loop, thread_id = self._loop, self._loop_thread
         if needs_task:
-            cf = asyncio.run_coroutine_threadsafe(in_quiet_step(coro), self._loop)
+            cf = asyncio.run_coroutine_threadsafe(in_quiet_step(coro), loop)
             try:
+                _watched(lambda t: bool(concurrent.futures.wait([cf], t).done), loop, thread_id)
                 return cf.result()
             except KeyboardInterrupt:
                 cf.cancel()
                 raise
-        return _SyncCall(self._loop).wait(coro)
+        return _SyncCall(loop, thread_id).wait(coro)
 
     async def _run_prepared(self, mapper, feed_tensors, feed_values, options, run_metadata=None):
         plan = self._master.plan(feed_tensors, mapper.elements, traced(options))
@@ -680,10 +710,11 @@ class _SyncCall:
     and it becomes a Task only if it suspends; the caller blocks on a plain lock.
     """
 
-    __slots__ = ("loop", "lock", "result", "exc", "task")
+    __slots__ = ("loop", "lock", "result", "exc", "task", "thread_id")
 
-    def __init__(self, loop):
+    def __init__(self, loop, thread_id=None):
         self.loop = loop
+        self.thread_id = thread_id  # the loop's thread, for a user's loop (not the runtime's)
         self.lock = threading.Lock()
         self.lock.acquire()
         self.result = self.exc = self.task = None
@@ -691,7 +722,10 @@ class _SyncCall:
     def wait(self, coro):
         self.loop.call_soon_threadsafe(self._start, coro)
         try:
-            self.lock.acquire()
+            if self.thread_id is None:
+                self.lock.acquire()
+            else:
+                _watched(lambda t: self.lock.acquire(timeout=t), self.loop, self.thread_id)
         except KeyboardInterrupt:
             self.loop.call_soon_threadsafe(self._cancel)
             raise
