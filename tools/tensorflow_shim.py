@@ -250,6 +250,8 @@ def _extra_tables():
             "compute_gradient": tu.compute_gradient,
             "compute_gradient_error": tu.compute_gradient_error,
         },
+        "gradient_checker_v2": {"compute_gradient": _v2_compute_gradient,
+                                "max_error": _v2_max_error},
         "gradients_impl": {"gradients": af.gradients},
         "gradients": {"gradients": af.gradients},
         "context": context,
@@ -281,6 +283,43 @@ def _extra_tables():
         "session": {"Session": af.Session, "InteractiveSession": af.InteractiveSession},
         "tf_logging": vars(importlib.import_module("asyncflow.tf_logging")),
     }
+
+
+def _v2_compute_gradient(f, x, delta=None):
+    """`gradient_checker_v2.compute_gradient` in graph mode (TF's test utility, not an
+    op): Jacobians [y_size, x_size] of f at the values of x, by asyncflow's
+    `compute_gradient` on placeholders standing for x."""
+    af = _af()
+    if not isinstance(x, list | tuple):
+        raise ValueError("`x` must be a list or tuple of values convertible to a Tensor")
+    vals = []
+    for v in x:
+        if isinstance(v, af.Tensor | af.Variable):
+            sess = af.get_default_session()
+            if sess is None or sess.graph is not v.graph:
+                with af.Session(graph=v.graph) as tmp:
+                    vals.append(np.asarray(tmp.run(v)))
+            else:
+                vals.append(np.asarray(sess.run(v)))
+        else:
+            vals.append(np.asarray(v))
+    phs = [af.placeholder(af.as_dtype(v.dtype), v.shape) for v in vals]
+    y = f(*phs)
+    y_shape = y.shape.as_list() if y.shape.is_fully_defined() else None
+    if y_shape is None:
+        with af.Session(graph=y.graph) as tmp:
+            y_shape = list(np.shape(tmp.run(y, dict(zip(phs, vals, strict=True)))))
+    pairs = af.test.compute_gradient(phs, [list(v.shape) for v in vals], y, y_shape,
+                                     x_init_value=vals, delta=delta or 1.0 / 1024)
+    return (tuple(np.asarray(t).T for t, _ in pairs), tuple(np.asarray(n).T for _, n in pairs))
+
+
+def _v2_max_error(grad1, grad2):
+    err = 0.0
+    for a, b in zip(grad1, grad2, strict=True):
+        if np.size(a):
+            err = max(err, float(np.max(np.abs(np.asarray(a) - np.asarray(b)))))
+    return err
 
 
 def _no_eager():
