@@ -995,9 +995,30 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, as_ref
 
 
 def _make_const(value, dtype, name):
+    if isinstance(value, (list, tuple)) and any(
+        isinstance(v, tensor_shape.Dimension) for v in _flatten(value)
+    ):
+        # An op input of an integer type takes [Dimension(100), 1] as [100, 1]; with no
+        # dtype to convert to, TF's make_tensor_proto refuses the elements.
+        if dtype is None:
+            raise TypeError(
+                f"Failed to convert elements of {value} to Tensor. Consider casting elements "
+                "to a supported type."
+            )
+        value = _dims_as_ints(value)
     if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in _flatten(value)):
         return _overload("stack")(value, dtype=dtype, name=name)
     return _overload("constant")(value, dtype=dtype, name=name or "Const")
+
+
+def _dims_as_ints(value):
+    if isinstance(value, tensor_shape.Dimension):
+        if value.value is None:
+            raise ValueError(f"Cannot convert an unknown Dimension to a Tensor: {value}")
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [_dims_as_ints(v) for v in value]
+    return value
 
 
 def _flatten(value):

@@ -751,6 +751,22 @@ def test_dimension_and_tensor_shape_convert_to_tensors():
             ops.convert_to_tensor(tensor_shape.Dimension(None))
 
 
+def test_lists_of_dimensions_as_op_inputs():
+    # TF 2.21: reshape(zeros([1, 100]), [Dimension(100), Dimension(1)]) and
+    # [Dimension(100), 1] give shape (100, 1); convert_to_tensor of such a list with no
+    # dtype raises TypeError "Failed to convert elements of ...".
+    with tf.Graph().as_default():
+        x = tf.zeros([1, 100])
+        dims = [tensor_shape.Dimension(100), tensor_shape.Dimension(1)]
+        assert tf.reshape(x, dims).shape.as_list() == [100, 1]
+        assert tf.reshape(x, [tensor_shape.Dimension(100), 1]).shape.as_list() == [100, 1]
+        t = ops.convert_to_tensor(dims, dtype=dtypes.int64)
+        with Session() as sess:
+            assert sess.run(t).tolist() == [100, 1]
+        with pytest.raises(TypeError, match="Failed to convert elements"):
+            ops.convert_to_tensor(dims)
+
+
 def test_switch_to_thread_local_keeps_each_threads_scopes_apart():
     import threading
 
