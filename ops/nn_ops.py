@@ -191,6 +191,22 @@ def _swap_to_last(x, axis, rank: int, name=None):
     return ops.apply_op("Transpose", [x, perm], name=name).outputs[0]
 
 
+def _checked_axis(axis, rank: int):
+    """`axis` once an Assert has checked it is in [-rank, rank): TF's transposes fail the
+    step with InvalidArgumentError for a tensor axis out of range."""
+    ok = ops.apply_op(
+        "LogicalAnd",
+        [
+            ops.apply_op("GreaterEqual", [axis, np.int32(-rank)]).outputs[0],
+            ops.apply_op("Less", [axis, np.int32(rank)]).outputs[0],
+        ],
+    ).outputs[0]
+    msg = f"`dim` must be in the range [{-rank}, {rank}) where {rank} is the number of dimensions"
+    check = ops.apply_op("Assert", [ok, [ops.convert_to_tensor(msg), axis]], name="check_axis")
+    with ops.control_dependencies([check]):
+        return ops.apply_op("Identity", [axis]).outputs[0]
+
+
 def _softmax_builder(op_type: str, logits, axis, name, dim):
     if axis is not None and dim is not None:
         raise ValueError("Cannot specify both 'axis' and 'dim'.")
@@ -205,6 +221,7 @@ def _softmax_builder(op_type: str, logits, axis, name, dim):
             raise ValueError(f"{op_type} over a tensor axis needs a tensor of known rank")
         else:
             with _builder_scope(name, op_type, [logits]) as op_name:
+                axis = _checked_axis(axis, rank)
                 axis = ops.apply_op("FloorMod", [axis, np.int32(rank)]).outputs[0]
                 out = ops.apply_op(op_type, [_swap_to_last(logits, axis, rank)]).outputs[0]
             result = _swap_to_last(out, axis, rank, name=op_name)

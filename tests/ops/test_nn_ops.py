@@ -344,3 +344,16 @@ def test_softmax_with_a_tensor_axis():
         np.testing.assert_allclose(sess.run(fed_axis, {ax: 0}), want, rtol=1e-6)
         np.testing.assert_allclose(sess.run(fed_axis, {ax: -1}), sess.run(nn_ops.softmax(x)),
                                    rtol=1e-6)  # fmt: skip
+
+
+def test_softmax_tensor_axis_out_of_range_fails_the_step():
+    # TF 2.21 (softmax_op_test.testDimTooLarge): an axis of 100 from a
+    # placeholder_with_default on a rank-1 input fails with InvalidArgumentError when run.
+    import asyncflow as af
+
+    dim = af.placeholder_with_default(100, shape=[])
+    y = nn_ops.softmax([1.0, 2.0, 3.0, 4.0], axis=dim)
+    with af.Session() as sess:
+        with pytest.raises(af.errors.InvalidArgumentError):
+            sess.run(y)
+        assert sess.run(y, {dim: 0}).sum() == pytest.approx(1.0)
