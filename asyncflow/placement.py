@@ -137,8 +137,8 @@ class Placer:
                             other = None
                     if other is not None:
                         uf.union(other, op)
-            for t in op._inputs:
-                if t._is_ref:
+            for k, t in enumerate(op._inputs):
+                if t._is_ref or k in _handle_positions(op):
                     uf.union(t.op, op)
         # A loop's primitives stay together on one device (its "home"); the body may
         # spread over others, which the partitioner gives control-loop state.
@@ -168,8 +168,8 @@ class Placer:
         # A group containing an op placed by an earlier plan stays on its device.
         for members in groups.values():
             for m in members:
-                for t in m._inputs:
-                    if t._is_ref and t.op in self.assignment:
+                for k, t in enumerate(m._inputs):
+                    if (t._is_ref or k in _handle_positions(m)) and t.op in self.assignment:
                         members.append(t.op)
                         break
         return groups
@@ -325,6 +325,28 @@ class Placer:
     def _log(self, op, dev) -> None:
         if self.log:
             print(f"{op.name}: ({op.type}): {dev.name}", file=sys.stderr)
+
+
+# Inputs that take a resource's handle (a queue, accumulator, barrier, stack, reader: a
+# 0-d tensor holding the resource object).  TF colocates such consumers with the op that
+# made the resource (its DT_RESOURCE edges); the handle cannot leave its process.
+_HANDLE_ARGS = frozenset(["handle", "reader_handle", "resource"])
+_handle_cache: dict = {}
+
+
+def _handle_positions(op: Operation) -> frozenset:
+    op_def = op.op_def
+    pos = _handle_cache.get(op_def.name)
+    if pos is None:
+        found = []
+        for k, a in enumerate(op_def.inputs):  # (flat positions: up to a list argument)
+            spec = op_def.attrs.get(a.type_attr) if a.type_attr else None
+            if a.number_attr or getattr(spec, "is_list", False):
+                break
+            if a.name in _HANDLE_ARGS:
+                found.append(k)
+        pos = _handle_cache[op_def.name] = frozenset(found)
+    return pos
 
 
 def _supports(device, op: Operation) -> bool:

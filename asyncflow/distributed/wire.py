@@ -296,6 +296,12 @@ class Connection(asyncio.BufferedProtocol):
     Client side: `await conn.ready` before sending.  `call(kind, meta, tensors)` sends a
     request and returns a future of (meta, tensors); `send(...)` is one-way."""
 
+    # Keep-alive: a connection owed an answer pings after `ping_interval` s of silence
+    # and gives up (UnavailableError) after `dead_after` s: a lost task is reported
+    # within 10 s even when its host stops answering without closing the socket.
+    ping_interval = 1.0
+    dead_after = 6.0
+
     def __init__(self, secret: bytes, server: bool, on_frame, on_lost=None, incarnation=0):
         self.secret = secret
         self.server = server
@@ -323,8 +329,6 @@ class Connection(asyncio.BufferedProtocol):
         self._next_id = 1
         self.last_recv = time.monotonic()
         self._keepalive = None
-        self.ping_interval = 1.0
-        self.dead_after = 6.0
         self.state = None  # what the server keeps per connection
         self._handshake_timer = None
 
