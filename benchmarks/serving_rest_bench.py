@@ -117,7 +117,14 @@ def _run(coro):
 # -- the load generator ----------------------------------------------------------------------
 
 
-async def load(port, concurrency, seconds, warmup, bodies, expected):
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` (all its threads) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def load(port, concurrency, seconds, warmup, bodies, expected, pid=None):
     from aiohttp import ClientSession, TCPConnector
 
     url = f"http://127.0.0.1:{port}/v1/models/{MODEL}:predict"
@@ -147,13 +154,18 @@ async def load(port, concurrency, seconds, warmup, bodies, expected):
 
         t0 = time.perf_counter()
         await asyncio.gather(*(client(t0 + warmup, False) for _ in range(concurrency)))
+        cpu0 = cpu_seconds(pid) if pid else None
         t0 = time.perf_counter()
         await asyncio.gather(*(client(t0 + seconds, True) for _ in range(concurrency)))
         elapsed = time.perf_counter() - t0
+        cpu = cpu_seconds(pid) - cpu0 if pid else float("nan")
     a = np.asarray(latencies) * 1e3
     return {
         "requests": len(a),
         "req_s": len(a) / elapsed,
+        # The server's CPU time per request: robust where the machine is shared and
+        # throughput swings with other processes' load.
+        "cpu_us": cpu / max(len(a), 1) * 1e6,
         "p50_ms": float(np.percentile(a, 50)),
         "p99_ms": float(np.percentile(a, 99)),
         "failed": failures,
@@ -211,6 +223,7 @@ def main(argv=None):
             "-m",
             "asyncflow.serving",
             "--rest_api_port=0",
+            "--port=0",
             "--rest_api_host=127.0.0.1",
             f"--model_name={MODEL}",
             f"--model_base_path={base}",
@@ -226,7 +239,7 @@ def main(argv=None):
             try:
                 for c in args.concurrency:
                     results[(name, c)] = _run(
-                        load(port, c, args.seconds, args.warmup, bodies, expected)
+                        load(port, c, args.seconds, args.warmup, bodies, expected, proc.pid)
                     )
             finally:
                 proc.terminate()
@@ -237,14 +250,14 @@ def main(argv=None):
         return
     print(
         f"{'server':20} {'C':>3} {'req/s':>8} {'x numpy':>8} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'failed':>6}"
+        f"{'failed':>6} {'cpu us/req':>10}"
     )
     for (name, c), r in results.items():
         base_r = results.get(("numpy-aiohttp", c))
         ratio = f"{r['req_s'] / base_r['req_s']:.2f}" if base_r else "-"
         print(
             f"{name:20} {c:3d} {r['req_s']:8.0f} {ratio:>8} {r['p50_ms']:8.2f} "
-            f"{r['p99_ms']:8.2f} {r['failed']:6d}"
+            f"{r['p99_ms']:8.2f} {r['failed']:6d} {r['cpu_us']:10.0f}"
         )
 
 

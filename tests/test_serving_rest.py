@@ -474,6 +474,25 @@ def test_parse_batching_parameters():
         server.parse_batching_parameters("pad_variable_length_inputs { value: 1 }")
 
 
+async def test_float32_outputs_keep_float32_digits(client):
+    """Each float32 is written at float32's shortest round-trip repr (1/3 -> 0.33333334),
+    and parses back to the same float32."""
+    resp = await client.post(
+        "/v1/models/m:predict",
+        json={"signature_name": "ratio", "inputs": {"p": [1.0, 2.0], "q": [3.0, 7.0]}},
+    )
+    text = await resp.text()
+    assert text == '{"outputs":[0.33333334,0.2857143]}'
+    want = np.array([1.0, 2.0], np.float32) / np.array([3.0, 7.0], np.float32)
+    np.testing.assert_array_equal(np.array(json.loads(text)["outputs"], np.float32), want)
+
+
+def test_server_asks_for_one_blas_thread_unless_told():
+    assert server.parse_args(["--model_base_path=/m"]).tensorflow_intra_op_parallelism == 0
+    assert server.blas_threads(0) == 1
+    assert server.blas_threads(4) == 4
+
+
 def test_find_versions(base_path, tmp_path):
     assert server.find_versions(base_path) == [1, 2]
     with pytest.raises(af.errors.NotFoundError):
@@ -659,4 +678,4 @@ async def test_example_embeds_the_api_in_an_aiohttp_app(capsys):
     async with asyncio.timeout(30):
         await example.main(argparse.Namespace(host="127.0.0.1", port=0, selftest=True))
     out = capsys.readouterr().out.splitlines()
-    assert out[1:] == ['200 {"predictions": [[-2.5], [2.5]]}', '200 {"models": ["linear"]}']
+    assert out[1:] == ['200 {"predictions":[[-2.5],[2.5]]}', '200 {"models": ["linear"]}']

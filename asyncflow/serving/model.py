@@ -38,6 +38,11 @@ class Signature:
         self.outputs = dict(outputs)
         self.method_name = method_name
         self._np_dtypes = {k: t.dtype.as_numpy_dtype for k, t in self.inputs.items()}
+        # Each input's dims (None: unknown rank), for a check cheaper than TensorShape's.
+        self._dims = {
+            k: None if t.shape.ndims is None else tuple(t.shape.as_list())
+            for k, t in self.inputs.items()
+        }
 
     def feed_dict(self, inputs: Mapping) -> dict:
         """{tensor: array} for `inputs`; InvalidArgumentError when names don't match."""
@@ -71,7 +76,7 @@ class Signature:
                 raise errors.InvalidArgumentError(
                     None, None, f"Input '{key}' cannot be converted to {tensor.dtype.name}: {e}"
                 ) from None
-            if not tensor.shape.is_compatible_with(arr.shape):
+            if not _shape_fits(self._dims[key], arr.shape):
                 raise errors.InvalidArgumentError(
                     None,
                     None,
@@ -80,6 +85,17 @@ class Signature:
                 )
             feed[key] = arr
         return feed
+
+
+def _shape_fits(dims, shape) -> bool:
+    if dims is None:
+        return True
+    if len(dims) != len(shape):
+        return False
+    for d, n in zip(dims, shape):
+        if d is not None and d != n:
+            return False
+    return True
 
 
 class ServableModel:
@@ -165,29 +181,27 @@ class ServableModel:
           The OpError of the failing op.
         """
         # Counted before the first await: see asyncflow.serving.registry's invariant.
+        # (One coroutine from here to Session.arun: each layer costs on every request.)
         self._inflight += 1
         try:
-            return await self._predict(inputs, signature_name, deadline_s)
+            name = signature_name or self.default_signature
+            sig = self._signature(name)
+            feed = sig.feed_dict(inputs)
+            batcher = self._batchers.get(name)
+            if batcher is not None:
+                return await batcher.submit(feed, deadline_s=deadline_s)
+            tensor_feed = {sig.inputs[k]: v for k, v in feed.items()}
+            if deadline_s is None:
+                return await self.session.arun(sig.outputs, tensor_feed)
+            try:
+                async with asyncio.timeout(deadline_s):
+                    return await self.session.arun(sig.outputs, tensor_feed)
+            except TimeoutError:
+                raise errors.DeadlineExceededError(None, None, "Deadline exceeded") from None
         finally:
             self._inflight -= 1
             if not self._inflight and self._idle is not None:
                 self._idle.set()
-
-    async def _predict(self, inputs, signature_name, deadline_s) -> dict:
-        name = signature_name or self.default_signature
-        sig = self._signature(name)
-        feed = sig.feed_dict(inputs)
-        batcher = self._batchers.get(name)
-        if batcher is not None:
-            return await batcher.submit(feed, deadline_s=deadline_s)
-        tensor_feed = {sig.inputs[k]: v for k, v in feed.items()}
-        if deadline_s is None:
-            return await self.session.arun(sig.outputs, tensor_feed)
-        try:
-            async with asyncio.timeout(deadline_s):
-                return await self.session.arun(sig.outputs, tensor_feed)
-        except TimeoutError:
-            raise errors.DeadlineExceededError(None, None, "Deadline exceeded") from None
 
     async def awarmup(self) -> None:
         """Run each signature once on a one-row batch of zeros (empty strings), so the

@@ -28,6 +28,7 @@ import time
 from collections.abc import Mapping
 
 import numpy as np
+import orjson
 from aiohttp import web
 from google.protobuf import json_format
 
@@ -72,13 +73,38 @@ _MODEL_URL = re.compile(
 # -- JSON -----------------------------------------------------------------------------------
 
 
-def _json_response(payload, status: int = 200) -> web.Response:
-    # allow_nan: NaN / Infinity / -Infinity tokens, as TF Serving writes them.
-    return web.Response(
-        body=json.dumps(payload, allow_nan=True).encode(),
-        status=status,
-        content_type="application/json",
-    )
+def _json_response(payload, status: int = 200, nan_tokens: bool = False) -> web.Response:
+    """`payload` (builtins and NumPy arrays) as a JSON response.
+
+    orjson writes arrays straight from their buffers (float32 at float32's shortest
+    round-trip repr: 0.1, not 0.10000000149011612), ~15x faster than json + tolist().
+    It writes NaN as null, so a payload with non-finite floats (`nan_tokens`) takes the
+    json module, whose allow_nan writes the NaN / Infinity / -Infinity tokens TF Serving
+    writes.
+    """
+    body = None
+    if not nan_tokens:
+        try:
+            body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
+        except TypeError:  # a dtype orjson does not write (bfloat16, complex, ...)
+            pass
+    if body is None:
+        body = json.dumps(payload, allow_nan=True, default=_builtin).encode()
+    return web.Response(body=body, status=status, content_type="application/json")
+
+
+def _builtin(value):
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _nonfinite(outputs: Mapping) -> bool:
+    """Whether any float output holds NaN or an infinity."""
+    for value in outputs.values():
+        if value.dtype.kind in "fc" and not np.isfinite(value).all():
+            return True
+    return False
 
 
 def _error_response(exc: BaseException) -> web.Response:
@@ -110,9 +136,14 @@ def parse_body(body: bytes, max_depth: int = DEFAULT_MAX_DEPTH):
     if not _json_depth_ok(body, max_depth):
         raise _invalid(f"JSON Parse error: nesting deeper than {max_depth} levels")
     try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
-        raise _invalid(f"JSON Parse error: {e}") from None
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        # NaN / Infinity tokens (TF Serving accepts them), integers past 64 bits: the
+        # json module parses those, and words the errors of really bad JSON.
+        try:
+            doc = json.loads(body)
+        except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+            raise _invalid(f"JSON Parse error: {e}") from None
     if not isinstance(doc, dict):
         raise _invalid("JSON Value: is not an object")
     return doc
@@ -212,7 +243,9 @@ def _jsonable(name: str, arr) -> object:
             return v
 
         return conv(arr.tolist())
-    return arr.tolist()
+    if arr.dtype.kind == "c":
+        return arr.tolist()  # (complex: not JSON; the json fallback reports it)
+    return np.ascontiguousarray(arr)  # written by orjson (or tolist() in _builtin)
 
 
 def predictions_row(outputs: Mapping) -> list:
@@ -231,7 +264,7 @@ def predictions_row(outputs: Mapping) -> list:
             )
         batch = n
         lists[name] = _jsonable(name, value)
-    return [{name: lists[name][i] for name in lists} for i in range(batch)]
+    return [{name: lists[name][i] for name in lists} for i in range(batch)]  # (i: a row)
 
 
 def outputs_column(outputs: Mapping):
@@ -418,7 +451,7 @@ def make_app(
             if metrics is None:
                 version, model = registry.get(name, version)
                 if verb == "predict":
-                    return _json_response(await _predict(model, body))
+                    return await _predict(model, body)
                 return _json_response(await _classify_regress(model, body, verb))
             return await _measured(name, version, verb, body)
         except Exception as e:  # every error answers TF Serving's JSON body
@@ -430,7 +463,7 @@ def make_app(
         try:
             version, model = registry.get(name, version)
             if verb == "predict":
-                return _json_response(await _predict(model, body))
+                return await _predict(model, body)
             return _json_response(await _classify_regress(model, body, verb))
         except Exception as e:
             error = e
@@ -453,7 +486,7 @@ def make_app(
             ]
         }
 
-    async def _predict(model, body: bytes) -> dict:
+    async def _predict(model, body: bytes) -> web.Response:
         doc = parse_body(body, max_depth)
         signature_name = doc.get("signature_name") or model.default_signature
         if not isinstance(signature_name, str):
@@ -471,8 +504,10 @@ def make_app(
             raise _invalid("Missing 'inputs' or 'instances' key")
         outputs = await model.predict(inputs, signature_name, deadline_s=request_timeout_s)
         if row:
-            return {"predictions": predictions_row(outputs)}
-        return {"outputs": outputs_column(outputs)}
+            payload = {"predictions": predictions_row(outputs)}
+        else:
+            payload = {"outputs": outputs_column(outputs)}
+        return _json_response(payload, nan_tokens=_nonfinite(outputs))
 
     async def _classify_regress(model, body: bytes, verb: str) -> dict:
         doc = parse_body(body, max_depth)

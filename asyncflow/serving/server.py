@@ -213,6 +213,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         default="",
         help='a MonitoringConfig (text format): prometheus_config { enable: true path: "..." }',
     )
+    p.add_argument(
+        "--tensorflow_intra_op_parallelism",
+        type=int,
+        default=0,
+        help="threads one op (a BLAS call) may use; 0: 1 in this server (see blas_threads)",
+    )
     p.add_argument("--enable_batching", type=_bool, default=False, nargs="?", const=True)
     p.add_argument("--batching_parameters_file", default="")
     p.add_argument(
@@ -340,8 +346,27 @@ async def serve(
         await server.aclose()
 
 
+def blas_threads(intra_op_parallelism: int) -> int:
+    """BLAS threads per call for `--tensorflow_intra_op_parallelism` (0: auto = 1).
+
+    A model server's parallelism comes from its concurrent requests, and its kernels
+    are small: a batch of 64 rows through a 64x128 layer is ~35 µs on one thread.
+    OpenBLAS splits such a GEMM over every core once it passes a size threshold, and
+    when another process or the server's own I/O holds the other core, the call waits
+    for a descheduled BLAS thread: 0.3-4 ms measured on a busy 2-core machine (the
+    batching slowdown at max_batch_size 64 of benchmarks/serving_rest_bench.py).  So
+    the server asks for one thread unless told otherwise; models whose single ops are
+    large (big convolutions, wide layers) may set N > 1.
+    """
+    return intra_op_parallelism if intra_op_parallelism > 0 else 1
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
+    from threadpoolctl import threadpool_limits
+
+    # For the whole process (BLAS's limit is global); see blas_threads.
+    threadpool_limits(limits=blas_threads(args.tensorflow_intra_op_parallelism), user_api="blas")
     try:
         import uvloop
     except ImportError:
