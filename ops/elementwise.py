@@ -17,11 +17,19 @@ Numerics: results equal NumPy's reference formulas to rounding: sigmoid is
 max(x, 0) + log1p(exp(-|x|)) (no overflow, exact for large |x|).  float16 computes in
 float32 and rounds once, as Eigen does for half; complex inputs use the plain formulas.
 Callers silence floating-point warnings (`_quiet`): TF yields inf and 0 silently.
+
+Large tensors (`parallel`): the same function over blocks of the flattened arrays, the
+blocks shared by the threads the process's CPU budget allows (devices/cpu_budget.py).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from asyncflow.devices import cpu_budget
+
 __all__ = [
+    "parallel",
     "sigmoid",
     "sigmoid_grad",
     "softplus",
@@ -101,3 +109,47 @@ def softplus_grad(xp, g, x, out=None):
     xp.exp(t, out=t)
     xp.add(t, _one(t), out=t)
     return xp.divide(g, t, out=out if out is not None else t)
+
+
+_BLOCK = 1 << 16  # elements per block (256 KiB of float32)
+
+
+def parallel(xp, fn, inputs: tuple, out=None):
+    """`fn(xp, *inputs, out)` (a function of this module, or `ufunc`'s) over blocks of
+    the flattened arrays on as many threads as the CPU budget allows now; `out` may be
+    one of `inputs` (a donated buffer) or None (a new array like inputs[0]).  Small,
+    non-NumPy, strided or broadcasting arguments run as one call."""
+    x0 = inputs[0]
+    if (
+        xp is not np
+        or x0.size < 2 * _BLOCK
+        or any(type(a) is not np.ndarray or a.shape != x0.shape for a in inputs)
+        or not all(a.flags.c_contiguous for a in inputs)
+        or (out is not None and not out.flags.c_contiguous)
+        or cpu_budget.threads_now() < 2
+    ):
+        return fn(xp, *inputs, out)
+    result = np.empty_like(x0) if out is None else out
+    flat = [a.reshape(-1) for a in inputs]
+    flat_out = result.reshape(-1)
+    alias = next((i for i, a in enumerate(inputs) if a is out), None)
+
+    def run(start: int, stop: int) -> None:
+        args = [a[start:stop] for a in flat]
+        # the output block is the very input block it aliases: the functions test `is`
+        block_out = args[alias] if alias is not None else flat_out[start:stop]
+        with np.errstate(all="ignore"):  # per thread: helpers do not inherit the caller's
+            fn(xp, *args, block_out)
+
+    cpu_budget.parallel_for(x0.size, run, min_block=_BLOCK)
+    return result
+
+
+def ufunc(name: str):
+    """`fn(xp, x, out=None)` for the unary ufunc `name` (for `parallel`)."""
+
+    def fn(xp, x, out=None):
+        return getattr(xp, name)(x, out=out)
+
+    fn.__name__ = fn.__qualname__ = f"_{name}"
+    return fn

@@ -233,12 +233,14 @@ def _unary_op(
     op_type: str,
     fn: Callable,
     types: TypeConstraint | str = NUMERIC,
-    inplace: Callable | None = None,
+    out_fn: Callable | None = None,
 ):
     """Register an element-wise unary op `y = fn(xp, x)` (T in `types`, or a fixed dtype).
 
-    `inplace(xp, x)` computes the same into `x` itself: a large kernel uses it when
-    nothing else holds its input (`ctx.may_forward`) instead of allocating."""
+    `out_fn(xp, x, out)` computes the same into `out` (None: a new array of x's dtype):
+    a large kernel runs it over blocks shared by the CPU budget's threads
+    (`ops.elementwise.parallel`), writing into `x` itself when nothing else holds it
+    (`ctx.may_forward`) instead of allocating."""
     if isinstance(types, str):
         arg_type, attrs = types, {}
     else:
@@ -258,8 +260,9 @@ def _unary_op(
         dt = fixed or ctx.attrs["T"]
         if x.size < _INLINE_ELEMENTS:
             y = fn(xp, x)
-        elif inplace is not None and ctx.may_forward(0, x) and x.dtype == dt.np_dtype:
-            return await ctx.device.compute(_quiet, xp, inplace, xp, x)
+        elif out_fn is not None and x.dtype == dt.np_dtype:
+            out = x if ctx.may_forward(0, x) else None
+            return await ctx.device.compute(_quiet, xp, _ew.parallel, xp, out_fn, (x,), out)
         else:
             y = await ctx.device.compute(_quiet, xp, fn, xp, x)
         return y if y.dtype == dt.as_numpy_dtype else _as_dtype(xp, y, dt)
@@ -556,21 +559,11 @@ def _sigmoid(xp, x):
     return _ew.sigmoid(xp, xp.asarray(x))
 
 
-def _ufunc_inplace(name: str) -> Callable:
-    """`inplace` for a unary op that is one ufunc: `ufunc(x, out=x)`."""
-
-    def inplace(xp, x):
-        return getattr(xp, name)(x, out=x)
-
-    inplace.__name__ = inplace.__qualname__ = f"_{name}_inplace"
-    return inplace
-
-
 def _reciprocal(xp, x):
     return xp.reciprocal(xp.asarray(x))
 
 
-Neg = _unary_op("Neg", lambda xp, x: xp.negative(x), _SIGNED_NUMERIC, _ufunc_inplace("negative"))
+Neg = _unary_op("Neg", lambda xp, x: xp.negative(x), _SIGNED_NUMERIC, _ew.ufunc("negative"))
 Abs = _unary_op("Abs", lambda xp, x: xp.absolute(x), REAL)
 ComplexAbs = register_op(
     "ComplexAbs",
@@ -591,19 +584,17 @@ async def _complex_abs(ctx, x):
 
 Sign = _unary_op("Sign", lambda xp, x: xp.sign(x))
 Square = _unary_op("Square", lambda xp, x: xp.multiply(x, x))
-Sqrt = _unary_op("Sqrt", lambda xp, x: xp.sqrt(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("sqrt"))
+Sqrt = _unary_op("Sqrt", lambda xp, x: xp.sqrt(x), _FLOAT_OR_COMPLEX, _ew.ufunc("sqrt"))
 Rsqrt = _unary_op("Rsqrt", lambda xp, x: xp.reciprocal(xp.sqrt(x)), _FLOAT_OR_COMPLEX)
-Exp = _unary_op("Exp", lambda xp, x: xp.exp(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("exp"))
-Expm1 = _unary_op("Expm1", lambda xp, x: xp.expm1(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("expm1"))
-Log = _unary_op("Log", lambda xp, x: xp.log(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("log"))
-Log1p = _unary_op("Log1p", lambda xp, x: xp.log1p(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("log1p"))
+Exp = _unary_op("Exp", lambda xp, x: xp.exp(x), _FLOAT_OR_COMPLEX, _ew.ufunc("exp"))
+Expm1 = _unary_op("Expm1", lambda xp, x: xp.expm1(x), _FLOAT_OR_COMPLEX, _ew.ufunc("expm1"))
+Log = _unary_op("Log", lambda xp, x: xp.log(x), _FLOAT_OR_COMPLEX, _ew.ufunc("log"))
+Log1p = _unary_op("Log1p", lambda xp, x: xp.log1p(x), _FLOAT_OR_COMPLEX, _ew.ufunc("log1p"))
 Sin = _unary_op("Sin", lambda xp, x: xp.sin(x), _FLOAT_OR_COMPLEX)
 Cos = _unary_op("Cos", lambda xp, x: xp.cos(x), _FLOAT_OR_COMPLEX)
 Tan = _unary_op("Tan", lambda xp, x: xp.tan(x), _FLOAT_OR_COMPLEX)
-Tanh = _unary_op("Tanh", lambda xp, x: xp.tanh(x), _FLOAT_OR_COMPLEX, _ufunc_inplace("tanh"))
-Sigmoid = _unary_op(
-    "Sigmoid", _sigmoid, _FLOAT_OR_COMPLEX, lambda xp, x: _ew.sigmoid(xp, x, out=x)
-)
+Tanh = _unary_op("Tanh", lambda xp, x: xp.tanh(x), _FLOAT_OR_COMPLEX, _ew.ufunc("tanh"))
+Sigmoid = _unary_op("Sigmoid", _sigmoid, _FLOAT_OR_COMPLEX, _ew.sigmoid)
 # NumPy's rint rounds half to even, as TF's Round does; integers pass through.
 Round = _unary_op("Round", lambda xp, x: xp.rint(x) if xp.asarray(x).dtype.kind in "fc" else x)
 Floor = _unary_op("Floor", lambda xp, x: xp.floor(x), FLOATING)
@@ -846,11 +837,13 @@ def _activation_grad_op(op_type: str, fn: Callable):
         want = ctx.attrs["T"].np_dtype
         if y.size < _INLINE_ELEMENTS:
             return _as_dtype(xp, fn(xp, y, dy), ctx.attrs["T"])
+        out = None
         for k, x in ((1, dy), (0, y)):
             if ctx.may_forward(k, x) and x.dtype == want:
-                return await ctx.device.compute(_quiet, xp, fn, xp, y, dy, x)
-        out = await ctx.device.compute(_quiet, xp, fn, xp, y, dy)
-        return _as_dtype(xp, out, ctx.attrs["T"])
+                out = x
+                break
+        z = await ctx.device.compute(_quiet, xp, _ew.parallel, xp, fn, (y, dy), out)
+        return _as_dtype(xp, z, ctx.attrs["T"])
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
     return op_def

@@ -45,11 +45,12 @@ def _unary_shape(op):
     return [op.inputs[0].shape]
 
 
-def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None):
+def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None, out_fn=None):
     """Register an element-wise activation `activations = fn(xp, features)` and its builder.
 
     `inplace(xp, x)` computes the activation into `x`, used when nothing else holds the
-    input (`ctx.may_forward`)."""
+    input (`ctx.may_forward`); `out_fn(xp, x, out)` (ops.elementwise) does both, over
+    blocks shared by the CPU budget's threads for large inputs."""
     op_def = register_op(
         op_type,
         inputs=["features: T"],
@@ -61,6 +62,9 @@ def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None)
     @op_def.kernel()
     async def _kernel(ctx, features):
         xp = ctx.xp
+        if out_fn is not None and features.dtype == ctx.attrs["T"].np_dtype:
+            out = features if ctx.may_forward(0, features) else None
+            return await ctx.device.compute(_quiet, xp, _ew.parallel, xp, out_fn, (features,), out)
         if (
             inplace is not None
             and ctx.may_forward(0, features)
@@ -113,7 +117,7 @@ Softplus, softplus = _activation(
     lambda xp, x: _ew.softplus(xp, x),
     FLOATING,
     "Computes log(exp(features) + 1) without overflow.",
-    inplace=lambda xp, x: _ew.softplus(xp, x, out=x),
+    out_fn=_ew.softplus,
 )
 Softsign, softsign = _activation(
     "Softsign",
@@ -409,9 +413,11 @@ def bias_add(value, bias, data_format=None, name=None):
 # -- activation backprops (TF's ReluGrad, Relu6Grad, EluGrad, SoftplusGrad, SoftsignGrad) ----
 
 
-def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None):
+def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None, out_fn=None):
     """Register `backprops = fn(xp, gradients, second)` (one element-wise pass);
-    `inplace(xp, g, x)` writes it into `gradients` when nothing else holds them."""
+    `inplace(xp, g, x)` writes it into `gradients` when nothing else holds them;
+    `out_fn(xp, g, x, out)` (ops.elementwise) does both, over blocks shared by the CPU
+    budget's threads for large inputs."""
     op_def = register_op(
         op_type,
         inputs=["gradients: T", f"{second}: T"],
@@ -431,7 +437,11 @@ def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None)
                 f"gradients and {second} must be the same shape: "
                 f"{_shape_str(g.shape)} vs. {_shape_str(x.shape)}",
             )
-        if inplace is not None and ctx.may_forward(0, g) and g.dtype == ctx.attrs["T"].np_dtype:
+        want = ctx.attrs["T"].np_dtype
+        if out_fn is not None and g.dtype == want and x.dtype == want:
+            out = g if ctx.may_forward(0, g) else None
+            return await ctx.device.compute(_quiet, xp, _ew.parallel, xp, out_fn, (g, x), out)
+        if inplace is not None and ctx.may_forward(0, g) and g.dtype == want:
             return await ctx.device.compute(_quiet, xp, inplace, xp, g, x)
         out = await ctx.device.compute(_quiet, xp, fn, xp, g, x)
         return _as_dtype(xp, out, ctx.attrs["T"])
@@ -463,7 +473,7 @@ SoftplusGrad = _grad_op(
     "features",
     lambda xp, g, x: _ew.softplus_grad(xp, g, x),
     FLOATING,
-    inplace=lambda xp, g, x: _ew.softplus_grad(xp, g, x, out=g),
+    out_fn=_ew.softplus_grad,
 )
 SoftsignGrad = _grad_op(
     "SoftsignGrad",
@@ -568,9 +578,7 @@ def _bias_add_grad_shape(op):
         value.with_rank_at_least(2)
     except ValueError:
         raise ValueError(f"Shape must be at least rank 2 but is rank {value.ndims}") from None
-    return [
-        tensor_shape.TensorShape([value[_channel_axis(op._attr("data_format"), value.ndims)]])
-    ]
+    return [tensor_shape.TensorShape([value[_channel_axis(op._attr("data_format"), value.ndims)]])]
 
 
 BiasAddGrad = register_op(

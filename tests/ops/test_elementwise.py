@@ -159,3 +159,50 @@ def test_second_derivative_against_finite_differences(act):
             h = 1e-6
             fd = (sess.run(g, {x: x_np + h}) - sess.run(g, {x: x_np - h})) / (2 * h)
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
+
+
+# -- large tensors over the CPU budget's threads (ops.elementwise.parallel) ----------------
+
+_BIG = (400, 500)  # 200,000 elements: several blocks of elementwise._BLOCK
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    from asyncflow.devices import cpu_budget
+
+    monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None: 2)
+
+
+@pytest.mark.parametrize("dtype", [F16, F32, F64])
+@pytest.mark.parametrize(
+    "fn,n_in",
+    [(ew.sigmoid, 1), (ew.softplus, 1), (ew.ufunc("exp"), 1), (ew.ufunc("tanh"), 1)]
+    + [(fn, 2) for _, fn, _ in BINARY],
+    ids=["sigmoid", "softplus", "exp", "tanh", "sigmoid_grad", "tanh_grad", "softplus_grad"],
+)
+@pytest.mark.parametrize("where", ["new", "first", "last"])
+def test_parallel_blocks_equal_one_call(fn, n_in, dtype, where, two_threads):
+    rng = np.random.default_rng(6)
+    inputs = [rng.uniform(-3, 3, _BIG).astype(dtype) for _ in range(n_in)]
+    with np.errstate(all="ignore"):
+        expect = fn(np, *[a.copy() for a in inputs], None)
+    args = tuple(a.copy() for a in inputs)
+    out = {"new": None, "first": args[0], "last": args[-1]}[where]
+    got = ew.parallel(np, fn, args, out)
+    if out is not None:
+        assert got is out
+    np.testing.assert_array_equal(got, expect)  # element-wise: bitwise the same
+
+
+def test_parallel_ops_through_a_session(two_threads):
+    x_np = np.random.default_rng(8).uniform(-4, 4, _BIG).astype(F32)
+    with af.Graph().as_default():
+        x = af.placeholder(F32, _BIG)
+        y = af.sigmoid(x * 1)  # donated: in place, in blocks
+        (g,) = af.gradients(af.reduce_sum(af.tanh(x) * y), [x])
+        got_y, got_g = _run([y, g], {x: x_np})
+    x64 = x_np.astype(np.float64)
+    s, t = _sigmoid_ref(x64), np.tanh(x64)
+    _close(got_y, s, F32)
+    expect = (1 - t * t) * s + t * s * (1 - s)
+    np.testing.assert_allclose(got_g, expect, rtol=1e-5, atol=1e-6)
