@@ -206,7 +206,9 @@ def decode_tensors(descs, payload) -> list:
     Raises InvalidArgumentError for any descriptor that does not fit the payload."""
     if not isinstance(descs, list) or len(descs) > MAX_TENSORS:
         raise _bad("tensor list")
-    out, offset, size = [], 0, len(payload) if payload is not None else 0
+    if payload is None:  # only empty tensors (e.g. no uninitialised variables) were sent
+        payload = b""
+    out, offset, size = [], 0, len(payload)
     for d in descs:
         if not isinstance(d, list) or not d or not isinstance(d[0], int):
             raise _bad("tensor descriptor")

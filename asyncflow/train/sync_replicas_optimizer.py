@@ -23,7 +23,7 @@ import asyncio
 import logging
 
 from asyncflow import graph as ops
-from asyncflow import variables
+from asyncflow import tensor_shape, variables
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import array_ops, control_flow_ops, data_flow_ops, state_ops
 from asyncflow.ops.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
@@ -158,7 +158,7 @@ class SyncReplicasOptimizer(Optimizer):
         # TF passes shape=() and its kernel reads a rank-0 shape as "any"; ours checks a
         # given shape strictly, so the unknown shape says the same thing.
         acc = SparseConditionalAccumulator(
-            grad.dtype, shape=None, shared_name=var.name + "/grad_accum"
+            grad.dtype, shape=tensor_shape.unknown_shape(), shared_name=var.name + "/grad_accum"
         )
         apply = acc.apply_indexed_slices_grad(grad, local_step=self._local_step)
         return acc, apply, acc.take_indexed_slices_grad(self._replicas_to_aggregate)
