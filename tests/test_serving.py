@@ -241,6 +241,26 @@ async def test_different_shapes_use_different_batches():
     assert len(fn.calls) == 2
 
 
+async def test_pad_variable_length_inputs_shares_a_batch():
+    """TF Serving's pad_variable_length_inputs: dims after the first are padded at their
+    end to the batch's largest, each request's input with its own first element; the
+    outputs are sliced back along dim 0 only."""
+    fn = GatedFn()
+    fn.auto = True
+    b = Batcher(fn, max_batch_size=8, pad_variable_length_inputs=True, allowed_batch_sizes=[4, 8])
+    a = np.array([[7.0, 1.0]], np.float32)
+    c = np.array([[2.0, 3.0, 4.0], [5.0, 6.0, 8.0]], np.float32)
+    ra, rc = await asyncio.gather(b.submit({"x": a}), b.submit({"x": c}))
+    assert len(fn.calls) == 1
+    want = [[7, 1, 7], [2, 3, 4], [5, 6, 8], [7, 1, 7]]  # row 4: the allowed size's padding
+    assert fn.calls[0]["x"].tolist() == want
+    assert ra["y"].tolist() == [[70, 10, 70]]
+    assert rc["y"].tolist() == (c * 10).tolist()
+    # Inputs of another rank are not padded into the batch: they get their own.
+    await asyncio.gather(b.submit({"x": a}), b.submit({"x": np.ones((1, 2, 2), np.float32)}))
+    assert [call["x"].ndim for call in fn.calls[1:]] == [2, 3]
+
+
 async def test_max_concurrent_batches():
     fn = GatedFn()
     b = Batcher(fn, max_batch_size=1, max_concurrent_batches=2)

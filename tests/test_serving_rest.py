@@ -470,8 +470,10 @@ def test_parse_batching_parameters():
         "max_concurrent_batches": 2,
         "allowed_batch_sizes": [8, 32],
     }
+    padding = server.parse_batching_parameters("pad_variable_length_inputs: true")
+    assert padding == {"pad_variable_length_inputs": True}
     with pytest.raises(ValueError, match="pad_variable_length_inputs"):
-        server.parse_batching_parameters("pad_variable_length_inputs { value: 1 }")
+        server.parse_batching_parameters("pad_variable_length_inputs: maybe")
 
 
 async def test_float32_outputs_keep_float32_digits(client):

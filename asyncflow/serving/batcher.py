@@ -16,10 +16,15 @@ Ray Serve's names in mind:
   running, when it expires fails with `errors.DeadlineExceededError`; one that expires
   while queued is taken out of its batch;
 - `batch_size_fn(inputs) -> int`: what a request counts against max_batch_size
-  (default: its dim 0, which is always how its outputs are sliced back).
+  (default: its dim 0, which is always how its outputs are sliced back);
+- `pad_variable_length_inputs`: requests whose inputs differ in dims after the first
+  share a batch; each input is padded at the end of every such dim to the batch's
+  largest size, with its own first element as the padding value (TF Serving's
+  choice), and outputs are sliced back along dim 0 only.
 
 Requests are merged only with requests of the same input names, dtypes and trailing
-shapes (one queue per such key, dropped as soon as it has no pending batch).  Nothing
+shapes (ranks only, when padding) -- one queue per such key, dropped as soon as it has
+no pending batch.  Nothing
 sleeps: a batch's timeout is a `loop.call_at` timer, and dispatch happens in
 `loop.call_soon` callbacks, so requests submitted in the same loop pass share a batch
 even with a zero timeout.
@@ -152,6 +157,7 @@ class Batcher:
         allowed_batch_sizes=None,
         batch_size_fn: Callable[[Mapping], int] | None = None,
         metrics_window: int = 10000,
+        pad_variable_length_inputs: bool = False,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be positive; was {max_batch_size}")
@@ -184,6 +190,7 @@ class Batcher:
         self.max_enqueued_batches = max_enqueued_batches
         self.max_concurrent_batches = max_concurrent_batches
         self._batch_size_fn = batch_size_fn
+        self.pad_variable_length_inputs = bool(pad_variable_length_inputs)
         self.metrics = BatchingMetrics(metrics_window)
         self._queues: dict = {}
         self._running = 0
@@ -239,7 +246,7 @@ class Batcher:
                 if size > 0
                 else f"Task size {size} must be positive",
             )
-        key = _batch_key(arrays)
+        key = _batch_key(arrays, self.pad_variable_length_inputs)
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = _Queue(key)
@@ -365,7 +372,7 @@ class Batcher:
             self.metrics.batches += 1
             self.metrics.batch_sizes[total] += 1
             self.metrics.padded_batch_sizes[padded] += 1
-            merged = _merge(requests, total, padded)
+            merged = _merge(requests, total, padded, self.pad_variable_length_inputs)
             try:
                 outputs = await self._fn(merged)
                 pieces = _split(outputs, requests, padded)
@@ -432,15 +439,34 @@ def _leading_dim(inputs: Mapping) -> int:
     return dims.pop()
 
 
-def _batch_key(arrays: Mapping) -> tuple:
+def _batch_key(arrays: Mapping, ranks_only: bool = False) -> tuple:
+    if ranks_only:
+        return tuple(sorted((name, a.dtype.str, a.ndim) for name, a in arrays.items()))
     return tuple(sorted((name, a.dtype.str, a.shape[1:]) for name, a in arrays.items()))
 
 
-def _merge(requests, total: int, padded: int) -> dict:
+def _pad_to(arr: np.ndarray, dims: tuple) -> np.ndarray:
+    """`arr` padded at the end of each dim after the first to `dims`, with its first
+    element (zeros when empty)."""
+    if arr.shape[1:] == dims:
+        return arr
+    widths = [(0, 0)] + [(0, d - n) for n, d in zip(arr.shape[1:], dims)]
+    if arr.size:
+        return np.pad(arr, widths, mode="constant", constant_values=arr.flat[0])
+    out = np.zeros((arr.shape[0], *dims), dtype=arr.dtype)
+    if arr.dtype == object:
+        out[...] = b""
+    return out
+
+
+def _merge(requests, total: int, padded: int, pad_variable_length: bool = False) -> dict:
     names = list(requests[0].inputs)
     merged = {}
     for name in names:
         parts = [r.inputs[name] for r in requests]
+        if pad_variable_length:
+            dims = tuple(max(sizes) for sizes in zip(*(p.shape[1:] for p in parts)))
+            parts = [_pad_to(p, dims) for p in parts]
         if padded > total:
             first = parts[0][:1]
             parts.append(np.repeat(first, padded - total, axis=0))

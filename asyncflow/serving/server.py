@@ -69,7 +69,7 @@ def parse_batching_parameters(text: str) -> dict:
 
     Understands `max_batch_size`, `batch_timeout_micros`, `max_enqueued_batches`,
     `num_batch_threads` (Batcher's max_concurrent_batches) written `name { value: N }`,
-    and `allowed_batch_sizes: N` (repeated).
+    `allowed_batch_sizes: N` (repeated) and `pad_variable_length_inputs: true`.
     """
     import re
 
@@ -88,6 +88,11 @@ def parse_batching_parameters(text: str) -> dict:
     allowed = [int(v) for v in re.findall(r"allowed_batch_sizes\s*:\s*(\d+)", text)]
     if allowed:
         options["allowed_batch_sizes"] = allowed
+    pad = re.findall(r"pad_variable_length_inputs\s*:\s*(\w+)", text)
+    if pad:
+        if pad[-1] not in ("true", "false", "True", "False", "1", "0"):
+            raise ValueError(f"pad_variable_length_inputs: not a bool: {pad[-1]}")
+        options["pad_variable_length_inputs"] = pad[-1] in ("true", "True", "1")
     return options
 
 
