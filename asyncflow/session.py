@@ -32,12 +32,11 @@ import threading
 
 import numpy as np
 
-from asyncflow import dtypes, errors, resources
+from asyncflow import dtypes, errors, loop_slices, resources
 from asyncflow import graph as ops
 from asyncflow.config import ConfigProto
 from asyncflow.devices.cpu import CALLER_DRIVES, release_cores, share_cores
 from asyncflow.devices.registry import create_devices
-from asyncflow.executor import _DEADLINES, _YIELD_TO_LOOP, _clock, caller_drives
 from asyncflow.graph import (  # noqa: F401 - the default session stack lives with the graph
     _default_sessions,
     _eval_with_default,
@@ -45,6 +44,15 @@ from asyncflow.graph import (  # noqa: F401 - the default session stack lives wi
     get_default_session,
 )
 from asyncflow.kernel_api import in_quiet_step, quiet_step
+from asyncflow.loop_slices import (
+    _DEADLINES,
+    _SLICE_OF,
+    _YIELD_TO_LOOP,
+    GRACE_FRACTION,
+    STEPPED_IN,
+    _clock,
+    caller_drives,
+)
 from asyncflow.master import Master, worker_for_target
 from asyncflow.worker import LocalWorker, timeout_s, traced
 
@@ -487,14 +495,19 @@ class BaseSession:
         bound = self._loop if self._loop is loop else self._arun_loop(loop)
         deadline = _DEADLINES.get(loop)  # (loop_slices.slice_spent, inlined)
         if deadline is not None and _clock() > deadline:
-            await _YIELD_TO_LOOP  # steps that never suspend, back to back: let others in
+            if STEPPED_IN.get() == _SLICE_OF.get(loop):
+                await _YIELD_TO_LOOP  # this task had its turn in this slice: let others in
+            else:  # its first step in this slice: a little more time, then yield
+                _DEADLINES[loop] = _clock() + loop_slices.SLICE_S * GRACE_FRACTION
         if bound is not loop:  # the runtime loop of synchronous callers
             ensure_loop_running(bound)  # it may have had no thread yet
             cf = asyncio.run_coroutine_threadsafe(
                 self._arun_bound(fetches, feed_dict, options, run_metadata), bound
             )
             return await asyncio.wrap_future(cf)
-        return await self._arun_bound(fetches, feed_dict, options, run_metadata)
+        result = await self._arun_bound(fetches, feed_dict, options, run_metadata)
+        STEPPED_IN.set(_SLICE_OF.get(loop, 0))
+        return result
 
     async def _arun_bound(self, fetches, feed_dict, options, run_metadata=None):
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
