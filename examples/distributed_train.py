@@ -17,8 +17,12 @@ What it shows (OSDI §4.2-4.4, as a TF1 program writes it):
   itself: `device_filters`, as TF recommends).
 
 Every process gets the same cluster secret (ASYNCFLOW_CLUSTER_SECRET), as a Kubernetes
-secret would provide.  The launcher exits 0 once both workers reached --steps and the
-loss fell below a tenth of its start.
+secret would provide.  On Kubernetes, examples/k8s/tfjob.yaml runs the same two roles
+(`python -m asyncflow.server` for the ps, `--job_name worker` for the workers), each
+finding its task in the TF_CONFIG that Kubeflow's training operator sets.
+
+The launcher exits 0 once both workers reached --steps and the loss fell below a tenth
+of its start.
 """
 
 from __future__ import annotations
@@ -79,10 +83,23 @@ def _model(af, cluster, task: int):
     return gs, loss, train, batch
 
 
+def worker_task(args):
+    """(cluster, task index) from the flags, else from TF_CONFIG (a TFJob pod's)."""
+    import asyncflow as af
+    from asyncflow.distributed.cluster import parse_tf_config
+
+    if args.cluster:
+        return af.train.ClusterSpec(json.loads(args.cluster)), args.task_index
+    cluster, job, index = parse_tf_config()
+    if not cluster.jobs or job != "worker":
+        raise SystemExit(f"TF_CONFIG names no worker task (job {job!r})")
+    return cluster, index
+
+
 def run_worker(args) -> int:
     import asyncflow as af
 
-    cluster = af.train.ClusterSpec(json.loads(args.cluster))
+    cluster, args.task_index = worker_task(args)
     server = af.train.Server(cluster, "worker", args.task_index)
     gs, loss, train, batch = _model(af, cluster, args.task_index)
     config = af.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{args.task_index}"])
@@ -196,7 +213,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--job_name", default=None, help="(internal) run one worker task")
     p.add_argument("--task_index", type=int, default=0)
-    p.add_argument("--cluster", default="")
+    p.add_argument("--cluster", default="", help="cluster JSON (else from TF_CONFIG)")
     p.add_argument("--steps", type=int, default=2000, help="global steps to train")
     p.add_argument("--checkpoint_dir", default="")
     p.add_argument("--timeout", type=float, default=120.0)
