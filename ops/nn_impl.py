@@ -31,6 +31,7 @@ from asyncflow.ops import (
     reduction_ops,
     slicing_ops,
 )
+from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _as_dtype, _quiet, _shape_str
 from asyncflow.registry import (
@@ -83,26 +84,38 @@ def _log_softmax_np(xp, x):
 # -- SoftmaxCrossEntropyWithLogits ---------------------------------------------------------
 
 
+def _xent_broadcast_shape(logits, labels):
+    """TF's SoftmaxCrossEntropyWithLogits shape: both rank 2, broadcast to each other."""
+    for s in (logits, labels):
+        if s.ndims is not None and s.ndims != 2:
+            raise ValueError(f"Shape must be broadcasted with rank 2, but is rank {s.ndims}")
+    a = logits if logits.ndims is not None else tensor_shape.TensorShape([None, None])
+    b = labels if labels.ndims is not None else tensor_shape.TensorShape([None, None])
+    dims = []
+    for da, db in zip(a.as_list(), b.as_list(), strict=True):
+        if da == 1 or db == 1:
+            dims.append(db if da == 1 else da)
+        elif da is None or db is None:
+            dims.append(None)
+        elif da != db:
+            raise ValueError(f"Dimensions must be equal, but are {da} and {db}")
+        else:
+            dims.append(da)
+    return tensor_shape.TensorShape(dims)
+
+
 def _xent_shape(op):
-    logits = op.inputs[0].shape.with_rank(2)
-    labels = op.inputs[1].shape
     if op.type == "SoftmaxCrossEntropyWithLogits":
-        labels = labels.with_rank(2)
-        try:
-            logits = logits.merge_with(labels)
-        except ValueError:
-            raise ValueError(
-                f"logits and labels must be broadcastable: logits_size={logits} "
-                f"labels_size={labels}"
-            ) from None
-    else:
-        labels = labels.with_rank(1)
-        if not logits[0].is_compatible_with(labels[0]):
-            raise ValueError(
-                f"logits and labels must have the same first dimension, got logits shape "
-                f"{logits} and labels shape {labels}"
-            )
-        logits = tensor_shape.TensorShape([logits[0].merge_with(labels[0]), logits[1]])
+        shape = _xent_broadcast_shape(op.inputs[0].shape, op.inputs[1].shape)
+        return [tensor_shape.TensorShape([shape[0]]), shape]
+    logits = op.inputs[0].shape.with_rank(2)
+    labels = op.inputs[1].shape.with_rank(1)
+    if not logits[0].is_compatible_with(labels[0]):
+        raise ValueError(
+            f"logits and labels must have the same first dimension, got logits shape "
+            f"{logits} and labels shape {labels}"
+        )
+    logits = tensor_shape.TensorShape([logits[0].merge_with(labels[0]), logits[1]])
     return [tensor_shape.TensorShape([logits[0]]), logits]
 
 
@@ -116,6 +129,8 @@ SoftmaxCrossEntropyWithLogits = register_op(
 
 
 def _softmax_xent(xp, x, labels, out_dtype):
+    if x.shape[-1] == 0:  # no classes: TF 2.21 gives a zero loss and an empty backprop
+        return xp.zeros(x.shape[:-1], out_dtype), xp.zeros(x.shape, out_dtype)
     ct = np.float32 if x.dtype.itemsize < 4 else x.dtype
     x, labels = x.astype(ct, copy=False), labels.astype(ct, copy=False)
     logp = _log_softmax_np(xp, x)
@@ -128,11 +143,19 @@ def _softmax_xent(xp, x, labels, out_dtype):
 async def _softmax_xent_kernel(ctx, x, labels):
     xp = ctx.xp
     x, labels = xp.asarray(x), xp.asarray(labels)
-    if x.ndim != 2 or x.shape != labels.shape:
+    if x.ndim != 2 or labels.ndim != 2:
         raise _invalid(
-            f"logits and labels must be broadcastable: logits_size={_shape_str(x.shape)} "
-            f"labels_size={_shape_str(labels.shape)}"
+            "logits and labels must be either 2-dimensional, or broadcasted to be 2-dimensional"
         )
+    if x.shape != labels.shape:  # TF broadcasts a batch (or class) dimension of 1
+        try:
+            shape = np.broadcast_shapes(x.shape, labels.shape)
+        except ValueError:
+            raise _invalid(
+                f"logits and labels must be broadcastable: logits_size={_shape_str(x.shape)} "
+                f"labels_size={_shape_str(labels.shape)}"
+            ) from None
+        x, labels = xp.broadcast_to(x, shape), xp.broadcast_to(labels, shape)
     return await ctx.device.compute(_quiet, xp, _softmax_xent, xp, x, labels, x.dtype)
 
 
@@ -152,8 +175,11 @@ def _xent_grad_common(op, grad_loss, grad_grad, labels_grad):
 
 @SoftmaxCrossEntropyWithLogits.gradient
 def _softmax_xent_grad(op, grad_loss, grad_grad=None):
-    logits = op.inputs[0]
-    return _xent_grad_common(op, grad_loss, grad_grad, lambda g: g * -nn_ops.log_softmax(logits))
+    logits, labels = op.inputs
+    dlogits, dlabels = _xent_grad_common(
+        op, grad_loss, grad_grad, lambda g: g * -nn_ops.log_softmax(logits)
+    )
+    return list(_g.broadcast_reduce(logits, labels, dlogits, dlabels))
 
 
 SparseSoftmaxCrossEntropyWithLogits = register_op(
@@ -245,6 +271,12 @@ def _softmax_xent_builder(labels, logits, axis, name):
                 f"Shapes {labels.shape} and {logits.shape} are incompatible"
             ) from None
         rank = logits.shape.ndims
+        if rank is None and axis in (-1, None):
+            # TF flattens the outer dims at run time and restores them on the loss.
+            out_shape = array_ops.shape(logits)[:-1]
+            logits, labels = _flatten_outer(logits), _flatten_outer(labels)
+            loss = _apply("SoftmaxCrossEntropyWithLogits", [logits, labels])[0]
+            return array_ops.reshape(loss, out_shape, name=scope)
         if rank is None:
             raise ValueError("softmax_cross_entropy_with_logits needs logits of known rank")
         if rank == 0:

@@ -423,3 +423,67 @@ def test_dropout_placeholder_keep_prob_keeps_static_shape():
     np.testing.assert_array_equal(_run(y, {x: xv, keep: 1.0}), xv)
     with pytest.raises(ValueError, match="must have rank 0"):
         nn_impl.dropout(x, af.placeholder(af.float32, [3]))
+
+
+def _xent_op(features, labels):
+    return ops.apply_op("SoftmaxCrossEntropyWithLogits", [features, labels]).outputs
+
+
+def test_xent_op_broadcasts_a_batch_of_one_as_tf():
+    # TF 2.21 (gen_nn_ops.softmax_cross_entropy_with_logits): features [1, 4] against
+    # labels [2, 4] -> loss [0.4401897, 1.9401896], backprop [2, 4]; [[1.]] vs [[1.], [1.]]
+    # -> loss [0, 0].
+    f = np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)
+    lab = np.array([[0, 0, 0, 1.0], [0, 0.5, 0.5, 0]], np.float32)
+    loss, backprop = _xent_op(f, lab)
+    assert loss.shape.as_list() == [2] and backprop.shape.as_list() == [2, 4]
+    loss1, _ = _xent_op(np.float32([[1.0]]), np.float32([[1.0], [1.0]]))
+    with Session() as sess:
+        got_loss, got_bp, got1 = sess.run([loss, backprop, loss1])
+    np.testing.assert_allclose(got_loss, [0.4401897, 1.9401896], rtol=1e-6)
+    np.testing.assert_allclose(
+        got_bp,
+        [[0.0320586, 0.08714432, 0.23688284, -0.35608572],
+         [0.0320586, -0.41285568, -0.26311716, 0.6439143]],
+        rtol=1e-5,
+    )  # fmt: skip
+    assert got1.tolist() == [0.0, 0.0]
+
+
+def test_xent_op_shape_errors_as_tf():
+    # TF 2.21: rank 3 inputs -> ValueError "Shape must be broadcasted with rank 2, but is
+    # rank 3"; [1, 4] vs [2, 3] -> "Dimensions must be equal, but are 4 and 3".
+    with pytest.raises(ValueError, match="rank 2, but is rank 3"):
+        _xent_op(np.ones((2, 1, 4), np.float32), np.ones((2, 1, 4), np.float32))
+    with pytest.raises(ValueError, match="Dimensions must be equal, but are 4 and 3"):
+        _xent_op(np.ones((1, 4), np.float32), np.ones((2, 3), np.float32))
+
+
+def test_xent_with_zero_classes_and_unknown_rank():
+    # TF 2.21: fed [2, 0] features and labels give loss [0, 0] and an empty backprop; the
+    # nn function takes logits of unknown rank (flattening the outer dims at run time).
+    p = af.placeholder(af.float32, [None, None])
+    loss, backprop = _xent_op(p, p)
+    x = af.placeholder(af.float32)
+    y = af.placeholder(af.float32)
+    nn_loss = nn_impl.softmax_cross_entropy_with_logits_v2(labels=y, logits=x)
+    logits = np.array([[[1.0, 2.0], [3.0, 1.0]]], np.float32)
+    labels = np.array([[[0.0, 1.0], [1.0, 0.0]]], np.float32)
+    want = -(labels * (logits - np.log(np.exp(logits).sum(-1, keepdims=True)))).sum(-1)
+    with Session() as sess:
+        got_loss, got_bp = sess.run([loss, backprop], {p: np.zeros((2, 0), np.float32)})
+        got = sess.run(nn_loss, {x: logits, y: labels})
+    assert got_loss.tolist() == [0.0, 0.0] and got_bp.shape == (2, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert got.shape == (1, 2)
+
+
+def test_xent_gradient_reduces_a_broadcast_batch():
+    # d/dfeatures of sum(loss) for features [1, 4] broadcast against labels [2, 4] is the
+    # batch sum of the backprops; checked against finite differences.
+    from asyncflow.test_util import compute_gradient_error
+
+    f = af.constant(np.array([[0.1, 0.4, -0.3, 0.2]]))
+    lab = af.constant(np.array([[0, 0, 0, 1.0], [0, 0.5, 0.5, 0]]))
+    loss = _xent_op(f, lab)[0]
+    assert compute_gradient_error(f, [1, 4], loss, [2], delta=1e-5) < 1e-8
