@@ -449,24 +449,27 @@ def invert_permutation(perm) -> list[int]:
     return inv
 
 
+_MISSING = -1  # a leading dimension one input lacks (0 is a real, empty dimension)
+
+
 def _static_reduction_axes(sx, sy):
     """(rx, ry) reduction axes of x and y when the shapes decide them, else None."""
     if sx.ndims is None or sy.ndims is None:
         return None
     n = max(sx.ndims, sy.ndims)
-    dx = [0] * (n - sx.ndims) + [d.value for d in sx.dims]  # 0 = missing dimension
-    dy = [0] * (n - sy.ndims) + [d.value for d in sy.dims]
+    dx = [_MISSING] * (n - sx.ndims) + [d.value for d in sx.dims]
+    dy = [_MISSING] * (n - sy.ndims) + [d.value for d in sy.dims]
     rx, ry = [], []
     for i, (a, b) in enumerate(zip(dx, dy)):
         for mine, other, axes in ((a, b, rx), (b, a, ry)):
-            if mine == 0:
+            if mine == _MISSING:
                 axes.append(i)
             elif mine == 1:
                 if other is None:
                     return None
-                if other > 1:
+                if other != 1 and other != _MISSING:  # broadcast to >1 or to an empty dim
                     axes.append(i)
-            elif mine is None and other not in (0, 1):
+            elif mine is None and other not in (_MISSING, 1):
                 return None
     return rx, ry
 

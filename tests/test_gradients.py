@@ -316,3 +316,20 @@ def test_gradient_checker_detects_a_wrong_gradient():
     with pytest.raises(AssertionError, match="max Jacobian error"):
         # stop_gradient hides the dependency: the theoretical Jacobian is zero.
         checker.assert_close(lambda a: stop_gradient(a) * 1.0, [np.array([0.1, 0.2])])
+
+
+def test_gradients_of_a_broadcast_against_an_empty_dimension():
+    # A size-0 dimension is a real one: [0, 0] * scalar keeps x's gradient [0, 0] (it was
+    # summed to a scalar and failed to reshape), and [1, 3] * [0, 3] sums x's gradient
+    # over the empty batch: zeros [1, 3] (TF 2.21 gives the same).
+    with af.Graph().as_default():
+        e = af.constant(np.zeros((0, 0)))
+        c = af.constant(2.0, af.float64)
+        x, y = af.constant(np.ones((1, 3))), af.constant(np.ones((0, 3)))
+        ge = af.gradients(af.reduce_sum(e * c), [e])[0]
+        gx, gy = af.gradients(af.reduce_sum(x * y), [x, y])
+        assert ge.shape.as_list() == [0, 0] and gx.shape.as_list() == [1, 3]
+        with af.Session() as sess:
+            got_e, got_x, got_y = sess.run([ge, gx, gy])
+    assert got_e.shape == (0, 0) and got_y.shape == (0, 3)
+    assert got_x.tolist() == [[0.0, 0.0, 0.0]]
