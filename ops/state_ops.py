@@ -365,7 +365,8 @@ def _register_assign_update(op_type: str, ufunc):
 
     @op_def.kernel("CPU")
     async def _kernel(ctx, ref, value):
-        ref.apply_ufunc(ufunc, value)
+        # A large variable's update would hold the loop: its cost decides where it runs.
+        await ctx.device.compute(ref.apply_ufunc, ufunc, value)
         return ref.read()
 
     return op_def

@@ -372,17 +372,28 @@ def _register(
         else:
             _check_dense(names, n_refs, scalar_pos, grad_pos, values)
         del values[:n_refs]
-        with quiet_errstate():  # TF yields inf/nan silently
-            targets = [r.writable_target() for r in refs]
-            if sparse:
-                _update_rows(ctx.attrs, update, targets, values, indices)
-            else:
-                _dense_update(fn, ctx.attrs, targets, values)
+        targets = [r.writable_target() for r in refs]
+        # The update's cost decides where it runs (a large model's update would hold
+        # the loop for many milliseconds): inline when cheap, else on a device worker.
+        if sparse:
+            await ctx.device.compute(_apply_rows, update, ctx.attrs, targets, values, indices)
+        else:
+            await ctx.device.compute(_apply_dense, fn, ctx.attrs, targets, values)
         for r, t in zip(refs, targets):
             r.commit(t)
         return refs[0]
 
     return op_def
+
+
+def _apply_dense(fn: Callable, attrs, targets: list, values: list) -> None:
+    with quiet_errstate():  # TF yields inf/nan silently
+        _dense_update(fn, attrs, targets, values)
+
+
+def _apply_rows(update: Callable, attrs, targets: list, values: list, indices) -> None:
+    with quiet_errstate():
+        _update_rows(attrs, update, targets, values, indices)
 
 
 _BLOCK = 1 << 16  # elements per block: 256 KiB of float32, temporaries stay in L2

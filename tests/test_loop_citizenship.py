@@ -129,6 +129,30 @@ async def test_heavy_by_estimate_kernel_goes_to_a_worker_under_arun(graph):
         assert dev.offloaded >= 1  # the product (and the sum of 64 MiB) ran on a worker
 
 
+async def test_large_variable_updates_go_to_a_worker_under_arun(graph):
+    # 4M float32 (16 MiB) per buffer: every update below is estimated far over INLINE_S.
+    n = 1 << 22
+    v = af.Variable(np.zeros(n, np.float32))
+    g = af.placeholder(af.float32, [n])
+    sgd = af.train.GradientDescentOptimizer(0.5).apply_gradients([(g, v)])
+    bump = af.assign_add(v, g)
+    tiny = af.Variable(np.zeros(4, np.float32))
+    tiny_bump = af.assign_add(tiny, af.ones([4]))
+    grad = np.full(n, 2.0, np.float32)
+    async with af.Session() as s:
+        dev = s._devices[0]
+        await s.arun(af.global_variables_initializer())
+        await s.arun(tiny_bump)
+        before = dev.offloaded
+        await s.arun(tiny_bump)
+        assert dev.offloaded == before  # cheap: inline
+        await s.arun(sgd, {g: grad})
+        assert dev.offloaded == before + 1  # v -= 0.5 * g on a worker
+        await s.arun(bump, {g: grad})
+        assert dev.offloaded == before + 2  # v += g on a worker
+        np.testing.assert_array_equal(await s.arun(v), np.ones(n, np.float32))
+
+
 def test_a_caller_driven_step_computes_inline(graph, monkeypatch):
     monkeypatch.setattr(cpu, "_share_count", 0)  # a lone device (whatever other tests left)
     monkeypatch.setattr(session_mod, "_runtime", None)  # a loop without a thread yet
