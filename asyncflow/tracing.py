@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextvars
 import heapq
 import time
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -27,7 +28,7 @@ import numpy as np
 from asyncflow import dtypes
 from asyncflow.graph_io import shape_proto
 from asyncflow.protos.cost_graph_pb2 import CostGraphDef
-from asyncflow.protos.step_stats_pb2 import StepStats
+from asyncflow.protos.step_stats_pb2 import NodeExecStats, StepStats
 
 __all__ = ["collect_into", "fill_run_metadata", "stop_collecting", "timed_kernel"]
 
@@ -147,12 +148,34 @@ def fill_run_metadata(run_metadata, records: list, devices: list) -> None:
         run_metadata.cost_graph = cost
 
 
+# What a node's stats hold apart from its times and memory (name, label, outputs) is the
+# same from step to step while its output shapes are: it is built once per op and output
+# shapes and copied into each step's StepStats (building it every step was 2/3 of what a
+# traced step of the MLP cost, ~0.6 ms for 63 nodes).  Weak keys: a graph's ops go
+# with the graph.
+_TEMPLATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TEMPLATES_PER_OP = 8  # distinct output signatures kept per op (varying batch sizes)
+
+
+def _templates(device, op, outputs) -> tuple[NodeExecStats, CostGraphDef.Node]:
+    key = (device.name, tuple(outputs))
+    per_op = _TEMPLATES.get(op)
+    if per_op is None:
+        per_op = _TEMPLATES[op] = {}
+    found = per_op.get(key)
+    if found is None:
+        if len(per_op) >= _TEMPLATES_PER_OP:
+            per_op.clear()
+        found = per_op[key] = (_static_node_stats(device, op, outputs),
+                               _static_cost_node(device, op, outputs))  # fmt: skip
+    return found
+
+
 def _node_stats(ns, rec, lane: int) -> None:
     device, op, start, end, outputs, live, peak = rec
+    ns.CopyFrom(_templates(device, op, outputs)[0])
     start_ns = start + _EPOCH_OFFSET_NS
     dur = end - start
-    ns.node_name = op.name
-    ns.timeline_label = _label(op)
     ns.thread_id = lane
     ns.all_start_micros = start_ns // 1000
     ns.all_start_nanos = start_ns
@@ -161,6 +184,16 @@ def _node_stats(ns, rec, lane: int) -> None:
     ns.op_start_rel_micros = 0
     ns.op_end_rel_micros = ns.all_end_rel_micros = dur // 1000
     ns.op_end_rel_nanos = ns.all_end_rel_nanos = dur
+    mem = ns.memory[0]
+    mem.live_bytes = live
+    mem.allocator_bytes_in_use = live
+    mem.peak_bytes = peak
+
+
+def _static_node_stats(device, op, outputs) -> NodeExecStats:
+    ns = NodeExecStats()
+    ns.node_name = op.name
+    ns.timeline_label = _label(op)
     for slot, desc in enumerate(outputs):
         if desc is None:
             continue
@@ -176,17 +209,21 @@ def _node_stats(ns, rec, lane: int) -> None:
         td.allocation_description.allocated_bytes = nbytes
         td.allocation_description.allocator_name = device.name
     mem = ns.memory.add(allocator_name=device.name)
-    mem.live_bytes = live
-    mem.allocator_bytes_in_use = live
-    mem.peak_bytes = peak
     mem.total_bytes = sum(d[2] for d in outputs if d is not None)
+    return ns
 
 
 def _cost_node(node, rec, index: int) -> None:
     device, op, start, end, outputs, _, _ = rec
-    node.name, node.device, node.id = op.name, device.name, index
+    node.CopyFrom(_templates(device, op, outputs)[1])
+    node.id = index
     node.compute_time = (end - start) // 1000
     node.compute_cost = node.compute_time
+
+
+def _static_cost_node(device, op, outputs) -> CostGraphDef.Node:
+    node = CostGraphDef.Node()
+    node.name, node.device = op.name, device.name
     for desc in outputs:
         info = node.output_info.add()
         if desc is not None:
@@ -197,3 +234,4 @@ def _cost_node(node, rec, index: int) -> None:
                 info.dtype = dtypes.as_dtype(dtype).as_datatype_enum
             except TypeError:
                 pass
+    return node
