@@ -15,11 +15,12 @@ fused node takes over the absorbed nodes' inputs and control edges, in and out.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 
 from asyncflow import errors
 from asyncflow.executor import _flat_input_is_ref
-from asyncflow.ops import matmul_ops, nn_ops, training_ops
+from asyncflow.ops import fused_elementwise, matmul_ops, nn_ops, training_ops
 from asyncflow.partition import Partition, make_op, renumber
 
 __all__ = ["GRAPH_PASSES", "PartitionView", "run_graph_passes"]
@@ -126,19 +127,33 @@ class PartitionView:
         """None of `nodes` was taken by an earlier rewrite."""
         return not self._taken.intersection(nodes)
 
-    def fuse(self, into: int, op_type: str, attrs: dict, inputs: list, absorbed: list[int]):
+    def fuse(
+        self,
+        into: int,
+        op_type: str,
+        attrs: dict,
+        inputs: list,
+        absorbed: list[int],
+        outputs: list | None = None,
+    ):
         """Replace node `into` by a node of `op_type` taking `inputs`; the nodes of
-        `absorbed` (each feeding only this pattern) are dropped, and their control
-        edges, in and out, move to the fused node.  Returns the new op."""
+        `absorbed` (each feeding only this pattern, unless it is one of `outputs`) are
+        dropped, and their control edges, in and out, move to the fused node.  The
+        fused node's outputs are `into`'s, then the values `outputs` lists ((node,
+        output) of absorbed nodes), whose consumers and fetches it takes over.
+        Returns the new op."""
         old = self.nodes[into]
-        dtypes = [t.dtype for t in old.op._outputs]
+        olds = list(old.op._outputs) + [self.nodes[j].op._outputs[k] for j, k in outputs or ()]
+        dtypes = [t.dtype for t in olds]
         # The fused node keeps the name of the node it replaces, as TF's remapper does: its
         # value is that node's (fetches, traces and errors name it so).
         op = make_op(self._graph, op_type, old.op.name, attrs, [], dtypes)
         op.traceback = old.op.traceback  # errors name the user's line of the pattern
-        for new_t, old_t in zip(op._outputs, old.op._outputs):
+        for new_t, old_t in zip(op._outputs, olds):
             new_t._shape, new_t._is_ref = old_t._shape, old_t._is_ref
         gone = set(absorbed)
+        if outputs:
+            self._take_over(into, len(old.op._outputs), outputs, gone)
         pattern = gone | {into}
         # A control edge out of an absorbed node (gate_gradients' group_deps waiting for
         # a MatMul the pattern swallows) now waits for what that node waited for: not for
@@ -171,14 +186,29 @@ class PartitionView:
         self._taken.add(into)
         return op
 
+    def _take_over(self, into: int, first: int, outputs: list, gone: set) -> None:
+        """Point the consumers and fetches of `outputs` at outputs `first`, ... of node
+        `into`."""
+        moved = {tuple(src): (into, first + k) for k, src in enumerate(outputs)}
+        for k, node in enumerate(self.nodes):
+            if k != into and k not in gone:
+                node.inputs = [moved.get(tuple(s), s) for s in node.inputs]
+        targets = {j for j, _ in outputs}
+        p = self.partition
+        p.fetches = [
+            (into, None) if f[0] in targets and f[1] is None else moved.get(tuple(f), f)
+            for f in p.fetches
+        ]
+
     def _waited_for(self, c: int, after: set[int], pattern: set[int]) -> list[int]:
         """The nodes outside `after` and `pattern` that node c waits for, directly or
-        through nodes of `after` or `pattern` (data and control edges)."""
+        through nodes of `after` or `pattern` (data and control edges; a loop's back
+        edge is not waited for within an iteration)."""
         out, seen, todo = [], {c}, [c]
         while todo:
             node = self.nodes[todo.pop()]
             for j in [s[0] for s in node.inputs if s[0] != "feed"] + node.controls:
-                if j in seen:
+                if j in seen or self.nodes[j].op.type == "NextIteration":
                     continue
                 seen.add(j)
                 if j in after or j in pattern:
@@ -199,11 +229,12 @@ class PartitionView:
         return seen
 
     def _downstream(self, roots: set[int]) -> set[int]:
-        """Every node that waits, through data or control edges, for one of `roots`."""
+        """Every node that waits, through data or control edges, for one of `roots`
+        in the same iteration (a loop's back edge into its Merge does not count)."""
         users: list[list[int]] = [[] for _ in self.nodes]
         for i, node in enumerate(self.nodes):
             for src in node.inputs:
-                if src[0] != "feed":
+                if src[0] != "feed" and self.nodes[src[0]].op.type != "NextIteration":
                     users[src[0]].append(i)
             for c in node.controls:
                 users[c].append(i)
@@ -216,10 +247,16 @@ class PartitionView:
         return seen
 
     def finish(self) -> None:
-        """Drop the absorbed nodes (renumbering the partition)."""
+        """Drop the absorbed nodes, renumbering the partition in a topological order (a
+        fused node's consumers may have come before it), as close to the old one as
+        that allows."""
         if self._dead:
-            keep = [i for i in range(len(self.nodes)) if i not in self._dead]
-            renumber(self.partition, keep)
+            renumber(
+                self.partition,
+                _topological(
+                    [i for i in range(len(self.nodes)) if i not in self._dead], self.nodes
+                ),
+            )
 
 
 # The graph passes, in the order they run.  (Plan passes, which replace kernels of a
@@ -230,6 +267,8 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     nn_ops.fuse_bias_add_relu,
     nn_ops.fuse_max_pool_grad_relu_grad,
     training_ops.fuse_matmul_into_updates,
+    # last: what the pattern fusions left of the element-wise nodes, in clusters
+    fused_elementwise.fuse_elementwise,
 ]
 
 
@@ -246,6 +285,35 @@ def run_graph_passes(partition: Partition, scratch_graph) -> None:
                 raise errors.InternalError(
                     None, None, f"graph pass {rewrite.__name__} made a cycle in a partition"
                 )
+
+
+def _topological(keep: list[int], nodes) -> list[int]:
+    """`keep` (node indices) in a topological order, each node as early in the old
+    order as its inputs allow (loop back edges into a Merge do not count); a cycle's
+    nodes are left at the end, for `_acyclic` to report."""
+    keep_set = set(keep)
+    pending = dict.fromkeys(keep, 0)
+    users: dict[int, list[int]] = {i: [] for i in keep}
+    for i in keep:
+        node = nodes[i]
+        for j in [s[0] for s in node.inputs if s[0] != "feed"] + node.controls:
+            if j in keep_set and nodes[j].op.type != "NextIteration":
+                pending[i] += 1
+                users[j].append(i)
+    ready = [i for i in keep if not pending[i]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            pending[u] -= 1
+            if not pending[u]:
+                heapq.heappush(ready, u)
+    if len(order) < len(keep):
+        placed = set(order)
+        order.extend(i for i in keep if i not in placed)
+    return order
 
 
 def _acyclic(nodes) -> bool:

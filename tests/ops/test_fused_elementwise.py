@@ -1,0 +1,453 @@
+"""Elementwise fusion (ops/fused_elementwise.py): the graph pass alone on partitions, the
+`_FusedElementwise` kernel against NumPy, and whole graphs with and without the pass.
+
+The kernel tests go through a Session, so `make test-fake-gpu` runs them on the
+stand-in GPU too.
+"""
+
+from __future__ import annotations
+
+import unittest.mock as mock
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+from asyncflow import errors, graph_passes, partition
+from asyncflow.devices.cpu import CPUDevice
+from asyncflow.ops import fused_elementwise
+
+pytestmark = pytest.mark.timeout(60)
+
+RNG = np.random.default_rng(5)
+
+
+def _partition(fetches, feeds=()):
+    order = partition.prune(list(feeds), fetches)
+    dev = CPUDevice("/job:localhost/replica:0/task:0/device:CPU:0")
+    parts, _ = partition.partition(
+        order, dict.fromkeys(order, dev), list(feeds), fetches, tf.Graph()
+    )
+    return parts[0]
+
+
+def _fuse(p):
+    view = graph_passes.PartitionView(p, tf.Graph())
+    fused_elementwise.fuse_elementwise(view)
+    view.finish()
+    assert graph_passes._acyclic(p.nodes)
+    return [n.op.type for n in p.nodes]
+
+
+def _fused_nodes(p):
+    return [n for n in p.nodes if n.op.type == "_FusedElementwise"]
+
+
+@pytest.fixture
+def no_fusion(monkeypatch):
+    passes = [r for r in graph_passes.GRAPH_PASSES if r is not fused_elementwise.fuse_elementwise]
+    monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
+
+
+def _lstm_cell(x, c):
+    i, j, f, o = tf.split(x, 4, 1)
+    new_c = c * tf.sigmoid(f + 1.0) + tf.sigmoid(i) * tf.tanh(j)
+    return new_c, tf.tanh(new_c) * tf.sigmoid(o)
+
+
+def _np_sigmoid(x):
+    return 1 / (1 + np.exp(-x.astype(np.float64)))
+
+
+def _np_lstm_cell(x, c):
+    i, j, f, o = np.split(x.astype(np.float64), 4, 1)
+    new_c = c * _np_sigmoid(f + 1.0) + _np_sigmoid(i) * np.tanh(j)
+    return new_c, np.tanh(new_c) * _np_sigmoid(o)
+
+
+# -- the pass alone ----------------------------------------------------------------------------
+
+
+def test_an_lstm_cell_becomes_one_node_with_both_outputs():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 16])
+        c = tf.placeholder(tf.float32, [None, 4])
+        new_c, h = _lstm_cell(x, c)
+        p = _partition([new_c, h], [x, c])
+        before = len(p.nodes)
+        types = _fuse(p)
+        (fused,) = _fused_nodes(p)
+        assert set(types) == {"Split", "Const", "_FusedElementwise"}  # Split's axis stays
+        assert len(p.nodes) == before - 10  # 11 element-wise nodes and the 1.0: one node
+        attrs = fused.op._attrs
+        assert attrs["N"] == 5 and attrs["M"] == 2  # the 4 gates and c; new_c and h
+        assert sorted(attrs["program"]) == sorted(
+            [
+                "AddV2",
+                "Sigmoid",
+                "Mul",
+                "Sigmoid",
+                "Tanh",
+                "Mul",
+                "AddV2",
+                "Tanh",
+                "Sigmoid",
+                "Mul",
+            ]
+        )
+        assert [float(v) for v in attrs["literals"]] == [1.0]
+        # the fused node keeps the name of the node it replaced; both fetches follow it
+        assert fused.op.name == h.op.name
+        k = p.nodes.index(fused)
+        assert p.fetches == [(k, 1), (k, 0)]
+
+
+def test_intermediates_others_read_become_outputs():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 8])
+        s = tf.sigmoid(x * 2.0)
+        y = tf.tanh(s) + 1.0
+        other = tf.reduce_sum(s)  # not element-wise: reads s from outside the cluster
+        p = _partition([y, other], [x])
+        _fuse(p)
+        (fused,) = _fused_nodes(p)
+        assert fused.op._attrs["M"] == 2
+        (sum_node,) = [n for n in p.nodes if n.op.type == "Sum"]
+        assert sum_node.inputs[0] == (p.nodes.index(fused), 1)
+        assert [t.dtype for t in fused.op._outputs] == [tf.float32, tf.float32]
+
+
+def test_a_path_through_another_node_splits_the_cluster():
+    # a -> MatMul -> b with a and b element-wise and b also reading a: fusing a and b
+    # would make the fused node wait for itself.
+    w = RNG.standard_normal((8, 8)).astype(np.float32)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 8])
+        a = tf.tanh(x * 3.0)
+        b = tf.sigmoid(a) * tf.matmul(a, tf.constant(w))
+        p = _partition([b], [x])
+        _fuse(p)  # (checks acyclicity)
+        (fused,) = _fused_nodes(p)  # tanh(x * 3) and sigmoid(a); the product stays out
+        assert fused.op._attrs["program"] == ["Mul", "Tanh", "Sigmoid"]
+        assert {"MatMul", "Mul"} <= {n.op.type for n in p.nodes}
+        with tf.Session() as s:
+            xv = RNG.standard_normal((5, 8)).astype(np.float32)
+            got = s.run(b, {x: xv})
+    av = np.tanh(xv * 3.0)
+    np.testing.assert_allclose(got, _np_sigmoid(av) * (av @ w), rtol=1e-5, atol=1e-6)
+
+
+def test_what_is_not_fused():
+    with tf.Graph().as_default():
+        xi = tf.placeholder(tf.int32, [None])
+        ints = tf.abs(xi * 2) + 1  # integers: TF's checks (division by zero) differ
+        v = tf.Variable(np.ones(4, np.float32))
+        shared = tf.constant(np.arange(100, dtype=np.float32))  # too big to be a literal
+        x = tf.placeholder(tf.float32, [100])
+        y = tf.exp(x * shared)
+        single = tf.sigmoid(v.read_value())
+        p = _partition([ints, y, single], [xi, x])
+        types = _fuse(p)
+        assert types.count("_FusedElementwise") == 1
+        (fused,) = _fused_nodes(p)
+        assert fused.op._attrs["program"] == ["Mul", "Exp"]
+        assert fused.op._attrs["literals"] == []  # the 100-element constant is an input
+        assert {"Abs", "AddV2", "Sigmoid"} <= set(types)
+
+
+def test_a_fetched_intermediate_and_a_shared_constant():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float64, [3])
+        two = tf.constant(2.0, tf.float64)
+        a = x * two
+        b = tf.exp(a) - two
+        z = tf.sqrt(two)  # the constant has a reader outside the cluster
+        p = _partition([b, a, z], [x])
+        _fuse(p)
+        fused = [n for n in _fused_nodes(p) if n.op._attrs["M"] == 2]
+        assert len(fused) == 1 and fused[0].op._attrs["literals"] == []
+        with tf.Session() as s:
+            xv = np.array([0.5, -1.0, 2.0])
+            got_b, got_a, got_z = s.run([b, a, z], {x: xv})
+    np.testing.assert_allclose(got_a, xv * 2)
+    np.testing.assert_allclose(got_b, np.exp(xv * 2) - 2)
+    assert got_z == pytest.approx(np.sqrt(2.0))
+
+
+def test_control_edges_in_and_out_are_kept():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [4])
+        gate = tf.no_op(name="gate")
+        with tf.control_dependencies([gate]):
+            a = tf.exp(x)
+        y = tf.tanh(a) * 2.0
+        with tf.control_dependencies([a.op]):
+            after = tf.no_op(name="after")
+        p = _partition([y, after], [x])
+        _fuse(p)
+        (fused,) = _fused_nodes(p)
+        assert [p.nodes[c].op.name for c in fused.controls] == ["gate"]
+        (after_node,) = [n for n in p.nodes if n.op.name == "after"]
+        assert [p.nodes[c].op.name for c in after_node.controls] == ["gate"]
+
+
+# -- the kernel against NumPy -------------------------------------------------------------------
+
+_UNARY = {
+    "Neg": (tf.negative, np.negative, "any"),
+    "Abs": (tf.abs, np.abs, "any"),
+    "Square": (tf.square, np.square, "any"),
+    "Sqrt": (tf.sqrt, np.sqrt, "pos"),
+    "Rsqrt": (tf.rsqrt, lambda x: 1 / np.sqrt(x), "pos"),
+    "Exp": (tf.exp, np.exp, "any"),
+    "Expm1": (tf.math.expm1, np.expm1, "any"),
+    "Log": (tf.log, np.log, "pos"),
+    "Log1p": (tf.math.log1p, np.log1p, "pos"),
+    "Sin": (tf.sin, np.sin, "any"),
+    "Cos": (tf.cos, np.cos, "any"),
+    "Tanh": (tf.tanh, np.tanh, "any"),
+    "Sigmoid": (tf.sigmoid, _np_sigmoid, "any"),
+    "Reciprocal": (tf.reciprocal, np.reciprocal, "pos"),
+    "Relu": (tf.nn.relu, lambda x: np.maximum(x, 0), "any"),
+    "Sign": (tf.sign, np.sign, "any"),
+    "Floor": (tf.floor, np.floor, "any"),
+    "Ceil": (tf.ceil, np.ceil, "any"),
+}
+_BINARY = {
+    "AddV2": (tf.add, np.add),
+    "Sub": (tf.subtract, np.subtract),
+    "Mul": (tf.multiply, np.multiply),
+    "RealDiv": (tf.truediv, np.true_divide),
+    "Maximum": (tf.maximum, np.maximum),
+    "Minimum": (tf.minimum, np.minimum),
+    "SquaredDifference": (tf.squared_difference, lambda x, y: (x - y) ** 2),
+    "Pow": (tf.pow, np.power),
+}
+_TOL = {np.float16: 3e-3, np.float32: 2e-6, np.float64: 1e-12}
+
+
+def _value(shape, dtype, domain):
+    v = RNG.uniform(0.2, 2.0, shape) if domain == "pos" else RNG.uniform(-2.0, 2.0, shape)
+    return v.astype(dtype)
+
+
+def _check(got, want, dtype):
+    assert got.dtype == dtype
+    tol = _TOL[dtype]
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol * 8, atol=tol * 8)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("op_type", sorted(_UNARY))
+def test_each_unary_op_inside_a_cluster(op_type, dtype):
+    builder, ref, domain = _UNARY[op_type]
+    shape = (37, 5)
+    xv = _value(shape, dtype, domain)
+    with tf.Graph().as_default():
+        x = tf.placeholder(dtype, [None, 5])
+        y = builder(x * 1.5) * 0.5  # the op between two element-wise neighbours
+        with tf.Session() as s:
+            got = s.run(y, {x: xv})
+            kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+    assert "_FusedElementwise" in kinds and op_type not in kinds
+    _check(got, ref(xv.astype(np.float64) * 1.5) * 0.5, dtype)
+
+
+_BROADCASTS = [
+    ((4, 6), (4, 6)),
+    ((4, 6), (6,)),
+    ((4, 1), (1, 6)),
+    ((), (3, 2)),
+    ((2, 1, 3), (5, 1)),
+]
+
+
+@pytest.mark.parametrize("shapes", _BROADCASTS)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("op_type", sorted(_BINARY))
+def test_each_binary_op_broadcasting_inside_a_cluster(op_type, dtype, shapes):
+    builder, ref = _BINARY[op_type]
+    xs, ys = shapes
+    xv, yv = _value(xs, dtype, "pos"), _value(ys, dtype, "pos")
+    with tf.Graph().as_default():
+        x = tf.placeholder(dtype, [None] * len(xs))
+        y = tf.placeholder(dtype, [None] * len(ys))
+        z = tf.exp(builder(tf.abs(x), y) * 0.25)
+        with tf.Session() as s:
+            got = s.run(z, {x: xv, y: yv})
+    x64, y64 = xv.astype(np.float64), yv.astype(np.float64)
+    _check(got, np.exp(ref(np.abs(x64), y64) * 0.25), dtype)
+
+
+@pytest.mark.parametrize("size", [7, 5000, 70000])  # inline, and handed to the device
+def test_random_expression_trees_against_numpy(size):
+    rng = np.random.default_rng(size)
+    unary = ["Tanh", "Sigmoid", "Neg", "Square", "Abs", "Exp", "Relu"]
+    binary = ["AddV2", "Sub", "Mul", "Maximum", "Minimum", "SquaredDifference"]
+    for dtype in (np.float32, np.float64):
+        leaves_np = [rng.uniform(-1, 1, (size,)).astype(dtype) for _ in range(4)]
+        leaves_np.append(rng.uniform(-1, 1, (1,)).astype(dtype))  # broadcasts
+        with tf.Graph().as_default():
+            leaves = [tf.placeholder(dtype, [None]) for _ in leaves_np]
+            vals = list(leaves)
+            refs = [v.astype(np.float64) for v in leaves_np]
+            for _ in range(14):
+                if rng.random() < 0.4:
+                    k = rng.integers(len(vals))
+                    name = unary[rng.integers(len(unary))]
+                    vals.append(_UNARY[name][0](vals[k] * 0.5))
+                    refs.append(_UNARY[name][1](refs[k] * 0.5))
+                else:
+                    a, b = rng.integers(len(vals), size=2)
+                    name = binary[rng.integers(len(binary))]
+                    vals.append(_BINARY[name][0](vals[a], vals[b]))
+                    refs.append(_BINARY[name][1](refs[a], refs[b]))
+            fetch = vals[-3:]  # intermediate values fetched as well
+            with tf.Session() as s:
+                got = s.run(fetch, dict(zip(leaves, leaves_np)))
+        for g, want in zip(got, refs[-3:]):
+            _check(g, want, dtype)
+
+
+def test_relu_grad_bias_add_and_add_n():
+    xv = RNG.standard_normal((6, 4)).astype(np.float32)
+    bv = RNG.standard_normal(4).astype(np.float32)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 4])
+        b = tf.placeholder(tf.float32, [4])
+        pre = tf.nn.bias_add(x * 2.0, b)
+        y = tf.nn.relu(pre)
+        (dx,) = tf.gradients(tf.reduce_sum(tf.square(y) + y), [x])
+        n = tf.add_n([tf.exp(x), tf.tanh(x), x * x])
+        with tf.Session() as s:
+            got_y, got_dx, got_n = s.run([y, dx, n], {x: xv, b: bv})
+    pre_v = xv * 2 + bv
+    np.testing.assert_allclose(got_y, np.maximum(pre_v, 0), rtol=1e-6)
+    np.testing.assert_allclose(got_dx, (2 * got_y + 1) * (pre_v > 0) * 2, rtol=1e-5)
+    np.testing.assert_allclose(got_n, np.exp(xv) + np.tanh(xv) + xv * xv, rtol=1e-6)
+
+
+def test_sigmoid_saturates_like_tf():
+    xv = np.array([-1000, -88, -30, -1, 0, 1, 30, 1000], np.float32)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None])
+        y = tf.sigmoid(x + 0.0) * 1.0
+        with tf.Session() as s:
+            got = s.run(y, {x: xv})
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, _np_sigmoid(xv), rtol=1e-6, atol=1e-37)
+
+
+def test_incompatible_shapes_at_run_time_name_the_op():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None])
+        y = tf.placeholder(tf.float32, [None])
+        z = tf.exp(tf.add(tf.tanh(x), y, name="the_add")) * 2.0
+        with tf.Session() as s:
+            with pytest.raises(
+                errors.InvalidArgumentError, match=r"Incompatible shapes: \[2\] vs. \[3\]"
+            ):
+                s.run(z, {x: np.zeros(2, np.float32), y: np.zeros(3, np.float32)})
+            with pytest.raises(errors.InvalidArgumentError, match="the_add"):
+                s.run(z, {x: np.zeros(2, np.float32), y: np.zeros(3, np.float32)})
+            # the same session still runs good shapes (schedules are per input shapes)
+            got = s.run(z, {x: np.zeros(3, np.float32), y: np.ones(3, np.float32)})
+    np.testing.assert_allclose(got, np.full(3, 2 * np.e, np.float32), rtol=1e-6)
+
+
+def test_fused_node_writes_into_a_donated_input():
+    # The product is new in the step with one reader: the result may take its buffer.
+    seen = []
+    real = fused_elementwise._Program.evaluate
+
+    def spy(self, xp, sched, literals, donated, *xs):
+        out = real(self, xp, sched, literals, donated, *xs)
+        seen.append((donated, any(o is x for o in out for x in xs)))
+        return out
+
+    with tf.Graph().as_default(), tf.device("/cpu:0"):  # host buffers: NumPy's, donatable
+        x = tf.placeholder(tf.float32, [None, 64])
+        w = tf.constant(RNG.standard_normal((64, 64)).astype(np.float32))
+        y = tf.sigmoid(tf.tanh(tf.matmul(x, w)) * 2.0)
+        with mock.patch.object(fused_elementwise._Program, "evaluate", spy), tf.Session() as s:
+            s.run(y, {x: RNG.standard_normal((128, 64)).astype(np.float32)})
+    assert seen and seen[-1] == ((0,), True)
+
+
+# -- whole graphs, with and without the pass ------------------------------------------------------
+
+
+def _train_lstm(dynamic: bool):
+    tf.set_random_seed(3)
+    rng = np.random.default_rng(3)
+    x = tf.placeholder(tf.float32, [None, 5, 3])
+    y = tf.placeholder(tf.int64, [None])
+    cell = tf.nn.rnn_cell.BasicLSTMCell(8)
+    if dynamic:
+        outputs, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)
+        last = outputs[:, -1]
+    else:
+        outputs, _ = tf.nn.static_rnn(cell, tf.unstack(x, 5, 1), dtype=tf.float32)
+        last = outputs[-1]
+    logits = tf.layers.dense(last, 4)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    train = tf.train.AdamOptimizer(0.01).minimize(loss)
+    feed = {x: rng.random((6, 5, 3)).astype(np.float32), y: rng.integers(0, 4, 6)}
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        losses = [s.run([train, loss], feed)[1] for _ in range(4)]
+        kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+        return losses, s.run(tf.trainable_variables()), kinds
+
+
+def _train_autoencoder():
+    tf.set_random_seed(4)
+    rng = np.random.default_rng(4)
+    x = tf.placeholder(tf.float32, [None, 12])
+    h = tf.layers.dense(x, 6, activation=tf.sigmoid)
+    out = tf.layers.dense(h, 12, activation=tf.sigmoid)
+    loss = tf.reduce_mean(tf.pow(x - out, 2))
+    train = tf.train.RMSPropOptimizer(0.05).minimize(loss)
+    feed = {x: rng.random((9, 12)).astype(np.float32)}
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        losses = [s.run([train, loss], feed)[1] for _ in range(4)]
+        kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+        return losses, s.run(tf.trainable_variables()), kinds
+
+
+def _cond_and_loop():
+    x = tf.placeholder(tf.float32, [None])
+    flag = tf.placeholder(tf.bool, [])
+    y = tf.cond(flag, lambda: tf.tanh(x * 2.0) + 1.0, lambda: tf.sigmoid(x) * 3.0 - x)
+
+    def body(i, acc):
+        return i + 1, tf.tanh(acc * 0.5 + x) * tf.sigmoid(acc)
+
+    _, acc = tf.while_loop(lambda i, acc: i < 3, body, [tf.constant(0), x])
+    (g,) = tf.gradients(tf.reduce_sum(acc * y), [x])
+    xv = np.linspace(-1, 1, 7).astype(np.float32)
+    with tf.Session() as s:
+        out = [s.run([y, acc, g], {x: xv, flag: f}) for f in (True, False)]
+        kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+    return [v for step in out for v in step], None, kinds
+
+
+@pytest.mark.parametrize(
+    "build",
+    [lambda: _train_lstm(False), lambda: _train_lstm(True), _train_autoencoder, _cond_and_loop],
+    ids=["static_rnn", "dynamic_rnn", "autoencoder", "cond_and_while"],
+)
+def test_whole_graphs_compute_what_they_computed_unfused(build, monkeypatch):
+    with tf.Graph().as_default():
+        fused_values, fused_vars, fused_kinds = build()
+    passes = [r for r in graph_passes.GRAPH_PASSES if r is not fused_elementwise.fuse_elementwise]
+    monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
+    with tf.Graph().as_default():
+        plain_values, plain_vars, plain_kinds = build()
+    assert "_FusedElementwise" in fused_kinds and "_FusedElementwise" not in plain_kinds
+    assert len(fused_kinds) < len(plain_kinds)
+    for a, b in zip(fused_values, plain_values):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+    for a, b in zip(fused_vars or (), plain_vars or ()):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
