@@ -14,8 +14,8 @@ A cluster may have several outputs: every member whose value something outside n
 cluster reads become literals of the program.
 
 Invariants:
-- A cluster is convex: no path leaves it and comes back (the fused graph stays acyclic;
-  `graph_passes.run_graph_passes` checks it too).
+- Clusters are convex, together: contracting every one of them to a node leaves the
+  graph acyclic (`graph_passes.run_graph_passes` checks it too).
 - All members compute one floating dtype T, on one device, and none reads a variable
   through a reference.
 - In a partition where values may be dead (control flow, or a _Recv from one), every
@@ -369,7 +369,7 @@ class _Program:
 # Ops whose outputs may be dead, or that make a partition's values possibly dead.
 _DEADNESS = frozenset(["Switch", "Merge", "Enter", "Exit", "NextIteration", "_Recv", "_HostRecv"])
 _LITERAL_MAX_ELEMENTS = 64
-_WINDOW_MAX = 4000  # nodes a convexity check may visit before it gives up (no fusion)
+_SEARCH_MAX = 4000  # clusters a cycle check may visit before it gives up (no fusion)
 
 
 def _eligible(view, i: int, device) -> bool:
@@ -391,16 +391,24 @@ def _eligible(view, i: int, device) -> bool:
 
 
 class _Clusters:
-    """Greedy clustering in topological order, keeping every cluster convex."""
+    """Greedy clustering in topological order.
+
+    Invariant: the graph with every cluster contracted to one node stays acyclic.  Only
+    processed nodes (those up to the current one in the order) are ever clustered, so
+    an unprocessed node reaches no processed one: a path that would close a cycle runs
+    through processed nodes alone, which bounds the search (`_closes_cycle`)."""
 
     def __init__(self, view):
-        self.view = view
         nodes = view.nodes
         self.n = len(nodes)
         self.preds: list[list[int]] = []
-        for node in nodes:
+        self.succs: list[list[int]] = [[] for _ in nodes]
+        for i, node in enumerate(nodes):
             ps = [s[0] for s in node.inputs if s[0] != "feed"] + list(node.controls)
-            self.preds.append([j for j in ps if nodes[j].op.type != "NextIteration"])
+            ps = [j for j in ps if nodes[j].op.type != "NextIteration"]  # back edges
+            self.preds.append(ps)
+            for j in ps:
+                self.succs[j].append(i)
         self.order = self._topological()
         self.pos = [0] * self.n
         for p, i in enumerate(self.order):
@@ -410,17 +418,13 @@ class _Clusters:
 
     def _topological(self) -> list[int]:
         pending = [len(ps) for ps in self.preds]
-        users: list[list[int]] = [[] for _ in range(self.n)]
-        for i, ps in enumerate(self.preds):
-            for j in ps:
-                users[j].append(i)
         ready = [i for i in range(self.n) if not pending[i]]
         heapq.heapify(ready)
         order = []
         while ready:
             i = heapq.heappop(ready)
             order.append(i)
-            for u in users[i]:
+            for u in self.succs[i]:
                 pending[u] -= 1
                 if not pending[u]:
                     heapq.heappush(ready, u)
@@ -429,30 +433,42 @@ class _Clusters:
     def group(self, i: int) -> list[int]:
         return self.members.get(self.cluster[i], [i])
 
-    def convex(self, union: set[int]) -> bool:
-        """No path from a member of `union` to another leaves `union`."""
-        low = min(self.pos[m] for m in union)
-        todo = [j for m in union for j in self.preds[m] if j not in union and self.pos[j] > low]
-        seen = set(todo)
-        while todo:
-            j = todo.pop()
-            for k in self.preds[j]:
-                if k in union:
-                    return False
-                if k not in seen and self.pos[k] > low:
-                    seen.add(k)
-                    todo.append(k)
-                    if len(seen) > _WINDOW_MAX:
-                        return False
-        return True
-
-    def merge(self, a: int, b: int) -> None:
-        ra, rb = self.cluster[a], self.cluster[b]
+    def try_merge(self, i: int, j: int) -> bool:
+        """Merge node j's cluster into node i's (i: the node being processed, j: one of
+        its producers) unless some other path from j's cluster reaches i's."""
+        if self._closes_cycle(self.cluster[i], self.cluster[j], self.pos[i]):
+            return False
+        ra, rb = self.cluster[i], self.cluster[j]
         ma, mb = self.group(ra), self.group(rb)
         for m in mb:
             self.cluster[m] = ra
         self.members[ra] = ma + mb
         self.members.pop(rb, None)
+        return True
+
+    def _closes_cycle(self, a: int, b: int, limit: int) -> bool:
+        """Whether cluster b reaches cluster a other than by a direct edge (through the
+        contracted graph of the processed nodes)."""
+        cluster, pos, succs = self.cluster, self.pos, self.succs
+        todo = [
+            s
+            for m in self.group(b)
+            for s in succs[m]
+            if pos[s] <= limit and cluster[s] != a and cluster[s] != b
+        ]
+        seen: set[int] = set()
+        while todo:
+            c = cluster[todo.pop()]
+            if c == a:
+                return True
+            if c in seen:
+                continue
+            seen.add(c)
+            if len(seen) > _SEARCH_MAX:
+                return True  # (give up: no fusion rather than a long compile)
+            for m in self.group(c):
+                todo.extend(s for s in succs[m] if pos[s] <= limit and cluster[s] not in seen)
+        return False
 
 
 def fuse_elementwise(view) -> None:
@@ -475,9 +491,7 @@ def fuse_elementwise(view) -> None:
             j = s[0]
             if j == "feed" or not eligible[j] or cl.cluster[j] == cl.cluster[i]:
                 continue
-            union = set(cl.group(i)) | set(cl.group(j))
-            if cl.convex(union):
-                cl.merge(i, j)
+            cl.try_merge(i, j)
     may_be_dead = any(n.op.type in _DEADNESS for n in nodes)
     # One cluster at a time: fusing one rewires its outputs' consumers, which another
     # cluster's plan must see.

@@ -137,6 +137,27 @@ def test_a_path_through_another_node_splits_the_cluster():
     np.testing.assert_allclose(got, _np_sigmoid(av) * (av @ w), rtol=1e-5, atol=1e-6)
 
 
+def test_two_clusters_that_would_wait_for_each_other_are_not_both_made():
+    # {c, b1, b2} and {a1, a2} are each convex, but a1 -> sum -> b1 and b2 -> sum -> a2:
+    # contracting both would make each wait for the other.
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None])
+        y = tf.placeholder(tf.float32, [None])
+        a1 = tf.exp(x)
+        c = tf.exp(y)
+        b1 = c * tf.reduce_sum(a1)
+        b2 = tf.tanh(c)
+        a2 = a1 * tf.reduce_sum(b2)
+        p = _partition([a2, b1], [x, y])
+        _fuse(p)  # (checks acyclicity)
+        assert _fused_nodes(p)
+        with tf.Session() as s:
+            xv, yv = np.array([0.1, -0.3], np.float32), np.array([0.2, 0.5], np.float32)
+            got_a2, got_b1 = s.run([a2, b1], {x: xv, y: yv})
+    np.testing.assert_allclose(got_a2, np.exp(xv) * np.tanh(np.exp(yv)).sum(), rtol=1e-6)
+    np.testing.assert_allclose(got_b1, np.exp(yv) * np.exp(xv).sum(), rtol=1e-6)
+
+
 def test_what_is_not_fused():
     with tf.Graph().as_default():
         xi = tf.placeholder(tf.int32, [None])
