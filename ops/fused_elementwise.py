@@ -21,10 +21,8 @@ Invariants:
 - In a partition where values may be dead (control flow, or a _Recv from one), every
   output depends on every input and control edge of the cluster, so that the fused
   node is dead exactly when each replaced output would have been.
-- The program computes each member as its own kernel does (the same ufuncs in the same
-  order), with one exception: Sigmoid is 1 / (1 + exp(-x)), ten times faster than the
-  overflow-free logaddexp form of math_ops, and equal to it but for results below the
-  smallest normal number (which it flushes to 0).
+- The program computes each member as its own kernel does: the same ufuncs in the same
+  order, the activations and their gradients through the same ops.elementwise helpers.
 - Outputs are new arrays (or donated inputs), never one another, never a literal.
 """
 
@@ -37,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
+from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.math_helpers import _quiet, _shape_str
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
@@ -54,30 +53,18 @@ _FLOATS = TypeConstraint([dtypes.float16, dtypes.float32, dtypes.float64])
 
 @dataclass(frozen=True)
 class _Rule:
-    fn: object
+    fn: object  # fn(xp, out, *operands), or the name of the xp ufunc computing it
     arity: int  # -1: any number (AddN)
     shapes: str  # "same" (unary), "broadcast", "equal" (all alike), "bias" (BiasAdd)
     alias: tuple[int, ...]
+    mismatch: str = "Incompatible shapes: {0} vs. {1}"  # the op's own message ("equal")
 
-
-def _ufunc1(name):
-    return lambda xp, out, x: getattr(xp, name)(x, out=out)
-
-
-def _ufunc2(name):
-    return lambda xp, out, x, y: getattr(xp, name)(x, y, out=out)
-
-
-def _sigmoid(xp, out, x):
-    xp.negative(x, out=out)
-    xp.exp(out, out=out)
-    xp.add(out, out.dtype.type(1), out=out)
-    return xp.reciprocal(out, out=out)
-
-
-def _rsqrt(xp, out, x):
-    xp.sqrt(x, out=out)
-    return xp.reciprocal(out, out=out)
+    def bind(self, xp):
+        """A callable `f(*operands, out=)` on the array module xp."""
+        if isinstance(self.fn, str):
+            return getattr(xp, self.fn)
+        fn = self.fn
+        return lambda *args, out: fn(xp, out, *args)
 
 
 def _relu(xp, out, x):
@@ -93,6 +80,11 @@ def _squared_difference(xp, out, x, y):
     return xp.multiply(out, out, out=out)
 
 
+def _rsqrt(xp, out, x):
+    xp.sqrt(x, out=out)
+    return xp.reciprocal(out, out=out)
+
+
 def _add_n(xp, out, *xs):
     xp.add(xs[0], xs[1], out=out)
     for x in xs[2:]:
@@ -100,13 +92,17 @@ def _add_n(xp, out, *xs):
     return out
 
 
-def _square(xp, out, x):
-    return xp.multiply(x, x, out=out)
+_ACTIVATION_GRAD = "gradients and features must be the same shape: {0} vs. {1}"
+_ADD_N = (
+    "Inputs to operation {name} of type AddN must have the same size and shape.  "
+    "Input 0: {0} != input {k}: {1}"
+)
 
-
+# The activations and their gradients share their kernels' numerics (ops.elementwise),
+# which take `out` last and allow it to be the operands listed in `alias`.
 ELEMENTWISE: dict[str, _Rule] = {
     **{
-        op: _Rule(_ufunc1(name), 1, "same", (0,))
+        op: _Rule(name, 1, "same", (0,))
         for op, name in {
             "Neg": "negative",
             "Abs": "absolute",
@@ -124,12 +120,13 @@ ELEMENTWISE: dict[str, _Rule] = {
             "Ceil": "ceil",
         }.items()
     },
-    "Square": _Rule(_square, 1, "same", (0,)),
-    "Sigmoid": _Rule(_sigmoid, 1, "same", (0,)),
+    "Square": _Rule(lambda xp, out, x: xp.multiply(x, x, out=out), 1, "same", (0,)),
     "Rsqrt": _Rule(_rsqrt, 1, "same", (0,)),
     "Relu": _Rule(_relu, 1, "same", (0,)),
+    "Sigmoid": _Rule(lambda xp, out, x: _ew.sigmoid(xp, x, out), 1, "same", (0,)),
+    "Softplus": _Rule(lambda xp, out, x: _ew.softplus(xp, x, out), 1, "same", (0,)),
     **{
-        op: _Rule(_ufunc2(name), 2, "broadcast", (0, 1))
+        op: _Rule(name, 2, "broadcast", (0, 1))
         for op, name in {
             "Add": "add",
             "AddV2": "add",
@@ -142,9 +139,20 @@ ELEMENTWISE: dict[str, _Rule] = {
         }.items()
     },
     "SquaredDifference": _Rule(_squared_difference, 2, "broadcast", (0, 1)),
-    "BiasAdd": _Rule(_ufunc2("add"), 2, "bias", (0,)),
-    "ReluGrad": _Rule(_relu_grad, 2, "equal", (0, 1)),
-    "AddN": _Rule(_add_n, -1, "equal", ()),  # a later operand may be the same value
+    "BiasAdd": _Rule("add", 2, "bias", (0,)),
+    "SigmoidGrad": _Rule(
+        lambda xp, out, y, dy: _ew.sigmoid_grad(xp, y, dy, out), 2, "equal", (0, 1)
+    ),
+    "TanhGrad": _Rule(lambda xp, out, y, dy: _ew.tanh_grad(xp, y, dy, out), 2, "equal", (0, 1)),
+    "ReluGrad": _Rule(_relu_grad, 2, "equal", (0, 1), _ACTIVATION_GRAD),
+    "SoftplusGrad": _Rule(
+        lambda xp, out, g, x: _ew.softplus_grad(xp, g, x, out),
+        2,
+        "equal",
+        (0, 1),
+        _ACTIVATION_GRAD,
+    ),
+    "AddN": _Rule(_add_n, -1, "equal", (), _ADD_N),  # a later operand may be the same value
 }
 
 
@@ -191,30 +199,40 @@ async def _fused_elementwise(ctx, *xs):
     schedule = program.schedules.get(tuple(x.shape for x in xs))
     if schedule is None:
         schedule = program.schedule(xs)
-    donated = tuple(
+    donated = [
         k for k in schedule.donatable if xs[k].dtype == program.dtype and ctx.may_forward(k, xs[k])
-    )
-    literals = program.literals_for(xp)
+    ]
     if schedule.elements < _INLINE_ELEMENTS:
-        out = program.evaluate(xp, schedule, literals, donated, *xs)
+        out = program.evaluate(xp, schedule, donated, xs)
     else:
-        cost = schedule.elements * schedule.itemsize * (len(schedule.shapes) + 1)
+        cost = schedule.elements * schedule.itemsize * (len(schedule.steps) + len(xs))
         out = await ctx.device.compute(
-            _quiet, xp, program.evaluate, xp, schedule, literals, donated, *xs, cost=cost
+            _quiet, xp, program.evaluate, xp, schedule, donated, xs, cost=cost
         )
     return out if len(out) > 1 else out[0]
 
 
-@dataclass
 class _Schedule:
-    """How one combination of input shapes runs: each instruction's result shape, and
-    which values die after which instruction (their buffers are reused)."""
+    """How the program runs on inputs of one combination of shapes, decided once.
 
-    shapes: list
-    dies_after: list  # per instruction: value ids read for the last time there
-    donatable: tuple  # inputs whose shape some instruction's result has
-    elements: int
-    itemsize: int
+    Every value has a buffer slot, shared by values whose lifetimes do not overlap (an
+    operand's slot takes the result when the operand dies there and the op allows it).
+    An input's slot is its own buffer when the input was donated (`ctx.may_forward`);
+    a slot that holds an output is a new array each run (or a donated input's); the
+    others hold temporaries, arrays the program keeps between runs.
+    """
+
+    __slots__ = (
+        "steps",
+        "slot_shapes",
+        "fresh_slots",
+        "temp_slots",
+        "donatable",
+        "results",
+        "elements",
+        "itemsize",
+        "temps",
+    )
 
 
 class _Program:
@@ -228,52 +246,100 @@ class _Program:
         self.literals = [np.asarray(v, self.dtype) for v in attrs["literals"]]
         self.n_fixed = self.n_inputs + len(self.literals)
         starts, operands = list(attrs["starts"]), list(attrs["operands"])
-        self.rules = [ELEMENTWISE[t] for t in attrs["program"]]
         self.types = list(attrs["program"])
+        self.rules = [ELEMENTWISE[t] for t in self.types]
         self.names = list(attrs["names"])
         self.operands = [
             tuple(operands[starts[j] : starts[j + 1]]) for j in range(len(self.rules))
         ]
         self.results = [self.n_fixed + r for r in attrs["results"]]
         self.schedules: dict = {}
-        self._device_literals: dict = {}
-        # Literals that are scalars go to ufuncs as NumPy scalars of T (CuPy takes those).
-        self._scalar = [v.ndim == 0 for v in self.literals]
+        self._bound: dict = {}  # xp -> (callables per instruction, literals on its device)
 
-    def literals_for(self, xp) -> list:
-        got = self._device_literals.get(xp)
+    def bound(self, xp):
+        got = self._bound.get(xp)
         if got is None:
-            got = [
-                self.dtype.type(v) if s else (v if xp is np else xp.asarray(v))
-                for v, s in zip(self.literals, self._scalar)
+            # Scalar literals go to ufuncs as NumPy scalars of T (CuPy takes those).
+            lits = [
+                self.dtype.type(v) if v.ndim == 0 else (v if xp is np else xp.asarray(v))
+                for v in self.literals
             ]
-            self._device_literals[xp] = got
+            got = self._bound[xp] = ([r.bind(xp) for r in self.rules], lits)
         return got
 
     def schedule(self, xs) -> _Schedule:
-        """Shapes and lifetimes for inputs of these shapes (cached).
+        """Shapes, buffer slots and lifetimes for inputs of these shapes (cached).
 
         Raises InvalidArgumentError for shapes an instruction's op rejects, with its
         own op's message."""
+        n_fixed = self.n_fixed
         shapes = [tuple(x.shape) for x in xs] + [v.shape for v in self.literals]
-        last_use = [-1] * (self.n_fixed + len(self.rules))
+        last_use = [-1] * (n_fixed + len(self.rules))
         for j, (rule, args) in enumerate(zip(self.rules, self.operands)):
             shapes.append(self._result_shape(j, rule, [shapes[a] for a in args]))
             for a in args:
                 last_use[a] = j
-        outputs = set(self.results)
-        dies_after: list[list[int]] = [[] for _ in self.rules]
-        for v, j in enumerate(last_use):
-            if j >= 0 and v not in outputs:
-                dies_after[j].append(v)
-        result_shapes = set(shapes[self.n_fixed :])
-        donatable = tuple(k for k in range(self.n_inputs) if shapes[k] in result_shapes)
-        elements = max((math.prod(s) for s in shapes[self.n_fixed :]), default=0)
-        sched = _Schedule(shapes, dies_after, donatable, elements, self.dtype.itemsize)
+        sched = _Schedule()
+        self._assign_slots(sched, shapes, last_use)
+        sched.results = self.results
+        sched.elements = max((math.prod(s) for s in shapes[n_fixed:]), default=0)
+        sched.itemsize = self.dtype.itemsize
+        sched.temps = []  # temporaries' arrays between runs (one set per concurrent run)
         if len(self.schedules) > 64:  # a service's varying batch sizes: keep it bounded
             self.schedules.clear()
         self.schedules[tuple(shapes[: self.n_inputs])] = sched
         return sched
+
+    def _assign_slots(self, sched: _Schedule, shapes: list, last_use: list) -> None:
+        """Give every value a buffer slot (see _Schedule)."""
+        n_fixed, outputs = self.n_fixed, set(self.results)
+        slot_of: dict[int, int] = {}
+        slot_shapes: list[tuple] = []
+        kind: list[str] = []  # "input" (an input's buffer, if donated), "temp", "output"
+        free: dict[tuple, list[int]] = {}
+        for k in range(self.n_inputs):  # an input's buffer, once it dies, if donated
+            slot_of[k] = len(slot_shapes)
+            slot_shapes.append(shapes[k])
+            kind.append("input")
+        steps = []
+        for j, (rule, args) in enumerate(zip(self.rules, self.operands)):
+            v = n_fixed + j
+            shape, is_output = shapes[v], v in outputs
+            dying = [a for a in dict.fromkeys(args) if last_use[a] == j and a in slot_of]
+            # Outputs are new arrays: never a temporary kept between runs.
+            ok = ("input",) if is_output else ("input", "temp")
+            slot = None
+            for pos in rule.alias:  # in place: into an operand that dies here
+                a = args[pos] if pos < len(args) else None
+                if a in dying and shapes[a] == shape and kind[slot_of[a]] in ok:
+                    slot = slot_of[a]
+                    break
+            if slot is None:
+                for cand in free.get(shape, ()):
+                    if kind[cand] in ok:
+                        free[shape].remove(cand)
+                        slot = cand
+                        break
+            if slot is None:
+                slot = len(slot_shapes)
+                slot_shapes.append(shape)
+                kind.append("output" if is_output else "temp")
+            elif is_output:
+                kind[slot] = "output"  # (an input's slot: a new array unless donated)
+            for a in dying:
+                if slot_of[a] != slot and kind[slot_of[a]] != "output":
+                    free.setdefault(shapes[a], []).append(slot_of[a])
+            slot_of[v] = slot
+            steps.append((args, slot))
+        used = {slot for _, slot in steps}
+        sched.steps = steps
+        sched.slot_shapes = slot_shapes
+        # Slots that hold an output get a new array each run (an input's own buffer, if
+        # it was donated); the others keep their arrays between runs (an input's slot:
+        # unless the input was donated).
+        sched.fresh_slots = [s for s in range(len(slot_shapes)) if kind[s] == "output"]
+        sched.temp_slots = [s for s in used if kind[s] != "output"]
+        sched.donatable = tuple(k for k in range(self.n_inputs) if slot_of[k] in used)
 
     def _result_shape(self, j: int, rule: _Rule, shapes: list) -> tuple:
         kind = rule.shapes
@@ -289,18 +355,10 @@ class _Program:
                     j, f"Incompatible shapes: {_shape_str(shapes[0])} vs. {_shape_str(shapes[1])}"
                 ) from None
         if kind == "equal":
-            for k, s in enumerate(shapes[1:], 1):
-                if s != shapes[0]:
-                    if self.types[j] == "ReluGrad":
-                        msg = "gradients and features must be the same shape: "
-                        msg += f"{_shape_str(shapes[0])} vs. {_shape_str(s)}"
-                    else:
-                        msg = (
-                            f"Inputs to operation {self.names[j]} of type AddN must have the "
-                            f"same size and shape.  Input 0: {_shape_str(shapes[0])} != "
-                            f"input {k}: {_shape_str(s)}"
-                        )
-                    raise self._error(j, msg)
+            for k, shape in enumerate(shapes[1:], 1):
+                if shape != shapes[0]:
+                    a, b = _shape_str(shapes[0]), _shape_str(shape)
+                    raise self._error(j, rule.mismatch.format(a, b, name=self.names[j], k=k))
             return shapes[0]
         value, bias = shapes  # BiasAdd, NHWC: the bias runs along the last axis
         if len(value) < 2:
@@ -319,49 +377,35 @@ class _Program:
         where = "" if self.names[j] == self.op_name else f" (in node {self.names[j]})"
         return errors.InvalidArgumentError(None, None, message + where)
 
-    def evaluate(self, xp, sched: _Schedule, literals, donated, *xs):
-        """Run the program; returns the outputs' values (a tuple)."""
+    def evaluate(self, xp, sched: _Schedule, donated, xs) -> tuple:
+        """Run the program on inputs `xs`; returns the outputs' values."""
+        fns, literals = self.bound(xp)
+        dtype, shapes = self.dtype, sched.slot_shapes
+        bufs: list = [None] * len(shapes)
+        for k in donated:  # (input k's slot is slot k)
+            bufs[k] = xs[k]
+        for s in sched.fresh_slots:
+            if bufs[s] is None:
+                bufs[s] = xp.empty(shapes[s], dtype)
+        temps = sched.temps.pop() if sched.temps else None
+        if temps is None or temps[0] is not xp:
+            temps = (xp, [xp.empty(shapes[s], dtype) for s in sched.temp_slots])
+        for s, buf in zip(sched.temp_slots, temps[1]):
+            if bufs[s] is None:
+                bufs[s] = buf
         values = [*xs, *literals]
-        shapes, dies_after = sched.shapes, sched.dies_after
-        n_fixed, dtype = self.n_fixed, self.dtype
-        pool: dict = {}  # shape -> buffers whose value died (temporaries, donated inputs)
-        for j, (rule, args) in enumerate(zip(self.rules, self.operands)):
-            shape = shapes[n_fixed + j]
-            dying = dies_after[j]
-            out = None
-            for pos in rule.alias:  # a dying operand's buffer takes the result
-                if pos < len(args):
-                    a = args[pos]
-                    if a in dying and self._writable(a, donated, shapes[a], shape):
-                        out = values[a]
-                        break
-            if out is None:
-                bufs = pool.get(shape)
-                out = bufs.pop() if bufs else xp.empty(shape, dtype)
-            values.append(rule.fn(xp, out, *[values[a] for a in args]))
-            for a in dying:
-                if values[a] is not out and self._writable(a, donated, shapes[a], shapes[a]):
-                    pool.setdefault(shapes[a], []).append(values[a])
-                values[a] = None
-        return tuple(self._distinct(xp, values, self.results))
-
-    def _writable(self, a: int, donated, shape, want) -> bool:
-        """Whether value a's buffer may be written: a temporary, or a donated input."""
-        if shape != want:
-            return False
-        if a >= self.n_fixed:
-            return True
-        return a < self.n_inputs and a in donated
-
-    @staticmethod
-    def _distinct(xp, values, results):
-        seen = set()
-        for r in results:
+        for fn, (args, slot) in zip(fns, sched.steps):
+            values.append(fn(*[values[a] for a in args], out=bufs[slot]))
+        sched.temps.append(temps)
+        seen: set[int] = set()
+        outs = []
+        for r in sched.results:  # distinct objects, as every kernel's outputs are
             v = values[r]
             if id(v) in seen:
                 v = xp.copy(v)
             seen.add(id(v))
-            yield v
+            outs.append(v)
+        return tuple(outs)
 
 
 # -- the graph pass ----------------------------------------------------------------------

@@ -196,8 +196,16 @@ def main(argv=None) -> int:
     ap.add_argument("--model", choices=sorted(MODELS), required=True)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument(
+        "--no-fusion", action="store_true", help="asyncflow without the element-wise fusion pass"
+    )
     args = ap.parse_args(argv)
     tf = _tf(args.backend)
+    if args.no_fusion and args.backend == "asyncflow":
+        from asyncflow import graph_passes
+        from asyncflow.ops import fused_elementwise
+
+        graph_passes.GRAPH_PASSES.remove(fused_elementwise.fuse_elementwise)
     rng = np.random.default_rng(0)
     graph = tf.Graph()
     with graph.as_default():
@@ -222,6 +230,11 @@ def main(argv=None) -> int:
             times.append(time.perf_counter() - t0)
         cpu = (time.process_time() - cpu0) / args.steps
         final = float(sess.run(loss, feed)) if loss is not None else None
+        # The nodes one training step runs (TF's after grappler), from a traced step.
+        meta = tf.RunMetadata()
+        opts = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+        sess.run(train, feed, options=opts, run_metadata=meta)
+        nodes = sum(len(d.node_stats) for d in meta.step_stats.dev_stats)
     timed = times[args.warmup :]
     print(
         json.dumps(
@@ -232,6 +245,7 @@ def main(argv=None) -> int:
                 "min_ms": min(timed) * 1e3,
                 "cpu_ms": cpu * 1e3,
                 "loss": final,
+                "nodes": nodes,
             }
         )
     )

@@ -381,9 +381,9 @@ def test_fused_node_writes_into_a_donated_input():
     seen = []
     real = fused_elementwise._Program.evaluate
 
-    def spy(self, xp, sched, literals, donated, *xs):
-        out = real(self, xp, sched, literals, donated, *xs)
-        seen.append((donated, any(o is x for o in out for x in xs)))
+    def spy(self, xp, sched, donated, xs):
+        out = real(self, xp, sched, donated, xs)
+        seen.append((tuple(donated), any(o is x for o in out for x in xs)))
         return out
 
     with tf.Graph().as_default(), tf.device("/cpu:0"):  # host buffers: NumPy's, donatable
