@@ -15,6 +15,7 @@ from asyncflow.config import (
 )
 from asyncflow.device_spec import DeviceSpec
 from asyncflow.dtypes import (
+    QUANTIZED_DTYPES,
     DType,
     as_dtype,
     bfloat16,
@@ -30,11 +31,18 @@ from asyncflow.dtypes import (
     int16,
     int32,
     int64,
+    qint8,
+    qint16,
+    qint32,
+    quint8,
+    quint16,
+    resource,
     string,
     uint8,
     uint16,
     uint32,
     uint64,
+    variant,
 )
 from asyncflow.graph import (
     Graph,
@@ -67,11 +75,16 @@ def _reexport(module) -> None:
 
 
 from asyncflow import clip_ops as _clip_ops  # noqa: E402
+from asyncflow import framework_extras as _framework_extras  # noqa: E402
 from asyncflow import gradients as _gradients  # noqa: E402
-from asyncflow import partitioned_variables as _partitioned_variables  # noqa: E402
 from asyncflow import indexed_slices as _indexed_slices  # noqa: E402
 from asyncflow import math_composites as _math_composites  # noqa: E402
-from asyncflow import ops  # noqa: E402 - registers every op family
+from asyncflow import math_composites_2 as _math_composites_2  # noqa: E402
+from asyncflow import (
+    ops,  # noqa: E402 - registers every op family
+    sparse_composites,  # noqa: E402 - also af.sparse.from_dense's home
+)
+from asyncflow import partitioned_variables as _partitioned_variables  # noqa: E402
 from asyncflow import random_seed as _random_seed  # noqa: E402
 from asyncflow import sparse_tensor as _sparse_tensor  # noqa: E402
 from asyncflow import var_scope as _variable_scope  # noqa: E402
@@ -80,12 +93,14 @@ from asyncflow.ops import array_ops as _array_ops  # noqa: E402
 from asyncflow.ops import check_ops as _check_ops  # noqa: E402
 from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
 from asyncflow.ops import data_flow_ops as _data_flow_ops  # noqa: E402
+from asyncflow.ops import framework_ops as _framework_ops  # noqa: E402
 from asyncflow.ops import functional_ops as _functional_ops  # noqa: E402
 from asyncflow.ops import gradient_ops as _gradient_ops  # noqa: E402
 from asyncflow.ops import init_ops as _init_ops  # noqa: E402
 from asyncflow.ops import linalg_ops as _linalg_ops  # noqa: E402
 from asyncflow.ops import logging_ops as _logging_ops  # noqa: E402
 from asyncflow.ops import math_ops as _math_ops  # noqa: E402
+from asyncflow.ops import math_special_ops as _math_special_ops  # noqa: E402
 from asyncflow.ops import parsing_ops as _parsing_ops  # noqa: E402
 from asyncflow.ops import partition_ops as _partition_ops  # noqa: E402
 from asyncflow.ops import random_ops as _random_ops  # noqa: E402
@@ -96,6 +111,8 @@ from asyncflow.ops import script_ops as _script_ops  # noqa: E402
 from asyncflow.ops import segment_ops as _segment_ops  # noqa: E402
 from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
+from asyncflow.ops import sparse_math_ops as _sparse_math_ops  # noqa: E402
+from asyncflow.ops import sparse_ops as _sparse_ops  # noqa: E402
 from asyncflow.ops import special_math_ops as _special_math_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
@@ -138,9 +155,17 @@ for _m in (
     _tensor_array_ops,
     _data_flow_ops,
     _sequence_ops,
+    _framework_ops,
+    _math_special_ops,
+    _sparse_ops,
+    _sparse_math_ops,
+    _framework_extras,
+    _math_composites_2,
+    sparse_composites,
 ):
     _reexport(_m)
 del _m
+OpError = errors.OpError
 
 from asyncflow import (  # noqa: E402
     data,

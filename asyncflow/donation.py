@@ -72,6 +72,9 @@ _ALIASES: dict[str, Callable | None] = dict.fromkeys(
         "PlaceholderWithDefault",
         "Print",
         "_DeviceCopy",  # between host-memory devices, the value itself
+        "EnsureShape",
+        "GuaranteeConst",
+        "Bitcast",  # a view of its input's buffer
     ]
 )
 _ALIASES.update(
@@ -79,6 +82,7 @@ _ALIASES.update(
         "Cast": lambda op: op._attrs["SrcT"] == op._attrs["DstT"],
         "AddN": lambda op: op._attrs["N"] == 1,  # reduce() of one array is that array
         "ReverseV2": None,  # no axes: the input itself
+        "Roll": None,
         "Cumsum": None,  # a 0-d input is returned as it is
         "Cumprod": None,
     }

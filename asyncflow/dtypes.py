@@ -58,6 +58,8 @@ class DType:
           TypeError: for bfloat16 when ``ml_dtypes`` is not installed.
         """
         if self._np is None:
+            if self.base_dtype in (resource, variant):
+                raise TypeError(f"{self!r} has no NumPy type")
             raise TypeError(
                 f"{self!r} has no NumPy type: install ml_dtypes to use it "
                 f"(import failed: {_BFLOAT16_IMPORT_ERROR})"
@@ -89,6 +91,10 @@ class DType:
         return self._np is not None
 
     @property
+    def is_quantized(self) -> bool:
+        return self.base_dtype in _QUANTIZED
+
+    @property
     def is_bool(self) -> bool:
         return self.base_dtype is bool_
 
@@ -115,6 +121,8 @@ class DType:
         Raises:
           TypeError: for types without a minimum (bool, string, complex).
         """
+        if self.is_quantized:
+            raise TypeError(f"Cannot find minimum value of {self!r} with quantized type.")
         if self.is_floating:
             return float(np.finfo(self.as_numpy_dtype).min)
         if self.is_integer:
@@ -128,6 +136,8 @@ class DType:
         Raises:
           TypeError: for types without a maximum (bool, string, complex).
         """
+        if self.is_quantized:
+            raise TypeError(f"Cannot find maximum value of {self!r} with quantized type.")
         if self.is_floating:
             return float(np.finfo(self.as_numpy_dtype).max)
         if self.is_integer:
@@ -193,11 +203,23 @@ bool_ = DType(10, "bool", np.bool_)
 string = DType(7, "string", np.object_)
 complex64 = DType(8, "complex64", np.complex64)
 complex128 = DType(18, "complex128", np.complex128)
+# Quantized types: NumPy records of their storage type, as TF's; no kernel computes on
+# them here, but graphs and protos carry them.
+qint8 = DType(11, "qint8", np.dtype([("qint8", np.int8)]))
+quint8 = DType(12, "quint8", np.dtype([("quint8", np.uint8)]))
+qint32 = DType(13, "qint32", np.dtype([("qint32", np.int32)]))
+qint16 = DType(15, "qint16", np.dtype([("qint16", np.int16)]))
+quint16 = DType(16, "quint16", np.dtype([("quint16", np.uint16)]))
+# Handles: no NumPy type (as_numpy_dtype raises TypeError).
+resource = DType(20, "resource", None)
+variant = DType(21, "variant", None)
 
 _ALL = (
     float16, bfloat16, float32, float64, int8, int16, int32, int64,
     uint8, uint16, uint32, uint64, bool_, string, complex64, complex128,
+    qint8, quint8, qint32, qint16, quint16, resource, variant,
 )  # fmt: skip
+_QUANTIZED = frozenset((qint8, quint8, qint32, qint16, quint16))
 _FLOATING = frozenset((float16, bfloat16, float32, float64))
 _SIGNED = frozenset((int8, int16, int32, int64))
 _UNSIGNED = frozenset((uint8, uint16, uint32, uint64))
@@ -206,6 +228,7 @@ _BY_ENUM = {d.as_datatype_enum: d for d in (*_ALL, *_REF_OF.values())}
 _BY_NAME: dict[str, DType] = {d.name: d for d in (*_ALL, *_REF_OF.values())}
 _BY_NAME.update({"half": float16, "float": float32, "double": float64})
 _BY_NP = {np.dtype(d._np): d for d in _ALL if d._np is not None and d is not string}
+QUANTIZED_DTYPES = frozenset((*_QUANTIZED, *(_REF_OF[d] for d in _QUANTIZED)))
 _BY_PY = {builtins.bool: bool_, int: int32, float: float32, complex: complex128}
 _BY_PY.update({str: string, bytes: string})
 

@@ -7,7 +7,8 @@ the top-level name, else `af.nn`'s, else the namespace's TF1 prefix (`random.uni
 is `random_uniform`, `sparse.add` is `sparse_add`, `strings.length` is
 `string_length`).  Resolution is lazy so names other modules add later appear without
 an edit here; a TF1 name asyncflow lacks raises AttributeError as any missing
-attribute does.
+attribute does.  `sparse` and `strings` resolve only through aliases and their prefix:
+their bare names (add, concat, split, ...) are different, dense ops at the top level.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ _ALIASES = {
         "matmul": "sparse_tensor_dense_matmul",
         "sparse_dense_matmul": "sparse_tensor_dense_matmul",
         "eye": "sparse_eye",
-        "from_dense": "sparse_from_dense",
+        "from_dense": "sparse_composites.from_dense",
         "SparseConditionalAccumulator": "SparseConditionalAccumulator",
     },
     "strings": {
@@ -190,6 +191,11 @@ _PREFIXES = {
 }
 
 
+# Namespaces whose names are only their TF1 prefixed names: a bare top-level name of the
+# same spelling is a dense/numeric op (add, concat, split, ...), not this one.
+_PREFIX_ONLY = frozenset({"sparse", "strings"})
+
+
 def _lookup(path: str):
     import asyncflow
 
@@ -214,8 +220,11 @@ class Namespace(types.ModuleType):
         candidates = []
         if attr in _ALIASES[ns]:
             candidates.append(_ALIASES[ns][attr])
-        candidates += [attr, f"nn.{attr}"]
-        candidates += [p + attr for p in _PREFIXES[ns]]
+        prefixed = [p + attr for p in _PREFIXES[ns]]
+        if ns in _PREFIX_ONLY:
+            candidates += prefixed  # tf.sparse.add is sparse_add, never the dense add
+        else:
+            candidates += [attr, f"nn.{attr}", *prefixed]
         for path in candidates:
             obj = _lookup(path)
             if obj is not None and not isinstance(obj, types.ModuleType):

@@ -35,6 +35,7 @@ __all__ = [
     "assert_non_positive",
     "assert_near",
     "assert_rank",
+    "assert_rank_in",
     "assert_rank_at_least",
     "assert_type",
     "assert_integer",
@@ -355,6 +356,38 @@ def assert_rank_at_least(x, rank, data=None, summarize=None, message=None, name=
     """An op asserting that `x` has rank `rank` or more (see `assert_rank` for errors)."""
     return _rank_assert("rank at least", "assert_rank_at_least", lambda a, r: a >= r,
                         "greater_equal", x, rank, data, summarize, message, name)  # fmt: skip
+
+
+def assert_rank_in(x, ranks, data=None, summarize=None, message=None, name=None):
+    """An op asserting that the rank of `x` is one of `ranks` (int32 scalars).
+
+    Raises:
+      ValueError: at build time when the rank and all of `ranks` are known and it is
+        none of them.
+      InvalidArgumentError: at run time when a rank known only then is none of them.
+    """
+    with ops.name_scope(name, "assert_rank_in", [x, *list(ranks), *list(data or [])]):
+        x = ops.convert_to_tensor(x, name="x")
+        ranks = [ops.convert_to_tensor(r, name="rank", dtype=dtypes.int32) for r in ranks]
+        message = message or ""
+        static = [ops.constant_value(r) for r in ranks]
+        x_rank = x.shape.ndims
+        if x_rank is not None and all(v is not None for v in static):
+            if any(np.ndim(v) != 0 for v in static):
+                raise ValueError("Rank must be a scalar.")
+            if x_rank not in [int(v) for v in static]:
+                raise ValueError(
+                    f"{message}.  Tensor {x.name} must have rank in "
+                    f"{tuple(int(v) for v in static)}.  Received rank {x_rank}, shape {x.shape}"
+                )
+            return control_flow_ordering.no_op(name="static_checks_determined_all_ok")
+        if data is None:
+            data = [message, f"Tensor {x.name} must have rank in", *ranks, "Received shape: ",
+                    array_ops.shape(x)]  # fmt: skip
+        actual = array_ops.rank(x)
+        hits = [math_ops.equal(actual, r) for r in ranks]
+        condition = reduction_ops.reduce_any(array_ops.stack(hits))
+        return Assert(condition, data, summarize=summarize)
 
 
 def assert_type(tensor, tf_type, message=None, name=None) -> ops.Operation:

@@ -1,0 +1,321 @@
+"""TF1's top-level framework helpers over what asyncflow already has: build constants
+(`VERSION`, `GRAPH_DEF_VERSION`, ...), `dimension_value`, `get_static_value`,
+`make_tensor_proto` / `make_ndarray`, dtype and shape assertions, `init_scope`,
+`op_scope`, casts (`saturate_cast`, `to_complex64`, ...), and the switches of TF's
+v2 behaviours that are TF1's behaviour here (`disable_resource_variables`, ...; the
+matching `*_enabled()` queries say False).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from asyncflow import dtypes, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.graph_io import GRAPH_DEF_VERSION, tensor_from_proto, tensor_proto
+from asyncflow.ops import math_ops, math_special_ops
+from asyncflow.registry import NotDifferentiable
+from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
+from asyncflow.tf_logging import get_logger
+
+__all__ = [
+    "VERSION",
+    "GIT_VERSION",
+    "COMPILER_VERSION",
+    "CXX_VERSION",
+    "CXX11_ABI_FLAG",
+    "MONOLITHIC_BUILD",
+    "GRAPH_DEF_VERSION",
+    "GRAPH_DEF_VERSION_MIN_CONSUMER",
+    "GRAPH_DEF_VERSION_MIN_PRODUCER",
+    "NoGradient",
+    "no_gradient",
+    "dimension_value",
+    "dimension_at_index",
+    "get_logger",
+    "is_numeric_tensor",
+    "is_symbolic_tensor",
+    "assert_same_float_dtype",
+    "assert_proper_iterable",
+    "op_scope",
+    "init_scope",
+    "get_static_value",
+    "make_tensor_proto",
+    "make_ndarray",
+    "convert_to_tensor_or_sparse_tensor",
+    "saturate_cast",
+    "to_complex64",
+    "to_complex128",
+    "to_bfloat16",
+    "executing_eagerly_outside_functions",
+    "resource_variables_enabled",
+    "disable_resource_variables",
+    "control_flow_v2_enabled",
+    "disable_control_flow_v2",
+    "disable_v2_tensorshape",
+    "disable_tensor_equality",
+]
+
+# What a GraphDef from here is: its producer version, and the oldest reader/writer the
+# runtime accepts.  VERSION is asyncflow's own (pyproject.toml's), not TensorFlow's.
+VERSION = "0.1.0"
+GIT_VERSION = "unknown"
+COMPILER_VERSION = "python"  # no compiled core
+CXX_VERSION = 0
+CXX11_ABI_FLAG = 0
+MONOLITHIC_BUILD = 0
+GRAPH_DEF_VERSION_MIN_CONSUMER = 0
+GRAPH_DEF_VERSION_MIN_PRODUCER = 0
+
+NoGradient = NotDifferentiable
+no_gradient = NotDifferentiable
+
+
+def dimension_value(dimension):
+    """The int size of a Dimension (or int), None when unknown."""
+    return tensor_shape.dimension_value(dimension)
+
+
+def dimension_at_index(shape, index) -> tensor_shape.Dimension:
+    """`shape[index]` as a Dimension; an unknown Dimension when the rank is unknown."""
+    shape = tensor_shape.as_shape(shape)
+    if shape.ndims is None:
+        return tensor_shape.Dimension(None)
+    return shape.dims[index]
+
+
+def is_numeric_tensor(tensor) -> bool:
+    """True for a Tensor of a number type (not bool, string, resource or variant)."""
+    if not isinstance(tensor, ops.Tensor):
+        return False
+    dt = tensor.dtype.base_dtype
+    return dt.is_floating or dt.is_integer or dt.is_complex or dt.is_quantized
+
+
+def is_symbolic_tensor(tensor) -> bool:
+    """True for a graph Tensor or Variable (every tensor is symbolic here)."""
+    from asyncflow.variables import Variable
+
+    return isinstance(tensor, ops.Tensor | Variable)
+
+
+def assert_same_float_dtype(tensors=None, dtype=None):
+    """The common floating dtype of `tensors` (and `dtype`); float32 when there is none.
+
+    Raises:
+      ValueError: the dtypes differ, or the common one is not floating.
+    """
+    if tensors:
+        for t in tensors:
+            if not t.dtype:
+                continue
+            t_dt = t.dtype.base_dtype
+            if dtype is None:
+                dtype, first = t_dt, t
+            elif t_dt != dtype:
+                first_name = first.name if "first" in locals() else "expected_dtype"
+                raise ValueError(
+                    f"{t.name}, type={t_dt}, must be of the same type ({dtype}) as {first_name}."
+                )
+    if not dtype:
+        return dtypes.float32
+    dtype = dtypes.as_dtype(dtype)
+    if not dtype.is_floating:
+        raise ValueError(f"Expected floating point type, got {dtype}.")
+    return dtype
+
+
+def assert_proper_iterable(values) -> None:
+    """Raise TypeError unless `values` is an iterable other than a Tensor, an ndarray,
+    a string or bytes (whose iteration is rarely what a caller wants)."""
+    unintentional = (ops.Tensor, SparseTensor, np.ndarray, str, bytes)
+    if isinstance(values, unintentional):
+        raise TypeError(
+            f'Expected argument "values" to be a "proper" iterable.  Found: {type(values)}'
+        )
+    if not hasattr(values, "__iter__"):
+        raise TypeError(f'Expected argument "values" to be iterable.  Found: {type(values)}')
+
+
+@contextlib.contextmanager
+def op_scope(values, name, default_name=None):
+    """TF1's deprecated `op_scope`: `name_scope(name, default_name, values)`."""
+    with ops.name_scope(name, default_name, values) as scope:
+        yield scope
+
+
+@contextlib.contextmanager
+def init_scope():
+    """A scope for building initialisers: no control dependencies (nor control-flow
+    context) of the enclosing code apply inside it; the graph and name scope stay."""
+    with ops.control_dependencies(None):
+        yield
+
+
+def get_static_value(tensor, partial=False):
+    """The value of `tensor` when it is known at build time (a constant, a static shape,
+    ...), else None; a non-tensor is returned as an array."""
+    del partial  # TF's partial shapes come back as None here
+    if isinstance(tensor, ops.Tensor):
+        return ops.constant_value(tensor)
+    from asyncflow.variables import Variable
+
+    if isinstance(tensor, Variable):
+        return None
+    return np.asarray(tensor)
+
+
+def make_tensor_proto(values, dtype=None, shape=None, verify_shape=False,
+                      allow_broadcast=False):  # fmt: skip
+    """A TensorProto of `values` (with `dtype` and `shape` if given), as TF writes it.
+
+    Raises:
+      TypeError: values that do not convert to `dtype`.
+      ValueError: `values` do not fit `shape` (with verify_shape: any other shape).
+    """
+    if isinstance(values, np.ndarray) and dtype is None:
+        arr = values
+    else:
+        arr = dtypes.convert_to_numpy(values, dtype)
+    if dtype is not None:
+        arr = arr.astype(dtypes.as_dtype(dtype).as_numpy_dtype, copy=False)
+    if shape is not None:
+        shape = [int(d) for d in tensor_shape.as_shape(shape).as_list()]
+        if verify_shape and list(arr.shape) != shape:
+            raise TypeError(f"Expected Tensor's shape: {tuple(shape)}, but got {arr.shape}.")
+        size = int(np.prod(shape, dtype=np.int64))
+        if arr.size == size:
+            arr = arr.reshape(shape)
+        elif arr.size == 1 or (allow_broadcast and _broadcasts(arr.shape, shape)):
+            arr = np.broadcast_to(arr.reshape(arr.shape if allow_broadcast else ()), shape)
+        elif arr.size < size and not allow_broadcast and arr.ndim <= 1:
+            arr = np.concatenate(
+                [arr.reshape(-1), np.repeat(arr.reshape(-1)[-1:], size - arr.size)]
+            )
+            arr = arr.reshape(shape)
+        else:
+            raise ValueError(
+                f"Too many elements provided. Needed at most {size}, but received {arr.size}"
+            )
+    return tensor_proto(arr)
+
+
+def _broadcasts(have, want) -> bool:
+    try:
+        np.broadcast_shapes(have, tuple(want))
+    except ValueError:
+        return False
+    return True
+
+
+def make_ndarray(tensor):
+    """The NumPy array a TensorProto holds (a copy, writable).
+
+    Raises:
+      TypeError: an unknown dtype.
+    """
+    try:
+        return np.array(tensor_from_proto(tensor))
+    except ValueError as e:
+        raise TypeError(str(e)) from None
+
+
+def convert_to_tensor_or_sparse_tensor(value, dtype=None, name=None):
+    """A SparseTensor for a SparseTensor(Value), else `convert_to_tensor(value)`.
+
+    Raises:
+      RuntimeError: a SparseTensor whose dtype is not `dtype`.
+    """
+    if dtype is not None:
+        dtype = dtypes.as_dtype(dtype)
+    if isinstance(value, SparseTensorValue):
+        value = SparseTensor.from_value(value)
+    if isinstance(value, SparseTensor):
+        if dtype and not dtype.is_compatible_with(value.dtype):
+            raise RuntimeError(f"Sparse dtype: requested = {dtype}, actual = {value.dtype}")
+        return value
+    return ops.convert_to_tensor(value, dtype=dtype, name=name)
+
+
+def saturate_cast(value, dtype, name=None):
+    """`value` cast to `dtype`, clamped to its range first (complex to real takes the
+    real part), so out-of-range values saturate instead of wrapping."""
+    with ops.name_scope(name, "saturate_cast", [value]) as scope:
+        value = ops.convert_to_tensor(value, name="value")
+        dtype = dtypes.as_dtype(dtype).base_dtype
+        if value.dtype.is_complex and not dtype.is_complex:
+            value = math_special_ops.real(value)
+            return saturate_cast(value, dtype, name=scope)
+        src = value.dtype.base_dtype
+        if not dtype.is_complex and not dtype.is_bool and src != dtype:
+            lo, hi = _clamp_bounds(src, dtype)
+            if lo is not None:
+                value = math_ops.maximum(value, ops.convert_to_tensor(lo, dtype=src))
+            if hi is not None:
+                value = math_ops.minimum(value, ops.convert_to_tensor(hi, dtype=src))
+        return math_ops.cast(value, dtype, name=scope)
+
+
+def _clamp_bounds(src, dst):
+    """(lo, hi) in src's type that keep a cast to dst in range (None: no clamp needed)."""
+    lo = hi = None
+    if src.min < dst.min:
+        lo = dst.min
+    if src.max > dst.max:
+        hi = dst.max
+    if src.is_floating and hi is not None and dst.is_integer:
+        # the largest src value not above dst.max (float32 cannot hold 2**31 - 1)
+        as_src = np.asarray(dst.max, src.as_numpy_dtype)
+        if float(as_src) > dst.max:
+            as_src = np.nextafter(as_src, src.as_numpy_dtype(0))
+        hi = float(as_src)
+    return lo, hi
+
+
+def to_complex64(x, name="ToComplex64"):
+    """`cast(x, complex64)`."""
+    return math_ops.cast(x, dtypes.complex64, name=name)
+
+
+def to_complex128(x, name="ToComplex128"):
+    """`cast(x, complex128)`."""
+    return math_ops.cast(x, dtypes.complex128, name=name)
+
+
+def to_bfloat16(x, name="ToBFloat16"):
+    """`cast(x, bfloat16)`."""
+    return math_ops.cast(x, dtypes.bfloat16, name=name)
+
+
+def executing_eagerly_outside_functions() -> bool:
+    """False: asyncflow builds graphs only."""
+    return False
+
+
+def resource_variables_enabled() -> bool:
+    """False: variables are TF1 reference variables."""
+    return False
+
+
+def disable_resource_variables() -> None:
+    """TF1's reference variables: what asyncflow always makes (nothing to switch)."""
+
+
+def control_flow_v2_enabled() -> bool:
+    """False: cond and while_loop build TF1's Switch/Merge/Enter/Exit graphs."""
+    return False
+
+
+def disable_control_flow_v2() -> None:
+    """TF1's control flow: what asyncflow always builds (nothing to switch)."""
+
+
+def disable_v2_tensorshape() -> None:
+    """TF1's TensorShape, whose entries are Dimensions: asyncflow's only behaviour."""
+
+
+def disable_tensor_equality() -> None:
+    """TF1's Tensor equality (`==` is identity, tensors are hashable): asyncflow's only
+    behaviour."""

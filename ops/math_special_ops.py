@@ -1,0 +1,535 @@
+"""Special functions and complex parts: Lgamma, Digamma, Polygamma, Zeta, Igamma,
+Igammac (with IgammaGradA), Betainc, Real, Imag, Complex, Angle, Rint; and Bitcast,
+Roll, UnravelIndex.  Gradients as TF's math_grad.py / manip_grad.py.
+
+The special functions are SciPy's (`scipy.special`), computed in float64 on the host
+(a device input comes over by an explicit copy) and returned in the input's dtype.
+IgammaGradA (d igamma / d a, a TF op of its own) is a Richardson-extrapolated central
+difference of the regularized incomplete gamma in float64 (about 1e-9 relative).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.special as sp
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops import reduction_ops
+from asyncflow.ops.math_helpers import to_host
+from asyncflow.ops.math_ops import _binary_op, _unary_op
+from asyncflow.registry import (
+    ANY,
+    FLOATING,
+    INDEX,
+    NUMERIC,
+    NotDifferentiable,
+    TypeConstraint,
+    register_op,
+)
+
+__all__ = [
+    "lgamma",
+    "digamma",
+    "polygamma",
+    "zeta",
+    "igamma",
+    "igammac",
+    "betainc",
+    "real",
+    "imag",
+    "complex",
+    "angle",
+    "rint",
+    "bitcast",
+    "roll",
+    "unravel_index",
+]
+
+_FLOAT32_64 = TypeConstraint(["float32", "float64"])
+_COMPLEX = TypeConstraint(["complex64", "complex128"], default="complex64")
+
+
+def _invalid(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _host64(xp, x):
+    return np.asarray(to_host(xp, x), np.float64)
+
+
+def _special(fn):
+    """fn of float64 host copies, back in the first input's dtype on its device."""
+
+    def kernel_fn(xp, *args):
+        with np.errstate(all="ignore"):
+            out = fn(*(_host64(xp, a) for a in args))
+        return xp.asarray(out).astype(args[0].dtype)
+
+    return kernel_fn
+
+
+def _igamma_grad_a(a, x):
+    """d/da of the regularized lower incomplete gamma P(a, x), by Richardson extrapolation
+    of central differences (h and h/2)."""
+    h = 1e-3 * np.maximum(np.abs(a), 1.0)
+    safe = np.maximum(a - h, 1e-300)
+
+    def diff(step, lo):
+        return (sp.gammainc(a + step, x) - sp.gammainc(lo, x)) / (a + step - lo)
+
+    d1 = diff(h, safe)
+    d2 = diff(h / 2, np.maximum(a - h / 2, 1e-300))
+    return (4 * d2 - d1) / 3
+
+
+Lgamma = _unary_op("Lgamma", _special(sp.gammaln), FLOATING)
+Digamma = _unary_op("Digamma", _special(sp.digamma), FLOATING)
+Polygamma = _binary_op(
+    "Polygamma", _special(lambda a, x: sp.polygamma(a.astype(np.int64), x)), _FLOAT32_64
+)
+Zeta = _binary_op("Zeta", _special(sp.zeta), _FLOAT32_64)
+Igamma = _binary_op("Igamma", _special(sp.gammainc), _FLOAT32_64)
+Igammac = _binary_op("Igammac", _special(sp.gammaincc), _FLOAT32_64)
+IgammaGradA = _binary_op("IgammaGradA", _special(_igamma_grad_a), _FLOAT32_64)
+Rint = _unary_op("Rint", lambda xp, x: xp.rint(x), FLOATING)
+NotDifferentiable("IgammaGradA")
+
+
+@Lgamma.gradient
+def _lgamma_grad(op, grad):
+    return [_g.mul(grad, _g.apply("Digamma", op.inputs[0]))]
+
+
+@Digamma.gradient
+def _digamma_grad(op, grad):
+    x = op.inputs[0]
+    return [_g.mul(grad, _g.apply("Polygamma", _g.constant(1, x.dtype), x))]
+
+
+@Polygamma.gradient
+def _polygamma_grad(op, grad):
+    a, x = op.inputs
+    gx = _g.mul(grad, _g.apply("Polygamma", _g.apply("AddV2", a, _g.constant(1, a.dtype)), x))
+    return [None, _g.broadcast_reduce(a, x, None, gx)[1]]
+
+
+@Zeta.gradient
+def _zeta_grad(op, grad):
+    x, q = op.inputs
+    x1 = _g.apply("AddV2", x, _g.constant(1, x.dtype))
+    gq = _g.mul(grad, _g.neg(_g.mul(x, _g.apply("Zeta", x1, q))))
+    return [None, _g.broadcast_reduce(x, q, None, gq)[1]]
+
+
+def _igamma_density(a, x):
+    """exp(-x + (a - 1) log x - lgamma(a)): d igamma(a, x) / dx."""
+    one = _g.constant(1, a.dtype)
+    log = _g.apply("Mul", _g.apply("Sub", a, one), _g.apply("Log", x))
+    return _g.apply("Exp", _g.apply("Sub", _g.apply("Sub", log, x), _g.apply("Lgamma", a)))
+
+
+def _igamma_grads(op, grad, sign):
+    a, x = op.inputs
+    ga = _g.mul(grad, _g.apply("IgammaGradA", a, x))
+    gx = _g.mul(grad, _igamma_density(a, x))
+    if sign < 0:
+        ga, gx = _g.neg(ga), _g.neg(gx)
+    return list(_g.broadcast_reduce(a, x, ga, gx))
+
+
+@Igamma.gradient
+def _igamma_grad(op, grad):
+    return _igamma_grads(op, grad, 1)
+
+
+@Igammac.gradient
+def _igammac_grad(op, grad):
+    return _igamma_grads(op, grad, -1)
+
+
+@Rint.gradient
+def _rint_grad(op, grad):
+    return [None]  # piecewise constant, as TF
+
+
+# -- Betainc --------------------------------------------------------------------------------
+
+
+def _betainc_shape(op):
+    shapes = [t.shape for t in op.inputs]
+    out = tensor_shape.unknown_shape()
+    for s in shapes:
+        if s.ndims != 0:
+            out = out.merge_with(s)
+    if all(s.ndims == 0 for s in shapes):
+        return [tensor_shape.TensorShape([])]
+    return [out]
+
+
+Betainc = register_op(
+    "Betainc",
+    inputs=["a: T", "b: T", "x: T"],
+    outputs=["z: T"],
+    attrs={"T": _FLOAT32_64},
+    shape_fn=_betainc_shape,
+)
+
+
+@Betainc.kernel()
+async def _betainc(ctx, a, b, x):
+    xp = ctx.xp
+    a, b, x = xp.asarray(a), xp.asarray(b), xp.asarray(x)
+    shapes = {tuple(v.shape) for v in (a, b, x) if v.ndim}
+    if len(shapes) > 1:
+        names = ", ".join(str(list(v.shape)) for v in (a, b, x))
+        raise _invalid(f"Shapes of a, b and x are inconsistent: {names}")
+    return _special(sp.betainc)(xp, a, b, x)
+
+
+@Betainc.gradient
+def _betainc_grad(op, grad):
+    # TF defines the gradient for x only: x^(a-1) (1-x)^(b-1) / B(a, b)
+    a, b, x = op.inputs
+    one = _g.constant(1, x.dtype)
+    log_beta = _g.apply(
+        "Sub",
+        _g.apply("AddV2", _g.apply("Lgamma", a), _g.apply("Lgamma", b)),
+        _g.apply("Lgamma", _g.apply("AddV2", a, b)),
+    )
+    t1 = _g.apply("Mul", _g.apply("Sub", b, one), _g.apply("Log1p", _g.neg(x)))
+    t2 = _g.apply("Mul", _g.apply("Sub", a, one), _g.apply("Log", x))
+    density = _g.apply("Exp", _g.apply("Sub", _g.apply("AddV2", t1, t2), log_beta))
+    gx = _g.mul(grad, density)
+    if x.shape.ndims == 0 and op.outputs[0].shape.ndims != 0:
+        gx = reduction_ops.reduce_sum(gx)
+    return [None, None, gx]
+
+
+# -- complex parts ------------------------------------------------------------------------
+
+
+def _complex_part(op_type: str, fn):
+    op_def = register_op(
+        op_type,
+        inputs=["input: T"],
+        outputs=["output: Tout"],
+        attrs={"T": _COMPLEX, "Tout": _FLOAT32_64},
+        shape_fn=lambda op: [op.inputs[0].shape],
+    )
+
+    @op_def.kernel()
+    async def _kernel(ctx, x):
+        return fn(ctx.xp, ctx.xp.asarray(x)).astype(ctx.attrs["Tout"].as_numpy_dtype)
+
+    return op_def
+
+
+Real = _complex_part("Real", lambda xp, x: xp.real(x))
+Imag = _complex_part("Imag", lambda xp, x: xp.imag(x))
+Angle = _complex_part("Angle", lambda xp, x: xp.angle(x))
+
+Complex = register_op(
+    "Complex",
+    inputs=["real: T", "imag: T"],
+    outputs=["out: Tout"],
+    attrs={"T": _FLOAT32_64, "Tout": _COMPLEX},
+    shape_fn=lambda op: [tensor_shape.broadcast_shape(op.inputs[0].shape, op.inputs[1].shape)],
+)
+
+
+@Complex.kernel()
+async def _complex(ctx, re, im):
+    xp = ctx.xp
+    out = xp.asarray(re) + 1j * xp.asarray(im)
+    return out.astype(ctx.attrs["Tout"].as_numpy_dtype)
+
+
+def _to_complex(re, im):
+    out = dtypes.complex128 if re.dtype.base_dtype == dtypes.float64 else dtypes.complex64
+    return _g.apply("Complex", re, im, Tout=out)
+
+
+@Real.gradient
+def _real_grad(op, grad):
+    return [_to_complex(grad, _g.zeros_like(grad))]
+
+
+@Imag.gradient
+def _imag_grad(op, grad):
+    return [_to_complex(_g.zeros_like(grad), grad)]
+
+
+@Angle.gradient
+def _angle_grad(op, grad):
+    # d angle = -(1 / (im + i re)) * grad, as TF's _AngleGrad
+    x = op.inputs[0]
+    real_t = x.dtype.real_dtype
+    re = _g.apply("Real", x, Tout=real_t)
+    im = _g.apply("Imag", x, Tout=real_t)
+    z = _g.apply("Reciprocal", _to_complex(im, re))
+    return [_g.neg(_g.mul(_to_complex(grad, _g.zeros_like(grad)), z))]
+
+
+@Complex.gradient
+def _complex_grad(op, grad):
+    re, im = op.inputs
+    real_t = re.dtype.base_dtype
+    gr = _g.apply("Real", grad, Tout=real_t)
+    gi = _g.apply("Imag", grad, Tout=real_t)
+    return list(_g.broadcast_reduce(re, im, gr, gi))
+
+
+# -- Bitcast, Roll, UnravelIndex ------------------------------------------------------------
+
+_BITCAST_TYPES = TypeConstraint(
+    [
+        "bfloat16", "float16", "float32", "float64", "int64", "int32", "uint8", "uint16",
+        "uint32", "uint64", "int8", "int16", "complex64", "complex128",
+    ]
+)  # fmt: skip
+
+
+def _bitcast_shape(op):
+    src, dst = op.get_attr("T"), op.get_attr("type")
+    shape = op.inputs[0].shape
+    if src.size == dst.size:
+        return [shape]
+    if src.size > dst.size:
+        if src.size % dst.size:
+            raise ValueError(f"Cannot bitcast from {src} to {dst}")
+        return [shape.concatenate([src.size // dst.size])]
+    shape = shape.with_rank_at_least(1)
+    last = tensor_shape.dimension_value(shape[-1])
+    if last is not None and last * src.size != dst.size:
+        raise ValueError(
+            f"Cannot bitcast from {src} to {dst}: the last dimension must be "
+            f"{dst.size // src.size}, not {last}"
+        )
+    return [shape[:-1]]
+
+
+Bitcast = register_op(
+    "Bitcast",
+    inputs=["input: T"],
+    outputs=["output: type"],
+    attrs={"T": _BITCAST_TYPES, "type": _BITCAST_TYPES},
+    shape_fn=_bitcast_shape,
+)
+NotDifferentiable("Bitcast")
+
+
+@Bitcast.kernel()
+async def _bitcast(ctx, x):
+    xp = ctx.xp
+    x = xp.ascontiguousarray(xp.asarray(x))
+    src, dst = ctx.attrs["T"], ctx.attrs["type"]
+    if src.size < dst.size and (x.ndim == 0 or x.shape[-1] * src.size != dst.size):
+        raise _invalid(f"Cannot bitcast from {src} to {dst}: shape {list(x.shape)}")
+    out = x.view(dst.as_numpy_dtype)
+    if src.size > dst.size:
+        return out.reshape(*x.shape, src.size // dst.size)
+    if src.size < dst.size:
+        return out.reshape(x.shape[:-1])
+    return out
+
+
+def _roll_shape(op):
+    return [op.inputs[0].shape]
+
+
+Roll = register_op(
+    "Roll",
+    inputs=["input: T", "shift: Tshift", "axis: Taxis"],
+    outputs=["output: T"],
+    attrs={"T": ANY, "Tshift": INDEX, "Taxis": INDEX},
+    shape_fn=_roll_shape,
+)
+
+
+def _host_ints(v) -> list[int]:
+    return [int(i) for i in np.asarray(v.get() if hasattr(v, "get") else v).reshape(-1)]
+
+
+@Roll.kernel(host_memory=("shift", "axis"))
+async def _roll(ctx, x, shift, axis):
+    xp = ctx.xp
+    x = xp.asarray(x)
+    if np.ndim(shift) != np.ndim(axis) or np.shape(shift) != np.shape(axis):
+        raise _invalid("shift and axis must have the same size")
+    shifts, axes = _host_ints(shift), _host_ints(axis)
+    for a in axes:
+        if not -x.ndim <= a < x.ndim:
+            raise _invalid(f"axis {a} is out of range for a tensor of rank {x.ndim}")
+    return xp.roll(x, shifts, axes) if axes else x
+
+
+@Roll.gradient
+def _roll_grad(op, grad):
+    _, shift, axis = op.inputs
+    return [_g.apply("Roll", grad, _g.neg(shift), axis), None, None]
+
+
+def _unravel_shape(op):
+    idx, dims = op.inputs[0].shape, op.inputs[1].shape.with_rank(1)
+    n = tensor_shape.dimension_value(dims[0])
+    if idx.ndims == 0:
+        return [tensor_shape.TensorShape([n])]
+    if idx.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    return [tensor_shape.TensorShape([n, idx.num_elements()])]
+
+
+UnravelIndex = register_op(
+    "UnravelIndex",
+    inputs=["indices: Tidx", "dims: Tidx"],
+    outputs=["output: Tidx"],
+    attrs={"Tidx": INDEX},
+    shape_fn=_unravel_shape,
+)
+NotDifferentiable("UnravelIndex")
+
+
+@UnravelIndex.kernel(host_memory=("dims",))
+async def _unravel_index(ctx, indices, dims):
+    xp = ctx.xp
+    dims_l = _host_ints(dims)
+    idx = xp.asarray(indices)
+    total = int(np.prod(dims_l, dtype=np.int64))
+    host = np.asarray(to_host(xp, idx))
+    if host.size and ((host < 0).any() or (host >= total).any()):
+        raise _invalid(f"index out of bounds for shape {dims_l}: {host.tolist()}")
+    out = (
+        xp.stack(xp.unravel_index(idx.reshape(-1), dims_l)) if dims_l else xp.zeros((0, idx.size))
+    )
+    out = out.astype(idx.dtype)
+    return out.reshape(len(dims_l)) if idx.ndim == 0 else out
+
+
+# -- builders -------------------------------------------------------------------------------
+
+
+def _un(op_type):
+    def builder(x, name=None):
+        return ops.apply_op(op_type, [x], name=name).outputs[0]
+
+    builder.__name__ = op_type.lower()
+    builder.__doc__ = f"Element-wise {op_type} (op {op_type}; SciPy's values, TF's gradient)."
+    return builder
+
+
+def _bin(op_type, a_name, b_name):
+    def builder(a, b, name=None):
+        with ops.name_scope(name, op_type, [a, b]) as scope:
+            a = ops.convert_to_tensor(a, name=a_name)
+            b = ops.convert_to_tensor(b, name=b_name, dtype=a.dtype)
+            return ops.apply_op(op_type, [a, b], name=scope).outputs[0]
+
+    builder.__doc__ = f"Element-wise {op_type}({a_name}, {b_name}), broadcasting (op {op_type})."
+    return builder
+
+
+lgamma = _un("Lgamma")
+digamma = _un("Digamma")
+rint = _un("Rint")
+polygamma = _bin("Polygamma", "a", "x")
+zeta = _bin("Zeta", "x", "q")
+igamma = _bin("Igamma", "a", "x")
+igammac = _bin("Igammac", "a", "x")
+for _n, _f in (("polygamma", polygamma), ("zeta", zeta), ("igamma", igamma), ("igammac", igammac)):
+    _f.__name__ = _f.__qualname__ = _n
+
+
+def betainc(a, b, x, name=None):
+    """The regularized incomplete beta I_x(a, b) (op Betainc); a, b and x have one shape
+    or are scalars.
+
+    Raises:
+      InvalidArgumentError: (when run) shapes that are neither equal nor scalar.
+    """
+    with ops.name_scope(name, "Betainc", [a, b, x]) as scope:
+        a = ops.convert_to_tensor(a, name="a")
+        b = ops.convert_to_tensor(b, name="b", dtype=a.dtype)
+        x = ops.convert_to_tensor(x, name="x", dtype=a.dtype)
+        return ops.apply_op("Betainc", [a, b, x], name=scope).outputs[0]
+
+
+def real(input, name=None):  # noqa: A002 - TF's name
+    """The real part of a complex tensor; a real tensor is returned as it is."""
+    with ops.name_scope(name, "Real", [input]) as scope:
+        x = ops.convert_to_tensor(input, name="input")
+        if not x.dtype.is_complex:
+            return x
+        attrs = {"Tout": x.dtype.real_dtype}
+        return ops.apply_op("Real", [x], attrs, name=scope).outputs[0]
+
+
+def imag(input, name=None):  # noqa: A002 - TF's name
+    """The imaginary part of a complex tensor; zeros for a real one."""
+    with ops.name_scope(name, "Imag", [input]) as scope:
+        x = ops.convert_to_tensor(input, name="input")
+        if not x.dtype.is_complex:
+            return _g.zeros_like(x)
+        attrs = {"Tout": x.dtype.real_dtype}
+        return ops.apply_op("Imag", [x], attrs, name=scope).outputs[0]
+
+
+def angle(input, name=None):  # noqa: A002 - TF's name
+    """The argument of a complex tensor; pi where a real one is negative, else 0."""
+    with ops.name_scope(name, "Angle", [input]) as scope:
+        x = ops.convert_to_tensor(input, name="input")
+        if x.dtype.is_complex:
+            attrs = {"Tout": x.dtype.real_dtype}
+            return ops.apply_op("Angle", [x], attrs, name=scope).outputs[0]
+        neg = _g.apply("Less", x, _g.zeros_like(x))
+        pi = _g.apply("Mul", _g.ones_like(x), _g.constant(np.pi, x.dtype))
+        return ops.apply_op("Select", [neg, pi, _g.zeros_like(x)], name=scope).outputs[0]
+
+
+def complex(real, imag, name=None):  # noqa: A001 - TF's name
+    """real + i * imag: complex64 from float32 parts, complex128 from float64.
+
+    Raises:
+      TypeError: parts of different dtypes, or not float32/float64.
+    """
+    with ops.name_scope(name, "Complex", [real, imag]) as scope:
+        re = ops.convert_to_tensor(real, name="real")
+        im = ops.convert_to_tensor(imag, name="imag")
+        dt = re.dtype.base_dtype
+        if im.dtype.base_dtype != dt or dt not in (dtypes.float32, dtypes.float64):
+            raise TypeError(f"real and imag have incorrect types: {re.dtype.name} {im.dtype.name}")
+        out = dtypes.complex128 if dt == dtypes.float64 else dtypes.complex64
+        return ops.apply_op("Complex", [re, im], {"Tout": out}, name=scope).outputs[0]
+
+
+def bitcast(input, type, name=None):  # noqa: A002 - TF's names
+    """The bits of `input` read as `type` (op Bitcast): a wider source gains a last
+    dimension, a narrower one loses it.
+
+    Raises:
+      ValueError: sizes that do not divide, or a last dimension of the wrong size.
+    """
+    return ops.apply_op("Bitcast", [input], {"type": dtypes.as_dtype(type)}, name=name).outputs[0]
+
+
+def roll(input, shift, axis, name=None):  # noqa: A002 - TF's name
+    """Elements shifted cyclically by `shift` along `axis` (scalars or equal-length lists).
+
+    Raises:
+      InvalidArgumentError: (when run) shift and axis differ in size, or a bad axis.
+    """
+    return ops.apply_op("Roll", [input, shift, axis], name=name).outputs[0]
+
+
+def unravel_index(indices, dims, name=None):
+    """The coordinates in an array of shape `dims` of flat `indices` ([len(dims)] for a
+    scalar index, else [len(dims), n]).
+
+    Raises:
+      InvalidArgumentError: (when run) an index out of range.
+    """
+    return ops.apply_op("UnravelIndex", [indices, dims], name=name).outputs[0]
+
+
+del NUMERIC
