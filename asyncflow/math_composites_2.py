@@ -18,9 +18,9 @@ from asyncflow.ops import (
     gradient_ops,
     linalg_ops,
     math_ops,
-    math_special_ops,
     nn_impl,
     reduction_ops,
+    special_math_ops,
 )
 
 __all__ = [
@@ -43,8 +43,8 @@ def lbeta(x, name=None):
     """log B(x) over the last axis: sum(lgamma(x)) - lgamma(sum(x))."""
     with ops.name_scope(name, "lbeta", [x]):
         x = _t(x)
-        log_prod = reduction_ops.reduce_sum(math_special_ops.lgamma(x), [-1])
-        return log_prod - math_special_ops.lgamma(reduction_ops.reduce_sum(x, [-1]))
+        log_prod = reduction_ops.reduce_sum(special_math_ops.lgamma(x), [-1])
+        return log_prod - special_math_ops.lgamma(reduction_ops.reduce_sum(x, [-1]))
 
 
 def _diffs(x):

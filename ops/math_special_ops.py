@@ -1,5 +1,6 @@
-"""Special functions and complex parts: Lgamma, Digamma, Polygamma, Zeta, Igamma,
-Igammac (with IgammaGradA), Betainc, Real, Imag, Complex, Angle, Rint; and Bitcast,
+"""Special functions and complex parts: Zeta, Igamma, Igammac (with IgammaGradA),
+Betainc (Lgamma, Digamma and Polygamma are special_math_ops'), Real, Imag, Complex,
+Angle, Rint; and Bitcast,
 Roll, UnravelIndex.  Gradients as TF's math_grad.py / manip_grad.py.
 
 The special functions are SciPy's (`scipy.special`), computed in float64 on the host
@@ -30,9 +31,6 @@ from asyncflow.registry import (
 )
 
 __all__ = [
-    "lgamma",
-    "digamma",
-    "polygamma",
     "zeta",
     "igamma",
     "igammac",
@@ -84,35 +82,12 @@ def _igamma_grad_a(a, x):
     return (4 * d2 - d1) / 3
 
 
-Lgamma = _unary_op("Lgamma", _special(sp.gammaln), FLOATING)
-Digamma = _unary_op("Digamma", _special(sp.digamma), FLOATING)
-Polygamma = _binary_op(
-    "Polygamma", _special(lambda a, x: sp.polygamma(a.astype(np.int64), x)), _FLOAT32_64
-)
 Zeta = _binary_op("Zeta", _special(sp.zeta), _FLOAT32_64)
 Igamma = _binary_op("Igamma", _special(sp.gammainc), _FLOAT32_64)
 Igammac = _binary_op("Igammac", _special(sp.gammaincc), _FLOAT32_64)
 IgammaGradA = _binary_op("IgammaGradA", _special(_igamma_grad_a), _FLOAT32_64)
 Rint = _unary_op("Rint", lambda xp, x: xp.rint(x), FLOATING)
 NotDifferentiable("IgammaGradA")
-
-
-@Lgamma.gradient
-def _lgamma_grad(op, grad):
-    return [_g.mul(grad, _g.apply("Digamma", op.inputs[0]))]
-
-
-@Digamma.gradient
-def _digamma_grad(op, grad):
-    x = op.inputs[0]
-    return [_g.mul(grad, _g.apply("Polygamma", _g.constant(1, x.dtype), x))]
-
-
-@Polygamma.gradient
-def _polygamma_grad(op, grad):
-    a, x = op.inputs
-    gx = _g.mul(grad, _g.apply("Polygamma", _g.apply("AddV2", a, _g.constant(1, a.dtype)), x))
-    return [None, _g.broadcast_reduce(a, x, None, gx)[1]]
 
 
 @Zeta.gradient
@@ -430,14 +405,11 @@ def _bin(op_type, a_name, b_name):
     return builder
 
 
-lgamma = _un("Lgamma")
-digamma = _un("Digamma")
 rint = _un("Rint")
-polygamma = _bin("Polygamma", "a", "x")
 zeta = _bin("Zeta", "x", "q")
 igamma = _bin("Igamma", "a", "x")
 igammac = _bin("Igammac", "a", "x")
-for _n, _f in (("polygamma", polygamma), ("zeta", zeta), ("igamma", igamma), ("igammac", igammac)):
+for _n, _f in (("zeta", zeta), ("igamma", igamma), ("igammac", igammac)):
     _f.__name__ = _f.__qualname__ = _n
 
 
