@@ -7,8 +7,9 @@ the top-level name, else `af.nn`'s, else the namespace's TF1 prefix (`random.uni
 is `random_uniform`, `sparse.add` is `sparse_add`, `strings.length` is
 `string_length`).  Resolution is lazy so names other modules add later appear without
 an edit here; a TF1 name asyncflow lacks raises AttributeError as any missing
-attribute does.  `sparse` and `strings` resolve only through aliases and their prefix:
-their bare names (add, concat, split, ...) are different, dense ops at the top level.
+attribute does.  `sparse` resolves only through aliases and its prefix (its bare
+names, add, concat, ..., are dense ops at the top level); `strings` tries its prefix
+before the bare name.
 """
 
 from __future__ import annotations
@@ -192,8 +193,10 @@ _PREFIXES = {
 
 
 # Namespaces whose names are only their TF1 prefixed names: a bare top-level name of the
-# same spelling is a dense/numeric op (add, concat, split, ...), not this one.
-_PREFIX_ONLY = frozenset({"sparse", "strings"})
+# same spelling is a dense op (add, concat, split, ...), not this one.  `strings` tries
+# its prefix first (strings.strip is string_strip) but has bare names too (as_string).
+_PREFIX_ONLY = frozenset({"sparse"})
+_PREFIX_FIRST = frozenset({"strings"})
 
 
 def _lookup(path: str):
@@ -223,6 +226,8 @@ class Namespace(types.ModuleType):
         prefixed = [p + attr for p in _PREFIXES[ns]]
         if ns in _PREFIX_ONLY:
             candidates += prefixed  # tf.sparse.add is sparse_add, never the dense add
+        elif ns in _PREFIX_FIRST:
+            candidates += [*prefixed, attr, f"nn.{attr}"]  # strings.strip: string_strip
         else:
             candidates += [attr, f"nn.{attr}", *prefixed]
         for path in candidates:
