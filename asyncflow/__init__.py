@@ -93,10 +93,13 @@ from asyncflow.ops import array_ops as _array_ops  # noqa: E402
 from asyncflow.ops import check_ops as _check_ops  # noqa: E402
 from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
 from asyncflow.ops import data_flow_ops as _data_flow_ops  # noqa: E402
+from asyncflow.ops import einsum_ops as _einsum_ops  # noqa: E402
+from asyncflow.ops import fft_ops as _fft_ops  # noqa: E402
 from asyncflow.ops import framework_ops as _framework_ops  # noqa: E402
 from asyncflow.ops import functional_ops as _functional_ops  # noqa: E402
 from asyncflow.ops import gradient_ops as _gradient_ops  # noqa: E402
 from asyncflow.ops import init_ops as _init_ops  # noqa: E402
+from asyncflow.ops import linalg_matrix_ops as _linalg_matrix_ops  # noqa: E402
 from asyncflow.ops import linalg_ops as _linalg_ops  # noqa: E402
 from asyncflow.ops import logging_ops as _logging_ops  # noqa: E402
 from asyncflow.ops import math_ops as _math_ops  # noqa: E402
@@ -111,10 +114,12 @@ from asyncflow.ops import script_ops as _script_ops  # noqa: E402
 from asyncflow.ops import segment_ops as _segment_ops  # noqa: E402
 from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
+from asyncflow.ops import space_ops as _space_ops  # noqa: E402
 from asyncflow.ops import sparse_math_ops as _sparse_math_ops  # noqa: E402
 from asyncflow.ops import sparse_ops as _sparse_ops  # noqa: E402
 from asyncflow.ops import special_math_ops as _special_math_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
+from asyncflow.ops import string_extras_ops as _string_extras_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
 from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
 from asyncflow.ops import unique_ops as _unique_ops  # noqa: E402
@@ -159,6 +164,11 @@ for _m in (
     _math_special_ops,
     _sparse_ops,
     _sparse_math_ops,
+    _linalg_matrix_ops,
+    _einsum_ops,
+    _fft_ops,
+    _space_ops,
+    _string_extras_ops,
     _framework_extras,
     _math_composites_2,
     sparse_composites,

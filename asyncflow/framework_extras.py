@@ -56,6 +56,12 @@ __all__ = [
     "disable_control_flow_v2",
     "disable_v2_tensorshape",
     "disable_tensor_equality",
+    "tables_initializer",
+    "initialize_all_tables",
+    "parallel_stack",
+    "switch_case",
+    "conv2d_backprop_filter_v2",
+    "conv2d_backprop_input_v2",
 ]
 
 # What a GraphDef from here is: its producer version, and the oldest reader/writer the
@@ -319,3 +325,110 @@ def disable_v2_tensorshape() -> None:
 def disable_tensor_equality() -> None:
     """TF1's Tensor equality (`==` is identity, tensors are hashable): asyncflow's only
     behaviour."""
+
+
+# -- tables, stacking, switch_case, conv2d backprops taking tensors ---------------------------
+
+
+def tables_initializer(name="init_all_tables"):
+    """One op running every initializer in GraphKeys.TABLE_INITIALIZERS (a no-op when
+    there is none)."""
+    from asyncflow.ops import control_flow_ordering
+
+    inits = ops.get_collection(ops.GraphKeys.TABLE_INITIALIZERS)
+    if inits:
+        return control_flow_ordering.group(*inits, name=name)
+    return control_flow_ordering.no_op(name=name)
+
+
+initialize_all_tables = tables_initializer
+
+
+def parallel_stack(values, name="parallel_stack"):
+    """stack(values) along a new first axis; every value's shape must be fully known at
+    build time, as TF's parallel_stack requires.
+
+    Raises:
+      ValueError: a value whose shape is not fully defined, or shapes that differ.
+    """
+    from asyncflow.ops import manip_ops
+
+    with ops.name_scope(name):
+        vals = [ops.convert_to_tensor(v) for v in values]
+        shape = vals[0].shape
+        for v in vals:
+            if not v.shape.is_fully_defined():
+                raise ValueError(f"Cannot parallel_stack a tensor of unknown shape {v.shape}")
+            if not v.shape.is_compatible_with(shape):
+                raise ValueError(f"Shapes {shape} and {v.shape} are incompatible")
+        return manip_ops.stack(vals)
+
+
+def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
+    """The result of branch_fns[branch_index]() (`default`, or the last branch, for an
+    index out of range), built as nested conds.
+
+    Raises:
+      TypeError: branch_fns is not a list/dict of callables.
+      ValueError: no branches.
+    """
+    from asyncflow.ops import control_flow_ops
+
+    if isinstance(branch_fns, dict):
+        items = sorted(branch_fns.items())
+    elif isinstance(branch_fns, list | tuple):
+        items = [v if isinstance(v, tuple) else (i, v) for i, v in enumerate(branch_fns)]
+        items = [(int(k), fn) for k, fn in items]
+    else:
+        raise TypeError("branch_fns must be a list, tuple, or dict")
+    if not items:
+        raise ValueError("Must provide at least one item in branch_fns")
+    for _, fn in items:
+        if not callable(fn):
+            raise TypeError("fn for key must be callable.")
+    fallback = default if default is not None else items[-1][1]
+    with ops.name_scope(name, "switch_case", [branch_index]):
+        index = ops.convert_to_tensor(branch_index, name="branch_index")
+        if index.dtype.base_dtype != dtypes.int32:
+            raise TypeError(f"branch_index must be int32, got {index.dtype}")
+        result = fallback
+        for key, fn in reversed(items):
+            result = _case(control_flow_ops, index, key, fn, result)
+        return result()
+
+
+def _case(cf, index, key, fn, otherwise):
+    return lambda: cf.cond(math_ops.equal(index, key), fn, otherwise)
+
+
+def conv2d_backprop_filter_v2(input, filter, out_backprop, strides, padding,  # noqa: A002
+                              use_cudnn_on_gpu=True, explicit_paddings=(), data_format="NHWC",
+                              dilations=(1, 1, 1, 1), name=None):  # fmt: skip
+    """conv2d's filter gradient, the filter's shape taken from `filter` itself."""
+    from asyncflow.ops import array_ops, conv_ops
+
+    pad = _explicit_pairs(padding, explicit_paddings)
+    return conv_ops.conv2d_backprop_filter(
+        input, array_ops.shape(filter), out_backprop, strides, pad, use_cudnn_on_gpu,
+        data_format, dilations, name=name,
+    )  # fmt: skip
+
+
+def conv2d_backprop_input_v2(input, filter, out_backprop, strides, padding,  # noqa: A002
+                             use_cudnn_on_gpu=True, explicit_paddings=(), data_format="NHWC",
+                             dilations=(1, 1, 1, 1), name=None):  # fmt: skip
+    """conv2d's input gradient, the input's shape taken from `input` itself."""
+    from asyncflow.ops import array_ops, conv_ops
+
+    pad = _explicit_pairs(padding, explicit_paddings)
+    return conv_ops.conv2d_backprop_input(
+        array_ops.shape(input), filter, out_backprop, strides, pad, use_cudnn_on_gpu,
+        data_format, dilations, name=name,
+    )  # fmt: skip
+
+
+def _explicit_pairs(padding, explicit_paddings):
+    if padding == "EXPLICIT":
+        flat = list(explicit_paddings)
+        return [flat[i : i + 2] for i in range(0, len(flat), 2)]
+    return padding

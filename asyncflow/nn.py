@@ -17,6 +17,9 @@ from asyncflow.rnn_bidirectional import bidirectional_dynamic_rnn, static_bidire
 
 __all__ = ["sigmoid", "tanh", "rnn_cell", "dynamic_rnn", "static_rnn"]
 __all__ += ["sequence_mask", "bidirectional_dynamic_rnn", "static_bidirectional_rnn"]
+from asyncflow.ops.space_ops import space_to_batch, with_space_to_batch  # noqa: E402
+
+__all__ += ["space_to_batch", "with_space_to_batch"]
 for _m in (
     nn_ops,
     conv_ops,

@@ -1,0 +1,200 @@
+"""More string ops: StringStrip, ReduceJoin, EncodeBase64 / DecodeBase64 (web-safe
+alphabet, as TF), DecodeCompressed (zlib / gzip), with TF1's builders
+(`string_strip`, `reduce_join`, `encode_base64`, `decode_base64`, `decode_compressed`).
+
+String tensors are NumPy object arrays of bytes; the kernels are host (CPU) kernels.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import zlib
+
+import numpy as np
+
+from asyncflow import errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.registry import NotDifferentiable, register_op
+
+__all__ = ["string_strip", "reduce_join", "encode_base64", "decode_base64", "decode_compressed"]
+
+
+def _invalid(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _obj(x) -> np.ndarray:
+    return np.asarray(x, dtype=object)
+
+
+def _map(fn, x) -> np.ndarray:
+    x = _obj(x)
+    out = np.empty(x.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, v in enumerate(x.reshape(-1)):
+        flat[i] = fn(v)
+    return out
+
+
+def _elementwise(op_type: str, fn, attrs=None):
+    op_def = register_op(
+        op_type,
+        inputs=["input: string"],
+        outputs=["output: string"],
+        attrs=attrs or {},
+        shape_fn=lambda op: [op.inputs[0].shape],
+    )
+    NotDifferentiable(op_type)
+
+    @op_def.kernel("CPU")
+    async def _kernel(ctx, x):
+        return _map(lambda v: fn(ctx.attrs, v), x)
+
+    _kernel.__name__ = f"_{op_type.lower()}_kernel"
+    return op_def
+
+
+_WHITESPACE = b" \t\n\v\f\r"
+StringStrip = _elementwise("StringStrip", lambda attrs, v: bytes(v).strip(_WHITESPACE))
+
+
+def _encode(attrs, v):
+    out = base64.urlsafe_b64encode(bytes(v))
+    return out if attrs["pad"] else out.rstrip(b"=")
+
+
+def _decode(attrs, v):
+    v = bytes(v)
+    try:
+        return base64.urlsafe_b64decode(v + b"=" * (-len(v) % 4))
+    except (binascii.Error, ValueError):
+        raise _invalid(f"Invalid character found in base64: {v[:32]!r}") from None
+
+
+EncodeBase64 = _elementwise("EncodeBase64", _encode, {"pad": False})
+DecodeBase64 = _elementwise("DecodeBase64", _decode)
+
+
+def _decompress(attrs, v):
+    kind = attrs["compression_type"]
+    v = bytes(v)
+    try:
+        if kind == "":
+            return v
+        if kind == "ZLIB":
+            return zlib.decompress(v)
+        if kind == "GZIP":
+            return gzip.decompress(v)
+    except (OSError, zlib.error, EOFError) as e:
+        raise errors.DataLossError(None, None, f"Failed to decompress: {e}") from None
+    raise _invalid(f"Unsupported compression type: {kind}")
+
+
+DecodeCompressed = _elementwise("DecodeCompressed", _decompress, {"compression_type": ""})
+
+
+def _reduce_join_shape(op):
+    shape = op.inputs[0].shape
+    axes = ops.constant_value(op.inputs[1])
+    if shape.ndims is None or axes is None:
+        return [tensor_shape.unknown_shape()]
+    rank = shape.ndims
+    axes = [int(a) % rank for a in np.reshape(axes, -1)] if rank else []
+    if np.size(ops.constant_value(op.inputs[1])) == 0:
+        axes = list(range(rank))
+    dims = shape.as_list()
+    if op.get_attr("keep_dims"):
+        return [tensor_shape.TensorShape([1 if i in axes else d for i, d in enumerate(dims)])]
+    return [tensor_shape.TensorShape([d for i, d in enumerate(dims) if i not in axes])]
+
+
+ReduceJoin = register_op(
+    "ReduceJoin",
+    inputs=["inputs: string", "reduction_indices: int32"],
+    outputs=["output: string"],
+    attrs={"keep_dims": False, "separator": ""},
+    shape_fn=_reduce_join_shape,
+)
+NotDifferentiable("ReduceJoin")
+
+
+@ReduceJoin.kernel("CPU")
+async def _reduce_join(ctx, x, axes):
+    x = _obj(x)
+    axes = np.asarray(axes).reshape(-1)
+    rank = x.ndim
+    if axes.size == 0:
+        axes = np.arange(rank)
+    for a in axes:
+        if not -rank <= a < rank:
+            raise _invalid(f"Invalid reduction dimension {int(a)} for input with {rank} "
+                           "dimensions.")  # fmt: skip
+    axes = sorted({int(a) % rank for a in axes})
+    if len(axes) != len(set(axes)):
+        raise _invalid("Duplicate reduction dimension")
+    sep = ctx.attrs["separator"]
+    sep = sep.encode() if isinstance(sep, str) else bytes(sep)
+    kept = [i for i in range(rank) if i not in axes]
+    moved = np.transpose(x, kept + axes)
+    lead = moved.shape[: len(kept)]
+    flat = moved.reshape(int(np.prod(lead, dtype=np.int64)), -1)
+    joined = np.empty(flat.shape[0], dtype=object)
+    for i, row in enumerate(flat):
+        joined[i] = sep.join(bytes(v) for v in row)
+    out = joined.reshape(lead)
+    if ctx.attrs["keep_dims"]:
+        out = out.reshape([1 if i in axes else x.shape[i] for i in range(rank)])
+    return out
+
+
+def string_strip(input, name=None):  # noqa: A002 - TF's name
+    """Leading and trailing whitespace removed from each string."""
+    return ops.apply_op("StringStrip", [input], name=name).outputs[0]
+
+
+def reduce_join(inputs, axis=None, keep_dims=None, separator="", name=None,
+                reduction_indices=None, keepdims=None):  # fmt: skip
+    """Strings joined with `separator` across `axis` (all axes when None), in order.
+
+    Raises:
+      ValueError: both axis and reduction_indices, or keep_dims and keepdims.
+      InvalidArgumentError: (when run) an axis outside the rank.
+    """
+    if reduction_indices is not None:
+        if axis is not None:
+            raise ValueError("Cannot specify both 'axis' and 'reduction_indices'.")
+        axis = reduction_indices
+    if keepdims is not None:
+        if keep_dims is not None:
+            raise ValueError("Cannot specify both 'keep_dims' and 'keepdims'.")
+        keep_dims = keepdims
+    axes = np.asarray([] if axis is None else axis, np.int32).reshape(-1)
+    attrs = {"keep_dims": bool(keep_dims), "separator": separator}
+    return ops.apply_op("ReduceJoin", [inputs, axes], attrs, name=name).outputs[0]
+
+
+def encode_base64(input, pad=False, name=None):  # noqa: A002
+    """Web-safe base64 (- and _ for + and /) of each string; '=' padding when pad."""
+    return ops.apply_op("EncodeBase64", [input], {"pad": bool(pad)}, name=name).outputs[0]
+
+
+def decode_base64(input, name=None):  # noqa: A002
+    """The bytes of web-safe base64 strings (padding optional).
+
+    Raises:
+      InvalidArgumentError: (when run) a character outside the alphabet.
+    """
+    return ops.apply_op("DecodeBase64", [input], name=name).outputs[0]
+
+
+def decode_compressed(bytes, compression_type="", name=None):  # noqa: A002 - TF's name
+    """Each string decompressed ("" none, "ZLIB" or "GZIP").
+
+    Raises:
+      InvalidArgumentError: (when run) an unknown compression type.
+      DataLossError: (when run) data that does not decompress.
+    """
+    attrs = {"compression_type": compression_type}
+    return ops.apply_op("DecodeCompressed", [bytes], attrs, name=name).outputs[0]
