@@ -191,6 +191,7 @@ from asyncflow import (  # noqa: E402
     regularizers,
     saved_model,
     serving,
+    signal,
     test,
     train,
 )

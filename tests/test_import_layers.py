@@ -88,6 +88,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "math_composites_2",
             "sparse_composites",
             "framework_extras",
+            "signal",
             "image",
             "namespaces",
         ),
