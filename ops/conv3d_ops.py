@@ -12,7 +12,8 @@ gradient is `slice^T @ dy` per offset.  Pooling takes the max / sum over the sam
 Semantics follow TF's CPU kernels: SAME puts the odd padding plane at the end;
 AvgPool3D divides by the number of in-bounds elements of each window; MaxPool3DGrad, as
 TF's CPU kernel, sends a window's gradient to every element within 1e-5 of its maximum.
-MaxPool3DGrad has no gradient here (TF's MaxPool3DGradGrad is not registered).
+MaxPool3DGradGrad is the exact adjoint of that (each window's pooled value gathers the
+incoming gradient of every near-maximal element); each is the other's gradient, as TF.
 
 Invariant: kernels return the declared dtype; half precision is computed in float32.
 """
@@ -27,7 +28,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops
 from asyncflow.ops.conv_ops import CONV_TYPES, compute_dtype, static_out_size, window_geometry
-from asyncflow.registry import INDEX, REQUIRED, NotDifferentiable, TypeConstraint, register_op
+from asyncflow.registry import INDEX, REQUIRED, TypeConstraint, register_op
 
 __all__ = [
     "conv3d",
@@ -418,7 +419,6 @@ MaxPool3DGrad = register_op(
     attrs={"T": _MAX_TYPES, "TInput": _MAX_TYPES, **_POOL_ATTRS},
     shape_fn=lambda op: [op.inputs[0].shape],
 )
-NotDifferentiable("MaxPool3DGrad")
 
 
 def _max_pool3d_grad(xp, g: _Geom, x, y, dy):
@@ -444,6 +444,61 @@ async def _max_pool3d_grad_kernel(ctx, x, y, dy):
         raise _invalid("MaxPool3DGrad: orig_output and grad must have the pooled shape")
     dx = await ctx.device.compute(_max_pool3d_grad, xp, g, x_l, y_l, dy_l, cost=float(x.nbytes))
     return _from_last(xp, dx, fmt)
+
+
+MaxPool3DGradGrad = register_op(
+    "MaxPool3DGradGrad",
+    inputs=["orig_input: T", "orig_output: T", "grad: T"],
+    outputs=["output: T"],
+    attrs={"T": _MAX_TYPES, **_POOL_ATTRS},
+    shape_fn=lambda op: [op.inputs[1].shape],
+)
+
+
+def _max_pool3d_grad_grad(xp, g: _Geom, x, y, ddx):
+    xpad = g.pad(xp, x, value=-np.inf)
+    ddxpad = g.pad(xp, ddx)
+    out = xp.zeros(y.shape, ddx.dtype)
+    zero = xp.zeros((), ddx.dtype)
+    for off in g.offsets():
+        sl = g.slices(off)
+        out += xp.where(xp.abs(xpad[sl] - y) < 1e-5, ddxpad[sl], zero)
+    return out
+
+
+@MaxPool3DGradGrad.kernel()
+async def _max_pool3d_grad_grad_kernel(ctx, x, y, ddx):
+    xp = ctx.xp
+    x, y, ddx = xp.asarray(x), xp.asarray(y), xp.asarray(ddx)
+    _rank5(x, "orig_input")
+    fmt = ctx.attrs["data_format"]
+    g = _pool_geom(ctx.attrs, x.shape)
+    x_l, y_l, ddx_l = (_to_last(a, fmt) for a in (x, y, ddx))
+    if list(y_l.shape) != [x.shape[0], *g.out, x_l.shape[-1]] or ddx_l.shape != x_l.shape:
+        raise _invalid(
+            "MaxPool3DGradGrad: orig_output must have the pooled shape and grad the input's"
+        )
+    out = await ctx.device.compute(
+        _max_pool3d_grad_grad, xp, g, x_l, y_l, ddx_l, cost=float(x.nbytes)
+    )
+    return _from_last(xp, out, fmt)
+
+
+@MaxPool3DGrad.gradient
+def _max_pool3d_grad_grad_fn(op, grad):
+    """TF's _MaxPool3DGradGrad: no gradient into the forward input and output."""
+    x, y = op.inputs[0], op.inputs[1]
+    attrs = {k: op._attr(k) for k in _POOL_ATTRS}
+    gg = ops.apply_op("MaxPool3DGradGrad", [x, y, grad], attrs).outputs[0]
+    return [array_ops.zeros_like(x), array_ops.zeros_like(y), gg]
+
+
+@MaxPool3DGradGrad.gradient
+def _max_pool3d_grad_grad_grad_fn(op, grad):
+    x, y = op.inputs[0], op.inputs[1]
+    attrs = {k: op._attr(k) for k in _POOL_ATTRS}
+    g = ops.apply_op("MaxPool3DGrad", [x, y, grad], attrs).outputs[0]
+    return [array_ops.zeros_like(x), array_ops.zeros_like(y), g]
 
 
 @MaxPool3D.gradient

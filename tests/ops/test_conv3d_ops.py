@@ -175,6 +175,31 @@ def test_max_pool3d_grad_sends_ties_to_every_maximum():
     np.testing.assert_array_equal(_run(dx), np.full((1, 2, 2, 2, 1), 3.0))
 
 
+def test_max_pool3d_second_order_matches_finite_differences():
+    # The gradient of MaxPool3DGrad with respect to its incoming gradient is
+    # MaxPool3DGradGrad (TF's _MaxPool3DGradGrad), and that one's is MaxPool3DGrad:
+    # d(dx)/d(up) and d(gg)/d(ddx) against finite differences (both maps are linear).
+    x = af.constant(RNG.permutation(60).reshape(1, 3, 4, 5, 1).astype(np.float32))
+    up = af.constant(RNG.standard_normal((1, 2, 2, 3, 1)).astype(np.float32))
+    y = af.nn.max_pool3d(x, [1, 2, 2, 3, 1], [1, 2, 2, 2, 1], "SAME")
+    assert y.shape.as_list() == [1, 2, 2, 3, 1]
+    (dx,) = af.gradients(y * up, [x])
+    assert "MaxPool3DGradGrad" in {
+        o.type for o in af.gradients(dx, [up])[0].op.graph.get_operations()
+    }
+    err = compute_gradient_error(
+        up, [1, 2, 2, 3, 1], dx, [1, 3, 4, 5, 1], x_init_value=_run(up), delta=0.5
+    )
+    assert err < 1e-3
+    ddx = af.constant(RNG.standard_normal((1, 3, 4, 5, 1)).astype(np.float32))
+    attrs = {"ksize": [1, 2, 2, 3, 1], "strides": [1, 2, 2, 2, 1], "padding": "SAME"}
+    gg = ops.apply_op("MaxPool3DGradGrad", [x, y, ddx], attrs).outputs[0]
+    err = compute_gradient_error(
+        ddx, [1, 3, 4, 5, 1], gg, [1, 2, 2, 3, 1], x_init_value=_run(ddx), delta=0.5
+    )
+    assert err < 1e-3
+
+
 def test_avg_pool3d_second_order_is_avg_pool():
     x = af.constant(RNG.standard_normal((1, 4, 4, 4, 2)))
     y = af.nn.avg_pool3d(x, 2, 2, "VALID")
