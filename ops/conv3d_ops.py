@@ -573,6 +573,10 @@ def _avg_pool3d_grad(xp, g: _Geom, n: int, c: int, dy, out_dtype):
 async def _avg_pool3d_grad_kernel(ctx, shape, dy):
     xp = ctx.xp
     dy = xp.asarray(dy)
+    try:  # the raw op takes any attrs; TF's kernel checks them when it runs
+        _check_attrs(ctx.attrs, "ksize")
+    except ValueError as e:
+        raise _invalid(str(e)) from None
     sizes = _sizes(xp, shape, "orig_input_shape")
     fmt = ctx.attrs["data_format"]
     g = _pool_geom(ctx.attrs, sizes)

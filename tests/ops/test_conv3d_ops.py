@@ -235,3 +235,14 @@ def test_nd_front_ends_route_3d_work_to_the_3d_ops():
     a, b = _run([conv, pooled])
     np.testing.assert_allclose(a, _ref_conv3d(x, w, (1, 2, 1), "SAME"), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(b, _ref_pool(x, (2, 2, 2), (2, 2, 2), "VALID", "avg"), rtol=1e-5)
+
+
+def test_avg_pool3d_grad_checks_its_window_when_run():
+    # TF 2.21: the raw AvgPool3DGrad op with ksize [1, -3, 1, 1, 1] builds, and running it
+    # raises InvalidArgumentError (pooling_ops_3d_test.testAvgPool3dGradInvalidKsize).
+    attrs = {"ksize": [1, -3, 1, 1, 1], "strides": [1, 1, 1, 1, 1], "padding": "SAME"}
+    t = ops.apply_op(
+        "AvgPool3DGrad", [np.int32([1, 1, 1, 1, 1]), np.ones((1, 1, 1, 1, 1), np.float32)], attrs
+    ).outputs[0]
+    with pytest.raises(af.errors.InvalidArgumentError, match="must be positive"):
+        _run(t)
