@@ -2,24 +2,25 @@
 
 The budget is `intra_op_parallelism_threads` (ConfigProto; 0 = the machine's cores), as
 TF's intra-op pool.  A kernel's heavy call (`CPUDevice.compute` runs it through
-`call`) gets as many threads as the budget allows at that moment:
+`call`) may use at most
 
-    threads = min(budget - other kernels of ours computing now,
-                  cores - runnable threads of other processes)     (at least 1)
+    budget - other kernels of ours computing now      (at least 1)
 
-and its BLAS calls use that many (OpenBLAS's own per-thread control,
-`openblas_set_num_threads_local`, which sets the count for the calling thread only;
-the library NumPy itself loads).  Large element-wise kernels split their work over the
-same count with `parallel_for`.
+threads, so kernels on device workers and their BLAS threads never oversubscribe the
+budget.  Its BLAS calls run on one thread or on that many (OpenBLAS's own per-thread
+control, `openblas_set_num_threads_local`, which sets the count for the calling thread
+only, in the library NumPy itself loads), whichever that kind of call (function and
+shapes) measured faster recently; the other way is tried again every `_EXPLORE` calls.
 
-Why the second term: OpenBLAS splits a product statically between its threads, which
-spin and wait for each other; when another process holds a core, a two-thread call
-waits a scheduler slice for the thread that is not running (measured on the 2-core
-project machine beside a busy process: a [128,156]x[156,512] product ~90 us alone,
-1-20 ms beside it).  So the count of other processes' runnable threads is read from
-/proc/loadavg (at most every `_SAMPLE_S`, ours subtracted from /proc/self/task) and a
-core somebody else is using is not ours to spread over.  TF's thread pool, which
-shares work dynamically, degrades gracefully the same way; this is how we do.
+Why measure: OpenBLAS splits a product statically between its threads, which spin
+and wait for each other; when another process holds a core, a two-thread call waits a
+scheduler slice for the thread that is not running (measured on the 2-core project
+machine beside a busy process: a [128,156]x[156,512] product ~90 us alone, 1-20 ms
+beside it), while a neighbour that mostly sleeps costs it little.  Large element-wise
+kernels split their work with `parallel_for` over `threads_now()`: the budget's share
+less the cores other processes' runnable threads hold (/proc/loadavg, ours subtracted
+from /proc/self/task, sampled at most every `_SAMPLE_S`); those first tries of a new
+kind of BLAS call follow the same count.
 
 `parallel_for(n, fn)` is that dynamic sharing for our own loops: `fn(start, stop)` over
 blocks of range(n); the calling thread takes blocks itself, and helper threads (at
@@ -166,21 +167,73 @@ _tls = threading.local()
 
 
 def _blas_threads(n: int) -> None:
-    if _set_blas_local is not None and getattr(_tls, "blas", 0) != n:
+    if n and _set_blas_local is not None and getattr(_tls, "blas", 0) != n:
         _set_blas_local(n)
         _tls.blas = n
 
 
+# A kind of call (its function and array shapes) remembers its last three times on one
+# BLAS thread and on all it may have; it runs the faster way, and tries the other once
+# every _EXPLORE calls (the load changes).  The cores other processes hold decide the
+# first tries only: a busy neighbour that sleeps half the time costs a two-thread call
+# little, a CPU-bound one costs it a scheduler slice, and only measuring tells which.
+_EXPLORE = 128
+_MAX_KINDS = 4096
+_kinds: dict[tuple, list] = {}  # kind -> [one-thread samples, many-thread samples, calls]
+_clock = time.perf_counter
+
+
+def _kind(fn, args) -> tuple:
+    key = [fn]
+    for a in args:
+        if type(a) is np.ndarray:
+            key.append(a.shape)
+    return tuple(key)
+
+
+def _median(samples: list) -> float:
+    return sorted(samples)[(len(samples) - 1) // 2]
+
+
 def call(fn, args):
     """`fn(*args)` as one kernel's heavy work: counted against the budget while it runs,
-    with this thread's BLAS calls spread over `threads_now()` threads."""
+    its BLAS calls on one thread or on as many as the budget allows now, whichever
+    this kind of call measured faster."""
     global _active
     with _lock:
         _active += 1
         active = _active
     try:
-        _blas_threads(threads_now(active))
-        return fn(*args)
+        cap = min(_budget - (active - 1), _CORES)
+        if cap <= 1 or _set_blas_local is None:
+            _blas_threads(1 if _set_blas_local is not None else 0)
+            return fn(*args)
+        key = _kind(fn, args)
+        stats = _kinds.get(key)
+        if stats is None:
+            if len(_kinds) >= _MAX_KINDS:
+                _kinds.clear()
+            stats = _kinds[key] = [[], [], 0]
+        stats[2] += 1
+        one, many = stats[0], stats[1]
+        if len(one) < 2 or len(many) < 2:  # first tries: the neighbours' load decides
+            wide = len(many) < 2 and (len(one) >= 2 or threads_now(active) > 1)
+        else:
+            wide = _median(many) < _median(one)
+            # Try the other way afresh now and then (its old times are stale); sooner
+            # when one thread won but no other process is running now.
+            every = _EXPLORE if wide or stats[2] % 8 or threads_now(active) < 2 else 8
+            if stats[2] % every == 0:
+                wide = not wide
+                (many if wide else one).clear()
+        _blas_threads(cap if wide else 1)
+        t0 = _clock()
+        result = fn(*args)
+        samples = many if wide else one
+        samples.append(_clock() - t0)
+        if len(samples) > 3:
+            del samples[0]
+        return result
     finally:
         with _lock:
             _active -= 1

@@ -171,3 +171,40 @@ def test_dense_update_small_or_strided_runs_whole():
 def test_large_update_on_two_threads_matches_numpy(name, monkeypatch):
     monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None: 2)
     test_large_dense_update_matches_numpy(name, np.float32, donated=False)
+
+
+def test_blas_calls_take_the_thread_count_their_kind_measured_faster(monkeypatch):
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", lambda n: n)
+    monkeypatch.setattr(cpu_budget, "_kinds", {})
+    chosen = []
+    monkeypatch.setattr(cpu_budget, "_blas_threads", lambda n: chosen.append(n))
+    now = [0.0]
+    cost = {1: 1.0, 2: 5.0}  # two threads stall (a CPU-bound neighbour)
+
+    def clock():
+        return now[0]
+
+    monkeypatch.setattr(cpu_budget, "_clock", clock)
+    a = np.ones((8, 8))
+
+    def work(x):
+        now[0] += cost[chosen[-1]]
+        return x
+
+    assert cpu_budget.call(work, (a,)) is a
+    assert cpu_budget.call(work, (a,)) is a
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 1)  # a busy neighbour
+    for _ in range(cpu_budget._EXPLORE * 2 - 12):
+        assert cpu_budget.call(work, (a,)) is a
+    assert chosen[:4] == [2, 2, 1, 1]  # both ways tried first, the wide one first when idle
+    later = chosen[4:]
+    assert later.count(2) == 2 and chosen[-10:] == [1] * 10  # one exploration: two tries
+    cost.update({1: 5.0, 2: 1.0})  # the neighbour left: two threads win again
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
+    for _ in range(30):  # nobody else runs: a kind on one thread tries two every 8 calls
+        cpu_budget.call(work, (a,))
+    assert chosen[-10:] == [2] * 10
+    assert cpu_budget._active == 0
