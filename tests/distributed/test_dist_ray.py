@@ -1,0 +1,73 @@
+"""asyncflow.distributed.ray on a local Ray: a ps and a worker task as actors; a session
+on the worker trains a variable on the ps; the worker's process is killed, Ray restarts
+it at the same address, and a new session there finds the ps's state; a killed ps comes
+back empty (its variables must be restored, as TF's)."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+import ray
+
+import asyncflow as af
+from asyncflow.distributed import ray as af_ray
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    cluster = af_ray.start_cluster(
+        {"ps": 1, "worker": 1}, resources={"ps": {"num_cpus": 0}, "worker": {"num_cpus": 0}}
+    )
+    yield cluster
+    cluster.shutdown()
+    ray.shutdown()
+
+
+def _graph():
+    g = af.Graph()
+    with g.as_default():
+        with af.device("/job:ps/task:0"):
+            w = af.Variable([1.0, 2.0], name="w")
+        step = w.assign_add([0.5, -1.0])
+    return g, w, step
+
+
+def _kill(cluster, job):
+    pid = ray.get(cluster.actors[job, 0].pid.remote())
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def test_tasks_serve_and_a_killed_worker_is_restarted(ray_cluster):
+    spec = ray_cluster.cluster_spec
+    assert spec.jobs == ["ps", "worker"] and spec.num_tasks("worker") == 1
+    assert ray_cluster.target("worker").startswith("grpc://")
+    g, w, step = _graph()
+    with g.as_default(), af.Session(ray_cluster.target("worker")) as sess:
+        sess.run(w.initializer)
+        sess.run(step)
+        np.testing.assert_allclose(sess.run(w), [1.5, 1.0])
+    before = _kill(ray_cluster, "worker")
+    ray_cluster.wait_ready("worker", 0)
+    assert ray.get(ray_cluster.actors["worker", 0].pid.remote()) != before
+    assert ray_cluster.cluster_spec.as_dict() == spec.as_dict()  # same address
+    with g.as_default(), af.Session(ray_cluster.target("worker")) as sess:
+        sess.run(step)
+        np.testing.assert_allclose(sess.run(w), [2.0, 0.0])  # the ps kept its state
+
+
+def test_a_restarted_ps_comes_back_without_its_variables(ray_cluster):
+    g, w, step = _graph()
+    with g.as_default(), af.Session(ray_cluster.target("worker")) as sess:
+        sess.run(w.initializer)
+    _kill(ray_cluster, "ps")
+    ray_cluster.wait_ready("ps", 0)
+    with g.as_default(), af.Session(ray_cluster.target("worker")) as sess:
+        with pytest.raises(af.errors.FailedPreconditionError):
+            sess.run(w)
+        sess.run(w.initializer)
+        np.testing.assert_allclose(sess.run(step), [1.5, 1.0])
