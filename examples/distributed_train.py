@@ -10,7 +10,8 @@ What it shows (OSDI §4.2-4.4, as a TF1 program writes it):
 - `replica_device_setter` puts the model's variables on the ps task (a partitioned
   embedding and a dense layer) and the computation on the worker; training is
   asynchronous, and both workers' steps advance one global step kept on the ps;
-- worker 0 is the chief: it initialises the model and writes checkpoints;
+- worker 0 is the chief: it initialises the model (and with --checkpoint_dir writes
+  checkpoints there);
 - the launcher SIGKILLs worker 1 after it has trained a while and starts it again; the new
   process finds the model already initialised on the ps and carries on from the global
   step the ps holds, while worker 0 never stopped (its session only talks to the ps and
@@ -34,7 +35,6 @@ import secrets
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -110,7 +110,7 @@ def run_worker(args) -> int:
     with af.train.MonitoredTrainingSession(
         master=server.target,
         is_chief=is_chief,
-        checkpoint_dir=args.checkpoint_dir if is_chief else None,
+        checkpoint_dir=(args.checkpoint_dir or None) if is_chief else None,
         save_checkpoint_steps=50 if is_chief else None,
         hooks=[af.train.StopAtStepHook(last_step=args.steps)],
         config=config,
@@ -157,7 +157,7 @@ def launch(args) -> int:
         "worker": [f"localhost:{w0}", f"localhost:{w1}"],
     }
     env = dict(os.environ, ASYNCFLOW_CLUSTER_SECRET=secrets.token_hex(16))
-    ckpt = args.checkpoint_dir or tempfile.mkdtemp(prefix="asyncflow-dist-")
+    ckpt = args.checkpoint_dir
     deadline = time.monotonic() + args.timeout
     # The ps task reads its place in the cluster from TF_CONFIG, as in a TFJob pod.
     ps_env = dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
@@ -194,7 +194,7 @@ def launch(args) -> int:
             p.wait(max(1.0, deadline - time.monotonic()))
         ok = all(p.returncode == 0 for p in (chief, other))
         first, last = done["worker 0"]
-        print(f"[launcher] loss {first:.4f} -> {last:.4f}; checkpoints in {ckpt}", flush=True)
+        print(f"[launcher] loss {first:.4f} -> {last:.4f}", flush=True)
         return 0 if ok and last < first / 10 else 1
     finally:
         for p in procs:

@@ -100,7 +100,7 @@ class _Lendings:
 class VarRef:
     """A variable's state: its current buffer (None until the first Assign)."""
 
-    __slots__ = ("value", "dtype", "shape", "name", "_iface", "_lendings")
+    __slots__ = ("value", "dtype", "shape", "name", "_iface", "_lendings", "_writers")
 
     def __init__(self, dtype, shape=None, name: str = ""):
         self.value = None
@@ -109,6 +109,10 @@ class VarRef:
         self.name = name
         self._iface = None
         self._lendings = _Lendings()
+        # Updates between writable_target and commit/abandon: an update may run off the
+        # loop, and two unlocked updates of one variable may overlap (TF's use_locking=
+        # False); the buffer is protected again only when the last of them is done.
+        self._writers = 0
 
     def __repr__(self) -> str:
         state = "uninitialised" if self.value is None else f"shape={self.value.shape}"
@@ -230,6 +234,7 @@ class VarRef:
 
         The caller writes into it and passes it to `commit`.
         """
+        self._writers += 1
         if self._exclusive():
             buf = self.value
             _set_writeable(buf, True)
@@ -239,7 +244,17 @@ class VarRef:
         return buf
 
     def commit(self, buf) -> None:
+        """Install `buf` (from writable_target), written."""
+        self._writers -= 1
+        if self._writers and buf is self.value:
+            return  # another update still writes into this buffer: it stays writable
         self._install(buf)
+
+    def abandon(self, buf) -> None:
+        """An update that took `buf` from writable_target failed before committing."""
+        self._writers -= 1
+        if not self._writers and buf is self.value:
+            _set_writeable(buf, False)
 
 
 # -- VariableV2 ---------------------------------------------------------------------------

@@ -375,10 +375,15 @@ def _register(
         targets = [r.writable_target() for r in refs]
         # The update's cost decides where it runs (a large model's update would hold
         # the loop for many milliseconds): inline when cheap, else on a device worker.
-        if sparse:
-            await ctx.device.compute(_apply_rows, update, ctx.attrs, targets, values, indices)
-        else:
-            await ctx.device.compute(_apply_dense, fn, ctx.attrs, targets, values)
+        try:
+            if sparse:
+                await ctx.device.compute(_apply_rows, update, ctx.attrs, targets, values, indices)
+            else:
+                await ctx.device.compute(_apply_dense, fn, ctx.attrs, targets, values)
+        except BaseException:
+            for r, t in zip(refs, targets):
+                r.abandon(t)
+            raise
         for r, t in zip(refs, targets):
             r.commit(t)
         return refs[0]
