@@ -3,9 +3,9 @@ partitioned embeddings placed by replica_device_setter on two ps tasks, looked u
 updated from the workers; synchronous replicas, one client per worker (between-graph).
 In-process servers on 127.0.0.1; references: TF's recorded rows and NumPy."""
 
+import asyncio
 import json
 import pathlib
-import threading
 
 import numpy as np
 import pytest
@@ -65,10 +65,13 @@ def test_div_partitioned_embedding_from_a_worker_gives_tfs_rows(two_ps_cluster):
         np.testing.assert_allclose(other.run(emb1.as_tensor()), after, rtol=1e-6)
 
 
-def test_sync_replicas_between_graph_on_two_workers(two_ps_cluster):
+async def test_sync_replicas_between_graph_on_two_workers(two_ps_cluster):
+    # Each worker's client builds its own graph (between-graph replication); the chief
+    # (worker 0) runs the sync op.  Driven step by step: a sync waits in take_grad for
+    # both workers' gradients, and a worker's dequeue waits for the sync's tokens.
     cluster, servers = two_ps_cluster
     grads = [np.array([1.0, 2.0], np.float32), np.array([3.0, -4.0], np.float32)]
-    steps, lr = 3, 0.25
+    lr = 0.25
 
     def build(task):
         g = af.Graph()
@@ -81,44 +84,35 @@ def test_sync_replicas_between_graph_on_two_workers(two_ps_cluster):
                 w = af.Variable(np.zeros(2, np.float32), name="sync_w")
                 opt = af.train.SyncReplicasOptimizer(af.train.GradientDescentOptimizer(lr), 2, 2)
                 train = opt.minimize(af.reduce_sum(w * grads[task]), global_step=gs)
-        return g, gs, w, opt, train
+                init = [af.global_variables_initializer(), af.local_variables_initializer()]
+                local = af.local_variables_initializer()
+            sync = opt.get_chief_queue_runner().enqueue_ops[0]
+            tokens = opt.get_init_tokens_op()
+        return g, gs, w, opt, train, init if task == 0 else local, sync, tokens
 
-    chief, other = built = build(0), build(1)
-    coord = af.train.Coordinator()
-    sessions = [af.Session(servers["worker", t].target, graph=b[0]) for t, b in enumerate(built)]
+    chief, other = build(0), build(1)
+    a = af.Session(servers["worker", 0].target, graph=chief[0])
+    b = af.Session(servers["worker", 1].target, graph=other[0])
     try:
-        with chief[0].as_default():
-            sessions[0].run(af.variables_initializer([chief[1], chief[2]]))
-            sessions[0].run(af.local_variables_initializer())
-        with other[0].as_default():
-            sessions[1].run(af.local_variables_initializer())
-        hooks = [b[3].make_session_run_hook(is_chief=(t == 0)) for t, b in enumerate(built)]
-        for b, s, h in zip(built, sessions, hooks):
-            with b[0].as_default():
-                h.begin()
-                h.after_create_session(s, coord)
-        errors = []
-
-        def replica(s, train):
-            try:
-                for _ in range(steps):
-                    s.run(train)
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-
-        threads = [
-            threading.Thread(target=replica, args=(s, b[4])) for s, b in zip(sessions, built)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
-        assert not errors and not any(t.is_alive() for t in threads)
-        assert sessions[1].run(other[1]) >= steps - 1
-        coord.request_stop()
-        gs_val, w_val = sessions[1].run([other[1], other[2]])
-        np.testing.assert_allclose(w_val, -lr * gs_val * (grads[0] + grads[1]) / 2, rtol=1e-6)
-        assert gs_val in (steps - 1, steps)
+        await a.arun(chief[5])
+        await a.arun(chief[3].chief_init_op)
+        await b.arun(other[5])
+        await b.arun(other[3].local_step_init_op)
+        await a.arun(chief[7])  # the first step's tokens
+        await a.arun(chief[4])
+        await b.arun(other[4])
+        await a.arun(chief[6])  # step 1: both gradients
+        want = -lr * (grads[0] + grads[1]) / 2
+        np.testing.assert_allclose(await b.arun(other[2]), want, rtol=1e-6)
+        # Their next gradients were tagged with the initial tokens' step 0: both stale.
+        await a.arun(chief[4])
+        await b.arun(other[4])
+        steps = [asyncio.create_task(a.arun(chief[4])), asyncio.create_task(b.arun(other[4]))]
+        await asyncio.wait_for(a.arun(chief[6]), 30)  # takes both fresh gradients
+        await asyncio.wait_for(asyncio.gather(*steps), 30)  # both got the new tokens
+        gs, w = await b.arun([other[1], other[2]])
+        assert gs == 2
+        np.testing.assert_allclose(w, 2 * want, rtol=1e-6)
     finally:
-        for s in sessions:
-            s.close()
+        a.close()
+        b.close()
