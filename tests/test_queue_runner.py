@@ -122,6 +122,30 @@ async def test_runners_on_the_callers_loop(graph):
         await coord.ajoin(threads, stop_grace_period_secs=10)
 
 
+def test_runners_follow_the_session_to_a_later_loop(graph):
+    fill, q2 = _pipeline(12)
+    s = af.Session()
+
+    async def first():
+        await s.arun(fill)  # binds the session to this loop, which then closes
+
+    async def second():
+        coord = Coordinator()
+        threads = start_queue_runners(s, coord)  # on this loop, not the closed one
+        got = []
+        async for batch in queues.aiterate(s, q2.dequeue_up_to(5)):
+            got.extend(batch)
+        coord.request_stop()
+        await coord.ajoin(threads, stop_grace_period_secs=10)
+        return got
+
+    try:
+        asyncio.run(first())
+        assert asyncio.run(second()) == list(range(12))
+    finally:
+        s.close()
+
+
 # -- a pipeline whose runners were never started --------------------------------------------
 
 

@@ -28,15 +28,16 @@ logger = logging.getLogger("asyncflow")
 
 def _session_loop(sess) -> asyncio.AbstractEventLoop:
     """The loop the session's steps run on, binding it as `run`/`arun` would."""
-    if sess._loop is None:  # noqa: SLF001 - the binding rule lives in Session
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            from asyncflow.session import runtime_loop
+    # The binding rule lives in Session: a session keeps a loop that can still serve it
+    # and leaves one that closed (or sits idle), e.g. after an earlier asyncio.run.
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        from asyncflow.session import runtime_loop
 
-            sess._bind(runtime_loop(), -1)  # noqa: SLF001
-        else:
-            sess._bind(running, threading.get_ident())  # noqa: SLF001
+        sess._bind(runtime_loop(), -1)  # noqa: SLF001
+    else:
+        sess._bind(running, threading.get_ident())  # noqa: SLF001
     from asyncflow.session import ensure_loop_running
 
     ensure_loop_running(sess._loop)  # noqa: SLF001 - runners need a loop that keeps running
