@@ -33,11 +33,13 @@ def _session_loop(sess) -> asyncio.AbstractEventLoop:
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
+        running = None
+    if running is not None:
+        sess._bind(running, threading.get_ident())  # noqa: SLF001
+    elif sess._loop is None or sess._stale_loop():  # noqa: SLF001
         from asyncflow.session import runtime_loop
 
         sess._bind(runtime_loop(), -1)  # noqa: SLF001
-    else:
-        sess._bind(running, threading.get_ident())  # noqa: SLF001
     from asyncflow.session import ensure_loop_running
 
     ensure_loop_running(sess._loop)  # noqa: SLF001 - runners need a loop that keeps running
