@@ -327,6 +327,7 @@ class Connection(asyncio.BufferedProtocol):
         self._body_view = None
         self._body_pos = 0
         self._body_head = None
+        self._spare = None  # a large frame's body buffer, for reuse
         self._calls: dict[int, asyncio.Future] = {}
         self._next_id = 1
         self.last_recv = time.monotonic()
@@ -476,7 +477,7 @@ class Connection(asyncio.BufferedProtocol):
                 self._dispatch(kind, rid, meta, memoryview(payload) if plen else None)
                 continue
             # A large frame: one body buffer, the socket reads straight into it.
-            buf = np.empty(body, dtype=np.uint8)
+            buf = self._body_buffer(body)
             have = min(avail - HEADER.size, body)
             s = self._start + HEADER.size
             bview = memoryview(buf)
@@ -490,6 +491,22 @@ class Connection(asyncio.BufferedProtocol):
             break
         if self._start == self._have:
             self._start = self._have = 0
+
+    def _body_buffer(self, n: int) -> np.ndarray:
+        """A buffer for a large frame's body: the last one again when nothing uses it
+        any more (the tensors made from it are views that hold it), which saves
+        faulting fresh pages in at every step; else a new one."""
+        spare = self._spare
+        # (references when free: self._spare, this local, getrefcount's argument)
+        if spare is not None and spare.nbytes >= n and sys.getrefcount(spare) <= 3:
+            return spare[:n]
+        try:
+            buf = np.empty(n, dtype=np.uint8)
+        except MemoryError:
+            raise _ProtocolError(f"cannot allocate {n} bytes for a frame") from None
+        if spare is None or n >= spare.nbytes:
+            self._spare = buf
+        return buf
 
     def _finish_body(self) -> None:
         kind, rid, mlen = self._body_head
