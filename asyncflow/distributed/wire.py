@@ -221,6 +221,10 @@ def decode_tensors(descs, payload) -> list:
             count = int(np.prod(shape, dtype=np.int64)) if shape else 1
             if not isinstance(n, int) or n < 8 * count or offset + n > size:
                 raise _bad("string tensor size")
+            if count == 0:
+                out.append(np.empty(shape, dtype=object))
+                offset += _aligned(n)
+                continue
             lens = np.frombuffer(payload, np.uint64, count, offset)
             if int(lens.sum()) != n - 8 * count:
                 raise _bad("string lengths")
@@ -238,7 +242,10 @@ def decode_tensors(descs, payload) -> list:
             count = int(np.prod(shape, dtype=np.int64)) if shape else 1
             if n != count * dtype.itemsize or offset + n > size:
                 raise _bad("tensor size")
-            arr = np.frombuffer(payload, dtype, count, offset).reshape(shape)
+            if count:
+                arr = np.frombuffer(payload, dtype, count, offset).reshape(shape)
+            else:
+                arr = np.empty(shape, dtype)
             if kind == _LOSSY:
                 arr = _Lossy(arr)
             out.append(arr)
@@ -540,7 +547,10 @@ class Connection(asyncio.BufferedProtocol):
             return
         if kind == PONG:
             return
-        self.on_frame(self, kind, rid, meta, payload)
+        try:
+            self.on_frame(self, kind, rid, meta, payload)
+        except Exception as e:  # noqa: BLE001 - a peer's bad input must not crash the task
+            raise _ProtocolError(f"{type(e).__name__}: {e}") from None
 
     # -- frames out
     def send(self, kind: int, rid: int = 0, meta=None, tensors=None) -> None:

@@ -141,3 +141,46 @@ def test_sigterm_drains_and_exits_cleanly():
         assert proc.wait(10) == 0
     finally:
         stop(proc)
+
+
+def test_monitored_session_recovers_from_a_killed_ps_through_its_checkpoint(tmp_path):
+    cluster = cluster_of(ps=1, worker=1)
+    ps = spawn_server(cluster, "ps", 0)
+    worker = spawn_server(cluster, "worker", 0)
+    target = f"grpc://{cluster.task_address('worker', 0)}"
+    ps2 = None
+    try:
+        with af.Graph().as_default():
+            with af.device("/job:ps/task:0"):
+                step = af.train.get_or_create_global_step()
+                v = af.Variable(0.0, name="v")
+            with af.device("/job:worker/task:0"):
+                delta = af.constant(1.0)
+            train = af.group(v.assign_add(delta), step.assign_add(1))
+            saver_hook = af.train.CheckpointSaverHook(str(tmp_path), save_steps=2)
+            with af.train.MonitoredTrainingSession(
+                master=target,
+                is_chief=True,
+                checkpoint_dir=str(tmp_path),
+                chief_only_hooks=[saver_hook],
+                save_checkpoint_steps=None,
+                save_checkpoint_secs=None,
+                save_summaries_steps=None,
+                log_step_count_steps=None,
+            ) as mon:
+                for _ in range(3):  # saves at global step 2 (v 2.0)
+                    mon.run(train)
+                assert mon.run(v) == 3.0
+                saver_hook.wait_for_pending_save(10)
+                os.kill(ps.pid, signal.SIGKILL)
+                ps.wait(10)
+                ps2 = spawn_server(cluster, "ps", 0)  # the restarted ps, its state gone
+                t0 = time.monotonic()
+                mon.run(train)  # lost ps: new session, restored checkpoint, the step again
+                assert time.monotonic() - t0 < 10.0
+                assert mon.run(v) == 3.0  # 2.0 restored, plus this step
+                assert mon.run(step) == 3
+    finally:
+        for p in (ps, worker, ps2):
+            if p is not None:
+                stop(p)

@@ -168,3 +168,26 @@ def test_close_deregisters_the_sessions_graphs(local_server):
     with af.Session(local_server.target) as probe:
         probe.run(af.constant(0.0))  # (another graph: its own registration)
         assert len(service.worker._graphs) == before  # ours was dropped, probe's added
+
+
+def test_tensors_of_every_kind_cross_tasks(ps_worker_cluster):
+    cluster, servers = ps_worker_cluster
+    values = np.array([1.0, np.pi, -2.5e-3, 3e38], np.float32)
+    with af.Graph().as_default():
+        with af.device("/job:ps/task:0"):
+            s = af.constant([b"x", b"", b"yz\x00"])
+            e = af.zeros([0, 3], af.int64)
+            f = af.constant(values)
+            b = af.constant([True, False])
+        with af.device("/job:worker/task:1"):
+            outs = [af.identity(t) for t in (s, e, f, b)]
+        with af.Session(servers["worker", 0].target) as sess:
+            got = sess.run(outs)
+            assert list(got[0]) == [b"x", b"", b"yz\x00"]
+            assert got[1].shape == (0, 3) and got[1].dtype == np.int64
+            np.testing.assert_array_equal(got[2], values)
+            np.testing.assert_array_equal(got[3], [True, False])
+        lossy = af.ConfigProto(graph_options=af.GraphOptions(enable_bfloat16_sendrecv=True))
+        with af.Session(servers["worker", 0].target, config=lossy) as sess:
+            truncated = (values.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+            np.testing.assert_array_equal(sess.run(outs[2]), truncated)  # 16 bits crossed
