@@ -210,7 +210,7 @@ class ClusterWorker:
                 "p": specs,
                 "fd": [attr_value(feed_tensors[g].dtype).type for g in feed_ids],
                 "fm": fm,
-                "x": _crosses_tasks(tparts, key),
+                "x": _peer_tasks(tparts, key),
             }
             t.tensors = blobs
             t.feed_ids = feed_ids
@@ -380,15 +380,17 @@ class ClusterWorker:
                 _on_loop(conn.loop, conn.abort, _cancelled())
 
 
-def _crosses_tasks(tparts, key) -> bool:
+def _peer_tasks(tparts, key) -> list[str]:
+    """The other tasks this task's partitions send to or receive from."""
+    peers = set()
     for p in tparts:
         for n in p.nodes:
             if n.op.type in ("_Send", "_Recv"):
                 other = n.op._attrs["recv_device" if n.op.type == "_Send" else "send_device"]
                 spec = device_spec.DeviceSpec.from_string(other)
                 if (spec.job, spec.task) != key:
-                    return True
-    return False
+                    peers.add(f"/job:{spec.job}/replica:0/task:{spec.task}")
+    return sorted(peers)
 
 
 def _first_error(futs):

@@ -14,7 +14,7 @@ one.  Nothing needs to stay behind on the sending side once the frame is written
 
 Fault handling: a client connection that closes aborts its steps here and drops its
 registrations; a lost link to another task aborts every step here that exchanges
-tensors with other tasks (UnavailableError); ABORT from the master fails one step (and
+tensors with that task (UnavailableError); ABORT from the master fails one step (and
 a RUN arriving after it fails at once).
 
 Invariants: a step's cross-task rendezvous is in `_rendezvous` from its first use until
@@ -58,7 +58,7 @@ class StepRendezvous:
     """A step's rendezvous on this task: local keys meet here; a key whose receiving
     device is on another task is pushed to it."""
 
-    __slots__ = ("local", "service", "step_id", "created", "claimed")
+    __slots__ = ("local", "service", "step_id", "created", "claimed", "peers")
 
     def __init__(self, service, step_id: int):
         self.local = LocalRendezvous()
@@ -66,6 +66,7 @@ class StepRendezvous:
         self.step_id = step_id
         self.created = time.monotonic()
         self.claimed = False
+        self.peers: frozenset = frozenset()  # the tasks the step exchanges tensors with
 
     def send_nowait(self, key: str, value, device=None) -> None:
         link = self.service.link_for_key(key)
@@ -314,12 +315,16 @@ class TaskService:
         ):
             raise wire._bad("fetch map")
         graph = RegisteredGraph(plans, [tuple(f) for f in fetch_map])
-        if meta.get("x"):  # exchanges tensors with other tasks
-            graph.rendezvous_factory = self.rendezvous_for
+        peers = meta.get("x")
+        if peers:  # exchanges tensors with these other tasks
+            if not isinstance(peers, list) or not all(isinstance(p, str) for p in peers):
+                raise wire._bad("peers")
+            peers = frozenset(peers)
+            graph.rendezvous_factory = lambda step_id: self.rendezvous_for(step_id, peers)
         return self.worker.register_graph(graph)
 
     # -- steps
-    def rendezvous_for(self, step_id: int) -> StepRendezvous:
+    def rendezvous_for(self, step_id: int, peers=frozenset()) -> StepRendezvous:
         rv = self._rendezvous.get(step_id)
         if rv is None:
             rv = self._rendezvous[step_id] = StepRendezvous(self, step_id)
@@ -327,6 +332,7 @@ class TaskService:
             if err is not None:
                 rv.abort(err)
         rv.claimed = True
+        rv.peers = peers
         return rv
 
     def _start_run(self, conn, rid, meta, payload) -> None:
@@ -455,8 +461,9 @@ class TaskService:
         err = errors.UnavailableError(
             None, None, f"The connection from {self.name} to {name} was lost: {error}"
         )
-        for step_id in list(self._rendezvous):
-            self.fail_step(step_id, err)
+        for step_id, rv in list(self._rendezvous.items()):
+            if name in rv.peers:  # (a step with no tensor to or from it goes on)
+                self.fail_step(step_id, err)
 
 
 def _fetch_spec(f, n: int, num_feeds: int):
