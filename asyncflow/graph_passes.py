@@ -186,6 +186,18 @@ class PartitionView:
         self._taken.add(into)
         return op
 
+    def drop_if_unused(self, i: int) -> bool:
+        """Drop node i if it is pure and nothing reads it any more (no data or control
+        edge, no fetch): shape arithmetic whose readers a rewrite absorbed."""
+        if i in self._dead or i in self._fetched or self.nodes[i].op.op_def.stateful:
+            return False
+        for k, node in enumerate(self.nodes):
+            if k not in self._dead and (i in node.controls or any(s[0] == i for s in node.inputs)):
+                return False
+        self._dead.add(i)
+        self._taken.add(i)
+        return True
+
     def _take_over(self, into: int, first: int, outputs: list, gone: set) -> None:
         """Point the consumers and fetches of `outputs` at outputs `first`, ... of node
         `into`."""

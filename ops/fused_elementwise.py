@@ -36,7 +36,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow.ops import elementwise as _ew
-from asyncflow.ops.math_helpers import _quiet, _shape_str
+from asyncflow.ops.math_helpers import _quiet, _shape_str, to_host
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["FusedElementwise", "fuse_elementwise", "ELEMENTWISE"]
@@ -61,6 +61,8 @@ class _Rule:
 
     def bind(self, xp):
         """A callable `f(*operands, out=)` on the array module xp."""
+        if self.fn is None:
+            return None  # (SumTo: the schedule's)
         if isinstance(self.fn, str):
             return getattr(xp, self.fn)
         fn = self.fn
@@ -89,6 +91,28 @@ def _add_n(xp, out, *xs):
     xp.add(xs[0], xs[1], out=out)
     for x in xs[2:]:
         xp.add(out, x, out=out)
+    return out
+
+
+def _sum_into(xp, dtype, shape: tuple, target: tuple):
+    """f(g, out=): g of `shape` summed over the axes broadcasting made of `target`, as
+    Reshape(Sum(g, BroadcastGradientArgs(..)), target) computes it."""
+    lead = len(shape) - len(target)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, (t, d) in enumerate(zip(target, shape[lead:])) if t == 1 and d != 1
+    )
+    reduced = tuple(d for i, d in enumerate(shape) if i not in axes)
+    reduce = np.add.reduce if xp is np else xp.sum
+
+    def fn(g, out):
+        reduce(g, axis=axes, dtype=dtype, out=out.reshape(reduced))
+        return out
+
+    return fn
+
+
+def _copy_into(xp, g, out):
+    xp.copyto(out, g)
     return out
 
 
@@ -153,6 +177,11 @@ ELEMENTWISE: dict[str, _Rule] = {
         _ACTIVATION_GRAD,
     ),
     "AddN": _Rule(_add_n, -1, "equal", (), _ADD_N),  # a later operand may be the same value
+    # The gradient g reduced to shape s (a program's own instruction, see the op's attrs):
+    # the schedule makes it an alias of g when the shapes agree, else a sum.
+    "SumTo": _Rule(None, 2, "sum_to", ()),
+    # gate_gradients' tf.tuple puts Identities between a gradient op and its consumers.
+    "Identity": _Rule(None, 1, "alias", ()),
 }
 
 
@@ -165,16 +194,19 @@ def _fused_shape(op):
 
 FusedElementwise = register_op(
     "_FusedElementwise",
-    inputs=["inputs: N * T"],
+    inputs=["inputs: N * T", "shapes: Tshapes"],
     outputs=["outputs: M * T"],
     attrs={
         "T": _FLOATS,
         "N": 0,
         "M": 1,
+        "Tshapes": TypeConstraint(None, is_list=True),
         # The program: instruction j computes op type program[j] of the operands
         # operands[starts[j]:starts[j + 1]]; operand r < N is input r, r < N + len(literals)
-        # literal r - N, else instruction r - N - len(literals).  results: the
-        # instructions whose values are the outputs.  names: each instruction's node.
+        # literal r - N, r >= 0 instruction r - N - len(literals), r < 0 shapes[-1 - r]
+        # (the target of a "SumTo": Reshape(Sum(g, BroadcastGradientArgs(..)[k]), s_k)).
+        # results: the instructions whose values are the outputs.  names: each
+        # instruction's node.
         "program": [],
         "operands": [],
         "starts": [],
@@ -190,15 +222,19 @@ NotDifferentiable("_FusedElementwise")  # introduced after the gradients were bu
 _INLINE_ELEMENTS = 4096
 
 
-@FusedElementwise.kernel()
-async def _fused_elementwise(ctx, *xs):
+@FusedElementwise.kernel(host_memory=("shapes",))
+async def _fused_elementwise(ctx, *args):
     program = ctx.kernel_state.get("fused_program")
     if program is None:
         program = ctx.kernel_state["fused_program"] = _Program(ctx.op)
     xp = ctx.xp
-    schedule = program.schedules.get(tuple(x.shape for x in xs))
+    xs = args[: program.n_inputs]
+    key = tuple(x.shape for x in xs)
+    if len(args) > len(xs):  # SumTo targets: their values decide the schedule too
+        key += tuple(tuple(int(d) for d in to_host(xp, v)) for v in args[len(xs) :])
+    schedule = program.schedules.get(key)
     if schedule is None:
-        schedule = program.schedule(xs)
+        schedule = program.schedule(xp, xs, key)
     donated = [
         k for k in schedule.donatable if xs[k].dtype == program.dtype and ctx.may_forward(k, xs[k])
     ]
@@ -267,32 +303,66 @@ class _Program:
             got = self._bound[xp] = ([r.bind(xp) for r in self.rules], lits)
         return got
 
-    def schedule(self, xs) -> _Schedule:
-        """Shapes, buffer slots and lifetimes for inputs of these shapes (cached).
+    def schedule(self, xp, xs, key) -> _Schedule:
+        """Shapes, buffer slots and lifetimes for inputs of these shapes and these SumTo
+        targets (`key`; cached under it).
 
         Raises InvalidArgumentError for shapes an instruction's op rejects, with its
         own op's message."""
         n_fixed = self.n_fixed
+        targets = key[len(xs) :]
         shapes = [tuple(x.shape) for x in xs] + [v.shape for v in self.literals]
-        last_use = [-1] * (n_fixed + len(self.rules))
+        rep = list(range(n_fixed))  # the value each value is (a SumTo to g's shape is g)
+        special: dict[int, object] = {}  # instruction -> its schedule's own function
+        outputs = set(self.results)
         for j, (rule, args) in enumerate(zip(self.rules, self.operands)):
-            shapes.append(self._result_shape(j, rule, [shapes[a] for a in args]))
+            v = n_fixed + j
+            rep.append(v)
+            if rule.shapes == "alias":  # Identity
+                g, target = args[0], shapes[args[0]]
+            elif rule.shapes == "sum_to":
+                g, target = args[0], self._sum_to(j, shapes[args[0]], targets[-1 - args[1]])
+            else:
+                shapes.append(self._result_shape(j, rule, [shapes[a] for a in args]))
+                continue
+            shapes.append(target)
+            if target != shapes[g]:
+                special[j] = _sum_into(xp, self.dtype, shapes[g], target)
+            elif v in outputs and rep[g] < n_fixed:  # an output is never an input itself
+                special[j] = lambda g, out: _copy_into(xp, g, out)
+            else:
+                rep[v] = rep[g]
+                if v in outputs:
+                    outputs.add(rep[g])
+        last_use = [-1] * len(rep)
+        for j, args in enumerate(self.operands):
             for a in args:
-                last_use[a] = j
+                if a >= 0:
+                    last_use[rep[a]] = j
         sched = _Schedule()
-        self._assign_slots(sched, shapes, last_use)
+        self._assign_slots(sched, shapes, rep, last_use, outputs, special)
         sched.results = self.results
         sched.elements = max((math.prod(s) for s in shapes[n_fixed:]), default=0)
         sched.itemsize = self.dtype.itemsize
         sched.temps = []  # temporaries' arrays between runs (one set per concurrent run)
         if len(self.schedules) > 64:  # a service's varying batch sizes: keep it bounded
             self.schedules.clear()
-        self.schedules[tuple(shapes[: self.n_inputs])] = sched
+        self.schedules[key] = sched
         return sched
 
-    def _assign_slots(self, sched: _Schedule, shapes: list, last_use: list) -> None:
+    def _sum_to(self, j: int, shape: tuple, target: tuple) -> tuple:
+        lead = len(shape) - len(target)
+        if lead < 0 or any(t not in (1, d) for t, d in zip(target, shape[lead:])):
+            raise self._error(
+                j,
+                f"Incompatible shapes: {_shape_str(shape)} cannot be reduced to "
+                f"{_shape_str(target)}",
+            )
+        return target
+
+    def _assign_slots(self, sched, shapes, rep, last_use, outputs, special) -> None:
         """Give every value a buffer slot (see _Schedule)."""
-        n_fixed, outputs = self.n_fixed, set(self.results)
+        n_fixed = self.n_fixed
         slot_of: dict[int, int] = {}
         slot_shapes: list[tuple] = []
         kind: list[str] = []  # "input" (an input's buffer, if donated), "temp", "output"
@@ -304,6 +374,10 @@ class _Program:
         steps = []
         for j, (rule, args) in enumerate(zip(self.rules, self.operands)):
             v = n_fixed + j
+            args = tuple(rep[a] for a in args if a >= 0)
+            if rep[v] != v:  # an alias: no work, no buffer
+                steps.append((None, args[:1], None))
+                continue
             shape, is_output = shapes[v], v in outputs
             dying = [a for a in dict.fromkeys(args) if last_use[a] == j and a in slot_of]
             # Outputs are new arrays: never a temporary kept between runs.
@@ -330,8 +404,8 @@ class _Program:
                 if slot_of[a] != slot and kind[slot_of[a]] != "output":
                     free.setdefault(shapes[a], []).append(slot_of[a])
             slot_of[v] = slot
-            steps.append((args, slot))
-        used = {slot for _, slot in steps}
+            steps.append((special.get(j), args, slot))
+        used = {slot for _, _, slot in steps if slot is not None}
         sched.steps = steps
         sched.slot_shapes = slot_shapes
         # Slots that hold an output get a new array each run (an input's own buffer, if
@@ -394,8 +468,11 @@ class _Program:
             if bufs[s] is None:
                 bufs[s] = buf
         values = [*xs, *literals]
-        for fn, (args, slot) in zip(fns, sched.steps):
-            values.append(fn(*[values[a] for a in args], out=bufs[slot]))
+        for fn, (own, args, slot) in zip(fns, sched.steps):
+            if slot is None:  # an alias of its operand
+                values.append(values[args[0]])
+            else:
+                values.append((own or fn)(*[values[a] for a in args], out=bufs[slot]))
         sched.temps.append(temps)
         seen: set[int] = set()
         outs = []
@@ -477,6 +554,11 @@ class _Clusters:
     def group(self, i: int) -> list[int]:
         return self.members.get(self.cluster[i], [i])
 
+    def group_together(self, i: int, j: int) -> None:
+        """Start node j in node i's cluster (a Sum that only its SumTo Reshape reads)."""
+        self.cluster[j] = self.cluster[i]
+        self.members[self.cluster[i]] = [*self.group(i), j]
+
     def try_merge(self, i: int, j: int) -> bool:
         """Merge node j's cluster into node i's (i: the node being processed, j: one of
         its producers) unless some other path from j's cluster reaches i's."""
@@ -525,79 +607,140 @@ def fuse_elementwise(view) -> None:
     if device.kernel_for(FusedElementwise) is None:  # a device of its own kernels only
         return
     eligible = [view.available(i) and _eligible(view, i, device) for i in range(len(nodes))]
-    if sum(eligible) < 2:
+    may_be_dead = any(n.op.type in _DEADNESS for n in nodes)
+    # A gradient reduced to its input's shape, Reshape(Sum(g, BroadcastGradientArgs(sx,
+    # sy)[k]), s_k), is one "SumTo" instruction: nothing when the shapes agree (most of
+    # an LSTM's), a sum over the broadcast axes when not.  (Not where values may be
+    # dead: the instruction reads s_k alone, the Sum also waited for the other shape.)
+    sum_to = {} if may_be_dead else _sum_to_patterns(view, device)
+    for r in sum_to:
+        eligible[r] = True
+    if sum(eligible) < 2 and not sum_to:
         return
     cl = _Clusters(view)
+    for r, (sum_node, _bga) in sum_to.items():
+        cl.group_together(r, sum_node)
     for i in cl.order:
         if not eligible[i]:
             continue
-        for s in nodes[i].inputs:
+        srcs = [nodes[sum_to[i][0]].inputs[0]] if i in sum_to else nodes[i].inputs
+        for s in srcs:
             j = s[0]
             if j == "feed" or not eligible[j] or cl.cluster[j] == cl.cluster[i]:
                 continue
             cl.try_merge(i, j)
-    may_be_dead = any(n.op.type in _DEADNESS for n in nodes)
     # One cluster at a time: fusing one rewires its outputs' consumers, which another
     # cluster's plan must see.
+    bgas = set()
     for members in list(cl.members.values()):
-        plan = _plan_cluster(view, cl, sorted(members, key=cl.pos.__getitem__), may_be_dead)
+        members = sorted(members, key=cl.pos.__getitem__)
+        plan = _plan_cluster(view, members, sum_to, may_be_dead)
         if plan is not None:
             view.fuse(**plan)
+            bgas.update(sum_to[m][1] for m in members if m in sum_to)
+    for b in bgas:  # the shape arithmetic no fused node reads any longer
+        view.drop_if_unused(b)
 
 
-def _plan_cluster(view, cl: _Clusters, members: list[int], may_be_dead: bool):
-    """The arguments of `view.fuse` for one cluster, or None when it is not worth it
-    (or not safe: a dead-value partition whose outputs depend on different inputs)."""
+def _sum_to_patterns(view, device) -> dict:
+    """{Reshape node: (its Sum, the BroadcastGradientArgs)} for each gradient reduced to
+    an input's shape (gradient_ops.broadcast_reduce) whose Sum feeds only the Reshape."""
+    nodes = view.nodes
+    found = {}
+    for r, node in enumerate(nodes):
+        if node.op.type != "Reshape" or node.device is not device or not view.available(r):
+            continue
+        (si, so), shape_src = node.inputs
+        if si == "feed" or so != 0 or shape_src[0] == "feed" or view.reads_ref(r):
+            continue
+        sum_node = nodes[si]
+        if sum_node.op.type != "Sum" or sum_node.op._attrs.get("keep_dims"):
+            continue
+        if view.sole_consumer(si) != r or not view.available(si) or view.reads_ref(si):
+            continue
+        (g_src, (b, k)) = sum_node.inputs
+        if b == "feed" or nodes[b].op.type != "BroadcastGradientArgs":
+            continue
+        if tuple(nodes[b].inputs[k]) != tuple(shape_src):
+            continue  # reshaped to some other shape than the reduced input's
+        t = node.op._attrs.get("T")
+        if t not in _FLOATS.allowed or sum_node.op._attrs.get("T") != t:
+            continue
+        if g_src[0] != "feed" and nodes[g_src[0]].op._outputs[g_src[1]].dtype != t:
+            continue
+        found[r] = (si, b)
+    return found
+
+
+def _plan_cluster(view, members: list[int], sum_to: dict, may_be_dead: bool):
+    """The arguments of `view.fuse` for one cluster (members in topological order), or
+    None when there is nothing to gain or it is not safe (a dead-value partition whose
+    outputs depend on different inputs)."""
     nodes = view.nodes
     users = view._consumers
     inside = set(members)
+    hidden = {sum_to[m][0] for m in members if m in sum_to}  # Sums inside their SumTo
+    shown = [m for m in members if m not in hidden]
+    if len(members) < 2:
+        return None
     fetched = view._fetched
-    outputs = [m for m in members if m in fetched or any(u not in inside for u, _ in users[m])]
+    outputs = [m for m in shown if m in fetched or any(u not in inside for u, _ in users[m])]
     if not outputs:
         return None
+
+    def operand_sources(m):  # (data sources, shape source or None) of an instruction
+        if m in sum_to:
+            return [nodes[sum_to[m][0]].inputs[0]], nodes[m].inputs[1]
+        return nodes[m].inputs, None
+
     # Const operands read only by the cluster become literals.
     literals: dict[int, int] = {}  # const node -> literal index
-    inputs: list = []  # external sources, each once
+    inputs: list = []  # external sources of T values, each once
     input_index: dict = {}
-    index_of = {m: j for j, m in enumerate(members)}
-    for m in members:
-        for s in nodes[m].inputs:
-            j = s[0]
+    shape_inputs: list = []  # the shapes SumTo instructions reduce to
+    for m in shown:
+        srcs, shape_src = operand_sources(m)
+        for src in srcs:
+            j = src[0]
             if j != "feed" and j in inside:
                 continue
             if j != "feed" and j not in literals and _literal(view, j, inside):
                 literals[j] = len(literals)
-            if j == "feed" or j not in literals:
-                key = tuple(s)
-                if key not in input_index:
-                    input_index[key] = len(inputs)
-                    inputs.append(key)
-    if may_be_dead and not _same_dependencies(view, members, outputs, inside, literals):
+            if (j == "feed" or j not in literals) and tuple(src) not in input_index:
+                input_index[tuple(src)] = len(inputs)
+                inputs.append(tuple(src))
+        if shape_src is not None and tuple(shape_src) not in shape_inputs:
+            shape_inputs.append(tuple(shape_src))
+    if may_be_dead and not _same_dependencies(view, shown, outputs, inside, literals):
         return None
     n, n_lit = len(inputs), len(literals)
+    index_of = {m: j for j, m in enumerate(shown)}
     program, operands, starts, names = [], [], [], []
-    for m in members:
+    for m in shown:
         starts.append(len(operands))
-        program.append(nodes[m].op.type)
+        program.append("SumTo" if m in sum_to else nodes[m].op.type)
         names.append(nodes[m].op.name)
-        for s in nodes[m].inputs:
-            j = s[0]
+        srcs, shape_src = operand_sources(m)
+        for src in srcs:
+            j = src[0]
             if j != "feed" and j in inside:
                 operands.append(n + n_lit + index_of[j])
             elif j != "feed" and j in literals:
                 operands.append(n + literals[j])
             else:
-                operands.append(input_index[tuple(s)])
+                operands.append(input_index[tuple(src)])
+        if shape_src is not None:
+            operands.append(-1 - shape_inputs.index(tuple(shape_src)))
     starts.append(len(operands))
     # The fused node takes the place (and name) of the last output; the others follow it.
     into = outputs[-1]
     extra = outputs[:-1]
     results = [index_of[into]] + [index_of[m] for m in extra]
-    t = nodes[into].op._attrs["T"]
     attrs = {
-        "T": t,
+        "T": nodes[into].op._attrs["T"],
         "N": n,
         "M": len(results),
+        "Tshapes": [nodes[j].op._outputs[k].dtype for j, k in shape_inputs],
         "program": program,
         "operands": operands,
         "starts": starts,
@@ -610,7 +753,7 @@ def _plan_cluster(view, cl: _Clusters, members: list[int], may_be_dead: bool):
         "into": into,
         "op_type": "_FusedElementwise",
         "attrs": attrs,
-        "inputs": inputs,
+        "inputs": inputs + shape_inputs,
         "absorbed": absorbed,
         "outputs": [(m, 0) for m in extra],
     }

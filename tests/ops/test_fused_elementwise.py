@@ -212,6 +212,78 @@ def test_control_edges_in_and_out_are_kept():
         assert [p.nodes[c].op.name for c in after_node.controls] == ["gate"]
 
 
+def test_gradients_reduced_to_their_inputs_shapes_join_the_cluster():
+    # Unknown batch sizes: the gradient of x * y reduces through BroadcastGradientArgs,
+    # Sum and Reshape at run time; each pair becomes a SumTo instruction of the cluster.
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 3])
+        y = tf.placeholder(tf.float32, [None, 3])
+        b = tf.placeholder(tf.float32, [None, 1])
+        z = tf.tanh(x * y) + b
+        gx, gy, gb = tf.gradients(tf.reduce_sum(z * z), [x, y, b])
+        p = _partition([gx, gy, gb], [x, y, b])
+        before = [n.op.type for n in p.nodes]
+        assert {"BroadcastGradientArgs", "Sum", "Reshape"} <= set(before)
+        types = _fuse(p)
+        assert "BroadcastGradientArgs" not in types
+        assert types.count("Reshape") == before.count("Reshape") - before.count("Sum")
+        programs = [op for n in _fused_nodes(p) for op in n.op._attrs["program"]]
+        assert programs.count("SumTo") >= 4
+        rng = np.random.default_rng(1)
+        for rows in (5, 1):  # (1 row: y broadcasts nothing, b's gradient sums nothing)
+            xv, yv = (rng.standard_normal((rows, 3)).astype(np.float32) for _ in range(2))
+            bv = rng.standard_normal((rows, 1)).astype(np.float32)
+            with tf.Session() as s:
+                got = s.run([gx, gy, gb], {x: xv, y: yv, b: bv})
+            t = np.tanh(xv.astype(np.float64) * yv)
+            dz = 2 * (t + bv)
+            dt = dz * (1 - t * t)
+            for g, want in zip(got, [dt * yv, dt * xv, dz.sum(1, keepdims=True)]):
+                np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+
+
+def test_sum_to_a_shape_that_does_not_fit_is_an_error():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None])
+        y = tf.placeholder(tf.float32, [None])
+        (gx,) = tf.gradients(tf.reduce_sum(tf.exp(x * y)), [x])
+        with tf.Session() as s:
+            with pytest.raises(errors.InvalidArgumentError, match="Incompatible shapes"):
+                s.run(gx, {x: np.zeros(2, np.float32), y: np.zeros(3, np.float32)})
+
+
+def test_identities_inside_a_cluster_are_aliases():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None])
+        a = tf.identity(tf.exp(x))
+        y = tf.tanh(a) * 2.0
+        p = _partition([y, a], [x])  # a fetched: its value must be an array of its own
+        _fuse(p)
+        (fused,) = _fused_nodes(p)
+        assert fused.op._attrs["program"] == ["Exp", "Identity", "Tanh", "Mul"]
+        with tf.Session() as s:
+            xv = np.array([0.5, -1.0], np.float32)
+            got_y, got_a = s.run([y, a], {x: xv})
+    np.testing.assert_allclose(got_a, np.exp(xv), rtol=1e-6)
+    np.testing.assert_allclose(got_y, np.tanh(np.exp(xv)) * 2, rtol=1e-6)
+
+
+def test_activation_gradients_inside_a_cluster():
+    xv = np.linspace(-3, 3, 11).astype(np.float64)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float64, [None])
+        loss = tf.reduce_sum(tf.sigmoid(x * 2.0) * tf.tanh(x) + tf.nn.softplus(x) * x)
+        (g,) = tf.gradients(loss, [x])
+        with tf.Session() as s:
+            got = s.run(g, {x: xv})
+            kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+    assert "SigmoidGrad" not in kinds and "TanhGrad" not in kinds
+    sg, th = _np_sigmoid(2 * xv), np.tanh(xv)
+    sp = np.logaddexp(0, xv)
+    want = 2 * sg * (1 - sg) * th + sg * (1 - th * th) + _np_sigmoid(xv) * xv + sp
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
 # -- the kernel against NumPy -------------------------------------------------------------------
 
 _UNARY = {
