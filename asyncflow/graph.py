@@ -544,6 +544,13 @@ class Graph:
             return tensor_or_op.op not in self._unfetchable_ops
         return tensor_or_op not in self._unfetchable_ops
 
+    @contextlib.contextmanager
+    def _kernel_label_map(self, op_to_kernel_label_map: dict):
+        """TF's per-op kernel label override (how TF's tests pick an alternative kernel).
+        asyncflow registers one kernel per op and device type, so no label can select
+        another: the map is accepted and changes nothing."""
+        yield
+
     def switch_to_thread_local(self) -> None:
         """Make the name-scope, control-dependency, device and colocation stacks
         thread-local (TF's `Graph.switch_to_thread_local`): each thread starts from a copy

@@ -789,3 +789,13 @@ def test_switch_to_thread_local_keeps_each_threads_scopes_apart():
     assert names == {"a": "a/c", "b": "b/c"}
     with g.as_default():
         assert tf.constant(1.0, name="top").op.name == "top"  # main thread: no scope leaked
+
+
+def test_kernel_label_map_is_accepted_and_changes_nothing():
+    # TF's tests wrap op creation in Graph._kernel_label_map({...}) to pick a labelled
+    # kernel; asyncflow has one kernel per op and device, so results are the same.
+    g = tf.Graph()
+    with g.as_default(), g._kernel_label_map({"Identity": "some_label"}):
+        y = tf.identity(tf.constant([1.0, 2.0]))
+    with Session(graph=g) as sess:
+        assert sess.run(y).tolist() == [1.0, 2.0]

@@ -366,6 +366,10 @@ class _ShimFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                         src,
                         submodule_search_locations=[os.path.dirname(src)] if is_pkg else None,
                     )
+            if fullname.endswith("_test_base"):  # TF's shared test classes, e.g.
+                src = self._package_source(fullname)  # ops/image_grad_test_base.py
+                if src is not None:
+                    return importlib.util.spec_from_file_location(fullname, src)
             return importlib.util.spec_from_loader(
                 fullname, self, is_package=_is_package(fullname)
             )
@@ -378,6 +382,14 @@ class _ShimFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             "absl.logging",
         ):
             return importlib.util.spec_from_loader(fullname, self, is_package=True)
+        return None
+
+    def _package_source(self, fullname):
+        rel = fullname.split(".", 1)[1].replace(".", os.sep) + ".py"
+        for root in self.kernel_test_dirs:  # .../tensorflow/python/kernel_tests
+            cand = os.path.join(os.path.dirname(os.path.dirname(root)), rel)
+            if os.path.isfile(cand):
+                return cand
         return None
 
     def _kernel_test_source(self, fullname):
