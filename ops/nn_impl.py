@@ -334,6 +334,16 @@ def softmax_cross_entropy_with_logits(
     return softmax_cross_entropy_with_logits_v2(labels, logits, axis=axis, name=scope)
 
 
+def sparse_softmax_cross_entropy_with_logits_v2(labels, logits, name=None):
+    """TF's `nn_ops.sparse_softmax_cross_entropy_with_logits_v2` (TF2's
+    `tf.nn.sparse_softmax_cross_entropy_with_logits`): the TF1 function with positional
+    labels and logits.
+
+    Raises: as `sparse_softmax_cross_entropy_with_logits`.
+    """
+    return sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits, name=name)
+
+
 def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
     """Softmax cross-entropy of `logits` [..., num_classes] against int class ids `labels`.
 

@@ -189,7 +189,9 @@ def _ops_module(fullname: str) -> types.ModuleType:
     else:
 
         def sources():
-            return [extra, _family(short), *_namespaces(), af.compat, _GenOps, _GradFns]
+            # TF keeps some nn functions in nn_ops that asyncflow has in nn_impl.
+            also = _family("nn_impl") if short == "nn_ops" else None
+            return [extra, _family(short), also, *_namespaces(), af.compat, _GenOps, _GradFns]
 
     mod._sources = sources
     return mod

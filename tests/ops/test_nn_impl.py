@@ -487,3 +487,17 @@ def test_xent_gradient_reduces_a_broadcast_batch():
     lab = af.constant(np.array([[0, 0, 0, 1.0], [0, 0.5, 0.5, 0]]))
     loss = _xent_op(f, lab)[0]
     assert compute_gradient_error(f, [1, 4], loss, [2], delta=1e-5) < 1e-8
+
+
+def test_sparse_xent_v2_takes_positional_labels_and_logits():
+    # TF's nn_ops.sparse_softmax_cross_entropy_with_logits_v2(labels, logits): the same
+    # loss as the TF1 function called with keywords.
+    logits = np.array([[1.0, 2.0, 0.5], [0.1, 0.2, 3.0]], np.float32)
+    labels = np.array([1, 2], np.int32)
+    v2 = nn_impl.sparse_softmax_cross_entropy_with_logits_v2(labels, logits)
+    v1 = nn_impl.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    want = -np.log(np.exp(logits) / np.exp(logits).sum(1, keepdims=True))[[0, 1], labels]
+    with Session() as sess:
+        got2, got1 = sess.run([v2, v1])
+    np.testing.assert_allclose(got2, want, rtol=1e-6)
+    np.testing.assert_array_equal(got1, got2)
