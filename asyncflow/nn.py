@@ -20,6 +20,9 @@ __all__ += ["sequence_mask", "bidirectional_dynamic_rnn", "static_bidirectional_
 from asyncflow.ops.space_ops import space_to_batch, with_space_to_batch  # noqa: E402
 
 __all__ += ["space_to_batch", "with_space_to_batch"]
+from asyncflow.nn_sparse_extras import collapse_repeated, safe_embedding_lookup_sparse  # noqa: E402
+
+__all__ += ["collapse_repeated", "safe_embedding_lookup_sparse"]
 for _m in (
     nn_ops,
     conv_ops,

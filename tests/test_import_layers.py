@@ -89,6 +89,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "sparse_composites",
             "framework_extras",
             "signal",
+            "nn_sparse_extras",
             "image",
             "namespaces",
         ),
