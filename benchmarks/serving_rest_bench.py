@@ -16,7 +16,10 @@ Usage::
     flock /tmp/bench.lock .venv/bin/python benchmarks/serving_rest_bench.py
     .venv/bin/python benchmarks/serving_rest_bench.py --seconds 2 --concurrency 1 64 --json
 
-Target (issue 19): at C=64, asyncflow's throughput >= 1.0x numpy-aiohttp's at no worse p99.
+Target (issue 19): at C=64, asyncflow's throughput >= 1.0x numpy-aiohttp's at no worse p99;
+with `--reload`, no failed request while a new version is hot-loaded under that load.
+The `cpu us/req` column (the server process's CPU time per request) is the figure to
+compare on a shared machine, where throughput swings with other processes' load.
 """
 
 from __future__ import annotations
@@ -124,7 +127,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def load(port, concurrency, seconds, warmup, bodies, expected, pid=None):
+def _hot_load(base: str, version: int) -> None:
+    """Publish version `version` (a copy of version 1) atomically: copy, then rename."""
+    import shutil
+
+    staging = os.path.join(os.path.dirname(base), f".staging-{version}")
+    shutil.copytree(os.path.join(base, "1"), staging)
+    os.rename(staging, os.path.join(base, str(version)))
+
+
+async def load(port, concurrency, seconds, warmup, bodies, expected, pid=None, reload=None):
     from aiohttp import ClientSession, TCPConnector
 
     url = f"http://127.0.0.1:{port}/v1/models/{MODEL}:predict"
@@ -156,8 +168,18 @@ async def load(port, concurrency, seconds, warmup, bodies, expected, pid=None):
         await asyncio.gather(*(client(t0 + warmup, False) for _ in range(concurrency)))
         cpu0 = cpu_seconds(pid) if pid else None
         t0 = time.perf_counter()
-        await asyncio.gather(*(client(t0 + seconds, True) for _ in range(concurrency)))
+        clients = asyncio.gather(*(client(t0 + seconds, True) for _ in range(concurrency)))
+        versions = None
+        if reload is not None:  # (base path, version): published mid-run, polled by the server
+            await asyncio.sleep(seconds / 4)
+            await asyncio.to_thread(_hot_load, *reload)
+        await clients
         elapsed = time.perf_counter() - t0
+        if reload is not None:
+            async with http.get(url.removesuffix(":predict")) as r:
+                versions = {
+                    v["version"]: v["state"] for v in (await r.json())["model_version_status"]
+                }
         cpu = cpu_seconds(pid) - cpu0 if pid else float("nan")
     a = np.asarray(latencies) * 1e3
     return {
@@ -169,6 +191,7 @@ async def load(port, concurrency, seconds, warmup, bodies, expected, pid=None):
         "p50_ms": float(np.percentile(a, 50)),
         "p99_ms": float(np.percentile(a, 99)),
         "failed": failures,
+        **({"versions_after": versions} if versions is not None else {}),
     }
 
 
@@ -196,6 +219,12 @@ def main(argv=None):
         "--servers", nargs="+", default=["numpy-aiohttp", "asyncflow", "asyncflow-batching"]
     )
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--reload",
+        action="store_true",
+        help="publish a new version a quarter into each asyncflow run (hot reload under "
+        "load: the run must have no failed request, and end on the new version)",
+    )
     p.add_argument("--numpy-server", metavar="WEIGHTS_NPZ", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.numpy_server:
@@ -234,13 +263,18 @@ def main(argv=None):
             "asyncflow-batching": serve
             + ["--enable_batching", f"--batching_parameters_file={batching}"],
         }
+        next_version = 2
         for name in args.servers:
             proc, port = start(commands[name])
             try:
                 for c in args.concurrency:
-                    results[(name, c)] = _run(
-                        load(port, c, args.seconds, args.warmup, bodies, expected, proc.pid)
-                    )
+                    reload = None
+                    if args.reload and name != "numpy-aiohttp":
+                        reload = (base, next_version)
+                        next_version += 1
+                    run = load(port, c, args.seconds, args.warmup, bodies, expected, proc.pid,
+                               reload)  # fmt: skip
+                    results[(name, c)] = _run(run)
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
@@ -258,6 +292,7 @@ def main(argv=None):
         print(
             f"{name:20} {c:3d} {r['req_s']:8.0f} {ratio:>8} {r['p50_ms']:8.2f} "
             f"{r['p99_ms']:8.2f} {r['failed']:6d} {r['cpu_us']:10.0f}"
+            + (f"  versions after: {r['versions_after']}" if "versions_after" in r else "")
         )
 
 
