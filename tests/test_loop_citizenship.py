@@ -168,6 +168,10 @@ def test_a_caller_driven_step_computes_inline(graph, monkeypatch):
 async def test_measured_time_corrects_the_estimate(monkeypatch):
     monkeypatch.setattr(cpu, "_MEASURED", {})
     monkeypatch.setattr(cpu, "_SAMPLES", {})
+    # Every measured call takes 1 us (a preempted run on a loaded machine must not
+    # decide this test): the clock advances that much per reading.
+    ticks = iter(range(1 << 30))
+    monkeypatch.setattr(cpu, "_clock", lambda: next(ticks) * 1e-6)
     dev = cpu.CPUDevice(cpu.local_cpu_name())
     try:
         x = np.ones(4, np.float32)
