@@ -46,7 +46,13 @@ class Backend:
         self.config: Any = None
         if name == "asyncflow":
             import asyncflow as tf
+            from asyncflow import graph_passes
+            from asyncflow.ops import fused_elementwise
 
+            # TF runs without grappler here: this measures dispatch, so asyncflow runs
+            # without the graph pass that would fuse an Identity chain into one node.
+            if fused_elementwise.fuse_elementwise in graph_passes.GRAPH_PASSES:
+                graph_passes.GRAPH_PASSES.remove(fused_elementwise.fuse_elementwise)
             self.tf = tf
             self.version = getattr(tf, "__version__", "unknown")
         elif name == "tf":
