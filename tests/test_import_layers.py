@@ -125,6 +125,19 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 PROGRAMS = len(LAYERS)  # everything else: train/, saved_model/, serving/, data/, ...
 
 
+
+def _parse(source: str, filename: str = "<unknown>") -> ast.AST:
+    """ast.parse, again if another thread's parse upset it: CPython 3.11's AST builder
+    keeps its recursion depth in shared state, so a parse racing one on another thread
+    (3.11's traceback formatting parses source lines; background tasks of earlier tests
+    log exceptions) fails with "SystemError: AST constructor recursion depth mismatch"."""
+    for _ in range(4):
+        try:
+            return ast.parse(source, filename)
+        except SystemError:
+            continue
+    return ast.parse(source, filename)
+
 def _modules() -> dict[str, pathlib.Path]:
     mods = {}
     for pkg, folder in PACKAGES.items():
@@ -147,7 +160,7 @@ def _imports(mods) -> dict[str, set[str]]:
         if f.name == "__init__.py":
             continue
         pkg_parts = m.split(".")[:-1]
-        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+        for node in ast.walk(_parse(f.read_text(), str(f))):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -228,7 +241,7 @@ def test_no_module_imports_a_higher_layer():
 def test_the_walk_sees_function_local_imports(tmp_path):
     # The check must not be fooled by an import hidden inside a function.
     src = "def f():\n    from asyncflow import session\n    return session\n"
-    node = ast.parse(src)
+    node = _parse(src)
     found = [n for n in ast.walk(node) if isinstance(n, ast.ImportFrom)]
     assert found and found[0].module == "asyncflow"
     assert layer_of("asyncflow.session") > layer_of("asyncflow.executor")
