@@ -40,6 +40,7 @@ import socket
 import struct
 import sys
 import time
+import weakref
 
 import numpy as np
 
@@ -199,6 +200,12 @@ def _as_bytes(x) -> bytes:
     )
 
 
+class _Lease:
+    """One lending of a connection's body buffer (the base of the array handed out)."""
+
+    __slots__ = ("__array_interface__", "buffer", "__weakref__")
+
+
 def decode_tensors(descs, payload) -> list:
     """The values `descs` describe, read from `payload` (a memoryview): views of it
     where the payload owns its own buffer, copies otherwise.
@@ -334,7 +341,7 @@ class Connection(asyncio.BufferedProtocol):
         self._body_view = None
         self._body_pos = 0
         self._body_head = None
-        self._spare = None  # a large frame's body buffer, for reuse
+        self._spare = None  # a large frame's body buffer and its lease, for reuse
         self._calls: dict[int, asyncio.Future] = {}
         self._next_id = 1
         self.last_recv = time.monotonic()
@@ -500,20 +507,28 @@ class Connection(asyncio.BufferedProtocol):
             self._start = self._have = 0
 
     def _body_buffer(self, n: int) -> np.ndarray:
-        """A buffer for a large frame's body: the last one again when nothing uses it
-        any more (the tensors made from it are views that hold it), which saves
-        faulting fresh pages in at every step; else a new one."""
-        spare = self._spare
-        # (references when free: self._spare, this local, getrefcount's argument)
-        if spare is not None and spare.nbytes >= n and sys.getrefcount(spare) <= 3:
-            return spare[:n]
+        """A buffer for a large frame's body: the last one again once nothing made from
+        its previous lending lives (the tensors decoded from a body are views of it),
+        which saves faulting fresh pages in at every step; else a new one."""
+        spare = self._spare  # (array, weak reference to its live lease) or None
+        if spare is not None and spare[0].nbytes >= n and spare[1]() is None:
+            return self._lend(spare[0], n)
         try:
             buf = np.empty(n, dtype=np.uint8)
         except MemoryError:
             raise _ProtocolError(f"cannot allocate {n} bytes for a frame") from None
-        if spare is None or n >= spare.nbytes:
-            self._spare = buf
+        if spare is None or n >= spare[0].nbytes:
+            return self._lend(buf, n)
         return buf
+
+    def _lend(self, buf: np.ndarray, n: int) -> np.ndarray:
+        """`buf[:n]` through a lease: every array or view made from the result holds the
+        lease, so the lease's weak reference tells when the buffer is free again."""
+        lease = _Lease()
+        lease.__array_interface__ = buf[:n].__array_interface__
+        lease.buffer = buf
+        self._spare = (buf, weakref.ref(lease))
+        return np.asarray(lease)
 
     def _finish_body(self) -> None:
         kind, rid, mlen = self._body_head

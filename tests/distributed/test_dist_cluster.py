@@ -1,5 +1,6 @@
 """ClusterSpec, Server arguments and TF_CONFIG parsing, against TF1's behaviour."""
 
+import numpy as np
 import pytest
 
 import asyncflow as af
@@ -65,3 +66,17 @@ def test_cluster_spec_flag_forms():
     assert a == b and a.num_tasks("worker") == 2
     with pytest.raises(ValueError):
         parse_cluster_spec("ps=localhost:1")
+
+
+async def test_a_large_frame_buffer_is_reused_only_once_nothing_holds_it():
+    from asyncflow.distributed import wire
+
+    conn = wire.Connection(b"secret", server=True, on_frame=lambda *a: None)
+    first = conn._body_buffer(1 << 20)
+    tensor = np.frombuffer(memoryview(first)[16:], np.float32)  # as decode_tensors makes
+    del first
+    second = conn._body_buffer(1 << 20)
+    assert not np.shares_memory(second, tensor)  # a decoded tensor still reads the first
+    del tensor, second
+    third = conn._body_buffer(1 << 19)
+    assert third.ctypes.data == conn._spare[0].ctypes.data  # free again: reused
