@@ -98,27 +98,7 @@ class _VariableStore:
             aggregation=VariableAggregation.NONE,
         ):
             is_scalar = shape is not None and isinstance(shape, (list, tuple)) and not shape
-            if partitioner is not None and not is_scalar:
-                if not callable(partitioner):
-                    raise ValueError(f"Partitioner must be callable, but received: {partitioner}")
-                return self._get_partitioned_variable(
-                    name,
-                    partitioner,
-                    shape=shape,
-                    dtype=dtype,
-                    initializer=initializer,
-                    regularizer=regularizer,
-                    reuse=reuse,
-                    trainable=trainable,
-                    collections=collections,
-                    caching_device=caching_device,
-                    validate_shape=validate_shape,
-                    constraint=constraint,
-                    synchronization=synchronization,
-                    aggregation=aggregation,
-                )
-            return self._get_single_variable(
-                name,
+            kwargs = dict(
                 shape=shape,
                 dtype=dtype,
                 initializer=initializer,
@@ -132,6 +112,11 @@ class _VariableStore:
                 synchronization=synchronization,
                 aggregation=aggregation,
             )
+            if partitioner is not None and not is_scalar:
+                if not callable(partitioner):
+                    raise ValueError(f"Partitioner must be callable, but received: {partitioner}")
+                return self._get_partitioned_variable(name, partitioner, **kwargs)
+            return self._get_single_variable(name, **kwargs)
 
         kwargs = dict(
             name=name,
