@@ -8,7 +8,9 @@ master / evaluator roles are jobs like any other) or from flags:
         --job_name worker --task_index 0
 
 (--cluster_spec also takes the JSON of a cluster dict.)  The cluster secret comes from
-ASYNCFLOW_CLUSTER_SECRET or ASYNCFLOW_CLUSTER_SECRET_FILE (see distributed/wire.py).
+ASYNCFLOW_CLUSTER_SECRET or ASYNCFLOW_CLUSTER_SECRET_FILE (see distributed/wire.py);
+TLS from the --tls_* flags or, without them, the ASYNCFLOW_TLS_* environment
+(`wire.tls_config`).
 SIGTERM (or SIGINT) drains: the task stops accepting connections, lets the steps in
 flight finish (up to --grace_s seconds), then exits 0.  Once listening it prints one
 line, "asyncflow server /job:J/replica:0/task:T listening on port P", to stdout.
@@ -60,13 +62,25 @@ def _args(argv):
     p.add_argument("--task_index", type=int, default=None)
     p.add_argument("--cpus", type=int, default=None, help="virtual CPU devices")
     p.add_argument("--grace_s", type=float, default=30.0, help="drain time on SIGTERM")
+    p.add_argument("--tls_cert", default=None, help="this task's certificate chain (PEM)")
+    p.add_argument("--tls_key", default=None, help="its private key (PEM)")
+    p.add_argument("--tls_ca", default=None, help="CA certificates peers must chain to")
+    p.add_argument(
+        "--tls_client_auth", action="store_true", help="require client certificates (mTLS)"
+    )
     return p.parse_args(argv)
 
 
-async def serve(cluster, job, task, config, grace_s: float) -> None:
+def _tls(args):
+    if args.tls_cert or args.tls_ca or args.tls_client_auth:
+        return wire.TLSConfig(args.tls_cert, args.tls_key, args.tls_ca, args.tls_client_auth)
+    return wire.tls_config()
+
+
+async def serve(cluster, job, task, config, grace_s: float, tls=None) -> None:
     host, port = split_address(cluster.task_address(job, task))
     devices = create_devices(config, job, 0, task)
-    service = TaskService(cluster, job, task, devices, wire.cluster_secret())
+    service = TaskService(cluster, job, task, devices, wire.cluster_secret(), tls)
     bound = await service.start(bind_host(host), port)
     if port == 0:
         cluster._spec[job][task] = f"{host}:{bound}"
@@ -100,7 +114,7 @@ def main(argv=None) -> int:
     config = ConfigProto(device_count={"CPU": args.cpus}) if args.cpus else ConfigProto()
     loop = new_loop()
     try:
-        loop.run_until_complete(serve(cluster, job, task, config, args.grace_s))
+        loop.run_until_complete(serve(cluster, job, task, config, args.grace_s, _tls(args)))
     finally:
         loop.close()
     return 0

@@ -106,11 +106,14 @@ class RemoteDevice:
 class _Channel:
     """The session's connection to one task (re-opened on demand)."""
 
-    __slots__ = ("name", "host", "port", "incarnation", "conn", "registered", "connecting")
+    __slots__ = (
+        "name", "host", "sni", "port", "incarnation", "conn", "registered", "connecting",
+    )  # fmt: skip
 
     def __init__(self, name, address, incarnation):
         self.name = name
         host, self.port = split_address(address)
+        self.sni = host  # the name a TLS certificate must carry
         self.host = connect_host(host)
         self.incarnation = incarnation
         self.conn: wire.Connection | None = None
@@ -132,6 +135,7 @@ class ClusterWorker:
     def __init__(self, target: str, config):
         self.target = target
         self.secret = wire.cluster_secret()
+        self.tls = wire.tls_config()
         host, port = parse_target(target)
         timeout = getattr(config, "operation_timeout_in_ms", 0) or 0
         timeout = timeout / 1000.0 if timeout > 0 else _DISCOVERY_TIMEOUT
@@ -139,7 +143,7 @@ class ClusterWorker:
             device_spec.DeviceSpec.from_string(f)
             for f in (getattr(config, "device_filters", None) or [])
         ]
-        info = _run_in_thread(_discover(connect_host(host), port, self.secret, filters, timeout))
+        info = _run_in_thread(_discover(host, port, self.secret, filters, timeout, self.tls))
         self.cluster = ClusterSpec(
             {job: {int(i): a for i, a in tasks.items()} for job, tasks in info["cluster"].items()}
         )
@@ -149,7 +153,7 @@ class ClusterWorker:
         for (job, task), status in info["tasks"]:
             name = f"/job:{job}/replica:0/task:{task}"
             address = (
-                f"{connect_host(host)}:{port}"
+                f"{host}:{port}"
                 if (job, task) == (self.job, self.task)
                 else (self.cluster.task_address(job, task))
             )
@@ -319,7 +323,9 @@ class ClusterWorker:
         ch.registered = set()
         ch.connecting = loop.create_future()
         try:
-            conn = await wire.connect(ch.host, ch.port, self.secret, _ignore_frame)
+            conn = await wire.connect(
+                ch.host, ch.port, self.secret, _ignore_frame, tls=self.tls, server_hostname=ch.sni
+            )
             if conn.incarnation != ch.incarnation:
                 conn.abort(_cancelled())
                 raise errors.AbortedError(
@@ -367,7 +373,7 @@ class ClusterWorker:
     def reset(self, containers=None) -> None:
         """Clear resource containers on every task of the session (Session.reset)."""
         chans = list(self._channels.values())
-        _run_in_thread(_reset(chans, self.secret, containers))
+        _run_in_thread(_reset(chans, self.secret, containers, self.tls))
 
     def close(self) -> None:
         """Close the connections: the tasks drop this session's graphs and steps."""
@@ -473,8 +479,11 @@ def _run_in_thread(coro):
         return ex.submit(asyncio.run, coro).result()
 
 
-async def _status(host, port, secret, wait_s) -> dict:
-    conn = await wire.connect(host, port, secret, _ignore_frame, wait_s=wait_s)
+async def _status(host, port, secret, wait_s, tls) -> dict:
+    conn = await wire.connect(
+        connect_host(host), port, secret, _ignore_frame, wait_s=wait_s, tls=tls,
+        server_hostname=host,
+    )  # fmt: skip
     try:
         meta, _ = await asyncio.wait_for(conn.call(wire.STATUS), wait_s)
     except TimeoutError:
@@ -484,11 +493,11 @@ async def _status(host, port, secret, wait_s) -> dict:
     return meta
 
 
-async def _discover(host, port, secret, filters, wait_s) -> dict:
+async def _discover(host, port, secret, filters, wait_s, tls) -> dict:
     """The target's cluster and the devices of every task the session may use."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
-    first = await _status(host, port, secret, wait_s)
+    first = await _status(host, port, secret, wait_s, tls)
     cluster = first.get("cluster")
     if not isinstance(cluster, dict):
         raise errors.InternalError(None, None, f"{host}:{port} sent a malformed status")
@@ -501,7 +510,7 @@ async def _discover(host, port, secret, filters, wait_s) -> dict:
         while True:
             left = deadline - loop.time()
             try:
-                return (job, index), await _status(connect_host(h), p, secret, max(left, 0.1))
+                return (job, index), await _status(h, p, secret, max(left, 0.1), tls)
             except errors.UnavailableError:
                 if loop.time() >= deadline:
                     raise errors.UnavailableError(
@@ -523,9 +532,11 @@ def _matches(filters, job, index) -> bool:
     return any(f.job in (None, job) and f.task in (None, index) for f in filters)
 
 
-async def _reset(channels, secret, containers) -> None:
+async def _reset(channels, secret, containers, tls) -> None:
     for ch in channels:
-        conn = await wire.connect(ch.host, ch.port, secret, _ignore_frame)
+        conn = await wire.connect(
+            ch.host, ch.port, secret, _ignore_frame, tls=tls, server_hostname=ch.sni
+        )
         try:
             await conn.call(wire.RESET, {"containers": containers})
         finally:

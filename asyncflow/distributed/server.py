@@ -61,6 +61,9 @@ class Server:
       config: a ConfigProto for the task's devices (device_count, threads).
       start: start serving now.
       secret: the cluster secret (bytes); by default `wire.cluster_secret()`.
+      tls: a `wire.TLSConfig` for this task's connections (served and dialled); by
+        default `wire.tls_config()` (the ASYNCFLOW_TLS_* environment; None: plain TCP).
+        False: plain TCP whatever the environment says.
 
     Raises:
       ValueError: for a missing job_name/task_index where the cluster has several, an
@@ -76,6 +79,7 @@ class Server:
         config=None,
         start=True,
         secret: bytes | None = None,
+        tls=None,
     ):
         if protocol not in (None, "grpc"):
             raise ValueError(
@@ -88,6 +92,7 @@ class Server:
         self._job, self._task = job_name, task_index
         self._config = config if config is not None else ConfigProto()
         self._secret = secret if secret is not None else wire.cluster_secret()
+        self._tls = wire.tls_config() if tls is None else (tls or None)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._service: TaskService | None = None
@@ -117,8 +122,13 @@ class Server:
         if self._thread is not None:
             return
         host, port = split_address(self._cluster.task_address(self._job, self._task))
+        if self._tls is not None:  # (its files are read now: their errors raise here)
+            self._tls.server_context()
+            self._tls.client_context()
         devices = create_devices(self._config, self._job, 0, self._task)
-        self._service = TaskService(self._cluster, self._job, self._task, devices, self._secret)
+        self._service = TaskService(
+            self._cluster, self._job, self._task, devices, self._secret, self._tls
+        )
         self._loop = new_loop()
         ready = threading.Event()
         self._thread = threading.Thread(

@@ -119,8 +119,9 @@ class PeerLink:
         host, port = split_address(self.address)
         try:
             self.conn = await wire.connect(
-                host, port, self.service.secret, self.service.on_frame, self._lost
-            )
+                host, port, self.service.secret, self.service.on_frame, self._lost,
+                tls=self.service.tls,
+            )  # fmt: skip
         except errors.OpError as e:
             pending, self.pending = self.pending or [], None
             err = errors.UnavailableError(None, None, f"{self.name} is unreachable: {e.message}")
@@ -145,8 +146,11 @@ class TaskWorker(LocalWorker):
 class TaskService:
     """The worker service of one task (job, index) of `cluster`, on the running loop."""
 
-    def __init__(self, cluster: ClusterSpec, job: str, task: int, devices, secret: bytes):
+    def __init__(
+        self, cluster: ClusterSpec, job: str, task: int, devices, secret: bytes, tls=None
+    ):
         self.cluster = cluster
+        self.tls = tls  # a wire.TLSConfig: this task's connections, both ways, use TLS
         self.job = job
         self.task = task
         self.name = f"/job:{job}/replica:0/task:{task}"
@@ -168,7 +172,13 @@ class TaskService:
     # -- serving
     async def start(self, host: str, port: int):
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(self._new_connection, host, port)
+        kw = {}
+        if self.tls is not None:
+            kw = {
+                "ssl": self.tls.server_context(),
+                "ssl_handshake_timeout": wire.HANDSHAKE_TIMEOUT,
+            }
+        self.server = await loop.create_server(self._new_connection, host, port, **kw)
         self._sweeper = loop.call_later(_ORPHAN_AFTER / 2, self._sweep)
         return self.server.sockets[0].getsockname()[1]
 

@@ -10,6 +10,13 @@ cluster secret never crosses the wire):
 Until the client's hello checks out, the server reads nothing beyond those 68 bytes and
 parses nothing at all: an unauthenticated peer is refused before any request is read.
 
+TLS, when configured (`TLSConfig`, from ASYNCFLOW_TLS_* or a Server's `tls=`), wraps
+the TCP connection before any of this: the TLS handshake comes first (a server can also
+require a client certificate: mutual TLS), then the same HMAC hellos run inside it, so
+a peer needs both a trusted certificate and the cluster secret.  Without TLS the HMAC
+authenticates but does not hide or protect the frames; on a network others share,
+configure TLS.
+
 Then both sides exchange frames: a fixed 20-byte header (magic b"AF", version, kind,
 request id, meta length, payload length), a small JSON meta object (padded with spaces
 to a multiple of 64 bytes, so the payload after it stays aligned), and a payload of raw
@@ -37,6 +44,7 @@ import os
 import pathlib
 import secrets
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -50,11 +58,13 @@ from asyncflow.ops.sendrecv_ops import _Lossy
 
 __all__ = [
     "Connection",
+    "TLSConfig",
     "cluster_secret",
     "decode_tensors",
     "encode_error",
     "encode_tensors",
     "error_from_meta",
+    "tls_config",
 ]
 
 VERSION = 1
@@ -109,6 +119,124 @@ def cluster_secret() -> bytes:
         with os.fdopen(fd, "wb") as f:
             f.write(token)
         return token
+
+
+# -- TLS ----------------------------------------------------------------------------------
+
+
+class TLSConfig:
+    """TLS for a task's connections: its server side and its client side.
+
+    Args:
+      cert_file, key_file: this task's certificate chain and private key (PEM).  A
+        server needs them; a client sends them when a server asks (mutual TLS).
+      ca_file: the CA certificates (PEM) that peers' certificates must chain to; None:
+        the system's default trust store.
+      client_auth: servers require and verify a client certificate (mutual TLS).
+      check_hostname: clients check the server's certificate names the host dialled
+        (the cluster address's host; an IP address needs an IP subject-alt-name).
+
+    Contexts are built once per config (loading the files then: a missing or bad file
+    raises OSError / ssl.SSLError there)."""
+
+    def __init__(
+        self,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+        ca_file: str | None = None,
+        client_auth: bool = False,
+        check_hostname: bool = True,
+    ):
+        self.cert_file = cert_file
+        self.key_file = key_file
+        self.ca_file = ca_file
+        self.client_auth = bool(client_auth)
+        self.check_hostname = bool(check_hostname)
+        self._server: ssl.SSLContext | None = None
+        self._client: ssl.SSLContext | None = None
+
+    def _key(self) -> tuple:
+        return (self.cert_file, self.key_file, self.ca_file, self.client_auth,
+                self.check_hostname)  # fmt: skip
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TLSConfig) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"TLSConfig(cert_file={self.cert_file!r}, ca_file={self.ca_file!r}, "
+            f"client_auth={self.client_auth})"
+        )
+
+    def server_context(self) -> ssl.SSLContext:
+        """Raises ValueError without a certificate and key."""
+        if self._server is None:
+            if not self.cert_file:
+                raise ValueError("A TLS server needs cert_file (and key_file)")
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+            if self.client_auth:
+                ctx.verify_mode = ssl.CERT_REQUIRED
+                if self.ca_file:
+                    ctx.load_verify_locations(self.ca_file)
+                else:
+                    ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+            self._server = ctx
+        return self._server
+
+    def client_context(self) -> ssl.SSLContext:
+        if self._client is None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            ctx.check_hostname = self.check_hostname
+            if self.ca_file:
+                ctx.load_verify_locations(self.ca_file)
+            else:
+                ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+            if self.cert_file:
+                ctx.load_cert_chain(self.cert_file, self.key_file)
+            self._client = ctx
+        return self._client
+
+
+_TLS_CACHE: dict[tuple, TLSConfig] = {}
+
+
+def tls_config() -> TLSConfig | None:
+    """The process's TLS configuration from the environment; None (plain TCP) when
+    none of these is set:
+
+      ASYNCFLOW_TLS_CERT_FILE, ASYNCFLOW_TLS_KEY_FILE   this task's certificate and key
+      ASYNCFLOW_TLS_CA_FILE                             CAs that sign the cluster's certs
+      ASYNCFLOW_TLS_CLIENT_AUTH=1                       servers require client certs
+      ASYNCFLOW_TLS_CHECK_HOSTNAME=0                    don't check the server's name
+      ASYNCFLOW_TLS=1                                   TLS with only the defaults
+
+    Every task and client of a cluster must agree on TLS or not: a plain peer of a TLS
+    task fails its handshake (UnavailableError)."""
+    env = os.environ
+    key = (
+        env.get("ASYNCFLOW_TLS_CERT_FILE") or None,
+        env.get("ASYNCFLOW_TLS_KEY_FILE") or None,
+        env.get("ASYNCFLOW_TLS_CA_FILE") or None,
+        env.get("ASYNCFLOW_TLS_CLIENT_AUTH", "0") not in ("", "0", "false", "False"),
+        env.get("ASYNCFLOW_TLS_CHECK_HOSTNAME", "1") not in ("", "0", "false", "False"),
+    )
+    if key[:4] == (None, None, None, False) and env.get("ASYNCFLOW_TLS", "0") in (
+        "",
+        "0",
+        "false",
+        "False",
+    ):
+        return None
+    cfg = _TLS_CACHE.get(key)
+    if cfg is None:
+        cfg = _TLS_CACHE[key] = TLSConfig(*key)
+    return cfg
 
 
 def _mac(secret: bytes, *parts: bytes) -> bytes:
@@ -655,24 +783,44 @@ def _why(exc) -> str:
     return f": {exc}" if exc else ""
 
 
-async def connect(host: str, port: int, secret: bytes, on_frame, on_lost=None, wait_s=10.0):
-    """An authenticated client connection to host:port.
+async def connect(
+    host: str,
+    port: int,
+    secret: bytes,
+    on_frame,
+    on_lost=None,
+    wait_s=10.0,
+    tls: TLSConfig | None = None,
+    server_hostname: str | None = None,
+):
+    """An authenticated client connection to host:port (over TLS with `tls`, checking
+    the server's certificate names `server_hostname`, by default `host`).
 
-    Raises UnavailableError when the task cannot be reached in `wait_s` seconds,
-    UnauthenticatedError when it does not share the cluster secret."""
+    Raises UnavailableError when the task cannot be reached in `wait_s` seconds or its
+    TLS handshake fails, UnauthenticatedError when it does not share the cluster
+    secret."""
     loop = asyncio.get_running_loop()
+    kw = {}
+    if tls is not None:
+        kw = {
+            "ssl": tls.client_context(),
+            "server_hostname": server_hostname or host,
+            "ssl_handshake_timeout": HANDSHAKE_TIMEOUT,
+        }
     try:
         # (wait_for, not asyncio.timeout: a synchronous session drives its step, and so
         # this, outside any Task; the handshake has its own timer)
         _, conn = await asyncio.wait_for(
             loop.create_connection(
-                lambda: Connection(secret, False, on_frame, on_lost), host, port
+                lambda: Connection(secret, False, on_frame, on_lost), host, port, **kw
             ),
             wait_s,
         )
         await conn.ready
     except TimeoutError:
         raise unavailable(f"Timed out connecting to {host}:{port}") from None
+    except ssl.SSLError as e:  # (an OSError: before it)
+        raise unavailable(f"TLS handshake with {host}:{port} failed: {e}") from None
     except OSError as e:
         raise unavailable(f"Failed to connect to {host}:{port}: {e}") from None
     return conn
