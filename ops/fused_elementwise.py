@@ -564,8 +564,9 @@ class _Clusters:
 
     def group_together(self, i: int, j: int) -> None:
         """Start node j in node i's cluster (a Sum that only its SumTo Reshape reads)."""
-        self.cluster[j] = self.cluster[i]
-        self.members[self.cluster[i]] = [*self.group(i), j]
+        c = self.cluster[i]
+        self.cluster[j] = c
+        self.members[c] = [*self.group(i), j]
 
     def try_merge(self, i: int, j: int) -> bool:
         """Merge node j's cluster into node i's (i: the node being processed, j: one of
@@ -574,34 +575,58 @@ class _Clusters:
             return False
         ra, rb = self.cluster[i], self.cluster[j]
         ma, mb = self.group(ra), self.group(rb)
+        if len(ma) < len(mb):  # relabel the smaller group: merging stays linear overall
+            ra, rb, ma, mb = rb, ra, mb, ma
         for m in mb:
             self.cluster[m] = ra
-        self.members[ra] = ma + mb
+        if ra in self.members:
+            ma.extend(mb)
+        else:
+            self.members[ra] = ma + mb
         self.members.pop(rb, None)
         return True
 
     def _closes_cycle(self, a: int, b: int, limit: int) -> bool:
         """Whether cluster b reaches cluster a other than by a direct edge (through the
-        contracted graph of the processed nodes)."""
-        cluster, pos, succs = self.cluster, self.pos, self.succs
+        contracted graph of the processed nodes).  When a is the smaller, first a
+        backward search from a's predecessors, with a budget of b's size (growing one
+        long cluster node by node then costs O(1) a node, not O(its length)); the
+        forward search from b's successors decides when that runs out."""
+        ga, gb = self.group(a), self.group(b)
+        if len(ga) < len(gb):
+            found = self._search(ga, a, b, self.preds, None, len(gb))
+            if found is not None:
+                return found
+        found = self._search(gb, b, a, self.succs, limit, _SEARCH_MAX)
+        return True if found is None else found  # (gave up: no fusion, not a long compile)
+
+    def _search(self, start, frm: int, to: int, edges, limit, budget: int) -> bool | None:
+        """Whether cluster `to` is reached from the members `start` of cluster `frm`
+        along `edges` through other clusters (nodes at positions up to `limit`); None
+        after visiting more than `budget` clusters."""
+        cluster, pos = self.cluster, self.pos
         todo = [
             s
-            for m in self.group(b)
-            for s in succs[m]
-            if pos[s] <= limit and cluster[s] != a and cluster[s] != b
+            for m in start
+            for s in edges[m]
+            if cluster[s] != frm and cluster[s] != to and (limit is None or pos[s] <= limit)
         ]
         seen: set[int] = set()
         while todo:
             c = cluster[todo.pop()]
-            if c == a:
+            if c == to:
                 return True
             if c in seen:
                 continue
             seen.add(c)
-            if len(seen) > _SEARCH_MAX:
-                return True  # (give up: no fusion rather than a long compile)
+            if len(seen) > budget:
+                return None
             for m in self.group(c):
-                todo.extend(s for s in succs[m] if pos[s] <= limit and cluster[s] not in seen)
+                todo.extend(
+                    s
+                    for s in edges[m]
+                    if cluster[s] not in seen and (limit is None or pos[s] <= limit)
+                )
         return False
 
 
