@@ -75,6 +75,7 @@ from asyncflow.loop_slices import (  # noqa: F401 - re-exported for older caller
     _INF,
     _YIELD_TO_LOOP,
     CALLER_SLICE_S,
+    GRACE_FRACTION,
     SLICE_S,
     _clock,
     caller_drives,
@@ -92,6 +93,7 @@ __all__ = [
 
 _CHECK_KERNELS = os.environ.get("ASYNCFLOW_CHECK_KERNELS", "") not in ("", "0")
 _ONE_NONE = (None,)
+_GRACE_S = SLICE_S * GRACE_FRACTION  # a driver's one overrun of its slice (see _drive)
 
 # Special arities (see lowering.compile_plan; literal in Step._drive).
 _FORWARD, _NOTHING, _GENERAL = -1, -2, -3
@@ -299,12 +301,14 @@ class Step(FrameRouting):
     #   frame, runs on the paths above;
     # - after a kernel, one clock read against the loop slice's deadline (see
     #   `loop_slices`): past it, the driver parks the ready nodes and yields to the
-    #   loop, so that a step that never suspends still lets other tasks run.
+    #   loop, so that a step that never suspends still lets other tasks run.  Its
+    #   first overrun gets _GRACE_S more instead: a short step whose slice ran out
+    #   mid-step (after `arun` let it start) ends rather than paying a Task.
     async def _drive(self, holder=None) -> None:  # noqa: C901 - the hot loop, flat on purpose
         plan = self.plan
         kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
         arity, clears, edges, single = plan.arity, plan.clears, plan.edges, plan.single
-        clock, deadline = _clock, slice_deadline()
+        clock, deadline, graced = _clock, slice_deadline(), False
         if self.error is not None:
             return
         it = self.root
@@ -481,7 +485,14 @@ class Step(FrameRouting):
                         return
                     if clock() > deadline:
                         deadline = slice_deadline()  # (a new slice may have begun meanwhile)
-                        if clock() > deadline:
+                        now = clock()
+                        if now > deadline and not graced:
+                            # This driver's first overrun: GRACE_S more, so that a short
+                            # step ends instead of parking in a Task mid-step (which
+                            # costs more than the step); the next `arun` yields.
+                            graced = True
+                            deadline = now + _GRACE_S
+                        elif now > deadline:
                             if nxt >= 0:
                                 push(nxt)
                             # Park the ready nodes and the queued iterations (another
