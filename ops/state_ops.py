@@ -76,6 +76,26 @@ def _set_writeable(buf, flag: bool) -> None:
         buf.flags.writeable = flag
 
 
+def _writable_copy(value):
+    buf = value.copy()
+    _set_writeable(buf, True)
+    return buf
+
+
+async def writable_targets_on(refs, device) -> list:
+    """`VarRef.writable_target_on` of each of `refs`; all or none (a failed copy
+    abandons the targets taken before it)."""
+    targets = []
+    try:
+        for r in refs:
+            targets.append(await r.writable_target_on(device))
+    except BaseException:
+        for r, t in zip(refs, targets):
+            r.abandon(t)
+        raise
+    return targets
+
+
 class _Lease:
     """One lending of a variable's buffer: the base of the array `read()` hands out,
     hence held by every array derived from it.  Holds the buffer, so a lent value
@@ -241,6 +261,22 @@ class VarRef:
             return buf
         buf = self.value.copy()
         _set_writeable(buf, True)
+        return buf
+
+    async def writable_target_on(self, device):
+        """`writable_target`, its copy (when a lease is alive) computed as `device`'s
+        work: a large variable's copy leaves the loop like any heavy kernel (a LeNet
+        dense layer's 12.8 MB weight held the loop 1.5 ms per step)."""
+        self._writers += 1
+        if self._exclusive():
+            buf = self.value
+            _set_writeable(buf, True)
+            return buf
+        try:
+            buf = await device.compute(_writable_copy, self.value)
+        except BaseException:
+            self._writers -= 1
+            raise
         return buf
 
     def commit(self, buf) -> None:

@@ -34,6 +34,7 @@ from asyncflow.devices import cpu_budget
 from asyncflow.ops import blas
 from asyncflow.ops.math_helpers import quiet_errstate
 from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred, plain_context
+from asyncflow.ops.state_ops import writable_targets_on
 from asyncflow.registry import (
     INDEX,
     NUMERIC,
@@ -372,7 +373,7 @@ def _register(
         else:
             _check_dense(names, n_refs, scalar_pos, grad_pos, values)
         del values[:n_refs]
-        targets = [r.writable_target() for r in refs]
+        targets = await writable_targets_on(refs, ctx.device)
         # The update's cost decides where it runs (a large model's update would hold
         # the loop for many milliseconds): inline when cheap, else on a device worker.
         try:
@@ -749,7 +750,7 @@ def _fused_gd_kernel(plain):
         if type(delta) is not DeferredProduct:
             return await plain(ctx, var, alpha, delta)
         _check_dense(["var", "alpha", "delta"], 1, [1], 2, [var._current(), alpha, delta])
-        target = var.writable_target()
+        target = await var.writable_target_on(ctx.device)
         await ctx.device.compute(  # a GEMM: on a worker when long (devices/cpu.py)
             blas.gemm_into,
             target,
@@ -778,7 +779,7 @@ def _fused_assign_kernel(plain, sign: float):
                 f"Cannot update variable with shape {_shape_str(current.shape)} using a "
                 f"Tensor with shape {_shape_str(value.shape)}, shapes must be equal.",
             )
-        target = ref.writable_target()
+        target = await ref.writable_target_on(ctx.device)
         await ctx.device.compute(  # a GEMM: on a worker when long (devices/cpu.py)
             blas.gemm_into,
             target,
