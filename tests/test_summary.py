@@ -382,6 +382,81 @@ def test_bucket_counts_are_tfs_upper_bound():
         assert list(h.bucket_limit) == want_limits and list(h.bucket) == want_counts
 
 
+def _reference_counts(values) -> np.ndarray:
+    """TF's bucket counts by a binary search per value (std::upper_bound on doubles)."""
+    from asyncflow.ops import summary_ops
+
+    limits = np.array(summary_ops._BUCKET_LIMITS)
+    index = np.searchsorted(limits, np.asarray(values, np.float64).reshape(-1), "right")
+    return np.bincount(np.minimum(index, limits.size - 1), minlength=limits.size)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bucket_memo_counts_as_a_fresh_count(dtype):
+    """A histogram op's memo of its last input's buckets gives exactly the counts of a
+    binary search, step after step: values drifting across limits, landing on limits
+    and just beside them, jumping far, a step where most values move (the memo pauses),
+    a NaN (reported; the memo still right afterwards), a new size."""
+    from asyncflow.ops import summary_ops
+
+    limits = np.array(summary_ops._BUCKET_LIMITS)
+    rng = np.random.RandomState(7)
+    memo = summary_ops._BucketMemo()
+    table = summary_ops._cell_table(np.dtype(dtype))
+    w = (rng.randn(3 * summary_ops._CHUNK // 2) * 0.05).astype(dtype)
+    steps = 0
+    for step in range(80):
+        w = (w + rng.randn(w.size) * 2e-4).astype(dtype)
+        if step % 10 == 3:  # some values exactly on limits and one step beside them
+            at = rng.randint(0, w.size, 300)
+            lim = limits[rng.randint(300, limits.size - 300, 300)].astype(dtype)
+            w[at[:100]] = lim[:100]
+            w[at[100:200]] = np.nextafter(lim[100:200], dtype(0))
+            w[at[200:]] = -lim[200:]
+        if step == 5:
+            w[:10] = np.array([0, -0.0, 1e-30, -1e-30, 1e20, -1e20, 7, -7, 1e-12, -1e-12])
+        if step == 20:  # most values move
+            w *= dtype(3)
+        if step == 40:
+            w = w[: w.size - 1000].copy()
+        if step == 60:
+            bad = w.copy()
+            bad[12345] = np.nan
+            with pytest.raises(errors.InvalidArgumentError, match="Nan in summary"):
+                summary_ops.histogram_proto(bad, "h", memo)
+        counts, nonfinite, _ = table.counts(w, memo)
+        assert nonfinite == 0
+        np.testing.assert_array_equal(counts, _reference_counts(w))
+        with_memo = summary_ops.histogram_proto(w, "h", memo)
+        assert with_memo == summary_ops.histogram_proto(w, "h"), step
+        steps += memo.key is not None
+    assert steps > 40  # the memo was in use most of the time
+
+
+def test_histogram_summary_of_a_variable_across_steps():
+    """The HistogramSummary kernel keeps its memo per session: the summary of a
+    variable updated every step equals a fresh count of its value."""
+    from asyncflow.ops import summary_ops
+
+    rng = np.random.RandomState(11)
+    start = (rng.randn(300, 100) * 0.1).astype(np.float32)
+    with af.Graph().as_default():
+        v = af.Variable(start)
+        delta = af.placeholder(af.float32, [300, 100])
+        update = af.assign_add(v, delta)
+        summ = af.summary.histogram("v", v)
+        with af.Session() as sess:
+            sess.run(v.initializer)
+            value = start
+            for _ in range(6):
+                d = (rng.randn(300, 100) * 1e-3).astype(np.float32)
+                got = Summary.FromString(sess.run(summ))
+                want = summary_ops.histogram_proto(value, "v")
+                assert got.value[0].histo == want
+                sess.run(update, {delta: d})
+                value = value + d
+
+
 def test_tensorboard_reads_our_event_file():
     """tb_read_af.json: TensorBoard 2.21's EventAccumulator on af.tfevents (recorded by
     record_tensorboard.py; TensorBoard is needed only to re-record).  Every scalar,
