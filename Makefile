@@ -41,6 +41,16 @@ GPU_DESELECT := \
 test-fake-gpu: setup
 	ASYNCFLOW_FAKE_GPUS=1 $(BIN)/python -m pytest -p no:cacheprovider -q $(GPU_TESTS) $(GPU_DESELECT)
 
+# The same tests on a real GPU (CuPy and a CUDA driver present; no stand-in), and the
+# GPU check's table (benchmarks/gpu_check.py).
+test-gpu: $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,gpu]'
+	$(BIN)/python -m pytest -p no:cacheprovider -q $(GPU_TESTS) $(GPU_DESELECT)
+	$(BIN)/python benchmarks/gpu_check.py
+
+print-gpu-tests:
+	@echo $(GPU_TESTS) $(GPU_DESELECT)
+
 lint: setup
 	$(BIN)/ruff check asyncflow ops devices tests benchmarks examples
 
@@ -55,4 +65,4 @@ protos: $(BIN)/python
 	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. asyncflow/protos/*.proto \
 		asyncflow/protos/serving/*.proto
 
-.PHONY: setup example quickstart test test-fake-gpu lint bench protos
+.PHONY: setup example quickstart test test-fake-gpu test-gpu print-gpu-tests lint bench protos

@@ -97,6 +97,7 @@ class Placer:
         self.assignment: dict[Operation, object] = {}
         self._flexible: set[Operation] = set()  # ops whose own device spec is ignored
         self._mixed_loop_ops: set[Operation] = set()  # see `_preferred`
+        self._loc_index: dict | None = None  # `_later_members`: loc:@ names -> ops
         self._specs = [device_spec.DeviceSpec.from_string(d.name) for d in self.devices]
 
     def place(self, ops: list[Operation]) -> dict[Operation, object]:
@@ -115,6 +116,7 @@ class Placer:
                 self._log(op, dev)
             return self.assignment
         groups = self._groups(todo)
+        self._loc_index = None
         feasible = {root: self._feasible(members) for root, members in groups.items()}
         self._simulate(todo, groups, feasible)
         return self.assignment
@@ -202,11 +204,18 @@ class Placer:
                 d.job, d.replica, d.task, spec.device_type, spec.device_index
             )
         candidates = [d for d, ds in zip(self.devices, self._specs) if _matches(spec, ds)]
-        with_kernels = [d for d in candidates if all(_supports(d, m) for m in members)]
+        # As TF places the whole graph: ops outside this plan that will have to join the
+        # group (they take a member by reference, or ask to be colocated with one) rule
+        # out the devices that cannot run them too, so that a variable initialised by
+        # a first run is not stranded on a GPU its later ScatterUpdate cannot reach.
+        later = self._later_members(members)
+        with_kernels = [d for d in candidates if all(_supports(d, m) for m in (*members, *later))]
         if with_kernels:
             return self._preferred(spec, with_kernels, members)
         if self.allow_soft:
-            relaxed = [d for d in self.devices if all(_supports(d, m) for m in members)]
+            relaxed = [
+                d for d in self.devices if all(_supports(d, m) for m in (*members, *later))
+            ] or [d for d in self.devices if all(_supports(d, m) for m in members)]
             # Prefer the requested type and index when only the job/replica/task failed.
             same_type = [d for d in relaxed if spec.device_type in (None, d.device_type)]
             if relaxed:
@@ -214,6 +223,35 @@ class Placer:
         op = constrained_by or members[0]
         self._check_feasible(members, candidates, op, spec)
         return candidates  # unreachable: _check_feasible raised
+
+    def _later_members(self, members: list[Operation]) -> list[Operation]:
+        """The graph's ops not among `members` that are colocated with them: consumers
+        of a member's reference (transitively) and ops whose `_class` names a member."""
+        if not any(t._is_ref for m in members for t in m._outputs):
+            return []
+        if self._loc_index is None:
+            index: dict = {}
+            for op in members[0].graph.get_operations():
+                for g in op._attrs.get("_class", ()):
+                    name = g.decode() if isinstance(g, bytes) else str(g)
+                    if name.startswith("loc:@"):
+                        index.setdefault(name[5:], []).append(op)
+            self._loc_index = index
+        seen = set(members)
+        found: list[Operation] = []
+        stack = list(members)
+        while stack:
+            op = stack.pop()
+            nexts = list(self._loc_index.get(op.name, ()))
+            for t in op._outputs:
+                if t._is_ref:
+                    nexts.extend(t._consumers)
+            for c in nexts:
+                if c not in seen:
+                    seen.add(c)
+                    found.append(c)
+                    stack.append(c)
+        return [op for op in found if op not in self.assignment]
 
     def _preferred(self, spec, devices: list, members=()) -> list:
         """TF's device priority: a group whose constraint names no device type goes to

@@ -804,7 +804,47 @@ class _Ufunc:
         if name not in ("reduce", "accumulate", "outer", "at", "reduceat"):
             return getattr(self._ufunc, name)
         method = getattr(self._ufunc, name)
+        if name == "at":
+            return lambda a, *args, **kwargs: _run(method, (_check_at(self, a), *args), kwargs)
         return lambda *args, **kwargs: _run(method, args, kwargs)
+
+
+# CuPy's `ufunc.at` is an atomic scatter, for these ufuncs and dtypes only (CuPy 13/14).
+_AT_DTYPES = {
+    "add": frozenset("int32 uint32 uint64 float16 float32 float64".split()),
+    "subtract": frozenset("int32 uint32".split()),
+    "maximum": frozenset("int32 uint32 uint64 float32 float64".split()),
+    "minimum": frozenset("int32 uint32 uint64 float32 float64".split()),
+}
+
+
+def _check_at(ufunc: _Ufunc, a):
+    allowed = _AT_DTYPES.get(ufunc.__name__)
+    if allowed is None:
+        raise NotImplementedError(f"cupy.{ufunc.__name__}.at is not supported")
+    dtype = getattr(a, "dtype", None)
+    if dtype is None or dtype.name not in allowed:
+        raise TypeError(
+            f"cupy.{ufunc.__name__}.at only supports {', '.join(sorted(allowed))} as data type"
+        )
+    return a
+
+
+def _ascontiguousarray(value, dtype=None, **kwargs):
+    """CuPy's (and NumPy's) `ascontiguousarray`: a 0-d array comes back 1-d."""
+    out = _to_device(value, dtype, copy=False)
+    if out.ndim == 0:
+        return out.reshape((1,))
+    if not out.flags.c_contiguous:
+        return _run(np.ascontiguousarray, (out,), None)
+    return out
+
+
+def _as_strided(x, shape=None, strides=None):
+    """CuPy's `as_strided`: no `writeable` argument (NumPy's has one)."""
+    return _run(
+        lambda a: np.lib.stride_tricks.as_strided(a, shape=shape, strides=strides), (x,), None
+    )
 
 
 def _asarray(value, dtype=None, order=None, **kwargs):
@@ -873,7 +913,7 @@ for _k, _v in {
     "cuda": cuda,
     "asarray": _asarray,
     "array": _to_device,
-    "ascontiguousarray": _asarray,
+    "ascontiguousarray": _ascontiguousarray,
     "asnumpy": asnumpy,
     "get_default_memory_pool": get_default_memory_pool,
     "empty_pinned": empty_pinned,
@@ -882,3 +922,4 @@ for _k, _v in {
     "UnsynchronizedAccessError": UnsynchronizedAccessError,
 }.items():
     setattr(module, _k, _v)
+module.lib.stride_tricks.as_strided = _as_strided

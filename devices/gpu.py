@@ -53,6 +53,12 @@ __all__ = [
 BACKLOG = 64
 # Host values at least this big are copied into pinned staging on a worker thread.
 STAGE_IN_THREAD_BYTES = 4 << 20
+# Control-flow primitives (asyncflow.partition._CF_PRIMS, not imported: devices sit
+# below the runtime).
+_CF_PRIMS = frozenset(
+    "Enter RefEnter Exit RefExit NextIteration RefNextIteration Merge RefMerge Switch "
+    "RefSwitch LoopCond".split()
+)
 GPU_PRIORITY = 200  # placement: ops with a GPU kernel go to GPU:0 first, as TF
 # What lives in device memory (CuPy's dtypes): no strings, no bfloat16.
 GPU_DTYPES = frozenset(
@@ -310,9 +316,12 @@ class GPUDevice(Device):
         if self.kernel_for(op.op_def) is None:
             return False
         for t in (*op._inputs, *op._outputs):
-            # (A variable reference never leaves the CPU: variables live there, and so
-            # do the ops that take one by reference, a loop's RefEnter included.)
-            if t._is_ref or t.dtype.base_dtype.name not in GPU_DTYPES:
+            if t.dtype.base_dtype.name not in GPU_DTYPES:
+                return False
+            # Variables live on the GPU with the ops colocated with them (the placer);
+            # a loop's primitives do not carry a reference here (RefEnter & co.: a loop
+            # split between a GPU and the CPU does not yet complete).
+            if t._is_ref and (op.type in _CF_PRIMS or op.type.startswith("Ref")):
                 return False
         return True
 
@@ -422,7 +431,7 @@ class GPUDevice(Device):
         p = self._phys
         with p.cuda_device:
             with p.compute:  # (a strided view: made contiguous before the event)
-                value = self.xp.ascontiguousarray(value)
+                value = _contiguous(self.xp, value)
             p.d2h.wait_event(p.compute.record())  # after its producer (and all before)
             out = p.backend.empty_pinned(value.shape, value.dtype)
             value.get(stream=p.d2h, out=out, blocking=False)
@@ -447,7 +456,7 @@ class GPUDevice(Device):
             self.copies["staged"] += 1
             return await self.copy_from_host(await src.copy_to_host(value))
         with sp.cuda_device, sp.compute:
-            value = xp.ascontiguousarray(value)
+            value = _contiguous(xp, value)
             produced = sp.compute.record()
         with p.cuda_device:
             with p.compute:
@@ -462,6 +471,14 @@ class GPUDevice(Device):
 
     def close(self) -> None:
         pass
+
+
+def _contiguous(xp, value):
+    """`value` C-contiguous, with its shape: CuPy's (and NumPy's) `ascontiguousarray`
+    makes a 0-d array 1-d."""
+    if value.flags.c_contiguous:
+        return value
+    return xp.ascontiguousarray(value).reshape(value.shape)
 
 
 def _keep(_value) -> None:

@@ -121,9 +121,7 @@ def with_dependencies(dependencies, output_tensor, name: str | None = None) -> o
                     # TF's: the values wait; indices and shape come with them.
                     values = _identity(output_tensor.values)
                     _take_scope_name(values.op, scope)
-                    return IndexedSlices(
-                        values, output_tensor.indices, output_tensor.dense_shape
-                    )
+                    return IndexedSlices(values, output_tensor.indices, output_tensor.dense_shape)
                 if isinstance(output_tensor, SparseTensor):
                     parts = [
                         _identity(t)
@@ -156,8 +154,7 @@ def tuple(tensors, name: str | None = None, control_inputs=None) -> list:  # noq
     with ops.name_scope(name, "tuple", tensors):
         tensors = [
             t
-            if isinstance(t, (ops.Operation, ops.Tensor, IndexedSlices, SparseTensor))
-            or t is None
+            if isinstance(t, (ops.Operation, ops.Tensor, IndexedSlices, SparseTensor)) or t is None
             else ops.convert_to_tensor(t)
             for t in tensors
         ]

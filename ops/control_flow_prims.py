@@ -180,9 +180,7 @@ def _as_indexed_slices(x):
     """All the rows of a dense tensor as IndexedSlices (TF's `_as_indexed_slices`)."""
     x = ops.convert_to_tensor(x)
     shape = ops.apply_op("Shape", [x]).outputs[0]
-    rows = ops.apply_op(
-        "StridedSlice", [shape, [0], [1], [1]], {"shrink_axis_mask": 1}
-    ).outputs[0]
+    rows = ops.apply_op("StridedSlice", [shape, [0], [1], [1]], {"shrink_axis_mask": 1}).outputs[0]
     indices = ops.apply_op("Range", [np.int32(0), rows, np.int32(1)]).outputs[0]
     return IndexedSlices(x, indices, shape)
 

@@ -45,6 +45,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.kernel_api import current_step
 from asyncflow.ops import array_ops
+from asyncflow.ops.math_helpers import strided_view
 from asyncflow.ops.math_ops import _builder_scope
 from asyncflow.registry import REQUIRED, TypeConstraint, register_op
 
@@ -173,11 +174,8 @@ def windows(xp, xpad, kh, kw, oh, ow, sh, sw, dh, dw):
     """The view [N, OH, OW, KH, KW, C] of all windows of padded NHWC `xpad` (no copy)."""
     n, _, _, c = xpad.shape
     s0, s1, s2, s3 = xpad.strides
-    return xp.lib.stride_tricks.as_strided(
-        xpad,
-        shape=(n, oh, ow, kh, kw, c),
-        strides=(s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3),
-        writeable=False,
+    return strided_view(
+        xp, xpad, (n, oh, ow, kh, kw, c), (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3)
     )
 
 
@@ -264,11 +262,11 @@ class _Geom:
         `xpad`: for few channels each (i, j, c) row is one strided gather whose inner run
         is an output row, far faster than `cols` copying KW*C values at a time."""
         s0, s1, s2, s3 = xpad.strides
-        view = xp.lib.stride_tricks.as_strided(
+        view = strided_view(
+            xp,
             xpad[s:e],
-            shape=(self.kh, self.kw, self.c, e - s, self.oh, self.ow),
-            strides=(s1 * self.dh, s2 * self.dw, s3, s0, s1 * self.sh, s2 * self.sw),
-            writeable=False,
+            (self.kh, self.kw, self.c, e - s, self.oh, self.ow),
+            (s1 * self.dh, s2 * self.dw, s3, s0, s1 * self.sh, s2 * self.sw),
         )
         cols = _work(xp, "cols_t", view.shape, xpad.dtype)
         xp.copyto(cols, view)
@@ -345,9 +343,7 @@ def _row_windows(xp, xpad, hp: int, ow: int, kw: int, sw: int, dw: int):
     row (h, n, j) holds the KW pixels (with their C channels) of output column j."""
     n, _, _, c = xpad.shape
     s0, s1, s2, s3 = xpad.strides
-    view = xp.lib.stride_tricks.as_strided(
-        xpad, shape=(hp, n, ow, kw, c), strides=(s1, s0, s2 * sw, s2 * dw, s3), writeable=False
-    )
+    view = strided_view(xp, xpad, (hp, n, ow, kw, c), (s1, s0, s2 * sw, s2 * dw, s3))
     a = _work(xp, "rows.a", view.shape, xpad.dtype)
     xp.copyto(a, view)
     return a.reshape(hp * n * ow, kw * c)

@@ -21,7 +21,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.ops.math_helpers import to_host
+from asyncflow.ops.math_helpers import scatter_at, to_host
 from asyncflow.ops.strided_slice_spec import SliceError, slice_masks, strided_slice_spec
 from asyncflow.registry import ANY, INDEX, NUMERIC, NotDifferentiable, register_op
 
@@ -149,7 +149,7 @@ def _segment_sum_value(xp, data, ids, n):
     out = xp.zeros((n,) + data.shape[ids.ndim :], dtype=data.dtype)
     keep = ids >= 0  # TF drops negative ids
     flat_ids = ids[keep]
-    xp.add.at(out, flat_ids, data[keep])
+    scatter_at(xp, "add", out, flat_ids, data[keep])
     return out
 
 

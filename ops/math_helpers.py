@@ -91,3 +91,84 @@ def _convert_pair(x, y, op_name: str):
     else:
         y = ops.convert_to_tensor(y, dtype=x.dtype, name="y")
     return x, y
+
+
+def strided_view(xp, a, shape, strides):
+    """A read-only strided view of `a` (NumPy's `writeable=False`; CuPy's `as_strided`
+    takes no such argument, and its views are never written through here either)."""
+    if xp is np:
+        return np.lib.stride_tricks.as_strided(a, shape=shape, strides=strides, writeable=False)
+    return xp.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
+
+
+# CuPy's `ufunc.at` (atomic scatters) supports only these dtypes; NumPy's supports all.
+_AT_DTYPES = {
+    "add": frozenset("int32 uint32 uint64 float16 float32 float64".split()),
+    "subtract": frozenset("int32 uint32".split()),
+    "maximum": frozenset("int32 uint32 uint64 float32 float64".split()),
+    "minimum": frozenset("int32 uint32 uint64 float32 float64".split()),
+}
+# Same-size integer views under which two's-complement addition is the same operation.
+_ADD_AS = {"int64": "uint64", "int32": "int32"}
+
+
+def scatter_at(xp, op: str, a, idx, v) -> None:
+    """`getattr(xp, op).at(a, idx, v)` (op: add, subtract, maximum, minimum) for every
+    dtype NumPy takes, also on a GPU where CuPy's atomic scatter takes only a few:
+    subtraction adds the negation, 64-bit and small integers add through a view or a
+    wider type, complex numbers add as pairs of reals, and maxima/minima of the other
+    dtypes keep each index's extreme after a sort.  `idx` indexes `a`'s first axis."""
+    if xp is np:
+        getattr(np, op).at(a, idx, v)
+        return
+    v = xp.asarray(v, dtype=a.dtype)
+    name = a.dtype.name
+    if name in _AT_DTYPES[op]:
+        getattr(xp, op).at(a, idx, v)
+        return
+    if op == "subtract":
+        if a.dtype.kind == "b":
+            raise TypeError(f"subtract.at is not defined for {name}")
+        scatter_at(xp, "add", a, idx, -v)
+        return
+    v = xp.broadcast_to(v, (idx.shape[0],) + a.shape[1:])
+    if op == "add":
+        if a.dtype.kind == "c":
+            real = a.real.dtype
+            scatter_at(
+                xp,
+                "add",
+                a.view(real).reshape(a.shape + (2,)),
+                idx,
+                xp.ascontiguousarray(v).view(real).reshape(v.shape + (2,)),
+            )
+            return
+        if name == "int64":
+            xp.add.at(a.view(xp.uint64), idx, xp.ascontiguousarray(v).view(xp.uint64))
+            return
+        if a.dtype.kind in "iub" and a.dtype.itemsize < 4:
+            wide = a.astype(xp.int32)
+            xp.add.at(wide, idx, v.astype(xp.int32))
+            a[...] = wide.astype(a.dtype) if a.dtype.kind != "b" else wide != 0
+            return
+        raise TypeError(f"add.at is not defined for {name} on this device")
+    # maximum / minimum: sort by (index, value); each index's last (first) is its extreme.
+    flat_v = v.reshape(idx.shape[0], -1)
+    cols = flat_v.shape[1]
+    rows = xp.repeat(idx.astype(xp.int64), cols)
+    col = xp.tile(xp.arange(cols, dtype=xp.int64), idx.shape[0])
+    vals = flat_v.reshape(-1)
+    order = xp.lexsort(xp.stack([vals, col, rows])) if vals.dtype.kind != "c" else None
+    if order is None:
+        raise TypeError(f"{op}.at is not defined for {name}")
+    rows, col, vals = rows[order], col[order], vals[order]
+    key = rows * cols + col
+    if op == "maximum":
+        last = xp.ones(key.shape, bool)
+        last[:-1] = key[1:] != key[:-1]
+    else:
+        last = xp.ones(key.shape, bool)
+        last[1:] = key[1:] != key[:-1]
+    flat_a = a.reshape(a.shape[0], -1)
+    r, c, best = rows[last], col[last], vals[last]
+    flat_a[r, c] = getattr(xp, op)(flat_a[r, c], best)

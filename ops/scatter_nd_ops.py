@@ -22,6 +22,7 @@ import numpy as np
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.math_helpers import scatter_at
 from asyncflow.registry import ANY, INDEX, NUMERIC, REAL, NotDifferentiable, register_op
 
 __all__ = [
@@ -258,14 +259,9 @@ def _scatter_into(xp, target, indices, updates, mode: str):
     rows = _device_rows(xp, rows)
     if mode == "update":
         flat[rows] = upd
-    elif mode == "add":
-        xp.add.at(flat, rows, upd)
-    elif mode == "sub":
-        xp.subtract.at(flat, rows, upd)
-    elif mode == "max":
-        xp.maximum.at(flat, rows, upd)
     else:
-        xp.minimum.at(flat, rows, upd)
+        op = {"add": "add", "sub": "subtract", "max": "maximum"}.get(mode, "minimum")
+        scatter_at(xp, op, flat, rows, upd)
     return target
 
 

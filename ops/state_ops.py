@@ -37,6 +37,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops.math_helpers import scatter_at
 from asyncflow.registry import (
     ANY,
     INDEX,
@@ -178,13 +179,14 @@ class VarRef:
         lendable = type(buf) is np.ndarray and not buf.dtype.hasobject
         self._iface = buf.__array_interface__ if lendable else None
 
-    def assign(self, value, validate_shape: bool) -> None:
+    def assign(self, value, validate_shape: bool, xp=np) -> None:
         """Set the variable to a copy of `value` (TF's Assign: the input is never aliased).
+        `xp` is the array module of the device the variable lives on.
 
         Raises:
           InvalidArgumentError: validate_shape and the shapes differ.
         """
-        value = np.asarray(value)
+        value = xp.asarray(value)
         lhs_shape = self._current_shape()
         if validate_shape and lhs_shape is not None and tuple(lhs_shape) != value.shape:
             raise errors.InvalidArgumentError(
@@ -196,16 +198,16 @@ class VarRef:
         if (
             self.value is not None
             and self.value.shape == value.shape
-            and isinstance(self.value, np.ndarray)
+            and type(self.value) is type(value)
             and self._exclusive()
         ):
             buf = self.value
-            buf.flags.writeable = True
-            np.copyto(buf, value)
-            buf.flags.writeable = False
+            _set_writeable(buf, True)
+            xp.copyto(buf, value)
+            _set_writeable(buf, False)
             return
         # Always copy: the input may be a Const's shared value or another op's output.
-        self._install(np.array(value, dtype=self.dtype.as_numpy_dtype, copy=True))
+        self._install(xp.array(value, dtype=self.dtype.as_numpy_dtype, copy=True))
 
     def _current(self):
         """The current buffer, for a check within this event-loop step (not handed out).
@@ -224,15 +226,17 @@ class VarRef:
             return tuple(self.shape.as_list())
         return None
 
-    def apply_ufunc(self, ufunc, operand) -> None:
-        """self = ufunc(self, operand), in place when the buffer is exclusively ours.
+    def apply_ufunc(self, ufunc, operand, xp=np) -> None:
+        """self = ufunc(self, operand), in place when the buffer is exclusively ours
+        (`ufunc` names one of `xp`'s, the array module of the variable's device).
 
         Raises:
           FailedPreconditionError: uninitialised.
           InvalidArgumentError: shapes differ.
         """
         current = self._current()
-        operand = np.asarray(operand)
+        operand = xp.asarray(operand)
+        ufunc = getattr(xp, ufunc) if isinstance(ufunc, str) else ufunc
         if current.shape != operand.shape:
             raise errors.InvalidArgumentError(
                 None,
@@ -247,7 +251,7 @@ class VarRef:
             _set_writeable(buf, False)
         else:
             old = self.value
-            self._install(ufunc(old, operand, out=np.empty_like(old)))
+            self._install(ufunc(old, operand, out=xp.empty_like(old)))
 
     def writable_target(self):
         """The buffer to update in place: the current one if exclusive, else a copy.
@@ -316,10 +320,12 @@ VariableV1 = register_op(
 NotDifferentiable("Variable")
 
 
-# Variable kernels are CPU kernels: VarRef keeps and updates NumPy buffers.  On a device
-# without them, soft placement puts a variable and its colocated updates on a CPU.
-@VariableV1.kernel("CPU")
-@VariableV2.kernel("CPU")
+# Variable kernels run on every device: VarRef keeps the buffer in the memory of the
+# device the variable is placed on (NumPy on a CPU, CuPy on a GPU), and the ops that take
+# the variable by reference are colocated with it (the placer).  A variable whose
+# colocated ops include one without a GPU kernel (Scatter*, CountUpTo) stays on a CPU.
+@VariableV1.kernel()
+@VariableV2.kernel()
 async def _variable_v2(ctx):
     attrs = ctx.attrs
     container = attrs["container"]
@@ -380,9 +386,9 @@ Assign = register_op(
 NotDifferentiable("Assign")
 
 
-@Assign.kernel("CPU")
+@Assign.kernel()
 async def _assign(ctx, ref, value):
-    ref.assign(value, ctx.attrs["validate_shape"])
+    ref.assign(value, ctx.attrs["validate_shape"], ctx.xp)
     return ref.read()
 
 
@@ -414,17 +420,17 @@ def _register_assign_update(op_type: str, ufunc):
     )
     NotDifferentiable(op_type)
 
-    @op_def.kernel("CPU")
+    @op_def.kernel()
     async def _kernel(ctx, ref, value):
         # A large variable's update would hold the loop: its cost decides where it runs.
-        await ctx.device.compute(ref.apply_ufunc, ufunc, value)
+        await ctx.device.compute(ref.apply_ufunc, ufunc, value, ctx.xp)
         return ref.read()
 
     return op_def
 
 
-AssignAdd = _register_assign_update("AssignAdd", np.add)
-AssignSub = _register_assign_update("AssignSub", np.subtract)
+AssignAdd = _register_assign_update("AssignAdd", "add")
+AssignSub = _register_assign_update("AssignSub", "subtract")
 
 
 def assign_add(ref, value, use_locking=None, name=None):
@@ -503,7 +509,9 @@ def _scatter_div(target, idx, upd):
         target[row] = np.where((target[row] < 0) != (upd[i] < 0), -q, q)
 
 
-def _register_scatter(op_type: str, apply, numeric: bool, allowed=None):
+def _register_scatter(op_type: str, apply, numeric: bool, allowed=None, device_op=None):
+    """`device_op`: the scatter on a device's array module (math_helpers.scatter_at's
+    name, or "update"); None registers a CPU kernel only."""
     op_def = register_op(
         op_type,
         inputs=["ref: Ref(T)", "indices: Tindices", "updates: T"],
@@ -531,16 +539,40 @@ def _register_scatter(op_type: str, apply, numeric: bool, allowed=None):
         ref.commit(target)
         return ref.read()
 
+    if device_op is not None:
+
+        @op_def.kernel("GPU", host_memory=("indices",))
+        async def _device_kernel(ctx, ref, indices, updates):
+            xp = ctx.xp
+            params = ref._current()
+            indices, updates = np.asarray(indices), xp.asarray(updates)
+            _scatter_check(params, indices, updates)  # (on the host: indices live there)
+            flat_idx = indices.reshape(-1)
+            if updates.ndim:
+                updates = updates.reshape((flat_idx.size,) + params.shape[1:])
+            target = ref.writable_target()
+            try:
+                idx = xp.asarray(flat_idx)
+                if device_op == "update":
+                    target[idx] = updates
+                else:
+                    scatter_at(xp, device_op, target, idx, updates)
+            except BaseException:
+                ref.abandon(target)
+                raise
+            ref.commit(target)
+            return ref.read()
+
     return op_def
 
 
-ScatterUpdate = _register_scatter("ScatterUpdate", _scatter_assign, numeric=False)
-ScatterAdd = _register_scatter("ScatterAdd", np.add.at, numeric=True)
-ScatterSub = _register_scatter("ScatterSub", np.subtract.at, numeric=True)
+ScatterUpdate = _register_scatter("ScatterUpdate", _scatter_assign, False, device_op="update")
+ScatterAdd = _register_scatter("ScatterAdd", np.add.at, True, device_op="add")
+ScatterSub = _register_scatter("ScatterSub", np.subtract.at, True, device_op="subtract")
 ScatterMul = _register_scatter("ScatterMul", np.multiply.at, numeric=True)
 ScatterDiv = _register_scatter("ScatterDiv", _scatter_div, numeric=True)
-ScatterMin = _register_scatter("ScatterMin", np.minimum.at, numeric=True, allowed=REAL)
-ScatterMax = _register_scatter("ScatterMax", np.maximum.at, numeric=True, allowed=REAL)
+ScatterMin = _register_scatter("ScatterMin", np.minimum.at, True, REAL, device_op="minimum")
+ScatterMax = _register_scatter("ScatterMax", np.maximum.at, True, REAL, device_op="maximum")
 
 
 def _scatter_builder(op_type: str, verb: str):
@@ -586,7 +618,7 @@ IsVariableInitialized = register_op(
 NotDifferentiable("IsVariableInitialized")
 
 
-@IsVariableInitialized.kernel("CPU")
+@IsVariableInitialized.kernel(host_memory=("is_initialized",))
 async def _is_variable_initialized(ctx, ref):
     return np.bool_(ref.value is not None)
 
@@ -613,7 +645,7 @@ VariableInitializedValue = register_op(
 NotDifferentiable("VariableInitializedValue")
 
 
-@VariableInitializedValue.kernel("CPU")
+@VariableInitializedValue.kernel()
 async def _variable_initialized_value(ctx, ref, initial):
     return initial if ref.value is None else ref.read()
 

@@ -88,92 +88,92 @@ def _shape_str(shape) -> str:
 # core's L2 cache, and blocks are shared among the threads the CPU budget allows.
 
 
-def _gradient_descent(attrs, var, alpha, delta):
-    t = np.multiply(delta, alpha)
+def _gradient_descent(xp, attrs, var, alpha, delta):
+    t = xp.multiply(delta, alpha)
     var -= t
 
 
-def _gradient_descent_scratch(attrs, var, alpha, delta):  # delta is ours to overwrite
+def _gradient_descent_scratch(xp, attrs, var, alpha, delta):  # delta is ours to overwrite
     delta *= alpha
     var -= delta
 
 
-def _momentum(attrs, var, accum, lr, grad, momentum):
+def _momentum(xp, attrs, var, accum, lr, grad, momentum):
     accum *= momentum
     accum += grad
     if attrs["use_nesterov"]:
         var -= grad * lr + accum * momentum * lr
     else:
-        t = np.multiply(accum, lr)
+        t = xp.multiply(accum, lr)
         var -= t
 
 
-def _adagrad(attrs, var, accum, lr, grad):
+def _adagrad(xp, attrs, var, accum, lr, grad):
     if attrs["update_slots"]:
         accum += grad * grad
-    var -= grad * lr * (np.ones((), accum.dtype) / np.sqrt(accum))
+    var -= grad * lr * (xp.ones((), accum.dtype) / xp.sqrt(accum))
 
 
-def _adadelta(attrs, var, accum, accum_update, lr, rho, epsilon, grad):
-    one = np.ones((), accum.dtype)
+def _adadelta(xp, attrs, var, accum, accum_update, lr, rho, epsilon, grad):
+    one = xp.ones((), accum.dtype)
     accum *= rho
     accum += grad * grad * (one - rho)
-    update = np.sqrt(accum_update + epsilon) / np.sqrt(accum + epsilon) * grad
+    update = xp.sqrt(accum_update + epsilon) / xp.sqrt(accum + epsilon) * grad
     var -= update * lr
     accum_update *= rho
     accum_update += update * update * (one - rho)
 
 
-def _rms_prop(attrs, var, ms, mom, lr, rho, momentum, epsilon, grad):
+def _rms_prop(xp, attrs, var, ms, mom, lr, rho, momentum, epsilon, grad):
     # ms += (grad * grad - ms) * (1 - rho); mom = mom * momentum + grad * lr / sqrt(ms + eps)
-    one = np.ones((), ms.dtype)
-    t = np.multiply(grad, grad)
+    one = xp.ones((), ms.dtype)
+    t = xp.multiply(grad, grad)
     t -= ms
     t *= one - rho
     ms += t
-    np.add(ms, epsilon, out=t)
-    np.sqrt(t, out=t)
-    u = np.multiply(grad, lr)
-    np.divide(u, t, out=u)
+    xp.add(ms, epsilon, out=t)
+    xp.sqrt(t, out=t)
+    u = xp.multiply(grad, lr)
+    xp.divide(u, t, out=u)
     mom *= momentum
     mom += u
     var -= mom
 
 
-def _centered_rms_prop(attrs, var, mg, ms, mom, lr, rho, momentum, epsilon, grad):
-    one = np.ones((), ms.dtype)
+def _centered_rms_prop(xp, attrs, var, mg, ms, mom, lr, rho, momentum, epsilon, grad):
+    one = xp.ones((), ms.dtype)
     ms += (grad * grad - ms) * (one - rho)
     mg += (grad - mg) * (one - rho)
     denom = ms - mg * mg + epsilon
     mom *= momentum
-    mom += grad * lr / np.sqrt(denom)
+    mom += grad * lr / xp.sqrt(denom)
     var -= mom
 
 
-def _adam(attrs, var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad):
-    one = np.ones((), var.dtype)
-    alpha = lr * np.sqrt(one - beta2_power) / (one - beta1_power)
-    t = np.subtract(grad, m)  # m += (grad - m) * (1 - beta1)
+def _adam(xp, attrs, var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad):
+    one = xp.ones((), var.dtype)
+    alpha = lr * xp.sqrt(one - beta2_power) / (one - beta1_power)
+    t = xp.subtract(grad, m)  # m += (grad - m) * (1 - beta1)
     t *= one - beta1
     m += t
-    np.multiply(grad, grad, out=t)  # v += (grad * grad - v) * (1 - beta2)
+    xp.multiply(grad, grad, out=t)  # v += (grad * grad - v) * (1 - beta2)
     t -= v
     t *= one - beta2
     v += t
-    np.sqrt(v, out=t)  # t = sqrt(v) + epsilon
+    xp.sqrt(v, out=t)  # t = sqrt(v) + epsilon
     t += epsilon
     if attrs["use_nesterov"]:
         u = (grad * (one - beta1) + beta1 * m) * alpha
     else:
-        u = np.multiply(m, alpha)
-    np.divide(u, t, out=u)
+        u = xp.multiply(m, alpha)
+    xp.divide(u, t, out=u)
     var -= u
 
 
-def _ftrl_core(attrs, var, accum, linear, grad, grad_shrunk, lr, l1, l2, lr_power):
+def _ftrl_core(xp, attrs, var, accum, linear, grad, grad_shrunk, lr, l1, l2, lr_power):
     new_accum = accum + grad * grad
     if lr_power == -0.5:
-        new_pow, old_pow = np.sqrt(new_accum), np.sqrt(accum)
+        new_pow, old_pow = xp.sqrt(new_accum), xp.sqrt(accum)
     else:
         new_pow, old_pow = new_accum ** (-lr_power), accum ** (-lr_power)
     if attrs["multiply_linear_by_lr"]:
@@ -183,49 +183,56 @@ def _ftrl_core(attrs, var, accum, linear, grad, grad_shrunk, lr, l1, l2, lr_powe
     else:
         linear += grad_shrunk - (new_pow - old_pow) / lr * var
         quadratic = new_pow / lr + 2 * l2
-    pre_shrink = (np.sign(linear) * l1 - linear) / quadratic
-    var[...] = np.where(np.abs(linear) > l1, pre_shrink, np.zeros((), var.dtype))
+    pre_shrink = (xp.sign(linear) * l1 - linear) / quadratic
+    var[...] = xp.where(xp.abs(linear) > l1, pre_shrink, xp.zeros((), var.dtype))
     accum[...] = new_accum
 
 
-def _ftrl(attrs, var, accum, linear, grad, lr, l1, l2, lr_power):
-    _ftrl_core(attrs, var, accum, linear, grad, grad, lr, l1, l2, lr_power)
+def _ftrl(xp, attrs, var, accum, linear, grad, lr, l1, l2, lr_power):
+    _ftrl_core(xp, attrs, var, accum, linear, grad, grad, lr, l1, l2, lr_power)
 
 
-def _ftrl_v2(attrs, var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power):
+def _ftrl_v2(xp, attrs, var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power):
     shrunk = grad + 2 * l2_shrinkage * var
-    _ftrl_core(attrs, var, accum, linear, grad, shrunk, lr, l1, l2, lr_power)
+    _ftrl_core(xp, attrs, var, accum, linear, grad, shrunk, lr, l1, l2, lr_power)
 
 
-def _proximal_step(var, prox, step, l1, l2):
+def _proximal_step(xp, var, prox, step, l1, l2):
     """var = prox shrunk by step*l1 toward zero, over 1 + step*l2 (TF's proximal functors)."""
-    one = np.ones((), var.dtype)
+    one = xp.ones((), var.dtype)
     if l1 > 0:
-        shrunk = np.maximum(np.abs(prox) - step * l1, 0)
-        var[...] = np.sign(prox) * shrunk / (one + step * l2)
+        shrunk = xp.maximum(xp.abs(prox) - step * l1, 0)
+        var[...] = xp.sign(prox) * shrunk / (one + step * l2)
     else:
         var[...] = prox / (one + step * l2)
 
 
-def _proximal_gradient_descent(attrs, var, alpha, l1, l2, delta):
-    _proximal_step(var, var - delta * alpha, alpha, l1, l2)
+def _proximal_gradient_descent(xp, attrs, var, alpha, l1, l2, delta):
+    _proximal_step(xp, var, var - delta * alpha, alpha, l1, l2)
 
 
-def _proximal_adagrad(attrs, var, accum, lr, l1, l2, grad):
+def _proximal_adagrad(xp, attrs, var, accum, lr, l1, l2, grad):
     accum += grad * grad
-    step = lr / np.sqrt(accum)
-    _proximal_step(var, var - grad * step, step, l1, l2)
+    step = lr / xp.sqrt(accum)
+    _proximal_step(xp, var, var - grad * step, step, l1, l2)
 
 
-def _adagrad_da(attrs, var, g_acc, gg_acc, grad, lr, l1, l2, global_step):
+def _adagrad_da(xp, attrs, var, g_acc, gg_acc, grad, lr, l1, l2, global_step):
     g_acc += grad
     gg_acc += grad * grad
-    gs = np.asarray(global_step, var.dtype)
-    denom = l2 * (gs * lr) + np.sqrt(gg_acc)
+    gs = xp.asarray(global_step, var.dtype)
+    denom = l2 * (gs * lr) + xp.sqrt(gg_acc)
     if l1 > 0:
-        var[...] = -lr * np.sign(g_acc) * np.maximum(np.abs(g_acc) - gs * l1, 0) / denom
+        var[...] = -lr * xp.sign(g_acc) * xp.maximum(xp.abs(g_acc) - gs * l1, 0) / denom
     else:
         var[...] = -lr * g_acc / denom
+
+
+# Updates that branch on a hyper-parameter's value in Python (TF's functors do so on the
+# host): no GPU kernel, so such a variable and its updates stay on a CPU.
+_HOST_BRANCHES = frozenset(
+    [_ftrl, _ftrl_v2, _proximal_gradient_descent, _proximal_adagrad, _adagrad_da]
+)
 
 
 # -- validation ---------------------------------------------------------------------------
@@ -242,16 +249,16 @@ def _check_dense(names, n_refs, scalar_pos, grad_pos, values) -> None:
                 f"{_shape_str(var.shape)} {_shape_str(values[k].shape)}",
             )
     for k in scalar_pos:
-        if np.ndim(values[k]) != 0:
+        if values[k].ndim != 0:
             raise errors.InvalidArgumentError(
-                None, None, f"{names[k]} is not a scalar: {_shape_str(np.shape(values[k]))}"
+                None, None, f"{names[k]} is not a scalar: {_shape_str(values[k].shape)}"
             )
-    if grad_pos is not None and np.shape(values[grad_pos]) != var.shape:
+    if grad_pos is not None and values[grad_pos].shape != var.shape:
         raise errors.InvalidArgumentError(
             None,
             None,
             f"var and {names[grad_pos]} do not have the same shape"
-            f"{_shape_str(var.shape)} {_shape_str(np.shape(values[grad_pos]))}",
+            f"{_shape_str(var.shape)} {_shape_str(values[grad_pos].shape)}",
         )
 
 
@@ -389,6 +396,29 @@ def _register(
             r.commit(t)
         return refs[0]
 
+    if not sparse and update not in _HOST_BRANCHES:
+
+        @op_def.kernel("GPU")
+        async def _device_kernel(ctx, *args):
+            """The dense update on a device that enqueues its work (a GPU stream): the
+            same update functions through the device's array module, in one piece."""
+            xp = ctx.xp
+            refs = args[:n_refs]
+            values = [r._current() for r in refs]
+            values.extend(xp.asarray(a) for a in args[n_refs:])
+            _check_dense(names, n_refs, scalar_pos, grad_pos, values)
+            del values[:n_refs]
+            targets = [r.writable_target() for r in refs]
+            try:
+                await ctx.device.compute(update, xp, ctx.attrs, *targets, *values)
+            except BaseException:
+                for r, t in zip(refs, targets):
+                    r.abandon(t)
+                raise
+            for r, t in zip(refs, targets):
+                r.commit(t)
+            return refs[0]
+
     return op_def
 
 
@@ -406,12 +436,12 @@ _BLOCK = 1 << 16  # elements per block: 256 KiB of float32, temporaries stay in 
 
 
 def _dense_update(fn: Callable, attrs, targets: list, values: list) -> None:
-    """`fn(attrs, *targets, *values)` block by block over the flattened arrays, the
+    """`fn(np, attrs, *targets, *values)` block by block over the flattened arrays, the
     blocks shared by the threads the CPU budget allows (every dense update is
     element-wise: scalars broadcast, the gradient has var's shape)."""
     n = targets[0].size
     if n < 2 * _BLOCK or not all(t.flags.c_contiguous for t in targets):
-        fn(attrs, *targets, *values)
+        fn(np, attrs, *targets, *values)
         return
     flat_t = [t.reshape(-1) for t in targets]
     flat_v = [np.ascontiguousarray(v).reshape(-1) if v.ndim else v for v in values]
@@ -420,7 +450,8 @@ def _dense_update(fn: Callable, attrs, targets: list, values: list) -> None:
         with np.errstate(all="ignore"):  # (per thread: helpers do not inherit the caller's)
             for s in range(start, stop, _BLOCK):
                 e = min(s + _BLOCK, stop)
-                fn(attrs, *(t[s:e] for t in flat_t), *(v[s:e] if v.ndim else v for v in flat_v))
+                parts = (v[s:e] if v.ndim else v for v in flat_v)
+                fn(np, attrs, *(t[s:e] for t in flat_t), *parts)
 
     cpu_budget.parallel_for(n, run, min_block=_BLOCK)
 
@@ -438,7 +469,7 @@ def _update_rows(attrs, update: Callable, targets: list, values: list, indices) 
         ]
     for idx, vals in groups:
         rows = [t[idx] for t in targets]  # fancy indexing: copies
-        update(attrs, *rows, *vals)
+        update(np, attrs, *rows, *vals)
         for t, r in zip(targets, rows):
             t[idx] = r
 

@@ -468,3 +468,53 @@ def test_a_cell_placed_on_the_gpu_inside_dynamic_rnn(fake_gpus):
     assert placed["rnn/while/basic_rnn_cell/MatMul"] == "GPU"
     assert placed["rnn/while/basic_rnn_cell/read"] == "CPU"
     np.testing.assert_allclose(results[1], results[0], rtol=1e-12)
+
+
+# -- CuPy's narrower API, as the stand-in models it -----------------------------------
+
+
+@pytest.mark.parametrize("op", ["add", "subtract", "maximum", "minimum"])
+@pytest.mark.parametrize(
+    "dtype",
+    ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "complex64", "bool"],
+)
+def test_scatter_at_matches_numpy_for_every_dtype_on_the_device(fake_gpus, op, dtype):
+    """CuPy's atomic `ufunc.at` takes only a few dtypes (the stand-in refuses the rest,
+    as CuPy does); `scatter_at` gives NumPy's result for all of them."""
+    from asyncflow.ops.math_helpers import scatter_at
+
+    if (
+        dtype == "bool"
+        and op == "subtract"
+        or dtype == "complex64"
+        and op in ("maximum", "minimum")
+    ):
+        pytest.skip("NumPy defines no such scatter either")
+    xp = gpu.backend().xp
+    rng = np.random.default_rng(0)
+    base = (rng.standard_normal((5, 3)) * 20).astype(dtype)
+    if dtype == "complex64":
+        base = base + 1j * base[::-1]
+    idx = np.array([0, 3, 0, 4, 3, 0])
+    upd = (rng.standard_normal((6, 3)) * 20).astype(dtype)
+    want = base.copy()
+    getattr(np, op).at(want, idx, upd)
+    with xp.cuda.Device(0):
+        a = xp.asarray(base)
+        if dtype not in fake_cupy._AT_DTYPES[op]:
+            with pytest.raises((TypeError, NotImplementedError)):
+                getattr(xp, op).at(a, xp.asarray(idx), xp.asarray(upd))
+        scatter_at(xp, op, a, xp.asarray(idx), xp.asarray(upd))
+        got = xp.asnumpy(a)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_ascontiguousarray_of_a_scalar_is_one_dimensional_as_in_cupy(fake_gpus):
+    """Fetching a 0-d device value keeps its shape (CuPy's ascontiguousarray does not)."""
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [])
+        y = x * 2.0
+    with af.Session(graph=g) as s:
+        out = s.run(y, {x: 3.0})
+    assert np.shape(out) == () and out == 6.0

@@ -158,7 +158,7 @@ def test_competing_threads_are_counted_from_proc():
 def test_dense_update_small_or_strided_runs_whole():
     calls = []
 
-    def update(attrs, var, grad):
+    def update(xp, attrs, var, grad):
         calls.append(var.shape)
         var -= grad
 
