@@ -445,11 +445,12 @@ def _copy_node(p, src, dtype, to_host: bool, graph, counter, cache) -> int:
     if idx is None:
         counter[0] += 1
         where = "to_host" if to_host else "from_host"
+        constant = not to_host and src[0] != "feed" and p.nodes[src[0]].op.type == "Const"
         op = make_op(
             graph,
             "_DeviceCopy",
             f"_copy_{where}_{counter[0]}",
-            {"T": dtype, "to_host": to_host},
+            {"T": dtype, "to_host": to_host, "constant": constant},
             [dtype],
             dtype,
         )

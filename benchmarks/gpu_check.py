@@ -204,6 +204,18 @@ async def copy_rates(mib: int, n: int = 4096):
             dd.get(stream=s, out=out, blocking=False)
             s.synchronize()
         ref_d2h = 3 * nbytes / (time.perf_counter() - t) / 1e9
+        # CuPy from and to the same pageable NumPy buffer (what `cp.asarray(host)` and
+        # `cp.asnumpy(d)` do: the driver stages it, synchronously).
+        cp.asarray(host)
+        t = time.perf_counter()
+        for _ in range(3):
+            cp.asarray(host)
+        cp.cuda.Device().synchronize()
+        page_h2d = 3 * nbytes / (time.perf_counter() - t) / 1e9
+        t = time.perf_counter()
+        for _ in range(3):
+            cp.asnumpy(dd)
+        page_d2h = 3 * nbytes / (time.perf_counter() - t) / 1e9
 
     # Overlap: matmuls on the compute stream, one big copy on the h2d stream.
     with phys.cuda_device, phys.compute:
@@ -228,7 +240,7 @@ async def copy_rates(mib: int, n: int = 4096):
     t = time.perf_counter()
     await asyncio.gather(copy(), matmuls())
     t_both = time.perf_counter() - t
-    return h2d, d2h, ref_h2d, ref_d2h, (t_mm, t_copy, t_both)
+    return h2d, d2h, ref_h2d, ref_d2h, page_h2d, page_d2h, (t_mm, t_copy, t_both)
 
 
 async def ticker_gap(steps) -> float:
@@ -285,21 +297,28 @@ def main() -> int:
             "<= 1.2x" + ("" if same else "  (LOSSES DIFFER)"),
         )
     )
-    h2d, d2h, rh2d, rd2h, (t_mm, t_copy, t_both) = asyncio.run(
+    h2d, d2h, rh2d, rd2h, ph2d, pd2h, (t_mm, t_copy, t_both) = asyncio.run(
         copy_rates(args.copy_mib, 256 if args.quick else 4096)
     )
     rows.append(
         (
             f"H2D copy {args.copy_mib} MiB",
             f"{h2d:.2f} GB/s vs CuPy {rh2d:.2f} GB/s = {h2d / rh2d:.0%}",
-            ">= 80%",
+            ">= 80% (CuPy: pinned, already staged)",
         )
     )
     rows.append(
         (
             f"D2H copy {args.copy_mib} MiB",
             f"{d2h:.2f} GB/s vs CuPy {rd2h:.2f} GB/s = {d2h / rd2h:.0%}",
-            ">= 80%",
+            ">= 80% (CuPy: into pinned)",
+        )
+    )
+    rows.append(
+        (
+            "  same, CuPy from/to pageable",
+            f"H2D {h2d / ph2d:.0%} of {ph2d:.2f} GB/s, D2H {d2h / pd2h:.0%} of {pd2h:.2f} GB/s",
+            "(cp.asarray / cp.asnumpy)",
         )
     )
     rows.append(

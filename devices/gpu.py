@@ -41,6 +41,7 @@ from asyncflow.devices.base import Device
 
 __all__ = [
     "BACKLOG",
+    "CHUNK_BYTES",
     "STAGE_IN_THREAD_BYTES",
     "GPUDevice",
     "backend",
@@ -53,6 +54,8 @@ __all__ = [
 BACKLOG = 64
 # Host values at least this big are copied into pinned staging on a worker thread.
 STAGE_IN_THREAD_BYTES = 4 << 20
+# ... in chunks of this many bytes, staged by several threads and sent as each is ready.
+CHUNK_BYTES = 8 << 20
 # Control-flow primitives (asyncflow.partition._CF_PRIMS, not imported: devices sit
 # below the runtime).
 _CF_PRIMS = frozenset(
@@ -409,6 +412,10 @@ class GPUDevice(Device):
         with p.cuda_device:
             staging = p.backend.empty_pinned(host.shape, host.dtype)
         if host.nbytes >= STAGE_IN_THREAD_BYTES:  # a big memcpy would hold the loop
+            if host.flags.c_contiguous:
+                out = await self._pipelined_h2d(host, staging)
+                self.copies["h2d"] += 1
+                return out
             await asyncio.get_running_loop().run_in_executor(None, np.copyto, staging, host)
         else:
             np.copyto(staging, host)
@@ -421,6 +428,41 @@ class GPUDevice(Device):
             p.compute.wait_event(p.h2d.record())
             p.h2d.launch_host_func(_keep, staging)  # staging lives until copied
         self.copies["h2d"] += 1
+        return out
+
+    async def _pipelined_h2d(self, host, staging):
+        """A big host->device copy in chunks: worker threads copy the chunks into pinned
+        staging side by side, and each chunk's DMA is enqueued on the copy stream as
+        soon as its bytes are staged, so host copies and transfers overlap."""
+        p, xp = self._phys, self.xp
+        loop = asyncio.get_running_loop()
+        flat_host, flat_stage = host.reshape(-1), staging.reshape(-1)
+        step = max(1, CHUNK_BYTES // max(host.itemsize, 1))
+        bounds = [(a, min(a + step, flat_host.size)) for a in range(0, flat_host.size, step)]
+        staged = [
+            loop.run_in_executor(None, np.copyto, flat_stage[a:b], flat_host[a:b])
+            for a, b in bounds
+        ]
+        with p.cuda_device:
+            with p.compute:  # (views of the output, on the stream that allocated it)
+                out = xp.empty(host.shape, host.dtype)
+                flat_out = out.reshape(-1)
+                pieces = [flat_out[a:b] for a, b in bounds]
+            p.h2d.wait_event(p.compute.record())
+        try:
+            for (a, b), piece, done in zip(bounds, pieces, staged):
+                await done
+                with p.cuda_device:
+                    piece.set(flat_stage[a:b], stream=p.h2d)
+        except BaseException:
+            for f in staged:
+                f.cancel()
+            raise
+        finally:
+            with p.cuda_device:
+                p.h2d.launch_host_func(_keep, staging)  # staging lives until copied
+        with p.cuda_device:
+            p.compute.wait_event(p.h2d.record())
         return out
 
     async def copy_to_host(self, value):

@@ -15,6 +15,8 @@ op is `<name>/RandomUniform` and the returned tensor is `<name>:0`.
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 
 from asyncflow import dtypes, errors, random_seed, tensor_shape
@@ -76,9 +78,19 @@ def _shape_str(shape) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def _to_device(ctx, value):
-    xp = ctx.xp
-    return value if xp is np else xp.asarray(value)
+async def _to_device(ctx, value):
+    """A host draw in the kernel's device memory: on a device with memory of its own
+    through the device's asynchronous copy (pinned staging, a copy stream), never a
+    copy that would hold the event loop until the device is idle."""
+    if ctx.xp is np:
+        return value
+    copy = getattr(ctx.device, "copy_from_host", None)
+    return await copy(value) if copy is not None else ctx.xp.asarray(value)
+
+
+# A host draw for a device with memory of its own is made off the event loop from this
+# many bytes on (the device's own workers run its kernels' device work, not host work).
+_DRAW_OFF_LOOP_BYTES = 1 << 20
 
 
 async def _draw(ctx, draw, shape, dtype):
@@ -86,8 +98,14 @@ async def _draw(ctx, draw, shape, dtype):
     n = int(np.prod(shape))
     ctx.device.check_alloc(n, dtype)
     gen, np_dtype = _generator(ctx), dtype.as_numpy_dtype
-    out = await ctx.device.compute(lambda: draw(gen, shape, np_dtype), cost=n * dtype.size)
-    return _to_device(ctx, out)
+    if ctx.xp is np:
+        return await ctx.device.compute(lambda: draw(gen, shape, np_dtype), cost=n * dtype.size)
+    if n * dtype.size >= _DRAW_OFF_LOOP_BYTES:
+        loop = asyncio.get_running_loop()
+        out = await loop.run_in_executor(None, draw, gen, shape, np_dtype)
+    else:
+        out = draw(gen, shape, np_dtype)
+    return await _to_device(ctx, out)
 
 
 def _random_shape(op):
@@ -207,7 +225,7 @@ async def _random_uniform_int(ctx, shape, minval, maxval):
     dtype = ctx.attrs["Tout"]
     n = int(np.prod(shape))
     if n == 0:  # as TF: an empty output needs no valid range
-        return _to_device(ctx, np.zeros(shape, dtype.as_numpy_dtype))
+        return await _to_device(ctx, np.zeros(shape, dtype.as_numpy_dtype))
     lo, hi = int(minval), int(maxval)
     if lo >= hi:
         raise errors.InvalidArgumentError(None, None, f"Need minval < maxval: got {lo} >= {hi}")
@@ -231,7 +249,7 @@ async def _random_shuffle(ctx, value):
     value = ctx.xp.asarray(value)
     if value.ndim == 0 or value.shape[0] <= 1:
         return value
-    perm = _to_device(ctx, _generator(ctx).permutation(value.shape[0]))
+    perm = await _to_device(ctx, _generator(ctx).permutation(value.shape[0]))
     return await ctx.device.compute(lambda: value[perm], cost=value.nbytes)
 
 

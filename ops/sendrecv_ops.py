@@ -92,7 +92,7 @@ DeviceCopy = register_op(
     "_DeviceCopy",
     inputs=["input: T"],
     outputs=["output: T"],
-    attrs={"T": ANY, "to_host": False},
+    attrs={"T": ANY, "to_host": False, "constant": False},
     shape_fn=lambda op: [op.inputs[0].shape] if op.inputs else [tensor_shape.unknown_shape()],
     is_async=True,  # a GPU copy suspends until its stream event
 )
@@ -105,7 +105,17 @@ async def _device_copy(ctx, x):
         return x
     if ctx.attrs["to_host"]:
         return await ctx.device.copy_to_host(x)
-    return await ctx.device.copy_from_host(x)
+    if not ctx.attrs.get("constant"):
+        return await ctx.device.copy_from_host(x)
+    # A Const's value: copied once, then the device copy serves every step (as TF's
+    # constants live on their device).  Device arrays are never forwarded or written
+    # by the kernels that take them, so the copy stays as it was made.
+    cached = ctx.kernel_state.get("copy")
+    if cached is not None and cached[0] is x:
+        return cached[1]
+    value = await ctx.device.copy_from_host(x)
+    ctx.kernel_state["copy"] = (x, value)
+    return value
 
 
 class _Lossy:

@@ -518,3 +518,27 @@ def test_ascontiguousarray_of_a_scalar_is_one_dimensional_as_in_cupy(fake_gpus):
     with af.Session(graph=g) as s:
         out = s.run(y, {x: 3.0})
     assert np.shape(out) == () and out == 6.0
+
+
+def test_a_big_feed_is_staged_and_sent_in_overlapping_chunks(fake_gpus, monkeypatch):
+    """Past STAGE_IN_THREAD_BYTES a host->device copy goes in CHUNK_BYTES pieces (threads
+    stage them into pinned memory, each sent when ready); the device sees every byte."""
+    monkeypatch.setattr(gpu, "STAGE_IN_THREAD_BYTES", 1 << 10)
+    monkeypatch.setattr(gpu, "CHUNK_BYTES", 1000)  # not a multiple of the item size
+    value = np.random.default_rng(3).standard_normal((37, 53)).astype(np.float32)
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [37, 53])
+        y = af.reduce_sum(x * 2.0, axis=1)
+    chunked = []
+    real = gpu.GPUDevice._pipelined_h2d
+
+    async def spy(self, host, staging):
+        chunked.append(host.nbytes)
+        return await real(self, host, staging)
+
+    monkeypatch.setattr(gpu.GPUDevice, "_pipelined_h2d", spy)
+    with af.Session(graph=g) as s:
+        got = s.run(y, {x: value})
+    assert value.nbytes in chunked
+    np.testing.assert_allclose(got, (value * 2.0).sum(axis=1), rtol=1e-5)

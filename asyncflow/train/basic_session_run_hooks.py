@@ -527,12 +527,17 @@ class CheckpointSaverHook(SessionRunHook):
         return False
 
     def _can_save_in_background(self, session) -> bool:
+        """In the background only in process: there the save's first loop pass reads
+        the variables (see `_start_background_save`).  A cluster session's save reads
+        them over the network, and a training step started meanwhile could reach a
+        parameter server first: the checkpoint would hold a later step's values."""
         loop = getattr(session, "_loop", None)
         return (
             not self._listeners
             and hasattr(self._get_saver(), "asave")
             and loop is not None
             and not loop.is_closed()
+            and not getattr(session, "sess_str", "")
         )
 
     async def _start_background_save(self, session, step) -> None:
