@@ -194,6 +194,16 @@ class _CellTable:
         """`counts` without a memo; `build` (a `_BucketMemo`) records each value's
         bucket and bounds on the way."""
         if v.size <= _SEARCH_MAX:  # a binary search per value is cheaper than the cells
+            if v.size:
+                lo, hi = v.min(), v.max()  # (NaN when there is one)
+                if np.isfinite(lo) and np.isfinite(hi):  # all finite: no mask
+                    d = v.astype(np.float64)
+                    index = np.searchsorted(_LIMITS, d, "right")
+                    if hi >= _LIMITS[-1]:
+                        np.minimum(index, _LIMITS.size - 1, out=index)
+                    # TF adds one value at a time: cumsum is that order (bit-identical).
+                    stats = (lo, hi, np.cumsum(d)[-1], np.cumsum(d * d)[-1])
+                    return np.bincount(index, minlength=_LIMITS.size), 0, stats
             finite = np.isfinite(v)
             nonfinite = v.size - int(np.count_nonzero(finite))
             d = (v[finite] if nonfinite else v).astype(np.float64)
@@ -442,21 +452,15 @@ def histogram_proto(values, name: str | None = None, memo=None) -> HistogramProt
         raise errors.InvalidArgumentError(None, None, f"{kind} in summary histogram for: {name}")
     proto.min, proto.max, proto.num = float(lo), float(hi), float(v.size)
     proto.sum, proto.sum_squares = float(total), float(squares)
-    # A run of empty buckets collapses into its last limit (an empty bucket before each
-    # non-empty one that follows a gap, and one at the end).
-    nonzero = np.flatnonzero(counts)
-    gap = nonzero - np.concatenate(([-1], nonzero[:-1])) > 1
-    index = np.empty(nonzero.size + int(gap.sum()), np.intp)
-    filled = np.ones(index.size, bool)
-    at = np.arange(nonzero.size) + np.cumsum(gap)
-    index[at] = nonzero
-    index[at[gap] - 1] = nonzero[gap] - 1
-    filled[at[gap] - 1] = False
-    if nonzero[-1] < _LIMITS.size - 1:
-        index = np.append(index, _LIMITS.size - 1)
-        filled = np.append(filled, False)
+    # A run of empty buckets collapses into its last limit: the buckets kept are the
+    # non-empty ones, each empty one just before a non-empty one, and the last.
+    filled = counts != 0
+    keep = filled.copy()
+    keep[:-1] |= filled[1:]
+    keep[-1] = True
+    index = np.flatnonzero(keep)
     proto.bucket_limit.extend(_LIMITS[index].tolist())
-    proto.bucket.extend(np.where(filled, counts[index], 0).astype(np.float64).tolist())
+    proto.bucket.extend(counts[index].astype(np.float64).tolist())
     return proto
 
 
