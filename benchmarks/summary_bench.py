@@ -9,7 +9,8 @@ of `--block` steps so machine noise hits them alike:
   histograms  the same with histograms of the six parameters too (1.1 M values)
   traced      sess.run(train) with RunOptions(trace_level=FULL_TRACE) and a RunMetadata
 
-Prints each median step time and its overhead over `plain`.
+Prints each median step time (wall clock, and CPU time of the whole process: the
+steadier figure on a shared machine) and its overhead over `plain`.
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/summary_bench.py
     flock /tmp/bench.lock /work/tfvenv/bin/python benchmarks/summary_bench.py --backend tf
@@ -97,27 +98,33 @@ def main() -> None:
     args = parser.parse_args()
     steps, sess, writer = build(_backend(args.backend))
     times: dict[str, list[float]] = {k: [] for k in steps}
+    cpu: dict[str, list[float]] = {k: [] for k in steps}
     for step in steps.values():
         for _ in range(args.warmup):
             step()
     for _ in range(args.steps // args.block):
         for name, step in steps.items():
             for _ in range(args.block):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 step()
                 times[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
     t0 = time.perf_counter()
     writer.close()
     close_ms = (time.perf_counter() - t0) * 1e3
     sess.close()
     base = statistics.median(times["plain"])
+    cpu_base = statistics.median(cpu["plain"])
     result = {}
     for name, ts in times.items():
         med = statistics.median(ts)
+        cpu_med = statistics.median(cpu[name])
         result[name] = {
             "median_ms": round(med * 1e3, 3),
             "min_ms": round(min(ts) * 1e3, 3),
             "overhead_pct": round(100 * (med / base - 1), 1),
+            "cpu_ms": round(cpu_med * 1e3, 3),
+            "cpu_overhead_pct": round(100 * (cpu_med / cpu_base - 1), 1),
         }
     result["writer_close_ms"] = round(close_ms, 2)
     print(json.dumps(result))
