@@ -580,6 +580,50 @@ class BaseSession:
 
         return call
 
+    def make_async_callable(self, fetches, feed_list=None):
+        """`make_callable`, awaitable: `await call(*feed_values)` runs `fetches` as
+        `await sess.arun(fetches, dict(zip(feed_list, feed_values)))` would.
+
+        The fetch structure and the feeds are resolved here, once; a call converts and
+        checks its feed values, looks its plan up and runs the step.  A call from a
+        loop the session is not bound to, or past the loop slice's deadline, takes
+        `arun`'s path (binding, handing the step over, yielding to the loop).
+
+        Raises (at the call): TypeError for a wrong number of feed values, what `arun`
+        raises otherwise.
+        """
+        self._check_open()
+        mapper = _FetchMapper(self._graph, fetches)  # bad fetches fail here, at the caller
+        feed_tensors = [self._feed_tensor(k) for k in (feed_list or [])]
+        # The plan's feeds in `_feeds_and_fetches`'s order (sorted by name): `order[k]`
+        # is the position in feed_list of the plan's k-th feed.
+        order = sorted(range(len(feed_tensors)), key=lambda k: feed_tensors[k].name)
+        plan_feeds = tuple(feed_tensors[k] for k in order)
+        elements = tuple(mapper.elements)
+        rebuild = mapper.rebuild
+        n = len(feed_tensors)
+        master = self._master
+
+        async def call(*args):
+            if len(args) != n:
+                raise TypeError(f"Callable takes {n} feed values, got {len(args)}")
+            loop = asyncio.get_running_loop()
+            deadline = _DEADLINES.get(loop)
+            if (
+                self._closed
+                or self._loop is not loop
+                or (deadline is not None and _clock() > deadline)
+            ):
+                return await self.arun(fetches, dict(zip(feed_tensors, args)))
+            feed_values = [_feed_value(t, args[k]) for t, k in zip(plan_feeds, order)]
+            plan = master.plan(plan_feeds, elements)
+            with quiet_step():
+                values = await master.run_step(plan, feed_values, None)
+            STEPPED_IN.set(_SLICE_OF.get(loop, 0))
+            return rebuild(_fetch_values(values, feed_values))
+
+        return call
+
     def iterate(self, fetches, feed_dict=None, options=None):
         """`async for value in sess.iterate(fetches)`: run steps until OutOfRangeError.
 

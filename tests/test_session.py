@@ -331,6 +331,45 @@ def test_make_callable_accept_options(sess, probes):
         plain(1.0, options=opts)
 
 
+async def test_make_async_callable_matches_arun(graph):
+    # Feed order is the caller's, not the plan's (sorted by name): "b" before "a".
+    b = placeholder(af.float32, [None], name="b")
+    a = placeholder(af.int32, [], name="a")
+    fetches = {"sum": b + af.cast(a, af.float32), "pair": Pair(a, identity(b))}
+    s = af.Session(graph=graph)
+    f = s.make_async_callable(fetches, feed_list=[b, "a:0"])
+    got = await f([1.0, 2.0], 3)
+    want = await s.arun(fetches, {b: [1.0, 2.0], a: 3})
+    np.testing.assert_array_equal(got["sum"], want["sum"])
+    np.testing.assert_array_equal(got["sum"], np.array([4.0, 5.0], np.float32))
+    assert type(got["pair"]) is Pair and got["pair"].first == 3
+    fed = np.array([7.0], np.float32)
+    out = (await f(fed, 0))["pair"].second
+    out[0] = 0.0  # a fetched feed is the caller's copy, as with arun
+    assert fed[0] == 7.0
+    with pytest.raises(TypeError, match="2 feed values"):
+        await f([1.0])
+    with pytest.raises(ValueError, match="shape"):
+        await f([[1.0]], 3)
+    c = constant(10.0)  # the graph grew: the callable still runs (a new plan)
+    assert (await f([1.0], 1))["sum"] == 2.0 and await s.arun(c) == 10.0
+    with pytest.raises(TypeError):  # bad fetches fail when the callable is made
+        s.make_async_callable(None)
+    s.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await f([1.0], 1)
+
+
+def test_make_async_callable_from_another_loop_than_the_bound_one(sess):
+    # A synchronous session's loop is the runtime loop: the call takes arun's path.
+    import asyncio
+
+    x = placeholder(af.float32, [])
+    assert sess.run(x * 2.0, {x: 1.0}) == 2.0
+    f = sess.make_async_callable(x * 3.0, [x])
+    assert asyncio.run(f(2.0)) == 6.0
+
+
 # -- default sessions --------------------------------------------------------------------
 
 
