@@ -80,14 +80,20 @@ async def test_new_version_swaps_in_and_the_old_drains(served):
     _, v1 = registry.get("m")
 
     entered, gate = asyncio.Event(), asyncio.Event()
-    arun = v1.session.arun
+    signature = v1.signatures["serving_default"]
+    step = signature.step
 
-    async def gated_arun(*args, **kwargs):
-        entered.set()
-        await gate.wait()
-        return await arun(*args, **kwargs)
+    def gated_step(session):
+        run = step(session)
 
-    v1.session.arun = gated_arun
+        async def gated(feed):
+            entered.set()
+            await gate.wait()
+            return await run(feed)
+
+        return gated
+
+    signature.step = gated_step
     held = asyncio.create_task(_predict(client))
     await entered.wait()
     assert v1.in_flight == 1

@@ -37,6 +37,7 @@ class Signature:
         self.inputs = dict(inputs)
         self.outputs = dict(outputs)
         self.method_name = method_name
+        self._callables: dict = {}  # session -> its prepared step (Session.make_async_callable)
         self._np_dtypes = {k: t.dtype.as_numpy_dtype for k, t in self.inputs.items()}
         # Each input's dims (None: unknown rank), for a check cheaper than TensorShape's.
         self._dims = {
@@ -85,6 +86,20 @@ class Signature:
                 )
             feed[key] = arr
         return feed
+
+    def step(self, session):
+        """`await step(feed)` runs the signature on `session` for `feed_dict`'s result:
+        a prepared callable (fetches and feeds resolved once), made at the first call."""
+        call = self._callables.get(session)
+        if call is None:
+            keys = list(self.inputs)
+            run = session.make_async_callable(self.outputs, [self.inputs[k] for k in keys])
+
+            def call(feed, run=run, keys=keys):
+                return run(*[feed[k] for k in keys])
+
+            self._callables[session] = call
+        return call
 
 
 def _shape_fits(dims, shape) -> bool:
@@ -152,14 +167,7 @@ class ServableModel:
         return batcher
 
     def _batch_fn(self, sig: Signature):
-        session = self.session
-        fetches = sig.outputs
-        tensors = sig.inputs
-
-        async def run(merged):
-            return await session.arun(fetches, {tensors[k]: v for k, v in merged.items()})
-
-        return run
+        return sig.step(self.session)
 
     def _signature(self, name: str) -> Signature:
         sig = self.signatures.get(name)
@@ -190,12 +198,12 @@ class ServableModel:
             batcher = self._batchers.get(name)
             if batcher is not None:
                 return await batcher.submit(feed, deadline_s=deadline_s)
-            tensor_feed = {sig.inputs[k]: v for k, v in feed.items()}
+            step = sig.step(self.session)
             if deadline_s is None:
-                return await self.session.arun(sig.outputs, tensor_feed)
+                return await step(feed)
             try:
                 async with asyncio.timeout(deadline_s):
-                    return await self.session.arun(sig.outputs, tensor_feed)
+                    return await step(feed)
             except TimeoutError:
                 raise errors.DeadlineExceededError(None, None, "Deadline exceeded") from None
         finally:
