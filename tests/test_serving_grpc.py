@@ -17,15 +17,18 @@ import pytest
 from aiohttp import ClientSession
 from test_serving_rest import WC, X, _ref, _softmax, base_path  # noqa: F401 (fixture)
 
-from asyncflow import graph_io
+import asyncflow as af
+from asyncflow import errors, graph_io
 from asyncflow.protos.serving import (
     classification_pb2,
     get_model_metadata_pb2,
     get_model_status_pb2,
+    inference_pb2,
     predict_pb2,
     regression_pb2,
 )
-from asyncflow.serving import grpc_server, server
+from asyncflow.serving import grpc_server, rest, server
+from asyncflow.serving.model import Signature
 from asyncflow.serving.registry import ModelRegistry
 
 FIXTURE = json.load(
@@ -35,6 +38,7 @@ RESPONSES = {
     "PredictionService/Predict": predict_pb2.PredictResponse,
     "PredictionService/Classify": classification_pb2.ClassificationResponse,
     "PredictionService/Regress": regression_pb2.RegressionResponse,
+    "PredictionService/MultiInference": inference_pb2.MultiInferenceResponse,
     "PredictionService/GetModelMetadata": get_model_metadata_pb2.GetModelMetadataResponse,
     "ModelService/GetModelStatus": get_model_status_pb2.GetModelStatusResponse,
 }
@@ -200,6 +204,12 @@ def test_tf_servings_responses_parse_with_our_messages():
     assert m.metadata["signature_def"].type_url == grpc_server.SIGNATURE_DEF_MAP_TYPE_URL
     sdm = get_model_metadata_pb2.SignatureDefMap.FromString(m.metadata["signature_def"].value)
     assert sdm.signature_def["serving_default"].inputs["x"].name == "x:0"
+    mi = inference_pb2.MultiInferenceResponse.FromString(base64.b64decode(r["multi_inference"]))
+    first, second = mi.results
+    assert (first.model_spec.version.value, first.model_spec.signature_name) == (2, "classify")
+    (row,) = first.classification_result.classifications
+    assert [(c.label, c.score) for c in row.classes] == [("a", 0.5)]
+    assert [x.value for x in second.regression_result.regressions] == [-1.5]
 
 
 # -- errors: TF Serving's status codes --------------------------------------------------------
@@ -284,7 +294,7 @@ async def test_error_status_codes(servers):
     assert code == grpc.StatusCode.NOT_FOUND
 
     # An RPC TF Serving has and this server does not serve.
-    call = channel.unary_unary("/tensorflow.serving.PredictionService/MultiInference")
+    call = channel.unary_unary("/tensorflow.serving.ModelService/HandleReloadConfigRequest")
     code, _ = await _code(call, b"")
     assert code == grpc.StatusCode.UNIMPLEMENTED
 
@@ -306,3 +316,99 @@ async def test_an_op_error_keeps_its_code(servers):
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert status == 400
     assert details == body["error"]
+
+
+# -- MultiInference ---------------------------------------------------------------------------
+
+
+async def test_multi_inference_is_classify_and_regress_in_one_step(servers):
+    srv, channel, http = servers
+    _, model = srv.registry.get("m")
+    steps = model.session._master._step_counter
+    response = await _tf_request(channel, "multi_inference")
+    assert model.session._master._step_counter == steps + 1  # both tasks, one step
+    classified, regressed = response.results
+    assert classified.WhichOneof("result") == "classification_result"
+    assert regressed.WhichOneof("result") == "regression_result"
+    spec = [(r.model_spec.name, r.model_spec.version.value, r.model_spec.signature_name)
+            for r in response.results]  # fmt: skip
+    assert spec == [("m", 2, "classify"), ("m", 2, "regress")]
+    xs = np.array([[1.0, 2.0], [3.0, 0.5]], np.float32)
+    rows = classified.classification_result.classifications
+    assert [[c.label for c in row.classes] for row in rows] == [["a", "b", "c"]] * 2
+    scores = [[c.score for c in row.classes] for row in rows]
+    np.testing.assert_allclose(scores, _softmax(xs @ WC), rtol=1e-5)
+    # context k=10 for the first example; the second's own k=-4 wins over the context's.
+    values = [r.value for r in regressed.regression_result.regressions]
+    assert values == [1 * 2 + 2 + 10, 3 * 2 + 0.5 - 4]
+    # The same answers as the separate RPCs.
+    single = await _tf_request(channel, "classify")
+    assert [[c.score for c in row.classes] for row in single.result.classifications] == scores
+
+
+def _multi(*tasks, examples=1):
+    r = inference_pb2.MultiInferenceRequest()
+    for name, signature, method in tasks:
+        task = r.tasks.add(method_name=f"tensorflow/serving/{method}")
+        task.model_spec.name = name
+        task.model_spec.signature_name = signature
+    for _ in range(examples):
+        r.input.example_list.examples.add().features.feature["x"].float_list.value.extend(
+            [1.0, 2.0]
+        )
+    return r
+
+
+@pytest.mark.parametrize(
+    "tasks, code, message",
+    [
+        ((), "INVALID_ARGUMENT", "Missing ModelSpec"),
+        ((("m", "classify", "classify"), ("", "regress", "regress")), "INVALID_ARGUMENT",
+         "Found ModelSpec with an empty model name."),
+        ((("m", "classify", "classify"), ("n", "regress", "regress")), "INVALID_ARGUMENT",
+         "All ModelSpecs in a MultiInferenceRequest must access the same model name."),
+        ((("m", "classify", "classify"), ("m", "classify", "classify")), "INVALID_ARGUMENT",
+         "Duplicate evaluation of signature: classify"),
+        ((("m", "nope", "classify"),), "INVALID_ARGUMENT",
+         "Requested signature not found in model graph: nope"),
+        ((("m", "classify", "predict"),), "UNIMPLEMENTED",
+         "Unsupported signature method_name: tensorflow/serving/predict"),
+        ((("m", "regress", "classify"),), "INVALID_ARGUMENT",
+         "Expected classification signature method_name to be tensorflow/serving/classify. "
+         "Was: tensorflow/serving/regress"),
+        ((("nope", "classify", "classify"),), "NOT_FOUND",
+         "Servable not found for request: Latest(nope)"),
+    ],
+)  # fmt: skip
+async def test_multi_inference_errors_are_tf_servings(servers, tasks, code, message):
+    srv, channel, http = servers
+    stub = grpc_server.PredictionServiceStub(channel)
+    got = await _code(stub.MultiInference, _multi(*tasks))
+    assert got == (getattr(grpc.StatusCode, code), message)
+
+
+async def test_multi_inference_tasks_must_share_their_input():
+    from asyncflow.serving import ServableModel
+
+    g = af.Graph()
+    with g.as_default():
+        a = af.placeholder(af.float32, [None], name="a")
+        b = af.placeholder(af.float32, [None], name="b")
+        ya = af.multiply(a, 2.0)
+        yb = af.multiply(b, 3.0)
+    sess = af.Session(graph=g)
+    model = ServableModel(
+        sess,
+        {
+            "one": Signature({"inputs": a}, {"outputs": ya}, rest.REGRESS_METHOD_NAME),
+            "two": Signature({"inputs": b}, {"outputs": yb}, rest.REGRESS_METHOD_NAME),
+            "same": Signature({"inputs": a}, {"outputs": ya, "twice": ya}, "x"),
+        },
+    )
+    with pytest.raises(errors.InvalidArgumentError, match="Input tensor must be the same"):
+        await model.predict_signatures(["one", "two"], {"inputs": [1.0]})
+    one, same = await model.predict_signatures(["one", "same"], {"inputs": [1.0, -0.5]})
+    np.testing.assert_array_equal(one["outputs"], [2.0, -1.0])
+    assert sorted(same) == ["outputs", "twice"]
+    np.testing.assert_array_equal(same["twice"], [2.0, -1.0])
+    await model.aclose()

@@ -3,6 +3,7 @@
     tensorflow.serving.PredictionService/Predict            PredictRequest -> PredictResponse
     tensorflow.serving.PredictionService/Classify           ClassificationRequest -> ...Response
     tensorflow.serving.PredictionService/Regress            RegressionRequest -> ...Response
+    tensorflow.serving.PredictionService/MultiInference     MultiInferenceRequest -> ...
     tensorflow.serving.PredictionService/GetModelMetadata   GetModelMetadataRequest -> ...
     tensorflow.serving.ModelService/GetModelStatus          GetModelStatusRequest -> ...
 
@@ -31,6 +32,7 @@ from asyncflow.protos.serving import (
     classification_pb2,
     get_model_metadata_pb2,
     get_model_status_pb2,
+    inference_pb2,
     model_pb2,
     predict_pb2,
     regression_pb2,
@@ -39,6 +41,7 @@ from asyncflow.serving import rest
 from asyncflow.serving.registry import ModelRegistry
 
 __all__ = [
+    "Inference",
     "PREDICTION_SERVICE",
     "MODEL_SERVICE",
     "SIGNATURE_DEF_MAP_TYPE_URL",
@@ -63,6 +66,10 @@ _PREDICTION_METHODS = {
     ),
     "Regress": (regression_pb2.RegressionRequest, regression_pb2.RegressionResponse),
     "Predict": (predict_pb2.PredictRequest, predict_pb2.PredictResponse),
+    "MultiInference": (
+        inference_pb2.MultiInferenceRequest,
+        inference_pb2.MultiInferenceResponse,
+    ),
     "GetModelMetadata": (
         get_model_metadata_pb2.GetModelMetadataRequest,
         get_model_metadata_pb2.GetModelMetadataResponse,
@@ -80,31 +87,23 @@ def _invalid(message: str) -> errors.InvalidArgumentError:
     return errors.InvalidArgumentError(None, None, message)
 
 
-class _Services:
-    """The RPC bodies: request message in, response message out, OpErrors raised."""
+def _spec(out: model_pb2.ModelSpec, name: str, version: int | None, signature: str) -> None:
+    out.name = name
+    if version is not None:
+        out.version.value = version
+    out.signature_name = signature
 
-    def __init__(self, registry: ModelRegistry, request_timeout_s: float | None):
-        self.registry = registry
+
+class Inference:
+    """The inference RPC bodies on one loaded version (a ServableModel): request message
+    in, response message out, OpErrors raised.  The gRPC services run them on the version
+    the request's ModelSpec names; the warm-up (asyncflow.serving.warmup) on the version
+    being loaded, whatever the request names."""
+
+    def __init__(self, request_timeout_s: float | None = None):
         self.request_timeout_s = request_timeout_s
 
-    def _model(self, spec: model_pb2.ModelSpec):
-        if not spec.name:
-            raise _invalid("Missing ModelSpec")
-        choice = spec.WhichOneof("version_choice")
-        if choice == "version":
-            return self.registry.get(spec.name, spec.version.value)
-        if choice == "version_label":
-            return self.registry.resolve(spec.name, label=spec.version_label)
-        return self.registry.get(spec.name)
-
-    @staticmethod
-    def _spec(out: model_pb2.ModelSpec, name: str, version: int, signature: str) -> None:
-        out.name = name
-        out.version.value = version
-        out.signature_name = signature
-
-    async def Predict(self, request: predict_pb2.PredictRequest):
-        version, model = self._model(request.model_spec)
+    async def predict(self, model, version, request: predict_pb2.PredictRequest):
         signature_name = request.model_spec.signature_name or model.default_signature
         signature = model._signature(signature_name)
         inputs = {}
@@ -131,11 +130,10 @@ class _Services:
         response = predict_pb2.PredictResponse()
         for alias in wanted or outputs:
             graph_io.tensor_proto(outputs[alias], response.outputs[alias])
-        self._spec(response.model_spec, request.model_spec.name, version, signature_name)
+        _spec(response.model_spec, request.model_spec.name, version, signature_name)
         return response
 
-    async def _examples_call(self, request, verb: str):
-        version, model = self._model(request.model_spec)
+    async def _examples_call(self, model, request, verb: str):
         method = rest.CLASSIFY_METHOD_NAME if verb == "classify" else rest.REGRESS_METHOD_NAME
         signature_name = rest._method_signature(
             model, {"signature_name": request.model_spec.signature_name}, method, verb
@@ -144,25 +142,116 @@ class _Services:
         outputs = await model.predict(
             {"inputs": examples}, signature_name, deadline_s=self.request_timeout_s
         )
-        return version, signature_name, outputs, len(examples)
+        return signature_name, outputs, len(examples)
+
+    async def classify(self, model, version, request: classification_pb2.ClassificationRequest):
+        signature_name, outputs, n = await self._examples_call(model, request, "classify")
+        response = classification_pb2.ClassificationResponse()
+        _classification(response.result, outputs, n)
+        _spec(response.model_spec, request.model_spec.name, version, signature_name)
+        return response
+
+    async def regress(self, model, version, request: regression_pb2.RegressionRequest):
+        signature_name, outputs, n = await self._examples_call(model, request, "regress")
+        response = regression_pb2.RegressionResponse()
+        _regression(response.result, outputs, n)
+        _spec(response.model_spec, request.model_spec.name, version, signature_name)
+        return response
+
+    async def multi_inference(self, model, version, request):
+        """Classify and regress tasks of one model over one input, as one step; the
+        checks and messages are TF Serving's (servables/tensorflow/multi_inference.cc)."""
+        if not request.tasks:
+            raise _invalid("Missing ModelSpec")
+        name = ""
+        names, verbs = [], []
+        for task in request.tasks:
+            spec = task.model_spec
+            if not spec.name:
+                raise _invalid("Found ModelSpec with an empty model name.")
+            if not name:
+                name = spec.name
+            elif spec.name != name:
+                raise _invalid(
+                    "All ModelSpecs in a MultiInferenceRequest must access the same model name."
+                )
+            signature_name = spec.signature_name or model.default_signature
+            if signature_name in names:
+                raise _invalid(f"Duplicate evaluation of signature: {signature_name}")
+            if signature_name not in model.signatures:
+                raise _invalid(f"Requested signature not found in model graph: {signature_name}")
+            if task.method_name == rest.CLASSIFY_METHOD_NAME:
+                verb = "classify"
+            elif task.method_name == rest.REGRESS_METHOD_NAME:
+                verb = "regress"
+            else:
+                raise errors.UnimplementedError(
+                    None, None, f"Unsupported signature method_name: {task.method_name}"
+                )
+            method = {"signature_name": signature_name}
+            rest._method_signature(model, method, task.method_name, verb)
+            names.append(signature_name)
+            verbs.append(verb)
+        examples = _serialized_examples(request.input)
+        results = await model.predict_signatures(
+            names, {"inputs": examples}, deadline_s=self.request_timeout_s
+        )
+        response = inference_pb2.MultiInferenceResponse()
+        for signature_name, verb, outputs in zip(names, verbs, results):
+            result = response.results.add()
+            if verb == "classify":
+                _classification(result.classification_result, outputs, len(examples))
+            else:
+                _regression(result.regression_result, outputs, len(examples))
+            _spec(result.model_spec, name, version, signature_name)
+        return response
+
+
+def _classification(out: classification_pb2.ClassificationResult, outputs, n: int) -> None:
+    for row in rest.classify_results(outputs, n):
+        classifications = out.classifications.add()
+        for label, score in row:
+            classifications.classes.add(label=label, score=score)
+
+
+def _regression(out: regression_pb2.RegressionResult, outputs, n: int) -> None:
+    for value in rest.regress_results(outputs, n):
+        out.regressions.add(value=value)
+
+
+class _Services:
+    """The RPCs: the version a request names, from the registry, and its Inference body."""
+
+    def __init__(self, registry: ModelRegistry, request_timeout_s: float | None):
+        self.registry = registry
+        self.inference = Inference(request_timeout_s)
+
+    def _model(self, spec: model_pb2.ModelSpec):
+        if not spec.name:
+            raise _invalid("Missing ModelSpec")
+        choice = spec.WhichOneof("version_choice")
+        if choice == "version":
+            return self.registry.get(spec.name, spec.version.value)
+        if choice == "version_label":
+            return self.registry.resolve(spec.name, label=spec.version_label)
+        return self.registry.get(spec.name)
+
+    async def Predict(self, request: predict_pb2.PredictRequest):
+        version, model = self._model(request.model_spec)
+        return await self.inference.predict(model, version, request)
 
     async def Classify(self, request: classification_pb2.ClassificationRequest):
-        version, signature_name, outputs, n = await self._examples_call(request, "classify")
-        response = classification_pb2.ClassificationResponse()
-        for row in rest.classify_results(outputs, n):
-            classifications = response.result.classifications.add()
-            for label, score in row:
-                classifications.classes.add(label=label, score=score)
-        self._spec(response.model_spec, request.model_spec.name, version, signature_name)
-        return response
+        version, model = self._model(request.model_spec)
+        return await self.inference.classify(model, version, request)
 
     async def Regress(self, request: regression_pb2.RegressionRequest):
-        version, signature_name, outputs, n = await self._examples_call(request, "regress")
-        response = regression_pb2.RegressionResponse()
-        for value in rest.regress_results(outputs, n):
-            response.result.regressions.add(value=value)
-        self._spec(response.model_spec, request.model_spec.name, version, signature_name)
-        return response
+        version, model = self._model(request.model_spec)
+        return await self.inference.regress(model, version, request)
+
+    async def MultiInference(self, request: inference_pb2.MultiInferenceRequest):
+        # The version is the first task's (TF Serving's multi_inference_helper.cc).
+        version, model = self._model(_first_spec(request))
+        return await self.inference.multi_inference(model, version, request)
 
     async def GetModelMetadata(self, request: get_model_metadata_pb2.GetModelMetadataRequest):
         if not request.metadata_field:
@@ -255,7 +344,7 @@ def _handler(body, request_cls, response_cls, metrics=None, api=None):
             error = e
             await _abort(context, e)
         finally:
-            spec = request.model_spec
+            spec = _first_spec(request) if api == "MultiInference" else request.model_spec
             version = spec.version.value if spec.HasField("version") else None
             metrics.record(spec.name, version, api, "GRPC", error, time.perf_counter() - start)
 
@@ -266,7 +355,11 @@ def _handler(body, request_cls, response_cls, metrics=None, api=None):
     )
 
 
-_MEASURED = ("Predict", "Classify", "Regress")
+_MEASURED = ("Predict", "Classify", "Regress", "MultiInference")
+
+
+def _first_spec(request: inference_pb2.MultiInferenceRequest) -> model_pb2.ModelSpec:
+    return request.tasks[0].model_spec if request.tasks else model_pb2.ModelSpec()
 
 
 def add_services(

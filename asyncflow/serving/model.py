@@ -128,6 +128,7 @@ class ServableModel:
         self.meta_graph = meta_graph
         self.default_signature = default_signature
         self._batchers: dict[str, Batcher] = {}
+        self._joint: dict[tuple, Signature] = {}  # predict_signatures' merged signatures
         self._inflight = 0  # predicts started and not finished (adrain waits for 0)
         self._idle: asyncio.Event | None = None
 
@@ -211,6 +212,46 @@ class ServableModel:
             if not self._inflight and self._idle is not None:
                 self._idle.set()
 
+    async def predict_signatures(
+        self, signature_names, inputs: Mapping, deadline_s: float | None = None
+    ) -> list[dict]:
+        """Run several signatures that take the same inputs as one step (TF Serving's
+        MultiInference); per name, in order, its output name -> array.  Not batched.
+
+        Raises:
+          InvalidArgumentError: an unknown signature, signatures whose inputs are not the
+            same tensors, missing/unknown inputs, bad values.
+          DeadlineExceededError: `deadline_s` seconds passed.
+          The OpError of the failing op.
+        """
+        self._inflight += 1
+        try:
+            signatures = [self._signature(name) for name in signature_names]
+            key = tuple(signature_names)
+            joint = self._joint.get(key)
+            if joint is None:
+                joint = _joint_signature(signatures)
+                if len(self._joint) >= 64:
+                    self._joint.clear()
+                self._joint[key] = joint
+            feed = joint.feed_dict(inputs)
+            step = joint.step(self.session)
+            if deadline_s is None:
+                outputs = await step(feed)
+            else:
+                try:
+                    async with asyncio.timeout(deadline_s):
+                        outputs = await step(feed)
+                except TimeoutError:
+                    raise errors.DeadlineExceededError(None, None, "Deadline exceeded") from None
+            return [
+                {alias: outputs[t.name] for alias, t in sig.outputs.items()} for sig in signatures
+            ]
+        finally:
+            self._inflight -= 1
+            if not self._inflight and self._idle is not None:
+                self._idle.set()
+
     async def awarmup(self) -> None:
         """Run each signature once on a one-row batch of zeros (empty strings), so the
         first real request finds its plan compiled.  A signature those values do not
@@ -258,6 +299,19 @@ class ServableModel:
 
     def close(self) -> None:
         self.session.close()
+
+
+def _joint_signature(signatures: list[Signature]) -> Signature:
+    """One signature fetching every output of `signatures` (keyed by tensor name), fed
+    as they all are; InvalidArgumentError when their inputs differ."""
+    inputs = signatures[0].inputs
+    for sig in signatures[1:]:
+        if {k: t.name for k, t in sig.inputs.items()} != {k: t.name for k, t in inputs.items()}:
+            raise errors.InvalidArgumentError(
+                None, None, "Input tensor must be the same for all Signatures."
+            )
+    outputs = {t.name: t for sig in signatures for t in sig.outputs.values()}
+    return Signature(inputs, outputs)
 
 
 def _tensor_info_name(info) -> str:

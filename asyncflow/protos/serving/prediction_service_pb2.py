@@ -24,17 +24,18 @@ _sym_db = _symbol_database.Default()
 
 from asyncflow.protos.serving import classification_pb2 as asyncflow_dot_protos_dot_serving_dot_classification__pb2
 from asyncflow.protos.serving import get_model_metadata_pb2 as asyncflow_dot_protos_dot_serving_dot_get__model__metadata__pb2
+from asyncflow.protos.serving import inference_pb2 as asyncflow_dot_protos_dot_serving_dot_inference__pb2
 from asyncflow.protos.serving import predict_pb2 as asyncflow_dot_protos_dot_serving_dot_predict__pb2
 from asyncflow.protos.serving import regression_pb2 as asyncflow_dot_protos_dot_serving_dot_regression__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n1asyncflow/protos/serving/prediction_service.proto\x12\x1c\x61syncflow.tensorflow.serving\x1a-asyncflow/protos/serving/classification.proto\x1a\x31\x61syncflow/protos/serving/get_model_metadata.proto\x1a&asyncflow/protos/serving/predict.proto\x1a)asyncflow/protos/serving/regression.proto2\xe4\x03\n\x11PredictionService\x12u\n\x08\x43lassify\x12\x33.asyncflow.tensorflow.serving.ClassificationRequest\x1a\x34.asyncflow.tensorflow.serving.ClassificationResponse\x12l\n\x07Regress\x12/.asyncflow.tensorflow.serving.RegressionRequest\x1a\x30.asyncflow.tensorflow.serving.RegressionResponse\x12\x66\n\x07Predict\x12,.asyncflow.tensorflow.serving.PredictRequest\x1a-.asyncflow.tensorflow.serving.PredictResponse\x12\x81\x01\n\x10GetModelMetadata\x12\x35.asyncflow.tensorflow.serving.GetModelMetadataRequest\x1a\x36.asyncflow.tensorflow.serving.GetModelMetadataResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n1asyncflow/protos/serving/prediction_service.proto\x12\x1c\x61syncflow.tensorflow.serving\x1a-asyncflow/protos/serving/classification.proto\x1a\x31\x61syncflow/protos/serving/get_model_metadata.proto\x1a(asyncflow/protos/serving/inference.proto\x1a&asyncflow/protos/serving/predict.proto\x1a)asyncflow/protos/serving/regression.proto2\xe1\x04\n\x11PredictionService\x12u\n\x08\x43lassify\x12\x33.asyncflow.tensorflow.serving.ClassificationRequest\x1a\x34.asyncflow.tensorflow.serving.ClassificationResponse\x12l\n\x07Regress\x12/.asyncflow.tensorflow.serving.RegressionRequest\x1a\x30.asyncflow.tensorflow.serving.RegressionResponse\x12\x66\n\x07Predict\x12,.asyncflow.tensorflow.serving.PredictRequest\x1a-.asyncflow.tensorflow.serving.PredictResponse\x12{\n\x0eMultiInference\x12\x33.asyncflow.tensorflow.serving.MultiInferenceRequest\x1a\x34.asyncflow.tensorflow.serving.MultiInferenceResponse\x12\x81\x01\n\x10GetModelMetadata\x12\x35.asyncflow.tensorflow.serving.GetModelMetadataRequest\x1a\x36.asyncflow.tensorflow.serving.GetModelMetadataResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'asyncflow.protos.serving.prediction_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PREDICTIONSERVICE']._serialized_start=265
-  _globals['_PREDICTIONSERVICE']._serialized_end=749
+  _globals['_PREDICTIONSERVICE']._serialized_start=307
+  _globals['_PREDICTIONSERVICE']._serialized_end=916
 # @@protoc_insertion_point(module_scope)
