@@ -63,6 +63,8 @@ PAIRS = {
     "serving.get_model_status": "tensorflow_serving.apis.get_model_status_pb2",
     "serving.prediction_service": "tensorflow_serving.apis.prediction_service_pb2",
     "serving.model_service": "tensorflow_serving.apis.model_service_pb2",
+    "serving.inference": "tensorflow_serving.apis.inference_pb2",
+    "serving.prediction_log": "tensorflow_serving.apis.prediction_log_pb2",
 }
 
 # Fields asyncflow does not model (kept as unknown fields when present).
@@ -73,11 +75,12 @@ ALLOWED_MISSING = {
     "PredictRequest.predict_streamed_options",
     "PredictRequest.client_id",
     "PredictRequest.request_options",
+    "LogMetadata.sampling_config",
+    "PredictionLog.session_run_log",
 }
 
 # RPCs asyncflow's server does not serve (answered UNIMPLEMENTED).
 ALLOWED_MISSING_METHODS = {
-    "PredictionService.MultiInference",
     "ModelService.HandleReloadConfigRequest",
 }
 

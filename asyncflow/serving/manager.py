@@ -4,13 +4,14 @@
 `--file_system_poll_wait_seconds`, default 1 s) for numbered version directories and
 applies the model's version policy (latest N / all / specific) to them:
 
-- a version the policy wants and the registry lacks is loaded (LOADING), warmed up, and
-  only then added (AVAILABLE): requests keep going to the versions already served while
+- a version the policy wants and the registry lacks is loaded (LOADING), warmed up (its
+  SavedModel's warm-up requests replayed: asyncflow.serving.warmup), and only then added
+  (AVAILABLE): requests keep going to the versions already served while
   it loads, on the same loop (the loader's file reads run on a worker thread);
 - a version the policy no longer wants (a newer one arrived, or its directory went away)
   is taken out of the registry at once (UNLOADING), so no new request reaches it; it is
   closed after its in-flight requests finish (ServableModel.adrain), then END;
-- a version whose load fails is END with the error, shown by status requests, and is
+- a version whose load or warm-up fails is END with the error, shown by status requests, and is
   not retried; the policy is applied to the other versions, so a broken new version
   never replaces a working one.
 
@@ -32,6 +33,7 @@ from collections.abc import Mapping
 from asyncflow import errors
 from asyncflow.serving import model as _model
 from asyncflow.serving import registry as _registry
+from asyncflow.serving import warmup as _warmup
 from asyncflow.serving.config import ModelConfig, select_versions
 
 __all__ = ["VersionManager", "find_versions"]
@@ -128,15 +130,20 @@ class VersionManager:
         name = config.name
         self.registry.set_state(name, version, _registry.LOADING)
         export_dir = os.path.join(config.base_path, str(version))
+        model = None
         try:
             model = await _model.aload(export_dir, tags=self.tags, batching=self.batching)
+            # The SavedModel's warm-up file, as TF Serving replays it (a failing record
+            # fails the load); without one, each signature once on zeros.
+            if self.warmup and not await _warmup.arun_warmup(model, version, export_dir):
+                await model.awarmup()
         except Exception as e:  # a broken version is reported, never served
+            if model is not None:
+                await model.aclose()
             error = e if isinstance(e, errors.OpError) else errors.UnknownError(None, None, str(e))
             self.registry.set_state(name, version, _registry.END, error)
             _log.error("Loading servable %s version %d failed: %s", name, version, error.message)
             return
-        if self.warmup:
-            await model.awarmup()
         self.registry.add(name, version, model)
         _log.info("Successfully loaded servable version {name: %s version: %d}", name, version)
 
