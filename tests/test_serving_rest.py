@@ -454,6 +454,78 @@ async def test_command_line_serves_the_latest_version_with_batching(base_path, t
             await task
 
 
+async def test_sigterm_drains_in_flight_requests_then_serve_returns(base_path):
+    """SIGTERM: both ports stop accepting at once, the request in flight still gets its
+    answer, then serve() closes the models and returns."""
+    import os
+    import signal
+
+    from aiohttp import ClientSession
+
+    args = server.parse_args(
+        [
+            "--rest_api_port=0",
+            "--port=0",
+            "--rest_api_host=127.0.0.1",
+            "--grpc_host=127.0.0.1",
+            "--model_name=m",
+            f"--model_base_path={base_path}",
+            "--file_system_poll_wait_seconds=0",
+        ]
+    )
+    ready = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(server.serve(args, ready))  # no stop event: it takes signals
+    gate = asyncio.Event()
+    try:
+        async with ClientSession() as http, asyncio.timeout(30):
+            srv = await ready
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # serve's handler
+            _, model = srv.registry.get("m")
+            signature = model.signatures["serving_default"]
+            step, entered = signature.step, asyncio.Event()
+
+            def gated_step(session):
+                run = step(session)
+
+                async def gated(feed):
+                    entered.set()
+                    await gate.wait()
+                    return await run(feed)
+
+                return gated
+
+            signature.step = gated_step
+
+            async def call():
+                url = f"http://127.0.0.1:{srv.port}/v1/models/m:predict"
+                async with http.post(url, json={"instances": X}) as r:
+                    return r.status, await r.json()
+
+            request = asyncio.create_task(call())
+            await entered.wait()
+            os.kill(os.getpid(), signal.SIGTERM)
+            for port in (srv.port, srv.grpc_port):  # refused once the drain has begun
+                while True:
+                    try:
+                        _, writer = await asyncio.open_connection("127.0.0.1", port)
+                    except OSError:
+                        break
+                    writer.close()
+                    await asyncio.sleep(0.01)  # (polling the port; bounded by the timeout)
+            assert not request.done() and not task.done()
+            gate.set()
+            status, body = await request
+            assert status == 200
+            np.testing.assert_allclose(body["predictions"], _ref(X), rtol=1e-6)
+            await task  # drained, models closed, signal handlers removed
+        assert model.session._closed
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        gate.set()
+        if not task.done():
+            task.cancel()
+
+
 def test_parse_batching_parameters():
     text = """
     max_batch_size { value: 32 }  # rows

@@ -179,14 +179,17 @@ class ModelServer:
         await self._grpc.start()
 
     async def stop(self, grace_s: float = 5.0) -> None:
-        """Stop listening and close connections (the models stay loaded); gRPC calls in
-        flight get `grace_s` seconds to finish."""
-        if self._grpc is not None:
-            await self._grpc.stop(grace_s)
-            self._grpc = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        """Stop listening on both ports at once, let the requests in flight finish
+        (gRPC calls get `grace_s` seconds, REST requests aiohttp's shutdown timeout),
+        and close the connections; the models stay loaded."""
+        grpc_srv, self._grpc = self._grpc, None
+        runner, self._runner = self._runner, None
+        stopping = []
+        if grpc_srv is not None:
+            stopping.append(grpc_srv.stop(grace_s))
+        if runner is not None:
+            stopping.append(runner.cleanup())
+        await asyncio.gather(*stopping)
 
     async def aclose(self) -> None:
         """`stop()`, then close every model (their batchers and sessions)."""
@@ -251,7 +254,8 @@ async def serve(
     ready: asyncio.Future | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Load the model, serve until `stop` is set (SIGINT/SIGTERM when `stop` is None).
+    """Load the model, serve until `stop` is set (SIGINT/SIGTERM when `stop` is None),
+    then drain: stop accepting, finish the requests in flight, close the models.
 
     `ready`, when given, gets the ModelServer once it listens (its `port` and
     `grpc_port` are the bound ports).
@@ -334,21 +338,31 @@ async def serve(
         file=sys.stderr,
         flush=True,
     )
+    handled = []
+    loop = asyncio.get_running_loop()
     if stop is None:
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 loop.add_signal_handler(sig, stop.set)
-            except (NotImplementedError, RuntimeError):
-                pass
+                handled.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # (not the main thread, or no signals here)
     if ready is not None:
         ready.set_result(server)
     try:
         await stop.wait()
+        # Draining: the ports close at once (new connections are refused), requests in
+        # flight finish (REST: up to aiohttp's shutdown timeout; gRPC: `grace_s`), then
+        # the models close.  A second signal meanwhile changes nothing.
+        print("Draining: finishing the requests in flight", file=sys.stderr, flush=True)
     finally:
-        await manager.aclose()
-        await server.aclose()
+        try:
+            await manager.aclose()
+            await server.aclose()
+        finally:
+            for sig in handled:
+                loop.remove_signal_handler(sig)
 
 
 def blas_threads(intra_op_parallelism: int) -> int:
