@@ -753,3 +753,25 @@ async def test_example_embeds_the_api_in_an_aiohttp_app(capsys):
         await example.main(argparse.Namespace(host="127.0.0.1", port=0, selftest=True))
     out = capsys.readouterr().out.splitlines()
     assert out[1:] == ['200 {"predictions":[[-2.5],[2.5]]}', '200 {"models": ["linear"]}']
+
+
+async def test_example_awaits_the_model_from_a_fastapi_endpoint(capsys):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    import argparse
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parent.parent / "examples" / "serve_fastapi.py"
+    spec = importlib.util.spec_from_file_location("serve_fastapi_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    args = argparse.Namespace(host="127.0.0.1", port=0, export_dir=None, selftest=True)
+    async with asyncio.timeout(30):
+        await example.main(args)
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == [
+        '200 {"predictions":{"y":[[-2.5],[2.5]]}}',  # x @ [[1], [-2]] + 0.5
+        "400 Input 'x' has shape (1, 3), which is not",
+        '200 {"ready":true}',
+    ]
