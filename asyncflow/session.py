@@ -585,9 +585,11 @@ class BaseSession:
         `await sess.arun(fetches, dict(zip(feed_list, feed_values)))` would.
 
         The fetch structure and the feeds are resolved here, once; a call converts and
-        checks its feed values, looks its plan up and runs the step.  A call from a
-        loop the session is not bound to, or past the loop slice's deadline, takes
-        `arun`'s path (binding, handing the step over, yielding to the loop).
+        checks its feed values, takes its turn on the loop as `arun` does (past the
+        loop slice's deadline it yields first if its task already stepped in this
+        slice), looks its plan up and runs the step.  A call from a loop the session is
+        not bound to, or on a closed session, takes `arun`'s path (binding, handing the
+        step over, the error).
 
         Raises (at the call): TypeError for a wrong number of feed values, what `arun`
         raises otherwise.
@@ -608,14 +610,16 @@ class BaseSession:
             if len(args) != n:
                 raise TypeError(f"Callable takes {n} feed values, got {len(args)}")
             loop = asyncio.get_running_loop()
-            deadline = _DEADLINES.get(loop)
-            if (
-                self._closed
-                or self._loop is not loop
-                or (deadline is not None and _clock() > deadline)
-            ):
+            if self._closed or self._loop is not loop:
                 return await self.arun(fetches, dict(zip(feed_tensors, args)))
             feed_values = [_feed_value(t, args[k]) for t, k in zip(plan_feeds, order)]
+            deadline = _DEADLINES.get(loop)
+            if deadline is not None and _clock() > deadline:  # (as in arun)
+                if STEPPED_IN.get() == _SLICE_OF.get(loop):
+                    await _YIELD_TO_LOOP
+                    self._check_open()  # (closed while it waited its turn)
+                else:
+                    _DEADLINES[loop] = _clock() + loop_slices.SLICE_S * GRACE_FRACTION
             plan = master.plan(plan_feeds, elements)
             with quiet_step():
                 values = await master.run_step(plan, feed_values, None)

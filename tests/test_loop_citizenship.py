@@ -41,16 +41,18 @@ async def test_never_suspending_arun_step_lets_a_callback_run(graph, monkeypatch
     assert len(seen) == 1 and seen[0] < 50  # it ran before the step's last kernel
 
 
-async def test_back_to_back_aruns_share_the_slice(graph, monkeypatch):
+@pytest.mark.parametrize("prepared", [False, True], ids=["arun", "make_async_callable"])
+async def test_back_to_back_aruns_share_the_slice(graph, monkeypatch, prepared):
     monkeypatch.setattr(loop_slices, "SLICE_S", 0.0)
     counter = new_counter()
     y = count_op(af.constant(1.0), counter)
     seen = []
     async with af.Session() as s:
-        await s.arun(y)
+        step = s.make_async_callable(y) if prepared else lambda: s.arun(y)
+        await step()
         asyncio.get_running_loop().call_soon(lambda: seen.append(counter.n))
         for _ in range(5):  # one kernel each: the yield comes between steps' kernels
-            await s.arun(y)
+            await step()
     assert seen and seen[0] < 6
 
 
