@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_serving_rest import X, base_path  # noqa: F401 (fixture)
 
 import asyncflow as af
-from asyncflow.protos.serving import predict_pb2
+from asyncflow.protos.serving import inference_pb2, predict_pb2
 from asyncflow.serving import grpc_server, metrics, server
 from asyncflow.serving.registry import ModelRegistry
 
@@ -155,3 +155,23 @@ async def test_command_line_monitoring_config_file(base_path, tmp_path):  # noqa
     finally:
         stop.set()
         await task
+
+
+async def test_multi_inference_is_counted_and_timed(running):
+    srv, http = running
+    request = inference_pb2.MultiInferenceRequest()
+    task = request.tasks.add(method_name="tensorflow/serving/regress")
+    task.model_spec.name = "m"
+    task.model_spec.signature_name = "regress"
+    example = request.input.example_list.examples.add()
+    example.features.feature["x"].float_list.value.extend([1.0, 2.0])
+    async with asyncio.timeout(30):
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{srv.grpc_port}")
+        response = await grpc_server.PredictionServiceStub(channel).MultiInference(request)
+        await channel.close()
+        got = await _scrape(srv, http)
+    assert [r.value for r in response.results[0].regression_result.regressions] == [4.0]
+    key = (("model_name", "m"), ("status", "OK"), ("version", ""))
+    assert got[(":tensorflow:serving:request_count", key)] == 1
+    labels = (("API", "MultiInference"), ("entrypoint", "GRPC"), ("model_name", "m"))
+    assert got[(":tensorflow:serving:request_latency_count", labels)] == 1
