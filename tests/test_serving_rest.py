@@ -439,6 +439,9 @@ async def test_command_line_serves_the_latest_version_with_batching(base_path, t
                 async with http.get(base) as resp:
                     versions = [v["version"] for v in (await resp.json())["model_version_status"]]
                 assert versions == ["2"]
+                # --tensorflow_intra_op_parallelism (0: 1 in this server) is the sessions'.
+                config = (await ready).registry.get("m")[1].session._config
+                assert config.intra_op_parallelism_threads == 1
 
                 async def one(i):
                     async with http.post(base + ":predict", json={"instances": [X[i % 2]]}) as r:

@@ -74,6 +74,7 @@ class VersionManager:
         tags=("serve",),
         poll_wait_s: float = 1.0,
         warmup: bool = True,
+        session_config=None,
     ):
         self.registry = registry
         self.configs = list(configs)
@@ -81,6 +82,7 @@ class VersionManager:
         self.tags = tuple(tags)
         self.poll_wait_s = poll_wait_s
         self.warmup = warmup
+        self.session_config = session_config  # each version's Session's ConfigProto
         self._lock = asyncio.Lock()
         self._unloads: set[asyncio.Task] = set()
         self._poller: asyncio.Task | None = None
@@ -132,7 +134,9 @@ class VersionManager:
         export_dir = os.path.join(config.base_path, str(version))
         model = None
         try:
-            model = await _model.aload(export_dir, tags=self.tags, batching=self.batching)
+            model = await _model.aload(
+                export_dir, tags=self.tags, batching=self.batching, config=self.session_config
+            )
             # The SavedModel's warm-up file, as TF Serving replays it (a failing record
             # fails the load); without one, each signature once on zeros.
             if self.warmup and not await _warmup.arun_warmup(model, version, export_dir):

@@ -29,7 +29,15 @@ from asyncflow.serving.manager import VersionManager, find_versions
 from asyncflow.serving.registry import ModelRegistry
 from asyncflow.serving.rest import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH, make_app
 
-__all__ = ["find_versions", "load_version", "ModelServer", "parse_args", "serve", "main"]
+__all__ = [
+    "find_versions",
+    "load_version",
+    "ModelServer",
+    "parse_args",
+    "serve",
+    "session_config",
+    "main",
+]
 
 
 async def load_version(
@@ -285,6 +293,7 @@ async def serve(
         batching=batching,
         tags=tags,
         poll_wait_s=args.file_system_poll_wait_seconds,
+        session_config=session_config(args),
     )
     try:
         await manager.poll_once()
@@ -363,6 +372,18 @@ async def serve(
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
+
+
+def session_config(args: argparse.Namespace):
+    """The ConfigProto of the models' sessions: `--tensorflow_intra_op_parallelism`
+    is their intra-op thread count, as in TF Serving (0: `blas_threads`' choice, 1).
+    It is also the process's CPU budget (asyncflow.devices.cpu_budget), so with 1 a
+    kernel's BLAS call runs on the calling thread without weighing two threads
+    against one first (the server's concurrency is its requests)."""
+    from asyncflow.config import ConfigProto
+
+    n = blas_threads(args.tensorflow_intra_op_parallelism)
+    return ConfigProto(intra_op_parallelism_threads=n)
 
 
 def blas_threads(intra_op_parallelism: int) -> int:
