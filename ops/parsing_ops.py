@@ -32,7 +32,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.example_pb import DecodeError
 from asyncflow.protos.example_pb2 import Example
-from asyncflow.protos.parse_batch_pb2 import ExampleBatch, RawExampleBatch
+from asyncflow.protos.parse_batch_pb2 import ExampleBatch, RawExample, RawExampleBatch
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
@@ -396,6 +396,35 @@ def _packed(payloads: list, kind: int):
     return values, counted[seg_end] - counted[seg_end - size]
 
 
+def _packed_one(p: bytes, kind: int):
+    """`_packed` of a single payload (parse_single_example's common case) without the
+    vectorised set-up: the decoded values, or None for the general path."""
+    n = len(p)
+    if n < 2 or p[0] != 0x0A:
+        return None
+    size, head = p[1], 2
+    if size >= 0x80:
+        if n < 3 or p[2] >= 0x80:
+            return None
+        size, head = (size & 0x7F) | (p[2] << 7), 3
+    if size != n - head:
+        return None
+    if kind == 2:
+        if size % 4:
+            return None
+        return np.frombuffer(p, "<f4", offset=head).astype(np.float32)
+    if size == 0 or p[-1] >= 0x80:
+        return None
+    values, pos = [], head
+    while pos < n:
+        v, pos = _wire_varint(p, pos)
+        if v is None:
+            return None
+        v &= 0xFFFFFFFFFFFFFFFF
+        values.append(v - (1 << 64) if v >= 1 << 63 else v)
+    return np.array(values, np.int64)
+
+
 def _strings(payload: bytes):
     """The strings of one serialized BytesList, or None when it is not the plain
     canonical form (field 1 repeated, lengths under 16 KiB)."""
@@ -421,7 +450,7 @@ def _dense_fast(batch: _Batch, key, dtype, shape, default):
     """A dense (not sequence) feature's batch output, or None when any record needs the
     general path (missing without default, wrong count or kind, an unusual encoding)."""
     kind = _KIND_OF[dtype]
-    want = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    want = math.prod(shape)
     if want == 0:
         return None
     payloads = batch.payloads(key, kind)
@@ -441,6 +470,11 @@ def _dense_fast(batch: _Batch, key, dtype, shape, default):
         out = np.empty(len(values), dtype=object)
         out[:] = values
         return out.reshape([n, *shape])
+    if n == 1:
+        one = _packed_one(payloads[0], kind)
+        if one is None or one.size != want:
+            return None
+        return one.reshape([1, *shape])
     decoded = _packed(payloads, kind)
     if decoded is None or (decoded[1] != want).any():
         return None
@@ -575,8 +609,69 @@ def _sparse_tensor(counts, values, batch: bool):
     return cols.reshape(-1, 1), values, np.array([longest], np.int64)
 
 
+_KIND_NAME_OF = {1: "bytes_list", 2: "float_list", 3: "int64_list"}
+_SINGLE_SPECS: dict = {}  # id(op attrs) -> (attrs, the fast path's spec or None)
+
+
+def _single_fast(attrs, record, defaults):
+    """parse_single_example of dense features only, each present in its usual encoding
+    (or missing with a default): the outputs without the batch machinery, or None for
+    the general path (which also reports every error)."""
+    hit = _SINGLE_SPECS.get(id(attrs))
+    if hit is None or hit[0] is not attrs:
+        if len(_SINGLE_SPECS) > 256:
+            _SINGLE_SPECS.clear()
+        spec = None
+        if not attrs["sparse_keys"]:
+            spec = []
+            for key, dt, shape, seq in zip(
+                attrs["dense_keys"], attrs["Tdense"], attrs["dense_shapes"], attrs["_dense_seq"]
+            ):
+                shape = [int(d) for d in shape]
+                kind = _KIND_OF[dt]
+                if seq or math.prod(shape) == 0:
+                    spec = None
+                    break
+                spec.append((key, dt, shape, math.prod(shape), kind, _KIND_NAME_OF[kind]))
+        hit = _SINGLE_SPECS[id(attrs)] = (attrs, spec)
+    spec = hit[1]
+    if spec is None or not isinstance(record, bytes):
+        return None
+    try:
+        feats = RawExample.FromString(record).features.feature
+    except DecodeError:
+        return None
+    out = []
+    for (key, dt, shape, want, kind, name), default in zip(spec, defaults):
+        f = feats.get(key)
+        if f is None:
+            if np.size(default) == 0:
+                return None
+            out.append(np.array(np.reshape(default, shape), dtype=dt.as_numpy_dtype))
+            continue
+        if f.WhichOneof("kind") != name:
+            return None
+        payload = getattr(f, name)
+        if kind == 1:
+            got = _strings(payload)
+            if got is None or len(got) != want:
+                return None
+            v = np.empty(want, dtype=object)
+            v[:] = got
+        else:
+            v = _packed_one(payload, kind)
+            if v is None or v.size != want:
+                return None
+        out.append(v.reshape(shape))
+    return out
+
+
 def _parse_kernel_sync(attrs, serialized, defaults):
     batch = attrs["_batch"]
+    if not batch and isinstance(serialized, np.ndarray) and serialized.shape == ():
+        fast = _single_fast(attrs, serialized[()], defaults)
+        if fast is not None:
+            return fast
     serialized = np.asarray(serialized, dtype=object)
     if batch and serialized.ndim != 1:
         raise errors.InvalidArgumentError(

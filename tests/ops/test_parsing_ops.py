@@ -463,3 +463,42 @@ def test_decode_raw_fixed_length_errors_match_tf():
     with af.Session() as sess:
         with pytest.raises(errors.InvalidArgumentError, match=r"fixed_length \(0\) must be"):
             sess.run(t, {n: 0})
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_single_example_fast_path_agrees_with_each_message(sess, seed):
+    """parse_single_example's one-record path (dense features only) gives what each
+    Example message holds: negative and 64-bit ints, long strings, missing features
+    with defaults; a wrong kind or count still raises TF's errors."""
+    rng = np.random.RandomState(seed)
+    rec = af.placeholder(af.string, [])
+    spec = {
+        "i": P.FixedLenFeature([2], af.int64),
+        "f": P.FixedLenFeature([3], af.float32, default_value=[9.0, 9.0, 9.0]),
+        "s": P.FixedLenFeature([], af.string),
+    }
+    out = P.parse_single_example(rec, spec)
+    for r in range(20):
+        e = pb.Example()
+        f = e.features.feature
+        ints = [int(rng.choice([0, -1, 1 << 62, -(1 << 63), 1000])) for _ in range(2)]
+        f["i"].int64_list.value.extend(ints)
+        floats = rng.randn(3).astype(np.float32)
+        if r % 3 != 1:
+            f["f"].float_list.value.extend(floats.tolist())
+        s = bytes(rng.randint(0, 256, size=rng.choice([0, 5, 200, 20000])).astype(np.uint8))
+        f["s"].bytes_list.value.append(s)
+        got = sess.run(out, {rec: e.SerializeToString()})
+        assert got["i"].tolist() == ints and got["i"].dtype == np.int64
+        np.testing.assert_array_equal(got["f"], floats if r % 3 != 1 else np.float32([9] * 3))
+        assert got["s"] == s
+    bad = pb.Example()
+    bad.features.feature["i"].float_list.value.extend([1.0, 2.0])
+    bad.features.feature["s"].bytes_list.value.append(b"x")
+    with pytest.raises(errors.InvalidArgumentError, match="Data types don't match"):
+        sess.run(out, {rec: bad.SerializeToString()})
+    short = pb.Example()
+    short.features.feature["i"].int64_list.value.append(1)
+    short.features.feature["s"].bytes_list.value.append(b"x")
+    with pytest.raises(errors.InvalidArgumentError, match="Values size: 1"):
+        sess.run(out, {rec: short.SerializeToString()})
