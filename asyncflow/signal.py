@@ -1,6 +1,6 @@
 """`af.signal`: TF1's tf.signal built from the FFT ops and array ops, as TF builds it
 (so everything differentiates through those ops): windows, frame / overlap_and_add,
-rfft / irfft (1-3 D), stft / inverse_stft, dct / idct (types 2 and 3), mel weights,
+rfft / irfft (1-3 D), stft / inverse_stft, dct / idct (types 1-4), mel weights,
 MFCCs, fftshift.
 
 rfft is the complex FFT of the (cropped or zero-padded) real signal, keeping the first
@@ -389,42 +389,78 @@ def inverse_stft(stfts, frame_length, frame_step, fft_length=None, window_fn=han
 # -- DCT, mel, MFCC --------------------------------------------------------------------------
 
 
-def dct(input, type=2, n=None, axis=-1, norm=None, name=None):  # noqa: A002 - TF's names
-    """The DCT of the innermost dimension (types 2 and 3; norm None or "ortho").
-
-    Raises:
-      ValueError: another type, n or axis other than TF's defaults, or a bad norm.
-    """
-    if type not in (2, 3):
-        raise ValueError(f"Only types 2 and 3 are supported in asyncflow, got {type}")
-    if n is not None or axis != -1:
-        raise ValueError("dct: n and axis other than -1 are not supported in asyncflow")
+def _validate_dct(x, type, n, axis, norm):  # noqa: A002 - TF's names
+    if axis != -1:
+        raise NotImplementedError(f"axis must be -1. Got: {axis}")
+    if n is not None and n < 1:
+        raise ValueError("n should be a positive integer or None")
+    if type not in (1, 2, 3, 4):
+        raise ValueError("Types I, II, III and IV (I)DCT are supported.")
+    if type == 1:
+        if norm == "ortho":
+            raise ValueError("Normalization is not supported for the Type-I DCT.")
+        size = x.shape.as_list()[-1] if x.shape.ndims else None
+        if size is not None and size < 2:
+            raise ValueError("Type-I DCT requires the dimension to be greater than one.")
     if norm not in (None, "ortho"):
         raise ValueError(f"Unknown normalization. Expected None or 'ortho', got: {norm}")
+
+
+def dct(input, type=2, n=None, axis=-1, norm=None, name=None):  # noqa: A002 - TF's names
+    """The DCT (types 1-4) of the innermost dimension, first cut or zero-padded to `n`
+    when given; norm None or "ortho" (not for type 1), computed through rfft as TF does.
+
+    Raises:
+      ValueError: a bad type, n or norm, or an unknown inner dimension.
+      NotImplementedError: axis other than -1 (as TF).
+    """
     with ops.name_scope(name, "dct", [input]):
         x = _t(input, "input")
-        size = x.shape.as_list()[-1] if x.shape.ndims else None
-        if size is None:
-            raise ValueError("dct needs a known inner dimension")
-        real = x.dtype.base_dtype
-        k = np.arange(size)
-        if type == 2:
-            scale = (2.0 * np.exp(-1j * k * np.pi * 0.5 / size)).astype(_ctype(real))
-            out = math_special_ops.real(rfft(x, [2 * size])[..., :size] * scale)
-            if norm == "ortho":
-                w = np.full(size, math.sqrt(2.0) * 0.5 / math.sqrt(size))
-                w[0] = 0.5 / math.sqrt(size)
-                out = out * w.astype(real.as_numpy_dtype)
-            return out
-        if norm == "ortho":
-            w = np.full(size, math.sqrt(size) * math.sqrt(0.5))
-            w[0] = math.sqrt(size)
-            x = x * w.astype(real.as_numpy_dtype)
+        _validate_dct(x, type, n, axis, norm)
+        return _dct(x, type, n, norm)
+
+
+def _dct(x, type, n, norm):  # noqa: A002
+    size = x.shape.as_list()[-1] if x.shape.ndims else None
+    if size is None:
+        raise ValueError("dct needs a known inner dimension")
+    if n is not None and n != size:
+        if n < size:
+            x = x[..., :n]
         else:
-            x = x * float(size)
-        scale = (2.0 * np.exp(1j * k * np.pi * 0.5 / size)).astype(_ctype(real))
-        spec = scale * math_special_ops.complex(x, array_ops.zeros_like(x))
-        return irfft(spec, [2 * size])[..., :size]
+            pads = [[0, 0]] * (x.shape.ndims - 1) + [[0, n - size]]
+            x = array_ops.pad(x, pads)
+        size = n
+    real = x.dtype.base_dtype
+    k = np.arange(size)
+    if type == 1:
+        if size < 2:
+            raise ValueError("Type-I DCT requires the dimension to be greater than one.")
+        mirrored = array_ops.concat([x, array_ops.reverse(x[..., 1 : size - 1], [-1])], -1)
+        return math_special_ops.real(rfft(mirrored))
+    if type == 2:
+        scale = (2.0 * np.exp(-1j * k * np.pi * 0.5 / size)).astype(_ctype(real))
+        out = math_special_ops.real(rfft(x, [2 * size])[..., :size] * scale)
+        if norm == "ortho":
+            w = np.full(size, math.sqrt(2.0) * 0.5 / math.sqrt(size))
+            w[0] = 0.5 / math.sqrt(size)
+            out = out * w.astype(real.as_numpy_dtype)
+        return out
+    if type == 4:
+        # The odd terms of the type-2 DCT of the signal zero-padded to 2N (as TF).
+        out = _dct(x, 2, 2 * size, None)[..., 1::2]
+        if norm == "ortho":
+            out = out * float(math.sqrt(0.5) / math.sqrt(size))
+        return out
+    if norm == "ortho":
+        w = np.full(size, math.sqrt(size) * math.sqrt(0.5))
+        w[0] = math.sqrt(size)
+        x = x * w.astype(real.as_numpy_dtype)
+    else:
+        x = x * float(size)
+    scale = (2.0 * np.exp(1j * k * np.pi * 0.5 / size)).astype(_ctype(real))
+    spec = scale * math_special_ops.complex(x, array_ops.zeros_like(x))
+    return irfft(spec, [2 * size])[..., :size]
 
 
 def _ctype(real):
@@ -432,12 +468,16 @@ def _ctype(real):
 
 
 def idct(input, type=2, n=None, axis=-1, norm=None, name=None):  # noqa: A002
-    """The inverse of dct of `type` (a DCT of the inverse type; exact with "ortho").
+    """The inverse of dct of `type`: a DCT of the inverse type (1, 3, 2, 4), exact with
+    "ortho"; unnormalised, it scales by 2N (type 1: 2(N-1)), as TF's.
 
     Raises:
       ValueError: as dct.
     """
-    return dct(input, {2: 3, 3: 2}.get(type, type), n, axis, norm, name)
+    with ops.name_scope(name, "idct", [input]):
+        x = _t(input, "input")
+        _validate_dct(x, type, n, axis, norm)
+        return _dct(x, {1: 1, 2: 3, 3: 2, 4: 4}[type], n, norm)
 
 
 def linear_to_mel_weight_matrix(num_mel_bins=20, num_spectrogram_bins=129, sample_rate=8000,

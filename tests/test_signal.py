@@ -75,8 +75,16 @@ def test_stft_round_trip_and_finite_differences():
 
 
 def test_errors():
-    with pytest.raises(ValueError, match="types 2 and 3"):
-        af.signal.dct([1.0, 2.0], type=1)
+    with pytest.raises(ValueError, match="Types I, II, III and IV"):
+        af.signal.dct([1.0, 2.0], type=5)
+    with pytest.raises(ValueError, match="Type-I DCT"):
+        af.signal.dct([1.0, 2.0], type=1, norm="ortho")
+    with pytest.raises(ValueError, match="greater than one"):
+        af.signal.dct([1.0], type=1)
+    with pytest.raises(ValueError, match="positive integer"):
+        af.signal.idct([1.0, 2.0], n=0)
+    with pytest.raises(NotImplementedError, match="axis"):
+        af.signal.dct([[1.0, 2.0]], axis=0)
     with pytest.raises(ValueError, match="normalization"):
         af.signal.dct([1.0, 2.0], norm="x")
     with pytest.raises(ValueError, match="floating"):
@@ -84,3 +92,55 @@ def test_errors():
     with pytest.raises(ValueError):
         af.signal.linear_to_mel_weight_matrix(8, 17, 8000, 100.0, 5000.0)
     assert af.signal.fft is af.fft and af.signal.frame.__module__ == "asyncflow.signal"
+
+
+DCT = json.loads((pathlib.Path(__file__).parent / "fixtures" / "dct_tf.json").read_text())
+
+
+def _dct_matrix(t: int, size: int) -> np.ndarray:
+    """Unnormalised DCT-`t` as a matrix, from the textbook sums (numpy's reference)."""
+    k, m = np.arange(size)[:, None], np.arange(size)[None, :]
+    if t == 1:
+        w = 2 * np.cos(np.pi * k * m / (size - 1))
+        w[:, 0] /= 2
+        w[:, -1] = (-1.0) ** np.arange(size)
+        return w
+    if t == 2:
+        return 2 * np.cos(np.pi * (2 * m + 1) * k / (2 * size))
+    if t == 3:
+        w = 2 * np.cos(np.pi * m * (2 * k + 1) / (2 * size))
+        w[:, 0] = 1
+        return w
+    return 2 * np.cos(np.pi * (2 * m + 1) * (2 * k + 1) / (4 * size))
+
+
+@pytest.mark.parametrize("case", DCT["cases"], ids=lambda c: str(c[0]))
+def test_dct_types_match_tf_and_the_sums(case):
+    (fn, t, norm, n), want = case
+    x = np.array(DCT["x"])
+    got = _run(getattr(af.signal, fn)(af.constant(x), type=t, norm=norm, n=n))
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    if n is not None:
+        x = x[:, :n] if n <= x.shape[1] else np.pad(x, [(0, 0), (0, n - x.shape[1])])
+    if fn == "dct" and norm is None:
+        np.testing.assert_allclose(got, x @ _dct_matrix(t, x.shape[1]).T, atol=1e-9)
+
+
+@pytest.mark.parametrize("t", [1, 2, 3, 4])
+def test_idct_inverts_dct(t):
+    x = np.random.RandomState(t).randn(3, 7)
+    norm = None if t == 1 else "ortho"
+    y = af.signal.idct(af.signal.dct(af.constant(x), type=t, norm=norm), type=t, norm=norm)
+    scale = 2 * (7 - 1) if t == 1 else 1
+    np.testing.assert_allclose(_run(y) / scale, x, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "t,norm,n", [(1, None, None), (4, "ortho", None), (4, None, 9), (3, None, 5)]
+)
+def test_dct_gradients_match_finite_differences(t, norm, n):
+    x = np.random.RandomState(3).randn(2, 6)
+    xt = af.constant(x)
+    y = af.signal.dct(xt, type=t, norm=norm, n=n)
+    err = compute_gradient_error(xt, [2, 6], y, y.shape.as_list(), x_init_value=x)
+    assert err < 1e-6
