@@ -7,6 +7,7 @@ import json
 import threading
 
 import numpy as np
+import pytest
 
 import asyncflow as af
 from asyncflow import tracing
@@ -195,7 +196,12 @@ def test_loops_trace_every_iteration():
 # of one thread properly nested (here: disjoint); flow events paired by (cat, id), the
 # start bound to the slice enclosing it on its thread, the end ("bp": "e") likewise,
 # never earlier than the start; metadata events of the known names with their arguments;
-# counters with numeric series.
+# counters with numeric series.  And what Perfetto's JSON importer (trace processor's
+# json_trace_parser) adds to the format: pid and tid 0 are the kernel's swapper there,
+# so a synthesized trace uses 1 and up; a v1 flow is keyed by (cat, name, id), so both
+# ends carry the same three; an event binds to the slice open on its track when the
+# importer reaches it, so a flow end on a slice's boundary binds only if the slice came
+# first: flow ends lie strictly inside slices that have a duration.
 
 _META = {
     "process_name": "name",
@@ -226,6 +232,10 @@ def trace_event_violations(text: str) -> list[str]:
             bad.append(f"{where}: name is not a string")
         if not isinstance(e.get("pid"), int):
             bad.append(f"{where}: pid is not an integer")
+        elif e["pid"] < 1:
+            bad.append(f"{where}: pid 0 (the swapper to Perfetto)")
+        if isinstance(e.get("tid"), int) and e["tid"] < 1:
+            bad.append(f"{where}: tid 0 (the swapper to Perfetto)")
         if "args" in e and not isinstance(e["args"], dict):
             bad.append(f"{where}: args is not an object")
         if "cat" in e and not isinstance(e["cat"], str):
@@ -259,7 +269,7 @@ def trace_event_violations(text: str) -> list[str]:
             elif ph == "f" and e.get("bp") != "e":
                 bad.append(f"{where}: a flow end not bound to its enclosing slice")
             else:
-                flows.setdefault((e["cat"], e["id"]), []).append(e)
+                flows.setdefault((e["cat"], e["name"], e["id"]), []).append(e)
         else:
             bad.append(f"{where}: a phase this trace should not use")
     for lane, spans in slices.items():
@@ -270,7 +280,7 @@ def trace_event_violations(text: str) -> list[str]:
 
     def enclosed(e) -> bool:
         for start, dur in slices.get((e["pid"], e["tid"]), ()):
-            if start <= e["ts"] < start + dur or e["ts"] == start:
+            if start < e["ts"] < start + dur or (dur == 0 and e["ts"] == start):
                 return True
         return False
 
@@ -285,7 +295,7 @@ def trace_event_violations(text: str) -> list[str]:
             bad.append(f"flow {key}: ends before it starts")
         for ev in (start, end):
             if not enclosed(ev):
-                bad.append(f"flow {key}: {ev['ph']} at {ev['ts']} is inside no slice")
+                bad.append(f"flow {key}: {ev['ph']} at {ev['ts']} is strictly inside no slice")
     return bad
 
 
@@ -299,23 +309,45 @@ def test_chrome_trace_follows_the_trace_event_format():
     assert len(flows) >= 4  # the checks above saw the two devices' Send/Recv pairs
 
 
+def test_chrome_trace_times_are_the_step_stats_in_microseconds():
+    """Each slice is its node's start (from the step's first node) and duration in
+    microseconds, on process device+1 and thread lane+1."""
+    md, _ = _traced_step()
+    events = json.loads(timeline.Timeline(md.step_stats).generate_chrome_trace_format())
+    slices = [e for e in events["traceEvents"] if e["ph"] == "X"]
+    nodes = [(pid, n) for pid, d in enumerate(md.step_stats.dev_stats) for n in d.node_stats]
+    assert len(slices) == len(nodes)
+    t0 = min(n.all_start_nanos for _, n in nodes)
+    for e, (dev, n) in zip(slices, nodes):
+        assert e["args"]["name"] == n.node_name
+        assert (e["pid"], e["tid"]) == (dev + 1, n.thread_id + 1)
+        assert e["ts"] == pytest.approx((n.all_start_nanos - t0) / 1000, abs=1e-6)
+        assert e["dur"] == pytest.approx(n.all_end_rel_nanos / 1000, abs=1e-6)
+
+
 def test_trace_event_rules_catch_violations():
     """The checker is not vacuous: each broken rule is reported."""
-    ok = {"ph": "X", "name": "a", "pid": 0, "tid": 0, "ts": 0.0, "dur": 2.0}
+    ok = {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0.0, "dur": 2.0}
+    flow = {"name": "k", "cat": "D", "id": 0, "pid": 1, "tid": 1}
     cases = {
         "overlap": [ok, {**ok, "ts": 1.0}],
         "dur": [{**ok, "dur": -1}],
         "ts": [{**ok, "ts": None}],
         "not JSON": None,
-        "phases": [ok, {"ph": "s", "name": "k", "cat": "D", "id": 0, "pid": 0, "tid": 0,
-                        "ts": 1.0}],
+        "phases": [ok, {"ph": "s", **flow, "ts": 1.0}],
         "inside no slice": [
-            ok,
-            {"ph": "s", "name": "k", "cat": "D", "id": 0, "pid": 0, "tid": 0, "ts": 1.0},
-            {"ph": "f", "bp": "e", "name": "k", "cat": "D", "id": 0, "pid": 0, "tid": 0,
-             "ts": 2.0},
+            ok, {"ph": "s", **flow, "ts": 1.0}, {"ph": "f", "bp": "e", **flow, "ts": 2.0},
         ],
-        "metadata": [{"ph": "M", "name": "process_name", "pid": 0, "args": {}}],
+        "strictly inside": [  # on the slice's start: binds only if the slice comes first
+            ok, {"ph": "s", **flow, "ts": 0.0}, {"ph": "f", "bp": "e", **flow, "ts": 1.0},
+        ],
+        "one start and one end": [  # another name: another flow to Perfetto
+            ok, {"ph": "s", **flow, "ts": 0.5}, {"ph": "f", "bp": "e", **flow, "name": "j",
+                                                  "ts": 1.0},
+        ],
+        "pid 0": [{**ok, "pid": 0}],
+        "tid 0": [{**ok, "tid": 0}],
+        "metadata": [{"ph": "M", "name": "process_name", "pid": 1, "args": {}}],
     }  # fmt: skip
     for rule, events in cases.items():
         text = (
