@@ -120,7 +120,7 @@ class Master:
             mp = MasterPlan()
             mp.plans = []
             mp.parts = parts
-            mp.handle = register_partitions(parts, fetch_map, feed_tensors)
+            mp.handle = register_partitions(parts, fetch_map, feed_tensors, trace)
             return mp
         plans = [
             compile_plan(

@@ -38,6 +38,9 @@ from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import ClusterSpec, split_address
 from asyncflow.distributed.graph_codec import encode_partition
 from asyncflow.graph_io import attr_value
+from asyncflow.protos.cost_graph_pb2 import CostGraphDef
+from asyncflow.protos.step_stats_pb2 import StepStats
+from asyncflow.worker import traced
 
 __all__ = ["ClusterWorker", "RemoteDevice", "parse_target"]
 
@@ -173,8 +176,10 @@ class ClusterWorker:
             None, None, "A cluster worker registers partitions, not lowered plans"
         )
 
-    def register_partitions(self, parts, fetch_map, feed_tensors) -> RemoteGraph:
+    def register_partitions(self, parts, fetch_map, feed_tensors, trace=False) -> RemoteGraph:
         """Encode `parts` (the master's partitions) per task; the handle of the lot.
+        `trace`: the tasks lower them as traced plans (per-node times and memory), for
+        steps run with RunOptions(trace_level >= SOFTWARE_TRACE) and a RunMetadata.
 
         Raises UnimplementedError for an op whose attrs cannot cross the wire."""
         by_task: dict[tuple, list] = {}
@@ -216,6 +221,8 @@ class ClusterWorker:
                 "fm": fm,
                 "x": _peer_tasks(tparts, key),
             }
+            if trace:
+                t.meta["tr"] = 1
             t.tensors = blobs
             t.feed_ids = feed_ids
             t.fetch_ids = fetch_ids
@@ -240,6 +247,8 @@ class ClusterWorker:
         the step is aborted on the others)."""
         gs = (self._step_base + step_id) & _STEP_MASK
         tasks = handle.tasks
+        if run_metadata is not None and traced(options):
+            return await self._run_traced(handle, gs, feed_values, run_metadata, step_timeout)
         if len(tasks) == 1:  # the common case: one message each way
             t = tasks[0]
             conn = t.channel.conn
@@ -257,7 +266,26 @@ class ClusterWorker:
             return values
         return await self._run_many(handle, gs, feed_values, step_timeout)
 
-    async def _run_many(self, handle, gs, feed_values, step_timeout) -> list:
+    async def _run_traced(self, handle, gs, feed_values, run_metadata, step_timeout) -> list:
+        """A traced step: each task answers its fetches, then its StepStats and
+        CostGraphDef (serialized); the client's RunMetadata gets every task's device
+        stats side by side (the task's device names are full: /job:J/replica:0/task:T)."""
+        per_task = await self._run_many(handle, gs, feed_values, step_timeout, traced_reply=2)
+        stats, cost = StepStats(), CostGraphDef()
+        for ss, cg in per_task.traces:
+            stats.dev_stats.extend(StepStats.FromString(ss.tobytes()).dev_stats)
+            _append_cost_graph(cost, CostGraphDef.FromString(cg.tobytes()))
+        if isinstance(getattr(run_metadata, "step_stats", None), StepStats):
+            run_metadata.step_stats.CopyFrom(stats)
+        else:
+            run_metadata.step_stats = stats
+        if isinstance(getattr(run_metadata, "cost_graph", None), CostGraphDef):
+            run_metadata.cost_graph.CopyFrom(cost)
+        else:
+            run_metadata.cost_graph = cost
+        return per_task.values
+
+    async def _run_many(self, handle, gs, feed_values, step_timeout, traced_reply=0):
         tasks = handle.tasks
         futs = []
         channels = [t.channel for t in tasks]
@@ -268,7 +296,9 @@ class ClusterWorker:
                     conn = t.channel.conn
                     if conn is None or conn.closed is not None or conn.loop is not _loop():
                         conn = await self._connect(t.channel)
-                    futs.append(self._send_run(conn, t, gs, feed_values, step_timeout))
+                    futs.append(
+                        self._send_run(conn, t, gs, feed_values, step_timeout, traced_reply)
+                    )
                 except errors.OpError as e:
                     self._abort_remote(channels, gs, e)
                     await _settle(futs)
@@ -289,18 +319,26 @@ class ClusterWorker:
             if first is not None:
                 raise first
             out = [None] * handle.num_fetches
+            traces = []
             for t, f in zip(tasks, futs):
                 meta, payload = f.result()
                 values = wire.decode_tensors(meta.get("t", []), payload)
+                if traced_reply:
+                    if len(values) < traced_reply:
+                        raise errors.InternalError(None, None, "A task sent no trace")
+                    traces.append(values[-traced_reply:])
+                    values = values[:-traced_reply]
                 if len(values) != len(t.fetch_ids):
                     raise errors.InternalError(None, None, "A task answered the wrong fetches")
                 for k, v in zip(t.fetch_ids, values):
                     out[k] = v
+            if traced_reply:
+                return _Traced(out, traces)
             return out
         finally:
             self._in_flight.pop(gs, None)
 
-    def _send_run(self, conn, t: _TaskGraph, gs, feed_values, step_timeout):
+    def _send_run(self, conn, t: _TaskGraph, gs, feed_values, step_timeout, trace=0):
         ch = t.channel
         if t.handle not in ch.registered:
             conn.send(wire.REGISTER, 0, t.meta, t.tensors)
@@ -308,6 +346,8 @@ class ClusterWorker:
         meta = {"h": t.handle, "s": gs}
         if step_timeout:
             meta["to"] = step_timeout
+        if trace:
+            meta["tr"] = 1
         return conn.call(wire.RUN, meta, [feed_values[i] for i in t.feed_ids])
 
     async def _connect(self, ch: _Channel) -> wire.Connection:
@@ -384,6 +424,26 @@ class ClusterWorker:
             if conn is not None and conn.closed is None:
                 _shutdown(conn)
                 _on_loop(conn.loop, conn.abort, _cancelled())
+
+
+class _Traced:
+    __slots__ = ("values", "traces")
+
+    def __init__(self, values, traces):
+        self.values, self.traces = values, traces
+
+
+def _append_cost_graph(into: CostGraphDef, part: CostGraphDef) -> None:
+    """`part`'s nodes after `into`'s, their ids (and the ids they refer to) shifted."""
+    base = len(into.node)
+    for n in part.node:
+        m = into.node.add()
+        m.CopyFrom(n)
+        m.id = n.id + base
+        for info in m.input_info:
+            info.preceding_node += base
+        for i in range(len(m.control_input)):
+            m.control_input[i] += base
 
 
 def _peer_tasks(tparts, key) -> list[str]:

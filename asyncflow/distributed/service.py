@@ -28,7 +28,10 @@ import asyncio
 import collections
 import time
 
+import numpy as np
+
 from asyncflow import device_spec, errors
+from asyncflow.config import RunMetadata, RunOptions
 from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import ClusterSpec, split_address
 from asyncflow.distributed.graph_codec import decode_attr_type, decode_partition
@@ -299,6 +302,7 @@ class TaskService:
         if len(blobs) != len(parts):
             raise wire._bad("registration")
         feed_dtypes = [decode_attr_type(e) for e in feeds]
+        trace = meta.get("tr") == 1  # a traced graph: per-node times and memory
         kstates = state.kernel_states
 
         def kernel_state_for(op) -> dict:
@@ -315,7 +319,7 @@ class TaskService:
                 raise wire._bad("partition")
             nodes = decode_partition(blob, self.by_name, len(feeds), feed_dtypes)
             fetches = [_fetch_spec(f, len(nodes), len(feeds)) for f in spec]
-            plans.append(compile_plan(None, nodes, len(feeds), fetches, kernel_state_for, False))
+            plans.append(compile_plan(None, nodes, len(feeds), fetches, kernel_state_for, trace))
         if len(plans) > 1 and any(pl.has_cf for pl in plans):
             for pl in plans:
                 if not pl.has_cf:
@@ -364,7 +368,7 @@ class TaskService:
         feeds = wire.decode_tensors(meta.get("t", []), payload)
         timeout = meta.get("to")
         timeout = timeout if isinstance(timeout, int | float) and timeout > 0 else None
-        coro = self._run(conn, rid, reg, step_id, feeds, timeout)
+        coro = self._run(conn, rid, reg, step_id, feeds, timeout, meta.get("tr") == 1)
         if timeout is not None:  # (asyncio.timeout needs a Task around the step)
             asyncio.ensure_future(in_quiet_step(coro)).add_done_callback(_ignore)
             return
@@ -377,12 +381,20 @@ class TaskService:
         task = asyncio.ensure_future(in_quiet_step(_resume(coro, fut)))
         task.add_done_callback(_ignore)
 
-    async def _run(self, conn, rid, reg, step_id, feeds, step_timeout) -> None:
+    async def _run(self, conn, rid, reg, step_id, feeds, step_timeout, trace=False) -> None:
         st = conn.state
         st.steps.add(step_id)
         self.runs += 1
+        options = run_metadata = None
+        if trace:  # the reply's last two tensors: StepStats and CostGraphDef, serialized
+            options, run_metadata = RunOptions(trace_level=RunOptions.FULL_TRACE), RunMetadata()
         try:
-            values = await self.worker.run_graph(reg, step_id, feeds, None, None, step_timeout)
+            values = await self.worker.run_graph(
+                reg, step_id, feeds, options, run_metadata, step_timeout
+            )
+            if run_metadata is not None:
+                values = [*values, _serialized(run_metadata.step_stats),
+                          _serialized(run_metadata.cost_graph)]  # fmt: skip
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the master
             if conn.closed is None:
                 conn.send(wire.ERROR, rid, wire.encode_error(_as_op_error(e)))
@@ -484,6 +496,10 @@ def _fetch_spec(f, n: int, num_feeds: int):
         if isinstance(i, int) and 0 <= i < n and (k is None or isinstance(k, int) and k >= 0):
             return (i, k)
     raise wire._bad("fetch")
+
+
+def _serialized(message) -> np.ndarray:
+    return np.frombuffer(message.SerializeToString(), np.uint8)
 
 
 def _as_op_error(e: BaseException) -> errors.OpError:
