@@ -11,6 +11,8 @@ budget.  Its BLAS calls run on one thread or on that many (OpenBLAS's own per-th
 control, `openblas_set_num_threads_local`, which sets the count for the calling thread
 only, in the library NumPy itself loads), whichever that kind of call (function and
 shapes) measured faster recently; the other way is tried again every `_EXPLORE` calls.
+While another process's thread is runnable (`threads_now()` is 1) every call takes one
+thread and nothing is explored: a second thread would only spin and wait for that core.
 
 Why measure: OpenBLAS splits a product statically between its threads, which spin
 and wait for each other; when another process holds a core, a two-thread call waits a
@@ -19,8 +21,7 @@ machine beside a busy process: a [128,156]x[156,512] product ~90 us alone, 1-20 
 beside it), while a neighbour that mostly sleeps costs it little.  Large element-wise
 kernels split their work with `parallel_for` over `threads_now()`: the budget's share
 less the cores other processes' runnable threads hold (/proc/loadavg, ours subtracted
-from /proc/self/task, sampled at most every `_SAMPLE_S`); those first tries of a new
-kind of BLAS call follow the same count.
+from /proc/self/task, sampled at most every `_SAMPLE_S`).
 
 `parallel_for(n, fn)` is that dynamic sharing for our own loops: `fn(start, stop)` over
 blocks of range(n); the calling thread takes blocks itself, and helper threads (at
@@ -216,13 +217,19 @@ def call(fn, args):
             stats = _kinds[key] = [[], [], 0]
         stats[2] += 1
         one, many = stats[0], stats[1]
-        if len(one) < 2 or len(many) < 2:  # first tries: the neighbours' load decides
-            wide = len(many) < 2 and (len(one) >= 2 or threads_now(active) > 1)
+        free = threads_now(active) > 1
+        if not free:
+            # Another process runs on the core the second thread would take: two
+            # threads would spin and wait for it a scheduler slice (measured beside a
+            # busy process: 10-20x the CPU time, 5-50x the wall time of one thread).
+            wide = False
+        elif len(one) < 2 or len(many) < 2:  # first tries, both ways
+            wide = len(many) < 2
         else:
             wide = _median(many) < _median(one)
             # Try the other way afresh now and then (its old times are stale); sooner
-            # when one thread won but no other process is running now.
-            every = _EXPLORE if wide or stats[2] % 8 or threads_now(active) < 2 else 8
+            # when one thread won, as the cores are free now.
+            every = _EXPLORE if wide or stats[2] % 8 else 8
             if stats[2] % every == 0:
                 wide = not wide
                 (many if wide else one).clear()

@@ -306,8 +306,8 @@ def fuse_matmul_bias(view) -> None:
 # (state_ops.VarRef copies a buffer that anything else, here the product, still holds).
 
 
-def _gemm_relu_mask(out, p, features):
-    blas.gemm_into(out, p.a, p.b, p.trans_a, p.trans_b, p.alpha, 0.0)
+def _gemm_relu_mask(out, a, b, trans_a, trans_b, alpha, features):
+    blas.gemm_into(out, a, b, trans_a, trans_b, alpha, 0.0)
     # TF's ReluGradFunctor: gradients * (features > 0), so inf * 0 gives nan there too.
     with quiet_errstate():
         np.multiply(out, features > 0, out=out)
@@ -324,7 +324,18 @@ def _relu_grad_gemm_kernel(plain):
         if features.shape != g.shape or features.dtype != g.dtype:
             return await plain(ctx, g.materialize(), features)  # it words the error
         out = np.empty(g.shape, g.dtype)
-        await ctx.device.compute(_gemm_relu_mask, out, g, features, cost=out.nbytes)
+        # The operands go as arrays: the CPU budget tells kinds of call by their shapes.
+        await ctx.device.compute(
+            _gemm_relu_mask,
+            out,
+            g.a,
+            g.b,
+            g.trans_a,
+            g.trans_b,
+            g.alpha,
+            features,
+            cost=out.nbytes,
+        )
         return out
 
     return relu_grad_into_gemm

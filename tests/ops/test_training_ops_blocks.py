@@ -200,8 +200,7 @@ def test_blas_calls_take_the_thread_count_their_kind_measured_faster(monkeypatch
     for _ in range(cpu_budget._EXPLORE * 2 - 12):
         assert cpu_budget.call(work, (a,)) is a
     assert chosen[:4] == [2, 2, 1, 1]  # both ways tried first, the wide one first when idle
-    later = chosen[4:]
-    assert later.count(2) == 2 and chosen[-10:] == [1] * 10  # one exploration: two tries
+    assert chosen[4:].count(2) == 0  # a neighbour runs: one thread, nothing explored
     cost.update({1: 5.0, 2: 1.0})  # the neighbour left: two threads win again
     monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
     for _ in range(30):  # nobody else runs: a kind on one thread tries two every 8 calls
