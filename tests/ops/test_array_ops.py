@@ -361,6 +361,28 @@ def test_where():
         A.where(cond, x)
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [np.float16, np.int8, np.complex128])
+@pytest.mark.parametrize("cond_shape", ["same", "rows", "scalar"])
+def test_select_large_matches_numpy_bit_for_bit(dtype, cond_shape):
+    # Large float/int values take Select's bitwise path: every value exactly, -0.0,
+    # nan and inf included, whatever the mask.
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((48, 40)) * 100).astype(dtype)
+    y = (rng.standard_normal((48, 40)) * 100).astype(dtype)
+    if np.dtype(dtype).kind in "fc":
+        x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+        y[1, :4] = [-np.inf, np.nan, 0.0, -0.0]
+    cond = {
+        "same": rng.random((48, 40)) < 0.5,
+        "rows": rng.random(48) < 0.5,
+        "scalar": np.bool_(False),
+    }[cond_shape]
+    want = np.where(cond.reshape(-1, 1) if cond.ndim == 1 else cond, x, y)
+    got = run(A.where(cond, x, y))
+    assert got.dtype == want.dtype
+    assert got.tobytes() == want.tobytes()
+
+
 def test_shape_size_rank():
     x = A.placeholder(dtypes.float32, [None, 3])
     feeds = {x: np.zeros((5, 3), np.float32)}
