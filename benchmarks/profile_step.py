@@ -17,6 +17,14 @@ per step, mean per call and share of the kernels' total.  The summary splits one
 - offloaded: `compute` calls per step that went to a device worker thread (each a
   thread hand-off), from the CPU device's counter.
 
+`--cpu` reads the kernels' spans from the thread's CPU clock (`time.thread_time_ns`)
+instead of the wall clock: on a machine other processes share, a wall span also counts
+the slices the scheduler gave them, and per-op CPU time is what stays comparable
+between runs.  The kernels run on the loop thread unless handed off (the offloaded
+count), so the sums are their CPU time; a hand-off's thread and BLAS's helper threads
+are not counted.  The step line then gives the process's CPU time per step
+(`time.process_time`, all threads) instead of the union of spans.
+
 `--cprofile` instead runs the untraced steps under cProfile and prints the functions
 with the most time of their own: Python-level per-op overhead shows up there, while
 NumPy's time is charged to the kernels that call it.
@@ -84,8 +92,17 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--cprofile", action="store_true")
+    ap.add_argument("--cpu", action="store_true", help="kernel spans on the thread's CPU clock")
     args = ap.parse_args(argv)
     tf = _tf(args.backend)
+    if args.cpu:
+        if args.backend == "tf":
+            ap.error("--cpu reads asyncflow's own step tracing; TF's is wall-clock only")
+        from asyncflow import tracing
+
+        # timed_kernel reads tracing.time.perf_counter_ns when a traced plan is built.
+        tracing.time = type(time)("cpu_clock")
+        tracing.time.perf_counter_ns = time.thread_time_ns
     rng = np.random.default_rng(0)
     graph = tf.Graph()
     with graph.as_default():
@@ -119,13 +136,14 @@ def main(argv=None) -> int:
         for k in range(3):  # the traced plan compiles and warms up
             sess.run(train, batches[k % 4], options=options, run_metadata=tf.RunMetadata())
         per_type: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
-        walls, kernel_sums, unions = [], [], []
+        walls, kernel_sums, unions, cpus = [], [], [], []
         off0 = _offloaded(sess)
         for k in range(args.steps):
             meta = tf.RunMetadata()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             sess.run(train, batches[k % 4], options=options, run_metadata=meta)
             walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
             spans = _spans(meta.step_stats)
             for op_type, s, e in spans:
                 row = per_type[op_type]
@@ -140,12 +158,22 @@ def main(argv=None) -> int:
     wall_ms = statistics.median(walls) * 1e3
     union_ms = statistics.median(unions) * 1e3
     print(f"{args.backend} {args.model}: untraced step {step_ms:.2f} ms (median of {n})")
-    print(
-        f"  traced step {wall_ms:.2f} ms = kernels' spans {union_ms:.2f} ms (sum "
-        f"{statistics.median(kernel_sums) * 1e3:.2f} ms) + outside kernels "
-        f"{wall_ms - union_ms:.2f} ms; {sum(r[0] for r in per_type.values()) / n:.0f} "
-        f"nodes, {offloaded:.1f} offloaded per step"
-    )
+    if args.cpu:
+        kernels_ms = statistics.median(kernel_sums) * 1e3
+        cpu_ms = statistics.median(cpus) * 1e3
+        print(
+            f"  traced step CPU {cpu_ms:.2f} ms = kernels' CPU {kernels_ms:.2f} ms + outside "
+            f"kernels {cpu_ms - kernels_ms:.2f} ms; "
+            f"{sum(r[0] for r in per_type.values()) / n:.0f} nodes, {offloaded:.1f} offloaded "
+            "per step (CPU times, medians)"
+        )
+    else:
+        print(
+            f"  traced step {wall_ms:.2f} ms = kernels' spans {union_ms:.2f} ms (sum "
+            f"{statistics.median(kernel_sums) * 1e3:.2f} ms) + outside kernels "
+            f"{wall_ms - union_ms:.2f} ms; {sum(r[0] for r in per_type.values()) / n:.0f} "
+            f"nodes, {offloaded:.1f} offloaded per step"
+        )
     print(f"  {'op type':<34} {'n/step':>7} {'us/step':>9} {'us/call':>8} {'%':>6}")
     rows = sorted(per_type.items(), key=lambda kv: -kv[1][1])
     for op_type, (count, us) in rows[: args.top]:
