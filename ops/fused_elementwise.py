@@ -650,6 +650,8 @@ def fuse_elementwise(view) -> None:
         eligible[r] = True
     if sum(eligible) < 2 and not sum_to:
         return
+    if not may_be_dead:
+        _open_gates(view, eligible)
     cl = _Clusters(view)
     for r, (sum_node, _bga) in sum_to.items():
         cl.group_together(r, sum_node)
@@ -673,6 +675,45 @@ def fuse_elementwise(view) -> None:
             bgas.update(sum_to[m][1] for m in members if m in sum_to)
     for b in bgas:  # the shape arithmetic no fused node reads any longer
         view.drop_if_unused(b)
+
+
+def _open_gates(view, eligible: list) -> None:
+    """Drop gate_gradients' tf.tuple gates that only order element-wise nodes.
+
+    `tf.tuple(grads)` makes a NoOp waiting for every gradient's producer and an
+    Identity of each gradient waiting for the NoOp.  A cluster holding a producer and
+    its Identity would wait for itself through the NoOp, so a Mul's two gradients,
+    their Identities and what reads them stayed apart (an LSTM cell's backward pass in
+    eight fused nodes).  Where the NoOp waits only for element-wise nodes and only
+    element-wise nodes wait for it, it orders pure computations and changes no value;
+    unless something that writes a variable is upstream of it (then the Identities'
+    readers may rely on the wait to see the write), its edges go and the NoOp with
+    them.  Not where values may be dead: a control edge carries deadness there."""
+    nodes = view.nodes
+    waiting: dict[int, list[int]] = {}
+    for i, node in enumerate(nodes):
+        for c in node.controls:
+            if nodes[c].op.type == "NoOp":
+                waiting.setdefault(c, []).append(i)
+    writers = None
+    for g, users in waiting.items():
+        gate = nodes[g]
+        if gate.inputs or not gate.controls or not view.available(g) or g in view._fetched:
+            continue
+        if not all(eligible[u] for u in users) or not all(eligible[c] for c in gate.controls):
+            continue
+        if writers is None:
+            writers = {
+                w
+                for w, node in enumerate(nodes)
+                if any(arg.is_ref for arg in node.op.op_def.inputs)
+                or node.op.type.startswith("Resource")
+            }
+        if writers and writers & view._upstream(g):
+            continue
+        for u in users:
+            nodes[u].controls = [c for c in nodes[u].controls if c != g]
+        view.drop_if_unused(g)
 
 
 def _sum_to_patterns(view, device) -> dict:

@@ -212,6 +212,39 @@ def test_control_edges_in_and_out_are_kept():
         assert [p.nodes[c].op.name for c in after_node.controls] == ["gate"]
 
 
+def _gated_products(x, y):
+    """tf.tuple's gate between two element-wise values and what reads them."""
+    a, b = tf.tuple([x * y, x - y])
+    return tf.tanh(a) + tf.exp(b)
+
+
+def test_a_tuple_gate_between_element_wise_nodes_is_opened():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [4, 8])
+        y = tf.placeholder(tf.float32, [4, 8])
+        out = _gated_products(x, y)
+        p = _partition([out], [x, y])
+        types = _fuse(p)
+        assert types.count("_FusedElementwise") == 1 and "NoOp" not in types
+        xv, yv = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+        with tf.Session() as sess:
+            got = sess.run(out, {x: xv, y: yv})
+        np.testing.assert_allclose(got, np.tanh(xv * yv) + np.exp(xv - yv), rtol=1e-5)
+
+
+def test_a_tuple_gate_after_a_variable_write_is_kept():
+    # The gate waits for an update: what its Identities feed may rely on seeing it.
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [4, 8])
+        v = tf.Variable(np.zeros((4, 8), np.float32))
+        with tf.control_dependencies([tf.assign_add(v, x)]):
+            y = tf.identity(x) * 3.0
+        out = _gated_products(x, y)
+        p = _partition([out], [x])
+        types = _fuse(p)
+        assert "NoOp" in types and types.count("_FusedElementwise") == 2
+
+
 def test_gradients_reduced_to_their_inputs_shapes_join_the_cluster():
     # Unknown batch sizes: the gradient of x * y reduces through BroadcastGradientArgs,
     # Sum and Reshape at run time; each pair becomes a SumTo instruction of the cluster.
