@@ -215,6 +215,236 @@ def _matrix_set_diag_grad(op, grad):
     return [input_grad.outputs[0], diag_grad]
 
 
+# -- MatrixDiagV3 family: diagonals k[0]..k[1], aligned and padded ----------------------------
+#
+# A band of diagonals d = k1 .. k0 (row k1 - d of the packed form) of an M x N matrix,
+# each at most L = min(M + min(k1, 0), N - max(k0, 0)) long.  Diagonal d's n-th packed
+# entry is the matrix's [n + max(-d, 0) - off, n + max(d, 0) - off], where a shorter
+# diagonal is aligned right (off = L - its length) when `align` says so for its side
+# (first word: superdiagonals d >= 0, second: subdiagonals d <= 0), else left (off 0).
+
+_ALIGNS = ("LEFT_RIGHT", "RIGHT_LEFT", "LEFT_LEFT", "RIGHT_RIGHT")
+
+
+def _k_pair(xp, k) -> tuple[int, int]:
+    k = np.asarray(to_host(xp, k)).reshape(-1)
+    if k.size not in (1, 2):
+        raise _invalid(f"diag_index must be a scalar or vector with 1 or 2 elements, got {k.size}")
+    k0, k1 = int(k[0]), int(k[-1])
+    if k0 > k1:
+        raise _invalid("lower_diag_index must not be larger than upper_diag_index: "
+                       f"{k0} > {k1}")  # fmt: skip
+    return k0, k1
+
+
+def _band_index(m: int, n: int, k0: int, k1: int, length: int, align: str):
+    """(packed row, packed position, matrix row, matrix column) of the band's entries."""
+    sup_right, sub_right = (w == "RIGHT" for w in align.split("_"))
+    d = np.arange(k1, k0 - 1, -1).reshape(-1, 1)
+    pos = np.arange(length).reshape(1, -1)
+    own = np.minimum(m + np.minimum(d, 0), n - np.maximum(d, 0))
+    right = ((d >= 0) & sup_right) | ((d <= 0) & sub_right)
+    off = np.where(right, length - own, 0)
+    y = pos + np.maximum(-d, 0) - off
+    x = pos + np.maximum(d, 0) - off
+    valid = (y >= 0) & (y < m) & (x >= 0) & (x < n)
+    rows = np.broadcast_to(k1 - d, valid.shape)
+    cols = np.broadcast_to(pos, valid.shape)
+    return rows[valid], cols[valid], y[valid], x[valid]
+
+
+def _align_attr(ctx) -> str:
+    a = ctx.attrs["align"]
+    return a.decode() if isinstance(a, bytes) else a
+
+
+def _static_k(t):
+    v = ops.constant_value(t)
+    if v is None:
+        return None
+    v = np.asarray(v).reshape(-1)
+    return int(v[0]), int(v[-1])
+
+
+def _diag_part_v3_shape(op):
+    s = op.inputs[0].shape
+    k = _static_k(op.inputs[1])
+    if s.ndims is None or k is None:
+        return [tensor_shape.unknown_shape()]
+    m, n = s.dims[-2].value, s.dims[-1].value
+    k0, k1 = k
+    if k0 > k1:
+        raise ValueError(f"lower_diag_index must not be larger than upper_diag_index: "
+                         f"{k0} > {k1}")  # fmt: skip
+    for v in (k0, k1):
+        if m is not None and n is not None and not (-m < v < n or v == 0):
+            raise ValueError(f"diag_index is out of bound: {v}. It must be between {-m} and {n}")
+    length = None if m is None or n is None else min(m + min(k1, 0), n - max(k0, 0))
+    mid = [k1 - k0 + 1] if k0 != k1 else []
+    return [s[:-2].concatenate([*mid, length])]
+
+
+MatrixDiagPartV3 = register_op(
+    "MatrixDiagPartV3",
+    inputs=["input: T", "k: int32", "padding_value: T"],
+    outputs=["diagonal: T"],
+    attrs={"T": ANY, "align": "RIGHT_LEFT"},
+    shape_fn=_diag_part_v3_shape,
+)
+
+
+@MatrixDiagPartV3.kernel()
+async def _matrix_diag_part_v3(ctx, x, k, pad):
+    xp = ctx.xp
+    x = xp.asarray(x)
+    if x.ndim < 2:
+        raise _invalid(f"input must be at least 2-dim, received shape: {list(x.shape)}")
+    m, n = x.shape[-2:]
+    k0, k1 = _k_pair(xp, k)
+    for name, v in (("lower", k0), ("upper", k1)):
+        if not (-m < v < n or v == 0):
+            raise _invalid(f"{name}_diag_index is out of bound: {v}. It must be between "
+                           f"{-m} and {n}")  # fmt: skip
+    length = min(m + min(k1, 0), n - max(k0, 0))
+    rows, cols, y, xs = (
+        xp.asarray(a) for a in _band_index(m, n, k0, k1, length, _align_attr(ctx))
+    )
+    out = xp.full((*x.shape[:-2], k1 - k0 + 1, length), xp.asarray(pad).reshape(()), x.dtype)
+    out[..., rows, cols] = x[..., y, xs]
+    return out[..., 0, :] if k0 == k1 else out
+
+
+def _diag_v3_shape(op):
+    d = op.inputs[0].shape
+    k = _static_k(op.inputs[1])
+    rows, cols = (ops.constant_value(t) for t in op.inputs[2:4])
+    if d.ndims is None or k is None or rows is None or cols is None:
+        return [tensor_shape.unknown_shape()]
+    k0, k1 = k
+    lead = d[:-1] if k0 == k1 else d[:-2]
+    length = d.dims[-1].value
+    rows, cols = int(rows), int(cols)
+    if length is None:
+        return [lead.concatenate([None, None])]
+    min_rows, min_cols = length - min(k1, 0), length + max(k0, 0)
+    if rows == -1 and cols == -1:
+        rows = cols = max(min_rows, min_cols)
+    elif rows == -1:
+        rows = min_rows
+    elif cols == -1:
+        cols = min_cols
+    if rows != min_rows and cols != min_cols:
+        raise ValueError(f"The number of rows or columns is not consistent with the specified "
+                         f"d_lower, d_upper, and diagonal: num_rows {rows}, "
+                         f"num_cols {cols}")  # fmt: skip
+    return [lead.concatenate([rows, cols])]
+
+
+MatrixDiagV3 = register_op(
+    "MatrixDiagV3",
+    inputs=["diagonal: T", "k: int32", "num_rows: int32", "num_cols: int32", "padding_value: T"],
+    outputs=["output: T"],
+    attrs={"T": ANY, "align": "RIGHT_LEFT"},
+    shape_fn=_diag_v3_shape,
+)
+
+
+def _packed_diagonals(d, k0, k1):
+    """The diagonals as [..., num_diags, L] (a single one gains its axis)."""
+    if k0 == k1:
+        if d.ndim < 1:
+            raise _invalid("diagonal must be at least 1-dim")
+        return d[..., None, :]
+    if d.ndim < 2 or d.shape[-2] != k1 - k0 + 1:
+        raise _invalid(f"The number of diagonals provided in the input does not match "
+                       f"the lower_diag_index and upper_diag_index range. Expected "
+                       f"{k1 - k0 + 1}, got shape {list(d.shape)}")  # fmt: skip
+    return d
+
+
+@MatrixDiagV3.kernel()
+async def _matrix_diag_v3(ctx, d, k, num_rows, num_cols, pad):
+    xp = ctx.xp
+    k0, k1 = _k_pair(xp, k)
+    d = _packed_diagonals(xp.asarray(d), k0, k1)
+    length = d.shape[-1]
+    rows, cols = (int(np.asarray(to_host(xp, v))) for v in (num_rows, num_cols))
+    min_rows, min_cols = length - min(k1, 0), length + max(k0, 0)
+    if rows == -1 and cols == -1:
+        rows = cols = max(min_rows, min_cols)
+    elif rows == -1:
+        rows = min_rows
+    elif cols == -1:
+        cols = min_cols
+    if rows != min_rows and cols != min_cols:
+        raise _invalid(f"The number of rows or columns is not consistent with the specified "
+                       f"d_lower, d_upper, and diagonal: num_rows {rows}, "
+                       f"num_cols {cols}")  # fmt: skip
+    r, c, y, x = (xp.asarray(a) for a in _band_index(rows, cols, k0, k1, length, _align_attr(ctx)))
+    out = xp.full((*d.shape[:-2], rows, cols), xp.asarray(pad).reshape(()), d.dtype)
+    out[..., y, x] = d[..., r, c]
+    return out
+
+
+MatrixSetDiagV3 = register_op(
+    "MatrixSetDiagV3",
+    inputs=["input: T", "diagonal: T", "k: int32"],
+    outputs=["output: T"],
+    attrs={"T": ANY, "align": "RIGHT_LEFT"},
+    shape_fn=lambda op: [op.inputs[0].shape.with_rank_at_least(2)],
+)
+
+
+@MatrixSetDiagV3.kernel()
+async def _matrix_set_diag_v3(ctx, x, d, k):
+    xp = ctx.xp
+    x = xp.asarray(x)
+    if x.ndim < 2:
+        raise _invalid(f"input must be at least 2-dim, received shape: {list(x.shape)}")
+    m, n = x.shape[-2:]
+    k0, k1 = _k_pair(xp, k)
+    for name, v in (("lower", k0), ("upper", k1)):
+        if not (-m < v < n or v == 0):
+            raise _invalid(f"{name}_diag_index is out of bound: {v}. It must be between "
+                           f"{-m} and {n}")  # fmt: skip
+    length = min(m + min(k1, 0), n - max(k0, 0))
+    d = _packed_diagonals(xp.asarray(d), k0, k1)
+    want = (*x.shape[:-2], k1 - k0 + 1, length)
+    if d.shape != want:
+        raise _invalid(f"diagonal must have shape {list(want)} (a single diagonal without "
+                       f"its axis of 1), got {list(d.shape)}")  # fmt: skip
+    r, c, y, xs = (xp.asarray(a) for a in _band_index(m, n, k0, k1, length, _align_attr(ctx)))
+    out = x.copy()
+    out[..., y, xs] = d[..., r, c]
+    return out
+
+
+def _v3(op_type, inputs, align, name=None):
+    return ops.apply_op(op_type, inputs, {"align": align}, name=name).outputs[0]
+
+
+@MatrixDiagV3.gradient
+def _matrix_diag_v3_grad(op, grad):
+    zero = array_ops.zeros([], grad.dtype)
+    part = _v3("MatrixDiagPartV3", [grad, op.inputs[1], zero], op.get_attr("align"))
+    return [part, None, None, None, None]
+
+
+@MatrixDiagPartV3.gradient
+def _matrix_diag_part_v3_grad(op, grad):
+    zeros = array_ops.zeros_like(op.inputs[0])
+    return [_v3("MatrixSetDiagV3", [zeros, grad, op.inputs[1]], op.get_attr("align")), None, None]
+
+
+@MatrixSetDiagV3.gradient
+def _matrix_set_diag_v3_grad(op, grad):
+    k, align = op.inputs[2], op.get_attr("align")
+    zero = array_ops.zeros([], grad.dtype)
+    diag_grad = _v3("MatrixDiagPartV3", [grad, k, zero], align)
+    input_grad = _v3("MatrixSetDiagV3", [grad, array_ops.zeros_like(diag_grad), k], align)
+    return [input_grad, diag_grad, None]
+
+
 Diag = register_op(
     "Diag",
     inputs=["diagonal: T"],
@@ -762,42 +992,83 @@ def matrix_band_part(input, num_lower, num_upper, name=None):  # noqa: A002 - TF
         return ops.apply_op("MatrixBandPart", [x, lo, hi], name=scope).outputs[0]
 
 
+def _check_align(align):
+    if align not in _ALIGNS:
+        raise ValueError(f"align must be one of {', '.join(_ALIGNS)}, got {align!r}")
+
+
+def _k_tensor(k):
+    return ops.convert_to_tensor(k, dtype=dtypes.int32, name="k")
+
+
 def matrix_diag(diagonal, name="diag", k=0, num_rows=-1, num_cols=-1, padding_value=0,
                 align="RIGHT_LEFT"):  # fmt: skip
-    """Batched square matrices with `diagonal` on their main diagonal.
+    """Batched matrices with `diagonal` on diagonal k (or the band k[0]..k[1], packed
+    [..., k[1] - k[0] + 1, L] from the highest diagonal down), `padding_value`
+    elsewhere; num_rows / num_cols -1: the smallest that fit (square when both are).
 
     Raises:
-      ValueError: the v2 arguments (k, num_rows, num_cols, padding_value) asked for.
+      ValueError: a bad `align`.
+      InvalidArgumentError: (when run) k[0] > k[1], sizes that do not fit the band.
     """
-    if k != 0 or num_rows != -1 or num_cols != -1 or padding_value != 0:
-        raise ValueError("matrix_diag: only the main diagonal (k=0, default sizes) is "
-                         "supported in asyncflow")  # fmt: skip
-    del align
-    return _one("MatrixDiag", diagonal, name=name)
+    _check_align(align)
+    if (
+        isinstance(k, int)
+        and k == 0
+        and num_rows == -1
+        and num_cols == -1
+        and (isinstance(padding_value, (int, float)) and padding_value == 0)
+    ):
+        return _one("MatrixDiag", diagonal, name=name)
+    with ops.name_scope(name, "diag", [diagonal]) as scope:
+        d = ops.convert_to_tensor(diagonal, name="diagonal")
+        inputs = [
+            d,
+            _k_tensor(k),
+            ops.convert_to_tensor(num_rows, dtype=dtypes.int32, name="num_rows"),
+            ops.convert_to_tensor(num_cols, dtype=dtypes.int32, name="num_cols"),
+            ops.convert_to_tensor(padding_value, dtype=d.dtype, name="padding_value"),
+        ]
+        return _v3("MatrixDiagV3", inputs, align, name=scope)
 
 
 def matrix_diag_part(input, name="diag_part", k=0, padding_value=0, align="RIGHT_LEFT"):  # noqa: A002
-    """The main diagonal of each innermost matrix.
+    """Diagonal k of each innermost matrix, or the band k[0]..k[1] packed as
+    [..., k[1] - k[0] + 1, L] (highest diagonal first, shorter ones aligned by `align`
+    and padded with `padding_value`).
 
     Raises:
-      ValueError: k or padding_value other than the main diagonal's.
+      ValueError: a bad `align`.
+      InvalidArgumentError: (when run) k out of the matrix, k[0] > k[1].
     """
-    if k != 0 or padding_value != 0:
-        raise ValueError("matrix_diag_part: only k=0 is supported in asyncflow")
-    del align
-    return _one("MatrixDiagPart", input, name=name)
+    _check_align(align)
+    if (
+        isinstance(k, int)
+        and k == 0
+        and (isinstance(padding_value, (int, float)) and padding_value == 0)
+    ):
+        return _one("MatrixDiagPart", input, name=name)
+    with ops.name_scope(name, "diag_part", [input]) as scope:
+        x = ops.convert_to_tensor(input, name="input")
+        pad = ops.convert_to_tensor(padding_value, dtype=x.dtype, name="padding_value")
+        return _v3("MatrixDiagPartV3", [x, _k_tensor(k), pad], align, name=scope)
 
 
 def matrix_set_diag(input, diagonal, name="set_diag", k=0, align="RIGHT_LEFT"):  # noqa: A002
-    """Each innermost matrix with its main diagonal replaced by `diagonal`.
+    """Each innermost matrix with diagonal k (or the band k[0]..k[1], packed as
+    matrix_diag_part gives it) replaced by `diagonal`.
 
     Raises:
-      ValueError: k other than 0.
+      ValueError: a bad `align`.
+      InvalidArgumentError: (when run) k out of the matrix, a diagonal of the wrong shape.
     """
-    if k != 0:
-        raise ValueError("matrix_set_diag: only k=0 is supported in asyncflow")
-    del align
-    return ops.apply_op("MatrixSetDiag", [input, diagonal], name=name).outputs[0]
+    _check_align(align)
+    if isinstance(k, int) and k == 0:
+        return ops.apply_op("MatrixSetDiag", [input, diagonal], name=name).outputs[0]
+    with ops.name_scope(name, "set_diag", [input, diagonal]) as scope:
+        x = ops.convert_to_tensor(input, name="input")
+        d = ops.convert_to_tensor(diagonal, dtype=x.dtype, name="diagonal")
+        return _v3("MatrixSetDiagV3", [x, d, _k_tensor(k)], align, name=scope)
 
 
 def diag(diagonal, name=None):
