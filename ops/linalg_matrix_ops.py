@@ -932,15 +932,68 @@ async def _svd(ctx, x):
     return s.astype(x.dtype), empty, empty
 
 
+def _safe_reciprocal(x, eps=1e-20):
+    return x * math_ops.reciprocal(x * x + eps)
+
+
+def _diag_of(d):
+    return ops.apply_op("MatrixDiag", [d]).outputs[0]
+
+
 @Svd.gradient
 def _svd_grad(op, grad_s, grad_u, grad_v):
-    if op.get_attr("compute_uv") and (grad_u is not None or grad_v is not None):
-        raise NotImplementedError("The gradient of Svd through u and v is not implemented in "
-                                  "asyncflow; the singular values' gradient is.")  # fmt: skip
+    """TF's SVD gradient (Townsend's derivation): through s alone, or through u and v
+    as well for real inputs, with M != N handled by the thin factors (full_matrices
+    only when |M - N| <= 1, as TF).  Repeated singular values give a non-finite
+    gradient, as in TF."""
     a = op.inputs[0]
-    _, u, v = ops.apply_op("Svd", [a], {"compute_uv": True, "full_matrices": False}).outputs
-    grad_s = math_ops.cast(grad_s, a.dtype)
-    return [_mm(u, _mm(ops.apply_op("MatrixDiag", [grad_s]).outputs[0], v, adjoint_b=True))]
+    uv_grads = grad_u is not None or grad_v is not None
+    if not op.get_attr("compute_uv") or not uv_grads:
+        _, u, v = ops.apply_op("Svd", [a], {"compute_uv": True, "full_matrices": False}).outputs
+        grad_s = math_ops.cast(grad_s, a.dtype)
+        return [_mm(u, _mm(_diag_of(grad_s), v, adjoint_b=True))]
+    if a.dtype.is_complex:
+        raise NotImplementedError("The gradient of a complex Svd through u and v is not "
+                                  "implemented in asyncflow.")  # fmt: skip
+    shape = a.shape.with_rank_at_least(2)
+    m, n = shape.dims[-2].value, shape.dims[-1].value
+    if m is None or n is None:
+        raise NotImplementedError("SVD gradient has not been implemented for input with "
+                                  "unknown inner matrix shape.")  # fmt: skip
+    full = op.get_attr("full_matrices")
+    if full and abs(m - n) > 1:
+        raise NotImplementedError("svd gradient is not implemented for abs(m - n) > 1 when "
+                                  f"full_matrices is True: m={m}, n={n}")  # fmt: skip
+    s, u, v = op.outputs
+    grad_s = array_ops.zeros_like(s) if grad_s is None else grad_s
+    grad_u = array_ops.zeros_like(u) if grad_u is None else grad_u
+    grad_v = array_ops.zeros_like(v) if grad_v is None else grad_v
+    use_adjoint = m > n
+    if use_adjoint:  # the gradient of A^T = V S U^T, transposed at the end
+        m, n = n, m
+        u, v = v, u
+        grad_u, grad_v = grad_v, grad_u
+    s_mat = _diag_of(s)
+    s_2 = s * s
+    f = _safe_reciprocal(array_ops.expand_dims(s_2, -2) - array_ops.expand_dims(s_2, -1))
+    f = ops.apply_op("MatrixSetDiag", [f, array_ops.zeros_like(s)]).outputs[0]
+    v1, grad_v1 = v[..., :, :m], grad_v[..., :, :m]
+    f_u = f * _mm(u, grad_u, adjoint_a=True)
+    f_v = f * _mm(v1, grad_v1, adjoint_a=True)
+    inner = (
+        _diag_of(math_ops.cast(grad_s, a.dtype))
+        + _mm(f_u + _adj(f_u), s_mat)
+        + _mm(s_mat, f_v + _adj(f_v))
+    )
+    grad_a = _mm(u, _mm(inner, v1, adjoint_b=True))
+    if m != n:
+        gv1t = _adj(grad_v1)
+        term2 = gv1t - _mm(_mm(gv1t, v1), v1, adjoint_b=True)
+        if full:
+            v2, grad_v2 = v[..., :, m:n], grad_v[..., :, m:n]
+            term2 = term2 - _mm(_mm(v1, grad_v2, adjoint_a=True), v2, adjoint_b=True)
+        grad_a = grad_a + _mm(_mm(u, _diag_of(_safe_reciprocal(s))), term2)
+    return [_adj(grad_a) if use_adjoint else grad_a]
 
 
 Cross = register_op(
