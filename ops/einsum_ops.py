@@ -3,7 +3,7 @@
 The gradient of operand k contracts the incoming gradient with the other operands
 back onto k's subscripts: einsum("<out>,<others>-><k>").  Letters that only operand k
 has (summed inside it) come back by broadcasting; an operand with a repeated letter
-(a diagonal, "ii->i") has no gradient here (NotImplementedError).
+(a diagonal, "ii->i") gets its diagonal view's gradient put back through identities.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def _einsum_grad(op, grad):
     grads = []
     for k, (term, x) in enumerate(zip(terms, op.inputs)):
         if len(set(term)) != len(term):
-            raise NotImplementedError(f"einsum gradient for repeated subscripts {term!r}")
+            grads.append(_repeated_grad(op, grad, terms, out, k))
+            continue
         others = [(t, y) for j, (t, y) in enumerate(zip(terms, op.inputs)) if j != k]
         present = set(out).union(*[set(t) for t, _ in others])
         kept = "".join(c for c in term if c in present)
@@ -97,6 +98,46 @@ def _einsum_grad(op, grad):
             g = g + array_ops.zeros_like(x)
         grads.append(g)
     return grads
+
+
+def _repeated_grad(op, grad, terms, out, k):
+    """The gradient of an operand whose term repeats a letter ("iij"): the gradient of
+    its diagonal view (the letters once each) placed on the diagonal by identity
+    matrices, and broadcast by ones along the letters summed inside the operand."""
+    term, x = terms[k], op.inputs[k]
+    others = [(t, y) for j, (t, y) in enumerate(zip(terms, op.inputs)) if j != k]
+    present = set(out).union(*[set(t) for t, _ in others])
+    unique = "".join(dict.fromkeys(term))
+    kept = "".join(c for c in unique if c in present)
+    eq = ",".join([out, *[t for t, _ in others]]) + "->" + kept
+    g = ops.apply_op("Einsum", [[grad, *[y for _, y in others]]],
+                     {"equation": eq, "N": 1 + len(others)}).outputs[0]  # fmt: skip
+    used = set("".join(terms) + out)
+    fresh = (c for c in _LETTERS if c not in used)
+
+    def size(pos):
+        d = x.shape[pos].value if x.shape.ndims is not None else None
+        return [d] if d is not None else array_ops.shape(x)[pos]
+
+    subs, operands, target, seen = [kept], [g], [], set()
+    for pos, c in enumerate(term):
+        if c in seen:  # a later occurrence: a new letter tied to c by an identity
+            a = next(fresh)
+            eye = ops.apply_op("MatrixDiag", [array_ops.ones(size(pos), dtype=x.dtype)])
+            subs.append(c + a)
+            operands.append(eye.outputs[0])
+            target.append(a)
+            continue
+        seen.add(c)
+        target.append(c)
+        if c not in present:  # summed inside the operand: its gradient is broadcast
+            subs.append(c)
+            operands.append(array_ops.ones(size(pos), dtype=x.dtype))
+    eq = ",".join(subs) + "->" + "".join(target)
+    return ops.apply_op("Einsum", [operands], {"equation": eq, "N": len(operands)}).outputs[0]
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def einsum(equation, *inputs, **kwargs):
