@@ -65,9 +65,10 @@ class _Addresses:
 class _Task:
     """One task of the cluster, in its own Ray worker process."""
 
-    def __init__(self, job: str, index: int, addresses, secret: bytes, cpus, host: str):
+    def __init__(self, job: str, index: int, addresses, secret: bytes, cpus, host: str, tls=None):
         self._job, self._index = job, index
         self._secret, self._cpus, self._host = secret, cpus, host
+        self._tls = tls  # TLSConfig's fields (a tuple) or None: plain TCP
         self._server = None
         spec = _ray().get(addresses.get.remote())
         if spec is not None:  # a restart: serve the same task at the same address
@@ -82,9 +83,13 @@ class _Task:
         import asyncflow as af
 
         config = af.ConfigProto(device_count={"CPU": self._cpus}) if self._cpus else None
+        from asyncflow.distributed import wire
+
+        tls = wire.TLSConfig(*self._tls) if self._tls is not None else False
         self._server = af.train.Server(
-            ClusterSpec(spec), self._job, self._index, config=config, secret=self._secret
-        )
+            ClusterSpec(spec), self._job, self._index, config=config, secret=self._secret,
+            tls=tls,
+        )  # fmt: skip
         return self._server.target
 
     def serve(self, spec: dict) -> str:
@@ -140,6 +145,7 @@ def start_cluster(
     secret: bytes | None = None,
     host: str | None = None,
     timeout: float = 120.0,
+    tls=None,
 ) -> RayCluster:
     """Start `jobs` ({"ps": 1, "worker": 2}) as Ray actors and return the cluster.
 
@@ -152,6 +158,8 @@ def start_cluster(
       secret: the cluster secret; default the driver's `wire.cluster_secret()`.
       host: the address tasks listen on; default this node's IP as Ray sees it
         (127.0.0.1 for a local Ray).
+      tls: a `wire.TLSConfig` for the tasks (its files must exist on every node);
+        default the driver's `wire.tls_config()`; False: plain TCP.
 
     Raises:
       ImportError: Ray is not installed.
@@ -165,6 +173,8 @@ def start_cluster(
     if not ray.is_initialized():
         ray.init()
     secret = wire.cluster_secret() if secret is None else secret
+    tls = wire.tls_config() if tls is None else (tls or None)
+    tls_fields = None if tls is None else tls._key()
     host = host or ray.util.get_node_ip_address()
     addresses = ray.remote(num_cpus=0)(_Addresses).remote()
     task_cls = ray.remote(_Task)
@@ -174,7 +184,7 @@ def start_cluster(
         for index in range(n):
             actors[job, index] = task_cls.options(
                 max_restarts=max_restarts, max_task_retries=0, **res
-            ).remote(job, index, addresses, secret, cpus_per_task, host)
+            ).remote(job, index, addresses, secret, cpus_per_task, host, tls_fields)
     # Every actor has reported its address once its constructor returned.
     ray.get([a.pid.remote() for a in actors.values()], timeout=timeout)
     spec = ray.get(addresses.finalize.remote())

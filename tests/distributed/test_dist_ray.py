@@ -71,3 +71,36 @@ def test_a_restarted_ps_comes_back_without_its_variables(ray_cluster):
             sess.run(w)
         sess.run(w.initializer)
         np.testing.assert_allclose(sess.run(step), [1.5, 1.0])
+
+
+def test_tasks_over_tls(ray_cluster, tmp_path, monkeypatch):
+    trustme = pytest.importorskip("trustme")
+    from asyncflow.distributed import wire
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    paths = {k: str(tmp_path / f"{k}.pem") for k in ("cert", "key", "ca")}
+    cert.cert_chain_pems[0].write_to_path(paths["cert"])
+    cert.private_key_pem.write_to_path(paths["key"])
+    ca.cert_pem.write_to_path(paths["ca"])
+    tls = wire.TLSConfig(paths["cert"], paths["key"], paths["ca"])
+    cluster = af_ray.start_cluster(
+        {"ps": 1, "worker": 1},
+        resources={"ps": {"num_cpus": 0}, "worker": {"num_cpus": 0}},
+        tls=tls,
+        host="127.0.0.1",  # (the name the certificate carries)
+    )
+    try:
+        monkeypatch.setenv("ASYNCFLOW_TLS_CA_FILE", paths["ca"])  # the client's side
+        g, w, step = _graph()
+        with g.as_default(), af.Session(cluster.target("worker")) as sess:
+            sess.run(w.initializer)
+            np.testing.assert_allclose(sess.run(step), [1.5, 1.0])
+        monkeypatch.delenv("ASYNCFLOW_TLS_CA_FILE")  # a plain client is refused
+        monkeypatch.setattr(wire, "HANDSHAKE_TIMEOUT", 1.0)
+        with pytest.raises(af.errors.UnavailableError):
+            af.Session(
+                cluster.target("worker"), config=af.ConfigProto(operation_timeout_in_ms=3000)
+            )
+    finally:
+        cluster.shutdown()
