@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from asyncflow import errors
+from asyncflow import errors, loop_slices
 from asyncflow.frames import (  # noqa: F401 - re-exported for older callers
     CONST,
     CONTROL_FLOW_KINDS,
@@ -93,12 +93,10 @@ __all__ = [
 
 _CHECK_KERNELS = os.environ.get("ASYNCFLOW_CHECK_KERNELS", "") not in ("", "0")
 _ONE_NONE = (None,)
-_GRACE_S = SLICE_S * GRACE_FRACTION  # a driver's one overrun of its slice (see _drive)
 
 # Special arities (see lowering.compile_plan; literal in Step._drive).
 _FORWARD, _NOTHING, _GENERAL = -1, -2, -3
 _GENERAL_DONE = object()  # (Step._drive: the general path delivered the outputs)
-
 
 
 def _flat_input_is_ref(op: Operation) -> list[bool]:
@@ -302,8 +300,8 @@ class Step(FrameRouting):
     # - after a kernel, one clock read against the loop slice's deadline (see
     #   `loop_slices`): past it, the driver parks the ready nodes and yields to the
     #   loop, so that a step that never suspends still lets other tasks run.  Its
-    #   first overrun gets _GRACE_S more instead: a short step whose slice ran out
-    #   mid-step (after `arun` let it start) ends rather than paying a Task.
+    #   first overrun gets a tenth of a slice more instead: a short step whose slice
+    #   ran out mid-step (after `arun` let it start) ends rather than paying a Task.
     async def _drive(self, holder=None) -> None:  # noqa: C901 - the hot loop, flat on purpose
         plan = self.plan
         kernels, ctxs, starts, ends = plan.kernels, plan.ctxs, plan.starts, plan.ends
@@ -487,11 +485,11 @@ class Step(FrameRouting):
                         deadline = slice_deadline()  # (a new slice may have begun meanwhile)
                         now = clock()
                         if now > deadline and not graced:
-                            # This driver's first overrun: GRACE_S more, so that a short
+                            # This driver's first overrun: a little more, so that a short
                             # step ends instead of parking in a Task mid-step (which
                             # costs more than the step); the next `arun` yields.
                             graced = True
-                            deadline = now + _GRACE_S
+                            deadline = now + loop_slices.SLICE_S * GRACE_FRACTION
                         elif now > deadline:
                             if nxt >= 0:
                                 push(nxt)

@@ -540,6 +540,8 @@ class Graph:
         self._unfetchable_ops.add(op)
 
     def is_fetchable(self, tensor_or_op) -> bool:
+        if not self._unfetchable_ops:  # (most graphs: no lookup, no Operation hash)
+            return True
         if isinstance(tensor_or_op, Tensor):
             return tensor_or_op.op not in self._unfetchable_ops
         return tensor_or_op not in self._unfetchable_ops

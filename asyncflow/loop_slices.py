@@ -96,9 +96,14 @@ def slice_spent() -> bool:
 
 def caller_drives(loop, on: bool) -> None:
     """A synchronous caller starts (True) or ends (False) driving a step of `loop`
-    inline on this thread: its slices are CALLER_SLICE_S long, one per step."""
+    inline on this thread: its slices are CALLER_SLICE_S long, one per step (the
+    step's slice starts here, so its drivers find the deadline set)."""
     _CALLER.on = on
-    _DEADLINES.pop(loop, None)
+    if on:
+        _SLICE_OF[loop] = next(_SLICE_IDS)
+        _DEADLINES[loop] = _clock() + CALLER_SLICE_S
+    else:
+        _DEADLINES.pop(loop, None)
 
 
 class _YieldToLoop:

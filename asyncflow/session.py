@@ -541,7 +541,9 @@ class BaseSession:
         # Validate fetches and feeds in the caller's thread: errors point at the caller.
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
         coro = self._run_prepared(mapper, feed_tensors, feed_values, options, run_metadata)
-        needs_task = timeout_s(options, self._config) is not None
+        needs_task = (
+            self._master._config_timeout if options is None else timeout_s(options, self._config)
+        ) is not None
         rt = _runtime
         if rt is not None and rt.loop is self._loop:
             return rt.run(coro, needs_task)

@@ -137,6 +137,30 @@ class LocalWorker:
         """
         sp = self._graphs[handle]
         plans = sp.plans
+        if len(plans) == 1 and sp.rendezvous_factory is None and run_metadata is None:
+            # The common step: one partition, untraced.  Most such steps never suspend:
+            # they end inside start(), before any abort could reach them, so the step
+            # joins _step_ids (and gets its StepStatus) only when it does suspend.
+            sctx = StepContext(step_id)
+            step = Step(plans[0], feed_values)
+            token = _CURRENT_STEP.set(sctx)
+            try:
+                step.start()
+            except BaseException as exc:  # (as _finish ends a failed step)
+                step.cancel_tasks()
+                sctx.run_failure_callbacks(step.error or exc)
+                raise
+            finally:
+                _CURRENT_STEP.reset(token)
+            if step.tasks or step.error is not None:
+                return await self._finish(sp, sctx, [step], step_id, step_timeout)
+            try:
+                return step.results()
+            except BaseException as exc:
+                sctx.run_failure_callbacks(exc)
+                raise
+            finally:
+                sctx.close()
         if sp.rendezvous_factory is not None:
             sctx = StepContext(step_id, sp.rendezvous_factory(step_id))
             steps = [_new_step(plan, feed_values) for plan in plans]
@@ -160,6 +184,23 @@ class LocalWorker:
                 if trace_token is not None:
                     tracing.stop_collecting(trace_token)
                 _CURRENT_STEP.reset(token)
+        except BaseException as exc:  # (as _finish ends a failed step)
+            sctx.run_failure_callbacks(status.first_error() or exc)
+            del self._step_ids[step_id]
+            status.close()
+            raise
+        return await self._finish(
+            sp, sctx, steps, step_id, step_timeout, trace, run_metadata, status
+        )
+
+    async def _finish(
+        self, sp, sctx, steps, step_id, step_timeout, trace=None, run_metadata=None, status=None
+    ):
+        """Wait for a started step's partitions; its fetched values (run_graph)."""
+        if status is None:  # (the single-partition path: it joins _step_ids now)
+            status = StepStatus(sctx, steps)
+            self._step_ids[step_id] = status
+        try:
             for s in steps:
                 if s.tasks:  # something suspended: wait (most steps never do)
                     await status.wait(step_timeout)
