@@ -155,6 +155,7 @@ class KernelContext:
         "node_name",
         "forward",
         "fresh",
+        "est_seconds",
     )
 
     def __init__(self, op: Operation, device, session, kernel_state: dict):
@@ -169,6 +170,18 @@ class KernelContext:
         # buffer this kernel may take over, and whether a consumer may take over ours.
         self.forward: frozenset[int] = frozenset()
         self.fresh = False
+        # Set when the plan is lowered, where the device estimates a node's time from
+        # its op type and static shapes (devices/cpu.py plan_seconds): `compute` then
+        # runs this node's work inline or on a worker by that estimate.
+        self.est_seconds: float | None = None
+
+    def compute(self, fn, *args, cost: float | None = None):
+        """`self.device.compute(fn, *args)` (an awaitable), where this node's work runs
+        decided by the plan's estimate when it made one."""
+        seconds = self.est_seconds
+        if seconds is None:
+            return self.device.compute(fn, *args, cost=cost)
+        return self.device.compute(fn, *args, cost=cost, seconds=seconds)
 
     def may_forward(self, k: int, x) -> bool:
         """May the kernel write its output into input `k`, the array `x` (TF's

@@ -128,7 +128,17 @@ def compile_plan(
         if track_memory:  # a traced plan: memory accounting and per-node times
             kernel = tracing.timed_kernel(_accounting_kernel(kernel, device), op, device)
         kernels.append(kernel)
-        ctxs.append(KernelContext(op, device, session, kernel_state_for(op)))
+        ctx = KernelContext(op, device, session, kernel_state_for(op))
+        plan_seconds = getattr(device, "plan_seconds", None)
+        if plan_seconds is not None:  # where its work runs, decided now when it can be
+            ins = [
+                nodes[src[0]].op._outputs[src[1]]
+                if src[0] != "feed"
+                else (op.inputs[k] if k < len(op.inputs) else None)
+                for k, src in enumerate(pnode.inputs)
+            ]
+            ctx.est_seconds = plan_seconds(op, ins)
+        ctxs.append(ctx)
         starts.append(slot)
         for src in pnode.inputs:
             if src[0] == "feed":

@@ -39,6 +39,7 @@ __all__ = [
     "SHARED_INLINE_S",
     "estimate_seconds",
     "keep_freed_memory",
+    "plan_seconds",
     "share_cores",
 ]
 
@@ -110,6 +111,10 @@ _FLOPS_PER_S = 2e10
 _MAX_KINDS = 1 << 14  # measured kinds kept (shapes vary: a service's batch sizes)
 _MEASURED: dict[tuple, float] = {}  # kind -> seconds, once two runs were measured
 _SAMPLES: dict[tuple, list[float]] = {}  # kind -> its last three measured runs
+# Kinds that once went to a worker: they come back inline only when measured under
+# half the limit, so that a kind near it does not alternate (one preempted run on a
+# loaded machine, one fast run: a 1 ms kernel on the loop every few steps).
+_WENT_TO_WORKER: set = set()
 _clock = time.perf_counter
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, np.ufunc)
 
@@ -135,6 +140,7 @@ def _observe(key: tuple, seconds: float) -> None:
         if len(_SAMPLES) >= _MAX_KINDS:
             _SAMPLES.clear()
             _MEASURED.clear()
+            _WENT_TO_WORKER.clear()
         _SAMPLES[key] = [seconds]  # a kind's first run pays its warm-up: not trusted alone
         return
     samples.append(seconds)
@@ -145,7 +151,9 @@ def _observe(key: tuple, seconds: float) -> None:
     _MEASURED[key] = sorted(samples)[(len(samples) - 1) // 2]
 
 
-def _timed(key: tuple, fn, args):  # on a worker thread
+def _timed(key: tuple | None, fn, args):  # on a worker thread
+    if key is None:  # (decided by the plan: nothing to learn)
+        return cpu_budget.call(fn, args)
     t0 = _clock()
     result = cpu_budget.call(fn, args)
     _observe(key, _clock() - t0)
@@ -218,6 +226,120 @@ def keep_freed_memory() -> bool:
     return _heap_kept
 
 
+# -- decided at plan time ----------------------------------------------------------------
+#
+# A node whose op type the table below knows, and whose shapes the graph fixes, gets its
+# time estimated once, when its plan is lowered (`plan_seconds`): its kernel's work then
+# runs inline or on a worker by that estimate, whatever any single call measured (a
+# per-call measurement on a loaded machine moves a kernel near the limit to and fro:
+# a millisecond on the loop every few steps).  Every other node keeps the per-call
+# model above.
+
+# (a: input index, b: input index) of the GEMM-based ops.
+_GEMM_OPS = {
+    "MatMul": (0, 1),
+    "_FusedMatMul": (0, 1),
+    "_FusedMatMulReluGrad": (0, 1),
+    "BatchMatMul": (0, 1),
+    "BatchMatMulV2": (0, 1),
+    "BatchMatMulV3": (0, 1),
+    "_FusedMatMulAssignUpdate": (1, 2),
+    "_FusedMatMulApplyGradientDescent": (2, 3),
+}
+# Convolutions: (the tensor of output-gradient shape: -1 the output, else an input;
+# the filter's shape: likewise).  Our convolutions reach about a quarter of GEMM's rate.
+_CONV_OPS = {
+    "Conv2D": (-1, 1),
+    "Conv2DBackpropInput": (2, 1),
+    "Conv2DBackpropFilter": (2, -1),
+}
+_CONV_FLOPS_PER_S = _FLOPS_PER_S / 4
+# Memory-bound ops: their bytes read and written tell their time.
+_BYTES_OPS = frozenset(
+    "BiasAdd BiasAddGrad _FusedBiasAddRelu Relu ReluGrad Relu6 Elu Softmax LogSoftmax "
+    "MaxPool MaxPoolGrad _FusedMaxPoolGradReluGrad AvgPool AvgPoolGrad "
+    "ApplyGradientDescent ApplyMomentum ApplyAdam ApplyRMSProp ApplyAdagrad "
+    "AssignSub AssignAdd".split()
+)
+# Pooling reads each input element once per window it lies in.
+_WINDOW_OPS = frozenset(
+    "MaxPool MaxPoolGrad _FusedMaxPoolGradReluGrad AvgPool AvgPoolGrad".split()
+)
+
+
+def _dims(t) -> list | None:
+    shape = t.shape
+    if shape.dims is None or not shape.is_fully_defined():
+        return None
+    return shape.as_list()
+
+
+def _nbytes(t) -> int | None:
+    dims = _dims(t)
+    if dims is None:
+        return None
+    n = t.dtype.size
+    for d in dims:
+        n *= d
+    return n
+
+
+def plan_seconds(op, inputs=None) -> float | None:
+    """The estimated time of `op`'s kernel from its type and static shapes; None when
+    the table does not know the type or a shape is not fixed.  `inputs`: the tensors
+    the node reads (a fused node's op lists none itself); default `op.inputs`."""
+    t = op.type
+    if t not in _GEMM_OPS and t not in _CONV_OPS and t not in _BYTES_OPS:
+        return None
+    inputs = list(op.inputs) if inputs is None else inputs
+    if any(x is None for x in inputs):
+        return None
+    moved = 0
+    for x in (*inputs, *op.outputs):
+        b = _nbytes(x)
+        if b is None:
+            if t in _BYTES_OPS:
+                return None
+            continue  # (the flops decide: an internal op's output shape may be unset)
+        moved += 2 * b if x._is_ref else b  # a variable: read and written in place
+    seconds = moved / _BYTES_PER_S
+    gemm = _GEMM_OPS.get(t)
+    if gemm is not None:
+        if len(inputs) <= gemm[1]:
+            return None
+        a, b = _dims(inputs[gemm[0]]), _dims(inputs[gemm[1]])
+        if a is None or b is None or len(a) < 2 or len(b) < 2:
+            return None
+        attrs = op._attrs
+        ta = attrs.get("transpose_a", False) or attrs.get("adj_x", False)
+        tb = attrs.get("transpose_b", False) or attrs.get("adj_y", False)
+        m, k = (a[-1], a[-2]) if ta else (a[-2], a[-1])
+        n = b[-2] if tb else b[-1]
+        batch = max(_prod(a[:-2]), _prod(b[:-2]), 1)
+        return max(seconds, 2.0 * batch * m * k * n / _FLOPS_PER_S)
+    conv = _CONV_OPS.get(t)
+    if conv is not None:
+        if len(inputs) <= max(conv) or not op.outputs:
+            return None
+        y = op.outputs[0] if conv[0] < 0 else inputs[conv[0]]
+        w = op.outputs[0] if conv[1] < 0 else inputs[conv[1]]
+        y_dims, w_dims = _dims(y), _dims(w)
+        if y_dims is None or w_dims is None or len(w_dims) != 4:
+            return None
+        flops = 2.0 * _prod(y_dims) * w_dims[0] * w_dims[1] * w_dims[2]
+        return max(seconds, flops / _CONV_FLOPS_PER_S)
+    if t in _WINDOW_OPS:
+        seconds *= max(_prod(op._attrs.get("ksize") or ()), 1)
+    return seconds
+
+
+def _prod(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
 class CPUDevice(Device):
     device_type = "CPU"
     xp = np
@@ -232,6 +354,8 @@ class CPUDevice(Device):
         self.offloaded = 0  # calls of `compute` handed to a worker (statistics, tests)
         self._busy: asyncio.Future | None = None  # a lone device's work on its worker
 
+    plan_seconds = staticmethod(plan_seconds)
+
     @property
     def pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -240,11 +364,14 @@ class CPUDevice(Device):
             )
         return self._pool
 
-    async def compute(self, fn, *args, cost: float | None = None):
+    async def compute(self, fn, *args, cost: float | None = None, seconds: float | None = None):
         """`fn(*args)`, inline when its estimated time is small, else on a worker.
 
         `cost` is the kernel's own hint, in bytes of memory traffic, for work whose
-        size its arguments do not show (a convolution's patches).
+        size its arguments do not show (a convolution's patches).  `seconds`: the
+        node's time as the plan estimated it from its op type and static shapes
+        (`plan_seconds`, through `KernelContext.compute`); well under or well over
+        the limit, it decides instead of the per-call cost model.
         """
         shared = _share_count
         if not shared:
@@ -252,15 +379,24 @@ class CPUDevice(Device):
                 return cpu_budget.call(fn, args)
             if self._busy is not None:
                 await self._idle()
-        key = _call_key(fn, args)
-        seconds = _MEASURED.get(key)
-        if seconds is None:
-            seconds = estimate_seconds(fn, args, cost)
-        if seconds < (SHARED_INLINE_S if shared else INLINE_S):
-            t0 = _clock()
-            result = cpu_budget.call(fn, args)
-            _observe(key, _clock() - t0)
-            return result
+        limit = SHARED_INLINE_S if shared else INLINE_S
+        if seconds is not None and seconds < 0.25 * limit:  # decided by the plan: cheap
+            return cpu_budget.call_narrow(fn, args)
+        if seconds is not None and seconds >= 4.0 * limit:  # decided by the plan: heavy
+            key = None
+        else:  # near the limit, or not estimated by the plan: per call, measured
+            key = _call_key(fn, args)
+            seconds = _MEASURED.get(key)
+            if seconds is None:
+                seconds = estimate_seconds(fn, args, cost)
+            elif key in _WENT_TO_WORKER:
+                seconds *= 2.0  # back inline only when well under the limit (no flip-flop)
+            if seconds < limit:
+                t0 = _clock()
+                result = cpu_budget.call_narrow(fn, args)
+                _observe(key, _clock() - t0)
+                return result
+            _WENT_TO_WORKER.add(key)
         self.offloaded += 1
         loop = asyncio.get_running_loop()
         fut = loop.run_in_executor(self.pool, _timed, key, fn, args)

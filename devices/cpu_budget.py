@@ -48,6 +48,7 @@ import numpy as np
 __all__ = [
     "budget",
     "call",
+    "call_narrow",
     "configure",
     "parallel_for",
     "threads_now",
@@ -241,6 +242,22 @@ def call(fn, args):
         if len(samples) > 3:
             del samples[0]
         return result
+    finally:
+        with _lock:
+            _active -= 1
+
+
+def call_narrow(fn, args):
+    """`fn(*args)` as cheap work run inline on an event loop: counted against the
+    budget, its BLAS calls on one thread.  Work that short gains little from more, and
+    a two-thread call waits a whole scheduler slice when its partner thread is not
+    running (another process holds the core): the loop would stall for it."""
+    global _active
+    with _lock:
+        _active += 1
+    try:
+        _blas_threads(1 if _set_blas_local is not None else 0)
+        return fn(*args)
     finally:
         with _lock:
             _active -= 1

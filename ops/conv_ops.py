@@ -921,7 +921,7 @@ async def _conv2d(ctx, x, w):
     ctx.device.check_alloc(g.n * g.oh * g.ow * g.kh * g.kw * g.c, ctx.attrs["T"])
     dt = x.dtype
     cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
-    return await ctx.device.compute(
+    return await ctx.compute(
         _in_step, _step_token(), _conv2d_forward, xp, g, x, w, fmt, dt, cost=cost
     )
 
@@ -998,7 +998,7 @@ async def _conv2d_backprop_input_kernel(ctx, input_sizes, w, dy):
     g = _Geom(ctx.attrs, nhwc_dims(sizes, fmt), w.shape)
     _check_out_backprop(g, nhwc_dims(dy.shape, fmt))
     cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * dy.itemsize)
-    return await ctx.device.compute(
+    return await ctx.compute(
         _in_step, _step_token(), _conv2d_backprop_input, xp, g, w, dy, fmt, dy.dtype, cost=cost
     )
 
@@ -1078,7 +1078,7 @@ async def _conv2d_backprop_filter_kernel(ctx, x, filter_sizes, dy):
     _check_out_backprop(g, nhwc_dims(dy.shape, fmt))
     ctx.device.check_alloc(g.n * g.oh * g.ow * g.kh * g.kw * g.c, ctx.attrs["T"])
     cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * dy.itemsize)
-    return await ctx.device.compute(
+    return await ctx.compute(
         _in_step, _step_token(), _conv2d_backprop_filter, xp, g, x, dy, fmt, dy.dtype, cost=cost
     )
 
@@ -1327,7 +1327,7 @@ async def _depthwise(ctx, x, w):
     g = _Geom(ctx.attrs, nhwc_dims(x.shape, fmt), w.shape, depthwise=True)
     ctx.device.check_alloc(g.n * g.oh * g.ow * g.oc, ctx.attrs["T"])
     cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.oc * x.itemsize)
-    return await ctx.device.compute(_depthwise_forward, xp, g, x, w, fmt, x.dtype, cost=cost)
+    return await ctx.compute(_depthwise_forward, xp, g, x, w, fmt, x.dtype, cost=cost)
 
 
 DepthwiseConv2dNativeBackpropInput = register_op(
@@ -1366,9 +1366,7 @@ async def _depthwise_backprop_input_kernel(ctx, input_sizes, w, dy):
     g = _Geom(ctx.attrs, nhwc_dims(sizes, fmt), w.shape, depthwise=True)
     _check_out_backprop(g, nhwc_dims(dy.shape, fmt))
     cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.oc * dy.itemsize)
-    return await ctx.device.compute(
-        _depthwise_backprop_input, xp, g, w, dy, fmt, dy.dtype, cost=cost
-    )
+    return await ctx.compute(_depthwise_backprop_input, xp, g, w, dy, fmt, dy.dtype, cost=cost)
 
 
 DepthwiseConv2dNativeBackpropFilter = register_op(
@@ -1403,7 +1401,7 @@ async def _depthwise_backprop_filter_kernel(ctx, x, filter_sizes, dy):
     g = _Geom(ctx.attrs, nhwc_dims(x.shape, fmt), sizes, depthwise=True)
     _check_out_backprop(g, nhwc_dims(dy.shape, fmt))
     cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.oc * dy.itemsize)
-    return await ctx.device.compute(
+    return await ctx.compute(
         _depthwise_backprop_filter, xp, g, x, dy, sizes[3], fmt, dy.dtype, cost=cost
     )
 

@@ -118,7 +118,7 @@ def _operands(xp, ctx, a, b):
 
 
 async def _product(ctx, xp, a, b, ta: bool, tb: bool):
-    product = await ctx.device.compute(xp.matmul, a.T if ta else a, b.T if tb else b)
+    product = await ctx.compute(xp.matmul, a.T if ta else a, b.T if tb else b)
     return _as_dtype(xp, product, ctx.attrs["T"])
 
 
@@ -203,11 +203,9 @@ def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool, relu: bool = 
         out = np.empty(shape, p.dtype)
         out[...] = bias
         if relu:
-            await ctx.device.compute(_gemm_relu, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha)
+            await ctx.compute(_gemm_relu, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha)
         else:
-            await ctx.device.compute(
-                blas.gemm_into, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha, 1.0
-            )
+            await ctx.compute(blas.gemm_into, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha, 1.0)
         return out
 
     return add_into_gemm
@@ -325,7 +323,7 @@ def _relu_grad_gemm_kernel(plain):
             return await plain(ctx, g.materialize(), features)  # it words the error
         out = np.empty(g.shape, g.dtype)
         # The operands go as arrays: the CPU budget tells kinds of call by their shapes.
-        await ctx.device.compute(
+        await ctx.compute(
             _gemm_relu_mask,
             out,
             g.a,
@@ -453,7 +451,7 @@ async def _batch_matmul(ctx, x, y):
             f"In[0] and In[1] must have compatible batch dimensions: "
             f"{_shape_str(x.shape)} vs. {_shape_str(y.shape)}",
         ) from None
-    product = await ctx.device.compute(xp.matmul, x2, y2)
+    product = await ctx.compute(xp.matmul, x2, y2)
     return _as_dtype(xp, product, ctx.attrs["T"])
 
 

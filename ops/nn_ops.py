@@ -64,14 +64,14 @@ def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None,
         xp = ctx.xp
         if out_fn is not None and features.dtype == ctx.attrs["T"].np_dtype:
             out = features if ctx.may_forward(0, features) else None
-            return await ctx.device.compute(_quiet, xp, _ew.parallel, xp, out_fn, (features,), out)
+            return await ctx.compute(_quiet, xp, _ew.parallel, xp, out_fn, (features,), out)
         if (
             inplace is not None
             and ctx.may_forward(0, features)
             and features.dtype == ctx.attrs["T"].np_dtype
         ):
-            return await ctx.device.compute(_quiet, xp, inplace, xp, features)
-        out = await ctx.device.compute(_quiet, xp, fn, xp, xp.asarray(features))
+            return await ctx.compute(_quiet, xp, inplace, xp, features)
+        out = await ctx.compute(_quiet, xp, fn, xp, xp.asarray(features))
         return _as_dtype(xp, out, ctx.attrs["T"])
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
@@ -168,7 +168,7 @@ def _softmax_op(op_type: str, fn):
             )
         if logits.size == 0:
             return logits
-        out = await ctx.device.compute(_quiet, xp, fn, xp, logits)
+        out = await ctx.compute(_quiet, xp, fn, xp, logits)
         return _as_dtype(xp, out, ctx.attrs["T"])
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
@@ -370,14 +370,14 @@ async def _bias_add_impl(ctx, value, bias, relu: bool):
     if relu and xp is np and axis == value.ndim - 1 and value.dtype == dtype == bias.dtype:
         if value.flags.c_contiguous:
             out = value if ctx.may_forward(0, value) else np.empty_like(value)
-            return await ctx.device.compute(_add_relu_blocked, value, bias, out)
+            return await ctx.compute(_add_relu_blocked, value, bias, out)
     if ctx.may_forward(0, value) and value.dtype == dtype:
-        out = await ctx.device.compute(xp.add, value, bias.reshape(shape), value)
+        out = await ctx.compute(xp.add, value, bias.reshape(shape), value)
     else:
-        out = await ctx.device.compute(xp.add, value, bias.reshape(shape))
+        out = await ctx.compute(xp.add, value, bias.reshape(shape))
         out = _as_dtype(xp, out, ctx.attrs["T"])
     if relu:  # the fused Relu's part, when the blocked pass did not apply
-        out = await ctx.device.compute(xp.maximum, out, out.dtype.type(0))
+        out = await ctx.compute(xp.maximum, out, out.dtype.type(0))
     return out
 
 
@@ -440,10 +440,10 @@ def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None,
         want = ctx.attrs["T"].np_dtype
         if out_fn is not None and g.dtype == want and x.dtype == want:
             out = g if ctx.may_forward(0, g) else None
-            return await ctx.device.compute(_quiet, xp, _ew.parallel, xp, out_fn, (g, x), out)
+            return await ctx.compute(_quiet, xp, _ew.parallel, xp, out_fn, (g, x), out)
         if inplace is not None and ctx.may_forward(0, g) and g.dtype == want:
-            return await ctx.device.compute(_quiet, xp, inplace, xp, g, x)
-        out = await ctx.device.compute(_quiet, xp, fn, xp, g, x)
+            return await ctx.compute(_quiet, xp, inplace, xp, g, x)
+        out = await ctx.compute(_quiet, xp, fn, xp, g, x)
         return _as_dtype(xp, out, ctx.attrs["T"])
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
@@ -613,10 +613,10 @@ async def _bias_add_grad(ctx, dy):
         if ones is None or ones.shape[0] != rows or ones.dtype != dy.dtype:
             ones = ctx.kernel_state["ones"] = np.ones(rows, dy.dtype)
             ones.flags.writeable = False
-        out = await ctx.device.compute(np.matmul, ones, dy.reshape(rows, -1))
+        out = await ctx.compute(np.matmul, ones, dy.reshape(rows, -1))
         return out
     axes = tuple(i for i in range(dy.ndim) if i != axis)
-    out = await ctx.device.compute(xp.sum, dy, axes)
+    out = await ctx.compute(xp.sum, dy, axes)
     return _as_dtype(xp, out, ctx.attrs["T"])
 
 

@@ -284,9 +284,9 @@ async def _max_pool_run(ctx, attrs, x):
     fmt = attrs["data_format"]
     depth = _run_checks(attrs, depthwise_ok=True)
     if depth > 1:
-        return await ctx.device.compute(_depth_max_pool, xp, x, depth, fmt)
+        return await ctx.compute(_depth_max_pool, xp, x, depth, fmt)
     p = _Pool(attrs, nhwc_dims(x.shape, fmt))
-    return await ctx.device.compute(_max_pool, xp, p, x, fmt, cost=float(x.nbytes * p.kh * p.kw))
+    return await ctx.compute(_max_pool, xp, p, x, fmt, cost=float(x.nbytes * p.kh * p.kw))
 
 
 def _argmax_offsets(xp, p: _Pool, x):
@@ -453,7 +453,7 @@ async def _max_pool_grad_impl(ctx, x, y, dy, relu: bool, attrs=None):
     if depth > 1:
         if relu:
             dy = dy * (y > 0)
-        return await ctx.device.compute(_depth_max_pool_grad, xp, x, dy, depth, fmt)
+        return await ctx.compute(_depth_max_pool_grad, xp, x, dy, depth, fmt)
     p = _Pool(attrs, nhwc_dims(x.shape, fmt))
     want = from_nhwc_dims(list(p.out_nhwc()), fmt)
     for name, t in (("orig_output", y), ("grad", dy)):
@@ -462,7 +462,7 @@ async def _max_pool_grad_impl(ctx, x, y, dy, relu: bool, attrs=None):
                 f"Expected {name} shape to be {_shape_str(want)}, but got {_shape_str(t.shape)}"
             )
     cost = float(x.nbytes * p.kh * p.kw)
-    return await ctx.device.compute(_max_pool_grad, xp, p, x, y, dy, fmt, relu, cost=cost)
+    return await ctx.compute(_max_pool_grad, xp, p, x, y, dy, fmt, relu, cost=cost)
 
 
 def _max_pool_grad_grad(xp, p: _Pool, x, ddx, fmt):
@@ -498,7 +498,7 @@ async def _max_pool_grad_grad_kernel(ctx, x, y, ddx):
     _run_checks(ctx.attrs, depthwise_ok=False)
     p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
     cost = float(x.nbytes * p.kh * p.kw)
-    return await ctx.device.compute(_max_pool_grad_grad, xp, p, x, ddx, fmt, cost=cost)
+    return await ctx.compute(_max_pool_grad_grad, xp, p, x, ddx, fmt, cost=cost)
 
 
 def _pool_attrs(op) -> dict:
@@ -639,7 +639,7 @@ async def _avg_pool_kernel(ctx, x):
     fmt = ctx.attrs["data_format"]
     _run_checks(ctx.attrs, depthwise_ok=False)
     p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
-    return await ctx.device.compute(_avg_pool, xp, p, x, fmt, cost=float(x.nbytes * p.kh * p.kw))
+    return await ctx.compute(_avg_pool, xp, p, x, fmt, cost=float(x.nbytes * p.kh * p.kw))
 
 
 AvgPoolGrad = register_op(
@@ -678,7 +678,7 @@ async def _avg_pool_grad_kernel(ctx, shape, dy):
     if list(dy.shape) != want:
         raise _invalid(f"Expected grad shape to be {_shape_str(want)}, got {_shape_str(dy.shape)}")
     cost = float(dy.nbytes * p.kh * p.kw)
-    return await ctx.device.compute(_avg_pool_grad, xp, p, dy, fmt, cost=cost)
+    return await ctx.compute(_avg_pool_grad, xp, p, dy, fmt, cost=cost)
 
 
 @AvgPool.gradient

@@ -423,7 +423,7 @@ def _register_assign_update(op_type: str, ufunc):
     @op_def.kernel()
     async def _kernel(ctx, ref, value):
         # A large variable's update would hold the loop: its cost decides where it runs.
-        await ctx.device.compute(ref.apply_ufunc, ufunc, value, ctx.xp)
+        await ctx.compute(ref.apply_ufunc, ufunc, value, ctx.xp)
         return ref.read()
 
     return op_def

@@ -385,9 +385,9 @@ def _register(
         # the loop for many milliseconds): inline when cheap, else on a device worker.
         try:
             if sparse:
-                await ctx.device.compute(_apply_rows, update, ctx.attrs, targets, values, indices)
+                await ctx.compute(_apply_rows, update, ctx.attrs, targets, values, indices)
             else:
-                await ctx.device.compute(_apply_dense, fn, ctx.attrs, targets, values)
+                await ctx.compute(_apply_dense, fn, ctx.attrs, targets, values)
         except BaseException:
             for r, t in zip(refs, targets):
                 r.abandon(t)
@@ -782,7 +782,7 @@ def _fused_gd_kernel(plain):
             return await plain(ctx, var, alpha, delta)
         _check_dense(["var", "alpha", "delta"], 1, [1], 2, [var._current(), alpha, delta])
         target = await var.writable_target_on(ctx.device)
-        await ctx.device.compute(  # a GEMM: on a worker when long (devices/cpu.py)
+        await ctx.compute(  # a GEMM: on a worker when long (devices/cpu.py)
             blas.gemm_into,
             target,
             delta.a,
@@ -811,7 +811,7 @@ def _fused_assign_kernel(plain, sign: float):
                 f"Tensor with shape {_shape_str(value.shape)}, shapes must be equal.",
             )
         target = await ref.writable_target_on(ctx.device)
-        await ctx.device.compute(  # a GEMM: on a worker when long (devices/cpu.py)
+        await ctx.compute(  # a GEMM: on a worker when long (devices/cpu.py)
             blas.gemm_into,
             target,
             value.a,

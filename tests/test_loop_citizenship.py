@@ -265,3 +265,111 @@ async def test_a_small_broadcast_with_a_large_result_is_not_judged_by_its_inputs
         got = await s.arun(a + b, feed)
         assert got.shape == (2000, 2000) and (got == 2.5).all()
         assert dev.offloaded == 1  # the broadcast add, the step's only kernel
+
+
+# -- issue 13's performance pass: fewer Tasks, plan-time decisions, no flip-flop ---------
+
+
+async def test_a_short_step_past_its_slice_ends_without_parking(graph, monkeypatch):
+    # The slice is spent before the step's only kernel runs: the driver's one grace (a
+    # tenth of a slice, here 10 s) lets the step end instead of parking it in a Task.
+    monkeypatch.setattr(loop_slices, "SLICE_S", 100.0)
+    counter = new_counter()
+    x = af.placeholder(af.float32, [])
+    y = count_op(x, counter)
+    async with af.Session() as s:
+        await s.arun(y, {x: 1.0})  # bound, its plan built
+        mp = s._master.plan([x], [y])
+        loop = asyncio.get_running_loop()
+        loop_slices._DEADLINES[loop] = 0.0  # spent long ago
+        step = executor.Step(mp.plans[0], [np.float32(2.0)])
+        step.start()
+        assert not step.tasks  # ended inline: no driver parked
+        assert step.results() == [2.0]
+        assert counter.n == 2
+
+
+def test_the_plan_estimates_known_ops_from_static_shapes(graph):
+    col = af.placeholder(af.float32, [4096, 1])
+    row = af.placeholder(af.float32, [1, 4096])
+    small = af.placeholder(af.float32, [4, 4])
+    batch = af.placeholder(af.float32, [None, 4])
+    images = af.placeholder(af.float32, [64, 28, 28, 32])
+    filters = af.constant(np.zeros((5, 5, 32, 64), np.float32))
+    assert cpu.plan_seconds(af.matmul(col, row).op) > 4 * cpu.INLINE_S  # 64 MiB written
+    assert cpu.plan_seconds(af.matmul(small, small).op) < cpu.INLINE_S / 4
+    assert cpu.plan_seconds(af.matmul(batch, small).op) is None  # the batch is not fixed
+    conv = af.nn.conv2d(images, filters, [1, 1, 1, 1], "SAME")
+    assert cpu.plan_seconds(conv.op) > 4 * cpu.INLINE_S  # 1.6 GFLOP
+    assert cpu.plan_seconds((small + small).op) is None  # not in the table: per call
+
+
+async def test_plan_decided_kernels_skip_the_per_call_model(graph, monkeypatch):
+    col = af.placeholder(af.float32, [4096, 1])
+    row = af.placeholder(af.float32, [1, 4096])
+    total = af.reduce_sum(af.matmul(col, row))
+    small = af.placeholder(af.float32, [4, 4])
+    product = af.matmul(small, small)
+    judged = []
+    call_key = cpu._call_key
+    monkeypatch.setattr(
+        cpu, "_call_key", lambda fn, args: judged.append(args) or call_key(fn, args)
+    )
+    feed = {col: np.ones((4096, 1), np.float32), row: np.ones((1, 4096), np.float32)}
+    async with af.Session() as s:
+        dev = s._devices[0]
+        eye = np.eye(4, dtype=np.float32)
+        np.testing.assert_array_equal(await s.arun(product, {small: eye}), eye)
+        assert dev.offloaded == 0  # cheap by the plan: inline
+        assert await s.arun(total, feed) == 4096 * 4096
+        assert dev.offloaded >= 1  # heavy by the plan: on a worker
+    shapes = {getattr(a, "shape", None) for args in judged for a in args}
+    assert (4, 4) not in shapes and (4096, 1) not in shapes  # neither judged per call
+
+
+async def test_a_kind_back_from_the_worker_must_be_well_under_the_limit(monkeypatch):
+    monkeypatch.setattr(cpu, "_MEASURED", {})
+    monkeypatch.setattr(cpu, "_SAMPLES", {})
+    monkeypatch.setattr(cpu, "_WENT_TO_WORKER", set())
+    dev = cpu.CPUDevice(cpu.local_cpu_name())
+    try:
+        x = np.ones(4, np.float32)
+        key = cpu._call_key(np.add, (x, x))
+        near = 0.7 * cpu.INLINE_S  # under the limit, over half of it
+        cpu._SAMPLES[key] = [near, near, near]
+        cpu._MEASURED[key] = near
+        await dev.compute(np.add, x, x)
+        assert dev.offloaded == 0  # never went to a worker: inline
+        cpu._WENT_TO_WORKER.add(key)
+        cpu._SAMPLES[key][:] = [near, near, near]
+        cpu._MEASURED[key] = near
+        np.testing.assert_array_equal(await dev.compute(np.add, x, x), 2 * x)
+        assert dev.offloaded == 1  # went before: stays until well under the limit
+    finally:
+        dev.close()
+
+
+async def test_a_leased_variable_is_copied_as_the_devices_work():
+    from asyncflow.ops import state_ops
+
+    ref = state_ops.VarRef(af.float32)
+    ref.assign(np.arange(4, dtype=np.float32), True)
+    held = ref.read()  # a reader's lease is alive: the update must not write in place
+    calls = []
+
+    class Device:
+        async def compute(self, fn, *args, cost=None):
+            calls.append(fn)
+            return fn(*args)
+
+    buf = await ref.writable_target_on(Device())
+    assert len(calls) == 1 and buf.flags.writeable
+    buf += 1
+    ref.commit(buf)
+    np.testing.assert_array_equal(held, np.arange(4))  # the reader's value is unchanged
+    del held
+    buf = await ref.writable_target_on(Device())  # no lease now: in place, no copy
+    assert len(calls) == 1 and buf is ref.value
+    buf += 1
+    ref.commit(buf)
+    np.testing.assert_array_equal(ref.read(), np.arange(4) + 2)
