@@ -457,9 +457,7 @@ class Step(FrameRouting):
                             r = _GENERAL_DONE
                         if self.error is not None:  # aborted while the kernel was suspended
                             return
-                        if r is _GENERAL_DONE:
-                            pass  # delivered by FrameRouting
-                        elif single[i]:
+                        if single[i]:  # (never a _GENERAL node: see compile_control_flow)
                             for _, j, s in edges[i]:
                                 vals[s] = r
                                 pending[j] -= 1
@@ -467,7 +465,7 @@ class Step(FrameRouting):
                                     if nxt >= 0:
                                         push(nxt)
                                     nxt = j
-                        else:
+                        elif r is not _GENERAL_DONE:  # (else delivered by FrameRouting)
                             if r is None:
                                 r = _ONE_NONE
                             for oi, j, s in edges[i]:

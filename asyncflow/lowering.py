@@ -346,6 +346,7 @@ def _general_nodes(plan: Plan, nodes) -> None:
             or plan.fwd_read[i]
         ):
             plan.arity[i] = _GENERAL
+            plan.single[i] = False  # (Step._drive: it delivers its outputs itself)
 
 
 # The plan passes, in the order they run (TF's grappler remapper, at plan time).  Each is
