@@ -77,7 +77,6 @@ def test_a_synchronous_caller_keeps_its_loop(graph, monkeypatch):
     # are CALLER_SLICE_S long, whatever SLICE_S is.
     monkeypatch.setattr(loop_slices, "SLICE_S", 0.0)
     monkeypatch.setattr(loop_slices, "CALLER_SLICE_S", 3600.0)
-    monkeypatch.setattr(executor, "_GRACE_S", 0.0)  # (a slice's grace, from SLICE_S at import)
     yields = []
 
     class CountingYield:
