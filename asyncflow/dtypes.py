@@ -357,9 +357,11 @@ def _check_python_cast(leaves: list[Any], dtype: DType) -> None:
                     f"Expected {dtype.name}, got {leaf!r} of type '{type(leaf).__name__}' instead."
                 )
         if dtype.is_integer:
-            info = np.iinfo(dtype.as_numpy_dtype)
+            # TF1 (and TF 2.21 in graph mode) wraps a 64-bit integer modulo the target's
+            # width: constant(300, uint8) is 44, constant(-1, uint32) is 4294967295.
+            # Only a value no 64-bit integer holds is refused.
             for leaf in leaves:
-                if not info.min <= int(leaf) <= info.max:
+                if not -(2**63) <= int(leaf) < 2**64:
                     raise TypeError(f"Value {leaf!r} out of range for {dtype.name}.")
     elif dtype.is_floating or dtype.is_complex:
         for leaf in leaves:
@@ -403,7 +405,24 @@ def convert_to_numpy(value: Any, dtype: Any = None) -> np.ndarray:
         return _string_array(value)
     if any(isinstance(leaf, str | bytes) for leaf in leaves):
         raise TypeError(f"Can't convert strings in {value!r} to {target.name}.")
+    if target.is_integer and not any(isinstance(leaf, np.ndarray) for leaf in leaves):
+        info = np.iinfo(target.as_numpy_dtype)
+        if any(not info.min <= int(leaf) <= info.max for leaf in leaves):
+            return _wrapped_ints(value, target)
     return np.asarray(value, dtype=target.as_numpy_dtype)
+
+
+def _wrapped_ints(value: Any, target: DType) -> np.ndarray:
+    """Python integers outside `target`'s range, wrapped modulo its width as TF does."""
+    bits = np.iinfo(target.as_numpy_dtype).bits
+    signed = np.iinfo(target.as_numpy_dtype).min < 0
+
+    def wrap(v):
+        v = int(v) & ((1 << bits) - 1)
+        return v - (1 << bits) if signed and v >= 1 << (bits - 1) else v
+
+    arr = np.asarray(value, dtype=object)
+    return np.vectorize(wrap, otypes=[object])(arr).astype(target.as_numpy_dtype)
 
 
 # Exported under TF's name last, so the builtin stays usable above; ``bool_`` is the alias.

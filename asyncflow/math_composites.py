@@ -261,9 +261,9 @@ def where_v2(condition, x=None, y=None, name=None):
     """TF2's where: broadcasts condition, x and y together (coordinates without x, y)."""
     if x is None and y is None:
         return slicing_ops.where(condition, name=name)
-    with ops.name_scope(name, "where_v2", [condition, x, y]):
-        x, y = _t(x), _t(y, "y")
-        return _select(_t(condition, "condition"), x, y)
+    if x is None or y is None:
+        raise ValueError("x and y must both be non-None or both be None.")
+    return ops.apply_op("SelectV2", [condition, x, y], name=name).outputs[0]
 
 
 def histogram_fixed_width(values, value_range, nbins=100, dtype=dtypes.int32, name=None):

@@ -19,11 +19,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import errors, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import scatter_at
-from asyncflow.registry import ANY, INDEX, NUMERIC, REAL, NotDifferentiable, register_op
+from asyncflow.registry import (
+    ANY,
+    INDEX,
+    NUMERIC,
+    REAL,
+    NotDifferentiable,
+    TypeConstraint,
+    register_op,
+)
 
 __all__ = [
     "gather_nd",
@@ -63,7 +71,11 @@ def _flat_rows(indices: np.ndarray, shape, what: str) -> np.ndarray:
     if bad.any():
         i = int(np.argmax(bad))
         coords = ", ".join(str(int(c)) for c in idx[i])
-        raise _invalid(f"indices[{i}] = [{coords}] does not index into {what} {_shape_str(shape)}")
+        # TF names the bad row by its position in indices.shape[:-1] ("indices[0,1]"),
+        # and by nothing when that is a scalar ("indices = [7]").
+        pos = ",".join(str(int(p)) for p in np.unravel_index(i, indices.shape[:-1]))
+        where = f"indices[{pos}]" if indices.ndim > 1 else "indices"
+        raise _invalid(f"{where} = [{coords}] does not index into {what} {_shape_str(shape)}")
     if k == 0:
         return np.zeros(idx.shape[0], np.int64)
     return np.ravel_multi_index(tuple(idx.T), tuple(int(d) for d in dims))
@@ -160,11 +172,16 @@ def _tensor_scatter_shape(op):
 
 # -- GatherNd ------------------------------------------------------------------------------
 
+# TF registers GatherNd for int16 indices too (TF 2.21).
+_GATHER_ND_INDEX = TypeConstraint(
+    [dtypes.int16, dtypes.int32, dtypes.int64], default="int32"
+)
+
 GatherNd = register_op(
     "GatherNd",
     inputs=["params: Tparams", "indices: Tindices"],
     outputs=["output: Tparams"],
-    attrs={"Tparams": ANY, "Tindices": INDEX, "bad_indices_policy": ""},
+    attrs={"Tparams": ANY, "Tindices": _GATHER_ND_INDEX, "bad_indices_policy": ""},
     shape_fn=_gather_nd_shape,
 )
 
@@ -175,6 +192,11 @@ def _gather_nd_value(xp, params, indices):
         raise _invalid(
             f"indices.shape[-1] must be <= params.rank, but saw indices shape: "
             f"{_shape_str(indices.shape)} and params shape: {_shape_str(params.shape)}"
+        )
+    if params.size == 0 and indices.size // max(k, 1) > 0 and k > 0:
+        raise _invalid(
+            "Requested more than 0 entries, but params is empty.  Params shape: "
+            + _shape_str(params.shape)
         )
     rows = _device_rows(xp, _flat_rows(indices, params.shape, "param shape"))
     out_shape = indices.shape[:-1] + params.shape[k:]
@@ -198,6 +220,14 @@ def _gather_nd_grad(op, grad):
     params, indices = op.inputs
     with ops.colocate_with(params):
         shape = _g.shape(params, out_type=indices.dtype)
+    ishape = indices.shape
+    if ishape.ndims == 2 and ishape.dims[-1].value == 1:
+        # Whole rows picked by a [N, 1] index: TF's gradient is IndexedSlices over them.
+        from asyncflow.indexed_slices import IndexedSlices
+        from asyncflow.ops import array_ops
+
+        rows = array_ops.squeeze(indices, axis=[-1])
+        return [IndexedSlices(ops.convert_to_tensor(grad), rows, shape), None]
     return [_g.apply("ScatterNd", indices, ops.convert_to_tensor(grad), shape), None]
 
 

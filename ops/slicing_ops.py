@@ -873,6 +873,10 @@ async def _one_hot(ctx, indices, depth, on, off):
     return await ctx.device.compute(_one_hot_value, *args)
 
 
+def _hinted(value, hint, name):
+    return ops.convert_to_tensor(value, name=name, preferred_dtype=hint)
+
+
 def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None, name=None):
     """`tf.one_hot`: `on_value` where index == position along a new `axis`, else `off_value`.
 
@@ -883,8 +887,11 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
       ValueError: `axis` out of range at build time.
     """
     with op_scope(name, "one_hot", [indices, depth, on_value, off_value]) as scope:
-        on = None if on_value is None else ops.convert_to_tensor(on_value, name="on_value")
-        off = None if off_value is None else ops.convert_to_tensor(off_value, name="off_value")
+        # A Python on/off value takes `dtype` where it can (TF's dtype_hint):
+        # one_hot(..., on_value=1.0, dtype=float16) is float16.
+        hint = None if dtype is None else dtypes.as_dtype(dtype)
+        on = None if on_value is None else _hinted(on_value, hint, "on_value")
+        off = None if off_value is None else _hinted(off_value, hint, "off_value")
         if dtype is not None:
             dtype = dtypes.as_dtype(dtype)
             for what, t in (("on_value", on), ("off_value", off)):
@@ -984,6 +991,47 @@ def _select_bits(cond, t, e):
     np.multiply(bits, cond, out=bits)
     np.bitwise_xor(bits, e_bits, out=bits)
     return out
+
+
+# -- SelectV2 (TF2's where: condition, t and e broadcast together) -------------------------
+
+
+def _select_v2_shape(op):
+    cond, t, e = (i.shape for i in op.inputs)
+    return [tensor_shape.broadcast_shape(tensor_shape.broadcast_shape(cond, t), e)]
+
+
+SelectV2 = register_op(
+    "SelectV2", inputs=["condition: bool", "t: T", "e: T"], outputs=["output: T"],
+    attrs={"T": ANY}, shape_fn=_select_v2_shape,
+)  # fmt: skip
+
+
+@SelectV2.kernel()
+async def _select_v2(ctx, cond, t, e):
+    xp = ctx.xp
+    cond, t, e = xp.asarray(cond), xp.asarray(t), xp.asarray(e)
+    try:
+        np.broadcast_shapes(cond.shape, t.shape, e.shape)
+    except ValueError:
+        raise _invalid(
+            f"condition {_shape_str(cond.shape)}, then {_shape_str(t.shape)}, and else "
+            f"{_shape_str(e.shape)} must be broadcastable"
+        ) from None
+    return await ctx.device.compute(xp.where, cond, t, e)
+
+
+@SelectV2.gradient
+def _select_v2_grad(op, grad):
+    """TF's _SelectGradV2: each branch's share, summed back over its broadcast axes."""
+    c, x, y = op.inputs
+    out = op.outputs[0]
+    zeros = _g.zeros_like(grad)
+    gx = _g.apply("SelectV2", c, grad, zeros)
+    gy = _g.apply("SelectV2", c, zeros, grad)
+    gx, _ = _g.broadcast_reduce(x, out, gx, None)
+    gy, _ = _g.broadcast_reduce(y, out, gy, None)
+    return [None, gx, gy]
 
 
 def where(condition, x=None, y=None, name=None):

@@ -150,13 +150,33 @@ def test_convert_with_dtype(value, dtype, expected):
     np.testing.assert_array_equal(arr, expected)
 
 
+# TF 2.21 in graph mode (as TF1) wraps integers modulo the target width; recorded there:
+# constant(300, uint8) -> 44, constant(-1, uint32) -> 4294967295, constant(2**40, int32)
+# -> 0, constant(-1, uint64) -> 2**64 - 1, constant(2**63, int64) -> -2**63,
+# constant([-1, 2], uint8) -> [255, 2]; 2**64 for uint64 raises (OverflowError there).
+@pytest.mark.parametrize(
+    "value,dtype,expected",
+    [
+        (300, dtypes.uint8, 44),
+        (-1, dtypes.uint32, 4294967295),
+        (2**40, dtypes.int32, 0),
+        (-1, dtypes.uint64, 2**64 - 1),
+        (2**63, dtypes.int64, -(2**63)),
+        ([-1, 2], dtypes.uint8, [255, 2]),
+    ],
+)
+def test_convert_wraps_integers_as_tf(value, dtype, expected):
+    arr = convert_to_numpy(value, dtype)
+    assert arr.dtype == dtype.as_numpy_dtype
+    np.testing.assert_array_equal(arr, np.asarray(expected, dtype=dtype.as_numpy_dtype))
+
+
 @pytest.mark.parametrize(
     "value,dtype",
     [
         (1.5, dtypes.int32),
         ([1, 2.0], dtypes.int32),
-        (300, dtypes.uint8),
-        (-1, dtypes.uint32),
+        (2**64, dtypes.uint64),
         (1, dtypes.bool),
         ("a", dtypes.float32),
         (1, dtypes.string),

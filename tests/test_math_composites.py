@@ -67,3 +67,39 @@ def test_counting_and_grids(sess):
     np.testing.assert_array_equal(xs, wx) and np.testing.assert_array_equal(ys, wy)
     np.testing.assert_array_equal(sess.run(af.eye(2, 3)), np.eye(2, 3))
     assert sess.run(af.scalar_mul(2, af.constant([1.5]))).tolist() == [3.0]
+
+
+def test_where_v2_is_select_v2_and_broadcasts_all_three(graph):
+    # TF 2.21: where_v2 is one SelectV2 that broadcasts condition, x and y together (a
+    # [3, 5, 1, 1] condition against [7, 11] branches gives [3, 5, 7, 11]); an integer
+    # NumPy condition converts to bool; only one of x, y given is a ValueError.
+    rng = np.random.RandomState(0)
+    f = rng.normal(0, 1, (3, 5, 1, 1))
+    out = af.where_v2(af.constant(f) < 0, np.zeros((7, 11)), np.ones((7, 11)))
+    assert out.op.type == "SelectV2" and out.shape.as_list() == [3, 5, 7, 11]
+    pred = np.array([1, 0, 0]).reshape((3, 1))
+    x, y = rng.randn(3, 4), rng.randn(3, 4)
+    by_int = af.where_v2(pred, x, y)
+    with af.Session(graph=graph) as s:
+        got, got_int = s.run([out, by_int])
+    np.testing.assert_array_equal(got, np.where(f < 0, np.zeros((7, 11)), np.ones((7, 11))))
+    np.testing.assert_array_equal(got_int, np.where(pred, x, y))
+    with pytest.raises(ValueError, match="both be non-None"):
+        af.where_v2([False, True], [1, 2], None)
+
+
+def test_select_v2_gradient_sums_over_broadcast_axes(graph):
+    # x [3, 1] broadcast against y [1, 4] by a [3, 4] condition: each input's gradient is
+    # its selected share summed back to its own shape (finite differences).
+    cond = af.constant(np.arange(12).reshape(3, 4) % 3 == 0)
+    x = af.placeholder(af.float64, [3, 1])
+    y = af.placeholder(af.float64, [1, 4])
+    out = af.where_v2(cond, x * x, y * 3.0)
+    for v, shape in ((x, [3, 1]), (y, [1, 4])):
+        other = y if v is x else x
+        init = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape)
+        feed = {other: np.ones(other.shape.as_list())}
+        th, nu = test_util.compute_gradient(
+            v, shape, out, [3, 4], x_init_value=init, extra_feed_dict=feed
+        )
+        np.testing.assert_allclose(th, nu, atol=1e-6)

@@ -324,6 +324,12 @@ def test_one_hot():
         A.one_hot([1], 3, on_value=1.0, dtype=dtypes.int32)
     with pytest.raises(ValueError):
         A.one_hot([1], 3, axis=3)
+    # TF 2.21: Python on/off values take `dtype` as a hint, so a float16 one_hot may be
+    # given on_value=1.0 beside a float16 off_value (recorded: [[1, 0, 0], [0, 1, 0]]).
+    half = A.one_hot([0, 1], 3, on_value=1.0, off_value=A.constant(0.0, dtypes.float16),
+                     dtype=dtypes.float16)  # fmt: skip
+    got = check(half, np.eye(3, dtype=np.float16)[:2])
+    assert got.dtype == np.float16
 
 
 def test_pad_variants():

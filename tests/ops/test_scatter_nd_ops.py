@@ -99,6 +99,16 @@ def test_op_types():
          r"indices\[0\] = \[5\] does not index into shape \[5\]"),
         (lambda: af.tensor_scatter_nd_update(P, [[0, 7]], [1.0]), errors.InvalidArgumentError,
          r"indices\[0\] = \[0, 7\] does not index into shape \[3,4\]"),
+        # The bad row is named by its position in indices.shape[:-1], none for a vector.
+        (lambda: af.gather_nd([0, 1, 2], [[[0], [7]]]), errors.InvalidArgumentError,
+         r"indices\[0,1\] = \[7\] does not index into param shape \[3\]"),
+        (lambda: af.gather_nd([0, 1, 2], [7]), errors.InvalidArgumentError,
+         r"^indices = \[7\] does not index into param shape \[3\]"),
+        (lambda: af.scatter_nd([[[0], [7]]], [[1, 2]], [3]), errors.InvalidArgumentError,
+         r"indices\[0,1\] = \[7\] does not index into shape \[3\]"),
+        (lambda: af.gather_nd(np.empty((0, 3), np.float32), np.zeros((1, 2), np.int32)),
+         errors.InvalidArgumentError,
+         r"Requested more than 0 entries, but params is empty.  Params shape: \[0,3\]"),
     ],
 )  # fmt: skip
 def test_run_time_errors_match_tf(build, error, match):
@@ -192,3 +202,32 @@ U = _RNG.standard_normal(2)
 )  # fmt: skip
 def test_gradients_against_finite_differences(build, x0):
     assert _grad_err(build, x0) < 1e-8
+
+
+def test_gather_nd_int16_indices_and_empty_lookups_match_tf():
+    # TF 2.21 registers GatherNd for int16 indices; empty indices into empty params are
+    # fine (shape [0]).
+    idx = af.constant([[4], [4], [0]], dtype=af.int16)
+    out = af.gather_nd(np.array([8, 1, 2, 3, 7, 5], np.float32), idx)
+    empty = af.gather_nd(np.empty((0, 3), np.float32), np.empty((0, 2), np.int32))
+    got, got_empty = _run([out, empty])
+    np.testing.assert_array_equal(got, [7, 7, 8])
+    assert got_empty.shape == (0,) and empty.shape.as_list() == [0]
+
+
+def test_gather_nd_gradient_of_whole_rows_is_indexed_slices():
+    # TF's _GatherNdGrad: indices of shape [N, 1] give IndexedSlices(grad, rows); the
+    # dense value of TF 2.21's gradient for rows [2, 0, 5] of a [6, 9] matrix.
+    from asyncflow.indexed_slices import IndexedSlices
+
+    x = af.constant(np.ones((6, 9)))
+    out = af.gather_nd(x, af.constant([[2], [0], [5]]))
+    g = af.constant(np.repeat([[1.0], [2.0], [3.0]], 9, axis=1))
+    grad = af.gradients([out], [x], [g])[0]
+    assert isinstance(grad, IndexedSlices)
+    want = np.zeros((6, 9))
+    want[2], want[0], want[5] = 1, 2, 3
+    np.testing.assert_array_equal(_run(ops.convert_to_tensor(grad)), want)
+    # Other index shapes keep the dense ScatterNd gradient.
+    dense = af.gradients([af.gather_nd(x, [[0, 0], [1, 1]])], [x])[0]
+    assert not isinstance(dense, IndexedSlices)
