@@ -43,6 +43,8 @@ def handle_value(obj) -> np.ndarray:
 
 
 def handle_object(value, cls, what: str):
+    if isinstance(value, np.ndarray) and value.shape == (2,):
+        value = value[1]  # a ref Stack's [container, stack] handle
     obj = value[()] if isinstance(value, np.ndarray) else value
     if not isinstance(obj, cls):
         raise errors.InvalidArgumentError(None, None, f"Expected a {what} handle, got {obj!r}")
@@ -126,7 +128,51 @@ async def _stack_close_v2(ctx, handle):
     stack.items.clear()
 
 
-for _t in ("StackV2", "StackPushV2", "StackPopV2", "StackCloseV2"):
+# TF1's deprecated ref stacks (`gen_data_flow_ops._stack`, stack_push, stack_pop,
+# stack_close): the same stacks, unbounded, behind a [2] string handle (container, stack)
+# as TF's ref handle; two stacks of one name are distinct.
+Stack = register_op(
+    "Stack",
+    outputs=["handle: string"],
+    attrs={"elem_type": TypeConstraint(None), "stack_name": ""},
+    shape_fn=lambda op: [tensor_shape.TensorShape([2])],
+    stateful=True,
+)
+StackPush = register_op(
+    "StackPush",
+    inputs=["handle: string", "elem: T"],
+    outputs=["output: T"],
+    attrs={"T": ANY, "swap_memory": False},
+    shape_fn=lambda op: [op.inputs[1].shape],
+    stateful=True,
+)
+StackPop = register_op(
+    "StackPop",
+    inputs=["handle: string"],
+    outputs=["elem: elem_type"],
+    attrs={"elem_type": TypeConstraint(None)},
+    shape_fn=lambda op: [None],
+    stateful=True,
+)
+StackClose = register_op(
+    "StackClose", inputs=["handle: string"], shape_fn=lambda op: [], stateful=True
+)
+
+
+@Stack.kernel(host_memory=("handle",))
+async def _stack_ref(ctx):
+    name = ctx.attrs["stack_name"] or ctx.op.name
+    out = np.empty((2,), dtype=object)
+    out[0], out[1] = b"_stacks", _Stack(name, ctx.attrs["elem_type"], -1)
+    return out
+
+
+StackPush.kernel(host_memory=("handle",))(_stack_push_v2)
+StackPop.kernel(host_memory=("handle",))(_stack_pop_v2)
+StackClose.kernel(host_memory=("handle",))(_stack_close_v2)
+
+for _t in ("StackV2", "StackPushV2", "StackPopV2", "StackCloseV2", "Stack", "StackPush",
+           "StackPop", "StackClose"):  # fmt: skip
     NotDifferentiable(_t)
 
 

@@ -151,3 +151,30 @@ def test_stack_ops():
     assert _run(pop) == 1.0
     with pytest.raises(errors.InvalidArgumentError, match="empty"):
         _run(stack_pop_v2(stack_v2(-1, af.float32), af.float32))
+
+
+def test_ref_stack_ops_as_tf1():
+    # TF 2.21's gen_data_flow_ops._stack/stack_push/stack_pop/stack_close (TF1's ref
+    # stacks): a [2] handle; two stacks named "foo" are distinct; pushes pop back LIFO.
+    from asyncflow import graph as ops
+
+    def op(t, inputs, **attrs):
+        out = ops.apply_op(t, inputs, attrs)
+        return out.outputs[0] if out.outputs else out
+
+    h1 = op("Stack", [], elem_type=af.float32, stack_name="foo")
+    h2 = op("Stack", [], elem_type=af.float32, stack_name="foo")
+    assert h1.shape.as_list() == [2]
+    p1 = op("StackPush", [h1, af.constant([[4.0, 5.0]])])
+    p2 = op("StackPush", [h2, af.constant(6.0)])
+    with af.control_dependencies([p1, p2]):
+        q1 = op("StackPop", [h1], elem_type=af.float32)
+        q2 = op("StackPop", [h2], elem_type=af.float32)
+    with af.control_dependencies([q1]):
+        close = op("StackClose", [h1])
+    with af.Session() as s:
+        v1, v2, _ = s.run([q1, q2, close])
+        a, b = s.run([h1, h2])
+    np.testing.assert_array_equal(v1, [[4.0, 5.0]])
+    assert v2 == 6.0
+    assert a[1] is not b[1]

@@ -53,7 +53,8 @@ def _gen_builders() -> dict:
 
 def _gen_op(name: str):
     """`gen_*_ops.snake_name(...)`: build the registered op of that type."""
-    op_def = _gen_builders().get(name)
+    # gen_*_ops prefix hidden ops with "_" (gen_data_flow_ops._stack is op Stack).
+    op_def = _gen_builders().get(name.lstrip("_") if name.startswith("_") else name)
     if op_def is None and name[:1].isupper():  # gen_*_ops also export the op type itself
         from asyncflow import registry
 
@@ -62,12 +63,19 @@ def _gen_op(name: str):
         raise AttributeError(name)
     from asyncflow import graph
 
+    # TF's generated functions take the inputs, then the attrs no input determines, in
+    # order (stack_pop_v2(handle, elem_type)).
+    inferred = {a.type_attr for a in op_def.inputs} | {a.number_attr for a in op_def.inputs}
+    free_attrs = [k for k in op_def.attrs if k not in inferred]
+
     def build(*args, name=None, **kwargs):
         inputs = list(args[: len(op_def.inputs)])
         for a in op_def.inputs[len(inputs) :]:
             if a.name not in kwargs:
                 raise TypeError(f"{op_def.name} needs input {a.name!r}")
             inputs.append(kwargs.pop(a.name))
+        for k, v in zip(free_attrs, args[len(op_def.inputs) :]):
+            kwargs[k] = v
         attrs = {k: v for k, v in kwargs.items() if k in op_def.attrs}
         op = graph.apply_op(op_def.name, inputs, attrs=attrs, name=name)
         outs = op.outputs
@@ -637,6 +645,8 @@ class TensorFlowTestCase(unittest.TestCase):
             a = self._run(a)
         if not isinstance(a, np.ndarray):
             a = np.array(a)
+        if a.dtype.names is not None and len(a.dtype.names) == 1:
+            a = a[a.dtype.names[0]]  # quantized values (qint8...) compare as their ints
         return a
 
     def assertAllClose(self, a, b, rtol=1e-6, atol=1e-6, msg=None):
