@@ -1040,8 +1040,10 @@ def matrix_band_part(input, num_lower, num_upper, name=None):  # noqa: A002 - TF
     """
     with ops.name_scope(name, "MatrixBandPart", [input]) as scope:
         x = ops.convert_to_tensor(input, name="input")
-        lo = ops.convert_to_tensor(num_lower, dtype=dtypes.int64, name="num_lower")
-        hi = ops.convert_to_tensor(num_upper, dtype=dtypes.int64, name="num_upper")
+        # Tindex is int32 or int64 (Python ints: int64, TF's default); an int32 tensor
+        # keeps its type.
+        lo = ops.convert_to_tensor(num_lower, preferred_dtype=dtypes.int64, name="num_lower")
+        hi = ops.convert_to_tensor(num_upper, preferred_dtype=lo.dtype, name="num_upper")
         return ops.apply_op("MatrixBandPart", [x, lo, hi], name=scope).outputs[0]
 
 

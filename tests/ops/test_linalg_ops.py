@@ -126,3 +126,14 @@ def test_euclidean_norm_gradient_at_zero_is_nan_as_tf():
     x = af.constant(np.array([[3.0, 4.0], [0.0, 0.0]]))
     (g,) = af.gradients(af.reduce_euclidean_norm(x, 1), [x])
     np.testing.assert_allclose(_run(g), [[0.6, 0.8], [np.nan, np.nan]])
+
+
+@pytest.mark.parametrize("index_dtype", [af.int32, af.int64])
+def test_matrix_band_part_takes_int32_or_int64_bounds(index_dtype):
+    # TF 2.21: MatrixBandPart's Tindex is int32 or int64 (Python ints: int64).
+    x = np.ones((2, 3, 4), np.float32)
+    band = af.matrix_band_part(x, af.constant(1, index_dtype), af.constant(0, index_dtype))
+    assert band.op.inputs[1].dtype == index_dtype
+    want = np.tril(np.triu(np.ones((3, 4)), -1), 0)
+    np.testing.assert_array_equal(_run(band), np.broadcast_to(want, (2, 3, 4)))
+    assert af.matrix_band_part(x, 1, -1).op.inputs[1].dtype == af.int64
