@@ -183,7 +183,8 @@ def _partition_value(xp, data, partitions, n):
     bad = np.flatnonzero((flat < 0) | (flat >= n))
     if bad.size:
         where = ",".join(str(int(k)) for k in np.unravel_index(int(bad[0]), partitions.shape))
-        raise _invalid(f"partitions[{where}] = {flat[bad[0]]} is not in [0, {n})")
+        at = f"partitions[{where}]" if partitions.ndim else "partitions"  # TF's wording
+        raise _invalid(f"{at} = {flat[bad[0]]} is not in [0, {n})")
     rows = data.reshape((flat.size,) + data.shape[partitions.ndim :])
     return _outs(rows[_on(xp, flat == p)] for p in range(n))
 

@@ -195,3 +195,24 @@ def test_convert_type_errors(value, dtype):
 def test_convert_value_errors(value):
     with pytest.raises(ValueError):
         convert_to_numpy(value)
+
+
+@pytest.mark.parametrize(
+    "value,dtype",
+    [
+        ([[1, 2], [3, 4]], dtypes.float32),
+        ([[1.5, 2.0]], dtypes.float64),
+        ([1, 2], dtypes.complex64),
+        ([True, False], dtypes.bool),
+        ([True, 2], dtypes.int32),
+        ([[np.float64(1.5)], [2]], dtypes.float16),
+        ([300, -1], dtypes.uint8),
+    ],
+)
+def test_typed_lists_convert_as_numpy_casts(value, dtype):
+    # The one-pass path for nested lists of a known dtype gives NumPy's cast of them
+    # (values in range; out-of-range ints wrap as TF: 300 -> 44, -1 -> 255).
+    want = np.asarray([int(v) % 256 for v in value]) if dtype == dtypes.uint8 else value
+    arr = convert_to_numpy(value, dtype)
+    assert arr.dtype == dtype.as_numpy_dtype
+    np.testing.assert_array_equal(arr, np.asarray(want).astype(dtype.as_numpy_dtype))

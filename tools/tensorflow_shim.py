@@ -297,6 +297,7 @@ def _extra_tables():
         "config": {
             "is_op_determinism_enabled": lambda: False,
             "list_physical_devices": lambda *a: [],
+            "list_logical_devices": lambda *a: [],
         },
         "session": {"Session": af.Session, "InteractiveSession": af.InteractiveSession},
         "tf_logging": vars(importlib.import_module("asyncflow.tf_logging")),
@@ -903,7 +904,7 @@ def _test_util_module(name):
 
 class _Disables:
     def __getattr__(self, name):
-        if name.startswith(("disable_", "enable_", "skip_if_")):
+        if name.startswith(("disable_", "enable_", "skip_if_", "no_xla")):
             return _flex(lambda f: f)
         raise AttributeError(name)
 

@@ -121,6 +121,9 @@ def test_errors_match_tf():
         errors.InvalidArgumentError, match=r"partitions\[1\] = 2 is not in \[0, 2\)"
     ):
         _run(af.dynamic_partition([1.0, 2.0], [0, 2], 2))
+    # A scalar partitions tensor is named without an index (TF 2.21's message).
+    with pytest.raises(errors.InvalidArgumentError, match=r"^partitions = 17 is not in \[0, 7\)"):
+        _run(af.dynamic_partition(np.zeros(5), 17, 7))
 
 
 def test_boolean_mask_unknown_shapes():
