@@ -220,6 +220,9 @@ CASES: dict[str, list] = {
     ],
     "Unpack": [(lambda x: (lambda u: u[0] * 2.0 + u[1])(af.unstack(x, axis=1)), [r(3, 2)])],
     "Select": [(lambda a, b: af.where(af.constant([True, False, True]), a, b), [r(3), r(3)])],
+    "SelectV2": [
+        (lambda a, b: af.where_v2(af.constant([[True], [False]]), a, b), [r(2, 3), r(1, 3)])
+    ],
     # -- checks and logging
     "CheckNumerics": [(lambda x: af.check_numerics(x, "bad"), [r(3)])],
     "Print": [(lambda x: af.Print(x, [x], first_n=0) * 2.0, [r(3)])],
