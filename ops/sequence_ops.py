@@ -14,8 +14,24 @@ __all__ = ["reverse_sequence", "sequence_mask"]
 
 
 def _reverse_sequence_shape(op):
+    """TF's shape function: seq_lengths a vector as long as the batch dimension, both
+    dims inside the input's rank (ValueError at build time where the shapes are known)."""
     x, lengths = op.inputs
-    lengths.shape.with_rank(1)
+    n = lengths.shape
+    if n.ndims is not None and n.ndims != 1:
+        raise ValueError(f"Shape must be rank 1 but is rank {n.ndims}")
+    n = n.with_rank(1)
+    rank = x.shape.ndims
+    if rank is None:
+        return [x.shape]
+    seq_dim, batch_dim = op._attr("seq_dim"), op._attr("batch_dim")
+    if batch_dim >= rank:
+        raise ValueError(f"batch_dim must be < input rank: {batch_dim} vs. {rank}")
+    if seq_dim >= rank:
+        raise ValueError(f"seq_dim must be < input rank: {seq_dim} vs. {rank}")
+    b, m = x.shape.dims[batch_dim].value, n.dims[0].value
+    if b is not None and m is not None and b != m:
+        raise ValueError(f"Dimensions must be equal, but are {b} and {m}")
     return [x.shape]
 
 
@@ -33,6 +49,8 @@ async def _reverse_sequence(ctx, x, lengths):
     xp = ctx.xp
     lengths = np.asarray(lengths)
     seq_dim, batch_dim = ctx.attrs["seq_dim"], ctx.attrs["batch_dim"]
+    if seq_dim == batch_dim:
+        raise errors.InvalidArgumentError(None, None, f"batch_dim == seq_dim == {seq_dim}")
     if not (0 <= batch_dim < x.ndim and 0 <= seq_dim < x.ndim) or seq_dim == batch_dim:
         raise errors.InvalidArgumentError(
             None,
@@ -90,8 +108,9 @@ def reverse_sequence(
         raise ValueError("reverse_sequence needs seq_axis")
     x = ops.convert_to_tensor(input, name="input")
     rank = x.shape.ndims
-    if rank is not None:
-        seq_axis, batch_axis = seq_axis % rank, batch_axis % rank
+    if rank is not None:  # a negative axis counts from the end; too large is refused
+        seq_axis = seq_axis + rank if seq_axis < 0 else seq_axis
+        batch_axis = batch_axis + rank if batch_axis < 0 else batch_axis
     return ops.apply_op(
         "ReverseSequence",
         [x, seq_lengths],

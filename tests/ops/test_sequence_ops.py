@@ -58,3 +58,22 @@ def test_sequence_mask(sess):
     np.testing.assert_array_equal(got, np.arange(5)[None, :] < np.array([1, 3, 2])[:, None])
     got = sess.run(af.sequence_mask([[0, 2]], dtype=af.float32))
     np.testing.assert_array_equal(got, [[[0, 0], [1, 1]]])
+
+
+def test_reverse_sequence_shape_errors_match_tf(graph):
+    # TF 2.21: the shape function refuses these at build time, with these messages; equal
+    # batch and seq dims fail when run ("batch_dim == seq_dim == 0").
+    x = [[1, 2], [3, 4]]
+    with pytest.raises(ValueError, match="Dimensions must be equal, but are 2 and 3"):
+        af.reverse_sequence(x, [2, 2, 2], seq_axis=1)
+    with pytest.raises(ValueError, match="Shape must be rank 1 but is rank 2"):
+        af.reverse_sequence(x, [[2, 2]], seq_axis=1)
+    with pytest.raises(ValueError, match="seq_dim must be < input rank: 2 vs. 2"):
+        af.reverse_sequence(x, [2, 2], seq_axis=2)
+    with pytest.raises(ValueError, match="batch_dim must be < input rank: 3 vs. 2"):
+        af.reverse_sequence(x, [2, 2], seq_axis=1, batch_axis=3)
+    same = af.reverse_sequence(x, [2, 2], seq_axis=0)
+    with af.Session(graph=graph) as s, pytest.raises(
+        af.errors.InvalidArgumentError, match="batch_dim == seq_dim == 0"
+    ):
+        s.run(same)
