@@ -1034,3 +1034,44 @@ for _name, _fn in {
     ops.register_overload(_name, _fn)
 
 del _name, _fn
+
+
+# -- Bucketize ----------------------------------------------------------------------------
+
+Bucketize = register_op(
+    "Bucketize",
+    inputs=["input: T"],
+    outputs=["output: int32"],
+    attrs={
+        "T": TypeConstraint([dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64]),
+        "boundaries": [],
+    },
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+NotDifferentiable("Bucketize")
+
+
+@Bucketize.kernel()
+async def _bucketize_kernel(ctx, x):
+    bounds = np.asarray(ctx.attrs["boundaries"], dtype=np.float64)
+    if bounds.size > 1 and np.any(np.diff(bounds) < 0):
+        raise errors.InvalidArgumentError(None, None, "Expected sorted boundaries")
+    x = np.asarray(to_host(ctx.xp, x))
+    # The index of the first boundary above each value (TF: upper_bound).
+    return ctx.xp.asarray(np.searchsorted(bounds, x, side="right").astype(np.int32))
+
+
+def _bucketize(input, boundaries, name=None):  # noqa: A002 - TF's names
+    """TF's hidden `math_ops._bucketize` (op Bucketize): the bucket of each value, i such
+    that boundaries[i-1] <= x < boundaries[i].
+
+    Raises:
+      TypeError: boundaries not a list (TF's message).
+      InvalidArgumentError: (when run) boundaries not sorted.
+    """
+    if not isinstance(boundaries, list | tuple):
+        raise TypeError(
+            f"Expected list for 'boundaries' argument to 'Bucketize' Op, not {boundaries!r}."
+        )
+    bounds = [float(b) for b in boundaries]
+    return ops.apply_op("Bucketize", [input], {"boundaries": bounds}, name=name).outputs[0]

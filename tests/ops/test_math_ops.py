@@ -888,3 +888,26 @@ def test_arg_min_arg_max():
     np.testing.assert_array_equal(a, [0, 1])
     np.testing.assert_array_equal(b, [1, 0, 1])
     assert c.dtype == np.int32 and c.tolist() == [1, 2]
+
+
+def test_bucketize_matches_tf():
+    # TF 2.21's math_ops._bucketize (op Bucketize): int32 buckets, boundaries[i-1] <= x <
+    # boundaries[i]; unsorted boundaries fail when run, a non-list at build time.
+    import asyncflow as af
+    from asyncflow.ops import math_ops as M
+
+    with ops.Graph().as_default():
+        b = M._bucketize(af.constant([[-5, 0, 2, 3, 5], [8, 10, 11, 12, 0]]), [0, 3, 8, 11])
+        f = M._bucketize(af.constant([-5.0, 3.0, 11.5]), boundaries=[0.0, 3.0, 8.0, 11.0])
+        empty = M._bucketize(af.zeros([0, 3]), boundaries=[])
+        bad = M._bucketize(af.constant([-5, 0]), boundaries=[0, 8, 3, 11])
+        with Session() as s:
+            got_b, got_f, got_e = s.run([b, f, empty])
+            with pytest.raises(errors.InvalidArgumentError, match="Expected sorted boundaries"):
+                s.run(bad)
+    np.testing.assert_array_equal(got_b, [[0, 1, 1, 2, 2], [3, 3, 4, 4, 1]])
+    assert got_b.dtype == np.int32
+    np.testing.assert_array_equal(got_f, [0, 2, 4])
+    assert got_e.shape == (0, 3)
+    with pytest.raises(TypeError, match="Expected list"):
+        M._bucketize(af.constant([1]), boundaries=0)
