@@ -158,7 +158,10 @@ class VarRef:
         lease.__array_interface__ = iface
         lease.buffer = value
         self._lendings.add(lease)
-        return np.asarray(lease)
+        out = np.asarray(lease)
+        # The array interface carries only a typestr: an extension dtype (ml_dtypes'
+        # bfloat16, typestr "<V2") comes back as raw void and is viewed as itself again.
+        return out if out.dtype == value.dtype else out.view(value.dtype)
 
     def is_initialized(self) -> bool:
         return self.value is not None

@@ -432,3 +432,22 @@ def test_variable_op_matches_tf():
                 sess.run(v)
             assert sess.run(S.assign(v, [[1.0, 2.0]])).tolist() == [[1.0, 2.0]]
             assert sess.run(v).tolist() == [[1.0, 2.0]]
+
+
+def test_bfloat16_variable_reads_keep_their_dtype():
+    # TF 2.21: a bfloat16 ref variable reads back as bfloat16 values ([1.5, 2] + scatter_add
+    # of 3 at row 0 -> [4.5, 2]), not as raw 2-byte records.
+    import ml_dtypes
+
+    import asyncflow as af
+
+    with af.Graph().as_default():
+        v = af.Variable(np.array([1.5, 2], dtype=ml_dtypes.bfloat16))
+        add = af.scatter_add(v, [0], np.array([3], dtype=ml_dtypes.bfloat16))
+        with af.Session() as s:
+            s.run(v.initializer)
+            first = s.run(v)
+            after = s.run(add)
+    assert first.dtype == ml_dtypes.bfloat16 and after.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(first.astype(np.float32), [1.5, 2])
+    np.testing.assert_array_equal(after.astype(np.float32), [4.5, 2])
