@@ -416,6 +416,41 @@ def convert_to_numpy(value: Any, dtype: Any = None) -> np.ndarray:
     return np.asarray(value, dtype=target.as_numpy_dtype)
 
 
+def fits_without_wrapping(value: Any, dtype: Any) -> bool:
+    """False when `value` holds a Python integer outside integer `dtype`'s range.
+
+    An explicit dtype wraps such values as TF does (constant(2**40, int32) is 0), but an
+    op input whose type merely defaults to int32 takes int64 instead (TF's
+    reshape(x, [50000**2]) has an int64 shape): conversions under a preferred dtype ask
+    this first.
+    """
+    dtype = as_dtype(dtype)
+    if not dtype.is_integer or isinstance(value, np.ndarray | np.generic):
+        return True
+    if isinstance(value, builtins.bool):
+        return True
+    if isinstance(value, int):
+        ints = [value]
+    else:
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError, OverflowError):
+            return True
+        if arr.dtype.kind in "iu":
+            ints = [arr.min(), arr.max()] if arr.size else []
+        elif arr.dtype.kind == "O":
+            leaves: list[Any] = []
+            try:
+                _flatten(value, leaves)
+            except ValueError:
+                return True
+            ints = [v for v in leaves if isinstance(v, int) and not isinstance(v, builtins.bool)]
+        else:
+            return True
+    info = np.iinfo(dtype.as_numpy_dtype)
+    return all(info.min <= int(v) <= info.max for v in ints)
+
+
 def _typed_array(value: list | tuple, target: DType) -> np.ndarray | None:
     """A nested list converted to `target` in one NumPy pass when NumPy's own reading of
     it shows every leaf acceptable (a float list for a float dtype, ints in range...);

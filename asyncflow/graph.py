@@ -995,7 +995,11 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, as_ref
             return t
     if isinstance(value, Operation):
         raise TypeError(f"Can't convert Operation '{value.name}' to Tensor (target dtype={dtype})")
-    if dtype is None and preferred_dtype is not None:
+    if (
+        dtype is None
+        and preferred_dtype is not None
+        and dtypes.fits_without_wrapping(value, preferred_dtype)
+    ):
         try:
             return _make_const(value, preferred_dtype, name)
         except (TypeError, ValueError):

@@ -216,3 +216,19 @@ def test_typed_lists_convert_as_numpy_casts(value, dtype):
     arr = convert_to_numpy(value, dtype)
     assert arr.dtype == dtype.as_numpy_dtype
     np.testing.assert_array_equal(arr, np.asarray(want).astype(dtype.as_numpy_dtype))
+
+
+def test_defaulted_int32_inputs_take_int64_for_large_ints():
+    # TF 2.21: reshape(x, [50000**2]) has an int64 shape input (static shape
+    # [2500000000]) although Tshape defaults to int32; an explicit int32 wraps instead.
+    import asyncflow as af
+    from asyncflow.dtypes import fits_without_wrapping
+
+    with af.Graph().as_default():
+        y = af.reshape(af.placeholder(af.bool), [50000**2])
+        assert y.op.inputs[1].dtype == af.int64
+        assert y.shape.as_list() == [50000**2]
+    assert fits_without_wrapping([1, 2], dtypes.int32)
+    assert not fits_without_wrapping([1, 2**40], dtypes.int32)
+    assert not fits_without_wrapping(-1, dtypes.uint8)
+    assert fits_without_wrapping([1.5], dtypes.int32)  # not an integer question
