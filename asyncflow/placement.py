@@ -96,7 +96,6 @@ class Placer:
         self.log = log_device_placement
         self.assignment: dict[Operation, object] = {}
         self._flexible: set[Operation] = set()  # ops whose own device spec is ignored
-        self._mixed_loop_ops: set[Operation] = set()  # see `_preferred`
         self._loc_index: dict | None = None  # `_later_members`: loc:@ names -> ops
         self._specs = [device_spec.DeviceSpec.from_string(d.name) for d in self.devices]
 
@@ -148,7 +147,6 @@ class Placer:
 
         if any(op.type in _CF_PRIMS for op in todo):
             frame_of, _ = static_frames(todo)
-            self._note_mixed_loops(todo, frame_of)
             first: dict = {}
             for op in todo:
                 if op.type not in _CF_PRIMS:
@@ -258,29 +256,15 @@ class Placer:
         the first device of the highest-priority type that runs it (GPU:0 before any
         CPU); devices without a priority (CPUs) stay open to the greedy simulation.
 
-        Inside a while loop that has ops the priority device cannot run (TensorArrays,
-        queues: their loop stays on the CPU), unconstrained ops stay off it too: a loop
-        split between a GPU and the CPU does not yet complete (dynamic_rnn hangs)."""
+        A while loop may span devices: its TensorArray ops stay on the CPU and its math
+        goes to the GPU, as in TF (the partitioner gives each device the loop's control
+        state)."""
         if spec.device_type is not None:
             return devices
         best = max(getattr(d, "placement_priority", 0) for d in devices)
         if best <= 0:
             return devices
-        if self._mixed_loop_ops and any(m in self._mixed_loop_ops for m in members):
-            plain = [d for d in devices if getattr(d, "placement_priority", 0) <= 0]
-            return plain or devices
         return [next(d for d in devices if getattr(d, "placement_priority", 0) == best)]
-
-    def _note_mixed_loops(self, todo, frame_of) -> None:
-        """The ops inside while loops when some op inside a loop has no kernel on a
-        priority device (see `_preferred`)."""
-        ranked = [d for d in self.devices if getattr(d, "placement_priority", 0) > 0]
-        if not ranked:
-            return
-        top = max(ranked, key=lambda d: d.placement_priority)
-        in_loops = [op for op in todo if frame_of.get(op) is not None]
-        if any(not _supports(top, op) for op in in_loops if not op.device):
-            self._mixed_loop_ops.update(in_loops)
 
     def _check_feasible(self, members, candidates, op, spec=None) -> None:
         spec = spec if spec is not None else device_spec.DeviceSpec.from_string(op.device or "")

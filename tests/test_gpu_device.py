@@ -422,9 +422,8 @@ def test_string_tensors_stay_on_the_cpu(fake_gpus):
 
 
 def test_dynamic_rnn_with_a_gpu_present_matches_cpu(fake_gpus):
-    """A loop whose TensorArray ops have no GPU kernel stays on the CPU as a whole (a
-    loop split between the GPU and the CPU does not complete yet); the rest of the
-    graph still goes to GPU:0."""
+    """A loop split between devices, as TF places it: the TensorArray ops (no GPU
+    kernel) and the loop's frame on the CPU, the cell's math on GPU:0."""
     from asyncflow import rnn, rnn_cell
 
     results = []
@@ -439,6 +438,9 @@ def test_dynamic_rnn_with_a_gpu_present_matches_cpu(fake_gpus):
         with af.Session(graph=g, config=cfg) as sess:
             sess.run(init)
             results.append(sess.run(y))
+            placed = {op.name: d.device_type for op, d in sess._master.placer.assignment.items()}
+    assert placed["rnn/while/basic_rnn_cell/MatMul"] == "GPU"
+    assert placed["rnn/while/TensorArrayReadV3"] == "CPU"
     np.testing.assert_allclose(results[1], results[0], rtol=1e-12)
 
 
