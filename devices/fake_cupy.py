@@ -923,3 +923,24 @@ for _k, _v in {
 }.items():
     setattr(module, _k, _v)
 module.lib.stride_tricks.as_strided = _as_strided
+
+
+def _no_raise(fn):
+    """CuPy's solvers do not raise on a singular or non-positive-definite input (unless
+    `cupyx.errstate(linalg="raise")`): the result holds nan instead."""
+
+    def solve(a, *args, **kwargs):
+        def run(x, *rest, **kw):
+            try:
+                return fn(x, *rest, **kw)
+            except np.linalg.LinAlgError:
+                return np.full(x.shape, np.nan, dtype=np.result_type(x.dtype, np.float32))
+
+        return _run(run, (a, *args), kwargs)
+
+    solve.__name__ = fn.__name__
+    return solve
+
+
+module.linalg.inv = _no_raise(np.linalg.inv)
+module.linalg.cholesky = _no_raise(np.linalg.cholesky)

@@ -564,9 +564,25 @@ async def _inverse(ctx, x):
     if ctx.attrs["adjoint"]:
         x = xp.conj(xp.swapaxes(x, -1, -2))
     try:
-        return xp.linalg.inv(x).astype(x.dtype)
+        out = xp.linalg.inv(x).astype(x.dtype)
     except np.linalg.LinAlgError:
         raise _singular() from None
+    if not await _all_finite(ctx, out):
+        raise _singular()
+    return out
+
+
+async def _all_finite(ctx, out) -> bool:
+    """On a device whose solvers report failure in their output (CuPy leaves a singular
+    matrix's inverse, a non-positive-definite Cholesky factor, inf or nan instead of
+    raising as NumPy does): whether `out` is finite, learned by an asynchronous copy of
+    one flag (TF's GPU kernels check their solvers' info on the host the same way).
+    Always True on the host, where NumPy raised already."""
+    xp = ctx.xp
+    if xp is np or out.size == 0:
+        return True
+    flag = await ctx.device.copy_to_host(xp.isfinite(out).all())
+    return bool(flag)
 
 
 @MatrixInverse.gradient
@@ -591,11 +607,14 @@ async def _cholesky(ctx, x):
     xp = ctx.xp
     x = xp.asarray(x)
     _square(x)
+    message = "Cholesky decomposition was not successful. The input might not be valid."
     try:
-        return xp.linalg.cholesky(x).astype(x.dtype)
+        out = xp.linalg.cholesky(x).astype(x.dtype)
     except np.linalg.LinAlgError:
-        raise _invalid("Cholesky decomposition was not successful. The input might not be "
-                       "valid.") from None  # fmt: skip
+        raise _invalid(message) from None
+    if not await _all_finite(ctx, out):
+        raise _invalid(message)
+    return out
 
 
 def _eye_like(x):

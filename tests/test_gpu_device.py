@@ -544,3 +544,25 @@ def test_a_big_feed_is_staged_and_sent_in_overlapping_chunks(fake_gpus, monkeypa
         got = s.run(y, {x: value})
     assert value.nbytes in chunked
     np.testing.assert_allclose(got, (value * 2.0).sum(axis=1), rtol=1e-5)
+
+
+def test_singular_and_indefinite_inputs_fail_on_the_gpu_as_on_the_cpu(fake_gpus):
+    """CuPy's inv/cholesky give nan instead of raising (the stand-in does the same); the
+    kernels learn it through an asynchronous copy of one flag and raise TF's errors."""
+    for build, message in (
+        (lambda: af.matrix_inverse([[1.0, 2.0], [2.0, 4.0]]), "not invertible"),
+        (lambda: af.cholesky([[1.0, 2.0], [2.0, 1.0]]), "Cholesky"),
+    ):
+        g = af.Graph()
+        with g.as_default():
+            y = build()
+        with af.Session(graph=g) as s:
+            with pytest.raises(errors.InvalidArgumentError, match=message):
+                s.run(y)
+            placed = {op.type: d.device_type for op, d in s._master.placer.assignment.items()}
+        assert placed.get("MatrixInverse", placed.get("Cholesky")) == "GPU"
+    g = af.Graph()
+    with g.as_default():
+        y = af.matrix_inverse([[2.0, 1.0], [1.0, 3.0]])
+    with af.Session(graph=g) as s:
+        np.testing.assert_allclose(s.run(y), np.linalg.inv([[2.0, 1.0], [1.0, 3.0]]), rtol=1e-6)
