@@ -226,6 +226,20 @@ def _matrix_set_diag_grad(op, grad):
 _ALIGNS = ("LEFT_RIGHT", "RIGHT_LEFT", "LEFT_LEFT", "RIGHT_RIGHT")
 
 
+def _diag_band(xp, x, k):
+    """(rows, cols, lower k, upper k, diagonal length) of matrix batch `x` for the
+    diagonals `k` names, with TF's MatrixDiagPartV3/MatrixSetDiagV3 checks."""
+    if x.ndim < 2:
+        raise _invalid(f"input must be at least 2-dim, received shape: {list(x.shape)}")
+    m, n = x.shape[-2:]
+    k0, k1 = _k_pair(xp, k)
+    for name, v in (("lower", k0), ("upper", k1)):
+        if not (-m < v < n or v == 0):
+            raise _invalid(f"{name}_diag_index is out of bound: {v}. It must be between "
+                           f"{-m} and {n}")  # fmt: skip
+    return m, n, k0, k1, min(m + min(k1, 0), n - max(k0, 0))
+
+
 def _k_pair(xp, k) -> tuple[int, int]:
     k = np.asarray(to_host(xp, k)).reshape(-1)
     if k.size not in (1, 2):
@@ -297,15 +311,7 @@ MatrixDiagPartV3 = register_op(
 async def _matrix_diag_part_v3(ctx, x, k, pad):
     xp = ctx.xp
     x = xp.asarray(x)
-    if x.ndim < 2:
-        raise _invalid(f"input must be at least 2-dim, received shape: {list(x.shape)}")
-    m, n = x.shape[-2:]
-    k0, k1 = _k_pair(xp, k)
-    for name, v in (("lower", k0), ("upper", k1)):
-        if not (-m < v < n or v == 0):
-            raise _invalid(f"{name}_diag_index is out of bound: {v}. It must be between "
-                           f"{-m} and {n}")  # fmt: skip
-    length = min(m + min(k1, 0), n - max(k0, 0))
+    m, n, k0, k1, length = _diag_band(xp, x, k)
     rows, cols, y, xs = (
         xp.asarray(a) for a in _band_index(m, n, k0, k1, length, _align_attr(ctx))
     )
@@ -399,15 +405,7 @@ MatrixSetDiagV3 = register_op(
 async def _matrix_set_diag_v3(ctx, x, d, k):
     xp = ctx.xp
     x = xp.asarray(x)
-    if x.ndim < 2:
-        raise _invalid(f"input must be at least 2-dim, received shape: {list(x.shape)}")
-    m, n = x.shape[-2:]
-    k0, k1 = _k_pair(xp, k)
-    for name, v in (("lower", k0), ("upper", k1)):
-        if not (-m < v < n or v == 0):
-            raise _invalid(f"{name}_diag_index is out of bound: {v}. It must be between "
-                           f"{-m} and {n}")  # fmt: skip
-    length = min(m + min(k1, 0), n - max(k0, 0))
+    m, n, k0, k1, length = _diag_band(xp, x, k)
     d = _packed_diagonals(xp.asarray(d), k0, k1)
     want = (*x.shape[:-2], k1 - k0 + 1, length)
     if d.shape != want:

@@ -101,15 +101,14 @@ def strided_view(xp, a, shape, strides):
     return xp.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
 
 
-# CuPy's `ufunc.at` (atomic scatters) supports only these dtypes; NumPy's supports all.
+# CuPy's `ufunc.at` (atomic scatters) supports only these dtypes; NumPy's supports all
+# (devices/fake_cupy.py refuses the same, as CuPy does).
 _AT_DTYPES = {
     "add": frozenset("int32 uint32 uint64 float16 float32 float64".split()),
     "subtract": frozenset("int32 uint32".split()),
     "maximum": frozenset("int32 uint32 uint64 float32 float64".split()),
     "minimum": frozenset("int32 uint32 uint64 float32 float64".split()),
 }
-# Same-size integer views under which two's-complement addition is the same operation.
-_ADD_AS = {"int64": "uint64", "int32": "int32"}
 
 
 def scatter_at(xp, op: str, a, idx, v) -> None:
@@ -152,23 +151,23 @@ def scatter_at(xp, op: str, a, idx, v) -> None:
             a[...] = wide.astype(a.dtype) if a.dtype.kind != "b" else wide != 0
             return
         raise TypeError(f"add.at is not defined for {name} on this device")
-    # maximum / minimum: sort by (index, value); each index's last (first) is its extreme.
+    # maximum / minimum: sort by (row, column, value); the last (first) entry of each
+    # (row, column) run is its extreme.
+    if a.dtype.kind == "c":
+        raise TypeError(f"{op}.at is not defined for {name}")
     flat_v = v.reshape(idx.shape[0], -1)
     cols = flat_v.shape[1]
     rows = xp.repeat(idx.astype(xp.int64), cols)
     col = xp.tile(xp.arange(cols, dtype=xp.int64), idx.shape[0])
     vals = flat_v.reshape(-1)
-    order = xp.lexsort(xp.stack([vals, col, rows])) if vals.dtype.kind != "c" else None
-    if order is None:
-        raise TypeError(f"{op}.at is not defined for {name}")
+    order = xp.lexsort(xp.stack([vals, col, rows]))
     rows, col, vals = rows[order], col[order], vals[order]
     key = rows * cols + col
+    pick = xp.ones(key.shape, bool)
     if op == "maximum":
-        last = xp.ones(key.shape, bool)
-        last[:-1] = key[1:] != key[:-1]
+        pick[:-1] = key[1:] != key[:-1]
     else:
-        last = xp.ones(key.shape, bool)
-        last[1:] = key[1:] != key[:-1]
+        pick[1:] = key[1:] != key[:-1]
     flat_a = a.reshape(a.shape[0], -1)
-    r, c, best = rows[last], col[last], vals[last]
-    flat_a[r, c] = getattr(xp, op)(flat_a[r, c], best)
+    r, c = rows[pick], col[pick]
+    flat_a[r, c] = getattr(xp, op)(flat_a[r, c], vals[pick])

@@ -383,17 +383,11 @@ def _register(
         targets = await writable_targets_on(refs, ctx.device)
         # The update's cost decides where it runs (a large model's update would hold
         # the loop for many milliseconds): inline when cheap, else on a device worker.
-        try:
-            if sparse:
-                await ctx.compute(_apply_rows, update, ctx.attrs, targets, values, indices)
-            else:
-                await ctx.compute(_apply_dense, fn, ctx.attrs, targets, values)
-        except BaseException:
-            for r, t in zip(refs, targets):
-                r.abandon(t)
-            raise
-        for r, t in zip(refs, targets):
-            r.commit(t)
+        if sparse:
+            work = ctx.compute(_apply_rows, update, ctx.attrs, targets, values, indices)
+        else:
+            work = ctx.compute(_apply_dense, fn, ctx.attrs, targets, values)
+        await _write_through(refs, targets, work)
         return refs[0]
 
     if not sparse and update not in _HOST_BRANCHES:
@@ -409,17 +403,24 @@ def _register(
             _check_dense(names, n_refs, scalar_pos, grad_pos, values)
             del values[:n_refs]
             targets = [r.writable_target() for r in refs]
-            try:
-                await ctx.device.compute(update, xp, ctx.attrs, *targets, *values)
-            except BaseException:
-                for r, t in zip(refs, targets):
-                    r.abandon(t)
-                raise
-            for r, t in zip(refs, targets):
-                r.commit(t)
+            work = ctx.device.compute(update, xp, ctx.attrs, *targets, *values)
+            await _write_through(refs, targets, work)
             return refs[0]
 
     return op_def
+
+
+async def _write_through(refs, targets: list, work) -> None:
+    """Await `work` (which writes `targets`, from `writable_target`) and commit each
+    target to its variable, or abandon them all if it fails."""
+    try:
+        await work
+    except BaseException:
+        for r, t in zip(refs, targets):
+            r.abandon(t)
+        raise
+    for r, t in zip(refs, targets):
+        r.commit(t)
 
 
 def _apply_dense(fn: Callable, attrs, targets: list, values: list) -> None:
