@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Callable
 import numpy as np
 
 from asyncflow import errors, python_io
+from asyncflow.ops import philox_random
 
 __all__ = ["DatasetValue", "Env", "Function"]
 
@@ -468,44 +469,50 @@ class Unbatch(DatasetValue):
 
 
 class Shuffle(DatasetValue):
-    """TF's shuffle: fill a buffer of `buffer_size`, then hand out a uniformly random
-    buffered element and refill its place.  Seeds follow TF: (0, 0) draws fresh
-    entropy; with `reshuffle_each_iteration` each pass (a `repeat` epoch) gets the
-    next seed of a stream derived from (seed, seed2), otherwise every pass repeats."""
+    """TF's shuffle, draw for draw: keep up to `buffer_size` elements in arrival order;
+    for each output, top the buffer up, pick position `draw % count` (one 32-bit Philox
+    draw), hand that element out and move the oldest element into its place.
+
+    Seeds follow TF's ShuffleDataset: (0, 0) draws fresh entropy; each pass (a `repeat`
+    epoch, a re-initialized iterator of the same op run) asks the seed generator for its
+    seeds: with `reshuffle_each_iteration` the next pair of a stream seeded with
+    (seed, seed2), otherwise (seed, seed2) itself."""
 
     def __init__(self, input_value, buffer_size, seed, seed2, reshuffle):
         if buffer_size <= 0:
             raise errors.InvalidArgumentError(None, None, "buffer_size must be greater than zero.")
         self.input, self.size = input_value, int(buffer_size)
-        self.seed, self.seed2, self.reshuffle = int(seed), int(seed2), bool(reshuffle)
-        self.epoch = 0
-        if self.seed == 0 and self.seed2 == 0:
-            ent = np.random.SeedSequence().generate_state(2, np.uint32)
-            self.seed, self.seed2 = int(ent[0]) | 1, int(ent[1])
-
-    def _rng(self) -> np.random.Generator:
-        epoch = self.epoch if self.reshuffle else 0
-        self.epoch += 1
-        return np.random.Generator(
-            np.random.Philox(np.random.SeedSequence([self.seed, self.seed2, epoch]))
-        )
+        self.seeds = philox_random.seed_generator(seed, seed2, reshuffle)
 
     async def iterate(self, env):
-        rng = self._rng()
+        draw = philox_random.PhiloxStream(*self.seeds.next_pair()).next
+        size = self.size
+        # Invariant: the buffered elements, oldest first, are buf[head:]; TF's ring
+        # buffer holds the same elements in the same logical order.
         buf: list = []
+        head = 0
         source = self.input.iterate(env)
         try:
             async for elem in source:
-                if len(buf) < self.size:
-                    buf.append(elem)
+                buf.append(elem)
+                if len(buf) - head < size:
                     continue
-                i = int(rng.integers(len(buf)))
-                out, buf[i] = buf[i], elem
+                i = head + draw() % size
+                out = buf[i]
+                buf[i] = buf[head]
+                buf[head] = None
+                head += 1
+                if head >= 4096 and head * 2 >= len(buf):
+                    del buf[:head]
+                    head = 0
                 yield out
-            while buf:
-                i = int(rng.integers(len(buf)))
-                buf[i], buf[-1] = buf[-1], buf[i]
-                yield buf.pop()
+            while head < len(buf):
+                i = head + draw() % (len(buf) - head)
+                out = buf[i]
+                buf[i] = buf[head]
+                buf[head] = None
+                head += 1
+                yield out
         finally:
             await source.aclose()
 
