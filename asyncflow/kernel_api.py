@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asyncflow import errors, resources
+from asyncflow.devices import cpu_budget
 from asyncflow.graph import Operation
 
 __all__ = [
@@ -68,6 +69,7 @@ def quiet_step():
             yield
     finally:
         QUIET_STEP.reset(token)
+        cpu_budget.restore_blas()  # the program's NumPy between steps: its own BLAS threads
 
 
 async def in_quiet_step(coro):

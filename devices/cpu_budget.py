@@ -7,9 +7,10 @@ TF's intra-op pool.  A kernel's heavy call (`CPUDevice.compute` runs it through
     budget - other kernels of ours computing now      (at least 1)
 
 threads, so kernels on device workers and their BLAS threads never oversubscribe the
-budget.  Its BLAS calls run on one thread or on that many (OpenBLAS's own per-thread
-control, `openblas_set_num_threads_local`, which sets the count for the calling thread
-only, in the library NumPy itself loads), whichever that kind of call (function and
+budget.  Its BLAS calls run on one thread or on that many (OpenBLAS's own control,
+`openblas_set_num_threads_local`, in the library NumPy itself loads; the count is
+process-wide, and a step's end restores the program's own: `restore_blas`),
+whichever that kind of call (function and
 shapes) measured faster recently; the other way is tried again every `_EXPLORE` calls.
 While another process's thread is runnable (`threads_now()` is 1) every call takes one
 thread and nothing is explored: a second thread would only spin and wait for that core.
@@ -51,6 +52,7 @@ __all__ = [
     "call_narrow",
     "configure",
     "parallel_for",
+    "restore_blas",
     "threads_now",
 ]
 
@@ -145,7 +147,14 @@ def threads_now(active: int | None = None) -> int:
     return max(1, free)
 
 
-# -- BLAS's per-thread count ------------------------------------------------------------
+# -- BLAS's thread count ----------------------------------------------------------------
+#
+# `openblas_set_num_threads_local` (the library NumPy itself loads) sets OpenBLAS's
+# *process-wide* count despite its name (measured with OpenBLAS 0.3.31: a count set on
+# one thread is the count every thread's next call uses) and returns the previous one.
+# So the count we chose is one module variable, set again only when a call wants
+# another, and `restore_blas` gives the user's own count back when a step ends: numpy
+# code of the program between steps runs with the threads it had before.
 
 
 def _load_blas_local():
@@ -165,13 +174,27 @@ def _load_blas_local():
 _set_blas_local = (
     _load_blas_local() if os.environ.get("ASYNCFLOW_CPU_BUDGET", "") in ("", "1") else None
 )
-_tls = threading.local()
+_blas_now = 0  # the count our calls set and BLAS has now; 0: the user's, untouched
+_blas_user = 0  # the count BLAS had before our first call changed it
 
 
 def _blas_threads(n: int) -> None:
-    if n and _set_blas_local is not None and getattr(_tls, "blas", 0) != n:
-        _set_blas_local(n)
-        _tls.blas = n
+    global _blas_now, _blas_user
+    if n and n != _blas_now and _set_blas_local is not None:
+        previous = _set_blas_local(n)
+        if not _blas_now:
+            _blas_user = previous
+        _blas_now = n
+
+
+def restore_blas() -> None:
+    """Give BLAS back the thread count it had before our kernels changed it (a step's
+    end: the program's own NumPy calls between steps keep their threads)."""
+    global _blas_now
+    if _blas_now:
+        if _blas_now != _blas_user and _set_blas_local is not None:
+            _set_blas_local(_blas_user)
+        _blas_now = 0
 
 
 # A kind of call (its function and array shapes) remembers its last three times on one
