@@ -4,7 +4,9 @@
 
 Each (model, backend) runs in its own process, `--rounds` times, the backends taking
 turns so that machine noise hits both alike; the table shows medians of the per-run
-median step times and the ratio asyncflow/TF (below 1.0: asyncflow is faster).  TF comes
+median step times (wall) and of the CPU time per step (`time.process_time`, all
+threads), each with the ratio asyncflow/TF (below 1.0: asyncflow is faster), and the
+machine's load average over the model's runs (other people's work moves wall times).  TF comes
 from `$ASYNCFLOW_TF_PYTHON`, else /work/tfvenv/bin/python (with tf-keras installed and
 TF_USE_LEGACY_KERAS=1 for the TF1 RNN cells); without it the TF column is empty.
 """
@@ -12,6 +14,7 @@ TF_USE_LEGACY_KERAS=1 for the TF1 RNN cells); without it the TF column is empty.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -51,25 +54,43 @@ def main(argv=None) -> int:
     tf_py = _tf_python()
     rows = []
     for model in args.models:
-        got: dict[str, list] = {"asyncflow": [], "tf": []}
+        got: dict[tuple, list] = collections.defaultdict(list)
+        loads = []
         for _ in range(args.rounds):
-            r = _run(sys.executable, "asyncflow", model, args.steps)
-            if r:
-                got["asyncflow"].append(r["median_ms"])
-            if tf_py:
-                r = _run(tf_py, "tf", model, args.steps)
+            for backend, python in (("asyncflow", sys.executable), ("tf", tf_py)):
+                if python is None:
+                    continue
+                loads.append(os.getloadavg()[0])
+                r = _run(python, backend, model, args.steps)
                 if r:
-                    got["tf"].append(r["median_ms"])
-        af = statistics.median(got["asyncflow"]) if got["asyncflow"] else None
-        tf = statistics.median(got["tf"]) if got["tf"] else None
-        rows.append((model, af, tf))
-    print("| model | asyncflow ms/step | TF 2.21 ms/step | ratio |\n|---|---|---|---|")
-    for model, af, tf in rows:
-        a = f"{af:.2f}" if af else "error"
-        t = f"{tf:.2f}" if tf else "-"
-        ratio = f"{af / tf:.2f}x" if af and tf else "-"
-        print(f"| {model} | {a} | {t} | {ratio} |")
+                    got[backend, "wall"].append(r["median_ms"])
+                    got[backend, "cpu"].append(r["cpu_ms"])
+        med = {k: statistics.median(v) for k, v in got.items() if v}
+        rows.append((model, med, statistics.median(loads)))
+        print(_row(*rows[-1]), file=sys.stderr, flush=True)
+    print(_HEADER)
+    for row in rows:
+        print(_row(*row))
     return 0
+
+
+_HEADER = (
+    "| model | asyncflow ms/step | TF 2.21 ms/step | ratio "
+    "| asyncflow CPU ms/step | TF CPU ms/step | CPU ratio | load |\n"
+    "|---|---|---|---|---|---|---|---|"
+)
+
+
+def _row(model: str, med: dict, load: float) -> str:
+    cells = []
+    for kind in ("wall", "cpu"):
+        af, tf = med.get(("asyncflow", kind)), med.get(("tf", kind))
+        cells += [
+            f"{af:.2f}" if af else "error",
+            f"{tf:.2f}" if tf else "-",
+            f"{af / tf:.2f}x" if af and tf else "-",
+        ]
+    return f"| {model} | " + " | ".join(cells) + f" | {load:.1f} |"
 
 
 if __name__ == "__main__":
