@@ -18,7 +18,13 @@ What it models, with CuPy's names:
   blocking=)` and `.set(host, stream=)` (asynchronous only from and into pinned
   memory: `empty_pinned`), `.data.copy_from_device_async` (peer copies);
 - `get_default_memory_pool()`: bytes in use and held per device, `set_limit`, and
-  `cuda.memory.OutOfMemoryError` past the limit.
+  `cuda.memory.OutOfMemoryError` past the limit;
+- `fuse`: one kernel launch for a function of ufuncs, refusing what CuPy's fusion
+  refuses (devices/fake_fusion.py);
+- a view's `base` (the array it views), so that reference counts tell, as on CuPy,
+  whether anything still holds a buffer;
+- `launches()` / `reset_launches()` (the stand-in's own): kernel launches and copies
+  asked of each device, as CUDA would count them, for tests and benchmarks.
 
 How strictness works.  Values are computed when their work is enqueued (so that shapes
 are known at once, as CuPy knows them), but a value becomes *visible* only as CUDA
@@ -48,6 +54,8 @@ from typing import Any
 
 import numpy as np
 
+from asyncflow.devices import fake_fusion
+
 __all__ = [
     "HostArrayError",
     "HostConversionError",
@@ -55,8 +63,10 @@ __all__ = [
     "cuda",
     "empty_pinned",
     "get_default_memory_pool",
+    "launches",
     "module",
     "ndarray",
+    "reset_launches",
 ]
 
 DEFAULT_MEMORY = 4 << 30  # bytes per fake device (ASYNCFLOW_FAKE_GPU_MEMORY overrides)
@@ -578,6 +588,11 @@ class _Launch:
     """One piece of device work: check its operands, run it, enqueue its completion."""
 
     def __init__(self, args, kwargs=None, shapes_ok=False):
+        if fake_fusion.tracing():
+            raise fake_fusion.FusionError(
+                "device work inside a cupy.fuse function (only ufuncs of its arguments "
+                "are fused; a device array is passed as an argument)"
+            )
         found: list = []
         _scan(args, found, shapes_ok)
         if kwargs:
@@ -597,6 +612,7 @@ class _Launch:
                     "(no event between them)"
                 )
         self.seq = self.stream._submit(None)
+        self.found = found
 
     def wrap(self, value: Any) -> Any:
         if isinstance(value, (np.ndarray, np.generic)):
@@ -610,7 +626,7 @@ class _Launch:
         array._stream_id, array._seq = self.stream.id, self.seq
 
 
-def _run(fn, args, kwargs, shapes_ok=False):
+def _run(fn, args, kwargs, shapes_ok=False, allocates_only=False):
     launch = _Launch(args, kwargs, shapes_ok)
     result = fn(*_unwrap(args), **(_unwrap(kwargs) if kwargs else {}))
     out = kwargs.get("out") if kwargs else None
@@ -620,7 +636,72 @@ def _run(fn, args, kwargs, shapes_ok=False):
                 launch.written(o)
                 if result is o._a:
                     result = o
-    return result if type(result) is ndarray else launch.wrap(result)
+        _tally(launch.dev, "kernels")
+    elif not allocates_only and _computes(result, launch.found):
+        _tally(launch.dev, "kernels")
+    if type(result) is ndarray:
+        return result
+    wrapped = launch.wrap(result)
+    if type(wrapped) is ndarray:
+        root = _root(result)
+        for a in launch.found:
+            if _root(a._a) is root:
+                wrapped._base = a._base if a._base is not None else a
+                break
+    return wrapped
+
+
+# -- what the device was asked to do ----------------------------------------------------
+#
+# A kernel launch is device work that writes memory: a result that is not a view of an
+# operand (a reshape, a transpose, a basic slice launch nothing on CUDA either), an
+# `out=` or in-place write, an assignment into a slice; an allocation (`empty`) is none.
+# Copies count apart: host->device (`set`, `asarray` of a host value), device->host
+# (`get`), peer.  `cupy.fuse`'s function is one launch however many ufuncs it calls.
+
+_counts_lock = threading.Lock()
+_counts: collections.Counter = collections.Counter()  # (device, kind) -> count
+_NO_LAUNCH = frozenset(["empty", "empty_like"])  # CuPy only allocates
+
+
+def _tally(dev: int, kind: str) -> None:
+    with _counts_lock:
+        _counts[dev, kind] += 1
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _computes(result, operands) -> bool:
+    """Whether `result` was computed (not a view of an operand, not a Python value)."""
+    if isinstance(result, np.generic):
+        return True
+    if isinstance(result, (tuple, list)):
+        return any(_computes(r, operands) for r in result)
+    if not isinstance(result, np.ndarray) or result.size == 0:
+        return False
+    root = _root(result)
+    return not any(_root(a._a) is root for a in operands)
+
+
+def launches(device: int | None = None) -> dict[str, int]:
+    """Work asked of the device (all devices when None) since `reset_launches()`:
+    {"kernels", "h2d", "d2h", "peer"} counts, as the module note defines them."""
+    with _counts_lock:
+        items = list(_counts.items())
+    out = dict.fromkeys(("kernels", "h2d", "d2h", "peer"), 0)
+    for (dev, kind), n in items:
+        if device is None or dev == device:
+            out[kind] += n
+    return out
+
+
+def reset_launches() -> None:
+    with _counts_lock:
+        _counts.clear()
 
 
 class _MemPtr:
@@ -634,6 +715,7 @@ class _MemPtr:
         if not stream._visible(s):
             raise UnsynchronizedAccessError("peer copy reads its source before its event")
         seq = stream._submit(None)
+        _tally(dst._dev, "peer")
         np.copyto(dst._a.reshape(-1).view(np.uint8)[:size], s._a.reshape(-1).view(np.uint8)[:size])
         dst._stream_id, dst._seq = stream.id, seq
 
@@ -642,7 +724,7 @@ class _MemPtr:
 class ndarray:  # noqa: N801 - CuPy's name
     """A fake device array; see the module note."""
 
-    __slots__ = ("_a", "_dev", "_stream_id", "_seq", "__weakref__")
+    __slots__ = ("_a", "_dev", "_stream_id", "_seq", "_base", "__weakref__")
     __array_ufunc__ = None
     __array_priority__ = 1000
     __hash__ = None  # type: ignore[assignment]
@@ -651,6 +733,7 @@ class ndarray:  # noqa: N801 - CuPy's name
     def _make(cls, a: np.ndarray, dev: int, stream_id: int, seq: int) -> ndarray:
         self = object.__new__(cls)
         self._a, self._dev, self._stream_id, self._seq = a, dev, stream_id, seq
+        self._base = None
         if a.base is None and a.nbytes:
             pool = _state(dev).pool
             weakref.finalize(self, pool.free, pool.malloc(a.nbytes))
@@ -672,6 +755,9 @@ class ndarray:  # noqa: N801 - CuPy's name
     flags = property(lambda self: self._a.flags)
     device = property(lambda self: Device(self._dev))
     data = property(lambda self: _MemPtr(self))
+    # A view holds the array it views (CuPy's `base`: the root array), so a buffer's
+    # reference count tells whether anything still reads it.
+    base = property(lambda self: self._base)
 
     def __len__(self) -> int:
         return len(self._a)
@@ -700,6 +786,7 @@ class ndarray:  # noqa: N801 - CuPy's name
         launch = _Launch((self, key, value))
         self._a[_unwrap(key)] = _unwrap(value)
         launch.written(self)
+        _tally(launch.dev, "kernels")
 
     # -- explicit copies
     def get(self, stream=None, order="C", out=None, blocking=True):
@@ -711,6 +798,7 @@ class ndarray:  # noqa: N801 - CuPy's name
         if not blocking and not _is_pinned(out):
             raise TypeError("a non-blocking device->host copy needs a pinned `out` buffer")
         snapshot = self._a.copy()
+        _tally(self._dev, "d2h")
         if out is None:
             out = np.empty(self.shape, self.dtype)
         dest = out.view(np.ndarray) if _is_pinned(out) else out
@@ -746,6 +834,7 @@ class ndarray:  # noqa: N801 - CuPy's name
         else:
             stream = get_current_stream()
         seq = stream._submit(None)
+        _tally(self._dev, "h2d")
         np.copyto(self._a, np.asarray(arr.view(np.ndarray)).reshape(self.shape))
         self._stream_id, self._seq = stream.id, seq
 
@@ -782,6 +871,7 @@ for _name in ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "
         launch = _Launch((self, other))
         _op(self._a, _unwrap(other))
         launch.written(self)
+        _tally(launch.dev, "kernels")
         return self
 
     setattr(ndarray, f"__{_name}__", _inplace)
@@ -798,6 +888,8 @@ class _Ufunc:
         self.__name__ = ufunc.__name__
 
     def __call__(self, *args, **kwargs):
+        if fake_fusion.tracing():
+            return fake_fusion.call_ufunc(self._ufunc, args, kwargs)
         return _run(self._ufunc, args, kwargs)
 
     def __getattr__(self, name: str):
@@ -865,6 +957,7 @@ def _to_device(value, dtype=None, copy=True, order=None, **_):
     if host.dtype == object:
         raise TypeError("object arrays cannot live in device memory")
     launch = _Launch(())
+    _tally(launch.dev, "h2d")  # (from pageable memory: synchronous on CUDA)
     return launch.wrap(host)
 
 
@@ -899,8 +992,8 @@ class _Namespace(types.ModuleType):
             value = attr
         else:
 
-            def value(*args, _f=attr, **kwargs):
-                return _run(_f, args, kwargs, True)
+            def value(*args, _f=attr, _alloc=name in _NO_LAUNCH, **kwargs):
+                return _run(_f, args, kwargs, True, _alloc)
 
             value.__name__ = name
         setattr(self, name, value)
@@ -923,6 +1016,7 @@ for _k, _v in {
 }.items():
     setattr(module, _k, _v)
 module.lib.stride_tricks.as_strided = _as_strided
+module.fuse = fake_fusion.make_fuse(_Launch, ndarray, HostArrayError, _tally)
 
 
 def _no_raise(fn):
