@@ -31,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import sys
 import weakref
 
 import numpy as np
@@ -70,6 +71,11 @@ __all__ = [
 def _shape_str(shape) -> str:
     """TF's TensorShape::DebugString: "[2,3]", "[]"."""
     return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+# sys.getrefcount(self.value) of a buffer only its VarRef holds (the slot and the call's
+# argument).
+_OWN_REFERENCES = 2
 
 
 def _set_writeable(buf, flag: bool) -> None:
@@ -152,6 +158,8 @@ class VarRef:
             )
         iface = self._iface
         if iface is None:
+            if not isinstance(value, np.ndarray):
+                return value  # a device buffer: its references are counted (_exclusive)
             self._lendings.shared = True
             return value
         lease = _Lease()
@@ -170,6 +178,15 @@ class VarRef:
 
     def _exclusive(self) -> bool:
         """True when nothing a read handed out is still alive (no fetch, view, reader)."""
+        value = self.value
+        if not isinstance(value, np.ndarray) and value is not None:
+            # A device (CuPy) buffer takes no lease; a read hands out the array itself
+            # and every view of it holds it as its `base`.  So the buffer is exclusive
+            # when this VarRef holds its only reference, TF's refcount-one test.  Work
+            # already enqueued that reads it runs first (one stream, in order); work on
+            # other streams (copies) holds the array until it has run.
+            del value
+            return sys.getrefcount(self.value) <= _OWN_REFERENCES
         lendings = self._lendings
         return not lendings.live and not lendings.shared
 
@@ -237,14 +254,14 @@ class VarRef:
           FailedPreconditionError: uninitialised.
           InvalidArgumentError: shapes differ.
         """
-        current = self._current()
+        shape = self._current().shape
         operand = xp.asarray(operand)
         ufunc = getattr(xp, ufunc) if isinstance(ufunc, str) else ufunc
-        if current.shape != operand.shape:
+        if shape != operand.shape:
             raise errors.InvalidArgumentError(
                 None,
                 None,
-                f"Cannot update variable with shape {_shape_str(current.shape)} using a "
+                f"Cannot update variable with shape {_shape_str(shape)} using a "
                 f"Tensor with shape {_shape_str(operand.shape)}, shapes must be equal.",
             )
         if self._exclusive():

@@ -81,6 +81,8 @@ def _shape_str(shape) -> str:
 # writable arrays, everything else as read-only values.
 
 
+# The dense updates with a GPU kernel are ufuncs, in-place operators and scalar constants
+# of T only: on a GPU each runs as one fused kernel (`xp.fuse`), which holds nothing else.
 # The four updates most programs use (GradientDescent, Momentum, RMSProp, Adam) write
 # their temporaries into at most two buffers, operation for operation in TF's order
 # (so results are bitwise those of the plain NumPy formulas), and `_dense_update` runs
@@ -111,11 +113,11 @@ def _momentum(xp, attrs, var, accum, lr, grad, momentum):
 def _adagrad(xp, attrs, var, accum, lr, grad):
     if attrs["update_slots"]:
         accum += grad * grad
-    var -= grad * lr * (xp.ones((), accum.dtype) / xp.sqrt(accum))
+    var -= grad * lr * (accum.dtype.type(1) / xp.sqrt(accum))
 
 
 def _adadelta(xp, attrs, var, accum, accum_update, lr, rho, epsilon, grad):
-    one = xp.ones((), accum.dtype)
+    one = accum.dtype.type(1)
     accum *= rho
     accum += grad * grad * (one - rho)
     update = xp.sqrt(accum_update + epsilon) / xp.sqrt(accum + epsilon) * grad
@@ -126,7 +128,7 @@ def _adadelta(xp, attrs, var, accum, accum_update, lr, rho, epsilon, grad):
 
 def _rms_prop(xp, attrs, var, ms, mom, lr, rho, momentum, epsilon, grad):
     # ms += (grad * grad - ms) * (1 - rho); mom = mom * momentum + grad * lr / sqrt(ms + eps)
-    one = xp.ones((), ms.dtype)
+    one = ms.dtype.type(1)
     t = xp.multiply(grad, grad)
     t -= ms
     t *= one - rho
@@ -141,7 +143,7 @@ def _rms_prop(xp, attrs, var, ms, mom, lr, rho, momentum, epsilon, grad):
 
 
 def _centered_rms_prop(xp, attrs, var, mg, ms, mom, lr, rho, momentum, epsilon, grad):
-    one = xp.ones((), ms.dtype)
+    one = ms.dtype.type(1)
     ms += (grad * grad - ms) * (one - rho)
     mg += (grad - mg) * (one - rho)
     denom = ms - mg * mg + epsilon
@@ -151,7 +153,7 @@ def _centered_rms_prop(xp, attrs, var, mg, ms, mom, lr, rho, momentum, epsilon, 
 
 
 def _adam(xp, attrs, var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad):
-    one = xp.ones((), var.dtype)
+    one = var.dtype.type(1)
     alpha = lr * xp.sqrt(one - beta2_power) / (one - beta1_power)
     t = xp.subtract(grad, m)  # m += (grad - m) * (1 - beta1)
     t *= one - beta1
@@ -395,15 +397,25 @@ def _register(
         @op_def.kernel("GPU")
         async def _device_kernel(ctx, *args):
             """The dense update on a device that enqueues its work (a GPU stream): the
-            same update functions through the device's array module, in one piece."""
+            same update function through the device's array module, compiled into one
+            kernel (`xp.fuse`, per node: the function branches on the node's attrs)."""
             xp = ctx.xp
+            fused = ctx.kernel_state.get("fused_update")
+            if fused is None:
+                attrs = ctx.attrs
+
+                def apply(*arrays):
+                    update(xp, attrs, *arrays)
+
+                fused = xp.fuse(kernel_name=f"asyncflow_{op_type}")(apply)
+                ctx.kernel_state["fused_update"] = fused
             refs = args[:n_refs]
             values = [r._current() for r in refs]
             values.extend(xp.asarray(a) for a in args[n_refs:])
             _check_dense(names, n_refs, scalar_pos, grad_pos, values)
             del values[:n_refs]
             targets = [r.writable_target() for r in refs]
-            work = ctx.device.compute(update, xp, ctx.attrs, *targets, *values)
+            work = ctx.device.compute(fused, *targets, *values)
             await _write_through(refs, targets, work)
             return refs[0]
 
