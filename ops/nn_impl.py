@@ -214,10 +214,8 @@ def _sparse_xent(xp, x, labels, out_dtype):
     return loss.astype(out_dtype, copy=False), backprop.astype(out_dtype, copy=False)
 
 
-@SparseSoftmaxCrossEntropyWithLogits.kernel()
-async def _sparse_xent_kernel(ctx, x, labels):
-    xp = ctx.xp
-    x, labels = xp.asarray(x), xp.asarray(labels)
+def check_sparse_xent_shapes(x, labels) -> None:
+    """TF's shape checks of SparseSoftmaxCrossEntropyWithLogits (InvalidArgumentError)."""
     if x.ndim != 2:
         raise _invalid(f"logits must be 2-D, but got shape {_shape_str(x.shape)}")
     if labels.ndim != 1 or labels.shape[0] != x.shape[0]:
@@ -225,6 +223,15 @@ async def _sparse_xent_kernel(ctx, x, labels):
             f"logits and labels must have the same first dimension, got logits shape "
             f"{_shape_str(x.shape)} and labels shape {_shape_str(labels.shape)}"
         )
+    if x.shape[0] and not x.shape[1]:
+        raise _invalid("Must have at least one class, but got logits shape " + _shape_str(x.shape))
+
+
+@SparseSoftmaxCrossEntropyWithLogits.kernel()
+async def _sparse_xent_kernel(ctx, x, labels):
+    xp = ctx.xp
+    x, labels = xp.asarray(x), xp.asarray(labels)
+    check_sparse_xent_shapes(x, labels)
     n = x.shape[1]
     if labels.size and (int(to_host(xp, labels.min())) < 0 or int(to_host(xp, labels.max())) >= n):
         host = to_host(xp, labels)
@@ -233,8 +240,6 @@ async def _sparse_xent_kernel(ctx, x, labels):
             f"Received a label value of {first} which is outside the valid range of "
             f"[0, {n}).  Label values: {' '.join(str(int(v)) for v in host.tolist())}"
         )
-    if x.shape[0] and not n:
-        raise _invalid("Must have at least one class, but got logits shape " + _shape_str(x.shape))
     return await ctx.device.compute(_quiet, xp, _sparse_xent, xp, x, labels, x.dtype)
 
 

@@ -140,6 +140,19 @@ def test_sparse_softmax_cross_entropy_errors():
     loss = nn_impl.sparse_softmax_cross_entropy_with_logits(
         labels=labels, logits=np.zeros((2, 3), np.float32)
     )
+    if af.test.is_gpu_available():
+        # TF's GPU kernel does not check: NaN in the loss and gradient rows of bad labels.
+        logits = af.placeholder(af.float32, [2, 3])
+        loss = nn_impl.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        (g,) = af.gradients(af.reduce_sum(loss), [logits])
+        zeros = np.zeros((2, 3), np.float32)
+        got, grad = _run([loss, g], {labels: [0, 3], logits: zeros})
+        assert np.isfinite(got[0]) and np.isnan(got[1])
+        assert np.isfinite(grad[0]).all() and np.isnan(grad[1]).all()
+        np.testing.assert_allclose(got[0], np.log(3), rtol=1e-6)
+        got, grad = _run([loss, g], {labels: [-1, 0], logits: zeros})
+        assert np.isnan(got[0]) and np.isfinite(got[1])
+        return
     with pytest.raises(errors.InvalidArgumentError, match="label value of 3 .* \\[0, 3\\)"):
         _run(loss, {labels: [0, 3]})
     with pytest.raises(errors.InvalidArgumentError, match="label value of -1"):
