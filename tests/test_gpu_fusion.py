@@ -225,11 +225,13 @@ def test_mlp_step_launches_and_numbers(fake_gpu):
     launches, gpu_losses = mlp_step_launches()
     _, cpu_losses = mlp_step_launches(af.ConfigProto(device_count={"GPU": 0}))
     np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-5)
-    # Two feeds in, the loss out; the kernels: 3 + 4 MatMuls, 3 bias gradients' Sums,
-    # one fused kernel per bias+relu and per relu gradient, the updates, the loss.
-    print(launches)
-    assert launches["h2d"] == 2 and launches["d2h"] <= 3
-    assert launches["kernels"] <= 54, launches
+    # Two feeds in, the loss out (no host check of the labels); the kernels: 3 + 5
+    # MatMuls, one fused kernel per bias+relu and per relu gradient, the last bias add,
+    # 7 for the cross-entropy, the loss's mean and its gradient's scalars, 3 bias
+    # gradients' sums, one fused update per variable (in place: no copy first).
+    # A hand-written CuPy step (benchmarks/gpu_check.py) makes 48.
+    assert launches["h2d"] == 2 and launches["d2h"] == 1, launches
+    assert launches["kernels"] <= 34, launches
 
 
 # -- variables on the GPU: updated in place when nothing else holds the buffer ---------
