@@ -897,6 +897,8 @@ class _Ufunc:
             return getattr(self._ufunc, name)
         method = getattr(self._ufunc, name)
         if name == "at":
+            if self.__name__ in ("maximum", "minimum"):
+                method = _extremum_at(self._ufunc)
             return lambda a, *args, **kwargs: _run(method, (_check_at(self, a), *args), kwargs)
         return lambda *args, **kwargs: _run(method, args, kwargs)
 
@@ -908,6 +910,24 @@ _AT_DTYPES = {
     "maximum": frozenset("int32 uint32 uint64 float32 float64".split()),
     "minimum": frozenset("int32 uint32 uint64 float32 float64".split()),
 }
+
+
+def _extremum_at(ufunc: np.ufunc):
+    """CuPy's maximum.at / minimum.at: its atomicMax and atomicMin for doubles
+    (cupy/_core/include/cupy/atomics.cuh) compute with fmaxf / fminf, so every entry
+    they write comes back rounded to float32."""
+
+    def at(a, idx, v):
+        if a.dtype != np.float64:
+            ufunc.at(a, idx, v)
+            return
+        narrow = a.astype(np.float32)
+        ufunc.at(narrow, idx, np.asarray(v).astype(np.float32))
+        written = np.zeros(a.shape, bool)
+        written[idx] = True
+        a[written] = narrow[written]
+
+    return at
 
 
 def _check_at(ufunc: _Ufunc, a):

@@ -566,3 +566,28 @@ def test_singular_and_indefinite_inputs_fail_on_the_gpu_as_on_the_cpu(fake_gpus)
         y = af.matrix_inverse([[2.0, 1.0], [1.0, 3.0]])
     with af.Session(graph=g) as s:
         np.testing.assert_allclose(s.run(y), np.linalg.inv([[2.0, 1.0], [1.0, 3.0]]), rtol=1e-6)
+
+
+def test_float64_scatter_maximum_is_exact_though_cupys_rounds_to_float32(fake_gpus):
+    """CuPy's maximum.at / minimum.at on float64 go through atomicMax / atomicMin for
+    doubles, which compute with fmaxf / fminf: the stand-in rounds as they do (this made
+    the float64 tensor_scatter_nd_max/min gradients fail on an H100), and scatter_at
+    keeps float64 exact by its sort instead."""
+    from asyncflow.ops.math_helpers import scatter_at
+
+    xp = gpu.backend().xp
+    base = np.array([0.1, 0.2, 0.3, 0.4])
+    idx, upd = np.array([0, 2, 2]), np.array([1 / 3, 0.25, 0.35])
+    want = base.copy()
+    np.maximum.at(want, idx, upd)
+    with xp.cuda.Device(0):
+        raw = xp.asarray(base)
+        xp.maximum.at(raw, xp.asarray(idx), xp.asarray(upd))
+        rounded = xp.asnumpy(raw)
+        exact = xp.asarray(base)
+        scatter_at(xp, "maximum", exact, xp.asarray(idx), xp.asarray(upd))
+        exact = xp.asnumpy(exact)
+    written = want.copy()
+    written[[0, 2]] = want[[0, 2]].astype(np.float32)  # (the others are left alone)
+    np.testing.assert_array_equal(rounded, written)
+    np.testing.assert_array_equal(exact, want)
