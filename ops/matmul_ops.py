@@ -231,12 +231,50 @@ FusedMatMul = register_op(
 NotDifferentiable("_FusedMatMul")  # introduced after the gradients were built
 
 
+def _small_fused(a, b, bias, relu: bool):
+    out = np.matmul(a, b)
+    out += bias
+    if relu:
+        np.maximum(out, out.dtype.type(0), out=out)
+    return out
+
+
+def _bias_fits(bias, m: int, n: int, is_bias_add: bool) -> bool:
+    """Whether `bias` broadcasts onto an [m, n] product without growing it (as
+    add_into_gemm checks, without np.broadcast_shapes' cost)."""
+    shape = bias.shape
+    if is_bias_add:
+        return shape == (n,)
+    if len(shape) == 1:
+        return shape[0] in (n, 1)
+    if len(shape) == 2:
+        return shape[0] in (m, 1) and shape[1] in (n, 1)
+    return not shape
+
+
 @FusedMatMul.kernel("CPU")
 async def _fused_matmul(ctx, a, b, bias):
     """The product accumulated by one gemm into the broadcast bias (and the Relu
     applied to the output while it is in cache); odd shapes or dtypes take the plain
-    kernels, which also word any error."""
+    kernels, which also word any error.  A product too small to defer (a served
+    request's few rows) is computed, biased and rectified in one call: the plain
+    kernels' checks and dispatch cost several times its arithmetic."""
     attrs = ctx.attrs
+    if type(a) is np.ndarray and type(b) is np.ndarray and type(bias) is np.ndarray:
+        ta, tb = attrs["transpose_a"], attrs["transpose_b"]
+        if a.ndim == 2 and b.ndim == 2 and a.shape[0 if ta else 1] == b.shape[1 if tb else 0]:
+            m, n = a.shape[1 if ta else 0], b.shape[0 if tb else 1]
+            dtype = attrs["T"].np_dtype
+            if (
+                m * n < _DEFER_ELEMENTS
+                and a.dtype == dtype
+                and b.dtype == dtype
+                and bias.dtype == dtype
+                and _bias_fits(bias, m, n, attrs["add_type"] == "BiasAdd")
+            ):
+                return await ctx.compute(
+                    _small_fused, a.T if ta else a, b.T if tb else b, bias, attrs["relu"]
+                )
     key = (attrs["add_type"], attrs["bias_first"], attrs["relu"])
     add = _ADD_KERNELS.get(key)
     if add is None:

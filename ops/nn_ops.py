@@ -139,14 +139,16 @@ def _softmax_shape(op):
     return [shape]
 
 
+# The array methods rather than `xp.max` / `xp.sum`: the same reductions, without
+# NumPy's Python-level dispatch (~5 us a call: two thirds of a one-row softmax).
 def _softmax(xp, x):
-    e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
-    return e / xp.sum(e, axis=-1, keepdims=True)
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
 
 
 def _log_softmax(xp, x):
-    shifted = x - xp.max(x, axis=-1, keepdims=True)
-    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
 
 
 def _softmax_op(op_type: str, fn):
