@@ -54,6 +54,7 @@ from asyncflow.loop_slices import (
     caller_drives,
 )
 from asyncflow.master import Master, worker_for_target
+from asyncflow.straight_line import program_for
 from asyncflow.worker import LocalWorker, timeout_s, traced
 
 __all__ = [
@@ -589,7 +590,10 @@ class BaseSession:
         The fetch structure and the feeds are resolved here, once; a call converts and
         checks its feed values, takes its turn on the loop as `arun` does (past the
         loop slice's deadline it yields first if its task already stepped in this
-        slice), looks its plan up and runs the step.  A call from a loop the session is
+        slice), looks its plan up and runs the step: the plan of a small pure graph
+        (asyncflow.straight_line: no effect but its results, one partition, no control
+        flow) as one fixed sequence of its kernels, any other on the worker's
+        interpreter, as `arun` does.  A call from a loop the session is
         not bound to, or on a closed session, takes `arun`'s path (binding, handing the
         step over, the error).
 
@@ -607,6 +611,7 @@ class BaseSession:
         rebuild = mapper.rebuild
         n = len(feed_tensors)
         master = self._master
+        line = [None, None]  # the plan last run, its straight-line program (or None)
 
         async def call(*args):
             if len(args) != n:
@@ -623,12 +628,35 @@ class BaseSession:
                 else:
                     _DEADLINES[loop] = _clock() + loop_slices.SLICE_S * GRACE_FRACTION
             plan = master.plan(plan_feeds, elements)
+            if plan is not line[0]:  # (the first call, or the graph changed)
+                line[:] = plan, self._straight_line(plan)
+            program = line[1]
             with quiet_step():
-                values = await master.run_step(plan, feed_values, None)
+                if program is None:
+                    values = await master.run_step(plan, feed_values, None)
+                else:
+                    master._step_counter += 1
+                    values = await program.run(master._step_counter, feed_values)
+                    if self._closed:  # (closed while a kernel of it waited)
+                        raise errors.CancelledError(None, None, "Session has been closed.")
             STEPPED_IN.set(_SLICE_OF.get(loop, 0))
             return rebuild(_fetch_values(values, feed_values))
 
         return call
+
+    def _straight_line(self, plan):
+        """The straight-line program of a MasterPlan (asyncflow.straight_line), or None
+        where its steps need the worker's interpreter: another worker than this
+        process's, several partitions, a step timeout to enforce, an impure graph."""
+        worker = self._worker
+        if type(worker) is not LocalWorker or self._master._config_timeout is not None:
+            return None
+        registered = worker._graphs.get(plan.handle)
+        if registered is None or len(registered.plans) != 1:
+            return None
+        if registered.rendezvous_factory is not None:
+            return None
+        return program_for(registered.plans[0])
 
     def iterate(self, fetches, feed_dict=None, options=None):
         """`async for value in sess.iterate(fetches)`: run steps until OutOfRangeError.

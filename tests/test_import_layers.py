@@ -100,6 +100,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "loop_slices",
             "executor",
+            "straight_line",
             "frames",
             "rendezvous",
             "worker",

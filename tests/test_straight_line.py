@@ -1,0 +1,177 @@
+"""asyncflow.straight_line: a prepared callable runs a small pure plan's kernels in one
+fixed order, with the interpreter's results and errors; and the fused bias-gemm's
+one-call path for products too small to defer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import errors
+from asyncflow.ops import matmul_ops
+
+pytestmark = pytest.mark.usefixtures("graph")
+
+
+def _program(s, fetches, feeds):
+    mapper, feed_tensors, _ = s._feeds_and_fetches(fetches, dict(feeds))
+    return s._straight_line(s._master.plan(feed_tensors, mapper.elements))
+
+
+def _mlp(rng):
+    w1 = rng.standard_normal((6, 8)).astype(np.float32)
+    b1 = rng.standard_normal(8).astype(np.float32)
+    w2 = rng.standard_normal((8, 3)).astype(np.float32)
+    b2 = rng.standard_normal(3).astype(np.float32)
+    x = af.placeholder(af.float32, [None, 6], name="x")
+    v = [af.Variable(w, name=n) for w, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"))]
+    h = af.nn.relu(af.matmul(x, v[0]) + v[1])
+    probs = af.nn.softmax(af.matmul(h, v[2]) + v[3], name="probs")
+
+    def reference(xv):
+        hv = np.maximum(xv.astype(np.float64) @ w1 + b1, 0)
+        logits = hv @ w2 + b2
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    return x, probs, reference
+
+
+async def test_a_pure_graph_runs_straight_through_with_the_interpreters_results():
+    rng = np.random.default_rng(0)
+    x, probs, reference = _mlp(rng)
+    async with af.Session() as s:
+        await s.arun(af.global_variables_initializer())
+        f = s.make_async_callable({"p": probs, "x": x}, [x])
+        for rows in (1, 5):
+            xv = rng.standard_normal((rows, 6)).astype(np.float32)
+            got = await f(xv)
+            assert _program(s, {"p": probs, "x": x}, {x: xv}) is not None
+            want = await s.arun({"p": probs, "x": x}, {x: xv})  # the interpreter
+            np.testing.assert_array_equal(got["p"], want["p"])
+            np.testing.assert_allclose(got["p"], reference(xv), rtol=1e-5, atol=1e-6)
+            got["x"][0, 0] = 99.0  # a fetched feed is the caller's copy
+            assert xv[0, 0] != 99.0
+
+
+async def test_outputs_of_a_multi_output_op_and_variables_are_fetched():
+    v = af.Variable(np.arange(6, dtype=np.float32).reshape(2, 3), name="v")
+    x = af.placeholder(af.float32, [2, 3])
+    parts = af.split(x + v, 3, axis=1)  # one op, three outputs
+    fetches = [parts[2], parts[0], v, af.identity(v)]
+    async with af.Session() as s:
+        await s.arun(v.initializer)
+        f = s.make_async_callable(fetches, [x])
+        xv = np.ones((2, 3), np.float32)
+        got = await f(xv)
+        assert _program(s, fetches, {x: xv}) is not None
+        want = np.arange(6, dtype=np.float32).reshape(2, 3)
+        np.testing.assert_array_equal(got[0], (want + 1)[:, 2:])
+        np.testing.assert_array_equal(got[1], (want + 1)[:, :1])
+        np.testing.assert_array_equal(got[2], want)
+        np.testing.assert_array_equal(got[3], want)
+        await s.arun(v.assign(v * 2))  # a later step reads the variable anew
+        np.testing.assert_array_equal((await f(xv))[3], want * 2)
+
+
+async def test_a_graph_with_an_effect_takes_the_interpreter():
+    v = af.Variable(0.0, name="counter")
+    x = af.placeholder(af.float32, [])
+    bump = af.assign_add(v, x)
+    async with af.Session() as s:
+        await s.arun(v.initializer)
+        f = s.make_async_callable(bump, [x])
+        for _ in range(3):
+            await f(1.0)
+        assert _program(s, bump, {x: 1.0}) is None
+        assert await s.arun(v) == 3.0
+
+
+async def test_a_failing_kernel_raises_what_the_interpreter_raises():
+    x = af.placeholder(af.float32, [None, None])
+    w = af.constant(np.ones((4, 2), np.float32))
+    y = af.matmul(x, w, name="product")
+    async with af.Session() as s:
+        f = s.make_async_callable(y, [x])
+        bad = np.ones((3, 5), np.float32)
+        with pytest.raises(errors.InvalidArgumentError) as got:
+            await f(bad)
+        with pytest.raises(errors.InvalidArgumentError) as want:
+            await s.arun(y, {x: bad})
+        assert got.value.op is want.value.op and got.value.op.name == "product"
+        assert str(got.value) == str(want.value)
+        assert _program(s, y, {x: bad}) is not None
+        np.testing.assert_array_equal(await f(np.ones((3, 4), np.float32)), np.full((3, 2), 4.0))
+
+
+async def test_an_uninitialized_variable_fails_as_in_the_interpreter():
+    v = af.Variable(np.ones(3, np.float32), name="never_set")
+    x = af.placeholder(af.float32, [3])
+    y = x * v
+    async with af.Session() as s:
+        f = s.make_async_callable(y, [x])
+        with pytest.raises(errors.FailedPreconditionError, match="never_set"):
+            await f(np.ones(3, np.float32))
+
+
+# -- the fused bias-gemm's small products --------------------------------------------------
+
+
+@pytest.fixture
+def small_calls(monkeypatch):
+    calls = [0]
+    real = matmul_ops._small_fused
+
+    def counting(*args):
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(matmul_ops, "_small_fused", counting)
+    return calls
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_small_products_fold_with_their_bias_in_one_call(small_calls, rows):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((rows, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 7)).astype(np.float32)
+    b = rng.standard_normal(7).astype(np.float32)
+    full = rng.standard_normal((rows, 7)).astype(np.float32)
+    with af.device("/cpu:0"):  # (the fusion is the CPU's)
+        x = af.placeholder(af.float32, [None, 5])
+        wt, bt = af.constant(w), af.constant(b)
+        outs = [
+            af.matmul(x, wt) + bt,
+            bt + af.matmul(x, wt),
+            af.nn.bias_add(af.matmul(x, wt), bt),
+            af.matmul(x, wt) + af.reshape(bt, [1, 7]),
+            af.matmul(x, wt) + af.constant(full),
+            af.matmul(af.transpose(wt), x, transpose_b=True) + af.constant(full.T),
+            af.nn.relu(af.matmul(x, wt) + bt),
+        ]
+    with af.Session() as s:
+        got = s.run(outs, {x: a})
+    assert small_calls[0] == len(outs)
+    a64, w64 = a.astype(np.float64), w.astype(np.float64)
+    want = a64 @ w64 + b
+    for g in got[:4]:
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[4], a64 @ w64 + full, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[5], (a64 @ w64 + full).T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[6], np.maximum(want, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_small_product_with_a_bias_that_grows_it_takes_the_plain_kernels(small_calls):
+    x = af.placeholder(af.float32, [None, 2])
+    w = af.constant(np.ones((2, 1), np.float32))
+    b = af.placeholder(af.float32, [None])
+    y = af.matmul(x, w) + b  # [3, 1] + [4]: broadcasts to [3, 4]
+    with af.Session() as s:
+        got = s.run(y, {x: np.ones((3, 2), np.float32), b: np.arange(4, dtype=np.float32)})
+        np.testing.assert_array_equal(got, np.tile(np.arange(4, dtype=np.float32) + 2, (3, 1)))
+        z = af.matmul(x, af.constant(np.ones((2, 2), np.float32))) + b  # [3, 2] + [3]
+        with pytest.raises(errors.InvalidArgumentError, match="Incompatible shapes"):
+            s.run(z, {x: np.ones((3, 2), np.float32), b: np.ones(3, np.float32)})
+    assert small_calls[0] == 0
