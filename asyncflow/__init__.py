@@ -90,6 +90,7 @@ from asyncflow import sparse_tensor as _sparse_tensor  # noqa: E402
 from asyncflow import var_scope as _variable_scope  # noqa: E402
 from asyncflow import variables as _variables  # noqa: E402
 from asyncflow.ops import array_ops as _array_ops  # noqa: E402
+from asyncflow.ops import bitwise_ops as bitwise  # noqa: E402 - tf.bitwise
 from asyncflow.ops import check_ops as _check_ops  # noqa: E402
 from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
 from asyncflow.ops import data_flow_ops as _data_flow_ops  # noqa: E402
@@ -106,6 +107,7 @@ from asyncflow.ops import math_ops as _math_ops  # noqa: E402
 from asyncflow.ops import math_special_ops as _math_special_ops  # noqa: E402
 from asyncflow.ops import parsing_ops as _parsing_ops  # noqa: E402
 from asyncflow.ops import partition_ops as _partition_ops  # noqa: E402
+from asyncflow.ops import random_more_ops as _random_more_ops  # noqa: E402
 from asyncflow.ops import random_ops as _random_ops  # noqa: E402
 from asyncflow.ops import reader_ops as _reader_ops  # noqa: E402
 from asyncflow.ops import reduction_ops as _reduction_ops  # noqa: E402
@@ -139,6 +141,7 @@ for _m in (
     _math_ops,
     _reduction_ops,
     _random_ops,
+    _random_more_ops,
     _control_flow_ops,
     _logging_ops,
     _check_ops,

@@ -7,10 +7,6 @@ Each name is the class (or factory), as in TF: `af.initializers.zeros()`,
 
 from __future__ import annotations
 
-import numpy as np
-
-from asyncflow import dtypes
-from asyncflow import graph as ops
 from asyncflow.ops import init_ops
 from asyncflow.ops.init_ops import (
     Constant,
@@ -68,24 +64,8 @@ glorot_normal = GlorotNormal
 orthogonal = Orthogonal
 
 
-class Identity(Initializer):
-    """gain * the identity matrix (2-D shapes only), as TF's `initializers.identity`."""
-
-    def __init__(self, gain=1.0, dtype=dtypes.float32):
-        self.gain = float(gain)
-        self.dtype = dtypes.as_dtype(dtype)
-
-    def __call__(self, shape, dtype=None, partition_info=None):
-        dims = init_ops._static_shape(shape)
-        if len(dims) != 2:
-            raise ValueError("Identity matrix initializer can only be used for 2D matrices.")
-        dtype = dtypes.as_dtype(dtype or self.dtype)
-        value = np.eye(*dims, dtype=dtype.as_numpy_dtype) * self.gain
-        return ops.apply_op("Const", [], {"value": value.astype(dtype.as_numpy_dtype),
-                                          "dtype": dtype}).outputs[0]  # fmt: skip
-
-    def get_config(self):
-        return {"gain": self.gain, "dtype": self.dtype.name}
+# TF1's init_ops.Identity (`tf.initializers.identity`, init_ops.identity_initializer).
+Identity = init_ops.Identity
 
 
 identity = Identity

@@ -140,6 +140,8 @@ _ALIASES = {
         "poisson": "random_poisson",
         "categorical": "multinomial",
         "get_seed": "get_seed",
+        "stateless_uniform": "stateless_random_uniform",
+        "stateless_normal": "stateless_random_normal",
     },
     "io": {
         "TFRecordWriter": "python_io.TFRecordWriter",

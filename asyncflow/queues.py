@@ -561,6 +561,10 @@ class RandomShuffleQueueResource(QueueBase):
     kind = "RandomShuffleQueue"
 
     def __init__(self, name, capacity, dtypes, shapes=None, min_after_dequeue=0, seed=0, seed2=0):
+        if 0 <= int(capacity) <= int(min_after_dequeue):  # TF checks when the kernel is made
+            raise errors.InvalidArgumentError(
+                None, None, f"min_after_dequeue {min_after_dequeue} must be < capacity {capacity}"
+            )
         super().__init__(name, capacity, dtypes, shapes)
         self.min_after_dequeue = int(min_after_dequeue)
         self._items: list = []

@@ -550,6 +550,11 @@ class ConditionalAccumulatorBase:
 
     @staticmethod
     def _make_ref(op_type, dtype, shape, shared_name, name, reduction_type):
+        if reduction_type not in ("MEAN", "SUM"):
+            raise ValueError(
+                f"Attr 'reduction_type' of '{op_type}' Op passed string {reduction_type!r} "
+                'not in: "MEAN", "SUM".'
+            )
         attrs = {
             "dtype": _dtypes.as_dtype(dtype),
             "shape": None if shape is None else tensor_shape.as_shape(shape),

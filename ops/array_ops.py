@@ -961,3 +961,58 @@ def _dimension_to_tensor(d, dtype=None, name=None, as_ref=False):
 
 ops.register_tensor_conversion_function(tensor_shape.TensorShape, _tensor_shape_to_tensor)
 ops.register_tensor_conversion_function(tensor_shape.Dimension, _dimension_to_tensor)
+
+
+# -- ConcatOffset (the offsets ConcatV2's gradient slices at) -------------------------------
+
+ConcatOffset = register_op(
+    "ConcatOffset", inputs=["concat_dim: int32", "shape: N * shape_type"],
+    outputs=["offset: N * shape_type"],
+    attrs={"N": REQUIRED, "shape_type": INDEX},
+    shape_fn=lambda op: [t.shape for t in op.inputs[1:]],
+)  # fmt: skip
+NotDifferentiable("ConcatOffset")
+
+
+def _vec_str(v) -> str:
+    """A shape vector as TF prints the tensor's values: "[2 3]"."""
+    return "[" + " ".join(str(int(d)) for d in v) + "]"
+
+
+@ConcatOffset.kernel(host_memory=("concat_dim", "shape", "offset"))
+async def _concat_offset(ctx, concat_dim, *shapes):
+    shapes = [np.asarray(s).reshape(-1) for s in shapes]
+    first = shapes[0]
+    rank = first.size
+    axis = int(concat_dim)
+    if not -rank <= axis < rank:
+        raise errors.InvalidArgumentError(
+            None, None, f"Concat dim is out of range: {axis} vs. {rank}"
+        )
+    axis %= rank
+    offsets, running = [], 0
+    for i, s in enumerate(shapes):
+        if s.size != rank:
+            raise errors.InvalidArgumentError(
+                None, None, f"input {i} should contain {rank} elements, but got {s.size}"
+            )
+        for j in range(rank):
+            if j != axis and s[j] != first[j]:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"All dimensions except {axis} must match. Input {i} has shape "
+                    f"{_vec_str(s)} and doesn't match input 0 with shape {_vec_str(first)}.",
+                )
+        off = np.zeros(rank, dtype=s.dtype)
+        off[axis] = running
+        running += int(s[axis])
+        offsets.append(off)
+    return tuple(offsets)
+
+
+def concat_offset(concat_dim, shape, name=None):
+    """The offset of each input of a concatenation along `concat_dim` (op ConcatOffset;
+    TF's `gen_array_ops.concat_offset`)."""
+    op = ops.apply_op("ConcatOffset", [concat_dim, list(shape)], name=name)
+    return list(op.outputs)

@@ -41,6 +41,10 @@ from asyncflow.ops.control_flow_ordering import (
     tuple,
     with_dependencies,
 )
+from asyncflow.ops.control_flow_prims import (  # noqa: F401 - control_flow_ops.merge, as TF's
+    merge,
+    switch,
+)
 
 __all__ = [
     "no_op",

@@ -17,6 +17,8 @@ A graph that uses none of these runs on the plain executor and pays nothing for 
 
 from __future__ import annotations
 
+import typing
+
 import numpy as np
 
 from asyncflow import dtypes, tensor_shape
@@ -145,6 +147,13 @@ def switch(data, pred, dtype=None, name=None):
     return _keep_ref(op, data).outputs
 
 
+class MergeOutput(typing.NamedTuple):
+    """What `merge` returns, as TF's generated `merge` (fields `output`, `value_index`)."""
+
+    output: object
+    value_index: object
+
+
 def merge(inputs, name=None):
     """(output, value_index): the first live tensor of `inputs` and which one it was.
 
@@ -160,7 +169,7 @@ def merge(inputs, name=None):
     op = ops.apply_op("Merge", [inputs], name=name or "Merge")
     if all(getattr(t, "_is_ref", False) for t in inputs):
         _keep_ref(op, inputs[0])
-    return op.outputs
+    return MergeOutput(*op.outputs)
 
 
 def _components(x) -> list:
@@ -206,7 +215,7 @@ def _merge_composites(inputs, name):
     with ops.name_scope(name, "Merge", [c for t in inputs for c in _components(t)]):
         parts = [merge(list(column)) for column in zip(*map(_components, inputs))]
     value_index = parts[0][1]
-    return _rebuild(inputs[0], [out for out, _ in parts]), value_index
+    return MergeOutput(_rebuild(inputs[0], [out for out, _ in parts]), value_index)
 
 
 def _cast(x, dtype):

@@ -107,6 +107,10 @@ def static_out_size(in_dim, k, stride, dilation, padding, pads=(0, 0)):
     """window_geometry's output size for the shape function (None when unknown)."""
     if in_dim is None or k is None:
         return None
+    eff = (k - 1) * dilation + 1
+    padded = in_dim + (sum(int(p) for p in pads) if padding == "EXPLICIT" else 0)
+    if padding != "SAME" and padded < eff:  # TF's shape function: Subtract(in, eff) < 0
+        raise ValueError(f"Negative dimension size caused by subtracting {eff} from {padded}")
     try:
         return window_geometry(in_dim, k, stride, dilation, padding, pads)[0]
     except errors.InvalidArgumentError as e:

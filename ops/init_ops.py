@@ -28,6 +28,7 @@ __all__ = [
     "glorot_uniform_initializer",
     "glorot_normal_initializer",
     "orthogonal_initializer",
+    "identity_initializer",
     "he_normal",
     "he_uniform",
     "lecun_normal",
@@ -353,7 +354,30 @@ class Orthogonal(Initializer):
         return {"gain": self.gain, "seed": self.seed, "dtype": self.dtype.name}
 
 
+class Identity(Initializer):
+    """gain * the identity matrix (rectangular shapes: ones on the main diagonal)."""
+
+    def __init__(self, gain=1.0, dtype=dtypes.float32):
+        self.gain = gain
+        self.dtype = _assert_float_dtype(dtype)
+
+    def __call__(self, shape, dtype=None, partition_info=None):
+        dtype = _assert_float_dtype(dtype or self.dtype)
+        shape = partition_info.full_shape if partition_info is not None else shape
+        shape = _static_shape(shape)
+        if len(shape) != 2:
+            raise ValueError("Identity matrix initializer can only be used for 2D matrices.")
+        from asyncflow.ops import array_ops
+
+        value = (self.gain * np.eye(*shape)).astype(dtype.as_numpy_dtype)
+        return array_ops.constant(value, dtype=dtype)
+
+    def get_config(self):
+        return {"gain": self.gain, "dtype": self.dtype.name}
+
+
 zeros_initializer = Zeros
+identity_initializer = Identity
 ones_initializer = Ones
 constant_initializer = Constant
 random_uniform_initializer = RandomUniform

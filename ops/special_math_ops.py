@@ -17,7 +17,14 @@ from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _binary_op, _check_int_div, _trunc_div, _unary_op
-from asyncflow.registry import FLOATING, REAL, NotDifferentiable, TypeConstraint, register_op
+from asyncflow.registry import (
+    FLOATING,
+    REAL,
+    NotDifferentiable,
+    TypeConstraint,
+    get_op_def,
+    register_op,
+)
 
 __all__ = [
     "acos",
@@ -39,6 +46,9 @@ __all__ = [
     "lgamma",
     "digamma",
     "polygamma",
+    "xlogy",
+    "xdivy",
+    "xlog1py",
 ]
 
 _FLOAT_OR_COMPLEX = TypeConstraint(
@@ -162,6 +172,23 @@ Polygamma = _binary_op(
     "Polygamma", lambda xp, a, x: _polygamma(xp, a, x), TypeConstraint(["float32", "float64"])
 )
 Atan2 = _binary_op("Atan2", lambda xp, y, x: xp.arctan2(y, x), FLOATING)
+
+
+def _x_times(fn):
+    """TF's Xlogy/Xdivy/Xlog1py: 0 where x == 0 (even where fn(y) is inf or nan)."""
+
+    def kernel(xp, x, y):
+        x, y = xp.asarray(x), xp.asarray(y)
+        with np.errstate(all="ignore"):
+            out = x * fn(xp, y)
+        return xp.where(x == 0, xp.zeros_like(out), out)
+
+    return kernel
+
+
+Xlogy = _binary_op("Xlogy", _x_times(lambda xp, y: xp.log(y)), _FLOAT_OR_COMPLEX)
+Xdivy = _binary_op("Xdivy", _x_times(lambda xp, y: 1 / y), _FLOAT_OR_COMPLEX)
+Xlog1py = _binary_op("Xlog1py", _x_times(lambda xp, y: xp.log1p(y)), _FLOAT_OR_COMPLEX)
 
 
 def _check_trunc_div(xp, x, y, dtype) -> None:
@@ -304,6 +331,26 @@ def _atan2_grad(op, grad):
     return _g.broadcast_reduce(y, x, gy, gx)
 
 
+def _x_grad(op_type: str, dy_term):
+    """TF's math_grad: d/dx = f(y) where x != 0 (0 at x == 0); d/dy = dy_term(x, y),
+    itself an Xdivy so that it is 0 where x == 0."""
+
+    @get_op_def(op_type).gradient
+    def _grad(op, grad):
+        x, y = op.inputs
+        nonzero = _g.cast(_apply("NotEqual", x, _g.zeros_like(x)), x.dtype)
+        gx = _apply("Mul", grad, _apply(op_type, nonzero, y))
+        gy = _apply("Mul", grad, dy_term(x, y))
+        return _g.broadcast_reduce(x, y, gx, gy)
+
+    return _grad
+
+
+_x_grad("Xlogy", lambda x, y: _apply("Xdivy", x, y))
+_x_grad("Xlog1py", lambda x, y: _apply("Xdivy", x, _apply("AddV2", y, _g.ones_like(y))))
+_x_grad("Xdivy", lambda x, y: _apply("Xdivy", _g.neg(x), _apply("Square", y)))
+
+
 # -- builders ------------------------------------------------------------------------------
 
 
@@ -326,6 +373,18 @@ def polygamma(a, x, name=None):
     """Element-wise psi^(a)(x), the a-th derivative of digamma (op Polygamma)."""
     return ops.apply_op("Polygamma", [a, x], name=name).outputs[0]
 
+
+def _x_binary(op_type: str):
+    def builder(x, y, name=None):
+        return ops.apply_op(op_type, [x, y], name=name).outputs[0]
+
+    builder.__doc__ = (
+        f"Element-wise {op_type}: x * f(y), 0 where x == 0 (TF's `tf.math.{op_type.lower()}`)."
+    )
+    return builder
+
+
+xlogy, xdivy, xlog1py = _x_binary("Xlogy"), _x_binary("Xdivy"), _x_binary("Xlog1py")
 
 is_nan, is_inf, is_finite = _unary("IsNan"), _unary("IsInf"), _unary("IsFinite")
 

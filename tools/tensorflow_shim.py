@@ -164,6 +164,8 @@ def _is_package(fullname: str) -> bool:
         return parts[-1] in _PACKAGES
     if parts[-1] in ("ops", "framework") and len(parts) >= 3 and parts[-2] == "core":
         return True
+    if parts[-2:] == ["lib", "io"]:  # tensorflow.python.lib.io.tf_record
+        return True
     return len(parts) <= 3 and parts[-1] in _PACKAGES
 
 

@@ -1,0 +1,278 @@
+"""More random ops: RandomGamma, RandomPoissonV2 (TF1's `tf.random_gamma`,
+`tf.random_poisson`) and the stateless draws (StatelessRandomUniform / Normal /
+TruncatedNormal / UniformInt: `tf.random.stateless_*`).
+
+The stateful ops follow `random_ops`' seeding rules (one Philox generator per op, keyed
+by its seed attrs).  A stateless op draws from a generator keyed by its `seed` input
+alone, made afresh on every run: the same (shape, seed) gives the same numbers in any
+session, as TF's; TF's exact bits are not reproduced, only that contract.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops.random_ops import (
+    _FLOAT_OUT,
+    _INT_OUT,
+    _SEEDS,
+    _draw,
+    _draw_truncated,
+    _draw_uniform,
+    _float_dtype,
+    _host,
+    _make_shape,
+    _seed_attrs,
+    _shape_str,
+    _shape_tensor,
+    _to_device,
+)
+from asyncflow.registry import INDEX, NotDifferentiable, TypeConstraint, register_op
+
+__all__ = [
+    "random_gamma",
+    "random_poisson",
+    "stateless_random_uniform",
+    "stateless_random_normal",
+    "stateless_truncated_normal",
+]
+
+_GAMMA_T = TypeConstraint(["float16", "float32", "float64"])
+_POISSON_R = TypeConstraint(["float16", "float32", "float64", "int32", "int64"])
+_POISSON_OUT = TypeConstraint(["float16", "float32", "float64", "int32", "int64"], "int64")
+
+
+def _prefix_shape(op):
+    """shape ++ the parameter's shape (TF's RandomGamma/RandomPoisson shape function)."""
+    head = ops.constant_shape(op.inputs[0])
+    return [head.concatenate(op.inputs[1].shape)]
+
+
+# -- RandomGamma -------------------------------------------------------------------------
+
+RandomGamma = register_op(
+    "RandomGamma",
+    inputs=["shape: S", "alpha: T"],
+    outputs=["output: T"],
+    attrs={**_SEEDS, "S": INDEX, "T": _GAMMA_T},
+    shape_fn=_prefix_shape,
+    stateful=True,
+)
+
+
+@RandomGamma.kernel(host_memory=("shape",))
+async def _random_gamma(ctx, shape, alpha):
+    shape = _make_shape(shape)
+    alpha = _host(alpha).astype(np.float64)
+    out_shape = shape + alpha.shape
+
+    def draw(gen, s, np_dtype):
+        # Gamma(alpha, 1); TF draws a tiny positive value rather than 0 for small alpha.
+        g = gen.standard_gamma(np.broadcast_to(alpha, s))
+        return np.maximum(g, np.finfo(np_dtype).tiny).astype(np_dtype)
+
+    return await _draw(ctx, draw, out_shape, ctx.attrs["T"])
+
+
+# -- RandomPoissonV2 ---------------------------------------------------------------------
+
+RandomPoissonV2 = register_op(
+    "RandomPoissonV2",
+    inputs=["shape: S", "rate: R"],
+    outputs=["output: dtype"],
+    attrs={**_SEEDS, "S": INDEX, "R": _POISSON_R, "dtype": _POISSON_OUT},
+    shape_fn=_prefix_shape,
+    stateful=True,
+)
+
+
+@RandomPoissonV2.kernel(host_memory=("shape",))
+async def _random_poisson(ctx, shape, rate):
+    shape = _make_shape(shape)
+    rate = _host(rate).astype(np.float64)
+    out_shape = shape + rate.shape
+
+    def draw(gen, s, np_dtype):
+        lam = np.broadcast_to(rate, s)
+        # TF returns NaN for a negative or NaN rate (and 0 for a zero one).
+        bad = ~(lam >= 0)
+        out = gen.poisson(np.where(bad, 0.0, lam)).astype(np.float64)
+        if bad.any():
+            out[bad] = np.nan
+        return out.astype(np_dtype)
+
+    return await _draw(ctx, draw, out_shape, ctx.attrs["dtype"])
+
+
+NotDifferentiable("RandomPoissonV2")
+
+
+# RandomGamma's gradient with respect to alpha (TF's RandomGammaGrad) is not built: the
+# sample is treated as a constant of alpha.
+NotDifferentiable("RandomGamma")
+
+
+# -- stateless draws ----------------------------------------------------------------------
+
+
+def _stateless_generator(seed) -> np.random.Generator:
+    seed = _host(seed)
+    if seed.shape != (2,):
+        raise errors.InvalidArgumentError(
+            None, None, f"seed must have shape [2], not {_shape_str(seed.shape)}"
+        )
+    mask = (1 << 64) - 1
+    key = np.array([int(seed[0]) & mask, int(seed[1]) & mask], np.uint64)
+    return np.random.Generator(np.random.Philox(key=key))
+
+
+def _stateless_shape(op):
+    op.inputs[1].shape.merge_with(tensor_shape.TensorShape([2]))
+    op.inputs[0].shape.with_rank(1)
+    return [ops.constant_shape(op.inputs[0])]
+
+
+def _register_stateless(op_type: str, draw):
+    op_def = register_op(
+        op_type,
+        inputs=["shape: T", "seed: Tseed"],
+        outputs=["output: dtype"],
+        attrs={"dtype": _FLOAT_OUT, "T": INDEX, "Tseed": INDEX},
+        shape_fn=_stateless_shape,
+    )
+    NotDifferentiable(op_type)
+
+    @op_def.kernel(host_memory=("shape", "seed"))
+    async def _kernel(ctx, shape, seed):
+        shape = _make_shape(shape)
+        gen = _stateless_generator(seed)
+        dtype = ctx.attrs["dtype"]
+        ctx.device.check_alloc(int(np.prod(shape)), dtype)
+        return await _to_device(ctx, draw(gen, shape, dtype.as_numpy_dtype))
+
+    return op_def
+
+
+StatelessRandomUniform = _register_stateless("StatelessRandomUniform", _draw_uniform)
+StatelessRandomNormal = _register_stateless(
+    "StatelessRandomNormal",
+    lambda g, s, d: g.standard_normal(s, dtype=np.float64).astype(d),
+)
+StatelessTruncatedNormal = _register_stateless("StatelessTruncatedNormal", _draw_truncated)
+
+StatelessRandomUniformInt = register_op(
+    "StatelessRandomUniformInt",
+    inputs=["shape: T", "seed: Tseed", "minval: dtype", "maxval: dtype"],
+    outputs=["output: dtype"],
+    attrs={"dtype": _INT_OUT, "T": INDEX, "Tseed": INDEX},
+    shape_fn=_stateless_shape,
+)
+NotDifferentiable("StatelessRandomUniformInt")
+
+
+@StatelessRandomUniformInt.kernel(host_memory=("shape", "seed", "minval", "maxval"))
+async def _stateless_uniform_int(ctx, shape, seed, minval, maxval):
+    shape = _make_shape(shape)
+    lo, hi = int(_host(minval)), int(_host(maxval))
+    dtype = ctx.attrs["dtype"]
+    if int(np.prod(shape)) and lo >= hi:
+        raise errors.InvalidArgumentError(None, None, f"Need minval < maxval: got {lo} >= {hi}")
+    gen = _stateless_generator(seed)
+    out = gen.integers(lo, max(hi, lo + 1), size=shape, dtype=dtype.as_numpy_dtype)
+    return await _to_device(ctx, out)
+
+
+# -- builders ----------------------------------------------------------------------------
+
+
+def random_gamma(shape, alpha, beta=None, dtype=dtypes.float32, seed=None, name=None):
+    """Samples of Gamma(alpha, beta), shape `shape + broadcast(alpha, beta).shape`
+    (`tf.random_gamma`)."""
+    dtype = dtypes.as_dtype(dtype)
+    with ops.name_scope(name, "random_gamma", [shape, alpha, beta]):
+        shape = _shape_tensor(shape)
+        alpha = ops.convert_to_tensor(alpha, dtype=dtype, name="alpha")
+        from asyncflow.ops import math_ops
+
+        if beta is not None:
+            beta = ops.convert_to_tensor(beta, dtype=dtype, name="beta")
+            alpha = math_ops.add(alpha, math_ops.multiply(beta, _zeros_like(beta)))
+        sample = ops.apply_op("RandomGamma", [shape, alpha], _seed_attrs(seed)).outputs[0]
+        if beta is None:
+            return sample
+        tiny = np.finfo(dtype.as_numpy_dtype).tiny
+        return math_ops.maximum(math_ops.realdiv(sample, beta), tiny)
+
+
+def _zeros_like(t):
+    from asyncflow.ops import array_ops
+
+    return array_ops.zeros_like(t)
+
+
+def random_poisson(lam, shape, dtype=dtypes.float32, seed=None, name=None):
+    """Samples of Poisson(lam), shape `shape + lam.shape` (TF1's `tf.random_poisson`;
+    note the argument order, `lam` first)."""
+    with ops.name_scope(name, "random_poisson", [lam, shape]):
+        shape = _shape_tensor(shape)
+        lam = ops.convert_to_tensor(lam, name="lam", dtype=None)
+        attrs = {**_seed_attrs(seed), "dtype": dtypes.as_dtype(dtype)}
+        return ops.apply_op("RandomPoissonV2", [shape, lam], attrs).outputs[0]
+
+
+def _stateless(op_type, default_name, shape, seed, dtype, name, scale=None, shift=None):
+    with ops.name_scope(name, default_name, [shape, seed]):
+        shape = _shape_tensor(shape)
+        seed = ops.convert_to_tensor(seed, name="seed")
+        rnd = ops.apply_op(op_type, [shape, seed], {"dtype": dtype}).outputs[0]
+        if scale is None:
+            return rnd
+        from asyncflow.ops import math_ops
+
+        return math_ops.add(math_ops.multiply(rnd, scale), shift)
+
+
+def stateless_random_uniform(shape, seed, minval=0, maxval=None, dtype=dtypes.float32, name=None):
+    """Deterministic uniform values in [minval, maxval) for a [2] `seed`
+    (`tf.random.stateless_uniform`)."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype.is_integer:
+        if maxval is None:
+            raise ValueError(f"Must specify maxval for integer dtype {dtype!r}")
+        with ops.name_scope(name, "stateless_random_uniform", [shape, seed]):
+            inputs = [
+                _shape_tensor(shape),
+                ops.convert_to_tensor(seed, name="seed"),
+                ops.convert_to_tensor(minval, dtype=dtype, name="min"),
+                ops.convert_to_tensor(maxval, dtype=dtype, name="max"),
+            ]
+            return ops.apply_op("StatelessRandomUniformInt", inputs, {"dtype": dtype}).outputs[0]
+    dtype = _float_dtype(dtype)
+    maxval = 1 if maxval is None else maxval
+    minval_t = ops.convert_to_tensor(minval, dtype=dtype, name="min")
+    maxval_t = ops.convert_to_tensor(maxval, dtype=dtype, name="max")
+    from asyncflow.ops import math_ops
+
+    return _stateless("StatelessRandomUniform", "stateless_random_uniform", shape, seed,
+                      dtype, name, math_ops.subtract(maxval_t, minval_t), minval_t)  # fmt: skip
+
+
+def stateless_random_normal(shape, seed, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None):
+    """Deterministic normal values for a [2] `seed` (`tf.random.stateless_normal`)."""
+    dtype = _float_dtype(dtype)
+    mean = ops.convert_to_tensor(mean, dtype=dtype, name="mean")
+    stddev = ops.convert_to_tensor(stddev, dtype=dtype, name="stddev")
+    return _stateless("StatelessRandomNormal", "stateless_random_normal", shape, seed, dtype,
+                      name, stddev, mean)  # fmt: skip
+
+
+def stateless_truncated_normal(shape, seed, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None):
+    """Deterministic truncated-normal values for a [2] `seed`
+    (`tf.random.stateless_truncated_normal`)."""
+    dtype = _float_dtype(dtype)
+    mean = ops.convert_to_tensor(mean, dtype=dtype, name="mean")
+    stddev = ops.convert_to_tensor(stddev, dtype=dtype, name="stddev")
+    return _stateless("StatelessTruncatedNormal", "stateless_truncated_normal", shape, seed,
+                      dtype, name, stddev, mean)  # fmt: skip
