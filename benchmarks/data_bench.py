@@ -16,7 +16,8 @@ map, the pipeline of the issue as written) or per batch (`--parse batch`: batch 
 then parse_example on the batch, TF's performance guide's advice).  It times, after
 one warm-up epoch, `--epochs` epochs of training steps (`sess.run(train_op)` until
 OutOfRangeError, re-initialising the iterator each epoch), and, separately, the
-pipeline alone (`sess.run(next_element)`).  Reports records/s (median over epochs); one
+pipeline alone (`sess.run(next_element)`).  Reports records/s and process CPU time per
+record (all threads; the fairer figure on a shared machine), medians over epochs; one
 JSON object on the last stdout line.  Wrap runs in `flock /tmp/bench.lock`.
 """
 
@@ -100,15 +101,15 @@ def build(tf, paths, args):
     return it, (x, y), train
 
 
-def epoch(tf, sess, it, fetch) -> tuple[int, float]:
+def epoch(tf, sess, it, fetch) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds: every thread of the process) of one epoch."""
     sess.run(it.initializer)
-    n, t0 = 0, time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     while True:
         try:
             sess.run(fetch)
         except tf.errors.OutOfRangeError:
-            return n, time.perf_counter() - t0
-        n += 1
+            return time.perf_counter() - t0, time.process_time() - c0
 
 
 def main() -> None:
@@ -138,11 +139,13 @@ def main() -> None:
             }
             for what, fetch in (("train", train), ("pipeline", nxt)):
                 epoch(tf, sess, it, fetch)  # warm-up
-                rates = []
+                rates, cpu = [], []
                 for _ in range(args.epochs):
-                    _, dt = epoch(tf, sess, it, fetch)
+                    dt, dc = epoch(tf, sess, it, fetch)
                     rates.append(args.records / dt)
+                    cpu.append(dc / args.records * 1e6)
                 res[f"{what}_records_per_s"] = round(statistics.median(rates))
+                res[f"{what}_cpu_us_per_record"] = round(statistics.median(cpu), 1)
     print(json.dumps(res))
 
 

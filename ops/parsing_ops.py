@@ -31,6 +31,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.example_pb import DecodeError
+from asyncflow.ops import parsing_template
 from asyncflow.protos.example_pb2 import Example
 from asyncflow.protos.parse_batch_pb2 import ExampleBatch, RawExample, RawExampleBatch
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
@@ -450,6 +451,8 @@ def _dense_fast(batch: _Batch, key, dtype, shape, default):
     """A dense (not sequence) feature's batch output, or None when any record needs the
     general path (missing without default, wrong count or kind, an unusual encoding)."""
     kind = _KIND_OF[dtype]
+    # Plain ints: a Dimension here would be compared with each record's count in Python.
+    shape = [int(d) for d in shape]
     want = math.prod(shape)
     if want == 0:
         return None
@@ -681,7 +684,14 @@ def _parse_kernel_sync(attrs, serialized, defaults):
         raise errors.InvalidArgumentError(
             None, None, f"Expected serialized to be a scalar, got shape: {list(serialized.shape)}"
         )
-    parsed = _Batch(serialized.reshape(-1).tolist())
+    records = serialized.reshape(-1).tolist()
+    if batch and not attrs["sparse_keys"] and not any(attrs["_dense_seq"]):
+        shapes = [[int(d) for d in shape] for shape in attrs["dense_shapes"]]
+        kinds = [_KIND_OF[dt] for dt in attrs["Tdense"]]
+        fast = parsing_template.dense_batch(records, attrs["dense_keys"], kinds, shapes)
+        if fast is not None:
+            return fast
+    parsed = _Batch(records)
     n = len(parsed.records)
     s_idx, s_val, s_shape = [], [], []
     for key, dt in zip(attrs["sparse_keys"], attrs["sparse_types"]):
