@@ -165,6 +165,10 @@ def _euclidean_norm(xp, x, axis, keep):
     return xp.sqrt(total)
 
 
+# Reductions whose value over no axes is their input itself (EuclideanNorm's is |x|).
+_NO_AXES_IS_INPUT = frozenset(["Sum", "Mean", "Prod", "Max", "Min", "Any", "All"])
+
+
 def _reduction_op(op_type: str, types: TypeConstraint | None):
     if types is None:  # Any / All
         inputs, attrs = ["input: bool", "reduction_indices: Tidx"], {}
@@ -180,12 +184,18 @@ def _reduction_op(op_type: str, types: TypeConstraint | None):
         shape_fn=_reduction_shape,
     )
     reducer = _REDUCERS[op_type]
+    passes_through = op_type in _NO_AXES_IS_INPUT
 
     @op_def.kernel(host_memory=("reduction_indices",))
     async def _kernel(ctx, x, axes):
         xp = ctx.xp
         x = xp.asarray(x)
         axis = _reduction_axes(x, axes)
+        if not axis and passes_through and type(x) is np.ndarray:
+            # Nothing reduced (a broadcast gradient's Sum over BroadcastGradientArgs'
+            # empty axes): the input's values, as a view (TF aliases the input buffer);
+            # a view is never taken over by a consumer (KernelContext.may_forward).
+            return x.view()
         keep = ctx.attrs["keep_dims"]
         out = await ctx.device.compute(_quiet, xp, reducer, xp, x, axis, keep)
         return _as_dtype(xp, out, ctx.attrs["T"] if types is not None else dtypes.bool_)
