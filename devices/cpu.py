@@ -22,6 +22,7 @@ import asyncio
 import contextvars
 import ctypes
 import os
+import sys
 import threading
 import time
 import types
@@ -39,6 +40,7 @@ __all__ = [
     "SHARED_INLINE_S",
     "estimate_seconds",
     "keep_freed_memory",
+    "share_the_gil",
     "plan_seconds",
     "share_cores",
 ]
@@ -226,6 +228,43 @@ def keep_freed_memory() -> bool:
     return _heap_kept
 
 
+# -- the GIL: how long the event loop waits for it ------------------------------------
+#
+# A thread that wants the GIL waits `sys.getswitchinterval()` (CPython's default: 5 ms)
+# before it asks the thread holding it to let go.  Our device workers, intra-op helpers
+# and synchronous callers' threads run Python beside the event loop (between NumPy
+# calls, or a whole step for `run` in a thread), so with the default the loop, waking
+# from its selector, waits up to 5 ms for one of them: measured with benchmarks/
+# loop_bench.py's ticker, the lag not spent waiting for a core reached 8-12 ms for the
+# CNN and the MLP (the CNN's convolutions and pooling gradients on the worker), and the
+# `sess.run`-in-a-thread baseline showed 2-3 ms at p99.  At 0.5 ms that wait stays under
+# the interpreter's own slice (loop_slices.SLICE_S); the cost is one forced switch per
+# 0.5 ms while two threads both want the GIL, and nothing while only one does.
+
+GIL_SWITCH_S = 5e-4
+_DEFAULT_SWITCH_S = 0.005  # CPython's
+_gil_shared: bool | None = None
+
+
+def share_the_gil() -> bool:
+    """Lower the interpreter's GIL switch interval to GIL_SWITCH_S, once per process,
+    when it is still CPython's default (an interval the program chose stays).  False
+    when left alone: changed by the program, or ASYNCFLOW_GIL_SWITCH_INTERVAL=0;
+    another positive value there (seconds) is used instead of GIL_SWITCH_S."""
+    global _gil_shared
+    if _gil_shared is None:
+        _gil_shared = False
+        env = os.environ.get("ASYNCFLOW_GIL_SWITCH_INTERVAL", "")
+        try:
+            target = float(env) if env else GIL_SWITCH_S
+        except ValueError:
+            target = GIL_SWITCH_S
+        if target > 0 and sys.getswitchinterval() == _DEFAULT_SWITCH_S:
+            sys.setswitchinterval(target)
+            _gil_shared = True
+    return _gil_shared
+
+
 # -- decided at plan time ----------------------------------------------------------------
 #
 # A node whose op type the table below knows, and whose shapes the graph fixes, gets its
@@ -347,6 +386,7 @@ class CPUDevice(Device):
     def __init__(self, name: str, index: int = 0, num_threads: int = 0):
         super().__init__(name, index)
         keep_freed_memory()
+        share_the_gil()
         # One worker by default: BLAS already spreads a big kernel over the cores, and
         # two BLAS calls at once on two cores oversubscribe them (intra-op threads).
         self.num_threads = num_threads or 1
