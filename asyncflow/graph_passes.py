@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from asyncflow import errors
 from asyncflow.executor import _flat_input_is_ref
-from asyncflow.ops import fused_elementwise, matmul_ops, nn_ops, training_ops
+from asyncflow.ops import fused_elementwise, matmul_ops, nn_ops, summary_ops, training_ops
 from asyncflow.partition import Partition, make_op, renumber
 
 __all__ = ["GRAPH_PASSES", "PartitionView", "run_graph_passes"]
@@ -274,6 +274,7 @@ class PartitionView:
 # The graph passes, in the order they run.  (Plan passes, which replace kernels of a
 # lowered plan without changing its nodes, run after these: lowering.PLAN_PASSES.)
 GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
+    summary_ops.order_before_updates,  # (adds control edges only: first, before fusions)
     matmul_ops.fuse_matmul_bias,
     matmul_ops.fuse_matmul_relu_grad,
     nn_ops.fuse_bias_add_relu,

@@ -14,7 +14,7 @@ import pytest
 import asyncflow as tf
 from asyncflow import graph_passes, partition
 from asyncflow.devices.cpu import CPUDevice
-from asyncflow.ops import fused_elementwise, matmul_ops, nn_ops, training_ops
+from asyncflow.ops import fused_elementwise, matmul_ops, nn_ops, summary_ops, training_ops
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -111,6 +111,7 @@ def test_fused_and_unfused_graphs_agree_with_numpy(monkeypatch, passes_on):
 
 def test_the_passes_run_in_the_listed_order():
     assert graph_passes.GRAPH_PASSES == [
+        summary_ops.order_before_updates,  # control edges only
         matmul_ops.fuse_matmul_bias,  # before BiasAdd+Relu: a dense layer is one gemm
         matmul_ops.fuse_matmul_relu_grad,
         nn_ops.fuse_bias_add_relu,

@@ -573,3 +573,43 @@ def test_sync_writer_uses_the_runtime_loop_once_it_has_a_thread(tmp_path, monkey
         rt.loop.call_soon_threadsafe(rt.loop.stop)
         rt.thread.join(timeout=10)
         rt.loop.close()
+
+
+def test_summary_of_a_weight_runs_before_its_update_without_a_copy(monkeypatch):
+    """A histogram of a weight fetched with the training op: the optimizer's update
+    waits for the summary (graph pass summary_ops.order_before_updates), so it writes
+    in place instead of copying the lent weight, and the summary shows the value from
+    before the update, as copy-on-write promised anyway."""
+    from asyncflow.ops import state_ops, summary_ops
+
+    copies = []
+    real = state_ops.VarRef._exclusive
+
+    def counting(ref):
+        ok = real(ref)
+        if not ok:
+            copies.append(ref.name)
+        return ok
+
+    monkeypatch.setattr(state_ops.VarRef, "_exclusive", counting)
+    rng = np.random.RandomState(3)
+    xv = rng.rand(16, 32).astype(np.float32)
+    w0 = (rng.randn(32, 8) * 0.1).astype(np.float32)
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 32])
+        w = af.Variable(w0, name="w")
+        b = af.Variable(np.zeros(8, np.float32), name="b")
+        loss = af.reduce_mean(af.square(af.matmul(x, w) + b))
+        train = af.train.GradientDescentOptimizer(0.1).minimize(loss)
+        summ = af.summary.merge([af.summary.histogram("w", w), af.summary.histogram("b", b)])
+        with af.Session() as sess:
+            sess.run(af.global_variables_initializer())
+            for _ in range(3):
+                before = sess.run([w, b])
+                _, s = sess.run([train, summ], {x: xv})
+                got = [v.histo for v in Summary.FromString(s).value]
+                assert got[0] == summary_ops.histogram_proto(before[0], "w")
+                assert got[1] == summary_ops.histogram_proto(before[1], "b")
+            after = sess.run(w)
+    assert not np.array_equal(after, w0)  # it trained
+    assert copies == []
