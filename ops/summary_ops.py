@@ -215,9 +215,8 @@ class _CellTable:
         counts = np.zeros(_LIMITS.size + 2, np.intp)
         lo, hi, total, squares = np.inf, -np.inf, 0.0, 0.0
         # Sums in double, one value at a time as TF up to _SEQUENTIAL_SUM_MAX values
-        # (bit-identical); above, numpy's pairwise sum (faster, as accurate or more; may
-        # differ from TF's in the last bits).
-        reduce = _sequential_sum if v.size <= _SEQUENTIAL_SUM_MAX else np.add.reduce
+        # (bit-identical); above, dot products (see `_moments`).
+        reduce = _sequential_sum if v.size <= _SEQUENTIAL_SUM_MAX else None
         for start in range(0, v.size, _CHUNK):
             chunk = v[start : start + _CHUNK]
             n = chunk.size
@@ -242,10 +241,18 @@ class _CellTable:
 
 
 def _moments(chunk, scratch, reduce, lo, hi, total, squares):
-    """(min, max, sum, sum of squares) so far, with `chunk`'s values added (in double)."""
+    """(min, max, sum, sum of squares) so far, with `chunk`'s values added (in double).
+
+    `reduce` is `_sequential_sum` (TF's order, bit-identical) or None: then both sums
+    are dot products in double (BLAS: one pass each, several accumulators; as accurate
+    as TF's one-at-a-time sum or more, and may differ from it in the last bits)."""
     lo, hi = min(lo, chunk.min()), max(hi, chunk.max())
     d = scratch.double[: chunk.size]
     np.copyto(d, chunk)
+    if reduce is None:
+        total += float(np.dot(d, scratch.ones[: chunk.size]))
+        squares += float(np.dot(d, d))
+        return lo, hi, total, squares
     total += float(reduce(d))
     np.multiply(d, d, out=d)
     squares += float(reduce(d))
@@ -335,7 +342,7 @@ class _BucketMemo:
         if self.key != (v.dtype, v.size):
             return self._rebuild(table, v)
         scratch = _scratch()
-        reduce = _sequential_sum if v.size <= _SEQUENTIAL_SUM_MAX else np.add.reduce
+        reduce = _sequential_sum if v.size <= _SEQUENTIAL_SUM_MAX else None
         lo, hi, total, squares = np.inf, -np.inf, 0.0, 0.0
         moved = []
         n_moved, limit = 0, v.size // _MEMO_MOVED_MAX
@@ -387,6 +394,7 @@ class _Scratch:
         self.above = np.empty(_CHUNK, bool)
         self.flag = np.empty(_CHUNK, bool)
         self.double = np.empty(_CHUNK, np.float64)
+        self.ones = np.ones(_CHUNK, np.float64)
         self.base = np.empty(_CHUNK, np.int16)
         self.index = np.empty(_CHUNK, np.intp)
         self._thresholds: dict = {}
