@@ -198,6 +198,7 @@ from asyncflow import (  # noqa: E402
     test,
     train,
 )
+from asyncflow import resource_variable as _resource_variable  # noqa: E402,F401 - use_resource
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
 from asyncflow.image import random_crop  # noqa: E402

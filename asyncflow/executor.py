@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from asyncflow import errors, loop_slices
+from asyncflow import dtypes, errors, loop_slices
 from asyncflow.frames import (  # noqa: F401 - re-exported for older callers
     CONST,
     CONTROL_FLOW_KINDS,
@@ -150,8 +150,8 @@ def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
         if ctx.fresh:
             _check_fresh(op, ctx.forward, args, values)
         for t, v in zip(outs, values):
-            if t._is_ref or v is DEAD:
-                continue
+            if t._is_ref or v is DEAD or t.dtype.base_dtype in (dtypes.resource, dtypes.variant):
+                continue  # a ref, a dead branch, a resource handle (no NumPy type)
             arr = np.asarray(v) if not hasattr(v, "dtype") else v
             want = t.dtype.as_numpy_dtype
             if np.dtype(arr.dtype) != np.dtype(want):

@@ -225,6 +225,8 @@ def _to_tensor_list(values, what: str, as_ref=False) -> list:
             out.append(v)
         elif isinstance(v, ops.Operation):
             raise TypeError(f"{what} must be Tensors, got Operation {v.name}")
+        elif as_ref and hasattr(v, "_gradient_source"):  # a variable in xs
+            out.append(v._gradient_source())
         else:
             out.append(ops.convert_to_tensor(v, as_ref=as_ref))
     return out
@@ -325,7 +327,7 @@ def _gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnecte
         for i, (t_in, g) in enumerate(zip(op.inputs, in_grads)):
             if g is None:
                 continue
-            if isinstance(g, ops.Tensor) and t_in.dtype != dtypes.string:
+            if isinstance(g, ops.Tensor) and t_in.dtype not in (dtypes.string, dtypes.resource):
                 try:
                     g.set_shape(t_in.shape)
                 except ValueError:

@@ -968,7 +968,14 @@ _CONVERSION_FUNCS: list[tuple[type, Callable]] = []
 
 
 def register_tensor_conversion_function(base_type, conversion_func, priority=100) -> None:
-    """`conversion_func(value, dtype=None, name=None, as_ref=False) -> Tensor`."""
+    """`conversion_func(value, dtype=None, name=None, as_ref=False) -> Tensor`.
+
+    A subclass's function is tried before its base class's (ResourceVariable before
+    Variable), whatever the order of registration."""
+    for i, (base, _) in enumerate(_CONVERSION_FUNCS):
+        if isinstance(base_type, type) and isinstance(base, type) and issubclass(base_type, base):
+            _CONVERSION_FUNCS.insert(i, (base_type, conversion_func))
+            return
     _CONVERSION_FUNCS.append((base_type, conversion_func))
 
 

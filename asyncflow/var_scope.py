@@ -111,6 +111,7 @@ class _VariableStore:
                 constraint=constraint,
                 synchronization=synchronization,
                 aggregation=aggregation,
+                use_resource=use_resource,
             )
             if partitioner is not None and not is_scalar:
                 if not callable(partitioner):
@@ -241,6 +242,7 @@ class _VariableStore:
         constraint=None,
         synchronization=VariableSynchronization.AUTO,
         aggregation=VariableAggregation.NONE,
+        use_resource=None,
     ):
         initializing_from_value = initializer is not None and not callable(initializer)
         if shape is not None and initializing_from_value:
@@ -303,6 +305,7 @@ class _VariableStore:
             constraint=constraint,
             synchronization=synchronization,
             aggregation=aggregation,
+            use_resource=use_resource,
         )
         self._vars[name] = v
         if regularizer:

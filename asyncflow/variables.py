@@ -61,6 +61,9 @@ class VariableAggregation(enum.Enum):
     ONLY_FIRST_TOWER = 3
 
 
+_RESOURCE_VARIABLE: list = [None]  # the ResourceVariable class (asyncflow.resource_variable)
+
+
 class Variable:
     """A TF1 variable: state that persists across `Session.run` calls.
 
@@ -73,6 +76,13 @@ class Variable:
 
     __array_priority__ = 100
     SaveSliceInfo = SaveSliceInfo  # where a partitioned variable's slice sits (TF's)
+
+    def __new__(cls, *args, use_resource=None, **kwargs):
+        # TF1's VariableMetaclass: Variable(use_resource=True) is a ResourceVariable.
+        if cls is Variable and use_resource:
+            # Set by asyncflow.resource_variable (which subclasses this), when imported.
+            return super().__new__(_RESOURCE_VARIABLE[0])
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -265,6 +275,11 @@ class Variable:
         return op.outputs[0]
 
     def _ref(self) -> ops.Tensor:
+        return self._variable
+
+    def _gradient_source(self) -> ops.Tensor:
+        """What `gradients(y, v)` differentiates with respect to: the ref tensor here,
+        the handle of a resource variable."""
         return self._variable
 
     def _as_graph_element(self) -> ops.Tensor:

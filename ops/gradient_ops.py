@@ -512,4 +512,5 @@ def broadcast_reduce(x, y, gx, gy):
 def is_trainable(dtype) -> bool:
     """dtypes gradients flow through (TF's backprop_util.IsTrainable)."""
     dtype = dtypes.as_dtype(dtype)
-    return dtype.is_floating or dtype.is_complex
+    # A resource variable's handle takes the gradient of its reads (TF's IsTrainable).
+    return dtype.is_floating or dtype.is_complex or dtype.base_dtype == dtypes.resource

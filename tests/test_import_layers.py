@@ -68,6 +68,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "partitioned_variables",
             "variables",
+            "resource_variable",
             "var_scope",
             "initializers",
             "layers",

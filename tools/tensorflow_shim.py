@@ -295,6 +295,10 @@ def _extra_tables():
         "variables": vars(importlib.import_module("asyncflow.variables")),
         # asyncflow's Variable is TF1's ref variable.
         "ref_variable": {"RefVariable": af.Variable},
+        "resource_variable_ops": {
+            **vars(importlib.import_module("asyncflow.ops.resource_variable_ops")),
+            **vars(importlib.import_module("asyncflow.resource_variable")),
+        },
         "variable_scope": vars(importlib.import_module("asyncflow.var_scope")),
         "config": {
             "is_op_determinism_enabled": lambda: False,

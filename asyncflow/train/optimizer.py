@@ -189,7 +189,7 @@ class Optimizer:
             raise ValueError("No variables to optimize.")
         for v in var_list:
             _check_variable(v)
-        var_refs = [v._ref() for v in var_list]
+        var_refs = [v._gradient_source() for v in var_list]
         grads = gradients(
             loss,
             var_refs,
