@@ -16,6 +16,7 @@ from asyncflow.ops import (
     array_ops,
     cast_ops,
     conv_ops,
+    image_crop_ops,
     image_ops,
     manip_ops,
     math_ops,
@@ -27,6 +28,7 @@ from asyncflow.ops import (
 )
 
 __all__ = [
+    "crop_and_resize",
     "sobel_edges",
     "yuv_to_rgb",
     "rgb_to_yuv",
@@ -459,6 +461,9 @@ def rgb_to_yuv(images):
 
 def yuv_to_rgb(images):
     return _mix(images, _YUV_TO_RGB, "yuv_to_rgb")
+
+
+crop_and_resize = image_crop_ops.crop_and_resize
 
 
 def sobel_edges(image):

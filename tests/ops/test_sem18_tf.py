@@ -58,7 +58,9 @@ def test_gradients_match_tf(key):
     w = af.constant(np.linspace(0.5, 1.5, int(np.prod(shape))).reshape(shape), af.float32)
     grads = af.gradients(af.reduce_sum(y * w), xs)
     for g, want in zip(grads, RECORDED["grads"][key]):
-        np.testing.assert_allclose(_run(g), np.asarray(want, np.float64), rtol=1e-5, err_msg=key)
+        np.testing.assert_allclose(
+            _run(g), np.asarray(want, np.float64), rtol=1e-5, atol=1e-5, err_msg=key
+        )
 
 
 @pytest.mark.parametrize("key", sorted(ERRORS))
