@@ -8,6 +8,7 @@ from asyncflow.ops import (
     conv_pool_nd,
     nn_impl,
     nn_ops,
+    pooling_argmax_ops,
     pooling_ops,
 )
 from asyncflow.ops.math_ops import sigmoid, tanh
@@ -28,6 +29,7 @@ for _m in (
     conv_ops,
     conv3d_ops,
     pooling_ops,
+    pooling_argmax_ops,
     conv_pool_nd,
     nn_impl,
     candidate_sampling_ops,
