@@ -124,6 +124,7 @@ from asyncflow.ops import state_ops as _state_ops  # noqa: E402
 from asyncflow.ops import string_extras_ops as _string_extras_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
 from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
+from asyncflow.ops import tensor_proto_ops as _tensor_proto_ops  # noqa: E402
 from asyncflow.ops import unique_ops as _unique_ops  # noqa: E402
 
 # Composites first: an op family's dedicated op of the same name takes their place.
@@ -157,6 +158,7 @@ for _m in (
     _clip_ops,
     _parsing_ops,
     _string_ops,
+    _tensor_proto_ops,
     _reader_ops,
     _sparse_tensor,
     _functional_ops,
