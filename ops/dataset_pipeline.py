@@ -34,11 +34,12 @@ from collections.abc import AsyncIterator, Callable
 import numpy as np
 
 from asyncflow import errors, python_io
+from asyncflow.crc32c import crc32c_gil_free
 from asyncflow.ops import philox_random
 
 __all__ = ["DatasetValue", "Env", "Function"]
 
-_RECORDS_PER_HOP = 256  # records read from a file per worker-thread trip
+_CRC_GIL_FREE = crc32c_gil_free()  # None with the pure-Python CRC
 
 
 # Set by asyncflow.data (which may import the client layer): `factory(session, feeds,
@@ -77,10 +78,44 @@ async def _in_thread(fn, *args):
 
 
 class DatasetValue:
-    """A pipeline stage with its input values bound; `iterate` starts one pass."""
+    """A pipeline stage with its input values bound; `iterate` starts one pass.
+
+    `chunks` is the same pass in lists of elements (any lengths, in order), for stages
+    that move many elements per step (shuffle, batch): one async step per list
+    instead of per element.  A stage whose `bare_bytes` is true may put a bare `bytes`
+    in those lists for the element `(np.array(b, dtype=object),)`: records stay as
+    they were read until a batch (one object array) or a function needs them."""
+
+    bare_bytes = False
 
     def iterate(self, env: Env) -> AsyncIterator[tuple]:
         raise NotImplementedError
+
+    async def chunks(self, env: Env) -> AsyncIterator[list]:
+        source = self.iterate(env)
+        try:
+            async for elem in source:
+                yield [elem]
+        finally:
+            await source.aclose()
+
+
+def _dressed(chunks: AsyncIterator[list], bare: bool) -> AsyncIterator[tuple]:
+    """The elements of `chunks` one by one, bare records as one-component tuples."""
+
+    async def gen():
+        try:
+            async for chunk in chunks:
+                if bare:
+                    for rec in chunk:
+                        yield (np.array(rec, dtype=object),)
+                else:
+                    for elem in chunk:
+                        yield elem
+        finally:
+            await chunks.aclose()
+
+    return gen()
 
 
 # -- sources ------------------------------------------------------------------------------
@@ -162,26 +197,65 @@ def _read_paths(filenames) -> list[str]:
 
 
 class TFRecords(DatasetValue):
+    bare_bytes = True
+
     def __init__(self, filenames, compression):
         self.paths = _read_paths(filenames)
-        self.options = python_io.TFRecordOptions(compression or None)
+        self.compression = python_io.TFRecordOptions.get_compression_type_string(
+            python_io.TFRecordOptions(compression or None)
+        )
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return _dressed(self.chunks(env), True)
+
+    async def chunks(self, env):
         for path in self.paths:
+            reader = await _in_thread(_RecordChunks, path, self.compression)
             try:
-                it = await _in_thread(python_io.tf_record_iterator, path, self.options)
-            except errors.OpError:
-                raise
-            while True:
-                chunk = await _in_thread(_take, it, _RECORDS_PER_HOP)
-                for rec in chunk:
-                    yield (np.array(rec, dtype=object),)
-                if len(chunk) < _RECORDS_PER_HOP:
-                    break
+                while True:
+                    records, error, end = await _in_thread(reader.next)
+                    if records:
+                        yield records
+                    if error is not None:
+                        raise error
+                    if end:
+                        break
+            finally:
+                reader.close()
 
 
-def _take(it, n) -> list:
-    return list(itertools.islice(it, n))
+class _RecordChunks:
+    """A TFRecord file's records, a chunk of the file at a time (on a worker thread).
+
+    Each chunk comes with its CRC-32C when the C backend can take it without the GIL,
+    so the scanner accepts runs of equal-length records without a CRC per record
+    (python_io.RecordScanner's class note)."""
+
+    _CHUNK = 256 << 10
+
+    def __init__(self, path: str, compression: str):
+        self.source = python_io.open_source(path, compression)
+        self.scanner = python_io.RecordScanner(self.source.path)
+
+    def next(self):
+        """(records, error after them or None, whether the file is done)."""
+        scanner, values = self.scanner, []
+        try:
+            data = self.source.read(max(self._CHUNK, scanner.need()))
+            if not data:
+                scanner.check_end()
+            else:
+                crc = None
+                if _CRC_GIL_FREE is not None and scanner.wants_crc():
+                    crc = _CRC_GIL_FREE(data)
+                scanner.feed(data, None, crc)
+            scanner.take(1 << 30, values)
+        except errors.OpError as e:  # DataLossError: the good records first
+            return values, e, True
+        return values, None, not data
+
+    def close(self):
+        self.source.close()
 
 
 def _read_whole(path: str, compression: str) -> bytes:
@@ -395,6 +469,12 @@ def _batch(elems: list[tuple]) -> tuple:
     return tuple(out)
 
 
+def _batch_records(records: list) -> tuple:
+    out = np.empty(len(records), dtype=object)
+    out[:] = records
+    return (out,)
+
+
 class Batch(DatasetValue):
     def __init__(self, input_value, batch_size, drop_remainder):
         if batch_size <= 0:
@@ -402,14 +482,24 @@ class Batch(DatasetValue):
         self.input, self.n, self.drop = input_value, int(batch_size), bool(drop_remainder)
 
     async def iterate(self, env):
+        make = _batch_records if self.input.bare_bytes else _batch
+        n = self.n
         buf: list = []
-        async for elem in self.input.iterate(env):
-            buf.append(elem)
-            if len(buf) == self.n:
-                yield _batch(buf)
-                buf = []
+        source = self.input.chunks(env)
+        try:
+            async for chunk in source:
+                buf += chunk
+                if len(buf) < n:
+                    continue
+                k = 0
+                while len(buf) - k >= n:
+                    yield make(buf[k : k + n])
+                    k += n
+                del buf[:k]
+        finally:
+            await source.aclose()
         if buf and not self.drop:
-            yield _batch(buf)
+            yield make(buf)
 
 
 class PaddedBatch(DatasetValue):
@@ -482,36 +572,45 @@ class Shuffle(DatasetValue):
         if buffer_size <= 0:
             raise errors.InvalidArgumentError(None, None, "buffer_size must be greater than zero.")
         self.input, self.size = input_value, int(buffer_size)
+        self.bare_bytes = input_value.bare_bytes
         self.seeds = philox_random.seed_generator(seed, seed2, reshuffle)
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return _dressed(self.chunks(env), self.bare_bytes)
+
+    async def chunks(self, env):
         draw = philox_random.PhiloxStream(*self.seeds.next_pair()).next
         size = self.size
         # Invariant: the buffered elements, oldest first, are buf[head:]; TF's ring
         # buffer holds the same elements in the same logical order.
         buf: list = []
         head = 0
-        source = self.input.iterate(env)
+        source = self.input.chunks(env)
         try:
-            async for elem in source:
-                buf.append(elem)
-                if len(buf) - head < size:
-                    continue
-                i = head + draw() % size
-                out = buf[i]
-                buf[i] = buf[head]
-                buf[head] = None
-                head += 1
+            async for chunk in source:
+                out = []
+                for elem in chunk:
+                    buf.append(elem)
+                    if len(buf) - head < size:
+                        continue
+                    i = head + draw() % size
+                    out.append(buf[i])
+                    buf[i] = buf[head]
+                    buf[head] = None
+                    head += 1
                 if head >= 4096 and head * 2 >= len(buf):
                     del buf[:head]
                     head = 0
-                yield out
+                if out:
+                    yield out
             while head < len(buf):
-                i = head + draw() % (len(buf) - head)
-                out = buf[i]
-                buf[i] = buf[head]
-                buf[head] = None
-                head += 1
+                out = []
+                for _ in range(min(len(buf) - head, 1024)):
+                    i = head + draw() % (len(buf) - head)
+                    out.append(buf[i])
+                    buf[i] = buf[head]
+                    buf[head] = None
+                    head += 1
                 yield out
         finally:
             await source.aclose()

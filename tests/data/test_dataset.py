@@ -315,3 +315,44 @@ def test_feedable_iterator_from_string_handle(sess):
     assert sess.run(nxt, {handle: th}) == 3  # the training iterator kept its place
     with pytest.raises(errors.InvalidArgumentError):
         sess.run(nxt, {handle: b"nonsense"})
+
+
+def _write_records(path, records, options=None):
+    with python_io.TFRecordWriter(str(path), options) as w:
+        for r in records:
+            w.write(r)
+
+
+def test_tfrecord_chunks_keep_order_across_chunks_and_shuffle_like_range(sess, tmp_path):
+    # 1 KB records: the file spans several read chunks, records straddle their edges.
+    recs = [b"%05d" % i + bytes(995 + i % 7) for i in range(700)]
+    p = tmp_path / "big.tfrecord"
+    _write_records(p, recs)
+    assert values(sess, af.data.TFRecordDataset(str(p))) == recs
+    # Records shuffled and batched in chunks come in the order elements do one by one.
+    got = values(sess, af.data.TFRecordDataset(str(p)).shuffle(50, seed=4).batch(64))
+    order = values(sess, D.range(700).shuffle(50, seed=4))
+    assert [r for b in got for r in b.tolist()] == [recs[i] for i in order]
+    assert [len(b) for b in got] == [64] * 10 + [60]
+    one = values(sess, af.data.TFRecordDataset(str(p)).shuffle(50, seed=4).take(3))
+    assert one == [recs[i] for i in order[:3]]
+
+
+def test_tfrecord_compressed_missing_and_corrupt(sess, tmp_path):
+    recs = [b"r%d" % i for i in range(300)]
+    gz = tmp_path / "a.tfrecord.gz"
+    _write_records(gz, recs, python_io.TFRecordOptions("GZIP"))
+    assert values(sess, af.data.TFRecordDataset(str(gz), compression_type="GZIP")) == recs
+    with pytest.raises(errors.NotFoundError):
+        values(sess, af.data.TFRecordDataset(str(tmp_path / "nope.tfrecord")))
+    bad = tmp_path / "bad.tfrecord"
+    _write_records(bad, recs)
+    data = bytearray(bad.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # damage one record in the middle
+    bad.write_bytes(bytes(data))
+    nxt = af.data.TFRecordDataset(str(bad)).make_one_shot_iterator().get_next()
+    got = []
+    with pytest.raises(errors.DataLossError):
+        for _ in range(400):
+            got.append(sess.run(nxt))
+    assert 100 < len(got) < 300 and got == recs[: len(got)]  # the good records first
