@@ -1,0 +1,62 @@
+"""The examples run on the CuPy stand-in as their GPU (ASYNCFLOW_FAKE_GPUS=1), as a TF1
+program runs on a GPU machine: ops with a GPU kernel on GPU:0 by default, queues and
+readers on the CPU.  Each runs as its own process, with short settings; those needing
+the `examples` extra (scikit-learn, tqdm) are skipped without it.
+(examples/multi_gpu_train.py has its own test in test_gpu_device.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.timeout(150)
+
+
+def _run_example(name: str, *args: str) -> str:
+    env = dict(os.environ, ASYNCFLOW_FAKE_GPUS="1")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=140,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_quickstart():
+    out = _run_example("quickstart.py")
+    assert "sync and async steps agree; both match NumPy." in out
+
+
+def test_train_digits_mlp():
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    out = _run_example("train_digits.py", "--model", "mlp", "--epochs", "1")
+    accuracy = float(out.split("test accuracy ")[1].split("%")[0])
+    assert accuracy > 80
+
+
+def test_char_rnn():
+    pytest.importorskip("tqdm")
+    out = _run_example(
+        "char_rnn.py", "--epochs", "1", "--steps", "1", "--batch", "4", "--seq", "10",
+        "--hidden", "16", "--sample", "10",
+    )  # fmt: skip
+    assert "---- sample ----" in out
+
+
+def test_input_pipeline(tmp_path):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    out = _run_example("input_pipeline.py", "--epochs", "1", "--dir", str(tmp_path))
+    assert float(out.split("test accuracy: ")[1].split()[0]) > 0.5
