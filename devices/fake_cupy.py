@@ -689,10 +689,12 @@ def _computes(result, operands) -> bool:
 
 def launches(device: int | None = None) -> dict[str, int]:
     """Work asked of the device (all devices when None) since `reset_launches()`:
-    {"kernels", "h2d", "d2h", "peer"} counts, as the module note defines them."""
+    {"kernels", "h2d", "d2h", "peer", "sync"} counts, as the module note defines them
+    ("sync": device->host reads that block the calling thread until the device gets
+    there, `asnumpy` and `get()`; on the event loop's thread a kernel must make none)."""
     with _counts_lock:
         items = list(_counts.items())
-    out = dict.fromkeys(("kernels", "h2d", "d2h", "peer"), 0)
+    out = dict.fromkeys(("kernels", "h2d", "d2h", "peer", "sync"), 0)
     for (dev, kind), n in items:
         if device is None or dev == device:
             out[kind] += n
@@ -814,6 +816,7 @@ class ndarray:  # noqa: N801 - CuPy's name
         if _is_pinned(out):
             out._pending = (stream.id, seq)
         if blocking:
+            _tally(self._dev, "sync")
             with stream._cond:
                 while stream._done < seq:
                     stream._cond.wait()

@@ -36,7 +36,6 @@ from asyncflow.ops.conv_ops import (
     window_geometry,
     window_slice,
 )
-from asyncflow.ops.math_helpers import to_host
 from asyncflow.registry import REAL, REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["max_pool", "avg_pool", "max_pool2d", "avg_pool2d"]
@@ -330,7 +329,8 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt, relu: bool = False):
     dxp = xp.empty(x.shape, dtype=dy.dtype) if tiles else p.padded_zeros(xp, dy.dtype)
     # dy * hit is exact when dy is finite (x * 1 == x, x * 0 == 0) and several times
     # faster than where(hit, dy, 0); inf or nan in dy must not leak into other positions.
-    finite = bool(to_host(xp, xp.isfinite(dy).all()))
+    # (On a device: where() always; reading dy's finiteness would wait for the device.)
+    finite = xp is np and bool(xp.isfinite(dy).all())
     zero = dy.dtype.type(0)
     # scratch (reused across calls: fresh pages cost more than these passes)
     hit = _work(xp, "pool.hit", y.shape, np.bool_)
@@ -414,9 +414,11 @@ def _max_pool_grad_tiles(xp, p: _Pool, x, y, dy):
             xp.greater(m, seen, out=m)  # a maximum, and none earlier in its window
             if k != last:
                 xp.logical_or(seen, m, out=seen)
-    dx = xp.empty(x.shape, dtype=dy.dtype)
     d = dy.reshape(n * oh, 1, ow, 1, c)
-    if bool(to_host(xp, xp.isfinite(dy).all())):  # dy * hit is exact for finite dy
+    if xp is not np:  # (a device: no host read of dy's finiteness, which would wait for it)
+        return xp.where(hit, d, dy.dtype.type(0)).reshape(x.shape)
+    dx = xp.empty(x.shape, dtype=dy.dtype)
+    if bool(np.isfinite(dy).all()):  # dy * hit is exact for finite dy
         xp.multiply(d, hit, out=dx.reshape(shape))
     else:  # inf or nan must not leak into other positions
         dx.reshape(shape)[...] = xp.where(hit, d, dy.dtype.type(0))
