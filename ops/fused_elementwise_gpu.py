@@ -23,6 +23,12 @@ float16 programs (whose activations the CPU widens to float32) and programs with
 missing from `_FORMS` run the generic kernel.
 
 Shape errors are the program's own (`_Program.schedule`), raised before any launch.
+
+The element-wise ops that are several ufuncs each (ReluGrad, Sigmoid and its gradient,
+TanhGrad, Softplus and its gradient, SquaredDifference, Rsqrt) get a GPU kernel of
+their own from the same forms, for the nodes no cluster took: one launch each (a CNN's
+ReluGrad between two MaxPoolGrads, a lone Sigmoid).  Inputs other than float32/64 of
+one shape go to the op's generic kernel (its checks, its messages).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import numpy as np
 
 from asyncflow.ops import fused_elementwise as _fe
 from asyncflow.ops.math_helpers import to_host
+from asyncflow.registry import get_op_def
 
 __all__ = ["GPU_FORMS"]
 
@@ -314,3 +321,45 @@ def _sum_axes(shape: tuple, target: tuple) -> tuple:
     return tuple(range(lead)) + tuple(
         lead + i for i, (t, d) in enumerate(zip(target, shape[lead:])) if t == 1 and d != 1
     )
+
+
+_SINGLE_OPS = (
+    "ReluGrad",
+    "Sigmoid",
+    "SigmoidGrad",
+    "TanhGrad",
+    "Softplus",
+    "SoftplusGrad",
+    "SquaredDifference",
+    "Rsqrt",
+)
+_SINGLE: dict = {}  # (xp, op type, dtype) -> its fused kernel
+
+
+def _register_single(op_type: str) -> None:
+    op_def = get_op_def(op_type)
+    generic = op_def.kernel_defs[None].fn
+
+    @op_def.kernel("GPU")
+    async def kernel(ctx, *xs):
+        x0 = xs[0]
+        dtype = x0.dtype
+        if (
+            dtype not in _DTYPES
+            or not x0.size
+            or any(x.dtype != dtype or x.shape != x0.shape for x in xs)
+        ):
+            return await generic(ctx, *xs)
+        xp = ctx.xp
+        key = (xp, op_type, dtype)
+        fused = _SINGLE.get(key)
+        if fused is None:
+            form = GPU_FORMS[op_type](xp, dtype.type(1), dtype.type(0))
+            fused = _SINGLE[key] = xp.fuse(kernel_name=f"asyncflow_{op_type}")(form)
+        return await ctx.device.compute(fused, *xs)
+
+    kernel.__name__ = kernel.__qualname__ = f"_{op_type.lower()}_gpu"
+
+
+for _op_type in _SINGLE_OPS:
+    _register_single(_op_type)

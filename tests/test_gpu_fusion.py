@@ -261,3 +261,66 @@ def test_gpu_variable_updates_in_place_unless_a_read_is_alive(fake_gpu):
         held = s.run(v)  # a fetched value never changes afterwards
         s.run(update, {delta: ones})
         np.testing.assert_array_equal(held, before - 1)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x, y: af.sigmoid(x),
+        lambda x, y: af.nn.softplus(x),
+        lambda x, y: af.math.rsqrt(af.abs(x) + 0.5),
+        lambda x, y: af.math.squared_difference(x, y),
+        lambda x, y: af.gradients(af.reduce_sum(af.nn.relu(x) * y), [x])[0],
+        lambda x, y: af.gradients(af.reduce_sum(af.tanh(x) * y), [x])[0],
+        lambda x, y: af.gradients(af.reduce_sum(af.sigmoid(x) * y), [x])[0],
+        lambda x, y: af.gradients(af.reduce_sum(af.nn.softplus(x) * y), [x])[0],
+    ],
+)
+def test_lone_activations_and_gradients_on_the_gpu_match_the_cpu(fake_gpu, build):
+    rng = np.random.default_rng(3)
+    x0, y0 = rng.standard_normal((2, 5, 7))
+
+    def graph():
+        x = af.placeholder(af.float64, [5, 7])
+        y = af.placeholder(af.float64, [5, 7])
+        return [build(x, y)], [x, y]
+
+    gpu, cpu, launches, _ = _run_both(graph, [x0, y0])
+    np.testing.assert_allclose(gpu[0], cpu[0], rtol=1e-14, atol=1e-14)
+
+
+def test_a_lone_relu_gradient_is_one_launch(fake_gpu):
+    g = af.Graph()
+    with g.as_default():
+        x = af.placeholder(af.float32, [4, 6])
+        dy = af.placeholder(af.float32, [4, 6])
+        grad = af.gradients(af.nn.relu(x), [x], [dy])[0]
+    feed = {x: np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6), dy: np.ones((4, 6))}
+    with af.Session(graph=g) as s:
+        s.run(grad, feed)
+        fake_cupy.reset_launches()
+        got = s.run(grad, feed)
+        assert fake_cupy.launches()["kernels"] == 1
+    np.testing.assert_array_equal(got, (feed[x] > 0).astype(np.float32))
+
+
+def test_max_pool_gradient_reads_nothing_back_on_the_loop(fake_gpu):
+    """MaxPoolGrad chose its formula by reading dy's finiteness on the host: on a GPU a
+    blocking read in every training step.  It computes where(hit, dy, 0) there now."""
+    rng = np.random.default_rng(4)
+    x0 = rng.standard_normal((2, 4, 6, 3)).astype(np.float32)
+    dy0 = rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+    dy0[0, 0, 0, 0] = np.inf
+
+    def build():
+        x = af.placeholder(af.float32, [2, 4, 6, 3])
+        dy = af.placeholder(af.float32, [2, 2, 3, 3])
+        y = af.nn.max_pool(x, [1, 3, 3, 1], [1, 1, 1, 1], "SAME")  # (not tiles)
+        g_tiles = af.gradients(af.nn.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID"), [x], [dy])
+        g_other = af.gradients(y, [x], [af.ones_like(y)])
+        return g_tiles + g_other, [x, dy]
+
+    gpu, cpu, launches, _ = _run_both(build, [x0, dy0])
+    assert launches["sync"] == 0
+    for a, b in zip(gpu, cpu):
+        np.testing.assert_array_equal(a, b)
