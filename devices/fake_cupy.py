@@ -664,6 +664,16 @@ _counts: collections.Counter = collections.Counter()  # (device, kind) -> count
 _NO_LAUNCH = frozenset(["empty", "empty_like"])  # CuPy only allocates
 
 
+# Functions whose result's shape depends on values: CuPy reads a count back to the host
+# (a blocking device->host read) before it can allocate the result.
+_SIZED_BY_VALUES = frozenset("nonzero argwhere flatnonzero unique compress extract".split())
+
+
+def _has_mask(key) -> bool:
+    keys = key if isinstance(key, tuple) else (key,)
+    return any(type(k) is ndarray and k.dtype == np.bool_ and k.ndim > 0 for k in keys)
+
+
 def _tally(dev: int, kind: str) -> None:
     with _counts_lock:
         _counts[dev, kind] += 1
@@ -777,11 +787,15 @@ class ndarray:  # noqa: N801 - CuPy's name
             return _run(lambda _a: attr, (self,), None)
 
         def method(*args, **kwargs):
+            if name in _SIZED_BY_VALUES:
+                _tally(self._dev, "sync")
             return _run(lambda *a, **k: attr(*a[1:], **k), (self, *args), kwargs, True)
 
         return method
 
     def __getitem__(self, key):
+        if _has_mask(key):  # CuPy reads the mask's count back to size the result
+            _tally(self._dev, "sync")
         return _run(lambda a, k: a[k], (self, key), None)
 
     def __setitem__(self, key, value) -> None:
@@ -1015,8 +1029,12 @@ class _Namespace(types.ModuleType):
             value = attr
         else:
 
-            def value(*args, _f=attr, _alloc=name in _NO_LAUNCH, **kwargs):
-                return _run(_f, args, kwargs, True, _alloc)
+            def value(
+                *args, _f=attr, _alloc=name in _NO_LAUNCH, _sized=name in _SIZED_BY_VALUES, **kw
+            ):
+                if _sized or (name == "where" and len(args) == 1):
+                    _tally(_current_device(), "sync")
+                return _run(_f, args, kw, True, _alloc)
 
             value.__name__ = name
         setattr(self, name, value)
