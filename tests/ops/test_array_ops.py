@@ -8,6 +8,7 @@ import pytest
 import asyncflow.ops  # noqa: F401 - registers every family
 from asyncflow import dtypes, errors, executor, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.devices import gpu
 from asyncflow.ops import array_ops as A
 from asyncflow.registry import all_op_defs
 from asyncflow.session import Session
@@ -746,6 +747,8 @@ RUN_ERRORS = [
 
 @pytest.mark.parametrize("name,build,value,match", RUN_ERRORS, ids=[c[0] for c in RUN_ERRORS])
 def test_run_errors(name, build, value, match):
+    if name.startswith("gather") and gpu.default_count(None):
+        pytest.skip("TF's GPU gather checks nothing (zeros): tests/ops/test_device_indexing.py")
     feeds = {}
     if value is not None:
         p = A.placeholder(dtypes.as_dtype(np.asarray(value).dtype))
