@@ -4,7 +4,8 @@
    session on GPU:0 against the same graphs on the CPU (NumPy).
 2. An MLP training step (784-512-512-10, batch 256, SGD; the batch fed from the host and
    the loss fetched each step) against a hand-written CuPy step doing the same work
-   (weights resident on the GPU, same feed and fetch).
+   (weights resident on the GPU, same feed and fetch); the same for a small CNN
+   (benchmarks/gpu_cnn.py).  On the stand-in, the launches of each step instead.
 3. Host<->device copy GB/s of a 256 MiB float32 buffer through the device's copy path
    (`copy_from_host` / `copy_to_host`: pinned staging, copy streams, events) against
    CuPy's own asynchronous copy of the same buffer from/to pinned memory.
@@ -34,6 +35,9 @@ import numpy as np
 
 import asyncflow as af
 from asyncflow.devices import gpu
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import gpu_cnn  # noqa: E402 - benchmarks/gpu_cnn.py, beside this script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -326,13 +330,27 @@ def main() -> int:
             "<= 1.2x" + ("" if same else "  (LOSSES DIFFER)"),
         )
     )
+
+    def fmt(c):
+        return f"{c['kernels']} kernels + {c['h2d'] + c['d2h'] + c['peer']} copies"
+
     if fake:
         ours, theirs = launches_per_step()
-
-        def fmt(c):
-            return f"{c['kernels']} kernels + {c['h2d'] + c['d2h'] + c['peer']} copies"
-
         rows.append(("  launches per MLP step", f"{fmt(ours)} vs CuPy {fmt(theirs)}", "(count)"))
+    c_af, c_cp = ({}, {}) if fake else (None, None)
+    t_af, l_af = gpu_cnn.asyncflow_cnn(args.steps, c_af)
+    t_cp, l_cp = gpu_cnn.cupy_cnn(b.xp, args.steps, c_cp)
+    same_cnn = np.allclose(l_af, l_cp, rtol=2e-3, atol=1e-4)
+    same = same and same_cnn
+    rows.append(
+        (
+            f"CNN step (2x conv3x3+pool, b{gpu_cnn.BATCH})",
+            f"{t_af * 1e3:.2f} ms vs CuPy {t_cp * 1e3:.2f} ms = {t_af / t_cp:.2f}x",
+            "(no target)" + ("" if same_cnn else "  (LOSSES DIFFER)"),
+        )
+    )
+    if fake:
+        rows.append(("  launches per CNN step", f"{fmt(c_af)} vs CuPy {fmt(c_cp)}", "(count)"))
     h2d, d2h, rh2d, rd2h, ph2d, pd2h, (t_mm, t_copy, t_both) = asyncio.run(
         copy_rates(args.copy_mib, 256 if args.quick else 4096)
     )
