@@ -27,7 +27,10 @@ def _in_range(xp):
             bad = xp.logical_or(xp.less(indices, 0), xp.greater_equal(indices, limit))
             return xp.multiply(indices, xp.logical_not(bad)), bad
 
-        fn = _FUSED[xp] = xp.fuse(kernel_name="asyncflow_in_range")(in_range)
+        fuse = getattr(xp, "fuse", None)  # (an array module without one: plain ufuncs)
+        fn = _FUSED[xp] = (
+            in_range if fuse is None else fuse(kernel_name="asyncflow_in_range")(in_range)
+        )
     return fn
 
 
