@@ -631,14 +631,14 @@ class BaseSession:
             if plan is not line[0]:  # (the first call, or the graph changed)
                 line[:] = plan, self._straight_line(plan)
             program = line[1]
-            with quiet_step():
-                if program is None:
+            if program is None:
+                with quiet_step():
                     values = await master.run_step(plan, feed_values, None)
-                else:
-                    master._step_counter += 1
-                    values = await program.run(master._step_counter, feed_values)
-                    if self._closed:  # (closed while a kernel of it waited)
-                        raise errors.CancelledError(None, None, "Session has been closed.")
+            else:
+                master._step_counter += 1
+                values = await program.run(master._step_counter, feed_values)
+                if self._closed:  # (closed while a kernel of it waited)
+                    raise errors.CancelledError(None, None, "Session has been closed.")
             STEPPED_IN.set(_SLICE_OF.get(loop, 0))
             return rebuild(_fetch_values(values, feed_values))
 

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
+
 from asyncflow import loop_slices
 from asyncflow.executor import _FORWARD, _NOTHING, Plan
-from asyncflow.kernel_api import _CURRENT_STEP, StepContext, wrap_kernel_error
+from asyncflow.kernel_api import _CURRENT_STEP, QUIET_STEP, StepContext, wrap_kernel_error
 
 __all__ = ["MAX_NODES", "Program", "program_for"]
 
@@ -80,6 +82,12 @@ class Program:
                 vals[s] = v
         sctx = StepContext(step_id)
         token = _CURRENT_STEP.set(sctx)
+        # The step's kernels in one np.errstate (kernel_api.quiet_step, inlined: its
+        # generator cost as much as a kernel here).
+        quiet = None if QUIET_STEP.get() else QUIET_STEP.set(True)
+        errstate = None if quiet is None else np.errstate(all="ignore")
+        if errstate is not None:
+            errstate.__enter__()
         clock = loop_slices._clock
         deadline, graced = loop_slices.slice_deadline(), False
         i = -1
@@ -146,6 +154,9 @@ class Program:
                 raise
             raise error from exc
         finally:
+            if errstate is not None:
+                errstate.__exit__(None, None, None)
+                QUIET_STEP.reset(quiet)
             _CURRENT_STEP.reset(token)
             sctx.close()
 
