@@ -62,7 +62,7 @@ async def measure(export_dir: str, weights: dict, n: int, rounds: int) -> dict:
     async def numpy_call():
         return numpy_model(weights, x)
 
-    program = sess._straight_line(plan)
+    program = sess._straight_line(plan) if hasattr(sess, "_straight_line") else None
 
     async def straight_line():
         return await program.run(0, values)
