@@ -29,6 +29,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -129,14 +130,14 @@ def cpu_seconds(pid: int) -> float:
 
 def _hot_load(base: str, version: int) -> None:
     """Publish version `version` (a copy of version 1) atomically: copy, then rename."""
-    import shutil
-
     staging = os.path.join(os.path.dirname(base), f".staging-{version}")
     shutil.copytree(os.path.join(base, "1"), staging)
     os.rename(staging, os.path.join(base, str(version)))
 
 
-async def load(port, concurrency, seconds, warmup, bodies, expected, pid=None, reload=None):
+async def load(
+    port, concurrency, seconds, warmup, bodies, expected, pid=None, reload=None, versions=False
+):
     from aiohttp import ClientSession, TCPConnector
 
     url = f"http://127.0.0.1:{port}/v1/models/{MODEL}:predict"
@@ -175,13 +176,27 @@ async def load(port, concurrency, seconds, warmup, bodies, expected, pid=None, r
             await asyncio.to_thread(_hot_load, *reload)
         await clients
         elapsed = time.perf_counter() - t0
-        if reload is not None:
+        if reload is not None or versions:
             async with http.get(url.removesuffix(":predict")) as r:
                 versions = {
                     v["version"]: v["state"] for v in (await r.json())["model_version_status"]
                 }
         cpu = cpu_seconds(pid) - cpu0 if pid else float("nan")
-    a = np.asarray(latencies) * 1e3
+    return {
+        "latencies": latencies,
+        "elapsed": elapsed,
+        "cpu": cpu,
+        "failed": failures,
+        **({"versions_after": versions} if versions is not None else {}),
+    }
+
+
+def summarize(slices: list[dict]) -> dict:
+    """One server's figures over its measured slices (see `--rounds`)."""
+    a = np.concatenate([np.asarray(s["latencies"]) for s in slices]) * 1e3
+    elapsed = sum(s["elapsed"] for s in slices)
+    cpu = sum(s["cpu"] for s in slices)
+    versions = [s["versions_after"] for s in slices if "versions_after" in s]
     return {
         "requests": len(a),
         "req_s": len(a) / elapsed,
@@ -190,8 +205,8 @@ async def load(port, concurrency, seconds, warmup, bodies, expected, pid=None, r
         "cpu_us": cpu / max(len(a), 1) * 1e6,
         "p50_ms": float(np.percentile(a, 50)),
         "p99_ms": float(np.percentile(a, 99)),
-        "failed": failures,
-        **({"versions_after": versions} if versions is not None else {}),
+        "failed": sum(s["failed"] for s in slices),
+        **({"versions_after": versions[-1]} if versions else {}),
     }
 
 
@@ -218,12 +233,21 @@ def main(argv=None):
     p.add_argument(
         "--servers", nargs="+", default=["numpy-aiohttp", "asyncflow", "asyncflow-batching"]
     )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="split each server's --seconds into this many slices, the servers taking "
+        "turns (all of them started first): on a shared machine, load that comes and goes "
+        "then falls on every server alike",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--reload",
         action="store_true",
-        help="publish a new version a quarter into each asyncflow run (hot reload under "
-        "load: the run must have no failed request, and end on the new version)",
+        help="publish a new version a quarter into each asyncflow server's first slice (hot "
+        "reload under load: no request of any slice may fail, and the last slice ends on "
+        "the new version)",
     )
     p.add_argument("--numpy-server", metavar="WEIGHTS_NPZ", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -235,10 +259,10 @@ def main(argv=None):
     rows = rng.random((256, 64), dtype=np.float32)
     bodies = [json.dumps({"instances": [r.tolist()]}).encode() for r in rows]
     expected = numpy_model(weights, rows)
-    results = {}
+    slices: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        base = os.path.join(tmp, MODEL)
-        export(weights, base)
+        first = os.path.join(tmp, "export")
+        export(weights, first)
         npz = os.path.join(tmp, "weights.npz")
         np.savez(npz, **weights)
         batching = os.path.join(tmp, "batching.txt")
@@ -247,37 +271,53 @@ def main(argv=None):
                 "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 0 }\n"
                 "max_enqueued_batches { value: 1000 }\n"
             )
-        serve = [
-            sys.executable,
-            "-m",
-            "asyncflow.serving",
-            "--rest_api_port=0",
-            "--port=0",
-            "--rest_api_host=127.0.0.1",
-            f"--model_name={MODEL}",
-            f"--model_base_path={base}",
-        ]
-        commands = {
-            "numpy-aiohttp": [sys.executable, os.path.abspath(__file__), "--numpy-server", npz],
-            "asyncflow": serve,
-            "asyncflow-batching": serve
-            + ["--enable_batching", f"--batching_parameters_file={batching}"],
-        }
-        next_version = 2
+        bases, commands = {}, {}
         for name in args.servers:
-            proc, port = start(commands[name])
-            try:
-                for c in args.concurrency:
-                    reload = None
-                    if args.reload and name != "numpy-aiohttp":
-                        reload = (base, next_version)
-                        next_version += 1
-                    run = load(port, c, args.seconds, args.warmup, bodies, expected, proc.pid,
-                               reload)  # fmt: skip
-                    results[(name, c)] = _run(run)
-            finally:
+            if name == "numpy-aiohttp":
+                commands[name] = [sys.executable, os.path.abspath(__file__), "--numpy-server", npz]
+                continue
+            base = bases[name] = os.path.join(tmp, name, MODEL)  # (its own versions)
+            os.makedirs(base)
+            shutil.copytree(os.path.join(first, "1"), os.path.join(base, "1"))
+            commands[name] = [
+                sys.executable,
+                "-m",
+                "asyncflow.serving",
+                "--rest_api_port=0",
+                "--port=0",
+                "--rest_api_host=127.0.0.1",
+                f"--model_name={MODEL}",
+                f"--model_base_path={base}",
+            ]
+            if name == "asyncflow-batching":
+                commands[name] += ["--enable_batching", f"--batching_parameters_file={batching}"]
+        servers = {}
+        try:
+            for name in args.servers:
+                servers[name] = start(commands[name])
+            next_version = {name: 2 for name in bases}
+            for c in args.concurrency:
+                for rnd in range(args.rounds):
+                    order = args.servers if rnd % 2 == 0 else args.servers[::-1]
+                    for name in order:
+                        proc, port = servers[name]
+                        reload = None
+                        if args.reload and rnd == 0 and name in bases:
+                            reload = (bases[name], next_version[name])
+                            next_version[name] += 1
+                        warmup = args.warmup if rnd == 0 else min(args.warmup, 0.2)
+                        run = load(port, c, args.seconds / args.rounds, warmup, bodies,
+                                   expected, proc.pid, reload,
+                                   args.reload and name in bases)  # fmt: skip
+                        slices.setdefault((name, c), []).append(_run(run))
+        finally:
+            for proc, _ in servers.values():
                 proc.terminate()
+            for proc, _ in servers.values():
                 proc.wait(timeout=30)
+    results = {
+        (name, c): summarize(slices[(name, c)]) for c in args.concurrency for name in args.servers
+    }
 
     if args.json:
         print(json.dumps([{"server": s, "concurrency": c, **r} for (s, c), r in results.items()]))
