@@ -525,6 +525,54 @@ class _FixedLengthReader(_SourceReader):
         return keys, values, self._index >= self._count or m == 0
 
 
+def _decompress_file(path: str, encoding: str) -> bytes:
+    import gzip
+    import zlib
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        if encoding == "GZIP":
+            return gzip.decompress(raw)
+        return zlib.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:
+        raise errors.DataLossError(None, None, f"{path}: corrupt {encoding} data: {e}") from None
+
+
+class _FixedLengthCompressedReader(_FixedLengthReader):
+    """FixedLengthRecordReader over a ZLIB or GZIP file (TF's `encoding`): header,
+    records and footer are cut from the decompressed bytes, decompressed off the loop
+    when the file is opened."""
+
+    def __init__(self, name, header, record, footer, hop, encoding):
+        super().__init__(name, header, record, footer, hop)
+        self.encoding = encoding
+        self._data = b""
+
+    async def _start(self, work):
+        self._data = await _in_thread(_decompress_file, _as_path(work), self.encoding)
+        size = len(self._data) - self.header - self.footer
+        self._count = 0 if size < self.record else (size - self.record) // self.hop + 1
+        self._index = 0
+        self._eof = False
+
+    async def _read_some(self, n):
+        m = min(n, self._count - self._index)
+        if m <= 0:
+            return [], [], True
+        prefix = self.work + b":"
+        keys, values = [], []
+        for j in range(self._index, self._index + m):
+            o = self.header + j * self.hop
+            keys.append(prefix + str(j).encode())
+            values.append(self._data[o : o + self.record])
+        self._index += m
+        return keys, values, self._index >= self._count
+
+    def _finish(self):
+        self._data = b""
+
+
 # -- reader creation ops -----------------------------------------------------------------------
 
 
@@ -558,6 +606,15 @@ def _make_fixed(name, a):
     for k in ("header_bytes", "record_bytes", "footer_bytes", "hop_bytes"):
         if a[k] < 0 or (k == "record_bytes" and a[k] <= 0):
             raise errors.InvalidArgumentError(None, None, f"{k} must be >= 0 not {a[k]}")
+    if a["encoding"] in ("ZLIB", "GZIP"):
+        return _FixedLengthCompressedReader(
+            name,
+            a["header_bytes"],
+            a["record_bytes"],
+            a["footer_bytes"],
+            a["hop_bytes"],
+            a["encoding"],
+        )
     if a["encoding"]:
         raise errors.UnimplementedError(
             None, None, f"FixedLengthRecordReader encoding {a['encoding']!r} is not supported"
