@@ -579,7 +579,8 @@ class Shuffle(DatasetValue):
         return _dressed(self.chunks(env), self.bare_bytes)
 
     async def chunks(self, env):
-        draw = philox_random.PhiloxStream(*self.seeds.next_pair()).next
+        stream = philox_random.PhiloxStream(*self.seeds.next_pair())
+        draw = stream.next
         size = self.size
         # Invariant: the buffered elements, oldest first, are buf[head:]; TF's ring
         # buffer holds the same elements in the same logical order.
@@ -588,12 +589,15 @@ class Shuffle(DatasetValue):
         source = self.input.chunks(env)
         try:
             async for chunk in source:
+                fill = size - 1 - (len(buf) - head)  # elements that only fill the buffer
+                if fill > 0:
+                    buf += chunk[:fill]
+                    chunk = chunk[fill:]
                 out = []
-                for elem in chunk:
+                # Full: each element in means one draw and one element out.
+                for elem, d in zip(chunk, stream.take(len(chunk))):
                     buf.append(elem)
-                    if len(buf) - head < size:
-                        continue
-                    i = head + draw() % size
+                    i = head + d % size
                     out.append(buf[i])
                     buf[i] = buf[head]
                     buf[head] = None

@@ -66,6 +66,17 @@ class PhiloxStream:
         self._pos = 0
         self._grow = min(self._grow * 4, _MAX_BLOCKS)
 
+    def take(self, k: int) -> list[int]:
+        """The next `k` draws, as `next()` would give them one by one."""
+        out: list[int] = []
+        while len(out) < k:
+            if self._pos == len(self._buf):
+                self._refill()
+            got = self._buf[self._pos : self._pos + k - len(out)]
+            self._pos += len(got)
+            out += got
+        return out
+
     def next(self) -> int:
         if self._pos == len(self._buf):
             self._refill()
