@@ -86,7 +86,8 @@ def _attrs_of_ctx(ctx) -> dict:
     }
 
 
-@MaxPoolWithArgmax.kernel()
+# CPU kernels (NumPy on host arrays): a GPU graph places these on the CPU, with copies.
+@MaxPoolWithArgmax.kernel("CPU")
 async def _max_pool_with_argmax(ctx, x):
     x = _input4(np, np.asarray(x))
     attrs = _attrs_of_ctx(ctx)
@@ -112,7 +113,7 @@ MaxPoolGradWithArgmax = register_op(
 NotDifferentiable("MaxPoolGradWithArgmax")
 
 
-@MaxPoolGradWithArgmax.kernel()
+@MaxPoolGradWithArgmax.kernel("CPU")
 async def _max_pool_grad_with_argmax(ctx, x, grad, argmax):
     x, grad, argmax = np.asarray(x), np.asarray(grad), np.asarray(argmax)
     if grad.shape != argmax.shape:
