@@ -47,6 +47,7 @@ import time
 import numpy as np
 
 __all__ = [
+    "blas_single",
     "budget",
     "call",
     "call_narrow",
@@ -54,6 +55,7 @@ __all__ = [
     "parallel_for",
     "restore_blas",
     "threads_now",
+    "threads_shared",
 ]
 
 _CORES = os.cpu_count() or 1
@@ -147,6 +149,20 @@ def threads_now(active: int | None = None) -> int:
     return max(1, free)
 
 
+# Work shared dynamically (`parallel_for`) may take helpers while another process runs:
+# a helper the OS does not run leaves its blocks to the caller, so a busy core costs at
+# most the block a preempted helper holds, and a helper that sleeps between jobs is
+# run soon after it wakes (the scheduler favours threads that slept).  So the process
+# keeps its share of the cores beside busy ones, as TF's pool threads do.
+
+
+def threads_shared(active: int | None = None) -> int:
+    """Threads work shared block by block may use now: the budget less our other
+    computing threads (other processes' load does not count, see above).  At least 1."""
+    others = (_active if active is None else active) - 1
+    return max(1, min(_budget - max(others, 0), _CORES))
+
+
 # -- BLAS's thread count ----------------------------------------------------------------
 #
 # `openblas_set_num_threads_local` (the library NumPy itself loads) sets OpenBLAS's
@@ -185,6 +201,12 @@ def _blas_threads(n: int) -> None:
         if not _blas_now:
             _blas_user = previous
         _blas_now = n
+
+
+def blas_single() -> None:
+    """BLAS calls on one thread from now on (until a call of `call` chooses again):
+    for work that splits itself over the budget's threads (ops/blas.py's blocks)."""
+    _blas_threads(1)
 
 
 def restore_blas() -> None:
@@ -354,18 +376,26 @@ def _offer(job: _Job, n_helpers: int) -> None:
         _queue_cond.notify(n_helpers)
 
 
-def parallel_for(n: int, fn, min_block: int = 1 << 16) -> None:
-    """`fn(start, stop)` over blocks covering range(n), on up to `threads_now()` threads.
+def parallel_for(
+    n: int, fn, min_block: int = 1 << 16, threads: int | None = None, per_thread: int = 4
+) -> None:
+    """`fn(start, stop)` over blocks covering range(n), on up to `threads` threads
+    (default `threads_now()`).
 
-    Blocks hold at least `min_block` items; with one thread allowed (or a small `n`),
+    Blocks hold at least `min_block` items, at most `per_thread` blocks per thread
+    (more even out threads that start late; fewer cost less where each block pays a
+    fixed price, a gemm its packing); with one thread allowed (or a small `n`),
     `fn(0, n)` runs on the caller alone.  The first error raised by a block is raised
     here once every started block has finished; blocks not started are skipped.
     """
-    threads = threads_now() if n >= 2 * min_block else 1
+    if n < 2 * min_block:
+        threads = 1
+    elif threads is None:
+        threads = threads_now()
     if threads <= 1:
         fn(0, n)
         return
-    n_blocks = min(4 * threads, max(n // min_block, 1))
+    n_blocks = min(per_thread * threads, max(n // min_block, 1))
     step = -(-n // n_blocks)
     blocks = [(s, min(s + step, n)) for s in range(0, n, step)]
     job = _Job(fn, blocks)

@@ -6,6 +6,14 @@ call, writing into `var`.  NumPy's wheels ship OpenBLAS (as `scipy_openblas64_`,
 64-bit integers); we call that same library, already loaded by NumPy, through ctypes,
 so that one thread pool serves both.  When it cannot be found (another NumPy build),
 `available()` is False and callers keep their NumPy path.
+
+A large product is split into blocks of C's rows (or columns, for a short C), each one
+gemm on one BLAS thread, shared by the caller and the CPU budget's helper threads
+(`cpu_budget.parallel_for`): a helper the OS does not run leaves its blocks to the
+caller, where OpenBLAS's own threads split a product statically and spin, then wait
+for a partner another process has preempted (issue 21: the models' slowdown beside a
+busy process).  A block computes each of its elements as the whole call would (the
+split is over M or N, never over the summed K), so results do not depend on it.
 """
 
 from __future__ import annotations
@@ -16,7 +24,9 @@ import os
 
 import numpy as np
 
-__all__ = ["available", "gemm_into"]
+from asyncflow.devices import cpu_budget
+
+__all__ = ["available", "gemm_into", "matmul"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _fns: dict = {}
@@ -59,28 +69,90 @@ def gemm_into(c, a, b, trans_a: bool, trans_b: bool, alpha: float, beta: float) 
     of the same dtype, 2-D (made contiguous here when they are not) and of matching
     sizes, which the caller has checked.
     """
+    _gemm(c, a, b, trans_a, trans_b, alpha, beta)
+
+
+def _gemm(c, a, b, trans_a: bool, trans_b: bool, alpha: float, beta: float) -> None:
     fn = _fns[c.dtype]
     m, n = c.shape
     k = a.shape[0] if trans_a else a.shape[1]
     if not (m and n and k):  # BLAS rejects zero leading dimensions
         if m and n:
-            c *= beta
+            if beta == 0.0:
+                c.fill(0)  # (BLAS does not read C then: it may hold anything)
+            else:
+                c *= beta
         return
     a = np.ascontiguousarray(a)
     b = np.ascontiguousarray(b)
-    fn(
-        _ROW_MAJOR,
-        _TRANS if trans_a else _NO_TRANS,
-        _TRANS if trans_b else _NO_TRANS,
-        m,
-        n,
-        k,
-        alpha,
-        a.ctypes.data,
-        a.shape[1],
-        b.ctypes.data,
-        b.shape[1],
-        beta,
-        c.ctypes.data,
-        n,
+    ta = _TRANS if trans_a else _NO_TRANS
+    tb = _TRANS if trans_b else _NO_TRANS
+    lda, ldb = a.shape[1], b.shape[1]
+    pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
+    size = c.itemsize
+    blocks = _blocks(m, n, k)
+    if blocks is None:
+        fn(_ROW_MAJOR, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, n)
+        return
+    by_rows, count = blocks
+
+    if by_rows:  # rows r0:r1 of C: rows of op(a), all of op(b)
+
+        def block(r0: int, r1: int) -> None:
+            pa_r = pa + (r0 if trans_a else r0 * lda) * size
+            pc_r = pc + r0 * n * size
+            fn(_ROW_MAJOR, ta, tb, r1 - r0, n, k, alpha, pa_r, lda, pb, ldb, beta, pc_r, n)
+
+    else:  # columns c0:c1 of C: all of op(a), columns of op(b)
+
+        def block(c0: int, c1: int) -> None:
+            pb_c = pb + (c0 * ldb if trans_b else c0) * size
+            pc_c = pc + c0 * size
+            fn(_ROW_MAJOR, ta, tb, m, c1 - c0, k, alpha, pa, lda, pb_c, ldb, beta, pc_c, n)
+
+    cpu_budget.blas_single()  # the blocks share the cores, each on one BLAS thread
+    cpu_budget.parallel_for(
+        m if by_rows else n,
+        block,
+        min_block=count,
+        threads=cpu_budget.threads_shared(),
+        per_thread=_PER_THREAD,
     )
+
+
+# A product is split when it has at least this many multiply-adds (~0.5 ms on one
+# core) and no side shorter than _MIN_SIDE, into one block per thread, of at least
+# _MIN_ROWS rows or columns: each block packs the other operand again and a helper's
+# wake-up costs.  Measured on the models of benchmarks/models (2 cores, load 4-8):
+# split, an LSTM cell's 10M-multiply-add products cost ~20% more CPU alone, and the
+# VAE's batch-64 products 15%; the autoencoder's, MLP's and GAN's (batch 128-256) cost
+# no more, and beside a spinning process their steps took half the wall time.
+# ASYNCFLOW_GEMM_SPLIT=0: one call each (OpenBLAS's threads, as the CPU budget sets them).
+_SPLIT_MACS = 1 << 24 if os.environ.get("ASYNCFLOW_GEMM_SPLIT", "") in ("", "1") else 1 << 62
+_MIN_SIDE = 128
+_MIN_BLOCK_MACS = 1 << 20
+_MIN_ROWS = 64
+_PER_THREAD = 1
+
+
+def _blocks(m: int, n: int, k: int):
+    """(split by rows?, minimum rows or columns a block takes), or None: one call."""
+    macs = m * n * k
+    if macs < _SPLIT_MACS or min(m, n, k) < _MIN_SIDE or cpu_budget.budget() < 2:
+        return None
+    by_rows = m >= n  # (each block packs the other operand again: the smaller one)
+    extent, across = (m, n * k) if by_rows else (n, m * k)
+    least = max(_MIN_ROWS, -(-_MIN_BLOCK_MACS // across))
+    if extent < 2 * least:
+        return None
+    return by_rows, least
+
+
+def matmul(a, b, trans_a: bool, trans_b: bool):
+    """op(a) @ op(b) as a new array, from `gemm_into` (split as it splits); a and b are
+    2-D, of one dtype `available`, of matching sizes."""
+    m = a.shape[1] if trans_a else a.shape[0]
+    n = b.shape[0] if trans_b else b.shape[1]
+    out = np.empty((m, n), a.dtype)
+    _gemm(out, a, b, trans_a, trans_b, 1.0, 0.0)
+    return out

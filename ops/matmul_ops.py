@@ -118,7 +118,14 @@ def _operands(xp, ctx, a, b):
 
 
 async def _product(ctx, xp, a, b, ta: bool, tb: bool):
-    product = await ctx.compute(xp.matmul, a.T if ta else a, b.T if tb else b)
+    if xp is np and a.dtype == b.dtype and blas.available(a.dtype):
+        # One gemm, split over the CPU budget's threads when large (ops/blas.py).  Its
+        # cost hint: the flops, in the bytes the cost model's rates make them worth.
+        m, k = (a.shape[1], a.shape[0]) if ta else a.shape
+        n = b.shape[0] if tb else b.shape[1]
+        product = await ctx.compute(blas.matmul, a, b, ta, tb, cost=m * n * k / 5)
+    else:
+        product = await ctx.compute(xp.matmul, a.T if ta else a, b.T if tb else b)
     return _as_dtype(xp, product, ctx.attrs["T"])
 
 

@@ -1,0 +1,55 @@
+"""Large products split into blocks of C's rows or columns over the CPU budget's
+threads (ops/blas.py) equal NumPy's matmul (issue 21).  Each element is summed over
+K as one call would, so the blocks agree with the unsplit product to rounding."""
+
+import numpy as np
+import pytest
+
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import blas
+
+pytestmark = pytest.mark.skipif(not blas.available(np.float32), reason="no BLAS found")
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "threads_shared", lambda active=None: 2)
+    monkeypatch.setattr(blas, "_SPLIT_MACS", 1 << 12)  # small products split too
+    monkeypatch.setattr(blas, "_MIN_BLOCK_MACS", 1 << 10)
+    monkeypatch.setattr(blas, "_MIN_SIDE", 1)
+
+
+# (m, k, n): by rows (m >= n), by columns (m < n), and odd sizes.
+_SHAPES = [(300, 64, 96), (20, 48, 300), (67, 33, 259)]
+
+
+@pytest.mark.parametrize("m, k, n", _SHAPES)
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_split_product_matches_numpy(two_threads, m, k, n, trans_a, trans_b, dtype):
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(dtype)
+    assert blas._blocks(m, n, k) is not None  # the product is split
+    got = blas.matmul(a, b, trans_a, trans_b)
+    want = (a.T if trans_a else a) @ (b.T if trans_b else b)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.sqrt(k))
+
+
+def test_split_accumulation_into_c(two_threads):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((128, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 96)).astype(np.float32)
+    c = rng.standard_normal((128, 96)).astype(np.float32)
+    want = -0.5 * (a @ b) + c
+    blas.gemm_into(c, a, b, False, False, -0.5, 1.0)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+def test_empty_inner_dimension_gives_zeros():
+    got = blas.matmul(np.ones((3, 0), np.float32), np.ones((0, 4), np.float32), False, False)
+    np.testing.assert_array_equal(got, np.zeros((3, 4), np.float32))
