@@ -118,11 +118,6 @@ _LIMITS = np.array(_BUCKET_LIMITS)
 # costs no pass either.  Exactly TF's counts for any finite input.
 _CELLS = 1 << 16
 _SEARCH_MAX = 4096
-_SEQUENTIAL_SUM_MAX = 1 << 16
-
-
-def _sequential_sum(d: np.ndarray) -> float:
-    return np.cumsum(d)[-1]
 
 
 class _CellTable:
@@ -214,9 +209,6 @@ class _CellTable:
         scratch = _scratch()
         counts = np.zeros(_LIMITS.size + 2, np.intp)
         lo, hi, total, squares = np.inf, -np.inf, 0.0, 0.0
-        # Sums in double, one value at a time as TF up to _SEQUENTIAL_SUM_MAX values
-        # (bit-identical); above, dot products (see `_moments`).
-        reduce = _sequential_sum if v.size <= _SEQUENTIAL_SUM_MAX else None
         for start in range(0, v.size, _CHUNK):
             chunk = v[start : start + _CHUNK]
             n = chunk.size
@@ -234,29 +226,49 @@ class _CellTable:
             counts += np.bincount(index, minlength=_LIMITS.size + 2)
             if build is not None:
                 build.record(start, index)
-            lo, hi, total, squares = _moments(chunk, scratch, reduce, lo, hi, total, squares)
+            lo, hi, total, squares = _moments(chunk, scratch, lo, hi, total, squares)
         nonfinite = int(counts[-2:].sum())
         counts = counts[:-2]
         return counts.astype(np.int64), nonfinite, (lo, hi, total, squares)
 
 
-def _moments(chunk, scratch, reduce, lo, hi, total, squares):
-    """(min, max, sum, sum of squares) so far, with `chunk`'s values added (in double).
+def _moments(chunk, scratch, lo, hi, total, squares):
+    """(min, max, sum, sum of squares) so far, with `chunk`'s values added.
 
-    `reduce` is `_sequential_sum` (TF's order, bit-identical) or None: then both sums
-    are dot products in double (BLAS: one pass each, several accumulators; as accurate
-    as TF's one-at-a-time sum or more, and may differ from it in the last bits)."""
+    Both sums are dot products in double (against ones, and of the values with
+    themselves): one pass each, with several accumulators, so as accurate as TF's
+    one-value-at-a-time sum or more, though they may differ from it in the last bits.
+    (Tensors of up to _SEARCH_MAX values are summed in TF's order instead, bit-identical:
+    a sequential sum, `cumsum`, costs about ten times a dot's time per value.)"""
     lo, hi = min(lo, chunk.min()), max(hi, chunk.max())
     d = scratch.double[: chunk.size]
     np.copyto(d, chunk)
-    if reduce is None:
-        total += float(np.dot(d, scratch.ones[: chunk.size]))
-        squares += float(np.dot(d, d))
-        return lo, hi, total, squares
-    total += float(reduce(d))
-    np.multiply(d, d, out=d)
-    squares += float(reduce(d))
+    total += _dot(d, scratch.ones[: chunk.size])
+    squares += _dot(d, d)
     return lo, hi, total, squares
+
+
+# OpenBLAS splits a dot product of more than 10,000 values between its threads, and the
+# sum then depends on how many there were (the step's CPU budget decides): rows of
+# _DOT_ROW values are each one thread's, and their sums are added in order, so a
+# tensor's histogram is the same wherever it is computed.
+_DOT_ROW = 8192
+_vecdot = getattr(np, "vecdot", None)  # NumPy 2
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    whole = a.size - a.size % _DOT_ROW
+    total = 0.0
+    if whole:
+        a2, b2 = a[:whole].reshape(-1, _DOT_ROW), b[:whole].reshape(-1, _DOT_ROW)
+        if _vecdot is not None:
+            total = float(np.add.reduce(_vecdot(a2, b2)))
+        else:  # (NumPy 1.x)
+            for x, y in zip(a2, b2):
+                total += float(np.dot(x, y))
+    if whole < a.size:
+        total += float(np.dot(a[whole:], b[whole:]))
+    return total
 
 
 # -- bucket memo: a histogram of a slowly changing tensor (a parameter every step) ---------
@@ -342,7 +354,6 @@ class _BucketMemo:
         if self.key != (v.dtype, v.size):
             return self._rebuild(table, v)
         scratch = _scratch()
-        reduce = _sequential_sum if v.size <= _SEQUENTIAL_SUM_MAX else None
         lo, hi, total, squares = np.inf, -np.inf, 0.0, 0.0
         moved = []
         n_moved, limit = 0, v.size // _MEMO_MOVED_MAX
@@ -361,7 +372,7 @@ class _BucketMemo:
                     return self._rebuild(table, v)
                 np.logical_not(inside, out=inside)
                 moved.append(np.flatnonzero(inside) + start)
-            lo, hi, total, squares = _moments(chunk, scratch, reduce, lo, hi, total, squares)
+            lo, hi, total, squares = _moments(chunk, scratch, lo, hi, total, squares)
         counts = self.counts_kept
         if moved:
             where = np.concatenate(moved)
@@ -428,7 +439,7 @@ def _as_float(values) -> np.ndarray:
     float64 (ints and float64, as TF's static_cast<double>)."""
     v = np.asarray(values)
     ftype = np.float32 if v.dtype.kind == "f" and v.dtype.itemsize <= 4 else np.float64
-    if v.dtype.kind == "V" or v.dtype.name == "bfloat16":
+    if v.dtype.kind == "V":  # (ml_dtypes' bfloat16 too)
         ftype = np.float32
     return np.ascontiguousarray(v, dtype=ftype).reshape(-1)
 
