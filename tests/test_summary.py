@@ -613,3 +613,40 @@ def test_summary_of_a_weight_runs_before_its_update_without_a_copy(monkeypatch):
             after = sess.run(w)
     assert not np.array_equal(after, w0)  # it trained
     assert copies == []
+
+
+def test_the_digits_example_writes_tf1_tutorial_summaries(tmp_path):
+    """examples/train_digits.py's graph (built without scikit-learn): merge_all of the
+    loss, the batch accuracy and a histogram per trainable variable, written every step
+    by a FileWriter and read back."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    try:
+        import train_digits
+    finally:
+        sys.path.pop(0)
+    m = train_digits.build_model(af, "mlp", 2e-3, 0, summaries=True)
+    rng = np.random.RandomState(0)
+    images = rng.rand(32, 8, 8, 1).astype(np.float32)
+    labels = rng.randint(0, 10, 32).astype(np.int32)
+    with af.Session(graph=m.graph) as sess:
+        sess.run(m.init)
+        writer = af.summary.FileWriter(str(tmp_path), sess.graph)
+        for step in range(3):
+            _, loss, s = sess.run(
+                [m.train_op, m.loss, m.merged], {m.images: images, m.labels: labels}
+            )
+            writer.add_summary(s, step)
+        weights = sess.run(m.graph.get_tensor_by_name("hidden1/w:0"))
+        writer.close()
+    (path,) = tmp_path.iterdir()
+    events = list(af.summary.summary_iterator(str(path)))
+    values = [(e.step, v) for e in events if e.HasField("summary") for v in e.summary.value]
+    tags = sorted({v.tag for _, v in values})
+    assert tags == sorted(
+        ["loss", "accuracy"]
+        + [f"{layer}/{p}_1" for layer in ("hidden1", "hidden2", "logits") for p in "wb"]
+    )
+    (last_loss,) = [v.simple_value for step, v in values if step == 2 and v.tag == "loss"]
+    assert last_loss == pytest.approx(float(loss))
+    assert any(e.HasField("graph_def") for e in events)
+    assert weights.size == 64 * 256

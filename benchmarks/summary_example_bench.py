@@ -1,0 +1,118 @@
+"""What the summaries of examples/train_digits.py cost per training step.
+
+The example's MLP (64-256-128-10, ReLU, Adam, batch 32) built by the example's own
+`build_model` with its summaries (the loss and the batch accuracy as scalars, a
+histogram of each of the six weights and biases: 50,826 values, `merge_all`), in one
+session, run two ways that take turns in blocks of `--block` steps:
+
+  plain      sess.run([train_op, loss], feed)                       (no summary)
+  summaries  sess.run([train_op, loss, merged], feed) and
+             FileWriter.add_summary(summary, step)                  (every step)
+
+`--model cnn` times the example's CNN instead.  Feeds are random batches of the digits'
+shape (8x8x1, labels 0-9), so scikit-learn is not needed.  Prints the median step time
+of each (CPU time of the whole process, the steadier figure on a shared machine, and
+wall time) and the summaries' overhead over plain.  The same code runs on
+tf.compat.v1 for comparison (the example builds its graph from TF1 names only):
+
+    flock /tmp/bench.lock .venv/bin/python benchmarks/summary_example_bench.py
+    flock /tmp/bench.lock /work/tfvenv/bin/python benchmarks/summary_example_bench.py --backend tf
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import train_digits  # noqa: E402
+
+
+def _backend(name: str):
+    if name == "tf":
+        import os
+
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow.compat.v1 as tf
+
+        tf.disable_eager_execution()
+        tf.disable_resource_variables()
+        return tf
+    import asyncflow
+
+    return asyncflow
+
+
+def build(tf, model: str, batch: int, seed: int = 0):
+    m = train_digits.build_model(tf, model, 2e-3, seed, summaries=True)
+    sess = tf.Session(graph=m.graph)
+    sess.run(m.init)
+    writer = tf.summary.FileWriter(tempfile.mkdtemp(), m.graph)
+    rng = np.random.RandomState(seed)
+    images = rng.uniform(0, 1, (64 * batch, 8, 8, 1)).astype(np.float32)
+    labels = rng.randint(0, 10, 64 * batch).astype(np.int32)
+    feeds = [
+        {m.images: images[k : k + batch], m.labels: labels[k : k + batch]}
+        for k in range(0, len(images), batch)
+    ]
+    counter = [0]
+
+    def plain():
+        counter[0] += 1
+        sess.run([m.train_op, m.loss], feeds[counter[0] % len(feeds)])
+
+    def summaries():
+        counter[0] += 1
+        _, _, s = sess.run([m.train_op, m.loss, m.merged], feeds[counter[0] % len(feeds)])
+        writer.add_summary(s, counter[0])
+
+    return {"plain": plain, "summaries": summaries}, sess, writer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", choices=["asyncflow", "tf"], default="asyncflow")
+    parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--block", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=30)
+    args = parser.parse_args()
+    steps, sess, writer = build(_backend(args.backend), args.model, args.batch)
+    wall: dict[str, list[float]] = {k: [] for k in steps}
+    cpu: dict[str, list[float]] = {k: [] for k in steps}
+    for step in steps.values():
+        for _ in range(args.warmup):
+            step()
+    for _ in range(args.steps // args.block):
+        for name, step in steps.items():
+            for _ in range(args.block):
+                t0, c0 = time.perf_counter(), time.process_time()
+                step()
+                wall[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
+    writer.close()
+    sess.close()
+    result = {"backend": args.backend, "model": args.model}
+    for name in steps:
+        result[name] = {
+            "cpu_ms": round(statistics.median(cpu[name]) * 1e3, 3),
+            "wall_ms": round(statistics.median(wall[name]) * 1e3, 3),
+        }
+    for kind in ("cpu", "wall"):
+        base = result["plain"][f"{kind}_ms"]
+        result[f"{kind}_overhead_pct"] = round(
+            100 * (result["summaries"][f"{kind}_ms"] / base - 1), 1
+        )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
