@@ -8,11 +8,13 @@ session, run two ways that take turns in blocks of `--block` steps:
   plain      sess.run([train_op, loss], feed)                       (no summary)
   summaries  sess.run([train_op, loss, merged], feed) and
              FileWriter.add_summary(summary, step)                  (every step)
+  trace_off  plain, with RunOptions(trace_level=NO_TRACE) and a RunMetadata: what
+             tracing costs a step that does not trace
 
 `--model cnn` times the example's CNN instead.  Feeds are random batches of the digits'
 shape (8x8x1, labels 0-9), so scikit-learn is not needed.  Prints the median step time
 of each (CPU time of the whole process, the steadier figure on a shared machine, and
-wall time) and the summaries' overhead over plain.  The same code runs on
+wall time) and its overhead over plain.  The same code runs on
 tf.compat.v1 for comparison (the example builds its graph from TF1 names only):
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/summary_example_bench.py
@@ -73,7 +75,14 @@ def build(tf, model: str, batch: int, seed: int = 0):
         _, _, s = sess.run([m.train_op, m.loss, m.merged], feeds[counter[0] % len(feeds)])
         writer.add_summary(s, counter[0])
 
-    return {"plain": plain, "summaries": summaries}, sess, writer
+    no_trace = tf.RunOptions(trace_level=tf.RunOptions.NO_TRACE)
+
+    def trace_off():
+        counter[0] += 1
+        feed = feeds[counter[0] % len(feeds)]
+        sess.run([m.train_op, m.loss], feed, options=no_trace, run_metadata=tf.RunMetadata())
+
+    return {"plain": plain, "summaries": summaries, "trace_off": trace_off}, sess, writer
 
 
 def main() -> None:
@@ -106,11 +115,12 @@ def main() -> None:
             "cpu_ms": round(statistics.median(cpu[name]) * 1e3, 3),
             "wall_ms": round(statistics.median(wall[name]) * 1e3, 3),
         }
-    for kind in ("cpu", "wall"):
-        base = result["plain"][f"{kind}_ms"]
-        result[f"{kind}_overhead_pct"] = round(
-            100 * (result["summaries"][f"{kind}_ms"] / base - 1), 1
-        )
+    for name in ("summaries", "trace_off"):
+        for kind in ("cpu", "wall"):
+            base = result["plain"][f"{kind}_ms"]
+            result[name][f"{kind}_overhead_pct"] = round(
+                100 * (result[name][f"{kind}_ms"] / base - 1), 1
+            )
     print(json.dumps(result))
 
 

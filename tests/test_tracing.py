@@ -189,9 +189,13 @@ def test_loops_trace_every_iteration():
 
 # -- the trace-event format's rules ------------------------------------------------------
 #
-# No browser runs here, so the trace is not opened in Perfetto; instead every event is
-# checked against the rules of the Trace Event Format (the JSON both chrome://tracing and
-# Perfetto's JSON importer read): strict JSON (no NaN/Infinity); the object form with a
+# No browser runs here, and Perfetto's trace processor cannot be had offline: the
+# `perfetto` package on PyPI (0.59.1) is pure Python and downloads trace_processor_shell
+# from Google's artifact storage at first use, which this machine cannot reach, and no
+# Debian or npm package ships the binary.  So the trace is not opened in Perfetto;
+# instead every event is checked against the rules of the Trace Event Format (the JSON
+# both chrome://tracing and Perfetto's JSON importer read): strict JSON (no NaN/Infinity);
+# the object form with a
 # "traceEvents" list; each event's required fields and their types for its phase; slices
 # of one thread properly nested (here: disjoint); flow events paired by (cat, id), the
 # start bound to the slice enclosing it on its thread, the end ("bp": "e") likewise,
