@@ -137,7 +137,8 @@ class LocalWorker:
         """
         sp = self._graphs[handle]
         plans = sp.plans
-        if len(plans) == 1 and sp.rendezvous_factory is None and run_metadata is None:
+        untraced = run_metadata is None or not traced(options)  # (NO_TRACE: as None)
+        if len(plans) == 1 and sp.rendezvous_factory is None and untraced:
             # The common step: one partition, untraced.  Most such steps never suspend:
             # they end inside start(), before any abort could reach them, so the step
             # joins _step_ids (and gets its StepStatus) only when it does suspend.
