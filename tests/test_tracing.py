@@ -380,7 +380,7 @@ def test_a_run_metadata_without_tracing_takes_the_untraced_path(monkeypatch):
             super().__init__(*args, **kw)
 
     monkeypatch.setattr(worker, "StepStatus", Counting)
-    with af.Graph().as_default():
+    with af.Graph().as_default(), af.device("/cpu:0"):  # one partition, GPUs or not
         x = af.placeholder(af.float32, [3])
         y = af.reduce_sum(x * 2.0)
         with af.Session() as s:
