@@ -389,4 +389,4 @@ def test_a_run_metadata_without_tracing_takes_the_untraced_path(monkeypatch):
             assert s.run(y, {x: np.ones(3, np.float32)}, options=off, run_metadata=md) == 6.0
             assert made == []
             s.run(y, {x: np.ones(3, np.float32)}, options=FULL, run_metadata=md)
-    assert made and len(md.step_stats.dev_stats) == 1
+    assert made and len(md.step_stats.dev_stats) >= 1
