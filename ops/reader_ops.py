@@ -128,6 +128,8 @@ class _Reader:
         self.work: bytes | None = None
         self.produced = 0
         self.completed = 0
+        self.started = 0
+        self.last_work = b""  # TF's current_work: kept once the work is finished
         self._serial = 0
         self._pending: list[tuple[int, bytes, bytes]] = []  # put back; sorted by serial
         self._lock: asyncio.Lock | None = None
@@ -189,6 +191,8 @@ class _Reader:
             if self.work is None:
                 work = await _dequeue_work(queue_handle)
                 self.work = work
+                self.started += 1
+                self.last_work = work
                 try:
                     await self._start(work)
                 except BaseException:
@@ -222,7 +226,46 @@ class _Reader:
         self.work = None
         self.produced = 0
         self.completed = 0
+        self.started = 0
+        self.last_work = b""
         self._pending.clear()
+
+    # state serialization (TF's ReaderBase: unimplemented but for the readers that say so)
+    def serialize_state(self) -> bytes:
+        raise errors.UnimplementedError(None, None, "Reader SerializeState not implemented")
+
+    def restore_state(self, state: bytes) -> None:
+        raise errors.UnimplementedError(None, None, "Reader RestoreState not implemented")
+
+    def _base_state(self) -> bytes:
+        """TF's ReaderBaseState proto: work_started (1), work_finished (2),
+        num_records_produced (3), current_work (4); defaults left out (proto3)."""
+        out = bytearray()
+        for tag, value in ((1, self.started), (2, self.completed), (3, self.produced)):
+            if value:
+                out += _varint(tag << 3) + _varint(value)
+        if self.last_work:
+            out += _varint(4 << 3 | 2) + _varint(len(self.last_work)) + self.last_work
+        return bytes(out)
+
+    def _restore_base(self, state: bytes, kind: str) -> None:
+        try:
+            fields = _parse_state(state)
+        except ValueError:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Could not parse state for {kind} '{self.name}': "
+                + state[:200].decode("latin-1"),
+            ) from None
+        started, finished, produced = (fields.get(k, 0) for k in (1, 2, 3))
+        if started < 0 or finished < 0 or produced < 0:
+            raise errors.InvalidArgumentError(
+                None, None, f"Unexpected negative value when restoring in {kind} '{self.name}'"
+            )
+        self.reset()
+        self.started, self.completed, self.produced = started, finished, produced
+        self.last_work = fields.get(4, b"")
 
 
 class _LazyKeys:
@@ -253,9 +296,59 @@ class _Batch:
         return parts[0] if len(parts) == 1 else [k for p in parts for k in p]
 
 
+def _varint(v: int) -> bytes:
+    v &= (1 << 64) - 1  # int64 as protobuf writes it
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _parse_state(data: bytes) -> dict:
+    """The fields of a ReaderBaseState; ValueError for anything else."""
+    fields, i = {}, 0
+
+    def varint():
+        nonlocal i
+        shift = value = 0
+        while True:
+            if i >= len(data) or shift > 63:
+                raise ValueError("truncated varint")
+            b = data[i]
+            i += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return value - (1 << 64) if value >= 1 << 63 else value
+
+    while i < len(data):
+        key = varint()
+        tag, wire = key >> 3, key & 7
+        if tag in (1, 2, 3) and wire == 0:
+            fields[tag] = varint()
+        elif tag == 4 and wire == 2:
+            n = varint()
+            if n < 0 or i + n > len(data):
+                raise ValueError("truncated bytes")
+            fields[4] = bytes(data[i : i + n])
+            i += n
+        else:
+            raise ValueError(f"unexpected field {tag} (wire type {wire})")
+    return fields
+
+
 class _IdentityReader(_Reader):
     async def _read_some(self, n):
         return [self.work], [self.work], True
+
+    def serialize_state(self) -> bytes:
+        return self._base_state()
+
+    def restore_state(self, state: bytes) -> None:
+        self._restore_base(state, "IdentityReader")
 
 
 class _WholeFileReader(_Reader):
@@ -693,6 +786,14 @@ ReaderNumWorkUnitsCompletedV2 = _reader_op(
     _scalar_shape, is_async=False,
 )  # fmt: skip
 ReaderResetV2 = _reader_op("ReaderResetV2", ["reader_handle: string"], [], lambda op: [], False)
+ReaderSerializeStateV2 = _reader_op(
+    "ReaderSerializeStateV2", ["reader_handle: string"], ["state: string"], _scalar_shape,
+    is_async=False,
+)  # fmt: skip
+ReaderRestoreStateV2 = _reader_op(
+    "ReaderRestoreStateV2", ["reader_handle: string", "state: string"], [], lambda op: [],
+    is_async=False,
+)  # fmt: skip
 
 
 def _strings(values) -> np.ndarray:
@@ -750,6 +851,26 @@ async def _reader_num_work_units(ctx, reader):
 @ReaderResetV2.kernel("CPU")
 async def _reader_reset(ctx, reader):
     _handle_object(reader, _Reader, "reader").reset()
+
+
+@ReaderSerializeStateV2.kernel("CPU")
+async def _reader_serialize_state(ctx, reader):
+    out = np.empty((), dtype=object)
+    out[()] = _handle_object(reader, _Reader, "reader").serialize_state()
+    return out
+
+
+@ReaderRestoreStateV2.kernel("CPU")
+async def _reader_restore_state(ctx, reader, state):
+    state = np.asarray(state, dtype=object)
+    if state.shape != ():
+        raise errors.InvalidArgumentError(
+            None, None, f"Reader state must be scalar, got shape {list(state.shape)}"
+        )
+    value = state[()]
+    _handle_object(reader, _Reader, "reader").restore_state(
+        value.encode() if isinstance(value, str) else bytes(value)
+    )
 
 
 # -- Python reader classes ------------------------------------------------------------------------
@@ -821,10 +942,19 @@ class ReaderBase:
         return ops.apply_op("ReaderResetV2", [self._reader_ref], name=name)
 
     def serialize_state(self, name=None):
-        raise NotImplementedError("Reader state serialization is not supported")
+        """The reader's state as a string (IdentityReader only, as TF).
+
+        Raises (when run): UnimplementedError for a reader that cannot serialize.
+        """
+        return ops.apply_op("ReaderSerializeStateV2", [self._reader_ref], name=name).outputs[0]
 
     def restore_state(self, state, name=None):
-        raise NotImplementedError("Reader state serialization is not supported")
+        """Restore a state from serialize_state (IdentityReader only, as TF).
+
+        Raises (when run): InvalidArgumentError for a state that does not parse.
+        """
+        state = ops.convert_to_tensor(state, dtype=dtypes.string)
+        return ops.apply_op("ReaderRestoreStateV2", [self._reader_ref, state], name=name)
 
 
 def _reader(op_type, attrs, name):
@@ -881,7 +1011,7 @@ class IdentityReader(ReaderBase):
     """A Reader that outputs the queued work as both the key and value."""
 
     def __init__(self, name=None):
-        super().__init__(_reader("IdentityReaderV2", {}, name))
+        super().__init__(_reader("IdentityReaderV2", {}, name), supports_serialize=True)
 
 
 # -- MatchingFiles, ReadFile ---------------------------------------------------------------
