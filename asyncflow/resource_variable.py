@@ -125,6 +125,16 @@ class ResourceVariable(Variable):
         with ops.name_scope("Gather" if name is None else name):
             return rvo.resource_gather(self._handle, indices, self._dtype_base)
 
+    def gather_nd(self, indices, name=None) -> ops.Tensor:
+        """`tf.gather_nd` of the variable (op ResourceGatherNd)."""
+        from asyncflow.ops import array_ops
+
+        with ops.name_scope("GatherNd" if name is None else name):
+            # As TF: an Identity of the ResourceGatherNd.
+            return array_ops.identity(
+                rvo.resource_gather_nd(self._handle, indices, self._dtype_base)
+            )
+
     def initialized_value(self) -> ops.Tensor:
         from asyncflow.ops import control_flow_ops
 

@@ -28,6 +28,7 @@ from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.data_flow_stack_ops import handle_object, handle_value
+from asyncflow.ops.scatter_nd_ops import _gather_nd
 from asyncflow.ops.slicing_ops import _gather_v2
 from asyncflow.ops.state_ops import VarRef
 from asyncflow.registry import ANY, INDEX, REQUIRED, NotDifferentiable, register_op
@@ -41,6 +42,7 @@ __all__ = [
     "var_is_initialized_op",
     "variable_shape",
     "resource_gather",
+    "resource_gather_nd",
     "destroy_resource_op",
 ]
 
@@ -252,6 +254,38 @@ def _resource_gather_grad(op, grad):
     return [IndexedSlices(values, flat, params_shape), None]
 
 
+ResourceGatherNd = register_op(
+    "ResourceGatherNd",
+    inputs=["resource: resource", "indices: Tindices"],
+    outputs=["output: dtype"],
+    attrs={"dtype": ANY, "Tindices": INDEX},
+    shape_fn=lambda op: [_gather_nd_shape(op)],
+    stateful=True,
+)
+
+
+def _gather_nd_shape(op):
+    params, indices = _handle_shape(op), op.inputs[1].shape
+    if params.ndims is None or indices.ndims is None or indices.dims[-1] is None:
+        return tensor_shape.unknown_shape()
+    return tensor_shape.TensorShape(indices.dims[:-1] + params.dims[indices.dims[-1] :])
+
+
+@ResourceGatherNd.kernel(host_memory=("resource", "indices"))
+async def _resource_gather_nd(ctx, handle, indices):
+    var = _read(ctx, handle)
+    _check_dtype(var, ctx.attrs["dtype"])
+    return await _gather_nd(ctx, var.read(), indices)
+
+
+@ResourceGatherNd.gradient
+def _resource_gather_nd_grad(op, grad):
+    # TF's gradient: the gathered slices scattered back into the variable's shape.
+    handle, indices = op.inputs
+    shape = ops.apply_op("VariableShape", [handle], {"out_type": indices.dtype}).outputs[0]
+    return [_g.apply("ScatterNd", indices, ops.convert_to_tensor(grad), shape), None]
+
+
 DestroyResourceOp = register_op(
     "DestroyResourceOp",
     inputs=["resource: resource"],
@@ -342,6 +376,11 @@ def variable_shape(input, out_type=dtypes.int32, name=None):  # noqa: A002 - TF'
 def resource_gather(resource, indices, dtype, batch_dims=0, validate_indices=True, name=None):
     attrs = {"dtype": dtypes.as_dtype(dtype), "batch_dims": batch_dims}
     return ops.apply_op("ResourceGather", [resource, indices], attrs, name=name).outputs[0]
+
+
+def resource_gather_nd(resource, indices, dtype, name=None):
+    attrs = {"dtype": dtypes.as_dtype(dtype)}
+    return ops.apply_op("ResourceGatherNd", [resource, indices], attrs, name=name).outputs[0]
 
 
 def destroy_resource_op(resource, ignore_lookup_error=True, name=None):

@@ -173,9 +173,7 @@ def _tensor_scatter_shape(op):
 # -- GatherNd ------------------------------------------------------------------------------
 
 # TF registers GatherNd for int16 indices too (TF 2.21).
-_GATHER_ND_INDEX = TypeConstraint(
-    [dtypes.int16, dtypes.int32, dtypes.int64], default="int32"
-)
+_GATHER_ND_INDEX = TypeConstraint([dtypes.int16, dtypes.int32, dtypes.int64], default="int32")
 
 GatherNd = register_op(
     "GatherNd",
@@ -258,6 +256,8 @@ def gather_nd(params, indices, name=None, batch_dims=0):
         shape [3,4]".
     """
     batch_dims = int(batch_dims)
+    if batch_dims == 0 and hasattr(params, "gather_nd"):  # a resource variable, as TF's
+        return params.gather_nd(indices, name=name)
     if batch_dims == 0:
         return ops.apply_op("GatherNd", [params, indices], name=name).outputs[0]
     with ops.name_scope(name, "GatherNd", [params, indices]):
