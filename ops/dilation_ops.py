@@ -108,7 +108,7 @@ def _attrs(ctx) -> dict:
     return {k: ctx.attrs[k] for k in ("strides", "rates", "padding")}
 
 
-@Dilation2D.kernel()
+@Dilation2D.kernel("CPU")
 async def _dilation2d(ctx, x, f):
     x, f = np.asarray(x), np.asarray(f)
     return await ctx.compute(lambda: _scan(_attrs(ctx), x, f)[0])
@@ -147,13 +147,13 @@ def _backprop(attrs, x, f, dy, to_input: bool):
     return out.astype(f.dtype)
 
 
-@Dilation2DBackpropInput.kernel()
+@Dilation2DBackpropInput.kernel("CPU")
 async def _dilation2d_backprop_input(ctx, x, f, dy):
     x, f, dy = np.asarray(x), np.asarray(f), np.asarray(dy)
     return await ctx.compute(lambda: _backprop(_attrs(ctx), x, f, dy, True))
 
 
-@Dilation2DBackpropFilter.kernel()
+@Dilation2DBackpropFilter.kernel("CPU")
 async def _dilation2d_backprop_filter(ctx, x, f, dy):
     x, f, dy = np.asarray(x), np.asarray(f), np.asarray(dy)
     return await ctx.compute(lambda: _backprop(_attrs(ctx), x, f, dy, False))
