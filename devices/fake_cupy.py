@@ -21,8 +21,11 @@ What it models, with CuPy's names:
   `cuda.memory.OutOfMemoryError` past the limit;
 - `fuse`: one kernel launch for a function of ufuncs, refusing what CuPy's fusion
   refuses (devices/fake_fusion.py);
-- a view's `base` (the array it views), so that reference counts tell, as on CuPy,
-  whether anything still holds a buffer;
+- a view's `base` (the array it views), and arrays over memory another object owns:
+  `cuda.UnownedMemory(ptr, size, owner)`, `cuda.MemoryPointer(mem, offset)`,
+  `ndarray(shape, dtype, memptr, strides)`; such an array and every view of it hold
+  the owner, as on CuPy (`.data.ptr` names a live allocation, strictly: an unknown or
+  dead pointer, or a size past its allocation, raises);
 - `launches()` / `reset_launches()` (the stand-in's own): kernel launches and copies
   asked of each device, as CUDA would count them, for tests and benchmarks.
 
@@ -467,6 +470,7 @@ cuda = types.SimpleNamespace(
 )
 
 
+
 # -- pinned host memory -----------------------------------------------------------------
 
 
@@ -716,9 +720,24 @@ def reset_launches() -> None:
         _counts.clear()
 
 
+# Device pointers the stand-in has handed out (`.data.ptr`): a host address of the
+# array's bytes -> the array, while it lives.
+_by_ptr: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
 class _MemPtr:
     def __init__(self, array):
         self._array = array
+
+    @property
+    def ptr(self) -> int:
+        ptr = _address(self._array._a)
+        _by_ptr[ptr] = self._array
+        return ptr
 
     def copy_from_device_async(self, src, size, stream=None) -> None:
         """A peer (device -> device) copy enqueued on `stream` (destination side)."""
@@ -732,20 +751,68 @@ class _MemPtr:
         dst._stream_id, dst._seq = stream.id, seq
 
 
+class UnownedMemory:
+    """CuPy's `cuda.UnownedMemory`: `size` bytes at `ptr`, kept alive by `owner`."""
+
+    def __init__(self, ptr: int, size: int, owner, device_id: int | None = None):
+        array = _by_ptr.get(ptr)
+        if array is None:
+            raise ValueError(f"pointer {ptr:#x} is not a live device allocation")
+        root = _root(array._a)
+        end = _address(root) + root.nbytes
+        if size < 0 or ptr + size > end:
+            raise ValueError(f"{size} bytes at {ptr:#x} run past their allocation")
+        if device_id is not None and device_id != array._dev:
+            raise ValueError(f"pointer on device {array._dev}, not {device_id}")
+        self.ptr, self.size, self.device_id = ptr, size, array._dev
+        self._owner = owner
+        self._array = weakref.ref(array)
+
+
+class MemoryPointer:
+    """CuPy's `cuda.MemoryPointer`: `mem` at a byte offset."""
+
+    def __init__(self, mem: UnownedMemory, offset: int):
+        self.mem, self.offset, self.ptr = mem, offset, mem.ptr + offset
+
+
 @refuse_host_conversion
 class ndarray:  # noqa: N801 - CuPy's name
     """A fake device array; see the module note."""
 
-    __slots__ = ("_a", "_dev", "_stream_id", "_seq", "_base", "__weakref__")
+    __slots__ = ("_a", "_dev", "_stream_id", "_seq", "_base", "_mem", "__weakref__")
     __array_ufunc__ = None
     __array_priority__ = 1000
     __hash__ = None  # type: ignore[assignment]
+
+    def __new__(cls, shape, dtype=float, memptr=None, strides=None, order="C"):
+        """CuPy's constructor: new memory, or an array over `memptr` (which it holds)."""
+        if memptr is None:
+            return module.empty(shape, dtype, order=order)
+        mem = memptr.mem
+        array = mem._array()
+        if array is None:
+            raise ValueError("the memory's allocation has been freed")
+        root = _root(array._a)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if memptr.offset + nbytes > mem.size:
+            raise ValueError(f"{nbytes} bytes past the end of a {mem.size}-byte memory")
+        a = np.ndarray(
+            shape, dtype, buffer=root, offset=memptr.ptr - _address(root), strides=strides
+        )
+        self = object.__new__(cls)
+        self._a, self._dev = a, mem.device_id
+        self._stream_id, self._seq = array._stream_id, array._seq
+        self._base = None
+        self._mem = mem
+        return self
 
     @classmethod
     def _make(cls, a: np.ndarray, dev: int, stream_id: int, seq: int) -> ndarray:
         self = object.__new__(cls)
         self._a, self._dev, self._stream_id, self._seq = a, dev, stream_id, seq
         self._base = None
+        self._mem = None
         if a.base is None and a.nbytes:
             pool = _state(dev).pool
             weakref.finalize(self, pool.free, pool.malloc(a.nbytes))
@@ -767,8 +834,8 @@ class ndarray:  # noqa: N801 - CuPy's name
     flags = property(lambda self: self._a.flags)
     device = property(lambda self: Device(self._dev))
     data = property(lambda self: _MemPtr(self))
-    # A view holds the array it views (CuPy's `base`: the root array), so a buffer's
-    # reference count tells whether anything still reads it.
+    # A view holds the array it views (CuPy's `base`: the root array), and so whatever
+    # owns that array's memory.
     base = property(lambda self: self._base)
 
     def __len__(self) -> int:
@@ -1041,6 +1108,8 @@ class _Namespace(types.ModuleType):
         return value
 
 
+cuda.UnownedMemory = UnownedMemory
+cuda.MemoryPointer = MemoryPointer
 module = _Namespace(np, "fake_cupy")
 for _k, _v in {
     "ndarray": ndarray,

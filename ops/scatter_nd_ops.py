@@ -450,7 +450,7 @@ def _ref_scatter_nd_op(op_type: str, mode: str, allowed):
     @op_def.kernel("CPU")
     async def _kernel(ctx, ref, indices, updates):
         indices, updates = np.asarray(indices), np.asarray(updates)
-        params = ref.read()
+        params = ref._current()  # checked within this loop step, not handed out
         if indices.ndim < 1 or indices.shape[-1] > params.ndim:
             raise _invalid(
                 f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, "
@@ -459,7 +459,7 @@ def _ref_scatter_nd_op(op_type: str, mode: str, allowed):
         # Validate before writing: a bad index must leave the variable unchanged.
         _updates_shape_check(indices.shape, updates.shape, params.shape, _invalid)
         _flat_rows(indices, params.shape, "shape")
-        del params  # a local reference would defeat the variable's refcount check
+        del params
         target = ref.writable_target()
         _scatter_into(np, target, indices, updates, mode)
         ref.commit(target)

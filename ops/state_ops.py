@@ -16,8 +16,14 @@ Copy-on-write (DESIGN.md, "State"), by explicit bookkeeping of what was handed o
   this or a concurrent step, therefore never changes under its holder, and a training
   loop whose reads are dropped before the next update pays no copy per step.  A lease
   that lives longer than it needs to (a collector that frees late) only costs a copy.
-- A buffer that cannot be lent through a lease (a device array, object dtype) is
-  marked shared once read: the next update copies it.
+- A device (CuPy) buffer is lent the same way: `read()` hands out a new array over
+  the buffer's memory whose owner is the lease (`cuda.UnownedMemory(ptr, size,
+  lease)`), and every view of it, CuPy or not, holds that memory and so the lease.
+  Work enqueued on the device's stream before the last lease died runs before any
+  later in-place update (one stream, in order); work on another stream (a copy) holds
+  the array it reads until it has run.
+- A buffer that cannot be lent through a lease (object dtype, an array module
+  without `cuda.UnownedMemory`) is marked shared once read: the next update copies it.
 
 Invariants:
 - `VarRef.value` is None (uninitialised) or an array of exactly the variable's dtype
@@ -31,7 +37,6 @@ Invariants:
 
 from __future__ import annotations
 
-import sys
 import weakref
 
 import numpy as np
@@ -71,11 +76,6 @@ __all__ = [
 def _shape_str(shape) -> str:
     """TF's TensorShape::DebugString: "[2,3]", "[]"."""
     return "[" + ",".join(str(d) for d in shape) + "]"
-
-
-# sys.getrefcount(self.value) of a buffer only its VarRef holds (the slot and the call's
-# argument).
-_OWN_REFERENCES = 2
 
 
 def _set_writeable(buf, flag: bool) -> None:
@@ -127,7 +127,7 @@ class _Lendings:
 class VarRef:
     """A variable's state: its current buffer (None until the first Assign)."""
 
-    __slots__ = ("value", "dtype", "shape", "name", "_iface", "_lendings", "_writers")
+    __slots__ = ("value", "dtype", "shape", "name", "_iface", "_xp", "_lendings", "_writers")
 
     def __init__(self, dtype, shape=None, name: str = ""):
         self.value = None
@@ -135,6 +135,7 @@ class VarRef:
         self.shape = tensor_shape.unknown_shape() if shape is None else shape
         self.name = name
         self._iface = None
+        self._xp = None  # the array module of a device buffer that is lent by lease
         self._lendings = _Lendings()
         # Updates between writable_target and commit/abandon: an update may run off the
         # loop, and two unlocked updates of one variable may overlap (TF's use_locking=
@@ -158,8 +159,8 @@ class VarRef:
             )
         iface = self._iface
         if iface is None:
-            if not isinstance(value, np.ndarray):
-                return value  # a device buffer: its references are counted (_exclusive)
+            if self._xp is not None:
+                return self._lend_device(value)
             self._lendings.shared = True
             return value
         lease = _Lease()
@@ -171,6 +172,15 @@ class VarRef:
         # bfloat16, typestr "<V2") comes back as raw void and is viewed as itself again.
         return out if out.dtype == value.dtype else out.view(value.dtype)
 
+    def _lend_device(self, value):
+        """A device array over `value`'s memory whose owner is a new lease."""
+        xp = self._xp
+        lease = _Lease()
+        lease.buffer = value
+        self._lendings.add(lease)
+        mem = xp.cuda.UnownedMemory(value.data.ptr, value.nbytes, lease, value.device.id)
+        return xp.ndarray(value.shape, value.dtype, xp.cuda.MemoryPointer(mem, 0), value.strides)
+
     def is_initialized(self) -> bool:
         return self.value is not None
 
@@ -178,26 +188,25 @@ class VarRef:
 
     def _exclusive(self) -> bool:
         """True when nothing a read handed out is still alive (no fetch, view, reader)."""
-        value = self.value
-        if not isinstance(value, np.ndarray) and value is not None:
-            # A device (CuPy) buffer takes no lease; a read hands out the array itself
-            # and every view of it holds it as its `base`.  So the buffer is exclusive
-            # when this VarRef holds its only reference, TF's refcount-one test.  Work
-            # already enqueued that reads it runs first (one stream, in order); work on
-            # other streams (copies) holds the array until it has run.
-            del value
-            return sys.getrefcount(self.value) <= _OWN_REFERENCES
         lendings = self._lendings
         return not lendings.live and not lendings.shared
 
-    def _install(self, buf) -> None:
+    def _install(self, buf, xp=None) -> None:
+        """Make `buf` the current buffer; `xp`: its array module when it is a device
+        array (None keeps the module of the buffer it replaces)."""
         _set_writeable(buf, False)
         if buf is self.value:  # updated in place: no lease of it was alive
             return
         self.value = buf
         self._lendings = _Lendings()
-        lendable = type(buf) is np.ndarray and not buf.dtype.hasobject
-        self._iface = buf.__array_interface__ if lendable else None
+        if type(buf) is np.ndarray:
+            self._xp = None
+            self._iface = None if buf.dtype.hasobject else buf.__array_interface__
+            return
+        self._iface = None
+        if xp is not None and xp is not np:
+            cuda = getattr(xp, "cuda", None)
+            self._xp = xp if hasattr(cuda, "UnownedMemory") else None
 
     def assign(self, value, validate_shape: bool, xp=np) -> None:
         """Set the variable to a copy of `value` (TF's Assign: the input is never aliased).
@@ -227,7 +236,7 @@ class VarRef:
             _set_writeable(buf, False)
             return
         # Always copy: the input may be a Const's shared value or another op's output.
-        self._install(xp.array(value, dtype=self.dtype.as_numpy_dtype, copy=True))
+        self._install(xp.array(value, dtype=self.dtype.as_numpy_dtype, copy=True), xp)
 
     def _current(self):
         """The current buffer, for a check within this event-loop step (not handed out).
@@ -271,7 +280,7 @@ class VarRef:
             _set_writeable(buf, False)
         else:
             old = self.value
-            self._install(ufunc(old, operand, out=xp.empty_like(old)))
+            self._install(ufunc(old, operand, out=xp.empty_like(old)), xp)
 
     def writable_target(self):
         """The buffer to update in place: the current one if exclusive, else a copy.

@@ -324,3 +324,41 @@ def test_max_pool_gradient_reads_nothing_back_on_the_loop(fake_gpu):
     assert launches["sync"] == 0
     for a, b in zip(gpu, cpu):
         np.testing.assert_array_equal(a, b)
+
+
+def test_gpu_variable_lends_through_owned_memory_and_views_keep_the_lease(fake_gpu):
+    """A device read is an array over the variable's memory owned by a lease
+    (cuda.UnownedMemory): while it or any view of it lives, an update copies; once all
+    are gone, the update writes in place."""
+    from asyncflow.ops import state_ops
+
+    xp = fake_cupy.module
+    with fake_cupy.cuda.Device(0):
+        ref = state_ops.VarRef(af.float32, name="v")
+        ref.assign(xp.asarray(np.arange(6, dtype=np.float32)), True, xp)
+        buf = ref.value
+        lent = ref.read()
+        assert lent is not buf and lent.data.ptr == buf.data.ptr
+        view = lent.reshape(2, 3)[1:]  # a view: holds `lent`, hence the lease
+        del lent
+        ref.apply_ufunc("add", xp.ones(6, np.float32), xp)
+        assert ref.value is not buf  # copied: a view of the lent value is alive
+        np.testing.assert_array_equal(xp.asnumpy(view), [[3, 4, 5]])
+        del view
+        buf = ref.value
+        ref.apply_ufunc("add", xp.ones(6, np.float32), xp)
+        assert ref.value is buf  # nothing lent is alive: in place
+        np.testing.assert_array_equal(xp.asnumpy(ref.read()), np.arange(6) + 2)
+
+
+def test_the_stand_in_refuses_memory_it_did_not_hand_out(fake_gpu):
+    xp = fake_cupy.module
+    with fake_cupy.cuda.Device(0):
+        a = xp.asarray(np.zeros(4, np.float32))
+        with pytest.raises(ValueError, match="not a live device allocation"):
+            fake_cupy.cuda.UnownedMemory(12345, 16, object())
+        with pytest.raises(ValueError, match="past their allocation"):
+            fake_cupy.cuda.UnownedMemory(a.data.ptr, 32, object())
+        mem = fake_cupy.cuda.UnownedMemory(a.data.ptr, 16, object())
+        with pytest.raises(ValueError, match="past the end"):
+            xp.ndarray((8,), np.float32, fake_cupy.cuda.MemoryPointer(mem, 0))

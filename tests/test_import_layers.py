@@ -247,3 +247,18 @@ def test_the_walk_sees_function_local_imports(tmp_path):
     found = [n for n in ast.walk(node) if isinstance(n, ast.ImportFrom)]
     assert found and found[0].module == "asyncflow"
     assert layer_of("asyncflow.session") > layer_of("asyncflow.executor")
+
+
+def test_no_reference_count_decisions():
+    """Buffer forwarding and copy-on-write are decided from the graph and from leases,
+    never from `sys.getrefcount` (correct only by one interpreter's counting)."""
+    users = [
+        str(f.relative_to(ROOT))
+        for f in _modules().values()
+        if any(
+            isinstance(n, ast.Attribute) and n.attr == "getrefcount"
+            or isinstance(n, ast.alias) and n.name == "getrefcount"
+            for n in ast.walk(_parse(f.read_text()))
+        )
+    ]
+    assert users == []
