@@ -117,6 +117,13 @@ _SAMPLES: dict[tuple, list[float]] = {}  # kind -> its last three measured runs
 # half the limit, so that a kind near it does not alternate (one preempted run on a
 # loaded machine, one fast run: a 1 ms kernel on the loop every few steps).
 _WENT_TO_WORKER: set = set()
+# Kinds measured well under the limit (SETTLED_FRACTION of it) run inline untimed, and
+# are timed again on every RETIME_EVERY-th call: timing every call (two clock reads
+# and the samples' median) cost as much as a small kernel's arithmetic (a served
+# one-row predict's products and softmax), and a kind's work is fixed by its shapes.
+SETTLED_FRACTION = 0.125
+RETIME_EVERY = 16
+_UNTIMED: dict[tuple, int] = {}  # settled kind -> calls run untimed since last timed
 _clock = time.perf_counter
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, np.ufunc)
 
@@ -143,6 +150,7 @@ def _observe(key: tuple, seconds: float) -> None:
             _SAMPLES.clear()
             _MEASURED.clear()
             _WENT_TO_WORKER.clear()
+            _UNTIMED.clear()
         _SAMPLES[key] = [seconds]  # a kind's first run pays its warm-up: not trusted alone
         return
     samples.append(seconds)
@@ -427,6 +435,12 @@ class CPUDevice(Device):
         else:  # near the limit, or not estimated by the plan: per call, measured
             key = _call_key(fn, args)
             seconds = _MEASURED.get(key)
+            if seconds is not None and seconds < SETTLED_FRACTION * limit:
+                untimed = _UNTIMED.get(key, 0)
+                if untimed < RETIME_EVERY - 1:  # settled cheap (see RETIME_EVERY)
+                    _UNTIMED[key] = untimed + 1
+                    return cpu_budget.call_narrow(fn, args)
+                _UNTIMED[key] = 0
             if seconds is None:
                 seconds = estimate_seconds(fn, args, cost)
             elif key in _WENT_TO_WORKER:

@@ -326,6 +326,37 @@ async def test_plan_decided_kernels_skip_the_per_call_model(graph, monkeypatch):
     assert (4, 4) not in shapes and (4096, 1) not in shapes  # neither judged per call
 
 
+async def test_a_settled_cheap_kind_is_timed_only_now_and_then(monkeypatch):
+    monkeypatch.setattr(cpu, "_MEASURED", {})
+    monkeypatch.setattr(cpu, "_SAMPLES", {})
+    monkeypatch.setattr(cpu, "_UNTIMED", {})
+    readings = []
+
+    def clock():
+        readings.append(1)
+        return len(readings) * 1e-6  # every timed call: 1 us, well under the limit
+
+    monkeypatch.setattr(cpu, "_clock", clock)
+    dev = cpu.CPUDevice(cpu.local_cpu_name())
+    try:
+        x = np.ones(4, np.float32)
+        for _ in range(2):  # two timed runs settle the kind
+            await dev.compute(np.add, x, x)
+        assert len(readings) == 4
+        for _ in range(cpu.RETIME_EVERY - 1):
+            np.testing.assert_array_equal(await dev.compute(np.add, x, x), 2 * x)
+        assert len(readings) == 4  # untimed
+        await dev.compute(np.add, x, x)
+        assert len(readings) == 6  # the RETIME_EVERY-th call is timed again
+        key = cpu._call_key(np.add, (x, x))
+        cpu._SAMPLES[key][:] = [1.0, 1.0, 1.0]  # as if the kind had become slow
+        cpu._MEASURED[key] = 1.0
+        await dev.compute(np.add, x, x)
+        assert dev.offloaded == 1  # not settled any more: judged, and sent to a worker
+    finally:
+        dev.close()
+
+
 async def test_a_kind_back_from_the_worker_must_be_well_under_the_limit(monkeypatch):
     monkeypatch.setattr(cpu, "_MEASURED", {})
     monkeypatch.setattr(cpu, "_SAMPLES", {})
