@@ -74,7 +74,7 @@ async def measure(export_dir: str, weights: dict, n: int, rounds: int) -> dict:
         doc = rest.parse_body(body)
         rest._row_inputs(doc["instances"], sig)
         payload = {"predictions": rest.predictions_row(outputs)}
-        return rest._json_response(payload, nan_tokens=rest._nonfinite(outputs))
+        return rest._json_response(payload, outputs=outputs)
 
     async def numpy_handler():
         doc = json.loads(body)

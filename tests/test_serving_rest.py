@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 from _testing_ops import settle
+from aiohttp import ClientSession
 from aiohttp.test_utils import TestClient, TestServer
 
 import asyncflow as af
@@ -86,11 +87,24 @@ async def registry(base_path):
     await reg.aclose()
 
 
-@pytest.fixture
-async def client(registry):
-    app = rest.make_app(registry, max_body_bytes=4096, max_depth=16)
-    async with TestClient(TestServer(app, host="127.0.0.1")) as c:
-        yield c
+@pytest.fixture(params=["app", "server"])
+async def client(registry, request):
+    """A client of the REST API both ways it is served: `rest.make_app` (an aiohttp
+    Application, as a service mounts it) and the model server's own low-level
+    `rest.make_server` (what `ModelServer` listens with)."""
+    if request.param == "app":
+        app = rest.make_app(registry, max_body_bytes=4096, max_depth=16)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as c:
+            yield c
+        return
+    srv = server.ModelServer(registry, host="127.0.0.1", port=0, max_body_bytes=4096,
+                             max_depth=16)  # fmt: skip
+    port = await srv.start()
+    try:
+        async with ClientSession(base_url=f"http://127.0.0.1:{port}") as c:
+            yield c
+    finally:
+        await srv.stop()
 
 
 async def _json(resp):
@@ -195,6 +209,23 @@ async def test_chunked_request_body(client):
     status, body = await _json(resp)
     assert status == 200
     np.testing.assert_allclose(body["predictions"], _ref(X), rtol=1e-6)
+
+
+async def test_expect_100_continue(client):
+    """curl sends `Expect: 100-continue` before a body over 1 KiB and waits for the
+    interim answer; any other expectation is refused (417)."""
+    body = json.dumps({"instances": X}).encode()
+    resp = await client.post(
+        "/v1/models/m:predict",
+        data=body,
+        headers={"Content-Type": "application/json", "Expect": "100-continue"},
+        expect100=True,
+    )
+    status, doc = await _json(resp)
+    assert status == 200
+    np.testing.assert_allclose(doc["predictions"], _ref(X), rtol=1e-6)
+    resp = await client.post("/v1/models/m:predict", data=body, headers={"Expect": "teapot"})
+    assert resp.status == 417
 
 
 def _softmax(z):

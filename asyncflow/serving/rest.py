@@ -21,6 +21,7 @@ Every predict runs `await model.predict(...)` (Session.arun) on the server's own
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -29,7 +30,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.http import HttpVersion11
 from google.protobuf import json_format
 
 from asyncflow import errors
@@ -37,7 +39,7 @@ from asyncflow.protos import error_codes_pb2
 from asyncflow.serving import metrics as _metrics
 from asyncflow.serving.registry import ModelRegistry
 
-__all__ = ["ModelRegistry", "make_app", "HTTP_STATUS"]
+__all__ = ["ModelRegistry", "make_app", "make_handler", "make_server", "HTTP_STATUS"]
 
 _code_name = error_codes_pb2.Code.Name  # 5 -> "NOT_FOUND"
 
@@ -73,21 +75,24 @@ _MODEL_URL = re.compile(
 # -- JSON -----------------------------------------------------------------------------------
 
 
-def _json_response(payload, status: int = 200, nan_tokens: bool = False) -> web.Response:
+def _json_response(payload, status: int = 200, outputs: Mapping | None = None) -> web.Response:
     """`payload` (builtins and NumPy arrays) as a JSON response.
 
     orjson writes arrays straight from their buffers (float32 at float32's shortest
     round-trip repr: 0.1, not 0.10000000149011612), ~15x faster than json + tolist().
-    It writes NaN as null, so a payload with non-finite floats (`nan_tokens`) takes the
-    json module, whose allow_nan writes the NaN / Infinity / -Infinity tokens TF Serving
-    writes.
+    It writes NaN and infinities as null, so when `outputs` (the model outputs the
+    payload holds) have any, the json module writes the payload instead: its allow_nan
+    writes the NaN / Infinity / -Infinity tokens TF Serving writes.  (Only a body with
+    a null can have one: looking for it costs less than checking every value.)
     """
     body = None
-    if not nan_tokens:
-        try:
-            body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
-        except TypeError:  # a dtype orjson does not write (bfloat16, complex, ...)
-            pass
+    try:
+        body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:  # a dtype orjson does not write (bfloat16, complex, ...)
+        pass
+    else:
+        if outputs is not None and b"null" in body and _nonfinite(outputs):
+            body = None
     if body is None:
         body = json.dumps(payload, allow_nan=True, default=_builtin).encode()
     return web.Response(body=body, status=status, content_type="application/json")
@@ -404,11 +409,78 @@ def make_app(
     metrics=None,
     metrics_path: str | None = None,
 ) -> web.Application:
-    """An aiohttp Application answering TF Serving's REST API for `registry`'s models.
+    """An aiohttp Application answering TF Serving's REST API for `registry`'s models
+    (to mount in a service's own Application; `make_server` is the model server's).
 
     With `metrics` (asyncflow.serving.metrics.ServingMetrics) inference requests are
     counted and timed, and `metrics_path` (when given) answers Prometheus' scrapes.
     """
+    dispatch = make_handler(
+        registry,
+        max_body_bytes=max_body_bytes,
+        max_depth=max_depth,
+        request_timeout_s=request_timeout_s,
+        metrics=metrics,
+        metrics_path=metrics_path,
+    )
+    app = web.Application(client_max_size=max_body_bytes)
+    app.router.add_route("*", "/{tail:.*}", dispatch)
+    return app
+
+
+def make_server(
+    registry: ModelRegistry,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    idle_timeout_s: float = 75.0,
+    **options,
+) -> web.Server:
+    """`make_app`'s API on aiohttp's low-level `web.Server` (serve it with
+    `web.ServerRunner`); `options` are make_app's others.
+
+    The handler parses TF Serving's URLs itself, so an Application's router, match
+    info and middleware chain would only add their cost to every request.  What the
+    Application did for the handler is done here: the body limit (413 from
+    `request.read()`) and the answer to `Expect: 100-continue` (curl sends it before
+    bodies over 1 KiB).
+    """
+    dispatch = make_handler(registry, max_body_bytes=max_body_bytes, **options)
+
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        if request.headers.get(hdrs.EXPECT):
+            expect = request.headers[hdrs.EXPECT]
+            if request.version == HttpVersion11:
+                if expect.lower() != "100-continue":
+                    return _json_response({"error": f"Unknown Expect: {expect}"}, 417)
+                await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                request.writer.output_size = 0  # (the response proper starts after it)
+        return await dispatch(request)
+
+    loop = asyncio.get_running_loop()
+
+    def request_factory(message, payload, protocol, writer, task) -> web.BaseRequest:
+        return web.BaseRequest(
+            message, payload, protocol, writer, task, loop, client_max_size=max_body_bytes
+        )
+
+    return web.Server(
+        handle,
+        request_factory=request_factory,
+        keepalive_timeout=idle_timeout_s,  # closes connections idle between requests
+        access_log=None,
+    )
+
+
+def make_handler(
+    registry: ModelRegistry,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    request_timeout_s: float | None = None,
+    metrics=None,
+    metrics_path: str | None = None,
+):
+    """The request handler of `make_app` and `make_server`: `await handler(request)`."""
 
     async def dispatch(request: web.Request) -> web.Response:
         path = request.path
@@ -507,7 +579,7 @@ def make_app(
             payload = {"predictions": predictions_row(outputs)}
         else:
             payload = {"outputs": outputs_column(outputs)}
-        return _json_response(payload, nan_tokens=_nonfinite(outputs))
+        return _json_response(payload, outputs=outputs)
 
     async def _classify_regress(model, body: bytes, verb: str) -> dict:
         doc = parse_body(body, max_depth)
@@ -521,6 +593,4 @@ def make_app(
             return {"result": classify_results(outputs, len(examples))}
         return {"result": regress_results(outputs, len(examples))}
 
-    app = web.Application(client_max_size=max_body_bytes)
-    app.router.add_route("*", "/{tail:.*}", dispatch)
-    return app
+    return dispatch

@@ -27,7 +27,7 @@ from asyncflow.serving import model as _model
 from asyncflow.serving.config import ModelConfig, parse_model_config
 from asyncflow.serving.manager import VersionManager, find_versions
 from asyncflow.serving.registry import ModelRegistry
-from asyncflow.serving.rest import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH, make_app
+from asyncflow.serving.rest import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH, make_server
 
 __all__ = [
     "find_versions",
@@ -132,8 +132,7 @@ class ModelServer:
             from asyncflow.serving.metrics import ServingMetrics
 
             self.metrics = ServingMetrics(registry)
-        self.app = make_app(
-            registry,
+        self._rest_options = dict(
             max_body_bytes=max_body_bytes,
             max_depth=max_depth,
             request_timeout_s=request_timeout_s,
@@ -152,10 +151,10 @@ class ModelServer:
         """Bind and listen; the port bound (useful with port 0)."""
         from aiohttp import web
 
-        # keepalive_timeout closes connections idle between requests.
-        self._runner = web.AppRunner(
-            self.app, keepalive_timeout=self.idle_timeout_s, access_log=None
+        rest_server = make_server(
+            self.registry, idle_timeout_s=self.idle_timeout_s, **self._rest_options
         )
+        self._runner = web.ServerRunner(rest_server)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
