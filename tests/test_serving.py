@@ -177,6 +177,28 @@ async def test_deadline_while_running():
     assert b.running_batches == 0
 
 
+async def test_deadlines_of_one_batch_expire_each_at_its_own_time():
+    """A batch keeps one timer for its requests' deadlines: a request that joins with
+    an earlier deadline than the others fails first, the others keep their place."""
+    fn = GatedFn()
+    b = Batcher(fn, max_batch_size=8)
+    running = asyncio.ensure_future(b.submit(rows(1), deadline_s=0.002))
+    await settle()
+    patient = asyncio.ensure_future(b.submit(rows(2), deadline_s=60.0))
+    hasty = asyncio.ensure_future(b.submit(rows(3), deadline_s=0.001))
+    with pytest.raises(errors.DeadlineExceededError):
+        await hasty
+    with pytest.raises(errors.DeadlineExceededError):
+        await running  # (still running: it fails at its deadline all the same)
+    assert not patient.done() and b.queued_requests() == 1
+    fn.release()  # the first batch ends; the queued one runs without `hasty`
+    await settle()
+    assert fn.calls[1]["x"].ravel().tolist() == [2]
+    fn.release()
+    assert (await patient)["y"].item() == 20
+    assert b.metrics.deadline_exceeded == 2
+
+
 async def test_batch_error_reaches_every_caller():
     boom = errors.InvalidArgumentError(None, None, "bad batch")
     fn = GatedFn(fail=boom)
