@@ -36,6 +36,7 @@ float32 and cast back.
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 
@@ -205,7 +206,9 @@ def compute_dtype(dtype):
 class _Geom:
     """Everything about one 2-D convolution, in NHWC terms, checked against TF's rules."""
 
-    __slots__ = ("n", "h", "w", "c", "kh", "kw", "oc", "oh", "ow", "sh", "sw", "dh", "dw", "pad")
+    __slots__ = (
+        "n", "h", "w", "c", "kh", "kw", "oc", "oh", "ow", "sh", "sw", "dh", "dw", "pad", "groups"
+    )  # fmt: skip
 
     def __init__(self, attrs, in_nhwc, filter_shape, depthwise=False):
         fmt = attrs["data_format"]
@@ -213,11 +216,18 @@ class _Geom:
         if len(filter_shape) != 4:
             raise _invalid(f"filter must be 4-dimensional: {_shape_str(filter_shape)}")
         self.kh, self.kw, fc, m = (int(d) for d in filter_shape)
-        if fc != self.c:
+        if depthwise and fc != self.c:
+            raise _invalid(f"input and filter must have the same depth: {self.c} vs {fc}")
+        if not depthwise and (fc < 1 or self.c % fc):
             raise _invalid(
                 f"input depth must be evenly divisible by filter depth: {self.c} vs {fc}"
-                if not depthwise
-                else f"input and filter must have the same depth: {self.c} vs {fc}"
+            )
+        # A grouped convolution (TF: input depth a multiple of the filter's): group k
+        # convolves input channels [k*fc, (k+1)*fc) with output channels k*oc/G onwards.
+        self.groups = 1 if depthwise else self.c // fc
+        if m % self.groups:
+            raise _invalid(
+                f"output depth must be evenly divisible by number of groups: {m} vs {self.groups}"
             )
         self.oc = fc * m if depthwise else m
         self.sh, self.sw = spatial(attrs["strides"], fmt)
@@ -235,6 +245,12 @@ class _Geom:
 
     def out_nhwc(self):
         return (self.n, self.oh, self.ow, self.oc)
+
+    def one_group(self) -> _Geom:
+        """The geometry of one group of a grouped convolution."""
+        g = copy.copy(self)
+        g.c, g.oc, g.groups = self.c // self.groups, self.oc // self.groups, 1
+        return g
 
     def windows(self, xp, x):
         xpad = pad_spatial(xp, x, *self.pad)
@@ -833,8 +849,17 @@ def _static_out_shape(op, in_shape, filter_shape, depthwise=False) -> tensor_sha
     filter_shape = tensor_shape.as_shape(filter_shape).with_rank(4)
     n, h, w, c = nhwc_dims(in_shape.as_list(), fmt)
     kh, kw, fc, m = filter_shape.as_list()
-    if c is not None and fc is not None and c != fc:
+    if depthwise and c is not None and fc is not None and c != fc:
         raise ValueError(f"Depth of input ({c}) must equal the filter's input depth ({fc})")
+    if not depthwise and c is not None and fc is not None:
+        if fc < 1 or c % fc:
+            raise ValueError(
+                f"Depth of input ({c}) is not a multiple of input depth of filter ({fc})"
+            )
+        if m is not None and m % (c // fc):
+            raise ValueError(
+                f"Depth of output ({m}) is not a multiple of the number of groups ({c // fc})"
+            )
     sh, sw = spatial(attrs["strides"], fmt)
     dh, dw = spatial(attrs.get("dilations") or [1] * 4, fmt)
     explicit = list(attrs.get("explicit_paddings") or [0] * 8)
@@ -887,7 +912,7 @@ Conv2D = register_op(
 )
 
 
-def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
+def _conv2d_forward_one(xp, g: _Geom, x, w, fmt, out_dtype):
     ct = compute_dtype(x.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
     w = w.astype(ct, copy=False)
@@ -956,7 +981,7 @@ def _check_out_backprop(g: _Geom, dy_nhwc, what="out_backprop") -> None:
         )
 
 
-def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
+def _conv2d_backprop_input_one(xp, g: _Geom, w, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
     if _use_fft(g, g.oc, g.c):
@@ -1025,7 +1050,7 @@ Conv2DBackpropFilter = register_op(
 )
 
 
-def _conv2d_backprop_filter(xp, g: _Geom, x, dy, fmt, out_dtype):
+def _conv2d_backprop_filter_one(xp, g: _Geom, x, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
     if _use_fft(g, g.c, g.oc):
@@ -1085,6 +1110,76 @@ async def _conv2d_backprop_filter_kernel(ctx, x, filter_sizes, dy):
     return await ctx.compute(
         _in_step, _step_token(), _conv2d_backprop_filter, xp, g, x, dy, fmt, dy.dtype, cost=cost
     )
+
+
+# -- grouped convolutions ------------------------------------------------------------------
+#
+# Each group is an ordinary convolution of its slice of the channels; its result is
+# copied into the whole output at once (the kernels above may return views of per-thread
+# scratch buffers that the next group's call rewrites).
+
+
+def _channels(a, lo: int, hi: int, fmt: str):
+    return a[:, lo:hi] if fmt == "NCHW" else a[..., lo:hi]
+
+
+def _grouped(xp, g: _Geom, fmt: str, one, slices, out_shape, out_dtype, filter_out=False):
+    """`one(sub_geometry, *args)` per group, the args of group k from `slices(k, sub)`,
+    gathered along the output's channel axis (the filter's last axis if `filter_out`)."""
+    sub = g.one_group()
+    out = xp.empty(out_shape, dtype=out_dtype)
+    for k in range(g.groups):
+        part, (lo, hi) = one(sub, *slices(k, sub))
+        if filter_out:
+            out[..., lo:hi] = part
+        else:
+            _channels(out, lo, hi, fmt)[...] = part
+    return out
+
+
+def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
+    if g.groups == 1:
+        return _conv2d_forward_one(xp, g, x, w, fmt, out_dtype)
+
+    def one(sub, xk, wk, span):
+        return _conv2d_forward_one(xp, sub, xk, wk, fmt, out_dtype), span
+
+    def slices(k, sub):
+        c, oc = (k * sub.c, (k + 1) * sub.c), (k * sub.oc, (k + 1) * sub.oc)
+        return _channels(x, *c, fmt), w[..., oc[0] : oc[1]], oc
+
+    shape = from_nhwc_dims(list(g.out_nhwc()), fmt)
+    return _grouped(xp, g, fmt, one, slices, shape, out_dtype)
+
+
+def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
+    if g.groups == 1:
+        return _conv2d_backprop_input_one(xp, g, w, dy, fmt, out_dtype)
+
+    def one(sub, wk, dyk, span):
+        return _conv2d_backprop_input_one(xp, sub, wk, dyk, fmt, out_dtype), span
+
+    def slices(k, sub):
+        c, oc = (k * sub.c, (k + 1) * sub.c), (k * sub.oc, (k + 1) * sub.oc)
+        return w[..., oc[0] : oc[1]], _channels(dy, *oc, fmt), c
+
+    shape = from_nhwc_dims([g.n, g.h, g.w, g.c], fmt)
+    return _grouped(xp, g, fmt, one, slices, shape, out_dtype)
+
+
+def _conv2d_backprop_filter(xp, g: _Geom, x, dy, fmt, out_dtype):
+    if g.groups == 1:
+        return _conv2d_backprop_filter_one(xp, g, x, dy, fmt, out_dtype)
+
+    def one(sub, xk, dyk, span):
+        return _conv2d_backprop_filter_one(xp, sub, xk, dyk, fmt, out_dtype), span
+
+    def slices(k, sub):
+        c, oc = (k * sub.c, (k + 1) * sub.c), (k * sub.oc, (k + 1) * sub.oc)
+        return _channels(x, *c, fmt), _channels(dy, *oc, fmt), oc
+
+    shape = (g.kh, g.kw, g.c // g.groups, g.oc)
+    return _grouped(xp, g, fmt, one, slices, shape, out_dtype, filter_out=True)
 
 
 # -- gradients -----------------------------------------------------------------------------

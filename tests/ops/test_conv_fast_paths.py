@@ -156,6 +156,63 @@ def test_conv_paths_match_reference(case, fmt, dtype, path):
     np.testing.assert_allclose(dw_v, dw_ref, rtol=tol, atol=tol * 8)
 
 
+def _grouped_reference(x, w, dy, strides, padding, dilations, pads):
+    """A grouped convolution (TF: input depth G times the filter's) is G ordinary ones,
+    group k on input channels [k*fc, (k+1)*fc) and output channels [k*oc/G, ...)."""
+    fc, oc = w.shape[2], w.shape[3]
+    groups = x.shape[3] // fc
+    og = oc // groups
+    parts = [
+        _reference(
+            x[..., k * fc : (k + 1) * fc],
+            w[..., k * og : (k + 1) * og],
+            None if dy is None else dy[..., k * og : (k + 1) * og],
+            strides,
+            padding,
+            dilations,
+            pads,
+        )  # fmt: skip
+        for k in range(groups)
+    ]
+    return tuple(np.concatenate([p[i] for p in parts], axis=-1) for i in range(3))
+
+
+_GROUPED = [
+    ("two_groups", (2, 7, 6, 4), (3, 3, 2, 6), (1, 1), "SAME", (1, 1), None),
+    ("three_groups_strided", (1, 9, 8, 6), (3, 2, 2, 3), (2, 2), "SAME", (1, 1), None),
+    ("dilated_explicit", (2, 6, 7, 8), (2, 3, 2, 8), (1, 1), "EXPLICIT", (2, 1), ((1, 2), (0, 1))),
+    ("depthwise_like", (1, 5, 5, 3), (3, 3, 1, 6), (1, 2), "VALID", (1, 1), None),
+]
+
+
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("case", _GROUPED, ids=[c[0] for c in _GROUPED])
+def test_grouped_conv_paths_match_reference(case, fmt, path):
+    """TF 2.21 runs Conv2D with an input depth that is a multiple of the filter's as a
+    grouped convolution (values recorded in tests/ops/test_sem18_tf.py); its backprops
+    here, on every path, are the per-group ones (TF's CPU kernels refuse them)."""
+    _, xs, ws, s, padding, d, pads = case
+    pads = pads or ((0, 0),) * 2
+    x, w = _RNG.uniform(-1, 1, xs), _RNG.uniform(-1, 1, ws)
+    y_ref, _, _ = _grouped_reference(x, w, None, s, padding, d, pads)
+    dy = _RNG.uniform(-1, 1, y_ref.shape)
+    _, dx_ref, dw_ref = _grouped_reference(x, w, dy, s, padding, d, pads)
+    kw = _attrs(s, padding, d, pads, fmt)
+    xc, wc, dyc = af.constant(_to(fmt, x)), af.constant(w), af.constant(_to(fmt, dy))
+    y = conv_ops.conv2d(xc, wc, **kw)
+    assert y.shape.as_list() == list(_to(fmt, y_ref).shape)
+    dx = conv_ops.conv2d_backprop_input(list(_to(fmt, x).shape), wc, dyc, **kw)
+    dw = conv_ops.conv2d_backprop_filter(xc, list(ws), dyc, **kw)
+    gx, gw = af.gradients(af.reduce_sum(y * dyc), [xc, wc])
+    with Session() as sess:
+        y_v, dx_v, dw_v, gx_v, gw_v = sess.run([y, dx, dw, gx, gw])
+    np.testing.assert_allclose(_from(fmt, y_v), y_ref, rtol=1e-12, atol=1e-12)
+    for got in (dx_v, gx_v):
+        np.testing.assert_allclose(_from(fmt, got), dx_ref, rtol=1e-12, atol=1e-12)
+    for got in (dw_v, gw_v):
+        np.testing.assert_allclose(got, dw_ref, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("batch,method", [(8, "_real_images"), (1, "_rows_conv")])
 def test_lenet_layer2_paths(monkeypatch, batch, method):
     """The LeNet second layer (stride 1, 5x5, 32 -> 64 channels) goes spectral at batch

@@ -48,7 +48,9 @@ def _compare(got, want, key):
         for g, w in zip(got, want):
             _compare(g, w, key)
     else:
-        np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-6, err_msg=key)
+        np.testing.assert_allclose(
+            np.asarray(got, np.float64), want, rtol=1e-6, atol=1e-6, err_msg=key
+        )
 
 
 @pytest.mark.parametrize("key", sorted(VALUES))
