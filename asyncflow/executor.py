@@ -62,6 +62,7 @@ from asyncflow.graph import Operation
 from asyncflow.kernel_api import (  # noqa: F401 - re-exported for older callers
     _CURRENT_STEP,
     DEAD,
+    NOT_INLINE,
     QUIET_STEP,
     KernelContext,
     StepContext,
@@ -143,30 +144,52 @@ def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
 
     async def checked(ctx, *args, **kw):
         result = await kernel(ctx, *args, **kw)
-        outs = op.outputs
-        values = (result,) if len(outs) == 1 else (() if not outs else tuple(result))
-        if len(values) != len(outs):
-            raise AssertionError(f"{op.type} kernel returned {len(values)} outputs")
-        if ctx.fresh:
-            _check_fresh(op, ctx.forward, args, values)
-        for t, v in zip(outs, values):
-            if t._is_ref or v is DEAD or t.dtype.base_dtype in (dtypes.resource, dtypes.variant):
-                continue  # a ref, a dead branch, a resource handle (no NumPy type)
-            arr = np.asarray(v) if not hasattr(v, "dtype") else v
-            want = t.dtype.as_numpy_dtype
-            if np.dtype(arr.dtype) != np.dtype(want):
-                raise AssertionError(
-                    f"{op.type} kernel for {op.name} returned dtype {arr.dtype}, graph says "
-                    f"{t.dtype.name}"
-                )
-            if not t.shape.is_compatible_with(tuple(arr.shape)):
-                raise AssertionError(
-                    f"{op.type} kernel for {op.name} returned shape {tuple(arr.shape)}, graph "
-                    f"says {t.shape}"
-                )
+        _check_result(op, ctx, args, result)
         return result
 
+    inline = getattr(kernel, "inline", None)
+    if inline is not None:  # its inline form (kernel_api), checked alike
+
+        def checked_inline(ctx):
+            fn = inline(ctx)
+            if fn is None:
+                return None
+
+            def run(*args):
+                result = fn(*args)
+                if result is not NOT_INLINE:
+                    _check_result(op, ctx, args, result)
+                return result
+
+            return run
+
+        checked.inline = checked_inline
     return checked
+
+
+def _check_result(op: Operation, ctx, args, result) -> None:
+    """The checks of `_checked_kernel` on one result of the kernel (or its inline form)."""
+    outs = op.outputs
+    values = (result,) if len(outs) == 1 else (() if not outs else tuple(result))
+    if len(values) != len(outs):
+        raise AssertionError(f"{op.type} kernel returned {len(values)} outputs")
+    if ctx.fresh:
+        _check_fresh(op, ctx.forward, args, values)
+    for t, v in zip(outs, values):
+        if t._is_ref or v is DEAD or t.dtype.base_dtype in (dtypes.resource, dtypes.variant):
+            continue  # a ref, a dead branch, a resource handle (no NumPy type)
+        arr = np.asarray(v) if not hasattr(v, "dtype") else v
+        want = t.dtype.as_numpy_dtype
+        if np.dtype(arr.dtype) != np.dtype(want):
+            raise AssertionError(
+                f"{op.type} kernel for {op.name} returned dtype {arr.dtype}, graph says "
+                f"{t.dtype.name}"
+            )
+        if not t.shape.is_compatible_with(tuple(arr.shape)):
+            raise AssertionError(
+                f"{op.type} kernel for {op.name} returned shape {tuple(arr.shape)}, graph "
+                f"says {t.shape}"
+            )
 
 
 class Plan:

@@ -22,11 +22,13 @@ import numpy as np
 
 from asyncflow import errors, resources
 from asyncflow.devices import cpu_budget
+from asyncflow.devices.base import NOT_INLINE
 from asyncflow.graph import Operation
 
 __all__ = [
     "DEAD",
     "KernelContext",
+    "NOT_INLINE",
     "QUIET_STEP",
     "StepContext",
     "current_step",
@@ -46,6 +48,17 @@ class _Dead:
 
 
 DEAD = _Dead()
+
+
+# Inline forms.  A kernel that never suspends for some calls may carry
+# `kernel.inline(ctx) -> fn | None`: `fn(*inputs)`, a plain function bound to that
+# node's context once, returns what `await kernel(ctx, *inputs)` would, or NOT_INLINE
+# for a call it leaves to the kernel (inputs it does not handle, work the device would
+# not run inline now).  It raises only what the kernel would.  A straight-line step
+# (asyncflow.straight_line) calls it instead of driving the kernel's coroutine: for a
+# served one-row predict the coroutines and `compute`'s layers cost more than the
+# arithmetic.
+# (NOT_INLINE itself lives with the Device protocol: devices answer it too.)
 
 # True while a synchronous `Session.run` drives its step inside one
 # `np.errstate(all="ignore")` (TF yields inf/nan silently): kernels need not enter their

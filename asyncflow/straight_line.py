@@ -14,7 +14,10 @@ along the plan's edges and each input slot is cleared when its node runs (so buf
 donation, decided by the plan, holds), the fetches are read as `Step.results` reads
 them, and a kernel's error is worded by `wrap_kernel_error` and ends the step.  A
 kernel that suspends (work handed to a device worker) suspends the whole step: the
-graph is small and has nothing else worth running meanwhile.
+graph is small and has nothing else worth running meanwhile.  A kernel with an inline
+form (asyncflow.kernel_api) is called through it, a plain function bound to the node's
+context once, and awaited only for the calls the form leaves to it: at one row, the
+kernels' coroutines and `compute`'s layers cost more than their arithmetic.
 
 Invariants:
 - Only plans `program_for` accepts run here; everything else runs on `executor.Step`.
@@ -30,7 +33,13 @@ import numpy as np
 
 from asyncflow import loop_slices
 from asyncflow.executor import _FORWARD, _NOTHING, Plan
-from asyncflow.kernel_api import _CURRENT_STEP, QUIET_STEP, StepContext, wrap_kernel_error
+from asyncflow.kernel_api import (
+    _CURRENT_STEP,
+    NOT_INLINE,
+    QUIET_STEP,
+    StepContext,
+    wrap_kernel_error,
+)
 
 __all__ = ["MAX_NODES", "Program", "program_for"]
 
@@ -65,7 +74,10 @@ class Program:
             slots, outs = tuple(s for _, _, s in e), tuple(oi for oi, _, _ in e)
             kernel, ctx, clear = plan.kernels[i], plan.ctxs[i], plan.clears[i]
             a, b = plan.starts[i], plan.ends[i]
-            nodes.append((i, kind, kernel, ctx, a, b, clear, slots, outs, plan.single[i]))
+            inline = getattr(kernel, "inline", None) if kind >= 0 else None
+            if inline is not None:  # (kernel_api's inline forms)
+                inline = inline(ctx)
+            nodes.append((i, kind, kernel, ctx, a, b, clear, slots, outs, plan.single[i], inline))
         self.nodes = tuple(nodes)
         self.num_slots = plan.num_slots
         self.feed_slots = plan.feed_slots
@@ -94,7 +106,7 @@ class Program:
         try:
             # The hot loop, flat on purpose (see executor.Step._drive for the idioms);
             # `i` names the node for the error handler.
-            for i, n, kernel, ctx, a, b, clear, slots, outs, single in self.nodes:  # noqa: B007
+            for i, n, kernel, ctx, a, b, clear, slots, outs, single, inline in self.nodes:  # noqa: B007
                 if n == _FORWARD:
                     r = vals[a]
                     vals[a] = None
@@ -104,7 +116,22 @@ class Program:
                 elif n == _NOTHING:
                     continue
                 else:
-                    if n == 1:
+                    if inline is not None:  # the kernel's inline form, else the kernel
+                        if n == 0:
+                            r = inline()
+                            if r is NOT_INLINE:
+                                r = await kernel(ctx)
+                        elif n == 1:
+                            r = inline(vals[a])
+                            if r is NOT_INLINE:
+                                r = await kernel(ctx, vals[a])
+                            vals[a] = None
+                        else:
+                            r = inline(*vals[a:b])
+                            if r is NOT_INLINE:
+                                r = await kernel(ctx, *vals[a:b])
+                            vals[a:b] = clear
+                    elif n == 1:
                         r = await kernel(ctx, vals[a])
                         vals[a] = None
                     elif n == 2:

@@ -33,9 +33,21 @@ import numpy as np
 
 from asyncflow import errors, resources
 
-__all__ = ["Device", "available_host_memory"]
+__all__ = ["Device", "NOT_INLINE", "available_host_memory"]
 
 _MEMINFO_CACHE: list[float] = [0.0, 0.0]
+
+
+class _NotInline:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<not inline>"
+
+
+# What a kernel's inline form (asyncflow.kernel_api) or `CPUDevice.run_inline` returns
+# for a call it leaves to the kernel's coroutine.
+NOT_INLINE = _NotInline()
 
 
 def available_host_memory() -> int:

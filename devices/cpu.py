@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from asyncflow.devices import cpu_budget
-from asyncflow.devices.base import Device
+from asyncflow.devices.base import NOT_INLINE, Device
 
 __all__ = [
     "CALLER_DRIVES",
@@ -411,6 +411,22 @@ class CPUDevice(Device):
                 self.num_threads, thread_name_prefix=f"asyncflow-cpu{self.index}"
             )
         return self._pool
+
+    def run_inline(self, fn, args):
+        """`fn(*args)` now, when `compute(fn, *args)` would run it inline untimed (a
+        settled cheap kind, nothing of this device on its worker, the host not shared
+        between devices); else NOT_INLINE (for kernels' inline forms, kernel_api)."""
+        if _share_count or self._busy is not None:
+            return NOT_INLINE
+        key = _call_key(fn, args)
+        seconds = _MEASURED.get(key)
+        if seconds is None or seconds >= SETTLED_FRACTION * INLINE_S:
+            return NOT_INLINE
+        untimed = _UNTIMED.get(key, 0)
+        if untimed >= RETIME_EVERY - 1:
+            return NOT_INLINE  # (its turn to be timed: by compute)
+        _UNTIMED[key] = untimed + 1
+        return cpu_budget.call_narrow(fn, args)
 
     async def compute(self, fn, *args, cost: float | None = None, seconds: float | None = None):
         """`fn(*args)`, inline when its estimated time is small, else on a worker.

@@ -20,6 +20,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.kernel_api import NOT_INLINE
 from asyncflow.ops import blas
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import (
@@ -293,6 +294,40 @@ async def _fused_matmul(ctx, a, b, bias):
     plain_ctx = plain_context(ctx)
     return await (add(plain_ctx, bias, product) if key[1] else add(plain_ctx, product, bias))
 
+
+def _fused_matmul_inline(ctx):
+    """The kernel's inline form (kernel_api): a product small enough for one call of
+    `_small_fused` (as the kernel decides it), run now when the device would run it
+    inline untimed; anything else is left to the kernel."""
+    run_inline = getattr(ctx.device, "run_inline", None)
+    if run_inline is None:
+        return None
+    attrs = ctx.attrs
+    ta, tb, relu = attrs["transpose_a"], attrs["transpose_b"], attrs["relu"]
+    dtype = attrs["T"].np_dtype
+    is_bias_add = attrs["add_type"] == "BiasAdd"
+    ndarray = np.ndarray
+
+    def fused(a, b, bias):
+        if type(a) is ndarray and type(b) is ndarray and type(bias) is ndarray:
+            if a.ndim == 2 and b.ndim == 2 and a.shape[0 if ta else 1] == b.shape[1 if tb else 0]:
+                m, n = a.shape[1 if ta else 0], b.shape[0 if tb else 1]
+                if (
+                    m * n < _DEFER_ELEMENTS
+                    and a.dtype == dtype
+                    and b.dtype == dtype
+                    and bias.dtype == dtype
+                    and _bias_fits(bias, m, n, is_bias_add)
+                ):
+                    return run_inline(
+                        _small_fused, (a.T if ta else a, b.T if tb else b, bias, relu)
+                    )
+        return NOT_INLINE
+
+    return fused
+
+
+_fused_matmul.inline = _fused_matmul_inline
 
 _ADD_KERNELS: dict = {}
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.kernel_api import NOT_INLINE
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
 from asyncflow.ops.pooling_ops import max_pool_grad_relu
@@ -173,6 +174,25 @@ def _softmax_op(op_type: str, fn):
         out = await ctx.compute(_quiet, xp, fn, xp, logits)
         return _as_dtype(xp, out, ctx.attrs["T"])
 
+    def _inline(ctx):
+        """The kernel's inline form (kernel_api), on a CPU: the kernel's call run now
+        when the device would run it inline untimed."""
+        run_inline = getattr(ctx.device, "run_inline", None)
+        if run_inline is None:
+            return None
+        dtype = ctx.attrs["T"].np_dtype
+
+        def inline(logits):
+            if type(logits) is np.ndarray and logits.ndim >= 1 and logits.size:
+                out = run_inline(_quiet, (np, fn, np, logits))  # (the kernel's call)
+                if out is not NOT_INLINE and out.dtype != dtype:
+                    out = out.astype(dtype)
+                return out
+            return NOT_INLINE
+
+        return inline
+
+    _kernel.inline = _inline
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
     return op_def
 

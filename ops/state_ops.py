@@ -365,6 +365,23 @@ async def _variable_v2(ctx):
     )
 
 
+def _variable_inline(ctx):
+    """The kernel's inline form (kernel_api): the same lookup, its arguments bound once."""
+    attrs = ctx.attrs
+    container = attrs["container"]
+    name = attrs["shared_name"] or ctx.op.name
+    op_name = ctx.op.name
+    lookup_or_create = ctx.resource_mgr(container).lookup_or_create
+
+    def factory():
+        return VarRef(attrs["dtype"], attrs["shape"], op_name)
+
+    return lambda: lookup_or_create(container, name, factory)
+
+
+_variable_v2.inline = _variable_inline
+
+
 def variable_op_v2(shape, dtype, name="Variable", container="", shared_name=""):
     """Create a VariableV2 op; returns its ref Tensor (TF's `state_ops.variable_op_v2`)."""
     op = ops.apply_op(

@@ -175,3 +175,58 @@ def test_a_small_product_with_a_bias_that_grows_it_takes_the_plain_kernels(small
         with pytest.raises(errors.InvalidArgumentError, match="Incompatible shapes"):
             s.run(z, {x: np.ones((3, 2), np.float32), b: np.ones(3, np.float32)})
     assert small_calls[0] == 0
+
+
+# -- kernels' inline forms (kernel_api) -----------------------------------------------------
+
+
+async def test_inline_forms_take_over_once_the_device_settled_their_kinds(monkeypatch):
+    """After a kind's first timed runs, the products, softmax and variable lookups run
+    through their inline forms (no kernel coroutine); every RETIME_EVERY-th call of a
+    kind goes through the kernel and `compute` to be timed; results never change."""
+    from asyncflow.devices import cpu
+
+    inline_runs = []
+    real = cpu.CPUDevice.run_inline
+
+    def counting(self, fn, args):
+        out = real(self, fn, args)
+        inline_runs.append(out is not cpu.NOT_INLINE)
+        return out
+
+    monkeypatch.setattr(cpu.CPUDevice, "run_inline", counting)
+    rng = np.random.default_rng(1)
+    x, probs, reference = _mlp(rng)
+    async with af.Session() as s:
+        await s.arun(af.global_variables_initializer())
+        f = s.make_async_callable(probs, [x])
+        xv = rng.standard_normal((2, 6)).astype(np.float32)
+        want = await s.arun(probs, {x: xv})  # the interpreter
+        program = _program(s, probs, {x: xv})
+        kinds = {program.plan.nodes[n[0]].type for n in program.nodes if n[10] is not None}
+        assert kinds == {"VariableV2", "_FusedMatMul", "Softmax"}
+        for _ in range(3 * cpu.RETIME_EVERY):
+            np.testing.assert_array_equal(await f(xv), want)
+    assert inline_runs.count(True) > 2 * 3 * (cpu.RETIME_EVERY - 2)  # three kinds, most calls
+    assert inline_runs.count(False) >= 3 * 2  # first (unmeasured) and re-timed calls
+
+
+async def test_inline_forms_leave_what_they_do_not_handle_to_the_kernel():
+    from asyncflow.devices.base import NOT_INLINE
+
+    logits = af.placeholder(af.float32, None, name="logits")
+    probs = af.nn.softmax(logits)
+    async with af.Session() as s:
+        f = s.make_async_callable(probs, [logits])
+        z = np.array([[1.0, 2.0, 3.0]], np.float32)
+        for _ in range(4):  # (settles the kind)
+            await f(z)
+        (node,) = [n for n in _program(s, probs, {logits: z}).nodes if n[10] is not None]
+        inline = node[10]
+        e = np.exp(z - z.max())
+        np.testing.assert_allclose(inline(z), e / e.sum(), rtol=1e-6)
+        assert inline(np.float32(1.0)) is NOT_INLINE  # rank 0: the kernel's error
+        assert inline(np.zeros((0, 3), np.float32)) is NOT_INLINE
+        assert inline([[1.0, 2.0, 3.0]]) is NOT_INLINE  # not an array
+        with pytest.raises(errors.InvalidArgumentError, match="1 dimension"):
+            await f(np.float32(1.0))
