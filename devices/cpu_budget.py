@@ -226,7 +226,13 @@ def restore_blas() -> None:
 # little, a CPU-bound one costs it a scheduler slice, and only measuring tells which.
 _EXPLORE = 128
 _MAX_KINDS = 4096
-_kinds: dict[tuple, list] = {}  # kind -> [one-thread samples, many-thread samples, calls]
+# kind -> [one-thread samples, many-thread samples, calls, small]
+_kinds: dict[tuple, list] = {}
+# A kind whose one-thread calls took less than this is small: a second BLAS thread
+# cannot pay for its wake-up there, and the choice's own bookkeeping (a load sample,
+# two medians, two clock reads: ~6 us) cost more than an LSTM cell's [128,128] Mul.
+# Small kinds run on one thread unmeasured, measured again once every _EXPLORE calls.
+_SMALL_S = 2e-5
 _clock = time.perf_counter
 
 
@@ -260,8 +266,11 @@ def call(fn, args):
         if stats is None:
             if len(_kinds) >= _MAX_KINDS:
                 _kinds.clear()
-            stats = _kinds[key] = [[], [], 0]
+            stats = _kinds[key] = [[], [], 0, False]
         stats[2] += 1
+        if stats[3] and stats[2] % _EXPLORE:
+            _blas_threads(1)
+            return fn(*args)
         one, many = stats[0], stats[1]
         free = threads_now(active) > 1
         if not free:
@@ -286,6 +295,7 @@ def call(fn, args):
         samples.append(_clock() - t0)
         if len(samples) > 3:
             del samples[0]
+        stats[3] = len(one) >= 2 and _median(one) < _SMALL_S
         return result
     finally:
         with _lock:

@@ -207,3 +207,29 @@ def test_blas_calls_take_the_thread_count_their_kind_measured_faster(monkeypatch
         cpu_budget.call(work, (a,))
     assert chosen[-10:] == [2] * 10
     assert cpu_budget._active == 0
+
+
+def test_small_kinds_run_on_one_thread_without_the_choice(monkeypatch):
+    # Work shorter than _SMALL_S on one thread (an LSTM cell's [128,128] Mul): one BLAS
+    # thread, no load sample or timing, measured again once every _EXPLORE calls.
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", lambda n: n)
+    monkeypatch.setattr(cpu_budget, "_kinds", {})
+    chosen, samples = [], []
+    monkeypatch.setattr(cpu_budget, "_blas_threads", lambda n: chosen.append(n))
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: samples.append(1) or 0)
+    now = [0.0]
+    monkeypatch.setattr(cpu_budget, "_clock", lambda: now[0])
+    a = np.ones((8, 8))
+
+    def work(x):
+        now[0] += cpu_budget._SMALL_S / 4
+        return x
+
+    for _ in range(cpu_budget._EXPLORE * 2):
+        assert cpu_budget.call(work, (a,)) is a
+    assert chosen[:4] == [2, 2, 1, 1]
+    assert chosen[4:].count(2) <= 2  # (an explored call may try two threads)
+    assert len(samples) <= 6  # four first tries, then once every _EXPLORE calls
+    assert cpu_budget._active == 0
