@@ -643,15 +643,16 @@ def fuse_elementwise(view) -> None:
     may_be_dead = any(n.op.type in _DEADNESS for n in nodes)
     # A gradient reduced to its input's shape, Reshape(Sum(g, BroadcastGradientArgs(sx,
     # sy)[k]), s_k), is one "SumTo" instruction: nothing when the shapes agree (most of
-    # an LSTM's), a sum over the broadcast axes when not.  (Not where values may be
-    # dead: the instruction reads s_k alone, the Sum also waited for the other shape.)
-    sum_to = {} if may_be_dead else _sum_to_patterns(view, device)
+    # an LSTM's), a sum over the broadcast axes when not.  (Where values may be dead,
+    # the instruction reads s_k alone while the Sum also waited for the other shape:
+    # `_same_deadness` counts that shape's deadness as the instruction's.)
+    sum_to = _sum_to_patterns(view, device)
     for r in sum_to:
         eligible[r] = True
     if sum(eligible) < 2 and not sum_to:
         return
-    if not may_be_dead:
-        _open_gates(view, eligible)
+    deadness = _Deadness(view, _Clusters(view).order) if may_be_dead else None
+    _open_gates(view, eligible, deadness)
     cl = _Clusters(view)
     for r, (sum_node, _bga) in sum_to.items():
         cl.group_together(r, sum_node)
@@ -669,7 +670,7 @@ def fuse_elementwise(view) -> None:
     bgas = set()
     for members in list(cl.members.values()):
         members = sorted(members, key=cl.pos.__getitem__)
-        plan = _plan_cluster(view, members, sum_to, may_be_dead)
+        plan = _plan_cluster(view, members, sum_to, deadness)
         if plan is not None:
             view.fuse(**plan)
             bgas.update(sum_to[m][1] for m in members if m in sum_to)
@@ -677,7 +678,7 @@ def fuse_elementwise(view) -> None:
         view.drop_if_unused(b)
 
 
-def _open_gates(view, eligible: list) -> None:
+def _open_gates(view, eligible: list, deadness) -> None:
     """Drop gate_gradients' tf.tuple gates that only order element-wise nodes.
 
     `tf.tuple(grads)` makes a NoOp waiting for every gradient's producer and an
@@ -688,7 +689,9 @@ def _open_gates(view, eligible: list) -> None:
     element-wise nodes wait for it, it orders pure computations and changes no value;
     unless something that writes a variable is upstream of it (then the Identities'
     readers may rely on the wait to see the write), its edges go and the NoOp with
-    them.  Not where values may be dead: a control edge carries deadness there."""
+    them.  Where values may be dead (`deadness` not None) a control edge carries
+    deadness: a gate goes only when each node waiting for it is dead whenever the
+    gate would be anyway (a cell's gradients inside a while loop)."""
     nodes = view.nodes
     waiting: dict[int, list[int]] = {}
     for i, node in enumerate(nodes):
@@ -710,6 +713,10 @@ def _open_gates(view, eligible: list) -> None:
                 or node.op.type.startswith("Resource")
             }
         if writers and writers & view._upstream(g):
+            continue
+        if deadness is not None and not all(
+            deadness.node[g] <= deadness.without_control(u, g) for u in users
+        ):
             continue
         for u in users:
             nodes[u].controls = [c for c in nodes[u].controls if c != g]
@@ -746,10 +753,10 @@ def _sum_to_patterns(view, device) -> dict:
     return found
 
 
-def _plan_cluster(view, members: list[int], sum_to: dict, may_be_dead: bool):
+def _plan_cluster(view, members: list[int], sum_to: dict, deadness):
     """The arguments of `view.fuse` for one cluster (members in topological order), or
-    None when there is nothing to gain or it is not safe (a dead-value partition whose
-    outputs depend on different inputs)."""
+    None when there is nothing to gain or it is not safe (a dead-value partition
+    (`deadness` not None) where some output could be dead when another is not)."""
     nodes = view.nodes
     users = view._consumers
     inside = set(members)
@@ -785,7 +792,9 @@ def _plan_cluster(view, members: list[int], sum_to: dict, may_be_dead: bool):
                 inputs.append(tuple(src))
         if shape_src is not None and tuple(shape_src) not in shape_inputs:
             shape_inputs.append(tuple(shape_src))
-    if may_be_dead and not _same_dependencies(view, shown, outputs, inside, literals):
+    if deadness is not None and not deadness.same(
+        members, outputs, sum_to, inside, literals, inputs + shape_inputs
+    ):
         return None
     n, n_lit = len(inputs), len(literals)
     index_of = {m: j for j, m in enumerate(shown)}
@@ -844,23 +853,123 @@ def _literal(view, j: int, inside: set) -> bool:
     return all(u in inside for u, _ in view._consumers[j])
 
 
-def _same_dependencies(view, members, outputs, inside, literals) -> bool:
-    """Whether every output waits, through the cluster, for all the cluster's external
-    inputs and control edges (then it is dead exactly when the fused node is)."""
-    nodes = view.nodes
-    deps: dict[int, frozenset] = {}
-    for m in members:  # members are in topological order
+class _Deadness:
+    """Which values of a partition are dead together (TF's executor semantics, as
+    asyncflow/frames.py runs them), for deciding whether a cluster may fuse there.
+
+    Every value gets a set of *sources* of deadness; a value is dead exactly when one
+    of its sources is.  Sources: a Switch output port under its predicate tensor
+    (every Switch reading that predicate takes the same port in an iteration: a loop's
+    Switches all read its LoopCond, a cond's its pred), a Merge other than a loop's,
+    an Exit other than a loop's, a _Recv, a ControlTrigger (each a source of its own).
+    A loop's Merge (an Enter and a NextIteration) is live in each iteration that runs
+    exactly when its Enter's value is, a dead NextIteration starting no iteration; a
+    loop's Exit (its Switch's false port) once, when the loop's Enters were live.
+    Every other node is dead when any input or control edge is: the union of theirs.
+
+    A fused node is dead when any of its inputs or control edges is: it keeps each
+    output's deadness when every output's set equals the union of the cluster's
+    (`same`).  An LSTM cell inside a while loop depends on the loop's Switches only,
+    so its gates fuse though no output reads every input."""
+
+    def __init__(self, view, order: list[int]):
+        nodes = view.nodes
+        self.nodes = nodes
+        self._interned: dict = {}
+        empty = self._intern(frozenset())
+        self.node: list = [empty] * len(nodes)  # a node's own (its control-edge) deadness
+        self.ports: dict[int, tuple] = {}  # Switch: the sets of outputs 0 and 1
+        for i in order:
+            node = nodes[i]
+            t = node.op.type
+            if t == "Merge":
+                self.node[i] = self._merge(i)
+                continue
+            if t == "Exit":
+                self.node[i] = self._exit(i)
+                continue
+            if t in ("_Recv", "_HostRecv", "ControlTrigger"):
+                self.node[i] = self._intern(frozenset([(t, i)]))
+                continue
+            base = set()
+            for src in node.inputs:
+                base |= self.value(src)
+            for c in node.controls:
+                base |= self.node[c]
+            if t == "Switch" and len(node.inputs) == 2:
+                pred = tuple(node.inputs[1])
+                self.ports[i] = tuple(
+                    self._intern(frozenset(base | {("switch", pred, k)})) for k in (0, 1)
+                )
+            self.node[i] = self._intern(frozenset(base))
+
+    def _intern(self, labels: frozenset) -> frozenset:
+        return self._interned.setdefault(labels, labels)
+
+    def _merge(self, i: int) -> frozenset:
+        srcs = self.nodes[i].inputs
+        if len(srcs) == 2 and "feed" not in (srcs[0][0], srcs[1][0]):
+            types = [self.nodes[j].op.type for j, _ in srcs]
+            if sorted(types) == ["Enter", "NextIteration"]:
+                enter = srcs[types.index("Enter")]
+                if not self.nodes[enter[0]].op._attrs.get("is_constant", False):
+                    return self.value(enter)
+        return self._intern(frozenset([("Merge", i)]))
+
+    def _exit(self, i: int) -> frozenset:
+        """A loop's Exit (of its Switch's false port) is live, once, exactly when its
+        loop ran: when the Switch's inputs are live (its frame's Enters were)."""
+        (j, k), *_ = self.nodes[i].inputs
+        if j != "feed" and k == 0 and j in self.ports:
+            (m, _), _pred = self.nodes[j].inputs
+            loop_merge = m != "feed" and self.nodes[m].op.type == "Merge"
+            if loop_merge and ("Merge", m) not in self.node[m]:
+                return self.node[j]
+        return self._intern(frozenset([("Exit", i)]))
+
+    def value(self, src) -> frozenset:
+        j, k = src[0], src[1]
+        if j == "feed":
+            return frozenset()
+        ports = self.ports.get(j)
+        return ports[k] if ports is not None and k < 2 else self.node[j]
+
+    def without_control(self, i: int, c: int) -> set:
+        """Node i's deadness sources were it not to wait for node c."""
+        node = self.nodes[i]
         d = set()
-        node = nodes[m]
-        for s in node.inputs:
-            j = s[0]
-            if j != "feed" and j in inside:
-                d |= deps[j]
-            elif j != "feed" and j in literals:
-                d.update(("control", c) for c in nodes[j].controls)
-            else:
-                d.add(tuple(s))
-        d.update(("control", c) for c in node.controls)
-        deps[m] = frozenset(d)
-    every = frozenset().union(*deps.values())
-    return all(deps[o] == every for o in outputs)
+        for src in node.inputs:
+            d |= self.value(src)
+        for w in node.controls:
+            if w != c:
+                d |= self.node[w]
+        return d
+
+    def same(self, members, outputs, sum_to, inside, literals, inputs) -> bool:
+        """Whether every output of the cluster is dead exactly when the fused node
+        (reading `inputs`, waiting for every member's and literal's control edges)
+        would be."""
+        nodes = self.nodes
+        fused = set()
+        for src in inputs:
+            fused |= self.value(src)
+        own: dict[int, set] = {}
+        for m in members:  # in topological order
+            node = nodes[m]
+            d = set()
+            waits = list(node.controls)
+            for s in node.inputs:
+                j = s[0]
+                if j != "feed" and j in inside:
+                    d |= own[j]
+                elif j != "feed" and j in literals:
+                    waits.extend(nodes[j].controls)
+                else:
+                    d |= self.value(s)
+            if m in sum_to:  # the Sum it replaces waited for both shapes' arithmetic
+                d |= self.node[sum_to[m][1]]
+            for c in waits:
+                d |= self.node[c]
+                fused |= self.node[c]
+            own[m] = d
+        return all(own[o] == fused for o in outputs)

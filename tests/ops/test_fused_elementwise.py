@@ -102,6 +102,73 @@ def test_an_lstm_cell_becomes_one_node_with_both_outputs():
         assert p.fetches == [(k, 1), (k, 0)]
 
 
+def test_an_lstm_cell_inside_a_while_loop_fuses_with_all_its_outputs():
+    # Every value of the body depends on the loop's Switches (one predicate): dead
+    # together, so the cell is one node though no output reads every input, and its
+    # gradient pass (SumTo instructions in it) one or two more.
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [6, 16])
+        c0 = tf.placeholder(tf.float32, [6, 4])
+
+        def body(i, c, h):
+            new_c, new_h = _lstm_cell(x * tf.tile(h, [1, 4]), c)
+            return i + 1, new_c, new_h
+
+        _, c, h = tf.while_loop(lambda i, c, h: i < 3, body, [tf.constant(0), c0, c0])
+        grads = tf.gradients(tf.reduce_sum(h * c), [x, c0])
+        p = _partition([h, c, *grads], [x, c0])
+        _fuse(p)
+        fused = _fused_nodes(p)
+        forward = [
+            n
+            for n in fused
+            if n.op.name.startswith("while/") and "Sigmoid" in n.op._attrs["program"]
+        ]
+        (cell,) = forward
+        assert cell.op._attrs["M"] >= 2 and cell.op._attrs["program"].count("Sigmoid") == 3
+        backward = [n for n in fused if "SigmoidGrad" in n.op._attrs["program"]]
+        assert len(backward) <= 2  # unfused: 20 nodes and 3 tuple gates
+        assert sum(n.op._attrs["program"].count("SigmoidGrad") for n in backward) == 3
+
+
+def test_values_dead_at_different_times_stay_apart():
+    # z reads only x; y * z also a cond's Merge, which could be dead where x is not
+    # (TF's loops and conds make every node of a body wait for the pivot: a value in
+    # there depends on the predicate however it was written).  One node giving both
+    # would make z dead with the Merge.
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [8])
+        flag = tf.placeholder(tf.bool, [])
+        y = tf.cond(flag, lambda: tf.tanh(x), lambda: tf.sigmoid(x))
+        z = tf.tanh(x) * 2.0
+        w = tf.sigmoid(y * z)
+        p = _partition([z, w], [x, flag])
+        _fuse(p)
+        for n in _fused_nodes(p):
+            program = n.op._attrs["program"]
+            assert not ("Mul" in program and "Sigmoid" in program), program
+
+
+def test_deadness_sources_of_a_cond_and_a_loop():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [8])
+        flag = tf.placeholder(tf.bool, [])
+        y = tf.cond(flag, lambda: tf.tanh(x) * 2.0, lambda: tf.sigmoid(x) * 3.0)
+        _, acc = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 0.5), [0, y])
+        p = _partition([acc * 2.0], [x, flag])
+        view = graph_passes.PartitionView(p, tf.Graph())
+        dead = fused_elementwise._Deadness(view, fused_elementwise._Clusters(view).order)
+        by_name = {n.op.name: i for i, n in enumerate(p.nodes)}
+        tanh, sigmoid = dead.node[by_name["cond/Tanh"]], dead.node[by_name["cond/Sigmoid"]]
+        assert tanh and sigmoid and tanh != sigmoid  # the two ports of one predicate
+        merge = dead.node[by_name["cond/Merge"]]
+        assert merge not in (tanh, sigmoid)
+        body = dead.node[by_name["while/mul"]]
+        assert merge < body  # the loop's Merge is as live as its Enter; plus its Switch
+        assert dead.node[by_name["while/Exit_1"]] == merge  # the loop ran when y was live
+        assert dead.node[by_name["mul"]] == merge
+
+
 def test_intermediates_others_read_become_outputs():
     with tf.Graph().as_default():
         x = tf.placeholder(tf.float32, [None, 8])
