@@ -106,6 +106,7 @@ from asyncflow.ops import logging_ops as _logging_ops  # noqa: E402
 from asyncflow.ops import math_ops as _math_ops  # noqa: E402
 from asyncflow.ops import math_special_ops as _math_special_ops  # noqa: E402
 from asyncflow.ops import parsing_ops as _parsing_ops  # noqa: E402
+from asyncflow.ops import parsing_sequence_ops as _parsing_sequence_ops  # noqa: E402
 from asyncflow.ops import partition_ops as _partition_ops  # noqa: E402
 from asyncflow.ops import random_more_ops as _random_more_ops  # noqa: E402
 from asyncflow.ops import random_ops as _random_ops  # noqa: E402
@@ -157,6 +158,7 @@ for _m in (
     _gradient_ops,
     _clip_ops,
     _parsing_ops,
+    _parsing_sequence_ops,
     _string_ops,
     _tensor_proto_ops,
     _reader_ops,

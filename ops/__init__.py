@@ -33,6 +33,7 @@ from asyncflow.ops import (  # noqa: F401
     nn_impl_gpu,
     nn_ops,
     parsing_ops,
+    parsing_sequence_ops,
     partition_ops,
     pooling_ops,
     random_ops,

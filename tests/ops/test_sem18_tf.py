@@ -47,6 +47,8 @@ def _compare(got, want, key):
         assert len(got) == len(want), key
         for g, w in zip(got, want):
             _compare(g, w, key)
+    elif np.size(want) == 0:  # the recorder writes an empty array of any shape as []
+        assert np.size(got) == 0, key
     else:
         np.testing.assert_allclose(
             np.asarray(got, np.float64), want, rtol=1e-6, atol=1e-6, err_msg=key

@@ -1,0 +1,419 @@
+"""ParseSequenceExampleV2: `tf.train.SequenceExample` records into context features and
+feature lists (tf.io.parse_single_sequence_example / parse_sequence_example).
+
+Both builders make the one op TF 2.21 makes (the single form runs it on a batch of one
+and takes the first row, as TF's Python does).  Per record: context FixedLenFeatures
+are dense (a default, or required), context VarLenFeatures sparse; feature lists are
+FixedLenSequenceFeature (dense [time] + shape; a missing list is an error unless
+`allow_missing`) or VarLenFeature (sparse over (time, index)).  In a batch, dense
+feature lists pad with zeros to the longest and report each record's length.
+
+Unlike ParseExample this takes each record through protobuf's full message parser: a
+sequence is read in one pass per record with no batch fast path (sequence parsing is
+rare and its records small).  The feature keys are attributes, as in
+parsing_ops.ParseExample.  Kernels never suspend; a large batch goes to the device's
+compute pool.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.example_pb import DecodeError
+from asyncflow.ops import array_ops
+from asyncflow.ops.parsing_ops import (
+    _PARSE_TYPES,
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    VarLenFeature,
+    _dense_default,
+)
+from asyncflow.protos.example_pb2 import SequenceExample
+from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
+from asyncflow.sparse_tensor import SparseTensor
+
+__all__ = ["parse_sequence_example", "parse_single_sequence_example"]
+
+_KIND = {dtypes.string: "bytes_list", dtypes.float32: "float_list", dtypes.int64: "int64_list"}
+_TYPE_NAME = {dtypes.string: "string", dtypes.float32: "float", dtypes.int64: "int64"}
+
+
+def _invalid(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _shape_fn(op):
+    a = op._attr
+    b = op.inputs[0].shape.with_rank(1)[0].value if op.inputs else None
+    ncs, nfs = len(a("context_sparse_types")), len(a("feature_list_sparse_types"))
+    out = [tensor_shape.TensorShape([None, 2])] * ncs
+    out += [tensor_shape.TensorShape([None])] * ncs
+    out += [tensor_shape.TensorShape([2])] * ncs
+    out += [tensor_shape.TensorShape([b, *shape]) for shape in a("context_dense_shapes")]
+    out += [tensor_shape.TensorShape([None, 3])] * nfs
+    out += [tensor_shape.TensorShape([None])] * nfs
+    out += [tensor_shape.TensorShape([3])] * nfs
+    shapes = a("feature_list_dense_shapes")
+    out += [tensor_shape.TensorShape([b, None, *shape]) for shape in shapes]
+    out += [tensor_shape.TensorShape([b])] * len(shapes)
+    return out
+
+
+ParseSequenceExampleV2 = register_op(
+    "ParseSequenceExampleV2",
+    inputs=["serialized: string", "context_dense_defaults: Tcontext_dense"],
+    outputs=[
+        "context_sparse_indices: Ncontext_sparse * int64",
+        "context_sparse_values: context_sparse_types",
+        "context_sparse_shapes: Ncontext_sparse * int64",
+        "context_dense_values: Tcontext_dense",
+        "feature_list_sparse_indices: Nfeature_list_sparse * int64",
+        "feature_list_sparse_values: feature_list_sparse_types",
+        "feature_list_sparse_shapes: Nfeature_list_sparse * int64",
+        "feature_list_dense_values: feature_list_dense_types",
+        "feature_list_dense_lengths: Nfeature_list_dense * int64",
+    ],
+    attrs={
+        "Ncontext_sparse": 0,
+        "Nfeature_list_sparse": 0,
+        "Nfeature_list_dense": 0,
+        "context_sparse_keys": [],
+        "context_dense_keys": [],
+        "feature_list_sparse_keys": [],
+        "feature_list_dense_keys": [],
+        "feature_list_dense_missing_assumed_empty": [],
+        "context_sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "Tcontext_dense": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "feature_list_sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "feature_list_dense_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "context_dense_shapes": [],
+        "feature_list_dense_shapes": [],
+    },
+    shape_fn=_shape_fn,
+)
+NotDifferentiable("ParseSequenceExampleV2")
+
+
+def _values(feature, dtype, what: str):
+    """The values of one Feature proto as an array of `dtype` (an empty Feature is no
+    values of any type, as in TF)."""
+    kind = feature.WhichOneof("kind")
+    if kind is None:
+        vals = []
+    elif kind != _KIND[dtype]:
+        raise _invalid(f"Name: <unknown>, {what}.  Data types don't match. Expected type: "
+                       f"{_TYPE_NAME[dtype]}")  # fmt: skip
+    else:
+        vals = getattr(feature, kind).value
+    if dtype == dtypes.string:
+        arr = np.empty(len(vals), dtype=object)
+        arr[:] = list(vals)
+        return arr
+    return np.asarray(vals, dtype=dtype.as_numpy_dtype)
+
+
+def _sparse(rows, dtype, lead: int):
+    """SparseTensor parts from per-record lists of value arrays (one per time step when
+    `lead` is 2): indices [N, 1 + lead], values, dense shape [B, (T,) max]."""
+    idx, vals, longest, steps = [], [], 0, 0
+    for b, record in enumerate(rows):
+        steps = max(steps, len(record))
+        for t, v in enumerate(record):
+            longest = max(longest, v.size)
+            pos = (b, t) if lead == 2 else (b,)
+            idx.extend((*pos, j) for j in range(v.size))
+            vals.append(v)
+    values = (
+        np.concatenate(vals)
+        if vals
+        else np.zeros(0, dtype=object if dtype == dtypes.string else dtype.as_numpy_dtype)
+    )
+    indices = np.array(idx, np.int64).reshape(-1, lead + 1)
+    shape = [len(rows), steps, longest] if lead == 2 else [len(rows), longest]
+    return indices, values, np.array(shape, np.int64)
+
+
+def _parse_records(records):
+    out = []
+    for r in records:
+        try:
+            out.append(SequenceExample.FromString(bytes(r)))
+        except (DecodeError, ValueError, TypeError) as exc:
+            raise _invalid("Invalid protocol message input, example id: <unknown>") from exc
+    return out
+
+
+def _context(parsed, a, defaults):
+    sparse = [
+        _sparse(
+            [
+                [_values(f, dt, f"Context feature: {key}")]
+                if (f := p.context.feature.get(key)) is not None
+                else []
+                for p in parsed
+            ],
+            dt,
+            1,
+        )
+        for key, dt in zip(a["context_sparse_keys"], a["context_sparse_types"])
+    ]
+    dense = []
+    for key, dt, shape, default in zip(
+        a["context_dense_keys"], a["Tcontext_dense"], a["context_dense_shapes"], defaults
+    ):
+        shape = [int(d) for d in shape]
+        want = int(np.prod(shape, dtype=np.int64))
+        out = np.empty([len(parsed), *shape], dtype=dt.as_numpy_dtype)
+        for b, p in enumerate(parsed):
+            f = p.context.feature.get(key)
+            if f is None:
+                if np.size(default) == 0:
+                    raise _invalid(
+                        f"Inconsistent max number of elements for feature {key}: expected "
+                        f"{want}, but found 0"
+                    )
+                out[b] = np.reshape(default, shape)
+                continue
+            v = _values(f, dt, f"Context feature: {key}")
+            if v.size != want:
+                raise _invalid(
+                    f"Name: <unknown>, Key: {key}, Index: {b}.  Number of values != expected.  "
+                    f"values size: {v.size} but output shape: {shape}"
+                )
+            out[b] = v.reshape(shape)
+        dense.append(out)
+    return sparse, dense
+
+
+def _feature_lists(parsed, a):
+    lists = [p.feature_lists.feature_list for p in parsed]
+    sparse = []
+    for key, dt in zip(a["feature_list_sparse_keys"], a["feature_list_sparse_types"]):
+        rows = []
+        for fl in lists:
+            got = fl.get(key)
+            what = f"Feature list: {key}"
+            rows.append([] if got is None else [_values(f, dt, what) for f in got.feature])
+        sparse.append(_sparse(rows, dt, 2))
+    dense, lengths = [], []
+    missing_ok = set(a["feature_list_dense_missing_assumed_empty"])
+    for key, dt, shape in zip(
+        a["feature_list_dense_keys"], a["feature_list_dense_types"], a["feature_list_dense_shapes"]
+    ):
+        shape = [int(d) for d in shape]
+        want = int(np.prod(shape, dtype=np.int64))
+        rows = []
+        for fl in lists:
+            got = fl.get(key)
+            if got is None:
+                if key not in missing_ok:
+                    raise _invalid(
+                        f"Name: <unknown>, Feature list '{key}' is required but could not be "
+                        "found.  Did you mean to include it in "
+                        "feature_list_dense_missing_assumed_empty or feature_list_dense_defaults?"
+                    )
+                rows.append(np.zeros([0, *shape], dt.as_numpy_dtype))
+                continue
+            steps = []
+            for t, f in enumerate(got.feature):
+                v = _values(f, dt, f"Feature list: {key}, Index: {t}")
+                if v.size != want:
+                    raise _invalid(
+                        f"Name: <unknown>, Key: {key}, Index: {t}.  Number of values != "
+                        f"expected.  values size: {v.size} but output shape: {shape}"
+                    )
+                steps.append(v.reshape(shape))
+            rows.append(np.stack(steps) if steps else np.zeros([0, *shape], dt.as_numpy_dtype))
+        longest = max([0] + [r.shape[0] for r in rows])
+        out = np.zeros([len(rows), longest, *shape], dt.as_numpy_dtype)
+        if dt == dtypes.string:
+            out[...] = b""
+        for b, r in enumerate(rows):
+            out[b, : r.shape[0]] = r
+        dense.append(out)
+        lengths.append(np.array([r.shape[0] for r in rows], np.int64))
+    return sparse, dense, lengths
+
+
+def _parse_sync(a, serialized, defaults):
+    serialized = np.asarray(serialized, dtype=object)
+    if serialized.ndim != 1:
+        raise _invalid(f"Expected serialized to be a vector, got shape: {list(serialized.shape)}")
+    parsed = _parse_records(serialized.tolist())
+    c_sparse, c_dense = _context(parsed, a, defaults)
+    f_sparse, f_dense, f_lengths = _feature_lists(parsed, a)
+    return [
+        *(s[0] for s in c_sparse),
+        *(s[1] for s in c_sparse),
+        *(s[2] for s in c_sparse),
+        *c_dense,
+        *(s[0] for s in f_sparse),
+        *(s[1] for s in f_sparse),
+        *(s[2] for s in f_sparse),
+        *f_dense,
+        *f_lengths,
+    ]
+
+
+@ParseSequenceExampleV2.kernel("CPU")
+async def _parse_sequence_example(ctx, serialized, *defaults):
+    if np.size(serialized) > 64:
+        out = await ctx.device.compute(_parse_sync, ctx.attrs, serialized, defaults)
+    else:
+        out = _parse_sync(ctx.attrs, serialized, defaults)
+    return out[0] if len(out) == 1 else out
+
+
+# -- builders ------------------------------------------------------------------------------
+
+
+def _split(features, where: str, sequence: bool):
+    sparse, dense = [], []
+    for key in sorted(features or {}):
+        f = features[key]
+        if isinstance(f, VarLenFeature):
+            sparse.append((key, dtypes.as_dtype(f.dtype)))
+        elif isinstance(f, FixedLenSequenceFeature if sequence else FixedLenFeature):
+            if sequence and f.default_value is not None:
+                raise ValueError(f"Value feature_list.dense_defaults[{key}] must be None")
+            dense.append((key, f))
+        else:
+            raise ValueError(f"Unsupported {type(f).__name__} {f} for key '{key}'")
+    for key, dt in sparse + [(k, dtypes.as_dtype(f.dtype)) for k, f in dense]:
+        if dt not in _PARSE_TYPES:
+            raise ValueError(
+                f"Unsupported dtype {dt.name} for {where} feature {key}: only string, float32 "
+                "and int64 are supported."
+            )
+    return sparse, dense
+
+
+def _build(serialized, context_features, sequence_features, name, scope):
+    if not context_features and not sequence_features:
+        raise ValueError(
+            "Both context_features and sequence_features are None, but at least one should "
+            "have values."
+        )
+    c_sparse, c_dense = _split(context_features, "context", False)
+    f_sparse, f_dense = _split(sequence_features, "sequence", True)
+    defaults, c_shapes = [], []
+    for key, f in c_dense:
+        d, shape, _ = _dense_default(key, f)
+        defaults.append(d)
+        c_shapes.append(shape)
+    f_shapes = []
+    for key, f in f_dense:
+        shape = tensor_shape.as_shape(f.shape)
+        if not shape.is_fully_defined():
+            raise ValueError(
+                f"All dimensions of shape for feature {key} need to be known but received {shape}."
+            )
+        f_shapes.append(shape)
+    with ops.name_scope(name, scope, [serialized]):
+        serialized = ops.convert_to_tensor(serialized, dtype=dtypes.string, name="serialized")
+        batch = serialized
+        if scope == "ParseSingleSequenceExample":
+            serialized.shape.with_rank(0)
+            batch = array_ops.reshape(serialized, [1])
+        op = ops.apply_op(
+            "ParseSequenceExampleV2",
+            [batch, defaults],
+            {
+                "Ncontext_sparse": len(c_sparse),
+                "Nfeature_list_sparse": len(f_sparse),
+                "Nfeature_list_dense": len(f_dense),
+                "context_sparse_keys": [k for k, _ in c_sparse],
+                "context_dense_keys": [k for k, _ in c_dense],
+                "feature_list_sparse_keys": [k for k, _ in f_sparse],
+                "feature_list_dense_keys": [k for k, _ in f_dense],
+                "feature_list_dense_missing_assumed_empty": [
+                    k for k, f in f_dense if f.allow_missing
+                ],
+                "context_sparse_types": [dt for _, dt in c_sparse],
+                "Tcontext_dense": [d.dtype for d in defaults],
+                "feature_list_sparse_types": [dt for _, dt in f_sparse],
+                "feature_list_dense_types": [dtypes.as_dtype(f.dtype) for _, f in f_dense],
+                "context_dense_shapes": c_shapes,
+                "feature_list_dense_shapes": f_shapes,
+            },
+            name="ParseSequenceExampleV2",
+        )
+    return _outputs(list(op.outputs), c_sparse, c_dense, f_sparse, f_dense)
+
+
+def _outputs(outs, c_sparse, c_dense, f_sparse, f_dense):
+    def take(n):
+        nonlocal outs
+        got, outs = outs[:n], outs[n:]
+        return got
+
+    ci, cv, cs, cd = (
+        take(len(c_sparse)),
+        take(len(c_sparse)),
+        take(len(c_sparse)),
+        take(len(c_dense)),
+    )
+    fi, fv, fs, fd, fl = (take(len(f_sparse)), take(len(f_sparse)), take(len(f_sparse)),
+                          take(len(f_dense)), take(len(f_dense)))  # fmt: skip
+    context = {k: SparseTensor(i, v, s) for (k, _), i, v, s in zip(c_sparse, ci, cv, cs)}
+    context.update({k: d for (k, _), d in zip(c_dense, cd)})
+    lists = {k: SparseTensor(i, v, s) for (k, _), i, v, s in zip(f_sparse, fi, fv, fs)}
+    lists.update({k: d for (k, _), d in zip(f_dense, fd)})
+    lengths = {k: n for (k, _), n in zip(f_dense, fl)}
+    return context, lists, lengths
+
+
+def _first_row(context, lists):
+    """The single form's results: row 0 of each dense output, each sparse output without
+    its batch column (TF's parse_single_sequence_example over the batched op)."""
+
+    def one(t):
+        if isinstance(t, SparseTensor):
+            return SparseTensor(t.indices[:, 1:], t.values, t.dense_shape[1:])
+        return array_ops.squeeze(t, [0])
+
+    return {k: one(v) for k, v in context.items()}, {k: one(v) for k, v in lists.items()}
+
+
+def parse_single_sequence_example(
+    serialized,
+    context_features=None,
+    sequence_features=None,
+    example_name=None,
+    name=None,
+):
+    """Parses one serialized `SequenceExample` (a scalar string).
+
+    Returns (context, feature_lists): dicts of a Tensor per FixedLenFeature /
+    FixedLenSequenceFeature ([time] + shape) and a SparseTensor per VarLenFeature.
+
+    Raises:
+      ValueError: both feature dicts empty, a FixedLenSequenceFeature with a
+        default_value, an unsupported feature or dtype (at build time).
+      InvalidArgumentError (when run): a record does not parse, a required feature or
+        feature list is missing, or values have the wrong type or count.
+    """
+    context, lists, _ = _build(
+        serialized, context_features, sequence_features, name, "ParseSingleSequenceExample"
+    )
+    return _first_row(context, lists)
+
+
+def parse_sequence_example(
+    serialized,
+    context_features=None,
+    sequence_features=None,
+    example_names=None,
+    name=None,
+):
+    """Parses a batch (a string vector) of serialized `SequenceExample`s.
+
+    Returns (context, feature_lists, feature_list_lengths): dense feature lists are
+    padded with zeros to the batch's longest ([batch, time] + shape) and their lengths
+    given per record.
+
+    Raises: as `parse_single_sequence_example`.
+    """
+    return _build(serialized, context_features, sequence_features, name, "ParseSequenceExample")
