@@ -20,6 +20,7 @@ from asyncflow.ops import (  # noqa: F401
     fused_elementwise_gpu,
     gradient_ops,
     image_ops,
+    image_scale_ops,
     init_ops,
     io_ops,
     linalg_matrix_ops,
