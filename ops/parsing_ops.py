@@ -31,7 +31,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.example_pb import DecodeError
-from asyncflow.ops import parsing_template
+from asyncflow.ops import array_ops, math_ops, parsing_template, sparse_ops
 from asyncflow.protos.example_pb2 import Example
 from asyncflow.protos.parse_batch_pb2 import ExampleBatch, RawExample, RawExampleBatch
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
@@ -41,6 +41,7 @@ __all__ = [
     "FixedLenFeature",
     "FixedLenSequenceFeature",
     "VarLenFeature",
+    "SparseFeature",
     "parse_example",
     "parse_single_example",
     "decode_csv",
@@ -75,6 +76,61 @@ class FixedLenSequenceFeature(
 
 class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
     """Configuration for parsing a variable-length input feature (a SparseTensor)."""
+
+
+class SparseFeature(
+    collections.namedtuple(
+        "SparseFeature", ["index_key", "value_key", "dtype", "size", "already_sorted"]
+    )
+):
+    """A SparseTensor of `size` (a list for several index keys) whose indices are read
+    from the int64 feature(s) `index_key` and values from `value_key` (TF parses both as
+    VarLenFeatures and merges them, sorting by index unless `already_sorted`)."""
+
+    def __new__(cls, index_key, value_key, dtype, size, already_sorted=False):
+        return super().__new__(cls, index_key, value_key, dtype, size, already_sorted)
+
+
+def _split_sparse_features(features: dict):
+    """`features` with each SparseFeature replaced by VarLenFeatures of its keys, and the
+    SparseFeatures by output key."""
+    plain, merged = dict(features or {}), {}
+    for key, f in (features or {}).items():
+        if not isinstance(f, SparseFeature):
+            continue
+        del plain[key]
+        merged[key] = f
+        index_keys = [f.index_key] if isinstance(f.index_key, str) else list(f.index_key)
+        sizes = [f.size] if isinstance(f.size, int) else list(f.size)
+        if len(sizes) != len(index_keys):
+            raise ValueError(
+                f"SparseFeature {key} has {len(index_keys)} index keys but size {f.size}"
+            )
+        for k in index_keys:
+            plain[k] = VarLenFeature(dtypes.int64)
+        plain[f.value_key] = VarLenFeature(f.dtype)
+    return plain, merged
+
+
+def _merge_sparse(parsed: dict, merged: dict, asked: dict) -> dict:
+    """TF's SparseFeature outputs: the index features' values become the last
+    coordinates of the value feature's entries; the parts not asked for are dropped."""
+    out = {k: v for k, v in parsed.items() if k in asked and k not in merged}
+    for key, f in merged.items():
+        index_keys = [f.index_key] if isinstance(f.index_key, str) else list(f.index_key)
+        sizes = [f.size] if isinstance(f.size, int) else list(f.size)
+        values = parsed[f.value_key]
+        first = parsed[index_keys[0]]
+        lead = first.indices[:, :-1]
+        cols = [array_ops.expand_dims(math_ops.cast(parsed[k].values, dtypes.int64), 1)
+                for k in index_keys]  # fmt: skip
+        indices = array_ops.concat([lead, *cols], 1)
+        shape = array_ops.concat(
+            [first.dense_shape[:-1], ops.convert_to_tensor(sizes, dtype=dtypes.int64)], 0
+        )
+        sp = SparseTensor(indices, values.values, shape)
+        out[key] = sp if f.already_sorted else sparse_ops.sparse_reorder(sp)
+    return out
 
 
 # -- ParseExample ---------------------------------------------------------------------------
@@ -827,7 +883,9 @@ def parse_example(serialized, features, name=None, example_names=None) -> dict:
       InvalidArgumentError: a record does not parse, a required feature is missing, or
         a feature has the wrong type or number of values.
     """
-    return _parse("ParseExample", serialized, features, name, True)
+    plain, merged = _split_sparse_features(features)
+    parsed = _parse("ParseExample", serialized, plain, name, True)
+    return _merge_sparse(parsed, merged, features) if merged else parsed
 
 
 def parse_single_example(serialized, features, name=None, example_names=None) -> dict:
@@ -836,7 +894,9 @@ def parse_single_example(serialized, features, name=None, example_names=None) ->
     Raises (when run):
       InvalidArgumentError: as `parse_example`.
     """
-    return _parse("ParseSingleExample", serialized, features, name, False)
+    plain, merged = _split_sparse_features(features)
+    parsed = _parse("ParseSingleExample", serialized, plain, name, False)
+    return _merge_sparse(parsed, merged, features) if merged else parsed
 
 
 # -- DecodeCSV ------------------------------------------------------------------------------
