@@ -24,6 +24,7 @@ from tf1_programs import (
     p_session,
     p_shapes,
     p_slicing,
+    p_tutorials,
     p_variables,
 )
 
@@ -39,6 +40,7 @@ _MODULES = (
     p_names,
     p_errors,
     p_api,
+    p_tutorials,
 )
 
 PROGRAMS = {fn.__name__: fn for m in _MODULES for fn in m.PROGRAMS}
