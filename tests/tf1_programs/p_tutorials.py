@@ -43,8 +43,8 @@ def tutorial_softmax_dropout(tf):
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
         for _ in range(15):
-            _, l = sess.run([train, loss], {x: _X, y_: _Y, keep_prob: 1.0})
-            losses.append(l)
+            _, value = sess.run([train, loss], {x: _X, y_: _Y, keep_prob: 1.0})
+            losses.append(value)
         acc = sess.run(accuracy, {x: _X, y_: _Y, keep_prob: 1.0})
         lowest = sess.run(tf.arg_min(logits, 1), {x: _X[:4], keep_prob: 1.0})
     return {
