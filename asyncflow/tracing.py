@@ -129,6 +129,8 @@ def fill_run_metadata(run_metadata, records: list, devices: list) -> None:
         by_device.setdefault(rec[0].name, []).append(rec)
     cost = CostGraphDef()
     for name, recs in by_device.items():
+        if not recs:  # as TF's collector: a device appears once it ran a node of the step
+            continue
         dev = stats.dev_stats.add(device=name)
         lanes = _lanes([(r[2], r[3]) for r in recs])
         for lane in sorted(set(lanes)):

@@ -19,8 +19,10 @@ FULL = af.RunOptions(trace_level=af.RunOptions.FULL_TRACE)
 
 
 def _two_device_training():
-    """A two-layer net with its layers and the update on two devices."""
-    x = af.placeholder(af.float32, [8, 4], name="x")
+    """A two-layer net with its layers and the update on two devices (the two CPUs, with
+    fake GPUs too: every op is pinned)."""
+    with af.device("/cpu:0"):
+        x = af.placeholder(af.float32, [8, 4], name="x")
     with af.device("/cpu:0"):
         w1 = af.Variable(np.full((4, 5), 0.1, np.float32), name="w1")
         h = af.nn.relu(af.matmul(x, w1))
@@ -116,7 +118,7 @@ def test_overlapping_kernels_get_separate_lanes():
         gate.wait()
         return v
 
-    with af.Graph().as_default():
+    with af.Graph().as_default(), af.device("/cpu:0"):  # one device, GPUs or not
         a = af.py_func(wait, [af.constant(1.0)], af.float32)
         b = af.py_func(wait, [af.constant(2.0)], af.float32)
         md = af.RunMetadata()
