@@ -13,6 +13,7 @@ collection unless `collections` says otherwise.
 
 from __future__ import annotations
 
+import collections
 import re
 import struct
 import sys
@@ -45,7 +46,86 @@ _REAL = TypeConstraint(_FLOATS + _INTS, default=dtypes.float32)
 
 
 def _serialized(summary: Summary) -> np.ndarray:
-    return np.array(summary.SerializeToString(), dtype=object)
+    tags = tuple(v.tag for v in summary.value)
+    metadata = any(v.HasField("metadata") for v in summary.value)
+    return _remember(summary.SerializeToString(), tags, metadata)
+
+
+# -- summary bytes built by hand, and the ones this module made ---------------------------
+#
+# A Summary is one repeated field (`value`, 1), so the concatenation of serialized
+# Summaries is the serialized Summary of all their values: MergeSummary and the
+# FileWriter need no parse of what these kernels made, only the tags (for the duplicate
+# check) and whether a value has metadata.  The kernels record each string they return
+# with those (`_made`); a string not found there (fed, or from elsewhere) is parsed as
+# before.  Scalars and histograms are serialized by hand: the bytes upb writes for the
+# message (fields in number order, zero scalars left out, packed doubles), without
+# building one (for a histogram, the message and its lists cost more than its counts).
+
+_MADE_MAX = 1024
+# id(bytes) -> (bytes, tags, any value with metadata); oldest first (an OrderedDict: a
+# plain dict's first key is found past the slots of every key deleted before it)
+_made: collections.OrderedDict[int, tuple] = collections.OrderedDict()
+_made_lock = threading.Lock()
+
+
+def _remember(raw: bytes, tags: tuple, metadata: bool) -> np.ndarray:
+    """`raw` as a summary op's output, recorded as this module's with `tags`."""
+    with _made_lock:
+        if len(_made) >= _MADE_MAX:
+            _made.popitem(last=False)
+        _made[id(raw)] = (raw, tags, metadata)  # (holding raw keeps its id its own)
+    out = np.empty((), dtype=object)
+    out[()] = raw
+    return out
+
+
+def made_here(raw) -> tuple | None:
+    """(tags, any value with metadata) of a serialized Summary this module's kernels
+    returned; None for any other string."""
+    found = _made.get(id(raw))
+    if found is None or found[0] is not raw:
+        return None
+    return found[1], found[2]
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _len_field(key: int, payload: bytes) -> bytes:
+    return bytes((key,)) + _varint(len(payload)) + payload
+
+
+_ZERO8 = bytes(8)
+_pack_d = struct.Struct("<d").pack
+_pack_f = struct.Struct("<f").pack
+
+
+def _double_field(key: int, x: float) -> bytes:
+    b = _pack_d(x)
+    return b"" if b == _ZERO8 else bytes((key,)) + b  # (-0.0 is written, as upb does)
+
+
+def summary_event_bytes(summary: bytes, wall_time: float, step: int) -> bytes:
+    """The serialized Event(wall_time, step, summary) of a serialized Summary (fields in
+    number order: wall_time 1, step 2, summary 5; zeros left out, as upb writes it)."""
+    head = _double_field(0x09, wall_time)
+    if step:
+        head += b"\x10" + _varint(step & 0xFFFFFFFFFFFFFFFF)
+    return head + _len_field(0x2A, summary)
+
+
+def _value_bytes(tag: str, body: bytes) -> bytes:
+    """A Summary holding one Value: its tag (1) and `body` (its other fields)."""
+    t = tag.encode("utf-8")
+    value = (_len_field(0x0A, t) if t else b"") + body
+    return _len_field(0x0A, value)
 
 
 def _tag(value) -> str:
@@ -82,11 +162,14 @@ async def _scalar_summary(ctx, tags, values):
             f"[{','.join(map(str, np.shape(tags)))}] != "
             f"[{','.join(map(str, np.shape(values)))}]",
         )
-    summary = Summary()
+    parts, names = [], []
     flat_values = np.asarray(values).reshape(-1)
     for tag, v in zip(np.asarray(tags, dtype=object).reshape(-1), flat_values):
-        summary.value.add(tag=_tag(tag), simple_value=float(np.float32(v)))
-    return _serialized(summary)
+        name = _tag(tag)
+        names.append(name)
+        # simple_value (2, float; in the oneof `value`, so written when zero too)
+        parts.append(_value_bytes(name, b"\x15" + _pack_f(float(np.float32(v)))))
+    return _remember(b"".join(parts), tuple(names), False)
 
 
 # -- HistogramSummary ---------------------------------------------------------------------
@@ -450,6 +533,28 @@ def bucket_counts(values) -> np.ndarray:
     return _cell_table(v.dtype).counts(v)[0]
 
 
+def _histogram(values, name, memo):
+    """(min, max, num, sum, sum_squares, bucket limits, bucket counts) of TF's
+    `Histogram` of `values` (as double), encoded as `EncodeToProto(h, False)`."""
+    v = _as_float(values)
+    if not v.size:
+        last = np.array(_BUCKET_LIMITS[-1:])
+        return _BUCKET_LIMITS[-1], -_BUCKET_LIMITS[-1], 0.0, 0.0, 0.0, last, np.zeros(1)
+    counts, nonfinite, (lo, hi, total, squares) = _cell_table(v.dtype).counts(v, memo)
+    if nonfinite:
+        kind = "Nan" if np.isnan(v).any() else "Infinity"
+        raise errors.InvalidArgumentError(None, None, f"{kind} in summary histogram for: {name}")
+    # A run of empty buckets collapses into its last limit: the buckets kept are the
+    # non-empty ones, each empty one just before a non-empty one, and the last.
+    filled = counts != 0
+    keep = filled.copy()
+    keep[:-1] |= filled[1:]
+    keep[-1] = True
+    index = np.flatnonzero(keep)
+    return (float(lo), float(hi), float(v.size), float(total), float(squares),
+            _LIMITS[index], counts[index].astype(np.float64))  # fmt: skip
+
+
 def histogram_proto(values, name: str | None = None, memo=None) -> HistogramProto:
     """TF's `Histogram` of `values` (as double), encoded as `EncodeToProto(h, False)`.
     `memo`: a `_BucketMemo` of the op's earlier calls (the same result, sooner).
@@ -458,29 +563,27 @@ def histogram_proto(values, name: str | None = None, memo=None) -> HistogramProt
       InvalidArgumentError: a NaN or Inf among the values ("Nan in summary histogram
         for: <name>"), as TF's HistogramSummary kernel.
     """
-    v = _as_float(values)
-    proto = HistogramProto()
-    if not v.size:
-        proto.min, proto.max = _BUCKET_LIMITS[-1], -_BUCKET_LIMITS[-1]
-        proto.bucket_limit.append(_BUCKET_LIMITS[-1])
-        proto.bucket.append(0.0)
-        return proto
-    counts, nonfinite, (lo, hi, total, squares) = _cell_table(v.dtype).counts(v, memo)
-    if nonfinite:
-        kind = "Nan" if np.isnan(v).any() else "Infinity"
-        raise errors.InvalidArgumentError(None, None, f"{kind} in summary histogram for: {name}")
-    proto.min, proto.max, proto.num = float(lo), float(hi), float(v.size)
-    proto.sum, proto.sum_squares = float(total), float(squares)
-    # A run of empty buckets collapses into its last limit: the buckets kept are the
-    # non-empty ones, each empty one just before a non-empty one, and the last.
-    filled = counts != 0
-    keep = filled.copy()
-    keep[:-1] |= filled[1:]
-    keep[-1] = True
-    index = np.flatnonzero(keep)
-    proto.bucket_limit.extend(_LIMITS[index].tolist())
-    proto.bucket.extend(counts[index].astype(np.float64).tolist())
+    lo, hi, num, total, squares, limits, counts = _histogram(values, name, memo)
+    proto = HistogramProto(min=lo, max=hi, num=num, sum=total, sum_squares=squares)
+    proto.bucket_limit.extend(limits.tolist())
+    proto.bucket.extend(counts.tolist())
     return proto
+
+
+def histogram_bytes(values, name: str | None = None, memo=None) -> bytes:
+    """`histogram_proto(...).SerializeToString()`, written by hand."""
+    lo, hi, num, total, squares, limits, counts = _histogram(values, name, memo)
+    return b"".join(
+        (
+            _double_field(0x09, lo),
+            _double_field(0x11, hi),
+            _double_field(0x19, num),
+            _double_field(0x21, total),
+            _double_field(0x29, squares),
+            _len_field(0x32, limits.astype("<f8").tobytes()),
+            _len_field(0x3A, counts.astype("<f8").tobytes()),
+        )
+    )
 
 
 HistogramSummary = register_op(
@@ -500,10 +603,9 @@ async def _histogram_summary(ctx, tag, values):
     memo = ctx.kernel_state.get("buckets")
     if memo is None:
         memo = ctx.kernel_state["buckets"] = _BucketMemo()
-    histo = await ctx.device.compute(histogram_proto, values, ctx.op.name, memo)
-    summary = Summary()
-    summary.value.add(tag=_tag(tag), histo=histo)
-    return _serialized(summary)
+    histo = await ctx.device.compute(histogram_bytes, values, ctx.op.name, memo)
+    name = _tag(tag)
+    return _remember(_value_bytes(name, _len_field(0x2A, histo)), (name,), False)  # histo: 5
 
 
 # -- ImageSummary -------------------------------------------------------------------------
@@ -693,6 +795,12 @@ MergeSummary = register_op(
 
 @MergeSummary.kernel("CPU")
 async def _merge_summary(ctx, *inputs):
+    raws = [raw for inp in inputs for raw in np.asarray(inp, dtype=object).reshape(-1)]
+    known = [made_here(raw) for raw in raws]
+    if all(k is not None for k in known):  # all made here: their bytes, concatenated
+        tags = tuple(t for k in known for t in k[0])
+        if len(set(tags)) == len(tags):
+            return _remember(b"".join(raws), tags, any(k[1] for k in known))
     merged = Summary()
     seen: set[str] = set()
     for inp in inputs:
@@ -711,7 +819,9 @@ async def _merge_summary(ctx, *inputs):
                     )
                 seen.add(v.tag)
                 merged.value.add().CopyFrom(v)
-    return _serialized(merged)
+    raw = merged.SerializeToString()
+    return _remember(raw, tuple(v.tag for v in merged.value),
+                     any(v.HasField("metadata") for v in merged.value))  # fmt: skip
 
 
 for _name in (

@@ -650,3 +650,92 @@ def test_the_digits_example_writes_tf1_tutorial_summaries(tmp_path):
     assert last_loss == pytest.approx(float(loss))
     assert any(e.HasField("graph_def") for e in events)
     assert weights.size == 64 * 256
+
+
+# -- summary bytes written by hand, merged and framed without a parse ---------------------
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([0.5, -3.0, 1e-13, 7.0], np.float32),
+        np.zeros(5, np.float32),  # min = max = sum = 0: fields left out, as upb does
+        np.array([-0.0, -0.0]),
+        np.arange(-20, 20),
+        np.array([np.finfo(np.float64).max, -1e30, 2.5]),
+        np.zeros(0, np.float32),
+        np.random.RandomState(3).normal(0, 0.1, 40_000).astype(np.float32),  # the cells
+        np.random.RandomState(4).normal(0, 2, 300).astype(np.float16),
+    ],
+)
+def test_histogram_bytes_are_the_messages_bytes(values):
+    from asyncflow.ops import summary_ops
+
+    expected = summary_ops.histogram_proto(values, "h").SerializeToString()
+    assert summary_ops.histogram_bytes(values, "h") == expected
+
+
+def _merged_by_messages(parts) -> bytes:
+    merged = Summary()
+    for raw in parts:
+        merged.value.extend(Summary.FromString(raw).value)
+    return merged.SerializeToString()
+
+
+def test_merge_of_summary_ops_is_their_bytes_concatenated():
+    """What the ops return parses back to the values given; a merge of them is the
+    Summary of all their values (what merging the parsed messages gives), made without a
+    parse; fed strings are parsed as before, and duplicate tags still raise."""
+    with af.Graph().as_default():
+        a = af.summary.scalar("a", af.constant(-0.0))
+        b = af.summary.scalar("b", af.constant(2.5))
+        h = af.summary.histogram("h", af.constant([1.0, 2.0, 300.0]))
+        t = af.summary.text("t", af.constant("hi"))
+        merged = af.summary.merge([a, b, h, t])
+        fed = af.placeholder(af.string, [])
+        with_fed = af.summary.merge([a, fed])
+        dup = af.summary.merge([a, af.summary.merge([b, a])])
+        with af.Session() as s:
+            parts = s.run([a, b, h, t])
+            got = s.run(merged)
+            other = Summary()
+            other.value.add(tag="z", simple_value=1.0)
+            got_fed = s.run(with_fed, {fed: other.SerializeToString()})
+            with pytest.raises(errors.InvalidArgumentError, match="Duplicate tag a"):
+                s.run(dup)
+    sa, sb = Summary.FromString(parts[0]), Summary.FromString(parts[1])
+    assert (sa.value[0].tag, sa.value[0].simple_value) == ("a", 0.0)
+    assert sa.value[0].HasField("simple_value") and sb.value[0].simple_value == 2.5
+    from asyncflow.ops.summary_ops import histogram_proto
+
+    histo = Summary.FromString(parts[2]).value[0].histo
+    assert histo == histogram_proto(np.array([1.0, 2.0, 300.0], np.float32))
+    assert (histo.num, sum(histo.bucket), histo.max) == (3, 3, 300.0)
+    assert got == _merged_by_messages(parts)
+    assert [v.tag for v in Summary.FromString(got_fed).value] == ["a", "z"]
+
+
+def test_writer_frames_summary_op_bytes_as_events(tmp_path):
+    """A summary op's string is written as the Event TF's writer makes of it (wall time,
+    step, the summary), metadata kept on a tag's first value only."""
+    with af.Graph().as_default():
+        merged = af.summary.merge(
+            [af.summary.scalar("loss", af.constant(0.25)), af.summary.text("t", af.constant("x"))]
+        )
+        plain = af.summary.merge([af.summary.histogram("w", af.constant([1.0, -1.0]))])
+        with af.Session() as s:
+            w = af.summary.FileWriter(str(tmp_path))
+            for step in (0, 1, 2**40):
+                w.add_summary(s.run(merged), step)
+                w.add_summary(s.run(plain), step)
+            w.close()
+            raw_plain = s.run(plain)
+    events = read_events(w.event_writer.path)[1:]
+    assert [e.step for e in events] == [0, 0, 1, 1, 2**40, 2**40]
+    assert all(e.wall_time > 1.5e9 for e in events)
+    assert events[0].summary.value[1].metadata.plugin_data.plugin_name == "text"
+    assert not events[2].summary.value[1].HasField("metadata")
+    assert events[1].summary == Summary.FromString(raw_plain)
+    again = Event(wall_time=events[1].wall_time, step=events[1].step)
+    again.summary.ParseFromString(raw_plain)
+    assert read_events(w.event_writer.path)[2].SerializeToString() == again.SerializeToString()

@@ -46,6 +46,7 @@ import weakref
 import aiofiles
 
 from asyncflow import graph as ops
+from asyncflow.ops.summary_ops import made_here, summary_event_bytes
 from asyncflow.protos.event_pb2 import Event, SessionLog, TaggedRunMetadata
 from asyncflow.protos.summary_pb2 import Summary
 from asyncflow.python_io import _frame
@@ -241,7 +242,11 @@ class EventFileWriter:
 
     def add_event(self, event: Event) -> None:
         """Queue `event` for the file; returns at once.  Ignored after close()."""
-        record = _frame(event.SerializeToString())
+        self.add_event_bytes(event.SerializeToString())
+
+    def add_event_bytes(self, serialized: bytes) -> None:
+        """`add_event` of an Event already serialized."""
+        record = _frame(serialized)
         with self._lock:
             if self._closed:
                 return
@@ -367,6 +372,17 @@ class FileWriter:
 
         A tag's metadata is written with its first value only, as TF1 does.
         """
+        raw = summary
+        if not isinstance(raw, (bytes, Summary)) and hasattr(raw, "item"):
+            raw = raw.item()  # a 0-d object array from session.run
+        known = made_here(raw) if isinstance(raw, bytes) else None
+        if known is not None and not known[1]:
+            # A summary op's own bytes without metadata: the Event is written around
+            # them (wall_time 1, step 2, summary 5 in number order, as upb writes it),
+            # without parsing and serializing them again.
+            step = 0 if global_step is None else int(global_step)
+            self.event_writer.add_event_bytes(summary_event_bytes(raw, time.time(), step))
+            return
         if isinstance(summary, (bytes, bytearray, memoryview)):
             summ = Summary()
             summ.ParseFromString(bytes(summary))
