@@ -105,10 +105,34 @@ def test_chrome_trace_lanes_flows_and_memory():
     ends = [e for e in events if e["ph"] == "f"]
     assert len(sends) == len(recvs) == len(starts) == len(ends) >= 2
     by_id = {e["id"]: e for e in starts}
+    assert len(by_id) == len(starts)  # one id per flow
+
+    def slice_of(e):  # the slice the flow event lies in (on its own lane)
+        (found,) = [
+            x
+            for x in sends + recvs
+            if (x["pid"], x["tid"]) == (e["pid"], e["tid"])
+            and x["ts"] < e["ts"] < x["ts"] + x["dur"]
+        ]
+        return found
+
+    # One arrow per Send/Recv pair: from inside each Send to inside its own Recv (the
+    # partitioner names them _send_<key> and _recv_<key>) on the other device.
+    paired = []
     for f in ends:
         s = by_id[f["id"]]
-        assert s["pid"] != f["pid"] and s["ts"] <= f["ts"]
-    assert any(e["ph"] == "C" and e["name"] == "Memory" for e in events)
+        send, recv = slice_of(s), slice_of(f)
+        assert (send["name"], recv["name"]) == ("_Send", "_Recv")
+        assert send["args"]["name"].removeprefix("_send_") == recv["args"]["name"].removeprefix(
+            "_recv_"
+        )
+        assert s["pid"] != f["pid"] and s["ts"] <= f["ts"] and s["cat"] == f["cat"]
+        paired.append((send["args"]["name"], recv["args"]["name"]))
+    assert sorted(p[0] for p in paired) == sorted(e["args"]["name"] for e in sends)
+    assert sorted(p[1] for p in paired) == sorted(e["args"]["name"] for e in recvs)
+    counters = [e for e in events if e["ph"] == "C"]
+    assert counters and all(e["name"] == "Memory" for e in counters)
+    assert all(isinstance(v, int) and v >= 0 for e in counters for v in e["args"].values())
 
 
 def test_overlapping_kernels_get_separate_lanes():
