@@ -62,19 +62,28 @@ def _serialized(summary: Summary) -> np.ndarray:
 # message (fields in number order, zero scalars left out, packed doubles), without
 # building one (for a histogram, the message and its lists cost more than its counts).
 
+# The record holds the strings themselves (so that an id stays theirs): the most recent
+# ones, up to _MADE_MAX of them and _MADE_BYTES in all; a string over _MADE_ONE_MAX (images,
+# audio) is not recorded, its parse costing little beside its encoding.
 _MADE_MAX = 1024
+_MADE_BYTES = 8 << 20
+_MADE_ONE_MAX = 1 << 20
 # id(bytes) -> (bytes, tags, any value with metadata); oldest first (an OrderedDict: a
 # plain dict's first key is found past the slots of every key deleted before it)
 _made: collections.OrderedDict[int, tuple] = collections.OrderedDict()
+_made_bytes = 0
 _made_lock = threading.Lock()
 
 
 def _remember(raw: bytes, tags: tuple, metadata: bool) -> np.ndarray:
     """`raw` as a summary op's output, recorded as this module's with `tags`."""
-    with _made_lock:
-        if len(_made) >= _MADE_MAX:
-            _made.popitem(last=False)
-        _made[id(raw)] = (raw, tags, metadata)  # (holding raw keeps its id its own)
+    global _made_bytes
+    if len(raw) <= _MADE_ONE_MAX:
+        with _made_lock:
+            while _made and (len(_made) >= _MADE_MAX or _made_bytes + len(raw) > _MADE_BYTES):
+                _made_bytes -= len(_made.popitem(last=False)[1][0])
+            _made[id(raw)] = (raw, tags, metadata)  # (holding raw keeps its id its own)
+            _made_bytes += len(raw)
     out = np.empty((), dtype=object)
     out[()] = raw
     return out

@@ -739,3 +739,20 @@ def test_writer_frames_summary_op_bytes_as_events(tmp_path):
     again = Event(wall_time=events[1].wall_time, step=events[1].step)
     again.summary.ParseFromString(raw_plain)
     assert read_events(w.event_writer.path)[2].SerializeToString() == again.SerializeToString()
+
+
+def test_record_of_made_summaries_is_bounded(monkeypatch):
+    from asyncflow.ops import summary_ops
+
+    monkeypatch.setattr(summary_ops, "_made", summary_ops.collections.OrderedDict())
+    monkeypatch.setattr(summary_ops, "_made_bytes", 0)
+    monkeypatch.setattr(summary_ops, "_MADE_BYTES", 10_000)
+    kept = [
+        summary_ops._remember(bytes([i % 256]) * 1000, ("t",), False).item() for i in range(25)
+    ]
+    assert summary_ops._made_bytes == sum(len(r) for r, _, _ in summary_ops._made.values())
+    assert summary_ops._made_bytes <= 10_000 and len(summary_ops._made) == 10
+    assert summary_ops.made_here(kept[-1]) == (("t",), False)
+    assert summary_ops.made_here(kept[0]) is None  # forgotten: parsed, as any string
+    big = summary_ops._remember(b"x" * (summary_ops._MADE_ONE_MAX + 1), ("b",), False)
+    assert summary_ops.made_here(big.item()) is None and len(summary_ops._made) == 10
