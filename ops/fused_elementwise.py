@@ -858,9 +858,10 @@ class _Deadness:
     asyncflow/frames.py runs them), for deciding whether a cluster may fuse there.
 
     Every value gets a set of *sources* of deadness; a value is dead exactly when one
-    of its sources is.  Sources: a Switch output port under its predicate tensor
-    (every Switch reading that predicate takes the same port in an iteration: a loop's
-    Switches all read its LoopCond, a cond's its pred), a Merge other than a loop's,
+    of its sources is.  Sources: a Switch output port under its predicate tensor, past
+    Identities (every Switch reading that predicate takes the same port in an
+    iteration: a loop's Switches all read its LoopCond, a cond's its pred, the pivot's
+    directly, the data Switches through `pred_id`), a Merge other than a loop's,
     an Exit other than a loop's, a _Recv, a ControlTrigger (each a source of its own).
     A loop's Merge (an Enter and a NextIteration) is live in each iteration that runs
     exactly when its Enter's value is, a dead NextIteration starting no iteration; a
@@ -897,11 +898,21 @@ class _Deadness:
             for c in node.controls:
                 base |= self.node[c]
             if t == "Switch" and len(node.inputs) == 2:
-                pred = tuple(node.inputs[1])
+                pred = self._root(node.inputs[1])
                 self.ports[i] = tuple(
                     self._intern(frozenset(base | {("switch", pred, k)})) for k in (0, 1)
                 )
             self.node[i] = self._intern(frozenset(base))
+
+    def _root(self, src) -> tuple:
+        """The value `src` passes on unchanged, past Identities: a Switch's predicate
+        key.  tf.cond's pivot Switch reads the predicate itself, its data Switches
+        `pred_id`, an Identity of it: keyed alike, the constants of a branch (which
+        wait for the pivot) and its values are dead together."""
+        nodes = self.nodes
+        while src[0] != "feed" and src[1] == 0 and nodes[src[0]].op.type == "Identity":
+            src = nodes[src[0]].inputs[0]
+        return tuple(src)
 
     def _intern(self, labels: frozenset) -> frozenset:
         return self._interned.setdefault(labels, labels)

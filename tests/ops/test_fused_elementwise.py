@@ -15,7 +15,7 @@ import pytest
 import asyncflow as tf
 from asyncflow import errors, graph_passes, partition
 from asyncflow.devices.cpu import CPUDevice
-from asyncflow.ops import fused_elementwise
+from asyncflow.ops import control_flow_prims, fused_elementwise
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -644,3 +644,103 @@ def test_whole_graphs_compute_what_they_computed_unfused(build, monkeypatch):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
     for a, b in zip(fused_vars or (), plain_vars or ()):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+# -- inside tf.cond branches, end to end ------------------------------------------------------
+
+
+def _dropout_in_cond():
+    """An MLP layer whose dropout (and a little more) sits in tf.cond: the branch's
+    chains have outputs that read different inputs (the scaled value, which the
+    gradient's Shape reads too, and the masked one), as in benchmarks/cond_mlp_bench.
+    On the CPU: with (fake) GPUs the placer puts part of the branch on the CPU, and a
+    value received from another partition is a deadness class of its own."""
+    with tf.device("/cpu:0"):
+        return _dropout_in_cond_here()
+
+
+def _dropout_in_cond_here():
+    tf.set_random_seed(11)
+    rng = np.random.default_rng(11)
+    x = tf.placeholder(tf.float32, [None, 6])
+    flag = tf.placeholder(tf.bool, [])
+    w = tf.Variable(rng.standard_normal((6, 5)).astype(np.float32))
+    h = tf.nn.relu(tf.matmul(x, w))
+
+    def taken():
+        return tf.nn.dropout(h, keep_prob=0.6, seed=3) * 2.0 + tf.tanh(h)
+
+    y = tf.cond(flag, taken, lambda: tf.sigmoid(h) * 3.0 - h)
+    loss = tf.reduce_sum(y * y)
+    gx, gw = tf.gradients(loss, [x, w])
+    xv = rng.standard_normal((4, 6)).astype(np.float32)
+    fetches = [y, gx, gw]
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        out = [s.run(fetches, {x: xv, flag: f}) for f in (True, False, True)]
+        nodes = [op for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+    return out, nodes
+
+
+def _branch_fusions(nodes):
+    return [op for op in nodes if op.type == "_FusedElementwise" and "cond/" in op.name]
+
+
+def test_chains_inside_a_cond_branch_fuse_with_the_same_values_and_gradients(monkeypatch):
+    with tf.Graph().as_default():
+        fused, fused_nodes = _dropout_in_cond()
+    passes = [r for r in graph_passes.GRAPH_PASSES if r is not fused_elementwise.fuse_elementwise]
+    monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
+    with tf.Graph().as_default():
+        plain, plain_nodes = _dropout_in_cond()
+    # the dropout's two products (outputs reading different inputs) are in one node, and
+    # so are the branch's gradients with their sums to shape: both need the class check
+    programs = [op._attrs["program"] for op in _branch_fusions(fused_nodes)]
+    assert any(p[:3] == ["Mul", "Mul", "Mul"] and "Tanh" in p for p in programs)
+    programs = [op._attrs["program"] for op in fused_nodes if op.type == "_FusedElementwise"]
+    assert any("TanhGrad" in p and "SumTo" in p for p in programs)
+    assert not _branch_fusions(plain_nodes)
+    assert len(fused_nodes) < len(plain_nodes)
+    for step_f, step_p in zip(fused, plain):
+        for a, b in zip(step_f, step_p):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_fused_branch_stays_dead_when_not_taken(monkeypatch):
+    # Fetching a value of the branch not taken is TF's InvalidArgumentError, fused or
+    # not: the fused node is dead exactly when the values it replaced were.  (The
+    # branch is built from Switch and Merge: tf.cond's inner values are not fetchable.)
+    def run(flag_value):
+        with tf.Graph().as_default(), tf.device("/cpu:0"):  # (one partition)
+            tf.set_random_seed(2)
+            x = tf.placeholder(tf.float32, [None, 4])
+            flag = tf.placeholder(tf.bool, [])
+            off, on = control_flow_prims.switch(x, flag)
+            d = tf.nn.dropout(on, keep_prob=0.5, seed=1)
+            y, _ = control_flow_prims.merge([tf.sigmoid(off) - 1.0, tf.tanh(d) * 2.0])
+            with tf.Session() as s:
+                feed = {x: np.ones((3, 4), np.float32), flag: flag_value}
+                if flag_value:
+                    got, inner = s.run([y, d], feed)  # (one draw of the mask for both)
+                else:
+                    got = s.run(y, feed)
+                    try:
+                        inner = s.run(d, feed)
+                    except errors.InvalidArgumentError:
+                        inner = None
+                nodes = [op for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+        return got, inner, nodes
+
+    taken_y, taken_inner, nodes = run(True)
+    assert any(
+        op.type == "_FusedElementwise" and op._attrs["program"][:2] == ["Mul", "Mul"]
+        for op in nodes
+    )
+    assert taken_inner is not None and set(np.unique(taken_inner)) <= {0.0, 2.0}
+    np.testing.assert_allclose(taken_y, np.tanh(taken_inner) * 2.0, rtol=1e-6)
+    other_y, other_inner, _ = run(False)
+    assert other_inner is None  # dead
+    np.testing.assert_allclose(other_y, 1 / (1 + np.exp(-1.0)) - 1.0, rtol=1e-6)
+    passes = [r for r in graph_passes.GRAPH_PASSES if r is not fused_elementwise.fuse_elementwise]
+    monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
+    assert run(False)[1] is None
