@@ -208,3 +208,51 @@ def test_hsv_gradient_finite_differences(graph):
     x0 = np.array([[[0.9, 0.2, 0.4], [0.1, 0.6, 0.3]], [[0.3, 0.35, 0.8], [0.5, 0.4, 0.2]]])
     th, nu = test_util.compute_gradient(x, [2, 2, 3], y, [2, 2, 3], x_init_value=x0, delta=1e-6)
     np.testing.assert_allclose(th, nu, atol=1e-5)
+
+
+_X0 = np.random.RandomState(7).uniform(0.05, 0.95, (4, 5, 3))
+# TF computes these in float32 whatever the input's float type: wider steps, and
+# tolerances for float32 rounding (the central difference of a quadratic is exact).
+_F32 = {"delta": 0.01, "rtol": 1e-3, "atol": 2e-3}
+_F64 = {"delta": 1e-6, "rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.mark.parametrize(
+    "name,fn,tol",
+    [
+        ("crop_to_bounding_box", lambda x: af.image.crop_to_bounding_box(x, 1, 1, 2, 3), _F64),
+        ("pad_to_bounding_box", lambda x: af.image.pad_to_bounding_box(x, 1, 2, 6, 7), _F64),
+        ("crop_or_pad", lambda x: af.image.resize_image_with_crop_or_pad(x, 3, 7), _F64),
+        ("central_crop", lambda x: af.image.central_crop(x, 0.5), _F64),
+        ("per_image_standardization", af.image.per_image_standardization, _F64),
+        ("adjust_brightness", lambda x: af.image.adjust_brightness(x, 0.1), _F32),
+        ("adjust_gamma", lambda x: af.image.adjust_gamma(x, 2.0, gain=1.5), _F32),
+        ("rgb_to_grayscale", af.image.rgb_to_grayscale, _F32),
+        ("total_variation", af.image.total_variation, _F64),
+        ("flip_left_right", af.image.flip_left_right, _F64),
+        ("flip_up_down", af.image.flip_up_down, _F64),
+        ("rot90", lambda x: af.image.rot90(x, 3), _F64),
+        ("transpose_image", af.image.transpose_image, _F64),
+        (
+            "crop_and_resize",
+            lambda x: af.image.crop_and_resize(
+                x[None], [[0.1, 0.2, 0.8, 0.9], [0.0, 0.0, 1.0, 0.5]], [0, 0], [3, 2]
+            ),
+            _F32,
+        ),
+    ],
+)
+def test_crop_pad_adjust_gradients_finite_differences(graph, name, fn, tol):
+    """The image functions TF differentiates (through Slice, Pad, ReverseV2, Transpose,
+    CropAndResize and element-wise ops): gradients equal to central differences.
+    (TF registers none for ResizeArea, AdjustContrastv2, AdjustHue, AdjustSaturation.)"""
+    x = af.placeholder(af.float64, _X0.shape)
+    y = af.cast(fn(x), af.float64)
+    shape = y.shape.as_list()
+    # weight the outputs so that each one's gradient counts differently
+    w = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape) / np.prod(shape)
+    y = y * af.constant(w, af.float64)
+    th, nu = test_util.compute_gradient(
+        x, list(_X0.shape), y, shape, x_init_value=_X0, delta=tol["delta"]
+    )
+    np.testing.assert_allclose(th, nu, rtol=tol["rtol"], atol=tol["atol"], err_msg=name)
