@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import contextvars
 import itertools
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -33,6 +34,9 @@ __all__ = [
     "StepContext",
     "current_step",
     "in_quiet_step",
+    "note_task",
+    "parked_task",
+    "parks",
     "quiet_step",
     "wrap_kernel_error",
 ]
@@ -89,6 +93,41 @@ async def in_quiet_step(coro):
     """`await coro` inside `quiet_step` (for a coroutine that becomes its own Task)."""
     with quiet_step():
         return await coro
+
+
+# Tasks a kernel starts ahead of demand (tf.data's prefetch producer, a parallel map's
+# calls), and every Task started inside one (a nested step's drivers), may wait,
+# suspended, between two synchronous `Session.run`s.  A blocked synchronous caller
+# drives its steps inline; any other Task still pending after a step moves the loop to
+# a thread of its own for good (the session's `_Runtime`), and every later step then
+# costs a hand-off to that thread and back (~3 context switches, each a wait for a core
+# on a busy machine).  A parked Task loses nothing: the steps that consume its results
+# run it whenever they wait on it.
+_PARKABLE: weakref.WeakSet[asyncio.Task] = weakref.WeakSet()
+_PARKED: contextvars.ContextVar[bool] = contextvars.ContextVar("_PARKED", default=False)
+
+
+def parked_task(coro) -> asyncio.Task:
+    """`asyncio.ensure_future(coro)`, a Task that may sit suspended between synchronous
+    steps instead of needing the loop to run meanwhile (see `_PARKABLE`); so may the
+    Tasks it starts."""
+    ctx = contextvars.copy_context()
+    ctx.run(_PARKED.set, True)
+    task = asyncio.get_running_loop().create_task(coro, context=ctx)
+    _PARKABLE.add(task)
+    return task
+
+
+def note_task(task: asyncio.Task) -> None:
+    """Called by a loop's task factory as `task` is made: a Task started from inside a
+    parked one is parked too."""
+    if _PARKED.get():
+        _PARKABLE.add(task)
+
+
+def parks(task: asyncio.Task) -> bool:
+    """Whether `task` may wait between synchronous steps (see `_PARKABLE`)."""
+    return task in _PARKABLE
 
 
 _STEP_SERIALS = itertools.count(1)

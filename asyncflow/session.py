@@ -43,7 +43,7 @@ from asyncflow.graph import (  # noqa: F401 - the default session stack lives wi
     _global_default_session,
     get_default_session,
 )
-from asyncflow.kernel_api import in_quiet_step, quiet_step
+from asyncflow.kernel_api import in_quiet_step, note_task, parks, quiet_step
 from asyncflow.loop_slices import (
     _DEADLINES,
     _SLICE_OF,
@@ -138,13 +138,15 @@ class _Runtime:
 
     def _new_task(self, loop, coro, **kwargs):
         task = asyncio.Task(coro, loop=loop, **kwargs)
+        note_task(task)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task
 
     def _tasks_left(self) -> bool:
-        # (a done Task whose callback has not run yet, the loop having stopped, is gone)
-        return any(not t.done() for t in self.tasks)
+        # (a done Task whose callback has not run yet, the loop having stopped, is gone;
+        # a parked one, kernel_api.parked_task, waits for the next step)
+        return any(not t.done() and not parks(t) for t in self.tasks)
 
     def ensure_thread(self) -> None:
         """Give the loop its dedicated thread (now, or when the inline owner is done)."""

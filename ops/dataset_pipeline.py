@@ -8,7 +8,10 @@ description of a pipeline stage with its inputs' values bound.  Iterating one
 Where TF's runtime uses threads, this uses the loop:
 - `prefetch` and `map(num_parallel_calls=n)` run as Tasks on the session's loop: a
   producer Task fills a bounded buffer ahead of the consumer; a parallel map keeps up
-  to n function calls in flight and hands results out in input order;
+  to n function calls in flight and hands results out in input order.  They are
+  parked Tasks (kernel_api.parked_task): between two synchronous `Session.run`s they
+  wait where they are and run while a step waits on them, so a synchronous training
+  loop keeps driving its steps inline on its own thread (no hand-off per step);
 - a traced function (map, filter, flat_map, interleave) runs as a nested step of the
   session (`await session.arun(...)`), so its kernels suspend like any other step's;
 - files are read on worker threads, many records per hop, so the loop never waits on
@@ -35,6 +38,7 @@ import numpy as np
 
 from asyncflow import errors, python_io
 from asyncflow.crc32c import crc32c_gil_free
+from asyncflow.kernel_api import parked_task
 from asyncflow.ops import philox_random
 
 __all__ = ["DatasetValue", "Env", "Function"]
@@ -355,7 +359,7 @@ class Map(DatasetValue):
                     except StopAsyncIteration:
                         exhausted = True
                         break
-                    pending.append(asyncio.ensure_future(self.fn(env, elem)))
+                    pending.append(parked_task(self.fn(env, elem)))
                 if not pending:
                     return
                 yield await pending.popleft()
@@ -580,7 +584,6 @@ class Shuffle(DatasetValue):
 
     async def chunks(self, env):
         stream = philox_random.PhiloxStream(*self.seeds.next_pair())
-        draw = stream.next
         size = self.size
         # Invariant: the buffered elements, oldest first, are buf[head:]; TF's ring
         # buffer holds the same elements in the same logical order.
@@ -607,14 +610,17 @@ class Shuffle(DatasetValue):
                     head = 0
                 if out:
                     yield out
+            # Draining: the count falls by one per draw; a chunk's draws taken as one list.
             while head < len(buf):
                 out = []
-                for _ in range(min(len(buf) - head, 1024)):
-                    i = head + draw() % (len(buf) - head)
+                left = len(buf) - head
+                for d in stream.take(min(left, 1024)):
+                    i = head + d % left
                     out.append(buf[i])
                     buf[i] = buf[head]
                     buf[head] = None
                     head += 1
+                    left -= 1
                 yield out
         finally:
             await source.aclose()
@@ -744,7 +750,7 @@ class Prefetch(DatasetValue):
             finally:
                 await source.aclose()
 
-        task = asyncio.ensure_future(produce())
+        task = parked_task(produce())
         try:
             while True:
                 item = await q.get()

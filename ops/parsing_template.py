@@ -107,6 +107,8 @@ def _varints(block: np.ndarray, want: int):
     None unless each row holds exactly `want` complete varints of at most 10 bytes."""
     rows = block.shape[0]
     term = block < 0x80
+    if block.shape[1] == want and term.all():  # one byte each: values 0..127 (labels)
+        return block.astype(np.int64)
     # Each row ends a varint, so none runs into the next row.
     if not term[:, -1].all() or (term.sum(axis=1) != want).any():
         return None

@@ -42,6 +42,14 @@ def test_values_equal_protobufs_reading(seed):
     assert got[0].flags.writeable and got[1].flags.writeable
 
 
+def test_one_byte_varints_and_the_128_boundary():
+    # labels 0..127 are one byte each (the one-byte path); 128 takes two bytes
+    for labels in ([0, 5, 127, 9], [127, 128, 3, 1]):
+        records = [_example(x=("float_list", [1.0]), y=("int64_list", [v])) for v in labels]
+        got = T.dense_batch(records, ["x", "y"], [2, 3], [[1], []])
+        assert got[1].dtype == np.int64 and got[1].tolist() == labels
+
+
 def test_shapes_and_one_record():
     rec = _example(m=("float_list", range(6)), k=("int64_list", [7]))
     got = T.dense_batch([rec], ["m", "k"], [2, 3], [[2, 3], []])
