@@ -33,6 +33,7 @@ __all__ = [
     "QUIET_STEP",
     "StepContext",
     "current_step",
+    "in_parked_task",
     "in_quiet_step",
     "note_task",
     "parked_task",
@@ -105,6 +106,7 @@ async def in_quiet_step(coro):
 # run it whenever they wait on it.
 _PARKABLE: weakref.WeakSet[asyncio.Task] = weakref.WeakSet()
 _PARKED: contextvars.ContextVar[bool] = contextvars.ContextVar("_PARKED", default=False)
+_STARTED_PARKED: weakref.WeakSet[asyncio.Task] = weakref.WeakSet()  # by parked_task itself
 
 
 def parked_task(coro) -> asyncio.Task:
@@ -115,7 +117,15 @@ def parked_task(coro) -> asyncio.Task:
     ctx.run(_PARKED.set, True)
     task = asyncio.get_running_loop().create_task(coro, context=ctx)
     _PARKABLE.add(task)
+    _STARTED_PARKED.add(task)
     return task
+
+
+def in_parked_task() -> bool:
+    """Whether the running Task was started by `parked_task`: its coroutine is awaited
+    in it, in its one Context, from start to end (no interpreter resumes it elsewhere)."""
+    task = asyncio.current_task()
+    return task is not None and task in _STARTED_PARKED
 
 
 def note_task(task: asyncio.Task) -> None:

@@ -1,15 +1,17 @@
 """The fast path for tf.data's traced functions: a nested step through the session's
 master with the feeds and fetches resolved once, instead of `arun`'s per-call feed
 validation and fetch mapping (the elements already have the placeholders' dtypes and
-shapes: they come from ops with those outputs).  Installed into
-ops/dataset_pipeline.py by `asyncflow.data`; a session without a master (or with a
-different one) falls back to `arun`."""
+shapes: they come from ops with those outputs); in a prefetch or parallel-map Task, a
+small pure function runs as the straight-line program `Session.make_async_callable`
+uses (asyncflow.straight_line), its kernels one after another without the
+interpreter.  Installed into ops/dataset_pipeline.py by `asyncflow.data`; a session
+without a master (or with a different one) falls back to `arun`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from asyncflow.kernel_api import quiet_step
+from asyncflow.kernel_api import in_parked_task, quiet_step
 
 __all__ = ["function_caller"]
 
@@ -30,11 +32,24 @@ def function_caller(session, feeds, fetches):
         return None
     feeds, fetches = list(feeds), list(fetches)
     fed = {id(t): i for i, t in enumerate(feeds)}
+    straight_line = getattr(session, "_straight_line", None)
+    line = [None, None]  # the plan last run, its straight-line program (or None)
 
     async def call(values):
         plan = plan_fn(feeds, fetches, False)  # cached by the master
-        with quiet_step():
-            out = await run_step(plan, values, None, None)
+        if plan is not line[0]:
+            line[:] = plan, None if straight_line is None else straight_line(plan)
+        program = line[1]
+        # A program sets and resets context variables around its kernels: it runs only
+        # where nothing resumes it in another Task (a prefetch or parallel-map Task),
+        # not inside a kernel of the caller's step, which its interpreter may resume in
+        # another Task after a suspension.
+        if program is None or not in_parked_task():
+            with quiet_step():
+                out = await run_step(plan, values, None, None)
+        else:  # a small pure function (a parse, a normalisation): its kernels in a row
+            master._step_counter += 1
+            out = await program.run(master._step_counter, values)
         return tuple(
             np.array(values[fed[id(t)]], copy=True) if id(t) in fed else _owned(v)
             for t, v in zip(fetches, out)

@@ -356,3 +356,27 @@ def test_tfrecord_compressed_missing_and_corrupt(sess, tmp_path):
         for _ in range(400):
             got.append(sess.run(nxt))
     assert 100 < len(got) < 300 and got == recs[: len(got)]  # the good records first
+
+
+@pytest.mark.parametrize("parallel", [None, 3])
+def test_prefetched_map_whose_kernel_suspends(sess, tmp_path, parallel):
+    """A map function in a prefetch (or parallel-map) Task runs as a straight-line
+    program; ReadFile suspends it mid-way (the read goes to a worker thread), and the
+    elements still come in order with their values, epoch after epoch."""
+    paths = []
+    for i in range(7):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(b"x" * (i + 1))
+        paths.append(str(p))
+    ds = (
+        af.data.Dataset.from_tensor_slices(paths)
+        .map(lambda f: af.strings.length(af.read_file(f)) * 2, num_parallel_calls=parallel)
+        .prefetch(2)
+    )
+    it = ds.make_initializable_iterator()
+    nxt = it.get_next()
+    for _ in range(2):
+        sess.run(it.initializer)
+        assert [int(sess.run(nxt)) for _ in range(7)] == [2 * (i + 1) for i in range(7)]
+        with pytest.raises(errors.OutOfRangeError):
+            sess.run(nxt)
