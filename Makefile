@@ -21,22 +21,16 @@ test: setup
 	$(BIN)/python -m pytest -p no:cacheprovider
 	$(MAKE) test-fake-gpu
 
-# The op and training tests again with a stand-in GPU (devices/fake_cupy.py), where TF1
-# placement puts everything with a GPU kernel on GPU:0.  Deselected: tests of CPU
-# internals (buffer identity, CPU-side memos, alloc checks) and two that count loop
-# turns until a step parks (a GPU copy waits on a stream thread's callback instead).
+# The op, training and example tests again with a stand-in GPU (devices/fake_cupy.py),
+# where TF1 placement puts everything with a GPU kernel on GPU:0.  Tests of CPU
+# internals pin their graph to the CPU; tests of variables' buffers look them up on the
+# device that holds them.  GPU_DESELECT is for tests that cannot run on a GPU device
+# (none now).
 GPU_TESTS := tests/ops tests/test_gpu_device.py tests/test_rnn.py tests/test_optimizers.py \
 	tests/test_optimizers_tf.py tests/test_layers.py tests/test_layer_classes.py \
 	tests/test_losses.py tests/test_nn_composites.py tests/test_gradients.py \
-	tests/test_cond.py tests/test_while_loop.py
-GPU_DESELECT := \
-	--deselect tests/ops/test_array_ops.py::test_check_alloc_called \
-	--deselect tests/ops/test_conv_fast_paths.py::test_spectra_memo_within_a_step \
-	--deselect tests/ops/test_state_ops.py::test_updates_are_in_place_without_outside_holders \
-	--deselect tests/ops/test_state_ops.py::test_update_after_fetch_copies_once_then_in_place \
-	--deselect tests/ops/test_barrier_ops.py::test_take_waits_until_enough_elements_are_complete \
-	--deselect tests/ops/test_queue_ops.py::test_close_waits_behind_pending_enqueues \
-	--deselect tests/test_optimizers.py::test_update_is_in_place_and_fetched_values_never_change
+	tests/test_cond.py tests/test_while_loop.py tests/test_examples_fake_gpu.py
+GPU_DESELECT :=
 
 test-fake-gpu: setup
 	ASYNCFLOW_FAKE_GPUS=1 $(BIN)/python -m pytest -p no:cacheprovider -q $(GPU_TESTS) $(GPU_DESELECT)

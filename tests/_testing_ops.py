@@ -39,6 +39,16 @@ async def settle(rounds: int = 20) -> None:
         await asyncio.sleep(0)
 
 
+async def until(predicate) -> None:
+    """Until `predicate()` holds (something has started waiting); bound it with the
+    test's timeout.  Loop turns are not enough where a step's inputs come from a GPU:
+    their copies finish on a stream's thread, which tells the loop by a callback."""
+    turns = 0
+    while not predicate():
+        turns += 1
+        await asyncio.sleep(0 if turns < 20 else 0.001)
+
+
 # -- waiters ----------------------------------------------------------------------------
 
 

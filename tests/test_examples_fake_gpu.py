@@ -1,6 +1,7 @@
-"""The examples run on the CuPy stand-in as their GPU (ASYNCFLOW_FAKE_GPUS=1), as a TF1
-program runs on a GPU machine: ops with a GPU kernel on GPU:0 by default, queues and
-readers on the CPU.  Each runs as its own process, with short settings; those needing
+"""The examples run on a GPU device, as a TF1 program runs on a GPU machine: ops with a
+GPU kernel on GPU:0 by default, queues and readers on the CPU.  The GPU is the CuPy
+stand-in (ASYNCFLOW_FAKE_GPUS=1) unless this process finds a real one through CuPy
+(`make test-gpu`).  Each runs as its own process, with short settings; those needing
 the `examples` extra (scikit-learn, tqdm) are skipped without it.
 (examples/multi_gpu_train.py has its own test in test_gpu_device.py.)
 """
@@ -14,14 +15,18 @@ import sys
 
 import pytest
 
+from asyncflow.devices import gpu
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.timeout(150)
 
 
 def _run_example(name: str, *args: str) -> str:
-    env = dict(os.environ, ASYNCFLOW_FAKE_GPUS="1")
-    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env = dict(os.environ)
+    if os.environ.get("ASYNCFLOW_FAKE_GPUS", "0") == "0" and gpu.unavailable_reason():
+        env["ASYNCFLOW_FAKE_GPUS"] = "1"
+        env.pop("CUDA_VISIBLE_DEVICES", None)
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / name), *args],
         env=env,

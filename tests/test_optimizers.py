@@ -314,7 +314,14 @@ def test_float64_kernel():
 
 
 def _varref(sess, name):
-    return sess._devices[0].resource_mgr.lookup("", name)
+    """The variable's VarRef on whichever device holds it (GPU:0 under TF1 placement when
+    a GPU is present, the CPU otherwise)."""
+    for device in sess._devices:
+        try:
+            return device.resource_mgr.lookup("", name)
+        except errors.NotFoundError:
+            pass
+    raise AssertionError(f"no device holds {name!r}")
 
 
 def test_update_is_in_place_and_fetched_values_never_change():

@@ -430,29 +430,32 @@ def test_transpose_more():
         check(t, X.astype(np.float32).T, {u: X.astype(np.float32)})
 
 
-def test_check_alloc_called():
+def test_check_alloc_called(monkeypatch):
+    """Sized allocations ask the device first: the CPU's check against host memory, a
+    GPU's against its pool limit (whichever device the ops are placed on)."""
     seen = []
 
     from asyncflow.devices import base
 
-    orig = base.Device.check_alloc
+    def spying(cls):
+        orig = cls.check_alloc
 
-    def spy(self, n, dtype):
-        seen.append(int(n))
-        return orig(self, n, dtype)
+        def spy(self, n, dtype):
+            seen.append(int(n))
+            return orig(self, n, dtype)
 
-    base.Device.check_alloc = spy
-    try:
-        d = A.placeholder(dtypes.int32, [2])
-        m = A.placeholder(dtypes.int32, [2])
-        i = A.placeholder(dtypes.int32, [2])
-        run(
-            [A.fill(d, 1.0), A.tile(np.ones((2, 2)), m), A.pad(np.ones((2, 2)), [[1, 1], [0, 0]]),
-             A.one_hot(i, 5)],
-            {d: [3, 4], m: [2, 3], i: [0, 1]},
-        )  # fmt: skip
-    finally:
-        base.Device.check_alloc = orig
+        monkeypatch.setattr(cls, "check_alloc", spy)
+
+    spying(base.Device)
+    spying(gpu.GPUDevice)
+    d = A.placeholder(dtypes.int32, [2])
+    m = A.placeholder(dtypes.int32, [2])
+    i = A.placeholder(dtypes.int32, [2])
+    run(
+        [A.fill(d, 1.0), A.tile(np.ones((2, 2)), m), A.pad(np.ones((2, 2)), [[1, 1], [0, 0]]),
+         A.one_hot(i, 5)],
+        {d: [3, 4], m: [2, 3], i: [0, 1]},
+    )  # fmt: skip
     assert {12, 24, 8, 10} <= set(seen)
 
 

@@ -9,7 +9,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from _testing_ops import settle, wait_op
+from _testing_ops import settle, until, wait_op
 
 import asyncflow as af
 from asyncflow import errors
@@ -289,8 +289,8 @@ async def test_take_waits_until_enough_elements_are_complete(graph):
     async with af.Session() as s:
         r = await _resource(s, b)
         t = asyncio.create_task(s.arun(b.take_many(2)))
-        await settle()
-        assert not t.done() and r.num_waiting() == 1
+        await until(lambda: r.num_waiting() == 1)
+        assert not t.done()
         await s.arun(b.insert_many(0, ["k1", "k2"], ["a", "b"]))
         await s.arun(b.insert_many(1, ["k2"], [2]))
         await settle()

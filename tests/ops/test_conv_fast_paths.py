@@ -377,12 +377,15 @@ def test_spectra_memo_within_a_step(monkeypatch):
     xv = _RNG.uniform(-1, 1, (2, 6, 5, 3)).astype(np.float32)
     wv = _RNG.uniform(-1, 1, (3, 3, 3, 4)).astype(np.float32)
     dyv = _RNG.uniform(-1, 1, (2, 6, 5, 4)).astype(np.float32)
-    x = af.Variable(xv)
-    y = conv_ops.conv2d(x, wv, 1, "SAME")
-    loss = af.reduce_sum(y * dyv)
-    (dx,) = af.gradients(loss, [x])
-    dw = conv_ops.conv2d_backprop_filter(x, list(wv.shape), af.constant(dyv), 1, "SAME")
-    update = af.assign_sub(x, 0.25 * dx)
+    # The memo is the CPU kernels' (a GPU's spectra are transformed afresh each time):
+    # pinned to the CPU, as on a machine with a GPU.
+    with af.device("/cpu:0"):
+        x = af.Variable(xv)
+        y = conv_ops.conv2d(x, wv, 1, "SAME")
+        loss = af.reduce_sum(y * dyv)
+        (dx,) = af.gradients(loss, [x])
+        dw = conv_ops.conv2d_backprop_filter(x, list(wv.shape), af.constant(dyv), 1, "SAME")
+        update = af.assign_sub(x, 0.25 * dx)
     with Session() as sess:
         sess.run(af.global_variables_initializer())
         x_now = xv.astype(np.float64)

@@ -8,7 +8,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from _testing_ops import settle, wait_op
+from _testing_ops import settle, until, wait_op
 
 import asyncflow as af
 from asyncflow import errors
@@ -351,9 +351,10 @@ async def test_close_fails_waiting_dequeue_many_but_up_to_drains(graph):
 async def test_close_waits_behind_pending_enqueues(graph):
     q = FIFOQueue(1, [af.int32], shapes=[[]])
     async with af.Session() as s:
+        r = await _resource(s, q)
         await s.arun(q.enqueue(1))
         pending = asyncio.create_task(s.arun(q.enqueue(2)))
-        await settle()
+        await until(lambda: r.num_waiting() == (0, 1))
         await s.arun(q.close())
         assert not await s.arun(q.is_closed())  # TF: the close queues behind the enqueue
         with pytest.raises(errors.CancelledError):

@@ -28,7 +28,14 @@ def _var(value, dtype=None, name="v", validate_shape=True):
 
 
 def _varref(sess, name="v"):
-    return sess._devices[0].resource_mgr.lookup("", name)
+    """The variable's VarRef on whichever device holds it (GPU:0 under TF1 placement when
+    a GPU is present, the CPU otherwise)."""
+    for device in sess._devices:
+        try:
+            return device.resource_mgr.lookup("", name)
+        except errors.NotFoundError:
+            pass
+    raise AssertionError(f"no device holds {name!r}")
 
 
 # -- reads and initialisation --------------------------------------------------------------
