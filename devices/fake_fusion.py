@@ -107,6 +107,8 @@ for _name, _uf in {
     "and": np.bitwise_and,
     "or": np.bitwise_or,
     "xor": np.bitwise_xor,
+    "lshift": np.left_shift,  # CuPy's fusion variables have the shifts too
+    "rshift": np.right_shift,
 }.items():
     setattr(_Var, f"__{_name}__", _operator(_uf))
     setattr(_Var, f"__r{_name}__", _operator(_uf, True))

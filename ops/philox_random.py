@@ -18,12 +18,25 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PhiloxStream", "FixedSeeds", "RandomSeeds", "seed_generator"]
+__all__ = [
+    "FixedSeeds",
+    "PhiloxStream",
+    "RandomSeeds",
+    "TFGenerator",
+    "normal",
+    "philox_words",
+    "philox_words_at",
+    "seed_generator",
+    "truncated_normal",
+    "uniform",
+    "uniform_int",
+]
 
 _M32 = 0xFFFFFFFF
 _U64 = (1 << 64) - 1
 _MUL_A, _MUL_B = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _KEY_A, _KEY_B = 0x9E3779B9, 0xBB67AE85
+_KEY_A64, _KEY_B64 = np.uint64(_KEY_A), np.uint64(_KEY_B)
 _MASK = np.uint64(_M32)
 _SHIFT = np.uint64(32)
 _MAX_BLOCKS = 256  # blocks computed per refill once a stream is drawn from a lot
@@ -122,3 +135,207 @@ def seed_generator(seed: int, seed2: int, reshuffle: bool) -> FixedSeeds | Rando
     if seed == 0 and seed2 == 0:
         seed, seed2 = (int(w) for w in np.random.SeedSequence().generate_state(2, np.uint64))
     return RandomSeeds(seed, seed2) if reshuffle else FixedSeeds(seed, seed2)
+
+
+# -- TF's random-op kernels (RandomUniform, RandomStandardNormal, TruncatedNormal,
+# RandomUniformInt), written against an array module `xp` (NumPy or CuPy) -----------------
+#
+# TF's PhiloxRandomOp keeps one generator per op (`GuardedPhiloxRandom`: (seed, seed2),
+# both drawn from the OS when both are 0) and reserves 256 blocks per output element at
+# each run (`ReserveRandomOutputs(n, 256)`), so the k-th run of an op starts k * n * 256
+# counter values further on.  `FillPhiloxRandom` fills the output by groups of the
+# distribution's `kResultElementCount`; group g draws from the generator skipped by g
+# blocks (one block per group), or, for the truncated normal (a variable number of
+# samples per output), from a `SingleSampleAdapter` over the generator skipped by
+# g * group * 256 / 4 blocks.  TF's GPU kernels fill by the same groups, so TF gives the
+# same numbers on either device (up to its device's sin/cos/log); so do these, from
+# any array module: the transcendental functions are computed in float64 and rounded,
+# which gives the correctly rounded float32 results TF's CPU kernels get from glibc.
+
+_RESERVED_PER_OUTPUT = 256  # TF: ReserveRandomOutputs(output_count, 256)
+
+
+class TFGenerator:
+    """TF's `GuardedPhiloxRandom` for one stateful random op: `reserve(n)` gives the
+    counter (a 128-bit int) a run drawing n outputs starts from, and moves past it."""
+
+    __slots__ = ("key", "counter")
+
+    def __init__(self, seed: int, seed2: int):
+        seed, seed2 = int(seed) & _U64, int(seed2) & _U64
+        if seed == 0 and seed2 == 0:
+            seed, seed2 = (int(w) for w in np.random.SeedSequence().generate_state(2, np.uint64))
+        self.key = (seed & _M32, seed >> 32)
+        self.counter = seed2 << 64
+
+    def reserve(self, n: int) -> int:
+        start = self.counter
+        self.counter = (start + int(n) * _RESERVED_PER_OUTPUT) & ((1 << 128) - 1)
+        return start
+
+
+def philox_words(xp, key: tuple[int, int], counter: int, n: int):
+    """uint32 [n, 4]: the Philox4x32-10 blocks of counters counter .. counter + n - 1
+    (128-bit, wrapping), computed with `xp` (uint64 lanes holding 32-bit words)."""
+    return philox_words_at(xp, key, counter, xp.arange(n, dtype=xp.uint64))
+
+
+def philox_words_at(xp, key: tuple[int, int], counter: int, offsets):
+    """uint32 [*offsets.shape, 4]: the blocks of counters counter + offsets (uint64).
+    On a device the ten rounds are one fused kernel."""
+    lo0, hi0 = counter & _U64, (counter >> 64) & _U64
+    lo = offsets + np.uint64(lo0)  # wraps modulo 2**64
+    hi = (lo < np.uint64(lo0)).astype(xp.uint64) + np.uint64(hi0)  # the carry
+    rounds = _philox_rounds if xp is np else _fused_rounds(xp)
+    words = rounds(lo, hi, np.uint64(key[0]), np.uint64(key[1]))
+    return xp.stack(words, axis=-1).astype(xp.uint32)
+
+
+def _philox_rounds(lo, hi, k0, k1):
+    """Philox4x32-10 of the counters (lo, hi) under key (k0, k1): four uint64 arrays
+    holding the 32-bit output words (only ufuncs: `cupy.fuse` makes it one kernel)."""
+    c0, c1 = lo & _MASK, lo >> _SHIFT
+    c2, c3 = hi & _MASK, hi >> _SHIFT
+    for _ in range(10):
+        p0 = c0 * _MUL_A
+        p1 = c2 * _MUL_B
+        c0, c1, c2, c3 = (
+            (p1 >> _SHIFT) ^ c1 ^ k0,
+            p1 & _MASK,
+            (p0 >> _SHIFT) ^ c3 ^ k1,
+            p0 & _MASK,
+        )
+        k0 = (k0 + _KEY_A64) & _MASK
+        k1 = (k1 + _KEY_B64) & _MASK
+    return c0, c1, c2, c3
+
+
+_FUSED: dict = {}  # array module -> its fused `_philox_rounds`
+
+
+def _fused_rounds(xp):
+    fused = _FUSED.get(xp)
+    if fused is None:
+        fused = _FUSED[xp] = xp.fuse(kernel_name="asyncflow_philox")(_philox_rounds)
+    return fused
+
+
+def _uint32_to_float(xp, w):
+    """TF's Uint32ToFloat: 23 random mantissa bits, [0, 1)."""
+    bits = (w & np.uint32(0x7FFFFF)) | np.uint32(0x3F800000)
+    return bits.view(xp.float32) - np.float32(1.0)
+
+
+def _uint64_to_double(xp, w0, w1):
+    """TF's Uint64ToDouble(x0, x1): 20 bits of x0 over the 32 of x1, [0, 1)."""
+    man = ((w0 & np.uint32(0xFFFFF)).astype(xp.uint64) << _SHIFT) | w1.astype(xp.uint64)
+    return (man | np.uint64(1023 << 52)).view(xp.float64) - 1.0
+
+
+def _half_bits(xp, w, mantissa_bits: int, np_dtype):
+    """TF's Uint16ToHalf / Uint16ToGfloat16: the low `mantissa_bits` of each word as a
+    mantissa in [1, 2), minus 1 (exact in float32, then cast exactly)."""
+    man = w & np.uint32((1 << mantissa_bits) - 1)
+    bits = (man << np.uint32(23 - mantissa_bits)) | np.uint32(0x3F800000)
+    return (bits.view(xp.float32) - np.float32(1.0)).astype(np_dtype)
+
+
+def _box_muller_float(xp, w0, w1):
+    """TF's BoxMullerFloat(x0, x1) -> (sin, cos) parts, float32."""
+    u1 = xp.maximum(_uint32_to_float(xp, w0), np.float32(1.0e-7))
+    v1 = (2.0 * np.pi * _uint32_to_float(xp, w1).astype(xp.float64)).astype(xp.float32)
+    u2 = xp.sqrt(np.float32(-2.0) * xp.log(u1.astype(xp.float64)).astype(xp.float32))
+    v1 = v1.astype(xp.float64)
+    return xp.sin(v1).astype(xp.float32) * u2, xp.cos(v1).astype(xp.float32) * u2
+
+
+def _box_muller_double(xp, w0, w1, w2, w3):
+    """TF's BoxMullerDouble(x0, x1, x2, x3) -> (sin, cos) parts, float64."""
+    u1 = xp.maximum(_uint64_to_double(xp, w0, w1), 1.0e-7)
+    v1 = 2.0 * np.pi * _uint64_to_double(xp, w2, w3)
+    u2 = xp.sqrt(-2.0 * xp.log(u1))
+    return xp.sin(v1) * u2, xp.cos(v1) * u2
+
+
+def _interleave(xp, a, b, size: int):
+    return xp.stack([a, b], axis=1).reshape(-1)[:size]
+
+
+def _blocks_for(xp, gen_key, counter: int, size: int, per_block: int):
+    return philox_words(xp, gen_key, counter, -(-size // per_block))
+
+
+def uniform(xp, key, counter: int, size: int, np_dtype):
+    """TF's UniformDistribution for floats: `size` values in [0, 1), flat."""
+    np_dtype = np.dtype(np_dtype)
+    if np_dtype == np.float64:
+        w = _blocks_for(xp, key, counter, size, 2).reshape(-1, 2)
+        return _uint64_to_double(xp, w[:, 0], w[:, 1])[:size]
+    w = _blocks_for(xp, key, counter, size, 4).reshape(-1)[:size]
+    if np_dtype == np.float32:
+        return _uint32_to_float(xp, w)
+    if np_dtype == np.float16:
+        return _half_bits(xp, w, 10, np_dtype)
+    return _half_bits(xp, w, 7, np_dtype)  # bfloat16
+
+
+def normal(xp, key, counter: int, size: int, np_dtype):
+    """TF's NormalDistribution (Box-Muller): `size` standard normals, flat."""
+    np_dtype = np.dtype(np_dtype)
+    if np_dtype == np.float64:
+        w = _blocks_for(xp, key, counter, size, 2)
+        d0, d1 = _box_muller_double(xp, w[:, 0], w[:, 1], w[:, 2], w[:, 3])
+        return _interleave(xp, d0, d1, size)
+    w = _blocks_for(xp, key, counter, size, 4).reshape(-1, 2)
+    f0, f1 = _box_muller_float(xp, w[:, 0], w[:, 1])
+    return _interleave(xp, f0, f1, size).astype(np_dtype, copy=False)
+
+
+def uniform_int(xp, key, counter: int, size: int, lo: int, hi: int, np_dtype):
+    """TF's UniformDistribution for int32 (one word per value) and int64 (two words,
+    the first one low): lo + bits % (hi - lo), in unsigned arithmetic, flat."""
+    if np.dtype(np_dtype) == np.int32:
+        w = _blocks_for(xp, key, counter, size, 4).reshape(-1)[:size]
+        rng = np.uint32((hi - lo) & _M32)
+        return (np.uint32(lo & _M32) + w % rng).view(xp.int32)
+    w = _blocks_for(xp, key, counter, size, 2).reshape(-1, 2)[:size]
+    bits = w[:, 0].astype(xp.uint64) | (w[:, 1].astype(xp.uint64) << _SHIFT)
+    rng = np.uint64((hi - lo) & _U64)
+    return (np.uint64(lo & _U64) + bits % rng).view(xp.int64)
+
+
+def truncated_normal(xp, key, counter: int, size: int, np_dtype, blocks: int = 4):
+    """TF's TruncatedNormalDistribution: standard normals with |x| < 2, flat.  Group g
+    of `group` outputs (4; 2 for float64) takes Box-Muller pairs in order from its own
+    region of the stream (a SingleSampleAdapter), keeping each value below the bound,
+    until it has `group`.  `blocks` blocks per group are computed at first (16
+    candidates for 4 outputs: a group is left short about once in 10**15), more for
+    the groups they leave short; finding those reads from `xp`'s memory."""
+    np_dtype = np.dtype(np_dtype)
+    wide = np_dtype == np.float64
+    group = 2 if wide else 4
+    skip = group * _RESERVED_PER_OUTPUT // 4  # blocks between the groups' regions
+    groups = -(-size // group)
+    out = xp.empty((groups, group), xp.float64 if wide else xp.float32)
+    if groups == 0:
+        return out.reshape(-1).astype(np_dtype, copy=False)
+    todo = xp.arange(groups, dtype=xp.uint64)  # the groups not filled yet
+    while True:
+        offsets = todo[:, None] * np.uint64(skip) + xp.arange(blocks, dtype=xp.uint64)
+        w = philox_words_at(xp, key, counter, offsets)  # [groups, blocks, 4]
+        if wide:  # one block per Box-Muller pair
+            c0, c1 = _box_muller_double(xp, w[..., 0], w[..., 1], w[..., 2], w[..., 3])
+        else:  # two words per pair
+            w = w.reshape(len(todo), -1, 2)
+            c0, c1 = _box_muller_float(xp, w[..., 0], w[..., 1])
+        cand = xp.stack([c0, c1], axis=2).reshape(len(todo), -1)  # in TF's order
+        keep = xp.abs(cand) < 2.0
+        rank = xp.cumsum(keep, axis=1) - 1
+        take = keep & (rank < group)
+        rows, cols = xp.nonzero(take)
+        out[todo[rows].astype(xp.int64), rank[rows, cols]] = cand[rows, cols]
+        short = xp.flatnonzero(take.sum(axis=1) < group)
+        if short.size == 0:
+            break
+        todo, blocks = todo[short], blocks * 2
+    return out.reshape(-1)[:size].astype(np_dtype, copy=False)

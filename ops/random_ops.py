@@ -1,13 +1,16 @@
 """Random ops: uniform, normal, truncated normal, integers, shuffle, multinomial.
 
 Every op here is stateful and carries int attrs `seed` and `seed2` (0 = unset), filled
-in by `random_seed.get_seed`.  Each op keeps its own NumPy `Generator(Philox)` in
-`ctx.kernel_state`, made on its first run: keyed by (seed, seed2) when either is set,
-so a fresh session of the same program draws the same numbers, and from OS entropy
-otherwise.  Successive runs of one op continue its stream, so they differ.  TF's exact
-bits are not reproduced, only its seeding rules.  The kernels are generic: numbers are
-drawn on the host and copied to the kernel's device, so a seeded program draws the same
-numbers on every device (shape, minval and maxval stay in host memory).
+in by `random_seed.get_seed`.  RandomUniform, RandomStandardNormal, TruncatedNormal
+and RandomUniformInt give TF's numbers: each op keeps TF's Philox generator for its
+(seed, seed2) in `ctx.kernel_state` (both drawn from the OS when both are 0), and each
+run reserves 256 counter values per output, as TF's kernels do (ops/philox_random.py).
+Their output is a function of the counter alone, so a GPU computes it on its compute
+stream with `ctx.xp` and gets the CPU's numbers; the truncated normal (a variable number
+of draws per output, found by reading the draws) is drawn on the host and copied
+asynchronously.  RandomShuffle and Multinomial keep TF's seeding rules with NumPy's
+Philox (not TF's bits), drawn on the host.  Successive runs of one op continue its
+stream, so they differ.  Shape, minval and maxval stay in host memory.
 
 The float builders scale and shift the raw op with math ops, as TF does, so the raw
 op is `<name>/RandomUniform` and the returned tensor is `<name>:0`.
@@ -21,6 +24,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, random_seed, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import philox_random
 from asyncflow.ops.control_flow_ordering import _take_scope_name
 from asyncflow.registry import ANY, INDEX, REAL, NotDifferentiable, TypeConstraint, register_op
 
@@ -108,6 +112,39 @@ async def _draw(ctx, draw, shape, dtype):
     return await _to_device(ctx, out)
 
 
+def _tf_generator(ctx) -> philox_random.TFGenerator:
+    """This op's TF generator (GuardedPhiloxRandom), made on first use."""
+    gen = ctx.kernel_state.get("tf_rng")
+    if gen is None:
+        seed, seed2 = int(ctx.attrs["seed"]), int(ctx.attrs["seed2"])
+        gen = ctx.kernel_state["tf_rng"] = philox_random.TFGenerator(seed, seed2)
+    return gen
+
+
+async def _draw_tf(ctx, fill, shape, dtype, on_device=True):
+    """`fill(xp, key, counter, n, numpy dtype)` (ops/philox_random.py) reshaped to
+    `shape`: on the kernel's device (its `xp`), or when `on_device` is False on the
+    host, copied to the device asynchronously.  The counter is reserved before the
+    first await, so the op's runs take their stretches of the stream in run order."""
+    n = int(np.prod(shape))
+    ctx.device.check_alloc(n, dtype)
+    gen, np_dtype = _tf_generator(ctx), dtype.as_numpy_dtype
+    counter = gen.reserve(n)
+    cost = n * dtype.size * 8
+
+    def make(xp):
+        return fill(xp, gen.key, counter, n, np_dtype).reshape(shape)
+
+    if ctx.xp is np or on_device:
+        xp = ctx.xp
+        return await ctx.device.compute(lambda: make(xp), cost=cost)
+    if n * dtype.size >= _DRAW_OFF_LOOP_BYTES:
+        out = await asyncio.get_running_loop().run_in_executor(None, make, np)
+    else:
+        out = make(np)
+    return await _to_device(ctx, out)
+
+
 def _random_shape(op):
     op.inputs[0].shape.with_rank(1)
     return [ops.constant_shape(op.inputs[0])]
@@ -140,7 +177,7 @@ def _draw_uniform(gen, shape, np_dtype):
 @RandomUniform.kernel(host_memory=("shape",))
 async def _random_uniform(ctx, shape):
     shape = _make_shape(shape)
-    return await _draw(ctx, _draw_uniform, shape, ctx.attrs["dtype"])
+    return await _draw_tf(ctx, philox_random.uniform, shape, ctx.attrs["dtype"])
 
 
 # -- RandomStandardNormal ----------------------------------------------------------------
@@ -162,7 +199,7 @@ def _draw_normal(gen, shape, np_dtype):
 @RandomStandardNormal.kernel(host_memory=("shape",))
 async def _random_standard_normal(ctx, shape):
     shape = _make_shape(shape)
-    return await _draw(ctx, _draw_normal, shape, ctx.attrs["dtype"])
+    return await _draw_tf(ctx, philox_random.normal, shape, ctx.attrs["dtype"])
 
 
 # -- TruncatedNormal ---------------------------------------------------------------------
@@ -190,7 +227,9 @@ def _draw_truncated(gen, shape, np_dtype):
 @TruncatedNormal.kernel(host_memory=("shape",))
 async def _truncated_normal(ctx, shape):
     shape = _make_shape(shape)
-    return await _draw(ctx, _draw_truncated, shape, ctx.attrs["dtype"])
+    return await _draw_tf(
+        ctx, philox_random.truncated_normal, shape, ctx.attrs["dtype"], on_device=False
+    )
 
 
 # -- RandomUniformInt --------------------------------------------------------------------
@@ -229,7 +268,11 @@ async def _random_uniform_int(ctx, shape, minval, maxval):
     lo, hi = int(minval), int(maxval)
     if lo >= hi:
         raise errors.InvalidArgumentError(None, None, f"Need minval < maxval: got {lo} >= {hi}")
-    return await _draw(ctx, lambda gen, s, d: gen.integers(lo, hi, size=s, dtype=d), shape, dtype)
+
+    def fill(xp, key, counter, n, np_dtype):
+        return philox_random.uniform_int(xp, key, counter, n, lo, hi, np_dtype)
+
+    return await _draw_tf(ctx, fill, shape, dtype)
 
 
 # -- RandomShuffle -----------------------------------------------------------------------
