@@ -19,8 +19,11 @@ Numerics: each op is the same ufuncs in the same order as the CPU program
 (fused_elementwise.ELEMENTWISE and ops.elementwise), with the same T-typed constants;
 inside one CUDA kernel the intermediate values keep dtype T as separate launches do
 (NVRTC may contract a multiply and an add into an FMA: the last bit may differ).
-float16 programs (whose activations the CPU widens to float32) and programs with an op
-missing from `_FORMS` run the generic kernel.
+float16 programs keep float16 between ops as the CPU's do (each ufunc computes in
+float32 and rounds, in NumPy as in CuPy's float16 type), and the activations and their
+gradients that ops.elementwise computes in float32 for float16 (rounding once) do so
+inside the kernel too.  Programs with an op missing from `GPU_FORMS` run the generic
+kernel.
 
 Shape errors are the program's own (`_Program.schedule`), raised before any launch.
 
@@ -123,7 +126,15 @@ GPU_FORMS = {
     "AddN": _add_n,
 }
 
-_DTYPES = frozenset([np.dtype(np.float32), np.dtype(np.float64)])
+_DTYPES = frozenset([np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)])
+# ops.elementwise computes these in float32 for float16 operands and rounds once.
+_WIDENED = frozenset(["Sigmoid", "SigmoidGrad", "TanhGrad", "Softplus", "SoftplusGrad"])
+
+
+def _widened(xp, op_type: str):
+    """op_type's form over float32 copies of float16 operands, rounded to float16."""
+    f = GPU_FORMS[op_type](xp, np.float32(1), np.float32(0))
+    return lambda *xs: f(*(x.astype(np.float32) for x in xs)).astype(np.float16)
 
 
 def _square(xp, d):
@@ -170,8 +181,11 @@ class _GpuProgram:
         got = self._forms.get(xp)
         if got is None:
             t = self.program.dtype.type
+            half = t is np.float16
             got = self._forms[xp] = [
-                GPU_FORMS[k](xp, t(1), t(0)) if k in GPU_FORMS else None
+                (_widened(xp, k) if half and k in _WIDENED else GPU_FORMS[k](xp, t(1), t(0)))
+                if k in GPU_FORMS
+                else None
                 for k in self.program.types
             ]
         return got

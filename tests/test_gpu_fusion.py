@@ -170,15 +170,33 @@ def test_shape_errors_are_the_ops_own(fake_gpu):
         _run_both(build, [np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)])
 
 
-def test_float16_programs_run_the_generic_kernel(fake_gpu):
+def test_float16_programs_are_one_kernel_with_the_cpus_numbers(fake_gpu):
+    """float16 between ops as on the CPU (each op rounds); the activations and their
+    gradients computed in float32 and rounded once, as ops.elementwise does."""
+    x0 = np.linspace(-4, 4, 32, dtype=np.float16).reshape(4, 8)
+
+    def build():
+        x = af.placeholder(af.float16, [4, 8])
+        y = af.sigmoid(x) * af.tanh(x) + af.nn.softplus(x) * x - af.square(x - 0.3)
+        (dx,) = af.gradients(af.reduce_sum(af.sigmoid(y) * af.tanh(y)), [x])
+        return [y, dx], [x]
+
+    gpu, cpu, launches, fused = _run_both(build, [x0])
+    assert fused >= 1
+    for a, b in zip(gpu, cpu):
+        assert a.dtype == np.float16
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_float16_chain_is_one_launch(fake_gpu):
     x0 = np.linspace(-4, 4, 32, dtype=np.float16).reshape(4, 8)
 
     def build():
         x = af.placeholder(af.float16, [4, 8])
         return [af.sigmoid(x) * af.tanh(x) + x], [x]
 
-    gpu, cpu, _, fused = _run_both(build, [x0])
-    assert fused == 1
+    gpu, cpu, launches, fused = _run_both(build, [x0])
+    assert fused == 1 and launches["kernels"] == 1
     np.testing.assert_array_equal(gpu[0], cpu[0])
 
 
