@@ -51,6 +51,11 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/run.py
 
+# The model training steps of benchmarks/models beside TF 2.21 (issue 21; TF from
+# $$ASYNCFLOW_TF_PYTHON or /work/tfvenv, with tf-keras for the LSTMs).
+bench-models: setup
+	$(BIN)/python benchmarks/models/run_models.py
+
 # Regenerate asyncflow/protos/*_pb2.py(i), TF Serving's API in asyncflow/protos/serving/
 # included (committed; the runtime needs only `protobuf`).  grpcio-tools bundles protoc; its protobuf major version must
 # match the `protobuf` pin in pyproject.toml.
@@ -59,4 +64,4 @@ protos: $(BIN)/python
 	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. asyncflow/protos/*.proto \
 		asyncflow/protos/serving/*.proto
 
-.PHONY: setup example quickstart test test-fake-gpu test-gpu print-gpu-tests lint bench protos
+.PHONY: setup example quickstart test test-fake-gpu test-gpu print-gpu-tests lint bench bench-models protos
