@@ -228,11 +228,18 @@ _EXPLORE = 128
 _MAX_KINDS = 4096
 # kind -> [one-thread samples, many-thread samples, calls, small]
 _kinds: dict[tuple, list] = {}
-# A kind whose one-thread calls took less than this is small: a second BLAS thread
-# cannot pay for its wake-up there, and the choice's own bookkeeping (a load sample,
-# two medians, two clock reads: ~6 us) cost more than an LSTM cell's [128,128] Mul.
-# Small kinds run on one thread unmeasured, measured again once every _EXPLORE calls.
-_SMALL_S = 2e-5
+# A kind whose one-thread calls took less than this is small: it runs on one thread
+# unmeasured, measured again once every _EXPLORE calls.  A second BLAS thread cannot
+# pay for its wake-up there, and its cost falls outside the call's own time, where the
+# choice cannot see it: after a call OpenBLAS's idle threads spin (sched_yield) on the
+# other core for a while, where the next kernel's split GEMM (ops/blas.py), the event
+# loop or another process needs it.  The MLP 784-512-512-10 step chose two threads for
+# its [128,512]x[512,10] product (0.07 ms).  Measured in one process, alternating (2-core
+# machine, load ~1), at 3e-4 against 2e-5: the MLP step 0.90x the wall time and 0.65x
+# the CPU; under `arun` with a 1 ms ticker on the loop (benchmarks/loop_bench.py's
+# phase), 75-87 -> 90-95 steps/s and ticker lag p99 3.9 -> 2.2-2.7 ms; the models of
+# benchmarks/models 0.65-0.91x the CPU at 0.91-1.07x the wall time.
+_SMALL_S = 3e-4
 _clock = time.perf_counter
 
 
