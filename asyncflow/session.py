@@ -35,7 +35,7 @@ import numpy as np
 from asyncflow import dtypes, errors, loop_slices, resources
 from asyncflow import graph as ops
 from asyncflow.config import ConfigProto
-from asyncflow.devices.cpu import CALLER_DRIVES, release_cores, share_cores
+from asyncflow.devices.cpu import CALLER_DRIVES, favour_loop_thread, release_cores, share_cores
 from asyncflow.devices.registry import create_devices
 from asyncflow.graph import (  # noqa: F401 - the default session stack lives with the graph
     _default_sessions,
@@ -425,6 +425,8 @@ class BaseSession:
             if self._loop is None or self._loop is not loop and self._stale_loop():
                 self._loop = loop
                 self._loop_thread = thread_id
+        if thread_id == threading.get_ident() and self._loop is loop:
+            favour_loop_thread()  # steps share this loop: the OS should wake it promptly
 
     def _stale_loop(self) -> bool:
         """Whether the bound loop can be left for another: it is closed, or it sits
