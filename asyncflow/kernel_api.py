@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asyncflow import errors, resources
-from asyncflow.devices import cpu_budget
+from asyncflow.devices import cpu_budget, host_pool
 from asyncflow.devices.base import NOT_INLINE
 from asyncflow.graph import Operation
 
@@ -251,8 +251,14 @@ class KernelContext:
         """May the kernel write its output into input `k`, the array `x` (TF's
         forward_input)?  The plan decided from the graph that nothing else sees that
         input (donation.decide); `x` must also be a writable NumPy array that owns its
-        memory (not a view, nor a constant's or a variable's read-only buffer)."""
-        return k in self.forward and type(x) is np.ndarray and x.base is None and x.flags.writeable
+        memory (NumPy's or devices/host_pool's: not a view, nor a constant's or a
+        variable's read-only buffer)."""
+        return (
+            k in self.forward
+            and type(x) is np.ndarray
+            and host_pool.owns_memory(x)
+            and x.flags.writeable
+        )
 
     def resource_mgr(self, container: str = ""):
         """Where this kernel's resources live: its device's manager for the default

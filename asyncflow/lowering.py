@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asyncflow import donation, errors, executor, graph, tracing
+from asyncflow.devices import host_pool
 from asyncflow.executor import (
     _FORWARD,
     _GENERAL,
@@ -67,7 +68,7 @@ def _accounting_kernel(kernel: Callable, device) -> Callable:
     async def accounting(ctx, *args, **kw):
         result = await kernel(ctx, *args, **kw)
         for v in result if isinstance(result, (tuple, list)) else (result,):
-            if isinstance(v, np.ndarray) and v.base is None and v.nbytes:
+            if isinstance(v, np.ndarray) and v.nbytes and host_pool.owns_memory(v):
                 if any(v is a for a in args):
                     continue  # forwarded, already counted where it was made
                 device.record_alloc(v.nbytes)

@@ -20,6 +20,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.devices import host_pool
 from asyncflow.kernel_api import NOT_INLINE
 from asyncflow.ops import blas
 from asyncflow.ops import gradient_ops as _g
@@ -208,7 +209,7 @@ def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool, relu: bool = 
             prod = p.materialize()
             out = await (plain(ctx, prod, bias) if product_pos == 0 else plain(ctx, bias, prod))
             return _relu_of(out) if relu else out
-        out = np.empty(shape, p.dtype)
+        out = host_pool.empty(shape, p.dtype)
         out[...] = bias
         if relu:
             await ctx.compute(_gemm_relu, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha)
@@ -401,7 +402,7 @@ def _relu_grad_gemm_kernel(plain):
         features = np.asarray(features)
         if features.shape != g.shape or features.dtype != g.dtype:
             return await plain(ctx, g.materialize(), features)  # it words the error
-        out = np.empty(g.shape, g.dtype)
+        out = host_pool.empty(g.shape, g.dtype)
         # The operands go as arrays: the CPU budget tells kinds of call by their shapes.
         await ctx.compute(
             _gemm_relu_mask,
