@@ -38,7 +38,9 @@ import numpy as np
 
 __all__ = ["MIN_BYTES", "empty", "kept_bytes", "kept_limit", "owns_memory"]
 
-MIN_BYTES = 4 << 20
+# glibc's heap keeps smaller blocks warm already: its mmap threshold is fixed at 32 MiB
+# (its largest) and it never trims (devices/cpu.py keep_freed_memory).
+MIN_BYTES = 32 << 20
 _DEFAULT_KEPT_MB = 256
 
 _lock = threading.Lock()

@@ -153,6 +153,6 @@ def matmul(a, b, trans_a: bool, trans_b: bool):
     2-D, of one dtype `available`, of matching sizes."""
     m = a.shape[1] if trans_a else a.shape[0]
     n = b.shape[0] if trans_b else b.shape[1]
-    out = host_pool.empty((m, n), a.dtype)  # a large product's pages stay warm
+    out = host_pool.empty((m, n), a.dtype)  # a huge product's pages stay warm
     _gemm(out, a, b, trans_a, trans_b, 1.0, 0.0)
     return out

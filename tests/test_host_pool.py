@@ -11,12 +11,13 @@ import pytest
 import asyncflow as af
 from asyncflow.devices import host_pool
 
-BIG = (1024, 1024 + 256)  # float32: 5 MiB, over MIN_BYTES
+BIG = (1024, 1024 + 256)  # float32: 5 MiB, over the tests' MIN_BYTES
 
 
 @pytest.fixture(autouse=True)
 def fresh_pool(monkeypatch):
     monkeypatch.delenv("ASYNCFLOW_HOST_POOL_MB", raising=False)
+    monkeypatch.setattr(host_pool, "MIN_BYTES", 4 << 20)  # (32 MiB arrays: slow tests)
     host_pool._clear()
     yield
     host_pool._clear()
