@@ -292,7 +292,13 @@ def share_the_gil() -> bool:
 
 LOOP_SLICE_S = 1e-4
 _SCHED_SYSCALLS = {"x86_64": (314, 315), "aarch64": (274, 275)}  # setattr, getattr
-_favoured: set[int] = set()  # native ids of threads already asked for
+
+
+class _Favoured(threading.local):
+    asked = False  # this thread asked already
+
+
+_favoured = _Favoured()
 
 
 class _SchedAttr(ctypes.Structure):
@@ -323,10 +329,9 @@ def favour_loop_thread() -> bool:
     """Ask the OS for a short scheduler slice for the calling thread (an event loop's),
     once per thread.  True when asked now; False when asked before, opted out, not
     Linux on x86_64/aarch64, the thread's policy is not the default, or refused."""
-    tid = threading.get_native_id()
-    if tid in _favoured:
+    if _favoured.asked:
         return False
-    _favoured.add(tid)
+    _favoured.asked = True
     calls = _SCHED_SYSCALLS.get(platform.machine()) if sys.platform == "linux" else None
     slice_ns = _loop_slice_ns()
     if calls is None or not slice_ns:
@@ -336,12 +341,14 @@ def favour_loop_thread() -> bool:
     except (OSError, AttributeError):
         return False
     attr = _SchedAttr()
-    size = ctypes.sizeof(_SchedAttr)
-    if syscall(calls[1], 0, ctypes.byref(attr), size, 0) != 0 or attr.sched_policy != 0:
+    size, long_, uint = ctypes.sizeof(_SchedAttr), ctypes.c_long, ctypes.c_uint
+    this_thread = ctypes.c_int(0)
+    got = syscall(long_(calls[1]), this_thread, ctypes.byref(attr), uint(size), uint(0))
+    if got != 0 or attr.sched_policy != 0:
         return False  # unknown to this kernel, or SCHED_FIFO/RR/BATCH/IDLE/DEADLINE
     attr.size, attr.sched_flags = size, 0
     attr.sched_runtime = slice_ns  # (its nice, read above, is written back as it was)
-    return syscall(calls[0], 0, ctypes.byref(attr), 0) == 0
+    return syscall(long_(calls[0]), this_thread, ctypes.byref(attr), uint(0)) == 0
 
 
 # -- decided at plan time ----------------------------------------------------------------
