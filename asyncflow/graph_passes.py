@@ -123,6 +123,20 @@ class PartitionView:
             self.nodes[w].controls.append(i)
         return True
 
+    def has_control_flow(self) -> bool:
+        """Whether the partition has control flow or receives from another (ops whose
+        deadness an ordering edge or a fusion across them would spread)."""
+        return any(n.op.type in _NO_ORDERING for n in self.nodes)
+
+    def after_an_update(self, i: int) -> bool:
+        """Whether node i waits (data or control edges) for a node that updates a
+        variable through a reference input."""
+        for w in self._upstream(i):
+            node = self.nodes[w]
+            if w not in self._dead and any(_flat_input_is_ref(node.op)):
+                return True
+        return False
+
     def available(self, *nodes: int) -> bool:
         """None of `nodes` was taken by an earlier rewrite."""
         return not self._taken.intersection(nodes)
@@ -274,7 +288,8 @@ class PartitionView:
 # The graph passes, in the order they run.  (Plan passes, which replace kernels of a
 # lowered plan without changing its nodes, run after these: lowering.PLAN_PASSES.)
 GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
-    summary_ops.order_before_updates,  # (adds control edges only: first, before fusions)
+    summary_ops.fuse_summaries,  # (before the ordering, which then orders the fused op)
+    summary_ops.order_before_updates,  # (adds control edges only: before other fusions)
     matmul_ops.fuse_matmul_bias,
     matmul_ops.fuse_matmul_relu_grad,
     nn_ops.fuse_bias_add_relu,

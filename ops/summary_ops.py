@@ -163,6 +163,12 @@ ScalarSummary = register_op(
 
 @ScalarSummary.kernel("CPU")
 async def _scalar_summary(ctx, tags, values):
+    raw, names = _scalar_bytes(tags, values)
+    return _remember(raw, names, False)
+
+
+def _scalar_bytes(tags, values) -> tuple[bytes, tuple]:
+    """A ScalarSummary's serialized Summary and its tags."""
     if np.shape(tags) != np.shape(values):
         raise errors.InvalidArgumentError(
             None,
@@ -178,7 +184,7 @@ async def _scalar_summary(ctx, tags, values):
         names.append(name)
         # simple_value (2, float; in the oneof `value`, so written when zero too)
         parts.append(_value_bytes(name, b"\x15" + _pack_f(float(np.float32(v)))))
-    return _remember(b"".join(parts), tuple(names), False)
+    return b"".join(parts), tuple(names)
 
 
 # -- HistogramSummary ---------------------------------------------------------------------
@@ -289,14 +295,17 @@ class _CellTable:
                     if hi >= _LIMITS[-1]:
                         np.minimum(index, _LIMITS.size - 1, out=index)
                     # TF adds one value at a time: cumsum is that order (bit-identical).
-                    stats = (lo, hi, np.cumsum(d)[-1], np.cumsum(d * d)[-1])
+                    # (+ 0.0: TF's sum starts from 0.0, so a sum of -0.0s is 0.0)
+                    stats = (lo, hi, np.cumsum(d)[-1] + 0.0, np.cumsum(d * d)[-1])
                     return np.bincount(index, minlength=_LIMITS.size), 0, stats
             finite = np.isfinite(v)
             nonfinite = v.size - int(np.count_nonzero(finite))
             d = (v[finite] if nonfinite else v).astype(np.float64)
             index = np.minimum(np.searchsorted(_LIMITS, d, "right"), _LIMITS.size - 1)
             # TF adds one value at a time: cumsum is that order (bit-identical sums).
-            stats = (v.min(), v.max(), np.cumsum(d)[-1], np.cumsum(d * d)[-1]) if d.size else ()
+            stats = (
+                (v.min(), v.max(), np.cumsum(d)[-1] + 0.0, np.cumsum(d * d)[-1]) if d.size else ()
+            )
             return np.bincount(index, minlength=_LIMITS.size), nonfinite, stats
         scratch = _scratch()
         counts = np.zeros(_LIMITS.size + 2, np.intp)
@@ -804,6 +813,11 @@ MergeSummary = register_op(
 
 @MergeSummary.kernel("CPU")
 async def _merge_summary(ctx, *inputs):
+    return _merge(inputs)
+
+
+def _merge(inputs) -> np.ndarray:
+    """MergeSummary of `inputs` (string tensors of serialized Summaries)."""
     raws = [raw for inp in inputs for raw in np.asarray(inp, dtype=object).reshape(-1)]
     known = [made_here(raw) for raw in raws]
     if all(k is not None for k in known):  # all made here: their bytes, concatenated
@@ -844,6 +858,284 @@ for _name in (
     NotDifferentiable(_name)
 
 
+# -- _FusedMergeSummary: the scalars and histograms of a merge in one op --------------------
+#
+# A training step that merges a few scalars and a histogram of each parameter runs one
+# op per summary and the merge: each histogram's fixed cost (a dozen NumPy calls on a
+# few hundred values, the encoding) is most of its time at a small model's sizes.  The
+# graph pass `fuse_summaries` makes a MergeSummary and the ScalarSummary/HistogramSummary
+# ops that feed only it one `_FusedMergeSummary`, whose kernel buckets the float32
+# histograms of up to _CHUNK values each together: their values concatenated into one
+# buffer, one cell look-up (or one bounds check against the op's bucket memo), one
+# bincount with an offset per histogram, min and max by `reduceat`, the kept buckets of
+# every histogram in one pass.  The bytes are the unfused ops' (each histogram's sums
+# computed on its own values as `_histogram` does), concatenated as MergeSummary does.
+
+FusedMergeSummary = register_op(
+    "_FusedMergeSummary",
+    inputs=["inputs: Tin"],
+    outputs=["summary: string"],
+    attrs={
+        "Tin": TypeConstraint(None, is_list=True),
+        # per part, in the merge's order: "scalar" (inputs tags, values), "histogram"
+        # (inputs tag, values) or "summary" (one input: serialized Summaries); names: the
+        # op each scalar or histogram part was (its errors name it)
+        "kinds": [],
+        "names": [],
+    },
+    shape_fn=_SCALAR,
+)
+NotDifferentiable("_FusedMergeSummary")  # introduced after the gradients were built
+
+_ARITY = {"scalar": 2, "histogram": 2, "summary": 1}
+
+
+class _Batch:
+    """A fused op's buffers for its batch of histograms, kept for the sizes they were
+    made for (fresh ones every step would be fresh pages): the values concatenated, each
+    value's cell and bucket, and each value's histogram's offset into the counts.  (No
+    bucket memo as `_BucketMemo`: inside a training step with Adam a tenth of the
+    parameters' values change bucket every step, and moving them cost as much as the
+    count afresh.)"""
+
+    def __init__(self, sizes: tuple):
+        n, width = sum(sizes), _LIMITS.size + 2
+        self.sizes = sizes
+        self.starts = np.zeros(len(sizes), np.intp)
+        np.cumsum(sizes[:-1], out=self.starts[1:])
+        self.buffer = np.empty(n, np.float32)
+        self.threshold = np.empty(n, np.float32)
+        self.above = np.empty(n, bool)
+        self.key = np.empty(n, np.intp)
+        self.base = np.empty(n, np.int16)
+        self.index = np.empty(n, np.intp)
+        self.offsets = np.repeat(np.arange(len(sizes), dtype=np.intp) * width, sizes)
+
+
+def _batch_counts(batch: _Batch, parts: list) -> np.ndarray:
+    """Bucket counts ([histograms, buckets + 2]: NaN and Inf in the last two) of the
+    float32 arrays `parts`, concatenated into `batch.buffer` (`_CellTable._counts` on
+    all of them at once, a bincount with an offset per histogram)."""
+    buf = batch.buffer
+    np.concatenate(parts, out=buf)
+    table = _cell_table(np.float32)
+    key, index = batch.key, batch.index
+    np.right_shift(buf.view(np.uint32), np.uint32(16), out=key, casting="unsafe")
+    np.take(table.threshold, key, out=batch.threshold)
+    np.greater_equal(buf, batch.threshold, out=batch.above)
+    np.take(table.base16, key, out=batch.base)
+    np.add(batch.offsets, batch.base, out=index)
+    index += batch.above
+    width = _LIMITS.size + 2
+    return np.bincount(index, minlength=len(batch.sizes) * width).reshape(-1, width)
+
+
+def _batch_histograms(batch: _Batch, values: list, names: list) -> list[bytes]:
+    """`histogram_bytes` of each float32 array of `values` (flat, 1.._CHUNK values, as
+    many as `batch` was made for)."""
+    sizes, starts = batch.sizes, batch.starts
+    counts = _batch_counts(batch, values)
+    width = _LIMITS.size + 2
+    flat = counts.reshape(-1)
+    bad = flat.reshape(-1, width)[:, -2:].sum(axis=1)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        kind = "Nan" if np.isnan(values[k]).any() else "Infinity"
+        raise errors.InvalidArgumentError(
+            None, None, f"{kind} in summary histogram for: {names[k]}"
+        )
+    buf = batch.buffer
+    lows = np.minimum.reduceat(buf, starts).tolist()
+    highs = np.maximum.reduceat(buf, starts).tolist()
+    # The kept buckets of each (as `_histogram`): non-empty ones, each empty one just
+    # before a non-empty one, and the last; over the rows laid end to end (a row's two
+    # non-finite bins are empty, and the next row's first bucket, below -DBL_MAX, too).
+    filled = flat != 0
+    keep = filled.copy()
+    keep[:-1] |= filled[1:]
+    keep.reshape(-1, width)[:, _LIMITS.size - 1] = True
+    index = np.flatnonzero(keep)
+    limits = _LIMITS[index % width].tobytes()
+    kept = flat[index].astype("<f8").tobytes()
+    ends = (np.searchsorted(index, np.arange(1, len(sizes) + 1) * width) * 8).tolist()
+    totals, squares = _batch_sums(values, sizes)
+    out, begin = [], 0
+    for k, n in enumerate(sizes):
+        end = ends[k]
+        out.append(
+            b"".join(
+                (
+                    _double_field(0x09, lows[k]),
+                    _double_field(0x11, highs[k]),
+                    _double_field(0x19, float(n)),
+                    _double_field(0x21, totals[k]),
+                    _double_field(0x29, squares[k]),
+                    _len_field(0x32, limits[begin:end]),
+                    _len_field(0x3A, kept[begin:end]),
+                )
+            )
+        )
+        begin = end
+    return out
+
+
+def _batch_sums(values: list, sizes: tuple) -> tuple[list, list]:
+    """Sum and sum of squares (in double) of each of `values`: as `_CellTable._counts`
+    (up to _SEARCH_MAX values: in TF's order, one value at a time from 0.0; a sequential
+    sum's time is its additions' latency, so one call per tensor costs no more than a
+    padded matrix of them) or `_moments` on one chunk."""
+    totals, squares = [], []
+    scratch = _scratch()
+    for v, n in zip(values, sizes):
+        d = scratch.double[:n]
+        np.copyto(d, v)
+        if n <= _SEARCH_MAX:
+            totals.append(float(np.cumsum(d)[-1]) + 0.0)  # (TF's sum starts from 0.0)
+            squares.append(float(np.cumsum(d * d)[-1]))
+        else:
+            totals.append(0.0 + _dot(d, scratch.ones[:n]))
+            squares.append(0.0 + _dot(d, d))
+    return totals, squares
+
+
+def _scalar_tag(tag) -> str | None:
+    """The tag of a 0-d string array, else None (`_tag` and its checks decide)."""
+    if type(tag) is np.ndarray and tag.ndim == 0:
+        t = tag[()]
+        if isinstance(t, bytes):
+            return t.decode("utf-8", "replace")
+    return None
+
+
+class _FusedState:
+    def __init__(self, op):
+        self.kinds = [k.decode() if isinstance(k, bytes) else k for k in op._attr("kinds")]
+        self.names = [n.decode() if isinstance(n, bytes) else n for n in op._attr("names")]
+        self.lock = threading.Lock()
+        self.batch: _Batch | None = None
+        self.memos = [_BucketMemo() for _ in self.kinds]
+
+    def run(self, args) -> np.ndarray:
+        pieces: list = []  # per part: its serialized Summary, or a string tensor
+        histograms = []  # (part, tag, float32 values) of the batch
+        pos = 0
+        for p, kind in enumerate(self.kinds):
+            if kind == "scalar":
+                tag, v = args[pos], args[pos + 1]
+                name = _scalar_tag(tag)
+                if name is not None and type(v) is np.ndarray and v.ndim == 0:  # one value
+                    body = b"\x15" + _pack_f(float(v.astype(np.float32)))
+                    pieces.append((_value_bytes(name, body), (name,)))
+                else:
+                    pieces.append(_scalar_bytes(tag, v))
+            elif kind == "histogram":
+                tag, v = args[pos], args[pos + 1]
+                name = _scalar_tag(tag)
+                if name is None:
+                    _check_scalar_tag(tag)
+                    name = _tag(tag)
+                v = _as_float(v)
+                if v.dtype == np.float32 and 0 < v.size <= _CHUNK:
+                    histograms.append((p, name, v))
+                    pieces.append(None)
+                else:
+                    histo = histogram_bytes(v, self.names[p], self.memos[p])
+                    pieces.append((_value_bytes(name, _len_field(0x2A, histo)), (name,)))
+            else:
+                pieces.append(args[pos])
+            pos += _ARITY[kind]
+        if histograms:
+            values = [v for _, _, v in histograms]
+            names = [self.names[p] for p, _, _ in histograms]
+            sizes = tuple(v.size for v in values)
+            if self.lock.acquire(blocking=False):
+                try:
+                    if self.batch is None or self.batch.sizes != sizes:
+                        self.batch = _Batch(sizes)
+                    encoded = _batch_histograms(self.batch, values, names)
+                finally:
+                    self.lock.release()
+            else:  # a concurrent step has the buffers: its own
+                encoded = _batch_histograms(_Batch(sizes), values, names)
+            for (p, name, _), histo in zip(histograms, encoded):
+                pieces[p] = (_value_bytes(name, _len_field(0x2A, histo)), (name,))
+        # MergeSummary of the parts: their bytes concatenated when every string is known
+        # (made here) and the tags are distinct; else `_merge` parses and checks them.
+        raws, tags, metadata = [], [], False
+        for kind, piece in zip(self.kinds, pieces):
+            if kind != "summary":
+                raws.append(piece[0])
+                tags.extend(piece[1])
+                continue
+            for raw in np.asarray(piece, dtype=object).reshape(-1):
+                known = made_here(raw)
+                if known is None:
+                    return self._merge(pieces)
+                raws.append(raw)
+                tags.extend(known[0])
+                metadata = metadata or known[1]
+        if len(set(tags)) != len(tags):
+            return self._merge(pieces)
+        return _remember(b"".join(raws), tuple(tags), metadata)
+
+    def _merge(self, pieces) -> np.ndarray:
+        inputs = [
+            piece if kind == "summary" else _remember(*piece, False)
+            for kind, piece in zip(self.kinds, pieces)
+        ]
+        return _merge(inputs)
+
+
+@FusedMergeSummary.kernel("CPU")
+async def _fused_merge_summary(ctx, *args):
+    state = ctx.kernel_state.get("fused")
+    if state is None:
+        state = ctx.kernel_state["fused"] = _FusedState(ctx.op)
+    return await ctx.device.compute(state.run, args)
+
+
+def fuse_summaries(view) -> None:
+    """Graph pass (asyncflow.graph_passes): a MergeSummary and the ScalarSummary and
+    HistogramSummary ops that feed only it become one `_FusedMergeSummary` on CPU, in a
+    partition without control flow or Recvs.  A merge that waits for a variable's update
+    stays as it is: the fused op must run before the updates of the variables it reads
+    (`order_before_updates`), or each would copy its variable."""
+    if view.has_control_flow():
+        return
+    for m, node in enumerate(view.nodes):
+        if node.op.type != "MergeSummary" or node.device.device_type != "CPU":
+            continue
+        if not view.available(m) or view.reads_ref(m) or view.after_an_update(m):
+            continue  # (after an update: its histograms could not be ordered before it)
+        kinds, names, inputs, dtypes_in, absorbed = [], [], [], [], []
+        for k, src in enumerate(node.inputs):
+            j = src[0]
+            part = view.nodes[j] if j != "feed" else None
+            if (
+                part is not None
+                and src[1] == 0
+                and part.op.type in ("ScalarSummary", "HistogramSummary")
+                and part.device is node.device
+                and view.available(j)
+                and not view.reads_ref(j)
+                and view.sole_consumer(j) == m
+            ):
+                kinds.append("scalar" if part.op.type == "ScalarSummary" else "histogram")
+                names.append(part.op.name)
+                inputs.extend(part.inputs)
+                dtypes_in.extend(t.dtype for t in part.op.inputs)
+                absorbed.append(j)
+            else:
+                kinds.append("summary")
+                names.append("")
+                inputs.append(src)
+                dtypes_in.append(node.op.inputs[k].dtype)
+        if not absorbed:
+            continue
+        attrs = {"Tin": dtypes_in, "kinds": kinds, "names": names}
+        view.fuse(m, "_FusedMergeSummary", attrs, inputs, absorbed=absorbed)
+
+
 # -- graph pass: summaries of a variable before its update ------------------------------
 #
 # A summary op that reads a variable (a histogram of a weight) holds a lease on its
@@ -855,7 +1147,14 @@ for _name in (
 # copy-on-write guarantees that) and costs no copy.
 
 _SUMMARY_OPS = frozenset(
-    ["ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSummaryV2", "TensorSummaryV2"]
+    [
+        "ScalarSummary",
+        "HistogramSummary",
+        "ImageSummary",
+        "AudioSummaryV2",
+        "TensorSummaryV2",
+        "_FusedMergeSummary",
+    ]
 )
 
 

@@ -111,6 +111,7 @@ def test_fused_and_unfused_graphs_agree_with_numpy(monkeypatch, passes_on):
 
 def test_the_passes_run_in_the_listed_order():
     assert graph_passes.GRAPH_PASSES == [
+        summary_ops.fuse_summaries,  # before the ordering: the updates wait for the fused op
         summary_ops.order_before_updates,  # control edges only
         matmul_ops.fuse_matmul_bias,  # before BiasAdd+Relu: a dense layer is one gemm
         matmul_ops.fuse_matmul_relu_grad,
@@ -119,6 +120,37 @@ def test_the_passes_run_in_the_listed_order():
         training_ops.fuse_matmul_into_updates,
         fused_elementwise.fuse_elementwise,  # last: what the patterns left, in clusters
     ]
+
+
+def test_summaries_of_a_merge_fuse_and_run_before_the_updates():
+    """The scalars and histograms feeding one merge become one _FusedMergeSummary (the
+    merge's name, its fetch); the ordering pass then makes the weights' updates wait for
+    it.  A summary read elsewhere stays apart; a merge that waits for an update (a
+    summary of the step counter after it) is left as it is."""
+    with tf.Graph().as_default():
+        train, (w1, w2) = _dense_training_graph()
+        shared = tf.summary.scalar("shared", tf.constant(1.0))
+        merged = tf.summary.merge(
+            [tf.summary.histogram("w1", w1), tf.summary.histogram("w2", w2), shared]
+        )
+        step = tf.Variable(0, name="step")
+        with tf.control_dependencies([train]):
+            bump = tf.assign_add(step, 1)
+        after = tf.summary.merge(
+            [tf.summary.scalar("after", bump), tf.summary.histogram("w1_again", w1)]
+        )
+        p = _partition([train, merged, shared, after])
+        types = _apply(summary_ops.fuse_summaries, p)
+        assert types.count("_FusedMergeSummary") == 1 and types.count("MergeSummary") == 1
+        assert types.count("HistogramSummary") == 1 and types.count("ScalarSummary") == 2
+        (i,) = [k for k, n in enumerate(p.nodes) if n.op.type == "_FusedMergeSummary"]
+        fused = p.nodes[i].op
+        assert fused.name == merged.op.name and (i, 0) in p.fetches
+        kinds = [k.decode() for k in fused.get_attr("kinds")]
+        assert kinds == ["histogram", "histogram", "summary"]
+        _apply(summary_ops.order_before_updates, p)
+        updates = [n for n in p.nodes if n.op.type == "ApplyGradientDescent"]
+        assert len(updates) == 2 and all(i in n.controls for n in updates)
 
 
 def _dense_training_graph():

@@ -756,3 +756,136 @@ def test_record_of_made_summaries_is_bounded(monkeypatch):
     assert summary_ops.made_here(kept[0]) is None  # forgotten: parsed, as any string
     big = summary_ops._remember(b"x" * (summary_ops._MADE_ONE_MAX + 1), ("b",), False)
     assert summary_ops.made_here(big.item()) is None and len(summary_ops._made) == 10
+
+
+def _fused_and_unfused(monkeypatch, build, feeds_list):
+    """Each feed's merged summary with the graph pass `fuse_summaries` (one
+    _FusedMergeSummary) and without it (the ops and a MergeSummary), and how many times
+    the fused kernel ran."""
+    from asyncflow import graph_passes
+    from asyncflow.ops import summary_ops
+
+    ran = []
+    real = summary_ops._FusedState.run
+
+    def counting(state, args):
+        ran.append(1)
+        return real(state, args)
+
+    monkeypatch.setattr(summary_ops._FusedState, "run", counting)
+    results = []
+    unfused = [p for p in graph_passes.GRAPH_PASSES if p is not summary_ops.fuse_summaries]
+    for fused in (True, False):
+        passes = [summary_ops.fuse_summaries] + unfused if fused else unfused
+        monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
+        with af.Graph().as_default():
+            merged, placeholders = build()
+            with af.Session() as sess:
+                out = []
+                for feeds in feeds_list:
+                    try:
+                        out.append(sess.run(merged, dict(zip(placeholders, feeds))))
+                    except errors.InvalidArgumentError as e:
+                        out.append(e.message)
+                results.append(out)
+    return results[0], results[1], len(ran)
+
+
+def test_fused_merge_of_scalars_and_histograms_is_the_ops_bytes(monkeypatch):
+    """A merge of scalars, histograms (float32 of a few values and of more than
+    _SEARCH_MAX, float64, ints, empty) and a text summary: the fused op's bytes are the
+    ops', step after step, NaN and Inf raise naming the histogram's op, and it goes on."""
+    from asyncflow.ops import summary_ops
+
+    rng = np.random.RandomState(5)
+    shapes = [(7,), (3, 4), (summary_ops._SEARCH_MAX + 5,), (0,), (1,)]
+    feeds_list = []
+    values = [rng.randn(*s).astype(np.float32) for s in shapes]
+    for step in range(4):  # slowly changing values, then a jump
+        values = [
+            v + np.float32(1e-3 if step < 3 else 5.0) * rng.randn(*v.shape).astype(np.float32)
+            for v in values
+        ]
+        feeds_list.append(values + [np.float64(step - 0.5), np.array([-0.0, -0.0])])
+    bad = [v.copy() for v in values]
+    bad[2][17] = np.nan
+    feeds_list.append(bad + [np.float64(1.0), np.array([1.0, 2.0])])
+    feeds_list.append(values + [np.float64(1.0), np.array([1.0, np.inf])])
+    feeds_list.append(feeds_list[1])
+
+    def build():
+        ps = [af.placeholder(af.float32, s) for s in shapes]
+        loss = af.placeholder(af.float64, [])
+        d = af.placeholder(af.float64, [2])
+        parts = [af.summary.scalar("loss", loss)]
+        parts += [af.summary.histogram(f"h{k}", p) for k, p in enumerate(ps)]
+        parts += [
+            af.summary.histogram("ints", af.constant([3, -2, 0, 7], af.int32)),
+            af.summary.histogram("doubles", d),
+            af.summary.text("t", af.constant("hi")),
+            af.summary.scalar("two", af.constant(2, af.int32)),
+        ]
+        return af.summary.merge(parts), ps + [loss, d]
+
+    fused, unfused, ran = _fused_and_unfused(monkeypatch, build, feeds_list)
+    assert ran == len(feeds_list)
+    # (an error names the fused op's node, the merge's: the message names the histogram)
+    first_lines = [
+        [r.split("\n")[0] if isinstance(r, str) else r for r in rs] for rs in (fused, unfused)
+    ]
+    assert first_lines[0] == first_lines[1]
+    assert fused[4].startswith("Nan in summary histogram for: h2")
+    assert fused[5].startswith("Infinity in summary histogram for: doubles")
+    tags = [v.tag for v in Summary.FromString(fused[0]).value]
+    assert tags == ["loss", "h0", "h1", "h2", "h3", "h4", "ints", "doubles", "t", "two"]
+    for k, v in enumerate(values):
+        got = Summary.FromString(fused[3]).value[1 + k].histo
+        assert got == summary_ops.histogram_proto(v, f"h{k}")
+    # TF's sum starts from 0.0: a sum of -0.0s is 0.0, left out of the bytes
+    doubles = Summary.FromString(fused[0]).value[7].histo
+    assert doubles.sum == 0.0 and not str(doubles.sum).startswith("-")
+
+
+def test_fused_merge_keeps_duplicate_tag_errors_and_unfused_parts(monkeypatch):
+    """Duplicate tags among the fused parts raise as MergeSummary's; a summary that
+    another op also reads stays an op of its own; fed Summaries are parsed."""
+
+    other = Summary()
+    other.value.add(tag="z", simple_value=1.0)
+
+    def build_dup():
+        from asyncflow.ops import summary_ops
+
+        tag = af.constant("a")
+        a = summary_ops._summary_op("ScalarSummary", [tag, af.constant(1.0)], {}, "s")
+        h = summary_ops._summary_op("HistogramSummary", [tag, af.constant([1.0, 2.0])], {}, "h")
+        return af.summary.merge([a, h]), []
+
+    fused, unfused, _ = _fused_and_unfused(monkeypatch, build_dup, [[]])
+    assert (
+        fused[0].split("\n")[0]
+        == unfused[0].split("\n")[0]
+        == "Duplicate tag a found in summary inputs"
+    )
+
+    def build_shared():  # b is read by two merges: an op of its own
+        a = af.summary.scalar("a", af.constant(1.0))
+        b = af.summary.scalar("b", af.constant(2.0))
+        return af.summary.merge([af.summary.merge([a, b]), af.summary.merge([b])]), []
+
+    fused, unfused, _ = _fused_and_unfused(monkeypatch, build_shared, [[]])
+    assert (
+        fused[0].split("\n")[0]
+        == unfused[0].split("\n")[0]
+        == "Duplicate tag b found in summary inputs"
+    )
+
+    def build_fed():
+        b = af.summary.scalar("b", af.constant(2.0))
+        c = af.summary.scalar("c", af.constant(3.0))
+        fed = af.placeholder(af.string, [])
+        return af.summary.merge([b, fed, c]), [fed]
+
+    fused, unfused, ran = _fused_and_unfused(monkeypatch, build_fed, [[other.SerializeToString()]])
+    assert ran == 1 and fused == unfused
+    assert [v.tag for v in Summary.FromString(fused[0]).value] == ["b", "z", "c"]
