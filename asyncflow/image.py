@@ -230,6 +230,14 @@ def _as_float(image):
     return image, convert_image_dtype(image, dtypes.float32)
 
 
+def _as_float_or_half(image):
+    """TF's colour-adjust kernels take float16 or float32 as is, anything else converted."""
+    image = _image(image)
+    if image.dtype.base_dtype in (dtypes.float16, dtypes.float32):
+        return image, image
+    return image, convert_image_dtype(image, dtypes.float32)
+
+
 def _back(adjusted, like):
     return convert_image_dtype(adjusted, like.dtype, saturate=True)
 
@@ -238,8 +246,7 @@ def per_image_standardization(image):
     """(x - mean) / max(stddev, 1/sqrt(N)) over each image's pixels and channels."""
     with ops.name_scope(None, "per_image_standardization", [image]):
         image = _image(image)
-        if not image.dtype.is_floating:
-            image = cast_ops.cast(image, dtypes.float32)
+        image = cast_ops.cast(image, dtypes.float32)  # TF: float32 whatever the input
         axes = [-1, -2, -3]
         n = reduction_ops.reduce_prod(array_ops.shape(image)[-3:])
         mean = reduction_ops.reduce_mean(image, axes, keepdims=True)
@@ -257,10 +264,10 @@ def adjust_brightness(image, delta):
 
 def adjust_contrast(images, contrast_factor):
     """(x - mean) * factor + mean, the mean per image and channel."""
-    with ops.name_scope(None, "adjust_contrast", [images, contrast_factor]):
-        images, flt = _as_float(images)
-        mean = reduction_ops.reduce_mean(flt, [-3, -2], keepdims=True)
-        return _back((flt - mean) * contrast_factor + mean, images)
+    with ops.name_scope(None, "adjust_contrast", [images, contrast_factor]) as name:
+        images, flt = _as_float_or_half(images)
+        adjusted = ops.apply_op("AdjustContrastv2", [flt, contrast_factor], name=name).outputs[0]
+        return _back(adjusted, images)
 
 
 def adjust_gamma(image, gamma=1, gain=1):
@@ -369,31 +376,22 @@ def hsv_to_rgb(images, name=None):
         return manip_ops.stack([o + m for o in out], -1)
 
 
-def _in_hsv(image, fn, name):
-    with ops.name_scope(None, name, [image]):
-        image, flt = _as_float(image)
-        h, s, v = (t for t in array_ops.unstack(rgb_to_hsv(flt), axis=-1))
-        h, s, v = fn(h, s, v)
-        return _back(hsv_to_rgb(manip_ops.stack([h, s, v], -1)), image)
+def _in_hsv(op_type, image, value, name, default):
+    # One AdjustHue / AdjustSaturation op (ops/image_adjust_ops.py), which TF gives no
+    # gradient: tf.gradients through it raises LookupError, as in TF.
+    with ops.name_scope(name, default, [image]):
+        image, flt = _as_float_or_half(image)
+        return _back(ops.apply_op(op_type, [flt, value]).outputs[0], image)
 
 
 def adjust_hue(image, delta, name=None):
     """Rotate the hue by `delta` (a fraction of the colour wheel, in [-1, 1])."""
-
-    def rotate(h, s, v):
-        h = h + delta
-        return h - math_ops.floor(h), s, v
-
-    return _in_hsv(image, rotate, name or "adjust_hue")
+    return _in_hsv("AdjustHue", image, delta, name, "adjust_hue")
 
 
 def adjust_saturation(image, saturation_factor, name=None):
     """Scale the saturation by `saturation_factor` (clipped to [0, 1])."""
-
-    def scale(h, s, v):
-        return h, math_ops.minimum(math_ops.maximum(s * saturation_factor, 0.0), 1.0), v
-
-    return _in_hsv(image, scale, name or "adjust_saturation")
+    return _in_hsv("AdjustSaturation", image, saturation_factor, name, "adjust_saturation")
 
 
 def random_hue(image, max_delta, seed=None):

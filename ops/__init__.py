@@ -19,6 +19,7 @@ from asyncflow.ops import (  # noqa: F401
     functional_ops,
     fused_elementwise_gpu,
     gradient_ops,
+    image_adjust_ops,
     image_ops,
     image_scale_ops,
     init_ops,

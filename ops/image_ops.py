@@ -178,7 +178,7 @@ ResizeBilinear = _register_resize("ResizeBilinear", True, bilinear_matrix)
 ResizeBicubic = _register_resize("ResizeBicubic", True, bicubic_matrix)
 ResizeArea = _register_resize("ResizeArea", True, lambda i, o, ac, hp: area_matrix(i, o, ac))
 ResizeNearestNeighbor = _register_resize("ResizeNearestNeighbor", False, None)
-NotDifferentiable("ResizeArea")  # as in TF, which registers no gradient for it
+# ResizeArea has no gradient, as in TF (none registered: tf.gradients raises LookupError)
 
 
 def _grad_shape(op):

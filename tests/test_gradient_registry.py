@@ -69,6 +69,15 @@ ALLOWLIST = {
     "Rint": "piecewise constant: its gradient is None, as TF's (tests/ops/test_api_extras_tf.py)",
 }
 
+# Ops TF 2.21 registers no gradient for (neither a function nor NotDifferentiable):
+# tf.gradients through them raises LookupError there, so here too.
+TF_NO_GRADIENT = {
+    "ResizeArea": "tests/test_image.py::test_no_gradient_where_tf_has_none",
+    "AdjustContrastv2": "tests/test_image.py::test_no_gradient_where_tf_has_none",
+    "AdjustHue": "tests/test_image.py::test_no_gradient_where_tf_has_none",
+    "AdjustSaturation": "tests/test_image.py::test_no_gradient_where_tf_has_none",
+}
+
 CASES: dict[str, list] = {
     # -- unary
     "Abs": [(lambda x: af.abs(x), [r(2, 3, lo=-1.5) + 0.01])],
@@ -301,6 +310,7 @@ def test_every_op_has_gradient_or_mark():
         and not d.not_differentiable
         and _module(d) not in FOREIGN_MODULES
         and not _module(d).startswith("test_")  # ops that tests register for themselves
+        and name not in TF_NO_GRADIENT
     )
     assert unmarked == [], f"ops with neither a gradient nor NotDifferentiable: {unmarked}"
 

@@ -224,7 +224,7 @@ _F64 = {"delta": 1e-6, "rtol": 1e-5, "atol": 1e-5}
         ("pad_to_bounding_box", lambda x: af.image.pad_to_bounding_box(x, 1, 2, 6, 7), _F64),
         ("crop_or_pad", lambda x: af.image.resize_image_with_crop_or_pad(x, 3, 7), _F64),
         ("central_crop", lambda x: af.image.central_crop(x, 0.5), _F64),
-        ("per_image_standardization", af.image.per_image_standardization, _F64),
+        ("per_image_standardization", af.image.per_image_standardization, _F32),
         ("adjust_brightness", lambda x: af.image.adjust_brightness(x, 0.1), _F32),
         ("adjust_gamma", lambda x: af.image.adjust_gamma(x, 2.0, gain=1.5), _F32),
         ("rgb_to_grayscale", af.image.rgb_to_grayscale, _F32),
@@ -245,7 +245,8 @@ _F64 = {"delta": 1e-6, "rtol": 1e-5, "atol": 1e-5}
 def test_crop_pad_adjust_gradients_finite_differences(graph, name, fn, tol):
     """The image functions TF differentiates (through Slice, Pad, ReverseV2, Transpose,
     CropAndResize and element-wise ops): gradients equal to central differences.
-    (TF registers none for ResizeArea, AdjustContrastv2, AdjustHue, AdjustSaturation.)"""
+    (TF registers none for ResizeArea, AdjustContrastv2, AdjustHue, AdjustSaturation:
+    test_no_gradient_where_tf_has_none.)"""
     x = af.placeholder(af.float64, _X0.shape)
     y = af.cast(fn(x), af.float64)
     shape = y.shape.as_list()
@@ -256,3 +257,55 @@ def test_crop_pad_adjust_gradients_finite_differences(graph, name, fn, tol):
         x, list(_X0.shape), y, shape, x_init_value=_X0, delta=tol["delta"]
     )
     np.testing.assert_allclose(th, nu, rtol=tol["rtol"], atol=tol["atol"], err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "fn,op_type",
+    [
+        (lambda x: af.image.resize_area(x, [2, 2]), "ResizeArea"),
+        (
+            lambda x: af.image.resize_images(x, [2, 2], method=af.image.ResizeMethod.AREA),
+            "ResizeArea",
+        ),
+        (lambda x: af.image.adjust_contrast(x, 0.5), "AdjustContrastv2"),
+        (lambda x: af.image.adjust_hue(x, 0.1), "AdjustHue"),
+        (lambda x: af.image.adjust_saturation(x, 0.5), "AdjustSaturation"),
+        (lambda x: af.image.random_contrast(x, 0.2, 0.5, seed=1), "AdjustContrastv2"),
+        (lambda x: af.image.random_hue(x, 0.2, seed=1), "AdjustHue"),
+        (lambda x: af.image.random_saturation(x, 0.2, 0.5, seed=1), "AdjustSaturation"),
+    ],
+)
+def test_no_gradient_where_tf_has_none(graph, fn, op_type):
+    """TF 2.21 registers no gradient for these ops: tf.gradients raises LookupError
+    "No gradient defined for operation '...' (op type: ResizeArea)" (recorded by hand
+    with /work/tfvenv, 2026-11-29: the same message for each op type here)."""
+    x = af.constant(np.random.RandomState(0).rand(1, 4, 4, 3).astype(np.float32))
+    y = fn(x)
+    with pytest.raises(
+        LookupError, match=f"No gradient defined for operation.*op type: {op_type}"
+    ):
+        af.gradients(y, x)
+
+
+def test_adjust_ops_are_tf_single_ops(graph):
+    """One TF kernel op each, named as TF names them; float16 stays float16."""
+    x = af.constant(RGB / 255.0, af.float32)
+    af.image.adjust_contrast(x, 1.7)
+    h = af.image.adjust_hue(af.cast(x, af.float16), 0.3)
+    assert h.dtype == af.float16
+    g = af.get_default_graph()
+    assert g.get_operation_by_name("adjust_contrast").type == "AdjustContrastv2"
+    assert g.get_operation_by_name("adjust_hue/AdjustHue").type == "AdjustHue"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "uint8", "int32", "float32"])
+def test_per_image_standardization_is_float32(graph, dtype):
+    """TF 2.21 casts to float32 first whatever the input (float64 included)."""
+    x = af.cast(af.constant(RGB), getattr(af, dtype))
+    y = af.image.per_image_standardization(x)
+    assert y.dtype == af.float32
+    with af.Session() as sess:
+        got = sess.run(y)
+    ref = RGB.astype(np.float32)
+    ref = (ref - ref.mean()) / max(ref.std(), 1 / np.sqrt(ref.size))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 if dtype != "float16" else 2e-2)
