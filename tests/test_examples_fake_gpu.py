@@ -1,8 +1,9 @@
 """The examples run on a GPU device, as a TF1 program runs on a GPU machine: ops with a
 GPU kernel on GPU:0 by default, queues and readers on the CPU.  The GPU is the CuPy
 stand-in (ASYNCFLOW_FAKE_GPUS=1) unless this process finds a real one through CuPy
-(`make test-gpu`).  Each runs as its own process, with short settings; those needing
-the `examples` extra (scikit-learn, tqdm) are skipped without it.
+(`make test-gpu`).  Each runs as its own process, with short settings.  The `test`
+extra includes the `examples` extra (scikit-learn, tqdm), so CI runs them all; a bare
+install without it skips those that need it.
 (examples/multi_gpu_train.py has its own test in test_gpu_device.py.)
 """
 
