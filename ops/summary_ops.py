@@ -214,23 +214,24 @@ _LIMITS = np.array(_BUCKET_LIMITS)
 # 512 KiB of counters compete with the step's data).  Non-finite values have cells of
 # their own (exponent all ones) that count into two extra bins, so the NaN/Inf check
 # costs no pass either.  Exactly TF's counts for any finite input.
-_CELLS = 1 << 16
 _SEARCH_MAX = 4096
 
 
 class _CellTable:
-    """Per top-16-bit cell of one float type: the bucket of its lowest value, the
-    threshold (in that type) above which its values fall in the next bucket (inf for
-    cells without a limit inside), and whether the cell holds NaN/Inf."""
+    """Per top-16-bit cell of one float type (top `cell_bits` bits: 13 for float32 is as
+    good, its cells 2**-4 wide, and its tables stay in cache), the bucket of its lowest
+    value, the threshold (in that type) above which its values fall in the next bucket
+    (inf for cells without a limit inside), and whether the cell holds NaN/Inf."""
 
-    def __init__(self, ftype):
+    def __init__(self, ftype, cell_bits: int = 16):
         ftype = np.dtype(ftype)
         utype = np.dtype(f"u{ftype.itemsize}")
         bits = 8 * ftype.itemsize
-        self.ftype, self.utype, self.shift = ftype, utype, utype.type(bits - 16)
-        cells = np.arange(_CELLS, dtype=utype)
-        low_bits = utype.type((1 << (bits - 16)) - 1)
-        negative = (cells >> utype.type(15)) == 1
+        n_cells = 1 << cell_bits
+        self.ftype, self.utype, self.shift = ftype, utype, utype.type(bits - cell_bits)
+        cells = np.arange(n_cells, dtype=utype)
+        low_bits = utype.type((1 << (bits - cell_bits)) - 1)
+        negative = (cells >> utype.type(cell_bits - 1)) == 1
         top = cells << self.shift
         lowest = np.where(negative, top | low_bits, top).view(ftype)
         highest = np.where(negative, top, top | low_bits).view(ftype)
@@ -238,8 +239,8 @@ class _CellTable:
         inf_bits = int(np.array(np.inf, ftype).view(utype))
         self.nonfinite = (top & utype.type(exp_mask)) >= utype.type(inf_bits & ~int(low_bits))
         finite = ~self.nonfinite
-        base = np.zeros(_CELLS, np.intp)
-        upper = np.zeros(_CELLS, np.intp)
+        base = np.zeros(n_cells, np.intp)
+        upper = np.zeros(n_cells, np.intp)
         base[finite] = np.searchsorted(_LIMITS, lowest[finite].astype(np.float64), "right")
         upper[finite] = np.searchsorted(_LIMITS, highest[finite].astype(np.float64), "right")
         # DBL_MAX itself would fall past the last bucket (TF's upper_bound indexes one
@@ -528,10 +529,10 @@ def _scratch() -> _Scratch:
 _TABLES: dict = {}
 
 
-def _cell_table(ftype) -> _CellTable:
-    table = _TABLES.get(ftype)
+def _cell_table(ftype, cell_bits: int = 16) -> _CellTable:
+    table = _TABLES.get((ftype, cell_bits))
     if table is None:
-        table = _TABLES[ftype] = _CellTable(ftype)
+        table = _TABLES[(ftype, cell_bits)] = _CellTable(ftype, cell_bits)
     return table
 
 
@@ -912,15 +913,22 @@ class _Batch:
         self.offsets = np.repeat(np.arange(len(sizes), dtype=np.intp) * width, sizes)
 
 
+# The batch's cells: float32's top 13 bits (sign, exponent, 4 mantissa bits), 2**-4 wide,
+# still narrower than a bucket; its tables (48 KiB) stay in cache inside a training step,
+# where the 16-bit ones (384 KiB) were fetched afresh: the batch's count of the example
+# MLP's 50,826 values took 0.38 -> 0.29 ms inside its step.
+_BATCH_CELL_BITS = 13
+
+
 def _batch_counts(batch: _Batch, parts: list) -> np.ndarray:
     """Bucket counts ([histograms, buckets + 2]: NaN and Inf in the last two) of the
     float32 arrays `parts`, concatenated into `batch.buffer` (`_CellTable._counts` on
     all of them at once, a bincount with an offset per histogram)."""
     buf = batch.buffer
     np.concatenate(parts, out=buf)
-    table = _cell_table(np.float32)
+    table = _cell_table(np.float32, _BATCH_CELL_BITS)
     key, index = batch.key, batch.index
-    np.right_shift(buf.view(np.uint32), np.uint32(16), out=key, casting="unsafe")
+    np.right_shift(buf.view(np.uint32), table.shift, out=key, casting="unsafe")
     np.take(table.threshold, key, out=batch.threshold)
     np.greater_equal(buf, batch.threshold, out=batch.above)
     np.take(table.base16, key, out=batch.base)

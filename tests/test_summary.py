@@ -889,3 +889,26 @@ def test_fused_merge_keeps_duplicate_tag_errors_and_unfused_parts(monkeypatch):
     fused, unfused, ran = _fused_and_unfused(monkeypatch, build_fed, [[other.SerializeToString()]])
     assert ran == 1 and fused == unfused
     assert [v.tag for v in Summary.FromString(fused[0]).value] == ["b", "z", "c"]
+
+
+@pytest.mark.parametrize("cell_bits", [13, 16])
+def test_float32_cells_of_13_bits_bucket_as_tfs_upper_bound(cell_bits):
+    """The fused op's table (float32's top 13 bits: cells 2**-4 wide) puts every value
+    where std::upper_bound over TF's limits (as double) does: each float32 at, just
+    below and just above every limit, and random values over the whole range."""
+    from asyncflow.ops import summary_ops
+
+    table = summary_ops._cell_table(np.float32, cell_bits)
+    limits = summary_ops._LIMITS
+    with np.errstate(over="ignore"):
+        at = limits.astype(np.float32)
+    near = np.concatenate(
+        [at, np.nextafter(at, np.float32(np.inf)), np.nextafter(at, np.float32(-np.inf))]
+    )
+    rng = np.random.RandomState(7)
+    scales = 10.0 ** rng.uniform(-45, 38, 20000)
+    random = (rng.randn(20000) * scales).astype(np.float32)
+    values = np.concatenate([near, random, np.float32([0.0, -0.0])])
+    values = values[np.isfinite(values)]
+    want = np.minimum(np.searchsorted(limits, values.astype(np.float64), "right"), limits.size - 1)
+    np.testing.assert_array_equal(table.buckets(values), want)
