@@ -164,6 +164,28 @@ def _checked_kernel(kernel: Callable, op: Operation) -> Callable:
             return run
 
         checked.inline = checked_inline
+    direct = getattr(kernel, "direct", None)
+    if direct is not None:  # its direct form (kernel_api), checked alike
+
+        def checked_direct(ctx, avals):
+            made = direct(ctx, avals)
+            if made is None:
+                return None
+            fn, call, out_avals = made
+
+            def run(*args):
+                result = fn(*args)
+                _check_result(op, ctx, args, result)
+                if (result.shape, result.dtype) != tuple(out_avals[0]):
+                    raise AssertionError(
+                        f"{op.type} direct form returned {result.shape} {result.dtype}, "
+                        f"announced {out_avals[0]}"
+                    )
+                return result
+
+            return run, call, out_avals
+
+        checked.direct = checked_direct
     return checked
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "parked_task",
     "parks",
     "quiet_step",
+    "template",
     "wrap_kernel_error",
 ]
 
@@ -64,6 +65,24 @@ DEAD = _Dead()
 # served one-row predict the coroutines and `compute`'s layers cost more than the
 # arithmetic.
 # (NOT_INLINE itself lives with the Device protocol: devices answer it too.)
+#
+# Direct forms.  Such a kernel may also carry `kernel.direct(ctx, avals) -> (fn, call,
+# out_avals) | None`, asked once per signature of a straight-line step: `avals` gives
+# each input as `(shape, dtype)` of a NumPy array (None: anything else).  For inputs of
+# exactly those shapes and dtypes, `fn(*inputs)` returns what the kernel would, by the
+# one call `call[0](*args)` that its inline form would hand the device's `run_inline`
+# (`call[1]`: template arrays of the args' shapes and dtypes, `template` below, for the
+# device's `kind_key`), and `out_avals` is its result's `[(shape, dtype)]`.  The step
+# asks the device once whether all those kinds are settled cheap (`settled_seconds`)
+# and then calls the `fn`s back to back (asyncflow.straight_line: the direct form).
+# None: not for these inputs (or not on this device).
+
+
+def template(shape, dtype) -> np.ndarray:
+    """An array of `shape` and `dtype` that holds no memory of its size (a broadcast
+    scalar): for a kind's key, never read."""
+    return np.broadcast_to(np.empty((), dtype), shape)
+
 
 # True while a synchronous `Session.run` drives its step inside one
 # `np.errstate(all="ignore")` (TF yields inf/nan silently): kernels need not enter their

@@ -506,6 +506,25 @@ class CPUDevice(Device):
         _UNTIMED[key] = untimed + 1
         return cpu_budget.call_narrow(fn, args)
 
+    kind_key = staticmethod(_call_key)  # (a kind of call, as run_inline and compute key it)
+
+    def settled_seconds(self, keys) -> float | None:
+        """The measured seconds of the kinds `keys` together (`kind_key`s), when each is
+        a settled cheap kind and the device would run inline now, i.e. when run_inline
+        would run every one of them (bar its retiming turn); else None.  For a
+        straight-line step's direct form (asyncflow.straight_line), which makes these
+        calls itself after this one check instead of asking per call."""
+        if _share_count or self._busy is not None:
+            return None
+        limit = SETTLED_FRACTION * INLINE_S
+        total = 0.0
+        for key in keys:
+            seconds = _MEASURED.get(key)
+            if seconds is None or seconds >= limit:
+                return None
+            total += seconds
+        return total
+
     async def compute(self, fn, *args, cost: float | None = None, seconds: float | None = None):
         """`fn(*args)`, inline when its estimated time is small, else on a worker.
 

@@ -21,7 +21,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.devices import host_pool
-from asyncflow.kernel_api import NOT_INLINE
+from asyncflow.kernel_api import NOT_INLINE, template
 from asyncflow.ops import blas
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import (
@@ -328,7 +328,46 @@ def _fused_matmul_inline(ctx):
     return fused
 
 
+def _fused_matmul_direct(ctx, avals):
+    """The kernel's direct form (kernel_api) for inputs of `avals`: the one call of
+    `_small_fused` its inline form makes for them, or None where that form leaves them
+    to the kernel."""
+    if getattr(ctx.device, "settled_seconds", None) is None or len(avals) != 3:
+        return None
+    if any(v is None for v in avals):
+        return None
+    (sa, da), (sb, db), (sbias, dbias) = avals
+    attrs = ctx.attrs
+    ta, tb, relu = attrs["transpose_a"], attrs["transpose_b"], attrs["relu"]
+    dtype = attrs["T"].np_dtype
+    if len(sa) != 2 or len(sb) != 2 or sa[0 if ta else 1] != sb[1 if tb else 0]:
+        return None
+    m, n = sa[1 if ta else 0], sb[0 if tb else 1]
+    if not (m * n < _DEFER_ELEMENTS and da == dtype and db == dtype and dbias == dtype):
+        return None
+    if not _bias_fits(template(sbias, dbias), m, n, attrs["add_type"] == "BiasAdd"):
+        return None
+    if ta or tb:
+
+        def fn(a, b, bias):
+            return _small_fused(a.T if ta else a, b.T if tb else b, bias, relu)
+
+    else:
+
+        def fn(a, b, bias):
+            return _small_fused(a, b, bias, relu)
+
+    args = (
+        template(sa[::-1] if ta else sa, da),
+        template(sb[::-1] if tb else sb, db),
+        template(sbias, dbias),
+        relu,
+    )
+    return fn, (_small_fused, args), [((m, n), np.dtype(dtype))]
+
+
 _fused_matmul.inline = _fused_matmul_inline
+_fused_matmul.direct = _fused_matmul_direct
 
 _ADD_KERNELS: dict = {}
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.kernel_api import NOT_INLINE
+from asyncflow.kernel_api import NOT_INLINE, template
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
 from asyncflow.ops.pooling_ops import max_pool_grad_relu
@@ -152,6 +152,9 @@ def _log_softmax(xp, x):
     return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+_DIRECT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _softmax_op(op_type: str, fn):
     op_def = register_op(
         op_type,
@@ -192,7 +195,26 @@ def _softmax_op(op_type: str, fn):
 
         return inline
 
+    def _direct(ctx, avals):
+        """The kernel's direct form (kernel_api), on a CPU: the kernel's one call for
+        float32/float64 logits of the attribute's dtype (nothing to cast after)."""
+        if getattr(ctx.device, "settled_seconds", None) is None or len(avals) != 1:
+            return None
+        aval = avals[0]
+        dtype = np.dtype(ctx.attrs["T"].np_dtype)
+        if aval is None or aval[1] != dtype or dtype not in _DIRECT_DTYPES:
+            return None
+        shape = aval[0]
+        if not shape or 0 in shape:
+            return None
+
+        def direct(logits):
+            return _quiet(np, fn, np, logits)
+
+        return direct, (_quiet, (np, fn, np, template(shape, dtype))), [(shape, dtype)]
+
     _kernel.inline = _inline
+    _kernel.direct = _direct
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
     return op_def
 

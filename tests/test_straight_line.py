@@ -195,6 +195,8 @@ async def test_inline_forms_take_over_once_the_device_settled_their_kinds(monkey
         return out
 
     monkeypatch.setattr(cpu.CPUDevice, "run_inline", counting)
+    # (each call through its inline form: no direct form, tested below)
+    monkeypatch.setattr(cpu.CPUDevice, "settled_seconds", lambda self, keys: None)
     rng = np.random.default_rng(1)
     x, probs, reference = _mlp(rng)
     async with af.Session() as s:
@@ -230,3 +232,133 @@ async def test_inline_forms_leave_what_they_do_not_handle_to_the_kernel():
         assert inline([[1.0, 2.0, 3.0]]) is NOT_INLINE  # not an array
         with pytest.raises(errors.InvalidArgumentError, match="1 dimension"):
             await f(np.float32(1.0))
+
+
+def _direct_runs(monkeypatch):
+    """Counts of the direct form's steps: taken, and left to the Program's path."""
+    from asyncflow import straight_line
+
+    runs = {"direct": 0, "program": 0}
+    real = straight_line._Direct.run
+
+    def counting(self, feed_values):
+        out = real(self, feed_values)
+        runs["program" if out is None else "direct"] += 1
+        return out
+
+    monkeypatch.setattr(straight_line._Direct, "run", counting)
+    return runs
+
+
+async def test_the_direct_form_runs_the_settled_calls_back_to_back(monkeypatch):
+    """Where the device has settled the step's kinds as cheap, a step of the MLP is its
+    calls back to back (no kernel, no inline form's run_inline), every RETIME_EVERY-th
+    step left to the Program's path; the results are the interpreter's, per feed shape."""
+    from asyncflow.devices import cpu
+
+    asked = []
+    monkeypatch.setattr(
+        cpu.CPUDevice, "settled_seconds", lambda self, keys: asked.append(keys) or 0.0
+    )
+    inline_calls = []
+    real = cpu.CPUDevice.run_inline
+    monkeypatch.setattr(
+        cpu.CPUDevice,
+        "run_inline",
+        lambda self, fn, args: inline_calls.append(fn) or real(self, fn, args),
+    )
+    runs = _direct_runs(monkeypatch)
+    rng = np.random.default_rng(2)
+    x, probs, reference = _mlp(rng)
+    steps = 2 * cpu.RETIME_EVERY
+    async with af.Session() as s:
+        await s.arun(af.global_variables_initializer())
+        f = s.make_async_callable({"p": probs, "x": x}, [x])
+        for rows in (1, 3):
+            xv = rng.standard_normal((rows, 6)).astype(np.float32)
+            want = await s.arun(probs, {x: xv})  # the interpreter
+            for _ in range(steps):
+                got = await f(xv)
+                np.testing.assert_array_equal(got["p"], want)
+                np.testing.assert_allclose(got["p"], reference(xv), rtol=1e-5, atol=1e-6)
+            got["x"][0, 0] = 99.0  # a fetched feed is still the caller's copy
+            assert xv[0, 0] != 99.0
+    # (every RETIME_EVERY-th step of each form: the Program's path, timed)
+    assert runs == {"direct": 2 * (steps - 2), "program": 2 * 2}
+    assert len(inline_calls) <= 3 * 2 * 2  # the retimed steps' products and softmax
+    keys = asked[0]  # the kinds asked about: the two products and the softmax
+    assert len(keys) == 3 and {k[0].__name__ for k in keys} == {"_small_fused", "_quiet"}
+
+
+def test_settled_seconds_is_run_inlines_decision_for_all_the_kinds(monkeypatch):
+    from asyncflow.devices import cpu
+
+    monkeypatch.setattr(cpu, "_MEASURED", {})
+    device = cpu.CPUDevice.__new__(cpu.CPUDevice)
+    device._busy = None
+    a = np.zeros((2, 3), np.float32)
+    k1, k2 = device.kind_key(np.add, (a, a)), device.kind_key(np.multiply, (a, a))
+    assert device.settled_seconds((k1, k2)) is None  # never measured
+    cpu._MEASURED[k1] = cpu._MEASURED[k2] = 1e-6
+    assert device.settled_seconds((k1, k2)) == pytest.approx(2e-6)
+    cpu._MEASURED[k2] = cpu.SETTLED_FRACTION * cpu.INLINE_S  # not settled: run_inline declines
+    assert device.settled_seconds((k1, k2)) is None
+    cpu._MEASURED[k2] = 1e-6
+    device._busy = object()  # its worker busy: nothing inline
+    assert device.settled_seconds((k1, k2)) is None
+
+
+async def test_the_direct_form_reads_variables_as_the_interpreter_does(monkeypatch):
+    """A fetched variable read is lent (a later assign leaves it alone); a variable that
+    changes shape sends the step to the Program's path and the form is built anew."""
+    from asyncflow.devices import cpu
+
+    monkeypatch.setattr(cpu.CPUDevice, "settled_seconds", lambda self, keys: 0.0)
+    runs = _direct_runs(monkeypatch)
+    w = af.Variable(np.array([[1.0, 2.0, 3.0]], np.float32), name="w", validate_shape=False)
+    probs = af.nn.softmax(w)
+
+    def softmax(z):
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    async with af.Session() as s:
+        await s.arun(w.initializer)
+        f = s.make_async_callable([probs, w])  # (w: its read, fetched)
+        for _ in range(3):
+            p, r = await f()
+        assert runs["direct"] >= 2
+        np.testing.assert_allclose(p, softmax(np.array([[1.0, 2.0, 3.0]])), rtol=1e-6)
+        await s.arun(w.assign(w * 2.0))
+        np.testing.assert_array_equal(r, [[1.0, 2.0, 3.0]])  # the earlier read kept its value
+        # w becomes 2x2: the direct form built for 1x3 no longer fits
+        w2 = np.array([[0.5, 1.0], [3.0, -1.0]], np.float32)
+        await s.arun(af.assign(w, w2, validate_shape=False))
+        before = dict(runs)
+        for _ in range(3):
+            p, r = await f()
+            np.testing.assert_allclose(p, softmax(w2), rtol=1e-6)
+            np.testing.assert_array_equal(r, w2)
+        assert runs["program"] > before["program"]  # the first step after the change
+        assert runs["direct"] > before["direct"]  # then built anew for the new shape
+
+
+async def test_a_failing_call_of_the_direct_form_is_worded_for_its_node(monkeypatch):
+    from asyncflow.devices import cpu
+    from asyncflow.ops import nn_ops
+
+    monkeypatch.setattr(cpu.CPUDevice, "settled_seconds", lambda self, keys: 0.0)
+    logits = af.placeholder(af.float32, [None, 3], name="logits")
+    probs = af.nn.softmax(logits, name="probs")
+    async with af.Session() as s:
+        f = s.make_async_callable(probs, [logits])
+        z = np.array([[1.0, 2.0, 3.0]], np.float32)
+        await f(z)
+
+        def broken(xp, x):
+            raise ValueError("boom")
+
+        monkeypatch.setattr(nn_ops, "_quiet", lambda xp, fn, *a: broken(*a))
+        with pytest.raises(errors.OpError) as info:
+            await f(z)
+        assert info.value.op is not None and info.value.op.name == "probs"
