@@ -140,3 +140,27 @@ def test_parse_example_declined_batches_keep_tf_behaviour(sess):
     bad = [_base(i) for i in range(4)] + [_base(x=(1.0,))]
     with pytest.raises(errors.InvalidArgumentError, match="Key: x, Index: 4"):
         sess.run(P.parse_example(af.constant(bad), spec))
+
+
+def test_the_layout_remembered_from_an_earlier_batch():
+    """A batch's layout is kept per record length for the next batch (T._CACHE): a
+    later batch of the same length but another map order, or another set of requested
+    features, still gets each record's own values."""
+    T._CACHE.clear()
+    first = [_base(i) for i in range(4)]
+    assert T.dense_batch(first, ["x", "y"], [2, 3], [[2], []])[1].tolist() == [0, 1, 2, 3]
+    assert len(T._CACHE) == 1
+    # the same layout: values from the remembered one
+    again = [_base(i, x=(float(i), 2.0)) for i in (7, 8)]
+    got = T.dense_batch(again, ["x", "y"], [2, 3], [[2], []])
+    assert got[0].tolist() == [[7, 2], [8, 2]] and got[1].tolist() == [7, 8]
+    # same length, keys in the other order: a layout of its own, then remembered
+    other = [_reordered(), _reordered()]
+    assert len(other[0]) == len(first[0])
+    got = T.dense_batch(other, ["x", "y"], [2, 3], [[2], []])
+    assert got[0].tolist() == [[1, 2]] * 2 and got[1].tolist() == [1, 1]
+    mixed = [_base(5), _reordered(), _base(6)]
+    got = T.dense_batch(mixed, ["x", "y"], [2, 3], [[2], []])
+    assert got[1].tolist() == [5, 1, 6]
+    # only one of the features asked for: the remembered layout still applies
+    assert T.dense_batch(first, ["y"], [3], [[]])[0].tolist() == [0, 1, 2, 3]
