@@ -40,9 +40,15 @@ def _run(python: str, backend: str, model: str, steps: int) -> dict | None:
             [*cmd, "--steps", str(steps)], capture_output=True, text=True, timeout=600, env=env
         )
     except subprocess.TimeoutExpired:
+        print(f"{backend} {model}: no result in 600 s", file=sys.stderr, flush=True)
         return None
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    return json.loads(lines[-1]) if lines else None
+    if not lines:  # say why the cell stays empty (TF's RNN cells without tf-keras, ...)
+        err = out.stderr.strip().splitlines()
+        why = err[-1] if err else f"exit status {out.returncode}"
+        print(f"{backend} {model}: no result: {why}", file=sys.stderr, flush=True)
+        return None
+    return json.loads(lines[-1])
 
 
 def main(argv=None) -> int:
