@@ -169,10 +169,21 @@ class StepContext:
     drivers run; Tasks created for suspended kernels inherit it).
     """
 
-    __slots__ = ("step_id", "serial", "rendezvous", "_on_failure", "failed", "error")
+    __slots__ = (
+        "step_id",
+        "serial",
+        "rendezvous",
+        "_on_failure",
+        "failed",
+        "error",
+        "temporaries",
+    )
 
     def __init__(self, step_id: int, rendezvous=None):
         self.step_id = step_id
+        # TF's per-step resource container: the TemporaryVariables of this step by
+        # var_name (None until the first); they end with the step.
+        self.temporaries: dict | None = None
         self.serial = next(_STEP_SERIALS)  # unique in the process (step ids are per session)
         self.rendezvous = rendezvous
         self._on_failure: list[Callable[[BaseException], None]] | None = None
@@ -199,8 +210,10 @@ class StepContext:
 
     def close(self) -> None:
         """The step is over: drop the undo callbacks (and what they hold, e.g. the
-        elements a Dequeue would put back), which only a failure would have run."""
+        elements a Dequeue would put back), which only a failure would have run, and
+        the step's temporary variables."""
         self._on_failure = None
+        self.temporaries = None
 
     def run_failure_callbacks(self, error: BaseException) -> None:
         self.failed = True

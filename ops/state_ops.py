@@ -43,6 +43,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.kernel_api import current_step
 from asyncflow.ops.math_helpers import scatter_at
 from asyncflow.registry import (
     ANY,
@@ -58,6 +59,8 @@ __all__ = [
     "VarRef",
     "variable_op_v2",
     "variable_op",
+    "temporary_variable",
+    "destroy_temporary_variable",
     "assign",
     "assign_add",
     "assign_sub",
@@ -411,13 +414,111 @@ def variable_op(shape, dtype, name="Variable", set_shape=True, container="", sha
     return ops.apply_op("Variable", [], attrs, name=name).outputs[0]
 
 
+# -- TemporaryVariable / DestroyTemporaryVariable --------------------------------------
+# TF1's step-scoped ref variables: a TemporaryVariable lives in its step's container under
+# `var_name` (the op's name when empty) until DestroyTemporaryVariable hands back its value
+# or the step ends.
+
+
+def _step_temporaries(op_type: str) -> dict:
+    sctx = current_step()
+    if sctx is None:
+        raise errors.InternalError(None, None, f"{op_type} runs only inside a step")
+    if sctx.temporaries is None:
+        sctx.temporaries = {}
+    return sctx.temporaries
+
+
+def _temporary_path(name: str) -> str:
+    """The name TF's messages give a temporary variable (its step container's)."""
+    return f"__per_step_{current_step().step_id}/{name}/frame:0/iter:0/TemporaryVariable"
+
+
+TemporaryVariable = register_op(
+    "TemporaryVariable",
+    outputs=["ref: Ref(dtype)"],
+    attrs={"shape": REQUIRED, "dtype": ANY, "var_name": ""},
+    shape_fn=lambda op: [tensor_shape.as_shape(op._attr("shape"))],
+    stateful=True,
+)
+NotDifferentiable("TemporaryVariable")
+
+
+@TemporaryVariable.kernel()
+async def _temporary_variable(ctx):
+    attrs = ctx.attrs
+    name = attrs["var_name"] or ctx.op.name
+    temps = _step_temporaries("TemporaryVariable")
+    if name in temps:
+        raise errors.AlreadyExistsError(
+            None, None, f"Resource {_temporary_path(name)} already exists."
+        )
+    shape = tensor_shape.as_shape(attrs["shape"])
+    if not shape.is_fully_defined():
+        raise errors.InvalidArgumentError(
+            None, None, f"TemporaryVariable {name} needs a fully defined shape, got {shape}"
+        )
+    # TF allocates the buffer uninitialised; reading it before an Assign is allowed.
+    dtype = dtypes.as_dtype(attrs["dtype"])
+    ref = VarRef(dtype, shape, name)
+    ref.assign(ctx.xp.zeros(shape.as_list(), dtype.as_numpy_dtype), False, ctx.xp)
+    temps[name] = ref
+    return ref
+
+
+def _destroy_temporary_shape(op):
+    if not op._attr("var_name"):
+        raise ValueError("DestroyTemporaryVariable: var_name must not be empty")
+    return [op.inputs[0].shape]
+
+
+DestroyTemporaryVariable = register_op(
+    "DestroyTemporaryVariable",
+    inputs=["ref: Ref(T)"],
+    outputs=["value: T"],
+    attrs={"T": ANY, "var_name": REQUIRED},
+    shape_fn=_destroy_temporary_shape,
+    stateful=True,
+)
+NotDifferentiable("DestroyTemporaryVariable")
+
+
+@DestroyTemporaryVariable.kernel()
+async def _destroy_temporary_variable(ctx, ref):
+    name = ctx.attrs["var_name"]
+    temps = _step_temporaries("DestroyTemporaryVariable")
+    if temps.pop(name, None) is None:
+        raise errors.NotFoundError(None, None, f"Resource {_temporary_path(name)} does not exist.")
+    return ref.read().copy()
+
+
+def temporary_variable(shape, dtype, var_name="", name=None):
+    """A step-scoped ref variable (TF's `gen_state_ops.temporary_variable`)."""
+    attrs = {"shape": tensor_shape.as_shape(shape), "dtype": dtypes.as_dtype(dtype)}
+    attrs["var_name"] = var_name
+    return ops.apply_op("TemporaryVariable", [], attrs, name=name).outputs[0]
+
+
+def destroy_temporary_variable(ref, var_name, name=None):
+    """The value of temporary variable `var_name`, which ends it (TF's
+    `gen_state_ops.destroy_temporary_variable`).
+
+    Raises (when run):
+      NotFoundError: no temporary variable of that name in this step.
+    """
+    attrs = {"var_name": var_name}
+    return ops.apply_op("DestroyTemporaryVariable", [ref], attrs, name=name).outputs[0]
+
+
 # -- Assign -----------------------------------------------------------------------------
 
 
 def _assign_shape(op):
+    # TF: validate_shape merges both shapes (a variable of known shape assigned a value
+    # of unknown shape keeps its shape); without it, the value's shape.
     ref, value = op.inputs[0].shape, op.inputs[1].shape
     if op._attr("validate_shape"):
-        ref.merge_with(value)
+        return [ref.merge_with(value)]
     return [value]
 
 

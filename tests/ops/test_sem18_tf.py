@@ -3,13 +3,15 @@ errors recorded from TF 2.21 (tests/fixtures/record_sem18_tf.py over
 tests/fixtures/sem18_cases.py): bitwise ops, Xlogy/Xdivy/Xlog1py, ConcatOffset, the
 identity initializer, Merge's named output, and the error class (and stage) TF gives
 for a conv window larger than its input, a bad accumulator reduction, a shuffle queue
-whose min_after_dequeue reaches its capacity."""
+whose min_after_dequeue reaches its capacity; TF1's step-scoped TemporaryVariable and
+the static shape of Assign."""
 
 from __future__ import annotations
 
 import builtins
 import json
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -88,7 +90,11 @@ def test_errors_match_tf(key):
     with pytest.raises(errors.OpError) as info:
         _run(t)
     assert type(info.value).__name__ == want["class"]
-    assert info.value.message.startswith(want["message"]), (info.value.message, want)
+    got, expected = info.value.message, want["message"]
+    if expected.startswith("Resource __per_step_"):  # step ids differ; C++ type names
+        got, expected = (re.sub(r"__per_step_\d+", "__per_step_", m) for m in (got, expected))
+        expected = expected[: expected.index("iter:0/") + len("iter:0/")]
+    assert got.startswith(expected), (info.value.message, want)
 
 
 def test_merge_output_is_named_and_unpacks():
