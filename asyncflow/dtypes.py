@@ -24,8 +24,29 @@ try:  # Optional: provides a NumPy bfloat16 scalar type.
     _BFLOAT16_NP: Any = _ml_dtypes.bfloat16
     _BFLOAT16_IMPORT_ERROR: Exception | None = None
 except ImportError as _exc:  # pragma: no cover - depends on the environment
+    _ml_dtypes = None
     _BFLOAT16_NP = None
     _BFLOAT16_IMPORT_ERROR = _exc
+
+
+def _ml_type(name: str) -> Any:
+    """ml_dtypes' NumPy type `name` (TF's narrow types), None without it."""
+    return getattr(_ml_dtypes, name, None)
+
+
+def _finfo(np_type):
+    """np.finfo, or ml_dtypes' for its own floating types (which NumPy's refuses)."""
+    try:
+        return np.finfo(np_type)
+    except ValueError:
+        return _ml_dtypes.finfo(np_type)
+
+
+def _iinfo(np_type):
+    try:
+        return np.iinfo(np_type)
+    except ValueError:
+        return _ml_dtypes.iinfo(np_type)
 
 
 class DType:
@@ -124,9 +145,9 @@ class DType:
         if self.is_quantized:
             raise TypeError(f"Cannot find minimum value of {self!r} with quantized type.")
         if self.is_floating:
-            return float(np.finfo(self.as_numpy_dtype).min)
+            return float(_finfo(self.as_numpy_dtype).min)
         if self.is_integer:
-            return int(np.iinfo(self._np).min)
+            return int(_iinfo(self._np).min)
         raise TypeError(f"Cannot find minimum value of {self!r}.")
 
     @property
@@ -139,9 +160,9 @@ class DType:
         if self.is_quantized:
             raise TypeError(f"Cannot find maximum value of {self!r} with quantized type.")
         if self.is_floating:
-            return float(np.finfo(self.as_numpy_dtype).max)
+            return float(_finfo(self.as_numpy_dtype).max)
         if self.is_integer:
-            return int(np.iinfo(self._np).max)
+            return int(_iinfo(self._np).max)
         raise TypeError(f"Cannot find maximum value of {self!r}.")
 
     @property
@@ -210,6 +231,11 @@ quint8 = DType(12, "quint8", np.dtype([("quint8", np.uint8)]))
 qint32 = DType(13, "qint32", np.dtype([("qint32", np.int32)]))
 qint16 = DType(15, "qint16", np.dtype([("qint16", np.int16)]))
 quint16 = DType(16, "quint16", np.dtype([("quint16", np.uint16)]))
+# TF's narrow types (8-bit floats, 4-bit integers: one byte per element), ml_dtypes'.
+float8_e5m2 = DType(24, "float8_e5m2", _ml_type("float8_e5m2"))
+float8_e4m3fn = DType(25, "float8_e4m3fn", _ml_type("float8_e4m3fn"))
+int4 = DType(29, "int4", _ml_type("int4"))
+uint4 = DType(30, "uint4", _ml_type("uint4"))
 # Handles: no NumPy type (as_numpy_dtype raises TypeError).
 resource = DType(20, "resource", None)
 variant = DType(21, "variant", None)
@@ -218,11 +244,12 @@ _ALL = (
     float16, bfloat16, float32, float64, int8, int16, int32, int64,
     uint8, uint16, uint32, uint64, bool_, string, complex64, complex128,
     qint8, quint8, qint32, qint16, quint16, resource, variant,
+    float8_e5m2, float8_e4m3fn, int4, uint4,
 )  # fmt: skip
 _QUANTIZED = frozenset((qint8, quint8, qint32, qint16, quint16))
-_FLOATING = frozenset((float16, bfloat16, float32, float64))
-_SIGNED = frozenset((int8, int16, int32, int64))
-_UNSIGNED = frozenset((uint8, uint16, uint32, uint64))
+_FLOATING = frozenset((float16, bfloat16, float32, float64, float8_e5m2, float8_e4m3fn))
+_SIGNED = frozenset((int8, int16, int32, int64, int4))
+_UNSIGNED = frozenset((uint8, uint16, uint32, uint64, uint4))
 _REF_OF = {d: DType(d._enum + 100, d._name + "_ref", d._np, base=d) for d in _ALL}
 _BY_ENUM = {d.as_datatype_enum: d for d in (*_ALL, *_REF_OF.values())}
 _BY_NAME: dict[str, DType] = {d.name: d for d in (*_ALL, *_REF_OF.values())}

@@ -638,8 +638,19 @@ Split = register_op(
 )  # fmt: skip
 
 
+def _split_sizes_error(sizes):
+    """TF's message for a size below -1 (the first), or None."""
+    for i, s in enumerate(sizes):
+        if s < -1:
+            return f"Split size at index {i} must be >= 0. Got: {s}"
+    return None
+
+
 def _check_split_dim(x, axis):
-    axis = int(axis)
+    axis = np.asarray(axis)
+    if axis.size != 1:
+        raise _invalid("split_dim_tensor must have exactly one element.")
+    axis = int(axis.reshape(()))
     if not -x.ndim <= axis < x.ndim:
         raise _invalid(
             f"-input rank(-{x.ndim}) <= split_dim < input rank ({x.ndim}), but got {axis}"
@@ -679,6 +690,8 @@ def _splitv_shape(op):
     sizes = sizes.reshape(-1).tolist()
     if len(sizes) != n:
         raise ValueError("Length of size_splits should be equal to num_outputs")
+    if _split_sizes_error(sizes):
+        raise ValueError(_split_sizes_error(sizes))
     if sizes.count(-1) > 1:
         raise ValueError("size_splits can only have one -1")
     total = sum(s for s in sizes if s != -1)
@@ -712,6 +725,8 @@ async def _split_v(ctx, x, sizes, axis):
             f"{sizes.ndim} -D and {sizes.size} elements"
         )
     sizes = sizes.tolist()
+    if _split_sizes_error(sizes):
+        raise _invalid(_split_sizes_error(sizes))
     if sizes.count(-1) > 1:
         raise _invalid("There can only be one -1 in the input.")
     total = sum(s for s in sizes if s != -1)
@@ -749,7 +764,7 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
         if size_splits.shape.ndims is not None:
             num = size_splits.shape[0].value
         if num is None:
-            raise ValueError(f"Cannot infer num from shape {num_or_size_splits}")
+            raise ValueError(f"Cannot infer argument `num` from shape {num_or_size_splits}")
     attrs = {"num_split": int(num)}
     return list(apply("SplitV", [value, size_splits, axis], attrs, name=name).outputs)
 
