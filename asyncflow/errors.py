@@ -155,3 +155,8 @@ def exception_type_from_error_code(error_code: int) -> type[OpError]:
 def error_code_from_exception_type(cls: type[OpError]) -> int:
     """Returns the canonical code of an ``OpError`` subclass; UNKNOWN for others."""
     return _EXCEPTION_CLASS_TO_CODE.get(cls, UNKNOWN)
+
+
+class OperatorNotAllowedInGraphError(TypeError):
+    """A Python operation on a symbolic Tensor that graph mode cannot do (TF's:
+    iterating over a Tensor whose first dimension is not known)."""

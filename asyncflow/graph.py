@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from asyncflow import device_spec, dtypes, tensor_shape
+from asyncflow import device_spec, dtypes, errors, tensor_shape
 from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def
 
 __all__ = [
@@ -198,8 +198,9 @@ class Tensor:
     def __iter__(self) -> Iterator[Tensor]:
         shape = self._shape
         if shape.ndims is None or shape.ndims == 0 or shape[0].value is None:
-            raise TypeError(
-                f"Tensor objects are only iterable when the first dimension is known: {self}"
+            raise errors.OperatorNotAllowedInGraphError(
+                "Iterating over a symbolic `tf.Tensor` is not allowed: its first dimension "
+                f"is not known ({self})"
             )
         for i in range(shape[0].value):
             yield self[i]

@@ -129,17 +129,20 @@ def _slice_shape(op):
         return [partial]
     dims = _dims(x_shape) or [None] * len(size)
     out = []
+    # As TF's shape function: sizes are taken as given (the kernel checks them against
+    # the input), a -1 takes the rest of a known dimension.
     for i, (s, d) in enumerate(zip(size.tolist(), dims, strict=True)):
         b = None if begin is None else int(begin[i])
-        if b is not None and (b < 0 or (d is not None and b > d)):
-            raise ValueError(f"Expected begin[{i}] in [0, {d}], but got {b}")
         if s == -1:
+            if b is not None and d is not None and d - b < 0:
+                raise ValueError(
+                    f"Negative dimension size caused by subtracting {b} from {d} for "
+                    f"'{op.name}' (op: 'Slice')"
+                )
             out.append(None if b is None or d is None else d - b)
             continue
         if s < 0:
             raise ValueError(f"Expected size[{i}] >= -1, but got {s}")
-        if d is not None and b is not None and b + s > d:
-            raise ValueError(f"Expected size[{i}] in [0, {d - b}], but got {s}")
         out.append(int(s))
     return [out]
 

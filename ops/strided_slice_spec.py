@@ -50,6 +50,8 @@ def _dense_spec(rank, begin, end, strides, begin_mask, end_mask, ellipsis_mask, 
             gather.append(_NEW_AXIS)
         else:
             if full == rank:
+                if rank == 0:
+                    raise SliceError("Attempting to slice scalar input.")
                 raise SliceError(
                     f"Index out of range using input dim {full}; input has only {rank} dims"
                 )

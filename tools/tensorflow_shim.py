@@ -273,6 +273,9 @@ def _extra_tables():
         "gradients_impl": {"gradients": af.gradients},
         "gradients": {"gradients": af.gradients},
         "context": context,
+        # tf.function called in graph mode: the Python function runs where it is called
+        # (asyncflow has no function tracing; graph mode builds into the default graph).
+        "def_function": {"function": _graph_function},
         "compat": {
             "as_bytes": _as_bytes,
             "as_text": _as_text,
@@ -351,6 +354,11 @@ def _v2_max_error(grad1, grad2):
         if np.size(a):
             err = max(err, float(np.max(np.abs(np.asarray(a) - np.asarray(b)))))
     return err
+
+
+def _graph_function(func=None, **_kwargs):
+    """`def_function.function` for graph-mode cases: the function itself."""
+    return func if func is not None else (lambda f: f)
 
 
 def _no_eager():

@@ -607,12 +607,12 @@ BUILD_ERRORS = [
         "splitv_num",
         lambda: A.split(np.zeros(4), A.placeholder(dtypes.int32, [None])),
         ValueError,
-        "Cannot infer num",
+        "Cannot infer argument `num`",
     ),
     ("stack_shapes", lambda: A.stack([_p([2]), _p([3])], axis=1), ValueError, "Shapes"),
     ("unstack_num", lambda: A.unstack(_p([None, 2])), ValueError, "Cannot infer num"),
     ("unstack_dim", lambda: A.unstack(_p([3, 2]), num=2), ValueError, "Dimension must be 2"),
-    ("slice_size", lambda: A.slice(np.zeros((3, 3)), [1, 1], [3, 1]), ValueError, "size\\[0\\]"),
+    # (A size past the input is the kernel's error, not the shape function's, as TF.)
     (
         "gather_axis",
         lambda: A.gather(np.zeros((3, 3)), [0], axis=2),

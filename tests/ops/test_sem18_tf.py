@@ -133,3 +133,13 @@ def test_stateless_draws_depend_only_on_seed():
     assert abs(nv.mean()) < 0.15 and abs(nv.std() - 1) < 0.1
     assert np.abs(tv).max() <= 6.0
     assert iv.min() >= -3 and iv.max() < 4 and iv.dtype == np.int32
+
+
+def test_iterating_a_tensor_of_unknown_length_is_not_allowed_in_graph():
+    # TF 2.21: OperatorNotAllowedInGraphError (a TypeError), "Iterating over a symbolic
+    # `tf.Tensor` is not allowed ..."; a known first dimension still unpacks (TF1).
+    assert issubclass(errors.OperatorNotAllowedInGraphError, TypeError)
+    with pytest.raises(errors.OperatorNotAllowedInGraphError, match="Iterating over a symbolic"):
+        iter(af.constant(5.0)).__next__()
+    a, b = af.constant([1, 2])
+    assert _run(b) == 2
