@@ -46,7 +46,7 @@ print-gpu-tests:
 	@echo $(GPU_TESTS) $(GPU_DESELECT)
 
 lint: setup
-	$(BIN)/ruff check asyncflow ops devices tests benchmarks examples
+	$(BIN)/ruff check asyncflow ops devices tests benchmarks examples tools
 
 bench: setup
 	$(BIN)/python benchmarks/run.py

@@ -101,7 +101,10 @@ def test_fetched_products_stay_valid_across_steps():
         b = af.placeholder(af.float32, [1, 1024])
         product = af.matmul(a, b)  # 8 MiB
     rng = np.random.RandomState(0)
-    feeds = [(rng.rand(2048, 1).astype(np.float32), rng.rand(1, 1024).astype(np.float32)) for _ in range(3)]
+    feeds = [
+        (rng.rand(2048, 1).astype(np.float32), rng.rand(1, 1024).astype(np.float32))
+        for _ in range(3)
+    ]
     with af.Session(graph=graph) as sess:
         kept = []
         for x, y in feeds:

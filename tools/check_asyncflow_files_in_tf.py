@@ -5,9 +5,10 @@ Two halves, two interpreters (TF is never a dependency of asyncflow or its tests
   /work/tfvenv/bin/python tools/check_asyncflow_files_in_tf.py check DIR   # TF 2.21 reads
 `write` leaves in DIR a GraphDef (binary and text), a training checkpoint with its
 meta graph, a SavedModel with a serving signature, a SavedModel with an asset its main
-op reads, a frozen graph, and expected.json with asyncflow's numbers; `check` loads each with TF's own APIs (tf.import_graph_def,
-tf.train.import_meta_graph + Saver.restore, tf.train.load_checkpoint,
-tf.saved_model.loader.load) and compares.  The result is recorded in docs/FORMATS.md.
+op reads, a frozen graph, and expected.json with asyncflow's numbers; `check` loads each
+with TF's own APIs (tf.import_graph_def, tf.train.import_meta_graph + Saver.restore,
+tf.train.load_checkpoint, tf.saved_model.loader.load) and compares.  The result is
+recorded in docs/FORMATS.md.
 """
 
 import json
