@@ -11,8 +11,10 @@ backends, alternating, and prints the table of ratios.
 The models are the tutorial programs the issue measured, at their shapes: the sigmoid
 autoencoder (784-256-128, RMSProp, batch 256), a VAE (784-512-20), a GAN (two
 optimizers), an LSTM over 28 unrolled steps (static_rnn, 128 hidden, batch 128) and its
-dynamic_rnn form, the ReLU MLP (784-512-512-10, SGD, batch 128), and Adam / RMSProp /
-Momentum applied to ~1M parameters.
+dynamic_rnn form, a bidirectional LSTM (static_bidirectional_rnn, 128 hidden each way),
+the ReLU MLP (784-512-512-10, SGD, batch 128), the LeNet CNN (two 5x5 convolutions of
+32 and 64 channels with 2x2 max pooling, 1024 dense, batch 64, Adam), and Adam /
+RMSProp / Momentum applied to ~1M parameters.
 """
 
 from __future__ import annotations
@@ -148,6 +150,52 @@ def lstm_dynamic(tf, rng):
     return _lstm(tf, rng, dynamic=True)
 
 
+def bilstm(tf, rng):
+    """The tutorial's bidirectional LSTM: 28 unrolled steps each way, 128 hidden, batch 128."""
+    x = tf.placeholder(tf.float32, [None, 28, 28])
+    y = tf.placeholder(tf.int64, [None])
+    fw, bw = tf.nn.rnn_cell.BasicLSTMCell(128), tf.nn.rnn_cell.BasicLSTMCell(128)
+    outputs, _, _ = tf.nn.static_bidirectional_rnn(fw, bw, tf.unstack(x, 28, 1), dtype=tf.float32)
+    w = tf.Variable(rng.standard_normal((256, 10)).astype(np.float32) * 0.05)
+    b = tf.Variable(np.zeros(10, np.float32))
+    logits = tf.matmul(outputs[-1], w) + b
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    train = tf.train.AdamOptimizer(0.001).minimize(loss)
+    return (
+        [x, y],
+        train,
+        loss,
+        lambda: [rng.random((128, 28, 28), np.float32), rng.integers(0, 10, 128)],
+    )
+
+
+def cnn(tf, rng):
+    """LeNet as the tutorial CNN and benchmarks/conv_bench.py --full build it, with Adam."""
+    x = tf.placeholder(tf.float32, [None, 28, 28, 1])
+    y = tf.placeholder(tf.int64, [None])
+
+    def var(shape, scale):
+        return tf.Variable(rng.normal(0, scale, shape).astype(np.float32))
+
+    def conv_pool(h, w, b):
+        h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(h, w, [1, 1, 1, 1], "SAME"), b))
+        return tf.nn.max_pool(h, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+
+    h = conv_pool(x, var([5, 5, 1, 32], 0.1), var([32], 0.1))
+    h = conv_pool(h, var([5, 5, 32, 64], 0.03), var([64], 0.1))
+    h = tf.reshape(h, [-1, 7 * 7 * 64])
+    h = tf.nn.relu(tf.matmul(h, var([7 * 7 * 64, 1024], 0.01)) + var([1024], 0.01))
+    logits = tf.matmul(h, var([1024, 10], 0.03)) + var([10], 0.01)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    train = tf.train.AdamOptimizer(1e-4).minimize(loss)
+    return (
+        [x, y],
+        train,
+        loss,
+        lambda: [rng.random((64, 28, 28, 1), np.float32), rng.integers(0, 10, 64)],
+    )
+
+
 def mlp(tf, rng):
     x = tf.placeholder(tf.float32, [None, 784])
     y = tf.placeholder(tf.int64, [None])
@@ -183,7 +231,9 @@ MODELS = {
     "gan": gan,
     "lstm_static": lstm_static,
     "lstm_dynamic": lstm_dynamic,
+    "bilstm": bilstm,
     "mlp": mlp,
+    "cnn": cnn,
     "adam_1m": _optimizer_only(lambda tf: tf.train.AdamOptimizer(0.001)),
     "rmsprop_1m": _optimizer_only(lambda tf: tf.train.RMSPropOptimizer(0.001)),
     "momentum_1m": _optimizer_only(lambda tf: tf.train.MomentumOptimizer(0.01, 0.9)),
