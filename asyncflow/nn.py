@@ -6,6 +6,7 @@ from asyncflow.ops import (
     conv3d_ops,
     conv_ops,
     conv_pool_nd,
+    ctc_ops,
     dilation_ops,
     nn_impl,
     nn_ops,
@@ -36,6 +37,7 @@ for _m in (
     nn_impl,
     candidate_sampling_ops,
     nn_composites,
+    ctc_ops,
 ):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)

@@ -12,6 +12,7 @@ from asyncflow.ops import (  # noqa: F401
     conv3d_ops,
     conv_ops,
     conv_pool_nd,
+    ctc_ops,
     data_flow_ops,
     data_flow_stack_ops,
     dataset_ops,
