@@ -375,6 +375,7 @@ class BaseSession:
         self._config = config if config is not None else ConfigProto()
         self._target = target or ""
         self._closed = False
+        self._close_hooks: list = []  # called at close (tf.data's input workers)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._worker = worker_for_target(self._target, self._config, _local_worker)
@@ -696,6 +697,9 @@ class BaseSession:
                     loop.call_soon_threadsafe(cancel_all)
             else:
                 loop.call_soon_threadsafe(cancel_all)
+        for hook in self._close_hooks:
+            hook()
+        self._close_hooks.clear()
         self._master.close()
         self._worker.close()  # the session's own (local devices, or connections to tasks)
         if self._shares_cores:

@@ -243,7 +243,10 @@ async def _cache(ctx, ds, filename):
 
 
 async def _prefetch(ctx, ds, buffer_size):
-    return _handle(pl.Prefetch(_ds(ds), int(buffer_size)))
+    value = pl.Prefetch(_ds(ds), int(buffer_size))
+    if pl.PREFETCH_HOOK is not None:
+        value = pl.PREFETCH_HOOK(ctx, value)
+    return _handle(value)
 
 
 _IN = "input_dataset: string"

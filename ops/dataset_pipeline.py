@@ -50,6 +50,9 @@ _CRC_GIL_FREE = crc32c_gil_free()  # None with the pure-Python CRC
 # fetches)` -> an async `call(feed_values) -> outputs` that skips arun's per-call feed
 # and fetch processing, or None to use `session.arun`.
 FUNCTION_CALLER = None
+# Set by asyncflow.data: `hook(ctx, prefetch)` -> the DatasetValue a PrefetchDataset
+# kernel returns (`prefetch` itself, or its form on an input worker process).
+PREFETCH_HOOK = None
 
 
 class Env:

@@ -8,6 +8,7 @@ ops/dataset_pipeline.py.
 """
 
 from asyncflow.data import experimental
+from asyncflow.data import remote as _remote
 from asyncflow.data.calls import function_caller as _function_caller
 from asyncflow.data.dataset import (
     AUTOTUNE,
@@ -29,6 +30,7 @@ from asyncflow.data.iterator import (
 from asyncflow.ops import dataset_pipeline as _pipeline
 
 _pipeline.FUNCTION_CALLER = _function_caller
+_pipeline.PREFETCH_HOOK = _remote.prefetch_hook
 
 
 class Options:

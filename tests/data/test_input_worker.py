@@ -1,0 +1,256 @@
+"""tf.data's input worker process (asyncflow/data/remote.py): a pure TFRecord -> parse
+-> map -> shuffle -> batch -> prefetch pipeline run in another process gives the
+elements the in-process pipeline gives, in its order, with its errors; the worker and
+its shared-memory segments are gone after the iterator's session closes or the parent
+dies; pipelines with anything else stay in-process."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import errors, python_io
+from asyncflow.data import remote
+
+pytestmark = pytest.mark.timeout(180)
+
+SPEC = {"x": af.FixedLenFeature([3], af.float32), "y": af.FixedLenFeature([], af.int64)}
+
+
+def _write(path, rows, corrupt=False):
+    from asyncflow import example_pb as pb
+
+    with python_io.TFRecordWriter(str(path)) as w:
+        for x, y in rows:
+            ex = pb.Example(
+                features=pb.Features(
+                    feature={
+                        "x": pb.Feature(float_list=pb.FloatList(value=list(x))),
+                        "y": pb.Feature(int64_list=pb.Int64List(value=[y])),
+                    }
+                )
+            )
+            w.write(ex.SerializeToString())
+    if corrupt:
+        data = bytearray(path.read_bytes())
+        data[len(data) * 2 // 3] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("worker")
+    rng = np.random.RandomState(3)
+    paths = []
+    for f in range(3):
+        p = d / f"part-{f}.tfrecord"
+        _write(p, [(rng.randn(3), f * 100 + i) for i in range(100)])
+        paths.append(str(p))
+    return paths
+
+
+def _pipeline(paths, spec=SPEC, batch=16):
+    ds = af.data.TFRecordDataset(paths).shuffle(40, seed=7).batch(batch)
+    ds = ds.map(lambda r: af.parse_example(r, spec)).map(lambda f: (f["x"] * 0.5, f["y"]))
+    return ds.prefetch(2)
+
+
+def _passes(paths, mode, monkeypatch, n=2, make=_pipeline):
+    """`n` passes of an initializable iterator; (elements per pass, worker pids)."""
+    monkeypatch.setattr(remote, "MODE", mode)
+    before = remote.STATS["remote_passes"]
+    g = af.Graph()
+    with g.as_default():
+        it = make(paths).make_initializable_iterator()
+        nxt = it.get_next()
+    out = []
+    with af.Session(graph=g) as sess:
+        for _ in range(n):
+            sess.run(it.initializer)
+            got = []
+            while True:
+                try:
+                    got.append(sess.run(nxt))
+                except errors.OutOfRangeError:
+                    break
+            with pytest.raises(errors.OutOfRangeError):  # and again at the end
+                sess.run(nxt)
+            out.append(got)
+        pids = remote.worker_pids()
+    return out, pids, remote.STATS["remote_passes"] - before
+
+
+def _gone(pid, timeout=20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _segments(pid) -> list:
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"afds_{pid}_")]
+
+
+def _same(a, b):
+    assert len(a) == len(b)
+    for (xa, ya), (xb, yb) in zip(a, b):
+        assert xa.dtype == xb.dtype and ya.dtype == yb.dtype
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm") or not os.path.isdir("/proc"), reason="Linux")
+def test_worker_gives_the_in_process_order_and_cleans_up(files, monkeypatch):
+    local, _, remote_passes = _passes(files, "0", monkeypatch)
+    assert remote_passes == 0
+    got, pids, remote_passes = _passes(files, "always", monkeypatch, n=3)
+    assert remote_passes == 3 and len(pids) == 1
+    for p in got:
+        _same(p, local[0])  # each pass: the in-process pass's elements, in its order
+    ys = np.concatenate([y for _, y in got[0]])
+    assert sorted(ys.tolist()) == [f * 100 + i for f in range(3) for i in range(100)]
+    assert [len(y) for _, y in got[0]] == [16] * 18 + [12]
+    # Session.close ended the worker; its segments are unlinked.
+    assert _gone(pids[0])
+    assert _segments(pids[0]) == []
+
+
+def test_reinitialized_mid_pass_and_auto_mode(files, monkeypatch):
+    local, _, _ = _passes(files, "0", monkeypatch, n=1)
+    monkeypatch.setattr(remote, "MODE", "always")
+    g = af.Graph()
+    with g.as_default():
+        it = _pipeline(files).make_initializable_iterator()
+        nxt = it.get_next()
+    with af.Session(graph=g) as sess:
+        sess.run(it.initializer)
+        sess.run(nxt)
+        sess.run(nxt)  # abandoned after two elements
+        sess.run(it.initializer)
+        got = []
+        while True:
+            try:
+                got.append(sess.run(nxt))
+            except errors.OutOfRangeError:
+                break
+        _same(got, local[0])
+        # auto: a pass starts in the worker when it is ready, without waiting.
+        monkeypatch.setattr(remote, "MODE", "auto")
+        (pid,) = remote.worker_pids()
+        sess.run(it.initializer)
+        _same([sess.run(nxt) for _ in range(3)], local[0][:3])
+    assert _gone(pid)
+
+
+def test_errors_reach_get_next_as_in_process(tmp_path, monkeypatch):
+    rng = np.random.RandomState(0)
+    bad = tmp_path / "bad.tfrecord"
+    _write(bad, [(rng.randn(3), i) for i in range(200)], corrupt=True)
+    spec = dict(SPEC, x=af.FixedLenFeature([4], af.float32))  # records hold 3 values
+
+    def unshuffled(paths, spec=SPEC):
+        ds = af.data.TFRecordDataset(paths).batch(16)
+        return ds.map(lambda r: af.parse_example(r, spec)).map(lambda f: (f["x"], f["y"]))
+
+    def both(make):
+        res = []
+        for mode in ("0", "always"):
+            monkeypatch.setattr(remote, "MODE", mode)
+            g = af.Graph()
+            with g.as_default():
+                nxt = make().make_one_shot_iterator().get_next()
+            got = []
+            with af.Session(graph=g) as sess:
+                with pytest.raises(errors.OpError) as e:
+                    for _ in range(100):
+                        got.append(sess.run(nxt))
+            res.append((got, type(e.value), e.value.message))
+        return res
+
+    before = remote.STATS["remote_passes"]
+    (g0, c0, m0), (g1, c1, m1) = both(lambda: unshuffled([str(bad)]).prefetch(2))
+    assert c0 is c1 is errors.DataLossError and m1.split("\n")[0] == m0.split("\n")[0]
+    assert 3 < len(g1) == len(g0) < 13  # the good records' batches first
+    _same(g1, g0)
+    good = tmp_path / "good.tfrecord"
+    _write(good, [(rng.randn(3), i) for i in range(40)])
+    (g0, c0, m0), (g1, c1, m1) = both(lambda: unshuffled([str(good)], spec).prefetch(2))
+    assert c0 is c1 is errors.InvalidArgumentError and g0 == g1 == []
+    assert m1.split("\n")[0] == m0.split("\n")[0]
+    assert remote.STATS["remote_passes"] - before == 2
+
+
+def test_ineligible_pipelines_stay_in_process(files, monkeypatch):
+    spawned = remote.STATS["spawned"]
+    monkeypatch.setattr(remote, "MODE", "always")
+    strings = {"y": af.FixedLenFeature([], af.int64), "x": af.FixedLenFeature([3], af.float32)}
+
+    def random_map(paths):
+        ds = af.data.TFRecordDataset(paths).batch(8)
+        ds = ds.map(lambda r: af.parse_example(r, strings)["x"] + af.random_uniform([3]))
+        return ds.prefetch(1)
+
+    def string_out(paths):
+        return af.data.TFRecordDataset(paths).batch(8).prefetch(1)
+
+    def captured(paths):
+        k = af.placeholder_with_default(np.float32(2), [])
+        ds = af.data.TFRecordDataset(paths).batch(8)
+        return ds.map(lambda r: af.parse_example(r, strings)["x"] * k).prefetch(1)
+
+    for make in (random_map, string_out, captured):
+        g = af.Graph()
+        with g.as_default():
+            nxt = make(files).make_one_shot_iterator().get_next()
+        with af.Session(graph=g) as sess:
+            assert len(sess.run(nxt)) == 8
+    assert remote.STATS["spawned"] == spawned
+
+
+_ORPHAN = textwrap.dedent(
+    """
+    import sys, time
+    import asyncflow as af
+    from asyncflow.data import remote
+    remote.MODE = "always"
+    spec = {"x": af.FixedLenFeature([3], af.float32), "y": af.FixedLenFeature([], af.int64)}
+    ds = af.data.TFRecordDataset(sys.argv[1:]).batch(4)
+    ds = ds.map(lambda r: af.parse_example(r, spec)).map(lambda f: (f["x"], f["y"]))
+    nxt = ds.prefetch(2).make_one_shot_iterator().get_next()
+    sess = af.Session()
+    sess.run(nxt)
+    print(remote.worker_pids()[0], flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm") or not os.path.isdir("/proc"), reason="Linux")
+def test_worker_exits_when_its_parent_dies(files):
+    p = subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN, *files], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        pid = int(p.stdout.readline())
+        assert _segments(pid)
+        p.kill()  # no cleanup in the parent at all
+        p.wait(timeout=30)
+        assert _gone(pid, timeout=30)
+        deadline = time.monotonic() + 10
+        while _segments(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _segments(pid) == []
+    finally:
+        p.kill()
+        p.stdout.close()
