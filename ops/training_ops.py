@@ -31,7 +31,7 @@ import numpy as np
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.devices import cpu_budget
-from asyncflow.ops import blas
+from asyncflow.ops import blas, fused_updates
 from asyncflow.ops.math_helpers import quiet_errstate
 from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred, plain_context
 from asyncflow.ops.state_ops import writable_targets_on
@@ -88,6 +88,8 @@ def _shape_str(shape) -> str:
 # (so results are bitwise those of the plain NumPy formulas), and `_dense_update` runs
 # every dense update over blocks of _BLOCK elements: a block's temporaries stay in the
 # core's L2 cache, and blocks are shared among the threads the CPU budget allows.
+# Where numba is installed, those four (float32/float64, not Nesterov) run as compiled
+# loops instead (ops/fused_updates.py): one pass over memory, the same bits.
 
 
 def _gradient_descent(xp, attrs, var, alpha, delta):
@@ -452,6 +454,8 @@ def _dense_update(fn: Callable, attrs, targets: list, values: list) -> None:
     """`fn(np, attrs, *targets, *values)` block by block over the flattened arrays, the
     blocks shared by the threads the CPU budget allows (every dense update is
     element-wise: scalars broadcast, the gradient has var's shape)."""
+    if fused_updates.apply(fn, attrs, targets, values):  # one compiled pass, same bits
+        return
     n = targets[0].size
     if n < 2 * _BLOCK or not all(t.flags.c_contiguous for t in targets):
         fn(np, attrs, *targets, *values)

@@ -1,0 +1,132 @@
+"""The compiled dense optimizer updates (ops/fused_updates.py) against training_ops' NumPy
+update functions, which follow TF's CPU functors operation for operation: the same bits
+in float32 and float64, nan, inf, signed zeros and subnormals included, in one call and
+in blocks shared among threads; the cases they leave to NumPy; and a whole optimizer
+step through a session with and without them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import fused_updates, training_ops
+
+pytest.importorskip("numba")
+
+_SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-310, 3.0e38, -1.0, 1.0]
+
+
+def _array(rng, n, dtype, positive=False):
+    x = rng.standard_normal(n)
+    k = min(n, len(_SPECIAL))
+    x[:k] = _SPECIAL[:k]  # (float64's subnormal is 0 in float32: still an edge value)
+    x[k : 2 * k] *= 1e-3
+    rng.shuffle(x)
+    x = x.astype(dtype)
+    return np.abs(x) if positive else x
+
+
+def _case(name, dtype, n, rng):
+    """(update function, attrs, targets, values) as training_ops' kernel passes them."""
+
+    def s(v):
+        return np.array(v, dtype)
+
+    var, grad = _array(rng, n, dtype), _array(rng, n, dtype)
+    if name == "sgd":
+        return training_ops._gradient_descent, {}, [var], [s(0.01), grad]
+    if name == "sgd_scratch":
+        return training_ops._gradient_descent_scratch, {}, [var], [s(0.01), grad]
+    if name == "momentum":
+        attrs = {"use_nesterov": False}
+        return training_ops._momentum, attrs, [var, _array(rng, n, dtype)], [s(0.01), grad, s(0.9)]
+    if name == "rmsprop":
+        slots = [_array(rng, n, dtype, positive=True), _array(rng, n, dtype)]
+        values = [s(0.01), s(0.9), s(0.5), s(1e-7), grad]
+        return training_ops._rms_prop, {}, [var, *slots], values
+    slots = [_array(rng, n, dtype), _array(rng, n, dtype, positive=True)]
+    values = [s(0.9**3), s(0.999**3), s(0.001), s(0.9), s(0.999), s(1e-8), grad]
+    return training_ops._adam, {"use_nesterov": False}, [var, *slots], values
+
+
+NAMES = ["sgd", "sgd_scratch", "momentum", "rmsprop", "adam"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", NAMES)
+def test_compiled_update_is_bitwise_the_numpy_update(name, dtype):
+    rng = np.random.default_rng(3)
+    for n in (1, 37, 5000):
+        fn, attrs, targets, values = _case(name, dtype, n, rng)
+        want = [t.copy() for t in targets]
+        got = [t.copy() for t in targets]
+        for _ in range(3):
+            # the NumPy function may overwrite a donated gradient: give each its own
+            vals = [v.copy() for v in values]
+            with np.errstate(all="ignore"):
+                fn(np, attrs, *want, *vals)
+            assert fused_updates.apply(fn, attrs, got, [v.copy() for v in values])
+        for w, g in zip(want, got):
+            assert w.dtype == g.dtype
+            # bitwise: the same values, signs of zeros and nans' places included
+            np.testing.assert_array_equal(w.view(f"i{w.itemsize}"), g.view(f"i{g.itemsize}"))
+
+
+@pytest.mark.parametrize("name", ["momentum", "adam"])
+def test_blocks_shared_among_threads_give_the_same_bits(name, monkeypatch):
+    rng = np.random.default_rng(5)
+    fn, attrs, targets, values = _case(name, np.float32, 300_007, rng)
+    want = [t.copy() for t in targets]
+    with np.errstate(all="ignore"):
+        fn(np, attrs, *want, *values)
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None, n=threads: n)
+        got = [t.copy() for t in targets]
+        assert fused_updates.apply(fn, attrs, got, values)
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(w.view(np.int32), g.view(np.int32))
+
+
+def test_cases_left_to_numpy():
+    rng = np.random.default_rng(9)
+    fn, attrs, targets, values = _case("adam", np.float16, 64, rng)
+    assert not fused_updates.apply(fn, attrs, targets, values)  # half: NumPy's roundings
+    fn, attrs, targets, values = _case("adam", np.float32, 64, rng)
+    assert not fused_updates.apply(fn, {"use_nesterov": True}, targets, values)
+    var = targets[0]
+    before = [t.copy() for t in targets]
+    aliased = [*values[:-1], var]  # the gradient is var's own buffer
+    assert not fused_updates.apply(fn, attrs, targets, aliased)
+    assert not fused_updates.apply(fn, attrs, [var, var, targets[2]], values)
+    fn, attrs, targets, values = _case("rmsprop", np.float32, 64, rng)
+    assert not fused_updates.apply(training_ops._adagrad, {"update_slots": True}, targets, values)
+    for b, t in zip(before, targets):  # nothing was written by a refused call
+        assert b.shape == t.shape
+
+
+@pytest.mark.parametrize("name", ["momentum", "rmsprop", "adam"])
+def test_optimizer_step_same_with_and_without_the_compiled_loops(name, monkeypatch):
+    rng = np.random.default_rng(11)
+    var0 = rng.standard_normal((300, 500)).astype(np.float32)
+    grads = [rng.standard_normal((300, 500)).astype(np.float32) for _ in range(3)]
+    make = {
+        "momentum": lambda: af.train.MomentumOptimizer(0.01, 0.9),
+        "rmsprop": lambda: af.train.RMSPropOptimizer(0.01, momentum=0.5),
+        "adam": lambda: af.train.AdamOptimizer(0.01),
+    }[name]
+    results = []
+    for disabled in (True, False):
+        monkeypatch.setattr(fused_updates, "_DISABLED", disabled)
+        with af.Graph().as_default():
+            var = af.Variable(var0)
+            g = af.placeholder(af.float32, var0.shape)
+            train = make().apply_gradients([(g, var)])
+            with af.Session() as sess:
+                sess.run(af.global_variables_initializer())
+                for x in grads:
+                    sess.run(train, {g: x})
+                results.append(sess.run(var))
+    np.testing.assert_array_equal(results[0], results[1])
+    assert not np.array_equal(results[1], var0)
