@@ -16,6 +16,7 @@ from asyncflow.ops import (  # noqa: F401
     data_flow_ops,
     data_flow_stack_ops,
     dataset_ops,
+    edit_distance_ops,
     framework_ops,
     functional_ops,
     fused_elementwise_gpu,
