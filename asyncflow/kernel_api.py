@@ -75,7 +75,9 @@ DEAD = _Dead()
 # device's `kind_key`), and `out_avals` is its result's `[(shape, dtype)]`.  The step
 # asks the device once whether all those kinds are settled cheap (`settled_seconds`)
 # and then calls the `fn`s back to back (asyncflow.straight_line: the direct form).
-# None: not for these inputs (or not on this device).
+# None: not for these inputs (or not on this device).  `fn` returns a new array, never
+# an input or a view of one: the form may hand it a variable's buffer pinned, not lent
+# (ops.state_ops `VarRef.pin`), which must not outlive the step.
 
 
 def template(shape, dtype) -> np.ndarray:

@@ -309,8 +309,13 @@ class _FetchMapper:
             return lambda vals: kind(s(vals) for s in subs)
         if isinstance(f, collections.abc.Mapping):
             keys = list(f.keys())
+            first = len(elements)
             subs = [self._build(graph, f[k], elements) for k in keys]
             kind = type(f)
+            if kind is dict and all(_is_leaf(f[k]) for k in keys):
+                # (a dict of tensors: its values are these consecutive elements)
+                end = len(elements)
+                return lambda vals: dict(zip(keys, vals[first:end]))
 
             def rebuild_map(vals):
                 items = [(k, s(vals)) for k, s in zip(keys, subs)]
@@ -346,6 +351,16 @@ class _FetchMapper:
         return lambda vals: vals[k]
 
 
+def _is_leaf(f) -> bool:
+    """Whether `_FetchMapper._build` takes fetch `f` as one element (a tensor, an
+    operation, a name), not a structure or a composite of several."""
+    if getattr(f, "_fetch_components", None) is not None:
+        return False
+    if isinstance(f, (list, tuple)) and not hasattr(f, "_as_graph_element"):
+        return False
+    return not isinstance(f, collections.abc.Mapping)
+
+
 def _fetch_values(values, feed_values) -> list:
     """Fetched arrays as TF1 hands them out: numpy scalars for rank 0, and arrays the
     caller owns: a constant's or variable's buffer (read-only, shared) or a feed is
@@ -355,8 +370,13 @@ def _fetch_values(values, feed_values) -> list:
         if isinstance(v, np.ndarray):
             if v.ndim == 0:
                 v = v[()]
-            elif not v.flags.writeable or (feed_values and any(v is f for f in feed_values)):
+            elif not v.flags.writeable:
                 v = v.copy()
+            else:
+                for f in feed_values or ():
+                    if v is f:
+                        v = v.copy()
+                        break
         elif hasattr(v, "_fetch_value"):  # IndexedSlices and other composite values
             v = v._fetch_value()
         out.append(v)
@@ -617,6 +637,18 @@ class BaseSession:
         n = len(feed_tensors)
         master = self._master
         line = [None, None]  # the plan last run, its straight-line program (or None)
+        # Per plan feed: its position in the call's values, its tensor, the dtype and
+        # static dims (None: any rank) of an array fed as it is.  Such an array is the
+        # feed value itself, as `_feed_value` would return it (np.asarray of an array of
+        # its dtype), without that function's conversions and TensorShape checks: a
+        # served predict's feeds come checked and converted already.
+        feeds = []
+        for k in order:
+            t = feed_tensors[k]
+            np_dt = None if t.dtype == dtypes.string else np.dtype(t.dtype.as_numpy_dtype)
+            feeds.append(
+                (k, t, np_dt, None if t.shape.ndims is None else tuple(t.shape.as_list()))
+            )
 
         async def call(*args):
             if len(args) != n:
@@ -624,7 +656,16 @@ class BaseSession:
             loop = asyncio.get_running_loop()
             if self._closed or self._loop is not loop:
                 return await self.arun(fetches, dict(zip(feed_tensors, args)))
-            feed_values = [_feed_value(t, args[k]) for t, k in zip(plan_feeds, order)]
+            feed_values = []
+            for k, t, np_dt, dims in feeds:
+                v = args[k]
+                if (
+                    type(v) is not np.ndarray
+                    or v.dtype is not np_dt
+                    or not _dims_fit(dims, v.shape)
+                ):
+                    v = _feed_value(t, v)
+                feed_values.append(v)
             deadline = _DEADLINES.get(loop)
             if deadline is not None and _clock() > deadline:  # (as in arun)
                 if STEPPED_IN.get() == _SLICE_OF.get(loop):
@@ -641,9 +682,11 @@ class BaseSession:
                     values = await master.run_step(plan, feed_values, None)
             else:
                 master._step_counter += 1
-                values = await program.run(master._step_counter, feed_values)
-                if self._closed:  # (closed while a kernel of it waited)
-                    raise errors.CancelledError(None, None, "Session has been closed.")
+                values = program.run_direct(feed_values)
+                if values is None:
+                    values = await program.run_kernels(master._step_counter, feed_values)
+                    if self._closed:  # (closed while a kernel of it waited)
+                        raise errors.CancelledError(None, None, "Session has been closed.")
             STEPPED_IN.set(_SLICE_OF.get(loop, 0))
             return rebuild(_fetch_values(values, feed_values))
 
@@ -906,6 +949,18 @@ def _shape_accepts(static, shape: tuple) -> bool:
     if static.ndims is None:
         return True
     dims = static.as_list()
+    if len(dims) != len(shape):
+        return False
+    for d, n in zip(dims, shape):
+        if d is not None and d != n:
+            return False
+    return True
+
+
+def _dims_fit(dims, shape: tuple) -> bool:
+    """`_shape_accepts` for static dims given as a tuple (None: any rank)."""
+    if dims is None:
+        return True
     if len(dims) != len(shape):
         return False
     for d, n in zip(dims, shape):

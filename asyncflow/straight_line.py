@@ -114,16 +114,31 @@ class Program:
         """One step: the fetched values, in the plan's fetch order.
 
         Raises the OpError of the failing kernel (named as the executor names it)."""
-        if self._eligible:
+        out = self.run_direct(feed_values)
+        if out is not None:
+            return out
+        return await self.run_kernels(step_id, feed_values)
+
+    def run_direct(self, feed_values: list) -> list | None:
+        """The step by its direct form, now (see `_Direct`): the fetched values, or None
+        where the step must be `await run_kernels(...)` instead (no direct form for
+        these feeds, kinds not settled cheap, a variable changed).  A plain call: one
+        coroutine less per served predict than `run`.
+
+        Raises the OpError of the failing call (named as the executor names it)."""
+        if not self._eligible:
+            return None
+        if len(feed_values) == 1:  # (a served model's one input: no generator)
+            v = feed_values[0]
+            sig = ((v.shape, v.dtype) if type(v) is np.ndarray else None,)
+        else:
             sig = tuple((v.shape, v.dtype) if type(v) is np.ndarray else None for v in feed_values)
-            direct = self._direct.get(sig, _UNBUILT)
-            if direct is _UNBUILT:
-                direct = self._build_direct(sig)
-            if direct is not None:
-                out = direct.run(feed_values)
-                if out is not None:
-                    return out
-        return await self._run(step_id, feed_values)
+        direct = self._direct.get(sig, _UNBUILT)
+        if direct is _UNBUILT:
+            direct = self._build_direct(sig)
+        if direct is None:
+            return None
+        return direct.run(feed_values)
 
     def _build_direct(self, sig):
         if len(self._direct) >= MAX_SIGNATURES:
@@ -131,7 +146,8 @@ class Program:
         direct = self._direct[sig] = _Direct.build(self, sig)
         return direct
 
-    async def _run(self, step_id: int, feed_values: list) -> list:
+    async def run_kernels(self, step_id: int, feed_values: list) -> list:
+        """One step through the kernels (their inline forms where they have them)."""
         vals = [None] * self.num_slots
         for slots, v in zip(self.feed_slots, feed_values):
             for s in slots:
@@ -249,22 +265,27 @@ class _Direct:
     inline forms would then run exactly these calls, one `run_inline` each.  It checks
     each variable read against its recorded shape and dtype (a read that differs: the
     step runs on the Program's own path instead, nothing done being an effect), and
-    every RETIME_EVERY-th step leaves the step to the Program's path, so the devices
-    keep timing these kinds.
+    every RETIME_EVERY-th step times its calls and hands the times to their devices
+    (`observe_kinds`), so the devices keep timing these kinds as `compute` would.
+    (That step took the Program's path before: its kernels' inline forms and a
+    StepContext, about a sixteenth of the step's cost again, for clock readings.)
 
     The same values as the Program's path: the same kernels' calls, variables read
-    through `VarRef.read` (lent as the interpreter lends them), input slots cleared as
+    through `VarRef.read` (lent as the interpreter lends them; a read that only its
+    calls consume, and so nothing outlives, pins the buffer instead: `VarRef.pin`, no
+    lease made, an update meanwhile copies), input slots cleared as
     each node runs, the fetches read as `Program.run` reads them, a call's error worded
     by `wrap_kernel_error` for its node.  No StepContext: no call in it uses one.
     """
 
-    __slots__ = ("program", "sig", "nodes", "by_device", "count")
+    __slots__ = ("program", "sig", "nodes", "by_device", "kinds", "count")
 
-    def __init__(self, program, sig, nodes, by_device):
+    def __init__(self, program, sig, nodes, by_device, kinds):
         self.program = program
         self.sig = sig
         self.nodes = nodes
         self.by_device = by_device
+        self.kinds = kinds  # node index -> (device, kind key) of its call
         self.count = 0
 
     @classmethod
@@ -274,7 +295,7 @@ class _Direct:
         for slots, aval in zip(program.feed_slots, sig):
             for s in slots:
                 avals[s] = aval
-        nodes, by_device = [], {}
+        nodes, by_device, kinds = [], {}, {}
         for i, n, kernel, ctx, a, b, _clear, slots, _outs, _single, inline in program.nodes:
             check = None
             if n == _FORWARD:
@@ -286,7 +307,7 @@ class _Direct:
                     if m == 0 and a in vslots:
                         ref = vinline()
                 value = getattr(ref, "value", None)
-                if type(value) is not np.ndarray:
+                if type(value) is not np.ndarray or not hasattr(ref, "pin"):
                     return None
                 out = check = (value.shape, value.dtype)
                 fn = None
@@ -305,7 +326,11 @@ class _Direct:
                     return None
                 fn, (call_fn, call_args), outs = made
                 device = ctx.device
-                by_device.setdefault(device, []).append(device.kind_key(call_fn, call_args))
+                if getattr(device, "observe_kinds", None) is None:
+                    return None
+                key = device.kind_key(call_fn, call_args)
+                by_device.setdefault(device, []).append(key)
+                kinds[i] = (device, key)
                 out = outs[0]
             for s in slots:
                 avals[s] = out
@@ -313,14 +338,26 @@ class _Direct:
         for s in program.fetch_slots:
             if s is not None and s >= 0 and avals[s] is None:
                 return None
+        # A read whose every consumer is a call (a direct form's result is a new array)
+        # and that is not fetched lets nothing of its buffer outlive the step: it pins
+        # the buffer (VarRef.pin) instead of lending it on a lease.
+        calls_only = set()
+        for _i, n, _fn, a, b, _slots, _check in nodes:
+            if n >= 1:
+                calls_only.update(range(a, b))
+        for _i, n, _fn, a, _b, _slots, _check in nodes:
+            if n < 0:
+                calls_only.discard(a)  # (forwarded or read: not a call's)
+        calls_only.difference_update(s for s in program.fetch_slots if s is not None)
+        for k, (i, n, fn, a, b, slots, check) in enumerate(nodes):
+            if n == _READ and all(s in calls_only for s in slots):
+                nodes[k] = (i, _PINNED, fn, a, b, slots, check)
         keys = tuple((device, tuple(keys)) for device, keys in by_device.items())
-        return cls(program, sig, tuple(nodes), keys)
+        return cls(program, sig, tuple(nodes), keys, kinds)
 
     def run(self, feed_values: list):
         """The fetched values, or None where the step must run on the Program's path."""
         self.count += 1
-        if self.count % RETIME_EVERY == 0:
-            return None
         total = 0.0
         for device, keys in self.by_device:
             seconds = device.settled_seconds(keys)
@@ -335,15 +372,18 @@ class _Direct:
             for s in slots:
                 vals[s] = v
         quiet = None if QUIET_STEP.get() else QUIET_STEP.set(True)
-        errstate = None if quiet is None else np.errstate(all="ignore")
-        if errstate is not None:
-            errstate.__enter__()
+        errstate = None if quiet is None else _ignore_fp_errors()
         at = [-1]
+        pinned: list = []
         try:
-            if not cpu_budget.call_narrow(self._body, (vals, at)):
+            times = None if self.count % RETIME_EVERY else []
+            if not cpu_budget.call_narrow(self._body, (vals, at, pinned, times)):
                 # A variable changed shape or dtype: built anew for the next step.
                 program._direct.pop(self.sig, None)
                 return None
+            if times:
+                for device, key, seconds in times:
+                    device.observe_kinds(((key, seconds),))
             out = []
             for s, ref in zip(program.fetch_slots, program.fetch_refs):
                 if s is None:
@@ -360,24 +400,48 @@ class _Direct:
                 raise
             raise error from exc
         finally:
-            if errstate is not None:
-                errstate.__exit__(None, None, None)
+            for lendings in pinned:
+                lendings.unpin()
+            if quiet is not None:
+                _restore_fp_errors(errstate)
                 QUIET_STEP.reset(quiet)
 
-    def _body(self, vals: list, at: list) -> bool:
+    def _body(self, vals: list, at: list, pinned: list, times: list | None) -> bool:
+        """The calls back to back; False where a variable read differs from the form's
+        (the Program's path then).  With `times` (a list), each call is timed into it
+        as (device, kind key, seconds)."""
         ndarray = np.ndarray
         for i, n, fn, a, b, slots, check in self.nodes:
             at[0] = i
-            if n == _FORWARD:
+            if n == _PINNED:  # a read that only this step's calls consume: the buffer
+                held = vals[a].pin()
+                if held is None:
+                    r = vals[a].read()  # (uninitialised: its error)
+                else:
+                    r, lendings = held
+                    pinned.append(lendings)
+                vals[a] = None
+                if type(r) is not ndarray or r.shape != check[0] or r.dtype != check[1]:
+                    return False  # (a variable changed: the Program's path)
+            elif n == _FORWARD:
                 r = vals[a]
                 vals[a] = None
             elif n == _READ:
                 r = vals[a].read()
                 vals[a] = None
                 if type(r) is not ndarray or r.shape != check[0] or r.dtype != check[1]:
-                    return False  # (a variable changed: the Program's path)
+                    return False  # (likewise)
             elif n == 0:
                 r = fn()
+            elif times is not None:
+                t0 = _clock()
+                if n == 1:
+                    r = fn(vals[a])
+                    vals[a] = None
+                else:
+                    r = fn(*vals[a:b])
+                    vals[a:b] = [None] * (b - a)
+                times.append((*self.kinds[i], _clock() - t0))
             elif n == 1:
                 r = fn(vals[a])
                 vals[a] = None
@@ -390,7 +454,35 @@ class _Direct:
         return True
 
 
+_clock = loop_slices._clock
 _REF = ("ref",)  # (the aval of a variable's reference: read by a _READ only)
+_PINNED = -5  # (a node kind of the direct form: a read that pins the variable's buffer)
+
+# NumPy's floating-point error state is a ContextVar of "extobj" values (NumPy 2):
+# setting one made once costs a tenth of entering an `np.errstate`, whose Python layer
+# builds its extobj anew each time (~12k instructions, as much as a small kernel).
+try:
+    from numpy._core.umath import _extobj_contextvar, _make_extobj
+
+    _IGNORE_ALL = _make_extobj(all="ignore")
+except (ImportError, AttributeError, TypeError):  # (NumPy 1: np.errstate itself)
+    _extobj_contextvar = None
+
+
+def _ignore_fp_errors():
+    """`np.errstate(all="ignore")` entered; pass the result to `_restore_fp_errors`."""
+    if _extobj_contextvar is not None:
+        return _extobj_contextvar.set(_IGNORE_ALL)
+    errstate = np.errstate(all="ignore")
+    errstate.__enter__()
+    return errstate
+
+
+def _restore_fp_errors(entered) -> None:
+    if _extobj_contextvar is not None:
+        _extobj_contextvar.reset(entered)
+    else:
+        entered.__exit__(None, None, None)
 
 
 def program_for(plan: Plan) -> Program | None:

@@ -525,6 +525,13 @@ class CPUDevice(Device):
             total += seconds
         return total
 
+    def observe_kinds(self, timings) -> None:
+        """Record `(kind_key, seconds)` pairs measured outside `compute`: a straight-line
+        step's direct form (asyncflow.straight_line) makes its settled calls itself,
+        times them on every RETIME_EVERY-th step and reports the times here."""
+        for key, seconds in timings:
+            _observe(key, seconds)
+
     async def compute(self, fn, *args, cost: float | None = None, seconds: float | None = None):
         """`fn(*args)`, inline when its estimated time is small, else on a worker.
 

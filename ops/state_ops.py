@@ -24,6 +24,10 @@ Copy-on-write (DESIGN.md, "State"), by explicit bookkeeping of what was handed o
   the array it reads until it has run.
 - A buffer that cannot be lent through a lease (object dtype, an array module
   without `cuda.UnownedMemory`) is marked shared once read: the next update copies it.
+- `pin()` hands out the buffer itself to a caller that lets nothing derived from it
+  outlive a synchronous stretch on its thread (a straight-line step's direct form,
+  whose calls make new arrays): no lease and no array is made, and until `unpin()` the
+  buffer is not exclusive, so an update meanwhile (from another thread) copies.
 
 Invariants:
 - `VarRef.value` is None (uninitialised) or an array of exactly the variable's dtype
@@ -117,14 +121,18 @@ class _Lease:
 class _Lendings:
     """The live leases of one buffer (weak references, dropped as the leases die)."""
 
-    __slots__ = ("live", "shared")
+    __slots__ = ("live", "shared", "pins")
 
     def __init__(self):
         self.live: set = set()
         self.shared = False  # handed out without a lease: never exclusive again
+        self.pins = 0  # pin()s of this buffer not yet unpinned
 
     def add(self, lease) -> None:
         self.live.add(weakref.ref(lease, self.live.discard))
+
+    def unpin(self) -> None:
+        self.pins -= 1
 
 
 class VarRef:
@@ -175,6 +183,19 @@ class VarRef:
         # bfloat16, typestr "<V2") comes back as raw void and is viewed as itself again.
         return out if out.dtype == value.dtype else out.view(value.dtype)
 
+    def pin(self):
+        """`(buffer, lendings)`: the current host buffer itself, not exclusive until
+        `lendings.unpin()`; None where it has none to pin (uninitialised: `read()`
+        raises; a device or object buffer: `read()` lends it).  For a caller that lets
+        nothing derived from the buffer outlive one synchronous stretch on its thread
+        (no await in it); the buffer is read-only, as every read's."""
+        value = self.value
+        if value is None or self._iface is None:
+            return None
+        lendings = self._lendings
+        lendings.pins += 1
+        return value, lendings
+
     def _lend_device(self, value):
         """A device array over `value`'s memory whose owner is a new lease."""
         xp = self._xp
@@ -192,7 +213,7 @@ class VarRef:
     def _exclusive(self) -> bool:
         """True when nothing a read handed out is still alive (no fetch, view, reader)."""
         lendings = self._lendings
-        return not lendings.live and not lendings.shared
+        return not lendings.live and not lendings.shared and not lendings.pins
 
     def _install(self, buf, xp=None) -> None:
         """Make `buf` the current buffer; `xp`: its array module when it is a device

@@ -253,7 +253,7 @@ def _direct_runs(monkeypatch):
 async def test_the_direct_form_runs_the_settled_calls_back_to_back(monkeypatch):
     """Where the device has settled the step's kinds as cheap, a step of the MLP is its
     calls back to back (no kernel, no inline form's run_inline), every RETIME_EVERY-th
-    step left to the Program's path; the results are the interpreter's, per feed shape."""
+    step's calls timed for the device; the results are the interpreter's, per feed shape."""
     from asyncflow.devices import cpu
 
     asked = []
@@ -266,6 +266,10 @@ async def test_the_direct_form_runs_the_settled_calls_back_to_back(monkeypatch):
         cpu.CPUDevice,
         "run_inline",
         lambda self, fn, args: inline_calls.append(fn) or real(self, fn, args),
+    )
+    observed = []
+    monkeypatch.setattr(
+        cpu.CPUDevice, "observe_kinds", lambda self, timings: observed.extend(timings)
     )
     runs = _direct_runs(monkeypatch)
     rng = np.random.default_rng(2)
@@ -283,11 +287,14 @@ async def test_the_direct_form_runs_the_settled_calls_back_to_back(monkeypatch):
                 np.testing.assert_allclose(got["p"], reference(xv), rtol=1e-5, atol=1e-6)
             got["x"][0, 0] = 99.0  # a fetched feed is still the caller's copy
             assert xv[0, 0] != 99.0
-    # (every RETIME_EVERY-th step of each form: the Program's path, timed)
-    assert runs == {"direct": 2 * (steps - 2), "program": 2 * 2}
-    assert len(inline_calls) <= 3 * 2 * 2  # the retimed steps' products and softmax
+    assert runs == {"direct": 2 * steps, "program": 0}
+    assert not inline_calls
     keys = asked[0]  # the kinds asked about: the two products and the softmax
     assert len(keys) == 3 and {k[0].__name__ for k in keys} == {"_small_fused", "_quiet"}
+    # every RETIME_EVERY-th step of each form timed its three calls for the device
+    assert len(observed) == 2 * (steps // cpu.RETIME_EVERY) * 3
+    assert {key for key, _ in observed} == {k for ks in asked for k in ks}
+    assert all(0 < seconds < 1 for _, seconds in observed)
 
 
 def test_settled_seconds_is_run_inlines_decision_for_all_the_kinds(monkeypatch):
@@ -341,6 +348,89 @@ async def test_the_direct_form_reads_variables_as_the_interpreter_does(monkeypat
             np.testing.assert_array_equal(r, w2)
         assert runs["program"] > before["program"]  # the first step after the change
         assert runs["direct"] > before["direct"]  # then built anew for the new shape
+
+
+async def test_the_direct_form_pins_reads_only_its_calls_consume(monkeypatch):
+    """A variable read that only the form's calls consume is the buffer itself, pinned
+    (no lease, no array made): an update during the step copies, and once the step is
+    done the buffer is exclusive again, so the next update writes it in place."""
+    from asyncflow.devices import cpu
+    from asyncflow.ops import state_ops
+
+    monkeypatch.setattr(cpu.CPUDevice, "settled_seconds", lambda self, keys: 0.0)
+    runs = _direct_runs(monkeypatch)
+    reads = []
+    real_read = state_ops.VarRef.read
+    monkeypatch.setattr(
+        state_ops.VarRef, "read", lambda self: reads.append(self) or real_read(self)
+    )
+    rng = np.random.default_rng(3)
+    x, probs, reference = _mlp(rng)
+    refs = {}
+    exclusive_during = []
+    real_fused = matmul_ops._small_fused
+
+    def fused(a, b, bias, relu):  # (the first product's call: its weights pinned)
+        exclusive_during.append(refs["w1"]._exclusive())
+        return real_fused(a, b, bias, relu)
+
+    async with af.Session() as s:
+        await s.arun(af.global_variables_initializer())
+        f = s.make_async_callable(probs, [x])
+        xv = rng.standard_normal((2, 6)).astype(np.float32)
+        want = await s.arun(probs, {x: xv})  # the interpreter
+        for _ in range(3):
+            await f(xv)
+        w1 = [v for v in af.global_variables() if v.op.name == "w1"][0]
+        (program,) = [  # (the callable's own: its last plan's Program)
+            c.cell_contents[1]
+            for c in f.__closure__
+            if type(c.cell_contents) is list and len(c.cell_contents) == 2
+        ]
+        (direct,) = [d for d in program._direct.values() if d is not None]
+        for i, n, fn, *_ in direct.nodes:
+            if n == 0 and program.plan.nodes[i].name == "w1":
+                refs["w1"] = fn()
+        monkeypatch.setattr(matmul_ops, "_small_fused", fused)
+        reads.clear()
+        before = runs["direct"]
+        for _ in range(3):
+            np.testing.assert_array_equal(await f(xv), want)
+        assert runs["direct"] == before + 3
+        assert not reads  # all four reads pinned: no lease
+        assert exclusive_during and not any(exclusive_during)
+        buf = refs["w1"].value
+        assert refs["w1"]._exclusive()  # unpinned after each step
+        await s.arun(w1.assign_add(np.ones((6, 8), np.float32)))
+        assert refs["w1"].value is buf  # updated in place
+        got = await f(xv)
+        assert not np.array_equal(got, want)
+
+
+async def test_the_direct_form_is_quiet_about_overflow(monkeypatch):
+    """Its calls run in one ignoring error state, as the interpreter's kernels do (TF
+    yields inf silently), and the caller's own error state is left as it was."""
+    import warnings
+
+    from asyncflow.devices import cpu
+
+    monkeypatch.setattr(cpu.CPUDevice, "settled_seconds", lambda self, keys: 0.0)
+    runs = _direct_runs(monkeypatch)
+    x = af.placeholder(af.float32, [None, 2], name="x")
+    w = af.Variable(np.full((2, 2), 3e38, np.float32), name="w")
+    b = af.Variable(np.full(2, 3e38, np.float32), name="b")
+    y = af.nn.relu(af.matmul(x, w) + b)
+    async with af.Session() as s:
+        await s.arun(af.global_variables_initializer())
+        f = s.make_async_callable(y, [x])
+        xv = np.ones((1, 2), np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with np.errstate(over="raise"):
+                for _ in range(3):
+                    np.testing.assert_array_equal(await f(xv), np.full((1, 2), np.inf))
+                assert np.geterr()["over"] == "raise"
+        assert runs["direct"] >= 2
 
 
 async def test_a_failing_call_of_the_direct_form_is_worded_for_its_node(monkeypatch):
