@@ -72,6 +72,18 @@ _MODEL_URL = re.compile(
 )
 
 
+_UNPARSED = object()
+_MAX_ROUTES = 1024
+
+
+def _route(path: str):
+    """(name, version, label, metadata, verb) of a model URL's path (None: not one)."""
+    match = _MODEL_URL.match(path)
+    if match is None:
+        return None
+    return match["name"], match["version"], match["label"], match["metadata"], match["verb"]
+
+
 # -- JSON -----------------------------------------------------------------------------------
 
 
@@ -234,7 +246,8 @@ def _column_inputs(inputs, signature) -> dict:
 
 
 def _jsonable(name: str, arr) -> object:
-    arr = np.asarray(arr)
+    if type(arr) is not np.ndarray:
+        arr = np.asarray(arr)
     if arr.dtype == object or arr.dtype.kind in "SU":
         as_b64 = name.endswith("_bytes")
 
@@ -444,18 +457,7 @@ def make_server(
     `request.read()`) and the answer to `Expect: 100-continue` (curl sends it before
     bodies over 1 KiB).
     """
-    dispatch = make_handler(registry, max_body_bytes=max_body_bytes, **options)
-
-    async def handle(request: web.BaseRequest) -> web.StreamResponse:
-        if request.headers.get(hdrs.EXPECT):
-            expect = request.headers[hdrs.EXPECT]
-            if request.version == HttpVersion11:
-                if expect.lower() != "100-continue":
-                    return _json_response({"error": f"Unknown Expect: {expect}"}, 417)
-                await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                request.writer.output_size = 0  # (the response proper starts after it)
-        return await dispatch(request)
-
+    handle = make_handler(registry, max_body_bytes=max_body_bytes, _expect=True, **options)
     loop = asyncio.get_running_loop()
 
     def request_factory(message, payload, protocol, writer, task) -> web.BaseRequest:
@@ -479,41 +481,64 @@ def make_handler(
     request_timeout_s: float | None = None,
     metrics=None,
     metrics_path: str | None = None,
+    _expect: bool = False,
 ):
-    """The request handler of `make_app` and `make_server`: `await handler(request)`."""
+    """The request handler of `make_app` and `make_server`: `await handler(request)`.
+    (`_expect`: it answers `Expect: 100-continue` itself, as an Application would.)"""
+
+    routes: dict = {}  # URL path -> `_route(path)`: clients repeat a few paths
 
     async def dispatch(request: web.Request) -> web.Response:
+        if _expect and request.headers.get(hdrs.EXPECT):
+            expect = request.headers[hdrs.EXPECT]
+            if request.version == HttpVersion11:
+                if expect.lower() != "100-continue":
+                    return _json_response({"error": f"Unknown Expect: {expect}"}, 417)
+                await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                request.writer.output_size = 0  # (the response proper starts after it)
         path = request.path
         if path == metrics_path and request.method == "GET":
             return web.Response(
                 body=metrics.exposition(), headers={"Content-Type": _metrics.CONTENT_TYPE}
             )
-        match = _MODEL_URL.match(path)
+        route = routes.get(path, _UNPARSED)
+        if route is _UNPARSED:
+            route = _route(path)
+            if len(path) <= 256:  # (bounded: a client may send any paths)
+                if len(routes) >= _MAX_ROUTES:
+                    routes.clear()
+                routes[path] = route
         try:
-            if match is None:
+            if route is None:
                 raise _invalid(f"Malformed request: {request.method} {path}")
-            name = match["name"]
-            version = match["version"]
-            if match["label"] is not None:
-                version = str(registry.label_version(name, match["label"]))
+            name, version, label, metadata, verb = route
+            if label is not None:
+                version = str(registry.label_version(name, label))
             if version is not None:
                 try:
                     version = int(version)
                 except ValueError:
                     raise _invalid(f"Malformed request: {request.method} {path}") from None
-            verb = match["verb"]
             if verb is None:
                 if request.method != "GET":
                     raise _invalid(f"Malformed request: {request.method} {path}")
-                if match["metadata"]:
+                if metadata:
                     version, model = registry.get(name, version)
                     return _json_response(metadata_json(name, version, model))
                 return _json_response(_status(name, version))
             if request.method != "POST":
                 raise _invalid(f"Malformed request: {request.method} {path}")
-            try:
-                body = await request.read()
-            except web.HTTPRequestEntityTooLarge:
+            content = request.content
+            if content.is_eof():  # all of it here already (most requests): no await
+                body = content.read_nowait()
+                too_large = len(body) > max_body_bytes
+            else:
+                try:
+                    body = await request.read()
+                    too_large = False
+                except web.HTTPRequestEntityTooLarge:
+                    too_large = True
+            if too_large:
                 return _json_response(
                     {"error": f"Request body larger than {max_body_bytes} bytes"}, 413
                 )
