@@ -14,7 +14,7 @@ feature "x" of `--dim` values, an int64 "y" label in [0, 10)), then builds
 with the parse either per record (`--parse single`: parse_single_example in the first
 map, the pipeline of the issue as written) or per batch (`--parse batch`: batch first,
 then parse_example on the batch, TF's performance guide's advice).  It times, after
-one warm-up epoch, `--epochs` epochs of training steps (`sess.run(train_op)` until
+`--warmup` epochs, `--epochs` epochs of training steps (`sess.run(train_op)` until
 OutOfRangeError, re-initialising the iterator each epoch), and, separately, the
 pipeline alone (`sess.run(next_element)`).  Reports records/s and CPU time per record
 (all threads of the process and of its child processes: asyncflow's input worker,
@@ -146,6 +146,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--buffer", type=int, default=5_000)
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=2, help="untimed epochs first")
     ap.add_argument("--parse", choices=["single", "batch"], default="single")
     args = ap.parse_args()
     tf = backend(args.backend)
@@ -163,11 +164,12 @@ def main() -> None:
                 "batch": args.batch,
             }
             for what, fetch in (("train", train), ("pipeline", nxt)):
-                epoch(tf, sess, it, fetch)  # warm-up
+                for _ in range(args.warmup):
+                    epoch(tf, sess, it, fetch)
                 if args.backend == "asyncflow":
-                    # The first pass started asyncflow's input worker process (where the
-                    # pipeline qualifies) and ran in-process meanwhile; time the passes
-                    # it serves once it is up (asyncflow/data/remote.py).
+                    # A second pass starts asyncflow's input worker process (where the
+                    # pipeline qualifies), and passes run in-process until it is up;
+                    # time the passes it serves (asyncflow/data/remote.py).
                     from asyncflow.data import remote
 
                     remote.wait_for_workers()

@@ -9,19 +9,20 @@ not forked) imports the dataset's subgraph and runs each pass there, handing the
 elements over through shared memory (asyncflow/data/shm_wire.py: raw array bytes
 under a fixed header, commands as bytes; no pickle).
 
-Opt-in (`ASYNCFLOW_DATA_WORKER=auto` or `always` in the environment; `0`, the
-default, keeps every pipeline in-process): on the shared 2-core project machine the
-worker measured no faster than the in-process pipeline (benchmarks/README.md, "tf.data
-pipeline"); it costs a process and ~1 s of CPU to start.
+Automatic (`ASYNCFLOW_DATA_WORKER`: `auto`, the default; `always`; `0` keeps every
+pipeline in-process), as TF's input threads are: with 16 slots, data_bench's training
+epochs alternated in one process ran 1.37-1.42x as fast from the worker as in-process
+(benchmarks/README.md, "tf.data pipeline").  A worker costs a process and ~1 s of
+CPU to start, so `auto` starts one only for a pipeline passed over again.
 
 Where: `PrefetchDataset` over a subgraph whose every op is in `_PURE` (a TFRecord
 source, shuffle, batch, map/filter with functions of pure numeric ops and parses; no
 captured placeholders, no variables, no random or stateful ops) and whose elements are
 numbers.  Anything else runs in-process as before.
 
-`auto`, without a wait: the first pass of an iterator over such a pipeline starts the
-worker (~1-4 s to import asyncflow) and runs in-process; each later pass
-(`sess.run(iterator.initializer)`) runs in the worker once it is ready.  `always`:
+`auto`, without a wait: the second pass over such a pipeline (an iterator
+initialized again) starts the worker (~1-4 s to import asyncflow); passes run
+in-process until it is ready, and in the worker from then on.  `always`:
 every pass waits for the worker (a one-shot iterator has one pass).  Each pass
 evaluates the dataset ops afresh in either process (a shuffle's seeds come from its
 op's run), so a pass gives the same elements in the same order either way.
@@ -54,9 +55,9 @@ from asyncflow.ops import dataset_pipeline as pl
 
 __all__ = ["prefetch_hook", "wait_for_workers", "worker_pids", "MODE", "STATS"]
 
-MODE = os.environ.get("ASYNCFLOW_DATA_WORKER", "0").lower()  # 0 | auto | always
+MODE = os.environ.get("ASYNCFLOW_DATA_WORKER", "auto").lower()  # auto | always | 0
 STATS = {"spawned": 0, "remote_passes": 0}
-_MAX_SLOTS = 16
+SLOTS = 16  # elements a worker may have ready (bounded memory: 16 batches)
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # handles whose worker may be running
 _START_TIMEOUT_S = 120.0
 
@@ -438,12 +439,16 @@ class _Site:
             ):
                 self.needed = None
         self.handle: _Handle | None = None
+        self.passes = 0
 
-    def get(self, session) -> _Handle | None:
+    def get(self, session, spawn: bool) -> _Handle | None:
+        """The worker (started now if `spawn`), or None."""
         if self.needed is None:
             return None
         h = self.handle
         if h is None:
+            if not spawn:
+                return None
             try:
                 h = self.handle = _Handle(
                     _graph_bytes(self.op, self.needed), self.op.inputs[0].name, self.slots
@@ -464,7 +469,11 @@ class RemotePrefetch(pl.DatasetValue):
         self.local, self.site = local, site
 
     async def iterate(self, env):
-        h = self.site.get(env.session)
+        site = self.site
+        site.passes += 1
+        # auto: a pipeline passed over once (an evaluation, a one-shot iterator) never
+        # starts a worker; the second pass starts it, and it serves once it is ready.
+        h = site.get(env.session, MODE == "always" or site.passes >= 2)
         remote = False
         if h is not None and not h.busy:
             remote = h.poll() or (MODE == "always" and await h.wait_ready())
@@ -483,7 +492,9 @@ def prefetch_hook(ctx, local: pl.Prefetch):
     st = ctx.kernel_state
     site = st.get("remote_site")
     if site is None:
-        site = st["remote_site"] = _Site(ctx.op, min(max(local.size, 2), _MAX_SLOTS))
+        # More slots than prefetch's buffer: the worker runs ahead in bursts instead
+        # of waking up for every element the step takes.
+        site = st["remote_site"] = _Site(ctx.op, SLOTS)
     if site.needed is None:
         return local
     return RemotePrefetch(local, site)

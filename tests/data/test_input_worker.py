@@ -126,7 +126,7 @@ def test_worker_gives_the_in_process_order_and_cleans_up(files, monkeypatch):
     assert _segments(pids[0]) == []
 
 
-def test_reinitialized_mid_pass_and_auto_mode(files, monkeypatch):
+def test_reinitialized_mid_pass(files, monkeypatch):
     local, _, _ = _passes(files, "0", monkeypatch, n=1)
     monkeypatch.setattr(remote, "MODE", "always")
     g = af.Graph()
@@ -145,12 +145,36 @@ def test_reinitialized_mid_pass_and_auto_mode(files, monkeypatch):
             except errors.OutOfRangeError:
                 break
         _same(got, local[0])
-        # auto: a pass starts in the worker when it is ready, without waiting.
-        monkeypatch.setattr(remote, "MODE", "auto")
         (pid,) = remote.worker_pids()
-        sess.run(it.initializer)
-        _same([sess.run(nxt) for _ in range(3)], local[0][:3])
     assert _gone(pid)
+
+
+def test_auto_starts_a_worker_at_the_second_pass(files, monkeypatch):
+    local, _, _ = _passes(files, "0", monkeypatch, n=1)
+    monkeypatch.setattr(remote, "MODE", "auto")
+    spawned, served = remote.STATS["spawned"], remote.STATS["remote_passes"]
+    g = af.Graph()
+    with g.as_default():
+        it = _pipeline(files).make_initializable_iterator()
+        nxt = it.get_next()
+
+    def one_pass():
+        sess.run(it.initializer)
+        got = []
+        while True:
+            try:
+                got.append(sess.run(nxt))
+            except errors.OutOfRangeError:
+                return got
+
+    with af.Session(graph=g) as sess:
+        _same(one_pass(), local[0])
+        assert remote.STATS["spawned"] == spawned  # one pass: no worker
+        _same(one_pass(), local[0])  # in-process while the worker starts, no wait
+        assert remote.STATS["spawned"] == spawned + 1
+        assert remote.wait_for_workers(120)
+        _same(one_pass(), local[0])
+        assert remote.STATS["remote_passes"] == served + 1
 
 
 def test_errors_reach_get_next_as_in_process(tmp_path, monkeypatch):
