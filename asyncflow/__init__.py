@@ -95,6 +95,7 @@ from asyncflow.ops import check_ops as _check_ops  # noqa: E402
 from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
 from asyncflow.ops import data_flow_ops as _data_flow_ops  # noqa: E402
 from asyncflow.ops import edit_distance_ops as _edit_distance_ops  # noqa: E402
+from asyncflow.ops import image_patches_ops as _image_patches_ops  # noqa: E402
 from asyncflow.ops import einsum_ops as _einsum_ops  # noqa: E402
 from asyncflow.ops import fft_ops as _fft_ops  # noqa: E402
 from asyncflow.ops import framework_ops as _framework_ops  # noqa: E402
@@ -142,6 +143,7 @@ for _m in (
     _segment_ops,
     _unique_ops,
     _edit_distance_ops,
+    _image_patches_ops,
     _math_ops,
     _reduction_ops,
     _random_ops,

@@ -18,6 +18,7 @@ from asyncflow.ops import (
     conv_ops,
     image_crop_ops,
     image_ops,
+    image_patches_ops,
     manip_ops,
     math_ops,
     matmul_ops,
@@ -28,6 +29,8 @@ from asyncflow.ops import (
 )
 
 __all__ = [
+    "extract_image_patches",
+    "extract_patches",
     "crop_and_resize",
     "sobel_edges",
     "yuv_to_rgb",
@@ -853,3 +856,17 @@ def is_jpeg(contents, name=None):
     with ops.name_scope(name, "is_jpeg", [contents]):
         head = string_ops.substr(contents, 0, 3)
         return math_ops.equal(head, b"\xff\xd8\xff")
+
+
+def extract_image_patches(images, ksizes=None, strides=None, rates=None, padding=None, name=None):
+    """`tf.image.extract_image_patches`: `tf.extract_image_patches`."""
+    return image_patches_ops.extract_image_patches(
+        images, ksizes, strides, rates, padding, name=name
+    )
+
+
+def extract_patches(images, sizes, strides, rates, padding, name=None):
+    """`tf.image.extract_patches` (sizes for ksizes): `tf.extract_image_patches`."""
+    return image_patches_ops.extract_image_patches(
+        images, sizes, strides, rates, padding, name=name
+    )
