@@ -11,9 +11,11 @@ in one pass: Adam on 1M float32 ~0.6 ms on one core.  numexpr, tried before, was
 than the NumPy blocks (its virtual machine evaluates one operation at a time too).
 
 Optional: without numba, or with ASYNCFLOW_NO_NUMBA=1, `apply` returns False and the
-NumPy functions run.  numba is imported, and each loop compiled, on the first update
-that uses it (not at `import asyncflow`: numba's import costs ~0.3 s, a compile ~1.5 s,
-then cached on disk by numba's `cache=True`).
+NumPy functions run.  numba is imported, and each loop compiled, on a background thread
+started by the first update that wants it (not at `import asyncflow`: numba's import
+costs ~0.3 s, a compile ~1.5 s, loading numba's on-disk cache (`cache=True`) ~0.2 s);
+until it is ready the NumPy update runs, with the same bits, so no kernel (which may run
+on the event loop) waits for a compile.  `warm()` compiles them all and waits.
 
 Scope: the dense GradientDescent, Momentum (not Nesterov), RMSProp and Adam (not
 Nesterov) updates on float32 and float64 arrays that do not overlap (var and its slots
@@ -26,12 +28,14 @@ release the GIL (`nogil`).
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
+from asyncflow import tf_logging
 from asyncflow.devices import cpu_budget
 
-__all__ = ["apply", "available"]
+__all__ = ["apply", "available", "warm"]
 
 _DISABLED = os.environ.get("ASYNCFLOW_NO_NUMBA", "") not in ("", "0")
 _BLOCK = 1 << 16  # elements per block shared among threads
@@ -94,31 +98,81 @@ def _adam_loop(var, m, v, grad, alpha, one_minus_beta1, one_minus_beta2, epsilon
         var[i] = var[i] - u
 
 
-def _loop(name: str):
-    """The compiled loop `name`, or None without numba."""
+# Each loop's (arrays, scalars) count: the tiny call that compiles it.
+_ARITY = {
+    "_gradient_descent_loop": (2, 1),
+    "_momentum_loop": (3, 2),
+    "_rms_prop_loop": (4, 4),
+    "_adam_loop": (4, 4),
+}
+_lock = threading.Lock()
+_started: dict[str, threading.Event] = {}  # loop name -> set once its compile ended
+
+
+def _compile(name: str, done: threading.Event) -> None:
+    """Import numba, compile loop `name` for float32 and float64 (a call on one-element
+    arrays), and publish it in `_compiled`: on a thread of its own, never in a kernel."""
     global _numba
+    try:
+        if _numba is None:
+            try:
+                import numba
+            except Exception:  # not installed, or not built for this NumPy
+                numba = False
+            _numba = numba
+        if not _numba:
+            return
+        # error_model="numpy": a division by zero gives inf/nan as NumPy does, without
+        # the per-element check (and exception) of Python's model, which also keeps the
+        # loop vectorisable.
+        fn = _numba.njit(nogil=True, cache=True, error_model="numpy")(globals()[name])
+        n_arrays, n_scalars = _ARITY[name]
+        for dtype in (np.float32, np.float64):
+            arrays = [np.zeros(1, dtype) for _ in range(n_arrays)]
+            fn(*arrays, *[dtype(1) for _ in range(n_scalars)])
+        _compiled[name] = fn
+    except Exception as exc:  # a loop that cannot compile leaves NumPy's path in place
+        tf_logging.warning("asyncflow: compiling %s with numba failed: %r", name, exc)
+    finally:
+        done.set()
+
+
+def _loop(name: str):
+    """The compiled loop `name`, or None while it is not ready: the first request starts
+    its compile on a background thread (numba's import ~0.3 s, a compile ~1.5 s, a
+    cached one ~0.2 s), and the NumPy update runs meanwhile, which gives the same bits.
+    A kernel, which may run on the event loop, never waits for a compile."""
     fn = _compiled.get(name)
-    if fn is not None:
+    if fn is not None or _numba is False:
         return fn
-    if _numba is None:
-        try:
-            import numba
-        except Exception:  # not installed, or not built for this NumPy
-            numba = False
-        _numba = numba
-    if not _numba:
-        return None
-    # error_model="numpy": a division by zero gives inf/nan as NumPy does, without the
-    # per-element check (and exception) of Python's model, which also keeps the loop
-    # vectorisable.
-    fn = _numba.njit(nogil=True, cache=True, error_model="numpy")(globals()[name])
-    _compiled[name] = fn
-    return fn
+    if name not in _started:
+        with _lock:
+            if name not in _started:
+                done = _started[name] = threading.Event()
+                threading.Thread(
+                    target=_compile, args=(name, done), name="asyncflow-numba", daemon=True
+                ).start()
+    return None
+
+
+def warm(timeout: float | None = 120.0) -> bool:
+    """Compile every loop now and wait for them (tests, benchmarks, or a program that
+    wants its first steps on the compiled path); whether they are all ready."""
+    if _DISABLED:
+        return False
+    for name in _ARITY:
+        _loop(name)
+    for name in _ARITY:
+        event = _started.get(name)
+        if event is not None and not event.wait(timeout):
+            return False
+    return all(name in _compiled for name in _ARITY)
 
 
 def available() -> bool:
-    """Whether the compiled updates run (numba importable, not disabled)."""
-    return not _DISABLED and _loop("_gradient_descent_loop") is not None
+    """Whether the compiled updates run (numba importable and the loops compiled, not
+    disabled); compiles them first, waiting."""
+    return warm()
 
 
 # -- from the NumPy update functions' arguments to a loop's --------------------------------

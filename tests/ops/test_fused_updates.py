@@ -15,6 +15,12 @@ from asyncflow.ops import fused_updates, training_ops
 
 pytest.importorskip("numba")
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_loops():
+    assert fused_updates.warm()  # compiled in the background otherwise: NumPy runs first
+
+
 _SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-310, 3.0e38, -1.0, 1.0]
 
 
@@ -130,3 +136,28 @@ def test_optimizer_step_same_with_and_without_the_compiled_loops(name, monkeypat
                 results.append(sess.run(var))
     np.testing.assert_array_equal(results[0], results[1])
     assert not np.array_equal(results[1], var0)
+
+
+def test_a_loop_not_compiled_yet_leaves_the_update_to_numpy_without_waiting(monkeypatch):
+    """The first update that wants a loop starts its compile on a thread and runs
+    NumPy's update now (a kernel may run on the event loop: it never waits ~2 s for
+    numba); once compiled, the loop runs."""
+    import threading
+
+    release = threading.Event()
+    real = fused_updates._compile
+
+    def slow_compile(name, done):
+        release.wait(30)
+        real(name, done)
+
+    monkeypatch.setattr(fused_updates, "_compile", slow_compile)
+    monkeypatch.setattr(fused_updates, "_compiled", {})
+    monkeypatch.setattr(fused_updates, "_started", {})
+    rng = np.random.default_rng(3)
+    fn, attrs, targets, values = _case("adam", np.float32, 64, rng)
+    assert not fused_updates.apply(fn, attrs, targets, values)  # NumPy's turn, at once
+    assert "_adam_loop" in fused_updates._started
+    release.set()
+    assert fused_updates._started["_adam_loop"].wait(60)
+    assert fused_updates.apply(fn, attrs, targets, values)  # the compiled loop now
