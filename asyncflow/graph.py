@@ -503,6 +503,7 @@ class Graph:
         # Per-graph state that other modules keep (variable scopes, ...).
         self._attached: dict[str, Any] = {}
         self._container = ""
+        self._gradient_override_map: dict[str, str] = {}  # op type -> gradient name
         # The cond/while context ops are being built in (ops/control_flow_ops.py).
         self._control_flow_context = None
         # What a step may not feed or fetch (TF's: ops inside cond/while, and whatever
@@ -644,6 +645,31 @@ class Graph:
             yield container_name
         finally:
             self._container = old
+
+    @contextlib.contextmanager
+    def gradient_override_map(self, op_type_map):
+        """Ops of the mapped types created inside take their gradient from the named
+        function (`tf.RegisterGradient(name)`, or another op type's gradient): TF1's
+        idiom for straight-through and guided gradients.  The op records the name in
+        its `_gradient_op_type` attr, as TF's NodeDef does.
+
+        Raises:
+          TypeError: op_type_map is not a dict of strings to strings.
+        """
+        if not isinstance(op_type_map, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in op_type_map.items()
+        ):
+            raise TypeError("op_type_map must be a dictionary mapping strings to strings")
+        saved = {k: self._gradient_override_map.get(k) for k in op_type_map}
+        self._gradient_override_map.update(op_type_map)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    self._gradient_override_map.pop(k, None)
+                else:
+                    self._gradient_override_map[k] = v
 
     # -- op lookup
     def get_operations(self) -> list[Operation]:
@@ -849,6 +875,10 @@ class Graph:
                 )
             else:
                 self._apply_device_functions(op)
+            if self._gradient_override_map:
+                mapped = self._gradient_override_map.get(op.type)
+                if mapped is not None:
+                    op._attrs["_gradient_op_type"] = mapped
         return op
 
     def as_graph_def(self, from_version=None, add_shapes=False):

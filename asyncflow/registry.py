@@ -298,11 +298,22 @@ class RegisterGradient:
         self._op_type = op_type
 
     def __call__(self, fn: Callable) -> Callable:
-        op_def = get_op_def(self._op_type)
+        name = self._op_type
+        op_def = _REGISTRY.get(name)
+        if op_def is None:  # a gradient of its own name, for gradient_override_map
+            if name in _NAMED_GRADIENTS:
+                raise KeyError(f"Registering two gradient with name '{name}'!")
+            _NAMED_GRADIENTS[name] = fn
+            return fn
         if op_def.grad_fn is not None:
-            raise KeyError(f"Registering two gradient with name '{self._op_type}'!")
+            raise KeyError(f"Registering two gradient with name '{name}'!")
         op_def.grad_fn = fn
         return fn
+
+
+# Gradients registered under names that are no op type (`RegisterGradient("MyGrad")`),
+# which ops take through `Graph.gradient_override_map`.
+_NAMED_GRADIENTS: dict[str, Callable] = {}
 
 
 def NotDifferentiable(op_type: str) -> None:  # noqa: N802 - TF's name
@@ -313,7 +324,28 @@ NoGradient = NotDifferentiable
 
 
 def get_gradient_function(op) -> Callable | None:
-    op_def = get_op_def(op.type)
+    """The gradient function of `op`: the one its `_gradient_op_type` attr names (set
+    by `Graph.gradient_override_map`: a registered name or another op type), else its
+    op type's.  None for a type marked not differentiable.
+
+    Raises:
+      LookupError: no gradient is registered under that name or type.
+    """
+    attrs = getattr(op, "_attrs", None)  # (an op-like object with a type only: none)
+    name = attrs.get("_gradient_op_type") if attrs else None
+    if name is None:
+        op_def = get_op_def(op.type)
+    else:
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        fn = _NAMED_GRADIENTS.get(name)
+        if fn is not None:
+            return fn
+        op_def = _REGISTRY.get(name)
+        if op_def is None:
+            raise LookupError(
+                f"No gradient defined for operation '{op.name}' (op type: {op.type}): its "
+                f"gradient_override_map names '{name}', under which no gradient is registered"
+            )
     if op_def.not_differentiable:
         return None
     if op_def.grad_fn is None:

@@ -75,6 +75,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "losses",
             "regularizers",
             "clip_ops",
+            "custom_gradient",
             "nn",
             "rnn",
             "rnn_cell",
