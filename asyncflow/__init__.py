@@ -76,6 +76,7 @@ def _reexport(module) -> None:
 
 from asyncflow import clip_ops as _clip_ops  # noqa: E402
 from asyncflow import custom_gradient as _custom_gradient  # noqa: E402
+from asyncflow import template as _template  # noqa: E402
 from asyncflow import framework_extras as _framework_extras  # noqa: E402
 from asyncflow import gradients as _gradients  # noqa: E402
 from asyncflow import indexed_slices as _indexed_slices  # noqa: E402
@@ -134,6 +135,7 @@ from asyncflow.ops import unique_ops as _unique_ops  # noqa: E402
 # Composites first: an op family's dedicated op of the same name takes their place.
 _reexport(_math_composites)
 _reexport(_custom_gradient)
+_reexport(_template)
 for _m in (
     _array_ops,
     _slicing_ops,

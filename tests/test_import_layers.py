@@ -76,6 +76,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "regularizers",
             "clip_ops",
             "custom_gradient",
+            "template",
             "nn",
             "rnn",
             "rnn_cell",
