@@ -62,6 +62,7 @@ __all__ = [
     "switch_case",
     "conv2d_backprop_filter_v2",
     "conv2d_backprop_input_v2",
+    "TensorSpec",
 ]
 
 # What a GraphDef from here is: its producer version, and the oldest reader/writer the
@@ -432,3 +433,44 @@ def _explicit_pairs(padding, explicit_paddings):
         flat = list(explicit_paddings)
         return [flat[i : i + 2] for i in range(0, len(flat), 2)]
     return padding
+
+
+class TensorSpec:
+    """`tf.TensorSpec`: the shape, dtype and optional name a tensor is expected to have
+    (a `tf.function`'s `input_signature`)."""
+
+    __slots__ = ("_shape", "_dtype", "_name")
+
+    def __init__(self, shape, dtype=dtypes.float32, name=None):
+        self._shape = tensor_shape.as_shape(shape)
+        self._dtype = dtypes.as_dtype(dtype)
+        self._name = name
+
+    @classmethod
+    def from_tensor(cls, tensor, name=None):
+        return cls(tensor.shape, tensor.dtype, name if name is not None else tensor.op.name)
+
+    shape = property(lambda self: self._shape)
+    dtype = property(lambda self: self._dtype)
+    name = property(lambda self: self._name)
+
+    def is_compatible_with(self, spec_or_tensor) -> bool:
+        """Same dtype and a compatible shape (a spec, a tensor, or a value)."""
+        if not isinstance(spec_or_tensor, TensorSpec | ops.Tensor):
+            spec_or_tensor = ops.convert_to_tensor(spec_or_tensor)
+        return self._dtype.is_compatible_with(
+            spec_or_tensor.dtype
+        ) and self._shape.is_compatible_with(spec_or_tensor.shape)
+
+    def _key(self):
+        dims = None if self._shape.rank is None else tuple(self._shape.as_list())
+        return (dims, self._dtype, self._name)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash((self._dtype, self._name))
+
+    def __repr__(self):
+        return f"TensorSpec(shape={self._shape}, dtype={self._dtype!r}, name={self._name!r})"

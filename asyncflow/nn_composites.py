@@ -275,6 +275,8 @@ def _pool1d(fn, input, ksize, strides, padding, data_format, name, default):  # 
 
     with ops.name_scope(name, default, [input]):
         x = array_ops.expand_dims(ops.convert_to_tensor(input), 1)
+        if isinstance(padding, list | tuple):  # explicit pairs: none for the unit height
+            padding = [list(padding[0]), [0, 0], *[list(p) for p in padding[1:]]]
         y = fn(x, [1, 1, one(ksize), 1], [1, 1, one(strides), 1], padding)
         return array_ops.squeeze(y, [1])
 

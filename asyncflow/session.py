@@ -728,7 +728,9 @@ class BaseSession:
         loop = self._loop
 
         def cancel_all():
-            self._worker.abort_all(errors.CancelledError(None, None, "Session has been closed."))
+            self._worker.abort_all(
+                errors.CancelledError(None, None, "Step was cancelled: the session was closed.")
+            )
 
         rt = _runtime
         if loop is not None and not loop.is_closed():

@@ -283,8 +283,9 @@ class StepStatus:
                 errors.DeadlineExceededError(
                     None,
                     None,
-                    "Timed out waiting for the step to finish "
-                    f"(timeout_in_ms={int(step_timeout * 1000)})",
+                    # TF's words for a blocked op past the deadline.
+                    "Timed out waiting for notification (the step ran past "
+                    f"timeout_in_ms={int(step_timeout * 1000)})",
                 )
             )
         except asyncio.CancelledError:

@@ -59,10 +59,11 @@ def _spatial_axis(channels_first: bool) -> int:
     return 2 if channels_first else 1
 
 
-def _as_2d(values: list[int], channels_first: bool) -> list[int]:
-    """A 3-element per-dimension list (1-D) as the 4-element one of the unit-height 2-D op."""
+def _as_2d(values: list, channels_first: bool, unit=1) -> list:
+    """A 3-element per-dimension list (1-D) as the 4-element one of the unit-height 2-D op
+    (`unit` for the new dimension: 1 for ksize/strides, [0, 0] for explicit padding)."""
     i = _spatial_axis(channels_first)
-    return values[:i] + [1] + values[i:]
+    return list(values[:i]) + [unit] + list(values[i:])
 
 
 def _pool_nd(op_type, input, ksize, strides, padding, data_format, name):  # noqa: A002
@@ -76,6 +77,8 @@ def _pool_nd(op_type, input, ksize, strides, padding, data_format, name):  # noq
     with ops.name_scope(name, op_type, [input]) as scope:
         input = ops.convert_to_tensor(input, name="input")  # noqa: A001
         n = _rank(input, "input") - 2
+        if n == 3 and isinstance(padding, list | tuple):
+            raise ValueError("Explicit padding is not supported with an input tensor of rank 5")
         fmt, first = _two_d_format(data_format, n)
         ks, st = _seq(ksize, n, "ksize", first), _seq(strides, n, "strides", first)
         if n == 3:
@@ -84,6 +87,8 @@ def _pool_nd(op_type, input, ksize, strides, padding, data_format, name):  # noq
         if n == 2:
             return builder(input, ks, st, padding, data_format=fmt, name=scope)
         axis = _spatial_axis(first)
+        if isinstance(padding, list | tuple):  # explicit [before, after] pairs
+            padding = _as_2d(padding, first, [0, 0])
         y = builder(array_ops.expand_dims(input, axis), _as_2d(ks, first), _as_2d(st, first),
                     padding, data_format=fmt)  # fmt: skip
         return array_ops.squeeze(y, [axis], name=scope)

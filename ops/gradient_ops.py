@@ -518,5 +518,8 @@ def broadcast_reduce(x, y, gx, gy):
 def is_trainable(dtype) -> bool:
     """dtypes gradients flow through (TF's backprop_util.IsTrainable)."""
     dtype = dtypes.as_dtype(dtype)
-    # A resource variable's handle takes the gradient of its reads (TF's IsTrainable).
+    # A resource variable's handle takes the gradient of its reads (TF's IsTrainable);
+    # the float8 types are not trainable there.
+    if dtype.base_dtype in (dtypes.float8_e5m2, dtypes.float8_e4m3fn):
+        return False
     return dtype.is_floating or dtype.is_complex or dtype.base_dtype == dtypes.resource

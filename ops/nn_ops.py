@@ -17,7 +17,10 @@ from asyncflow import graph as ops
 from asyncflow.kernel_api import NOT_INLINE, template
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
-from asyncflow.ops.pooling_ops import max_pool_grad_relu
+from asyncflow.ops.pooling_ops import (  # convert_padding: TF's nn_ops helper
+    convert_padding,  # noqa: F401
+    max_pool_grad_relu,
+)
 from asyncflow.registry import (
     FLOATING,
     NUMERIC,

@@ -49,6 +49,9 @@ def _attrs(op) -> dict:
 
 def _shape(op):
     attrs = _attrs(op)
+    for v in attrs["ksize"]:
+        if not 0 < v < 2**31:
+            raise ValueError(f"ksize must be a positive int32 value, got:{v}")
     _check_pool_attrs(attrs)
     out = _pool_shape_of(op.inputs[0].shape, attrs)[0]
     return [out, out]

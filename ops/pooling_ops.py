@@ -60,6 +60,9 @@ def _check_pool_attrs(attrs) -> None:
     for key in ("ksize", "strides"):
         if len(list(attrs[key])) != 4:
             raise ValueError(f"Sliding window {key} field must specify 4 dimensions")
+        for v in attrs[key]:  # TF's list(int) attrs are int32
+            if not -(2**31) <= v < 2**31:
+                raise ValueError(f"Attr {key} has value {v} out of range for an int32")
     for v in attrs["strides"]:
         if v < 1:
             raise ValueError(f"Stride must be > 0, but got {v}")
@@ -72,9 +75,13 @@ def _check_pool_attrs(attrs) -> None:
     if padding == "EXPLICIT":
         if len(explicit) != 8:
             raise ValueError("explicit_paddings attribute must contain 8 values")
+        if any(v < 0 for v in explicit):
+            raise ValueError("All elements of explicit_paddings must be nonnegative")
         bd = (0, 1, 2, 3) if fmt == "NCHW" else (0, 1, 6, 7)
-        if any(explicit[i] for i in bd) or any(v < 0 for v in explicit):
-            raise ValueError("Nonzero or negative padding in the batch or depth dimensions")
+        if any(explicit[i] for i in bd):
+            raise ValueError(
+                "Nonzero explicit padding in the batch or depth dimensions is not supported"
+            )
     elif explicit:
         raise ValueError("explicit_paddings should be empty unless padding is EXPLICIT")
 
@@ -97,6 +104,14 @@ def _run_checks(attrs, depthwise_ok: bool) -> int:
             None, None, "Pooling is not yet supported on the batch dimension."
         )
     d = 1 if attrs["data_format"] == "NCHW" else 3
+    if attrs.get("padding") == "EXPLICIT":  # each side's padding inside the window
+        pads = list(attrs["explicit_paddings"])
+        for i in range(4):
+            for side, pad in (("Left", pads[2 * i]), ("Right", pads[2 * i + 1])):
+                if pad >= k[i] and (pad or k[i] != 1):
+                    raise _invalid(
+                        f"{side} padding {pad} needs to be smaller than the window size {k[i]}"
+                    )
     if k[d] == 1 and s[d] == 1:
         return 1
     if not depthwise_ok:
@@ -121,9 +136,11 @@ def _run_checks(attrs, depthwise_ok: bool) -> int:
 def _depth_groups(xp, x, depth: int, fmt: str):
     """x as [N, H, W, C / depth, depth] (NHWC view)."""
     x = to_nhwc(xp, x, fmt)
-    if x.shape[3] % depth:
-        raise _invalid(
-            "Depthwise max pooling requires the depth window to evenly divide the input depth."
+    if x.shape[3] % depth:  # TF: an UnimplementedError
+        raise errors.UnimplementedError(
+            None,
+            None,
+            "Depthwise max pooling requires the depth window to evenly divide the input depth.",
         )
     return x.reshape(x.shape[:3] + (x.shape[3] // depth, depth))
 
@@ -214,7 +231,14 @@ def _pool_shape_of(in_shape, attrs):
 
 
 _POOL_ATTRS = {"ksize": REQUIRED, "strides": REQUIRED, "padding": REQUIRED, "data_format": "NHWC"}
-_MAX_POOL_ATTRS = {**_POOL_ATTRS, "explicit_paddings": []}
+# TF's attr order (gen_nn_ops.max_pool_grad takes explicit_paddings before data_format).
+_MAX_POOL_ATTRS = {
+    "ksize": REQUIRED,
+    "strides": REQUIRED,
+    "padding": REQUIRED,
+    "explicit_paddings": [],
+    "data_format": "NHWC",
+}
 
 
 def _lowest(dtype):
@@ -337,10 +361,15 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt, relu: bool = False):
     unclaimed = _work(xp, "pool.free", y.shape, np.bool_)
     part = None if tiles else _work(xp, "pool.part", y.shape, dy.dtype)
     last = p.kh * p.kw - 1
+    # A window whose max is NaN equals no input: TF routes its gradient to the window's
+    # first position.
+    nan_y = xp.isnan(y) if y.dtype.kind == "f" else None
     for k, idx in p.offsets():
         xp.equal(xpad[idx], y, out=hit)
         if k:
             xp.logical_and(hit, unclaimed, out=hit)
+        elif nan_y is not None:
+            xp.logical_or(hit, nan_y, out=hit)
         if tiles and finite:
             xp.multiply(dy, hit, out=dxp[idx])
         elif tiles:
@@ -403,6 +432,9 @@ def _max_pool_grad_tiles(xp, p: _Pool, x, y, dy):
     shape = (n * oh, kh, ow, kw, c)
     hit = _work(xp, "pool.eq", shape, np.bool_)
     xp.equal(x.reshape(shape), y.reshape(n * oh, 1, ow, 1, c), out=hit)
+    if y.dtype.kind == "f":  # a NaN max: the window's first position (as TF)
+        first = hit[:, 0, :, 0]
+        xp.logical_or(first, xp.isnan(y).reshape(n * oh, ow, c), out=first)
     if kh * kw > 1:
         seen = _work(xp, "pool.seen", (n * oh, ow, c), np.bool_)
         last = kh * kw - 1
@@ -541,6 +573,11 @@ def _v2_attrs(op_or_attrs, ksize, strides) -> dict:
 
 
 def _max_pool_v2_shape(op):
+    if op._attr("padding") not in ("SAME", "VALID"):
+        raise ValueError(
+            f"Attr 'padding' of 'MaxPoolV2' Op passed string '{op._attr('padding')}' not in: "
+            '"SAME", "VALID".'
+        )
     ksize, strides = (ops.constant_value(t) for t in op.inputs[1:3])
     for t in op.inputs[1:3]:
         t.shape.with_rank(1)
@@ -665,6 +702,19 @@ def _avg_pool_grad(xp, p: _Pool, dy, fmt):
     return from_nhwc(xp, xp.ascontiguousarray(p.crop(dxp)), fmt).astype(out_dtype, copy=False)
 
 
+def _windowed_shape(shape, attrs):
+    """The forward output's shape over all four dimensions (TF checks a pooling
+    backprop's grad against it); None where a size or window is not positive."""
+    k, s, pad = list(attrs["ksize"]), list(attrs["strides"]), attrs["padding"]
+    if any(v < 1 for v in k + s) or any(int(d) < 0 for d in shape):
+        return None
+    if pad == "SAME":
+        return [-(-int(d) // st) for d, st in zip(shape, s, strict=True)]
+    if pad == "VALID":
+        return [max(0, (int(d) - kk + st) // st) for d, kk, st in zip(shape, k, s, strict=True)]
+    return None
+
+
 @AvgPoolGrad.kernel(host_memory=("orig_input_shape",))
 async def _avg_pool_grad_kernel(ctx, shape, dy):
     xp = ctx.xp
@@ -673,6 +723,10 @@ async def _avg_pool_grad_kernel(ctx, shape, dy):
     if shape.shape != (4,):
         raise _invalid("orig_input_shape must be 1-dimensional and 4 elements")
     fmt = ctx.attrs["data_format"]
+    want = _windowed_shape(shape, ctx.attrs)
+    if want is not None and list(dy.shape) != want:
+        raise _invalid(f"Expected grad shape to be {_shape_str(want)}, but got "
+                       f"{_shape_str(dy.shape)}")  # fmt: skip
     _run_checks(ctx.attrs, depthwise_ok=False)
     ctx.device.check_alloc(int(np.prod(shape)), ctx.attrs["T"])
     p = _Pool(ctx.attrs, nhwc_dims([int(d) for d in shape], fmt))
@@ -714,8 +768,32 @@ def _explicit_attr(padding, fmt) -> list[int]:
     return [int(v) for p in pairs for v in p]
 
 
+def convert_padding(padding, expected_length=4):
+    """TF's `nn_ops.convert_padding`: a padding argument as (padding attr,
+    explicit_paddings attr): ("EXPLICIT", the pairs flattened) for a list of
+    `expected_length` [before, after] pairs, (padding, []) for a string.
+
+    Raises:
+      ValueError: a list of the wrong length or with pairs of other than two ints.
+    """
+    if isinstance(padding, str):
+        return padding, []
+    pairs = [list(p) for p in padding]
+    if len(pairs) != expected_length or any(len(p) != 2 for p in pairs):
+        raise ValueError(
+            f"When padding is a list, it should be of length {expected_length} (one "
+            f"[before, after] pair per dimension). Received: padding={padding}"
+        )
+    return "EXPLICIT", [int(v) for p in pairs for v in p]
+
+
 def _builder(op_type, value, ksize, strides, padding, data_format, name):
     fmt = data_format or "NHWC"
+    if fmt == "NCHW_VECT_C" and isinstance(padding, list | tuple):
+        raise ValueError(
+            f"`data_format='NCHW_VECT_C'` is not supported with explicit padding. "
+            f"Received: padding={padding}"
+        )
     if fmt not in ("NHWC", "NCHW"):
         raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
     attrs = {

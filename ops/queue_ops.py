@@ -32,6 +32,7 @@ from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 __all__ = [
     "QueueBase",
     "FIFOQueue",
+    "GPUCompatibleFIFOQueue",
     "PaddingFIFOQueue",
     "RandomShuffleQueue",
     "PriorityQueue",
@@ -826,8 +827,38 @@ class FIFOQueue(QueueBase):
         dtypes = _as_type_list(dtypes)
         shapes = _as_shape_list(shapes)
         names = _as_name_list(names, dtypes)
+        # TF pins a FIFOQueue to the host ("/device:CPU:*" in its NodeDef).
+        with ops.device("/device:CPU:*"):
+            ref = _queue_op(
+                "FIFOQueueV2", _common_attrs(capacity, dtypes, shapes, shared_name), name
+            )
+        super().__init__(dtypes, shapes, names, ref)
+
+
+class GPUCompatibleFIFOQueue(QueueBase):
+    """TF's `GPUCompatibleFIFOQueue`: a FIFOQueue left where the device scope puts it
+    (not pinned to the host); TF does not implement its batch forms."""
+
+    def __init__(
+        self, capacity, dtypes, shapes=None, names=None, shared_name=None, name="fifo_queue"
+    ):
+        dtypes = _as_type_list(dtypes)
+        shapes = _as_shape_list(shapes)
+        names = _as_name_list(names, dtypes)
         ref = _queue_op("FIFOQueueV2", _common_attrs(capacity, dtypes, shapes, shared_name), name)
         super().__init__(dtypes, shapes, names, ref)
+
+    def enqueue_many(self, vals, name=None):
+        raise NotImplementedError(
+            "GPUCompatibleFIFOQueue does not support enqueue_many or dequeue_many, "
+            "only enqueue and dequeue."
+        )
+
+    def dequeue_many(self, n, name=None):
+        raise NotImplementedError(
+            "GPUCompatibleFIFOQueue does not support enqueue_many or dequeue_many, "
+            "only enqueue and dequeue."
+        )
 
 
 class PaddingFIFOQueue(QueueBase):

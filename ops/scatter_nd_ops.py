@@ -104,29 +104,60 @@ def _updates_shape_check(indices_shape, updates_shape, shape, fail) -> None:
 # -- shape functions -----------------------------------------------------------------------
 
 
+def _dims(shape: tensor_shape.TensorShape) -> str:
+    """A static shape as TF's shape functions print it: [2,?,3]."""
+    return "[" + ",".join("?" if d is None else str(d) for d in shape.as_list()) + "]"
+
+
+def _merge_reason(a: tensor_shape.TensorShape, b: tensor_shape.TensorShape):
+    """Why `a` and `b` do not merge, in TF's words; None when they do."""
+    if a.ndims != b.ndims:
+        return f"Shapes must be equal rank, but are {a.ndims} and {b.ndims}"
+    for i, (x, y) in enumerate(zip(a.as_list(), b.as_list(), strict=True)):
+        if x is not None and y is not None and x != y:
+            return (
+                f"Dimension {i} in both shapes must be equal, but are {x} and {y}. "
+                f"Shapes are {_dims(a)} and {_dims(b)}."
+            )
+    return None
+
+
 def _static_updates_check(indices, updates, shape: tensor_shape.TensorShape) -> None:
-    """Build-time check of updates' shape where it is known (TF raises ValueError)."""
+    """Build-time check of updates' shape where it is known (TF's ScatterNd shape
+    function: ValueError, "Dimensions [0,2) of indices[shape=[4,1,1]] = [4,1] must match
+    dimensions [0,2) of updates[shape=[4]] = [4]: ...")."""
     if indices.ndims is None or updates.ndims is None:
         return
     k = indices.dims[-1].value if indices.ndims else None
     outer = indices.ndims - 1
-    if updates.ndims >= outer:
-        try:
-            indices[:outer].merge_with(updates[:outer])
-        except ValueError as exc:
-            raise ValueError(
-                f"Dimensions [0,{outer}) of indices[shape={indices}] must match dimensions "
-                f"[0,{outer}) of updates[shape={updates}]: {exc}"
-            ) from None
-    if k is not None and shape.ndims is not None:
-        if k > shape.ndims:
-            raise ValueError(f"indices.shape[-1] must be <= shape.rank, but saw {k} > {shape}")
-        want = indices[:outer].concatenate(shape[k:])
-        if not want.is_compatible_with(updates):
-            raise ValueError(
-                f"updates has shape {updates}, but indices {indices} and shape {shape} "
-                f"require {want}"
-            )
+    prefix_u = updates[: min(outer, updates.ndims)]
+    reason = _merge_reason(indices[:outer], prefix_u)
+    if reason is not None:
+        raise ValueError(
+            f"Dimensions [0,{outer}) of indices[shape={_dims(indices)}] = "
+            f"{_dims(indices[:outer])} must match dimensions [0,{outer}) of "
+            f"updates[shape={_dims(updates)}] = {_dims(prefix_u)}: {reason}"
+        )
+    if k is None or shape.ndims is None:
+        return
+    if k > shape.ndims:
+        raise ValueError(f"indices.shape[-1] must be <= shape.rank, but saw {k} > {shape}")
+    suffix_u = updates[outer:]
+    reason = _merge_reason(shape[k:], suffix_u)
+    if reason is not None:
+        raise ValueError(
+            f"Dimensions [{k},{shape.ndims}) of input[shape={_dims(shape)}] = "
+            f"{_dims(shape[k:])} must match dimensions [{outer},{updates.ndims}) of "
+            f"updates[shape={_dims(updates)}] = {_dims(suffix_u)}: {reason}"
+        )
+    if (
+        shape.is_fully_defined()
+        and shape.num_elements() == 0
+        and indices.is_fully_defined()
+        and updates.is_fully_defined()
+        and (indices.num_elements() or updates.num_elements())
+    ):
+        raise ValueError("Indices and updates specified for empty input")
 
 
 def _static_str(shape: tensor_shape.TensorShape) -> str:
@@ -166,6 +197,8 @@ def _scatter_nd_shape(op):
 def _tensor_scatter_shape(op):
     tensor, indices, updates = (t.shape for t in op.inputs)
     indices.with_rank_at_least(1)
+    if tensor.ndims == 0:
+        raise ValueError("Shape must be at least rank 1 but is rank 0")
     _static_updates_check(indices, updates, tensor)
     return [tensor]
 
@@ -309,7 +342,15 @@ async def _scatter_nd(ctx, indices, updates, shape):
             f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, got "
             f"shape {_shape_str(shape)}"
         )
-    out = xp.zeros(shape, updates.dtype)
+    if 0 in shape and (indices.size or updates.size):
+        raise _invalid(
+            f"Indices and updates specified for empty output shape. indices shape: "
+            f"{_shape_str(indices.shape)}, updates shape: {_shape_str(updates.shape)}"
+        )
+    if updates.dtype == object:  # strings: duplicates concatenate onto b""
+        out = np.full(shape, b"", dtype=object)
+    else:
+        out = xp.zeros(shape, updates.dtype)
     return await ctx.device.compute(_scatter_into, xp, out, indices, updates, "add")
 
 
@@ -349,6 +390,11 @@ def _tensor_scatter_op(op_type: str, mode: str, allowed):
         if indices.ndim < 1:
             raise _invalid(f"Indices shape must have rank at least one. Found:{indices.shape}")
         tensor = xp.asarray(tensor)
+        if tensor.size == 0 and (indices.size or updates.size):
+            raise _invalid(
+                f"Indices and updates specified for empty input. indices shape: "
+                f"{_shape_str(indices.shape)}, updates shape: {_shape_str(updates.shape)}"
+            )
         if indices.shape[-1] > tensor.ndim:
             raise _invalid(
                 f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, "
@@ -389,13 +435,19 @@ def _tensor_scatter_sub_grad(op, grad):
 
 
 def _tensor_scatter_extremum_grad(op, grad):
-    """The gradient flows to whichever of tensor/updates the output took (both on ties)."""
+    """The gradient flows to whichever of tensor/updates the output took, shared equally
+    among all that took it (ties), as TF's."""
     tensor, indices, updates = op.inputs
     out = op.outputs[0]
     grad = ops.convert_to_tensor(grad)
     took_x = _g.cast(_g.apply("Equal", tensor, out), grad.dtype)
     took_u = _g.cast(_g.apply("Equal", updates, _g.apply("GatherNd", out, indices)), grad.dtype)
-    return [_g.mul(grad, took_x), None, _g.mul(_g.apply("GatherNd", grad, indices), took_u)]
+    # Each output element's number of contributors: the tensor's and the updates'.
+    count = _g.apply(
+        "AddV2", took_x, _g.apply("TensorScatterAdd", _g.zeros_like(took_x), indices, took_u)
+    )
+    share = _g.apply("RealDiv", grad, count)
+    return [_g.mul(share, took_x), None, _g.mul(_g.apply("GatherNd", share, indices), took_u)]
 
 
 TensorScatterMax.gradient(_tensor_scatter_extremum_grad)
@@ -426,13 +478,65 @@ tensor_scatter_add = tensor_scatter_nd_add
 tensor_scatter_sub = tensor_scatter_nd_sub
 
 
+# -- ScatterNdNonAliasingAdd ------------------------------------------------------------------
+
+ScatterNdNonAliasingAdd = register_op(
+    "ScatterNdNonAliasingAdd",
+    inputs=["input: T", "indices: Tindices", "updates: T"],
+    outputs=["output: T"],
+    attrs={
+        "T": TypeConstraint([*NUMERIC.allowed, dtypes.bool]),
+        "Tindices": INDEX,
+        "bad_indices_policy": "",
+    },
+    shape_fn=_tensor_scatter_shape,
+)
+
+
+@ScatterNdNonAliasingAdd.kernel(host_memory=("indices",))
+async def _scatter_nd_non_aliasing_add(ctx, tensor, indices, updates):
+    xp = ctx.xp
+    indices, updates = np.asarray(indices), xp.asarray(updates)
+    tensor = xp.asarray(tensor)
+    if indices.ndim < 1 or indices.shape[-1] > tensor.ndim:
+        raise _invalid(
+            f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, got "
+            f"shape {_shape_str(tensor.shape)}"
+        )
+    if tensor.size == 0 and (indices.size or updates.size):
+        raise _invalid(
+            f"Indices and updates specified for empty input. indices shape: "
+            f"{_shape_str(indices.shape)}, updates shape: {_shape_str(updates.shape)}"
+        )
+    out = xp.array(tensor)  # a copy: the input is never written (non-aliasing)
+    return await ctx.device.compute(_scatter_into, xp, out, indices, updates, "add")
+
+
+@ScatterNdNonAliasingAdd.gradient
+def _scatter_nd_non_aliasing_add_grad(op, grad):
+    grad = ops.convert_to_tensor(grad)
+    return [grad, None, _g.apply("GatherNd", grad, op.inputs[1])]
+
+
+def scatter_nd_non_aliasing_add(input, indices, updates, name=None):  # noqa: A002 - TF's name
+    """`array_ops.scatter_nd_non_aliasing_add`: a copy of `input` with `updates` added at
+    `indices` (duplicates accumulate; bools combine by OR); `input` itself is not written.
+
+    Raises:
+      ValueError: at build time, updates' shape is not indices.shape[:-1] + shape[K:].
+      InvalidArgumentError: at run time, an index out of range.
+    """
+    return ops.apply_op("ScatterNdNonAliasingAdd", [input, indices, updates], name=name).outputs[0]
+
+
 # -- ScatterNd{Update,Add,Sub}: in-place updates of a ref variable -----------------------------
 
 
 def _ref_scatter_nd_shape(op):
     ref, indices, updates = (t.shape for t in op.inputs)
     indices.with_rank_at_least(1)
-    _static_updates_check(indices, updates, ref)
+    if ref.ndims != 0:  # a scalar ref fails when run, as TF's ("Output must be at least 1-D")
+        _static_updates_check(indices, updates, ref)
     return [ref]
 
 
@@ -451,6 +555,8 @@ def _ref_scatter_nd_op(op_type: str, mode: str, allowed):
     async def _kernel(ctx, ref, indices, updates):
         indices, updates = np.asarray(indices), np.asarray(updates)
         params = ref._current()  # checked within this loop step, not handed out
+        if params.ndim == 0:
+            raise _invalid(f"Output must be at least 1-D, got shape: {_shape_str(params.shape)}")
         if indices.ndim < 1 or indices.shape[-1] > params.ndim:
             raise _invalid(
                 f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, "

@@ -444,7 +444,9 @@ def _gather_shape(op):
             return [tensor_shape.unknown_shape(rank)]
         return [tensor_shape.unknown_shape()]
     axis = int(axis)
-    params_shape.with_rank_at_least(-axis if axis < 0 else axis + 1)
+    need = -axis if axis < 0 else axis + 1
+    if params_shape.ndims is not None and params_shape.ndims < need:
+        raise ValueError(f"Shape must be at least rank {need} but is rank {params_shape.ndims}")
     indices.shape.with_rank_at_least(abs(batch_dims))
     if params_shape.ndims is None or indices.shape.ndims is None:
         return [tensor_shape.unknown_shape()]
@@ -464,7 +466,13 @@ GatherV2 = register_op(
     "GatherV2",
     inputs=["params: Tparams", "indices: Tindices", "axis: Taxis"],
     outputs=["output: Tparams"],
-    attrs={"Tparams": ANY, "Tindices": INDEX, "Taxis": INDEX, "batch_dims": 0},
+    # TF registers GatherV2 for int16 indices too (TF 2.21).
+    attrs={
+        "Tparams": ANY,
+        "Tindices": TypeConstraint([dtypes.int16, dtypes.int32, dtypes.int64], default="int32"),
+        "Taxis": INDEX,
+        "batch_dims": 0,
+    },
     shape_fn=_gather_shape,
 )
 
@@ -526,6 +534,8 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
       InvalidArgumentError: at run time, "indices[1] = 7 is not in [0, 5)".
     """
     del validate_indices  # TF always validates on CPU
+    if batch_dims is None:
+        batch_dims = 0
     if axis is None:
         axis = batch_dims
     attrs = {"batch_dims": int(batch_dims)}
@@ -1182,6 +1192,13 @@ def _gather_grad_general(params, indices, axis_t, batch_dims, grad):
     with ops.colocate_with(params):
         params_shape = _g.shape(params)
     if batch_dims < 0:
+        if indices.shape.ndims is None:
+            raise ValueError(
+                "Currently, it is unsupported to take the gradient of tf.gather when "
+                "batch_dims < 0 and the rank of the indices is unknown. Please pass a "
+                "positive batch_dims or use tf.ensure_shape to update the shape of "
+                "indices when calling tf.gather."
+            )
         batch_dims += indices.shape.ndims
     rank = _g.apply("Rank", params)
     axis = _g.apply("FloorMod", _g.cast(axis_t, i32), rank)

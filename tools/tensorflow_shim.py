@@ -153,6 +153,7 @@ _PACKAGES = {
     "io_ops",
     "distributions",
     "proto",
+    "module",
 }
 
 
@@ -165,6 +166,8 @@ def _is_package(fullname: str) -> bool:
     if parts[-1] in ("ops", "framework") and len(parts) >= 3 and parts[-2] == "core":
         return True
     if parts[-2:] == ["lib", "io"]:  # tensorflow.python.lib.io.tf_record
+        return True
+    if len(parts) == 4 and parts[2] == "data":  # tensorflow.python.data.ops.dataset_ops
         return True
     return len(parts) <= 3 and parts[-1] in _PACKAGES
 
@@ -303,12 +306,21 @@ def _extra_tables():
             **vars(importlib.import_module("asyncflow.resource_variable")),
         },
         "variable_scope": vars(importlib.import_module("asyncflow.var_scope")),
+        # tf.config (a TF2 module): op determinism is a switch asyncflow's kernels do
+        # not need (they have one order of accumulation each).
         "config": {
-            "is_op_determinism_enabled": lambda: False,
+            "enable_op_determinism": _determinism.enable,
+            "disable_op_determinism": _determinism.disable,
+            "is_op_determinism_enabled": _determinism.enabled,
             "list_physical_devices": lambda *a: [],
             "list_logical_devices": lambda *a: [],
         },
         "session": {"Session": af.Session, "InteractiveSession": af.InteractiveSession},
+        # asyncflow's control flow is TF1's (Switch/Merge/Enter/Exit frames).
+        "control_flow_util": {
+            **vars(importlib.import_module("asyncflow.ops.control_flow_contexts")),
+            "ENABLE_CONTROL_FLOW_V2": False,
+        },
         "tf_logging": vars(importlib.import_module("asyncflow.tf_logging")),
     }
 
@@ -356,9 +368,75 @@ def _v2_max_error(grad1, grad2):
     return err
 
 
-def _graph_function(func=None, **_kwargs):
-    """`def_function.function` for graph-mode cases: the function itself."""
-    return func if func is not None else (lambda f: f)
+def _graph_function(func=None, input_signature=None, **_kwargs):
+    """`def_function.function` for graph-mode cases: the function itself, its arguments
+    given the signature's dtypes and (static) shapes as a traced function's are."""
+
+    def wrap(f):
+        if input_signature is None:
+            return f
+        af = _af()
+
+        @functools.wraps(f)
+        def call(*args, **kwargs):
+            args = [
+                af.placeholder_with_default(
+                    af.convert_to_tensor(a, dtype=spec.dtype), shape=spec.shape
+                )
+                for a, spec in zip(args, input_signature, strict=False)
+            ] + list(args[len(input_signature) :])
+            return f(*args, **kwargs)
+
+        return call
+
+    return wrap(func) if func is not None else wrap
+
+
+class _Determinism:
+    """`tf.config.experimental.enable_op_determinism` and its query."""
+
+    def __init__(self):
+        self.on = False
+
+    def enable(self):
+        self.on = True
+
+    def disable(self):
+        self.on = False
+
+    def enabled(self):
+        return self.on
+
+
+_determinism = _Determinism()
+
+
+class _AbstractGradientTape:
+    """TF's `test_util.AbstractGradientTape`: a GradientTape, or (use_tape=False) the
+    same calls over `gradients()`."""
+
+    def __init__(self, use_tape, persistent=False):
+        af = _af()
+        self._tape = af.GradientTape(persistent=persistent) if use_tape else None
+
+    def __enter__(self):
+        if self._tape is not None:
+            self._tape.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._tape is not None:
+            return self._tape.__exit__(*exc)
+        return False
+
+    def watch(self, t):
+        if self._tape is not None:
+            self._tape.watch(t)
+
+    def gradient(self, target, sources, output_gradients=None):
+        if self._tape is not None:
+            return self._tape.gradient(target, sources, output_gradients)
+        return _af().gradients(target, sources, output_gradients)
 
 
 def _no_eager():
@@ -491,11 +569,12 @@ def _product(**kwargs):
 
 def _parameters(named: bool):
     def decorator_factory(*cases):
+        # absl: one argument that is neither a tuple nor a mapping is the iterable of
+        # cases (a list of dicts, a set of flags...).
         if (
             len(cases) == 1
-            and isinstance(cases[0], list | tuple)
-            and cases[0]
-            and isinstance(cases[0][0], dict | list | tuple)
+            and not isinstance(cases[0], tuple | dict | str | bytes)
+            and hasattr(cases[0], "__iter__")
         ):
             cases = tuple(cases[0])
 
@@ -606,15 +685,15 @@ class TensorFlowTestCase(unittest.TestCase):
             self._tmp = tempfile.mkdtemp()
         return self._tmp
 
-    def _session_cm(self, graph, cached):
+    def _session_cm(self, graph, cached, config=None):
         af = _af()
         graph = graph if graph is not None else af.get_default_graph()
         if cached:
             sess = self._cached.get(id(graph))
             if sess is None:
-                sess = self._cached[id(graph)] = af.Session(graph=graph)
+                sess = self._cached[id(graph)] = af.Session(graph=graph, config=config)
         else:
-            sess = af.Session(graph=graph)
+            sess = af.Session(graph=graph, config=config)
 
         @contextlib.contextmanager
         def cm():
@@ -628,10 +707,10 @@ class TensorFlowTestCase(unittest.TestCase):
         return cm()
 
     def cached_session(self, graph=None, config=None, use_gpu=True, force_gpu=False):
-        return self._session_cm(graph, cached=True)
+        return self._session_cm(graph, cached=True, config=config)
 
     def session(self, graph=None, config=None, use_gpu=True, force_gpu=False):
-        return self._session_cm(graph, cached=False)
+        return self._session_cm(graph, cached=False, config=config)
 
     def test_session(self, graph=None, config=None, use_gpu=True, force_gpu=False):
         return self._session_cm(graph, cached=True)
@@ -665,6 +744,8 @@ class TensorFlowTestCase(unittest.TestCase):
         return a
 
     def assertAllClose(self, a, b, rtol=1e-6, atol=1e-6, msg=None):
+        af = _af()
+        a, b = (self._run(x) if isinstance(x, af.Tensor | af.Variable) else x for x in (a, b))
         if isinstance(a, dict) or isinstance(b, dict):
             self.assertEqual(set(a), set(b), msg)
             for k in a:
@@ -714,6 +795,9 @@ class TensorFlowTestCase(unittest.TestCase):
         if "bfloat16" in names:
             rtol, atol = max(rtol, bfloat16_rtol), max(atol, bfloat16_atol)
         self.assertAllClose(a, b, rtol=rtol, atol=atol, msg=msg)
+
+    def _GetNdArray(self, a):
+        return a if isinstance(a, np.ndarray) else np.array(a)
 
     def assertNotAllClose(self, a, b, rtol=1e-6, atol=1e-6, msg=None):
         try:
@@ -906,7 +990,10 @@ def _test_util_module(name):
         "device": lambda use_gpu=False: contextlib.nullcontext(),
         "skip_if": lambda cond: lambda f: f,
         "enable_control_flow_v2": passthrough,
-        "disable_control_flow_v2": passthrough,
+        "disable_control_flow_v2": _flex(_mark_no_cf_v2),
+        "with_control_flow_v2": _with_control_flow_v2,
+        "AbstractGradientTape": _AbstractGradientTape,
+        "xla_allow_fallback": passthrough,
     }
 
     def sources():
@@ -914,6 +1001,23 @@ def _test_util_module(name):
 
     mod._sources = sources
     return mod
+
+
+def _mark_no_cf_v2(fn):
+    fn._disable_control_flow_v2 = True
+    return fn
+
+
+def _with_control_flow_v2(cls):
+    """TF's decorator adds a `<name>WithControlFlowV2` copy of each test run under
+    control flow v2, TF2's functional While/If. asyncflow implements TF1's control flow
+    only: the copies are TF2-only cases, skipped (and not counted)."""
+    for name, fn in list(vars(cls).items()):
+        if name.startswith("test") and callable(fn):
+            if getattr(fn, "_disable_control_flow_v2", False):
+                continue
+            setattr(cls, name + "WithControlFlowV2", _skipper("TF2-only: control flow v2")(fn))
+    return cls
 
 
 class _Disables:

@@ -1,0 +1,277 @@
+"""Behaviours TF's kernel tests check (queues, scatter_nd, gather, pooling, TensorSpec),
+each value or error as TF 2.21 gives it in `tf.compat.v1` graph mode (recorded with
+/work/tfvenv; the values are small enough to write down here)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+from asyncflow import errors, graph
+from asyncflow.ops import array_ops, data_flow_ops, nn_ops
+
+
+def _run(fetches, feed=None):
+    with tf.Session() as sess:
+        return sess.run(fetches, feed)
+
+
+# -- queues -----------------------------------------------------------------------------------
+
+
+def test_fifo_queue_is_pinned_to_the_host():
+    # TF: FIFOQueue's NodeDef has device "/device:CPU:*"; GPUCompatibleFIFOQueue's none.
+    with tf.Graph().as_default():
+        assert tf.FIFOQueue(3, tf.float32).queue_ref.op.device == "/device:CPU:*"
+        q = data_flow_ops.GPUCompatibleFIFOQueue(3, tf.float32)
+        assert q.queue_ref.op.type == "FIFOQueueV2"
+        assert q.queue_ref.op.device == ""
+        with pytest.raises(NotImplementedError):
+            q.enqueue_many([[1.0, 2.0]])
+        with tf.Session() as sess:
+            sess.run(q.enqueue(7.0))
+            assert sess.run(q.dequeue()) == 7.0
+
+
+def test_timed_out_dequeue_says_tf_words():
+    # TF: DeadlineExceededError "Timed out waiting for notification".
+    with tf.Graph().as_default():
+        q = tf.FIFOQueue(3, tf.float32)
+        with tf.Session() as sess:
+            with pytest.raises(errors.DeadlineExceededError, match="Timed out waiting for notif"):
+                sess.run(q.dequeue(), options=tf.RunOptions(timeout_in_ms=10))
+
+
+def test_closing_the_session_cancels_a_blocked_dequeue():
+    # TF: CancelledError "Dequeue operation was cancelled".
+    with tf.Graph().as_default():
+        q = tf.FIFOQueue(3, tf.float32)
+        d = q.dequeue()
+        sess = tf.Session()
+        caught = []
+
+        def blocked():
+            try:
+                sess.run(d)
+            except errors.CancelledError as e:
+                caught.append(str(e))
+
+        t = threading.Thread(target=blocked)
+        t.start()
+        time.sleep(0.2)
+        sess.close()
+        t.join(10)
+        assert caught and "was cancelled" in caught[0]
+
+
+# -- TensorSpec -------------------------------------------------------------------------------
+
+
+def test_tensor_spec():
+    s = tf.TensorSpec([None, 3], tf.int32, "a")
+    assert s.shape.as_list() == [None, 3] and s.dtype == tf.int32 and s.name == "a"
+    assert s == tf.TensorSpec([None, 3], tf.int32, "a")
+    assert s != tf.TensorSpec([2, 3], tf.int32, "a")
+    with tf.Graph().as_default():
+        assert s.is_compatible_with(tf.zeros([5, 3], tf.int32))
+        assert not s.is_compatible_with(tf.zeros([5, 2], tf.int32))
+        assert not s.is_compatible_with(tf.zeros([5, 3], tf.float32))
+
+
+# -- scatter_nd family ------------------------------------------------------------------------
+
+
+def test_scatter_nd_non_aliasing_add_values_and_gradients():
+    # TF: [41, 2, 23, 4]; d/dx = dy; d/dupdates = gather_nd(dy) = [1, 3, 1].
+    with tf.Graph().as_default():
+        x = tf.constant([1.0, 2, 3, 4])
+        u = tf.constant([10.0, 20, 30])
+        y = array_ops.scatter_nd_non_aliasing_add(x, [[0], [2], [0]], u)
+        gx, gu = tf.gradients(y, [x, u], tf.constant([1.0, 2, 3, 4]))
+        got = _run([y, gx, gu])
+    np.testing.assert_array_equal(got[0], [41, 2, 23, 4])
+    np.testing.assert_array_equal(got[1], [1, 2, 3, 4])
+    np.testing.assert_array_equal(got[2], [1, 3, 1])
+    with tf.Graph().as_default():  # bools combine by OR: [False, True, False, False]
+        b = array_ops.scatter_nd_non_aliasing_add(
+            tf.zeros([4], tf.bool), [[1], [1], [3]], [True, False, False]
+        )
+        np.testing.assert_array_equal(_run(b), [False, True, False, False])
+
+
+def test_tensor_scatter_extremum_gradient_is_shared_among_ties():
+    # TF: max grads ([1, 0, 3, 2], [2, 0, 2, 2]); min grads ([1, 2, 0, 2], [0, 3, 2, 2]).
+    with tf.Graph().as_default():
+        x = tf.ones([4])
+        ind = tf.constant([[1], [2], [3], [3]])
+        up = tf.constant([2.0, 0.5, 1.0, 1.0])
+        dy = tf.constant([1.0, 2, 3, 6])
+        gmax = tf.gradients(tf.tensor_scatter_nd_max(x, ind, up), [x, up], dy)
+        gmin = tf.gradients(tf.tensor_scatter_nd_min(x, ind, up), [x, up], dy)
+        got = _run(gmax + gmin)
+    for g, want in zip(got, ([1, 0, 3, 2], [2, 0, 2, 2], [1, 2, 0, 2], [0, 3, 2, 2])):
+        np.testing.assert_allclose(g, want)
+
+
+def test_scatter_nd_strings_and_empty_outputs():
+    with tf.Graph().as_default():
+        # TF: [b"b", b"a", b""]; duplicates concatenate (b"bb").
+        got = _run(tf.scatter_nd([[1], [0]], tf.constant(["a", "b"]), [3]))
+        assert list(got) == [b"b", b"a", b""]
+        got = _run(tf.scatter_nd([[1], [1]], tf.constant(["b", "b"]), [2]))
+        assert list(got) == [b"", b"bb"]
+        # TF: ValueError "Indices and updates specified for empty input" at build time.
+        with pytest.raises(ValueError, match="Indices and updates specified for empty input"):
+            tf.scatter_nd(tf.zeros([2, 1], tf.int32), tf.zeros([2], tf.int32), [0])
+        i = tf.placeholder(tf.int32)
+        u = tf.placeholder(tf.int32)
+        out = tf.scatter_nd(i, u, tf.constant([0, 3, 2]))
+        with pytest.raises(errors.InvalidArgumentError, match="updates specified for empty"):
+            _run(out, {i: np.zeros([2, 2, 2]), u: np.zeros([2, 2, 2])})
+        # Nothing to write into an empty output is fine.
+        assert _run(tf.scatter_nd(tf.zeros([0, 1], tf.int32), tf.zeros([0]), [0])).shape == (0,)
+
+
+def test_scatter_nd_shape_errors_use_tf_words():
+    with tf.Graph().as_default():
+        z = tf.zeros
+        with pytest.raises(
+            ValueError,
+            match=r"Dimensions \[0,2\) of indices\[shape=\[4,1,1\]\] "
+            r"= \[4,1\] must match dimensions \[0,2\) of updates\[shape=\[4\]\]",
+        ):
+            tf.scatter_nd(z([4, 1, 1], tf.int32), z([4], tf.int32), [8])
+        with pytest.raises(ValueError, match=r"Dimensions \[1,3\) of input\[shape="):
+            tf.scatter_nd(z([2, 2, 1], tf.int32), z([2, 2], tf.int32), [2, 2, 2])
+        with pytest.raises(ValueError, match="Shape must be at least rank 1 but is rank 0"):
+            tf.tensor_scatter_nd_update(tf.zeros([]), [[0]], [0.22])
+        # A scalar ref variable fails when run: "Output must be at least 1-D".
+        v = tf.Variable(0.0)
+        upd = tf.scatter_nd_update(v, [[0]], [0.22])
+        with tf.Session() as sess:
+            sess.run(v.initializer)
+            with pytest.raises(errors.InvalidArgumentError, match="must be at least 1-D"):
+                sess.run(upd)
+
+
+# -- gather -----------------------------------------------------------------------------------
+
+
+def test_gather_takes_int16_indices_and_batch_dims_none():
+    with tf.Graph().as_default():
+        # TF: [[5, 6], [1, 2]] and [[11, 10], [14, 13]].
+        a = tf.gather([[1, 2], [3, 4], [5, 6]], tf.constant([2, 0], tf.int16))
+        b = tf.gather([[10, 11, 12], [13, 14, 15]], [1, 0], axis=1, batch_dims=None)
+        got = _run([a, b])
+        np.testing.assert_array_equal(got[0], [[5, 6], [1, 2]])
+        np.testing.assert_array_equal(got[1], [[11, 10], [14, 13]])
+        with pytest.raises(TypeError, match="not in list of allowed values: int16, int32, int64"):
+            tf.gather([0], 0.0)
+        with pytest.raises(ValueError, match="Shape must be at least rank 2 but is rank 1"):
+            tf.gather([0, 1, 2], 0, axis=1)
+
+
+def test_float8_is_not_trainable():
+    # TF's IsTrainable leaves the float8 types out: no gradient through their gather.
+    with tf.Graph().as_default():
+        p = tf.constant(np.ones([3, 2]), tf.dtypes.float8_e5m2)
+        (g,) = tf.gradients(tf.gather(p, [0]), [p])
+        assert g is None
+
+
+def test_gather_gradient_needs_indices_rank_for_negative_batch_dims():
+    with tf.Graph().as_default():
+        p = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+        i = tf.placeholder_with_default(tf.constant([[0], [1]]), shape=None)
+        y = tf.gather(p, i, axis=1, batch_dims=-1)
+        with pytest.raises(ValueError, match="unsupported to take the gradient of tf.gather"):
+            tf.gradients(y, p)
+
+
+# -- pooling ----------------------------------------------------------------------------------
+
+
+def test_explicit_padding_in_1d_max_pool():
+    # TF: [[[2], [3]]] for both max_pool1d and max_pool_v2 with [[0, 0], [0, 1], [0, 0]].
+    with tf.Graph().as_default():
+        x = tf.constant([[[1.0], [2.0], [3.0]]])
+        a = tf.nn.max_pool1d(x, 2, 2, [[0, 0], [0, 1], [0, 0]])
+        b = tf.nn.max_pool_v2(x, 2, 2, [[0, 0], [0, 1], [0, 0]])
+        for got in _run([a, b]):
+            np.testing.assert_array_equal(got, [[[2.0], [3.0]]])
+    assert nn_ops.convert_padding([[0, 0], [1, 2], [3, 4], [0, 0]]) == (
+        "EXPLICIT",
+        [0, 0, 1, 2, 3, 4, 0, 0],
+    )
+    assert nn_ops.convert_padding("SAME") == ("SAME", [])
+
+
+def _max_pool(x, paddings):
+    attrs = {
+        "ksize": [1, 2, 2, 1],
+        "strides": [1, 2, 2, 1],
+        "padding": "EXPLICIT",
+        "explicit_paddings": paddings,
+    }
+    return graph.apply_op("MaxPool", [x], attrs).outputs[0]
+
+
+def test_pooling_padding_errors_use_tf_words():
+    with tf.Graph().as_default():
+        x = tf.constant(np.arange(9.0).reshape(1, 3, 3, 1), tf.float32)
+        with pytest.raises(ValueError, match="elements of explicit_paddings must be nonnegative"):
+            _max_pool(x, [0, 0, -1, -1, -1, -1, 0, 0])
+        with pytest.raises(ValueError, match="Nonzero explicit padding in the batch or depth"):
+            _max_pool(x, [1, 1, 1, 1, 1, 1, 0, 0])
+        # TF: InvalidArgumentError when run, "Right padding 2 needs to be smaller than the
+        # window size 2".
+        y = _max_pool(x, [0, 0, 0, 1, 0, 2, 0, 0])
+        with pytest.raises(errors.InvalidArgumentError, match="Right padding 2 needs to be"):
+            _run(y)
+        with pytest.raises(ValueError, match="NCHW_VECT_C'` is not supported with explicit"):
+            tf.nn.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], [[0, 0], [0, 1], [0, 1], [0, 0]],
+                           data_format="NCHW_VECT_C")  # fmt: skip
+        with pytest.raises(
+            ValueError, match="Explicit padding is not supported with an input tensor of rank 5"
+        ):
+            tf.nn.max_pool_v2(tf.zeros([1, 3, 3, 1, 1]), 2, 2, [[0, 0], [0, 1], [0, 1], [0, 0]],
+                              data_format="NCHW")  # fmt: skip
+        with pytest.raises(
+            ValueError, match="Attr ksize has value 9223372036854775807 out of range for an int32"
+        ):
+            tf.nn.avg_pool(tf.ones([1, 1, 1, 1]), [1, 2**63 - 1, 1, 1], [1, 1, 1, 1], "SAME")
+        with pytest.raises(ValueError, match="ksize must be a positive int32 value, got:-2147"):
+            tf.nn.max_pool_with_argmax(tf.ones([1, 1, 1, 3]), [1, -(2**31), 4, 1], [1, 1, 1, 1],
+                                       "SAME")  # fmt: skip
+
+
+def test_depth_window_must_divide_the_depth():
+    # TF: UnimplementedError when run.
+    with tf.Graph().as_default():
+        y = tf.nn.max_pool(tf.ones([1, 2, 2, 4]), [1, 1, 1, 3], [1, 1, 1, 3], "SAME")
+        with pytest.raises(errors.UnimplementedError, match="evenly divide the input depth"):
+            _run(y)
+
+
+def test_max_pool_grad_of_a_nan_window_goes_to_its_first_position():
+    # TF (CPU): [[5, 0], [0, 0]].
+    with tf.Graph().as_default():
+        x = tf.constant(np.full([1, 2, 2, 1], np.nan, np.float32))
+        y = tf.nn.max_pool(x, [1, 2, 2, 1], [1, 1, 1, 1], "VALID")
+        (g,) = tf.gradients(y, x, tf.constant([[[[5.0]]]]))
+        np.testing.assert_array_equal(_run(g).reshape(-1), [5, 0, 0, 0])
+
+
+def test_avg_pool_grad_checks_the_grad_batch():
+    # TF: InvalidArgumentError for a grad of batch 3 into an input of batch 1.
+    with tf.Graph().as_default():
+        attrs = {"ksize": [1, 1, 1, 1], "strides": [1, 1, 1, 2], "padding": "VALID"}
+        g = graph.apply_op(
+            "AvgPoolGrad", [tf.constant([1, 1, 3, 1]), tf.ones([3, 1, 3, 1])], attrs
+        ).outputs[0]
+        with pytest.raises(errors.InvalidArgumentError, match=r"grad shape to be \[1,1,3,1\]"):
+            _run(g)
