@@ -26,9 +26,6 @@ from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops import manip_ops, slicing_ops
 from asyncflow.ops.manip_ops import *  # noqa: F403 - re-exported as one family
 from asyncflow.ops.manip_ops import _FOLD_LIMIT, _shape_str
-
-# TF's array_ops module name (not a top-level one).
-from asyncflow.ops.scatter_nd_ops import scatter_nd_non_aliasing_add  # noqa: F401
 from asyncflow.ops.slicing_ops import *  # noqa: F403 - re-exported as one family
 from asyncflow.ops.slicing_ops import _np_dtype, _outs, apply, cast, op_scope
 from asyncflow.registry import ANY, INDEX, REQUIRED, NotDifferentiable, TypeConstraint, register_op

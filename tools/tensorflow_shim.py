@@ -202,8 +202,10 @@ def _ops_module(fullname: str) -> types.ModuleType:
     else:
 
         def sources():
-            # TF keeps some nn functions in nn_ops that asyncflow has in nn_impl.
-            also = _family("nn_impl") if short == "nn_ops" else None
+            # TF keeps some nn functions in nn_ops that asyncflow has in nn_impl, and
+            # array_ops' scatter_nd_non_aliasing_add is asyncflow's scatter_nd_ops'.
+            also = {"nn_ops": "nn_impl", "array_ops": "scatter_nd_ops"}.get(short)
+            also = _family(also) if also else None
             return [extra, _family(short), also, *_namespaces(), af.compat, _GenOps, _GradFns]
 
     mod._sources = sources

@@ -12,7 +12,7 @@ import pytest
 
 import asyncflow as tf
 from asyncflow import errors, graph
-from asyncflow.ops import array_ops, data_flow_ops, nn_ops
+from asyncflow.ops import data_flow_ops, nn_ops, scatter_nd_ops
 
 
 def _run(fetches, feed=None):
@@ -90,14 +90,14 @@ def test_scatter_nd_non_aliasing_add_values_and_gradients():
     with tf.Graph().as_default():
         x = tf.constant([1.0, 2, 3, 4])
         u = tf.constant([10.0, 20, 30])
-        y = array_ops.scatter_nd_non_aliasing_add(x, [[0], [2], [0]], u)
+        y = scatter_nd_ops.scatter_nd_non_aliasing_add(x, [[0], [2], [0]], u)
         gx, gu = tf.gradients(y, [x, u], tf.constant([1.0, 2, 3, 4]))
         got = _run([y, gx, gu])
     np.testing.assert_array_equal(got[0], [41, 2, 23, 4])
     np.testing.assert_array_equal(got[1], [1, 2, 3, 4])
     np.testing.assert_array_equal(got[2], [1, 3, 1])
     with tf.Graph().as_default():  # bools combine by OR: [False, True, False, False]
-        b = array_ops.scatter_nd_non_aliasing_add(
+        b = scatter_nd_ops.scatter_nd_non_aliasing_add(
             tf.zeros([4], tf.bool), [[1], [1], [3]], [True, False, False]
         )
         np.testing.assert_array_equal(_run(b), [False, True, False, False])
