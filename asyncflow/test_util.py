@@ -66,7 +66,7 @@ def _theoretical_jacobian(sess, x, x_shape, x_data, dx, dy, y_shape, feed):
     jacobian = np.zeros((x_size, y_size), dtype=x_data.real.dtype)
     if dx is None:
         return jacobian
-    dy_data = np.zeros(y_shape, dtype=dy.dtype.as_numpy_dtype)
+    dy_data = np.zeros(dy.shape.as_list(), dtype=dy.dtype.as_numpy_dtype)
     flat = _reals(dy_data)
     for col in range(y_size):
         flat[:] = 0
@@ -95,7 +95,9 @@ def _numeric_jacobian(sess, x, x_shape, x_data, y, y_shape, delta, feed):
 
 
 def _check_shape(t, shape, what):
-    if not t.shape.is_compatible_with(shape):
+    # TF's checker takes a shape of the same size too (y_shape [1] for a scalar y).
+    n = t.shape.num_elements()
+    if not t.shape.is_compatible_with(shape) and n != int(np.prod(shape)):
         raise ValueError(
             f"{what} shape {list(shape)} is not compatible with {t}'s shape {t.shape}"
         )
@@ -119,7 +121,14 @@ def _one(sess, x, x_shape, y, y_shape, x_init_value, delta, feed, rng):
         dy_orig = ops.apply_op(
             "Const",
             [],
-            {"value": np.ones(y_shape, dtype=y.dtype.as_numpy_dtype), "dtype": y.dtype},
+            {
+                # y's own shape where known: y_shape may differ but have y's size.
+                "value": np.ones(
+                    y.shape.as_list() if y.shape.is_fully_defined() else y_shape,
+                    dtype=y.dtype.as_numpy_dtype,
+                ),
+                "dtype": y.dtype,
+            },
             name="compute_gradient_dy",
         ).outputs[0]
         (dx,) = gradients(y, x, dy_orig)

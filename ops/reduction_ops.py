@@ -69,7 +69,8 @@ def _deprecated_lookup(new_name, new_value, old_name, old_value):
 def _reduction_shape(op):
     x = op.inputs[0].shape
     keep = op._attr("keep_dims")
-    op.inputs[1].shape.with_rank_at_most(1)
+    if (op.inputs[1].shape.ndims or 0) > 1:  # TF's shape-function words
+        raise ValueError(f"Shape must be at most rank 1 but is rank {op.inputs[1].shape.ndims}")
     axes = ops.constant_value(op.inputs[1])
     if axes is None or x.ndims is None:
         if keep and x.ndims is not None:
@@ -102,6 +103,10 @@ def _reduction_axes(x, axes) -> tuple[int, ...]:
             raise errors.InvalidArgumentError(
                 None, None, f"Invalid reduction dimension ({a} for input with {rank} dimension(s)"
             )
+        if a % rank in out:
+            raise errors.InvalidArgumentError(
+                None, None, f"Axes contains duplicate dimension: {a % rank}"
+            )
         out.add(a % rank)
     return tuple(sorted(out))
 
@@ -115,12 +120,18 @@ def _reduced_shape(shape, axis, keep) -> tuple[int, ...]:
 def _mean(xp, x, axis, keep):
     if x.dtype.kind in "iu":
         count = math.prod(x.shape[i] for i in axis)
-        total = xp.sum(x, axis=axis, keepdims=keep, dtype=x.dtype)
+        # Types narrower than 32 bits sum (and divide by a count they may not hold) in
+        # 64 bits, as TF's kernel does since b/145030710.
+        wide = np.int64 if x.dtype.itemsize < 4 and x.dtype.kind == "i" else x.dtype
+        if x.dtype.itemsize < 4 and x.dtype.kind == "u":
+            wide = np.uint64
+        total = xp.sum(x, axis=axis, keepdims=keep, dtype=wide)
         if count == 0:
-            return total
+            return total.astype(x.dtype)
         # Integer mean is C++ division: it truncates toward zero.
         q = xp.floor_divide(total, count)
-        return q + ((xp.remainder(total, count) != 0) & (total < 0)).astype(q.dtype)
+        q = q + ((xp.remainder(total, count) != 0) & (total < 0)).astype(q.dtype)
+        return q.astype(x.dtype, copy=False)
     return xp.mean(x, axis=axis, keepdims=keep)
 
 
@@ -232,7 +243,10 @@ def _reduction_builder(op_type: str, doc: str):
         axis = _deprecated_lookup("axis", axis, "reduction_indices", reduction_indices)
         keepdims = _deprecated_lookup("keepdims", keepdims, "keep_dims", keep_dims)
         keepdims = bool(keepdims) if keepdims is not None else False
-        x = ops.convert_to_tensor(input_tensor)
+        if op_type in ("Any", "All") and not isinstance(input_tensor, ops.Tensor):
+            x = ops.convert_to_tensor(input_tensor, dtype=dtypes.bool)  # [] is a bool []
+        else:
+            x = ops.convert_to_tensor(input_tensor)
         dims = _reduction_dims(x, axis)
         out = ops.apply_op(op_type, [x, dims], {"keep_dims": keepdims}, name=name).outputs[0]
         if axis is None and not keepdims and out.shape.ndims is None:
@@ -246,6 +260,33 @@ def _reduction_builder(op_type: str, doc: str):
         " axis out of range."
     )
     return builder
+
+
+def reduced_shape(input_shape, axes):
+    """TF's `math_ops.reduced_shape`: `input_shape` (a shape vector) with the dimensions
+    in `axes` (negative counting from the end) set to 1: a NumPy array when both are
+    known at build time (as TF's), else an int32 tensor."""
+    shape = ops.convert_to_tensor(input_shape, dtype=dtypes.int32)
+    axes = ops.convert_to_tensor(axes, dtype=dtypes.int32)
+    shape_v, axes_v = ops.constant_value(shape), ops.constant_value(axes)
+    if shape_v is not None and axes_v is not None:
+        out = np.array(shape_v, np.int32).reshape(-1)
+        for a in np.asarray(axes_v).reshape(-1).tolist():
+            out[a % len(out)] = 1
+        return out
+    rank = ops.apply_op("Size", [shape], {"out_type": dtypes.int32}).outputs[0]
+    axes = ops.apply_op("FloorMod", [axes, rank]).outputs[0]
+    positions = ops.apply_op(
+        "Range", [np.int32(0), rank, np.int32(1)], {"Tidx": dtypes.int32}
+    ).outputs[0]
+    ones = ops.apply_op(
+        "Fill",
+        [
+            ops.apply_op("Shape", [axes], {"out_type": dtypes.int32}).outputs[0],
+            np.int32(1),
+        ],  # fmt: skip
+    ).outputs[0]
+    return ops.apply_op("DynamicStitch", [[positions, axes], [shape, ones]], {"N": 2}).outputs[0]
 
 
 reduce_sum = _reduction_builder("Sum", "Computes the sum of elements across dimensions.")

@@ -286,9 +286,20 @@ async def _tensor_array_write_v3(ctx, handle, index, value, flow):
     return _FLOW
 
 
+def _type_string(dtype) -> str:
+    """TF's DataTypeString: float32 is "float", float64 "double", float16 "half"."""
+    return {"float32": "float", "float64": "double", "float16": "half"}.get(dtype.name, dtype.name)
+
+
 @TensorArrayReadV3.kernel(host_memory=("handle", "index", "flow_in"))
 async def _tensor_array_read_v3(ctx, handle, index, flow):
-    return _ta(handle).read(int(index))
+    ta = _ta(handle)
+    if ctx.attrs["dtype"] != ta.dtype:
+        raise _invalid(
+            f"TensorArray dtype is {_type_string(ta.dtype)} but Op requested dtype "
+            f"{_type_string(ctx.attrs['dtype'])}."
+        )
+    return ta.read(int(index))
 
 
 def _zero_shape(ta, values):
@@ -370,9 +381,17 @@ async def _tensor_array_concat_v3(ctx, handle, flow):
                 "concatenating zero-size TensorArrays.",
             )
         return xp.zeros([0] + es.as_list(), ta.dtype.as_numpy_dtype), np.zeros([0], np.int64)
-    for v in values:
+    for i, v in enumerate(values):
         if v.ndim == 0:
-            raise _invalid("Concat saw a scalar shape at index 0 but requires at least vectors.")
+            raise _invalid(
+                f"Concat saw a scalar shape at index {i} but requires at least vectors."
+            )
+        if v.shape[1:] != values[0].shape[1:]:
+            raise _invalid(
+                "TensorArray has inconsistent shapes.  Index 0 has (excepting dimension 0) "
+                f"shape: {_shape_str(values[0].shape[1:])} but index {i} has (excepting "
+                f"dimension 0) shape: {_shape_str(v.shape[1:])}"
+            )
     lengths = np.array([v.shape[0] for v in values], np.int64)
     return xp.concatenate(values).astype(ta.dtype.as_numpy_dtype, copy=False), lengths
 
@@ -381,7 +400,11 @@ async def _tensor_array_concat_v3(ctx, handle, flow):
 async def _tensor_array_split_v3(ctx, handle, value, lengths, flow):
     ta = _ta(handle)
     value = ta.xp.asarray(value)
-    lengths = np.asarray(lengths).reshape(-1)
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1:
+        raise _invalid(
+            f"Expected lengths to be a vector, received shape: {_shape_str(lengths.shape)}"
+        )
     if value.ndim == 0:
         raise _invalid("Expected value to be at least a vector, but received shape: []")
     if int(lengths.sum()) != value.shape[0] or (lengths < 0).any():
@@ -389,10 +412,10 @@ async def _tensor_array_split_v3(ctx, handle, value, lengths, flow):
             f"Expected sum of lengths to be equal to values.shape[0], but sum of lengths is "
             f"{int(lengths.sum())} and value's shape is: {_shape_str(value.shape)}"
         )
-    if not ta.dynamic_size and len(lengths) > len(ta.values):
+    if not ta.dynamic_size and len(lengths) != len(ta.values):
         raise _invalid(
-            f"TensorArray's size is not equal to the size of lengths ({len(lengths)} vs. "
-            f"{len(ta.values)}), and the TensorArray is not marked as dynamically resizeable"
+            f"TensorArray's size is not equal to the size of lengths ({len(ta.values)} vs. "
+            f"{len(lengths)}), and the TensorArray is not marked as dynamically resizeable"
         )
     start = 0
     for i, n in enumerate(lengths):
@@ -430,6 +453,9 @@ def _grad_source(t) -> str:
             f"Expected op/tensor name to start with gradients (excluding scope), got: {t.name}"
         )
     return "/".join(tokens[: pos[-1] + 1])
+
+
+_GetGradSource = _grad_source  # TF's name (tensor_array_grad._GetGradSource)
 
 
 def _grad_ta(op, dtype, flow, source):
@@ -597,13 +623,19 @@ class TensorArray:
         return self._element_shape[0]
 
     def _merge_element_shape(self, shape) -> None:
+        """Every element must fit the given/inferred element shape (TF checks it with
+        infer_shape=False too); with infer_shape the shape is refined by each write."""
+        try:
+            merged = self._element_shape[0].merge_with(shape)
+        except ValueError:
+            raise ValueError(
+                f"Inconsistent shapes: saw {shape} but expected {self._element_shape[0]} "
+            ) from None
         if self._infer_shape:
-            try:
-                self._element_shape[0] = self._element_shape[0].merge_with(shape)
-            except ValueError:
-                raise ValueError(
-                    f"Inconsistent shapes: saw {shape} but expected {self._element_shape[0]} "
-                ) from None
+            self._element_shape[0] = merged
+
+    def mark_used(self) -> None:
+        """TF marks a TensorArray used to silence its not-used warning; nothing to do."""
 
     def _with_flow(self, flow) -> TensorArray:
         return build_ta_with_new_flow(self, flow)

@@ -202,9 +202,14 @@ def _ops_module(fullname: str) -> types.ModuleType:
     else:
 
         def sources():
-            # TF keeps some nn functions in nn_ops that asyncflow has in nn_impl, and
-            # array_ops' scatter_nd_non_aliasing_add is asyncflow's scatter_nd_ops'.
-            also = {"nn_ops": "nn_impl", "array_ops": "scatter_nd_ops"}.get(short)
+            # TF keeps some nn functions in nn_ops that asyncflow has in nn_impl,
+            # math_ops' reductions in asyncflow's reduction_ops and array_ops'
+            # scatter_nd_non_aliasing_add in scatter_nd_ops.
+            also = {
+                "nn_ops": "nn_impl",
+                "math_ops": "reduction_ops",
+                "array_ops": "scatter_nd_ops",
+            }.get(short)
             also = _family(also) if also else None
             return [extra, _family(short), also, *_namespaces(), af.compat, _GenOps, _GradFns]
 
@@ -318,6 +323,10 @@ def _extra_tables():
             "list_logical_devices": lambda *a: [],
         },
         "session": {"Session": af.Session, "InteractiveSession": af.InteractiveSession},
+        # asyncflow is TF1: TF2 behaviour is off.
+        "tf2": {"enabled": lambda: False},
+        # asyncflow keeps TensorArray's gradients with its ops.
+        "tensor_array_grad": vars(importlib.import_module("asyncflow.ops.tensor_array_ops")),
         # asyncflow's control flow is TF1's (Switch/Merge/Enter/Exit frames).
         "control_flow_util": {
             **vars(importlib.import_module("asyncflow.ops.control_flow_contexts")),

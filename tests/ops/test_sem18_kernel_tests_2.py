@@ -275,3 +275,85 @@ def test_avg_pool_grad_checks_the_grad_batch():
         ).outputs[0]
         with pytest.raises(errors.InvalidArgumentError, match=r"grad shape to be \[1,1,3,1\]"):
             _run(g)
+
+
+# -- reductions -------------------------------------------------------------------------------
+
+
+def test_reduce_mean_of_narrow_ints_does_not_overflow():
+    # TF: 100 (int8), 200 (uint8, 300 elements), -2 (int16: C++ division truncates).
+    with tf.Graph().as_default():
+        got = _run(
+            [
+                tf.reduce_mean(tf.constant([100, 100, 100], tf.int8)),
+                tf.reduce_mean(tf.constant([200] * 300, tf.uint8)),
+                tf.reduce_mean(tf.constant([-7, 2], tf.int16)),
+            ]
+        )
+    assert [int(v) for v in got] == [100, 200, -2]
+    assert got[0].dtype == np.int8 and got[1].dtype == np.uint8 and got[2].dtype == np.int16
+
+
+def test_reduction_axes_checks_use_tf_words():
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="Shape must be at most rank 1 but is rank 2"):
+            tf.reduce_sum(tf.placeholder(tf.float32), [[1], [2]])
+        y = tf.reduce_sum(tf.constant([1.0, 2.0]), tf.constant([0, 0]))
+        with pytest.raises(errors.InvalidArgumentError, match="duplicate dimension: 0"):
+            _run(y)
+        # TF: reduce_all([], [0]) is True and reduce_any([], [0]) False (bool inputs).
+        assert _run(tf.reduce_all([], [0])) and not _run(tf.reduce_any([], [0]))
+
+
+def test_reduced_shape():
+    from asyncflow.ops import reduction_ops
+
+    # TF: [1, 10, 1] and [5, 3] (NumPy arrays for constant inputs).
+    np.testing.assert_array_equal(reduction_ops.reduced_shape([10, 10, 10], [-1, 0]), [1, 10, 1])
+    np.testing.assert_array_equal(reduction_ops.reduced_shape([5, 3], []), [5, 3])
+    with tf.Graph().as_default():
+        shape = tf.placeholder(tf.int32, [3])
+        out = reduction_ops.reduced_shape(shape, [-1, 0])
+        np.testing.assert_array_equal(_run(out, {shape: [4, 5, 6]}), [1, 5, 1])
+
+
+# -- TensorArray ------------------------------------------------------------------------------
+
+
+def test_tensor_array_errors_use_tf_words():
+    from asyncflow.ops import tensor_array_ops
+
+    ta_cls = tensor_array_ops.TensorArray
+    with tf.Graph().as_default():
+        w = ta_cls(tf.float32, size=3, infer_shape=False).write(0, [3.0]).write(1, [4.0])
+        w = w.write(2, [[3.0]])
+        with pytest.raises(errors.InvalidArgumentError, match="inconsistent shapes"):
+            _run(w.concat())
+        # TF: an element_shape is checked with infer_shape=False too.
+        ta = ta_cls(tf.float32, size=2, infer_shape=False, element_shape=[None, 10, 20])
+        ta = ta.write(0, tf.ones([50, 10, 20]))
+        with pytest.raises(ValueError, match="Inconsistent shapes"):
+            ta.write(1, tf.ones([1, 20, 20]))
+        ta.mark_used()
+        with pytest.raises(errors.InvalidArgumentError, match=r"\(2 vs. 1\)"):
+            _run(ta_cls(tf.float32, size=2).split([1.0], [1]).flow)
+        lengths = tf.placeholder(tf.int64)
+        f = ta_cls(tf.float32, size=3).split([1.0, 2.0, 3.0], lengths).flow
+        with pytest.raises(errors.InvalidArgumentError, match=r"lengths to be a vector"):
+            _run(f, {lengths: 1})
+        w0 = ta_cls(tf.float32, size=3).write(0, [[4.0, 5.0]])
+        bad = graph.apply_op(
+            "TensorArrayReadV3", [w0.handle, 0, w0.flow], {"dtype": tf.float64}
+        ).outputs[0]
+        with pytest.raises(errors.InvalidArgumentError, match="is float but Op requested dtype "
+                           "double"):  # fmt: skip
+            _run(bad)
+    c = tf.constant
+    with tf.Graph().as_default():
+        src = tensor_array_ops._GetGradSource
+        assert src(c(0, name="gradients")) == "gradients:0"
+        assert (
+            src(c(0, name="foo/gradients/bar/gradients_0/baz")) == "foo/gradients/bar/gradients_0"
+        )
+        with pytest.raises(ValueError):
+            src(c(0, name="foo/bar"))
