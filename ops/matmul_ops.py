@@ -594,6 +594,51 @@ BatchMatMul.kernel()(_batch_matmul)
 BatchMatMulV2.kernel()(_batch_matmul)
 
 
+# TF's BatchMatMulV3: x and y of their own types (Ta, Tb), the product of type Tout
+# (int8 x int8 -> int32, int8 x bfloat16 -> bfloat16).
+_V3_TYPES = TypeConstraint(
+    [
+        dtypes.bfloat16,
+        dtypes.float16,
+        dtypes.float32,
+        dtypes.float64,
+        dtypes.int16,
+        dtypes.int32,
+        dtypes.int64,
+        dtypes.int8,
+        dtypes.uint8,
+        dtypes.complex64,
+        dtypes.complex128,
+    ]
+)
+BatchMatMulV3 = register_op(
+    "BatchMatMulV3",
+    inputs=["x: Ta", "y: Tb"],
+    outputs=["output: Tout"],
+    attrs={"Ta": _V3_TYPES, "Tb": _V3_TYPES, "Tout": _V3_TYPES, "adj_x": False, "adj_y": False},
+    shape_fn=_batch_matmul_shape(broadcast=True),
+)
+
+
+@BatchMatMulV3.kernel()
+async def _batch_matmul_v3(ctx, x, y):
+    xp = ctx.xp
+    out = ctx.attrs["Tout"]
+    # Products in Tout (exact for int8 -> int32), or float32 for a bfloat16/half Tout.
+    work = np.float32 if out in (dtypes.bfloat16, dtypes.float16) else out.as_numpy_dtype
+    x = xp.asarray(x).astype(work, copy=False)
+    y = xp.asarray(y).astype(work, copy=False)
+    for i, m in enumerate((x, y)):
+        if m.ndim < 2:
+            raise errors.InvalidArgumentError(None, None, f"In[{i}] ndims must be >= 2: {m.ndim}")
+    x2 = _adjoint(xp, x) if ctx.attrs["adj_x"] else x
+    y2 = _adjoint(xp, y) if ctx.attrs["adj_y"] else y
+    if x2.shape[-1] != y2.shape[-2]:
+        raise _incompatible(x, y)
+    product = await ctx.compute(xp.matmul, x2, y2)
+    return _as_dtype(xp, product, out)
+
+
 def _batch_matmul_grad(op, grad):
     x, y = op.inputs
     adj_x, adj_y = op._attr("adj_x"), op._attr("adj_y")
@@ -637,6 +682,27 @@ def _batch_reduce(x, y, gx, gy):
 
 BatchMatMul.gradient(_batch_matmul_grad)
 BatchMatMulV2.gradient(_batch_matmul_grad)
+
+
+@BatchMatMulV3.gradient
+def _batch_matmul_v3_grad(op, grad):
+    """BatchMatMulV2's gradient in the product's type, cast back to each input's."""
+    x, y = op.inputs
+    xc, yc = _g.cast(x, grad.dtype), _g.cast(y, grad.dtype)
+    adj_x, adj_y = op._attr("adj_x"), op._attr("adj_y")
+
+    def mm(a, b, ax=False, ay=False):
+        return ops.apply_op("BatchMatMulV2", [a, b], {"adj_x": ax, "adj_y": ay}).outputs[0]
+
+    if not adj_x:
+        gx, gy = (mm(grad, yc, ay=True), mm(xc, grad, ax=True)) if not adj_y else (
+            mm(grad, yc), mm(grad, xc, ax=True))  # fmt: skip
+    elif not adj_y:
+        gx, gy = mm(yc, grad, ay=True), mm(xc, grad)
+    else:
+        gx, gy = mm(yc, grad, ax=True, ay=True), mm(grad, xc, ax=True, ay=True)
+    gx, gy = _batch_reduce(xc, yc, gx, gy)
+    return [_g.cast(gx, x.dtype), _g.cast(gy, y.dtype)]
 
 
 # -- tf.matmul --------------------------------------------------------------------------------

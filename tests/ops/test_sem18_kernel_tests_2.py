@@ -357,3 +357,19 @@ def test_tensor_array_errors_use_tf_words():
         )
         with pytest.raises(ValueError):
             src(c(0, name="foo/bar"))
+
+
+def test_batch_mat_mul_v3_mixed_types():
+    # TF: [[5, 11], [11, 25]] as int32 (int8 inputs) and as bfloat16 (int8 x bfloat16).
+    a = np.array([[1, 2], [3, 4]], dtype=np.int8)
+    b = a.astype(tf.bfloat16.as_numpy_dtype)
+    with tf.Graph().as_default():
+        c = graph.apply_op("BatchMatMulV3", [a, a], {"adj_y": True, "Tout": tf.int32}).outputs[0]
+        d = graph.apply_op("BatchMatMulV3", [a, b], {"adj_y": True, "Tout": tf.bfloat16})
+        x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+        e = graph.apply_op("BatchMatMulV3", [x, x], {"Tout": tf.float32}).outputs[0]
+        got = _run([c, d.outputs[0], tf.gradients(e, x)[0]])
+    assert got[0].dtype == np.int32
+    np.testing.assert_array_equal(got[0], [[5, 11], [11, 25]])
+    np.testing.assert_array_equal(got[1].astype(np.float32), [[5, 11], [11, 25]])
+    np.testing.assert_allclose(got[2], [[7, 11], [9, 13]])  # dy = 1: 1 x^T + x^T 1
