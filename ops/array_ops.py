@@ -981,6 +981,11 @@ def _vec_str(v) -> str:
 
 @ConcatOffset.kernel(host_memory=("concat_dim", "shape", "offset"))
 async def _concat_offset(ctx, concat_dim, *shapes):
+    for i, s in enumerate(shapes):
+        if np.ndim(s) != 1:
+            raise errors.InvalidArgumentError(
+                None, None, f"input {i} should be a vector, but got shape {_vec_str(np.shape(s))}"
+            )
     shapes = [np.asarray(s).reshape(-1) for s in shapes]
     first = shapes[0]
     rank = first.size

@@ -192,6 +192,17 @@ def _concat_grad(op, grad):
     values, axis_t = list(op.inputs[:-1]), op.inputs[-1]
     if len(values) == 1:
         return [grad, None]
+    axis_v = ops.constant_value(axis_t)
+    if (
+        type(grad).__name__ == "IndexedSlices"
+        and axis_v is not None
+        and int(axis_v) < 0
+        and values[0].shape.ndims is None
+    ):  # TF's words: its IndexedSlices split needs the axis counted from the front
+        raise ValueError(
+            "Can only compute IndexedSlices gradient with negative concat_dim when first "
+            "value rank is statically-known."
+        )
     sizes, axis = _axis_sizes(values, axis_t)
     parts = ops.apply_op(
         "SplitV", [ops.convert_to_tensor(grad), sizes, axis], {"num_split": len(values)}

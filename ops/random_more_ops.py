@@ -178,7 +178,7 @@ async def _stateless_uniform_int(ctx, shape, seed, minval, maxval):
     lo, hi = int(_host(minval)), int(_host(maxval))
     dtype = ctx.attrs["dtype"]
     if int(np.prod(shape)) and lo >= hi:
-        raise errors.InvalidArgumentError(None, None, f"Need minval < maxval: got {lo} >= {hi}")
+        raise errors.InvalidArgumentError(None, None, f"Need minval < maxval, got {lo} >= {hi}")
     gen = _stateless_generator(seed)
     out = gen.integers(lo, max(hi, lo + 1), size=shape, dtype=dtype.as_numpy_dtype)
     return await _to_device(ctx, out)

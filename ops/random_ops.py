@@ -267,7 +267,7 @@ async def _random_uniform_int(ctx, shape, minval, maxval):
         return await _to_device(ctx, np.zeros(shape, dtype.as_numpy_dtype))
     lo, hi = int(minval), int(maxval)
     if lo >= hi:
-        raise errors.InvalidArgumentError(None, None, f"Need minval < maxval: got {lo} >= {hi}")
+        raise errors.InvalidArgumentError(None, None, f"Need minval < maxval, got {lo} >= {hi}")
 
     def fill(xp, key, counter, n, np_dtype):
         return philox_random.uniform_int(xp, key, counter, n, lo, hi, np_dtype)

@@ -166,6 +166,13 @@ CASES: dict[str, list] = {
         (lambda a, b: op("BatchMatMulV2", a, b, adj_x=True), [r(1, 3, 2), r(2, 3, 2)]),
         (lambda a, b: op("BatchMatMulV2", a, b, adj_y=True), [r(2, 2, 3), r(2, 3)]),
     ],
+    "BatchMatMulV3": [
+        (lambda a, b: op("BatchMatMulV3", a, b, Tout=af.float64), [r(2, 2, 3), r(3, 2)]),
+        (
+            lambda a, b: op("BatchMatMulV3", a, b, adj_x=True, Tout=af.float64),
+            [r(1, 3, 2), r(2, 3, 2)],
+        ),
+    ],
     # -- reductions
     "Sum": [
         (lambda x: af.reduce_sum(x), [r(2, 3)]),

@@ -373,3 +373,17 @@ def test_batch_mat_mul_v3_mixed_types():
     np.testing.assert_array_equal(got[0], [[5, 11], [11, 25]])
     np.testing.assert_array_equal(got[1].astype(np.float32), [[5, 11], [11, 25]])
     np.testing.assert_allclose(got[2], [[7, 11], [9, 13]])  # dy = 1: 1 x^T + x^T 1
+
+
+def test_concat_offset_and_indexed_slices_gradient_checks():
+    from asyncflow.ops import array_ops
+
+    with tf.Graph().as_default():
+        off = array_ops.concat_offset(1, [tf.constant([[2, 3, 5]]), tf.constant([[2, 7, 5]])])
+        with pytest.raises(errors.InvalidArgumentError, match="should be a vector"):
+            _run(off)
+        # TF: no IndexedSlices gradient through a negative axis of unknown rank.
+        x1, x2 = tf.placeholder(tf.float32), tf.placeholder(tf.float32)
+        c = tf.gather(tf.concat([x1, x2], -2), [2, 0])
+        with pytest.raises(ValueError, match="negative concat_dim when first value rank"):
+            tf.gradients(c, [x1, x2])
