@@ -8,6 +8,8 @@ the gradients and after the pattern fusions took theirs) groups connected elemen
 nodes of one device into clusters and replaces each by one node whose kernel evaluates
 the cluster's expression: a short program of ufunc calls that write into buffers it
 reuses (`out=`), an input buffer nothing else holds (`ctx.may_forward`) included.
+A program of arithmetic only (an LSTM cell's backward pass) runs as one compiled loop
+where numba is installed (fused_elementwise_jit): one pass, the same bits.
 
 A cluster may have several outputs: every member whose value something outside needs
 (the forward activations a backward pass reads) is one.  Const operands that only the
@@ -36,6 +38,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow.ops import elementwise as _ew
+from asyncflow.ops import fused_elementwise_jit as _jit
 from asyncflow.ops.math_helpers import _quiet, _shape_str, to_host
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
@@ -268,6 +271,7 @@ class _Schedule:
         "elements",
         "itemsize",
         "temps",
+        "jit",  # the program as one compiled loop (fused_elementwise_jit), or None
     )
 
 
@@ -345,6 +349,7 @@ class _Program:
         sched.elements = max((math.prod(s) for s in shapes[n_fixed:]), default=0)
         sched.itemsize = self.dtype.itemsize
         sched.temps = []  # temporaries' arrays between runs (one set per concurrent run)
+        sched.jit = _jit.compile_schedule(self, sched) if xp is np else None
         if len(self.schedules) > 64:  # a service's varying batch sizes: keep it bounded
             self.schedules.clear()
         self.schedules[key] = sched
@@ -453,6 +458,10 @@ class _Program:
 
     def evaluate(self, xp, sched: _Schedule, donated, xs) -> tuple:
         """Run the program on inputs `xs`; returns the outputs' values."""
+        if sched.jit is not None:
+            out = sched.jit(xs)
+            if out is not None:
+                return out
         fns, literals = self.bound(xp)
         dtype, shapes = self.dtype, sched.slot_shapes
         bufs: list = [None] * len(shapes)

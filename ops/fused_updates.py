@@ -35,7 +35,7 @@ import numpy as np
 from asyncflow import tf_logging
 from asyncflow.devices import cpu_budget
 
-__all__ = ["apply", "available", "warm"]
+__all__ = ["apply", "available", "numba_module", "warm"]
 
 _DISABLED = os.environ.get("ASYNCFLOW_NO_NUMBA", "") not in ("", "0")
 _BLOCK = 1 << 16  # elements per block shared among threads
@@ -96,6 +96,21 @@ def _adam_loop(var, m, v, grad, alpha, one_minus_beta1, one_minus_beta2, epsilon
         u = a * alpha
         u = u / d
         var[i] = var[i] - u
+
+
+def numba_module():
+    """numba, imported by the calling thread on first use (a background thread's: see
+    _loop); None where it cannot be, or is disabled.  Also for fused_elementwise_jit."""
+    global _numba
+    if _DISABLED:
+        return None
+    if _numba is None:
+        try:
+            import numba
+        except Exception:  # not installed, or not built for this NumPy
+            numba = False
+        _numba = numba
+    return _numba or None
 
 
 # Each loop's (arrays, scalars) count: the tiny call that compiles it.

@@ -1,0 +1,184 @@
+"""A fused element-wise program of arithmetic only, compiled into one loop (numba).
+
+`_FusedElementwise` evaluates its program as one NumPy ufunc call per instruction, each
+a pass over memory; an LSTM cell's backward cluster is a dozen multiplies, adds and
+activation gradients over [batch, units] values, most of them read from memory the
+forward pass left cold.  Where every instruction is plain arithmetic on values of one
+shape (no broadcasting, no reduction: a SumTo only where the schedule made it an
+alias), the program becomes one loop over the elements that computes each instruction
+with the same IEEE operations in the same order as its NumPy function (no fast-math: no
+FMA contraction, no reassociation), so the outputs are bitwise those of the ufunc
+program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions (exp, tanh,
+log) are left to NumPy: numba's libm would round differently from NumPy's SIMD loops.
+
+Optional, as ops/fused_updates.py: without numba, or with ASYNCFLOW_NO_NUMBA=1, or for a
+float16 program (NumPy rounds half after each operation), `compile_schedule` returns
+None and the ufunc program runs.  Compiling takes ~0.3-0.6 s a program, once per program
+of a process, on a background thread (as fused_updates' loops): until the loop is ready
+the ufunc program runs, with the same bits, so no kernel waits for a compile; `wait()`
+waits for the compiles under way.  Only programs over _MIN_ELEMENTS elements compile.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from asyncflow import tf_logging
+from asyncflow.ops import fused_updates
+
+__all__ = ["compile_schedule", "wait"]
+
+_MIN_ELEMENTS = 4096
+
+# Per op type: the expression its NumPy function computes, in its order of operations
+# (ops/fused_elementwise.py's rules and ops/elementwise.py's activation gradients).
+_EXPRESSIONS = {
+    "Neg": "-{0}",
+    "Abs": "abs({0})",
+    "Sqrt": "np.sqrt({0})",
+    "Reciprocal": "one / {0}",
+    "Rsqrt": "one / np.sqrt({0})",
+    "Square": "{0} * {0}",
+    "Add": "{0} + {1}",
+    "AddV2": "{0} + {1}",
+    "Sub": "{0} - {1}",
+    "Mul": "{0} * {1}",
+    "RealDiv": "{0} / {1}",
+    "SquaredDifference": "({0} - {1}) * ({0} - {1})",
+    "SigmoidGrad": "((one - {0}) * {0}) * {1}",  # (1 - y) * y * dy
+    "TanhGrad": "(one - {0} * {0}) * {1}",  # (1 - y * y) * dy
+    "ReluGrad": "{0} * (one if {1} > zero else zero)",  # g * (x > 0)
+}
+
+
+def _eligible(program, sched) -> bool:
+    if sched.elements < _MIN_ELEMENTS or program.dtype not in (np.float32, np.float64):
+        return False
+    shape = sched.slot_shapes[0] if sched.slot_shapes else None
+    if any(s != shape for s in sched.slot_shapes):
+        return False  # broadcasting, or an input of another shape
+    for lit in program.literals:
+        if lit.ndim:
+            return False
+    for t, (own, _args, slot) in zip(program.types, sched.steps):
+        if own is not None:
+            return False  # a SumTo that sums, or an output copied from an input
+        if slot is None:
+            continue  # an alias (Identity, a SumTo to the same shape)
+        if t != "AddN" and t not in _EXPRESSIONS:
+            return False
+    return True
+
+
+def _source(program, sched) -> str:
+    """The loop's Python source: def loop(inputs..., outputs..., literals..., one, zero)."""
+    n_in, n_lit = program.n_inputs, len(program.literals)
+    names = [f"x{k}" for k in range(n_in)] + [f"c{k}" for k in range(n_lit)]
+    body = [f"        x{k} = in{k}[i]" for k in range(n_in)]
+    for j, (t, (_own, args, slot)) in enumerate(zip(program.types, sched.steps)):
+        ops = [names[a] for a in args]
+        if slot is None:
+            names.append(ops[0])
+            continue
+        v = f"v{j}"
+        if t == "AddN":  # ((x0 + x1) + x2) + ...
+            expr = f"{ops[0]} + {ops[1]}"
+            for o in ops[2:]:
+                expr = f"({expr}) + {o}"
+        else:
+            expr = _EXPRESSIONS[t].format(*ops)
+        body.append(f"        {v} = {expr}")
+        names.append(v)
+    outs = [f"out{k}[i] = {names[r]}" for k, r in enumerate(sched.results)]
+    params = [f"in{k}" for k in range(n_in)] + [f"out{k}" for k in range(len(sched.results))]
+    params += [f"c{k}" for k in range(n_lit)]
+    lines = [f"def loop({', '.join(params)}, one, zero):", "    for i in range(out0.size):"]
+    return "\n".join(lines + body + [f"        {o}" for o in outs]) + "\n"
+
+
+_lock = threading.Lock()
+_loops: dict[tuple, object] = {}  # (source, dtype) -> compiled loop, or None: it failed
+_pending: dict[tuple, threading.Event] = {}  # compiles under way
+
+
+def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
+    """Compile the loop of source `key[0]` for 1-D arrays and scalars of dtype `key[1]`
+    (a call on one element compiles the signature every call will have) and publish
+    it: on a thread of its own, never in a kernel (which may run on the event loop)."""
+    source, dtype = key
+    loop = None
+    try:
+        numba = fused_updates.numba_module()
+        if numba is not None:
+            namespace = {"np": np}
+            exec(compile(source, "<fused element-wise program>", "exec"), namespace)
+            jitted = numba.njit(nogil=True, error_model="numpy")(namespace["loop"])
+            n_arrays, n_scalars = n_args
+            jitted(*[np.ones(1, dtype) for _ in range(n_arrays)], *[dtype.type(1)] * n_scalars)
+            loop = jitted
+    except Exception as exc:  # numba could not type or compile it: NumPy's program runs
+        tf_logging.warning("asyncflow: compiling a fused program with numba failed: %r", exc)
+    finally:
+        with _lock:
+            if len(_loops) > 256:
+                _loops.clear()
+            _loops[key] = loop
+            _pending.pop(key, None)
+        done.set()
+
+
+def _loop_for(source: str, dtype, n_args: tuple):
+    """The compiled loop of `source`, or None while it is not ready (the first request
+    starts its compile on a background thread; every cell of an unrolled RNN with the
+    same program shares it) or when it could not compile."""
+    key = (source, dtype)
+    loop = _loops.get(key, _pending)
+    if loop is not _pending:
+        return loop
+    with _lock:
+        if key not in _loops and key not in _pending:
+            done = _pending[key] = threading.Event()
+            thread = threading.Thread(
+                target=_compile, args=(key, n_args, done), name="asyncflow-numba", daemon=True
+            )
+            thread.start()
+    return None
+
+
+def wait(timeout: float | None = 120.0) -> bool:
+    """Wait for the compiles started so far (tests, benchmarks); whether they ended."""
+    with _lock:
+        events = list(_pending.values())
+    return all(event.wait(timeout) for event in events)
+
+
+def compile_schedule(program, sched):
+    """A function `f(xs)` running `program` on inputs of `sched`'s shapes in one compiled
+    loop, returning the outputs, or None where that loop is not ready (yet): the NumPy
+    program runs then, with the same bits.  None for a program it does not compile (see
+    the module note)."""
+    if fused_updates._DISABLED or not _eligible(program, sched):
+        return None
+    dtype = program.dtype
+    n_in, n_lit, n_out = program.n_inputs, len(program.literals), len(sched.results)
+    source = _source(program, sched)
+    n_args = (n_in + n_out, n_lit + 2)
+    one, zero = dtype.type(1), dtype.type(0)
+    lits = [dtype.type(v) for v in program.literals]
+    shape = sched.slot_shapes[0]
+    ready = []
+
+    def run(xs):
+        if not ready:
+            loop = _loop_for(source, dtype, n_args)
+            if loop is None:
+                return None
+            ready.append(loop)
+        flat = [np.ascontiguousarray(x).reshape(-1) for x in xs]
+        outs = [np.empty(shape, dtype) for _ in range(n_out)]
+        ready[0](*flat, *(o.reshape(-1) for o in outs), *lits, one, zero)
+        return tuple(outs)
+
+    return run

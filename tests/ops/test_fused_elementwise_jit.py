@@ -1,0 +1,162 @@
+"""Fused element-wise programs of arithmetic only as one compiled loop
+(ops/fused_elementwise_jit.py): the same bits as the ufunc program (the fusion pass on,
+numba off), nan, inf and signed zeros included, for every op it compiles and for an LSTM
+cell's gradient; and the programs it leaves to NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow.ops import fused_elementwise_jit, fused_updates
+
+pytest.importorskip("numba")
+
+SHAPE = (64, 96)  # 6,144 elements: past the compiling threshold
+_SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 1.0, -1.0, 0.5]
+
+
+def _data(rng, dtype, positive=False):
+    x = rng.standard_normal(SHAPE)
+    flat = x.reshape(-1)
+    flat[: len(_SPECIAL)] = _SPECIAL
+    rng.shuffle(flat)
+    x = x.astype(dtype)
+    return np.abs(x) if positive else x
+
+
+def _run_both(build, feeds_np, monkeypatch):
+    """The fetches of `build(*placeholders)` with the compiled loops off, then on (a first
+    run starts the compiles, NumPy's programs run meanwhile; the second, after `wait`,
+    runs the loops); and how many programs ran compiled in that second run."""
+    compiled = []
+    real = fused_elementwise_jit.compile_schedule
+
+    def recording(program, sched):
+        fn = real(program, sched)
+        if fn is None:
+            return None
+
+        def run(xs):
+            out = fn(xs)
+            compiled.append(out is not None)
+            return out
+
+        return run
+
+    monkeypatch.setattr(fused_elementwise_jit, "compile_schedule", recording)
+    results = []
+    for disabled in (True, False):
+        monkeypatch.setattr(fused_updates, "_DISABLED", disabled)
+        with af.Graph().as_default(), af.device("/cpu:0"):  # (host arrays: NumPy's)
+            phs = [af.placeholder(x.dtype, x.shape) for x in feeds_np]
+            fetches = build(*phs)
+            with af.Session() as sess:
+                feed = dict(zip(phs, feeds_np))
+                first = sess.run(fetches, feed)
+                if not disabled:
+                    assert fused_elementwise_jit.wait(timeout=50)
+                    _same_bits(first, results[0])  # (NumPy's programs: the same bits)
+                    compiled.clear()
+                results.append(sess.run(fetches, feed))
+    return results, sum(compiled)
+
+
+def _same_bits(a, b):
+    """Bitwise equal, signed zeros included; a nan matches a nan (IEEE leaves the sign and
+    payload of an operation's nan open: which operand's nan a sum keeps varies)."""
+    for x, y in zip(a, b):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape
+        nan = np.isnan(x)
+        np.testing.assert_array_equal(nan, np.isnan(y))
+        ints = f"i{x.itemsize}"
+        np.testing.assert_array_equal(x[~nan].view(ints), y[~nan].view(ints))
+
+
+UNARY = {
+    "Neg": af.negative,
+    "Abs": af.abs,
+    "Sqrt": af.sqrt,
+    "Reciprocal": af.reciprocal,
+    "Rsqrt": af.rsqrt,
+    "Square": af.square,
+}
+BINARY = {
+    "Add": af.add,
+    "Sub": af.subtract,
+    "Mul": af.multiply,
+    "RealDiv": af.realdiv,
+    "SquaredDifference": af.squared_difference,
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_each_op_compiles_to_the_same_bits(dtype, monkeypatch):
+    rng = np.random.default_rng(1)
+    x, y, dy = _data(rng, dtype), _data(rng, dtype), _data(rng, dtype)
+    pos = _data(rng, dtype, positive=True)
+
+    def build(x, y, dy, pos):
+        # (Reshape, not element-wise, keeps the parts below in clusters of their own)
+        a = af.reshape(x + pos, SHAPE)
+        outs = [fn(af.multiply(a, y)) for fn in UNARY.values()]
+        outs += [fn(af.add(a, dy), y) for fn in BINARY.values()]
+        outs.append(af.add_n([a * y, dy, a, y * dy]))
+        # SigmoidGrad, TanhGrad and ReluGrad as gradients make them, apart from the
+        # forward cluster (whose Sigmoid and Tanh stay NumPy's)
+        z = x * y
+        forward = [af.sigmoid(z), af.tanh(z), af.nn.relu(z)]
+        g = af.reshape(af.add_n(forward), SHAPE) * dy
+        outs += af.gradients(forward, [z], [g, g, g])
+        return outs
+
+    (want, got), compiled = _run_both(build, [x, y, dy, pos], monkeypatch)
+    assert compiled  # the arithmetic programs were compiled
+    _same_bits(want, got)
+
+
+def test_lstm_cell_gradient_same_bits_and_compiled(monkeypatch):
+    rng = np.random.default_rng(2)
+    batch, units = 64, 96
+    x = rng.standard_normal((batch, 32)).astype(np.float32)
+    h = rng.standard_normal((batch, units)).astype(np.float32)
+    c = rng.standard_normal((batch, units)).astype(np.float32)
+
+    w_np = rng.standard_normal((32 + units, 4 * units)).astype(np.float32) * 0.1
+    w2_np = rng.standard_normal((units, 10)).astype(np.float32)
+
+    def build(x, h, c):
+        gates = af.matmul(af.concat([x, h], 1), af.constant(w_np))
+        i, j, f, o = af.split(gates, 4, 1)
+        new_c = c * af.sigmoid(f + 1.0) + af.sigmoid(i) * af.tanh(j)
+        new_h = af.tanh(new_c) * af.sigmoid(o)
+        # a loss through a product, as a next layer's: the backward cluster apart
+        logits = af.matmul(new_h, af.constant(w2_np))
+        loss = af.reduce_sum(logits * logits) + af.reduce_sum(new_c)
+        return af.gradients(loss, [x, h, c])
+
+    (want, got), compiled = _run_both(build, [x, h, c], monkeypatch)
+    assert compiled
+    _same_bits(want, got)
+
+
+def test_programs_left_to_numpy(monkeypatch):
+    rng = np.random.default_rng(3)
+    x = _data(rng, np.float32)
+    b = rng.standard_normal(SHAPE[1:]).astype(np.float32)
+    half = _data(rng, np.float16)
+    small = rng.standard_normal((8, 8)).astype(np.float32)
+
+    def build(x, b, half, small):
+        return [
+            af.sigmoid(x * 2.0) * x,  # a transcendental function: NumPy's rounding
+            (x * 2.0) + b,  # broadcasting
+            half * half + half,  # float16
+            small * small + small,  # below the threshold
+        ]
+
+    (want, got), compiled = _run_both(build, [x, b, half, small], monkeypatch)
+    assert not compiled
+    _same_bits(want, got)
