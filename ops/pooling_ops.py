@@ -36,7 +36,7 @@ from asyncflow.ops.conv_ops import (
     window_geometry,
     window_slice,
 )
-from asyncflow.registry import REAL, REQUIRED, NotDifferentiable, TypeConstraint, register_op
+from asyncflow.registry import REAL, REQUIRED, TypeConstraint, register_op
 
 __all__ = ["max_pool", "avg_pool", "max_pool2d", "avg_pool2d"]
 
@@ -521,6 +521,10 @@ MaxPoolGradGrad = register_op(
 
 @MaxPoolGradGrad.kernel()
 async def _max_pool_grad_grad_kernel(ctx, x, y, ddx):
+    return await _max_pool_grad_grad_impl(ctx, x, ddx, ctx.attrs)
+
+
+async def _max_pool_grad_grad_impl(ctx, x, ddx, attrs):
     xp = ctx.xp
     x, ddx = _input4(xp, x, "orig_input"), _input4(xp, ddx, "grad")
     if x.shape != ddx.shape:
@@ -528,9 +532,9 @@ async def _max_pool_grad_grad_kernel(ctx, x, y, ddx):
             f"grad must have the shape of orig_input: {_shape_str(ddx.shape)} vs "
             f"{_shape_str(x.shape)}"
         )
-    fmt = ctx.attrs["data_format"]
-    _run_checks(ctx.attrs, depthwise_ok=False)
-    p = _Pool(ctx.attrs, nhwc_dims(x.shape, fmt))
+    fmt = attrs["data_format"]
+    _run_checks(attrs, depthwise_ok=False)
+    p = _Pool(attrs, nhwc_dims(x.shape, fmt))
     cost = float(x.nbytes * p.kh * p.kw)
     return await ctx.compute(_max_pool_grad_grad, xp, p, x, ddx, fmt, cost=cost)
 
@@ -634,7 +638,37 @@ def _max_pool_v2_grad_fn(op, grad):
     return [dx.outputs[0], None, None]
 
 
-NotDifferentiable("MaxPoolGradV2")
+MaxPoolGradGradV2 = register_op(
+    "MaxPoolGradGradV2",
+    inputs=["orig_input: T", "orig_output: T", "grad: T", "ksize: int32", "strides: int32"],
+    outputs=["output: T"],
+    attrs={"T": REAL, "padding": REQUIRED, "data_format": "NHWC"},
+    shape_fn=lambda op: [op.inputs[1].shape.with_rank(4)],
+)
+
+
+@MaxPoolGradGradV2.kernel(host_memory=("ksize", "strides"))
+async def _max_pool_grad_grad_v2_kernel(ctx, x, y, ddx, ksize, strides):
+    return await _max_pool_grad_grad_impl(ctx, x, ddx, _checked_v2_attrs(ctx, ksize, strides))
+
+
+def _v2_grad_attrs(op) -> dict:
+    return {"padding": op._attr("padding"), "data_format": op._attr("data_format")}
+
+
+@MaxPoolGradV2.gradient
+def _max_pool_grad_v2_grad_fn(op, grad):
+    # TF's _MaxPoolGradV2Grad: the gradient flows to `grad` only, through the window argmax.
+    x, y, _, ksize, strides = op.inputs
+    ddy = ops.apply_op("MaxPoolGradGradV2", [x, y, grad, ksize, strides], _v2_grad_attrs(op))
+    return [array_ops.zeros_like(x), array_ops.zeros_like(y), ddy.outputs[0], None, None]
+
+
+@MaxPoolGradGradV2.gradient
+def _max_pool_grad_grad_v2_grad_fn(op, grad):
+    x, y, _, ksize, strides = op.inputs
+    dgrad = ops.apply_op("MaxPoolGradV2", [x, y, grad, ksize, strides], _v2_grad_attrs(op))
+    return [array_ops.zeros_like(x), array_ops.zeros_like(y), dgrad.outputs[0], None, None]
 
 
 # -- AvgPool -------------------------------------------------------------------------------

@@ -194,6 +194,29 @@ def test_pool_second_order_gradients():
     assert _grad_error(x, max_grad_grad) < 1e-4
 
 
+def test_max_pool_v2_second_order_gradients():
+    """MaxPoolGradV2 and MaxPoolGradGradV2 have gradients, as in TF (issue 18: the second
+    gradient of a MaxPoolV2 was silently zero, TF's testMaxPoolGradGrad saw an error of 2)."""
+    x = _distinct((1, 4, 5, 2))
+    ksize = af.constant([1, 2, 2, 1], af.int32)
+    strides = af.constant([1, 2, 2, 1], af.int32)
+    y = ops.apply_op("MaxPoolV2", [x, ksize, strides], {"padding": "SAME"}).outputs[0]
+    dy = _RNG.uniform(-1, 1, (1, 2, 3, 2))
+
+    def v2(name, a, b, t):
+        return ops.apply_op(name, [a, b, t, ksize, strides], {"padding": "SAME"}).outputs[0]
+
+    assert _grad_error(dy, lambda t: v2("MaxPoolGradV2", x, y, t)) < 1e-4
+    assert _grad_error(x, lambda t: v2("MaxPoolGradGradV2", x, y, t)) < 1e-4
+    # the chain as TF's test builds it: dx = gradients(max_pool_v2(x), x, dy), checked in dy
+    xt, dyt = af.constant(x), af.constant(dy)
+    yt = ops.apply_op("MaxPoolV2", [xt, ksize, strides], {"padding": "SAME"}).outputs[0]
+    (dx,) = af.gradients(yt, xt, grad_ys=dyt)
+    with Session():
+        err = compute_gradient_error(dyt, dy.shape, dx, list(x.shape), x_init_value=dy)
+    assert err < 1e-4
+
+
 # -- argument validation as TF 2.21 does it (issue 18; tf.compat.v1 graph mode) ---------------
 
 X4 = np.arange(2 * 4 * 4 * 3, dtype=np.float32).reshape(2, 4, 4, 3)
