@@ -55,6 +55,10 @@ def _conj(x):
 
 
 def _matmul_shape(op):
+    for t in op.inputs:
+        if t.shape.ndims is not None and t.shape.ndims != 2:
+            # TF's C++ shape function's words (MatMul's WithRank(2))
+            raise ValueError(f"Shape must be rank 2 but is rank {t.shape.ndims}")
     a = op.inputs[0].shape.with_rank(2)
     b = op.inputs[1].shape.with_rank(2)
     ta, tb = op._attr("transpose_a"), op._attr("transpose_b")
@@ -721,8 +725,9 @@ def matmul(
 ):
     """Multiplies matrix a by matrix b; rank > 2 inputs are batches (broadcast batch dims).
 
-    Rank-2 inputs build MatMul; anything else (or an unknown rank) builds BatchMatMulV2
-    with adj_x/adj_y.  `a_is_sparse`/`b_is_sparse` are accepted and ignored.
+    Inputs of known rank <= 2 build MatMul (as TF: ranks 0 and 1 are its shape error);
+    anything else (a rank above 2 or unknown) builds BatchMatMulV2 with adj_x/adj_y.
+    `a_is_sparse`/`b_is_sparse` are accepted and ignored.
 
     Raises:
       ValueError: both transpose_x and adjoint_x are set, or the inner dimensions differ
@@ -736,7 +741,9 @@ def matmul(
     with _builder_scope(name, "MatMul", [a, b]) as op_name:
         a, b = _convert_pair(a, b, "MatMul")
         a_rank, b_rank = a.shape.ndims, b.shape.ndims
-        if a_rank == 2 and b_rank == 2:
+        # TF's rule: a batch matmul when a rank is unknown or above 2, else MatMul (so a
+        # rank-1 input is MatMul's "Shape must be rank 2 but is rank 1").
+        if a_rank is not None and b_rank is not None and a_rank <= 2 and b_rank <= 2:
             if adjoint_a:
                 a, transpose_a = _conj(a), True
             if adjoint_b:

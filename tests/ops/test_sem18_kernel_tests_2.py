@@ -387,3 +387,18 @@ def test_concat_offset_and_indexed_slices_gradient_checks():
         c = tf.gather(tf.concat([x1, x2], -2), [2, 0])
         with pytest.raises(ValueError, match="negative concat_dim when first value rank"):
             tf.gradients(c, [x1, x2])
+
+
+def test_matmul_of_a_vector_is_matmul_with_tf_words():
+    # TF's math_ops.matmul builds MatMul unless a rank is unknown or above 2, so a rank-1
+    # operand is MatMul's shape error, in its C++ words (TF's MatMulInfixOperatorTest).
+    with tf.Graph().as_default():
+        m = tf.constant([[40.0, 50.0], [60.0, 70.0]])
+        for v in (tf.constant([10.0, 20.0]), tf.constant(3.0)):
+            with pytest.raises(ValueError, match=r"Shape must be rank 2 but is rank [01] for"):
+                v @ m
+            with pytest.raises(ValueError, match=r"Shape must be rank 2 but is rank [01] for"):
+                tf.matmul(m, v)
+        assert tf.matmul(m, m).op.type == "MatMul"
+        assert tf.matmul(tf.placeholder(tf.float32), m).op.type == "BatchMatMulV2"
+        assert tf.matmul(tf.zeros([3, 2, 2]), m).op.type == "BatchMatMulV2"
