@@ -179,6 +179,8 @@ _ALIASES = {
         "to_hash_bucket_fast": "string_to_hash_bucket_fast",
         "to_hash_bucket_strong": "string_to_hash_bucket_strong",
         "format": "string_format",
+        "lower": "ops.string_extras_ops.string_lower",
+        "upper": "ops.string_extras_ops.string_upper",
     },
     "signal": {},
 }

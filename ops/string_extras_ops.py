@@ -1,6 +1,7 @@
 """More string ops: StringStrip, ReduceJoin, EncodeBase64 / DecodeBase64 (web-safe
-alphabet, as TF), DecodeCompressed (zlib / gzip), with TF1's builders
-(`string_strip`, `reduce_join`, `encode_base64`, `decode_base64`, `decode_compressed`).
+alphabet, as TF), DecodeCompressed (zlib / gzip), StringLower / StringUpper, with TF1's
+builders (`string_strip`, `reduce_join`, `encode_base64`, `decode_base64`,
+`decode_compressed`, `strings.lower`, `strings.upper`).
 
 String tensors are NumPy object arrays of bytes; the kernels are host (CPU) kernels.
 """
@@ -18,7 +19,13 @@ from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.registry import NotDifferentiable, register_op
 
-__all__ = ["string_strip", "reduce_join", "encode_base64", "decode_base64", "decode_compressed"]
+__all__ = [
+    "string_strip",
+    "reduce_join",
+    "encode_base64",
+    "decode_base64",
+    "decode_compressed",
+]  # (string_lower/upper: tf.strings.lower/upper only; TF1 has no top-level names)
 
 
 def _invalid(msg: str) -> errors.InvalidArgumentError:
@@ -93,6 +100,27 @@ def _decompress(attrs, v):
 
 
 DecodeCompressed = _elementwise("DecodeCompressed", _decompress, {"compression_type": ""})
+
+
+def _case(method: str):
+    """TF's StringLower/StringUpper: with encoding "" each ASCII letter's case changes
+    (other bytes as they are); with "utf-8" Unicode's case mapping (ß -> SS), invalid
+    bytes read as U+FFFD."""
+
+    def convert(attrs, v):
+        encoding = attrs["encoding"]
+        if encoding == "":
+            return getattr(bytes(v), method)()  # bytes.lower/upper: ASCII only
+        if encoding == "utf-8":
+            text = bytes(v).decode("utf-8", "replace")
+            return getattr(text, method)().encode("utf-8")
+        raise _invalid(f"only utf-8 or '' (no encoding) is supported, received {encoding}")
+
+    return convert
+
+
+StringLower = _elementwise("StringLower", _case("lower"), {"encoding": ""})
+StringUpper = _elementwise("StringUpper", _case("upper"), {"encoding": ""})
 
 
 def _reduce_join_shape(op):
@@ -198,3 +226,15 @@ def decode_compressed(bytes, compression_type="", name=None):  # noqa: A002 - TF
     """
     attrs = {"compression_type": compression_type}
     return ops.apply_op("DecodeCompressed", [bytes], attrs, name=name).outputs[0]
+
+
+def string_lower(input, encoding="", name=None):  # noqa: A002 - TF's name
+    """`tf.strings.lower`: each string in lowercase (ASCII letters, or all of Unicode's
+    with encoding="utf-8")."""
+    return ops.apply_op("StringLower", [input], {"encoding": encoding}, name=name).outputs[0]
+
+
+def string_upper(input, encoding="", name=None):  # noqa: A002 - TF's name
+    """`tf.strings.upper`: each string in uppercase (ASCII letters, or all of Unicode's
+    with encoding="utf-8")."""
+    return ops.apply_op("StringUpper", [input], {"encoding": encoding}, name=name).outputs[0]
