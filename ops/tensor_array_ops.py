@@ -17,6 +17,8 @@ memory (TF's HostMemory).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
@@ -29,6 +31,11 @@ __all__ = ["TensorArray"]
 
 def _invalid(msg: str) -> errors.InvalidArgumentError:
     return errors.InvalidArgumentError(None, None, msg)
+
+
+# TF's TensorArrayV3 names each array "<tensor_array_name or op name>_<process-wide count>",
+# the name its errors start with ("TensorArray foo_3: Could not write to ...").
+_COUNTER = itertools.count()
 
 
 def _shape_str(shape) -> str:
@@ -86,6 +93,7 @@ class _TensorArray:
                 es = self.element_shape
                 es = _shape_str(es.as_list()) if es.dims is not None else "<unknown>"
                 raise _invalid(
+                    f"TensorArray {self.name}: "
                     f"Could not write to TensorArray index {index} because the value shape "
                     f"is {_shape_str(value.shape)} which is incompatible with the "
                     f"TensorArray's inferred element shape: "
@@ -98,8 +106,14 @@ class _TensorArray:
         if old is not None:
             if not self.is_grad:
                 raise _invalid(
-                    f"Could not write to TensorArray index {index} because it has already "
-                    "been written to."
+                    f"TensorArray {self.name}: Could not write to TensorArray index {index} "
+                    "because it has already been written to."
+                )
+            if old.shape != value.shape:  # TF aggregates equal shapes only, no broadcast
+                raise _invalid(
+                    f"TensorArray {self.name}: Could not aggregate to TensorArray index "
+                    f"{index} because the existing shape is {_shape_str(old.shape)} but the "
+                    f"new input shape is {_shape_str(value.shape)}"
                 )
             value = old + value
         self.values[index] = value
@@ -247,7 +261,7 @@ async def _tensor_array_v3(ctx, size):
     es = a["element_shape"]
     es = tensor_shape.as_shape(es) if es is not None else tensor_shape.unknown_shape()
     ta = _TensorArray(
-        a["tensor_array_name"] or ctx.op.name,
+        f"{a['tensor_array_name'] or ctx.op.name}_{next(_COUNTER)}",
         a["dtype"],
         size,
         es,

@@ -402,3 +402,32 @@ def test_matmul_of_a_vector_is_matmul_with_tf_words():
         assert tf.matmul(m, m).op.type == "MatMul"
         assert tf.matmul(tf.placeholder(tf.float32), m).op.type == "BatchMatMulV2"
         assert tf.matmul(tf.zeros([3, 2, 2]), m).op.type == "BatchMatMulV2"
+
+
+def test_tensor_array_write_errors_name_the_array_and_grads_aggregate_same_shapes():
+    # TF (_testTensorArrayWriteGradientAddMultipleAdds): the array is "foo_<n>" in its errors;
+    # a gradient array sums writes to one index but only of the same shape (no broadcast).
+    from asyncflow.ops import tensor_array_ops
+
+    with tf.Graph().as_default():
+        ta = tensor_array_ops.TensorArray(
+            dtype=tf.float32, tensor_array_name="foo", size=3, infer_shape=False
+        )
+        ta_grad = ta.grad("grad")
+        w1 = ta.write(2, 3.0).write(2, 4.0)
+        g = ta_grad.write(2, 3.0).write(2, 4.0).write(2, 5.0)
+        assert _run(g.read(2)) == 12.0
+        with pytest.raises(
+            errors.InvalidArgumentError,
+            match=r"^TensorArray foo_\d+: Could not "
+            r"write to TensorArray index 2 because it has already been written",
+        ):
+            _run(w1.flow)
+        wb = ta_grad.write(1, 1.0).write(1, [1.0])
+        with pytest.raises(
+            errors.InvalidArgumentError,
+            match=r"TensorArray foo_\d+@grad: Could "
+            r"not aggregate to TensorArray index 1 because the existing shape is "
+            r"\[\] but the new input shape is \[1\]",
+        ):
+            _run(wb.flow)
