@@ -70,6 +70,9 @@ class _TensorArray:
         self.is_grad = is_grad
         self.closed = False
         self.grads: dict = {}
+        # TF's marked size: the element count of the last split (a gradient array takes its
+        # forward array's), and the count a gradient array's concat reads.
+        self.marked_size = -1
 
     def check_open(self):
         if self.closed:
@@ -291,6 +294,7 @@ async def _tensor_array_grad_v3(ctx, handle, flow):
             is_grad=True,
             xp=ta.xp,
         )
+        g.marked_size = ta.marked_size
     return handle_value(g), _FLOW
 
 
@@ -382,7 +386,10 @@ async def _tensor_array_scatter_v3(ctx, handle, indices, value, flow):
 async def _tensor_array_concat_v3(ctx, handle, flow):
     ta = _ta(handle)
     xp = ta.xp
-    values = [ta.read(i) for i in range(len(ta.values))]
+    n = len(ta.values)
+    if ta.is_grad and ta.marked_size >= 0:
+        n = min(n, ta.marked_size)  # TF's PackOrConcatSize: the forward split's count
+    values = [ta.read(i) for i in range(n)]
     if not values:
         es = ctx.attrs["element_shape_except0"]
         es = tensor_shape.as_shape(es) if es is not None else tensor_shape.unknown_shape()
@@ -435,6 +442,8 @@ async def _tensor_array_split_v3(ctx, handle, value, lengths, flow):
     for i, n in enumerate(lengths):
         ta.write(i, value[start : start + int(n)])
         start += int(n)
+    if not ta.is_grad:
+        ta.marked_size = len(lengths)
     return _FLOW
 
 

@@ -431,3 +431,17 @@ def test_tensor_array_write_errors_name_the_array_and_grads_aggregate_same_shape
             r"\[\] but the new input shape is \[1\]",
         ):
             _run(wb.flow)
+
+
+def test_tensor_array_split_gradient_after_a_dynamic_write():
+    # TF (testSkipEagerTensorArraySplitDynamic): the split's gradient concatenates as many
+    # elements as the split wrote (TF's marked size), not the 4 the array grew to.
+    from asyncflow.ops import tensor_array_ops
+
+    with tf.Graph().as_default():
+        ta = tensor_array_ops.TensorArray(dtype=tf.float32, size=3, dynamic_size=True)
+        x = tf.constant([1.0, 2.0, 3.0])
+        r = ta.split(x, [1, 1, 1]).write(3, [4.0]).concat()
+        got = _run([r, tf.gradients(ys=[r], xs=[x])[0]])
+    np.testing.assert_array_equal(got[0], [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(got[1], [1.0, 1.0, 1.0])
