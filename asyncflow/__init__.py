@@ -76,7 +76,6 @@ def _reexport(module) -> None:
 
 from asyncflow import clip_ops as _clip_ops  # noqa: E402
 from asyncflow import custom_gradient as _custom_gradient  # noqa: E402
-from asyncflow import template as _template  # noqa: E402
 from asyncflow import framework_extras as _framework_extras  # noqa: E402
 from asyncflow import gradients as _gradients  # noqa: E402
 from asyncflow import indexed_slices as _indexed_slices  # noqa: E402
@@ -89,6 +88,7 @@ from asyncflow import (
 from asyncflow import partitioned_variables as _partitioned_variables  # noqa: E402
 from asyncflow import random_seed as _random_seed  # noqa: E402
 from asyncflow import sparse_tensor as _sparse_tensor  # noqa: E402
+from asyncflow import template as _template  # noqa: E402
 from asyncflow import var_scope as _variable_scope  # noqa: E402
 from asyncflow import variables as _variables  # noqa: E402
 from asyncflow.ops import array_ops as _array_ops  # noqa: E402
@@ -97,12 +97,12 @@ from asyncflow.ops import check_ops as _check_ops  # noqa: E402
 from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
 from asyncflow.ops import data_flow_ops as _data_flow_ops  # noqa: E402
 from asyncflow.ops import edit_distance_ops as _edit_distance_ops  # noqa: E402
-from asyncflow.ops import image_patches_ops as _image_patches_ops  # noqa: E402
 from asyncflow.ops import einsum_ops as _einsum_ops  # noqa: E402
 from asyncflow.ops import fft_ops as _fft_ops  # noqa: E402
 from asyncflow.ops import framework_ops as _framework_ops  # noqa: E402
 from asyncflow.ops import functional_ops as _functional_ops  # noqa: E402
 from asyncflow.ops import gradient_ops as _gradient_ops  # noqa: E402
+from asyncflow.ops import image_patches_ops as _image_patches_ops  # noqa: E402
 from asyncflow.ops import init_ops as _init_ops  # noqa: E402
 from asyncflow.ops import linalg_matrix_ops as _linalg_matrix_ops  # noqa: E402
 from asyncflow.ops import linalg_ops as _linalg_ops  # noqa: E402
