@@ -86,6 +86,22 @@ CTCLoss = register_op(
 )
 
 
+def _inputs_and_lengths(x, seq_len):
+    """TF's checks of the logits [max_time, batch, classes] and sequence_length [batch]
+    shared by CTCLoss and the decoders; both as arrays."""
+    x, seq_len = np.asarray(x), np.asarray(seq_len)
+    if x.ndim != 3:
+        raise _invalid("inputs is not a 3-Tensor")
+    if seq_len.ndim != 1:
+        raise _invalid("sequence_length is not a vector")
+    if seq_len.shape[0] != x.shape[1]:
+        raise _invalid(
+            f"len(sequence_length) != batch_size.  len(sequence_length):  {seq_len.shape[0]} "
+            f"batch_size: {x.shape[1]}"
+        )
+    return x, seq_len
+
+
 def _join(values) -> str:
     return ",".join(str(int(v)) for v in values)
 
@@ -156,22 +172,13 @@ def _lse3(a, b, c):
 
 def ctc_loss_and_gradient(x, indices, values, seq_len, collapse, merge, ignore_longer):
     """(loss [B], gradient [T, B, C]) as TF's CTCLoss kernel computes them."""
-    x, indices = np.asarray(x), np.asarray(indices)
-    values, seq_len = np.asarray(values), np.asarray(seq_len)
-    if x.ndim != 3:
-        raise _invalid("inputs is not a 3-Tensor")
-    if seq_len.ndim != 1:
-        raise _invalid("sequence_length is not a vector")
+    indices, values = np.asarray(indices), np.asarray(values)
     if indices.ndim != 2:
         raise _invalid("labels_indices is not a matrix")
     if values.ndim != 1:
         raise _invalid("labels_values is not a vector")
+    x, seq_len = _inputs_and_lengths(x, seq_len)
     max_time, batch, num_classes = x.shape
-    if seq_len.shape[0] != batch:
-        raise _invalid(
-            f"len(sequence_length) != batch_size.  len(sequence_length):  {seq_len.shape[0]} "
-            f"batch_size: {batch}"
-        )
     if batch == 0:
         raise _invalid("batch_size must not be 0")
     rows = _label_rows(indices, values, batch)
@@ -299,17 +306,8 @@ def _ctc_loss_grad(op, grad_loss, _grad_gradient=None):
 
 
 def _decoder_inputs(x, seq_len):
-    x, seq_len = np.asarray(x), np.asarray(seq_len)
-    if x.ndim != 3:
-        raise _invalid("inputs is not a 3-Tensor")
-    if seq_len.ndim != 1:
-        raise _invalid("sequence_length is not a vector")
-    max_time, batch, _ = x.shape
-    if seq_len.shape[0] != batch:
-        raise _invalid(
-            f"len(sequence_length) != batch_size.  len(sequence_length):  {seq_len.shape[0]} "
-            f"batch_size: {batch}"
-        )
+    x, seq_len = _inputs_and_lengths(x, seq_len)
+    max_time = x.shape[0]
     for b, n in enumerate(seq_len):
         if n > max_time:
             raise errors.FailedPreconditionError(None, None, f"sequence_length({b}) <= {max_time}")

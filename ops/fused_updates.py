@@ -127,20 +127,14 @@ _started: dict[str, threading.Event] = {}  # loop name -> set once its compile e
 def _compile(name: str, done: threading.Event) -> None:
     """Import numba, compile loop `name` for float32 and float64 (a call on one-element
     arrays), and publish it in `_compiled`: on a thread of its own, never in a kernel."""
-    global _numba
     try:
-        if _numba is None:
-            try:
-                import numba
-            except Exception:  # not installed, or not built for this NumPy
-                numba = False
-            _numba = numba
-        if not _numba:
+        numba = numba_module()
+        if numba is None:
             return
         # error_model="numpy": a division by zero gives inf/nan as NumPy does, without
         # the per-element check (and exception) of Python's model, which also keeps the
         # loop vectorisable.
-        fn = _numba.njit(nogil=True, cache=True, error_model="numpy")(globals()[name])
+        fn = numba.njit(nogil=True, cache=True, error_model="numpy")(globals()[name])
         n_arrays, n_scalars = _ARITY[name]
         for dtype in (np.float32, np.float64):
             arrays = [np.zeros(1, dtype) for _ in range(n_arrays)]

@@ -131,9 +131,14 @@ def _lstm(tf, rng, dynamic: bool):
     else:
         outputs, _ = tf.nn.static_rnn(cell, tf.unstack(x, 28, 1), dtype=tf.float32)
         last = outputs[-1]
-    w = tf.Variable(rng.standard_normal((128, 10)).astype(np.float32) * 0.05)
+    return _sequence_classifier(tf, rng, x, y, last, 128)
+
+
+def _sequence_classifier(tf, rng, x, y, features, width):
+    """The RNN tutorials' head: a 10-way softmax on the last output, Adam, batch 128."""
+    w = tf.Variable(rng.standard_normal((width, 10)).astype(np.float32) * 0.05)
     b = tf.Variable(np.zeros(10, np.float32))
-    logits = tf.matmul(last, w) + b
+    logits = tf.matmul(features, w) + b
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
     train = tf.train.AdamOptimizer(0.001).minimize(loss)
     return (
@@ -158,17 +163,7 @@ def bilstm(tf, rng):
     y = tf.placeholder(tf.int64, [None])
     fw, bw = tf.nn.rnn_cell.BasicLSTMCell(128), tf.nn.rnn_cell.BasicLSTMCell(128)
     outputs, _, _ = tf.nn.static_bidirectional_rnn(fw, bw, tf.unstack(x, 28, 1), dtype=tf.float32)
-    w = tf.Variable(rng.standard_normal((256, 10)).astype(np.float32) * 0.05)
-    b = tf.Variable(np.zeros(10, np.float32))
-    logits = tf.matmul(outputs[-1], w) + b
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-    train = tf.train.AdamOptimizer(0.001).minimize(loss)
-    return (
-        [x, y],
-        train,
-        loss,
-        lambda: [rng.random((128, 28, 28), np.float32), rng.integers(0, 10, 128)],
-    )
+    return _sequence_classifier(tf, rng, x, y, outputs[-1], 256)
 
 
 def cnn(tf, rng):
