@@ -662,7 +662,7 @@ class BaseSession:
                 if (
                     type(v) is not np.ndarray
                     or v.dtype is not np_dt
-                    or not _dims_fit(dims, v.shape)
+                    or not dims_fit(dims, v.shape)
                 ):
                     v = _feed_value(t, v)
                 feed_values.append(v)
@@ -948,19 +948,12 @@ def _running_loop():
 def _shape_accepts(static, shape: tuple) -> bool:
     """Whether a value of `shape` fits the static TensorShape (fast path of
     `is_compatible_with`, which would build a TensorShape per feed)."""
-    if static.ndims is None:
-        return True
-    dims = static.as_list()
-    if len(dims) != len(shape):
-        return False
-    for d, n in zip(dims, shape):
-        if d is not None and d != n:
-            return False
-    return True
+    return static.ndims is None or dims_fit(static.as_list(), shape)
 
 
-def _dims_fit(dims, shape: tuple) -> bool:
-    """`_shape_accepts` for static dims given as a tuple (None: any rank)."""
+def dims_fit(dims, shape: tuple) -> bool:
+    """Whether a value of `shape` fits static dims given as a sequence (None: any
+    rank; a None dim: any size).  Also the served models' feed check."""
     if dims is None:
         return True
     if len(dims) != len(shape):

@@ -11,6 +11,7 @@ import pytest
 
 import asyncflow as tf
 from asyncflow import errors
+from asyncflow.test_util import compute_gradient
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "extract_image_patches_tf.json")
 with open(FIXTURE) as _f:
@@ -53,16 +54,7 @@ def test_gradient_matches_finite_differences_with_a_batch_fed():
         x = tf.placeholder(tf.float64, [None, 5, 4, 2])  # the batch known only when fed
         p = tf.extract_image_patches(x, [1, 2, 3, 1], [1, 2, 1, 1], [1, 1, 1, 1], "SAME")
         loss = tf.reduce_sum(p * w)
-        g = tf.gradients(loss, x)[0]
-        with tf.Session() as sess:
-            got = sess.run(g, {x: x0})
-            num = np.zeros_like(x0)
-            eps = 1e-6
-            for i in np.ndindex(x0.shape):
-                hi, lo = x0.copy(), x0.copy()
-                hi[i] += eps
-                lo[i] -= eps
-                num[i] = (sess.run(loss, {x: hi}) - sess.run(loss, {x: lo})) / (2 * eps)
+        got, num = compute_gradient(x, x0.shape, loss, [], x_init_value=x0, delta=1e-6)
     np.testing.assert_allclose(got, num, rtol=1e-6, atol=1e-8)
 
 

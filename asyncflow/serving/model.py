@@ -21,7 +21,7 @@ import numpy as np
 from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow.serving.batcher import Batcher
-from asyncflow.session import Session
+from asyncflow.session import Session, dims_fit
 
 __all__ = ["ServableModel", "Signature", "load", "aload", "DEFAULT_SERVING_SIGNATURE_DEF_KEY"]
 
@@ -87,7 +87,7 @@ class Signature:
                         None,
                         f"Input '{key}' cannot be converted to {tensor.dtype.name}: {e}",
                     ) from None
-            if not _shape_fits(self._dims[key], arr.shape):
+            if not dims_fit(self._dims[key], arr.shape):
                 raise errors.InvalidArgumentError(
                     None,
                     None,
@@ -167,17 +167,6 @@ class _Resumed:
                     y = coro.send(sent)
                 except StopIteration as done:
                     return done.value
-
-
-def _shape_fits(dims, shape) -> bool:
-    if dims is None:
-        return True
-    if len(dims) != len(shape):
-        return False
-    for d, n in zip(dims, shape):
-        if d is not None and d != n:
-            return False
-    return True
 
 
 class ServableModel:
