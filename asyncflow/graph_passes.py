@@ -20,7 +20,14 @@ from collections.abc import Callable
 
 from asyncflow import errors
 from asyncflow.executor import _flat_input_is_ref
-from asyncflow.ops import fused_elementwise, matmul_ops, nn_ops, summary_ops, training_ops
+from asyncflow.ops import (
+    fused_elementwise,
+    matmul_ops,
+    matmul_sum,
+    nn_ops,
+    summary_ops,
+    training_ops,
+)
 from asyncflow.partition import Partition, make_op, renumber
 
 __all__ = ["GRAPH_PASSES", "PartitionView", "run_graph_passes"]
@@ -295,6 +302,7 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     nn_ops.fuse_bias_add_relu,
     nn_ops.fuse_max_pool_grad_relu_grad,
     training_ops.fuse_matmul_into_updates,
+    matmul_sum.fuse_matmul_add_n,  # (after the updates took their single products)
     # last: what the pattern fusions left of the element-wise nodes, in clusters
     fused_elementwise.fuse_elementwise,
 ]

@@ -26,7 +26,7 @@ import numpy as np
 
 from asyncflow.devices import cpu_budget, host_pool
 
-__all__ = ["available", "gemm_into", "matmul"]
+__all__ = ["available", "gemm_into", "matmul", "matmul_sum"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _fns: dict = {}
@@ -72,7 +72,9 @@ def gemm_into(c, a, b, trans_a: bool, trans_b: bool, alpha: float, beta: float) 
     _gemm(c, a, b, trans_a, trans_b, alpha, beta)
 
 
-def _gemm(c, a, b, trans_a: bool, trans_b: bool, alpha: float, beta: float) -> None:
+def _gemm(
+    c, a, b, trans_a: bool, trans_b: bool, alpha: float, beta: float, split: bool = True
+) -> None:
     fn = _fns[c.dtype]
     m, n = c.shape
     k = a.shape[0] if trans_a else a.shape[1]
@@ -90,7 +92,7 @@ def _gemm(c, a, b, trans_a: bool, trans_b: bool, alpha: float, beta: float) -> N
     lda, ldb = a.shape[1], b.shape[1]
     pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
     size = c.itemsize
-    blocks = _blocks(m, n, k)
+    blocks = _blocks(m, n, k) if split else None
     if blocks is None:
         fn(_ROW_MAJOR, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, n)
         return
@@ -155,4 +157,43 @@ def matmul(a, b, trans_a: bool, trans_b: bool):
     n = b.shape[0] if trans_b else b.shape[1]
     out = host_pool.empty((m, n), a.dtype)  # a huge product's pages stay warm
     _gemm(out, a, b, trans_a, trans_b, 1.0, 0.0)
+    return out
+
+
+def matmul_sum(pairs, addends, shape: tuple, groups: int):
+    """sum_k op(a_k) @ op(b_k) + sum(addends) as a new array of `shape` (`pairs`: tuples
+    (a, b, trans_a, trans_b), each of `shape`'s product; `addends` arrays of `shape`),
+    the products accumulated by gemm calls with beta=1 (ops/matmul_sum.py).
+
+    With `groups` > 1 the products are split into that many runs of consecutive ones,
+    each summed into its own buffer (the first run's is the result) by one of the CPU
+    budget's threads, each gemm on one BLAS thread; then the runs' sums are added in
+    order, then the addends.  The grouping depends only on `groups`, never on which
+    thread took which run: the same inputs give the same bits."""
+    dtype = pairs[0][0].dtype
+    out = host_pool.empty(shape, dtype)
+    count = len(pairs)
+    groups = max(1, min(groups, count))
+    if groups == 1:  # one run: each product as one gemm call would split it
+        for k, (a, b, ta, tb) in enumerate(pairs):
+            _gemm(out, a, b, ta, tb, 1.0, 1.0 if k else 0.0)
+    else:
+        bounds = [(g * count // groups, (g + 1) * count // groups) for g in range(groups)]
+        bufs = [out] + [np.empty(shape, dtype) for _ in range(groups - 1)]
+
+        def run(start: int, stop: int) -> None:
+            for g in range(start, stop):
+                lo, hi = bounds[g]
+                for k in range(lo, hi):
+                    a, b, ta, tb = pairs[k]
+                    _gemm(bufs[g], a, b, ta, tb, 1.0, 0.0 if k == lo else 1.0, split=False)
+
+        cpu_budget.blas_single()  # the runs share the cores, each on one BLAS thread
+        cpu_budget.parallel_for(
+            groups, run, min_block=1, threads=cpu_budget.threads_shared(), per_thread=1
+        )
+        for buf in bufs[1:]:
+            np.add(out, buf, out=out)
+    for x in addends:
+        np.add(out, x, out=out)
     return out

@@ -14,7 +14,14 @@ import pytest
 import asyncflow as tf
 from asyncflow import graph_passes, partition
 from asyncflow.devices.cpu import CPUDevice
-from asyncflow.ops import fused_elementwise, matmul_ops, nn_ops, summary_ops, training_ops
+from asyncflow.ops import (
+    fused_elementwise,
+    matmul_ops,
+    matmul_sum,
+    nn_ops,
+    summary_ops,
+    training_ops,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -118,6 +125,7 @@ def test_the_passes_run_in_the_listed_order():
         nn_ops.fuse_bias_add_relu,
         nn_ops.fuse_max_pool_grad_relu_grad,
         training_ops.fuse_matmul_into_updates,
+        matmul_sum.fuse_matmul_add_n,  # after the updates took their single products
         fused_elementwise.fuse_elementwise,  # last: what the patterns left, in clusters
     ]
 

@@ -1,0 +1,206 @@
+"""ops/matmul_sum.py: AddN of MatMul products as gemm calls accumulating into one
+buffer.  Values against NumPy (float64 references) and against the unfused graph;
+errors as the unfused ops word them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import errors, graph_passes
+from asyncflow.ops import blas, matmul_sum, state_ops
+
+needs_blas = pytest.mark.skipif(
+    not blas.available(np.float32), reason="NumPy's bundled OpenBLAS not found"
+)
+
+
+def _plan_types(sess) -> list[str]:
+    return [op.type for sp in sess._plans.values() for pl in sp.plans for op in pl.nodes]
+
+
+@pytest.fixture
+def unfused(monkeypatch):
+    """Run the graph passes without this one (the plain MatMul and AddN kernels)."""
+    passes = [p for p in graph_passes.GRAPH_PASSES if p is not matmul_sum.fuse_matmul_add_n]
+    monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
+
+
+@needs_blas
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blas_matmul_sum_matches_numpy_in_any_number_of_runs(dtype):
+    rng = np.random.default_rng(0)
+    pairs, want = [], np.zeros((40, 70))
+    for k in range(5):
+        ta, tb = bool(k & 1), bool(k & 2)
+        a = rng.standard_normal((30, 40) if ta else (40, 30)).astype(dtype)
+        b = rng.standard_normal((70, 30) if tb else (30, 70)).astype(dtype)
+        pairs.append((a, b, ta, tb))
+        want += (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    extra = rng.standard_normal((40, 70)).astype(dtype)
+    want += extra
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    results = []
+    for runs in (1, 2, 3, 5, 9):
+        got = blas.matmul_sum(pairs, [extra], (40, 70), runs)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        results.append(got)
+    # the runs depend on `runs` only: the same call gives the same bits again
+    np.testing.assert_array_equal(blas.matmul_sum(pairs, [extra], (40, 70), 3), results[2])
+
+
+def test_runs_follow_size_and_budget():
+    assert matmul_sum.runs_for(28, 1 << 20) == 1  # small: one run
+    assert matmul_sum.runs_for(1, 1 << 30) == 1  # one product: blas splits it itself
+    big = matmul_sum.runs_for(28, 1 << 30)
+    assert 1 <= big <= 8
+
+
+def _rnn_gradients(steps=6, batch=64):
+    """Gradients of a static LSTM (the weight gradient is a sum of one product per
+    step), fed a batch of `batch` rows: the plan's op types and the values."""
+    rng = np.random.default_rng(1)
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, steps, 12])
+        cell = af.nn.rnn_cell.BasicLSTMCell(64)
+        out, _ = af.nn.static_rnn(cell, af.unstack(x, steps, 1), dtype=af.float32)
+        loss = af.reduce_sum(out[-1] * out[-1])
+        variables = af.trainable_variables()
+        grads = af.gradients(loss, variables)
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            s.run(
+                [
+                    v.assign(rng.standard_normal(v.shape.as_list()).astype(np.float32) * 0.2)
+                    for v in variables
+                ]
+            )
+            xv = rng.standard_normal((batch, steps, 12)).astype(np.float32)
+            values = s.run(grads, {x: xv})
+            return _plan_types(s), values
+
+
+@needs_blas
+def test_an_unrolled_rnn_weight_gradient_is_one_fused_sum(request):
+    types, fused = _rnn_gradients()
+    assert types.count("_FusedMatMulAddN") == 1
+    request.getfixturevalue("unfused")
+    types, plain = _rnn_gradients()
+    assert "_FusedMatMulAddN" not in types
+    for f, p in zip(fused, plain):
+        np.testing.assert_allclose(f, p, rtol=1e-5, atol=1e-5)
+
+
+@needs_blas
+def test_sum_of_products_against_finite_differences():
+    # loss = |x1 @ w + x2.T @ w|^2 / 2: w's gradient is AddN of two products, checked
+    # against central differences of the loss (float64).
+    rng = np.random.default_rng(2)
+    x1 = rng.standard_normal((80, 64))
+    x2 = rng.standard_normal((64, 80))
+    w0 = rng.standard_normal((64, 64)) * 0.1
+    with af.Graph().as_default():
+        w = af.Variable(w0)
+        y = af.matmul(af.constant(x1), w) + af.matmul(af.constant(x2), w, transpose_a=True)
+        loss = af.reduce_sum(y * y) / 2
+        (g,) = af.gradients(loss, [w])
+        with af.Session() as s:
+            s.run(w.initializer)
+            got = s.run(g)
+            assert "_FusedMatMulAddN" in _plan_types(s)
+
+    def f(wv):
+        yv = x1 @ wv + x2.T @ wv
+        return float((yv * yv).sum() / 2)
+
+    eps = 1e-6
+    for i, j in [(0, 0), (3, 17), (63, 63), (20, 5)]:
+        up, down = w0.copy(), w0.copy()
+        up[i, j] += eps
+        down[i, j] -= eps
+        assert got[i, j] == pytest.approx((f(up) - f(down)) / (2 * eps), rel=1e-6, abs=1e-6)
+
+
+@needs_blas
+def test_weights_a_product_reads_are_updated_after_it(monkeypatch):
+    # h's gradient is dy1 @ w1.T + dy2 @ w2.T, one fused sum reading w1 and w2: their
+    # updates must wait for it (no copy-on-write copy), and the values stay SGD's.
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((64, 40)).astype(np.float32)
+    w0 = rng.standard_normal((40, 96)).astype(np.float32) * 0.1
+    w1 = rng.standard_normal((96, 80)).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((96, 80)).astype(np.float32) * 0.1
+    lr = 0.001
+    copies = []
+    real = state_ops.VarRef.writable_target
+
+    def counting(ref):
+        if not ref._exclusive():
+            copies.append(ref.value.shape)
+        return real(ref)
+
+    monkeypatch.setattr(state_ops.VarRef, "writable_target", counting)
+    with af.Graph().as_default():
+        v0, v1, v2 = af.Variable(w0), af.Variable(w1), af.Variable(w2)
+        h = af.matmul(af.constant(x), v0)
+        y1, y2 = af.matmul(h, v1), af.matmul(h, v2)
+        loss = af.reduce_sum(y1 * y1) / 2 + af.reduce_sum(y2 * y2) / 2
+        train = af.train.GradientDescentOptimizer(lr).minimize(loss)
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            for _ in range(3):
+                s.run(train)
+            got = s.run([v0, v1, v2])
+            assert "_FusedMatMulAddN" in _plan_types(s)
+    assert copies == []
+    w0, w1, w2 = (w.astype(np.float64) for w in (w0, w1, w2))
+    for _ in range(3):
+        hh = x @ w0
+        d1, d2 = hh @ w1, hh @ w2
+        dh = d1 @ w1.T + d2 @ w2.T
+        w0, w1, w2 = w0 - lr * x.T @ dh, w1 - lr * hh.T @ d1, w2 - lr * hh.T @ d2
+    for g, want in zip(got, (w0, w1, w2)):
+        np.testing.assert_allclose(g, want, rtol=2e-4, atol=2e-5)
+
+
+@needs_blas
+@pytest.mark.parametrize("fuse", [True, False])
+def test_mixed_addends_keep_their_values(request, fuse):
+    if not fuse:
+        request.getfixturevalue("unfused")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((70, 90)).astype(np.float32)
+    b = rng.standard_normal((90, 60)).astype(np.float32)
+    c = rng.standard_normal((90, 70)).astype(np.float32)
+    d = rng.standard_normal((60, 90)).astype(np.float32)
+    e = rng.standard_normal((70, 60)).astype(np.float32)
+    with af.Graph().as_default():
+        pa, pb, pc, pd, pe = (af.placeholder(af.float32, [None, None]) for _ in range(5))
+        total = af.add_n([pe, af.matmul(pa, pb), af.matmul(pc, pd, True, True), pe * 2.0])
+        with af.Session() as s:
+            got = s.run(total, {pa: a, pb: b, pc: c, pd: d, pe: e})
+            assert ("_FusedMatMulAddN" in _plan_types(s)) == fuse
+    a, b, c, d, e = (v.astype(np.float64) for v in (a, b, c, d, e))
+    want = 3.0 * e + a @ b + c.T @ d.T
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_blas
+def test_errors_are_the_unfused_ops():
+    with af.Graph().as_default():
+        pa, pb, pc = (af.placeholder(af.float32, [None, None]) for _ in range(3))
+        total = af.add_n([af.matmul(pa, pb), af.matmul(pc, pb)])
+        with af.Session() as s:
+            ones = np.ones
+            # a product of sizes that do not match: MatMul's error
+            with pytest.raises(errors.InvalidArgumentError, match="Matrix size-incompatible"):
+                s.run(total, {pa: ones((4, 3)), pb: ones((5, 2)), pc: ones((4, 5))})
+            # products of different shapes: AddN's error, in AddN's words
+            with pytest.raises(errors.InvalidArgumentError, match="must have the same size"):
+                s.run(total, {pa: ones((4, 5)), pb: ones((5, 2)), pc: ones((3, 5))})
+            # small sums take the plain path, with the same values
+            got = s.run(total, {pa: ones((4, 5)), pb: ones((5, 2)), pc: ones((4, 5))})
+            np.testing.assert_array_equal(got, np.full((4, 2), 10.0, np.float32))
+            assert "_FusedMatMulAddN" in _plan_types(s)
