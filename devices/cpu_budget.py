@@ -177,13 +177,49 @@ def _load_blas_local():
     libs_dir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
     for path in sorted(glob.glob(os.path.join(libs_dir, "libscipy_openblas*.so"))):
         try:
-            fn = ctypes.CDLL(path).openblas_set_num_threads_local
+            lib = ctypes.CDLL(path)
+            fn = lib.openblas_set_num_threads_local
         except (OSError, AttributeError):
             continue
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.c_int]
+        _short_spin(lib)
         return fn
     return None
+
+
+# After a threaded call OpenBLAS's idle threads spin (sched_yield) for 2^28 cycles,
+# ~0.1 s, before they sleep: through the rest of a step (the element-wise kernels, the
+# optimizer, Python) a model whose products took two BLAS threads burned the second
+# core.  Measured on the 2-core project machine, load ~1 (benchmarks/models' VAE, one
+# process per setting, alternating): 4.9-5.0 ms/step at 9.5-9.8 ms CPU/step, the
+# spinning thread as busy as the loop's; with 2^14 cycles (~5 us) 4.9-5.1 ms at 6.6-6.9
+# ms CPU (TF 2.21: 3.4 ms at 6.6 ms).  OpenBLAS reads OPENBLAS_THREAD_TIMEOUT (log2
+# cycles) when it starts its threads, so the value is given to it (openblas_read_env,
+# the environment restored at once) and its threads are stopped, to start again with
+# it at the next threaded call.  A value the program set in the environment stays, as
+# does OpenBLAS with ASYNCFLOW_BLAS_SPIN_LOG2=0.
+_SPIN_LOG2 = 14
+
+
+def _short_spin(lib) -> bool:
+    """Give OpenBLAS's idle threads a spin of 2^_SPIN_LOG2 cycles; whether it was set."""
+    if "OPENBLAS_THREAD_TIMEOUT" in os.environ or "GOTO_THREAD_TIMEOUT" in os.environ:
+        return False
+    try:
+        log2 = int(os.environ.get("ASYNCFLOW_BLAS_SPIN_LOG2", _SPIN_LOG2))
+        read_env, shutdown = lib.openblas_read_env, lib.blas_thread_shutdown_
+    except (AttributeError, ValueError):
+        return False
+    if log2 <= 0:
+        return False
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(max(4, min(log2, 30)))
+    try:
+        read_env()
+    finally:
+        del os.environ["OPENBLAS_THREAD_TIMEOUT"]
+    shutdown()  # (the threads start again, with the new spin, when a call wants them)
+    return True
 
 
 # ASYNCFLOW_CPU_BUDGET=0 leaves BLAS's thread count alone (to measure what the budget buys).
