@@ -17,8 +17,9 @@ own gradients (Switch, Merge, Enter, Exit, ...) are in `ops/control_flow_prims_g
 
 from __future__ import annotations
 
+from asyncflow import dtypes
 from asyncflow import graph as ops
-from asyncflow.ops import array_ops, control_flow_prims, gradient_ops
+from asyncflow.ops import array_ops, control_flow_prims, gradient_ops, resource_variable_ops
 from asyncflow.ops import control_flow_contexts as cfc
 from asyncflow.ops import data_flow_stack_ops as stack_ops
 
@@ -392,13 +393,31 @@ def zeros_like_outside_loop(op, index):
     """Zeros for output `index` of `op`; for a cond Switch, only on its untaken side."""
     val = op.outputs[index]
     if op.type != "Switch" or not isinstance(op._control_flow_context, cfc.CondContext):
+        if val.dtype == dtypes.resource:
+            return _resource_zeros(val)
         return gradient_ops.zeros_like(val)
     ctx = op._control_flow_context
     switch_val = control_flow_prims.switch(op.inputs[0], ctx.pred)[1 - ctx.branch]
     pivot = array_ops.identity(switch_val)
-    zshape = array_ops.shape(switch_val, optimize=False)
     with ops.control_dependencies([pivot]):
+        if val.dtype == dtypes.resource:
+            return _resource_zeros(switch_val)
+        zshape = array_ops.shape(switch_val, optimize=False)
         return array_ops.zeros(zshape, dtype=val.dtype)
+
+
+def _resource_zeros(handle):
+    """TF's zero gradient of a resource variable's handle: zeros of the variable's shape
+    and dtype (read from the VarHandleOp the handle comes from)."""
+    src = resource_variable_ops._handle_source(handle)
+    dtype, static = dtypes.float32, None
+    if src is not None:
+        dtype = src._attr("dtype")
+        static = src._attr("shape")
+    zeros = array_ops.zeros(resource_variable_ops.variable_shape(handle), dtype=dtype)
+    if static is not None:
+        zeros.set_shape(static)
+    return zeros
 
 
 def maybe_create_control_flow_state(between_op_list, between_ops, colocate):

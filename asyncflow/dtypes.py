@@ -251,6 +251,7 @@ _FLOATING = frozenset((float16, bfloat16, float32, float64, float8_e5m2, float8_
 _SIGNED = frozenset((int8, int16, int32, int64, int4))
 _UNSIGNED = frozenset((uint8, uint16, uint32, uint64, uint4))
 _REF_OF = {d: DType(d._enum + 100, d._name + "_ref", d._np, base=d) for d in _ALL}
+globals().update({r.name: r for r in _REF_OF.values()})  # TF's dtypes.float32_ref, ...
 _BY_ENUM = {d.as_datatype_enum: d for d in (*_ALL, *_REF_OF.values())}
 _BY_NAME: dict[str, DType] = {d.name: d for d in (*_ALL, *_REF_OF.values())}
 _BY_NAME.update({"half": float16, "float": float32, "double": float64})

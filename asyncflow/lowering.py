@@ -47,6 +47,10 @@ __all__ = ["PLAN_PASSES", "compile_plan", "compile_control_flow"]
 _NO_COMPILED_LOOPS = os.environ.get("ASYNCFLOW_COMPILED_LOOPS", "1") == "0"
 
 
+# Control-flow primitives that carry a reference through when their output is one.
+_REF_FORWARDING = frozenset(["Switch", "Enter", "Exit", "NextIteration", "Merge"])
+
+
 def _deref_kernel(kernel: Callable, positions: list[int]) -> Callable:
     async def deref(ctx, *args, **kw):
         args = list(args)
@@ -114,8 +118,10 @@ def compile_plan(
             )
         kernel = kernel_def.fn
         is_ref = _flat_input_is_ref(op)
-        if op.type == "Switch" and op._outputs[0]._is_ref:
-            is_ref[0] = True  # TF's RefSwitch: a variable reaches the branch as itself
+        if op.type in _REF_FORWARDING and op._outputs and op._outputs[0]._is_ref:
+            # TF's RefSwitch/RefEnter/RefExit/RefNextIteration/RefMerge: a variable
+            # passes through as itself (Switch's predicate is still read).
+            is_ref = [True] * (len(is_ref) if op.type == "Merge" else 1) + is_ref[1:]
         deref = []
         for k, src in enumerate(pnode.inputs):
             if src[0] != "feed" and not is_ref[k]:

@@ -33,6 +33,7 @@ from asyncflow import errors, graph_io
 from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.graph import GraphKeys
+from asyncflow.partitioned_variables import SaveSliceInfo
 from asyncflow.protos.graph_pb2 import GraphDef
 from asyncflow.protos.meta_graph_pb2 import CollectionDef, MetaGraphDef
 from asyncflow.protos.saver_pb2 import SaverDef
@@ -119,12 +120,22 @@ def variable_to_def(var, export_scope=None) -> VariableDef | None:
         "initializer_name": var._initializer_op.name,
         "snapshot_name": var._snapshot.name,
     }
-    out = VariableDef(trainable=bool(var.trainable), is_resource=False)
+    out = VariableDef(
+        trainable=bool(var.trainable),
+        is_resource=False,
+        synchronization=var.synchronization.value,
+        aggregation=var.aggregation.value,
+    )
     for key, name in names.items():
         stripped = _strip(name, export_scope)
         if stripped is None:
             return None
         setattr(out, key, stripped)
+    info = var._save_slice_info
+    if info is not None:
+        info_def = info.to_proto(export_scope)
+        if info_def is not None:
+            out.save_slice_info_def.CopyFrom(info_def)
     return out
 
 
@@ -147,10 +158,14 @@ def variable_from_def(vdef: VariableDef, graph=None, import_scope=None):
     var._initial_value = el(init) if init else var._initializer_op.inputs[1]
     var._trainable = bool(vdef.trainable)
     var._constraint = None
-    var._synchronization = variables_mod.VariableSynchronization.AUTO
-    var._aggregation = variables_mod.VariableAggregation.NONE
+    var._synchronization = variables_mod.VariableSynchronization(vdef.synchronization)
+    var._aggregation = variables_mod.VariableAggregation(vdef.aggregation)
     var._caching_device = None
-    var._save_slice_info = None
+    var._save_slice_info = (
+        SaveSliceInfo(save_slice_info_def=vdef.save_slice_info_def, import_scope=import_scope)
+        if vdef.HasField("save_slice_info_def")
+        else None
+    )
     return var
 
 
@@ -497,4 +512,5 @@ _register()
 # TF's `Variable.to_proto(export_scope)` / `Variable.from_proto(variable_def,
 # import_scope)`, attached here because variables cannot import this module (layering).
 variables_mod.Variable.to_proto = variable_to_def
+variables_mod._VARIABLE_FROM_DEF[0] = variable_from_def
 variables_mod.Variable.from_proto = staticmethod(_variable_from_proto)

@@ -97,7 +97,13 @@ def assert_same_structure(a, b, check_types: bool = True) -> None:
     ka, kb = _kind(a), _kind(b)
     if ka[0] == "dict" or kb[0] == "dict":
         if ka != kb:
-            raise ValueError(f"The two dictionaries don't have the same set of keys: {a}, {b}")
+            raise ValueError(
+                "The two structures don't have the same nested structure.\n\n"
+                f"First structure: {a}\n\nSecond structure: {b}\n\nMore specifically: The "
+                "two dictionaries don't have the same set of keys. First structure has keys "
+                f"{sorted(a) if ka[0] == 'dict' else None}, while second structure has keys "
+                f"{sorted(b) if kb[0] == 'dict' else None}"
+            )
     elif len(a) != len(b):
         raise ValueError(
             "The two structures don't have the same sequence length. Input structure has "

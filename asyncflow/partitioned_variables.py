@@ -48,6 +48,37 @@ class SaveSliceInfo:
         self.var_offset = list(var_offset)
         self.var_shape = list(var_shape)
 
+    @classmethod
+    def from_spec(cls, spec: str) -> SaveSliceInfo:
+        """The SaveSliceInfo a `spec` string describes ("<full shape> <offset,length:...>").
+
+        Raises:
+          ValueError: a spec not of that form.
+        """
+        parts = spec.split()
+        if len(parts) < 2:
+            raise ValueError("Spec string must contain space-separated full_shape info.")
+
+        def integer(text, what):
+            try:
+                return int(text)
+            except ValueError:
+                raise ValueError(
+                    f"Spec string {what} Found '{text}', which is not an integer."
+                ) from None
+
+        full_shape = [integer(d, "full_shape must be a sequence of integers.") for d in parts[:-1]]
+        var_offset, var_shape = [], []
+        for pair in parts[-1].split(":"):
+            bits = pair.split(",")
+            if len(bits) != 2:
+                raise ValueError(
+                    "Spec string must contain comma-separated pairs of offsets and shapes."
+                )
+            var_offset.append(integer(bits[0], "var_offset must be an integer."))
+            var_shape.append(integer(bits[1], "var_shape must be an integer."))
+        return cls(full_shape=full_shape, var_offset=var_offset, var_shape=var_shape)
+
     @property
     def spec(self) -> str:
         """The SaveV2 shape_and_slices string: "<full shape> <start,length:...>"."""
@@ -193,6 +224,20 @@ class PartitionedVariable:
     def assign(self, value, use_locking=False, name=None, read_value=True):
         def fn(var, part):
             return var.assign(part, use_locking=use_locking, name=name, read_value=read_value)
+
+        assigns = self._apply_assign_fn(fn, value)
+        return assigns if read_value else [a.op if hasattr(a, "op") else a for a in assigns]
+
+    def assign_add(self, value, use_locking=False, name=None, read_value=True):
+        def fn(var, part):
+            return var.assign_add(part, use_locking=use_locking, name=name, read_value=read_value)
+
+        assigns = self._apply_assign_fn(fn, value)
+        return assigns if read_value else [a.op if hasattr(a, "op") else a for a in assigns]
+
+    def assign_sub(self, value, use_locking=False, name=None, read_value=True):
+        def fn(var, part):
+            return var.assign_sub(part, use_locking=use_locking, name=name, read_value=read_value)
 
         assigns = self._apply_assign_fn(fn, value)
         return assigns if read_value else [a.op if hasattr(a, "op") else a for a in assigns]

@@ -14,9 +14,10 @@ its ref tensor only for ops declaring a `Ref(T)` input (apply_op asks for `_ref(
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 
-from asyncflow import dtypes, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import array_ops, control_flow_ops, state_ops
@@ -28,6 +29,7 @@ __all__ = [
     "VariableV1",
     "VariableSynchronization",
     "VariableAggregation",
+    "VariableAggregationV2",
     "global_variables",
     "all_variables",
     "trainable_variables",
@@ -53,7 +55,26 @@ class VariableSynchronization(enum.Enum):
     ON_READ = 3
 
 
-class VariableAggregation(enum.Enum):
+class _AggregationEq:
+    """TF's v1 and v2 aggregation enums compare (and hash) equal member by member."""
+
+    def __eq__(self, other):
+        if isinstance(other, (VariableAggregation, VariableAggregationV2)):
+            return self.value == other.value
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.value)
+
+
+class VariableAggregationV2(_AggregationEq, enum.Enum):
+    NONE = 0
+    SUM = 1
+    MEAN = 2
+    ONLY_FIRST_REPLICA = 3
+
+
+class VariableAggregation(_AggregationEq, enum.Enum):
     NONE = 0
     SUM = 1
     MEAN = 2
@@ -62,6 +83,7 @@ class VariableAggregation(enum.Enum):
 
 
 _RESOURCE_VARIABLE: list = [None]  # the ResourceVariable class (asyncflow.resource_variable)
+_VARIABLE_FROM_DEF: list = [None]  # asyncflow.meta_graph.variable_from_def, set there
 
 
 class Variable:
@@ -103,21 +125,16 @@ class Variable:
         shape=None,
     ):
         if variable_def is not None:
-            raise NotImplementedError("Variable(variable_def=...) is not supported")
+            if initial_value is not None:
+                raise ValueError("variable_def and initial_value are mutually exclusive.")
+            self._init_from_proto(variable_def, import_scope)
+            return
         if initial_value is None:
             raise ValueError("initial_value must be specified.")
         if constraint is not None and not callable(constraint):
             raise ValueError("The `constraint` argument must be a callable.")
-        if synchronization == VariableSynchronization.ON_READ:
-            if trainable:
-                raise ValueError(
-                    "Synchronization value can be set to VariableSynchronization.ON_READ "
-                    "only for non-trainable variables. You have specified trainable=True "
-                    "and synchronization=VariableSynchronization.ON_READ."
-                )
-            trainable = False
-        elif trainable is None:
-            trainable = True
+        if trainable is None:  # TF 2.21: an ON_READ variable is not trainable by default
+            trainable = synchronization != VariableSynchronization.ON_READ
         if collections is None:
             collections = [GraphKeys.GLOBAL_VARIABLES]
         if not isinstance(collections, (list, tuple, set)):
@@ -254,6 +271,21 @@ class Variable:
     def aggregation(self):
         return self._aggregation
 
+    @property
+    def _shared_name(self) -> str:
+        """The variable's name without the output index (TF's RefVariable)."""
+        return self.name.split(":")[0]
+
+    @property
+    def _distribute_strategy(self):
+        return None  # asyncflow has no distribution strategies
+
+    # -- VariableDef protos (to_proto/from_proto: asyncflow.meta_graph attaches them) --
+    def _init_from_proto(self, variable_def, import_scope) -> None:
+        # asyncflow.meta_graph (a higher layer) sets the builder when imported.
+        built = _VARIABLE_FROM_DEF[0](variable_def, import_scope=import_scope)
+        self.__dict__.update(built.__dict__)
+
     # -- reading -------------------------------------------------------------------------
     def value(self) -> ops.Tensor:
         """The snapshot tensor ("v/read")."""
@@ -356,7 +388,10 @@ class Variable:
         return self is other
 
     def __iter__(self):
-        raise TypeError("'Variable' object is not iterable.")
+        raise errors.OperatorNotAllowedInGraphError(
+            "Iterating over a symbolic `tf.Tensor` (a Variable's value) is not allowed in "
+            "Graph mode: index it or fetch its value with Session.run instead."
+        )
 
 
 # Operators go to the snapshot, as TF1's `Variable._OverloadAllOperators` does.
@@ -395,10 +430,11 @@ _OPERATORS = (
 
 
 def _delegate(name: str) -> Callable:
+    # TF wraps Tensor's operator (functools.wraps): same name, module, doc.
+    @functools.wraps(getattr(ops.Tensor, name))
     def method(self, *args):
         return getattr(self._snapshot, name)(*args)
 
-    method.__name__ = name
     return method
 
 

@@ -14,12 +14,14 @@ import functools
 
 from asyncflow import dtypes, nest
 from asyncflow import graph as ops
-from asyncflow.ops import array_ops, check_ops, math_ops, reduction_ops
+from asyncflow.indexed_slices import IndexedSlices
+from asyncflow.ops import array_ops, cast_ops, check_ops, math_ops, reduction_ops
 from asyncflow.ops import control_flow_prims as prims
 from asyncflow.ops.control_flow_contexts import (
     CondContext,
     _composite_kind,
     _identity,
+    _leaf_components,
     _pack_components,
 )
 
@@ -111,6 +113,7 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
                 )
         if not res_t:
             raise ValueError("true_fn and false_fn must return at least one result.")
+        _cast_indexed_slices_indices(orig_t, orig_f, (ctx_t, res_t), (ctx_f, res_f))
         for x, y in zip(res_t, res_f):
             if x.dtype != y.dtype:
                 raise ValueError(
@@ -126,6 +129,24 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
         if not strict:
             merges = _unpack_if_singleton(merges)
         return merges
+
+
+def _cast_indexed_slices_indices(orig_t, orig_f, *branches) -> None:
+    """TF's cond: where both branches return IndexedSlices whose indices differ in dtype
+    (int32 and int64), both cast theirs to int64 (in `res_*`, in place, in-branch)."""
+    pos = 0
+    for x, y in zip(nest.flatten(orig_t), nest.flatten(orig_f)):
+        width = 1 if isinstance(x, ops.Operation) else len(_leaf_components(x))
+        if (
+            isinstance(x, IndexedSlices)
+            and isinstance(y, IndexedSlices)
+            and len(_leaf_components(y)) == width
+            and x.indices.dtype != y.indices.dtype
+        ):
+            for ctx, res in branches:
+                with ctx.entered():
+                    res[pos + 1] = cast_ops.cast(res[pos + 1], dtypes.int64)
+        pos += width
 
 
 # -- case --------------------------------------------------------------------------------

@@ -383,6 +383,8 @@ class WhileContext(ControlFlowContext):
                 parallel_iterations=self._parallel_iterations,
                 name=name,
             )
+        if not is_constant:  # the loop variable's shape (Enter's own is unknown, as TF's)
+            out.set_shape(getattr(x, "shape", None))
         self._fix_control_inputs_and_context(out)
         self._graph.prevent_feeding(out)  # (an Enter stays fetchable, as TF's)
         self._values.add(out)

@@ -22,7 +22,9 @@ or in a context nested in it (cond branches) -- never in a loop it is not part o
 
 from __future__ import annotations
 
+from asyncflow import graph as ops
 from asyncflow.ops import (  # noqa: F401 - register ops
+    array_ops,
     control_flow_prims_grad,  # noqa: F401 - registers the gradients
     data_flow_stack_ops,
     tensor_array_ops,
@@ -42,9 +44,47 @@ from asyncflow.ops.control_flow_ordering import (
     with_dependencies,
 )
 from asyncflow.ops.control_flow_prims import (  # noqa: F401 - control_flow_ops.merge, as TF's
+    enter,
+    exit,
+    loop_cond,
     merge,
+    next_iteration,
     switch,
 )
+
+
+def _as_ref(x):
+    """A variable's reference tensor (TF's as_ref conversion); anything else as it is."""
+    ref = getattr(x, "_ref", None)
+    return ref() if callable(ref) else x
+
+
+def _Identity(tensor, name=None):  # noqa: N802 - TF's name
+    """TF's control_flow_ops._Identity: an Identity, a RefIdentity for a reference (a
+    variable passes as itself, for ops that update it)."""
+    ref = _as_ref(tensor)
+    if getattr(ref, "_is_ref", False):
+        return ops.apply_op("RefIdentity", [ref], name=name or "Identity").outputs[0]
+    return array_ops.identity(tensor, name=name)
+
+
+def _Enter(  # noqa: N802 - TF's name
+    tensor, frame_name, is_constant=False, parallel_iterations=10, name="Enter", **_kw
+):
+    """TF's control_flow_ops._Enter: an Enter of `tensor` (a variable enters as its
+    reference) into frame `frame_name`."""
+    return enter(_as_ref(tensor), frame_name, is_constant, parallel_iterations, name=name)
+
+
+def _SwitchRefOrTensor(data, pred, name="Switch"):  # noqa: N802 - TF's name
+    """TF's: a Switch of `data`, of its reference when it is a variable."""
+    return switch(_as_ref(data), pred, name=name)
+
+
+def ref_switch(data, pred, name=None):
+    """TF's RefSwitch: (output_false, output_true), the reference on the live side."""
+    return switch(_as_ref(data), pred, name=name)
+
 
 __all__ = [
     "no_op",

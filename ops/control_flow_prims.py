@@ -71,8 +71,17 @@ Enter = register_op(
     inputs=["data: T"],
     outputs=["output: T"],
     attrs={"T": ANY, "frame_name": REQUIRED, "is_constant": False, "parallel_iterations": 10},
-    shape_fn=_same,
+    # TF's: a loop constant keeps its shape; a loop variable's is unknown here (the
+    # while loop sets it from the variable's shape invariant).
+    shape_fn=lambda op: [
+        op.inputs[0].shape if op._attr("is_constant") else tensor_shape.unknown_shape()
+    ],
 )
+# TF's RefIdentity: a reference (a variable) passed on as itself, for ops that update it.
+RefIdentity = register_op(
+    "RefIdentity", inputs=["input: Ref(T)"], outputs=["output: Ref(T)"], attrs={"T": ANY},
+    shape_fn=_same,
+)  # fmt: skip
 Exit = register_op(
     "Exit", inputs=["data: T"], outputs=["output: T"], attrs={"T": ANY}, shape_fn=_same
 )
@@ -109,7 +118,7 @@ async def _forward(ctx, x):
     return x
 
 
-for _op in (Enter, Exit, NextIteration):
+for _op in (Enter, Exit, NextIteration, RefIdentity):
     _op.kernel()(_forward)
 LoopCond.kernel(host_memory=("input", "output"))(_forward)
 

@@ -73,6 +73,11 @@ def _merge_grad(op, grad, _):
     return [control_flow_prims.switch(grad, conds[i])[1] for i in range(n)]
 
 
+@RegisterGradient("RefIdentity")
+def _ref_identity_grad(op, grad):
+    return grad  # TF's: the gradient passes through, as Identity's
+
+
 @RegisterGradient("Exit")
 def _exit_grad(op, grad):
     graph = op.graph

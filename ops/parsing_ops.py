@@ -171,6 +171,7 @@ def _register_parse(op_type: str, batch: bool):
             "dense_shapes": [],
             "_dense_seq": [],
             "_batch": batch,
+            "_example_names": [],  # example_names given as Python values, for messages
         },
         shape_fn=_parse_shape,
     )
@@ -576,12 +577,17 @@ def _sparse_fast(batch: _Batch, key, dtype):
     return counts, decoded[0]
 
 
-def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp):
+# TF's names for the data types in parse_example's messages.
+_TF_TYPE_NAMES = {"float32": "float", "float64": "double"}
+
+
+def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp, names=()):
     kind = _KIND_OF[dtype]
     want = int(np.prod(shape, dtype=np.int64)) if shape else 1
     rows = []
     for i, feature in enumerate(column):
-        if feature is None:
+        name = names[i] if i < len(names) else "<unknown>"
+        if feature is None or feature[0] == 0:  # no such feature, or one of no kind (TF)
             if seq:
                 rows.append(None)
                 continue
@@ -589,7 +595,8 @@ def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp):
                 raise errors.InvalidArgumentError(
                     None,
                     None,
-                    f"Name: <unknown>, Feature: {key} (data type: {dtype.name}) is required "
+                    f"Name: {name}, Feature: {key} (data type: "
+                    f"{_TF_TYPE_NAMES.get(dtype.name, dtype.name)}) is required "
                     "but could not be found.",
                 )
             rows.append(np.asarray(default).reshape(shape))
@@ -600,7 +607,7 @@ def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp):
                 raise errors.InvalidArgumentError(
                     None,
                     None,
-                    f"Name: <unknown>, Key: {key}, Index: {i}.  Number of {_KIND_NAME[kind]} "
+                    f"Name: {name}, Key: {key}, Index: {i}.  Number of {_KIND_NAME[kind]} "
                     f"values is not a multiple of stride length. Saw {vals.size} values "
                     f"but output shape is: {list(shape)}",
                 )
@@ -609,7 +616,7 @@ def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp):
             raise errors.InvalidArgumentError(
                 None,
                 None,
-                f"Name: <unknown>, Key: {key}, Index: {i}.  Number of {_KIND_NAME[kind]} "
+                f"Name: {name}, Key: {key}, Index: {i}.  Number of {_KIND_NAME[kind]} "
                 f"values != expected.  Values size: {vals.size} but output shape: "
                 f"[{','.join(str(d) for d in shape)}]",
             )
@@ -766,7 +773,9 @@ def _parse_kernel_sync(attrs, serialized, defaults):
         out = None if seq else _dense_fast(parsed, key, dt, list(shape), default)
         if out is None:
             column = parsed.column(key)
-            out = _dense_output(column, key, dt, list(shape), default, seq, n, np)
+            out = _dense_output(
+                column, key, dt, list(shape), default, seq, n, np, attrs["_example_names"]
+            )
         # out[0, ...] keeps a scalar an array: out[0] of an object array is a bare bytes.
         dense.append(out if batch else out[0, ...])
     return [*s_idx, *s_val, *s_shape, *dense]
@@ -808,6 +817,8 @@ def _features_spec(features: dict):
 
 def _dense_default(key, f):
     dt = dtypes.as_dtype(f.dtype)
+    if f.shape is None:
+        raise ValueError(f"Missing shape for feature {key}.")
     shape = tensor_shape.as_shape(f.shape)
     if not shape.is_fully_defined():
         raise ValueError(
@@ -839,8 +850,15 @@ def _dense_default(key, f):
     return ops.convert_to_tensor(value, dtype=dt), shape, seq
 
 
-def _parse(op_type, serialized, features, name, batch):
+def _parse(op_type, serialized, features, name, batch, example_names=None):
     sparse, dense = _features_spec(features)
+    # Names known now go into the messages; a names Tensor is not read (messages then
+    # say "<unknown>", as TF's do without names).
+    names = (
+        []
+        if example_names is None or isinstance(example_names, ops.Tensor)
+        else [n.decode() if isinstance(n, bytes) else str(n) for n in np.ravel(example_names)]
+    )
     with ops.name_scope(name, "ParseExample" if batch else "ParseSingleExample", [serialized]):
         serialized = ops.convert_to_tensor(serialized, dtype=dtypes.string, name="serialized")
         defaults, shapes, seqs = [], [], []
@@ -860,6 +878,7 @@ def _parse(op_type, serialized, features, name, batch):
                 "Tdense": [d.dtype for d in defaults],
                 "dense_shapes": shapes,
                 "_dense_seq": seqs,
+                "_example_names": names,
             },
             name=op_type,
         )
@@ -884,7 +903,7 @@ def parse_example(serialized, features, name=None, example_names=None) -> dict:
         a feature has the wrong type or number of values.
     """
     plain, merged = _split_sparse_features(features)
-    parsed = _parse("ParseExample", serialized, plain, name, True)
+    parsed = _parse("ParseExample", serialized, plain, name, True, example_names)
     return _merge_sparse(parsed, merged, features) if merged else parsed
 
 
@@ -914,9 +933,22 @@ DecodeCSV = register_op(
         "na_value": "",
         "select_cols": [],
     },
-    shape_fn=lambda op: [op.inputs[0].shape] * len(op._attr("OUT_TYPE")),
+    shape_fn=lambda op: _decode_csv_shape(op),
 )
 NotDifferentiable("DecodeCSV")
+
+
+def _decode_csv_shape(op):
+    """TF's DecodeCSV shape function: each record default has rank at most 1."""
+    for d in op.inputs[1:]:
+        rank = d.shape.ndims
+        if rank is not None and rank > 1:
+            raise ValueError(f"Shape must be at most rank 1 but is rank {rank} for '{op.name}'")
+    return [op.inputs[0].shape] * len(op._attr("OUT_TYPE"))
+
+
+# TF's names for the column types in DecodeCSV's "not a valid ..." message.
+_CSV_TYPE_NAMES = {"float32": "float", "float64": "double"}
 
 
 def _split_csv(record: bytes, delim: int, quote: bool, index: int) -> list[bytes]:
@@ -1016,11 +1048,8 @@ def _decode_csv_sync(attrs, records, defaults):
     for r, record in enumerate(records.ravel()):
         fields = _split_csv(record, delim_b, quote, r)
         if select:
-            if select[-1] >= len(fields):
-                raise errors.InvalidArgumentError(
-                    None, None, f"Expect {ncols} fields but have {len(fields)} in record {r}"
-                )
-            fields = [fields[c] for c in select]
+            # TF counts the selected columns the record has.
+            fields = [fields[c] for c in select if c < len(fields)]
         if len(fields) != ncols:
             raise errors.InvalidArgumentError(
                 None, None, f"Expect {ncols} fields but have {len(fields)} in record {r}"
@@ -1040,7 +1069,8 @@ def _decode_csv_sync(attrs, records, defaults):
                     raise errors.InvalidArgumentError(
                         None,
                         None,
-                        f"Field {c} in record {r} is not a valid {dt.name}: "
+                        f"Field {c} in record {r} is not a valid "
+                        f"{_CSV_TYPE_NAMES.get(dt.name, dt.name)}: "
                         f"{field.decode('utf-8', 'replace')}",
                     )
                 flat[c][r] = v
@@ -1074,11 +1104,18 @@ def decode_csv(
       InvalidArgumentError: wrong number of fields, an unparsable number, a missing
         required field, or bad quoting.
     """
+    if not isinstance(record_defaults, (list, tuple)):
+        raise TypeError(
+            f"Expected list for 'record_defaults' argument to 'DecodeCSV' Op, not "
+            f"{record_defaults}."
+        )
     defaults = []
     for d in record_defaults:
         if isinstance(d, ops.Tensor):
             defaults.append(d)
-        elif isinstance(d, (list, tuple, np.ndarray)):
+        elif isinstance(d, np.ndarray):
+            defaults.append(ops.convert_to_tensor(d))  # keeps its dtype (float64, int32...)
+        elif isinstance(d, (list, tuple)):
             # TF's conversion rules: [0] is int32, [0.0] float32, [] a required float32.
             defaults.append(ops.convert_to_tensor(d if len(d) else np.zeros(0, np.float32)))
         else:
@@ -1087,6 +1124,8 @@ def decode_csv(
         select_cols[i] >= select_cols[i + 1] for i in range(len(select_cols) - 1)
     ):
         raise ValueError("select_cols is not strictly increasing.")
+    if select_cols is not None and len(select_cols) and select_cols[0] < 0:
+        raise ValueError("select_cols contains negative values.")
     if select_cols is not None and len(select_cols) != len(defaults):
         raise ValueError("Length of select_cols and record_defaults do not match.")
     op = ops.apply_op(

@@ -322,7 +322,7 @@ def _check_components(q, components, batch: bool) -> list:
                     None,
                     None,
                     f"Shape mismatch in tuple component {k}. Expected "
-                    f"{_shape_str(d if d is not None else -1 for d in exp)}, got "
+                    f"{_shape_str(d if d is not None else '?' for d in exp)}, got "
                     f"{_shape_str(c.shape)}",
                 )
         out.append(c)

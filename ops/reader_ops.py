@@ -790,9 +790,19 @@ ReaderSerializeStateV2 = _reader_op(
     "ReaderSerializeStateV2", ["reader_handle: string"], ["state: string"], _scalar_shape,
     is_async=False,
 )  # fmt: skip
+
+
+def _restore_state_shape(op):
+    """TF's ReaderRestoreState shape function: the state is a scalar string."""
+    rank = op.inputs[1].shape.ndims
+    if rank is not None and rank != 0:
+        raise ValueError(f"Shape must be rank 0 but is rank {rank} for '{op.name}'")
+    return []
+
+
 ReaderRestoreStateV2 = _reader_op(
-    "ReaderRestoreStateV2", ["reader_handle: string", "state: string"], [], lambda op: [],
-    is_async=False,
+    "ReaderRestoreStateV2", ["reader_handle: string", "state: string"], [],
+    _restore_state_shape, is_async=False,
 )  # fmt: skip
 
 

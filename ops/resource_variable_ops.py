@@ -112,12 +112,22 @@ async def _var_handle_op(ctx):
     return handle_value(var)
 
 
+def _handle_source(handle):
+    """The VarHandleOp behind a handle, through the control-flow primitives and
+    identities that pass it on (TF's handle data follows the handle there), or None."""
+    src = handle.op
+    while src.type in _HANDLE_FORWARDING and src.inputs:
+        src = src.inputs[0].op
+    return src if src.type == "VarHandleOp" else None
+
+
+_HANDLE_FORWARDING = frozenset(["Switch", "Identity", "Enter", "Exit", "RefIdentity"])
+
+
 def _handle_shape(op):
     """The variable's shape, from the VarHandleOp behind a handle (unknown otherwise)."""
-    src = op.inputs[0].op
-    if src.type == "VarHandleOp":
-        return src._attr("shape")
-    return tensor_shape.unknown_shape()
+    src = _handle_source(op.inputs[0])
+    return src._attr("shape") if src is not None else tensor_shape.unknown_shape()
 
 
 ReadVariableOp = register_op(

@@ -143,7 +143,7 @@ class VarRef:
     def __init__(self, dtype, shape=None, name: str = ""):
         self.value = None
         self.dtype = dtypes.as_dtype(dtype)
-        self.shape = tensor_shape.unknown_shape() if shape is None else shape
+        self.shape = tensor_shape.as_shape(shape)  # (a shape attr may be a plain list)
         self.name = name
         self._iface = None
         self._xp = None  # the array module of a device buffer that is lent by lease

@@ -167,7 +167,11 @@ def _is_package(fullname: str) -> bool:
         return True
     if parts[-2:] == ["lib", "io"]:  # tensorflow.python.lib.io.tf_record
         return True
+    if parts[-2:] == ["ops", "ragged"]:  # tensorflow.python.ops.ragged.ragged_tensor
+        return True
     if len(parts) == 4 and parts[2] == "data":  # tensorflow.python.data.ops.dataset_ops
+        return True
+    if parts[2:] == ["data", "experimental", "ops"]:  # ...data.experimental.ops.cardinality
         return True
     return len(parts) <= 3 and parts[-1] in _PACKAGES
 
@@ -279,6 +283,7 @@ def _extra_tables():
         "gradient_checker_v2": {
             "compute_gradient": _v2_compute_gradient,
             "max_error": _v2_max_error,
+            "_to_numpy": _v2_to_numpy,
         },
         "gradients_impl": {"gradients": af.gradients},
         "gradients": {"gradients": af.gradients},
@@ -371,6 +376,15 @@ def _v2_compute_gradient(f, x, delta=None):
     return (tuple(np.asarray(t).T for t, _ in pairs), tuple(np.asarray(n).T for _, n in pairs))
 
 
+def _v2_to_numpy(a):
+    """TF's gradient_checker_v2._to_numpy: an IndexedSlicesValue as its dense array."""
+    if all(hasattr(a, k) for k in ("indices", "values", "dense_shape")):
+        out = np.zeros(a.dense_shape, np.asarray(a.values).dtype)
+        np.add.at(out, np.asarray(a.indices), np.asarray(a.values))
+        return out
+    return np.asarray(a)
+
+
 def _v2_max_error(grad1, grad2):
     err = 0.0
     for a, b in zip(grad1, grad2, strict=True):
@@ -451,7 +465,8 @@ class _AbstractGradientTape:
 
 
 def _no_eager():
-    raise unittest.SkipTest("eager mode: asyncflow has graph mode only")
+    # A case run under `context.eager_mode()` is not graph mode: TF2-only, not counted.
+    raise unittest.SkipTest("TF2-only: eager mode (asyncflow has graph mode only)")
 
 
 def _as_bytes(v, encoding="utf-8"):
@@ -470,6 +485,7 @@ class _ShimFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def __init__(self, kernel_test_dirs: list[str]):
         self.kernel_test_dirs = kernel_test_dirs
+        self.six_missing = importlib.util.find_spec("six") is None  # (before installing)
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname == "tensorflow" or fullname.startswith("tensorflow."):
@@ -498,6 +514,9 @@ class _ShimFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             "absl.logging",
         ):
             return importlib.util.spec_from_loader(fullname, self, is_package=True)
+        if fullname in ("six", "six.moves") and self.six_missing:
+            # Older kernel tests import six.moves.xrange (Python 3's range).
+            return importlib.util.spec_from_loader(fullname, self, is_package=True)
         return None
 
     def _package_source(self, fullname):
@@ -523,6 +542,11 @@ class _ShimFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         name = spec.name
         if name.startswith("absl"):
             return _absl_module(name)
+        if name in ("six", "six.moves"):
+            mod = types.ModuleType(name)
+            mod.__path__ = []
+            mod.xrange, mod.range, mod.zip = range, range, zip
+            return mod
         if name == "tensorflow":
             mod = _Resolver(name)
             af = _af()
