@@ -268,7 +268,11 @@ def _move_axis_last(t, axis):
 def _softmax_xent_builder(labels, logits, axis, name):
     with ops.name_scope(name, "softmax_cross_entropy_with_logits", [logits, labels]) as scope:
         logits = ops.convert_to_tensor(logits, name="logits")
-        labels = ops.convert_to_tensor(labels, dtype=logits.dtype, name="labels")
+        # As TF: labels of another dtype (one-hot float64 from NumPy, ints) are cast to
+        # the logits' dtype.
+        labels = ops.convert_to_tensor(labels, name="labels")
+        if labels.dtype.base_dtype != logits.dtype.base_dtype:
+            labels = math_ops.cast(labels, logits.dtype.base_dtype)
         try:
             labels.shape.assert_is_compatible_with(logits.shape)
         except ValueError:
@@ -318,19 +322,14 @@ def softmax_cross_entropy_with_logits_v2(labels, logits, axis=None, name=None, d
     return _softmax_xent_builder(labels, logits, axis, name)
 
 
-def softmax_cross_entropy_with_logits(
-    _sentinel=None, labels=None, logits=None, dim=-1, name=None, axis=None
-):
+def softmax_cross_entropy_with_logits(labels=None, logits=None, dim=-1, name=None, axis=None):
     """TF1's (deprecated) softmax cross-entropy: no gradient flows into `labels`.
+    Positional arguments are (labels, logits) as in TF 2.21's `tf.compat.v1` (TF 1.x's
+    `_sentinel` that rejected them is gone there).
 
     Raises:
-      ValueError: positional arguments, missing labels or logits, bad shapes.
+      ValueError: missing labels or logits, bad shapes.
     """
-    if _sentinel is not None:
-        raise ValueError(
-            "Only call `softmax_cross_entropy_with_logits` with named arguments "
-            "(labels=..., logits=..., ...)."
-        )
     if labels is None or logits is None:
         raise ValueError("Both labels and logits must be provided.")
     axis = dim if axis is None else axis
@@ -349,18 +348,14 @@ def sparse_softmax_cross_entropy_with_logits_v2(labels, logits, name=None):
     return sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits, name=name)
 
 
-def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
-    """Softmax cross-entropy of `logits` [..., num_classes] against int class ids `labels`.
+def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
+    """Softmax cross-entropy of `logits` [..., num_classes] against int class ids `labels`
+    (positional arguments are (labels, logits), as in TF 2.21's `tf.compat.v1`).
 
     Raises:
-      ValueError: positional arguments, or labels' rank is not logits' rank - 1.
+      ValueError: labels' rank is not logits' rank - 1.
       InvalidArgumentError: at run time, a label outside [0, num_classes).
     """
-    if _sentinel is not None:
-        raise ValueError(
-            "Only call `sparse_softmax_cross_entropy_with_logits` with named arguments "
-            "(labels=..., logits=..., ...)."
-        )
     with ops.name_scope(name, "SparseSoftmaxCrossEntropyWithLogits", [labels, logits]) as scope:
         labels = ops.convert_to_tensor(labels)
         logits = ops.convert_to_tensor(logits)
@@ -393,17 +388,13 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
     return loss
 
 
-def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
-    """max(x, 0) - x * z + log(1 + exp(-|x|)): logistic loss, stable for any x.
+def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
+    """max(x, 0) - x * z + log(1 + exp(-|x|)): logistic loss, stable for any x
+    (positional arguments are (labels, logits), as in TF 2.21's `tf.compat.v1`).
 
     Raises:
-      ValueError: positional arguments, or labels and logits of different shapes.
+      ValueError: labels and logits of different shapes.
     """
-    if _sentinel is not None:
-        raise ValueError(
-            "Only call `sigmoid_cross_entropy_with_logits` with named arguments "
-            "(labels=..., logits=..., ...)."
-        )
     with ops.name_scope(name, "logistic_loss", [logits, labels]) as scope:
         logits = ops.convert_to_tensor(logits, name="logits")
         labels = ops.convert_to_tensor(labels, dtype=logits.dtype, name="labels")
