@@ -114,9 +114,9 @@ def _one(sess, x, x_shape, y, y_shape, x_init_value, delta, feed, rng):
         if x_data.shape != x_shape:
             raise ValueError(f"x_init_value shape {x_data.shape} does not match x_shape {x_shape}")
     elif x.dtype.is_complex:
-        x_data = (rng.random_sample(x_shape) + 1j * rng.random_sample(x_shape)).astype(np_dtype)
-    else:
-        x_data = rng.random_sample(x_shape).astype(np_dtype)
+        x_data = np.asarray(rng.random_sample(x_shape) + 1j * rng.random_sample(x_shape), np_dtype)
+    else:  # an array even for a scalar x: the numeric Jacobian perturbs it in place
+        x_data = np.asarray(rng.random_sample(x_shape), np_dtype)
     with x.graph.as_default():
         dy_orig = ops.apply_op(
             "Const",

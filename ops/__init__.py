@@ -10,6 +10,7 @@ from asyncflow.ops import (  # noqa: F401
     control_flow_ops,
     control_flow_prims,
     conv3d_ops,
+    conv_generic_ops,
     conv_ops,
     conv_pool_nd,
     ctc_ops,

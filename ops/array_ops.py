@@ -113,6 +113,14 @@ def constant(value, dtype=None, shape=None, name="Const", verify_shape=False):
                     f"(converted from {value!r}) has {arr.size} elements, but got `shape` "
                     f"{shape} with {size} elements)."
                 )
+    if (
+        isinstance(value, np.ndarray)
+        and arr.flags.writeable
+        and (arr is value or np.may_share_memory(arr, value))
+    ):
+        # TF copies the value into the graph: the caller's array stays writable, and a
+        # later write to it does not change the constant.
+        arr = arr.copy()
     arr.flags.writeable = False  # a Const's value is shared by every step
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.as_dtype(arr.dtype)
     return apply("Const", [], {"value": arr, "dtype": dt}, name=name).outputs[0]

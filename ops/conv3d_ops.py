@@ -218,6 +218,10 @@ async def _conv3d(ctx, x, w):
     x, w = xp.asarray(x), xp.asarray(w)
     _rank5(x, "input")
     _rank5(w, "filter")
+    if 0 in w.shape:
+        raise errors.InvalidArgumentError(
+            None, None, "filter must not have zero elements (i.e. all dimensions must be non-zero)"
+        )
     g = _geom_for(ctx.attrs, x.shape, w.shape)
     cost = float(x.shape[0] * np.prod(g.out) * w.size * x.itemsize)
     fmt = ctx.attrs["data_format"]

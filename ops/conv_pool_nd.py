@@ -165,10 +165,19 @@ def convolution(input, filter=None, padding=None, strides=None, dilation_rate=No
         input = ops.convert_to_tensor(input, name="input")  # noqa: A001
         filter = ops.convert_to_tensor(filter, name="filter")  # noqa: A001
         n = _rank(filter, "filter") - 2
-        if input.shape.ndims is not None and input.shape.ndims != n + 2:
+        if input.shape.ndims is not None and input.shape.ndims < n + 2:
             raise ValueError(
-                f"Input tensor must be of rank {n + 2} (filter rank {n + 2}), got shape "
-                f"{input.shape}"
+                f"Input tensor must be of rank at least {n + 2} (filter rank {n + 2}), got "
+                f"shape {input.shape}"
+            )
+        if input.shape.ndims is not None and input.shape.ndims > n + 2:
+            # TF's expanded batch: every leading dimension before the last n + 1 is batch.
+            return fold_batch(
+                input,
+                n,
+                lambda x: convolution(x, filter, padding, strides, dilation_rate,
+                                      data_format=data_format),  # fmt: skip
+                scope,
             )
         fmt, first = _two_d_format(data_format, n)
         st = _seq(strides, n, "strides", first)
@@ -211,3 +220,67 @@ def conv1d(value=None, filters=None, stride=None, padding=None, use_cudnn_on_gpu
     fmt = {"NHWC": "NWC", "NCHW": "NCW"}.get(data_format, data_format)
     return convolution(value, filters, padding, strides=stride, dilation_rate=dilations,
                        name=name or "conv1d", data_format=fmt)  # fmt: skip
+
+
+def fold_batch(input, n: int, fn, name=None):  # noqa: A002 - TF's name
+    """`fn` (an op over one batch dimension) applied to `input` whose dimensions before
+    its last n + 1 are all batch (TF's `num_batch_dims`): those fold into one and come
+    back in the result's shape."""
+    b = _rank(input, "input") - n - 1
+    if b == 1:
+        return fn(input)
+    shape = array_ops.shape(input)
+    y = fn(array_ops.reshape(input, array_ops.concat([[-1], shape[b:]], 0)))
+    out = array_ops.reshape(y, array_ops.concat([shape[:b], array_ops.shape(y)[1:]], 0), name=name)
+    out.set_shape(input.shape[:b].concatenate(y.shape[1:]))
+    return out
+
+
+def conv3d_v2(input, filters, strides, padding, data_format="NDHWC", dilations=None,  # noqa: A002
+              name=None):  # fmt: skip
+    """TF's `nn_ops.conv3d_v2` (TF2's `tf.nn.conv3d`): Conv3D of an input whose leading
+    dimensions before the last four are all batch."""
+    if dilations is None:
+        dilations = [1, 1, 1, 1, 1]
+    with ops.name_scope(name, "Conv3D", [input, filters]) as scope:
+        input = ops.convert_to_tensor(input, name="input")  # noqa: A001
+        return fold_batch(
+            input,
+            3,
+            lambda x: conv3d_ops.conv3d(x, filters, strides, padding, data_format=data_format,
+                                        dilations=dilations),  # fmt: skip
+            scope,
+        )
+
+
+class Convolution:
+    """TF's `nn_ops.Convolution` (deprecated): a convolution set up once for an input
+    and filter shape, then called on tensors; `num_batch_dims` counts the input's
+    leading batch dimensions."""
+
+    def __init__(self, input_shape, filter_shape, padding, strides=None, dilation_rate=None,
+                 name=None, data_format=None, num_spatial_dims=None):  # fmt: skip
+        from asyncflow import tensor_shape
+
+        input_shape = tensor_shape.as_shape(input_shape)
+        filter_shape = tensor_shape.as_shape(filter_shape)
+        n = num_spatial_dims
+        if n is None:
+            if filter_shape.ndims is None:
+                raise ValueError("filter_shape must have a known rank or num_spatial_dims")
+            n = filter_shape.ndims - 2
+        if input_shape.ndims is None:
+            raise ValueError("input_shape must have a known rank")
+        self.input_shape, self.filter_shape = input_shape, filter_shape
+        self.num_spatial_dims = n
+        self.num_batch_dims = input_shape.ndims - n - 1
+        if self.num_batch_dims < 1:
+            raise ValueError(
+                f"Input tensor must be of rank at least {n + 2}, got shape {input_shape}"
+            )
+        self.padding, self.strides, self.dilation_rate = padding, strides, dilation_rate
+        self.name, self.data_format = name, data_format
+
+    def __call__(self, inp, filter):  # noqa: A002 - TF's name
+        return convolution(inp, filter, self.padding, self.strides, self.dilation_rate,
+                           name=self.name, data_format=self.data_format)  # fmt: skip

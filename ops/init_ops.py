@@ -133,15 +133,16 @@ class Constant(Initializer):
     the last one repeats (TF1's `constant` rule).
 
     Raises:
-      TypeError: `value` has more elements than the shape, or (verify_shape) a
+      TypeError: `value` is not a scalar, list, tuple or array, or (verify_shape) has a
         different shape.
+      ValueError: `value` has more elements than the shape.
     """
 
     def __init__(self, value=0, dtype=dtypes.float32, verify_shape=False):
         if not np.isscalar(value) and not isinstance(value, (list, tuple, np.ndarray)):
             raise TypeError(
-                f"Invalid type for initial value: {type(value)} (expected Python scalar, list "
-                "or tuple of values, or numpy.ndarray)."
+                f"Invalid type for initial value={value} of type: {type(value).__name__}. "
+                "Expected Python scalar, list or tuple of values, or numpy.ndarray."
             )
         self.value = value
         self.dtype = dtypes.as_dtype(dtype)
@@ -158,8 +159,8 @@ class Constant(Initializer):
         if verify and arr.shape != shape:
             raise TypeError(f"Expected Tensor's shape: {shape}, got {arr.shape}.")
         if arr.size > size:
-            raise TypeError(
-                f"Too many elements provided. Needed at most {size}, but received {arr.size}"
+            raise ValueError(
+                f"Too many elements provided. Takes at most {size}, but got {arr.size}."
             )
         flat = arr.reshape(-1)
         if arr.size < size:
@@ -354,6 +355,138 @@ class Orthogonal(Initializer):
         return {"gain": self.gain, "seed": self.seed, "dtype": self.dtype.name}
 
 
+def _seeded_rng(seed):
+    """NumPy generator for one initializer call under TF1's seed rules
+    (random_seed.get_seed): a graph seed alone makes the draw reproducible too; with
+    neither seed it comes from OS entropy."""
+    from asyncflow import random_seed
+
+    seed, seed2 = random_seed.get_seed(seed)
+    return np.random.default_rng(None if seed is None else [seed, seed2])
+
+
+def _orthogonal_matrix(rng, n: int) -> np.ndarray:
+    """A random n x n orthogonal matrix, uniform (Haar) by the signs of R's diagonal."""
+    q, r = np.linalg.qr(rng.standard_normal((n, n)))
+    return q * np.sign(np.diag(r))
+
+
+def _symmetric_projection(rng, n: int) -> np.ndarray:
+    """A random symmetric projection: Q diag(m) Q^T with m a random 0/1 mask."""
+    q = _orthogonal_matrix(rng, n) * (rng.standard_normal(n) > 0)
+    return q @ q.T
+
+
+class ConvolutionDeltaOrthogonal(Initializer):
+    """TF's `init_ops.ConvolutionDeltaOrthogonal`: a conv kernel [k..., in, out] that is
+    zero except at the spatial centre, where it is gain times `in` rows of a random
+    orthogonal [out, out] matrix (an isometry, Xiao et al. 2018). Drawn when called and
+    stored as a Const, as `Orthogonal` is here."""
+
+    def __init__(self, gain=1.0, seed=None, dtype=dtypes.float32):
+        self.gain, self.seed = gain, seed
+        self.dtype = _assert_float_dtype(dtype)
+
+    def __call__(self, shape, dtype=None, partition_info=None):
+        dtype = dtypes.as_dtype(dtype or self.dtype)
+        shape = _static_shape(shape)
+        if not 3 <= len(shape) <= 5:
+            raise ValueError(
+                "The tensor to initialize must be at least three-dimensional and at most "
+                "five-dimensional"
+            )
+        if shape[-2] > shape[-1]:
+            raise ValueError("In_filters cannot be greater than out_filters.")
+        q = _orthogonal_matrix(_seeded_rng(self.seed), shape[-1])[: shape[-2], :]
+        value = np.zeros(shape)
+        value[tuple((k - 1) // 2 for k in shape[:-2])] = self.gain * q
+        from asyncflow.ops import array_ops
+
+        return array_ops.constant(value.astype(dtype.as_numpy_dtype), dtype=dtype)
+
+    def get_config(self):
+        return {"gain": self.gain, "seed": self.seed, "dtype": self.dtype.name}
+
+
+class ConvolutionOrthogonal(Initializer):
+    """TF's `init_ops.ConvolutionOrthogonal`: the base of the 1-, 2- and 3-D orthogonal
+    conv kernels, which are isometries of the circular convolution: `in` rows of an
+    orthogonal matrix times a product (matrix convolution) of k - 1 random blocks
+    [P, I - P] per spatial dimension, P symmetric projections (Xiao et al. 2018)."""
+
+    rank = 0
+
+    def __init__(self, gain=1.0, seed=None, dtype=dtypes.float32):
+        self.gain, self.seed = gain, seed
+        self.dtype = _assert_float_dtype(dtype)
+
+    def __call__(self, shape, dtype=None, partition_info=None):
+        dtype = dtypes.as_dtype(dtype or self.dtype)
+        shape = _static_shape(shape)
+        n = self.rank
+        if len(shape) != n + 2:
+            raise ValueError(f"The tensor to initialize must be {n + 2}-dimensional")
+        if shape[-2] > shape[-1]:
+            raise ValueError("In_filters cannot be greater than out_filters.")
+        if len(set(shape[:n])) != 1:
+            raise ValueError("Kernel sizes must be equal.")
+        k, cin, cout = shape[0], shape[-2], shape[-1]
+        rng = _seeded_rng(self.seed)
+        kernel = np.eye(cout).reshape((1,) * n + (cout, cout))
+        for _ in range(k - 1):
+            kernel = _matrix_conv(kernel, self._block(rng, cout), n)
+        orth = _orthogonal_matrix(rng, cout)[:cin, :]
+        value = self.gain * np.einsum("ij,...jk->...ik", orth, kernel)
+        from asyncflow.ops import array_ops
+
+        return array_ops.constant(value.astype(dtype.as_numpy_dtype), dtype=dtype)
+
+    def _block(self, rng, c: int) -> np.ndarray:
+        """[2]*rank blocks of [c, c] matrices: at each corner the product over the spatial
+        dimensions of P_d (index 0) or I - P_d (index 1)."""
+        projections = [_symmetric_projection(rng, c) for _ in range(self.rank)]
+        block = np.empty((2,) * self.rank + (c, c))
+        for idx in np.ndindex(*(2,) * self.rank):
+            m = np.eye(c)
+            for p, i in zip(projections, idx, strict=True):
+                m = m @ (p if i == 0 else np.eye(c) - p)
+            block[idx] = m
+        return block
+
+    def get_config(self):
+        return {"gain": self.gain, "seed": self.seed, "dtype": self.dtype.name}
+
+
+def _matrix_conv(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Full n-d convolution of two kernels of matrices ([k..., c, c] each): at each output
+    offset the sum of a[i] @ b[j] over i + j = offset."""
+    ka, kb = a.shape[:n], b.shape[:n]
+    c = a.shape[-1]
+    out = np.zeros(tuple(x + y - 1 for x, y in zip(ka, kb, strict=True)) + (c, c))
+    for i in np.ndindex(*ka):
+        for j in np.ndindex(*kb):
+            out[tuple(x + y for x, y in zip(i, j, strict=True))] += a[i] @ b[j]
+    return out
+
+
+class ConvolutionOrthogonal1D(ConvolutionOrthogonal):
+    """TF's `init_ops.ConvolutionOrthogonal1D`: an orthogonal [k, in, out] conv kernel."""
+
+    rank = 1
+
+
+class ConvolutionOrthogonal2D(ConvolutionOrthogonal):
+    """TF's `init_ops.ConvolutionOrthogonal2D`: an orthogonal [k, k, in, out] conv kernel."""
+
+    rank = 2
+
+
+class ConvolutionOrthogonal3D(ConvolutionOrthogonal):
+    """TF's `init_ops.ConvolutionOrthogonal3D`: an orthogonal [k, k, k, in, out] kernel."""
+
+    rank = 3
+
+
 class Identity(Initializer):
     """gain * the identity matrix (rectangular shapes: ones on the main diagonal)."""
 
@@ -363,14 +496,17 @@ class Identity(Initializer):
 
     def __call__(self, shape, dtype=None, partition_info=None):
         dtype = _assert_float_dtype(dtype or self.dtype)
-        shape = partition_info.full_shape if partition_info is not None else shape
-        shape = _static_shape(shape)
-        if len(shape) != 2:
+        part = _static_shape(shape)
+        full = _static_shape(partition_info.full_shape) if partition_info is not None else part
+        if len(full) != 2:
             raise ValueError("Identity matrix initializer can only be used for 2D matrices.")
         from asyncflow.ops import array_ops
 
-        value = (self.gain * np.eye(*shape)).astype(dtype.as_numpy_dtype)
-        return array_ops.constant(value, dtype=dtype)
+        value = self.gain * np.eye(*full)
+        if partition_info is not None:  # this partition's slice of the full matrix
+            offsets = partition_info.var_offset
+            value = value[tuple(slice(o, o + n) for o, n in zip(offsets, part, strict=True))]
+        return array_ops.constant(value.astype(dtype.as_numpy_dtype), dtype=dtype)
 
     def get_config(self):
         return {"gain": self.gain, "dtype": self.dtype.name}
@@ -388,6 +524,11 @@ variance_scaling_initializer = VarianceScaling
 glorot_uniform_initializer = GlorotUniform
 glorot_normal_initializer = GlorotNormal
 orthogonal_initializer = Orthogonal
+# init_ops module names (TF exports them under no tf.compat.v1 namespace).
+convolutional_delta_orthogonal = ConvolutionDeltaOrthogonal
+convolutional_orthogonal_1d = ConvolutionOrthogonal1D
+convolutional_orthogonal_2d = ConvolutionOrthogonal2D
+convolutional_orthogonal_3d = ConvolutionOrthogonal3D
 
 
 def lecun_normal(seed=None) -> VarianceScaling:

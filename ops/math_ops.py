@@ -399,21 +399,24 @@ def pow(x, y, name=None):  # noqa: A001 - TF's name
     return ops.apply_op("Pow", [x, y], name=op_name).outputs[0]
 
 
-# int8/16 and uint8/16 divide in float32; wider integers in float64 (TF's _TRUEDIV_TABLE).
+# 8- and 16-bit integers divide in float32, wider ones in float64 (TF's _TRUEDIV_TABLE).
 _TRUEDIV_FLOAT = {
     dtypes.int8: dtypes.float32,
     dtypes.uint8: dtypes.float32,
     dtypes.int16: dtypes.float32,
     dtypes.uint16: dtypes.float32,
     dtypes.int32: dtypes.float64,
+    dtypes.uint32: dtypes.float64,
     dtypes.int64: dtypes.float64,
+    dtypes.uint64: dtypes.float64,
 }
 
 
 def truediv(x, y, name=None):
     """Divides x / y with Python 3 semantics: integer inputs are cast to floats first.
 
-    int8/int16/uint8/uint16 are cast to float32, int32/int64 to float64 (op RealDiv).
+    8- and 16-bit integers are cast to float32, 32- and 64-bit ones to float64 (op
+    RealDiv).
 
     Raises:
       TypeError: x and y have different dtypes, or the dtype cannot be divided.
@@ -449,8 +452,18 @@ def div(x, y, name=None):
 
 # -- comparisons and logic -------------------------------------------------------------------
 
-Equal = _binary_op("Equal", lambda xp, x, y: xp.equal(x, y), ANY, out="bool")
-NotEqual = _binary_op("NotEqual", lambda xp, x, y: xp.not_equal(x, y), ANY, out="bool")
+def _plain(x):
+    """A quantized (qint8...) array, NumPy's one-field record, as its integer field."""
+    names = getattr(x.dtype, "names", None)
+    return x[names[0]] if names and len(names) == 1 else x
+
+
+Equal = _binary_op(
+    "Equal", lambda xp, x, y: xp.equal(_plain(x), _plain(y)), ANY, out="bool"
+)
+NotEqual = _binary_op(
+    "NotEqual", lambda xp, x, y: xp.not_equal(_plain(x), _plain(y)), ANY, out="bool"
+)
 Less = _binary_op("Less", lambda xp, x, y: x < y, _COMPARABLE, out="bool")
 LessEqual = _binary_op("LessEqual", lambda xp, x, y: x <= y, _COMPARABLE, out="bool")
 Greater = _binary_op("Greater", lambda xp, x, y: x > y, _COMPARABLE, out="bool")
@@ -650,6 +663,27 @@ def tanh(x, name=None):
     return ops.apply_op("Tanh", [x], name=op_name).outputs[0]
 
 
+def sparse_values_map(fn: Callable) -> Callable:
+    """TF's unary functions that take a SparseTensor too (abs, negative, sign, square,
+    sqrt, tanh, erf): the function of its values, at the same indices and dense shape."""
+
+    @functools.wraps(fn)
+    def apply(x, name=None):
+        from asyncflow.sparse_tensor import SparseTensor
+
+        if isinstance(x, SparseTensor):
+            return SparseTensor(x.indices, fn(x.values, name=name), x.dense_shape)
+        return fn(x, name=name)
+
+    return apply
+
+
+abs, negative, sign, square, sqrt, tanh = map(  # noqa: A001 - TF's names
+    sparse_values_map, (abs, negative, sign, square, sqrt, tanh)
+)
+neg = negative
+
+
 # -- build-time folding of small integer arithmetic ------------------------------------------
 # Lets shape functions see bounds like `i + 2` (StridedSlice, Pack), as TF's
 # constant_value does; larger or non-integer values stay unknown.
@@ -697,12 +731,36 @@ Conj = _unary_op("Conj", lambda xp, x: xp.conj(x), TypeConstraint(_COMPLEX.allow
 def conj(x, name=None):
     """Complex conjugate; real tensors are returned unchanged (as TF)."""
     x = ops.convert_to_tensor(x, name="x")
-    if not x.dtype.is_complex:
+    if x.dtype.is_complex:
+        return ops.apply_op("Conj", [x], name=name).outputs[0]
+    if x.dtype.is_floating or x.dtype.is_integer:
         return x
-    return ops.apply_op("Conj", [x], name=name).outputs[0]
+    raise TypeError(f"Expected numeric or variant tensor, got dtype {x.dtype!r}.")
 
 
-__all__ += ["conj"]
+def polyval(coeffs, x, name=None):
+    """`tf.math.polyval`: coeffs[0] * x**(n-1) + ... + coeffs[n-1] by Horner's rule
+    (broadcasting); zeros like x for no coefficients.
+
+    Raises:
+      ValueError: coeffs is not a list.
+    """
+    if not isinstance(coeffs, list):
+        raise ValueError(f"Argument coeffs must be list type. Received type {type(coeffs)}.")
+    with ops.name_scope(name, "polyval", [*coeffs, x]) as scope:
+        x = ops.convert_to_tensor(x, name="x")
+        if not coeffs:
+            from asyncflow.ops import array_ops
+
+            return array_ops.zeros_like(x, name=scope)
+        coeffs = [ops.convert_to_tensor(c, name=f"coeff_{i}") for i, c in enumerate(coeffs)]
+        p = coeffs[0]
+        for c in coeffs[1:]:
+            p = c + p * x
+        return p
+
+
+__all__ += ["conj", "polyval"]
 
 
 # -- gradients (TF's math_grad.py) ----------------------------------------------------------
@@ -853,19 +911,68 @@ SigmoidGrad = _activation_grad_op("SigmoidGrad", _ew.sigmoid_grad)
 TanhGrad = _activation_grad_op("TanhGrad", _ew.tanh_grad)
 
 
+def _grad_fn(fn):
+    """An activation-gradient body `fn(xp, conj(y), dy)` as `(xp, y, dy, out)`."""
+
+    def body(xp, y, dy, out=None):
+        c = xp.conj(y) if xp.iscomplexobj(y) else y
+        z = fn(xp, c, dy)
+        if out is None:
+            return z
+        out[...] = z
+        return out
+
+    return body
+
+
+# TF's gradients of Reciprocal, Rsqrt and Sqrt as ops of their own (gen_math_ops'
+# reciprocal_grad(y, dy) etc., y the forward output): the kernel conjugates y.
+ReciprocalGrad = _activation_grad_op(
+    "ReciprocalGrad", _grad_fn(lambda xp, c, dy: -(dy * c * c))
+)
+RsqrtGrad = _activation_grad_op("RsqrtGrad", _grad_fn(lambda xp, c, dy: dy * c * c * c * -0.5))
+SqrtGrad = _activation_grad_op("SqrtGrad", _grad_fn(lambda xp, c, dy: dy * 0.5 / c))
+
+
+# Second derivatives (TF's math_grad.py): for complex values each takes conjugates, so
+# a real loss's gradient is 2 dL/d(conj z) as everywhere in TF.
 @SigmoidGrad.gradient
 def _sigmoid_grad_grad(op, grad):
-    # TF's _SigmoidGradGrad: d/dy (dy * y * (1 - y)) = dy * (1 - 2y); d/ddy = SigmoidGrad.
-    y, dy = op.inputs
+    # d/dy (dy * y * (1 - y)) = dy * (1 - 2y); d/ddy = SigmoidGrad.
+    y, dy = _conj(op.inputs[0]), _conj(op.inputs[1])
     gy = _mul(_mul(grad, dy), _g.apply("Sub", _scalar(1, y), _mul(_scalar(2, y), y)))
     return [gy, _g.apply("SigmoidGrad", y, grad)]
 
 
 @TanhGrad.gradient
 def _tanh_grad_grad(op, grad):
-    # TF's _TanhGradGrad: d/dy (dy * (1 - y^2)) = -2 * dy * y; d/ddy = TanhGrad.
-    y, dy = op.inputs
+    # d/dy (dy * (1 - y^2)) = -2 * dy * y; d/ddy = TanhGrad.
+    y, dy = _conj(op.inputs[0]), _conj(op.inputs[1])
     return [_mul(_mul(grad, _scalar(-2, y)), _mul(dy, y)), _g.apply("TanhGrad", y, grad)]
+
+
+@ReciprocalGrad.gradient
+def _reciprocal_grad_grad(op, grad):
+    # z = -dy conj(y)^2: dz/d conj(y) = -2 dy conj(y); d/ddy = ReciprocalGrad.
+    y, dy = _conj(op.inputs[0]), op.inputs[1]
+    return [_mul(_mul(_conj(grad), _scalar(-2, y)), _mul(dy, y)),
+            _g.apply("ReciprocalGrad", y, grad)]  # fmt: skip
+
+
+@RsqrtGrad.gradient
+def _rsqrt_grad_grad(op, grad):
+    # z = -dy conj(y)^3 / 2: dz/d conj(y) = -1.5 dy conj(y)^2; d/ddy = RsqrtGrad.
+    y, dy = _conj(op.inputs[0]), op.inputs[1]
+    return [_mul(_mul(_conj(grad), _scalar(-1.5, y)), _mul(dy, _mul(y, y))),
+            _g.apply("RsqrtGrad", y, grad)]  # fmt: skip
+
+
+@SqrtGrad.gradient
+def _sqrt_grad_grad(op, grad):
+    # z = dy / (2 conj(y)): dz/d conj(y) = -z / conj(y); dz/ddy = 1 / (2 conj(y)).
+    y, z = op.inputs[0], op.outputs[0]
+    g_over_y = _g.apply("RealDiv", grad, y)
+    return [_g.neg(_mul(_conj(g_over_y), z)), _mul(_scalar(0.5, y), g_over_y)]
 
 
 @_unary_grad("Reciprocal")
@@ -959,7 +1066,9 @@ def _pow_grad(op, grad):
     x, y = op.inputs
     z = op.outputs[0]
     one = _scalar(1, y)
-    gx = _mul(grad, _mul(y, _g.apply("Pow", x, _g.apply("Sub", y, one))))
+    # Products in TF's order ((grad * y) * ..., (grad * z) * log x): in half precision
+    # z * log(x) alone can overflow to inf, and 0 * inf would put NaN where TF has 0.
+    gx = _mul(_mul(grad, y), _g.apply("Pow", x, _g.apply("Sub", y, one)))
     if x.dtype.is_complex:
         log_x = _g.apply("Log", x)
     else:
@@ -967,7 +1076,7 @@ def _pow_grad(op, grad):
         positive = _g.apply("Greater", x, _g.zeros_like(x))
         safe_x = _g.apply("Select", positive, x, _g.ones_like(x))
         log_x = _g.apply("Select", positive, _g.apply("Log", safe_x), _g.zeros_like(x))
-    gy = _mul(grad, _mul(_conj(z), _conj(log_x)))
+    gy = _mul(_mul(grad, _conj(z)), _conj(log_x))
     return gx, gy
 
 

@@ -31,6 +31,10 @@ from asyncflow.registry import (
 )
 
 __all__ = [
+    "bessel_i0",
+    "bessel_i0e",
+    "bessel_i1",
+    "bessel_i1e",
     "zeta",
     "igamma",
     "igammac",
@@ -88,6 +92,56 @@ Igammac = _binary_op("Igammac", _special(sp.gammaincc), _FLOAT32_64)
 IgammaGradA = _binary_op("IgammaGradA", _special(_igamma_grad_a), _FLOAT32_64)
 Rint = _unary_op("Rint", lambda xp, x: xp.rint(x), FLOATING)
 NotDifferentiable("IgammaGradA")
+
+
+BesselI0e = _unary_op("BesselI0e", _special(sp.i0e), FLOATING)
+BesselI1e = _unary_op("BesselI1e", _special(sp.i1e), FLOATING)
+
+
+@BesselI0e.gradient
+def _bessel_i0e_grad(op, grad):
+    # d/dx i0e(x) = i1e(x) - sign(x) i0e(x)
+    x, y = op.inputs[0], op.outputs[0]
+    dy = _g.apply("Sub", _g.apply("BesselI1e", x), _g.mul(_g.apply("Sign", x), y))
+    return _g.mul(grad, dy)
+
+
+@BesselI1e.gradient
+def _bessel_i1e_grad(op, grad):
+    # d/dx i1e(x) = i0e(x) - i1e(x) (sign(x) + 1 / x); 1/2 at x = 0 (the limit).
+    x, y = op.inputs[0], op.outputs[0]
+    tiny = _g.constant(np.finfo(x.dtype.as_numpy_dtype).tiny, x.dtype)
+    not_tiny = _g.apply("Greater", _g.apply("Abs", x), tiny)
+    safe_x = _g.apply("Select", not_tiny, x, _g.ones_like(x))
+    scale = _g.apply("AddV2", _g.apply("Sign", safe_x), _g.apply("Reciprocal", safe_x))
+    dy = _g.apply("Sub", _g.apply("BesselI0e", safe_x), _g.mul(y, scale))
+    half = _g.mul(_g.ones_like(x), _g.constant(0.5, x.dtype))
+    return _g.mul(grad, _g.apply("Select", not_tiny, dy, half))
+
+
+def bessel_i0e(x, name=None):
+    """`tf.math.bessel_i0e`: the exponentially scaled modified Bessel function of order 0,
+    exp(-|x|) I0(x) (op BesselI0e)."""
+    return ops.apply_op("BesselI0e", [x], name=name).outputs[0]
+
+
+def bessel_i1e(x, name=None):
+    """`tf.math.bessel_i1e`: exp(-|x|) I1(x) (op BesselI1e)."""
+    return ops.apply_op("BesselI1e", [x], name=name).outputs[0]
+
+
+def bessel_i0(x, name=None):
+    """`tf.math.bessel_i0`: I0(x), as exp(|x|) * bessel_i0e(x)."""
+    with ops.name_scope(name, "bessel_i0", [x]):
+        x = ops.convert_to_tensor(x, name="x")
+        return _g.mul(_g.apply("Exp", _g.apply("Abs", x)), bessel_i0e(x))
+
+
+def bessel_i1(x, name=None):
+    """`tf.math.bessel_i1`: I1(x), as exp(|x|) * bessel_i1e(x)."""
+    with ops.name_scope(name, "bessel_i1", [x]):
+        x = ops.convert_to_tensor(x, name="x")
+        return _g.mul(_g.apply("Exp", _g.apply("Abs", x)), bessel_i1e(x))
 
 
 @Zeta.gradient
@@ -432,6 +486,10 @@ def real(input, name=None):  # noqa: A002 - TF's name
     with ops.name_scope(name, "Real", [input]) as scope:
         x = ops.convert_to_tensor(input, name="input")
         if not x.dtype.is_complex:
+            if not (x.dtype.is_floating or x.dtype.is_integer):
+                raise TypeError(
+                    f"input must be a numeric tensor, but got tensor with dtype {x.dtype}"
+                )
             return x
         attrs = {"Tout": x.dtype.real_dtype}
         return ops.apply_op("Real", [x], attrs, name=scope).outputs[0]

@@ -759,3 +759,7 @@ def fuse_max_pool_grad_relu_grad(view) -> None:
         if view.sole_consumer(j) != i:
             continue
         view.fuse(i, "_FusedMaxPoolGradReluGrad", dict(src.op._attrs), list(src.inputs), [j])
+
+# TF's nn_ops module also holds these (not `tf.nn` names): the expanded-batch conv3d and
+# the deprecated Convolution class.
+from asyncflow.ops.conv_pool_nd import Convolution, conv3d_v2  # noqa: E402, F401

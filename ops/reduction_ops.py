@@ -420,9 +420,21 @@ def _range_size(start, limit, delta, np_dtype) -> int:
         )
     if np_dtype.kind in "iu":
         start, limit, delta = int(start), int(limit), int(delta)
-        return (builtins.abs(limit - start) + builtins.abs(delta) - 1) // builtins.abs(delta)
-    t = np_dtype.type
-    return int(np.ceil(np.abs((t(limit) - t(start)) / t(delta))))
+        size = (builtins.abs(limit - start) + builtins.abs(delta) - 1) // builtins.abs(delta)
+    else:
+        t = np_dtype.type
+        size = int(np.ceil(np.abs((t(limit) - t(start)) / t(delta))))
+    if size > _INT64_MAX:
+        raise errors.InvalidArgumentError(
+            None, None, f"Requires ((limit - start) / delta) <= {_INT64_MAX}"
+        )
+    return size
+
+
+_INT64_MAX = 2**63 - 1
+# Build-time folding (constant_value, lowering) computes small ranges only; a large one
+# is the kernel's, which checks the allocation (ResourceExhaustedError).
+_FOLD_MAX_RANGE = 1 << 20
 
 
 def _range_values(xp, start, limit, delta, np_dtype):
@@ -444,6 +456,11 @@ def _fold_range(t):
         return None
     np_dtype = np.dtype(t.dtype.as_numpy_dtype)
     start, limit, delta = (v.item() for v in values)
+    try:
+        if _range_size(start, limit, delta, np_dtype) > _FOLD_MAX_RANGE:
+            return None
+    except errors.InvalidArgumentError:
+        return None
     return _range_values(np, start, limit, delta, np_dtype)
 
 
@@ -482,6 +499,14 @@ async def _range(ctx, start, limit, delta):
     return _range_values(ctx.xp, start, limit, delta, np_dtype)
 
 
+def _range_arg(v, dtype, name):
+    """A range argument as a tensor of `dtype`: a tensor of another dtype is cast (TF's
+    `range(constant(4), dtype=int64)`)."""
+    if dtype is not None and isinstance(v, ops.Tensor) and v.dtype != dtypes.as_dtype(dtype):
+        return cast(v, dtype)
+    return ops.convert_to_tensor(v, dtype=dtype, name=name)
+
+
 def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001 - TF's name
     """A 1-D tensor [start, start + delta, ...) stopping before `limit` (op Range).
 
@@ -497,7 +522,7 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001 -
         start, limit = 0, start
     with _builder_scope(name, "Range", [start, limit, delta]) as op_name:
         args = [
-            ops.convert_to_tensor(v, dtype=dtype, name=n)
+            _range_arg(v, dtype, n)
             for v, n in zip((start, limit, delta), ("start", "limit", "delta"), strict=True)
         ]
         if dtype is None:
@@ -572,6 +597,38 @@ def linspace(start, stop, num, name=None):
 
 
 lin_space = linspace
+
+
+def linspace_nd(start, stop, num, name=None, axis=0):
+    """TF's `math_ops.linspace_nd` (TF2's `tf.linspace`): `num` evenly spaced values from
+    `start` to `stop` (broadcast against each other) along a new axis `axis`; the first
+    and last values are exactly start and stop.
+    """
+    from asyncflow.ops import array_ops, math_ops
+
+    with ops.name_scope(name, "linspace", [start, stop]):
+        start = ops.convert_to_tensor(start, name="start")
+        stop = ops.convert_to_tensor(stop, name="stop", dtype=start.dtype)
+        num = cast(ops.convert_to_tensor(num, name="num"), dtypes.int64)
+        start_e = array_ops.expand_dims(start, axis)
+        stop_e = array_ops.expand_dims(stop, axis)
+        axis = int(axis)
+        if axis < 0:
+            rank = start_e.shape.ndims
+            axis = axis + (rank if rank is not None else array_ops.rank(start_e))
+        at_axis = cast(math_ops.equal(range(array_ops.rank(start_e)), axis), dtypes.int64)
+        n_steps = math_ops.maximum(num - 1, 1)
+        delta = (stop_e - start_e) / cast(n_steps, start.dtype)
+        steps = cast(range(1, n_steps, dtype=dtypes.int64), start.dtype)
+        steps = array_ops.reshape(steps, 1 - 2 * at_axis)  # -1 at the axis, 1 elsewhere
+        middle = start_e + steps * delta
+        first = start_e + array_ops.zeros_like(stop_e)
+        last = stop_e + array_ops.zeros_like(start_e)
+        values = array_ops.concat([first, middle, last], axis)
+        full = array_ops.shape(values, out_type=dtypes.int64)
+        size = full + at_axis * (num - full)  # num along the axis
+        return array_ops.slice(values, array_ops.zeros_like(full), size)
+
 
 # Integer or boolean results, or values that depend on no differentiable input.
 for _op_type in ("Any", "All", "ArgMax", "ArgMin", "Range", "LinSpace"):

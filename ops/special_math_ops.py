@@ -16,7 +16,14 @@ from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import to_host
-from asyncflow.ops.math_ops import _binary_op, _check_int_div, _trunc_div, _unary_op
+from asyncflow.ops.math_ops import (
+    _binary_op,
+    _check_int_div,
+    _conj,
+    _trunc_div,
+    _unary_op,
+    sparse_values_map,
+)
 from asyncflow.registry import (
     FLOATING,
     REAL,
@@ -237,6 +244,7 @@ IsFinite = _predicate_op("IsFinite", lambda xp, x: xp.isfinite(x))
 
 
 # -- gradients (TF's math_grad.py) -----------------------------------------------------------
+# For complex x each takes the conjugate of the derivative, as TF's do.
 
 
 def _apply(op_type, *inputs):
@@ -249,45 +257,45 @@ def _one_minus_x2(x):
 
 @Acos.gradient
 def _acos_grad(op, grad):
-    x = op.inputs[0]
+    x = _conj(op.inputs[0])
     return _g.neg(_apply("Mul", grad, _apply("Rsqrt", _one_minus_x2(x))))
 
 
 @Asin.gradient
 def _asin_grad(op, grad):
-    return _apply("Mul", grad, _apply("Rsqrt", _one_minus_x2(op.inputs[0])))
+    return _apply("Mul", grad, _apply("Rsqrt", _one_minus_x2(_conj(op.inputs[0]))))
 
 
 @Atan.gradient
 def _atan_grad(op, grad):
-    x = op.inputs[0]
+    x = _conj(op.inputs[0])
     return _apply("Mul", grad, _apply("Reciprocal", _apply("AddV2", _g.ones_like(x),
                                                              _apply("Square", x))))  # fmt: skip
 
 
 @Sinh.gradient
 def _sinh_grad(op, grad):
-    return _apply("Mul", grad, _apply("Cosh", op.inputs[0]))
+    return _apply("Mul", grad, _apply("Cosh", _conj(op.inputs[0])))
 
 
 @Cosh.gradient
 def _cosh_grad(op, grad):
-    return _apply("Mul", grad, _apply("Sinh", op.inputs[0]))
+    return _apply("Mul", grad, _apply("Sinh", _conj(op.inputs[0])))
 
 
 @Asinh.gradient
 def _asinh_grad(op, grad):
-    return _apply("RealDiv", grad, _apply("Cosh", op.outputs[0]))
+    return _apply("RealDiv", grad, _apply("Cosh", _conj(op.outputs[0])))
 
 
 @Acosh.gradient
 def _acosh_grad(op, grad):
-    return _apply("RealDiv", grad, _apply("Sinh", op.outputs[0]))
+    return _apply("RealDiv", grad, _apply("Sinh", _conj(op.outputs[0])))
 
 
 @Atanh.gradient
 def _atanh_grad(op, grad):
-    return _apply("Mul", grad, _apply("Reciprocal", _one_minus_x2(op.inputs[0])))
+    return _apply("Mul", grad, _apply("Reciprocal", _one_minus_x2(_conj(op.inputs[0]))))
 
 
 @Erf.gradient
@@ -366,6 +374,7 @@ acos, asin, atan = _unary("Acos"), _unary("Asin"), _unary("Atan")
 sinh, cosh = _unary("Sinh"), _unary("Cosh")
 asinh, acosh, atanh = _unary("Asinh"), _unary("Acosh"), _unary("Atanh")
 erf, erfc = _unary("Erf"), _unary("Erfc")
+erf = sparse_values_map(erf)
 lgamma, digamma = _unary("Lgamma"), _unary("Digamma")
 
 
