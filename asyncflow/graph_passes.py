@@ -25,6 +25,7 @@ from asyncflow.ops import (
     matmul_ops,
     matmul_sum,
     nn_ops,
+    select_zero,
     summary_ops,
     training_ops,
 )
@@ -303,6 +304,7 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     nn_ops.fuse_max_pool_grad_relu_grad,
     training_ops.fuse_matmul_into_updates,
     matmul_sum.fuse_matmul_add_n,  # (after the updates took their single products)
+    select_zero.fuse_select_zero,
     # last: what the pattern fusions left of the element-wise nodes, in clusters
     fused_elementwise.fuse_elementwise,
 ]

@@ -19,6 +19,7 @@ from asyncflow.ops import (
     matmul_ops,
     matmul_sum,
     nn_ops,
+    select_zero,
     summary_ops,
     training_ops,
 )
@@ -126,6 +127,7 @@ def test_the_passes_run_in_the_listed_order():
         nn_ops.fuse_max_pool_grad_relu_grad,
         training_ops.fuse_matmul_into_updates,
         matmul_sum.fuse_matmul_add_n,  # after the updates took their single products
+        select_zero.fuse_select_zero,
         fused_elementwise.fuse_elementwise,  # last: what the patterns left, in clusters
     ]
 

@@ -1,0 +1,98 @@
+"""Select of a value and ZerosLike as one node: the value's bits masked, no zeros array.
+
+`tf.where(cond, x, y)`'s gradient is Select(cond, g, ZerosLike(x)) and Select(cond,
+ZerosLike(x), g), and `relu_logits = where(x >= 0, x, zeros_like(x))` is how
+sigmoid_cross_entropy_with_logits starts: a VAE's loss and its gradient take five such
+Selects and three ZerosLike arrays per step.  Each Select is three passes over the
+values' bits (slicing_ops._select_bits) after ZerosLike filled an array.  The graph
+pass `fuse_select_zero` replaces a Select one of whose branches is a ZerosLike by one
+`_SelectZero(cond, value, like)` (`like` the ZerosLike's input, for its shape); its
+kernel is one pass, `bits(value) * cond` (or `* !cond`): exactly the Select's values,
+nan and inf included (a masked element is +0.0, as ZerosLike's).  A ZerosLike no
+other node reads is dropped.  Anything else (a batch-vector condition, shapes the
+Select rejects, other dtypes, small values) runs the Select's own kernel on zeros, so
+errors and values are the Select's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow.ops.matmul_ops import plain_context
+from asyncflow.ops.slicing_ops import _BITS
+from asyncflow.registry import ANY, NotDifferentiable, get_op_def, register_op
+
+__all__ = ["SelectZero", "fuse_select_zero"]
+
+SelectZero = register_op(
+    "_SelectZero",
+    inputs=["condition: bool", "value: T", "like: T"],
+    outputs=["output: T"],
+    attrs={"T": ANY, "zero_then": False},  # zero_then: Select(cond, zeros, value)
+    shape_fn=lambda op: [op.inputs[1].shape],
+)
+NotDifferentiable("_SelectZero")  # introduced after the gradients were built
+
+_MIN_ELEMENTS = 1024  # as the Select kernel's own bit path
+
+
+def _masked(cond, value, zero_then: bool):
+    ints = _BITS[value.dtype.itemsize]
+    out = np.empty(value.shape, value.dtype)
+    keep = np.logical_not(cond) if zero_then else cond
+    np.multiply(value.view(ints), keep, out=out.view(ints))
+    return out
+
+
+@SelectZero.kernel("CPU")
+async def _select_zero(ctx, cond, value, like):
+    zero_then = ctx.attrs["zero_then"]
+    cond, value, like = np.asarray(cond), np.asarray(value), np.asarray(like)
+    if (
+        cond.shape == value.shape == like.shape
+        and value.dtype == like.dtype
+        and value.dtype.kind in "fiu"
+        and value.dtype.itemsize in _BITS
+        and value.size >= _MIN_ELEMENTS
+    ):
+        return await ctx.device.compute(_masked, cond, value, zero_then)
+    zeros = np.zeros_like(like)
+    select = get_op_def("Select").kernel_for("CPU").fn
+    t, e = (zeros, value) if zero_then else (value, zeros)
+    return await select(plain_context(ctx), cond, t, e)
+
+
+def fuse_select_zero(view) -> None:
+    """Select(cond, x, ZerosLike(y)) and Select(cond, ZerosLike(y), x): _SelectZero."""
+    zeros_seen = set()
+    for i, node in enumerate(view.nodes):
+        op = node.op
+        if op.type != "Select" or node.device.device_type != "CPU" or view.reads_ref(i):
+            continue
+        if not view.available(i) or op._attr("T").np_dtype.kind not in "fiu":
+            continue
+        found = None
+        for pos in (1, 2):
+            src = node.inputs[pos]
+            if src[0] == "feed" or src[1] != 0:
+                continue
+            z = view.nodes[src[0]]
+            if (
+                z.op.type == "ZerosLike"
+                and z.device is node.device
+                and not z.controls
+                and not view.reads_ref(src[0])
+            ):
+                found = (pos, src[0])
+                break
+        if found is None:
+            continue
+        pos, j = found
+        other = node.inputs[3 - pos]
+        if other == node.inputs[pos]:
+            continue  # Select(cond, zeros, zeros)
+        attrs = {"T": op._attr("T"), "zero_then": pos == 1}
+        view.fuse(i, "_SelectZero", attrs, [node.inputs[0], other, view.nodes[j].inputs[0]], [])
+        zeros_seen.add(j)
+    for j in zeros_seen:
+        view.drop_if_unused(j)

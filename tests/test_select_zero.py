@@ -1,0 +1,108 @@
+"""ops/select_zero.py: Select of a value and ZerosLike as one masked pass.  Values
+against NumPy's np.where (nan, inf and -0.0 included) and against the unfused graph,
+errors as the Select words them, and sigmoid cross-entropy's gradient."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow import errors, graph_passes
+from asyncflow.ops import select_zero
+
+
+def _plan_types(sess) -> list[str]:
+    return [op.type for sp in sess._plans.values() for pl in sp.plans for op in pl.nodes]
+
+
+@pytest.fixture
+def unfused(monkeypatch):
+    passes = [p for p in graph_passes.GRAPH_PASSES if p is not select_zero.fuse_select_zero]
+    monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
+
+
+def _special_values(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal(shape).astype(dtype)
+    flat = v.reshape(-1)
+    flat[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    return v
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("shape", [(40, 50), (7, 3)])  # the masked pass, the Select's own
+def test_select_with_zeros_matches_numpy(dtype, shape):
+    v = (
+        _special_values(shape, np.float64).astype(dtype)
+        if dtype != np.int32
+        else (np.arange(np.prod(shape), dtype=dtype).reshape(shape) - 5)
+    )
+    c = np.random.default_rng(1).random(shape) < 0.5
+    with af.Graph().as_default():
+        pc = af.placeholder(af.bool, [None, None])
+        pv = af.placeholder(af.as_dtype(dtype), [None, None])
+        zeros = af.zeros_like(pv)
+        a = af.where(pc, pv, zeros)
+        b = af.where(pc, zeros, pv)
+        with af.Session() as s:
+            got_a, got_b = s.run([a, b], {pc: c, pv: v})
+            types = _plan_types(s)
+    assert types.count("_SelectZero") == 2 and "ZerosLike" not in types
+    want_a, want_b = np.where(c, v, dtype(0)), np.where(c, dtype(0), v)
+    assert got_a.dtype == dtype and got_b.dtype == dtype
+    # the same bits: nan where kept, +0.0 where masked, -0.0 kept as -0.0
+    np.testing.assert_array_equal(got_a.view(np.uint8), want_a.view(np.uint8))
+    np.testing.assert_array_equal(got_b.view(np.uint8), want_b.view(np.uint8))
+
+
+def test_zeros_read_elsewhere_stay():
+    v = _special_values((40, 50), np.float32)
+    c = v > 0
+    with af.Graph().as_default():
+        pv = af.placeholder(af.float32, [None, None])
+        zeros = af.zeros_like(pv)
+        a = af.where(af.constant(c), pv, zeros)
+        with af.Session() as s:
+            got_a, got_z = s.run([a, zeros], {pv: v})
+            assert "_SelectZero" in _plan_types(s)
+    np.testing.assert_array_equal(got_a, np.where(c, v, np.float32(0)))
+    np.testing.assert_array_equal(got_z, np.zeros_like(v))
+
+
+def test_errors_and_batch_conditions_are_the_selects():
+    with af.Graph().as_default():
+        pc = af.placeholder(af.bool, [None])
+        pv = af.placeholder(af.float32, [None, None])
+        pl = af.placeholder(af.float32, [None, None])
+        out = af.where(pc, pv, af.zeros_like(pl))
+        with af.Session() as s:
+            v = np.arange(6, dtype=np.float32).reshape(3, 2)
+            # a batch vector condition (TF1 Select): rows kept or zeroed
+            got = s.run(out, {pc: [True, False, True], pv: v, pl: v})
+            np.testing.assert_array_equal(got, v * np.array([[1], [0], [1]], np.float32))
+            assert "_SelectZero" in _plan_types(s)
+            with pytest.raises(errors.InvalidArgumentError, match="'then' and 'else' must have"):
+                s.run(out, {pc: [True, False, True], pv: v, pl: np.ones((2, 2), np.float32)})
+            with pytest.raises(errors.InvalidArgumentError, match="Number of batches"):
+                s.run(out, {pc: [True, False], pv: v, pl: v})
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_sigmoid_cross_entropy_gradient(request, fuse):
+    # d/dx of sum(sigmoid_cross_entropy_with_logits(z, x)) is sigmoid(x) - z.
+    if not fuse:
+        request.getfixturevalue("unfused")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((64, 40)) * 4
+    z = rng.random((64, 40))
+    with af.Graph().as_default():
+        px = af.placeholder(af.float64, [None, None])
+        loss = af.reduce_sum(af.nn.sigmoid_cross_entropy_with_logits(labels=z, logits=px))
+        (g,) = af.gradients(loss, [px])
+        with af.Session() as s:
+            got_loss, got_g = s.run([loss, g], {px: x})
+            assert ("_SelectZero" in _plan_types(s)) == fuse
+    want = np.maximum(x, 0) - x * z + np.log1p(np.exp(-np.abs(x)))
+    assert got_loss == pytest.approx(want.sum(), rel=1e-12)
+    np.testing.assert_allclose(got_g, 1 / (1 + np.exp(-x)) - z, rtol=1e-12, atol=1e-12)
