@@ -143,6 +143,8 @@ def _component_invariants(leaf, shape) -> list:
         out = [shape, tensor_shape.TensorShape([None])]
         return out if leaf.dense_shape is None else out + [leaf.dense_shape.shape]
     if isinstance(leaf, SparseTensor):
+        if shape.ndims is None:  # TF still takes it (backward compatibility): any rank
+            shape = tensor_shape.TensorShape([None])
         if shape.ndims != 1:
             raise ValueError(
                 f"Expected a shape with 1 dimension. Obtained: {shape} which has "
@@ -500,11 +502,22 @@ class WhileContext(ControlFlowContext):
                 for leaf, shape in zip(flat_orig, nest.flatten(shape_invariants))
                 for s in _component_invariants(
                     leaf,
-                    tensor_shape.as_shape(shape)
+                    tensor_shape.as_shape(getattr(shape, "shape", shape))  # a TensorSpec's
                     if shape is not None
                     else tensor_shape.unknown_shape(),
                 )
             ]
+        elif any(isinstance(leaf, SparseTensor) for leaf in flat_orig):
+            # TF's default invariant of a SparseTensor keeps only its rank: any number
+            # of values ([None, rank] indices, [None] values).
+            shape_invariants, k = [], 0
+            for leaf in flat_orig:
+                n = len(_leaf_components(leaf))
+                if isinstance(leaf, SparseTensor):
+                    shape_invariants += _component_invariants(leaf, flat[k + 2].shape)
+                else:
+                    shape_invariants += [c.shape for c in flat[k : k + n]]
+                k += n
         real_vars = flat
         if self._outer_context is not None:
             real_vars = [self._outer_context.AddValue(x) for x in flat]
@@ -520,6 +533,15 @@ class WhileContext(ControlFlowContext):
 
     def _build_loop(self, pred, body, loop_vars, flat_orig, real_vars, shape_invariants):
         enters = self._init_enters(real_vars, shape_invariants)
+        # The Enters keep the user's outer control dependencies (TF's
+        # _FixControlInputsAndContext); everything else in the loop runs after them, so
+        # (as TF's control dependencies skip an op its inputs already order) the rest of
+        # the loop takes none of its own: a Merge has no pivot yet to wait on, and an
+        # Exit waiting on the body would be dead when the loop ends.
+        with self._graph.control_dependencies(None):
+            return self._build_loop_body(pred, body, loop_vars, flat_orig, enters)
+
+    def _build_loop_body(self, pred, body, loop_vars, flat_orig, enters):
         merges = [prims.merge([e, e])[0] for e in enters]
         self._pivot_for_pred = merges[0]
         packed = nest.pack_sequence_as(loop_vars, _pack_components(flat_orig, merges))
@@ -530,7 +552,14 @@ class WhileContext(ControlFlowContext):
             raise ValueError(f"Shape must be rank 0 but is rank {c.shape.ndims} for 'LoopCond'")
         self._pivot = prims.loop_cond(c, name="LoopCond")
         switches = [prims.switch(m, self._pivot) for m in merges]
-        body_vars = [_identity(sw[1]) for sw in switches]
+        # A reference loop variable (a variable's ref) reaches the body as itself (TF's
+        # RefIdentity), so the body may update it.
+        body_vars = [
+            ops.apply_op("RefIdentity", [sw[1]], name="Identity").outputs[0]
+            if sw[1]._is_ref
+            else _identity(sw[1])
+            for sw in switches
+        ]
         self._pivot_for_body = body_vars[0]
         packed_body = nest.pack_sequence_as(loop_vars, _pack_components(flat_orig, body_vars))
         result = body(*packed_body)

@@ -362,7 +362,15 @@ SparseAdd = register_op(
     ],
     outputs=["sum_indices: int64", "sum_values: T", "sum_shape: int64"],
     attrs={"T": NUMERIC, "Treal": REAL},
-    shape_fn=lambda op: [*_sparse_out_shapes(), op.inputs[2].shape],
+    # TF's: [?, rank] indices, the rank read from a's (static) dense shape length.
+    shape_fn=lambda op: [
+        *_sparse_out_shapes(
+            tensor_shape.dimension_value(op.inputs[2].shape[0])
+            if op.inputs[2].shape.ndims == 1
+            else None
+        ),
+        op.inputs[2].shape,
+    ],
 )
 
 

@@ -715,6 +715,19 @@ def _for_methods(transform):
     return apply
 
 
+def _as_function_and_v1_graph(fn):
+    """TF's build_as_function_and_v1_graph: `<name>_function` (built in a tf.function:
+    TF2-only, skipped and not counted) and `<name>_v1_graph` (a v1 graph)."""
+
+    def case(self, as_function):
+        if as_function:
+            raise unittest.SkipTest("TF2-only: built as a tf.function")
+        return fn(self)
+
+    case._param_cases = ((("_function", True), ("_v1_graph", False)), True)
+    return case
+
+
 def _skipper(reason):
     def transform(fn):
         @functools.wraps(fn)
@@ -1030,7 +1043,7 @@ def _test_util_module(name):
         "run_v2_only": _flex(_skipper("TF2-only")),
         "run_cuda_only": _flex(_skipper("needs CUDA")),
         "run_gpu_only": _flex(_skipper("needs a GPU")),
-        "build_as_function_and_v1_graph": passthrough,
+        "build_as_function_and_v1_graph": _as_function_and_v1_graph,
         "also_run_as_tf_function": passthrough,
         "with_eager_op_as_function": passthrough,
         "run_without_tensor_float_32": passthrough,

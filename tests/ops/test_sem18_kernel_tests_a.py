@@ -300,3 +300,65 @@ def test_reference_dtypes_have_tf_names():
 
     assert dtypes.int32_ref == dtypes.as_dtype("int32_ref") == dtypes.int32._as_ref
     assert dtypes.float32_ref.base_dtype == dtypes.float32
+
+
+def test_while_loop_under_control_dependencies_on_a_placeholder():
+    # TF's testWhileWithControl_3/_4 (issue 18: control_dependencies on a placeholder).
+    b = af.placeholder(af.bool)
+    c = af.constant(1)
+    with ops.control_dependencies([b]):
+        r = af.while_loop(lambda x: x < 10, lambda x: x + c, [af.constant(0)])
+        r2 = af.while_loop(lambda x: x < 10, lambda x: x + af.identity(c), [af.constant(0)])
+    assert _run([r, r2], {b: True}) == [10, 10]
+    with pytest.raises(errors.InvalidArgumentError, match="placeholder"):
+        _run(r)  # the loop still waits for b
+
+
+def test_while_loop_keeps_a_reference_loop_variable():
+    # TF's testWhileWithRefs_1: the body sees the variable's reference, so does the exit.
+    x = variables.Variable(0)._ref()
+    seen = []
+
+    def body(i, x):
+        seen.append(x.dtype)
+        return i + 1, ops.apply_op("RefIdentity", [x]).outputs[0]
+
+    r = af.while_loop(lambda i, x: i < 100, body, [af.constant(0), x], parallel_iterations=5)
+    assert seen == [af.int32._as_ref] and r[0].dtype == af.int32
+    assert r[1].dtype == af.int32._as_ref
+    assert list(_run(r, init=True)) == [100, 0]
+
+
+def test_while_loop_sparse_tensor_default_invariant_keeps_only_its_rank():
+    # TF's testWhileShapeInferenceSparseTensor: a body adding values needs no invariant.
+    x = af.SparseTensor(af.constant([[0], [3]], af.int64), [2.0, 4.0], af.constant([10], af.int64))
+
+    def body(i, x):
+        one = af.SparseTensor(
+            af.cast(af.fill([1, 1], i), af.int64), af.fill([1], 1.0), x.dense_shape
+        )
+        return i + 1, af.sparse_add(x, one)
+
+    _, r = af.while_loop(lambda i, _: i < 10, body, [af.constant(0), x])
+    assert r.indices.shape.as_list() == [None, 1] and r.values.shape.as_list() == [None]
+    assert r.dense_shape.shape.as_list() == [1]
+    _, r = af.while_loop(
+        lambda i, _: i < 10,
+        lambda i, x: (i + 1, x),
+        [af.constant(0), x],
+        [af.TensorShape([]), af.TensorShape(None)],
+    )
+    assert r.indices.shape.as_list() == [None, None]
+
+
+def test_while_loop_takes_tensor_specs_as_invariants():
+    spec = af.TensorSpec(None, dtype=af.int32)
+    i, x = af.constant(0), af.constant([1])
+    _, r = af.while_loop(
+        lambda i, _: i < 3,
+        lambda i, x: (i + 1, af.stack([x, x])),
+        [i, x],
+        [af.TensorSpec([], dtype=af.int32), spec],
+    )
+    assert r.shape.ndims is None
+    assert _run(r).shape == (2, 2, 2, 1)
