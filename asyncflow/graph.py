@@ -870,9 +870,11 @@ class Graph:
                 op._attrs["_class"] = sorted(
                     {g for c in self._colocation_stack for g in c.colocation_groups()}
                 )
-                self._colocation_stack[-1].device and op._set_device(
-                    self._colocation_stack[-1].device
-                )
+                # TF's: the device of the innermost colocated op that has one.
+                for c in reversed(self._colocation_stack):
+                    if c.device:
+                        op._set_device(c.device)
+                        break
             else:
                 self._apply_device_functions(op)
             if self._gradient_override_map:

@@ -686,14 +686,12 @@ class WhileContext(ControlFlowContext):
             if row_shape is not None and row_shape.is_fully_defined():
                 init_values = array_ops.zeros([1] + row_shape.as_list(), values.dtype)
             else:
-                rows = array_ops.shape(value, optimize=False)[1:]
+                rows = _resource_safe_shape(value)[1:]
                 init_values = array_ops.zeros(array_ops.concat([[1], rows], 0), values.dtype)
             init_indices = array_ops.constant([0], indices.dtype)
             dense_shape = None
             if grad.dense_shape is not None:
-                dense_shape = array_ops.shape(
-                    value, out_type=grad.dense_shape.dtype, optimize=False
-                )
+                dense_shape = _resource_safe_shape(value, grad.dense_shape.dtype)
         out = []
         for init, part, shape in (
             (init_values, values, tensor_shape.TensorShape([None]).concatenate(row_shape)
@@ -712,6 +710,16 @@ class WhileContext(ControlFlowContext):
             self._loop_exits.append(result)
             out.append(result)
         return IndexedSlices(out[0], out[1], dense_shape)
+
+
+def _resource_safe_shape(t, out_type=dtypes.int32):
+    """The shape of `t`, or (TF's _resource_safe_shape) of the variable a resource handle
+    `t` points to: the handle's source, followed back through Enter/Identity/Switch."""
+    if t.dtype == dtypes.resource:
+        while t.op.inputs:
+            t = t.op.inputs[0]
+        return ops.apply_op("VariableShape", [t], {"out_type": out_type}).outputs[0]
+    return array_ops.shape(t, out_type=out_type, optimize=False)
 
 
 def _shape_less_than_or_equal(s1, s2) -> bool:

@@ -362,3 +362,54 @@ def test_while_loop_takes_tensor_specs_as_invariants():
     )
     assert r.shape.ndims is None
     assert _run(r).shape == (2, 2, 2, 1)
+
+
+def test_colocation_takes_the_device_of_the_innermost_colocated_op_with_one():
+    # As TF 2.21 places them (checked): x with b's device, y with a's (c0 has none).
+    with ops.device("/cpu:0"):
+        a = af.constant(1.0, name="a")
+    with ops.device("/cpu:1"):
+        b = af.constant(2.0, name="b")
+    c0 = af.constant(0.0, name="c0")
+    with ops.colocate_with(a.op):
+        with ops.colocate_with(b.op):
+            x = af.identity(a, name="x")
+        with ops.colocate_with(c0.op):
+            y = af.identity(a, name="y")
+    assert x.op.device == "/device:CPU:1" and x.op.colocation_groups() == [b"loc:@a", b"loc:@b"]
+    assert y.op.device == "/device:CPU:0"
+
+
+def test_while_loop_gradient_accumulators_follow_colocated_gradients():
+    # TF's testWhileGrad_ColocateGradients: the forward accumulator of Square's input
+    # is colocated with it, so it takes Square's device.
+    def body(x):
+        with ops.device("/device:CPU:0"):
+            return af.square(x)
+
+    v = af.constant(2.0, name="v")
+    loop = af.while_loop(lambda v: v < 100.0, body, [v], parallel_iterations=1)
+    r = af.gradients(loop, v, colocate_gradients_with_ops=True)[0]
+    for op in ops.get_default_graph().get_operations():
+        if "Square" in op.name:
+            assert op.device == "/device:CPU:0", op.name
+    assert _run(r) == 1024.0
+
+
+def test_while_loop_gradient_of_a_resource_variable_sparse_read():
+    # TF's testWhileGrad_ResourceVarSparseRead: the accumulated IndexedSlices carry the
+    # variable's shape (not its handle's) as their dense shape.
+    from asyncflow.resource_variable import ResourceVariable
+
+    var = ResourceVariable(np.ones(5), dtype=af.float32)
+    r = af.while_loop(
+        lambda i, _: i < 3,
+        lambda i, x: (i + 1, x * af.reduce_sum(var.sparse_read([1, 3]))),
+        [0, af.constant(1.0)],
+    )[1]
+    grad = af.gradients(r, var)[0]
+    got = _run(grad, init=True)
+    assert got.dense_shape.tolist() == [5]
+    dense = np.zeros(5, np.float32)
+    np.add.at(dense, got.indices, got.values)
+    assert dense.tolist() == [0.0, 12.0, 0.0, 12.0, 0.0]
