@@ -233,6 +233,10 @@ class _Geom:
         self.sh, self.sw = spatial(attrs["strides"], fmt)
         self.dh, self.dw = spatial(attrs.get("dilations") or [1, 1, 1, 1], fmt)
         explicit = list(attrs.get("explicit_paddings") or [0] * 8)
+        if any(int(p) < 0 for p in explicit):
+            raise _invalid(
+                f"All elements of explicit_paddings must be nonnegative, got {explicit}"
+            )
         pads = nhwc_dims([explicit[i : i + 2] for i in range(0, 8, 2)], fmt) if explicit else None
         padding = attrs["padding"]
         self.oh, lo_h, hi_h = window_geometry(
@@ -823,6 +827,8 @@ def _check_attrs(attrs, depthwise=False) -> None:
     if padding not in ("SAME", "VALID", "EXPLICIT"):
         raise ValueError(f"padding must be one of SAME, VALID, EXPLICIT, got {padding!r}")
     explicit = attrs.get("explicit_paddings") or []
+    if any(int(p) < 0 for p in explicit):
+        raise ValueError(f"All elements of explicit_paddings must be nonnegative, got {explicit}")
     if padding == "EXPLICIT" and len(explicit) != 8:
         raise ValueError("explicit_paddings attribute must contain 8 values for EXPLICIT padding")
     if padding != "EXPLICIT" and explicit:
@@ -889,6 +895,16 @@ def _check_rank4(x, what: str) -> None:
         raise _invalid(f"{what} must be 4-dimensional: {_shape_str(x.shape)}")
 
 
+def _input_sizes(value, w, dy, fmt) -> list[int]:
+    """Conv2DBackpropInput's input_sizes: 4 sizes, or (as TF takes) [height, width] with
+    the batch from out_backprop and the depth from the filter."""
+    v = np.asarray(value.get() if hasattr(value, "get") else value)
+    if v.ndim == 1 and v.shape[0] == 2:
+        n = nhwc_dims(dy.shape, fmt)[0]
+        return from_nhwc_dims([int(n), int(v[0]), int(v[1]), int(w.shape[2])], fmt)
+    return _sizes(value, "input_sizes")
+
+
 def _sizes(value, what: str) -> list[int]:
     v = np.asarray(value.get() if hasattr(value, "get") else value)
     if v.ndim != 1 or v.shape[0] != 4:
@@ -907,7 +923,8 @@ Conv2D = register_op(
     "Conv2D",
     inputs=["input: T", "filter: T"],
     outputs=["output: T"],
-    attrs=dict(_CONV_ATTRS),
+    # TF's CPU kernel also convolves int32 (its backprops do not).
+    attrs={**_CONV_ATTRS, "T": TypeConstraint([*CONV_TYPES.allowed, "int32"])},
     shape_fn=_conv2d_shape,
 )
 
@@ -946,21 +963,35 @@ async def _conv2d(ctx, x, w):
     _check_rank4(x, "input")
     _check_rank4(w, "filter")
     fmt = ctx.attrs["data_format"]
+    if 0 in w.shape:
+        raise _invalid("filter must not have zero elements (i.e. all dimensions must be non-zero)")
     g = _Geom(ctx.attrs, nhwc_dims(x.shape, fmt), w.shape)
-    ctx.device.check_alloc(g.n * g.oh * g.ow * g.kh * g.kw * g.c, ctx.attrs["T"])
     dt = x.dtype
+    if 0 in g.out_nhwc():
+        return xp.zeros(from_nhwc_dims(g.out_nhwc(), fmt), dtype=dt)
+    ctx.device.check_alloc(g.n * g.oh * g.ow * g.kh * g.kw * g.c, ctx.attrs["T"])
     cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
-    return await ctx.compute(
-        _in_step, _step_token(), _conv2d_forward, xp, g, x, w, fmt, dt, cost=cost
+    if dt.kind in "iu":  # int32: exact in float64 for any sum an int32 result can hold
+        x, w = x.astype(np.float64), w.astype(np.float64)
+    y = await ctx.compute(
+        _in_step, _step_token(), _conv2d_forward, xp, g, x, w, fmt, x.dtype, cost=cost
     )
+    return xp.rint(y).astype(dt) if dt.kind in "iu" else y
 
 
 # -- Conv2DBackpropInput -------------------------------------------------------------------
 
 
 def _backprop_input_shape(op):
-    sizes = ops.constant_shape(op.inputs[0])
     op.inputs[2].shape.with_rank(4)
+    value = ops.constant_value(op.inputs[0])
+    if value is not None and np.size(value) == 2:  # [height, width]: TF takes those too
+        fmt = op._attr("data_format")
+        n = nhwc_dims(op.inputs[2].shape.as_list(), fmt)[0]
+        c = op.inputs[1].shape.with_rank(4).as_list()[2]
+        dims = from_nhwc_dims([n, *(int(v) for v in np.ravel(value)), c], fmt)
+        return [tensor_shape.TensorShape(dims)]
+    sizes = ops.constant_shape(op.inputs[0])
     return [sizes.merge_with(tensor_shape.unknown_shape(4))]
 
 
@@ -1019,13 +1050,15 @@ def _conv2d_backprop_input_one(xp, g: _Geom, w, dy, fmt, out_dtype):
 async def _conv2d_backprop_input_kernel(ctx, input_sizes, w, dy):
     xp = ctx.xp
     w, dy = xp.asarray(w), xp.asarray(dy)
-    sizes = _sizes(input_sizes, "input_sizes")
     _check_rank4(w, "filter")
     _check_rank4(dy, "out_backprop")
     fmt = ctx.attrs["data_format"]
+    sizes = _input_sizes(input_sizes, w, dy, fmt)
     ctx.device.check_alloc(int(np.prod(sizes)), ctx.attrs["T"])
     g = _Geom(ctx.attrs, nhwc_dims(sizes, fmt), w.shape)
     _check_out_backprop(g, nhwc_dims(dy.shape, fmt))
+    if not (dy.size and w.size and np.prod(sizes)):
+        return xp.zeros(sizes, dtype=dy.dtype)
     cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * dy.itemsize)
     return await ctx.compute(
         _in_step, _step_token(), _conv2d_backprop_input, xp, g, w, dy, fmt, dy.dtype, cost=cost
@@ -1105,6 +1138,8 @@ async def _conv2d_backprop_filter_kernel(ctx, x, filter_sizes, dy):
     fmt = ctx.attrs["data_format"]
     g = _Geom(ctx.attrs, nhwc_dims(x.shape, fmt), sizes)
     _check_out_backprop(g, nhwc_dims(dy.shape, fmt))
+    if not (x.size and dy.size and np.prod(sizes)):
+        return xp.zeros(sizes, dtype=dy.dtype)
     ctx.device.check_alloc(g.n * g.oh * g.ow * g.kh * g.kw * g.c, ctx.attrs["T"])
     cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * dy.itemsize)
     return await ctx.compute(
@@ -1237,6 +1272,10 @@ def _padding_attrs(padding, fmt) -> dict:
         if padding not in ("SAME", "VALID"):
             raise ValueError(f"padding must be 'SAME', 'VALID' or explicit pairs, got {padding!r}")
         return {"padding": padding, "explicit_paddings": []}
+    if any(not isinstance(p, list | tuple) for p in padding):
+        raise ValueError(
+            f"When padding is explicit, it must be a list of lists or tuples, got {padding}"
+        )
     pairs = [list(p) for p in padding]
     if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
         raise ValueError(f"When padding is explicit, it must be 4 pairs, got {padding}")
@@ -1281,7 +1320,33 @@ def conv2d(
         "dilations": four(dilations, "dilations", fmt),
         **_padding_attrs(padding, fmt),
     }
+    if isinstance(input, ops.Tensor):
+        rank = input.shape.ndims
+    else:
+        rank = np.ndim(input) if isinstance(input, np.ndarray | list | tuple) else None
+    if rank is not None and rank > 4:  # TF's expanded batch: all leading dims
+        input = ops.convert_to_tensor(input, name="input")  # noqa: A001
+        return fold_batch(input, 2, lambda x: conv2d(x, filter, strides, padding,
+                          use_cudnn_on_gpu, data_format, dilations), name)  # fmt: skip
     return ops.apply_op("Conv2D", [input, filter], attrs, name=name).outputs[0]
+
+
+def fold_batch(input, n: int, fn, name=None):  # noqa: A002 - TF's name
+    """`fn` (an op over one batch dimension) applied to `input` whose dimensions before
+    its last n + 1 are all batch (TF's `num_batch_dims`): those fold into one and come
+    back in the result's shape."""
+    from asyncflow.ops import array_ops
+
+    if input.shape.ndims is None:
+        raise ValueError("input must have a known rank")
+    b = input.shape.ndims - n - 1
+    if b == 1:
+        return fn(input)
+    shape = array_ops.shape(input)
+    y = fn(array_ops.reshape(input, array_ops.concat([[-1], shape[b:]], 0)))
+    out = array_ops.reshape(y, array_ops.concat([shape[:b], array_ops.shape(y)[1:]], 0), name=name)
+    out.set_shape(input.shape[:b].concatenate(y.shape[1:]))
+    return out
 
 
 def conv2d_backprop_input(

@@ -172,7 +172,7 @@ def convolution(input, filter=None, padding=None, strides=None, dilation_rate=No
             )
         if input.shape.ndims is not None and input.shape.ndims > n + 2:
             # TF's expanded batch: every leading dimension before the last n + 1 is batch.
-            return fold_batch(
+            return conv_ops.fold_batch(
                 input,
                 n,
                 lambda x: convolution(x, filter, padding, strides, dilation_rate,
@@ -222,20 +222,6 @@ def conv1d(value=None, filters=None, stride=None, padding=None, use_cudnn_on_gpu
                        name=name or "conv1d", data_format=fmt)  # fmt: skip
 
 
-def fold_batch(input, n: int, fn, name=None):  # noqa: A002 - TF's name
-    """`fn` (an op over one batch dimension) applied to `input` whose dimensions before
-    its last n + 1 are all batch (TF's `num_batch_dims`): those fold into one and come
-    back in the result's shape."""
-    b = _rank(input, "input") - n - 1
-    if b == 1:
-        return fn(input)
-    shape = array_ops.shape(input)
-    y = fn(array_ops.reshape(input, array_ops.concat([[-1], shape[b:]], 0)))
-    out = array_ops.reshape(y, array_ops.concat([shape[:b], array_ops.shape(y)[1:]], 0), name=name)
-    out.set_shape(input.shape[:b].concatenate(y.shape[1:]))
-    return out
-
-
 def conv3d_v2(input, filters, strides, padding, data_format="NDHWC", dilations=None,  # noqa: A002
               name=None):  # fmt: skip
     """TF's `nn_ops.conv3d_v2` (TF2's `tf.nn.conv3d`): Conv3D of an input whose leading
@@ -244,7 +230,7 @@ def conv3d_v2(input, filters, strides, padding, data_format="NDHWC", dilations=N
         dilations = [1, 1, 1, 1, 1]
     with ops.name_scope(name, "Conv3D", [input, filters]) as scope:
         input = ops.convert_to_tensor(input, name="input")  # noqa: A001
-        return fold_batch(
+        return conv_ops.fold_batch(
             input,
             3,
             lambda x: conv3d_ops.conv3d(x, filters, strides, padding, data_format=data_format,

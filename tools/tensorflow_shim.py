@@ -39,9 +39,17 @@ def _af():
 
 
 def _snake(name: str) -> str:
-    """TF's op-type -> Python name rule (`_CamelToSnake`, `MatMul` -> `mat_mul`)."""
-    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+    """TF's op-type -> Python name rule (python_op_gen's ToSnakeCase): `_` before a
+    capital after a lowercase letter, or before one that starts a word after capitals
+    (`MatMul` -> `mat_mul`, `Conv2DBackpropInput` -> `conv2d_backprop_input`)."""
+    out = []
+    for i, c in enumerate(name):
+        if c.isupper() and i > 0:
+            prev, nxt = name[i - 1], name[i + 1 : i + 2]
+            if prev.islower() or (prev.isupper() and nxt.islower()):
+                out.append("_")
+        out.append(c.lower())
+    return "".join(out)
 
 
 @functools.cache

@@ -242,8 +242,9 @@ def test_backprop_input_size_mismatch():
 
 
 def test_conv2d_type_errors():
+    # TF's Conv2D takes half, bfloat16, float, double and int32 (CPU); not int64.
     with pytest.raises(TypeError):
-        conv_ops.conv2d(np.zeros((1, 2, 2, 1), np.int32), np.zeros((1, 1, 1, 1), np.int32),
+        conv_ops.conv2d(np.zeros((1, 2, 2, 1), np.int64), np.zeros((1, 1, 1, 1), np.int64),
                         1, "SAME")  # fmt: skip
 
 

@@ -377,3 +377,80 @@ def test_compute_gradient_perturbs_a_scalar_without_init_value():
             y = tf.constant(2.0, dtype=dt)
             err = tf.test.compute_gradient_error(y, [], tf.pow(tf.constant(2.0, dt), y), [])
             assert err < 1e-6
+
+
+# -- conv2d: int32, empty shapes, explicit padding checks, expanded batch -----------------------
+
+
+def test_conv2d_of_int32_matches_the_definition():
+    # TF's CPU Conv2D convolves int32 (conv_ops_test checks every case in int32 too).
+    x = np.arange(1, 19, dtype=np.int32).reshape(1, 2, 3, 3)
+    w = np.arange(1, 37, dtype=np.int32).reshape(2, 2, 3, 3)
+    with tf.Graph().as_default():
+        y = tf.nn.conv2d(x, w, [1, 1, 1, 1], "VALID")
+        assert y.dtype == tf.int32
+        got = _run(y)
+    # TF's testConv2D2x2Filter values
+    np.testing.assert_array_equal(got.ravel(), [2271, 2367, 2463, 2901, 3033, 3165])
+
+
+def test_conv2d_empty_and_zero_sized_cases_as_tf():
+    f32 = np.float32
+    with tf.Graph().as_default():
+        empty = tf.nn.conv2d(np.ones([0, 2, 3, 3], f32), np.ones([1, 1, 3, 3], f32),
+                             [1, 1, 1, 1], "VALID")  # fmt: skip
+        only_pad = tf.nn.conv2d(np.ones([1, 0, 2, 1], f32), np.ones([1, 1, 1, 1], f32),
+                                [1, 1, 1, 1], [[0, 0], [1, 1], [1, 1], [0, 0]])  # fmt: skip
+        bi = tf.nn.conv2d_backprop_input([0, 2, 3, 1], np.ones([2, 2, 1, 1], f32),
+                                         np.ones([0, 1, 2, 1], f32), [1, 1, 1, 1], "VALID")
+        bf = tf.nn.conv2d_backprop_filter(np.ones([1, 2, 3, 1], f32), [2, 2, 1, 0],
+                                          np.ones([1, 1, 2, 0], f32), [1, 1, 1, 1], "VALID")
+        got = _run([empty, only_pad, bi, bf])
+        assert got[0].shape == (0, 2, 3, 3)
+        np.testing.assert_array_equal(got[1], np.zeros([1, 2, 4, 1]))
+        assert got[2].shape == (0, 2, 3, 1) and got[3].shape == (2, 2, 1, 0)
+        zero = tf.nn.conv2d(np.ones([1, 1, 1, 1], f32), np.ones([1, 0, 1, 1], f32),
+                            [1, 1, 1, 1], "SAME")  # fmt: skip
+        with pytest.raises(errors.InvalidArgumentError, match="filter must not have zero"):
+            _run(zero)
+
+
+def test_conv2d_explicit_padding_checks():
+    with tf.Graph().as_default():
+        ph = tf.placeholder(tf.float32)
+        # TF: the shape function rejects negative padding (ValueError) ...
+        with pytest.raises(ValueError, match="must be nonnegative"):
+            tf.nn.conv2d(ph, ph, [1, 1, 1, 1], [[0, 0], [0, -1], [1, 2], [0, 0]])
+        with pytest.raises(ValueError, match="list of lists or tuples"):
+            tf.nn.conv2d(ph, ph, [1, 1, 1, 1], [0, 0, 0, 0])
+        # ... the backprop kernels at run time (InvalidArgumentError).
+        bi = tf.nn.conv2d_backprop_input([32, 20, 20, 3], np.ones([18, 18, 3, 2], np.float32),
+                                         np.ones([32, 3, 2, 2], np.float32), [1, 1, 1, 1],
+                                         [[0, 0], [-1, 0], [0, 0], [0, 0]])  # fmt: skip
+        with pytest.raises(errors.InvalidArgumentError, match="must be nonnegative"):
+            _run(bi)
+
+
+def test_conv2d_backprop_input_takes_spatial_input_sizes():
+    # TF: input_sizes [height, width]; batch from out_backprop, depth from the filter.
+    w = np.arange(1, 5, dtype=np.float32).reshape(2, 2, 1, 1)
+    dy = np.ones([1, 1, 1, 1], np.float32)
+    with tf.Graph().as_default():
+        a = tf.nn.conv2d_backprop_input([2, 2], w, dy, [1, 1, 1, 1], "VALID")
+        b = tf.nn.conv2d_backprop_input([1, 2, 2, 1], w, dy, [1, 1, 1, 1], "VALID")
+        assert a.shape.as_list() == [1, 2, 2, 1]
+        ga, gb = _run([a, b])
+    np.testing.assert_array_equal(ga, gb)
+    np.testing.assert_array_equal(ga.ravel(), [1, 2, 3, 4])
+
+
+def test_conv2d_folds_leading_batch_dims():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 4, 4, 3)).astype(np.float32)
+    w = rng.standard_normal((2, 2, 3, 2)).astype(np.float32)
+    with tf.Graph().as_default():
+        y = tf.nn.conv2d(x, w, [1, 1, 1, 1], "VALID")
+        assert y.shape.as_list() == [2, 5, 3, 3, 2]
+        got = _run(y)
+    ref = _ref_conv(x.reshape(10, 4, 4, 3), w, [1, 1], [(0, 0)] * 2).reshape(2, 5, 3, 3, 2)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
