@@ -380,10 +380,14 @@ def _compute_sampled_logits(
         n_true = array_ops.shape(labels_flat)[0]
         all_ids = manip_ops.concat([labels_flat, sampled], 0)
         all_w = nn_impl.embedding_lookup(weights, all_ids, partition_strategy=partition_strategy)
+        if all_w.dtype.base_dtype != inputs.dtype.base_dtype:  # as TF: to the inputs' dtype
+            all_w = cast_ops.cast(all_w, inputs.dtype.base_dtype)
         true_w = slicing_ops.slice(all_w, manip_ops.stack([0, 0]), manip_ops.stack([n_true, -1]))
         sampled_w = slicing_ops.slice(all_w, manip_ops.stack([n_true, 0]), [-1, -1])
         sampled_logits = matmul_ops.matmul(inputs, sampled_w, transpose_b=True)
         all_b = nn_impl.embedding_lookup(biases, all_ids, partition_strategy=partition_strategy)
+        if all_b.dtype.base_dtype != inputs.dtype.base_dtype:
+            all_b = cast_ops.cast(all_b, inputs.dtype.base_dtype)
         true_b = slicing_ops.slice(all_b, [0], manip_ops.stack([n_true]))
         sampled_b = slicing_ops.slice(all_b, manip_ops.stack([n_true]), [-1])
         dim = array_ops.shape(true_w)[1:2]

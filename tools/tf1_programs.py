@@ -34,7 +34,9 @@ literal `for v in range(K):` with K > 20 to `range(min(K, E))` (the loops of pro
 without named constants); `--train-examples M` shrinks the stand-in's training set
 (default 55,000 as TF1's).  The report gives, per program and backend: ran or not, the
 first error line, wall time, and the printed loss/accuracy lines side by side.
-`--repeat K` runs the backends alternately K times and reports median wall times.
+`--repeat K` runs the backends alternately K times and reports each run's wall time
+(imports included) with the 1-minute load at its start, the medians, and asyncflow's
+median over TF's; run it under `flock /tmp/bench.lock` on a shared machine.
 """
 
 from __future__ import annotations
@@ -395,6 +397,7 @@ def run_one(python, backend, path, opts):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONHASHSEED="0")
     if opts.train_examples:
         env["TF1P_TRAIN_EXAMPLES"] = str(opts.train_examples)
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="tf1p_") as cwd:
         t0 = time.perf_counter()
         try:
@@ -412,6 +415,7 @@ def run_one(python, backend, path, opts):
         "ok": rc == 0,
         "rc": rc,
         "wall_s": round(wall, 2),
+        "load_1min": round(load, 2),
         "error": "" if rc == 0 else (first_error(err) if rc != "timeout" else err),
         "lines": lines,
     }
@@ -451,6 +455,7 @@ def main(argv=None):
             r = dict(rs[-1])
             r["wall_s_all"] = [x["wall_s"] for x in rs]
             r["wall_s_median"] = statistics.median(r["wall_s_all"])
+            r["load_1min_all"] = [x["load_1min"] for x in rs]
             r["ok"] = all(x["ok"] for x in rs)
             entry[backend] = r
         report[name] = entry
@@ -466,7 +471,11 @@ def _print_entry(name, entry, verbose):
     print(f"== {name}", flush=True)
     for backend, r in entry.items():
         state = "ok" if r["ok"] else f"FAIL ({r['rc']}): {r['error']}"
-        print(f"   {backend:9s} {r['wall_s_median']:8.2f} s  {state}")
+        runs = ", ".join(f"{w:.1f}" for w in r["wall_s_all"])
+        loads = ", ".join(f"{x:.1f}" for x in r["load_1min_all"])
+        print(
+            f"   {backend:9s} {r['wall_s_median']:8.2f} s  {state}   [runs {runs}; load {loads}]"
+        )
     lines = {b: r["lines"] for b, r in entry.items()}
     n = max((len(v) for v in lines.values()), default=0)
     show = range(n) if verbose else sorted({0, 1, n - 2, n - 1} & set(range(n)))
@@ -476,17 +485,24 @@ def _print_entry(name, entry, verbose):
 
 
 def _cell(r):
-    return "ok {:.1f}s".format(r["wall_s_median"]) if r["ok"] else "FAIL"
+    return "{} {:.1f}s".format("ok" if r["ok"] else "FAIL", r["wall_s_median"])
 
 
 def _print_table(report):
+    """Status and median wall time per backend; with both backends, asyncflow's median
+    over TF's (whole program, imports included; a failing run still has its time)."""
+    both = all(len(e) == 2 for e in report.values())
     print(
         "\nprogram                                 "
         + "".join(f"{b:>12s}" for b in next(iter(report.values()), {}))
+        + ("   af/tf" if both else "")
         + "   first error"
     )
     for name, entry in report.items():
         cells = "".join(f"{_cell(r):>12s}" for r in entry.values())
+        if both:
+            tf_s, af_s = entry["tf"]["wall_s_median"], entry["asyncflow"]["wall_s_median"]
+            cells += f"   {af_s / tf_s:5.2f}" if tf_s > 0 else "      - "
         err = next((r["error"] for r in reversed(list(entry.values())) if not r["ok"]), "")
         print(f"{name[:40]:40s}{cells}   {err[:90]}")
 

@@ -85,6 +85,28 @@ def test_sampled_loss_gradients_finite_differences(graph, loss):
         np.testing.assert_allclose(th, nu, atol=1e-6)
 
 
+def test_sampled_weights_take_the_inputs_dtype_as_tf(graph):
+    """TF casts the looked-up weights and biases to the inputs' dtype.  So nlintz's
+    08_word2vec, which passes (inputs, labels) in TF 0.x's order, fails as on TF 2.21 with
+    MatMul's shape error on the int32 "inputs", and float64 inputs beside float32 weights
+    fail at the float32 expected counts (both messages recorded from TF 2.21)."""
+    w = af.constant(np.arange(12, dtype=np.float32).reshape(6, 2) / 10)
+    b = af.constant(np.arange(6, dtype=np.float32) / 10)
+    embed = af.constant(np.ones((20, 2), np.float32))
+    labels = af.placeholder(af.int32, [20, 1])
+    with pytest.raises(ValueError, match="Dimensions must be equal, but are 1 and 2"):
+        af.nn.nce_loss(w, b, embed, labels, 15, 6)
+    sv = (
+        af.constant([0, 2, 5], af.int64),
+        af.constant([[0.5], [0.5]]),
+        af.constant([0.25, 0.25, 0.25]),
+    )
+    x64 = af.constant(np.array([[0.5, -1.0], [2.0, 0.25]]))
+    lab = af.constant([[1], [4]], af.int64)
+    with pytest.raises(TypeError, match="Input 'y' of 'Sub' Op has type float32"):
+        af.nn.nce_loss(w, b, lab, x64, 3, 6, sampled_values=sv)
+
+
 def test_compute_accidental_hits_recorded_from_tf(sess):
     _, _, _, labels, sampled, _, _ = _case()
     idx, ids, wts = sess.run(af.nn.compute_accidental_hits(labels, sampled, 2))
