@@ -283,6 +283,37 @@ def gradients(
         )
 
 
+def _in_current_loop(op) -> bool:
+    """A loop's Switch reached by gradients built inside that same loop's body."""
+    ctx = op._control_flow_context
+    return (
+        ctx is not None
+        and type(ctx).__name__ == "WhileContext"
+        and ctx is op.graph._control_flow_context
+    )
+
+
+def _raise_no_grad_wrt_initial_loop_value(op, from_ops) -> None:
+    """TF's error for a gradient, inside a while body, through a loop variable's initial
+    value: it names the nearest of `xs` reached from the Switch."""
+    queue, seen, target = collections.deque([op]), set(), op
+    while queue:
+        cur = queue.popleft()
+        if cur in seen:
+            continue
+        seen.add(cur)
+        if cur in from_ops:
+            target = cur
+            break
+        queue.extend(t.op for t in cur.inputs)
+    raise ValueError(
+        f"Cannot compute gradient inside while loop with respect to op '{target.name}'. "
+        "We do not support taking the gradient wrt or through the initial value of a loop "
+        "variable. Gradients can be computed through loop invariants or wrt the input "
+        "parameters to the loop body."
+    )
+
+
 def _gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnected):
     """The one backward walk, for plain and control-flow graphs alike.
 
@@ -323,6 +354,8 @@ def _gradients_helper(ys, xs, grad_ys, stops, colocate, gate, method, unconnecte
             finally:
                 if gs is not None:
                     gs.grad_context.Exit()
+            if op.type == "Switch" and _in_current_loop(op):
+                _raise_no_grad_wrt_initial_loop_value(op, set(from_ops))
             in_grads = _op_input_grads(op, out_grads, stop_ops, gate, between, loops)
         for i, (t_in, g) in enumerate(zip(op.inputs, in_grads)):
             if g is None:

@@ -176,10 +176,15 @@ class Variable:
         scope = base if exact else graph.unique_name(base, mark_as_used=False)
         with graph.name_scope(scope + "/"):
             if callable(initial_value):
-                with graph.name_scope("Initializer"):
+                # TF builds the initializer function's ops with no device, colocated
+                # with the variable (they are placed where it is).
+                first = len(graph._ops)
+                with graph.name_scope("Initializer"), graph.device(None):
                     value = ops.convert_to_tensor(
                         initial_value(), name="initial_value", dtype=dtype
                     )
+                for op in graph._ops[first:]:
+                    op._attrs["_class"] = [f"loc:@{scope}".encode()]
             else:
                 value = ops.convert_to_tensor(initial_value, name="initial_value", dtype=dtype)
         if value.op._control_flow_context is not None:

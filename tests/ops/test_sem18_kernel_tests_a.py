@@ -413,3 +413,28 @@ def test_while_loop_gradient_of_a_resource_variable_sparse_read():
     dense = np.zeros(5, np.float32)
     np.add.at(dense, got.indices, got.values)
     assert dense.tolist() == [0.0, 12.0, 0.0, 12.0, 0.0]
+
+
+def test_gradient_inside_a_loop_through_a_loop_variable_initial_value_raises():
+    # TF's testGradInWhileWrtInitialLoopVal (TF's ValueError, not a crash).
+    x = af.placeholder(af.float32, shape=(), name="x")
+    y = x + 1
+
+    def body(i, v):
+        return i + 1, af.gradients(v * 2, x)[0]
+
+    with pytest.raises(ValueError, match="Cannot compute gradient inside while loop with respect"):
+        af.while_loop(lambda i, x: i < 3, body, [0, y])
+
+
+def test_initializer_function_ops_are_colocated_with_their_variable():
+    # TF's testInitializerFunctionDevicePlacement.
+    with ops.device("/cpu:100"):
+        v1 = variables.Variable(lambda: af.constant(42.0), dtype=af.float32, name="v1")
+    assert v1.op.device == "/device:CPU:100"
+    assert v1.op.colocation_groups() == [b"loc:@v1"]
+    for t in v1.initializer.inputs:
+        assert t.op.colocation_groups() == [b"loc:@v1"]
+    v2 = variables.Variable(lambda: af.constant(42.0), dtype=af.float32, name="v2")
+    assert [t.op.colocation_groups() for t in v2.initializer.inputs] == [[b"loc:@v2"]] * 2
+    assert _run(v2.initialized_value()) == 42.0
