@@ -25,6 +25,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.graph_io import tensor_proto
+from asyncflow.ops import summary_jit
 from asyncflow.protos.summary_pb2 import HistogramProto, Summary, SummaryMetadata
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
@@ -289,24 +290,19 @@ class _CellTable:
         bucket and bounds on the way."""
         if v.size <= _SEARCH_MAX:  # a binary search per value is cheaper than the cells
             if v.size:
-                lo, hi = v.min(), v.max()  # (NaN when there is one)
+                lo, hi = _min_max(v)  # (NaN when there is one)
                 if np.isfinite(lo) and np.isfinite(hi):  # all finite: no mask
                     d = v.astype(np.float64)
                     index = np.searchsorted(_LIMITS, d, "right")
                     if hi >= _LIMITS[-1]:
                         np.minimum(index, _LIMITS.size - 1, out=index)
-                    # TF adds one value at a time: cumsum is that order (bit-identical).
-                    # (+ 0.0: TF's sum starts from 0.0, so a sum of -0.0s is 0.0)
-                    stats = (lo, hi, np.cumsum(d)[-1] + 0.0, np.cumsum(d * d)[-1])
+                    stats = (lo, hi, *_sums(d, 0.0, 0.0))
                     return np.bincount(index, minlength=_LIMITS.size), 0, stats
             finite = np.isfinite(v)
             nonfinite = v.size - int(np.count_nonzero(finite))
             d = (v[finite] if nonfinite else v).astype(np.float64)
             index = np.minimum(np.searchsorted(_LIMITS, d, "right"), _LIMITS.size - 1)
-            # TF adds one value at a time: cumsum is that order (bit-identical sums).
-            stats = (
-                (v.min(), v.max(), np.cumsum(d)[-1] + 0.0, np.cumsum(d * d)[-1]) if d.size else ()
-            )
+            stats = (*_min_max(v), *_sums(d, 0.0, 0.0)) if d.size else ()
             return np.bincount(index, minlength=_LIMITS.size), nonfinite, stats
         scratch = _scratch()
         counts = np.zeros(_LIMITS.size + 2, np.intp)
@@ -334,43 +330,41 @@ class _CellTable:
         return counts.astype(np.int64), nonfinite, (lo, hi, total, squares)
 
 
-def _moments(chunk, scratch, lo, hi, total, squares):
-    """(min, max, sum, sum of squares) so far, with `chunk`'s values added.
+def _min_max(v: np.ndarray) -> tuple:
+    """(min, max) of `v` as TF's Histogram::Add finds them (`if (min_ > v) min_ = v`):
+    of equal values the first stays, so a zero minimum or maximum has the sign of the
+    first zero (NumPy's min and max may return either)."""
+    lo, hi = v.min(), v.max()
+    if lo == 0 or hi == 0:
+        first = v[int(np.argmax(v == 0))]
+        lo = first if lo == 0 else lo
+        hi = first if hi == 0 else hi
+    return lo, hi
 
-    Both sums are dot products in double (against ones, and of the values with
-    themselves): one pass each, with several accumulators, so as accurate as TF's
-    one-value-at-a-time sum or more, though they may differ from it in the last bits.
-    (Tensors of up to _SEARCH_MAX values are summed in TF's order instead, bit-identical:
-    a sequential sum, `cumsum`, costs about ten times a dot's time per value.)"""
-    lo, hi = min(lo, chunk.min()), max(hi, chunk.max())
+
+def _sums(d: np.ndarray, total: float, squares: float, out=None) -> tuple[float, float]:
+    """(sum, sum of squares) so far with the doubles `d` added one at a time in order,
+    as TF's Histogram::Add (from 0.0: so a sum of -0.0s is 0.0): a cumulative sum is
+    that order, bit for bit (summary_jit's loop is too).  `d` is overwritten; `out`, a
+    buffer of its size for the squares."""
+    squares_d = np.multiply(d, d, out=out)
+    d[0] += total
+    squares_d[0] += squares
+    return float(np.add.accumulate(d, out=d)[-1]), float(
+        np.add.accumulate(squares_d, out=squares_d)[-1]
+    )
+
+
+def _moments(chunk, scratch, lo, hi, total, squares):
+    """(min, max, sum, sum of squares) so far, with `chunk`'s values added in TF's
+    order (min and max: the earlier of equal values stays, as `min`/`max` keep their
+    first argument)."""
+    c_lo, c_hi = _min_max(chunk)
+    lo, hi = min(lo, c_lo), max(hi, c_hi)
     d = scratch.double[: chunk.size]
     np.copyto(d, chunk)
-    total += _dot(d, scratch.ones[: chunk.size])
-    squares += _dot(d, d)
+    total, squares = _sums(d, total, squares, scratch.squares[: chunk.size])
     return lo, hi, total, squares
-
-
-# OpenBLAS splits a dot product of more than 10,000 values between its threads, and the
-# sum then depends on how many there were (the step's CPU budget decides): rows of
-# _DOT_ROW values are each one thread's, and their sums are added in order, so a
-# tensor's histogram is the same wherever it is computed.
-_DOT_ROW = 8192
-_vecdot = getattr(np, "vecdot", None)  # NumPy 2
-
-
-def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    whole = a.size - a.size % _DOT_ROW
-    total = 0.0
-    if whole:
-        a2, b2 = a[:whole].reshape(-1, _DOT_ROW), b[:whole].reshape(-1, _DOT_ROW)
-        if _vecdot is not None:
-            total = float(np.add.reduce(_vecdot(a2, b2)))
-        else:  # (NumPy 1.x)
-            for x, y in zip(a2, b2):
-                total += float(np.dot(x, y))
-    if whole < a.size:
-        total += float(np.dot(a[whole:], b[whole:]))
-    return total
 
 
 # -- bucket memo: a histogram of a slowly changing tensor (a parameter every step) ---------
@@ -386,6 +380,7 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
 # and Inf are never inside any bounds, so they are always looked up and found.  When
 # many values move (an activation, not a parameter), the memo is dropped and rebuilt
 # only after _MEMO_PAUSE plain calls.  Cost: 10 bytes per value kept (bucket, bounds).
+# (The NumPy path's: summary_jit's compiled pass, where it runs, counts afresh faster.)
 # Inside the MLP step of benchmarks/summary_bench.py, the [784, 512] parameter's
 # histogram took 1.6 ms with the memo against 6.3 ms counted afresh (CPU time).
 _MEMO_MOVED_MAX = 4  # look-ups beyond size / this: count afresh instead
@@ -507,7 +502,7 @@ class _Scratch:
         self.above = np.empty(_CHUNK, bool)
         self.flag = np.empty(_CHUNK, bool)
         self.double = np.empty(_CHUNK, np.float64)
-        self.ones = np.ones(_CHUNK, np.float64)
+        self.squares = np.empty(_CHUNK, np.float64)
         self.base = np.empty(_CHUNK, np.int16)
         self.index = np.empty(_CHUNK, np.intp)
         self._thresholds: dict = {}
@@ -559,10 +554,17 @@ def _histogram(values, name, memo):
     if not v.size:
         last = np.array(_BUCKET_LIMITS[-1:])
         return _BUCKET_LIMITS[-1], -_BUCKET_LIMITS[-1], 0.0, 0.0, 0.0, last, np.zeros(1)
-    counts, nonfinite, (lo, hi, total, squares) = _cell_table(v.dtype).counts(v, memo)
+    counts = np.zeros(_LIMITS.size + 2, np.int64)
+    stats = summary_jit.histogram_stats(v, _jit_table(v.dtype), counts)  # one pass
+    if stats is not None:
+        nonfinite = int(counts[-2:].sum())
+        counts = counts[:-2]
+    else:  # (stats: none when no value is finite)
+        counts, nonfinite, stats = _cell_table(v.dtype).counts(v, memo)
     if nonfinite:
         kind = "Nan" if np.isnan(v).any() else "Infinity"
         raise errors.InvalidArgumentError(None, None, f"{kind} in summary histogram for: {name}")
+    lo, hi, total, squares = stats
     # A run of empty buckets collapses into its last limit: the buckets kept are the
     # non-empty ones, each empty one just before a non-empty one, and the last.
     filled = counts != 0
@@ -871,6 +873,10 @@ for _name in (
 # bincount with an offset per histogram, min and max by `reduceat`, the kept buckets of
 # every histogram in one pass.  The bytes are the unfused ops' (each histogram's sums
 # computed on its own values as `_histogram` does), concatenated as MergeSummary does.
+# Where numba is installed, summary_jit's compiled loop counts each histogram (float32
+# or float64, any size) in one pass instead (`_jit_histograms`), with the same bytes:
+# in the MLP step of benchmarks/summary_example_bench.py the kernel took ~0.1 ms
+# instead of 0.56-0.6 ms.
 
 FusedMergeSummary = register_op(
     "_FusedMergeSummary",
@@ -945,16 +951,13 @@ def _batch_histograms(batch: _Batch, values: list, names: list) -> list[bytes]:
     counts = _batch_counts(batch, values)
     width = _LIMITS.size + 2
     flat = counts.reshape(-1)
-    bad = flat.reshape(-1, width)[:, -2:].sum(axis=1)
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        kind = "Nan" if np.isnan(values[k]).any() else "Infinity"
-        raise errors.InvalidArgumentError(
-            None, None, f"{kind} in summary histogram for: {names[k]}"
-        )
+    _check_finite(flat, values, names)
     buf = batch.buffer
     lows = np.minimum.reduceat(buf, starts).tolist()
     highs = np.maximum.reduceat(buf, starts).tolist()
+    for k, v in enumerate(values):  # a zero's sign: the first zero's (`_min_max`)
+        if lows[k] == 0 or highs[k] == 0:
+            lows[k], highs[k] = (float(x) for x in _min_max(v))
     # The kept buckets of each (as `_histogram`): non-empty ones, each empty one just
     # before a non-empty one, and the last; over the rows laid end to end (a row's two
     # non-finite bins are empty, and the next row's first bucket, below -DBL_MAX, too).
@@ -967,42 +970,94 @@ def _batch_histograms(batch: _Batch, values: list, names: list) -> list[bytes]:
     kept = flat[index].astype("<f8").tobytes()
     ends = (np.searchsorted(index, np.arange(1, len(sizes) + 1) * width) * 8).tolist()
     totals, squares = _batch_sums(values, sizes)
+    return _encode(sizes, lows, highs, totals, squares, limits, kept, ends)
+
+
+def _check_finite(flat, values, names) -> None:
+    """Raise TF's error for the first of `values` with NaN/Inf counted (the last two
+    bins of its row of the counts `flat`)."""
+    bad = flat.reshape(len(values), -1)[:, -2:].sum(axis=1)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        kind = "Nan" if np.isnan(values[k]).any() else "Infinity"
+        raise errors.InvalidArgumentError(
+            None, None, f"{kind} in summary histogram for: {names[k]}"
+        )
+
+
+def _encode(sizes, lows, highs, totals, squares, limits: bytes, kept: bytes, ends) -> list:
+    """Each histogram's HistogramProto bytes (`histogram_bytes`): its kept buckets'
+    limits and counts are `limits`/`kept` (doubles, little-endian) up to `ends[k]`
+    (bytes), from where the previous one's end."""
     out, begin = [], 0
     for k, n in enumerate(sizes):
         end = ends[k]
-        out.append(
-            b"".join(
+        lo, hi, total, square = lows[k], highs[k], totals[k], squares[k]
+        if lo and hi and total and square:  # (none left out: no 0.0, no -0.0 either)
+            head = _pack_head(0x09, lo, 0x11, hi, 0x19, float(n), 0x21, total, 0x29, square)
+        else:
+            head = b"".join(
                 (
-                    _double_field(0x09, lows[k]),
-                    _double_field(0x11, highs[k]),
+                    _double_field(0x09, lo),
+                    _double_field(0x11, hi),
                     _double_field(0x19, float(n)),
-                    _double_field(0x21, totals[k]),
-                    _double_field(0x29, squares[k]),
-                    _len_field(0x32, limits[begin:end]),
-                    _len_field(0x3A, kept[begin:end]),
+                    _double_field(0x21, total),
+                    _double_field(0x29, square),
                 )
             )
+        size = _varint(end - begin)
+        out.append(
+            b"".join((head, b"\x32", size, limits[begin:end], b"\x3a", size, kept[begin:end]))
         )
         begin = end
     return out
 
 
+# A histogram's five doubles (min 1, max 2, num 3, sum 4, sum_squares 5) with their
+# keys, in one pack when none is zero (none left out).
+_pack_head = struct.Struct("<BdBdBdBdBd").pack
+
+
+def _jit_table(ftype) -> _CellTable:
+    """The compiled loop's cell table: float32's 13-bit one (48 KiB, stays in cache),
+    float64's 16-bit one (its cells need the bits to stay narrower than a bucket)."""
+    return _cell_table(ftype, _BATCH_CELL_BITS if ftype == np.float32 else 16)
+
+
+def _jit_histograms(values: list, names: list) -> list[bytes] | None:
+    """`histogram_bytes` of each of `values` (flat, contiguous, float32 or float64, at
+    least one value each) by summary_jit's compiled loops: one pass over each tensor's
+    values, then one over the counts; None while they are not compiled."""
+    loop = summary_jit.histogram_loop()
+    if loop is None:
+        return None
+    width = _LIMITS.size + 2
+    counts = np.zeros(len(values) * width, np.int64)
+    stats = []
+    for k, v in enumerate(values):
+        t = _jit_table(v.dtype)
+        stats.append(loop(v, v.view(t.utype), t.base16, t.threshold, t.shift, counts, k * width))
+    lows, highs, totals, squares = zip(*stats)
+    kept = summary_jit.kept_buckets(counts, len(values), width, _LIMITS, lows, highs)
+    if type(kept) is int:  # (a NaN or Inf in that one)
+        _check_finite(counts, values, names)
+    limits, kept, ends = kept
+    return _encode(
+        [v.size for v in values], lows, highs, totals, squares,
+        limits.astype("<f8").tobytes(), kept.astype("<f8").tobytes(), (ends * 8).tolist(),
+    )  # fmt: skip
+
+
 def _batch_sums(values: list, sizes: tuple) -> tuple[list, list]:
-    """Sum and sum of squares (in double) of each of `values`: as `_CellTable._counts`
-    (up to _SEARCH_MAX values: in TF's order, one value at a time from 0.0; a sequential
-    sum's time is its additions' latency, so one call per tensor costs no more than a
-    padded matrix of them) or `_moments` on one chunk."""
+    """Sum and sum of squares (in double, in TF's order: `_sums`) of each of `values`."""
     totals, squares = [], []
     scratch = _scratch()
     for v, n in zip(values, sizes):
         d = scratch.double[:n]
         np.copyto(d, v)
-        if n <= _SEARCH_MAX:
-            totals.append(float(np.cumsum(d)[-1]) + 0.0)  # (TF's sum starts from 0.0)
-            squares.append(float(np.cumsum(d * d)[-1]))
-        else:
-            totals.append(0.0 + _dot(d, scratch.ones[:n]))
-            squares.append(0.0 + _dot(d, d))
+        total, square = _sums(d, 0.0, 0.0, scratch.squares[:n])
+        totals.append(total)
+        squares.append(square)
     return totals, squares
 
 
@@ -1026,6 +1081,7 @@ class _FusedState:
     def run(self, args) -> np.ndarray:
         pieces: list = []  # per part: its serialized Summary, or a string tensor
         histograms = []  # (part, tag, float32 values) of the batch
+        jit = summary_jit.ready()  # (then the batch takes any non-empty float values)
         pos = 0
         for p, kind in enumerate(self.kinds):
             if kind == "scalar":
@@ -1043,7 +1099,7 @@ class _FusedState:
                     _check_scalar_tag(tag)
                     name = _tag(tag)
                 v = _as_float(v)
-                if v.dtype == np.float32 and 0 < v.size <= _CHUNK:
+                if v.size and (jit or v.dtype == np.float32 and v.size <= _CHUNK):
                     histograms.append((p, name, v))
                     pieces.append(None)
                 else:
@@ -1056,7 +1112,9 @@ class _FusedState:
             values = [v for _, _, v in histograms]
             names = [self.names[p] for p, _, _ in histograms]
             sizes = tuple(v.size for v in values)
-            if self.lock.acquire(blocking=False):
+            if jit:  # (compiled: no buffers to share)
+                encoded = _jit_histograms(values, names)
+            elif self.lock.acquire(blocking=False):
                 try:
                     if self.batch is None or self.batch.sizes != sizes:
                         self.batch = _Batch(sizes)
