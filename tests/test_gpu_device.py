@@ -10,6 +10,8 @@ synchronisation is caught.
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 from test_device_generic import CASES
@@ -332,6 +334,7 @@ def test_stream_order_events_and_host_callbacks(fake_gpus):
 def test_memory_pool_accounting_and_limit(fake_gpus):
     xp = fake_cupy.module
     pool = xp.get_default_memory_pool()
+    gc.collect()  # (an earlier test's cyclic garbage freed during this one would count)
     with xp.cuda.Device(0):
         before = pool.used_bytes()
         a = xp.zeros((1024,), np.float32)
