@@ -99,7 +99,12 @@ def made_here(raw) -> tuple | None:
     return found[1], found[2]
 
 
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
 def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -131,11 +136,30 @@ def summary_event_bytes(summary: bytes, wall_time: float, step: int) -> bytes:
     return head + _len_field(0x2A, summary)
 
 
+_TAG_FIELDS: dict[str, bytes] = {}  # tag -> its Value.tag field's bytes (bounded)
+
+
+def _tag_field(tag: str) -> bytes:
+    t = _TAG_FIELDS.get(tag)
+    if t is None:
+        if len(_TAG_FIELDS) >= 4096:
+            _TAG_FIELDS.clear()
+        b = tag.encode("utf-8")
+        t = _TAG_FIELDS[tag] = _len_field(0x0A, b) if b else b""
+    return t
+
+
 def _value_bytes(tag: str, body: bytes) -> bytes:
     """A Summary holding one Value: its tag (1) and `body` (its other fields)."""
-    t = tag.encode("utf-8")
-    value = (_len_field(0x0A, t) if t else b"") + body
-    return _len_field(0x0A, value)
+    t = _tag_field(tag)
+    return b"".join((b"\x0a", _varint(len(t) + len(body)), t, body))
+
+
+def _histo_value_bytes(tag: str, histo: bytes) -> bytes:
+    """`_value_bytes(tag, _len_field(0x2A, histo))`: a Value with a histogram (5)."""
+    t = _tag_field(tag)
+    h = _varint(len(histo))
+    return b"".join((b"\x0a", _varint(len(t) + 1 + len(h) + len(histo)), t, b"\x2a", h, histo))
 
 
 def _tag(value) -> str:
@@ -554,13 +578,14 @@ def _histogram(values, name, memo):
     if not v.size:
         last = np.array(_BUCKET_LIMITS[-1:])
         return _BUCKET_LIMITS[-1], -_BUCKET_LIMITS[-1], 0.0, 0.0, 0.0, last, np.zeros(1)
-    counts = np.zeros(_LIMITS.size + 2, np.int64)
-    stats = summary_jit.histogram_stats(v, _jit_table(v.dtype), counts)  # one pass
-    if stats is not None:
-        nonfinite = int(counts[-2:].sum())
-        counts = counts[:-2]
-    else:  # (stats: none when no value is finite)
+    done = summary_jit.histograms([v], [_jit_table(v.dtype)], _LIMITS)  # one pass
+    if type(done) is tuple:
+        (stats,), limits, kept, _ = done
+        return (*(float(x) for x in stats[:2]), float(v.size), *stats[2:], limits, kept)
+    if done is None:  # (stats: none when no value is finite)
         counts, nonfinite, stats = _cell_table(v.dtype).counts(v, memo)
+    else:
+        nonfinite = True
     if nonfinite:
         kind = "Nan" if np.isnan(v).any() else "Infinity"
         raise errors.InvalidArgumentError(None, None, f"{kind} in summary histogram for: {name}")
@@ -626,7 +651,7 @@ async def _histogram_summary(ctx, tag, values):
         memo = ctx.kernel_state["buckets"] = _BucketMemo()
     histo = await ctx.device.compute(histogram_bytes, values, ctx.op.name, memo)
     name = _tag(tag)
-    return _remember(_value_bytes(name, _len_field(0x2A, histo)), (name,), False)  # histo: 5
+    return _remember(_histo_value_bytes(name, histo), (name,), False)  # histo: 5
 
 
 # -- ImageSummary -------------------------------------------------------------------------
@@ -1026,25 +1051,21 @@ def _jit_table(ftype) -> _CellTable:
 
 def _jit_histograms(values: list, names: list) -> list[bytes] | None:
     """`histogram_bytes` of each of `values` (flat, contiguous, float32 or float64, at
-    least one value each) by summary_jit's compiled loops: one pass over each tensor's
-    values, then one over the counts; None while they are not compiled."""
-    loop = summary_jit.histogram_loop()
-    if loop is None:
+    least one value each) by summary_jit's compiled loop (one pass over each tensor's
+    values, one over its counts); None while it is not compiled."""
+    done = summary_jit.histograms(values, [_jit_table(v.dtype) for v in values], _LIMITS)
+    if done is None:
         return None
-    width = _LIMITS.size + 2
-    counts = np.zeros(len(values) * width, np.int64)
-    stats = []
-    for k, v in enumerate(values):
-        t = _jit_table(v.dtype)
-        stats.append(loop(v, v.view(t.utype), t.base16, t.threshold, t.shift, counts, k * width))
+    if type(done) is int:  # (a NaN or Inf in that one)
+        kind = "Nan" if np.isnan(values[done]).any() else "Infinity"
+        raise errors.InvalidArgumentError(
+            None, None, f"{kind} in summary histogram for: {names[done]}"
+        )
+    stats, limits, kept, ends = done
     lows, highs, totals, squares = zip(*stats)
-    kept = summary_jit.kept_buckets(counts, len(values), width, _LIMITS, lows, highs)
-    if type(kept) is int:  # (a NaN or Inf in that one)
-        _check_finite(counts, values, names)
-    limits, kept, ends = kept
     return _encode(
         [v.size for v in values], lows, highs, totals, squares,
-        limits.astype("<f8").tobytes(), kept.astype("<f8").tobytes(), (ends * 8).tolist(),
+        limits.astype("<f8").tobytes(), kept.astype("<f8").tobytes(), [8 * e for e in ends],
     )  # fmt: skip
 
 
@@ -1098,13 +1119,16 @@ class _FusedState:
                 if name is None:
                     _check_scalar_tag(tag)
                     name = _tag(tag)
-                v = _as_float(v)
+                if type(v) is not np.ndarray or v.dtype != np.float32 or not v.flags.c_contiguous:
+                    v = _as_float(v)
+                elif v.ndim != 1:
+                    v = v.reshape(-1)
                 if v.size and (jit or v.dtype == np.float32 and v.size <= _CHUNK):
                     histograms.append((p, name, v))
                     pieces.append(None)
                 else:
                     histo = histogram_bytes(v, self.names[p], self.memos[p])
-                    pieces.append((_value_bytes(name, _len_field(0x2A, histo)), (name,)))
+                    pieces.append((_histo_value_bytes(name, histo), (name,)))
             else:
                 pieces.append(args[pos])
             pos += _ARITY[kind]
@@ -1124,7 +1148,7 @@ class _FusedState:
             else:  # a concurrent step has the buffers: its own
                 encoded = _batch_histograms(_Batch(sizes), values, names)
             for (p, name, _), histo in zip(histograms, encoded):
-                pieces[p] = (_value_bytes(name, _len_field(0x2A, histo)), (name,))
+                pieces[p] = (_histo_value_bytes(name, histo), (name,))
         # MergeSummary of the parts: their bytes concatenated when every string is known
         # (made here) and the tags are distinct; else `_merge` parses and checks them.
         raws, tags, metadata = [], [], False
