@@ -12,8 +12,10 @@ gemm on one BLAS thread, shared by the caller and the CPU budget's helper thread
 (`cpu_budget.parallel_for`): a helper the OS does not run leaves its blocks to the
 caller, where OpenBLAS's own threads split a product statically and spin, then wait
 for a partner another process has preempted (issue 21: the models' slowdown beside a
-busy process).  A block computes each of its elements as the whole call would (the
-split is over M or N, never over the summed K), so results do not depend on it.
+busy process); while other processes' threads fill every core the product is not
+split (`cpu_budget.threads_blocks`): a helper that took a block and was preempted would
+keep the caller waiting.  A block computes each of its elements as the whole call would
+(the split is over M or N, never over the summed K), so results do not depend on it.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def _gemm(
         m if by_rows else n,
         block,
         min_block=count,
-        threads=cpu_budget.threads_shared(),
+        threads=cpu_budget.threads_blocks(),
         per_thread=_PER_THREAD,
     )
 
@@ -190,7 +192,7 @@ def matmul_sum(pairs, addends, shape: tuple, groups: int):
 
         cpu_budget.blas_single()  # the runs share the cores, each on one BLAS thread
         cpu_budget.parallel_for(
-            groups, run, min_block=1, threads=cpu_budget.threads_shared(), per_thread=1
+            groups, run, min_block=1, threads=cpu_budget.threads_blocks(), per_thread=1
         )
         for buf in bufs[1:]:
             np.add(out, buf, out=out)

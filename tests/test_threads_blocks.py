@@ -1,0 +1,43 @@
+"""devices/cpu_budget.threads_blocks: a GEMM's blocks are shared with helpers unless
+other processes' runnable threads fill every core; the split never changes results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import blas
+
+
+@pytest.mark.parametrize("competing", [0, 1])
+def test_blocks_are_shared_while_a_core_is_free(monkeypatch, competing):
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: competing)
+    assert cpu_budget.threads_blocks(1) == cpu_budget.threads_shared(1) == 2
+
+
+@pytest.mark.parametrize("competing", [2, 5])
+def test_blocks_stay_with_the_caller_when_every_core_is_busy(monkeypatch, competing):
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: competing)
+    assert cpu_budget.threads_blocks(1) == 1
+    assert cpu_budget.threads_shared(1) == 2  # (other processes' load does not count)
+
+
+@pytest.mark.skipif(not blas.available(np.float32), reason="NumPy's bundled OpenBLAS not found")
+def test_a_split_product_is_the_same_on_one_thread_or_two(monkeypatch):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((512, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 256)).astype(np.float32)
+    if blas._blocks(512, 256, 300) is None:
+        pytest.skip("a budget of one thread: products are never split")
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: cpu_budget._CORES)
+    alone = blas.matmul(a, b, False, False)
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
+    shared = blas.matmul(a, b, False, False)
+    np.testing.assert_array_equal(alone, shared)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(alone, want, rtol=1e-4, atol=1e-4)
