@@ -456,6 +456,12 @@ def _dense_update(fn: Callable, attrs, targets: list, values: list) -> None:
     element-wise: scalars broadcast, the gradient has var's shape)."""
     if fused_updates.apply(fn, attrs, targets, values):  # one compiled pass, same bits
         return
+    if targets[0].ndim == 0:
+        # NumPy gives a scalar, not an array, for arithmetic on 0-d arrays, and the
+        # update functions write into such temporaries (out=): run them on 1-element
+        # views (writing through to the variable's 0-d buffers), every value 1-element.
+        targets = [t.reshape(1) for t in targets]
+        values = [np.asarray(v).reshape(1) for v in values]
     n = targets[0].size
     if n < 2 * _BLOCK or not all(t.flags.c_contiguous for t in targets):
         fn(np, attrs, *targets, *values)

@@ -735,3 +735,41 @@ def test_minimize_accepts_any_iterable_var_list(as_iterable):
             sess.run(af.global_variables_initializer())
             sess.run(train)
             np.testing.assert_allclose(sess.run([d["a"], d["b"]]), [0.8, 1.9], rtol=1e-6)
+
+
+# -- scalar variables on the NumPy update path (numba absent or declining) ---------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: GradientDescentOptimizer(0.1),
+        lambda: MomentumOptimizer(0.1, 0.9),
+        lambda: MomentumOptimizer(0.1, 0.9, use_nesterov=True),
+        lambda: RMSPropOptimizer(0.01),
+        lambda: RMSPropOptimizer(0.01, momentum=0.5, centered=True),
+        lambda: AdamOptimizer(0.001),
+        lambda: AdagradOptimizer(0.1),
+        lambda: AdadeltaOptimizer(1.0),
+    ],
+)
+def test_scalar_variable_updates_on_the_numpy_path(monkeypatch, make):
+    """A 0-d variable's dense update gives the same values as a [1]-shaped one when the
+    NumPy update functions run (without the optional numba loops: NumPy's arithmetic
+    on 0-d arrays returns scalars, which the functions' out= temporaries refused)."""
+    from asyncflow.ops import fused_updates
+
+    monkeypatch.setattr(fused_updates, "_DISABLED", True)
+    got = {}
+    for shape in ([], [1]):
+        g = af.Graph()
+        with g.as_default():
+            v = af.Variable(np.full(shape, 3.0, F32))
+            step = make().minimize(af.reduce_sum(af.square(v) * 0.5))
+            with af.Session(graph=g) as s:
+                s.run(af.global_variables_initializer())
+                for _ in range(3):
+                    s.run(step)
+                got[len(shape)] = np.asarray(s.run(v)).reshape(-1)
+    assert got[0][0] != 3.0  # it moved
+    np.testing.assert_array_equal(got[0], got[1])
