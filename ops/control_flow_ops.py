@@ -23,6 +23,7 @@ or in a context nested in it (cond branches) -- never in a loop it is not part o
 from __future__ import annotations
 
 from asyncflow import graph as ops
+from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import (  # noqa: F401 - register ops
     array_ops,
     control_flow_prims_grad,  # noqa: F401 - registers the gradients
@@ -45,12 +46,13 @@ from asyncflow.ops.control_flow_ordering import (
 )
 from asyncflow.ops.control_flow_prims import (  # noqa: F401 - control_flow_ops.merge, as TF's
     enter,
-    exit,
     loop_cond,
     merge,
     next_iteration,
     switch,
 )
+from asyncflow.ops.control_flow_prims import exit as _exit
+from asyncflow.sparse_tensor import SparseTensor
 
 
 def _as_ref(x):
@@ -59,9 +61,23 @@ def _as_ref(x):
     return ref() if callable(ref) else x
 
 
+def _composite(fn, data):
+    """`fn` over the parts of a SparseTensor or IndexedSlices (TF applies the control-flow
+    primitives to a composite's component tensors); None for a plain tensor."""
+    if isinstance(data, SparseTensor):
+        return SparseTensor(fn(data.indices), fn(data.values), fn(data.dense_shape))
+    if isinstance(data, IndexedSlices):
+        shape = None if data.dense_shape is None else fn(data.dense_shape)
+        return IndexedSlices(fn(data.values), fn(data.indices), shape)
+    return None
+
+
 def _Identity(tensor, name=None):  # noqa: N802 - TF's name
     """TF's control_flow_ops._Identity: an Identity, a RefIdentity for a reference (a
-    variable passes as itself, for ops that update it)."""
+    variable passes as itself, for ops that update it); part by part for a composite."""
+    parts = _composite(lambda t: _Identity(t, name=name), tensor)
+    if parts is not None:
+        return parts
     ref = _as_ref(tensor)
     if getattr(ref, "_is_ref", False):
         return ops.apply_op("RefIdentity", [ref], name=name or "Identity").outputs[0]
@@ -72,8 +88,19 @@ def _Enter(  # noqa: N802 - TF's name
     tensor, frame_name, is_constant=False, parallel_iterations=10, name="Enter", **_kw
 ):
     """TF's control_flow_ops._Enter: an Enter of `tensor` (a variable enters as its
-    reference) into frame `frame_name`."""
+    reference) into frame `frame_name`; part by part for a composite."""
+    parts = _composite(
+        lambda t: _Enter(t, frame_name, is_constant, parallel_iterations, name), tensor
+    )
+    if parts is not None:
+        return parts
     return enter(_as_ref(tensor), frame_name, is_constant, parallel_iterations, name=name)
+
+
+def exit(data, name=None):  # noqa: A001 - TF's name
+    """TF's control_flow_ops.exit: an Exit of `data`, part by part for a composite."""
+    parts = _composite(lambda t: exit(t, name=name), data)
+    return parts if parts is not None else _exit(data, name=name)
 
 
 def _SwitchRefOrTensor(data, pred, name="Switch"):  # noqa: N802 - TF's name

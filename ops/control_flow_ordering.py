@@ -115,6 +115,9 @@ def with_dependencies(dependencies, output_tensor, name: str | None = None) -> o
     """
     dependencies = list(dependencies)
     with ops.name_scope(name, "control_dependency", dependencies + [output_tensor]) as scope:
+        if not isinstance(output_tensor, (IndexedSlices, SparseTensor)):
+            # TF colocates with the converted value: a Python number becomes a Const.
+            output_tensor = ops.convert_to_tensor(output_tensor)
         with ops.colocate_with(output_tensor):
             with ops.control_dependencies(dependencies):
                 if isinstance(output_tensor, IndexedSlices):
