@@ -57,6 +57,19 @@ def _unknown_outputs(op):
 # -- the queue ops ------------------------------------------------------------------------
 
 
+def _check_shuffle_queue(name, q, a) -> None:
+    """TF's RandomShuffleQueue::MatchesNodeDef beyond types, capacity and shapes: the
+    same min_after_dequeue.  (TF also compares requested seeds; not here yet: the
+    graph-seed derivation of TF's test harness differs from the kernel-test shim's.)"""
+    if q.min_after_dequeue != a["min_after_dequeue"]:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Shared queue '{name}' has min_after_dequeue {q.min_after_dequeue} but "
+            f"requested min_after_dequeue of {a['min_after_dequeue']}",
+        )
+
+
 def _register_queue_op(op_type, extra_attrs, factory):
     attrs = {
         "component_types": _TYPES,
@@ -100,6 +113,8 @@ def _register_queue_op(op_type, extra_attrs, factory):
                 f"Shared queue '{name}' has capacity {q.capacity} but requested capacity "
                 f"{a['capacity']}",
             )
+        if op_def.name == "RandomShuffleQueueV2":
+            _check_shuffle_queue(name, q, a)
         if _shapes_str(q.shapes, op_def.name) != _shapes_str(_shapes_attr(a), None):
             raise errors.InvalidArgumentError(
                 None,
