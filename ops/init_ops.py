@@ -336,12 +336,7 @@ class Orthogonal(Initializer):
         num_rows = int(np.prod(shape[:-1]))
         num_cols = shape[-1]
         flat = (max(num_cols, num_rows), min(num_cols, num_rows))
-        # TF1's seed rules (random_seed.get_seed): a graph-level seed alone makes the
-        # draw reproducible too; with neither seed it comes from OS entropy.
-        from asyncflow import random_seed
-
-        seed, seed2 = random_seed.get_seed(self.seed)
-        rng = np.random.default_rng(None if seed is None else [seed, seed2])
+        rng = _seeded_rng(self.seed)
         q, r = np.linalg.qr(rng.standard_normal(flat))
         q = q * np.sign(np.diag(r))
         if num_rows < num_cols:
