@@ -316,17 +316,24 @@ class GlorotNormal(VarianceScaling):
         return {"seed": self.seed, "dtype": self.dtype.name}
 
 
-class Orthogonal(Initializer):
+class _GainSeeded(Initializer):
+    """The (gain, seed, dtype) arguments and config the orthogonal initializers share."""
+
+    def __init__(self, gain=1.0, seed=None, dtype=dtypes.float32):
+        self.gain, self.seed = gain, seed
+        self.dtype = _assert_float_dtype(dtype)
+
+    def get_config(self):
+        return {"gain": self.gain, "seed": self.seed, "dtype": self.dtype.name}
+
+
+class Orthogonal(_GainSeeded):
     """Orthogonal matrix init (Saxe et al.), drawn once per call at graph-build time.
 
     TF draws at run time (random_normal + QR); without a QR op here the matrix is
     drawn with NumPy when the initializer is called and stored as a Const, so each
     run of the variable's initializer gives the same (seed-dependent) value.
     """
-
-    def __init__(self, gain=1.0, seed=None, dtype=dtypes.float32):
-        self.gain, self.seed = gain, seed
-        self.dtype = _assert_float_dtype(dtype)
 
     def __call__(self, shape, dtype=None, partition_info=None):
         dtype = dtypes.as_dtype(dtype or self.dtype)
@@ -345,9 +352,6 @@ class Orthogonal(Initializer):
 
         value = (self.gain * q).reshape(shape).astype(dtype.as_numpy_dtype)
         return array_ops.constant(value, dtype=dtype)
-
-    def get_config(self):
-        return {"gain": self.gain, "seed": self.seed, "dtype": self.dtype.name}
 
 
 def _seeded_rng(seed):
@@ -372,15 +376,11 @@ def _symmetric_projection(rng, n: int) -> np.ndarray:
     return q @ q.T
 
 
-class ConvolutionDeltaOrthogonal(Initializer):
+class ConvolutionDeltaOrthogonal(_GainSeeded):
     """TF's `init_ops.ConvolutionDeltaOrthogonal`: a conv kernel [k..., in, out] that is
     zero except at the spatial centre, where it is gain times `in` rows of a random
     orthogonal [out, out] matrix (an isometry, Xiao et al. 2018). Drawn when called and
     stored as a Const, as `Orthogonal` is here."""
-
-    def __init__(self, gain=1.0, seed=None, dtype=dtypes.float32):
-        self.gain, self.seed = gain, seed
-        self.dtype = _assert_float_dtype(dtype)
 
     def __call__(self, shape, dtype=None, partition_info=None):
         dtype = dtypes.as_dtype(dtype or self.dtype)
@@ -399,21 +399,14 @@ class ConvolutionDeltaOrthogonal(Initializer):
 
         return array_ops.constant(value.astype(dtype.as_numpy_dtype), dtype=dtype)
 
-    def get_config(self):
-        return {"gain": self.gain, "seed": self.seed, "dtype": self.dtype.name}
 
-
-class ConvolutionOrthogonal(Initializer):
+class ConvolutionOrthogonal(_GainSeeded):
     """TF's `init_ops.ConvolutionOrthogonal`: the base of the 1-, 2- and 3-D orthogonal
     conv kernels, which are isometries of the circular convolution: `in` rows of an
     orthogonal matrix times a product (matrix convolution) of k - 1 random blocks
     [P, I - P] per spatial dimension, P symmetric projections (Xiao et al. 2018)."""
 
     rank = 0
-
-    def __init__(self, gain=1.0, seed=None, dtype=dtypes.float32):
-        self.gain, self.seed = gain, seed
-        self.dtype = _assert_float_dtype(dtype)
 
     def __call__(self, shape, dtype=None, partition_info=None):
         dtype = dtypes.as_dtype(dtype or self.dtype)
@@ -447,9 +440,6 @@ class ConvolutionOrthogonal(Initializer):
                 m = m @ (p if i == 0 else np.eye(c) - p)
             block[idx] = m
         return block
-
-    def get_config(self):
-        return {"gain": self.gain, "seed": self.seed, "dtype": self.dtype.name}
 
 
 def _matrix_conv(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:

@@ -552,9 +552,9 @@ def _adjoint(xp, m):
     return xp.conj(xp.swapaxes(m, -1, -2))
 
 
-async def _batch_matmul(ctx, x, y):
-    xp = ctx.xp
-    x, y = xp.asarray(x), xp.asarray(y)
+def _batch_operands(ctx, xp, x, y):
+    """BatchMatMul's checked operands, adjointed as its attrs say: TF's errors for a
+    rank below 2 and for inner dimensions that differ."""
     for i, m in enumerate((x, y)):
         if m.ndim < 2:
             raise errors.InvalidArgumentError(None, None, f"In[{i}] ndims must be >= 2: {m.ndim}")
@@ -562,6 +562,13 @@ async def _batch_matmul(ctx, x, y):
     y2 = _adjoint(xp, y) if ctx.attrs["adj_y"] else y
     if x2.shape[-1] != y2.shape[-2]:
         raise _incompatible(x, y)
+    return x2, y2
+
+
+async def _batch_matmul(ctx, x, y):
+    xp = ctx.xp
+    x, y = xp.asarray(x), xp.asarray(y)
+    x2, y2 = _batch_operands(ctx, xp, x, y)
     try:
         if ctx.op.type == "BatchMatMul":
             if x.shape[:-2] != y.shape[:-2]:
@@ -632,13 +639,7 @@ async def _batch_matmul_v3(ctx, x, y):
     work = np.float32 if out in (dtypes.bfloat16, dtypes.float16) else out.as_numpy_dtype
     x = xp.asarray(x).astype(work, copy=False)
     y = xp.asarray(y).astype(work, copy=False)
-    for i, m in enumerate((x, y)):
-        if m.ndim < 2:
-            raise errors.InvalidArgumentError(None, None, f"In[{i}] ndims must be >= 2: {m.ndim}")
-    x2 = _adjoint(xp, x) if ctx.attrs["adj_x"] else x
-    y2 = _adjoint(xp, y) if ctx.attrs["adj_y"] else y
-    if x2.shape[-1] != y2.shape[-2]:
-        raise _incompatible(x, y)
+    x2, y2 = _batch_operands(ctx, xp, x, y)
     product = await ctx.compute(xp.matmul, x2, y2)
     return _as_dtype(xp, product, out)
 
