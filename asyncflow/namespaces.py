@@ -158,6 +158,7 @@ _ALIASES = {
         "encode_png": "image.encode_png",
         "is_jpeg": "image.is_jpeg",
         "extract_jpeg_shape": "image.extract_jpeg_shape",
+        "RaggedFeature": "ops.parsing_ops.RaggedFeature",  # (not a top-level name in TF1)
     },
     "sparse": {
         "SparseTensor": "SparseTensor",

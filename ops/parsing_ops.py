@@ -46,12 +46,15 @@ __all__ = [
     "parse_single_example",
     "decode_csv",
     "decode_raw",
+    "decode_json_example",
     "string_to_number",
 ]
 
 _PARSE_TYPES = (dtypes.string, dtypes.float32, dtypes.int64)
 _KIND_OF = {dtypes.string: 1, dtypes.float32: 2, dtypes.int64: 3}
 _KIND_NAME = {1: "string", 2: "float", 3: "int64"}
+# TF's value-count messages call a string list's values "bytes" ("Number of bytes values").
+_COUNT_NAME = {1: "bytes", 2: "float", 3: "int64"}
 
 
 class FixedLenFeature(
@@ -89,6 +92,49 @@ class SparseFeature(
 
     def __new__(cls, index_key, value_key, dtype, size, already_sorted=False):
         return super().__new__(cls, index_key, value_key, dtype, size, already_sorted)
+
+
+class RaggedFeature(
+    collections.namedtuple(
+        "RaggedFeature", ["dtype", "value_key", "partitions", "row_splits_dtype", "validate"]
+    )
+):
+    """A RaggedTensor read from the values feature `value_key` (the output key when None)
+    and, outermost first, `partitions` naming the features (or the uniform length) that
+    split it: RowSplits, RowLengths, RowStarts, RowLimits, ValueRowIds, UniformRowLength."""
+
+    RowSplits = collections.namedtuple("RowSplits", ["key"])
+    RowLengths = collections.namedtuple("RowLengths", ["key"])
+    RowStarts = collections.namedtuple("RowStarts", ["key"])
+    RowLimits = collections.namedtuple("RowLimits", ["key"])
+    ValueRowIds = collections.namedtuple("ValueRowIds", ["key"])
+    UniformRowLength = collections.namedtuple("UniformRowLength", ["length"])
+    _PARTITION_TYPES = (RowSplits, RowLengths, RowStarts, RowLimits, ValueRowIds, UniformRowLength)
+
+    def __new__(cls, dtype, value_key=None, partitions=(), row_splits_dtype=dtypes.int32,
+                validate=False):  # fmt: skip
+        if value_key is not None and (not isinstance(value_key, str) or not value_key):
+            raise ValueError(f"Argument `value_key` must be a string; got {value_key}")
+        dtype = dtypes.as_dtype(dtype)
+        if dtype not in _PARSE_TYPES:
+            raise ValueError(f"Argument `dtype` must be int64, float32, or bytes; got {dtype!r}")
+        row_splits_dtype = dtypes.as_dtype(row_splits_dtype)
+        if row_splits_dtype not in (dtypes.int32, dtypes.int64):
+            raise ValueError(  # (TF's message has no space after "got")
+                f"Argument `row_splits_dtype` must be int32 or int64; got{row_splits_dtype!r}"
+            )
+        if not isinstance(partitions, (list, tuple)):
+            raise TypeError(f"Argument `partitions` must be a list or tuple; got {partitions!r}")
+        for p in partitions:
+            if not isinstance(p, cls._PARTITION_TYPES):
+                raise TypeError(
+                    "Argument `partitions` cannot be cast to any of the partition types in "
+                    f"{cls._PARTITION_TYPES}; got: {p!r} with type {type(p)}"
+                )
+        if not isinstance(validate, bool):
+            raise TypeError(f"Argument `validate` must be a bool; got {validate!r}")
+        return super().__new__(cls, dtype, value_key, tuple(partitions), row_splits_dtype,
+                               validate)  # fmt: skip
 
 
 def _split_sparse_features(features: dict):
@@ -581,7 +627,7 @@ def _sparse_fast(batch: _Batch, key, dtype):
 _TF_TYPE_NAMES = {"float32": "float", "float64": "double"}
 
 
-def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp, names=()):
+def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp, names=(), single=False):
     kind = _KIND_OF[dtype]
     want = int(np.prod(shape, dtype=np.int64)) if shape else 1
     rows = []
@@ -602,21 +648,32 @@ def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp, names
             rows.append(np.asarray(default).reshape(shape))
             continue
         vals = _values_of(feature, kind, key, i)
+        if single and (vals.size % want if seq and want else vals.size != want):
+            # ParseSingleExample's own messages (TF 2.21).
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Error while parsing feature with key {key}: number of elements should be "
+                f"divisible by {want}, found {vals.size} instead"
+                if seq
+                else f"Key: {key}.  Can't parse serialized Example: Some "
+                f"{_KIND_NAME_OF[kind]} slice was not parsed.",
+            )
         if seq:
             if want == 0 or vals.size % want:
                 raise errors.InvalidArgumentError(
                     None,
                     None,
-                    f"Name: {name}, Key: {key}, Index: {i}.  Number of {_KIND_NAME[kind]} "
+                    f"Name: {name}, Key: {key}, Index: {i}.  Number of {_COUNT_NAME[kind]} "
                     f"values is not a multiple of stride length. Saw {vals.size} values "
-                    f"but output shape is: {list(shape)}",
+                    f"but output shape is: [{','.join(['?', *map(str, shape)])}]",
                 )
             rows.append(vals.reshape([-1, *shape]))
         elif vals.size != want:
             raise errors.InvalidArgumentError(
                 None,
                 None,
-                f"Name: {name}, Key: {key}, Index: {i}.  Number of {_KIND_NAME[kind]} "
+                f"Name: {name}, Key: {key}, Index: {i}.  Number of {_COUNT_NAME[kind]} "
                 f"values != expected.  Values size: {vals.size} but output shape: "
                 f"[{','.join(str(d) for d in shape)}]",
             )
@@ -774,7 +831,8 @@ def _parse_kernel_sync(attrs, serialized, defaults):
         if out is None:
             column = parsed.column(key)
             out = _dense_output(
-                column, key, dt, list(shape), default, seq, n, np, attrs["_example_names"]
+                column, key, dt, list(shape), default, seq, n, np, attrs["_example_names"],
+                single=not batch,
             )
         # out[0, ...] keeps a scalar an array: out[0] of an object array is a bare bytes.
         dense.append(out if batch else out[0, ...])
@@ -818,16 +876,22 @@ def _features_spec(features: dict):
 def _dense_default(key, f):
     dt = dtypes.as_dtype(f.dtype)
     if f.shape is None:
-        raise ValueError(f"Missing shape for feature {key}.")
+        raise ValueError(f"Missing shape for feature {key}. Received feature={f!r}.")
     shape = tensor_shape.as_shape(f.shape)
-    if not shape.is_fully_defined():
-        raise ValueError(
-            f"All dimensions of shape for feature {key} need to be known but received {shape}."
-        )
     seq = isinstance(f, FixedLenSequenceFeature)
+    if not shape.is_fully_defined():
+        if not seq and shape.dims and shape.dims[0].value is None:
+            raise ValueError(
+                f"First dimension of shape for feature {key} unknown. Consider using "
+                f"FixedLenSequenceFeature. Received feature={f!r}."
+            )
+        # (TF writes the shape as it was given: "(1, None)")
+        raise ValueError(
+            f"All dimensions of shape for feature {key} need to be known but received {f.shape}."
+        )
     if seq and not f.allow_missing:
         raise ValueError(
-            f"Unsupported: FixedLenSequenceFeature requires allow_missing to be True (key {key})."
+            "Unsupported: FixedLenSequenceFeature requires allow_missing to be True."
         )
     if f.default_value is None:
         return (
@@ -839,6 +903,12 @@ def _dense_default(key, f):
             seq,
         )
     value = np.asarray(f.default_value, dtype=dt.as_numpy_dtype)
+    if seq and value.size != 1:
+        # TF reshapes a sequence feature's padding value to a scalar when building.
+        raise ValueError(
+            f"Cannot reshape a tensor with {value.size} elements to shape [] (1 elements) "
+            f"(default_value of {key})"
+        )
     if not seq:
         value = np.broadcast_to(value, shape.as_list()).copy() if value.ndim == 0 else value
         if int(np.prod(shape.as_list(), dtype=np.int64)) != value.size:
@@ -1265,6 +1335,69 @@ def decode_raw(input_bytes=None, out_type=None, little_endian=True, name=None, b
         {"out_type": dtypes.as_dtype(out_type), "little_endian": little_endian},
         name=name,
     ).outputs[0]
+
+
+def decode_raw_v1(input_bytes=None, out_type=None, little_endian=True, name=None, bytes=None):  # noqa: A002
+    """TF1's decode_raw (`tf.compat.v1.decode_raw`): no `fixed_length`; `bytes` is the
+    deprecated name of `input_bytes`."""
+    if input_bytes is not None and bytes is not None:
+        raise ValueError("Cannot specify both 'input_bytes' and 'bytes'")
+    return decode_raw(input_bytes if input_bytes is not None else bytes, out_type,
+                      little_endian, name)  # fmt: skip
+
+
+# -- DecodeJSONExample ----------------------------------------------------------------------
+
+DecodeJSONExample = register_op(
+    "DecodeJSONExample",
+    inputs=["json_examples: string"],
+    outputs=["binary_examples: string"],
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+NotDifferentiable("DecodeJSONExample")
+
+
+def _json_to_example(text) -> bytes:
+    from google.protobuf import json_format
+
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise errors.InvalidArgumentError(
+                None, None, f"Error while parsing JSON: invalid UTF-8: {exc}"
+            ) from exc
+    try:
+        return json_format.Parse(text, Example()).SerializeToString()
+    except json_format.ParseError as exc:
+        raise errors.InvalidArgumentError(None, None, f"Error while parsing JSON: {exc}") from exc
+
+
+def _decode_json_sync(data):
+    data = np.asarray(data, dtype=object)
+    out = np.empty(data.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, text in enumerate(data.reshape(-1)):
+        flat[i] = _json_to_example(text)
+    return out
+
+
+@DecodeJSONExample.kernel("CPU")
+async def _decode_json_example(ctx, data):
+    if np.size(data) > 64:  # a large batch on the compute pool, never the loop
+        return await ctx.device.compute(_decode_json_sync, data)
+    return _decode_json_sync(data)
+
+
+def decode_json_example(json_examples, name=None):
+    """Converts each JSON-encoded `tf.train.Example` (protobuf's JSON mapping) in
+    `json_examples` to its binary serialization, keeping the shape.
+
+    Raises (when run):
+      InvalidArgumentError: a string that is not JSON for an Example ("Error while
+        parsing JSON").
+    """
+    return ops.apply_op("DecodeJSONExample", [json_examples], {}, name=name).outputs[0]
 
 
 # -- StringToNumber -------------------------------------------------------------------------

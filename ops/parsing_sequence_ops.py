@@ -90,20 +90,21 @@ ParseSequenceExampleV2 = register_op(
         "feature_list_dense_types": TypeConstraint(_PARSE_TYPES, is_list=True),
         "context_dense_shapes": [],
         "feature_list_dense_shapes": [],
+        "_example_names": [],  # example names given as Python values, for messages
     },
     shape_fn=_shape_fn,
 )
 NotDifferentiable("ParseSequenceExampleV2")
 
 
-def _values(feature, dtype, what: str):
+def _values(feature, dtype, what: str, name: str = "<unknown>"):
     """The values of one Feature proto as an array of `dtype` (an empty Feature is no
     values of any type, as in TF)."""
     kind = feature.WhichOneof("kind")
     if kind is None:
         vals = []
     elif kind != _KIND[dtype]:
-        raise _invalid(f"Name: <unknown>, {what}.  Data types don't match. Expected type: "
+        raise _invalid(f"Name: {name}, {what}.  Data types don't match. Expected type: "
                        f"{_TYPE_NAME[dtype]}")  # fmt: skip
     else:
         vals = getattr(feature, kind).value
@@ -145,14 +146,20 @@ def _parse_records(records):
     return out
 
 
+def _name(a, b: int) -> str:
+    """Record b's name in messages: its example_names entry, else TF's "<unknown>"."""
+    names = a.get("_example_names") or ()
+    return names[b] if b < len(names) else "<unknown>"
+
+
 def _context(parsed, a, defaults):
     sparse = [
         _sparse(
             [
-                [_values(f, dt, f"Context feature: {key}")]
+                [_values(f, dt, f"Context feature: {key}", _name(a, b))]
                 if (f := p.context.feature.get(key)) is not None
                 else []
-                for p in parsed
+                for b, p in enumerate(parsed)
             ],
             dt,
             1,
@@ -176,11 +183,11 @@ def _context(parsed, a, defaults):
                     )
                 out[b] = np.reshape(default, shape)
                 continue
-            v = _values(f, dt, f"Context feature: {key}")
+            v = _values(f, dt, f"Context feature: {key}", _name(a, b))
             if v.size != want:
                 raise _invalid(
-                    f"Name: <unknown>, Key: {key}, Index: {b}.  Number of values != expected.  "
-                    f"values size: {v.size} but output shape: {shape}"
+                    f"Inconsistent max number of elements for feature {key}: expected "
+                    f"{want}, but found {v.size}"
                 )
             out[b] = v.reshape(shape)
         dense.append(out)
@@ -192,10 +199,16 @@ def _feature_lists(parsed, a):
     sparse = []
     for key, dt in zip(a["feature_list_sparse_keys"], a["feature_list_sparse_types"]):
         rows = []
-        for fl in lists:
+        for b, fl in enumerate(lists):
             got = fl.get(key)
-            what = f"Feature list: {key}"
-            rows.append([] if got is None else [_values(f, dt, what) for f in got.feature])
+            rows.append(
+                []
+                if got is None
+                else [
+                    _values(f, dt, f"Feature list: {key}, Index: {t}", _name(a, b))
+                    for t, f in enumerate(got.feature)
+                ]
+            )
         sparse.append(_sparse(rows, dt, 2))
     dense, lengths = [], []
     missing_ok = set(a["feature_list_dense_missing_assumed_empty"])
@@ -205,26 +218,37 @@ def _feature_lists(parsed, a):
         shape = [int(d) for d in shape]
         want = int(np.prod(shape, dtype=np.int64))
         rows = []
-        for fl in lists:
+        for b, fl in enumerate(lists):
             got = fl.get(key)
             if got is None:
                 if key not in missing_ok:
                     raise _invalid(
-                        f"Name: <unknown>, Feature list '{key}' is required but could not be "
+                        f"Name: {_name(a, b)}, Feature list '{key}' is required but could not be "
                         "found.  Did you mean to include it in "
                         "feature_list_dense_missing_assumed_empty or feature_list_dense_defaults?"
                     )
                 rows.append(np.zeros([0, *shape], dt.as_numpy_dtype))
                 continue
-            steps = []
-            for t, f in enumerate(got.feature):
-                v = _values(f, dt, f"Feature list: {key}, Index: {t}")
+            steps = [
+                _values(f, dt, f"Feature list: {key}, Index: {t}", _name(a, b))
+                for t, f in enumerate(got.feature)
+            ]
+            # TF checks a record's total count first, then each step's.
+            total = sum(v.size for v in steps)
+            if want and total % want:
+                raise _invalid(
+                    f"Feature list '{key}' has an unexpected number of values.  Total values "
+                    f"size: {total} is not consistent with output shape: "
+                    f"[{','.join(['?', *map(str, shape)])}]"
+                )
+            for t, v in enumerate(steps):
                 if v.size != want:
                     raise _invalid(
-                        f"Name: <unknown>, Key: {key}, Index: {t}.  Number of values != "
-                        f"expected.  values size: {v.size} but output shape: {shape}"
+                        f"Name: {_name(a, b)}, Key: {key}, Index: {t}.  Number of values != "
+                        f"expected.  values size: {v.size} but output shape: "
+                        f"[{','.join(map(str, shape))}]"
                     )
-                steps.append(v.reshape(shape))
+            steps = [v.reshape(shape) for v in steps]
             rows.append(np.stack(steps) if steps else np.zeros([0, *shape], dt.as_numpy_dtype))
         longest = max([0] + [r.shape[0] for r in rows])
         out = np.zeros([len(rows), longest, *shape], dt.as_numpy_dtype)
@@ -290,7 +314,7 @@ def _split(features, where: str, sequence: bool):
     return sparse, dense
 
 
-def _build(serialized, context_features, sequence_features, name, scope):
+def _build(serialized, context_features, sequence_features, name, scope, example_names=None):
     if not context_features and not sequence_features:
         raise ValueError(
             "Both context_features and sequence_features are None, but at least one should "
@@ -337,10 +361,19 @@ def _build(serialized, context_features, sequence_features, name, scope):
                 "feature_list_dense_types": [dtypes.as_dtype(f.dtype) for _, f in f_dense],
                 "context_dense_shapes": c_shapes,
                 "feature_list_dense_shapes": f_shapes,
+                "_example_names": _names(example_names),
             },
             name="ParseSequenceExampleV2",
         )
     return _outputs(list(op.outputs), c_sparse, c_dense, f_sparse, f_dense)
+
+
+def _names(example_names) -> list:
+    """Names given as Python values, for messages (a Tensor of names is not read: the
+    messages then say "<unknown>", as parse_example's)."""
+    if example_names is None or isinstance(example_names, ops.Tensor):
+        return []
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in np.ravel(example_names)]
 
 
 def _outputs(outs, c_sparse, c_dense, f_sparse, f_dense):
@@ -396,7 +429,12 @@ def parse_single_sequence_example(
         feature list is missing, or values have the wrong type or count.
     """
     context, lists, _ = _build(
-        serialized, context_features, sequence_features, name, "ParseSingleSequenceExample"
+        serialized,
+        context_features,
+        sequence_features,
+        name,
+        "ParseSingleSequenceExample",
+        None if example_name is None else [example_name],
     )
     return _first_row(context, lists)
 
@@ -416,4 +454,11 @@ def parse_sequence_example(
 
     Raises: as `parse_single_sequence_example`.
     """
-    return _build(serialized, context_features, sequence_features, name, "ParseSequenceExample")
+    return _build(
+        serialized,
+        context_features,
+        sequence_features,
+        name,
+        "ParseSequenceExample",
+        example_names,
+    )
