@@ -429,6 +429,12 @@ class Batcher:
                     r.future.set_result(piece)
         finally:
             self._disarm_expiry(batch)  # (every request of it has its answer now)
+            # A request and its batch point at each other: a cycle only the collector
+            # would free (with the request's inputs and outputs), and collections of
+            # that garbage paused the loop under load.  Done, the batch lets go.
+            for r in batch.requests:
+                r.batch = None
+            batch.requests = []
             self._running -= 1
             if not self._closed:
                 self._dispatch()

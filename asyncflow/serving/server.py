@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from asyncflow import errors
 from asyncflow.serving import model as _model
 from asyncflow.serving.config import ModelConfig, parse_model_config
-from asyncflow.serving.manager import VersionManager, find_versions
+from asyncflow.serving.manager import VersionManager, find_versions, refreeze
 from asyncflow.serving.registry import ModelRegistry
 from asyncflow.serving.rest import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH, make_server
 
@@ -293,6 +294,7 @@ async def serve(
         tags=tags,
         poll_wait_s=args.file_system_poll_wait_seconds,
         session_config=session_config(args),
+        freeze_gc=True,
     )
     try:
         await manager.poll_once()
@@ -308,11 +310,15 @@ async def serve(
     except BaseException:
         await manager.aclose()
         await registry.aclose()
+        gc.unfreeze()
         raise
     if args.model_config_file:
         version = ", ".join(f"{n} {v}" for n, v in loaded.items())
     else:
         version = loaded[args.model_name][-1]
+    # What is alive now lives as long as the server (modules, the models): frozen, the
+    # cycle collector no longer walks it on every full collection (see manager).
+    refreeze()
     manager.start()
     server = ModelServer(
         registry,
@@ -330,6 +336,7 @@ async def serve(
         port = await server.start()
     except BaseException:
         await server.aclose()
+        gc.unfreeze()
         raise
     print(
         f"Running gRPC ModelServer at {args.grpc_host}:{server.grpc_port} ...",
@@ -371,6 +378,7 @@ async def serve(
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
+            gc.unfreeze()  # (the process collects as before: serve() may be embedded)
 
 
 def session_config(args: argparse.Namespace):
