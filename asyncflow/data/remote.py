@@ -56,7 +56,10 @@ from asyncflow.ops import dataset_pipeline as pl
 __all__ = ["prefetch_hook", "wait_for_workers", "worker_pids", "MODE", "STATS"]
 
 MODE = os.environ.get("ASYNCFLOW_DATA_WORKER", "auto").lower()  # auto | always | 0
-STATS = {"spawned": 0, "remote_passes": 0}
+STATS = {"spawned": 0, "remote_passes": 0, "ahead_elements": 0, "ahead_dropped": 0}
+# Whether a worker starts the next pass once one ends, before START (worker.py,
+# "Running ahead"); read when a worker starts.
+RUN_AHEAD = True
 SLOTS = 16  # elements a worker may have ready (bounded memory: 16 batches)
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # handles whose worker may be running
 _START_TIMEOUT_S = 120.0
@@ -181,7 +184,8 @@ class _Handle:
         STATS["spawned"] += 1
         _LIVE.add(self)
         self.msgs = w.FdReader(r)
-        cfg = json.dumps({"dataset": dataset, "slots": slots}).encode()
+        cfg = {"dataset": dataset, "slots": slots, "ahead": RUN_AHEAD}
+        cfg = json.dumps(cfg).encode()
         head = w.CONFIG.pack(len(cfg), len(graph)) + cfg + graph
         stdin = self.proc.stdin
 
@@ -316,6 +320,13 @@ class _Handle:
                     yield elem
                 elif kind == b"ENDP":
                     done = True
+                    if len(payload) == w.ENDP.size:
+                        ahead, dropped = w.ENDP.unpack(payload)
+                        STATS["ahead_elements"] += ahead
+                        STATS["ahead_dropped"] += dropped
+                    # Every slot back now: the worker may fill them with the next pass.
+                    if self.frees:
+                        self._command(None)
                     return
                 elif kind == b"ERRO":
                     done = True

@@ -10,8 +10,10 @@ Parent -> worker, on the worker's stdin:
 Worker -> parent, on a pipe of its own: messages of a 16-byte header `<4sIII` (kind,
 slot, pass id, payload length) and the payload: HELO (ready), SEGM (slot's segment is
 now the shared-memory segment named by the payload), ELEM (slot holds the pass's next
-element), ENDP (the pass is over), ERRO (the pass failed: JSON {"error": class name,
-"message": text}).
+element), ENDP (the pass is over; payload `<II`: how many of its elements the worker made
+before START asked for the pass, and how many passes it ran ahead were dropped since the
+last ENDP because their input files changed: worker.py "Running ahead"), ERRO (the
+pass failed: JSON {"error": class name, "message": text}).
 
 An element in a slot: a header `<4sIQ` (b"AFDS", component count, bytes used), then
 per component `<8sII8qQQ` (NumPy dtype string, rank, 0, dims padded to 8, offset,
@@ -30,6 +32,7 @@ START, FREE, STOP, QUIT = 1, 2, 3, 4
 CMD = struct.Struct("<BxxxI")
 MSG = struct.Struct("<4sIII")
 CONFIG = struct.Struct("<II")
+ENDP = struct.Struct("<II")
 HEAD = struct.Struct("<4sIQ")
 COMP = struct.Struct("<8sII8qQQ")
 MAGIC = b"AFDS"

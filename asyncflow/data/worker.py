@@ -7,6 +7,18 @@ goes into a free slot of shared memory (segments this process creates, owns and
 unlinks) and an ELEM message tells the parent.  At most `slots` elements are ahead of
 the parent (one per slot the parent has not freed).  Wire format: shm_wire.py.
 
+Running ahead: once a pass the parent started has ended, the worker starts the next
+one at once, before the parent asks for it (a training loop's next epoch), into the
+slots the parent frees; its messages wait until START adopts it, so the parent's first
+elements of that pass are ready when it asks (the shuffle buffer's fill and the first
+parse no longer delay the epoch's first step).  A pass gives the same elements
+whenever it runs: the dataset's subgraph is pure, and each pass evaluates its ops
+afresh, seeds included.  Its input files could change in between (a program that
+rewrites them between epochs): the pass that ran ahead notes each file's identity
+(device, inode, size, modification and change times) before reading, and START keeps it
+only if they are all unchanged, else runs the pass afresh.  A pass run ahead and never
+asked for costs the shuffle buffer's fill and at most `slots` elements.
+
 It exits when its stdin closes (the parent closed it, or died), on QUIT, or when the
 message pipe breaks; its segments are unlinked on the way out (and by the
 multiprocessing resource tracker if it is killed).
@@ -35,6 +47,47 @@ def _read_exact(fd: int, n: int) -> bytes:
     return b"".join(parts)
 
 
+def _file_key(path: str):
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _input_files(value) -> list[str] | None:
+    """The files a pass over `value` reads (its TFRecord sources' paths), or None where
+    the chain of stages is not the one remote.py admits (each stage's `input`, down to
+    one TFRecords source)."""
+    from asyncflow.ops import dataset_pipeline as pl
+
+    for _ in range(64):
+        if isinstance(value, pl.TFRecords):
+            return list(value.paths)
+        value = getattr(value, "input", None)
+        if not isinstance(value, pl.DatasetValue):
+            return None
+    return None
+
+
+class _Pass:
+    """One pass in the worker.  `pid` is None while it runs ahead of the parent: its
+    messages wait in `held` until START adopts it."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self.held: list = []  # (kind, slot, payload) not sent yet
+        self.adopted = asyncio.Event()
+        if pid is not None:
+            self.adopted.set()
+        self.files: list | None = None  # [(path, _file_key)] before reading ahead
+        self.ahead = 0  # elements it made before START adopted it
+
+    def unchanged(self) -> bool:
+        """Whether the files it may have read are the ones there now."""
+        try:
+            return all(_file_key(path) == key for path, key in self.files or ())
+        except OSError:
+            return False
+
+
 class _Worker:
     def __init__(self, cfg: dict, graph: bytes, msg_fd: int):
         import asyncflow as af
@@ -50,6 +103,9 @@ class _Worker:
         self.free: collections.deque = collections.deque()
         self.avail = asyncio.Event()
         self.task: asyncio.Task | None = None
+        self.current: _Pass | None = None
+        self.run_ahead = bool(cfg.get("ahead", True))
+        self.dropped = 0  # passes run ahead and dropped (files changed) since the last ENDP
         g = af.Graph()
         with g.as_default():
             af.import_graph_def(graph, name="")
@@ -100,7 +156,30 @@ class _Worker:
             await self.avail.wait()
         return self.free.popleft()
 
-    async def run_pass(self, pass_id: int) -> None:
+    def _tell(self, p: _Pass, kind: bytes, slot: int = 0, payload: bytes = b"") -> None:
+        if p.pid is None:
+            p.held.append((kind, slot, payload))
+            if kind == b"ELEM":
+                p.ahead += 1
+            return
+        if kind == b"ENDP":
+            payload, self.dropped = w.ENDP.pack(p.ahead, self.dropped), 0
+        self.send(kind, slot, p.pid, payload)
+
+    async def run_passes(self, p: _Pass) -> None:
+        """Pass `p`, then (while each ends cleanly) the next ones, each run ahead of
+        the parent's START and waiting for it once done."""
+        while True:
+            self.current = p
+            if not await self.run_pass(p) or not self.run_ahead:
+                return
+            await p.adopted.wait()
+            if not self.run_ahead:
+                return
+            p = _Pass(None)
+
+    async def run_pass(self, p: _Pass) -> bool:
+        """One pass's elements into slots; whether it ended cleanly."""
         import numpy as np
 
         errors = self.af.errors
@@ -110,6 +189,14 @@ class _Worker:
             value = value[()] if isinstance(value, np.ndarray) else value
             from asyncflow.ops import dataset_pipeline as pl
 
+            if p.pid is None:
+                paths = _input_files(value)
+                try:
+                    p.files = None if paths is None else [(f, _file_key(f)) for f in paths]
+                except OSError:
+                    p.files = None
+                if p.files is None:  # (nothing to check: read nothing before START)
+                    await p.adopted.wait()
             stream = value.iterate(pl.Env(self.session))
             async for elem in stream:
                 elem = tuple(np.ascontiguousarray(a) for a in elem)
@@ -124,24 +211,46 @@ class _Worker:
                 total, parts = w.layout(elem)
                 seg = self._segment(slot, total)
                 w.write(seg.buf, elem, parts, total)
-                self.send(b"ELEM", slot, pass_id)
-            self.send(b"ENDP", 0, pass_id)
+                self._tell(p, b"ELEM", slot)
+            self._tell(p, b"ENDP", 0, b"")
+            return True
         except asyncio.CancelledError:
             raise
         except errors.OpError as e:
-            self._error(pass_id, type(e).__name__, e.message)
+            self._error(p, type(e).__name__, e.message)
         except Exception as e:  # noqa: BLE001 - reported to the parent as TF's UnknownError
-            self._error(pass_id, "UnknownError", f"{type(e).__name__}: {e}")
+            self._error(p, "UnknownError", f"{type(e).__name__}: {e}")
         finally:
             if stream is not None:
                 await stream.aclose()
+        return False
 
-    def _error(self, pass_id: int, cls: str, message: str) -> None:
+    def adopt(self, pass_id: int) -> bool:
+        """START for the pass running ahead, if there is one and its files are
+        unchanged: its held messages go out under `pass_id`; whether it was adopted."""
+        p = self.current
+        if p is None or p.pid is not None or self.task is None or self.task.done():
+            return False
+        if not p.unchanged():
+            self.dropped += 1
+            return False
+        held = {slot for kind, slot, _ in p.held if kind == b"ELEM"}
+        # START frees every slot of the parent's earlier pass: all but the held ones.
+        self.free = collections.deque(s for s in range(self.slots) if s not in held)
+        self.avail.set()
+        p.pid = pass_id
+        held, p.held = p.held, []
+        for kind, slot, payload in held:
+            self._tell(p, kind, slot, payload)
+        p.adopted.set()
+        return True
+
+    def _error(self, p: _Pass, cls: str, message: str) -> None:
         body = json.dumps({"error": cls, "message": message[: w.MAX_PAYLOAD // 4]})
-        self.send(b"ERRO", 0, pass_id, body.encode())
+        self._tell(p, b"ERRO", 0, body.encode())
 
     async def stop(self) -> None:
-        t, self.task = self.task, None
+        t, self.task, self.current = self.task, None, None
         if t is not None and not t.done():
             t.cancel()
             try:
@@ -165,11 +274,13 @@ class _Worker:
                         self.free.append(arg)
                         self.avail.set()
                 elif cmd == w.START:
+                    if self.adopt(arg):
+                        continue
                     await self.stop()
                     self.free = collections.deque(range(self.slots))
                     self.avail.set()
                     # (a parked Task: pure map functions run as straight-line programs)
-                    self.task = parked_task(self.run_pass(arg))
+                    self.task = parked_task(self.run_passes(_Pass(arg)))
                 elif cmd == w.STOP:
                     await self.stop()
                 elif cmd == w.QUIT:

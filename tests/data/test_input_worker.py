@@ -278,3 +278,77 @@ def test_worker_exits_when_its_parent_dies(files):
     finally:
         p.kill()
         p.stdout.close()
+
+
+def _one_pass(sess, it, nxt):
+    sess.run(it.initializer)
+    got = []
+    while True:
+        try:
+            got.append(sess.run(nxt))
+        except errors.OutOfRangeError:
+            return got
+
+
+def test_worker_runs_the_next_pass_ahead(files, monkeypatch):
+    local, _, _ = _passes(files, "0", monkeypatch, n=1)
+    monkeypatch.setattr(remote, "MODE", "always")
+    g = af.Graph()
+    with g.as_default():
+        it = _pipeline(files).make_initializable_iterator()
+        nxt = it.get_next()
+    with af.Session(graph=g) as sess:
+        _same(_one_pass(sess, it, nxt), local[0])
+        before = remote.STATS["ahead_elements"]
+        deadline = time.monotonic() + 60
+        # Each pass the worker ran ahead gives the in-process elements in their order;
+        # given time between passes, it has some of them ready before START.
+        while remote.STATS["ahead_elements"] == before:
+            assert time.monotonic() < deadline, "the worker never ran ahead"
+            time.sleep(0.2)
+            _same(_one_pass(sess, it, nxt), local[0])
+        assert remote.STATS["ahead_elements"] - before <= remote.SLOTS
+
+
+def test_files_changed_between_passes_are_read_again(tmp_path, monkeypatch):
+    rng = np.random.RandomState(5)
+    paths = [tmp_path / f"p{i}.tfrecord" for i in range(2)]
+    for i, p in enumerate(paths):
+        _write(p, [(rng.randn(3), i * 1000 + j) for j in range(60)])
+    names = [str(p) for p in paths]
+    monkeypatch.setattr(remote, "MODE", "always")
+    g = af.Graph()
+    with g.as_default():
+        it = _pipeline(names).make_initializable_iterator()
+        nxt = it.get_next()
+    with af.Session(graph=g) as sess:
+        assert len(_one_pass(sess, it, nxt)) == 8
+        dropped = remote.STATS["ahead_dropped"]
+        deadline = time.monotonic() + 60
+        k = 0
+        # A file rewritten after the worker ran the next pass ahead: that pass is
+        # dropped and the new contents are read (until one rewrite came after it).
+        while remote.STATS["ahead_dropped"] == dropped:
+            assert time.monotonic() < deadline, "no pass run ahead was dropped"
+            k += 1
+            time.sleep(0.2)
+            _write(paths[1], [(rng.randn(3), 1000 * k + j) for j in range(60 + k)])
+            got = _one_pass(sess, it, nxt)
+            ys = np.concatenate([y for _, y in got])
+            assert sorted(ys.tolist()) == list(range(60)) + [1000 * k + j for j in range(60 + k)]
+        # A file deleted: the in-process pass's error.
+        dropped = remote.STATS["ahead_dropped"]
+        time.sleep(0.2)
+        paths[0].unlink()
+        with pytest.raises(errors.OpError) as gone:
+            _one_pass(sess, it, nxt)
+    monkeypatch.setattr(remote, "MODE", "0")
+    g = af.Graph()
+    with g.as_default():
+        it = _pipeline(names).make_initializable_iterator()
+        nxt = it.get_next()
+    with af.Session(graph=g) as sess:
+        with pytest.raises(errors.OpError) as gone_local:
+            _one_pass(sess, it, nxt)
+    assert type(gone.value) is type(gone_local.value) is errors.NotFoundError
+    assert gone.value.message.split("\n")[0] == gone_local.value.message.split("\n")[0]
