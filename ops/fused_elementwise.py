@@ -216,6 +216,9 @@ FusedElementwise = register_op(
         "literals": [],
         "results": [],
         "names": [],
+        # shape_of[k] = 1: shapes input k is a tensor whose own shape is the target (it
+        # stood behind a Shape node the pass dropped); 0 (or absent): the shape itself.
+        "shape_of": [],
     },
     shape_fn=_fused_shape,
 )
@@ -234,7 +237,7 @@ async def _fused_elementwise(ctx, *args):
     xs = args[: program.n_inputs]
     key = tuple(x.shape for x in xs)
     if len(args) > len(xs):  # SumTo targets: their values decide the schedule too
-        key += tuple(tuple(int(d) for d in to_host(xp, v)) for v in args[len(xs) :])
+        key += _targets(xp, args[len(xs) :], program.shape_of)
     schedule = program.schedules.get(key)
     if schedule is None:
         schedule = program.schedule(xp, xs, key)
@@ -249,6 +252,15 @@ async def _fused_elementwise(ctx, *args):
             _quiet, xp, program.evaluate, xp, schedule, donated, xs, cost=cost
         )
     return out if len(out) > 1 else out[0]
+
+
+def _targets(xp, values, shape_of) -> tuple:
+    """The SumTo targets: each value's own shape where `shape_of` says so, else the
+    value (a shape vector, read on the host)."""
+    return tuple(
+        tuple(v.shape) if of else tuple(int(d) for d in to_host(xp, v))
+        for v, of in zip(values, shape_of)
+    )
 
 
 class _Schedule:
@@ -293,6 +305,9 @@ class _Program:
             tuple(operands[starts[j] : starts[j + 1]]) for j in range(len(self.rules))
         ]
         self.results = [self.n_fixed + r for r in attrs["results"]]
+        n_shapes = len(attrs["Tshapes"])
+        self.shape_of = list(attrs.get("shape_of") or ())[:n_shapes]
+        self.shape_of += [0] * (n_shapes - len(self.shape_of))
         self.schedules: dict = {}
         self._bound: dict = {}  # xp -> (callables per instruction, literals on its device)
 
@@ -683,8 +698,12 @@ def fuse_elementwise(view) -> None:
         if plan is not None:
             view.fuse(**plan)
             bgas.update(sum_to[m][1] for m in members if m in sum_to)
+    shapes = {src[0] for b in bgas for src in nodes[b].inputs if src[0] != "feed"}
     for b in bgas:  # the shape arithmetic no fused node reads any longer
         view.drop_if_unused(b)
+    for j in shapes:  # (and the Shapes it read, where a fused node reads their inputs)
+        if nodes[j].op.type == "Shape":
+            view.drop_if_unused(j)
 
 
 def _open_gates(view, eligible: list, deadness) -> None:
@@ -799,10 +818,12 @@ def _plan_cluster(view, members: list[int], sum_to: dict, deadness):
             if (j == "feed" or j not in literals) and tuple(src) not in input_index:
                 input_index[tuple(src)] = len(inputs)
                 inputs.append(tuple(src))
-        if shape_src is not None and tuple(shape_src) not in shape_inputs:
-            shape_inputs.append(tuple(shape_src))
+        if shape_src is not None:
+            shape_src = _shape_source(view, shape_src)
+            if shape_src not in shape_inputs:
+                shape_inputs.append(shape_src)
     if deadness is not None and not deadness.same(
-        members, outputs, sum_to, inside, literals, inputs + shape_inputs
+        members, outputs, sum_to, inside, literals, inputs + [_real(src) for src in shape_inputs]
     ):
         return None
     n, n_lit = len(inputs), len(literals)
@@ -822,7 +843,7 @@ def _plan_cluster(view, members: list[int], sum_to: dict, deadness):
             else:
                 operands.append(input_index[tuple(src)])
         if shape_src is not None:
-            operands.append(-1 - shape_inputs.index(tuple(shape_src)))
+            operands.append(-1 - shape_inputs.index(_shape_source(view, shape_src)))
     starts.append(len(operands))
     # The fused node takes the place (and name) of the last output; the others follow it.
     into = outputs[-1]
@@ -832,7 +853,8 @@ def _plan_cluster(view, members: list[int], sum_to: dict, deadness):
         "T": nodes[into].op._attrs["T"],
         "N": n,
         "M": len(results),
-        "Tshapes": [nodes[j].op._outputs[k].dtype for j, k in shape_inputs],
+        "Tshapes": [_src_dtype(view, src) for src in shape_inputs],
+        "shape_of": [int(src[0] == "shape_of") for src in shape_inputs],
         "program": program,
         "operands": operands,
         "starts": starts,
@@ -845,10 +867,38 @@ def _plan_cluster(view, members: list[int], sum_to: dict, deadness):
         "into": into,
         "op_type": "_FusedElementwise",
         "attrs": attrs,
-        "inputs": inputs + shape_inputs,
+        "inputs": inputs + [_real(src) for src in shape_inputs],
         "absorbed": absorbed,
         "outputs": [(m, 0) for m in extra],
     }
+
+
+def _shape_source(view, src) -> tuple:
+    """A SumTo target's source: ("shape_of", x) when `src` is the output of a Shape of
+    x on a CPU device (the fused node reads x's shape itself: no Shape node a step,
+    eight per LSTM cell's backward pass), else `src` as a tuple."""
+    j = src[0]
+    if j == "feed" or src[1] != 0:
+        return tuple(src)
+    node = view.nodes[j]
+    if node.op.type != "Shape" or node.device.device_type != "CPU" or node.controls:
+        return tuple(src)
+    x = tuple(node.inputs[0])
+    if x[0] == "feed" or view.nodes[x[0]].device is not node.device or view.reads_ref(j):
+        return tuple(src)
+    if view.nodes[x[0]].op._outputs[x[1]]._is_ref:
+        return tuple(src)  # (a variable's reference: read it through Shape as before)
+    return ("shape_of", x)
+
+
+def _real(src) -> tuple:
+    """The partition's source behind a `_shape_source`."""
+    return src[1] if src[0] == "shape_of" else src
+
+
+def _src_dtype(view, src):
+    j, k = src[1] if src[0] == "shape_of" else src
+    return view.nodes[j].op._outputs[k].dtype
 
 
 def _literal(view, j: int, inside: set) -> bool:

@@ -342,6 +342,40 @@ def test_gradients_reduced_to_their_inputs_shapes_join_the_cluster():
                 np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
 
 
+def test_sum_to_targets_read_their_tensors_shapes_instead_of_shape_nodes():
+    # The reduced operands are computed (MatMul products), not fed: each SumTo's target
+    # is Shape(operand), and the fused node reads the operand's own shape instead, so
+    # no Shape node runs (eight per LSTM cell's backward pass); values as before.
+    with tf.Graph().as_default():
+        xf = tf.placeholder(tf.float32, [None, 2])
+        x = tf.matmul(xf, tf.constant([[1.0, -2.0, 0.5], [0.25, 1.5, -1.0]]))
+        y = tf.matmul(xf, tf.constant([[0.5, 1.0, 2.0], [-1.0, 0.75, 1.0]]))
+        b = tf.matmul(xf, tf.constant([[0.3], [-0.7]]))
+        z = tf.tanh(x * y) + b
+        gx, gy, gb = tf.gradients(tf.reduce_sum(z * z), [x, y, b])
+        p = _partition([gx, gy, gb], [xf])
+        before = [n.op.type for n in p.nodes]
+        types = _fuse(p)
+        assert "BroadcastGradientArgs" not in types
+        assert types.count("Shape") < before.count("Shape")
+        read = {src[0] for n in _fused_nodes(p) for src in n.inputs if src[0] != "feed"}
+        assert not [j for j in read if p.nodes[j].op.type == "Shape"]
+        flags = [f for n in _fused_nodes(p) for f in n.op._attrs["shape_of"]]
+        assert flags and all(flags)
+        rng = np.random.default_rng(2)
+        for rows in (5, 1):
+            fv = rng.standard_normal((rows, 2)).astype(np.float32)
+            with tf.Session() as s:
+                got = s.run([gx, gy, gb, x, y, b], {xf: fv})
+            xv, yv, bv = (v.astype(np.float64) for v in got[3:])
+            t = np.tanh(xv * yv)
+            dz = 2 * (t + bv)
+            dt = dz * (1 - t * t)
+            for g, want in zip(got[:3], [dt * yv, dt * xv, dz.sum(1, keepdims=True)]):
+                assert g.shape == want.shape
+                np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+
+
 def test_sum_to_a_shape_that_does_not_fit_is_an_error():
     with tf.Graph().as_default():
         x = tf.placeholder(tf.float32, [None])
