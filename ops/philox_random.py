@@ -8,7 +8,8 @@ tf.data pulls one output at a time through `SingleSampleAdapter`, which hands ou
 four words of a block in order before computing the next.
 
 `PhiloxStream` is that adapter: it computes many blocks at once with NumPy (uint64
-lanes holding 32-bit words, so products never overflow) and hands out Python ints.
+lanes holding 32-bit words, so products never overflow; `philox_words`, the counters
+made as one array) and hands out Python ints.
 
 Invariant: the n-th value `next()` returns is the n-th value TF's adapter returns for
 the same (seed, seed2), whatever block sizes were computed on the way.
@@ -39,7 +40,9 @@ _KEY_A, _KEY_B = 0x9E3779B9, 0xBB67AE85
 _KEY_A64, _KEY_B64 = np.uint64(_KEY_A), np.uint64(_KEY_B)
 _MASK = np.uint64(_M32)
 _SHIFT = np.uint64(32)
-_MAX_BLOCKS = 256  # blocks computed per refill once a stream is drawn from a lot
+# Blocks computed per refill once a stream is drawn from a lot (a shuffle: one draw per
+# element): 1024 blocks cost ~0.07 us a draw, 256 ~0.1, a Python counter per block ~0.6.
+_MAX_BLOCKS = 1024
 
 
 def _blocks(counter: int, key: tuple[int, int], n: int) -> list[int]:
@@ -74,8 +77,8 @@ class PhiloxStream:
         self._grow = 1  # blocks per refill: small streams (seed pairs) compute little
 
     def _refill(self) -> None:
-        self._buf = _blocks(self._counter, self._key, self._grow)
-        self._counter += self._grow
+        self._buf = philox_words(np, self._key, self._counter, self._grow).reshape(-1).tolist()
+        self._counter = (self._counter + self._grow) & ((1 << 128) - 1)
         self._pos = 0
         self._grow = min(self._grow * 4, _MAX_BLOCKS)
 

@@ -58,6 +58,22 @@ def test_stream_is_block_size_independent():
     assert got == want
 
 
+def test_stream_draws_many_blocks_as_the_scalar_reference():
+    # Past the largest refill (philox_random._MAX_BLOCKS), across the low counter
+    # word's wrap into the high one: the words of one block at a time, in order.
+    for seed2 in (3, -1):  # -1: counter 0xFFFF...FFFF << 64, then its 128-bit wrap
+        s = philox_random.PhiloxStream(987654321, seed2)
+        n = 2 * philox_random._MAX_BLOCKS + 100
+        got = s.take(4 * n)
+        want = philox_random._blocks((seed2 & (2**64 - 1)) << 64, (987654321, 0), n)
+        assert got == want
+    s = philox_random.PhiloxStream(1, 2)
+    s._counter = (2 << 64) + 2**64 - 5  # (a counter that carries within a refill)
+    s._grow = 16
+    got = s.take(4 * 16)
+    assert got == philox_random._blocks((2 << 64) + 2**64 - 5, (1, 0), 16)
+
+
 def test_unseeded_shuffle_is_a_permutation_that_varies():
     with af.Graph().as_default():
         it = af.data.Dataset.range(50).shuffle(50).make_initializable_iterator()
