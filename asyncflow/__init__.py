@@ -203,6 +203,7 @@ from asyncflow import (  # noqa: E402
     nest,
     nn,
     python_io,
+    ragged,
     regularizers,
     saved_model,
     serving,
@@ -231,6 +232,7 @@ from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef
     SummaryMetadata,
     TensorInfo,
 )
+from asyncflow.ragged import RaggedTensor  # noqa: E402
 from asyncflow.train.saver import import_meta_graph  # noqa: E402
 
 _install_namespaces(globals())  # tf.math, tf.random, tf.linalg, tf.io, tf.sparse, ...

@@ -158,6 +158,86 @@ def _split_sparse_features(features: dict):
     return plain, merged
 
 
+def _dtype_str(dt) -> str:
+    return f"<dtype: '{dtypes.as_dtype(dt).name}'>"
+
+
+def ragged_keys(features: dict) -> dict:
+    """The keys the RaggedFeatures of `features` read, in TF's order (by output key:
+    the value key, then the partition keys), each with its (value dtype, splits dtype);
+    a key read two ways raises ValueError with TF's message."""
+    from asyncflow.ops import parsing_ragged
+
+    keys: dict = {}
+    for key in sorted(features):
+        f = features[key]
+        if not isinstance(f, RaggedFeature):
+            continue
+        for i, k in enumerate(parsing_ragged.needed_keys(key, f)):
+            want = (f.dtype if i == 0 else dtypes.int64, f.row_splits_dtype)
+            have = keys.setdefault(k, want)
+            if have[0] != want[0]:
+                raise ValueError(
+                    f"Conflicting type {_dtype_str(have[0])} vs {_dtype_str(want[0])} for "
+                    f"feature {k}."
+                )
+            if have[1] != want[1]:
+                raise ValueError(
+                    f"Conflicting partition type {_dtype_str(have[1])} vs "
+                    f"{_dtype_str(want[1])} for feature {k}."
+                )
+    return keys
+
+
+def _split_ragged(plain: dict, features: dict):
+    """`plain` (parse_example's features, SparseFeatures already split) less its
+    RaggedFeatures, plus a VarLenFeature for each key those read; and the
+    RaggedFeatures by output key.  As TF, a key read by a RaggedFeature may not also be
+    a sparse or dense feature's."""
+    ragged = {k: f for k, f in plain.items() if isinstance(f, RaggedFeature)}
+    keys = ragged_keys(ragged)
+    sparse_keys, dense_keys = [], []
+    for key in sorted(features):
+        f = features[key]
+        if isinstance(f, VarLenFeature):
+            sparse_keys.append(key)
+        elif isinstance(f, SparseFeature):
+            index = [f.index_key] if isinstance(f.index_key, str) else list(f.index_key)
+            sparse_keys += [*index, f.value_key]
+        elif isinstance(f, (FixedLenFeature, FixedLenSequenceFeature)):
+            dense_keys.append(key)
+    both = set(keys) & set(sparse_keys)
+    if both:
+        raise ValueError(
+            f"Ragged and sparse keys must not intersect; ragged_keys: {list(keys)}, "
+            f"sparse_keys: {sparse_keys}, intersection: {both}"
+        )
+    both = set(keys) & set(dense_keys)
+    if both:  # (TF's message is a pair of strings)
+        raise ValueError(
+            "Dense and ragged keys must not intersect; dense_keys: ",
+            f"{dense_keys}, ragged_keys: {list(keys)}, intersection: {both}",
+        )
+    out = {k: f for k, f in plain.items() if k not in ragged}
+    for k, (dt, _) in keys.items():
+        out[k] = VarLenFeature(dt)
+    return out, ragged
+
+
+def _ragged_outputs(parsed: dict, ragged: dict) -> dict:
+    from asyncflow.ops import parsing_ragged
+
+    out = {}
+    for key, f in ragged.items():
+        value_key, *partition_keys = parsing_ragged.needed_keys(key, f)
+        sp = parsed[value_key]
+        sources = [(None, [sp.indices, sp.dense_shape])]
+        sources += [(parsed[k].values, [parsed[k].indices, parsed[k].dense_shape])
+                    for k in partition_keys]  # fmt: skip
+        out[key] = parsing_ragged.build(key, f, sp.values, sources, "sparse")
+    return out
+
+
 def _merge_sparse(parsed: dict, merged: dict, asked: dict) -> dict:
     """TF's SparseFeature outputs: the index features' values become the last
     coordinates of the value feature's entries; the parts not asked for are dropped."""
@@ -973,8 +1053,14 @@ def parse_example(serialized, features, name=None, example_names=None) -> dict:
         a feature has the wrong type or number of values.
     """
     plain, merged = _split_sparse_features(features)
+    plain, ragged = _split_ragged(plain, features)
     parsed = _parse("ParseExample", serialized, plain, name, True, example_names)
-    return _merge_sparse(parsed, merged, features) if merged else parsed
+    if not ragged:
+        return _merge_sparse(parsed, merged, features) if merged else parsed
+    out = _merge_sparse(parsed, merged, features)
+    with ops.name_scope(name, "ParseExample", []):
+        out.update(_ragged_outputs(parsed, ragged))
+    return out
 
 
 def parse_single_example(serialized, features, name=None, example_names=None) -> dict:
@@ -983,6 +1069,16 @@ def parse_single_example(serialized, features, name=None, example_names=None) ->
     Raises (when run):
       InvalidArgumentError: as `parse_example`.
     """
+    ragged = {k: f for k, f in (features or {}).items() if isinstance(f, RaggedFeature)}
+    if ragged:
+        # TF's parse_single_example of RaggedFeatures: the batch form on [serialized],
+        # row 0 of each (a Tensor when the feature has no ragged dimension of its own).
+        rest = {k: f for k, f in features.items() if k not in ragged}
+        out = parse_single_example(serialized, rest, name, example_names) if rest else {}
+        with ops.name_scope(name, "ParseSingleExample", [serialized]):
+            batch = array_ops.reshape(serialized, [1])
+            out.update({k: v[0] for k, v in parse_example(batch, ragged).items()})
+        return out
     plain, merged = _split_sparse_features(features)
     parsed = _parse("ParseSingleExample", serialized, plain, name, False)
     return _merge_sparse(parsed, merged, features) if merged else parsed

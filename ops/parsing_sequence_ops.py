@@ -22,15 +22,18 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.example_pb import DecodeError
-from asyncflow.ops import array_ops
+from asyncflow.ops import array_ops, parsing_ragged
 from asyncflow.ops.parsing_ops import (
     _PARSE_TYPES,
     FixedLenFeature,
     FixedLenSequenceFeature,
+    RaggedFeature,
     VarLenFeature,
     _dense_default,
+    ragged_keys,
 )
 from asyncflow.protos.example_pb2 import SequenceExample
+from asyncflow.ragged import RaggedTensor
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
@@ -52,12 +55,16 @@ def _shape_fn(op):
     out += [tensor_shape.TensorShape([None])] * ncs
     out += [tensor_shape.TensorShape([2])] * ncs
     out += [tensor_shape.TensorShape([b, *shape]) for shape in a("context_dense_shapes")]
+    ncr = len(a("context_ragged_value_types"))
+    out += [tensor_shape.TensorShape([None])] * (2 * ncr)
     out += [tensor_shape.TensorShape([None, 3])] * nfs
     out += [tensor_shape.TensorShape([None])] * nfs
     out += [tensor_shape.TensorShape([3])] * nfs
     shapes = a("feature_list_dense_shapes")
     out += [tensor_shape.TensorShape([b, None, *shape]) for shape in shapes]
     out += [tensor_shape.TensorShape([b])] * len(shapes)
+    nfr = len(a("feature_list_ragged_value_types"))
+    out += [tensor_shape.TensorShape([None])] * (3 * nfr)
     return out
 
 
@@ -69,16 +76,29 @@ ParseSequenceExampleV2 = register_op(
         "context_sparse_values: context_sparse_types",
         "context_sparse_shapes: Ncontext_sparse * int64",
         "context_dense_values: Tcontext_dense",
+        "context_ragged_values: context_ragged_value_types",
+        "context_ragged_row_splits: Ncontext_ragged * int64",
         "feature_list_sparse_indices: Nfeature_list_sparse * int64",
         "feature_list_sparse_values: feature_list_sparse_types",
         "feature_list_sparse_shapes: Nfeature_list_sparse * int64",
         "feature_list_dense_values: feature_list_dense_types",
         "feature_list_dense_lengths: Nfeature_list_dense * int64",
+        "feature_list_ragged_values: feature_list_ragged_value_types",
+        "feature_list_ragged_outer_splits: Nfeature_list_ragged * int64",
+        "feature_list_ragged_inner_splits: Nfeature_list_ragged * int64",
     ],
     attrs={
         "Ncontext_sparse": 0,
         "Nfeature_list_sparse": 0,
         "Nfeature_list_dense": 0,
+        # Keys read as ragged (RaggedFeature values and partitions): each one's values
+        # with row splits per record (context), or per record and time step (lists).
+        "Ncontext_ragged": 0,
+        "Nfeature_list_ragged": 0,
+        "context_ragged_keys": [],
+        "feature_list_ragged_keys": [],
+        "context_ragged_value_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "feature_list_ragged_value_types": TypeConstraint(_PARSE_TYPES, is_list=True),
         "context_sparse_keys": [],
         "context_dense_keys": [],
         "feature_list_sparse_keys": [],
@@ -261,6 +281,40 @@ def _feature_lists(parsed, a):
     return sparse, dense, lengths
 
 
+def _empty(dtype):
+    return np.zeros(0, dtype=object if dtype == dtypes.string else dtype.as_numpy_dtype)
+
+
+def _ragged(parsed, a):
+    """Each ragged key's values with their row splits: per record for context keys;
+    per record (time steps) and per step (values) for feature lists."""
+    context = []
+    for key, dt in zip(a["context_ragged_keys"], a["context_ragged_value_types"]):
+        vals, splits = [], [0]
+        for b, p in enumerate(parsed):
+            f = p.context.feature.get(key)
+            if f is not None:
+                vals.append(_values(f, dt, f"Context feature: {key}", _name(a, b)))
+            splits.append(splits[-1] + (vals[-1].size if f is not None else 0))
+        context.append((np.concatenate(vals) if vals else _empty(dt), np.array(splits, np.int64)))
+    lists = []
+    for key, dt in zip(a["feature_list_ragged_keys"], a["feature_list_ragged_value_types"]):
+        vals, outer, inner = [], [0], [0]
+        for b, p in enumerate(parsed):
+            got = p.feature_lists.feature_list.get(key)
+            steps = [] if got is None else got.feature
+            for t, f in enumerate(steps):
+                vals.append(_values(f, dt, f"Feature list: {key}, Index: {t}", _name(a, b)))
+                inner.append(inner[-1] + vals[-1].size)
+            outer.append(outer[-1] + len(steps))
+        lists.append((
+            np.concatenate(vals) if vals else _empty(dt),
+            np.array(outer, np.int64),
+            np.array(inner, np.int64),
+        ))  # fmt: skip
+    return context, lists
+
+
 def _parse_sync(a, serialized, defaults):
     serialized = np.asarray(serialized, dtype=object)
     if serialized.ndim != 1:
@@ -268,16 +322,22 @@ def _parse_sync(a, serialized, defaults):
     parsed = _parse_records(serialized.tolist())
     c_sparse, c_dense = _context(parsed, a, defaults)
     f_sparse, f_dense, f_lengths = _feature_lists(parsed, a)
+    c_ragged, f_ragged = _ragged(parsed, a)
     return [
         *(s[0] for s in c_sparse),
         *(s[1] for s in c_sparse),
         *(s[2] for s in c_sparse),
         *c_dense,
+        *(r[0] for r in c_ragged),
+        *(r[1] for r in c_ragged),
         *(s[0] for s in f_sparse),
         *(s[1] for s in f_sparse),
         *(s[2] for s in f_sparse),
         *f_dense,
         *f_lengths,
+        *(r[0] for r in f_ragged),
+        *(r[1] for r in f_ragged),
+        *(r[2] for r in f_ragged),
     ]
 
 
@@ -294,10 +354,15 @@ async def _parse_sequence_example(ctx, serialized, *defaults):
 
 
 def _split(features, where: str, sequence: bool):
-    sparse, dense = [], []
+    """(sparse [(key, dtype)], dense [(key, feature)], ragged {key: RaggedFeature},
+    ragged keys [(key, dtype)]: the keys the RaggedFeatures read)."""
+    sparse, dense, ragged = [], [], {}
+    keys = ragged_keys(features or {})
     for key in sorted(features or {}):
         f = features[key]
-        if isinstance(f, VarLenFeature):
+        if isinstance(f, RaggedFeature):
+            ragged[key] = f
+        elif isinstance(f, VarLenFeature):
             sparse.append((key, dtypes.as_dtype(f.dtype)))
         elif isinstance(f, FixedLenSequenceFeature if sequence else FixedLenFeature):
             if sequence and f.default_value is not None:
@@ -311,7 +376,7 @@ def _split(features, where: str, sequence: bool):
                 f"Unsupported dtype {dt.name} for {where} feature {key}: only string, float32 "
                 "and int64 are supported."
             )
-    return sparse, dense
+    return sparse, dense, ragged, [(k, dt) for k, (dt, _) in keys.items()]
 
 
 def _build(serialized, context_features, sequence_features, name, scope, example_names=None):
@@ -320,8 +385,8 @@ def _build(serialized, context_features, sequence_features, name, scope, example
             "Both context_features and sequence_features are None, but at least one should "
             "have values."
         )
-    c_sparse, c_dense = _split(context_features, "context", False)
-    f_sparse, f_dense = _split(sequence_features, "sequence", True)
+    c_sparse, c_dense, c_ragged, c_rkeys = _split(context_features, "context", False)
+    f_sparse, f_dense, f_ragged, f_rkeys = _split(sequence_features, "sequence", True)
     defaults, c_shapes = [], []
     for key, f in c_dense:
         d, shape, _ = _dense_default(key, f)
@@ -362,10 +427,32 @@ def _build(serialized, context_features, sequence_features, name, scope, example
                 "context_dense_shapes": c_shapes,
                 "feature_list_dense_shapes": f_shapes,
                 "_example_names": _names(example_names),
+                "Ncontext_ragged": len(c_rkeys),
+                "Nfeature_list_ragged": len(f_rkeys),
+                "context_ragged_keys": [k for k, _ in c_rkeys],
+                "feature_list_ragged_keys": [k for k, _ in f_rkeys],
+                "context_ragged_value_types": [dt for _, dt in c_rkeys],
+                "feature_list_ragged_value_types": [dt for _, dt in f_rkeys],
             },
             name="ParseSequenceExampleV2",
         )
-    return _outputs(list(op.outputs), c_sparse, c_dense, f_sparse, f_dense)
+        context, lists, lengths = _outputs(
+            list(op.outputs), c_sparse, c_dense, f_sparse, f_dense, c_rkeys, f_rkeys
+        )
+        context.update(_ragged_outputs(c_ragged, context.pop("_ragged"), "rows"))
+        lists.update(_ragged_outputs(f_ragged, lists.pop("_ragged"), "steps"))
+    return context, lists, lengths
+
+
+def _ragged_outputs(ragged: dict, parts: dict, layout: str) -> dict:
+    """The RaggedTensors of `ragged` from each key's parsed (values, *row splits)."""
+    out = {}
+    for key, f in ragged.items():
+        value_key, *partition_keys = parsing_ragged.needed_keys(key, f)
+        values, *rows = parts[value_key]
+        sources = [(None, rows)] + [(parts[k][0], list(parts[k][1:])) for k in partition_keys]
+        out[key] = parsing_ragged.build(key, f, values, sources, layout)
+    return out
 
 
 def _names(example_names) -> list:
@@ -376,7 +463,7 @@ def _names(example_names) -> list:
     return [n.decode() if isinstance(n, bytes) else str(n) for n in np.ravel(example_names)]
 
 
-def _outputs(outs, c_sparse, c_dense, f_sparse, f_dense):
+def _outputs(outs, c_sparse, c_dense, f_sparse, f_dense, c_rkeys=(), f_rkeys=()):
     def take(n):
         nonlocal outs
         got, outs = outs[:n], outs[n:]
@@ -388,13 +475,18 @@ def _outputs(outs, c_sparse, c_dense, f_sparse, f_dense):
         take(len(c_sparse)),
         take(len(c_dense)),
     )
+    crv, crs = take(len(c_rkeys)), take(len(c_rkeys))
     fi, fv, fs, fd, fl = (take(len(f_sparse)), take(len(f_sparse)), take(len(f_sparse)),
                           take(len(f_dense)), take(len(f_dense)))  # fmt: skip
+    frv, fro, fri = take(len(f_rkeys)), take(len(f_rkeys)), take(len(f_rkeys))
     context = {k: SparseTensor(i, v, s) for (k, _), i, v, s in zip(c_sparse, ci, cv, cs)}
     context.update({k: d for (k, _), d in zip(c_dense, cd)})
     lists = {k: SparseTensor(i, v, s) for (k, _), i, v, s in zip(f_sparse, fi, fv, fs)}
     lists.update({k: d for (k, _), d in zip(f_dense, fd)})
     lengths = {k: n for (k, _), n in zip(f_dense, fl)}
+    # (each ragged key's parsed parts, under "_ragged" until _build makes the features)
+    context["_ragged"] = {k: (v, s) for (k, _), v, s in zip(c_rkeys, crv, crs)}
+    lists["_ragged"] = {k: (v, o, i) for (k, _), v, o, i in zip(f_rkeys, frv, fro, fri)}
     return context, lists, lengths
 
 
@@ -403,6 +495,8 @@ def _first_row(context, lists):
     its batch column (TF's parse_single_sequence_example over the batched op)."""
 
     def one(t):
+        if isinstance(t, RaggedTensor):
+            return t[0]
         if isinstance(t, SparseTensor):
             return SparseTensor(t.indices[:, 1:], t.values, t.dense_shape[1:])
         return array_ops.squeeze(t, [0])

@@ -248,7 +248,9 @@ def _strided_slice_value(x, begin, end, strides, masks, xp=np):
             index.append(builtins.slice(0, 0))
         else:
             index.append(builtins.slice(b, e if e >= 0 else None, s))
-    return x[tuple(index)].reshape(final)
+    # (the trailing Ellipsis keeps a fully indexed element an array: a string tensor's
+    # element is otherwise a bare bytes object)
+    return x[(*index, Ellipsis)].reshape(final)
 
 
 @StridedSlice.kernel(host_memory=("begin", "end", "strides"))

@@ -59,6 +59,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "random_seed",
             "indexed_slices",
             "sparse_tensor",
+            "ragged",
         ),
     ),
     ("kernel", ("kernel_api", "resources", "queues", "devices")),

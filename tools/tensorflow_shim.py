@@ -368,6 +368,10 @@ def _extra_tables():
             "ENABLE_CONTROL_FLOW_V2": False,
         },
         "tf_logging": vars(importlib.import_module("asyncflow.tf_logging")),
+        # tensorflow.python.ops.ragged.*: what asyncflow.ragged has of TF's ragged API.
+        "ragged_tensor": vars(importlib.import_module("asyncflow.ragged")),
+        "ragged_factory_ops": vars(importlib.import_module("asyncflow.ragged")),
+        "ragged_concat_ops": vars(importlib.import_module("asyncflow.ragged")),
         # tensorflow.python.layers.convolutional: tf.compat.v1.layers' conv functions.
         "convolutional": vars(af.layers),
     }
@@ -892,10 +896,32 @@ class TensorFlowTestCase(unittest.TestCase):
         raise AssertionError(msg or "the two values are close")
 
     def assertAllEqual(self, a, b, msg=None):
+        from asyncflow import ragged
+
+        if ragged.is_ragged(a) or ragged.is_ragged(b):
+            return self._assertRaggedEqual(a, b, msg)
         a, b = self._nd(a), self._nd(b)
         if a.size and b.size:
             self.assertEqual(a.shape, b.shape, f"shape mismatch {a.shape} vs {b.shape} {msg}")
         np.testing.assert_array_equal(a, b, err_msg=msg or "")
+
+    def _ragged_list(self, x):
+        af = _af()
+        if isinstance(x, af.RaggedTensor | af.Tensor | af.Variable):
+            x = self._run(x)
+        if hasattr(x, "to_list"):
+            return x.to_list()
+        return x.tolist() if isinstance(x, np.ndarray | np.generic) else x
+
+    def _assertRaggedEqual(self, a, b, msg=None):
+        """As TF's test case: equal as nested lists, and of one ragged_rank (a dense
+        value's is 0) unless either is a Python list."""
+        from asyncflow import ragged
+
+        self.assertEqual(self._ragged_list(a), self._ragged_list(b), msg)
+        if not (isinstance(a, list | tuple) or isinstance(b, list | tuple)):
+            ranks = [x.ragged_rank if ragged.is_ragged(x) else 0 for x in (a, b)]
+            self.assertEqual(ranks[0], ranks[1], msg)
 
     def assertNotAllEqual(self, a, b, msg=None):
         a, b = self._nd(a), self._nd(b)
