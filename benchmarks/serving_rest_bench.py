@@ -15,6 +15,8 @@ Usage::
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/serving_rest_bench.py
     .venv/bin/python benchmarks/serving_rest_bench.py --seconds 2 --concurrency 1 64 --json
+    .venv/bin/python benchmarks/serving_rest_bench.py --seconds 6 --rounds 3 \
+        --concurrency 64 --slices --gc-log   # each slice's ratios; collector pauses
 
 Target (issue 19): at C=64, asyncflow's throughput >= 1.0x numpy-aiohttp's at no worse p99;
 with `--reload`, no failed request while a new version is hot-loaded under that load.
@@ -119,6 +121,65 @@ def _run(coro):
     return uvloop.run(coro)
 
 
+def gc_wrapped(log_path: str, argv: list) -> None:
+    """Run a server (`-m asyncflow.serving ...` or this file's `--numpy-server ...`)
+    logging the cycle collector's pauses (generation, start, end: time.perf_counter) to
+    `log_path` as JSON when it exits (SIGTERM)."""
+    import atexit
+    import gc
+    import runpy
+    import signal
+
+    pauses, started = [], [0.0]
+
+    def note(phase, info):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses.append((info["generation"], started[0], time.perf_counter()))
+
+    def write():
+        with open(log_path, "w") as f:
+            json.dump(pauses, f)
+
+    gc.callbacks.append(note)
+    atexit.register(write)
+    if argv[:2] == ["-m", "asyncflow.serving"]:
+        sys.argv = ["asyncflow.serving", *argv[2:]]
+        runpy.run_module("asyncflow.serving", run_name="__main__", alter_sys=True)
+    else:
+
+        def stop(*_):  # (SystemExit raised inside the loop's callbacks may not end it)
+            write()
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, stop)
+        numpy_server(argv[-1])
+
+
+def gc_report(slices: list[dict], log_path: str) -> str:
+    """The collector's pauses in one server's measured slices, and how many of the
+    requests at or past its p99 overlapped a pause over 2 ms."""
+    with open(log_path) as f:
+        pauses = json.load(f)
+    windows = [(min(s["starts"]), max(s["starts"]) + max(s["latencies"])) for s in slices]
+    inside = [p for p in pauses if any(a <= p[1] <= b for a, b in windows)]
+    t0 = np.concatenate([np.asarray(s["starts"]) for s in slices])
+    lat = np.concatenate([np.asarray(s["latencies"]) for s in slices])
+    tail = lat >= np.percentile(lat, 99)
+    long_ = [(a, b) for _, a, b in inside if b - a > 0.002]
+    hit = sum(any(a < e and b > s for a, b in long_) for s, e in zip(t0[tail], (t0 + lat)[tail]))
+    per_gen = []
+    for g in (0, 1, 2):
+        ms = [(b - a) * 1e3 for gen, a, b in inside if gen == g]
+        if ms:
+            per_gen.append(f"gen{g} {len(ms)} (max {max(ms):.1f} ms)")
+    return (
+        f"gc pauses: {', '.join(per_gen) or 'none'}; requests >= p99 overlapping one "
+        f"over 2 ms: {hit} of {int(tail.sum())}"
+    )
+
+
 # -- the load generator ----------------------------------------------------------------------
 
 
@@ -143,6 +204,7 @@ async def load(
 
     url = f"http://127.0.0.1:{port}/v1/models/{MODEL}:predict"
     latencies = []
+    starts = []  # (time.perf_counter: CLOCK_MONOTONIC, the servers' clock too)
     failures = 0
     headers = {"Content-Type": "application/json"}
 
@@ -164,6 +226,7 @@ async def load(
                     ok = r.status == 200
                 if record:
                     latencies.append(time.perf_counter() - t0)
+                    starts.append(t0)
                     failures += not ok
 
         t0 = time.perf_counter()
@@ -185,6 +248,7 @@ async def load(
         cpu = cpu_seconds(pid) - cpu0 if pid else float("nan")
     return {
         "latencies": latencies,
+        "starts": starts,
         "elapsed": elapsed,
         "cpu": cpu,
         "failed": failures,
@@ -256,8 +320,17 @@ def main(argv=None):
         "reload under load: no request of any slice may fail, and the last slice ends on "
         "the new version)",
     )
+    p.add_argument(
+        "--gc-log",
+        action="store_true",
+        help="log each server's garbage collections (gc.callbacks) and report the pauses "
+        "in its slices and the tail requests they overlapped",
+    )
     p.add_argument("--numpy-server", metavar="WEIGHTS_NPZ", help=argparse.SUPPRESS)
+    p.add_argument("--gc-wrap", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.gc_wrap:
+        return gc_wrapped(args.gc_wrap[0], args.gc_wrap[1:])
     if args.numpy_server:
         return numpy_server(args.numpy_server)
 
@@ -298,6 +371,13 @@ def main(argv=None):
             ]
             if name == "asyncflow-batching":
                 commands[name] += ["--enable_batching", f"--batching_parameters_file={batching}"]
+        gc_logs = {}
+        if args.gc_log:
+            for name in args.servers:
+                gc_logs[name] = os.path.join(tmp, f"{name}.gc.json")
+                cmd = commands[name]
+                commands[name] = [sys.executable, os.path.abspath(__file__), "--gc-wrap",
+                                  gc_logs[name], *cmd[1:]]  # fmt: skip
         # The load generator's own long-lived objects (NumPy, asyncflow for the export,
         # aiohttp) frozen: its full collections paused all 64 clients for 25-60 ms,
         # landing on whichever server had the turn.
@@ -327,6 +407,11 @@ def main(argv=None):
                 proc.terminate()
             for proc, _ in servers.values():
                 proc.wait(timeout=30)
+        gc_lines = {
+            (name, c): gc_report(slices[(name, c)], gc_logs[name])
+            for name in gc_logs
+            for c in args.concurrency
+        }
     results = {
         (name, c): summarize(slices[(name, c)]) for c in args.concurrency for name in args.servers
     }
@@ -346,6 +431,8 @@ def main(argv=None):
             f"{r['p99_ms']:8.2f} {r['failed']:6d} {r['cpu_us']:10.0f}"
             + (f"  versions after: {r['versions_after']}" if "versions_after" in r else "")
         )
+    for (name, c), line in gc_lines.items():
+        print(f"{name:20} {c:3d} {line}")
     if args.slices:
         for name, c in results:
             base = slices.get(("numpy-aiohttp", c))
