@@ -9,7 +9,8 @@ nodes of one device into clusters and replaces each by one node whose kernel eva
 the cluster's expression: a short program of ufunc calls that write into buffers it
 reuses (`out=`), an input buffer nothing else holds (`ctx.may_forward`) included.
 A program of arithmetic only (an LSTM cell's backward pass) runs as one compiled loop
-where numba is installed (fused_elementwise_jit): one pass, the same bits.
+where numba is installed (fused_elementwise_jit): one pass, the same bits; one with
+transcendental functions (its forward pass) as compiled stages around NumPy's calls.
 
 A cluster may have several outputs: every member whose value something outside needs
 (the forward activations a backward pass reads) is one.  Const operands that only the

@@ -9,7 +9,9 @@ alias), the program becomes one loop over the elements that computes each instru
 with the same IEEE operations in the same order as its NumPy function (no fast-math: no
 FMA contraction, no reassociation), so the outputs are bitwise those of the ufunc
 program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions (exp, tanh,
-log) are left to NumPy: numba's libm would round differently from NumPy's SIMD loops.
+log) stay NumPy's calls: numba's libm would round differently from NumPy's SIMD loops.
+A program with them (an LSTM cell's forward pass) runs as compiled stages of its
+arithmetic around those calls (`_staged`, below), with the same bits.
 
 Optional, as ops/fused_updates.py: without numba, or with ASYNCFLOW_NO_NUMBA=1, or for a
 float16 program (NumPy rounds half after each operation), `compile_schedule` returns
@@ -21,6 +23,7 @@ waits for the compiles under way.  Only programs over _MIN_ELEMENTS elements com
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -159,8 +162,10 @@ def compile_schedule(program, sched):
     loop, returning the outputs, or None where that loop is not ready (yet): the NumPy
     program runs then, with the same bits.  None for a program it does not compile (see
     the module note)."""
-    if fused_updates._DISABLED or not _eligible(program, sched):
+    if fused_updates._DISABLED:
         return None
+    if not _eligible(program, sched):
+        return _staged(program, sched)
     dtype = program.dtype
     n_in, n_lit, n_out = program.n_inputs, len(program.literals), len(sched.results)
     source = _source(program, sched)
@@ -179,6 +184,188 @@ def compile_schedule(program, sched):
         flat = [np.ascontiguousarray(x).reshape(-1) for x in xs]
         outs = [np.empty(shape, dtype) for _ in range(n_out)]
         ready[0](*flat, *(o.reshape(-1) for o in outs), *lits, one, zero)
+        return tuple(outs)
+
+    return run
+
+
+# -- programs with transcendental functions: compiled stages around NumPy's calls --------
+#
+# An LSTM cell's forward cluster (three Sigmoids, two Tanhs and the products and sums
+# between them) ran as ten ufunc calls of a few passes each (~90 us a [128,128] cell,
+# a third of it Python).  Its transcendental functions stay NumPy's (SIMD loops; numba's
+# libm would round differently), while the arithmetic between them runs as compiled
+# loops: stage k computes every arithmetic instruction k transcendental calls deep, and
+# NumPy's calls run between the stages.  Sigmoid is NumPy's program's own sequence
+# (ops/elementwise.sigmoid: negative, exp, add one, reciprocal): the negation ends one
+# stage, exp runs in NumPy, 1 / (e + 1) starts the next (reciprocal is that division).
+# So the outputs are bitwise those of the ufunc program.  Values that cross a stage, or
+# that NumPy's calls read or write, are arrays; the others live in registers.
+
+_UFUNCS = {"Exp": np.exp, "Tanh": np.tanh, "Log": np.log, "Log1p": np.log1p}
+
+
+def _staged_plan(program, sched):
+    """(stages, calls per stage, arrays, results) or None (see the note above).
+
+    Values are the program's (inputs, literals, instructions, aliases resolved) and, per
+    Sigmoid j, ("neg", j) and ("exp", j).  stages[k]: [(value, expression)] in order;
+    calls[k]: [(ufunc, value, operand)] run before stage k."""
+    if sched.elements < _MIN_ELEMENTS or program.dtype not in (np.float32, np.float64):
+        return None
+    shape = sched.slot_shapes[0] if sched.slot_shapes else None
+    if any(s != shape for s in sched.slot_shapes) or any(lit.ndim for lit in program.literals):
+        return None
+    n_in, n_fixed = program.n_inputs, program.n_fixed
+    level: dict = {v: 0 for v in range(n_fixed)}
+    names: dict = {v: f"x{v}" if v < n_in else f"c{v - n_in}" for v in range(n_fixed)}
+    rep = list(range(n_fixed))
+    stages: list[list] = [[]]
+    calls: list[list] = [[]]
+    uses: dict = {}  # value -> the stages reading it inside a loop
+    called: set = set()  # values NumPy's calls read or write
+    transcendental = False
+
+    def at(k):
+        while len(stages) <= k:
+            stages.append([])
+            calls.append([])
+
+    for j, (t, (own, args, slot)) in enumerate(zip(program.types, sched.steps)):
+        v = n_fixed + j
+        if own is not None:
+            return None  # a SumTo that sums, or an output copied from an input
+        if slot is None:  # an alias (Identity, a SumTo to the same shape)
+            rep.append(rep[args[0]])
+            continue
+        rep.append(v)
+        ops = [rep[a] for a in args]
+        if t in _UFUNCS or t == "Sigmoid":
+            transcendental = True
+            (x,) = ops
+            k = level[x] + 1
+            at(k)
+            if t == "Sigmoid":
+                neg, e = ("neg", j), ("exp", j)
+                stages[k - 1].append((neg, f"-{names[x]}"))
+                names[neg], level[neg] = f"n{j}", k - 1
+                uses.setdefault(x, set()).add(k - 1)
+                calls[k].append((np.exp, e, neg))
+                called.update((neg, e))
+                names[e], level[e] = f"e{j}", k
+                stages[k].append((v, f"one / ({names[e]} + one)"))
+                uses.setdefault(e, set()).add(k)
+            else:
+                calls[k].append((_UFUNCS[t], v, x))
+                called.update((x, v))
+            names[v], level[v] = f"v{j}", k
+            continue
+        if t == "AddN":
+            expr = f"{names[ops[0]]} + {names[ops[1]]}"
+            for o in ops[2:]:
+                expr = f"({expr}) + {names[o]}"
+        elif t in _EXPRESSIONS:
+            expr = _EXPRESSIONS[t].format(*(names[o] for o in ops))
+        else:
+            return None
+        k = max(level[o] for o in ops)
+        at(k)
+        stages[k].append((v, expr))
+        for o in ops:
+            uses.setdefault(o, set()).add(k)
+        names[v], level[v] = f"v{j}", k
+    if not transcendental:
+        return None
+    results = [rep[r] for r in sched.results]
+    if any(r < n_fixed for r in results):
+        return None  # an output that is an input or a literal (copied by the schedule)
+    # Arrays: inputs, values NumPy reads or writes, values read in a later stage, results.
+    arrays = {v for v in range(n_in)} | called | set(results)
+    for v, ks in uses.items():
+        literal = isinstance(v, int) and n_in <= v < n_fixed  # (a parameter of every loop)
+        if not literal and any(k != level[v] for k in ks):
+            arrays.add(v)
+    if any(isinstance(v, int) and n_in <= v < n_fixed for v in called):
+        return None  # a transcendental function of a literal (folded before, in practice)
+    return stages, calls, arrays, results, names, shape
+
+
+def _stage_source(stage, k, arrays, names, n_lit):
+    """def loop(reads..., writes..., literals..., one, zero): one stage's loop; and the
+    values its array parameters are (reads, writes)."""
+    made = {v for v, _ in stage}
+    reads = []
+    for _v, expr in stage:
+        for w in sorted(
+            (w for w in arrays if w not in made and names[w] in _tokens(expr)), key=str
+        ):
+            if w not in reads:
+                reads.append(w)
+    writes = [v for v, _ in stage if v in arrays]
+    body = [f"        {names[w]} = r{p}[i]" for p, w in enumerate(reads)]
+    body += [f"        {names[v]} = {expr}" for v, expr in stage]
+    body += [f"        w{p}[i] = {names[v]}" for p, v in enumerate(writes)]
+    params = [f"r{p}" for p in range(len(reads))] + [f"w{p}" for p in range(len(writes))]
+    params += [f"c{p}" for p in range(n_lit)]
+    head = [f"def loop({', '.join(params)}, one, zero):", "    for i in range(w0.size):"]
+    return "\n".join(head + body) + "\n", reads, writes
+
+
+def _tokens(expr: str) -> set:
+    out, cur = set(), []
+    for ch in expr + " ":
+        if ch.isalnum() or ch == "_":
+            cur.append(ch)
+        elif cur:
+            out.add("".join(cur))
+            cur = []
+    return out
+
+
+def _staged(program, sched):
+    """compile_schedule's function for a program with transcendental functions (see
+    the note above), or None."""
+    plan = _staged_plan(program, sched)
+    if plan is None:
+        return None
+    stages, calls, arrays, results, names, shape = plan
+    dtype = program.dtype
+    n_lit = len(program.literals)
+    loops = []
+    for k, stage in enumerate(stages):
+        source, reads, writes = _stage_source(stage, k, arrays, names, n_lit)
+        if stage and not writes:
+            return None  # (nothing of it is needed outside: cannot happen for outputs)
+        loops.append((source, reads, writes, (len(reads) + len(writes), n_lit + 2)))
+    one, zero = dtype.type(1), dtype.type(0)
+    lits = [dtype.type(v) for v in program.literals]
+    n_in = program.n_inputs
+    size = math.prod(shape)
+    ready: list = []
+
+    def run(xs):
+        if not ready:  # (every stage's compile starts at the first call)
+            got = [_loop_for(src, dtype, n) if w else None for src, _r, w, n in loops]
+            if any(w and loop is None for (_s, _r, w, _n), loop in zip(loops, got)):
+                return None
+            ready.append(got)
+        vals = {k: np.ascontiguousarray(x).reshape(-1) for k, x in enumerate(xs[:n_in])}
+        for k, loop in enumerate(ready[0]):
+            for ufunc, v, x in calls[k]:
+                vals[v] = ufunc(vals[x], out=vals[x] if isinstance(x, tuple) else None)
+            _source, reads, writes, _n = loops[k]
+            if loop is None:
+                continue
+            for w in writes:
+                vals[w] = np.empty(size, dtype)
+            loop(*[vals[w] for w in reads], *[vals[w] for w in writes], *lits, one, zero)
+        outs, seen = [], set()
+        for r in results:  # distinct arrays, as the ufunc program's
+            v = vals[r].reshape(shape)
+            if r in seen:
+                v = v.copy()
+            seen.add(r)
+            outs.append(v)
         return tuple(outs)
 
     return run

@@ -1,7 +1,8 @@
-"""Fused element-wise programs of arithmetic only as one compiled loop
+"""Fused element-wise programs of arithmetic only as one compiled loop, and programs
+with transcendental functions as compiled stages around NumPy's calls
 (ops/fused_elementwise_jit.py): the same bits as the ufunc program (the fusion pass on,
-numba off), nan, inf and signed zeros included, for every op it compiles and for an LSTM
-cell's gradient; and the programs it leaves to NumPy."""
+numba off), nan, inf and signed zeros included, for every op it compiles, an LSTM cell's
+forward pass and gradient; and the programs it leaves to NumPy."""
 
 from __future__ import annotations
 
@@ -142,6 +143,33 @@ def test_lstm_cell_gradient_same_bits_and_compiled(monkeypatch):
     _same_bits(want, got)
 
 
+def test_programs_with_transcendental_functions_compile_in_stages_to_the_same_bits(
+    monkeypatch,
+):
+    # An LSTM cell's forward cluster (Sigmoid, Tanh, products and sums), and chains of
+    # Exp, Log, Log1p and Tanh between arithmetic: compiled stages around NumPy's calls.
+    rng = np.random.default_rng(4)
+    units = SHAPE[1] // 4
+    gates = np.concatenate([_data(rng, np.float32) for _ in range(4)], 1)[:, : 4 * units]
+    c = _data(rng, np.float32)[:, :units]
+    x, y = _data(rng, np.float64), _data(rng, np.float64)
+
+    def build(gates, c, x, y):
+        eye = af.constant(np.eye(4 * units, dtype=np.float32))
+        i, j, f, o = af.split(af.matmul(gates, eye), 4, 1)  # (strided views, as an LSTM's)
+        new_c = c * af.sigmoid(f + 1.0) + af.sigmoid(i) * af.tanh(j)
+        h = af.tanh(new_c) * af.sigmoid(o)
+        z = af.reshape(x * y, SHAPE)  # (its own cluster)
+        chain = af.log1p(af.exp(z - 1.0) * y) + af.log(af.abs(z) + 0.5) * af.tanh(z * x)
+        chain = chain * (af.tanh(z) + 2.0)  # (a literal read after a NumPy call)
+        both = [af.sigmoid(z), af.sigmoid(z) * z]  # (one value, two outputs)
+        return [new_c, h, chain, *both]
+
+    (want, got), compiled = _run_both(build, [gates, c, x, y], monkeypatch)
+    assert compiled >= 2
+    _same_bits(want, got)
+
+
 def test_programs_left_to_numpy(monkeypatch):
     rng = np.random.default_rng(3)
     x = _data(rng, np.float32)
@@ -151,7 +179,7 @@ def test_programs_left_to_numpy(monkeypatch):
 
     def build(x, b, half, small):
         return [
-            af.sigmoid(x * 2.0) * x,  # a transcendental function: NumPy's rounding
+            af.nn.softplus(x * 2.0) * x,  # a function the stages do not split
             (x * 2.0) + b,  # broadcasting
             half * half + half,  # float16
             small * small + small,  # below the threshold
