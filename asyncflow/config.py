@@ -45,6 +45,18 @@ class _Message:
         for k in self._fields:
             object.__setattr__(self, k, getattr(other, k))
 
+    def HasField(self, name: str) -> bool:  # noqa: N802 - protobuf's name
+        """Whether message field `name` holds anything (protobuf's, for the message
+        fields: a repeated or scalar field is a ValueError there too)."""
+        if name not in self._fields:
+            raise ValueError(f'Protocol message {type(self).__name__} has no field {name}.')
+        value = getattr(self, name)
+        if isinstance(value, _Message):
+            return any(getattr(value, k) != _fresh(d) for k, d in value._fields.items())
+        if hasattr(value, "ByteSize"):
+            return value.ByteSize() > 0
+        raise ValueError(f'Protocol message has no singular "{name}" field.')
+
 
 def _fresh(default):
     if isinstance(default, type):
@@ -90,11 +102,37 @@ class GraphOptions(_Message):
     }
 
 
+class Experimental(_Message):
+    """ConfigProto.Experimental: accepted so programs that set it run; asyncflow has
+    one executor and reads none of these."""
+
+    _fields = {
+        "collective_group_leader": "",
+        "executor_type": "",
+        "recv_buf_max_chunk": 0,
+        "use_numa_affinity": False,
+        "collective_deterministic_sequential_execution": False,
+        "collective_nccl": False,
+        "share_session_state_in_clusterspec_propagation": False,
+        "disable_thread_spinning": False,
+        "share_cluster_devices_in_session": False,
+        "optimize_for_static_graph": False,
+        "enable_mlir_bridge": False,
+        "enable_mlir_graph_optimization": False,
+        "disable_output_partition_graphs": False,
+        "xla_fusion_autotuner_thresh": 0,
+        "use_tfrt": False,
+        "disable_functional_ops_lowering": False,
+        "xla_prefer_single_graph_cluster": False,
+    }
+
+
 class ConfigProto(_Message):
     """TF1's `tf.ConfigProto`; `device_count={"CPU": n}` gives n virtual CPU devices."""
 
     _fields = {
         "device_count": dict,
+        "experimental": Experimental,
         "intra_op_parallelism_threads": 0,
         "inter_op_parallelism_threads": 0,
         "use_per_session_threads": False,
@@ -106,6 +144,8 @@ class ConfigProto(_Message):
         "isolate_session_state": False,
         "device_filters": list,
     }
+
+    Experimental = Experimental
 
 
 class RunOptions(_Message):

@@ -440,6 +440,7 @@ class TensorSpec:
     (a `tf.function`'s `input_signature`)."""
 
     __slots__ = ("_shape", "_dtype", "_name")
+    _spec_of = "tensor"  # (what control flow checks a loop variable against)
 
     def __init__(self, shape, dtype=dtypes.float32, name=None):
         self._shape = tensor_shape.as_shape(shape)

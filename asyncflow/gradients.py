@@ -123,20 +123,35 @@ def _default_grad_ys(ys, grad_ys, colocate):
                 out.append(_identity_slices(gy, f"grad_ys_{i}"))
             continue
         gy = ops.convert_to_tensor(gy, dtype=y.dtype if not isinstance(gy, ops.Tensor) else None)
-        if y.dtype.is_floating and not gy.dtype.is_floating:
+        # TF 2.21's rules: a real or integer y takes a real or integer gradient (an int
+        # grad_ys for a float y too), a complex y a complex one.
+        if y.dtype.is_floating or y.dtype.is_integer:
+            if not (gy.dtype.is_floating or gy.dtype.is_integer):
+                raise TypeError(
+                    f"Gradient type {gy.dtype.name} generated for real or integer-valued "
+                    f"tensor {y} with type {y.dtype.name} must be real or integer"
+                )
+        elif y.dtype.is_complex:
+            if not gy.dtype.is_complex:
+                raise TypeError(
+                    f"Gradient type {gy.dtype.name} generated for complex-valued tensor {y} "
+                    f"with type {y.dtype.name} must be real"
+                )
+        elif y.dtype.base_dtype == dtypes.resource:
+            if gy.dtype.base_dtype == dtypes.resource:
+                raise TypeError(
+                    f"Input gradient {gy} for resource tensor {y} should not be a resource"
+                )
+        elif y.dtype.base_dtype == dtypes.variant:
+            if gy.dtype.base_dtype != dtypes.variant:
+                raise TypeError(
+                    f"Gradient type {gy.dtype.name} generated for variant tensor {y} with "
+                    f"type {y.dtype.name} must be variant"
+                )
+        else:
             raise TypeError(
-                f"Gradient type {gy.dtype.name} generated for real or integer tensor {y} with "
-                f"type {y.dtype.name} must be real"
-            )
-        if y.dtype.is_integer and not gy.dtype.is_integer:
-            raise TypeError(
-                f"Gradient type {gy.dtype.name} generated for integer tensor {y} with type "
-                f"{y.dtype.name} must be integer"
-            )
-        if y.dtype.is_complex and not gy.dtype.is_complex:
-            raise TypeError(
-                f"Gradient type {gy.dtype.name} generated for complex tensor {y} with type "
-                f"{y.dtype.name} must be complex"
+                f"Tensor {y} with type {y.dtype.name} must be numeric to obtain a default "
+                "gradient"
             )
         if not y.shape.is_compatible_with(gy.shape):
             raise ValueError(

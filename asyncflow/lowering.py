@@ -290,6 +290,7 @@ def compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
             name = a["frame_name"]
             plan.enter_info[i] = (name, bool(a["is_constant"]), int(a["parallel_iterations"]))
             plan.enter_count[name] = plan.enter_count.get(name, 0) + 1
+    _check_frames(nodes)
     plan.init_ready = [i for i in range(n - 1, -1, -1) if plan.init_pending[i] == 0]
     # Forwarding nodes skip their kernel, so a variable reference reaching one whose
     # output is a plain value is read by the frame executor itself; one whose output is
@@ -307,6 +308,58 @@ def compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
     ]
     plan.loops = None if _NO_COMPILED_LOOPS else compile_loops(plan, nodes)
     _general_nodes(plan, nodes)
+
+
+def _check_frames(nodes) -> None:
+    """TF's executor check that each node's inputs come from one frame: an Enter's
+    output is in its frame, an Exit's in the frame its input's frame was entered from,
+    any other node's in its inputs' frame.  A node with no inputs but fed ones fits any
+    frame (a constant of a loop body may have none), so only frames known through
+    Enter/Exit can disagree.
+
+    Raises:
+      InvalidArgumentError: a node with inputs from two frames (TF's message).
+    """
+    n = len(nodes)
+    frame: list = [None] * n  # the frame a node's outputs are in, None while unknown
+    parent: dict = {}  # frame name -> the frame it was entered from (when known)
+    for _ in range(64):  # a fixed point: graph order is nearly topological already
+        changed = False
+        for j, p in enumerate(nodes):
+            if p.op.type == "Enter":
+                name = p.op._attrs["frame_name"]
+                src = p.inputs[0][0] if p.inputs and p.inputs[0][0] != "feed" else None
+                outer = _out_frame(src, frame, parent, nodes) if src is not None else None
+                if outer is not None and parent.get(name) is None:
+                    parent[name] = outer
+                if frame[j] != name:
+                    frame[j], changed = name, True
+                continue
+            seen = None
+            for i in [s[0] for s in p.inputs if s[0] != "feed"] + list(p.controls):
+                f = _out_frame(i, frame, parent, nodes)
+                if f is None:
+                    continue
+                if seen is None:
+                    seen = (i, f)
+                elif seen[1] != f:
+                    raise errors.InvalidArgumentError(
+                        None,
+                        None,
+                        f"{{{{node {p.op.name}}}}} has inputs from different frames. The "
+                        f"input {{{{node {nodes[i].op.name}}}}} is in frame '{f}'. The input "
+                        f"{{{{node {nodes[seen[0]].op.name}}}}} is in frame '{seen[1]}'.",
+                    )
+            if seen is not None and frame[j] != seen[1]:
+                frame[j], changed = seen[1], True
+        if not changed:
+            return
+
+
+def _out_frame(i, frame, parent, nodes):
+    if nodes[i].op.type == "Exit":
+        return parent.get(frame[i])
+    return frame[i]
 
 
 def _general_nodes(plan: Plan, nodes) -> None:

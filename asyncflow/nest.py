@@ -106,8 +106,10 @@ def assert_same_structure(a, b, check_types: bool = True) -> None:
             )
     elif len(a) != len(b):
         raise ValueError(
-            "The two structures don't have the same sequence length. Input structure has "
-            f"length {len(a)}, while shallow structure has length {len(b)}."
+            "The two structures don't have the same nested structure.\n\n"
+            f"First structure: {a}\n\nSecond structure: {b}\n\nMore specifically: The "
+            f"two structures don't have the same number of elements. First structure: {a}. "
+            f"Second structure: {b}"
         )
     elif check_types and (
         ka[0] != kb[0]

@@ -15,7 +15,7 @@ import collections
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 
-__all__ = ["SparseTensor", "SparseTensorValue"]
+__all__ = ["SparseTensor", "SparseTensorSpec", "SparseTensorValue"]
 
 
 class SparseTensorValue(
@@ -24,6 +24,48 @@ class SparseTensorValue(
     """The fetched value of a SparseTensor: numpy arrays indices, values, dense_shape."""
 
     __slots__ = ()
+
+
+class SparseTensorSpec:
+    """`tf.SparseTensorSpec`: the dense shape and values dtype a SparseTensor is
+    expected to have (e.g. a while loop variable's invariant)."""
+
+    __slots__ = ("_shape", "_dtype")
+    _spec_of = "sparse"  # (what control flow checks a loop variable against)
+
+    def __init__(self, shape=None, dtype=dtypes.float32):
+        self._shape = tensor_shape.as_shape(shape)
+        self._dtype = dtypes.as_dtype(dtype)
+
+    shape = property(lambda self: self._shape)
+    dtype = property(lambda self: self._dtype)
+    value_type = property(lambda self: SparseTensor)
+
+    @classmethod
+    def from_value(cls, value):
+        return cls(tensor_shape.unknown_shape(value.dense_shape.shape[0].value), value.dtype)
+
+    def is_compatible_with(self, other) -> bool:
+        if isinstance(other, SparseTensor):
+            other = SparseTensorSpec.from_value(other)
+        return (
+            isinstance(other, SparseTensorSpec)
+            and self._dtype.is_compatible_with(other.dtype)
+            and self._shape.is_compatible_with(other.shape)
+        )
+
+    def _key(self):
+        dims = None if self._shape.rank is None else tuple(self._shape.as_list())
+        return (dims, self._dtype)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"SparseTensorSpec({self._shape!r}, {self._dtype!r})"
 
 
 class SparseTensor:

@@ -137,6 +137,35 @@ def _composite_kind(x):
     return None
 
 
+def _invariant_shape(shape):
+    """A loop variable's invariant as TF1 takes it: a shape; a TensorSpec's shape; for
+    a SparseTensorSpec, the shape of the dense_shape vector ([rank])."""
+    if shape is None:
+        return tensor_shape.unknown_shape()
+    if getattr(shape, "_spec_of", None) == "sparse":
+        return tensor_shape.TensorShape([shape.shape.rank])  # ([None] for an unknown rank)
+    return tensor_shape.as_shape(getattr(shape, "shape", shape))
+
+
+def _check_type_spec(leaf, spec) -> None:
+    """A TensorSpec or SparseTensorSpec invariant must fit its loop variable's kind and
+    dtype (TF's TypeError); a plain shape only constrains the shape."""
+    kind = getattr(spec, "_spec_of", None)
+    if kind is None:
+        return
+    if kind == "sparse":
+        fits = isinstance(leaf, SparseTensor)
+    else:
+        fits = not isinstance(leaf, (SparseTensor, IndexedSlices)) and (
+            isinstance(leaf, ops.Tensor) or not hasattr(leaf, "_fetch_components")
+        )
+    dtype = getattr(leaf, "dtype", None)  # (a Python value is converted later)
+    if fits and dtype is not None:
+        fits = dtypes.as_dtype(spec.dtype).base_dtype == dtypes.as_dtype(dtype).base_dtype
+    if not fits:
+        raise TypeError(f"TypeSpec {spec!r} is not compatible with {leaf!r}")
+
+
 def _component_invariants(leaf, shape) -> list:
     """Shape invariants of a leaf's components, from the leaf's (TF's rules)."""
     if isinstance(leaf, IndexedSlices):
@@ -494,18 +523,16 @@ class WhileContext(ControlFlowContext):
 
     def BuildLoop(self, pred, body, loop_vars, shape_invariants, return_same_structure):  # noqa: N802
         flat_orig = nest.flatten(loop_vars)
-        flat = [ops.convert_to_tensor(c) for c in _flat_components(flat_orig)]
         if shape_invariants is not None:
             nest.assert_same_structure(loop_vars, shape_invariants, check_types=False)
+            for leaf, spec in zip(flat_orig, nest.flatten(shape_invariants)):
+                _check_type_spec(leaf, spec)
+        flat = [ops.convert_to_tensor(c) for c in _flat_components(flat_orig)]
+        if shape_invariants is not None:
             shape_invariants = [
                 s
                 for leaf, shape in zip(flat_orig, nest.flatten(shape_invariants))
-                for s in _component_invariants(
-                    leaf,
-                    tensor_shape.as_shape(getattr(shape, "shape", shape))  # a TensorSpec's
-                    if shape is not None
-                    else tensor_shape.unknown_shape(),
-                )
+                for s in _component_invariants(leaf, _invariant_shape(shape))
             ]
         elif any(isinstance(leaf, SparseTensor) for leaf in flat_orig):
             # TF's default invariant of a SparseTensor keeps only its rank: any number

@@ -22,6 +22,7 @@ or in a context nested in it (cond branches) -- never in a loop it is not part o
 
 from __future__ import annotations
 
+from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import (  # noqa: F401 - register ops
@@ -52,6 +53,7 @@ from asyncflow.ops.control_flow_prims import (  # noqa: F401 - control_flow_ops.
     switch,
 )
 from asyncflow.ops.control_flow_prims import exit as _exit
+from asyncflow.registry import ANY, REQUIRED, NotDifferentiable, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
 
@@ -111,6 +113,48 @@ def _SwitchRefOrTensor(data, pred, name="Switch"):  # noqa: N802 - TF's name
 def ref_switch(data, pred, name=None):
     """TF's RefSwitch: (output_false, output_true), the reference on the live side."""
     return switch(_as_ref(data), pred, name=name)
+
+
+def ref_merge(inputs, name=None):
+    """TF's RefMerge: (output, value_index), the first live reference (a Merge of
+    references, which asyncflow's Merge carries as its Switch does)."""
+    return merge([_as_ref(t) for t in inputs], name=name)
+
+
+def _ref_select_shape(op):
+    op.inputs[0].shape.with_rank(0)
+    first = op.inputs[1].shape
+    # TF's: the inputs' shape when all are fully defined and equal, else unknown.
+    for t in op.inputs[1:]:
+        if not t.shape.is_fully_defined() or t.shape.as_list() != first.as_list():
+            return [tensor_shape.unknown_shape()]
+    return [first]
+
+
+RefSelect = register_op(
+    "RefSelect",
+    inputs=["index: int32", "inputs: N * Ref(T)"],
+    outputs=["output: Ref(T)"],
+    attrs={"T": ANY, "N": REQUIRED},
+    shape_fn=_ref_select_shape,
+)
+NotDifferentiable("RefSelect")
+
+
+@RefSelect.kernel(host_memory=("index",))
+async def _ref_select(ctx, index, *inputs):
+    i = int(index)
+    if not 0 <= i < len(inputs):
+        raise errors.InvalidArgumentError(
+            None, None, f"index {i} is out of range [0, {len(inputs)})"
+        )
+    return inputs[i]
+
+
+def ref_select(index, inputs, name=None):
+    """TF's RefSelect: the reference `inputs[index]` (variables, passed as themselves)."""
+    refs = [_as_ref(t) for t in inputs]
+    return ops.apply_op("RefSelect", [index, refs], name=name).outputs[0]
 
 
 __all__ = [

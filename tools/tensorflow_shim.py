@@ -368,6 +368,14 @@ def _extra_tables():
             "ENABLE_CONTROL_FLOW_V2": False,
         },
         "tf_logging": vars(importlib.import_module("asyncflow.tf_logging")),
+        # wrap_function (TF1 functions as a graph's callable): built where it is called,
+        # as def_function.function here; a session prunes what the result needs.
+        "wrap_function": {"wrap_function": _wrap_function},
+        # framework.function.Defun (TF1's graph functions, not public API): the body
+        # built where it is called, its arguments cast to the declared types.
+        "function": {"Defun": _Defun},
+        # tensorflow.python.client.device_lib
+        "device_lib": vars(importlib.import_module("asyncflow.device_lib")),
         # tensorflow.python.ops.ragged.*: what asyncflow.ragged has of TF's ragged API.
         "ragged_tensor": vars(importlib.import_module("asyncflow.ragged")),
         "ragged_factory_ops": vars(importlib.import_module("asyncflow.ragged")),
@@ -451,6 +459,35 @@ def _graph_function(func=None, input_signature=None, **_kwargs):
         return call
 
     return wrap(func) if func is not None else wrap
+
+
+def _wrap_function(fn, signature, name=None):
+    """wrap_function.wrap_function for graph-mode cases: a callable building `fn`."""
+
+    @functools.wraps(fn)
+    def call(*args):
+        return fn(*args)
+
+    return call
+
+
+class _Defun:
+    """function.Defun(*input_types) for graph-mode cases: calls build the body inline."""
+
+    def __init__(self, *input_types, **_kwargs):
+        self._types = input_types
+
+    def __call__(self, fn):
+        af = _af()
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            args = [
+                af.convert_to_tensor(a, dtype=t) for a, t in zip(args, self._types, strict=False)
+            ] + list(args[len(self._types) :])
+            return fn(*args, **kwargs)
+
+        return call
 
 
 class _Determinism:
@@ -904,6 +941,24 @@ class TensorFlowTestCase(unittest.TestCase):
         if a.size and b.size:
             self.assertEqual(a.shape, b.shape, f"shape mismatch {a.shape} vs {b.shape} {msg}")
         np.testing.assert_array_equal(a, b, err_msg=msg or "")
+
+    @contextlib.contextmanager
+    def captureWritesToStream(self, stream):  # noqa: N802 - TF's name
+        """What is written to `stream`'s file descriptor inside the block (TF's test
+        case method): `.contents()` of the value yielded, once the block is over."""
+        stream.flush()
+        fd = stream.fileno()
+        tmp_fd, path = tempfile.mkstemp(dir=self.get_temp_dir())
+        saved = os.dup(fd)
+        os.dup2(tmp_fd, fd)
+        captured = types.SimpleNamespace(contents=lambda: open(path).read())
+        try:
+            yield captured
+        finally:
+            stream.flush()
+            os.dup2(saved, fd)
+            os.close(saved)
+            os.close(tmp_fd)
 
     def _ragged_list(self, x):
         af = _af()
