@@ -544,6 +544,8 @@ class CPUDevice(Device):
         shared = _share_count
         if not shared:
             if CALLER_DRIVES.get():
+                if seconds is not None and seconds < 0.25 * INLINE_S:  # the plan: cheap
+                    return cpu_budget.call_narrow(fn, args)  # (one BLAS thread, untimed)
                 return cpu_budget.call(fn, args)
             if self._busy is not None:
                 await self._idle()

@@ -54,6 +54,7 @@ __all__ = [
     "configure",
     "parallel_for",
     "restore_blas",
+    "split_allowed",
     "threads_blocks",
     "threads_now",
     "threads_shared",
@@ -264,6 +265,15 @@ def blas_single() -> None:
     _blas_threads(1)
 
 
+def split_allowed() -> bool:
+    """Whether a large product may split itself over the budget's threads now
+    (ops/blas.py): not while our BLAS runs on several threads, which `call` chose
+    because that kind of call measured faster so (OpenBLAS's own threads beat the split
+    on a free machine: [128,512]x[512,512], 2 cores: ~510 us on two BLAS threads, ~610
+    us split, ~680 us on one)."""
+    return _blas_now <= 1
+
+
 def restore_blas() -> None:
     """Give BLAS back the thread count it had before our kernels changed it (a step's
     end: the program's own NumPy calls between steps keep their threads)."""
@@ -299,11 +309,7 @@ _clock = time.perf_counter
 
 
 def _kind(fn, args) -> tuple:
-    key = [fn]
-    for a in args:
-        if type(a) is np.ndarray:
-            key.append(a.shape)
-    return tuple(key)
+    return (fn, *[a.shape for a in args if type(a) is np.ndarray])
 
 
 def _median(samples: list) -> float:
@@ -319,11 +325,14 @@ def call(fn, args):
         _active += 1
         active = _active
     try:
-        cap = min(_budget - (active - 1), _CORES)
-        if cap <= 1 or _set_blas_local is None:
-            _blas_threads(1 if _set_blas_local is not None else 0)
+        if _set_blas_local is None:
             return fn(*args)
-        key = _kind(fn, args)
+        cap = min(_budget - (active - 1), _CORES)
+        if cap <= 1:
+            if _blas_now != 1:
+                _blas_threads(1)
+            return fn(*args)
+        key = (fn, *[a.shape for a in args if type(a) is np.ndarray])  # (_kind, inline)
         stats = _kinds.get(key)
         if stats is None:
             if len(_kinds) >= _MAX_KINDS:
@@ -331,7 +340,8 @@ def call(fn, args):
             stats = _kinds[key] = [[], [], 0, False]
         stats[2] += 1
         if stats[3] and stats[2] % _EXPLORE:
-            _blas_threads(1)
+            if _blas_now != 1:
+                _blas_threads(1)
             return fn(*args)
         one, many = stats[0], stats[1]
         free = threads_now(active) > 1
@@ -373,7 +383,8 @@ def call_narrow(fn, args):
     with _lock:
         _active += 1
     try:
-        _blas_threads(1 if _set_blas_local is not None else 0)
+        if _blas_now != 1 and _set_blas_local is not None:
+            _blas_threads(1)
         return fn(*args)
     finally:
         with _lock:

@@ -12,8 +12,11 @@ gemm on one BLAS thread, shared by the caller and the CPU budget's helper thread
 (`cpu_budget.parallel_for`): a helper the OS does not run leaves its blocks to the
 caller, where OpenBLAS's own threads split a product statically and spin, then wait
 for a partner another process has preempted (issue 21: the models' slowdown beside a
-busy process); while other processes' threads fill every core the product is not
-split (`cpu_budget.threads_blocks`): a helper that took a block and was preempted would
+busy process).  On a free machine OpenBLAS's own threads are faster (each block packs
+the other operand again): a kind of call the CPU budget measured faster on all of
+BLAS's threads is not split (`cpu_budget.split_allowed`), and its two ways are the
+split and OpenBLAS's threads.  While other processes' threads fill every core the
+product is not split either (`cpu_budget.threads_blocks`): a helper that took a block and was preempted would
 keep the caller waiting.  A block computes each of its elements as the whole call would
 (the split is over M or N, never over the summed K), so results do not depend on it.
 """
@@ -94,7 +97,7 @@ def _gemm(
     lda, ldb = a.shape[1], b.shape[1]
     pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
     size = c.itemsize
-    blocks = _blocks(m, n, k) if split else None
+    blocks = _blocks(m, n, k) if split and cpu_budget.split_allowed() else None
     if blocks is None:
         fn(_ROW_MAJOR, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, n)
         return
@@ -137,6 +140,9 @@ _MIN_SIDE = 128
 _MIN_BLOCK_MACS = 1 << 20
 _MIN_ROWS = 64
 _PER_THREAD = 1
+# Products smaller than this go to np.matmul (see `matmul`): well below the split size
+# and host_pool's, where the ctypes call's ~6 us is a tenth of the work or more.
+_NUMPY_MACS = 1 << 20
 
 
 def _blocks(m: int, n: int, k: int):
@@ -157,6 +163,10 @@ def matmul(a, b, trans_a: bool, trans_b: bool):
     2-D, of one dtype `available`, of matching sizes."""
     m = a.shape[1] if trans_a else a.shape[0]
     n = b.shape[0] if trans_b else b.shape[1]
+    if m * n * (a.shape[0] if trans_a else a.shape[1]) < _NUMPY_MACS:
+        # NumPy's matmul calls the same gemm (cblas_sgemm/dgemm, transposes as flags)
+        # for ~1 us where this module's ctypes call costs ~7 us: small products go there.
+        return np.matmul(a.T if trans_a else a, b.T if trans_b else b)
     out = host_pool.empty((m, n), a.dtype)  # a huge product's pages stay warm
     _gemm(out, a, b, trans_a, trans_b, 1.0, 0.0)
     return out

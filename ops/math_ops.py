@@ -199,13 +199,14 @@ def _binary_op(
 
     @op_def.kernel()
     async def _kernel(ctx, x, y):
-        if x.shape != y.shape and x.ndim and y.ndim:  # a scalar always broadcasts
+        same = x.shape == y.shape  # (read once: a NumPy scalar makes a new tuple each time)
+        if not same and x.ndim and y.ndim:  # a scalar always broadcasts
             _check_broadcast(x, y)
         if check is not None:
             check(ctx.xp, x, y, in_fixed or ctx.attrs["T"])
         out_dtype = out_fixed or ctx.attrs["T"]
         if x.size + y.size < _INLINE_ELEMENTS and (  # small in and out: no errstate, no hop
-            x.shape == y.shape or x.size == 1 or y.size == 1 or _broadcast_small(x, y)
+            same or x.size == 1 or y.size == 1 or _broadcast_small(x, y)
         ):
             z = fn(ctx.xp, x, y)
         elif inplace is not None and (ctx.may_forward(0, x) or ctx.may_forward(1, y)):
