@@ -233,9 +233,9 @@ def _staged_plan(program, sched):
 
     for j, (t, (own, args, slot)) in enumerate(zip(program.types, sched.steps)):
         v = n_fixed + j
-        if own is not None:
-            return None  # a SumTo that sums, or an output copied from an input
-        if slot is None:  # an alias (Identity, a SumTo to the same shape)
+        if slot is None or own is not None:  # an alias (Identity, a SumTo to the same
+            # shape), or one the ufunc program copies (an output that is an input: the
+            # results copy it below; a SumTo that sums has a shape of its own, above)
             rep.append(rep[args[0]])
             continue
         rep.append(v)
@@ -277,8 +277,8 @@ def _staged_plan(program, sched):
     if not transcendental:
         return None
     results = [rep[r] for r in sched.results]
-    if any(r < n_fixed for r in results):
-        return None  # an output that is an input or a literal (copied by the schedule)
+    if any(n_in <= r < n_fixed for r in results if isinstance(r, int)):
+        return None  # an output that is a literal
     # Arrays: inputs, values NumPy reads or writes, values read in a later stage, results.
     arrays = {v for v in range(n_in)} | called | set(results)
     for v, ks in uses.items():
@@ -360,9 +360,9 @@ def _staged(program, sched):
                 vals[w] = np.empty(size, dtype)
             loop(*[vals[w] for w in reads], *[vals[w] for w in writes], *lits, one, zero)
         outs, seen = [], set()
-        for r in results:  # distinct arrays, as the ufunc program's
+        for r in results:  # distinct arrays, none an input, as the ufunc program's
             v = vals[r].reshape(shape)
-            if r in seen:
+            if r in seen or (isinstance(r, int) and r < n_in):
                 v = v.copy()
             seen.add(r)
             outs.append(v)

@@ -163,7 +163,8 @@ def test_programs_with_transcendental_functions_compile_in_stages_to_the_same_bi
         chain = af.log1p(af.exp(z - 1.0) * y) + af.log(af.abs(z) + 0.5) * af.tanh(z * x)
         chain = chain * (af.tanh(z) + 2.0)  # (a literal read after a NumPy call)
         both = [af.sigmoid(z), af.sigmoid(z) * z]  # (one value, two outputs)
-        return [new_c, h, chain, *both]
+        passed = af.identity(z)  # (an output that is the program's input: a copy)
+        return [new_c, h, chain, *both, passed, af.exp(passed) * 2.0]
 
     (want, got), compiled = _run_both(build, [gates, c, x, y], monkeypatch)
     assert compiled >= 2
