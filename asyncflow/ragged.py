@@ -27,7 +27,31 @@ def is_ragged(value) -> bool:
     return isinstance(value, (RaggedTensor, RaggedTensorValue))
 
 
-class RaggedTensorValue:
+class _Nesting:
+    """The parts of a ragged value nested in its `values` (a RaggedTensor's in a
+    RaggedTensor, a fetched value's in a fetched value)."""
+
+    @property
+    def flat_values(self):
+        v = self._values
+        while isinstance(v, _Nesting):
+            v = v.values
+        return v
+
+    @property
+    def nested_row_splits(self):
+        out, v = [self._row_splits], self._values
+        while isinstance(v, _Nesting):
+            out.append(v.row_splits)
+            v = v.values
+        return tuple(out)
+
+    @property
+    def ragged_rank(self) -> int:
+        return len(self.nested_row_splits)
+
+
+class RaggedTensorValue(_Nesting):
     """A fetched RaggedTensor: `values` (an ndarray or RaggedTensorValue) split by
     `row_splits` (an ndarray)."""
 
@@ -38,25 +62,6 @@ class RaggedTensorValue:
 
     values = property(lambda self: self._values)
     row_splits = property(lambda self: self._row_splits)
-
-    @property
-    def flat_values(self):
-        v = self._values
-        while isinstance(v, RaggedTensorValue):
-            v = v.values
-        return v
-
-    @property
-    def nested_row_splits(self):
-        out, v = [self._row_splits], self._values
-        while isinstance(v, RaggedTensorValue):
-            out.append(v.row_splits)
-            v = v.values
-        return tuple(out)
-
-    @property
-    def ragged_rank(self) -> int:
-        return len(self.nested_row_splits)
 
     @property
     def dtype(self):
@@ -78,7 +83,7 @@ class RaggedTensorValue:
         return f"tf.RaggedTensorValue(values={self._values!r}, row_splits={self._row_splits!r})"
 
 
-class RaggedTensor:
+class RaggedTensor(_Nesting):
     """A graph ragged tensor: `values` split into rows by `row_splits`."""
 
     def __init__(self, values, row_splits, uniform_row_length=None, internal=False):
@@ -133,25 +138,6 @@ class RaggedTensor:
     values = property(lambda self: self._values)
     row_splits = property(lambda self: self._row_splits)
     uniform_row_length = property(lambda self: self._uniform_row_length)
-
-    @property
-    def flat_values(self):
-        v = self._values
-        while isinstance(v, RaggedTensor):
-            v = v.values
-        return v
-
-    @property
-    def nested_row_splits(self):
-        out, v = [self._row_splits], self._values
-        while isinstance(v, RaggedTensor):
-            out.append(v.row_splits)
-            v = v.values
-        return tuple(out)
-
-    @property
-    def ragged_rank(self) -> int:
-        return len(self.nested_row_splits)
 
     @property
     def dtype(self):
