@@ -16,9 +16,15 @@ busy process).  On a free machine OpenBLAS's own threads are faster (each block 
 the other operand again): a kind of call the CPU budget measured faster on all of
 BLAS's threads is not split (`cpu_budget.split_allowed`), and its two ways are the
 split and OpenBLAS's threads.  While other processes' threads fill every core the
-product is not split either (`cpu_budget.threads_blocks`): a helper that took a block and was preempted would
-keep the caller waiting.  A block computes each of its elements as the whole call would
-(the split is over M or N, never over the summed K), so results do not depend on it.
+product is not split either (`cpu_budget.threads_blocks`): a helper that took a block
+and was preempted would keep the caller waiting.  A block computes each of its elements
+as a one-thread call would (the split is over M or N, never over the summed K), so the
+split's results equal one thread's.  OpenBLAS's own threads do not always: on OpenBLAS
+0.3.31 a [128,784]x[784,512] float32 product on two threads differs from one thread's in
+the last bits (K=512 and K=128 products here did not), so a kind of call whose measured
+choice flips between the two can give a model's loss different last digits from run to
+run.  (Left open: parallelism only from the split would make every product one
+thread's bits, at ~15% more time on a free machine.)
 """
 
 from __future__ import annotations
