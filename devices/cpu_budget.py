@@ -52,8 +52,10 @@ __all__ = [
     "call",
     "call_narrow",
     "configure",
+    "deterministic",
     "parallel_for",
     "restore_blas",
+    "set_deterministic",
     "split_allowed",
     "threads_blocks",
     "threads_now",
@@ -308,6 +310,27 @@ _SMALL_S = 3e-4
 _clock = time.perf_counter
 
 
+# Run-to-run identical results (TF's TF_DETERMINISTIC_OPS=1): OpenBLAS on several
+# threads does not always give one thread's bits (0.3.31: a [128,784]x[784,512] float32
+# product differs in the last bits; K=512 and K=128 ones did not), and `call` chooses
+# the thread count by measured time, so a model's loss could differ in its last digits
+# between runs (the VAE of benchmarks/models over 75 steps: 547.35-548.13 in six runs).
+# With the flag every BLAS call runs on one thread; large products still split into
+# blocks over the budget's threads (ops/blas.py), which give one thread's bits exactly.
+# The same VAE then printed 547.9564819335938 in every run.
+_deterministic = os.environ.get("TF_DETERMINISTIC_OPS", "").lower() in ("1", "true")
+
+
+def set_deterministic(enabled: bool) -> None:
+    """Every BLAS call on one thread from now on (True) or by measured choice (False)."""
+    global _deterministic
+    _deterministic = bool(enabled)
+
+
+def deterministic() -> bool:
+    return _deterministic
+
+
 def _kind(fn, args) -> tuple:
     return (fn, *[a.shape for a in args if type(a) is np.ndarray])
 
@@ -327,7 +350,7 @@ def call(fn, args):
     try:
         if _set_blas_local is None:
             return fn(*args)
-        cap = min(_budget - (active - 1), _CORES)
+        cap = 1 if _deterministic else min(_budget - (active - 1), _CORES)
         if cap <= 1:
             if _blas_now != 1:
                 _blas_threads(1)
