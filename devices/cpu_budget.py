@@ -332,7 +332,11 @@ def deterministic() -> bool:
 
 
 def _kind(fn, args) -> tuple:
-    return (fn, *[a.shape for a in args if type(a) is np.ndarray])
+    key = [fn]
+    for a in args:
+        if type(a) is np.ndarray:
+            key.append(a.shape)
+    return tuple(key)
 
 
 def _median(samples: list) -> float:
@@ -355,7 +359,7 @@ def call(fn, args):
             if _blas_now != 1:
                 _blas_threads(1)
             return fn(*args)
-        key = (fn, *[a.shape for a in args if type(a) is np.ndarray])  # (_kind, inline)
+        key = _kind(fn, args)
         stats = _kinds.get(key)
         if stats is None:
             if len(_kinds) >= _MAX_KINDS:

@@ -326,27 +326,19 @@ _STEP_NAMES = r"num_steps|training_steps|num_iterations"
 _EPOCH_NAMES = r"training_epochs|num_epochs|epochs"
 
 
+def _cap_assignment(src: str, names: str, limit: int) -> str:
+    """`NAME = N` at a line's start (NAME one of `names`) becomes `NAME = min(N, limit)`."""
+    return re.sub(
+        rf"^({names})\s*=\s*(\d+)", lambda m: f"{m[1]} = min({m[2]}, {limit})", src, flags=re.M
+    )
+
+
 def cap_source(src: str, max_steps: int | None, max_epochs: int | None) -> str:
     if max_steps is not None:
-        src = re.sub(
-            rf"^({_STEP_NAMES})\s*=\s*(\d+)",
-            lambda m: f"{m[1]} = min({m[2]}, {max_steps})",
-            src,
-            flags=re.M,
-        )
-        src = re.sub(
-            r"^(training_iters)\s*=\s*(\d+)",
-            lambda m: f"{m[1]} = min({m[2]}, {max_steps * 128})",
-            src,
-            flags=re.M,
-        )
+        src = _cap_assignment(src, _STEP_NAMES, max_steps)
+        src = _cap_assignment(src, "training_iters", max_steps * 128)
     if max_epochs is not None:
-        src = re.sub(
-            rf"^({_EPOCH_NAMES})\s*=\s*(\d+)",
-            lambda m: f"{m[1]} = min({m[2]}, {max_epochs})",
-            src,
-            flags=re.M,
-        )
+        src = _cap_assignment(src, _EPOCH_NAMES, max_epochs)
         src = re.sub(
             r"(\bfor\s+\w+\s+in\s+range\((?:[^(),]+,\s*)?)(\d+)(\)\s*:)",
             lambda m: f"{m[1]}min({m[2]}, {max_epochs}){m[3]}" if int(m[2]) > 20 else m[0],
