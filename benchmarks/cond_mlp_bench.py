@@ -84,9 +84,10 @@ def _build(tf, with_cond: bool):
 def _import(backend: str):
     if backend == "asyncflow":
         import asyncflow as tf
-        from asyncflow.ops import fused_updates
+        from asyncflow.ops import fused_updates, philox_random
 
         fused_updates.warm()  # the compiled optimizer loops, before any timing
+        philox_random.warm()  # and the dropout masks' Philox loop
         return tf, getattr(tf, "__version__", "asyncflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf2
