@@ -177,15 +177,17 @@ def test_programs_left_to_numpy(monkeypatch):
     b = rng.standard_normal(SHAPE[1:]).astype(np.float32)
     half = _data(rng, np.float16)
     small = rng.standard_normal((8, 8)).astype(np.float32)
+    y = _data(rng, np.float32)
 
-    def build(x, b, half, small):
+    def build(x, b, half, small, y):
         return [
             af.nn.softplus(x * 2.0) * x,  # a function the stages do not split
             (x * 2.0) + b,  # broadcasting
             half * half + half,  # float16
             small * small + small,  # below the threshold
+            af.tanh(y) * y,  # staged, as many passes as NumPy's program: not staged
         ]
 
-    (want, got), compiled = _run_both(build, [x, b, half, small], monkeypatch)
+    (want, got), compiled = _run_both(build, [x, b, half, small, y], monkeypatch)
     assert not compiled
     _same_bits(want, got)
