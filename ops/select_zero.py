@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import graph
 from asyncflow.ops.matmul_ops import plain_context
 from asyncflow.ops.slicing_ops import _BITS
 from asyncflow.registry import ANY, NotDifferentiable, get_op_def, register_op
@@ -40,6 +41,9 @@ def _masked(cond, value, zero_then: bool):
     ints = _BITS[value.dtype.itemsize]
     out = np.empty(value.shape, value.dtype)
     keep = np.logical_not(cond) if zero_then else cond
+    if keep.ndim < value.ndim:  # a batch vector: one factor per row, as value's ints (a
+        # bool operand broadcast along a row goes through NumPy's casting loop: 2x slower)
+        keep = keep.astype(ints).reshape(keep.shape + (1,) * (value.ndim - 1))
     np.multiply(value.view(ints), keep, out=out.view(ints))
     return out
 
@@ -49,7 +53,12 @@ async def _select_zero(ctx, cond, value, like):
     zero_then = ctx.attrs["zero_then"]
     cond, value, like = np.asarray(cond), np.asarray(value), np.asarray(like)
     if (
-        cond.shape == value.shape == like.shape
+        value.shape == like.shape
+        and (
+            cond.shape == value.shape
+            # TF1's batch vector: row r kept or zeroed (static_rnn's sequence_length)
+            or (cond.ndim == 1 and value.ndim > 1 and cond.shape[0] == value.shape[0])
+        )
         and value.dtype == like.dtype
         and value.dtype.kind in "fiu"
         and value.dtype.itemsize in _BITS
@@ -62,8 +71,27 @@ async def _select_zero(ctx, cond, value, like):
     return await select(plain_context(ctx), cond, t, e)
 
 
+def _zero_fill(view, z) -> bool:
+    """Whether partition node `z` is Fill(dims, +0) of a Const zero (`tf.zeros` of a
+    dynamic shape: static_rnn's zero output, which its sequence_length steps select)."""
+    if z.op.type != "Fill" or len(z.inputs) != 2 or z.inputs[1][0] == "feed":
+        return False
+    src = view.nodes[z.inputs[1][0]].op
+    if src.type != "Const" or src is not z.op.inputs[1].op:
+        return False  # (a value fed or received: not known here)
+    value = graph.constant_value(z.op.inputs[1])
+    return (
+        isinstance(value, np.ndarray)
+        and value.shape == ()
+        and value.dtype.kind in "fiu"
+        and value == 0
+        and not np.signbit(value)
+    )
+
+
 def fuse_select_zero(view) -> None:
-    """Select(cond, x, ZerosLike(y)) and Select(cond, ZerosLike(y), x): _SelectZero."""
+    """Select(cond, x, ZerosLike(y)) and Select(cond, ZerosLike(y), x): _SelectZero;
+    the same with Fill(dims, 0) for the zeros, which stays as the `like`."""
     zeros_seen = set()
     for i, node in enumerate(view.nodes):
         op = node.op
@@ -77,22 +105,23 @@ def fuse_select_zero(view) -> None:
             if src[0] == "feed" or src[1] != 0:
                 continue
             z = view.nodes[src[0]]
-            if (
-                z.op.type == "ZerosLike"
-                and z.device is node.device
-                and not z.controls
-                and not view.reads_ref(src[0])
-            ):
-                found = (pos, src[0])
+            if z.device is not node.device or z.controls or view.reads_ref(src[0]):
+                continue
+            if z.op.type == "ZerosLike":
+                found = (pos, src[0], z.inputs[0])
+                break
+            if _zero_fill(view, z):  # (the Fill stays: its zeros are the `like`)
+                found = (pos, None, src)
                 break
         if found is None:
             continue
-        pos, j = found
+        pos, j, like = found
         other = node.inputs[3 - pos]
         if other == node.inputs[pos]:
             continue  # Select(cond, zeros, zeros)
         attrs = {"T": op._attr("T"), "zero_then": pos == 1}
-        view.fuse(i, "_SelectZero", attrs, [node.inputs[0], other, view.nodes[j].inputs[0]], [])
-        zeros_seen.add(j)
+        view.fuse(i, "_SelectZero", attrs, [node.inputs[0], other, like], [])
+        if j is not None:
+            zeros_seen.add(j)
     for j in zeros_seen:
         view.drop_if_unused(j)

@@ -106,3 +106,96 @@ def test_sigmoid_cross_entropy_gradient(request, fuse):
     want = np.maximum(x, 0) - x * z + np.log1p(np.exp(-np.abs(x)))
     assert got_loss == pytest.approx(want.sum(), rel=1e-12)
     np.testing.assert_allclose(got_g, 1 / (1 + np.exp(-x)) - z, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kept", ["mixed", "all", "none"])
+def test_batch_vector_conditions_match_numpy(dtype, kept):
+    # static_rnn's sequence_length steps: Select(cond[batch], x, y) keeps whole rows, its
+    # gradient masks rows against ZerosLike, its zero output is Fill(shape, 0).
+    v = _special_values((64, 48), dtype)
+    w = _special_values((64, 48), dtype, seed=3)[::-1]
+    c = {
+        "mixed": np.random.default_rng(4).random(64) < 0.4,
+        "all": np.ones(64, bool),
+        "none": np.zeros(64, bool),
+    }[kept]
+    with af.Graph().as_default():
+        pc = af.placeholder(af.bool, [None])
+        pv = af.placeholder(af.as_dtype(dtype), [None, None])
+        pw = af.placeholder(af.as_dtype(dtype), [None, None])
+        fill = af.zeros(af.shape(pv), af.as_dtype(dtype))  # Fill(dims, 0)
+        outs = [
+            af.where(pc, pv, pw),
+            af.where(pc, pv, af.zeros_like(pw)),
+            af.where(pc, af.zeros_like(pw), pv),
+            af.where(pc, fill, pv),
+            af.where(pc, pv, fill),
+            af.where(pc, af.fill(af.shape(pv), af.constant(-0.0, pv.dtype)), pv),  # -0.0
+        ]
+        with af.Session() as s:
+            got = s.run(outs, {pc: c, pv: v, pw: w})
+            types = _plan_types(s)
+    assert types.count("_SelectZero") == 4 and "ZerosLike" not in types
+    rows = c[:, None]
+    z = dtype(0)
+    wants = [
+        np.where(rows, v, w),
+        np.where(rows, v, z),
+        np.where(rows, z, v),
+        np.where(rows, z, v),
+        np.where(rows, v, z),
+        np.where(rows, dtype(-0.0), v),
+    ]
+    for g, want in zip(got, wants):
+        assert g.dtype == dtype and g.shape == want.shape
+        np.testing.assert_array_equal(g.view(np.uint8), want.view(np.uint8))
+
+
+def test_fill_of_a_fed_or_nonzero_value_is_not_zeros():
+    v = _special_values((40, 50), np.float32)
+    c = np.random.default_rng(5).random(40) < 0.5
+    with af.Graph().as_default():
+        pc = af.placeholder(af.bool, [None])
+        pv = af.placeholder(af.float32, [None, None])
+        zero = af.constant(0.0)
+        fed = af.where(pc, af.fill(af.shape(pv), zero), pv)
+        ones = af.where(pc, af.fill(af.shape(pv), 1.0), pv)
+        with af.Session() as s:
+            got_fed, got_ones = s.run([fed, ones], {pc: c, pv: v, zero: 2.5})
+            assert "_SelectZero" not in _plan_types(s)
+    np.testing.assert_array_equal(got_fed, np.where(c[:, None], np.float32(2.5), v))
+    np.testing.assert_array_equal(got_ones, np.where(c[:, None], np.float32(1), v))
+
+
+def test_static_rnn_sequence_length_gradients_match_unfused(monkeypatch):
+    # Every Select of the copy-through (outputs, states, their gradients) on rows.
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((40, 6, 3)).astype(np.float32)
+    lengths = rng.integers(1, 7, 40).astype(np.int32)
+    lengths[:3] = [6, 1, 6]
+
+    def run():
+        with af.Graph().as_default():
+            af.set_random_seed(1)
+            px = af.placeholder(af.float32, [None, 6, 3])
+            pl = af.placeholder(af.int32, [None])
+            cell = af.nn.rnn_cell.BasicLSTMCell(32)
+            outs, state = af.nn.static_rnn(
+                cell, af.unstack(px, 6, 1), dtype=af.float32, sequence_length=pl
+            )
+            loss = af.reduce_sum(af.stack(outs) ** 2) + af.reduce_sum(state.c)
+            grads = af.gradients(loss, [px] + af.trainable_variables())
+            with af.Session() as s:
+                s.run(af.global_variables_initializer())
+                got = s.run([loss, *grads], {px: x, pl: lengths})
+                return got, _plan_types(s)
+
+    fused, types = run()
+    assert "_SelectZero" in types
+    passes = [p for p in graph_passes.GRAPH_PASSES if p is not select_zero.fuse_select_zero]
+    monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
+    unfused, types = run()
+    assert "_SelectZero" not in types
+    for a, b in zip(fused, unfused):
+        np.testing.assert_array_equal(a, b)
