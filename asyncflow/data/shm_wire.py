@@ -6,7 +6,8 @@ Parent -> worker, on the worker's stdin:
   - once: `<II` (config length, graph length), the JSON config, the GraphDef bytes;
   - then commands of 8 bytes, `<BxxxI` (command, argument): START(pass id),
     FREE(slot: the parent copied that slot's element out), STOP (abandon the pass),
-    QUIT.
+    QUIT, AVOID(the CPU the parent's consuming thread last ran on, or NO_CPU: the
+    worker keeps off it: remote.py "Where the worker runs").
 Worker -> parent, on a pipe of its own: messages of a 16-byte header `<4sIII` (kind,
 slot, pass id, payload length) and the payload: HELO (ready), SEGM (slot's segment is
 now the shared-memory segment named by the payload), ELEM (slot holds the pass's next
@@ -28,7 +29,8 @@ import struct
 
 import numpy as np
 
-START, FREE, STOP, QUIT = 1, 2, 3, 4
+START, FREE, STOP, QUIT, AVOID = 1, 2, 3, 4, 5
+NO_CPU = 0xFFFFFFFF
 CMD = struct.Struct("<BxxxI")
 MSG = struct.Struct("<4sIII")
 CONFIG = struct.Struct("<II")

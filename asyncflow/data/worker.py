@@ -105,6 +105,8 @@ class _Worker:
         self.task: asyncio.Task | None = None
         self.current: _Pass | None = None
         self.run_ahead = bool(cfg.get("ahead", True))
+        self.cpus = _allowed_cpus()  # where this process may run (None: not narrowed)
+        self.avoiding = w.NO_CPU
         self.dropped = 0  # passes run ahead and dropped (files changed) since the last ENDP
         g = af.Graph()
         with g.as_default():
@@ -249,6 +251,25 @@ class _Worker:
         body = json.dumps({"error": cls, "message": message[: w.MAX_PAYLOAD // 4]})
         self._tell(p, b"ERRO", 0, body.encode())
 
+    def avoid(self, cpu: int) -> None:
+        """Keep every thread of this process off `cpu` (the parent's consuming thread's;
+        w.NO_CPU: none), where another CPU is allowed."""
+        if cpu == self.avoiding or self.cpus is None:
+            return
+        self.avoiding = cpu
+        mask = self.cpus - {cpu} if cpu in self.cpus else self.cpus
+        if not mask:
+            mask = self.cpus
+        try:
+            tids = [int(t) for t in os.listdir("/proc/self/task")]
+        except OSError:
+            tids = [0]
+        for tid in tids:
+            try:
+                os.sched_setaffinity(tid, mask)
+            except OSError:  # (a thread that just ended)
+                pass
+
     async def stop(self) -> None:
         t, self.task, self.current = self.task, None, None
         if t is not None and not t.done():
@@ -281,6 +302,8 @@ class _Worker:
                     self.avail.set()
                     # (a parked Task: pure map functions run as straight-line programs)
                     self.task = parked_task(self.run_passes(_Pass(arg)))
+                elif cmd == w.AVOID:
+                    self.avoid(arg)
                 elif cmd == w.STOP:
                     await self.stop()
                 elif cmd == w.QUIT:
@@ -291,6 +314,15 @@ class _Worker:
                 if seg is not None:
                     self._drop(seg)
             self.session.close()
+
+
+def _allowed_cpus() -> frozenset | None:
+    """The CPUs this process may run on, where it may narrow them (more than one)."""
+    try:
+        cpus = frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    return cpus if len(cpus) > 1 else None
 
 
 def main(argv: list[str]) -> int:

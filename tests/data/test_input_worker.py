@@ -16,6 +16,7 @@ import pytest
 import asyncflow as af
 from asyncflow import errors, python_io
 from asyncflow.data import remote
+from asyncflow.data import shm_wire as w
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -352,3 +353,85 @@ def test_files_changed_between_passes_are_read_again(tmp_path, monkeypatch):
             _one_pass(sess, it, nxt)
     assert type(gone.value) is type(gone_local.value) is errors.NotFoundError
     assert gone.value.message.split("\n")[0] == gone_local.value.message.split("\n")[0]
+
+
+def _masks(pid) -> set:
+    """The CPU masks of every thread of process `pid`."""
+    out = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out.add(frozenset(os.sched_getaffinity(int(tid))))
+        except OSError:  # (a thread that just ended)
+            pass
+    return out
+
+
+def _until_masks(pid, want, timeout=30.0) -> set:
+    deadline = time.monotonic() + timeout
+    while (got := _masks(pid)) != {want} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return got
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs two CPUs and thread affinity",
+)
+def test_worker_keeps_off_the_consuming_threads_cpu(files, monkeypatch):
+    # The worker's threads run on every allowed CPU but the one the parent's consuming
+    # thread was last seen on (a step that shares its CPU with the worker waits for it);
+    # while the parent waits for an element, on any; the elements are the same.
+    local, _, _ = _passes(files, "0", monkeypatch, n=1)
+    allowed = frozenset(os.sched_getaffinity(0))
+    first, last = min(allowed), max(allowed)
+    cpu = [first]
+    monkeypatch.setattr(remote, "_cpu_now", lambda: cpu[0])
+    monkeypatch.setattr(remote, "MODE", "always")
+    g = af.Graph()
+    with g.as_default():
+        it = _pipeline(files).make_initializable_iterator()
+        nxt = it.get_next()
+    with af.Session(graph=g) as sess:
+        _same(_one_pass(sess, it, nxt), local[0])
+        (pid,) = remote.worker_pids()
+        (h,) = [h for h in remote._LIVE if h.proc.pid == pid]
+        # (a pass may end with the parent waiting for ENDP, having sent NO_CPU: the
+        # parent's next command names its CPU again)
+        h._command(None)
+        assert _until_masks(pid, allowed - {first}) == {allowed - {first}}
+        cpu[0] = last  # the consuming thread moved
+        h._command(None)
+        assert _until_masks(pid, allowed - {last}) == {allowed - {last}}
+        _same(_one_pass(sess, it, nxt), local[0])
+        h._command(None, cpu=w.NO_CPU)  # (what the parent sends before it waits)
+        assert _until_masks(pid, allowed) == {allowed}
+        h._command(None, cpu=first)
+        assert _until_masks(pid, allowed - {first}) == {allowed - {first}}
+        h._command(None, cpu=max(allowed) + 1000)  # a CPU it may not run on anyway
+        assert _until_masks(pid, allowed) == {allowed}
+        _same(_one_pass(sess, it, nxt), local[0])
+
+
+def test_parent_lets_the_worker_onto_its_cpu_while_it_waits(files, monkeypatch):
+    # A pass whose first element is not ready yet: the parent sends NO_CPU before it
+    # waits (the worker then behind, the parent's CPU idle), its own CPU again after.
+    monkeypatch.setattr(remote, "_cpu_now", lambda: 0)
+    monkeypatch.setattr(remote, "MODE", "always")
+    monkeypatch.setattr(remote, "RUN_AHEAD", False)  # (so the first element is awaited)
+    sent = []
+    orig = remote._Handle._command
+
+    def record(self, cmd, arg=0, cpu=None):
+        before = self._cpu_sent
+        orig(self, cmd, arg, cpu)
+        if self._cpu_sent != before:
+            sent.append(self._cpu_sent)
+
+    monkeypatch.setattr(remote._Handle, "_command", record)
+    g = af.Graph()
+    with g.as_default():
+        it = _pipeline(files, batch=4).make_initializable_iterator()
+        nxt = it.get_next()
+    with af.Session(graph=g) as sess:
+        assert len(_one_pass(sess, it, nxt)) == 75
+    assert sent[0] == 0 and w.NO_CPU in sent and sent.count(0) >= 2
