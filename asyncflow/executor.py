@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from asyncflow import dtypes, errors, loop_slices
+from asyncflow.devices.base import DRIVER
 from asyncflow.frames import (  # noqa: F401 - re-exported for older callers
     CONST,
     CONTROL_FLOW_KINDS,
@@ -357,6 +358,7 @@ class Step(FrameRouting):
         it = self.root
         if it is None:
             vals, pending, ready = self.vals, self.pending, self.ready
+            DRIVER.ready = ready  # (devices: the other ready nodes, see devices/base.py)
         else:
             kinds, n_out, fwd_read = plan.kinds, plan.n_outputs, plan.fwd_read
             plain_edges = plan.plain_edges
@@ -366,6 +368,7 @@ class Step(FrameRouting):
                 return
             holder[0] = it
             vals, pending, ready = it.vals, it.pending, it.ready
+            DRIVER.ready = ready
         pop, push = ready.pop, ready.append
         while True:
             if not ready:  # this iteration ran dry: take the next one queued, if any
@@ -377,6 +380,7 @@ class Step(FrameRouting):
                     return
                 holder[0] = it
                 vals, pending, ready = it.vals, it.pending, it.ready
+                DRIVER.ready = ready
                 pop, push = ready.pop, ready.append
                 continue
             i = pop()
@@ -573,6 +577,9 @@ class Step(FrameRouting):
             except StopIteration:
                 continue
             self._park(coro, fut, None)
+        DRIVER.ready = ()
+        if self.tasks:  # (a kernel is away: devices learn when the driver ran dry)
+            DRIVER.idle_at = _clock()
 
     def _spawn_frames(self) -> None:
         root, runnable = self.root, self.runnable
@@ -587,6 +594,9 @@ class Step(FrameRouting):
             if it is not None and it.ready:
                 self._wake(it)  # its other ready nodes go on in a new driver
             self._park(coro, fut, holder)
+        DRIVER.ready = ()
+        if self.tasks:
+            DRIVER.idle_at = _clock()
 
     def _park(self, coro, fut, holder) -> None:
         if self.tasks is None:
@@ -684,14 +694,21 @@ class _DriverResume:
             try:
                 sent = yield y
             except BaseException as exc:  # cancellation goes into the waiting kernel
+                DRIVER.ready = ()
                 try:
                     y = coro.throw(exc)
                 except StopIteration:
                     return
             else:
+                if holder is None:  # (devices see this driver's other ready nodes again)
+                    DRIVER.ready = step.ready
+                else:
+                    it = holder[0]
+                    DRIVER.ready = () if it is None else it.ready
                 try:
                     y = coro.send(sent)
                 except StopIteration:
+                    DRIVER.ready = ()
                     return
             if holder is not None:  # (a plan with control flow)
                 it = holder[0]

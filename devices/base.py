@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -33,7 +34,7 @@ import numpy as np
 
 from asyncflow import errors, resources
 
-__all__ = ["Device", "NOT_INLINE", "available_host_memory"]
+__all__ = ["DRIVER", "Device", "NOT_INLINE", "available_host_memory"]
 
 _MEMINFO_CACHE: list[float] = [0.0, 0.0]
 
@@ -48,6 +49,21 @@ class _NotInline:
 # What a kernel's inline form (asyncflow.kernel_api) or `CPUDevice.run_inline` returns
 # for a call it leaves to the kernel's coroutine.
 NOT_INLINE = _NotInline()
+
+
+class _Driver(threading.local):
+    """What the step interpreter driving on this thread tells devices: `ready`, the list
+    of its other ready nodes while it runs a kernel (asyncflow.executor sets it when a
+    driver starts or resumes; empty: nothing else to run), and `idle_at`, the
+    perf_counter time its drivers last ran out of ready nodes.  A device may run a
+    kernel's heavy work beside them (TF's inter-op parallelism, devices/cpu.py), and
+    learn from `idle_at` how long the driver had work to run meanwhile."""
+
+    ready: list | tuple = ()
+    idle_at = 0.0
+
+
+DRIVER = _Driver()
 
 
 def available_host_memory() -> int:

@@ -13,7 +13,14 @@ A lone device while a synchronous `run` drives its step on the caller's own thre
 (`CALLER_DRIVES`) computes everything inline: that thread waits for the step anyway
 and the loop has nothing else to serve, while a worker would only run heavy kernels
 beside the inline ones, two BLAS calls thrashing two cores and their caches (~15% of
-the LeNet step of benchmarks/conv_bench.py).
+the LeNet step of benchmarks/conv_bench.py).  The one exception is a side lane (TF's
+inter-op parallelism): while the step has other nodes ready and the budget has a core
+that no other process's thread holds, a kind of call measured at SIDE_S or more runs
+on the worker with one BLAS thread, the driver's own calls narrowed to one thread
+meanwhile (the budget counts both lanes), and its completion makes its consumers
+ready.  A kind stays on the side only while the driver, out of other work, waited for
+it less than half its inline time (SIDE_WAIT).  Lanes run for sessions that set
+`inter_op_parallelism_threads` to 2 or more (see _SIDE_LANES).
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from asyncflow.devices import cpu_budget
-from asyncflow.devices.base import NOT_INLINE, Device
+from asyncflow.devices.base import DRIVER, NOT_INLINE, Device
 
 __all__ = [
     "CALLER_DRIVES",
@@ -54,6 +61,17 @@ INLINE_S = 2.5e-4
 # While several devices share the host, work goes to a worker sooner: another device's
 # kernels run on the loop meanwhile.
 SHARED_INLINE_S = 5e-5
+# A caller-driven step's kernel expected to take at least this, while other nodes of
+# the step are ready and a core is free (cpu_budget.side_free), runs on a worker beside
+# them: a side lane (TF's inter-op parallelism; see the module note).
+SIDE_S = 1e-4
+# Side lanes run where the session asks for inter-op parallelism
+# (`inter_op_parallelism_threads` of 2 or more); ASYNCFLOW_SIDE_LANES=1 gives them to
+# sessions that leave it at 0 too, =0 to none (to measure what they buy).  Not by
+# default: on the 2-core project machine they bought the training steps of
+# benchmarks/models and the summary step of benchmarks/summary_example_bench.py
+# nothing or cost them time (benchmarks/README.md, "Side lanes").
+_SIDE_LANES = {"1": True, "0": False}.get(os.environ.get("ASYNCFLOW_SIDE_LANES", ""))
 
 # True while a synchronous caller drives the current step inline on its own thread
 # (set by the session runtime; Tasks of the step inherit it).
@@ -170,6 +188,60 @@ def _timed(key: tuple | None, fn, args):  # on a worker thread
     result = cpu_budget.call(fn, args)
     _observe(key, _clock() - t0)
     return result
+
+
+def _side_call(fn, args):  # on a worker thread, a side lane's core
+    # (Not timed: beside the driver a call waits for the GIL between its GIL-free
+    # parts, so its time is not the kind's; `_SIDE_RECORDS` judges the lane instead.)
+    return cpu_budget.call_narrow(fn, args)
+
+
+# While a side lane runs, the GIL changes hands after SIDE_SWITCH_S instead of
+# GIL_SWITCH_S: the kernel's Python between its GIL-free calls (a summary's encoding
+# around its compiled loops) waited up to 0.5 ms for the driver at each, and ended
+# after the driver had run out of ready nodes.
+SIDE_SWITCH_S = 5e-5
+_side_switch = [0.005]  # the interval before the lane began
+
+
+# A kind of call goes beside the driver only while that paid: the driver, out of other
+# work, must have waited for it less than SIDE_WAIT of the call's inline time (the
+# hand-off, the completion's trip through the loop, one BLAS thread instead of the
+# budget's and both lanes' waits for the GIL cost the rest).  A kind whose last
+# SIDE_TRIES tries beside it mostly did not runs inline, and is tried beside again
+# after SIDE_RETRY calls (the step's work or the machine's load may have changed).
+SIDE_WAIT = 0.5
+SIDE_TRIES = 3
+SIDE_RETRY = 64
+_SIDE_RECORDS: dict[tuple, list] = {}  # kind -> [waits / inline time of its last tries, calls]
+
+
+def _side_allowed(key: tuple, record: list | None) -> bool:
+    if record is None or len(record[0]) < SIDE_TRIES:
+        return True
+    if sum(r < SIDE_WAIT for r in record[0]) * 2 > SIDE_TRIES:
+        return True
+    record[1] += 1
+    if record[1] % SIDE_RETRY:
+        return False
+    record[0].clear()  # (tried afresh)
+    return True
+
+
+def _side_outcome(key: tuple, wait: float) -> None:
+    record = _SIDE_RECORDS.get(key)
+    if record is None:
+        if len(_SIDE_RECORDS) >= _MAX_KINDS:
+            _SIDE_RECORDS.clear()
+        record = _SIDE_RECORDS[key] = [[], 0]
+    record[0].append(wait)
+    if len(record[0]) > SIDE_TRIES:
+        del record[0][0]
+
+
+def _release_side(_cf) -> None:
+    sys.setswitchinterval(_side_switch[0])
+    cpu_budget.release_side()
 
 
 def estimate_seconds(fn, args, cost: float | None = None) -> float:
@@ -476,6 +548,13 @@ class CPUDevice(Device):
         # One worker by default: BLAS already spreads a big kernel over the cores, and
         # two BLAS calls at once on two cores oversubscribe them (intra-op threads).
         self.num_threads = num_threads or 1
+        # Side lanes (see the module note): TF's inter_op_parallelism_threads of 2 or
+        # more; 1 (or TF's negative, "the caller's thread only") one kernel at a time;
+        # 0, TF's default, one here unless ASYNCFLOW_SIDE_LANES=1 (see _SIDE_LANES).
+        if _SIDE_LANES is None:
+            self.side_lanes = num_threads >= 2
+        else:
+            self.side_lanes = _SIDE_LANES and (num_threads == 0 or num_threads >= 2)
         self._pool: ThreadPoolExecutor | None = None
         self.offloaded = 0  # calls of `compute` handed to a worker (statistics, tests)
         self._busy: asyncio.Future | None = None  # a lone device's work on its worker
@@ -546,6 +625,8 @@ class CPUDevice(Device):
             if CALLER_DRIVES.get():
                 if seconds is not None and seconds < 0.25 * INLINE_S:  # the plan: cheap
                     return cpu_budget.call_narrow(fn, args)  # (one BLAS thread, untimed)
+                if self.side_lanes and DRIVER.ready and cpu_budget.side_free():
+                    return await self._beside(fn, args)
                 return cpu_budget.call(fn, args)
             if self._busy is not None:
                 await self._idle()
@@ -580,6 +661,41 @@ class CPUDevice(Device):
             self._busy = fut
             fut.add_done_callback(self._done)
         return await fut
+
+    async def _beside(self, fn, args):
+        """`fn(*args)` for a caller-driven step with other nodes ready and a core free:
+        on a worker beside them, one BLAS thread, when this kind of call measured at
+        least SIDE_S and went well beside them before (SIDE_WAIT); else inline,
+        timed (a kind is measured inline before it may go: the plan's and the cost
+        model's priors are bounds, not times)."""
+        key = _call_key(fn, args)
+        measured = _MEASURED.get(key)
+        if measured is not None and measured < 0.25 * SIDE_S:  # settled: cheap
+            return cpu_budget.call(fn, args)
+        record = _SIDE_RECORDS.get(key)
+        if measured is None or measured < SIDE_S or not _side_allowed(key, record):
+            t0 = _clock()
+            result = cpu_budget.call(fn, args)
+            _observe(key, _clock() - t0)
+            return result
+        cpu_budget.reserve_side()
+        _side_switch[0] = sys.getswitchinterval()
+        sys.setswitchinterval(min(_side_switch[0], SIDE_SWITCH_S))
+        try:
+            cf = self.pool.submit(_side_call, fn, args)
+        except BaseException:
+            _release_side(None)
+            raise
+        # Held until the call ended, or was cancelled before a worker took it.
+        cf.add_done_callback(_release_side)
+        self.offloaded += 1
+        t0 = _clock()
+        result = await asyncio.wrap_future(cf)
+        # How long the driver sat idle waiting for it: since its drivers ran dry (if
+        # they did after t0), against what the call costs inline.
+        idle = DRIVER.idle_at
+        _side_outcome(key, (_clock() - idle if idle > t0 else 0.0) / measured)
+        return result
 
     # A lone device's work goes one piece at a time, as on a caller-driven thread: while
     # a worker computes, the step's other compute waits (the loop stays free for other

@@ -55,7 +55,10 @@ __all__ = [
     "deterministic",
     "parallel_for",
     "restore_blas",
+    "release_side",
+    "reserve_side",
     "set_deterministic",
+    "side_free",
     "split_allowed",
     "threads_blocks",
     "threads_now",
@@ -66,6 +69,7 @@ _CORES = os.cpu_count() or 1
 _budget = _CORES
 _lock = threading.Lock()
 _active = 0  # our threads inside `call` or running `parallel_for` blocks right now
+_side = 0  # cores reserved by side lanes (`reserve_side`): kernels beside the driver's
 _SAMPLE_S = 0.01
 _competing = 0
 _sampled_at = -1.0
@@ -149,7 +153,7 @@ def threads_now(active: int | None = None) -> int:
     """Threads a kernel may use now: the budget less our other computing threads, and
     no core another process is running on.  At least 1."""
     others = (_active if active is None else active) - 1
-    free = min(_budget - max(others, 0), _CORES - _sample_competing())
+    free = min(_budget - max(others, 0), _CORES - _side - _sample_competing())
     return max(1, free)
 
 
@@ -164,7 +168,7 @@ def threads_shared(active: int | None = None) -> int:
     """Threads work shared block by block may use now: the budget less our other
     computing threads (other processes' load does not count, see above).  At least 1."""
     others = (_active if active is None else active) - 1
-    return max(1, min(_budget - max(others, 0), _CORES))
+    return max(1, min(_budget - max(others, 0), _CORES - _side))
 
 
 # ... except when other processes' runnable threads hold every core: then a helper is
@@ -354,7 +358,7 @@ def call(fn, args):
     try:
         if _set_blas_local is None:
             return fn(*args)
-        cap = 1 if _deterministic else min(_budget - (active - 1), _CORES)
+        cap = 1 if _deterministic else min(_budget - (active - 1), _CORES - _side)
         if cap <= 1:
             if _blas_now != 1:
                 _blas_threads(1)
@@ -416,6 +420,44 @@ def call_narrow(fn, args):
     finally:
         with _lock:
             _active -= 1
+
+
+# -- side lanes: a second kernel beside the one the step's driver runs -----------------
+#
+# A step's interpreter runs one kernel at a time on its thread.  When other nodes are
+# ready and a core is free, the CPU device may run one heavy kernel on a worker beside
+# it (devices/cpu.py, `CPUDevice.compute`): TF's inter-op parallelism.  The lane holds a
+# core of the budget from the moment it is granted (`reserve_side`, on the driver's
+# thread, before the worker picks the call up) until the call has ended or was
+# cancelled unstarted (`release_side`), so neither its own BLAS call nor the driver's
+# (`call`, `threads_now`, `threads_shared`: the cores less the lanes) takes a second
+# thread meanwhile: two kernels on two cores, one BLAS thread each, never three threads.
+
+
+def side_free() -> bool:
+    """Whether a side lane may start now: none running, none of our threads computing
+    (the driver asks between its calls: another thread's kernel would make three),
+    a budget of two cores or more, and two cores free of other processes' runnable
+    threads (beside a busy process a lane would wait for its core: one lane, as
+    before)."""
+    if _side or _active or min(_budget, _CORES) < 2:
+        return False
+    return _CORES - _sample_competing() >= 2
+
+
+def reserve_side() -> None:
+    """Hold a core for a side lane (see above); `release_side` gives it back."""
+    global _side
+    with _lock:
+        _side += 1
+    if _blas_now != 1 and _set_blas_local is not None:
+        _blas_threads(1)  # (process-wide: the driver's next call narrows too)
+
+
+def release_side() -> None:
+    global _side
+    with _lock:
+        _side -= 1
 
 
 # -- parallel_for: the caller and helpers share blocks ----------------------------------
