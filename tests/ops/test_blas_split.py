@@ -53,3 +53,28 @@ def test_split_accumulation_into_c(two_threads):
 def test_empty_inner_dimension_gives_zeros():
     got = blas.matmul(np.ones((3, 0), np.float32), np.ones((0, 4), np.float32), False, False)
     np.testing.assert_array_equal(got, np.zeros((3, 4), np.float32))
+
+
+@pytest.mark.parametrize("m", [8, 64, 96, 97, 128])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_short_products_with_b_transposed(monkeypatch, m, dtype):
+    # M <= 96 < N: computed as (B @ A^T)^T, the same values as A @ B^T.
+    calls = []
+    real = blas._gemm
+
+    def spy(c, a, b, trans_a, trans_b, *args, **kw):
+        calls.append((c.shape, trans_a, trans_b))
+        return real(c, a, b, trans_a, trans_b, *args, **kw)
+
+    monkeypatch.setattr(blas, "_gemm", spy)
+    rng = np.random.default_rng(m)
+    k, n = 300, 700
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((n, k)).astype(dtype)
+    got = blas.matmul(a, b, False, True)
+    want = a @ b.T
+    assert got.shape == (m, n) and got.dtype == dtype and got.flags.c_contiguous
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.sqrt(k))
+    swapped = m <= blas._SWAP_MAX_M
+    assert calls == ([((n, m), False, True)] if swapped else [((m, n), False, True)])
