@@ -19,7 +19,9 @@ OutOfRangeError, re-initialising the iterator each epoch), and, separately, the
 pipeline alone (`sess.run(next_element)`).  Reports records/s and CPU time per record
 (all threads of the process and of its child processes: asyncflow's input worker,
 asyncflow/data/remote.py; the fairer figure on a shared machine), medians over epochs;
-one JSON object on the last stdout line.  Wrap runs in `flock /tmp/bench.lock`.
+one JSON object on the last stdout line.  Beside them, per part (where /proc has
+schedstat): the thread running the steps, the process's other threads, its child
+processes: CPU µs a record and run-queue wait (runnable, not running) ms an epoch.
 """
 
 from __future__ import annotations
@@ -127,16 +129,67 @@ def tree_cpu() -> float:
         return time.process_time()
 
 
-def epoch(tf, sess, it, fetch) -> tuple[float, float]:
+def _schedstat(path: str) -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of a thread or process."""
+    try:
+        with open(path) as f:
+            run, wait = f.read().split()[:2]
+        return int(run) / 1e9, int(wait) / 1e9
+    except (OSError, ValueError):
+        return 0.0, 0.0
+
+
+def threads_now() -> dict:
+    """Scheduler figures, each (CPU s, run-queue wait s): this thread ("step": the one
+    running the steps), this process's other threads ("others") and its child processes
+    ("children": asyncflow's input worker).  CPU: the thread's, else the process's
+    (/proc stat, threads that ended included); the wait: its live threads'."""
+    me = os.getpid()
+    step = _schedstat("/proc/thread-self/schedstat")
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        waits = sum(
+            _schedstat(f"/proc/{me}/task/{t}/schedstat")[1] for t in os.listdir(f"/proc/{me}/task")
+        )
+        kids = [0.0, 0.0]
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == me:
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) != me:
+                    continue
+                kids[0] += (int(fields[11]) + int(fields[12])) / tick
+                kids[1] += sum(
+                    _schedstat(f"/proc/{d}/task/{t}/schedstat")[1]
+                    for t in os.listdir(f"/proc/{d}/task")
+                )
+            except (OSError, ValueError):
+                continue
+    except OSError:
+        return {}
+    others = (time.process_time() - step[0], waits - step[1])
+    return {"step": step, "others": others, "children": kids}
+
+
+def epoch(tf, sess, it, fetch, threads=None) -> tuple[float, float]:
     """(wall seconds, CPU seconds: every thread of the process and its children) of one
-    epoch."""
+    epoch; `threads` (a list) gets threads_now()'s differences over it."""
     sess.run(it.initializer)
     t0, c0 = time.perf_counter(), tree_cpu()
+    s0 = threads_now() if threads is not None else None
     while True:
         try:
             sess.run(fetch)
         except tf.errors.OutOfRangeError:
-            return time.perf_counter() - t0, tree_cpu() - c0
+            dt, dc = time.perf_counter() - t0, tree_cpu() - c0
+            if s0 is not None:
+                s1 = threads_now()
+                threads.append(
+                    {k: (s1[k][0] - s0[k][0], s1[k][1] - s0[k][1]) for k in s1 if k in s0}
+                )
+            return dt, dc
 
 
 def main() -> None:
@@ -175,13 +228,22 @@ def main() -> None:
                     from asyncflow.data import remote
 
                     remote.wait_for_workers()
-                rates, cpu = [], []
+                rates, cpu, threads = [], [], []
                 for _ in range(args.epochs):
-                    dt, dc = epoch(tf, sess, it, fetch)
+                    dt, dc = epoch(tf, sess, it, fetch, threads)
                     rates.append(args.records / dt)
                     cpu.append(dc / args.records * 1e6)
                 res[f"{what}_records_per_s"] = round(statistics.median(rates))
                 res[f"{what}_cpu_us_per_record"] = round(statistics.median(cpu), 1)
+                # Where the CPU went, per part (medians over the epochs): CPU us a
+                # record, and run-queue wait (runnable, not running) ms an epoch.
+                for part in ("step", "others", "children"):
+                    got = [t[part] for t in threads if part in t]
+                    if got:
+                        c = statistics.median(x[0] for x in got) / args.records * 1e6
+                        q = statistics.median(x[1] for x in got) * 1e3
+                        res[f"{what}_{part}_cpu_us_per_record"] = round(c, 2)
+                        res[f"{what}_{part}_runq_ms"] = round(q, 1)
             if args.backend == "asyncflow":
                 from asyncflow.data import remote
 

@@ -63,7 +63,13 @@ def main() -> None:
                 f"{t['train_records_per_s']:>8,} ({row['train']:.2f}x, CPU "
                 f"{a['train_cpu_us_per_record']} / {t['train_cpu_us_per_record']} us/rec)  "
                 f"pipeline {a['pipeline_records_per_s']:>8,} vs {t['pipeline_records_per_s']:>8,} "
-                f"({row['pipeline']:.2f}x)  load {a['load']:.2f}/{t['load']:.2f}",
+                f"({row['pipeline']:.2f}x)  load {a['load']:.2f}/{t['load']:.2f}"
+                # asyncflow's train epochs by part: the step thread's CPU (us a record)
+                # and run-queue wait (ms an epoch), the input worker's CPU
+                f"  [af step {a.get('train_step_cpu_us_per_record')} us "
+                f"q{a.get('train_step_runq_ms')} ms, worker "
+                f"{a.get('train_children_cpu_us_per_record')} us; tf step thread "
+                f"{t.get('train_step_cpu_us_per_record')} us]",
                 flush=True,
             )
     summary = {}

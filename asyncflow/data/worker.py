@@ -113,6 +113,13 @@ class _Worker:
             af.import_graph_def(graph, name="")
         self.graph = g
         self.dataset = g.get_tensor_by_name(cfg["dataset"])
+        if any(op.type == "ShuffleDataset" for op in g.get_operations()):
+            # The shuffle's draws come from a compiled loop (numba: ~0.35 s of CPU to
+            # import and compile or load, on a thread of its own): ready before HELO,
+            # so it does not share a core with the step during the first passes here.
+            from asyncflow.ops import philox_random
+
+            philox_random.warm()
         self.session = af.Session(graph=g)
 
     def send(self, kind: bytes, slot: int = 0, pass_id: int = 0, payload: bytes = b"") -> None:

@@ -291,6 +291,15 @@ def _one_pass(sess, it, nxt):
             return got
 
 
+def _one_pass_rest(sess, nxt):
+    got = []
+    while True:
+        try:
+            got.append(sess.run(nxt))
+        except errors.OutOfRangeError:
+            return got
+
+
 def test_worker_runs_the_next_pass_ahead(files, monkeypatch):
     local, _, _ = _passes(files, "0", monkeypatch, n=1)
     monkeypatch.setattr(remote, "MODE", "always")
@@ -433,5 +442,41 @@ def test_parent_lets_the_worker_onto_its_cpu_while_it_waits(files, monkeypatch):
         it = _pipeline(files, batch=4).make_initializable_iterator()
         nxt = it.get_next()
     with af.Session(graph=g) as sess:
-        assert len(_one_pass(sess, it, nxt)) == 75
-    assert sent[0] == 0 and w.NO_CPU in sent and sent.count(0) >= 2
+        sess.run(it.initializer)
+        got = [sess.run(nxt)]  # (awaited: the worker had nothing ready)
+        deadline = time.monotonic() + 60
+        while sent.count(0) < 2:  # given time, elements are ready: its CPU again
+            assert time.monotonic() < deadline, f"never named its CPU again: {sent}"
+            time.sleep(0.5)
+            got.append(sess.run(nxt))
+        got += _one_pass_rest(sess, nxt)
+        assert len(got) == 75
+    assert sent[0] == 0 and sent[1] == w.NO_CPU
+
+
+def test_worker_warms_the_shuffles_compiled_loop_before_it_is_ready(files, monkeypatch):
+    # The shuffle's Philox loop compiles (or loads) before the worker says HELO, not
+    # on a thread beside its first passes; a pipeline without a shuffle compiles none.
+    from asyncflow.data import worker
+    from asyncflow.ops import philox_random
+
+    warmed = []
+    monkeypatch.setattr(philox_random, "warm", lambda timeout=120.0: warmed.append(1) or True)
+    for shuffle, want in ((True, [1]), (False, [])):
+        warmed.clear()
+        g = af.Graph()
+        with g.as_default():
+            ds = af.data.TFRecordDataset(files)
+            if shuffle:
+                ds = ds.shuffle(40, seed=7)
+            op = ds.batch(8).prefetch(2)._variant.op
+            needed = remote._subgraph(op)
+            graph = remote._graph_bytes(op, needed)
+        r, wfd = os.pipe()
+        try:
+            wk = worker._Worker({"dataset": op.inputs[0].name, "slots": 4}, graph, wfd)
+            wk.session.close()
+        finally:
+            os.close(r)
+            os.close(wfd)
+        assert warmed == want
