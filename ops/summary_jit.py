@@ -23,12 +23,9 @@ with the same results.  `warm()` compiles it and waits.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
-from asyncflow import tf_logging
-from asyncflow.ops import fused_updates
+from asyncflow.ops import jit_loops
 
 __all__ = ["histograms", "ready", "warm"]
 
@@ -86,68 +83,41 @@ def _histogram_loop(
     return lo, hi, total, squares, n
 
 
-_lock = threading.Lock()
-_loops: dict[str, object] = {}
-_done = threading.Event()
-_started = False
+def _build(numba) -> dict:
+    """The loop compiled for its signatures (float32 values with uint32 bits, float64
+    with uint64): on jit_loops' background thread, never in a kernel."""
+    loop = numba.njit(nogil=True, cache=True, error_model="numpy")(_histogram_loop)
+    counts = np.zeros(4, np.int64)
+    limits, out = np.array([0.0, 1.0]), np.zeros(2)
+    for ftype, utype in ((np.float32, np.uint32), (np.float64, np.uint64)):
+        v = np.zeros(1, ftype)
+        thr = np.full(1, np.inf, ftype)
+        loop(
+            v,
+            v.view(utype),
+            np.zeros(1, np.int16),
+            thr,
+            utype(1),
+            counts,
+            limits,
+            out,
+            out.copy(),
+            0,
+        )
+    return {"hist": loop}
 
 
-def _compile() -> None:
-    """Import numba and compile the loop for its signatures (float32 values with uint32
-    bits, float64 with uint64): on a thread of its own, never in a kernel."""
-    try:
-        numba = fused_updates.numba_module()
-        if numba is None:
-            return
-        loop = numba.njit(nogil=True, cache=True, error_model="numpy")(_histogram_loop)
-        counts = np.zeros(4, np.int64)
-        limits, out = np.array([0.0, 1.0]), np.zeros(2)
-        for ftype, utype in ((np.float32, np.uint32), (np.float64, np.uint64)):
-            v = np.zeros(1, ftype)
-            thr = np.full(1, np.inf, ftype)
-            loop(
-                v,
-                v.view(utype),
-                np.zeros(1, np.int16),
-                thr,
-                utype(1),
-                counts,
-                limits,
-                out,
-                out.copy(),
-                0,
-            )
-        _loops["hist"] = loop
-    except Exception as exc:  # a loop that cannot compile leaves NumPy's path in place
-        tf_logging.warning("asyncflow: compiling the histogram loop with numba failed: %r", exc)
-    finally:
-        _done.set()
-
-
-def _start() -> None:
-    global _started
-    with _lock:
-        if not _started:
-            _started = True
-            threading.Thread(target=_compile, name="asyncflow-numba", daemon=True).start()
+_JIT = jit_loops.BackgroundLoops("the histogram loop", _build)
 
 
 def ready() -> bool:
     """Whether the compiled loops run now; the first call starts their compile."""
-    if _loops:
-        return True
-    if not _started and not fused_updates._DISABLED:
-        _start()
-    return False
+    return _JIT.get("hist") is not None
 
 
 def warm(timeout: float | None = 120.0) -> bool:
     """Compile the loops now and wait (tests, benchmarks); whether they are ready."""
-    if fused_updates._DISABLED:
-        return False
-    ready()
-    _done.wait(timeout)
-    return bool(_loops)
+    return _JIT.warm(timeout)
 
 
 def histograms(values: list, tables: list, limits: np.ndarray):
@@ -157,9 +127,9 @@ def histograms(values: list, tables: list, limits: np.ndarray):
     buckets' limits and counts (doubles) end to end, each histogram's end in them).
     The index of the first of `values` with a NaN or Inf instead (an int); None while
     the loop is not compiled."""
-    if not ready():
+    loop = _JIT.get("hist")
+    if loop is None:
         return None
-    loop = _loops["hist"]
     size = limits.size
     counts = np.empty(size + 2, np.int64)
     out_limits = np.empty(len(values) * size)

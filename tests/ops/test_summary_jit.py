@@ -29,8 +29,8 @@ def numpy_path(monkeypatch):
 
     def run(fn, *args):
         with monkeypatch.context() as m:
-            m.setattr(summary_jit, "_loops", {})
-            m.setattr(summary_jit, "_started", True)  # (no compile starts either)
+            m.setattr(summary_jit._JIT, "_loops", {})
+            m.setattr(summary_jit._JIT, "_started", True)  # (no compile starts either)
             assert not summary_jit.ready()
             return fn(*args)
 
