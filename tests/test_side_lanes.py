@@ -10,6 +10,7 @@ two runs' bits can be compared.
 """
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -174,7 +175,13 @@ def test_a_step_ended_while_its_side_kernel_runs_neither_hangs_nor_leaks(lanes, 
             release.set()
             monkeypatch.setattr(cpu_budget, "call_narrow", narrow)
             device = sess._worker.devices[0]
-            device.pool.submit(lambda: None).result(timeout=20)  # the worker is free again
+            device.pool.submit(lambda: None).result(timeout=20)  # the workers take work
+            # The stuck call gives its core back when it returns on its worker (its
+            # future's callback there); with inter_op 2 the pool has two workers, so the
+            # call above may have run on the other one before that: wait, bounded.
+            deadline = time.monotonic() + 20
+            while cpu_budget._side and time.monotonic() < deadline:
+                time.sleep(0.005)
             assert cpu_budget._side == 0
             np.testing.assert_allclose(
                 sess.run(y, {x: xv}), _reference(xv, ws), rtol=1e-4, atol=1e-5
