@@ -309,8 +309,13 @@ _kinds: dict[tuple, list] = {}
 # machine, load ~1), at 3e-4 against 2e-5: the MLP step 0.90x the wall time and 0.65x
 # the CPU; under `arun` with a 1 ms ticker on the loop (benchmarks/loop_bench.py's
 # phase), 75-87 -> 90-95 steps/s and ticker lag p99 3.9 -> 2.2-2.7 ms; the models of
-# benchmarks/models 0.65-0.91x the CPU at 0.91-1.07x the wall time.
-_SMALL_S = 3e-4
+# benchmarks/models 0.65-0.91x the CPU at 0.91-1.07x the wall time.  That was with
+# OpenBLAS's idle threads spinning ~0.1 s after each threaded call; since they spin ~5 us
+# (_SPIN_LOG2) the bound is 1.5e-4: an LSTM cell's products (lstm_static: [128,156]x
+# [156,512] and its gradient [128,512]x[156,512]^T, 150-270 us on one thread, 55 a step)
+# were small at 3e-4 and never tried on two threads, which take them 0.6-0.7x the time
+# (issue 21: figures in the commit that set it).  ASYNCFLOW_BLAS_SMALL_US sets it (A/B).
+_SMALL_S = float(os.environ.get("ASYNCFLOW_BLAS_SMALL_US") or 150) * 1e-6
 _clock = time.perf_counter
 
 

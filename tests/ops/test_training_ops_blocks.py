@@ -233,3 +233,53 @@ def test_small_kinds_run_on_one_thread_without_the_choice(monkeypatch):
     assert chosen[4:].count(2) <= 2  # (an explored call may try two threads)
     assert len(samples) <= 6  # four first tries, then once every _EXPLORE calls
     assert cpu_budget._active == 0
+
+
+@pytest.mark.timeout(30)
+def test_mid_size_kinds_are_measured_both_ways(monkeypatch):
+    # An LSTM cell's product (lstm_static: [128,156]x[156,512], 150-270 us on one thread)
+    # is not small: both ways are tried, and two threads win when they measure faster.
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_deterministic", False)
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", lambda n: n)
+    monkeypatch.setattr(cpu_budget, "_kinds", {})
+    chosen = []
+    monkeypatch.setattr(cpu_budget, "_blas_threads", lambda n: chosen.append(n))
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
+    now = [0.0]
+    monkeypatch.setattr(cpu_budget, "_clock", lambda: now[0])
+    cost = {1: 220e-6, 2: 150e-6}
+    a = np.ones((8, 8))
+
+    def work(x):
+        now[0] += cost[chosen[-1]]
+        return x
+
+    assert cpu_budget._SMALL_S < cost[1]
+    for _ in range(40):
+        assert cpu_budget.call(work, (a,)) is a
+    assert chosen[:4] == [2, 2, 1, 1]
+    assert chosen[-10:] == [2] * 10
+    # Slower on two threads: one thread, two tried again now and then.
+    cost.update({1: 220e-6, 2: 300e-6})
+    for _ in range(60):
+        cpu_budget.call(work, (a,))
+    assert chosen[-32:].count(2) <= 8  # (two tries every 8 calls)
+    assert cpu_budget._active == 0
+
+
+@pytest.mark.timeout(60)
+def test_the_small_bound_follows_the_environment():
+    import os
+    import subprocess
+    import sys
+
+    code = "from asyncflow.devices import cpu_budget as c; print(repr(c._SMALL_S))"
+    for value, want in (("300", 3e-4), ("", 1.5e-4)):
+        env = dict(os.environ, ASYNCFLOW_BLAS_SMALL_US=value)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=50
+        )
+        assert out.returncode == 0, out.stderr
+        assert float(out.stdout) == pytest.approx(want)
