@@ -216,7 +216,7 @@ SIDE_RETRY = 64
 _SIDE_RECORDS: dict[tuple, list] = {}  # kind -> [waits / inline time of its last tries, calls]
 
 
-def _side_allowed(key: tuple, record: list | None) -> bool:
+def _side_allowed(record: list | None) -> bool:
     if record is None or len(record[0]) < SIDE_TRIES:
         return True
     if sum(r < SIDE_WAIT for r in record[0]) * 2 > SIDE_TRIES:
@@ -673,7 +673,7 @@ class CPUDevice(Device):
         if measured is not None and measured < 0.25 * SIDE_S:  # settled: cheap
             return cpu_budget.call(fn, args)
         record = _SIDE_RECORDS.get(key)
-        if measured is None or measured < SIDE_S or not _side_allowed(key, record):
+        if measured is None or measured < SIDE_S or not _side_allowed(record):
             t0 = _clock()
             result = cpu_budget.call(fn, args)
             _observe(key, _clock() - t0)
