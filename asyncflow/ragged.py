@@ -5,17 +5,17 @@ split into rows by `row_splits` (row i is values[row_splits[i]:row_splits[i + 1]
 What asyncflow has of TF's ragged API is what its parsing ops need: the composite itself
 (fetched as a `RaggedTensorValue`, whose `to_list()` gives the nested Python lists),
 `tf.ragged.constant` / `constant_value`, `from_row_splits`, `from_uniform_row_length`,
-concatenation along the rows (`concat(..., axis=0)`) and row indexing (`rt[i]`).  A
-partition made by `from_uniform_row_length` keeps its length (`uniform_row_length`) and
-counts in `ragged_rank`, as TF's does.  Ragged math, control flow over ragged values and
-`tf.concat` dispatch are not here.
+concatenation along any axis (`concat`, which `tf.concat` dispatches to when a value is
+ragged) and row indexing (`rt[i]`).  A partition made by `from_uniform_row_length` keeps
+its length (`uniform_row_length`) and counts in `ragged_rank`, as TF's does.  Ragged
+math and control flow over ragged values are not here.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 
 __all__ = ["RaggedTensor", "RaggedTensorValue", "constant", "constant_value", "concat"]
@@ -154,9 +154,7 @@ class RaggedTensor(_Nesting):
         v = self
         while isinstance(v, RaggedTensor):
             inner = v.values
-            dims.append(
-                v.uniform_row_length if v.uniform_row_length is not None else None
-            )
+            dims.append(v.uniform_row_length if v.uniform_row_length is not None else None)
             v = inner
         return tensor_shape.TensorShape(dims[:-1] + [dims[-1]]).concatenate(
             v.shape[1:] if v.shape.dims is not None else tensor_shape.unknown_shape()
@@ -204,9 +202,7 @@ class RaggedTensor(_Nesting):
         raise ValueError("RaggedTensor.to_list() is only available in eager mode.")
 
     def __repr__(self) -> str:
-        return (
-            f"tf.RaggedTensor(values={self._values!r}, row_splits={self._row_splits!r})"
-        )
+        return f"tf.RaggedTensor(values={self._values!r}, row_splits={self._row_splits!r})"
 
 
 def _nrows(t, dtype):
@@ -315,15 +311,246 @@ def constant_value(pylist, dtype=None, ragged_rank=None, inner_shape=None,
 
 
 def concat(values, axis, name=None):
-    """RaggedTensors (of one ragged_rank and splits dtype) concatenated along their rows
-    (axis 0 only)."""
-    if axis != 0:
-        raise NotImplementedError("asyncflow's ragged concat joins along axis 0 only")
+    """RaggedTensors (and Tensors, taken as ragged) joined along `axis`, as TF's
+    `tf.concat` on ragged values: axis 0 appends rows; axis 1 joins row i of every input
+    into row i of the result (the inputs must have as many rows); a deeper axis joins
+    the values inside rows whose partitions are identical (checked when the step runs,
+    or when the graph is built where the partitions are constants).
+
+    Raises:
+      ValueError: no values, a rank that differs or is unknown, an axis out of range,
+        row_splits of different dtypes.
+      InvalidArgumentError: inputs whose row counts (axis 1) or partitions (deeper
+        axes) differ: at build time when known then, else when the step runs.
+    """
     values = list(values)
     if not values:
         raise ValueError("values must not be empty")
     with ops.name_scope(name, "RaggedConcat", []):
+        values = [v if is_ragged(v) else ops.convert_to_tensor(v) for v in values]
+        if not any(is_ragged(v) for v in values):
+            return _concat_dense(values, axis)
+        split_dtypes = {v.row_splits.dtype for v in values if is_ragged(v)}
+        if len(split_dtypes) > 1:
+            raise ValueError(
+                "Input RaggedTensors have mismatched row_splits dtypes; use "
+                "RaggedTensor.with_row_splits_dtype() to convert them to compatible dtypes."
+            )
+        split_dtype = split_dtypes.pop()
+        ndims = values[0].shape.ndims
+        for v in values[1:]:
+            if ndims is not None and v.shape.ndims is not None:
+                v.shape.with_rank(ndims)
+            ndims = ndims if ndims is not None else v.shape.ndims
+        if ndims is None:
+            raise ValueError("asyncflow's ragged concat needs the inputs' rank at build time")
+        axis = int(axis)
+        if not -ndims <= axis < ndims:
+            raise ValueError(f"axis={axis} out of bounds: expected {-ndims}<=axis<{ndims}")
+        axis %= ndims
+        rank = max(max(v.ragged_rank for v in values if is_ragged(v)), 1)
+        values = [_as_ragged(v, rank, split_dtype) for v in values]
+        if len(values) == 1:
+            return values[0]
+        return _concat_axis(values, axis)
+
+
+def _concat_dense(values, axis):
+    axis_t = ops.convert_to_tensor(axis, dtypes.int32)
+    if len(values) == 1:
+        return ops.apply_op("Identity", [values[0]]).outputs[0]
+    return ops.apply_op("ConcatV2", [values, axis_t]).outputs[0]
+
+
+def _as_ragged(value, rank, split_dtype):
+    """`value` with at least `rank` ragged dimensions (a Tensor's rows all of its length)."""
+    if not is_ragged(value):
+        shape = value.shape
+        if shape.ndims is None or shape.ndims <= rank:
+            raise ValueError(f"Shape {shape} must have rank at least {rank + 1}")
+        dims = [_dim(value, i, split_dtype) for i in range(rank + 1)]
+        flat = ops.apply_op(
+            "Reshape",
+            [value, ops.apply_op("ConcatV2", [
+                [_pack([_product(dims)]),
+                 ops.apply_op("Shape", [value], {"out_type": split_dtype}).outputs[0][rank + 1 :]],
+                ops.convert_to_tensor(0, dtypes.int32)]).outputs[0]],
+        ).outputs[0]  # fmt: skip
+        out, n = flat, _product(dims)
+        for i in range(rank, 0, -1):  # level i: rows of dims[i] values, n of them
+            n = ops.apply_op("FloorDiv", [n, dims[i]]).outputs[0]
+            splits = _range(ops.convert_to_tensor(0, split_dtype), n * dims[i] + 1, dims[i])
+            out = RaggedTensor(out, splits, internal=True)
+        return out
+    while value.ragged_rank < rank:  # the innermost dense dimension becomes a partition
+        value = _split_innermost(value, split_dtype)
+    return value
+
+
+def _split_innermost(value, split_dtype):
+    if not is_ragged(value.values):
+        inner = value.values
+        if inner.shape.ndims is None or inner.shape.ndims < 2:
+            raise ValueError(f"Shape {value.shape} must have rank at least "
+                             f"{value.ragged_rank + 2}")  # fmt: skip
+        return value.with_values(_as_ragged(inner, 1, split_dtype))
+    return value.with_values(_split_innermost(value.values, split_dtype))
+
+
+def _dim(value, i, dtype):
+    d = value.shape[i].value
+    if d is not None:
+        return ops.convert_to_tensor(d, dtype)
+    return ops.apply_op("Shape", [value], {"out_type": dtype}).outputs[0][i]
+
+
+def _product(dims):
+    out = dims[0]
+    for d in dims[1:]:
+        out = ops.apply_op("Mul", [out, d]).outputs[0]
+    return out
+
+
+def _op(op_type, *inputs, **attrs):
+    """The first output of a new `op_type` op."""
+    return ops.apply_op(op_type, list(inputs), attrs or None).outputs[0]
+
+
+def _i32(value):
+    return ops.convert_to_tensor(value, dtypes.int32)
+
+
+def _pack(parts):
+    return ops.apply_op("Pack", [parts], {"axis": 0}).outputs[0]
+
+
+def _range(start, limit, delta):
+    return ops.apply_op("Range", [start, limit, delta]).outputs[0]
+
+
+def _cumsum(x, exclusive=False):
+    axis = ops.convert_to_tensor(0, dtypes.int32)
+    return ops.apply_op("Cumsum", [x, axis], {"exclusive": exclusive}).outputs[0]
+
+
+def _gather(params, indices):
+    axis = ops.convert_to_tensor(0, dtypes.int32)
+    return ops.apply_op("GatherV2", [params, indices, axis]).outputs[0]
+
+
+def _concat_axis(values, axis):
+    if axis == 0:
         return _concat_rows(values)
+    if axis == 1:
+        return _concat_within_rows(values)
+    _assert_same_splits(values)
+    inner = _concat_axis([v.values for v in values], axis - 1) if is_ragged(values[0].values) \
+        else _concat_dense([v.values for v in values], axis - 1)  # fmt: skip
+    return values[0].with_values(inner)
+
+
+def _concat_within_rows(values):
+    """Row i of the result: row i of each input, in order (TF's axis-1 ragged concat)."""
+    k, dtype = len(values), values[0].row_splits.dtype
+    nrows = [_nrows(v.row_splits, dtype) - 1 for v in values]
+    checks = _assert_equal_nrows(values, nrows)
+    with ops.control_dependencies(checks):
+        stacked = _concat_rows(values)  # input j's row i is row j * n + i
+        n = ops.apply_op("Identity", [nrows[0]]).outputs[0]
+    zero, one = (ops.convert_to_tensor(x, dtype) for x in (0, 1))
+    order = _range(zero, n * k, one)  # [k, n] -> [n, k]: row i of input 0, of input 1, ...
+    order = _op("Reshape", order, _pack([ops.convert_to_tensor(k, dtype), n]))
+    order = _op("Reshape", _op("Transpose", order, _i32([1, 0])), _i32([-1]))
+    splits = stacked.row_splits
+    starts = _gather(splits, order)
+    lengths = _gather(splits, order + 1) - starts
+    row_ends = _cumsum(lengths)
+    merged = ops.apply_op("ConcatV2", [
+        [ops.convert_to_tensor([0], dtype), row_ends],
+        ops.convert_to_tensor(0, dtypes.int32)]).outputs[0]  # fmt: skip
+    new_splits = merged[::k]
+    return RaggedTensor(_gather_ranges(stacked.values, starts, lengths), new_splits,
+                        internal=True)  # fmt: skip
+
+
+def _gather_ranges(values, starts, lengths):
+    """values[starts[0]:starts[0]+lengths[0]], then the next range, ... along the rows."""
+    ends = _cumsum(lengths)
+    total = ends[-1:]
+    dtype = lengths.dtype
+    zero, one = (ops.convert_to_tensor(x, dtype) for x in (0, 1))
+    positions = _range(zero, ops.apply_op("Sum", [total, ops.convert_to_tensor(0, dtypes.int32)])
+                       .outputs[0], one)  # fmt: skip
+    piece = _op("UpperBound", _op("ExpandDims", ends, _i32(0)),
+                _op("ExpandDims", positions, _i32(0)), out_type=dtype)[0]  # fmt: skip
+    shift = _gather(ends - lengths - starts, piece)
+    index = positions - shift
+    if not is_ragged(values):
+        return _gather(values, index)
+    splits = values.row_splits
+    inner_starts = _gather(splits, index)
+    inner_lengths = _gather(splits, index + 1) - inner_starts
+    inner_splits = ops.apply_op("ConcatV2", [
+        [ops.convert_to_tensor([0], splits.dtype), _cumsum(inner_lengths)],
+        ops.convert_to_tensor(0, dtypes.int32)]).outputs[0]  # fmt: skip
+    return RaggedTensor(_gather_ranges(values.values, inner_starts, inner_lengths),
+                        inner_splits, values.uniform_row_length, internal=True)  # fmt: skip
+
+
+def _assert_equal_nrows(values, nrows):
+    known = [v.row_splits.shape[0].value for v in values]
+    for j, n in enumerate(known[1:], 1):
+        if known[0] is not None and n is not None and n != known[0]:
+            raise errors.InvalidArgumentError(
+                None, None,
+                f"Input tensors at index 0 (=x) and {j} (=y) have incompatible shapes.\n"
+                f"x = {known[0] - 1}, y = {n - 1}",
+            )  # fmt: skip
+    checks = []
+    for j, n in enumerate(nrows[1:], 1):
+        if known[0] is not None and known[j] is not None:
+            continue
+        same = ops.apply_op("Equal", [nrows[0], n]).outputs[0]
+        msg = ops.convert_to_tensor(
+            f"Input tensors at index 0 (=x) and {j} (=y) have incompatible shapes."
+        )
+        checks.append(ops.apply_op("Assert", [same, [msg]]))
+    return checks
+
+
+def _assert_same_splits(values):
+    """Deeper-axis concat: every input's outer partition equal to the first's."""
+    first = values[0].row_splits
+    first_v = ops.constant_value(first)
+    checks = []
+    for v in values[1:]:
+        other = v.row_splits
+        other_v = ops.constant_value(other)
+        if first_v is not None and other_v is not None:
+            if first_v.shape != other_v.shape or not np.array_equal(first_v, other_v):
+                raise errors.InvalidArgumentError(
+                    None, None,
+                    f"Inputs must have identical ragged splits\nx = {first_v}, y = {other_v}",
+                )  # fmt: skip
+            continue
+        same_len = ops.apply_op("Equal", [_nrows(first, first.dtype),
+                                          _nrows(other, first.dtype)]).outputs[0]  # fmt: skip
+        msg = ops.convert_to_tensor("Inputs must have identical ragged splits")
+        checks.append(ops.apply_op("Assert", [same_len, [msg]]))
+        with ops.control_dependencies(checks[-1:]):
+            eq = ops.apply_op("Equal", [first, other]).outputs[0]
+            all_eq = ops.apply_op("All", [eq, ops.convert_to_tensor(0, dtypes.int32)]).outputs[0]
+            checks.append(ops.apply_op("Assert", [all_eq, [msg]]))
+    if checks:
+        with ops.control_dependencies(checks):
+            values[0] = values[0].with_values(_identity_values(values[0].values))
+    return values
+
+
+def _identity_values(values):
+    if is_ragged(values):
+        return values.with_values(_identity_values(values.values))
+    return ops.apply_op("Identity", [values]).outputs[0]
 
 
 def _concat_rows(parts):

@@ -18,10 +18,11 @@ import math
 
 import numpy as np
 
-from asyncflow import dtypes, tensor_shape
+from asyncflow import dtypes, ragged, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.slicing_ops import _invalid, _np_dtype, apply, op_scope
+from asyncflow.ragged import RaggedTensor
 from asyncflow.registry import ANY, INDEX, REQUIRED, register_op
 
 __all__ = ["concat", "stack", "tile", "pad"]
@@ -157,6 +158,8 @@ def concat(values, axis, name="concat"):
     """
     if not isinstance(values, list | tuple):
         values = [values]
+    if any(isinstance(v, RaggedTensor) for v in values):  # TF dispatches to ragged concat
+        return ragged.concat(values, axis, name=name)
     if not values:  # TF's ConcatV2 has N >= 2 (one value is an Identity, below)
         raise ValueError(
             "List argument 'values' to 'ConcatV2' Op with length 0 shorter than minimum length 2."
