@@ -1,8 +1,8 @@
 """One CPU budget per process: kernels, BLAS and element-wise threads share the cores.
 
-The budget is `intra_op_parallelism_threads` (ConfigProto; 0 = the machine's cores), as
-TF's intra-op pool.  A kernel's heavy call (`CPUDevice.compute` runs it through
-`call`) may use at most
+The budget is `intra_op_parallelism_threads` (ConfigProto; 0 = the CPUs the process may
+run on, its affinity mask), as TF's intra-op pool.  A kernel's heavy call
+(`CPUDevice.compute` runs it through `call`) may use at most
 
     budget - other kernels of ours computing now      (at least 1)
 
@@ -65,7 +65,19 @@ __all__ = [
     "threads_shared",
 ]
 
-_CORES = os.cpu_count() or 1
+
+def _cores_allowed() -> int:
+    """The CPUs this process may run on (its affinity mask: `taskset -c 1` gives one),
+    not the machine's: on a one-CPU mask a second BLAS thread or a split's helper only
+    takes turns with the caller (benchmarks/train_bench.py's MLP under `taskset -c 1` on
+    the 2-core project machine: 5.9 ms a step counting two CPUs, 5.1 counting one)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity API (not Linux)
+        return os.cpu_count() or 1
+
+
+_CORES = _cores_allowed()
 _budget = _CORES
 _lock = threading.Lock()
 _active = 0  # our threads inside `call` or running `parallel_for` blocks right now
@@ -76,7 +88,8 @@ _sampled_at = -1.0
 
 
 def configure(intra_op_parallelism_threads: int = 0) -> None:
-    """Set the budget from a session's ConfigProto (0: every core), as TF's intra-op pool.
+    """Set the budget from a session's ConfigProto (0: every CPU the process may run on),
+    as TF's intra-op pool.
 
     The budget is process-wide (TF's pools are too); the latest session's value holds.
     """
@@ -340,14 +353,6 @@ def deterministic() -> bool:
     return _deterministic
 
 
-def _kind(fn, args) -> tuple:
-    key = [fn]
-    for a in args:
-        if type(a) is np.ndarray:
-            key.append(a.shape)
-    return tuple(key)
-
-
 def _median(samples: list) -> float:
     return sorted(samples)[(len(samples) - 1) // 2]
 
@@ -363,22 +368,33 @@ def call(fn, args):
     try:
         if _set_blas_local is None:
             return fn(*args)
+        # The kind: the function and its array arguments' shapes (inline: a helper's
+        # call costs ~0.1 us more, a comprehension more again).
+        key = [fn]
+        for a in args:
+            if type(a) is np.ndarray:
+                key.append(a.shape)
+        key = tuple(key)
+        stats = _kinds.get(key)
+        if stats is not None and stats[3]:
+            # Small (most of a step's calls): one thread, unmeasured, whatever the cap,
+            # measured again once every _EXPLORE calls.  Nothing else to look at.
+            stats[2] += 1
+            if stats[2] % _EXPLORE:
+                if _blas_now != 1:
+                    _blas_threads(1)
+                return fn(*args)
         cap = 1 if _deterministic else min(_budget - (active - 1), _CORES - _side)
         if cap <= 1:
             if _blas_now != 1:
                 _blas_threads(1)
             return fn(*args)
-        key = _kind(fn, args)
-        stats = _kinds.get(key)
         if stats is None:
             if len(_kinds) >= _MAX_KINDS:
                 _kinds.clear()
-            stats = _kinds[key] = [[], [], 0, False]
-        stats[2] += 1
-        if stats[3] and stats[2] % _EXPLORE:
-            if _blas_now != 1:
-                _blas_threads(1)
-            return fn(*args)
+            stats = _kinds[key] = [[], [], 1, False]
+        elif not stats[3]:
+            stats[2] += 1
         one, many = stats[0], stats[1]
         free = threads_now(active) > 1
         if not free:

@@ -21,6 +21,13 @@ def _compiled_loops():
     assert fused_updates.warm()  # compiled in the background otherwise: NumPy runs first
 
 
+@pytest.fixture(autouse=True)
+def _small_variables_compiled_too(monkeypatch):
+    # The tests below compare the compiled loops with NumPy on small arrays too, which
+    # `apply` otherwise leaves to NumPy (test_small_variables_are_left_to_numpy).
+    monkeypatch.setattr(fused_updates, "_NUMPY_BELOW", {})
+
+
 _SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-310, 3.0e38, -1.0, 1.0]
 
 
@@ -169,3 +176,29 @@ def test_a_loop_not_compiled_yet_leaves_the_update_to_numpy_without_waiting(monk
     release.set()
     assert fused_updates._started["_adam_loop"].wait(60)
     assert fused_updates.apply(fn, attrs, targets, values)  # the compiled loop now
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_small_variables_are_left_to_numpy(name, monkeypatch):
+    """Below `_NUMPY_BELOW` NumPy's calls cost less than the compiled loop's: `apply`
+    declines (nothing written) and the kernel's update gives the same bits either way."""
+    monkeypatch.undo()  # the thresholds as shipped
+    fn = _case(name, np.float32, 1, np.random.default_rng(0))[0]
+    limit = fused_updates._NUMPY_BELOW[fn.__name__]
+    assert 0 < limit <= 1 << 16
+    rng = np.random.default_rng(13)
+    for n in (1, 512, limit - 1, limit):
+        fn, attrs, targets, values = _case(name, np.float32, n, rng)
+        before = [t.copy() for t in targets]
+        done = fused_updates.apply(fn, attrs, targets, [v.copy() for v in values])
+        assert done == (n >= limit)
+        if not done:
+            for b, t in zip(before, targets):
+                _same_bits(b, t)
+        want = [b.copy() for b in before]
+        with np.errstate(all="ignore"):
+            fn(np, attrs, *want, *[v.copy() for v in values])
+        got = [b.copy() for b in before]
+        training_ops._dense_update(fn, attrs, got, [v.copy() for v in values])
+        for w, g in zip(want, got):
+            _same_bits(w, g)
