@@ -27,7 +27,9 @@ from /proc/self/task, sampled at most every `_SAMPLE_S`).
 `parallel_for(n, fn)` is that dynamic sharing for our own loops: `fn(start, stop)` over
 blocks of range(n); the calling thread takes blocks itself, and helper threads (at
 most budget - 1, made once) take the others from a shared counter, so a helper the
-OS does not run leaves its blocks to the caller instead of stalling it.
+OS does not run leaves its blocks to the caller instead of stalling it; helpers are kept
+off the caller's CPU.  `parallel_parts(count, fn)` shares a kernel's fixed parts that way
+(convolutions, pooling: the same bits on any number of threads).
 
 Invariants: the budget never hands out more threads than the cores it counts, so
 kernels on device workers and their BLAS threads never oversubscribe the machine;
@@ -54,6 +56,7 @@ __all__ = [
     "configure",
     "deterministic",
     "parallel_for",
+    "parallel_parts",
     "restore_blas",
     "release_side",
     "reserve_side",
@@ -522,6 +525,49 @@ _helpers: list[threading.Thread] = []
 _queue: list = []
 _queue_cond = threading.Condition(threading.Lock())
 
+# Helpers kept off the caller's CPU.  A helper woken by the caller is put by Linux's
+# wake-up on the waker's CPU about half the time, where it waits behind the caller's own
+# block until the balancer moves it (ms): a split product then took 1.10-1.26x one
+# thread's time, against 0.81x with the helper on the other core (issue 21, lstm_static's
+# cell products).  So the caller, before it wakes them, allows the helpers every CPU of
+# the process but the one it runs on (`sched_getcpu`, a vDSO call, ~0.1 us through
+# ctypes), and sets that again only when its CPU has changed since (a syscall per helper,
+# ~2-4 us; the step's thread rarely moves).  A helper the OS cannot run where it is
+# allowed leaves its blocks to the caller, as before.  ASYNCFLOW_HELPER_AFFINITY=0: off.
+_helper_tids: list[int] = []
+_helpers_avoid = -1  # the CPU the helpers are kept off now (-1: none)
+
+
+def _cpu_getter():
+    if not hasattr(os, "sched_setaffinity") or os.environ.get(
+        "ASYNCFLOW_HELPER_AFFINITY", ""
+    ) not in ("", "1"):
+        return None
+    try:
+        fn = ctypes.CDLL(None).sched_getcpu
+    except (OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = ctypes.c_int, []
+    return fn
+
+
+_getcpu = _cpu_getter()
+_cpus = frozenset(os.sched_getaffinity(0)) if _getcpu is not None else frozenset()
+
+
+def _keep_helpers_off(cpu: int) -> None:
+    """Allow the helpers every CPU of ours but `cpu` (called with _queue_cond held)."""
+    global _helpers_avoid
+    if cpu == _helpers_avoid or cpu not in _cpus or len(_cpus) < 2:
+        return
+    mask = _cpus - {cpu}
+    for tid in _helper_tids:
+        try:
+            os.sched_setaffinity(tid, mask)
+        except OSError:  # (not allowed here: leave them where they are)
+            return
+    _helpers_avoid = cpu
+
 
 def _helper_main() -> None:
     global _active
@@ -540,11 +586,16 @@ def _helper_main() -> None:
 
 
 def _offer(job: _Job, n_helpers: int) -> None:
+    global _helpers_avoid
     with _queue_cond:
         while len(_helpers) < min(n_helpers, _CORES - 1):
             t = threading.Thread(target=_helper_main, name="asyncflow-intra-op", daemon=True)
-            t.start()
+            t.start()  # (returns once the thread runs: its native_id is known)
             _helpers.append(t)
+            _helper_tids.append(t.native_id)
+            _helpers_avoid = -1  # the new helper is not kept off yet
+        if _getcpu is not None:
+            _keep_helpers_off(_getcpu())
         _queue.extend([job] * n_helpers)
         _queue_cond.notify(n_helpers)
 
@@ -579,3 +630,26 @@ def parallel_for(
         _queue[:] = [j for j in _queue if j is not job]
     if job.error is not None:
         raise job.error
+
+
+def parallel_parts(count: int, fn, threads: int | None = None) -> None:
+    """`fn(i)` for every i in range(count): parts of one kernel's work that the caller
+    fixed (from sizes alone, so a result never depends on how many threads ran it: the
+    same bits on one thread as on several, TF_DETERMINISTIC_OPS=1 included), shared
+    dynamically by the caller and the budget's helpers (`parallel_for`), each part's
+    BLAS calls on one thread.  `threads` defaults to `threads_blocks()`: parts are
+    blocks a preempted helper holds at most one of.  Parts write disjoint outputs."""
+    if threads is None:
+        threads = threads_blocks() if count > 1 else 1
+    threads = min(threads, count)
+    if threads <= 1:
+        for i in range(count):
+            fn(i)
+        return
+
+    def run(start: int, stop: int) -> None:
+        for i in range(start, stop):
+            fn(i)
+
+    blas_single()  # the parts share the cores, one BLAS thread each
+    parallel_for(count, run, min_block=1, threads=threads, per_thread=count)

@@ -44,6 +44,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.devices import cpu_budget
 from asyncflow.kernel_api import current_step
 from asyncflow.ops import array_ops
 from asyncflow.ops.math_helpers import strided_view
@@ -271,6 +272,12 @@ class _Geom:
         per_image = self.oh * self.ow * self.kh * self.kw * self.c * itemsize
         nb = max(1, _CHUNK_BYTES // max(per_image, 1))
         return [(s, min(s + nb, self.n)) for s in range(0, self.n, nb)]
+
+    def batch_parts(self, xp, itemsize: int, n: int | None = None) -> list[tuple[int, int]]:
+        """`batch_chunks`' ranges of the first `n` images (default all), split into
+        fixed parts that the budget's threads share (`_parts`)."""
+        per_image = self.oh * self.ow * self.kh * self.kw * self.c * itemsize
+        return _parts(xp, self.n if n is None else n, per_image, _CHUNK_BYTES)
 
     def cols(self, xp, win, s: int, e: int):
         """The im2col matrix [rows, KH*KW*C] of images [s, e) from windows `win`."""
@@ -550,9 +557,34 @@ def _work(xp, tag: str, shape, dtype):
 _BLOCK_BYTES = _SCRATCH_MAX_BYTES
 
 
-def _batch_blocks(b: int, per_image: int) -> list[tuple[int, int]]:
-    nb = max(1, _BLOCK_BYTES // max(per_image, 1))
-    return [(s, min(s + nb, b)) for s in range(0, b, nb)]
+# Two cores inside one kernel (issue 21): the stages below write disjoint slices of
+# their outputs (images of a batch, frequencies of a spectrum), so each splits into up to
+# _PARTS fixed parts that the CPU budget's threads share (`cpu_budget.parallel_parts`,
+# one BLAS thread each).  The parts depend on sizes only, never on how many threads run
+# them: one thread computes exactly what two do.  Work under _PART_MIN_BYTES stays whole
+# (a helper's wake-up and the smaller GEMMs would cost more than they save).
+_PARTS = 4
+_PART_MIN_BYTES = 1 << 20
+
+
+def _parts(xp, n: int, per_item: int, block_bytes: int | None = None) -> list[tuple[int, int]]:
+    """Fixed [start, end) ranges covering range(n) for items of `per_item` bytes of work:
+    blocks of at most `block_bytes` (default _BLOCK_BYTES), and on the host up to
+    _PARTS of them when the work is worth sharing."""
+    nb = max(1, (_BLOCK_BYTES if block_bytes is None else block_bytes) // max(per_item, 1))
+    if xp is np and n * per_item >= _PART_MIN_BYTES:
+        nb = min(nb, -(-n // _PARTS))
+    return [(s, min(s + nb, n)) for s in range(0, n, nb)]
+
+
+def _each_part(xp, bounds, fn) -> None:
+    """`fn(start, end)` for every range of `bounds` (`_parts`), on the budget's threads
+    when on the host (a device's array module runs them in order)."""
+    if xp is not np or len(bounds) < 2:
+        for s, e in bounds:
+            fn(s, e)
+        return
+    cpu_budget.parallel_parts(len(bounds), lambda i: fn(*bounds[i]))
 
 
 def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=1, tag=""):
@@ -567,7 +599,8 @@ def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=
     ew = xp.asarray(_dft_rows_by_freq(l2, wa, off_w, step_w, dt))  # [F2, 2, WA]
     eh = xp.asarray(_dft_complex(l1, ha, off_h, step_h, dt))  # [2, L1, 2, HA]
     spec = _work(xp, "spectrum." + tag, (f2, l1, b, 2, c), dt)
-    for s, e in _batch_blocks(b, 2 * f2 * l1 * c * dt.itemsize):
+
+    def block(s: int, e: int) -> None:
         nb = e - s
         at = _work(xp, "spectrum.at", (wa, ha, nb, c), dt)
         xp.copyto(at, a[s:e].transpose(2, 1, 0, 3))
@@ -578,6 +611,8 @@ def _spectrum(xp, a, l1: int, l2: int, off_h: int, off_w: int, step_h=1, step_w=
             eh.reshape(2 * l1, 2 * ha), t1.reshape(f2, 2 * ha, -1), out=r.reshape(f2, 2 * l1, -1)
         )
         xp.copyto(spec[:, :, s:e], r.transpose(0, 2, 3, 1, 4))
+
+    _each_part(xp, _parts(xp, b, 2 * f2 * l1 * c * dt.itemsize), block)
     return spec.reshape(f2 * l1, b, 2 * c)
 
 
@@ -588,10 +623,16 @@ def _products(xp, a2, m2, l1: int):
     `_real_images` reads)."""
     f, b, k2 = a2.shape
     o = m2.shape[3]
-    y2 = _work(xp, "products.y", (f // l1, 2, l1, b, o), a2.dtype)
-    a2 = a2.reshape(f // l1, l1, b, k2)
-    for part in range(2):
-        xp.matmul(a2, m2[part].reshape(f // l1, l1, k2, o), out=y2[:, part])
+    f2 = f // l1
+    y2 = _work(xp, "products.y", (f2, 2, l1, b, o), a2.dtype)
+    a2 = a2.reshape(f2, l1, b, k2)
+    m2 = m2.reshape(2, f2, l1, k2, o)
+
+    def block(s: int, e: int) -> None:  # frequencies f2 in [s, e)
+        for part in range(2):
+            xp.matmul(a2[s:e], m2[part, s:e], out=y2[s:e, part])
+
+    _each_part(xp, _parts(xp, f2, 2 * l1 * b * (k2 + o) * a2.itemsize), block)
     return y2
 
 
@@ -601,10 +642,15 @@ def _cross_products(xp, x2, d2):
     f, _, c2 = x2.shape
     c, o = c2 // 2, d2.shape[2] // 2
     g = _work(xp, "products.g", (f, c2, 2 * o), x2.dtype)
-    xp.matmul(x2.transpose(0, 2, 1), d2, out=g)
     y2 = _work(xp, "products.y", (2, f, c, o), x2.dtype)
-    xp.add(g[:, :c, :o], g[:, c:, o:], out=y2[0])  # xr^T dr + xi^T di
-    xp.subtract(g[:, c:, :o], g[:, :c, o:], out=y2[1])  # xi^T dr - xr^T di
+
+    def block(s: int, e: int) -> None:  # frequencies [s, e)
+        xp.matmul(x2[s:e].transpose(0, 2, 1), d2[s:e], out=g[s:e])
+        xp.add(g[s:e, :c, :o], g[s:e, c:, o:], out=y2[0, s:e])  # xr^T dr + xi^T di
+        xp.subtract(g[s:e, c:, :o], g[s:e, :c, o:], out=y2[1, s:e])  # xi^T dr - xr^T di
+
+    per = (x2.shape[1] * (c2 + 2 * o) + c2 * 2 * o) * x2.itemsize
+    _each_part(xp, _parts(xp, f, per), block)
     return y2
 
 
@@ -635,7 +681,8 @@ def _real_images(xp, y2, l1: int, l2: int, p: int, q: int, off, fmt: str, out_dt
     m = xp.asarray(_dft_real_out_complex(l1, l2, q, off[1], dt))  # [Q, F2 * 2]
     res = xp.empty((b, o, p, q) if fmt == "NCHW" else (b, p, q, o), dtype=out_dtype)
     perm = (2, 3, 1, 0) if fmt == "NCHW" else (2, 1, 0, 3)
-    for s, e in _batch_blocks(b, 2 * f2 * p * o * dt.itemsize):
+
+    def block(s: int, e: int) -> None:
         nb = e - s
         z = _work(xp, "real.z", (f2, 2, p, nb, o), dt)
         yb = y2[:, :, :, s:e].reshape(f2, 2 * l1, nb * o)
@@ -643,6 +690,8 @@ def _real_images(xp, y2, l1: int, l2: int, p: int, q: int, off, fmt: str, out_dt
         out = _work(xp, "real.out", (q, p, nb, o), dt)
         xp.matmul(m, z.reshape(2 * f2, -1), out=out.reshape(q, -1))
         xp.copyto(res[s:e], out.transpose(perm), casting="unsafe")
+
+    _each_part(xp, _parts(xp, b, 2 * f2 * p * o * dt.itemsize), block)
     return res
 
 
@@ -947,12 +996,17 @@ def _conv2d_forward_one(xp, g: _Geom, x, w, fmt, out_dtype):
     out = xp.empty((g.n * rows, g.oc), dtype=ct)
     if _use_cols_t(g):
         xpad = pad_spatial(xp, x, *g.pad)
-        for s, e in g.batch_chunks(np.dtype(ct).itemsize):
+
+        def block(s: int, e: int) -> None:
             xp.matmul(g.cols_t(xp, xpad, s, e).T, w, out=out[s * rows : e * rows])
-        return from_nhwc(xp, out.reshape(g.out_nhwc()), fmt).astype(out_dtype, copy=False)
-    win = g.windows_or_x(xp, x)
-    for s, e in g.batch_chunks(np.dtype(ct).itemsize):
-        xp.matmul(g.cols(xp, win, s, e), w, out=out[s * rows : e * rows])
+
+    else:
+        win = g.windows_or_x(xp, x)
+
+        def block(s: int, e: int) -> None:
+            xp.matmul(g.cols(xp, win, s, e), w, out=out[s * rows : e * rows])
+
+    _each_part(xp, g.batch_parts(xp, np.dtype(ct).itemsize), block)
     return from_nhwc(xp, out.reshape(g.out_nhwc()), fmt).astype(out_dtype, copy=False)
 
 
@@ -1108,19 +1162,27 @@ def _conv2d_backprop_filter_one(xp, g: _Geom, x, dy, fmt, out_dtype):
     dw = xp.zeros((g.kh * g.kw * g.c, g.oc), dtype=ct)
     if _use_cols_t(g):
         xpad = pad_spatial(xp, x, *g.pad)
+        k = g.kh * g.kw * g.c
         for s, e in g.batch_chunks(np.dtype(ct).itemsize):
-            cols = g.cols_t(xp, xpad, s, e)
             if rows < _PER_IMAGE_MIN_ROWS:
-                dw += xp.matmul(cols, dy[s * rows : e * rows])
+                dw += xp.matmul(g.cols_t(xp, xpad, s, e), dy[s * rows : e * rows])
                 continue
             # one GEMM per image, summed: BLAS splits a single GEMM's long inner
-            # dimension poorly (64x28x28x1 -> 5x5x32: 1.2 instead of 1.8 ms)
-            k = cols.shape[0]
-            parts = xp.matmul(
-                cols.reshape(k, e - s, rows).transpose(1, 0, 2),
-                dy[s * rows : e * rows].reshape(e - s, rows, g.oc),
-            )
-            dw += parts.sum(axis=0)
+            # dimension poorly (64x28x28x1 -> 5x5x32: 1.2 instead of 1.8 ms); the
+            # images' products are independent, so parts of them share the cores
+            # (and their sum, in image order, is the same whoever made them)
+            prods = _work(xp, "cols_t.prods", (e - s, k, g.oc), ct)
+
+            def block(a: int, b: int, s: int = s, prods=prods) -> None:
+                cols = g.cols_t(xp, xpad, s + a, s + b)
+                xp.matmul(
+                    cols.reshape(k, b - a, rows).transpose(1, 0, 2),
+                    dy[(s + a) * rows : (s + b) * rows].reshape(b - a, rows, g.oc),
+                    out=prods[a:b],
+                )
+
+            _each_part(xp, g.batch_parts(xp, np.dtype(ct).itemsize, e - s), block)
+            dw += prods.sum(axis=0)
         return dw.reshape(g.kh, g.kw, g.c, g.oc).astype(out_dtype, copy=False)
     win = g.windows_or_x(xp, x)
     for s, e in g.batch_chunks(np.dtype(ct).itemsize):

@@ -16,6 +16,7 @@ from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.kernel_api import NOT_INLINE, template
 from asyncflow.ops import elementwise as _ew
+from asyncflow.ops.conv_ops import _each_part, _parts
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
 from asyncflow.ops.pooling_ops import (  # convert_padding: TF's nn_ops helper
     convert_padding,  # noqa: F401
@@ -381,10 +382,16 @@ def _add_relu_blocked(value, bias, out):
         bias = np.tile(bias, r)
     step = max(1, _ADD_RELU_BLOCK // max(1, rows.strides[0]))
     zero = out.dtype.type(0)
-    for a in range(0, rows.shape[0], step):
-        blk = dst[a : a + step]
-        np.add(rows[a : a + step], bias, out=blk)
-        np.maximum(blk, zero, out=blk)
+
+    def blocks(start: int, stop: int) -> None:
+        for a in range(start, stop, step):
+            end = min(a + step, stop)
+            blk = dst[a:end]
+            np.add(rows[a:end], bias, out=blk)
+            np.maximum(blk, zero, out=blk)
+
+    # element-wise: parts of the rows (conv_ops._parts: fixed by size) share the cores
+    _each_part(np, _parts(np, rows.shape[0], rows.strides[0], block_bytes=1 << 62), blocks)
     return out
 
 

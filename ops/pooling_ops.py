@@ -18,12 +18,16 @@ TF's semantics kept here:
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops
 from asyncflow.ops.conv_ops import (
+    _each_part,
+    _parts,
     _work,
     four,
     from_nhwc,
@@ -265,9 +269,18 @@ MaxPool = register_op(
 )
 
 
+def _image_parts(xp, x):
+    """Fixed ranges of x's images (NHWC) for the budget's threads to share: each image's
+    windows are its own, so every part computes exactly what the whole would."""
+    n = x.shape[0]
+    return _parts(xp, n, x.nbytes // max(n, 1), block_bytes=1 << 62)
+
+
 def _max_pool(xp, p: _Pool, x, fmt):
     if p.tiles() and fmt == "NHWC" and p.oh and p.ow and p.c:
-        return _max_pool_tiles(xp, p, x)
+        out = xp.empty(p.out_nhwc(), dtype=x.dtype)
+        _each_part(xp, _image_parts(xp, x), lambda s, e: _max_pool_tiles(xp, p, x[s:e], out[s:e]))
+        return out
     xpad = pad_spatial(xp, to_nhwc(xp, x, fmt), *p.pad, value=_lowest(x.dtype))
     out = None
     for _, idx in p.offsets():
@@ -275,10 +288,12 @@ def _max_pool(xp, p: _Pool, x, fmt):
     return from_nhwc(xp, out, fmt)
 
 
-def _max_pool_tiles(xp, p: _Pool, x):
-    """MaxPool of side-by-side windows: the max over window rows first, each a pass whose
-    contiguous runs are whole rows, then over the KW columns of what is left."""
-    n, oh, ow, c = p.out_nhwc()
+def _max_pool_tiles(xp, p: _Pool, x, out):
+    """MaxPool of side-by-side windows into `out`: the max over window rows first, each a
+    pass whose contiguous runs are whole rows, then over the KW columns of what is left.
+    (x may be some of the images p describes.)"""
+    _, oh, ow, c = p.out_nhwc()
+    n = x.shape[0]
     rows = x[:, : oh * p.kh, : ow * p.kw].reshape(n, oh, p.kh, ow * p.kw * c)
     if p.kh > 1:
         best = _work(xp, "pool.rows", (n, oh, ow * p.kw * c), x.dtype)
@@ -289,11 +304,11 @@ def _max_pool_tiles(xp, p: _Pool, x):
         best = rows[:, :, 0]
     best = best.reshape(n, oh, ow, p.kw, c)
     if p.kw == 1:  # a copy even when best is x itself (1x1 windows): outputs are new
-        return best[:, :, :, 0].copy()
-    out = xp.maximum(best[:, :, :, 0], best[:, :, :, 1])
+        xp.copyto(out, best[:, :, :, 0])
+        return
+    xp.maximum(best[:, :, :, 0], best[:, :, :, 1], out=out)
     for j in range(2, p.kw):
         xp.maximum(out, best[:, :, :, j], out=out)
-    return out
 
 
 @MaxPool.kernel()
@@ -339,9 +354,11 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt, relu: bool = False):
         and min(p.n, p.oh, p.ow, p.c) > 0
     )
     if tiles and xp is np and dy.dtype.kind == "f" and x.dtype == y.dtype == dy.dtype:
-        dx = _max_pool_grad_unique(p, x, y, dy, relu)
-        if dx is not None:
-            return dx
+        dx = np.empty(x.shape, dtype=dy.dtype)
+        _each_part(
+            xp, _image_parts(xp, x), lambda s, e: _max_pool_grad_part(p, x, y, dy, relu, dx, s, e)
+        )
+        return dx
     if relu:
         dy = dy * (y > 0)  # TF's ReluGrad: gradients * (features > 0)
     if tiles:
@@ -388,9 +405,22 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt, relu: bool = False):
     return from_nhwc(xp, xp.ascontiguousarray(p.crop(dxp)), fmt)
 
 
-def _max_pool_grad_unique(p: _Pool, x, y, dy, relu: bool):
-    """MaxPoolGrad of windows that tile NHWC x exactly, when every window that matters has
-    a single maximum (the usual case); None otherwise (the caller resolves ties).
+def _max_pool_grad_part(p: _Pool, x, y, dy, relu: bool, dx, s: int, e: int) -> None:
+    """dx[s:e] of windows that tile NHWC x exactly, for images [s, e): the single-maximum
+    pass, or the general one where that part has ties (windows never span images)."""
+    sub = copy.copy(p)
+    sub.n = e - s
+    x, y, dy = x[s:e], y[s:e], dy[s:e]
+    if _max_pool_grad_unique(sub, x, y, dy, relu, dx[s:e]) is None:
+        if relu:
+            dy = dy * (y > 0)  # TF's ReluGrad: gradients * (features > 0)
+        dx[s:e] = _max_pool_grad_tiles(np, sub, x, y, dy)
+
+
+def _max_pool_grad_unique(p: _Pool, x, y, dy, relu: bool, dx):
+    """MaxPoolGrad of windows that tile NHWC x exactly, into `dx`, when every window that
+    matters has a single maximum (the usual case; returns dx); None otherwise (the caller
+    resolves ties).
 
     y and dy are repeated KW times along W, so that each window row of x and of dx is one
     contiguous run (W * C values) compared with, and multiplied by, a contiguous run: two
@@ -418,7 +448,6 @@ def _max_pool_grad_unique(p: _Pool, x, y, dy, relu: bool):
     if int(np.count_nonzero(hit)) != want:
         return None  # ties
     np.copyto(rep, dy.reshape(n * oh, ow, 1, c))
-    dx = np.empty(x.shape, dtype=dy.dtype)
     np.multiply(rep.reshape(n * oh, 1, -1), hit, out=dx.reshape(runs))  # exact: finite dy
     return dx
 
