@@ -187,6 +187,11 @@ def available() -> bool:
 # -- from the NumPy update functions' arguments to a loop's --------------------------------
 
 
+def _scalar(x):
+    """A 0-d array's value as a NumPy scalar of its dtype; anything else as it is."""
+    return x[()] if type(x) is np.ndarray and not x.ndim else x
+
+
 def _plan(name: str, attrs, targets: list, values: list):
     """(loop name, arrays, scalars) for training_ops' update `name`, or None."""
     one = targets[0].dtype.type(1)
@@ -204,8 +209,9 @@ def _plan(name: str, attrs, targets: list, values: list):
     if name == "_adam":
         if attrs["use_nesterov"]:
             return None
-        beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad = values
-        # as training_ops._adam computes it, on the same 0-d values
+        beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad = map(_scalar, values)
+        # as training_ops._adam computes it, on the same values (as NumPy scalars: the
+        # same float32/float64 operations as on 0-d arrays, without a ufunc call each)
         alpha = lr * np.sqrt(one - beta2_power) / (one - beta1_power)
         return "_adam_loop", [grad], [alpha, one - beta1, one - beta2, epsilon]
     return None
@@ -247,21 +253,31 @@ def apply(fn, attrs, targets: list, values: list) -> bool:
             return False
     if not all(t.flags.c_contiguous and t.flags.writeable for t in targets):
         return False
-    for s in scalars:
-        if np.ndim(s) or np.asarray(s).dtype != dtype:
+    for s in scalars:  # (0-d arrays and NumPy scalars: their own fields, no np.ndim)
+        if type(s) is np.ndarray or isinstance(s, np.generic):
+            if s.ndim or s.dtype != dtype:
+                return False
+        elif np.ndim(s) or np.asarray(s).dtype != dtype:
             return False
     arrays = [np.ascontiguousarray(a) for a in arrays]
     every = [*targets, *arrays]
-    for k, a in enumerate(every):  # the loops read and write element by element
-        for b in every[k + 1 :]:
-            if np.may_share_memory(a, b):
-                return False
+    # The loops read and write element by element: no two arrays may overlap.  Distinct
+    # arrays that each own their memory cannot (the usual case: variables' buffers and
+    # a computed gradient); views are checked pair by pair.
+    if len({id(a) for a in every}) < len(every) or not all(a.flags.owndata for a in every):
+        for k, a in enumerate(every):
+            for b in every[k + 1 :]:
+                if np.may_share_memory(a, b):
+                    return False
     loop = _loop(name)
     if loop is None:
         return False
     flat = [a.reshape(-1) for a in every]
     scalars = [dtype.type(s) for s in scalars]
     n = flat[0].size
+    if n < 2 * _BLOCK:  # one block (parallel_for's own rule): no slices, no job
+        loop(*flat, *scalars)
+        return True
 
     def run(start: int, stop: int) -> None:
         loop(*(a[start:stop] for a in flat), *scalars)

@@ -67,6 +67,7 @@ class _TensorArray:
         self.dynamic_size = dynamic_size
         self.clear_after_read = clear_after_read
         self.identical = identical_element_shapes
+        self._known = None  # (write's fast check: element_shape as a tuple, when known)
         self.is_grad = is_grad
         self.closed = False
         self.grads: dict = {}
@@ -91,7 +92,10 @@ class _TensorArray:
                 )
             self.values.extend([None] * (index + 1 - size))
         value = self.xp.asarray(value)
-        if self.identical:
+        # (`_known`: the element shape as a tuple once fully defined; an equal shape
+        # passes the check below without building a TensorShape, as every write of a
+        # loop's array does.  A step of dynamic_rnn writes 84 elements.)
+        if self.identical and self._known != value.shape:
             if not self.element_shape.is_compatible_with(value.shape):
                 es = self.element_shape
                 es = _shape_str(es.as_list()) if es.dims is not None else "<unknown>"
@@ -105,6 +109,7 @@ class _TensorArray:
                 )
             if self.element_shape.dims is None or not self.element_shape.is_fully_defined():
                 self.element_shape = tensor_shape.TensorShape(value.shape)
+            self._known = tuple(self.element_shape.as_list())
         old = self.values[index]
         if old is not None:
             if not self.is_grad:

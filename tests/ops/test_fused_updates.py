@@ -121,6 +121,10 @@ def test_cases_left_to_numpy():
     aliased = [*values[:-1], var]  # the gradient is var's own buffer
     assert not fused_updates.apply(fn, attrs, targets, aliased)
     assert not fused_updates.apply(fn, attrs, [var, var, targets[2]], values)
+    view = var.reshape(var.shape)  # a view of var's buffer (not its own memory): overlaps
+    assert not fused_updates.apply(fn, attrs, targets, [*values[:-1], view])
+    halves = [t[:32] for t in targets]  # views that do not overlap: checked, then taken
+    assert fused_updates.apply(fn, attrs, halves, [*values[:-1], var[32:].copy()])
     fn, attrs, targets, values = _case("rmsprop", np.float32, 64, rng)
     assert not fused_updates.apply(training_ops._adagrad, {"update_slots": True}, targets, values)
     for b, t in zip(before, targets):  # nothing was written by a refused call
