@@ -525,17 +525,17 @@ _helpers: list[threading.Thread] = []
 _queue: list = []
 _queue_cond = threading.Condition(threading.Lock())
 
-# Helpers kept off the caller's CPU.  A helper woken by the caller is put by Linux's
+# Helpers woken off the caller's CPU.  A helper woken by the caller is put by Linux's
 # wake-up on the waker's CPU about half the time, where it waits behind the caller's own
 # block until the balancer moves it (ms): a split product then took 1.10-1.26x one
 # thread's time, against 0.81x with the helper on the other core (issue 21, lstm_static's
 # cell products).  So the caller, before it wakes them, allows the helpers every CPU of
-# the process but the one it runs on (`sched_getcpu`, a vDSO call, ~0.1 us through
-# ctypes), and sets that again only when its CPU has changed since (a syscall per helper,
-# ~2-4 us; the step's thread rarely moves).  A helper the OS cannot run where it is
-# allowed leaves its blocks to the caller, as before.  ASYNCFLOW_HELPER_AFFINITY=0: off.
+# the process but the one it runs on (`sched_getcpu`, a vDSO call), and a helper allows
+# itself every CPU again once it runs (a syscall each, ~2-4 us a job): kept pinned, a
+# helper preempted by another process on its core could not move to the caller's while
+# the caller sat waiting for its block (lstm_static's summed products: 0.93x as fast
+# pinned).  ASYNCFLOW_HELPER_AFFINITY=0: no affinity calls.
 _helper_tids: list[int] = []
-_helpers_avoid = -1  # the CPU the helpers are kept off now (-1: none)
 
 
 def _cpu_getter():
@@ -557,8 +557,7 @@ _cpus = frozenset(os.sched_getaffinity(0)) if _getcpu is not None else frozenset
 
 def _keep_helpers_off(cpu: int) -> None:
     """Allow the helpers every CPU of ours but `cpu` (called with _queue_cond held)."""
-    global _helpers_avoid
-    if cpu == _helpers_avoid or cpu not in _cpus or len(_cpus) < 2:
+    if cpu not in _cpus or len(_cpus) < 2:
         return
     mask = _cpus - {cpu}
     for tid in _helper_tids:
@@ -566,7 +565,6 @@ def _keep_helpers_off(cpu: int) -> None:
             os.sched_setaffinity(tid, mask)
         except OSError:  # (not allowed here: leave them where they are)
             return
-    _helpers_avoid = cpu
 
 
 def _helper_main() -> None:
@@ -576,6 +574,11 @@ def _helper_main() -> None:
             while not _queue:
                 _queue_cond.wait()
             job = _queue.pop()
+        if _getcpu is not None and len(_cpus) > 1:
+            try:
+                os.sched_setaffinity(0, _cpus)  # running now: free to move again
+            except OSError:
+                pass
         with _lock:
             _active += 1
         try:
@@ -586,14 +589,12 @@ def _helper_main() -> None:
 
 
 def _offer(job: _Job, n_helpers: int) -> None:
-    global _helpers_avoid
     with _queue_cond:
         while len(_helpers) < min(n_helpers, _CORES - 1):
             t = threading.Thread(target=_helper_main, name="asyncflow-intra-op", daemon=True)
             t.start()  # (returns once the thread runs: its native_id is known)
             _helpers.append(t)
             _helper_tids.append(t.native_id)
-            _helpers_avoid = -1  # the new helper is not kept off yet
         if _getcpu is not None:
             _keep_helpers_off(_getcpu())
         _queue.extend([job] * n_helpers)
