@@ -14,7 +14,11 @@ session, run two ways that take turns in blocks of `--block` steps:
 `--model cnn` times the example's CNN instead.  Feeds are random batches of the digits'
 shape (8x8x1, labels 0-9), so scikit-learn is not needed.  Prints the median step time
 of each (CPU time of the whole process, the steadier figure on a shared machine, and
-wall time) and its overhead over plain.  The same code runs on
+wall time) and its overhead over plain, and the means per step over whole turns
+(`*_mean_ms`: they include what a median leaves out, the FileWriter's background write
+every `max_queue` events, on its thread and its wait for the GIL).  The turns rotate
+(plain, summaries, trace_off; then summaries, trace_off, plain; ...), so that no mode
+always follows another.  The same code runs on
 tf.compat.v1 for comparison (the example builds its graph from TF1 names only):
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/summary_example_bench.py
@@ -102,16 +106,22 @@ def main() -> None:
     steps, sess, writer = build(_backend(args.backend), args.model, args.batch)
     wall: dict[str, list[float]] = {k: [] for k in steps}
     cpu: dict[str, list[float]] = {k: [] for k in steps}
+    totals = {k: [0.0, 0.0] for k in steps}  # whole turns: wall, CPU
     for step in steps.values():
         for _ in range(args.warmup):
             step()
-    for _ in range(args.steps // args.block):
-        for name, step in steps.items():
+    names = list(steps)
+    for turn in range(args.steps // args.block):
+        for name in names[turn % 3 :] + names[: turn % 3]:
+            step = steps[name]
+            w0, p0 = time.perf_counter(), time.process_time()
             for _ in range(args.block):
                 t0, c0 = time.perf_counter(), time.process_time()
                 step()
                 wall[name].append(time.perf_counter() - t0)
                 cpu[name].append(time.process_time() - c0)
+            totals[name][0] += time.perf_counter() - w0
+            totals[name][1] += time.process_time() - p0
     writer.close()
     sess.close()
     result = {"backend": args.backend, "model": args.model}
@@ -119,9 +129,11 @@ def main() -> None:
         result[name] = {
             "cpu_ms": round(statistics.median(cpu[name]) * 1e3, 3),
             "wall_ms": round(statistics.median(wall[name]) * 1e3, 3),
+            "cpu_mean_ms": round(totals[name][1] / len(cpu[name]) * 1e3, 3),
+            "wall_mean_ms": round(totals[name][0] / len(wall[name]) * 1e3, 3),
         }
     for name in ("summaries", "trace_off"):
-        for kind in ("cpu", "wall"):
+        for kind in ("cpu", "wall", "cpu_mean", "wall_mean"):
             base = result["plain"][f"{kind}_ms"]
             result[name][f"{kind}_overhead_pct"] = round(
                 100 * (result[name][f"{kind}_ms"] / base - 1), 1

@@ -1049,10 +1049,21 @@ def _jit_table(ftype) -> _CellTable:
     return _cell_table(ftype, _BATCH_CELL_BITS if ftype == np.float32 else 16)
 
 
-def _jit_histograms(values: list, names: list) -> list[bytes] | None:
+def _jit_histograms(values: list, names: list, tags: list | None = None) -> list | None:
     """`histogram_bytes` of each of `values` (flat, contiguous, float32 or float64, at
     least one value each) by summary_jit's compiled loop (one pass over each tensor's
-    values, one over its counts); None while it is not compiled."""
+    values, one over its counts); None while it is not compiled.  With `tags` (float32
+    values only), each one's `_histo_value_bytes` instead."""
+    if all(v.dtype == np.float32 for v in values):  # one call, the bytes written in it
+        fields = None if tags is None else [_tag_field(t) for t in tags]
+        done = summary_jit.encode(values, _jit_table(np.float32), _LIMITS, fields)
+        if type(done) is int:  # (a NaN or Inf in one: see summary_jit.encode)
+            k, nan = divmod(done, 2)
+            kind = "Nan" if nan else "Infinity"
+            raise errors.InvalidArgumentError(
+                None, None, f"{kind} in summary histogram for: {names[k]}"
+            )
+        return done
     done = summary_jit.histograms(values, [_jit_table(v.dtype) for v in values], _LIMITS)
     if done is None:
         return None
@@ -1135,20 +1146,27 @@ class _FusedState:
         if histograms:
             values = [v for _, _, v in histograms]
             names = [self.names[p] for p, _, _ in histograms]
-            sizes = tuple(v.size for v in values)
-            if jit:  # (compiled: no buffers to share)
-                encoded = _jit_histograms(values, names)
-            elif self.lock.acquire(blocking=False):
-                try:
-                    if self.batch is None or self.batch.sizes != sizes:
-                        self.batch = _Batch(sizes)
-                    encoded = _batch_histograms(self.batch, values, names)
-                finally:
-                    self.lock.release()
-            else:  # a concurrent step has the buffers: its own
-                encoded = _batch_histograms(_Batch(sizes), values, names)
-            for (p, name, _), histo in zip(histograms, encoded):
-                pieces[p] = (_histo_value_bytes(name, histo), (name,))
+            if jit and all(v.dtype == np.float32 for v in values):
+                # compiled, each Summary of one Value written there, tag and all
+                tags = [name for _, name, _ in histograms]
+                raws = _jit_histograms(values, names, tags)
+                for (p, name, _), raw in zip(histograms, raws):
+                    pieces[p] = (raw, (name,))
+            else:
+                sizes = tuple(v.size for v in values)
+                if jit:  # (compiled: no buffers to share)
+                    encoded = _jit_histograms(values, names)
+                elif self.lock.acquire(blocking=False):
+                    try:
+                        if self.batch is None or self.batch.sizes != sizes:
+                            self.batch = _Batch(sizes)
+                        encoded = _batch_histograms(self.batch, values, names)
+                    finally:
+                        self.lock.release()
+                else:  # a concurrent step has the buffers: its own
+                    encoded = _batch_histograms(_Batch(sizes), values, names)
+                for (p, name, _), histo in zip(histograms, encoded):
+                    pieces[p] = (_histo_value_bytes(name, histo), (name,))
         # MergeSummary of the parts: their bytes concatenated when every string is known
         # (made here) and the tags are distinct; else `_merge` parses and checks them.
         raws, tags, metadata = [], [], False

@@ -176,3 +176,67 @@ def test_fused_summary_op_in_a_session(numpy_path, monkeypatch):
                 assert i_h == _tf_reference([3, -2, 0, 7])
                 sess.run(train)
     assert len(calls) == 3  # (the fused op's compiled batch ran)
+
+
+def test_encode_writes_each_summary_value_in_one_call():
+    """summary_jit.encode: the float32 cases' HistogramProto bytes (TF's), and with tags
+    each inside its Summary Value (`_histo_value_bytes`), tags of every length (an empty
+    one, one past a one-byte length, non-ASCII), in one call over all of them."""
+    cases = {k: v for k, v in _cases().items() if v.dtype == np.float32}
+    values = [np.ascontiguousarray(v).reshape(-1) for v in cases.values()]
+    table = summary_ops._jit_table(np.float32)
+    histos = summary_jit.encode(values, table, summary_ops._LIMITS)
+    assert histos == [_tf_reference(v).SerializeToString() for v in values]
+    tags = ["", "t" * 200, "héllo/wörld"] + [f"h{k}" for k in range(len(values) - 3)]
+    fields = [summary_ops._tag_field(t) for t in tags]
+    wrapped = summary_jit.encode(values, table, summary_ops._LIMITS, fields)
+    assert wrapped == [summary_ops._histo_value_bytes(t, h) for t, h in zip(tags, histos)]
+    for t, raw, v in zip(tags, wrapped, values):
+        (value,) = Summary.FromString(raw).value
+        assert value.tag == t and value.histo == _tf_reference(v)
+
+
+def test_encode_names_the_first_non_finite_tensor():
+    ok = np.ones(5, np.float32)
+    table = summary_ops._jit_table(np.float32)
+    for bad, code in (([1.0, np.nan], 1), ([-np.inf, 2.0], 0), ([np.inf], 0)):
+        got = summary_jit.encode([ok, np.array(bad, np.float32), ok], table, summary_ops._LIMITS)
+        assert got == 2 * 1 + code
+    names = ["a", "b"]
+    for bad, kind in (([np.nan, -np.inf], "Nan"), ([3.0, -np.inf], "Infinity")):
+        with pytest.raises(
+            errors.InvalidArgumentError, match=f"{kind} in summary histogram for: b"
+        ):
+            summary_ops._jit_histograms([ok, np.array(bad, np.float32)], names, names)
+
+
+def test_fused_float32_histograms_in_a_session(numpy_path):
+    """A merge of a scalar and float32 histograms only (their Summary Values written by
+    the compiled call): the same bytes with the compiled loops and without, TF's
+    histograms, and an Inf named by its histogram's op."""
+    rng = np.random.default_rng(11)
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        w = af.Variable((rng.standard_normal([64, 300]) * 0.05).astype(np.float32), name="w")
+        b = af.Variable(np.zeros(300, np.float32), name="b")
+        x = af.placeholder(af.float32, [None])
+        loss = af.reduce_sum(af.square(w)) + af.reduce_sum(b)
+        train = af.train.GradientDescentOptimizer(0.1).minimize(loss)
+        af.summary.scalar("loss", loss)
+        for t, name in ((w, "weights"), (b, "biases"), (x, "fed")):
+            af.summary.histogram(name, t)
+        merged = af.summary.merge_all()
+        with af.Session() as sess:
+            sess.run(af.global_variables_initializer())
+            for step in range(3):
+                feed = {x: rng.standard_normal(7).astype(np.float32)}
+                before = sess.run([w, b])
+                got = sess.run(merged, feed)
+                assert got == numpy_path(sess.run, merged, feed), step
+                s = Summary.FromString(got)
+                assert [v.tag for v in s.value] == ["loss", "weights", "biases", "fed"]
+                assert s.value[1].histo == _tf_reference(before[0])
+                assert s.value[2].histo == _tf_reference(before[1])
+                assert s.value[3].histo == _tf_reference(feed[x])
+                sess.run(train)
+            with pytest.raises(errors.InvalidArgumentError, match="Infinity in summary histogram"):
+                sess.run(merged, {x: np.array([1.0, np.inf], np.float32)})
