@@ -102,7 +102,7 @@ def share_cores(n_devices: int) -> None:
                 from threadpoolctl import threadpool_limits
             except ImportError:  # pragma: no cover - optional
                 return
-            per = max(1, (os.cpu_count() or 1) // n_devices)
+            per = max(1, cpu_budget.cores() // n_devices)
             _share_limiter = threadpool_limits(limits=per, user_api="blas")
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "call",
     "call_narrow",
     "configure",
+    "cores",
     "deterministic",
     "parallel_for",
     "parallel_parts",
@@ -81,6 +82,12 @@ def _cores_allowed() -> int:
 
 
 _CORES = _cores_allowed()
+
+
+def cores() -> int:
+    """The CPUs this process may run on, counted once at import (the affinity mask)."""
+    return _CORES
+
 _budget = _CORES
 _lock = threading.Lock()
 _active = 0  # our threads inside `call` or running `parallel_for` blocks right now

@@ -13,7 +13,6 @@ ops without a better place go), then the other types in registration order.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 
@@ -137,7 +136,7 @@ def _create_cpus(config, prefix: str, count: int) -> list[Device]:
     cpu_budget.configure(getattr(config, "intra_op_parallelism_threads", 0))
     threads = getattr(config, "inter_op_parallelism_threads", 0)
     if not threads and count > 1:
-        threads = max(1, (os.cpu_count() or 1) // count)  # each device its share of cores
+        threads = max(1, cpu_budget.cores() // count)  # each device its share of the CPUs
     return [CPUDevice(f"{prefix}CPU:{i}", i, threads) for i in range(count)]
 
 

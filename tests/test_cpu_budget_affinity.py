@@ -42,3 +42,14 @@ def test_the_budget_is_the_mask_not_the_machine():
     from asyncflow.devices import cpu_budget
 
     assert cpu_budget._cores_allowed() == len(os.sched_getaffinity(0))
+
+
+
+def test_devices_take_their_share_of_the_budgets_cpus(monkeypatch):
+    """CPU devices split the CPUs the budget counts (the mask), not os.cpu_count()."""
+    from asyncflow.config import ConfigProto
+    from asyncflow.devices import cpu_budget, registry
+
+    monkeypatch.setattr(cpu_budget, "_CORES", 6)  # as a 6-CPU mask would count
+    devs = registry.create_devices(ConfigProto(device_count={"CPU": 2}))
+    assert sorted(d.num_threads for d in devs if d.device_type == "CPU") == [3, 3]
