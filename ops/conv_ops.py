@@ -829,16 +829,24 @@ def _filter_matrices(xp, w, l1: int, l2: int, dh: int, dw: int, grad: bool = Fal
         taps = w.transpose(0, 1, 3, 2) if grad else w
         k, o = (oc, c) if grad else (c, oc)
         tag = "memo.wt.m" if grad else "memo.w.m"
-        m2 = _work(xp, tag, (2, e.shape[1], 2, k * o), w.dtype)
-        # [4F, KH*KW] @ [KH*KW, K*O]: a short inner size, an output of MBs (LeNet's
-        # second layer: 4.7 MB, ~1.4 ms on one thread), in parts of its rows
-        ev, tv, mv = e.reshape(-1, kh * kw), taps.reshape(kh * kw, k * o), m2.reshape(-1, k * o)
+        f = e.shape[1]
+        m2 = _work(xp, tag, (2, f, 2, k * o), w.dtype)
+        # Of e's four [F, KH*KW] blocks two are the others negated ((0, 1) = -(1, 0),
+        # (1, 1) = (0, 0)), and so are their products with the taps (rounding is
+        # symmetric: the same values, zeros' signs aside, measured against one GEMM of
+        # all four): two GEMMs [F, KH*KW] @ [KH*KW, K*O], a short inner
+        # size and an output of MBs (LeNet's second layer: 4.7 MB in all, ~1.4 ms on
+        # one thread as one GEMM), then a copy and a negation, in parts of F.
+        tv = taps.reshape(kh * kw, k * o)
 
         def block(s: int, t: int) -> None:
-            xp.matmul(ev[s:t], tv, out=mv[s:t])
+            for p in range(2):
+                xp.matmul(e[p, s:t, 0], tv, out=m2[p, s:t, 0])
+            xp.copyto(m2[1, s:t, 1], m2[0, s:t, 0])
+            xp.negative(m2[1, s:t, 0], out=m2[0, s:t, 1])
 
-        _each_part(xp, _parts(xp, ev.shape[0], (kh * kw + k * o) * w.itemsize), block)
-        return m2.reshape(2, -1, 2 * k, o)
+        _each_part(xp, _parts(xp, f, 4 * (kh * kw + k * o) * w.itemsize), block)
+        return m2.reshape(2, f, 2 * k, o)
 
     return _memo(xp, "wt" if grad else "w", w, (l1, l2, dh, dw), make)
 
