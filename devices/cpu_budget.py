@@ -559,11 +559,19 @@ def _cpu_getter():
 
 
 _getcpu = _cpu_getter()
+# The CPUs the helpers may run on: the caller's own affinity at its latest offer (the
+# program, or a tf.data worker process's `avoid`, may have narrowed the process's).
 _cpus = frozenset(os.sched_getaffinity(0)) if _getcpu is not None else frozenset()
 
 
 def _keep_helpers_off(cpu: int) -> None:
-    """Allow the helpers every CPU of ours but `cpu` (called with _queue_cond held)."""
+    """Allow the helpers every CPU the caller may use but `cpu` (called with
+    _queue_cond held)."""
+    global _cpus
+    try:
+        _cpus = frozenset(os.sched_getaffinity(0))
+    except OSError:
+        return
     if cpu not in _cpus or len(_cpus) < 2:
         return
     mask = _cpus - {cpu}
@@ -581,9 +589,10 @@ def _helper_main() -> None:
             while not _queue:
                 _queue_cond.wait()
             job = _queue.pop()
-        if _getcpu is not None and len(_cpus) > 1:
+        cpus = _cpus
+        if _getcpu is not None and len(cpus) > 1:
             try:
-                os.sched_setaffinity(0, _cpus)  # running now: free to move again
+                os.sched_setaffinity(0, cpus)  # running now: free to move again
             except OSError:
                 pass
         with _lock:
