@@ -98,6 +98,9 @@ def _adam_loop(var, m, v, grad, alpha, one_minus_beta1, one_minus_beta2, epsilon
         var[i] = var[i] - u
 
 
+_import_lock = threading.Lock()
+
+
 def numba_module():
     """numba, imported by the calling thread on first use (a background thread's: see
     _loop); None where it cannot be, or is disabled.  Also for fused_elementwise_jit."""
@@ -105,11 +108,13 @@ def numba_module():
     if _DISABLED:
         return None
     if _numba is None:
-        try:
-            import numba
-        except Exception:  # not installed, or not built for this NumPy
-            numba = False
-        _numba = numba
+        with _import_lock:  # (one importer: the others wait for the whole module)
+            if _numba is None:
+                try:
+                    import numba
+                except Exception:  # not installed, or not built for this NumPy
+                    numba = False
+                _numba = numba
     return _numba or None
 
 

@@ -206,3 +206,35 @@ def test_small_variables_are_left_to_numpy(name, monkeypatch):
         training_ops._dense_update(fn, attrs, got, [v.copy() for v in values])
         for w, g in zip(want, got):
             _same_bits(w, g)
+
+
+def test_numba_is_imported_by_one_thread_while_others_wait(monkeypatch):
+    # The compile threads start together (one per loop, and fused_elementwise_jit's):
+    # an import of numba running on several of them at once handed a half-initialised
+    # module to some ("module 'numba' has no attribute 'njit'"), and their loops stayed
+    # NumPy's for the process.  One thread imports; the others wait for its result.
+    import builtins
+    import threading
+
+    real_import = builtins.__import__
+    release, calls = threading.Event(), []
+
+    def slow_import(name, *args, **kwargs):
+        if name == "numba":
+            calls.append(threading.get_ident())
+            assert release.wait(20)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(fused_updates, "_numba", None)
+    monkeypatch.setattr(builtins, "__import__", slow_import)
+    got = []
+    threads = [
+        threading.Thread(target=lambda: got.append(fused_updates.numba_module())) for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    release.set()
+    for t in threads:
+        t.join(20)
+    assert len(calls) == 1
+    assert len(got) == 3 and all(hasattr(m, "njit") for m in got)
