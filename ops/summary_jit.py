@@ -34,20 +34,11 @@ __all__ = ["encode", "histograms", "ready", "warm"]
 _DBL_MAX = float(np.finfo(np.float64).max)  # (TF's min_ starts there, max_ at -DBL_MAX)
 
 
-def _histogram_loop(
-    values, bits, base, threshold, shift, counts, limits, out_limits, out_counts, start
-):
-    """TF's Histogram of `values` (`bits`: the same memory as unsigned integers): each
-    value counted into `counts` (zeroed here; `limits.size` buckets, then the NaN and
-    Inf bins) at its bucket (its cell's base, one more at or above the cell's
-    threshold), min/max/sum/sum of squares as Histogram::Add computes them; then the
-    buckets EncodeToProto(h, false) keeps (the non-empty ones, each empty one just
-    before a non-empty one, and the last) written as limits and counts (double) into
-    `out_limits`/`out_counts` from `start`.  Only the buckets from the one below the
-    minimum's to the maximum's are looked at: the others are empty, and of them only
-    the last is kept.  Returns (min, max, sum, sum of squares, end of what was
-    written), the end -1 (nothing written) when a NaN or Inf was counted."""
-    size = limits.size
+def _accumulate(values, bits, base, threshold, shift, counts):
+    """Each of `values` (`bits`: the same memory as unsigned integers) counted into
+    `counts` (zeroed here) at its bucket (its cell's base, one more at or above the
+    cell's threshold); (min, max, sum, sum of squares) as Histogram::Add computes them,
+    in TF's order."""
     counts[:] = 0
     lo = _DBL_MAX
     hi = -_DBL_MAX
@@ -67,6 +58,24 @@ def _histogram_loop(
             hi = d
         total += d
         squares += d * d
+    return lo, hi, total, squares
+
+
+def _histogram_loop(
+    values, bits, base, threshold, shift, counts, limits, out_limits, out_counts, start
+):
+    """TF's Histogram of `values` (`bits`: the same memory as unsigned integers): each
+    value counted into `counts` (zeroed here; `limits.size` buckets, then the NaN and
+    Inf bins) at its bucket (its cell's base, one more at or above the cell's
+    threshold), min/max/sum/sum of squares as Histogram::Add computes them; then the
+    buckets EncodeToProto(h, false) keeps (the non-empty ones, each empty one just
+    before a non-empty one, and the last) written as limits and counts (double) into
+    `out_limits`/`out_counts` from `start`.  Only the buckets from the one below the
+    minimum's to the maximum's are looked at: the others are empty, and of them only
+    the last is kept.  Returns (min, max, sum, sum of squares, end of what was
+    written), the end -1 (nothing written) when a NaN or Inf was counted."""
+    size = limits.size
+    lo, hi, total, squares = _accumulate(values, bits, base, threshold, shift, counts)
     if counts[size] or counts[size + 1]:
         return lo, hi, total, squares, -1
     n = start
@@ -151,25 +160,7 @@ def _encode_loop(addrs, sizes, base, threshold, shift, counts, limits, tags, tag
         m = sizes[k]
         values = _carray(_address(addrs[k]), (m,), np.float32)
         bits = _carray(_address(addrs[k]), (m,), np.uint32)
-        counts[:] = 0
-        lo = _DBL_MAX
-        hi = -_DBL_MAX
-        total = 0.0
-        squares = 0.0
-        for i in range(m):
-            v = values[i]
-            c = bits[i] >> shift
-            b = np.intp(base[c])
-            if v >= threshold[c]:
-                b += 1
-            counts[b] += 1
-            d = np.float64(v)
-            if lo > d:
-                lo = d
-            if hi < d:
-                hi = d
-            total += d
-            squares += d * d
+        lo, hi, total, squares = _accumulate(values, bits, base, threshold, shift, counts)
         if counts[size] or counts[size + 1]:  # (NaN and -inf in the first, +inf next)
             for i in range(m):
                 if np.isnan(values[i]):
@@ -242,7 +233,9 @@ def _address_intrinsic(numba):
 def _build(numba) -> dict:
     """The loop compiled for its signatures (float32 values with uint32 bits, float64
     with uint64): on jit_loops' background thread, never in a kernel."""
-    loop = numba.njit(nogil=True, cache=True, error_model="numpy")(_histogram_loop)
+    jit = numba.njit(nogil=True, cache=True, error_model="numpy")
+    globals()["_accumulate"] = jit(_accumulate)  # (before the loops that call it compile)
+    loop = jit(_histogram_loop)
     counts = np.zeros(4, np.int64)
     limits, out = np.array([0.0, 1.0]), np.zeros(2)
     for ftype, utype in ((np.float32, np.uint32), (np.float64, np.uint64)):
@@ -262,7 +255,6 @@ def _build(numba) -> dict:
         )
     global _carray, _address  # (the names _encode_loop compiles against)
     _carray, _address = numba.carray, _address_intrinsic(numba)
-    jit = numba.njit(nogil=True, cache=True, error_model="numpy")
     for f in (_put_double, _put_field, _put_varint, _varint_size):
         globals()[f.__name__] = jit(f)
     encode = jit(_encode_loop)
