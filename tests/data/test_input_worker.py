@@ -283,12 +283,7 @@ def test_worker_exits_when_its_parent_dies(files):
 
 def _one_pass(sess, it, nxt):
     sess.run(it.initializer)
-    got = []
-    while True:
-        try:
-            got.append(sess.run(nxt))
-        except errors.OutOfRangeError:
-            return got
+    return _one_pass_rest(sess, nxt)
 
 
 def _one_pass_rest(sess, nxt):
