@@ -56,10 +56,9 @@ class Reduction:
 
 
 def _safe_div(numerator, denominator):
-    """numerator / denominator, or 0 where denominator is 0 (TF's div_no_nan)."""
-    positive = math_ops.greater(denominator, 0.0)
-    safe = slicing_ops.where(positive, denominator, array_ops.ones_like(denominator))
-    return slicing_ops.where(positive, numerator / safe, array_ops.zeros_like(numerator))
+    """numerator / denominator, or 0 where denominator is 0 (TF's `_safe_mean`: a
+    DivNoNan named "value"; a negative denominator, from negative weights, divides)."""
+    return ops.apply_op("DivNoNan", [numerator, denominator], name="value").outputs[0]
 
 
 def _num_elements(losses):

@@ -1,7 +1,8 @@
 """TF1 top-level math names built from existing ops (so they differentiate through them):
-log_sigmoid, div_no_nan, count_nonzero, reduce_logsumexp, reduce_variance, reduce_std,
-scalar_mul, eye, tensordot, meshgrid, broadcast_to, trace, matrix_transpose, where_v2,
-histogram_fixed_width, bincount.
+log_sigmoid, count_nonzero, reduce_logsumexp, reduce_variance, reduce_std,
+scalar_mul, eye, tensordot, meshgrid, trace, matrix_transpose, where_v2,
+histogram_fixed_width, bincount; and the builders of DivNoNan and MulNoNan (div_no_nan;
+`tf.math`'s multiply_no_nan and reciprocal_no_nan, through its namespace).
 
 The package re-exports these before the op families, so a family that later registers
 a dedicated op under one of these names takes its place.
@@ -24,6 +25,7 @@ from asyncflow.ops import (
     slicing_ops,
 )
 from asyncflow.ops.gradient_ops import stop_gradient
+from asyncflow.ops.math_helpers import _builder_scope, _convert_pair
 
 __all__ = [
     "log_sigmoid",
@@ -36,7 +38,6 @@ __all__ = [
     "eye",
     "tensordot",
     "meshgrid",
-    "broadcast_to",
     "trace",
     "matrix_transpose",
     "where_v2",
@@ -56,13 +57,39 @@ def log_sigmoid(x, name=None):
 
 
 def div_no_nan(x, y, name=None):
-    """x / y, or 0 where y is 0."""
-    with ops.name_scope(name, "div_no_nan", [x, y]):
-        x = _t(x)
-        y = _t(y, "y", x.dtype)
-        zero = math_ops.equal(y, array_ops.zeros_like(y))
-        safe = _select(zero, array_ops.ones_like(y), y)
-        return _select(zero, array_ops.zeros_like(x / safe), x / safe)
+    """x / y, or 0 where y is 0 (op DivNoNan; integers divide in floats, as `truediv`).
+
+    Raises:
+      TypeError: x and y have different dtypes, or a dtype that cannot be divided.
+    """
+    with _builder_scope(name, "div_no_nan", [x, y]) as op_name:
+        x, y = _convert_pair(x, y, "div_no_nan")
+        target = math_ops._TRUEDIV_FLOAT.get(x.dtype)
+        if target is not None:
+            x, y = cast_ops.cast(x, target), cast_ops.cast(y, target)
+        elif not (x.dtype.is_floating or x.dtype.is_complex):
+            raise TypeError(f"Invalid dtype {x.dtype!r} in tf.math.divide_no_nan.")
+    return ops.apply_op("DivNoNan", [x, y], name=op_name).outputs[0]
+
+
+def multiply_no_nan(x, y, name=None):
+    """x * y, or 0 where y is 0 even where x is inf or nan (op MulNoNan;
+    `tf.math.multiply_no_nan`).
+
+    Raises:
+      TypeError: x and y have different dtypes.
+    """
+    with _builder_scope(name, "multiply_no_nan", [x, y]) as op_name:
+        x, y = _convert_pair(x, y, "multiply_no_nan")
+    return ops.apply_op("MulNoNan", [x, y], name=op_name).outputs[0]
+
+
+def reciprocal_no_nan(x, name=None):
+    """1 / x, or 0 where x is 0 (op DivNoNan; `tf.math.reciprocal_no_nan`)."""
+    with _builder_scope(name, "reciprocal_no_nan", [x]) as op_name:
+        x = ops.convert_to_tensor(x, name="x")
+        one = ops.convert_to_tensor(np.array(1, x.dtype.as_numpy_dtype), name="one")
+    return ops.apply_op("DivNoNan", [one, x], name=op_name).outputs[0]
 
 
 def _select(cond, a, b):
@@ -225,15 +252,6 @@ def meshgrid(*args, **kwargs):
             r = array_ops.reshape(x, shape)
             out.append(r * array_ops.ones(manip_ops.stack(shapes), x.dtype))
         return out
-
-
-def broadcast_to(input, shape, name=None):  # noqa: A002
-    """`input` broadcast to `shape`."""
-    with ops.name_scope(name, "BroadcastTo", [input, shape]):
-        x = _t(input, "input")
-        if x.dtype == dtypes.bool:
-            return math_ops.logical_and(x, array_ops.ones(shape, dtypes.bool))
-        return x * array_ops.ones(shape, x.dtype)
 
 
 def matrix_transpose(a, name="matrix_transpose", conjugate=False):

@@ -101,6 +101,9 @@ _NAMES = {
 _ALIASES = {
     "math": {
         "divide": "divide",
+        "divide_no_nan": "div_no_nan",
+        "multiply_no_nan": "math_composites.multiply_no_nan",
+        "reciprocal_no_nan": "math_composites.reciprocal_no_nan",
         "log_softmax": "nn.log_softmax",
         "softplus": "nn.softplus",
         "softsign": "nn.softsign",

@@ -1,5 +1,5 @@
 """More of TF1's `tf.nn`, built from existing ops (so each differentiates through them):
-activations (leaky_relu, selu, swish/silu, crelu, relu_layer), statistics
+activations (swish/silu, crelu, relu_layer), statistics
 (sufficient_statistics, normalize_moments, weighted_moments, zero_fraction), losses
 (log_poisson_loss, compute_average_loss, scale_regularization_loss), local response
 normalisation, depth/space rearrangements, 1-D pooling and transposed convolution,
@@ -29,8 +29,6 @@ from asyncflow.ops import (
 )
 
 __all__ = [
-    "leaky_relu",
-    "selu",
     "swish",
     "silu",
     "crelu",
@@ -62,30 +60,6 @@ __all__ = [
 # TF1's tf.nn names for the native depthwise backprops (same arguments).
 depthwise_conv2d_backprop_input = conv_ops.depthwise_conv2d_native_backprop_input
 depthwise_conv2d_backprop_filter = conv_ops.depthwise_conv2d_native_backprop_filter
-
-
-def leaky_relu(features, alpha=0.2, name=None):
-    """max(alpha * x, x) (for alpha <= 1; TF's LeakyRelu otherwise selects)."""
-    with ops.name_scope(name, "LeakyRelu", [features]):
-        x = ops.convert_to_tensor(features, name="features")
-        if x.dtype.is_integer:
-            x = cast_ops.cast(x, dtypes.float32)
-        if alpha <= 1:
-            return math_ops.maximum(alpha * x, x)
-        return slicing_ops.where(math_ops.greater(x, 0.0), x, alpha * x)
-
-
-_SELU_ALPHA = 1.6732632423543772848170429916717
-_SELU_SCALE = 1.0507009873554804934193349852946
-
-
-def selu(features, name=None):
-    """scale * (x if x > 0 else alpha * (exp(x) - 1))."""
-    with ops.name_scope(name, "Selu", [features]):
-        x = ops.convert_to_tensor(features, name="features")
-        return _SELU_SCALE * slicing_ops.where(
-            math_ops.greater(x, 0.0), x, _SELU_ALPHA * math_ops.expm1(x)
-        )
 
 
 def swish(features, beta=1.0, name=None):

@@ -54,6 +54,7 @@ from asyncflow.ops import (  # noqa: F401
     space_ops,
     sparse_math_ops,
     sparse_ops,
+    set_ops,
     special_math_ops,
     state_ops,
     string_extras_ops,

@@ -25,7 +25,7 @@ from asyncflow.ops.slicing_ops import _invalid, _np_dtype, apply, op_scope
 from asyncflow.ragged import RaggedTensor
 from asyncflow.registry import ANY, INDEX, REQUIRED, register_op
 
-__all__ = ["concat", "stack", "tile", "pad"]
+__all__ = ["concat", "stack", "tile", "pad", "broadcast_to"]
 
 _FOLD_LIMIT = 1000  # fold Fill/Pack results up to this many elements, as TF's size cap
 
@@ -378,6 +378,94 @@ def _tile_grad(op, grad):
     summed = _g.reduce_sum(_g.reshape(grad, split_shape), axes)
     summed.set_shape(x_shape)
     return [summed, None]
+
+
+# -- BroadcastTo ---------------------------------------------------------------------------
+
+
+def _broadcast_to_shape(op):
+    """TF's shape function: the shape tensor's value, with each known input dimension
+    > 1 merged into the output dimension it aligns with (from the right)."""
+    x, shape_t = op.inputs
+    shape_t.shape.with_rank(1)
+    out = ops.constant_shape(shape_t)
+    if out.ndims is None or x.shape.ndims is None:
+        return [out]
+    if x.shape.ndims > out.ndims:
+        raise ValueError(f"Shape must be at most rank {out.ndims} but is rank {x.shape.ndims}")
+    dims = out.as_list()
+    in_dims = x.shape.as_list()
+    for i in range(1, len(in_dims) + 1):
+        d = in_dims[-i]
+        if d is not None and d > 1:
+            if dims[-i] is not None and dims[-i] != d:
+                raise ValueError(f"Dimensions must be equal, but are {d} and {dims[-i]}")
+            dims[-i] = d
+    return [dims]
+
+
+BroadcastTo = register_op(
+    "BroadcastTo", inputs=["input: T", "shape: Tidx"], outputs=["output: T"],
+    attrs={"T": ANY, "Tidx": INDEX}, shape_fn=_broadcast_to_shape,
+)  # fmt: skip
+
+
+def _broadcast_copy(xp, x, shape):
+    out = xp.empty(shape, x.dtype)
+    out[...] = x
+    return out
+
+
+@BroadcastTo.kernel(host_memory=("shape",))
+async def _broadcast_to(ctx, x, shape):
+    xp = ctx.xp
+    x, shape = xp.asarray(x), np.asarray(shape)
+    if shape.ndim != 1:
+        raise _invalid(f"shape must be a vector, got shape {_shape_str(shape.shape)}")
+    dims = tuple(int(d) for d in shape.tolist())
+    for d in dims:
+        if d < 0:
+            raise _invalid(f"Dimension {d} must be >= 0")
+    if x.shape == dims:  # (TF forwards its input)
+        return x
+    if x.ndim > len(dims):
+        raise _invalid(
+            f"Rank of input ({x.ndim}) must be no greater than rank of output shape ({len(dims)})."
+        )
+    try:
+        both = np.broadcast_shapes(x.shape, dims)
+    except ValueError:
+        raise _invalid(
+            f"Incompatible shapes: {_shape_str(x.shape)} vs. {_shape_str(dims)}"
+        ) from None
+    if both != dims:
+        raise _invalid(
+            f"Unable to broadcast tensor of shape {_shape_str(x.shape)} to tensor of shape "
+            f"{_shape_str(dims)}"
+        )
+    ctx.device.check_alloc(math.prod(dims), ctx.attrs["T"])
+    if x.size == 1 and x.dtype.kind in "biufc":  # (a Sum's gradient): one fill
+        return xp.full(dims, x.reshape(()), x.dtype)
+    return await ctx.device.compute(_broadcast_copy, xp, x, dims)
+
+
+def broadcast_to(input, shape, name=None):  # noqa: A002 - TF's name
+    """`tf.broadcast_to`: `input` repeated along new and size-1 dimensions to `shape`
+    (op BroadcastTo, a new tensor; NumPy's broadcasting rules).
+
+    Raises:
+      ValueError: the shapes cannot broadcast (when known).
+      InvalidArgumentError: the same at run time, or a negative dimension.
+    """
+    return apply("BroadcastTo", [input, shape], name=name).outputs[0]
+
+
+@BroadcastTo.gradient
+def _broadcast_to_grad(op, grad):
+    """TF's _BroadcastToGrad: grad summed over the broadcast dimensions, reshaped to
+    the input's shape."""
+    _, gx = _g.broadcast_reduce(op.outputs[0], op.inputs[0], None, grad)
+    return [gx, None]
 
 
 # -- Pad, PadV2, MirrorPad -------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import errors, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.kernel_api import NOT_INLINE, template
 from asyncflow.ops import elementwise as _ew
@@ -38,6 +38,8 @@ __all__ = [
     "elu",
     "softplus",
     "softsign",
+    "selu",
+    "leaky_relu",
     "softmax",
     "log_softmax",
     "bias_add",
@@ -130,6 +132,56 @@ Softsign, softsign = _activation(
     FLOATING,
     "Computes features / (abs(features) + 1).",
 )
+
+# TF's SeluFunctor constants (scale, and scale * alpha as its own literal).
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_SCALE_ALPHA = 1.7580993408473768599402175208123
+
+
+def _selu(xp, x):
+    # TF: (x < 0).select(scale_alpha * (exp(x) - 1), scale * x): exp - 1, not expm1
+    neg = _scalar(x, _SELU_SCALE_ALPHA) * (xp.exp(xp.minimum(x, _zero(x))) - _scalar(x, 1))
+    return xp.where(x < 0, neg, _scalar(x, _SELU_SCALE) * x)
+
+
+Selu, selu = _activation(
+    "Selu",
+    _selu,
+    FLOATING,
+    "Computes scale * features where features > 0, else scale * alpha * (exp(features) - 1).",
+)
+
+LeakyRelu = register_op(
+    "LeakyRelu",
+    inputs=["features: T"],
+    outputs=["activations: T"],
+    attrs={"alpha": 0.2, "T": FLOATING},
+    shape_fn=_unary_shape,
+)
+
+
+def _leaky(xp, x, alpha):
+    # TF: (x > 0).select(x, x * alpha) (alpha may be > 1 or < 0: no max)
+    return xp.where(x > 0, x, x * _scalar(x, alpha))
+
+
+@LeakyRelu.kernel()
+async def _leaky_relu_kernel(ctx, features):
+    xp = ctx.xp
+    out = await ctx.compute(_quiet, xp, _leaky, xp, xp.asarray(features), ctx.attrs["alpha"])
+    return _as_dtype(xp, out, ctx.attrs["T"])
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    """`tf.nn.leaky_relu`: features where features > 0, else alpha * features (op
+    LeakyRelu; integer features are cast to float32 first)."""
+    with _builder_scope(name, "LeakyRelu", [features]) as op_name:
+        features = ops.convert_to_tensor(features, name="features")
+        if features.dtype.is_integer:
+            features = ops.apply_op("Cast", [features], {"DstT": dtypes.float32}).outputs[0]
+    if isinstance(alpha, np.ndarray):
+        alpha = alpha.item()
+    return ops.apply_op("LeakyRelu", [features], {"alpha": float(alpha)}, name=op_name).outputs[0]
 
 
 # -- Softmax, LogSoftmax ---------------------------------------------------------------------
@@ -536,6 +588,43 @@ SoftsignGrad = _grad_op(
     FLOATING,
 )
 
+SeluGrad = _grad_op(
+    "SeluGrad",
+    "outputs",
+    lambda xp, g, y: xp.where(
+        y < 0, g * (y + _scalar(y, _SELU_SCALE_ALPHA)), g * _scalar(y, _SELU_SCALE)
+    ),
+    FLOATING,
+)
+
+LeakyReluGrad = register_op(
+    "LeakyReluGrad",
+    inputs=["gradients: T", "features: T"],
+    outputs=["backprops: T"],
+    attrs={"alpha": 0.2, "T": FLOATING},
+    shape_fn=lambda op: [op.inputs[0].shape.merge_with(op.inputs[1].shape)],
+)
+
+
+def _leaky_grad(xp, g, x, alpha):
+    # TF: (x > 0).select(gradients, gradients * alpha)
+    return xp.where(x > 0, g, g * _scalar(g, alpha))
+
+
+@LeakyReluGrad.kernel()
+async def _leaky_relu_grad_kernel(ctx, g, x):
+    xp = ctx.xp
+    g, x = xp.asarray(g), xp.asarray(x)
+    if g.shape != x.shape:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"gradients and features must be the same shape: "
+            f"{_shape_str(g.shape)} vs. {_shape_str(x.shape)}",
+        )
+    out = await ctx.compute(_quiet, xp, _leaky_grad, xp, g, x, ctx.attrs["alpha"])
+    return _as_dtype(xp, out, ctx.attrs["T"])
+
 
 def _apply(op_type, inputs, attrs=None):
     return ops.apply_op(op_type, inputs, attrs).outputs[0]
@@ -566,6 +655,16 @@ def _softsign_grad(op, grad):
     return _apply("SoftsignGrad", [grad, op.inputs[0]])
 
 
+@Selu.gradient
+def _selu_grad(op, grad):
+    return _apply("SeluGrad", [grad, op.outputs[0]])
+
+
+@LeakyRelu.gradient
+def _leaky_relu_grad(op, grad):
+    return _apply("LeakyReluGrad", [grad, op.inputs[0]], {"alpha": op._attr("alpha")})
+
+
 def _zeros_like(t):
     return _apply("ZerosLike", [t])
 
@@ -589,6 +688,23 @@ def _elu_grad_grad(op, grad):
     g, y = op.inputs
     neg = _apply("Less", [y, _apply("ZerosLike", [y])])
     return [_apply("EluGrad", [grad, y]), _where(neg, grad * g, _zeros_like(y))]
+
+
+@SeluGrad.gradient
+def _selu_grad_grad(op, grad):
+    # TF's _SeluGradGrad
+    g, y = op.inputs
+    neg = _apply("Less", [y, _apply("ZerosLike", [y])])
+    return [_apply("SeluGrad", [grad, y]), _where(neg, grad * g, _zeros_like(y))]
+
+
+@LeakyReluGrad.gradient
+def _leaky_relu_grad_grad(op, grad):
+    x = op.inputs[1]
+    return [
+        _apply("LeakyReluGrad", [grad, x], {"alpha": op._attr("alpha")}),
+        _zeros_like(x),
+    ]
 
 
 @SoftplusGrad.gradient
@@ -766,6 +882,7 @@ def fuse_max_pool_grad_relu_grad(view) -> None:
         if view.sole_consumer(j) != i:
             continue
         view.fuse(i, "_FusedMaxPoolGradReluGrad", dict(src.op._attrs), list(src.inputs), [j])
+
 
 # TF's nn_ops module also holds these (not `tf.nn` names): the expanded-batch conv3d and
 # the deprecated Convolution class.

@@ -198,6 +198,22 @@ Xdivy = _binary_op("Xdivy", _x_times(lambda xp, y: 1 / y), _FLOAT_OR_COMPLEX)
 Xlog1py = _binary_op("Xlog1py", _x_times(lambda xp, y: xp.log1p(y)), _FLOAT_OR_COMPLEX)
 
 
+def _no_nan(fn):
+    """TF's DivNoNan/MulNoNan: fn(x, y) where y != 0, else 0 (even where x is inf or nan)."""
+
+    def kernel(xp, x, y):
+        x, y = xp.asarray(x), xp.asarray(y)
+        with np.errstate(all="ignore"):
+            out = xp.asarray(fn(x, y))
+        return xp.where(y == 0, xp.zeros_like(out), out)
+
+    return kernel
+
+
+DivNoNan = _binary_op("DivNoNan", _no_nan(lambda x, y: x / y), _FLOAT_OR_COMPLEX)
+MulNoNan = _binary_op("MulNoNan", _no_nan(lambda x, y: x * y), _FLOAT_OR_COMPLEX)
+
+
 def _check_trunc_div(xp, x, y, dtype) -> None:
     # TF's CPU kernels for TruncateDiv/TruncateMod do not flag integer division by zero as
     # Div/FloorDiv do: the step fails with InternalError "Unexpected error in binary
@@ -357,6 +373,23 @@ def _x_grad(op_type: str, dy_term):
 _x_grad("Xlogy", lambda x, y: _apply("Xdivy", x, y))
 _x_grad("Xlog1py", lambda x, y: _apply("Xdivy", x, _apply("AddV2", y, _g.ones_like(y))))
 _x_grad("Xdivy", lambda x, y: _apply("Xdivy", _g.neg(x), _apply("Square", y)))
+
+
+@DivNoNan.gradient
+def _div_no_nan_grad(op, grad):
+    """TF's _DivNoNanGrad: grad / y, and grad * (-x / y) / y, each 0 where y == 0."""
+    x, y = op.inputs
+    xc, yc = _conj(x), _conj(y)
+    gx = _apply("DivNoNan", grad, yc)
+    gy = _apply("Mul", grad, _apply("DivNoNan", _apply("DivNoNan", _g.neg(xc), yc), yc))
+    return _g.broadcast_reduce(x, y, gx, gy)
+
+
+@MulNoNan.gradient
+def _mul_no_nan_grad(op, grad):
+    """TF's _MulNoNanGrad: MulNoNan(grad, y) and MulNoNan(x, grad)."""
+    x, y = op.inputs
+    return _g.broadcast_reduce(x, y, _apply("MulNoNan", grad, y), _apply("MulNoNan", x, grad))
 
 
 # -- builders ------------------------------------------------------------------------------

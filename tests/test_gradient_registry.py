@@ -121,6 +121,8 @@ CASES: dict[str, list] = {
     "Xlogy": [(af.math.xlogy, [r(2, 3), r(3)])],
     "Xdivy": [(af.math.xdivy, [r(2, 3), r(3)])],
     "Xlog1py": [(af.math.xlog1py, [r(2, 3), r(3)])],
+    "DivNoNan": [(af.math.divide_no_nan, [r(2, 3), r(3)])],
+    "MulNoNan": [(af.math.multiply_no_nan, [r(2, 3), r(2, 1)])],
     "Floor": [(af.floor, [r(4) + 0.2])],
     "Ceil": [(af.ceil, [r(4) + 0.2])],
     "Round": [(lambda x: op("Round", x), [r(4) + 0.1])],
@@ -221,6 +223,10 @@ CASES: dict[str, list] = {
     ],
     "Pack": [(lambda a, b: af.stack([a, b * 2.0], axis=1), [r(2, 3), r(2, 3)])],
     "Tile": [(lambda x: af.tile(x, [2, 3]), [r(2, 2)])],
+    "BroadcastTo": [
+        (lambda x: af.broadcast_to(x, [2, 3, 4]), [r(3, 1)]),
+        (lambda x: af.broadcast_to(x, [2, 3]), [r(3)]),
+    ],
     "Pad": [(lambda x: af.pad(x, [[1, 0], [2, 1]]), [r(2, 3)])],
     "PadV2": [(lambda x: af.pad(x, [[1, 1], [0, 1]], constant_values=2.0), [r(2, 3)])],
     "MirrorPad": [
