@@ -655,6 +655,8 @@ def _kept_dims_shape(op):
         dims = [1 if i in axes else d for i, d in enumerate(x.shape.as_list())]
         if None not in dims:
             return _g.constant(dims, dtypes.int32)
+        if dims.count(None) == 1:  # (a batch): -1 there, for the Reshapes it serves
+            return _g.constant([-1 if d is None else d for d in dims], dtypes.int32)
     # Run time: Shape(x) with the reduced positions set to 1.
     x_shape = _g.shape(x)
     rank = _g.apply("Size", x_shape)
@@ -668,19 +670,19 @@ def _kept_dims_shape(op):
 
 
 def _grad_to_input(op, grad, kept):
-    """grad reshaped to kept dims, tiled to the input's shape (TF's Sum gradient)."""
+    """grad reshaped to kept dims (`_kept_dims_shape`: -1 may stand for one unknown
+    dimension), then repeated to the input's shape: Tile where the repeats are known
+    when building, else BroadcastTo to Shape(x) (TF's Sum gradient)."""
     x = op.inputs[0]
     if not op._attr("keep_dims"):
         grad = _g.reshape(grad, kept)
-    if x.shape.is_fully_defined() and ops.constant_value(kept) is not None:
-        kept_v = ops.constant_value(kept)
+    kept_v = ops.constant_value(kept)
+    if x.shape.is_fully_defined() and kept_v is not None:
         scale = [d // builtins.max(int(k), 1) for d, k in zip(x.shape.as_list(), kept_v)]
         return _g.apply("Tile", grad, _g.constant(scale, dtypes.int32))  # ([] for a scalar)
-    kept_v = ops.constant_value(kept)
-    if kept_v is not None and all(int(k) <= 1 for k in np.ravel(kept_v)):
+    if kept_v is not None and all(0 <= int(k) <= 1 for k in np.ravel(kept_v)):
         return _g.apply("Tile", grad, _g.shape(x))  # every kept dim is 1: tile by Shape(x)
-    scale = _g.apply("FloorDiv", _g.shape(x), _g.apply("Maximum", kept, _g.constant(1)))
-    return _g.apply("Tile", grad, scale)
+    return _g.apply("BroadcastTo", grad, _g.shape(x))
 
 
 @Sum.gradient
@@ -694,6 +696,10 @@ def _reduction_size(op):
     if x.shape.is_fully_defined() and y.shape.is_fully_defined():
         factor = x.shape.num_elements() // builtins.max(y.shape.num_elements(), 1)
         return _g.constant(factor, x.dtype)
+    axes = _static_axes(op)
+    if axes is not None and all(x.shape[a].value is not None for a in axes):
+        # (a mean over known dimensions of a batch: their product)
+        return _g.constant(math.prod(x.shape[a].value for a in axes), x.dtype)
     if y.shape.is_fully_defined():  # e.g. a mean over the batch: Size(x) // |y|
         y_n = y.shape.num_elements()
         factor = _g.apply("Size", x)
