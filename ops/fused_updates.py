@@ -190,36 +190,46 @@ def available() -> bool:
 
 
 # -- from the NumPy update functions' arguments to a loop's --------------------------------
+#
+# Each update's arguments as its loop takes them: (loop name, arrays beside the targets,
+# scalars), or None where no loop covers the call.  `scalars` are the hyper-parameters
+# (0-d arrays or NumPy scalars, checked to be of the variables' dtype by `apply`); what
+# a loop takes derived from them is computed as training_ops' function computes it,
+# on the same values (as NumPy scalars: the same float32/float64 operations as on 0-d
+# arrays, without a ufunc call each), after `apply` checked them.
 
 
-def _scalar(x):
-    """A 0-d array's value as a NumPy scalar of its dtype; anything else as it is."""
-    return x[()] if type(x) is np.ndarray and not x.ndim else x
+def _gradient_descent_args(attrs, values):
+    alpha, delta = values
+    return "_gradient_descent_loop", delta, (alpha,), None
 
 
-def _plan(name: str, attrs, targets: list, values: list):
-    """(loop name, arrays, scalars) for training_ops' update `name`, or None."""
-    one = targets[0].dtype.type(1)
-    if name in ("_gradient_descent", "_gradient_descent_scratch"):
-        alpha, delta = values
-        return "_gradient_descent_loop", [delta], [alpha]
-    if name == "_momentum":
-        if attrs["use_nesterov"]:
-            return None
-        lr, grad, momentum = values
-        return "_momentum_loop", [grad], [lr, momentum]
-    if name == "_rms_prop":
-        lr, rho, momentum, epsilon, grad = values
-        return "_rms_prop_loop", [grad], [lr, one - rho, momentum, epsilon]
-    if name == "_adam":
-        if attrs["use_nesterov"]:
-            return None
-        beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad = map(_scalar, values)
-        # as training_ops._adam computes it, on the same values (as NumPy scalars: the
-        # same float32/float64 operations as on 0-d arrays, without a ufunc call each)
-        alpha = lr * np.sqrt(one - beta2_power) / (one - beta1_power)
-        return "_adam_loop", [grad], [alpha, one - beta1, one - beta2, epsilon]
-    return None
+def _momentum_args(attrs, values):
+    if attrs["use_nesterov"]:
+        return None
+    lr, grad, momentum = values
+    return "_momentum_loop", grad, (lr, momentum), None
+
+
+def _rms_prop_args(attrs, values):
+    lr, rho, momentum, epsilon, grad = values
+    return "_rms_prop_loop", grad, (lr, rho, momentum, epsilon), _rms_prop_scalars
+
+
+def _rms_prop_scalars(one, lr, rho, momentum, epsilon):
+    return lr, one - rho, momentum, epsilon
+
+
+def _adam_args(attrs, values):
+    if attrs["use_nesterov"]:
+        return None
+    beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad = values
+    return "_adam_loop", grad, (beta1_power, beta2_power, lr, beta1, beta2, epsilon), _adam_scalars
+
+
+def _adam_scalars(one, beta1_power, beta2_power, lr, beta1, beta2, epsilon):
+    alpha = lr * np.sqrt(one - beta2_power) / (one - beta1_power)
+    return alpha, one - beta1, one - beta2, epsilon
 
 
 # Below these sizes (elements) an update is left to NumPy: its few ufunc calls cost less
@@ -237,39 +247,78 @@ _NUMPY_BELOW = {
     "_rms_prop": 1 << 12,
     "_adam": 1 << 12,
 }
+# training_ops' update name -> its arguments' function above
+_UPDATES = {
+    "_gradient_descent": _gradient_descent_args,
+    "_gradient_descent_scratch": _gradient_descent_args,
+    "_momentum": _momentum_args,
+    "_rms_prop": _rms_prop_args,
+    "_adam": _adam_args,
+}
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def apply(fn, attrs, targets: list, values: list) -> bool:
     """Run training_ops' dense update `fn` as its compiled loop; False (nothing done)
     where no loop covers it (see the module note) or NumPy's calls cost less (a small
-    variable: `_NUMPY_BELOW`), for the NumPy path to run."""
-    if _DISABLED or targets[0].size < _NUMPY_BELOW.get(fn.__name__, 0):
+    variable: `_NUMPY_BELOW`), for the NumPy path to run.
+
+    Every optimizer step calls this once per variable: the checks are written out
+    (no comprehension or helper call each), as they cost more than a small loop."""
+    name = fn.__name__
+    args_of = _UPDATES.get(name)
+    if args_of is None or _DISABLED:
         return False
-    dtype = targets[0].dtype
-    if dtype != np.float32 and dtype != np.float64:
+    var = targets[0]
+    if var.size < _NUMPY_BELOW.get(name, 0):
         return False
-    plan = _plan(fn.__name__, attrs, targets, values)
-    if plan is None:
+    dtype = var.dtype
+    if dtype != _F32 and dtype != _F64:
         return False
-    name, arrays, scalars = plan
-    shape = targets[0].shape
-    for a in (*targets, *arrays):
-        if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
+    made = args_of(attrs, values)
+    if made is None:
+        return False
+    name, grad, scalars, derive = made
+    shape = var.shape
+    ndarray = np.ndarray
+    for t in targets:
+        if type(t) is not ndarray or t.dtype != dtype or t.shape != shape:
             return False
-    if not all(t.flags.c_contiguous and t.flags.writeable for t in targets):
+        flags = t.flags
+        if not (flags.c_contiguous and flags.writeable):
+            return False
+    if type(grad) is not ndarray or grad.dtype != dtype or grad.shape != shape:
         return False
-    for s in scalars:  # (0-d arrays and NumPy scalars: their own fields, no np.ndim)
-        if type(s) is np.ndarray or isinstance(s, np.generic):
+    gflags = grad.flags
+    if not gflags.c_contiguous:
+        grad = np.ascontiguousarray(grad)
+        gflags = grad.flags
+    one = dtype.type(1)
+    args = []
+    for s in scalars:  # 0-d arrays or NumPy scalars of the dtype, as NumPy scalars
+        if type(s) is ndarray or isinstance(s, np.generic):
             if s.ndim or s.dtype != dtype:
                 return False
+            args.append(s[()])
         elif np.ndim(s) or np.asarray(s).dtype != dtype:
             return False
-    arrays = [np.ascontiguousarray(a) for a in arrays]
-    every = [*targets, *arrays]
+        else:
+            args.append(dtype.type(s))
+    if derive is not None:
+        args = derive(one, *args)
     # The loops read and write element by element: no two arrays may overlap.  Distinct
     # arrays that each own their memory cannot (the usual case: variables' buffers and
     # a computed gradient); views are checked pair by pair.
-    if len({id(a) for a in every}) < len(every) or not all(a.flags.owndata for a in every):
+    every = [*targets, grad]
+    distinct = True
+    for k, a in enumerate(every):
+        if not (gflags if a is grad else a.flags).owndata:
+            distinct = False
+            break
+        for b in every[:k]:
+            if a is b:
+                distinct = False
+    if not distinct:
         for k, a in enumerate(every):
             for b in every[k + 1 :]:
                 if np.may_share_memory(a, b):
@@ -277,15 +326,15 @@ def apply(fn, attrs, targets: list, values: list) -> bool:
     loop = _loop(name)
     if loop is None:
         return False
-    flat = [a.reshape(-1) for a in every]
-    scalars = [dtype.type(s) for s in scalars]
-    n = flat[0].size
+    if len(shape) != 1:
+        every = [a.reshape(-1) for a in every]
+    n = var.size
     if n < 2 * _BLOCK:  # one block (parallel_for's own rule): no slices, no job
-        loop(*flat, *scalars)
+        loop(*every, *args)
         return True
 
     def run(start: int, stop: int) -> None:
-        loop(*(a[start:stop] for a in flat), *scalars)
+        loop(*(a[start:stop] for a in every), *args)
 
     cpu_budget.parallel_for(n, run, min_block=_BLOCK)
     return True

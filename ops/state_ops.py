@@ -116,17 +116,33 @@ async def writable_targets_on(refs, device) -> list:
 def writable_targets_now(refs) -> list | None:
     """`writable_targets_on(refs, ...)` where every one of `refs` is exclusive (its
     own buffer, no copy to make): the buffers, taken now; else None, nothing taken.
-    (An optimizer's update takes three or more per step: no coroutine each.)"""
+    (An optimizer's update takes three or more per step: no coroutine each, and
+    `_exclusive` and `_set_writeable` written out.)"""
     for r in refs:
-        if r.value is None or not r._exclusive():
+        lendings = r._lendings
+        if r.value is None or lendings.live or lendings.shared or lendings.pins:
             return None
     targets = []
     for r in refs:
         r._writers += 1
         buf = r.value
-        _set_writeable(buf, True)
+        if isinstance(buf, np.ndarray):  # (device arrays have no writeable flag)
+            buf.setflags(write=True)
         targets.append(buf)
     return targets
+
+
+def commit_targets(refs, targets: list) -> None:
+    """`r.commit(t)` for each of `refs` and its target from `writable_targets_*`, the
+    usual case (updated in place, no other writer) written out."""
+    for r, buf in zip(refs, targets):
+        r._writers -= 1
+        if buf is r.value:
+            if not r._writers and isinstance(buf, np.ndarray):
+                buf.setflags(write=False)  # (all that _install does for it)
+            continue
+        r._writers += 1
+        r.commit(buf)
 
 
 class _Lease:

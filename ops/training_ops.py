@@ -31,10 +31,11 @@ import numpy as np
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.devices import cpu_budget
+from asyncflow.kernel_api import QUIET_STEP
 from asyncflow.ops import blas, fused_updates
 from asyncflow.ops.math_helpers import quiet_errstate
 from asyncflow.ops.matmul_ops import DeferredProduct, matmul_deferred, plain_context
-from asyncflow.ops.state_ops import writable_targets_on
+from asyncflow.ops.state_ops import commit_targets, writable_targets_now, writable_targets_on
 from asyncflow.registry import (
     INDEX,
     NUMERIC,
@@ -368,29 +369,64 @@ def _register(
     )
     NotDifferentiable(op_type)
 
+    # Inputs whose shape must equal var's (the slots, the gradient), and the scalars.
+    same_shape = (*range(1, n_refs), grad_pos)
+    ndarray = np.ndarray
+
     @op_def.kernel("CPU")
     async def _kernel(ctx, *args):
+        if sparse:
+            return await _sparse_kernel(ctx, *args)
+        # Dense: every optimizer step runs one per variable, so the usual case (valid
+        # inputs, buffers no read holds) is written out flat, with no call a check
+        # could do without (a training step's updates were a quarter of its Python
+        # calls); any other case takes the general calls, which raise the errors.
         fn = update
         if scratch is not None and ctx.may_forward(grad_pos, args[grad_pos]):
             fn = scratch
         refs = args[:n_refs]
-        values = [r._current() for r in refs]
-        values.extend(np.asarray(a) for a in args[n_refs:])
-        if sparse:
-            _check_dense(names, n_refs, scalar_pos, None, values)
-            indices = values[idx_pos]
-            _check_sparse(values[0], values[grad_pos], indices)
-            del values[idx_pos]
-        else:
-            _check_dense(names, n_refs, scalar_pos, grad_pos, values)
+        values = []
+        for r in refs:
+            v = r.value
+            if v is None:
+                r.read()  # FailedPreconditionError: uninitialised
+            values.append(v)
+        for a in args[n_refs:]:
+            values.append(a if type(a) is ndarray else np.asarray(a))
+        shape = values[0].shape
+        for k in same_shape:
+            if values[k].shape != shape:
+                _check_dense(names, n_refs, scalar_pos, grad_pos, values)  # (raises)
+        for k in scalar_pos:
+            if values[k].ndim:
+                _check_dense(names, n_refs, scalar_pos, grad_pos, values)  # (raises)
         del values[:n_refs]
-        targets = await writable_targets_on(refs, ctx.device)
+        targets = writable_targets_now(refs)
+        if targets is None:  # a read still holds a buffer: copies, as the device runs them
+            targets = await writable_targets_on(refs, ctx.device)
         # The update's cost decides where it runs (a large model's update would hold
         # the loop for many milliseconds): inline when cheap, else on a device worker.
-        if sparse:
-            work = ctx.compute(_apply_rows, update, ctx.attrs, targets, values, indices)
-        else:
-            work = ctx.compute(_apply_dense, fn, ctx.attrs, targets, values)
+        try:
+            await ctx.compute(_apply_dense, fn, ctx.attrs, targets, values)
+        except BaseException:
+            for r, t in zip(refs, targets):
+                r.abandon(t)
+            raise
+        commit_targets(refs, targets)
+        return refs[0]
+
+    async def _sparse_kernel(ctx, *args):
+        refs = args[:n_refs]
+        values = [r._current() for r in refs]
+        values.extend(np.asarray(a) for a in args[n_refs:])
+        _check_dense(names, n_refs, scalar_pos, None, values)
+        indices = values[idx_pos]
+        _check_sparse(values[0], values[grad_pos], indices)
+        del values[idx_pos]
+        del values[:n_refs]
+        targets = await writable_targets_on(refs, ctx.device)
+        # The update's cost decides where it runs, as the dense update's.
+        work = ctx.compute(_apply_rows, update, ctx.attrs, targets, values, indices)
         await _write_through(refs, targets, work)
         return refs[0]
 
@@ -438,7 +474,10 @@ async def _write_through(refs, targets: list, work) -> None:
 
 
 def _apply_dense(fn: Callable, attrs, targets: list, values: list) -> None:
-    with quiet_errstate():  # TF yields inf/nan silently
+    if QUIET_STEP.get():  # (a step's thread: inside np.errstate(all="ignore") already)
+        _dense_update(fn, attrs, targets, values)
+        return
+    with np.errstate(all="ignore"):  # TF yields inf/nan silently
         _dense_update(fn, attrs, targets, values)
 
 
