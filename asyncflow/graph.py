@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -114,6 +115,15 @@ def register_overload(name: str, fn: Callable) -> None:
     _OVERLOADS[name] = fn
 
 
+# The `assign` of each tensor that slices a variable (set by its `__getitem__`).
+_SLICE_ASSIGN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def set_slice_assign(tensor: Tensor, assign: Callable) -> None:
+    """Give `tensor` (a variable's slice) its `assign` method."""
+    _SLICE_ASSIGN[tensor] = assign
+
+
 def _overload(name: str) -> Callable:
     try:
         return _OVERLOADS[name]
@@ -134,6 +144,15 @@ class Tensor:
         self._shape = tensor_shape.unknown_shape()
         self._consumers: list[Operation] = []
         self._is_ref = is_ref
+
+    def __getattr__(self, name):
+        # Only for names the class does not have: a slice of a variable (`v[1:3]`)
+        # has TF1's `assign(value, name=None)` (StridedSliceAssign), other tensors not.
+        if name == "assign":
+            assign = _SLICE_ASSIGN.get(self)
+            if assign is not None:
+                return assign
+        raise AttributeError(f"'Tensor' object has no attribute '{name}'")
 
     @property
     def op(self) -> Operation:
@@ -1271,8 +1290,11 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
             attrs["container"] = graph._container  # `with tf.container(...)`, as TF1
         out_dtypes, refs = _output_dtypes(op_def, attrs)
         graph._check_not_finalized()
-        if name and not _VALID_OP_NAME.match(name.rstrip("/").rsplit("/", 1)[-1] or "x"):
-            raise ValueError(f"'{name}' is not a valid node name")
+        if name:  # TF checks the whole name the op gets ("scope/_x" is valid, "_x" not)
+            stack = graph._name_stack
+            full = name[:-1] if name.endswith("/") else (f"{stack}/{name}" if stack else name)
+            if not _VALID_OP_NAME.match(full):
+                raise ValueError(f"'{name}' is not a valid node name")
         if name and name.endswith("/"):
             op_name = name[:-1]  # TF: a scope name ("foo/") names the op exactly
             if op_name in graph._ops_by_name:

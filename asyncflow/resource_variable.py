@@ -184,6 +184,14 @@ class ResourceVariable(Variable):
         updated = super()._scatter(builder, sparse_delta, use_locking, name)
         return self._after(updated.op, True)
 
+    def _strided_slice_assign(self, begin, end, strides, value, name=None, **masks):
+        attrs = dict(masks, T=self._dtype_base)
+        op = ops.apply_op(
+            "ResourceStridedSliceAssign", [self._handle, begin, end, strides, value], attrs,
+            name=name,
+        )  # fmt: skip
+        return self._after(op, True)
+
     def scatter_mul(self, sparse_delta, use_locking=False, name=None):
         return self._scatter(state_ops.scatter_mul, sparse_delta, use_locking, name)
 
@@ -209,7 +217,7 @@ def _operator(name: str):
 
 
 for _name in (
-    "__getitem__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
     "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
     "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__abs__", "__invert__",
     "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lt__", "__le__",

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.graph import GraphKeys
-from asyncflow.ops import array_ops, control_flow_ops, state_ops
+from asyncflow.ops import array_ops, control_flow_ops, slicing_ops, state_ops
 from asyncflow.ops.state_ops import is_variable_initialized
 from asyncflow.partitioned_variables import SaveSliceInfo
 
@@ -365,6 +365,16 @@ class Variable:
     def scatter_sub(self, sparse_delta, use_locking=False, name=None):
         return self._scatter(state_ops.scatter_sub, sparse_delta, use_locking, name)
 
+    def __getitem__(self, slice_spec):
+        """The value's slice, with TF1's `assign(value, name=None)` writing that slice
+        of the variable (StridedSliceAssign)."""
+        return slicing_ops.slice_of_variable(self, slice_spec)
+
+    def _strided_slice_assign(self, begin, end, strides, value, name=None, **masks):
+        return state_ops.strided_slice_assign(
+            self._variable, begin, end, strides, value, name=name, **masks
+        )
+
     def count_up_to(self, limit):
         """Increments the variable until it reaches `limit` (op CountUpTo); the value
         before the increment.
@@ -401,7 +411,6 @@ class Variable:
 
 # Operators go to the snapshot, as TF1's `Variable._OverloadAllOperators` does.
 _OPERATORS = (
-    "__getitem__",
     "__add__",
     "__radd__",
     "__sub__",

@@ -30,7 +30,8 @@ from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.data_flow_stack_ops import handle_object, handle_value
 from asyncflow.ops.scatter_nd_ops import _gather_nd
 from asyncflow.ops.slicing_ops import _gather_v2
-from asyncflow.ops.state_ops import VarRef
+from asyncflow.ops.state_ops import _SLICE_MASK_ATTRS, VarRef, slice_assign
+from asyncflow.ops.strided_slice_spec import slice_masks
 from asyncflow.registry import ANY, INDEX, REQUIRED, NotDifferentiable, register_op
 
 __all__ = [
@@ -193,6 +194,23 @@ def _register_update(op_type: str, ufunc: str):
 
 AssignAddVariableOp = _register_update("AssignAddVariableOp", "add")
 AssignSubVariableOp = _register_update("AssignSubVariableOp", "subtract")
+
+ResourceStridedSliceAssign = register_op(
+    "ResourceStridedSliceAssign",
+    inputs=["ref: resource", "begin: Index", "end: Index", "strides: Index", "value: T"],
+    attrs={"T": ANY, "Index": INDEX, **_SLICE_MASK_ATTRS},
+    shape_fn=lambda op: [],
+    stateful=True,
+)
+NotDifferentiable("ResourceStridedSliceAssign")
+
+
+@ResourceStridedSliceAssign.kernel(host_memory=("ref", "begin", "end", "strides"))
+async def _resource_strided_slice_assign(ctx, handle, begin, end, strides, value):
+    var = _read(ctx, handle)
+    _check_dtype(var, ctx.attrs["T"])
+    slice_assign(var, begin, end, strides, value, slice_masks(ctx.attrs), ctx.xp)
+
 
 VarIsInitializedOp = register_op(
     "VarIsInitializedOp",

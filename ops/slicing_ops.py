@@ -24,7 +24,12 @@ from asyncflow import graph as ops
 from asyncflow.ops import device_indexing
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import to_host
-from asyncflow.ops.strided_slice_spec import SliceError, slice_masks, strided_slice_spec
+from asyncflow.ops.strided_slice_spec import (
+    SliceError,
+    basic_index,
+    slice_masks,
+    strided_slice_spec,
+)
 from asyncflow.registry import (
     ANY,
     INDEX,
@@ -240,17 +245,7 @@ def _strided_slice_value(x, begin, end, strides, masks, xp=np):
             f"{_shape_str(strides.shape)} instead."
         )
     final, canon = strided_slice_spec(list(x.shape), begin, end, strides, masks)
-    index = []
-    for b, e, s, shrink, size in canon:
-        if shrink:
-            index.append(b)
-        elif size == 0:
-            index.append(builtins.slice(0, 0))
-        else:
-            index.append(builtins.slice(b, e if e >= 0 else None, s))
-    # (the trailing Ellipsis keeps a fully indexed element an array: a string tensor's
-    # element is otherwise a bare bytes object)
-    return x[(*index, Ellipsis)].reshape(final)
+    return x[basic_index(canon)].reshape(final)
 
 
 @StridedSlice.kernel(host_memory=("begin", "end", "strides"))
@@ -361,8 +356,11 @@ def cast(t: ops.Tensor, dtype) -> ops.Tensor:
         ) from None
 
 
-def _getitem(tensor, slice_spec):
+def _getitem(tensor, slice_spec, var=None):
     """`Tensor.__getitem__`: NumPy-style basic indexing lowered to one StridedSlice.
+    With `var` (a variable whose value `tensor` is), the slice also has TF1's
+    `assign(value, name=None)`: `var._strided_slice_assign` of the same spec, named
+    "<slice>/_assign" by default.
 
     Raises:
       TypeError: for unsupported index types (floats, lists, 1-D tensors...).
@@ -415,16 +413,30 @@ def _getitem(tensor, slice_spec):
         else:
             empty = ops.convert_to_tensor(np.zeros([0], np.int32))
             packed = [empty, empty, empty]
-        return strided_slice(
-            tensor,
-            *packed,
-            begin_mask=begin_mask,
-            end_mask=end_mask,
-            ellipsis_mask=ellipsis_mask,
-            new_axis_mask=new_axis_mask,
-            shrink_axis_mask=shrink_axis_mask,
-            name=name,
-        )
+        masks = {
+            "begin_mask": begin_mask,
+            "end_mask": end_mask,
+            "ellipsis_mask": ellipsis_mask,
+            "new_axis_mask": new_axis_mask,
+            "shrink_axis_mask": shrink_axis_mask,
+        }
+        out = strided_slice(tensor, *packed, **masks, name=name)
+    if var is not None:
+
+        def assign(value, name=None):
+            return var._strided_slice_assign(
+                *packed, value, **masks, name=name if name is not None else scope + "_assign"
+            )
+
+        scope = name  # ("strided_slice/": TF names the assign "strided_slice/_assign")
+        ops.set_slice_assign(out, assign)
+    return out
+
+
+def slice_of_variable(var, slice_spec):
+    """A variable's `__getitem__` (TF's `_SliceHelperVar`): its value's slice, with
+    `assign` (see `_getitem`)."""
+    return _getitem(var.value(), slice_spec, var=var)
 
 
 ops.register_overload("getitem", _getitem)

@@ -49,6 +49,12 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.kernel_api import current_step
 from asyncflow.ops.math_helpers import scatter_at
+from asyncflow.ops.strided_slice_spec import (
+    SliceError,
+    basic_index,
+    slice_masks,
+    strided_slice_spec,
+)
 from asyncflow.registry import (
     ANY,
     INDEX,
@@ -603,6 +609,109 @@ def assign(ref, value, validate_shape=None, use_locking=None, name=None):
     """
     attrs = {"validate_shape": validate_shape, "use_locking": use_locking}
     return ops.apply_op("Assign", [ref, value], attrs, name=name).outputs[0]
+
+
+# -- StridedSliceAssign (TF1's `v[...].assign(value)`) ----------------------------------
+
+
+_SLICE_MASK_ATTRS = {
+    "begin_mask": 0,
+    "end_mask": 0,
+    "ellipsis_mask": 0,
+    "new_axis_mask": 0,
+    "shrink_axis_mask": 0,
+}
+
+
+def slice_assign(var, begin, end, strides, value, masks, xp=np) -> None:
+    """`var[begin:end:strides] = value` as TF's StridedSliceAssign (also the resource
+    variables' kernel): `value` broadcasts to the slice's final shape; an empty slice
+    writes nothing.
+
+    Raises:
+      InvalidArgumentError: a bad slice spec for the variable's shape, or a value that
+        does not broadcast to the slice.
+      FailedPreconditionError: the variable is not initialized.
+    """
+    params = var._current()
+    begin, end, strides = np.asarray(begin), np.asarray(end), np.asarray(strides)
+    if not (begin.ndim == end.ndim == strides.ndim == 1) or not (
+        begin.shape == end.shape == strides.shape
+    ):
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "Expected begin, end, and strides to be 1D equal size tensors, but got shapes "
+            f"{_shape_str(begin.shape)}, {_shape_str(end.shape)}, and "
+            f"{_shape_str(strides.shape)} instead.",
+        )
+    try:
+        final, canon = strided_slice_spec(list(params.shape), begin, end, strides, masks)
+    except SliceError as e:
+        raise errors.InvalidArgumentError(None, None, str(e)) from None
+    if not all(final):  # (nothing to write: TF checks nothing more either)
+        return
+    value = xp.asarray(value)
+    try:
+        value = xp.broadcast_to(value, tuple(final))
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Cannot broadcast input shape {_shape_str(value.shape)} into final shape "
+            f"{_shape_str(final)}",
+        ) from None
+    target = var.writable_target()
+    try:
+        view = target[basic_index(canon)]
+        view[...] = value.reshape(view.shape)
+    except BaseException:
+        var.abandon(target)
+        raise
+    var.commit(target)
+
+
+StridedSliceAssign = register_op(
+    "StridedSliceAssign",
+    inputs=["ref: Ref(T)", "begin: Index", "end: Index", "strides: Index", "value: T"],
+    outputs=["output_ref: T"],
+    attrs={"T": ANY, "Index": INDEX, **_SLICE_MASK_ATTRS},
+    shape_fn=lambda op: [op.inputs[0].shape],
+    stateful=True,
+)
+NotDifferentiable("StridedSliceAssign")
+
+
+@StridedSliceAssign.kernel(host_memory=("begin", "end", "strides"))
+async def _strided_slice_assign(ctx, ref, begin, end, strides, value):
+    slice_assign(ref, begin, end, strides, value, slice_masks(ctx.attrs), ctx.xp)
+    return ref.read()
+
+
+def strided_slice_assign(
+    ref,
+    begin,
+    end,
+    strides,
+    value,
+    begin_mask=0,
+    end_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shrink_axis_mask=0,
+    name=None,
+):
+    """TF's `gen_array_ops.strided_slice_assign`: `ref[slice] = value`; the new value."""
+    attrs = {
+        "begin_mask": begin_mask,
+        "end_mask": end_mask,
+        "ellipsis_mask": ellipsis_mask,
+        "new_axis_mask": new_axis_mask,
+        "shrink_axis_mask": shrink_axis_mask,
+    }
+    return ops.apply_op(
+        "StridedSliceAssign", [ref, begin, end, strides, value], attrs, name=name
+    ).outputs[0]
 
 
 # -- AssignAdd / AssignSub --------------------------------------------------------------

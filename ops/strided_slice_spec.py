@@ -5,7 +5,7 @@ plain Python ints: shared by StridedSlice (its shape function and kernel, in
 
 from __future__ import annotations
 
-__all__ = ["SliceError", "slice_masks", "strided_slice_spec"]
+__all__ = ["SliceError", "basic_index", "slice_masks", "strided_slice_spec"]
 
 _NEW_AXIS = -1
 _SHRINK_AXIS = -2
@@ -139,3 +139,19 @@ def slice_masks(op_or_attrs):
         int(get(k))
         for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
     )
+
+
+def basic_index(canon) -> tuple:
+    """NumPy basic indexing for `strided_slice_spec`'s per-dimension spec: the view it
+    selects has the processing shape (no new axes; shrunk dimensions gone).  A trailing
+    Ellipsis keeps a fully indexed element an array (a string tensor's element is
+    otherwise a bare bytes object)."""
+    index = []
+    for b, e, s, shrink, size in canon:
+        if shrink:
+            index.append(b)
+        elif size == 0:
+            index.append(slice(0, 0))
+        else:
+            index.append(slice(b, e if e >= 0 else None, s))
+    return (*index, Ellipsis)

@@ -211,3 +211,54 @@ def test_set_operation_errors():
             sess.run(op.outputs[0])
         with pytest.raises(ValueError, match="at least rank 2"):
             ops.apply_op("DenseToDenseSetOperation", [[1], [2]], {"set_operation": "union"})
+
+
+ASSIGNS = json.loads((HERE / "tf_ops_more" / "slice_assign.json").read_text())
+
+
+@pytest.mark.parametrize("use_resource", [False, True])
+def test_variable_slice_assign_matches_tf(use_resource):
+    with tf.Graph().as_default():
+        built = cases.build_slice_assigns(tf, use_resource)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            for name, (a, v) in built.items():
+                want = ASSIGNS[f"{name}{'_resource' if use_resource else ''}"]
+                if "error" in want:
+                    with pytest.raises(getattr(tf.errors, want["error"])) as info:
+                        sess.run(a)
+                    assert want["message"] in info.value.message
+                    continue
+                if not use_resource:
+                    assert a.op.type == "StridedSliceAssign" and a.op.name == want["assign"]
+                np.testing.assert_array_equal(sess.run(a), want["value"])
+                np.testing.assert_array_equal(sess.run(v), want["variable"])
+
+
+def test_tf_slice_assign_graph_def_imports_and_runs():
+    gd = tf.GraphDef()
+    gd.ParseFromString((HERE / "tf_ops_more" / "slice_assign_graph.pb").read_bytes())
+    with tf.Graph().as_default() as g:
+        tf.import_graph_def(gd, name="")
+        with tf.Session() as sess:
+            for name in cases.SLICE_ASSIGNS:
+                want = ASSIGNS[name]
+                sess.run(g.get_operation_by_name(f"{name}/Assign"))  # the initializer
+                if "error" in want:
+                    continue
+                np.testing.assert_array_equal(
+                    sess.run(g.get_tensor_by_name(want["assign"] + ":0")), want["value"]
+                )
+                np.testing.assert_array_equal(
+                    sess.run(g.get_tensor_by_name(f"{name}:0")), want["variable"]
+                )
+
+
+def test_slice_assign_needs_an_initialized_variable_and_only_slices_have_assign():
+    with tf.Graph().as_default():
+        v = tf.Variable(tf.zeros([3]))
+        a = v[1:].assign([1.0, 2.0])
+        assert not hasattr(v.value(), "assign") and not hasattr(v[0] + 1.0, "assign")
+        with tf.Session() as sess:
+            with pytest.raises(tf.errors.FailedPreconditionError):
+                sess.run(a)
