@@ -83,6 +83,14 @@ class PartitionView:
         i = users[0][0]
         return None if self._reads_ref[i] else i
 
+    def consumers(self, j: int) -> list[tuple[int, int]]:
+        """(node, input) of every data edge out of node j."""
+        return list(self._consumers[j])
+
+    def upstream(self, i: int) -> set[int]:
+        """Every node that node i waits for, through data or control edges."""
+        return self._upstream(i)
+
     def chain_source(self, i: int, k: int):
         """(node, [Identities passed]) behind input k of node i, past Identities that
         each feed only the next step (gate_gradients' tf.tuple); None when the chain

@@ -41,6 +41,7 @@ __all__ = ["available", "gemm_into", "matmul", "matmul_sum"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _fns: dict = {}
+_batch_fns: dict = {}  # dtype -> cblas_?gemm_batch (OpenBLAS 0.3.30 and later)
 
 
 def _load() -> None:
@@ -62,6 +63,14 @@ def _load() -> None:
             fn.argtypes = [enum, enum, enum, i64, i64, i64, scalar, ptr, i64, ptr, i64]
             fn.argtypes += [scalar, ptr, i64]
             _fns[dtype] = fn
+        if os.environ.get("ASYNCFLOW_GEMM_BATCH", "") not in ("", "1"):
+            return
+        for dtype, name in ((np.float32, "scipy_cblas_sgemm_batch64_"),
+                            (np.float64, "scipy_cblas_dgemm_batch64_")):  # fmt: skip
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype, fn.argtypes = None, [enum] + [ptr] * 13 + [i64, ptr]
+                _batch_fns[np.dtype(dtype)] = fn
         return
 
 
@@ -190,6 +199,57 @@ def matmul(a, b, trans_a: bool, trans_b: bool):
 
 
 _SWAP_MAX_M = 96
+
+
+def accumulate(c, a, b, trans_a: bool, trans_b: bool, first: bool) -> None:
+    """c = op(a) @ op(b) (first) or c += op(a) @ op(b): one product of a streamed sum
+    (ops/matmul_sum.py), one gemm call on the BLAS threads set now, never split."""
+    _gemm(c, a, b, trans_a, trans_b, 1.0, 0.0 if first else 1.0, split=False)
+
+
+# OpenBLAS 0.3.31's batched gemm crashes (SIGSEGV) when one of its products takes the
+# small-matrix kernels (M*N*K <= 100^3 on SkylakeX, float32 and float64 alike, found by
+# bisecting sizes): smaller pairs are two calls.  ASYNCFLOW_GEMM_BATCH=0: never batched.
+_BATCH_MIN_MACS = 1 << 21
+
+
+def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, tb2, beta2):
+    """c1 = op(a1) @ op(b1) + beta1 * c1 and c2 = op(a2) @ op(b2) + beta2 * c2, two
+    independent products of one dtype `available`, as one batched call: OpenBLAS runs
+    the two on two of its threads (each on one, as a one-thread call would: the same
+    bits as two `gemm_into` calls), or one after the other on one thread.  Without the
+    batched call (an OpenBLAS before 0.3.30), or with an empty dimension, two calls.
+    (The LSTM's input gradient and its step's weight product: ops/matmul_sum.py.)"""
+    fn = _batch_fns.get(c1.dtype)
+    gemms = ((c1, a1, b1, ta1, tb1, beta1), (c2, a2, b2, ta2, tb2, beta2))
+    if fn is None or not all(
+        c.size * (a.shape[0] if ta else a.shape[1]) >= _BATCH_MIN_MACS
+        for c, a, _b, ta, _tb, _beta in gemms
+    ):
+        for c, a, b, ta, tb, beta in gemms:
+            _gemm(c, a, b, ta, tb, 1.0, beta, split=False)
+        return
+    i64, ptr = ctypes.c_int64 * 2, ctypes.c_void_p * 2
+    scalar = (ctypes.c_float if c1.dtype == np.float32 else ctypes.c_double) * 2
+    a1, b1, a2, b2 = (np.ascontiguousarray(x) for x in (a1, b1, a2, b2))
+    fn(
+        _ROW_MAJOR,
+        (ctypes.c_int * 2)(_TRANS if ta1 else _NO_TRANS, _TRANS if ta2 else _NO_TRANS),
+        (ctypes.c_int * 2)(_TRANS if tb1 else _NO_TRANS, _TRANS if tb2 else _NO_TRANS),
+        i64(c1.shape[0], c2.shape[0]),
+        i64(c1.shape[1], c2.shape[1]),
+        i64(a1.shape[0] if ta1 else a1.shape[1], a2.shape[0] if ta2 else a2.shape[1]),
+        scalar(1.0, 1.0),
+        ptr(a1.ctypes.data, a2.ctypes.data),
+        i64(a1.shape[1], a2.shape[1]),
+        ptr(b1.ctypes.data, b2.ctypes.data),
+        i64(b1.shape[1], b2.shape[1]),
+        scalar(beta1, beta2),
+        ptr(c1.ctypes.data, c2.ctypes.data),
+        i64(c1.shape[1], c2.shape[1]),
+        2,
+        i64(1, 1),
+    )
 
 
 def matmul_sum(pairs, addends, shape: tuple, groups: int):

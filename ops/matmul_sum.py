@@ -20,6 +20,11 @@ AddN's to rounding.  The runs depend only on the number of products, their size 
 the CPU budget (intra_op_parallelism_threads), never on timing: the same inputs give
 the same bits on every run.
 
+A sum of at least _PAIR_MIN products whose MatMuls each share an operand with another
+MatMul (a static RNN's: x_t^T @ dgates_t beside dgates_t @ W^T) is instead a chain of
+`_MatMulSumPair` nodes, each product computed beside its partner in one batched gemm
+call, and a `_MatMulSumEnd` (below, "the sum in step").
+
 Errors: MatMul's own checks and messages for each product; a sum that does not fit the
 gemm path (products of different shapes, another dtype, small) computes the products
 and runs AddN's own kernel on the operands in their original order, which words any
@@ -31,13 +36,19 @@ from __future__ import annotations
 import numpy as np
 
 from asyncflow import errors, tensor_shape
-from asyncflow.devices import cpu_budget
+from asyncflow.devices import cpu_budget, host_pool
 from asyncflow.ops import blas
 from asyncflow.ops.math_helpers import _shape_str
 from asyncflow.ops.matmul_ops import _incompatible, _product, plain_context
 from asyncflow.registry import FLOATING, NotDifferentiable, get_op_def, register_op
 
-__all__ = ["FusedMatMulAddN", "fuse_matmul_add_n"]
+__all__ = [
+    "FusedMatMulAddN",
+    "MatMulSumEnd",
+    "MatMulSumPair",
+    "MatMulSumPart",
+    "fuse_matmul_add_n",
+]
 
 FusedMatMulAddN = register_op(
     "_FusedMatMulAddN",
@@ -116,6 +127,165 @@ async def _fused_matmul_add_n(ctx, *xs):
     return await ctx.compute(blas.matmul_sum, pairs, addends, shape, runs, cost=macs / 5)
 
 
+# -- the sum in step: each product beside its step's input gradient -------------------
+#
+# A static RNN's weight gradient sums one product per step, x_t^T @ dgates_t, and each
+# step's backward pass also makes dgates_t @ W^T, the gradient that the previous step's
+# backward pass waits for.  As one node the sum waited for the whole backward pass
+# and then ran its 28 products (lstm_static: ~3.7 ms on two cores), while each input
+# gradient ran alone on the serial chain (~190 us on two BLAS threads, 260 on one).
+# Here each product and the MatMul that shares its operand dgates_t are one
+# `_MatMulSumPair` node: one batched gemm call (`blas.gemm_pair`), the two products
+# on two of OpenBLAS's threads (~280 us for both, against ~320 for the two apart on
+# two threads each), accumulating the product into the sum's buffer; the AddN becomes
+# a `_MatMulSumEnd` that adds the runs and the other addends.  The pairs form a chain
+# (each takes the previous one's sum, which the interpreter would run first anyway:
+# the AddN lists the products in the order the backward pass makes them), and each
+# product goes into the run `blas.matmul_sum` puts it in (`runs_for`: fixed by the
+# count, the size and the budget): the same gemm calls into the same buffers in the
+# same order, so the same bits as the one-node sum, and the input gradient's bits
+# are the MatMul's (a gemm gives the same bits on one thread or several).
+#
+# Only where every product has such a partner, in a partition without control flow
+# (a dead product would have to make the sum dead) and without a path between the
+# two MatMuls (one node would wait for itself).
+
+MatMulSumPair = register_op(
+    "_MatMulSumPair",
+    inputs=["operands: N * T"],
+    outputs=["sum: T", "product: T"],
+    attrs={
+        "T": FLOATING,
+        "N": 4,
+        # operands: [the previous pair's sum,] a, b, then the partner's a, b.  index:
+        # this product's place in the sum; count: the sum's products.
+        "index": 0,
+        "count": 1,
+        "transpose_a": False,
+        "transpose_b": False,
+        "partner_transpose_a": False,
+        "partner_transpose_b": False,
+    },
+    shape_fn=lambda op: [tensor_shape.unknown_shape()] * 2,
+)
+NotDifferentiable("_MatMulSumPair")
+
+MatMulSumPart = register_op(
+    "_MatMulSumPart",
+    inputs=["operands: N * T"],
+    outputs=["sum: T"],
+    # a product of the chain without a partner: operands [the previous sum,] a, b
+    attrs={
+        "T": FLOATING,
+        "N": 2,
+        "index": 0,
+        "count": 1,
+        "transpose_a": False,
+        "transpose_b": False,
+    },
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_MatMulSumPart")
+
+MatMulSumEnd = register_op(
+    "_MatMulSumEnd",
+    inputs=["operands: N * T"],
+    outputs=["sum: T"],
+    # operands: the last pair's sum, then the AddN's other addends; order as
+    # _FusedMatMulAddN's.
+    attrs={"T": FLOATING, "N": 1, "order": []},
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_MatMulSumEnd")
+
+# Sums of fewer products stay one _FusedMatMulAddN.
+_PAIR_MIN = 4
+
+
+class _Sum:
+    """A sum in progress, passed from pair to pair: its products' operands (for the
+    AddN path), and the runs' buffers while the products fit the gemm path (None
+    after one did not).  Its dtype and shape are the sum's, as a value's."""
+
+    __slots__ = ("pairs", "bufs", "bounds", "shape", "dtype")
+
+    def __init__(self):
+        self.pairs = []
+        self.bufs = None
+        self.bounds = None
+        self.shape = None
+        self.dtype = None
+
+
+def _take(acc, index: int, count: int, dtype, a, b, ta, tb):
+    """Check product `index`'s operands (MatMul's errors) and note them; the run's
+    buffer it accumulates into and whether it is the run's first, or None where the
+    sum left the gemm path."""
+    a, b, m, n, k = _matrix_pair(a, b, ta, tb)
+    acc.pairs.append((a, b, ta, tb))
+    if index == 0:
+        acc.shape, acc.dtype = (m, n), dtype
+        if blas.available(dtype) and m * n >= _MIN_ELEMENTS:
+            runs = runs_for(count, count * m * n * k)
+            acc.bounds = [r * count // runs for r in range(runs)]
+            acc.bufs = [host_pool.empty((m, n), dtype)]
+            acc.bufs += [np.empty((m, n), dtype) for _ in range(runs - 1)]
+    fits = acc.bufs is not None and (m, n) == acc.shape
+    if not (fits and a.dtype == dtype and b.dtype == dtype):
+        acc.bufs = None  # the end computes the sum as AddN (its errors included)
+        return None
+    run = sum(1 for start in acc.bounds if start <= index) - 1
+    return acc.bufs[run], index == acc.bounds[run], a, b, m * n * k
+
+
+@MatMulSumPart.kernel("CPU")
+async def _matmul_sum_part(ctx, *xs):
+    attrs = ctx.attrs
+    index, ta, tb = attrs["index"], attrs["transpose_a"], attrs["transpose_b"]
+    acc, (a, b) = (_Sum(), xs) if index == 0 else (xs[0], xs[1:])
+    into = _take(acc, index, attrs["count"], attrs["T"].np_dtype, a, b, ta, tb)
+    if into is not None:
+        buf, first, a, b, macs = into
+        await ctx.compute(blas.accumulate, buf, a, b, ta, tb, first, cost=macs / 5)
+    return acc
+
+
+@MatMulSumPair.kernel("CPU")
+async def _matmul_sum_pair(ctx, *xs):
+    attrs = ctx.attrs
+    index, ta, tb = attrs["index"], attrs["transpose_a"], attrs["transpose_b"]
+    pta, ptb = attrs["partner_transpose_a"], attrs["partner_transpose_b"]
+    acc, (a, b, pa, pb) = (_Sum(), xs) if index == 0 else (xs[0], xs[1:])
+    dtype = attrs["T"].np_dtype
+    into = _take(acc, index, attrs["count"], dtype, a, b, ta, tb)
+    pa, pb, pm, pn, pk = _matrix_pair(pa, pb, pta, ptb)
+    if into is not None and pa.dtype == dtype and pb.dtype == dtype and pm * pn >= _MIN_ELEMENTS:
+        buf, first, a, b, macs = into
+        out = host_pool.empty((pm, pn), dtype)
+        args = (out, pa, pb, pta, ptb, 0.0, buf, a, b, ta, tb, 0.0 if first else 1.0)
+        await ctx.compute(blas.gemm_pair, *args, cost=(macs + pm * pn * pk) / 5)
+        return acc, out
+    if into is not None:
+        buf, first, a, b, macs = into
+        await ctx.compute(blas.accumulate, buf, a, b, ta, tb, first, cost=macs / 5)
+    return acc, await _product(ctx, np, pa, pb, pta, ptb)
+
+
+@MatMulSumEnd.kernel("CPU")
+async def _matmul_sum_end(ctx, acc, *addends):
+    dtype = ctx.attrs["T"].np_dtype
+    addends = [np.asarray(x) for x in addends]
+    if acc.bufs is None or not all(x.shape == acc.shape and x.dtype == dtype for x in addends):
+        products = [await _product(ctx, np, *pair) for pair in acc.pairs]
+        operands = [products[o] if o >= 0 else addends[-1 - o] for o in ctx.attrs["order"]]
+        add_n = get_op_def("AddN").kernel_for("CPU").fn
+        return await add_n(plain_context(ctx), *operands)
+    out = acc.bufs[0]
+    for x in acc.bufs[1:] + addends:  # (as blas.matmul_sum adds them)
+        np.add(out, x, out=out)
+    return out
+
+
 def fuse_matmul_add_n(view) -> None:
     """AddN whose inputs are MatMul products (past gate_gradients' Identities), each
     feeding only it: one _FusedMatMulAddN taking the products' operands."""
@@ -159,5 +329,87 @@ def fuse_matmul_add_n(view) -> None:
             "transpose_a": [int(mm.op._attr("transpose_a")) for mm in products],
             "transpose_b": [int(mm.op._attr("transpose_b")) for mm in products],
         }
+        if len(products) >= _PAIR_MIN and not view.has_control_flow():
+            at = {id(view.nodes[j]): j for j in absorbed}
+            js = [at[id(mm)] for mm in products]
+            partners = _partners(view, products, js)
+            if partners is not None:
+                passed = [j for j in absorbed if j not in js]  # gate_gradients' Identities
+                _pair_up(view, i, products, js, partners, addends, order, passed, t)
+                continue
         inputs = [src for mm in products for src in mm.inputs] + addends
         view.fuse(i, "_FusedMatMulAddN", attrs, inputs, absorbed)
+
+
+def _partners(view, products, js) -> list | None:
+    """For each product (a MatMul of the sum, node js[p]), another MatMul reading one
+    of its operands, feeding no node of the sum, on its device, with no path between
+    the two, or None; None instead of the list when fewer than _PAIR_MIN have one or
+    the chain could wait for itself (see the note above)."""
+    taken, out = set(js), []
+    for mm, j in zip(products, js):
+        found = None
+        for src in mm.inputs:
+            if src[0] == "feed":
+                continue
+            for q, _k in view.consumers(src[0]):
+                node = view.nodes[q]
+                if (
+                    q in taken
+                    or node.op.type != "MatMul"
+                    or node.device is not mm.device
+                    or node.op._attr("T") != mm.op._attr("T")
+                    or view.reads_ref(q)
+                    or not view.available(q)
+                    or q in view.upstream(j)
+                    or j in view.upstream(q)
+                ):
+                    continue
+                found = q
+                break
+            if found is not None:
+                break
+        if found is not None:
+            taken.add(found)
+        out.append(found)
+    if sum(q is not None for q in out) < _PAIR_MIN:
+        return None
+    # Pair p takes pair p-1's sum: no pair may wait (before the rewrite) for a later
+    # one's nodes, else the chain closes a cycle.
+    waits: set = set()
+    for j, q in zip(js, out):
+        if j in waits or q in waits:
+            return None
+        waits |= view.upstream(j)
+        if q is not None:
+            waits |= view.upstream(q)
+    return out
+
+
+def _pair_up(view, i, products, js, partners, addends, order, passed, t) -> None:
+    """AddN node i of MatMul `products` (nodes js) as a chain of _MatMulSumPairs (each
+    product's node becomes one, taking its partner's MatMul; _MatMulSumPart where it
+    has none) and a _MatMulSumEnd."""
+    count, prev = len(products), None
+    for p, (mm, j, q) in enumerate(zip(products, js, partners)):
+        attrs = {
+            "T": t,
+            "index": p,
+            "count": count,
+            "transpose_a": bool(mm.op._attr("transpose_a")),
+            "transpose_b": bool(mm.op._attr("transpose_b")),
+        }
+        inputs = list(mm.inputs) if prev is None else [(prev, 0), *mm.inputs]
+        if q is None:
+            attrs["N"] = len(inputs)
+            view.fuse(j, "_MatMulSumPart", attrs, inputs, [])
+        else:
+            partner = view.nodes[q]
+            attrs["partner_transpose_a"] = bool(partner.op._attr("transpose_a"))
+            attrs["partner_transpose_b"] = bool(partner.op._attr("transpose_b"))
+            inputs += partner.inputs
+            attrs["N"] = len(inputs)
+            view.fuse(j, "_MatMulSumPair", attrs, inputs, [q], outputs=[(q, 0)])
+        prev = j
+    attrs = {"T": t, "N": 1 + len(addends), "order": order}
+    view.fuse(i, "_MatMulSumEnd", attrs, [(prev, 0), *addends], passed)

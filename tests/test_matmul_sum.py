@@ -1,6 +1,7 @@
 """ops/matmul_sum.py: AddN of MatMul products as gemm calls accumulating into one
-buffer.  Values against NumPy (float64 references) and against the unfused graph;
-errors as the unfused ops word them."""
+buffer, as one node or streamed (a part per product, the sum's end).  Values against
+NumPy (float64 references) and against the unfused graph, the streamed sum bitwise
+against the one-node sum; errors as the unfused ops word them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 import asyncflow as af
 from asyncflow import errors, graph_passes
+from asyncflow.devices import cpu_budget
 from asyncflow.ops import blas, matmul_sum, state_ops
 
 needs_blas = pytest.mark.skipif(
@@ -83,14 +85,73 @@ def _rnn_gradients(steps=6, batch=64):
 
 
 @needs_blas
-def test_an_unrolled_rnn_weight_gradient_is_one_fused_sum(request):
+def test_an_unrolled_rnn_weight_gradient_sums_beside_the_input_gradients(request):
     types, fused = _rnn_gradients()
-    assert types.count("_FusedMatMulAddN") == 1
+    # the weights' gradient: each step's product paired with the step's input
+    # gradient (the first step's is pruned: a part alone), then the end (the bias's
+    # sum of BiasAddGrads stays AddN)
+    assert types.count("_MatMulSumPair") == 5 and types.count("_MatMulSumPart") == 1
+    assert types.count("_MatMulSumEnd") == 1
+    assert "_FusedMatMulAddN" not in types
     request.getfixturevalue("unfused")
     types, plain = _rnn_gradients()
-    assert "_FusedMatMulAddN" not in types
+    assert "_MatMulSumEnd" not in types
     for f, p in zip(fused, plain):
         np.testing.assert_allclose(f, p, rtol=1e-5, atol=1e-5)
+
+
+@needs_blas
+@pytest.mark.parametrize("batched", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_paired_sum_has_the_one_node_sums_bits(monkeypatch, batched, threads):
+    # The same gemm calls into the same runs' buffers in the same order: the same
+    # bits as the one-node sum (and the input gradients as the MatMuls'), from one
+    # batched call on one or two BLAS threads or from two calls, with the one-node
+    # sum's runs (two, as on a budget of two cores).
+    monkeypatch.setattr(matmul_sum, "runs_for", lambda count, macs: min(count, 2))
+    if not batched:
+        monkeypatch.setattr(blas, "_batch_fns", {})
+    monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None: threads)
+    types, paired = _rnn_gradients(steps=7, batch=96)
+    assert types.count("_MatMulSumPair") == 6
+    monkeypatch.setattr(matmul_sum, "_PAIR_MIN", 1000)
+    types, one_node = _rnn_gradients(steps=7, batch=96)
+    assert types.count("_FusedMatMulAddN") == 1 and "_MatMulSumEnd" not in types
+    for a, b in zip(paired, one_node):
+        np.testing.assert_array_equal(a, b)
+
+
+@needs_blas
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("size", [1, 4])  # two calls (small: see blas), or batched
+def test_gemm_pair_matches_two_gemms(dtype, size):
+    rng = np.random.default_rng(6)
+    m, n, k = 70 * size, 40 * size, 50 * size
+    for ta, tb in [(False, False), (True, False), (False, True), (True, True)]:
+        a = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+        pa = rng.standard_normal((33 * size, 21 * size)).astype(dtype)
+        pb = rng.standard_normal((21 * size, 65 * size)).astype(dtype)
+        c0 = rng.standard_normal((m, n)).astype(dtype)
+        c, pc = c0.copy(), np.empty((33 * size, 65 * size), dtype)
+        blas.gemm_pair(pc, pa, pb, False, False, 0.0, c, a, b, ta, tb, 1.0)
+        # each as one gemm call on one thread (a split, or OpenBLAS's threads, may
+        # round a float64 product's edge columns otherwise)
+        want_c, want_pc = c0.copy(), np.empty_like(pc)
+        cpu_budget.blas_single()
+        blas.accumulate(want_c, a, b, ta, tb, False)
+        blas.accumulate(want_pc, pa, pb, False, False, True)
+        np.testing.assert_array_equal(c, want_c)
+        np.testing.assert_array_equal(pc, want_pc)
+        opa, opb = (a.T if ta else a), (b.T if tb else b)
+        np.testing.assert_allclose(c, c0 + opa.astype(np.float64) @ opb, rtol=1e-4, atol=1e-3)
+    # an empty inner dimension: beta times C, as gemm_into
+    c = np.ones((3, 4), dtype)
+    pc = np.ones((2, 2), dtype)
+    empty = [np.ones(s, dtype) for s in [(2, 0), (0, 2), (3, 0), (0, 4)]]
+    blas.gemm_pair(pc, *empty[:2], False, False, 0.0, c, *empty[2:], False, False, 1.0)
+    np.testing.assert_array_equal(c, np.ones((3, 4), dtype))
+    np.testing.assert_array_equal(pc, np.zeros((2, 2), dtype))
 
 
 @needs_blas
@@ -204,3 +265,52 @@ def test_errors_are_the_unfused_ops():
             got = s.run(total, {pa: ones((4, 5)), pb: ones((5, 2)), pc: ones((4, 5))})
             np.testing.assert_array_equal(got, np.full((4, 2), 10.0, np.float32))
             assert "_FusedMatMulAddN" in _plan_types(s)
+
+
+@needs_blas
+@pytest.mark.parametrize("fuse", [True, False])
+def test_paired_sum_with_addends_values_and_errors(request, fuse):
+    # Four products, each with a partner MatMul reading its right operand (paired), and
+    # two other addends, against NumPy; then the errors of the unfused ops: MatMul's for
+    # a product or a partner, AddN's for products of different shapes.
+    if not fuse:
+        request.getfixturevalue("unfused")
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((70, 90)).astype(np.float32) for _ in range(4)]
+    ys = [rng.standard_normal((90, 60)).astype(np.float32) for _ in range(4)]
+    w = rng.standard_normal((60, 80)).astype(np.float32)
+    e = rng.standard_normal((70, 60)).astype(np.float32)
+    with af.Graph().as_default():
+        pxs = [af.placeholder(af.float32, [None, None]) for _ in range(4)]
+        pys = [af.placeholder(af.float32, [None, None]) for _ in range(4)]
+        pw, pe = af.placeholder(af.float32, [None, None]), af.placeholder(af.float32, [None, None])
+        negs = [af.negative(y) for y in pys]  # (a node, read by both: partners)
+        products = [af.matmul(a, b) for a, b in zip(pxs, negs)]
+        partners = [af.matmul(y, pw) for y in negs]
+        total = af.add_n([products[0], pe, *products[1:3], pe * 2.0, products[3]])
+        with af.Session() as s:
+            feed = dict(zip(pxs + pys + [pw, pe], xs + ys + [w, e]))
+            got, got_partners = s.run([total, partners], feed)
+            types = _plan_types(s)
+            assert (types.count("_MatMulSumPair") == 4) == fuse
+            want = 3.0 * e.astype(np.float64)
+            for a, b in zip(xs, ys):
+                want -= a.astype(np.float64) @ b.astype(np.float64)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+            for y, p in zip(ys, got_partners):
+                np.testing.assert_allclose(p, -y.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+            bad = dict(feed)
+            bad[pxs[2]] = np.ones((70, 80), np.float32)
+            with pytest.raises(errors.InvalidArgumentError, match="Matrix size-incompatible"):
+                s.run(total, bad)
+            bad = dict(feed)
+            bad[pw] = np.ones((61, 80), np.float32)
+            with pytest.raises(errors.InvalidArgumentError, match="Matrix size-incompatible"):
+                s.run([total, partners], bad)
+            bad = dict(feed)
+            bad[pxs[1]], bad[pys[1]] = np.ones((70, 5), np.float32), np.ones((5, 60), np.float32)
+            bad[pxs[3]], bad[pys[3]] = np.ones((70, 5), np.float32), np.ones((5, 61), np.float32)
+            with pytest.raises(errors.InvalidArgumentError, match="must have the same size"):
+                s.run(total, bad)
+            # the session runs on after the errors, with the same values
+            np.testing.assert_array_equal(s.run(total, feed), got)
