@@ -1,8 +1,8 @@
 """More of TF1's `tf.nn`, built from existing ops (so each differentiates through them):
 activations (swish/silu, crelu, relu_layer), statistics
 (sufficient_statistics, normalize_moments, weighted_moments, zero_fraction), losses
-(log_poisson_loss, compute_average_loss, scale_regularization_loss), local response
-normalisation, depth/space rearrangements, 1-D pooling and transposed convolution,
+(log_poisson_loss, compute_average_loss, scale_regularization_loss), depth/space
+rearrangements, 1-D pooling and transposed convolution,
 atrous and separable convolution, embedding_lookup_sparse and
 batch_norm_with_global_normalization.
 """
@@ -40,8 +40,6 @@ __all__ = [
     "log_poisson_loss",
     "compute_average_loss",
     "scale_regularization_loss",
-    "local_response_normalization",
-    "lrn",
     "depth_to_space",
     "space_to_depth",
     "max_pool1d",
@@ -175,31 +173,6 @@ def scale_regularization_loss(regularization_loss):
         if isinstance(regularization_loss, (list, tuple))
         else ops.convert_to_tensor(regularization_loss)
     )
-
-
-def local_response_normalization(
-    input,
-    depth_radius=5,
-    bias=1,
-    alpha=1,
-    beta=0.5,  # noqa: A002
-    name=None,
-):
-    """x / (bias + alpha * sum of x^2 over the 2r+1 neighbouring channels) ** beta."""
-    with ops.name_scope(name, "LRN", [input]):
-        x = ops.convert_to_tensor(input, name="input")
-        r = int(depth_radius)
-        sq = math_ops.square(x)
-        padded = manip_ops.pad(sq, [[0, 0], [0, 0], [0, 0], [r, r]])
-        depth = x.shape[3].value
-        if depth is None:
-            raise ValueError("local_response_normalization needs a known depth")
-        windows = [padded[:, :, :, i : i + depth] for i in range(2 * r + 1)]
-        total = math_ops.add_n(windows) if len(windows) > 1 else windows[0]
-        return x / math_ops.pow(bias + alpha * total, beta)
-
-
-lrn = local_response_normalization
 
 
 def _nhwc(data_format):

@@ -14,6 +14,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.devices import cpu_budget
 from asyncflow.kernel_api import NOT_INLINE, template
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.conv_ops import _each_part, _parts
@@ -40,6 +41,8 @@ __all__ = [
     "softsign",
     "selu",
     "leaky_relu",
+    "local_response_normalization",
+    "lrn",
     "softmax",
     "log_softmax",
     "bias_add",
@@ -182,6 +185,186 @@ def leaky_relu(features, alpha=0.2, name=None):
     if isinstance(alpha, np.ndarray):
         alpha = alpha.item()
     return ops.apply_op("LeakyRelu", [features], {"alpha": float(alpha)}, name=op_name).outputs[0]
+
+
+# -- LRN (local response normalization over the depth axis) ----------------------------------
+
+_LRN_ATTRS = {"depth_radius": 5, "bias": 1.0, "alpha": 1.0, "beta": 0.5}
+_LRN_TYPES = TypeConstraint(["float16", "bfloat16", "float32"], default="float32")
+
+
+def _lrn_shape(op):
+    shape = op.inputs[0].shape
+    try:
+        shape = shape.with_rank(4)
+    except ValueError:
+        raise ValueError(f"Shape must be rank 4 but is rank {shape.ndims}") from None
+    return [shape] if len(op.inputs) == 1 else [shape.merge_with(op.inputs[1].shape)]
+
+
+def _window_sum(xp, a, r, out=None):
+    """sum of a[..., d - r : d + r + 1] for each depth d (zeros past the ends)."""
+    depth = a.shape[-1]
+    if out is None:
+        out = a.copy()
+    else:
+        out[...] = a
+    for o in range(1, min(r, depth - 1) + 1):
+        out[..., o:] += a[..., :-o]
+        out[..., :-o] += a[..., o:]
+    return out
+
+
+def _lrn_norm(xp, x, r, bias, alpha):
+    n = _window_sum(xp, x * x, r)
+    n *= _scalar(x, alpha)
+    n += _scalar(x, bias)
+    return n
+
+
+def _pow_neg(xp, n, beta):
+    """n ** -beta, into n: TF's LRN takes in / norm for beta 1, in * rsqrt(norm) for
+    0.5, else in * exp(log(norm) * -beta)."""
+    if beta == 1:
+        return xp.reciprocal(n, out=n)
+    if beta == 0.5:
+        xp.sqrt(n, out=n)
+        return xp.reciprocal(n, out=n)
+    xp.log(n, out=n)
+    n *= _scalar(n, -beta)
+    return xp.exp(n, out=n)
+
+
+def _lrn(xp, x, out, r, bias, alpha, beta):
+    xp.multiply(x, _pow_neg(xp, _lrn_norm(xp, x, r, bias, alpha), beta), out=out)
+
+
+def _lrn_grad(xp, g, x, y, out, r, bias, alpha, beta):
+    # TF's LRNGrad: d in(k) = g(k) norm(k)^-beta
+    #                        - 2 alpha beta in(k) sum_{j: |j-k| <= r} g(j) out(j) / norm(j)
+    n = _lrn_norm(xp, x, r, bias, alpha)
+    gy = g * y
+    gy /= n
+    cross = _window_sum(xp, gy, r)
+    cross *= x
+    cross *= _scalar(x, 2 * alpha * beta)
+    xp.multiply(g, _pow_neg(xp, n, beta), out=out)
+    out -= cross
+
+
+def _by_rows(xp, fn, arrays, attrs):
+    """fn(xp, *row blocks, out block, *attrs) over the rows (all but the depth axis)
+    on the CPU budget's threads: each row's values depend on that row alone, so the
+    same bits however the rows are split."""
+    out = xp.empty_like(arrays[0])
+    depth = arrays[0].shape[-1]
+    rows = [a.reshape(-1, depth) for a in arrays]
+    flat_out = out.reshape(-1, depth)
+    if xp is not np or not all(a.flags.c_contiguous for a in arrays):
+        fn(xp, *rows, flat_out, *attrs)
+        return out
+
+    def run(start: int, stop: int) -> None:
+        with np.errstate(all="ignore"):  # (per thread: helpers do not inherit it)
+            fn(xp, *(a[start:stop] for a in rows), flat_out[start:stop], *attrs)
+
+    cpu_budget.parallel_for(len(flat_out), run, min_block=max(1, (1 << 15) // max(depth, 1)))
+    return out
+
+
+def _lrn_args(ctx):
+    a = ctx.attrs
+    r = int(a["depth_radius"])
+    if r < 0:
+        raise errors.InvalidArgumentError(None, None, f"depth_radius = {r} must be >= 0")
+    return r, float(a["bias"]), float(a["alpha"]), float(a["beta"])
+
+
+def _lrn_compute_dtype(dtype):
+    # half and bfloat16 in float32 (NumPy's float16 powers lose more than TF's Eigen half)
+    return np.float32 if dtype != np.float32 else None
+
+
+LRN = register_op(
+    "LRN",
+    inputs=["input: T"],
+    outputs=["output: T"],
+    attrs={**_LRN_ATTRS, "T": _LRN_TYPES},
+    shape_fn=_lrn_shape,
+)
+
+
+@LRN.kernel()
+async def _lrn_kernel(ctx, x):
+    xp = ctx.xp
+    x = xp.asarray(x)
+    if x.ndim != 4:
+        raise errors.InvalidArgumentError(None, None, "in must be 4-dimensional")
+    r, bias, alpha, beta = _lrn_args(ctx)
+    up = _lrn_compute_dtype(x.dtype)
+    xc = x if up is None else x.astype(up)
+    out = await ctx.compute(_quiet, xp, _by_rows, xp, _lrn, (xc,), (r, bias, alpha, beta))
+    return _as_dtype(xp, out, ctx.attrs["T"])
+
+
+LRNGrad = register_op(
+    "LRNGrad",
+    inputs=["input_grads: T", "input_image: T", "output_image: T"],
+    outputs=["output: T"],
+    attrs={**_LRN_ATTRS, "T": _LRN_TYPES},
+    shape_fn=_lrn_shape,
+)
+
+
+@LRNGrad.kernel()
+async def _lrn_grad_kernel(ctx, g, x, y):
+    xp = ctx.xp
+    g, x, y = xp.asarray(g), xp.asarray(x), xp.asarray(y)
+    if not (g.ndim == x.ndim == y.ndim == 4):
+        raise errors.InvalidArgumentError(None, None, "inputs must be 4-dimensional")
+    if not (g.shape == x.shape == y.shape):
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "input_grads, input_image, and out_image should have the same shape: "
+            f"{_shape_str(g.shape)}, {_shape_str(x.shape)}, {_shape_str(y.shape)}",
+        )
+    r, bias, alpha, beta = _lrn_args(ctx)
+    up = _lrn_compute_dtype(x.dtype)
+    if up is not None:
+        g, x, y = g.astype(up), x.astype(up), y.astype(up)
+    attrs = (r, bias, alpha, beta)
+    out = await ctx.compute(_quiet, xp, _by_rows, xp, _lrn_grad, (g, x, y), attrs)
+    return _as_dtype(xp, out, ctx.attrs["T"])
+
+
+@LRN.gradient
+def _lrn_gradient(op, grad):
+    attrs = {k: op._attr(k) for k in _LRN_ATTRS}
+    return _apply("LRNGrad", [grad, op.inputs[0], op.outputs[0]], attrs)
+
+
+def local_response_normalization(
+    input,  # noqa: A002 - TF's name
+    depth_radius=5,
+    bias=1,
+    alpha=1,
+    beta=0.5,
+    name=None,
+):
+    """`tf.nn.local_response_normalization` (`tf.nn.lrn`): each value divided by
+    (bias + alpha * the sum of squares over the 2 * depth_radius + 1 depths around it)
+    ** beta (op LRN; a 4-D input)."""
+    attrs = {
+        "depth_radius": int(depth_radius),
+        "bias": float(bias),
+        "alpha": float(alpha),
+        "beta": float(beta),
+    }
+    return ops.apply_op("LRN", [input], attrs, name=name).outputs[0]
+
+
+lrn = local_response_normalization
 
 
 # -- Softmax, LogSoftmax ---------------------------------------------------------------------

@@ -49,7 +49,14 @@ _GRADIENT_PENDING = {
 # Ops TF 2.21 itself registers no gradient for (LookupError there too; tested in
 # tests/test_image.py::test_no_gradient_where_tf_has_none and, for Conv,
 # tests/ops/test_sem18b_kernel_tests.py::test_conv_op_has_no_gradient_as_in_tf).
-_TF_NO_GRADIENT = {"ResizeArea", "AdjustContrastv2", "AdjustHue", "AdjustSaturation", "Conv"}
+_TF_NO_GRADIENT = {
+    "ResizeArea",
+    "AdjustContrastv2",
+    "AdjustHue",
+    "AdjustSaturation",
+    "Conv",
+    "LRNGrad",
+}
 
 
 @pytest.mark.parametrize("op_type", _project_ops())

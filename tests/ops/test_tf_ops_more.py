@@ -44,7 +44,7 @@ def test_built_here_matches_tf():
             got = sess.run(out, feeds)
     assert out["leaky"].op.type == "LeakyRelu" and out["selu"].op.type == "Selu"
     assert out["div_no_nan"].op.type == "DivNoNan" and out["mul_no_nan"].op.type == "MulNoNan"
-    assert out["broadcast"].op.type == "BroadcastTo"
+    assert out["broadcast"].op.type == "BroadcastTo" and out["lrn"].op.type == "LRN"
     assert set(got) == set(TABLE)
     for k, rec in TABLE.items():
         _close(got[k], rec["value"], rec["dtype"])
@@ -55,6 +55,7 @@ def test_tf_graph_def_imports_and_runs():
     gd.ParseFromString((HERE / "tf_ops_more" / "graph.pb").read_bytes())
     types = {n.op for n in gd.node}
     assert {"LeakyReluGrad", "SeluGrad", "BroadcastTo", "DivNoNan", "MulNoNan"} <= types
+    assert {"LRN", "LRNGrad"} <= types
     with tf.Graph().as_default() as g:
         tf.import_graph_def(gd, name="")
         feeds = cases.feeds([g.get_tensor_by_name(n + ":0") for n in NAMES])
@@ -262,3 +263,57 @@ def test_slice_assign_needs_an_initialized_variable_and_only_slices_have_assign(
         with tf.Session() as sess:
             with pytest.raises(tf.errors.FailedPreconditionError):
                 sess.run(a)
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {},
+        {"depth_radius": 1, "bias": 2.0, "alpha": 0.5, "beta": 1.0},
+        {"depth_radius": 3, "bias": 0.5, "alpha": 0.2, "beta": 0.3},
+        {"depth_radius": 0, "bias": 1.0, "alpha": 1.0, "beta": 0.5},
+    ],
+)
+def test_lrn_against_numpy_and_finite_differences(attrs):
+    r = attrs.get("depth_radius", 5)
+    bias, alpha, beta = attrs.get("bias", 1.0), attrs.get("alpha", 1.0), attrs.get("beta", 0.5)
+    x0 = _RNG.standard_normal((2, 2, 3, 5)).astype(np.float32)
+    w = _RNG.standard_normal((2, 2, 3, 5)).astype(np.float32)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [2, 2, 3, 5])
+        y = tf.nn.lrn(x, **attrs)
+        loss = tf.reduce_sum(y * w)
+        (g,) = tf.gradients(loss, [x])
+        with tf.Session() as sess:
+            got, grad = sess.run([y, g], {x: x0})
+            x64 = x0.astype(np.float64)
+            sq = np.zeros_like(x64)
+            for d in range(5):
+                lo, hi = max(0, d - r), min(5, d + r + 1)
+                sq[..., d] = (x64[..., lo:hi] ** 2).sum(-1)
+            np.testing.assert_allclose(
+                got, x64 / (bias + alpha * sq) ** beta, rtol=2e-6, atol=1e-6
+            )
+            eps = 1e-3
+            num = np.zeros_like(x64)
+            for i in np.ndindex(x0.shape):
+                d = np.zeros_like(x0)
+                d[i] = eps
+                num[i] = (sess.run(loss, {x: x0 + d}) - sess.run(loss, {x: x0 - d})) / (2 * eps)
+    np.testing.assert_allclose(grad, num, rtol=5e-3, atol=5e-3)
+
+
+def test_lrn_errors():
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="rank 4"):
+            tf.nn.lrn(tf.ones([2, 3]))
+        with pytest.raises(TypeError):
+            tf.nn.lrn(tf.ones([1, 1, 1, 2], tf.float64))  # (TF: half, bfloat16, float)
+
+
+def test_lrn_grad_has_no_gradient_as_in_tf():
+    with tf.Graph().as_default():
+        x = tf.ones([1, 1, 1, 3])
+        g = tf.gradients(tf.reduce_sum(tf.nn.lrn(x)), x)[0]
+        with pytest.raises(LookupError, match="LRNGrad"):
+            tf.gradients(tf.reduce_sum(g), x)
