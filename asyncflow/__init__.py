@@ -127,6 +127,7 @@ from asyncflow.ops import sparse_ops as _sparse_ops  # noqa: E402
 from asyncflow.ops import special_math_ops as _special_math_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
 from asyncflow.ops import string_extras_ops as _string_extras_ops  # noqa: E402
+from asyncflow.ops import string_hash_ops as _string_hash_ops  # noqa: E402
 from asyncflow.ops import string_ops as _string_ops  # noqa: E402
 from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
 from asyncflow.ops import tensor_proto_ops as _tensor_proto_ops  # noqa: E402
@@ -168,6 +169,7 @@ for _m in (
     _parsing_ops,
     _parsing_sequence_ops,
     _string_ops,
+    _string_hash_ops,
     _tensor_proto_ops,
     _reader_ops,
     _sparse_tensor,

@@ -58,6 +58,7 @@ from asyncflow.ops import (  # noqa: F401
     special_math_ops,
     state_ops,
     string_extras_ops,
+    string_hash_ops,
     string_ops,
     summary_ops,
     tensor_array_ops,
