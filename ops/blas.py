@@ -216,8 +216,9 @@ _BATCH_MIN_MACS = 1 << 21
 def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, tb2, beta2):
     """c1 = op(a1) @ op(b1) + beta1 * c1 and c2 = op(a2) @ op(b2) + beta2 * c2, two
     independent products of one dtype `available`, as one batched call: OpenBLAS runs
-    the two on two of its threads (each on one, as a one-thread call would: the same
-    bits as two `gemm_into` calls), or one after the other on one thread.  Without the
+    the two on two of its threads, or one after the other on one thread (measured here:
+    each product with one thread's bits either way; with TF_DETERMINISTIC_OPS=1 the
+    CPU budget gives every call one thread).  Without the
     batched call (an OpenBLAS before 0.3.30), or with an empty dimension, two calls.
     (The LSTM's input gradient and its step's weight product: ops/matmul_sum.py.)"""
     fn = _batch_fns.get(c1.dtype)

@@ -33,6 +33,8 @@ shape error as AddN does.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from asyncflow import errors, tensor_shape
@@ -198,8 +200,8 @@ MatMulSumEnd = register_op(
 )
 NotDifferentiable("_MatMulSumEnd")
 
-# Sums of fewer products stay one _FusedMatMulAddN.
-_PAIR_MIN = 4
+# Sums of fewer products stay one _FusedMatMulAddN.  ASYNCFLOW_MATMUL_PAIRS=0: always.
+_PAIR_MIN = 4 if os.environ.get("ASYNCFLOW_MATMUL_PAIRS", "") in ("", "1") else 1 << 62
 
 
 class _Sum:

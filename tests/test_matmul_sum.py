@@ -5,6 +5,10 @@ against the one-node sum; errors as the unfused ops word them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -314,3 +318,14 @@ def test_paired_sum_with_addends_values_and_errors(request, fuse):
                 s.run(total, bad)
             # the session runs on after the errors, with the same values
             np.testing.assert_array_equal(s.run(total, feed), got)
+
+
+@pytest.mark.timeout(60)
+def test_pairs_can_be_turned_off_by_the_environment():
+    code = "from asyncflow.ops import matmul_sum; print(matmul_sum._PAIR_MIN)"
+    for value, paired in (("0", False), ("1", True), ("", True)):
+        env = dict(os.environ, ASYNCFLOW_MATMUL_PAIRS=value)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        assert (int(out.stdout) <= 64) == paired, value
