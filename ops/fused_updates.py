@@ -233,19 +233,22 @@ def _adam_scalars(one, beta1_power, beta2_power, lr, beta1, beta2, epsilon):
 
 
 # Below these sizes (elements) an update is left to NumPy: its few ufunc calls cost less
-# than this path's checks and the compiled loop's call (~5 us: numba's dispatch on each
-# argument's type, the overlap checks), and give the same bits.  Measured per call in
-# one process (float32, 2-core project machine), compiled / NumPy: GradientDescent
-# 5.3 / 2.2 us at 512 elements, 6.0 / 3.4 at 8K, 7.9 / 7.0 at 32K; Momentum 7.6 / 3.2 at
-# 512, 11.5 / 12.4 at 32K; RMSProp 10.8 / 7.1 at 512, 11.1 / 8.6 at 2K, 13.1 / 15.6 at
-# 8K; Adam 14.3 / 10.3 at 512, 14.7 / 12.2 at 2K, 16.7 / 19.3 at 8K.  (The MLP
-# 784-512-512-10's biases and last layer: 4 of its 6 SGD updates.)
+# than this path's checks and the compiled loop's call (~4 us: the checks below, numba's
+# dispatch on each argument's type), and give the same bits.  Measured per
+# `training_ops._apply_dense` call in one process (float32, 2-core project machine,
+# cpu-quiet), NumPy / compiled: GradientDescent 2.8 / 4.2 us at 256 elements, 3.7 / 4.5
+# at 4K, 5.3 / 5.3 at 16K, 7.7 / 6.5 at 32K; Momentum 3.4 / 4.9 at 256, 4.7 / 5.3 at 4K,
+# 8.2 / 7.0 at 16K; RMSProp 10.3 / 5.5 at 1, 6.4 / 5.7 at 16, 6.7 / 5.6 at 256, 11.6 /
+# 7.1 at 4K; Adam 13.8 / 6.2 at 1, 9.4 / 6.2 at 16, 9.6 / 6.3 at 256, 15.0 / 8.0 at 4K.
+# (The MLP 784-512-512-10's biases and last layer: 4 of its 6 SGD updates.)  RMSProp's
+# and Adam's loops win at any size; a variable under 16 elements keeps NumPy's path all
+# the same, so that a program of scalars only never starts numba's import and compile.
 _NUMPY_BELOW = {
     "_gradient_descent": 1 << 15,
     "_gradient_descent_scratch": 1 << 15,
     "_momentum": 1 << 14,
-    "_rms_prop": 1 << 12,
-    "_adam": 1 << 12,
+    "_rms_prop": 1 << 4,
+    "_adam": 1 << 4,
 }
 # training_ops' update name -> its arguments' function above
 _UPDATES = {

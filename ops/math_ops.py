@@ -292,10 +292,13 @@ def _unary_builder(op_type: str, doc: str) -> Callable:
 
 
 def _check_int_div(xp, x, y, dtype) -> None:
-    # TF checks the divisors it uses: an empty result (e.g. `FloorMod([], 0)`) divides nothing.
-    if not dtype.is_integer or 0 in np.broadcast_shapes(x.shape, y.shape):
+    # TF checks the divisors it uses: an empty result (e.g. `FloorMod([], 0)`) divides
+    # nothing.  The shapes broadcast (checked before): the result is empty exactly when
+    # an operand is.  (Shape arithmetic of gradients runs these on a few integers every
+    # step: no np.broadcast_shapes or np.any wrappers.)
+    if not dtype.is_integer or not x.size or not y.size:
         return
-    if bool(to_host(xp, xp.any(xp.asarray(y) == 0))):
+    if bool(to_host(xp, (xp.asarray(y) == 0).any())):
         raise errors.InvalidArgumentError(None, None, "Integer division by zero")
 
 

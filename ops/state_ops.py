@@ -423,10 +423,11 @@ NotDifferentiable("Variable")
 async def _variable_v2(ctx):
     attrs = ctx.attrs
     container = attrs["container"]
-    name = attrs["shared_name"] or ctx.op.name
-    op_name = ctx.op.name
+    op_name = ctx.node_name  # (op.name, kept on the context: a step reads every variable)
     return ctx.resource_mgr(container).lookup_or_create(
-        container, name, lambda: VarRef(attrs["dtype"], attrs["shape"], op_name)
+        container,
+        attrs["shared_name"] or op_name,
+        lambda: VarRef(attrs["dtype"], attrs["shape"], op_name),
     )
 
 
