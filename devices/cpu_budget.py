@@ -166,7 +166,10 @@ def _sample_competing() -> int:
         return _competing
     _sampled_at = now
     try:
-        _competing = max(0, _running_total() - _running_ours(now))
+        total = _running_total()
+        # (the sampling thread is one of the runnable ones: with no other, nobody
+        # competes, and our threads' states need not be read: ~40 us saved a sample)
+        _competing = 0 if total <= 1 else max(0, total - _running_ours(now))
     except (OSError, ValueError, IndexError):  # no /proc (not Linux): assume nobody
         _competing = 0
     return _competing
