@@ -202,6 +202,11 @@ NotDifferentiable("_MatMulSumEnd")
 
 # Sums of fewer products stay one _FusedMatMulAddN.  ASYNCFLOW_MATMUL_PAIRS=0: always.
 _PAIR_MIN = 4 if os.environ.get("ASYNCFLOW_MATMUL_PAIRS", "") in ("", "1") else 1 << 62
+# The pass walks the partition twice per product or more (the paths between nodes, in
+# Python: lstm_static's and bilstm's 28 products in partitions of ~2,400 nodes 0.1-0.3 s,
+# once per plan): past this many products times nodes (a long unrolled RNN)
+# the sum stays one node instead of costing seconds of planning.
+_PAIR_WORK = 150_000
 
 
 class _Sum:
@@ -331,7 +336,11 @@ def fuse_matmul_add_n(view) -> None:
             "transpose_a": [int(mm.op._attr("transpose_a")) for mm in products],
             "transpose_b": [int(mm.op._attr("transpose_b")) for mm in products],
         }
-        if len(products) >= _PAIR_MIN and not view.has_control_flow():
+        if (
+            _PAIR_MIN <= len(products)
+            and len(products) * len(view.nodes) <= _PAIR_WORK
+            and not view.has_control_flow()
+        ):
             at = {id(view.nodes[j]): j for j in absorbed}
             js = [at[id(mm)] for mm in products]
             partners = _partners(view, products, js)
@@ -348,7 +357,13 @@ def _partners(view, products, js) -> list | None:
     of its operands, feeding no node of the sum, on its device, with no path between
     the two, or None; None instead of the list when fewer than _PAIR_MIN have one or
     the chain could wait for itself (see the note above)."""
-    taken, out = set(js), []
+    taken, out, memo = set(js), [], {}
+
+    def upstream(x: int) -> set:
+        if x not in memo:
+            memo[x] = view.upstream(x)
+        return memo[x]
+
     for mm, j in zip(products, js):
         found = None
         for src in mm.inputs:
@@ -363,8 +378,8 @@ def _partners(view, products, js) -> list | None:
                     or node.op._attr("T") != mm.op._attr("T")
                     or view.reads_ref(q)
                     or not view.available(q)
-                    or q in view.upstream(j)
-                    or j in view.upstream(q)
+                    or q in upstream(j)
+                    or j in upstream(q)
                 ):
                     continue
                 found = q
@@ -382,9 +397,9 @@ def _partners(view, products, js) -> list | None:
     for j, q in zip(js, out):
         if j in waits or q in waits:
             return None
-        waits |= view.upstream(j)
+        waits |= upstream(j)
         if q is not None:
-            waits |= view.upstream(q)
+            waits |= upstream(q)
     return out
 
 
