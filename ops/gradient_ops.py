@@ -23,7 +23,12 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import device_indexing
 from asyncflow.ops.math_helpers import scatter_at, to_host
-from asyncflow.ops.strided_slice_spec import SliceError, slice_masks, strided_slice_spec
+from asyncflow.ops.strided_slice_spec import (
+    SliceError,
+    basic_index,
+    slice_masks,
+    strided_slice_spec,
+)
 from asyncflow.registry import ANY, INDEX, NUMERIC, NotDifferentiable, register_op
 
 __all__ = [
@@ -245,15 +250,8 @@ async def _strided_slice_grad(ctx, shape_, begin, end, strides, dy):
     if list(dy.shape) != final:
         raise _invalid(f"shape of dy was {_shape_str(dy.shape)} instead of {_shape_str(final)}")
     out = ctx.xp.zeros(dims, dtype=dy.dtype)
-    index = []
-    for b, e, st, shrink, size in canon:
-        if shrink:
-            index.append(b)
-        elif size == 0:
-            index.append(slice(0, 0))
-        else:
-            index.append(slice(b, e if e >= 0 else None, st))
-    out[tuple(index)] = dy.reshape(out[tuple(index)].shape)
+    view = out[basic_index(canon)]
+    view[...] = dy.reshape(view.shape)
     return out
 
 

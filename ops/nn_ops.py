@@ -702,6 +702,16 @@ def bias_add(value, bias, data_format=None, name=None):
 # -- activation backprops (TF's ReluGrad, Relu6Grad, EluGrad, SoftplusGrad, SoftsignGrad) ----
 
 
+def _check_same_shape(g, x, second: str) -> None:
+    if g.shape != x.shape:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"gradients and {second} must be the same shape: "
+            f"{_shape_str(g.shape)} vs. {_shape_str(x.shape)}",
+        )
+
+
 def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None, out_fn=None):
     """Register `backprops = fn(xp, gradients, second)` (one element-wise pass);
     `inplace(xp, g, x)` writes it into `gradients` when nothing else holds them;
@@ -719,13 +729,7 @@ def _grad_op(op_type: str, second: str, fn, types: TypeConstraint, inplace=None,
     async def _kernel(ctx, g, x):
         xp = ctx.xp
         g, x = xp.asarray(g), xp.asarray(x)
-        if g.shape != x.shape:
-            raise errors.InvalidArgumentError(
-                None,
-                None,
-                f"gradients and {second} must be the same shape: "
-                f"{_shape_str(g.shape)} vs. {_shape_str(x.shape)}",
-            )
+        _check_same_shape(g, x, second)
         want = ctx.attrs["T"].np_dtype
         if out_fn is not None and g.dtype == want and x.dtype == want:
             out = g if ctx.may_forward(0, g) else None
@@ -798,13 +802,7 @@ def _leaky_grad(xp, g, x, alpha):
 async def _leaky_relu_grad_kernel(ctx, g, x):
     xp = ctx.xp
     g, x = xp.asarray(g), xp.asarray(x)
-    if g.shape != x.shape:
-        raise errors.InvalidArgumentError(
-            None,
-            None,
-            f"gradients and features must be the same shape: "
-            f"{_shape_str(g.shape)} vs. {_shape_str(x.shape)}",
-        )
+    _check_same_shape(g, x, "features")
     out = await ctx.compute(_quiet, xp, _leaky_grad, xp, g, x, ctx.attrs["alpha"])
     return _as_dtype(xp, out, ctx.attrs["T"])
 
