@@ -426,8 +426,8 @@ async def _broadcast_to(ctx, x, shape):
     for d in dims:
         if d < 0:
             raise _invalid(f"Dimension {d} must be >= 0")
-    if x.shape == dims:  # (TF forwards its input)
-        return x
+    if x.shape == dims:  # (TF forwards its input: a view here, never the object itself,
+        return x.view()  # so no consumer takes over a buffer another one still reads)
     if x.ndim > len(dims):
         raise _invalid(
             f"Rank of input ({x.ndim}) must be no greater than rank of output shape ({len(dims)})."

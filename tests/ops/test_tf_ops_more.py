@@ -317,3 +317,19 @@ def test_lrn_grad_has_no_gradient_as_in_tf():
         g = tf.gradients(tf.reduce_sum(tf.nn.lrn(x)), x)[0]
         with pytest.raises(LookupError, match="LRNGrad"):
             tf.gradients(tf.reduce_sum(g), x)
+
+
+def test_broadcast_to_of_the_same_shape_is_not_donated_over_another_reader():
+    # BroadcastTo passes its input on when the shapes match: the in-place Add after it
+    # must not write into the array the Mul still reads (the suite runs the kernels
+    # checked: ASYNCFLOW_CHECK_KERNELS=1).
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 300])
+        a = x * 2.0
+        b = tf.broadcast_to(a, tf.shape(a))
+        c = b + 1.0
+        d = a * 3.0
+        with tf.Session() as sess:
+            cv, dv = sess.run([c, d], {x: np.ones((100, 300), np.float32)})
+    np.testing.assert_array_equal(cv, np.full((100, 300), 3.0, np.float32))
+    np.testing.assert_array_equal(dv, np.full((100, 300), 6.0, np.float32))
