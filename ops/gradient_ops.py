@@ -24,6 +24,7 @@ from asyncflow import graph as ops
 from asyncflow.ops import device_indexing
 from asyncflow.ops.math_helpers import scatter_at, to_host
 from asyncflow.ops.strided_slice_spec import (
+    MASK_DEFAULTS,
     SliceError,
     basic_index,
     slice_masks,
@@ -226,11 +227,7 @@ StridedSliceGrad = register_op(
     attrs={
         "T": ANY,
         "Index": INDEX,
-        "begin_mask": 0,
-        "end_mask": 0,
-        "ellipsis_mask": 0,
-        "new_axis_mask": 0,
-        "shrink_axis_mask": 0,
+        **MASK_DEFAULTS,
     },
     shape_fn=lambda op: [ops.constant_shape(op.inputs[0])],
 )

@@ -30,8 +30,8 @@ from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.data_flow_stack_ops import handle_object, handle_value
 from asyncflow.ops.scatter_nd_ops import _gather_nd
 from asyncflow.ops.slicing_ops import _gather_v2
-from asyncflow.ops.state_ops import _SLICE_MASK_ATTRS, VarRef, slice_assign
-from asyncflow.ops.strided_slice_spec import slice_masks
+from asyncflow.ops.state_ops import VarRef, slice_assign
+from asyncflow.ops.strided_slice_spec import MASK_DEFAULTS, slice_masks
 from asyncflow.registry import ANY, INDEX, REQUIRED, NotDifferentiable, register_op
 
 __all__ = [
@@ -198,7 +198,7 @@ AssignSubVariableOp = _register_update("AssignSubVariableOp", "subtract")
 ResourceStridedSliceAssign = register_op(
     "ResourceStridedSliceAssign",
     inputs=["ref: resource", "begin: Index", "end: Index", "strides: Index", "value: T"],
-    attrs={"T": ANY, "Index": INDEX, **_SLICE_MASK_ATTRS},
+    attrs={"T": ANY, "Index": INDEX, **MASK_DEFAULTS},
     shape_fn=lambda op: [],
     stateful=True,
 )

@@ -6,6 +6,8 @@ losses (`weights_broadcast_ops`), so a GraphDef TF wrote for such a loss has it.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from asyncflow import errors, tensor_shape
@@ -74,8 +76,8 @@ async def _dense_to_dense(ctx, set1, set2):
             f"Shapes {list(a.shape)} vs {list(b.shape)} do not match in the group dimensions.",
         )
     groups = a.shape[:-1]
-    rows_a = a.reshape(-1, a.shape[-1]) if a.size else np.empty((int(np.prod(groups)), 0), a.dtype)
-    rows_b = b.reshape(-1, b.shape[-1]) if b.size else np.empty((int(np.prod(groups)), 0), b.dtype)
+    n = math.prod(groups)  # (explicit rows: a -1 cannot stand beside an empty set)
+    rows_a, rows_b = a.reshape(n, a.shape[-1]), b.reshape(n, b.shape[-1])
     results = [
         sorted(_combine(operation, set(ra.tolist()), set(rb.tolist())))
         for ra, rb in zip(rows_a, rows_b)

@@ -25,8 +25,10 @@ from asyncflow.ops import device_indexing
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.strided_slice_spec import (
+    MASK_DEFAULTS,
     SliceError,
     basic_index,
+    mask_attrs,
     slice_masks,
     strided_slice_spec,
 )
@@ -222,11 +224,7 @@ StridedSlice = register_op(
     attrs={
         "T": ANY,
         "Index": INDEX,
-        "begin_mask": 0,
-        "end_mask": 0,
-        "ellipsis_mask": 0,
-        "new_axis_mask": 0,
-        "shrink_axis_mask": 0,
+        **MASK_DEFAULTS,
     },
     shape_fn=_strided_slice_shape,
 )
@@ -294,13 +292,7 @@ def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, el
     del var  # only used by TF for variable slice assignment
     if strides is None:
         strides = apply("OnesLike", [begin]).outputs[0]
-    attrs = {
-        "begin_mask": begin_mask,
-        "end_mask": end_mask,
-        "ellipsis_mask": ellipsis_mask,
-        "new_axis_mask": new_axis_mask,
-        "shrink_axis_mask": shrink_axis_mask,
-    }
+    attrs = mask_attrs(begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask)
     return apply("StridedSlice", [input_, begin, end, strides], attrs, name=name).outputs[0]
 
 
@@ -413,13 +405,7 @@ def _getitem(tensor, slice_spec, var=None):
         else:
             empty = ops.convert_to_tensor(np.zeros([0], np.int32))
             packed = [empty, empty, empty]
-        masks = {
-            "begin_mask": begin_mask,
-            "end_mask": end_mask,
-            "ellipsis_mask": ellipsis_mask,
-            "new_axis_mask": new_axis_mask,
-            "shrink_axis_mask": shrink_axis_mask,
-        }
+        masks = mask_attrs(begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask)
         out = strided_slice(tensor, *packed, **masks, name=name)
     if var is not None:
 
@@ -1151,8 +1137,7 @@ def _slice_grad(op, grad):
 @StridedSlice.gradient
 def _strided_slice_grad(op, grad):
     x, begin, end, strides = op.inputs
-    attrs = {k: op._attr(k) for k in ("begin_mask", "end_mask", "ellipsis_mask",
-                                          "new_axis_mask", "shrink_axis_mask")}  # fmt: skip
+    attrs = mask_attrs(*slice_masks(op))
     x_shape = _g.shape(x, out_type=begin.dtype)
     dx = ops.apply_op("StridedSliceGrad", [x_shape, begin, end, strides, grad], attrs).outputs[0]
     return [dx, None, None, None]

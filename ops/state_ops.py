@@ -50,8 +50,10 @@ from asyncflow import graph as ops
 from asyncflow.kernel_api import current_step
 from asyncflow.ops.math_helpers import scatter_at
 from asyncflow.ops.strided_slice_spec import (
+    MASK_DEFAULTS,
     SliceError,
     basic_index,
+    mask_attrs,
     slice_masks,
     strided_slice_spec,
 )
@@ -615,15 +617,6 @@ def assign(ref, value, validate_shape=None, use_locking=None, name=None):
 # -- StridedSliceAssign (TF1's `v[...].assign(value)`) ----------------------------------
 
 
-_SLICE_MASK_ATTRS = {
-    "begin_mask": 0,
-    "end_mask": 0,
-    "ellipsis_mask": 0,
-    "new_axis_mask": 0,
-    "shrink_axis_mask": 0,
-}
-
-
 def slice_assign(var, begin, end, strides, value, masks, xp=np) -> None:
     """`var[begin:end:strides] = value` as TF's StridedSliceAssign (also the resource
     variables' kernel): `value` broadcasts to the slice's final shape; an empty slice
@@ -676,7 +669,7 @@ StridedSliceAssign = register_op(
     "StridedSliceAssign",
     inputs=["ref: Ref(T)", "begin: Index", "end: Index", "strides: Index", "value: T"],
     outputs=["output_ref: T"],
-    attrs={"T": ANY, "Index": INDEX, **_SLICE_MASK_ATTRS},
+    attrs={"T": ANY, "Index": INDEX, **MASK_DEFAULTS},
     shape_fn=lambda op: [op.inputs[0].shape],
     stateful=True,
 )
@@ -703,13 +696,7 @@ def strided_slice_assign(
     name=None,
 ):
     """TF's `gen_array_ops.strided_slice_assign`: `ref[slice] = value`; the new value."""
-    attrs = {
-        "begin_mask": begin_mask,
-        "end_mask": end_mask,
-        "ellipsis_mask": ellipsis_mask,
-        "new_axis_mask": new_axis_mask,
-        "shrink_axis_mask": shrink_axis_mask,
-    }
+    attrs = mask_attrs(begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask)
     return ops.apply_op(
         "StridedSliceAssign", [ref, begin, end, strides, value], attrs, name=name
     ).outputs[0]

@@ -5,7 +5,14 @@ plain Python ints: shared by StridedSlice (its shape function and kernel, in
 
 from __future__ import annotations
 
-__all__ = ["SliceError", "basic_index", "slice_masks", "strided_slice_spec"]
+__all__ = [
+    "MASK_DEFAULTS",
+    "SliceError",
+    "basic_index",
+    "mask_attrs",
+    "slice_masks",
+    "strided_slice_spec",
+]
 
 _NEW_AXIS = -1
 _SHRINK_AXIS = -2
@@ -133,12 +140,21 @@ def strided_slice_spec(dims, begin, end, strides, masks):
     return final, canon
 
 
+_MASK_NAMES = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+# The five mask attrs with their defaults, as StridedSlice, StridedSliceGrad and the
+# slice assignments register them.
+MASK_DEFAULTS = dict.fromkeys(_MASK_NAMES, 0)
+
+
+def mask_attrs(begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0):
+    """The five mask attrs of a strided-slice op, by name."""
+    return dict(zip(_MASK_NAMES, (begin_mask, end_mask, ellipsis_mask, new_axis_mask,
+                                  shrink_axis_mask)))  # fmt: skip
+
+
 def slice_masks(op_or_attrs):
     get = op_or_attrs._attr if hasattr(op_or_attrs, "_attr") else op_or_attrs.__getitem__
-    return tuple(
-        int(get(k))
-        for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
-    )
+    return tuple(int(get(k)) for k in _MASK_NAMES)
 
 
 def basic_index(canon) -> tuple:
