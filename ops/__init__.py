@@ -16,6 +16,7 @@ from asyncflow.ops import (  # noqa: F401
     ctc_ops,
     data_flow_ops,
     data_flow_stack_ops,
+    dataset_more,
     dataset_ops,
     edit_distance_ops,
     framework_ops,

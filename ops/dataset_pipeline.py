@@ -98,6 +98,11 @@ class DatasetValue:
     def iterate(self, env: Env) -> AsyncIterator[tuple]:
         raise NotImplementedError
 
+    def cardinality(self) -> int:
+        """Elements in one pass: a count, -1 (infinite) or -2 (unknown), as TF's
+        DatasetCardinality; a stage whose count depends on its data says -2."""
+        return -2
+
     async def chunks(self, env: Env) -> AsyncIterator[list]:
         source = self.iterate(env)
         try:
@@ -140,6 +145,9 @@ class TensorSlices(DatasetValue):
             )
         self.n = n.pop()
 
+    def cardinality(self):
+        return self.n
+
     async def iterate(self, env):
         for i in range(self.n):
             yield tuple(np.array(c[i], copy=True) for c in self.components)
@@ -148,6 +156,9 @@ class TensorSlices(DatasetValue):
 class Tensors(DatasetValue):
     def __init__(self, components):
         self.components = [np.asarray(c) for c in components]
+
+    def cardinality(self):
+        return 1
 
     async def iterate(self, env):
         yield _own(self.components)
@@ -159,6 +170,9 @@ class Range(DatasetValue):
             raise errors.InvalidArgumentError(None, None, "step must be a non-zero integer.")
         self.r = range(int(start), int(stop), int(step))
         self.dtype = dtype
+
+    def cardinality(self):
+        return len(self.r)
 
     async def iterate(self, env):
         for v in self.r:
@@ -341,14 +355,43 @@ class Function:
 # -- transformations -----------------------------------------------------------------------
 
 
+class Failed:
+    """In a tolerant pass (`iterate_tolerant`), an element whose function failed."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def _element_error(exc: BaseException) -> bool:
+    """Whether `exc` is an element's own failure (an OpError other than the end)."""
+    return isinstance(exc, errors.OpError) and not isinstance(exc, errors.OutOfRangeError)
+
+
 class Map(DatasetValue):
     def __init__(self, input_value, fn: Function, parallel: int = 1):
         self.input, self.fn, self.parallel = input_value, fn, max(int(parallel), 1)
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def iterate_tolerant(self, env):
+        """The pass with each failed call as a `Failed` element (ignore_errors)."""
+        return self._pass(env, True)
+
+    async def _call(self, env, elem, tolerant: bool):
+        try:
+            return await self.fn(env, elem)
+        except Exception as e:
+            if tolerant and _element_error(e):
+                return Failed(e)
+            raise
+
+    async def _pass(self, env, tolerant: bool):
         if self.parallel == 1:
             async for elem in self.input.iterate(env):
-                yield await self.fn(env, elem)
+                yield await self._call(env, elem, tolerant)
             return
         # Up to `parallel` calls in flight, results in input order.
         pending: collections.deque[asyncio.Task] = collections.deque()
@@ -362,7 +405,7 @@ class Map(DatasetValue):
                     except StopAsyncIteration:
                         exhausted = True
                         break
-                    pending.append(parked_task(self.fn(env, elem)))
+                    pending.append(parked_task(self._call(env, elem, tolerant)))
                 if not pending:
                     return
                 yield await pending.popleft()
@@ -376,9 +419,22 @@ class Filter(DatasetValue):
     def __init__(self, input_value, predicate: Function):
         self.input, self.predicate = input_value, predicate
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def iterate_tolerant(self, env):
+        """The pass with each failed predicate call as a `Failed` element."""
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
         async for elem in self.input.iterate(env):
-            (keep,) = await self.predicate(env, elem)
+            try:
+                (keep,) = await self.predicate(env, elem)
+            except Exception as e:
+                if tolerant and _element_error(e):
+                    yield Failed(e)
+                    continue
+                raise
             if np.asarray(keep).shape != ():
                 raise errors.InvalidArgumentError(
                     None, None, "Filter predicate `predicate` must return a scalar bool."
@@ -482,11 +538,20 @@ def _batch_records(records: list) -> tuple:
     return (out,)
 
 
+def _batches(n: int, size: int, drop: bool) -> int:
+    if n < 0:
+        return n
+    return n // size if drop else -(-n // size)
+
+
 class Batch(DatasetValue):
     def __init__(self, input_value, batch_size, drop_remainder):
         if batch_size <= 0:
             raise errors.InvalidArgumentError(None, None, "Batch size must be greater than zero.")
         self.input, self.n, self.drop = input_value, int(batch_size), bool(drop_remainder)
+
+    def cardinality(self):
+        return _batches(self.input.cardinality(), self.n, self.drop)
 
     async def iterate(self, env):
         make = _batch_records if self.input.bare_bytes else _batch
@@ -539,6 +604,9 @@ class PaddedBatch(DatasetValue):
             out.append(res)
         return tuple(out)
 
+    def cardinality(self):
+        return _batches(self.input.cardinality(), self.n, self.drop)
+
     async def iterate(self, env):
         buf: list = []
         async for elem in self.input.iterate(env):
@@ -581,6 +649,9 @@ class Shuffle(DatasetValue):
         self.input, self.size = input_value, int(buffer_size)
         self.bare_bytes = input_value.bare_bytes
         self.seeds = philox_random.seed_generator(seed, seed2, reshuffle)
+
+    def cardinality(self):
+        return self.input.cardinality()
 
     def iterate(self, env):
         return _dressed(self.chunks(env), self.bare_bytes)
@@ -633,6 +704,16 @@ class Repeat(DatasetValue):
     def __init__(self, input_value, count):
         self.input, self.count = input_value, int(count)
 
+    def cardinality(self):
+        n = self.input.cardinality()
+        if n == 0 or self.count == 0:
+            return 0
+        if n == -2:
+            return -2
+        if self.count < 0 or n == -1:
+            return -1
+        return n * self.count
+
     async def iterate(self, env):
         epochs = itertools.count() if self.count < 0 else range(self.count)
         for _ in epochs:
@@ -647,6 +728,14 @@ class Repeat(DatasetValue):
 class Take(DatasetValue):
     def __init__(self, input_value, count):
         self.input, self.count = input_value, int(count)
+
+    def cardinality(self):
+        n = self.input.cardinality()
+        if self.count < 0:
+            return n
+        if n == -1:
+            return self.count
+        return n if n == -2 else min(n, self.count)
 
     async def iterate(self, env):
         if self.count == 0:
@@ -667,6 +756,12 @@ class Skip(DatasetValue):
     def __init__(self, input_value, count):
         self.input, self.count = input_value, int(count)
 
+    def cardinality(self):
+        n = self.input.cardinality()
+        if n < 0:
+            return n if self.count >= 0 or n == -2 else 0
+        return 0 if self.count < 0 else max(0, n - self.count)
+
     async def iterate(self, env):
         n = 0
         async for elem in self.input.iterate(env):
@@ -679,6 +774,13 @@ class Skip(DatasetValue):
 class Zip(DatasetValue):
     def __init__(self, inputs):
         self.inputs = inputs
+
+    def cardinality(self):
+        counts = [d.cardinality() for d in self.inputs]
+        if -2 in counts:
+            return -2
+        finite = [n for n in counts if n >= 0]
+        return min(finite) if finite else -1
 
     async def iterate(self, env):
         streams = [d.iterate(env) for d in self.inputs]
@@ -700,6 +802,12 @@ class Concatenate(DatasetValue):
     def __init__(self, first, second):
         self.first, self.second = first, second
 
+    def cardinality(self):
+        a, b = self.first.cardinality(), self.second.cardinality()
+        if -2 in (a, b):
+            return -2
+        return -1 if -1 in (a, b) else a + b
+
     async def iterate(self, env):
         async for elem in self.first.iterate(env):
             yield elem
@@ -714,6 +822,9 @@ class Cache(DatasetValue):
     def __init__(self, input_value):
         self.input = input_value
         self.cached: list | None = None
+
+    def cardinality(self):
+        return self.input.cardinality()
 
     async def iterate(self, env):
         if self.cached is not None:
@@ -736,6 +847,9 @@ class Prefetch(DatasetValue):
     def __init__(self, input_value, buffer_size):
         self.input = input_value
         self.size = int(buffer_size) if buffer_size > 0 else 2  # AUTOTUNE (-1): 2
+
+    def cardinality(self):
+        return self.input.cardinality()
 
     async def iterate(self, env):
         q: asyncio.Queue = asyncio.Queue(self.size)

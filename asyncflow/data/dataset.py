@@ -15,8 +15,8 @@ import numpy as np
 
 from asyncflow import dtypes, nest, random_seed, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.data.structure import _flat, _pack, _Spec
-from asyncflow.ops import array_ops, dataset_ops
+from asyncflow.data.structure import _DatasetSpec, _flat, _pack, _Spec
+from asyncflow.ops import array_ops, dataset_more, dataset_ops, math_ops
 
 __all__ = ["Dataset", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY"]
 
@@ -73,7 +73,13 @@ class _Traced:
                     array_ops.placeholder(s.dtype, s.shape, name=f"arg{i}")
                     for i, s in enumerate(specs)
                 ]
-                args = _pack(structure, self.inputs)
+                args = _pack(
+                    structure,
+                    [
+                        Dataset(p, s.structure) if isinstance(s, _DatasetSpec) else p
+                        for p, s in zip(self.inputs, specs)
+                    ],
+                )
             else:
                 self.inputs = after.inputs
                 args = after.structure
@@ -320,12 +326,21 @@ class Dataset:
         self, batch_size, padded_shapes=None, padding_values=None, drop_remainder=False
     ) -> Dataset:
         specs = self._flat_specs()
+        dynamic = {}  # component -> an int64 shape tensor given as its padded shape
         if padded_shapes is None:
             flat_shapes = [s.shape for s in specs]
         else:
-            flat_shapes = [
-                tensor_shape.as_shape(p) for p in _flat_like(self._structure, padded_shapes)
-            ]
+            flat_shapes = []
+            for k, p in enumerate(_flat_like(self._structure, padded_shapes)):
+                if isinstance(p, ops.Tensor):
+                    dynamic[k] = math_ops.cast(p, dtypes.int64)
+                    known = ops.constant_value(p)
+                    p = (
+                        [None if d < 0 else int(d) for d in known]
+                        if known is not None
+                        else tensor_shape.unknown_shape(p.shape[0].value)
+                    )
+                flat_shapes.append(tensor_shape.as_shape(p))
         if padding_values is None:
             flat_pads = [
                 np.zeros((), s.dtype.as_numpy_dtype) if s.dtype != dtypes.string else b""
@@ -335,8 +350,12 @@ class Dataset:
             flat_pads = _flat_like(self._structure, padding_values)
         pads = [ops.convert_to_tensor(v, dtype=s.dtype) for v, s in zip(flat_pads, specs)]
         shape_ts = [
-            ops.convert_to_tensor([-1 if d is None else d for d in _dims(p)], dtype=dtypes.int64)
-            for p in flat_shapes
+            dynamic[k]
+            if k in dynamic
+            else ops.convert_to_tensor(
+                [-1 if d is None else d for d in _dims(p)], dtype=dtypes.int64
+            )
+            for k, p in enumerate(flat_shapes)
         ]
         bs = _i64(batch_size, "batch_size")
         static = ops.constant_value(bs) if drop_remainder is True else None
@@ -407,6 +426,219 @@ class Dataset:
 
     def enumerate(self, start=0) -> Dataset:
         return Dataset.zip((Dataset.range(start, np.iinfo(np.int64).max), self))
+
+    def shard(self, num_shards, index) -> Dataset:
+        """Every `num_shards`-th element from the `index`-th on.
+
+        Raises:
+          InvalidArgumentError (at run time): num_shards <= 0, index outside
+            [0, num_shards).
+        """
+        return self._then(
+            "ShardDataset",
+            [self._variant, _i64(num_shards, "num_shards"), _i64(index, "index")],
+            None,
+            {"require_non_empty": False},
+        )
+
+    def unique(self) -> Dataset:
+        """The elements not seen before, in order (one int32, int64 or string component).
+
+        Raises:
+          TypeError: any other element structure.
+        """
+        specs = self._flat_specs()
+        if len(specs) != 1 or specs[0].dtype not in (dtypes.int32, dtypes.int64, dtypes.string):
+            raise TypeError(
+                "`tf.data.Dataset.unique` does not support type "
+                f"{self.output_types}: only a single int32, int64 or string component."
+            )
+        return self._then("UniqueDataset", [self._variant])
+
+    def scan(self, initial_state, scan_func) -> Dataset:
+        """`scan_func(state, element) -> (new_state, output)` from `initial_state` on.
+
+        Raises:
+          TypeError: the new state's structure or dtypes differ from the initial one's.
+        """
+        state = _normalize(initial_state)
+        init = _flat(state)
+        specs = [_Spec(t.dtype, t.shape) for t in init]
+        for _ in range(2):  # a second trace with the shapes the new state relaxed to
+            struct = (_pack(state, specs), self._structure)
+            t = _Traced(lambda s, *x: scan_func(s, *x), struct, "scan")
+            out = t.structure
+            if not isinstance(out, tuple) or len(out) != 2:
+                raise TypeError(
+                    "The scan function must return a pair comprising the new state and the "
+                    "output value."
+                )
+            new_flat = _flat(out[0])
+            if len(new_flat) != len(init) or [x.dtype for x in new_flat] != [
+                s.dtype for s in specs
+            ]:
+                raise TypeError(
+                    "The element types for the new state must match the initial state. "
+                    f"Expected {[s.dtype.name for s in specs]}; got "
+                    f"{[x.dtype.name for x in new_flat]}."
+                )
+            relaxed = [
+                _Spec(s.dtype, s.shape.most_specific_compatible_shape(x.shape))
+                for s, x in zip(specs, new_flat)
+            ]
+            if all(r.shape.as_list() == s.shape.as_list() if s.shape.ndims is not None
+                   else r.shape.ndims is None for r, s in zip(relaxed, specs)):  # fmt: skip
+                break
+            specs = relaxed
+        attrs = {**t.attrs(), "Tstate": [s.dtype for s in specs]}
+        return self._then(
+            "ScanDataset", [self._variant, init, t.op_inputs()], _structure_of(out[1]), attrs
+        )
+
+    def take_while(self, predicate) -> Dataset:
+        """The elements up to the first for which `predicate` is false."""
+        t = _Traced(predicate, self._structure, "take_while")
+        outs = t.outputs
+        if len(outs) != 1 or outs[0].dtype != dtypes.bool or outs[0].shape.ndims not in (0, None):
+            raise ValueError("`predicate` must return a scalar boolean tensor.")
+        return self._then("TakeWhileDataset", [self._variant, t.op_inputs()], None, t.attrs())
+
+    def window(self, size, shift=None, stride=1, drop_remainder=False) -> Dataset:
+        """Windows of `size` elements (`stride` apart), one every `shift` (default
+        `size`) elements; each window is a structure of datasets, one per component."""
+        structure = self._map_specs(lambda s: _DatasetSpec(_Spec(s.dtype, s.shape)))
+        return self._then(
+            "WindowDataset",
+            [
+                self._variant,
+                _i64(size, "size"),
+                _i64(size if shift is None else shift, "shift"),
+                _i64(stride, "stride"),
+                ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool),
+            ],
+            structure,
+        )
+
+    def group_by_window(
+        self, key_func, reduce_func, window_size=None, window_size_func=None
+    ) -> Dataset:
+        """Elements grouped by `key_func` (an int64 scalar) into windows of
+        `window_size` (or `window_size_func(key)`), each reduced by
+        `reduce_func(key, window_dataset)` to a dataset whose elements are the output.
+
+        Raises:
+          ValueError: both or neither of window_size and window_size_func.
+        """
+        if (window_size is None) == (window_size_func is None):
+            raise ValueError("Either the `window_size` argument or the `window_size_func` "
+                             "argument must be specified.")  # fmt: skip
+        if window_size is not None:
+            size = window_size
+
+            def window_size_func(key):
+                return ops.convert_to_tensor(size, dtype=dtypes.int64)
+
+        key = _Traced(key_func, self._structure, "key_func")
+        if (len(key.outputs) != 1 or key.outputs[0].dtype != dtypes.int64
+                or key.outputs[0].shape.ndims not in (0, None)):  # fmt: skip
+            raise ValueError("`key_func` must return a single tf.int64 scalar tensor.")
+        key_spec = _Spec(dtypes.int64, [])
+        sizes = _Traced(window_size_func, key_spec, "window_size_func")
+        if len(sizes.outputs) != 1 or sizes.outputs[0].dtype != dtypes.int64:
+            raise ValueError("`window_size_func` must return a single tf.int64 scalar tensor.")
+        red = _Traced(
+            lambda k, w: reduce_func(k, w),
+            (key_spec, _DatasetSpec(self._structure)),
+            "reduce_func",
+        )
+        if not isinstance(red.structure, Dataset):
+            raise TypeError("`reduce_func` must return a `Dataset` object.")
+        attrs = {
+            **dataset_more.function_attrs("key", key.inputs, key.outputs, key.captures),
+            **dataset_more.function_attrs("reduce", red.inputs, red.outputs, red.captures),
+            **dataset_more.function_attrs("size", sizes.inputs, sizes.outputs, sizes.captures),
+            "n_key_captures": len(key.captures),
+            "n_reduce_captures": len(red.captures),
+        }
+        return self._then(
+            "GroupByWindowDataset",
+            [self._variant, [*key.captures, *red.captures, *sizes.captures]],
+            red.structure._structure,
+            attrs,
+        )
+
+    def bucket_by_sequence_length(self, *args, **kwargs) -> Dataset:
+        return self.apply(bucket_by_sequence_length(*args, **kwargs))
+
+    def reduce(self, initial_state, reduce_func):
+        """The state after `reduce_func(state, element)` of every element, as tensors."""
+        state = _normalize(initial_state)
+        init = _flat(state)
+        specs = [_Spec(t.dtype, t.shape) for t in init]
+        t = _Traced(
+            lambda s, *x: reduce_func(s, *x), (_pack(state, specs), self._structure), "reduce"
+        )
+        new_flat = _flat(t.structure)
+        if [x.dtype for x in new_flat] != [s.dtype for s in specs]:
+            raise TypeError(
+                "The element types for the new state must match the initial state. "
+                f"Expected {[s.dtype.name for s in specs]}; got "
+                f"{[x.dtype.name for x in new_flat]}."
+            )
+        shapes = [s.shape.most_specific_compatible_shape(x.shape) for s, x in zip(specs, new_flat)]
+        op = ops.apply_op(
+            "ReduceDataset",
+            [self._variant, init, t.op_inputs()],
+            {
+                **t.attrs(),
+                "Tstate": [s.dtype for s in specs],
+                "output_types": [s.dtype for s in specs],
+                "output_shapes": shapes,
+            },
+            name="ReduceDataset",
+        )
+        return _pack(state, list(op.outputs))
+
+    def get_single_element(self, name=None):
+        """The dataset's one element, as tensors.
+
+        Raises:
+          InvalidArgumentError (at run time): the dataset is empty or has more elements.
+        """
+        op = ops.apply_op("DatasetToSingleElement", [self._variant], self._out_attrs(), name=name)
+        return _pack(self._structure, list(op.outputs))
+
+    def cardinality(self):
+        """The number of elements as an int64 scalar tensor: -1 infinite, -2 unknown."""
+        return ops.apply_op("DatasetCardinality", [self._variant], {}).outputs[0]
+
+    @staticmethod
+    def counter(start=0, step=1, dtype=dtypes.int64) -> Dataset:
+        return Counter(start, step, dtype)
+
+    @staticmethod
+    def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False):
+        return sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset)
+
+    @staticmethod
+    def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=False):
+        return choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
+
+    def ignore_errors(self, log_warning=False) -> Dataset:
+        return self._then(
+            "IgnoreErrorsDataset", [self._variant], None, {"log_warning": bool(log_warning)}
+        )
+
+    def filter_with_legacy_function(self, predicate) -> Dataset:
+        return self.filter(predicate)
+
+    def map_with_legacy_function(self, map_func, num_parallel_calls=None) -> Dataset:
+        return self.map(map_func, num_parallel_calls)
+
+    def options(self):
+        from asyncflow.data import Options
+
+        return Options()
 
     def apply(self, transformation_func) -> Dataset:
         out = transformation_func(self)
@@ -548,3 +780,188 @@ class FixedLengthRecordDataset(_FileDataset):
                 ops.convert_to_tensor(compression_type or "", dtype=dtypes.string),
             ]
             super().__init__("FixedLengthRecordDatasetV2", inputs, "FixedLengthRecordDataset")
+
+
+# -- tf.data.experimental's functions that Dataset's methods share ---------------------
+
+
+def Counter(start=0, step=1, dtype=dtypes.int64):  # noqa: N802 - TF's name
+    """start, start + step, ... (int64 range to the type's end)."""
+    end = np.iinfo(np.int64).max if _static(step, 1) > 0 else np.iinfo(np.int64).min
+    return Dataset.range(start, end, step, output_type=dtypes.as_dtype(dtype))
+
+
+def _static(v, default):
+    if isinstance(v, ops.Tensor):
+        c = ops.constant_value(v)
+        return default if c is None else int(c)
+    return int(v)
+
+
+def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=False) -> Dataset:
+    """Elements of `datasets[i]` for each i of `choice_dataset` (int64 scalars); the
+    picks of an exhausted dataset are skipped (or end it, with stop_on_empty_dataset).
+
+    Raises:
+      TypeError: choice_dataset is not of int64 scalars; datasets of different types.
+      InvalidArgumentError (at run time): a choice outside [0, len(datasets)).
+    """
+    datasets = list(datasets)
+    if not datasets:
+        raise ValueError("Invalid `datasets`. `datasets` should not be empty.")
+    specs = choice_dataset._flat_specs()
+    if len(specs) != 1 or specs[0].dtype != dtypes.int64 or specs[0].shape.ndims not in (0, None):
+        raise TypeError(
+            "Invalid `choice_dataset`. Elements of `choice_dataset` must be scalar of "
+            f"`tf.int64` dtype, but got {choice_dataset.output_types}."
+        )
+    return _interleave_of(
+        datasets,
+        "DirectedInterleaveDataset",
+        [choice_dataset._variant, [d._variant for d in datasets]],
+        stop_on_empty_dataset,
+    )
+
+
+def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False):
+    """Elements drawn from `datasets` at random, dataset i with probability weights[i]
+    (uniform by default; renormalized over the datasets not yet exhausted).  The draws
+    come from asyncflow's own seeded generator: the same for the same seeds, not TF's
+    sequence.
+    """
+    datasets = list(datasets)
+    if not datasets:
+        raise ValueError("Invalid `datasets`. `datasets` should not be empty.")
+    if weights is None:
+        weights = [1.0] * len(datasets)
+    if isinstance(weights, Dataset):
+        raise NotImplementedError("sample_from_datasets with a dataset of weights")
+    w = ops.convert_to_tensor(weights, dtype=dtypes.float64, name="weights")
+    s1, s2 = random_seed.get_seed(seed)
+    return _interleave_of(
+        datasets,
+        "_SampleFromDatasets",
+        [w, _i64(s1 or 0, "seed"), _i64(s2 or 0, "seed2"), [d._variant for d in datasets]],
+        stop_on_empty_dataset,
+    )
+
+
+def _interleave_of(datasets, op_type, inputs, stop) -> Dataset:
+    first = datasets[0]
+    for d in datasets[1:]:
+        if [s.dtype for s in d._flat_specs()] != [s.dtype for s in first._flat_specs()]:
+            raise TypeError(
+                "Incompatible dataset elements: all datasets must have the same types, "
+                f"got {first.output_types} and {d.output_types}."
+            )
+    specs = [
+        _Spec(s.dtype, _common_shape([d._flat_specs()[k].shape for d in datasets]))
+        for k, s in enumerate(first._flat_specs())
+    ]
+    ds = Dataset(None, _pack(first._structure, specs))
+    ds._variant = dataset_ops.dataset_op(
+        op_type,
+        inputs,
+        {**ds._out_attrs(), "stop_on_empty_dataset": bool(stop)},
+        name=op_type.lstrip("_"),
+    )
+    return ds
+
+
+def _common_shape(shapes):
+    out = shapes[0]
+    for s in shapes[1:]:
+        out = out.most_specific_compatible_shape(s)
+    return out
+
+
+def bucket_by_sequence_length(
+    element_length_func,
+    bucket_boundaries,
+    bucket_batch_sizes,
+    padded_shapes=None,
+    padding_values=None,
+    pad_to_bucket_boundary=False,
+    no_padding=False,
+    drop_remainder=False,
+):
+    """Elements batched by length: bucket i holds lengths in [boundaries[i-1],
+    boundaries[i]) and batches bucket_batch_sizes[i] of them, padded to the longest
+    (or, with pad_to_bucket_boundary, to boundaries[i] - 1).
+
+    Raises:
+      ValueError: len(bucket_batch_sizes) != len(bucket_boundaries) + 1.
+      InvalidArgumentError (at run time, with pad_to_bucket_boundary): an element of a
+        length >= max(bucket_boundaries).
+    """
+    if len(bucket_batch_sizes) != len(bucket_boundaries) + 1:
+        raise ValueError(
+            "len(bucket_batch_sizes) must equal len(bucket_boundaries) + 1 but "
+            f"len(bucket_batch_sizes)={len(bucket_batch_sizes)} and "
+            f"len(bucket_boundaries)={len(bucket_boundaries)}"
+        )
+    boundaries = [int(b) for b in bucket_boundaries]
+    lows = [np.iinfo(np.int32).min, *boundaries]
+    highs = [*boundaries, np.iinfo(np.int32).max]
+
+    def apply(ds: Dataset) -> Dataset:
+        from asyncflow.ops import cast_ops, check_ops, math_ops, reduction_ops, slicing_ops
+
+        with ops.name_scope("bucket_by_seq_length"):
+            sizes = ops.convert_to_tensor(bucket_batch_sizes, dtype=dtypes.int64)
+            bounds = ops.convert_to_tensor(boundaries or [0], dtype=dtypes.int64)
+
+        def bucket_of(*args):
+            length = cast_ops.cast(element_length_func(*args), dtypes.int64)
+            fits = math_ops.logical_and(
+                math_ops.less_equal(ops.convert_to_tensor(lows, dtypes.int64), length),
+                math_ops.less(length, ops.convert_to_tensor(highs, dtypes.int64)),
+            )
+            return cast_ops.cast(
+                reduction_ops.argmax(cast_ops.cast(fits, dtypes.int32)), dtypes.int64
+            )
+
+        def size_of(bucket):
+            return slicing_ops.gather(sizes, bucket)
+
+        def batch_bucket(bucket, window):
+            batch = slicing_ops.gather(sizes, bucket)
+            if no_padding:
+                return window.batch(batch, drop_remainder=drop_remainder)
+            shapes = padded_shapes
+            if shapes is None:
+                shapes = window._map_specs(lambda s: s.shape)
+            if pad_to_bucket_boundary:
+                check = check_ops.assert_less(
+                    bucket,
+                    ops.convert_to_tensor(len(boundaries), dtypes.int64),
+                    message="When pad_to_bucket_boundary=True, elements must have length "
+                    "< max(bucket_boundaries).",
+                )
+                with ops.control_dependencies([check]):
+                    fill = slicing_ops.gather(bounds, bucket) - 1
+                shapes = _map_shapes(ds, shapes, lambda s: _filled(s, fill))
+            return window.padded_batch(
+                batch, shapes, padding_values, drop_remainder=drop_remainder
+            )
+
+        return ds.group_by_window(bucket_of, batch_bucket, window_size_func=size_of)
+
+    return apply
+
+
+def _map_shapes(ds, shapes, f):
+    flat = [tensor_shape.as_shape(s) if not isinstance(s, ops.Tensor) else s
+            for s in _flat_like(ds._structure, shapes)]  # fmt: skip
+    return _pack(ds._structure, [f(s) for s in flat])
+
+
+def _filled(shape, fill):
+    """`shape` (static) with its unknown dimensions `fill` (an int64 scalar tensor)."""
+    from asyncflow.ops import manip_ops
+
+    if isinstance(shape, ops.Tensor) or shape.ndims is None:
+        return shape
+    dims = [ops.convert_to_tensor(d, dtypes.int64) if d is not None else fill
+            for d in shape.as_list()]  # fmt: skip
+    return manip_ops.stack(dims) if dims else ops.convert_to_tensor([], dtypes.int64)

@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
-from asyncflow.data.dataset import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset
+from asyncflow.data.dataset import (
+    AUTOTUNE,
+    INFINITE_CARDINALITY,
+    UNKNOWN_CARDINALITY,
+    Counter,
+    Dataset,
+    bucket_by_sequence_length,
+    choose_from_datasets,
+    sample_from_datasets,
+)
 
 __all__ = [
     "AUTOTUNE",
     "INFINITE_CARDINALITY",
     "UNKNOWN_CARDINALITY",
+    "Counter",
+    "bucket_by_sequence_length",
+    "cardinality",
+    "choose_from_datasets",
+    "enumerate_dataset",
+    "get_single_element",
+    "group_by_window",
+    "ignore_errors",
     "map_and_batch",
     "parallel_interleave",
+    "sample_from_datasets",
+    "scan",
     "shuffle_and_repeat",
+    "take_while",
     "unbatch",
+    "unique",
 ]
 
 
@@ -49,3 +70,39 @@ def shuffle_and_repeat(buffer_size, count=None, seed=None):
 
 def unbatch():
     return lambda ds: ds.unbatch()
+
+
+# -- transformations and functions of TF 2.21's tf.compat.v1.data.experimental -------------
+
+
+def unique():
+    return lambda ds: ds.unique()
+
+
+def scan(initial_state, scan_func):
+    return lambda ds: ds.scan(initial_state, scan_func)
+
+
+def take_while(predicate):
+    return lambda ds: ds.take_while(predicate)
+
+
+def group_by_window(key_func, reduce_func, window_size=None, window_size_func=None):
+    return lambda ds: ds.group_by_window(key_func, reduce_func, window_size, window_size_func)
+
+
+def enumerate_dataset(start=0):
+    return lambda ds: ds.enumerate(start)
+
+
+def get_single_element(dataset):
+    return dataset.get_single_element()
+
+
+def cardinality(dataset):
+    return dataset.cardinality()
+
+
+def ignore_errors(log_warning=False):
+    """Elements whose computation failed are dropped (see ops/dataset_more.IgnoreErrors)."""
+    return lambda ds: ds.ignore_errors(log_warning)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from asyncflow import dtypes, nest, tensor_shape
 
-__all__ = ["_Spec", "_flat", "_pack"]
+__all__ = ["_DatasetSpec", "_Spec", "_flat", "_pack"]
 
 
 class _Spec:
@@ -19,6 +19,20 @@ class _Spec:
 
     def __repr__(self) -> str:
         return f"_Spec({self.dtype.name}, {self.shape})"
+
+
+class _DatasetSpec(_Spec):
+    """A component that is itself a dataset (a window): its handle is a 0-d string
+    tensor, as every dataset's here; `structure` is its elements' structure."""
+
+    __slots__ = ("structure",)
+
+    def __init__(self, structure):
+        super().__init__(dtypes.string, [])
+        self.structure = structure
+
+    def __repr__(self) -> str:
+        return f"_DatasetSpec({self.structure!r})"
 
 
 def _flat(value) -> list:

@@ -1,0 +1,541 @@
+"""More of tf.data's ops: shard, unique, scan, take_while, windows, grouping, directed
+interleaves, reductions to tensors and cardinality (TF 2.21's `tf.compat.v1` behaviour).
+
+The stages follow ops/dataset_pipeline.py's model (a kernel binds its inputs into a
+`DatasetValue`; `iterate` runs one pass on the session's loop; traced functions run as
+nested steps).  A window is a dataset per component (`Window`): its handle is an element
+component like any other (a 0-d string-typed tensor holding the value), so a function of
+`flat_map` or `group_by_window` receives it through a placeholder, as TF passes variants.
+
+Errors are TF's: InvalidArgumentError with TF's messages for bad sizes, shard indices,
+selector indices and single-element reductions, raised when the pass reaches them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow.ops import dataset_ops as dso
+from asyncflow.ops import dataset_pipeline as pl
+from asyncflow.registry import NotDifferentiable, register_op
+
+__all__: list[str] = []
+
+INFINITE = -1
+UNKNOWN = -2
+_IN = "input_dataset: string"
+_log = logging.getLogger("asyncflow")
+
+
+def _bad(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def cardinality(value: pl.DatasetValue) -> int:
+    """Elements one pass of `value` gives: a count, INFINITE (-1) or UNKNOWN (-2)."""
+    return int(value.cardinality())
+
+
+async def _closing(stream):
+    try:
+        async for elem in stream:
+            yield elem
+    finally:
+        await stream.aclose()
+
+
+# -- stages ----------------------------------------------------------------------------------
+
+
+class Shard(pl.DatasetValue):
+    def __init__(self, input_value, num_shards: int, index: int):
+        if num_shards <= 0:
+            raise _bad(
+                "Number of shards must be greater than zero "
+                f"(currently num_shards = {num_shards})."
+            )
+        if not 0 <= index < num_shards:
+            raise _bad(
+                f"Index must be between 0 and {num_shards - 1} (currently index = {index})."
+            )
+        self.input, self.n, self.index = input_value, num_shards, index
+
+    async def iterate(self, env):
+        i = 0
+        async for elem in _closing(self.input.iterate(env)):
+            if i % self.n == self.index:
+                yield elem
+            i += 1
+
+    def cardinality(self):
+        n = cardinality(self.input)
+        if n < 0:
+            return n
+        return n // self.n + (1 if n % self.n > self.index else 0)
+
+
+class Unique(pl.DatasetValue):
+    def __init__(self, input_value):
+        self.input = input_value
+
+    async def iterate(self, env):
+        seen: set = set()
+        async for elem in _closing(self.input.iterate(env)):
+            (v,) = elem
+            a = np.asarray(v)
+            key = (a.shape, a.tobytes()) if a.dtype != object else (a.shape, *a.reshape(-1))
+            if key in seen:
+                continue
+            seen.add(key)
+            yield elem
+
+
+class Scan(pl.DatasetValue):
+    """`scan_func(state, element) -> (new state, output)`; the state starts as given."""
+
+    def __init__(self, input_value, fn: pl.Function, initial: tuple, n_state: int):
+        self.input, self.fn, self.initial, self.n_state = input_value, fn, initial, n_state
+
+    async def iterate(self, env):
+        state = pl._own(self.initial)
+        async for elem in _closing(self.input.iterate(env)):
+            out = await self.fn(env, (*state, *elem))
+            state, result = out[: self.n_state], out[self.n_state :]
+            yield pl._own(result)
+
+    def cardinality(self):
+        return cardinality(self.input)
+
+
+class TakeWhile(pl.DatasetValue):
+    def __init__(self, input_value, predicate: pl.Function):
+        self.input, self.predicate = input_value, predicate
+
+    async def iterate(self, env):
+        async for elem in _closing(self.input.iterate(env)):
+            (keep,) = await self.predicate(env, elem)
+            if np.asarray(keep).shape != ():
+                raise _bad("`predicate` must return a scalar boolean tensor.")
+            if not keep:
+                return
+            yield elem
+
+
+class Elements(pl.DatasetValue):
+    """A dataset of elements held in memory (a window's, a group's)."""
+
+    def __init__(self, elems: list):
+        self.elems = elems
+
+    async def iterate(self, env):
+        for elem in self.elems:
+            yield pl._own(elem)
+
+    def cardinality(self):
+        return len(self.elems)
+
+
+class Window(pl.DatasetValue):
+    """Windows of `size` elements `stride` apart, one starting every `shift` elements;
+    each element is a dataset per component."""
+
+    def __init__(self, input_value, size: int, shift: int, stride: int, drop: bool):
+        for what, v in (("size", size), ("shift", shift), ("stride", stride)):
+            if v <= 0:
+                raise _bad(f"Window {what} must be greater than zero, but got {v}.")
+        self.input, self.size, self.shift, self.stride = input_value, size, shift, stride
+        self.drop = drop
+
+    def _emit(self, elems: list) -> tuple:
+        return tuple(dso._handle(Elements([(e[k],) for e in elems])) for k in range(len(elems[0])))
+
+    async def iterate(self, env):
+        span = (self.size - 1) * self.stride + 1  # input elements one full window covers
+        buf: list = []  # input elements from the next window's start on
+        skip = 0  # input elements between two windows (a shift longer than a window)
+        async for elem in _closing(self.input.iterate(env)):
+            if skip:
+                skip -= 1
+                continue
+            buf.append(elem)
+            if len(buf) == span:
+                yield self._emit(buf[:: self.stride])
+                if self.shift >= span:
+                    skip, buf = self.shift - span, []
+                else:
+                    del buf[: self.shift]
+        while buf and not self.drop:  # partial windows at the end, one every `shift`
+            yield self._emit(buf[:: self.stride])
+            del buf[: self.shift]
+
+    def cardinality(self):
+        n = cardinality(self.input)
+        if n < 0:
+            return n
+        if self.drop:
+            span = (self.size - 1) * self.stride + 1
+            return 0 if n < span else (n - span) // self.shift + 1
+        return -(-n // self.shift)
+
+
+class GroupByWindow(pl.DatasetValue):
+    """Elements grouped by `key_func`; a group of `window_size_func(key)` elements goes
+    to `reduce_func(key, window)` and that dataset's elements are the output.  At the
+    end of the input the groups left are reduced in increasing key order (TF keeps its
+    groups in a map ordered by key)."""
+
+    def __init__(self, input_value, key_fn, reduce_fn, size_fn):
+        self.input, self.key_fn, self.reduce_fn, self.size_fn = (
+            input_value,
+            key_fn,
+            reduce_fn,
+            size_fn,
+        )
+
+    async def _key(self, env, elem) -> int:
+        (k,) = await self.key_fn(env, elem)
+        k = np.asarray(k)
+        if k.shape != () or k.dtype != np.int64:
+            raise _bad("`key_func` must return a single tf.int64 scalar tensor.")
+        return int(k)
+
+    async def _reduced(self, env, key: int, elems: list):
+        out = await self.reduce_fn(env, (np.array(key, np.int64), dso._handle(Elements(elems))))
+        async for x in _closing(pl._dataset_of(out[0]).iterate(env)):
+            yield x
+
+    async def iterate(self, env):
+        groups: dict[int, list] = {}
+        sizes: dict[int, int] = {}
+        async for elem in _closing(self.input.iterate(env)):
+            key = await self._key(env, elem)
+            if key not in sizes:
+                (size,) = await self.size_fn(env, (np.array(key, np.int64),))
+                size = int(np.asarray(size))
+                if size <= 0:
+                    raise _bad(f"Window size must be greater than zero, but got {size}.")
+                sizes[key] = size
+            group = groups.setdefault(key, [])
+            group.append(elem)
+            if len(group) == sizes[key]:
+                del groups[key]
+                async for x in self._reduced(env, key, group):
+                    yield x
+        for key in sorted(groups):
+            async for x in self._reduced(env, key, groups[key]):
+                yield x
+
+
+class DirectedInterleave(pl.DatasetValue):
+    """Each selector value picks the data input its next element comes from; an
+    exhausted input's picks are skipped (or end the pass with `stop_on_empty`)."""
+
+    def __init__(self, selector, inputs: list, stop_on_empty: bool):
+        self.selector, self.inputs, self.stop = selector, inputs, stop_on_empty
+
+    async def iterate(self, env):
+        streams = [d.iterate(env) for d in self.inputs]
+        live = len(streams)
+        try:
+            async for (i,) in _closing(self.selector.iterate(env)):
+                i = int(np.asarray(i))
+                if not 0 <= i < len(streams):
+                    raise _bad(f"Selector index out of range: {i} >= {len(streams)}")
+                if streams[i] is None:
+                    continue
+                try:
+                    yield await streams[i].__anext__()
+                except StopAsyncIteration:
+                    await streams[i].aclose()
+                    streams[i] = None
+                    live -= 1
+                    if self.stop or not live:
+                        return
+        finally:
+            for s in streams:
+                if s is not None:
+                    await s.aclose()
+
+
+class Sample(pl.DatasetValue):
+    """`sample_from_datasets`: each element from input i with probability weight_i among
+    the inputs not yet exhausted (renormalized); ends when no input with a positive
+    weight is left (or, with `stop_on_empty`, at the first exhausted one)."""
+
+    def __init__(self, inputs: list, weights, seed: int, seed2: int, stop_on_empty: bool):
+        w = np.asarray(weights, np.float64).reshape(-1)
+        if w.shape[0] != len(inputs):
+            raise _bad(f"`weights` has {w.shape[0]} entries but there are {len(inputs)} datasets.")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise _bad("`weights` must be finite and non-negative.")
+        self.inputs, self.weights, self.stop = inputs, w, stop_on_empty
+        self.seed = (int(seed) & 0xFFFFFFFFFFFFFFFF, int(seed2) & 0xFFFFFFFFFFFFFFFF)
+
+    async def iterate(self, env):
+        rng = np.random.Generator(np.random.Philox(key=list(self.seed)))
+        streams = [d.iterate(env) for d in self.inputs]
+        w = self.weights.copy()
+        try:
+            while w.sum() > 0:
+                i = int(rng.choice(len(w), p=w / w.sum()))
+                try:
+                    yield await streams[i].__anext__()
+                except StopAsyncIteration:
+                    await streams[i].aclose()
+                    streams[i] = None
+                    w[i] = 0.0
+                    if self.stop:
+                        return
+        finally:
+            for s in streams:
+                if s is not None:
+                    await s.aclose()
+
+
+# -- dataset ops -------------------------------------------------------------------------------
+
+
+def _fn(ctx, prefix: str, captured) -> pl.Function:
+    """The traced function whose placeholders the attrs `{prefix}_inputs`, ... name."""
+    st = ctx.kernel_state
+    key = "fn_" + prefix
+    fn = st.get(key)
+    if fn is None:
+        get = ctx.op.graph.get_tensor_by_name
+        a = ctx.attrs
+        fn = st[key] = tuple(
+            [get(n) for n in a[f"{prefix}_{part}"]] for part in ("inputs", "outputs", "captures")
+        )
+    return pl.Function(fn, fn[0], fn[1], fn[2], captured)
+
+
+def _fn_attrs(prefix: str) -> dict:
+    return {f"{prefix}_inputs": [], f"{prefix}_outputs": [], f"{prefix}_captures": []}
+
+
+def function_attrs(prefix: str, inputs, outputs, captures) -> dict:
+    """The attrs naming one of an op's traced functions (see `_fn`)."""
+    return {
+        f"{prefix}_inputs": [t.name for t in inputs],
+        f"{prefix}_outputs": [t.name for t in outputs],
+        f"{prefix}_captures": [t.name for t in captures],
+    }
+
+
+async def _shard(ctx, ds, num_shards, index):
+    return dso._handle(Shard(dso._ds(ds), int(num_shards), int(index)))
+
+
+async def _unique(ctx, ds):
+    return dso._handle(Unique(dso._ds(ds)))
+
+
+async def _scan(ctx, ds, *rest):
+    n = len(ctx.attrs["Tstate"])
+    state, captured = rest[:n], rest[n:]
+    return dso._handle(Scan(dso._ds(ds), dso._function(ctx, captured), tuple(state), n))
+
+
+async def _take_while(ctx, ds, *captured):
+    return dso._handle(TakeWhile(dso._ds(ds), dso._function(ctx, captured)))
+
+
+async def _window_op(ctx, ds, size, shift, stride, drop):
+    return dso._handle(Window(dso._ds(ds), int(size), int(shift), int(stride), bool(drop)))
+
+
+async def _group_by_window(ctx, ds, *captured):
+    a = ctx.attrs
+    nk, nr = a["n_key_captures"], a["n_reduce_captures"]
+    key, red, size = captured[:nk], captured[nk : nk + nr], captured[nk + nr :]
+    return dso._handle(
+        GroupByWindow(
+            dso._ds(ds), _fn(ctx, "key", key), _fn(ctx, "reduce", red), _fn(ctx, "size", size)
+        )
+    )
+
+
+async def _directed(ctx, selector, *inputs):
+    return dso._handle(
+        DirectedInterleave(
+            dso._ds(selector), [dso._ds(d) for d in inputs], ctx.attrs["stop_on_empty_dataset"]
+        )
+    )
+
+
+async def _sample(ctx, weights, seed, seed2, *inputs):
+    return dso._handle(
+        Sample(
+            [dso._ds(d) for d in inputs],
+            weights,
+            seed,
+            seed2,
+            ctx.attrs["stop_on_empty_dataset"],
+        )
+    )
+
+
+dso._register(
+    "ShardDataset",
+    [_IN, "num_shards: int64", "index: int64"],
+    {"require_non_empty": False},
+    _shard,
+)
+dso._register("UniqueDataset", [_IN], None, _unique)
+dso._register(
+    "ScanDataset",
+    [_IN, "initial_state: Tstate", "other_arguments: Targuments"],
+    {**dso._FN, "Tstate": dso._LIST},
+    _scan,
+)
+dso._register("TakeWhileDataset", [_IN, "other_arguments: Targuments"], dso._FN, _take_while)
+dso._register(
+    "WindowDataset",
+    [_IN, "size: int64", "shift: int64", "stride: int64", "drop_remainder: bool"],
+    None,
+    _window_op,
+)
+dso._register(
+    "GroupByWindowDataset",
+    [_IN, "other_arguments: Targuments"],
+    {
+        **_fn_attrs("key"),
+        **_fn_attrs("reduce"),
+        **_fn_attrs("size"),
+        "Targuments": dso._LIST,
+        "n_key_captures": 0,
+        "n_reduce_captures": 0,
+    },
+    _group_by_window,
+)
+dso._register(
+    "DirectedInterleaveDataset",
+    ["selector_input_dataset: string", "data_input_datasets: N * string"],
+    {"N": 1, "stop_on_empty_dataset": False},
+    _directed,
+)
+dso._register(
+    "_SampleFromDatasets",
+    ["weights: float64", "seed: int64", "seed2: int64", "data_input_datasets: N * string"],
+    {"N": 1, "stop_on_empty_dataset": False},
+    _sample,
+)
+
+
+# -- datasets to tensors -----------------------------------------------------------------------
+
+
+def _components_shapes(op):
+    return list(op._attr("output_shapes")) or [None] * len(op.outputs)
+
+
+def _out(values, types):
+    out = []
+    for v, dt in zip(values, types):
+        a = np.asarray(v)
+        want = np.dtype(object) if dt == dtypes.string else dt.as_numpy_dtype
+        out.append(a.astype(want) if a.dtype != want else np.array(a, copy=True))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+ReduceDataset = register_op(
+    "ReduceDataset",
+    inputs=[_IN, "initial_state: Tstate", "other_arguments: Targuments"],
+    outputs=["components: output_types"],
+    attrs={**dso._OUT, **dso._FN, "Tstate": dso._LIST, "use_inter_op_parallelism": True},
+    shape_fn=_components_shapes,
+    stateful=True,
+    is_async=True,
+)
+NotDifferentiable("ReduceDataset")
+
+
+@ReduceDataset.kernel("CPU")
+async def _reduce(ctx, ds, *rest):
+    n = len(ctx.attrs["Tstate"])
+    state, captured = tuple(rest[:n]), rest[n:]
+    fn = dso._function(ctx, captured)
+    env = pl.Env(ctx.session)
+    async for elem in _closing(dso._ds(ds).iterate(env)):
+        state = tuple(await fn(env, (*state, *elem)))
+    return _out(state, ctx.attrs["output_types"])
+
+
+DatasetToSingleElement = register_op(
+    "DatasetToSingleElement",
+    inputs=["dataset: string"],
+    outputs=["components: output_types"],
+    attrs=dict(dso._OUT),
+    shape_fn=_components_shapes,
+    stateful=True,
+    is_async=True,
+)
+NotDifferentiable("DatasetToSingleElement")
+
+
+@DatasetToSingleElement.kernel("CPU")
+async def _single(ctx, ds):
+    stream = dso._ds(ds).iterate(pl.Env(ctx.session))
+    try:
+        try:
+            elem = await stream.__anext__()
+        except StopAsyncIteration:
+            raise _bad("Dataset was empty.") from None
+        try:
+            await stream.__anext__()
+        except StopAsyncIteration:
+            return _out(elem, ctx.attrs["output_types"])
+        raise _bad("Dataset had more than one element.")
+    finally:
+        await stream.aclose()
+
+
+DatasetCardinality = register_op(
+    "DatasetCardinality",
+    inputs=["input_dataset: string"],
+    outputs=["cardinality: int64"],
+    shape_fn=lambda op: [tensor_shape.TensorShape([])],
+    stateful=True,
+)
+NotDifferentiable("DatasetCardinality")
+
+
+@DatasetCardinality.kernel("CPU")
+async def _cardinality(ctx, ds):
+    return np.array(cardinality(dso._ds(ds)), np.int64)
+
+
+# -- ignore_errors -----------------------------------------------------------------------------
+
+
+class IgnoreErrors(pl.DatasetValue):
+    """The input's elements without those whose computation failed.
+
+    The map or filter directly beneath (a map of maps is one) runs tolerantly: a call
+    that raises an op error gives no element and the pass goes on, as in TF.  An error
+    raised anywhere else in the pipeline ends this pass with that error: the stream it
+    came from cannot go on, and ending quietly would drop the rest of the data unseen.
+    """
+
+    def __init__(self, input_value, log_warning: bool):
+        self.input, self.log = input_value, log_warning
+
+    async def iterate(self, env):
+        tolerant = getattr(self.input, "iterate_tolerant", None)
+        stream = tolerant(env) if tolerant is not None else self.input.iterate(env)
+        async for elem in _closing(stream):
+            if type(elem) is pl.Failed:
+                if self.log:
+                    _log.warning("Ignoring an error in the input pipeline: %s", elem.error)
+                continue
+            yield elem
+
+
+async def _ignore_errors(ctx, ds):
+    return dso._handle(IgnoreErrors(dso._ds(ds), ctx.attrs["log_warning"]))
+
+
+dso._register("IgnoreErrorsDataset", [_IN], {"log_warning": False}, _ignore_errors)
