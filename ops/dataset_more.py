@@ -14,6 +14,7 @@ selector indices and single-element reductions, raised when the pass reaches the
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 
@@ -539,3 +540,127 @@ async def _ignore_errors(ctx, ds):
 
 
 dso._register("IgnoreErrorsDataset", [_IN], {"log_warning": False}, _ignore_errors)
+
+
+# -- CSV files -----------------------------------------------------------------------------
+
+
+_LINE_BREAK = re.compile(rb"(\r\n|\r|\n)")
+
+
+def csv_records(data: bytes, quote: bool) -> list[bytes]:
+    """The records of a CSV file: lines (LF, CRLF or CR ends one), except that a line
+    break inside a quoted field belongs to its record."""
+    parts = _LINE_BREAK.split(data)  # [text, break, text, break, ..., text]
+    out: list[bytes] = []
+    i, n = 0, len(parts)
+    while i < n:
+        cur = parts[i]
+        i += 1
+        if quote:
+            while cur.count(b'"') % 2 and i < n:  # an open quote: the break is the field's
+                cur += parts[i] + parts[i + 1]
+                i += 2
+        if i < n or cur:  # (the text after the last break, when there is any)
+            out.append(cur)
+        i += 1 if i < n else 0  # past the break
+    return out
+
+
+class CsvRecords(pl.DatasetValue):
+    """TF's CSVDataset: typed fields of each record of each file, in order."""
+
+    def __init__(self, filenames, compression, header, delim, quote, na, select, defaults):
+        from asyncflow.ops import parsing_ops
+
+        self._split, self._number = parsing_ops._split_csv, parsing_ops._parse_number
+        self.paths = pl._read_paths(filenames)
+        self.compression, self.header = compression, header
+        if len(delim) != 1:
+            raise _bad("field_delim should be only 1 char")
+        self.delim, self.quote, self.na = delim[0], quote, na
+        self.select = [int(c) for c in np.ravel(select)]
+        self.defaults = [np.ravel(d) for d in defaults]
+        for k, d in enumerate(self.defaults):
+            if d.size > 1:
+                raise _bad(f"Each record default should be at most 1 element: {k}")
+        if self.select and len(self.select) != len(self.defaults):
+            raise _bad(
+                "Expect as many record defaults as selected columns: "
+                f"{len(self.defaults)} vs {len(self.select)}"
+            )
+
+    def _element(self, record: bytes, types) -> tuple:
+        fields = self._split(record, self.delim, self.quote, 0) if record else [b""]
+        want = len(self.defaults)
+        if self.select:
+            picked = [fields[c] for c in self.select if c < len(fields)]
+            fields = picked
+        if len(fields) != want:
+            raise _bad(f"Expect {want} fields but have {len(fields)} in record")
+        out = []
+        for c, (field, dt) in enumerate(zip(fields, types)):
+            if not field or field == self.na:
+                if self.defaults[c].size == 0:
+                    raise _bad(f"Field {c} is required but missing in record!")
+                out.append(np.array(self.defaults[c][0], dtype=dt))
+            elif dt == np.dtype(object):
+                out.append(np.array(field, dtype=object))
+            else:
+                v = self._number(field, dtypes.as_dtype(dt))
+                if v is None:
+                    name = {"float32": "float", "float64": "double"}.get(dt.name, dt.name)
+                    raise _bad(
+                        f"Field {c} in record is not a valid {name}: "
+                        f"{field.decode('utf-8', 'replace')}"
+                    )
+                out.append(np.array(v, dtype=dt))
+        return tuple(out)
+
+    async def iterate(self, env):
+        types = [np.dtype(object) if d.dtype.kind in "OSU" else d.dtype for d in self.defaults]
+        for path in self.paths:
+            data = await pl._in_thread(pl._read_whole, path, self.compression)
+            records = csv_records(data, self.quote)
+            for record in records[1:] if self.header else records:
+                yield self._element(record, types)
+
+
+async def _csv(
+    ctx, filenames, compression, buffer_size, header, delim, quote, na, select, *defaults
+):
+    types = ctx.attrs["output_types"]
+    defaults = [
+        np.asarray(d, dtype=object) if t == dtypes.string else np.asarray(d, t.as_numpy_dtype)
+        for d, t in zip(defaults, types)
+    ]
+    return dso._handle(
+        CsvRecords(
+            filenames,
+            dso._str(compression),
+            bool(header),
+            dso._str(delim).encode(),
+            bool(quote),
+            dso._str(na).encode(),
+            select,
+            defaults,
+        )
+    )
+
+
+dso._register(
+    "CSVDataset",
+    [
+        "filenames: string",
+        "compression_type: string",
+        "buffer_size: int64",
+        "header: bool",
+        "field_delim: string",
+        "use_quote_delim: bool",
+        "na_value: string",
+        "select_cols: int64",
+        "record_defaults: output_types",
+    ],
+    None,
+    _csv,
+)

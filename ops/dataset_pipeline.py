@@ -150,7 +150,8 @@ class TensorSlices(DatasetValue):
 
     async def iterate(self, env):
         for i in range(self.n):
-            yield tuple(np.array(c[i], copy=True) for c in self.components)
+            # (dtype given: a string slice of an object array stays an object array)
+            yield tuple(np.array(c[i], dtype=c.dtype, copy=True) for c in self.components)
 
 
 class Tensors(DatasetValue):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from asyncflow.data.csv_dataset import CsvDataset, make_csv_dataset
 from asyncflow.data.dataset import (
     AUTOTUNE,
     INFINITE_CARDINALITY,
@@ -18,6 +19,7 @@ __all__ = [
     "INFINITE_CARDINALITY",
     "UNKNOWN_CARDINALITY",
     "Counter",
+    "CsvDataset",
     "bucket_by_sequence_length",
     "cardinality",
     "choose_from_datasets",
@@ -25,6 +27,7 @@ __all__ = [
     "get_single_element",
     "group_by_window",
     "ignore_errors",
+    "make_csv_dataset",
     "map_and_batch",
     "parallel_interleave",
     "sample_from_datasets",

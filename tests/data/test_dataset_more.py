@@ -74,6 +74,22 @@ def test_pipeline_matches_tf(sess, name):
     _same_end(got["end"], want["end"])
 
 
+@pytest.mark.parametrize("name", sorted(cases.CSV_DATASETS))
+def test_csv_matches_tf(sess, name, tmp_path):
+    cases.write_csv_files(tmp_path)
+    want = TF["datasets"][name]
+    if "build_error" in want:  # (tf.compat.v1's CsvDataset has no exclude_cols)
+        with pytest.raises(getattr(__builtins__, want["build_error"], TypeError)):
+            cases.CSV_DATASETS[name](af, str(tmp_path))
+        return
+    got = drain(sess, cases.CSV_DATASETS[name](af, str(tmp_path)))
+    assert got["elements"] == want["elements"]
+    if name == "csv_missing_file":  # (the path is the recorder's temporary one)
+        assert got["end"]["error"] == "NotFoundError" and "nope.csv" in got["end"]["message"]
+        return
+    _same_end(got["end"], want["end"])
+
+
 @pytest.mark.parametrize("name", sorted(cases.TENSORS))
 def test_tensor_matches_tf(sess, name):
     want = TF["tensors"][name]
@@ -206,3 +222,36 @@ def test_group_by_window_key_must_be_scalar_int64_at_run_time(sess):
 
 def test_counter_and_dataset_counter(sess):
     assert [int(v) for v in _values(sess, D.counter(5, 5).take(3))] == [5, 10, 15]
+
+
+def test_string_slices_keep_their_dtype(sess):
+    # A string slice fed to a function's placeholder stays a string (object) array.
+    ds = D.from_tensor_slices(["a", "bb"]).map(lambda s: af.reshape(s, [1]))
+    assert [v.tolist() for v in _values(sess, ds)] == [[b"a"], [b"bb"]]
+
+
+def test_make_csv_dataset_shuffled_epochs(sess, tmp_path):
+    cases.write_csv_files(tmp_path)
+    ds = X.make_csv_dataset(
+        str(tmp_path / "infer.csv"), 3, label_name="label", num_epochs=2, shuffle_seed=5
+    )
+    batches = _values(sess, ds)
+    assert [len(b[1]) for b in batches] == [3, 3, 3, 1]  # 10 rows; the last batch kept
+    a = sorted(int(x) for f, _ in batches for x in f["a"])
+    assert a == sorted([1, 2, 3, 4, 5] * 2)
+    forever = X.make_csv_dataset(str(tmp_path / "infer.csv"), 4, shuffle=False)
+    nxt = forever.make_one_shot_iterator().get_next()
+    got = [sess.run(nxt)["a"].tolist() for _ in range(3)]
+    assert got == [[1, 2, 3, 4], [5, 1, 2, 3], [4, 5, 1, 2]]  # repeats, full batches
+
+
+def test_make_csv_dataset_errors(graph, tmp_path):
+    cases.write_csv_files(tmp_path)
+    with pytest.raises(ValueError, match="No files match"):
+        X.make_csv_dataset(str(tmp_path / "none*.csv"), 2)
+    with pytest.raises(ValueError, match="without a header"):
+        X.make_csv_dataset(str(tmp_path / "plain.csv"), 2, header=False)
+    with pytest.raises(ValueError, match="label_name"):
+        X.make_csv_dataset(str(tmp_path / "infer.csv"), 2, label_name="zzz")
+    with pytest.raises(ValueError, match="different column names"):
+        X.make_csv_dataset([str(tmp_path / "infer.csv"), str(tmp_path / "header.csv")], 2)
