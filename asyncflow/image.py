@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes
+from asyncflow import dtypes, image_ssim
 from asyncflow import graph as ops
 from asyncflow.ops import (
     array_ops,
     cast_ops,
     conv_ops,
     image_crop_ops,
+    image_draw_ops,
+    image_nms_ops,
     image_ops,
     image_patches_ops,
     manip_ops,
@@ -32,6 +34,15 @@ __all__ = [
     "extract_image_patches",
     "extract_patches",
     "crop_and_resize",
+    "combined_non_max_suppression",
+    "draw_bounding_boxes",
+    "extract_glimpse",
+    "non_max_suppression",
+    "non_max_suppression_overlaps",
+    "non_max_suppression_padded",
+    "non_max_suppression_with_scores",
+    "ssim",
+    "ssim_multiscale",
     "sobel_edges",
     "yuv_to_rgb",
     "rgb_to_yuv",
@@ -465,6 +476,13 @@ def yuv_to_rgb(images):
 
 
 crop_and_resize = image_crop_ops.crop_and_resize
+draw_bounding_boxes = image_draw_ops.draw_bounding_boxes
+extract_glimpse = image_draw_ops.extract_glimpse
+non_max_suppression = image_nms_ops.non_max_suppression
+non_max_suppression_with_scores = image_nms_ops.non_max_suppression_with_scores
+non_max_suppression_padded = image_nms_ops.non_max_suppression_padded
+non_max_suppression_overlaps = image_nms_ops.non_max_suppression_overlaps
+combined_non_max_suppression = image_nms_ops.combined_non_max_suppression
 
 
 def sobel_edges(image):
@@ -735,6 +753,24 @@ def image_gradients(image):
     dy = manip_ops.concat([dy, array_ops.zeros_like(image[:, :1, :, :])], 1)
     dx = manip_ops.concat([dx, array_ops.zeros_like(image[:, :, :1, :])], 2)
     return dy, dx
+
+
+def ssim(img1, img2, max_val, filter_size=11, filter_sigma=1.5, k1=0.01, k2=0.03,
+         return_index_map=False):  # fmt: skip
+    """TF's `tf.image.ssim` (see asyncflow.image_ssim)."""
+    return image_ssim.ssim(
+        convert_image_dtype, img1, img2, max_val, filter_size, filter_sigma, k1, k2,
+        return_index_map,
+    )  # fmt: skip
+
+
+def ssim_multiscale(img1, img2, max_val, power_factors=image_ssim.MSSSIM_WEIGHTS,
+                    filter_size=11, filter_sigma=1.5, k1=0.01, k2=0.03):  # fmt: skip
+    """TF's `tf.image.ssim_multiscale` (see asyncflow.image_ssim)."""
+    return image_ssim.ssim_multiscale(
+        convert_image_dtype, img1, img2, max_val, power_factors, filter_size, filter_sigma,
+        k1, k2,
+    )  # fmt: skip
 
 
 def psnr(a, b, max_val, name=None):

@@ -24,6 +24,8 @@ from asyncflow.ops import (  # noqa: F401
     fused_elementwise_gpu,
     gradient_ops,
     image_adjust_ops,
+    image_draw_ops,
+    image_nms_ops,
     image_ops,
     image_patches_ops,
     image_scale_ops,

@@ -95,6 +95,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "signal",
             "nn_sparse_extras",
             "image",
+            "image_ssim",
             "namespaces",
         ),
     ),
