@@ -29,6 +29,7 @@ import threading
 import numpy as np
 
 from asyncflow import tf_logging
+from asyncflow.ops import fused_elementwise_exp as _exp
 from asyncflow.ops import fused_updates
 
 __all__ = ["compile_schedule", "wait"]
@@ -54,9 +55,18 @@ _EXPRESSIONS = {
     "TanhGrad": "(one - {0} * {0}) * {1}",  # (1 - y * y) * dy
     "ReluGrad": "{0} * (one if {1} > zero else zero)",  # g * (x > 0)
 }
+# A float32 Sigmoid inside a loop (fused_elementwise_exp: NumPy's exp, the same bits):
+# ops/elementwise.sigmoid's negative, exp, add one, reciprocal.
+_SIGMOID32 = "one / (_exp32(-{0}) + one)"
 
 
-def _eligible(program, sched) -> bool:
+def _expression(t: str, inline_exp: bool):
+    if inline_exp and t == "Sigmoid":
+        return _SIGMOID32
+    return _EXPRESSIONS.get(t)
+
+
+def _eligible(program, sched, inline_exp: bool = False) -> bool:
     if sched.elements < _MIN_ELEMENTS or program.dtype not in (np.float32, np.float64):
         return False
     shape = sched.slot_shapes[0] if sched.slot_shapes else None
@@ -70,12 +80,12 @@ def _eligible(program, sched) -> bool:
             return False  # a SumTo that sums, or an output copied from an input
         if slot is None:
             continue  # an alias (Identity, a SumTo to the same shape)
-        if t != "AddN" and t not in _EXPRESSIONS:
+        if t != "AddN" and _expression(t, inline_exp) is None:
             return False
     return True
 
 
-def _source(program, sched) -> str:
+def _source(program, sched, inline_exp: bool = False) -> str:
     """The loop's Python source: def loop(inputs..., outputs..., literals..., one, zero)."""
     n_in, n_lit = program.n_inputs, len(program.literals)
     names = [f"x{k}" for k in range(n_in)] + [f"c{k}" for k in range(n_lit)]
@@ -91,7 +101,7 @@ def _source(program, sched) -> str:
             for o in ops[2:]:
                 expr = f"({expr}) + {o}"
         else:
-            expr = _EXPRESSIONS[t].format(*ops)
+            expr = _expression(t, inline_exp).format(*ops)
         body.append(f"        {v} = {expr}")
         names.append(v)
     outs = [f"out{k}[i] = {names[r]}" for k, r in enumerate(sched.results)]
@@ -116,6 +126,10 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
         numba = fused_updates.numba_module()
         if numba is not None:
             namespace = {"np": np}
+            if "_exp32" in source:
+                if not _exp.check():
+                    return  # (NumPy's exp differs here: the program's other form runs)
+                namespace.update(_exp.namespace())
             exec(compile(source, "<fused element-wise program>", "exec"), namespace)
             jitted = numba.njit(nogil=True, error_model="numpy")(namespace["loop"])
             n_arrays, n_scalars = n_args
@@ -164,11 +178,28 @@ def compile_schedule(program, sched):
     the module note)."""
     if fused_updates._DISABLED:
         return None
-    if not _eligible(program, sched):
-        return _staged(program, sched)
+    verdict = _exp.verdict()
+    sigmoid = program.dtype == np.float32 and "Sigmoid" in program.types
+    inline = _compiled(program, sched, True) if sigmoid and verdict is not False else None
+    if inline is None or verdict:
+        return inline or _compiled(program, sched, False)
+    plain = _compiled(program, sched, False)  # (until the exp's check has run)
+
+    def run(xs):
+        out = inline(xs)  # None while its loops compile, or for good if the check failed
+        return plain(xs) if out is None and plain is not None else out
+
+    return run
+
+
+def _compiled(program, sched, inline_exp: bool):
+    """compile_schedule's function for one form of the program: its Sigmoids inside
+    the loops (`inline_exp`) or NumPy's exp calls between stages."""
+    if not _eligible(program, sched, inline_exp):
+        return _staged(program, sched, inline_exp)
     dtype = program.dtype
     n_in, n_lit, n_out = program.n_inputs, len(program.literals), len(sched.results)
-    source = _source(program, sched)
+    source = _source(program, sched, inline_exp)
     n_args = (n_in + n_out, n_lit + 2)
     one, zero = dtype.type(1), dtype.type(0)
     lits = [dtype.type(v) for v in program.literals]
@@ -205,7 +236,7 @@ def compile_schedule(program, sched):
 _UFUNCS = {"Exp": np.exp, "Tanh": np.tanh, "Log": np.log, "Log1p": np.log1p}
 
 
-def _staged_plan(program, sched):
+def _staged_plan(program, sched, inline_exp: bool = False):
     """(stages, calls per stage, arrays, results) or None (see the note above).
 
     Values are the program's (inputs, literals, instructions, aliases resolved) and, per
@@ -240,7 +271,7 @@ def _staged_plan(program, sched):
             continue
         rep.append(v)
         ops = [rep[a] for a in args]
-        if t in _UFUNCS or t == "Sigmoid":
+        if t in _UFUNCS or (t == "Sigmoid" and not inline_exp):
             transcendental = True
             (x,) = ops
             k = level[x] + 1
@@ -264,8 +295,8 @@ def _staged_plan(program, sched):
             expr = f"{names[ops[0]]} + {names[ops[1]]}"
             for o in ops[2:]:
                 expr = f"({expr}) + {names[o]}"
-        elif t in _EXPRESSIONS:
-            expr = _EXPRESSIONS[t].format(*(names[o] for o in ops))
+        elif _expression(t, inline_exp) is not None:
+            expr = _expression(t, inline_exp).format(*(names[o] for o in ops))
         else:
             return None
         k = max(level[o] for o in ops)
@@ -336,10 +367,10 @@ def _tokens(expr: str) -> set:
     return out
 
 
-def _staged(program, sched):
+def _staged(program, sched, inline_exp: bool = False):
     """compile_schedule's function for a program with transcendental functions (see
     the note above), or None."""
-    plan = _staged_plan(program, sched)
+    plan = _staged_plan(program, sched, inline_exp)
     if plan is None:
         return None
     stages, calls, arrays, results, names, shape = plan

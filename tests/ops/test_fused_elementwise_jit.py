@@ -191,3 +191,67 @@ def test_programs_left_to_numpy(monkeypatch):
     (want, got), compiled = _run_both(build, [x, b, half, small, y], monkeypatch)
     assert not compiled
     _same_bits(want, got)
+
+
+def _avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return " avx2" in flags and " fma" in flags
+
+
+def test_inline_exp_gives_numpys_bits():
+    # fused_elementwise_exp's float32 exp against np.exp, bit for bit: the check's own
+    # inputs and 2M more bit patterns (NaN for NaN); x86 with AVX2 runs NumPy's SIMD exp.
+    from asyncflow.ops import fused_elementwise_exp as fexp
+
+    if not fexp.check():
+        if _avx2():
+            pytest.fail("NumPy's float32 exp and the compiled one differ on an AVX2 machine")
+        pytest.skip("NumPy's exp here is another loop than its AVX2/AVX-512F one")
+    numba = fused_updates.numba_module()
+    exp32 = fexp.namespace()["_exp32"]
+
+    @numba.njit(error_model="numpy")
+    def loop(x, out):
+        for i in range(x.size):
+            out[i] = exp32(x[i])
+
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 1 << 32, 1 << 21, dtype=np.uint64).astype(np.uint32)
+    near = rng.uniform(-110, 95, 1 << 16).astype(np.float32)  # (both ends of the range)
+    for xs in (fexp._inputs(), bits.view(np.float32), near):
+        got = np.empty_like(xs)
+        loop(xs, got)
+        with np.errstate(all="ignore"):
+            _same_bits([np.exp(xs)], [got])
+
+
+def test_sigmoid_inside_the_loops_and_without(monkeypatch):
+    # An LSTM cell's forward pass and a program of Sigmoids and arithmetic only: their
+    # Sigmoids inside the compiled loops (a passing check), or NumPy's exp between stages
+    # (a failing one): the ufunc program's bits either way.
+    from asyncflow.ops import fused_elementwise_exp as fexp
+
+    if not fexp.check():
+        pytest.skip("the compiled exp does not give NumPy's bits here")
+    rng = np.random.default_rng(6)
+    units = SHAPE[1]  # (6,144 elements a gate: past the compiling threshold)
+    gates = np.concatenate([_data(rng, np.float32) for _ in range(4)], 1)
+    c = _data(rng, np.float32)
+    x = _data(rng, np.float32) * 40.0  # (past exp's overflow and underflow bounds)
+
+    def build(gates, c, x):
+        eye = af.constant(np.eye(4 * units, dtype=np.float32))
+        i, j, f, o = af.split(af.matmul(gates, eye), 4, 1)
+        new_c = c * af.sigmoid(f + 1.0) + af.sigmoid(i) * af.tanh(j)
+        return [new_c, af.tanh(new_c) * af.sigmoid(o), af.sigmoid(x * 2.0) * x + af.sigmoid(-x)]
+
+    for ok in (True, False):
+        monkeypatch.setitem(fexp._state, "ok", ok)
+        (want, got), compiled = _run_both(build, [gates, c, x], monkeypatch)
+        assert compiled >= 2
+        _same_bits(want, got)
+    assert any("_exp32" in source for source, _dtype in fused_elementwise_jit._loops)

@@ -1,0 +1,189 @@
+"""NumPy's float32 exp as an inline function of the compiled element-wise loops (numba).
+
+The LSTM cell's forward program computes three Sigmoids, each NumPy's four passes
+(negative, exp, add one, reciprocal); staged (fused_elementwise_jit._staged) the
+negation and the reciprocal run in compiled loops but exp stays a NumPy call between
+them: a pass of its own over a [batch, units] array, an array written and read back,
+a Python call.  In a loop of its own, exp costs about what NumPy's SIMD call costs
+(0.4-0.5 ns an element on this machine, vectorized), so the Sigmoid becomes one more
+expression of a loop.
+
+numba's own exp calls the C library's (other bits, scalar), so this is NumPy's
+algorithm for float32, the one its AVX2/AVX-512F loops run (simd_exp_FLOAT in
+numpy/_core/src/umath/loops_exponent_log.dispatch.c.src): NaN, overflow (x >= xmax)
+and underflow (x <= xmin) lanes set apart, quadrant = rint(x * log2e) by adding and
+subtracting 1.5 * 2^23, a three-step Cody-Waite reduction with fused multiply-adds, a
+5th / 2nd degree rational function evaluated with fused multiply-adds, one IEEE
+division, and scaling by 2^quadrant (AVX-512's scalef: one rounding; here two exact
+power-of-two products, the second rounding once into the subnormal range).  Every
+float32 input gave NumPy 2's bits on the project machine (all 2^32 of them, AMD EPYC,
+AVX-512F dispatch; benchmarks/README.md "Sigmoid inside the compiled loops").
+
+Since another NumPy build or CPU may take another exp loop (a scalar libm one without
+AVX2, say), `check()` compares this function with `np.exp` on a fixed set of inputs
+(all specials, both ends of the range, ~260,000 values spread over the bit patterns)
+before any loop uses it; where one differs, programs keep NumPy's exp calls
+(fused_elementwise_jit's staged programs), with NumPy's bits either way.
+`ASYNCFLOW_INLINE_EXP=0` keeps them too (A/B).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from asyncflow.ops import fused_updates
+
+__all__ = ["check", "namespace", "verdict"]
+
+_F = np.float32
+# numpy/_core/src/common/npy_config... npy_simd_data.h's float32 exp constants.
+_MAGIC = _F(12582912.0)  # 0x1.8p+23: x + magic - magic rounds x to an integer
+_LOG2E = _F(1.442695040888963407359924681001892137)
+_C1 = _F(-6.93145752e-1)  # -ln 2, high part
+_C2 = _F(-1.42860677e-6)  # -ln 2, low part
+_P = tuple(
+    _F(v)
+    for v in (
+        9.999999999980870924916e-01,
+        7.257664613233124478488e-01,
+        2.473615434895520810817e-01,
+        5.114512081637298353406e-02,
+        6.757896990527504603057e-03,
+        5.082762527590693718096e-04,
+    )
+)
+_Q = (_F(1.0), _F(-2.742335390411667452936e-01), _F(2.159509375685829852307e-02))
+_XMAX = _F(88.72283935546875)
+_XMIN = _F(-103.97208404541015625)
+
+_lock = threading.Lock()
+_state: dict = {}  # "fn": the inline function; "ok": the check's verdict
+
+
+def _build(numba):
+    """The inline njit function exp32(x) (float32 -> float32)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def fma32(typingctx, a, b, c):
+        sig = types.float32(types.float32, types.float32, types.float32)
+
+        def codegen(context, builder, signature, args):
+            flt = ir.FloatType()
+            fn = builder.module.declare_intrinsic(
+                "llvm.fma", [flt], ir.FunctionType(flt, [flt, flt, flt])
+            )
+            return builder.call(fn, args)
+
+        return sig, codegen
+
+    @intrinsic
+    def pow2(typingctx, q):  # 2^q for an integral q in [-126, 127], from its bits
+        sig = types.float32(types.float32)
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            qi = builder.fptosi(args[0], i32)
+            bits = builder.shl(builder.add(qi, ir.Constant(i32, 127)), ir.Constant(i32, 23))
+            return builder.bitcast(bits, ir.FloatType())
+
+        return sig, codegen
+
+    magic, log2e, c1, c2 = _MAGIC, _LOG2E, _C1, _C2
+    p0, p1, p2, p3, p4, p5 = _P
+    q0, q1, q2 = _Q
+    xmax, xmin = _XMAX, _XMIN
+    zero, inf, nan = _F(0.0), _F(np.inf), _F(np.nan)
+    lo, hi = _F(-125.0), _F(127.0)
+
+    @numba.njit(inline="always", error_model="numpy")
+    def exp32(x):
+        is_nan = x != x
+        big = x >= xmax
+        small = x <= xmin
+        xc = min(max(x, xmin), xmax)  # (the lanes set apart compute on anything finite)
+        k = xc * log2e
+        k = k + magic
+        k = k - magic
+        r = fma32(k, c1, xc)
+        r = fma32(k, c2, r)
+        r = fma32(k, zero, r)
+        num = fma32(p5, r, p4)
+        num = fma32(num, r, p3)
+        num = fma32(num, r, p2)
+        num = fma32(num, r, p1)
+        num = fma32(num, r, p0)
+        den = fma32(q2, r, q1)
+        den = fma32(den, r, q0)
+        p = num / den
+        # p * 2^k with one rounding: 2^k1 keeps p normal and exact, 2^(k - k1) (k - k1
+        # in [-25, 1]) rounds once where the result is subnormal.
+        k1 = min(max(k, lo), hi)
+        p = (p * pow2(k1)) * pow2(k - k1)
+        p = nan if is_nan else p
+        p = inf if big else p
+        return zero if small else p
+
+    return exp32
+
+
+def _inputs() -> np.ndarray:
+    """Every 16,411th bit pattern, the specials, and 40 values either side of the range's
+    ends (where the lanes set apart begin, and where results turn subnormal)."""
+    bits = np.arange(0, 1 << 32, 16411, dtype=np.uint64).astype(np.uint32)
+    values = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-45, -1e-45]
+    for edge in (_XMAX, _XMIN, _F(-87.33654), _F(-103.0), _F(88.0)):
+        for direction in (_F(np.inf), _F(-np.inf)):
+            v = edge
+            for _ in range(40):
+                values.append(v)
+                v = np.nextafter(v, direction)
+    return np.concatenate([bits.view(_F), np.array(values, _F)])
+
+
+def check() -> bool:
+    """Whether the compiled exp gives np.exp's bits here (compiles it; run once)."""
+    with _lock:
+        if "ok" in _state:
+            return _state["ok"]
+        ok = False
+        numba = fused_updates.numba_module()
+        if numba is not None and os.environ.get("ASYNCFLOW_INLINE_EXP", "") != "0":
+            try:
+                exp32 = _build(numba)
+
+                @numba.njit(nogil=True, error_model="numpy")
+                def loop(x, out):
+                    for i in range(x.size):
+                        out[i] = exp32(x[i])
+
+                xs = _inputs()
+                got = np.empty_like(xs)
+                loop(xs, got)
+                with np.errstate(all="ignore"):
+                    want = np.exp(xs)
+                nans = np.isnan(want)
+                ok = bool(
+                    np.array_equal(np.isnan(got), nans)
+                    and np.array_equal(got[~nans].view(np.uint32), want[~nans].view(np.uint32))
+                )
+                _state["fn"] = exp32
+            except Exception:  # (numba could not build it: NumPy's calls stay)
+                ok = False
+        _state["ok"] = ok
+        return ok
+
+
+def verdict():
+    """`check()`'s result, or None before it has run."""
+    return _state.get("ok")
+
+
+def namespace() -> dict:
+    """Names the compiled loops' sources may use (after a passing `check()`)."""
+    return {"_exp32": _state["fn"]} if _state.get("ok") else {}
