@@ -21,7 +21,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
-from asyncflow.registry import NotDifferentiable, register_op
+from asyncflow.registry import ANY, NotDifferentiable, register_op
 
 __all__: list[str] = []
 
@@ -664,3 +664,97 @@ dso._register(
     None,
     _csv,
 )
+
+
+# -- SparseTensor components -------------------------------------------------------------------
+# An element's SparseTensor travels as one component, a handle holding a SparseValue (TF:
+# a variant); the Python API converts at the edges (asyncflow/data/structure.py).
+
+SparseToHandle = register_op(
+    "_SparseToDatasetHandle",
+    inputs=["indices: int64", "values: T", "dense_shape: int64"],
+    outputs=["handle: string"],
+    attrs={"T": ANY},
+    shape_fn=dso._handle_shape,
+)
+NotDifferentiable("_SparseToDatasetHandle")
+
+
+@SparseToHandle.kernel("CPU")
+async def _sparse_to_handle(ctx, indices, values, dense_shape):
+    return dso._handle(
+        pl.SparseValue(np.array(indices, copy=True), np.array(values, copy=True), dense_shape)
+    )
+
+
+def _sparse_shapes(op):
+    rank = op._attr("rank")
+    r = None if rank < 0 else rank
+    return [
+        tensor_shape.TensorShape([None, r]),
+        tensor_shape.TensorShape([None]),
+        tensor_shape.TensorShape([r]),
+    ]
+
+
+HandleToSparse = register_op(
+    "_DatasetHandleToSparse",
+    inputs=["handle: string"],
+    outputs=["indices: int64", "values: T", "dense_shape: int64"],
+    attrs={"T": ANY, "rank": -1},
+    shape_fn=_sparse_shapes,
+)
+NotDifferentiable("_DatasetHandleToSparse")
+
+
+@HandleToSparse.kernel("CPU")
+async def _handle_to_sparse(ctx, handle):
+    v = handle[()] if isinstance(handle, np.ndarray) and handle.shape == () else handle
+    if not isinstance(v, pl.SparseValue):
+        raise _bad(f"Expected a SparseTensor component, got {v!r}")
+    dt = ctx.attrs["T"]
+    want = np.dtype(object) if dt == dtypes.string else dt.as_numpy_dtype
+    if v.values.dtype != want:
+        raise _bad(f"Expected a SparseTensor of {dt.name}, got {v.values.dtype}")
+    return np.array(v.indices, copy=True), np.array(v.values, copy=True), np.array(v.dense_shape)
+
+
+# -- writing a dataset to a TFRecord file --------------------------------------------------
+
+DatasetToTFRecord = register_op(
+    "DatasetToTFRecord",
+    inputs=["input_dataset: string", "filename: string", "compression_type: string"],
+    shape_fn=lambda op: [],
+    stateful=True,
+    is_async=True,
+)
+NotDifferentiable("DatasetToTFRecord")
+
+
+@DatasetToTFRecord.kernel("CPU")
+async def _to_tfrecord(ctx, ds, filename, compression):
+    """Every element (one scalar string each) as a record, written on a worker thread
+    a batch of records at a time."""
+    from asyncflow import python_io
+
+    comp = dso._str(compression)
+    writer = await pl._in_thread(
+        python_io.TFRecordWriter, dso._str(filename), python_io.TFRecordOptions(comp or None)
+    )
+    batch: list = []
+    try:
+        async for elem in _closing(dso._ds(ds).iterate(pl.Env(ctx.session))):
+            if len(elem) != 1 or np.ndim(elem[0]) != 0 or np.asarray(elem[0]).dtype != object:
+                raise _bad("TFRecordWriter needs a dataset of scalar string elements.")
+            batch.append(elem[0][()] if isinstance(elem[0], np.ndarray) else elem[0])
+            if len(batch) >= 1024:
+                await pl._in_thread(_write_records, writer, batch)
+                batch = []
+        await pl._in_thread(_write_records, writer, batch)
+    finally:
+        await pl._in_thread(writer.close)
+
+
+def _write_records(writer, records) -> None:
+    for r in records:
+        writer.write(r)

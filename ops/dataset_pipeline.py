@@ -515,10 +515,66 @@ class Interleave(DatasetValue):
             await source.aclose()
 
 
+class SparseValue:
+    """A SparseTensor component of an element (its handle: a 0-d object array holding
+    this), as TF carries one in a variant: indices [n, rank], values [n], dense_shape."""
+
+    __slots__ = ("indices", "values", "dense_shape")
+
+    def __init__(self, indices, values, dense_shape):
+        self.indices = np.asarray(indices, np.int64).reshape(-1, np.size(dense_shape))
+        self.values = np.asarray(values)
+        self.dense_shape = np.asarray(dense_shape, np.int64).reshape(-1)
+
+
+def _sparse_of(part) -> SparseValue | None:
+    if isinstance(part, np.ndarray) and part.dtype == object and part.shape == ():
+        v = part[()]
+        return v if isinstance(v, SparseValue) else None
+    return None
+
+
+def _handle_of(value) -> np.ndarray:
+    out = np.empty((), dtype=object)
+    out[()] = value
+    return out
+
+
+def _batch_sparse(parts: list, k: int) -> np.ndarray:
+    """TF's batch of SparseTensors: one of rank + 1, each dimension the largest."""
+    sp = [_sparse_of(p) for p in parts]
+    ranks = {v.dense_shape.size if v is not None else -1 for v in sp}
+    if -1 in ranks or len(ranks) != 1:
+        raise errors.InvalidArgumentError(
+            None, None, f"Cannot batch sparse tensors of different ranks in component {k}."
+        )
+    shape = np.max(np.stack([v.dense_shape for v in sp]), axis=0)
+    indices = np.concatenate(
+        [
+            np.column_stack([np.full(len(v.indices), i, np.int64), v.indices])
+            for i, v in enumerate(sp)
+        ]
+    )
+    values = np.concatenate([v.values for v in sp])
+    return _handle_of(SparseValue(indices, values, np.concatenate([[len(sp)], shape])))
+
+
+def _unbatch_sparse(v: SparseValue) -> list:
+    n = int(v.dense_shape[0]) if v.dense_shape.size else 0
+    rows = v.indices[:, 0] if v.indices.size else np.zeros(0, np.int64)
+    return [
+        _handle_of(SparseValue(v.indices[rows == i, 1:], v.values[rows == i], v.dense_shape[1:]))
+        for i in range(n)
+    ]
+
+
 def _batch(elems: list[tuple]) -> tuple:
     out = []
     for k in range(len(elems[0])):
         parts = [e[k] for e in elems]
+        if _sparse_of(parts[0]) is not None:
+            out.append(_batch_sparse(parts, k))
+            continue
         first = np.shape(parts[0])
         for j, p in enumerate(parts):
             if np.shape(p) != first:
@@ -625,13 +681,23 @@ class Unbatch(DatasetValue):
 
     async def iterate(self, env):
         async for elem in self.input.iterate(env):
-            n = {np.shape(c)[0] if np.ndim(c) else None for c in elem}
+            sparse = [_sparse_of(c) for c in elem]
+            rows = [
+                _unbatch_sparse(sp) if sp is not None else None for sp in sparse
+            ]  # (a sparse component's rows, one per batch entry)
+            n = {
+                len(r) if r is not None else (np.shape(c)[0] if np.ndim(c) else None)
+                for c, r in zip(elem, rows)
+            }
             if None in n or len(n) != 1:
                 raise errors.InvalidArgumentError(
                     None, None, "Input element must have a non-scalar value in each component."
                 )
             for i in range(n.pop()):
-                yield tuple(np.array(c[i], copy=True) for c in elem)
+                yield tuple(
+                    r[i] if r is not None else np.array(c[i], copy=True)
+                    for c, r in zip(elem, rows)
+                )
 
 
 class Shuffle(DatasetValue):

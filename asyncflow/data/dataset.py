@@ -15,8 +15,19 @@ import numpy as np
 
 from asyncflow import dtypes, nest, random_seed, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.data.structure import _DatasetSpec, _flat, _pack, _Spec
+from asyncflow.data.structure import (
+    _component_attrs,
+    _DatasetSpec,
+    _flat,
+    _from_components,
+    _pack,
+    _respec,
+    _SparseSpec,
+    _Spec,
+    _to_components,
+)
 from asyncflow.ops import array_ops, dataset_more, dataset_ops, math_ops
+from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
 
 __all__ = ["Dataset", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY"]
 
@@ -28,8 +39,10 @@ _tokens = itertools.count()
 
 def _normalize(value):
     """TF's element normalization: tuples, dicts, namedtuples nest; the rest are tensors."""
-    if isinstance(value, Dataset):
+    if isinstance(value, Dataset | SparseTensor):
         return value
+    if isinstance(value, SparseTensorValue):
+        return SparseTensor.from_value(value)
     if isinstance(value, dict):
         return {k: _normalize(v) for k, v in value.items()}
     if isinstance(value, tuple):
@@ -39,9 +52,12 @@ def _normalize(value):
 
 
 def _structure_of(value):
-    """The _Spec structure of a normalized value (tensors)."""
+    """The _Spec structure of a normalized value (tensors, SparseTensors)."""
     flat = _flat(value)
-    return _pack(value, [_Spec(t.dtype, t.shape) for t in flat])
+    return _pack(
+        value,
+        [(_SparseSpec if isinstance(t, SparseTensor) else _Spec)(t.dtype, t.shape) for t in flat],
+    )
 
 
 def _external_placeholders(outputs, inputs) -> list:
@@ -69,11 +85,12 @@ class _Traced:
         with ops.name_scope(name), ops.control_dependencies(None):
             if after is None:
                 specs = _flat(structure)
+                comp = _component_attrs(structure)
                 self.inputs = [
-                    array_ops.placeholder(s.dtype, s.shape, name=f"arg{i}")
-                    for i, s in enumerate(specs)
+                    array_ops.placeholder(t, sh, name=f"arg{i}")
+                    for i, (t, sh) in enumerate(zip(comp["output_types"], comp["output_shapes"]))
                 ]
-                args = _pack(
+                args = _from_components(
                     structure,
                     [
                         Dataset(p, s.structure) if isinstance(s, _DatasetSpec) else p
@@ -85,10 +102,10 @@ class _Traced:
                 args = after.structure
             out = fn(*args) if type(args) is tuple else fn(args)
             self.structure = out = _normalize(out)
-        if isinstance(out, Dataset):
-            self.outputs = [out._variant]
-        else:
-            self.outputs = _flat(out)
+            if isinstance(out, Dataset):
+                self.outputs = [out._variant]
+            else:
+                self.outputs = _to_components(_flat(out))
         self.captures = _external_placeholders(self.outputs, self.inputs)
 
     def op_inputs(self):
@@ -118,11 +135,7 @@ class Dataset:
         return _flat(self._structure)
 
     def _out_attrs(self) -> dict:
-        specs = self._flat_specs()
-        return {
-            "output_types": [s.dtype for s in specs],
-            "output_shapes": [s.shape for s in specs],
-        }
+        return _component_attrs(self._structure)
 
     def _map_specs(self, f):
         return _pack(self._structure, [f(s) for s in self._flat_specs()])
@@ -137,7 +150,9 @@ class Dataset:
 
     @property
     def output_classes(self):
-        return self._map_specs(lambda s: ops.Tensor)
+        return self._map_specs(
+            lambda s: SparseTensor if isinstance(s, _SparseSpec) else ops.Tensor
+        )
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} shapes: {self.output_shapes}, types: {self.output_types}>"
@@ -155,6 +170,11 @@ class Dataset:
         with ops.name_scope("TensorSliceDataset"):
             value = _normalize(tensors)
             flat = _flat(value)
+            if any(isinstance(t, SparseTensor) for t in flat):
+                raise TypeError(
+                    "from_tensor_slices of a SparseTensor is not supported here; slice it "
+                    "with tf.sparse_split or give dense slices."
+                )
             n = {t.shape[0].value for t in flat if t.shape.ndims}
             if any(t.shape.ndims == 0 for t in flat):
                 raise ValueError("Unbatching a tensor is only supported for rank >= 1")
@@ -176,7 +196,7 @@ class Dataset:
         value = _normalize(tensors)
         ds = Dataset(None, _structure_of(value))
         ds._variant = dataset_ops.dataset_op(
-            "TensorDataset", [_flat(value)], ds._out_attrs(), name="TensorDataset"
+            "TensorDataset", [_to_components(_flat(value))], ds._out_attrs(), name="TensorDataset"
         )
         return ds
 
@@ -314,9 +334,9 @@ class Dataset:
         outer = int(static) if static is not None else None
         structure = self._map_specs(
             lambda s: (
-                _Spec(s.dtype, [outer, *_dims(s.shape)])
+                _respec(s, [outer, *_dims(s.shape)])
                 if s.shape.ndims is not None
-                else _Spec(s.dtype, None)
+                else _respec(s, None)
             )
         )
         drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool)
@@ -326,6 +346,8 @@ class Dataset:
         self, batch_size, padded_shapes=None, padding_values=None, drop_remainder=False
     ) -> Dataset:
         specs = self._flat_specs()
+        if any(isinstance(s, _SparseSpec) for s in specs):
+            raise TypeError("Batching of padded sparse tensors is not currently supported")
         dynamic = {}  # component -> an int64 shape tensor given as its padded shape
         if padded_shapes is None:
             flat_shapes = [s.shape for s in specs]
@@ -374,7 +396,7 @@ class Dataset:
 
     def unbatch(self) -> Dataset:
         structure = self._map_specs(
-            lambda s: _Spec(s.dtype, s.shape[1:]) if s.shape.ndims else _Spec(s.dtype, None)
+            lambda s: _respec(s, s.shape[1:]) if s.shape.ndims else _respec(s, None)
         )
         return self._then("UnbatchDataset", [self._variant], structure)
 
@@ -418,7 +440,7 @@ class Dataset:
         structure = _pack(
             self._structure,
             [
-                _Spec(a.dtype, a.shape.most_specific_compatible_shape(b.shape))
+                _respec(a, a.shape.most_specific_compatible_shape(b.shape))
                 for a, b in zip(self._flat_specs(), dataset._flat_specs())
             ],
         )
@@ -606,7 +628,7 @@ class Dataset:
           InvalidArgumentError (at run time): the dataset is empty or has more elements.
         """
         op = ops.apply_op("DatasetToSingleElement", [self._variant], self._out_attrs(), name=name)
-        return _pack(self._structure, list(op.outputs))
+        return _from_components(self._structure, list(op.outputs))
 
     def cardinality(self):
         """The number of elements as an int64 scalar tensor: -1 infinite, -2 unknown."""
@@ -659,7 +681,10 @@ class Dataset:
         from asyncflow.data.iterator import Iterator
 
         it = Iterator.from_structure(
-            self.output_types, self.output_shapes, shared_name=shared_name
+            self.output_types,
+            self.output_shapes,
+            shared_name=shared_name,
+            output_classes=self.output_classes,
         )
         it._initializer = it.make_initializer(self)
         return it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from asyncflow import dtypes
+from asyncflow import graph as ops
 from asyncflow.data.csv_dataset import CsvDataset, make_csv_dataset
 from asyncflow.data.dataset import (
     AUTOTUNE,
@@ -20,6 +22,7 @@ __all__ = [
     "UNKNOWN_CARDINALITY",
     "Counter",
     "CsvDataset",
+    "TFRecordWriter",
     "bucket_by_sequence_length",
     "cardinality",
     "choose_from_datasets",
@@ -27,9 +30,11 @@ __all__ = [
     "get_single_element",
     "group_by_window",
     "ignore_errors",
+    "make_batched_features_dataset",
     "make_csv_dataset",
     "map_and_batch",
     "parallel_interleave",
+    "parse_example_dataset",
     "sample_from_datasets",
     "scan",
     "shuffle_and_repeat",
@@ -109,3 +114,88 @@ def cardinality(dataset):
 def ignore_errors(log_warning=False):
     """Elements whose computation failed are dropped (see ops/dataset_more.IgnoreErrors)."""
     return lambda ds: ds.ignore_errors(log_warning)
+
+
+def parse_example_dataset(features, num_parallel_calls=1, deterministic=None):
+    """`ds.apply(parse_example_dataset(features))`: each element (a batch of serialized
+    Examples) parsed as tf.io.parse_example does: a dict of Tensors and SparseTensors."""
+    from asyncflow.ops import parsing_ops
+
+    def apply(ds: Dataset) -> Dataset:
+        n = None if num_parallel_calls in (None, 1) else num_parallel_calls
+        return ds.map(lambda serialized: parsing_ops.parse_example(serialized, features), n)
+
+    return apply
+
+
+def make_batched_features_dataset(
+    file_pattern,
+    batch_size,
+    features,
+    reader=None,
+    label_key=None,
+    reader_args=None,
+    num_epochs=None,
+    shuffle=True,
+    shuffle_buffer_size=10000,
+    shuffle_seed=None,
+    prefetch_buffer_size=None,
+    reader_num_threads=None,
+    parser_num_threads=None,
+    sloppy_ordering=False,
+    drop_final_batch=False,
+):
+    """Batches of parsed Examples from the files `file_pattern` matches (TFRecord
+    files unless `reader` says otherwise): a dict of features, or (features, label)
+    with `label_key`.  num_epochs None repeats forever.
+
+    Raises:
+      ValueError: `label_key` is not one of `features`.
+    """
+    from asyncflow.data.dataset import TFRecordDataset
+
+    if label_key is not None and label_key not in features:
+        raise ValueError(
+            f"The `label_key` provided ({label_key}) must be one of the `features` keys."
+        )
+    reader = reader or TFRecordDataset
+    files = Dataset.list_files(file_pattern, shuffle=shuffle, seed=shuffle_seed)
+    ds = files.interleave(
+        lambda f: reader(f, *(reader_args or [])), cycle_length=reader_num_threads or 1
+    )
+    if shuffle:
+        ds = ds.shuffle(shuffle_buffer_size, seed=shuffle_seed)
+    if num_epochs != 1:
+        ds = ds.repeat(num_epochs)
+    ds = ds.batch(batch_size, drop_remainder=drop_final_batch)
+    ds = ds.apply(parse_example_dataset(features, parser_num_threads or 1))
+    if label_key is not None:
+        ds = ds.map(lambda d: (d, d.pop(label_key)))
+    return ds.prefetch(AUTOTUNE if prefetch_buffer_size is None else prefetch_buffer_size)
+
+
+class TFRecordWriter:
+    """`TFRecordWriter(filename).write(dataset)`: an op writing each element of a
+    dataset of scalar strings as one record of a TFRecord file."""
+
+    def __init__(self, filename, compression_type=None):
+        self._filename = ops.convert_to_tensor(filename, dtype=dtypes.string, name="filename")
+        self._compression = ops.convert_to_tensor(compression_type or "", dtype=dtypes.string)
+
+    def write(self, dataset):
+        specs = dataset._flat_specs()
+        if (
+            len(specs) != 1
+            or specs[0].dtype != dtypes.string
+            or specs[0].shape.ndims not in (0, None)
+        ):
+            raise TypeError(
+                "`dataset` must produce scalar `DT_STRING` tensors whereas it produces "
+                f"shape {dataset.output_shapes} and types {dataset.output_types}"
+            )
+        return ops.apply_op(
+            "DatasetToTFRecord",
+            [dataset._variant, self._filename, self._compression],
+            {},
+            name="DatasetToTFRecord",
+        )

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.data.structure import _flat, _pack, _Spec
+from asyncflow.data.structure import (
+    _component_attrs,
+    _flat,
+    _from_components,
+    _pack,
+    _SparseSpec,
+    _Spec,
+)
+from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = [
     "Iterator",
@@ -33,13 +41,7 @@ class Iterator:
         output_types, output_shapes=None, shared_name=None, output_classes=None
     ) -> Iterator:
         """An iterator not yet bound to a dataset: `make_initializer(ds)` binds one."""
-        types = nest.map_structure(dtypes.as_dtype, output_types)
-        flat_t = _flat(types)
-        if output_shapes is None:
-            flat_s = [tensor_shape.unknown_shape() for _ in flat_t]
-        else:
-            flat_s = [tensor_shape.as_shape(s) for s in _flat_like_types(types, output_shapes)]
-        structure = _pack(types, [_Spec(t, s) for t, s in zip(flat_t, flat_s)])
+        structure = _structure(output_types, output_shapes, output_classes)
         attrs = _attrs(structure)
         attrs["shared_name"] = shared_name or ""
         attrs["container"] = getattr(ops.get_default_graph(), "_container", "") or ""
@@ -67,8 +69,8 @@ class Iterator:
         Raises:
           TypeError: the dataset's element types differ from the iterator's.
         """
-        mine = [s.dtype for s in _flat(self._structure)]
-        theirs = [s.dtype for s in _flat(dataset._structure)]
+        mine = [(s.dtype, type(s)) for s in _flat(self._structure)]
+        theirs = [(s.dtype, type(s)) for s in _flat(dataset._structure)]
         if mine != theirs:
             raise TypeError(
                 f"Expected output types {self.output_types} but got dataset with "
@@ -84,7 +86,7 @@ class Iterator:
             return ops.apply_op(
                 "MakeIterator",
                 [dataset._variant, self._resource],
-                {"output_types": mine},
+                {"output_types": _attrs(self._structure)["output_types"]},
                 name=name or "MakeIterator",
             )
 
@@ -96,7 +98,7 @@ class Iterator:
             _attrs(self._structure),
             name=name or "IteratorGetNext",
         ).outputs
-        return _pack(self._structure, list(outs))
+        return _from_components(self._structure, list(outs))
 
     def string_handle(self, name=None):
         """A string naming this iterator, to feed an iterator made by
@@ -116,13 +118,7 @@ class Iterator:
           NotFoundError / InvalidArgumentError (at run time): an unknown handle or one of
             an iterator with other element types.
         """
-        types = nest.map_structure(dtypes.as_dtype, output_types)
-        flat_t = _flat(types)
-        if output_shapes is None:
-            flat_s = [tensor_shape.unknown_shape() for _ in flat_t]
-        else:
-            flat_s = [tensor_shape.as_shape(s) for s in _flat_like_types(types, output_shapes)]
-        structure = _pack(types, [_Spec(t, s) for t, s in zip(flat_t, flat_s)])
+        structure = _structure(output_types, output_shapes, output_classes)
         h = ops.convert_to_tensor(string_handle, dtype=dtypes.string)
         res = ops.apply_op(
             "IteratorFromStringHandleV2", [h], _attrs(structure), name="IteratorFromStringHandle"
@@ -142,7 +138,31 @@ class Iterator:
 
     @property
     def output_classes(self):
-        return self._map_specs(lambda s: ops.Tensor)
+        return self._map_specs(
+            lambda s: SparseTensor if isinstance(s, _SparseSpec) else ops.Tensor
+        )
+
+
+def _structure(output_types, output_shapes, output_classes):
+    """The element structure the three TF1 descriptions give (classes: Tensor or
+    SparseTensor per component; None: all Tensor)."""
+    types = nest.map_structure(dtypes.as_dtype, output_types)
+    flat_t = _flat(types)
+    if output_shapes is None:
+        flat_s = [tensor_shape.unknown_shape() for _ in flat_t]
+    else:
+        flat_s = [tensor_shape.as_shape(s) for s in _flat_like_types(types, output_shapes)]
+    if output_classes is None:
+        flat_c = [ops.Tensor] * len(flat_t)
+    else:
+        flat_c = _flat_like_types(types, output_classes)
+    return _pack(
+        types,
+        [
+            (_SparseSpec if c is SparseTensor else _Spec)(t, s)
+            for t, s, c in zip(flat_t, flat_s, flat_c)
+        ],
+    )
 
 
 def _flat_like_types(types, shapes) -> list:
@@ -152,8 +172,7 @@ def _flat_like_types(types, shapes) -> list:
 
 
 def _attrs(structure) -> dict:
-    specs = _flat(structure)
-    return {"output_types": [s.dtype for s in specs], "output_shapes": [s.shape for s in specs]}
+    return _component_attrs(structure)
 
 
 def make_one_shot_iterator(dataset) -> Iterator:

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from asyncflow import dtypes, nest, tensor_shape
 
-__all__ = ["_DatasetSpec", "_Spec", "_flat", "_pack"]
+__all__ = [
+    "_DatasetSpec",
+    "_SparseSpec",
+    "_Spec",
+    "_component_attrs",
+    "_flat",
+    "_from_components",
+    "_pack",
+    "_respec",
+    "_to_components",
+]
 
 
 class _Spec:
@@ -43,3 +53,68 @@ def _pack(structure, flat):
     if isinstance(structure, (tuple, dict)):
         return nest.pack_sequence_as(structure, flat)
     return flat[0]
+
+
+class _SparseSpec(_Spec):
+    """A SparseTensor component: `dtype` its values' dtype, `shape` its dense shape.
+    Its op-level component is a 0-d string handle (ops/dataset_more.py)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"_SparseSpec({self.dtype.name}, {self.shape})"
+
+
+def _respec(spec: _Spec, shape) -> _Spec:
+    """`spec` with another static shape, of the same kind (dense or sparse)."""
+    return (_SparseSpec if isinstance(spec, _SparseSpec) else _Spec)(spec.dtype, shape)
+
+
+def _component_attrs(structure) -> dict:
+    """output_types / output_shapes of the ops carrying elements of `structure`."""
+    specs = _flat(structure)
+    handle = [isinstance(s, (_SparseSpec, _DatasetSpec)) for s in specs]
+    scalar = tensor_shape.TensorShape([])
+    return {
+        "output_types": [dtypes.string if h else s.dtype for s, h in zip(specs, handle)],
+        "output_shapes": [scalar if h else s.shape for s, h in zip(specs, handle)],
+    }
+
+
+def _to_components(flat: list) -> list:
+    """Element values (tensors, SparseTensors) as the tensors ops carry."""
+    from asyncflow import graph as ops
+    from asyncflow.sparse_tensor import SparseTensor
+
+    out = []
+    for v in flat:
+        if isinstance(v, SparseTensor):
+            v = ops.apply_op(
+                "_SparseToDatasetHandle",
+                [v.indices, v.values, v.dense_shape],
+                {"T": v.dtype},
+                name="SparseToHandle",
+            ).outputs[0]
+        out.append(v)
+    return out
+
+
+def _from_components(structure, tensors: list):
+    """`structure` packed with the tensors ops give, sparse components as SparseTensors."""
+    from asyncflow import graph as ops
+    from asyncflow.sparse_tensor import SparseTensor
+
+    specs = _flat(structure)
+    out = []
+    for s, t in zip(specs, tensors):
+        if isinstance(s, _SparseSpec):
+            rank = s.shape.ndims
+            parts = ops.apply_op(
+                "_DatasetHandleToSparse",
+                [t],
+                {"T": s.dtype, "rank": -1 if rank is None else rank},
+                name="HandleToSparse",
+            ).outputs
+            t = SparseTensor(*parts)
+        out.append(t)
+    return _pack(structure, out)

@@ -25,6 +25,8 @@ X = af.data.experimental
 
 def plain(v):
     """A value as the recorder writes it."""
+    if isinstance(v, af.SparseTensorValue):
+        return {"sparse": [plain(v.indices), plain(v.values), plain(v.dense_shape)]}
     if isinstance(v, dict):
         return {"dict": {k: plain(v[k]) for k in sorted(v)}}
     if isinstance(v, tuple | list):
@@ -255,3 +257,46 @@ def test_make_csv_dataset_errors(graph, tmp_path):
         X.make_csv_dataset(str(tmp_path / "infer.csv"), 2, label_name="zzz")
     with pytest.raises(ValueError, match="different column names"):
         X.make_csv_dataset([str(tmp_path / "infer.csv"), str(tmp_path / "header.csv")], 2)
+
+
+@pytest.mark.parametrize("name", sorted(cases.SPARSE_DATASETS))
+def test_sparse_elements_match_tf(sess, name):
+    assert drain(sess, cases.SPARSE_DATASETS[name](af)) == TF["datasets"][name]
+
+
+@pytest.mark.parametrize("name", sorted(cases.EXAMPLE_DATASETS))
+def test_example_pipelines_match_tf(sess, name, tmp_path):
+    path = str(tmp_path / "ex.tfrecord")
+    with af.python_io.TFRecordWriter(path) as w:
+        for h in TF["examples"]:
+            w.write(bytes.fromhex(h))
+    assert drain(sess, cases.EXAMPLE_DATASETS[name](af, path)) == TF["datasets"][name]
+
+
+def test_sparse_structure_and_iterators(sess):
+    sp = af.SparseTensor([[0, 1]], [1.0], [2, 3])
+    ds = D.from_tensors((sp, 7)).repeat(2)
+    assert ds.output_classes == (af.SparseTensor, af.Tensor)
+    assert ds.output_types == (af.float32, af.int32)
+    it = ds.make_initializable_iterator()
+    s, n = it.get_next()
+    assert isinstance(s, af.SparseTensor) and s.dtype == af.float32
+    sess.run(it.initializer)
+    v, k = sess.run((s, n))
+    assert v.indices.tolist() == [[0, 1]] and v.dense_shape.tolist() == [2, 3] and k == 7
+    dense = D.from_tensors((af.zeros([2, 3]), 7))
+    with pytest.raises(TypeError, match="output types"):
+        it.make_initializer(dense)  # a Tensor where the iterator has a SparseTensor
+    with pytest.raises(TypeError, match="padded sparse"):
+        ds.padded_batch(2)
+    with pytest.raises(TypeError, match="SparseTensor"):
+        D.from_tensor_slices(sp)
+
+
+def test_tfrecord_writer_writes_tf_bytes(sess, tmp_path):
+    path = tmp_path / "w.tfrecord"
+    ds = D.from_tensor_slices([b"a", b"bc", b""])
+    sess.run(X.TFRecordWriter(str(path)).write(ds))
+    assert path.read_bytes().hex() == TF["tfrecord_writer_hex"]
+    with pytest.raises(TypeError, match="scalar"):
+        X.TFRecordWriter(str(path)).write(D.range(3))
