@@ -200,6 +200,7 @@ from asyncflow import (  # noqa: E402
     image,
     initializers,
     layers,
+    linalg_extras,
     losses,
     metrics,
     nest,

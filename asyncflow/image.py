@@ -21,6 +21,7 @@ from asyncflow.ops import (
     image_nms_ops,
     image_ops,
     image_patches_ops,
+    image_sample_box_ops,
     manip_ops,
     math_ops,
     matmul_ops,
@@ -41,6 +42,7 @@ __all__ = [
     "non_max_suppression_overlaps",
     "non_max_suppression_padded",
     "non_max_suppression_with_scores",
+    "sample_distorted_bounding_box",
     "ssim",
     "ssim_multiscale",
     "sobel_edges",
@@ -483,6 +485,7 @@ non_max_suppression_with_scores = image_nms_ops.non_max_suppression_with_scores
 non_max_suppression_padded = image_nms_ops.non_max_suppression_padded
 non_max_suppression_overlaps = image_nms_ops.non_max_suppression_overlaps
 combined_non_max_suppression = image_nms_ops.combined_non_max_suppression
+sample_distorted_bounding_box = image_sample_box_ops.sample_distorted_bounding_box
 
 
 def sobel_edges(image):

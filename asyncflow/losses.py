@@ -19,6 +19,8 @@ __all__ = [
     "Reduction",
     "compute_weighted_loss",
     "absolute_difference",
+    "cosine_distance",
+    "mean_pairwise_squared_error",
     "mean_squared_error",
     "log_loss",
     "hinge_loss",
@@ -298,6 +300,73 @@ def sparse_softmax_cross_entropy(labels, logits, weights=1.0, scope=None,
 
 
 # -- collections ---------------------------------------------------------------------------
+
+
+def cosine_distance(labels, predictions, axis=None, weights=1.0, scope=None,
+                    loss_collection=GraphKeys.LOSSES,
+                    reduction=Reduction.SUM_BY_NONZERO_WEIGHTS, dim=None):  # fmt: skip
+    """Weighted 1 - sum(labels * predictions, axis), for unit-normalized inputs (TF1's
+    `tf.losses.cosine_distance`; `dim` is its deprecated name for `axis`).
+
+    Raises:
+      ValueError: axis not given, labels or predictions None, or incompatible shapes.
+    """
+    if dim is not None:
+        if axis is not None:
+            raise ValueError("Cannot specify both 'axis' and 'dim'")
+        axis = dim
+    if axis is None:
+        raise ValueError("You must specify argument `axis`.")
+    with ops.name_scope(scope, "cosine_distance_loss", [predictions, labels, weights]) as s:
+        labels, predictions = _prepare(labels, predictions)
+        radial = math_ops.multiply(predictions, labels)
+        losses = 1 - reduction_ops.reduce_sum(radial, axis=(axis,), keepdims=True)
+        return compute_weighted_loss(losses, weights, s, loss_collection, reduction)
+
+
+def mean_pairwise_squared_error(labels, predictions, weights=1.0, scope=None,
+                                loss_collection=GraphKeys.LOSSES):  # fmt: skip
+    """TF1's `tf.losses.mean_pairwise_squared_error`: per example, the mean over pairs of
+    its elements of ((p_i - p_j) - (l_i - l_j))^2, weighted per example and summed.
+
+    Raises:
+      ValueError: labels or predictions None, incompatible shapes, or weights that do
+        not broadcast to labels.
+    """
+    if labels is None:
+        raise ValueError("Argument `labels` must not be None.")
+    if predictions is None:
+        raise ValueError("Argument `predictions` must not be None.")
+    with ops.name_scope(scope, "mean_pairwise_squared_error", [predictions, labels, weights]):
+        weights = math_ops.cast(ops.convert_to_tensor(weights), dtypes.float32)
+        labels = math_ops.cast(ops.convert_to_tensor(labels), dtypes.float32)
+        _check_weights(labels, weights)
+        predictions = math_ops.cast(ops.convert_to_tensor(predictions), dtypes.float32)
+        predictions.shape.assert_is_compatible_with(labels.shape)
+        diffs = math_ops.subtract(predictions, labels)
+        axis = reduction_ops.range(1, array_ops.rank(diffs))
+        sum_squares = reduction_ops.reduce_sum(math_ops.square(diffs), axis=axis, keepdims=True)
+        with ops.name_scope(None, "num_present", [diffs, weights]) as ns:
+            present = slicing_ops.where(
+                math_ops.equal(weights, 0.0), array_ops.zeros_like(weights),
+                array_ops.ones_like(weights),
+            )  # fmt: skip
+            present = present * array_ops.ones_like(diffs)
+            num = reduction_ops.reduce_sum(
+                present, axis=reduction_ops.range(1, array_ops.rank(present)), keepdims=True,
+                name=ns[:-1] + "/",
+            )  # fmt: skip
+        term1 = 2.0 * _safe_div(sum_squares, math_ops.maximum(num - 1, 0.0))
+        sum_diff = reduction_ops.reduce_sum(diffs, axis=axis, keepdims=True)
+        term2 = 2.0 * _safe_div(
+            math_ops.square(sum_diff), math_ops.maximum(math_ops.multiply(num, num - 1), 0.0)
+        )
+        loss = reduction_ops.reduce_sum(math_ops.multiply(term1 - term2, weights))
+        mean_loss = slicing_ops.where(
+            reduction_ops.reduce_sum(num) > 0, loss, array_ops.zeros_like(loss), name="value"
+        )
+        add_loss(mean_loss, loss_collection)
+        return mean_loss
 
 
 def add_loss(loss, loss_collection=GraphKeys.LOSSES):

@@ -14,7 +14,8 @@ image's range), "gaussian" (each channel's mean and deviation) or "zero".
 Noise is drawn here from NumPy's generator: TF's is its own unseeded Eigen stream, so
 only its distribution, never its values, can match.
 
-Invariant: the kernels return new arrays; none differentiates (TF: NotDifferentiable).
+Invariant: the kernels return new arrays.  As in TF, the V1 ops are not
+differentiable and the V2 ops have no gradient (differentiating them raises LookupError).
 """
 
 from __future__ import annotations
@@ -76,7 +77,6 @@ DrawBoundingBoxesV2 = register_op(
     shape_fn=_draw_shape,
 )
 NotDifferentiable("DrawBoundingBoxes")
-NotDifferentiable("DrawBoundingBoxesV2")  # (TF registers no gradient for it)
 
 
 def _color_table(colors, depth):
@@ -212,7 +212,6 @@ ExtractGlimpseV2 = register_op(
     shape_fn=_glimpse_shape,
 )
 NotDifferentiable("ExtractGlimpse")
-NotDifferentiable("ExtractGlimpseV2")
 
 
 def _corner(offset, size, window, normalized, centered, legacy):

@@ -11,8 +11,8 @@ score, and otherwise puts it back with the lower score while it stays above the
 threshold.  IoU is computed in float32 as TF's kernel does (min/max of each box's
 corners, 0 for an empty box), so the same inputs select the same boxes.
 
-Invariant: every kernel returns new arrays; none differentiates (TF registers no
-gradient for any of them).
+Invariant: every kernel returns new arrays.  None differentiates: V1, V2 and
+WithOverlaps are marked so, the others have no gradient (a LookupError), as in TF.
 """
 
 from __future__ import annotations
@@ -148,10 +148,9 @@ NonMaxSuppressionWithOverlaps = register_op(
     shape_fn=_overlaps_shape,
 )  # fmt: skip
 
-for _name in (
-    "NonMaxSuppression", "NonMaxSuppressionV2", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
-    "NonMaxSuppressionV5", "NonMaxSuppressionWithOverlaps",
-):  # fmt: skip
+# TF marks V1, V2 and WithOverlaps not differentiable and registers no gradient for
+# V3-V5 and CombinedNonMaxSuppression (differentiating them raises LookupError, here too).
+for _name in ("NonMaxSuppression", "NonMaxSuppressionV2", "NonMaxSuppressionWithOverlaps"):
     NotDifferentiable(_name)
 
 
@@ -387,7 +386,6 @@ CombinedNonMaxSuppression = register_op(
     attrs={"pad_per_class": False, "clip_boxes": True},
     shape_fn=_combined_shape,
 )  # fmt: skip
-NotDifferentiable("CombinedNonMaxSuppression")
 
 
 def _combined(boxes, scores, per_class, total, iou, score_threshold, pad_per_class, clip):

@@ -77,6 +77,12 @@ TF_NO_GRADIENT = {
     "AdjustHue": "tests/test_image.py::test_no_gradient_where_tf_has_none",
     "AdjustSaturation": "tests/test_image.py::test_no_gradient_where_tf_has_none",
     "Conv": "tests/ops/test_sem18b_kernel_tests.py::test_conv_op_has_no_gradient_as_in_tf",
+    "Lu": "tests/ops/test_math_more_ops.py::test_lu_reconstructs_and_has_no_gradient",
+    **dict.fromkeys(
+        ["NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5",
+         "CombinedNonMaxSuppression", "DrawBoundingBoxesV2", "ExtractGlimpseV2"],
+        "tests/ops/test_image_nms_ops.py::test_no_gradient_where_tf_has_none",
+    ),  # fmt: skip
 }
 
 CASES: dict[str, list] = {
@@ -114,6 +120,9 @@ CASES: dict[str, list] = {
     "Atanh": [(af.atanh, [r(4, lo=-0.8, hi=0.8)])],
     "Erf": [(af.erf, [r(4, lo=-1.5)])],
     "Erfc": [(af.erfc, [r(4, lo=-1.5)])],
+    "Erfinv": [(af.math.erfinv, [r(4, lo=-0.9, hi=0.9)])],
+    "Ndtri": [(af.math.ndtri, [r(4, lo=0.05, hi=0.95)])],
+    "NextAfter": [(lambda x, y: af.math.nextafter(x, y), [r(4, lo=-1.5), r(4, lo=-1.5)])],
     "Lgamma": [(af.lgamma, [r(4, lo=0.5, hi=4.0)])],
     "Digamma": [(af.digamma, [r(4, lo=0.5, hi=4.0)])],
     "Polygamma": [(lambda x: af.polygamma(af.constant(1.0, af.float64), x), [r(4, hi=4.0)])],

@@ -86,6 +86,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "layer_functions",
             "layer_functions_3d",
             "linalg",
+            "linalg_extras",
             "metrics",
             "nn_composites",
             "math_composites",

@@ -56,6 +56,13 @@ _TF_NO_GRADIENT = {
     "AdjustSaturation",
     "Conv",
     "LRNGrad",
+    "Lu",
+    "NonMaxSuppressionV3",
+    "NonMaxSuppressionV4",
+    "NonMaxSuppressionV5",
+    "CombinedNonMaxSuppression",
+    "DrawBoundingBoxesV2",
+    "ExtractGlimpseV2",
 }
 
 

@@ -209,3 +209,20 @@ def test_glimpse_noise_within_the_image_range(noise):
     for b in range(img.shape[0]):
         lo, hi = img[b].min(), img[b].max()
         assert lo <= out[b].min() and out[b].max() <= hi
+
+
+def test_no_gradient_where_tf_has_none():
+    # TF 2.21: V1 draw / glimpse are NotDifferentiable (no gradient, no error); the V2
+    # ops and NMS V3-V5 / Combined have no gradient registered (LookupError).
+    with tf.Graph().as_default():
+        images = tf.constant(cases.IMAGES)
+        assert tf.gradients(tf.image.draw_bounding_boxes(images, cases.DRAW_BOXES), images) == [
+            None
+        ]
+        drawn = tf.image.draw_bounding_boxes(images, cases.DRAW_BOXES, colors=cases.COLORS)
+        with pytest.raises(LookupError, match="No gradient defined"):
+            tf.gradients(drawn, images)
+        boxes = tf.constant(cases.BOXES)
+        _, scores = tf.image.non_max_suppression_with_scores(boxes, cases.SCORES, 5)
+        with pytest.raises(LookupError, match="No gradient defined"):
+            tf.gradients(scores, boxes)

@@ -1,0 +1,334 @@
+"""TF's Erfinv, Ndtri, NextAfter, CumulativeLogsumexp, LogMatrixDeterminant and Lu ops,
+with TF's gradients (math_grad.py, linalg_grad.py) and builders: `tf.math.erfinv`,
+`ndtri`, `erfcinv`, `nextafter`, `cumulative_logsumexp`, `tf.linalg.slogdet`, `logdet`,
+`lu`.
+
+Erfinv and Ndtri are SciPy's, in float64 on the host, returned in the input's dtype
+(TF's float32 kernels use their own polynomials: the two agree to a few float32 ulps).
+CumulativeLogsumexp accumulates log(exp(a) + exp(b)) in the input's dtype as TF's scan
+does, -inf starting an exclusive scan.  LogMatrixDeterminant and Lu factor each matrix
+with partial pivoting (LAPACK's getrf, as TF's Eigen PartialPivLU): a singular matrix
+gives sign 0 and log|det| -inf, not an error.
+
+Invariant: kernels return new arrays.  Lu has no gradient in TF, nor here (a gradient
+through it raises LookupError).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+import scipy.special as sp
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.math_helpers import to_host
+from asyncflow.ops.math_ops import _binary_op, _unary_op
+from asyncflow.registry import FLOATING, INDEX, TypeConstraint, register_op
+
+__all__ = [
+    "cumulative_logsumexp",
+    "erfcinv",
+    "erfinv",
+    "logdet",
+    "lu",
+    "ndtri",
+    "nextafter",
+    "slogdet",
+]
+
+_MATRIX_T = TypeConstraint(["float16", "float32", "float64", "complex64", "complex128"])
+_LU_T = TypeConstraint(["float64", "float32", "float16", "complex64", "complex128"])
+
+
+def _invalid(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _via_float64(fn):
+    """fn of a float64 host copy, back in x's dtype on x's device."""
+
+    def kernel_fn(xp, x):
+        with np.errstate(all="ignore"):
+            out = fn(np.asarray(to_host(xp, x), np.float64))
+        return xp.asarray(out.astype(x.dtype))
+
+    return kernel_fn
+
+
+Erfinv = _unary_op("Erfinv", _via_float64(sp.erfinv), FLOATING)
+Ndtri = _unary_op("Ndtri", _via_float64(sp.ndtri), FLOATING)
+NextAfter = _binary_op(
+    "NextAfter", lambda xp, x, y: xp.nextafter(x, y), TypeConstraint(["float64", "float32"])
+)
+
+
+@Erfinv.gradient
+def _erfinv_grad(op, grad):
+    # d erfinv(x) = sqrt(pi) / 2 * exp(erfinv(x)^2)
+    c = _g.constant(np.sqrt(np.pi) / 2, grad.dtype)
+    with ops.control_dependencies([grad]):
+        return [grad * c * _g.apply("Exp", _g.apply("Square", op.outputs[0]))]
+
+
+@Ndtri.gradient
+def _ndtri_grad(op, grad):
+    # d ndtri(x) = sqrt(2 pi) * exp(ndtri(x)^2 / 2)
+    c = _g.constant(np.sqrt(2 * np.pi), grad.dtype)
+    with ops.control_dependencies([grad]):
+        half = _g.apply("Square", op.outputs[0]) / _g.constant(2.0, grad.dtype)
+        return [grad * c * _g.apply("Exp", half)]
+
+
+@NextAfter.gradient
+def _nextafter_grad(op, grad):
+    # As TF: 1 toward x1, 0 toward x2, each summed over its broadcast axes.
+    x1, x2 = op.inputs
+    s1, s2 = _g.shape(x1), _g.shape(x2)
+    r1, r2 = ops.apply_op("BroadcastGradientArgs", [s1, s2]).outputs
+    with ops.control_dependencies([grad]):
+        ones = _g.apply("Fill", s1, _g.constant(1, x1.dtype))
+        zeros = _g.apply("Fill", s2, _g.constant(0, x2.dtype))
+        g1 = _g.apply("Sum", ones * grad, r1)
+        g2 = _g.apply("Sum", zeros * grad, r2)
+        return [_g.reshape(g1, s1), _g.reshape(g2, s2)]
+
+
+# -- CumulativeLogsumexp ------------------------------------------------------------------
+
+
+def _logsumexp_scan(x, axis, exclusive, reverse):
+    x = np.moveaxis(x, axis, 0)
+    if reverse:
+        x = x[::-1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.logaddexp.accumulate(x, axis=0, dtype=x.dtype) if x.shape[0] else x.copy()
+    if exclusive and x.shape[0]:
+        out = np.concatenate([np.full_like(out[:1], -np.inf), out[:-1]], 0)
+    if reverse:
+        out = out[::-1]
+    return np.ascontiguousarray(np.moveaxis(out, 0, axis))
+
+
+CumulativeLogsumexp = register_op(
+    "CumulativeLogsumexp",
+    inputs=["x: T", "axis: Tidx"],
+    outputs=["out: T"],
+    attrs={"exclusive": False, "reverse": False, "T": FLOATING, "Tidx": INDEX},
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+
+
+@CumulativeLogsumexp.kernel("CPU", host_memory=("axis",))
+async def _cumulative_logsumexp(ctx, x, axis):
+    x = np.asarray(x)
+    if np.ndim(axis) != 0:
+        raise _invalid(f"axis must be a scalar, not shape [{','.join(map(str, np.shape(axis)))}]")
+    axis = int(axis)
+    if not -x.ndim <= axis < max(x.ndim, 1):
+        raise _invalid(
+            f"ScanOp: Expected scan axis in the range [{-x.ndim}, {x.ndim}), but got {axis}"
+        )
+    if x.ndim == 0:
+        return x.copy()
+    half = x.dtype in (np.float16, dtypes.bfloat16.as_numpy_dtype)
+    work = x.astype(np.float32) if half else x  # (Eigen's half scan computes in float)
+    out = await ctx.device.compute(
+        _logsumexp_scan, work, axis % x.ndim, ctx.attrs["exclusive"], ctx.attrs["reverse"]
+    )
+    return out.astype(x.dtype) if half else out
+
+
+def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
+    """`tf.math.cumulative_logsumexp`: log(cumsum(exp(x))) along `axis`, computed stably.
+
+    Raises:
+      InvalidArgumentError: at run time, for an axis out of range or not a scalar.
+    """
+    attrs = {"exclusive": bool(exclusive), "reverse": bool(reverse)}
+    return ops.apply_op("CumulativeLogsumexp", [x, axis], attrs, name=name).outputs[0]
+
+
+@CumulativeLogsumexp.gradient
+def _cumulative_logsumexp_grad(op, grad):
+    # TF's: the gradient split into its positive and negative parts so that each goes
+    # through the scan in log space.
+    x, axis = op.inputs
+    out = op.outputs[0]
+    exclusive, reverse = op._attr("exclusive"), op._attr("reverse")
+    lowest = _g.constant(np.finfo(grad.dtype.as_numpy_dtype).min, grad.dtype)
+    zero = _g.constant(0, grad.dtype)
+
+    def part(mask_op, value):
+        log = _g.apply("SelectV2", _g.apply(mask_op, grad, zero), _g.apply("Log", value), lowest)
+        scan = cumulative_logsumexp(log - out, axis, exclusive=exclusive, reverse=not reverse)
+        return _g.apply("Exp", scan + x)
+
+    return [part("Greater", grad) - part("Less", _g.apply("Neg", grad)), None]
+
+
+# -- LogMatrixDeterminant, Lu ------------------------------------------------------------
+
+
+def _square_shape(op):
+    s = op.inputs[0].shape
+    if s.ndims is not None and s.ndims < 2:
+        raise ValueError(f"Shape must be at least rank 2 but is rank {s.ndims}")
+    if s.ndims is not None:
+        rows, cols = s.dims[-2], s.dims[-1]
+        if rows is not None and cols is not None and rows != cols:
+            raise ValueError(f"Dimensions must be equal, but are {cols} and {rows}")
+    return s
+
+
+def _check_square(x):
+    if x.ndim < 2:
+        raise _invalid(f"Input tensor 0 must have rank >= 2, got {x.ndim}")
+    if x.shape[-1] != x.shape[-2]:
+        raise _invalid("Input matrix must be square.")
+
+
+def _slogdet(x):
+    n = x.shape[-1]
+    batch = x.shape[:-2]
+    if n == 0:
+        return np.ones(batch, x.dtype), np.zeros(batch, x.dtype)
+    sign, logabs = np.linalg.slogdet(x)
+    return np.asarray(sign, x.dtype), np.asarray(logabs, x.dtype)
+
+
+LogMatrixDeterminant = register_op(
+    "LogMatrixDeterminant",
+    inputs=["input: T"],
+    outputs=["sign: T", "log_abs_determinant: T"],
+    attrs={"T": _MATRIX_T},
+    shape_fn=lambda op: [
+        _square_shape(op)[:-2] if op.inputs[0].shape.ndims is not None
+        else tensor_shape.unknown_shape()
+    ] * 2,
+)  # fmt: skip
+
+
+@LogMatrixDeterminant.kernel("CPU")
+async def _log_matrix_determinant(ctx, x):
+    x = np.asarray(x)
+    _check_square(x)
+    work = x.astype(np.float32) if x.dtype == np.float16 else x
+    sign, logabs = await ctx.device.compute(_slogdet, work)
+    return sign.astype(x.dtype), logabs.astype(x.dtype)
+
+
+@LogMatrixDeterminant.gradient
+def _log_matrix_determinant_grad(op, _, grad_b):
+    # TF's: d log|det A| = tr(A^-1 dA), so the gradient is grad * A^-H.
+    a = op.inputs[0]
+    inv = ops.apply_op("MatrixInverse", [a], {"adjoint": True}).outputs[0]
+    shape = _g.concat([_g.shape(grad_b), _g.constant([1, 1])], 0)
+    return [_g.reshape(grad_b, shape) * inv]
+
+
+def _lu(x, index_dtype):
+    n = x.shape[-1]
+    flat = x.reshape(-1, n, n)
+    lu = np.empty_like(flat)
+    perm = np.empty((flat.shape[0], n), index_dtype)
+    for i, m in enumerate(flat):
+        packed, piv = scipy.linalg.lu_factor(m, check_finite=False)
+        lu[i] = packed
+        p = np.arange(n)
+        for k, j in enumerate(piv):  # (LAPACK's row swaps, as a permutation)
+            p[k], p[j] = p[j], p[k]
+        perm[i] = p
+    return lu.reshape(x.shape), perm.reshape(x.shape[:-1])
+
+
+Lu = register_op(
+    "Lu",
+    inputs=["input: T"],
+    outputs=["lu: T", "p: output_idx_type"],
+    attrs={"T": _LU_T, "output_idx_type": INDEX},
+    shape_fn=lambda op: [
+        _square_shape(op),
+        _square_shape(op)[:-1] if op.inputs[0].shape.ndims is not None
+        else tensor_shape.unknown_shape(),
+    ],
+)  # fmt: skip
+# (TF registers no gradient for Lu: tf.gradients through it raises LookupError, here too)
+
+
+@Lu.kernel("CPU")
+async def _lu_kernel(ctx, x):
+    x = np.asarray(x)
+    _check_square(x)
+    if x.size and not np.isfinite(x).all():
+        raise _invalid("Input is not invertible.")  # (LAPACK would not stop on nan)
+    work = x.astype(np.float32) if x.dtype == np.float16 else x
+    index = ctx.attrs["output_idx_type"].as_numpy_dtype
+    if x.size == 0:
+        return x.copy(), np.zeros(x.shape[:-1], index)
+    lu, perm = await ctx.device.compute(_lu, work, index)
+    return lu.astype(x.dtype), perm
+
+
+# -- builders ----------------------------------------------------------------------------
+
+
+def erfinv(x, name=None):
+    """`tf.math.erfinv`: the inverse of erf (TF's Erfinv op)."""
+    return ops.apply_op("Erfinv", [x], name=name).outputs[0]
+
+
+def ndtri(x, name=None):
+    """`tf.math.ndtri`: the inverse of the standard normal CDF (TF's Ndtri op)."""
+    return ops.apply_op("Ndtri", [x], name=name).outputs[0]
+
+
+def erfcinv(x, name=None):
+    """`tf.math.erfcinv`: the inverse of erfc, built as TF builds it, -ndtri(x / 2) / sqrt(2)."""
+    with ops.name_scope(name, "erfcinv", [x]):
+        x = ops.convert_to_tensor(x, name="start")
+        return -ndtri(0.5 * x) * np.sqrt(0.5)
+
+
+def nextafter(x1, x2, name=None):
+    """`tf.math.nextafter`: the next representable value after x1 toward x2."""
+    return ops.apply_op("NextAfter", [x1, x2], name=name).outputs[0]
+
+
+def slogdet(input, name=None):  # noqa: A002 - TF's name
+    """`tf.linalg.slogdet`: (sign, log|det|) of each square matrix (LogMatrixDeterminant).
+
+    Raises:
+      ValueError: at build time, for a shape of rank < 2 or non-square matrices.
+    """
+    out = ops.apply_op("LogMatrixDeterminant", [input], name=name).outputs
+    return out[0], out[1]
+
+
+def logdet(matrix, name=None):
+    """`tf.linalg.logdet`: log det of Hermitian positive definite matrices, as TF builds it
+    (2 * sum(log(real(diag(cholesky(matrix)))))).
+
+    Raises:
+      InvalidArgumentError: at run time, for a matrix that is not positive definite.
+    """
+    with ops.name_scope(name, "logdet", [matrix]):
+        chol = ops.apply_op("Cholesky", [matrix]).outputs[0]
+        diag = ops.apply_op("MatrixDiagPart", [chol]).outputs[0]
+        if diag.dtype.is_complex:
+            diag = ops.apply_op("Real", [diag], {"Tout": diag.dtype.real_dtype}).outputs[0]
+        log = _g.apply("Log", diag)
+        return 2.0 * _g.apply("Sum", log, _g.constant([-1]))
+
+
+def lu(input, output_idx_type=dtypes.int32, name=None):  # noqa: A002 - TF's name
+    """`tf.linalg.lu`: (lower_upper, perm) with input[perm] = L @ U, L unit lower (TF's Lu).
+
+    Raises:
+      InvalidArgumentError: at run time, for non-square or non-finite input.
+    """
+    out = ops.apply_op(
+        "Lu", [input], {"output_idx_type": dtypes.as_dtype(output_idx_type)}, name=name
+    ).outputs
+    return out[0], out[1]
