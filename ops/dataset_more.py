@@ -758,3 +758,186 @@ async def _to_tfrecord(ctx, ds, filename, compression):
 def _write_records(writer, records) -> None:
     for r in records:
         writer.write(r)
+
+
+# -- assert_cardinality, RandomDataset, group_by_reducer, dense_to_sparse_batch -------------
+
+
+def _elements(n: int) -> str:
+    return f"{n} element" + ("" if n == 1 else "s")
+
+
+class AssertCardinality(pl.DatasetValue):
+    def __init__(self, input_value, expected: int):
+        self.input, self.expected = input_value, expected
+
+    async def iterate(self, env):
+        n = 0
+        async for elem in _closing(self.input.iterate(env)):
+            n += 1
+            if self.expected >= 0 and n > self.expected:
+                raise errors.FailedPreconditionError(
+                    None,
+                    None,
+                    f"Input dataset was expected to contain {_elements(self.expected)} but "
+                    f"contained at least {_elements(n)}.",
+                )
+            yield elem
+        if n != self.expected and self.expected != INFINITE:
+            raise errors.FailedPreconditionError(
+                None,
+                None,
+                f"Input dataset was expected to contain {_elements(self.expected)} but "
+                f"contained only {_elements(n)}.",
+            )
+
+    def cardinality(self):
+        return self.expected
+
+
+class RandomInts(pl.DatasetValue):
+    """TF's RandomDataset: one 32-bit draw of Philox(seed, seed2) per element (int64),
+    forever; seeds (0, 0) draw fresh ones from the OS for each pass."""
+
+    def __init__(self, seed: int, seed2: int):
+        self.seeds = (int(seed), int(seed2))
+
+    async def iterate(self, env):
+        from asyncflow.ops import philox_random
+
+        pair = philox_random.seed_generator(*self.seeds, reshuffle=False).next_pair()
+        stream = philox_random.PhiloxStream(*pair)
+        while True:
+            yield (np.array(stream.next(), np.int64),)
+
+    def cardinality(self):
+        return INFINITE
+
+
+class GroupByReducer(pl.DatasetValue):
+    """Per key (`key_func`, int64): state `init_func(key)`, `reduce_func(state, element)`
+    for each element, and at the end of the input `finalize_func(state)` for each key
+    in the order the keys first appeared."""
+
+    def __init__(self, input_value, key_fn, init_fn, reduce_fn, finalize_fn):
+        self.input = input_value
+        self.key_fn, self.init_fn, self.reduce_fn, self.finalize_fn = (
+            key_fn,
+            init_fn,
+            reduce_fn,
+            finalize_fn,
+        )
+
+    async def iterate(self, env):
+        states: dict[int, tuple] = {}
+        async for elem in _closing(self.input.iterate(env)):
+            (k,) = await self.key_fn(env, elem)
+            k = np.asarray(k)
+            if k.shape != () or k.dtype != np.int64:
+                raise _bad("`key_func` must return a single tf.int64 scalar tensor.")
+            key = int(k)
+            if key not in states:
+                states[key] = tuple(await self.init_fn(env, (np.array(key, np.int64),)))
+            states[key] = tuple(await self.reduce_fn(env, (*states[key], *elem)))
+        for state in states.values():
+            yield pl._own(await self.finalize_fn(env, state))
+
+
+class DenseToSparseBatch(pl.DatasetValue):
+    """Batches of `n` dense elements as one SparseTensor of shape [batch, *row_shape]:
+    every value of element i at [i, *its index]."""
+
+    def __init__(self, input_value, n: int, row_shape):
+        if n <= 0:
+            raise _bad("Batch size must be greater than zero.")
+        self.input, self.n = input_value, n
+        self.row_shape = [int(d) for d in np.ravel(row_shape)]
+
+    def _sparse(self, buf) -> tuple:
+        rank = len(self.row_shape)
+        idx, vals = [], []
+        for i, (v,) in enumerate(buf):
+            a = np.asarray(v)
+            if a.ndim != rank:
+                raise _bad(
+                    f"Input element had shape ({', '.join(map(str, a.shape))}) that is "
+                    f"incompatible with the row shape ({', '.join(map(str, self.row_shape))})."
+                )
+            if any(d > r for d, r in zip(a.shape, self.row_shape) if r >= 0):
+                raise _bad(
+                    f"Input element had shape ({', '.join(map(str, a.shape))}) that exceeds "
+                    f"the row shape ({', '.join(map(str, self.row_shape))})."
+                )
+            pos = np.indices(a.shape).reshape(rank, -1).T if a.size else np.zeros((0, rank))
+            idx.append(np.column_stack([np.full(len(pos), i), pos]).astype(np.int64))
+            vals.append(a.reshape(-1))
+        shape = [len(buf), *self.row_shape]
+        value = pl.SparseValue(np.concatenate(idx), np.concatenate(vals), shape)
+        return (pl._handle_of(value),)
+
+    async def iterate(self, env):
+        buf: list = []
+        async for elem in _closing(self.input.iterate(env)):
+            buf.append(elem)
+            if len(buf) == self.n:
+                yield self._sparse(buf)
+                buf = []
+        if buf:
+            yield self._sparse(buf)
+
+    def cardinality(self):
+        n = cardinality(self.input)
+        return n if n < 0 else -(-n // self.n)
+
+
+async def _assert_card(ctx, ds, expected):
+    return dso._handle(AssertCardinality(dso._ds(ds), int(expected)))
+
+
+async def _random(ctx, seed, seed2):
+    return dso._handle(RandomInts(int(seed), int(seed2)))
+
+
+async def _group_by_reducer(ctx, ds, *captured):
+    a = ctx.attrs
+    counts = [a["n_key_captures"], a["n_init_captures"], a["n_reduce_captures"]]
+    parts, i = [], 0
+    for c in counts:
+        parts.append(captured[i : i + c])
+        i += c
+    parts.append(captured[i:])
+    return dso._handle(
+        GroupByReducer(
+            dso._ds(ds),
+            *(_fn(ctx, p, c) for p, c in zip(("key", "init", "reduce", "finalize"), parts)),
+        )
+    )
+
+
+async def _dense_to_sparse(ctx, ds, batch_size, row_shape):
+    return dso._handle(DenseToSparseBatch(dso._ds(ds), int(batch_size), row_shape))
+
+
+dso._register("AssertCardinalityDataset", [_IN, "cardinality: int64"], None, _assert_card)
+dso._register("RandomDataset", ["seed: int64", "seed2: int64"], None, _random)
+dso._register(
+    "GroupByReducerDataset",
+    [_IN, "other_arguments: Targuments"],
+    {
+        **_fn_attrs("key"),
+        **_fn_attrs("init"),
+        **_fn_attrs("reduce"),
+        **_fn_attrs("finalize"),
+        "Targuments": dso._LIST,
+        "n_key_captures": 0,
+        "n_init_captures": 0,
+        "n_reduce_captures": 0,
+    },
+    _group_by_reducer,
+)
+dso._register(
+    "DenseToSparseBatchDataset",
+    [_IN, "batch_size: int64", "row_shape: int64"],
+    None,
+    _dense_to_sparse,
+)

@@ -27,19 +27,11 @@ from asyncflow.data.iterator import (
     make_initializable_iterator,
     make_one_shot_iterator,
 )
+from asyncflow.data.options import Options, ThreadingOptions
 from asyncflow.ops import dataset_pipeline as _pipeline
 
 _pipeline.FUNCTION_CALLER = _function_caller
 _pipeline.PREFETCH_HOOK = _remote.prefetch_hook
-
-
-class Options:
-    """Dataset options (accepted; asyncflow's pipelines need none of TF's knobs)."""
-
-    def __init__(self):
-        self.experimental_deterministic = None
-        self.experimental_optimization = None
-        self.experimental_threading = None
 
 
 __all__ = [
@@ -52,6 +44,7 @@ __all__ = [
     "Options",
     "TFRecordDataset",
     "TextLineDataset",
+    "ThreadingOptions",
     "experimental",
     "get_output_classes",
     "get_output_shapes",

@@ -159,6 +159,7 @@ class Dataset:
 
     def _then(self, op_type, inputs, structure=None, attrs=None, name=None) -> Dataset:
         ds = Dataset(None, self._structure if structure is None else structure)
+        ds._options = getattr(self, "_options", None)  # (options follow a pipeline, as TF's)
         a = ds._out_attrs()
         a.update(attrs or {})
         ds._variant = dataset_ops.dataset_op(op_type, inputs, a, name=name)
@@ -646,6 +647,20 @@ class Dataset:
     def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=False):
         return choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
 
+    @staticmethod
+    def random(seed=None, rerandomize_each_iteration=None) -> Dataset:
+        """int64 draws of TF's Philox stream for (seed, seed2), one 32-bit value each,
+        forever (TF's RandomDataset: the same numbers for the same seeds)."""
+        s1, s2 = random_seed.get_seed(seed)
+        ds = Dataset(None, _Spec(dtypes.int64, []))
+        ds._variant = dataset_ops.dataset_op(
+            "RandomDataset",
+            [_i64(s1 or 0, "seed"), _i64(s2 or 0, "seed2")],
+            ds._out_attrs(),
+            name="RandomDataset",
+        )
+        return ds
+
     def ignore_errors(self, log_warning=False) -> Dataset:
         return self._then(
             "IgnoreErrorsDataset", [self._variant], None, {"log_warning": bool(log_warning)}
@@ -658,9 +673,9 @@ class Dataset:
         return self.map(map_func, num_parallel_calls)
 
     def options(self):
-        from asyncflow.data import Options
+        from asyncflow.data.options import Options
 
-        return Options()
+        return getattr(self, "_options", None) or Options()
 
     def apply(self, transformation_func) -> Dataset:
         out = transformation_func(self)
@@ -669,7 +684,10 @@ class Dataset:
         return out
 
     def with_options(self, options) -> Dataset:
-        return self
+        """This dataset with `options` merged over its own (kept; see data/options.py)."""
+        out = Dataset(self._variant, self._structure)
+        out._map, out._options = self._map, self.options().merge(options)
+        return out
 
     # -- iteration
     def make_one_shot_iterator(self):

@@ -15,26 +15,53 @@ from asyncflow.data.dataset import (
     choose_from_datasets,
     sample_from_datasets,
 )
+from asyncflow.data.options import (
+    AutoShardPolicy,
+    AutotuneAlgorithm,
+    AutotuneOptions,
+    DistributeOptions,
+    ExternalStatePolicy,
+    OptimizationOptions,
+    ThreadingOptions,
+)
 
 __all__ = [
     "AUTOTUNE",
-    "INFINITE_CARDINALITY",
-    "UNKNOWN_CARDINALITY",
+    "AutoShardPolicy",
+    "AutotuneAlgorithm",
+    "AutotuneOptions",
     "Counter",
     "CsvDataset",
+    "DistributeOptions",
+    "ExternalStatePolicy",
+    "INFINITE_CARDINALITY",
+    "OptimizationOptions",
+    "RandomDataset",
+    "Reducer",
+    "SHARD_HINT",
     "TFRecordWriter",
+    "ThreadingOptions",
+    "UNKNOWN_CARDINALITY",
+    "assert_cardinality",
     "bucket_by_sequence_length",
     "cardinality",
     "choose_from_datasets",
+    "copy_to_device",
+    "dense_to_sparse_batch",
+    "enable_debug_mode",
     "enumerate_dataset",
+    "from_list",
     "get_single_element",
+    "group_by_reducer",
     "group_by_window",
     "ignore_errors",
     "make_batched_features_dataset",
     "make_csv_dataset",
     "map_and_batch",
+    "map_and_batch_with_legacy_function",
     "parallel_interleave",
     "parse_example_dataset",
+    "prefetch_to_device",
     "sample_from_datasets",
     "scan",
     "shuffle_and_repeat",
@@ -199,3 +226,144 @@ class TFRecordWriter:
             {},
             name="DatasetToTFRecord",
         )
+
+
+def assert_cardinality(expected_cardinality):
+    """The input unchanged, with a FailedPreconditionError when a pass finds more or
+    fewer elements than `expected_cardinality` (which `cardinality` then reports)."""
+
+    def apply(ds: Dataset) -> Dataset:
+        n = ops.convert_to_tensor(expected_cardinality, dtype=dtypes.int64, name="cardinality")
+        return ds._then("AssertCardinalityDataset", [ds._variant, n])
+
+    return apply
+
+
+def RandomDataset(seed=None):  # noqa: N802 - TF's name (a class there)
+    return Dataset.random(seed)
+
+
+class Reducer:
+    """group_by_reducer's functions: init_func(key) -> state, reduce_func(state,
+    element) -> state, finalize_func(state) -> output."""
+
+    def __init__(self, init_func, reduce_func, finalize_func):
+        self.init_func = init_func
+        self.reduce_func = reduce_func
+        self.finalize_func = finalize_func
+
+
+def group_by_reducer(key_func, reducer):
+    """One output per key (in the order keys first appear): the finalized state of
+    the key's elements reduced from its initial state."""
+    from asyncflow.data.dataset import _structure_of, _Traced
+    from asyncflow.data.structure import _Spec
+    from asyncflow.ops import dataset_more
+
+    def apply(ds: Dataset) -> Dataset:
+        key = _Traced(key_func, ds._structure, "key_func")
+        if (len(key.outputs) != 1 or key.outputs[0].dtype != dtypes.int64
+                or key.outputs[0].shape.ndims not in (0, None)):  # fmt: skip
+            raise ValueError("`key_func` must return a single tf.int64 scalar tensor.")
+        init = _Traced(reducer.init_func, _Spec(dtypes.int64, []), "init_func")
+        state = _structure_of(init.structure)
+        red = _Traced(
+            lambda s, *x: reducer.reduce_func(s, *x), (state, ds._structure), "reduce_func"
+        )
+        if [t.dtype for t in red.outputs] != [t.dtype for t in init.outputs]:
+            raise TypeError(
+                "The element types for the new state must match the initial state. "
+                f"Expected {[t.dtype.name for t in init.outputs]}; got "
+                f"{[t.dtype.name for t in red.outputs]}."
+            )
+        fin = _Traced(reducer.finalize_func, state, "finalize_func")
+        fns = (("key", key), ("init", init), ("reduce", red), ("finalize", fin))
+        attrs = {}
+        for prefix, t in fns:
+            attrs.update(dataset_more.function_attrs(prefix, t.inputs, t.outputs, t.captures))
+        attrs.update(
+            n_key_captures=len(key.captures),
+            n_init_captures=len(init.captures),
+            n_reduce_captures=len(red.captures),
+        )
+        captured = [c for _, t in fns for c in t.captures]
+        return ds._then(
+            "GroupByReducerDataset",
+            [ds._variant, captured],
+            _structure_of(fin.structure),
+            attrs,
+        )
+
+    return apply
+
+
+def dense_to_sparse_batch(batch_size, row_shape):
+    """Batches of `batch_size` elements (dense, each at most `row_shape`) as one
+    SparseTensor of dense shape [batch, *row_shape]."""
+    from asyncflow import tensor_shape
+    from asyncflow.data.structure import _SparseSpec
+
+    def apply(ds: Dataset) -> Dataset:
+        specs = ds._flat_specs()
+        if len(specs) != 1:
+            raise TypeError("dense_to_sparse_batch needs elements of one tensor.")
+        dims = [None if d is None or int(d) < 0 else int(d)
+                for d in (tensor_shape.as_shape(row_shape).as_list())]  # fmt: skip
+        return ds._then(
+            "DenseToSparseBatchDataset",
+            [
+                ds._variant,
+                ops.convert_to_tensor(batch_size, dtype=dtypes.int64, name="batch_size"),
+                ops.convert_to_tensor(
+                    [-1 if d is None else d for d in dims], dtype=dtypes.int64, name="row_shape"
+                ),
+            ],
+            _SparseSpec(specs[0].dtype, [None, *dims]),
+        )
+
+    return apply
+
+
+def from_list(elements) -> Dataset:
+    """A dataset of the given elements (each the same structure), in order."""
+    from asyncflow import nest
+
+    elements = list(elements)
+    if not elements:
+        raise ValueError("Invalid `elements`. `elements` should not be empty.")
+    first = elements[0]
+    flat = [nest.flatten(e) if isinstance(e, (tuple, dict)) else [e] for e in elements]
+    if any(len(f) != len(flat[0]) for f in flat):
+        raise ValueError("All elements of `elements` must have the same structure.")
+    # (a column as a list: TF's conversion of its values, Python ints to int32 ...)
+    columns = [ops.convert_to_tensor([f[k] for f in flat]) for k in range(len(flat[0]))]
+    if isinstance(first, (tuple, dict)):
+        return Dataset.from_tensor_slices(nest.pack_sequence_as(first, columns))
+    return Dataset.from_tensor_slices(columns[0])
+
+
+def prefetch_to_device(device, buffer_size=None):
+    """Prefetch `buffer_size` (default 1) elements; the elements are host arrays, which
+    every device here reads (a device kernel's inputs are copied as it runs)."""
+    return lambda ds: ds.prefetch(1 if buffer_size is None else buffer_size)
+
+
+def copy_to_device(target_device, source_device="/cpu:0"):
+    """The input unchanged (elements are host arrays; see prefetch_to_device)."""
+    return lambda ds: ds
+
+
+SHARD_HINT = -1  # (Dataset.shard's num_shards/index under AutoShardPolicy.HINT)
+
+
+def enable_debug_mode() -> None:
+    """TF: run tf.data functions eagerly for debugging.  Here every pipeline stage
+    already runs in order on the session's loop; nothing to switch."""
+
+
+def map_and_batch_with_legacy_function(
+    map_func, batch_size, num_parallel_batches=None, drop_remainder=False, num_parallel_calls=None
+):
+    return map_and_batch(
+        map_func, batch_size, num_parallel_batches, drop_remainder, num_parallel_calls
+    )

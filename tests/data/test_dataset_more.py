@@ -300,3 +300,52 @@ def test_tfrecord_writer_writes_tf_bytes(sess, tmp_path):
     assert path.read_bytes().hex() == TF["tfrecord_writer_hex"]
     with pytest.raises(TypeError, match="scalar"):
         X.TFRecordWriter(str(path)).write(D.range(3))
+
+
+@pytest.mark.parametrize("name", sorted(cases.MORE_DATASETS))
+def test_more_pipelines_match_tf(sess, name):
+    got = drain(sess, cases.MORE_DATASETS[name](af))
+    want = TF["datasets"][name]
+    assert got["elements"] == want["elements"]
+    _same_end(got["end"], want["end"])
+
+
+def test_more_tensors_match_tf(sess):
+    for name, build in cases.MORE_TENSORS.items():
+        assert plain(sess.run(build(af))) == TF["tensors"][name]["value"]
+
+
+def test_dense_to_sparse_batch_too_long_row(sess):
+    ds = D.from_tensors(np.arange(5)).apply(X.dense_to_sparse_batch(2, [4]))
+    with pytest.raises(errors.InvalidArgumentError, match="exceeds the row shape"):
+        sess.run(ds.make_one_shot_iterator().get_next())
+
+
+def test_random_dataset_repeats_its_stream_and_unseeded_differs(sess):
+    ds = X.RandomDataset(seed=3).take(3).repeat(2)
+    got = [int(v) for v in _values(sess, ds)]
+    assert got[:3] == got[3:]  # (fixed seeds: every pass the same draws, as TF)
+    a = _values(sess, D.random().take(4))
+    b = _values(sess, D.random().take(4))
+    assert [int(v) for v in a] != [int(v) for v in b]
+
+
+def test_options_kept_checked_and_merged(graph):
+    o = af.data.Options()
+    o.experimental_distribute.auto_shard_policy = X.AutoShardPolicy.DATA
+    o.experimental_threading.private_threadpool_size = 8
+    ds = D.range(3).with_options(o).map(lambda x: x + 1).batch(2)
+    got = ds.options()
+    assert got.experimental_distribute.auto_shard_policy == X.AutoShardPolicy.DATA
+    assert got.threading.private_threadpool_size == 8
+    p = af.data.Options()
+    p.experimental_deterministic = False
+    merged = ds.with_options(p).options()
+    assert (
+        merged.experimental_deterministic is False
+        and merged.threading.private_threadpool_size == 8
+    )
+    with pytest.raises(AttributeError):
+        o.experimental_threadin = 3
+    with pytest.raises(AttributeError):
+        o.threading.pool_size = 3

@@ -1,0 +1,147 @@
+"""`tf.data.Options` and its parts, as TF1 programs set them.
+
+The options are kept (a dataset's `options()` returns what `with_options` gave it)
+but change nothing: this runtime's pipelines have no thread pools to size, no graph
+rewrites to switch and no auto-sharding (a worker shards with `Dataset.shard`).  Each
+class takes only TF's attribute names, so a misspelt option is an AttributeError here
+as in TF.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "AutoShardPolicy",
+    "AutotuneAlgorithm",
+    "AutotuneOptions",
+    "DistributeOptions",
+    "ExternalStatePolicy",
+    "OptimizationOptions",
+    "Options",
+    "ThreadingOptions",
+]
+
+
+class AutoShardPolicy(enum.IntEnum):
+    OFF = -1
+    AUTO = 0
+    FILE = 1
+    DATA = 2
+    HINT = 3
+
+
+class AutotuneAlgorithm(enum.IntEnum):
+    DEFAULT = 0
+    HILL_CLIMB = 1
+    GRADIENT_DESCENT = 2
+    MAX_PARALLELISM = 3
+    STAGE_BASED = 4
+
+
+class ExternalStatePolicy(enum.IntEnum):
+    WARN = 0
+    IGNORE = 1
+    FAIL = 2
+
+
+class _OptionsBase:
+    """Attributes named in _FIELDS, None until set; merge() takes the other's set ones."""
+
+    _FIELDS: tuple = ()
+    __slots__ = ("_values",)
+
+    def __init__(self):
+        object.__setattr__(self, "_values", {})
+
+    def __getattr__(self, name):
+        if name in type(self)._FIELDS:
+            return self._values.get(name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        if name not in type(self)._FIELDS:
+            raise AttributeError(f"Cannot set the property {name} on {type(self).__name__}.")
+        self._values[name] = value
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self._values == other._values
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._values})"
+
+
+class ThreadingOptions(_OptionsBase):
+    _FIELDS = ("max_intra_op_parallelism", "private_threadpool_size")
+    __slots__ = ()
+
+
+class DistributeOptions(_OptionsBase):
+    _FIELDS = ("auto_shard_policy", "num_devices")
+    __slots__ = ()
+
+
+class AutotuneOptions(_OptionsBase):
+    _FIELDS = ("enabled", "cpu_budget", "ram_budget", "autotune_algorithm", "initial_parallelism")
+    __slots__ = ()
+
+
+class OptimizationOptions(_OptionsBase):
+    _FIELDS = (
+        "apply_default_optimizations",
+        "filter_fusion",
+        "filter_parallelization",
+        "inject_prefetch",
+        "map_and_batch_fusion",
+        "map_and_filter_fusion",
+        "map_fusion",
+        "map_parallelization",
+        "noop_elimination",
+        "parallel_batch",
+        "seq_interleave_prefetch",
+        "shuffle_and_repeat_fusion",
+        "warm_start",
+    )
+    __slots__ = ()
+
+
+_NESTED = {
+    "autotune": AutotuneOptions,
+    "experimental_distribute": DistributeOptions,
+    "experimental_optimization": OptimizationOptions,
+    "experimental_threading": ThreadingOptions,
+    "threading": ThreadingOptions,
+}
+
+
+class Options(_OptionsBase):
+    _FIELDS = (
+        *_NESTED,
+        "dataset_name",
+        "deterministic",
+        "experimental_deterministic",
+        "experimental_external_state_policy",
+        "experimental_slack",
+        "experimental_symbolic_checkpoint",
+        "experimental_warm_start",
+        "framework_type",
+    )
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__()
+        for name, cls in _NESTED.items():
+            self._values[name] = cls()
+        # (TF: experimental_threading is threading under its older name)
+        self._values["experimental_threading"] = self._values["threading"]
+
+    def merge(self, options) -> Options:
+        """These options with `options`' set values over them (TF: a new object)."""
+        out = Options()
+        for src in (self, options):
+            for name, value in src._values.items():
+                if name in _NESTED:
+                    out._values[name]._values.update(value._values)
+                elif value is not None:
+                    out._values[name] = value
+        return out
