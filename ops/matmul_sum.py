@@ -46,10 +46,12 @@ from asyncflow.registry import FLOATING, NotDifferentiable, get_op_def, register
 
 __all__ = [
     "FusedMatMulAddN",
+    "MatMulPair",
     "MatMulSumEnd",
     "MatMulSumPair",
     "MatMulSumPart",
     "fuse_matmul_add_n",
+    "pair_matmuls",
 ]
 
 FusedMatMulAddN = register_op(
@@ -430,3 +432,122 @@ def _pair_up(view, i, products, js, partners, addends, order, passed, t) -> None
         prev = j
     attrs = {"T": t, "N": 1 + len(addends), "order": order}
     view.fuse(i, "_MatMulSumEnd", attrs, [(prev, 0), *addends], passed)
+
+
+# -- two products of one operand, inside a loop ---------------------------------------
+#
+# A dynamic_rnn's backward loop makes, each iteration, the input gradient dgates @ W^T
+# (the next iteration's cell gradient waits for it) and the weight product
+# concat_t^T @ dgates (added to the loop's accumulator): two MatMuls of one operand
+# with no path between them, run one after the other on the step's thread (lstm_dynamic:
+# 58 a step, ~200 us each traced) where TF's inter-op pool runs them side by side.  The
+# unrolled RNN's pairs above come with its weight sum; in a loop's body the two are one
+# `_MatMulPair` node: one batched gemm call (`blas.gemm_pair`), the two products on two
+# of OpenBLAS's threads, each with its own MatMul's bits (a gemm gives one thread's bits
+# on one thread or several at these sizes: tests/test_matmul_sum.py).  Only in
+# partitions with control flow (elsewhere the sums and the updates' fusions take the
+# products), where both MatMuls are dead exactly together (`_Deadness`: the same
+# sources; a fused node is dead when any input is) and no path joins them within an
+# iteration.  The input gradient reads the loop's weights through an Enter of the
+# variable's reference; the pair reads them as the MatMul did (the interpreter reads a
+# reference input's value for an op that takes a value), and their update waits for
+# the loop's gradient, as before.  ASYNCFLOW_MATMUL_PAIRS=0: none.
+
+MatMulPair = register_op(
+    "_MatMulPair",
+    inputs=["a: T", "b: T", "partner_a: T", "partner_b: T"],
+    outputs=["product: T", "partner_product: T"],
+    attrs={
+        "T": FLOATING,
+        "transpose_a": False,
+        "transpose_b": False,
+        "partner_transpose_a": False,
+        "partner_transpose_b": False,
+    },
+    shape_fn=lambda op: [tensor_shape.unknown_shape()] * 2,
+)
+NotDifferentiable("_MatMulPair")
+
+# Pairs are looked for among at most this many MatMuls of a partition (each candidate
+# walks the partition for paths, in Python, once per plan).
+_PAIR_SEARCH_MAX = 64
+
+
+@MatMulPair.kernel("CPU")
+async def _matmul_pair(ctx, a, b, pa, pb):
+    attrs = ctx.attrs
+    dtype = attrs["T"].np_dtype
+    ta, tb = attrs["transpose_a"], attrs["transpose_b"]
+    pta, ptb = attrs["partner_transpose_a"], attrs["partner_transpose_b"]
+    a, b, m, n, k = _matrix_pair(a, b, ta, tb)
+    pa, pb, pm, pn, pk = _matrix_pair(pa, pb, pta, ptb)
+    if (
+        blas.available(dtype)
+        and all(x.dtype == dtype for x in (a, b, pa, pb))
+        and min(m * n * k, pm * pn * pk) >= blas._BATCH_MIN_MACS
+    ):
+        out, pout = host_pool.empty((m, n), dtype), host_pool.empty((pm, pn), dtype)
+        args = (out, a, b, ta, tb, 0.0, pout, pa, pb, pta, ptb, 0.0)
+        await ctx.compute(blas.gemm_pair, *args, cost=(m * n * k + pm * pn * pk) / 5)
+        return out, pout
+    return (await _product(ctx, np, a, b, ta, tb), await _product(ctx, np, pa, pb, pta, ptb))
+
+
+def pair_matmuls(view) -> None:
+    """Two MatMuls reading one value, in a partition with control flow: one _MatMulPair
+    (see the note above)."""
+    if _PAIR_MIN > 1 << 60 or not view.has_control_flow():
+        return
+    nodes = view.nodes
+    candidates = [
+        i
+        for i, node in enumerate(nodes)
+        if node.op.type == "MatMul"
+        and node.device.device_type == "CPU"
+        and blas.available(node.op._attr("T").np_dtype)
+        and view.available(i)
+    ]
+    if len(candidates) < 2 or len(candidates) > _PAIR_SEARCH_MAX:
+        return
+    from asyncflow.ops.fused_elementwise import _Clusters, _Deadness
+
+    deadness = _Deadness(view, _Clusters(view).order)
+    is_candidate, taken = set(candidates), set()
+    for j in candidates:
+        if j in taken:
+            continue
+        mm = nodes[j]
+        partner = None
+        for src in mm.inputs:
+            if src[0] == "feed":
+                continue
+            for q, _k in view.consumers(src[0]):
+                other = nodes[q]
+                if (
+                    q == j
+                    or q not in is_candidate
+                    or q in taken
+                    or other.device is not mm.device
+                    or other.op._attr("T") != mm.op._attr("T")
+                    or deadness.node[q] != deadness.node[j]
+                    or q in view._downstream({j})
+                    or j in view._downstream({q})
+                ):
+                    continue
+                partner = q
+                break
+            if partner is not None:
+                break
+        if partner is None:
+            continue
+        other = nodes[partner]
+        attrs = {
+            "T": mm.op._attr("T"),
+            "transpose_a": bool(mm.op._attr("transpose_a")),
+            "transpose_b": bool(mm.op._attr("transpose_b")),
+            "partner_transpose_a": bool(other.op._attr("transpose_a")),
+            "partner_transpose_b": bool(other.op._attr("transpose_b")),
+        }
+        inputs = list(mm.inputs) + list(other.inputs)
+        view.fuse(j, "_MatMulPair", attrs, inputs, [partner], outputs=[(partner, 0)])
+        taken.update((j, partner))

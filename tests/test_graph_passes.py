@@ -127,6 +127,7 @@ def test_the_passes_run_in_the_listed_order():
         nn_ops.fuse_max_pool_grad_relu_grad,
         training_ops.fuse_matmul_into_updates,
         matmul_sum.fuse_matmul_add_n,  # after the updates took their single products
+        matmul_sum.pair_matmuls,  # loops' products of one operand, after the sums
         select_zero.fuse_select_zero,
         fused_elementwise.fuse_elementwise,  # last: what the patterns left, in clusters
     ]

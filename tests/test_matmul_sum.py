@@ -1,7 +1,8 @@
 """ops/matmul_sum.py: AddN of MatMul products as gemm calls accumulating into one
 buffer, as one node or streamed (a part per product, the sum's end).  Values against
 NumPy (float64 references) and against the unfused graph, the streamed sum bitwise
-against the one-node sum; errors as the unfused ops word them."""
+against the one-node sum; errors as the unfused ops word them.  A loop's two products
+of one operand as one _MatMulPair, bitwise the MatMuls'."""
 
 from __future__ import annotations
 
@@ -329,3 +330,51 @@ def test_pairs_can_be_turned_off_by_the_environment():
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
         assert (int(out.stdout) <= 64) == paired, value
+
+
+def _dynamic_rnn_gradients(batch=128):
+    """Gradients of a dynamic_rnn LSTM (a while loop: each backward iteration's input
+    gradient and weight product read one dgates): the plan's op types and the values."""
+    rng = np.random.default_rng(2)
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 5, 12])
+        cell = af.nn.rnn_cell.BasicLSTMCell(64)
+        out, _ = af.nn.dynamic_rnn(cell, x, dtype=af.float32)
+        loss = af.reduce_sum(out[:, -1] * out[:, -1])
+        variables = af.trainable_variables()
+        # (an optimizer's gradients: gate_gradients' tuples, as a training step has)
+        pairs = af.train.GradientDescentOptimizer(0.1).compute_gradients(loss, variables)
+        grads = [g for g, _v in pairs]
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            s.run(
+                [
+                    v.assign(rng.standard_normal(v.shape.as_list()).astype(np.float32) * 0.2)
+                    for v in variables
+                ]
+            )
+            xv = rng.standard_normal((batch, 5, 12)).astype(np.float32)
+            values = s.run(grads, {x: xv})
+            return _plan_types(s), values
+
+
+@needs_blas
+@pytest.mark.parametrize("batched", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_loop_products_of_one_operand_pair_with_the_matmuls_bits(monkeypatch, batched, threads):
+    # Inside the backward loop dgates @ W^T and concat^T @ dgates are one _MatMulPair
+    # (one batched gemm call on one or two BLAS threads, or two calls): each product
+    # the MatMul's bits; a small batch (two plain products) too.
+    if not batched:
+        monkeypatch.setattr(blas, "_batch_fns", {})
+    monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None: threads)
+    for batch in (128, 8):
+        types, paired = _dynamic_rnn_gradients(batch)
+        assert types.count("_MatMulPair") >= 1
+        with monkeypatch.context() as m:
+            passes = [p for p in graph_passes.GRAPH_PASSES if p is not matmul_sum.pair_matmuls]
+            m.setattr(graph_passes, "GRAPH_PASSES", passes)
+            types, plain = _dynamic_rnn_gradients(batch)
+        assert "_MatMulPair" not in types
+        for a, b in zip(paired, plain):
+            np.testing.assert_array_equal(a, b)
