@@ -39,6 +39,17 @@ __all__ = ["apply", "available", "numba_module", "warm"]
 
 _DISABLED = os.environ.get("ASYNCFLOW_NO_NUMBA", "") not in ("", "0")
 _BLOCK = 1 << 16  # elements per block shared among threads
+# Updates of fewer elements run on the calling thread alone.  A compiled update is one
+# pass over memory (var, slots and gradient: 5-7 arrays), which a second thread barely
+# speeds up in a training step: the helper's wake-up and the other core's cold caches
+# (the gradient was just written on this one) cost what its half saves.  Measured in one
+# process, the same session alternating (/work/notes/vae: 2 cores, load 1.4-1.5, 40
+# rounds of 10 steps), one thread against split at 2 * _BLOCK: VAE (RMSProp, 401K-element
+# weights) 0.93-0.95x the wall time at 0.91-0.92x the CPU, autoencoder 0.97x / 0.95x, GAN
+# (Adam, 200K) 0.99x / 0.97x, CNN (3.2M, split either way) unchanged; a step that is
+# nothing but a 1M-element update (benchmarks/models' rmsprop_1m, adam_1m) is 1.18-1.21x
+# the wall on one thread at 0.77-0.82x the CPU, so updates from _SPLIT_MIN elements split.
+_SPLIT_MIN = 1 << 19
 _numba = None  # the module once imported; False when it cannot be
 _compiled: dict[str, object] = {}
 
@@ -332,7 +343,7 @@ def apply(fn, attrs, targets: list, values: list) -> bool:
     if len(shape) != 1:
         every = [a.reshape(-1) for a in every]
     n = var.size
-    if n < 2 * _BLOCK:  # one block (parallel_for's own rule): no slices, no job
+    if n < _SPLIT_MIN:  # on this thread (see _SPLIT_MIN): no slices, no job
         loop(*every, *args)
         return True
 

@@ -102,12 +102,34 @@ def test_blocks_shared_among_threads_give_the_same_bits(name, monkeypatch):
     want = [t.copy() for t in targets]
     with np.errstate(all="ignore"):
         fn(np, attrs, *want, *values)
+    monkeypatch.setattr(fused_updates, "_SPLIT_MIN", 2 * fused_updates._BLOCK)  # (split)
     for threads in (1, 2, 3):
         monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None, n=threads: n)
         got = [t.copy() for t in targets]
         assert fused_updates.apply(fn, attrs, got, values)
         for w, g in zip(want, got):
             _same_bits(w, g)
+
+
+@pytest.mark.parametrize("n, split", [(300_007, False), (fused_updates._SPLIT_MIN, True)])
+def test_updates_split_over_threads_only_from_split_min(n, split, monkeypatch):
+    calls = []
+    real = cpu_budget.parallel_for
+
+    def spy(count, fn, **kw):
+        calls.append(count)
+        real(count, fn, **kw)
+
+    monkeypatch.setattr(cpu_budget, "parallel_for", spy)
+    rng = np.random.default_rng(6)
+    fn, attrs, targets, values = _case("rmsprop", np.float32, n, rng)
+    want = [t.copy() for t in targets]
+    with np.errstate(all="ignore"):
+        fn(np, attrs, *want, *[v.copy() for v in values])
+    assert fused_updates.apply(fn, attrs, targets, values)
+    assert calls == ([n] if split else [])
+    for w, g in zip(want, targets):
+        _same_bits(w, g)
 
 
 def test_cases_left_to_numpy():
