@@ -210,6 +210,7 @@ from asyncflow import (  # noqa: E402
     regularizers,
     saved_model,
     serving,
+    sets,
     signal,
     test,
     train,

@@ -15,6 +15,16 @@ import numpy as np
 from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow import var_scope as vs
+from asyncflow.metrics_at_k import (  # (TF's top-k metrics, and the metric variables)
+    average_precision_at_k,
+    metric_variable,
+    precision_at_k,
+    precision_at_top_k,
+    recall_at_k,
+    recall_at_top_k,
+    sparse_average_precision_at_k,
+    sparse_precision_at_k,
+)
 from asyncflow.ops import (
     array_ops,
     cast_ops,
@@ -24,10 +34,10 @@ from asyncflow.ops import (
     slicing_ops,
     state_ops,
 )
-from asyncflow.variables import Variable
 
 __all__ = [
     "accuracy",
+    "average_precision_at_k",
     "auc",
     "false_negatives",
     "false_negatives_at_thresholds",
@@ -44,6 +54,8 @@ __all__ = [
     "percentage_below",
     "precision",
     "precision_at_k",
+    "sparse_average_precision_at_k",
+    "sparse_precision_at_k",
     "precision_at_thresholds",
     "precision_at_top_k",
     "recall",
@@ -62,19 +74,6 @@ __all__ = [
 
 METRIC_VARIABLES = ops.GraphKeys.METRIC_VARIABLES
 _F32 = dtypes.float32
-
-
-def metric_variable(shape, dtype, validate_shape=True, name=None) -> Variable:
-    """A zero-initialised local variable in LOCAL_VARIABLES and METRIC_VARIABLES."""
-    dtype = dtypes.as_dtype(dtype)
-    return Variable(
-        lambda: array_ops.zeros(shape, dtype),
-        trainable=False,
-        collections=[ops.GraphKeys.LOCAL_VARIABLES, METRIC_VARIABLES],
-        validate_shape=validate_shape,
-        name=name,
-        dtype=dtype,
-    )
 
 
 def _f32(x):
@@ -870,145 +869,3 @@ def mean_per_class_accuracy(
         value = reduction_ops.reduce_mean(_safe_div(count, total), name="mean_accuracy")
         update = _safe_div(update_count, update_total, name="update_op")
         return _finish(value, update, metrics_collections, updates_collections)
-
-
-# -- top-k metrics (dense labels: class ids [batch] or [batch, num_labels]) ----------------
-
-
-def _topk_counts(labels, top_k_idx, weights):
-    """(true positives, false positives, false negatives) summed over the batch: the
-    row's top-k ids and label ids compared as sets, as TF's set intersection does."""
-    idx = cast_ops.cast(top_k_idx, dtypes.int64)
-    labels = cast_ops.cast(ops.convert_to_tensor(labels), dtypes.int64)
-    if labels.shape.ndims is not None and labels.shape.ndims == idx.shape.ndims - 1:
-        labels = array_ops.expand_dims(labels, -1)
-    match = math_ops.equal(array_ops.expand_dims(idx, -1), array_ops.expand_dims(labels, -2))
-    tp_row = _f32(reduction_ops.reduce_sum(_f32(reduction_ops.reduce_any(match, -1)), -1))
-    n = labels.shape[-1].value
-    same = math_ops.equal(array_ops.expand_dims(labels, -1), array_ops.expand_dims(labels, -2))
-    earlier = np.tril(np.ones((n, n), bool), -1)  # [i, j]: i > j
-    dup = reduction_ops.reduce_any(math_ops.logical_and(same, earlier), -1)
-    distinct = float(n) - reduction_ops.reduce_sum(_f32(dup), -1)
-    k = idx.shape[-1].value
-    fp_row = float(k) - tp_row
-    fn_row = distinct - tp_row
-    if weights is not None:
-        w = array_ops.reshape(_f32(weights), [-1])
-        tp_row, fp_row, fn_row = tp_row * w, fp_row * w, fn_row * w
-    s = reduction_ops.reduce_sum
-    return s(tp_row), s(fp_row), s(fn_row)
-
-
-def _at_top_k(kind, labels, top_k_idx, k, weights, metrics_collections, updates_collections, name):
-    default = f"{kind}_at_{k}"
-    with vs.variable_scope(name, default, (top_k_idx, labels, weights)):
-        tp_b, fp_b, fn_b = _topk_counts(labels, top_k_idx, weights)
-        other_name, other_b = (
-            ("false_positive", fp_b) if kind == "precision" else ("false_negative", fn_b)
-        )
-        tp = metric_variable([], _F32, name=f"true_positive_at_{k}")
-        other = metric_variable([], _F32, name=f"{other_name}_at_{k}")
-        tp_up = state_ops.assign_add(tp, tp_b)
-        other_up = state_ops.assign_add(other, other_b)
-        value = math_ops.truediv(tp, tp + other, name="value")
-        update = math_ops.truediv(tp_up, tp_up + other_up, name="update")
-        return _finish(value, update, metrics_collections, updates_collections)
-
-
-def _check_k(top_k_idx):
-    k = top_k_idx.shape[-1].value
-    if k is None:
-        raise ValueError("top_k predictions need a static last dimension")
-    return k
-
-
-def precision_at_top_k(
-    labels,
-    predictions_idx,
-    k=None,
-    class_id=None,
-    weights=None,
-    metrics_collections=None,
-    updates_collections=None,
-    name=None,
-):
-    """Of the top-k predicted ids, the fraction among the labels (class_id=None only)."""
-    if class_id is not None:
-        raise ValueError("class_id is not supported in asyncflow's top-k metrics")
-    idx = ops.convert_to_tensor(predictions_idx)
-    return _at_top_k(
-        "precision",
-        labels,
-        idx,
-        k or _check_k(idx),
-        weights,
-        metrics_collections,
-        updates_collections,
-        name,
-    )
-
-
-def recall_at_top_k(
-    labels,
-    predictions_idx,
-    k=None,
-    class_id=None,
-    weights=None,
-    metrics_collections=None,
-    updates_collections=None,
-    name=None,
-):
-    """Of the labels, the fraction among the top-k predicted ids (class_id=None only)."""
-    if class_id is not None:
-        raise ValueError("class_id is not supported in asyncflow's top-k metrics")
-    idx = ops.convert_to_tensor(predictions_idx)
-    return _at_top_k(
-        "recall",
-        labels,
-        idx,
-        k or _check_k(idx),
-        weights,
-        metrics_collections,
-        updates_collections,
-        name,
-    )
-
-
-def precision_at_k(
-    labels,
-    predictions,
-    k,
-    class_id=None,
-    weights=None,
-    metrics_collections=None,
-    updates_collections=None,
-    name=None,
-):
-    """precision_at_top_k of the k highest-scoring classes of `predictions`."""
-    from asyncflow.ops import nn_impl
-
-    with ops.name_scope(name, f"precision_at_{k}", (predictions, labels, weights)):
-        _, idx = nn_impl.top_k(predictions, k)
-        return precision_at_top_k(
-            labels, idx, k, class_id, weights, metrics_collections, updates_collections, name
-        )
-
-
-def recall_at_k(
-    labels,
-    predictions,
-    k,
-    class_id=None,
-    weights=None,
-    metrics_collections=None,
-    updates_collections=None,
-    name=None,
-):
-    """recall_at_top_k of the k highest-scoring classes of `predictions`."""
-    from asyncflow.ops import nn_impl
-
-    with ops.name_scope(name, f"recall_at_{k}", (predictions, labels, weights)):
-        _, idx = nn_impl.top_k(predictions, k)
-        return recall_at_top_k(
-            labels, idx, k, class_id, weights, metrics_collections, updates_collections, name
-        )

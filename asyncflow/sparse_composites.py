@@ -19,6 +19,7 @@ from asyncflow.ops import (
     array_ops,
     check_ops,
     control_flow_ordering,
+    manip_ops,
     math_ops,
     matmul_ops,
     reduction_ops,
@@ -202,3 +203,54 @@ def from_dense(tensor, name=None) -> SparseTensor:
         values = scatter_nd_ops.gather_nd(t, indices)
         shape = array_ops.shape(t, out_type=dtypes.int64)
         return SparseTensor(indices, values, shape)
+
+
+def sparse_eye(num_rows, num_columns=None, dtype=dtypes.float32, name=None) -> SparseTensor:
+    """`tf.sparse.eye`: a [num_rows, num_columns] SparseTensor with ones on the diagonal,
+    built as TF builds it (Range indices, a Fill of ones)."""
+    with ops.name_scope(name, "eye", [num_rows, num_columns]):
+        num_rows = ops.convert_to_tensor(num_rows, dtypes.int64, name="num_rows")
+        num_columns = (
+            num_rows
+            if num_columns is None
+            else ops.convert_to_tensor(num_columns, dtypes.int64, name="num_columns")
+        )
+        size = math_ops.minimum(num_rows, num_columns)
+        diag = reduction_ops.range(size, dtype=dtypes.int64)
+        return SparseTensor(
+            indices=manip_ops.stack([diag, diag], axis=1),
+            values=array_ops.ones(size, dtype=dtype),
+            dense_shape=manip_ops.stack([num_rows, num_columns]),
+        )
+
+
+def sparse_expand_dims(sp_input, axis=None, name=None) -> SparseTensor:
+    """`tf.sparse.expand_dims`: a size-1 dimension inserted at `axis` (default -1: last).
+
+    Raises:
+      TypeError: `axis` neither an int nor a 0-D Tensor.
+    """
+    rank = sp_input.dense_shape.shape.dims[0] if sp_input.dense_shape.shape.ndims else None
+    if rank is None:
+        rank = array_ops.shape(sp_input.dense_shape)[0]
+    axis = -1 if axis is None else axis
+    with ops.name_scope(name, "expand_dims", [sp_input]):
+        if isinstance(axis, int | np.integer):
+            axis = ops.convert_to_tensor(int(axis), dtypes.int32, name="axis")
+        elif not isinstance(axis, ops.Tensor):
+            raise TypeError("axis must be an int scalar or a 0-D Tensor")
+        axis = slicing_ops.where(axis >= 0, axis, axis + rank + 1)
+        count = array_ops.shape(sp_input.indices)[0]
+        new_index = array_ops.zeros(manip_ops.stack([count, 1]), dtype=dtypes.int64)
+        before = slicing_ops.slice(sp_input.indices, [0, 0], manip_ops.stack([-1, axis]))
+        after = slicing_ops.slice(sp_input.indices, manip_ops.stack([0, axis]), [-1, -1])
+        indices = manip_ops.concat([before, new_index, after], axis=1)
+        shape = manip_ops.concat(
+            [
+                slicing_ops.slice(sp_input.dense_shape, [0], array_ops.reshape(axis, [1])),
+                ops.convert_to_tensor([1], dtypes.int64, name="new_shape"),
+                slicing_ops.slice(sp_input.dense_shape, array_ops.reshape(axis, [1]), [-1]),
+            ],
+            axis=0,
+        )
+        return SparseTensor(indices=indices, values=sp_input.values, dense_shape=shape)

@@ -507,13 +507,15 @@ def non_max_suppression_padded(
     """(selected indices, number valid) for one image's boxes [num_boxes, 4], padded
     with zeros to max_output_size when `pad_to_max_output_size` (NonMaxSuppressionV4).
 
-    TF 2.21 computes this with a tiled composite that also takes a batch; asyncflow
-    runs TF's NonMaxSuppressionV4 op, which selects the same boxes for one image.
+    TF 2.21 computes this with a tiled composite; asyncflow runs TF's
+    NonMaxSuppressionV4 op per image (a batch [B, num_boxes, 4] of static size B, padded:
+    indices [B, max_output_size] and counts [B]).  For boxes given as [ymin, xmin, ymax,
+    xmax] the two select the same boxes (checked against TF); for corners given in the
+    other order TF's composite computes other overlaps and may differ.
     `sorted_input`, `canonicalized_coordinates` and `tile_size` are speed hints there.
 
     Raises:
-      ValueError: for boxes of rank other than 2 (a batch, which TF's composite takes
-        only with pad_to_max_output_size=True; not implemented here).
+      ValueError: batched boxes without pad_to_max_output_size, or of unknown batch size.
     """
     del sorted_input, canonicalized_coordinates, tile_size
     boxes = ops.convert_to_tensor(boxes, name="boxes")
@@ -523,7 +525,8 @@ def non_max_suppression_padded(
                 f"'pad_to_max_output_size' (value {pad_to_max_output_size}) must be True "
                 "for batched input"
             )
-        raise ValueError("batched non_max_suppression_padded is not implemented in asyncflow")
+        return _padded_batch(boxes, scores, max_output_size, iou_threshold, score_threshold,
+                             name)  # fmt: skip
     with ops.name_scope(name, "non_max_suppression_padded"):
         iou, score = _thresholds(iou_threshold, score_threshold)
         out = ops.apply_op(
@@ -532,6 +535,29 @@ def non_max_suppression_padded(
             {"pad_to_max_output_size": bool(pad_to_max_output_size)},
         ).outputs
         return out[0], out[1]
+
+
+def _padded_batch(boxes, scores, max_output_size, iou_threshold, score_threshold, name):
+    """non_max_suppression_padded of a batch: V4 per image, stacked."""
+    if boxes.shape.ndims != 3 or boxes.shape.dims[0] is None:
+        raise ValueError(
+            "batched non_max_suppression_padded needs boxes [batch, num_boxes, 4] of a known "
+            "batch size in asyncflow"
+        )
+    with ops.name_scope(name, "non_max_suppression_padded"):
+        iou, score = _thresholds(iou_threshold, score_threshold)
+        n = boxes.shape.dims[0]
+        scores = ops.convert_to_tensor(scores, name="scores")
+        per_image = [
+            ops.apply_op(
+                "NonMaxSuppressionV4",
+                [boxes[b], scores[b], max_output_size, iou, score],
+                {"pad_to_max_output_size": True},
+            ).outputs
+            for b in range(n)
+        ]
+        pack = lambda ts: ops.apply_op("Pack", [ts], {"N": n, "axis": 0}).outputs[0]  # noqa: E731
+        return pack([p[0] for p in per_image]), pack([p[1] for p in per_image])
 
 
 def non_max_suppression_overlaps(

@@ -88,6 +88,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linalg",
             "linalg_extras",
             "metrics",
+            "metrics_at_k",
+            "sets",
             "nn_composites",
             "math_composites",
             "math_composites_2",

@@ -226,3 +226,13 @@ def test_no_gradient_where_tf_has_none():
         _, scores = tf.image.non_max_suppression_with_scores(boxes, cases.SCORES, 5)
         with pytest.raises(LookupError, match="No gradient defined"):
             tf.gradients(scores, boxes)
+
+
+def test_padded_batches_match_tf():
+    # (TF 2.21's tiled composite, recorded for canonical boxes; V4 per image here)
+    want = json.loads((HERE / "image_nms" / "padded.json").read_text())
+    with tf.Graph().as_default(), tf.Session() as sess:
+        out = cases.build_padded(tf)
+        assert out["padded_batch_a"].shape.as_list() == [2, 12]
+        got = sess.run(out)
+    assert {k: np.asarray(v).tolist() for k, v in got.items()} == want
