@@ -25,6 +25,11 @@ count), so the sums are their CPU time; a hand-off's thread and BLAS's helper th
 are not counted.  The step line then gives the process's CPU time per step
 (`time.process_time`, all threads) instead of the union of spans.
 
+`--timeline` prints the fastest of the traced steps node by node instead, in start order:
+start and duration (us from the step's first kernel), op type and name, for nodes of at
+least `--min-us`; beside `--backend tf` it shows which kernels TF's inter-op pool ran
+side by side (a start before the previous node's end) and where ours ran one at a time.
+
 `--cprofile` instead runs the untraced steps under cProfile and prints the functions
 with the most time of their own: Python-level per-op overhead shows up there, while
 NumPy's time is charged to the kernels that call it.
@@ -79,6 +84,35 @@ def _union_ns(spans) -> int:
     return total
 
 
+def _print_timeline(args, wall: float, meta) -> None:
+    """The nodes of one traced step in start order (see the module note)."""
+    rows = []
+    for dev in meta.step_stats.dev_stats:
+        for n in dev.node_stats:
+            start = n.all_start_nanos or n.all_start_micros * 1000
+            dur = n.all_end_rel_nanos or n.all_end_rel_micros * 1000
+            rows.append((start, dur, _op_type(n.timeline_label, n.node_name), n.node_name))
+    rows.sort()
+    t0 = rows[0][0]
+    span = max(s + d for s, d, _, _ in rows) - t0
+    busy = sum(d for _, d, _, _ in rows)
+    print(
+        f"{args.backend} {args.model}: traced step {wall * 1e3:.2f} ms (the fastest of "
+        f"{args.steps}), kernels from first start to last end {span / 1e6:.2f} ms, their "
+        f"spans' sum {busy / 1e6:.2f} ms, {len(rows)} nodes"
+    )
+    print(f"  {'start us':>9} {'us':>7}  {'op type':<28} name  (|: began before the last ended)")
+    end = None
+    for start, dur, op_type, name in rows:
+        beside = end is not None and start < end
+        end = start + dur if end is None else max(end, start + dur)
+        if dur / 1e3 >= args.min_us:
+            print(
+                f"  {(start - t0) / 1e3:>9.0f} {dur / 1e3:>7.0f} {'|' if beside else ' '} "
+                f"{op_type[:28]:<28} {name}"
+            )
+
+
 def _offloaded(sess) -> int:
     worker = getattr(sess, "_worker", None)
     return sum(getattr(d, "offloaded", 0) for d in getattr(worker, "devices", ()))
@@ -93,6 +127,8 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--cprofile", action="store_true")
     ap.add_argument("--cpu", action="store_true", help="kernel spans on the thread's CPU clock")
+    ap.add_argument("--timeline", action="store_true", help="one traced step, node by node")
+    ap.add_argument("--min-us", type=float, default=15.0, help="--timeline: shortest node shown")
     args = ap.parse_args(argv)
     tf = _tf(args.backend)
     if args.cpu:
@@ -135,6 +171,17 @@ def main(argv=None) -> int:
         options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
         for k in range(3):  # the traced plan compiles and warms up
             sess.run(train, batches[k % 4], options=options, run_metadata=tf.RunMetadata())
+        if args.timeline:
+            best = None
+            for k in range(args.steps):
+                meta = tf.RunMetadata()
+                t0 = time.perf_counter()
+                sess.run(train, batches[k % 4], options=options, run_metadata=meta)
+                wall = time.perf_counter() - t0
+                if best is None or wall < best[0]:
+                    best = (wall, meta)
+            _print_timeline(args, *best)
+            return 0
         per_type: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
         walls, kernel_sums, unions, cpus = [], [], [], []
         off0 = _offloaded(sess)

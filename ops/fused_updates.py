@@ -43,12 +43,13 @@ _BLOCK = 1 << 16  # elements per block shared among threads
 # pass over memory (var, slots and gradient: 5-7 arrays), which a second thread barely
 # speeds up in a training step: the helper's wake-up and the other core's cold caches
 # (the gradient was just written on this one) cost what its half saves.  Measured in one
-# process, the same session alternating (/work/notes/vae: 2 cores, load 1.4-1.5, 40
-# rounds of 10 steps), one thread against split at 2 * _BLOCK: VAE (RMSProp, 401K-element
-# weights) 0.93-0.95x the wall time at 0.91-0.92x the CPU, autoencoder 0.97x / 0.95x, GAN
-# (Adam, 200K) 0.99x / 0.97x, CNN (3.2M, split either way) unchanged; a step that is
-# nothing but a 1M-element update (benchmarks/models' rmsprop_1m, adam_1m) is 1.18-1.21x
-# the wall on one thread at 0.77-0.82x the CPU, so updates from _SPLIT_MIN elements split.
+# process, settings alternating (benchmarks/models/ab_inproc.py; 2 cores, load 1.1-1.5,
+# 40-60 rounds of 10 steps), one thread against the split from 2 * _BLOCK, wall / CPU:
+# VAE (RMSProp, 401K-element weights) 0.91-0.93x / 0.90-0.92x in three runs (one at a
+# higher load 1.03x / 0.99x), autoencoder 0.97x / 0.96-0.97x, GAN (Adam, 200K) 0.99-1.00x
+# / 0.97-0.98x.  A step that is nothing but a 1M-element update (benchmarks/models'
+# rmsprop_1m, adam_1m) took 1.18-1.21x the wall on one thread (0.77-0.82x the CPU), so
+# updates from _SPLIT_MIN elements split as before.
 _SPLIT_MIN = 1 << 19
 _numba = None  # the module once imported; False when it cannot be
 _compiled: dict[str, object] = {}
