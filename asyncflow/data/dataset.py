@@ -661,6 +661,48 @@ class Dataset:
         )
         return ds
 
+    @property
+    def element_spec(self):
+        """The elements' structure as TensorSpec / SparseTensorSpec (TF 2's view)."""
+        from asyncflow import SparseTensorSpec, TensorSpec
+
+        def spec(s):
+            if isinstance(s, _SparseSpec):
+                return SparseTensorSpec(s.shape, s.dtype)
+            if isinstance(s, _DatasetSpec):
+                return s.structure
+            return TensorSpec(s.shape, s.dtype)
+
+        return self._map_specs(spec)
+
+    def as_numpy_iterator(self):
+        """TF: eager mode only (so in every TF1 graph program)."""
+        raise RuntimeError(
+            "`tf.data.Dataset.as_numpy_iterator()` is only supported in eager mode."
+        )
+
+    def sparse_batch(self, batch_size, row_shape) -> Dataset:
+        """Batches of `batch_size` elements (dense, each at most `row_shape`) as one
+        SparseTensor of dense shape [batch, *row_shape] (DenseToSparseBatchDataset)."""
+        specs = self._flat_specs()
+        if len(specs) != 1:
+            raise TypeError("sparse_batch needs elements of one tensor.")
+        dims = [None if d is None or int(d) < 0 else int(d)
+                for d in tensor_shape.as_shape(row_shape).as_list()]  # fmt: skip
+        return self._then(
+            "DenseToSparseBatchDataset",
+            [
+                self._variant,
+                _i64(batch_size, "batch_size"),
+                _i64([-1 if d is None else d for d in dims], "row_shape"),
+            ],
+            _SparseSpec(specs[0].dtype, [None, *dims]),
+        )
+
+    def rebatch(self, batch_size, drop_remainder=False) -> Dataset:
+        """The elements (batches) unbatched and batched again by `batch_size`."""
+        return self.unbatch().batch(batch_size, drop_remainder)
+
     def ignore_errors(self, log_warning=False) -> Dataset:
         return self._then(
             "IgnoreErrorsDataset", [self._variant], None, {"log_warning": bool(log_warning)}

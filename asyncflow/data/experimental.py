@@ -300,28 +300,7 @@ def group_by_reducer(key_func, reducer):
 def dense_to_sparse_batch(batch_size, row_shape):
     """Batches of `batch_size` elements (dense, each at most `row_shape`) as one
     SparseTensor of dense shape [batch, *row_shape]."""
-    from asyncflow import tensor_shape
-    from asyncflow.data.structure import _SparseSpec
-
-    def apply(ds: Dataset) -> Dataset:
-        specs = ds._flat_specs()
-        if len(specs) != 1:
-            raise TypeError("dense_to_sparse_batch needs elements of one tensor.")
-        dims = [None if d is None or int(d) < 0 else int(d)
-                for d in (tensor_shape.as_shape(row_shape).as_list())]  # fmt: skip
-        return ds._then(
-            "DenseToSparseBatchDataset",
-            [
-                ds._variant,
-                ops.convert_to_tensor(batch_size, dtype=dtypes.int64, name="batch_size"),
-                ops.convert_to_tensor(
-                    [-1 if d is None else d for d in dims], dtype=dtypes.int64, name="row_shape"
-                ),
-            ],
-            _SparseSpec(specs[0].dtype, [None, *dims]),
-        )
-
-    return apply
+    return lambda ds: ds.sparse_batch(batch_size, row_shape)
 
 
 def from_list(elements) -> Dataset:

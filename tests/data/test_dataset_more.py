@@ -349,3 +349,17 @@ def test_options_kept_checked_and_merged(graph):
         o.experimental_threadin = 3
     with pytest.raises(AttributeError):
         o.threading.pool_size = 3
+
+
+def test_element_spec_rebatch_and_eager_only(sess):
+    ds = D.from_tensors((af.SparseTensor([[0]], [1.0], [2]), np.int64(3)))
+    sp, t = ds.element_spec
+    assert isinstance(sp, af.SparseTensorSpec) and sp.dtype == af.float32
+    assert isinstance(t, af.TensorSpec) and t.dtype == af.int64 and t.shape.as_list() == []
+    got = _values(sess, D.range(10).batch(4).rebatch(3))
+    assert [v.tolist() for v in got] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    with pytest.raises(RuntimeError, match="eager mode"):
+        D.range(3).as_numpy_iterator()
+    sb = D.from_tensor_slices(np.arange(3)).map(lambda x: af.reshape(x, [1])).sparse_batch(2, [1])
+    first = _values(sess, sb)[0]
+    assert first.indices.tolist() == [[0, 0], [1, 0]] and first.dense_shape.tolist() == [2, 1]
