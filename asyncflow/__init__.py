@@ -201,6 +201,7 @@ from asyncflow import (  # noqa: E402
     initializers,
     layers,
     linalg_extras,
+    lookup,
     losses,
     metrics,
     nest,

@@ -29,6 +29,7 @@ from asyncflow.ops.init_ops import (
 
 __all__ = [
     "Initializer",
+    "tables_initializer",
     "zeros",
     "ones",
     "constant",
@@ -90,3 +91,10 @@ def variables(var_list, name="init"):
     from asyncflow import variables as _variables
 
     return _variables.variables_initializer(var_list, name=name)
+
+
+def tables_initializer(name="init_all_tables"):
+    """`tf.initializers.tables_initializer`: every table initializer of the graph."""
+    from asyncflow.framework_extras import tables_initializer as run_all
+
+    return run_all(name)

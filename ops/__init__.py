@@ -37,6 +37,7 @@ from asyncflow.ops import (  # noqa: F401
     linalg_ops,
     linalg_tridiag_ops,
     logging_ops,
+    lookup_ops,
     manip_ops,
     math_more_ops,
     math_ops,

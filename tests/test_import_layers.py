@@ -87,6 +87,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "layer_functions_3d",
             "linalg",
             "linalg_extras",
+            "lookup",
             "metrics",
             "metrics_at_k",
             "sets",

@@ -1,0 +1,318 @@
+"""`tf.lookup` (TF1's `tf.compat.v1.lookup`): hash tables and their initializers.
+
+    table = af.lookup.StaticHashTable(
+        af.lookup.KeyValueTensorInitializer(["a", "b"], [1, 2], value_dtype=af.int64), -1)
+    ids = table.lookup(words)           # run af.tables_initializer() first
+
+A static table is filled by its initializer's op, which goes into
+GraphKeys.TABLE_INITIALIZERS (`tables_initializer()` runs them all); running a
+lookup first is TF's FailedPreconditionError "Table not initialized.".
+`StaticVocabularyTable` gives keys not in the vocabulary one of `num_oov_buckets` ids
+after it, by TF's hash (Fingerprint64 of the key as a string).  The ops and their
+errors are in ops/lookup_ops.py.
+"""
+
+from __future__ import annotations
+
+import types
+
+from asyncflow import dtypes
+from asyncflow import graph as ops
+
+__all__ = [
+    "KeyValueTensorInitializer",
+    "StaticHashTable",
+    "StaticVocabularyTable",
+    "TextFileIndex",
+    "TextFileInitializer",
+    "experimental",
+]
+
+
+def _check_keys(keys, key_dtype):
+    keys = ops.convert_to_tensor(keys, name="keys")
+    if keys.dtype.base_dtype != key_dtype:
+        raise TypeError(
+            f"Dtype of argument `keys` must be {key_dtype!r}, received: {keys.dtype!r}"
+        )
+    return keys
+
+
+class _Table:
+    """What every table has: its handle, dtypes, lookup, size, export."""
+
+    def __init__(self, key_dtype, value_dtype, handle, default_value):
+        self._key_dtype = dtypes.as_dtype(key_dtype)
+        self._value_dtype = dtypes.as_dtype(value_dtype)
+        self._handle = handle
+        self._default_value = default_value
+
+    @property
+    def key_dtype(self):
+        return self._key_dtype
+
+    @property
+    def value_dtype(self):
+        return self._value_dtype
+
+    @property
+    def resource_handle(self):
+        return self._handle
+
+    @property
+    def name(self) -> str:
+        return self._handle.op.name
+
+    @property
+    def default_value(self):
+        return self._default_value
+
+    def size(self, name=None):
+        with ops.name_scope(name, f"{self.name}_Size"):
+            return ops.apply_op("LookupTableSizeV2", [self._handle], {}).outputs[0]
+
+    def lookup(self, keys, name=None):
+        """The value of each key (any shape), the default where a key is missing.
+
+        Raises:
+          TypeError: keys of another dtype than the table's.
+          FailedPreconditionError (at run time): a static table not yet initialized.
+        """
+        from asyncflow.sparse_tensor import SparseTensor
+
+        if isinstance(keys, SparseTensor):
+            values = self.lookup(keys.values, name)
+            return SparseTensor(keys.indices, values, keys.dense_shape)
+        with ops.name_scope(name, f"{self.name}_Lookup"):
+            keys = _check_keys(keys, self._key_dtype)
+            return ops.apply_op(
+                "LookupTableFindV2",
+                [self._handle, keys, self._default_value],
+                {"Tin": self._key_dtype, "Tout": self._value_dtype},
+            ).outputs[0]
+
+    def __getitem__(self, keys):
+        return self.lookup(keys)
+
+    def export(self, name=None):
+        """All keys and values (in the table's own order)."""
+        with ops.name_scope(name, f"{self.name}_Export"):
+            out = ops.apply_op(
+                "LookupTableExportV2",
+                [self._handle],
+                {"Tkeys": self._key_dtype, "Tvalues": self._value_dtype},
+            ).outputs
+            return out[0], out[1]
+
+
+def _table_op(op_type, name, key_dtype, value_dtype, shared_name, extra=None):
+    attrs = {
+        "container": "",
+        "shared_name": shared_name or "",
+        "use_node_name_sharing": False,
+        "key_dtype": key_dtype,
+        "value_dtype": value_dtype,
+        **(extra or {}),
+    }
+    return ops.apply_op(op_type, [], attrs, name=name).outputs[0]
+
+
+class StaticHashTable(_Table):
+    """A table filled once by `initializer` (see the module note)."""
+
+    def __init__(self, initializer, default_value, name=None, experimental_is_anonymous=False):
+        self._initializer = initializer
+        with ops.name_scope(name, "hash_table") as scope:
+            handle = _table_op(
+                "HashTableV2",
+                scope,  # (a scope name: the op is named exactly that, as TF's)
+                initializer.key_dtype,
+                initializer.value_dtype,
+                None,
+            )
+            default = ops.convert_to_tensor(default_value, dtype=initializer.value_dtype)
+        super().__init__(initializer.key_dtype, initializer.value_dtype, handle, default)
+        self._init_op = initializer.initialize(self)
+
+    @property
+    def initializer(self):
+        return self._init_op
+
+
+HashTable = StaticHashTable  # (TF1's tf.contrib.lookup name)
+
+
+class KeyValueTensorInitializer:
+    """Fill a table from a tensor of keys and a tensor of values (TF 2.21: one
+    LookupTableImportV2 op)."""
+
+    def __init__(self, keys, values, key_dtype=None, value_dtype=None, name=None):
+        with ops.name_scope(name, "key_value_init") as scope:
+            self._keys = ops.convert_to_tensor(keys, dtype=key_dtype, name="keys")
+            self._values = ops.convert_to_tensor(values, dtype=value_dtype, name="values")
+            self._name = scope  # (initialize re-enters this very scope, as TF's)
+        self.key_dtype = self._keys.dtype.base_dtype
+        self.value_dtype = self._values.dtype.base_dtype
+        ks, vs = self._keys.shape, self._values.shape
+        if ks.ndims is not None and vs.ndims is not None and not ks.is_compatible_with(vs):
+            raise ValueError(
+                f"Dimensions must be equal for keys and values: shapes {ks} and {vs}."
+            )
+
+    def initialize(self, table):
+        with ops.name_scope(self._name):
+            op = ops.apply_op(
+                "LookupTableImportV2",
+                [table.resource_handle, self._keys, self._values],
+                {"Tin": self.key_dtype, "Tout": self.value_dtype},
+            )
+        ops.add_to_collection(ops.GraphKeys.TABLE_INITIALIZERS, op)
+        return op
+
+
+class TextFileIndex:
+    WHOLE_LINE = -2
+    LINE_NUMBER = -1
+
+
+class TextFileInitializer:
+    """Fill a table from a text file: each line's `key_index`-th and `value_index`-th
+    fields (split at `delimiter`), or the whole line (-2), or the line number (-1)."""
+
+    def __init__(
+        self,
+        filename,
+        key_dtype,
+        key_index,
+        value_dtype,
+        value_index,
+        vocab_size=None,
+        delimiter="\t",
+        name=None,
+        value_index_offset=0,
+    ):
+        self.key_dtype = dtypes.as_dtype(key_dtype)
+        self.value_dtype = dtypes.as_dtype(value_dtype)
+        if key_index < -2 or value_index < -2:
+            raise ValueError(f"Invalid key_index {key_index} or value_index {value_index}.")
+        if key_index == TextFileIndex.LINE_NUMBER and self.key_dtype != dtypes.int64:
+            raise ValueError("Signature mismatch. Keys must be dtype int64 for line numbers.")
+        if key_index == TextFileIndex.WHOLE_LINE and self.key_dtype not in (
+            dtypes.string,
+            dtypes.int64,
+        ):
+            raise ValueError("Signature mismatch. Keys must be dtype string or int64.")
+        if vocab_size is not None and vocab_size <= 0:
+            raise ValueError(f"Invalid vocab_size {vocab_size}.")
+        self._filename = filename
+        self._args = {
+            "key_index": int(key_index),
+            "value_index": int(value_index),
+            "vocab_size": -1 if vocab_size is None else int(vocab_size),
+            "delimiter": delimiter,
+            "offset": int(value_index_offset),
+        }
+        self._name = name or "text_file_init"
+
+    def initialize(self, table):
+        with ops.name_scope(self._name):
+            fn = ops.convert_to_tensor(self._filename, dtype=dtypes.string, name="asset_filepath")
+            op = ops.apply_op(
+                "InitializeTableFromTextFileV2", [table.resource_handle, fn], dict(self._args)
+            )
+        ops.add_to_collection(ops.GraphKeys.TABLE_INITIALIZERS, op)
+        ops.add_to_collection(ops.GraphKeys.ASSET_FILEPATHS, fn)
+        return op
+
+
+class StaticVocabularyTable(_Table):
+    """A vocabulary (`initializer`, int64 ids) whose unknown keys get one of
+    `num_oov_buckets` ids after it: size + Fingerprint64(str(key)) % num_oov_buckets."""
+
+    def __init__(self, initializer, num_oov_buckets, lookup_key_dtype=None, name=None,
+                 experimental_is_anonymous=False):  # fmt: skip
+        if num_oov_buckets <= 0:
+            raise ValueError("`num_oov_buckets` must be > 0; use StaticHashTable.")
+        if initializer.value_dtype != dtypes.int64:
+            raise TypeError(
+                f"Invalid `value_dtype`, expected int64 but got {initializer.value_dtype}."
+            )
+        self._num_oov = int(num_oov_buckets)
+        with ops.name_scope(name, "hash_table"):
+            self._table = StaticHashTable(initializer, -1)
+        key_dtype = dtypes.as_dtype(lookup_key_dtype or initializer.key_dtype)
+        super().__init__(key_dtype, dtypes.int64, self._table.resource_handle, None)
+
+    @property
+    def initializer(self):
+        return self._table.initializer
+
+    def size(self, name=None):
+        return self._table.size(name) + self._num_oov
+
+    def lookup(self, keys, name=None):
+        from asyncflow.ops import cast_ops, math_ops, string_hash_ops, string_ops
+        from asyncflow.sparse_tensor import SparseTensor
+
+        if isinstance(keys, SparseTensor):
+            return SparseTensor(keys.indices, self.lookup(keys.values, name), keys.dense_shape)
+        with ops.name_scope(name, f"{self.name}_Lookup"):
+            keys = _check_keys(keys, self._key_dtype)
+            if keys.dtype != self._table.key_dtype:
+                keys_t = cast_ops.cast(keys, self._table.key_dtype)
+            else:
+                keys_t = keys
+            ids = self._table.lookup(keys_t)
+            text = keys if keys.dtype == dtypes.string else string_ops.as_string(keys)
+            bucket = string_hash_ops.string_to_hash_bucket_fast(text, self._num_oov)
+            oov = math_ops.add(self._table.size(), bucket)
+            return ops.apply_op(
+                "SelectV2", [math_ops.equal(ids, -1), oov, ids], {"T": dtypes.int64}
+            ).outputs[0]
+
+
+class MutableHashTable(_Table):
+    """A table its ops change: `insert`, `remove`; values scalars or tensors of
+    `default_value`'s shape."""
+
+    def __init__(self, key_dtype, value_dtype, default_value, name="MutableHashTable",
+                 checkpoint=True, experimental_is_anonymous=False):  # fmt: skip
+        default = ops.convert_to_tensor(default_value, dtype=value_dtype)
+        shape = default.shape
+        with ops.name_scope(name, "MutableHashTable") as scope:
+            tname = scope
+            if shape.ndims:
+                handle = _table_op(
+                    "MutableHashTableOfTensorsV2", tname, dtypes.as_dtype(key_dtype),
+                    dtypes.as_dtype(value_dtype), None, {"value_shape": shape},
+                )  # fmt: skip
+            else:
+                handle = _table_op(
+                    "MutableHashTableV2", tname, dtypes.as_dtype(key_dtype),
+                    dtypes.as_dtype(value_dtype), None,
+                )  # fmt: skip
+        super().__init__(key_dtype, value_dtype, handle, default)
+
+    def insert(self, keys, values, name=None):
+        with ops.name_scope(name, f"{self.name}_lookup_table_insert"):
+            keys = _check_keys(keys, self._key_dtype)
+            values = ops.convert_to_tensor(values, dtype=self._value_dtype, name="values")
+            return ops.apply_op(
+                "LookupTableInsertV2",
+                [self._handle, keys, values],
+                {"Tin": self._key_dtype, "Tout": self._value_dtype},
+            )
+
+    def remove(self, keys, name=None):
+        with ops.name_scope(name, f"{self.name}_lookup_table_remove"):
+            keys = _check_keys(keys, self._key_dtype)
+            return ops.apply_op(
+                "LookupTableRemoveV2", [self._handle, keys], {"Tin": self._key_dtype}
+            )
+
+
+experimental = types.SimpleNamespace(
+    MutableHashTable=MutableHashTable,
+    StaticHashTable=StaticHashTable,
+    StaticVocabularyTable=StaticVocabularyTable,
+)
