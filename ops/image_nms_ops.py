@@ -157,24 +157,27 @@ for _name in ("NonMaxSuppression", "NonMaxSuppressionV2", "NonMaxSuppressionWith
 # -- the selection ---------------------------------------------------------------------
 
 
-def _iou_rows(boxes: np.ndarray, i: int, js: np.ndarray) -> np.ndarray:
-    """IoU of box i with boxes js, in float32 as TF's kernel (corners sorted per box)."""
-    b = boxes.astype(np.float32, copy=False)
-    lo_i = np.minimum(b[i, :2], b[i, 2:])
-    hi_i = np.maximum(b[i, :2], b[i, 2:])
-    lo_j = np.minimum(b[js, :2], b[js, 2:])
-    hi_j = np.maximum(b[js, :2], b[js, 2:])
-    area_i = (hi_i[0] - lo_i[0]) * (hi_i[1] - lo_i[1])
-    area_j = (hi_j[:, 0] - lo_j[:, 0]) * (hi_j[:, 1] - lo_j[:, 1])
-    inter_lo = np.maximum(lo_i, lo_j)
-    inter_hi = np.minimum(hi_i, hi_j)
-    zero = np.float32(0)
-    inter = np.maximum(inter_hi[:, 0] - inter_lo[:, 0], zero) * np.maximum(
-        inter_hi[:, 1] - inter_lo[:, 1], zero
-    )
-    with np.errstate(invalid="ignore", divide="ignore"):
-        iou = inter / (area_i + area_j - inter)
-    return np.where((area_i <= 0) | (area_j <= 0), zero, iou).astype(np.float32)
+class _Boxes:
+    """Boxes with their sorted corners and areas computed once, in float32 as TF's
+    kernel: `iou(i, js)` is box i's IoU with boxes js (0 for an empty box)."""
+
+    def __init__(self, boxes: np.ndarray):
+        b = boxes.astype(np.float32, copy=False)
+        self.lo = np.minimum(b[:, :2], b[:, 2:])
+        self.hi = np.maximum(b[:, :2], b[:, 2:])
+        self.area = (self.hi[:, 0] - self.lo[:, 0]) * (self.hi[:, 1] - self.lo[:, 1])
+
+    def iou(self, i: int, js: np.ndarray) -> np.ndarray:
+        zero = np.float32(0)
+        inter_lo = np.maximum(self.lo[i], self.lo[js])
+        inter_hi = np.minimum(self.hi[i], self.hi[js])
+        inter = np.maximum(inter_hi[:, 0] - inter_lo[:, 0], zero) * np.maximum(
+            inter_hi[:, 1] - inter_lo[:, 1], zero
+        )
+        area_i, area_j = self.area[i], self.area[js]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            iou = inter / (area_i + area_j - inter)
+        return np.where((area_i <= 0) | (area_j <= 0), zero, iou).astype(np.float32)
 
 
 def _greedy(scores, similarity, max_out, threshold, score_threshold, sigma=0.0):
@@ -196,14 +199,15 @@ def _greedy(scores, similarity, max_out, threshold, score_threshold, sigma=0.0):
         neg, i, begin = heapq.heappop(heap)
         original = score = t(-neg)
         hard = False
-        if begin < len(selected):
+        if begin < len(selected) and not soft:
+            # (hard NMS: the score never changes, so any overlap above the threshold
+            # suppresses, whichever selected box the loop would meet first)
+            sims = similarity(i, np.asarray(selected[begin:])).astype(t)
+            hard = bool((sims > threshold).any())
+        elif begin < len(selected):  # (soft: decayed by each selected box, newest first)
             sims = similarity(i, np.asarray(selected[begin:][::-1])).astype(t)
             for sim in sims:
-                if soft:
-                    score = t(score * np.exp(scale * sim * sim))
-                elif sim > threshold:
-                    hard = True
-                    break
+                score = t(score * np.exp(scale * sim * sim))
                 if score <= score_threshold:
                     break
         if hard:
@@ -263,9 +267,8 @@ async def _run_nms(ctx, boxes, scores, max_output_size, iou, score_threshold, si
     size, iou = _check_common(max_output_size, iou)
     score_threshold = _scalar(score_threshold, "score_threshold")
     return size, await ctx.device.compute(
-        _greedy, scores, lambda i, js: _iou_rows(boxes, i, js), min(size, n), iou,
-        score_threshold, sigma,
-    )  # fmt: skip
+        _greedy, scores, _Boxes(boxes).iou, min(size, n), iou, score_threshold, sigma
+    )
 
 
 @NonMaxSuppression.kernel("CPU")
@@ -400,11 +403,8 @@ def _combined(boxes, scores, per_class, total, iou, score_threshold, pad_per_cla
     for b in range(batch):
         found = []  # (score, class, box index)
         for c in range(classes):
-            cb = boxes[b, :, c if q > 1 else 0]
-            idx, sel = _greedy(
-                scores[b, :, c], lambda i, js, cb=cb: _iou_rows(cb, i, js),
-                size_per_class, iou, score_threshold,
-            )  # fmt: skip
+            cb = _Boxes(boxes[b, :, c if q > 1 else 0])
+            idx, sel = _greedy(scores[b, :, c], cb.iou, size_per_class, iou, score_threshold)
             found.extend((float(s), c, int(i)) for i, s in zip(idx, sel))
         # TF sorts by score alone (std::sort, equal scores in no set order).
         found.sort(key=lambda r: -r[0])
