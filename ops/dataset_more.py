@@ -941,3 +941,39 @@ dso._register(
     None,
     _dense_to_sparse,
 )
+
+
+# -- tables filled from a dataset ----------------------------------------------------------
+
+InitializeTableFromDataset = register_op(
+    "InitializeTableFromDataset",
+    inputs=["table_handle: resource", "dataset: string"],
+    shape_fn=lambda op: [],
+    stateful=True,
+    is_async=True,
+)
+NotDifferentiable("InitializeTableFromDataset")
+
+
+@InitializeTableFromDataset.kernel("CPU")
+async def _init_table_from_dataset(ctx, handle, ds):
+    """Every (key, value) element of the dataset into the table (once: TF's static
+    tables ignore a second initialization)."""
+    from asyncflow.ops import lookup_ops
+
+    table = lookup_ops._table(ctx, handle)
+    if table.initialized:
+        return None
+    keys, values = [], []
+    async for elem in _closing(dso._ds(ds).iterate(pl.Env(ctx.session))):
+        if len(elem) != 2:
+            raise _bad("The dataset of a table's initializer must have (key, value) elements.")
+        keys.append(
+            np.asarray(elem[0]).item() if np.asarray(elem[0]).dtype != object else elem[0][()]
+        )
+        values.append(
+            np.asarray(elem[1]).item() if np.asarray(elem[1]).dtype != object else elem[1][()]
+        )
+    table.insert_unique(keys, values)
+    table.initialized = True
+    return None

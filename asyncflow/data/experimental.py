@@ -32,6 +32,7 @@ __all__ = [
     "AutotuneOptions",
     "Counter",
     "CsvDataset",
+    "DatasetInitializer",
     "DistributeOptions",
     "ExternalStatePolicy",
     "INFINITE_CARDINALITY",
@@ -55,6 +56,7 @@ __all__ = [
     "group_by_reducer",
     "group_by_window",
     "ignore_errors",
+    "index_table_from_dataset",
     "make_batched_features_dataset",
     "make_csv_dataset",
     "map_and_batch",
@@ -65,6 +67,7 @@ __all__ = [
     "sample_from_datasets",
     "scan",
     "shuffle_and_repeat",
+    "table_from_dataset",
     "take_while",
     "unbatch",
     "unique",
@@ -345,4 +348,73 @@ def map_and_batch_with_legacy_function(
 ):
     return map_and_batch(
         map_func, batch_size, num_parallel_batches, drop_remainder, num_parallel_calls
+    )
+
+
+class DatasetInitializer:
+    """A table initializer reading (key, value) elements of `dataset`
+    (InitializeTableFromDataset)."""
+
+    def __init__(self, dataset):
+        specs = dataset._flat_specs()
+        if len(specs) != 2:
+            raise ValueError(
+                "The dataset of a DatasetInitializer must have (key, value) elements, got "
+                f"{dataset.output_types}."
+            )
+        self.dataset = dataset
+        self.key_dtype, self.value_dtype = specs[0].dtype, specs[1].dtype
+
+    def initialize(self, table):
+        op = ops.apply_op(
+            "InitializeTableFromDataset",
+            [table.resource_handle, self.dataset._variant],
+            {},
+            name="InitializeTableFromDataset",
+        )
+        ops.add_to_collection(ops.GraphKeys.TABLE_INITIALIZERS, op)
+        return op
+
+
+def table_from_dataset(
+    dataset=None,
+    num_oov_buckets=0,
+    vocab_size=None,
+    default_value=None,
+    hasher_spec=None,
+    key_dtype=None,
+    name=None,
+):
+    """A lookup table of the (key, value) elements of `dataset` (the first
+    `vocab_size`); with num_oov_buckets, a StaticVocabularyTable (int64 values)."""
+    from asyncflow import lookup
+
+    if vocab_size is not None:
+        dataset = dataset.take(vocab_size)
+    init = DatasetInitializer(dataset)
+    if num_oov_buckets:
+        return lookup.StaticVocabularyTable(
+            init, num_oov_buckets, lookup_key_dtype=key_dtype, name=name
+        )
+    if default_value is None:
+        raise ValueError("`default_value` must be given when there are no OOV buckets.")
+    return lookup.StaticHashTable(init, default_value, name=name)
+
+
+def index_table_from_dataset(
+    dataset=None,
+    num_oov_buckets=0,
+    vocab_size=None,
+    default_value=-1,
+    hasher_spec=None,
+    key_dtype=None,
+    name=None,
+):
+    """A table mapping each key of `dataset` to its position (int64), unknown keys to
+    `default_value` or, with num_oov_buckets, to a hash bucket after the vocabulary."""
+    from asyncflow.ops import cast_ops
+
+    indexed = dataset.enumerate().map(lambda i, k: (k, cast_ops.cast(i, dtypes.int64)))
+    return table_from_dataset(
+        indexed, num_oov_buckets, vocab_size, default_value, hasher_spec, key_dtype, name
     )
