@@ -330,7 +330,7 @@ def _cumulative_op(op_type: str, fn_name: str):
         if not -x.ndim <= axis < max(x.ndim, 1):
             raise _invalid(f"Expected scan axis in the range [{-x.ndim}, {x.ndim}), got {axis}")
         if x.ndim == 0:
-            return x
+            return x.copy()  # (never the input object: the donation invariant)
         fn = getattr(ctx.xp, fn_name)
         a = ctx.attrs
         return await ctx.device.compute(

@@ -103,3 +103,12 @@ def test_select_v2_gradient_sums_over_broadcast_axes(graph):
             v, shape, out, [3, 4], x_init_value=init, extra_feed_dict=feed
         )
         np.testing.assert_allclose(th, nu, atol=1e-6)
+
+
+def test_cumsum_cumprod_of_a_scalar_is_a_new_array(sess):
+    # A 0-d scan returns its value; never the input object itself (the kernel-output
+    # donation invariant the suite checks with ASYNCFLOW_CHECK_KERNELS=1).
+    x = af.placeholder(af.float32, [])
+    y = x * 1.0  # (a value a later kernel may write into: the donation invariant's case)
+    a, b = sess.run([af.cumsum(y, 0), af.cumprod(y, 0)], {x: 3.0})
+    assert a == 3.0 and b == 3.0
