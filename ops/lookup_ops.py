@@ -107,50 +107,28 @@ def _make(ctx, mutable: bool, value_shape=()) -> np.ndarray:
     return handle_value(table)
 
 
-HashTableV2 = register_op(
-    "HashTableV2",
-    outputs=["table_handle: resource"],
-    attrs={**_TABLE_ATTRS, "key_dtype": ANY, "value_dtype": ANY},
-    shape_fn=_scalar_shape,
-    stateful=True,
-)
-NotDifferentiable("HashTableV2")
+def _table_op(op_type: str, mutable: bool, extra_attrs=None) -> None:
+    """A table-creating op: its kernel finds or makes the table (see `_make`)."""
+    op_def = register_op(
+        op_type,
+        outputs=["table_handle: resource"],
+        attrs={**_TABLE_ATTRS, "key_dtype": ANY, "value_dtype": ANY, **(extra_attrs or {})},
+        shape_fn=_scalar_shape,
+        stateful=True,
+    )
+    NotDifferentiable(op_type)
+
+    @op_def.kernel("CPU")
+    async def _kernel(ctx):
+        shape = ()
+        if "value_shape" in ctx.attrs:
+            shape = tensor_shape.as_shape(ctx.attrs["value_shape"]).as_list()
+        return _make(ctx, mutable=mutable, value_shape=shape)
 
 
-@HashTableV2.kernel("CPU")
-async def _hash_table(ctx):
-    return _make(ctx, mutable=False)
-
-
-MutableHashTableV2 = register_op(
-    "MutableHashTableV2",
-    outputs=["table_handle: resource"],
-    attrs={**_TABLE_ATTRS, "key_dtype": ANY, "value_dtype": ANY},
-    shape_fn=_scalar_shape,
-    stateful=True,
-)
-NotDifferentiable("MutableHashTableV2")
-
-
-@MutableHashTableV2.kernel("CPU")
-async def _mutable_table(ctx):
-    return _make(ctx, mutable=True)
-
-
-MutableHashTableOfTensorsV2 = register_op(
-    "MutableHashTableOfTensorsV2",
-    outputs=["table_handle: resource"],
-    attrs={**_TABLE_ATTRS, "key_dtype": ANY, "value_dtype": ANY, "value_shape": []},
-    shape_fn=_scalar_shape,
-    stateful=True,
-)
-NotDifferentiable("MutableHashTableOfTensorsV2")
-
-
-@MutableHashTableOfTensorsV2.kernel("CPU")
-async def _mutable_table_of_tensors(ctx):
-    shape = tensor_shape.as_shape(ctx.attrs["value_shape"]).as_list()
-    return _make(ctx, mutable=True, value_shape=shape)
+_table_op("HashTableV2", mutable=False)
+_table_op("MutableHashTableV2", mutable=True)
+_table_op("MutableHashTableOfTensorsV2", mutable=True, extra_attrs={"value_shape": []})
 
 
 def _rows(values, table: Table, n: int) -> list:
