@@ -162,15 +162,19 @@ async def _import(ctx, handle, keys, values):
     if table.mutable:  # (MutableHashTable's import replaces its contents)
         table.data = dict(zip(k, _rows(values, table, len(k))))
         return None
-    if table.initialized:  # (TF: importing into an initialized table again is a no-op)
-        return None
-    if np.size(keys) != np.size(values):
+    if np.size(keys) != np.size(values) and not table.initialized:
         raise _bad(
             f"Expected shape {list(np.shape(keys))} for values, got {list(np.shape(values))}"
         )
-    table.insert_unique(k, _rows(values, table, len(k)))
-    table.initialized = True
+    _fill_once(table, k, values)
     return None
+
+
+def _fill_once(table: Table, keys: list, values) -> None:
+    """A static table's one initialization (TF: a later one changes nothing)."""
+    if not table.initialized:
+        table.insert_unique(keys, _rows(values, table, len(keys)))
+        table.initialized = True
 
 
 InitializeTableV2 = register_op(
@@ -187,11 +191,7 @@ NotDifferentiable("InitializeTableV2")
 async def _initialize(ctx, handle, keys, values):
     table = _table(ctx, handle)
     table.check(ctx.attrs["Tkey"], ctx.attrs["Tval"])
-    if table.initialized:
-        return None
-    k = _keys(keys)
-    table.insert_unique(k, _rows(values, table, len(k)))
-    table.initialized = True
+    _fill_once(table, _keys(keys), values)
     return None
 
 

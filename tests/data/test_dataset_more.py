@@ -17,27 +17,11 @@ from asyncflow import errors
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 import dataset_more_cases as cases  # noqa: E402
+from dataset_more_cases import plain  # noqa: E402
 
 TF = json.loads((FIXTURES / "dataset_more_tf.json").read_text())
 D = af.data.Dataset
 X = af.data.experimental
-
-
-def plain(v):
-    """A value as the recorder writes it."""
-    if isinstance(v, af.SparseTensorValue):
-        return {"sparse": [plain(v.indices), plain(v.values), plain(v.dense_shape)]}
-    if isinstance(v, dict):
-        return {"dict": {k: plain(v[k]) for k in sorted(v)}}
-    if isinstance(v, tuple | list):
-        return {"tuple": [plain(x) for x in v]}
-    a = np.asarray(v)
-    if a.dtype.kind == "S":
-        a = a.astype(object)
-    if a.dtype == object:
-        return {"dtype": "string", "shape": list(a.shape),
-                "value": [b.decode("latin-1") for b in a.reshape(-1)]}  # fmt: skip
-    return {"dtype": a.dtype.name, "shape": list(a.shape), "value": a.reshape(-1).tolist()}
 
 
 def drain(sess, ds, limit=100):
