@@ -18,7 +18,11 @@ Invariants:
   tensor TF wrote compressed (its last value repeated); anything malformed is a
   ValueError naming the attr.
 - `import_graph_def` creates every op through `graph.apply_op`, in topological order,
-  and either imports the whole GraphDef or leaves the graph as it found it.  Calls of
+  and either imports the whole GraphDef or leaves the graph as it found it.  The one
+  cycle allowed is a while loop's (TF's rule): an edge NextIteration -> Merge is a back
+  edge, left out of the order and set on the Merge once everything is built; any other
+  cycle is a ValueError naming its nodes.  TF's Ref* primitives (RefEnter, ...) import
+  as the plain ones carrying the reference, and export under TF's Ref* names.  Calls of
   the GraphDef's function library (Defun ops, PartitionedCall) are inlined first
   (`function_library`), so a TF graph with functions imports as plain ops.  An op type
   asyncflow lacks is a `NotFoundError` naming the op and the node.
@@ -337,6 +341,22 @@ def _attr_hint(op_def, name: str) -> Any:
     return None if spec is REQUIRED or isinstance(spec, TypeConstraint) else spec
 
 
+# TF's reference variants of the control-flow primitives (a variable passed through a
+# loop or cond as itself).  asyncflow's primitives carry references (their outputs stay
+# references when the input is one), so these import as the plain ops.
+_REF_CONTROL_FLOW = {
+    "RefEnter": "Enter",
+    "RefExit": "Exit",
+    "RefSwitch": "Switch",
+    "RefMerge": "Merge",
+    "RefNextIteration": "NextIteration",
+}
+_REF_VARIANT = {v: k for k, v in _REF_CONTROL_FLOW.items()}
+_MERGES = ("Merge", "RefMerge")
+_FORWARDING = frozenset(["Enter", "Exit", "Switch", "Merge", "NextIteration", "Identity"])
+_NEXT_ITERATIONS = ("NextIteration", "RefNextIteration")
+
+
 # -- export ----------------------------------------------------------------------------
 
 
@@ -354,6 +374,8 @@ def node_def(op: ops.Operation, out: NodeDef | None = None, text: bool = False) 
     nd = NodeDef() if out is None else out
     nd.name = op.name
     nd.op = op.type
+    if op.type in _REF_VARIANT and op._outputs and op._outputs[0]._is_ref:
+        nd.op = _REF_VARIANT[op.type]  # a variable passed on as itself: TF's RefEnter...
     nd.input.extend(_input_name(t) for t in op.inputs)
     nd.input.extend("^" + c.name for c in op.control_inputs)
     if op.device:
@@ -489,18 +511,60 @@ def _normalize_input_map(input_map) -> tuple[dict, dict]:
     return tensors, controls
 
 
-def _topological_order(nodes: list[NodeDef], tensor_map: dict, control_map: dict) -> list[int]:
-    """Indices of `nodes` with producers first; GraphDef order among ready nodes."""
+def _op_type(nd: NodeDef) -> str:
+    return _REF_CONTROL_FLOW.get(nd.op, nd.op)
+
+
+def _back_edges(nodes: list[NodeDef], index: dict) -> dict[int, list[int]]:
+    """{node index: positions among its data inputs} of the while loops' back edges.
+
+    As TF's importer: a loop is the one cycle a GraphDef may hold, closed by an edge
+    from a NextIteration into a Merge; the Merge is built from its other (forward)
+    inputs and the back edge added once its NextIteration exists.  A Merge all of whose
+    data inputs are back edges has nothing to start from, and stays in the cycle check.
+    """
+    back: dict[int, list[int]] = {}
+    for i, nd in enumerate(nodes):
+        if nd.op not in _MERGES:
+            continue
+        data = [t for t in nd.input if not t.startswith("^")]
+        found = [
+            pos
+            for pos, text in enumerate(data)
+            if (j := index.get(_parse_input(text)[0])) is not None
+            and nodes[j].op in _NEXT_ITERATIONS
+        ]
+        if found and len(found) < len(data):
+            back[i] = found
+    return back
+
+
+def _topological_order(
+    nodes: list[NodeDef], tensor_map: dict, control_map: dict
+) -> tuple[list[int], dict[int, list[int]]]:
+    """Indices of `nodes` with producers first (GraphDef order among ready nodes), and
+    the while loops' back edges (`_back_edges`), which the order leaves out.
+
+    Raises:
+      ValueError: a cycle not closed by a back edge (naming the nodes it holds up).
+    """
     index = {nd.name: i for i, nd in enumerate(nodes)}
+    back = _back_edges(nodes, index)
     consumers: list[list[int]] = [[] for _ in nodes]
     pending = [0] * len(nodes)
     for i, nd in enumerate(nodes):
+        skip = back.get(i, ())
+        pos = -1
         for text in nd.input:
             src, idx, is_control = _parse_input(text)
+            if not is_control:
+                pos += 1
             if (src in control_map) if is_control else ((src, idx) in tensor_map):
                 continue
             if src not in index:
                 raise ValueError(f"Node '{nd.name}': Unknown input node '{text}'")
+            if pos in skip and not is_control:
+                continue
             consumers[index[src]].append(i)
             pending[i] += 1
     ready = [i for i, n in enumerate(pending) if n == 0]
@@ -516,7 +580,7 @@ def _topological_order(nodes: list[NodeDef], tensor_map: dict, control_map: dict
     if len(order) < len(nodes):
         stuck = sorted(nodes[i].name for i, n in enumerate(pending) if n > 0)
         raise ValueError(f"GraphDef contains a cycle through nodes {stuck}")
-    return order
+    return order, back
 
 
 def _group_inputs(op_def, flat: list, attrs: dict, node_name: str) -> list:
@@ -563,6 +627,7 @@ class _Importer:
         self.by_name: dict[str, ops.Operation] = {}
         self.created: list[ops.Operation] = []
         self.imported_names = {nd.name for nd in nodes}
+        self.pending_back: list[tuple[str, int, str]] = []
 
     def full_name(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name
@@ -599,9 +664,12 @@ class _Importer:
             text = "loc:@" + self.full_name(text[5:])
         return text.encode("utf-8") if isinstance(entry, bytes) else text
 
-    def build(self, nd: NodeDef) -> ops.Operation:
+    def build(self, nd: NodeDef, back: list[int] = ()) -> ops.Operation:
+        """Create `nd`'s op; `back` lists the positions of its data inputs that are loop
+        back edges (not built yet: `close_loops` sets them)."""
         name = nd.name
-        op_def = get_op_def(nd.op)
+        op_type = _op_type(nd)
+        op_def = get_op_def(op_type)
         attrs = self._decode_attrs(op_def, nd)
         shapes = attrs.pop("_output_shapes", None)
         data, controls, from_import = [], [], False
@@ -611,9 +679,19 @@ class _Importer:
                 mapped = self.control_map.get(src)
                 controls.append(mapped if mapped is not None else self.by_name[src])
                 from_import |= mapped is None
+            elif len(data) in back:
+                data.append(None)
+                self.pending_back.append((name, len(data) - 1, text))
             else:
                 data.append(self._tensor(name, text))
                 from_import |= (src, idx) not in self.tensor_map
+        if back:  # a forward input stands in for each back edge until it exists
+            stand_in = next(t for t in data if t is not None)
+            data = [stand_in if t is None else t for t in data]
+        if op_type in _FORWARDING and attrs.get("T") == dtypes.resource and data:
+            # TF's TensorArray handle is a resource; asyncflow's is a string tensor
+            # holding the array.  The primitive forwards whichever it gets.
+            attrs["T"] = data[0].dtype
         if not from_import:  # TF: outer control deps gate only the graph's entry nodes
             controls = self.outer_controls + controls
         grouped = _group_inputs(op_def, data, attrs, name)
@@ -622,11 +700,14 @@ class _Importer:
             raise ValueError(f"Node '{want}' already exists in the graph")
         with self.graph.control_dependencies(controls):
             try:
-                op = ops.apply_op(nd.op, grouped, attrs, name=name, graph=self.graph)
+                op = ops.apply_op(op_type, grouped, attrs, name=name, graph=self.graph)
             # Attrs come from a file: a shape function may meet values no builder makes.
             except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
                 raise ValueError(f"Node '{name}': {e}") from e
         self.created.append(op)
+        if op_type != nd.op and any(t._is_ref for t in op.inputs):
+            for t in op.outputs[:1] if op_type == "Merge" else op.outputs:
+                t._is_ref = True  # TF's Ref* primitives pass a reference on
         self._rename(op, want)
         if nd.device:
             op._set_device(device_spec.merge_device(op.device, nd.device))
@@ -634,6 +715,16 @@ class _Importer:
             t.set_shape(s)
         self.by_name[name] = op
         return op
+
+    def close_loops(self) -> None:
+        """Add the back edges `build` left out, once every NextIteration exists."""
+        for name, pos, text in self.pending_back:
+            op = self.by_name[name]
+            try:
+                op._update_input(pos, self._tensor(name, text))
+            except TypeError as e:
+                raise ValueError(f"Node '{name}': {e}") from None
+        self.pending_back.clear()
 
     def _rename(self, op: ops.Operation, want: str) -> None:
         """Names differing only in case get uniquified by the graph; keep the GraphDef's."""
@@ -717,7 +808,7 @@ def import_graph_def(
         raise TypeError("return_elements must be a list of strings")
     for nd in nodes:
         try:
-            get_op_def(nd.op)
+            get_op_def(_op_type(nd))
         except KeyError:
             raise errors.NotFoundError(
                 None,
@@ -735,12 +826,13 @@ def import_graph_def(
             raise ValueError(
                 f"Attempted to map inputs that were not found in graph_def: {missing}"
             )
-        order = _topological_order(nodes, tensor_map, control_map)
+        order, back = _topological_order(nodes, tensor_map, control_map)
         imp = _Importer(graph, nodes, scope.rstrip("/"), tensor_map, control_map, outer_controls)
         try:
             with graph.control_dependencies(None), graph.colocate_with(None):
                 for i in order:
-                    imp.build(nodes[i])
+                    imp.build(nodes[i], back.get(i, ()))
+            imp.close_loops()
             imp.colocate()
             for src, idx in tensor_map:
                 if idx >= len(imp.by_name[src].outputs):

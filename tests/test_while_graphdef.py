@@ -1,0 +1,217 @@
+"""GraphDefs holding while loops import and run: TF1's control flow v1 (Enter, Merge,
+Switch, LoopCond, NextIteration, Exit), whose NextIteration -> Merge back edges make the
+GraphDef cyclic, as TF's importer resolves them.
+
+fixtures/while_graphdef/ is recorded by fixtures/record_while_graphdef_tf.py with TF 2.21
+(tf.compat.v1, control flow v1); these tests read only the fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow.protos import GraphDef
+
+pytestmark = pytest.mark.timeout(60)
+
+HERE = pathlib.Path(__file__).parent / "fixtures" / "while_graphdef"
+EXPECTED = json.loads((HERE / "expected.json").read_text())
+FEEDS = EXPECTED["feeds"]
+
+
+def _feed_dict(prefix: str = "") -> dict:
+    return {
+        f"{prefix}x:0": np.array(FEEDS["x"], np.float32),
+        f"{prefix}n:0": np.int32(FEEDS["n"]),
+        f"{prefix}seq:0": np.array(FEEDS["seq"], np.float32),
+    }
+
+
+def _v1_loops() -> GraphDef:
+    return GraphDef.FromString((HERE / "v1_loops.pb").read_bytes())
+
+
+# -- TF's graphs -------------------------------------------------------------------------
+
+
+def test_fixture_holds_v1_control_flow():
+    ops = set(EXPECTED["v1_loops"]["ops"])
+    assert {"Enter", "Merge", "Switch", "LoopCond", "NextIteration", "Exit"} <= ops
+    assert {"RefEnter", "TensorArrayV3", "TensorArrayWriteV3", "TensorArrayScatterV3"} <= ops
+    assert {nd.op for nd in _v1_loops().node} == ops
+
+
+@pytest.mark.parametrize("fetch", ["count", "acc", "nested", "cond_loop", "rnn_out", "rnn_h"])
+def test_tf_loops_run_as_tf(fetch):
+    with af.Graph().as_default():
+        af.import_graph_def(_v1_loops(), name="")
+        with af.Session() as sess:
+            sess.run("init")
+            got = sess.run(f"{fetch}:0", _feed_dict())
+    want = np.asarray(EXPECTED["v1_loops"][fetch])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert np.asarray(got).dtype == (np.int32 if fetch == "count" else np.float32)
+
+
+def test_loop_with_stateful_body_runs_each_iteration():
+    """A RefEnter'ed variable that the body assign_adds: every iteration's update lands."""
+    with af.Graph().as_default():
+        af.import_graph_def(_v1_loops(), name="imp")
+        with af.Session() as sess:
+            sess.run("imp/init")
+            assert sess.run("imp/bumps:0") == EXPECTED["v1_loops"]["bumps"]
+            assert sess.run("imp/bumps:0") == 2 * EXPECTED["v1_loops"]["bumps"]
+
+
+def test_imported_loop_back_edges_close():
+    with af.Graph().as_default() as g:
+        af.import_graph_def(_v1_loops(), name="")
+    merges = [op for op in g.get_operations() if op.type == "Merge" and "while" in op.name]
+    assert merges
+    loop_merges = [m for m in merges if any(t.op.type == "NextIteration" for t in m.inputs)]
+    # every loop Merge takes its Enter and its NextIteration, as in the GraphDef
+    by_name = {nd.name: nd for nd in _v1_loops().node}
+    for m in loop_merges:
+        assert [t.op.name for t in m.inputs] == [s.split(":")[0] for s in by_name[m.name].input]
+        assert {t.op.type for t in m.inputs} == {"Enter", "NextIteration"}
+    # the variable passed by RefEnter stays a reference in the loop
+    ref_enters = [n.name for n in _v1_loops().node if n.op == "RefEnter"]
+    assert all(g.get_operation_by_name(n).outputs[0]._is_ref for n in ref_enters)
+
+
+def test_input_map_into_a_loop():
+    with af.Graph().as_default():
+        n = af.constant(2)
+        (acc,) = af.import_graph_def(
+            _v1_loops(), input_map={"n:0": n}, return_elements=["acc:0"], name="m"
+        )
+        with af.Session() as sess:
+            got = sess.run(acc, {"m/x:0": np.array(FEEDS["x"], np.float32)})
+    x = np.array(FEEDS["x"], np.float32)
+    np.testing.assert_allclose(got, (0 * x + 0) * x + 1, rtol=1e-6)
+
+
+# -- our graphs ----------------------------------------------------------------------------
+
+
+def _round_trip(build):
+    """Build with `build()` (returning fetch names), export, import into a new graph
+    and run both; returns (original values, imported values)."""
+    with af.Graph().as_default() as g:
+        fetches = build()
+        with af.Session() as sess:
+            sess.run(af.global_variables_initializer())
+            before = sess.run(fetches)
+        gd = g.as_graph_def()
+    with af.Graph().as_default():
+        af.import_graph_def(gd, name="")
+        with af.Session() as sess:
+            if any(nd.op == "VariableV2" for nd in gd.node):
+                sess.run("init")
+            after = sess.run([f.name if hasattr(f, "name") else f for f in fetches])
+    return before, after
+
+
+def test_own_while_loop_round_trips():
+    def build():
+        i = af.constant(0)
+        return [af.while_loop(lambda i: i < 10, lambda i: i + 1, [i])]
+
+    before, after = _round_trip(build)
+    assert before == after == [10]
+
+
+def test_own_nested_loop_with_cond_round_trips():
+    def build():
+        x = af.constant([1.0, 2.0])
+
+        def outer(i, s):
+            def inner(j, s):
+                step = af.cond(j > i, lambda: s * 0.5, lambda: s + x)
+                return j + 1, step
+
+            return i + 1, af.while_loop(lambda j, s: j < 3, inner, [0, s])[1]
+
+        out = af.while_loop(lambda i, s: i < 4, outer, [0, af.zeros([2])])[1]
+        v = af.Variable(1.0, name="v")
+        bumped = af.while_loop(
+            lambda k: k < 3,
+            lambda k: af.tuple([k + 1], control_inputs=[v.assign_add(2.0)])[0],
+            [0],
+        )
+        with af.control_dependencies([bumped]):
+            read = af.identity(v.read_value())
+        af.group(af.global_variables_initializer(), name="init")
+        return [out, read]
+
+    before, after = _round_trip(build)
+    np.testing.assert_allclose(after[0], before[0])
+    assert after[1] == before[1] == 7.0
+
+
+# -- bad cycles stay errors ------------------------------------------------------------
+
+
+def _node(gd, name, op, inputs, **type_attrs):
+    nd = gd.node.add(name=name, op=op)
+    nd.input.extend(inputs)
+    for key, enum in type_attrs.items():
+        nd.attr[key].type = enum
+    return nd
+
+
+def _const(gd, name, value=1.0):
+    nd = _node(gd, name, "Const", [], dtype=1)
+    nd.attr["value"].tensor.dtype = 1
+    nd.attr["value"].tensor.float_val.append(value)
+    return nd
+
+
+def test_cycle_without_a_loop_is_an_error_naming_its_nodes():
+    gd = GraphDef()
+    _const(gd, "c")
+    _node(gd, "a", "AddV2", ["c", "b"], T=1)
+    _node(gd, "b", "AddV2", ["a", "c"], T=1)
+    with af.Graph().as_default() as g:
+        with pytest.raises(ValueError, match=r"cycle through nodes \['a', 'b'\]"):
+            af.import_graph_def(gd, name="")
+        assert g.get_operations() == []
+
+
+def test_cycle_into_a_merge_not_from_next_iteration_is_an_error():
+    gd = GraphDef()
+    _const(gd, "c")
+    m = _node(gd, "m", "Merge", ["c", "back"], T=1)
+    m.attr["N"].i = 2
+    _node(gd, "back", "Identity", ["m"], T=1)
+    with af.Graph().as_default(), pytest.raises(ValueError, match=r"cycle.*'back', 'm'"):
+        af.import_graph_def(gd, name="")
+
+
+def test_merge_fed_only_by_next_iterations_is_an_error():
+    gd = GraphDef()
+    m = _node(gd, "m", "Merge", ["nxt", "nxt"], T=1)
+    m.attr["N"].i = 2
+    _node(gd, "nxt", "NextIteration", ["m"], T=1)
+    with af.Graph().as_default(), pytest.raises(ValueError, match=r"cycle.*'m', 'nxt'"):
+        af.import_graph_def(gd, name="")
+
+
+def test_back_edge_of_another_dtype_is_an_error_and_rolls_back():
+    gd = GraphDef()
+    _const(gd, "c")
+    e = _node(gd, "e", "Enter", ["c"], T=1)
+    e.attr["frame_name"].s = b"f"
+    m = _node(gd, "m", "Merge", ["e", "nxt"], T=1)
+    m.attr["N"].i = 2
+    _node(gd, "cast", "Cast", ["m"], SrcT=1, DstT=3)
+    _node(gd, "nxt", "NextIteration", ["cast"], T=3)
+    with af.Graph().as_default() as g:
+        with pytest.raises(ValueError, match="Node 'm'.*int32"):
+            af.import_graph_def(gd, name="")
+        assert g.get_operations() == []
