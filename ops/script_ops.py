@@ -9,7 +9,7 @@ steps meanwhile.
 Results are checked as TF does: as many values as `Tout`, each `np.asarray(value)` of
 exactly the declared dtype ("0-th value returned by pyfunc_0 is double, but expects
 float").  Python exceptions become TF's error classes by TF's table (ValueError and
-TypeError -> InvalidArgument, StopIteration and IndexError -> OutOfRange,
+TypeError -> InvalidArgument, StopIteration -> OutOfRange,
 NotImplementedError -> Unimplemented, MemoryError -> ResourceExhausted, any other ->
 Unknown), the message carrying the exception's type and text.
 """
@@ -17,6 +17,7 @@ Unknown), the message carrying the exception's type and text.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import threading
 
@@ -24,9 +25,10 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops.eager_tensor import EagerTensor, convert_eager, tf_type_name
 from asyncflow.registry import REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
-__all__ = ["py_func", "numpy_function"]
+__all__ = ["py_func", "numpy_function", "py_function", "eager_py_func"]
 
 _LIST = TypeConstraint(None, is_list=True)
 
@@ -34,9 +36,10 @@ _FUNCS: dict[str, object] = {}
 _FUNCS_LOCK = threading.Lock()
 _TOKENS = itertools.count()
 
-# TF's py_func.cc mapping of Python exceptions to status codes.
+# TF's py_func.cc mapping of Python exceptions to status codes (an IndexError is
+# Unknown: TF 2.21 gives "UnknownError: IndexError: list index out of range").
 _ERROR_CLASSES = (
-    ((StopIteration, IndexError), errors.OutOfRangeError),
+    ((StopIteration,), errors.OutOfRangeError),
     ((ValueError, TypeError), errors.InvalidArgumentError),
     ((NotImplementedError,), errors.UnimplementedError),
     ((MemoryError,), errors.ResourceExhaustedError),
@@ -103,7 +106,8 @@ def _as_op_error(exc: BaseException) -> errors.OpError:
         if isinstance(exc, kinds):
             cls = error_class
             break
-    err = cls(None, None, f"{type(exc).__name__}: {exc}")
+    text = str(exc)
+    err = cls(None, None, f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
     err.__cause__ = exc
     return err
 
@@ -132,16 +136,11 @@ def _check_results(token: str, result, tout):
         got = dtypes.as_dtype(arr.dtype) if arr.dtype != object else dtypes.string
         if got != dtype:
             raise errors.InvalidArgumentError(
-                None, None, f"{i}-th value returned by {token} is {_tf_name(got)}, but expects "
-                f"{_tf_name(dtype)}"
+                None, None, f"{i}-th value returned by {token} is {tf_type_name(got)}, but "
+                f"expects {tf_type_name(dtype)}"
             )  # fmt: skip
         out.append(arr)
     return out[0] if len(out) == 1 else tuple(out)
-
-
-def _tf_name(dtype: dtypes.DType) -> str:
-    """TF's DataTypeString: float32 is "float", float64 "double"."""
-    return {"float32": "float", "float64": "double", "float16": "half"}.get(dtype.name, dtype.name)
 
 
 PyFunc = _py_func_op("PyFunc", stateful=True)
@@ -174,3 +173,127 @@ def py_func(func, inp, Tout, stateful=True, name=None):  # noqa: N803 - TF's nam
 def numpy_function(func, inp, Tout, stateful=True, name=None):  # noqa: N803 - TF's name
     """`tf.numpy_function`: `py_func` (the function sees NumPy arrays, returns NumPy values)."""
     return py_func(func, inp, Tout, stateful=stateful, name=name)
+
+
+# -- EagerPyFunc (`tf.py_function`) -------------------------------------------------------
+
+EagerPyFunc = register_op(
+    "EagerPyFunc",
+    inputs=["input: Tin"],
+    outputs=["output: Tout"],
+    attrs={"token": REQUIRED, "is_async": False, "Tin": _LIST, "Tout": _LIST},
+    shape_fn=_out_shapes,
+    stateful=True,
+    is_async=True,
+)
+
+
+@EagerPyFunc.kernel("CPU")
+async def _eager_py_func_kernel(ctx, *args):
+    token = ctx.attrs["token"]
+    fn = _FUNCS.get(token)
+    if fn is None:
+        raise errors.InvalidArgumentError(
+            None, None, f"Unable to find the function {token} in the registry"
+        )
+    tensors = [EagerTensor(np.array(a), t) for a, t in zip(args, ctx.attrs["Tin"], strict=True)]
+    tout = ctx.attrs["Tout"]
+    loop = asyncio.get_running_loop()
+    outcome = await loop.run_in_executor(None, _call_eager, fn, tensors, tout)
+    if isinstance(outcome, BaseException):
+        raise _as_op_error(outcome)
+    if len(outcome) != len(tout):
+        raise errors.InvalidArgumentError(
+            None, None, f"{token} returns {len(outcome)} values, but expects to see "
+            f"{len(tout)} values."
+        )  # fmt: skip
+    if not tout:
+        return None
+    return outcome[0] if len(outcome) == 1 else tuple(outcome)
+
+
+def _call_eager(fn, tensors, tout):
+    """On the worker thread: the function's results converted to `tout` as TF's EagerFunc
+    converts them (inside the call, so conversion errors map like the function's own)."""
+    try:
+        result = fn(*tensors)
+        if isinstance(result, list | tuple):  # zipped with Tout: extra values are dropped
+            values = [convert_eager(v, d) for v, d in zip(result, tout, strict=False)]
+        elif result is None:
+            values = []
+        else:
+            values = [convert_eager(result, tout[0])]  # IndexError for Tout=[]: as TF
+        # A value may be one the function keeps (an EagerTensor of its own): copy.
+        return [np.array(v) for v in values]
+    except Exception as exc:  # noqa: BLE001 - every error of user code becomes an OpError
+        return exc
+
+
+@EagerPyFunc.gradient
+def _eager_py_func_grad(op, *grads):
+    raise LookupError(
+        f"No gradient defined for operation '{op.name}' (op type: EagerPyFunc): TF takes it "
+        "from the eager tape of the function's TF ops, and asyncflow has no eager execution"
+    )
+
+
+def py_function(func=None, inp=None, Tout=None, name=None):  # noqa: N803 - TF's name
+    """`tf.py_function`: call `func` when the op runs, on a worker thread (never the event
+    loop), with an `EagerTensor` per input (`.numpy()`, `.shape`, `.dtype`, NumPy
+    arithmetic, indexing: see ops/eager_tensor.py).
+
+    `Tout` one dtype gives a tensor, a list gives a list, `[]` the Operation.  Results
+    (EagerTensors, NumPy or Python values) are converted to `Tout` as TF converts them:
+    NumPy values are cast, a Python value the dtype cannot hold is refused.  With
+    `func=None` it is a decorator (`@tf.py_function(Tout=tf.float32)`).
+
+    Raises:
+      TypeError: `Tout` missing; `inp` missing, or given to the decorator form.
+      ValueError: `func` not callable.
+      LookupError: from `tf.gradients` through it (TF differentiates the function's TF
+        ops on its eager tape; asyncflow has no eager execution).
+      When run: InvalidArgumentError for a wrong number of results or a value `Tout`
+        cannot hold, and the error class TF maps the function's exception to.
+    """
+    if Tout is None:
+        raise TypeError(
+            "Missing required argument: 'Tout'\n  If using tf.py_function as a decorator, "
+            "set `Tout`\n  **by name** above the function:\n  `@tf.py_function(Tout=tout)`"
+        )
+    if func is None:
+        if inp is not None:
+            raise TypeError(
+                "Don't set the `inp` argument when using tf.py_function as a decorator "
+                "(`func=None`)."
+            )
+
+        def decorator(fun):
+            @functools.wraps(fun)
+            def wrapper(*args):
+                return py_function(fun, inp=args, Tout=Tout, name=name)
+
+            return wrapper
+
+        return decorator
+    if inp is None:
+        raise TypeError(
+            "Missing argument `inp`:\n  You must set the `inp` argument (the list of arguments "
+            "to the\n  function), unless you use `tf.py_function` as a decorator(`func=None`)."
+        )
+    if not callable(func):
+        raise ValueError(
+            f"Expected func to be callable. Received func={func} of type {type(func)}."
+        )
+    single = not isinstance(Tout, list | tuple)
+    tout = [dtypes.as_dtype(Tout)] if single else [dtypes.as_dtype(t) for t in Tout]
+    inputs = [ops.convert_to_tensor(x) for x in inp]
+    graph = ops.get_default_graph()
+    token = _register_func(func, graph)
+    attrs = {"token": token, "is_async": False, "Tin": [t.dtype for t in inputs], "Tout": tout}
+    op = ops.apply_op("EagerPyFunc", [inputs], attrs, name=name)
+    if not tout:
+        return op
+    return op.outputs[0] if single else list(op.outputs)
+
+
+eager_py_func = py_function
