@@ -68,6 +68,7 @@ from asyncflow.ops import (  # noqa: F401
     string_extras_ops,
     string_hash_ops,
     string_ops,
+    string_unicode_ops,
     summary_ops,
     tensor_array_ops,
     training_ops,
