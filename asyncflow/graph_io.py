@@ -42,6 +42,8 @@ from google.protobuf import message as _pb_message
 
 from asyncflow import device_spec, dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.dataset_functions import FUNCTION_LIST_ATTRS
+from asyncflow.dataset_functions import instantiate as instantiate_dataset_functions
 from asyncflow.function_library import inline_calls
 from asyncflow.protos.attr_value_pb2 import AttrValue
 from asyncflow.protos.graph_pb2 import GraphDef
@@ -475,12 +477,14 @@ def _load_graph_def(graph_def) -> list[NodeDef]:
         seen.add(name)
     if message.library.function:
         nodes = inline_calls(nodes, message.library)
+    expanded = instantiate_dataset_functions(nodes, message.library)
+    if message.library.function or expanded is not nodes:
         seen = set()
-        for nd in nodes:
+        for nd in expanded:
             if nd.name in seen:
                 raise ValueError(f"Duplicate node name in graph: '{nd.name}' (inlined)")
             seen.add(nd.name)
-    return nodes
+    return expanded
 
 
 def _parse_input(text: str) -> tuple[str, int, bool]:
@@ -651,12 +655,22 @@ class _Importer:
                 attrs[key] = decode_attr(value, _attr_hint(op_def, key), key)
             except ValueError as e:
                 raise ValueError(f"Node '{nd.name}': {e}") from None
+        for key, value in attrs.items():  # a dataset function's tensors (dataset_functions)
+            if key.endswith(FUNCTION_LIST_ATTRS) and op_def.attrs.get(key) == []:
+                attrs[key] = [self._tensor_name(n) for n in value]
         if "_class" in attrs:  # colocation names follow the ops they name
             groups = attrs["_class"]
             if not isinstance(groups, list) or not all(isinstance(c, bytes) for c in groups):
                 raise ValueError(f"Node '{nd.name}': attr '_class' must be a list of strings")
             attrs["_class"] = [self._colocation(c) for c in groups]
         return attrs
+
+    def _tensor_name(self, text) -> str:
+        text = text.decode("utf-8") if isinstance(text, bytes) else str(text)
+        src, _, idx = text.rpartition(":")
+        if src in self.imported_names:
+            return f"{self.full_name(src)}:{idx}"
+        return text
 
     def _colocation(self, entry):
         text = entry.decode("utf-8") if isinstance(entry, bytes) else entry

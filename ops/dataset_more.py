@@ -348,10 +348,20 @@ async def _window_op(ctx, ds, size, shift, stride, drop):
     return dso._handle(Window(dso._ds(ds), int(size), int(shift), int(stride), bool(drop)))
 
 
+def _split_captures(ctx, funcs, captured) -> list:
+    """The flat captured values, split per function by TF's `T<func>_other_arguments`."""
+    parts, i = [], 0
+    for f in funcs:
+        n = len(ctx.attrs[f"T{f}_other_arguments"])
+        parts.append(captured[i : i + n])
+        i += n
+    return parts
+
+
 async def _group_by_window(ctx, ds, *captured):
-    a = ctx.attrs
-    nk, nr = a["n_key_captures"], a["n_reduce_captures"]
-    key, red, size = captured[:nk], captured[nk : nk + nr], captured[nk + nr :]
+    key, red, size = _split_captures(
+        ctx, ("key_func", "reduce_func", "window_size_func"), captured
+    )
     return dso._handle(
         GroupByWindow(
             dso._ds(ds), _fn(ctx, "key", key), _fn(ctx, "reduce", red), _fn(ctx, "size", size)
@@ -399,17 +409,17 @@ dso._register(
     None,
     _window_op,
 )
+def _captures_of(*funcs: str) -> tuple[list, dict]:
+    """TF's inputs and type attrs for the captured values of each named function."""
+    inputs = [f"{f}_other_arguments: T{f}_other_arguments" for f in funcs]
+    return inputs, {f"T{f}_other_arguments": dso._LIST for f in funcs}
+
+
+_GBW_IN, _GBW_T = _captures_of("key_func", "reduce_func", "window_size_func")
 dso._register(
     "GroupByWindowDataset",
-    [_IN, "other_arguments: Targuments"],
-    {
-        **_fn_attrs("key"),
-        **_fn_attrs("reduce"),
-        **_fn_attrs("size"),
-        "Targuments": dso._LIST,
-        "n_key_captures": 0,
-        "n_reduce_captures": 0,
-    },
+    [_IN, *_GBW_IN],
+    {**_fn_attrs("key"), **_fn_attrs("reduce"), **_fn_attrs("size"), **_GBW_T},
     _group_by_window,
 )
 dso._register(
@@ -899,13 +909,8 @@ async def _random(ctx, seed, seed2):
 
 
 async def _group_by_reducer(ctx, ds, *captured):
-    a = ctx.attrs
-    counts = [a["n_key_captures"], a["n_init_captures"], a["n_reduce_captures"]]
-    parts, i = [], 0
-    for c in counts:
-        parts.append(captured[i : i + c])
-        i += c
-    parts.append(captured[i:])
+    funcs = ("key_func", "init_func", "reduce_func", "finalize_func")
+    parts = _split_captures(ctx, funcs, captured)
     return dso._handle(
         GroupByReducer(
             dso._ds(ds),
@@ -920,21 +925,20 @@ async def _dense_to_sparse(ctx, ds, batch_size, row_shape):
 
 dso._register("AssertCardinalityDataset", [_IN, "cardinality: int64"], None, _assert_card)
 dso._register("RandomDataset", ["seed: int64", "seed2: int64"], None, _random)
-dso._register(
-    "GroupByReducerDataset",
-    [_IN, "other_arguments: Targuments"],
-    {
-        **_fn_attrs("key"),
-        **_fn_attrs("init"),
-        **_fn_attrs("reduce"),
-        **_fn_attrs("finalize"),
-        "Targuments": dso._LIST,
-        "n_key_captures": 0,
-        "n_init_captures": 0,
-        "n_reduce_captures": 0,
-    },
-    _group_by_reducer,
-)
+_GBR_IN, _GBR_T = _captures_of("key_func", "init_func", "reduce_func", "finalize_func")
+for _name in ("GroupByReducerDataset", "ExperimentalGroupByReducerDataset"):  # TF writes both
+    dso._register(
+        _name,
+        [_IN, *_GBR_IN],
+        {
+            **_fn_attrs("key"),
+            **_fn_attrs("init"),
+            **_fn_attrs("reduce"),
+            **_fn_attrs("finalize"),
+            **_GBR_T,
+        },
+        _group_by_reducer,
+    )
 dso._register(
     "DenseToSparseBatchDataset",
     [_IN, "batch_size: int64", "row_shape: int64"],

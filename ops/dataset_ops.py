@@ -14,12 +14,16 @@ Traced functions (map, filter, flat_map, interleave) are ops in the same graph, 
 through placeholders: a function op carries the names of its argument placeholders
 (`f_inputs`), of its results (`f_outputs`) and of the outer placeholders it captures
 (`f_captures`, whose values arrive as the op's `other_arguments`, so an initializable
-iterator's feeds reach its functions).  A call is a nested step of the session.
+iterator's feeds reach its functions).  A call is a nested step of the session.  TF's
+GraphDefs name FunctionDefs instead (`f`, `predicate`, `key_func`, ...): import turns
+them into this form (asyncflow/dataset_functions.py), so TF's pipelines import and run;
+the op signatures follow TF's (inputs, and attrs TF writes such as `Toutput_types`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from os import cpu_count
 
 import numpy as np
 
@@ -140,21 +144,24 @@ async def _generator(ctx):
     return _handle(pl.Generator(factory, dts, flatten))
 
 
-_register(
-    "TensorSliceDataset", ["components: Toutput_types"], {"Toutput_types": _LIST}, _tensor_slices
-)
-_register("TensorDataset", ["components: Toutput_types"], {"Toutput_types": _LIST}, _tensors)
+# TF's source ops type their components by `Toutput_types` alone: `output_types` may be
+# absent from a GraphDef TF wrote.
+_SOURCE = {"Toutput_types": _LIST, "output_types": []}
+_register("TensorSliceDataset", ["components: Toutput_types"], _SOURCE, _tensor_slices)
+_register("TensorDataset", ["components: Toutput_types"], _SOURCE, _tensors)
+# TF's file sources write no `output_types` (their records are strings).
+_RECORDS = {"output_types": [dtypes.string]}
 _register("RangeDataset", ["start: int64", "stop: int64", "step: int64"], None, _range)
 _register(
     "TFRecordDataset",
     ["filenames: string", "compression_type: string", "buffer_size: int64"],
-    None,
+    _RECORDS,
     _tfrecords,
 )
 _register(
     "TextLineDataset",
     ["filenames: string", "compression_type: string", "buffer_size: int64"],
-    None,
+    _RECORDS,
     _text_lines,
 )
 _register(
@@ -167,7 +174,7 @@ _register(
         "buffer_size: int64",
         "compression_type: string",
     ],
-    None,
+    _RECORDS,
     _fixed_length,
 )
 _register("GeneratorDataset", [], {"token": ""}, _generator)
@@ -183,6 +190,28 @@ async def _map(ctx, ds, *captured):
 async def _parallel_map(ctx, ds, *rest):
     *captured, n = rest
     return _handle(pl.Map(_ds(ds), _function(ctx, captured), int(n) if n > 0 else 4))
+
+
+async def _map_and_batch(ctx, ds, *rest):
+    *captured, batch_size, n, drop = rest
+    mapped = pl.Map(_ds(ds), _function(ctx, captured), int(n) if n > 0 else 4)
+    return _handle(pl.Batch(mapped, int(batch_size), bool(drop)))
+
+
+def _parallel_interleave(trailing: int):
+    """A parallel interleave's kernel: `trailing` int64 inputs after the captures, the
+    first two cycle and block length (TF's deterministic order: as InterleaveDataset;
+    buffer, prefetch and parallel-call counts only tune TF's threads)."""
+
+    async def kernel(ctx, ds, *rest):
+        captured, ints = rest[: len(rest) - trailing], rest[len(rest) - trailing :]
+        cycle = int(ints[0])
+        if cycle <= 0:  # AUTOTUNE: TF takes the schedulable cores
+            cycle = cpu_count()
+        fn = _function(ctx, captured)
+        return _handle(pl.Interleave(_ds(ds), fn, cycle, int(ints[1])))
+
+    return kernel
 
 
 async def _filter(ctx, ds, *captured):
@@ -203,7 +232,7 @@ async def _batch(ctx, ds, batch_size, drop_remainder):
 
 
 async def _padded_batch(ctx, ds, batch_size, *rest):
-    n = len(ctx.attrs["output_types"])
+    n = len(ctx.attrs["Toutput_types"])
     shapes, values, drop = rest[:n], rest[n : 2 * n], rest[2 * n]
     return _handle(pl.PaddedBatch(_ds(ds), int(batch_size), shapes, values, bool(drop)))
 
@@ -257,6 +286,24 @@ _register(
     _FN,
     _parallel_map,
 )
+_register(
+    "ParallelMapDatasetV2",
+    [_IN, "other_arguments: Targuments", "num_parallel_calls: int64"],
+    {**_FN, "deterministic": "default"},
+    _parallel_map,
+)
+_register(
+    "MapAndBatchDataset",
+    [
+        _IN,
+        "other_arguments: Targuments",
+        "batch_size: int64",
+        "num_parallel_calls: int64",
+        "drop_remainder: bool",
+    ],
+    _FN,
+    _map_and_batch,
+)
 _register("FilterDataset", [_IN, "other_arguments: Targuments"], _FN, _filter)
 _register("FlatMapDataset", [_IN, "other_arguments: Targuments"], _FN, _flat_map)
 _register(
@@ -264,6 +311,36 @@ _register(
     [_IN, "other_arguments: Targuments", "cycle_length: int64", "block_length: int64"],
     _FN,
     _interleave,
+)
+_CYCLE = [_IN, "other_arguments: Targuments", "cycle_length: int64", "block_length: int64"]
+_register(
+    "ParallelInterleaveDatasetV2",
+    [*_CYCLE, "num_parallel_calls: int64"],
+    {**_FN, "sloppy": False},
+    _parallel_interleave(3),
+)
+_register(
+    "ParallelInterleaveDatasetV3",
+    [*_CYCLE, "num_parallel_calls: int64"],
+    {**_FN, "deterministic": "default"},
+    _parallel_interleave(3),
+)
+_register(
+    "ParallelInterleaveDatasetV4",
+    [
+        *_CYCLE,
+        "buffer_output_elements: int64",
+        "prefetch_input_elements: int64",
+        "num_parallel_calls: int64",
+    ],
+    {**_FN, "deterministic": "default"},
+    _parallel_interleave(5),
+)
+_register(
+    "LegacyParallelInterleaveDatasetV2",
+    [*_CYCLE, "buffer_output_elements: int64", "prefetch_input_elements: int64"],
+    {**_FN, "deterministic": "default"},
+    _parallel_interleave(4),
 )
 _register("BatchDatasetV2", [_IN, "batch_size: int64", "drop_remainder: bool"], None, _batch)
 _register(
@@ -275,7 +352,7 @@ _register(
         "padding_values: Toutput_types",
         "drop_remainder: bool",
     ],
-    {"Toutput_types": _LIST, "N": 1},
+    {"Toutput_types": _LIST, "N": 1, "output_types": []},  # TF's writes Toutput_types only
     _padded_batch,
 )
 _register("UnbatchDataset", [_IN], None, _unbatch)
@@ -391,6 +468,8 @@ async def _one_shot(ctx, dataset):
 
 
 def _check_compatible(ctx, it: IteratorResource, types, what: str):
+    if not types and what == "MakeIterator":  # a GraphDef TF wrote: nothing to check
+        return
     if [d.base_dtype for d in types] != [d.base_dtype for d in it.output_types]:
         raise errors.InvalidArgumentError(
             None,
@@ -403,7 +482,7 @@ def _check_compatible(ctx, it: IteratorResource, types, what: str):
 MakeIterator = register_op(
     "MakeIterator",
     inputs=["dataset: string", "iterator: string"],
-    attrs={"output_types": _LIST},
+    attrs={"output_types": []},  # ours checks the iterator's types; TF's writes none
     shape_fn=lambda op: [],
     stateful=True,
 )

@@ -657,7 +657,8 @@ class PaddedBatch(DatasetValue):
                 dims.append(longest if w < 0 else w)
             res = np.full([len(parts), *dims], self.pads[k], dtype=parts[0].dtype)
             for i, p in enumerate(parts):
-                res[(i, *(slice(0, s) for s in p.shape))] = p
+                # p[()] for a scalar: an object array stores a 0-d array as an element
+                res[(i, *(slice(0, s) for s in p.shape))] = p if p.ndim else p[()]
             out.append(res)
         return tuple(out)
 

@@ -932,6 +932,126 @@ ParseExample.kernel("CPU")(_parse_kernel)
 ParseSingleExample.kernel("CPU")(_parse_kernel)
 
 
+# -- ParseExampleV2: what TF 2.x writes for parse_example and parse_single_example ------------
+#
+# The keys are input tensors (constants in TF's graphs), a scalar `serialized` parses one
+# example (parse_single_example), a vector a batch, and a dense shape whose first
+# dimension is -1 is a FixedLenSequenceFeature.  The kernel turns these into the attrs
+# of the ParseExample / ParseSingleExample kernels above and runs those.
+
+
+def _v2_seq(dense_shapes) -> tuple[list, list]:
+    shapes, seqs = [], []
+    for shape in dense_shapes:
+        dims = shape.as_list() if shape.ndims is not None else []
+        seq = bool(dims) and dims[0] is None
+        shapes.append(tensor_shape.TensorShape(dims[1:] if seq else dims))
+        seqs.append(seq)
+    return shapes, seqs
+
+
+def _parse_v2_shape(op):
+    rank = op.inputs[0].shape.ndims
+    ns = op._attr("num_sparse")
+    shapes, seqs = _v2_seq(op._attr("dense_shapes"))
+    if rank is None:
+        unknown = tensor_shape.TensorShape(None)
+        return [unknown] * (3 * ns + len(shapes))
+    lead = [op.inputs[0].shape[0].value] if rank == 1 else []
+    out = [tensor_shape.TensorShape([None, rank + 1])] * ns
+    out += [tensor_shape.TensorShape([None])] * ns
+    out += [tensor_shape.TensorShape([rank + 1])] * ns
+    for shape, seq in zip(shapes, seqs):
+        out.append(tensor_shape.TensorShape(lead + ([None] if seq else []) + shape.as_list()))
+    return out
+
+
+ParseExampleV2 = register_op(
+    "ParseExampleV2",
+    inputs=[
+        "serialized: string",
+        "names: string",
+        "sparse_keys: string",
+        "dense_keys: string",
+        "ragged_keys: string",
+        "dense_defaults: Tdense",
+    ],
+    outputs=[
+        "sparse_indices: num_sparse * int64",
+        "sparse_values: sparse_types",
+        "sparse_shapes: num_sparse * int64",
+        "dense_values: Tdense",
+        "ragged_values: ragged_value_types",
+        "ragged_row_splits: ragged_split_types",
+    ],
+    attrs={
+        "Tdense": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "num_sparse": 0,
+        "sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "ragged_value_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "ragged_split_types": TypeConstraint([dtypes.int32, dtypes.int64], is_list=True),
+        "dense_shapes": [],
+    },
+    shape_fn=_parse_v2_shape,
+)
+NotDifferentiable("ParseExampleV2")
+
+
+def _key_list(value, what: str, want: int | None = None) -> list[str]:
+    keys = [k.decode() if isinstance(k, bytes) else str(k) for k in np.ravel(value)]
+    if np.ndim(value) > 1 or (want is not None and len(keys) != want):
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Expected len({what}) to match len(the op's {what} types): "
+            f"{len(keys)} vs. {want}",
+        )
+    return keys
+
+
+@ParseExampleV2.kernel("CPU")
+async def _parse_v2(ctx, serialized, names, sparse_keys, dense_keys, ragged_keys, *defaults):
+    a = ctx.attrs
+    if np.size(ragged_keys):
+        raise errors.UnimplementedError(
+            None, None, "ParseExampleV2: RaggedFeature (ragged_keys) is not supported"
+        )
+    if np.ndim(serialized) > 1:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Expected serialized to be a scalar or vector, got shape: "
+            f"{list(np.shape(serialized))}",
+        )
+    shapes, seqs = _v2_seq(a["dense_shapes"])
+    attrs = {
+        "_batch": np.ndim(serialized) == 1,
+        "sparse_keys": _key_list(sparse_keys, "sparse_keys", a["num_sparse"]),
+        "dense_keys": _key_list(dense_keys, "dense_keys", len(a["Tdense"])),
+        "sparse_types": a["sparse_types"],
+        "Tdense": a["Tdense"],
+        "dense_shapes": shapes,
+        "_dense_seq": seqs,
+        "_example_names": _key_list(names, "names"),
+    }
+    key = (
+        tuple(attrs["sparse_keys"]),
+        tuple(attrs["dense_keys"]),
+        tuple(attrs["_example_names"]),
+        attrs["_batch"],
+    )
+    cached = ctx.kernel_state.get("attrs")
+    if cached is not None and cached[0] == key:  # one attrs object: the fast paths' cache
+        attrs = cached[1]
+    else:
+        ctx.kernel_state["attrs"] = (key, attrs)
+    if np.size(serialized) > 256:
+        out = await ctx.device.compute(_parse_kernel_sync, attrs, serialized, defaults)
+    else:
+        out = _parse_kernel_sync(attrs, serialized, defaults)
+    return out[0] if len(out) == 1 else out
+
+
 def _features_spec(features: dict):
     if not features:
         raise ValueError(f"Missing: features was {features}.")

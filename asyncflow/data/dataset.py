@@ -580,12 +580,10 @@ class Dataset:
             **dataset_more.function_attrs("key", key.inputs, key.outputs, key.captures),
             **dataset_more.function_attrs("reduce", red.inputs, red.outputs, red.captures),
             **dataset_more.function_attrs("size", sizes.inputs, sizes.outputs, sizes.captures),
-            "n_key_captures": len(key.captures),
-            "n_reduce_captures": len(red.captures),
         }
         return self._then(
             "GroupByWindowDataset",
-            [self._variant, [*key.captures, *red.captures, *sizes.captures]],
+            [self._variant, key.captures, red.captures, sizes.captures],
             red.structure._structure,
             attrs,
         )
@@ -788,8 +786,20 @@ def _dims(shape) -> list:
 
 
 def _flat_like(structure, value) -> list:
-    if isinstance(structure, (tuple, dict)):
-        return nest.flatten(value) if isinstance(value, (tuple, dict)) else [value]
+    """`value` flattened up to `structure` (TF's nest.flatten_up_to): a component's
+    value is taken whole, so a padded shape `[]` or `[4]` stays one shape."""
+    if isinstance(structure, tuple) and isinstance(value, (tuple, list)):
+        if len(value) != len(structure):
+            raise ValueError(
+                f"The two structures don't have the same sequence length. Input structure "
+                f"has length {len(value)}, while shallow structure has length {len(structure)}."
+            )
+        return [x for s, v in zip(structure, value) for x in _flat_like(s, v)]
+    if isinstance(structure, dict) and isinstance(value, dict):
+        missing = sorted(set(structure) - set(value), key=str)
+        if missing:
+            raise ValueError(f"The two structures don't have the same keys: missing {missing}")
+        return [x for k in sorted(structure) for x in _flat_like(structure[k], value[k])]
     return [value]
 
 

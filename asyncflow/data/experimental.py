@@ -284,15 +284,9 @@ def group_by_reducer(key_func, reducer):
         attrs = {}
         for prefix, t in fns:
             attrs.update(dataset_more.function_attrs(prefix, t.inputs, t.outputs, t.captures))
-        attrs.update(
-            n_key_captures=len(key.captures),
-            n_init_captures=len(init.captures),
-            n_reduce_captures=len(red.captures),
-        )
-        captured = [c for _, t in fns for c in t.captures]
         return ds._then(
             "GroupByReducerDataset",
-            [ds._variant, captured],
+            [ds._variant, *(t.captures for _, t in fns)],
             _structure_of(fin.structure),
             attrs,
         )

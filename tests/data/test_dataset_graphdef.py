@@ -1,0 +1,141 @@
+"""tf.data GraphDefs TF 2.21 wrote import here and produce TF's elements.
+
+The GraphDefs and TF's values come from tests/fixtures/record_dataset_graphdef_tf.py:
+pipelines whose functions (map, filter, flat_map, interleave, scan, take_while,
+group_by_window, group_by_reducer, a one-shot iterator's dataset factory) TF stores
+as FunctionDefs of the GraphDef's library (asyncflow/dataset_functions.py instantiates
+them), the parallel forms TF 2.21 writes (ParallelMapDatasetV2,
+ParallelInterleaveDatasetV4, LegacyParallelInterleaveDatasetV2, MapAndBatchDataset),
+captured placeholders fed at the iterator's initialization, and files read through a
+fed list of names.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+
+pytestmark = pytest.mark.timeout(60)
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "dataset_graphdef"
+REF = json.loads((FIXTURES / "ref.json").read_text())
+
+
+def _plain(v):
+    v = np.asarray(v)
+    if v.dtype == object:
+        return {
+            "dtype": "string",
+            "value": [b.decode() for b in v.reshape(-1)],
+            "shape": list(v.shape),
+        }
+    return {"dtype": v.dtype.name, "value": v.tolist()}
+
+
+def _drain(case: str, scope: str = ""):
+    ref = REF[case]
+    gd = tf.GraphDef()
+    gd.ParseFromString((FIXTURES / f"{case}.pb").read_bytes())
+    g = tf.Graph()
+    with g.as_default():
+        tf.import_graph_def(gd, name=scope)
+        at = f"{scope}/" if scope else ""
+        feed = {}
+        for name, value in ref["feeds"].items():
+            if name == "files":
+                value = [str(FIXTURES / p) for p in value]
+            feed[g.get_tensor_by_name(f"{at}{name}:0")] = value
+        fetches = [g.get_tensor_by_name(at + n) for n in ref["next"]]
+        values = []
+        with tf.Session(graph=g) as sess:
+            if ref["init"]:
+                sess.run(g.get_operation_by_name(at + ref["init"]), feed)
+            while True:
+                try:
+                    got = sess.run(fetches)
+                except tf.errors.OutOfRangeError:
+                    break
+                values.append([_plain(v) for v in got])
+                assert len(values) <= len(ref["values"]), "more elements than TF gave"
+    return values
+
+
+@pytest.mark.parametrize("case", sorted(REF))
+def test_tf_graphdef_pipeline(case):
+    assert _drain(case) == REF[case]["values"]
+
+
+@pytest.mark.parametrize("case", ["captured_feed", "group_by_window", "stateful_in_map"])
+def test_tf_graphdef_pipeline_under_a_scope(case):
+    # The function attrs name tensors; import_graph_def's scope renames them too.
+    assert _drain(case, scope="imported") == REF[case]["values"]
+
+
+def test_own_pipeline_round_trip_under_a_scope():
+    g = tf.Graph()
+    with g.as_default():
+        c = tf.placeholder(tf.int64, [], name="c")
+        ds = tf.data.Dataset.range(5).map(lambda x: x * c).filter(lambda x: x > 2)
+        it = tf.data.make_initializable_iterator(ds)
+        nxt = it.get_next()
+        gd = g.as_graph_def()
+    g2 = tf.Graph()
+    with g2.as_default():
+        tf.import_graph_def(gd, name="copy")
+        with tf.Session(graph=g2) as sess:
+            sess.run(g2.get_operation_by_name("copy/" + it.initializer.name), {"copy/c:0": 3})
+            out = []
+            with pytest.raises(tf.errors.OutOfRangeError):
+                while True:
+                    out.append(sess.run(g2.get_tensor_by_name("copy/" + nxt.name)))
+    assert out == [3, 6, 9, 12]
+
+
+def test_missing_function_is_a_clear_error():
+    gd = tf.GraphDef()
+    gd.ParseFromString((FIXTURES / "autotune_map.pb").read_bytes())
+    del gd.library.function[:]
+    with tf.Graph().as_default(), pytest.raises(ValueError, match="not in the library"):
+        tf.import_graph_def(gd, name="")
+
+
+def _parse_v2(serialized, ragged_keys=()):
+    from asyncflow import graph as ops
+
+    op = ops.apply_op(
+        "ParseExampleV2",
+        [
+            serialized,
+            tf.constant([], tf.string),
+            tf.constant([], tf.string),
+            tf.constant(["x"]),
+            tf.constant(list(ragged_keys), tf.string),
+            [tf.constant([0.0, 0.0])],
+        ],
+        {"num_sparse": 0, "sparse_types": [], "ragged_value_types": [],
+         "ragged_split_types": [], "dense_shapes": [tf.TensorShape([2])]},  # fmt: skip
+    )
+    return op.outputs[0]
+
+
+def test_parse_example_v2_scalar_vector_and_bad_input():
+    ex = tf.train.Example(
+        features=tf.train.Features(
+            feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=[1.5, -2]))}
+        )
+    ).SerializeToString()
+    with tf.Graph().as_default(), tf.Session() as sess:
+        one, many = _parse_v2(tf.constant(ex)), _parse_v2(tf.constant([ex, b""]))
+        assert one.shape.as_list() == [2] and many.shape.as_list() == [2, 2]
+        a, b = sess.run([one, many])
+        np.testing.assert_array_equal(a, [1.5, -2])
+        np.testing.assert_array_equal(b, [[1.5, -2], [0, 0]])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="scalar or vector"):
+            sess.run(_parse_v2(tf.constant([[ex]])))
+        with pytest.raises(tf.errors.UnimplementedError, match="ragged_keys"):
+            sess.run(_parse_v2(tf.constant(ex), ragged_keys=["r"]))
