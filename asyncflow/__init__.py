@@ -98,6 +98,7 @@ from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
 from asyncflow.ops import data_flow_ops as _data_flow_ops  # noqa: E402
 from asyncflow.ops import edit_distance_ops as _edit_distance_ops  # noqa: E402
 from asyncflow.ops import einsum_ops as _einsum_ops  # noqa: E402
+from asyncflow.ops import fake_quant_ops as _fake_quant_ops  # noqa: E402
 from asyncflow.ops import fft_ops as _fft_ops  # noqa: E402
 from asyncflow.ops import framework_ops as _framework_ops  # noqa: E402
 from asyncflow.ops import functional_ops as _functional_ops  # noqa: E402
@@ -112,6 +113,7 @@ from asyncflow.ops import math_special_ops as _math_special_ops  # noqa: E402
 from asyncflow.ops import parsing_ops as _parsing_ops  # noqa: E402
 from asyncflow.ops import parsing_sequence_ops as _parsing_sequence_ops  # noqa: E402
 from asyncflow.ops import partition_ops as _partition_ops  # noqa: E402
+from asyncflow.ops import quantization_ops as _quantization_ops  # noqa: E402
 from asyncflow.ops import random_more_ops as _random_more_ops  # noqa: E402
 from asyncflow.ops import random_ops as _random_ops  # noqa: E402
 from asyncflow.ops import reader_ops as _reader_ops  # noqa: E402
@@ -142,6 +144,8 @@ for _m in (
     _slicing_ops,
     _scatter_nd_ops,
     _partition_ops,
+    _fake_quant_ops,
+    _quantization_ops,
     _script_ops,
     _linalg_ops,
     _special_math_ops,

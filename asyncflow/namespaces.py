@@ -1,5 +1,5 @@
 """TF1's namespaces over names asyncflow already has: `af.math`, `af.random`,
-`af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`.
+`af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`, `af.quantization`.
 
 Each namespace lists TF1's names (`tf.compat.v1.<namespace>`, TF 2.21) and resolves
 one when it is first read: an explicit alias (`linalg.inv` is `matrix_inverse`), else
@@ -87,6 +87,13 @@ _NAMES = {
         to_hash_bucket_strong to_number unicode_decode unicode_decode_with_offsets
         unicode_encode unicode_script unicode_split unicode_split_with_offsets
         unicode_transcode unsorted_segment_join upper
+    """,
+    "quantization": """
+        dequantize fake_quant_with_min_max_args fake_quant_with_min_max_args_gradient
+        fake_quant_with_min_max_vars fake_quant_with_min_max_vars_gradient
+        fake_quant_with_min_max_vars_per_channel
+        fake_quant_with_min_max_vars_per_channel_gradient quantize quantize_and_dequantize
+        quantize_and_dequantize_v2 quantized_concat
     """,
     "signal": """
         dct fft fft2d fft3d fftnd fftshift frame hamming_window hann_window idct ifft ifft2d
@@ -216,6 +223,7 @@ _ALIASES = {
         "unsorted_segment_join": "ops.string_unicode_ops.unsorted_segment_join",
     },
     "signal": {},
+    "quantization": {},
 }
 
 _PREFIXES = {
@@ -226,6 +234,7 @@ _PREFIXES = {
     "math": (),
     "io": (),
     "signal": (),
+    "quantization": (),
 }
 
 

@@ -401,6 +401,8 @@ def _fetch_values(values, feed_values) -> list:
     out = []
     for v in values:
         if isinstance(v, np.ndarray):
+            if v.dtype.names is not None:  # quantized (qint8...): TF hands out the integers
+                v = v.view(v.dtype.fields[v.dtype.names[0]][0]).copy()
             if v.ndim == 0:
                 v = v[()]
             elif not v.flags.writeable:

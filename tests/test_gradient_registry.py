@@ -83,6 +83,11 @@ TF_NO_GRADIENT = {
          "CombinedNonMaxSuppression", "DrawBoundingBoxesV2", "ExtractGlimpseV2"],
         "tests/ops/test_image_nms_ops.py::test_no_gradient_where_tf_has_none",
     ),  # fmt: skip
+    **dict.fromkeys(
+        ["QuantizeV2", "Dequantize", "QuantizedConcat", "FakeQuantWithMinMaxArgsGradient",
+         "FakeQuantWithMinMaxVarsGradient", "FakeQuantWithMinMaxVarsPerChannelGradient"],
+        "tests/ops/test_quantization_ops.py::test_no_gradient_for_quantize_and_dequantize_as_tf",
+    ),  # fmt: skip
 }
 
 CASES: dict[str, list] = {

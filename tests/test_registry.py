@@ -63,6 +63,13 @@ _TF_NO_GRADIENT = {
     "CombinedNonMaxSuppression",
     "DrawBoundingBoxesV2",
     "ExtractGlimpseV2",
+    # (tests/ops/test_quantization_ops.py)
+    "QuantizeV2",
+    "Dequantize",
+    "QuantizedConcat",
+    "FakeQuantWithMinMaxArgsGradient",
+    "FakeQuantWithMinMaxVarsGradient",
+    "FakeQuantWithMinMaxVarsPerChannelGradient",
 }
 
 
