@@ -355,6 +355,8 @@ _REF_CONTROL_FLOW = {
 }
 _REF_VARIANT = {v: k for k, v in _REF_CONTROL_FLOW.items()}
 _MERGES = ("Merge", "RefMerge")
+# Outputs that are resource handles in TF and handle tensors of another shape here.
+_TF_HANDLE_OUTPUTS = {"TensorArrayV3": (0,), "TensorArrayGradV3": (0,)}
 _FORWARDING = frozenset(["Enter", "Exit", "Switch", "Merge", "NextIteration", "Identity"])
 _NEXT_ITERATIONS = ("NextIteration", "RefNextIteration")
 
@@ -702,10 +704,12 @@ class _Importer:
         if back:  # a forward input stands in for each back edge until it exists
             stand_in = next(t for t in data if t is not None)
             data = [stand_in if t is None else t for t in data]
+        skip_shapes = _TF_HANDLE_OUTPUTS.get(op_type, ())
         if op_type in _FORWARDING and attrs.get("T") == dtypes.resource and data:
             # TF's TensorArray handle is a resource; asyncflow's is a string tensor
             # holding the array.  The primitive forwards whichever it gets.
             attrs["T"] = data[0].dtype
+            skip_shapes = (0,)
         if not from_import:  # TF: outer control deps gate only the graph's entry nodes
             controls = self.outer_controls + controls
         grouped = _group_inputs(op_def, data, attrs, name)
@@ -725,8 +729,12 @@ class _Importer:
         self._rename(op, want)
         if nd.device:
             op._set_device(device_spec.merge_device(op.device, nd.device))
-        for t, s in zip(op.outputs, shapes or [], strict=False):
-            t.set_shape(s)
+        try:
+            for k, (t, s) in enumerate(zip(op.outputs, shapes or [], strict=False)):
+                if k not in skip_shapes:  # a TF handle's shape is not asyncflow's
+                    t.set_shape(s)
+        except ValueError as e:
+            raise ValueError(f"Node '{name}': _output_shapes: {e}") from None
         self.by_name[name] = op
         return op
 

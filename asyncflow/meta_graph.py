@@ -10,7 +10,10 @@ Collections become CollectionDefs as TF makes them:
   bytes_list  str/bytes (imported back as bytes, as TF does), and the serialized protos
               of collections with registered proto functions: VariableDef for TF's
               variable collections ("variables", "trainable_variables", ...), SaverDef
-              for "savers", and whatever `register_proto_function` adds
+              for "savers", CondContextDef / WhileContextDef for "cond_context" /
+              "while_context" (ops/control_flow_context_defs: an imported loop or
+              cond gets its context back, so gradients through it work), and
+              whatever `register_proto_function` adds
   int64_list, float_list
 Variables rebuilt from VariableDefs are `af.Variable` objects bound to the imported ops,
 one object per variable, shared by every collection naming it (a node_list entry naming
@@ -33,7 +36,9 @@ from asyncflow import errors, graph_io
 from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.graph import GraphKeys
+from asyncflow.ops import control_flow_context_defs as cf_defs
 from asyncflow.partitioned_variables import SaveSliceInfo
+from asyncflow.protos.control_flow_pb2 import CondContextDef, WhileContextDef
 from asyncflow.protos.graph_pb2 import GraphDef
 from asyncflow.protos.meta_graph_pb2 import CollectionDef, MetaGraphDef
 from asyncflow.protos.saver_pb2 import SaverDef
@@ -501,6 +506,16 @@ def _register() -> None:
     # imports this module (never the other way round).
     for key in _VARIABLE_COLLECTIONS:
         register_proto_function(key, VariableDef, variable_to_def, _variable_from_proto)
+    # Control flow v1's contexts, so gradients through an imported loop or cond work.
+    register_proto_function(
+        GraphKeys.COND_CONTEXT, CondContextDef, cf_defs.context_to_proto, cf_defs.cond_from_proto
+    )
+    register_proto_function(
+        GraphKeys.WHILE_CONTEXT,
+        WhileContextDef,
+        cf_defs.context_to_proto,
+        cf_defs.while_from_proto,
+    )
 
 
 def _variable_from_proto(vdef, import_scope=None):

@@ -1,6 +1,8 @@
 """GraphDefs holding while loops import and run: TF1's control flow v1 (Enter, Merge,
 Switch, LoopCond, NextIteration, Exit), whose NextIteration -> Merge back edges make the
-GraphDef cyclic, as TF's importer resolves them.
+GraphDef cyclic, as TF's importer resolves them.  MetaGraphs carry the loops' and conds'
+contexts (WhileContextDef / CondContextDef), so a restored model trains: TF's here, ours
+in TF (the recorder checks that and records TF's losses).
 
 fixtures/while_graphdef/ is recorded by fixtures/record_while_graphdef_tf.py with TF 2.21
 (tf.compat.v1, control flow v1); these tests read only the fixtures.
@@ -10,12 +12,18 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 
 import numpy as np
 import pytest
 
 import asyncflow as af
-from asyncflow.protos import GraphDef
+from asyncflow.ops import control_flow_contexts as cfc
+from asyncflow.protos import GraphDef, MetaGraphDef
+from asyncflow.protos.control_flow_pb2 import CondContextDef, WhileContextDef
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "fixtures"))
+import while_graphdef_cases as cases  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -215,3 +223,128 @@ def test_back_edge_of_another_dtype_is_an_error_and_rolls_back():
         with pytest.raises(ValueError, match="Node 'm'.*int32"):
             af.import_graph_def(gd, name="")
         assert g.get_operations() == []
+
+
+# -- MetaGraphs: control-flow contexts, and gradients through imported loops ------------
+
+RNN = EXPECTED["rnn_train"]
+OURS_IN_TF = EXPECTED["ours_in_tf"]
+RNN_PREFIX = str(HERE / "rnn_meta" / "model-0")
+
+
+def _train_imported(meta, prefix, feeds, lr, flags, import_scope=None):
+    """Import `meta` into a new graph, restore `prefix`, minimize the "loss" collection's
+    tensor with GradientDescent; the losses of the steps (`flags`: use_l1 per step)."""
+    with af.Graph().as_default() as g:
+        saver = af.train.import_meta_graph(meta, import_scope=import_scope)
+        loss = g.get_collection("loss")[0]
+        train = af.train.GradientDescentOptimizer(lr).minimize(loss)
+        with af.Session() as sess:
+            saver.restore(sess, prefix)
+            losses = []
+            for flag in flags:
+                fd = dict(feeds)
+                if flag is not None:
+                    fd[loss.name.replace("loss:0", "use_l1:0")] = flag
+                losses.append(float(sess.run([loss, train], fd)[0]))
+    return g, losses
+
+
+def test_tf_meta_graph_holds_contexts():
+    assert {"while_context", "cond_context"} <= set(RNN["collections"])
+    with af.Graph().as_default() as g:
+        af.train.import_meta_graph(RNN_PREFIX + ".meta")
+    (loop,) = g.get_collection("while_context")
+    conds = g.get_collection("cond_context")
+    assert isinstance(loop, cfc.WhileContext) and loop.name == "rnn/while/while_context"
+    assert [c.name for c in conds] == ["cond/cond_text", "cond/cond_text_1"]
+    assert [c.branch for c in conds] == [1, 0]
+    assert loop.pivot.op.type == "LoopCond" and loop.maximum_iterations is not None
+    assert all(t.op.type == "Exit" for t in loop.loop_exits)
+    assert all(t.op.type == "Enter" for t in loop.loop_enters)
+    # every op of the loop's body is back in the loop's context
+    matmul = next(op for op in g.get_operations() if op.type == "MatMul")
+    assert matmul._control_flow_context is loop
+    assert g.get_operation_by_name("cond/Abs")._control_flow_context is conds[0]
+
+
+def test_restored_tf_dynamic_rnn_trains_as_tf():
+    """TF1's flow: import a dynamic_rnn MetaGraph, restore, minimize: the gradient goes
+    through the imported while loop (TensorArrays) and the imported cond."""
+    feeds = {
+        "seq:0": np.array(FEEDS["seq"], np.float32),
+        "target:0": np.array(RNN["target"], np.float32),
+    }
+    _, losses = _train_imported(RNN_PREFIX + ".meta", RNN_PREFIX, feeds, RNN["lr"], RNN["use_l1"])
+    np.testing.assert_allclose(losses, RNN["losses"], rtol=2e-5)
+    assert losses[-1] < losses[0]
+
+
+def test_restored_tf_dynamic_rnn_trains_under_an_import_scope():
+    feeds = {
+        "scoped/seq:0": np.array(FEEDS["seq"], np.float32),
+        "scoped/target:0": np.array(RNN["target"], np.float32),
+    }
+    g, losses = _train_imported(
+        RNN_PREFIX + ".meta", RNN_PREFIX, feeds, RNN["lr"], RNN["use_l1"], "scoped"
+    )
+    np.testing.assert_allclose(losses, RNN["losses"], rtol=2e-5)
+    assert g.get_collection("while_context")[0].name == "scoped/rnn/while/while_context"
+
+
+def _our_meta(tmp_path):
+    cases.write_ours(str(tmp_path))
+    return str(tmp_path / "ours-0")
+
+
+def test_our_meta_graph_writes_while_context_with_nested_cond(tmp_path):
+    prefix = _our_meta(tmp_path)
+    mg = MetaGraphDef.FromString(pathlib.Path(prefix + ".meta").read_bytes())
+    assert sorted(mg.collection_def) == OURS_IN_TF["collections"]
+    (raw,) = mg.collection_def["while_context"].bytes_list.value
+    w = WhileContextDef.FromString(raw)
+    assert w.context_name == "loop/while_context"
+    assert w.pivot_name == "loop/LoopCond:0" and w.back_prop and w.parallel_iterations == 10
+    assert len(w.loop_exit_names) == len(w.loop_enter_names) == 2
+    assert [n.WhichOneof("ctxt") for n in w.nested_contexts] == ["cond_ctxt", "cond_ctxt"]
+    assert sorted(n.cond_ctxt.branch for n in w.nested_contexts) == [0, 1]
+    # the Enter of the variable's snapshot is external: w's read maps into the loop
+    ext = dict(w.values_def.external_values)
+    assert any(v.startswith("loop/") for v in ext.values()) and "x:0" in ext
+    assert set(ext) <= set(w.values_def.values)
+    names = {nd.name for nd in mg.graph_def.node}
+    assert all(v.split(":")[0] in names for v in w.values_def.values)
+
+
+def test_our_meta_graph_trains_here_as_in_tf(tmp_path):
+    """TF imported this MetaGraph (the recorder), restored and trained it; so do we."""
+    prefix = _our_meta(tmp_path)
+    feeds = {"x:0": np.array(cases.X, np.float32)}
+    _, losses = _train_imported(
+        prefix + ".meta", prefix, feeds, cases.LEARNING_RATE, [None] * cases.STEPS
+    )
+    np.testing.assert_allclose(losses, OURS_IN_TF["losses"], rtol=2e-5)
+    with af.Graph().as_default():  # and as the graph that was never exported
+        loss, _ = cases.build_ours(af)
+        train = af.train.GradientDescentOptimizer(cases.LEARNING_RATE).minimize(loss)
+        with af.Session() as sess:
+            sess.run(af.global_variables_initializer())
+            direct = [float(sess.run([loss, train], feeds)[0]) for _ in range(cases.STEPS)]
+    np.testing.assert_allclose(direct, OURS_IN_TF["losses"], rtol=2e-5)
+
+
+def test_contexts_survive_a_second_round_trip(tmp_path):
+    with af.Graph().as_default():
+        af.train.import_meta_graph(RNN_PREFIX + ".meta")
+        mg = af.train.export_meta_graph()
+    original = MetaGraphDef.FromString((HERE / "rnn_meta" / "model-0.meta").read_bytes())
+    for key, proto in (("while_context", WhileContextDef), ("cond_context", CondContextDef)):
+        ours = [proto.FromString(b) for b in mg.collection_def[key].bytes_list.value]
+        theirs = [proto.FromString(b) for b in original.collection_def[key].bytes_list.value]
+        assert [o.context_name for o in ours] == [t.context_name for t in theirs]
+        for o, t in zip(ours, theirs, strict=True):
+            assert set(o.values_def.values) == set(t.values_def.values)
+            assert dict(o.values_def.external_values) == dict(t.values_def.external_values)
+            o.ClearField("values_def")
+            t.ClearField("values_def")
+            assert o == t

@@ -39,6 +39,7 @@ PAIRS = {
     "variable": "tensorflow.core.framework.variable_pb2",
     "queue_runner": "tensorflow.core.protobuf.queue_runner_pb2",
     "meta_graph": "tensorflow.core.protobuf.meta_graph_pb2",
+    "control_flow": "tensorflow.core.protobuf.control_flow_pb2",
     "saved_model": "tensorflow.core.protobuf.saved_model_pb2",
     "tensor_slice": "tensorflow.core.framework.tensor_slice_pb2",
     "tensor_bundle": "tensorflow.core.protobuf.tensor_bundle_pb2",
