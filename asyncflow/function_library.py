@@ -20,6 +20,19 @@ A call node `c` becomes:
 Calls inside bodies are inlined the same way, recursively.  Attrs of body nodes that
 refer to the call's attrs (`placeholder`) take the call's values.
 
+Control flow v2 (`If` / `StatelessIf`, `While` / `StatelessWhile`, what TF 2.x graphs
+hold for tf.cond and tf.while_loop) is lowered to control flow v1 with the branch and
+loop functions inlined, as TF's LowerFunctionalOps pass does:
+- If `c`: `c/input_k` = Switch(input k, pred); the then-branch is a call `c/then` of
+  the Switches' true outputs gated by `c/pivot_t`, the else-branch `c/else` likewise;
+  `c/output_k` = Merge(else k, then k); `c` = IdentityN of the Merges, waiting for
+  `c/branch_executed`, so `^c` waits for the branch that ran.
+- While `w`: per loop variable k, `w/enter_k` (frame "w", the node's
+  parallel_iterations) -> `w/merge_k` -> `w/switch_k` on `w/loop_cond` (LoopCond of the
+  call `w/cond` of the Merges) -> `w/exit_k`, and `w/body_in_k` -> the call `w/body` ->
+  `w/next_iteration_k` -> back into `w/merge_k`; `w` = IdentityN of the Exits.  The
+  node's `output_shapes` become the `_output_shapes` of `c` / `w`.
+
 Invariants: the rewrite never modifies its input; a GraphDef without calls comes back
 as the same list.  A function that calls itself (directly or not), a call naming a
 function the library lacks, or a body input naming nothing is a ValueError.
@@ -34,6 +47,9 @@ from asyncflow.registry import TypeConstraint, get_op_def
 __all__ = ["inline_calls"]
 
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+_IF_OPS = ("If", "StatelessIf")
+_WHILE_OPS = ("While", "StatelessWhile")
+_DT_BOOL = 10  # TF's DataType enum
 
 
 def inline_calls(nodes: list[NodeDef], library) -> list[NodeDef]:
@@ -66,6 +82,12 @@ def _called(nd: NodeDef, functions: dict):
 
 
 def _expand(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
+    if nd.op in _IF_OPS:
+        _lower_if(nd, functions, out, stack)
+        return
+    if nd.op in _WHILE_OPS:
+        _lower_while(nd, functions, out, stack)
+        return
     fdef = _called(nd, functions)
     if fdef is None:
         out.append(nd)
@@ -129,6 +151,178 @@ def _expand(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
     out.append(results)
 
 
+# -- control flow v2, lowered --------------------------------------------------------------
+
+
+def _node(name: str, op: str, inputs: list, device: str, **attrs) -> NodeDef:
+    """A NodeDef; attrs given as ints are types ("T") or ints, by name."""
+    nd = NodeDef(name=name, op=op, device=device)
+    nd.input.extend(inputs)
+    for key, value in attrs.items():
+        if isinstance(value, bool):
+            nd.attr[key].b = value
+        elif isinstance(value, bytes):
+            nd.attr[key].s = value
+        elif isinstance(value, list):
+            nd.attr[key].list.type.extend(value)
+        elif key in ("T", "SrcT", "DstT"):
+            nd.attr[key].type = value
+        else:
+            nd.attr[key].i = value
+    return nd
+
+
+def _function(nd: NodeDef, attr: str, functions: dict):
+    """The NameAttrList of `nd`'s function-valued attr `attr`, checked to exist."""
+    func = nd.attr[attr].func
+    if func.name not in functions:
+        raise ValueError(
+            f"Node '{nd.name}' ({nd.op}) names function '{func.name}' as {attr}, "
+            "not in the library"
+        )
+    return func
+
+
+def _call(name: str, func, inputs: list, controls: list, device: str) -> NodeDef:
+    """A call of `func` (a NameAttrList) as `_expand` inlines it."""
+    call = NodeDef(name=name, op=func.name, device=device)
+    call.input.extend(inputs)
+    call.input.extend(controls)
+    for key, value in func.attr.items():
+        call.attr[key].CopyFrom(value)
+    return call
+
+
+def _split_inputs(nd: NodeDef) -> tuple[list, list]:
+    return (
+        [i for i in nd.input if not i.startswith("^")],
+        [i for i in nd.input if i.startswith("^")],
+    )
+
+
+def _result_node(nd: NodeDef, inputs: list, types: list, controls: list) -> NodeDef:
+    """The node keeping `nd`'s name: an IdentityN of its results (`nd:i` is result i)."""
+    if types:
+        result = _node(nd.name, "IdentityN", inputs + controls, nd.device, T=types)
+    else:
+        result = _node(nd.name, "NoOp", controls, nd.device)
+    shapes = nd.attr["output_shapes"].list.shape if "output_shapes" in nd.attr else []
+    if types and len(shapes) == len(types):
+        result.attr["_output_shapes"].list.shape.extend(shapes)
+    return result
+
+
+def _lower_if(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
+    then_fn = _function(nd, "then_branch", functions)
+    else_fn = _function(nd, "else_branch", functions)
+    data, controls = _split_inputs(nd)
+    tin = list(nd.attr["Tin"].list.type)
+    tout = list(nd.attr["Tout"].list.type)
+    if not data or len(data) - 1 != len(tin):
+        raise ValueError(
+            f"Node '{nd.name}' ({nd.op}) has {len(data)} inputs for a predicate and "
+            f"{len(tin)} arguments"
+        )
+    p, dev = nd.name, nd.device
+    pred = data[0]
+    tcond = nd.attr["Tcond"].type if "Tcond" in nd.attr else _DT_BOOL
+    if tcond != _DT_BOOL:  # TF: a non-boolean scalar predicate is "!= 0"
+        out.append(_node(f"{p}/pred", "Cast", [pred, *controls], dev, SrcT=tcond, DstT=_DT_BOOL))
+        pred = f"{p}/pred"
+    out.append(_node(f"{p}/switch_pred", "Switch", [pred, pred, *controls], dev, T=_DT_BOOL))
+    out.append(_node(f"{p}/pivot_f", "Identity", [f"{p}/switch_pred"], dev, T=_DT_BOOL))
+    out.append(_node(f"{p}/pivot_t", "Identity", [f"{p}/switch_pred:1"], dev, T=_DT_BOOL))
+    for k, (arg, t) in enumerate(zip(data[1:], tin, strict=True)):
+        out.append(_node(f"{p}/input_{k}", "Switch", [arg, pred, *controls], dev, T=t))
+    branches = (("else", else_fn, 0, "pivot_f"), ("then", then_fn, 1, "pivot_t"))
+    for branch, fn, side, pivot in branches:
+        inputs = [f"{p}/input_{k}:{side}" for k in range(len(tin))]
+        _expand(_call(f"{p}/{branch}", fn, inputs, [f"^{p}/{pivot}"], dev), functions, out, stack)
+        out.append(
+            _node(
+                f"{p}/{branch}_done",
+                "Identity",
+                [f"{p}/{pivot}", f"^{p}/{branch}"],
+                dev,
+                T=_DT_BOOL,
+            )
+        )
+    for k, t in enumerate(tout):
+        out.append(
+            _node(f"{p}/output_{k}", "Merge", [f"{p}/else:{k}", f"{p}/then:{k}"], dev, T=t, N=2)
+        )
+    out.append(
+        _node(
+            f"{p}/branch_executed",
+            "Merge",
+            [f"{p}/else_done", f"{p}/then_done"],
+            dev,
+            T=_DT_BOOL,
+            N=2,
+        )
+    )
+    outputs = [f"{p}/output_{k}" for k in range(len(tout))]
+    out.append(_result_node(nd, outputs, tout, [f"^{p}/branch_executed"]))
+
+
+def _lower_while(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
+    cond_fn = _function(nd, "cond", functions)
+    body_fn = _function(nd, "body", functions)
+    data, controls = _split_inputs(nd)
+    types = list(nd.attr["T"].list.type)
+    if not data or len(data) != len(types):
+        raise ValueError(
+            f"Node '{nd.name}' ({nd.op}) has {len(data)} inputs for {len(types)} loop variables"
+        )
+    p, dev = nd.name, nd.device
+    parallel = nd.attr["parallel_iterations"].i if "parallel_iterations" in nd.attr else 10
+    n = len(types)
+    for k, (x, t) in enumerate(zip(data, types, strict=True)):
+        out.append(
+            _node(
+                f"{p}/enter_{k}",
+                "Enter",
+                [x, *controls],
+                dev,
+                T=t,
+                frame_name=p.encode(),
+                is_constant=False,
+                parallel_iterations=parallel,
+            )
+        )
+        out.append(
+            _node(
+                f"{p}/merge_{k}",
+                "Merge",
+                [f"{p}/enter_{k}", f"{p}/next_iteration_{k}"],
+                dev,
+                T=t,
+                N=2,
+            )
+        )
+    merges = [f"{p}/merge_{k}" for k in range(n)]
+    # The cond's and body's nodes without inputs (constants) run in the loop's frame,
+    # once per iteration, by a control edge from this iteration's values.
+    _expand(_call(f"{p}/cond", cond_fn, merges, [f"^{p}/merge_0"], dev), functions, out, stack)
+    pred = f"{p}/cond"
+    out_types = [a.type for a in functions[cond_fn.name].signature.output_arg]
+    if len(out_types) != 1:
+        raise ValueError(f"Node '{nd.name}': cond '{cond_fn.name}' must return one value")
+    if out_types[0] not in (_DT_BOOL, 0):
+        out.append(_node(f"{p}/pred", "Cast", [pred], dev, SrcT=out_types[0], DstT=_DT_BOOL))
+        pred = f"{p}/pred"
+    out.append(_node(f"{p}/loop_cond", "LoopCond", [pred], dev))
+    for k, t in enumerate(types):
+        out.append(_node(f"{p}/switch_{k}", "Switch", [merges[k], f"{p}/loop_cond"], dev, T=t))
+        out.append(_node(f"{p}/exit_{k}", "Exit", [f"{p}/switch_{k}"], dev, T=t))
+        out.append(_node(f"{p}/body_in_{k}", "Identity", [f"{p}/switch_{k}:1"], dev, T=t))
+    body_in = [f"{p}/body_in_{k}" for k in range(n)]
+    _expand(_call(f"{p}/body", body_fn, body_in, [f"^{p}/body_in_0"], dev), functions, out, stack)
+    for k, t in enumerate(types):
+        out.append(_node(f"{p}/next_iteration_{k}", "NextIteration", [f"{p}/body:{k}"], dev, T=t))
+    out.append(_result_node(nd, [f"{p}/exit_{k}" for k in range(n)], types, []))
+
+
 def _arg_type(arg, call: NodeDef) -> int:
     if arg.type:
         return arg.type
@@ -177,8 +371,10 @@ def _output_offset(nd: NodeDef, out_arg: str, functions: dict, fname: str) -> in
             else:
                 sizes[name] = 1
         names = [d[0] for d in declared]
-    elif nd.op in _CALL_OPS:
+    elif nd.op in _CALL_OPS or nd.op in _IF_OPS:
         names, sizes = ["output"], {"output": len(nd.attr["Tout"].list.type)}
+    elif nd.op in _WHILE_OPS:
+        names, sizes = ["output"], {"output": len(nd.attr["T"].list.type)}
     else:
         try:
             op_def = get_op_def(nd.op)

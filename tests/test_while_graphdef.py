@@ -348,3 +348,91 @@ def test_contexts_survive_a_second_round_trip(tmp_path):
             o.ClearField("values_def")
             t.ClearField("values_def")
             assert o == t
+
+
+# -- control flow v2: If / While nodes lowered at import --------------------------------
+
+V2 = EXPECTED["v2"]
+FROZEN = EXPECTED["frozen"]
+
+
+def _v2_loops() -> GraphDef:
+    return GraphDef.FromString((HERE / "v2_loops.pb").read_bytes())
+
+
+def test_fixture_holds_control_flow_v2():
+    assert {"If", "StatelessIf", "While", "StatelessWhile"} <= set(V2["ops"])
+    assert not {"Enter", "Merge", "Switch"} & set(V2["ops"])
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_tf2_cond_and_while_run_as_tf(flag):
+    want = V2[str(flag).lower()]
+    with af.Graph().as_default():
+        af.import_graph_def(_v2_loops(), name="")
+        with af.Session() as sess:
+            sess.run("init")
+            feeds = {"x:0": np.array(FEEDS["x"], np.float32), "n:0": 4, "p:0": flag}
+            fetches = ["cond_out", "count", "acc", "nested", "cond_loop", "grown"]
+            got = sess.run([f + ":0" for f in fetches], feeds)
+            for name, value in zip(fetches, got, strict=True):
+                np.testing.assert_allclose(value, want[name], rtol=1e-6, err_msg=name)
+            # a stateful If: the variable is assign_added only when its branch runs
+            np.testing.assert_allclose(sess.run("bump:0", {"p:0": flag}), want["bump"])
+
+
+def test_tf2_while_lowering_keeps_attrs():
+    with af.Graph().as_default() as g:
+        af.import_graph_def(_v2_loops(), name="")
+    gd = _v2_loops()
+    whiles = {nd.name: nd for nd in gd.node if nd.op in ("While", "StatelessWhile")}
+    def source(name):  # the loop's output, through TF's Identities after it
+        t = g.get_operation_by_name(name).inputs[0]
+        while t.op.type == "Identity":
+            t = t.op.inputs[0]
+        return t
+
+    acc_loop = source("acc").op
+    assert acc_loop.type == "IdentityN" and acc_loop.name in whiles
+    enter = g.get_operation_by_name(f"{acc_loop.name}/enter_0")
+    assert enter.type == "Enter" and enter._attrs["parallel_iterations"] == 3
+    assert enter._attrs["frame_name"] == acc_loop.name
+    # output_shapes: the growing loop variable keeps TF's [None]
+    grown = source("grown")
+    assert grown.op.type == "IdentityN" and grown.shape.as_list() == [None]
+    # a nested loop's frame is its own, inside the outer body
+    frames = {op._attrs["frame_name"] for op in g.get_operations() if op.type == "Enter"}
+    assert len(frames) == len(whiles) + sum(
+        1 for f in gd.library.function for nd in f.node_def if nd.op.endswith("While")
+    )
+
+
+def test_frozen_tf_function_runs_as_tf():
+    gd = GraphDef.FromString((HERE / "frozen_fn.pb").read_bytes())
+    with af.Graph().as_default():
+        af.import_graph_def(gd, name="")
+        with af.Session() as sess:
+            got = sess.run(FROZEN["output"], {FROZEN["input"]: np.array(FEEDS["x"], np.float32)})
+    np.testing.assert_allclose(got, FROZEN["out"], rtol=1e-6)
+
+
+def _first_node(gd, *types):
+    return next(nd for nd in gd.node if nd.op in types)
+
+
+def test_while_naming_a_missing_function_is_an_error():
+    gd = _v2_loops()
+    loop = _first_node(gd, "While", "StatelessWhile")
+    loop.attr["body"].func.name = "no_such_body"
+    with af.Graph().as_default() as g:
+        with pytest.raises(ValueError, match=f"'{loop.name}'.*'no_such_body'.*not in the library"):
+            af.import_graph_def(gd, name="")
+        assert g.get_operations() == []
+
+
+def test_if_with_inputs_not_matching_tin_is_an_error():
+    gd = _v2_loops()
+    node = _first_node(gd, "If", "StatelessIf")
+    node.attr["Tin"].list.type.append(1)
+    with af.Graph().as_default(), pytest.raises(ValueError, match=f"'{node.name}'.*inputs"):
+        af.import_graph_def(gd, name="")
