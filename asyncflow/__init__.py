@@ -126,6 +126,7 @@ from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import space_ops as _space_ops  # noqa: E402
 from asyncflow.ops import sparse_math_ops as _sparse_math_ops  # noqa: E402
 from asyncflow.ops import sparse_ops as _sparse_ops  # noqa: E402
+from asyncflow.ops import sparse_serialize_ops as _sparse_serialize_ops  # noqa: E402
 from asyncflow.ops import special_math_ops as _special_math_ops  # noqa: E402
 from asyncflow.ops import state_ops as _state_ops  # noqa: E402
 from asyncflow.ops import string_extras_ops as _string_extras_ops  # noqa: E402
@@ -134,6 +135,7 @@ from asyncflow.ops import string_ops as _string_ops  # noqa: E402
 from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
 from asyncflow.ops import tensor_proto_ops as _tensor_proto_ops  # noqa: E402
 from asyncflow.ops import unique_ops as _unique_ops  # noqa: E402
+from asyncflow.ops import write_file_ops as _write_file_ops  # noqa: E402
 
 # Composites first: an op family's dedicated op of the same name takes their place.
 _reexport(_math_composites)
@@ -185,6 +187,8 @@ for _m in (
     _math_special_ops,
     _sparse_ops,
     _sparse_math_ops,
+    _sparse_serialize_ops,
+    _write_file_ops,
     _linalg_matrix_ops,
     _einsum_ops,
     _fft_ops,

@@ -198,6 +198,8 @@ _ALIASES = {
         "bincount": "ops.count_ops.sparse_bincount",
         "from_dense": "sparse_composites.from_dense",
         "SparseConditionalAccumulator": "SparseConditionalAccumulator",
+        "cross": "ops.sparse_cross_ops.sparse_cross",
+        "cross_hashed": "ops.sparse_cross_ops.sparse_cross_hashed",
     },
     "strings": {
         "join": "string_join",

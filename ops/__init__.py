@@ -63,8 +63,10 @@ from asyncflow.ops import (  # noqa: F401
     set_ops,
     slicing_ops,
     space_ops,
+    sparse_cross_ops,
     sparse_math_ops,
     sparse_ops,
+    sparse_serialize_ops,
     special_math_ops,
     state_ops,
     string_extras_ops,
@@ -75,4 +77,5 @@ from asyncflow.ops import (  # noqa: F401
     tensor_array_ops,
     training_ops,
     unique_ops,
+    write_file_ops,
 )
