@@ -86,6 +86,7 @@ from asyncflow import (
     sparse_composites,  # noqa: E402 - also af.sparse.from_dense's home
 )
 from asyncflow import partitioned_variables as _partitioned_variables  # noqa: E402
+from asyncflow import random_generator as _random_generator  # noqa: E402, F401
 from asyncflow import random_seed as _random_seed  # noqa: E402
 from asyncflow import sparse_tensor as _sparse_tensor  # noqa: E402
 from asyncflow import template as _template  # noqa: E402

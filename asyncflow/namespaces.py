@@ -169,6 +169,18 @@ _ALIASES = {
         "get_seed": "get_seed",
         "stateless_uniform": "stateless_random_uniform",
         "stateless_normal": "stateless_random_normal",
+        "stateless_categorical": "ops.stateless_random_ops.stateless_categorical",
+        "stateless_multinomial": "ops.stateless_random_ops.stateless_multinomial",
+        "stateless_gamma": "ops.stateless_random_ops.stateless_random_gamma",
+        "stateless_poisson": "ops.stateless_random_ops.stateless_random_poisson",
+        "stateless_binomial": "ops.stateless_random_ops.stateless_random_binomial",
+        "fold_in": "ops.stateless_random_ops.fold_in",
+        "split": "ops.stateless_random_ops.split",  # (not the top-level array split)
+        "create_rng_state": "ops.stateless_random_ops.create_rng_state",
+        "Algorithm": "ops.stateless_random_ops.Algorithm",
+        "Generator": "random_generator.Generator",
+        "get_global_generator": "random_generator.get_global_generator",
+        "set_global_generator": "random_generator.set_global_generator",
     },
     "io": {
         "TFRecordWriter": "python_io.TFRecordWriter",

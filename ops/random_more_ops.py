@@ -3,31 +3,24 @@
 TruncatedNormal / UniformInt: `tf.random.stateless_*`).
 
 The stateful ops follow `random_ops`' seeding rules (one Philox generator per op, keyed
-by its seed attrs).  A stateless op draws from a generator keyed by its `seed` input
-alone, made afresh on every run: the same (shape, seed) gives the same numbers in any
-session, as TF's; TF's exact bits are not reproduced, only that contract.
+by its seed attrs).  The stateless ops are ops/stateless_random_ops.py's: TF's Philox
+stream for the `seed` input, so the same (shape, seed) gives TF's numbers.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.ops.random_ops import (
-    _FLOAT_OUT,
-    _INT_OUT,
     _SEEDS,
     _draw,
-    _draw_truncated,
-    _draw_uniform,
     _float_dtype,
     _host,
     _make_shape,
     _seed_attrs,
-    _shape_str,
     _shape_tensor,
-    _to_device,
 )
 from asyncflow.registry import INDEX, NotDifferentiable, TypeConstraint, register_op
 
@@ -114,74 +107,8 @@ NotDifferentiable("RandomPoissonV2")
 NotDifferentiable("RandomGamma")
 
 
-# -- stateless draws ----------------------------------------------------------------------
-
-
-def _stateless_generator(seed) -> np.random.Generator:
-    seed = _host(seed)
-    if seed.shape != (2,):
-        raise errors.InvalidArgumentError(
-            None, None, f"seed must have shape [2], not {_shape_str(seed.shape)}"
-        )
-    mask = (1 << 64) - 1
-    key = np.array([int(seed[0]) & mask, int(seed[1]) & mask], np.uint64)
-    return np.random.Generator(np.random.Philox(key=key))
-
-
-def _stateless_shape(op):
-    op.inputs[1].shape.merge_with(tensor_shape.TensorShape([2]))
-    op.inputs[0].shape.with_rank(1)
-    return [ops.constant_shape(op.inputs[0])]
-
-
-def _register_stateless(op_type: str, draw):
-    op_def = register_op(
-        op_type,
-        inputs=["shape: T", "seed: Tseed"],
-        outputs=["output: dtype"],
-        attrs={"dtype": _FLOAT_OUT, "T": INDEX, "Tseed": INDEX},
-        shape_fn=_stateless_shape,
-    )
-    NotDifferentiable(op_type)
-
-    @op_def.kernel(host_memory=("shape", "seed"))
-    async def _kernel(ctx, shape, seed):
-        shape = _make_shape(shape)
-        gen = _stateless_generator(seed)
-        dtype = ctx.attrs["dtype"]
-        ctx.device.check_alloc(int(np.prod(shape)), dtype)
-        return await _to_device(ctx, draw(gen, shape, dtype.as_numpy_dtype))
-
-    return op_def
-
-
-StatelessRandomUniform = _register_stateless("StatelessRandomUniform", _draw_uniform)
-StatelessRandomNormal = _register_stateless(
-    "StatelessRandomNormal",
-    lambda g, s, d: g.standard_normal(s, dtype=np.float64).astype(d),
-)
-StatelessTruncatedNormal = _register_stateless("StatelessTruncatedNormal", _draw_truncated)
-
-StatelessRandomUniformInt = register_op(
-    "StatelessRandomUniformInt",
-    inputs=["shape: T", "seed: Tseed", "minval: dtype", "maxval: dtype"],
-    outputs=["output: dtype"],
-    attrs={"dtype": _INT_OUT, "T": INDEX, "Tseed": INDEX},
-    shape_fn=_stateless_shape,
-)
-NotDifferentiable("StatelessRandomUniformInt")
-
-
-@StatelessRandomUniformInt.kernel(host_memory=("shape", "seed", "minval", "maxval"))
-async def _stateless_uniform_int(ctx, shape, seed, minval, maxval):
-    shape = _make_shape(shape)
-    lo, hi = int(_host(minval)), int(_host(maxval))
-    dtype = ctx.attrs["dtype"]
-    if int(np.prod(shape)) and lo >= hi:
-        raise errors.InvalidArgumentError(None, None, f"Need minval < maxval, got {lo} >= {hi}")
-    gen = _stateless_generator(seed)
-    out = gen.integers(lo, max(hi, lo + 1), size=shape, dtype=dtype.as_numpy_dtype)
-    return await _to_device(ctx, out)
+# The stateless draws' ops (StatelessRandomUniform, ...) are ops/stateless_random_ops.py's,
+# with TF's numbers; the builders below apply them by name.
 
 
 # -- builders ----------------------------------------------------------------------------

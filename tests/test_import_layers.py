@@ -102,6 +102,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "image",
             "image_ssim",
             "namespaces",
+            "random_generator",
         ),
     ),
     ("autodiff", ("gradients", "control_flow_grad")),

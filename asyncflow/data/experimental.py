@@ -15,6 +15,7 @@ from asyncflow.data.dataset import (
     choose_from_datasets,
     sample_from_datasets,
 )
+from asyncflow.data.optional import Optional, OptionalSpec, get_next_as_optional
 from asyncflow.data.options import (
     AutoShardPolicy,
     AutotuneAlgorithm,
@@ -37,6 +38,8 @@ __all__ = [
     "ExternalStatePolicy",
     "INFINITE_CARDINALITY",
     "OptimizationOptions",
+    "Optional",
+    "OptionalStructure",
     "RandomDataset",
     "Reducer",
     "SHARD_HINT",
@@ -52,6 +55,7 @@ __all__ = [
     "enable_debug_mode",
     "enumerate_dataset",
     "from_list",
+    "get_next_as_optional",
     "get_single_element",
     "group_by_reducer",
     "group_by_window",
@@ -72,6 +76,9 @@ __all__ = [
     "unbatch",
     "unique",
 ]
+
+
+OptionalStructure = OptionalSpec  # TF1's name for tf.OptionalSpec
 
 
 def map_and_batch(

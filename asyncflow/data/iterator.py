@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.data.optional import Optional, element_spec_of
 from asyncflow.data.structure import (
     _component_attrs,
     _flat,
@@ -99,6 +100,17 @@ class Iterator:
             name=name or "IteratorGetNext",
         ).outputs
         return _from_components(self._structure, list(outs))
+
+    def get_next_as_optional(self):
+        """The next element as a `tf.data.experimental.Optional`, empty at the end of the
+        data (IteratorGetNextAsOptional) instead of raising OutOfRangeError."""
+        handle = ops.apply_op(
+            "IteratorGetNextAsOptional",
+            [self._resource],
+            _attrs(self._structure),
+            name="IteratorGetNextAsOptional",
+        ).outputs[0]
+        return Optional(handle, element_spec_of(self._structure))
 
     def string_handle(self, name=None):
         """A string naming this iterator, to feed an iterator made by
