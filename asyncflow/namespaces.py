@@ -174,6 +174,9 @@ _ALIASES = {
         "stateless_gamma": "ops.stateless_random_ops.stateless_random_gamma",
         "stateless_poisson": "ops.stateless_random_ops.stateless_random_poisson",
         "stateless_binomial": "ops.stateless_random_ops.stateless_random_binomial",
+        "stateless_parameterized_truncated_normal": (
+            "ops.parameterized_truncated_normal_ops.stateless_parameterized_truncated_normal"
+        ),
         "fold_in": "ops.stateless_random_ops.fold_in",
         "split": "ops.stateless_random_ops.split",  # (not the top-level array split)
         "create_rng_state": "ops.stateless_random_ops.create_rng_state",

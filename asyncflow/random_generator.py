@@ -137,7 +137,7 @@ class Generator:
     # -- draws -----------------------------------------------------------------------
     def normal(self, shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None):
         with ops.name_scope(name, "stateful_normal", [shape, mean, stddev]):
-            shape = srng._shape_tensor(shape)
+            shape = srng.shape_tensor(shape)
             mean = ops.convert_to_tensor(mean, dtype=dtype, name="mean")
             stddev = ops.convert_to_tensor(stddev, dtype=dtype, name="stddev")
             rnd = self._draw("StatelessRandomNormalV2", shape, dtype)
@@ -145,7 +145,7 @@ class Generator:
 
     def truncated_normal(self, shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None):
         with ops.name_scope(name, "truncated_normal", [shape, mean, stddev]):
-            shape = srng._shape_tensor(shape)
+            shape = srng.shape_tensor(shape)
             mean = ops.convert_to_tensor(mean, dtype=dtype, name="mean")
             stddev = ops.convert_to_tensor(stddev, dtype=dtype, name="stddev")
             rnd = self._draw("StatelessTruncatedNormalV2", shape, dtype)
@@ -168,7 +168,7 @@ class Generator:
         elif maxval is None:
             maxval = 1
         with ops.name_scope(name, "stateful_uniform", [shape, minval, maxval]):
-            shape = srng._shape_tensor(shape)
+            shape = srng.shape_tensor(shape)
             if dtype.is_integer and minval is None:
                 return self._draw("StatelessRandomUniformFullIntV2", shape, dtype)
             lo = ops.convert_to_tensor(minval, dtype=dtype, name="min")
@@ -180,7 +180,7 @@ class Generator:
 
     def uniform_full_int(self, shape, dtype=dtypes.uint64, name=None):
         with ops.name_scope(name, "stateful_uniform_full_int", [shape]):
-            shape = srng._shape_tensor(shape)
+            shape = srng.shape_tensor(shape)
             return self._draw("StatelessRandomUniformFullIntV2", shape, dtype)
 
     def make_seeds(self, count=1):

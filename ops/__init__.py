@@ -48,6 +48,7 @@ from asyncflow.ops import (  # noqa: F401
     nn_impl_gpu,
     nn_ops,
     optional_ops,
+    parameterized_truncated_normal_ops,
     parsing_ops,
     parsing_sequence_ops,
     partition_ops,

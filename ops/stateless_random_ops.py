@@ -14,6 +14,9 @@ the same values as TF 2.21 on CPU.
   depend on its thread pool; rows of such a batch follow each other here.)
 
 All kernels run on the host ("CPU"): the draws are cheap next to the Python around them.
+Float32 normals are TF's Box-Muller over the same words, but TF rounds through glibc's
+logf / sincosf where ops/philox_random.py rounds double results: about 1.5% of float32
+normals (and what is drawn from them) are one ulp off TF's.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def _shape_str(shape) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def _make_shape(shape) -> tuple[int, ...]:
+def make_shape(shape) -> tuple[int, ...]:
     shape = np.asarray(shape)
     if shape.ndim != 1:
         raise errors.InvalidArgumentError(
@@ -205,12 +208,12 @@ def _register_pair(name: str, draw, dtype_attr, extra_inputs=()):
     @v1.kernel("CPU")
     async def _v1(ctx, shape, seed, *extra):
         key, counter = key_counter_of_seed(seed)
-        return draw(key, counter, _make_shape(shape), ctx.attrs["dtype"], *extra)
+        return draw(key, counter, make_shape(shape), ctx.attrs["dtype"], *extra)
 
     @v2.kernel("CPU")
     async def _v2(ctx, shape, key, counter, alg, *extra):
         key, counter = _key_counter_of_tensors(key, counter, alg)
-        return draw(key, counter, _make_shape(shape), ctx.attrs["dtype"], *extra)
+        return draw(key, counter, make_shape(shape), ctx.attrs["dtype"], *extra)
 
     return v1, v2
 
@@ -316,7 +319,7 @@ def _gamma(key, counter, shape, dtype, alpha):
     alpha = np.asarray(alpha)
     flat_a = alpha.astype(np.float64).reshape(-1)
     n_alpha, total = flat_a.size, int(np.prod(shape))
-    _check_ends_with(shape, alpha.shape)
+    check_ends_with(shape, alpha.shape)
     out = np.empty(total, np.float64)
     per = total // n_alpha if n_alpha else 0
     for i, st in enumerate(_streams(key, counter, total, _RESERVED)):
@@ -362,7 +365,7 @@ def _poisson(key, counter, shape, dtype, lam):
     lam = np.asarray(lam)
     flat = lam.astype(np.float64).reshape(-1)
     n_rate, total = flat.size, int(np.prod(shape))
-    _check_ends_with(shape, lam.shape)
+    check_ends_with(shape, lam.shape)
     np_dtype = np.dtype(dtype.as_numpy_dtype)
     highest = float(np.iinfo(np_dtype).max if np_dtype.kind in "iu" else np.finfo(np_dtype).max)
     out = np.empty(total, np.float64)
@@ -459,7 +462,7 @@ def _binomial(key, counter, shape, dtype, counts, probs):
             None, None, f"counts and probs must have compatible batch dimensions: "
             f"{_shape_str(counts.shape)} vs. {_shape_str(probs.shape)}"
         ) from None  # fmt: skip
-    _check_ends_with(shape, batch)
+    check_ends_with(shape, batch)
     counts = np.broadcast_to(counts, batch).reshape(-1)
     probs = np.broadcast_to(probs, batch).reshape(-1)
     n_batch, total = counts.size, int(np.prod(shape))
@@ -471,7 +474,7 @@ def _binomial(key, counter, shape, dtype, counts, probs):
     return out.astype(dtype.as_numpy_dtype).reshape(shape)
 
 
-def _check_ends_with(shape, tail) -> None:
+def check_ends_with(shape, tail) -> None:
     tail = tuple(tail)
     if len(shape) < len(tail) or tuple(shape[len(shape) - len(tail) :]) != tail:
         raise errors.InvalidArgumentError(
@@ -531,7 +534,7 @@ async def _off_loop(ctx, fn, n: int):
 @StatelessRandomGammaV3.kernel("CPU")
 async def _gamma_v3(ctx, shape, key, counter, alg, alpha):
     key, counter = _key_counter_of_tensors(key, counter, alg)
-    dims = _make_shape(shape)
+    dims = make_shape(shape)
     return await _off_loop(ctx, lambda: _gamma(key, counter, dims, ctx.attrs["dtype"], alpha),
                            int(np.prod(dims)))  # fmt: skip
 
@@ -539,7 +542,7 @@ async def _gamma_v3(ctx, shape, key, counter, alg, alpha):
 @StatelessRandomGammaV2.kernel("CPU")
 async def _gamma_v2(ctx, shape, seed, alpha):
     key, counter = key_counter_of_seed(seed)
-    dims = _make_shape(shape)
+    dims = make_shape(shape)
     return await _off_loop(ctx, lambda: _gamma(key, counter, dims, ctx.attrs["dtype"], alpha),
                            int(np.prod(dims)))  # fmt: skip
 
@@ -547,7 +550,7 @@ async def _gamma_v2(ctx, shape, seed, alpha):
 @StatelessRandomPoisson.kernel("CPU")
 async def _poisson_kernel(ctx, shape, seed, lam):
     key, counter = key_counter_of_seed(seed)
-    dims = _make_shape(shape)
+    dims = make_shape(shape)
     return await _off_loop(ctx, lambda: _poisson(key, counter, dims, ctx.attrs["dtype"], lam),
                            int(np.prod(dims)))  # fmt: skip
 
@@ -555,7 +558,7 @@ async def _poisson_kernel(ctx, shape, seed, lam):
 @StatelessRandomBinomial.kernel("CPU")
 async def _binomial_kernel(ctx, shape, seed, counts, probs):
     key, counter = key_counter_of_seed(seed)
-    dims = _make_shape(shape)
+    dims = make_shape(shape)
     dtype = ctx.attrs["dtype"]
     return await _off_loop(ctx, lambda: _binomial(key, counter, dims, dtype, counts, probs),
                            int(np.prod(dims)))  # fmt: skip
@@ -725,7 +728,7 @@ def _unsupported_alg(alg) -> str:
     )
 
 
-def _shape_tensor(shape):
+def shape_tensor(shape):
     if isinstance(shape, ops.Tensor):
         return shape
     dims = tensor_shape.as_shape(shape).as_list() if isinstance(
@@ -781,7 +784,7 @@ def stateless_random_gamma(shape, seed, alpha, beta=None, dtype=dtypes.float32, 
     from asyncflow.ops import array_ops, framework_ops, manip_ops, math_ops
 
     with ops.name_scope(name, "stateless_random_gamma", [shape, seed, alpha, beta]):
-        shape = _shape_tensor(shape)
+        shape = shape_tensor(shape)
         alpha = ops.convert_to_tensor(alpha, dtype=dtype, name="alpha")
         beta = ops.convert_to_tensor(1 if beta is None else beta, name="beta", dtype=dtype)
         both = framework_ops.broadcast_dynamic_shape(array_ops.shape(alpha), array_ops.shape(beta))
@@ -797,7 +800,7 @@ def stateless_random_poisson(shape, seed, lam, dtype=dtypes.int32, name=None):
     """`tf.random.stateless_poisson`: Poisson(lam) draws, `shape` ending with lam's shape;
     TF's numbers for a [2] seed."""
     with ops.name_scope(name, "stateless_random_poisson", [shape, seed, lam]):
-        shape = _shape_tensor(shape)
+        shape = shape_tensor(shape)
         seed = ops.convert_to_tensor(seed, name="seed")
         lam = ops.convert_to_tensor(lam, name="lam")
         attrs = {"Rtype": lam.dtype, "dtype": dtypes.as_dtype(dtype), "T": shape.dtype,
@@ -809,7 +812,7 @@ def stateless_random_binomial(shape, seed, counts, probs, output_dtype=dtypes.in
     """`tf.random.stateless_binomial`: Binomial(counts, probs) draws, `shape` ending with
     their broadcast shape; TF's numbers for a [2] seed."""
     with ops.name_scope(name, "stateless_random_binomial", [shape, seed, counts, probs]):
-        shape = _shape_tensor(shape)
+        shape = shape_tensor(shape)
         seed = ops.convert_to_tensor(seed, name="seed")
         probs = ops.convert_to_tensor(probs, preferred_dtype=dtypes.float32, name="probs")
         counts = ops.convert_to_tensor(counts, preferred_dtype=probs.dtype, name="counts")
@@ -822,7 +825,7 @@ def stateless_random_uniform_full_int(shape, seed, dtype=dtypes.uint64, name=Non
     """Every value of an integer dtype equally likely (TF's stateless_uniform with
     minval=maxval=None)."""
     with ops.name_scope(name, "stateless_random_uniform", [shape, seed]):
-        shape = _shape_tensor(shape)
+        shape = shape_tensor(shape)
         key, counter, alg = _key_counter_alg(seed)
         return _apply("StatelessRandomUniformFullIntV2", [shape, key, counter, alg],
                       {"dtype": dtypes.as_dtype(dtype), "Tshape": shape.dtype})  # fmt: skip

@@ -15,6 +15,7 @@ import numpy as np
 
 from asyncflow import dtypes, nest, random_seed, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.data import resampling
 from asyncflow.data.structure import (
     _component_attrs,
     _DatasetSpec,
@@ -641,6 +642,13 @@ class Dataset:
     def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False):
         return sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset)
 
+    def rejection_resample(self, class_func, target_dist, initial_dist=None, seed=None, name=None):
+        """(class, element) pairs resampled towards `target_dist` (TF's construction:
+        asyncflow/data/resampling.py)."""
+        return resampling.rejection_resample(
+            Dataset, self, class_func, target_dist, initial_dist, seed
+        )
+
     @staticmethod
     def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=False):
         return choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
@@ -920,24 +928,15 @@ def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=False) 
 
 def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False):
     """Elements drawn from `datasets` at random, dataset i with probability weights[i]
-    (uniform by default; renormalized over the datasets not yet exhausted).  The draws
-    come from asyncflow's own seeded generator: the same for the same seeds, not TF's
-    sequence.
+    (uniform by default; a list, a tensor, or a dataset of weights), as TF 2.21 builds
+    it: a seeded selection picks the same datasets as TF's (asyncflow/data/resampling.py).
+
+    Raises:
+      ValueError: no datasets, or weights of another length.
+      TypeError: weights not float32 / float64.
     """
-    datasets = list(datasets)
-    if not datasets:
-        raise ValueError("Invalid `datasets`. `datasets` should not be empty.")
-    if weights is None:
-        weights = [1.0] * len(datasets)
-    if isinstance(weights, Dataset):
-        raise NotImplementedError("sample_from_datasets with a dataset of weights")
-    w = ops.convert_to_tensor(weights, dtype=dtypes.float64, name="weights")
-    s1, s2 = random_seed.get_seed(seed)
-    return _interleave_of(
-        datasets,
-        "_SampleFromDatasets",
-        [w, _i64(s1 or 0, "seed"), _i64(s2 or 0, "seed2"), [d._variant for d in datasets]],
-        stop_on_empty_dataset,
+    return resampling.sample_from_datasets(
+        Dataset, datasets, weights, seed, stop_on_empty_dataset
     )
 
 

@@ -69,6 +69,7 @@ __all__ = [
     "parse_example_dataset",
     "prefetch_to_device",
     "sample_from_datasets",
+    "rejection_resample",
     "scan",
     "shuffle_and_repeat",
     "table_from_dataset",
@@ -79,6 +80,16 @@ __all__ = [
 
 
 OptionalStructure = OptionalSpec  # TF1's name for tf.OptionalSpec
+
+
+def rejection_resample(class_func, target_dist, initial_dist=None, seed=None):
+    """`ds.apply(rejection_resample(...))`: (class, element) pairs whose classes follow
+    `target_dist` (Dataset.rejection_resample)."""
+
+    def apply(ds: Dataset) -> Dataset:
+        return ds.rejection_resample(class_func, target_dist, initial_dist, seed)
+
+    return apply
 
 
 def map_and_batch(
