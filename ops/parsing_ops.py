@@ -262,51 +262,125 @@ def _merge_sparse(parsed: dict, merged: dict, asked: dict) -> dict:
 # -- ParseExample ---------------------------------------------------------------------------
 
 
-def _parse_shape(op):
-    batch = op._attr("_batch")
-    lead = [None] if batch else []
-    ns = len(op._attr("sparse_types"))
-    out = []
-    out += [tensor_shape.TensorShape([None, 2 if batch else 1])] * ns
-    out += [tensor_shape.TensorShape([None])] * ns
-    out += [tensor_shape.TensorShape([2 if batch else 1])] * ns
-    if batch and op.inputs:
-        lead = [op.inputs[0].shape.with_rank(1)[0].value]
-    for shape, seq in zip(op._attr("dense_shapes"), op._attr("_dense_seq")):
-        dims = list(shape)
-        out.append(tensor_shape.TensorShape(lead + ([None] if seq else []) + dims))
-    return out
+def _shapes_and_seqs(dense_shapes) -> tuple[list, list]:
+    """TF's dense_shapes: a leading -1 marks a FixedLenSequenceFeature (its shape is the
+    rest).  The dense shapes and the flags the parse kernels take."""
+    shapes, seqs = [], []
+    for shape in dense_shapes:
+        dims = shape.as_list() if shape.ndims is not None else []
+        seq = bool(dims) and dims[0] is None
+        shapes.append(tensor_shape.TensorShape(dims[1:] if seq else dims))
+        seqs.append(seq)
+    return shapes, seqs
 
 
-def _register_parse(op_type: str, batch: bool):
-    op_def = register_op(
-        op_type,
-        inputs=["serialized: string", "dense_defaults: Tdense"],
-        outputs=[
-            "sparse_indices: Nsparse * int64",
-            "sparse_values: sparse_types",
-            "sparse_shapes: Nsparse * int64",
-            "dense_values: Tdense",
-        ],
-        attrs={
-            "Nsparse": 0,
-            "sparse_keys": [],
-            "dense_keys": [],
-            "sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
-            "Tdense": TypeConstraint(_PARSE_TYPES, is_list=True),
-            "dense_shapes": [],
-            "_dense_seq": [],
-            "_batch": batch,
-            "_example_names": [],  # example_names given as Python values, for messages
-        },
-        shape_fn=_parse_shape,
-    )
-    NotDifferentiable(op_type)
-    return op_def
+def _parse_shape(count_attr: str, rank: int | None = None):
+    """The shape function of a parse op whose sparse outputs number `count_attr`; the
+    rank of `serialized` (0: one record, 1: a batch) is the input's unless fixed."""
+
+    def shape_fn(op):
+        r = op.inputs[0].shape.ndims if rank is None else rank
+        if rank is not None:
+            op.inputs[0].shape.with_rank(rank)
+        ns = op._attr(count_attr)
+        shapes, seqs = _shapes_and_seqs(op._attr("dense_shapes"))
+        if r is None:
+            return [tensor_shape.TensorShape(None)] * (3 * ns + len(shapes))
+        lead = [op.inputs[0].shape.with_rank(1)[0].value] if r == 1 else []
+        out = [tensor_shape.TensorShape([None, r + 1])] * ns
+        out += [tensor_shape.TensorShape([None])] * ns
+        out += [tensor_shape.TensorShape([r + 1])] * ns
+        for shape, seq in zip(shapes, seqs):
+            out.append(tensor_shape.TensorShape(lead + ([None] if seq else []) + shape.as_list()))
+        return out
+
+    return shape_fn
 
 
-ParseExample = _register_parse("ParseExample", True)
-ParseSingleExample = _register_parse("ParseSingleExample", False)
+_SPARSE_OUT = ["sparse_values: sparse_types"]
+_DENSE_OUT = ["dense_values: Tdense"]
+
+# The three ops with TF's signatures, so TF's GraphDefs import here and ours load in TF.
+# TF 1.x's parse_example: the keys are inputs, one string scalar each.
+ParseExample = register_op(
+    "ParseExample",
+    inputs=[
+        "serialized: string",
+        "names: string",
+        "sparse_keys: Nsparse * string",
+        "dense_keys: Ndense * string",
+        "dense_defaults: Tdense",
+    ],
+    outputs=[
+        "sparse_indices: Nsparse * int64",
+        *_SPARSE_OUT,
+        "sparse_shapes: Nsparse * int64",
+        *_DENSE_OUT,
+    ],
+    attrs={
+        "Nsparse": 0,
+        "Ndense": 0,
+        "sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "Tdense": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "dense_shapes": [],
+    },
+    shape_fn=_parse_shape("Nsparse", 1),
+)
+NotDifferentiable("ParseExample")
+
+# parse_single_example: the keys are attrs.
+ParseSingleExample = register_op(
+    "ParseSingleExample",
+    inputs=["serialized: string", "dense_defaults: Tdense"],
+    outputs=[
+        "sparse_indices: num_sparse * int64",
+        *_SPARSE_OUT,
+        "sparse_shapes: num_sparse * int64",
+        *_DENSE_OUT,
+    ],
+    attrs={
+        "num_sparse": 0,
+        "sparse_keys": [],
+        "dense_keys": [],
+        "sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "Tdense": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "dense_shapes": [],
+        "_example_names": [],  # example_names given as Python values, for messages
+    },
+    shape_fn=_parse_shape("num_sparse", 0),
+)
+NotDifferentiable("ParseSingleExample")
+
+# What TF 2.x writes for both: keys as string vectors, a scalar `serialized` is one record.
+ParseExampleV2 = register_op(
+    "ParseExampleV2",
+    inputs=[
+        "serialized: string",
+        "names: string",
+        "sparse_keys: string",
+        "dense_keys: string",
+        "ragged_keys: string",
+        "dense_defaults: Tdense",
+    ],
+    outputs=[
+        "sparse_indices: num_sparse * int64",
+        *_SPARSE_OUT,
+        "sparse_shapes: num_sparse * int64",
+        *_DENSE_OUT,
+        "ragged_values: ragged_value_types",
+        "ragged_row_splits: ragged_split_types",
+    ],
+    attrs={
+        "Tdense": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "num_sparse": 0,
+        "sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "ragged_value_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "ragged_split_types": TypeConstraint([dtypes.int32, dtypes.int64], is_list=True),
+        "dense_shapes": [],
+    },
+    shape_fn=_parse_shape("num_sparse"),
+)
+NotDifferentiable("ParseExampleV2")
 
 
 def _values_of(feature, kind: int, key: str, index: int):
@@ -919,8 +993,45 @@ def _parse_kernel_sync(attrs, serialized, defaults):
     return [*s_idx, *s_val, *s_shape, *dense]
 
 
-async def _parse_kernel(ctx, serialized, *defaults):
-    attrs = ctx.attrs
+def _names_of(value) -> list[str]:
+    """Strings from a string tensor, or from a list of scalar ones (N * string inputs)."""
+    parts = value if isinstance(value, (list, tuple)) else [value]
+    flat = [k for part in parts for k in np.asarray(part, dtype=object).reshape(-1)]
+    return [k.decode() if isinstance(k, bytes) else str(k) for k in flat]
+
+
+def _kernel_attrs(ctx, sparse_keys, dense_keys, names, batch: bool) -> dict:
+    """The attrs `_parse_kernel_sync` reads, one dict per op while its keys stay the same
+    (the fast paths cache their layouts by that dict)."""
+    a = ctx.attrs
+    key = (tuple(sparse_keys), tuple(dense_keys), tuple(names), batch)
+    cached = ctx.kernel_state.get("attrs")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    for keys, what, want in (
+        (sparse_keys, "sparse_keys", len(a["sparse_types"])),
+        (dense_keys, "dense_keys", len(a["Tdense"])),
+    ):
+        if len(keys) != want:
+            raise errors.InvalidArgumentError(
+                None, None, f"Expected len({what}) to match the op's types: {len(keys)} vs. {want}"
+            )
+    shapes, seqs = _shapes_and_seqs(a["dense_shapes"])
+    attrs = {
+        "_batch": batch,
+        "sparse_keys": list(sparse_keys),
+        "dense_keys": list(dense_keys),
+        "sparse_types": a["sparse_types"],
+        "Tdense": a["Tdense"],
+        "dense_shapes": shapes,
+        "_dense_seq": seqs,
+        "_example_names": list(names),
+    }
+    ctx.kernel_state["attrs"] = (key, attrs)
+    return attrs
+
+
+async def _run_parse(ctx, attrs, serialized, defaults):
     if np.size(serialized) > 256:
         out = await ctx.device.compute(_parse_kernel_sync, attrs, serialized, defaults)
     else:
@@ -928,90 +1039,24 @@ async def _parse_kernel(ctx, serialized, *defaults):
     return out[0] if len(out) == 1 else out
 
 
-ParseExample.kernel("CPU")(_parse_kernel)
-ParseSingleExample.kernel("CPU")(_parse_kernel)
+@ParseExample.kernel("CPU")
+async def _parse_example_v1(ctx, serialized, names, *rest):
+    ns, nd = ctx.attrs["Nsparse"], ctx.attrs["Ndense"]
+    sparse_keys = _names_of(rest[:ns])
+    dense_keys = _names_of(rest[ns : ns + nd])
+    attrs = _kernel_attrs(ctx, sparse_keys, dense_keys, _names_of(names), True)
+    return await _run_parse(ctx, attrs, serialized, rest[ns + nd :])
 
 
-# -- ParseExampleV2: what TF 2.x writes for parse_example and parse_single_example ------------
-#
-# The keys are input tensors (constants in TF's graphs), a scalar `serialized` parses one
-# example (parse_single_example), a vector a batch, and a dense shape whose first
-# dimension is -1 is a FixedLenSequenceFeature.  The kernel turns these into the attrs
-# of the ParseExample / ParseSingleExample kernels above and runs those.
-
-
-def _v2_seq(dense_shapes) -> tuple[list, list]:
-    shapes, seqs = [], []
-    for shape in dense_shapes:
-        dims = shape.as_list() if shape.ndims is not None else []
-        seq = bool(dims) and dims[0] is None
-        shapes.append(tensor_shape.TensorShape(dims[1:] if seq else dims))
-        seqs.append(seq)
-    return shapes, seqs
-
-
-def _parse_v2_shape(op):
-    rank = op.inputs[0].shape.ndims
-    ns = op._attr("num_sparse")
-    shapes, seqs = _v2_seq(op._attr("dense_shapes"))
-    if rank is None:
-        unknown = tensor_shape.TensorShape(None)
-        return [unknown] * (3 * ns + len(shapes))
-    lead = [op.inputs[0].shape[0].value] if rank == 1 else []
-    out = [tensor_shape.TensorShape([None, rank + 1])] * ns
-    out += [tensor_shape.TensorShape([None])] * ns
-    out += [tensor_shape.TensorShape([rank + 1])] * ns
-    for shape, seq in zip(shapes, seqs):
-        out.append(tensor_shape.TensorShape(lead + ([None] if seq else []) + shape.as_list()))
-    return out
-
-
-ParseExampleV2 = register_op(
-    "ParseExampleV2",
-    inputs=[
-        "serialized: string",
-        "names: string",
-        "sparse_keys: string",
-        "dense_keys: string",
-        "ragged_keys: string",
-        "dense_defaults: Tdense",
-    ],
-    outputs=[
-        "sparse_indices: num_sparse * int64",
-        "sparse_values: sparse_types",
-        "sparse_shapes: num_sparse * int64",
-        "dense_values: Tdense",
-        "ragged_values: ragged_value_types",
-        "ragged_row_splits: ragged_split_types",
-    ],
-    attrs={
-        "Tdense": TypeConstraint(_PARSE_TYPES, is_list=True),
-        "num_sparse": 0,
-        "sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
-        "ragged_value_types": TypeConstraint(_PARSE_TYPES, is_list=True),
-        "ragged_split_types": TypeConstraint([dtypes.int32, dtypes.int64], is_list=True),
-        "dense_shapes": [],
-    },
-    shape_fn=_parse_v2_shape,
-)
-NotDifferentiable("ParseExampleV2")
-
-
-def _key_list(value, what: str, want: int | None = None) -> list[str]:
-    keys = [k.decode() if isinstance(k, bytes) else str(k) for k in np.ravel(value)]
-    if np.ndim(value) > 1 or (want is not None and len(keys) != want):
-        raise errors.InvalidArgumentError(
-            None,
-            None,
-            f"Expected len({what}) to match len(the op's {what} types): "
-            f"{len(keys)} vs. {want}",
-        )
-    return keys
+@ParseSingleExample.kernel("CPU")
+async def _parse_single(ctx, serialized, *defaults):
+    a = ctx.attrs
+    attrs = _kernel_attrs(ctx, a["sparse_keys"], a["dense_keys"], a["_example_names"], False)
+    return await _run_parse(ctx, attrs, serialized, defaults)
 
 
 @ParseExampleV2.kernel("CPU")
 async def _parse_v2(ctx, serialized, names, sparse_keys, dense_keys, ragged_keys, *defaults):
-    a = ctx.attrs
     if np.size(ragged_keys):
         raise errors.UnimplementedError(
             None, None, "ParseExampleV2: RaggedFeature (ragged_keys) is not supported"
@@ -1023,33 +1068,19 @@ async def _parse_v2(ctx, serialized, names, sparse_keys, dense_keys, ragged_keys
             f"Expected serialized to be a scalar or vector, got shape: "
             f"{list(np.shape(serialized))}",
         )
-    shapes, seqs = _v2_seq(a["dense_shapes"])
-    attrs = {
-        "_batch": np.ndim(serialized) == 1,
-        "sparse_keys": _key_list(sparse_keys, "sparse_keys", a["num_sparse"]),
-        "dense_keys": _key_list(dense_keys, "dense_keys", len(a["Tdense"])),
-        "sparse_types": a["sparse_types"],
-        "Tdense": a["Tdense"],
-        "dense_shapes": shapes,
-        "_dense_seq": seqs,
-        "_example_names": _key_list(names, "names"),
-    }
-    key = (
-        tuple(attrs["sparse_keys"]),
-        tuple(attrs["dense_keys"]),
-        tuple(attrs["_example_names"]),
-        attrs["_batch"],
+    for keys, what in ((sparse_keys, "sparse_keys"), (dense_keys, "dense_keys")):
+        if np.ndim(keys) != 1:
+            raise errors.InvalidArgumentError(
+                None, None, f"Expected {what} to be a vector, got shape: {list(np.shape(keys))}"
+            )
+    attrs = _kernel_attrs(
+        ctx,
+        _names_of(sparse_keys),
+        _names_of(dense_keys),
+        _names_of(names),
+        np.ndim(serialized) == 1,
     )
-    cached = ctx.kernel_state.get("attrs")
-    if cached is not None and cached[0] == key:  # one attrs object: the fast paths' cache
-        attrs = cached[1]
-    else:
-        ctx.kernel_state["attrs"] = (key, attrs)
-    if np.size(serialized) > 256:
-        out = await ctx.device.compute(_parse_kernel_sync, attrs, serialized, defaults)
-    else:
-        out = _parse_kernel_sync(attrs, serialized, defaults)
-    return out[0] if len(out) == 1 else out
+    return await _run_parse(ctx, attrs, serialized, defaults)
 
 
 def _features_spec(features: dict):
@@ -1093,6 +1124,9 @@ def _dense_default(key, f):
         raise ValueError(
             "Unsupported: FixedLenSequenceFeature requires allow_missing to be True."
         )
+    if f.default_value is None and seq:  # TF's padding element: a zero scalar
+        zero = np.zeros((), dt.as_numpy_dtype) if dt != dtypes.string else b""
+        return ops.convert_to_tensor(zero, dtype=dt), shape, seq
     if f.default_value is None:
         return (
             ops.convert_to_tensor(
@@ -1109,7 +1143,9 @@ def _dense_default(key, f):
             f"Cannot reshape a tensor with {value.size} elements to shape [] (1 elements) "
             f"(default_value of {key})"
         )
-    if not seq:
+    if seq:
+        value = value.reshape([])
+    else:
         value = np.broadcast_to(value, shape.as_list()).copy() if value.ndim == 0 else value
         if int(np.prod(shape.as_list(), dtype=np.int64)) != value.size:
             raise ValueError(
@@ -1121,37 +1157,72 @@ def _dense_default(key, f):
 
 
 def _parse(op_type, serialized, features, name, batch, example_names=None):
+    """The op TF 2.21 makes: ParseExampleV2 for a batch (keys and names as inputs),
+    ParseSingleExample for one record (keys as attrs)."""
     sparse, dense = _features_spec(features)
-    # Names known now go into the messages; a names Tensor is not read (messages then
-    # say "<unknown>", as TF's do without names).
-    names = (
-        []
-        if example_names is None or isinstance(example_names, ops.Tensor)
-        else [n.decode() if isinstance(n, bytes) else str(n) for n in np.ravel(example_names)]
-    )
     with ops.name_scope(name, "ParseExample" if batch else "ParseSingleExample", [serialized]):
         serialized = ops.convert_to_tensor(serialized, dtype=dtypes.string, name="serialized")
-        defaults, shapes, seqs = [], [], []
+        defaults, shapes = [], []
         for key, f in dense:
             d, shape, seq = _dense_default(key, f)
             defaults.append(d)
-            shapes.append(shape)
-            seqs.append(seq)
-        op = ops.apply_op(
-            op_type,
-            [serialized, defaults],
-            {
-                "Nsparse": len(sparse),
-                "sparse_keys": [k for k, _ in sparse],
-                "dense_keys": [k for k, _ in dense],
-                "sparse_types": [dt for _, dt in sparse],
-                "Tdense": [d.dtype for d in defaults],
-                "dense_shapes": shapes,
-                "_dense_seq": seqs,
-                "_example_names": names,
-            },
-            name=op_type,
-        )
+            # TF's encoding of a FixedLenSequenceFeature: a leading -1
+            shapes.append(tensor_shape.TensorShape([None]).concatenate(shape) if seq else shape)
+        sparse_types = [dt for _, dt in sparse]
+        if batch:
+            if example_names is None:
+                names = ops.convert_to_tensor(np.array([], dtype=object), dtypes.string, "names")
+            else:
+                names = ops.convert_to_tensor(example_names, dtype=dtypes.string, name="names")
+
+            def keys(name, items):
+                value = np.array([k for k, _ in items], dtype=object).reshape(-1)
+                return ops.convert_to_tensor(value, dtype=dtypes.string, name=name)
+
+            empty = np.array([], dtype=object)
+            op = ops.apply_op(
+                "ParseExampleV2",
+                [
+                    serialized,
+                    names,
+                    keys("sparse_keys", sparse),
+                    keys("dense_keys", dense),
+                    ops.convert_to_tensor(empty, dtypes.string, "ragged_keys"),
+                    defaults,
+                ],
+                {
+                    "num_sparse": len(sparse),
+                    "sparse_types": sparse_types,
+                    "Tdense": [d.dtype for d in defaults],
+                    "ragged_value_types": [],
+                    "ragged_split_types": [],
+                    "dense_shapes": shapes,
+                },
+                name="ParseExampleV2",
+            )
+        else:
+            # Names known now go into the messages (a names Tensor is not read: the
+            # messages then say "<unknown>", as TF's do without names).
+            names = (
+                []
+                if example_names is None or isinstance(example_names, ops.Tensor)
+                else [n.decode() if isinstance(n, bytes) else str(n)
+                      for n in np.ravel(example_names)]  # fmt: skip
+            )
+            op = ops.apply_op(
+                "ParseSingleExample",
+                [serialized, defaults],
+                {
+                    "num_sparse": len(sparse),
+                    "sparse_keys": [k for k, _ in sparse],
+                    "dense_keys": [k for k, _ in dense],
+                    "sparse_types": sparse_types,
+                    "Tdense": [d.dtype for d in defaults],
+                    "dense_shapes": shapes,
+                    "_example_names": names,
+                },
+                name="ParseSingleExample",
+            )
     outs = list(op.outputs)
     n = len(sparse)
     result = {}

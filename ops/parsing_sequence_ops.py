@@ -10,9 +10,10 @@ feature lists pad with zeros to the longest and report each record's length.
 
 Unlike ParseExample this takes each record through protobuf's full message parser: a
 sequence is read in one pass per record with no batch fast path (sequence parsing is
-rare and its records small).  The feature keys are attributes, as in
-parsing_ops.ParseExample.  Kernels never suspend; a large batch goes to the device's
-compute pool.
+rare and its records small).  The op has TF's signature: the feature keys are string
+inputs, and a scalar record (what TF's parse_single_sequence_example passes) gives
+results without the batch axis, so TF's GraphDefs import here and ours load in TF.
+Kernels never suspend; a large batch goes to the device's compute pool.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = ["parse_sequence_example", "parse_single_sequence_example"]
 
+_SPLIT_TYPES = (dtypes.int64,)  # the row splits this kernel writes (TF: int32 or int64)
 _KIND = {dtypes.string: "bytes_list", dtypes.float32: "float_list", dtypes.int64: "int64_list"}
 _TYPE_NAME = {dtypes.string: "string", dtypes.float32: "float", dtypes.int64: "int64"}
 
@@ -49,65 +51,74 @@ def _invalid(msg: str) -> errors.InvalidArgumentError:
 
 def _shape_fn(op):
     a = op._attr
-    b = op.inputs[0].shape.with_rank(1)[0].value if op.inputs else None
+    rank = op.inputs[0].shape.ndims
     ncs, nfs = len(a("context_sparse_types")), len(a("feature_list_sparse_types"))
-    out = [tensor_shape.TensorShape([None, 2])] * ncs
+    ncr, nfr = len(a("context_ragged_value_types")), len(a("feature_list_ragged_value_types"))
+    if rank is None:
+        n = 3 * ncs + len(a("context_dense_shapes")) + 2 * ncr + 3 * nfs
+        n += 2 * len(a("feature_list_dense_shapes")) + 3 * nfr
+        return [tensor_shape.TensorShape(None)] * n
+    lead = [op.inputs[0].shape[0].value] if rank == 1 else []
+    out = [tensor_shape.TensorShape([None, rank + 1])] * ncs
     out += [tensor_shape.TensorShape([None])] * ncs
-    out += [tensor_shape.TensorShape([2])] * ncs
-    out += [tensor_shape.TensorShape([b, *shape]) for shape in a("context_dense_shapes")]
-    ncr = len(a("context_ragged_value_types"))
+    out += [tensor_shape.TensorShape([rank + 1])] * ncs
+    out += [tensor_shape.TensorShape([*lead, *shape]) for shape in a("context_dense_shapes")]
     out += [tensor_shape.TensorShape([None])] * (2 * ncr)
-    out += [tensor_shape.TensorShape([None, 3])] * nfs
+    out += [tensor_shape.TensorShape([None, rank + 2])] * nfs
     out += [tensor_shape.TensorShape([None])] * nfs
-    out += [tensor_shape.TensorShape([3])] * nfs
+    out += [tensor_shape.TensorShape([rank + 2])] * nfs
     shapes = a("feature_list_dense_shapes")
-    out += [tensor_shape.TensorShape([b, None, *shape]) for shape in shapes]
-    out += [tensor_shape.TensorShape([b])] * len(shapes)
-    nfr = len(a("feature_list_ragged_value_types"))
+    out += [tensor_shape.TensorShape([*lead, None, *shape]) for shape in shapes]
+    out += [tensor_shape.TensorShape(lead)] * len(shapes)
     out += [tensor_shape.TensorShape([None])] * (3 * nfr)
     return out
 
 
+# TF's signature (so TF's GraphDefs import and ours load in TF): the feature keys are
+# string vectors among the inputs (constants in graphs), a scalar `serialized` is one
+# record with results unbatched, a vector a batch.
 ParseSequenceExampleV2 = register_op(
     "ParseSequenceExampleV2",
-    inputs=["serialized: string", "context_dense_defaults: Tcontext_dense"],
+    inputs=[
+        "serialized: string",
+        "debug_name: string",
+        "context_sparse_keys: string",
+        "context_dense_keys: string",
+        "context_ragged_keys: string",
+        "feature_list_sparse_keys: string",
+        "feature_list_dense_keys: string",
+        "feature_list_ragged_keys: string",
+        "feature_list_dense_missing_assumed_empty: bool",
+        "context_dense_defaults: Tcontext_dense",
+    ],
     outputs=[
         "context_sparse_indices: Ncontext_sparse * int64",
         "context_sparse_values: context_sparse_types",
         "context_sparse_shapes: Ncontext_sparse * int64",
         "context_dense_values: Tcontext_dense",
         "context_ragged_values: context_ragged_value_types",
-        "context_ragged_row_splits: Ncontext_ragged * int64",
+        "context_ragged_row_splits: context_ragged_split_types",
         "feature_list_sparse_indices: Nfeature_list_sparse * int64",
         "feature_list_sparse_values: feature_list_sparse_types",
         "feature_list_sparse_shapes: Nfeature_list_sparse * int64",
         "feature_list_dense_values: feature_list_dense_types",
         "feature_list_dense_lengths: Nfeature_list_dense * int64",
         "feature_list_ragged_values: feature_list_ragged_value_types",
-        "feature_list_ragged_outer_splits: Nfeature_list_ragged * int64",
-        "feature_list_ragged_inner_splits: Nfeature_list_ragged * int64",
+        "feature_list_ragged_outer_splits: feature_list_ragged_split_types",
+        "feature_list_ragged_inner_splits: feature_list_ragged_split_types",
     ],
     attrs={
         "Ncontext_sparse": 0,
         "Nfeature_list_sparse": 0,
         "Nfeature_list_dense": 0,
-        # Keys read as ragged (RaggedFeature values and partitions): each one's values
-        # with row splits per record (context), or per record and time step (lists).
-        "Ncontext_ragged": 0,
-        "Nfeature_list_ragged": 0,
-        "context_ragged_keys": [],
-        "feature_list_ragged_keys": [],
-        "context_ragged_value_types": TypeConstraint(_PARSE_TYPES, is_list=True),
-        "feature_list_ragged_value_types": TypeConstraint(_PARSE_TYPES, is_list=True),
-        "context_sparse_keys": [],
-        "context_dense_keys": [],
-        "feature_list_sparse_keys": [],
-        "feature_list_dense_keys": [],
-        "feature_list_dense_missing_assumed_empty": [],
         "context_sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
         "Tcontext_dense": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "context_ragged_value_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "context_ragged_split_types": TypeConstraint(_SPLIT_TYPES, is_list=True),
         "feature_list_sparse_types": TypeConstraint(_PARSE_TYPES, is_list=True),
         "feature_list_dense_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "feature_list_ragged_value_types": TypeConstraint(_PARSE_TYPES, is_list=True),
+        "feature_list_ragged_split_types": TypeConstraint(_SPLIT_TYPES, is_list=True),
         "context_dense_shapes": [],
         "feature_list_dense_shapes": [],
         "_example_names": [],  # example names given as Python values, for messages
@@ -341,12 +352,101 @@ def _parse_sync(a, serialized, defaults):
     ]
 
 
+def _keys(value) -> list[str]:
+    return [k.decode() if isinstance(k, bytes) else str(k) for k in np.ravel(value)]
+
+
+def _kernel_attrs(ctx, keys, missing_empty, debug_name) -> dict:
+    """The attrs `_parse_sync` reads, from the key inputs (cached per distinct keys)."""
+    (c_sparse, c_dense, c_ragged, f_sparse, f_dense, f_ragged) = (_keys(k) for k in keys)
+    a = ctx.attrs
+    checks = (
+        (c_sparse, "context_sparse_keys", len(a["context_sparse_types"])),
+        (c_dense, "context_dense_keys", len(a["Tcontext_dense"])),
+        (c_ragged, "context_ragged_keys", len(a["context_ragged_value_types"])),
+        (f_sparse, "feature_list_sparse_keys", len(a["feature_list_sparse_types"])),
+        (f_dense, "feature_list_dense_keys", len(a["feature_list_dense_types"])),
+        (f_ragged, "feature_list_ragged_keys", len(a["feature_list_ragged_value_types"])),
+    )
+    for got, what, want in checks:
+        if len(got) != want:
+            raise _invalid(f"Expected len({what}) to match the op's types: {len(got)} vs. {want}")
+    flags = np.ravel(missing_empty).tolist()
+    if len(flags) != len(f_dense):
+        raise _invalid(
+            "Expected len(feature_list_dense_missing_assumed_empty) == "
+            f"len(feature_list_dense_keys): {len(flags)} vs. {len(f_dense)}"
+        )
+    names = a["_example_names"] or _keys(debug_name)
+    key = (*(tuple(k) for k, _, _ in checks), tuple(flags), tuple(names))
+    cached = ctx.kernel_state.get("attrs")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    attrs = dict(a)
+    attrs.update(
+        context_sparse_keys=c_sparse,
+        context_dense_keys=c_dense,
+        context_ragged_keys=c_ragged,
+        feature_list_sparse_keys=f_sparse,
+        feature_list_dense_keys=f_dense,
+        feature_list_ragged_keys=f_ragged,
+        feature_list_dense_missing_assumed_empty=[k for k, f in zip(f_dense, flags) if f],
+        _example_names=names,
+    )
+    ctx.kernel_state["attrs"] = (key, attrs)
+    return attrs
+
+
+def _unbatch(attrs, out: list) -> list:
+    """The results for a scalar `serialized`: the batch of one without its batch axis."""
+    counts = (
+        len(attrs["context_sparse_types"]),
+        len(attrs["Tcontext_dense"]),
+        len(attrs["feature_list_sparse_types"]),
+        len(attrs["feature_list_dense_types"]),
+    )
+    ncs, ncd, nfs, nfd = counts
+    ncr = len(attrs["context_ragged_value_types"])
+    nfr = len(attrs["feature_list_ragged_value_types"])
+    if ncr or nfr:
+        raise errors.UnimplementedError(
+            None, None, "ParseSequenceExampleV2: RaggedFeature of a scalar record"
+        )
+    i = 0
+    res = []
+    for group, n in (("sparse", ncs), ("dense", ncd), ("sparse", nfs), ("dense", nfd)):
+        if group == "sparse":
+            res += [np.ascontiguousarray(t[:, 1:]) for t in out[i : i + n]]
+            res += [t.copy() for t in out[i + n : i + 2 * n]]
+            res += [t[1:].copy() for t in out[i + 2 * n : i + 3 * n]]
+            i += 3 * n
+        else:
+            res += [t[0].copy() for t in out[i : i + n]]
+            i += n
+    res += [t[0].copy() for t in out[i : i + nfd]]  # the lengths
+    return res
+
+
 @ParseSequenceExampleV2.kernel("CPU")
-async def _parse_sequence_example(ctx, serialized, *defaults):
-    if np.size(serialized) > 64:
-        out = await ctx.device.compute(_parse_sync, ctx.attrs, serialized, defaults)
+async def _parse_sequence_example(
+    ctx, serialized, debug_name, c_sparse, c_dense, c_ragged, f_sparse, f_dense, f_ragged,
+    missing_empty, *defaults,
+):  # fmt: skip
+    if np.ndim(serialized) > 1:
+        raise _invalid(
+            f"Expected serialized to be a scalar or vector, got shape: "
+            f"{list(np.shape(serialized))}"
+        )
+    keys = (c_sparse, c_dense, c_ragged, f_sparse, f_dense, f_ragged)
+    attrs = _kernel_attrs(ctx, keys, missing_empty, debug_name)
+    single = np.ndim(serialized) == 0
+    batch = np.reshape(serialized, [1]) if single else serialized
+    if np.size(batch) > 64:
+        out = await ctx.device.compute(_parse_sync, attrs, batch, defaults)
     else:
-        out = _parse_sync(ctx.attrs, serialized, defaults)
+        out = _parse_sync(attrs, batch, defaults)
+    if single:
+        out = _unbatch(attrs, list(out))
     return out[0] if len(out) == 1 else out
 
 
@@ -406,20 +506,35 @@ def _build(serialized, context_features, sequence_features, name, scope, example
         if scope == "ParseSingleSequenceExample":
             serialized.shape.with_rank(0)
             batch = array_ops.reshape(serialized, [1])
+        def keys(name, items):
+            return ops.convert_to_tensor(
+                np.array([k for k, _ in items], dtype=object).reshape(-1),
+                dtype=dtypes.string,
+                name=name,
+            )
+
         op = ops.apply_op(
             "ParseSequenceExampleV2",
-            [batch, defaults],
+            [
+                batch,
+                ops.convert_to_tensor(np.array([], dtype=object), dtypes.string, "debug_name"),
+                keys("context_sparse_keys", c_sparse),
+                keys("context_dense_keys", c_dense),
+                keys("context_ragged_keys", c_rkeys),
+                keys("feature_list_sparse_keys", f_sparse),
+                keys("feature_list_dense_keys", f_dense),
+                keys("feature_list_ragged_keys", f_rkeys),
+                ops.convert_to_tensor(
+                    np.array([bool(f.allow_missing) for _, f in f_dense], dtype=bool),
+                    dtypes.bool,
+                    "feature_list_dense_missing_assumed_empty",
+                ),
+                defaults,
+            ],
             {
                 "Ncontext_sparse": len(c_sparse),
                 "Nfeature_list_sparse": len(f_sparse),
                 "Nfeature_list_dense": len(f_dense),
-                "context_sparse_keys": [k for k, _ in c_sparse],
-                "context_dense_keys": [k for k, _ in c_dense],
-                "feature_list_sparse_keys": [k for k, _ in f_sparse],
-                "feature_list_dense_keys": [k for k, _ in f_dense],
-                "feature_list_dense_missing_assumed_empty": [
-                    k for k, f in f_dense if f.allow_missing
-                ],
                 "context_sparse_types": [dt for _, dt in c_sparse],
                 "Tcontext_dense": [d.dtype for d in defaults],
                 "feature_list_sparse_types": [dt for _, dt in f_sparse],
@@ -427,12 +542,10 @@ def _build(serialized, context_features, sequence_features, name, scope, example
                 "context_dense_shapes": c_shapes,
                 "feature_list_dense_shapes": f_shapes,
                 "_example_names": _names(example_names),
-                "Ncontext_ragged": len(c_rkeys),
-                "Nfeature_list_ragged": len(f_rkeys),
-                "context_ragged_keys": [k for k, _ in c_rkeys],
-                "feature_list_ragged_keys": [k for k, _ in f_rkeys],
                 "context_ragged_value_types": [dt for _, dt in c_rkeys],
                 "feature_list_ragged_value_types": [dt for _, dt in f_rkeys],
+                "context_ragged_split_types": [dtypes.int64] * len(c_rkeys),
+                "feature_list_ragged_split_types": [dtypes.int64] * len(f_rkeys),
             },
             name="ParseSequenceExampleV2",
         )
