@@ -35,9 +35,11 @@ arguments do not fit the node's capture types, is a ValueError naming the node.
 from __future__ import annotations
 
 from asyncflow.function_library import _arg_type, _body_input, inline_calls
+from asyncflow.protos.function_pb2 import FunctionDef
 from asyncflow.protos.node_def_pb2 import NodeDef
+from asyncflow.registry import get_op_def
 
-__all__ = ["FUNCTION_LIST_ATTRS", "instantiate"]
+__all__ = ["FUNCTION_LIST_ATTRS", "export", "instantiate"]
 
 _VARIANT = 21
 _STRING = 7
@@ -173,3 +175,296 @@ def _variants_as_strings(nd: NodeDef) -> None:
             types = [_STRING if t == _VARIANT else t for t in value.list.type]
             del value.list.type[:]
             value.list.type.extend(types)
+
+
+# -- export: asyncflow's traced functions as TF's FunctionDefs --------------------------------
+#
+# The inverse of `instantiate`, run by as_graph_def so that a GraphDef or MetaGraph
+# asyncflow writes loads in TF.  For each dataset op `d` with `{prefix}_inputs` attrs, in
+# graph order (a function's own dataset ops come before it, so nested functions are
+# converted first):
+#
+# - the body: the ops reached backward from `{prefix}_outputs`, stopping at the argument
+#   and capture placeholders; each becomes a node of a FunctionDef named
+#   `__inference_<d>_<attr>_<n>`, its inputs in TF's `node:out_arg:index` form;
+# - the signature: an argument per placeholder (a dataset handle, a window or a dataset
+#   passed along, as DT_VARIANT) and a result per output;
+# - `d` gets TF's func attr and loses the name-list attrs;
+# - the function's own nodes (its body, its placeholders and whatever depends on them)
+#   leave the top level, unless something outside the function uses them.
+# A OneShotIterator's dataset input becomes its `dataset_factory`: a function of no
+# arguments holding the dataset ops it reads (TF's form).  Attrs only asyncflow's ops
+# have (`output_types` where TF's op has none) are dropped.  A function whose body
+# reaches a variable (or a node no FunctionDef can hold) keeps asyncflow's form: the
+# GraphDef still round-trips here, and TF then rejects that one node.
+
+_TF_ATTR = {"f": "f", "key": "key_func", "reduce": "reduce_func", "size": "window_size_func",
+            "init": "init_func", "finalize": "finalize_func"}  # fmt: skip
+_PREDICATE_OPS = ("FilterDataset", "TakeWhileDataset")
+_DATASET_INPUTS = frozenset(
+    ["input_dataset", "another_dataset", "input_datasets", "selector_input_dataset",
+     "data_input_datasets", "dataset"]
+)  # fmt: skip
+_RETURNS_DATASET = {
+    ("FlatMapDataset", "f"), ("InterleaveDataset", "f"), ("ParallelInterleaveDatasetV2", "f"),
+    ("ParallelInterleaveDatasetV3", "f"), ("ParallelInterleaveDatasetV4", "f"),
+    ("LegacyParallelInterleaveDatasetV2", "f"), ("GroupByWindowDataset", "reduce"),
+}  # fmt: skip
+# Attrs asyncflow's ops carry where TF's have none (TF rejects a NodeDef naming them).
+_OURS_ONLY = {
+    "MakeIterator": ("output_types",),
+    "TensorSliceDataset": ("output_types",),
+    "TensorDataset": ("output_types",),
+    "PaddedBatchDatasetV2": ("output_types",),
+    "TFRecordDataset": ("output_types", "output_shapes"),
+    "TextLineDataset": ("output_types", "output_shapes"),
+    "FixedLengthRecordDatasetV2": ("output_types", "output_shapes"),
+}
+_VARIABLES = frozenset(["VariableV2", "Variable", "VarHandleOp", "TemporaryVariable"])
+
+
+class _CannotExport(Exception):
+    pass
+
+
+def export(graph, gd) -> None:
+    """Rewrite GraphDef `gd` of `graph` (asyncflow's form) into TF's form, in place."""
+    ops_ = graph.get_operations()
+    if not any(op.type == "OneShotIterator" or _function_prefixes(op) for op in ops_):
+        return
+    by_name = {nd.name: nd for nd in gd.node}
+    owned: set[str] = set()
+    counter = [0]
+    for op in ops_:
+        prefixes = _function_prefixes(op)
+        if not prefixes or op.name not in by_name:
+            continue
+        nd = by_name[op.name]
+        try:
+            converted = [
+                _export_one(graph, op, p, gd, by_name, counter) for p in prefixes
+            ]
+        except _CannotExport:
+            continue
+        for prefix, (fname, own) in zip(prefixes, converted, strict=True):
+            for suffix in FUNCTION_LIST_ATTRS:
+                del nd.attr[prefix + suffix]
+            attr = "predicate" if prefix == "f" and op.type in _PREDICATE_OPS else _TF_ATTR.get(
+                prefix, prefix
+            )
+            nd.attr[attr].func.name = fname
+            owned |= own
+    for op in ops_:
+        if op.type == "OneShotIterator" and op.name in by_name and op.inputs:
+            _export_one_shot(op, by_name, gd)
+    for nd in [*gd.node, *(b for f in gd.library.function for b in f.node_def)]:
+        for key in _OURS_ONLY.get(nd.op, ()):
+            if key in nd.attr:
+                del nd.attr[key]
+    if owned:
+        keep = [nd for nd in gd.node if nd.name not in owned]
+        del gd.node[:]
+        gd.node.extend(keep)
+
+
+def _function_prefixes(op) -> list[str]:
+    attrs = op._attrs
+    return [p for p in _TF_ATTR if f"{p}_inputs" in attrs and f"{p}_outputs" in attrs]
+
+
+def _is_dataset(t, depth: int = 0) -> bool:
+    """Whether string tensor `t` holds a dataset (a dataset op's handle, or a function
+    argument used as one)."""
+    if t.dtype.base_dtype.name != "string" or depth > 8:
+        return False
+    if t.op.type.endswith("Dataset") or t.op.type in ("_SparseToDatasetHandle",):
+        return True
+    if t.op.type == "Identity":
+        return _is_dataset(t.op.inputs[0], depth + 1)
+    for consumer in t.consumers():
+        pos = list(consumer.inputs).index(t)
+        arg = _input_arg_at(consumer, pos)
+        if arg in _DATASET_INPUTS:
+            return True
+        if consumer.type == "Identity" and _is_dataset(consumer.outputs[0], depth + 1):
+            return True
+    return False
+
+
+def _arg_sizes(op, args) -> list[tuple[str, int]]:
+    op_def = get_op_def(op.type)
+    out = []
+    for arg in getattr(op_def, args):
+        if arg.number_attr:
+            n = int(op._attrs[arg.number_attr])
+        elif arg.type_attr and getattr(op_def.attrs.get(arg.type_attr), "is_list", False):
+            n = len(op._attrs[arg.type_attr])
+        else:
+            n = 1
+        out.append((arg.name, n))
+    return out
+
+
+def _input_arg_at(op, pos: int) -> str | None:
+    try:
+        sizes = _arg_sizes(op, "inputs")
+    except KeyError:
+        return None
+    for name, n in sizes:
+        if pos < n:
+            return name
+        pos -= n
+    return None
+
+
+def _output_ref(t, names: dict) -> str:
+    """`t` as a FunctionDef body input: `node:out_arg:index`."""
+    pos = t.value_index
+    for name, n in _arg_sizes(t.op, "outputs"):
+        if pos < n:
+            return f"{names[t.op.name]}:{name}:{pos}"
+        pos -= n
+    raise _CannotExport(t.name)
+
+
+def _export_one(graph, op, prefix, gd, by_name, counter):
+    attrs = op._attrs
+    get = graph.get_tensor_by_name
+    try:
+        inputs = [get(n) for n in attrs[prefix + "_inputs"]]
+        outputs = [get(n) for n in attrs[prefix + "_outputs"]]
+        captures = [get(n) for n in attrs[prefix + "_captures"]]
+    except (KeyError, ValueError):
+        raise _CannotExport(op.name) from None
+    args = {t.op.name: t for t in inputs + captures}
+    body, seen, stack = [], set(), [t.op for t in outputs]
+    while stack:
+        o = stack.pop()
+        if o.name in seen or o.name in args:
+            continue
+        seen.add(o.name)
+        if o.type in _VARIABLES or o.type.startswith("Placeholder") or o.name not in by_name:
+            raise _CannotExport(o.name)
+        body.append(o)
+        stack.extend(t.op for t in o.inputs)
+        stack.extend(c for c in o.control_inputs)
+    body.sort(key=lambda o: o._id)
+    counter[0] += 1
+    fdef = FunctionDef()
+    sig = fdef.signature
+    sig.name = f"__inference_{_sanitize(op.name)}_{prefix}_{counter[0]}"
+    names = {}
+    for i, t in enumerate(inputs + captures):
+        arg = sig.input_arg.add()
+        arg.name = f"args_{i}" if i < len(inputs) else f"captured_{i - len(inputs)}"
+        arg.type = _VARIANT if _is_dataset(t) else t.dtype.base_dtype.as_datatype_enum
+        names[t.op.name] = arg.name
+    used = set(names.values())
+    for o in body:
+        name = _sanitize(o.name)
+        while name in used:
+            name += "_"
+        used.add(name)
+        names[o.name] = name
+    for o in body:
+        nd = fdef.node_def.add()
+        nd.CopyFrom(by_name[o.name])
+        nd.name = names[o.name]
+        del nd.input[:]
+        for t in o.inputs:
+            nd.input.append(names[t.op.name] if t.op.name in args else _output_ref(t, names))
+        nd.input.extend(f"^{names[c.name]}" for c in o.control_inputs if c.name in names)
+        nd.ClearField("device")
+        if o.type in ("Identity", "IdentityN") and any(_is_dataset(t) for t in o.inputs):
+            _as_variant(nd)
+    for k, t in enumerate(outputs):
+        out = sig.output_arg.add()
+        out.name = f"output_{k}"
+        dataset = (op.type, prefix) in _RETURNS_DATASET or _is_dataset(t)
+        out.type = _VARIANT if dataset else t.dtype.base_dtype.as_datatype_enum
+        fdef.ret[out.name] = names[t.op.name] if t.op.name in args else _output_ref(t, names)
+    nd = by_name[op.name]
+    targs = "Targuments" if prefix == "f" else f"T{_TF_ATTR[prefix]}_other_arguments"
+    if targs in nd.attr and captures:
+        types = [_VARIANT if _is_dataset(t) else t.dtype.base_dtype.as_datatype_enum
+                 for t in captures]  # fmt: skip
+        del nd.attr[targs].list.type[:]
+        nd.attr[targs].list.type.extend(types)
+    gd.library.function.add().CopyFrom(fdef)
+    return sig.name, _owned(op, inputs, body, args)
+
+
+def _owned(op, inputs, body, args) -> set[str]:
+    """The function's own nodes: its argument placeholders, the ops depending on them,
+    and body ops nothing outside the function uses."""
+    own = {t.op.name for t in inputs}
+    stack = [c for t in inputs for c in t.consumers()]
+    while stack:
+        o = stack.pop()
+        if o.name in own or o is op:
+            continue
+        own.add(o.name)
+        stack.extend(c for t in o.outputs for c in t.consumers())
+        stack.extend(o._control_outputs if hasattr(o, "_control_outputs") else ())
+    candidates = own | {o.name for o in body}
+    changed = True
+    while changed:
+        changed = False
+        for o in body:
+            if o.name not in candidates or o.name in own:
+                continue
+            users = [c for t in o.outputs for c in t.consumers()]
+            if any(u.name not in candidates for u in users):
+                candidates.discard(o.name)
+                changed = True
+    return candidates
+
+
+def _export_one_shot(op, by_name, gd) -> None:
+    """OneShotIterator: its dataset input as TF's `dataset_factory` function."""
+    root = op.inputs[0]
+    body, seen, stack = [], set(), [root.op]
+    while stack:
+        o = stack.pop()
+        if o.name in seen:
+            continue
+        seen.add(o.name)
+        if o.name not in by_name or o.type.startswith("Placeholder") or o.type in _VARIABLES:
+            return  # (a fed or stateful input: keep asyncflow's form)
+        body.append(o)
+        stack.extend(t.op for t in o.inputs)
+        stack.extend(o.control_inputs)
+    body.sort(key=lambda o: o._id)
+    fdef = FunctionDef()
+    fdef.signature.name = f"_make_dataset_{_sanitize(op.name)}"
+    names = {o.name: _sanitize(o.name) for o in body}
+    for o in body:
+        nd = fdef.node_def.add()
+        nd.CopyFrom(by_name[o.name])
+        nd.name = names[o.name]
+        del nd.input[:]
+        nd.input.extend(_output_ref(t, names) for t in o.inputs)
+        nd.input.extend(f"^{names[c.name]}" for c in o.control_inputs)
+        nd.ClearField("device")
+    out = fdef.signature.output_arg.add()
+    out.name = "handle"
+    out.type = _VARIANT
+    fdef.ret["handle"] = _output_ref(root, names)
+    gd.library.function.add().CopyFrom(fdef)
+    nd = by_name[op.name]
+    nd.input.remove(nd.input[0])
+    nd.attr["dataset_factory"].func.name = fdef.signature.name
+
+
+def _as_variant(nd: NodeDef) -> None:
+    for value in nd.attr.values():
+        if value.WhichOneof("value") == "type" and value.type == _STRING:
+            value.type = _VARIANT
+        elif value.WhichOneof("value") == "list" and _STRING in value.list.type:
+            types = [_VARIANT if t == _STRING else t for t in value.list.type]
+            del value.list.type[:]
+            value.list.type.extend(types)
+
+
+def _sanitize(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)

@@ -43,6 +43,7 @@ from google.protobuf import message as _pb_message
 from asyncflow import device_spec, dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.dataset_functions import FUNCTION_LIST_ATTRS
+from asyncflow.dataset_functions import export as export_dataset_functions
 from asyncflow.dataset_functions import instantiate as instantiate_dataset_functions
 from asyncflow.function_library import inline_calls
 from asyncflow.protos.attr_value_pb2 import AttrValue
@@ -407,6 +408,7 @@ def graph_to_graph_def(graph: ops.Graph, add_shapes: bool = False) -> GraphDef:
             shapes.SetInParent()
             for t in op.outputs:
                 shape_proto(t.shape, shapes.shape.add())
+    export_dataset_functions(graph, gd)  # tf.data functions as TF's FunctionDefs
     gd.versions.producer = GRAPH_DEF_VERSION
     return gd
 

@@ -16,8 +16,8 @@ through placeholders: a function op carries the names of its argument placeholde
 (`f_captures`, whose values arrive as the op's `other_arguments`, so an initializable
 iterator's feeds reach its functions).  A call is a nested step of the session.  TF's
 GraphDefs name FunctionDefs instead (`f`, `predicate`, `key_func`, ...): import turns
-them into this form (asyncflow/dataset_functions.py), so TF's pipelines import and run;
-the op signatures follow TF's (inputs, and attrs TF writes such as `Toutput_types`).
+them into this form and `as_graph_def` writes TF's (asyncflow/dataset_functions.py), so
+TF's pipelines import and run here and ours in TF; the op signatures follow TF's.
 """
 
 from __future__ import annotations

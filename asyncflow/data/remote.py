@@ -156,6 +156,9 @@ def _graph_bytes(op, ops_needed) -> bytes:
     for n in gd.node:
         if n.name in names:
             sub.node.add().CopyFrom(n)
+    # The functions' bodies travel as the GraphDef's FunctionDefs (TF's form: as_graph_def
+    # writes them there, and the worker's import instantiates them).
+    sub.library.CopyFrom(gd.library)
     return sub.SerializeToString()
 
 

@@ -12,6 +12,7 @@ fed list of names.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pathlib
 
@@ -24,45 +25,33 @@ pytestmark = pytest.mark.timeout(60)
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "dataset_graphdef"
 REF = json.loads((FIXTURES / "ref.json").read_text())
+OURS = json.loads((FIXTURES / "ours.json").read_text())
 
 
-def _plain(v):
-    v = np.asarray(v)
-    if v.dtype == object:
-        return {
-            "dtype": "string",
-            "value": [b.decode() for b in v.reshape(-1)],
-            "shape": list(v.shape),
-        }
-    return {"dtype": v.dtype.name, "value": v.tolist()}
+def _recorder():
+    spec = importlib.util.spec_from_file_location(
+        "record_dataset_graphdef_tf", FIXTURES.parent / "record_dataset_graphdef_tf.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # (TF is imported only by its record_tf)
+    return module
 
 
-def _drain(case: str, scope: str = ""):
-    ref = REF[case]
+REC = _recorder()
+
+
+def _graph_def(path):
     gd = tf.GraphDef()
-    gd.ParseFromString((FIXTURES / f"{case}.pb").read_bytes())
-    g = tf.Graph()
-    with g.as_default():
-        tf.import_graph_def(gd, name=scope)
-        at = f"{scope}/" if scope else ""
-        feed = {}
-        for name, value in ref["feeds"].items():
-            if name == "files":
-                value = [str(FIXTURES / p) for p in value]
-            feed[g.get_tensor_by_name(f"{at}{name}:0")] = value
-        fetches = [g.get_tensor_by_name(at + n) for n in ref["next"]]
-        values = []
-        with tf.Session(graph=g) as sess:
-            if ref["init"]:
-                sess.run(g.get_operation_by_name(at + ref["init"]), feed)
-            while True:
-                try:
-                    got = sess.run(fetches)
-                except tf.errors.OutOfRangeError:
-                    break
-                values.append([_plain(v) for v in got])
-                assert len(values) <= len(ref["values"]), "more elements than TF gave"
-    return values
+    gd.ParseFromString(path.read_bytes())
+    return gd
+
+
+def _drain(case: str, scope: str = "", ours: bool = False):
+    ref = REF[case]
+    names = OURS[case] if ours else ref
+    gd = _graph_def(FIXTURES / (f"ours_{case}.pb" if ours else f"{case}.pb"))
+    # (ref's feeds name the data files themselves: no paths to look up)
+    return REC.drain(tf, gd, names["init"], names["next"], ref["feeds"], {}, scope)
 
 
 @pytest.mark.parametrize("case", sorted(REF))
@@ -74,6 +63,35 @@ def test_tf_graphdef_pipeline(case):
 def test_tf_graphdef_pipeline_under_a_scope(case):
     # The function attrs name tensors; import_graph_def's scope renames them too.
     assert _drain(case, scope="imported") == REF[case]["values"]
+
+
+TF_RAN_OURS = sorted(c for c, r in REF.items() if r["tf_ran_ours"])
+
+
+@pytest.mark.parametrize("case", TF_RAN_OURS)
+def test_our_graphdef_tf_ran_runs_here(case):
+    # TF ran this GraphDef of ours to its own elements (the recorder asserts it).
+    assert _drain(case, ours=True) == REF[case]["values"]
+
+
+def _shape_of(gd):
+    """What TF relies on: each node's op and inputs, each function's signature."""
+    nodes = sorted((nd.op, len(nd.input), sorted(nd.attr)) for nd in gd.node)
+    sigs = sorted(
+        (
+            [(a.type, a.name) for a in f.signature.input_arg],
+            [(a.type, a.name) for a in f.signature.output_arg],
+            sorted(b.op for b in f.node_def),
+        )
+        for f in gd.library.function
+    )
+    return nodes, sigs
+
+
+@pytest.mark.parametrize("case", TF_RAN_OURS)
+def test_export_still_writes_what_tf_ran(case):
+    g, *_ = REC.build(tf, case)
+    assert _shape_of(g.as_graph_def()) == _shape_of(_graph_def(FIXTURES / f"ours_{case}.pb"))
 
 
 def test_own_pipeline_round_trip_under_a_scope():
