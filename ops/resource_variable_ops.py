@@ -212,6 +212,23 @@ async def _resource_strided_slice_assign(ctx, handle, begin, end, strides, value
     slice_assign(var, begin, end, strides, value, slice_masks(ctx.attrs), ctx.xp)
 
 
+# TF 2.x's SavedModels call it before reading a variable in their save functions: it
+# turns off TF's copy-on-read mode, which asyncflow's variables do not have (their reads
+# are snapshots already), so it only checks that the handle names a variable.
+DisableCopyOnRead = register_op(
+    "DisableCopyOnRead",
+    inputs=["resource: resource"],
+    shape_fn=lambda op: [],
+    stateful=True,
+)
+NotDifferentiable("DisableCopyOnRead")
+
+
+@DisableCopyOnRead.kernel(host_memory=("resource",))
+async def _disable_copy_on_read(ctx, handle):
+    _var(ctx, handle)
+
+
 VarIsInitializedOp = register_op(
     "VarIsInitializedOp",
     inputs=["resource: resource"],
