@@ -78,6 +78,7 @@ from asyncflow.ops import (  # noqa: F401
     string_unicode_ops,
     summary_ops,
     tensor_array_ops,
+    tensor_list_ops,
     training_ops,
     unique_ops,
     write_file_ops,
