@@ -79,6 +79,7 @@ from asyncflow.ops import (  # noqa: F401
     summary_ops,
     tensor_array_ops,
     tensor_list_ops,
+    tf2_graph_ops,
     training_ops,
     unique_ops,
     write_file_ops,

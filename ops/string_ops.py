@@ -260,7 +260,31 @@ _REWRITE_GROUP = re.compile(rb"\\(\d)")
 
 @RegexReplace.kernel("CPU")
 async def _regex_replace(ctx, inp, pattern, rewrite):
-    pattern, rewrite = _obj(pattern)[()], _obj(rewrite)[()]
+    return _replace(ctx, inp, _obj(pattern)[()], _obj(rewrite)[()])
+
+
+# TF 2.x's regex_replace with a constant pattern and rewrite (what tf.function writes).
+StaticRegexReplace = register_op(
+    "StaticRegexReplace",
+    inputs=["input: string"],
+    outputs=["output: string"],
+    attrs={"pattern": REQUIRED, "rewrite": REQUIRED, "replace_global": True},
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+NotDifferentiable("StaticRegexReplace")
+
+
+@StaticRegexReplace.kernel("CPU")
+async def _static_regex_replace(ctx, inp):
+    a = ctx.attrs
+    return _replace(ctx, inp, _bytes(a["pattern"]), _bytes(a["rewrite"]))
+
+
+def _bytes(v) -> bytes:
+    return v if isinstance(v, bytes) else str(v).encode("utf-8")
+
+
+def _replace(ctx, inp, pattern: bytes, rewrite: bytes):
     cache = ctx.kernel_state.setdefault("regex", {})
     rx = cache.get(pattern)
     if rx is None:

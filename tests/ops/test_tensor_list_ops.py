@@ -16,38 +16,15 @@ import numpy as np
 import pytest
 
 import asyncflow as tf
-from asyncflow import graph as ops
-from asyncflow.registry import get_op_def
 
 pytestmark = pytest.mark.timeout(60)
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
+from raw_ops import RawOps as _Raw  # noqa: E402
 from tensor_list_cases import CASES  # noqa: E402
 
 REF = json.loads((FIXTURES / "tensor_list_tf.json").read_text())
-
-
-class _Raw:
-    """`tf.raw_ops`-style calls (keyword arguments: the op's inputs and attrs)."""
-
-    def __getattr__(self, op_type):
-        op_def = get_op_def(op_type)
-
-        def call(**kw):
-            inputs = []
-            for arg in op_def.inputs:
-                value = kw.pop(arg.name)
-                dtype = arg.fixed_dtype
-                if dtype is None and arg.type_attr in ("shape_type", "Tshape"):
-                    dtype = tf.int32
-                if dtype is not None and not isinstance(value, ops.Tensor):
-                    value = tf.constant(value, dtype)
-                inputs.append(value)
-            out = ops.apply_op(op_type, inputs, kw).outputs
-            return out[0] if len(out) == 1 else out
-
-        return call
 
 
 def _plain(v):
