@@ -386,6 +386,7 @@ def test_tf2_while_lowering_keeps_attrs():
         af.import_graph_def(_v2_loops(), name="")
     gd = _v2_loops()
     whiles = {nd.name: nd for nd in gd.node if nd.op in ("While", "StatelessWhile")}
+
     def source(name):  # the loop's output, through TF's Identities after it
         t = g.get_operation_by_name(name).inputs[0]
         while t.op.type == "Identity":
@@ -436,3 +437,24 @@ def test_if_with_inputs_not_matching_tin_is_an_error():
     node.attr["Tin"].list.type.append(1)
     with af.Graph().as_default(), pytest.raises(ValueError, match=f"'{node.name}'.*inputs"):
         af.import_graph_def(gd, name="")
+
+
+def test_restored_tf_training_graph_runs_its_own_train_op():
+    """TF's saved training graph: its backprop loop (stacks pushed by the forward loop,
+    popped by the gradient loop, TensorArray gradients) and Adam, run by name."""
+    want = EXPECTED["rnn_train_op"]
+    assert {"StackV2", "StackPushV2", "StackPopV2", "ApplyAdam"} <= set(want["ops"])
+    prefix = str(HERE / "rnn_train_meta" / "model-0")
+    feeds = {
+        "seq:0": np.array(FEEDS["seq"], np.float32),
+        "target:0": np.array(RNN["target"], np.float32),
+    }
+    with af.Graph().as_default():
+        saver = af.train.import_meta_graph(prefix + ".meta")
+        with af.Session() as sess:
+            saver.restore(sess, prefix)
+            losses = [
+                float(sess.run(["loss:0", "train"], {**feeds, "use_l1:0": flag})[0])
+                for flag in RNN["use_l1"]
+            ]
+    np.testing.assert_allclose(losses, want["losses"], rtol=2e-5)
