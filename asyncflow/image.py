@@ -30,8 +30,19 @@ from asyncflow.ops import (
     slicing_ops,
     string_ops,
 )
+from asyncflow.ops.jpeg_ops import (
+    decode_and_crop_jpeg,
+    decode_webp,
+    encode_jpeg_variable_quality,
+    extract_jpeg_shape,
+)
 
 __all__ = [
+    "adjust_jpeg_quality",
+    "random_jpeg_quality",
+    "decode_and_crop_jpeg",
+    "decode_webp",
+    "extract_jpeg_shape",
     "extract_image_patches",
     "extract_patches",
     "crop_and_resize",
@@ -823,6 +834,40 @@ def decode_jpeg(
         },
         name,
     )
+
+
+def adjust_jpeg_quality(image, jpeg_quality, dct_method="", name=None):
+    """`tf.image.adjust_jpeg_quality`: `image` encoded as a JPEG at `jpeg_quality`
+    (0..100, an int or int32 tensor) and decoded again, in its own dtype.
+
+    Raises (when run):
+      InvalidArgumentError: a quality outside [0, 100]; not 1 or 3 channels.
+    """
+    with ops.name_scope(name, "adjust_jpeg_quality", [image]):
+        image = ops.convert_to_tensor(image, name="image")
+        channels = image.shape.as_list()[-1]
+        orig_dtype = image.dtype
+        image = convert_image_dtype(image, dtypes.uint8, saturate=True)
+        encoded = encode_jpeg_variable_quality(image, jpeg_quality)
+        image = decode_jpeg(encoded, channels=channels, dct_method=dct_method)
+        return convert_image_dtype(image, orig_dtype, saturate=True)
+
+
+def random_jpeg_quality(image, min_jpeg_quality, max_jpeg_quality, seed=None):
+    """`tf.image.random_jpeg_quality`: adjust_jpeg_quality at a quality drawn uniformly
+    from [min_jpeg_quality, max_jpeg_quality).
+
+    Raises:
+      ValueError: a bound outside [0, 100], or min >= max.
+    """
+    if not (0 <= min_jpeg_quality <= 100 and 0 <= max_jpeg_quality <= 100):
+        raise ValueError("jpeg encoding range must be between 0 and 100.")
+    if min_jpeg_quality >= max_jpeg_quality:
+        raise ValueError("`min_jpeg_quality` must be less than `max_jpeg_quality`.")
+    quality = random_ops.random_uniform(
+        [], min_jpeg_quality, max_jpeg_quality, seed=seed, dtype=dtypes.int32
+    )
+    return adjust_jpeg_quality(image, quality)
 
 
 def decode_png(contents, channels=0, dtype=dtypes.uint8, name=None):

@@ -200,6 +200,8 @@ _ALIASES = {
         "encode_png": "image.encode_png",
         "is_jpeg": "image.is_jpeg",
         "extract_jpeg_shape": "image.extract_jpeg_shape",
+        "decode_and_crop_jpeg": "image.decode_and_crop_jpeg",
+        "decode_webp": "image.decode_webp",
         "RaggedFeature": "ops.parsing_ops.RaggedFeature",  # (not a top-level name in TF1)
     },
     "sparse": {

@@ -34,6 +34,7 @@ from asyncflow.ops import (  # noqa: F401
     image_scale_ops,
     init_ops,
     io_ops,
+    jpeg_ops,
     linalg_matrix_ops,
     linalg_ops,
     linalg_tridiag_ops,

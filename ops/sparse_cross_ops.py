@@ -38,16 +38,6 @@ def _invalid(msg: str) -> errors.InvalidArgumentError:
     return errors.InvalidArgumentError(None, None, msg)
 
 
-def fingerprint_cat64(fp1: int, fp2: int) -> int:
-    """TF's FingerprintCat64: two 64-bit fingerprints combined (not commutative)."""
-    shift_mix = lambda v: v ^ (v >> 47)  # noqa: E731
-    result = fp1 ^ _KMUL
-    result ^= (shift_mix((fp2 * _KMUL) & _M) * _KMUL) & _M
-    result = (result * _KMUL) & _M
-    result = (shift_mix(result) * _KMUL) & _M
-    return shift_mix(result)
-
-
 # -- op definitions --------------------------------------------------------------------------
 
 
@@ -168,46 +158,89 @@ def _row_runs(rows: np.ndarray, batch: int) -> dict:
     return runs
 
 
-def _cross(indices, values, shapes, dense, feature_fns, combine):
-    """The crossed SparseTensor: `feature_fns[c](value)` makes column c's features,
-    `combine(features)` one cross."""
+def _crosses(indices, values, shapes, dense):
+    """Where each cross's features sit: (batch, row of each cross, one array per column
+    of flat positions into that column's values), crosses in TF's order -- by row, then
+    every choice of features with the last column varying fastest."""
     batch = _validate(indices, values, shapes, dense)
     runs = [_row_runs(ind[:, 0], batch) for ind in indices]
     if runs:
-        rows = sorted(set(runs[0]).intersection(*runs[1:]))
+        rows = np.array(sorted(set(runs[0]).intersection(*runs[1:])), np.int64)
+    elif dense and all(d.shape[1] for d in dense):
+        rows = np.arange(batch, dtype=np.int64)  # (batch == every dense input's rows)
     else:
-        rows = range(batch) if dense and all(d.shape[1] for d in dense) else []
-    out_idx, out_val, widest = [], [], 0
-    for b in rows:
-        cols = [values[c][s : s + k] for c, (s, k) in enumerate(r[b] for r in runs)]
-        cols += [d[b] for d in dense]
-        feats = [[fn(v) for v in col] for fn, col in zip(feature_fns, cols)]
-        count = 0
-        for combo in _product(feats):
-            out_idx.append((b, count))
-            out_val.append(combine(combo))
-            count += 1
-        widest = max(widest, count)
-    out_indices = np.array(out_idx, np.int64).reshape(-1, 2)
-    return out_indices, out_val, np.array([batch, widest], np.int64)
+        rows = np.zeros(0, np.int64)
+    starts = [np.array([r[b][0] for b in rows.tolist()], np.int64) for r in runs]
+    counts = [np.array([r[b][1] for b in rows.tolist()], np.int64) for r in runs]
+    for d in dense:
+        starts.append(rows * d.shape[1])
+        counts.append(np.full(len(rows), d.shape[1], np.int64))
+    cross_row, positions = np.arange(len(rows)), []
+    for start, count in zip(starts, counts):
+        k = count[cross_row]  # each partial cross grows by each of this column's features
+        first = np.cumsum(k) - k
+        cross_row = np.repeat(cross_row, k)
+        offsets = np.arange(len(cross_row)) - np.repeat(first, k)
+        positions = [np.repeat(p, k) for p in positions]
+        positions.append(start[cross_row] + offsets)
+    return batch, rows, cross_row, positions
 
 
-def _product(columns):
-    """Every choice of one feature per column, the last column varying fastest."""
-    if any(len(c) == 0 for c in columns):
-        return
-    pos = [0] * len(columns)
-    while True:
-        yield [c[p] for c, p in zip(columns, pos)]
-        i = len(columns) - 1
-        while i >= 0:
-            pos[i] += 1
-            if pos[i] < len(columns[i]):
-                break
-            pos[i] = 0
-            i -= 1
-        if i < 0:
-            return
+def _sparse_result(batch, rows, cross_row, values):
+    per_row = np.bincount(cross_row, minlength=len(rows))
+    first = np.cumsum(per_row) - per_row
+    within = np.arange(len(cross_row)) - np.repeat(first, per_row)
+    indices = np.stack([rows[cross_row], within], axis=1).astype(np.int64).reshape(-1, 2)
+    widest = int(per_row.max()) if len(per_row) else 0
+    return indices, values, np.array([batch, widest], np.int64)
+
+
+def _column_values(values, dense):
+    return [*values, *(d.reshape(-1) for d in dense)]
+
+
+def _map_column(column: np.ndarray, fn) -> np.ndarray:
+    """fn of each value (uint64), computed once per distinct value."""
+    memo: dict = {}
+    out = np.empty(len(column), np.uint64)
+    for i, v in enumerate(column.tolist()):
+        h = memo.get(v)
+        if h is None:
+            h = memo[v] = fn(v)
+        out[i] = h
+    return out
+
+
+_KMUL_U = np.uint64(_KMUL)
+_S47 = np.uint64(47)
+
+
+def _cat_arrays(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fingerprint_cat64 elementwise on uint64 arrays (NumPy's uint64 products wrap)."""
+    with np.errstate(over="ignore"):
+        t = b * _KMUL_U
+        t ^= t >> _S47
+        r = (a ^ _KMUL_U) ^ (t * _KMUL_U)
+        r = r * _KMUL_U
+        r ^= r >> _S47
+        r = r * _KMUL_U
+        r ^= r >> _S47
+    return r
+
+
+def _hashed_cross(parts, feature_fns, key: int | None, num_buckets: int):
+    """The hashed crosses: chained from `key` (SparseCross), or from the first feature
+    (key None: SparseCrossHashed)."""
+    batch, rows, cross_row, positions = _crosses(*parts)
+    columns = _column_values(parts[1], parts[3])
+    h = None if key is None else np.full(len(cross_row), key, np.uint64)
+    for col, fn, pos in zip(columns, feature_fns, positions):
+        f = _map_column(col, fn)[pos]
+        h = f if h is None else _cat_arrays(h, f)
+    if h is None:
+        h = np.zeros(0, np.uint64)
+    h = h % np.uint64(num_buckets if num_buckets > 0 else _I63)
+    return _sparse_result(batch, rows, cross_row, h.astype(np.int64))
 
 
 def _as_bytes(v) -> bytes:
@@ -222,16 +255,6 @@ def _low4(v) -> bytes:
     return (int(v) & _M).to_bytes(8, "little")[:4]
 
 
-def _bucket(h: int, num_buckets: int) -> int:
-    return h % num_buckets if num_buckets > 0 else h % _I63
-
-
-def _strings(vals) -> np.ndarray:
-    out = np.empty(len(vals), dtype=object)
-    out[:] = vals
-    return out
-
-
 def _arrays(indices, values, shapes, dense):
     return (
         [np.asarray(i) for i in indices],
@@ -242,9 +265,15 @@ def _arrays(indices, values, shapes, dense):
 
 
 def _string_cross(parts, sep: bytes):
-    fns = [_as_bytes] * (len(parts[1]) + len(parts[3]))
-    i, v, s = _cross(*parts, fns, lambda combo: sep.join(combo))
-    return i, _strings(v), s
+    batch, rows, cross_row, positions = _crosses(*parts)
+    columns = [
+        np.array([_as_bytes(v) for v in col.tolist()], dtype=object)
+        for col in _column_values(parts[1], parts[3])
+    ]
+    picked = [col[pos].tolist() for col, pos in zip(columns, positions)]
+    out = np.empty(len(cross_row), dtype=object)
+    out[:] = [sep.join(t) for t in zip(*picked)] if picked else []
+    return _sparse_result(batch, rows, cross_row, out)
 
 
 def _v1_feature(v) -> int:
@@ -260,19 +289,8 @@ async def _sparse_cross(ctx, *args):
     if not ctx.attrs["hashed_output"]:
         return await ctx.compute(_string_cross, parts, b"_X_")
     key, nb = int(ctx.attrs["hash_key"]) & _M, int(ctx.attrs["num_buckets"])
-
-    def combine(combo):
-        h = key
-        for f in combo:
-            h = fingerprint_cat64(h, f)
-        return _bucket(h, nb)
-
-    def run():
-        fns = [_v1_feature] * (len(parts[1]) + len(parts[3]))
-        i, v, s = _cross(*parts, fns, combine)
-        return i, np.array(v, np.int64), s
-
-    return await ctx.compute(run)
+    fns = [_v1_feature] * (len(parts[1]) + len(parts[3]))
+    return await ctx.compute(_hashed_cross, parts, fns, key, nb)
 
 
 @SparseCrossV2.kernel("CPU")
@@ -317,18 +335,7 @@ async def _sparse_cross_hashed(ctx, *args):
     if not parts[1] and not parts[3]:
         return np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(2, np.int64)
     fns = _keyed_features(parts, strong, int(salt[0]) & _M, int(salt[1]) & _M)
-
-    def combine(combo):
-        h = combo[0]
-        for f in combo[1:]:
-            h = fingerprint_cat64(h, f)
-        return _bucket(h, nb)
-
-    def run():
-        i, v, s = _cross(*parts, fns, combine)
-        return i, np.array(v, np.int64), s
-
-    return await ctx.compute(run)
+    return await ctx.compute(_hashed_cross, parts, fns, None, nb)
 
 
 # -- builders -----------------------------------------------------------------------------------

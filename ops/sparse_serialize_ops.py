@@ -15,6 +15,8 @@ value to its shape goes through graph_io's bounded fill.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from google.protobuf import message as _pb_message
 
@@ -105,9 +107,17 @@ def _from_proto_bytes(data: bytes) -> tuple[np.ndarray, dtypes.DType]:
         dims = [d.size for d in p.tensor_shape.dim]
         if any(d < 0 for d in dims):
             raise ValueError("negative dimension")
-        size = int(np.prod(dims, dtype=object))
-        if dtype == dtypes.string and p.tensor_content:
-            return _strings_from_content(p.tensor_content, size).reshape(dims), dtype
+        size = math.prod(dims)
+        content = p.tensor_content
+        if dtype == dtypes.string and content:
+            return _strings_from_content(content, size).reshape(dims), dtype
+        if content:  # (TF's own form: checked against the bytes, then viewed)
+            np_dt = np.dtype(dtype.as_numpy_dtype).newbyteorder("<")
+            if len(content) != size * np_dt.itemsize:
+                raise ValueError("tensor content does not match its shape")
+            return np.frombuffer(content, np_dt).astype(np_dt.newbyteorder("=")).reshape(
+                dims
+            ), dtype
         return np.array(graph_io.tensor_from_proto(p)), dtype
     except (_pb_message.DecodeError, ValueError, TypeError, KeyError):
         raise _invalid("Could not parse serialized proto") from None
@@ -265,20 +275,26 @@ NotDifferentiable("DeserializeManySparse")
 NotDifferentiable("DeserializeSparse")
 
 
-def _component(v, want_dtype=None):
+def _component(v, memo: dict):
+    """A serialized component as (array, dtype); `memo` keeps one call's parses (rows
+    of a batch often share a component: the same shape, say)."""
     if isinstance(v, np.ndarray):  # out_type=variant: the component itself
         return v, dtypes.as_dtype(v.dtype) if v.dtype != object else dtypes.string
-    return _from_proto_bytes(v if isinstance(v, bytes) else str(v).encode())
+    data = v if isinstance(v, bytes) else str(v).encode()
+    hit = memo.get(data)
+    if hit is None:
+        hit = memo[data] = _from_proto_bytes(data)
+    return hit
 
 
-def _one_sparse(row, index: int, dtype):
-    indices, _ = _component(row[0])
+def _one_sparse(row, index: int, dtype, memo: dict):
+    indices, _ = _component(row[0], memo)
     if indices.ndim != 2:
         raise _invalid(
             f"Expected serialized_sparse[{index}, 0] to represent an index matrix but "
             f"received shape {_shape_str(indices.shape)}"
         )
-    values, got = _component(row[1])
+    values, got = _component(row[1], memo)
     if values.ndim != 1:
         raise _invalid(
             f"Expected serialized_sparse[{index}, 1] to represent a values vector but "
@@ -295,7 +311,7 @@ def _one_sparse(row, index: int, dtype):
             f"SparseTensor[{index}].values to match but they do not: {indices.shape[0]} vs. "
             f"{values.shape[0]}"
         )
-    shape, _ = _component(row[2])
+    shape, _ = _component(row[2], memo)
     if shape.ndim != 1 or indices.shape[1] != shape.shape[0]:
         raise _invalid(
             f"Expected column counts of SparseTensor[{index}].indices to match size of "
@@ -315,11 +331,11 @@ def _deserialize(serialized, dtype):
     rows = serialized.reshape(-1, 3)
     np_dtype = object if dtype == dtypes.string else dtype.as_numpy_dtype
     if serialized.ndim == 1:  # one SparseTensor: itself
-        i, v, s = _one_sparse(rows[0], 0, dtype)
+        i, v, s = _one_sparse(rows[0], 0, dtype, {})
         return i.copy(), np.array(v, dtype=np_dtype), s.copy()
-    parts, rank = [], None
+    parts, rank, memo = [], None, {}
     for k, row in enumerate(rows):
-        i, v, s = _one_sparse(row, k, dtype)
+        i, v, s = _one_sparse(row, k, dtype, memo)
         if rank is not None and s.shape[0] != rank:
             raise _invalid(
                 f"Inconsistent shape across SparseTensors: rank prior to SparseTensor[{k}] "

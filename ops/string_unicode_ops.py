@@ -115,6 +115,26 @@ class _Decoder:
             cps, offsets = cps[keep], offsets[keep]
         return cps, offsets
 
+    def batch(self, texts: list, width) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Code points, offsets and per-string counts of well-formed decoded `texts`."""
+        lengths = np.array([len(t) for t in texts], np.int64)
+        cps = np.frombuffer("".join(texts).encode("utf-32-le"), "<u4").astype(np.int32)
+        if width is None:  # (every text is "": the strings were decoded one by one)
+            return cps, np.zeros(len(cps), np.int64), lengths
+        w = width(cps.astype(np.int64))
+        ends = np.cumsum(w)
+        starts = np.concatenate([[0], ends])[np.cumsum(lengths) - lengths]
+        offsets = ends - w - np.repeat(starts, lengths)
+        if self.ctl:
+            ctl = (cps >= 0) & (cps < 0x20)
+            if self.errors == "ignore":
+                row = np.repeat(np.arange(len(texts)), lengths)
+                cps, offsets = cps[~ctl], offsets[~ctl]
+                lengths = np.bincount(row[~ctl], minlength=len(texts)).astype(np.int64)
+            else:
+                cps[ctl] = self.rc
+        return cps, offsets, lengths
+
     def _offsets(self, text: str, cps: np.ndarray, spans) -> np.ndarray:
         width = _WIDTHS.get(self.codec)
         if width is not None and not spans:
@@ -134,13 +154,31 @@ class _Decoder:
 
 
 def _decode_all(decoder: _Decoder, flat, split_dtype):
-    parts = [decoder(s) for s in flat]
-    lengths = [len(c) for c, _ in parts]
-    splits = np.zeros(len(parts) + 1, split_dtype)
+    """(row_splits, code points, offsets) of every string.  Well-formed strings of a
+    fixed-width codec are decoded together (one UTF-32 conversion, one offsets pass for
+    the batch); the others one by one."""
+    width = _WIDTHS.get(decoder.codec)
+    texts, alone = [], {}
+    for i, s in enumerate(flat):
+        text = None
+        if width is not None:
+            try:
+                text = s.decode(decoder.codec)
+            except UnicodeDecodeError:
+                pass
+        if text is None:
+            alone[i] = decoder(s)
+        texts.append(text or "")
+    cps, offsets, lengths = decoder.batch(texts, width)
+    if alone:
+        rows = np.split(cps, np.cumsum(lengths)[:-1]), np.split(offsets, np.cumsum(lengths)[:-1])
+        parts = [alone.get(i, (c, o)) for i, (c, o) in enumerate(zip(*rows))]
+        lengths = [len(c) for c, _ in parts]
+        cps = np.concatenate([c for c, _ in parts]) if parts else cps
+        offsets = np.concatenate([o for _, o in parts]) if parts else offsets
+    splits = np.zeros(len(texts) + 1, split_dtype)
     np.cumsum(lengths, out=splits[1:])
-    cps = np.concatenate([c for c, _ in parts]) if parts else np.zeros(0, np.int32)
-    offs = np.concatenate([o for _, o in parts]) if parts else np.zeros(0, np.int64)
-    return splits, cps.astype(np.int32), offs.astype(np.int64)
+    return splits, cps.astype(np.int32), offsets.astype(np.int64)
 
 
 # -- encoding -----------------------------------------------------------------------------
@@ -389,23 +427,25 @@ class _NGrammer:
     def count(self, length: int, width: int) -> int:
         return max(0, length + 2 * self.pad_width(width) - width + 1)
 
-    def make(self, data, n: int, width: int) -> list:
+    def make(self, data: list, n: int, width: int) -> list:
         pad, out = self.pad_width(width), []
+        if pad == 0:  # (the common case: windows of the row itself)
+            return [self.sep.join(data[k : k + width]) for k in range(n)]
         for k in range(n):
             left = max(0, pad - k)
             right = max(0, pad - (n - (k + 1)))
             tokens = width - left - right
             first = 0 if left > 0 else k - pad
-            parts = [self.lpad] * left + list(data[first : first + tokens])
+            parts = [self.lpad] * left + data[first : first + tokens]
             parts += [self.rpad] * right
             out.append(self.sep.join(parts))
         return out
 
     def __call__(self, data, splits):
         out_splits = np.zeros(len(splits), splits.dtype)
-        out = []
-        for i in range(len(splits) - 1):
-            row = data[splits[i] : splits[i + 1]]
+        out, data, bounds = [], data.tolist(), splits.tolist()
+        for i in range(len(bounds) - 1):
+            row = data[bounds[i] : bounds[i + 1]]
             start = len(out)
             for w in self.widths:
                 out += self.make(row, self.count(len(row), w), w)
