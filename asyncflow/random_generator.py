@@ -34,7 +34,7 @@ _STATE_SIZE = 3
 
 class Generator:
     """`tf.random.Generator` (TF1 graph mode): `from_seed(seed)`, `normal`, `uniform`,
-    `truncated_normal`, `uniform_full_int`, `make_seeds`, `skip`, `state`.
+    `truncated_normal`, `uniform_full_int`, `binomial`, `make_seeds`, `skip`, `state`.
 
     Raises:
       ValueError: an algorithm other than Philox / AUTO_SELECT, or a state of the wrong
@@ -182,6 +182,20 @@ class Generator:
         with ops.name_scope(name, "stateful_uniform_full_int", [shape]):
             shape = srng.shape_tensor(shape)
             return self._draw("StatelessRandomUniformFullIntV2", shape, dtype)
+
+    def binomial(self, shape, counts, probs, dtype=dtypes.int32, name=None):
+        """Binomial(counts, probs) draws, `shape` ending with their broadcast shape (op
+        StatefulRandomBinomial: TF's numbers, the state moved as TF moves it)."""
+        with ops.name_scope(name, "binomial", [shape, counts, probs]):
+            counts = ops.convert_to_tensor(counts, name="counts")
+            probs = ops.convert_to_tensor(probs, name="probs")
+            shape = srng.shape_tensor(shape)
+            alg = ops.convert_to_tensor(self._alg, dtype=dtypes.int64)
+            return ops.apply_op(
+                "StatefulRandomBinomial",
+                [self._state_var.handle, alg, shape, counts, probs],
+                {"S": shape.dtype, "T": counts.dtype, "dtype": dtypes.as_dtype(dtype)},
+            ).outputs[0]
 
     def make_seeds(self, count=1):
         """[2, count] int64 seeds for stateless ops: full-range keys over zeros."""

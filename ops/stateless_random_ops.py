@@ -644,8 +644,13 @@ NotDifferentiable("RngReadAndSkip")
 
 @RngReadAndSkip.kernel("CPU")
 async def _rng_read_and_skip(ctx, handle, alg, delta):
+    return _read_and_skip(handle, int(np.asarray(alg)), int(np.asarray(delta)))
+
+
+def _read_and_skip(handle, alg: int, delta: int) -> np.ndarray:
+    """The generator's state before, its counter moved 256 blocks per `delta` (TF's).
+    No await between the read and the write: atomic on the loop."""
     var = handle_object(handle, VarRef, "resource variable")
-    alg = int(np.asarray(alg))
     if alg not in (_PHILOX, _AUTO):
         raise errors.InvalidArgumentError(None, None, f"Unsupported algorithm id: {alg}")
     if var.value is None:
@@ -661,12 +666,48 @@ async def _rng_read_and_skip(ctx, handle, alg, delta):
         )  # fmt: skip
     old = state.copy()
     words = old.view(np.uint64)
-    c = (int(words[0]) | (int(words[1]) << 64)) + int(np.asarray(delta)) * _RESERVED
-    c &= (1 << 128) - 1
+    c = ((int(words[0]) | (int(words[1]) << 64)) + delta * _RESERVED) & ((1 << 128) - 1)
     new = old.copy()
     new.view(np.uint64)[:2] = [c & _U64, c >> 64]
-    var.assign(new, False, np)  # (no await between the read and the write: atomic)
+    var.assign(new, False, np)
     return old
+
+
+def _key_counter_of_state(state) -> tuple[tuple[int, int], int]:
+    words = np.asarray(state).view(np.uint64)
+    k = int(words[2])
+    return (k & _M32, k >> 32), int(words[0]) | (int(words[1]) << 64)
+
+
+StatefulRandomBinomial = register_op(
+    "StatefulRandomBinomial",
+    inputs=["resource: resource", "algorithm: int64", "shape: S", "counts: T", "probs: T"],
+    outputs=["output: dtype"],
+    attrs={"S": INDEX, "T": TypeConstraint(["float16", "float32", "float64", "int32", "int64"],
+                                           "float64"), "dtype": _COUNT_OUT},
+    shape_fn=lambda op: [ops.constant_shape(op.inputs[2])],
+    stateful=True,
+)  # fmt: skip
+NotDifferentiable("StatefulRandomBinomial")
+
+
+@StatefulRandomBinomial.kernel("CPU")
+async def _stateful_binomial(ctx, handle, algorithm, shape, counts, probs):
+    """Generator.binomial: TF's binomial (as StatelessRandomBinomial) from the state's
+    (key, counter), the counter moved past 2 * 100 blocks per 4 samples of each batch
+    member (TF's reservation)."""
+    dims = make_shape(shape)
+    counts, probs = np.asarray(counts), np.asarray(probs)
+    try:
+        members = int(np.prod(np.broadcast_shapes(counts.shape, probs.shape)))
+    except ValueError:
+        members = 1  # (_binomial raises TF's error)
+    per = int(np.prod(dims)) // members if members else 0
+    state = _read_and_skip(handle, int(np.asarray(algorithm)), members * 200 * (per + 3) // 4)
+    key, counter = _key_counter_of_state(state)
+    dtype = ctx.attrs["dtype"]
+    return await _off_loop(ctx, lambda: _binomial(key, counter, dims, dtype, counts, probs),
+                           int(np.prod(dims)))  # fmt: skip
 
 
 StatelessRandomGetKeyCounterAlg = register_op(

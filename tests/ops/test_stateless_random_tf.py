@@ -67,6 +67,14 @@ def test_generator_draws_and_state_match_tf():
     assert got == TF["generator"]
 
 
+def test_generator_binomial_matches_tf():
+    steps = cases.generator_binomial_steps(af)
+    with Session() as sess:
+        sess.run(af.global_variables_initializer())
+        got = [cases.plain(sess.run(t)) for t in steps]
+    assert got == TF["generator_binomial"]
+
+
 def test_generator_is_tfs_graph():
     g = af.random.Generator.from_seed(7)
     n = g.normal([2])
