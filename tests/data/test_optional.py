@@ -62,3 +62,4 @@ def test_optional_structure_names():
     spec = af.data.experimental.OptionalStructure(af.TensorSpec([], af.int32))
     assert spec.element_spec == af.TensorSpec([], af.int32)
     assert spec.value_type is af.data.experimental.Optional
+    assert af.OptionalSpec is af.data.experimental.OptionalStructure  # (as in TF 2.21)
