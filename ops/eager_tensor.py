@@ -203,7 +203,9 @@ def convert_eager(value, dtype: dtypes.DType) -> np.ndarray:
         return value._value
     if isinstance(value, ops.Tensor):
         raise TypeError(
-            f"A graph tensor cannot be used as a concrete value inside a py_function: {value!r}"
+            f"py_function returned a graph tensor, {value!r}: asyncflow has no eager "
+            "execution, so TF ops inside the function build graph ops; compute its results "
+            "with NumPy or the arguments' operators"
         )
     try:
         return dtypes.convert_to_numpy(value, dtype)

@@ -214,9 +214,12 @@ async def _eager_py_func_kernel(ctx, *args):
 
 def _call_eager(fn, tensors, tout):
     """On the worker thread: the function's results converted to `tout` as TF's EagerFunc
-    converts them (inside the call, so conversion errors map like the function's own)."""
+    converts them (inside the call, so conversion errors map like the function's own).
+    The function runs under a graph of its own: TF ops it calls (asyncflow has no eager
+    execution) build there, never in the user's graph while a step runs it."""
     try:
-        result = fn(*tensors)
+        with ops.Graph().as_default():
+            result = fn(*tensors)
         if isinstance(result, list | tuple):  # zipped with Tout: extra values are dropped
             values = [convert_eager(v, d) for v, d in zip(result, tout, strict=False)]
         elif result is None:

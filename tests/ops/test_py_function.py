@@ -116,3 +116,19 @@ def test_convert_to_tensor_of_an_eager_tensor_is_a_constant():
 
     _run(af.py_function(fn, [af.constant([1, 2])], af.int32))
     assert seen["t"].op.type == "Const" and seen["t"].dtype == af.int32
+
+
+def test_tf_ops_inside_build_elsewhere_and_say_so():
+    # TF runs them eagerly; here they would be graph ops: the user's graph is left alone
+    # and the result is refused with a message saying why.
+    g = ops.get_default_graph()
+    y = af.py_function(lambda a: af.square(a), [af.constant([1.0, 2.0])], af.float32)
+    before = len(g.get_operations())
+    with pytest.raises(af.errors.InvalidArgumentError, match="no eager execution"):
+        _run_raw(y)
+    assert len(g.get_operations()) == before
+
+
+def _run_raw(fetch):
+    with Session() as sess:
+        return sess.run(fetch)
