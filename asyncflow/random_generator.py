@@ -51,7 +51,7 @@ class Generator:
         if state is None or alg is None:
             raise ValueError("Generator needs copy_from, or both state and alg")
         alg = srng.convert_alg_to_int(alg)
-        srng._check_alg(alg)
+        srng.check_alg(alg)
         if isinstance(state, Variable):
             state.shape.assert_is_compatible_with([_STATE_SIZE])
             self._state_var = state

@@ -161,13 +161,33 @@ def _stateless(op_type, default_name, shape, seed, dtype, name, scale=None, shif
         return math_ops.add(math_ops.multiply(rnd, scale), shift)
 
 
-def stateless_random_uniform(shape, seed, minval=0, maxval=None, dtype=dtypes.float32, name=None):
-    """Deterministic uniform values in [minval, maxval) for a [2] `seed`
-    (`tf.random.stateless_uniform`)."""
+def stateless_random_uniform(
+    shape, seed, minval=0, maxval=None, dtype=dtypes.float32, name=None, alg="auto_select"
+):
+    """Deterministic uniform values in [minval, maxval) for a [2] `seed`, TF's numbers
+    (`tf.random.stateless_uniform`); an integer dtype with minval=maxval=None draws over
+    its whole range.
+
+    Raises:
+      ValueError: an integer dtype with one bound only, or an unsigned one with bounds.
+    """
+    from asyncflow.ops import stateless_random_ops as srng
+
+    srng.check_alg(alg)
     dtype = dtypes.as_dtype(dtype)
     if dtype.is_integer:
-        if maxval is None:
-            raise ValueError(f"Must specify maxval for integer dtype {dtype!r}")
+        if (minval is None) != (maxval is None):
+            raise ValueError(
+                f"For integer `dtype` argument {dtype}, argument `minval` and `maxval` must "
+                f"be both None or not None. Got `minval`={minval} and `maxval`={maxval}."
+            )
+        if minval is None:
+            return srng.stateless_random_uniform_full_int(shape, seed, dtype, name)
+        if dtype in (dtypes.uint32, dtypes.uint64):
+            raise ValueError(
+                f"Argument `dtype` got invalid value {dtype} when argument `minval` is not "
+                "None. Please don't use unsigned integers in this case."
+            )
         with ops.name_scope(name, "stateless_random_uniform", [shape, seed]):
             inputs = [
                 _shape_tensor(shape),

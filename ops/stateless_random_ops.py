@@ -875,7 +875,7 @@ def stateless_random_uniform_full_int(shape, seed, dtype=dtypes.uint64, name=Non
 def split(seed, num=2, alg="auto_select"):
     """`tf.random.split`: `num` new [2] seeds from one, as TF (full-range uniform ints of
     the seed's dtype)."""
-    _check_alg(alg)
+    check_alg(alg)
     seed = ops.convert_to_tensor(seed)
     return stateless_random_uniform_full_int([num, 2], seed, dtype=seed.dtype)
 
@@ -885,13 +885,13 @@ def fold_in(seed, data, alg="auto_select"):
     ([a full-range draw of data's dtype, data])."""
     from asyncflow.ops import manip_ops
 
-    _check_alg(alg)
+    check_alg(alg)
     data = ops.convert_to_tensor(data)
     seed1 = stateless_random_uniform_full_int([], seed, dtype=data.dtype)
     return manip_ops.stack([seed1, data])
 
 
-def _check_alg(alg) -> None:
+def check_alg(alg) -> None:
     alg = convert_alg_to_int(alg)
     if isinstance(alg, int) and alg not in (Algorithm.PHILOX.value, Algorithm.AUTO_SELECT.value):
         raise ValueError(_unsupported_alg(alg) + " (asyncflow draws Philox only)")
