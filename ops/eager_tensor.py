@@ -7,6 +7,12 @@ operand converted to this tensor's dtype as TF converts it), indexing, `len`, it
 `float(t)` / `int(t)` / `bool(t)`, and `tf.convert_to_tensor(t)` (a constant).  Like TF's,
 it is unhashable.  TF ops applied to it build graph ops (no eager execution here).
 
+The tape: when a py_function's gradient is wanted, its floating inputs are watched and
+the operators record what they compute from watched tensors (`_grad_fn`: the operands
+and a function from the result's gradient to theirs), as TF's eager tape records its ops
+on EagerTensors; what goes through NumPy (`.numpy()`, np.asarray, np.sin(t)) is not
+recorded, there as here.  `gradients` walks it back.
+
 Invariant: an EagerTensor owns its array (the kernel hands it a copy of its input), so
 a function that keeps or changes what it is given never touches the step's buffers.
 """
@@ -20,7 +26,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 
-__all__ = ["EagerTensor", "convert_eager", "tf_type_name"]
+__all__ = ["EagerTensor", "convert_eager", "gradients", "tf_type_name"]
 
 _DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -28,13 +34,27 @@ _DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
 class EagerTensor:
     """A concrete tensor: a NumPy value with TF's EagerTensor surface."""
 
-    __slots__ = ("_value", "_dtype")
+    __slots__ = ("_value", "_dtype", "_watched", "_grad_fn")
     # NumPy defers binary operators to ours (`np.float32(2) * t` is an EagerTensor).
     __array_priority__ = 100
 
-    def __init__(self, value: np.ndarray, dtype: dtypes.DType):
+    def __init__(self, value: np.ndarray, dtype: dtypes.DType, watched: bool = False):
         self._value = value
         self._dtype = dtype
+        self._watched = watched
+        self._grad_fn = None  # (operands, vjp) when computed from a recorded tensor
+
+    def _recorded(self) -> bool:
+        return self._watched or self._grad_fn is not None
+
+    def _result(self, out: np.ndarray, operands: tuple, vjp) -> EagerTensor:
+        """`out` as an EagerTensor, recorded when an operand is and it is floating."""
+        t = EagerTensor(out, _dtype_of(out))
+        if t._dtype.is_floating or t._dtype.is_complex:
+            live = tuple(o for o in operands if isinstance(o, EagerTensor) and o._recorded())
+            if live:
+                t._grad_fn = (operands, vjp)
+        return t
 
     # -- what TF code reads ---------------------------------------------------
     def numpy(self):
@@ -71,14 +91,21 @@ class EagerTensor:
     def __iter__(self):
         if self._value.ndim == 0:
             raise TypeError("Cannot iterate over a scalar tensor.")
-        return (EagerTensor(v, self._dtype) for v in self._value)
+        return (self[i] for i in range(len(self._value)))
 
     def __getitem__(self, key):
         if isinstance(key, EagerTensor):
             key = key._value
         elif isinstance(key, tuple):
             key = tuple(k._value if isinstance(k, EagerTensor) else k for k in key)
-        return EagerTensor(np.array(self._value[key]), self._dtype)
+        shape, dtype = self._value.shape, self._value.dtype
+
+        def vjp(g):
+            full = np.zeros(shape, dtype)
+            np.add.at(full, key, g)
+            return (full,)
+
+        return self._result(np.array(self._value[key]), (self,), vjp)
 
     def __bool__(self) -> bool:
         return bool(self._value)
@@ -124,13 +151,18 @@ class EagerTensor:
         y = convert_eager(other, self._dtype)
         x, y = (y, self._value) if reverse else (self._value, y)
         out = np.asarray(fn(x, y))
-        return EagerTensor(out, _dtype_of(out))
+        operands = (other, self) if reverse else (self, other)
+        rule = _VJPS.get(fn)
+        if rule is None:  # (comparisons, logic, floor division: no gradient, as TF)
+            return EagerTensor(out, _dtype_of(out))
+        return self._result(out, operands, lambda g: rule(g, x, y, out))
 
     def __neg__(self):
-        return EagerTensor(-self._value, self._dtype)
+        return self._result(-self._value, (self,), lambda g: (-g,))
 
     def __abs__(self):
-        return EagerTensor(np.abs(self._value), self._dtype)
+        x = self._value
+        return self._result(np.abs(x), (self,), lambda g: (g * np.sign(x),))
 
     def __invert__(self):
         return EagerTensor(~self._value, self._dtype)
@@ -184,6 +216,80 @@ _OP_TYPES = {
     operator.lt: "Less", operator.le: "LessEqual", operator.gt: "Greater",
     operator.ge: "GreaterEqual", operator.eq: "Equal", operator.ne: "NotEqual",
 }  # fmt: skip
+
+
+def _pow_vjp(g, x, y, z):
+    # TF's _PowGrad: d/dy uses log(x) where x > 0, else 0
+    safe = np.where(x > 0, x, 1)
+    return g * y * np.power(x, y - 1), g * z * np.where(x > 0, np.log(safe), 0)
+
+
+def _matmul_vjp(g, x, y, z):
+    return np.matmul(g, np.swapaxes(y, -1, -2)), np.matmul(np.swapaxes(x, -1, -2), g)
+
+
+_VJPS = {
+    operator.add: lambda g, x, y, z: (g, g),
+    operator.sub: lambda g, x, y, z: (g, -g),
+    operator.mul: lambda g, x, y, z: (g * y, g * x),
+    _truediv: lambda g, x, y, z: (g / y, -g * x / (y * y)),
+    np.mod: lambda g, x, y, z: (g, -g * np.floor_divide(x, y)),
+    np.power: _pow_vjp,
+    np.matmul: _matmul_vjp,
+}
+
+
+def _unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """The gradient of a broadcast operand: summed over the dimensions it was spread on."""
+    g = np.asarray(g)
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for i, n in enumerate(shape):
+        if n == 1 and g.shape[i] != 1:
+            g = g.sum(axis=i, keepdims=True)
+    return g
+
+
+def gradients(outputs: list, inputs: list, output_grads: list) -> list:
+    """d(sum outputs * output_grads)/d(input) for each input along what the operators
+    recorded: an array, or None where nothing recorded connects them (TF's tape)."""
+    order, seen = [], set()
+
+    def visit(t):
+        stack = [(t, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            if node._grad_fn is not None:
+                for o in node._grad_fn[0]:
+                    if isinstance(o, EagerTensor) and o._recorded() and id(o) not in seen:
+                        stack.append((o, False))
+
+    grads: dict[int, np.ndarray] = {}
+    for out, g in zip(outputs, output_grads, strict=True):
+        if isinstance(out, EagerTensor) and out._recorded() and g is not None:
+            visit(out)
+            prev = grads.get(id(out))
+            g = np.asarray(g, out._value.dtype)
+            grads[id(out)] = g if prev is None else prev + g
+    for node in reversed(order):  # results before the tensors they are computed from
+        g = grads.get(id(node))
+        if g is None or node._grad_fn is None:
+            continue
+        operands, vjp = node._grad_fn
+        for o, og in zip(operands, vjp(g), strict=True):
+            if isinstance(o, EagerTensor) and o._recorded():
+                og = _unbroadcast(og, o._value.shape).astype(o._value.dtype, copy=False)
+                prev = grads.get(id(o))
+                grads[id(o)] = og if prev is None else prev + og
+    return [grads.get(id(t)) if isinstance(t, EagerTensor) and t._watched else None
+            for t in inputs]  # fmt: skip
 
 
 def convert_eager(value, dtype: dtypes.DType) -> np.ndarray:

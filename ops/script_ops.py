@@ -25,6 +25,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import array_ops, eager_tensor
 from asyncflow.ops.eager_tensor import EagerTensor, convert_eager, tf_type_name
 from asyncflow.registry import REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
@@ -196,10 +197,14 @@ async def _eager_py_func_kernel(ctx, *args):
         raise errors.InvalidArgumentError(
             None, None, f"Unable to find the function {token} in the registry"
         )
-    tensors = [EagerTensor(np.array(a), t) for a, t in zip(args, ctx.attrs["Tin"], strict=True)]
+    taped = token in _TAPED  # (its gradient is built: record the call, as TF's tape)
+    tensors = [
+        EagerTensor(np.array(a), t, taped and (t.is_floating or t.is_complex))
+        for a, t in zip(args, ctx.attrs["Tin"], strict=True)
+    ]
     tout = ctx.attrs["Tout"]
     loop = asyncio.get_running_loop()
-    outcome = await loop.run_in_executor(None, _call_eager, fn, tensors, tout)
+    outcome = await loop.run_in_executor(None, _call_eager, fn, tensors, tout, taped and token)
     if isinstance(outcome, BaseException):
         raise _as_op_error(outcome)
     if len(outcome) != len(tout):
@@ -212,7 +217,7 @@ async def _eager_py_func_kernel(ctx, *args):
     return outcome[0] if len(outcome) == 1 else tuple(outcome)
 
 
-def _call_eager(fn, tensors, tout):
+def _call_eager(fn, tensors, tout, tape_token=None):
     """On the worker thread: the function's results converted to `tout` as TF's EagerFunc
     converts them (inside the call, so conversion errors map like the function's own).
     The function runs under a graph of its own: TF ops it calls (asyncflow has no eager
@@ -226,18 +231,57 @@ def _call_eager(fn, tensors, tout):
             values = []
         else:
             values = [convert_eager(result, tout[0])]  # IndexError for Tout=[]: as TF
+        if tape_token:
+            outs = result if isinstance(result, list | tuple) else [result]
+            with _FUNCS_LOCK:
+                _TAPE_CACHE[tape_token] = (tensors, list(outs)[: len(tout)])
         # A value may be one the function keeps (an EagerTensor of its own): copy.
         return [np.array(v) for v in values]
     except Exception as exc:  # noqa: BLE001 - every error of user code becomes an OpError
         return exc
 
 
+# Tokens whose gradient was built (their calls are recorded), and the last recorded call
+# of each: (input EagerTensors, results), taken by the gradient's call (TF's tape_cache).
+_TAPED: set[str] = set()
+_TAPE_CACHE: dict[str, tuple] = {}
+
+
 @EagerPyFunc.gradient
 def _eager_py_func_grad(op, *grads):
-    raise LookupError(
-        f"No gradient defined for operation '{op.name}' (op type: EagerPyFunc): TF takes it "
-        "from the eager tape of the function's TF ops, and asyncflow has no eager execution"
-    )
+    """TF's _EagerPyFuncGrad: an EagerPyFunc, run after the op, differentiating what the
+    function's operators recorded on its EagerTensors (NumPy work is not recorded: no
+    gradient through it, as in TF); zeros where nothing connects (TF: a scalar 0.0, which
+    an integer input refuses, as here)."""
+    token = op.get_attr("token")
+    token = token.decode() if isinstance(token, bytes) else token
+    _TAPED.add(token)
+    in_dtypes = [t.dtype for t in op.inputs]
+
+    def eagerly_executed_grad(*dy):
+        with _FUNCS_LOCK:
+            entry = _TAPE_CACHE.pop(token, None)
+        if entry is None:
+            raise ValueError(f"no recorded call of {token} to differentiate")
+        inputs, outputs = entry
+        dy = [d.numpy() for d in dy] + [None] * (len(outputs) - len(dy))
+        found = eager_tensor.gradients(outputs, inputs, dy[: len(outputs)])
+        # TF: constant(0.0, dtype) where nothing connects, an error for an integer input;
+        # a scalar there although the gradient's static shape is the input's: zeros of
+        # that shape here (the same numbers, broadcast).
+        return [
+            g if g is not None
+            else np.zeros_like(t.numpy()) if t.dtype.is_floating or t.dtype.is_complex
+            else 0.0
+            for g, t in zip(found, inputs, strict=True)
+        ]  # fmt: skip
+
+    dys = [
+        ops.convert_to_tensor(g) if g is not None else array_ops.zeros_like(t)
+        for g, t in zip(grads, op.outputs, strict=True)
+    ]
+    with ops.control_dependencies(list(op.outputs)):
+        return py_function(eagerly_executed_grad, dys, in_dtypes)
 
 
 def py_function(func=None, inp=None, Tout=None, name=None):  # noqa: N803 - TF's name
@@ -245,7 +289,9 @@ def py_function(func=None, inp=None, Tout=None, name=None):  # noqa: N803 - TF's
     loop), with an `EagerTensor` per input (`.numpy()`, `.shape`, `.dtype`, NumPy
     arithmetic, indexing: see ops/eager_tensor.py).
 
-    `Tout` one dtype gives a tensor, a list gives a list, `[]` the Operation.  Results
+    `Tout` one dtype gives a tensor, a list gives a list, `[]` the Operation.  Gradients
+    go through what the function computes with the arguments' operators (TF's tape; not
+    through NumPy, as in TF).  Results
     (EagerTensors, NumPy or Python values) are converted to `Tout` as TF converts them:
     NumPy values are cast, a Python value the dtype cannot hold is refused.  With
     `func=None` it is a decorator (`@tf.py_function(Tout=tf.float32)`).
@@ -253,8 +299,6 @@ def py_function(func=None, inp=None, Tout=None, name=None):  # noqa: N803 - TF's
     Raises:
       TypeError: `Tout` missing; `inp` missing, or given to the decorator form.
       ValueError: `func` not callable.
-      LookupError: from `tf.gradients` through it (TF differentiates the function's TF
-        ops on its eager tape; asyncflow has no eager execution).
       When run: InvalidArgumentError for a wrong number of results or a value `Tout`
         cannot hold, and the error class TF maps the function's exception to.
     """

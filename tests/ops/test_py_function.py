@@ -78,14 +78,27 @@ def test_decorator_and_build_errors():
     assert cases.build_errors(af) == TF["build_errors"]
 
 
-def test_gradient_is_a_lookup_error():
-    # TF: zeros through NumPy code, the derivative through TF ops (its eager tape); here
-    # a clear LookupError instead of a wrong number.
-    x = af.constant([1.0, 3.0])
-    y = af.py_function(lambda a: a * a, [x], af.float32)
-    assert TF["gradients"]["tf_ops_body"]["value"]["values"] == [2.0, 6.0]
-    with pytest.raises(LookupError, match="EagerPyFunc.*no eager execution"):
-        af.gradients(y, x)
+@pytest.mark.parametrize("key", sorted(cases.GRADIENT_CASES))
+def test_gradient_matches_tf(key):
+    # Through the operators on the EagerTensors, as TF's tape; none through NumPy (a
+    # scalar zero, as TF's); TF's TypeError for an integer input's zero.
+    got = _run(cases.GRADIENT_CASES[key](af))
+    want = TF["gradient_cases"][key]
+    if "error" in want:
+        assert got["error"] == want["error"]
+        assert got["message"].split("\n")[0] == want["message"]
+        return
+    for g, w in zip(_flat(got["value"]), _flat(want["value"]), strict=True):
+        assert g["dtype"] == w["dtype"]
+        if w["shape"] == [] and g["shape"] != []:  # TF's unconnected 0.0: zeros here
+            assert set(g["values"]) == {0.0}
+            continue
+        assert g["shape"] == w["shape"]
+        np.testing.assert_allclose(g["values"], w["values"], rtol=1e-6)
+
+
+def _flat(v):
+    return [x for part in v for x in part]
 
 
 def test_the_function_owns_its_arguments():
