@@ -22,14 +22,13 @@ normals (and what is drawn from them) are one ulp off TF's.
 from __future__ import annotations
 
 import enum
-import math
-import struct
 
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import philox_random as pr
+from asyncflow.ops import stateless_random_dists as dists
 from asyncflow.ops.data_flow_stack_ops import handle_object
 from asyncflow.ops.state_ops import VarRef
 from asyncflow.registry import INDEX, NotDifferentiable, TypeConstraint, register_op
@@ -236,250 +235,9 @@ _register_pair("RandomNormal", _normal, _FLOATS)
 _register_pair("TruncatedNormal", _truncated, _FLOATS)
 
 
-# -- per-output streams: gamma, poisson, binomial ------------------------------------------
+# -- gamma, poisson, binomial: ops/stateless_random_dists.py draws them ------------------
 
-
-class _Stream:
-    """One output's stretch of the stream (TF: a PhiloxRandom copy skipped to it), read
-    as TF's UniformDistribution<double> and NormalDistribution<double> read it: a block
-    gives two values, handed out last first."""
-
-    __slots__ = ("key", "counter", "block", "first", "u", "u_left", "n", "n_left")
-
-    def __init__(self, key, counter: int, block: int, first=None):
-        self.key, self.counter, self.block, self.first = key, counter, block, first
-        self.u_left = self.n_left = 0
-
-    def _words(self):
-        if self.first is not None:
-            w, self.first = self.first, None
-        else:
-            block = np.array([self.block], np.uint64)
-            w = pr.philox_words_at(np, self.key, self.counter, block)[0]
-        self.block += 1
-        return w
-
-    def uniform(self) -> float:
-        if self.u_left == 0:
-            w = self._words()
-            self.u = [_u64_to_double(int(w[0]), int(w[1])), _u64_to_double(int(w[2]), int(w[3]))]
-            self.u_left = 2
-        self.u_left -= 1
-        return self.u[self.u_left]
-
-    def normal(self) -> float:
-        if self.n_left == 0:
-            w = self._words()
-            u1 = max(_u64_to_double(int(w[0]), int(w[1])), 1.0e-7)
-            v1 = 2.0 * math.pi * _u64_to_double(int(w[2]), int(w[3]))
-            r = math.sqrt(-2.0 * math.log(u1))
-            self.n = [math.sin(v1) * r, math.cos(v1) * r]
-            self.n_left = 2
-        self.n_left -= 1
-        return self.n[self.n_left]
-
-
-def _u64_to_double(x0: int, x1: int) -> float:
-    """TF's Uint64ToDouble: 20 bits of x0 over the 32 of x1 as a mantissa, [0, 1)."""
-    bits = (1023 << 52) | ((x0 & 0xFFFFF) << 32) | x1
-    return struct.unpack("<d", struct.pack("<Q", bits))[0] - 1.0
-
-
-def _streams(key, counter: int, n: int, skip: int):
-    """The n outputs' streams, output i at `skip * i` blocks, first blocks made at once."""
-    offsets = np.arange(n, dtype=np.uint64) * np.uint64(skip)
-    first = pr.philox_words_at(np, key, counter, offsets) if n else np.empty((0, 4))
-    return [_Stream(key, counter, skip * i, first[i]) for i in range(n)]
-
-
-def _gamma_one(alpha: float, st: _Stream) -> float:
-    """Marsaglia and Tsang's method as TF's kernel runs it (exponential for alpha 1)."""
-    if alpha == 1.0:
-        return -math.log1p(-st.uniform())
-    below_one = alpha < 1
-    d = alpha + (2.0 / 3 if below_one else -1.0 / 3)
-    c = 1.0 / 3 / math.sqrt(d)
-    while True:
-        x = st.normal()
-        v = 1 + c * x
-        if v <= 0:
-            continue
-        v = v * v * v
-        u = st.uniform()
-        if u < 1 - 0.0331 * (x * x) * (x * x) or math.log(u) < 0.5 * x * x + d * (
-            1 - v + math.log(v)
-        ):
-            res = d * v
-            if below_one:
-                res *= st.uniform() ** (1 / alpha)
-            return res
-
-
-def _gamma(key, counter, shape, dtype, alpha):
-    alpha = np.asarray(alpha)
-    flat_a = alpha.astype(np.float64).reshape(-1)
-    n_alpha, total = flat_a.size, int(np.prod(shape))
-    check_ends_with(shape, alpha.shape)
-    out = np.empty(total, np.float64)
-    per = total // n_alpha if n_alpha else 0
-    for i, st in enumerate(_streams(key, counter, total, _RESERVED)):
-        a_idx, s_idx = divmod(i, per)
-        out[s_idx * n_alpha + a_idx] = _gamma_one(float(flat_a[a_idx]), st)
-    return out.astype(dtype.as_numpy_dtype).reshape(shape)
-
-
-def _poisson_one(rate: float, st: _Stream, highest: float) -> float:
-    """Knuth's method below rate 10, Hormann's transformed rejection from 10 on (TF's)."""
-    if rate < 10:
-        limit, prod, x = math.exp(-rate), 1.0, 0.0
-        while True:
-            prod *= st.uniform()
-            if prod <= limit and x <= highest:
-                return x
-            x += 1
-    if math.isinf(rate) and rate > 0:
-        return highest
-    log_rate = math.log(rate)
-    b = 0.931 + 2.53 * math.sqrt(rate)
-    a = -0.059 + 0.02483 * b
-    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
-    v_r = 0.9277 - 3.6224 / (b - 2)
-    while True:
-        u = st.uniform() - 0.5
-        v = st.uniform()
-        u_shifted = 0.5 - abs(u)
-        k = math.floor((2 * a / u_shifted + b) * u + rate + 0.43)
-        if k > highest:
-            continue
-        if u_shifted >= 0.07 and v <= v_r:
-            return k
-        if k < 0 or (u_shifted < 0.013 and v > u_shifted):
-            continue
-        s = math.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
-        t = -rate + k * log_rate - math.lgamma(k + 1)
-        if s <= t:
-            return k
-
-
-def _poisson(key, counter, shape, dtype, lam):
-    lam = np.asarray(lam)
-    flat = lam.astype(np.float64).reshape(-1)
-    n_rate, total = flat.size, int(np.prod(shape))
-    check_ends_with(shape, lam.shape)
-    np_dtype = np.dtype(dtype.as_numpy_dtype)
-    highest = float(np.iinfo(np_dtype).max if np_dtype.kind in "iu" else np.finfo(np_dtype).max)
-    out = np.empty(total, np.float64)
-    per = total // n_rate if n_rate else 0
-    for i, st in enumerate(_streams(key, counter, total, _RESERVED)):
-        r_idx, s_idx = divmod(i, per)
-        rate = float(flat[r_idx])
-        out[s_idx * n_rate + r_idx] = math.nan if math.isnan(rate) or rate < 0 else (
-            _poisson_one(rate, st, highest))  # fmt: skip
-    return out.astype(np_dtype).reshape(shape)
-
-
-_STIRLING_TAIL = (
-    0.0810614667953272, 0.0413406959554092, 0.0276779256849983, 0.02079067210376509,
-    0.0166446911898211, 0.0138761288230707, 0.0118967099458917, 0.0104112652619720,
-    0.00925546218271273, 0.00833056343336287,
-)  # fmt: skip
-
-
-def _stirling_tail(k: float) -> float:
-    if k <= 9:
-        return _STIRLING_TAIL[int(k)]
-    sq = (k + 1) * (k + 1)
-    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / sq) / sq) / (k + 1)
-
-
-def _binomial_inversion(count: float, prob: float, st: _Stream) -> float:
-    """Geometric waiting times summed until they pass `count` (small count * prob)."""
-    total, n = 0.0, 0
-    while True:
-        total += math.ceil(math.log(st.uniform()) / math.log1p(-prob))
-        if total > count:
-            return n
-        n += 1
-
-
-def _btrs(count: float, prob: float, st: _Stream) -> float:
-    """Hormann's BTRS transformed rejection, with TF's constants."""
-    sd = math.sqrt(count * prob * (1 - prob))
-    b = 1.15 + 2.53 * sd
-    a = -0.0873 + 0.0248 * b + 0.01 * prob
-    c = count * prob + 0.5
-    v_r = 0.92 - 4.2 / b
-    r = prob / (1 - prob)
-    alpha = (2.83 + 5.1 / b) * sd
-    m = math.floor((count + 1) * prob)
-    while True:
-        u = st.uniform()
-        v = st.uniform()
-        u = u - 0.5
-        us = 0.5 - abs(u)
-        k = math.floor((2 * a / us + b) * u + c)
-        if us >= 0.07 and v <= v_r:
-            return k
-        if k < 0 or k > count:
-            continue
-        v = math.log(v * alpha / (a / (us * us) + b))
-        bound = (
-            (m + 0.5) * math.log((m + 1) / (r * (count - m + 1)))
-            + (count + 1) * math.log((count - m + 1) / (count - k + 1))
-            + (k + 0.5) * math.log(r * (count - k + 1) / (k + 1))
-            + _stirling_tail(m) + _stirling_tail(count - m)
-            - _stirling_tail(k) - _stirling_tail(count - k)
-        )  # fmt: skip
-        if v <= bound:
-            return k
-
-
-def _binomial_one(count, prob, key, counter, i: int) -> float:
-    """One draw as TF's kernel: in the parameters' own precision for the branch tests,
-    BTRS (skip 256 blocks per output) or inversion (skip 42) on min(p, 1 - p)."""
-    dcount = float(count)
-    if dcount <= 0.0 or prob <= 0:
-        return 0.0
-    if prob >= 1:
-        return dcount
-    if not prob <= 1:  # NaN
-        return math.nan
-    flip = prob > 0.5
-    p = (prob.dtype.type(1) - prob) if flip else prob
-    if count * p >= p.dtype.type(10):
-        k = _btrs(dcount, float(p), _Stream(key, counter, 256 * i))
-    else:
-        k = _binomial_inversion(dcount, float(p), _Stream(key, counter, 42 * i))
-    return dcount - k if flip else k
-
-
-def _binomial(key, counter, shape, dtype, counts, probs):
-    counts, probs = np.asarray(counts), np.asarray(probs)
-    try:
-        batch = np.broadcast_shapes(counts.shape, probs.shape)
-    except ValueError:
-        raise errors.InvalidArgumentError(
-            None, None, f"counts and probs must have compatible batch dimensions: "
-            f"{_shape_str(counts.shape)} vs. {_shape_str(probs.shape)}"
-        ) from None  # fmt: skip
-    check_ends_with(shape, batch)
-    counts = np.broadcast_to(counts, batch).reshape(-1)
-    probs = np.broadcast_to(probs, batch).reshape(-1)
-    n_batch, total = counts.size, int(np.prod(shape))
-    per = total // n_batch if n_batch else 0
-    out = np.empty(total, np.float64)
-    for i in range(total):
-        b_idx, s_idx = divmod(i, per)
-        out[s_idx * n_batch + b_idx] = _binomial_one(counts[b_idx], probs[b_idx], key, counter, i)
-    return out.astype(dtype.as_numpy_dtype).reshape(shape)
-
-
-def check_ends_with(shape, tail) -> None:
-    tail = tuple(tail)
-    if len(shape) < len(tail) or tuple(shape[len(shape) - len(tail) :]) != tail:
-        raise errors.InvalidArgumentError(
-            None, None, "Shape passed in must end with broadcasted shape."
-        )
+check_ends_with = dists.check_ends_with
 
 
 _PARAM_T = TypeConstraint(["float16", "float32", "float64"], "float32")
@@ -526,6 +284,10 @@ for _name in ("StatelessRandomGammaV3", "StatelessRandomGammaV2", "StatelessRand
     NotDifferentiable(_name)
 
 
+def _np(ctx):
+    return ctx.attrs["dtype"].as_numpy_dtype
+
+
 async def _off_loop(ctx, fn, n: int):
     """Per-output Python loops run on the device's workers, never holding the loop."""
     return await ctx.device.compute(fn, cost=64 * max(n, 1))
@@ -535,7 +297,7 @@ async def _off_loop(ctx, fn, n: int):
 async def _gamma_v3(ctx, shape, key, counter, alg, alpha):
     key, counter = _key_counter_of_tensors(key, counter, alg)
     dims = make_shape(shape)
-    return await _off_loop(ctx, lambda: _gamma(key, counter, dims, ctx.attrs["dtype"], alpha),
+    return await _off_loop(ctx, lambda: dists.gamma(key, counter, dims, _np(ctx), alpha),
                            int(np.prod(dims)))  # fmt: skip
 
 
@@ -543,7 +305,7 @@ async def _gamma_v3(ctx, shape, key, counter, alg, alpha):
 async def _gamma_v2(ctx, shape, seed, alpha):
     key, counter = key_counter_of_seed(seed)
     dims = make_shape(shape)
-    return await _off_loop(ctx, lambda: _gamma(key, counter, dims, ctx.attrs["dtype"], alpha),
+    return await _off_loop(ctx, lambda: dists.gamma(key, counter, dims, _np(ctx), alpha),
                            int(np.prod(dims)))  # fmt: skip
 
 
@@ -551,7 +313,7 @@ async def _gamma_v2(ctx, shape, seed, alpha):
 async def _poisson_kernel(ctx, shape, seed, lam):
     key, counter = key_counter_of_seed(seed)
     dims = make_shape(shape)
-    return await _off_loop(ctx, lambda: _poisson(key, counter, dims, ctx.attrs["dtype"], lam),
+    return await _off_loop(ctx, lambda: dists.poisson(key, counter, dims, _np(ctx), lam),
                            int(np.prod(dims)))  # fmt: skip
 
 
@@ -559,9 +321,12 @@ async def _poisson_kernel(ctx, shape, seed, lam):
 async def _binomial_kernel(ctx, shape, seed, counts, probs):
     key, counter = key_counter_of_seed(seed)
     dims = make_shape(shape)
-    dtype = ctx.attrs["dtype"]
-    return await _off_loop(ctx, lambda: _binomial(key, counter, dims, dtype, counts, probs),
-                           int(np.prod(dims)))  # fmt: skip
+    np_dtype = _np(ctx)
+
+    def draw():
+        return dists.binomial(key, counter, dims, np_dtype, counts, probs)
+
+    return await _off_loop(ctx, draw, int(np.prod(dims)))
 
 
 # -- StatelessMultinomial ------------------------------------------------------------------
@@ -701,13 +466,16 @@ async def _stateful_binomial(ctx, handle, algorithm, shape, counts, probs):
     try:
         members = int(np.prod(np.broadcast_shapes(counts.shape, probs.shape)))
     except ValueError:
-        members = 1  # (_binomial raises TF's error)
+        members = 1  # (dists.binomial raises TF's error)
     per = int(np.prod(dims)) // members if members else 0
     state = _read_and_skip(handle, int(np.asarray(algorithm)), members * 200 * (per + 3) // 4)
     key, counter = _key_counter_of_state(state)
-    dtype = ctx.attrs["dtype"]
-    return await _off_loop(ctx, lambda: _binomial(key, counter, dims, dtype, counts, probs),
-                           int(np.prod(dims)))  # fmt: skip
+    np_dtype = _np(ctx)
+
+    def draw():
+        return dists.binomial(key, counter, dims, np_dtype, counts, probs)
+
+    return await _off_loop(ctx, draw, int(np.prod(dims)))
 
 
 StatelessRandomGetKeyCounterAlg = register_op(
