@@ -90,8 +90,10 @@ from asyncflow import random_generator as _random_generator  # noqa: E402, F401
 from asyncflow import random_seed as _random_seed  # noqa: E402
 from asyncflow import sparse_tensor as _sparse_tensor  # noqa: E402
 from asyncflow import template as _template  # noqa: E402
+from asyncflow import tf1_extras as _tf1_extras  # noqa: E402
 from asyncflow import var_scope as _variable_scope  # noqa: E402
 from asyncflow import variables as _variables  # noqa: E402
+from asyncflow.ops import approx_topk_ops as _approx_topk_ops  # noqa: E402
 from asyncflow.ops import array_ops as _array_ops  # noqa: E402
 from asyncflow.ops import bitwise_ops as bitwise  # noqa: E402 - tf.bitwise
 from asyncflow.ops import check_ops as _check_ops  # noqa: E402
@@ -101,6 +103,7 @@ from asyncflow.ops import edit_distance_ops as _edit_distance_ops  # noqa: E402
 from asyncflow.ops import einsum_ops as _einsum_ops  # noqa: E402
 from asyncflow.ops import fake_quant_ops as _fake_quant_ops  # noqa: E402
 from asyncflow.ops import fft_ops as _fft_ops  # noqa: E402
+from asyncflow.ops import fingerprint_ops as _fingerprint_ops  # noqa: E402
 from asyncflow.ops import framework_ops as _framework_ops  # noqa: E402
 from asyncflow.ops import functional_ops as _functional_ops  # noqa: E402
 from asyncflow.ops import gradient_ops as _gradient_ops  # noqa: E402
@@ -123,6 +126,7 @@ from asyncflow.ops import scatter_nd_ops as _scatter_nd_ops  # noqa: E402
 from asyncflow.ops import script_ops as _script_ops  # noqa: E402
 from asyncflow.ops import segment_ops as _segment_ops  # noqa: E402
 from asyncflow.ops import sequence_ops as _sequence_ops  # noqa: E402
+from asyncflow.ops import session_ops as _session_ops  # noqa: E402
 from asyncflow.ops import slicing_ops as _slicing_ops  # noqa: E402
 from asyncflow.ops import space_ops as _space_ops  # noqa: E402
 from asyncflow.ops import sparse_math_ops as _sparse_math_ops  # noqa: E402
@@ -136,6 +140,7 @@ from asyncflow.ops import string_ops as _string_ops  # noqa: E402
 from asyncflow.ops import tensor_array_ops as _tensor_array_ops  # noqa: E402
 from asyncflow.ops import tensor_proto_ops as _tensor_proto_ops  # noqa: E402
 from asyncflow.ops import unique_ops as _unique_ops  # noqa: E402
+from asyncflow.ops import volume_patches_ops as _volume_patches_ops  # noqa: E402
 from asyncflow.ops import write_file_ops as _write_file_ops  # noqa: E402
 
 # Composites first: an op family's dedicated op of the same name takes their place.
@@ -149,6 +154,10 @@ for _m in (
     _partition_ops,
     _fake_quant_ops,
     _quantization_ops,
+    _approx_topk_ops,
+    _fingerprint_ops,
+    _session_ops,
+    _volume_patches_ops,
     _script_ops,
     _linalg_ops,
     _special_math_ops,
@@ -197,6 +206,7 @@ for _m in (
     _string_extras_ops,
     _framework_extras,
     _math_composites_2,
+    _tf1_extras,
     sparse_composites,
 ):
     _reexport(_m)

@@ -125,6 +125,8 @@ _ALIASES = {
         "erfcinv": "ops.math_more_ops.erfcinv",
         "nextafter": "ops.math_more_ops.nextafter",
         "cumulative_logsumexp": "ops.math_more_ops.cumulative_logsumexp",
+        "approx_max_k": "ops.approx_topk_ops.approx_max_k",
+        "approx_min_k": "ops.approx_topk_ops.approx_min_k",
     },
     "linalg": {
         "matmul": "matmul",

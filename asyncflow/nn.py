@@ -26,6 +26,12 @@ __all__ += ["space_to_batch", "with_space_to_batch"]
 from asyncflow.nn_sparse_extras import collapse_repeated, safe_embedding_lookup_sparse  # noqa: E402
 
 __all__ += ["collapse_repeated", "safe_embedding_lookup_sparse"]
+from asyncflow.ops.approx_topk_ops import approx_max_k, approx_min_k  # noqa: E402
+from asyncflow.ops.fractional_pool_ops import fractional_avg_pool, fractional_max_pool  # noqa: E402
+from asyncflow.rnn_extras import raw_rnn, static_state_saving_rnn  # noqa: E402
+
+__all__ += ["approx_max_k", "approx_min_k", "fractional_avg_pool", "fractional_max_pool"]
+__all__ += ["raw_rnn", "static_state_saving_rnn"]
 for _m in (
     nn_ops,
     conv_ops,

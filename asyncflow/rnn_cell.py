@@ -1,5 +1,6 @@
 """RNN cells (`af.nn.rnn_cell`, TF1's rnn_cell_impl): BasicRNNCell, BasicLSTMCell,
-LSTMCell, GRUCell, MultiRNNCell, DropoutWrapper, LSTMStateTuple.
+LSTMCell, GRUCell, MultiRNNCell, DropoutWrapper, DeviceWrapper, ResidualWrapper,
+LSTMStateTuple.
 
 A cell is called as `output, new_state = cell(inputs, state)`.  Its variables are made
 on the first call, under the enclosing variable scope and the cell's own scope name
@@ -27,6 +28,8 @@ __all__ = [
     "GRUCell",
     "MultiRNNCell",
     "DropoutWrapper",
+    "DeviceWrapper",
+    "ResidualWrapper",
     "LSTMStateTuple",
 ]
 
@@ -485,3 +488,60 @@ class DropoutWrapper(RNNCell):
         new_state = self._dropout(new_state, self._state_keep_prob)
         output = self._dropout(output, self._output_keep_prob)
         return output, new_state
+
+
+class DeviceWrapper(RNNCell):
+    """Runs a cell on a device (`tf.nn.rnn_cell.DeviceWrapper`): its ops under
+    `tf.device(device)`."""
+
+    def __init__(self, cell, device):
+        super().__init__()
+        self._cell = cell
+        self._device = device
+
+    state_size = property(lambda self: self._cell.state_size)
+    output_size = property(lambda self: self._cell.output_size)
+    variables = property(lambda self: self._cell.variables)
+
+    def zero_state(self, batch_size, dtype):
+        with ops.name_scope(type(self).__name__ + "ZeroState"), ops.device(self._device):
+            return self._cell.zero_state(batch_size, dtype)
+
+    def __call__(self, inputs, state, scope=None):
+        with ops.device(self._device):
+            return self._cell(inputs, state, scope=scope)
+
+
+class ResidualWrapper(RNNCell):
+    """A cell whose output adds its input (`tf.nn.rnn_cell.ResidualWrapper`):
+    `residual_fn(inputs, outputs)`, by default inputs + outputs for each part.
+
+    Raises (when called):
+      ValueError / TypeError: inputs and outputs of different structures (nest's).
+    """
+
+    def __init__(self, cell, residual_fn=None):
+        super().__init__()
+        self._cell = cell
+        self._residual_fn = residual_fn
+
+    state_size = property(lambda self: self._cell.state_size)
+    output_size = property(lambda self: self._cell.output_size)
+    variables = property(lambda self: self._cell.variables)
+
+    def zero_state(self, batch_size, dtype):
+        with ops.name_scope(type(self).__name__ + "ZeroState"):
+            return self._cell.zero_state(batch_size, dtype)
+
+    def __call__(self, inputs, state, scope=None):
+        outputs, new_state = self._cell(inputs, state, scope=scope)
+
+        def default_residual_fn(inputs, outputs):
+            nest.assert_same_structure(inputs, outputs)
+            nest.map_structure(
+                lambda i, o: i.shape.assert_is_compatible_with(o.shape), inputs, outputs
+            )
+            return nest.map_structure(lambda i, o: i + o, inputs, outputs)
+
+        res = (self._residual_fn or default_residual_fn)(inputs, outputs)
+        return res, new_state

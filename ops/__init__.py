@@ -1,6 +1,7 @@
 """Op families.  Each module registers its ops at import; imported explicitly here."""
 
 from asyncflow.ops import (  # noqa: F401
+    approx_topk_ops,
     array_ops,
     barrier_ops,
     candidate_sampling_ops,
@@ -21,6 +22,8 @@ from asyncflow.ops import (  # noqa: F401
     dataset_ops,
     edit_distance_ops,
     fake_quant_ops,
+    fingerprint_ops,
+    fractional_pool_ops,
     framework_ops,
     functional_ops,
     fused_elementwise_gpu,
@@ -63,6 +66,7 @@ from asyncflow.ops import (  # noqa: F401
     segment_ops,
     sendrecv_ops,
     sequence_ops,
+    session_ops,
     set_ops,
     slicing_ops,
     space_ops,
@@ -83,5 +87,6 @@ from asyncflow.ops import (  # noqa: F401
     tf2_graph_ops,
     training_ops,
     unique_ops,
+    volume_patches_ops,
     write_file_ops,
 )

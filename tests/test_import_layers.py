@@ -99,6 +99,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "framework_extras",
             "signal",
             "nn_sparse_extras",
+            "tf1_extras",
+            "rnn_extras",
             "image",
             "image_ssim",
             "namespaces",

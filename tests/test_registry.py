@@ -70,6 +70,10 @@ _TF_NO_GRADIENT = {
     "FakeQuantWithMinMaxArgsGradient",
     "FakeQuantWithMinMaxVarsGradient",
     "FakeQuantWithMinMaxVarsPerChannelGradient",
+    # (tests/ops/test_tf_odds.py, tests/ops/test_fractional_pool_ops.py)
+    "Fingerprint",
+    "FractionalMaxPoolGrad",
+    "FractionalAvgPoolGrad",
 }
 
 

@@ -1,0 +1,141 @@
+"""TF1 top-level odds built from other ops, as TF's Python layer builds them:
+`tf.batch_scatter_update`, `tf.create_partitioned_variables`, `tf.recompute_grad`,
+`tf.vectorized_map` and `tf.add_check_numerics_ops`.
+"""
+
+from __future__ import annotations
+
+from asyncflow import dtypes, nest
+from asyncflow import graph as ops
+from asyncflow import var_scope as vs
+from asyncflow.ops import array_ops, check_ops, functional_ops, manip_ops, math_ops
+from asyncflow.ops.control_flow_ordering import group
+from asyncflow.ops.reduction_ops import range as _range
+from asyncflow.ops.scatter_nd_ops import scatter_nd_update
+
+__all__ = [
+    "batch_scatter_update",
+    "create_partitioned_variables",
+    "recompute_grad",
+    "vectorized_map",
+    "add_check_numerics_ops",
+]
+
+
+def batch_scatter_update(ref, indices, updates, use_locking=True, name=None):
+    """`tf.batch_scatter_update`: ref[i..., indices[i..., j]] = updates[i..., j] for
+    the leading (batch) dimensions of `indices`; one ScatterNdUpdate, as TF.
+
+    Raises:
+      ValueError: indices of unknown rank.
+    """
+    with ops.name_scope(name):
+        indices = ops.convert_to_tensor(indices, name="indices")
+        indices_shape = array_ops.shape(indices)
+        rank = indices.shape.ndims
+        if rank is None:
+            raise ValueError("batch_gather does not allow indices with unknown shape.")
+        nd_indices = array_ops.expand_dims(indices, axis=-1)
+        parts = []
+        # each leading dimension's coordinate: a range broadcast over the others
+        for dim in range(rank - 1):
+            size = indices_shape[dim]
+            shape = [1] * (rank + 1)
+            shape[dim] = size
+            coords = array_ops.reshape(_range(0, size, 1), manip_ops.stack(shape))
+            if coords.dtype.base_dtype != nd_indices.dtype:
+                coords = math_ops.cast(coords, nd_indices.dtype)
+            parts.append(coords * array_ops.ones_like(nd_indices))
+        parts.append(nd_indices)
+        final = manip_ops.concat(parts, axis=-1)
+        return scatter_nd_update(ref, final, updates, use_locking=use_locking)
+
+
+def create_partitioned_variables(
+    shapes,
+    slicing,
+    initializer,
+    dtype=dtypes.float32,
+    trainable=True,
+    collections=None,
+    name=None,
+    reuse=None,
+):
+    """`tf.create_partitioned_variables`: the slices "<scope>/part_<i>" of one variable
+    of shape `shapes`, cut as `slicing` says (one dimension sliced).
+
+    Raises:
+      ValueError: shapes and slicing of different lengths, or empty.
+    """
+    if len(shapes) != len(slicing):
+        raise ValueError(
+            "The 'shapes' and 'slicing' must have the same length. "
+            f"Shapes: {shapes}, Slicing: {slicing}"
+        )
+    if not shapes:
+        raise ValueError(f"A partitioned Variable must have rank at least 1: shapes={shapes}")
+    partitions = list(slicing)
+    with vs.variable_scope(name, "PartitionedVariable", reuse=reuse) as scope:
+        # (TF's _get_partitioned_variable(name=None): the scope's own name, unprefixed)
+        with ops.name_scope(None):
+            partitioned = vs._get_default_variable_store().get_variable(
+                scope.name,
+                shape=list(shapes),
+                dtype=dtype,
+                initializer=initializer,
+                trainable=trainable,
+                collections=collections,
+                partitioner=lambda **_: partitions,
+                reuse=scope.reuse,
+            )
+    return list(partitioned)
+
+
+def recompute_grad(f):
+    """`tf.recompute_grad`: `f` with TF's values and gradients.  (TF recomputes f's
+    forward pass in the backward pass to save memory; here the forward pass is kept,
+    which gives the same numbers.)"""
+
+    def inner(*args, **kwargs):
+        return f(*args, **kwargs)
+
+    inner.__name__ = getattr(f, "__name__", "recompute_grad")
+    inner.__doc__ = f.__doc__
+    return inner
+
+
+def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
+    """`tf.vectorized_map`: fn applied to each slice of `elems` along its first
+    dimension, the results stacked, as TF (which vectorizes fn; here a map_fn loop, TF's
+    own fallback, gives the same values)."""
+    flat = [ops.convert_to_tensor(e) for e in nest.flatten(elems)]
+    elems = nest.pack_sequence_as(elems, flat)
+    # fn's output structure and dtypes, from fn on the first slice (ops never run)
+    with ops.name_scope("vectorized_map_signature"):
+        probe = fn(nest.pack_sequence_as(elems, [e[0] for e in flat]))
+    dtype = nest.map_structure(lambda t: ops.convert_to_tensor(t).dtype, probe)
+    with ops.name_scope("loop_body"):
+        return functional_ops.map_fn(fn, elems, dtype=dtype)
+
+
+def add_check_numerics_ops():
+    """`tf.add_check_numerics_ops`: a CheckNumerics on every half / float / double
+    tensor of the default graph, chained by control dependencies; the group of the
+    last one.
+
+    Raises:
+      ValueError: an op of the graph is inside a cond or while loop (as TF).
+    """
+    check = []
+    for op in ops.get_default_graph().get_operations():
+        for output in op.outputs:
+            if output.dtype in (dtypes.float16, dtypes.float32, dtypes.float64):
+                if op._control_flow_context is not None:
+                    raise ValueError(
+                        "`tf.add_check_numerics_ops() is not compatible with TensorFlow "
+                        "control flow operations such as `tf.cond()` or `tf.while_loop()`."
+                    )
+                message = f"{op.name}:{output.value_index}"
+                with ops.control_dependencies(check):
+                    check = [check_ops.check_numerics(output, message=message)]
+    return group(*check)
