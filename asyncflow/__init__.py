@@ -75,6 +75,7 @@ def _reexport(module) -> None:
 
 
 from asyncflow import clip_ops as _clip_ops  # noqa: E402
+from asyncflow import critical_section as _critical_section  # noqa: E402
 from asyncflow import custom_gradient as _custom_gradient  # noqa: E402
 from asyncflow import framework_extras as _framework_extras  # noqa: E402
 from asyncflow import gradients as _gradients  # noqa: E402
@@ -207,6 +208,7 @@ for _m in (
     _framework_extras,
     _math_composites_2,
     _tf1_extras,
+    _critical_section,
     sparse_composites,
 ):
     _reexport(_m)

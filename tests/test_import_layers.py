@@ -101,6 +101,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nn_sparse_extras",
             "tf1_extras",
             "rnn_extras",
+            "critical_section",
             "image",
             "image_ssim",
             "namespaces",
