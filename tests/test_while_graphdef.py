@@ -458,3 +458,20 @@ def test_restored_tf_training_graph_runs_its_own_train_op():
                 for flag in RNN["use_l1"]
             ]
     np.testing.assert_allclose(losses, want["losses"], rtol=2e-5)
+
+
+def test_tf2_dynamic_rnn_with_tensor_lists_runs_as_tf():
+    """Under control flow v2 dynamic_rnn's TensorArrays are TensorLists carried through
+    a StatelessWhile: lowered here, the loop carries the lists from one iteration to
+    the next."""
+    want = EXPECTED["v2_rnn"]
+    assert {"StatelessWhile", "TensorListReserve", "TensorListSetItem"} <= set(want["ops"])
+    gd = GraphDef.FromString((HERE / "v2_rnn.pb").read_bytes())
+    with af.Graph().as_default():
+        af.import_graph_def(gd, name="")
+        with af.Session() as sess:
+            sess.run("init")
+            seq = np.array(FEEDS["seq"], np.float32)
+            out, h = sess.run(["rnn_out:0", "rnn_h:0"], {"seq:0": seq})
+    np.testing.assert_allclose(out, want["rnn_out"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h, want["rnn_h"], rtol=1e-5, atol=1e-6)
