@@ -1,5 +1,5 @@
-"""TF 2.x SavedModels (tf.saved_model.save of a tf.Module, Keras 3's `model.export`) load
-with TF1's loader and serve here, to TF's outputs.
+"""TF 2.x SavedModels (tf.saved_model.save of a tf.Module, Keras 3's `model.export`, an
+LSTM and GRU among them) load with TF1's loader and serve here, to TF's outputs.
 
 The models and TF's outputs come from tests/fixtures/record_tf2_saved_model_tf.py.  TF
 2.x writes its serving signature as a StatefulPartitionedCall of a function over
@@ -60,3 +60,11 @@ async def test_keras3_export_served_over_rest(tmp_path):
     finally:
         await reg.aclose()
     np.testing.assert_allclose(body["predictions"], want["output_0"], rtol=1e-5, atol=1e-6)
+
+
+def test_keras3_lstm_gru_export_runs_to_tf_outputs():
+    # TF 2.x writes each recurrent layer as a While loop (control flow v2) whose loop
+    # variables include TensorLists: lowered to frames on import, run by TensorList ops.
+    want = EXPECTED["keras3_rnn"]
+    got = _run_signature("keras3_rnn", want["x"])
+    np.testing.assert_allclose(got["output_0"], want["output_0"], rtol=1e-5, atol=1e-6)
