@@ -20,8 +20,9 @@ A call node `c` becomes:
 Calls inside bodies are inlined the same way, recursively.  Attrs of body nodes that
 refer to the call's attrs (`placeholder`) take the call's values.
 
-Control flow v2 (`If` / `StatelessIf`, `While` / `StatelessWhile`, what TF 2.x graphs
-hold for tf.cond and tf.while_loop) is lowered to control flow v1 with the branch and
+Control flow v2 (`If` / `StatelessIf`, `Case` / `StatelessCase`, `While` /
+`StatelessWhile`: what TF 2.x graphs hold for tf.cond, tf.switch_case and tf.while_loop)
+is lowered to control flow v1 with the branch and
 loop functions inlined, as TF's LowerFunctionalOps pass does:
 - If `c`: `c/input_k` = Switch(input k, pred); the then-branch is a call `c/then` of
   the Switches' true outputs gated by `c/pivot_t`, the else-branch `c/else` likewise;
@@ -48,7 +49,9 @@ __all__ = ["inline_calls"]
 
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 _IF_OPS = ("If", "StatelessIf")
+_CASE_OPS = ("Case", "StatelessCase")
 _WHILE_OPS = ("While", "StatelessWhile")
+_DT_INT32 = 3
 _DT_BOOL = 10  # TF's DataType enum
 
 
@@ -84,6 +87,9 @@ def _called(nd: NodeDef, functions: dict):
 def _expand(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
     if nd.op in _IF_OPS:
         _lower_if(nd, functions, out, stack)
+        return
+    if nd.op in _CASE_OPS:
+        _lower_case(nd, functions, out, stack)
         return
     if nd.op in _WHILE_OPS:
         _lower_while(nd, functions, out, stack)
@@ -265,6 +271,72 @@ def _lower_if(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
     out.append(_result_node(nd, outputs, tout, [f"^{p}/branch_executed"]))
 
 
+def _const_int32(name: str, value: int, controls: list, device: str) -> NodeDef:
+    nd = _node(name, "Const", list(controls), device)
+    nd.attr["dtype"].type = _DT_INT32
+    nd.attr["value"].tensor.dtype = _DT_INT32
+    nd.attr["value"].tensor.int_val.append(value)
+    nd.attr["value"].tensor.tensor_shape.SetInParent()
+    return nd
+
+
+def _lower_case(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
+    """Case `c` (tf.switch_case): branch j runs when the index is j, the last branch
+    when the index is out of range (TF's rule).  As `_lower_if` with one predicate per
+    branch: `c/pred_j`, the inputs switched on it (`c/input_j_k`), the branch a call
+    `c/branch_j` gated by `c/pivot_j`, and `c/output_k` = Merge of the branches' k-th
+    results (exactly one branch is live)."""
+    branches = list(nd.attr["branches"].list.func)
+    for j, fn in enumerate(branches):
+        if fn.name not in functions:
+            raise ValueError(
+                f"Node '{nd.name}' ({nd.op}) names function '{fn.name}' as branch {j}, "
+                "not in the library"
+            )
+    data, controls = _split_inputs(nd)
+    tin = list(nd.attr["Tin"].list.type)
+    tout = list(nd.attr["Tout"].list.type)
+    if not branches or not data or len(data) - 1 != len(tin):
+        raise ValueError(
+            f"Node '{nd.name}' ({nd.op}) has {len(data)} inputs for an index and "
+            f"{len(tin)} arguments, and {len(branches)} branches"
+        )
+    p, dev, index = nd.name, nd.device, data[0]
+    n = len(branches)
+    for j in range(n):
+        pred = f"{p}/pred_{j}"
+        if j < n - 1:
+            out.append(_const_int32(f"{p}/index_{j}", j, controls, dev))
+            out.append(_node(pred, "Equal", [index, f"{p}/index_{j}"], dev, T=_DT_INT32))
+        else:  # the default: an index below 0 or at least n - 1
+            zero, last = f"{p}/index_zero", f"{p}/index_last"
+            out.append(_const_int32(zero, 0, controls, dev))
+            out.append(_const_int32(last, n - 1, controls, dev))
+            out.append(_node(f"{p}/below", "Less", [index, zero], dev, T=_DT_INT32))
+            out.append(_node(f"{p}/above", "GreaterEqual", [index, last], dev, T=_DT_INT32))
+            out.append(_node(pred, "LogicalOr", [f"{p}/below", f"{p}/above"], dev))
+        out.append(_node(f"{p}/switch_pred_{j}", "Switch", [pred, pred], dev, T=_DT_BOOL))
+        out.append(
+            _node(f"{p}/pivot_{j}", "Identity", [f"{p}/switch_pred_{j}:1"], dev, T=_DT_BOOL)
+        )
+        for k, (arg, t) in enumerate(zip(data[1:], tin, strict=True)):
+            out.append(_node(f"{p}/input_{j}_{k}", "Switch", [arg, pred, *controls], dev, T=t))
+        inputs = [f"{p}/input_{j}_{k}:1" for k in range(len(tin))]
+        call = _call(f"{p}/branch_{j}", branches[j], inputs, [f"^{p}/pivot_{j}"], dev)
+        _expand(call, functions, out, stack)
+        out.append(
+            _node(f"{p}/branch_{j}_done", "Identity", [f"{p}/pivot_{j}", f"^{p}/branch_{j}"],
+                  dev, T=_DT_BOOL)  # fmt: skip
+        )
+    for k, t in enumerate(tout):
+        merged = [f"{p}/branch_{j}:{k}" for j in range(n)]
+        out.append(_node(f"{p}/output_{k}", "Merge", merged, dev, T=t, N=n))
+    done = [f"{p}/branch_{j}_done" for j in range(n)]
+    out.append(_node(f"{p}/branch_executed", "Merge", done, dev, T=_DT_BOOL, N=n))
+    outputs = [f"{p}/output_{k}" for k in range(len(tout))]
+    out.append(_result_node(nd, outputs, tout, [f"^{p}/branch_executed"]))
+
+
 def _lower_while(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
     cond_fn = _function(nd, "cond", functions)
     body_fn = _function(nd, "body", functions)
@@ -371,7 +443,7 @@ def _output_offset(nd: NodeDef, out_arg: str, functions: dict, fname: str) -> in
             else:
                 sizes[name] = 1
         names = [d[0] for d in declared]
-    elif nd.op in _CALL_OPS or nd.op in _IF_OPS:
+    elif nd.op in _CALL_OPS or nd.op in _IF_OPS or nd.op in _CASE_OPS:
         names, sizes = ["output"], {"output": len(nd.attr["Tout"].list.type)}
     elif nd.op in _WHILE_OPS:
         names, sizes = ["output"], {"output": len(nd.attr["T"].list.type)}

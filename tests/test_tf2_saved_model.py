@@ -68,3 +68,17 @@ def test_keras3_lstm_gru_export_runs_to_tf_outputs():
     want = EXPECTED["keras3_rnn"]
     got = _run_signature("keras3_rnn", want["x"])
     np.testing.assert_allclose(got["output_0"], want["output_0"], rtol=1e-5, atol=1e-6)
+
+
+def test_control_flow_v2_saved_model_runs_to_tf_outputs():
+    # StatelessIf, StatelessCase (an index out of range runs the last branch), a While
+    # over a TensorArray (TensorLists), map_fn, and the ops around them.
+    want = EXPECTED["control_flow"]
+    with af.Graph().as_default() as g, af.Session(graph=g) as sess:
+        meta = af.saved_model.loader.load(sess, ["serve"], str(FIXTURES / "control_flow"))
+        sig = meta.signature_def["serving_default"]
+        fetch = {k: v.name for k, v in sig.outputs.items()}
+        for k in want["k"]:
+            got = sess.run(fetch, {sig.inputs["x"].name: want["x"], sig.inputs["k"].name: k})
+            for name, value in want["out"][str(k)].items():
+                np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6)
