@@ -1,6 +1,7 @@
 """Ops TF 2.x's Python writes into graphs (tf.function bodies, SavedModels) where TF1's
-wrote others: RaggedTensorToTensor (`RaggedTensor.to_tensor`) and DenseBincount
-(`tf.math.bincount`, and ragged tensors built from value row ids).  asyncflow's own
+wrote others: RaggedTensorToTensor (`RaggedTensor.to_tensor`), DenseBincount
+(`tf.math.bincount`, and ragged tensors built from value row ids) and RaggedBincount
+(bincount of a RaggedTensor: Keras' TextVectorization in count / tf_idf mode).  asyncflow's own
 builders do not make them; these kernels run the graphs TF 2.x wrote, with TF's
 results and errors.
 """
@@ -201,3 +202,58 @@ async def _dense_bincount(ctx, arr, size, weights):
         else:
             np.add.at(out[i], row[inside], 1 if w is None else w[i][inside].astype(dt))
     return out if arr.ndim == 2 else out[0]
+
+
+# -- RaggedBincount ------------------------------------------------------------------------
+
+
+RaggedBincount = register_op(
+    "RaggedBincount",
+    inputs=["splits: int64", "values: Tidx", "size: Tidx", "weights: T"],
+    outputs=["output: T"],
+    attrs={
+        "Tidx": _I32_I64,
+        "T": TypeConstraint([dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64]),
+        "binary_output": False,
+    },
+    shape_fn=lambda op: [
+        tensor_shape.TensorShape(
+            [
+                None if op.inputs[0].shape[0].value is None else op.inputs[0].shape[0].value - 1,
+                None if ops.constant_value(op.inputs[2]) is None
+                else int(ops.constant_value(op.inputs[2])),
+            ]
+        )
+    ],  # fmt: skip
+)
+NotDifferentiable("RaggedBincount")
+
+
+@RaggedBincount.kernel("CPU")
+async def _ragged_bincount(ctx, splits, values, size, weights):
+    splits = np.asarray(splits, np.int64).reshape(-1)
+    values = np.asarray(values).reshape(-1)
+    weights = np.asarray(weights)
+    size = int(size)
+    dt = ctx.attrs["T"].as_numpy_dtype
+    if size < 0:
+        raise _invalid(f"size ({size}) must be non-negative")
+    bad = splits.size == 0 or splits[0] != 0 or splits[-1] != values.size
+    if bad or np.any(np.diff(splits) < 0):
+        raise _invalid("Splits must start with 0, not decrease, and end with the number of values")
+    if values.size and values.min() < 0:
+        raise _invalid("Input must be non-negative")
+    if weights.size and weights.reshape(-1).size != values.size:
+        raise _invalid(
+            f"Weights and values must have the same shape. Weight shape: "
+            f"{list(weights.shape)}; values shape: {list(values.shape)}"
+        )
+    rows = np.repeat(np.arange(splits.size - 1), np.diff(splits))
+    inside = values < size
+    out = np.zeros((splits.size - 1, size), dtype=dt)
+    if ctx.attrs["binary_output"]:
+        out[rows[inside], values[inside]] = 1
+    else:
+        w = 1 if not weights.size else weights.reshape(-1)[inside].astype(dt)
+        np.add.at(out, (rows[inside], values[inside]), w)
+    return out
