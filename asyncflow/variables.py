@@ -20,7 +20,15 @@ from collections.abc import Callable
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.graph import GraphKeys
-from asyncflow.ops import array_ops, control_flow_ops, slicing_ops, state_ops
+from asyncflow.ops import (
+    array_ops,
+    control_flow_ops,
+    manip_ops,
+    math_ops,
+    partition_ops,
+    slicing_ops,
+    state_ops,
+)
 from asyncflow.ops.state_ops import is_variable_initialized
 from asyncflow.partitioned_variables import SaveSliceInfo
 
@@ -307,9 +315,11 @@ class Variable:
         step in any order and the new variable still gets `other`'s initial value.
         """
         graph = self.graph
+        # TF1's own graph (so a MetaGraph of ours loads in TF): a cond on the flag.
         with graph.as_default(), graph.control_dependencies(None):
-            op = ops.apply_op("VariableInitializedValue", [self._variable, self._initial_value])
-        return op.outputs[0]
+            return control_flow_ops.cond(
+                is_variable_initialized(self), self.read_value, lambda: self._initial_value
+            )
 
     def _ref(self) -> ops.Tensor:
         return self._variable
@@ -528,25 +538,26 @@ def local_variables_initializer() -> ops.Operation:
 initialize_local_variables = local_variables_initializer
 
 
-def _report(var_list, name, raise_error):
+def report_uninitialized_variables(var_list=None, name="report_uninitialized_variables"):
+    """A 1-D string tensor: the op names of the uninitialised variables of `var_list`.
+
+    `var_list` defaults to global_variables() + local_variables().  Built as TF1 builds
+    it (the flags stacked, negated, masking a constant of the names), so the graph --
+    a MonitoredTrainingSession's ready op included -- loads in TF.
+    """
     if var_list is None:
         var_list = global_variables() + local_variables()
     var_list = list(var_list)
     with ops.name_scope(name):
+        if not var_list:
+            return array_ops.constant([], dtype=dtypes.string)
         flags = []
         for v in var_list:
             with ops.colocate_with(v.op):
                 flags.append(is_variable_initialized(v))
-        attrs = {"names": [v.op.name for v in var_list], "raise_error": raise_error}
-        return ops.apply_op("ReportUninitialized", [flags], attrs).outputs[0]
-
-
-def report_uninitialized_variables(var_list=None, name="report_uninitialized_variables"):
-    """A 1-D string tensor: the op names of the uninitialised variables of `var_list`.
-
-    `var_list` defaults to global_variables() + local_variables().
-    """
-    return _report(var_list, name, raise_error=False)
+        mask = math_ops.logical_not(manip_ops.stack(flags))
+        names = array_ops.constant([v.op.name for v in var_list])
+        return partition_ops.boolean_mask(names, mask)
 
 
 def assert_variables_initialized(var_list=None):
@@ -559,4 +570,10 @@ def assert_variables_initialized(var_list=None):
         var_list = global_variables() + local_variables()
     if not var_list:
         return None
-    return _report(var_list, "assert_variables_initialized", raise_error=True)
+    # TF1's graph: the rank of each variable, which reading an uninitialised one fails.
+    with ops.name_scope("assert_variables_initialized"):
+        ranks = []
+        for v in var_list:
+            with ops.colocate_with(v.op):
+                ranks.append(ops.apply_op("Rank", [v.value()], {}).outputs[0])
+        return ranks[0] if len(ranks) == 1 else manip_ops.stack(ranks)

@@ -7,7 +7,7 @@ Each algorithm is one NumPy update function written against the arrays it mutate
   SparseApply<Alg>  rows `indices` only: the rows are gathered, updated by the same
                     function and scattered back.  Duplicate indices are applied one
                     after another, as TF's CPU kernels do (optimizers deduplicate first,
-                    summing the duplicates, with `_DeduplicateIndexedSlices`).
+                    summing the duplicates, with Unique + UnsortedSegmentSum as TF's do).
 The formulas and their order of operations are TF's CPU functors
 (tensorflow/core/kernels/training_ops.cc), so results agree to float rounding.
 
@@ -824,8 +824,15 @@ def deduplicate_indexed_slices(values, indices, name=None):
     Raises (when run):
       InvalidArgumentError: indices not 1-D or not as long as values' first dimension.
     """
-    op = ops.apply_op("_DeduplicateIndexedSlices", [values, indices], name=name)
-    return op.outputs[0], op.outputs[1]
+    # TF1's graph (so a MetaGraph of ours loads in TF): Unique, then UnsortedSegmentSum
+    # over its first-occurrence positions, as many segments as unique indices.
+    with ops.name_scope(name, "DeduplicateIndexedSlices", [values, indices]):
+        values = ops.convert_to_tensor(values, name="values")
+        indices = ops.convert_to_tensor(indices, name="indices")
+        uniq = ops.apply_op("Unique", [indices], {"out_idx": indices.dtype}).outputs
+        count = ops.apply_op("Size", [uniq[0]], {"out_type": indices.dtype}).outputs[0]
+        summed = ops.apply_op("UnsortedSegmentSum", [values, uniq[1], count]).outputs[0]
+        return summed, uniq[0]
 
 
 # -- graph pass: a gradient MatMul folded into the update of its variable ----------------
