@@ -52,6 +52,7 @@ from asyncflow.protos.node_def_pb2 import NodeDef
 from asyncflow.protos.tensor_pb2 import TensorProto
 from asyncflow.protos.tensor_shape_pb2 import TensorShapeProto
 from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def
+from asyncflow.tf_export import resource_twins
 
 __all__ = [
     "attr_value",
@@ -409,6 +410,7 @@ def graph_to_graph_def(graph: ops.Graph, add_shapes: bool = False) -> GraphDef:
             for t in op.outputs:
                 shape_proto(t.shape, shapes.shape.add())
     export_dataset_functions(graph, gd)  # tf.data functions as TF's FunctionDefs
+    resource_twins(gd)  # resource variables' updates as TF's Resource* ops
     gd.versions.producer = GRAPH_DEF_VERSION
     return gd
 

@@ -37,6 +37,7 @@ from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import control_flow_context_defs as cf_defs
+from asyncflow.ops import resource_variable_ops as rvo
 from asyncflow.partitioned_variables import SaveSliceInfo
 from asyncflow.protos.control_flow_pb2 import CondContextDef, WhileContextDef
 from asyncflow.protos.graph_pb2 import GraphDef
@@ -44,6 +45,7 @@ from asyncflow.protos.meta_graph_pb2 import CollectionDef, MetaGraphDef
 from asyncflow.protos.saver_pb2 import SaverDef
 from asyncflow.protos.variable_pb2 import VariableDef
 from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def
+from asyncflow.resource_variable import ResourceVariable
 
 __all__ = [
     "MetaGraphDef",
@@ -119,15 +121,17 @@ def variable_to_def(var, export_scope=None) -> VariableDef | None:
     """TF's VariableDef of a Variable, names relative to `export_scope` (None: outside)."""
     if not isinstance(var, variables_mod.Variable):
         return None
+    resource = getattr(var, "_handle", None) is not None
     names = {
-        "variable_name": var._variable.name,
+        # A resource variable as TF writes it: its handle, read by its graph element.
+        "variable_name": var._handle.name if resource else var._variable.name,
         "initial_value_name": var._initial_value.name,
         "initializer_name": var._initializer_op.name,
         "snapshot_name": var._snapshot.name,
     }
     out = VariableDef(
         trainable=bool(var.trainable),
-        is_resource=False,
+        is_resource=resource,
         synchronization=var.synchronization.value,
         aggregation=var.aggregation.value,
     )
@@ -144,6 +148,25 @@ def variable_to_def(var, export_scope=None) -> VariableDef | None:
     return out
 
 
+def _resource_variable_from_def(vdef: VariableDef, graph, el):
+    """A ResourceVariable on an imported handle: the ref view its updates take
+    ("<handle>/Ref", `_ResourceAsRef`) is the graph's if it has one, else made here."""
+    var = ResourceVariable.__new__(ResourceVariable)
+    handle = el(vdef.variable_name)
+    var._handle = handle
+    var._dtype_base = handle.op._attr("dtype")
+    var._shape_static = handle.op._attr("shape")
+    var._graph_element = el(vdef.snapshot_name)
+    view = graph._ops_by_name.get(handle.op.name + "/Ref")
+    if view is not None and view.type == "_ResourceAsRef":
+        var._variable = view.outputs[0]
+    else:
+        with graph.as_default(), graph.colocate_with(handle.op):
+            name = handle.op.name + "/Ref"
+            var._variable = rvo.resource_as_ref(handle, var._dtype_base, name=name)
+    return var
+
+
 def variable_from_def(vdef: VariableDef, graph=None, import_scope=None):
     """An `af.Variable` bound to existing ops named by VariableDef `vdef`.
 
@@ -155,8 +178,11 @@ def variable_from_def(vdef: VariableDef, graph=None, import_scope=None):
     """
     graph = graph or ops.get_default_graph()
     el = lambda name: graph.as_graph_element(_prepend(name, import_scope))
-    var = variables_mod.Variable.__new__(variables_mod.Variable)
-    var._variable = el(vdef.variable_name)
+    if vdef.is_resource:
+        var = _resource_variable_from_def(vdef, graph, el)
+    else:
+        var = variables_mod.Variable.__new__(variables_mod.Variable)
+        var._variable = el(vdef.variable_name)
     var._initializer_op = el(vdef.initializer_name)
     var._snapshot = el(vdef.snapshot_name)
     init = vdef.initial_value_name

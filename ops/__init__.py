@@ -61,6 +61,7 @@ from asyncflow.ops import (  # noqa: F401
     random_ops,
     reader_ops,
     reduction_ops,
+    resource_training_ops,
     scatter_nd_ops,
     script_ops,
     segment_ops,

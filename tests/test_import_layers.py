@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "registry",
             "graph",
             "function_library",
+            "tf_export",
             "dataset_functions",
             "graph_io",
             "random_seed",

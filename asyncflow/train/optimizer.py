@@ -362,7 +362,12 @@ class Optimizer:
         v = self._non_slot_dict.get(key)
         if v is None:
             with graph.as_default(), graph.colocate_with(colocate_with.op):
-                v = Variable(initial_value, name=name, trainable=False)
+                v = Variable(
+                    initial_value,
+                    name=name,
+                    trainable=False,
+                    use_resource=_is_resource(colocate_with),
+                )
             self._non_slot_dict[key] = v
         return v
 
@@ -390,6 +395,10 @@ def _check_variable(v) -> None:
 # -- slot creation (TF's slot_creator) ----------------------------------------------------
 
 
+def _is_resource(var) -> bool:
+    return getattr(var, "_handle", None) is not None and hasattr(var, "handle")
+
+
 def _create_slot_var(primary, val, shape, dtype, validate_shape: bool):
     scope = variable_scope.get_variable_scope()
     partitioner = scope.partitioner
@@ -402,6 +411,7 @@ def _create_slot_var(primary, val, shape, dtype, validate_shape: bool):
             shape=shape if callable(val) else None,
             dtype=dtype,
             validate_shape=validate_shape,
+            use_resource=_is_resource(primary),  # TF: slots are of their primary's kind
         )
     finally:
         scope.set_partitioner(partitioner)
