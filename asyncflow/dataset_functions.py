@@ -337,18 +337,7 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
     except (KeyError, ValueError):
         raise _CannotExport(op.name) from None
     args = {t.op.name: t for t in inputs + captures}
-    body, seen, stack = [], set(), [t.op for t in outputs]
-    while stack:
-        o = stack.pop()
-        if o.name in seen or o.name in args:
-            continue
-        seen.add(o.name)
-        if o.type in _VARIABLES or o.type.startswith("Placeholder") or o.name not in by_name:
-            raise _CannotExport(o.name)
-        body.append(o)
-        stack.extend(t.op for t in o.inputs)
-        stack.extend(c for c in o.control_inputs)
-    body.sort(key=lambda o: o._id)
+    body = _walk_back([t.op for t in outputs], args, by_name)
     counter[0] += 1
     fdef = FunctionDef()
     sig = fdef.signature
@@ -359,24 +348,7 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
         arg.name = f"args_{i}" if i < len(inputs) else f"captured_{i - len(inputs)}"
         arg.type = _VARIANT if _is_dataset(t) else t.dtype.base_dtype.as_datatype_enum
         names[t.op.name] = arg.name
-    used = set(names.values())
-    for o in body:
-        name = _sanitize(o.name)
-        while name in used:
-            name += "_"
-        used.add(name)
-        names[o.name] = name
-    for o in body:
-        nd = fdef.node_def.add()
-        nd.CopyFrom(by_name[o.name])
-        nd.name = names[o.name]
-        del nd.input[:]
-        for t in o.inputs:
-            nd.input.append(names[t.op.name] if t.op.name in args else _output_ref(t, names))
-        nd.input.extend(f"^{names[c.name]}" for c in o.control_inputs if c.name in names)
-        nd.ClearField("device")
-        if o.type in ("Identity", "IdentityN") and any(_is_dataset(t) for t in o.inputs):
-            _as_variant(nd)
+    _add_body(fdef, body, names, by_name, args)
     for k, t in enumerate(outputs):
         out = sig.output_arg.add()
         out.name = f"output_{k}"
@@ -423,29 +395,14 @@ def _owned(op, inputs, body, args) -> set[str]:
 def _export_one_shot(op, by_name, gd) -> None:
     """OneShotIterator: its dataset input as TF's `dataset_factory` function."""
     root = op.inputs[0]
-    body, seen, stack = [], set(), [root.op]
-    while stack:
-        o = stack.pop()
-        if o.name in seen:
-            continue
-        seen.add(o.name)
-        if o.name not in by_name or o.type.startswith("Placeholder") or o.type in _VARIABLES:
-            return  # (a fed or stateful input: keep asyncflow's form)
-        body.append(o)
-        stack.extend(t.op for t in o.inputs)
-        stack.extend(o.control_inputs)
-    body.sort(key=lambda o: o._id)
+    try:
+        body = _walk_back([root.op], {}, by_name)
+    except _CannotExport:
+        return  # (a fed or stateful input: keep asyncflow's form)
     fdef = FunctionDef()
     fdef.signature.name = f"_make_dataset_{_sanitize(op.name)}"
-    names = {o.name: _sanitize(o.name) for o in body}
-    for o in body:
-        nd = fdef.node_def.add()
-        nd.CopyFrom(by_name[o.name])
-        nd.name = names[o.name]
-        del nd.input[:]
-        nd.input.extend(_output_ref(t, names) for t in o.inputs)
-        nd.input.extend(f"^{names[c.name]}" for c in o.control_inputs)
-        nd.ClearField("device")
+    names: dict[str, str] = {}
+    _add_body(fdef, body, names, by_name, {})
     out = fdef.signature.output_arg.add()
     out.name = "handle"
     out.type = _VARIANT
@@ -454,6 +411,48 @@ def _export_one_shot(op, by_name, gd) -> None:
     nd = by_name[op.name]
     nd.input.remove(nd.input[0])
     nd.attr["dataset_factory"].func.name = fdef.signature.name
+
+
+def _walk_back(roots, args: dict, by_name: dict) -> list:
+    """The ops reached backward from `roots` (data and control inputs), stopping at the
+    argument placeholders `args`, in graph order.  Another placeholder, a variable or an
+    op the GraphDef lacks cannot go into a FunctionDef (_CannotExport)."""
+    body, seen, stack = [], set(), list(roots)
+    while stack:
+        o = stack.pop()
+        if o.name in seen or o.name in args:
+            continue
+        seen.add(o.name)
+        if o.type in _VARIABLES or o.type.startswith("Placeholder") or o.name not in by_name:
+            raise _CannotExport(o.name)
+        body.append(o)
+        stack.extend(t.op for t in o.inputs)
+        stack.extend(o.control_inputs)
+    body.sort(key=lambda o: o._id)
+    return body
+
+
+def _add_body(fdef, body: list, names: dict, by_name: dict, args: dict) -> None:
+    """`body`'s NodeDefs into `fdef`, named uniquely (into `names`, which holds the
+    arguments' names already), inputs in TF's `node:out_arg:index` form."""
+    used = set(names.values())
+    for o in body:
+        name = _sanitize(o.name)
+        while name in used:
+            name += "_"
+        used.add(name)
+        names[o.name] = name
+    for o in body:
+        nd = fdef.node_def.add()
+        nd.CopyFrom(by_name[o.name])
+        nd.name = names[o.name]
+        del nd.input[:]
+        for t in o.inputs:
+            nd.input.append(names[t.op.name] if t.op.name in args else _output_ref(t, names))
+        nd.input.extend(f"^{names[c.name]}" for c in o.control_inputs if c.name in names)
+        nd.ClearField("device")
+        if o.type in ("Identity", "IdentityN") and any(_is_dataset(t) for t in o.inputs):
+            _as_variant(nd)
 
 
 def _as_variant(nd: NodeDef) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 
-import numpy as np
 import pytest
 
 import asyncflow as tf
@@ -22,16 +22,11 @@ import asyncflow as tf
 pytestmark = pytest.mark.timeout(60)
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "parse_graphdef"
+sys.path.insert(0, str(FIXTURES.parent))
+from fetched import nested as _plain  # noqa: E402
+
 REF = json.loads((FIXTURES / "ref.json").read_text())
 RECORDS = {k: [bytes.fromhex(r) for r in v] for k, v in REF["records"].items()}
-
-
-def _plain(v):
-    v = np.asarray(v)
-    if v.dtype == object:
-        return {"dtype": "string", "shape": list(v.shape),
-                "value": [b.decode() for b in v.reshape(-1)]}  # fmt: skip
-    return {"dtype": v.dtype.name, "value": v.tolist()}
 
 
 def _run(gd, case):

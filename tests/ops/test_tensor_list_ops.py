@@ -21,18 +21,11 @@ pytestmark = pytest.mark.timeout(60)
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
+from fetched import flat as _plain  # noqa: E402
 from raw_ops import RawOps as _Raw  # noqa: E402
 from tensor_list_cases import CASES  # noqa: E402
 
 REF = json.loads((FIXTURES / "tensor_list_tf.json").read_text())
-
-
-def _plain(v):
-    v = np.asarray(v)
-    if v.dtype == object:
-        return {"dtype": "string", "shape": list(v.shape),
-                "value": [b.decode() for b in v.reshape(-1)]}  # fmt: skip
-    return {"dtype": v.dtype.name, "shape": list(v.shape), "value": v.reshape(-1).tolist()}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
