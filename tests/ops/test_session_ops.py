@@ -89,3 +89,23 @@ def test_graph_def_with_handle_ops_imports():
                 {g2.get_tensor_by_name("Placeholder:0"): hv.handle},
             )
     assert hv.handle == "keep;0;/job:localhost/replica:0/task:0/device:CPU:0" and got == 2.5
+
+
+def test_tf_graph_def_of_the_handle_ops_runs():
+    """TF's own GraphDef (session_handles.pb): a handle kept, read back, deleted."""
+    gd = tf.GraphDef()
+    gd.ParseFromString((HERE / "session_handles.pb").read_bytes())
+    assert {"GetSessionHandle", "GetSessionTensor", "DeleteSessionTensor"} <= {
+        n.op for n in gd.node
+    }
+    with tf.Graph().as_default() as g:
+        tf.import_graph_def(gd, name="")
+        read_feed = g.get_tensor_by_name("Placeholder:0")
+        drop_feed = g.get_tensor_by_name("Placeholder_1:0")
+        with tf.Session() as sess:
+            h = sess.run(g.get_tensor_by_name("keep:0"))
+            assert h.handle == "keep;0;/job:localhost/replica:0/task:0/device:CPU:0"
+            assert sess.run(g.get_tensor_by_name("times10:0"), {read_feed: h.handle}) == 500.0
+            sess.run(g.get_operation_by_name("drop"), {drop_feed: h.handle})
+            with pytest.raises(tf.errors.InvalidArgumentError, match="not in the session store"):
+                sess.run(g.get_tensor_by_name("read:0"), {read_feed: h.handle})
