@@ -52,7 +52,7 @@ from asyncflow.protos.node_def_pb2 import NodeDef
 from asyncflow.protos.tensor_pb2 import TensorProto
 from asyncflow.protos.tensor_shape_pb2 import TensorShapeProto
 from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def
-from asyncflow.tf_export import resource_twins
+from asyncflow.tf_export import resource_twins, tensor_array_handles
 
 __all__ = [
     "attr_value",
@@ -411,6 +411,7 @@ def graph_to_graph_def(graph: ops.Graph, add_shapes: bool = False) -> GraphDef:
                 shape_proto(t.shape, shapes.shape.add())
     export_dataset_functions(graph, gd)  # tf.data functions as TF's FunctionDefs
     resource_twins(gd)  # resource variables' updates as TF's Resource* ops
+    tensor_array_handles(gd)  # TensorArray handles through loops as TF's resources
     gd.versions.producer = GRAPH_DEF_VERSION
     return gd
 

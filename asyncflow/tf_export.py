@@ -24,7 +24,7 @@ from __future__ import annotations
 from asyncflow.protos.node_def_pb2 import NodeDef
 from asyncflow.registry import get_op_def
 
-__all__ = ["resource_twins"]
+__all__ = ["resource_twins", "tensor_array_handles"]
 
 _VIEW = "_ResourceAsRef"
 
@@ -83,6 +83,50 @@ def resource_twins(gd) -> None:
     if len(keep) != len(gd.node):
         del gd.node[:]
         gd.node.extend(keep)
+
+
+# Ops whose output 0 is a string handle here and a resource in TF (TensorArrays, and the
+# stacks a loop's gradient keeps its forward values on).
+_TA_SOURCES = ("TensorArrayV3", "TensorArrayGradV3", "TensorArrayGradWithShape", "StackV2")
+_FORWARDING = frozenset(
+    ["Enter", "RefEnter", "Exit", "RefExit", "Switch", "RefSwitch", "Merge", "RefMerge",
+     "NextIteration", "RefNextIteration", "Identity"]
+)  # fmt: skip
+_DT_STRING, _DT_RESOURCE = 7, 20
+
+
+def tensor_array_handles(gd) -> None:
+    """A TensorArray's (or a StackV2's) handle is a string tensor here, a resource in TF:
+    the control-flow primitives and Identities it passes through (a dynamic_rnn's loop and
+    its gradient) get T = resource, as TF writes them."""
+    sources = {nd.name for nd in gd.node if nd.op in _TA_SOURCES}
+    if not sources:
+        return
+    handles = {(name, 0) for name in sources}  # (node, output) holding a handle
+    consumers: dict[str, list] = {}
+    for nd in gd.node:
+        for text in nd.input:
+            if not text.startswith("^"):
+                consumers.setdefault(_source(text), []).append(nd)
+    stack = list(sources)
+    seen = set()
+    while stack:
+        name = stack.pop()
+        for nd in consumers.get(name, ()):
+            if nd.op not in _FORWARDING or nd.name in seen:
+                continue
+            fed = any(
+                (_source(t), int(t.split(":")[1]) if ":" in t else 0) in handles
+                for t in nd.input
+                if not t.startswith("^")
+            )
+            if not fed or nd.attr["T"].type != _DT_STRING:
+                continue
+            seen.add(nd.name)
+            nd.attr["T"].type = _DT_RESOURCE
+            outputs = 2 if nd.op in ("Switch", "RefSwitch") else 1
+            handles.update((nd.name, k) for k in range(outputs))
+            stack.append(nd.name)
 
 
 def _reads_for_values(gd, views: dict, names: set) -> None:

@@ -624,7 +624,8 @@ class TensorArray:
             es = None if element_shape is None else tensor_shape.as_shape(element_shape)
             attrs = {
                 "dtype": self._dtype,
-                "element_shape": None if es is None or es.dims is None else es.as_list(),
+                # a shape attr, as TF's (a list of ints is not one TF reads)
+                "element_shape": None if es is None or es.dims is None else es,
                 "dynamic_size": self._dynamic_size,
                 "clear_after_read": bool(clear_after_read),
                 "identical_element_shapes": bool(infer_shape),
@@ -721,7 +722,7 @@ class TensorArray:
         value = ops.apply_op(
             "TensorArrayGatherV3",
             [self._handle, _int32(indices), self._flow],
-            {"dtype": self._dtype, "element_shape": None if es.dims is None else es.as_list()},
+            {"dtype": self._dtype, "element_shape": None if es.dims is None else es},
             name=name or "TensorArrayGatherV3",
         ).outputs[0]
         return value
