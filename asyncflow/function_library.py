@@ -138,6 +138,8 @@ def _expand(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
                         f"'{value.placeholder}', which call '{nd.name}' does not set"
                     )
                 inner.attr[key].CopyFrom(nd.attr[value.placeholder])
+        if "_class" in inner.attr:  # colocation with a body node: its inlined name
+            _rename_colocation(inner, prefix, body, args)
         _expand(inner, functions, out, (*stack, fname))
     results = NodeDef(name=prefix, device=nd.device)
     for arg in sig.output_arg:
@@ -393,6 +395,27 @@ def _lower_while(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
     for k, t in enumerate(types):
         out.append(_node(f"{p}/next_iteration_{k}", "NextIteration", [f"{p}/body:{k}"], dev, T=t))
     out.append(_result_node(nd, [f"{p}/exit_{k}" for k in range(n)], types, []))
+
+
+def _rename_colocation(nd: NodeDef, prefix: str, body: dict, args: dict) -> None:
+    """`loc:@x` entries naming a body node or an argument, as they are named inlined; a
+    name the function does not hold (an outer node) is dropped, as TF's inliner does."""
+    kept = []
+    for entry in nd.attr["_class"].list.s:
+        text = entry.decode("utf-8", "replace")
+        if not text.startswith("loc:@"):
+            kept.append(entry)
+            continue
+        name = text[len("loc:@") :]
+        if name in body:
+            kept.append(f"loc:@{prefix}/{name}".encode())
+        elif name in args:
+            kept.append(f"loc:@{args[name]}".encode())
+    del nd.attr["_class"].list.s[:]
+    if kept:
+        nd.attr["_class"].list.s.extend(kept)
+    else:
+        del nd.attr["_class"]
 
 
 def _arg_type(arg, call: NodeDef) -> int:

@@ -329,8 +329,15 @@ OnesLike = register_op(
 )  # fmt: skip
 
 
+# ZerosLike of a variant (a TensorList in TF 2.x's loop gradients): the list op module
+# (ops/tensor_list_ops.py) installs how.
+VARIANT_ZEROS_LIKE: list = [None]
+
+
 @ZerosLike.kernel()
 async def _zeros_like(ctx, x):
+    if ctx.attrs["T"] == dtypes.variant and VARIANT_ZEROS_LIKE[0] is not None:
+        return VARIANT_ZEROS_LIKE[0](x)
     x = ctx.xp.asarray(x)
     if x.dtype == object:  # strings live in host memory only
         return np.full(x.shape, b"", dtype=object)

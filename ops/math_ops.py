@@ -522,17 +522,25 @@ def _add_n_shape(op):
     return [shape]
 
 
+# AddN of variants: TF 2.x's gradient of a While loop sums TensorLists.  The list op
+# module (ops/tensor_list_ops.py) installs how; math does not import it.
+VARIANT_ADD: list = [None]
+
 AddN = register_op(
     "AddN",
     inputs=["inputs: N * T"],
     outputs=["sum: T"],
-    attrs={"N": 1, "T": NUMERIC},
+    attrs={"N": 1, "T": TypeConstraint([*NUMERIC.allowed, dtypes.variant])},
     shape_fn=_add_n_shape,
 )
 
 
 @AddN.kernel()
 async def _add_n(ctx, *xs):
+    if ctx.attrs["T"] == dtypes.variant:
+        if VARIANT_ADD[0] is None:
+            raise errors.UnimplementedError(None, None, "AddN of this variant is not supported")
+        return VARIANT_ADD[0](xs)
     xp = ctx.xp
     first = xs[0].shape
     for i, x in enumerate(xs[1:], 1):

@@ -19,6 +19,8 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import array_ops as _array_ops
+from asyncflow.ops import math_ops as _math_ops
 from asyncflow.ops.data_flow_stack_ops import handle_object, handle_value
 from asyncflow.registry import ANY, INDEX, NotDifferentiable, register_op
 
@@ -147,6 +149,49 @@ def _shape_value(t):
     except errors.InvalidArgumentError:
         return tensor_shape.unknown_shape()
     return tensor_shape.TensorShape(s)
+
+
+def _add_lists(xs) -> np.ndarray:
+    """AddN of TensorLists (TF's TensorListBinaryAdd, pairwise): equal lengths and element
+    dtypes; item by item, an item set in one list only is taken as it is."""
+    lists = [_list(x) for x in xs]
+    first = lists[0]
+    items = list(first.items)
+    for other in lists[1:]:
+        if other.dtype != first.dtype:
+            raise _invalid(
+                f"Trying to add two lists of tensors of different dtypes. One is "
+                f"{_type_name(first.dtype)} and the other is {_type_name(other.dtype)}"
+            )
+        if len(other.items) != len(items):
+            raise _invalid(
+                f"Trying to add two lists of tensors with different lengths. One is "
+                f"{len(items)} and the other is {len(other.items)}"
+            )
+        for i, b in enumerate(other.items):
+            a = items[i]
+            if b is None:
+                continue
+            if a is None:
+                items[i] = b.copy()
+            elif a.shape != b.shape:
+                raise _invalid(
+                    f"Trying to add two tensors with incompatible element shapes. One is "
+                    f"{list(a.shape)} and the other is {list(b.shape)}"
+                )
+            else:
+                items[i] = np.add(a, b)
+    return handle_value(first.replace(items, shape=_merge(first.shape, lists[-1].shape)))
+
+
+def _zeros_like_list(x) -> np.ndarray:
+    """ZerosLike of a TensorList (TF's TensorListZerosLike): as long, each set item zeros."""
+    tl = _list(x)
+    return handle_value(tl.replace([None if v is None else np.zeros_like(v) for v in tl.items]))
+
+
+_math_ops.VARIANT_ADD[0] = _add_lists
+_array_ops.VARIANT_ZEROS_LIKE[0] = _zeros_like_list
 
 
 def _register(name, inputs, outputs, attrs, shape_fn):
