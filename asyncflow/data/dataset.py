@@ -102,6 +102,8 @@ class _Traced:
                 self.inputs = after.inputs
                 args = after.structure
             out = fn(*args) if type(args) is tuple else fn(args)
+            if type(out) is list:  # TF: a function's list of results is a tuple of them
+                out = tuple(out)
             self.structure = out = _normalize(out)
             if isinstance(out, Dataset):
                 self.outputs = [out._variant]

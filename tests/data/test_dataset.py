@@ -380,3 +380,15 @@ def test_prefetched_map_whose_kernel_suspends(sess, tmp_path, parallel):
         assert [int(sess.run(nxt)) for _ in range(7)] == [2 * (i + 1) for i in range(7)]
         with pytest.raises(errors.OutOfRangeError):
             sess.run(nxt)
+
+
+def test_map_returning_a_list_gives_a_tuple():
+    # TF 2.21 (tf.compat.v1): Dataset.range(3).map(lambda x: [x, x * 2]) has output_types
+    # (tf.int64, tf.int64) and yields (0, 0), (1, 2), ... -- a list of results is a
+    # tuple of them, not one stacked tensor.
+    with af.Graph().as_default(), af.Session() as sess:
+        ds = af.data.Dataset.range(3).map(lambda x: [x, x * 2])
+        assert ds.output_types == (af.int64, af.int64)
+        nxt = af.data.make_one_shot_iterator(ds).get_next()
+        assert isinstance(nxt, tuple)
+        assert [tuple(int(v) for v in sess.run(nxt)) for _ in range(3)] == [(0, 0), (1, 2), (2, 4)]
