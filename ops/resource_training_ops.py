@@ -18,7 +18,7 @@ from asyncflow.ops import scatter_nd_ops, state_ops, training_ops  # noqa: F401 
 from asyncflow.ops.resource_variable_ops import _var
 from asyncflow.registry import ANY, INDEX, NUMERIC, NotDifferentiable, get_op_def, register_op
 
-__all__ = ["RESOURCE_TWINS"]
+__all__: list[str] = []
 
 # ref op -> its Resource twin (TF's name), for the ops asyncflow has both of.
 _APPLY = [
@@ -34,8 +34,6 @@ _SCATTER = ["ScatterAdd", "ScatterDiv", "ScatterMax", "ScatterMin", "ScatterMul"
             "ScatterSub", "ScatterUpdate"]  # fmt: skip
 # TF renamed one input of a twin.
 _RENAMED = {("SparseApplyProximalGradientDescent", "delta"): "grad"}
-
-RESOURCE_TWINS: dict[str, str] = {}
 
 
 def _wrap(fn, ref_positions: frozenset, keep_output: bool):
@@ -68,7 +66,6 @@ def _twin(ref_type: str) -> None:
     op_def.kernel("CPU", host_memory=tuple(inputs[i].split(":")[0] for i in refs))(
         _wrap(ref.kernel_for("CPU").fn, refs, False)
     )
-    RESOURCE_TWINS[ref_type] = name
 
 
 def _scatter_twin(ref_type: str) -> None:
@@ -87,7 +84,6 @@ def _scatter_twin(ref_type: str) -> None:
     op_def.kernel("CPU", host_memory=("resource",))(
         _wrap(ref.kernel_for("CPU").fn, frozenset([0]), False)
     )
-    RESOURCE_TWINS[ref_type] = name
 
 
 for _t in _APPLY:
@@ -107,4 +103,3 @@ NotDifferentiable("ResourceCountUpTo")
 ResourceCountUpTo.kernel("CPU", host_memory=("resource",))(
     _wrap(get_op_def("CountUpTo").kernel_for("CPU").fn, frozenset([0]), True)
 )
-RESOURCE_TWINS["CountUpTo"] = "ResourceCountUpTo"

@@ -192,16 +192,23 @@ async def _dense_bincount(ctx, arr, size, weights):
             f"Input arr and weights must have the same shape: {list(arr.shape)} vs "
             f"{list(weights.shape)}"
         )
-    rows = arr.reshape(-1, arr.shape[-1]) if arr.ndim == 2 else arr.reshape(1, -1)
-    w = weights.reshape(rows.shape) if weights.size else None
-    out = np.zeros((rows.shape[0], size), dtype=dt)
-    for i, row in enumerate(rows):
-        inside = row < size
-        if ctx.attrs["binary_output"]:
-            out[i, row[inside]] = 1
-        else:
-            np.add.at(out[i], row[inside], 1 if w is None else w[i][inside].astype(dt))
+    nrows = arr.shape[0] if arr.ndim == 2 else 1
+    rows = np.repeat(np.arange(nrows), arr.size // nrows if nrows else 0)
+    out = _row_counts(rows, arr.reshape(-1), nrows, size, weights, ctx.attrs, dt)
     return out if arr.ndim == 2 else out[0]
+
+
+def _row_counts(rows, values, nrows: int, size: int, weights, attrs, dt) -> np.ndarray:
+    """[nrows, size]: per row, the count (or weight sum, or 1 with binary_output) of each
+    value below `size`; `rows` is each value's row (values at or above size: ignored)."""
+    inside = values < size
+    out = np.zeros((nrows, size), dtype=dt)
+    if attrs["binary_output"]:
+        out[rows[inside], values[inside]] = 1
+    else:
+        w = 1 if not weights.size else weights.reshape(-1)[inside].astype(dt)
+        np.add.at(out, (rows[inside], values[inside]), w)
+    return out
 
 
 # -- RaggedBincount ------------------------------------------------------------------------
@@ -249,11 +256,4 @@ async def _ragged_bincount(ctx, splits, values, size, weights):
             f"{list(weights.shape)}; values shape: {list(values.shape)}"
         )
     rows = np.repeat(np.arange(splits.size - 1), np.diff(splits))
-    inside = values < size
-    out = np.zeros((splits.size - 1, size), dtype=dt)
-    if ctx.attrs["binary_output"]:
-        out[rows[inside], values[inside]] = 1
-    else:
-        w = 1 if not weights.size else weights.reshape(-1)[inside].astype(dt)
-        np.add.at(out, (rows[inside], values[inside]), w)
-    return out
+    return _row_counts(rows, values, splits.size - 1, size, weights, ctx.attrs, dt)
