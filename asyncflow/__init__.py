@@ -222,6 +222,8 @@ from asyncflow import (  # noqa: E402
     initializers,
     layers,
     linalg_extras,
+    linalg_operator,
+    linalg_operators_diag,
     lookup,
     losses,
     metrics,

@@ -261,7 +261,8 @@ def matrix_transpose(a, name="matrix_transpose", conjugate=False):
         r = a.shape.ndims
         if r is None or r < 2:
             raise ValueError(f"Argument 'a' should be a (batch) matrix, with rank >= 2: {a}")
-        return array_ops.transpose(a, [*range(r - 2), r - 1, r - 2])
+        out = array_ops.transpose(a, [*range(r - 2), r - 1, r - 2])
+        return math_ops.conj(out) if conjugate and a.dtype.is_complex else out
 
 
 def trace(x, name=None):

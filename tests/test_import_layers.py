@@ -89,6 +89,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "layer_functions_3d",
             "linalg",
             "linalg_extras",
+            "linalg_operator",
+            "linalg_operators_diag",
             "lookup",
             "metrics",
             "metrics_at_k",
