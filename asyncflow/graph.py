@@ -902,6 +902,20 @@ class Graph:
                     op._attrs["_gradient_op_type"] = mapped
         return op
 
+    # A function's graph (asyncflow.tf_function.FuncGraph) takes tensors of the graphs
+    # around it as its captured inputs, and is where ops are built while it is traced.
+    _building_function = False
+
+    def _capture(self, t: Tensor) -> Tensor:
+        """`t` as an input of an op of this graph (a FuncGraph captures it).
+
+        Raises:
+          ValueError: `t` is from another graph.
+        """
+        if t.graph is not self:
+            raise ValueError(f"Tensor {t.name} must be from the same graph as the op.")
+        return t
+
     def as_graph_def(self, from_version=None, add_shapes=False):
         """This graph as a GraphDef message (`SerializeToString()`: TF's `.pb` bytes)."""
         return _CODEC.graph_to_graph_def(self, add_shapes=add_shapes)
@@ -975,6 +989,9 @@ def name_scope(name, default_name=None, values=None):
 
 
 def _graph_from_values(values) -> Graph:
+    default = get_default_graph()
+    if default._building_function:
+        return default
     for v in values or ():
         g = getattr(v, "graph", None)
         if isinstance(g, Graph):
@@ -1270,9 +1287,8 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
         flat_inputs: list[Tensor] = []
         for c in converted:
             flat_inputs.extend(c if isinstance(c, list) else [c])
-        for t in flat_inputs:
-            if t.graph is not graph:
-                raise ValueError(f"Tensor {t.name} must be from the same graph as the op.")
+        if any(t.graph is not graph for t in flat_inputs):
+            flat_inputs = [graph._capture(t) for t in flat_inputs]
         for k, spec in op_def.attrs.items():
             if k in attrs and attrs[k] is not None:
                 if isinstance(spec, TypeConstraint) and not spec.is_list:
@@ -1361,6 +1377,9 @@ def _discard_op(graph: Graph, op: Operation) -> None:
 
 
 def _graph_from_inputs(inputs) -> Graph:
+    default = get_default_graph()
+    if default._building_function:  # (outer tensors are captured, as TF's FuncGraph)
+        return default
     for v in inputs:
         vs = v if isinstance(v, (list, tuple)) else [v]
         for x in vs:

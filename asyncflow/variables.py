@@ -13,6 +13,7 @@ its ref tensor only for ops declaring a `Ref(T)` input (apply_op asks for `_ref(
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from asyncflow.partitioned_variables import SaveSliceInfo
 __all__ = [
     "Variable",
     "VariableV1",
+    "variable_creator_scope",
     "VariableSynchronization",
     "VariableAggregation",
     "VariableAggregationV2",
@@ -94,7 +96,87 @@ _RESOURCE_VARIABLE: list = [None]  # the ResourceVariable class (asyncflow.resou
 _VARIABLE_FROM_DEF: list = [None]  # asyncflow.meta_graph.variable_from_def, set there
 
 
-class Variable:
+# TF1's Variable arguments, in the order (and with the defaults) a variable creator
+# (`variable_creator_scope`) receives them as keywords.
+_CREATOR_ARGS = (
+    ("initial_value", None), ("trainable", None), ("collections", None),
+    ("validate_shape", True), ("caching_device", None), ("name", None),
+    ("variable_def", None), ("dtype", None), ("expected_shape", None),
+    ("import_scope", None), ("constraint", None), ("use_resource", None),
+    ("synchronization", None), ("aggregation", None), ("shape", None),
+    ("experimental_enable_variable_lifting", None),
+)  # fmt: skip
+_CREATOR_STACK = "variable_creator_stack"  # (a tuple, in the graph's `_attached`)
+
+
+def creator_stack(graph) -> tuple:
+    """The variable creators in effect in `graph`, outermost first; a function's graph
+    (tf_function.FuncGraph) sees its outer graph's."""
+    stack = graph._attached.get(_CREATOR_STACK)
+    if stack is None:
+        outer = getattr(graph, "outer_graph", None)
+        return creator_stack(outer) if outer is not None else ()
+    return stack
+
+
+def set_creator_stack(graph, stack: tuple) -> None:
+    graph._attached[_CREATOR_STACK] = stack
+
+
+@contextlib.contextmanager
+def variable_creator_scope(variable_creator):
+    """`tf.variable_creator_scope`: `variable_creator(next_creator, **kwargs)` makes every
+    `Variable(...)` (and `get_variable`) of the default graph built inside; it may change
+    the keyword arguments and call `next_creator(**kwargs)`, or return a variable of its
+    own.  Nested scopes run innermost first."""
+    graph = ops.get_default_graph()
+    saved = graph._attached.get(_CREATOR_STACK)
+    set_creator_stack(graph, (*creator_stack(graph), variable_creator))
+    try:
+        yield
+    finally:
+        if saved is None:
+            graph._attached.pop(_CREATOR_STACK, None)
+        else:
+            set_creator_stack(graph, saved)
+
+
+class _VariableMeta(type):
+    """`Variable(...)` (and so `get_variable`) goes through the variable creators of
+    `variable_creator_scope`, innermost first, as TF's VariableMetaclass; subclasses
+    called directly (ResourceVariable(...)) do not."""
+
+    def __call__(cls, *args, **kwargs):
+        stack = creator_stack(ops.get_default_graph()) if cls is Variable else ()
+        if not stack:
+            return super().__call__(*args, **kwargs)
+        if len(args) > len(_CREATOR_ARGS):
+            raise TypeError(f"Variable() takes at most {len(_CREATOR_ARGS)} arguments")
+        full = dict(_CREATOR_ARGS)
+        full["synchronization"] = VariableSynchronization.AUTO
+        full["aggregation"] = VariableAggregation.NONE
+        for (key, _), value in zip(_CREATOR_ARGS, args):
+            full[key] = value
+        unknown = set(kwargs) - set(full)
+        if unknown:
+            key = sorted(unknown)[0]
+            raise TypeError(f"Variable() got an unexpected keyword argument {key!r}")
+        full.update(kwargs)
+
+        def default_creator(**kw):
+            kw.pop("experimental_enable_variable_lifting", None)
+            return type.__call__(Variable, **kw)
+
+        def chain(creators):
+            if not creators:
+                return default_creator
+            inner_next = chain(creators[:-1])
+            return lambda **kw: creators[-1](inner_next, **kw)
+
+        return chain(stack)(**full)
+
+
+class Variable(metaclass=_VariableMeta):
     """A TF1 variable: state that persists across `Session.run` calls.
 
     Raises (at construction):

@@ -109,6 +109,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "image_ssim",
             "namespaces",
             "random_generator",
+            "tf_function",
         ),
     ),
     ("autodiff", ("gradients", "control_flow_grad")),
