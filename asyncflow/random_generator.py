@@ -20,6 +20,7 @@ from asyncflow.ops import (
     manip_ops,
     math_ops,
     math_special_ops,
+    philox_random,
     reduction_ops,
     slicing_ops,
 )
@@ -127,6 +128,8 @@ class Generator:
     def _draw(self, op_type, shape, dtype, extra=(), name=None):
         key, counter = self._key_counter(shape)
         alg = ops.convert_to_tensor(self._alg, dtype=dtypes.int32)
+        if "Normal" in op_type:
+            philox_random.prepare()  # (the host's Box-Muller loops, compiled meanwhile)
         return ops.apply_op(
             op_type,
             [shape, key, counter, alg, *extra],

@@ -29,6 +29,7 @@ __all__ = [
     "normal",
     "philox_words",
     "philox_words_at",
+    "prepare",
     "seed_generator",
     "truncated_normal",
     "uniform",
@@ -155,8 +156,8 @@ def seed_generator(seed: int, seed2: int, reshuffle: bool) -> FixedSeeds | Rando
 # samples per output), from a `SingleSampleAdapter` over the generator skipped by
 # g * group * 256 / 4 blocks.  TF's GPU kernels fill by the same groups, so TF gives the
 # same numbers on either device (up to its device's sin/cos/log); so do these, from
-# any array module: the transcendental functions are computed in float64 and rounded,
-# which gives the correctly rounded float32 results TF's CPU kernels get from glibc.
+# any array module.  The Box-Muller transform's log, sin and cos are the C library's
+# (`_LIBM`, below) on the host, as TF's CPU kernels call them.
 
 _RESERVED_PER_OUTPUT = 256  # TF: ReserveRandomOutputs(output_count, 256)
 
@@ -320,10 +321,106 @@ def _half_bits(xp, w, mantissa_bits: int, np_dtype):
     return (bits.view(xp.float32) - np.float32(1.0)).astype(np_dtype)
 
 
+# TF's CPU kernels call the C library's logf, sincosf (float32) and log, sincos
+# (float64) per pair: on Linux glibc's, which are not correctly rounded (logf is within
+# 0.82 ulp), so NumPy's own functions, or float64 ones rounded, give other last bits:
+# about 1.5% of float32 normals 1-3 ulps off TF's, 0.16% of float64 ones (a [1000,1000]
+# tf.random_normal, TF 2.21 beside us).  On the host the transform runs as a compiled
+# loop (numba) calling the very functions of the process's C library through ctypes
+# pointers (opaque calls: LLVM neither folds nor vectorizes them into another math
+# library's), which gives TF's bits.  sinf and cosf share sincosf's algorithm in glibc
+# (the same results; checked against TF's draws in tests/ops/test_random_normal_bits.py).
+# The loops compile once per process (~0.5 s: a pointer-holding function cannot be
+# cached on disk): the first draw waits for them, started early on a background thread
+# by the graph builders of the normal ops (`prepare`).  Without numba or the C library
+# (ASYNCFLOW_NO_NUMBA=1, or no `libm`) the NumPy path below runs, 1-3 ulps off TF's in
+# those cases.
+
+
+def _libm_functions():
+    """(logf, sinf, cosf, log, sin, cos) of the process's C library as ctypes functions,
+    or None."""
+    import ctypes
+    import ctypes.util
+
+    path = ctypes.util.find_library("m")
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+        fns = []
+        for name, ctype in (("logf", ctypes.c_float), ("sinf", ctypes.c_float),
+                            ("cosf", ctypes.c_float), ("log", ctypes.c_double),
+                            ("sin", ctypes.c_double), ("cos", ctypes.c_double)):  # fmt: skip
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = ctype, [ctype]
+            fns.append(fn)
+    except (OSError, AttributeError):
+        return None
+    return tuple(fns)
+
+
+def _build_libm_loops(numba):
+    fns = _libm_functions()
+    if fns is None:
+        return {}
+    logf, sinf, cosf, log, sin, cos = fns
+
+    @numba.njit(nogil=True)
+    def box_muller_f32(u1, v1, s, c):  # TF's BoxMullerFloat, after its clamp of u1
+        two = np.float32(-2.0)
+        for i in range(u1.size):
+            u2 = np.sqrt(two * logf(u1[i]))
+            s[i] = sinf(v1[i]) * u2
+            c[i] = cosf(v1[i]) * u2
+
+    @numba.njit(nogil=True)
+    def box_muller_f64(u1, v1, s, c):  # TF's BoxMullerDouble, after its clamp of u1
+        for i in range(u1.size):
+            u2 = np.sqrt(-2.0 * log(u1[i]))
+            s[i] = sin(v1[i]) * u2
+            c[i] = cos(v1[i]) * u2
+
+    for loop, dtype in ((box_muller_f32, np.float32), (box_muller_f64, np.float64)):
+        one = np.full(1, 0.5, dtype)
+        loop(one, one, one.copy(), one.copy())  # (its one signature)
+    return {"f32": box_muller_f32, "f64": box_muller_f64}
+
+
+_LIBM = jit_loops.BackgroundLoops("the Box-Muller loops", _build_libm_loops)
+
+
+def prepare() -> None:
+    """Start compiling the host's Box-Muller loops on a background thread (a graph
+    builder of a normal distribution calls it, so that the first draw rarely waits)."""
+    _LIBM.get("")
+
+
+def _libm_loop(name: str):
+    """The compiled loop `name`, waiting for its compile; None without numba/libm."""
+    loop = _LIBM.get(name)
+    if loop is None and _LIBM.warm():
+        loop = _LIBM.get(name)
+    return loop
+
+
+def _box_muller_host(loop, u1, v1):
+    u1 = np.ascontiguousarray(u1)
+    v1 = np.ascontiguousarray(v1)
+    s = np.empty_like(u1)
+    c = np.empty_like(u1)
+    loop(u1.reshape(-1), v1.reshape(-1), s.reshape(-1), c.reshape(-1))
+    return s, c
+
+
 def _box_muller_float(xp, w0, w1):
     """TF's BoxMullerFloat(x0, x1) -> (sin, cos) parts, float32."""
     u1 = xp.maximum(_uint32_to_float(xp, w0), np.float32(1.0e-7))
+    # (2.0f * M_PI is a double: the product is one, rounded to float once)
     v1 = (2.0 * np.pi * _uint32_to_float(xp, w1).astype(xp.float64)).astype(xp.float32)
+    loop = _libm_loop("f32") if xp is np else None
+    if loop is not None:
+        return _box_muller_host(loop, u1, v1)
     u2 = xp.sqrt(np.float32(-2.0) * xp.log(u1.astype(xp.float64)).astype(xp.float32))
     v1 = v1.astype(xp.float64)
     return xp.sin(v1).astype(xp.float32) * u2, xp.cos(v1).astype(xp.float32) * u2
@@ -333,6 +430,9 @@ def _box_muller_double(xp, w0, w1, w2, w3):
     """TF's BoxMullerDouble(x0, x1, x2, x3) -> (sin, cos) parts, float64."""
     u1 = xp.maximum(_uint64_to_double(xp, w0, w1), 1.0e-7)
     v1 = 2.0 * np.pi * _uint64_to_double(xp, w2, w3)
+    loop = _libm_loop("f64") if xp is np else None
+    if loop is not None:
+        return _box_muller_host(loop, u1, v1)
     u2 = xp.sqrt(-2.0 * xp.log(u1))
     return xp.sin(v1) * u2, xp.cos(v1) * u2
 

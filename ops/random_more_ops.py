@@ -13,6 +13,7 @@ import numpy as np
 
 from asyncflow import dtypes
 from asyncflow import graph as ops
+from asyncflow.ops import philox_random
 from asyncflow.ops.random_ops import (
     _SEEDS,
     _draw,
@@ -154,6 +155,8 @@ def _stateless(op_type, default_name, shape, seed, dtype, name, scale=None, shif
         shape = _shape_tensor(shape)
         seed = ops.convert_to_tensor(seed, name="seed")
         rnd = ops.apply_op(op_type, [shape, seed], {"dtype": dtype}).outputs[0]
+        if "Normal" in op_type:
+            philox_random.prepare()  # (the host's Box-Muller loops, compiled meanwhile)
         if scale is None:
             return rnd
         from asyncflow.ops import math_ops

@@ -433,6 +433,7 @@ def _normal(op_type, default_name, shape, mean, stddev, dtype, seed, name) -> op
         stddev = ops.convert_to_tensor(stddev, dtype=dtype, name="stddev")
         attrs = {**_seed_attrs(seed), "dtype": dtype}
         rnd = ops.apply_op(op_type, [shape_t], attrs).outputs[0]
+        philox_random.prepare()  # (the host's Box-Muller loops, compiled meanwhile)
         from asyncflow.ops import math_ops
 
         out = math_ops.add(math_ops.multiply(rnd, stddev), mean)
