@@ -216,6 +216,8 @@ _ALIASES = {
         "extract_jpeg_shape": "image.extract_jpeg_shape",
         "decode_and_crop_jpeg": "image.decode_and_crop_jpeg",
         "decode_webp": "image.decode_webp",
+        "decode_proto": "ops.proto_ops.decode_proto",
+        "encode_proto": "ops.proto_ops.encode_proto",
         "RaggedFeature": "ops.parsing_ops.RaggedFeature",  # (not a top-level name in TF1)
     },
     "sparse": {

@@ -57,6 +57,7 @@ from asyncflow.ops import (  # noqa: F401
     parsing_sequence_ops,
     partition_ops,
     pooling_ops,
+    proto_ops,
     quantization_ops,
     random_ops,
     reader_ops,
