@@ -172,6 +172,17 @@ _ALIASES = {
         "LinearOperatorPermutation": "linalg_operators_diag.LinearOperatorPermutation",
         "LinearOperatorScaledIdentity": "linalg_operators_diag.LinearOperatorScaledIdentity",
         "LinearOperatorZeros": "linalg_operators_diag.LinearOperatorZeros",
+        "LinearOperatorBlockDiag": "linalg_operators_block.LinearOperatorBlockDiag",
+        "LinearOperatorBlockLowerTriangular": (
+            "linalg_operators_block.LinearOperatorBlockLowerTriangular"
+        ),
+        "LinearOperatorKronecker": "linalg_operators_block.LinearOperatorKronecker",
+        "LinearOperatorLowRankUpdate": "linalg_operators_block.LinearOperatorLowRankUpdate",
+        "LinearOperatorCirculant": "linalg_operators_fft.LinearOperatorCirculant",
+        "LinearOperatorCirculant2D": "linalg_operators_fft.LinearOperatorCirculant2D",
+        "LinearOperatorCirculant3D": "linalg_operators_fft.LinearOperatorCirculant3D",
+        "LinearOperatorToeplitz": "linalg_operators_fft.LinearOperatorToeplitz",
+        "LinearOperatorTridiag": "linalg_operators_fft.LinearOperatorTridiag",
     },
     "random": {
         "uniform": "random_uniform",

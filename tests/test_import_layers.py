@@ -91,6 +91,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linalg_extras",
             "linalg_operator",
             "linalg_operators_diag",
+            "linalg_operators_block",
+            "linalg_operators_fft",
             "lookup",
             "metrics",
             "metrics_at_k",
