@@ -20,6 +20,7 @@ from asyncflow.ops import (  # noqa: F401
     data_flow_stack_ops,
     dataset_more,
     dataset_ops,
+    dataset_snapshot,
     edit_distance_ops,
     fake_quant_ops,
     fingerprint_ops,

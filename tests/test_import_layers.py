@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "example_pb",
             "checkpoint_format",
             "python_io",
+            "snapshot_format",
             "tf_logging",
         ),
     ),

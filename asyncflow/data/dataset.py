@@ -15,7 +15,7 @@ import numpy as np
 
 from asyncflow import dtypes, nest, random_seed, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.data import resampling
+from asyncflow.data import resampling, saving
 from asyncflow.data.structure import (
     _component_attrs,
     _DatasetSpec,
@@ -668,6 +668,28 @@ class Dataset:
             name="RandomDataset",
         )
         return ds
+
+    # -- saved datasets and snapshots (asyncflow/data/saving.py)
+    def save(self, path, compression=None, shard_func=None, checkpoint_args=None):
+        """The op that writes this dataset to `path` in TF's snapshot format when run
+        (and `path/dataset_spec.pb` now, as TF)."""
+        return saving.save(self, _Traced, path, compression, shard_func, checkpoint_args)
+
+    @staticmethod
+    def load(path, element_spec=None, compression=None, reader_func=None, wait=False):
+        """The dataset `save` (TF's or ours) wrote at `path`.
+
+        Raises:
+          NotFoundError: no `element_spec` and no `path/dataset_spec.pb`.
+        """
+        return saving.load(Dataset, _Traced, path, element_spec, compression, reader_func, wait)
+
+    def snapshot(self, path, compression="AUTO", reader_func=None, shard_func=None, name=None):
+        """This dataset written to a snapshot at `path` on a pass, read from it once a
+        pass finished it."""
+        return saving.snapshot(
+            Dataset, _Traced, self, path, compression, reader_func, shard_func
+        )
 
     @property
     def element_spec(self):

@@ -70,7 +70,10 @@ __all__ = [
     "prefetch_to_device",
     "sample_from_datasets",
     "rejection_resample",
+    "save",
+    "load",
     "scan",
+    "snapshot",
     "shuffle_and_repeat",
     "table_from_dataset",
     "take_while",
@@ -80,6 +83,25 @@ __all__ = [
 
 
 OptionalStructure = OptionalSpec  # TF1's name for tf.OptionalSpec
+
+
+def save(dataset, path, compression=None, shard_func=None, checkpoint_args=None):
+    """`tf.data.experimental.save`: `dataset.save(...)` (the SaveDataset op)."""
+    return dataset.save(path, compression, shard_func, checkpoint_args)
+
+
+def load(path, element_spec=None, compression=None, reader_func=None):
+    """`tf.data.experimental.load`: `Dataset.load(...)`."""
+    return Dataset.load(path, element_spec, compression, reader_func)
+
+
+def snapshot(path, compression="AUTO", reader_func=None, shard_func=None):
+    """`ds.apply(snapshot(path))` is `ds.snapshot(path, ...)`."""
+
+    def apply(ds: Dataset) -> Dataset:
+        return ds.snapshot(path, compression, reader_func, shard_func)
+
+    return apply
 
 
 def rejection_resample(class_func, target_dist, initial_dist=None, seed=None):
