@@ -23,6 +23,7 @@ TF's pipelines import and run here and ours in TF; the op signatures follow TF's
 from __future__ import annotations
 
 import asyncio
+import copy
 from os import cpu_count
 
 import numpy as np
@@ -30,6 +31,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import dataset_pipeline as pl
+from asyncflow.ops import philox_random
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
 __all__: list[str] = []
@@ -387,9 +389,16 @@ class IteratorResource:
         self.output_shapes = list(output_shapes)
         self.stream = None
         self._lock: asyncio.Lock | None = None
+        # The pass's dataset and the elements it has given: what a saved iterator state
+        # holds (ops/dataset_iterator_state.py restores it by replaying the pass).
+        self.value: pl.DatasetValue | None = None
+        self.position = 0
+        self.seed_states: list = []
 
     async def start(self, value: pl.DatasetValue, env: pl.Env) -> None:
+        self.seed_states = _seed_states(value)
         old, self.stream = self.stream, value.iterate(env)
+        self.value, self.position = value, 0
         if old is not None:
             await old.aclose()
 
@@ -412,9 +421,30 @@ class IteratorResource:
             self._lock = asyncio.Lock()
         async with self._lock:
             try:
-                return await self.stream.__anext__()
+                elem = await self.stream.__anext__()
+                self.position += 1
+                return elem
             except StopAsyncIteration:
                 raise errors.OutOfRangeError(None, None, "End of sequence") from None
+
+
+def _seed_states(value: pl.DatasetValue) -> list:
+    """(generator, copy of its state) for each reshuffling seed generator of `value`'s
+    stages, as a pass starts: a restored iterator rewinds them to replay the pass."""
+    out, stack, seen = [], [value], set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen or not hasattr(v, "__dict__"):
+            continue
+        seen.add(id(v))
+        for a in vars(v).values():
+            if isinstance(a, pl.DatasetValue):
+                stack.append(a)
+            elif isinstance(a, list | tuple):
+                stack.extend(x for x in a if isinstance(x, pl.DatasetValue))
+            elif isinstance(a, philox_random.RandomSeeds):
+                out.append((a, copy.deepcopy(a._stream)))
+    return out
 
 
 _ITER_ATTRS = {**_OUT, "shared_name": "", "container": ""}

@@ -15,19 +15,21 @@ import numpy as np
 
 from asyncflow import dtypes, nest, random_seed, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.data import resampling, saving
+from asyncflow.data import ragged_batch, resampling, saving
 from asyncflow.data.structure import (
     _component_attrs,
     _DatasetSpec,
     _flat,
     _from_components,
     _pack,
+    _RaggedSpec,
     _respec,
     _SparseSpec,
     _Spec,
     _to_components,
 )
 from asyncflow.ops import array_ops, dataset_more, dataset_ops, math_ops
+from asyncflow.ragged import RaggedTensor
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
 
 __all__ = ["Dataset", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY"]
@@ -40,7 +42,7 @@ _tokens = itertools.count()
 
 def _normalize(value):
     """TF's element normalization: tuples, dicts, namedtuples nest; the rest are tensors."""
-    if isinstance(value, Dataset | SparseTensor):
+    if isinstance(value, Dataset | SparseTensor | RaggedTensor):
         return value
     if isinstance(value, SparseTensorValue):
         return SparseTensor.from_value(value)
@@ -54,11 +56,19 @@ def _normalize(value):
 
 def _structure_of(value):
     """The _Spec structure of a normalized value (tensors, SparseTensors)."""
-    flat = _flat(value)
-    return _pack(
-        value,
-        [(_SparseSpec if isinstance(t, SparseTensor) else _Spec)(t.dtype, t.shape) for t in flat],
-    )
+    return _pack(value, [_spec_of(t) for t in _flat(value)])
+
+
+def _class_of(spec: _Spec):
+    if isinstance(spec, _SparseSpec):
+        return SparseTensor
+    return RaggedTensor if isinstance(spec, _RaggedSpec) else ops.Tensor
+
+
+def _spec_of(t) -> _Spec:
+    if isinstance(t, RaggedTensor):
+        return _RaggedSpec(t.dtype, t.shape, t.ragged_rank, t.row_splits.dtype)
+    return (_SparseSpec if isinstance(t, SparseTensor) else _Spec)(t.dtype, t.shape)
 
 
 def _external_placeholders(outputs, inputs) -> list:
@@ -153,9 +163,7 @@ class Dataset:
 
     @property
     def output_classes(self):
-        return self._map_specs(
-            lambda s: SparseTensor if isinstance(s, _SparseSpec) else ops.Tensor
-        )
+        return self._map_specs(_class_of)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} shapes: {self.output_shapes}, types: {self.output_types}>"
@@ -669,6 +677,11 @@ class Dataset:
         )
         return ds
 
+    def ragged_batch(self, batch_size, drop_remainder=False, row_splits_dtype=dtypes.int64):
+        """Batches whose components of not fully known shape are RaggedTensors
+        (asyncflow/data/ragged_batch.py)."""
+        return ragged_batch.ragged_batch(self, batch_size, drop_remainder, row_splits_dtype)
+
     # -- saved datasets and snapshots (asyncflow/data/saving.py)
     def save(self, path, compression=None, shard_func=None, checkpoint_args=None):
         """The op that writes this dataset to `path` in TF's snapshot format when run
@@ -687,9 +700,7 @@ class Dataset:
     def snapshot(self, path, compression="AUTO", reader_func=None, shard_func=None, name=None):
         """This dataset written to a snapshot at `path` on a pass, read from it once a
         pass finished it."""
-        return saving.snapshot(
-            Dataset, _Traced, self, path, compression, reader_func, shard_func
-        )
+        return saving.snapshot(Dataset, _Traced, self, path, compression, reader_func, shard_func)
 
     @property
     def element_spec(self):

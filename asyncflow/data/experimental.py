@@ -15,6 +15,15 @@ from asyncflow.data.dataset import (
     choose_from_datasets,
     sample_from_datasets,
 )
+from asyncflow.data.experimental_more import (
+    SqlDataset,
+    dense_to_ragged_batch,
+    from_variant,
+    get_model_proto,
+    make_saveable_from_iterator,
+    pad_to_cardinality,
+    to_variant,
+)
 from asyncflow.data.optional import Optional, OptionalSpec, get_next_as_optional
 from asyncflow.data.options import (
     AutoShardPolicy,
@@ -23,6 +32,7 @@ from asyncflow.data.options import (
     DistributeOptions,
     ExternalStatePolicy,
     OptimizationOptions,
+    ServiceOptions,
     ThreadingOptions,
 )
 
@@ -43,6 +53,8 @@ __all__ = [
     "RandomDataset",
     "Reducer",
     "SHARD_HINT",
+    "ServiceOptions",
+    "SqlDataset",
     "TFRecordWriter",
     "ThreadingOptions",
     "UNKNOWN_CARDINALITY",
@@ -51,10 +63,13 @@ __all__ = [
     "cardinality",
     "choose_from_datasets",
     "copy_to_device",
+    "dense_to_ragged_batch",
     "dense_to_sparse_batch",
     "enable_debug_mode",
     "enumerate_dataset",
     "from_list",
+    "from_variant",
+    "get_model_proto",
     "get_next_as_optional",
     "get_single_element",
     "group_by_reducer",
@@ -63,9 +78,11 @@ __all__ = [
     "index_table_from_dataset",
     "make_batched_features_dataset",
     "make_csv_dataset",
+    "make_saveable_from_iterator",
     "map_and_batch",
     "map_and_batch_with_legacy_function",
     "parallel_interleave",
+    "pad_to_cardinality",
     "parse_example_dataset",
     "prefetch_to_device",
     "sample_from_datasets",
@@ -77,6 +94,7 @@ __all__ = [
     "shuffle_and_repeat",
     "table_from_dataset",
     "take_while",
+    "to_variant",
     "unbatch",
     "unique",
 ]

@@ -19,6 +19,7 @@ __all__ = [
     "ExternalStatePolicy",
     "OptimizationOptions",
     "Options",
+    "ServiceOptions",
     "ThreadingOptions",
 ]
 
@@ -105,10 +106,25 @@ class OptimizationOptions(_OptionsBase):
     __slots__ = ()
 
 
+class ServiceOptions(_OptionsBase):
+    """tf.data service options (`Options().experimental_service`); `pinned` is a bool."""
+
+    _FIELDS = ("pinned",)
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        if name == "pinned" and value is not None and not isinstance(value, bool):
+            raise TypeError(
+                f'Property "pinned" must be of type {bool}, got: {value!r} (type: {type(value)})'
+            )
+        super().__setattr__(name, value)
+
+
 _NESTED = {
     "autotune": AutotuneOptions,
     "experimental_distribute": DistributeOptions,
     "experimental_optimization": OptimizationOptions,
+    "experimental_service": ServiceOptions,
     "experimental_threading": ThreadingOptions,
     "threading": ThreadingOptions,
 }

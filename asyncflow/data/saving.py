@@ -68,8 +68,11 @@ def _structure_of_spec(spec):
     if isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], dtypes.DType):
         return _Spec(spec[2], spec[1])
     if hasattr(spec, "shape") and hasattr(spec, "dtype") and not isinstance(spec, tuple):
-        if type(spec).__name__ != "TensorSpec":
-            raise TypeError(f"Loading a dataset with a {spec!r} component is not supported.")
+        kind = type(spec).__name__
+        if kind == "SparseTensorSpec":
+            return _SparseSpec(spec.dtype, spec.shape)
+        if kind != "TensorSpec":
+            raise TypeError(f"Unsupported element_spec component {spec!r}")
         return _Spec(spec.dtype, spec.shape)
     if isinstance(spec, dict):
         return {k: _structure_of_spec(v) for k, v in spec.items()}

@@ -7,6 +7,7 @@ from asyncflow import dtypes, nest, tensor_shape
 
 __all__ = [
     "_DatasetSpec",
+    "_RaggedSpec",
     "_SparseSpec",
     "_Spec",
     "_component_attrs",
@@ -65,6 +66,25 @@ class _SparseSpec(_Spec):
         return f"_SparseSpec({self.dtype.name}, {self.shape})"
 
 
+class _RaggedSpec(_Spec):
+    """A RaggedTensor component: `shape` its static shape, `ragged_rank` its ragged
+    dimensions (1 to rank - 1), `row_splits_dtype` int32 or int64.  Its op-level
+    component is a 0-d string handle (ops/dataset_ragged.py)."""
+
+    __slots__ = ("ragged_rank", "row_splits_dtype")
+
+    def __init__(self, dtype, shape, ragged_rank, row_splits_dtype=dtypes.int64):
+        super().__init__(dtype, shape)
+        self.ragged_rank = int(ragged_rank)
+        self.row_splits_dtype = dtypes.as_dtype(row_splits_dtype)
+
+    def __repr__(self) -> str:
+        return (
+            f"_RaggedSpec({self.dtype.name}, {self.shape}, {self.ragged_rank}, "
+            f"{self.row_splits_dtype.name})"
+        )
+
+
 def _respec(spec: _Spec, shape) -> _Spec:
     """`spec` with another static shape, of the same kind (dense or sparse)."""
     return (_SparseSpec if isinstance(spec, _SparseSpec) else _Spec)(spec.dtype, shape)
@@ -73,7 +93,7 @@ def _respec(spec: _Spec, shape) -> _Spec:
 def _component_attrs(structure) -> dict:
     """output_types / output_shapes of the ops carrying elements of `structure`."""
     specs = _flat(structure)
-    handle = [isinstance(s, (_SparseSpec, _DatasetSpec)) for s in specs]
+    handle = [isinstance(s, (_SparseSpec, _DatasetSpec, _RaggedSpec)) for s in specs]
     scalar = tensor_shape.TensorShape([])
     return {
         "output_types": [dtypes.string if h else s.dtype for s, h in zip(specs, handle)],
@@ -84,11 +104,20 @@ def _component_attrs(structure) -> dict:
 def _to_components(flat: list) -> list:
     """Element values (tensors, SparseTensors) as the tensors ops carry."""
     from asyncflow import graph as ops
+    from asyncflow.ragged import RaggedTensor
     from asyncflow.sparse_tensor import SparseTensor
 
     out = []
     for v in flat:
-        if isinstance(v, SparseTensor):
+        if isinstance(v, RaggedTensor):
+            splits = v.nested_row_splits
+            v = ops.apply_op(
+                "_RaggedToDatasetHandle",
+                [v.flat_values, list(splits)],
+                {"Tsplits": splits[0].dtype, "ragged_rank": len(splits)},
+                name="RaggedToHandle",
+            ).outputs[0]
+        elif isinstance(v, SparseTensor):
             v = ops.apply_op(
                 "_SparseToDatasetHandle",
                 [v.indices, v.values, v.dense_shape],
@@ -102,12 +131,25 @@ def _to_components(flat: list) -> list:
 def _from_components(structure, tensors: list):
     """`structure` packed with the tensors ops give, sparse components as SparseTensors."""
     from asyncflow import graph as ops
+    from asyncflow.ragged import RaggedTensor
     from asyncflow.sparse_tensor import SparseTensor
 
     specs = _flat(structure)
     out = []
     for s, t in zip(specs, tensors):
-        if isinstance(s, _SparseSpec):
+        if isinstance(s, _RaggedSpec):
+            parts = ops.apply_op(
+                "_DatasetHandleToRagged",
+                [t],
+                {"T": s.dtype, "Tsplits": s.row_splits_dtype, "ragged_rank": s.ragged_rank},
+                name="HandleToRagged",
+            ).outputs
+            if s.shape.ndims is not None:
+                parts[0].set_shape([None, *s.shape.as_list()[s.ragged_rank + 1 :]])
+            t = parts[0]
+            for splits in reversed(parts[1:]):
+                t = RaggedTensor(t, splits, internal=True)
+        elif isinstance(s, _SparseSpec):
             rank = s.shape.ndims
             parts = ops.apply_op(
                 "_DatasetHandleToSparse",
