@@ -242,6 +242,7 @@ from asyncflow import (  # noqa: E402
     train,
 )
 from asyncflow import resource_variable as _resource_variable  # noqa: E402,F401 - use_resource
+from asyncflow import signal_mdct as _signal_mdct  # noqa: E402,F401 - tf.signal.mdct, ...
 from asyncflow.data.optional import OptionalSpec  # noqa: E402 - tf.OptionalSpec
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402

@@ -107,6 +107,7 @@ _NAMES = {
 # namespace -> {name: dotted path under asyncflow}
 _ALIASES = {
     "math": {
+        "sobol_sample": "ops.sobol_ops.sobol_sample",
         "divide": "divide",
         "divide_no_nan": "div_no_nan",
         "multiply_no_nan": "math_composites.multiply_no_nan",
@@ -268,7 +269,11 @@ _ALIASES = {
         "bytes_split": "ops.string_unicode_ops.bytes_split",
         "unsorted_segment_join": "ops.string_unicode_ops.unsorted_segment_join",
     },
-    "signal": {},
+    "signal": {
+        "mdct": "signal_mdct.mdct",
+        "inverse_mdct": "signal_mdct.inverse_mdct",
+        "kaiser_bessel_derived_window": "signal_mdct.kaiser_bessel_derived_window",
+    },
     "quantization": {},
 }
 

@@ -75,6 +75,7 @@ from asyncflow.ops import (  # noqa: F401
     session_ops,
     set_ops,
     slicing_ops,
+    sobol_ops,
     space_ops,
     sparse_cross_ops,
     sparse_math_ops,

@@ -104,6 +104,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "sparse_composites",
             "framework_extras",
             "signal",
+            "signal_mdct",
             "nn_sparse_extras",
             "tf1_extras",
             "rnn_extras",

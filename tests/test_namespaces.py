@@ -25,7 +25,7 @@ def test_namespaces_alias_existing_builders():
 
 def test_missing_and_foreign_names_raise_attribute_error():
     with pytest.raises(AttributeError, match="not implemented"):
-        af.signal.mdct  # noqa: B018 - a TF1 name asyncflow lacks
+        af.io.decode_jxl  # noqa: B018 - a TF1 name asyncflow lacks
     with pytest.raises(AttributeError):
         af.math.random_uniform  # noqa: B018 - not a tf.math name
     assert not hasattr(af.random, "nonexistent")
