@@ -30,6 +30,7 @@ from asyncflow.ops import (
     slicing_ops,
     string_ops,
 )
+from asyncflow.ops.image_proposals_ops import generate_bounding_box_proposals
 from asyncflow.ops.jpeg_ops import (
     decode_and_crop_jpeg,
     decode_webp,
@@ -49,6 +50,7 @@ __all__ = [
     "combined_non_max_suppression",
     "draw_bounding_boxes",
     "extract_glimpse",
+    "generate_bounding_box_proposals",
     "non_max_suppression",
     "non_max_suppression_overlaps",
     "non_max_suppression_padded",

@@ -37,6 +37,7 @@ from asyncflow.ops import (  # noqa: F401
     image_nms_ops,
     image_ops,
     image_patches_ops,
+    image_proposals_ops,
     image_sample_box_ops,
     image_scale_ops,
     init_ops,
