@@ -20,6 +20,7 @@ before anything is allocated for it; a bad record, CRC or proto raises
 
 from __future__ import annotations
 
+import math
 import struct
 import zlib
 
@@ -327,6 +328,22 @@ def _strings(content: bytes, count: int) -> np.ndarray:
     return out
 
 
+_DTYPES: dict = {}  # DataType enum -> (DType, little-endian NumPy dtype, NumPy dtype)
+
+
+def _dtype_of(enum: int):
+    hit = _DTYPES.get(enum)
+    if hit is None:
+        dt = dtypes.as_dtype(enum)
+        if dt == dtypes.string:
+            hit = (dt, None, None)
+        else:
+            np_dt = np.dtype(dt.as_numpy_dtype)
+            hit = (dt, np_dt.newbyteorder("<"), np_dt)
+        _DTYPES[enum] = hit
+    return hit
+
+
 def decode_tensor(data: bytes) -> np.ndarray:
     """The array a record's TensorProto holds (tensor_content or the typed value lists).
 
@@ -336,27 +353,27 @@ def decode_tensor(data: bytes) -> np.ndarray:
     p = TensorProto()
     try:
         p.ParseFromString(data)
-        dt = dtypes.as_dtype(p.dtype)
+        dt, le_dt, np_dt = _dtype_of(p.dtype)
     except Exception:  # noqa: BLE001 - protobuf's DecodeError and dtype lookups alike
         raise _bad("Unable to parse tensor from stored proto.") from None
-    if any(d.size < 0 for d in p.tensor_shape.dim) or p.tensor_shape.unknown_rank:
+    shape = p.tensor_shape
+    dims = tuple(d.size for d in shape.dim)
+    if shape.unknown_rank or any(d < 0 for d in dims):
         raise _bad("Unable to parse tensor from stored proto.")
-    dims = tuple(int(d.size) for d in p.tensor_shape.dim)
-    count = int(np.prod(dims, dtype=object))
+    count = math.prod(dims)
+    content = p.tensor_content
     if dt == dtypes.string:
-        if p.tensor_content:
-            flat = _strings(p.tensor_content, count)
+        if content:
+            flat = _strings(content, count)
         else:
             flat = np.empty(len(p.string_val), dtype=object)
             flat[:] = list(p.string_val)
+    elif content or count == 0:
+        if len(content) != count * le_dt.itemsize:
+            raise _bad("Unable to parse tensor from stored proto.")
+        flat = np.frombuffer(content, le_dt).astype(np_dt)  # (a copy the element owns)
     else:
-        np_dt = np.dtype(dt.as_numpy_dtype)
-        if p.tensor_content or count == 0:
-            if len(p.tensor_content) != count * np_dt.itemsize:
-                raise _bad("Unable to parse tensor from stored proto.")
-            flat = np.frombuffer(p.tensor_content, np_dt.newbyteorder("<")).astype(np_dt)
-        else:
-            flat = _typed_values(p, np_dt)
+        flat = _typed_values(p, np_dt)
     if flat.size != count:
         raise _bad("Unable to parse tensor from stored proto.")
     return flat.reshape(dims)
