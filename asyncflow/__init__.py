@@ -266,6 +266,7 @@ from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef
 )
 from asyncflow.ragged import RaggedTensor  # noqa: E402
 from asyncflow.tf_function import function, wrap_function  # noqa: E402 - tf.function
+from asyncflow.trackable import Module  # noqa: E402 - tf.Module
 from asyncflow.train.saver import import_meta_graph  # noqa: E402
 
 _install_namespaces(globals())  # tf.math, tf.random, tf.linalg, tf.io, tf.sparse, ...

@@ -114,6 +114,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "namespaces",
             "random_generator",
             "tf_function",
+            "trackable",
         ),
     ),
     ("autodiff", ("gradients", "control_flow_grad")),

@@ -44,6 +44,7 @@ PAIRS = {
     "tensor_slice": "tensorflow.core.framework.tensor_slice_pb2",
     "tensor_bundle": "tensorflow.core.protobuf.tensor_bundle_pb2",
     "checkpoint_state": "tensorflow.python.training.checkpoint_state_pb2",
+    "trackable_object_graph": "tensorflow.core.protobuf.trackable_object_graph_pb2",
     "feature": "tensorflow.core.example.feature_pb2",
     "example": "tensorflow.core.example.example_pb2",
     "summary": "tensorflow.core.framework.summary_pb2",

@@ -67,6 +67,7 @@ from asyncflow.protos.tensor_description_pb2 import TensorDescription
 from asyncflow.protos.tensor_pb2 import TensorProto, VariantTensorDataProto
 from asyncflow.protos.tensor_shape_pb2 import TensorShapeProto
 from asyncflow.protos.tensor_slice_pb2 import TensorSliceProto
+from asyncflow.protos.trackable_object_graph_pb2 import RegisteredSaver, TrackableObjectGraph
 from asyncflow.protos.types_pb2 import DataType
 from asyncflow.protos.variable_pb2 import SaveSliceInfoDef, VariableDef
 from asyncflow.protos.versions_pb2 import VersionDef
@@ -84,4 +85,5 @@ __all__ = [
     "Summary", "SummaryDescription", "SummaryMetadata", "TaggedRunMetadata",
     "TensorDescription", "TensorInfo", "TensorProto", "TensorShapeProto",
     "TensorSliceProto", "VariableDef", "VariantTensorDataProto", "VersionDef",
+    "RegisteredSaver", "TrackableObjectGraph",
 ]  # fmt: skip

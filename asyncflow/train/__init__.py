@@ -6,6 +6,7 @@ Each submodule lists its public names in `__all__`; they are re-exported here.
 from asyncflow import example_pb as _example_pb
 from asyncflow import meta_graph as _meta_graph
 from asyncflow.train import basic_session_run_hooks as _hooks
+from asyncflow.train import checkpoint_object as _checkpoint_object
 from asyncflow.train import checkpoint_utils as _checkpoint_utils
 from asyncflow.train import coordinator as _coordinator
 from asyncflow.train import device_setter as _device_setter
@@ -37,6 +38,7 @@ for _m in (
     _example_pb,
     _saver,
     _checkpoint_utils,
+    _checkpoint_object,
     queue_runner,
     _coordinator,
     _device_setter,
