@@ -70,6 +70,7 @@ from asyncflow.ops import (  # noqa: F401
     resource_training_ops,
     scatter_nd_ops,
     script_ops,
+    sdca_ops,
     segment_ops,
     sendrecv_ops,
     sequence_ops,

@@ -45,6 +45,8 @@ PAIRS = {
     "tensor_bundle": "tensorflow.core.protobuf.tensor_bundle_pb2",
     "checkpoint_state": "tensorflow.python.training.checkpoint_state_pb2",
     "trackable_object_graph": "tensorflow.core.protobuf.trackable_object_graph_pb2",
+    "cluster": "tensorflow.core.protobuf.cluster_pb2",
+    "tensorflow_server": "tensorflow.core.protobuf.tensorflow_server_pb2",
     "feature": "tensorflow.core.example.feature_pb2",
     "example": "tensorflow.core.example.example_pb2",
     "summary": "tensorflow.core.framework.summary_pb2",
@@ -74,6 +76,8 @@ ALLOWED_MISSING = {
     "GraphDef.debug_info",
     "MetaGraphDef.object_graph_def",
     "TensorInfo.composite_tensor",
+    "ServerDef.default_session_config",  # a ConfigProto: a Python object in asyncflow
+    "ServerDef.cluster_device_filters",
     "PredictRequest.predict_streamed_options",
     "PredictRequest.client_id",
     "PredictRequest.request_options",

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 
+from asyncflow.protos.cluster_pb2 import ClusterDef
+
 __all__ = ["ClusterSpec", "parse_tf_config", "split_address"]
 
 
@@ -19,7 +21,7 @@ class ClusterSpec:
     """Represents a cluster as a set of "tasks", organized into "jobs".
 
     `ClusterSpec({"ps": ["ps0:2222"], "worker": ["w0:2222", "w1:2222"]})`, or with a
-    sparse job `{"worker": {1: "w1:2222"}}`.
+    sparse job `{"worker": {1: "w1:2222"}}`, or from a `tf.train.ClusterDef`.
 
     Raises:
       TypeError: when `cluster` is not a dict of job names to lists or dicts of
@@ -29,6 +31,9 @@ class ClusterSpec:
     def __init__(self, cluster):
         if isinstance(cluster, ClusterSpec):
             self._spec = {job: dict(tasks) for job, tasks in cluster._spec.items()}
+            return
+        if isinstance(cluster, ClusterDef):
+            self._spec = {j.name: {int(i): a for i, a in j.tasks.items()} for j in cluster.job}
             return
         if not isinstance(cluster, dict):
             raise TypeError(
@@ -128,6 +133,15 @@ class ClusterSpec:
         for job in self.jobs:
             for i in sorted(self._spec[job]):
                 yield job, i, self._spec[job][i]
+
+    def as_cluster_def(self) -> ClusterDef:
+        """The cluster as TF's ClusterDef message (jobs sorted, tasks by index)."""
+        out = ClusterDef()
+        for job in self.jobs:
+            job_def = out.job.add(name=job)
+            for i in sorted(self._spec[job]):
+                job_def.tasks[i] = self._spec[job][i]
+        return out
 
     def to_json(self) -> dict:
         return {job: {str(i): a for i, a in tasks.items()} for job, tasks in self._spec.items()}

@@ -17,6 +17,7 @@ from asyncflow.devices.registry import create_devices
 from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import ClusterSpec, split_address
 from asyncflow.distributed.service import TaskService
+from asyncflow.protos.tensorflow_server_pb2 import ServerDef
 
 __all__ = ["Server", "resolve_task"]
 
@@ -55,8 +56,10 @@ class Server:
     """An in-process server for one task of a cluster (TF1's `tf.train.Server`).
 
     Args:
-      server_or_cluster_def: a ClusterSpec or a dict of job -> addresses.
-      job_name, task_index: this task (defaults: the only job / the only task).
+      server_or_cluster_def: a ServerDef, a ClusterSpec / ClusterDef, or a dict of
+        job -> addresses.
+      job_name, task_index: this task (defaults: the ServerDef's, else the only job /
+        the only task).
       protocol: None or "grpc".
       config: a ConfigProto for the task's devices (device_count, threads).
       start: start serving now.
@@ -81,6 +84,12 @@ class Server:
         secret: bytes | None = None,
         tls=None,
     ):
+        if isinstance(server_or_cluster_def, ServerDef):
+            sd = server_or_cluster_def
+            job_name = sd.job_name if job_name is None else job_name
+            task_index = sd.task_index if task_index is None else task_index
+            protocol = (sd.protocol or None) if protocol is None else protocol
+            server_or_cluster_def = ClusterSpec(sd.cluster)
         if protocol not in (None, "grpc"):
             raise ValueError(
                 f"Unsupported protocol {protocol!r}: asyncflow servers speak 'grpc' "
@@ -107,13 +116,14 @@ class Server:
         return f"grpc://localhost:{self._port}"
 
     @property
-    def server_def(self) -> dict:
-        return {
-            "cluster": self._cluster.as_dict(),
-            "job_name": self._job,
-            "task_index": self._task,
-            "protocol": "grpc",
-        }
+    def server_def(self) -> ServerDef:
+        """This server's ServerDef (TF's message)."""
+        return ServerDef(
+            cluster=self._cluster.as_cluster_def(),
+            job_name=self._job,
+            task_index=self._task,
+            protocol="grpc",
+        )
 
     def start(self) -> None:
         """Start serving (a no-op when already started).

@@ -18,6 +18,7 @@ round trip as protobuf's unknown fields.
 from asyncflow.protos.allocation_description_pb2 import AllocationDescription
 from asyncflow.protos.attr_value_pb2 import AttrValue, NameAttrList
 from asyncflow.protos.checkpoint_state_pb2 import CheckpointState
+from asyncflow.protos.cluster_pb2 import ClusterDef, JobDef
 from asyncflow.protos.config_pb2 import RunMetadata, SessionMetadata
 from asyncflow.protos.cost_graph_pb2 import CostGraphDef
 from asyncflow.protos.event_pb2 import Event, LogMessage, SessionLog, TaggedRunMetadata
@@ -67,6 +68,7 @@ from asyncflow.protos.tensor_description_pb2 import TensorDescription
 from asyncflow.protos.tensor_pb2 import TensorProto, VariantTensorDataProto
 from asyncflow.protos.tensor_shape_pb2 import TensorShapeProto
 from asyncflow.protos.tensor_slice_pb2 import TensorSliceProto
+from asyncflow.protos.tensorflow_server_pb2 import ServerDef
 from asyncflow.protos.trackable_object_graph_pb2 import RegisteredSaver, TrackableObjectGraph
 from asyncflow.protos.types_pb2 import DataType
 from asyncflow.protos.variable_pb2 import SaveSliceInfoDef, VariableDef
@@ -85,5 +87,5 @@ __all__ = [
     "Summary", "SummaryDescription", "SummaryMetadata", "TaggedRunMetadata",
     "TensorDescription", "TensorInfo", "TensorProto", "TensorShapeProto",
     "TensorSliceProto", "VariableDef", "VariantTensorDataProto", "VersionDef",
-    "RegisteredSaver", "TrackableObjectGraph",
+    "RegisteredSaver", "TrackableObjectGraph", "ClusterDef", "JobDef", "ServerDef",
 ]  # fmt: skip

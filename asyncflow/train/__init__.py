@@ -62,6 +62,15 @@ from asyncflow.distributed import ClusterSpec, Server  # noqa: E402 - tf.train.C
 
 __all__ += ["ClusterSpec", "Server"]
 
+from asyncflow.protos.cluster_pb2 import ClusterDef, JobDef  # noqa: E402 - tf.train.ClusterDef
+from asyncflow.protos.tensorflow_server_pb2 import ServerDef  # noqa: E402 - tf.train.ServerDef
+
+__all__ += ["ClusterDef", "JobDef", "ServerDef"]
+
 from asyncflow.ops.training_ops import sdca_shrink_l1  # noqa: E402,F401 - tf.train.sdca_shrink_l1
 
 __all__.append("sdca_shrink_l1")
+
+from asyncflow.ops.sdca_ops import sdca_fprint  # noqa: E402,F401 - tf.train.sdca_fprint
+
+__all__.append("sdca_fprint")

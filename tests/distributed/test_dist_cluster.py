@@ -43,7 +43,7 @@ def test_server_needs_explicit_job_and_task_where_ambiguous():
     with pytest.raises(ValueError, match="protocol"):
         af.train.Server(c, "ps", 0, protocol="rdma", start=False)
     s = af.train.Server(c, job_name="ps", start=False)  # the only ps task
-    assert s.server_def["task_index"] == 0
+    assert s.server_def.task_index == 0
 
 
 def test_tf_config_as_kubeflow_sets_it():
