@@ -71,6 +71,6 @@ from asyncflow.ops.training_ops import sdca_shrink_l1  # noqa: E402,F401 - tf.tr
 
 __all__.append("sdca_shrink_l1")
 
-from asyncflow.ops.sdca_ops import sdca_fprint  # noqa: E402,F401 - tf.train.sdca_fprint
+from asyncflow.ops.sdca_ops import sdca_fprint, sdca_optimizer  # noqa: E402,F401 - tf.train
 
-__all__.append("sdca_fprint")
+__all__ += ["sdca_fprint", "sdca_optimizer"]

@@ -46,3 +46,60 @@ def test_fprint_empty_and_not_differentiable():
         y = af.train.sdca_fprint(af.constant(np.array([], dtype=object), dtype=af.string))
         with af.Session() as s:
             assert s.run(y).shape == (0, 2)
+
+
+# -- SdcaOptimizer ----------------------------------------------------------------------------
+
+import sdca_cases  # noqa: E402
+
+SDCA = REC["sdca"]
+
+
+@pytest.mark.parametrize("name", sorted(sdca_cases.CASES))
+def test_sdca_optimizer_matches_tf(name):
+    with af.Graph().as_default():
+        state, sparse, dense = sdca_cases.build(af, **sdca_cases.CASES[name])
+        assert state.op.type == "SdcaOptimizer" and state.shape.as_list() == [None, 4]
+        with af.Session() as s:
+            got_state, got_sparse, got_dense = s.run((state, sparse, dense))
+    want = SDCA[name]
+    np.testing.assert_allclose(got_state, np.array(want["state"], np.float32), rtol=2e-6)
+    assert len(got_sparse) == len(want["sparse"]) and len(got_dense) == len(want["dense"])
+    for g, w in zip(list(got_sparse) + list(got_dense), want["sparse"] + want["dense"]):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, np.array(w, np.float32), rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(sdca_cases.ERRORS))
+def test_sdca_optimizer_errors_are_tfs(name):
+    loss, override = sdca_cases.ERRORS[name]
+    cls, msg = SDCA["errors"][name]
+    with af.Graph().as_default():
+        outs = sdca_cases.build_error(af, loss, override)
+        with af.Session() as s, pytest.raises(getattr(af.errors, cls)) as e:
+            s.run(outs)
+    assert e.value.message.startswith(msg)
+
+
+def test_sdca_optimizer_build_errors():
+    cls, msg = SDCA["errors"]["loss_type"]
+    with af.Graph().as_default(), pytest.raises(ValueError) as e:
+        sdca_cases.build_error(af, "cubic_loss", {})
+    assert str(e.value) == msg
+
+
+def test_sdca_optimizer_v2_is_registered_with_adaptive():
+    from asyncflow.registry import get_op_def
+
+    assert "adaptive" in get_op_def("SdcaOptimizerV2").attrs
+    assert "adaptative" in get_op_def("SdcaOptimizer").attrs
+
+
+def test_fprint_never_starts_with_0_or_1(monkeypatch):
+    from asyncflow.ops import sdca_ops
+
+    # TF keeps 0 and 1 free as sentinel keys: a low half of 0 or 1 becomes 2**64-2 / -1.
+    halves = iter([(0, 5), (1, 6), (2, 7)])
+    monkeypatch.setattr(sdca_ops, "fingerprint128", lambda s: next(halves))
+    got = sdca_ops._fprints([b"a", b"b", b"c"])
+    np.testing.assert_array_equal(got, [[-2, 5], [-1, 6], [2, 7]])
