@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from asyncflow import dtypes, errors, trackable
+from asyncflow import dtypes, errors, layer_classes, trackable
 from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.ops import array_ops, control_flow_ops, io_ops
@@ -64,7 +64,19 @@ def _optimizer_slots(opt) -> list:
     return out
 
 
+def _layer_children(layer) -> list:
+    """A tf.layers layer's weights, named as Keras names them ("kernel", "moving_mean"):
+    the variable's name inside the layer's scope, in creation order."""
+    prefix = layer._scope.name + "/" if layer._scope is not None else None
+    out = []
+    for v in layer._variables:
+        name = v.op.name
+        out.append((name[len(prefix) :] if prefix and name.startswith(prefix) else name, v))
+    return out
+
+
 trackable.register_trackable(optimizer_mod.Optimizer, _optimizer_children, _optimizer_slots)
+trackable.register_trackable(layer_classes.Layer, _layer_children)
 
 
 class CheckpointOptions:
