@@ -349,3 +349,25 @@ def test_tf_layers_in_a_checkpoint_have_tfs_keys(tmp_path, graph, sess):
     status = af.train.Checkpoint(d=d, bn=bn).restore(path).assert_nontrivial_match()
     status.run_restore_ops(sess)
     np.testing.assert_array_equal(sess.run(d.variables[0]), want["values"]["dd/kernel:0"])
+
+
+def test_manager_keep_checkpoint_every_n_hours_as_tf(tmp_path, graph, sess, monkeypatch):
+    from asyncflow.train import checkpoint_object
+
+    want = EXPECTED["manager_hours"]
+    clock = [cases.CLOCK[0]]
+    monkeypatch.setattr(checkpoint_object, "_now", lambda: clock[0])
+    v = af.Variable(1.0, name="v")
+    ck = af.train.Checkpoint(v=v)
+    sess.run(v.initializer)
+    d = str(tmp_path / "h")
+    with sess.as_default():
+        m = af.train.CheckpointManager(ck, d, max_to_keep=1, keep_checkpoint_every_n_hours=0.5)
+        for t in cases.CLOCK[1:]:
+            clock[0] = t
+            m.save()
+    assert sorted(os.listdir(d)) == want["files"]
+    assert [os.path.basename(p) for p in m.checkpoints] == want["checkpoints"]
+    state = af.train.get_checkpoint_state(d)
+    assert state.last_preserved_timestamp == want["last_preserved"]
+    assert list(state.all_model_checkpoint_timestamps) == want["timestamps"]

@@ -563,6 +563,11 @@ class Checkpoint:
 # -- CheckpointManager ---------------------------------------------------------------------
 
 
+def _now() -> float:
+    """The wall clock the manager stamps checkpoints with (a seam for tests)."""
+    return time.time()
+
+
 def _delete_checkpoint_files(prefix: str) -> None:
     for path in [prefix + ".index", *glob.glob(glob.escape(prefix) + ".data-?????-of-?????")]:
         try:
@@ -604,7 +609,7 @@ class CheckpointManager:
 
     def _recover(self) -> None:
         state = saver_mod.get_checkpoint_state(self._directory)
-        now = time.time()
+        now = _now()
         self._maybe_delete: collections.OrderedDict = collections.OrderedDict()
         if state is None:
             self._latest_checkpoint = None
@@ -712,7 +717,7 @@ class CheckpointManager:
             checkpoint_number = session.run(checkpoint_number)
         path = ck.write(f"{self._checkpoint_prefix}-{int(checkpoint_number)}", session=session)
         self._maybe_delete.pop(path, None)
-        self._maybe_delete[path] = time.time()
+        self._maybe_delete[path] = _now()
         self._latest_checkpoint = path
         # State first (a crash while deleting still finds the new checkpoint), then
         # delete, then the state without the deleted ones.
