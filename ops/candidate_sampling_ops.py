@@ -5,9 +5,9 @@ A sampler op draws `num_sampled` class ids from a fixed distribution over
 [0, range_max) and reports each id's expected count in the sample: `p * num_sampled`
 when drawing with replacement, and `1 - (1 - p) ** num_tries` when `unique=True`
 (drawing until `num_sampled` distinct ids came out after `num_tries` draws), as TF's
-`RangeSampler`.  Like the random ops, each sampler op keeps its own NumPy
-`Generator(Philox)` seeded from its (seed, seed2) attrs; TF's exact draws are not
-reproduced, only its distributions and seeding rules.
+`RangeSampler`.  Each sampler op keeps TF's Philox generator seeded from its (seed,
+seed2) attrs and draws as TF's samplers do, so a seeded op gives TF's candidates and
+expected counts (see "TF's RangeSampler" below).
 
 The losses follow TF's `_compute_sampled_logits`: the true and sampled classes' rows
 of `weights` are gathered in one lookup, each logit has log Q (its expected count)
@@ -16,6 +16,8 @@ masked with -FLT_MAX.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -28,16 +30,17 @@ from asyncflow.ops import (
     math_ops,
     matmul_ops,
     nn_impl,
+    philox_random,
     reduction_ops,
     slicing_ops,
 )
 from asyncflow.ops.gradient_ops import stop_gradient
-from asyncflow.ops.random_ops import _generator
 from asyncflow.registry import NotDifferentiable, register_op
 
 __all__ = [
     "uniform_candidate_sampler",
     "log_uniform_candidate_sampler",
+    "learned_unigram_candidate_sampler",
     "fixed_unigram_candidate_sampler",
     "all_candidate_sampler",
     "compute_accidental_hits",
@@ -62,50 +65,247 @@ def _sampler_shape(op):
     return [[n], [batch, op._attr("num_true")], [n]]
 
 
-def _check_true_classes(t, num_true):
+def _check_true_classes(t, num_true, range_max=None):
     t = np.asarray(t)
-    if t.ndim != 2 or t.shape[1] != num_true:
+    if t.ndim != 2:
+        raise errors.InvalidArgumentError(None, None, "true_classes must be a matrix")
+    if t.shape[1] != num_true:  # (TF's message names the two the other way round)
         raise errors.InvalidArgumentError(
             None,
             None,
-            f"true_classes must be a matrix with num_true={num_true} columns, "
-            f"got shape {list(t.shape)}",
+            f"true_classes must have num_true columns, expected: {t.shape[1]} was: {num_true}",
+        )
+    if range_max is not None and t.size and (t.min() < 0 or t.max() >= range_max):
+        bad = int(t.reshape(-1)[(t.reshape(-1) < 0) | (t.reshape(-1) >= range_max)][0])
+        raise errors.InvalidArgumentError(
+            None, None, f"`true_candidate` out of range [0, {range_max}), received {bad}"
         )
     return t
 
 
-def _expected(p, num_sampled, num_tries, unique):
-    p = np.asarray(p, np.float64)
-    if unique:
-        return (-np.expm1(num_tries * np.log1p(-p))).astype(np.float32)
-    return (p * num_sampled).astype(np.float32)
+# -- TF's RangeSampler, draw for draw ------------------------------------------------------
+#
+# Each sampler op keeps TF's GuardedPhiloxRandom (philox_random.TFGenerator) and reserves
+# 2048 * num_sampled 32-bit samples a run, drawn through TF's SimplePhilox
+# (philox_random.SimplePhilox); the samplers consume its words exactly as TF's uniform,
+# log-uniform, learned-unigram (WeightedPicker) and fixed-unigram (Walker's alias
+# table, DistributionSampler) samplers do, so a seeded op gives TF's candidates and
+# expected counts run after run.  Float arithmetic is TF's: probabilities are float32;
+# an expected count is p * batch_size in float32, or -expm1f(tries * log1pf(-p)) for
+# unique draws, with the C library's float functions (ctypes, a few calls a run).
 
 
-def _sample(rng, draw, num_sampled, unique, range_max):
-    """(samples, num_tries): `draw(n)` gives n ids with replacement."""
+def _libm_float(name: str):
+    import ctypes
+    import ctypes.util
+
+    path = ctypes.util.find_library("m")
+    fn = getattr(ctypes.CDLL(path), name) if path else None
+    if fn is None:  # (no C library found: NumPy's float32 functions)
+        return getattr(np, {"log1pf": "log1p", "expm1f": "expm1", "powf": "power"}[name])
+    fn.restype = ctypes.c_float
+    fn.argtypes = [ctypes.c_float] * (2 if name == "powf" else 1)
+    return lambda *a: fn(*(float(v) for v in a))
+
+
+_LIBM: dict = {}
+
+
+def _cf(name: str):
+    fn = _LIBM.get(name)
+    if fn is None:
+        fn = _LIBM[name] = _libm_float(name)
+    return fn
+
+
+def _expected_counts(probs, batch_size: int, num_tries: int) -> np.ndarray:
+    """TF's ExpectedCountHelper for each float32 probability."""
+    p = np.asarray(probs, np.float32)
+    if num_tries == batch_size:
+        return p * np.float32(batch_size)
+    log1pf, expm1f = _cf("log1pf"), _cf("expm1f")
+    tries = np.float32(num_tries)
+    return np.array(
+        [-np.float32(expm1f(tries * np.float32(log1pf(-v)))) for v in p.reshape(-1)],
+        np.float32,
+    ).reshape(p.shape)
+
+
+class _Uniform:
+    needs_updates = False
+
+    def __init__(self, range_max: int):
+        self.range = range_max
+        self._p = np.float32(1.0 / range_max)
+
+    def sample(self, rnd) -> int:
+        return rnd.uniform64(self.range)
+
+    def probability(self, value: int):
+        return self._p
+
+
+class _LogUniform:
+    needs_updates = False
+
+    def __init__(self, range_max: int):
+        self.range = range_max
+        self._log_range = math.log1p(range_max)  # (math's functions are the C library's)
+
+    def sample(self, rnd) -> int:
+        value = int(math.exp(rnd.rand_double() * self._log_range)) - 1
+        return value % self.range
+
+    def probability(self, value: int):
+        return np.float32(math.log((value + 2.0) / (value + 1.0)) / self._log_range)
+
+
+class _LearnedUnigram:
+    """TF's UnigramSampler: every id starts at weight 1 and gains 1 for each time it is
+    a true class (after the run that saw it); a draw picks by weight (TF's
+    WeightedPicker: an exact uniform 32-bit integer below the total weight, then the
+    id whose cumulative weight passes it)."""
+
+    needs_updates = True
+
+    def __init__(self, range_max: int):
+        self.range = range_max
+        self._weights = np.ones(range_max, np.int64)
+        self._total = range_max
+        self._cum = None
+
+    def sample(self, rnd) -> int:
+        if self._cum is None:
+            self._cum = np.cumsum(self._weights)
+        position = rnd.uniform(self._total)
+        return int(np.searchsorted(self._cum, position, side="right"))
+
+    def probability(self, value: int):
+        return np.float32(self._weights[value]) / np.float32(self._total)
+
+    def update(self, values) -> None:
+        values = np.asarray(values, np.int64).reshape(-1)
+        values = values[: max(0, min(values.size, _INT32_MAX - self._total))]
+        np.add.at(self._weights, values, 1)
+        self._total += int(values.size)
+        self._cum = None
+
+
+_INT32_MAX = 2**31 - 1
+
+
+class _FixedUnigram:
+    """TF's FixedUnigramSampler: float32 weights (reserved ids at 0, this shard's
+    entries of `unigrams` or of the vocabulary file, each to the power `distortion`),
+    drawn through Walker's alias table as TF's DistributionSampler builds it."""
+
+    needs_updates = False
+
+    def __init__(self, range_max, unigrams, vocab_file, distortion, reserved, shards, shard):
+        weights: list = []
+        for word_id in range(reserved):
+            if word_id % shards == shard:
+                weights.append(np.float32(0.0))
+        total = np.float32(0.0)
+        powf = _cf("powf")
+        distortion = np.float32(distortion)
+        for word_id, w in enumerate(self._unigrams(unigrams, vocab_file), len(weights)):
+            if word_id % shards == shard:
+                w = np.float32(powf(w, distortion))
+                total = np.float32(total + w)
+                weights.append(w)
+        if range_max != len(weights):
+            raise errors.InvalidArgumentError(
+                None, None, f"range is {range_max} must be equal to weights size  {len(weights)}"
+            )
+        self.range = range_max
+        self._weights = np.array(weights, np.float32)
+        self._total = total
+        self._prob, self._alt = _alias_table(self._weights)
+
+    @staticmethod
+    def _unigrams(unigrams, vocab_file):
+        if not vocab_file:
+            return [np.float32(u) for u in unigrams]
+        out = []
+        try:
+            with open(vocab_file, "rb") as f:
+                lines = f.read().decode("utf-8", "replace").split("\n")
+        except OSError as exc:
+            raise errors.NotFoundError(None, None, f"{vocab_file}; {exc.strerror}") from None
+        if lines and lines[-1] == "":
+            lines.pop()
+        for line in lines:
+            cols = line.split(",")
+            try:
+                out.append(np.float32(cols[-1].strip()))
+            except ValueError:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Wrong vocabulary format at line: {line}"
+                ) from None
+        return out
+
+    def sample(self, rnd) -> int:
+        r = rnd.rand_float()
+        idx = rnd.uniform(self.range)
+        return idx if r < self._prob[idx] else int(self._alt[idx])
+
+    def probability(self, value: int):
+        if value < 0 or value >= self.range:
+            return np.float32(0.0)
+        return self._weights[value] / self._total
+
+
+def _alias_table(weights: np.ndarray):
+    """TF's DistributionSampler tables: (float32 probability, alternative) per bucket."""
+    n = len(weights)
+    total = 0.0
+    for w in weights.tolist():  # (a double sum in order, as TF's)
+        total += w
+    pr = [float(np.float32(w) * np.float32(n)) / total for w in weights]
+    alt = [-1] * n
+    low = [i for i in range(n) if pr[i] < 1.0]
+    high = [i for i in range(n) if pr[i] >= 1.0]
+    while high and low:
+        lo, hi = low.pop(), high.pop()
+        alt[lo] = hi
+        pr[hi] = pr[hi] - (1.0 - pr[lo])
+        (low if pr[hi] < 1.0 else high).append(hi)
+    prob = np.array(pr, np.float32)
+    for idx in high + low:  # (rounding leftovers: themselves, with certainty)
+        prob[idx] = 1.0
+        alt[idx] = idx
+    return prob, np.array(alt, np.int64)
+
+
+def _sample_batch(sampler, rnd, num_sampled: int, unique: bool):
+    """TF's SampleBatchGetExpectedCount: (candidates, tries)."""
     if not unique:
-        return draw(num_sampled), num_sampled
-    if num_sampled > range_max:
-        raise errors.InvalidArgumentError(
-            None,
-            None,
-            f"Sampler used in unique mode but num_sampled {num_sampled} is larger "
-            f"than range_max {range_max}",
-        )
-    seen: dict[int, None] = {}
+        return [sampler.sample(rnd) for _ in range(num_sampled)], num_sampled
+    used: set = set()
+    batch: list = []
     tries = 0
-    while len(seen) < num_sampled:
-        batch = draw(max(2 * (num_sampled - len(seen)), 16))
-        for v in batch.tolist():
-            tries += 1
-            if v not in seen:
-                seen[v] = None
-                if len(seen) == num_sampled:
-                    break
-    return np.fromiter(seen, np.int64, num_sampled), tries
+    while len(batch) < num_sampled:
+        tries += 1
+        value = sampler.sample(rnd)
+        if value not in used:
+            used.add(value)
+            batch.append(value)
+    return batch, tries
 
 
-def _register_sampler(op_type, extra_attrs, probs_and_draw):
+def _run_sampler(ctx, make):
+    a = ctx.attrs
+    sampler = ctx.kernel_state.get("sampler")
+    if sampler is None:
+        sampler = ctx.kernel_state["sampler"] = make(a)
+    gen = ctx.kernel_state.get("tf_rng")
+    if gen is None:
+        gen = ctx.kernel_state["tf_rng"] = philox_random.TFGenerator(a["seed"], a["seed2"])
+    return sampler, gen
+
+
+def _register_sampler(op_type, extra_attrs, make):
     op_def = register_op(
         op_type,
         inputs=["true_classes: int64"],
@@ -123,59 +323,64 @@ def _register_sampler(op_type, extra_attrs, probs_and_draw):
     @op_def.kernel("CPU")
     async def _kernel(ctx, true_classes):
         a = ctx.attrs
-        t = _check_true_classes(true_classes, a["num_true"])
-        rng = _generator(ctx)
-        prob, draw = probs_and_draw(a, rng)
-        sampled, tries = _sample(rng, draw, a["num_sampled"], a["unique"], a["range_max"])
-        true_exp = _expected(prob(t), a["num_sampled"], tries, a["unique"])
-        samp_exp = _expected(prob(sampled), a["num_sampled"], tries, a["unique"])
-        return sampled, true_exp, samp_exp
+        if a["range_max"] <= 0:
+            raise errors.InvalidArgumentError(None, None, "range_max must be positive")
+        sampler, gen = _run_sampler(ctx, make)
+        t = _check_true_classes(true_classes, a["num_true"], sampler.range)
+        num_sampled, unique = a["num_sampled"], a["unique"]
+        if unique and num_sampled > sampler.range:
+            raise errors.InvalidArgumentError(None, None, "Sampler's range is too small.")
+        counter = gen.reserve_blocks((2048 * num_sampled + 3) // 4)
+        rnd = philox_random.SimplePhilox(gen.key, counter)
+        sampled, tries = _sample_batch(sampler, rnd, num_sampled, unique)
+        p = [sampler.probability(v) for v in sampled]
+        true_p = [sampler.probability(int(v)) for v in t.reshape(-1)]
+        sampled_exp = _expected_counts(p, num_sampled, tries)
+        true_exp = _expected_counts(true_p, num_sampled, tries).reshape(t.shape)
+        if sampler.needs_updates:
+            sampler.update(t)
+        return np.array(sampled, np.int64), true_exp, sampled_exp
 
     return op_def
 
 
-def _uniform(a, rng):
-    r = a["range_max"]
-    return (lambda ids: np.full(np.shape(ids), 1.0 / r)), (lambda n: rng.integers(0, r, n))
-
-
-def _log_uniform(a, rng):
-    r = a["range_max"]
-    log_range = np.log1p(r)
-
-    def prob(ids):
-        ids = np.asarray(ids, np.float64)
-        return (np.log(ids + 2.0) - np.log(ids + 1.0)) / log_range
-
-    def draw(n):
-        v = (np.exp(rng.random(n) * log_range)).astype(np.int64) - 1
-        return np.minimum(v, r - 1)
-
-    return prob, draw
-
-
-def _unigram(a, rng):
-    r = a["range_max"]
-    counts = np.asarray(a.get("unigrams") or [1.0] * r, np.float64)
-    if len(counts) != r:
+def _unigram_range(a) -> int:
+    r = int(a["range_max"])
+    if r >= _INT32_MAX:
         raise errors.InvalidArgumentError(
-            None, None, f"len(unigrams) = {len(counts)} but range_max = {r}"
+            None, None, f"range_max must be less than {_INT32_MAX} for unigram samplers, got {r}"
         )
-    w = counts ** float(a.get("distortion", 1.0))
-    w = w / w.sum()
-    cdf = np.cumsum(w)
-
-    def prob(ids):
-        return w[np.asarray(ids, np.int64)]
-
-    def draw(n):
-        return np.minimum(np.searchsorted(cdf, rng.random(n), side="right"), r - 1)
-
-    return prob, draw
+    return r
 
 
-_register_sampler("UniformCandidateSampler", {}, _uniform)
-_register_sampler("LogUniformCandidateSampler", {}, _log_uniform)
+_register_sampler("UniformCandidateSampler", {}, lambda a: _Uniform(a["range_max"]))
+_register_sampler("LogUniformCandidateSampler", {}, lambda a: _LogUniform(a["range_max"]))
+_register_sampler(
+    "LearnedUnigramCandidateSampler", {}, lambda a: _LearnedUnigram(_unigram_range(a))
+)
+_register_sampler(
+    "ThreadUnsafeUnigramCandidateSampler", {}, lambda a: _LearnedUnigram(_unigram_range(a))
+)
+
+
+def _fixed_unigram(a):
+    unigrams, vocab = list(a.get("unigrams") or []), a.get("vocab_file") or ""
+    if isinstance(vocab, bytes):
+        vocab = vocab.decode()
+    if not vocab and not unigrams:
+        raise errors.InvalidArgumentError(
+            None, None, "Must provide either vocab_file or unigrams."
+        )
+    if vocab and unigrams:
+        raise errors.InvalidArgumentError(
+            None, None, "Must only provide one of vocab_file and unigrams."
+        )
+    return _FixedUnigram(
+        int(a["range_max"]), unigrams, vocab, float(a["distortion"]),
+        int(a["num_reserved_ids"]), int(a["num_shards"]), int(a["shard"]),
+    )  # fmt: skip
+
+
 _register_sampler(
     "FixedUnigramCandidateSampler",
     {
@@ -186,7 +391,7 @@ _register_sampler(
         "num_shards": 1,
         "shard": 0,
     },
-    _unigram,
+    _fixed_unigram,
 )
 
 
@@ -248,6 +453,24 @@ def uniform_candidate_sampler(
     )
 
 
+def learned_unigram_candidate_sampler(
+    true_classes, num_true, num_sampled, unique, range_max, seed=None, name=None
+):
+    """Ids drawn by a unigram distribution learned from the true classes of the runs so
+    far (every id starts at count 1): (sampled_candidates, true_expected_count,
+    sampled_expected_count)."""
+    return _sampler(
+        "LearnedUnigramCandidateSampler",
+        true_classes,
+        num_true,
+        num_sampled,
+        unique,
+        range_max,
+        seed,
+        name,
+    )
+
+
 def log_uniform_candidate_sampler(
     true_classes, num_true, num_sampled, unique, range_max, seed=None, name=None
 ):
@@ -279,12 +502,18 @@ def fixed_unigram_candidate_sampler(
     seed=None,
     name=None,
 ):
-    """Ids drawn with probability proportional to `unigrams ** distortion`."""
-    if vocab_file:
-        raise ValueError(
-            "fixed_unigram_candidate_sampler: vocab_file is not supported; pass unigrams"
-        )
-    extra = {"unigrams": [float(u) for u in unigrams], "distortion": float(distortion)}
+    """Ids drawn with probability proportional to `unigrams ** distortion` (or the
+    last comma-separated field of each line of `vocab_file`), after
+    `num_reserved_ids` ids of probability 0, keeping the ids of this `shard` of
+    `num_shards` (id % num_shards == shard)."""
+    extra = {
+        "unigrams": [float(u) for u in unigrams],
+        "distortion": float(distortion),
+        "vocab_file": str(vocab_file or ""),
+        "num_reserved_ids": int(num_reserved_ids),
+        "num_shards": int(num_shards),
+        "shard": int(shard),
+    }
     return _sampler(
         "FixedUnigramCandidateSampler",
         true_classes,

@@ -17,6 +17,8 @@ the same (seed, seed2), whatever block sizes were computed on the way.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from asyncflow.ops import jit_loops
@@ -25,6 +27,7 @@ __all__ = [
     "FixedSeeds",
     "PhiloxStream",
     "RandomSeeds",
+    "SimplePhilox",
     "TFGenerator",
     "normal",
     "philox_words",
@@ -79,6 +82,15 @@ class PhiloxStream:
         self._buf: list[int] = []
         self._pos = 0
         self._grow = 1  # blocks per refill: small streams (seed pairs) compute little
+
+    @classmethod
+    def at(cls, key: tuple[int, int], counter: int) -> PhiloxStream:
+        """The stream of a generator whose key and 128-bit counter are given (a
+        reservation of `TFGenerator.reserve_blocks`)."""
+        stream = cls(0, 0)
+        stream._key = key
+        stream._counter = int(counter) & ((1 << 128) - 1)
+        return stream
 
     def _refill(self) -> None:
         self._buf = philox_words(np, self._key, self._counter, self._grow).reshape(-1).tolist()
@@ -179,6 +191,64 @@ class TFGenerator:
         start = self.counter
         self.counter = (start + int(n) * _RESERVED_PER_OUTPUT) & ((1 << 128) - 1)
         return start
+
+    def reserve_blocks(self, n: int) -> int:
+        """TF's `ReserveSamples128(n)`: the counter of the next `n` blocks, moved past."""
+        start = self.counter
+        self.counter = (start + int(n)) & ((1 << 128) - 1)
+        return start
+
+
+class SimplePhilox:
+    """TF's `SimplePhilox`: 32/64-bit draws, floats and exact uniform integers, one
+    word at a time from a `SingleSampleAdapter` over a generator at (key, counter)."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self, key: tuple[int, int], counter: int):
+        self._next = PhiloxStream.at(key, counter).next
+
+    def rand32(self) -> int:
+        return self._next()
+
+    def rand64(self) -> int:
+        lo = self._next()
+        return lo | self._next() << 32
+
+    def rand_float(self) -> float:
+        """TF's Uint32ToFloat: [0, 1) with 23 random bits (a float32 value)."""
+        bits = (self._next() & 0x7FFFFF) | 0x3F800000
+        return struct.unpack("<f", bits.to_bytes(4, "little"))[0] - 1.0
+
+    def rand_double(self) -> float:
+        """TF's Uint64ToDouble(x0, x1): 20 bits of x0 over the 32 of x1."""
+        x0 = self._next()
+        man = (x0 & 0xFFFFF) << 32 | self._next()
+        return struct.unpack("<d", (man | 1023 << 52).to_bytes(8, "little"))[0] - 1.0
+
+    def uniform(self, n: int) -> int:
+        """TF's `Uniform(n)`: exact, by rejection (ExactUniformInt over 32 bits)."""
+        return _exact_uniform(n, self.rand32, _M32)
+
+    def uniform64(self, n: int) -> int:
+        """TF's `Uniform64(n)`: exact, by rejection (ExactUniformInt over 64 bits)."""
+        return _exact_uniform(n, self.rand64, _U64)
+
+
+def _exact_uniform(n: int, draw, top: int) -> int:
+    """An integer uniform in [0, n) from `draw()` (uniform over [0, top]), as TF's
+    ExactUniformInt: a power of two masks; otherwise draws below the remainder of
+    (top + 1) / n are rejected so that every result has as many preimages."""
+    if n == 0:
+        draw()  # (TF consumes one draw and returns 0)
+        return 0
+    if n & (n - 1) == 0:
+        return draw() & (n - 1)
+    rem = top % n + 1
+    while True:
+        r = draw()
+        if r >= rem:
+            return r % n
 
 
 def philox_words(xp, key: tuple[int, int], counter: int, n: int):

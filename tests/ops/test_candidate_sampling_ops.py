@@ -151,7 +151,7 @@ def test_uniform_fixed_unigram_and_all_samplers(sess):
 
 def test_unique_sampler_needs_num_sampled_within_range(sess):
     s = af.nn.uniform_candidate_sampler(np.array([[0]], np.int64), 1, 5, True, 3)
-    with pytest.raises(errors.InvalidArgumentError, match="larger than range_max"):
+    with pytest.raises(errors.InvalidArgumentError, match="Sampler's range is too small"):
         sess.run(s)
 
 
