@@ -2,9 +2,12 @@
 `tf.random_poisson`) and the stateless draws (StatelessRandomUniform / Normal /
 TruncatedNormal / UniformInt: `tf.random.stateless_*`).
 
-The stateful ops follow `random_ops`' seeding rules (one Philox generator per op, keyed
-by its seed attrs).  The stateless ops are ops/stateless_random_ops.py's: TF's Philox
-stream for the `seed` input, so the same (shape, seed) gives TF's numbers.
+The stateful ops keep TF's Philox generator per op (its seed attrs), reserve TF's 256
+samples per output each run and draw as the stateless kernels do from there
+(ops/stateless_random_dists.py: Marsaglia-Tsang gamma, Knuth / PTRS Poisson), so a
+seeded op gives TF's numbers run after run.  The stateless ops are
+ops/stateless_random_ops.py's: TF's Philox stream for the `seed` input, so the same
+(shape, seed) gives TF's numbers.
 """
 
 from __future__ import annotations
@@ -14,14 +17,16 @@ import numpy as np
 from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.ops import philox_random
+from asyncflow.ops import stateless_random_dists as dists
 from asyncflow.ops.random_ops import (
     _SEEDS,
-    _draw,
     _float_dtype,
     _host,
     _make_shape,
     _seed_attrs,
     _shape_tensor,
+    _tf_generator,
+    _to_device,
 )
 from asyncflow.registry import INDEX, NotDifferentiable, TypeConstraint, register_op
 
@@ -56,18 +61,29 @@ RandomGamma = register_op(
 )
 
 
+async def _stateful_draw(ctx, draw, shape, param, dtype):
+    """`draw(key, counter, out_shape, np dtype, param)` (ops/stateless_random_dists.py, the
+    same per-output streams as the stateless ops) at this op's next reservation of
+    TF's 256 samples per output; on the host, copied to the op's device."""
+    out_shape = shape + param.shape
+    n = int(np.prod(out_shape))
+    ctx.device.check_alloc(n, dtype)
+    np_dtype = dtype.as_numpy_dtype
+    if n == 0:
+        return await _to_device(ctx, np.empty(out_shape, np_dtype))
+    gen = _tf_generator(ctx)
+    counter = gen.reserve(n)
+    out = await ctx.device.compute(
+        lambda: draw(gen.key, counter, out_shape, np_dtype, param), cost=64 * n
+    )
+    return await _to_device(ctx, out)
+
+
 @RandomGamma.kernel(host_memory=("shape",))
 async def _random_gamma(ctx, shape, alpha):
-    shape = _make_shape(shape)
-    alpha = _host(alpha).astype(np.float64)
-    out_shape = shape + alpha.shape
-
-    def draw(gen, s, np_dtype):
-        # Gamma(alpha, 1); TF draws a tiny positive value rather than 0 for small alpha.
-        g = gen.standard_gamma(np.broadcast_to(alpha, s))
-        return np.maximum(g, np.finfo(np_dtype).tiny).astype(np_dtype)
-
-    return await _draw(ctx, draw, out_shape, ctx.attrs["T"])
+    # (TF's raw op can return 0 or subnormals for a small alpha; tf.random_gamma takes the
+    # maximum with the dtype's tiny, as the builder below does)
+    return await _stateful_draw(ctx, dists.gamma, _make_shape(shape), _host(alpha), ctx.attrs["T"])
 
 
 # -- RandomPoissonV2 ---------------------------------------------------------------------
@@ -84,20 +100,9 @@ RandomPoissonV2 = register_op(
 
 @RandomPoissonV2.kernel(host_memory=("shape",))
 async def _random_poisson(ctx, shape, rate):
-    shape = _make_shape(shape)
-    rate = _host(rate).astype(np.float64)
-    out_shape = shape + rate.shape
-
-    def draw(gen, s, np_dtype):
-        lam = np.broadcast_to(rate, s)
-        # TF returns NaN for a negative or NaN rate (and 0 for a zero one).
-        bad = ~(lam >= 0)
-        out = gen.poisson(np.where(bad, 0.0, lam)).astype(np.float64)
-        if bad.any():
-            out[bad] = np.nan
-        return out.astype(np_dtype)
-
-    return await _draw(ctx, draw, out_shape, ctx.attrs["dtype"])
+    return await _stateful_draw(
+        ctx, dists.poisson, _make_shape(shape), _host(rate), ctx.attrs["dtype"]
+    )
 
 
 NotDifferentiable("RandomPoissonV2")
@@ -128,10 +133,10 @@ def random_gamma(shape, alpha, beta=None, dtype=dtypes.float32, seed=None, name=
             beta = ops.convert_to_tensor(beta, dtype=dtype, name="beta")
             alpha = math_ops.add(alpha, math_ops.multiply(beta, _zeros_like(beta)))
         sample = ops.apply_op("RandomGamma", [shape, alpha], _seed_attrs(seed)).outputs[0]
-        if beta is None:
-            return sample
         tiny = np.finfo(dtype.as_numpy_dtype).tiny
-        return math_ops.maximum(math_ops.realdiv(sample, beta), tiny)
+        if beta is not None:
+            sample = math_ops.realdiv(sample, beta)
+        return math_ops.maximum(tiny, sample)
 
 
 def _zeros_like(t):

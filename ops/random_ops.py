@@ -8,9 +8,10 @@ run reserves 256 counter values per output, as TF's kernels do (ops/philox_rando
 Their output is a function of the counter alone, so a GPU computes it on its compute
 stream with `ctx.xp` and gets the CPU's numbers; the truncated normal (a variable number
 of draws per output, found by reading the draws) is drawn on the host and copied
-asynchronously.  RandomShuffle and Multinomial keep TF's seeding rules with NumPy's
-Philox (not TF's bits), drawn on the host.  Successive runs of one op continue its
-stream, so they differ.  Shape, minval and maxval stay in host memory.
+asynchronously.  RandomShuffle (TF's swaps, one word each) and Multinomial (TF's
+reservation, then the stateless kernel's draws, ops/stateless_random_dists.py) give TF's
+numbers too, drawn on the host.  Successive runs of one op continue its stream, so they
+differ.  Shape, minval and maxval stay in host memory.
 
 The float builders scale and shift the raw op with math ops, as TF does, so the raw
 op is `<name>/RandomUniform` and the returned tensor is `<name>:0`.
@@ -25,6 +26,7 @@ import numpy as np
 from asyncflow import dtypes, errors, random_seed, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import philox_random
+from asyncflow.ops import stateless_random_dists as dists
 from asyncflow.ops.control_flow_ordering import _take_scope_name
 from asyncflow.registry import ANY, INDEX, REAL, NotDifferentiable, TypeConstraint, register_op
 
@@ -42,20 +44,6 @@ _SEEDS = {"seed": 0, "seed2": 0}
 
 
 # -- helpers shared by the kernels -----------------------------------------------------
-
-
-def _generator(ctx) -> np.random.Generator:
-    """This op's generator, made on first use (see the module note)."""
-    gen = ctx.kernel_state.get("rng")
-    if gen is None:
-        seed, seed2 = int(ctx.attrs["seed"]), int(ctx.attrs["seed2"])
-        if seed or seed2:
-            mask = (1 << 64) - 1
-            bit_gen = np.random.Philox(key=np.array([seed & mask, seed2 & mask], np.uint64))
-        else:
-            bit_gen = np.random.Philox()
-        gen = ctx.kernel_state["rng"] = np.random.Generator(bit_gen)
-    return gen
 
 
 def _host(x):
@@ -95,21 +83,6 @@ async def _to_device(ctx, value):
 # A host draw for a device with memory of its own is made off the event loop from this
 # many bytes on (the device's own workers run its kernels' device work, not host work).
 _DRAW_OFF_LOOP_BYTES = 1 << 20
-
-
-async def _draw(ctx, draw, shape, dtype):
-    """`draw(generator, shape, numpy dtype)` after the allocation check, on the device."""
-    n = int(np.prod(shape))
-    ctx.device.check_alloc(n, dtype)
-    gen, np_dtype = _generator(ctx), dtype.as_numpy_dtype
-    if ctx.xp is np:
-        return await ctx.device.compute(lambda: draw(gen, shape, np_dtype), cost=n * dtype.size)
-    if n * dtype.size >= _DRAW_OFF_LOOP_BYTES:
-        loop = asyncio.get_running_loop()
-        out = await loop.run_in_executor(None, draw, gen, shape, np_dtype)
-    else:
-        out = draw(gen, shape, np_dtype)
-    return await _to_device(ctx, out)
 
 
 def _tf_generator(ctx) -> philox_random.TFGenerator:
@@ -287,12 +260,30 @@ RandomShuffle = register_op(
 )
 
 
+def _shuffle_permutation(key, counter: int, size: int) -> np.ndarray:
+    """TF's RandomShuffle: i from 0 to size-2 swaps with i + word % (size - i), one word
+    of the stream each (`single() % n`, modulo bias and all)."""
+    words = philox_random.philox_words(np, key, counter, -(-(size - 1) // 4))
+    words = words.reshape(-1)[: size - 1].astype(np.int64)
+    picks = (np.arange(size - 1) + words % np.arange(size, 1, -1)).tolist()
+    perm = list(range(size))
+    for i, j in enumerate(picks):
+        perm[i], perm[j] = perm[j], perm[i]
+    return np.array(perm, np.int64)
+
+
 @RandomShuffle.kernel()
 async def _random_shuffle(ctx, value):
     value = ctx.xp.asarray(value)
-    if value.ndim == 0 or value.shape[0] <= 1:
+    if value.ndim == 0 or value.shape[0] <= 1 or value.size <= 1:
         return value
-    perm = await _to_device(ctx, _generator(ctx).permutation(value.shape[0]))
+    size = value.shape[0]
+    gen = _tf_generator(ctx)
+    counter = gen.reserve_blocks((size - 1 + 3) // 4)  # (ReserveSamples32(size - 1))
+    perm = await ctx.device.compute(
+        lambda: _shuffle_permutation(gen.key, counter, size), cost=64 * size
+    )
+    perm = await _to_device(ctx, perm)
     return await ctx.device.compute(lambda: value[perm], cost=value.nbytes)
 
 
@@ -315,20 +306,6 @@ Multinomial = register_op(
     shape_fn=_multinomial_shape,
     stateful=True,
 )
-
-
-def _draw_multinomial(gen, logits, num_samples, np_dtype):
-    logits = logits.astype(np.float64)
-    out = np.empty((logits.shape[0], num_samples), np_dtype)
-    for b, row in enumerate(logits):
-        finite = np.isfinite(row)
-        weights = np.zeros_like(row)
-        if finite.any():
-            weights[finite] = np.exp(row[finite] - row[finite].max())
-        cdf = np.cumsum(weights)
-        u = gen.random(num_samples) * cdf[-1]
-        out[b] = np.minimum(np.searchsorted(cdf, u, side="right"), row.size - 1)
-    return out
 
 
 @Multinomial.kernel("CPU")
@@ -354,11 +331,16 @@ async def _multinomial(ctx, logits, num_samples):
             None, None, f"num_classes should be positive, got {logits.shape[1]}"
         )
     dtype = ctx.attrs["output_dtype"]
-    ctx.device.check_alloc(logits.shape[0] * n, dtype)
-    gen = _generator(ctx)
+    rows = logits.shape[0]
+    ctx.device.check_alloc(rows * n, dtype)
+    if rows * n == 0:
+        return np.empty((rows, n), dtype.as_numpy_dtype)
+    # TF's reservation: rows * ceil4(num_samples) * 2 outputs (a double is two words)
+    gen = _tf_generator(ctx)
+    counter = gen.reserve(rows * ((n + 3) // 4 * 4) * 2)
     return await ctx.device.compute(
-        lambda: _draw_multinomial(gen, logits, n, dtype.as_numpy_dtype),
-        cost=logits.nbytes + logits.shape[0] * n * dtype.size,
+        lambda: dists.multinomial(gen.key, counter, logits, n, dtype.as_numpy_dtype),
+        cost=logits.nbytes + rows * n * 64,
     )
 
 

@@ -320,3 +320,24 @@ def _btrs(key, counter, idx, count, prob, total) -> np.ndarray:
         result[L[accept]] = k[accept]
         live = L[~accept]
     return result
+
+
+# -- multinomial -----------------------------------------------------------------------
+
+
+def multinomial(key, counter, logits, n: int, np_dtype):
+    """TF's multinomial kernel (stateless and stateful) in one shard: each row's
+    cumulative exp(logit - max) over the finite logits, and per sample one double of
+    the stream times the total, placed by upper_bound; rows take their doubles one
+    after another."""
+    rows, classes = logits.shape
+    u = pr.uniform(np, key, counter, rows * n, np.float64).reshape(rows, n)
+    out = np.empty((rows, n), np_dtype)
+    for b in range(rows):
+        row = logits[b]
+        finite = np.isfinite(row)
+        top = row[finite].max() if finite.any() else np.finfo(row.dtype).min
+        weights = np.where(finite, np.exp(row.astype(np.float64) - float(top)), 0.0)
+        cdf = np.cumsum(weights)
+        out[b] = np.searchsorted(cdf, u[b] * cdf[-1], side="right")
+    return out

@@ -351,23 +351,6 @@ StatelessMultinomial = register_op(
 NotDifferentiable("StatelessMultinomial")
 
 
-def _multinomial(key, counter, logits, n: int, np_dtype):
-    """TF's kernel in one shard: each row's cumulative exp(logit - max) over the finite
-    logits, and per sample one double of the stream times the total, placed by
-    upper_bound; rows take their doubles one after another."""
-    rows, classes = logits.shape
-    u = pr.uniform(np, key, counter, rows * n, np.float64).reshape(rows, n)
-    out = np.empty((rows, n), np_dtype)
-    for b in range(rows):
-        row = logits[b]
-        finite = np.isfinite(row)
-        top = row[finite].max() if finite.any() else np.finfo(row.dtype).min
-        weights = np.where(finite, np.exp(row.astype(np.float64) - float(top)), 0.0)
-        cdf = np.cumsum(weights)
-        out[b] = np.searchsorted(cdf, u[b] * cdf[-1], side="right")
-    return out
-
-
 @StatelessMultinomial.kernel("CPU")
 async def _stateless_multinomial(ctx, logits, num_samples, seed):
     logits, num_samples = np.asarray(logits), np.asarray(num_samples)
@@ -391,7 +374,7 @@ async def _stateless_multinomial(ctx, logits, num_samples, seed):
         )
     key, counter = key_counter_of_seed(seed)
     np_dtype = ctx.attrs["output_dtype"].as_numpy_dtype
-    return await _off_loop(ctx, lambda: _multinomial(key, counter, logits, n, np_dtype),
+    return await _off_loop(ctx, lambda: dists.multinomial(key, counter, logits, n, np_dtype),
                            logits.size + logits.shape[0] * n)  # fmt: skip
 
 
