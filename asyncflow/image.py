@@ -816,9 +816,9 @@ def decode_jpeg(
     dct_method="",
     name=None,
 ):
-    """A JPEG as uint8 [height, width, channels] (decoded on a worker thread, with
-    libjpeg's accurate integer IDCT whatever `dct_method` says: values can differ from
-    TF's default fast IDCT by a few levels).
+    """A JPEG as uint8 [height, width, channels], decoded on a worker thread with TF's
+    settings (libjpeg-turbo; `dct_method` "" or "INTEGER_FAST" is libjpeg's fast integer
+    IDCT, TF's default, "INTEGER_ACCURATE" the accurate one): TF's pixels.
 
     Raises:
       InvalidArgumentError (at run time): not a JPEG, or damaged.

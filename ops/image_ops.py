@@ -327,7 +327,52 @@ def _to_array(img, channels: int, dtype) -> np.ndarray:
     return np.ascontiguousarray(a.astype(dtype, copy=False))
 
 
-def _decode(data: bytes, fmt: str | None, channels: int, dtype, ratio: int = 1):
+# JPEGs decode through libjpeg-turbo with TF's settings (simplejpeg, which bundles it):
+# TF's default IDCT is libjpeg's fast integer one (JDCT_IFAST; dct_method
+# "INTEGER_ACCURATE" is JDCT_ISLOW), fancy upsampling on unless asked off, `ratio` as
+# libjpeg's 1/ratio scaling, and libjpeg's own conversion to one channel.  So the pixels
+# are TF's exactly (Pillow's decoder always takes the accurate IDCT: up to 4 levels off
+# TF's default).  CMYK/YCCK JPEGs, and any JPEG that decoder refuses, go to Pillow.
+_JPEG_DCT = {"": True, "INTEGER_FAST": True, "INTEGER_ACCURATE": False}
+
+
+def _decode_jpeg_exact(data: bytes, channels: int, ratio: int = 1, dct_method: str = "",
+                       fancy_upscaling: bool = True):  # fmt: skip
+    """The JPEG as TF decodes it, or None where Pillow should decode it."""
+    try:
+        import simplejpeg
+    except ImportError:  # pragma: no cover - a declared dependency
+        return None
+    try:
+        height, width, space, _ = simplejpeg.decode_jpeg_header(data)
+    except ValueError:
+        return None
+    if space not in ("Gray", "YCbCr", "RGB"):
+        return None
+    gray = channels == 1 or (channels == 0 and space == "Gray")
+    try:
+        out = simplejpeg.decode_jpeg(
+            data,
+            colorspace="GRAY" if gray else "RGB",
+            fastdct=_JPEG_DCT.get(dct_method, True),
+            fastupsample=not fancy_upscaling,
+            min_height=-(-height // ratio),
+            min_width=-(-width // ratio),
+            min_factor=ratio,
+        )
+    except ValueError:
+        return None
+    return out[:, :, None] if out.ndim == 2 else out
+
+
+def _decode(data: bytes, fmt: str | None, channels: int, dtype, ratio: int = 1, jpeg=None):
+    """One image of `data` (`fmt`: the format it must be, None any); `jpeg`: DecodeJpeg's
+    (dct_method, fancy_upscaling), TF's defaults when None."""
+    if (fmt in ("JPEG", None) and data[:3] == b"\xff\xd8\xff" and channels in (0, 1, 3)
+            and dtype == np.uint8):  # fmt: skip
+        out = _decode_jpeg_exact(data, channels, ratio, *(jpeg or ("", True)))
+        if out is not None:
+            return out
     Image = _pil()
     try:
         img = Image.open(_io.BytesIO(data))
@@ -406,13 +451,28 @@ DecodeImage = _register_decode(
 )
 
 
+def jpeg_options(attrs) -> tuple[str, bool]:
+    """DecodeJpeg's (dct_method, fancy_upscaling), checked as TF checks them."""
+    dct = attrs["dct_method"]
+    dct = dct.decode() if isinstance(dct, bytes) else str(dct)
+    if dct not in _JPEG_DCT:
+        raise errors.InvalidArgumentError(
+            None, None, "dct_method must be one of {'', 'INTEGER_FAST', 'INTEGER_ACCURATE'}"
+        )
+    ratio = int(attrs["ratio"])
+    if ratio not in (1, 2, 4, 8):
+        raise errors.InvalidArgumentError(None, None, f"ratio must be 1, 2, 4, or 8, got {ratio}")
+    return dct, bool(attrs["fancy_upscaling"])
+
+
 @DecodeJpeg.kernel("CPU")
 async def _decode_jpeg(ctx, contents):
     a = ctx.attrs
     if a["channels"] not in (0, 1, 3):
         raise errors.InvalidArgumentError(None, None, "channels must be 0, 1, or 3")
+    jpeg = jpeg_options(a)
     return await _off_loop(
-        _decode, _bytes(contents), "JPEG", a["channels"], np.uint8, int(a["ratio"])
+        _decode, _bytes(contents), "JPEG", a["channels"], np.uint8, int(a["ratio"]), jpeg
     )
 
 

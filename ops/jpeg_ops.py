@@ -17,7 +17,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.ops.image_ops import _bytes, _decode, _encode, _off_loop, _pil
+from asyncflow.ops.image_ops import _bytes, _decode, _encode, _off_loop, _pil, jpeg_options
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["extract_jpeg_shape", "decode_and_crop_jpeg", "decode_webp"]
@@ -91,12 +91,12 @@ _JPEG_MAGIC = b"\xff\xd8\xff"
 _KNOWN = (b"\x89PNG", b"GIF8", b"BM", b"RIFF", b"\xff\x0a", b"\x00\x00\x00\x0cJXL")
 
 
-def _decode_and_crop(data: bytes, window, channels: int, ratio: int) -> np.ndarray:
+def _decode_and_crop(data: bytes, window, channels: int, ratio: int, jpeg) -> np.ndarray:
     if not data.startswith(_JPEG_MAGIC) and not data.startswith(_KNOWN):
         raise _invalid(
             "Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required."
         )
-    image = _decode(data, "JPEG", channels, np.uint8, ratio)
+    image = _decode(data, "JPEG", channels, np.uint8, ratio, jpeg)
     y, x, h, w = (int(v) for v in window)
     if y < 0 or x < 0 or h <= 0 or w <= 0 or y + h > image.shape[0] or x + w > image.shape[1]:
         raise _invalid("jpeg::Uncompress failed. Invalid JPEG data or crop window.")
@@ -111,8 +111,9 @@ async def _decode_and_crop_jpeg(ctx, contents, crop_window):
         raise _invalid(f"crop_size must have four elements [{window.size}]")
     if a["channels"] not in (0, 1, 3):
         raise _invalid("channels must be 0, 1, or 3")
+    jpeg = jpeg_options(a)
     return await _off_loop(
-        _decode_and_crop, _bytes(contents), window, int(a["channels"]), int(a["ratio"])
+        _decode_and_crop, _bytes(contents), window, int(a["channels"]), int(a["ratio"]), jpeg
     )
 
 
