@@ -12,6 +12,7 @@ from asyncflow.ops import (
     nn_ops,
     pooling_argmax_ops,
     pooling_ops,
+    quantized_nn_ops,
 )
 from asyncflow.ops.math_ops import sigmoid, tanh
 from asyncflow.ops.sequence_ops import sequence_mask
@@ -42,6 +43,7 @@ for _m in (
     conv_pool_nd,
     nn_impl,
     candidate_sampling_ops,
+    quantized_nn_ops,
     nn_composites,
     ctc_ops,
 ):

@@ -64,6 +64,7 @@ from asyncflow.ops import (  # noqa: F401
     pooling_ops,
     proto_ops,
     quantization_ops,
+    quantized_nn_ops,
     random_ops,
     reader_ops,
     reduction_ops,

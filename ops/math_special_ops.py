@@ -315,7 +315,8 @@ def _complex_grad(op, grad):
 _BITCAST_TYPES = TypeConstraint(
     [
         "bfloat16", "float16", "float32", "float64", "int64", "int32", "uint8", "uint16",
-        "uint32", "uint64", "int8", "int16", "complex64", "complex128",
+        "uint32", "uint64", "int8", "int16", "complex64", "complex128", "qint8", "quint8",
+        "qint16", "quint16", "qint32",
     ]
 )  # fmt: skip
 
