@@ -901,7 +901,10 @@ def decode_image(contents, channels=None, dtype=dtypes.uint8, name=None, expand_
 
 
 def encode_png(image, compression=-1, name=None):
-    """A uint8 or uint16 image [height, width, channels] as PNG bytes."""
+    """A uint8 or uint16 image [..., height, width, channels] as PNG bytes (TF's; one
+    string per image of a batch).  An array keeps its dtype, as in TF (which converts
+    it before the op: the op's default type would make a uint16 array uint8)."""
+    image = ops.convert_to_tensor(image, name="image")
     return _codec("EncodePng", [image], {"compression": int(compression)}, name)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import png_codec
 from asyncflow.registry import REAL, NotDifferentiable, TypeConstraint, register_op
 
 __all__: list[str] = []
@@ -373,6 +374,11 @@ def _decode(data: bytes, fmt: str | None, channels: int, dtype, ratio: int = 1, 
         out = _decode_jpeg_exact(data, channels, ratio, *(jpeg or ("", True)))
         if out is not None:
             return out
+    if dtype == np.uint16 and fmt in ("PNG", None):
+        # (16-bit color PNGs: Pillow would give their 8-bit values)
+        out = png_codec.decode_png16(data)
+        if out is not None and channels in (0, out.shape[2]):
+            return out
     Image = _pil()
     try:
         img = Image.open(_io.BytesIO(data))
@@ -532,17 +538,39 @@ EncodePng = register_op(
     inputs=["image: T"],
     outputs=["contents: string"],
     attrs={"T": TypeConstraint(["uint8", "uint16"], default="uint8"), "compression": -1},
-    shape_fn=lambda op: [tensor_shape.TensorShape([])],
+    shape_fn=lambda op: [op.inputs[0].shape.with_rank_at_least(3)[:-3]],
     is_async=True,
 )
 NotDifferentiable("EncodePng")
 
 
+def _png(image: np.ndarray, level: int) -> np.ndarray:
+    """One PNG per [height, width, channels] image of `image` (rank >= 3, as TF's
+    batched EncodePng), TF's bytes (ops/png_codec.py)."""
+    if image.ndim < 3:
+        raise errors.InvalidArgumentError(
+            None, None, f"image must be at least 3-dimensional[{','.join(map(str, image.shape))}]"
+        )
+    if image.shape[-1] not in _MODES:
+        raise errors.InvalidArgumentError(
+            None, None, f"image must have 1, 2, 3, or 4 channels, got {image.shape[-1]}"
+        )
+    if not (image.shape[-3] and image.shape[-2]):  # (TF aborts the process here)
+        raise errors.InvalidArgumentError(
+            None, None, f"image must have a nonzero height and width, got {list(image.shape)}"
+        )
+    batch = image.shape[:-3]
+    flat = image.reshape((-1, *image.shape[-3:]))
+    out = np.empty(len(flat), object)
+    for i, one in enumerate(flat):
+        out[i] = png_codec.encode_png(one, level)
+    return out.reshape(batch)
+
+
 @EncodePng.kernel("CPU")
 async def _encode_png(ctx, image):
-    level = ctx.attrs["compression"]
-    kw = {"compress_level": 6 if level < 0 else min(int(level), 9)}
-    return await _off_loop(lambda: _encode(np.asarray(image), "PNG", **kw))
+    level = int(ctx.attrs["compression"])
+    return await _off_loop(_png, np.asarray(image), level)
 
 
 EncodeJpeg = register_op(
