@@ -594,22 +594,53 @@ EncodeJpeg = register_op(
 NotDifferentiable("EncodeJpeg")
 
 
+def _shape_list(shape) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
+def _jpeg_with_density(image: np.ndarray, unit: str, x: int, y: int, **kw) -> np.ndarray:
+    """Pillow's JPEG with TF's JFIF density: Pillow writes `dpi` as inches; for "cm"
+    the APP0 segment's unit byte becomes 2 (Pillow always writes JFIF APP0 first)."""
+    out = _encode(image, "JPEG", dpi=(x, y), **kw)
+    if unit == "cm":
+        data = bytearray(out[()])
+        if data[2:4] == b"\xff\xe0" and data[6:11] == b"JFIF\x00":
+            data[13] = 2
+        out[()] = bytes(data)
+    return out
+
+
 @EncodeJpeg.kernel("CPU")
 async def _encode_jpeg(ctx, image):
     a = ctx.attrs
     image = np.asarray(image)
-    if image.ndim == 3 and image.shape[2] not in (1, 3):
+    if image.ndim != 3:
         raise errors.InvalidArgumentError(
-            None, None, f"image must have 1 or 3 channels, got {image.shape[2]}"
+            None, None, f"image must be 3-dimensional{_shape_list(image.shape)}"
         )
     fmt = a["format"].decode() if isinstance(a["format"], bytes) else a["format"]
-    if fmt == "grayscale" and image.shape[2] == 3:
-        raise errors.InvalidArgumentError(None, None, "grayscale format needs 1 channel")
+    want = {"grayscale": 1, "rgb": 3}.get(fmt)
+    if want is not None and image.shape[2] != want:
+        raise errors.InvalidArgumentError(
+            None, None, f"format {fmt} expects {want} channels, got {_shape_list(image.shape)}"
+        )
+    if image.shape[2] not in (1, 3):
+        raise errors.InvalidArgumentError(
+            None, None, f"image must have 1 or 3 channels, got {_shape_list(image.shape)}"
+        )
+    quality = int(a["quality"])
+    if not 0 <= quality <= 100:
+        raise errors.InvalidArgumentError(None, None, f"quality must be in [0,100], got {quality}")
+    unit, xmp = (v.decode() if isinstance(v, bytes) else str(v)
+                 for v in (a["density_unit"], a["xmp_metadata"]))  # fmt: skip
     kw = {
-        "quality": int(a["quality"]),
+        "quality": quality,
         "progressive": bool(a["progressive"]),
         "optimize": bool(a["optimize_size"]),
-        "subsampling": 2 if a["chroma_downsampling"] else 0,
-        "dpi": (int(a["x_density"]), int(a["y_density"])),
+        # (one component: libjpeg's gray sampling is 1x1 whatever chroma_downsampling says)
+        "subsampling": 2 if a["chroma_downsampling"] and image.shape[2] == 3 else 0,
     }
-    return await _off_loop(lambda: _encode(image, "JPEG", **kw))
+    if xmp:  # (an APP1 segment after JFIF's, as libjpeg writes TF's)
+        kw["xmp"] = xmp.encode()
+    x, y = int(a["x_density"]), int(a["y_density"])
+    return await _off_loop(lambda: _jpeg_with_density(image, unit, x, y, **kw))
