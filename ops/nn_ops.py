@@ -116,9 +116,19 @@ Relu6, relu6 = _activation(
     REAL,
     "Computes min(max(features, 0), 6).",
 )
+def _exp_minus_one(xp, x):
+    """TF's exp(x) - 1 for x <= 0 (not expm1: -2e-8 gives 0.0, as TF's), the exp
+    rounded from float64 for narrower floats: NumPy's float32 exp is a ulp off near 1
+    where TF's (Eigen's) is not, and the subtraction magnifies it."""
+    neg = xp.minimum(x, _zero(x))
+    e = xp.exp(neg.astype(xp.float64)).astype(x.dtype) if x.dtype.itemsize < 8 else xp.exp(neg)
+    return e - _scalar(x, 1)
+
+
 Elu, elu = _activation(
     "Elu",
-    lambda xp, x: xp.where(x < 0, xp.expm1(x), x),
+    # TF: (x < 0).select(exp(x) - 1, x)
+    lambda xp, x: xp.where(x < 0, _exp_minus_one(xp, x), x),
     FLOATING,
     "Computes exp(features) - 1 where features < 0, else features.",
 )
@@ -143,7 +153,7 @@ _SELU_SCALE_ALPHA = 1.7580993408473768599402175208123
 
 def _selu(xp, x):
     # TF: (x < 0).select(scale_alpha * (exp(x) - 1), scale * x): exp - 1, not expm1
-    neg = _scalar(x, _SELU_SCALE_ALPHA) * (xp.exp(xp.minimum(x, _zero(x))) - _scalar(x, 1))
+    neg = _scalar(x, _SELU_SCALE_ALPHA) * _exp_minus_one(xp, x)
     return xp.where(x < 0, neg, _scalar(x, _SELU_SCALE) * x)
 
 

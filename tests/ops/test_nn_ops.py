@@ -357,3 +357,15 @@ def test_softmax_tensor_axis_out_of_range_fails_the_step():
         with pytest.raises(af.errors.InvalidArgumentError):
             sess.run(y)
         assert sess.run(y, {dim: 0}).sum() == pytest.approx(1.0)
+
+
+def test_elu_and_selu_take_exp_minus_one_as_tf():
+    """TF computes exp(x) - 1 (not expm1) on the negative side: a tiny negative input
+    gives 0.0.  Bits recorded from TF 2.21 (tf.nn.elu / tf.nn.selu, float32)."""
+    x = np.float32([-2e-8, -1e-5, -1e-3, -0.5, -3.0, -30.0, 0.0, 2.0])
+    elu_tf = [0, 3072851968, 3129147904, 3200873680, 3212001576, 3212836864, 0, 1073741824]
+    selu_tf = [0, 3079908907, 3135656739, 3207665424, 3218462002, 3219196262, 0, 1074167135]
+    with ops.Graph().as_default(), Session() as sess:
+        e, s = sess.run([nn_ops.elu(x), nn_ops.selu(x)])
+    assert e.view(np.uint32).tolist() == elu_tf
+    assert s.view(np.uint32).tolist() == selu_tf
