@@ -328,30 +328,30 @@ class _GainSeeded(Initializer):
 
 
 class Orthogonal(_GainSeeded):
-    """Orthogonal matrix init (Saxe et al.), drawn once per call at graph-build time.
-
-    TF draws at run time (random_normal + QR); without a QR op here the matrix is
-    drawn with NumPy when the initializer is called and stored as a Const, so each
-    run of the variable's initializer gives the same (seed-dependent) value.
-    """
+    """Orthogonal matrix init (Saxe et al.) as TF builds it, drawn at run time: a
+    seeded random_normal [max(rows, cols), min(rows, cols)] (rows: the product of all
+    but the last dimension), its QR's Q with columns signed by R's diagonal, transposed
+    for a wide matrix, times `gain`.  The normals are TF's bits; the QR is LAPACK's
+    where TF's is Eigen's, so values agree with TF's to float32 rounding."""
 
     def __call__(self, shape, dtype=None, partition_info=None):
+        from asyncflow.ops import array_ops, linalg_matrix_ops, math_ops, random_ops
+
         dtype = dtypes.as_dtype(dtype or self.dtype)
         shape = _static_shape(shape)
         if len(shape) < 2:
             raise ValueError("The tensor to initialize must be at least two-dimensional")
         num_rows = int(np.prod(shape[:-1]))
         num_cols = shape[-1]
-        flat = (max(num_cols, num_rows), min(num_cols, num_rows))
-        rng = _seeded_rng(self.seed)
-        q, r = np.linalg.qr(rng.standard_normal(flat))
-        q = q * np.sign(np.diag(r))
+        flat = (num_cols, num_rows) if num_rows < num_cols else (num_rows, num_cols)
+        a = random_ops.random_normal(flat, dtype=dtype, seed=self.seed)
+        q, r = linalg_matrix_ops.qr(a, full_matrices=False)
+        q = math_ops.multiply(q, math_ops.sign(linalg_matrix_ops.matrix_diag_part(r)))
         if num_rows < num_cols:
-            q = q.T
-        from asyncflow.ops import array_ops
-
-        value = (self.gain * q).reshape(shape).astype(dtype.as_numpy_dtype)
-        return array_ops.constant(value, dtype=dtype)
+            q = array_ops.transpose(q, [1, 0])
+        return math_ops.multiply(
+            ops.convert_to_tensor(self.gain, dtype=dtype), array_ops.reshape(q, shape)
+        )
 
 
 def _seeded_rng(seed):
@@ -379,8 +379,9 @@ def _symmetric_projection(rng, n: int) -> np.ndarray:
 class ConvolutionDeltaOrthogonal(_GainSeeded):
     """TF's `init_ops.ConvolutionDeltaOrthogonal`: a conv kernel [k..., in, out] that is
     zero except at the spatial centre, where it is gain times `in` rows of a random
-    orthogonal [out, out] matrix (an isometry, Xiao et al. 2018). Drawn when called and
-    stored as a Const, as `Orthogonal` is here."""
+    orthogonal [out, out] matrix (an isometry, Xiao et al. 2018), built as TF builds it
+    (a seeded random_normal, its QR's Q signed by R's diagonal, scattered into place:
+    TF's values to float32 rounding, as `Orthogonal`)."""
 
     def __call__(self, shape, dtype=None, partition_info=None):
         dtype = dtypes.as_dtype(dtype or self.dtype)
@@ -392,12 +393,22 @@ class ConvolutionDeltaOrthogonal(_GainSeeded):
             )
         if shape[-2] > shape[-1]:
             raise ValueError("In_filters cannot be greater than out_filters.")
-        q = _orthogonal_matrix(_seeded_rng(self.seed), shape[-1])[: shape[-2], :]
-        value = np.zeros(shape)
-        value[tuple((k - 1) // 2 for k in shape[:-2])] = self.gain * q
-        from asyncflow.ops import array_ops
+        from asyncflow.ops import (
+            array_ops,
+            linalg_matrix_ops,
+            math_ops,
+            random_ops,
+            scatter_nd_ops,
+            slicing_ops,
+        )
 
-        return array_ops.constant(value.astype(dtype.as_numpy_dtype), dtype=dtype)
+        a = random_ops.random_normal([shape[-1], shape[-1]], dtype=dtype, seed=self.seed)
+        q, r = linalg_matrix_ops.qr(a, full_matrices=False)
+        q = math_ops.multiply(q, math_ops.sign(linalg_matrix_ops.matrix_diag_part(r)))
+        q = slicing_ops.strided_slice(q, [0, 0], [shape[-2], shape[-1]], [1, 1])
+        q = math_ops.multiply(q, ops.convert_to_tensor(self.gain, dtype=dtype))
+        centre = [[(k - 1) // 2 for k in shape[:-2]]]
+        return scatter_nd_ops.scatter_nd(centre, array_ops.expand_dims(q, 0), shape)
 
 
 class ConvolutionOrthogonal(_GainSeeded):
