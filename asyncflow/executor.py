@@ -650,7 +650,13 @@ class Step(FrameRouting):
 
     def cancel_tasks(self) -> None:
         if self.tasks:
-            current = asyncio.current_task() if self.loop is not None else None
+            try:
+                current = asyncio.current_task() if self.loop is not None else None
+            except RuntimeError:
+                # Off the loop: a session closed from its caller's thread while nothing
+                # drives the runtime loop (Runtime.cancel_if_idle).  No task of ours is
+                # running then; the cancellations run when the loop next does.
+                current = None
             for t in list(self.tasks):
                 if t is not current:
                     t.cancel()

@@ -352,3 +352,24 @@ def test_feed_in_another_partition_disables_the_fold():
     with af.Session(config=af.ConfigProto(device_count={"CPU": 2})) as sess:
         np.testing.assert_array_equal(sess.run(filled, {value: 7.0}), [7.0, 7.0])
         np.testing.assert_array_equal(sess.run(filled), [4.0, 4.0])
+
+
+def test_cancel_tasks_off_the_loop_cancels_when_the_loop_next_runs():
+    """Session.close from the caller's thread while nothing drives the runtime loop
+    (Runtime.cancel_if_idle) aborts a step that still has suspended kernels: its
+    cancel_tasks runs with no running loop.  It raised RuntimeError ('no running event
+    loop', from asyncio.current_task) and the close failed; the tasks must instead be
+    cancelled when the loop next runs (tests/data/test_resampling.py hit it ~1 run in 4)."""
+    import types
+
+    from asyncflow.executor import Step
+
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(asyncio.sleep(3600))
+        step = types.SimpleNamespace(tasks={task}, loop=loop)
+        Step.cancel_tasks(step)  # (no loop is running here)
+        loop.run_until_complete(asyncio.sleep(0))
+        assert task.cancelled()
+    finally:
+        loop.close()
