@@ -1,7 +1,7 @@
 """`tf.linalg.LinearOperator`, TF 2.21's abstract matrix-free operator, and the operators
-the base class itself hands out: LinearOperatorFullMatrix, LinearOperatorLowerTriangular
-(what `cholesky()` returns), LinearOperatorAdjoint (`adjoint()`), LinearOperatorInversion
-(`inverse()`) and LinearOperatorComposition (`matmul` of two operators).
+the base class itself hands out: LinearOperatorLowerTriangular (what `cholesky()`
+returns) and LinearOperatorComposition (`matmul` of two operators); the adjoint and
+inverse operators are in linalg_operators_derived.py.
 
 An operator is a Python object over graph tensors: every method builds ops from the
 existing families (matmul, triangular_solve, cholesky, ...), so its results run in a
@@ -17,13 +17,30 @@ a contradicting explicit hint raises ValueError at construction.  Batch slicing
 
 from __future__ import annotations
 
+import abc
 import contextlib
 
 import numpy as np
 
-from asyncflow import dtypes, framework_extras, math_composites, variables
+from asyncflow import dtypes, framework_extras
 from asyncflow import graph as ops
 from asyncflow import tensor_shape as ts
+from asyncflow.linalg_operator_util import (
+    adjoint_tensor,
+    assert_no_entries_with_modulus_zero,
+    broadcast_matrix_batch_dims,
+    dim_value,
+    eye,
+    hint_non_singular,
+    hint_self_adjoint_commuting,
+    hint_square,
+    is_aat_form,
+    is_ref,
+    matrix_solve_with_broadcast,
+    shape_tensor,
+    to_tensor,
+    with_rhs_shape,
+)
 from asyncflow.ops import (
     array_ops,
     cast_ops,
@@ -39,233 +56,19 @@ from asyncflow.ops import (
     reduction_ops,
 )
 
-__all__ = [
-    "LinearOperator",
-    "LinearOperatorAdjoint",
-    "LinearOperatorComposition",
-    "LinearOperatorFullMatrix",
-    "LinearOperatorInversion",
-    "LinearOperatorLowerTriangular",
-    "adjoint",
-]
+__all__ = ["LinearOperator", "LinearOperatorComposition", "LinearOperatorLowerTriangular"]
 
 
-# -- helpers shared by the operator modules (TF's linear_operator_util) ----------------
-
-
-def is_ref(x) -> bool:
-    """A variable (or another operator) is kept as given, not converted to a tensor."""
-    return isinstance(x, (variables.Variable, LinearOperator))
-
-
-def to_tensor(value, name=None, dtype=None):
-    """TF's convert_nonref_to_tensor: variables stay variables (their dtype checked)."""
-    if value is None:
-        return None
-    if is_ref(value):
-        if dtype is not None and dtypes.as_dtype(dtype).base_dtype != value.dtype.base_dtype:
-            raise TypeError(
-                f"Argument `value` must be of dtype `{dtypes.as_dtype(dtype).base_dtype.name}` "
-                f"Received: `{value.dtype.base_dtype.name}`."
-            )
-        return value
-    return ops.convert_to_tensor(value, dtype=dtype, name=name)
-
-
-def shape_tensor(shape, name=None):
-    """A shape as an int tensor; an empty list is int32 (not float)."""
-    dtype = dtypes.int32 if isinstance(shape, (tuple, list)) and not shape else None
-    return ops.convert_to_tensor(shape, dtype=dtype, name=name)
-
-
-def assert_not_ref_type(x, arg_name: str) -> None:
-    if is_ref(x):
-        raise TypeError(f"Argument {arg_name} cannot be reference type. Found: {type(x)}.")
-
-
-def static_value(t):
-    """The constant value of a tensor when it has one at build time, else None."""
-    value = framework_extras.get_static_value(t)
-    return None if value is None else np.asarray(value)
-
-
-def adjoint_tensor(x):
-    return math_composites.matrix_transpose(x, conjugate=True)
-
-
-def adjoint(matrix, name=None):
-    """tf.linalg.adjoint: the conjugate transpose of a [batch] matrix, or an operator's
-    `adjoint()` when given a LinearOperator."""
-    if isinstance(matrix, LinearOperator):
-        return matrix.adjoint(name or "adjoint")
-    with ops.name_scope(name, "adjoint", [matrix]):
-        return adjoint_tensor(ops.convert_to_tensor(matrix, name="matrix"))
-
-
-def conj(x):
-    return math_ops.conj(x) if x.dtype.is_complex else x
-
-
-def assert_no_entries_with_modulus_zero(x, message=None):
-    with ops.name_scope(None, "assert_no_entries_with_modulus_zero", [x]):
-        x = ops.convert_to_tensor(x, name="x")
-        zero = ops.convert_to_tensor(0, dtype=x.dtype.real_dtype)
-        return check_ops.assert_less(zero, math_ops.abs(x), message=message)
-
-
-def assert_zero_imag_part(x, message=None):
-    with ops.name_scope(None, "assert_zero_imag_part", [x]):
-        x = ops.convert_to_tensor(x, name="x")
-        if not x.dtype.is_complex:
-            return no_op()
-        zero = ops.convert_to_tensor(0, dtype=x.dtype.real_dtype)
-        return check_ops.assert_equal(zero, math_special_ops.imag(x), message=message)
-
-
-def no_op(name=None):
-    return control_flow_ordering.no_op(name=name)
-
-
-def assert_compatible_matrix_dimensions(operator, x):
-    return check_ops.assert_equal(
-        array_ops.shape(x)[-2],
-        operator.domain_dimension_tensor(),
-        message="Dimensions are not compatible.  shape[-2] of argument to be the same as "
-        "this operator",
-    )
-
-
-def with_dependencies(deps, x):
-    return control_flow_ordering.with_dependencies(deps, x)
-
-
-def broadcast_matrix_batch_dims(batch_matrices):
-    """Broadcast the batch dimensions of [batch] matrices against each other."""
-    mats = [ops.convert_to_tensor(m) for m in batch_matrices]
-    for m in mats:
-        if m.shape.ndims is not None and m.shape.ndims < 2:
-            raise ValueError(
-                f"Expected [batch] matrix to have at least two dimensions. Found: {m}."
-            )
-    if len(mats) < 2:
-        return mats
-    batch = mats[0].shape[:-2]
-    for m in mats[1:]:
-        batch = framework_ops.broadcast_static_shape(batch, m.shape[:-2])
-    if batch.is_fully_defined():
-        out = []
-        for m in mats:
-            if m.shape[:-2] != batch:
-                shape = manip_ops.concat([batch.as_list(), array_ops.shape(m)[-2:]], 0)
-                m = manip_ops.broadcast_to(m, shape)
-            out.append(m)
-        return out
-    dyn = array_ops.shape(mats[0])[:-2]
-    for m in mats[1:]:
-        dyn = framework_ops.broadcast_dynamic_shape(dyn, array_ops.shape(m)[:-2])
-    return [
-        manip_ops.broadcast_to(m, manip_ops.concat([dyn, array_ops.shape(m)[-2:]], 0))
-        for m in mats
-    ]
-
-
-def matrix_solve_with_broadcast(matrix, rhs, adjoint=False):
-    matrix = ops.convert_to_tensor(matrix, name="matrix")
-    rhs = ops.convert_to_tensor(rhs, name="rhs", dtype=matrix.dtype)
-    matrix, rhs = broadcast_matrix_batch_dims([matrix, rhs])
-    return linalg_matrix_ops.matrix_solve(matrix, rhs, adjoint=adjoint)
-
-
-def combine_hint(operator, hint_attr_name, provided, message):
-    """An operator's hint or the provided one; a contradiction raises ValueError."""
-    op_hint = getattr(operator, hint_attr_name)
-    if (op_hint is False and provided) or (op_hint and provided is False):
-        raise ValueError(message)
-    if op_hint or provided:
-        return True
-    if op_hint is False or provided is False:
-        return False
-    return None
-
-
-def is_adjoint_pair(x, y) -> bool:
-    if x is y:
-        if x.is_self_adjoint is False:
-            return False
-        if x.is_self_adjoint:
-            return True
-    return x.H is y or y.H is x
-
-
-def is_aat_form(operators) -> bool:
-    operators = list(operators)
-    if not operators:
-        raise ValueError("AAT form is undefined for empty operators")
-    if len(operators) % 2:
-        return False
-    half = len(operators) // 2
-    return all(is_adjoint_pair(operators[i], operators[-1 - i]) for i in range(half))
-
-
-# TF's property_hint_util: the hints of a product of two operators.
-
-
-def hint_self_adjoint_commuting(a, b):
-    if a.is_self_adjoint and b.is_self_adjoint:
-        return True
-    if (a.is_self_adjoint is True and b.is_self_adjoint is False) or (
-        a.is_self_adjoint is False and b.is_self_adjoint is True
-    ):
-        return False
-    return None
-
-
-def hint_square(a, b):
-    if a.is_square and b.is_square:
-        return True
-    if a.is_square is False and b.is_square is False:
-        m, n = a.range_dimension, b.domain_dimension
-        if m is not None and n is not None:
-            return m == n
-    if a.is_square != b.is_square and a.is_square is not None and b.is_square is not None:
-        return False
-    return None
-
-
-def hint_positive_definite_commuting(a, b):
-    if (
-        a.is_positive_definite is True
-        and a.is_self_adjoint is True
-        and b.is_positive_definite is True
-        and b.is_self_adjoint is True
-    ):
-        return True
-    return None
-
-
-def hint_non_singular(a, b):
-    if a.is_non_singular is False or b.is_non_singular is False:
-        return False
-    return a.is_non_singular and b.is_non_singular
-
-
-def product_hints(a, b) -> dict:
-    """The hints of a commuting product (Diag @ Diag and the like)."""
-    return {
-        "is_non_singular": hint_non_singular(a, b),
-        "is_self_adjoint": hint_self_adjoint_commuting(a, b),
-        "is_positive_definite": hint_positive_definite_commuting(a, b),
-    }
-
-
-def dim_value(d):
-    return ts.dimension_value(d)
+# The classes `adjoint()` and `inverse()` hand out subclass this one, so they live in
+# linalg_operators_derived.py, which registers them here when imported (the package
+# imports it): a hook in place of an import cycle.
+_DERIVED: dict[str, type] = {}
 
 
 # -- the base class ---------------------------------------------------------------------
 
 
-class LinearOperator:
+class LinearOperator(metaclass=abc.ABCMeta):
     """Base class for a [batch] of M x N matrices, defined by how they act (TF 2.21).
 
     Raises:
@@ -364,6 +167,7 @@ class LinearOperator:
 
     # -- shapes --------------------------------------------------------------------
 
+    @abc.abstractmethod
     def _shape(self):
         raise NotImplementedError("_shape is not implemented.")
 
@@ -508,6 +312,7 @@ class LinearOperator:
 
     # -- matmul / solve ------------------------------------------------------------
 
+    @abc.abstractmethod
     def _matmul(self, x, adjoint=False, adjoint_arg=False):
         raise NotImplementedError("_matmul is not implemented.")
 
@@ -566,9 +371,11 @@ class LinearOperator:
         rhs = adjoint_tensor(rhs) if adjoint_arg else rhs
         if self._can_use_cholesky():
             chol = linalg_matrix_ops.cholesky(self.to_dense())
-            chol, rhs = broadcast_matrix_batch_dims([chol, rhs])
-            return linalg_matrix_ops.cholesky_solve(chol, rhs)
-        return matrix_solve_with_broadcast(self.to_dense(), rhs, adjoint=adjoint)
+            chol, rhs_b = broadcast_matrix_batch_dims([chol, rhs])
+            out = linalg_matrix_ops.cholesky_solve(chol, rhs_b)
+        else:
+            out = matrix_solve_with_broadcast(self.to_dense(), rhs, adjoint=adjoint)
+        return with_rhs_shape(out, rhs)
 
     def _solve(self, rhs, adjoint=False, adjoint_arg=False):
         return self._dense_solve(rhs, adjoint=adjoint, adjoint_arg=adjoint_arg)
@@ -608,7 +415,7 @@ class LinearOperator:
         if hasattr(right, "_ones_diag") and not hasattr(right, "multiplier"):
             return left.inverse()
         return LinearOperatorComposition(
-            operators=[LinearOperatorInversion(left), right], **_composed_hints(left, right)
+            operators=[_DERIVED["inversion"](left), right], **_composed_hints(left, right)
         )
 
     def _solvevec(self, rhs, adjoint=False):
@@ -636,7 +443,7 @@ class LinearOperator:
     H = property(adjoint, None)
 
     def _linop_adjoint(self):
-        return LinearOperatorAdjoint(
+        return _DERIVED["adjoint"](
             self,
             is_non_singular=self.is_non_singular,
             is_self_adjoint=self.is_self_adjoint,
@@ -662,7 +469,7 @@ class LinearOperator:
             return self._linop_inverse()
 
     def _linop_inverse(self):
-        return LinearOperatorInversion(
+        return _DERIVED["inversion"](
             self,
             is_non_singular=self.is_non_singular,
             is_self_adjoint=self.is_self_adjoint,
@@ -731,8 +538,7 @@ class LinearOperator:
         n = dim_value(self.domain_dimension)
         if n is None:
             n = self.domain_dimension_tensor()
-        eye = math_composites.eye(num_rows=n, batch_shape=batch_shape, dtype=self.dtype)
-        return self.matmul(eye)
+        return self.matmul(eye(n, batch_shape, self.dtype))
 
     def to_dense(self, name="to_dense"):
         with self._name_scope(name):
@@ -823,75 +629,6 @@ def _composed_hints(left, right) -> dict:
     return hints
 
 
-# -- FullMatrix, LowerTriangular --------------------------------------------------------
-
-_FULL_MATRIX_DTYPES = [dtypes.float16, dtypes.float32, dtypes.float64, dtypes.complex64]
-_FULL_MATRIX_DTYPES.append(dtypes.complex128)
-
-
-class LinearOperatorFullMatrix(LinearOperator):
-    """An operator over a dense [batch] matrix.
-
-    Raises:
-      TypeError: matrix's dtype is not float16/32/64 or complex64/128.
-      ValueError: matrix has fewer than 2 dimensions.
-    """
-
-    def __init__(
-        self,
-        matrix,
-        is_non_singular=None,
-        is_self_adjoint=None,
-        is_positive_definite=None,
-        is_square=None,
-        name="LinearOperatorFullMatrix",
-    ):
-        parameters = dict(
-            matrix=matrix,
-            is_non_singular=is_non_singular,
-            is_self_adjoint=is_self_adjoint,
-            is_positive_definite=is_positive_definite,
-            is_square=is_square,
-            name=name,
-        )
-        with ops.name_scope(name, values=[matrix]):
-            self._matrix = to_tensor(matrix, name="matrix")
-            if self._matrix.dtype.base_dtype not in _FULL_MATRIX_DTYPES:
-                raise TypeError(
-                    f"Argument `matrix` must have dtype in {_FULL_MATRIX_DTYPES}. "
-                    f"Received: {self._matrix.dtype.base_dtype}."
-                )
-            if self._matrix.shape.ndims is not None and self._matrix.shape.ndims < 2:
-                raise ValueError(
-                    f"Argument `matrix` must have at least 2 dimensions. Received: {self._matrix}."
-                )
-            super().__init__(
-                dtype=self._matrix.dtype,
-                is_non_singular=is_non_singular,
-                is_self_adjoint=is_self_adjoint,
-                is_positive_definite=is_positive_definite,
-                is_square=is_square,
-                parameters=parameters,
-                name=name,
-            )
-
-    @property
-    def matrix(self):
-        return self._matrix
-
-    def _shape(self):
-        return self._matrix.shape
-
-    def _shape_tensor(self):
-        return array_ops.shape(self._matrix)
-
-    def _matmul(self, x, adjoint=False, adjoint_arg=False):
-        return matmul_ops.matmul(self._matrix, x, adjoint_a=adjoint, adjoint_b=adjoint_arg)
-
-    def _to_dense(self):
-        return ops.convert_to_tensor(self._matrix)
-
-
 class LinearOperatorLowerTriangular(LinearOperator):
     """An operator over the lower triangle of a square [batch] matrix (the upper part
     of `tril` is ignored); solves are triangular solves.
@@ -978,237 +715,15 @@ class LinearOperatorLowerTriangular(LinearOperator):
 
     def _solve(self, rhs, adjoint=False, adjoint_arg=False):
         rhs = adjoint_tensor(rhs) if adjoint_arg else rhs
-        tril, rhs = broadcast_matrix_batch_dims([self._get_tril(), rhs])
-        return linalg_matrix_ops.matrix_triangular_solve(tril, rhs, lower=True, adjoint=adjoint)
+        tril, rhs_b = broadcast_matrix_batch_dims([self._get_tril(), rhs])
+        out = linalg_matrix_ops.matrix_triangular_solve(tril, rhs_b, lower=True, adjoint=adjoint)
+        return with_rhs_shape(out, rhs)
 
     def _to_dense(self):
         return self._get_tril()
 
     def _eigvals(self):
         return self._get_diag()
-
-
-# -- Adjoint, Inversion, Composition ----------------------------------------------------
-
-
-class LinearOperatorAdjoint(LinearOperator):
-    """The adjoint of an operator, acting through the operator's own methods.
-
-    Raises:
-      ValueError: a hint contradicting the operator's.
-    """
-
-    def __init__(
-        self,
-        operator,
-        is_non_singular=None,
-        is_self_adjoint=None,
-        is_positive_definite=None,
-        is_square=None,
-        name=None,
-    ):
-        parameters = dict(
-            operator=operator,
-            is_non_singular=is_non_singular,
-            is_self_adjoint=is_self_adjoint,
-            is_positive_definite=is_positive_definite,
-            is_square=is_square,
-            name=name,
-        )
-        self._operator = operator
-        msg = "An operator is {} if and only if its adjoint is {}."
-        is_square = combine_hint(operator, "is_square", is_square, msg.format("square", "square"))
-        is_non_singular = combine_hint(
-            operator, "is_non_singular", is_non_singular, msg.format(*["non-singular"] * 2)
-        )
-        is_self_adjoint = combine_hint(
-            operator, "is_self_adjoint", is_self_adjoint, msg.format(*["self-adjoint"] * 2)
-        )
-        is_positive_definite = combine_hint(
-            operator,
-            "is_positive_definite",
-            is_positive_definite,
-            msg.format(*["positive-definite"] * 2),
-        )
-        if name is None:
-            name = operator.name + "_adjoint"
-        with ops.name_scope(name):
-            super().__init__(
-                dtype=operator.dtype,
-                is_non_singular=is_non_singular,
-                is_self_adjoint=is_self_adjoint,
-                is_positive_definite=is_positive_definite,
-                is_square=is_square,
-                parameters=parameters,
-                name=name,
-            )
-
-    @property
-    def operator(self):
-        return self._operator
-
-    def _linop_adjoint(self):
-        return self.operator
-
-    def _assert_non_singular(self):
-        return self.operator.assert_non_singular()
-
-    def _assert_positive_definite(self):
-        return self.operator.assert_positive_definite()
-
-    def _assert_self_adjoint(self):
-        return self.operator.assert_self_adjoint()
-
-    def _shape(self):
-        shape = self.operator.shape
-        return shape[:-2].concatenate([shape[-1], shape[-2]])
-
-    def _shape_tensor(self):
-        shape = self.operator.shape_tensor()
-        return manip_ops.concat([shape[:-2], manip_ops.stack([shape[-1], shape[-2]])], -1)
-
-    def _matmul(self, x, adjoint=False, adjoint_arg=False):
-        return self.operator.matmul(x, adjoint=not adjoint, adjoint_arg=adjoint_arg)
-
-    def _matvec(self, x, adjoint=False):
-        return self.operator.matvec(x, adjoint=not adjoint)
-
-    def _determinant(self):
-        if self.is_self_adjoint:
-            return self.operator.determinant()
-        return conj(self.operator.determinant())
-
-    def _log_abs_determinant(self):
-        return self.operator.log_abs_determinant()
-
-    def _trace(self):
-        if self.is_self_adjoint:
-            return self.operator.trace()
-        return conj(self.operator.trace())
-
-    def _solve(self, rhs, adjoint=False, adjoint_arg=False):
-        return self.operator.solve(rhs, adjoint=not adjoint, adjoint_arg=adjoint_arg)
-
-    def _solvevec(self, rhs, adjoint=False):
-        return self.operator.solvevec(rhs, adjoint=not adjoint)
-
-    def _to_dense(self):
-        if self.is_self_adjoint:
-            return self.operator.to_dense()
-        return adjoint_tensor(self.operator.to_dense())
-
-    def _eigvals(self):
-        values = self.operator.eigvals()
-        return values if self.operator.is_self_adjoint else conj(values)
-
-    def _cond(self):
-        return self.operator.cond()
-
-
-class LinearOperatorInversion(LinearOperator):
-    """The inverse of an operator: its matmul is the operator's solve and back.
-
-    Raises:
-      ValueError: the operator (or the hint) is singular or not square, or a hint
-        contradicts the operator's.
-    """
-
-    def __init__(
-        self,
-        operator,
-        is_non_singular=None,
-        is_self_adjoint=None,
-        is_positive_definite=None,
-        is_square=None,
-        name=None,
-    ):
-        parameters = dict(
-            operator=operator,
-            is_non_singular=is_non_singular,
-            is_self_adjoint=is_self_adjoint,
-            is_positive_definite=is_positive_definite,
-            is_square=is_square,
-            name=name,
-        )
-        self._operator = operator
-        if operator.is_non_singular is False or is_non_singular is False:
-            raise ValueError(
-                "Argument `is_non_singular` or argument `operator` must have supplied hint "
-                "`is_non_singular` equal to `True` or `None`. Found `operator.is_non_singular`"
-                f": {operator.is_non_singular}, `is_non_singular`: {is_non_singular}."
-            )
-        if operator.is_square is False or is_square is False:
-            raise ValueError(
-                "Argument `is_square` or argument `operator` must have supplied hint "
-                f"`is_square` equal to `True` or `None`. Found `operator.is_square`: "
-                f"{operator.is_square}, `is_square`: {is_square}."
-            )
-        msg = "An operator is {0} if and only if its inverse is {0}."
-        is_square = combine_hint(operator, "is_square", is_square, msg.format("square"))
-        is_non_singular = combine_hint(
-            operator, "is_non_singular", is_non_singular, msg.format("non-singular")
-        )
-        is_self_adjoint = combine_hint(
-            operator, "is_self_adjoint", is_self_adjoint, msg.format("self-adjoint")
-        )
-        is_positive_definite = combine_hint(
-            operator, "is_positive_definite", is_positive_definite, msg.format("positive-definite")
-        )
-        if name is None:
-            name = operator.name + "_inv"
-        with ops.name_scope(name):
-            super().__init__(
-                dtype=operator.dtype,
-                is_non_singular=is_non_singular,
-                is_self_adjoint=is_self_adjoint,
-                is_positive_definite=is_positive_definite,
-                is_square=is_square,
-                parameters=parameters,
-                name=name,
-            )
-
-    @property
-    def operator(self):
-        return self._operator
-
-    def _linop_inverse(self):
-        return self.operator
-
-    def _linop_solve(self, left, right):
-        return left.operator.matmul(right)
-
-    def _assert_non_singular(self):
-        return self.operator.assert_non_singular()
-
-    def _assert_positive_definite(self):
-        return self.operator.assert_positive_definite()
-
-    def _assert_self_adjoint(self):
-        return self.operator.assert_self_adjoint()
-
-    def _shape(self):
-        return self.operator.shape
-
-    def _shape_tensor(self):
-        return self.operator.shape_tensor()
-
-    def _matmul(self, x, adjoint=False, adjoint_arg=False):
-        return self.operator.solve(x, adjoint=adjoint, adjoint_arg=adjoint_arg)
-
-    def _determinant(self):
-        return 1.0 / self.operator.determinant()
-
-    def _log_abs_determinant(self):
-        return -1.0 * self.operator.log_abs_determinant()
-
-    def _solve(self, rhs, adjoint=False, adjoint_arg=False):
-        return self.operator.matmul(rhs, adjoint=adjoint, adjoint_arg=adjoint_arg)
-
-    def _eigvals(self):
-        return 1.0 / self.operator.eigvals()
-
-    def _cond(self):
-        return self.operator.cond()
 
 
 class LinearOperatorComposition(LinearOperator):

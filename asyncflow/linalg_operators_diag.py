@@ -1,17 +1,18 @@
-"""TF 2.21's diagonal-like LinearOperators: Diag, Identity, ScaledIdentity, Zeros,
-Householder and Permutation.  Each acts without building its dense matrix: a Diag's
-matmul is a broadcast product and its solve a division, an Identity's matmul returns x
-(broadcast to its batch shape when it has one), a Householder reflection is a rank-one
-update, a Permutation a gather.  See linalg_operator.py for the base class.
+"""TF 2.21's diagonal LinearOperators: Diag, Identity, ScaledIdentity and Zeros.  Each
+acts without building its dense matrix: a Diag's matmul is a broadcast product and its
+solve a division, an Identity's matmul returns x (broadcast to its batch shape when it
+has one), a ScaledIdentity's a product with its multiplier, a Zeros' zeros of the
+result's shape.  See linalg_operator.py for the base class.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes, errors, math_composites, math_composites_2
+from asyncflow import dtypes, errors, math_composites
 from asyncflow import graph as ops
 from asyncflow import linalg_operator as lo
+from asyncflow import linalg_operator_util as lou
 from asyncflow import tensor_shape as ts
 from asyncflow.ops import (
     array_ops,
@@ -22,17 +23,12 @@ from asyncflow.ops import (
     manip_ops,
     math_ops,
     math_special_ops,
-    matmul_ops,
-    nn_impl,
     reduction_ops,
-    slicing_ops,
 )
 
 __all__ = [
     "LinearOperatorDiag",
-    "LinearOperatorHouseholder",
     "LinearOperatorIdentity",
-    "LinearOperatorPermutation",
     "LinearOperatorScaledIdentity",
     "LinearOperatorZeros",
 ]
@@ -72,7 +68,7 @@ class LinearOperatorDiag(lo.LinearOperator):
             name=name,
         )
         with ops.name_scope(name, values=[diag]):
-            self._diag = lo.to_tensor(diag, name="diag")
+            self._diag = lou.to_tensor(diag, name="diag")
             self._check_diag(self._diag)
             if not self._diag.dtype.is_complex:
                 if is_self_adjoint is False:
@@ -110,7 +106,7 @@ class LinearOperatorDiag(lo.LinearOperator):
         return LinearOperatorDiag(1.0 / self.diag, **_hint_args(self), is_square=True)
 
     def _linop_matmul(self, left, right):
-        hints = lo.product_hints(left, right)
+        hints = lou.product_hints(left, right)
         if isinstance(right, LinearOperatorDiag):
             return LinearOperatorDiag(diag=left.diag * right.diag, **hints, is_square=True)
         if hasattr(right, "_ones_diag") and hasattr(right, "multiplier"):
@@ -125,7 +121,7 @@ class LinearOperatorDiag(lo.LinearOperator):
         return super()._linop_matmul(left, right)
 
     def _linop_solve(self, left, right):
-        hints = lo.product_hints(left, right)
+        hints = lou.product_hints(left, right)
         if isinstance(right, LinearOperatorDiag):
             return LinearOperatorDiag(diag=right.diag / left.diag, **hints, is_square=True)
         if hasattr(right, "_ones_diag") and hasattr(right, "multiplier"):
@@ -140,7 +136,7 @@ class LinearOperatorDiag(lo.LinearOperator):
         return super()._linop_solve(left, right)
 
     def _assert_non_singular(self):
-        return lo.assert_no_entries_with_modulus_zero(
+        return lou.assert_no_entries_with_modulus_zero(
             self._diag, message="Singular operator:  Diagonal contained zero values."
         )
 
@@ -158,14 +154,14 @@ class LinearOperatorDiag(lo.LinearOperator):
         return check_ops.assert_positive(math_special_ops.real(self._diag), message=message)
 
     def _assert_self_adjoint(self):
-        return lo.assert_zero_imag_part(
+        return lou.assert_zero_imag_part(
             self._diag,
             message="This diagonal operator contained non-zero imaginary values.   Thus it "
             "was not self-adjoint.",
         )
 
     def _linop_adjoint(self):
-        return LinearOperatorDiag(diag=lo.conj(self.diag), **_hint_args(self), is_square=True)
+        return LinearOperatorDiag(diag=lou.conj(self.diag), **_hint_args(self), is_square=True)
 
     def _linop_cholesky(self):
         return LinearOperatorDiag(
@@ -177,12 +173,12 @@ class LinearOperatorDiag(lo.LinearOperator):
         )
 
     def _matmul(self, x, adjoint=False, adjoint_arg=False):
-        d = lo.conj(self._diag) if adjoint else self._diag
-        x = lo.adjoint_tensor(x) if adjoint_arg else x
+        d = lou.conj(self._diag) if adjoint else self._diag
+        x = lou.adjoint_tensor(x) if adjoint_arg else x
         return array_ops.expand_dims(d, -1) * x
 
     def _matvec(self, x, adjoint=False):
-        return (lo.conj(self._diag) if adjoint else self._diag) * x
+        return (lou.conj(self._diag) if adjoint else self._diag) * x
 
     def _determinant(self):
         return reduction_ops.reduce_prod(self._diag, axis=[-1])
@@ -192,8 +188,8 @@ class LinearOperatorDiag(lo.LinearOperator):
         return cast_ops.cast(log_det, self.dtype) if self.dtype.is_complex else log_det
 
     def _solve(self, rhs, adjoint=False, adjoint_arg=False):
-        d = lo.conj(self._diag) if adjoint else self._diag
-        rhs = lo.adjoint_tensor(rhs) if adjoint_arg else rhs
+        d = lou.conj(self._diag) if adjoint else self._diag
+        rhs = lou.adjoint_tensor(rhs) if adjoint_arg else rhs
         return rhs * array_ops.expand_dims(1.0 / d, -1)
 
     def _to_dense(self):
@@ -221,7 +217,7 @@ class LinearOperatorDiag(lo.LinearOperator):
 def _check_dim_arg(t, static, arg: str, assert_proper: bool):
     """num_rows / num_columns: an integer scalar, non-negative (statically when known)."""
     if assert_proper:
-        t = lo.with_dependencies(
+        t = lou.with_dependencies(
             [
                 check_ops.assert_rank(t, 0, message=f"Argument {arg} must be a 0-D Tensor."),
                 check_ops.assert_non_negative(t, message=f"Argument {arg} must be non-negative."),
@@ -240,7 +236,7 @@ def _check_dim_arg(t, static, arg: str, assert_proper: bool):
 
 def _check_batch_shape_arg(t, static, assert_proper: bool):
     if assert_proper:
-        t = lo.with_dependencies(
+        t = lou.with_dependencies(
             [
                 check_ops.assert_rank(t, 1, message="Argument batch_shape must be a 1-D Tensor."),
                 check_ops.assert_non_negative(
@@ -267,8 +263,8 @@ class _BaseIdentity(lo.LinearOperator):
     """What Identity, ScaledIdentity share: a diagonal of ones, its batch broadcast."""
 
     def _init_num_rows(self, num_rows):
-        self._num_rows = lo.shape_tensor(num_rows, name="num_rows")
-        self._num_rows_static = lo.static_value(self._num_rows)
+        self._num_rows = lou.shape_tensor(num_rows, name="num_rows")
+        self._num_rows_static = lou.static_value(self._num_rows)
         self._num_rows = _check_dim_arg(
             self._num_rows, self._num_rows_static, "num_rows", self._assert_proper_shapes
         )
@@ -277,14 +273,14 @@ class _BaseIdentity(lo.LinearOperator):
         if batch_shape is None:
             self._batch_shape_arg = None
             return
-        self._batch_shape_arg = lo.shape_tensor(batch_shape, name="batch_shape_arg")
-        self._batch_shape_static = lo.static_value(self._batch_shape_arg)
+        self._batch_shape_arg = lou.shape_tensor(batch_shape, name="batch_shape_arg")
+        self._batch_shape_static = lou.static_value(self._batch_shape_arg)
         self._batch_shape_arg = _check_batch_shape_arg(
             self._batch_shape_arg, self._batch_shape_static, self._assert_proper_shapes
         )
 
     def _min_matrix_dim(self):
-        d, r = lo.dim_value(self.domain_dimension), lo.dim_value(self.range_dimension)
+        d, r = lou.dim_value(self.domain_dimension), lou.dim_value(self.range_dimension)
         return None if d is None or r is None else min(d, r)
 
     def _min_matrix_dim_tensor(self):
@@ -324,8 +320,8 @@ class _BaseIdentity(lo.LinearOperator):
 
     def _check_proper(self, x):
         if self._assert_proper_shapes:
-            aps = lo.assert_compatible_matrix_dimensions(self, x)
-            x = lo.with_dependencies([aps], x)
+            aps = lou.assert_compatible_matrix_dimensions(self, x)
+            x = lou.with_dependencies([aps], x)
         return x
 
 
@@ -388,8 +384,8 @@ class LinearOperatorIdentity(_BaseIdentity):
                 parameters=parameters,
                 name=name,
             )
-            lo.assert_not_ref_type(num_rows, "num_rows")
-            lo.assert_not_ref_type(batch_shape, "batch_shape")
+            lou.assert_not_ref_type(num_rows, "num_rows")
+            lou.assert_not_ref_type(batch_shape, "batch_shape")
             self._init_num_rows(num_rows)
             self._init_batch_shape(batch_shape)
 
@@ -411,9 +407,7 @@ class LinearOperatorIdentity(_BaseIdentity):
 
     def _linop_cholesky(self):
         return LinearOperatorIdentity(
-            num_rows=self._num_rows,
-            batch_shape=self._batch_shape_arg,
-            dtype=self.dtype,
+            num_rows=self._num_rows, batch_shape=self._batch_shape_arg, dtype=self.dtype
         )
 
     def _linop_inverse(self):
@@ -426,16 +420,16 @@ class LinearOperatorIdentity(_BaseIdentity):
         return right
 
     def _assert_non_singular(self):
-        return lo.no_op("assert_non_singular")
+        return lou.no_op("assert_non_singular")
 
     def _assert_positive_definite(self):
-        return lo.no_op("assert_positive_definite")
+        return lou.no_op("assert_positive_definite")
 
     def _assert_self_adjoint(self):
-        return lo.no_op("assert_self_adjoint")
+        return lou.no_op("assert_self_adjoint")
 
     def _matmul(self, x, adjoint=False, adjoint_arg=False):
-        x = lo.adjoint_tensor(x) if adjoint_arg else x
+        x = lou.adjoint_tensor(x) if adjoint_arg else x
         return self._possibly_broadcast_batch_shape(self._check_proper(x))
 
     def _determinant(self):
@@ -499,14 +493,14 @@ class LinearOperatorScaledIdentity(_BaseIdentity):
         self._assert_proper_shapes = assert_proper_shapes
         self._batch_shape_arg = None
         with ops.name_scope(name, values=[multiplier, num_rows]):
-            self._multiplier = lo.to_tensor(multiplier, name="multiplier")
+            self._multiplier = lou.to_tensor(multiplier, name="multiplier")
             if not self._multiplier.dtype.is_complex:
                 if is_self_adjoint is False:
                     raise ValueError("A real diagonal operator is always self adjoint.")
                 is_self_adjoint = True
             if not is_square:
                 raise ValueError("A ScaledIdentity operator is always square.")
-            lo.assert_not_ref_type(num_rows, "num_rows")
+            lou.assert_not_ref_type(num_rows, "num_rows")
             super().__init__(
                 dtype=self._multiplier.dtype.base_dtype,
                 is_non_singular=is_non_singular,
@@ -552,12 +546,12 @@ class LinearOperatorScaledIdentity(_BaseIdentity):
 
     def _multiplier_matrix(self, conjugate=False):
         m = array_ops.expand_dims(array_ops.expand_dims(self.multiplier, -1), -1)
-        return lo.conj(m) if conjugate else m
+        return lou.conj(m) if conjugate else m
 
     def _linop_adjoint(self):
         return LinearOperatorScaledIdentity(
             num_rows=self._num_rows,
-            multiplier=lo.conj(self.multiplier),
+            multiplier=lou.conj(self.multiplier),
             **_hint_args(self),
             is_square=True,
         )
@@ -583,7 +577,7 @@ class LinearOperatorScaledIdentity(_BaseIdentity):
         )
 
     def _linop_matmul(self, left, right):
-        hints = lo.product_hints(left, right)
+        hints = lou.product_hints(left, right)
         if isinstance(right, LinearOperatorScaledIdentity):
             return LinearOperatorScaledIdentity(
                 num_rows=left.domain_dimension_tensor(),
@@ -596,7 +590,7 @@ class LinearOperatorScaledIdentity(_BaseIdentity):
         return super()._linop_matmul(left, right)
 
     def _linop_solve(self, left, right):
-        hints = lo.product_hints(left, right)
+        hints = lou.product_hints(left, right)
         if isinstance(right, LinearOperatorScaledIdentity):
             return LinearOperatorScaledIdentity(
                 num_rows=left.domain_dimension_tensor(),
@@ -609,7 +603,7 @@ class LinearOperatorScaledIdentity(_BaseIdentity):
         return super()._linop_solve(left, right)
 
     def _matmul(self, x, adjoint=False, adjoint_arg=False):
-        x = lo.adjoint_tensor(x) if adjoint_arg else x
+        x = lou.adjoint_tensor(x) if adjoint_arg else x
         return self._check_proper(x) * self._multiplier_matrix(conjugate=adjoint)
 
     def _determinant(self):
@@ -619,7 +613,7 @@ class LinearOperatorScaledIdentity(_BaseIdentity):
         return self._num_rows_cast_to_real_dtype * math_ops.log(math_ops.abs(self.multiplier))
 
     def _solve(self, rhs, adjoint=False, adjoint_arg=False):
-        rhs = lo.adjoint_tensor(rhs) if adjoint_arg else rhs
+        rhs = lou.adjoint_tensor(rhs) if adjoint_arg else rhs
         return self._check_proper(rhs) / self._multiplier_matrix(conjugate=adjoint)
 
     def _trace(self):
@@ -703,15 +697,15 @@ class LinearOperatorZeros(lo.LinearOperator):
                 parameters=parameters,
                 name=name,
             )
-            lo.assert_not_ref_type(num_rows, "num_rows")
-            lo.assert_not_ref_type(num_columns, "num_columns")
-            lo.assert_not_ref_type(batch_shape, "batch_shape")
-            self._num_rows = lo.shape_tensor(num_rows, name="num_rows")
-            self._num_rows_static = lo.static_value(self._num_rows)
+            lou.assert_not_ref_type(num_rows, "num_rows")
+            lou.assert_not_ref_type(num_columns, "num_columns")
+            lou.assert_not_ref_type(batch_shape, "batch_shape")
+            self._num_rows = lou.shape_tensor(num_rows, name="num_rows")
+            self._num_rows_static = lou.static_value(self._num_rows)
             if num_columns is None:
                 num_columns = num_rows
-            self._num_columns = lo.shape_tensor(num_columns, name="num_columns")
-            self._num_columns_static = lo.static_value(self._num_columns)
+            self._num_columns = lou.shape_tensor(num_columns, name="num_columns")
+            self._num_columns_static = lou.static_value(self._num_columns)
             self._num_rows = _check_dim_arg(
                 self._num_rows, self._num_rows_static, "num_rows", assert_proper_shapes
             )
@@ -754,12 +748,12 @@ class LinearOperatorZeros(lo.LinearOperator):
         )
 
     def _assert_self_adjoint(self):
-        return lo.no_op("assert_self_adjoint")
+        return lou.no_op("assert_self_adjoint")
 
     def _matmul(self, x, adjoint=False, adjoint_arg=False):
         if self._assert_proper_shapes:
-            x = lo.adjoint_tensor(x) if adjoint_arg else x
-            x = lo.with_dependencies([lo.assert_compatible_matrix_dimensions(self, x)], x)
+            x = lou.adjoint_tensor(x) if adjoint_arg else x
+            x = lou.with_dependencies([lou.assert_compatible_matrix_dimensions(self, x)], x)
         x_shape = array_ops.shape(x)
         if self.is_square:
             if adjoint_arg:
@@ -811,254 +805,3 @@ class LinearOperatorZeros(lo.LinearOperator):
 
     def _eigvals(self):
         return self._zeros_diag()
-
-
-# -- Householder, Permutation -----------------------------------------------------------
-
-
-class LinearOperatorHouseholder(lo.LinearOperator):
-    """The reflection `I - 2 v v^H / |v|^2` through the hyperplane orthogonal to v.
-
-    Raises:
-      ValueError: reflection_axis has no dimension, or a hint other than self-adjoint,
-        not positive definite, square.
-    """
-
-    def __init__(
-        self,
-        reflection_axis,
-        is_non_singular=None,
-        is_self_adjoint=None,
-        is_positive_definite=None,
-        is_square=None,
-        name="LinearOperatorHouseholder",
-    ):
-        parameters = dict(
-            reflection_axis=reflection_axis,
-            is_non_singular=is_non_singular,
-            is_self_adjoint=is_self_adjoint,
-            is_positive_definite=is_positive_definite,
-            is_square=is_square,
-            name=name,
-        )
-        with ops.name_scope(name, values=[reflection_axis]):
-            self._reflection_axis = lo.to_tensor(reflection_axis, name="reflection_axis")
-            axis = self._reflection_axis
-            if axis.shape.ndims is not None and axis.shape.ndims < 1:
-                raise ValueError(
-                    f"Argument reflection_axis must have at least 1 dimension.  Found: {axis}"
-                )
-            if is_self_adjoint is False:
-                raise ValueError("A Householder operator is always self adjoint.")
-            if is_positive_definite is True:
-                raise ValueError("A Householder operator is always non-positive definite.")
-            if is_square is False:
-                raise ValueError("A Householder operator is always square.")
-            super().__init__(
-                dtype=axis.dtype,
-                is_non_singular=is_non_singular,
-                is_self_adjoint=True,
-                is_positive_definite=False,
-                is_square=True,
-                parameters=parameters,
-                name=name,
-            )
-
-    @property
-    def reflection_axis(self):
-        return self._reflection_axis
-
-    def _shape(self):
-        shape = self._reflection_axis.shape
-        return shape.concatenate(shape[-1:])
-
-    def _shape_tensor(self):
-        shape = array_ops.shape(self._reflection_axis)
-        return manip_ops.concat([shape, shape[-1:]], 0)
-
-    def _assert_non_singular(self):
-        return lo.no_op("assert_non_singular")
-
-    def _assert_positive_definite(self):
-        raise errors.InvalidArgumentError(
-            None, None, "Householder operators are always non-positive definite."
-        )
-
-    def _assert_self_adjoint(self):
-        return lo.no_op("assert_self_adjoint")
-
-    def _linop_adjoint(self):
-        return self
-
-    def _linop_inverse(self):
-        return self
-
-    def _unit_axis(self):
-        v = ops.convert_to_tensor(self.reflection_axis)
-        if not v.dtype.is_complex:
-            return nn_impl.l2_normalize(v, axis=-1)
-        # |v|^2 from the real and imaginary parts, as TF's l2_normalize of a complex v
-        re, im = math_special_ops.real(v), math_special_ops.imag(v)
-        sq = reduction_ops.reduce_sum(re * re + im * im, axis=-1, keepdims=True)
-        inv = math_ops.rsqrt(math_ops.maximum(sq, 1e-12))
-        return math_special_ops.complex(re * inv, im * inv)
-
-    def _matmul(self, x, adjoint=False, adjoint_arg=False):
-        x = lo.adjoint_tensor(x) if adjoint_arg else x
-        v = array_ops.expand_dims(self._unit_axis(), -1)
-        return x - 2 * v * matmul_ops.matmul(v, x, adjoint_a=True)
-
-    def _trace(self):
-        shape = self.shape_tensor()
-        n = cast_ops.cast(self._domain_dimension_tensor(shape=shape) - 2, self.dtype)
-        return n * array_ops.ones(self._batch_shape_tensor(shape=shape), dtype=self.dtype)
-
-    def _determinant(self):
-        return -array_ops.ones(self.batch_shape_tensor(), dtype=self.dtype)
-
-    def _log_abs_determinant(self):
-        return array_ops.zeros(self.batch_shape_tensor(), dtype=self.dtype)
-
-    def _solve(self, rhs, adjoint=False, adjoint_arg=False):
-        return self._matmul(rhs, adjoint, adjoint_arg)
-
-    def _to_dense(self):
-        v = array_ops.expand_dims(self._unit_axis(), -1)
-        m = -2 * matmul_ops.matmul(v, v, adjoint_b=True)
-        return linalg_matrix_ops.matrix_set_diag(m, 1.0 + linalg_matrix_ops.matrix_diag_part(m))
-
-    def _diag_part(self):
-        v = self._unit_axis()
-        return 1.0 - 2 * v * lo.conj(v)
-
-    def _eigvals(self):
-        shape = array_ops.shape(self.reflection_axis)
-        n = shape[-1]
-        ones = array_ops.ones(manip_ops.concat([shape[:-1], [n - 1]], -1), dtype=self.dtype)
-        neg = -array_ops.ones(manip_ops.concat([shape[:-1], [1]], -1), dtype=self.dtype)
-        return manip_ops.concat([neg, ones], -1)
-
-    def _cond(self):
-        return array_ops.ones(self.batch_shape_tensor(), dtype=self.dtype)
-
-
-class LinearOperatorPermutation(lo.LinearOperator):
-    """The [batch] permutation matrix P with `P @ x = x[perm]` (rows gathered).
-
-    Raises:
-      TypeError: perm is not integer.
-      ValueError: perm has no dimension, is statically not a permutation of 0..n-1, or
-        is_non_singular / is_square is False.
-    """
-
-    def __init__(
-        self,
-        perm,
-        dtype=dtypes.float32,
-        is_non_singular=None,
-        is_self_adjoint=None,
-        is_positive_definite=None,
-        is_square=None,
-        name="LinearOperatorPermutation",
-    ):
-        parameters = dict(
-            perm=perm,
-            dtype=dtype,
-            is_non_singular=is_non_singular,
-            is_self_adjoint=is_self_adjoint,
-            is_positive_definite=is_positive_definite,
-            is_square=is_square,
-            name=name,
-        )
-        with ops.name_scope(name, values=[perm]):
-            self._perm = lo.to_tensor(perm, name="perm")
-            self._check_perm(self._perm)
-            if is_non_singular is False:
-                raise ValueError(
-                    "A Permutation operator is always non-singular. Expected argument "
-                    f"`is_non_singular` to be True. Received: {is_non_singular}."
-                )
-            if is_square is False:
-                raise ValueError(
-                    "A Permutation operator is always square. Expected argument `is_square` "
-                    f"to be True. Received: {is_square}."
-                )
-            super().__init__(
-                dtype=dtype,
-                is_non_singular=is_non_singular,
-                is_self_adjoint=is_self_adjoint,
-                is_positive_definite=is_positive_definite,
-                is_square=True,
-                parameters=parameters,
-                name=name,
-            )
-
-    def _check_perm(self, perm):
-        if perm.shape.ndims is not None and perm.shape.ndims < 1:
-            raise ValueError(f"Argument `perm` must have at least 1 dimension. Received: {perm}.")
-        if not perm.dtype.is_integer:
-            raise TypeError(f"Argument `perm` must be integer dtype. Received: {perm}.")
-        static = lo.static_value(perm)
-        if static is not None:
-            n = static.shape[-1]
-            if np.any(np.sort(static, axis=-1) != np.arange(n)):
-                raise ValueError(
-                    f"Argument `perm` must be a vector of unique integers from 0 to {n - 1}."
-                )
-
-    @property
-    def perm(self):
-        return self._perm
-
-    def _shape(self):
-        shape = self._perm.shape
-        return shape.concatenate(shape[-1:])
-
-    def _shape_tensor(self):
-        shape = array_ops.shape(self._perm)
-        return manip_ops.concat([shape, shape[-1:]], 0)
-
-    def _assert_non_singular(self):
-        return lo.no_op("assert_non_singular")
-
-    def _domain_dimension_tensor(self, perm=None):
-        perm = self.perm if perm is None else perm
-        return array_ops.shape(perm)[-1]
-
-    def _matmul(self, x, adjoint=False, adjoint_arg=False):
-        perm = ops.convert_to_tensor(self.perm)
-        if adjoint and not self.is_self_adjoint:
-            perm = math_composites_2.argsort(perm, axis=-1)
-        x = lo.adjoint_tensor(x) if adjoint_arg else x
-        shape = framework_ops.broadcast_dynamic_shape(
-            array_ops.shape(x)[:-1], array_ops.shape(perm)
-        )
-        k = array_ops.shape(x)[-1:]
-        x_shape = manip_ops.concat([shape, k], -1)
-        x = manip_ops.broadcast_to(x, x_shape)
-        perm = manip_ops.broadcast_to(perm, shape)
-        m = array_ops.shape(x)[-2]
-        x = array_ops.reshape(x, manip_ops.stack([-1, m, k[0]]))
-        perm = array_ops.reshape(perm, manip_ops.stack([-1, m]))
-        y = slicing_ops.gather(x, perm, axis=-2, batch_dims=1)
-        return array_ops.reshape(y, x_shape)
-
-    def _log_abs_determinant(self):
-        return array_ops.zeros(self.batch_shape_tensor(), dtype=self.dtype)
-
-    def _solve(self, rhs, adjoint=False, adjoint_arg=False):
-        return self._matmul(rhs, adjoint=not adjoint, adjoint_arg=adjoint_arg)
-
-    def _to_dense(self):
-        perm = ops.convert_to_tensor(self.perm)
-        n = self._domain_dimension_tensor(perm)
-        hits = math_ops.equal(reduction_ops.range(0, n), array_ops.expand_dims(perm, -1))
-        return cast_ops.cast(hits, self.dtype)
-
-    def _diag_part(self):
-        perm = ops.convert_to_tensor(self.perm)
-        n = self._domain_dimension_tensor(perm)
-        return cast_ops.cast(math_ops.equal(reduction_ops.range(0, n), perm), self.dtype)
-
-    def _cond(self):
-        return array_ops.ones(self.batch_shape_tensor(), dtype=self.dtype)

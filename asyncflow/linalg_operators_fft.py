@@ -12,6 +12,7 @@ import numpy as np
 from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow import linalg_operator as lo
+from asyncflow import linalg_operator_util as lou
 from asyncflow import tensor_shape as ts
 from asyncflow.ops import (
     array_ops,
@@ -77,7 +78,7 @@ class _BaseCirculant(lo.LinearOperator):
             )
         self._block_depth = block_depth
         with ops.name_scope(name, values=[spectrum]):
-            self._spectrum = lo.to_tensor(spectrum, name="spectrum")
+            self._spectrum = lou.to_tensor(spectrum, name="spectrum")
             nd = self._spectrum.shape.ndims
             if nd is not None and nd < block_depth:
                 raise ValueError(
@@ -124,7 +125,7 @@ class _BaseCirculant(lo.LinearOperator):
 
     def _block_shape_tensor(self, spectrum_shape=None):
         if self.block_shape.is_fully_defined():
-            return lo.shape_tensor(self.block_shape.as_list(), name="block_shape")
+            return lou.shape_tensor(self.block_shape.as_list(), name="block_shape")
         shape = array_ops.shape(self.spectrum) if spectrum_shape is None else spectrum_shape
         return shape[-self.block_depth :]
 
@@ -135,7 +136,7 @@ class _BaseCirculant(lo.LinearOperator):
     def _linop_adjoint(self):
         # (TF builds the adjoint with the default input_output_dtype, complex64)
         return self._like(
-            lo.conj(self.spectrum),
+            lou.conj(self.spectrum),
             is_non_singular=self.is_non_singular,
             is_self_adjoint=self.is_self_adjoint,
             is_positive_definite=self.is_positive_definite,
@@ -153,12 +154,12 @@ class _BaseCirculant(lo.LinearOperator):
     def _linop_matmul(self, left, right):
         if not isinstance(right, type(self)) or not isinstance(left, type(right)):
             return super()._linop_matmul(left, right)
-        return self._like(left.spectrum * right.spectrum, **lo.product_hints(left, right))
+        return self._like(left.spectrum * right.spectrum, **lou.product_hints(left, right))
 
     def _linop_solve(self, left, right):
         if not isinstance(right, type(self)):
             return super()._linop_solve(left, right)
-        return self._like(right.spectrum / left.spectrum, **lo.product_hints(left, right))
+        return self._like(right.spectrum / left.spectrum, **lou.product_hints(left, right))
 
     def _vectorize_then_blockify(self, matrix):
         vec = _rotate_transpose(matrix, 1)
@@ -218,7 +219,7 @@ class _BaseCirculant(lo.LinearOperator):
             )
 
     def _assert_non_singular(self):
-        return lo.assert_no_entries_with_modulus_zero(
+        return lou.assert_no_entries_with_modulus_zero(
             self.spectrum, message="Singular operator:  Spectrum contained zero values."
         )
 
@@ -229,7 +230,7 @@ class _BaseCirculant(lo.LinearOperator):
         )
 
     def _assert_self_adjoint(self):
-        return lo.assert_zero_imag_part(
+        return lou.assert_zero_imag_part(
             self.spectrum,
             message="Not self-adjoint:  The spectrum contained non-zero imaginary part.",
         )
@@ -238,7 +239,7 @@ class _BaseCirculant(lo.LinearOperator):
         spectrum = ops.convert_to_tensor(spectrum, name="spectrum")
         batch = self._batch_shape_tensor(shape=self._shape_tensor(spectrum=spectrum))
         spec_mat = array_ops.reshape(spectrum, manip_ops.concat([batch, [-1, 1]], 0))
-        x, spec_mat = lo.broadcast_matrix_batch_dims([x, spec_mat])
+        x, spec_mat = lou.broadcast_matrix_batch_dims([x, spec_mat])
         block = self._block_shape_tensor(spectrum_shape=array_ops.shape(spectrum))
         spectrum = array_ops.reshape(
             spec_mat, manip_ops.concat([array_ops.shape(x)[:-2], block], 0)
@@ -257,18 +258,18 @@ class _BaseCirculant(lo.LinearOperator):
     def _apply(self, x, adjoint, spectrum_op):
         spectrum = _to_complex(self.spectrum)
         if adjoint:
-            spectrum = lo.conj(spectrum)
+            spectrum = lou.conj(spectrum)
         x = cast_ops.cast(x, spectrum.dtype)
         x, spectrum = self._broadcast_batch_dims(x, spectrum)
         y = self._ifft(spectrum_op(self._fft(self._vectorize_then_blockify(x)), spectrum))
         return cast_ops.cast(self._unblockify_then_matricize(y), self.dtype)
 
     def _matmul(self, x, adjoint=False, adjoint_arg=False):
-        x = lo.adjoint_tensor(x) if adjoint_arg else x
+        x = lou.adjoint_tensor(x) if adjoint_arg else x
         return self._apply(x, adjoint, lambda fx, s: s * fx)
 
     def _solve(self, rhs, adjoint=False, adjoint_arg=False):
-        rhs = lo.adjoint_tensor(rhs) if adjoint_arg else rhs
+        rhs = lou.adjoint_tensor(rhs) if adjoint_arg else rhs
         return self._apply(rhs, adjoint, lambda fx, s: fx / s)
 
     def _block_axes(self):
@@ -400,8 +401,8 @@ class LinearOperatorToeplitz(lo.LinearOperator):
             name=name,
         )
         with ops.name_scope(name, values=[row, col]):
-            self._row = lo.to_tensor(row, name="row")
-            self._col = lo.to_tensor(col, name="col")
+            self._row = lou.to_tensor(row, name="row")
+            self._col = lou.to_tensor(col, name="col")
             for arg, t in (("row", self._row), ("col", self._col)):
                 if t.shape.ndims is not None and t.shape.ndims < 1:
                     raise ValueError(f"Argument {arg} must have at least 1 dimension.  Found: {t}")
@@ -448,13 +449,12 @@ class LinearOperatorToeplitz(lo.LinearOperator):
         )
 
     def _matmul(self, x, adjoint=False, adjoint_arg=False):
-        x = lo.adjoint_tensor(x) if adjoint_arg else x
+        x = lou.adjoint_tensor(x) if adjoint_arg else x
         expanded = manip_ops.concat([x, array_ops.zeros_like(x)], -2)
         col = ops.convert_to_tensor(self.col)
         row = ops.convert_to_tensor(self.row)
         first = manip_ops.concat(
-            [col, array_ops.zeros_like(col[..., 0:1]), slicing_ops.reverse(row[..., 1:], [-1])],
-            -1,
+            [col, array_ops.zeros_like(col[..., 0:1]), slicing_ops.reverse(row[..., 1:], [-1])], -1
         )
         dtype = (
             dtypes.complex128
@@ -535,11 +535,11 @@ class LinearOperatorTridiag(lo.LinearOperator):
                 )
             if diagonals_format == _SEQUENCE:
                 self._diagonals = [
-                    lo.to_tensor(d, name=f"diag_{i}") for i, d in enumerate(diagonals)
+                    lou.to_tensor(d, name=f"diag_{i}") for i, d in enumerate(diagonals)
                 ]
                 dtype = self._diagonals[0].dtype
             else:
-                self._diagonals = lo.to_tensor(diagonals, name="diagonals")
+                self._diagonals = lou.to_tensor(diagonals, name="diagonals")
                 dtype = self._diagonals.dtype
             self._diagonals_format = diagonals_format
             super().__init__(
@@ -594,7 +594,7 @@ class LinearOperatorTridiag(lo.LinearOperator):
             return control_flow_ordering.group(
                 check_ops.assert_equal(
                     self.diagonals,
-                    lo.adjoint_tensor(self.diagonals),
+                    lou.adjoint_tensor(self.diagonals),
                     message="Matrix was not equal to its adjoint.",
                 )
             )
@@ -605,21 +605,21 @@ class LinearOperatorTridiag(lo.LinearOperator):
             sup, diag, sub = self.diagonals
         sub = math_special_ops.roll(sub, shift=-1, axis=-1)
         return control_flow_ordering.group(
-            lo.assert_zero_imag_part(diag, message=diag_message),
-            check_ops.assert_equal(lo.conj(sub[..., :-1]), sup[..., :-1], message=off_message),
+            lou.assert_zero_imag_part(diag, message=diag_message),
+            check_ops.assert_equal(lou.conj(sub[..., :-1]), sup[..., :-1], message=off_message),
         )
 
     def _adjoint_diagonals(self, diagonals):
         if self.diagonals_format == _SEQUENCE:
-            sup, diag, sub = (lo.conj(d) for d in diagonals)
+            sup, diag, sub = (lou.conj(d) for d in diagonals)
             return [
                 math_special_ops.roll(sub, shift=-1, axis=-1),
                 diag,
                 math_special_ops.roll(sup, shift=1, axis=-1),
             ]
         if self.diagonals_format == _MATRIX:
-            return lo.adjoint_tensor(diagonals)
-        sup, diag, sub = slicing_ops.unstack(lo.conj(diagonals), num=3, axis=-2)
+            return lou.adjoint_tensor(diagonals)
+        sup, diag, sub = slicing_ops.unstack(lou.conj(diagonals), num=3, axis=-2)
         return manip_ops.stack(
             [
                 math_special_ops.roll(sub, shift=-1, axis=-1),
@@ -647,7 +647,7 @@ class LinearOperatorTridiag(lo.LinearOperator):
         diagonals = self.diagonals
         if adjoint:
             diagonals = self._adjoint_diagonals(diagonals)
-        x = lo.adjoint_tensor(x) if adjoint_arg else x
+        x = lou.adjoint_tensor(x) if adjoint_arg else x
         self._check_rank(x)
         return linalg_tridiag_ops.tridiagonal_matmul(
             diagonals, x, diagonals_format=self.diagonals_format

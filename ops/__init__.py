@@ -43,6 +43,7 @@ from asyncflow.ops import (  # noqa: F401
     init_ops,
     io_ops,
     jpeg_ops,
+    linalg_logm_ops,
     linalg_matrix_ops,
     linalg_ops,
     linalg_tridiag_ops,
