@@ -249,6 +249,12 @@ from asyncflow import (  # noqa: E402
 )
 from asyncflow import resource_variable as _resource_variable  # noqa: E402,F401 - use_resource
 from asyncflow import signal_mdct as _signal_mdct  # noqa: E402,F401 - tf.signal.mdct, ...
+from asyncflow.composite_specs import (  # noqa: E402
+    IndexedSlicesSpec,
+    RaggedTensorSpec,
+    TensorArraySpec,
+    type_spec_from_value,
+)
 from asyncflow.data.optional import OptionalSpec  # noqa: E402 - tf.OptionalSpec
 from asyncflow.graph import container  # noqa: E402
 from asyncflow.graph_io import import_graph_def  # noqa: E402
@@ -256,6 +262,11 @@ from asyncflow.image import random_crop  # noqa: E402
 from asyncflow.meta_graph import export_meta_graph, write_graph  # noqa: E402
 from asyncflow.metrics import confusion_matrix  # noqa: E402
 from asyncflow.namespaces import install as _install_namespaces  # noqa: E402
+from asyncflow.ops.index_shuffle_ops import random_index_shuffle  # noqa: E402
+from asyncflow.ops.top_misc_ops import (  # noqa: E402
+    ragged_fill_empty_rows,
+    ragged_fill_empty_rows_grad,
+)
 from asyncflow.partition import set_lossy_transfer  # noqa: E402
 from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef, ...)
     AttrValue,
@@ -271,9 +282,25 @@ from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef
     TensorInfo,
 )
 from asyncflow.ragged import RaggedTensor  # noqa: E402
+from asyncflow.tf2_compat import (  # noqa: E402 - TF 2's switches, top-level odds
+    LogMessage,
+    check_pinned,
+    conv,
+    enable_control_flow_v2,
+    enable_eager_execution,
+    enable_resource_variables,
+    enable_tensor_equality,
+    enable_v2_behavior,
+    enable_v2_tensorshape,
+    load_file_system_library,
+    load_library,
+    load_op_library,
+    nondifferentiable_batch_function,
+)
 from asyncflow.tf_function import function, wrap_function  # noqa: E402 - tf.function
 from asyncflow.trackable import Module  # noqa: E402 - tf.Module
 from asyncflow.train.saver import import_meta_graph  # noqa: E402
+from asyncflow.type_spec import NoneTensorSpec, TypeSpec  # noqa: E402
 
 _install_namespaces(globals())  # tf.math, tf.random, tf.linalg, tf.io, tf.sparse, ...
 from asyncflow import gfile, graph_util  # noqa: E402 - tf.gfile, tf.graph_util

@@ -19,6 +19,7 @@ from asyncflow.ops import math_ops, math_special_ops
 from asyncflow.registry import NotDifferentiable
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
 from asyncflow.tf_logging import get_logger
+from asyncflow.type_spec import TypeSpec
 
 __all__ = [
     "VERSION",
@@ -302,12 +303,18 @@ def executing_eagerly_outside_functions() -> bool:
 
 
 def resource_variables_enabled() -> bool:
-    """False: variables are TF1 reference variables."""
-    return False
+    """Whether variables made without `use_resource` are ResourceVariables (False, TF1's
+    reference variables, unless enable_resource_variables() ran)."""
+    from asyncflow.variables import default_use_resource
+
+    return default_use_resource()
 
 
 def disable_resource_variables() -> None:
-    """TF1's reference variables: what asyncflow always makes (nothing to switch)."""
+    """Variables made without `use_resource` are TF1's reference variables (the default)."""
+    from asyncflow.variables import set_default_use_resource
+
+    set_default_use_resource(False)
 
 
 def control_flow_v2_enabled() -> bool:
@@ -324,8 +331,9 @@ def disable_v2_tensorshape() -> None:
 
 
 def disable_tensor_equality() -> None:
-    """TF1's Tensor equality (`==` is identity, tensors are hashable): asyncflow's only
-    behaviour."""
+    """TF1's Tensor equality (`==` is identity, tensors are hashable), which a graph
+    keeps either way (enable_tensor_equality only sets TF's flag)."""
+    ops.Tensor._USE_EQUALITY = False
 
 
 # -- tables, stacking, switch_case, conv2d backprops taking tensors ---------------------------
@@ -435,9 +443,10 @@ def _explicit_pairs(padding, explicit_paddings):
     return padding
 
 
-class TensorSpec:
+class TensorSpec(TypeSpec):
     """`tf.TensorSpec`: the shape, dtype and optional name a tensor is expected to have
-    (a `tf.function`'s `input_signature`)."""
+    (a `tf.function`'s `input_signature`).  A TypeSpec of fields (shape, dtype, name):
+    equality and joins compare the name too; is_compatible_with does not."""
 
     __slots__ = ("_shape", "_dtype", "_name")
     _spec_of = "tensor"  # (what control flow checks a loop variable against)
@@ -455,10 +464,16 @@ class TensorSpec:
     dtype = property(lambda self: self._dtype)
     name = property(lambda self: self._name)
 
+    value_type = property(lambda self: ops.Tensor)
+
+    def _serialize(self) -> tuple:
+        return (self._shape, self._dtype, self._name)
+
     def is_compatible_with(self, spec_or_tensor) -> bool:
-        """Same dtype and a compatible shape (a spec, a tensor, or a value)."""
+        """Same dtype and a compatible shape, for a TensorSpec or a Tensor (TF: any other
+        value, a list or an array, is not compatible)."""
         if not isinstance(spec_or_tensor, TensorSpec | ops.Tensor):
-            spec_or_tensor = ops.convert_to_tensor(spec_or_tensor)
+            return False
         return self._dtype.is_compatible_with(
             spec_or_tensor.dtype
         ) and self._shape.is_compatible_with(spec_or_tensor.shape)
@@ -466,12 +481,6 @@ class TensorSpec:
     def _key(self):
         dims = None if self._shape.rank is None else tuple(self._shape.as_list())
         return (dims, self._dtype, self._name)
-
-    def __eq__(self, other):
-        return type(other) is type(self) and self._key() == other._key()
-
-    def __hash__(self):
-        return hash((self._dtype, self._name))
 
     def __repr__(self):
         return f"TensorSpec(shape={self._shape}, dtype={self._dtype!r}, name={self._name!r})"

@@ -14,6 +14,7 @@ import collections
 
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.type_spec import TypeSpec
 
 __all__ = ["SparseTensor", "SparseTensorSpec", "SparseTensorValue"]
 
@@ -26,7 +27,7 @@ class SparseTensorValue(
     __slots__ = ()
 
 
-class SparseTensorSpec:
+class SparseTensorSpec(TypeSpec):
     """`tf.SparseTensorSpec`: the dense shape and values dtype a SparseTensor is
     expected to have (e.g. a while loop variable's invariant)."""
 
@@ -43,7 +44,12 @@ class SparseTensorSpec:
 
     @classmethod
     def from_value(cls, value):
-        return cls(tensor_shape.unknown_shape(value.dense_shape.shape[0].value), value.dtype)
+        """The spec of a SparseTensor: its dense shape as far as it is known when the
+        graph is built (TF's constant_value_as_shape), and its values' dtype."""
+        dense = value.dense_shape
+        if isinstance(dense, ops.Tensor):
+            return cls(ops.constant_shape(dense), value.dtype)
+        return cls(tensor_shape.unknown_shape(dense.shape[0].value), value.dtype)
 
     def is_compatible_with(self, other) -> bool:
         if isinstance(other, SparseTensor):
@@ -58,14 +64,8 @@ class SparseTensorSpec:
         dims = None if self._shape.rank is None else tuple(self._shape.as_list())
         return (dims, self._dtype)
 
-    def __eq__(self, other):
-        return type(other) is type(self) and self._key() == other._key()
-
-    def __hash__(self):
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"SparseTensorSpec({self._shape!r}, {self._dtype!r})"
+    def _serialize(self) -> tuple:
+        return (self._shape, self._dtype)
 
 
 class SparseTensor:

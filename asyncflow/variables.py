@@ -92,6 +92,18 @@ class VariableAggregation(_AggregationEq, enum.Enum):
     ONLY_FIRST_TOWER = 3
 
 
+_DEFAULT_USE_RESOURCE = [False]  # (tf.compat.v1.enable_resource_variables sets it)
+
+
+def set_default_use_resource(value: bool) -> None:
+    """Whether Variable(...) without use_resource makes a ResourceVariable."""
+    _DEFAULT_USE_RESOURCE[0] = bool(value)
+
+
+def default_use_resource() -> bool:
+    return _DEFAULT_USE_RESOURCE[0]
+
+
 _RESOURCE_VARIABLE: list = [None]  # the ResourceVariable class (asyncflow.resource_variable)
 _VARIABLE_FROM_DEF: list = [None]  # asyncflow.meta_graph.variable_from_def, set there
 
@@ -191,6 +203,8 @@ class Variable(metaclass=_VariableMeta):
 
     def __new__(cls, *args, use_resource=None, **kwargs):
         # TF1's VariableMetaclass: Variable(use_resource=True) is a ResourceVariable.
+        if use_resource is None:  # (enable_resource_variables switches the default)
+            use_resource = _DEFAULT_USE_RESOURCE[0]
         if cls is Variable and use_resource:
             # Set by asyncflow.resource_variable (which subclasses this), when imported.
             return super().__new__(_RESOURCE_VARIABLE[0])

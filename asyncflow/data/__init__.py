@@ -9,6 +9,7 @@ ops/dataset_pipeline.py.
 
 from asyncflow.data import experimental
 from asyncflow.data import remote as _remote
+from asyncflow.data import type_specs as _type_specs
 from asyncflow.data.calls import function_caller as _function_caller
 from asyncflow.data.dataset import (
     AUTOTUNE,
@@ -28,9 +29,14 @@ from asyncflow.data.iterator import (
     make_one_shot_iterator,
 )
 from asyncflow.data.options import Options, ThreadingOptions
+from asyncflow.data.type_specs import DatasetSpec, NumpyIterator
 from asyncflow.ops import dataset_pipeline as _pipeline
 
 _pipeline.FUNCTION_CALLER = _function_caller
+# tf.compat.v1.data.experimental's structure names (TypeSpecs under their TF 1 names)
+for _name in _type_specs.__all__:
+    if _name not in ("DatasetSpec", "NumpyIterator"):
+        setattr(experimental, _name, getattr(_type_specs, _name))
 _pipeline.PREFETCH_HOOK = _remote.prefetch_hook
 
 
@@ -39,8 +45,10 @@ __all__ = [
     "INFINITE_CARDINALITY",
     "UNKNOWN_CARDINALITY",
     "Dataset",
+    "DatasetSpec",
     "FixedLengthRecordDataset",
     "Iterator",
+    "NumpyIterator",
     "Options",
     "TFRecordDataset",
     "TextLineDataset",
