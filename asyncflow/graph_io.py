@@ -399,6 +399,16 @@ def node_def(op: ops.Operation, out: NodeDef | None = None, text: bool = False) 
     return nd
 
 
+# Rewrites of a finished GraphDef that modules above this one register (tf.function's
+# calls as TF's call nodes: asyncflow/tf_function_export.py); run in registration order.
+_GRAPH_DEF_EXPORTERS: list = []
+
+
+def register_graph_def_exporter(fn) -> None:
+    """`fn(graph, graph_def)` rewrites the GraphDef of `graph` in place, last."""
+    _GRAPH_DEF_EXPORTERS.append(fn)
+
+
 def graph_to_graph_def(graph: ops.Graph, add_shapes: bool = False) -> GraphDef:
     """`graph` as a GraphDef; `add_shapes` adds each node's "_output_shapes" attr."""
     gd = GraphDef()
@@ -412,6 +422,8 @@ def graph_to_graph_def(graph: ops.Graph, add_shapes: bool = False) -> GraphDef:
     export_dataset_functions(graph, gd)  # tf.data functions as TF's FunctionDefs
     resource_twins(gd)  # resource variables' updates as TF's Resource* ops
     tensor_array_handles(gd)  # TensorArray handles through loops as TF's resources
+    for exporter in _GRAPH_DEF_EXPORTERS:
+        exporter(graph, gd)
     gd.versions.producer = GRAPH_DEF_VERSION
     return gd
 

@@ -19,8 +19,9 @@ when the body holds a stateful op) made unique; each argument enters through an
 Identity `<call>/<arg>`; captured tensors are used directly; the results leave through
 one IdentityN named `<call>`, so result i is `<call>:i` as in TF's graph.  Gradients
 flow through the copied ops as through any other (cond and while loops inside keep
-their contexts, copied with the ops).  The GraphDef asyncflow writes for such a graph
-holds the inlined body (TF imports and runs it to the same values).
+their contexts, copied with the ops).  The GraphDef asyncflow writes holds each call
+as TF's call node and FunctionDef where nothing outside reads the body, else the
+inlined body (asyncflow/tf_function_export.py); TF runs either to the same values.
 
 Variables: a trace's `tf.Variable` / `get_variable` calls make resource variables in the
 outermost graph (TF's init_scope), on the first trace only; a later trace that creates
@@ -37,6 +38,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import itertools
 
 import numpy as np
 
@@ -45,11 +47,19 @@ from asyncflow import graph as ops
 from asyncflow.framework_extras import TensorSpec
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import array_ops
+from asyncflow.tf_function_export import record_call
 from asyncflow.variables import Variable, variable_creator_scope
 
 __all__ = [
     "ConcreteFunction", "FuncGraph", "Function", "WrappedFunction", "function", "wrap_function"
 ]  # fmt: skip
+
+_TRACE_IDS = itertools.count(1)  # (trace names unique in the process, as TF's uids)
+
+
+def _sanitize(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
 
 _SHARED_COLLECTIONS = (
     GraphKeys.GLOBAL_VARIABLES,
@@ -262,7 +272,7 @@ class ConcreteFunction:
             self._stateful = any(op.op_def.stateful for op in fg.get_operations())
         base = "StatefulPartitionedCall" if self._stateful else "PartitionedCall"
         call = graph.unique_name(base)
-        return _inline(graph, fg, call, converted)
+        return _inline(graph, fg, call, converted, self._stateful)
 
     def prune(self, feeds, fetches, name=None, input_signature=None):
         """A function of `feeds` (tensors of this trace's graph, or their names) computing
@@ -284,14 +294,18 @@ class WrappedFunction(ConcreteFunction):
 # -- inlining a trace into a graph -------------------------------------------------------
 
 
-def _inline(graph, fg: FuncGraph, call: str, args: list):
+def _inline(graph, fg: FuncGraph, call: str, args: list, stateful: bool = False):
     cf_ctx = graph._control_flow_context
     tmap: dict = {}
     omap: dict = {}
+    own = []
     for ph, t in zip(fg.inputs[: fg.n_args], args, strict=True):
         tmap[ph] = array_ops.identity(t, name=f"{call}/{ph.op.name}")
+        own.append(tmap[ph].op.name)
+    captured = []
     for outer, ph in fg._captured.values():
         tmap[ph] = graph._capture(outer) if outer.graph is not graph else outer
+        captured.append(tmap[ph])
     call_controls = graph._current_control_inputs()
     frames = {}
     later: list = []
@@ -335,7 +349,11 @@ def _inline(graph, fg: FuncGraph, call: str, args: list):
     for op, i, t in later:
         omap[op]._update_input(i, tmap[t])
     _copy_contexts(fg, graph, omap, tmap, frames, cf_ctx)
-    return _results(graph, fg, call, tmap, omap)
+    result = _results(graph, fg, call, tmap, omap)
+    if cf_ctx is None:  # (in a cond or loop the call stays inlined in the GraphDef)
+        own.extend(o.name for o in omap.values())
+        record_call(graph, call, fg, fg.name, [*args, *captured], own, stateful)
+    return result
 
 
 def _rename_loc(group: bytes, call: str, fg) -> bytes:
@@ -586,7 +604,7 @@ class Function:
     def _trace(self, keys, bound) -> ConcreteFunction:
         outer = ops.get_default_graph()
         self._counter += 1
-        fg = FuncGraph(f"__inference_{self._name}_{self._counter}", outer)
+        fg = FuncGraph(f"__inference_{_sanitize(self._name)}_{next(_TRACE_IDS)}", outer)
         names = []
         for p in self._signature.parameters:
             value = bound.arguments[p]

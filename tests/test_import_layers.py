@@ -120,6 +120,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "image_ssim",
             "namespaces",
             "random_generator",
+            "tf_function_export",
             "tf_function",
             "trackable",
             "composite_specs",

@@ -145,7 +145,8 @@ def test_log_message_is_tfs():
     want = TABLE["log_message"]
     msg = tf.LogMessage(level=tf.LogMessage.WARN, message="hi")
     assert list(msg.SerializeToString()) == want["bytes"]
-    assert want["full_name"].endswith("." + tf.LogMessage.DESCRIPTOR.name)  # (our package: asyncflow.tensorflow)
+    # (our messages live in package asyncflow.tensorflow)
+    assert want["full_name"].endswith("." + tf.LogMessage.DESCRIPTOR.name)
     assert {v.name: v.number for v in tf.LogMessage.DESCRIPTOR.enum_types[0].values} == want[
         "levels"
     ]

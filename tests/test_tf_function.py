@@ -251,3 +251,44 @@ def test_wrap_function_structure_and_prune_errors():
         with tf.Session() as sess:
             assert sess.run(full) == {"s": 7.0, "d": 3.0}
             assert sess.run(part) == {"sum": 5.0}
+
+
+def test_graph_def_holds_tf_calls_where_it_can():
+    """A call nothing reads inside is written as TF's call node and FunctionDef; one
+    whose insides a gradient reads stays inlined.  Both import back to the same values."""
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [None], name="x")
+        v = tf.get_variable("v", initializer=2.0, use_resource=True)
+
+        @tf.function
+        def f(a):
+            return tf.reduce_sum(a * v), a + 1.0
+
+        s, p = f(x)
+        s2, _ = f(x * 2.0)
+        grad = tf.gradients(s2, x)[0]
+        gd = g.as_graph_def()
+    calls = {nd.name: nd for nd in gd.node if nd.op.endswith("PartitionedCall")}
+    assert list(calls) == ["StatefulPartitionedCall"]
+    call = calls["StatefulPartitionedCall"]
+    assert [i.split(":")[0] for i in call.input] == ["x", "v"]
+    (fdef,) = [f for f in gd.library.function if f.signature.name == call.attr["f"].func.name]
+    assert [a.type for a in fdef.signature.input_arg] == list(call.attr["Tin"].list.type)
+    assert len(fdef.signature.output_arg) == 2 == len(call.attr["Tout"].list.type)
+    names = {nd.name for nd in gd.node}
+    assert not any(n.startswith("StatefulPartitionedCall/") for n in names)
+    assert any(n.startswith("StatefulPartitionedCall_1/") for n in names)  # (read by grad)
+    with tf.Graph().as_default() as g2:
+        tf.import_graph_def(gd, name="")
+        fetch = [g2.get_tensor_by_name(t.name) for t in (s, p, s2, grad)]
+        with tf.Session() as sess:
+            sess.run(g2.get_operation_by_name("v/Assign"))
+            got = sess.run(fetch, {g2.get_tensor_by_name("x:0"): [1.0, 2.0]})
+    assert [np.asarray(a).tolist() for a in got] == [6.0, [2.0, 3.0], 12.0, [4.0, 4.0]]
+
+
+def test_our_graph_def_that_tf_ran_holds_calls():
+    gd = tf.GraphDef.FromString((HERE / "tf_function" / "ours.pb").read_bytes())
+    ops_ = {nd.op for nd in gd.node}
+    assert {"PartitionedCall", "StatefulPartitionedCall"} <= ops_
+    assert len(gd.library.function) >= 10
