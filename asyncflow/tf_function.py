@@ -637,7 +637,15 @@ class Function:
             call_args, call_kwargs = _rebind(self._signature, traced)
             creator = _LiftingCreator(fg, allow=first_trace and not self._traces)
             with variable_creator_scope(creator):
-                result = self._python_function(*call_args, **call_kwargs)
+                try:
+                    result = self._python_function(*call_args, **call_kwargs)
+                except TypeError as e:
+                    if not (self._autograph and "as a Python `bool`" in str(e)):
+                        raise
+                    raise TypeError(
+                        f"{e} asyncflow traces tf.function without AutoGraph: Python `if` / "
+                        "`while` on a tensor must be written as tf.cond / tf.while_loop."
+                    ) from e
             _finish_outputs(fg, result, identities=not self._wrapped)
         fg.variables = creator.created
         if creator.created:

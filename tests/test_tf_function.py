@@ -292,3 +292,14 @@ def test_our_graph_def_that_tf_ran_holds_calls():
     ops_ = {nd.op for nd in gd.node}
     assert {"PartitionedCall", "StatefulPartitionedCall"} <= ops_
     assert len(gd.library.function) >= 10
+
+
+def test_python_if_on_a_tensor_says_autograph_is_not_applied():
+    with tf.Graph().as_default():
+
+        @tf.function
+        def f(a):
+            return a if a > 0 else -a
+
+        with pytest.raises(TypeError, match="without AutoGraph"):
+            f(tf.constant(1.0))
