@@ -12,7 +12,7 @@ nested specs).  From that tuple alone, as TF:
   compatible with both ...") where a field differs;
 - `most_specific_common_supertype(others)`: the same, or None;
 - `is_subtype_of(other)`: every dim of `other` is unknown or the same;
-- `repr`: the class name and the repr of each field.
+- `repr`: the class name and the repr of the fields' tuple ("OptionalSpec(x,)").
 Subclasses may override any of these where TF's own class differs (TensorSpec: the
 name is ignored by is_compatible_with).
 
@@ -105,7 +105,7 @@ class TypeSpec:
         return hash((type(self).__name__, _key(self._serialize())))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(repr(f) for f in self._serialize())})"
+        return f"{type(self).__name__}{tuple(self._serialize())!r}"  # (TF's: "X(a,)")
 
 
 class _Incompatible(Exception):

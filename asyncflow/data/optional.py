@@ -20,6 +20,7 @@ from asyncflow.data.structure import (
 from asyncflow.framework_extras import TensorSpec
 from asyncflow.ops import optional_ops as _optional_ops  # noqa: F401 - registers the ops
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorSpec
+from asyncflow.type_spec import TypeSpec
 
 __all__ = ["Optional", "OptionalSpec", "get_next_as_optional"]
 
@@ -80,11 +81,17 @@ class Optional:
         return self._element_spec
 
 
-class OptionalSpec:
-    """`tf.OptionalSpec`: the type of an optional, by its element's spec."""
+class OptionalSpec(TypeSpec):
+    """`tf.OptionalSpec`: the type of an optional, by its element's spec (a TypeSpec:
+    its comparisons are its element spec's)."""
+
+    __slots__ = ("_element_spec",)
 
     def __init__(self, element_spec):
         self._element_spec = element_spec
+
+    def _serialize(self) -> tuple:
+        return (self._element_spec,)
 
     @property
     def element_spec(self):
@@ -98,14 +105,6 @@ class OptionalSpec:
     def value_type(self):
         return Optional
 
-    def __eq__(self, other):
-        return type(other) is OptionalSpec and other._element_spec == self._element_spec
-
-    def __hash__(self):
-        return hash(type(self))
-
-    def __repr__(self) -> str:
-        return f"OptionalSpec({self._element_spec!r})"
 
 
 def get_next_as_optional(iterator) -> Optional:
