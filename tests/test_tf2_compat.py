@@ -98,6 +98,9 @@ def test_conv_as_tf(name):
     with tf.Graph().as_default(), tf.Session() as s:
         y = tf.conv(tf.constant(rec.X), tf.constant(rec.W), **kw)
         assert y.op.type == "Conv"
+        attrs = {k: y.op.get_attr(k) for k in TABLE["convs"][name]["attrs"]}
+        attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+        assert attrs == TABLE["convs"][name]["attrs"]
         assert y.shape.as_list() == TABLE["convs"][name]["shape"]
         np.testing.assert_allclose(s.run(y), TABLE["convs"][name]["value"], rtol=1e-5, atol=1e-5)
 
