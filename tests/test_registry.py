@@ -75,6 +75,7 @@ _TF_NO_GRADIENT = {
     "Fingerprint",
     "FractionalMaxPoolGrad",
     "FractionalAvgPoolGrad",
+    "CheckPinned",  # (tests/test_tf2_compat.py)
 }
 
 

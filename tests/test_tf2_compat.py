@@ -130,6 +130,8 @@ def test_check_pinned_as_tf():
         assert y.shape.as_list() == TABLE["check_pinned"]["shape"]
         with pytest.raises(errors.InvalidArgumentError, match="not pinned"):
             s.run(y)
+        with pytest.raises(LookupError):  # (TF registers no gradient)
+            tf.gradients(y, tf.get_default_graph().get_tensor_by_name("Const:0"))
 
 
 def test_loaders_as_tf(tmp_path):
