@@ -351,14 +351,19 @@ def _decode_jpeg_exact(data: bytes, channels: int, ratio: int = 1, dct_method: s
     if space not in ("Gray", "YCbCr", "RGB"):
         return None
     gray = channels == 1 or (channels == 0 and space == "Gray")
+    out_h, out_w = -(-height // ratio), -(-width // ratio)
+    if out_h * out_w * (1 if gray else 3) >= 1 << 29:  # (TF's limit, before allocating)
+        raise errors.InvalidArgumentError(
+            None, None, f"Image too large: {out_h}x{out_w} ({len(data)} bytes of JPEG data)"
+        )
     try:
         out = simplejpeg.decode_jpeg(
             data,
             colorspace="GRAY" if gray else "RGB",
             fastdct=_JPEG_DCT.get(dct_method, True),
             fastupsample=not fancy_upscaling,
-            min_height=-(-height // ratio),
-            min_width=-(-width // ratio),
+            min_height=out_h,
+            min_width=out_w,
             min_factor=ratio,
         )
     except ValueError:

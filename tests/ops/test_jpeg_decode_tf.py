@@ -50,3 +50,15 @@ def test_bad_attrs_as_tf(kwargs, message):
         with Session() as sess, pytest.raises(errors.InvalidArgumentError) as info:
             sess.run(img)
     assert message in info.value.message
+
+
+def test_huge_declared_size_is_refused_before_allocating():
+    """A JPEG whose frame header claims 30000 x 30000 pixels (2.7 GB decoded) is refused
+    from the header, as TF refuses images of 2^29 bytes or more."""
+    data = bytearray(cases.FILES[2].read_bytes())
+    sof = data.index(b"\xff\xc0")  # baseline frame header: length, precision, height, width
+    data[sof + 5 : sof + 9] = (30000).to_bytes(2, "big") * 2
+    with ops.Graph().as_default():
+        img = af.image.decode_jpeg(bytes(data))
+        with Session() as sess, pytest.raises(errors.InvalidArgumentError, match="too large"):
+            sess.run(img)
