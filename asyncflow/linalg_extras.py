@@ -118,6 +118,8 @@ def pinv(a, rcond=None, validate_args=False, name=None):
     del validate_args
     with ops.name_scope(name, "pinv", [a, rcond]):
         a = ops.convert_to_tensor(a, name="a")
+        if not a.dtype.is_floating:
+            raise TypeError(f"Input `a` must have `float`-like `dtype` (saw {a.dtype.name}).")
         dtype = a.dtype.as_numpy_dtype
         if rcond is None:
             rows, cols = a.shape.dims[-2:] if a.shape.ndims is not None else (None, None)

@@ -1259,6 +1259,8 @@ def svd(tensor, full_matrices=False, compute_uv=True, name=None):
     tensor = u diag(s) v^H (TF's order of results: s, u, v)."""
     attrs = {"full_matrices": bool(full_matrices), "compute_uv": bool(compute_uv)}
     s, u, v = ops.apply_op("Svd", [tensor], attrs, name=name).outputs
+    if s.dtype.is_complex:  # (the op's s is complex for complex input: TF takes its real part)
+        s = ops.apply_op("Real", [s], {"Tout": s.dtype.real_dtype}).outputs[0]
     return (s, u, v) if compute_uv else s
 
 

@@ -53,3 +53,21 @@ def test_svd_gradient_of_u_alone_and_its_limits():
         _, u, _ = af.linalg.svd(af.constant(np.ones((5, 2))), full_matrices=True)
         with pytest.raises(NotImplementedError, match="full_matrices"):
             af.gradients(af.reduce_sum(u * u), [u.op.inputs[0]])
+
+
+def test_complex_svd_singular_values_are_real_as_tf():
+    """TF's tf.linalg.svd takes the real part of the op's complex s (its dtype is the
+    input's real dtype); tf.linalg.pinv refuses complex input as TF does."""
+    import asyncflow as af
+
+    rng = np.random.default_rng(4)
+    x = (rng.random((2, 4, 3)) + 1j * rng.random((2, 4, 3))).astype(np.complex64)
+    with af.Graph().as_default():
+        s = af.linalg.svd(x, compute_uv=False)
+        s2, u, v = af.linalg.svd(x)
+        assert s.dtype == af.float32 and s2.dtype == af.float32 and u.dtype == af.complex64
+        with af.Session() as sess:
+            got = sess.run(s)
+        np.testing.assert_allclose(got, np.linalg.svd(x, compute_uv=False), rtol=1e-5)
+        with pytest.raises(TypeError, match="must have `float`-like `dtype` \\(saw complex64\\)"):
+            af.linalg.pinv(x)
