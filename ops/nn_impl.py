@@ -485,6 +485,17 @@ def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
     axis = axis if axis is not None else dim
     with ops.name_scope(name, "l2_normalize", [x]) as scope:
         x = ops.convert_to_tensor(x, name="x")
+        if x.dtype.is_complex:  # (as TF: the norm of the real and imaginary parts)
+            from asyncflow.ops import math_special_ops as msp
+
+            re, im = msp.real(x), msp.imag(x)
+            square_sum = reduction_ops.reduce_sum(
+                math_ops.add(math_ops.square(re), math_ops.square(im)), axis, keepdims=True
+            )
+            inv = math_ops.rsqrt(
+                math_ops.maximum(square_sum, np.asarray(epsilon, re.dtype.as_numpy_dtype))
+            )
+            return msp.complex(math_ops.multiply(re, inv), math_ops.multiply(im, inv), name=scope)
         square_sum = reduction_ops.reduce_sum(math_ops.square(x), axis, keepdims=True)
         inv = math_ops.rsqrt(
             math_ops.maximum(square_sum, np.asarray(epsilon, x.dtype.as_numpy_dtype))

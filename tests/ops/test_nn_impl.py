@@ -562,3 +562,14 @@ def test_sparse_xent_v2_takes_positional_labels_and_logits():
         got2, got1 = sess.run([v2, v1])
     np.testing.assert_allclose(got2, want, rtol=1e-6)
     np.testing.assert_array_equal(got1, got2)
+
+
+def test_l2_normalize_complex():
+    """TF normalizes a complex tensor by the norm of its real and imaginary parts."""
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    with ops.Graph().as_default(), Session() as sess:
+        y = nn_impl.l2_normalize(x, 1)
+        assert y.dtype == af.complex64
+        got = sess.run(y)
+    np.testing.assert_allclose(got, x / np.linalg.norm(x, axis=1, keepdims=True), rtol=1e-5)
