@@ -12,19 +12,10 @@ import scipy.linalg
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
+from asyncflow.ops.linalg_matrix_ops import _square_shape
 from asyncflow.registry import TypeConstraint, register_op
 
 __all__ = ["logm"]
-
-
-def _square_shape(op):
-    s = op.inputs[0].shape.with_rank_at_least(2)
-    if s.ndims is not None:
-        a, b = s.dims[-2].value, s.dims[-1].value
-        if a is not None and b is not None and a != b:
-            raise ValueError(f"Dimensions must be equal, but are {a} and {b}")
-    return [s]
-
 
 MatrixLogarithm = register_op(
     "MatrixLogarithm",
