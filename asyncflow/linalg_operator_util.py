@@ -280,3 +280,37 @@ def broadcast_batch_shape_tensor(operators):
     for operator in operators[1:]:
         batch = framework_ops.broadcast_dynamic_shape(batch, operator.batch_shape_tensor())
     return batch
+
+
+class FactorwiseMixin:
+    """For operators over a list of square factors whose adjoint, Cholesky factor and
+    inverse are the same kind of operator over the factors' (BlockDiag, Kronecker, as
+    TF's): the class gives `_rebuild(operators, **hints)`."""
+
+    @property
+    def operators(self) -> list:
+        return self._operators
+
+    def _rebuild(self, operators, **hints):
+        raise NotImplementedError  # (abstract: each class builds its own kind)
+
+    def _linop_adjoint(self):
+        return self._rebuild(
+            [o.adjoint() for o in self.operators],
+            is_non_singular=self.is_non_singular,
+            is_self_adjoint=self.is_self_adjoint,
+            is_positive_definite=self.is_positive_definite,
+        )
+
+    def _linop_cholesky(self):
+        return self._rebuild(
+            [o.cholesky() for o in self.operators], is_non_singular=True, is_self_adjoint=None
+        )
+
+    def _linop_inverse(self):
+        return self._rebuild(
+            [o.inverse() for o in self.operators],
+            is_non_singular=self.is_non_singular,
+            is_self_adjoint=self.is_self_adjoint,
+            is_positive_definite=self.is_positive_definite,
+        )

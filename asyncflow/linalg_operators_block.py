@@ -173,7 +173,7 @@ class _Blockwise(lo.LinearOperator):
         return manip_ops.concat(out, -2)
 
 
-class LinearOperatorBlockDiag(_Blockwise):
+class LinearOperatorBlockDiag(lou.FactorwiseMixin, _Blockwise):
     """The direct sum `diag(A1, ..., An)` of operators (square by default).
 
     Raises:
@@ -227,10 +227,6 @@ class LinearOperatorBlockDiag(_Blockwise):
                 dtype=dtype, is_square=is_square, parameters=parameters, name=name, **hints
             )
 
-    @property
-    def operators(self) -> list:
-        return self._operators
-
     def _shape(self):
         matrix = ts.TensorShape(
             [sum(self._block_range_dimensions()), sum(self._block_domain_dimensions())]
@@ -246,33 +242,12 @@ class LinearOperatorBlockDiag(_Blockwise):
         )
         return manip_ops.concat([lou.broadcast_batch_shape_tensor(self.operators), matrix], 0)
 
-    def _with(self, operators, **hints):
+    def _rebuild(self, operators, **hints):
         return LinearOperatorBlockDiag(operators=operators, is_square=True, **hints)
-
-    def _linop_adjoint(self):
-        return self._with(
-            [o.adjoint() for o in self.operators],
-            is_non_singular=self.is_non_singular,
-            is_self_adjoint=self.is_self_adjoint,
-            is_positive_definite=self.is_positive_definite,
-        )
-
-    def _linop_cholesky(self):
-        return self._with(
-            [o.cholesky() for o in self.operators], is_non_singular=True, is_self_adjoint=None
-        )
-
-    def _linop_inverse(self):
-        return self._with(
-            [o.inverse() for o in self.operators],
-            is_non_singular=self.is_non_singular,
-            is_self_adjoint=self.is_self_adjoint,
-            is_positive_definite=self.is_positive_definite,
-        )
 
     def _linop_matmul(self, left, right):
         if isinstance(right, LinearOperatorBlockDiag):
-            return self._with(
+            return self._rebuild(
                 [o1.matmul(o2) for o1, o2 in zip(left.operators, right.operators)],
                 is_non_singular=lou.hint_non_singular(left, right),
                 is_self_adjoint=None,
@@ -282,7 +257,7 @@ class LinearOperatorBlockDiag(_Blockwise):
 
     def _linop_solve(self, left, right):
         if isinstance(right, LinearOperatorBlockDiag):
-            return self._with(
+            return self._rebuild(
                 [o1.solve(o2) for o1, o2 in zip(left.operators, right.operators)],
                 is_non_singular=lou.hint_non_singular(left, right),
                 is_self_adjoint=None,

@@ -42,7 +42,7 @@ def _concat_shape(first, second):
     return manip_ops.concat([first, manip_ops.stack(list(second))], 0)
 
 
-class LinearOperatorKronecker(lo.LinearOperator):
+class LinearOperatorKronecker(lou.FactorwiseMixin, lo.LinearOperator):
     """The Kronecker product `A1 x A2 x ... x An`; it acts by reshaping its argument
     and applying each factor in turn, never forming the product.
 
@@ -104,10 +104,6 @@ class LinearOperatorKronecker(lo.LinearOperator):
                 dtype=dtype, is_square=is_square, parameters=parameters, name=name, **hints
             )
 
-    @property
-    def operators(self) -> list:
-        return self._operators
-
     def _shape(self):
         domain = self.operators[0].domain_dimension
         rng = self.operators[0].range_dimension
@@ -125,29 +121,8 @@ class LinearOperatorKronecker(lo.LinearOperator):
         matrix = manip_ops.stack([rng, domain])
         return manip_ops.concat([lou.broadcast_batch_shape_tensor(self.operators), matrix], 0)
 
-    def _of(self, operators, **hints):
+    def _rebuild(self, operators, **hints):
         return LinearOperatorKronecker(operators=operators, is_square=True, **hints)
-
-    def _linop_adjoint(self):
-        return self._of(
-            [o.adjoint() for o in self.operators],
-            is_non_singular=self.is_non_singular,
-            is_self_adjoint=self.is_self_adjoint,
-            is_positive_definite=self.is_positive_definite,
-        )
-
-    def _linop_cholesky(self):
-        return self._of(
-            [o.cholesky() for o in self.operators], is_non_singular=True, is_self_adjoint=None
-        )
-
-    def _linop_inverse(self):
-        return self._of(
-            [o.inverse() for o in self.operators],
-            is_non_singular=self.is_non_singular,
-            is_self_adjoint=self.is_self_adjoint,
-            is_positive_definite=self.is_positive_definite,
-        )
 
     def _apply_factors(self, x, fn, adjoint=False, adjoint_arg=False):
         """Apply each factor (last first) to x reshaped so the factor's dimension is the
