@@ -350,9 +350,10 @@ _clock = time.perf_counter
 # product differs in the last bits; K=512 and K=128 ones did not), and `call` chooses
 # the thread count by measured time, so a model's loss could differ in its last digits
 # between runs (the VAE of benchmarks/models over 75 steps: 547.35-548.13 in six runs).
-# With the flag every BLAS call runs on one thread; large products still split into
-# blocks over the budget's threads (ops/blas.py), which give one thread's bits exactly.
-# The same VAE then printed 547.9564819335938 in every run.
+# With the flag every BLAS call runs on one thread, and large products are not split
+# into blocks (ops/blas.py: on some CPUs' kernels a block's bits are not one call's, and
+# the number of blocks follows the load).  The same VAE then printed 547.9564819335938
+# in every run.
 _deterministic = os.environ.get("TF_DETERMINISTIC_OPS", "").lower() in ("1", "true")
 
 

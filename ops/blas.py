@@ -17,14 +17,14 @@ the other operand again): a kind of call the CPU budget measured faster on all o
 BLAS's threads is not split (`cpu_budget.split_allowed`), and its two ways are the
 split and OpenBLAS's threads.  While other processes' threads fill every core the
 product is not split either (`cpu_budget.threads_blocks`): a helper that took a block
-and was preempted would keep the caller waiting.  A block computes each of its elements
-as a one-thread call would (the split is over M or N, never over the summed K), so the
-split's results equal one thread's.  OpenBLAS's own threads do not always: on OpenBLAS
-0.3.31 a [128,784]x[784,512] float32 product on two threads differs from one thread's in
-the last bits (K=512 and K=128 products here did not), so a kind of call whose measured
-choice flips between the two can give a model's loss different last digits from run to
-run.  (Left open: parallelism only from the split would make every product one
-thread's bits, at ~15% more time on a free machine.)
+and was preempted would keep the caller waiting.  The split is over M or N, never over
+the summed K, but whether a block's elements get one whole call's bits depends on the
+CPU's kernels: on OpenBLAS 0.3.31's SkylakeX kernels they did; on its Haswell kernels
+(an AMD EPYC) a [512,300]x[300,256] product split in two halves differed from one
+call's in 3% of its elements, and one call on two threads from one on one thread in
+6%.  So a kind of call whose measured choice flips between the ways can give a model's
+loss different last digits from run to run; with TF_DETERMINISTIC_OPS=1
+(`cpu_budget.deterministic`) a product is never split and runs on one BLAS thread.
 """
 
 from __future__ import annotations
@@ -112,7 +112,8 @@ def _gemm(
     lda, ldb = a.shape[1], b.shape[1]
     pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
     size = c.itemsize
-    blocks = _blocks(m, n, k) if split and cpu_budget.split_allowed() else None
+    split = split and cpu_budget.split_allowed() and not cpu_budget.deterministic()
+    blocks = _blocks(m, n, k) if split else None
     if blocks is None:
         fn(_ROW_MAJOR, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, n)
         return
