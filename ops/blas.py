@@ -36,8 +36,9 @@ import os
 import numpy as np
 
 from asyncflow.devices import cpu_budget, host_pool
+from asyncflow.ops import jit_loops
 
-__all__ = ["available", "gemm_into", "matmul", "matmul_sum"]
+__all__ = ["available", "gemm_into", "matmul", "matmul_sum", "warm"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _fns: dict = {}
@@ -77,6 +78,57 @@ def _load() -> None:
 _load()
 
 
+# -- the call itself, compiled --------------------------------------------------------
+#
+# Through ctypes a gemm call costs ~8 us more than NumPy's matmul of the same product
+# on the project machine (three `.ctypes.data` look-ups at ~2.4 us each and the
+# foreign call's argument conversions), most of a small product's time: the MLP of
+# examples/train_digits.py makes five a step of 20-60 us each.  Compiled by numba
+# (where installed), the same call into the same cblas function takes the arrays
+# themselves: ~2.5 us in all against ~11, the GIL released as ctypes releases it.
+# Until the loops are compiled (on a background thread, jit_loops), and for arrays
+# of a layout the signatures leave out, ctypes makes the call.
+
+
+def _build_gemm(numba):
+    from numba import types
+
+    loops = {}
+    for dtype, fn in _fns.items():
+        nb = numba.from_dtype(dtype)
+        arrays = [types.Array(nb, 2, "C"), types.Array(nb, 2, "C", readonly=True)]
+        i64, f64, out = types.int64, types.float64, types.Array(nb, 2, "C")
+        signatures = [
+            types.void(i64, i64, i64, i64, i64, f64, a, i64, b, i64, f64, out)
+            for a in arrays
+            for b in arrays
+        ]
+
+        compiled = numba.njit(signatures, nogil=True)(_gemm_call(fn))
+        compiled.disable_compile()  # (another layout: TypeError, then ctypes)
+        loops[_NAMES[dtype]] = compiled
+    return loops
+
+
+def _gemm_call(fn):
+    def call(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c):
+        fn(_ROW_MAJOR, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
+           c.ctypes.data, n)  # fmt: skip
+
+    return call
+
+
+_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+# ASYNCFLOW_GEMM_JIT=0: every call through ctypes (to measure what the compiled call buys).
+_COMPILED_CALL = os.environ.get("ASYNCFLOW_GEMM_JIT", "") != "0"
+_JIT = jit_loops.BackgroundLoops("the gemm call", _build_gemm)
+
+
+def warm(timeout: float | None = 120.0) -> bool:
+    """Compile the gemm call now and wait (tests, benchmarks)."""
+    return _JIT.warm(timeout)
+
+
 def available(dtype) -> bool:
     """Whether `gemm_into` handles arrays of `dtype`."""
     return np.dtype(dtype) in _fns
@@ -110,13 +162,21 @@ def _gemm(
     ta = _TRANS if trans_a else _NO_TRANS
     tb = _TRANS if trans_b else _NO_TRANS
     lda, ldb = a.shape[1], b.shape[1]
-    pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
     size = c.itemsize
     split = split and cpu_budget.split_allowed() and not cpu_budget.deterministic()
     blocks = _blocks(m, n, k) if split else None
     if blocks is None:
-        fn(_ROW_MAJOR, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, n)
+        jit = _JIT.get(_NAMES[c.dtype]) if _COMPILED_CALL else None  # (not `.name`: ~5 us)
+        if jit is not None:
+            try:
+                jit(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c)
+                return
+            except TypeError:  # (an array of a layout without a signature)
+                pass
+        fn(_ROW_MAJOR, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
+           c.ctypes.data, n)  # fmt: skip
         return
+    pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
     by_rows, count = blocks
 
     if by_rows:  # rows r0:r1 of C: rows of op(a), all of op(b)
