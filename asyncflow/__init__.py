@@ -112,6 +112,7 @@ from asyncflow.ops import image_patches_ops as _image_patches_ops  # noqa: E402
 from asyncflow.ops import init_ops as _init_ops  # noqa: E402
 from asyncflow.ops import linalg_matrix_ops as _linalg_matrix_ops  # noqa: E402
 from asyncflow.ops import linalg_ops as _linalg_ops  # noqa: E402
+from asyncflow.ops import lmdb_reader_ops as _lmdb_reader_ops  # noqa: E402
 from asyncflow.ops import logging_ops as _logging_ops  # noqa: E402
 from asyncflow.ops import math_ops as _math_ops  # noqa: E402
 from asyncflow.ops import math_special_ops as _math_special_ops  # noqa: E402
@@ -189,6 +190,7 @@ for _m in (
     _string_hash_ops,
     _tensor_proto_ops,
     _reader_ops,
+    _lmdb_reader_ops,
     _sparse_tensor,
     _functional_ops,
     _tensor_array_ops,

@@ -48,6 +48,7 @@ from asyncflow.ops import (  # noqa: F401
     linalg_matrix_ops,
     linalg_ops,
     linalg_tridiag_ops,
+    lmdb_reader_ops,
     logging_ops,
     lookup_ops,
     manip_ops,

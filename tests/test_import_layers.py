@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "checkpoint_format",
             "python_io",
             "snapshot_format",
+            "lmdb_format",
             "tf_logging",
         ),
     ),
