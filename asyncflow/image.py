@@ -81,6 +81,7 @@ __all__ = [
     "decode_image",
     "decode_jpeg",
     "decode_png",
+    "decode_jxl",
     "encode_jpeg",
     "encode_png",
     "flip_left_right",
@@ -875,6 +876,23 @@ def random_jpeg_quality(image, min_jpeg_quality, max_jpeg_quality, seed=None):
 def decode_png(contents, channels=0, dtype=dtypes.uint8, name=None):
     """A PNG as uint8 or uint16 [height, width, channels]."""
     return _codec("DecodePng", [contents], {"channels": int(channels), "dtype": dtype}, name)
+
+
+def decode_jxl(contents, channels=0, dtype=dtypes.uint8, name=None):
+    """`tf.io.decode_jxl`: a JPEG XL image (its first frame) as uint8
+    [height, width, channels].
+
+    `channels` 0 keeps the image's own (color, and alpha if it has one); 1, 3 or 4
+    must be the image's own.  Images of another bit depth are converted to 8 bits as
+    libjxl converts them for TF (ops/jxl_codec.py).
+
+    Raises (when run):
+      InvalidArgumentError: `channels` not 0, 1, 3 or 4, or not the image's; a damaged
+        image ("Failed to decode JXL image"); no image ("Unknown image file format").
+      ResourceExhaustedError: an image too large to decode here.
+    """
+    attrs = {"channels": int(channels), "dtype": dtypes.as_dtype(dtype)}
+    return _codec("DecodeJxl", [contents], attrs, name)
 
 
 def decode_bmp(contents, channels=0, name=None):

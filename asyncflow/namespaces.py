@@ -223,6 +223,7 @@ _ALIASES = {
         "match_filenames_once": "train.match_filenames_once",
         "decode_jpeg": "image.decode_jpeg",
         "decode_png": "image.decode_png",
+        "decode_jxl": "image.decode_jxl",
         "decode_image": "image.decode_image",
         "decode_gif": "image.decode_gif",
         "decode_bmp": "image.decode_bmp",

@@ -22,7 +22,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.ops import png_codec
+from asyncflow.ops import jxl_codec, png_codec
 from asyncflow.registry import REAL, NotDifferentiable, TypeConstraint, register_op
 
 __all__: list[str] = []
@@ -451,6 +451,9 @@ DecodePng = _register_decode(
 )
 DecodeBmp = _register_decode("DecodeBmp", "BMP", {})
 DecodeGif = _register_decode("DecodeGif", "GIF", {}, rank=4, channels=False)
+DecodeJxl = _register_decode(
+    "DecodeJxl", "JXL", {"dtype": TypeConstraint(["uint8"], default="uint8")}, out="image: dtype"
+)
 DecodeImage = _register_decode(
     "DecodeImage",
     None,
@@ -505,10 +508,40 @@ async def _decode_gif(ctx, contents):
     return await _off_loop(_decode, _bytes(contents), "GIF", 3, np.uint8)
 
 
+_IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM")
+
+
+@DecodeJxl.kernel("CPU")
+async def _decode_jxl(ctx, contents):
+    # TF's DecodeJxl is its generic image kernel: other formats decode as DecodeImage's.
+    channels = ctx.attrs["channels"]
+    if channels not in (0, 1, 3, 4):
+        raise errors.InvalidArgumentError(
+            None, None, f"`channels` must be 0, 1, 3 or 4 but got {channels}"
+        )
+    data = _bytes(contents)
+    if not data:
+        raise errors.InvalidArgumentError(None, None, "Input is empty.")
+    if jxl_codec.is_jxl(data):
+        return await _off_loop(jxl_codec.decode, data, channels)
+    if not data.startswith(_IMAGE_SIGNATURES) and data[8:12] != b"WEBP":
+        raise errors.InvalidArgumentError(
+            None, None,
+            "Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required.",
+        )  # fmt: skip
+    out = await _off_loop(_decode, data, None, channels, np.uint8)
+    return out[0] if out.ndim == 4 else out
+
+
 @DecodeImage.kernel("CPU")
 async def _decode_image(ctx, contents):
     a = ctx.attrs
     dt = a["dtype"].as_numpy_dtype
+    data = _bytes(contents)
+    if jxl_codec.is_jxl(data):
+        if dt != np.uint8:
+            raise errors.InvalidArgumentError(None, None, "JXL only supports uint8 for dtype")
+        return await _off_loop(jxl_codec.decode, data, a["channels"])
     raw = np.uint16 if dt == np.uint16 else np.uint8
     out = await _off_loop(_decode, _bytes(contents), None, a["channels"], raw)
     if out.ndim == 4 and not a["expand_animations"]:
