@@ -148,8 +148,9 @@ def tensor_from_proto(p: TensorProto) -> np.ndarray:
     dims = tuple(shape.as_list())
     size = int(np.prod(dims, dtype=object))
     if dt == dtypes.string:
-        arr = np.empty(len(p.string_val), dtype=object)
-        arr[:] = list(p.string_val)
+        values = _string_content(p.tensor_content, size) if p.tensor_content else p.string_val
+        arr = np.empty(len(values), dtype=object)
+        arr[:] = list(values)
         arr = _fill(arr, dims, size)
     elif p.tensor_content:
         np_dt = np.dtype(dt.as_numpy_dtype)
@@ -164,6 +165,35 @@ def tensor_from_proto(p: TensorProto) -> np.ndarray:
         arr = _fill(_typed_vals(p, dt), dims, size)
     arr.flags.writeable = False
     return arr
+
+
+def _string_content(data: bytes, size: int) -> list[bytes]:
+    """The strings of a string tensor's tensor_content, as TF encodes it (its
+    Tensor::AsProtoTensorContent): `size` varint lengths, then the bytes one after another.
+
+    Raises:
+      ValueError: content that does not hold `size` strings exactly.
+    """
+    lengths, pos = [], 0
+    for _ in range(size):
+        n = shift = 0
+        while True:
+            if pos >= len(data) or shift > 28:
+                raise ValueError("String tensor content is truncated")
+            b = data[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        lengths.append(n)
+    if pos + sum(lengths) != len(data):
+        raise ValueError(f"String tensor content does not hold {size} strings")
+    out = []
+    for n in lengths:
+        out.append(bytes(data[pos : pos + n]))
+        pos += n
+    return out
 
 
 def _typed_vals(p: TensorProto, dt: dtypes.DType) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops.math_helpers import _quiet
-from asyncflow.registry import register_op
+from asyncflow.registry import FLOATING, register_op
 
 __all__ = [
     "fake_quant_with_min_max_args",
@@ -479,3 +479,100 @@ def fake_quant_with_min_max_vars_per_channel_gradient(
         name=name,
     )
     return op.outputs
+
+
+# -- QuantizeAndDequantizeV2 ---------------------------------------------------------------
+#
+# TF's QuantizeAndDequantizeOneScaleFunctor (and its per-channel twin): the range (given,
+# or the input's own min and max) sets the scale that maps it onto the integer range
+# without moving 0; the input is scaled, rounded and scaled back, in the input's type.
+# The op do_quantize_training_on_graphdef inserts; its gradient passes straight through.
+
+QuantizeAndDequantizeV2 = register_op(
+    "QuantizeAndDequantizeV2",
+    inputs=["input: T", "input_min: T", "input_max: T"],
+    outputs=["output: T"],
+    attrs={
+        "signed_input": True,
+        "num_bits": 8,
+        "range_given": False,
+        "T": FLOATING,
+        "round_mode": "HALF_TO_EVEN",
+        "narrow_range": False,
+        "axis": -1,
+    },
+    shape_fn=_unchanged_shape,
+)
+
+
+def _qdq_attrs(attrs, rank: int) -> tuple[bool, int, int, str]:
+    signed, bits, axis = bool(attrs["signed_input"]), int(attrs["num_bits"]), int(attrs["axis"])
+    if not 0 < bits < (62 if signed else 63):
+        raise _invalid(f"num_bits is out of range: {bits} with signed_input_ {int(signed)}")
+    mode = attrs["round_mode"]
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("HALF_UP", "HALF_TO_EVEN"):
+        raise _invalid(f"Round mode string must be 'HALF_UP' or 'HALF_TO_EVEN', is '{mode}'")
+    if axis < -1:
+        raise _invalid(f"Axis must be at least -1. Found {axis}")
+    if axis != -1 and axis >= rank:
+        raise _invalid(f"Shape must be at least rank {axis + 1} but is rank {rank}")
+    return signed, bits, axis, mode
+
+
+def _qdq(x, lo, hi, signed, bits, narrow, mode, range_given):
+    """One scale per element of lo/hi (arrays broadcasting against x), as TF's functor."""
+    t = x.dtype.type
+    qmin = (-(1 << (bits - 1)) + (1 if narrow else 0)) if signed else 0
+    qmax = ((1 << (bits - 1)) - 1) if signed else (1 << bits) - 1
+    qmin_t, qmax_t, big = t(qmin), t(qmax), np.finfo(x.dtype).max
+    with np.errstate(divide="ignore", invalid="ignore"):
+        from_min = np.where(qmin_t * lo > 0, qmin_t / lo, big).astype(x.dtype)
+        from_max = np.where(qmax_t * hi > 0, qmax_t / hi, big).astype(x.dtype)
+        use_min = from_min < from_max
+        scale = np.where(use_min, from_min, from_max)
+        inverse = np.where(use_min, lo / qmin_t, hi / qmax_t).astype(x.dtype)
+        hi = np.where(use_min, qmax_t * inverse, hi).astype(x.dtype)
+        lo = np.where(use_min, lo, qmin_t * inverse).astype(x.dtype)
+        if range_given:
+            x = np.maximum(np.minimum(x, hi), lo)
+        v = x * scale
+        v = np.rint(v) if mode == "HALF_TO_EVEN" else np.floor(v + t(0.5))
+        return (v * inverse).astype(x.dtype)
+
+
+@QuantizeAndDequantizeV2.kernel("CPU")
+async def _quantize_and_dequantize_v2(ctx, x, input_min, input_max):
+    a = ctx.attrs
+    x = np.asarray(x)
+    signed, bits, axis, mode = _qdq_attrs(a, x.ndim)
+    lo, hi = np.asarray(input_min, x.dtype), np.asarray(input_max, x.dtype)
+    depth = 1 if axis == -1 else x.shape[axis]
+    if a["range_given"]:
+        want = () if axis == -1 else (depth,)
+        for name, v in (("input_min", lo), ("input_max", hi)):
+            if v.shape != want:
+                raise _invalid(f"{name} has shape {_shape_str(v.shape)}, expected {want}")
+        if np.any(lo > hi):
+            i = int(np.argmax(lo > hi))
+            raise _invalid(
+                f"Invalid range: input_min {_fmt(lo.ravel()[i])} > input_max {_fmt(hi.ravel()[i])}"
+            )
+    elif x.size == 0:
+        return x.copy()
+    elif axis == -1:
+        lo, hi = x.min(), x.max()
+    else:
+        moved = np.moveaxis(x, axis, -1).reshape(-1, depth)
+        lo, hi = moved.min(axis=0), moved.max(axis=0)
+    if axis != -1:
+        shape = [1] * x.ndim
+        shape[axis] = depth
+        lo, hi = lo.reshape(shape), hi.reshape(shape)
+    args = (signed, bits, bool(a["narrow_range"]), mode, bool(a["range_given"]))
+    return await ctx.compute(_qdq, x, lo, hi, *args)
+
+
+@QuantizeAndDequantizeV2.gradient
+def _quantize_and_dequantize_v2_grad(op, grad):
+    return [grad, None, None]

@@ -17,6 +17,7 @@ from asyncflow.train import moving_averages as _ma
 from asyncflow.train import optimizer as _optimizer
 from asyncflow.train import optimizers as _optimizers
 from asyncflow.train import optimizers_proximal as _optimizers_proximal
+from asyncflow.train import quantize_training as _quantize_training
 from asyncflow.train import queue_runner
 from asyncflow.train import saver as _saver
 from asyncflow.train import supervisor as _supervisor
@@ -45,6 +46,7 @@ for _m in (
     _supervisor,
     _training_extras,
     _sync_replicas,
+    _quantize_training,
 ):
     for _name in _m.__all__:
         globals()[_name] = getattr(_m, _name)
