@@ -22,17 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "examples"))
+sys.path.insert(0, str(HERE / "models"))
 import train_digits  # noqa: E402
-
-
-def _number(text: str):
-    if text in ("True", "False"):
-        return text == "True"
-    try:
-        return int(text, 0)
-    except ValueError:
-        return float(text)
+from ab_inproc import _number  # noqa: E402  (a command line's value: int, float, bool)
 
 
 def main() -> None:
