@@ -84,40 +84,88 @@ _load()
 # on the project machine (three `.ctypes.data` look-ups at ~2.4 us each and the
 # foreign call's argument conversions), most of a small product's time: the MLP of
 # examples/train_digits.py makes five a step of 20-60 us each.  Compiled by numba
-# (where installed), the same call into the same cblas function takes the arrays
-# themselves: ~2.5 us in all against ~11, the GIL released as ctypes releases it.
-# Until the loops are compiled (on a background thread, jit_loops), and for arrays
-# of a layout the signatures leave out, ctypes makes the call.
+# (where installed), a function taking the arrays themselves calls the same cblas
+# function at its address (an argument, so that numba caches the compiled code on
+# disk: no ctypes object is baked into it): ~2.5-3 us in all, the GIL released as
+# ctypes releases it.  Until it is compiled (on a background thread, jit_loops; ~0.5 s
+# once, then loaded from numba's cache), and for arrays of a layout its signatures
+# leave out, ctypes makes the call.
+
+
+def _gemm_intrinsic(numba, real):
+    """`at(address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc)`: the cblas
+    ?gemm (64-bit integers) at `address` called with C's row-major order and ldc = n;
+    `real` the LLVM type of its alpha and beta (float or double)."""
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    i32, i64, p8 = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
+    fnty = ir.FunctionType(
+        ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, p8, i64, p8, i64, real, p8, i64]
+    )
+    narrow = isinstance(real, ir.FloatType)
+
+    @intrinsic
+    def at(typingctx, address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc):
+        sig = types.void(address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc)
+
+        def codegen(context, builder, signature, args):
+            (address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc) = args
+            scalar = (lambda x: builder.fptrunc(x, real)) if narrow else (lambda x: x)
+            builder.call(
+                builder.inttoptr(address, fnty.as_pointer()),
+                [
+                    ir.Constant(i32, _ROW_MAJOR), builder.trunc(ta, i32),
+                    builder.trunc(tb, i32), m, n, k, scalar(alpha),
+                    builder.inttoptr(pa, p8), lda, builder.inttoptr(pb, p8), ldb,
+                    scalar(beta), builder.inttoptr(pc, p8), n,
+                ],
+            )  # fmt: skip
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return at
+
+
+def _call_float32(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c):
+    _sgemm_at(address, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
+              c.ctypes.data)  # fmt: skip
+
+
+def _call_float64(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c):
+    _dgemm_at(address, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
+              c.ctypes.data)  # fmt: skip
 
 
 def _build_gemm(numba):
+    from llvmlite import ir
     from numba import types
 
+    global _sgemm_at, _dgemm_at  # (the names the calls compile against)
+    _sgemm_at = _gemm_intrinsic(numba, ir.FloatType())
+    _dgemm_at = _gemm_intrinsic(numba, ir.DoubleType())
     loops = {}
     for dtype, fn in _fns.items():
         nb = numba.from_dtype(dtype)
         arrays = [types.Array(nb, 2, "C"), types.Array(nb, 2, "C", readonly=True)]
         i64, f64, out = types.int64, types.float64, types.Array(nb, 2, "C")
         signatures = [
-            types.void(i64, i64, i64, i64, i64, f64, a, i64, b, i64, f64, out)
+            types.void(i64, i64, i64, i64, i64, i64, f64, a, i64, b, i64, f64, out)
             for a in arrays
             for b in arrays
         ]
-
-        compiled = numba.njit(signatures, nogil=True)(_gemm_call(fn))
+        call = _call_float32 if dtype == np.float32 else _call_float64
+        compiled = numba.njit(signatures, nogil=True, cache=True)(call)
         compiled.disable_compile()  # (another layout: TypeError, then ctypes)
         loops[_NAMES[dtype]] = compiled
+        _ADDRESSES[dtype] = ctypes.cast(fn, ctypes.c_void_p).value
     return loops
 
 
-def _gemm_call(fn):
-    def call(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c):
-        fn(_ROW_MAJOR, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
-           c.ctypes.data, n)  # fmt: skip
-
-    return call
-
-
+_sgemm_at = _dgemm_at = None
+_ADDRESSES: dict = {}  # dtype -> the address of its cblas function
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 # ASYNCFLOW_GEMM_JIT=0: every call through ctypes (to measure what the compiled call buys).
 _COMPILED_CALL = os.environ.get("ASYNCFLOW_GEMM_JIT", "") != "0"
@@ -169,7 +217,7 @@ def _gemm(
         jit = _JIT.get(_NAMES[c.dtype]) if _COMPILED_CALL else None  # (not `.name`: ~5 us)
         if jit is not None:
             try:
-                jit(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c)
+                jit(_ADDRESSES[c.dtype], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c)
                 return
             except TypeError:  # (an array of a layout without a signature)
                 pass
