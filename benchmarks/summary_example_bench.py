@@ -52,12 +52,13 @@ def _backend(name: str):
         tf.disable_resource_variables()
         return tf
     import asyncflow
-    from asyncflow.ops import fused_updates, summary_jit
+    from asyncflow.ops import blas, fused_updates, summary_jit
 
     # The compiled loops (numba, where installed) before timing, not after 30 steps:
     # until their background compile ends, the NumPy paths run.
     fused_updates.warm()
     summary_jit.warm()
+    blas.warm()
     return asyncflow
 
 
