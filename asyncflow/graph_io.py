@@ -167,6 +167,19 @@ def tensor_from_proto(p: TensorProto) -> np.ndarray:
     return arr
 
 
+def _string_content_bytes(values: list[bytes]) -> bytes:
+    """`values` as a string tensor's tensor_content (`_string_content` reads it back):
+    their lengths as varints, then their bytes."""
+    head = bytearray()
+    for value in values:
+        n = len(value)
+        while n > 0x7F:
+            head.append((n & 0x7F) | 0x80)
+            n >>= 7
+        head.append(n)
+    return bytes(head) + b"".join(values)
+
+
 def _string_content(data: bytes, size: int) -> list[bytes]:
     """The strings of a string tensor's tensor_content, as TF encodes it (its
     Tensor::AsProtoTensorContent): `size` varint lengths, then the bytes one after another.

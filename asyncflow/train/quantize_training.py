@@ -23,8 +23,6 @@ does); here the input's nodes get the defaults this registry knows.
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 from asyncflow import graph_io
@@ -61,45 +59,13 @@ class _Node:
         return self.nd.op
 
 
-def _parse_input(text: str) -> tuple[str, int, bool]:
-    if text.startswith("^"):
-        return text[1:], -1, True
-    name, _, index = text.partition(":")
-    return name, int(index or 0), False
+# Input names and TF's GraphConstructor order (the lowest-indexed ready node next, a
+# Merge's loop back edges left out) are graph_io's, as the importer reads a GraphDef.
+_parse_input = graph_io._parse_input
 
 
 def _import_order(nodes: list[NodeDef]) -> list[int]:
-    """TF's GraphConstructor order: the lowest-indexed ready node next; a Merge is ready
-    once its inputs other than NextIteration (loop back edges) are."""
-    index = {nd.name: i for i, nd in enumerate(nodes)}
-    pending = [0] * len(nodes)
-    outputs: list[list[int]] = [[] for _ in nodes]
-    for i, nd in enumerate(nodes):
-        for text in nd.input:
-            name = _parse_input(text)[0]
-            if name not in index:
-                raise ValueError(f"Node '{nd.name}': Unknown input node '{text}'")
-            src = index[name]
-            if nd.op in ("Merge", "RefMerge") and nodes[src].op in (
-                "NextIteration",
-                "RefNextIteration",
-            ):
-                continue
-            pending[i] += 1
-            outputs[src].append(i)
-    ready = [i for i, n in enumerate(pending) if n == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for j in outputs[i]:
-            pending[j] -= 1
-            if pending[j] == 0:
-                heapq.heappush(ready, j)
-    if len(order) != len(nodes):
-        raise ValueError("GraphDef has a cycle that is not a loop's back edge")
-    return order
+    return graph_io._topological_order(nodes, {}, {})[0]
 
 
 def _with_defaults(nd: NodeDef) -> NodeDef:
@@ -205,19 +171,10 @@ def _strings_const(values: list[bytes], content: bool = False):
     av.tensor.dtype = _STRING
     av.tensor.tensor_shape.dim.add().size = len(values)
     if content:
-        av.tensor.tensor_content = b"".join(map(_varint, map(len, values))) + b"".join(values)
+        av.tensor.tensor_content = graph_io._string_content_bytes(values)
     else:
         av.tensor.string_val.extend(values)
     return av
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
 
 
 def _const(g: _Graph, name: str, value) -> _Node:
