@@ -308,9 +308,23 @@ def split_allowed() -> bool:
 
 def restore_blas() -> None:
     """Give BLAS back the thread count it had before our kernels changed it (a step's
-    end: the program's own NumPy calls between steps keep their threads)."""
+    end: the program's own NumPy calls between steps keep their threads), but not
+    while a call of ours is computing (`_active`): the count is process-wide, and that
+    call set it for its own BLAS calls.  A restore skipped so is made at a later one.
+
+    It runs whenever a driver leaves a quiet step (kernel_api.end_quiet_step): at a
+    step's end, and also when a synchronous step suspends on a kernel computing on a
+    device worker (session._SyncCall._start), or while other threads' steps compute.
+    Given back then, the worker's product, for which `call` had chosen one thread,
+    could start on the program's count: with TF_DETERMINISTIC_OPS=1, other bits now
+    and then (an LSTM cell's [64,128]x[128,384] float32 product on two OpenBLAS 0.3.31
+    Haswell threads differs from one thread's from its 13th row on).  Under `_lock`,
+    where `call` counts itself in `_active` before it reads `_blas_now`: a call is
+    either counted here, or finds `_blas_now` at 0 and sets its count itself."""
     global _blas_now
-    if _blas_now:
+    with _lock:
+        if not _blas_now or _active:
+            return
         if _blas_now != _blas_user and _set_blas_local is not None:
             _set_blas_local(_blas_user)
         _blas_now = 0

@@ -9,6 +9,8 @@ exactly).  Reference: the same product on one BLAS thread, computed before the c
 import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -47,6 +49,45 @@ def test_every_call_gives_one_threads_bits(deterministic, monkeypatch):
         c = np.empty_like(reference)
         blas._gemm(c, a, b, False, False, 1.0, 0.0)
         np.testing.assert_array_equal(c, reference)
+
+
+def _blas_count() -> int | None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    for info in threadpoolctl.threadpool_info():
+        if info.get("user_api") == "blas" and info.get("internal_api") == "openblas":
+            return info["num_threads"]
+    return None
+
+
+@pytest.mark.skipif(cpu_budget._set_blas_local is None, reason="no OpenBLAS thread control")
+@pytest.mark.timeout(60)
+def test_a_step_ending_beside_a_call_leaves_its_blas_thread_count(deterministic):
+    # A step's end gives the program's BLAS thread count back (`restore_blas`), and so
+    # does a step's driver each time it leaves its quiet step: when it suspends on a
+    # kernel computing on a device worker (session._SyncCall._start: the session's loop
+    # on its own thread).  The count is process-wide: the kernel's product, after its
+    # `call` chose one thread, ran on the program's two, with other bits (the LSTM
+    # gradient of tests/ops/test_fused_elementwise_jit.py, in one whole-suite run in two).
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    if _blas_count() is None:
+        pytest.skip("NumPy's BLAS is not OpenBLAS")
+    inside, go_on = threading.Event(), threading.Event()
+
+    def kernel():  # (a product's call: what its BLAS would run on)
+        inside.set()
+        assert go_on.wait(30)
+        return _blas_count()
+
+    cpu_budget.restore_blas()
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):  # the program's
+        with ThreadPoolExecutor(1) as worker:  # (a device's worker)
+            computing = worker.submit(cpu_budget.call, kernel, ())
+            assert inside.wait(30)
+            cpu_budget.restore_blas()  # the driver, on its thread, meanwhile
+            go_on.set()
+            assert computing.result() == 1
+        cpu_budget.restore_blas()  # no call of ours computing: the step's end
+        assert _blas_count() == 2
 
 
 @pytest.mark.timeout(60)
