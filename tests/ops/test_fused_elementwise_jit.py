@@ -123,12 +123,6 @@ def test_each_op_compiles_to_the_same_bits(dtype, monkeypatch):
     _same_bits(want, got)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="flaky in the whole suite on an AMD EPYC (OpenBLAS Haswell kernels): the "
-    "gradient's products differed in their last bits between the two sessions compared "
-    "(1 full run in 2, never alone in 15 runs); cause not found yet",
-)
 def test_lstm_cell_gradient_same_bits_and_compiled(monkeypatch):
     rng = np.random.default_rng(2)
     batch, units = 64, 96
