@@ -9,8 +9,6 @@ exactly).  Reference: the same product on one BLAS thread, computed before the c
 import os
 import subprocess
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -51,43 +49,53 @@ def test_every_call_gives_one_threads_bits(deterministic, monkeypatch):
         np.testing.assert_array_equal(c, reference)
 
 
-def _blas_count() -> int | None:
-    threadpoolctl = pytest.importorskip("threadpoolctl")
+# A step's end gives the program's BLAS thread count back (`restore_blas`), and so does
+# a step's driver each time it leaves its quiet step: when it suspends on a kernel
+# computing on a device worker (session._SyncCall._start: the session's loop on its own
+# thread).  The count is process-wide: the kernel's product, after its `call` chose one
+# thread, ran on the program's two, with other bits (the LSTM gradient of
+# tests/ops/test_fused_elementwise_jit.py, in one whole-suite run in two).  In a process
+# of its own: no other test's thread computes beside it (a call of ours computing keeps
+# the count ours, so the program's count set below would not be read back).
+_BESIDE_A_CALL = """
+import threading
+from concurrent.futures import ThreadPoolExecutor
+import threadpoolctl
+from asyncflow.devices import cpu_budget
+
+def count():  # NumPy's OpenBLAS's, read by threadpoolctl
     for info in threadpoolctl.threadpool_info():
-        if info.get("user_api") == "blas" and info.get("internal_api") == "openblas":
+        if info.get("internal_api") == "openblas" and "numpy.libs" in info["filepath"]:
             return info["num_threads"]
-    return None
+
+cpu_budget.set_deterministic(True)
+inside, go_on = threading.Event(), threading.Event()
+
+def kernel():  # a product's call: what its BLAS would run on
+    inside.set()
+    assert go_on.wait(30)
+    return count()
+
+with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):  # the program's
+    with ThreadPoolExecutor(1) as worker:  # a device's worker
+        computing = worker.submit(cpu_budget.call, kernel, ())
+        assert inside.wait(30)
+        cpu_budget.restore_blas()  # the driver, on its thread, meanwhile
+        go_on.set()
+        beside = computing.result()
+    cpu_budget.restore_blas()  # no call of ours computing: the step's end
+    print(beside, count())
+"""
 
 
 @pytest.mark.skipif(cpu_budget._set_blas_local is None, reason="no OpenBLAS thread control")
 @pytest.mark.timeout(60)
-def test_a_step_ending_beside_a_call_leaves_its_blas_thread_count(deterministic):
-    # A step's end gives the program's BLAS thread count back (`restore_blas`), and so
-    # does a step's driver each time it leaves its quiet step: when it suspends on a
-    # kernel computing on a device worker (session._SyncCall._start: the session's loop
-    # on its own thread).  The count is process-wide: the kernel's product, after its
-    # `call` chose one thread, ran on the program's two, with other bits (the LSTM
-    # gradient of tests/ops/test_fused_elementwise_jit.py, in one whole-suite run in two).
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    if _blas_count() is None:
-        pytest.skip("NumPy's BLAS is not OpenBLAS")
-    inside, go_on = threading.Event(), threading.Event()
-
-    def kernel():  # (a product's call: what its BLAS would run on)
-        inside.set()
-        assert go_on.wait(30)
-        return _blas_count()
-
-    cpu_budget.restore_blas()
-    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):  # the program's
-        with ThreadPoolExecutor(1) as worker:  # (a device's worker)
-            computing = worker.submit(cpu_budget.call, kernel, ())
-            assert inside.wait(30)
-            cpu_budget.restore_blas()  # the driver, on its thread, meanwhile
-            go_on.set()
-            assert computing.result() == 1
-        cpu_budget.restore_blas()  # no call of ours computing: the step's end
-        assert _blas_count() == 2
+def test_a_step_ending_beside_a_call_leaves_its_blas_thread_count():
+    pytest.importorskip("threadpoolctl")
+    out = subprocess.run(
+        [sys.executable, "-c", _BESIDE_A_CALL], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["1", "2"], out.stdout  # (beside the call, after it)
 
 
 @pytest.mark.timeout(60)
