@@ -434,7 +434,7 @@ def _pair_up(view, i, products, js, partners, addends, order, passed, t) -> None
     view.fuse(i, "_MatMulSumEnd", attrs, [(prev, 0), *addends], passed)
 
 
-# -- two products of one operand, inside a loop ---------------------------------------
+# -- two products of one operand ----------------------------------------------------
 #
 # A dynamic_rnn's backward loop makes, each iteration, the input gradient dgates @ W^T
 # (the next iteration's cell gradient waits for it) and the weight product
@@ -443,15 +443,28 @@ def _pair_up(view, i, products, js, partners, addends, order, passed, t) -> None
 # 58 a step, ~200 us each traced) where TF's inter-op pool runs them side by side.  The
 # unrolled RNN's pairs above come with its weight sum; in a loop's body the two are one
 # `_MatMulPair` node: one batched gemm call (`blas.gemm_pair`), the two products on two
-# of OpenBLAS's threads, each with its own MatMul's bits (a gemm gives one thread's bits
-# on one thread or several at these sizes: tests/test_matmul_sum.py).  Only in
-# partitions with control flow (elsewhere the sums and the updates' fusions take the
-# products), where both MatMuls are dead exactly together (`_Deadness`: the same
-# sources; a fused node is dead when any input is) and no path joins them within an
-# iteration.  The input gradient reads the loop's weights through an Enter of the
-# variable's reference; the pair reads them as the MatMul did (the interpreter reads a
-# reference input's value for an op that takes a value), and their update waits for
-# the loop's gradient, as before.  ASYNCFLOW_MATMUL_PAIRS=0: none.
+# of OpenBLAS's threads, each on one thread (with TF_DETERMINISTIC_OPS=1 one after the
+# other: the MatMul's own bits; tests/test_matmul_sum.py).  Both MatMuls must be dead
+# exactly together (`_Deadness`: the same sources; a fused node is dead when any input
+# is) and no path may join them within an iteration.  The input gradient reads the
+# loop's weights through an Enter of the variable's reference; the pair reads them as
+# the MatMul did (the interpreter reads a reference input's value for an op that takes
+# a value), and their update waits for the loop's gradient, as before.
+#
+# A plain partition has such pairs too, among the products the sums and the updates'
+# fusions left: a dense layer's input gradient dz @ W^T and weight gradient x^T @ dz,
+# which TF's inter-op pool runs side by side, each on one thread (a pair forms there
+# only where every operand is ready once the shared one is: `_ready_with`, so that no
+# product waits for its partner's operand).  They ran one after the other, each on two
+# BLAS threads, and at these sizes OpenBLAS's second thread gains far less than a
+# product of its own (the VAE's decoder weight gradient, [512,64]x[64,784], twice: 1,708
+# us one after the other on two threads each, 948 us paired; 2-core EPYC, Haswell
+# kernels).  benchmarks/models/ab_inproc.py, pairs outside loops on against off
+# (`_PAIR_PLAIN`), one process, 40 rounds: the VAE 0.925x and 0.971x in two runs, the
+# autoencoder 0.963x and 0.992x, the CNN 0.961x (12 rounds: its dense layer); no pair
+# forms in the MLP (its products are in the SGD updates) nor in the GAN (its products
+# are in fused nodes).
+# ASYNCFLOW_MATMUL_PAIRS=0: no pairs anywhere.
 
 MatMulPair = register_op(
     "_MatMulPair",
@@ -471,6 +484,8 @@ NotDifferentiable("_MatMulPair")
 # Pairs are looked for among at most this many MatMuls of a partition (each candidate
 # walks the partition for paths, in Python, once per plan).
 _PAIR_SEARCH_MAX = 64
+# Pairs in partitions without control flow too (False: only in loops, as before; A/B).
+_PAIR_PLAIN = True
 
 
 @MatMulPair.kernel("CPU")
@@ -493,10 +508,32 @@ async def _matmul_pair(ctx, a, b, pa, pb):
     return (await _product(ctx, np, a, b, ta, tb), await _product(ctx, np, pa, pb, pta, ptb))
 
 
+def _ready_with(view, shared, pair) -> bool:
+    """Whether every input of the MatMuls `pair` is ready once their shared input
+    `shared` is: a feed, a source (a constant, a variable, or a read of one), or a value
+    `shared` itself waits for (a dense layer's weights and activations, which its
+    gradient dz waits for).  A pair never holds back a product for its partner's
+    operand.  (In a loop's body the two products come from one iteration's values.)"""
+    nodes = view.nodes
+    before = None
+    for i in pair:
+        for s in nodes[i].inputs:
+            if s[0] == "feed" or s[0] == shared[0]:
+                continue  # (a node's outputs are ready together)
+            node = nodes[s[0]]
+            if all(t[0] == "feed" or not nodes[t[0]].inputs for t in node.inputs):
+                continue  # (a source, or an op of sources only: a variable's read)
+            if before is None:
+                before = view.upstream(shared[0])
+            if s[0] not in before:
+                return False
+    return True
+
+
 def pair_matmuls(view) -> None:
-    """Two MatMuls reading one value, in a partition with control flow: one _MatMulPair
-    (see the note above)."""
-    if _PAIR_MIN > 1 << 60 or not view.has_control_flow():
+    """Two MatMuls reading one value, dead together and with no path between them: one
+    _MatMulPair (see the note above)."""
+    if _PAIR_MIN > 1 << 60 or not (_PAIR_PLAIN or view.has_control_flow()):
         return
     nodes = view.nodes
     candidates = [
@@ -512,6 +549,7 @@ def pair_matmuls(view) -> None:
     from asyncflow.ops.fused_elementwise import _Clusters, _Deadness
 
     deadness = _Deadness(view, _Clusters(view).order)
+    plain = not view.has_control_flow()
     is_candidate, taken = set(candidates), set()
     for j in candidates:
         if j in taken:
@@ -532,6 +570,7 @@ def pair_matmuls(view) -> None:
                     or deadness.node[q] != deadness.node[j]
                     or q in view._downstream({j})
                     or j in view._downstream({q})
+                    or (plain and not _ready_with(view, src, (j, q)))
                 ):
                     continue
                 partner = q

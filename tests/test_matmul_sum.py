@@ -389,3 +389,72 @@ def test_loop_products_of_one_operand_pair_with_the_matmuls_bits(monkeypatch, ba
         assert "_MatMulPair" not in types
         for a, b in zip(paired, plain):
             np.testing.assert_array_equal(a, b)
+
+
+def _dense_gradients(batch, pair_plain: bool, monkeypatch):
+    """A two-layer tanh network's gradients (no control flow, an optimizer's gradient
+    gates): the plan's op types, the values, and the inputs for a NumPy reference."""
+    monkeypatch.setattr(matmul_sum, "_PAIR_PLAIN", pair_plain)
+    rng = np.random.default_rng(5)
+    xv = rng.standard_normal((batch, 96)).astype(np.float32)
+    w1v = rng.standard_normal((96, 80)).astype(np.float32) * 0.2
+    w2v = rng.standard_normal((80, 72)).astype(np.float32) * 0.2
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 96])
+        w1, w2 = af.Variable(w1v), af.Variable(w2v)
+        out = af.matmul(af.tanh(af.matmul(x, w1)), w2)
+        loss = af.reduce_sum(out * out)
+        pairs = af.train.AdamOptimizer(0.1).compute_gradients(loss, [w1, w2])
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            values = s.run([g for g, _v in pairs], {x: xv})
+            return _plan_types(s), values, (xv, w1v, w2v)
+
+
+@needs_blas
+@pytest.mark.parametrize("batch", [64, 4])
+def test_a_dense_layers_two_gradient_products_pair_outside_loops(monkeypatch, batch):
+    # dz @ W2^T and h^T @ dz read one dz, with no path between them: one _MatMulPair in
+    # a partition without control flow too, each product with its MatMul's bits on one
+    # BLAS thread (a small batch: two plain products), and the gradients NumPy's.
+    _one_blas_thread(monkeypatch)
+    types, paired, (xv, w1v, w2v) = _dense_gradients(batch, True, monkeypatch)
+    assert types.count("_MatMulPair") == 1
+    types, plain, _ = _dense_gradients(batch, False, monkeypatch)
+    assert "_MatMulPair" not in types
+    for a, b in zip(paired, plain):
+        np.testing.assert_array_equal(a, b)
+    x, w1, w2 = (v.astype(np.float64) for v in (xv, w1v, w2v))
+    h = np.tanh(x @ w1)
+    dz = 2 * (h @ w2)
+    dw2 = h.T @ dz
+    dw1 = x.T @ ((dz @ w2.T) * (1 - h * h))
+    np.testing.assert_allclose(paired[0], dw1, rtol=2e-4, atol=2e-4 * np.abs(dw1).max())
+    np.testing.assert_allclose(paired[1], dw2, rtol=2e-4, atol=2e-4 * np.abs(dw2).max())
+
+
+@needs_blas
+def test_a_pair_outside_loops_never_waits_for_a_later_operand(monkeypatch):
+    # h @ w1 and h @ w2 (variables) pair; h @ g does not, where g is computed apart
+    # from h: the pair would hold h @ w1 back until g is ready.
+    monkeypatch.setattr(matmul_sum, "_PAIR_PLAIN", True)
+    rng = np.random.default_rng(6)
+    xv, zv = (rng.standard_normal((64, 96)).astype(np.float32) for _ in range(2))
+    av, bv, w1v, w2v = (rng.standard_normal((96, 96)).astype(np.float32) * 0.1 for _ in range(4))
+    with af.Graph().as_default():
+        x, z = af.placeholder(af.float32, [64, 96]), af.placeholder(af.float32, [64, 96])
+        a, b, w1, w2 = af.constant(av), af.constant(bv), af.Variable(w1v), af.Variable(w2v)
+        h = af.tanh(af.matmul(x, a))
+        g = af.exp(af.matmul(z, b) * 0.1)
+        p1, p2, p3 = af.matmul(h, w1), af.matmul(h, w2), af.matmul(h, g, transpose_b=True)
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            feed = {x: xv, z: zv}
+            got = s.run([p1, p3], feed)
+            assert "_MatMulPair" not in _plan_types(s)
+            got += s.run([p1, p2], feed)
+            assert _plan_types(s).count("_MatMulPair") == 1
+    hv = np.tanh(xv.astype(np.float64) @ av)
+    gv = np.exp((zv.astype(np.float64) @ bv) * 0.1)
+    for value, want in zip(got, [hv @ w1v, hv @ gv.T, hv @ w1v, hv @ w2v]):
+        np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
