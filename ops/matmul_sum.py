@@ -459,9 +459,9 @@ def _pair_up(view, i, products, js, partners, addends, order, passed, t) -> None
 # BLAS threads, and at these sizes OpenBLAS's second thread gains far less than a
 # product of its own (the VAE's decoder weight gradient, [512,64]x[64,784], twice: 1,708
 # us one after the other on two threads each, 948 us paired; 2-core EPYC, Haswell
-# kernels).  benchmarks/models/ab_inproc.py, pairs outside loops on against off
-# (`_PAIR_PLAIN`), one process, 40 rounds: the VAE 0.925x and 0.971x in two runs, the
-# autoencoder 0.963x and 0.992x, the CNN 0.961x (12 rounds: its dense layer); no pair
+# kernels).  In a traced VAE step its products take ~1 ms less; whole steps moved within
+# the noise (benchmarks/models/ab_inproc.py, pairs outside loops on against off,
+# `_PAIR_PLAIN`, 80 rounds: VAE 0.995x, autoencoder 0.993x at 0.967x the CPU).  No pair
 # forms in the MLP (its products are in the SGD updates) nor in the GAN (its products
 # are in fused nodes).
 # ASYNCFLOW_MATMUL_PAIRS=0: no pairs anywhere.
