@@ -88,12 +88,17 @@ def share_cores(n_devices: int) -> None:
     """Split the host's cores between `n_devices` virtual CPU devices.
 
     Each device runs heavy kernels on its own workers; letting every BLAS call also
-    spread over all cores would oversubscribe them, so while a multi-device session
-    lives, each BLAS call gets cores / n_devices threads (threadpoolctl, when present).
-    Call `release_cores()` when that session closes.
+    spread over all cores would oversubscribe them.  Where the CPU budget sets BLAS's
+    thread count (`cpu_budget.manages_blas`) it already gives each call only the cores
+    no other call of ours holds, so nothing is done here: a threadpoolctl limit would
+    change the process-wide count behind the budget's back, and its restore at the
+    session's close would leave the budget's deterministic one-thread calls running
+    on the program's count.  Without the budget, while a multi-device session lives,
+    each BLAS call gets cores / n_devices threads (threadpoolctl, when present).  Call
+    `release_cores()` when that session closes.
     """
     global _share_count, _share_limiter
-    if n_devices <= 1:
+    if n_devices <= 1 or cpu_budget.manages_blas():
         return
     with _share_lock:
         _share_count += 1

@@ -88,6 +88,7 @@ def cores() -> int:
     """The CPUs this process may run on, counted once at import (the affinity mask)."""
     return _CORES
 
+
 _budget = _CORES
 _lock = threading.Lock()
 _active = 0  # our threads inside `call` or running `parallel_for` blocks right now
@@ -295,6 +296,13 @@ def blas_single() -> None:
     """BLAS calls on one thread from now on (until a call of `call` chooses again):
     for work that splits itself over the budget's threads (ops/blas.py's blocks)."""
     _blas_threads(1)
+
+
+def manages_blas() -> bool:
+    """Whether the budget sets BLAS's thread count for our calls (NumPy's OpenBLAS found,
+    ASYNCFLOW_CPU_BUDGET not 0): then nothing else of ours may change that count, which
+    is process-wide, behind `_blas_now` (devices/cpu.py `share_cores`)."""
+    return _set_blas_local is not None
 
 
 def split_allowed() -> bool:

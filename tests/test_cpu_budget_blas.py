@@ -56,3 +56,26 @@ def test_a_step_gives_back_the_programs_blas_thread_count(mode, busy_neighbour):
 async def _arun(y, a, x):
     async with af.Session(graph=y.graph) as sess:
         return await sess.arun(y, {a: x})
+
+
+@pytest.mark.skipif(cpu_budget._set_blas_local is None, reason="no OpenBLAS thread control")
+def test_a_session_of_two_cpu_devices_leaves_the_count_to_the_budget():
+    # The budget sets the (process-wide) count for each call of ours and remembers it
+    # (`_blas_now`); a two-device session's core sharing changed it behind the budget's
+    # back (a threadpoolctl limit at open, its restore at close), so a call the budget
+    # had given one thread could run on another count.  Now the session leaves it.
+    if _blas_count() is None:
+        pytest.skip("NumPy's BLAS is not OpenBLAS")
+    x = np.ones((256, 256), np.float32)
+    config = af.ConfigProto(device_count={"CPU": 2})
+    with af.Graph().as_default():
+        with af.device("/cpu:1"):
+            y = af.matmul(af.constant(x), af.constant(x))
+        for count in (2, 1):
+            with threadpoolctl.threadpool_limits(limits=count, user_api="blas"):
+                sess = af.Session(config=config)
+                assert _blas_count() == count
+                sess.close()
+                assert _blas_count() == count
+        with af.Session(config=config) as sess:
+            np.testing.assert_allclose(sess.run(y), x @ x, rtol=1e-6)
