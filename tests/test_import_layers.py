@@ -22,6 +22,7 @@ from __init__ modules are not checked, as the shared import_cycles tool does.
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 import pytest
@@ -160,7 +161,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 PROGRAMS = len(LAYERS)  # everything else: train/, saved_model/, serving/, data/, ...
 
 
-
 def _parse(source: str, filename: str = "<unknown>") -> ast.AST:
     """ast.parse, again if another thread's parse upset it: CPython 3.11's AST builder
     keeps its recursion depth in shared state, so a parse racing one on another thread
@@ -172,6 +172,7 @@ def _parse(source: str, filename: str = "<unknown>") -> ast.AST:
         except SystemError:
             continue
     return ast.parse(source, filename)
+
 
 def _modules() -> dict[str, pathlib.Path]:
     mods = {}
@@ -189,13 +190,14 @@ def _resolve(name: str, mods) -> str | None:
     return name or None
 
 
-def _imports(mods) -> dict[str, set[str]]:
+def _imports(mods, trees=None) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {m: set() for m in mods}
     for m, f in mods.items():
         if f.name == "__init__.py":
             continue
         pkg_parts = m.split(".")[:-1]
-        for node in ast.walk(_parse(f.read_text(), str(f))):
+        tree = trees[m] if trees is not None else _parse(f.read_text(), str(f))
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -214,6 +216,24 @@ def _imports(mods) -> dict[str, set[str]]:
                 if r and r != m and r != "asyncflow":
                     edges[m].add(r)
     return edges
+
+
+def _uses_getrefcount(tree: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Attribute) and n.attr == "getrefcount")
+        or (isinstance(n, ast.alias) and n.name == "getrefcount")
+        for n in ast.walk(tree)
+    )
+
+
+@functools.cache
+def _scan() -> tuple[dict[str, set[str]], list[str]]:
+    """The tree's import edges and the modules that call sys.getrefcount, from one parse
+    of every module shared by this file's tests (each parse of ~900 files took ~6 s)."""
+    mods = _modules()
+    trees = {m: _parse(f.read_text(), str(f)) for m, f in mods.items()}
+    users = [str(mods[m].relative_to(ROOT)) for m, t in trees.items() if _uses_getrefcount(t)]
+    return _imports(mods, trees), users
 
 
 def layer_of(module: str) -> int:
@@ -257,14 +277,14 @@ def _cycles(edges) -> list[list[str]]:
 
 
 def test_no_import_cycles():
-    assert _cycles(_imports(_modules())) == []
+    assert _cycles(_scan()[0]) == []
 
 
 def test_no_module_imports_a_higher_layer():
     names = [n for n, _ in LAYERS] + ["programs"]
     upward = [
         f"{m} ({names[layer_of(m)]}) imports {t} ({names[layer_of(t)]})"
-        for m, targets in _imports(_modules()).items()
+        for m, targets in _scan()[0].items()
         for t in targets
         if layer_of(t) > layer_of(m)
     ]
@@ -285,13 +305,4 @@ def test_the_walk_sees_function_local_imports(tmp_path):
 def test_no_reference_count_decisions():
     """Buffer forwarding and copy-on-write are decided from the graph and from leases,
     never from `sys.getrefcount` (correct only by one interpreter's counting)."""
-    users = [
-        str(f.relative_to(ROOT))
-        for f in _modules().values()
-        if any(
-            isinstance(n, ast.Attribute) and n.attr == "getrefcount"
-            or isinstance(n, ast.alias) and n.name == "getrefcount"
-            for n in ast.walk(_parse(f.read_text()))
-        )
-    ]
-    assert users == []
+    assert _scan()[1] == []
