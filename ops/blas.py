@@ -92,7 +92,7 @@ _load()
 # leave out, ctypes makes the call.
 
 
-def _gemm_intrinsic(numba, real):
+def _gemm_intrinsic(real):
     """`at(address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc)`: the cblas
     ?gemm (64-bit integers) at `address` called with C's row-major order and ldc = n;
     `real` the LLVM type of its alpha and beta (float or double)."""
@@ -144,8 +144,8 @@ def _build_gemm(numba):
     from numba import types
 
     global _sgemm_at, _dgemm_at  # (the names the calls compile against)
-    _sgemm_at = _gemm_intrinsic(numba, ir.FloatType())
-    _dgemm_at = _gemm_intrinsic(numba, ir.DoubleType())
+    _sgemm_at = _gemm_intrinsic(ir.FloatType())
+    _dgemm_at = _gemm_intrinsic(ir.DoubleType())
     loops = {}
     for dtype, fn in _fns.items():
         nb = numba.from_dtype(dtype)

@@ -533,7 +533,8 @@ def _ready_with(view, shared, pair) -> bool:
 def pair_matmuls(view) -> None:
     """Two MatMuls reading one value, dead together and with no path between them: one
     _MatMulPair (see the note above)."""
-    if _PAIR_MIN > 1 << 60 or not (_PAIR_PLAIN or view.has_control_flow()):
+    plain = not view.has_control_flow()
+    if _PAIR_MIN > 1 << 60 or (plain and not _PAIR_PLAIN):
         return
     nodes = view.nodes
     candidates = [
@@ -549,7 +550,6 @@ def pair_matmuls(view) -> None:
     from asyncflow.ops.fused_elementwise import _Clusters, _Deadness
 
     deadness = _Deadness(view, _Clusters(view).order)
-    plain = not view.has_control_flow()
     is_candidate, taken = set(candidates), set()
     for j in candidates:
         if j in taken:

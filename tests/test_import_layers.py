@@ -190,14 +190,15 @@ def _resolve(name: str, mods) -> str | None:
     return name or None
 
 
-def _imports(mods, trees=None) -> dict[str, set[str]]:
+def _imports(mods, trees) -> dict[str, set[str]]:
+    """Each module's imports (function-local ones too) among `mods`, from its syntax
+    tree in `trees`."""
     edges: dict[str, set[str]] = {m: set() for m in mods}
     for m, f in mods.items():
         if f.name == "__init__.py":
             continue
         pkg_parts = m.split(".")[:-1]
-        tree = trees[m] if trees is not None else _parse(f.read_text(), str(f))
-        for node in ast.walk(tree):
+        for node in ast.walk(trees[m]):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
