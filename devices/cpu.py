@@ -94,15 +94,16 @@ def share_cores(n_devices: int) -> None:
     change the process-wide count behind the budget's back, and its restore at the
     session's close would leave the budget's deterministic one-thread calls running
     on the program's count.  Without the budget, while a multi-device session lives,
-    each BLAS call gets cores / n_devices threads (threadpoolctl, when present).  Call
-    `release_cores()` when that session closes.
+    each BLAS call gets cores / n_devices threads (threadpoolctl, when present).  Either
+    way the host counts as shared (`_share_count`: the cost model's SHARED_INLINE_S, no
+    inline forms).  Call `release_cores()` when that session closes.
     """
     global _share_count, _share_limiter
-    if n_devices <= 1 or cpu_budget.manages_blas():
+    if n_devices <= 1:
         return
     with _share_lock:
         _share_count += 1
-        if _share_limiter is None:
+        if _share_limiter is None and not cpu_budget.manages_blas():
             try:
                 from threadpoolctl import threadpool_limits
             except ImportError:  # pragma: no cover - optional

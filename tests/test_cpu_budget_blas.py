@@ -79,3 +79,15 @@ def test_a_session_of_two_cpu_devices_leaves_the_count_to_the_budget():
                 assert _blas_count() == count
         with af.Session(config=config) as sess:
             np.testing.assert_allclose(sess.run(y), x @ x, rtol=1e-6)
+
+
+def test_a_session_of_two_cpu_devices_still_counts_the_host_as_shared():
+    # (leaving the BLAS count to the budget must not leave the cost model's sharing)
+    from asyncflow.devices import cpu
+
+    before = cpu._share_count
+    with af.Graph().as_default():
+        af.constant(1.0)
+        with af.Session(config=af.ConfigProto(device_count={"CPU": 2})):
+            assert cpu._share_count == before + 1
+    assert cpu._share_count == before
