@@ -462,10 +462,13 @@ async def test_failed_steps_restore_in_enqueue_order(graph, probes):
     w = probes.waiter()
     async with af.Session() as s:
         await s.arun(q.enqueue_many([[1, 2, 3, 4]]))
+        r = await _resource(s, q)
+        # Each step holds its element before the next starts (loop turns are not enough
+        # where the step's constant comes from a GPU: its copy ends on a stream thread).
         t1 = asyncio.create_task(s.arun([q.dequeue(), wait_op(constant(0), w)]))
-        await settle()
+        await until(lambda: r.size() == 3)
         t2 = asyncio.create_task(s.arun([q.dequeue(), wait_op(constant(0), w)]))
-        await settle()
+        await until(lambda: r.size() == 2)
         t1.cancel()  # 1 goes back after 2 was taken
         await asyncio.gather(t1, return_exceptions=True)
         t2.cancel()
