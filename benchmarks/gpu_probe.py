@@ -39,7 +39,7 @@ import gpu_check  # noqa: E402 - benchmarks/gpu_check.py, beside this script
 
 def profile_mlp(steps: int, top: int) -> None:
     g, x, y, loss, train, init = gpu_check._graph()
-    xs, ys = gpu_check._data(steps)
+    xs, ys = gpu_check._data(max(steps, 5))
     with af.Session(graph=g, config=af.ConfigProto(allow_soft_placement=True)) as s:
         s.run(init)
         for i in range(5):
