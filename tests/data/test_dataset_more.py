@@ -147,15 +147,19 @@ def test_sample_from_datasets_frequencies_and_order(sess):
     # Draws are asyncflow's own (seeded); each dataset's elements keep their order and
     # appear with about their weight's share; exhausted inputs drop out.
     a, b = D.range(0, 3000), D.range(10_000, 11_000)
-    got = _values(sess, X.sample_from_datasets([a, b], [0.75, 0.25], seed=7))
+
+    def draws():  # (batched after the sampling, so that a run takes 500 draws, not one)
+        ds = X.sample_from_datasets([a, b], [0.75, 0.25], seed=7).batch(500)
+        return list(np.concatenate(_values(sess, ds)))
+
+    got = draws()
     assert len(got) == 4000
     first = [int(v) for v in got if v < 10_000]
     second = [int(v) for v in got if v >= 10_000]
     assert first == list(range(3000)) and second == list(range(10_000, 11_000))
     share = sum(1 for v in got[:2000] if v < 10_000) / 2000
     assert 0.72 < share < 0.78
-    again = _values(sess, X.sample_from_datasets([a, b], [0.75, 0.25], seed=7))
-    assert [int(v) for v in again] == [int(v) for v in got]  # same seed: same draws
+    assert [int(v) for v in draws()] == [int(v) for v in got]  # same seed: same draws
 
 
 def test_sample_from_datasets_stop_on_empty(sess):
