@@ -8,10 +8,13 @@ shape (no broadcasting, no reduction: a SumTo only where the schedule made it an
 alias), the program becomes one loop over the elements that computes each instruction
 with the same IEEE operations in the same order as its NumPy function (no fast-math: no
 FMA contraction, no reassociation), so the outputs are bitwise those of the ufunc
-program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions (exp, tanh,
-log) stay NumPy's calls: numba's libm would round differently from NumPy's SIMD loops.
-A program with them (an LSTM cell's forward pass) runs as compiled stages of its
-arithmetic around those calls (`_staged`, below), with the same bits.
+program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions stay
+NumPy's calls (numba's libm would round differently from NumPy's loops), except float32
+Exp, Sigmoid and Log1p: fused_elementwise_exp and fused_elementwise_log1p are the
+functions NumPy's calls run here, as inline functions of the loops, each checked
+against NumPy's before a loop uses it.  A program with other ones (Tanh, Log) runs as
+compiled stages of its arithmetic around those calls (`_staged`, below), with the same
+bits.
 
 Optional, as ops/fused_updates.py: without numba, or with ASYNCFLOW_NO_NUMBA=1, or for a
 float16 program (NumPy rounds half after each operation), `compile_schedule` returns
@@ -30,6 +33,7 @@ import numpy as np
 
 from asyncflow import tf_logging
 from asyncflow.ops import fused_elementwise_exp as _exp
+from asyncflow.ops import fused_elementwise_log1p as _log1p
 from asyncflow.ops import fused_updates
 
 __all__ = ["compile_schedule", "wait"]
@@ -55,18 +59,25 @@ _EXPRESSIONS = {
     "TanhGrad": "(one - {0} * {0}) * {1}",  # (1 - y * y) * dy
     "ReluGrad": "{0} * (one if {1} > zero else zero)",  # g * (x > 0)
 }
-# A float32 Sigmoid inside a loop (fused_elementwise_exp: NumPy's exp, the same bits):
-# ops/elementwise.sigmoid's negative, exp, add one, reciprocal.
-_SIGMOID32 = "one / (_exp32(-{0}) + one)"
+# Float32 transcendental functions inside a loop, each the function NumPy's call runs
+# here (the same bits; each module checks it against NumPy's before a loop uses it):
+# Sigmoid is ops/elementwise.sigmoid's negative, exp, add one, reciprocal.
+_INLINE32 = {
+    "Sigmoid": "one / (_exp32(-{0}) + one)",
+    "Exp": "_exp32({0})",
+    "Log1p": "_log1p32({0})",
+}
+_CHECKS = {"Sigmoid": _exp, "Exp": _exp, "Log1p": _log1p}  # op type -> its function's module
+_NAMES = (("_exp32", _exp), ("_log1p32", _log1p))  # a source's names -> their modules
 
 
-def _expression(t: str, inline_exp: bool):
-    if inline_exp and t == "Sigmoid":
-        return _SIGMOID32
+def _expression(t: str, inline: frozenset):
+    if t in inline:
+        return _INLINE32[t]
     return _EXPRESSIONS.get(t)
 
 
-def _eligible(program, sched, inline_exp: bool = False) -> bool:
+def _eligible(program, sched, inline: frozenset = frozenset()) -> bool:
     if sched.elements < _MIN_ELEMENTS or program.dtype not in (np.float32, np.float64):
         return False
     shape = sched.slot_shapes[0] if sched.slot_shapes else None
@@ -80,12 +91,12 @@ def _eligible(program, sched, inline_exp: bool = False) -> bool:
             return False  # a SumTo that sums, or an output copied from an input
         if slot is None:
             continue  # an alias (Identity, a SumTo to the same shape)
-        if t != "AddN" and _expression(t, inline_exp) is None:
+        if t != "AddN" and _expression(t, inline) is None:
             return False
     return True
 
 
-def _source(program, sched, inline_exp: bool = False) -> str:
+def _source(program, sched, inline: frozenset = frozenset()) -> str:
     """The loop's Python source: def loop(inputs..., outputs..., literals..., one, zero)."""
     n_in, n_lit = program.n_inputs, len(program.literals)
     names = [f"x{k}" for k in range(n_in)] + [f"c{k}" for k in range(n_lit)]
@@ -101,7 +112,7 @@ def _source(program, sched, inline_exp: bool = False) -> str:
             for o in ops[2:]:
                 expr = f"({expr}) + {o}"
         else:
-            expr = _expression(t, inline_exp).format(*ops)
+            expr = _expression(t, inline).format(*ops)
         body.append(f"        {v} = {expr}")
         names.append(v)
     outs = [f"out{k}[i] = {names[r]}" for k, r in enumerate(sched.results)]
@@ -126,10 +137,11 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
         numba = fused_updates.numba_module()
         if numba is not None:
             namespace = {"np": np}
-            if "_exp32" in source:
-                if not _exp.check():
-                    return  # (NumPy's exp differs here: the program's other form runs)
-                namespace.update(_exp.namespace())
+            for name, module in _NAMES:
+                if name in source:
+                    if not module.check():
+                        return  # (NumPy's function differs here: the other form runs)
+                    namespace.update(module.namespace())
             exec(compile(source, "<fused element-wise program>", "exec"), namespace)
             jitted = numba.njit(nogil=True, error_model="numpy")(namespace["loop"])
             n_arrays, n_scalars = n_args
@@ -178,12 +190,14 @@ def compile_schedule(program, sched):
     the module note)."""
     if fused_updates._DISABLED:
         return None
-    verdict = _exp.verdict()
-    sigmoid = program.dtype == np.float32 and "Sigmoid" in program.types
-    inline = _compiled(program, sched, True) if sigmoid and verdict is not False else None
-    if inline is None or verdict:
-        return inline or _compiled(program, sched, False)
-    plain = _compiled(program, sched, False)  # (until the exp's check has run)
+    wanted = frozenset()
+    if program.dtype == np.float32:  # (whose functions' checks have not failed)
+        wanted = frozenset(t for t in program.types if t in _INLINE32)
+        wanted = frozenset(t for t in wanted if _CHECKS[t].verdict() is not False)
+    inline = _compiled(program, sched, wanted) if wanted else None
+    if inline is None or all(_CHECKS[t].verdict() for t in wanted):
+        return inline or _compiled(program, sched, frozenset())
+    plain = _compiled(program, sched, frozenset())  # (until the functions' checks ran)
 
     def run(xs):
         out = inline(xs)  # None while its loops compile, or for good if the check failed
@@ -192,14 +206,14 @@ def compile_schedule(program, sched):
     return run
 
 
-def _compiled(program, sched, inline_exp: bool):
-    """compile_schedule's function for one form of the program: its Sigmoids inside
-    the loops (`inline_exp`) or NumPy's exp calls between stages."""
-    if not _eligible(program, sched, inline_exp):
-        return _staged(program, sched, inline_exp)
+def _compiled(program, sched, inline: frozenset):
+    """compile_schedule's function for one form of the program: the op types `inline`
+    inside the loops, the other transcendental functions NumPy's calls between stages."""
+    if not _eligible(program, sched, inline):
+        return _staged(program, sched, inline)
     dtype = program.dtype
     n_in, n_lit, n_out = program.n_inputs, len(program.literals), len(sched.results)
-    source = _source(program, sched, inline_exp)
+    source = _source(program, sched, inline)
     n_args = (n_in + n_out, n_lit + 2)
     one, zero = dtype.type(1), dtype.type(0)
     lits = [dtype.type(v) for v in program.literals]
@@ -236,7 +250,7 @@ def _compiled(program, sched, inline_exp: bool):
 _UFUNCS = {"Exp": np.exp, "Tanh": np.tanh, "Log": np.log, "Log1p": np.log1p}
 
 
-def _staged_plan(program, sched, inline_exp: bool = False):
+def _staged_plan(program, sched, inline: frozenset = frozenset()):
     """(stages, calls per stage, arrays, results) or None (see the note above).
 
     Values are the program's (inputs, literals, instructions, aliases resolved) and, per
@@ -271,7 +285,7 @@ def _staged_plan(program, sched, inline_exp: bool = False):
             continue
         rep.append(v)
         ops = [rep[a] for a in args]
-        if t in _UFUNCS or (t == "Sigmoid" and not inline_exp):
+        if t not in inline and (t in _UFUNCS or t == "Sigmoid"):
             transcendental = True
             (x,) = ops
             k = level[x] + 1
@@ -295,8 +309,8 @@ def _staged_plan(program, sched, inline_exp: bool = False):
             expr = f"{names[ops[0]]} + {names[ops[1]]}"
             for o in ops[2:]:
                 expr = f"({expr}) + {names[o]}"
-        elif _expression(t, inline_exp) is not None:
-            expr = _expression(t, inline_exp).format(*(names[o] for o in ops))
+        elif _expression(t, inline) is not None:
+            expr = _expression(t, inline).format(*(names[o] for o in ops))
         else:
             return None
         k = max(level[o] for o in ops)
@@ -367,10 +381,10 @@ def _tokens(expr: str) -> set:
     return out
 
 
-def _staged(program, sched, inline_exp: bool = False):
+def _staged(program, sched, inline: frozenset = frozenset()):
     """compile_schedule's function for a program with transcendental functions (see
     the note above), or None."""
-    plan = _staged_plan(program, sched, inline_exp)
+    plan = _staged_plan(program, sched, inline)
     if plan is None:
         return None
     stages, calls, arrays, results, names, shape = plan

@@ -260,3 +260,70 @@ def test_sigmoid_inside_the_loops_and_without(monkeypatch):
         assert compiled >= 2
         _same_bits(want, got)
     assert any("_exp32" in source for source, _dtype in fused_elementwise_jit._loops)
+
+
+def _glibc_log1pf() -> bool:
+    """Whether NumPy's float32 log1p here is glibc's fdlibm one (no AVX-512 SIMD loop
+    of NumPy's own; glibc before 2.41, which took CORE-MATH's)."""
+    import platform
+
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    lib, version = platform.libc_ver()
+    if lib != "glibc" or __cpu_features__.get("AVX512_SKX"):
+        return False
+    return tuple(int(p) for p in version.split(".")[:2]) < (2, 41)
+
+
+def test_inline_log1p_gives_numpys_bits():
+    # fused_elementwise_log1p's float32 log1p against np.log1p, bit for bit: the check's
+    # own inputs, 2M more bit patterns and the values a sigmoid cross-entropy takes.
+    from asyncflow.ops import fused_elementwise_log1p as flog1p
+
+    if not flog1p.check():
+        if _glibc_log1pf():
+            pytest.fail("glibc's log1pf and the compiled one differ")
+        pytest.skip("NumPy's log1p here is not glibc's fdlibm one")
+    numba = fused_updates.numba_module()
+    log1p32 = flog1p.namespace()["_log1p32"]
+
+    @numba.njit(error_model="numpy")
+    def loop(x, out):
+        for i in range(x.size):
+            out[i] = log1p32(x[i])
+
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 1 << 32, 1 << 21, dtype=np.uint64).astype(np.uint32)
+    ce = np.exp(-np.abs(rng.standard_normal(1 << 16) * 10)).astype(np.float32)
+    near = rng.uniform(-1.5, 1.5, 1 << 16).astype(np.float32)
+    for xs in (flog1p._inputs(), bits.view(np.float32), ce, near):
+        got = np.empty_like(xs)
+        loop(xs, got)
+        with np.errstate(all="ignore"):
+            _same_bits([np.log1p(xs)], [got])
+
+
+def test_sigmoid_cross_entropy_inside_one_loop(monkeypatch):
+    # sigmoid_cross_entropy_with_logits and its gradient (Exp and Log1p inside the loops
+    # with passing checks, NumPy's calls between stages with failing ones): the ufunc
+    # program's bits either way.
+    from asyncflow.ops import fused_elementwise_exp as fexp
+    from asyncflow.ops import fused_elementwise_log1p as flog1p
+
+    if not (fexp.check() and flog1p.check()):
+        pytest.skip("the compiled exp or log1p does not give NumPy's bits here")
+    rng = np.random.default_rng(8)
+    logits = _data(rng, np.float32) * 8.0
+    labels = rng.random(SHAPE).astype(np.float32)
+
+    def build(logits, labels):
+        z = logits * 1.5  # (a value computed in the graph: its gradient is taken)
+        loss = af.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=z)
+        return [loss, *af.gradients(af.reduce_sum(loss * loss), [z])]
+
+    for ok in (True, False):
+        monkeypatch.setitem(flog1p._state, "ok", ok)
+        (want, got), compiled = _run_both(build, [logits, labels], monkeypatch)
+        assert compiled >= 1
+        _same_bits(want, got)
+    assert any("_log1p32" in source for source, _dtype in fused_elementwise_jit._loops)
