@@ -120,6 +120,16 @@ def _copy_into(xp, g, out):
     return out
 
 
+def _copier(xp):
+    """f(g, out=): g copied into out (an output that is the program's input)."""
+
+    def copy(g, out):
+        return _copy_into(xp, g, out)
+
+    copy.is_copy = True  # (fused_elementwise_jit: a copy is the loop's own store)
+    return copy
+
+
 _ACTIVATION_GRAD = "gradients and features must be the same shape: {0} vs. {1}"
 _ADD_N = (
     "Inputs to operation {name} of type AddN must have the same size and shape.  "
@@ -349,7 +359,7 @@ class _Program:
             if target != shapes[g]:
                 special[j] = _sum_into(xp, self.dtype, shapes[g], target)
             elif v in outputs and rep[g] < n_fixed:  # an output is never an input itself
-                special[j] = lambda g, out: _copy_into(xp, g, out)
+                special[j] = _copier(xp)
             else:
                 rep[v] = rep[g]
                 if v in outputs:

@@ -21,7 +21,8 @@ float16 program (NumPy rounds half after each operation), `compile_schedule` ret
 None and the ufunc program runs.  Compiling takes ~0.3-0.6 s a program, once per program
 of a process, on a background thread (as fused_updates' loops): until the loop is ready
 the ufunc program runs, with the same bits, so no kernel waits for a compile; `wait()`
-waits for the compiles under way.  Only programs over _MIN_ELEMENTS elements compile.
+waits for the compiles under way.  Only programs over _MIN_ELEMENTS elements compile
+(_MIN_STAGED in stages).
 """
 
 from __future__ import annotations
@@ -38,7 +39,12 @@ from asyncflow.ops import fused_updates
 
 __all__ = ["compile_schedule", "wait"]
 
-_MIN_ELEMENTS = 4096
+# A program compiles from this many elements (a few microseconds a call, where NumPy's
+# program pays ~2-3 us an instruction: the VAE's [64, 20] programs of 3-25
+# instructions take 0.4-0.8x their ufunc programs' time); staged from _MIN_STAGED
+# (each of its NumPy calls a pass of its own).
+_MIN_ELEMENTS = 1024
+_MIN_STAGED = 4096
 
 # Per op type: the expression its NumPy function computes, in its order of operations
 # (ops/fused_elementwise.py's rules and ops/elementwise.py's activation gradients).
@@ -77,20 +83,38 @@ def _expression(t: str, inline: frozenset):
     return _EXPRESSIONS.get(t)
 
 
+def _full_shape(sched):
+    """The shape of the program's values: its largest slot's."""
+    return max(sched.slot_shapes, key=math.prod) if sched.slot_shapes else None
+
+
+def _copies(own) -> bool:
+    """Whether a step's own function copies an input into an output (a SumTo or
+    Identity to the input's shape): in a loop, the output's store."""
+    return getattr(own, "is_copy", False)
+
+
 def _eligible(program, sched, inline: frozenset = frozenset()) -> bool:
     if sched.elements < _MIN_ELEMENTS or program.dtype not in (np.float32, np.float64):
         return False
-    shape = sched.slot_shapes[0] if sched.slot_shapes else None
-    if any(s != shape for s in sched.slot_shapes):
-        return False  # broadcasting, or an input of another shape
+    shape = _full_shape(sched)
+    for s, slot_shape in enumerate(sched.slot_shapes):
+        # every value of one shape, but for scalar inputs (each the same operand of
+        # every element, as NumPy's broadcast reads it)
+        if slot_shape != shape and not (s < program.n_inputs and slot_shape == ()):
+            return False  # broadcasting, or an input of another shape
     for lit in program.literals:
         if lit.ndim:
             return False
     for t, (own, _args, slot) in zip(program.types, sched.steps):
-        if own is not None:
-            return False  # a SumTo that sums, or an output copied from an input
         if slot is None:
             continue  # an alias (Identity, a SumTo to the same shape)
+        if sched.slot_shapes[slot] != shape:
+            return False  # a value of a scalar's shape (in a scalar input's slot)
+        if own is not None:
+            if _copies(own):
+                continue
+            return False  # a SumTo that sums
         if t != "AddN" and _expression(t, inline) is None:
             return False
     return True
@@ -100,10 +124,11 @@ def _source(program, sched, inline: frozenset = frozenset()) -> str:
     """The loop's Python source: def loop(inputs..., outputs..., literals..., one, zero)."""
     n_in, n_lit = program.n_inputs, len(program.literals)
     names = [f"x{k}" for k in range(n_in)] + [f"c{k}" for k in range(n_lit)]
-    body = [f"        x{k} = in{k}[i]" for k in range(n_in)]
-    for j, (t, (_own, args, slot)) in enumerate(zip(program.types, sched.steps)):
+    scalar = [sched.slot_shapes[k] == () for k in range(n_in)]
+    body = [f"        x{k} = in{k}[{0 if scalar[k] else 'i'}]" for k in range(n_in)]
+    for j, (t, (own, args, slot)) in enumerate(zip(program.types, sched.steps)):
         ops = [names[a] for a in args]
-        if slot is None:
+        if slot is None or _copies(own):  # (a copy: the output's store below)
             names.append(ops[0])
             continue
         v = f"v{j}"
@@ -217,7 +242,7 @@ def _compiled(program, sched, inline: frozenset):
     n_args = (n_in + n_out, n_lit + 2)
     one, zero = dtype.type(1), dtype.type(0)
     lits = [dtype.type(v) for v in program.literals]
-    shape = sched.slot_shapes[0]
+    shape = _full_shape(sched)
     ready = []
 
     def run(xs):
@@ -256,7 +281,7 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
     Values are the program's (inputs, literals, instructions, aliases resolved) and, per
     Sigmoid j, ("neg", j) and ("exp", j).  stages[k]: [(value, expression)] in order;
     calls[k]: [(ufunc, value, operand)] run before stage k."""
-    if sched.elements < _MIN_ELEMENTS or program.dtype not in (np.float32, np.float64):
+    if sched.elements < _MIN_STAGED or program.dtype not in (np.float32, np.float64):
         return None
     shape = sched.slot_shapes[0] if sched.slot_shapes else None
     if any(s != shape for s in sched.slot_shapes) or any(lit.ndim for lit in program.literals):

@@ -327,3 +327,28 @@ def test_sigmoid_cross_entropy_inside_one_loop(monkeypatch):
         assert compiled >= 1
         _same_bits(want, got)
     assert any("_log1p32" in source for source, _dtype in fused_elementwise_jit._loops)
+
+
+def test_scalar_inputs_copied_outputs_and_small_programs_compile(monkeypatch):
+    # A VAE's KL term on [64, 20] (1,280 elements: past _MIN_ELEMENTS, under the old
+    # 4,096) with a scalar input read by every element, and a Sub's gradient, whose
+    # first output is the incoming gradient itself (a copy, stored by the loop): each
+    # one compiled loop, with the ufunc program's bits.
+    rng = np.random.default_rng(9)
+    shape = (64, 20)
+    assert fused_elementwise_jit._MIN_ELEMENTS <= 64 * 20
+    mean = rng.standard_normal(shape).astype(np.float32)
+    log_std = rng.standard_normal(shape).astype(np.float32)
+    g = rng.standard_normal(SHAPE).astype(np.float32)
+    a = rng.standard_normal(SHAPE).astype(np.float32)
+    two = np.float32(2.0)
+
+    def build(mean, log_std, g, a, two):
+        kl = -0.5 * (1.0 + two * log_std - af.square(mean) - af.exp(two * log_std))
+        b = af.reshape(a * a, SHAPE)  # (its own cluster)
+        da, db = af.gradients(a - b, [a, b], [g])
+        return [kl, da, db]
+
+    (want, got), compiled = _run_both(build, [mean, log_std, g, a, two], monkeypatch)
+    assert compiled >= 3  # (2 with the copy left to NumPy's program)
+    _same_bits(want, got)
