@@ -77,6 +77,55 @@ _CHECKS = {"Sigmoid": _exp, "Exp": _exp, "Log1p": _log1p}  # op type -> its func
 _NAMES = (("_exp32", _exp), ("_log1p32", _log1p))  # a source's names -> their modules
 
 
+# Pow: NumPy's power loop takes a fast path for an exponent that is one scalar (an
+# input of shape () or a literal: a stride of 0) of these values (NumPy 2's
+# loops_umath_fp: x * x, x, 1 / x, 1, sqrt(x); glibc's pow rounds x ** 2 and x ** -1
+# otherwise in ~0.07% of inputs), else C's pow per element, as numba's `**`.  A loop
+# is compiled per form its Pows' exponents take, chosen at each call from the
+# scalars' values (one loop of all forms, branching on the exponent, ran ~12x slower).
+_POW_FORMS = {  # exponent: (the loop's expression, NumPy's)
+    2.0: ("{0} * {0}", lambda x: x * x),
+    1.0: ("{0}", lambda x: x.copy()),
+    -1.0: ("one / {0}", lambda x: x.dtype.type(1) / x),
+    0.0: ("one", lambda x: np.ones_like(x)),
+    0.5: ("np.sqrt({0})", lambda x: np.sqrt(x)),
+}
+_POW = "{0} ** {1}"
+_COMPILE_POW = True  # False: programs with a Pow compiled from now on stay NumPy's (A/B)
+_pow_fast: dict = {}  # dtype -> {exponent: the loop's expression}, or None
+
+
+def _fast_pows(dtype):
+    """{exponent: expression} of the fast paths NumPy's power takes here for a scalar
+    exponent, found once per dtype on inputs where C's pow gives other bits (NaN,
+    signed zeros, infinities, 20,000 ordinary values); None where a scalar exponent's
+    power is neither a fast path nor C's pow (Pows are not compiled then)."""
+    if dtype in _pow_fast:
+        return _pow_fast[dtype]
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 1e-300, 1e30, 1e300]
+    ordinary = np.random.default_rng(0).standard_normal(20000) * 10
+    x = np.concatenate([np.array(special), ordinary]).astype(dtype)
+    got: dict | None = {}
+    with np.errstate(all="ignore"):
+        for e, (expr, numpy_fn) in _POW_FORMS.items():
+            want = np.power(x, dtype.type(e))
+            if _same_bits(want, numpy_fn(x)):
+                got[e] = expr
+            elif not _same_bits(want, np.power(x, np.full_like(x, e))):
+                got = None
+                break
+    _pow_fast[dtype] = got
+    return got
+
+
+def _same_bits(a, b) -> bool:
+    nan = np.isnan(a)
+    ints = f"i{a.itemsize}"
+    return bool(
+        np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(ints), b[~nan].view(ints))
+    )
+
+
 def _expression(t: str, inline: frozenset):
     if t in inline:
         return _INLINE32[t]
@@ -115,13 +164,30 @@ def _eligible(program, sched, inline: frozenset = frozenset()) -> bool:
             if _copies(own):
                 continue
             return False  # a SumTo that sums
-        if t != "AddN" and _expression(t, inline) is None:
+        if t == "Pow":
+            if not _COMPILE_POW or _fast_pows(program.dtype) is None:
+                return False
+        elif t != "AddN" and _expression(t, inline) is None:
             return False
     return True
 
 
-def _source(program, sched, inline: frozenset = frozenset()) -> str:
-    """The loop's Python source: def loop(inputs..., outputs..., literals..., one, zero)."""
+def _pow_exponents(program, sched) -> list:
+    """Per Pow instruction j: (j, the exponent's value index when it is a scalar (an
+    input of shape () or a literal), else None)."""
+    n_in, n_fixed = program.n_inputs, program.n_fixed
+    out = []
+    for j, (t, (_own, args, slot)) in enumerate(zip(program.types, sched.steps)):
+        if t == "Pow" and slot is not None:
+            a = args[1]
+            scalar = (a < n_in and sched.slot_shapes[a] == ()) or n_in <= a < n_fixed
+            out.append((j, a if scalar else None))
+    return out
+
+
+def _source(program, sched, inline: frozenset = frozenset(), pows=None) -> str:
+    """The loop's Python source: def loop(inputs..., outputs..., literals..., one, zero);
+    `pows`: {instruction j: its Pow's expression}."""
     n_in, n_lit = program.n_inputs, len(program.literals)
     names = [f"x{k}" for k in range(n_in)] + [f"c{k}" for k in range(n_lit)]
     scalar = [sched.slot_shapes[k] == () for k in range(n_in)]
@@ -136,6 +202,8 @@ def _source(program, sched, inline: frozenset = frozenset()) -> str:
             expr = f"{ops[0]} + {ops[1]}"
             for o in ops[2:]:
                 expr = f"({expr}) + {o}"
+        elif t == "Pow":
+            expr = (pows or {}).get(j, _POW).format(*ops)
         else:
             expr = _expression(t, inline).format(*ops)
         body.append(f"        {v} = {expr}")
@@ -238,22 +306,29 @@ def _compiled(program, sched, inline: frozenset):
         return _staged(program, sched, inline)
     dtype = program.dtype
     n_in, n_lit, n_out = program.n_inputs, len(program.literals), len(sched.results)
-    source = _source(program, sched, inline)
     n_args = (n_in + n_out, n_lit + 2)
     one, zero = dtype.type(1), dtype.type(0)
     lits = [dtype.type(v) for v in program.literals]
     shape = _full_shape(sched)
-    ready = []
+    pows = _pow_exponents(program, sched)
+    fast = _fast_pows(dtype) if pows else {}
+    ready: dict = {}  # the Pows' expressions -> the loop
 
     def run(xs):
-        if not ready:
+        key = tuple(
+            _POW if a is None else fast.get(float(xs[a] if a < n_in else lits[a - n_in]), _POW)
+            for _j, a in pows
+        )
+        loop = ready.get(key)
+        if loop is None:
+            source = _source(program, sched, inline, {j: e for (j, _a), e in zip(pows, key)})
             loop = _loop_for(source, dtype, n_args)
             if loop is None:
                 return None
-            ready.append(loop)
+            ready[key] = loop
         flat = [np.ascontiguousarray(x).reshape(-1) for x in xs]
         outs = [np.empty(shape, dtype) for _ in range(n_out)]
-        ready[0](*flat, *(o.reshape(-1) for o in outs), *lits, one, zero)
+        loop(*flat, *(o.reshape(-1) for o in outs), *lits, one, zero)
         return tuple(outs)
 
     return run

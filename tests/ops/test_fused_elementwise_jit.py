@@ -352,3 +352,23 @@ def test_scalar_inputs_copied_outputs_and_small_programs_compile(monkeypatch):
     (want, got), compiled = _run_both(build, [mean, log_std, g, a, two], monkeypatch)
     assert compiled >= 3  # (2 with the copy left to NumPy's program)
     _same_bits(want, got)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pow_compiles_to_numpys_bits_for_every_exponent(dtype, monkeypatch):
+    # NumPy's power takes fast paths for a scalar exponent of 2, 1, -1, 0 or 0.5 (glibc's
+    # pow rounds x ** 2 differently in ~0.07% of inputs) and C's pow otherwise, or for an
+    # exponent array: each loop takes the form its exponent's value at the call gives.
+    rng = np.random.default_rng(10)
+    x = _data(rng, dtype) * 10
+    y = _data(rng, dtype)
+
+    def build(x, e, y):
+        d = x * 0.5 - 1.0
+        return [af.pow(d, e) + d, af.pow(d, 2.0) * e, af.pow(d, y) * d]
+
+    for e in (2.0, 1.0, -1.0, 0.0, 0.5, 3.0, -2.5, np.nan):
+        with np.errstate(all="ignore"):
+            (want, got), compiled = _run_both(build, [x, dtype(e), y], monkeypatch)
+        assert compiled >= 1
+        _same_bits(want, got)
