@@ -27,6 +27,7 @@ waits for the compiles under way.  Only programs over _MIN_ELEMENTS elements com
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import threading
 
@@ -267,6 +268,19 @@ def _loop_for(source: str, dtype, n_args: tuple):
             )
             thread.start()
     return None
+
+
+_available: list = []
+
+
+def may_compile() -> bool:
+    """Whether programs may compile in this process (numba installed and not disabled),
+    without importing numba."""
+    if fused_updates._DISABLED:
+        return False
+    if not _available:
+        _available.append(importlib.util.find_spec("numba") is not None)
+    return _available[0]
 
 
 def wait(timeout: float | None = 120.0) -> bool:

@@ -372,3 +372,31 @@ def test_pow_compiles_to_numpys_bits_for_every_exponent(dtype, monkeypatch):
             (want, got), compiled = _run_both(build, [x, dtype(e), y], monkeypatch)
         assert compiled >= 1
         _same_bits(want, got)
+
+
+def test_lone_multi_pass_nodes_compile(monkeypatch):
+    # A Sigmoid between two products (NumPy: four passes, its exp among them) and its
+    # SigmoidGrad fuse alone into one compiled loop each, with their kernels' bits; a
+    # float64 Sigmoid (no inline exp) and a Sigmoid of a known tiny shape stay their own
+    # kernels (the Tanh and its gradient fuse together, staged: left to NumPy).
+    from asyncflow.ops import fused_elementwise_exp as fexp
+
+    if not fexp.check():
+        pytest.skip("the compiled exp does not give NumPy's bits here")
+    rng = np.random.default_rng(11)
+    x = _data(rng, np.float32) * 4
+    w_np = rng.standard_normal((SHAPE[1], SHAPE[1])).astype(np.float32) * 0.2
+    x64 = _data(rng, np.float64)
+    tiny = rng.standard_normal((4, 8)).astype(np.float32)
+
+    def build(x, x64, tiny):
+        w = af.constant(w_np)
+        h = af.sigmoid(af.matmul(x, w))
+        t = af.tanh(af.matmul(h, w))
+        loss = af.reduce_sum(af.matmul(t, w))
+        g = af.gradients(loss, [x])[0]
+        return [h, t, g, af.sigmoid(af.matmul(x64, x64, transpose_b=True)), af.sigmoid(tiny)]
+
+    (want, got), compiled = _run_both(build, [x, x64, tiny], monkeypatch)
+    assert compiled == 2  # the Sigmoid and the SigmoidGrad
+    _same_bits(want, got)
