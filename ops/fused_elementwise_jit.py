@@ -223,8 +223,9 @@ _pending: dict[tuple, threading.Event] = {}  # compiles under way
 
 def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
     """Compile the loop of source `key[0]` for 1-D arrays and scalars of dtype `key[1]`
-    (a call on one element compiles the signature every call will have) and publish
-    it: on a thread of its own, never in a kernel (which may run on the event loop)."""
+    (`n_args`: read-only arrays read, arrays written, scalars; a call on one element
+    compiles the signature every call will have) and publish it: on a thread of its
+    own, never in a kernel (which may run on the event loop)."""
     source, dtype = key
     loop = None
     try:
@@ -238,8 +239,10 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
                     namespace.update(module.namespace())
             exec(compile(source, "<fused element-wise program>", "exec"), namespace)
             jitted = numba.njit(nogil=True, error_model="numpy")(namespace["loop"])
-            n_arrays, n_scalars = n_args
-            jitted(*[np.ones(1, dtype) for _ in range(n_arrays)], *[dtype.type(1)] * n_scalars)
+            n_reads, n_writes, n_scalars = n_args
+            reads = [_readonly(np.ones(1, dtype)) for _ in range(n_reads)]
+            writes = [np.ones(1, dtype) for _ in range(n_writes)]
+            jitted(*reads, *writes, *[dtype.type(1)] * n_scalars)
             loop = jitted
     except Exception as exc:  # numba could not type or compile it: NumPy's program runs
         tf_logging.warning("asyncflow: compiling a fused program with numba failed: %r", exc)
@@ -250,6 +253,15 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
             _loops[key] = loop
             _pending.pop(key, None)
         done.set()
+
+
+def _readonly(a):
+    """A read-only view of array a.  Loops read their inputs through such views, so a
+    constant's or a feed's read-only buffer and a computed value take one signature
+    (numba types the two apart: another compile, on the step's thread, at the call)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def _loop_for(source: str, dtype, n_args: tuple):
@@ -320,7 +332,7 @@ def _compiled(program, sched, inline: frozenset):
         return _staged(program, sched, inline)
     dtype = program.dtype
     n_in, n_lit, n_out = program.n_inputs, len(program.literals), len(sched.results)
-    n_args = (n_in + n_out, n_lit + 2)
+    n_args = (n_in, n_out, n_lit + 2)
     one, zero = dtype.type(1), dtype.type(0)
     lits = [dtype.type(v) for v in program.literals]
     shape = _full_shape(sched)
@@ -340,7 +352,7 @@ def _compiled(program, sched, inline: frozenset):
             if loop is None:
                 return None
             ready[key] = loop
-        flat = [np.ascontiguousarray(x).reshape(-1) for x in xs]
+        flat = [_readonly(np.ascontiguousarray(x).reshape(-1)) for x in xs]
         outs = [np.empty(shape, dtype) for _ in range(n_out)]
         loop(*flat, *(o.reshape(-1) for o in outs), *lits, one, zero)
         return tuple(outs)
@@ -509,7 +521,7 @@ def _staged(program, sched, inline: frozenset = frozenset()):
         source, reads, writes = _stage_source(stage, k, arrays, names, n_lit)
         if stage and not writes:
             return None  # (nothing of it is needed outside: cannot happen for outputs)
-        loops.append((source, reads, writes, (len(reads) + len(writes), n_lit + 2)))
+        loops.append((source, reads, writes, (len(reads), len(writes), n_lit + 2)))
     one, zero = dtype.type(1), dtype.type(0)
     lits = [dtype.type(v) for v in program.literals]
     n_in = program.n_inputs
@@ -531,7 +543,8 @@ def _staged(program, sched, inline: frozenset = frozenset()):
                 continue
             for w in writes:
                 vals[w] = np.empty(size, dtype)
-            loop(*[vals[w] for w in reads], *[vals[w] for w in writes], *lits, one, zero)
+            args = [_readonly(vals[w]) for w in reads] + [vals[w] for w in writes]
+            loop(*args, *lits, one, zero)
         outs, seen = [], set()
         for r in results:  # distinct arrays, none an input, as the ufunc program's
             v = vals[r].reshape(shape)

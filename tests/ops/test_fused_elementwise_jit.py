@@ -66,6 +66,9 @@ def _run_both(build, feeds_np, monkeypatch):
                     _same_bits(first, results[0])  # (NumPy's programs: the same bits)
                     compiled.clear()
                 results.append(sess.run(fetches, feed))
+    # One signature a loop: read-only inputs (constants, feeds) took no second compile
+    # on the step's thread.
+    assert all(len(f.signatures) == 1 for f in fused_elementwise_jit._loops.values() if f)
     return results, sum(compiled)
 
 
@@ -331,7 +334,8 @@ def test_sigmoid_cross_entropy_inside_one_loop(monkeypatch):
 
 def test_scalar_inputs_copied_outputs_and_small_programs_compile(monkeypatch):
     # A VAE's KL term on [64, 20] (1,280 elements: past _MIN_ELEMENTS, under the old
-    # 4,096) with a scalar input read by every element, and a Sub's gradient, whose
+    # 4,096) with scalar inputs read by every element (a constant's read-only buffer
+    # among them: one compiled signature all the same), and a Sub's gradient, whose
     # first output is the incoming gradient itself (a copy, stored by the loop): each
     # one compiled loop, with the ufunc program's bits.
     rng = np.random.default_rng(9)
@@ -344,10 +348,11 @@ def test_scalar_inputs_copied_outputs_and_small_programs_compile(monkeypatch):
     two = np.float32(2.0)
 
     def build(mean, log_std, g, a, two):
-        kl = -0.5 * (1.0 + two * log_std - af.square(mean) - af.exp(two * log_std))
+        half = af.constant(np.float32(-0.5))  # (fetched too: an input, a read-only one)
+        kl = half * (1.0 + two * log_std - af.square(mean) - af.exp(two * log_std))
         b = af.reshape(a * a, SHAPE)  # (its own cluster)
         da, db = af.gradients(a - b, [a, b], [g])
-        return [kl, da, db]
+        return [kl, da, db, half]
 
     (want, got), compiled = _run_both(build, [mean, log_std, g, a, two], monkeypatch)
     assert compiled >= 3  # (2 with the copy left to NumPy's program)
