@@ -223,10 +223,10 @@ _pending: dict[tuple, threading.Event] = {}  # compiles under way
 
 def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
     """Compile the loop of source `key[0]` for 1-D arrays and scalars of dtype `key[1]`
-    (`n_args`: read-only arrays read, arrays written, scalars; a call on one element
-    compiles the signature every call will have) and publish it: on a thread of its
-    own, never in a kernel (which may run on the event loop)."""
-    source, dtype = key
+    (`n_args`: arrays read, read-only ones where `key[2]`, arrays written, scalars; a
+    call on one element compiles the signature every call will have) and publish it:
+    on a thread of its own, never in a kernel (which may run on the event loop)."""
+    source, dtype, readonly = key
     loop = None
     try:
         numba = fused_updates.numba_module()
@@ -240,7 +240,8 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
             exec(compile(source, "<fused element-wise program>", "exec"), namespace)
             jitted = numba.njit(nogil=True, error_model="numpy")(namespace["loop"])
             n_reads, n_writes, n_scalars = n_args
-            reads = [_readonly(np.ones(1, dtype)) for _ in range(n_reads)]
+            reads = [np.ones(1, dtype) for _ in range(n_reads)]
+            reads = [_readonly(r) for r in reads] if readonly else reads
             writes = [np.ones(1, dtype) for _ in range(n_writes)]
             jitted(*reads, *writes, *[dtype.type(1)] * n_scalars)
             loop = jitted
@@ -256,19 +257,29 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
 
 
 def _readonly(a):
-    """A read-only view of array a.  Loops read their inputs through such views, so a
-    constant's or a feed's read-only buffer and a computed value take one signature
-    (numba types the two apart: another compile, on the step's thread, at the call)."""
+    """A read-only view of array a."""
     v = a.view()
     v.flags.writeable = False
     return v
 
 
-def _loop_for(source: str, dtype, n_args: tuple):
-    """The compiled loop of `source`, or None while it is not ready (the first request
-    starts its compile on a background thread; every cell of an unrolled RNN with the
-    same program shares it) or when it could not compile."""
-    key = (source, dtype)
+def _reading(arrays: list) -> tuple:
+    """(the arrays a loop reads, whether through read-only views): numba types a
+    read-only array (a constant's buffer, a feed) apart from a writable one, and an
+    argument of another type compiles another signature at the call, on the step's
+    thread (~1 s); so where one is read-only all are read as such, by a loop compiled
+    for that (`_loop_for`'s `readonly`; setting the flag costs ~1 us an array)."""
+    if all(a.flags.writeable for a in arrays):
+        return arrays, False
+    return [_readonly(a) for a in arrays], True
+
+
+def _loop_for(source: str, dtype, n_args: tuple, readonly: bool = False):
+    """The compiled loop of `source` (reading read-only arrays where `readonly`), or
+    None while it is not ready (the first request starts its compile on a background
+    thread; every cell of an unrolled RNN with the same program shares it) or when it
+    could not compile."""
+    key = (source, dtype, readonly)
     loop = _loops.get(key, _pending)
     if loop is not _pending:
         return loop
@@ -338,21 +349,21 @@ def _compiled(program, sched, inline: frozenset):
     shape = _full_shape(sched)
     pows = _pow_exponents(program, sched)
     fast = _fast_pows(dtype) if pows else {}
-    ready: dict = {}  # the Pows' expressions -> the loop
+    ready: dict = {}  # (the Pows' expressions, read-only) -> the loop
 
     def run(xs):
+        flat, readonly = _reading([np.ascontiguousarray(x).reshape(-1) for x in xs])
         key = tuple(
             _POW if a is None else fast.get(float(xs[a] if a < n_in else lits[a - n_in]), _POW)
             for _j, a in pows
         )
-        loop = ready.get(key)
+        loop = ready.get((key, readonly))
         if loop is None:
             source = _source(program, sched, inline, {j: e for (j, _a), e in zip(pows, key)})
-            loop = _loop_for(source, dtype, n_args)
+            loop = _loop_for(source, dtype, n_args, readonly)
             if loop is None:
                 return None
-            ready[key] = loop
-        flat = [_readonly(np.ascontiguousarray(x).reshape(-1)) for x in xs]
+            ready[key, readonly] = loop
         outs = [np.empty(shape, dtype) for _ in range(n_out)]
         loop(*flat, *(o.reshape(-1) for o in outs), *lits, one, zero)
         return tuple(outs)
@@ -526,16 +537,18 @@ def _staged(program, sched, inline: frozenset = frozenset()):
     lits = [dtype.type(v) for v in program.literals]
     n_in = program.n_inputs
     size = math.prod(shape)
-    ready: list = []
+    ready: dict = {}  # read-only -> the stages' loops
 
     def run(xs):
-        if not ready:  # (every stage's compile starts at the first call)
-            got = [_loop_for(src, dtype, n) if w else None for src, _r, w, n in loops]
+        flat, readonly = _reading([np.ascontiguousarray(x).reshape(-1) for x in xs[:n_in]])
+        got = ready.get(readonly)
+        if got is None:  # (every stage's compile starts at the first call)
+            got = [_loop_for(src, dtype, n, readonly) if w else None for src, _r, w, n in loops]
             if any(w and loop is None for (_s, _r, w, _n), loop in zip(loops, got)):
                 return None
-            ready.append(got)
-        vals = {k: np.ascontiguousarray(x).reshape(-1) for k, x in enumerate(xs[:n_in])}
-        for k, loop in enumerate(ready[0]):
+            ready[readonly] = got
+        vals = dict(enumerate(flat))
+        for k, loop in enumerate(got):
             for ufunc, v, x in calls[k]:
                 vals[v] = ufunc(vals[x], out=vals[x] if isinstance(x, tuple) else None)
             _source, reads, writes, _n = loops[k]
@@ -543,8 +556,9 @@ def _staged(program, sched, inline: frozenset = frozenset()):
                 continue
             for w in writes:
                 vals[w] = np.empty(size, dtype)
-            args = [_readonly(vals[w]) for w in reads] + [vals[w] for w in writes]
-            loop(*args, *lits, one, zero)
+            args = [vals[w] for w in reads]
+            args = [_readonly(a) for a in args] if readonly else args
+            loop(*args, *[vals[w] for w in writes], *lits, one, zero)
         outs, seen = [], set()
         for r in results:  # distinct arrays, none an input, as the ufunc program's
             v = vals[r].reshape(shape)
