@@ -682,7 +682,8 @@ class _Clusters:
 
 def fuse_elementwise(view) -> None:
     """Replace each cluster of two or more connected element-wise nodes by one
-    `_FusedElementwise` (the module's note says which nodes qualify)."""
+    `_FusedElementwise` (the module's note says which nodes qualify), and a lone node
+    of several NumPy passes whose program compiles (`_ALONE`) by one of its own."""
     nodes = view.nodes
     if not nodes:
         return

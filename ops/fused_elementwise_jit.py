@@ -4,8 +4,9 @@
 a pass over memory; an LSTM cell's backward cluster is a dozen multiplies, adds and
 activation gradients over [batch, units] values, most of them read from memory the
 forward pass left cold.  Where every instruction is plain arithmetic on values of one
-shape (no broadcasting, no reduction: a SumTo only where the schedule made it an
-alias), the program becomes one loop over the elements that computes each instruction
+shape (no broadcasting but of scalar inputs, no reduction: a SumTo only where the
+schedule made it an alias or a copy; Pow as NumPy's power computes it, `_POW_FORMS`),
+the program becomes one loop over the elements that computes each instruction
 with the same IEEE operations in the same order as its NumPy function (no fast-math: no
 FMA contraction, no reassociation), so the outputs are bitwise those of the ufunc
 program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions stay
