@@ -36,7 +36,7 @@ import numpy as np
 
 from asyncflow.ops import fused_updates
 
-__all__ = ["check", "namespace", "verdict"]
+__all__ = ["check", "matches_numpy", "namespace", "verdict"]
 
 _F = np.float32
 # numpy/_core/src/common/npy_config... npy_simd_data.h's float32 exp constants.
@@ -156,27 +156,32 @@ def check() -> bool:
         if numba is not None and os.environ.get("ASYNCFLOW_INLINE_EXP", "") != "0":
             try:
                 exp32 = _build(numba)
-
-                @numba.njit(nogil=True, error_model="numpy")
-                def loop(x, out):
-                    for i in range(x.size):
-                        out[i] = exp32(x[i])
-
-                xs = _inputs()
-                got = np.empty_like(xs)
-                loop(xs, got)
-                with np.errstate(all="ignore"):
-                    want = np.exp(xs)
-                nans = np.isnan(want)
-                ok = bool(
-                    np.array_equal(np.isnan(got), nans)
-                    and np.array_equal(got[~nans].view(np.uint32), want[~nans].view(np.uint32))
-                )
+                ok = matches_numpy(numba, exp32, _inputs(), np.exp)
                 _state["fn"] = exp32
             except Exception:  # (numba could not build it: NumPy's calls stay)
                 ok = False
         _state["ok"] = ok
         return ok
+
+
+def matches_numpy(numba, fn, xs, ufunc) -> bool:
+    """Whether the inline float32 function `fn`, called in a compiled loop, gives
+    `ufunc`'s bits for every value of `xs` (NaN where it gives NaN)."""
+
+    @numba.njit(nogil=True, error_model="numpy")
+    def loop(x, out):
+        for i in range(x.size):
+            out[i] = fn(x[i])
+
+    got = np.empty_like(xs)
+    loop(xs, got)
+    with np.errstate(all="ignore"):
+        want = ufunc(xs)
+    nans = np.isnan(want)
+    return bool(
+        np.array_equal(np.isnan(got), nans)
+        and np.array_equal(got[~nans].view(np.uint32), want[~nans].view(np.uint32))
+    )
 
 
 def verdict():

@@ -32,6 +32,7 @@ import threading
 
 import numpy as np
 
+from asyncflow.ops import fused_elementwise_exp as _exp
 from asyncflow.ops import fused_updates
 
 __all__ = ["check", "namespace", "verdict"]
@@ -168,22 +169,7 @@ def check() -> bool:
         if numba is not None and os.environ.get("ASYNCFLOW_INLINE_LOG1P", "") != "0":
             try:
                 log1p32 = _build(numba)
-
-                @numba.njit(nogil=True, error_model="numpy")
-                def loop(x, out):
-                    for i in range(x.size):
-                        out[i] = log1p32(x[i])
-
-                xs = _inputs()
-                got = np.empty_like(xs)
-                loop(xs, got)
-                with np.errstate(all="ignore"):
-                    want = np.log1p(xs)
-                nans = np.isnan(want)
-                ok = bool(
-                    np.array_equal(np.isnan(got), nans)
-                    and np.array_equal(got[~nans].view(np.uint32), want[~nans].view(np.uint32))
-                )
+                ok = _exp.matches_numpy(numba, log1p32, _inputs(), np.log1p)
                 _state["fn"] = log1p32
             except Exception:  # (numba could not build it: NumPy's calls stay)
                 ok = False
