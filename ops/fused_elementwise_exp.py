@@ -36,7 +36,7 @@ import numpy as np
 
 from asyncflow.ops import fused_updates
 
-__all__ = ["check", "matches_numpy", "namespace", "verdict"]
+__all__ = ["check", "checked", "matches_numpy", "namespace", "probe_inputs", "verdict"]
 
 _F = np.float32
 # numpy/_core/src/common/npy_config... npy_simd_data.h's float32 exp constants.
@@ -133,34 +133,47 @@ def _build(numba):
 
 
 def _inputs() -> np.ndarray:
-    """Every 16,411th bit pattern, the specials, and 40 values either side of the range's
-    ends (where the lanes set apart begin, and where results turn subnormal)."""
+    """The check's inputs, with 40 values either side of the range's ends (where the
+    lanes set apart begin, and where results turn subnormal)."""
+    return probe_inputs((_XMAX, _XMIN, _F(-87.33654), _F(-103.0), _F(88.0)))
+
+
+def check() -> bool:
+    """Whether the compiled exp gives np.exp's bits here (compiles it; run once)."""
+    return checked(_state, _lock, "ASYNCFLOW_INLINE_EXP", _build, _inputs, np.exp)
+
+
+def probe_inputs(edges) -> np.ndarray:
+    """float32: every 16,411th bit pattern, the specials, and 40 values either side of
+    each of `edges` (where an inline function's paths meet)."""
     bits = np.arange(0, 1 << 32, 16411, dtype=np.uint64).astype(np.uint32)
     values = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-45, -1e-45]
-    for edge in (_XMAX, _XMIN, _F(-87.33654), _F(-103.0), _F(88.0)):
+    for edge in edges:
         for direction in (_F(np.inf), _F(-np.inf)):
-            v = edge
+            v = _F(edge)
             for _ in range(40):
                 values.append(v)
                 v = np.nextafter(v, direction)
     return np.concatenate([bits.view(_F), np.array(values, _F)])
 
 
-def check() -> bool:
-    """Whether the compiled exp gives np.exp's bits here (compiles it; run once)."""
-    with _lock:
-        if "ok" in _state:
-            return _state["ok"]
+def checked(state: dict, lock, switch: str, build, inputs, ufunc) -> bool:
+    """An inline function's check, run once under `lock`: `build(numba)` compiled and
+    compared with `ufunc` on `inputs()` (`matches_numpy`); the verdict in state["ok"],
+    the function in state["fn"].  The environment variable `switch` at 0 fails it."""
+    with lock:
+        if "ok" in state:
+            return state["ok"]
         ok = False
         numba = fused_updates.numba_module()
-        if numba is not None and os.environ.get("ASYNCFLOW_INLINE_EXP", "") != "0":
+        if numba is not None and os.environ.get(switch, "") != "0":
             try:
-                exp32 = _build(numba)
-                ok = matches_numpy(numba, exp32, _inputs(), np.exp)
-                _state["fn"] = exp32
+                fn = build(numba)
+                ok = matches_numpy(numba, fn, inputs(), ufunc)
+                state["fn"] = fn
             except Exception:  # (numba could not build it: NumPy's calls stay)
                 ok = False
-        _state["ok"] = ok
+        state["ok"] = ok
         return ok
 
 

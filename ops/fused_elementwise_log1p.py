@@ -27,13 +27,11 @@ with NumPy's bits either way.  `ASYNCFLOW_INLINE_LOG1P=0` keeps them too, and so
 
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
 
 from asyncflow.ops import fused_elementwise_exp as _exp
-from asyncflow.ops import fused_updates
 
 __all__ = ["check", "namespace", "verdict"]
 
@@ -144,37 +142,16 @@ def _build(numba):
 
 
 def _inputs() -> np.ndarray:
-    """Every 16,411th bit pattern, the specials, and 40 values either side of each of
-    the C code's thresholds (where its paths meet)."""
-    bits = np.arange(0, 1 << 32, 16411, dtype=np.uint64).astype(np.uint32)
-    values = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-45, -1e-45]
+    """The check's inputs, with 40 values either side of each of the C code's
+    thresholds (where its paths meet)."""
     edges = [0x3ED413D7, 0xBE95F61F, 0x5A000000, 0x31000000, 0xB1000000, 0x24800000]
     edges += [0xA4800000, 0x3F800000, 0xBF800000, 0x7F7FFFFF, 0x3F3504F7, 0x3F350000]
-    for edge in np.array(edges, np.uint32).view(_F):
-        for direction in (_F(np.inf), _F(-np.inf)):
-            v = edge
-            for _ in range(40):
-                values.append(v)
-                v = np.nextafter(v, direction)
-    return np.concatenate([bits.view(_F), np.array(values, _F)])
+    return _exp.probe_inputs(np.array(edges, np.uint32).view(_F))
 
 
 def check() -> bool:
     """Whether the compiled log1p gives np.log1p's bits here (compiles it; run once)."""
-    with _lock:
-        if "ok" in _state:
-            return _state["ok"]
-        ok = False
-        numba = fused_updates.numba_module()
-        if numba is not None and os.environ.get("ASYNCFLOW_INLINE_LOG1P", "") != "0":
-            try:
-                log1p32 = _build(numba)
-                ok = _exp.matches_numpy(numba, log1p32, _inputs(), np.log1p)
-                _state["fn"] = log1p32
-            except Exception:  # (numba could not build it: NumPy's calls stay)
-                ok = False
-        _state["ok"] = ok
-        return ok
+    return _exp.checked(_state, _lock, "ASYNCFLOW_INLINE_LOG1P", _build, _inputs, np.log1p)
 
 
 def verdict():
