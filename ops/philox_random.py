@@ -285,7 +285,7 @@ def philox_words_at(xp, key: tuple[int, int], counter: int, offsets):
 
 # A few blocks on the host (a per-element draw in a data pipeline: sample_from_datasets'
 # stateless multinomial, each element's seed scrambled) are Python integers: ten rounds
-# over NumPy arrays are ~100 ufunc calls, ~0.2 ms whatever the size (~4 us a block here).
+# over NumPy arrays are ~100 ufunc calls, ~0.2 ms whatever the size (~10 us a block here).
 _SCALAR_MAX_BLOCKS = 8
 
 
