@@ -36,7 +36,15 @@ import numpy as np
 
 from asyncflow.ops import fused_updates
 
-__all__ = ["check", "checked", "matches_numpy", "namespace", "probe_inputs", "verdict"]
+__all__ = [
+    "check",
+    "checked",
+    "matches_numpy",
+    "namespace",
+    "probe_inputs",
+    "same_bits",
+    "verdict",
+]
 
 _F = np.float32
 # numpy/_core/src/common/npy_config... npy_simd_data.h's float32 exp constants.
@@ -189,11 +197,16 @@ def matches_numpy(numba, fn, xs, ufunc) -> bool:
     got = np.empty_like(xs)
     loop(xs, got)
     with np.errstate(all="ignore"):
-        want = ufunc(xs)
-    nans = np.isnan(want)
+        return same_bits(ufunc(xs), got)
+
+
+def same_bits(a, b) -> bool:
+    """Whether float arrays a and b hold the same bits, NaN where the other has NaN
+    (whatever its payload)."""
+    nan = np.isnan(a)
+    ints = f"i{a.itemsize}"
     return bool(
-        np.array_equal(np.isnan(got), nans)
-        and np.array_equal(got[~nans].view(np.uint32), want[~nans].view(np.uint32))
+        np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(ints), b[~nan].view(ints))
     )
 
 

@@ -111,21 +111,13 @@ def _fast_pows(dtype):
     with np.errstate(all="ignore"):
         for e, (expr, numpy_fn) in _POW_FORMS.items():
             want = np.power(x, dtype.type(e))
-            if _same_bits(want, numpy_fn(x)):
+            if _exp.same_bits(want, numpy_fn(x)):
                 got[e] = expr
-            elif not _same_bits(want, np.power(x, np.full_like(x, e))):
+            elif not _exp.same_bits(want, np.power(x, np.full_like(x, e))):
                 got = None
                 break
     _pow_fast[dtype] = got
     return got
-
-
-def _same_bits(a, b) -> bool:
-    nan = np.isnan(a)
-    ints = f"i{a.itemsize}"
-    return bool(
-        np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(ints), b[~nan].view(ints))
-    )
 
 
 def _expression(t: str, inline: frozenset):
