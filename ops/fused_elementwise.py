@@ -152,7 +152,6 @@ ELEMENTWISE: dict[str, _Rule] = {
             "Log1p": "log1p",
             "Sin": "sin",
             "Cos": "cos",
-            "Tanh": "tanh",
             "Reciprocal": "reciprocal",
             "Floor": "floor",
             "Ceil": "ceil",
@@ -162,6 +161,7 @@ ELEMENTWISE: dict[str, _Rule] = {
     "Rsqrt": _Rule(_rsqrt, 1, "same", (0,)),
     "Relu": _Rule(_relu, 1, "same", (0,)),
     "Sigmoid": _Rule(lambda xp, out, x: _ew.sigmoid(xp, x, out), 1, "same", (0,)),
+    "Tanh": _Rule(lambda xp, out, x: _ew.tanh(xp, x, out), 1, "same", (0,)),
     "Softplus": _Rule(lambda xp, out, x: _ew.softplus(xp, x, out), 1, "same", (0,)),
     **{
         op: _Rule(name, 2, "broadcast", (0, 1))
@@ -538,6 +538,7 @@ _SEARCH_MAX = 4000  # clusters a cycle check may visit before it gives up (no fu
 _F32, _F64 = dtypes.float32, dtypes.float64
 _ALONE = {
     "Sigmoid": (_F32,),
+    "Tanh": (_F32,),
     "Exp": (_F32,),
     "Log1p": (_F32,),
     "SigmoidGrad": (_F32, _F64),

@@ -11,11 +11,12 @@ with the same IEEE operations in the same order as its NumPy function (no fast-m
 FMA contraction, no reassociation), so the outputs are bitwise those of the ufunc
 program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions stay
 NumPy's calls (numba's libm would round differently from NumPy's loops), except float32
-Exp, Sigmoid and Log1p: fused_elementwise_exp and fused_elementwise_log1p are the
-functions NumPy's calls run here, as inline functions of the loops, each checked
-against NumPy's before a loop uses it.  A program with other ones (Tanh, Log) runs as
-compiled stages of its arithmetic around those calls (`_staged`, below), with the same
-bits.
+Exp, Sigmoid, Log1p and Tanh: fused_elementwise_exp and fused_elementwise_log1p are the
+functions NumPy's calls run here, fused_elementwise_tanh the Tanh kernel's own (TF's
+function, ops/elementwise.tanh), as inline functions of the loops, each checked against
+the kernel's before a loop uses it.  A program with other ones (Log, float64 Tanh) runs
+as compiled stages of its arithmetic around those calls (`_staged`, below), with the
+same bits.
 
 Optional, as ops/fused_updates.py: without numba, or with ASYNCFLOW_NO_NUMBA=1, or for a
 float16 program (NumPy rounds half after each operation), `compile_schedule` returns
@@ -35,8 +36,10 @@ import threading
 import numpy as np
 
 from asyncflow import tf_logging
+from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_exp as _exp
 from asyncflow.ops import fused_elementwise_log1p as _log1p
+from asyncflow.ops import fused_elementwise_tanh as _tanh
 from asyncflow.ops import fused_updates
 
 __all__ = ["compile_schedule", "wait"]
@@ -67,16 +70,18 @@ _EXPRESSIONS = {
     "TanhGrad": "(one - {0} * {0}) * {1}",  # (1 - y * y) * dy
     "ReluGrad": "{0} * (one if {1} > zero else zero)",  # g * (x > 0)
 }
-# Float32 transcendental functions inside a loop, each the function NumPy's call runs
-# here (the same bits; each module checks it against NumPy's before a loop uses it):
-# Sigmoid is ops/elementwise.sigmoid's negative, exp, add one, reciprocal.
+# Float32 transcendental functions inside a loop, each the function the kernel's NumPy
+# calls run here (the same bits; each module checks it against them before a loop uses
+# it): Sigmoid is ops/elementwise.sigmoid's negative, exp, add one, reciprocal; Tanh is
+# ops/elementwise.tanh (TF's rational function).
 _INLINE32 = {
     "Sigmoid": "one / (_exp32(-{0}) + one)",
     "Exp": "_exp32({0})",
     "Log1p": "_log1p32({0})",
+    "Tanh": "_tanh32({0})",
 }
-_CHECKS = {"Sigmoid": _exp, "Exp": _exp, "Log1p": _log1p}  # op type -> its function's module
-_NAMES = (("_exp32", _exp), ("_log1p32", _log1p))  # a source's names -> their modules
+_CHECKS = {"Sigmoid": _exp, "Exp": _exp, "Log1p": _log1p, "Tanh": _tanh}  # op type -> module
+_NAMES = (("_exp32", _exp), ("_log1p32", _log1p), ("_tanh32", _tanh))  # source names
 
 
 # Pow: NumPy's power loop takes a fast path for an exponent that is one scalar (an
@@ -377,7 +382,13 @@ def _compiled(program, sched, inline: frozenset):
 # So the outputs are bitwise those of the ufunc program.  Values that cross a stage, or
 # that NumPy's calls read or write, are arrays; the others live in registers.
 
-_UFUNCS = {"Exp": np.exp, "Tanh": np.tanh, "Log": np.log, "Log1p": np.log1p}
+
+def _tanh(x, out=None):
+    """The Tanh kernel's function (TF's for float32, NumPy's for float64)."""
+    return _ew.tanh(np, x, out)
+
+
+_UFUNCS = {"Exp": np.exp, "Tanh": _tanh, "Log": np.log, "Log1p": np.log1p}
 
 
 def _staged_plan(program, sched, inline: frozenset = frozenset()):
@@ -452,14 +463,16 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
     if not transcendental:
         return None
     # Stage only when it saves passes over memory (each NumPy call is one, each stage
-    # loop one; the ufunc program makes one per instruction, four per Sigmoid): a Tanh
+    # loop one; the ufunc program makes one per instruction, four per Sigmoid, twenty
+    # per float32 Tanh): a float64 Tanh
     # times a value is two passes either way, and staged it also pays a loop call and a
     # new array for the Tanh (its ufunc program writes both into one buffer): measured
     # 1.1-1.4x the ufunc program's time at 4K-1M elements.
     n_calls = sum(len(c) for c in calls)
     n_loops = sum(1 for stage in stages if stage)
+    passes = {"Sigmoid": 4, "Tanh": 20 if program.dtype == np.float32 else 1}
     ufunc_passes = sum(
-        4 if t == "Sigmoid" else 1
+        passes.get(t, 1)
         for t, (own, _a, slot) in zip(program.types, sched.steps)
         if slot is not None and own is None
     )

@@ -618,7 +618,8 @@ Log1p = _unary_op("Log1p", lambda xp, x: xp.log1p(x), _FLOAT_OR_COMPLEX, _ew.ufu
 Sin = _unary_op("Sin", lambda xp, x: xp.sin(x), _FLOAT_OR_COMPLEX)
 Cos = _unary_op("Cos", lambda xp, x: xp.cos(x), _FLOAT_OR_COMPLEX)
 Tan = _unary_op("Tan", lambda xp, x: xp.tan(x), _FLOAT_OR_COMPLEX)
-Tanh = _unary_op("Tanh", lambda xp, x: xp.tanh(x), _FLOAT_OR_COMPLEX, _ew.ufunc("tanh"))
+# float32 (and half) as TF's CPU kernel computes it: ops/elementwise.tanh
+Tanh = _unary_op("Tanh", lambda xp, x: _ew.tanh(xp, x), _FLOAT_OR_COMPLEX, _ew.tanh)
 Sigmoid = _unary_op("Sigmoid", _sigmoid, _FLOAT_OR_COMPLEX, _ew.sigmoid)
 # NumPy's rint rounds half to even, as TF's Round does; integers pass through.
 Round = _unary_op("Round", lambda xp, x: xp.rint(x) if xp.asarray(x).dtype.kind in "fc" else x)

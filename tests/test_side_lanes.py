@@ -19,6 +19,7 @@ import asyncflow as af
 from asyncflow import errors
 from asyncflow import session as session_module
 from asyncflow.devices import cpu, cpu_budget
+from asyncflow.ops import fused_elementwise
 
 
 @pytest.fixture
@@ -30,6 +31,9 @@ def lanes(monkeypatch):
     monkeypatch.setattr(cpu, "SIDE_S", 1e-9)
     monkeypatch.setattr(cpu, "_SIDE_LANES", None)  # (as without ASYNCFLOW_SIDE_LANES)
     monkeypatch.setattr(cpu, "_SIDE_RECORDS", {})
+    # The branches' Tanh stays a kernel of its own (where numba is, it would fuse alone
+    # into a compiled loop of a few microseconds, run inline).
+    monkeypatch.setattr(fused_elementwise, "_ALONE", {})
     # A runtime of our own, whose loop no earlier test moved to a thread of its own:
     # synchronous steps are then driven by the caller (side lanes are for those).
     monkeypatch.setattr(session_module, "_runtime", None)

@@ -185,7 +185,7 @@ def test_programs_left_to_numpy(monkeypatch):
     b = rng.standard_normal(SHAPE[1:]).astype(np.float32)
     half = _data(rng, np.float16)
     small = rng.standard_normal((8, 8)).astype(np.float32)
-    y = _data(rng, np.float32)
+    y = _data(rng, np.float64)
 
     def build(x, b, half, small, y):
         return [
@@ -193,7 +193,7 @@ def test_programs_left_to_numpy(monkeypatch):
             (x * 2.0) + b,  # broadcasting
             half * half + half,  # float16
             small * small + small,  # below the threshold
-            af.tanh(y) * y,  # staged, as many passes as NumPy's program: not staged
+            af.tanh(y) * y,  # float64 staged, as many passes as NumPy's program: not staged
         ]
 
     (want, got), compiled = _run_both(build, [x, b, half, small, y], monkeypatch)
@@ -383,7 +383,7 @@ def test_lone_multi_pass_nodes_compile(monkeypatch):
     # A Sigmoid between two products (NumPy: four passes, its exp among them) and its
     # SigmoidGrad fuse alone into one compiled loop each, with their kernels' bits; a
     # float64 Sigmoid (no inline exp) and a Sigmoid of a known tiny shape stay their own
-    # kernels (the Tanh and its gradient fuse together, staged: left to NumPy).
+    # kernels; the Tanh and its gradient fuse together, one loop (the inline tanh).
     from asyncflow.ops import fused_elementwise_exp as fexp
 
     if not fexp.check():
@@ -403,5 +403,5 @@ def test_lone_multi_pass_nodes_compile(monkeypatch):
         return [h, t, g, af.sigmoid(af.matmul(x64, x64, transpose_b=True)), af.sigmoid(tiny)]
 
     (want, got), compiled = _run_both(build, [x, x64, tiny], monkeypatch)
-    assert compiled == 2  # the Sigmoid and the SigmoidGrad
+    assert compiled == 3  # the Sigmoid, the SigmoidGrad, the Tanh with its gradient
     _same_bits(want, got)
