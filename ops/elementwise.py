@@ -103,11 +103,12 @@ def tanh(xp, x, out=None):
     `out` may be x itself."""
     if xp is not np or x.dtype.kind != "f" or x.dtype.itemsize > 4:
         return xp.tanh(x, out=out)
-    if x.dtype != _F32:  # half precision: float32's result rounded once, as Eigen's
-        wide = tanh(xp, x.astype(_F32))
+    if x.dtype != _F32 or x.ndim == 0:  # half precision: float32's result rounded once,
+        # as Eigen's; a scalar: as an array of one (NumPy returns scalars from 0-d inputs)
+        wide = tanh(xp, x.astype(_F32).reshape(x.shape or (1,)))
         if out is None:
-            return wide.astype(x.dtype)
-        out[...] = wide
+            return wide.astype(x.dtype).reshape(x.shape)
+        out[...] = wide.reshape(x.shape)
         return out
     t = np.minimum(x, _TANH_CLAMP, out=out)  # (NaN stays NaN)
     np.maximum(t, -_TANH_CLAMP, out=t)

@@ -619,7 +619,7 @@ Sin = _unary_op("Sin", lambda xp, x: xp.sin(x), _FLOAT_OR_COMPLEX)
 Cos = _unary_op("Cos", lambda xp, x: xp.cos(x), _FLOAT_OR_COMPLEX)
 Tan = _unary_op("Tan", lambda xp, x: xp.tan(x), _FLOAT_OR_COMPLEX)
 # float32 (and half) as TF's CPU kernel computes it: ops/elementwise.tanh
-Tanh = _unary_op("Tanh", lambda xp, x: _ew.tanh(xp, x), _FLOAT_OR_COMPLEX, _ew.tanh)
+Tanh = _unary_op("Tanh", lambda xp, x: _ew.tanh(xp, xp.asarray(x)), _FLOAT_OR_COMPLEX, _ew.tanh)
 Sigmoid = _unary_op("Sigmoid", _sigmoid, _FLOAT_OR_COMPLEX, _ew.sigmoid)
 # NumPy's rint rounds half to even, as TF's Round does; integers pass through.
 Round = _unary_op("Round", lambda xp, x: xp.rint(x) if xp.asarray(x).dtype.kind in "fc" else x)

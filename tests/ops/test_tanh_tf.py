@@ -102,3 +102,29 @@ def test_fused_programs_and_a_lone_tanh_give_tfs_bits(tf_values, monkeypatch, co
     assert ran == ([True, True] if compiled else [])
     for got in (*first, *second):
         _assert_bits(got, want2)
+
+
+def test_scalars_empty_and_strided_values(tf_values):
+    x, want = tf_values["x32"][:6], tf_values["y32"][:6]
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        p = af.placeholder(af.float32, None)
+        y = af.tanh(p)
+        c = af.tanh(af.constant(float(x[0])))
+        with af.Session() as sess:
+            for k in range(6):  # 0-d values (a Python float, a NumPy scalar)
+                got = sess.run(y, {p: x[k]})
+                assert np.shape(got) == ()
+                _assert_bits(np.float32(got), want[k])
+            _assert_bits(np.float32(sess.run(c)), want[0])
+            assert sess.run(y, {p: np.zeros((0, 3), np.float32)}).shape == (0, 3)
+            grid = np.ascontiguousarray(x.reshape(2, 3).T)  # (a transposed copy's values)
+            _assert_bits(sess.run(y, {p: x.reshape(2, 3).T}), want.reshape(2, 3).T)
+            _assert_bits(sess.run(y, {p: grid}), want.reshape(2, 3).T)
+    # the function itself: NumPy scalars, 0-d arrays, float16 scalars, `out` of 0-d
+    _assert_bits(elementwise.tanh(np, np.float32(x[1])), want[1])
+    _assert_bits(elementwise.tanh(np, np.array(x[1])), np.array(want[1]))
+    out = np.empty((), np.float32)
+    assert elementwise.tanh(np, np.array(x[2]), out=out) is out
+    _assert_bits(out, np.array(want[2]))
+    half = elementwise.tanh(np, np.float16(0.5))
+    assert half.dtype == np.float16 and half.shape == ()
