@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from jit_recording import record_compiled
 
 import asyncflow as af
 from asyncflow.devices import cpu_budget
@@ -32,22 +33,7 @@ def _run_both(build, feeds_np, monkeypatch):
     """The fetches of `build(*placeholders)` with the compiled loops off, then on (a first
     run starts the compiles, NumPy's programs run meanwhile; the second, after `wait`,
     runs the loops); and how many programs ran compiled in that second run."""
-    compiled = []
-    real = fused_elementwise_jit.compile_schedule
-
-    def recording(program, sched):
-        fn = real(program, sched)
-        if fn is None:
-            return None
-
-        def run(xs):
-            out = fn(xs)
-            compiled.append(out is not None)
-            return out
-
-        return run
-
-    monkeypatch.setattr(fused_elementwise_jit, "compile_schedule", recording)
+    compiled = record_compiled(monkeypatch)
     # Products on one BLAS thread: OpenBLAS's threads do not always give one thread's
     # bits, and the CPU budget picks their count by measured time (ops/blas.py), so
     # the graphs' matmuls could differ in the last bits between the sessions compared.

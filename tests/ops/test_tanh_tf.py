@@ -9,6 +9,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from jit_recording import record_compiled
 
 import asyncflow as af
 from asyncflow.devices import cpu_budget
@@ -69,22 +70,7 @@ def test_fused_programs_and_a_lone_tanh_give_tfs_bits(tf_values, monkeypatch, co
     x2, want2 = x[:n].reshape(2, -1), want[:n].reshape(2, -1)
     ones = np.ones_like(x2)
     monkeypatch.setattr(fused_updates, "_DISABLED", not compiled)
-    ran = []  # per fused call: whether its compiled loop ran
-    real = fused_elementwise_jit.compile_schedule
-
-    def recording(program, sched):
-        fn = real(program, sched)
-        if fn is None:
-            return None
-
-        def run(xs):
-            out = fn(xs)
-            ran.append(out is not None)
-            return out
-
-        return run
-
-    monkeypatch.setattr(fused_elementwise_jit, "compile_schedule", recording)
+    ran = record_compiled(monkeypatch)  # per fused call: whether its compiled loop ran
     monkeypatch.setattr(cpu_budget, "_deterministic", True)
     with af.Graph().as_default(), af.device("/cpu:0"):
         p = af.placeholder(af.float32, x2.shape)
