@@ -96,11 +96,11 @@ _TANH_Q = tuple(
 
 
 def tanh(xp, x, out=None):
-    """TF's tanh: float32 (and float16, bfloat16 through float32) as TF's CPU kernel
-    computes it (above), in 20 passes of float32 arithmetic (NumPy's own float32 tanh
-    costs about as much on an AVX2 CPU: 3-4 ns an element); other dtypes and other
-    array modules (a GPU's: TF's GPU kernel is CUDA's tanhf) their module's tanh.
-    `out` may be x itself."""
+    """TF's tanh: float32 (and float16 through float32) as TF's CPU kernel computes it
+    (above), in 20 passes of float32 arithmetic (NumPy's own float32 tanh costs about as
+    much on an AVX2 CPU: 3-4 ns an element); other dtypes (float64, complex, bfloat16)
+    and other array modules (a GPU's: TF's GPU kernel is CUDA's tanhf) their module's
+    tanh.  `out` may be x itself."""
     if xp is not np or x.dtype.kind != "f" or x.dtype.itemsize > 4:
         return xp.tanh(x, out=out)
     if x.dtype != _F32 or x.ndim == 0:  # half precision: float32's result rounded once,

@@ -383,12 +383,12 @@ def _compiled(program, sched, inline: frozenset):
 # that NumPy's calls read or write, are arrays; the others live in registers.
 
 
-def _tanh(x, out=None):
+def _kernel_tanh(x, out=None):
     """The Tanh kernel's function (TF's for float32, NumPy's for float64)."""
     return _ew.tanh(np, x, out)
 
 
-_UFUNCS = {"Exp": np.exp, "Tanh": _tanh, "Log": np.log, "Log1p": np.log1p}
+_UFUNCS = {"Exp": np.exp, "Tanh": _kernel_tanh, "Log": np.log, "Log1p": np.log1p}
 
 
 def _staged_plan(program, sched, inline: frozenset = frozenset()):
@@ -464,10 +464,10 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
         return None
     # Stage only when it saves passes over memory (each NumPy call is one, each stage
     # loop one; the ufunc program makes one per instruction, four per Sigmoid, twenty
-    # per float32 Tanh): a float64 Tanh
-    # times a value is two passes either way, and staged it also pays a loop call and a
-    # new array for the Tanh (its ufunc program writes both into one buffer): measured
-    # 1.1-1.4x the ufunc program's time at 4K-1M elements.
+    # per float32 Tanh): a float64 Tanh times a value is two passes either way, and
+    # staged it also pays a loop call and a new array for the Tanh (its ufunc program
+    # writes both into one buffer): measured 1.1-1.4x the ufunc program's time at 4K-1M
+    # elements.
     n_calls = sum(len(c) for c in calls)
     n_loops = sum(1 for stage in stages if stage)
     passes = {"Sigmoid": 4, "Tanh": 20 if program.dtype == np.float32 else 1}
