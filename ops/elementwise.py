@@ -45,6 +45,17 @@ def _one(x):
     return x.dtype.type(1)
 
 
+def _one_element(xp, fn, args, out):
+    """fn over 0-d `args` as arrays of one element: NumPy's ufuncs return a scalar, not
+    an array, for 0-d operands, and the functions' later passes write into their first
+    result.  The result 0-d (written into `out` when given)."""
+    r = fn(xp, *(a.reshape(1) for a in args), None).reshape(())
+    if out is None:
+        return r
+    out[...] = r
+    return out
+
+
 def _widened(xp, fn, args, out):
     """fn over float32 copies of float16 `args`; the result rounded into `out` (or new)."""
     wide = fn(xp, *(a.astype(xp.float32) for a in args), None)
@@ -56,6 +67,8 @@ def _widened(xp, fn, args, out):
 
 def sigmoid(xp, x, out=None):
     """1 / (1 + exp(-x)), written into `out` when given (which may be `x` itself)."""
+    if x.ndim == 0:
+        return _one_element(xp, sigmoid, (x,), out)
     if x.dtype == xp.float16:
         return _widened(xp, sigmoid, (x,), out)
     if x.dtype.kind == "c":
@@ -68,6 +81,8 @@ def sigmoid(xp, x, out=None):
 
 def sigmoid_grad(xp, y, dy, out=None):
     """dy * y * (1 - y): TF's SigmoidGrad (y the Sigmoid's output); `out` may be y or dy."""
+    if y.ndim == 0:
+        return _one_element(xp, sigmoid_grad, (y, dy), out)
     if y.dtype == xp.float16:
         return _widened(xp, sigmoid_grad, (y, dy), out)
     if out is y:  # y is read twice: 1 - y first, then times y would read the result
@@ -101,15 +116,12 @@ def tanh(xp, x, out=None):
     much on an AVX2 CPU: 3-4 ns an element); other dtypes (float64, complex, bfloat16)
     and other array modules (a GPU's: TF's GPU kernel is CUDA's tanhf) their module's
     tanh.  `out` may be x itself."""
+    if x.ndim == 0:
+        return _one_element(xp, tanh, (x,), out)
     if xp is not np or x.dtype.kind != "f" or x.dtype.itemsize > 4:
         return xp.tanh(x, out=out)
-    if x.dtype != _F32 or x.ndim == 0:  # half precision: float32's result rounded once,
-        # as Eigen's; a scalar: as an array of one (NumPy returns scalars from 0-d inputs)
-        wide = tanh(xp, x.astype(_F32).reshape(x.shape or (1,)))
-        if out is None:
-            return wide.astype(x.dtype).reshape(x.shape)
-        out[...] = wide.reshape(x.shape)
-        return out
+    if x.dtype != _F32:  # float16: float32's result rounded once, as Eigen's
+        return _widened(xp, tanh, (x,), out)
     t = np.minimum(x, _TANH_CLAMP, out=out)  # (NaN stays NaN)
     np.maximum(t, -_TANH_CLAMP, out=t)
     x2 = np.multiply(t, t)
@@ -131,6 +143,8 @@ def tanh(xp, x, out=None):
 
 def tanh_grad(xp, y, dy, out=None):
     """dy * (1 - y * y): TF's TanhGrad (y the Tanh's output); `out` may be y or dy."""
+    if y.ndim == 0:
+        return _one_element(xp, tanh_grad, (y, dy), out)
     if y.dtype == xp.float16:
         return _widened(xp, tanh_grad, (y, dy), out)
     if out is dy:
@@ -144,6 +158,8 @@ def tanh_grad(xp, y, dy, out=None):
 
 def softplus(xp, x, out=None):
     """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)); `out` may be x itself."""
+    if x.ndim == 0:
+        return _one_element(xp, softplus, (x,), out)
     if x.dtype == xp.float16:
         return _widened(xp, softplus, (x,), out)
     t = xp.absolute(x)
@@ -156,6 +172,8 @@ def softplus(xp, x, out=None):
 
 def softplus_grad(xp, g, x, out=None):
     """g / (1 + exp(-x)) (g times sigmoid(x)): TF's SoftplusGrad; `out` may be g or x."""
+    if x.ndim == 0:
+        return _one_element(xp, softplus_grad, (g, x), out)
     if x.dtype == xp.float16:
         return _widened(xp, softplus_grad, (g, x), out)
     t = xp.negative(x, out=out if out is not g else None)

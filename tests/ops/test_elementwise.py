@@ -206,3 +206,35 @@ def test_parallel_ops_through_a_session(two_threads):
     _close(got_y, s, F32)
     expect = (1 - t * t) * s + t * s * (1 - s)
     np.testing.assert_allclose(got_g, expect, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [F16, F32, F64])
+@pytest.mark.parametrize(
+    "name,fn,n_in",
+    [(u[0], u[1], 1) for u in UNARY] + [("tanh", ew.tanh, 1)] + [(b[0], b[1], 2) for b in BINARY],
+    ids=[u[0] for u in UNARY] + ["tanh"] + [b[0] for b in BINARY],
+)
+def test_zero_d_values_as_one_element(name, fn, n_in, dtype):
+    # NumPy's ufuncs return scalars for 0-d operands; each function still gives a 0-d
+    # array, new or written into `out`, equal to its one-element result.
+    args = [np.array(v, dtype) for v in (0.75, -0.5)[:n_in]]
+    want = fn(np, *(a.reshape(1) for a in args))[0]
+    got = fn(np, *args)
+    assert isinstance(got, np.ndarray) and got.shape == () and got.dtype == dtype
+    assert got == want
+    out = np.empty((), dtype)
+    assert fn(np, *args, out) is out and out == want
+
+
+def test_scalar_activations_and_their_gradients_through_a_session():
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        c = af.constant(0.5)
+        acts = [af.sigmoid(c), af.nn.softplus(c), af.tanh(c)]
+        grads = [af.gradients(a, c)[0] for a in acts]
+        with af.Session() as sess:
+            got = sess.run(acts + grads)
+    s = 1 / (1 + np.exp(-0.5))
+    want = [s, np.log1p(np.exp(0.5)), np.tanh(0.5), s * (1 - s), s, 1 - np.tanh(0.5) ** 2]
+    for g in got:
+        assert np.shape(g) == ()
+    np.testing.assert_allclose(np.array(got, np.float64), want, rtol=1e-6)
