@@ -38,7 +38,7 @@ from asyncflow.ops import fused_updates
 
 __all__ = [
     "check",
-    "checked",
+    "InlineFunction",
     "matches_numpy",
     "namespace",
     "probe_inputs",
@@ -66,9 +66,6 @@ _P = tuple(
 _Q = (_F(1.0), _F(-2.742335390411667452936e-01), _F(2.159509375685829852307e-02))
 _XMAX = _F(88.72283935546875)
 _XMIN = _F(-103.97208404541015625)
-
-_lock = threading.Lock()
-_state: dict = {}  # "fn": the inline function; "ok": the check's verdict
 
 
 def _build(numba):
@@ -148,7 +145,7 @@ def _inputs() -> np.ndarray:
 
 def check() -> bool:
     """Whether the compiled exp gives np.exp's bits here (compiles it; run once)."""
-    return checked(_state, _lock, "ASYNCFLOW_INLINE_EXP", _build, _inputs, np.exp)
+    return _INLINE.check()
 
 
 def probe_inputs(edges) -> np.ndarray:
@@ -165,24 +162,44 @@ def probe_inputs(edges) -> np.ndarray:
     return np.concatenate([bits.view(_F), np.array(values, _F)])
 
 
-def checked(state: dict, lock, switch: str, build, inputs, ufunc) -> bool:
-    """An inline function's check, run once under `lock`: `build(numba)` compiled and
-    compared with `ufunc` on `inputs()` (`matches_numpy`); the verdict in state["ok"],
-    the function in state["fn"].  The environment variable `switch` at 0 fails it."""
-    with lock:
-        if "ok" in state:
-            return state["ok"]
-        ok = False
-        numba = fused_updates.numba_module()
-        if numba is not None and os.environ.get(switch, "") != "0":
-            try:
-                fn = build(numba)
-                ok = matches_numpy(numba, fn, inputs(), ufunc)
-                state["fn"] = fn
-            except Exception:  # (numba could not build it: NumPy's calls stay)
-                ok = False
-        state["ok"] = ok
-        return ok
+class InlineFunction:
+    """One inline float32 function of the compiled loops (exp, log1p, tanh): built and
+    checked once, its verdict, and the name the loops' sources call it by.
+
+    `check()` runs once under a lock: `build(numba)` compiled and compared with
+    `reference` on `inputs()` (`matches_numpy`); the verdict goes in state["ok"], the
+    function in state["fn"].  The environment variable `switch` at 0 fails it."""
+
+    def __init__(self, name: str, switch: str, build, inputs, reference):
+        self.name, self.switch = name, switch
+        self._build, self._inputs, self._reference = build, inputs, reference
+        self.lock = threading.Lock()
+        self.state: dict = {}  # "fn": the inline function; "ok": the check's verdict
+
+    def check(self) -> bool:
+        with self.lock:
+            state = self.state
+            if "ok" in state:
+                return state["ok"]
+            ok = False
+            numba = fused_updates.numba_module()
+            if numba is not None and os.environ.get(self.switch, "") != "0":
+                try:
+                    fn = self._build(numba)
+                    ok = matches_numpy(numba, fn, self._inputs(), self._reference)
+                    state["fn"] = fn
+                except Exception:  # (numba could not build it: NumPy's calls stay)
+                    ok = False
+            state["ok"] = ok
+            return ok
+
+    def verdict(self):
+        """`check()`'s result, or None before it has run."""
+        return self.state.get("ok")
+
+    def namespace(self) -> dict:
+        """Names the compiled loops' sources may use (after a passing `check()`)."""
+        return {self.name: self.state["fn"]} if self.state.get("ok") else {}
 
 
 def matches_numpy(numba, fn, xs, ufunc) -> bool:
@@ -210,11 +227,7 @@ def same_bits(a, b) -> bool:
     )
 
 
-def verdict():
-    """`check()`'s result, or None before it has run."""
-    return _state.get("ok")
-
-
-def namespace() -> dict:
-    """Names the compiled loops' sources may use (after a passing `check()`)."""
-    return {"_exp32": _state["fn"]} if _state.get("ok") else {}
+_INLINE = InlineFunction("_exp32", "ASYNCFLOW_INLINE_EXP", _build, _inputs, np.exp)
+_state = _INLINE.state
+verdict = _INLINE.verdict
+namespace = _INLINE.namespace

@@ -27,8 +27,6 @@ with NumPy's bits either way.  `ASYNCFLOW_INLINE_LOG1P=0` keeps them too, and so
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from asyncflow.ops import fused_elementwise_exp as _exp
@@ -52,9 +50,6 @@ _LP = tuple(
 )
 
 _ENABLED = True  # False: programs compiled from now on keep NumPy's log1p calls (A/B)
-
-_lock = threading.Lock()
-_state: dict = {}  # "fn": the inline function; "ok": the check's verdict
 
 
 def _build(numba):
@@ -151,14 +146,14 @@ def _inputs() -> np.ndarray:
 
 def check() -> bool:
     """Whether the compiled log1p gives np.log1p's bits here (compiles it; run once)."""
-    return _exp.checked(_state, _lock, "ASYNCFLOW_INLINE_LOG1P", _build, _inputs, np.log1p)
+    return _INLINE.check()
 
 
 def verdict():
     """`check()`'s result, or None before it has run (False while not `_ENABLED`)."""
-    return _state.get("ok") if _ENABLED else False
+    return _INLINE.verdict() if _ENABLED else False
 
 
-def namespace() -> dict:
-    """Names the compiled loops' sources may use (after a passing `check()`)."""
-    return {"_log1p32": _state["fn"]} if _state.get("ok") else {}
+_INLINE = _exp.InlineFunction("_log1p32", "ASYNCFLOW_INLINE_LOG1P", _build, _inputs, np.log1p)
+_state = _INLINE.state
+namespace = _INLINE.namespace

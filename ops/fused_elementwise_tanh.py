@@ -16,8 +16,6 @@ differs, programs keep the NumPy passes.  `ASYNCFLOW_INLINE_TANH=0` keeps them t
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from asyncflow.ops import elementwise as _ew
@@ -26,9 +24,6 @@ from asyncflow.ops import fused_elementwise_exp as _exp
 __all__ = ["check", "namespace", "verdict"]
 
 _F = np.float32
-
-_lock = threading.Lock()
-_state: dict = {}  # "fn": the inline function; "ok": the check's verdict
 
 
 def _build(numba):
@@ -63,14 +58,10 @@ def _reference(x):
 def check() -> bool:
     """Whether the compiled tanh gives the Tanh kernel's bits here (compiles it; run
     once)."""
-    return _exp.checked(_state, _lock, "ASYNCFLOW_INLINE_TANH", _build, _inputs, _reference)
+    return _INLINE.check()
 
 
-def verdict():
-    """`check()`'s result, or None before it has run."""
-    return _state.get("ok")
-
-
-def namespace() -> dict:
-    """Names the compiled loops' sources may use (after a passing `check()`)."""
-    return {"_tanh32": _state["fn"]} if _state.get("ok") else {}
+_INLINE = _exp.InlineFunction("_tanh32", "ASYNCFLOW_INLINE_TANH", _build, _inputs, _reference)
+_state = _INLINE.state
+verdict = _INLINE.verdict
+namespace = _INLINE.namespace
