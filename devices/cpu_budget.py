@@ -307,11 +307,22 @@ def manages_blas() -> bool:
 
 def split_allowed() -> bool:
     """Whether a large product may split itself over the budget's threads now
-    (ops/blas.py): not while our BLAS runs on several threads, which `call` chose
-    because that kind of call measured faster so (OpenBLAS's own threads beat the split
-    on a free machine: [128,512]x[512,512], 2 cores: ~510 us on two BLAS threads, ~610
-    us split, ~680 us on one)."""
-    return _blas_now <= 1
+    (ops/blas.py): only while another process's thread is runnable, the case the split
+    is for (a helper the OS does not run leaves its blocks to the caller), and not
+    while our BLAS runs on several threads.
+
+    On a free machine OpenBLAS's own threads beat the split ([128,512]x[512,512], 2
+    cores: ~510 us on two BLAS threads, ~610 us split, ~680 us on one), and a split
+    there costs the step more than its own time: its helper and OpenBLAS's idle thread,
+    still spinning after the last threaded call, take turns on the second core.
+    Measured with benchmarks/ab_train.py's MLP (8 rounds, load ~1): 6.54 ms a step
+    split where `call` chose one thread, 6.40 unsplit; at OpenBLAS's default spin 6.69
+    split, 5.97 unsplit.  And when the budget does not set BLAS's thread count
+    (ASYNCFLOW_CPU_BUDGET=0, or no per-call control in this BLAS), each block would run
+    on all of BLAS's threads: that MLP took 44 ms a step so, against 6.2 unsplit."""
+    if _set_blas_local is None or _blas_now > 1:
+        return False
+    return _sample_competing() > 0
 
 
 def restore_blas() -> None:

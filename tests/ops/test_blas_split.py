@@ -16,9 +16,16 @@ def two_threads(monkeypatch):
     monkeypatch.setattr(cpu_budget, "_budget", 2)
     monkeypatch.setattr(cpu_budget, "_CORES", 2)
     monkeypatch.setattr(cpu_budget, "threads_shared", lambda active=None: 2)
+    # (products split only while another process holds a core: cpu_budget.split_allowed)
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 1)
+    if not cpu_budget.manages_blas():
+        pytest.skip("the CPU budget does not set BLAS's threads: products are never split")
     monkeypatch.setattr(blas, "_SPLIT_MACS", 1 << 12)  # small products split too
     monkeypatch.setattr(blas, "_MIN_BLOCK_MACS", 1 << 10)
     monkeypatch.setattr(blas, "_MIN_SIDE", 1)
+    cpu_budget.blas_single()
+    yield
+    cpu_budget.restore_blas()
 
 
 # (m, k, n): by rows (m >= n), by columns (m < n), and odd sizes.
@@ -33,7 +40,7 @@ def test_split_product_matches_numpy(two_threads, m, k, n, trans_a, trans_b, dty
     rng = np.random.default_rng(m + k + n)
     a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(dtype)
-    assert blas._blocks(m, n, k) is not None  # the product is split
+    assert blas._blocks(m, n, k) is not None and cpu_budget.split_allowed()  # split
     got = blas.matmul(a, b, trans_a, trans_b)
     want = (a.T if trans_a else a) @ (b.T if trans_b else b)
     rtol = 1e-5 if dtype == np.float32 else 1e-12
@@ -78,3 +85,20 @@ def test_short_products_with_b_transposed(monkeypatch, m, dtype):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.sqrt(k))
     swapped = m <= blas._SWAP_MAX_M
     assert calls == ([((n, m), False, True)] if swapped else [((m, n), False, True)])
+
+
+def test_split_only_beside_another_process(monkeypatch):
+    # The split is for a machine another process shares; on a free one OpenBLAS's own
+    # threads are faster, and without our control of BLAS's thread count each block
+    # would run on all of BLAS's threads.
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", lambda n: 1)
+    monkeypatch.setattr(cpu_budget, "_blas_now", 1)
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
+    assert not cpu_budget.split_allowed()
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 1)
+    assert cpu_budget.split_allowed()
+    monkeypatch.setattr(cpu_budget, "_blas_now", 2)  # `call` chose BLAS's threads
+    assert not cpu_budget.split_allowed()
+    monkeypatch.setattr(cpu_budget, "_blas_now", 0)
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", None)  # ASYNCFLOW_CPU_BUDGET=0
+    assert not cpu_budget.split_allowed()
