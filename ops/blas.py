@@ -12,10 +12,11 @@ gemm on one BLAS thread, shared by the caller and the CPU budget's helper thread
 (`cpu_budget.parallel_for`): a helper the OS does not run leaves its blocks to the
 caller, where OpenBLAS's own threads split a product statically and spin, then wait
 for a partner another process has preempted (issue 21: the models' slowdown beside a
-busy process).  On a free machine OpenBLAS's own threads are faster (each block packs
-the other operand again): a kind of call the CPU budget measured faster on all of
-BLAS's threads is not split (`cpu_budget.split_allowed`), and its two ways are the
-split and OpenBLAS's threads.  While other processes' threads fill every core the
+busy process).  So a product is split only while another process's thread is
+runnable (`cpu_budget.split_allowed`): on a free machine OpenBLAS's own threads are
+faster (each block packs the other operand again), and the split's helper would take
+turns with OpenBLAS's idle thread, so there the CPU budget's two ways are one BLAS
+thread and all of them.  While other processes' threads fill every core the
 product is not split either (`cpu_budget.threads_blocks`): a helper that took a block
 and was preempted would keep the caller waiting.  The split is over M or N, never over
 the summed K, but whether a block's elements get one whole call's bits depends on the
