@@ -209,9 +209,14 @@ def threads_shared(active: int | None = None) -> int:
 
 
 def threads_blocks(active: int | None = None) -> int:
-    """Threads a kernel's own blocks (ops/blas.py's split products) may use now:
-    `threads_shared()`, or 1 while other processes' runnable threads fill every core."""
-    if _sample_competing() >= _CORES:
+    """Threads a kernel's own blocks (ops/blas.py's split products and grouped runs,
+    `parallel_parts`' convolution parts) may use now: `threads_shared()`; 1 while other
+    processes' runnable threads fill every core; and 1 when the budget does not set
+    BLAS's thread count (ASYNCFLOW_CPU_BUDGET=0, or no per-call control in this BLAS):
+    blocks then call a BLAS that runs on all its threads, so each block on a thread of
+    ours would put BLAS's threads times ours on the cores (a split product so took the
+    MLP 44 ms a step against 6.2 unsplit, see `split_allowed`)."""
+    if _set_blas_local is None or _sample_competing() >= _CORES:
         return 1
     return threads_shared(active)
 

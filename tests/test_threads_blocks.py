@@ -1,7 +1,10 @@
 """devices/cpu_budget.threads_blocks: a GEMM's blocks are shared with helpers unless
-other processes' runnable threads fill every core; the split never changes results."""
+other processes' runnable threads fill every core, or the budget does not set BLAS's
+thread count; the split never changes results."""
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import pytest
@@ -10,8 +13,13 @@ from asyncflow.devices import cpu_budget
 from asyncflow.ops import blas
 
 
+def _sets_blas(n: int) -> int:  # stands for OpenBLAS's per-call control (never called here)
+    raise AssertionError("threads_blocks only asks whether the budget sets BLAS's count")
+
+
 @pytest.mark.parametrize("competing", [0, 1])
 def test_blocks_are_shared_while_a_core_is_free(monkeypatch, competing):
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", _sets_blas)
     monkeypatch.setattr(cpu_budget, "_CORES", 2)
     monkeypatch.setattr(cpu_budget, "_budget", 2)
     monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: competing)
@@ -20,11 +28,29 @@ def test_blocks_are_shared_while_a_core_is_free(monkeypatch, competing):
 
 @pytest.mark.parametrize("competing", [2, 5])
 def test_blocks_stay_with_the_caller_when_every_core_is_busy(monkeypatch, competing):
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", _sets_blas)
     monkeypatch.setattr(cpu_budget, "_CORES", 2)
     monkeypatch.setattr(cpu_budget, "_budget", 2)
     monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: competing)
     assert cpu_budget.threads_blocks(1) == 1
     assert cpu_budget.threads_shared(1) == 2  # (other processes' load does not count)
+
+
+@pytest.mark.parametrize("competing", [0, 1])
+def test_blocks_stay_with_the_caller_when_the_budget_leaves_blas_alone(monkeypatch, competing):
+    """ASYNCFLOW_CPU_BUDGET=0 (or a BLAS with no per-call thread control): each block's
+    BLAS call would run on all of BLAS's threads, so blocks are not shared: the caller
+    runs every part itself, convolution parts (`parallel_parts`) included."""
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", None)
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: competing)
+    assert cpu_budget.threads_blocks(1) == 1
+    assert cpu_budget.threads_shared(1) == 2  # (element-wise work still shares the cores)
+    ran_on = []
+    cpu_budget.parallel_parts(6, lambda i: ran_on.append((i, threading.get_ident())))
+    assert sorted(i for i, _ in ran_on) == list(range(6))
+    assert {t for _, t in ran_on} == {threading.get_ident()}
 
 
 @pytest.mark.skipif(not blas.available(np.float32), reason="NumPy's bundled OpenBLAS not found")
