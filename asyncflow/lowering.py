@@ -38,7 +38,7 @@ from asyncflow.executor import (
     _checked_kernel,
     _flat_input_is_ref,
 )
-from asyncflow.frames import compile_loops
+from asyncflow.frames import ENTER, EXIT, NEXT_ITER, compile_loops
 from asyncflow.ops import reader_ops
 
 __all__ = ["PLAN_PASSES", "compile_plan", "compile_control_flow"]
@@ -366,47 +366,111 @@ def _general_nodes(plan: Plan, nodes) -> None:
     """Which nodes of a plan with control flow take the interpreter's general path
     (arity _GENERAL): the control-flow primitives, Send/Recv (keyed by iteration),
     nodes with a Merge among their consumers, forwarding nodes that read a reference,
-    and every node that may receive a dead value.  The rest run on the hot paths.
-
-    A value may be dead downstream of a Switch or a Recv (its sender may be), through
-    any node but a ControlTrigger, and through a Merge only when all its inputs may
-    be; the back edges of loops make this a fixed point."""
-    kinds = plan.kinds
-    n = len(nodes)
-    dead_out = [False] * n
-    changed = True
-    while changed:
-        changed = False
-        for i, p in enumerate(nodes):
-            if dead_out[i]:
-                continue
-            k = kinds[i]
-            if k == SWITCH or k == RECV:
-                d = True
-            elif k == TRIGGER:
-                d = False
-            elif k == MERGE:
-                srcs = [s[0] for s in p.inputs if s[0] != "feed"]
-                d = bool(srcs) and all(dead_out[s] for s in srcs)
-            else:
-                d = any(s[0] != "feed" and dead_out[s[0]] for s in p.inputs) or any(
-                    dead_out[c] for c in p.controls
-                )
-            if d:
-                dead_out[i] = changed = True
+    and every node that may receive a dead value (`_dead_conditions`).  The rest run
+    on the hot paths."""
+    ports, ctl = _dead_conditions(plan, nodes)
     fast_kinds = (NORMAL, IDENT, CONST)
     for i, p in enumerate(nodes):
-        may_be_dead = any(s[0] != "feed" and dead_out[s[0]] for s in p.inputs) or any(
-            dead_out[c] for c in p.controls
+        may_be_dead = any(s[0] != "feed" and ports[s[0]][s[1]] for s in p.inputs) or any(
+            ctl[c] for c in p.controls
         )
         if (
-            kinds[i] not in fast_kinds
+            plan.kinds[i] not in fast_kinds
             or may_be_dead
             or not plan.plain_edges[i]
             or plan.fwd_read[i]
         ):
             plan.arity[i] = _GENERAL
             plan.single[i] = False  # (Step._drive: it delivers its outputs itself)
+
+
+_NEVER: frozenset = frozenset()
+
+
+def _dead_conditions(plan: Plan, nodes) -> tuple[list, list]:
+    """When each value of a plan may be dead: per node, a condition per output port
+    and one for its control edge, each a set of literals, the value being dead only
+    if one of them holds (empty: never dead).
+
+    A literal `(pred, b)` holds when the predicate value `pred` (a node's output,
+    followed back through Identity nodes) is `b`: a Switch's false output is dead when
+    its predicate is True, its true output when it is False, and both when its data
+    or predicate is.  A literal `("?", i)` is node i's own unknown condition: a Recv's
+    (its sender's), and any value crossing a frame's boundary or into the next
+    iteration (Enter, Exit, NextIteration), where a predicate's value may differ.
+    Any other node's outputs are dead when any input is (a ControlTrigger's never).
+    A Merge's output is dead only when all its inputs are: when one input is dead
+    only under the literals all inputs share, or every input's other literal is on
+    one predicate and they cover both of its values (a `tf.cond`'s Merge: one branch
+    always runs), it is dead only under the shared literals, so the nodes after a
+    cond whose inputs are live run on the hot paths; otherwise under any input's.
+
+    Sets only grow, and each holds at least what its inputs' sets imply, which keeps
+    it sound; a plan whose sets have not settled after 64 rounds over its nodes
+    (graph order is nearly topological: a few rounds settle them) is taken as all
+    possibly dead, the general path for every node."""
+    kinds = plan.kinds
+    n = len(nodes)
+    ports = [[_NEVER] * max(len(p.op._outputs), 1) for p in nodes]
+    ctl = [_NEVER] * n
+
+    def pred_key(src):
+        while src[0] != "feed" and kinds[src[0]] == IDENT and nodes[src[0]].inputs:
+            src = nodes[src[0]].inputs[0]
+        return tuple(src)
+
+    def data(src):
+        return _NEVER if src[0] == "feed" else ports[src[0]][src[1]]
+
+    for _ in range(64):  # (graph order is nearly topological: a few rounds)
+        changed = False
+        for i, p in enumerate(nodes):
+            k = kinds[i]
+            controls = _NEVER.union(*(ctl[c] for c in p.controls))
+            if k == TRIGGER:
+                outs, whole = _NEVER, _NEVER
+            elif k == RECV:
+                outs = whole = frozenset([("?", i)])
+            elif k == SWITCH:
+                whole = controls.union(*(data(s) for s in p.inputs))
+                key = pred_key(p.inputs[1]) if len(p.inputs) > 1 else ("?", i)
+                outs = (whole | {(key, True)}, whole | {(key, False)})
+            elif k == MERGE:
+                outs = whole = controls | _merged([data(s) for s in p.inputs])
+            else:
+                whole = controls.union(*(data(s) for s in p.inputs))
+                if whole and k in (ENTER, EXIT, NEXT_ITER):
+                    whole = frozenset([("?", i)])
+                outs = whole
+            if not isinstance(outs, tuple):
+                outs = (outs,) * len(ports[i])
+            for port, cond in enumerate(outs):
+                if not cond <= ports[i][port]:
+                    ports[i][port] = ports[i][port] | cond
+                    changed = True
+            if not whole <= ctl[i]:
+                ctl[i] = ctl[i] | whole
+                changed = True
+        if not changed:
+            return ports, ctl
+    unknown = frozenset([("?", -1)])  # (not settled: every value may be dead)
+    return [[unknown] * len(c) for c in ports], [unknown] * n
+
+
+def _merged(conds: list) -> frozenset:
+    """A Merge's condition from its inputs' (see `_dead_conditions`)."""
+    if not conds:
+        return _NEVER
+    shared = frozenset.intersection(*conds)
+    rest = [c - shared for c in conds]
+    if any(not r for r in rest):
+        return shared  # (an input dead only when all are)
+    if all(len(r) == 1 for r in rest):
+        lits = [next(iter(r)) for r in rest]
+        key, values = lits[0][0], {lit[1] for lit in lits}
+        if key != "?" and all(lit[0] == key for lit in lits) and values == {True, False}:
+            return shared  # (one branch of each predicate value always runs)
+    return frozenset().union(*conds)
 
 
 # The plan passes, in the order they run (TF's grappler remapper, at plan time).  Each is
