@@ -11,6 +11,7 @@ Invariant: a plan is immutable once `compile_plan` returns; steps share it.
 
 from __future__ import annotations
 
+import collections
 import os
 import weakref
 from collections.abc import Callable
@@ -406,9 +407,9 @@ def _dead_conditions(plan: Plan, nodes) -> tuple[list, list]:
     cond whose inputs are live run on the hot paths; otherwise under any input's.
 
     Sets only grow, and each holds at least what its inputs' sets imply, which keeps
-    it sound; a plan whose sets have not settled after 64 rounds over its nodes
-    (graph order is nearly topological: a few rounds settle them) is taken as all
-    possibly dead, the general path for every node."""
+    it sound; a plan whose sets have not settled after 64 looks at each node (graph
+    order is nearly topological: one or two settle them) is taken as all possibly
+    dead, the general path for every node."""
     kinds = plan.kinds
     n = len(nodes)
     ports = [[_NEVER] * max(len(p.op._outputs), 1) for p in nodes]
@@ -422,39 +423,54 @@ def _dead_conditions(plan: Plan, nodes) -> tuple[list, list]:
     def data(src):
         return _NEVER if src[0] == "feed" else ports[src[0]][src[1]]
 
-    for _ in range(64):  # (graph order is nearly topological: a few rounds)
-        changed = False
-        for i, p in enumerate(nodes):
-            k = kinds[i]
-            controls = _NEVER.union(*(ctl[c] for c in p.controls))
-            if k == TRIGGER:
-                outs, whole = _NEVER, _NEVER
-            elif k == RECV:
-                outs = whole = frozenset([("?", i)])
-            elif k == SWITCH:
-                whole = controls.union(*(data(s) for s in p.inputs))
-                key = pred_key(p.inputs[1]) if len(p.inputs) > 1 else ("?", i)
-                outs = (whole | {(key, True)}, whole | {(key, False)})
-            elif k == MERGE:
-                outs = whole = controls | _merged([data(s) for s in p.inputs])
-            else:
-                whole = controls.union(*(data(s) for s in p.inputs))
-                if whole and k in (ENTER, EXIT, NEXT_ITER):
-                    whole = frozenset([("?", i)])
-                outs = whole
-            if not isinstance(outs, tuple):
-                outs = (outs,) * len(ports[i])
-            for port, cond in enumerate(outs):
-                if not cond <= ports[i][port]:
-                    ports[i][port] = ports[i][port] | cond
-                    changed = True
-            if not whole <= ctl[i]:
-                ctl[i] = ctl[i] | whole
-                changed = True
-        if not changed:
-            return ports, ctl
-    unknown = frozenset([("?", -1)])  # (not settled: every value may be dead)
-    return [[unknown] * len(c) for c in ports], [unknown] * n
+    def evaluate(i, p):
+        k = kinds[i]
+        controls = _NEVER.union(*(ctl[c] for c in p.controls)) if p.controls else _NEVER
+        if k == TRIGGER:
+            return _NEVER, _NEVER
+        if k == RECV:
+            whole = frozenset([("?", i)])
+            return whole, whole
+        if k == MERGE:
+            whole = controls | _merged([data(s) for s in p.inputs])
+            return whole, whole
+        whole = controls.union(*(data(s) for s in p.inputs))
+        if k == SWITCH:
+            key = pred_key(p.inputs[1]) if len(p.inputs) > 1 else ("?", i)
+            return (whole | {(key, True)}, whole | {(key, False)}), whole
+        if whole and k in (ENTER, EXIT, NEXT_ITER):
+            whole = frozenset([("?", i)])
+        return whole, whole
+
+    # A work list in graph order (nearly topological): a node is looked at again only
+    # when a set it reads grew.
+    consumers = [[j for _, j, _ in plan.edges[i] if j < n] for i in range(n)]
+    queue, queued = collections.deque(range(n)), [True] * n
+    visits = 64 * n + 64
+    while queue:
+        visits -= 1
+        if visits < 0:
+            unknown = frozenset([("?", -1)])  # (not settled: every value may be dead)
+            return [[unknown] * len(c) for c in ports], [unknown] * n
+        i = queue.popleft()
+        queued[i] = False
+        outs, whole = evaluate(i, nodes[i])
+        if not isinstance(outs, tuple):
+            outs = (outs,) * len(ports[i])
+        grew = False
+        for port, cond in enumerate(outs):
+            if not cond <= ports[i][port]:
+                ports[i][port] = ports[i][port] | cond
+                grew = True
+        if not whole <= ctl[i]:
+            ctl[i] = ctl[i] | whole
+            grew = True
+        if grew:
+            for j in consumers[i]:
+                if not queued[j]:
+                    queued[j] = True
+                    queue.append(j)
+    return ports, ctl
 
 
 def _merged(conds: list) -> frozenset:
