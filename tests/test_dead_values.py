@@ -43,7 +43,7 @@ def _arity(plans, name):
 
 def test_after_a_cond_the_nodes_take_the_hot_paths(plans):
     x = tf.placeholder(tf.float32, [2, 3], name="x")
-    wv = np.arange(12, dtype=np.float32).reshape(3, 4)
+    wv = (np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5) * np.float32(0.02)
     w = tf.constant(wv)
     pred = tf.placeholder(tf.bool, [], name="pred")
     h = tf.cond(pred, lambda: tf.nn.relu(x) * 2.0, lambda: x - 1.0)
@@ -62,6 +62,7 @@ def test_after_a_cond_the_nodes_take_the_hot_paths(plans):
             dh = dy @ wv.T
             want_g = dh * 2.0 * (xv > 0) if p else dh
             np.testing.assert_allclose(got_g, want_g, rtol=1e-5, atol=1e-6)
+            assert np.abs(want_g).max() > 0.1  # (tanh not saturated: a real check)
     assert _arity(plans, "after") != _GENERAL
     assert _arity(plans, "total") != _GENERAL
     assert _arity(plans, "cond/Merge") == _GENERAL  # (a Merge always takes it)
