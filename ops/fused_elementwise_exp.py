@@ -30,11 +30,12 @@ before any loop uses it; where one differs, programs keep NumPy's exp calls
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import numpy as np
 
-from asyncflow.ops import fused_updates
+from asyncflow.ops import fused_updates, jit_cache
 
 __all__ = [
     "check",
@@ -184,9 +185,17 @@ class InlineFunction:
             ok = False
             numba = fused_updates.numba_module()
             if numba is not None and os.environ.get(self.switch, "") != "0":
+                # A verdict this machine recorded with these versions (ops/jit_cache.py)
+                # spares the check's compiles (~0.5-1 s a function each process).
+                module_file = sys.modules[self._build.__module__].__file__
+                cached = jit_cache.read_verdict(self.name, module_file)
                 try:
-                    fn = self._build(numba)
-                    ok = matches_numpy(numba, fn, self._inputs(), self._reference)
+                    fn = self._build(numba)  # (lazy: numba compiles it at a loop's compile)
+                    if cached is None:
+                        ok = matches_numpy(numba, fn, self._inputs(), self._reference)
+                        jit_cache.write_verdict(self.name, module_file, ok)
+                    else:
+                        ok = cached
                     state["fn"] = fn
                 except Exception:  # (numba could not build it: NumPy's calls stay)
                     ok = False

@@ -20,15 +20,17 @@ same bits.
 
 Optional, as ops/fused_updates.py: without numba, or with ASYNCFLOW_NO_NUMBA=1, or for a
 float16 program (NumPy rounds half after each operation), `compile_schedule` returns
-None and the ufunc program runs.  Compiling takes ~0.3-0.6 s a program, once per program
-of a process, on a background thread (as fused_updates' loops): until the loop is ready
-the ufunc program runs, with the same bits, so no kernel waits for a compile; `wait()`
-waits for the compiles under way.  Only programs over _MIN_ELEMENTS elements compile
-(_MIN_STAGED in stages).
+None and the ufunc program runs.  Compiling takes ~0.3-0.6 s a program, on one
+background thread, one program after another (as fused_updates' loops): until the loop
+is ready the ufunc program runs, with the same bits, so no kernel waits for a compile;
+`wait()` waits for the compiles under way.  A compiled loop is kept in an on-disk cache
+(ops/jit_cache.py), from which later processes load it in milliseconds.  Only programs
+over _MIN_ELEMENTS elements compile (_MIN_STAGED in stages).
 """
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import math
 import threading
@@ -40,7 +42,7 @@ from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_exp as _exp
 from asyncflow.ops import fused_elementwise_log1p as _log1p
 from asyncflow.ops import fused_elementwise_tanh as _tanh
-from asyncflow.ops import fused_updates
+from asyncflow.ops import fused_updates, jit_cache
 
 __all__ = ["compile_schedule", "wait"]
 
@@ -223,7 +225,7 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
     """Compile the loop of source `key[0]` for 1-D arrays and scalars of dtype `key[1]`
     (`n_args`: arrays read, read-only ones where `key[2]`, arrays written, scalars; a
     call on one element compiles the signature every call will have) and publish it:
-    on a thread of its own, never in a kernel (which may run on the event loop)."""
+    on the compiling thread, never in a kernel (which may run on the event loop)."""
     source, dtype, readonly = key
     loop = None
     try:
@@ -235,8 +237,14 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
                     if not module.check():
                         return  # (NumPy's function differs here: the other form runs)
                     namespace.update(module.namespace())
-            exec(compile(source, "<fused element-wise program>", "exec"), namespace)
-            jitted = numba.njit(nogil=True, error_model="numpy")(namespace["loop"])
+            # From a file of the on-disk cache where there is one, so that numba caches
+            # the compiled loop for the next process (ops/jit_cache.py); else from memory.
+            module = jit_cache.load_source(source, namespace)
+            if module is not None:
+                jitted = numba.njit(nogil=True, cache=True, error_model="numpy")(module.loop)
+            else:
+                exec(compile(source, "<fused element-wise program>", "exec"), namespace)
+                jitted = numba.njit(nogil=True, error_model="numpy")(namespace["loop"])
             n_reads, n_writes, n_scalars = n_args
             reads = [np.ones(1, dtype) for _ in range(n_reads)]
             reads = [_readonly(r) for r in reads] if readonly else reads
@@ -284,11 +292,40 @@ def _loop_for(source: str, dtype, n_args: tuple, readonly: bool = False):
     with _lock:
         if key not in _loops and key not in _pending:
             done = _pending[key] = threading.Event()
-            thread = threading.Thread(
-                target=_compile, args=(key, n_args, done), name="asyncflow-numba", daemon=True
-            )
-            thread.start()
+            _queue.append((key, n_args, done))
+            if not _compiler:  # (one thread compiles them all, one after another)
+                _compiler.append(
+                    threading.Thread(target=_compile_queued, name="asyncflow-numba", daemon=True)
+                )
+                _compiler[0].start()
     return None
+
+
+# The programs wait for one compiling thread, in the order first asked for: numba's
+# compiles are mostly Python, so several threads at once would only take turns with the
+# GIL, and each would take a turn from the step's own thread (a VAE's 13 programs on 13
+# threads slowed its first ~140 steps 4-8x; ops/jit_cache.py spares the compiles after
+# the first run).
+_queue: collections.deque = collections.deque()
+_compiler: list = []  # the compiling thread, while it runs
+
+
+def _compile_queued() -> None:
+    try:
+        while True:
+            with _lock:
+                if not _queue:
+                    return
+                key, n_args, done = _queue.popleft()
+            _compile(key, n_args, done)
+    finally:
+        with _lock:
+            _compiler.clear()
+            if _queue:  # (asked for between the last look and now, or left by an error)
+                _compiler.append(
+                    threading.Thread(target=_compile_queued, name="asyncflow-numba", daemon=True)
+                )
+                _compiler[0].start()
 
 
 _available: list = []

@@ -1,0 +1,130 @@
+"""The on-disk cache of compiled programs and checks' verdicts (ops/jit_cache.py): where
+it lives, when it is refused, what its files are named by, and that a second process
+loads a fused program's loop from it instead of compiling it again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from asyncflow.ops import jit_cache
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh cache under tmp_path (the module's memo of its directory cleared)."""
+    monkeypatch.setenv("ASYNCFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ASYNCFLOW_JIT_CACHE", raising=False)
+    monkeypatch.setattr(jit_cache, "_state", {})
+    return tmp_path / "cache" / "jit"
+
+
+def test_directory_is_private(cache):
+    assert jit_cache.directory() == str(cache)
+    assert (os.stat(cache).st_mode & 0o777) == 0o700
+
+
+def test_off_by_environment(cache, monkeypatch):
+    monkeypatch.setenv("ASYNCFLOW_JIT_CACHE", "0")
+    assert jit_cache.directory() is None
+    assert jit_cache.load_source("def loop():\n    return 1\n", {}) is None
+    assert jit_cache.read_verdict("f", jit_cache.__file__) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX ownership")
+def test_refused_when_others_may_write(cache):
+    os.makedirs(cache, mode=0o700)
+    os.chmod(cache, 0o777)  # (code loaded from here would run in this process)
+    assert jit_cache.directory() is None
+
+
+def test_source_module_named_by_digest(cache):
+    source = "def loop(x):\n    return x * k\n"
+    first = jit_cache.load_source(source, {"k": 3})
+    assert first.loop(2) == 6  # (the namespace's names are the module's globals)
+    files = [f for f in os.listdir(cache) if f.endswith(".py")]
+    assert len(files) == 1
+    stamp = os.stat(cache / files[0]).st_mtime_ns
+    again = jit_cache.load_source(source, {"k": 5})
+    assert again.loop(2) == 10
+    # The file is not written again (numba's index keys on its time stamp).
+    assert os.stat(cache / files[0]).st_mtime_ns == stamp
+    jit_cache.load_source(source.replace("*", "+"), {"k": 1})
+    assert len([f for f in os.listdir(cache) if f.endswith(".py")]) == 2
+
+
+def test_partial_file_written_again(cache):
+    source = "def loop(x):\n    return x + 1\n"
+    jit_cache.load_source(source, {})
+    (name,) = [f for f in os.listdir(cache) if f.endswith(".py")]
+    (cache / name).write_text(source[:10])  # (as a writer cut short would leave it)
+    assert jit_cache.load_source(source, {}).loop(1) == 2
+    assert (cache / name).read_text() == source
+
+
+def test_verdict_round_trip(cache, tmp_path):
+    pytest.importorskip("llvmlite")
+    module = tmp_path / "fn.py"
+    module.write_text("A = 1\n")
+    assert jit_cache.read_verdict("_f32", str(module)) is None
+    jit_cache.write_verdict("_f32", str(module), True)
+    assert jit_cache.read_verdict("_f32", str(module)) is True
+    jit_cache.write_verdict("_g32", str(module), False)
+    assert jit_cache.read_verdict("_g32", str(module)) is False
+    module.write_text("A = 2\n")  # (another function: its own check)
+    assert jit_cache.read_verdict("_f32", str(module)) is None
+
+
+_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import asyncflow as af
+    from asyncflow.ops import fused_elementwise_exp, fused_elementwise_jit
+    checked = []
+    real = fused_elementwise_exp.matches_numpy
+    def counting(*args):
+        checked.append(1)
+        return real(*args)
+    fused_elementwise_exp.matches_numpy = counting
+    x = np.linspace(-3, 3, 6144, dtype=np.float32).reshape(64, 96)
+    with af.Graph().as_default():
+        p = af.placeholder(af.float32, x.shape)
+        y = af.sigmoid(p * 2.0 + 1.0) * p
+        with af.Session() as sess:
+            sess.run(y, {p: x})
+            assert fused_elementwise_jit.wait(timeout=100)
+            got = sess.run(y, {p: x})
+    loops = [f for f in fused_elementwise_jit._loops.values() if f is not None]
+    hits = sum(sum(f.stats.cache_hits.values()) for f in loops)
+    misses = sum(sum(f.stats.cache_misses.values()) for f in loops)
+    want = (1 / (np.exp(-(x * 2 + 1)) + 1)) * x
+    print(json.dumps({"loops": len(loops), "hits": hits, "misses": misses,
+                      "checks": len(checked), "close": bool(np.allclose(got, want, rtol=1e-6))}))
+    """
+)
+
+
+def test_second_process_loads_the_loop(tmp_path):
+    pytest.importorskip("numba")
+    env = dict(os.environ, ASYNCFLOW_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("ASYNCFLOW_JIT_CACHE", None)
+    env.pop("ASYNCFLOW_NO_NUMBA", None)
+    runs = []
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=200
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["loops"] >= 1 and first["close"] and second["close"]
+    assert first["misses"] >= 1 and first["hits"] == 0  # compiled, and saved
+    assert first["checks"] == 1  # exp's check ran once, and its verdict was recorded
+    assert second["hits"] >= 1 and second["misses"] == 0  # loaded, not compiled
+    assert second["checks"] == 0  # the recorded verdict stood for the check
