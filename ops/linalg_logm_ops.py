@@ -8,7 +8,6 @@ gradient for MatrixLogarithm, so differentiating through it raises LookupError h
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
@@ -27,6 +26,7 @@ MatrixLogarithm = register_op(
 
 
 def _logm_host(x: np.ndarray) -> np.ndarray:
+    import scipy.linalg  # (imported here: at import it cost every program ~0.3 s)
     # (in double precision: SciPy's single-precision path warns of its own inaccuracy)
     out = np.empty_like(x)
     for idx in np.ndindex(x.shape[:-2]):

@@ -15,7 +15,6 @@ NotImplementedError here.
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
@@ -715,6 +714,7 @@ MatrixTriangularSolve = register_op(
 
 
 def _triangular_solve_host(a, b, lower, adjoint):
+    import scipy.linalg  # (imported here: at import it cost every program ~0.3 s)
     trans = 2 if adjoint else 0
     out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:],
                    np.result_type(a, b))  # fmt: skip
@@ -764,6 +764,7 @@ MatrixSquareRoot = register_op(
 
 @MatrixSquareRoot.kernel()
 async def _sqrtm(ctx, x):
+    import scipy.linalg  # (imported here: at import it cost every program ~0.3 s)
     xp = ctx.xp
     x = xp.asarray(x)
     _square(x)
@@ -787,6 +788,7 @@ NotDifferentiable("_SylvesterSolve")
 
 @_SylvesterSolve.kernel()
 async def _sylvester(ctx, a, c):
+    import scipy.linalg  # (imported here: at import it cost every program ~0.3 s)
     # X with A X + X A = C, per matrix: the square root's gradient
     xp = ctx.xp
     ha, hc = np.asarray(to_host(xp, xp.asarray(a))), np.asarray(to_host(xp, xp.asarray(c)))

@@ -17,12 +17,11 @@ through it raises LookupError).
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
-import scipy.special as sp
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.math_helpers import special as sp
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _binary_op, _unary_op
 from asyncflow.registry import FLOATING, INDEX, TypeConstraint, register_op
@@ -229,6 +228,7 @@ def _log_matrix_determinant_grad(op, _, grad_b):
 
 
 def _lu(x, index_dtype):
+    import scipy.linalg  # (imported here: at import it cost every program ~0.3 s)
     n = x.shape[-1]
     flat = x.reshape(-1, n, n)
     lu = np.empty_like(flat)

@@ -12,12 +12,12 @@ difference of the regularized incomplete gamma in float64 (about 1e-9 relative).
 from __future__ import annotations
 
 import numpy as np
-import scipy.special as sp
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops import reduction_ops
+from asyncflow.ops.math_helpers import special as sp
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _binary_op, _unary_op
 from asyncflow.registry import (
