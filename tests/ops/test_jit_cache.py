@@ -93,7 +93,7 @@ _CHILD = textwrap.dedent(
         return real(*args)
     fused_elementwise_exp.matches_numpy = counting
     x = np.linspace(-3, 3, 6144, dtype=np.float32).reshape(64, 96)
-    with af.Graph().as_default():
+    with af.Graph().as_default(), af.device("/cpu:0"):  # (host arrays: compiled loops)
         p = af.placeholder(af.float32, x.shape)
         y = af.sigmoid(p * 2.0 + 1.0) * p
         with af.Session() as sess:
