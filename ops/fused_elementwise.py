@@ -760,28 +760,31 @@ def _open_gates(view, eligible: list, deadness) -> None:
         for c in node.controls:
             if nodes[c].op.type == "NoOp":
                 waiting.setdefault(c, []).append(i)
-    writers = None
+    after_writes = None
     for g, users in waiting.items():
         gate = nodes[g]
         if gate.inputs or not gate.controls or not view.available(g) or g in view._fetched:
             continue
         if not all(eligible[u] for u in users) or not all(eligible[c] for c in gate.controls):
             continue
-        if writers is None:
+        if after_writes is None:
             writers = {
                 w
                 for w, node in enumerate(nodes)
                 if any(arg.is_ref for arg in node.op.op_def.inputs)
                 or node.op.type.startswith("Resource")
             }
-        if writers and writers & view._upstream(g):
+            # (Once for all the gates: the edges dropped below leave it as it is, since
+            # they go out of gates no writer is upstream of, on no path from a writer.)
+            after_writes = view.waiting_for_any(writers)
+        if g in after_writes:
             continue
         if deadness is not None and not all(
             deadness.node[g] <= deadness.without_control(u, g) for u in users
         ):
             continue
         for u in users:
-            nodes[u].controls = [c for c in nodes[u].controls if c != g]
+            view.drop_control(u, g)
         view.drop_if_unused(g)
 
 
