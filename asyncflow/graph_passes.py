@@ -57,17 +57,37 @@ class PartitionView:
         self._graph = scratch_graph
         self._dead: set[int] = set()
         self._taken: set[int] = set()
-        consumers: list[list[tuple[int, int]]] = [[] for _ in nodes]
-        for i, node in enumerate(nodes):
-            for k, src in enumerate(node.inputs):
-                if src[0] != "feed":
-                    consumers[src[0]].append((i, k))
-        self._consumers = consumers
         self._fetched = {f[0] for f in partition.fetches if f[0] != "feed"}
-        self._reads_ref = [self._derefs(node) for node in nodes]
+        # (Both built as asked, most passes change nothing; before a change, in full.)
+        self._consumers_of: list[list[tuple[int, int]]] | None = None
+        self._reads_ref: list[bool | None] = [None] * len(nodes)
+        self._found_as_is = False
         self._users: list[set[int]] | None = None  # (built on first use: `_index`)
         self._waiters: list[set[int]] = []
         self._control_flow: bool | None = None
+        self._changes = 0  # (edges changed so often: `upstream_masks` is valid until one)
+        self._masks: tuple | None = None
+
+    @property
+    def _consumers(self) -> list[list[tuple[int, int]]]:
+        """(node, input) of every data edge out of each node, as the pass found them."""
+        if self._consumers_of is None:
+            consumers: list[list[tuple[int, int]]] = [[] for _ in self.nodes]
+            for i, node in enumerate(self.nodes):
+                for k, src in enumerate(node.inputs):
+                    if src[0] != "feed":
+                        consumers[src[0]].append((i, k))
+            self._consumers_of = consumers
+        return self._consumers_of
+
+    def _keep_as_found(self) -> None:
+        """Before the first change: what describes the partition as the pass found it,
+        in full."""
+        if not self._found_as_is:
+            self._found_as_is = True
+            self._consumers  # noqa: B018 (built now)
+            for i in range(len(self.nodes)):
+                self.reads_ref(i)
 
     def _derefs(self, node) -> bool:
         """Whether the node reads a variable's value through a reference edge."""
@@ -99,6 +119,8 @@ class PartitionView:
 
     def _set_edges(self, k: int, inputs: list | None = None, controls: list | None = None):
         """Give node k new inputs and/or control edges, keeping the index."""
+        self._keep_as_found()
+        self._changes += 1
         node = self.nodes[k]
         if self._users is not None:
             if inputs is not None:
@@ -126,7 +148,10 @@ class PartitionView:
         return self.nodes[i].device
 
     def reads_ref(self, i: int) -> bool:
-        return self._reads_ref[i]
+        r = self._reads_ref[i]
+        if r is None:
+            r = self._reads_ref[i] = self._derefs(self.nodes[i])
+        return r
 
     def sole_consumer(self, j: int) -> int | None:
         """The node that alone takes node j's outputs (one data edge, no fetch, not
@@ -135,7 +160,7 @@ class PartitionView:
         if len(users) != 1 or j in self._fetched:
             return None
         i = users[0][0]
-        return None if self._reads_ref[i] else i
+        return None if self.reads_ref(i) else i
 
     def consumers(self, j: int) -> list[tuple[int, int]]:
         """(node, input) of every data edge out of node j."""
@@ -144,6 +169,36 @@ class PartitionView:
     def upstream(self, i: int) -> set[int]:
         """Every node that node i waits for, through data or control edges."""
         return self._upstream(i)
+
+    def upstream_masks(self) -> list[int] | None:
+        """`upstream` of every node at once, as bit masks (bit j of entry i: node i
+        waits for node j), or None when the partition has a cycle (a loop's back edge).
+        For a pass that asks about paths between many nodes (each `upstream` walks the
+        partition); valid until the partition changes."""
+        if self._masks is None or self._masks[0] != self._changes:
+            users, waiters = self._index()
+            nodes = self.nodes
+            preds = [
+                {s[0] for s in node.inputs if s[0] != "feed"}.union(node.controls)
+                for node in nodes
+            ]
+            masks = [0] * len(nodes)
+            pending = [len(ps) for ps in preds]
+            ready = [i for i, n in enumerate(pending) if not n]
+            done = 0
+            while ready:
+                i = ready.pop()
+                done += 1
+                m = 0
+                for j in preds[i]:
+                    m |= masks[j] | 1 << j
+                masks[i] = m
+                for u in users[i].union(waiters[i]):
+                    pending[u] -= 1
+                    if not pending[u]:
+                        ready.append(u)
+            self._masks = (self._changes, masks if done == len(nodes) else None)
+        return self._masks[1]
 
     def waiting_for_any(self, sources) -> set[int]:
         """Every node that waits, through data or control edges (a loop's back edge
@@ -214,6 +269,8 @@ class PartitionView:
         # little waits for them, while i may wait for most of the partition.)
         if i in self.waiting_for_any(writers):
             return False
+        self._keep_as_found()
+        self._changes += 1
         for w in writers:
             nodes[w].controls.append(i)
             waiters[i].add(w)
@@ -254,6 +311,7 @@ class PartitionView:
         fused node's outputs are `into`'s, then the values `outputs` lists ((node,
         output) of absorbed nodes), whose consumers and fetches it takes over.
         Returns the new op."""
+        self._keep_as_found()
         old = self.nodes[into]
         olds = list(old.op._outputs) + [self.nodes[j].op._outputs[k] for j, k in outputs or ()]
         dtypes = [t.dtype for t in olds]

@@ -359,13 +359,10 @@ def _partners(view, products, js) -> list | None:
     of its operands, feeding no node of the sum, on its device, with no path between
     the two, or None; None instead of the list when fewer than _PAIR_MIN have one or
     the chain could wait for itself (see the note above)."""
-    taken, out, memo = set(js), [], {}
-
-    def upstream(x: int) -> set:
-        if x not in memo:
-            memo[x] = view.upstream(x)
-        return memo[x]
-
+    taken, out = set(js), []
+    up = view.upstream_masks()  # (bit q of up[j]: j waits for q)
+    if up is None:
+        return None  # (a cycle: a loop, which the caller ruled out)
     for mm, j in zip(products, js):
         found = None
         for src in mm.inputs:
@@ -380,8 +377,8 @@ def _partners(view, products, js) -> list | None:
                     or node.op._attr("T") != mm.op._attr("T")
                     or view.reads_ref(q)
                     or not view.available(q)
-                    or q in upstream(j)
-                    or j in upstream(q)
+                    or up[j] >> q & 1
+                    or up[q] >> j & 1
                 ):
                     continue
                 found = q
@@ -395,13 +392,13 @@ def _partners(view, products, js) -> list | None:
         return None
     # Pair p takes pair p-1's sum: no pair may wait (before the rewrite) for a later
     # one's nodes, else the chain closes a cycle.
-    waits: set = set()
+    waits = 0
     for j, q in zip(js, out):
-        if j in waits or q in waits:
+        if waits >> j & 1 or (q is not None and waits >> q & 1):
             return None
-        waits |= upstream(j)
+        waits |= up[j]
         if q is not None:
-            waits |= upstream(q)
+            waits |= up[q]
     return out
 
 

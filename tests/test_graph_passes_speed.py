@@ -32,6 +32,10 @@ class _ReferenceView(PartitionView):
     """PartitionView as it was before it kept an index: every query walks the whole
     partition (quadratic, simple)."""
 
+    def __init__(self, partition, scratch_graph):
+        super().__init__(partition, scratch_graph)
+        self._keep_as_found()  # (consumers and reference reads, computed up front)
+
     def _index(self):
         raise AssertionError("the reference keeps no index")
 
@@ -44,6 +48,12 @@ class _ReferenceView(PartitionView):
 
     def waiting_for_any(self, sources):
         return {i for i in range(len(self.nodes)) if set(sources) & self._upstream(i)}
+
+    def upstream_masks(self):
+        ups = [self._upstream(i) for i in range(len(self.nodes))]
+        if any(i in up for i, up in enumerate(ups)):
+            return None
+        return [sum(1 << j for j in up) for up in ups]
 
     def has_control_flow(self):
         return any(n.op.type in _NO_ORDERING for n in self.nodes)
