@@ -23,9 +23,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "models"))
 
+from models import MODELS  # noqa: E402
+
 import asyncflow as tf  # noqa: E402
 from asyncflow import master  # noqa: E402
-from models import MODELS  # noqa: E402
 
 _spent = {"plan": 0.0, "passes": 0.0}
 
