@@ -3,12 +3,15 @@ building its plan (prune, place, partition, graph passes, lowering), per model o
 benchmarks/models/models.py.
 
     .venv/bin/python benchmarks/plan_bench.py [--repeats 3] [model ...]
+    /work/tfvenv/bin/python benchmarks/plan_bench.py --backend tf [model ...]
 
 For each model, `--repeats` times (a fresh graph and session each): the master's plan
 build for the training step (`Master._compile`), the graph passes' share of it, and
 the first and second steps' wall times.  Prints one line a model with the medians.
 The plan is built once a session (per feeds and fetches), so this is start-up time:
-an unrolled LSTM's 2,400-node partition is what a tutorial program pays first.
+an unrolled LSTM's 2,400-node partition is what a tutorial program pays first.  Under
+TensorFlow (`--backend tf`, the same TF1 code) only the steps are timed: its first step
+holds its graph's set-up (grappler, executor creation), as ours holds the plan build.
 """
 
 from __future__ import annotations
@@ -25,9 +28,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "models"))
 
 from models import MODELS  # noqa: E402
 
-import asyncflow as tf  # noqa: E402
-from asyncflow import master  # noqa: E402
-
 _spent = {"plan": 0.0, "passes": 0.0}
 
 
@@ -42,11 +42,7 @@ def _timed(fn, key):
     return wrapper
 
 
-master.Master._compile = _timed(master.Master._compile, "plan")
-master.run_graph_passes = _timed(master.run_graph_passes, "passes")
-
-
-def once(name: str) -> tuple[int, float, float, float, float]:
+def once(tf, name: str) -> tuple[int, float, float, float, float]:
     """(ops, plan build s, passes s, first step s, second step s) of one fresh session."""
     rng = np.random.default_rng(0)
     g = tf.Graph()
@@ -71,10 +67,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", help="default: every model")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backend", choices=["asyncflow", "tf"], default="asyncflow")
     args = ap.parse_args(argv)
+    if args.backend == "tf":
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        import tensorflow.compat.v1 as tf
+
+        tf.disable_v2_behavior()
+    else:
+        import asyncflow as tf
+        from asyncflow import master
+
+        master.Master._compile = _timed(master.Master._compile, "plan")
+        master.run_graph_passes = _timed(master.run_graph_passes, "passes")
     print("model ops plan_s passes_s first_step_s second_step_s (medians)")
     for name in args.models or list(MODELS):
-        runs = [once(name) for _ in range(args.repeats)]
+        runs = [once(tf, name) for _ in range(args.repeats)]
         med = [statistics.median(r[k] for r in runs) for k in range(1, 5)]
         print(name, runs[0][0], " ".join(f"{x:.3f}" for x in med), flush=True)
     return 0
