@@ -19,7 +19,8 @@ Where: $ASYNCFLOW_CACHE_DIR, else $XDG_CACHE_HOME/asyncflow, else ~/.cache/async
 What is loaded from it runs in this process, so the directory is used only when it is
 this user's and nobody else can write to it (made 0700; numba's index files are pickles,
 which is numba's format, read only from there).  Any error reading or writing the cache
-leaves the in-memory path in place: a cache never makes a program fail.
+leaves the in-memory path in place: a cache never makes a program fail.  It holds at most
+MAX_PROGRAMS programs: past that, a process opening it removes the oldest half.
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ import numpy as np
 
 from asyncflow import tf_logging
 
-__all__ = ["directory", "fingerprint", "load_source", "read_verdict", "write_verdict"]
+__all__ = [
+    "MAX_PROGRAMS",
+    "directory",
+    "fingerprint",
+    "load_source",
+    "read_verdict",
+    "write_verdict",
+]
 
 _lock = threading.Lock()
 _state: dict = {}  # "dir": the usable directory or None; "fingerprint": str
@@ -73,7 +81,36 @@ def _open_directory() -> str | None:
     except OSError as exc:
         tf_logging.warning("asyncflow: compiled loops are not cached on disk: %s", exc)
         return None
+    _prune(path)
     return path
+
+
+# Programs the cache keeps (~25 KiB each with numba's files): past this many, a process
+# opening the cache removes the oldest half, by the time their source was written, with
+# their compiled files; a program removed compiles again when a plan asks for it.
+MAX_PROGRAMS = 2048
+
+
+def _prune(path: str) -> None:
+    try:
+        programs = [
+            (e.stat().st_mtime, e.name[:-3])
+            for e in os.scandir(path)
+            if e.name.startswith("program_") and e.name.endswith(".py")
+        ]
+        if len(programs) <= MAX_PROGRAMS:
+            return
+        programs.sort()
+        doomed = {stem for _, stem in programs[: len(programs) - MAX_PROGRAMS // 2]}
+        for stem in doomed:
+            os.unlink(os.path.join(path, stem + ".py"))
+        compiled = os.path.join(path, "__pycache__")
+        if os.path.isdir(compiled):
+            for e in os.scandir(compiled):  # (numba's <stem>.<function>-<line>.py311.*)
+                if e.name.split(".", 1)[0] in doomed:
+                    os.unlink(e.path)
+    except OSError:
+        pass  # (another process pruning at the same time, or a file in use: next time)
 
 
 def fingerprint() -> str:

@@ -58,6 +58,26 @@ def test_source_module_named_by_digest(cache):
     assert len([f for f in os.listdir(cache) if f.endswith(".py")]) == 2
 
 
+def test_oldest_programs_pruned(cache, monkeypatch):
+    monkeypatch.setattr(jit_cache, "MAX_PROGRAMS", 4)
+    stems = []
+    for k in range(6):
+        module = jit_cache.load_source(f"def loop():\n    return {k}\n", {})
+        stem = module.__file__.rsplit(os.sep, 1)[1][:-3]
+        os.utime(module.__file__, (1000 + k, 1000 + k))  # (written in this order)
+        os.makedirs(cache / "__pycache__", exist_ok=True)
+        (cache / "__pycache__" / f"{stem}.loop-1.py311.nbi").write_bytes(b"index")
+        stems.append(stem)
+    (cache / f"verdict__exp32_{'0' * 32}").write_text("ok")  # (not a program: kept)
+    monkeypatch.setattr(jit_cache, "_state", {})  # (a new process opens the cache)
+    assert jit_cache.directory() == str(cache)
+    left = sorted(f[:-3] for f in os.listdir(cache) if f.endswith(".py"))
+    assert left == sorted(stems[4:])  # 6 > 4: the oldest down to half of 4 removed
+    compiled = sorted(f.split(".", 1)[0] for f in os.listdir(cache / "__pycache__"))
+    assert compiled == sorted(stems[4:])
+    assert (cache / f"verdict__exp32_{'0' * 32}").exists()
+
+
 def test_partial_file_written_again(cache):
     source = "def loop(x):\n    return x + 1\n"
     jit_cache.load_source(source, {})
