@@ -16,6 +16,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.devices import cpu_budget
 from asyncflow.kernel_api import NOT_INLINE, template
+from asyncflow.ops import cnn_jit
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.conv_ops import _each_part, _parts
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
@@ -625,10 +626,21 @@ def _add_relu_blocked(value, bias, out):
     dst = out.reshape(rows.shape)
     if r > 1:
         bias = np.tile(bias, r)
+    elif not bias.flags.writeable:  # (a variable's buffer: the compiled loops take
+        bias = bias.copy()  # writable arrays only)
     step = max(1, _ADD_RELU_BLOCK // max(1, rows.strides[0]))
     zero = out.dtype.type(0)
+    jit = cnn_jit.loops()
+    if jit is not None and not cnn_jit.usable(rows, dst, bias):
+        jit = None
 
     def blocks(start: int, stop: int) -> None:
+        if jit is not None:  # one compiled pass (ops/cnn_jit.py)
+            if out is value:
+                jit["_add_relu_inplace"](rows[start:stop], bias)
+            else:
+                jit["_add_relu"](rows[start:stop], bias, dst[start:stop])
+            return
         for a in range(start, stop, step):
             end = min(a + step, stop)
             blk = dst[a:end]

@@ -24,7 +24,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.ops import array_ops
+from asyncflow.ops import array_ops, cnn_jit
 from asyncflow.ops.conv_ops import (
     _each_part,
     _parts,
@@ -279,13 +279,34 @@ def _image_parts(xp, x):
 def _max_pool(xp, p: _Pool, x, fmt):
     if p.tiles() and fmt == "NHWC" and p.oh and p.ow and p.c:
         out = xp.empty(p.out_nhwc(), dtype=x.dtype)
-        _each_part(xp, _image_parts(xp, x), lambda s, e: _max_pool_tiles(xp, p, x[s:e], out[s:e]))
+        jit = _jit_2x2(xp, p, x)
+        if jit is not None:
+            pool = jit["_pool_2x2"]
+            shape6 = (p.oh, 2, p.ow, 2, p.c)
+            part = lambda s, e: pool(x[s:e].reshape(e - s, *shape6), out[s:e])  # noqa: E731
+        else:
+            part = lambda s, e: _max_pool_tiles(xp, p, x[s:e], out[s:e])  # noqa: E731
+        _each_part(xp, _image_parts(xp, x), part)
         return out
     xpad = pad_spatial(xp, to_nhwc(xp, x, fmt), *p.pad, value=_lowest(x.dtype))
     out = None
     for _, idx in p.offsets():
         out = xpad[idx].copy() if out is None else xp.maximum(out, xpad[idx], out=out)
     return from_nhwc(xp, out, fmt)
+
+
+def _jit_2x2(xp, p: _Pool, *arrays):
+    """cnn_jit's compiled loops where they take this pooling: 2x2 windows at stride
+    2 tiling an even NHWC input exactly, host arrays they were compiled for; else None."""
+    if (
+        xp is not np
+        or (p.kh, p.kw, p.sh, p.sw) != (2, 2, 2, 2)
+        or (p.h, p.w) != (2 * p.oh, 2 * p.ow)
+        or any(p.pad)
+    ):
+        return None
+    jit = cnn_jit.loops()
+    return jit if jit is not None and cnn_jit.usable(*arrays) else None
 
 
 def _max_pool_tiles(xp, p: _Pool, x, out):
@@ -355,9 +376,12 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt, relu: bool = False):
     )
     if tiles and xp is np and dy.dtype.kind == "f" and x.dtype == y.dtype == dy.dtype:
         dx = np.empty(x.shape, dtype=dy.dtype)
-        _each_part(
-            xp, _image_parts(xp, x), lambda s, e: _max_pool_grad_part(p, x, y, dy, relu, dx, s, e)
-        )
+        jit = _jit_2x2(xp, p, x, y, dy) if fmt == "NHWC" else None
+        if jit is not None:
+            part = lambda s, e: _max_pool_grad_jit(jit, p, x, y, dy, relu, dx, s, e)  # noqa: E731
+        else:
+            part = lambda s, e: _max_pool_grad_part(p, x, y, dy, relu, dx, s, e)  # noqa: E731
+        _each_part(xp, _image_parts(xp, x), part)
         return dx
     if relu:
         dy = dy * (y > 0)  # TF's ReluGrad: gradients * (features > 0)
@@ -403,6 +427,19 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt, relu: bool = False):
             else:
                 xp.greater(unclaimed, hit, out=unclaimed)  # unclaimed and not hit
     return from_nhwc(xp, xp.ascontiguousarray(p.crop(dxp)), fmt)
+
+
+def _max_pool_grad_jit(jit, p: _Pool, x, y, dy, relu: bool, dx, s: int, e: int) -> None:
+    """dx[s:e] for images [s, e) by cnn_jit's loops: each window's first maximum as
+    a code, then dy (with the ReLU, dy * (y > 0)) spread by it."""
+    shape6 = (e - s, p.oh, 2, p.ow, 2, p.c)
+    y, dy = y[s:e], dy[s:e]
+    code = _work(np, "pool.code", y.shape, np.uint8)
+    jit["_first_max_2x2"](x[s:e].reshape(shape6), y, code)
+    if relu:
+        jit["_spread_relu_2x2"](code, dy, y, dx[s:e].reshape(shape6))
+    else:
+        jit["_spread_2x2"](code, dy, dx[s:e].reshape(shape6))
 
 
 def _max_pool_grad_part(p: _Pool, x, y, dy, relu: bool, dx, s: int, e: int) -> None:
