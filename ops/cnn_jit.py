@@ -42,12 +42,9 @@ budget's threads share a batch's images (or rows) as before.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
-from asyncflow import tf_logging
-from asyncflow.ops import fused_updates
+from asyncflow.ops import jit_loops
 
 __all__ = ["loops", "warm"]
 
@@ -140,65 +137,38 @@ _NAMES = (
     "_add_relu",
     "_add_relu_inplace",
 )
-_compiled: dict[str, object] = {}
-_lock = threading.Lock()
-_started: list[threading.Event] = []
+def _build(numba) -> dict:
+    """The loops compiled for float32 and float64 (calls on one-window arrays: the
+    signatures every call will have): on jit_loops' background thread, never in a
+    kernel."""
+    jit = numba.njit(nogil=True, cache=True, error_model="numpy")
+    fns = {name: jit(globals()[name]) for name in _NAMES}
+    for dtype in (np.float32, np.float64):
+        x6 = np.ones((1, 1, 2, 1, 2, 1), dtype)
+        y, dy = np.ones((1, 1, 1, 1), dtype), np.ones((1, 1, 1, 1), dtype)
+        code = np.zeros((1, 1, 1, 1), np.uint8)
+        fns["_pool_2x2"](x6, y)
+        fns["_first_max_2x2"](x6, y, code)
+        fns["_spread_2x2"](code, dy, x6)
+        fns["_spread_relu_2x2"](code, dy, y, x6)
+        rows, bias = np.ones((1, 1), dtype), np.ones(1, dtype)
+        fns["_add_relu"](rows, bias, np.ones((1, 1), dtype))
+        fns["_add_relu_inplace"](rows, bias)
+    return fns
 
 
-def _compile(done: threading.Event) -> None:
-    """Compile the loops for float32 and float64 (calls on one-window arrays: the
-    signatures every call will have) and publish them together: on a thread of its own,
-    never in a kernel."""
-    try:
-        numba = fused_updates.numba_module()
-        if numba is None:
-            return
-        fns = {
-            name: numba.njit(nogil=True, cache=True, error_model="numpy")(globals()[name])
-            for name in _NAMES
-        }
-        for dtype in (np.float32, np.float64):
-            x6 = np.ones((1, 1, 2, 1, 2, 1), dtype)
-            y, dy = np.ones((1, 1, 1, 1), dtype), np.ones((1, 1, 1, 1), dtype)
-            code = np.zeros((1, 1, 1, 1), np.uint8)
-            fns["_pool_2x2"](x6, y)
-            fns["_first_max_2x2"](x6, y, code)
-            fns["_spread_2x2"](code, dy, x6)
-            fns["_spread_relu_2x2"](code, dy, y, x6)
-            rows, bias = np.ones((1, 1), dtype), np.ones(1, dtype)
-            fns["_add_relu"](rows, bias, np.ones((1, 1), dtype))
-            fns["_add_relu_inplace"](rows, bias)
-        _compiled.update(fns)
-    except Exception as exc:  # loops that cannot compile leave NumPy's path in place
-        tf_logging.warning("asyncflow: compiling the pooling loops with numba failed: %r", exc)
-    finally:
-        done.set()
+_JIT = jit_loops.BackgroundLoops("the CNN loops", _build)
 
 
 def loops() -> dict | None:
     """{name: compiled loop}, or None while they are not ready: the first request starts
-    their compile on a background thread, and NumPy's path runs meanwhile (same bits)."""
-    if _compiled:
-        return _compiled
-    if fused_updates._DISABLED or fused_updates._numba is False:
-        return None
-    if not _started:
-        with _lock:
-            if not _started:
-                done = threading.Event()
-                _started.append(done)
-                threading.Thread(
-                    target=_compile, args=(done,), name="asyncflow-numba", daemon=True
-                ).start()
-    return None
+    their compile on a background thread, and the NumPy path runs meanwhile."""
+    return _JIT.loops() if _JIT.get(_NAMES[0]) is not None else None
 
 
 def warm(timeout: float | None = 120.0) -> bool:
     """Compile the loops now and wait (tests, benchmarks); whether they are ready."""
-    loops()
-    if _started and not _started[0].wait(timeout):
-        return False
-    return bool(_compiled)
+    return _JIT.warm(timeout)
 
 
 def usable(*arrays) -> bool:

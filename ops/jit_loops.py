@@ -54,6 +54,10 @@ class BackgroundLoops:
                     ).start()
         return None
 
+    def loops(self) -> dict:
+        """{name: compiled loop}: every loop once they are ready, else empty."""
+        return self._loops
+
     def warm(self, timeout: float | None = 120.0) -> bool:
         """Compile now and wait; whether the loops are ready."""
         if fused_updates._DISABLED:
