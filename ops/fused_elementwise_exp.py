@@ -35,7 +35,7 @@ import threading
 
 import numpy as np
 
-from asyncflow.ops import fused_updates, jit_cache
+from asyncflow.ops import fused_updates, jit_cache, jit_fork
 
 __all__ = [
     "check",
@@ -176,6 +176,10 @@ class InlineFunction:
         self._build, self._inputs, self._reference = build, inputs, reference
         self.lock = threading.Lock()
         self.state: dict = {}  # "fn": the inline function; "ok": the check's verdict
+        jit_fork.at_fork_in_child(self._in_child)
+
+    def _in_child(self, mid_compile: bool) -> None:
+        self.lock = threading.Lock()  # (a check running at the fork held it)
 
     def check(self) -> bool:
         with self.lock:

@@ -42,7 +42,7 @@ from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_exp as _exp
 from asyncflow.ops import fused_elementwise_log1p as _log1p
 from asyncflow.ops import fused_elementwise_tanh as _tanh
-from asyncflow.ops import fused_updates, jit_cache
+from asyncflow.ops import fused_updates, jit_cache, jit_fork
 
 __all__ = ["compile_schedule", "wait"]
 
@@ -316,7 +316,9 @@ def _loop_for(source: str, dtype, n_args: tuple, readonly: bool = False):
     if loop is not _pending:
         return loop
     with _lock:
-        if key not in _loops and key not in _pending:
+        if not jit_fork.may_start():  # (a child forked mid-compile: ops/jit_fork.py)
+            _loops[key] = None
+        elif key not in _loops and key not in _pending:
             done = _pending[key] = threading.Event()
             _queue.append((key, n_args, done))
             if not _compiler:  # (one thread compiles them all, one after another)
@@ -343,7 +345,8 @@ def _compile_queued() -> None:
                 if not _queue:
                     return
                 key, n_args, done = _queue.popleft()
-            _compile(key, n_args, done)
+            with jit_fork.compiling():
+                _compile(key, n_args, done)
     finally:
         with _lock:
             _compiler.clear()
@@ -353,6 +356,22 @@ def _compile_queued() -> None:
                 )
                 _compiler[0].start()
 
+
+def _in_child(mid_compile: bool) -> None:
+    """After a fork (ops/jit_fork.py): a new lock, and no compiling thread.  Programs
+    queued or compiling in the parent stay NumPy's here, their waiters released; where
+    no compile ran at the fork, the queue was empty and new programs compile as before."""
+    global _lock
+    _lock = threading.Lock()
+    _compiler.clear()
+    _queue.clear()
+    for key, done in list(_pending.items()):
+        _loops[key] = None
+        done.set()
+    _pending.clear()
+
+
+jit_fork.at_fork_in_child(_in_child)
 
 _available: list = []
 

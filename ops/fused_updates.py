@@ -34,6 +34,7 @@ import numpy as np
 
 from asyncflow import tf_logging
 from asyncflow.devices import cpu_budget
+from asyncflow.ops import jit_fork
 
 __all__ = ["apply", "available", "numba_module", "warm"]
 
@@ -145,9 +146,17 @@ def _compile(name: str, done: threading.Event) -> None:
     """Import numba, compile loop `name` for float32 and float64 (a call on one-element
     arrays), and publish it in `_compiled`: on a thread of its own, never in a kernel."""
     try:
-        numba = numba_module()
-        if numba is None:
-            return
+        with jit_fork.compiling():
+            _compile_loop(name)
+    except Exception as exc:  # a loop that cannot compile leaves NumPy's path in place
+        tf_logging.warning("asyncflow: compiling %s with numba failed: %r", name, exc)
+    finally:
+        done.set()
+
+
+def _compile_loop(name: str) -> None:
+    numba = numba_module()
+    if numba is not None:
         # error_model="numpy": a division by zero gives inf/nan as NumPy does, without
         # the per-element check (and exception) of Python's model, which also keeps the
         # loop vectorisable.
@@ -157,10 +166,6 @@ def _compile(name: str, done: threading.Event) -> None:
             arrays = [np.zeros(1, dtype) for _ in range(n_arrays)]
             fn(*arrays, *[dtype(1) for _ in range(n_scalars)])
         _compiled[name] = fn
-    except Exception as exc:  # a loop that cannot compile leaves NumPy's path in place
-        tf_logging.warning("asyncflow: compiling %s with numba failed: %r", name, exc)
-    finally:
-        done.set()
 
 
 def _loop(name: str):
@@ -171,7 +176,7 @@ def _loop(name: str):
     fn = _compiled.get(name)
     if fn is not None or _numba is False:
         return fn
-    if name not in _started:
+    if name not in _started and jit_fork.may_start():
         with _lock:
             if name not in _started:
                 done = _started[name] = threading.Event()
@@ -179,6 +184,18 @@ def _loop(name: str):
                     target=_compile, args=(name, done), name="asyncflow-numba", daemon=True
                 ).start()
     return None
+
+
+def _in_child(mid_compile: bool) -> None:
+    """After a fork (ops/jit_fork.py): new locks; a compile the parent's thread ran
+    never ends here, so its waiters go on at once (the NumPy update runs)."""
+    global _lock, _import_lock
+    _lock, _import_lock = threading.Lock(), threading.Lock()
+    for done in _started.values():
+        done.set()
+
+
+jit_fork.at_fork_in_child(_in_child)
 
 
 def warm(timeout: float | None = 120.0) -> bool:

@@ -37,6 +37,7 @@ import threading
 import numpy as np
 
 from asyncflow import tf_logging
+from asyncflow.ops import jit_fork
 
 __all__ = [
     "MAX_PROGRAMS",
@@ -49,6 +50,14 @@ __all__ = [
 
 _lock = threading.Lock()
 _state: dict = {}  # "dir": the usable directory or None; "fingerprint": str
+
+
+def _new_lock(_mid_compile: bool) -> None:  # (a fork: the lock may have had an owner)
+    global _lock
+    _lock = threading.Lock()
+
+
+jit_fork.at_fork_in_child(_new_lock)
 
 
 def directory() -> str | None:

@@ -5,16 +5,22 @@ their import and compile on a thread of its own (numba's import ~0.3 s, a compil
 a cached one ~0.2 s) and runs its NumPy path meanwhile, which gives the same results.
 `warm()` compiles and waits (tests, benchmarks, programs that want their first steps
 compiled).  Without numba, or with ASYNCFLOW_NO_NUMBA=1, the loops never become ready.
+
+A child process forked while the loops compile: see ops/jit_fork.py.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 
 from asyncflow import tf_logging
 from asyncflow.ops import fused_updates
+from asyncflow.ops.jit_fork import at_fork_in_child, compiling, may_start
 
 __all__ = ["BackgroundLoops"]
+
+_instances: weakref.WeakSet = weakref.WeakSet()
 
 
 class BackgroundLoops:
@@ -28,12 +34,14 @@ class BackgroundLoops:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._started = False
+        _instances.add(self)
 
     def _compile(self) -> None:
         try:
-            numba = fused_updates.numba_module()
-            if numba is not None:
-                self._loops = dict(self._build(numba))
+            with compiling():
+                numba = fused_updates.numba_module()
+                if numba is not None:
+                    self._loops = dict(self._build(numba))
         except Exception as exc:  # a loop that cannot compile leaves NumPy's path in place
             tf_logging.warning("asyncflow: compiling %s with numba failed: %r", self._what, exc)
         finally:
@@ -45,7 +53,7 @@ class BackgroundLoops:
         loops = self._loops
         if loops:
             return loops.get(name)
-        if not self._started and not fused_updates._DISABLED:
+        if not self._started and not fused_updates._DISABLED and may_start():
             with self._lock:
                 if not self._started:
                     self._started = True
@@ -63,5 +71,16 @@ class BackgroundLoops:
         if fused_updates._DISABLED:
             return False
         self.get("")
-        self._done.wait(timeout)
+        if self._started:  # (not in a child forked mid-compile: see ops/jit_fork.py)
+            self._done.wait(timeout)
         return bool(self._loops)
+
+
+def _instances_in_child(mid_compile: bool) -> None:
+    for loops in list(_instances):
+        loops._lock = threading.Lock()
+        if loops._started and not loops._done.is_set():
+            loops._done.set()  # (its compile ended with the parent's thread: never here)
+
+
+at_fork_in_child(_instances_in_child)
