@@ -469,6 +469,7 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     training_ops.fuse_matmul_into_updates,
     matmul_sum.fuse_matmul_add_n,  # (after the updates took their single products)
     matmul_sum.pair_matmuls,  # (two products of one operand: after the sums took theirs)
+    matmul_sum.accumulate_pair_products,  # (a pair's product into its Add's accumulator)
     select_zero.fuse_select_zero,
     # last: what the pattern fusions left of the element-wise nodes, in clusters
     fused_elementwise.fuse_elementwise,

@@ -47,9 +47,11 @@ from asyncflow.registry import FLOATING, NotDifferentiable, get_op_def, register
 __all__ = [
     "FusedMatMulAddN",
     "MatMulPair",
+    "MatMulPairAdd",
     "MatMulSumEnd",
     "MatMulSumPair",
     "MatMulSumPart",
+    "accumulate_pair_products",
     "fuse_matmul_add_n",
     "pair_matmuls",
 ]
@@ -587,3 +589,171 @@ def pair_matmuls(view) -> None:
         inputs = list(mm.inputs) + list(other.inputs)
         view.fuse(j, "_MatMulPair", attrs, inputs, [partner], outputs=[(partner, 0)])
         taken.update((j, partner))
+
+
+# -- a loop's weight product added to its accumulator --------------------------------
+#
+# Each backward iteration of a dynamic_rnn adds its weight product to the loop's
+# accumulator: Add(acc, concat_t^T @ dgates_t), the product one output of the
+# iteration's `_MatMulPair` (past gate_gradients' Identity).  As two nodes the product
+# is written, then read again with acc by the Add (an element-wise pass over [156,512]
+# float32 per iteration in lstm_dynamic, ~50 us traced, 28 a step).  Here the Add and
+# the pair are one `_MatMulPairAdd`: the product is accumulated by the gemm itself
+# (beta=1) into acc's buffer where the plan lets the kernel take acc over (donation),
+# else into a copy of acc.  A loop variable's chain is not donated now (donation.py
+# joins a Switch's predicate into its group), so in a loop it is the copy: the pass
+# saves the Add's node and its write, not the read of acc.  Bits: OpenBLAS adds the
+# whole product of one K block to C in one rounding, as the Add does: the Add's bits
+# while K fits one block (measured, 0.3.31 on this EPYC, float32 and float64: equal
+# for K <= 384, K = 128 in lstm_dynamic; K = 512 differed in ~30% of the elements,
+# each block's sum added to C apart), so the gemm adds only up to _ADD_K_MAX.
+# Where the values do not fit the gemm path (a dtype, a shape that broadcasts, a small
+# product) the products and the Add's own kernel run as before, errors included.
+#
+# Only where the product feeds nothing else (no fetch), the Add's deadness is the
+# pair's (acc dead exactly when the pair is: a loop's accumulator and its body), and
+# acc does not wait for the pair (the node would wait for itself).
+
+# Pair-adds formed (False: the pair and the Add apart, as before; A/B in one process,
+# benchmarks/models/ab_inproc.py).
+_PAIR_ADD = True
+# The gemm adds into acc only for products of at most this many terms (K), where the
+# bits are the Add's (one K block, measured equal up to 384); longer ones take the
+# plain path (the products, then the Add's kernel).
+_ADD_K_MAX = 256
+
+MatMulPairAdd = register_op(
+    "_MatMulPairAdd",
+    inputs=["acc: T", "a: T", "b: T", "partner_a: T", "partner_b: T"],
+    outputs=["sum: T", "partner_product: T"],
+    attrs={
+        "T": FLOATING,
+        "transpose_a": False,
+        "transpose_b": False,
+        "partner_transpose_a": False,
+        "partner_transpose_b": False,
+        # the Add's type ("AddV2" or "Add") and whether acc was its first operand: the
+        # plain path runs that kernel on the operands in that order
+        "add": "AddV2",
+        "acc_first": True,
+    },
+    shape_fn=lambda op: [tensor_shape.unknown_shape()] * 2,
+)
+NotDifferentiable("_MatMulPairAdd")
+
+
+def _accumulator(ctx, acc):
+    """The buffer the sum is written into: acc's own where the plan lets this node take
+    it over (nothing else sees it), else a copy of acc."""
+    if ctx.may_forward(0, acc) and acc.flags.c_contiguous:
+        return acc
+    out = host_pool.empty(acc.shape, acc.dtype)
+    np.copyto(out, acc)
+    return out
+
+
+@MatMulPairAdd.kernel("CPU")
+async def _matmul_pair_add(ctx, acc, a, b, pa, pb):
+    attrs = ctx.attrs
+    dtype = attrs["T"].np_dtype
+    ta, tb = attrs["transpose_a"], attrs["transpose_b"]
+    pta, ptb = attrs["partner_transpose_a"], attrs["partner_transpose_b"]
+    a, b, m, n, k = _matrix_pair(a, b, ta, tb)
+    pa, pb, pm, pn, pk = _matrix_pair(pa, pb, pta, ptb)
+    if (
+        type(acc) is np.ndarray
+        and acc.dtype == dtype
+        and acc.shape == (m, n)
+        and blas.available(dtype)
+        and all(x.dtype == dtype for x in (a, b, pa, pb))
+        and min(m * n * k, pm * pn * pk) >= blas._BATCH_MIN_MACS
+        and k <= _ADD_K_MAX
+    ):
+        out = _accumulator(ctx, acc)
+        pout = host_pool.empty((pm, pn), dtype)
+        args = (out, a, b, ta, tb, 1.0, pout, pa, pb, pta, ptb, 0.0)
+        await ctx.compute(blas.gemm_pair, *args, cost=(m * n * k + pm * pn * pk) / 5)
+        return out, pout
+    product = await _product(ctx, np, a, b, ta, tb)
+    partner = await _product(ctx, np, pa, pb, pta, ptb)
+    add = get_op_def(attrs["add"]).kernel_for("CPU").fn
+    x, y = (acc, product) if attrs["acc_first"] else (product, acc)
+    return await add(plain_context(ctx), x, y), partner
+
+
+def _added_product(view, i: int):
+    """For Add node i: (input position of acc, the _MatMulPair node, its output that is
+    the other operand, the Identities passed), where that operand is a product of a
+    pair feeding only this Add, past Identities each feeding only the next step; else
+    None.  (The consumers are as the pass found them: exact for a node none of whose
+    consumers an earlier fusion of this pass took, the only nodes whose edges changed.)"""
+    nodes = view.nodes
+    fetched = {tuple(f) for f in view.partition.fetches}
+    for k in (0, 1):
+        src, passed, consumer = nodes[i].inputs[k], [], i
+        while src[0] != "feed" and tuple(src) not in fetched and (src[0], None) not in fetched:
+            j, out = src
+            users = view.consumers(j)
+            if not view.available(*(q for q, _k in users)):
+                break
+            users = [q for q, kk in users if nodes[q].inputs[kk][1] == out]
+            if users != [consumer] or view.reads_ref(consumer):
+                break
+            if nodes[j].op.type == "_MatMulPair":
+                return 1 - k, j, out, passed
+            if nodes[j].op.type != "Identity" or out != 0:
+                break
+            passed.append(j)
+            consumer, src = j, nodes[j].inputs[0]
+    return None
+
+
+def _shapes_differ(x, y) -> bool:
+    """Whether tensors x and y have fully known static shapes that differ."""
+    x, y = x.shape, y.shape
+    return x.is_fully_defined() and y.is_fully_defined() and x.as_list() != y.as_list()
+
+
+def accumulate_pair_products(view) -> None:
+    """Add(acc, a product of a _MatMulPair) where the product feeds only the Add: one
+    _MatMulPairAdd (see the note above)."""
+    if not _PAIR_ADD:
+        return
+    nodes = view.nodes
+    deadness = None
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op.type not in ("AddV2", "Add") or view.reads_ref(i) or not view.available(i):
+            continue
+        found = _added_product(view, i)
+        if found is None:
+            continue
+        k_acc, j, out, passed = found
+        pair, acc = nodes[j], node.inputs[k_acc]
+        if (
+            pair.device is not node.device
+            or pair.op._attr("T") != op._attr("T")
+            or not view.available(j, *passed)
+            or _shapes_differ(op.inputs[k_acc], pair.op._outputs[out])
+            or (acc[0] != "feed" and acc[0] in view._downstream({j}))
+        ):
+            continue  # (an accumulator of another static shape: never the gemm path)
+        if deadness is None:
+            from asyncflow.ops.fused_elementwise import _Clusters, _Deadness
+
+            deadness = _Deadness(view, _Clusters(view).order)
+        if deadness.node[i] != deadness.node[j]:
+            continue
+        pattrs = pair.op._attrs
+        mine, other = ("", "partner_") if out == 0 else ("partner_", "")
+        ins = list(pair.inputs) if out == 0 else pair.inputs[2:] + pair.inputs[:2]
+        attrs = {
+            "T": op._attr("T"),
+            "transpose_a": bool(pattrs[mine + "transpose_a"]),
+            "transpose_b": bool(pattrs[mine + "transpose_b"]),
+            "partner_transpose_a": bool(pattrs[other + "transpose_a"]),
+            "partner_transpose_b": bool(pattrs[other + "transpose_b"]),
+            "add": op.type,
+            "acc_first": k_acc == 0,
+        }
+        view.fuse(i, "_MatMulPairAdd", attrs, [acc, *ins], [j, *passed], outputs=[(j, 1 - out)])

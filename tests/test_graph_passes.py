@@ -128,6 +128,7 @@ def test_the_passes_run_in_the_listed_order():
         training_ops.fuse_matmul_into_updates,
         matmul_sum.fuse_matmul_add_n,  # after the updates took their single products
         matmul_sum.pair_matmuls,  # loops' products of one operand, after the sums
+        matmul_sum.accumulate_pair_products,  # a pair's product into its Add's accumulator
         select_zero.fuse_select_zero,
         fused_elementwise.fuse_elementwise,  # last: what the patterns left, in clusters
     ]

@@ -267,7 +267,7 @@ def _lstm(kind: str):
     [
         ("static", {"_MatMulSumPair", "_MatMulSumEnd", "_FusedElementwise"}),
         ("bidirectional", {"_MatMulSumPair", "_FusedElementwise"}),
-        ("dynamic", {"_FusedElementwise"}),
+        ("dynamic", {"_MatMulPairAdd", "_FusedElementwise"}),
     ],
 )
 def test_lstm_training_graphs_rewrite_as_the_reference_does(kind, fused):

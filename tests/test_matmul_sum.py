@@ -2,7 +2,9 @@
 buffer, as one node or streamed (a part per product, the sum's end).  Values against
 NumPy (float64 references) and against the unfused graph, the streamed sum bitwise
 against the one-node sum; errors as the unfused ops word them.  A loop's two products
-of one operand as one _MatMulPair, bitwise the MatMuls'."""
+of one operand as one _MatMulPair, bitwise the MatMuls'; its weight product added to
+the loop's accumulator in the gemm (_MatMulPairAdd), bitwise the Add's, in place only
+where the accumulator was donated."""
 
 from __future__ import annotations
 
@@ -381,12 +383,12 @@ def test_loop_products_of_one_operand_pair_with_the_matmuls_bits(monkeypatch, ba
     _one_blas_thread(monkeypatch)
     for batch in (128, 8):
         types, paired = _dynamic_rnn_gradients(batch)
-        assert types.count("_MatMulPair") >= 1
+        assert types.count("_MatMulPair") + types.count("_MatMulPairAdd") >= 1
         with monkeypatch.context() as m:
             passes = [p for p in graph_passes.GRAPH_PASSES if p is not matmul_sum.pair_matmuls]
             m.setattr(graph_passes, "GRAPH_PASSES", passes)
             types, plain = _dynamic_rnn_gradients(batch)
-        assert "_MatMulPair" not in types
+        assert "_MatMulPair" not in types and "_MatMulPairAdd" not in types
         for a, b in zip(paired, plain):
             np.testing.assert_array_equal(a, b)
 
@@ -458,3 +460,231 @@ def test_a_pair_outside_loops_never_waits_for_a_later_operand(monkeypatch):
     gv = np.exp((zv.astype(np.float64) @ bv) * 0.1)
     for value, want in zip(got, [hv @ w1v, hv @ gv.T, hv @ w1v, hv @ w2v]):
         np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+# -- a pair's product added to an accumulator (_MatMulPairAdd) -----------------------
+
+
+def _without(monkeypatch, rewrite):
+    passes = [p for p in graph_passes.GRAPH_PASSES if p is not rewrite]
+    monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
+
+
+@pytest.fixture
+def taken(monkeypatch):
+    """For each gemm-path run of a _MatMulPairAdd: whether it wrote into its
+    accumulator's own buffer (donated) rather than a copy."""
+    seen = []
+    real = matmul_sum._accumulator
+
+    def spy(ctx, acc):
+        out = real(ctx, acc)
+        seen.append(out is acc)
+        return out
+
+    monkeypatch.setattr(matmul_sum, "_accumulator", spy)
+    return seen
+
+
+@needs_blas
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_loop_weight_product_accumulates_in_the_gemm_with_the_adds_bits(
+    monkeypatch, taken, batched
+):
+    # In the backward loop the weight product concat^T @ dgates and the accumulator's
+    # Add are one node, the gemm adding into a copy of the accumulator (the plan does
+    # not donate a loop variable's chain: asyncflow/donation.py joins a Switch's
+    # predicate into its group).  K = batch = 128, one K block of OpenBLAS: the sum has
+    # the Add's bits (and the input gradient the MatMul's).
+    if not batched:
+        monkeypatch.setattr(blas, "_batch_fns", {})
+    _one_blas_thread(monkeypatch)
+    types, fused = _dynamic_rnn_gradients(128)
+    assert types.count("_MatMulPairAdd") == 1 and "_MatMulPair" not in types
+    assert taken == [False] * 5  # every iteration, into a copy
+    with monkeypatch.context() as m:
+        _without(m, matmul_sum.accumulate_pair_products)
+        types, plain = _dynamic_rnn_gradients(128)
+    assert "_MatMulPairAdd" not in types and types.count("_MatMulPair") == 1
+    for a, b in zip(fused, plain):
+        np.testing.assert_array_equal(a, b)
+
+
+@needs_blas
+def test_a_loop_accumulated_weight_gradient_against_finite_differences():
+    rng = np.random.default_rng(8)
+    xv = rng.standard_normal((128, 4, 12))
+    cv = rng.standard_normal((128, 64))
+    with af.Graph().as_default():
+        x = af.placeholder(af.float64, [None, 4, 12])
+        cell = af.nn.rnn_cell.BasicLSTMCell(64)
+        out, _ = af.nn.dynamic_rnn(cell, x, dtype=af.float64)
+        loss = af.reduce_sum(out[:, -1] * af.constant(cv))
+        kernel = [v for v in af.trainable_variables() if "kernel" in v.name][0]
+        # (an optimizer's gradients: without gate_gradients' Identity between the
+        # product and the accumulator's Add, the Add is a _FusedMatMul's)
+        ((grad, _v),) = af.train.GradientDescentOptimizer(0.1).compute_gradients(loss, [kernel])
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            w0 = rng.standard_normal(kernel.shape.as_list()) * 0.2
+            s.run(kernel.assign(w0))
+            got = s.run(grad, {x: xv})
+            types = _plan_types(s)
+            assert "_MatMulPairAdd" in types
+            eps = 1e-6
+            for r, c in [(0, 0), (11, 7), (40, 100), (75, 255)]:
+                values = []
+                for sign in (1, -1):
+                    w = w0.copy()
+                    w[r, c] += sign * eps
+                    s.run(kernel.assign(w))
+                    values.append(s.run(loss, {x: xv}))
+                want = (values[0] - values[1]) / (2 * eps)
+                assert got[r, c] == pytest.approx(want, rel=1e-6, abs=1e-7)
+
+
+def _loop_accumulation(variant: str, dtype=np.float32):
+    """acc += x^T @ tanh(d) over three iterations of a while loop, beside the partner
+    product tanh(d) @ w (summed into s), the product past an Identity as gradients'
+    tuples put it (a MatMul added directly is a _FusedMatMul's): (acc, s, the plan's op
+    types, the fed initial accumulator after the run, the NumPy reference).  variant:
+    "own" (the loop's accumulator, donated), "fed" (the caller's array enters the loop),
+    "read" (the body reads acc again), "fetched" (the result read after the loop
+    twice)."""
+    rng = np.random.default_rng(7)
+    xv = rng.standard_normal((128, 156)).astype(dtype)
+    wv = rng.standard_normal((512, 156)).astype(dtype) * 0.1
+    dv = rng.standard_normal((128, 512)).astype(dtype)
+    av = rng.standard_normal((156, 512)).astype(dtype)
+    fed = av.copy()
+    with af.Graph().as_default():
+        x, w = af.constant(xv), af.constant(wv)
+        d0, a0 = af.placeholder(dtype, [128, 512]), af.placeholder(dtype, [156, 512])
+
+        def body(i, acc, d, s):
+            g = af.tanh(d)
+            s = s + af.reduce_sum(af.matmul(g, w))
+            if variant == "read":
+                s = s + af.reduce_sum(acc)
+            product = af.identity(af.matmul(x, g, transpose_a=True))  # (gate_gradients')
+            return i + 1, acc + product, d * 0.5, s
+
+        start = a0 if variant == "fed" else a0 * 2.0
+        loop = af.while_loop(lambda i, *_: i < 3, body, [0, start, d0, af.constant(0, dtype)])
+        fetches = [loop[1], loop[3]] + ([loop[1] * 2.0] if variant == "fetched" else [])
+        with af.Session() as sess:
+            got = sess.run(fetches, {d0: dv, a0: fed})
+            types = _plan_types(sess)
+    x64, w64 = xv.astype(np.float64), wv.astype(np.float64)
+    acc = av.astype(np.float64) * (1.0 if variant == "fed" else 2.0)
+    d, s = dv.astype(np.float64), 0.0
+    for _ in range(3):
+        g = np.tanh(d)
+        s += (g @ w64).sum() + (acc.sum() if variant == "read" else 0.0)
+        acc, d = acc + x64.T @ g, d * 0.5
+    if variant == "fetched":
+        np.testing.assert_array_equal(got[2], got[0] * 2.0)
+    return got[0], got[1], types, (fed, av), (acc, s)
+
+
+@needs_blas
+@pytest.mark.parametrize("variant", ["own", "fed", "read", "fetched"])
+def test_loop_accumulators_keep_every_reader_s_value(taken, variant):
+    # A loop variable's chain is not donated (see above): every iteration adds into a
+    # copy, whoever else reads the accumulator.
+    acc, s, types, (fed, av), (want_acc, want_s) = _loop_accumulation(variant)
+    assert types.count("_MatMulPairAdd") == 1
+    assert taken == [False] * 3
+    np.testing.assert_array_equal(fed, av)  # the caller's array as it was
+    np.testing.assert_allclose(acc, want_acc, rtol=1e-4, atol=1e-4 * np.abs(want_acc).max())
+    assert s == pytest.approx(want_s, rel=1e-4, abs=1e-3)
+
+
+@needs_blas
+def test_a_donated_accumulator_is_written_in_place(taken):
+    # acc made fresh in the step, its one reader the Add: the gemm adds into its buffer.
+    av = np.random.default_rng(12).standard_normal((156, 512)).astype(np.float32)
+    got, types, g, cv, _wv = _plain_accumulation(av, fresh=True)
+    assert types.count("_MatMulPairAdd") == 1 and taken == [True]
+    want = av * 2.0 + cv.T.astype(np.float64) @ g
+    np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@needs_blas
+def test_a_float64_accumulator(taken):
+    acc, s, types, _, (want_acc, want_s) = _loop_accumulation("own", np.float64)
+    assert types.count("_MatMulPairAdd") == 1 and taken == [False] * 3
+    np.testing.assert_allclose(acc, want_acc, rtol=1e-12, atol=1e-12 * np.abs(want_acc).max())
+    assert s == pytest.approx(want_s, rel=1e-12)
+
+
+def _plain_accumulation(
+    acc_value, transposed: bool = False, rows: int = 128, static=False, fresh=False
+):
+    """acc + c^T @ tanh(d) beside tanh(d) @ w, no control flow, acc fed with any shape
+    (a transposed view of the fed array with `transposed`; its shape known to the graph
+    with `static`): (values, op types)."""
+    rng = np.random.default_rng(9)
+    cv = rng.standard_normal((rows, 156)).astype(np.float32)
+    wv = rng.standard_normal((512, 156)).astype(np.float32) * 0.1
+    dv = rng.standard_normal((rows, 512)).astype(np.float32)
+    with af.Graph().as_default():
+        d = af.placeholder(af.float32, [rows, 512])
+        a = af.placeholder(af.float32, acc_value.shape if static else None)
+        g = af.tanh(d)
+        acc = af.transpose(a) if transposed else a
+        acc = acc * 2.0 if fresh else acc
+        out = acc + af.identity(af.matmul(af.constant(cv), g, transpose_a=True))
+        with af.Session() as sess:
+            got = sess.run([out, af.matmul(g, af.constant(wv))], {d: dv, a: acc_value})
+            return got, _plan_types(sess), np.tanh(dv.astype(np.float64)), cv, wv
+
+
+@needs_blas
+@pytest.mark.parametrize(
+    "shape, transposed, rows, gemm",
+    [((156, 512), False, 128, True), ((1, 512), False, 128, False),
+     ((512, 156), True, 128, True), ((156, 512), False, 8, False),
+     ((156, 512), False, 512, False)],  # (K = 512: past one K block, the Add's bits)
+)  # fmt: skip
+def test_accumulators_off_the_gemm_path_take_the_add(
+    monkeypatch, taken, shape, transposed, rows, gemm
+):
+    # A fed accumulator and a transposed view of one (the gemm into a copy), a
+    # broadcast one, a small product (the plain products and the Add's kernel): the
+    # unfused graph's values.
+    av = np.random.default_rng(10).standard_normal(shape).astype(np.float32)
+    got, types, g, cv, wv = _plain_accumulation(av, transposed, rows)
+    assert types.count("_MatMulPairAdd") == 1
+    assert taken == ([False] if gemm else [])
+    acc = av.T if transposed else av
+    want = acc + cv.T.astype(np.float64) @ g
+    np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    np.testing.assert_allclose(got[1], g @ wv, rtol=1e-4, atol=1e-4)
+    _one_blas_thread(monkeypatch)
+    fused, _, _, _, _ = _plain_accumulation(av, transposed, rows)
+    _without(monkeypatch, matmul_sum.accumulate_pair_products)
+    plain, types, _, _, _ = _plain_accumulation(av, transposed, rows)
+    assert "_MatMulPairAdd" not in types
+    for a, b in zip(fused, plain):
+        np.testing.assert_array_equal(a, b)
+
+
+@needs_blas
+def test_an_accumulator_of_another_shape_fails_as_the_add(monkeypatch):
+    av = np.ones((3, 5), np.float32)
+    with pytest.raises(errors.InvalidArgumentError) as fused:
+        _plain_accumulation(av)
+    _without(monkeypatch, matmul_sum.accumulate_pair_products)
+    with pytest.raises(errors.InvalidArgumentError) as plain:
+        _plain_accumulation(av)
+    assert fused.value.message == plain.value.message
+
+
+@needs_blas
+def test_an_accumulator_known_to_broadcast_is_left_to_the_add():
+    av = np.random.default_rng(11).standard_normal((1, 512)).astype(np.float32)
+    got, types, g, cv, _wv = _plain_accumulation(av, static=True)
+    assert "_MatMulPairAdd" not in types and "_MatMulPair" in types
+    want = av + cv.T.astype(np.float64) @ g
+    np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
