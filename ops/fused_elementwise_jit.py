@@ -123,18 +123,28 @@ def _fast_pows(dtype):
             elif not _exp.same_bits(want, np.power(x, np.full_like(x, e))):
                 got = None
                 break
-    if got is not None and not _numpy_power_is_c_pow(dtype):
-        got = None
     _pow_fast[dtype] = got
     return got
+
+
+_pow_general: dict = {}  # dtype -> whether the `**` form gives NumPy's power's bits
+
+
+def _general_pow(dtype) -> bool:
+    ok = _pow_general.get(dtype)
+    if ok is None:
+        ok = _pow_general[dtype] = _numpy_power_is_c_pow(dtype)
+    return ok
 
 
 def _numpy_power_is_c_pow(dtype) -> bool:
     """Whether NumPy's power of an exponent array gives C's pow's bits here (numba's `**`
     calls libm's pow / powf).  Not on every CPU: NumPy's AVX-512 loops use their own
     power (on the 2-core Zen 4 project machine 449 of 2,000 float32 and 117 float64
-    results differ from glibc's by an ulp or two), and a compiled Pow would not give the
-    NumPy program's bits there.  Checked on 1,000 values through ctypes, ~2 ms once."""
+    results differ from glibc's by an ulp or two), and a compiled `**` would not give
+    the NumPy program's bits there: a program whose Pow takes that form at a call runs
+    NumPy's program (the fast forms, x * x and the like, are NumPy's own and compile
+    everywhere).  Checked on 1,000 values through ctypes, ~2 ms once."""
     import ctypes
     import ctypes.util
 
@@ -439,6 +449,8 @@ def _compiled(program, sched, inline: frozenset):
         )
         loop = ready.get((key, readonly))
         if loop is None:
+            if _POW in key and not _general_pow(dtype):
+                return None  # (C's pow is not NumPy's power here: NumPy's program runs)
             source = _source(program, sched, inline, {j: e for (j, _a), e in zip(pows, key)})
             loop = _loop_for(source, dtype, n_args, readonly)
             if loop is None:
