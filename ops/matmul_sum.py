@@ -465,17 +465,18 @@ def _pair_up(view, i, products, js, partners, addends, order, passed, t) -> None
 # are in fused nodes).
 # ASYNCFLOW_MATMUL_PAIRS=0: no pairs anywhere.
 
+_PAIR_ATTRS = {
+    "T": FLOATING,
+    "transpose_a": False,
+    "transpose_b": False,
+    "partner_transpose_a": False,
+    "partner_transpose_b": False,
+}
 MatMulPair = register_op(
     "_MatMulPair",
     inputs=["a: T", "b: T", "partner_a: T", "partner_b: T"],
     outputs=["product: T", "partner_product: T"],
-    attrs={
-        "T": FLOATING,
-        "transpose_a": False,
-        "transpose_b": False,
-        "partner_transpose_a": False,
-        "partner_transpose_b": False,
-    },
+    attrs=dict(_PAIR_ATTRS),
     shape_fn=lambda op: [tensor_shape.unknown_shape()] * 2,
 )
 NotDifferentiable("_MatMulPair")
@@ -627,11 +628,7 @@ MatMulPairAdd = register_op(
     inputs=["acc: T", "a: T", "b: T", "partner_a: T", "partner_b: T"],
     outputs=["sum: T", "partner_product: T"],
     attrs={
-        "T": FLOATING,
-        "transpose_a": False,
-        "transpose_b": False,
-        "partner_transpose_a": False,
-        "partner_transpose_b": False,
+        **_PAIR_ATTRS,
         # the Add's type ("AddV2" or "Add") and whether acc was its first operand: the
         # plain path runs that kernel on the operands in that order
         "add": "AddV2",
