@@ -12,12 +12,16 @@ import textwrap
 
 import pytest
 
-from asyncflow.ops import jit_cache
+from asyncflow.ops import fused_elementwise_jit, jit_cache
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    """A fresh cache under tmp_path (the module's memo of its directory cleared)."""
+    """A fresh cache under tmp_path (the module's memo of its directory cleared).  The
+    compiles earlier tests queued finish first: a compiling thread writes its program
+    into whatever cache the module points at, this one too (a stray program file made
+    test_oldest_programs_pruned prune one of its own)."""
+    assert fused_elementwise_jit.wait(timeout=50)
     monkeypatch.setenv("ASYNCFLOW_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("ASYNCFLOW_JIT_CACHE", raising=False)
     monkeypatch.setattr(jit_cache, "_state", {})
