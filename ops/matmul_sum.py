@@ -488,14 +488,22 @@ _PAIR_SEARCH_MAX = 64
 _PAIR_PLAIN = True
 
 
-@MatMulPair.kernel("CPU")
-async def _matmul_pair(ctx, a, b, pa, pb):
-    attrs = ctx.attrs
-    dtype = attrs["T"].np_dtype
+def _pair_operands(attrs, a, b, pa, pb):
+    """A pair's two products as its kernels take them: (dtype, (a, b, ta, tb, m, n, k),
+    (pa, pb, pta, ptb, pm, pn, pk)), each operand pair checked by _matrix_pair."""
     ta, tb = attrs["transpose_a"], attrs["transpose_b"]
     pta, ptb = attrs["partner_transpose_a"], attrs["partner_transpose_b"]
     a, b, m, n, k = _matrix_pair(a, b, ta, tb)
     pa, pb, pm, pn, pk = _matrix_pair(pa, pb, pta, ptb)
+    return attrs["T"].np_dtype, (a, b, ta, tb, m, n, k), (pa, pb, pta, ptb, pm, pn, pk)
+
+
+@MatMulPair.kernel("CPU")
+async def _matmul_pair(ctx, a, b, pa, pb):
+    attrs = ctx.attrs
+    dtype, (a, b, ta, tb, m, n, k), (pa, pb, pta, ptb, pm, pn, pk) = _pair_operands(
+        attrs, a, b, pa, pb
+    )
     if (
         blas.available(dtype)
         and all(x.dtype == dtype for x in (a, b, pa, pb))
@@ -652,11 +660,9 @@ def _accumulator(ctx, acc):
 @MatMulPairAdd.kernel("CPU")
 async def _matmul_pair_add(ctx, acc, a, b, pa, pb):
     attrs = ctx.attrs
-    dtype = attrs["T"].np_dtype
-    ta, tb = attrs["transpose_a"], attrs["transpose_b"]
-    pta, ptb = attrs["partner_transpose_a"], attrs["partner_transpose_b"]
-    a, b, m, n, k = _matrix_pair(a, b, ta, tb)
-    pa, pb, pm, pn, pk = _matrix_pair(pa, pb, pta, ptb)
+    dtype, (a, b, ta, tb, m, n, k), (pa, pb, pta, ptb, pm, pn, pk) = _pair_operands(
+        attrs, a, b, pa, pb
+    )
     if (
         type(acc) is np.ndarray
         and acc.dtype == dtype
