@@ -20,7 +20,7 @@ import threading
 
 __all__ = ["at_fork_in_child", "compiling", "may_start"]
 
-_compiling: set[int] = set()  # idents of our threads inside a compile now
+_compiling: dict[int, int] = {}  # ident of each of our threads inside a compile: depth
 _forked_mid_compile = [False]
 _child_hooks: list = []
 
@@ -29,10 +29,16 @@ class compiling:  # noqa: N801 - a context manager: `with compiling():`
     """Marks the calling thread as compiling while inside."""
 
     def __enter__(self):
-        _compiling.add(threading.get_ident())
+        ident = threading.get_ident()
+        _compiling[ident] = _compiling.get(ident, 0) + 1
 
     def __exit__(self, *exc):
-        _compiling.discard(threading.get_ident())
+        ident = threading.get_ident()
+        depth = _compiling.get(ident, 1) - 1
+        if depth:
+            _compiling[ident] = depth
+        else:
+            _compiling.pop(ident, None)
 
 
 def may_start() -> bool:

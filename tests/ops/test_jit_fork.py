@@ -107,3 +107,11 @@ def test_hooks_release_waiters_of_lost_compiles():
         fused_elementwise_jit._pending.update(saved[0])
         if saved[1] == "absent":
             fused_elementwise_jit._loops.pop(key, None)
+
+
+def test_compiling_marks_nested_compiles_until_the_outermost_ends():
+    with jit_fork.compiling():
+        with jit_fork.compiling():
+            pass
+        assert threading.get_ident() in jit_fork._compiling  # (still inside the outer)
+    assert threading.get_ident() not in jit_fork._compiling
