@@ -149,9 +149,12 @@ def _numpy_power_is_c_pow(dtype) -> bool:
     import ctypes.util
 
     try:
-        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        try:  # (glibc's name first: find_library runs ldconfig in a subprocess)
+            libm = ctypes.CDLL("libm.so.6")
+        except OSError:
+            libm = ctypes.CDLL(ctypes.util.find_library("m"))
         fn = libm.powf if dtype == np.float32 else libm.pow
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):
         return False
     scalar = ctypes.c_float if dtype == np.float32 else ctypes.c_double
     fn.argtypes, fn.restype = [scalar, scalar], scalar
