@@ -46,7 +46,7 @@ import numpy as np
 
 from asyncflow.ops import jit_loops
 
-__all__ = ["loops", "warm"]
+__all__ = ["loops", "usable", "warm"]
 
 
 def _pool_2x2(x6, out):
@@ -96,6 +96,8 @@ def _spread_2x2(code, dy, dx6):
 
 
 def _spread_relu_2x2(code, dy, y, dx6):
+    # _spread_2x2 with dy * (y > 0): a loop of its own rather than a flag, so that
+    # neither inner loop holds a branch numba would have to hoist to vectorise it.
     n, oh, ow, c = dy.shape
     zero = dx6.dtype.type(0)
     one = dx6.dtype.type(1)
@@ -137,6 +139,8 @@ _NAMES = (
     "_add_relu",
     "_add_relu_inplace",
 )
+
+
 def _build(numba) -> dict:
     """The loops compiled for float32 and float64 (calls on one-window arrays: the
     signatures every call will have): on jit_loops' background thread, never in a

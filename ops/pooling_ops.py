@@ -376,7 +376,7 @@ def _max_pool_grad(xp, p: _Pool, x, y, dy, fmt, relu: bool = False):
     )
     if tiles and xp is np and dy.dtype.kind == "f" and x.dtype == y.dtype == dy.dtype:
         dx = np.empty(x.shape, dtype=dy.dtype)
-        jit = _jit_2x2(xp, p, x, y, dy) if fmt == "NHWC" else None
+        jit = _jit_2x2(xp, p, x, y, dy)
         if jit is not None:
             part = lambda s, e: _max_pool_grad_jit(jit, p, x, y, dy, relu, dx, s, e)  # noqa: E731
         else:
