@@ -103,7 +103,15 @@ async def _concat_v2(ctx, *args):
     *values, axis = args
     xp = ctx.xp
     values = [xp.asarray(v) for v in values]
-    rank = values[0].ndim
+    axis = concat_axis([v.shape for v in values], axis)
+    return await ctx.device.compute(xp.concatenate, values, axis)
+
+
+def concat_axis(shapes: list, axis) -> int:
+    """ConcatV2's checks of its values' shapes and its axis, with its messages; the axis
+    in [0, rank).  (Also a `_FusedElementwise` that writes a ConcatV2's value itself.)"""
+    first = tuple(shapes[0])
+    rank = len(first)
     axis = int(axis)
     if not -rank <= axis < rank or rank == 0:
         raise _invalid(
@@ -111,19 +119,18 @@ async def _concat_v2(ctx, *args):
             f"but got {axis}"
         )
     axis %= rank
-    first = values[0].shape
-    for i, v in enumerate(values[1:], 1):
-        if v.ndim != rank:
+    for i, shape in enumerate(shapes[1:], 1):
+        if len(shape) != rank:
             raise _invalid(
                 f"ConcatOp : Ranks of all input tensors should match: shape[0] = "
-                f"{_shape_str(first)} vs. shape[{i}] = {_shape_str(v.shape)}"
+                f"{_shape_str(first)} vs. shape[{i}] = {_shape_str(shape)}"
             )
-        if any(a != b for j, (a, b) in enumerate(zip(first, v.shape, strict=True)) if j != axis):
+        if any(a != b for j, (a, b) in enumerate(zip(first, shape, strict=True)) if j != axis):
             raise _invalid(
                 f"ConcatOp : Dimensions of inputs should match: shape[0] = {_shape_str(first)} "
-                f"vs. shape[{i}] = {_shape_str(v.shape)}"
+                f"vs. shape[{i}] = {_shape_str(shape)}"
             )
-    return await ctx.device.compute(xp.concatenate, values, axis)
+    return axis
 
 
 def _fold_concat(t):
