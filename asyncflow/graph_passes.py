@@ -473,6 +473,7 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     select_zero.fuse_select_zero,
     # last: what the pattern fusions left of the element-wise nodes, in clusters
     fused_elementwise.fuse_elementwise,
+    fused_elementwise.fuse_concat_outputs,  # (a join of one fused node's outputs)
 ]
 
 

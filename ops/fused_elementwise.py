@@ -37,13 +37,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import dtypes, errors, graph, tensor_shape
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_jit as _jit
+from asyncflow.ops.manip_ops import concat_axis
 from asyncflow.ops.math_helpers import _quiet, _shape_str, to_host
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
-__all__ = ["FusedElementwise", "fuse_elementwise", "ELEMENTWISE"]
+__all__ = ["FusedElementwise", "fuse_concat_outputs", "fuse_elementwise", "ELEMENTWISE"]
 
 _FLOATS = TypeConstraint([dtypes.float16, dtypes.float32, dtypes.float64])
 
@@ -230,6 +231,9 @@ FusedElementwise = register_op(
         # shape_of[k] = 1: shapes input k is a tensor whose own shape is the target (it
         # stood behind a Shape node the pass dropped); 0 (or absent): the shape itself.
         "shape_of": [],
+        # [axis, count] (`fuse_concat_outputs`): output 0 is ConcatV2(results[:count],
+        # axis), the node's outputs after it results[count:]; empty: one output a result.
+        "concat": [],
     },
     shape_fn=_fused_shape,
 )
@@ -316,6 +320,8 @@ class _Program:
             tuple(operands[starts[j] : starts[j + 1]]) for j in range(len(self.rules))
         ]
         self.results = [self.n_fixed + r for r in attrs["results"]]
+        concat = attrs.get("concat") or ()
+        self.concat = (int(concat[0]), int(concat[1])) if concat else None
         n_shapes = len(attrs["Tshapes"])
         self.shape_of = list(attrs.get("shape_of") or ())[:n_shapes]
         self.shape_of += [0] * (n_shapes - len(self.shape_of))
@@ -482,10 +488,20 @@ class _Program:
         where = "" if self.names[j] == self.op_name else f" (in node {self.names[j]})"
         return errors.InvalidArgumentError(None, None, message + where)
 
+    def pack(self, xp, outs: tuple) -> tuple:
+        """The node's outputs from the results' values: with `concat`, the first
+        `count` joined as ConcatV2 joins them (its checks and messages), then the rest."""
+        if self.concat is None:
+            return outs
+        axis, count = self.concat
+        parts = outs[:count]
+        axis = concat_axis([v.shape for v in parts], axis)
+        return (xp.concatenate(parts, axis), *outs[count:])
+
     def evaluate(self, xp, sched: _Schedule, donated, xs) -> tuple:
-        """Run the program on inputs `xs`; returns the outputs' values."""
+        """Run the program on inputs `xs`; returns the node's outputs (`pack`)."""
         if sched.jit is not None:
-            out = sched.jit(xs)
+            out = sched.jit(xs)  # (packed: fused_elementwise_jit.compile_schedule)
             if out is not None:
                 return out
         fns, literals = self.bound(xp)
@@ -517,7 +533,7 @@ class _Program:
                 v = xp.copy(v)
             seen.add(id(v))
             outs.append(v)
-        return tuple(outs)
+        return self.pack(xp, tuple(outs))
 
 
 # -- the graph pass ----------------------------------------------------------------------
@@ -718,6 +734,8 @@ def fuse_elementwise(view) -> None:
             if j == "feed" or not eligible[j] or cl.cluster[j] == cl.cluster[i]:
                 continue
             cl.try_merge(i, j)
+    if _CONCAT and not may_be_dead and device.device_type == "CPU":
+        _merge_concatenated(view, cl, eligible)
     # One cluster at a time: fusing one rewires its outputs' consumers, which another
     # cluster's plan must see.
     bgas = set()
@@ -738,6 +756,117 @@ def fuse_elementwise(view) -> None:
     for j in shapes:  # (and the Shapes it read, where a fused node reads their inputs)
         if nodes[j].op.type == "Shape":
             view.drop_if_unused(j)
+
+
+_CONCAT = True  # False: joins stay ConcatV2 nodes, their clusters apart (A/B)
+
+
+def _merge_concatenated(view, cl, eligible: list) -> None:
+    """Clusters whose values one ConcatV2 joins become one (an LSTM cell's backward
+    pass: three gate gradients from its main cluster, the output gate's SigmoidGrad
+    from a cluster of its own, which shares no edge with it), so that
+    `fuse_concat_outputs` can give the join to one node: one program, one call, and
+    the joined array written by its loop.  Only parts of one dtype and one shape as
+    far as the graph knows it ([?,128] each: a program of values of one shape
+    compiles, fused_elementwise_jit, where one of parts of two shapes would not), and
+    not where the clusters' union would close a cycle (either reaching the other
+    through nodes outside).  On the CPU: the GPU's programs (fused_elementwise_gpu)
+    take values of one shape, broadcast."""
+    nodes = view.nodes
+    for i in cl.order:
+        node = nodes[i]
+        if node.op.type != "ConcatV2":
+            continue
+        srcs = [s for s in node.inputs[:-1] if s[0] != "feed"]
+        if len(srcs) < len(node.inputs) - 1 or not all(eligible[j] for j, _ in srcs):
+            continue
+        parts = [nodes[j].op._outputs[k] for j, k in srcs]
+        first = parts[0]
+        if first.shape.ndims is None or any(
+            t.dtype != first.dtype or t.shape != first.shape for t in parts
+        ):
+            continue
+        srcs = [j for j, _ in srcs]
+        first = srcs[0]
+        for j in srcs[1:]:
+            a, b = cl.cluster[first], cl.cluster[j]
+            if a == b or not _small_enough(nodes, cl.group(a) + cl.group(b)):
+                continue
+            if cl._closes_cycle(a, b, None) or cl._closes_cycle(b, a, None):
+                continue
+            cl.try_merge(first, j)
+
+
+# A merged program's loop must still vectorize: two LSTM cells' forward programs joined
+# (a bidirectional RNN's last outputs: ten Sigmoids and Tanhs inlined, 26 arrays) made a
+# loop LLVM left scalar, 940 us a [128,128] call against ~50 us for each cell's own;
+# one cell's (five) and the backward pass's 28 instructions of arithmetic vectorize.
+_MERGED_MAX_INLINE = 5
+_MERGED_MAX_MEMBERS = 48
+
+
+def _small_enough(nodes, members: list) -> bool:
+    inline = sum(1 for m in members if nodes[m].op.type in _jit._INLINE32)
+    return inline <= _MERGED_MAX_INLINE and len(members) <= _MERGED_MAX_MEMBERS
+
+
+def fuse_concat_outputs(view) -> None:
+    """A ConcatV2 of values that only it reads, all outputs of one `_FusedElementwise`
+    on the CPU, becomes that node's first output (attr `concat`): the compiled loop
+    writes the joined array itself (`fused_elementwise_jit._source`) and the ConcatV2's
+    copy of them, ~20-35 us a [128,512] join of an LSTM cell's gate gradients, and its
+    trip through the interpreter are gone.  The fused node takes the ConcatV2's name
+    and place (its errors are ConcatV2's, its outputs after the first the program's
+    others).  Where values may be dead (a dynamic_rnn's loop body), only where the
+    join is dead exactly when the fused node is: its axis (a Const waiting for the
+    frame's pivot) and control edges add no source of deadness (`_Deadness`)."""
+    nodes = view.nodes
+    if not _CONCAT:
+        return
+    deadness = _Deadness(view, _Clusters(view).order) if view.has_control_flow() else None
+    for i, node in enumerate(nodes):
+        if node.op.type != "ConcatV2" or not view.available(i):
+            continue
+        if node.device.device_type != "CPU":
+            continue
+        *values, axis_src = node.inputs
+        f = values[0][0]
+        if f == "feed" or axis_src[0] == "feed" or not view.available(f):
+            continue
+        fused = nodes[f]
+        if fused.op.type != "_FusedElementwise" or fused.op._attrs.get("concat"):
+            continue
+        if fused.op._attrs["T"] != node.op._attrs["T"]:
+            continue
+        ks = [k for j, k in values if j == f]
+        if len(ks) != len(values) or len(set(ks)) != len(ks):
+            continue
+        fetched = {tuple(fe) for fe in view.partition.fetches if fe[0] == f}
+        if (f, None) in fetched or any((f, k) in fetched for k in ks):
+            continue  # (a fetched part: a value of its own)
+        reads = [nodes[u].inputs[slot][1] for u, slot in view.consumers(f)]
+        if any(reads.count(k) != 1 for k in ks):  # (the ConcatV2's read alone)
+            continue
+        axis = graph.constant_value(nodes[axis_src[0]].op._outputs[axis_src[1]])
+        if axis is None or np.ndim(axis) != 0:
+            continue
+        if deadness is not None and deadness.node[i] != deadness.node[f]:
+            continue  # (the join's own sources: its inputs' and control edges')
+        attrs = dict(fused.op._attrs)
+        results = list(attrs["results"])
+        rest = [k for k in range(len(results)) if k not in ks]
+        attrs["results"] = [results[k] for k in ks] + [results[k] for k in rest]
+        attrs["M"] = len(rest) + 1
+        attrs["concat"] = [int(axis), len(ks)]
+        view.fuse(
+            into=i,
+            op_type="_FusedElementwise",
+            attrs=attrs,
+            inputs=list(fused.inputs),
+            absorbed=[f],
+            outputs=[(f, k) for k in rest],
+        )
+        view.drop_if_unused(axis_src[0])
 
 
 def _open_gates(view, eligible: list, deadness) -> None:

@@ -130,7 +130,8 @@ def test_the_passes_run_in_the_listed_order():
         matmul_sum.pair_matmuls,  # loops' products of one operand, after the sums
         matmul_sum.accumulate_pair_products,  # a pair's product into its Add's accumulator
         select_zero.fuse_select_zero,
-        fused_elementwise.fuse_elementwise,  # last: what the patterns left, in clusters
+        fused_elementwise.fuse_elementwise,  # what the patterns left, in clusters
+        fused_elementwise.fuse_concat_outputs,  # a join of one fused node's outputs
     ]
 
 

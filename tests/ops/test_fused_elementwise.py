@@ -779,3 +779,152 @@ def test_a_fused_branch_stays_dead_when_not_taken(monkeypatch):
     passes = [r for r in graph_passes.GRAPH_PASSES if r is not fused_elementwise.fuse_elementwise]
     monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
     assert run(False)[1] is None
+
+
+# -- a ConcatV2 of one fused node's outputs (fuse_concat_outputs) --------------------------------
+
+
+def _passes(p):
+    graph_passes.run_graph_passes(p, tf.Graph())
+    return [n.op.type for n in p.nodes]
+
+
+def _three_parts(a, b):
+    # three clusters with no edge between them (each reads a and b only), as an LSTM
+    # cell's gate gradients and its output gate's SigmoidGrad
+    return [tf.tanh(a) * b, tf.sigmoid(b) + a * 2.0, (a - b) * (a + b)]
+
+
+def _np_three_parts(a, b):
+    return [np.tanh(a) * b, _np_sigmoid(b) + a * 2.0, (a - b) * (a + b)]
+
+
+def test_a_join_of_sibling_clusters_becomes_one_fused_node():
+    with tf.Graph().as_default():
+        a = tf.placeholder(tf.float32, [None, 8])
+        b = tf.placeholder(tf.float32, [None, 8])
+        joined = tf.concat(_three_parts(a, b), 1, name="joined")
+        p = _partition([joined], [a, b])
+        types = _passes(p)
+        assert "ConcatV2" not in types
+        (fused,) = _fused_nodes(p)
+        assert fused.op.name == "joined" and fused.op._attrs["concat"] == [1, 3]
+        assert fused.op._attrs["M"] == 1
+
+
+def test_a_join_whose_parts_others_read_stays_a_concat():
+    with tf.Graph().as_default():
+        a = tf.placeholder(tf.float32, [None, 8])
+        b = tf.placeholder(tf.float32, [None, 8])
+        parts = _three_parts(a, b)
+        joined = tf.concat(parts, 1)
+        for fetches in ([joined, parts[0]], [joined, tf.reduce_sum(parts[1])]):
+            p = _partition(fetches, [a, b])
+            assert "ConcatV2" in _passes(p), fetches
+            assert all(not n.op._attrs.get("concat") for n in _fused_nodes(p))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, 2, -3])
+def test_joined_values_and_other_outputs_against_numpy(axis, monkeypatch):
+    a_np = RNG.standard_normal((6, 5, 7)).astype(np.float32)
+    b_np = RNG.standard_normal((6, 5, 7)).astype(np.float32)
+
+    def run():
+        with tf.Graph().as_default(), tf.device("/cpu:0"):  # (the pass is the CPU's)
+            a = tf.placeholder(tf.float32, [None, 5, 7])
+            b = tf.placeholder(tf.float32, [None, 5, 7])
+            parts = _three_parts(a, b)
+            h = tf.tanh(parts[0] * 3.0)  # read by a fetch: an output of its own
+            with tf.Session() as s:
+                out = s.run([tf.concat(parts, axis), h], {a: a_np, b: b_np})
+                kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+        return out, kinds
+
+    (joined, h), kinds = run()
+    assert "ConcatV2" not in kinds
+    want = np.concatenate(_np_three_parts(a_np, b_np), axis)
+    np.testing.assert_allclose(joined, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h, np.tanh(np.tanh(a_np) * b_np * 3.0), rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(fused_elementwise, "_CONCAT", False)
+    (joined0, h0), kinds0 = run()
+    assert "ConcatV2" in kinds0
+    assert joined.tobytes() == joined0.tobytes() and h.tobytes() == h0.tobytes()
+
+
+def test_a_join_of_parts_that_do_not_fit_is_concats_error():
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        a = tf.placeholder(tf.float32, None)
+        b = tf.placeholder(tf.float32, None)
+        second = tf.sigmoid(b) * 2.0  # (one cluster: the first part reads the second)
+        joined = tf.concat([tf.tanh(a) + second, second], 0, name="joined")
+        with tf.Session() as s:
+            a_np = np.zeros((2, 3), np.float32)
+            b_np = np.ones(3, np.float32)
+            with pytest.raises(
+                errors.InvalidArgumentError,
+                match=r"ConcatOp : Ranks of all input tensors should match: "
+                r"shape\[0\] = \[2,3\] vs. shape\[1\] = \[3\]",
+            ) as info:
+                s.run(joined, {a: a_np, b: b_np})
+            assert "joined" in str(info.value)
+            kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+            assert "ConcatV2" not in kinds
+            # the same node joins fitting values afterwards
+            got = s.run(joined, {a: np.zeros(3, np.float32), b: b_np})
+    second = 2 * _np_sigmoid(b_np)
+    np.testing.assert_allclose(got, np.concatenate([second, second]), rtol=1e-6)
+
+
+def test_a_join_inside_a_while_loop_becomes_the_fused_node(monkeypatch):
+    x_np = RNG.standard_normal((4, 6)).astype(np.float32)
+
+    def run():
+        with tf.Graph().as_default(), tf.device("/cpu:0"):
+            x = tf.placeholder(tf.float32, [4, 6])
+
+            def body(i, acc):
+                parts = [tf.tanh(acc) * x, tf.sigmoid(acc) - x]
+                joined = tf.concat(parts, 1)
+                return i + 1, tf.matmul(joined, tf.ones([12, 6])) * 0.1
+
+            _, acc = tf.while_loop(lambda i, acc: i < 3, body, [tf.constant(0), x])
+            (g,) = tf.gradients(tf.reduce_sum(acc), [x])
+            with tf.Session() as s:
+                out = s.run([acc, g], {x: x_np})
+                kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+        return out, kinds
+
+    out, kinds = run()
+    monkeypatch.setattr(fused_elementwise, "_CONCAT", False)
+    plain, plain_kinds = run()
+    assert kinds.count("ConcatV2") < plain_kinds.count("ConcatV2")
+    acc = x_np
+    for _ in range(3):
+        acc = np.concatenate([np.tanh(acc) * x_np, _np_sigmoid(acc) - x_np], 1) @ np.ones((12, 6))
+        acc = acc * 0.1
+    np.testing.assert_allclose(out[0], acc, rtol=1e-5, atol=1e-6)
+    for v, w in zip(out, plain):
+        assert v.tobytes() == w.tobytes()
+
+
+def test_parts_of_two_shapes_stay_in_their_clusters():
+    # (merged, their program could not compile: values of one shape only)
+    with tf.Graph().as_default():
+        a = tf.placeholder(tf.float32, [None, 8])
+        b = tf.placeholder(tf.float32, [None, 4])
+        joined = tf.concat([tf.tanh(a) * 2.0, tf.sigmoid(b) + 1.0], 1)
+        p = _partition([joined], [a, b])
+        types = _passes(p)
+        assert "ConcatV2" in types and len(_fused_nodes(p)) == 2
+
+
+def test_two_lstm_cells_joined_stay_two_programs():
+    # (one program of both would not vectorize: _MERGED_MAX_INLINE)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 16])
+        y = tf.placeholder(tf.float32, [None, 16])
+        c = tf.placeholder(tf.float32, [None, 4])
+        (_, h1), (_, h2) = _lstm_cell(x, c), _lstm_cell(y, c)
+        p = _partition([tf.concat([h1, h2], 1)], [x, y, c])
+        types = _passes(p)
+        assert "ConcatV2" in types and len(_fused_nodes(p)) == 2

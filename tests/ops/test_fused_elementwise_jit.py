@@ -420,3 +420,35 @@ def test_lone_multi_pass_nodes_compile(monkeypatch):
     (want, got), compiled = _run_both(build, [x, x64, tiny], monkeypatch)
     assert compiled == 3  # the Sigmoid, the SigmoidGrad, the Tanh with its gradient
     _same_bits(want, got)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_join_written_by_the_loop_same_bits(axis, dtype, monkeypatch):
+    # An LSTM cell's gate gradients joined for the product after them: the loop writes
+    # each into its place in the joined array (fused_elementwise.fuse_concat_outputs),
+    # with a scalar input, a literal, an input passed on as a part, and an output that
+    # is not joined.
+    rng = np.random.default_rng(7)
+    x, y, dy = _data(rng, dtype), _data(rng, dtype), _data(rng, dtype)
+    s = np.asarray(0.75, dtype)
+
+    def build(x, y, dy, s):
+        a = af.reshape(x * y, SHAPE)  # (not element-wise: the parts read a and dy)
+        # (float64's Sigmoid stays NumPy's: its program would be staged, not one loop)
+        act = af.sigmoid(a) if dtype == np.float32 else af.reciprocal(af.abs(a) + 1.0)
+        parts = [
+            act * dy,
+            (a - dy) * s + 2.0,
+            af.identity(dy),
+            af.square(a) * dy,
+        ]
+        other = parts[0] * parts[1] - s
+        return [af.concat(parts, axis), other]
+
+    (want, got), compiled = _run_both(build, [x, y, dy, s], monkeypatch)
+    assert compiled
+    _same_bits(want, got)
+    assert want[0].shape == np.concatenate([x] * 4, axis).shape
+    sources = [key[0] for key, loop in fused_elementwise_jit._loops.items() if loop]
+    assert any("cat0[c] = " in src for src in sources)
