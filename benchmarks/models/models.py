@@ -12,7 +12,8 @@ The models are the tutorial programs the issue measured, at their shapes: the si
 autoencoder (784-256-128, RMSProp, batch 256), a VAE (784-512-20), a GAN (two
 optimizers), an LSTM over 28 unrolled steps (static_rnn, 128 hidden, batch 128) and its
 dynamic_rnn form, a bidirectional LSTM (static_bidirectional_rnn, 128 hidden each way),
-the ReLU MLP (784-512-512-10, SGD, batch 128), the LeNet CNN (two 5x5 convolutions of
+the dynamic_rnn tutorial's static_rnn with a sequence_length per row (20 steps, 64
+hidden), the ReLU MLP (784-512-512-10, SGD, batch 128), the LeNet CNN (two 5x5 convolutions of
 32 and 64 channels with 2x2 max pooling, 1024 dense, batch 64, Adam), and Adam /
 RMSProp / Momentum applied to ~1M parameters.
 """
@@ -168,6 +169,38 @@ def bilstm(tf, rng):
     return _sequence_classifier(tf, rng, x, y, outputs[-1], 256)
 
 
+def lstm_seqlen(tf, rng):
+    """The dynamic_rnn tutorial (aymericdamien's dynamic_rnn.py): static_rnn over 20 steps
+    with a `sequence_length` per row (its Selects keep finished rows' outputs at zero and
+    their states as they were), 64 hidden, batch 128, the output at each row's last step
+    gathered, two classes, gradient descent."""
+    steps, hidden = 20, 64
+    x = tf.placeholder(tf.float32, [None, steps, 1])
+    y = tf.placeholder(tf.float32, [None, 2])
+    seqlen = tf.placeholder(tf.int32, [None])
+    cell = tf.nn.rnn_cell.BasicLSTMCell(hidden)
+    outputs, _ = tf.nn.static_rnn(
+        cell, tf.unstack(x, steps, 1), dtype=tf.float32, sequence_length=seqlen
+    )
+    outputs = tf.transpose(tf.stack(outputs), [1, 0, 2])
+    index = tf.range(0, tf.shape(outputs)[0]) * steps + (seqlen - 1)
+    last = tf.gather(tf.reshape(outputs, [-1, hidden]), index)
+    w = tf.Variable(rng.standard_normal((hidden, 2)).astype(np.float32))
+    b = tf.Variable(rng.standard_normal(2).astype(np.float32))
+    logits = tf.matmul(last, w) + b
+    loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(logits=logits, labels=y))
+    train = tf.train.GradientDescentOptimizer(0.01).minimize(loss)
+
+    def batch():
+        lengths = rng.integers(3, steps + 1, 128)
+        values = rng.random((128, steps, 1), np.float32)
+        values[np.arange(steps)[None, :] >= lengths[:, None]] = 0.0  # (padded, as its data)
+        labels = np.eye(2, dtype=np.float32)[rng.integers(0, 2, 128)]
+        return [values, labels, lengths.astype(np.int32)]
+
+    return [x, y, seqlen], train, loss, batch
+
+
 def cnn(tf, rng):
     """LeNet as the tutorial CNN and benchmarks/conv_bench.py --full build it, with Adam."""
     x = tf.placeholder(tf.float32, [None, 28, 28, 1])
@@ -231,6 +264,7 @@ MODELS = {
     "lstm_static": lstm_static,
     "lstm_dynamic": lstm_dynamic,
     "bilstm": bilstm,
+    "lstm_seqlen": lstm_seqlen,
     "mlp": mlp,
     "cnn": cnn,
     "adam_1m": _optimizer_only(lambda tf: tf.train.AdamOptimizer(0.001)),
