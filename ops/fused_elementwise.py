@@ -42,6 +42,7 @@ from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_jit as _jit
 from asyncflow.ops.manip_ops import concat_axis
 from asyncflow.ops.math_helpers import _quiet, _shape_str, to_host
+from asyncflow.ops.slicing_ops import _BITS
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["FusedElementwise", "fuse_concat_outputs", "fuse_elementwise", "ELEMENTWISE"]
@@ -90,6 +91,49 @@ def _squared_difference(xp, out, x, y):
 def _rsqrt(xp, out, x):
     xp.sqrt(x, out=out)
     return xp.reciprocal(out, out=out)
+
+
+def _row_condition(cond, value):
+    """Select's condition against its value: TF1's batch vector (one per row of a value
+    of rank 2 or more) reshaped to broadcast along the rows; else as it is."""
+    if cond.ndim == 1 and value.ndim > 1:
+        return cond.reshape(cond.shape + (1,) * (value.ndim - 1))
+    return cond
+
+
+def _mask(xp, keep, value, ints):
+    """A Select's condition as a factor of the value's bits: 1 where kept, 0 elsewhere
+    (a batch vector as one per row: a bool operand broadcast along a row goes through
+    NumPy's casting loop, 2x slower; select_zero._masked)."""
+    keep = _row_condition(keep, value)
+    return keep.astype(ints) if keep.ndim < value.ndim else keep
+
+
+def _select(xp, out, cond, t, e):
+    """Select: t where cond, else e, on the values' bits as the Select kernel takes them
+    (slicing_ops._select_bits: e ^ ((t ^ e) * cond), exact for every value, three passes
+    where `copyto(where=)` took ~5 ns an element)."""
+    ints = _BITS.get(t.dtype.itemsize) if xp is np else None
+    if ints is None:
+        out[...] = xp.where(_row_condition(cond, t), t, e)
+        return out
+    bits, e_bits = out.view(ints), e.view(ints)
+    xp.bitwise_xor(t.view(ints), e_bits, out=bits)
+    xp.multiply(bits, _mask(xp, cond, t, ints), out=bits)
+    xp.bitwise_xor(bits, e_bits, out=bits)
+    return out
+
+
+def _select_zero(xp, out, cond, value, like, zero_then: bool = False):
+    """_SelectZero (ops/select_zero.py): value where cond (not cond: zero_then), else +0,
+    as its kernel computes it: the value's bits times the condition."""
+    keep = xp.logical_not(cond) if zero_then else cond
+    ints = _BITS.get(value.dtype.itemsize) if xp is np else None
+    if ints is None:
+        out[...] = xp.where(_row_condition(keep, value), value, 0)
+        return out
+    xp.multiply(value.view(ints), _mask(xp, keep, value, ints), out=out.view(ints))
+    return out
 
 
 def _add_n(xp, out, *xs):
@@ -192,6 +236,15 @@ ELEMENTWISE: dict[str, _Rule] = {
         _ACTIVATION_GRAD,
     ),
     "AddN": _Rule(_add_n, -1, "equal", (), _ADD_N),  # a later operand may be the same value
+    # Select of a bool condition (of the value's shape, a scalar, or TF1's batch vector)
+    # and _SelectZero (ops/select_zero.py; "_SelectZeroThen" its zero_then form): the
+    # sequence_length steps of static_rnn, a cross-entropy's relu_logits, and their
+    # gradients.  The CPU's programs only (`_SELECT_TYPES`).
+    "Select": _Rule(_select, 3, "select", ()),
+    "_SelectZero": _Rule(_select_zero, 3, "select", ()),
+    "_SelectZeroThen": _Rule(
+        lambda xp, out, c, v, like: _select_zero(xp, out, c, v, like, True), 3, "select", ()
+    ),
     # The gradient g reduced to shape s (a program's own instruction, see the op's attrs):
     # the schedule makes it an alias of g when the shapes agree, else a sum.
     "SumTo": _Rule(None, 2, "sum_to", ()),
@@ -471,6 +524,28 @@ class _Program:
                     a, b = _shape_str(shapes[0]), _shape_str(shape)
                     raise self._error(j, rule.mismatch.format(a, b, name=self.names[j], k=k))
             return shapes[0]
+        if kind == "select":  # (Select's own checks and messages, slicing_ops._select)
+            cond, t, e = shapes
+            if t != e:
+                raise self._error(
+                    j,
+                    f"'then' and 'else' must have the same size.  but received: "
+                    f"{_shape_str(t)} vs. {_shape_str(e)}",
+                )
+            if len(cond) == 1 and len(t) > 1:
+                if cond[0] != t[0]:
+                    raise self._error(
+                        j,
+                        f"Number of batches of 'then' must match size of 'cond', but saw: "
+                        f"{t[0]} vs. {cond[0]}",
+                    )
+            elif cond and cond != t:
+                raise self._error(
+                    j,
+                    f"'then' and 'cond' must have the same size.  but received: "
+                    f"{_shape_str(t)} vs. {_shape_str(cond)}",
+                )
+            return t
         value, bias = shapes  # BiasAdd, NHWC: the bias runs along the last axis
         if len(value) < 2:
             raise self._error(j, f"Input tensor must be at least 2D: {_shape_str(value)}")
@@ -563,6 +638,8 @@ _ALONE = {
     "Rsqrt": (_F32, _F64),
 }
 _ALONE_MIN = 128  # ... when its known dimensions hold at least this many elements
+_SELECT_TYPES = frozenset(["Select", "_SelectZero"])
+_SELECT = True  # False: Selects stay nodes of their own (A/B)
 
 
 def _eligible(view, i: int, device) -> bool:
@@ -581,7 +658,12 @@ def _eligible(view, i: int, device) -> bool:
         return False  # a known tiny result: the program's overhead outweighs the ops'
     if op.type == "BiasAdd" and op._attrs.get("data_format", "NHWC") != "NHWC":
         return False
-    if any(s[0] != "feed" and view.nodes[s[0]].op._outputs[s[1]].dtype != t for s in node.inputs):
+    srcs = node.inputs
+    if op.type in _SELECT_TYPES:
+        if device.device_type != "CPU" or not _SELECT or len(srcs) != 3:
+            return False
+        srcs = srcs[1:]  # (the condition: bool, by the ops' definitions)
+    if any(s[0] != "feed" and view.nodes[s[0]].op._outputs[s[1]].dtype != t for s in srcs):
         return False
     return rule.arity < 0 or len(node.inputs) == rule.arity
 
@@ -1011,7 +1093,7 @@ def _plan_cluster(view, members: list[int], sum_to: dict, deadness, alone: bool 
     program, operands, starts, names = [], [], [], []
     for m in shown:
         starts.append(len(operands))
-        program.append("SumTo" if m in sum_to else nodes[m].op.type)
+        program.append("SumTo" if m in sum_to else _program_type(nodes[m].op))
         names.append(nodes[m].op.name)
         srcs, shape_src = operand_sources(m)
         for src in srcs:
@@ -1053,6 +1135,14 @@ def _plan_cluster(view, members: list[int], sum_to: dict, deadness, alone: bool 
     }
 
 
+def _program_type(op) -> str:
+    """The instruction an element-wise node becomes (its op type; a _SelectZero that
+    zeroes where the condition holds, "_SelectZeroThen")."""
+    if op.type == "_SelectZero" and op._attrs.get("zero_then"):
+        return "_SelectZeroThen"
+    return op.type
+
+
 def _shape_source(view, src) -> tuple:
     """A SumTo target's source: ("shape_of", x) when `src` is the output of a Shape of
     x on a CPU device (the fused node reads x's shape itself: no Shape node a step,
@@ -1088,6 +1178,8 @@ def _literal(view, j: int, inside: set) -> bool:
         return False
     value = op._attrs.get("value")
     if value is None or np.size(value) > _LITERAL_MAX_ELEMENTS:
+        return False
+    if np.asarray(value).dtype == np.bool_:  # (a Select's condition stays a bool input)
         return False
     return all(u in inside for u, _ in view._consumers[j])
 

@@ -71,7 +71,12 @@ _EXPRESSIONS = {
     "SigmoidGrad": "((one - {0}) * {0}) * {1}",  # (1 - y) * y * dy
     "TanhGrad": "(one - {0} * {0}) * {1}",  # (1 - y * y) * dy
     "ReluGrad": "{0} * (one if {1} > zero else zero)",  # g * (x > 0)
+    # (a bool condition: an input of the loop's shape, a scalar, or one per row)
+    "Select": "{1} if {0} else {2}",
+    "_SelectZero": "{1} if {0} else zero",  # (+0, as ZerosLike's)
+    "_SelectZeroThen": "zero if {0} else {1}",
 }
+_SELECTS = frozenset(["Select", "_SelectZero", "_SelectZeroThen"])
 # Float32 transcendental functions inside a loop, each the function the kernel's NumPy
 # calls run here (the same bits; each module checks it against them before a loop uses
 # it): Sigmoid is ops/elementwise.sigmoid's negative, exp, add one, reciprocal; Tanh is
@@ -183,15 +188,32 @@ def _copies(own) -> bool:
     return getattr(own, "is_copy", False)
 
 
+def _conditions(program) -> frozenset:
+    """The inputs that are Selects' conditions (bool arrays)."""
+    return frozenset(args[0] for t, args in zip(program.types, program.operands) if t in _SELECTS)
+
+
+def _row_inputs(program, sched, shape) -> frozenset:
+    """Conditions that are TF1's batch vectors: one per row of the loop's values (rank
+    2 or more), read once a row by the row loop (`_source`)."""
+    if len(shape) < 2:
+        return frozenset()
+    return frozenset(k for k in _conditions(program) if sched.slot_shapes[k] == shape[:1])
+
+
 def _eligible(program, sched, inline: frozenset = frozenset()) -> bool:
     if sched.elements < _MIN_ELEMENTS or program.dtype not in (np.float32, np.float64):
         return False
     shape = _full_shape(sched)
+    rows = _row_inputs(program, sched, shape)
+    if any(k >= program.n_inputs for k in _conditions(program)):
+        return False  # (a condition that is not an input: cannot happen, bool literals)
     for s, slot_shape in enumerate(sched.slot_shapes):
         # every value of one shape, but for scalar inputs (each the same operand of
-        # every element, as NumPy's broadcast reads it)
+        # every element, as NumPy's broadcast reads it) and conditions one per row
         if slot_shape != shape and not (s < program.n_inputs and slot_shape == ()):
-            return False  # broadcasting, or an input of another shape
+            if s not in rows:
+                return False  # broadcasting, or an input of another shape
     for lit in program.literals:
         if lit.ndim:
             return False
@@ -235,7 +257,9 @@ def _result_names(program, sched) -> list:
     return [names[r] for r in sched.results]
 
 
-def _source(program, sched, inline: frozenset = frozenset(), pows=None, concat: int = 0) -> str:
+def _source(
+    program, sched, inline: frozenset = frozenset(), pows=None, concat: int = 0, rows=frozenset()
+) -> str:
     """The loop's Python source: def loop(inputs..., outputs..., literals..., one, zero);
     `pows`: {instruction j: its Pow's expression}.
 
@@ -246,16 +270,19 @@ def _source(program, sched, inline: frozenset = frozenset(), pows=None, concat: 
     (cat's: one per result), then over the columns of the row: every access in the
     inner loop is a slice indexed by the loop's counter, which vectorizes (indices
     computed from r and c, `cat[r * width + k * cols + c]`, made the LSTM's [128,512]
-    join 3x slower than this; ~the flat loop plus NumPy's concatenation).
+    join 3x slower than this; ~the flat loop plus NumPy's concatenation).  The same
+    row loop, with no `cat`, where inputs `rows` hold one value per row (a Select's
+    batch-vector condition): read once a row.
     """
     n_in, n_lit = program.n_inputs, len(program.literals)
     names = [f"x{k}" for k in range(n_in)] + [f"c{k}" for k in range(n_lit)]
     scalar = [sched.slot_shapes[k] == () for k in range(n_in)]
-    pad = " " * (12 if concat else 8)
-    # (a concatenating loop reads row slices `in{k}c` by the column c; a scalar input,
-    # in either loop, its one element)
-    at = ["in{}[0]" if scalar[k] else "in{}c[c]" if concat else "in{}[i]" for k in range(n_in)]
-    body = [f"{pad}x{k} = {at[k].format(k)}" for k in range(n_in)]
+    by_row = bool(concat or rows)
+    pad = " " * (12 if by_row else 8)
+    # (a row loop reads row slices `in{k}c` by the column c; a scalar input, in either
+    # loop, its one element; a row's input its row's, before the columns' loop)
+    at = ["in{}[0]" if scalar[k] else "in{}c[c]" if by_row else "in{}[i]" for k in range(n_in)]
+    body = [f"{pad}x{k} = {at[k].format(k)}" for k in range(n_in) if k not in rows]
     for j, (t, (own, args, slot)) in enumerate(zip(program.types, sched.steps)):
         ops = [names[a] for a in args]
         if slot is None or _copies(own):  # (a copy: the output's store below)
@@ -273,7 +300,7 @@ def _source(program, sched, inline: frozenset = frozenset(), pows=None, concat: 
         body.append(f"{pad}{v} = {expr}")
         names.append(v)
     params = [f"in{k}" for k in range(n_in)]
-    if not concat:
+    if not by_row:
         outs = [f"out{k}[i] = {names[r]}" for k, r in enumerate(sched.results)]
         params += [f"out{k}" for k in range(len(sched.results))]
         params += [f"c{k}" for k in range(n_lit)]
@@ -282,16 +309,21 @@ def _source(program, sched, inline: frozenset = frozenset(), pows=None, concat: 
     n_out = len(sched.results)
     outs = [f"cat{k}[c] = {names[r]}" for k, r in enumerate(sched.results[:concat])]
     outs += [f"out{k}c[c] = {names[r]}" for k, r in enumerate(sched.results) if k >= concat]
-    params += ["cat"] + [f"out{k}" for k in range(concat, n_out)]
+    params += (["cat"] if concat else []) + [f"out{k}" for k in range(concat, n_out)]
     params += [f"c{k}" for k in range(n_lit)]
     lines = [
         f"def loop({', '.join(params)}, one, zero, rows, cols):",
-        f"    width = cols * {concat}",
+        f"    width = cols * {max(concat, 1)}",
         "    for r in range(rows):",
         "        a = r * cols",
         "        b = r * width",
     ]
-    lines += [f"        in{k}c = in{k}[a : a + cols]" for k in range(n_in) if not scalar[k]]
+    lines += [f"        x{k} = in{k}[r]" for k in sorted(rows)]
+    lines += [
+        f"        in{k}c = in{k}[a : a + cols]"
+        for k in range(n_in)
+        if not scalar[k] and k not in rows
+    ]
     lines += [f"        cat{k} = cat[b + {k} * cols : b + {k + 1} * cols]" for k in range(concat)]
     lines += [f"        out{k}c = out{k}[a : a + cols]" for k in range(concat, n_out)]
     lines.append("        for c in range(cols):")
@@ -327,14 +359,15 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
             else:
                 exec(compile(source, "<fused element-wise program>", "exec"), namespace)
                 jitted = numba.njit(nogil=True, error_model="numpy")(namespace["loop"])
-            n_reads, n_writes, n_scalars, *concat = n_args
-            # (one element each; a concatenating loop's `rows, cols` one row of one
-            # column, whose `cat` holds `count` elements)
-            count = concat[0] if concat else 0
-            reads = [np.ones(1, dtype) for _ in range(n_reads)]
+            # n_args: (arrays read, written, scalars[, joined count, the conditions
+            # (bool arrays read), whether a row loop]); one element each, a row
+            # loop's `rows, cols` one row of one column (its `cat`: `count` elements)
+            n_reads, n_writes, n_scalars, *more = n_args
+            count, conditions, by_row = more if more else (0, frozenset(), False)
+            reads = [np.ones(1, np.bool_ if k in conditions else dtype) for k in range(n_reads)]
             reads = [_readonly(r) for r in reads] if readonly else reads
             writes = [np.ones(max(1, count), dtype) for _ in range(n_writes)]
-            jitted(*reads, *writes, *[dtype.type(1)] * n_scalars, *([1, 1] if count else []))
+            jitted(*reads, *writes, *[dtype.type(1)] * n_scalars, *([1, 1] if by_row else []))
             loop = jitted
     except Exception as exc:  # numba could not type or compile it: NumPy's program runs
         tf_logging.warning("asyncflow: compiling a fused program with numba failed: %r", exc)
@@ -519,13 +552,18 @@ def _compiled(program, sched, inline: frozenset):
     fast = _fast_pows(dtype) if pows else {}
     ready: dict = {}  # (the Pows' expressions, read-only) -> the loop
     count = _concat_count(program, sched, shape)
+    by_rows = _row_inputs(program, sched, shape)
+    rows, cols = shape[0] if shape else 1, math.prod(shape[1:])  # (a row loop's)
     if count:
         axis = program.concat[0] % len(shape)
-        rows, cols = math.prod(shape[:axis]), math.prod(shape[axis:])
-        joined = (*shape[:axis], shape[axis] * count, *shape[axis + 1 :])
-        n_args = (n_in, n_out - count + 1, n_lit + 2, count)
-    else:
-        n_args = (n_in, n_out, n_lit + 2)
+        if by_rows and math.prod(shape[:axis]) != shape[0]:
+            count = 0  # (conditions per row of the first axis: the join by NumPy after)
+        else:
+            rows, cols = math.prod(shape[:axis]), math.prod(shape[axis:])
+            joined = (*shape[:axis], shape[axis] * count, *shape[axis + 1 :])
+    by_row = bool(count or by_rows)
+    n_args = (n_in, n_out - count + (1 if count else 0), n_lit + 2)
+    n_args += (count, _conditions(program), by_row)
 
     def run(xs):
         flat, readonly = _reading([np.ascontiguousarray(x).reshape(-1) for x in xs])
@@ -538,7 +576,7 @@ def _compiled(program, sched, inline: frozenset):
             if _POW in key and not _general_pow(dtype):
                 return None  # (C's pow is not NumPy's power here: NumPy's program runs)
             forms = {j: e for (j, _a), e in zip(pows, key)}
-            source = _source(program, sched, inline, forms, count)
+            source = _source(program, sched, inline, forms, count, by_rows)
             loop = _loop_for(source, dtype, n_args, readonly)
             if loop is None:
                 return None
@@ -550,7 +588,10 @@ def _compiled(program, sched, inline: frozenset):
                  rows, cols)  # fmt: skip
             return (cat, *rest)
         outs = [np.empty(shape, dtype) for _ in range(n_out)]
-        loop(*flat, *(o.reshape(-1) for o in outs), *lits, one, zero)
+        if by_row:
+            loop(*flat, *(o.reshape(-1) for o in outs), *lits, one, zero, rows, cols)
+        else:
+            loop(*flat, *(o.reshape(-1) for o in outs), *lits, one, zero)
         return tuple(outs)
 
     run.packs = bool(count)
@@ -587,6 +628,8 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
     calls[k]: [(ufunc, value, operand)] run before stage k."""
     if sched.elements < _MIN_STAGED or program.dtype not in (np.float32, np.float64):
         return None
+    if any(t in _SELECTS for t in program.types):
+        return None  # (bool conditions: the whole loop's, or NumPy's program)
     shape = sched.slot_shapes[0] if sched.slot_shapes else None
     if any(s != shape for s in sched.slot_shapes) or any(lit.ndim for lit in program.literals):
         return None

@@ -9,7 +9,14 @@ import pytest
 
 import asyncflow as af
 from asyncflow import errors, graph_passes
-from asyncflow.ops import select_zero
+from asyncflow.ops import fused_elementwise, select_zero
+
+
+@pytest.fixture(autouse=True)
+def selects_as_nodes(monkeypatch):
+    """The _SelectZero nodes this module checks for, and their own kernel: not taken
+    into the element-wise programs (tests/ops/test_fused_elementwise.py tests those)."""
+    monkeypatch.setattr(fused_elementwise, "_SELECT", False)
 
 
 def _plan_types(sess) -> list[str]:

@@ -928,3 +928,91 @@ def test_two_lstm_cells_joined_stay_two_programs():
         p = _partition([tf.concat([h1, h2], 1)], [x, y, c])
         types = _passes(p)
         assert "ConcatV2" in types and len(_fused_nodes(p)) == 2
+
+
+# -- Selects inside the programs (a bool condition: of the value's shape, or per row) ---------
+
+
+def _masked_cells(x, steps, lengths):
+    """static_rnn's sequence_length steps, in small: each step's value kept on the rows
+    still running, zeros (_SelectZero) or the last value (Select) elsewhere."""
+    h = tf.zeros_like(x)
+    outs = []
+    for t in range(steps):
+        live = t < lengths  # [batch] bool: TF1's batch-vector condition
+        new_h = tf.tanh(x * float(t + 1) + h)
+        outs.append(tf.where(live, new_h, tf.zeros_like(new_h)))
+        h = tf.where(live, new_h, h)
+    return outs, h
+
+
+def _run_masked(monkeypatch, select: bool):
+    monkeypatch.setattr(fused_elementwise, "_SELECT", select)
+    x_np = np.random.default_rng(12).standard_normal((6, 5)).astype(np.float32)
+    x_np[0, 0], x_np[1, 1] = np.nan, -np.inf
+    lengths_np = np.array([0, 1, 2, 3, 3, 1], np.int32)
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        x = tf.placeholder(tf.float32, [None, 5])
+        lengths = tf.placeholder(tf.int32, [None])
+        outs, h = _masked_cells(x, 3, lengths)
+        loss = tf.reduce_sum(tf.add_n(outs) * h)
+        (g,) = tf.gradients(loss, [x])
+        with tf.Session() as s:
+            got = s.run([*outs, h, g], {x: x_np, lengths: lengths_np})
+            kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+    return got, kinds, x_np, lengths_np
+
+
+def test_selects_with_a_batch_vector_condition_join_the_clusters(monkeypatch):
+    got, kinds, x_np, lengths = _run_masked(monkeypatch, True)
+    plain, plain_kinds, _, _ = _run_masked(monkeypatch, False)
+    selects = ("Select", "_SelectZero")
+    assert sum(k in selects for k in kinds) < sum(k in selects for k in plain_kinds)
+    assert len(kinds) < len(plain_kinds)
+    for a, b in zip(got, plain):  # (nan and -inf rows included)
+        assert a.tobytes() == b.tobytes()
+    h = np.zeros_like(x_np)
+    for t in range(3):
+        live = (t < lengths)[:, None]
+        with np.errstate(invalid="ignore"):
+            new_h = np.tanh(x_np * (t + 1) + h)
+        np.testing.assert_allclose(got[t], np.where(live, new_h, 0.0), rtol=1e-6, atol=1e-7)
+        h = np.where(live, new_h, h)
+    np.testing.assert_allclose(got[3], h, rtol=1e-6)
+
+
+@pytest.mark.parametrize("cond_shape", [(4, 6), (4,), ()])
+def test_a_select_inside_a_program_against_numpy(cond_shape):
+    rng = np.random.default_rng(11)
+    x_np = rng.standard_normal((4, 6)).astype(np.float32)
+    c_np = rng.random(cond_shape) < 0.5
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        x = tf.placeholder(tf.float32, [4, 6])
+        c = tf.placeholder(tf.bool, cond_shape)
+        y = tf.where(c, tf.tanh(x) * 2.0, x - 1.0) + 0.5
+        (g,) = tf.gradients(tf.reduce_sum(y * y), [x])  # (a _SelectZero each way)
+        with tf.Session() as s:
+            got_y, got_g = s.run([y, g], {x: x_np, c: c_np})
+            kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+    assert "Select" not in kinds and "_SelectZero" not in kinds
+    cb = c_np.reshape(c_np.shape + (1,)) if c_np.ndim == 1 else c_np
+    want_y = np.where(cb, np.tanh(x_np) * 2.0, x_np - 1.0) + 0.5
+    want_g = 2 * want_y * np.where(cb, 2.0 * (1 - np.tanh(x_np) ** 2), 1.0)
+    np.testing.assert_allclose(got_y, want_y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_g, want_g, rtol=1e-5, atol=1e-5)
+
+
+def test_a_select_whose_shapes_do_not_fit_is_selects_error():
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        x = tf.placeholder(tf.float32, [None, 3])
+        c = tf.placeholder(tf.bool, [None])
+        y = tf.where(c, tf.tanh(x), x * 2.0, name="the_select") + 1.0
+        with tf.Session() as s:
+            with pytest.raises(
+                errors.InvalidArgumentError,
+                match=r"Number of batches of 'then' must match size of 'cond', but saw: 2 vs. 3",
+            ) as info:
+                s.run(y, {x: np.zeros((2, 3), np.float32), c: np.ones(3, bool)})
+            assert "the_select" in str(info.value)
+            got = s.run(y, {x: np.zeros((2, 3), np.float32), c: np.ones(2, bool)})
+    np.testing.assert_array_equal(got, np.ones((2, 3), np.float32))

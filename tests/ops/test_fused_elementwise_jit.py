@@ -7,6 +7,7 @@ forward pass and gradient; and the programs it leaves to NumPy."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -452,3 +453,28 @@ def test_a_join_written_by_the_loop_same_bits(axis, dtype, monkeypatch):
     assert want[0].shape == np.concatenate([x] * 4, axis).shape
     sources = [key[0] for key, loop in fused_elementwise_jit._loops.items() if loop]
     assert any("cat0[c] = " in src for src in sources)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_selects_compile_to_the_same_bits(dtype, monkeypatch):
+    # static_rnn's sequence_length steps (a batch-vector condition: the row loop), a
+    # condition of the values' shape, and the _SelectZero both ways that their
+    # gradients take; nan, inf and signed zeros in the data
+    rng = np.random.default_rng(8)
+    x, y, g = _data(rng, dtype), _data(rng, dtype), _data(rng, dtype)
+    rows = rng.random(SHAPE[0]) < 0.6
+    full = rng.random(SHAPE) < 0.4
+
+    def build(x, y, g, rows, full):
+        a = af.reshape(x * y, SHAPE)  # (the programs read a, not x and y)
+        kept = af.where(rows, a * 2.0, af.zeros_like(a))  # _SelectZero, per row
+        held = af.where(rows, a + g, g)  # Select, per row
+        mixed = af.where(full, held - 1.0, kept)  # Select, element-wise
+        out = kept * held + mixed
+        return [out, *af.gradients(out, [a, g], [g])]
+
+    (want, got), compiled = _run_both(build, [x, y, g, rows, full], monkeypatch)
+    assert compiled
+    _same_bits(want, got)
+    sources = [key[0] for key, loop in fused_elementwise_jit._loops.items() if loop]
+    assert any(re.search(r"x\d+ = in\d+\[r\]", src) for src in sources)  # (the row loop)
