@@ -330,6 +330,7 @@ def _source(
     return "\n".join(lines + body + [f"{pad}{o}" for o in outs]) + "\n"
 
 
+_NO_LOOP = object()  # (a form whose compile failed, or whose inline function's check did)
 _lock = threading.Lock()
 _loops: dict[tuple, object] = {}  # (source, dtype) -> compiled loop, or None: it failed
 _pending: dict[tuple, threading.Event] = {}  # compiles under way
@@ -550,7 +551,8 @@ def _compiled(program, sched, inline: frozenset):
     shape = _full_shape(sched)
     pows = _pow_exponents(program, sched)
     fast = _fast_pows(dtype) if pows else {}
-    ready: dict = {}  # (the Pows' expressions, read-only) -> the loop
+    ready: dict = {}  # (the Pows' expressions, read-only) -> the loop, or _NO_LOOP
+    sources: dict = {}  # the Pows' expressions -> the loop's source
     count = _concat_count(program, sched, shape)
     by_rows = _row_inputs(program, sched, shape)
     rows, cols = shape[0] if shape else 1, math.prod(shape[1:])  # (a row loop's)
@@ -575,12 +577,18 @@ def _compiled(program, sched, inline: frozenset):
         if loop is None:
             if _POW in key and not _general_pow(dtype):
                 return None  # (C's pow is not NumPy's power here: NumPy's program runs)
-            forms = {j: e for (j, _a), e in zip(pows, key)}
-            source = _source(program, sched, inline, forms, count, by_rows)
+            source = sources.get(key)
+            if source is None:  # (~30 us to write: once, not at every call a compile waits)
+                forms = {j: e for (j, _a), e in zip(pows, key)}
+                source = sources[key] = _source(program, sched, inline, forms, count, by_rows)
             loop = _loop_for(source, dtype, n_args, readonly)
             if loop is None:
+                if _loops.get((source, dtype, readonly), _pending) is None:
+                    ready[key, readonly] = _NO_LOOP  # (failed for good: never asked again)
                 return None
             ready[key, readonly] = loop
+        elif loop is _NO_LOOP:
+            return None
         if count:
             cat = np.empty(joined, dtype)
             rest = [np.empty(shape, dtype) for _ in range(n_out - count)]

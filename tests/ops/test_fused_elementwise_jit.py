@@ -478,3 +478,27 @@ def test_selects_compile_to_the_same_bits(dtype, monkeypatch):
     _same_bits(want, got)
     sources = [key[0] for key, loop in fused_elementwise_jit._loops.items() if loop]
     assert any(re.search(r"x\d+ = in\d+\[r\]", src) for src in sources)  # (the row loop)
+
+
+def test_a_form_that_failed_to_compile_is_not_asked_again(monkeypatch):
+    # (a loop whose compile failed, or whose inline function's check did: the program
+    # runs NumPy's at once, without writing its source and asking at every call)
+    asked = []
+
+    def failing(source, dtype, n_args, readonly=False):
+        asked.append(source)
+        monkeypatch.setitem(fused_elementwise_jit._loops, (source, dtype, readonly), None)
+        return None
+
+    monkeypatch.setattr(fused_elementwise_jit, "_loop_for", failing)
+    monkeypatch.setattr(fused_updates, "_DISABLED", False)
+    rng = np.random.default_rng(9)
+    x_np, y_np = _data(rng, np.float64), _data(rng, np.float64)
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        x, y = af.placeholder(af.float64, SHAPE), af.placeholder(af.float64, SHAPE)
+        z = (x * y + 1.0) * x - y
+        with af.Session() as sess:
+            got = [sess.run(z, {x: x_np, y: y_np}) for _ in range(5)]
+    assert len(asked) == 1
+    for g in got:
+        np.testing.assert_array_equal(g, (x_np * y_np + 1.0) * x_np - y_np)
