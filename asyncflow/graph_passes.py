@@ -471,9 +471,10 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     matmul_sum.pair_matmuls,  # (two products of one operand: after the sums took theirs)
     matmul_sum.accumulate_pair_products,  # (a pair's product into its Add's accumulator)
     select_zero.fuse_select_zero,
-    # last: what the pattern fusions left of the element-wise nodes, in clusters
+    # what the pattern fusions left of the element-wise nodes, in clusters; then a join
+    # of one cluster's outputs, given to its fused node
     fused_elementwise.fuse_elementwise,
-    fused_elementwise.fuse_concat_outputs,  # (a join of one fused node's outputs)
+    fused_elementwise.fuse_concat_outputs,
 ]
 
 
