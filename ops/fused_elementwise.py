@@ -42,7 +42,8 @@ from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_jit as _jit
 from asyncflow.ops.manip_ops import concat_axis
 from asyncflow.ops.math_helpers import _quiet, _shape_str, to_host
-from asyncflow.ops.slicing_ops import _BITS
+from asyncflow.ops.select_zero import _masked
+from asyncflow.ops.slicing_ops import _BITS, _select_bits
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["FusedElementwise", "fuse_concat_outputs", "fuse_elementwise", "ELEMENTWISE"]
@@ -93,47 +94,20 @@ def _rsqrt(xp, out, x):
     return xp.reciprocal(out, out=out)
 
 
-def _row_condition(cond, value):
-    """Select's condition against its value: TF1's batch vector (one per row of a value
-    of rank 2 or more) reshaped to broadcast along the rows; else as it is."""
-    if cond.ndim == 1 and value.ndim > 1:
-        return cond.reshape(cond.shape + (1,) * (value.ndim - 1))
-    return cond
-
-
-def _mask(xp, keep, value, ints):
-    """A Select's condition as a factor of the value's bits: 1 where kept, 0 elsewhere
-    (a batch vector as one per row: a bool operand broadcast along a row goes through
-    NumPy's casting loop, 2x slower; select_zero._masked)."""
-    keep = _row_condition(keep, value)
-    return keep.astype(ints) if keep.ndim < value.ndim else keep
-
-
 def _select(xp, out, cond, t, e):
     """Select: t where cond, else e, on the values' bits as the Select kernel takes them
-    (slicing_ops._select_bits: e ^ ((t ^ e) * cond), exact for every value, three passes
-    where `copyto(where=)` took ~5 ns an element)."""
-    ints = _BITS.get(t.dtype.itemsize) if xp is np else None
-    if ints is None:
-        out[...] = xp.where(_row_condition(cond, t), t, e)
-        return out
-    bits, e_bits = out.view(ints), e.view(ints)
-    xp.bitwise_xor(t.view(ints), e_bits, out=bits)
-    xp.multiply(bits, _mask(xp, cond, t, ints), out=bits)
-    xp.bitwise_xor(bits, e_bits, out=bits)
-    return out
+    (slicing_ops._select_bits: exact for every value).  TF1's batch vector (one per row
+    of a value of rank 2 or more) as one factor per row, as _SelectZero's kernel makes
+    it: a bool operand broadcast along a row goes through NumPy's casting loop, 2x
+    slower.  CPU programs only (`_SELECT_TYPES`)."""
+    if cond.ndim == 1 and t.ndim > 1:
+        cond = cond.astype(_BITS[t.dtype.itemsize]).reshape(cond.shape + (1,) * (t.ndim - 1))
+    return _select_bits(cond, t, e, out)
 
 
 def _select_zero(xp, out, cond, value, like, zero_then: bool = False):
-    """_SelectZero (ops/select_zero.py): value where cond (not cond: zero_then), else +0,
-    as its kernel computes it: the value's bits times the condition."""
-    keep = xp.logical_not(cond) if zero_then else cond
-    ints = _BITS.get(value.dtype.itemsize) if xp is np else None
-    if ints is None:
-        out[...] = xp.where(_row_condition(keep, value), value, 0)
-        return out
-    xp.multiply(value.view(ints), _mask(xp, keep, value, ints), out=out.view(ints))
-    return out
+    """_SelectZero: its kernel's own function (select_zero._masked), into `out`."""
+    return _masked(cond, value, zero_then, out)
 
 
 def _add_n(xp, out, *xs):
@@ -863,20 +837,17 @@ def _merge_concatenated(view, cl, eligible: list) -> None:
         if len(srcs) < len(node.inputs) - 1 or not all(eligible[j] for j, _ in srcs):
             continue
         parts = [nodes[j].op._outputs[k] for j, k in srcs]
-        first = parts[0]
-        if first.shape.ndims is None or any(
-            t.dtype != first.dtype or t.shape != first.shape for t in parts
-        ):
+        shape, dtype = parts[0].shape, parts[0].dtype
+        if shape.ndims is None or any(t.dtype != dtype or t.shape != shape for t in parts):
             continue
-        srcs = [j for j, _ in srcs]
-        first = srcs[0]
-        for j in srcs[1:]:
-            a, b = cl.cluster[first], cl.cluster[j]
+        head = srcs[0][0]
+        for j, _k in srcs[1:]:
+            a, b = cl.cluster[head], cl.cluster[j]
             if a == b or not _small_enough(nodes, cl.group(a) + cl.group(b)):
                 continue
             if cl._closes_cycle(a, b, None) or cl._closes_cycle(b, a, None):
                 continue
-            cl.try_merge(first, j)
+            cl.try_merge(head, j)
 
 
 # A merged program's loop must still vectorize: two LSTM cells' forward programs joined

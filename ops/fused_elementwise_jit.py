@@ -247,14 +247,15 @@ def _pow_exponents(program, sched) -> list:
     return out
 
 
-def _result_names(program, sched) -> list:
-    """Each result's name in the loop's source: an instruction's `v{j}`, or the input's
-    `x{k}` that it is (an Identity, a SumTo to the same shape, a copy)."""
+def _value_names(program, sched) -> list:
+    """Each value's name in the loop's source: inputs `x{k}`, literals `c{k}`, an
+    instruction's `v{j}`, or that of the value it is (an Identity, a SumTo to the same
+    shape, a copy: the output's store)."""
     n_in, n_lit = program.n_inputs, len(program.literals)
     names = [f"x{k}" for k in range(n_in)] + [f"c{k}" for k in range(n_lit)]
     for j, (own, args, slot) in enumerate(sched.steps):
         names.append(names[args[0]] if slot is None or _copies(own) else f"v{j}")
-    return [names[r] for r in sched.results]
+    return names
 
 
 def _source(
@@ -275,7 +276,7 @@ def _source(
     batch-vector condition): read once a row.
     """
     n_in, n_lit = program.n_inputs, len(program.literals)
-    names = [f"x{k}" for k in range(n_in)] + [f"c{k}" for k in range(n_lit)]
+    names = _value_names(program, sched)
     scalar = [sched.slot_shapes[k] == () for k in range(n_in)]
     by_row = bool(concat or rows)
     pad = " " * (12 if by_row else 8)
@@ -284,11 +285,9 @@ def _source(
     at = ["in{}[0]" if scalar[k] else "in{}c[c]" if by_row else "in{}[i]" for k in range(n_in)]
     body = [f"{pad}x{k} = {at[k].format(k)}" for k in range(n_in) if k not in rows]
     for j, (t, (own, args, slot)) in enumerate(zip(program.types, sched.steps)):
-        ops = [names[a] for a in args]
         if slot is None or _copies(own):  # (a copy: the output's store below)
-            names.append(ops[0])
             continue
-        v = f"v{j}"
+        ops = [names[a] for a in args]
         if t == "AddN":  # ((x0 + x1) + x2) + ...
             expr = f"{ops[0]} + {ops[1]}"
             for o in ops[2:]:
@@ -297,8 +296,7 @@ def _source(
             expr = (pows or {}).get(j, _POW).format(*ops)
         else:
             expr = _expression(t, inline).format(*ops)
-        body.append(f"{pad}{v} = {expr}")
-        names.append(v)
+        body.append(f"{pad}v{j} = {expr}")
     params = [f"in{k}" for k in range(n_in)]
     if not by_row:
         outs = [f"out{k}[i] = {names[r]}" for k, r in enumerate(sched.results)]
@@ -534,7 +532,8 @@ def _concat_count(program, sched, shape) -> int:
     scalar = {f"x{k}" for k in range(program.n_inputs) if sched.slot_shapes[k] == ()}
     if not -len(shape) <= axis < len(shape) or count > len(sched.results):
         return 0  # (ConcatV2's error, from `pack`)
-    if any(name in scalar for name in _result_names(program, sched)[:count]):
+    names = _value_names(program, sched)
+    if any(names[r] in scalar for r in sched.results[:count]):
         return 0
     return count
 

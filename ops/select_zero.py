@@ -37,9 +37,11 @@ NotDifferentiable("_SelectZero")  # introduced after the gradients were built
 _MIN_ELEMENTS = 1024  # as the Select kernel's own bit path
 
 
-def _masked(cond, value, zero_then: bool):
+def _masked(cond, value, zero_then: bool, out=None):
+    """value where cond (not cond: zero_then), else +0, into `out` if given (not value):
+    the value's bits times the condition.  (Also a fused program's _SelectZero.)"""
     ints = _BITS[value.dtype.itemsize]
-    out = np.empty(value.shape, value.dtype)
+    out = np.empty(value.shape, value.dtype) if out is None else out
     keep = np.logical_not(cond) if zero_then else cond
     if keep.ndim < value.ndim:  # a batch vector: one factor per row, as value's ints (a
         # bool operand broadcast along a row goes through NumPy's casting loop: 2x slower)
