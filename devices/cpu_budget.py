@@ -14,6 +14,9 @@ whichever that kind of call (function and
 shapes) measured faster recently; the other way is tried again every `_EXPLORE` calls.
 While another process's thread is runnable (`threads_now()` is 1) every call takes one
 thread and nothing is explored: a second thread would only spin and wait for that core.
+Where numba's pool runs (ops/jit_threads.py), a product granted several threads runs
+as blocks on the pool's threads instead, each block on one BLAS thread
+(`pool_threads`), so that one spinning pool serves products and element-wise loops.
 
 Why measure: OpenBLAS splits a product statically between its threads, which spin
 and wait for each other; when another process holds a core, a two-thread call waits a
@@ -58,6 +61,7 @@ __all__ = [
     "deterministic",
     "parallel_for",
     "parallel_parts",
+    "pool_threads",
     "restore_blas",
     "release_side",
     "reserve_side",
@@ -284,17 +288,35 @@ def _short_spin(lib) -> bool:
 _set_blas_local = (
     _load_blas_local() if os.environ.get("ASYNCFLOW_CPU_BUDGET", "") in ("", "1") else None
 )
-_blas_now = 0  # the count our calls set and BLAS has now; 0: the user's, untouched
+_blas_now = 0  # the count our calls set (the threads granted); 0: the user's, untouched
 _blas_user = 0  # the count BLAS had before our first call changed it
+# The count OpenBLAS has now: `_blas_now`, except while a product granted several
+# threads runs them as blocks on the numba pool (ops/jit_threads.py), each on one BLAS
+# thread (`pool_threads`); 0 with `_blas_now`.
+_lib_now = 0
 
 
 def _blas_threads(n: int) -> None:
-    global _blas_now, _blas_user
-    if n and n != _blas_now and _set_blas_local is not None:
-        previous = _set_blas_local(n)
-        if not _blas_now:
-            _blas_user = previous
+    global _blas_now, _blas_user, _lib_now
+    if n and (n != _blas_now or n != _lib_now) and _set_blas_local is not None:
+        if n != _lib_now:
+            previous = _set_blas_local(n)
+            if not _lib_now:
+                _blas_user = previous
+            _lib_now = n
         _blas_now = n
+
+
+def pool_threads() -> int:
+    """For a product that runs as blocks on the numba pool: the threads its call was
+    granted (`_blas_now`), BLAS set to one thread for its blocks (its count is
+    process-wide: the next call that wants more sets it back)."""
+    global _lib_now
+    n = _blas_now
+    if n > 1 and _lib_now != 1:
+        _set_blas_local(1)
+        _lib_now = 1
+    return n
 
 
 def blas_single() -> None:
@@ -345,13 +367,13 @@ def restore_blas() -> None:
     Haswell threads differs from one thread's from its 13th row on).  Under `_lock`,
     where `call` counts itself in `_active` before it reads `_blas_now`: a call is
     either counted here, or finds `_blas_now` at 0 and sets its count itself."""
-    global _blas_now
+    global _blas_now, _lib_now
     with _lock:
         if not _blas_now or _active:
             return
-        if _blas_now != _blas_user and _set_blas_local is not None:
+        if _lib_now != _blas_user and _set_blas_local is not None:
             _set_blas_local(_blas_user)
-        _blas_now = 0
+        _blas_now = _lib_now = 0
 
 
 # A kind of call (its function and array shapes) remembers its last three times on one

@@ -10,19 +10,21 @@ so that one thread pool serves both.  When it cannot be found (another NumPy bui
 A large product is split into blocks of C's rows (or columns, for a short C), each one
 gemm on one BLAS thread, shared by the caller and the CPU budget's helper threads
 (`cpu_budget.parallel_for`): a helper the OS does not run leaves its blocks to the
-caller, where OpenBLAS's own threads split a product statically and spin, then wait
-for a partner another process has preempted (issue 21: the models' slowdown beside a
-busy process).  So a product is split only while another process's thread is
-runnable (`cpu_budget.split_allowed`): on a free machine OpenBLAS's own threads are
-faster (each block packs the other operand again), and the split's helper would take
-turns with OpenBLAS's idle thread, so there the CPU budget's two ways are one BLAS
-thread and all of them.  While other processes' threads fill every core the
-product is not split either (`cpu_budget.threads_blocks`): a helper that took a block
-and was preempted would keep the caller waiting.  The split is over M or N, never over
-the summed K, but whether a block's elements get one whole call's bits depends on the
-CPU's kernels: on OpenBLAS 0.3.31's SkylakeX kernels they did; on its Haswell kernels
-(an AMD EPYC) a [512,300]x[300,256] product split in two halves differed from one
-call's in 3% of its elements, and one call on two threads from one on one thread in
+caller, where OpenBLAS's own threads split a product statically and spin, then wait for
+a partner another process has preempted (issue 21: the models' slowdown beside a busy
+process).  So a product is split only while another process's thread is runnable
+(`cpu_budget.split_allowed`): on a free machine OpenBLAS's own threads are faster (each
+block packs the other operand again), and the split's helper would take turns with
+OpenBLAS's idle thread, so there the CPU budget's two ways are one BLAS thread and all
+of them; "all of them", for a float32 product up to _POOL_MAX_MACS where numba's pool
+runs (ops/jit_threads.py), means blocks on the pool's threads, each on one BLAS thread
+(see "products on the numba pool" below).  While other processes' threads fill every
+core the product is not split either (`cpu_budget.threads_blocks`): a helper that took a
+block and was preempted would keep the caller waiting.  The split is over M or N, never
+over the summed K, but whether a block's elements get one whole call's bits depends on
+the CPU's kernels: on OpenBLAS 0.3.31's SkylakeX kernels they did; on its Haswell
+kernels (an AMD EPYC) a [512,300]x[300,256] product split in two halves differed from
+one call's in 3% of its elements, and one call on two threads from one on one thread in
 6%.  So a kind of call whose measured choice flips between the ways can give a model's
 loss different last digits from run to run; with TF_DETERMINISTIC_OPS=1
 (`cpu_budget.deterministic`) a product is never split and runs on one BLAS thread.
@@ -36,8 +38,9 @@ import os
 
 import numpy as np
 
+from asyncflow import tf_logging
 from asyncflow.devices import cpu_budget, host_pool
-from asyncflow.ops import jit_loops
+from asyncflow.ops import fused_updates, jit_loops, jit_threads
 
 __all__ = ["available", "gemm_into", "matmul", "matmul_sum", "warm"]
 
@@ -94,9 +97,9 @@ _load()
 
 
 def _gemm_intrinsic(real):
-    """`at(address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc)`: the cblas
-    ?gemm (64-bit integers) at `address` called with C's row-major order and ldc = n;
-    `real` the LLVM type of its alpha and beta (float or double)."""
+    """`at(address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc)`: the cblas
+    ?gemm (64-bit integers) at `address` called with C's row-major order; `real` the
+    LLVM type of its alpha and beta (float or double)."""
     from llvmlite import ir
     from numba.core import types
     from numba.extending import intrinsic
@@ -108,11 +111,11 @@ def _gemm_intrinsic(real):
     narrow = isinstance(real, ir.FloatType)
 
     @intrinsic
-    def at(typingctx, address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc):
-        sig = types.void(address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc)
+    def at(typingctx, address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc):
+        sig = types.void(address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc)
 
         def codegen(context, builder, signature, args):
-            (address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc) = args
+            (address, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc) = args
             scalar = (lambda x: builder.fptrunc(x, real)) if narrow else (lambda x: x)
             builder.call(
                 builder.inttoptr(address, fnty.as_pointer()),
@@ -120,7 +123,7 @@ def _gemm_intrinsic(real):
                     ir.Constant(i32, _ROW_MAJOR), builder.trunc(ta, i32),
                     builder.trunc(tb, i32), m, n, k, scalar(alpha),
                     builder.inttoptr(pa, p8), lda, builder.inttoptr(pb, p8), ldb,
-                    scalar(beta), builder.inttoptr(pc, p8), n,
+                    scalar(beta), builder.inttoptr(pc, p8), ldc,
                 ],
             )  # fmt: skip
             return context.get_dummy_value()
@@ -132,21 +135,92 @@ def _gemm_intrinsic(real):
 
 def _call_float32(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c):
     _sgemm_at(address, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
-              c.ctypes.data)  # fmt: skip
+              c.ctypes.data, n)  # fmt: skip
 
 
 def _call_float64(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c):
     _dgemm_at(address, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
-              c.ctypes.data)  # fmt: skip
+              c.ctypes.data, n)  # fmt: skip
+
+
+# -- products on the numba pool (ops/jit_threads.py) -----------------------------------
+#
+# A product granted `parts` threads runs as that many blocks of C's rows (by_rows) or
+# columns in a `prange`, each block one gemm call on one BLAS thread: each element is
+# one thread's whole sum over K, the same bits as one call on one thread where the CPU's
+# kernels give a block one call's bits (the models' shapes on OpenBLAS 0.3.31's
+# SkylakeX kernels did; tests/ops/test_jit_pool.py checks values to rounding).
+# Two threads so took [128,156]x[156,512] 118-121 us against 211 on one, and the
+# GAN's [128,784]x[784,256] 261 against 504 (OpenBLAS's own two threads: 130-147 and
+# 280-320).  A pair of independent products (`gemm_pair`) runs one on each thread.
+
+
+def _blocks_float32(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, parts, by_rows):
+    pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
+    for p in prange(parts):
+        if by_rows:  # rows r0:r1 of C: rows of op(a), all of op(b)
+            r0, r1 = p * m // parts, (p + 1) * m // parts
+            off = r0 if ta == _TRANS else r0 * lda
+            _sgemm_at(address, ta, tb, r1 - r0, n, k, alpha, pa + off * 4, lda, pb, ldb, beta,
+                      pc + r0 * n * 4, n)  # fmt: skip
+        else:  # columns c0:c1 of C: all of op(a), columns of op(b)
+            c0, c1 = p * n // parts, (p + 1) * n // parts
+            off = c0 * ldb if tb == _TRANS else c0
+            _sgemm_at(address, ta, tb, m, c1 - c0, k, alpha, pa, lda, pb + off * 4, ldb, beta,
+                      pc + c0 * 4, n)  # fmt: skip
+
+
+def _pair_float32(address, ta1, tb1, k1, a1, b1, beta1, c1, ta2, tb2, k2, a2, b2, beta2, c2):
+    for p in prange(2):
+        if p == 0:
+            m, n = c1.shape
+            _sgemm_at(address, ta1, tb1, m, n, k1, 1.0, a1.ctypes.data, a1.shape[1],
+                      b1.ctypes.data, b1.shape[1], beta1, c1.ctypes.data, n)  # fmt: skip
+        else:
+            m, n = c2.shape
+            _sgemm_at(address, ta2, tb2, m, n, k2, 1.0, a2.ctypes.data, a2.shape[1],
+                      b2.ctypes.data, b2.shape[1], beta2, c2.ctypes.data, n)  # fmt: skip
+
+
+def _build_pool(numba):
+    """The pool's float32 functions (parallel, one signature each: read-only a and b
+    take writable arrays too), run once here so that numba's threading layer starts on
+    this thread and `jit_threads.note_layer` learns whether it spins; {} where it does
+    not (the pool would wake sleeping threads: ops/jit_threads.py)."""
+    from numba import types
+
+    ro = types.Array(types.float32, 2, "C", readonly=True)
+    rw = types.Array(types.float32, 2, "C")
+    i64, f64, b1 = types.int64, types.float64, types.boolean
+    options = dict(nogil=True, cache=True, parallel=True)
+    address = _ADDRESSES[np.dtype(np.float32)]
+    x, y = np.ones((2, 2), np.float32), np.ones((2, 2), np.float32)
+    with jit_threads.launching():  # (numba loads its threading layer as it compiles)
+        blocks = numba.njit(
+            [types.void(i64, i64, i64, i64, i64, i64, f64, ro, i64, ro, i64, f64, rw, i64, b1)],
+            **options,
+        )(_blocks_float32)
+        blocks(address, _NO_TRANS, _NO_TRANS, 2, 2, 2, 1.0, x, 2, x, 2, 0.0, y, 2, True)
+    pair = numba.njit(
+        [types.void(i64, i64, i64, i64, ro, ro, f64, rw, i64, i64, i64, ro, ro, f64, rw)],
+        **options,
+    )(_pair_float32)
+    blocks.disable_compile()
+    pair.disable_compile()
+    pair(address, _NO_TRANS, _NO_TRANS, 2, x, x, 0.0, y, _NO_TRANS, _NO_TRANS, 2, x, x, 0.0, y)
+    if not jit_threads.note_layer(numba):
+        return {}
+    return {"blocks": blocks, "pair": pair}
 
 
 def _build_gemm(numba):
     from llvmlite import ir
     from numba import types
 
-    global _sgemm_at, _dgemm_at  # (the names the calls compile against)
+    global _sgemm_at, _dgemm_at, prange  # (the names the calls compile against)
     _sgemm_at = _gemm_intrinsic(ir.FloatType())
     _dgemm_at = _gemm_intrinsic(ir.DoubleType())
+    prange = numba.prange
     loops = {}
     for dtype, fn in _fns.items():
         nb = numba.from_dtype(dtype)
@@ -162,10 +236,15 @@ def _build_gemm(numba):
         compiled.disable_compile()  # (another layout: TypeError, then ctypes)
         loops[_NAMES[dtype]] = compiled
         _ADDRESSES[dtype] = ctypes.cast(fn, ctypes.c_void_p).value
+    if np.dtype(np.float32) in _fns and jit_threads.may_launch():
+        try:
+            loops.update(_build_pool(numba))
+        except Exception as exc:  # (no parallel layer here: products stay as they were)
+            tf_logging.warning("asyncflow: numba's parallel products failed: %r", exc)
     return loops
 
 
-_sgemm_at = _dgemm_at = None
+_sgemm_at = _dgemm_at = prange = None
 _ADDRESSES: dict = {}  # dtype -> the address of its cblas function
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 # ASYNCFLOW_GEMM_JIT=0: every call through ctypes (to measure what the compiled call buys).
@@ -215,6 +294,14 @@ def _gemm(
     split = split and cpu_budget.split_allowed() and not cpu_budget.deterministic()
     blocks = _blocks(m, n, k) if split else None
     if blocks is None:
+        if c.dtype == np.float32 and cpu_budget._blas_now > 1 and jit_threads.usable():
+            pool = _JIT.get("blocks")
+            if pool is not None and min(m, n) >= _POOL_MIN_SIDE and m * n * k <= _POOL_MAX_MACS:
+                parts = cpu_budget.pool_threads()
+                jit_threads.threads(parts, fused_updates.numba_module())
+                pool(_ADDRESSES[c.dtype], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                     parts, m >= n)  # fmt: skip
+                return
         jit = _JIT.get(_NAMES[c.dtype]) if _COMPILED_CALL else None  # (not `.name`: ~5 us)
         if jit is not None:
             try:
@@ -309,6 +396,13 @@ def matmul(a, b, trans_a: bool, trans_b: bool):
 
 
 _SWAP_MAX_M = 96
+# A product on the pool has both sides of C at least this long (each block is a whole
+# gemm call of its own), and at most _POOL_MAX_MACS multiply-adds: beyond, OpenBLAS's
+# own threads, which share the packed panels, do better than blocks that each pack
+# their half of B (the LeNet CNN's [128,3136]x[3136,1024] layer: its step 0.96x as
+# fast on the pool).
+_POOL_MIN_SIDE = 32
+_POOL_MAX_MACS = 1 << 27
 
 
 def accumulate(c, a, b, trans_a: bool, trans_b: bool, first: bool) -> None:
@@ -331,6 +425,19 @@ def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, t
     CPU budget gives every call one thread).  Without the
     batched call (an OpenBLAS before 0.3.30), or with an empty dimension, two calls.
     (The LSTM's input gradient and its step's weight product: ops/matmul_sum.py.)"""
+    if c1.dtype == np.float32 and cpu_budget._blas_now > 1 and jit_threads.usable():
+        pool = _JIT.get("pair")
+        if pool is not None and c1.size and c2.size:
+            jit_threads.threads(max(2, cpu_budget.pool_threads()), fused_updates.numba_module())
+            a1, b1, a2, b2 = (np.ascontiguousarray(x) for x in (a1, b1, a2, b2))
+            k1 = a1.shape[0] if ta1 else a1.shape[1]
+            k2 = a2.shape[0] if ta2 else a2.shape[1]
+            if k1 and k2 and max(c1.size * k1, c2.size * k2) <= _POOL_MAX_MACS:
+                pool(_ADDRESSES[c1.dtype], _TRANS if ta1 else _NO_TRANS,
+                     _TRANS if tb1 else _NO_TRANS, k1, a1, b1, beta1, c1,
+                     _TRANS if ta2 else _NO_TRANS, _TRANS if tb2 else _NO_TRANS, k2, a2, b2,
+                     beta2, c2)  # fmt: skip
+                return
     fn = _batch_fns.get(c1.dtype)
     gemms = ((c1, a1, b1, ta1, tb1, beta1), (c2, a2, b2, ta2, tb2, beta2))
     if fn is None or not all(

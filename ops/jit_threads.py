@@ -1,0 +1,112 @@
+"""numba's threading layer as one pool for the CPU's products and element-wise loops.
+
+A step's kernels run one after another on its driver thread.  On the 2-core project
+machine the second core served only OpenBLAS's own helper thread, which splits a
+product and then sleeps after a ~5 us spin (devices/cpu_budget.py `_SPIN_LOG2`); the
+element-wise programs between products ran on one core.  A thread woken from sleep in
+this VM takes ~35 us to run (a Python Event's round trip: 77 us), so a sleeping pool
+cannot share a 50 us loop: numba's own workqueue layer took an LSTM cell's forward
+program 76 us on two threads against 55 on one.  GNU OpenMP's threads (numba's `omp`
+layer) spin between parallel regions, and then took it 29-35 us.  But two pools on two
+cores fight: OpenMP's thread spinning while OpenBLAS's helper ran the next product
+made lstm_static's step 1.36x slower (with a short OpenMP spin, 1.15x: the wake-ups
+again).
+
+So one pool does both: where numba's layer spins (`omp` or `tbb`), a product the CPU
+budget gives two or more threads runs as that many blocks of columns or rows in a
+`prange` (ops/blas.py), each block one gemm call of OpenBLAS on one thread, and heavy
+element-wise programs run their `prange` forms (ops/fused_elementwise_jit.py).  A block's
+elements get one whole one-thread call's bits (checked for the models' shapes), so the
+pool changes no result that one BLAS thread gives.
+
+How long the threads spin: GNU OpenMP's default, 300,000 rounds of its wait loop, kept
+a thread spinning ~9.5 ms of CPU after every region here (a step's CPU time doubled,
+and beside a conv kernel's Python helpers, or another process, it took their core).
+The pool's first region (`launching`, where numba loads the layer and GNU OpenMP reads
+its environment) runs with GOMP_SPINCOUNT=_SPIN_COUNT, ~1.1 ms here: regions a step
+makes within that of each other find the thread spinning.  A program's own
+GOMP_SPINCOUNT or OMP_WAIT_POLICY stays, as does a GNU OpenMP that another library
+loaded before.  Measured (`ab_inproc.py`, pool on against off, 5 rounds): the GAN
+1.01x at 3,000 rounds, 1.10x at 10,000, 1.29x at the default; lstm_static 1.14-1.16x
+at each.
+
+`usable()` says whether the pool runs now: numba's layer known to spin (`note_layer`,
+once a parallel function has run on a compile thread), a budget of two cores or more,
+not in a forked child (GNU OpenMP's team does not survive a fork: a parallel region
+there would wait for threads the child lacks), and not turned off
+(ASYNCFLOW_JIT_POOL=0).  `threads(n)` gives numba the calling thread's count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import jit_fork
+
+__all__ = ["launching", "may_launch", "note_layer", "threads", "usable"]
+
+_ENABLED = os.environ.get("ASYNCFLOW_JIT_POOL", "") in ("", "1")
+_SPIN_COUNT = "20000"
+_launch_lock = threading.Lock()
+_spins: list = []  # [whether numba's threading layer spins], once known
+_forked = [False]
+_counts = threading.local()  # .n: the count numba was last given on this thread
+
+
+@contextlib.contextmanager
+def launching():
+    """Around a parallel function's first call on a compile thread (see the module
+    note): GNU OpenMP finds GOMP_SPINCOUNT=_SPIN_COUNT in the environment when numba
+    loads it, unless the program set its own wait policy; the environment is restored
+    after."""
+    with _launch_lock:
+        ours = "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ
+        if ours:
+            os.environ["GOMP_SPINCOUNT"] = _SPIN_COUNT
+        try:
+            yield
+        finally:
+            if ours:
+                os.environ.pop("GOMP_SPINCOUNT", None)
+
+
+def note_layer(numba) -> bool:
+    """Record, after a parallel function ran, whether numba's threading layer spins
+    between regions; whether it does."""
+    if not _spins:
+        try:
+            name = numba.threading_layer()
+        except ValueError:  # (no parallel function ran yet)
+            return False
+        policy = os.environ.get("OMP_WAIT_POLICY", "").strip().lower()
+        passive = policy == "passive" or os.environ.get("GOMP_SPINCOUNT", "").strip() == "0"
+        _spins.append(name == "tbb" or (name == "omp" and not passive))
+    return _spins[0]
+
+
+def may_launch() -> bool:
+    """Whether parallel functions may be compiled and started here: the pool is on, the
+    process is not a forked child, and it may use two cores or more."""
+    return _ENABLED and not _forked[0] and min(cpu_budget.cores(), cpu_budget.budget()) > 1
+
+
+def usable() -> bool:
+    """Whether the pool may run work now (see the module note)."""
+    return bool(_spins) and _spins[0] and may_launch()
+
+
+def threads(n: int, numba) -> None:
+    """Let the calling thread's parallel regions use `n` threads."""
+    if getattr(_counts, "n", 0) != n:
+        numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+        _counts.n = n
+
+
+def _in_child(mid_compile: bool) -> None:
+    _forked[0] = True
+
+
+jit_fork.at_fork_in_child(_in_child)

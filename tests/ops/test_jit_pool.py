@@ -1,0 +1,180 @@
+"""The numba pool (ops/jit_threads.py): products granted two threads run as blocks on
+its threads, each block one gemm call on one BLAS thread (ops/blas.py).  The products
+equal one thread's within the kernels' rounding (each element is one call's sum over
+K).  Where numba's threading layer does not spin the pool stays off; a forked child
+never runs it."""
+
+from __future__ import annotations
+
+import os
+import time
+import types
+
+import numpy as np
+import pytest
+
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import blas, fused_updates, jit_threads
+
+pytest.importorskip("numba")
+
+
+def _pool_or_skip():
+    if not blas.available(np.float32) or not cpu_budget.manages_blas():
+        pytest.skip("no OpenBLAS whose threads the CPU budget sets")
+    blas.warm()
+    if blas._JIT.get("blocks") is None or not jit_threads.usable():
+        pytest.skip("numba's threading layer does not spin here: the pool stays off")
+
+
+@pytest.fixture
+def pool(monkeypatch):
+    """Two cores free: the budget grants products two threads."""
+    monkeypatch.setattr(fused_updates, "_DISABLED", False)
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_deterministic", False)
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
+    _pool_or_skip()
+    yield
+    cpu_budget.restore_blas()
+
+
+def _one_thread(c, a, b, ta, tb, alpha, beta):
+    cpu_budget._blas_threads(1)
+    blas._gemm(c, a, b, ta, tb, alpha, beta, split=False)
+
+
+# (m, k, n): blocks of rows (m >= n) and of columns, odd sizes, the models' shapes
+_SHAPES = [(128, 156, 512), (156, 128, 512), (128, 512, 156), (300, 64, 96), (67, 33, 259)]
+
+
+@pytest.mark.parametrize("m, k, n", _SHAPES)
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_products_on_the_pool_equal_one_thread(pool, monkeypatch, m, k, n, ta, tb):
+    rng = np.random.default_rng(m * k + n)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    ran = []
+    real = blas._JIT.get("blocks")
+    monkeypatch.setitem(blas._JIT._loops, "blocks", lambda *args: ran.append(1) or real(*args))
+    for alpha, beta in ((1.0, 0.0), (-0.5, 1.0)):
+        want, got = c0.copy(), c0.copy()
+        _one_thread(want, a, b, ta, tb, alpha, beta)
+        cpu_budget._blas_threads(2)
+        blas._gemm(got, a, b, ta, tb, alpha, beta, split=False)
+        assert cpu_budget._lib_now == 1  # (each block on one BLAS thread)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.sqrt(k))
+        exact = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+        exact = alpha * exact + beta * c0
+        np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    assert len(ran) == 2
+
+
+def test_pair_on_the_pool(pool):
+    # the LSTM's backward pair: the input gradient and the accumulated weight gradient
+    rng = np.random.default_rng(1)
+    g = rng.standard_normal((128, 512)).astype(np.float32)
+    w = rng.standard_normal((156, 512)).astype(np.float32)
+    x = rng.standard_normal((128, 156)).astype(np.float32)
+    dw0 = rng.standard_normal((156, 512)).astype(np.float32)
+    want_dx, want_dw = np.empty((128, 156), np.float32), dw0.copy()
+    _one_thread(want_dx, g, w, False, True, 1.0, 0.0)
+    _one_thread(want_dw, x, g, True, False, 1.0, 1.0)
+    dx, dw = np.full((128, 156), np.nan, np.float32), dw0.copy()
+    cpu_budget._blas_threads(2)
+    blas.gemm_pair(dx, g, w, False, True, 0.0, dw, x, g, True, False, 1.0)
+    assert cpu_budget._lib_now == 1
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(dw, want_dw, rtol=1e-6, atol=1e-5)
+
+
+def test_products_keep_blas_threads_when_the_pool_is_off(pool, monkeypatch):
+    monkeypatch.setattr(jit_threads, "_ENABLED", False)
+    a = np.ones((128, 128), np.float32)
+    c = np.empty((128, 128), np.float32)
+    cpu_budget._blas_threads(2)
+    blas._gemm(c, a, a, False, False, 1.0, 0.0, split=False)
+    assert cpu_budget._lib_now == 2
+    np.testing.assert_array_equal(c, np.full((128, 128), 128, np.float32))
+
+
+def test_blas_counts_around_the_pool(monkeypatch):
+    # (the budget's bookkeeping, against a stand-in for OpenBLAS's process-wide count)
+    counts = [4]
+
+    def set_local(n):
+        previous, counts[0] = counts[0], n
+        return previous
+
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", set_local)
+    monkeypatch.setattr(cpu_budget, "_blas_now", 0)
+    monkeypatch.setattr(cpu_budget, "_lib_now", 0)
+    monkeypatch.setattr(cpu_budget, "_active", 0)
+    cpu_budget._blas_threads(2)
+    assert (counts[0], cpu_budget._blas_now) == (2, 2)
+    assert cpu_budget.pool_threads() == 2 and counts[0] == 1  # blocks: one BLAS thread
+    cpu_budget._blas_threads(2)  # a call not on the pool gets its two threads back
+    assert counts[0] == 2
+    cpu_budget.pool_threads()
+    cpu_budget.blas_single()
+    assert (counts[0], cpu_budget._blas_now) == (1, 1)
+    cpu_budget.restore_blas()  # the program's own count at the step's end
+    assert (counts[0], cpu_budget._blas_now, cpu_budget._lib_now) == (4, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "layer, env, spins",
+    [
+        ("omp", {}, True),
+        ("tbb", {}, True),
+        ("workqueue", {}, False),
+        ("omp", {"OMP_WAIT_POLICY": "PASSIVE"}, False),
+        ("omp", {"GOMP_SPINCOUNT": "0"}, False),
+    ],
+)
+def test_the_pool_runs_only_where_numbas_threads_spin(monkeypatch, layer, env, spins):
+    monkeypatch.setattr(jit_threads, "_spins", [])
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    fake = types.SimpleNamespace(threading_layer=lambda: layer)
+    assert jit_threads.note_layer(fake) is spins
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    assert jit_threads.usable() is (spins and jit_threads._ENABLED)
+    monkeypatch.setattr(cpu_budget, "_budget", 1)  # intra_op_parallelism_threads=1
+    assert not jit_threads.usable()
+
+
+def test_a_forked_child_runs_no_parallel_region(pool):
+    # GNU OpenMP's team does not survive a fork: a parallel region in the child would
+    # wait for threads it lacks.  The child runs serial loops and one-thread products.
+    a = np.ones((128, 256), np.float32)
+    b = np.ones((256, 128), np.float32)
+    c = np.empty((128, 128), np.float32)
+    cpu_budget._blas_threads(2)
+    blas._gemm(c, a, b, False, False, 1.0, 0.0, split=False)  # (the pool's team started)
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            if not jit_threads.usable():
+                cpu_budget._blas_threads(2)
+                blas._gemm(c, a, b, False, False, 1.0, 0.0, split=False)
+                code = 0 if c[0, 0] == 256 else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0
