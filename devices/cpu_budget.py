@@ -16,7 +16,8 @@ While another process's thread is runnable (`threads_now()` is 1) every call tak
 thread and nothing is explored: a second thread would only spin and wait for that core.
 Where numba's pool runs (ops/jit_threads.py), a product granted several threads runs
 as blocks on the pool's threads instead, each block on one BLAS thread
-(`pool_threads`), so that one spinning pool serves products and element-wise loops.
+(`pool_threads`): its threads spin between products, and no second pool (OpenBLAS's
+threads) fights them for the cores.
 
 Why measure: OpenBLAS splits a product statically between its threads, which spin
 and wait for each other; when another process holds a core, a two-thread call waits a

@@ -23,9 +23,7 @@ float16 program (NumPy rounds half after each operation), `compile_schedule` ret
 None and the ufunc program runs.  Compiling takes ~0.3-0.6 s a program, on one
 background thread, one program after another (as fused_updates' loops): until the loop
 is ready the ufunc program runs, with the same bits, so no kernel waits for a compile;
-`wait()` waits for the compiles under way.  A program whose loop measured heavy also
-compiles a `prange` form that numba's pool (ops/jit_threads.py) shares, with the same
-bits (`_Parallel`).  A compiled loop is kept in an on-disk cache
+`wait()` waits for the compiles under way.  A compiled loop is kept in an on-disk cache
 (ops/jit_cache.py), from which later processes load it in milliseconds.  Only programs
 over _MIN_ELEMENTS elements compile (_MIN_STAGED in stages).
 """
@@ -33,21 +31,18 @@ over _MIN_ELEMENTS elements compile (_MIN_STAGED in stages).
 from __future__ import annotations
 
 import collections
-import contextlib
 import importlib.util
 import math
 import threading
-import time
 
 import numpy as np
 
 from asyncflow import tf_logging
-from asyncflow.devices import cpu_budget
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_exp as _exp
 from asyncflow.ops import fused_elementwise_log1p as _log1p
 from asyncflow.ops import fused_elementwise_tanh as _tanh
-from asyncflow.ops import fused_updates, jit_cache, jit_fork, jit_threads
+from asyncflow.ops import fused_updates, jit_cache, jit_fork
 
 __all__ = ["compile_schedule", "wait"]
 
@@ -264,18 +259,10 @@ def _value_names(program, sched) -> list:
 
 
 def _source(
-    program,
-    sched,
-    inline: frozenset = frozenset(),
-    pows=None,
-    concat: int = 0,
-    rows=frozenset(),
-    parallel: bool = False,
+    program, sched, inline: frozenset = frozenset(), pows=None, concat: int = 0, rows=frozenset()
 ) -> str:
     """The loop's Python source: def loop(inputs..., outputs..., literals..., one, zero);
-    `pows`: {instruction j: its Pow's expression}.  `parallel`: the outer loop a
-    `prange` (numba's threads share it; each element, or row, is computed as in the
-    serial loop, so the bits are the same: `_Parallel`).
+    `pows`: {instruction j: its Pow's expression}.
 
     With `concat` (a count), the first `concat` results are written into one array,
     `cat`, as ConcatV2 joins them: viewed as [rows, cols] (`cols` the elements from
@@ -291,7 +278,6 @@ def _source(
     n_in, n_lit = program.n_inputs, len(program.literals)
     names = _value_names(program, sched)
     scalar = [sched.slot_shapes[k] == () for k in range(n_in)]
-    outer = "prange" if parallel else "range"
     by_row = bool(concat or rows)
     pad = " " * (12 if by_row else 8)
     # (a row loop reads row slices `in{k}c` by the column c; a scalar input, in either
@@ -316,7 +302,7 @@ def _source(
         outs = [f"out{k}[i] = {names[r]}" for k, r in enumerate(sched.results)]
         params += [f"out{k}" for k in range(len(sched.results))]
         params += [f"c{k}" for k in range(n_lit)]
-        lines = [f"def loop({', '.join(params)}, one, zero):", f"    for i in {outer}(out0.size):"]
+        lines = [f"def loop({', '.join(params)}, one, zero):", "    for i in range(out0.size):"]
         return "\n".join(lines + body + [f"{pad}{o}" for o in outs]) + "\n"
     n_out = len(sched.results)
     outs = [f"cat{k}[c] = {names[r]}" for k, r in enumerate(sched.results[:concat])]
@@ -326,7 +312,7 @@ def _source(
     lines = [
         f"def loop({', '.join(params)}, one, zero, rows, cols):",
         f"    width = cols * {max(concat, 1)}",
-        f"    for r in {outer}(rows):",
+        "    for r in range(rows):",
         "        a = r * cols",
         "        b = r * width",
     ]
@@ -366,18 +352,12 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
                     namespace.update(module.namespace())
             # From a file of the on-disk cache where there is one, so that numba caches
             # the compiled loop for the next process (ops/jit_cache.py); else from memory.
-            parallel = "prange(" in source  # (`_source(parallel=True)`)
-            if parallel:
-                if not jit_threads.may_launch():
-                    return  # (a forked child, or one core: the serial loop stays)
-                namespace["prange"] = numba.prange
             module = jit_cache.load_source(source, namespace)
-            options = dict(nogil=True, error_model="numpy", parallel=parallel)
             if module is not None:
-                jitted = numba.njit(cache=True, **options)(module.loop)
+                jitted = numba.njit(nogil=True, cache=True, error_model="numpy")(module.loop)
             else:
                 exec(compile(source, "<fused element-wise program>", "exec"), namespace)
-                jitted = numba.njit(**options)(namespace["loop"])
+                jitted = numba.njit(nogil=True, error_model="numpy")(namespace["loop"])
             # n_args: (arrays read, written, scalars[, joined count, the conditions
             # (bool arrays read), whether a row loop]); one element each, a row
             # loop's `rows, cols` one row of one column (its `cat`: `count` elements)
@@ -386,11 +366,7 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
             reads = [np.ones(1, np.bool_ if k in conditions else dtype) for k in range(n_reads)]
             reads = [_readonly(r) for r in reads] if readonly else reads
             writes = [np.ones(max(1, count), dtype) for _ in range(n_writes)]
-            scalars = [dtype.type(1)] * n_scalars
-            with jit_threads.launching() if parallel else contextlib.nullcontext():
-                jitted(*reads, *writes, *scalars, *([1, 1] if by_row else []))
-            if parallel and not jit_threads.note_layer(numba):
-                return  # (threads that sleep between loops: ops/jit_threads.py)
+            jitted(*reads, *writes, *[dtype.type(1)] * n_scalars, *([1, 1] if by_row else []))
             loop = jitted
     except Exception as exc:  # numba could not type or compile it: NumPy's program runs
         tf_logging.warning("asyncflow: compiling a fused program with numba failed: %r", exc)
@@ -508,67 +484,6 @@ def wait(timeout: float | None = 120.0) -> bool:
     return all(event.wait(timeout) for event in events)
 
 
-# -- the parallel form: the numba pool shares a heavy loop --------------------------------
-#
-# A program whose serial loop measured at least _PARALLEL_MIN_S a call (an LSTM cell's
-# forward program, five inline transcendental functions over [128,128]: ~55 us on the
-# project's Zen 4) also compiles with its outer loop a `prange`, which the numba pool
-# (ops/jit_threads.py) shares among its threads: the elements, or the rows, split
-# between them, each computed as the serial loop computes it (the same bits).  It runs
-# when the pool is usable and the CPU budget has a second core free now
-# (`cpu_budget.threads_now()`: the budget, our other computing threads, other
-# processes' runnable ones), on that many threads: that program then took 29-35 us.
-_PARALLEL_MIN_S = 40e-6
-_MEASURED = 3  # serial calls timed before the choice
-_clock = time.perf_counter
-
-
-class _Parallel:
-    """Which loop one compiled form of a program calls: its serial loop, or its
-    `prange` form (see above).  Per form (the Pows' expressions, read-only): a list of
-    the serial loop's times while they are measured, then the parallel form's source
-    while it compiles, its loop, or _NO_LOOP (serial for good)."""
-
-    __slots__ = ("forms", "source_of", "dtype", "n_args")
-
-    def __init__(self, source_of, dtype, n_args: tuple):
-        self.forms: dict = {}
-        self.source_of = source_of  # the Pows' expressions -> the parallel form's source
-        self.dtype = dtype
-        self.n_args = n_args
-
-    def call(self, form: tuple, loop, args: tuple) -> None:
-        state = self.forms.get(form)
-        if state is None:
-            state = self.forms[form] = [] if jit_threads.may_launch() else _NO_LOOP
-        if state is _NO_LOOP:
-            loop(*args)
-            return
-        if type(state) is list:  # measuring the serial loop
-            t0 = _clock()
-            loop(*args)
-            state.append(_clock() - t0)
-            if len(state) >= _MEASURED:
-                heavy = sorted(state)[len(state) // 2] >= _PARALLEL_MIN_S
-                self.forms[form] = self.source_of(form[0]) if heavy else _NO_LOOP
-            return
-        if type(state) is str:  # its parallel form, compiling (or asked for now)
-            key, readonly = form
-            fast = _loop_for(state, self.dtype, self.n_args, readonly)
-            if fast is None:
-                if _loops.get((state, self.dtype, readonly), _pending) is None:
-                    self.forms[form] = _NO_LOOP  # (failed, or the layer sleeps)
-                loop(*args)
-                return
-            self.forms[form] = state = fast
-        n = cpu_budget.threads_now() if jit_threads.usable() else 1
-        if n < 2:
-            loop(*args)
-            return
-        jit_threads.threads(n, fused_updates.numba_module())
-        state(*args)
-
-
 def compile_schedule(program, sched):
     """A function `f(xs)` running `program` on inputs of `sched`'s shapes in one compiled
     loop, returning the node's outputs (`program.pack`: a concatenation of results
@@ -651,12 +566,6 @@ def _compiled(program, sched, inline: frozenset):
     n_args = (n_in, n_out - count + (1 if count else 0), n_lit + 2)
     n_args += (count, _conditions(program), by_row)
 
-    def parallel_source(key):
-        forms = {j: e for (j, _a), e in zip(pows, key)}
-        return _source(program, sched, inline, forms, count, by_rows, parallel=True)
-
-    split = _Parallel(parallel_source, dtype, n_args)
-
     def run(xs):
         flat, readonly = _reading([np.ascontiguousarray(x).reshape(-1) for x in xs])
         key = tuple(
@@ -679,16 +588,17 @@ def _compiled(program, sched, inline: frozenset):
             ready[key, readonly] = loop
         elif loop is _NO_LOOP:
             return None
-        form = (key, readonly)
         if count:
             cat = np.empty(joined, dtype)
             rest = [np.empty(shape, dtype) for _ in range(n_out - count)]
-            args = (*flat, cat.reshape(-1), *(o.reshape(-1) for o in rest), *lits, one, zero)
-            split.call(form, loop, (*args, rows, cols))
+            loop(*flat, cat.reshape(-1), *(o.reshape(-1) for o in rest), *lits, one, zero,
+                 rows, cols)  # fmt: skip
             return (cat, *rest)
         outs = [np.empty(shape, dtype) for _ in range(n_out)]
-        args = (*flat, *(o.reshape(-1) for o in outs), *lits, one, zero)
-        split.call(form, loop, (*args, rows, cols) if by_row else args)
+        if by_row:
+            loop(*flat, *(o.reshape(-1) for o in outs), *lits, one, zero, rows, cols)
+        else:
+            loop(*flat, *(o.reshape(-1) for o in outs), *lits, one, zero)
         return tuple(outs)
 
     run.packs = bool(count)

@@ -1,23 +1,23 @@
-"""numba's threading layer as one pool for the CPU's products and element-wise loops.
+"""numba's threading layer as the pool that runs products granted several threads.
 
 A step's kernels run one after another on its driver thread.  On the 2-core project
-machine the second core served only OpenBLAS's own helper thread, which splits a
-product and then sleeps after a ~5 us spin (devices/cpu_budget.py `_SPIN_LOG2`); the
-element-wise programs between products ran on one core.  A thread woken from sleep in
-this VM takes ~35 us to run (a Python Event's round trip: 77 us), so a sleeping pool
-cannot share a 50 us loop: numba's own workqueue layer took an LSTM cell's forward
-program 76 us on two threads against 55 on one.  GNU OpenMP's threads (numba's `omp`
-layer) spin between parallel regions, and then took it 29-35 us.  But two pools on two
-cores fight: OpenMP's thread spinning while OpenBLAS's helper ran the next product
-made lstm_static's step 1.36x slower (with a short OpenMP spin, 1.15x: the wake-ups
-again).
+machine OpenBLAS's own helper thread splits a product and then sleeps after a ~5 us
+spin (devices/cpu_budget.py `_SPIN_LOG2`), and a thread woken from sleep in this VM
+takes ~35 us to run (a Python Event's round trip: 77 us).  GNU OpenMP's threads
+(numba's `omp` layer) spin between parallel regions instead.  Where numba's layer spins
+(`omp` or `tbb`), a product the CPU budget gives two or more threads runs as that many
+blocks of columns or rows in a `prange` (ops/blas.py), each block one gemm call of
+OpenBLAS on one thread: one pool,
+with no second one (OpenBLAS's threads) fighting it for the core.  A block's elements
+get one whole one-thread call's bits where the CPU's kernels give them (the models'
+shapes here did).
 
-So one pool does both: where numba's layer spins (`omp` or `tbb`), a product the CPU
-budget gives two or more threads runs as that many blocks of columns or rows in a
-`prange` (ops/blas.py), each block one gemm call of OpenBLAS on one thread, and heavy
-element-wise programs run their `prange` forms (ops/fused_elementwise_jit.py).  A block's
-elements get one whole one-thread call's bits (checked for the models' shapes), so the
-pool changes no result that one BLAS thread gives.
+The element-wise programs between products on the same pool (their outer loop a
+`prange`) were tried and not kept: an LSTM cell's forward program took 29-35 us on two
+spinning threads against 55 on one, but lstm_static's step gained 5% in one A/B and
+lost 8% in another, and lstm_seqlen's gained nothing at twice the CPU (the next
+kernel, on the driver's core, reads the half its partner wrote:
+benchmarks/README.md).
 
 How long the threads spin: GNU OpenMP's default, 300,000 rounds of its wait loop, kept
 a thread spinning ~9.5 ms of CPU after every region here (a step's CPU time doubled,

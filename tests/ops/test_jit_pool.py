@@ -1,24 +1,20 @@
 """The numba pool (ops/jit_threads.py): products granted two threads run as blocks on
-its threads, each block one gemm call on one BLAS thread (ops/blas.py), and heavy
-element-wise programs run their `prange` forms (ops/fused_elementwise_jit.py).  The
-products equal one thread's within the kernels' rounding (each element is one call's
-sum over K); the programs give the serial loop's bits, nan, inf and signed zeros
-included.  Where numba's threading layer does not spin the pool stays off; a forked
-child never runs it."""
+its threads, each block one gemm call on one BLAS thread (ops/blas.py).  The products
+equal one thread's within the kernels' rounding (each element is one call's sum over
+K).  Where numba's threading layer does not spin the pool stays off; a forked child
+never runs it."""
 
 from __future__ import annotations
 
 import os
-import re
 import time
 import types
 
 import numpy as np
 import pytest
 
-import asyncflow as af
 from asyncflow.devices import cpu_budget
-from asyncflow.ops import blas, fused_elementwise_jit, fused_updates, jit_threads
+from asyncflow.ops import blas, fused_updates, jit_threads
 
 pytest.importorskip("numba")
 
@@ -182,72 +178,3 @@ def test_a_forked_child_runs_no_parallel_region(pool):
             pytest.fail("the forked child hung")
         time.sleep(0.01)
     assert os.waitstatus_to_exitcode(status) == 0
-
-
-SHAPE = (64, 256)  # 16,384 elements
-_SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 1.0, -1.0, 80.0, -90.0]
-
-
-def _data(rng):
-    x = rng.standard_normal(SHAPE).astype(np.float32) * 3
-    x.reshape(-1)[: len(_SPECIAL)] = _SPECIAL
-    rng.shuffle(x.reshape(-1))
-    return x
-
-
-def _programs_both_ways(build, feeds_np, monkeypatch, min_s: float) -> tuple:
-    """The fetches with the compiled loops off (NumPy's programs), and after enough
-    runs for the loops' serial calls to be measured and their parallel forms compiled
-    (where they measured at least `min_s`); and the sources of parallel loops built."""
-    monkeypatch.setattr(fused_elementwise_jit, "_PARALLEL_MIN_S", min_s)
-    results = []
-    for disabled in (True, False):
-        monkeypatch.setattr(fused_updates, "_DISABLED", disabled)
-        with af.Graph().as_default(), af.device("/cpu:0"):
-            phs = [af.placeholder(x.dtype, x.shape) for x in feeds_np]
-            fetches = build(*phs)
-            with af.Session() as sess:
-                feed = dict(zip(phs, feeds_np))
-                for _ in range(2 + fused_elementwise_jit._MEASURED):
-                    sess.run(fetches, feed)
-                    assert fused_elementwise_jit.wait(timeout=50)
-                results.append(sess.run(fetches, feed))
-    parallel = [k[0] for k, f in fused_elementwise_jit._loops.items() if f and "prange(" in k[0]]
-    return results, parallel
-
-
-def _same_bits(want, got):
-    for w, g in zip(want, got):
-        np.testing.assert_array_equal(np.asarray(w).view(np.uint32), np.asarray(g).view(np.uint32))
-
-
-def test_heavy_programs_run_their_parallel_forms_with_the_same_bits(pool, monkeypatch):
-    # inline Sigmoids (the flat loop), a batch-vector Select (the row loop) and a join
-    # written by the loop
-    rng = np.random.default_rng(3)
-    x, y, z, g = _data(rng), _data(rng), _data(rng), _data(rng)
-    rows = rng.random(SHAPE[0]) < 0.5
-
-    def build(x, y, z, g, rows):
-        a = af.reshape(x * y, SHAPE)
-        flat = af.sigmoid(z + 1.0) * g - z
-        h = af.sigmoid(a) * g
-        kept = af.where(rows, h * 2.0, af.zeros_like(h))
-        joined = af.concat([af.sigmoid(a) * z, af.tanh(a) - g], 1)
-        return [flat, kept, joined]
-
-    (want, got), parallel = _programs_both_ways(build, [x, y, z, g, rows], monkeypatch, min_s=0.0)
-    _same_bits(want, got)
-    assert any("for i in prange(out0.size)" in s for s in parallel)  # the flat loop
-    assert any(re.search(r"for r in prange\(rows\)", s) for s in parallel)  # the row loop
-
-
-def test_light_programs_stay_serial(pool, monkeypatch):
-    rng = np.random.default_rng(4)
-    x, y = _data(rng), _data(rng)
-    monkeypatch.setattr(fused_elementwise_jit, "_loops", {})
-    (want, got), parallel = _programs_both_ways(
-        lambda x, y: [(x * y + 1.0) * x - y], [x, y], monkeypatch, min_s=10.0
-    )
-    _same_bits(want, got)
-    assert parallel == []
