@@ -427,17 +427,19 @@ def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, t
     (The LSTM's input gradient and its step's weight product: ops/matmul_sum.py.)"""
     if c1.dtype == np.float32 and cpu_budget._blas_now > 1 and jit_threads.usable():
         pool = _JIT.get("pair")
-        if pool is not None and c1.size and c2.size:
+        k1 = a1.shape[0] if ta1 else a1.shape[1]
+        k2 = a2.shape[0] if ta2 else a2.shape[1]
+        macs = max(c1.size * k1, c2.size * k2)
+        if pool is not None and c1.size and c2.size and k1 and k2 and macs <= _POOL_MAX_MACS:
+            # (BLAS set to one thread only here: a pair it does not take keeps the
+            # threads granted, for OpenBLAS's batched call below)
             jit_threads.threads(max(2, cpu_budget.pool_threads()), fused_updates.numba_module())
             a1, b1, a2, b2 = (np.ascontiguousarray(x) for x in (a1, b1, a2, b2))
-            k1 = a1.shape[0] if ta1 else a1.shape[1]
-            k2 = a2.shape[0] if ta2 else a2.shape[1]
-            if k1 and k2 and max(c1.size * k1, c2.size * k2) <= _POOL_MAX_MACS:
-                pool(_ADDRESSES[c1.dtype], _TRANS if ta1 else _NO_TRANS,
-                     _TRANS if tb1 else _NO_TRANS, k1, a1, b1, beta1, c1,
-                     _TRANS if ta2 else _NO_TRANS, _TRANS if tb2 else _NO_TRANS, k2, a2, b2,
-                     beta2, c2)  # fmt: skip
-                return
+            pool(_ADDRESSES[c1.dtype], _TRANS if ta1 else _NO_TRANS,
+                 _TRANS if tb1 else _NO_TRANS, k1, a1, b1, beta1, c1,
+                 _TRANS if ta2 else _NO_TRANS, _TRANS if tb2 else _NO_TRANS, k2, a2, b2,
+                 beta2, c2)  # fmt: skip
+            return
     fn = _batch_fns.get(c1.dtype)
     gemms = ((c1, a1, b1, ta1, tb1, beta1), (c2, a2, b2, ta2, tb2, beta2))
     if fn is None or not all(

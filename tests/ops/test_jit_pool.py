@@ -7,6 +7,7 @@ never runs it."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 import types
 
@@ -88,6 +89,55 @@ def test_pair_on_the_pool(pool):
     assert cpu_budget._lib_now == 1
     np.testing.assert_allclose(dx, want_dx, rtol=1e-6, atol=1e-5)
     np.testing.assert_allclose(dw, want_dw, rtol=1e-6, atol=1e-5)
+
+
+def test_products_over_the_pools_size_keep_blas_threads(pool, monkeypatch):
+    # (a product or pair the pool does not take runs on the threads the budget granted:
+    # OpenBLAS's count is not narrowed to one for it)
+    monkeypatch.setattr(blas, "_POOL_MAX_MACS", 1000)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 128)).astype(np.float32)
+    b = rng.standard_normal((128, 96)).astype(np.float32)
+    c1, c2 = np.empty((64, 96), np.float32), np.empty((64, 96), np.float32)
+    cpu_budget._blas_threads(2)
+    blas.gemm_pair(c1, a, b, False, False, 0.0, c2, a, b, False, False, 0.0)
+    assert cpu_budget._lib_now == 2
+    blas._gemm(c1, a, b, False, False, 1.0, 0.0, split=False)
+    assert cpu_budget._lib_now == 2
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c1, want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(c2, want, rtol=1e-5, atol=1e-4)
+
+
+def test_products_from_two_threads_at_once(pool):
+    # (two sessions' kernels, or a device worker's beside the driver: GNU OpenMP takes
+    # a team per calling thread; each product still gets its own values)
+    rng = np.random.default_rng(2)
+    a = [rng.standard_normal((128, 156)).astype(np.float32) for _ in range(2)]
+    b = [rng.standard_normal((156, 512)).astype(np.float32) for _ in range(2)]
+    want = []
+    for x, y in zip(a, b):
+        c = np.empty((128, 512), np.float32)
+        _one_thread(c, x, y, False, False, 1.0, 0.0)
+        want.append(c)
+    cpu_budget._blas_threads(2)
+    errors: list = []
+
+    def work(i):
+        try:
+            for _ in range(200):
+                c = np.empty((128, 512), np.float32)
+                blas._gemm(c, a[i], b[i], False, False, 1.0, 0.0, split=False)
+                np.testing.assert_allclose(c, want[i], rtol=1e-6, atol=1e-4)
+        except BaseException as exc:  # (re-raised below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads) and not errors
 
 
 def test_products_keep_blas_threads_when_the_pool_is_off(pool, monkeypatch):
