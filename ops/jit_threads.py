@@ -7,28 +7,26 @@ takes ~35 us to run (a Python Event's round trip: 77 us).  GNU OpenMP's threads
 (numba's `omp` layer) spin between parallel regions instead.  Where numba's layer spins
 (`omp` or `tbb`), a product the CPU budget gives two or more threads runs as that many
 blocks of columns or rows in a `prange` (ops/blas.py), each block one gemm call of
-OpenBLAS on one thread: one pool,
-with no second one (OpenBLAS's threads) fighting it for the core.  A block's elements
-get one whole one-thread call's bits where the CPU's kernels give them (the models'
-shapes here did).
+OpenBLAS on one thread: one pool, with no second one (OpenBLAS's threads) fighting it
+for the core.  A block's elements get one whole one-thread call's bits where the CPU's
+kernels give them (the models' shapes here did).
 
 The element-wise programs between products on the same pool (their outer loop a
 `prange`) were tried and not kept: an LSTM cell's forward program took 29-35 us on two
 spinning threads against 55 on one, but lstm_static's step gained 5% in one A/B and
-lost 8% in another, and lstm_seqlen's gained nothing at twice the CPU (the next
-kernel, on the driver's core, reads the half its partner wrote:
-benchmarks/README.md).
+lost 8% in another, and lstm_seqlen's gained nothing at twice the CPU (a cost the
+per-call times leave out, we think: the next kernel, on the driver's core, reads the
+half its partner wrote; benchmarks/README.md).
 
 How long the threads spin: GNU OpenMP's default, 300,000 rounds of its wait loop, kept
-a thread spinning ~9.5 ms of CPU after every region here (a step's CPU time doubled,
-and beside a conv kernel's Python helpers, or another process, it took their core).
+a thread spinning ~9.5 ms of CPU after every region here (a step's CPU time doubled).
 The pool's first region (`launching`, where numba loads the layer and GNU OpenMP reads
 its environment) runs with GOMP_SPINCOUNT=_SPIN_COUNT, ~1.1 ms here: regions a step
 makes within that of each other find the thread spinning.  A program's own
 GOMP_SPINCOUNT or OMP_WAIT_POLICY stays, as does a GNU OpenMP that another library
-loaded before.  Measured (`ab_inproc.py`, pool on against off, 5 rounds): the GAN
-1.01x at 3,000 rounds, 1.10x at 10,000, 1.29x at the default; lstm_static 1.14-1.16x
-at each.
+loaded before.  Measured (`ab_inproc.py`, pool on against off, 5 rounds, with the
+programs' parallel forms then still in): the GAN 1.01x at 3,000 rounds, 1.10x at
+10,000, 1.29x at the default; lstm_static 1.14-1.16x at each.
 
 `usable()` says whether the pool runs now: numba's layer known to spin (`note_layer`,
 once a parallel function has run on a compile thread), a budget of two cores or more,
