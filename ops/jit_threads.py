@@ -1,15 +1,17 @@
 """numba's threading layer as the pool that runs products granted several threads.
 
 A step's kernels run one after another on its driver thread.  On the 2-core project
-machine OpenBLAS's own helper thread splits a product and then sleeps after a ~5 us
-spin (devices/cpu_budget.py `_SPIN_LOG2`), and a thread woken from sleep in this VM
-takes ~35 us to run (a Python Event's round trip: 77 us).  GNU OpenMP's threads
-(numba's `omp` layer) spin between parallel regions instead.  Where numba's layer spins
-(`omp` or `tbb`), a product the CPU budget gives two or more threads runs as that many
-blocks of columns or rows in a `prange` (ops/blas.py), each block one gemm call of
-OpenBLAS on one thread: one pool, with no second one (OpenBLAS's threads) fighting it
-for the core.  A block's elements get one whole one-thread call's bits where the CPU's
-kernels give them (the models' shapes here did).
+machine OpenBLAS's own helper thread splits a product and then sleeps after a ~5 us spin
+(devices/cpu_budget.py `_SPIN_LOG2`), and a thread woken from sleep in this VM takes ~35
+us to run (a Python Event's round trip: 77 us).  GNU OpenMP's threads (numba's `omp`
+layer) spin between parallel regions instead.  Where numba's layer is GNU OpenMP's and
+spins, a product the CPU budget gives two or more threads runs as that many blocks of
+columns or rows in a `prange` (ops/blas.py), each block one gemm call of OpenBLAS on one
+thread: one pool, with no second one (OpenBLAS's threads) fighting it for the core.
+(TBB's layer, which numba prefers where the `tbb` package is installed, was not measured
+here: the pool stays off with it, as with the workqueue layer.) A block's elements get
+one whole one-thread call's bits where the CPU's kernels give them (the models' shapes
+here did).
 
 The element-wise programs between products on the same pool (their outer loop a
 `prange`) were tried and not kept: an LSTM cell's forward program took 29-35 us on two
@@ -72,8 +74,9 @@ def launching():
 
 
 def note_layer(numba) -> bool:
-    """Record, after a parallel function ran, whether numba's threading layer spins
-    between regions; whether it does."""
+    """Record, after a parallel function ran, whether numba's threading layer is one
+    whose threads spin between regions (GNU OpenMP's, not told to be passive);
+    whether it is."""
     if not _spins:
         try:
             name = numba.threading_layer()
@@ -81,7 +84,7 @@ def note_layer(numba) -> bool:
             return False
         policy = os.environ.get("OMP_WAIT_POLICY", "").strip().lower()
         passive = policy == "passive" or os.environ.get("GOMP_SPINCOUNT", "").strip() == "0"
-        _spins.append(name == "tbb" or (name == "omp" and not passive))
+        _spins.append(name == "omp" and not passive)
     return _spins[0]
 
 
