@@ -299,9 +299,12 @@ def _gemm(
             if pool is not None and min(m, n) >= _POOL_MIN_SIDE and m * n * k <= _POOL_MAX_MACS:
                 parts = cpu_budget.pool_threads()
                 jit_threads.threads(parts, fused_updates.numba_module())
-                pool(_ADDRESSES[c.dtype], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                     parts, m >= n)  # fmt: skip
-                return
+                try:
+                    pool(_ADDRESSES[c.dtype], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                         parts, m >= n)  # fmt: skip
+                    return
+                except TypeError:  # (a C its signature leaves out: the call below)
+                    pass
         jit = _JIT.get(_NAMES[c.dtype]) if _COMPILED_CALL else None  # (not `.name`: ~5 us)
         if jit is not None:
             try:
@@ -435,11 +438,14 @@ def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, t
             # threads granted, for OpenBLAS's batched call below)
             jit_threads.threads(max(2, cpu_budget.pool_threads()), fused_updates.numba_module())
             a1, b1, a2, b2 = (np.ascontiguousarray(x) for x in (a1, b1, a2, b2))
-            pool(_ADDRESSES[c1.dtype], _TRANS if ta1 else _NO_TRANS,
-                 _TRANS if tb1 else _NO_TRANS, k1, a1, b1, beta1, c1,
-                 _TRANS if ta2 else _NO_TRANS, _TRANS if tb2 else _NO_TRANS, k2, a2, b2,
-                 beta2, c2)  # fmt: skip
-            return
+            try:
+                pool(_ADDRESSES[c1.dtype], _TRANS if ta1 else _NO_TRANS,
+                     _TRANS if tb1 else _NO_TRANS, k1, a1, b1, beta1, c1,
+                     _TRANS if ta2 else _NO_TRANS, _TRANS if tb2 else _NO_TRANS, k2, a2, b2,
+                     beta2, c2)  # fmt: skip
+                return
+            except TypeError:  # (a C its signature leaves out: the calls below)
+                pass
     fn = _batch_fns.get(c1.dtype)
     gemms = ((c1, a1, b1, ta1, tb1, beta1), (c2, a2, b2, ta2, tb2, beta2))
     if fn is None or not all(

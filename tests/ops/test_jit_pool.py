@@ -109,6 +109,18 @@ def test_products_over_the_pools_size_keep_blas_threads(pool, monkeypatch):
     np.testing.assert_allclose(c2, want, rtol=1e-5, atol=1e-4)
 
 
+def test_the_pools_functions_refuse_other_layouts(pool):
+    # (an array of another layout than their one signature raises TypeError before any
+    # call, which `_gemm` and `gemm_pair` catch to take OpenBLAS's call instead)
+    a = np.ones((64, 48), np.float32)
+    c = np.asfortranarray(np.zeros((64, 64), np.float32))
+    with pytest.raises(TypeError):
+        blas._JIT.get("blocks")(0, 111, 111, 64, 64, 48, 1.0, a, 48, a.T, 64, 0.0, c, 2, True)
+    with pytest.raises(TypeError):
+        blas._JIT.get("pair")(0, 111, 111, 48, a, a.T, 0.0, c, 111, 111, 48, a, a.T, 0.0, c)
+    assert not c.any()
+
+
 def test_products_from_two_threads_at_once(pool):
     # (two sessions' kernels, or a device worker's beside the driver: GNU OpenMP takes
     # a team per calling thread; each product still gets its own values)
