@@ -303,8 +303,8 @@ def _gemm(
                     pool(_ADDRESSES[c.dtype], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
                          parts, m >= n)  # fmt: skip
                     return
-                except TypeError:  # (a C its signature leaves out: the call below)
-                    pass
+                except TypeError:  # (a C its signature leaves out: the call below, on
+                    cpu_budget._blas_threads(parts)  # the threads granted)
         jit = _JIT.get(_NAMES[c.dtype]) if _COMPILED_CALL else None  # (not `.name`: ~5 us)
         if jit is not None:
             try:
@@ -400,10 +400,11 @@ def matmul(a, b, trans_a: bool, trans_b: bool):
 
 _SWAP_MAX_M = 96
 # A product on the pool has both sides of C at least this long (each block is a whole
-# gemm call of its own), and at most _POOL_MAX_MACS multiply-adds: beyond, OpenBLAS's
-# own threads, which share the packed panels, do better than blocks that each pack
-# their half of B (the LeNet CNN's [128,3136]x[3136,1024] layer: its step 0.96x as
-# fast on the pool).
+# gemm call of its own), and at most _POOL_MAX_MACS multiply-adds: larger ones keep
+# OpenBLAS's own threads, which share packed panels where the blocks each pack their
+# part of B again.  The largest measured on the pool were the models' ~51M; the LeNet
+# CNN's [64,3136]x[3136,1024] layer and its gradient pair (~205M each) were never
+# shown faster there.
 _POOL_MIN_SIDE = 32
 _POOL_MAX_MACS = 1 << 27
 
@@ -444,8 +445,8 @@ def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, t
                      _TRANS if ta2 else _NO_TRANS, _TRANS if tb2 else _NO_TRANS, k2, a2, b2,
                      beta2, c2)  # fmt: skip
                 return
-            except TypeError:  # (a C its signature leaves out: the calls below)
-                pass
+            except TypeError:  # (a C its signature leaves out: the calls below, on
+                cpu_budget._blas_threads(cpu_budget._blas_now)  # the threads granted)
     fn = _batch_fns.get(c1.dtype)
     gemms = ((c1, a1, b1, ta1, tb1, beta1), (c2, a2, b2, ta2, tb2, beta2))
     if fn is None or not all(
