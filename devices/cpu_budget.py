@@ -60,6 +60,7 @@ __all__ = [
     "configure",
     "cores",
     "deterministic",
+    "granted",
     "parallel_for",
     "parallel_parts",
     "pool_threads",
@@ -72,6 +73,7 @@ __all__ = [
     "threads_blocks",
     "threads_now",
     "threads_shared",
+    "unpool",
 ]
 
 
@@ -306,6 +308,18 @@ def _blas_threads(n: int) -> None:
                 _blas_user = previous
             _lib_now = n
         _blas_now = n
+
+
+def granted() -> int:
+    """The BLAS threads the call running now was granted (`call`); 0 when no call of
+    ours set a count since the last `restore_blas`."""
+    return _blas_now
+
+
+def unpool() -> None:
+    """After `pool_threads`, for a product the pool did not make after all: OpenBLAS
+    back on the threads granted."""
+    _blas_threads(_blas_now)
 
 
 def pool_threads() -> int:

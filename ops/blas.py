@@ -40,7 +40,7 @@ import numpy as np
 
 from asyncflow import tf_logging
 from asyncflow.devices import cpu_budget, host_pool
-from asyncflow.ops import fused_updates, jit_loops, jit_threads
+from asyncflow.ops import jit_loops, jit_threads
 
 __all__ = ["available", "gemm_into", "matmul", "matmul_sum", "warm"]
 
@@ -244,6 +244,18 @@ def _build_gemm(numba):
     return loops
 
 
+def _pool(name: str, dtype):
+    """The pool's function `name` where a float32 call that the CPU budget granted
+    several threads may run on numba's pool now (ops/jit_threads.py), with the calling
+    thread's pool count set to those threads; else None."""
+    if dtype != np.float32 or cpu_budget.granted() < 2 or not jit_threads.usable():
+        return None
+    fn = _JIT.get(name)
+    if fn is not None:
+        jit_threads.threads(cpu_budget.granted())
+    return fn
+
+
 _sgemm_at = _dgemm_at = prange = None
 _ADDRESSES: dict = {}  # dtype -> the address of its cblas function
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
@@ -294,17 +306,15 @@ def _gemm(
     split = split and cpu_budget.split_allowed() and not cpu_budget.deterministic()
     blocks = _blocks(m, n, k) if split else None
     if blocks is None:
-        if c.dtype == np.float32 and cpu_budget._blas_now > 1 and jit_threads.usable():
-            pool = _JIT.get("blocks")
-            if pool is not None and min(m, n) >= _POOL_MIN_SIDE and m * n * k <= _POOL_MAX_MACS:
-                parts = cpu_budget.pool_threads()
-                jit_threads.threads(parts, fused_updates.numba_module())
-                try:
-                    pool(_ADDRESSES[c.dtype], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                         parts, m >= n)  # fmt: skip
-                    return
-                except TypeError:  # (a C its signature leaves out: the call below, on
-                    cpu_budget._blas_threads(parts)  # the threads granted)
+        pool = _pool("blocks", c.dtype)
+        if pool is not None and min(m, n) >= _POOL_MIN_SIDE and m * n * k <= _POOL_MAX_MACS:
+            parts = cpu_budget.pool_threads()
+            try:
+                pool(_ADDRESSES[c.dtype], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                     parts, m >= n)  # fmt: skip
+                return
+            except TypeError:  # (a C its signature leaves out: the call below)
+                cpu_budget.unpool()
         jit = _JIT.get(_NAMES[c.dtype]) if _COMPILED_CALL else None  # (not `.name`: ~5 us)
         if jit is not None:
             try:
@@ -429,15 +439,14 @@ def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, t
     CPU budget gives every call one thread).  Without the
     batched call (an OpenBLAS before 0.3.30), or with an empty dimension, two calls.
     (The LSTM's input gradient and its step's weight product: ops/matmul_sum.py.)"""
-    if c1.dtype == np.float32 and cpu_budget._blas_now > 1 and jit_threads.usable():
-        pool = _JIT.get("pair")
+    pool = _pool("pair", c1.dtype)
+    if pool is not None and c1.size and c2.size:
         k1 = a1.shape[0] if ta1 else a1.shape[1]
         k2 = a2.shape[0] if ta2 else a2.shape[1]
-        macs = max(c1.size * k1, c2.size * k2)
-        if pool is not None and c1.size and c2.size and k1 and k2 and macs <= _POOL_MAX_MACS:
+        if k1 and k2 and max(c1.size * k1, c2.size * k2) <= _POOL_MAX_MACS:
             # (BLAS set to one thread only here: a pair it does not take keeps the
             # threads granted, for OpenBLAS's batched call below)
-            jit_threads.threads(max(2, cpu_budget.pool_threads()), fused_updates.numba_module())
+            cpu_budget.pool_threads()
             a1, b1, a2, b2 = (np.ascontiguousarray(x) for x in (a1, b1, a2, b2))
             try:
                 pool(_ADDRESSES[c1.dtype], _TRANS if ta1 else _NO_TRANS,
@@ -445,8 +454,8 @@ def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, t
                      _TRANS if ta2 else _NO_TRANS, _TRANS if tb2 else _NO_TRANS, k2, a2, b2,
                      beta2, c2)  # fmt: skip
                 return
-            except TypeError:  # (a C its signature leaves out: the calls below, on
-                cpu_budget._blas_threads(cpu_budget._blas_now)  # the threads granted)
+            except TypeError:  # (a C its signature leaves out: the calls below)
+                cpu_budget.unpool()
     fn = _batch_fns.get(c1.dtype)
     gemms = ((c1, a1, b1, ta1, tb1, beta1), (c2, a2, b2, ta2, tb2, beta2))
     if fn is None or not all(

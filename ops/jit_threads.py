@@ -44,7 +44,7 @@ import os
 import threading
 
 from asyncflow.devices import cpu_budget
-from asyncflow.ops import jit_fork
+from asyncflow.ops import fused_updates, jit_fork
 
 __all__ = ["launching", "may_launch", "note_layer", "threads", "usable"]
 
@@ -99,9 +99,11 @@ def usable() -> bool:
     return bool(_spins) and _spins[0] and may_launch()
 
 
-def threads(n: int, numba) -> None:
-    """Let the calling thread's parallel regions use `n` threads."""
+def threads(n: int) -> None:
+    """Let the calling thread's parallel regions use `n` threads (numba is loaded:
+    the pool's functions exist)."""
     if getattr(_counts, "n", 0) != n:
+        numba = fused_updates.numba_module()
         numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
         _counts.n = n
 

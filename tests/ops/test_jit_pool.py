@@ -180,6 +180,9 @@ def test_blas_counts_around_the_pool(monkeypatch):
     cpu_budget._blas_threads(2)  # a call not on the pool gets its two threads back
     assert counts[0] == 2
     cpu_budget.pool_threads()
+    cpu_budget.unpool()  # (a product the pool did not make after all)
+    assert (counts[0], cpu_budget.granted()) == (2, 2)
+    cpu_budget.pool_threads()
     cpu_budget.blas_single()
     assert (counts[0], cpu_budget._blas_now) == (1, 1)
     cpu_budget.restore_blas()  # the program's own count at the step's end
