@@ -101,7 +101,15 @@ _lock = threading.Lock()
 _active = 0  # our threads inside `call` or running `parallel_for` blocks right now
 _side = 0  # cores reserved by side lanes (`reserve_side`): kernels beside the driver's
 _SAMPLE_S = 0.01
+# Samples in a row that must see another process running before it counts (the least
+# of them is taken).  One sample is one instant: on this project's idle 2-core VM ~1% of
+# them caught a kernel thread or a daemon on the run queue for a moment (kworker,
+# kdamond, rcu), and in noisy phases a third of a GAN step's samples did, each holding
+# the step's products on one thread for _SAMPLE_S.  A CPU-bound neighbour is on the run
+# queue in every sample, so it still counts from its second sample on.
+_CONFIRM = 2
 _competing = 0
+_recent: list[int] = []  # the latest raw samples, at most _CONFIRM
 _sampled_at = -1.0
 
 
@@ -167,7 +175,8 @@ def _running_ours(now: float) -> int:
 
 
 def _sample_competing() -> int:
-    """Runnable threads of other processes (a sample at most every _SAMPLE_S seconds)."""
+    """Runnable threads of other processes: the least of the last _CONFIRM samples,
+    one at most every _SAMPLE_S seconds."""
     global _competing, _sampled_at
     now = time.monotonic()
     if now - _sampled_at < _SAMPLE_S:
@@ -177,9 +186,12 @@ def _sample_competing() -> int:
         total = _running_total()
         # (the sampling thread is one of the runnable ones: with no other, nobody
         # competes, and our threads' states need not be read: ~40 us saved a sample)
-        _competing = 0 if total <= 1 else max(0, total - _running_ours(now))
+        raw = 0 if total <= 1 else max(0, total - _running_ours(now))
     except (OSError, ValueError, IndexError):  # no /proc (not Linux): assume nobody
-        _competing = 0
+        raw = 0
+    _recent.append(raw)
+    del _recent[: -max(1, _CONFIRM)]
+    _competing = min(_recent)
     return _competing
 
 

@@ -155,6 +155,24 @@ def test_competing_threads_are_counted_from_proc():
     assert 0 <= cpu_budget._sample_competing() < 10_000
 
 
+def test_a_competitor_counts_from_its_second_sample_in_a_row(monkeypatch):
+    # a kernel thread on the run queue for one instant is no competitor; a CPU-bound
+    # neighbour, runnable at every sample, counts from its second one, and stops
+    # counting at the first sample without it
+    if not hasattr(cpu_budget, "_running_total"):
+        pytest.skip("no /proc")
+    totals = iter([1, 2, 1, 2, 2, 2, 1, 1])
+    monkeypatch.setattr(cpu_budget, "_running_total", lambda: next(totals))
+    monkeypatch.setattr(cpu_budget, "_running_ours", lambda now: 1)
+    monkeypatch.setattr(cpu_budget, "_SAMPLE_S", 0.0)
+    monkeypatch.setattr(cpu_budget, "_recent", [])
+    got = [cpu_budget._sample_competing() for _ in range(8)]
+    assert got == [0, 0, 0, 0, 1, 1, 0, 0]
+    monkeypatch.setattr(cpu_budget, "_CONFIRM", 1)  # (every sample on its own)
+    totals = iter([2, 1])
+    assert [cpu_budget._sample_competing() for _ in range(2)] == [1, 0]
+
+
 def test_dense_update_small_or_strided_runs_whole():
     calls = []
 
