@@ -429,16 +429,20 @@ def accumulate(c, a, b, trans_a: bool, trans_b: bool, first: bool) -> None:
 # small-matrix kernels (M*N*K <= 100^3 on SkylakeX, float32 and float64 alike, found by
 # bisecting sizes): smaller pairs are two calls.  ASYNCFLOW_GEMM_BATCH=0: never batched.
 _BATCH_MIN_MACS = 1 << 21
+# A sum of two products in two runs on the pool's pair (`matmul_sum`); False: on the
+# budget's helper threads (benchmarks/models/ab_inproc.py compares the two).
+_SUM_PAIR = True
 
 
 def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, tb2, beta2):
     """c1 = op(a1) @ op(b1) + beta1 * c1 and c2 = op(a2) @ op(b2) + beta2 * c2, two
-    independent products of one dtype `available`, as one batched call: OpenBLAS runs
+    independent products of one dtype `available`: float32 on the pool's two threads,
+    one product each, where `_pool` allows; else as one batched call: OpenBLAS runs
     the two on two of its threads, or one after the other on one thread (measured here:
     each product with one thread's bits either way; with TF_DETERMINISTIC_OPS=1 the
-    CPU budget gives every call one thread).  Without the
-    batched call (an OpenBLAS before 0.3.30), or with an empty dimension, two calls.
-    (The LSTM's input gradient and its step's weight product: ops/matmul_sum.py.)"""
+    CPU budget gives every call one thread).  Without the batched call (an OpenBLAS
+    before 0.3.30), or with an empty dimension, two calls.  (The LSTM's input gradient
+    and its step's weight product: ops/matmul_sum.py.)"""
     pool = _pool("pair", c1.dtype)
     if pool is not None and c1.size and c2.size:
         k1 = a1.shape[0] if ta1 else a1.shape[1]
@@ -505,6 +509,15 @@ def matmul_sum(pairs, addends, shape: tuple, groups: int):
     if groups == 1:  # one run: each product as one gemm call would split it
         for k, (a, b, ta, tb) in enumerate(pairs):
             _gemm(out, a, b, ta, tb, 1.0, 1.0 if k else 0.0)
+    elif count == 2 and _SUM_PAIR and _pool("pair", dtype) is not None:
+        # Two runs of one product each (the GAN's discriminator weight gradient, real
+        # and fake): the pool's pair, one product on each of its spinning threads,
+        # where the budget's helpers woke a sleeping thread (`gemm_pair`; the same
+        # bits: each product one gemm call on one thread, then added in order).
+        (a1, b1, ta1, tb1), (a2, b2, ta2, tb2) = pairs
+        buf = np.empty(shape, dtype)
+        gemm_pair(out, a1, b1, ta1, tb1, 0.0, buf, a2, b2, ta2, tb2, 0.0)
+        np.add(out, buf, out=out)
     else:
         bounds = [(g * count // groups, (g + 1) * count // groups) for g in range(groups)]
         bufs = [out] + [np.empty(shape, dtype) for _ in range(groups - 1)]

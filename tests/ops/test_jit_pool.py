@@ -91,6 +91,29 @@ def test_pair_on_the_pool(pool):
     np.testing.assert_allclose(dw, want_dw, rtol=1e-6, atol=1e-5)
 
 
+def test_a_sum_of_two_products_runs_as_the_pools_pair(pool, monkeypatch):
+    # the GAN's discriminator weight gradient: real^T dh_real + fake^T dh_fake in two
+    # runs, one product each; on the pool's pair the same bits as the runs on one thread
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal((128, 300)).astype(np.float32) for _ in range(2)]
+    gs = [rng.standard_normal((128, 96)).astype(np.float32) for _ in range(2)]
+    pairs = [(x, g, True, False) for x, g in zip(xs, gs)]
+    addend = rng.standard_normal((300, 96)).astype(np.float32)
+    ran = []
+    real = blas._JIT.get("pair")
+    monkeypatch.setitem(blas._JIT._loops, "pair", lambda *args: ran.append(1) or real(*args))
+    cpu_budget._blas_threads(2)
+    got = blas.matmul_sum(pairs, [addend], (300, 96), 2)
+    assert ran == [1]
+    monkeypatch.setattr(cpu_budget, "_budget", 1)  # (no pool: the runs one after another)
+    cpu_budget._blas_threads(1)
+    want = blas.matmul_sum(pairs, [addend], (300, 96), 2)
+    assert ran == [1]
+    np.testing.assert_array_equal(got, want)
+    exact = sum(x.T.astype(np.float64) @ g for x, g in zip(xs, gs)) + addend
+    np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-4)
+
+
 def test_products_over_the_pools_size_keep_blas_threads(pool, monkeypatch):
     # (a product or pair the pool does not take runs on the threads the budget granted:
     # OpenBLAS's count is not narrowed to one for it)
