@@ -244,15 +244,28 @@ def _build_gemm(numba):
     return loops
 
 
-def _pool(name: str, dtype):
+def _pool(name: str, dtype, free: bool = False):
     """The pool's function `name` where a float32 call that the CPU budget granted
     several threads may run on numba's pool now (ops/jit_threads.py), with the calling
-    thread's pool count set to those threads; else None."""
-    if dtype != np.float32 or cpu_budget.granted() < 2 or not jit_threads.usable():
+    thread's pool count set to those threads; else None.
+
+    `free`: also a call granted one thread while the budget has two free now
+    (`threads_now`; not under TF_DETERMINISTIC_OPS=1, where every call gets one).  The budget gives a call measured under its small-call time one
+    thread, as OpenBLAS's sleeping threads cost more to wake than they save there; a
+    pair of independent products on the pool's spinning threads still gains (the
+    dynamic_rnn tutorial's cell, [128,256]x[65,256]^T beside [65,128]x[128,256]: 90 us
+    against 133 for the two one after the other, 161 for OpenBLAS's batched call on one
+    thread)."""
+    if dtype != np.float32 or not jit_threads.usable():
         return None
+    n = cpu_budget.granted()
+    if n < 2:
+        if not free or cpu_budget.deterministic() or cpu_budget.threads_now() < 2:
+            return None
+        n = 2
     fn = _JIT.get(name)
     if fn is not None:
-        jit_threads.threads(cpu_budget.granted())
+        jit_threads.threads(n)
     return fn
 
 
@@ -432,18 +445,22 @@ _BATCH_MIN_MACS = 1 << 21
 # A sum of two products in two runs on the pool's pair (`matmul_sum`); False: on the
 # budget's helper threads (benchmarks/models/ab_inproc.py compares the two).
 _SUM_PAIR = True
+# A pair granted one thread on the pool's two when they are free (`_pool`'s `free`);
+# False: on the thread granted (A/B).
+_PAIR_FREE = True
 
 
 def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, tb2, beta2):
     """c1 = op(a1) @ op(b1) + beta1 * c1 and c2 = op(a2) @ op(b2) + beta2 * c2, two
     independent products of one dtype `available`: float32 on the pool's two threads,
-    one product each, where `_pool` allows; else as one batched call: OpenBLAS runs
-    the two on two of its threads, or one after the other on one thread (measured here:
-    each product with one thread's bits either way; with TF_DETERMINISTIC_OPS=1 the
-    CPU budget gives every call one thread).  Without the batched call (an OpenBLAS
-    before 0.3.30), or with an empty dimension, two calls.  (The LSTM's input gradient
-    and its step's weight product: ops/matmul_sum.py.)"""
-    pool = _pool("pair", c1.dtype)
+    one product each, where `_pool` allows (two free cores are enough, see `free`
+    there); else as one batched call: OpenBLAS runs the two on two of its threads, or
+    one after the other on one thread (measured here: each product with one thread's
+    bits either way; with TF_DETERMINISTIC_OPS=1 the CPU budget gives every call one
+    thread).  Without the batched call (an OpenBLAS before 0.3.30), or with an empty
+    dimension, two calls.  (The LSTM's input gradient and its step's weight product:
+    ops/matmul_sum.py.)"""
+    pool = _pool("pair", c1.dtype, _PAIR_FREE)
     if pool is not None and c1.size and c2.size:
         k1 = a1.shape[0] if ta1 else a1.shape[1]
         k2 = a2.shape[0] if ta2 else a2.shape[1]

@@ -91,6 +91,30 @@ def test_pair_on_the_pool(pool):
     np.testing.assert_allclose(dw, want_dw, rtol=1e-6, atol=1e-5)
 
 
+def test_a_small_pair_takes_the_pool_only_while_two_cores_are_free(pool, monkeypatch):
+    # granted one thread (the budget's small calls) a pair still takes the pool's two
+    # threads while the budget has both free, and stays on one beside a busy process
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal((128, 256)).astype(np.float32)
+    w = rng.standard_normal((65, 256)).astype(np.float32)
+    x = rng.standard_normal((128, 65)).astype(np.float32)
+    want_dx, want_dw = np.empty((128, 65), np.float32), np.ones((65, 256), np.float32)
+    _one_thread(want_dx, g, w, False, True, 1.0, 0.0)
+    _one_thread(want_dw, x, g, True, False, 1.0, 1.0)
+    ran = []
+    real = blas._JIT.get("pair")
+    monkeypatch.setitem(blas._JIT._loops, "pair", lambda *args: ran.append(1) or real(*args))
+    for competing, runs in ((0, [1]), (1, [1])):  # (a busy neighbour: OpenBLAS's call)
+        monkeypatch.setattr(cpu_budget, "_sample_competing", lambda c=competing: c)
+        cpu_budget._blas_threads(1)
+        dx, dw = np.full((128, 65), np.nan, np.float32), np.ones((65, 256), np.float32)
+        blas.gemm_pair(dx, g, w, False, True, 0.0, dw, x, g, True, False, 1.0)
+        assert ran == runs
+        assert cpu_budget._lib_now == 1
+        np.testing.assert_allclose(dx, want_dx, rtol=1e-6, atol=1e-5)
+        np.testing.assert_allclose(dw, want_dw, rtol=1e-6, atol=1e-5)
+
+
 def test_a_sum_of_two_products_runs_as_the_pools_pair(pool, monkeypatch):
     # the GAN's discriminator weight gradient: real^T dh_real + fake^T dh_fake in two
     # runs, one product each; on the pool's pair the same bits as the runs on one thread
