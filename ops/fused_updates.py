@@ -21,7 +21,9 @@ Scope: the dense GradientDescent, Momentum (not Nesterov), RMSProp and Adam (not
 Nesterov) updates on float32 and float64 arrays that do not overlap (var and its slots
 are writable targets the copy-on-write protocol made, the gradient a value: they never
 share memory, which is checked); float16 keeps NumPy's path, which rounds to half after
-every operation.  Blocks are shared by the CPU budget's threads as before: the loops
+every operation.  A float32 update of _POOL_MIN elements or more runs on numba's pool
+(ops/jit_threads.py) while two cores are free, one slice per thread; else updates from
+_SPLIT_MIN elements share blocks among the CPU budget's threads as before: the loops
 release the GIL (`nogil`).
 """
 
@@ -111,6 +113,57 @@ def _adam_loop(var, m, v, grad, alpha, one_minus_beta1, one_minus_beta2, epsilon
         var[i] = var[i] - u
 
 
+# -- the same loops on numba's pool (ops/jit_threads.py) ---------------------------------
+#
+# A float32 update of _POOL_MIN elements or more, while the CPU budget has two cores
+# free, runs as one part per thread in a `prange`, each part the loop above on its
+# slice: each element's operations are the loop's, so the bits are the same on any
+# count of parts.  The pool's threads spin between regions (the products' pool), so a
+# part costs no wake-up, where the budget's helper threads (parallel_for) woke a
+# sleeping thread and took the GIL; those served only updates from _SPLIT_MIN.
+# Alone, hot in cache (us, one thread / the pool's two): RMSProp 18 / 13 at 50K
+# elements, 69 / 46 at 200K, 175 / 104 at 401K, 636 / 278 at 1M; Adam 18 / 11, 71 /
+# 45, 177 / 103, 684 / 313; at 10K the pool loses (4.0 / 5.1).  The names the pool
+# functions call are bound to the compiled loops before they compile (`_compile_pool`).
+
+
+def _gradient_descent_pool(var, delta, alpha, parts):
+    n = var.size
+    for p in prange(parts):
+        lo, hi = p * n // parts, (p + 1) * n // parts
+        _gradient_descent_one(var[lo:hi], delta[lo:hi], alpha)
+
+
+def _momentum_pool(var, accum, grad, lr, momentum, parts):
+    n = var.size
+    for p in prange(parts):
+        lo, hi = p * n // parts, (p + 1) * n // parts
+        _momentum_one(var[lo:hi], accum[lo:hi], grad[lo:hi], lr, momentum)
+
+
+def _rms_prop_pool(var, ms, mom, grad, lr, one_minus_rho, momentum, epsilon, parts):
+    n = var.size
+    for p in prange(parts):
+        lo, hi = p * n // parts, (p + 1) * n // parts
+        _rms_prop_one(var[lo:hi], ms[lo:hi], mom[lo:hi], grad[lo:hi], lr, one_minus_rho,
+                      momentum, epsilon)  # fmt: skip
+
+
+def _adam_pool(var, m, v, grad, alpha, one_minus_beta1, one_minus_beta2, epsilon, parts):
+    n = var.size
+    for p in prange(parts):
+        lo, hi = p * n // parts, (p + 1) * n // parts
+        _adam_one(var[lo:hi], m[lo:hi], v[lo:hi], grad[lo:hi], alpha, one_minus_beta1,
+                  one_minus_beta2, epsilon)  # fmt: skip
+
+
+prange = range
+_gradient_descent_one = _momentum_one = _rms_prop_one = _adam_one = None
+_POOL_MIN = 1 << 15
+_pooled: dict[str, object] = {}  # loop name -> its pool form (float32), once compiled
+_jit_threads = None  # ops/jit_threads (it imports this module), once a pool form compiles
+
+
 _import_lock = threading.Lock()
 
 
@@ -166,6 +219,31 @@ def _compile_loop(name: str) -> None:
             arrays = [np.zeros(1, dtype) for _ in range(n_arrays)]
             fn(*arrays, *[dtype(1) for _ in range(n_scalars)])
         _compiled[name] = fn
+        _compile_pool(numba, name, fn)
+
+
+def _compile_pool(numba, name: str, fn) -> None:
+    """Loop `name`'s pool form for float32 (see above), where the pool may start here;
+    published in `_pooled` once it ran on this (compile) thread."""
+    global prange, _jit_threads
+    from asyncflow.ops import jit_threads
+
+    _jit_threads = jit_threads
+    if not jit_threads.may_launch():
+        return
+    base = name[: -len("_loop")]
+    globals()[base + "_one"] = fn  # (the name the pool form calls, bound as it compiles)
+    prange = numba.prange
+    pool = numba.njit(nogil=True, cache=True, parallel=True, error_model="numpy")(
+        globals()[base + "_pool"]
+    )
+    n_arrays, n_scalars = _ARITY[name]
+    arrays = [np.zeros(2, np.float32) for _ in range(n_arrays)]
+    with jit_threads.launching():  # (numba loads its threading layer as it compiles)
+        pool(*arrays, *[np.float32(1) for _ in range(n_scalars)], 2)
+    pool.disable_compile()
+    if jit_threads.note_layer(numba):
+        _pooled[name] = pool
 
 
 def _loop(name: str):
@@ -216,6 +294,22 @@ def available() -> bool:
     """Whether the compiled updates run (numba importable and the loops compiled, not
     disabled); compiles them first, waiting."""
     return warm()
+
+
+def _pool_parts() -> int:
+    """Parts for an update on the pool now: the threads the CPU budget has free
+    (`threads_now`: none of our other threads computing, no other process on the run
+    queue), with numba's count on this thread set to them; 1 where the pool may not
+    run (ops/jit_threads.py `usable`)."""
+    if not _POOL or not _jit_threads.usable():
+        return 1
+    parts = cpu_budget.threads_now()
+    if parts > 1:
+        _jit_threads.threads(parts)
+    return parts
+
+
+_POOL = True  # False: updates on one thread or the budget's helpers, as before (A/B)
 
 
 # -- from the NumPy update functions' arguments to a loop's --------------------------------
@@ -361,6 +455,13 @@ def apply(fn, attrs, targets: list, values: list) -> bool:
     if len(shape) != 1:
         every = [a.reshape(-1) for a in every]
     n = var.size
+    if n >= _POOL_MIN and dtype == _F32:
+        pool = _pooled.get(name)
+        if pool is not None:
+            parts = _pool_parts()
+            if parts > 1:
+                pool(*every, *args, parts)
+                return True
     if n < _SPLIT_MIN:  # on this thread (see _SPLIT_MIN): no slices, no job
         loop(*every, *args)
         return True

@@ -111,8 +111,70 @@ def test_blocks_shared_among_threads_give_the_same_bits(name, monkeypatch):
             _same_bits(w, g)
 
 
+def _pool_or_skip():
+    from asyncflow.ops import jit_threads
+
+    if not fused_updates._pooled or not jit_threads.usable():
+        pytest.skip("numba's threading layer does not spin here: the pool stays off")
+
+
+def _spy_pool(monkeypatch):
+    ran = []
+    for name, real in list(fused_updates._pooled.items()):
+
+        def spy(*args, real=real, name=name):
+            ran.append((name, args[-1]))
+            return real(*args)
+
+        monkeypatch.setitem(fused_updates._pooled, name, spy)
+    return ran
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_updates_on_the_pool_give_the_same_bits(name, monkeypatch):
+    _pool_or_skip()
+    ran = _spy_pool(monkeypatch)
+    rng = np.random.default_rng(8)
+    fn, attrs, targets, values = _case(name, np.float32, fused_updates._POOL_MIN + 7, rng)
+    want = [t.copy() for t in targets]
+    with np.errstate(all="ignore"):
+        fn(np, attrs, *want, *[v.copy() for v in values])
+    for parts in (2, 3):  # (3 parts on numba's threads, however many it has)
+        monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None, n=parts: n)
+        got = [t.copy() for t in targets]
+        assert fused_updates.apply(fn, attrs, got, [v.copy() for v in values])
+        for w, g in zip(want, got):
+            _same_bits(w, g)
+    assert [parts for _, parts in ran] == [2, 3]
+
+
+def test_updates_take_the_pool_only_large_float32_and_with_two_cores_free(monkeypatch):
+    _pool_or_skip()
+    ran = _spy_pool(monkeypatch)
+    rng = np.random.default_rng(9)
+    big = fused_updates._POOL_MIN
+    cases = [  # (threads free, dtype, elements, whether the pool runs it)
+        (2, np.float32, big, True),
+        (1, np.float32, big, False),  # (another process on the second core, or ours)
+        (2, np.float32, big - 1, False),
+        (2, np.float64, big, False),
+    ]
+    for threads, dtype, n, pooled in cases:
+        monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None, k=threads: k)
+        fn, attrs, targets, values = _case("adam", dtype, n, rng)
+        want = [t.copy() for t in targets]
+        with np.errstate(all="ignore"):
+            fn(np, attrs, *want, *[v.copy() for v in values])
+        ran.clear()
+        assert fused_updates.apply(fn, attrs, targets, values)
+        assert bool(ran) == pooled
+        for w, g in zip(want, targets):
+            _same_bits(w, g)
+
+
 @pytest.mark.parametrize("n, split", [(300_007, False), (fused_updates._SPLIT_MIN, True)])
 def test_updates_split_over_threads_only_from_split_min(n, split, monkeypatch):
+    monkeypatch.setattr(fused_updates, "_POOL", False)  # (the budget's helpers' path)
     calls = []
     real = cpu_budget.parallel_for
 
