@@ -250,12 +250,12 @@ def _pool(name: str, dtype, free: bool = False):
     thread's pool count set to those threads; else None.
 
     `free`: also a call granted one thread while the budget has two free now
-    (`threads_now`; not under TF_DETERMINISTIC_OPS=1, where every call gets one).  The budget gives a call measured under its small-call time one
-    thread, as OpenBLAS's sleeping threads cost more to wake than they save there; a
-    pair of independent products on the pool's spinning threads still gains (the
-    dynamic_rnn tutorial's cell, [128,256]x[65,256]^T beside [65,128]x[128,256]: 90 us
-    against 133 for the two one after the other, 161 for OpenBLAS's batched call on one
-    thread)."""
+    (`threads_now`; not under TF_DETERMINISTIC_OPS=1, where every call gets one).  The
+    budget gives a call measured under its small-call time one thread, as OpenBLAS's
+    sleeping threads cost more to wake than they save there; a pair of independent
+    products on the pool's spinning threads still gains (the dynamic_rnn tutorial's
+    cell, [128,256]x[65,256]^T beside [65,128]x[128,256]: 90 us against 133 for the two
+    one after the other, 161 for OpenBLAS's batched call on one thread)."""
     if dtype != np.float32 or not jit_threads.usable():
         return None
     n = cpu_budget.granted()
