@@ -234,14 +234,22 @@ def _compile_pool(numba, name: str, fn) -> None:
     base = name[: -len("_loop")]
     globals()[base + "_one"] = fn  # (the name the pool form calls, bound as it compiles)
     prange = numba.prange
-    pool = numba.njit(nogil=True, cache=True, parallel=True, error_model="numpy")(
-        globals()[base + "_pool"]
-    )
+    # One signature per kind of gradient, writable or read-only (a fed or constant
+    # one); the targets are always writable (the copy-on-write protocol's).  Another
+    # layout raises TypeError, and `apply` takes the plain loop.
     n_arrays, n_scalars = _ARITY[name]
+    types = numba.types
+    target, f32 = types.Array(types.float32, 1, "C"), types.float32
+    signatures = [
+        types.void(*[target] * (n_arrays - 1), grad, *[f32] * n_scalars, types.int64)
+        for grad in (target, types.Array(types.float32, 1, "C", readonly=True))
+    ]
+    options = dict(nogil=True, cache=True, parallel=True, error_model="numpy")
     arrays = [np.zeros(2, np.float32) for _ in range(n_arrays)]
     with jit_threads.launching():  # (numba loads its threading layer as it compiles)
+        pool = numba.njit(signatures, **options)(globals()[base + "_pool"])
+        pool.disable_compile()
         pool(*arrays, *[np.float32(1) for _ in range(n_scalars)], 2)
-    pool.disable_compile()
     if jit_threads.note_layer(numba):
         _pooled[name] = pool
 
@@ -460,8 +468,11 @@ def apply(fn, attrs, targets: list, values: list) -> bool:
         if pool is not None:
             parts = _pool_parts()
             if parts > 1:
-                pool(*every, *args, parts)
-                return True
+                try:
+                    pool(*every, *args, parts)
+                    return True
+                except TypeError:  # (a layout outside its signatures: the loop below)
+                    pass
     if n < _SPLIT_MIN:  # on this thread (see _SPLIT_MIN): no slices, no job
         loop(*every, *args)
         return True

@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 
 from asyncflow.devices import cpu_budget
-from asyncflow.ops import fused_updates, jit_fork
+from asyncflow.ops import jit_fork
 
 __all__ = ["launching", "may_launch", "note_layer", "threads", "usable"]
 
@@ -103,7 +104,7 @@ def threads(n: int) -> None:
     """Let the calling thread's parallel regions use `n` threads (numba is loaded:
     the pool's functions exist)."""
     if getattr(_counts, "n", 0) != n:
-        numba = fused_updates.numba_module()
+        numba = sys.modules["numba"]  # (imported by whoever compiled the pool's functions)
         numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
         _counts.n = n
 
