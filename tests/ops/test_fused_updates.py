@@ -6,6 +6,8 @@ step through a session with and without them."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -170,6 +172,43 @@ def test_updates_take_the_pool_only_large_float32_and_with_two_cores_free(monkey
         assert bool(ran) == pooled
         for w, g in zip(want, targets):
             _same_bits(w, g)
+
+
+def test_updates_on_the_pool_from_two_threads_at_once(monkeypatch):
+    # (two sessions' optimizers at once: GNU OpenMP takes a team per calling thread;
+    # each update still ends with its own bits, and none waits for the other)
+    _pool_or_skip()
+    monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None: 2)
+    rng = np.random.default_rng(10)
+    cases = [_case(name, np.float32, 100_003, rng) for name in ("adam", "rmsprop")]
+    wants = []
+    for fn, attrs, targets, values in cases:
+        want = [t.copy() for t in targets]
+        with np.errstate(all="ignore"):
+            for _ in range(50):
+                fn(np, attrs, *want, *[v.copy() for v in values])
+        wants.append(want)
+    errors: list = []
+
+    def work(i):
+        try:
+            fn, attrs, targets, values = cases[i]
+            got = [t.copy() for t in targets]
+            for _ in range(50):
+                assert fused_updates.apply(fn, attrs, got, [v.copy() for v in values])
+            for w, g in zip(wants[i], got):
+                _same_bits(w, g)
+        except BaseException as exc:  # (re-raised below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    if errors:
+        raise errors[0]
 
 
 @pytest.mark.parametrize("n, split", [(300_007, False), (fused_updates._SPLIT_MIN, True)])
