@@ -6,7 +6,7 @@ step through a session with and without them."""
 
 from __future__ import annotations
 
-import threading
+import concurrent.futures
 
 import numpy as np
 import pytest
@@ -188,27 +188,19 @@ def test_updates_on_the_pool_from_two_threads_at_once(monkeypatch):
             for _ in range(50):
                 fn(np, attrs, *want, *[v.copy() for v in values])
         wants.append(want)
-    errors: list = []
 
     def work(i):
-        try:
-            fn, attrs, targets, values = cases[i]
-            got = [t.copy() for t in targets]
-            for _ in range(50):
-                assert fused_updates.apply(fn, attrs, got, [v.copy() for v in values])
-            for w, g in zip(wants[i], got):
-                _same_bits(w, g)
-        except BaseException as exc:  # (re-raised below)
-            errors.append(exc)
+        fn, attrs, targets, values = cases[i]
+        got = [t.copy() for t in targets]
+        for _ in range(50):
+            assert fused_updates.apply(fn, attrs, got, [v.copy() for v in values])
+        return got
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads)
-    if errors:
-        raise errors[0]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(work, i) for i in range(2)]
+        for want, future in zip(wants, futures):
+            for w, g in zip(want, future.result(timeout=60)):
+                _same_bits(w, g)
 
 
 @pytest.mark.parametrize("n, split", [(300_007, False), (fused_updates._SPLIT_MIN, True)])
