@@ -219,7 +219,10 @@ def _compile_loop(name: str) -> None:
             arrays = [np.zeros(1, dtype) for _ in range(n_arrays)]
             fn(*arrays, *[dtype(1) for _ in range(n_scalars)])
         _compiled[name] = fn
-        _compile_pool(numba, name, fn)
+        try:
+            _compile_pool(numba, name, fn)
+        except Exception as exc:  # (no parallel layer here: the loop runs as before)
+            tf_logging.warning("asyncflow: the pool form of %s failed: %r", name, exc)
 
 
 def _compile_pool(numba, name: str, fn) -> None:

@@ -203,6 +203,27 @@ def test_updates_on_the_pool_from_two_threads_at_once(monkeypatch):
                 _same_bits(w, g)
 
 
+def test_a_pool_form_that_fails_to_compile_leaves_the_loop(monkeypatch):
+    # (numba without a parallel threading layer: the serial loop is published all
+    # the same, and no pool form)
+    def fail(numba, name, fn):
+        raise RuntimeError("no threading layer")
+
+    monkeypatch.setattr(fused_updates, "_compile_pool", fail)
+    monkeypatch.setattr(fused_updates, "_compiled", {})
+    monkeypatch.setattr(fused_updates, "_pooled", {})
+    fused_updates._compile_loop("_adam_loop")
+    assert "_adam_loop" in fused_updates._compiled and not fused_updates._pooled
+    rng = np.random.default_rng(11)
+    fn, attrs, targets, values = _case("adam", np.float32, fused_updates._POOL_MIN, rng)
+    want = [t.copy() for t in targets]
+    with np.errstate(all="ignore"):
+        fn(np, attrs, *want, *[v.copy() for v in values])
+    assert fused_updates.apply(fn, attrs, targets, values)
+    for w, g in zip(want, targets):
+        _same_bits(w, g)
+
+
 @pytest.mark.parametrize("n, split", [(300_007, False), (fused_updates._SPLIT_MIN, True)])
 def test_updates_split_over_threads_only_from_split_min(n, split, monkeypatch):
     monkeypatch.setattr(fused_updates, "_POOL", False)  # (the budget's helpers' path)
