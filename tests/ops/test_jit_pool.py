@@ -94,6 +94,7 @@ def test_pair_on_the_pool(pool):
 def test_a_small_pair_takes_the_pool_only_while_two_cores_are_free(pool, monkeypatch):
     # granted one thread (the budget's small calls) a pair still takes the pool's two
     # threads while the budget has both free, and stays on one beside a busy process
+    # and under TF_DETERMINISTIC_OPS=1
     rng = np.random.default_rng(3)
     g = rng.standard_normal((128, 256)).astype(np.float32)
     w = rng.standard_normal((65, 256)).astype(np.float32)
@@ -104,8 +105,10 @@ def test_a_small_pair_takes_the_pool_only_while_two_cores_are_free(pool, monkeyp
     ran = []
     real = blas._JIT.get("pair")
     monkeypatch.setitem(blas._JIT._loops, "pair", lambda *args: ran.append(1) or real(*args))
-    for competing, runs in ((0, [1]), (1, [1])):  # (a busy neighbour: OpenBLAS's call)
+    cases = ((0, False, [1]), (1, False, [1]), (0, True, [1]))  # (then OpenBLAS's call)
+    for competing, deterministic, runs in cases:
         monkeypatch.setattr(cpu_budget, "_sample_competing", lambda c=competing: c)
+        monkeypatch.setattr(cpu_budget, "_deterministic", deterministic)
         cpu_budget._blas_threads(1)
         dx, dw = np.full((128, 65), np.nan, np.float32), np.ones((65, 256), np.float32)
         blas.gemm_pair(dx, g, w, False, True, 0.0, dw, x, g, True, False, 1.0)
