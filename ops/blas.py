@@ -258,15 +258,16 @@ def _pool(name: str, dtype, free: bool = False):
     one after the other, 161 for OpenBLAS's batched call on one thread)."""
     if dtype != np.float32 or not jit_threads.usable():
         return None
-    n = cpu_budget.granted()
-    if n < 2:
-        if not free or cpu_budget.deterministic() or cpu_budget.threads_now() < 2:
-            return None
-        n = 2
     fn = _JIT.get(name)
-    if fn is not None:
+    if fn is None:
+        return None
+    n = cpu_budget.granted()
+    if n >= 2:
         jit_threads.threads(n)
-    return fn
+        return fn
+    if free and not cpu_budget.deterministic() and jit_threads.free_threads(2) >= 2:
+        return fn
+    return None
 
 
 _sgemm_at = _dgemm_at = prange = None

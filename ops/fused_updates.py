@@ -308,16 +308,9 @@ def available() -> bool:
 
 
 def _pool_parts() -> int:
-    """Parts for an update on the pool now: the threads the CPU budget has free
-    (`threads_now`: none of our other threads computing, no other process on the run
-    queue), with numba's count on this thread set to them; 1 where the pool may not
-    run (ops/jit_threads.py `usable`)."""
-    if not _POOL or not _jit_threads.usable():
-        return 1
-    parts = cpu_budget.threads_now()
-    if parts > 1:
-        _jit_threads.threads(parts)
-    return parts
+    """Parts for an update on the pool now: one per thread the CPU budget has free
+    (ops/jit_threads.py `free_threads`); 1 where the pool may not run."""
+    return _jit_threads.free_threads() if _POOL else 1
 
 
 _POOL = True  # False: updates on one thread or the budget's helpers, as before (A/B)

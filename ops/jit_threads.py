@@ -1,4 +1,6 @@
-"""numba's threading layer as the pool that runs products granted several threads.
+"""numba's threading layer as the pool that runs products granted several threads
+(and, while two cores are free, pairs of small products and optimizer updates:
+`free_threads`).
 
 A step's kernels run one after another on its driver thread.  On the 2-core project
 machine OpenBLAS's own helper thread splits a product and then sleeps after a ~5 us spin
@@ -47,7 +49,7 @@ import threading
 from asyncflow.devices import cpu_budget
 from asyncflow.ops import jit_fork
 
-__all__ = ["launching", "may_launch", "note_layer", "threads", "usable"]
+__all__ = ["free_threads", "launching", "may_launch", "note_layer", "threads", "usable"]
 
 _ENABLED = os.environ.get("ASYNCFLOW_JIT_POOL", "") in ("", "1")
 _SPIN_COUNT = "20000"
@@ -98,6 +100,22 @@ def may_launch() -> bool:
 def usable() -> bool:
     """Whether the pool may run work now (see the module note)."""
     return bool(_spins) and _spins[0] and may_launch()
+
+
+def free_threads(most: int | None = None) -> int:
+    """Threads the pool may take now for work the CPU budget granted none for (a pair
+    of small products, an optimizer update): as many as `cpu_budget.threads_now()`
+    finds free (none of our other threads computing, no other process on the run
+    queue), at most `most`, with numba's count on this thread set to them; 1 where the
+    pool may not run."""
+    if not usable():
+        return 1
+    n = cpu_budget.threads_now()
+    if most is not None:
+        n = min(n, most)
+    if n > 1:
+        threads(n)
+    return n
 
 
 def threads(n: int) -> None:
