@@ -356,8 +356,8 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
             if module is not None:
                 jitted = numba.njit(nogil=True, cache=True, error_model="numpy")(module.loop)
             else:
-                exec(compile(source, "<fused element-wise program>", "exec"), namespace)
-                jitted = numba.njit(nogil=True, error_model="numpy")(namespace["loop"])
+                loop_fn = jit_cache.function_from_source(source, namespace)
+                jitted = numba.njit(nogil=True, error_model="numpy")(loop_fn)
             # n_args: (arrays read, written, scalars[, joined count, the conditions
             # (bool arrays read), whether a row loop]); one element each, a row
             # loop's `rows, cols` one row of one column (its `cat`: `count` elements)

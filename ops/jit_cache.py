@@ -25,6 +25,7 @@ MAX_PROGRAMS programs: past that, a process opening it removes the oldest half.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -33,6 +34,7 @@ import platform
 import stat
 import sys
 import threading
+import types
 
 import numpy as np
 
@@ -41,8 +43,10 @@ from asyncflow.ops import jit_fork
 
 __all__ = [
     "MAX_PROGRAMS",
+    "check_generated",
     "directory",
     "fingerprint",
+    "function_from_source",
     "load_source",
     "read_verdict",
     "write_verdict",
@@ -173,6 +177,7 @@ def load_source(source: str, namespace: dict, tag: str = "program"):
     path = directory()
     if path is None:
         return None
+    check_generated(source)  # (ValueError: the caller's compile fails, NumPy's form runs)
     name = f"{tag}_{_digest(source, fingerprint())}"
     filename = os.path.join(path, name + ".py")
     try:
@@ -194,6 +199,70 @@ def load_source(source: str, namespace: dict, tag: str = "program"):
     except (OSError, SyntaxError, ImportError) as exc:
         tf_logging.warning("asyncflow: the compiled-loop cache could not be used: %r", exc)
         return None
+
+
+# -- generated source, checked -----------------------------------------------------------
+#
+# The loops' source is made by the fused programs' planner from fixed templates and
+# integer indices (fused_elementwise_jit._source): no user text goes into it.  Before it
+# is compiled (from a file of the cache or from memory) `check_generated` holds it to
+# that shape, so that a planner bug that let a node's name or an attribute's string in
+# could never run it as code: one `def` of plain arithmetic on local names, loops over
+# `range`, subscripts and slices, arrays' `size`, number literals, and calls of the few
+# functions the templates use.  It costs ~0.1 ms a program, once per compile.
+
+_NODES = (
+    ast.Module, ast.FunctionDef, ast.arguments, ast.arg, ast.For, ast.Assign, ast.Return,
+    ast.Expr, ast.Name, ast.Load, ast.Store, ast.Constant, ast.BinOp, ast.UnaryOp,
+    ast.Compare, ast.IfExp, ast.Call, ast.Attribute, ast.Subscript, ast.Slice,
+    ast.operator, ast.unaryop, ast.cmpop,
+)  # fmt: skip
+_CALLS = frozenset(["range", "abs", "_exp32", "_log1p32", "_tanh32"])
+_NP = ("sqrt",)  # np.<name>
+
+
+def check_generated(source: str) -> ast.Module:
+    """The parsed `source` where it has the generated loops' shape (see above); else
+    ValueError, naming what it holds."""
+    tree = ast.parse(source, "<generated loop>")
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        raise ValueError("generated source: not one function definition")
+    fn = tree.body[0]
+    if fn.decorator_list or fn.returns or fn.args.defaults or fn.args.kw_defaults:
+        raise ValueError("generated source: a decorated or annotated function")
+    for node in ast.walk(fn):
+        if not isinstance(node, _NODES):
+            raise ValueError(f"generated source: a {type(node).__name__} node")
+        if isinstance(node, ast.Name) and node.id.startswith("__"):
+            raise ValueError(f"generated source: the name {node.id}")
+        if isinstance(node, ast.Constant) and type(node.value) not in (int, float):
+            raise ValueError(f"generated source: the constant {node.value!r}")
+        if isinstance(node, ast.Attribute):  # np.sqrt, or an array parameter's size
+            owner = node.value.id if isinstance(node.value, ast.Name) else None
+            if owner is None or node.attr not in (_NP if owner == "np" else ("size",)):
+                raise ValueError(f"generated source: the attribute {ast.unparse(node)}")
+        if isinstance(node, ast.Call):
+            callee = node.func
+            if node.keywords or not (
+                (isinstance(callee, ast.Attribute) and callee.attr in _NP)
+                or (isinstance(callee, ast.Name) and callee.id in _CALLS)
+            ):
+                raise ValueError(f"generated source: a call of {ast.unparse(callee)}")
+    return tree
+
+
+def function_from_source(source: str, namespace: dict, name: str = "loop"):
+    """The function `name` that the checked generated `source` defines, with the names
+    of `namespace` as its globals: compiled from memory, without running the module
+    (the source is one `def`: its code object is the function's body)."""
+    tree = check_generated(source)
+    if tree.body[0].name != name:
+        raise ValueError(f"generated source: defines {tree.body[0].name}, not {name}")
+    code = compile(tree, "<fused element-wise program>", "exec")
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType) and const.co_name == name:
+            return types.FunctionType(const, namespace, name)
+    raise ValueError(f"generated source: no function {name}")  # (cannot happen: checked)
 
 
 def _same_text(filename: str, source: str) -> bool:

@@ -47,6 +47,7 @@ import importlib.machinery
 import json
 import os
 import re
+import runpy
 import statistics
 import subprocess
 import sys
@@ -360,8 +361,13 @@ def _child(args):
     random.seed(0)
     sys.argv = [args.file]
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.file)))
-    code = compile(src, args.file, "exec")
-    exec(code, {"__name__": "__main__", "__file__": args.file})  # the program itself
+    # The program itself, its step counts capped, run as `python` runs a file (runpy),
+    # from a private copy named as the program.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, os.path.basename(args.file))
+        with open(path, "w") as f:
+            f.write(src)
+        runpy.run_path(path, run_name="__main__")
 
 
 # -- the parent ---------------------------------------------------------------------------

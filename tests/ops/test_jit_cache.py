@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from asyncflow.ops import fused_elementwise_jit, jit_cache
@@ -152,3 +153,72 @@ def test_second_process_loads_the_loop(tmp_path):
     assert first["checks"] == 1  # exp's check ran once, and its verdict was recorded
     assert second["hits"] >= 1 and second["misses"] == 0  # loaded, not compiled
     assert second["checks"] == 0  # the recorded verdict stood for the check
+
+
+# -- the generated source's shape (check_generated, function_from_source) ---------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os\ndef loop():\n    pass\n",  # (anything but one def)
+        "def loop(x):\n    return __import__('os')\n",
+        "def loop(x):\n    return x.__class__\n",
+        "def loop(x):\n    return np.load(x)\n",
+        "def loop(x):\n    return open(x)\n",
+        "def loop(x):\n    return 'x'\n",
+        "def loop(x):\n    return [x]\n",
+        "def loop(x):\n    return lambda: x\n",
+        "def loop(x):\n    while x:\n        x = x - 1\n",
+        "@np.vectorize\ndef loop(x):\n    return x\n",
+        "def loop(x=open('f')):\n    return x\n",
+        "def loop(x):\n    return range(x, step=1)\n",
+        "def loop(x):\n    return x[0](1)\n",
+    ],
+)
+def test_generated_source_held_to_its_shape(source, cache):
+    with pytest.raises(ValueError, match="generated source"):
+        jit_cache.check_generated(source)
+    with pytest.raises(ValueError, match="generated source"):
+        jit_cache.function_from_source(source, {"np": np})
+    with pytest.raises(ValueError, match="generated source"):  # (nothing written either)
+        jit_cache.load_source(source, {"np": np})
+    assert not os.path.isdir(cache) or not [f for f in os.listdir(cache) if f.endswith(".py")]
+
+
+def test_function_from_memory_runs_no_module_code():
+    source = (
+        "def loop(in0, out0, c0, one, zero):\n"
+        "    for i in range(out0.size):\n"
+        "        x0 = in0[i]\n"
+        "        v0 = (one / np.sqrt(x0) if x0 > zero else -x0) * c0 + _tanh32(abs(x0))\n"
+        "        out0[i] = v0\n"
+    )
+    fn = jit_cache.function_from_source(source, {"np": np, "_tanh32": np.tanh})
+    x = np.array([4.0, -2.0, 0.0])
+    out = np.empty(3)
+    fn(x, out, 2.0, 1.0, 0.0)
+    np.testing.assert_array_equal(out, [1.0 + np.tanh(4.0), 4.0 + np.tanh(2.0), 0.0])
+    assert fn.__name__ == "loop" and fn.__globals__["np"] is np
+    with pytest.raises(ValueError, match="defines other"):
+        jit_cache.function_from_source(source.replace("def loop", "def other"), {"np": np})
+
+
+def test_every_generated_loop_passes_the_check():
+    """The planner's own sources, from the templates of every op it compiles, in the
+    flat, row and staged forms (the fused-program tests compile them; here the source
+    alone)."""
+    sources = [key[0] for key in list(fused_elementwise_jit._loops)]
+    sources += [key[0] for key in list(fused_elementwise_jit._pending)]
+    for expr in list(fused_elementwise_jit._EXPRESSIONS.values()) + list(
+        fused_elementwise_jit._INLINE32.values()
+    ) + [e for e, _ in fused_elementwise_jit._POW_FORMS.values()] + [fused_elementwise_jit._POW]:
+        body = expr.format("x0", "x1", "x2")
+        sources.append(
+            "def loop(in0, in1, in2, out0, one, zero):\n"
+            "    for i in range(out0.size):\n"
+            "        x0 = in0[i]\n        x1 = in1[i]\n        x2 = in2[i]\n"
+            f"        v0 = {body}\n        out0[i] = v0\n"
+        )
+    for source in sources:
+        jit_cache.check_generated(source)
