@@ -482,8 +482,8 @@ def _check_gather_indices(xp, indices, limit):
     if to_host(xp, bad.any()):
         indices, bad = to_host(xp, indices), to_host(xp, bad)
         where = np.argwhere(bad)[0]
-        pos = ",".join(str(int(i)) for i in where)
-        raise _invalid(f"indices[{pos}] = {indices[tuple(where)]} is not in [0, {limit})")
+        at = "indices[" + ",".join(str(int(i)) for i in where) + "]" if indices.ndim else "indices"
+        raise _invalid(f"{at} = {indices[tuple(where)]} is not in [0, {limit})")  # (TF's wording)
 
 
 def _gather_value(xp, params, indices, axis, batch_dims):

@@ -204,6 +204,20 @@ def test_gather_batch_dims():
 # -- issue 18: the GatherV2 gradient with a tensor axis or batch_dims ---------------------------
 
 
+def test_gather_index_out_of_range_names_it_as_tf():
+    # TF 2.21's messages: "indices[0,1] = 5 is not in [0, 3)"; a scalar index has no
+    # position: "indices = 7 is not in [0, 3)".  (The CPU kernel's: on a GPU, TF's kernel
+    # gives zeros for an index out of range, tests/ops/test_device_indexing.py.)
+    import asyncflow as af
+
+    i = af.placeholder(af.int32, [])
+    with af.Session() as sess, af.device("/cpu:0"):
+        with pytest.raises(errors.InvalidArgumentError, match=r"^indices = 7 is not in \[0, 3\)"):
+            sess.run(af.gather(af.constant([1.0, 2.0, 3.0]), i), {i: 7})
+        with pytest.raises(errors.InvalidArgumentError, match=r"^indices\[0,1\] = 5 is not in"):
+            sess.run(af.gather(af.constant([1.0, 2.0, 3.0]), af.constant([[0, 5]])))
+
+
 def test_gather_gradient_with_a_fed_axis_matches_tf():
     # TF 2.21: d sum(gather(p[3,4], [1, 1, 3], axis=ax) * 2) / dp with ax fed 1 is
     # [[0, 4, 0, 2]] * 3 (a dense tensor).
