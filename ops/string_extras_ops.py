@@ -72,12 +72,30 @@ def _encode(attrs, v):
     return out if attrs["pad"] else out.rstrip(b"=")
 
 
+_WEB_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
 def _decode(attrs, v):
+    """TF's Base64Decode: the web-safe alphabet only (no '+', '/', whitespace), blocks
+    of four characters, the last one of two to four, padded with one or two '=' or not
+    (Python's decoder skips what is not in its alphabet: "!!!" would give b'')."""
     v = bytes(v)
+    if not v:
+        return b""
+    blocks = (len(v) - 1) // 4 * 4  # (TF's loop: whole blocks while more than 4 remain)
+    head, tail = v[:blocks], v[blocks:]
+    if head.translate(None, _WEB_SAFE):
+        raise _invalid("Invalid character found in base64.")
+    if len(tail) == 1:
+        raise _invalid("Base64 string length cannot be 1 modulo 4.")
+    if len(tail) == 4 and tail.endswith(b"="):
+        tail = tail[:2] if tail[2:3] == b"=" else tail[:3]
+    if tail.translate(None, _WEB_SAFE):
+        raise _invalid("Invalid character found in base64.")
     try:
-        return base64.urlsafe_b64decode(v + b"=" * (-len(v) % 4))
-    except (binascii.Error, ValueError):
-        raise _invalid(f"Invalid character found in base64: {v[:32]!r}") from None
+        return base64.urlsafe_b64decode(head + tail + b"=" * (-len(tail) % 4))
+    except (binascii.Error, ValueError):  # (cannot happen: every character checked)
+        raise _invalid("Invalid character found in base64.") from None
 
 
 EncodeBase64 = _elementwise("EncodeBase64", _encode, {"pad": False})

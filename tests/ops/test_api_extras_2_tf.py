@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -129,6 +130,60 @@ def test_errors_match_tf():
         af.gradients(af.svd(x, full_matrices=True)[1], [x])
     with pytest.raises(ValueError, match="Input count"):
         af.einsum("ij,jk->ik", af.ones([2, 2]))
+
+
+# DecodeBase64 on TF 2.21 (recorded with tensorflow-cpu 2.21.0): the value, or the
+# error's message.  Python's own decoder skips characters outside its alphabet ("!!!"
+# gave b'') and takes '+' and '/'; TF's takes the web-safe alphabet only.
+_BAD_CHAR = "Invalid character found in base64."
+_ONE_MOD_4 = "Base64 string length cannot be 1 modulo 4."
+_DECODE_BASE64_TF = [
+    ("", b""),
+    ("aGVsbG8", b"hello"),
+    ("aGVsbG8=", b"hello"),
+    ("aGVsbA", b"hell"),
+    ("ab", b"i"),
+    ("abc", b"i\xb7"),
+    ("ab==", b"i"),
+    ("abc=", b"i\xb7"),
+    ("ab_-", b"i\xbf\xfe"),
+    ("!!!", _BAD_CHAR),
+    ("a+b/", _BAD_CHAR),
+    ("aGVsbG8==", _BAD_CHAR),
+    ("ab=c", _BAD_CHAR),
+    ("a=", _BAD_CHAR),
+    ("ab=", _BAD_CHAR),
+    ("====", _BAD_CHAR),
+    ("a===", _BAD_CHAR),
+    ("ab\n", _BAD_CHAR),
+    (" ab", _BAD_CHAR),
+    ("aGVs bG8", _BAD_CHAR),
+    ("AA==AA==", _BAD_CHAR),
+    ("a", _ONE_MOD_4),
+    ("aGVsb", _ONE_MOD_4),
+    ("abcd=", _ONE_MOD_4),
+    ("=", _ONE_MOD_4),
+    ("!", _ONE_MOD_4),
+    ("abcd!", _ONE_MOD_4),
+    ("abcde", _ONE_MOD_4),
+    ("==", _BAD_CHAR),
+    ("===", _BAD_CHAR),
+    ("abcd==", _BAD_CHAR),
+    ("abcd===", _BAD_CHAR),
+    ("abcdef=", _BAD_CHAR),
+    ("aGVsbG8===", _BAD_CHAR),
+    ("a=b=", _BAD_CHAR),
+]
+
+
+@pytest.mark.parametrize("text, want", _DECODE_BASE64_TF)
+def test_decode_base64_matches_tf(text, want):
+    t = af.decode_base64(text)
+    if isinstance(want, bytes):
+        assert _run(t) == want
+    else:
+        with pytest.raises(errors.InvalidArgumentError, match=re.escape(want)):
+            _run(t)
 
 
 def test_conv2d_backprop_v2_match_v1_and_tables_initializer():
