@@ -357,11 +357,24 @@ def _arg_op(op_type: str, fn_name: str):
             raise errors.InvalidArgumentError(
                 None, None, f"Reduction axis {dim} is empty in shape {_shape_str(x.shape)}"
             )
-        out = await ctx.device.compute(getattr(xp, fn_name), x, dim)
+        out = await ctx.device.compute(_nan_skipping_arg, xp, fn_name, x, dim)
         return _as_dtype(xp, out, ctx.attrs["output_type"])
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
     return op_def
+
+
+def _nan_skipping_arg(xp, fn_name: str, x, dim: int):
+    """TF's ArgMax / ArgMin (Eigen's tuple reducers): a NaN is never greater or less, so
+    the index is the first of the largest (smallest) value that is not NaN, 0 where
+    every value is NaN; NumPy's argmax stops at the first NaN instead.  Measured on TF
+    2.21: argmax([1, nan, 3]) = 2, argmin = 0; argmax([nan, nan]) = 0."""
+    if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
+        nan = xp.isnan(x)
+        if xp is not np or nan.any():  # (on a device: no host read to decide)
+            fill = -np.inf if fn_name == "argmax" else np.inf
+            x = xp.where(nan, xp.asarray(fill, x.dtype), x)
+    return getattr(xp, fn_name)(x, dim)
 
 
 ArgMax = _arg_op("ArgMax", "argmax")
