@@ -203,7 +203,8 @@ class DType:
     def __repr__(self) -> str:
         return f"tf.{self._name}"
 
-    __str__ = __repr__
+    def __str__(self) -> str:  # (TF's: print(x.dtype) and "%s" % dtype show this)
+        return f"<dtype: '{self._name}'>"
 
 
 float16 = DType(19, "float16", np.float16)

@@ -197,9 +197,12 @@ class Tensor:
         return _eval_with_default(self, feed_dict, session)
 
     def __repr__(self) -> str:
-        return f'<tf.Tensor "{self.name}" shape={self._shape} dtype={self._dtype.name}>'
+        return f"<tf.Tensor '{self.name}' shape={self._shape} dtype={self._dtype.name}>"
 
-    __str__ = __repr__
+    def __str__(self) -> str:  # TF's: print(t) shows Tensor("x:0", shape=(?, 3), dtype=float32)
+        shape = f", shape={self._shape}" if self._shape.ndims is not None else ""
+        device = f", device={self.device}" if self.device else ""
+        return f'Tensor("{self.name}"{shape}, dtype={self._dtype.name}{device})'
 
     def __hash__(self) -> int:
         return id(self)

@@ -82,6 +82,9 @@ class RaggedTensorValue(_Nesting):
     def __repr__(self) -> str:
         return f"tf.RaggedTensorValue(values={self._values!r}, row_splits={self._row_splits!r})"
 
+    def __str__(self) -> str:  # (TF's: the rows)
+        return f"<tf.RaggedTensorValue {self.to_list()}>"
+
 
 class RaggedTensor(_Nesting):
     """A graph ragged tensor: `values` split into rows by `row_splits`."""
@@ -202,7 +205,7 @@ class RaggedTensor(_Nesting):
         raise ValueError("RaggedTensor.to_list() is only available in eager mode.")
 
     def __repr__(self) -> str:
-        return f"tf.RaggedTensor(values={self._values!r}, row_splits={self._row_splits!r})"
+        return f"tf.RaggedTensor(values={self._values}, row_splits={self._row_splits})"
 
 
 def _nrows(t, dtype):

@@ -146,6 +146,6 @@ class SparseTensor:
 
     def __repr__(self) -> str:
         return (
-            f"SparseTensor(indices={self._indices!r}, values={self._values!r}, "
-            f"dense_shape={self._dense_shape!r})"
+            f"SparseTensor(indices={self._indices}, values={self._values}, "
+            f"dense_shape={self._dense_shape})"
         )

@@ -799,3 +799,35 @@ def test_kernel_label_map_is_accepted_and_changes_nothing():
         y = tf.identity(tf.constant([1.0, 2.0]))
     with Session(graph=g) as sess:
         assert sess.run(y).tolist() == [1.0, 2.0]
+
+
+def test_printed_forms_are_tfs():
+    # TF 2.21 (tf.compat.v1, graph mode), recorded: print() of a tensor, a dtype, a
+    # sparse tensor and a ragged value, and repr() of a tensor.
+    import asyncflow as af
+
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 3], name="x")
+        u = af.placeholder(af.int32, name="u")
+        with af.device("/cpu:0"):
+            d = af.constant(1.0, name="d")
+        assert str(x) == 'Tensor("x:0", shape=(?, 3), dtype=float32)'
+        assert repr(x) == "<tf.Tensor 'x:0' shape=(?, 3) dtype=float32>"
+        assert str(u) == 'Tensor("u:0", dtype=int32)'
+        assert repr(u) == "<tf.Tensor 'u:0' shape=<unknown> dtype=int32>"
+        assert str(d) == 'Tensor("d:0", shape=(), dtype=float32, device=/device:CPU:0)'
+        assert str(af.float32) == "<dtype: 'float32'>" and repr(af.float32) == "tf.float32"
+        assert str([af.int64]) == "[tf.int64]"
+        assert f"{af.bool}" == "<dtype: 'bool'>"
+        s = af.SparseTensor([[0, 0]], [1.0], [2, 2])
+        want = (
+            'SparseTensor(indices=Tensor("SparseTensor/indices:0", shape=(1, 2), dtype=int64), '
+            'values=Tensor("SparseTensor/values:0", shape=(1,), dtype=float32), '
+            'dense_shape=Tensor("SparseTensor/dense_shape:0", shape=(2,), dtype=int64))'
+        )
+        assert str(s) == repr(s) == want
+        r = af.RaggedTensor.from_row_splits(
+            af.constant([1, 2, 3]), af.constant([0, 1, 3], af.int64)
+        )
+        with af.Session() as sess:
+            assert str(sess.run(r)) == "<tf.RaggedTensorValue [[1], [2, 3]]>"
