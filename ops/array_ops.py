@@ -93,26 +93,34 @@ ops.register_constant_folder("Const", lambda t: t.op._attr("value"))
 def constant(value, dtype=None, shape=None, name="Const", verify_shape=False):
     """`tf.constant`: a Const op holding `value` (TF's Python conversion rules).
 
+    With `shape`, a value of fewer elements than the shape is filled out with its last
+    element (TF1's graph constant), one of more elements raises ValueError.
+
     Raises:
-      TypeError: a value the dtype cannot hold, or a shape the value cannot fill.
+      TypeError: a value the dtype cannot hold, or another shape under `verify_shape`.
+      ValueError: more elements than `shape` has.
     """
     arr = dtypes.convert_to_numpy(value, dtype)
     if shape is not None:
         shape = tuple(int(d) for d in tensor_shape.as_shape(shape).as_list())
         if arr.shape != shape:
             if verify_shape:
-                raise TypeError(f"Expected Tensor's shape: {shape}, got {arr.shape}.")
+                raise TypeError(f"Expected Tensor's shape: {shape}, but got {arr.shape}.")
             size = int(np.prod(shape))
             if arr.size == 1:
                 arr = np.full(shape, arr.reshape(()), dtype=arr.dtype)
             elif arr.size == size:
                 arr = arr.reshape(shape)
-            else:
-                raise TypeError(
-                    f"Eager execution of tf.constant with unsupported shape. Tensor {value!r} "
-                    f"(converted from {value!r}) has {arr.size} elements, but got `shape` "
-                    f"{shape} with {size} elements)."
+            elif arr.size > size:
+                raise ValueError(
+                    f"Too many elements provided. Takes at most {size}, but got {arr.size}."
                 )
+            else:  # TF1's graph constant: the last value fills the rest (zeros if none)
+                flat = np.zeros(size, arr.dtype)
+                if arr.size:
+                    flat[: arr.size] = arr.reshape(-1)
+                    flat[arr.size :] = arr.reshape(-1)[-1]
+                arr = flat.reshape(shape)
     if (
         isinstance(value, np.ndarray)
         and arr.flags.writeable

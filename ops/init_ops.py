@@ -157,14 +157,15 @@ class Constant(Initializer):
             return _filled(shape, arr.reshape(()), dtype, "Const")
         size = int(np.prod(shape))
         if verify and arr.shape != shape:
-            raise TypeError(f"Expected Tensor's shape: {shape}, got {arr.shape}.")
+            raise TypeError(f"Expected Tensor's shape: {shape}, but got {arr.shape}.")
         if arr.size > size:
             raise ValueError(
                 f"Too many elements provided. Takes at most {size}, but got {arr.size}."
             )
         flat = arr.reshape(-1)
-        if arr.size < size:
-            flat = np.concatenate([flat, np.repeat(flat[-1:], size - arr.size)])
+        if arr.size < size:  # (the last value fills the rest; zeros where there is none)
+            fill = flat[-1:] if flat.size else np.zeros(1, flat.dtype)
+            flat = np.concatenate([flat, np.repeat(fill, size - arr.size)])
         from asyncflow.ops import array_ops
 
         return array_ops.constant(flat.reshape(shape), dtype=dtype)

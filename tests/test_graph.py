@@ -831,3 +831,49 @@ def test_printed_forms_are_tfs():
         )
         with af.Session() as sess:
             assert str(sess.run(r)) == "<tf.RaggedTensorValue [[1], [2, 3]]>"
+
+
+# tf.constant and tf.constant_initializer with `shape`, recorded from TF 2.21 (graph
+# mode): a value of fewer elements is filled out with its last (zeros if empty).
+_CONSTANT_SHAPED_TF = [
+    ([1, 2], [2, 2], {}, [[1, 2], [2, 2]]),
+    (np.array([1, 2, 3]), [3, 1], {}, [[1], [2], [3]]),
+    ([[1, 2], [3, 4]], [1, 4], {}, [[1, 2, 3, 4]]),
+    ([1.5], [3], {}, [1.5, 1.5, 1.5]),
+    ([], [2], {}, [0.0, 0.0]),
+    ([[1], [2]], [2, 2], {}, [[1, 2], [2, 2]]),
+    (
+        [1, 2, 3, 4, 5],
+        [2, 2],
+        {},
+        (ValueError, "Too many elements provided. Takes at most 4, but got 5."),
+    ),
+    (
+        [1, 2],
+        [2, 2],
+        {"verify_shape": True},
+        (TypeError, "Expected Tensor's shape: (2, 2), but got (2,)."),
+    ),
+]
+
+
+@pytest.mark.parametrize("value, shape, kwargs, want", _CONSTANT_SHAPED_TF)
+def test_constant_with_a_shape_fills_as_tf(value, shape, kwargs, want):
+    import re
+
+    with tf.Graph().as_default():
+        for build in (
+            lambda: tf.constant(value, shape=shape, **kwargs),
+            lambda: tf.get_variable(
+                "w", shape, initializer=tf.constant_initializer(value, **kwargs)
+            ),
+        ):
+            if isinstance(want, tuple):
+                with pytest.raises(want[0], match=re.escape(want[1])):
+                    build()
+                continue
+            t = build()
+            with Session() as sess:
+                sess.run(tf.global_variables_initializer())
+                got = sess.run(t)
+            assert got.tolist() == want
