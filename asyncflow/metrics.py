@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes
+from asyncflow import dtypes, math_composites
 from asyncflow import graph as ops
 from asyncflow import var_scope as vs
 from asyncflow.metrics_at_k import (  # (TF's top-k metrics, and the metric variables)
@@ -611,14 +611,43 @@ def _auc_thresholds(num_thresholds):
     return [0.0 - _EPS, *inner, 1.0 + _EPS]
 
 
+# The rates' epsilon in `auc` (TF's: 1e-6 there, where the thresholds' is 1e-7).
+_AUC_EPS = 1e-6
+
+
+def _interpolated_pr_auc(tp, fp, fn, n, name):
+    """The PR curve's area with precision interpolated between thresholds (Davis &
+    Goadrich 2006, TF's closed form): within each interval TP and the predicted
+    positives P = TP + FP move linearly, so precision is TP_A + slope (P - P_A) over P,
+    whose integral over P is slope * (dTP + intercept * log(P_A / P_B)); divided by
+    the positives, summed.  Intervals with no positives predicted at either end take
+    a ratio of 1 (no log term)."""
+    dtp = tp[: n - 1] - tp[1:]
+    p = tp + fp
+    slope = math_composites.div_no_nan(dtp, math_ops.maximum(p[: n - 1] - p[1:], 0.0))
+    intercept = tp[1:] - slope * p[1:]
+    both = math_ops.logical_and(math_ops.greater(p[: n - 1], 0.0), math_ops.greater(p[1:], 0.0))
+    ratio = slicing_ops.where(
+        both,
+        math_composites.div_no_nan(p[: n - 1], math_ops.maximum(p[1:], 0.0)),
+        array_ops.ones_like(p[1:]),
+    )
+    area = math_composites.div_no_nan(
+        slope * (dtp + intercept * math_ops.log(ratio)), math_ops.maximum(tp[1:] + fn[1:], 0.0)
+    )
+    return reduction_ops.reduce_sum(area, name=name)
+
+
 def _compute_auc(tp, fn, tn, fp, n, curve, summation_method, name):
-    rec = math_ops.truediv(tp + _EPS, tp + fn + _EPS)
+    if curve == "PR" and summation_method == "careful_interpolation":
+        return _interpolated_pr_auc(tp, fp, fn, n, name)
+    rec = math_ops.truediv(tp + _AUC_EPS, tp + fn + _AUC_EPS)
     if curve == "ROC":
-        x = math_ops.truediv(fp, fp + tn + _EPS)
+        x = math_ops.truediv(fp, fp + tn + _AUC_EPS)
         y = rec
     else:
         x = rec
-        y = math_ops.truediv(tp + _EPS, tp + fp + _EPS)
+        y = math_ops.truediv(tp + _AUC_EPS, tp + fp + _AUC_EPS)
     dx = x[: n - 1] - x[1:]
     if summation_method in ("trapezoidal", "careful_interpolation"):
         heights = (y[: n - 1] + y[1:]) / 2.0
@@ -651,16 +680,11 @@ def auc(
     """
     if curve not in ("ROC", "PR"):
         raise ValueError(f"curve must be either ROC or PR, {curve} unknown")
-    if summation_method == "careful_interpolation" and curve == "PR":
-        raise ValueError(
-            "auc: summation_method='careful_interpolation' for PR curves is "
-            "not supported in asyncflow; use 'trapezoidal'"
-        )
     with vs.variable_scope(name, "auc", (labels, predictions, weights)):
         th = (
             _auc_thresholds(num_thresholds)
             if thresholds is None
-            else [0.0 - _EPS, *thresholds, 1.0 + _EPS]
+            else [0.0 - _EPS, *sorted(thresholds), 1.0 + _EPS]
         )
         n = len(th)
         v = _confusion_at_thresholds(labels, predictions, th, weights, ("tp", "fn", "tn", "fp"))

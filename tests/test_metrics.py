@@ -90,3 +90,58 @@ def test_collections_arguments(graph):
 def test_auc_rejects_unknown_curve(graph):
     with pytest.raises(ValueError):
         af.metrics.auc([1, 0], [0.3, 0.6], curve="XY")
+
+
+# tf.metrics.auc on TF 2.21 (tensorflow-cpu 2.21.0, recorded): six labels and scores,
+# values to ~1 ulp (the rates' epsilon is 1e-6, which the loose fixture comparison
+# above does not see: 1e-7 gave 0.625 here where TF gives 0.62499976).
+_AUC_LABELS = [1, 0, 1, 1, 0, 1]
+_AUC_SCORES = [0.9, 0.8, 0.4, 0.6, 0.1, 0.55]
+_AUC_TF = [
+    ({}, 0.6249997615814209),
+    ({"curve": "PR"}, 0.7666665315628052),
+    ({"summation_method": "careful_interpolation"}, 0.6249997615814209),
+    ({"curve": "PR", "summation_method": "careful_interpolation"}, 0.7709273099899292),
+    (
+        {
+            "weights": [1.0, 2.0, 0.5, 1.0, 1.0, 3.0],
+            "curve": "PR",
+            "summation_method": "careful_interpolation",
+            "num_thresholds": 7,
+        },
+        0.6668033599853516,
+    ),
+    ({"thresholds": [0.7, 0.2, 0.5]}, 0.5624998211860657),  # (sorted first)
+    ({"summation_method": "minoring"}, 0.6249997615814209),
+    ({"curve": "PR", "summation_method": "majoring"}, 0.8041665554046631),
+]
+
+
+@pytest.mark.parametrize("kwargs, want", _AUC_TF)
+def test_auc_matches_tf(kwargs, want):
+    with af.Graph().as_default():
+        value, update = af.metrics.auc(
+            af.constant(_AUC_LABELS), af.constant(_AUC_SCORES), **kwargs
+        )
+        with af.Session() as sess:
+            sess.run(af.local_variables_initializer())
+            sess.run(update)
+            got = sess.run(value)
+    np.testing.assert_allclose(got, want, rtol=1.5e-7)
+
+
+@pytest.mark.parametrize(
+    "labels, scores, want", [([1, 1, 1], [0.2, 0.5, 0.9], 1.0), ([0, 0], [0.2, 0.9], 0.0)]
+)
+def test_interpolated_pr_auc_without_negatives_or_positives_matches_tf(labels, scores, want):
+    with af.Graph().as_default():
+        value, update = af.metrics.auc(
+            af.constant(labels),
+            af.constant(scores),
+            curve="PR",
+            summation_method="careful_interpolation",
+        )
+        with af.Session() as sess:
+            sess.run(af.local_variables_initializer())
+            sess.run(update)
+            assert sess.run(value) == want
