@@ -29,6 +29,7 @@ default.  Invariant: once registered, an OpDef's signature never changes.
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ __all__ = [
     "ArgDef",
     "KernelDef",
     "OpDef",
+    "named_outputs",
     "REQUIRED",
     "TypeConstraint",
     "ANY",
@@ -275,6 +277,20 @@ def get_op_def(name: str) -> OpDef:
         return _REGISTRY[name]
     except KeyError:
         raise KeyError(f"Op type not registered '{name}'") from None
+
+
+_NAMED: dict[str, type] = {}
+
+
+def named_outputs(op) -> tuple:
+    """`op`'s outputs as TF's generated wrappers return a multi-output op's: a
+    namedtuple named by the op type, fields named as its outputs
+    (`tf.nn.top_k(x).values`, `tf.unique(x).idx`)."""
+    cls = _NAMED.get(op.type)
+    if cls is None:
+        fields = [a.name for a in get_op_def(op.type).outputs]
+        cls = _NAMED[op.type] = collections.namedtuple(op.type, fields)
+    return cls(*op.outputs)
 
 
 def all_op_defs() -> dict[str, OpDef]:

@@ -35,7 +35,7 @@ from asyncflow.ops import (
     slicing_ops,
 )
 from asyncflow.ops.gradient_ops import stop_gradient
-from asyncflow.registry import NotDifferentiable, register_op
+from asyncflow.registry import NotDifferentiable, named_outputs, register_op
 
 __all__ = [
     "uniform_candidate_sampler",
@@ -433,7 +433,7 @@ def _sampler(
     if range_max is not None:
         attrs["range_max"] = int(range_max)
     t = ops.convert_to_tensor(true_classes, dtype=dtypes.int64, name="true_classes")
-    return tuple(ops.apply_op(op_type, [t], attrs, name=name).outputs)
+    return named_outputs(ops.apply_op(op_type, [t], attrs, name=name))
 
 
 def uniform_candidate_sampler(
@@ -563,10 +563,8 @@ def compute_accidental_hits(true_classes, sampled_candidates, num_true, seed=Non
     candidate j equal to one of row i's true classes."""
     t = ops.convert_to_tensor(true_classes, dtype=dtypes.int64)
     s = ops.convert_to_tensor(sampled_candidates, dtype=dtypes.int64)
-    return tuple(
-        ops.apply_op(
-            "ComputeAccidentalHits", [t, s], {"num_true": int(num_true)}, name=name
-        ).outputs
+    return named_outputs(
+        ops.apply_op("ComputeAccidentalHits", [t, s], {"num_true": int(num_true)}, name=name)
     )
 
 

@@ -365,12 +365,13 @@ def _cumsum_grad(op, grad):
 
 @Cumprod.gradient
 def _cumprod_grad(op, grad):
-    # TF's formula; like TF it is only valid for inputs without zeros.
+    # TF's formula (exact only for inputs without zeros); a zero input's gradient is 0
+    # there, not NaN (TF's div_no_nan).
     x, axis = op.inputs
     exclusive, reverse = op._attr("exclusive"), op._attr("reverse")
     prod = op.outputs[0]
     out = cumsum(mul(prod, grad), axis, exclusive=exclusive, reverse=not reverse)
-    return [ops.apply_op("RealDiv", [out, x]).outputs[0], None]
+    return [ops.apply_op("DivNoNan", [out, x]).outputs[0], None]
 
 
 # -- helpers for gradient functions (TF's gen_*_ops by op type) ----------------------------

@@ -20,7 +20,14 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, math_ops, matmul_ops
 from asyncflow.ops.math_helpers import to_host
-from asyncflow.registry import ANY, INDEX, NotDifferentiable, TypeConstraint, register_op
+from asyncflow.registry import (
+    ANY,
+    INDEX,
+    NotDifferentiable,
+    TypeConstraint,
+    named_outputs,
+    register_op,
+)
 
 __all__ = [
     "matrix_band_part",
@@ -715,6 +722,7 @@ MatrixTriangularSolve = register_op(
 
 def _triangular_solve_host(a, b, lower, adjoint):
     import scipy.linalg  # (imported here: at import it cost every program ~0.3 s)
+
     trans = 2 if adjoint else 0
     out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:],
                    np.result_type(a, b))  # fmt: skip
@@ -765,6 +773,7 @@ MatrixSquareRoot = register_op(
 @MatrixSquareRoot.kernel()
 async def _sqrtm(ctx, x):
     import scipy.linalg  # (imported here: at import it cost every program ~0.3 s)
+
     xp = ctx.xp
     x = xp.asarray(x)
     _square(x)
@@ -789,6 +798,7 @@ NotDifferentiable("_SylvesterSolve")
 @_SylvesterSolve.kernel()
 async def _sylvester(ctx, a, c):
     import scipy.linalg  # (imported here: at import it cost every program ~0.3 s)
+
     # X with A X + X A = C, per matrix: the square root's gradient
     xp = ctx.xp
     ha, hc = np.asarray(to_host(xp, xp.asarray(a))), np.asarray(to_host(xp, xp.asarray(c)))
@@ -1252,8 +1262,9 @@ def self_adjoint_eigvals(tensor, name=None):
 
 def qr(input, full_matrices=False, name=None):  # noqa: A002
     """(q, r) of each innermost matrix: q with orthonormal columns, r upper triangular."""
-    q, r = ops.apply_op("Qr", [input], {"full_matrices": bool(full_matrices)}, name=name).outputs
-    return q, r
+    return named_outputs(
+        ops.apply_op("Qr", [input], {"full_matrices": bool(full_matrices)}, name=name)
+    )
 
 
 def svd(tensor, full_matrices=False, compute_uv=True, name=None):

@@ -24,7 +24,7 @@ from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import special as sp
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _binary_op, _unary_op
-from asyncflow.registry import FLOATING, INDEX, TypeConstraint, register_op
+from asyncflow.registry import FLOATING, INDEX, TypeConstraint, named_outputs, register_op
 
 __all__ = [
     "cumulative_logsumexp",
@@ -229,6 +229,7 @@ def _log_matrix_determinant_grad(op, _, grad_b):
 
 def _lu(x, index_dtype):
     import scipy.linalg  # (imported here: at import it cost every program ~0.3 s)
+
     n = x.shape[-1]
     flat = x.reshape(-1, n, n)
     lu = np.empty_like(flat)
@@ -328,7 +329,8 @@ def lu(input, output_idx_type=dtypes.int32, name=None):  # noqa: A002 - TF's nam
     Raises:
       InvalidArgumentError: at run time, for non-square or non-finite input.
     """
-    out = ops.apply_op(
-        "Lu", [input], {"output_idx_type": dtypes.as_dtype(output_idx_type)}, name=name
-    ).outputs
-    return out[0], out[1]
+    return named_outputs(
+        ops.apply_op(
+            "Lu", [input], {"output_idx_type": dtypes.as_dtype(output_idx_type)}, name=name
+        )
+    )

@@ -456,15 +456,14 @@ def div(x, y, name=None):
 
 # -- comparisons and logic -------------------------------------------------------------------
 
+
 def _plain(x):
     """A quantized (qint8...) array, NumPy's one-field record, as its integer field."""
     names = getattr(x.dtype, "names", None)
     return x[names[0]] if names and len(names) == 1 else x
 
 
-Equal = _binary_op(
-    "Equal", lambda xp, x, y: xp.equal(_plain(x), _plain(y)), ANY, out="bool"
-)
+Equal = _binary_op("Equal", lambda xp, x, y: xp.equal(_plain(x), _plain(y)), ANY, out="bool")
 NotEqual = _binary_op(
     "NotEqual", lambda xp, x, y: xp.not_equal(_plain(x), _plain(y)), ANY, out="bool"
 )
@@ -825,15 +824,17 @@ def _square_grad(op, grad):
     return _mul(grad, _mul(x, _scalar(2, x)))
 
 
+# Sqrt, Rsqrt and Reciprocal differentiate through their gradient ops, as TF's
+# math_grad does: those give 0 where the incoming gradient is 0 (below), so a branch
+# a where() masked off does not turn the gradient NaN.
 @_unary_grad("Sqrt")
 def _sqrt_grad(op, grad):
-    return _g.apply("RealDiv", _mul(grad, _scalar(0.5, grad)), _conj(op.outputs[0]))
+    return _g.apply("SqrtGrad", op.outputs[0], grad)
 
 
 @_unary_grad("Rsqrt")
 def _rsqrt_grad(op, grad):
-    y = _conj(op.outputs[0])
-    return _mul(_mul(grad, _scalar(-0.5, grad)), _mul(_g.apply("Square", y), y))
+    return _g.apply("RsqrtGrad", op.outputs[0], grad)
 
 
 @_unary_grad("Exp")
@@ -938,13 +939,26 @@ def _grad_fn(fn):
     return body
 
 
+def _mul_no_nan(xp, a, b):
+    """a * b, 0 where b is 0 (Eigen's mul_no_nan: whatever a is, inf and NaN too)."""
+    return xp.where(b == 0, xp.zeros((), a.dtype), a * b)
+
+
 # TF's gradients of Reciprocal, Rsqrt and Sqrt as ops of their own (gen_math_ops'
-# reciprocal_grad(y, dy) etc., y the forward output): the kernel conjugates y.
+# reciprocal_grad(y, dy) etc., y the forward output): the kernel conjugates y.  TF's
+# kernels (cwise_ops_gradients.h, the vectorized form) give 0 wherever dy is 0, so a
+# masked branch's NaN or inf does not leak through (the gradient of
+# where(x > 0, sqrt(x), 0) at x = -1 is 0, not NaN), in these operations' order.
 ReciprocalGrad = _activation_grad_op(
-    "ReciprocalGrad", _grad_fn(lambda xp, c, dy: -(dy * c * c))
+    "ReciprocalGrad", _grad_fn(lambda xp, c, dy: _mul_no_nan(xp, -(c * c), dy))
 )
-RsqrtGrad = _activation_grad_op("RsqrtGrad", _grad_fn(lambda xp, c, dy: dy * c * c * c * -0.5))
-SqrtGrad = _activation_grad_op("SqrtGrad", _grad_fn(lambda xp, c, dy: dy * 0.5 / c))
+RsqrtGrad = _activation_grad_op(
+    "RsqrtGrad",
+    _grad_fn(lambda xp, c, dy: _mul_no_nan(xp, (c * c) * -0.5, _mul_no_nan(xp, c, dy))),
+)
+SqrtGrad = _activation_grad_op(
+    "SqrtGrad", _grad_fn(lambda xp, c, dy: _mul_no_nan(xp, 0.5 / c, dy))
+)
 
 
 # Second derivatives (TF's math_grad.py): for complex values each takes conjugates, so
@@ -990,7 +1004,7 @@ def _sqrt_grad_grad(op, grad):
 
 @_unary_grad("Reciprocal")
 def _reciprocal_grad(op, grad):
-    return _g.neg(_mul(grad, _g.apply("Square", _conj(op.outputs[0]))))
+    return _g.apply("ReciprocalGrad", op.outputs[0], grad)
 
 
 @_unary_grad("Conj")

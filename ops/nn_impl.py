@@ -40,6 +40,7 @@ from asyncflow.registry import (
     REAL,
     NotDifferentiable,
     TypeConstraint,
+    named_outputs,
     register_op,
 )
 
@@ -994,8 +995,7 @@ def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - TF's names
       ValueError: k < 0 or larger than the last dimension, when known at build time.
       InvalidArgumentError: the same at run time.
     """
-    values, indices = _apply("TopKV2", [input, k], {"sorted": bool(sorted)}, name=name)
-    return values, indices
+    return named_outputs(ops.apply_op("TopKV2", [input, k], {"sorted": bool(sorted)}, name=name))
 
 
 InTopKV2 = register_op(

@@ -27,6 +27,7 @@ from asyncflow.registry import (
     REQUIRED,
     NotDifferentiable,
     TypeConstraint,
+    named_outputs,
     register_op,
 )
 
@@ -175,8 +176,7 @@ def max_pool_with_argmax(
         "include_batch_in_index": include_batch_in_index,
         "Targmax": dtypes.as_dtype(dtype or dtypes.int64),
     }
-    op = ops.apply_op("MaxPoolWithArgmax", [input], attrs, name=name)
-    return op.outputs[0], op.outputs[1]
+    return named_outputs(ops.apply_op("MaxPoolWithArgmax", [input], attrs, name=name))
 
 
 del tensor_shape, _POOL_FLOATS

@@ -10,7 +10,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.registry import ANY, INDEX, NotDifferentiable, register_op
+from asyncflow.registry import ANY, INDEX, NotDifferentiable, named_outputs, register_op
 
 __all__ = ["unique", "unique_with_counts", "setdiff1d", "invert_permutation"]
 
@@ -77,14 +77,16 @@ def unique(x, out_idx=dtypes.int32, name=None):
     Raises:
       ValueError: (at build time) x is not a vector.
     """
-    op = ops.apply_op("Unique", [x], {"out_idx": dtypes.as_dtype(out_idx)}, name=name)
-    return tuple(op.outputs)
+    return named_outputs(
+        ops.apply_op("Unique", [x], {"out_idx": dtypes.as_dtype(out_idx)}, name=name)
+    )
 
 
 def unique_with_counts(x, out_idx=dtypes.int32, name=None):
     """`unique`, plus how many times each distinct value occurs (op UniqueWithCounts)."""
-    op = ops.apply_op("UniqueWithCounts", [x], {"out_idx": dtypes.as_dtype(out_idx)}, name=name)
-    return tuple(op.outputs)
+    return named_outputs(
+        ops.apply_op("UniqueWithCounts", [x], {"out_idx": dtypes.as_dtype(out_idx)}, name=name)
+    )
 
 
 # -- ListDiff ---------------------------------------------------------------------------------
@@ -112,7 +114,7 @@ async def _list_diff(ctx, x, y):
 def setdiff1d(x, y, index_dtype=dtypes.int32, name=None):
     """The values of vector x not in y, in x's order, and their positions in x (ListDiff)."""
     attrs = {"out_idx": dtypes.as_dtype(index_dtype)}
-    return tuple(ops.apply_op("ListDiff", [x, y], attrs, name=name).outputs)
+    return named_outputs(ops.apply_op("ListDiff", [x, y], attrs, name=name))
 
 
 # -- InvertPermutation ----------------------------------------------------------------------

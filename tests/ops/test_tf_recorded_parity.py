@@ -1,0 +1,90 @@
+"""Behaviours found different from TF 2.21 by running the same TF1 snippets on both
+(tensorflow-cpu 2.21.0, tf.compat.v1 graph mode); the values here are TF's, recorded."""
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+from asyncflow.ops import gradient_ops
+
+nan, inf = float("nan"), float("inf")
+
+
+def _grad(build, x0):
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        x = af.constant(np.asarray(x0, np.float32))
+        (g,) = af.gradients(af.reduce_sum(build(x)), [x])
+        with af.Session() as sess:
+            return sess.run(g).tolist()
+
+
+def test_a_masked_branchs_nan_does_not_reach_the_gradient():
+    # TF's SqrtGrad / RsqrtGrad / ReciprocalGrad give 0 where the incoming gradient is 0.
+    assert _grad(lambda x: af.where(x > 0, af.sqrt(x), x * 0), [-1.0, 4.0]) == [0.0, 0.25]
+    assert _grad(lambda x: af.where(x > 0, af.rsqrt(x), x * 0), [-1.0, 4.0]) == [0.0, -0.0625]
+    assert _grad(lambda x: af.where(x > 0, af.reciprocal(x), x * 0), [0.0, 2.0]) == [0.0, -0.25]
+
+
+@pytest.mark.parametrize(
+    "op_type, y, dy, want",
+    [
+        ("SqrtGrad", [nan, 0.0, 2.0, inf], [0.0, 0.0, 1.0, 3.0], [0.0, 0.0, 0.25, 0.0]),
+        ("RsqrtGrad", [nan, inf, 0.5], [0.0, 0.0, 2.0], [0.0, 0.0, -0.125]),
+        ("ReciprocalGrad", [nan, inf, 0.5], [0.0, 0.0, 2.0], [0.0, 0.0, -0.5]),
+    ],
+)
+def test_gradient_ops_give_zero_where_the_gradient_is_zero(op_type, y, dy, want):
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        t = gradient_ops.apply(op_type, af.constant(y), af.constant(dy))
+        with af.Session() as sess:
+            assert sess.run(t).tolist() == want
+
+
+def test_cumprod_gradient_at_a_zero_is_zero_not_nan():
+    # TF's _CumprodGrad divides with div_no_nan.
+    assert _grad(af.cumprod, [2.0, 0.0, 3.0]) == [1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "build, type_name, fields",
+    [
+        (lambda: af.nn.top_k(af.constant([1.0, 3.0, 3.0]), 2), "TopKV2", ("values", "indices")),
+        (lambda: af.unique(af.constant([1, 2])), "Unique", ("y", "idx")),
+        (
+            lambda: af.unique_with_counts(af.constant([1, 2])),
+            "UniqueWithCounts",
+            ("y", "idx", "count"),
+        ),
+        (lambda: af.setdiff1d(af.constant([1, 2]), af.constant([2])), "ListDiff", ("out", "idx")),
+        (
+            lambda: af.nn.max_pool_with_argmax(
+                af.ones([1, 2, 2, 1]), [1, 2, 2, 1], [1, 2, 2, 1], "VALID"
+            ),
+            "MaxPoolWithArgmax",
+            ("output", "argmax"),
+        ),
+        (lambda: af.qr(af.ones([2, 2])), "Qr", ("q", "r")),
+        (lambda: af.linalg.lu(af.eye(2)), "Lu", ("lu", "p")),
+        (
+            lambda: af.nn.uniform_candidate_sampler(af.constant([[1]], af.int64), 1, 2, True, 5),
+            "UniformCandidateSampler",
+            ("sampled_candidates", "true_expected_count", "sampled_expected_count"),
+        ),
+        (
+            lambda: af.nn.compute_accidental_hits(
+                af.constant([[1]], af.int64), af.constant([1], af.int64), 1
+            ),
+            "ComputeAccidentalHits",
+            ("indices", "ids", "weights"),
+        ),
+    ],
+)
+def test_multi_output_builders_return_tfs_named_tuples(build, type_name, fields):
+    with af.Graph().as_default():
+        out = build()
+        assert type(out).__name__ == type_name and out._fields == fields
+        assert isinstance(out, tuple) and out[0] is getattr(out, fields[0])
+
+
+def test_top_k_values_gradient_through_the_named_field():
+    assert _grad(lambda x: af.nn.top_k(x, 2).values, [1.0, 3.0, 3.0]) == [0.0, 1.0, 1.0]
