@@ -793,11 +793,16 @@ def ssim_multiscale(img1, img2, max_val, power_factors=image_ssim.MSSSIM_WEIGHTS
 def psnr(a, b, max_val, name=None):
     """Peak signal-to-noise ratio over the last three axes."""
     with ops.name_scope(name, "PSNR", [a, b]):
-        a = convert_image_dtype(a, dtypes.float32)
-        b = convert_image_dtype(b, dtypes.float32)
+        # max_val in the images' dtype, converted as they are (255 for uint8 images is
+        # 1.0 beside their [0, 1] floats); the images' shapes checked as SSIM's.
+        a, b, _, _, max_val = image_ssim._prepare(convert_image_dtype, a, b, max_val)
         mse = reduction_ops.reduce_mean(math_ops.squared_difference(a, b), [-3, -2, -1])
-        max_val = cast_ops.cast(max_val, dtypes.float32)
-        return (20.0 * math_ops.log(max_val) - 10.0 * math_ops.log(mse)) / np.log(10.0)
+        ten = ops.convert_to_tensor(10.0)
+        return math_ops.subtract(
+            20.0 * math_ops.log(max_val) / math_ops.log(ten),
+            np.float32(10 / np.log(10)) * math_ops.log(mse),
+            name="psnr",
+        )
 
 
 # -- codecs ---------------------------------------------------------------
