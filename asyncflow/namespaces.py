@@ -254,7 +254,7 @@ _ALIASES = {
     "strings": {
         "join": "string_join",
         "length": "string_length",
-        "split": "string_split",
+        "split": "ops.string_ops.strings_split",
         "strip": "string_strip",
         "to_number": "string_to_number",
         "to_hash_bucket": "string_to_hash_bucket",

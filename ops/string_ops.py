@@ -19,6 +19,7 @@ from asyncflow.sparse_tensor import SparseTensor
 __all__ = [
     "regex_full_match",
     "string_split",
+    "strings_split",
     "substr",
     "string_join",
     "regex_replace",
@@ -142,6 +143,36 @@ def string_split(
                 [source, " " if delimiter is None else delimiter],
                 {"skip_empty": skip_empty},
             )
+    return SparseTensor(*op.outputs)
+
+
+def strings_split(
+    input=None,  # noqa: A002 - TF's name
+    sep=None,
+    maxsplit=-1,
+    result_type="SparseTensor",
+    source=None,
+    name=None,
+):
+    """`tf.strings.split` (TF1's, tf.compat.v1): each element of the vector `input` split
+    on the string `sep` (runs of whitespace when None or empty) at most `maxsplit` times
+    (-1: no limit), as a SparseTensor of tokens (StringSplitV2).
+
+    Raises:
+      ValueError: both `input` and its old name `source`, or neither; a result_type
+        other than SparseTensor.
+    """
+    if source is not None:
+        if input is not None:
+            raise ValueError("Cannot specify both 'input' and 'source'")
+        input = source  # noqa: A001
+    if input is None:
+        raise ValueError("Must specify 'input'")
+    if result_type != "SparseTensor":
+        raise ValueError("result_type must be 'SparseTensor' (RaggedTensor is not supported)")
+    with ops.name_scope(name, "StringSplit", [input]):
+        input = ops.convert_to_tensor(input, dtype=dtypes.string)  # noqa: A001
+        op = ops.apply_op("StringSplitV2", [input, sep or ""], {"maxsplit": int(maxsplit)})
     return SparseTensor(*op.outputs)
 
 
@@ -409,6 +440,7 @@ def string_length(input, name=None, unit="BYTE"):  # noqa: A002
 
 _AS_STRING_TYPES = (
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+    "complex64", "complex128",
 )  # fmt: skip
 
 AsString = register_op(
@@ -437,6 +469,8 @@ async def _as_string(ctx, x):
         raise errors.InvalidArgumentError(
             None, None, f"Fill string must be one or fewer characters: {fill}"
         )
+    if fill not in ("", " ", "0", "-"):  # (TF's: printf's own pads only)
+        raise errors.InvalidArgumentError(None, None, f'Fill argument not supported: "{fill}"')
     spec = "%"
     if fill == "0":
         spec += "0"
@@ -444,18 +478,19 @@ async def _as_string(ctx, x):
         spec += "-"
     if width > -1:
         spec += str(width)
-    if x.dtype.kind == "f":
+    if x.dtype.kind in "fc":
         if a["precision"] > -1:
             spec += f".{a['precision']}"
         spec += "e" if a["scientific"] else ("g" if a["shortest"] else "f")
-        vals = [spec % float(v) for v in x.ravel()]
+        if x.dtype.kind == "c":  # TF's "(real,imag)", each part formatted alike
+            vals = [f"({spec % float(v.real)},{spec % float(v.imag)})" for v in x.ravel()]
+        else:
+            vals = [spec % float(v) for v in x.ravel()]
     elif x.dtype.kind == "b":
         vals = ["true" if v else "false" for v in x.ravel()]
     else:
         spec += "d"
         vals = [spec % int(v) for v in x.ravel()]
-    if fill and fill not in "0-" and width > -1:
-        vals = [v.rjust(width, fill) for v in vals]
     return _strings(x.shape, [v.encode() for v in vals])
 
 

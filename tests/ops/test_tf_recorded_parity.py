@@ -108,3 +108,53 @@ def test_psnr_of_uint8_images_takes_max_val_in_their_dtype():
     np.testing.assert_allclose(got[0], 23.357177734375, rtol=1.5e-7)
     np.testing.assert_allclose(got[1], [26.31114387512207, 26.32146644592285], rtol=1.5e-7)
     np.testing.assert_allclose(got[2], [26.296472549438477, 26.320707321166992], rtol=1.5e-7)
+
+
+def test_strings_split_takes_tf1s_arguments():
+    # tf.compat.v1.strings.split(input, sep, maxsplit, result_type, source): StringSplitV2.
+    with af.Graph().as_default(), af.Session() as sess:
+        got = sess.run(
+            [
+                af.strings.split(af.constant(["a b c d"]), maxsplit=2).values,
+                af.strings.split(["a,,b"], sep=",").values,
+                af.strings.split(source=["x  y "]).values,
+                af.string_split(["a,,b"], delimiter=",").values,  # (v1 string_split: chars)
+            ]
+        )
+    assert [g.tolist() for g in got] == [
+        [b"a", b"b", b"c d"],
+        [b"a", b"", b"b"],
+        [b"x", b"y"],
+        [b"a", b"b"],
+    ]
+    with pytest.raises(ValueError):
+        af.strings.split(["a"], source=["b"])
+
+
+@pytest.mark.parametrize(
+    "kwargs, want",
+    [
+        ({}, [b"(1.000000,2.000000)", b"(-0.500000,-0.000000)"]),
+        ({"precision": 2}, [b"(1.00,2.00)", b"(-0.50,-0.00)"]),
+        ({"scientific": True}, [b"(1.000000e+00,2.000000e+00)", b"(-5.000000e-01,-1.000000e-08)"]),
+        ({"shortest": True}, [b"(1,2)", b"(-0.5,-1e-08)"]),
+        ({"width": 12}, [b"(    1.000000,    2.000000)", b"(   -0.500000,   -0.000000)"]),
+        (
+            {"width": 12, "fill": "0"},
+            [b"(00001.000000,00002.000000)", b"(-0000.500000,-0000.000000)"],
+        ),
+    ],
+)
+def test_as_string_of_complex_numbers_as_tf(kwargs, want):
+    with af.Graph().as_default(), af.Session() as sess:
+        c = af.constant([1 + 2j, -0.5 - 1e-8j], af.complex64)
+        assert sess.run(af.as_string(c, **kwargs)).tolist() == want
+
+
+def test_as_string_fill_other_than_printfs_pads_is_an_error_as_tf():
+    with af.Graph().as_default(), af.Session() as sess:
+        assert sess.run(af.as_string([7], width=4, fill=" ")).tolist() == [b"   7"]
+        with pytest.raises(
+            af.errors.InvalidArgumentError, match='Fill argument not supported: "x"'
+        ):
+            sess.run(af.as_string([7], width=4, fill="x"))
