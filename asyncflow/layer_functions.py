@@ -298,11 +298,12 @@ def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=
 
 
 def _moving_update(variable, value, decay, name):
-    """variable -= (variable - value) * decay, TF's AssignMovingAvg."""
-    with ops.name_scope(name):
+    """variable -= (variable - value) * decay, TF's AssignMovingAvg: the AssignSub op
+    named by its scope ("batch_normalization/AssignMovingAvg"), as TF's layer names it."""
+    with ops.name_scope(name) as scope:
         v = ops.convert_to_tensor(variable)
         update = (v - math_ops.cast(value, v.dtype)) * decay
-        return state_ops.assign_sub(variable, update)
+        return state_ops.assign_sub(variable, update, name=scope)
 
 
 def batch_normalization(
@@ -391,8 +392,9 @@ def _add_updates(moving_mean, moving_var, mean, variance, training, momentum):
     decay = _decay(training, momentum)
     update_mean = _moving_update(moving_mean, mean, decay, "AssignMovingAvg")
     update_var = _moving_update(moving_var, variance, decay, "AssignMovingAvg_1")
-    ops.add_to_collection(GraphKeys.UPDATE_OPS, update_mean)
-    ops.add_to_collection(GraphKeys.UPDATE_OPS, update_var)
+    # (TF's layer collects the update operations, not their output tensors)
+    ops.add_to_collection(GraphKeys.UPDATE_OPS, update_mean.op)
+    ops.add_to_collection(GraphKeys.UPDATE_OPS, update_var.op)
 
 
 def _fused_bn(inputs, gamma, beta, moving_mean, moving_var, ax, channels, eps, momentum,

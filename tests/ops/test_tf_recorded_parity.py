@@ -158,3 +158,18 @@ def test_as_string_fill_other_than_printfs_pads_is_an_error_as_tf():
             af.errors.InvalidArgumentError, match='Fill argument not supported: "x"'
         ):
             sess.run(af.as_string([7], width=4, fill="x"))
+
+
+def test_batch_normalization_collects_its_update_operations_as_tf():
+    # TF 2.21 (legacy tf.layers): UPDATE_OPS holds the AssignSub operations, each named
+    # by its scope.
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 2])
+        af.layers.batch_normalization(x, training=True)
+        got = [
+            (type(o).__name__, o.name, o.type) for o in af.get_collection(af.GraphKeys.UPDATE_OPS)
+        ]
+    assert got == [
+        ("Operation", "batch_normalization/AssignMovingAvg", "AssignSub"),
+        ("Operation", "batch_normalization/AssignMovingAvg_1", "AssignSub"),
+    ]
