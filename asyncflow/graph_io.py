@@ -122,17 +122,52 @@ def tensor_proto(arr, out: TensorProto | None = None) -> TensorProto:
     dt = dtypes.as_dtype(arr.dtype)
     out = TensorProto() if out is None else out
     out.dtype = _dtype_enum(dt)
+    out.tensor_shape.SetInParent()  # (a scalar's too: TF writes "tensor_shape {}")
     shape_proto(arr.shape, out.tensor_shape)
     if dt == dtypes.string:
         out.string_val.extend(
             v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in arr.reshape(-1).tolist()
         )
+    elif arr.size == 1 and _single_value(arr, dt, out):
+        pass  # (TF's make_tensor_proto: one value in its typed field, not as content)
     elif arr.size:
         arr = np.ascontiguousarray(arr)
         if sys.byteorder != "little":
             arr = arr.byteswap()
         out.tensor_content = arr.tobytes()
     return out
+
+
+_SINGLE_FIELDS = {  # dtype name -> the TensorProto field TF writes one value to
+    "float32": "float_val",
+    "float64": "double_val",
+    "int32": "int_val",
+    "int16": "int_val",
+    "int8": "int_val",
+    "uint8": "int_val",
+    "uint16": "int_val",
+    "int64": "int64_val",
+    "uint32": "uint32_val",
+    "uint64": "uint64_val",
+    "bool": "bool_val",
+}
+
+
+def _single_value(arr, dt, out) -> bool:
+    """Write the one value of `arr` to its typed field, as TF does; False for a dtype
+    without one here (its tensor_content then)."""
+    v = arr.reshape(-1)[0]
+    name = dt.name
+    if name in ("float16", "bfloat16"):
+        out.half_val.append(int(np.asarray(v).view(np.uint16)))
+    elif name in ("complex64", "complex128"):
+        field = out.scomplex_val if name == "complex64" else out.dcomplex_val
+        field.extend([float(v.real), float(v.imag)])
+    elif name in _SINGLE_FIELDS:
+        getattr(out, _SINGLE_FIELDS[name]).append(v.item())
+    else:
+        return False
+    return True
 
 
 def tensor_from_proto(p: TensorProto) -> np.ndarray:

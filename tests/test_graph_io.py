@@ -275,12 +275,38 @@ def test_tensor_attr_round_trip(dtype, shape):
     encoded = attr_value(value).tensor
     assert encoded.dtype == dtypes.as_dtype(dtype).as_datatype_enum
     assert [d.size for d in encoded.tensor_shape.dim] == list(shape)
-    assert encoded.tensor_content == value.astype(value.dtype.newbyteorder("<")).tobytes()
+    if size == 1:  # (TF's make_tensor_proto: one value in its typed field)
+        assert encoded.tensor_content == b""
+    else:
+        assert encoded.tensor_content == value.astype(value.dtype.newbyteorder("<")).tobytes()
     back = decode_attr(_bytes_round_trip(attr_value(value)))
     assert back.dtype == value.dtype
     assert back.shape == value.shape
     np.testing.assert_array_equal(back, value)
     assert not back.flags.writeable
+
+
+# Const values as TF 2.21 writes them (GraphDef attr "value", serialized, recorded): a
+# single value in its typed field with an empty tensor_shape, more as tensor_content.
+_TF_CONST_VALUES = [
+    (np.array(1.0, np.float32), "420a080112002a040000803f"),
+    (np.array(2.5, np.float64), "420e0802120032080000000000000440"),
+    (np.array(3, np.int32), "4207080312003a0103"),
+    (np.array(-4, np.int64), "421008091200520afcffffffffffffffff01"),
+    (np.array(200, np.uint8), "4208080412003a02c801"),
+    (np.array(True), "4207080a12005a0101"),
+    (np.array(1.5, np.float16), "4208081312006a02807c"),
+    (np.array(1 + 2j, np.complex64), "420e080812004a080000803f00000040"),
+    (np.array([1.0], np.float32), "420e08011204120208012a040000803f"),
+    (np.array([[2]], np.int32), "420f0803120812020801120208013a0102"),
+    (np.array([1.0, 2.0], np.float32), "4212080112041202080222080000803f00000040"),
+    (np.array(-0.0, np.float32), "420a080112002a0400000080"),
+]
+
+
+@pytest.mark.parametrize("value, want", _TF_CONST_VALUES)
+def test_const_values_serialize_as_tfs(value, want):
+    assert attr_value(value).SerializeToString().hex() == want
 
 
 def test_tensor_content_is_little_endian():
