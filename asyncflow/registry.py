@@ -290,6 +290,8 @@ def named_outputs(op) -> tuple:
     if cls is None:
         fields = [a.name for a in get_op_def(op.type).outputs]
         cls = _NAMED[op.type] = collections.namedtuple(op.type, fields)
+    if len(cls._fields) != len(op.outputs):  # (a list output: no one name per tensor)
+        return tuple(op.outputs)
     return cls(*op.outputs)
 
 
