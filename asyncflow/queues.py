@@ -560,7 +560,7 @@ class RandomShuffleQueueResource(QueueBase):
 
     kind = "RandomShuffleQueue"
 
-    def __init__(self, name, capacity, dtypes, shapes=None, min_after_dequeue=0, seed=0, seed2=0):
+    def __init__(self, name, capacity, dtypes, shapes=None, min_after_dequeue=0, draws=None):
         if 0 <= int(capacity) <= int(min_after_dequeue):  # TF checks when the kernel is made
             raise errors.InvalidArgumentError(
                 None, None, f"min_after_dequeue {min_after_dequeue} must be < capacity {capacity}"
@@ -568,10 +568,10 @@ class RandomShuffleQueueResource(QueueBase):
         super().__init__(name, capacity, dtypes, shapes)
         self.min_after_dequeue = int(min_after_dequeue)
         self._items: list = []
-        if seed or seed2:
-            self._rng = np.random.default_rng([int(seed), int(seed2)])
-        else:
-            self._rng = np.random.default_rng()
+        # `draws.take(k)`: k uint32 draws; an element's index is a draw modulo the size,
+        # as TF's queue takes them.  The op passes TF's generator, Philox(seed, seed2)
+        # one draw at a time (ops/queue_ops.py), so a seeded queue dequeues in TF's order.
+        self._draws = draws if draws is not None else _Draws()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -587,15 +587,24 @@ class RandomShuffleQueueResource(QueueBase):
 
     def _take(self, k: int) -> list:
         items, out = self._items, []
-        idx = self._rng.integers(0, np.arange(len(items), len(items) - k, -1)) if k else ()
-        for i in idx:
-            i = int(i)
+        for draw in self._draws.take(k) if k else ():
+            i = draw % len(items)
             items[i], items[-1] = items[-1], items[i]
             out.append(items.pop())
         return out
 
     def _restore(self, items: list) -> None:
         self._items.extend(items)
+
+
+class _Draws:
+    """Unseeded uint32 draws (a queue made without the op's generator)."""
+
+    def __init__(self):
+        self._rng = np.random.default_rng()
+
+    def take(self, k: int) -> list[int]:
+        return self._rng.integers(0, 1 << 32, k, dtype=np.uint64).tolist()
 
 
 class PriorityQueueResource(QueueBase):

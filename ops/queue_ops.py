@@ -27,6 +27,7 @@ from asyncflow import dtypes as _dtypes
 from asyncflow import errors, queues, random_seed, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.kernel_api import current_step
+from asyncflow.ops import philox_random
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
 __all__ = [
@@ -156,6 +157,16 @@ _register_queue_op(
         name, a["capacity"], a["component_types"], _shapes_attr(a)
     ),
 )
+
+
+def _shuffle_draws(seed: int, seed2: int):
+    """TF's RandomShuffleQueue generator: SingleSampleAdapter<PhiloxRandom>(seed, seed2),
+    random seeds where both are 0."""
+    if not (seed or seed2):
+        seed, seed2 = (int(v) for v in np.random.default_rng().integers(1, 2**63, 2))
+    return philox_random.PhiloxStream(int(seed), int(seed2))
+
+
 _register_queue_op(
     "RandomShuffleQueueV2",
     {"min_after_dequeue": 0, "seed": 0, "seed2": 0},
@@ -165,8 +176,7 @@ _register_queue_op(
         a["component_types"],
         _shapes_attr(a),
         a["min_after_dequeue"],
-        a["seed"],
-        a["seed2"],
+        _shuffle_draws(a["seed"], a["seed2"]),
     ),
 )
 _register_queue_op(

@@ -119,10 +119,10 @@ def test_batch_final_batch(sess, smaller):
     batch = inp.batch([q.dequeue()], 4, allow_smaller_final_batch=smaller)
     sess.run(af.local_variables_initializer())
     with Runners(sess):
-        got = [b.tolist() for (b,) in drain(sess, batch)]
+        got = [b.tolist() for b in drain(sess, batch)]
     want = [[0, 1, 2, 3], [4, 5, 6, 7]] + ([[8, 9]] if smaller else [])
     assert got == want
-    assert batch[0].shape.as_list() == [None if smaller else 4]
+    assert batch.shape.as_list() == [None if smaller else 4]  # (one tensor: TF1 returns it)
 
 
 def test_batch_dict_and_threads_exactly_once(sess):
@@ -140,7 +140,7 @@ def test_batch_dict_and_threads_exactly_once(sess):
 
 def test_shuffle_batch_every_element_once(sess):
     q = inp.range_input_producer(64, num_epochs=1, shuffle=False)
-    (b,) = inp.shuffle_batch(
+    b = inp.shuffle_batch(  # (a list of one tensor batches to a tensor, as TF1)
         [q.dequeue()], 8, capacity=32, min_after_dequeue=8, seed=1,
         allow_smaller_final_batch=True,
     )  # fmt: skip
@@ -157,7 +157,7 @@ def test_batch_join_and_enqueue_many(sess):
     gate = q.dequeue()
     with af.control_dependencies([gate]):
         a1, b1 = af.identity(a), af.identity(b)
-    (out,) = inp.batch_join([[a1], [b1]], 4, enqueue_many=True, allow_smaller_final_batch=True)
+    out = inp.batch_join([[a1], [b1]], 4, enqueue_many=True, allow_smaller_final_batch=True)
     sess.run(af.local_variables_initializer())
     with Runners(sess):
         rows = np.concatenate(drain(sess, out))
@@ -174,7 +174,7 @@ def test_batch_dynamic_pad(sess):
     q = inp.range_input_producer(4, num_epochs=1, shuffle=False)
     n = q.dequeue()
     seq = af.range(n + 1)
-    (out,) = inp.batch([seq], 4, dynamic_pad=True)
+    out = inp.batch([seq], 4, dynamic_pad=True)
     sess.run(af.local_variables_initializer())
     with Runners(sess):
         (got,) = drain(sess, out)
@@ -184,7 +184,7 @@ def test_batch_dynamic_pad(sess):
 def test_maybe_batch_keeps_selected(sess):
     q = inp.range_input_producer(10, num_epochs=1, shuffle=False)
     i = q.dequeue()
-    (out,) = inp.maybe_batch([i], af.equal(i % 2, 0), 5, allow_smaller_final_batch=True)
+    out = inp.maybe_batch([i], af.equal(i % 2, 0), 5, allow_smaller_final_batch=True)
     sess.run(af.local_variables_initializer())
     with Runners(sess):
         got = np.concatenate([b for (b,) in drain(sess, [out])]).tolist()
@@ -211,7 +211,7 @@ def test_tfrecord_pipeline_end_to_end(sess, tmp_path):
     names = inp.string_input_producer(paths, num_epochs=2, shuffle=True, seed=2)
     _, ser = reader_ops.TFRecordReader().read_up_to(names, 4)
     parsed = parsing_ops.parse_example(ser, {"v": parsing_ops.FixedLenFeature([], af.int64)})
-    (out,) = inp.batch([parsed["v"]], 6, enqueue_many=True, allow_smaller_final_batch=True)
+    out = inp.batch([parsed["v"]], 6, enqueue_many=True, allow_smaller_final_batch=True)
     sess.run(af.local_variables_initializer())
     with Runners(sess):
         got = np.concatenate([b for (b,) in drain(sess, [out])]).tolist()

@@ -376,7 +376,10 @@ def _batch(
         dequeued = queue.dequeue_many(batch_size, name=name)
     if isinstance(dequeued, ops.Tensor):
         dequeued = [dequeued]
-    return rebuild(list(dequeued))
+    out = rebuild(list(dequeued))
+    if isinstance(out, list | tuple) and len(out) == 1 and isinstance(out[0], ops.Tensor):
+        return out[0]  # TF1's: a list of one tensor batches to that tensor, not a list
+    return out
 
 
 def _threads(tensors, num_threads, enqueue_many):

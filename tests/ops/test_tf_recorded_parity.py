@@ -173,3 +173,38 @@ def test_batch_normalization_collects_its_update_operations_as_tf():
         ("Operation", "batch_normalization/AssignMovingAvg", "AssignSub"),
         ("Operation", "batch_normalization/AssignMovingAvg_1", "AssignSub"),
     ]
+
+
+@pytest.mark.parametrize(
+    "graph_seed, seed, want",
+    [
+        (1, 3, ([7, 3, 5], [4, 6, 0], [6, 1, 0, 2, 3, 4, 7, 1, 2, 5])),
+        (None, 3, ([7, 3, 4], [0, 6, 2], [4, 2, 1, 6, 5, 7, 3, 0, 5, 1])),
+        (5, None, ([5, 4, 1], [0, 6, 2], [0, 5, 7, 2, 1, 6, 4, 3, 7, 3])),
+    ],
+)
+def test_seeded_random_shuffle_queue_dequeues_in_tfs_order(graph_seed, seed, want):
+    # TF's queue draws Philox(seed, seed2) one uint32 at a time, index = draw % size.
+    with af.Graph().as_default():
+        if graph_seed is not None:
+            af.set_random_seed(graph_seed)
+        q = af.RandomShuffleQueue(10, 0, af.int32, shapes=[[]], seed=seed)
+        enq = q.enqueue_many([list(range(8))])
+        deq, deq3, rest = q.dequeue(), q.dequeue_many(3), q.dequeue_up_to(10)
+        with af.Session() as sess:
+            sess.run(enq)
+            one = [int(sess.run(deq)) for _ in range(3)]
+            three = sess.run(deq3).tolist()
+            sess.run(enq)
+            assert (one, three, sess.run(rest).tolist()) == want
+
+
+def test_train_batch_of_one_tensor_is_that_tensor_as_tf():
+    with af.Graph().as_default():
+        x = af.constant([1, 2, 3])
+        b = af.train.batch([x], batch_size=2, enqueue_many=True)
+        d = af.train.batch({"a": x}, batch_size=2, enqueue_many=True)
+        two = af.train.batch([x, x], batch_size=2, enqueue_many=True)
+        assert isinstance(b, af.Tensor) and str(b.shape) == "(2,)"
+        assert isinstance(d, dict) and list(d) == ["a"]
+        assert isinstance(two, list) and len(two) == 2
