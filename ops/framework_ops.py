@@ -16,6 +16,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops.math_helpers import merged_shapes
 from asyncflow.registry import ANY, INDEX, REQUIRED, NotDifferentiable, register_op
 
 __all__ = [
@@ -36,17 +37,7 @@ def _dims(shape) -> str:
 
 def _ensure_shape_shape(op):
     want = tensor_shape.as_shape(op.get_attr("shape"))
-    have = op.inputs[0].shape
-    if want.ndims is not None and have.ndims is not None:
-        if want.ndims != have.ndims:
-            raise ValueError(f"Shapes must be equal rank, but are {want.ndims} and {have.ndims}")
-        for i, (w, h) in enumerate(zip(want.as_list(), have.as_list())):
-            if w is not None and h is not None and w != h:
-                raise ValueError(
-                    f"Dimension {i} in both shapes must be equal, but are {w} and {h}. Shapes "
-                    f"are {_dims(want.as_list())} and {_dims(have.as_list())}."
-                )
-    return [have.merge_with(want)]
+    return [merged_shapes(want, op.inputs[0].shape)]
 
 
 EnsureShape = register_op(

@@ -72,6 +72,26 @@ def _shape_str(shape) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
+def merged_shapes(a, b):
+    """`a.merge_with(b)` (TensorShapes), with TF's shape inference's messages
+    (InferenceContext::Merge): "Shapes must be equal rank, but are 2 and 1", "Dimension
+    0 in both shapes must be equal, but are 2 and 3. Shapes are [2] and [3]."."""
+    if a.ndims is not None and b.ndims is not None:
+        if a.ndims != b.ndims:
+            raise ValueError(f"Shapes must be equal rank, but are {a.ndims} and {b.ndims}")
+        for i, (x, y) in enumerate(zip(a.as_list(), b.as_list())):
+            if x is not None and y is not None and x != y:
+                raise ValueError(
+                    f"Dimension {i} in both shapes must be equal, but are {x} and {y}. "
+                    f"Shapes are {_known_dims(a)} and {_known_dims(b)}."
+                )
+    return a.merge_with(b)
+
+
+def _known_dims(shape) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in shape.as_list()) + "]"
+
+
 def _unary_shape(op):
     return [op.inputs[0].shape]
 
@@ -191,4 +211,3 @@ class _LazySpecial:
 
 
 special = _LazySpecial()  # (`special.erfinv(x)` as `scipy.special.erfinv(x)`)
-

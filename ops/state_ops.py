@@ -48,7 +48,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.kernel_api import current_step
-from asyncflow.ops.math_helpers import scatter_at
+from asyncflow.ops.math_helpers import merged_shapes, scatter_at
 from asyncflow.ops.strided_slice_spec import (
     MASK_DEFAULTS,
     SliceError,
@@ -583,7 +583,7 @@ def _assign_shape(op):
     # of unknown shape keeps its shape); without it, the value's shape.
     ref, value = op.inputs[0].shape, op.inputs[1].shape
     if op._attr("validate_shape"):
-        return [ref.merge_with(value)]
+        return [merged_shapes(ref, value)]
     return [value]
 
 
@@ -706,7 +706,7 @@ def strided_slice_assign(
 
 
 def _merge_both_shape(op):
-    return [op.inputs[0].shape.merge_with(op.inputs[1].shape)]
+    return [merged_shapes(op.inputs[0].shape, op.inputs[1].shape)]
 
 
 def _register_assign_update(op_type: str, ufunc):

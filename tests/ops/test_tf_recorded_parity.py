@@ -208,3 +208,29 @@ def test_train_batch_of_one_tensor_is_that_tensor_as_tf():
         assert isinstance(b, af.Tensor) and str(b.shape) == "(2,)"
         assert isinstance(d, dict) and list(d) == ["a"]
         assert isinstance(two, list) and len(two) == 2
+
+
+@pytest.mark.parametrize(
+    "variable, value, message",
+    [
+        (
+            [1, 2],
+            [1, 2, 3],
+            "Dimension 0 in both shapes must be equal, but are 2 and 3. Shapes are [2] and [3].",
+        ),
+        ([[1, 2]], [1, 2], "Shapes must be equal rank, but are 2 and 1"),
+        (
+            [[1, 2]],
+            [[1], [2]],
+            "Dimension 0 in both shapes must be equal, but are 1 and 2. "
+            "Shapes are [1,2] and [2,1].",
+        ),
+    ],
+)
+def test_assign_of_another_shape_says_what_tf_says(variable, value, message):
+    import re
+
+    for assign in (af.assign, af.assign_add):
+        with af.Graph().as_default():
+            with pytest.raises(ValueError, match=re.escape(message)):
+                assign(af.Variable(variable), value)
