@@ -72,6 +72,19 @@ def _shape_str(shape) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
+def no_nan(fn):
+    """TF's DivNoNan/MulNoNan: fn(x, y) where y != 0, else 0 (even where x is inf or nan);
+    as `kernel(xp, x, y)`."""
+
+    def kernel(xp, x, y):
+        x, y = xp.asarray(x), xp.asarray(y)
+        with np.errstate(all="ignore"):
+            out = xp.asarray(fn(x, y))
+        return xp.where(y == 0, xp.zeros_like(out), out)
+
+    return kernel
+
+
 def merged_shapes(a, b):
     """`a.merge_with(b)` (TensorShapes), with TF's shape inference's messages
     (InferenceContext::Merge): "Shapes must be equal rank, but are 2 and 1", "Dimension

@@ -40,6 +40,7 @@ from asyncflow.ops.math_helpers import (
     _quiet,
     _shape_str,
     _unary_shape,
+    no_nan,
     to_host,
 )
 from asyncflow.ops.matmul_ops import matmul
@@ -939,9 +940,8 @@ def _grad_fn(fn):
     return body
 
 
-def _mul_no_nan(xp, a, b):
-    """a * b, 0 where b is 0 (Eigen's mul_no_nan: whatever a is, inf and NaN too)."""
-    return xp.where(b == 0, xp.zeros((), a.dtype), a * b)
+# a * b, 0 where b is 0 (Eigen's mul_no_nan: whatever a is, inf and NaN too); MulNoNan's.
+_mul_no_nan = no_nan(lambda a, b: a * b)
 
 
 # TF's gradients of Reciprocal, Rsqrt and Sqrt as ops of their own (gen_math_ops'

@@ -15,7 +15,7 @@ import numpy as np
 from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
-from asyncflow.ops.math_helpers import to_host
+from asyncflow.ops.math_helpers import no_nan, to_host
 from asyncflow.ops.math_ops import (
     _binary_op,
     _check_int_div,
@@ -198,20 +198,8 @@ Xdivy = _binary_op("Xdivy", _x_times(lambda xp, y: 1 / y), _FLOAT_OR_COMPLEX)
 Xlog1py = _binary_op("Xlog1py", _x_times(lambda xp, y: xp.log1p(y)), _FLOAT_OR_COMPLEX)
 
 
-def _no_nan(fn):
-    """TF's DivNoNan/MulNoNan: fn(x, y) where y != 0, else 0 (even where x is inf or nan)."""
-
-    def kernel(xp, x, y):
-        x, y = xp.asarray(x), xp.asarray(y)
-        with np.errstate(all="ignore"):
-            out = xp.asarray(fn(x, y))
-        return xp.where(y == 0, xp.zeros_like(out), out)
-
-    return kernel
-
-
-DivNoNan = _binary_op("DivNoNan", _no_nan(lambda x, y: x / y), _FLOAT_OR_COMPLEX)
-MulNoNan = _binary_op("MulNoNan", _no_nan(lambda x, y: x * y), _FLOAT_OR_COMPLEX)
+DivNoNan = _binary_op("DivNoNan", no_nan(lambda x, y: x / y), _FLOAT_OR_COMPLEX)
+MulNoNan = _binary_op("MulNoNan", no_nan(lambda x, y: x * y), _FLOAT_OR_COMPLEX)
 
 
 def _check_trunc_div(xp, x, y, dtype) -> None:

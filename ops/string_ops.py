@@ -129,20 +129,19 @@ def string_split(
     Raises (when run):
       InvalidArgumentError: `source` is not a vector.
     """
-    if result_type != "SparseTensor":
-        raise ValueError("result_type must be 'SparseTensor' (RaggedTensor is not supported)")
     if sep is not None and delimiter is not None:
         raise ValueError("sep and delimiter cannot both be set")
+    if sep is not None:  # (the whole string: StringSplitV2, tf.strings.split's op)
+        return strings_split(source, sep, result_type=result_type, name=name)
+    if result_type != "SparseTensor":
+        raise ValueError("result_type must be 'SparseTensor' (RaggedTensor is not supported)")
     with ops.name_scope(name, "StringSplit", [source]):
         source = ops.convert_to_tensor(source, dtype=dtypes.string)
-        if sep is not None:
-            op = ops.apply_op("StringSplitV2", [source, sep], {})
-        else:
-            op = ops.apply_op(
-                "StringSplit",
-                [source, " " if delimiter is None else delimiter],
-                {"skip_empty": skip_empty},
-            )
+        op = ops.apply_op(
+            "StringSplit",
+            [source, " " if delimiter is None else delimiter],
+            {"skip_empty": skip_empty},
+        )
     return SparseTensor(*op.outputs)
 
 
