@@ -26,6 +26,7 @@ from asyncflow import partition as partition_mod
 from asyncflow.graph_passes import run_graph_passes
 from asyncflow.lowering import compile_control_flow, compile_plan
 from asyncflow.placement import Placer
+from asyncflow.rendezvous import LocalRendezvous
 from asyncflow.worker import RegisteredGraph, timeout_s
 
 __all__ = ["Master", "MasterPlan", "register_target_scheme", "worker_for_target"]
@@ -64,7 +65,7 @@ class MasterPlan:
     """One (feeds, fetches, targets) combination: the plans registered with the worker
     under `handle`, and the partitions they came from (for RunMetadata)."""
 
-    __slots__ = ("plans", "handle", "parts")
+    __slots__ = ("plans", "handle", "parts", "client_keys")
 
 
 class Master:
@@ -85,21 +86,26 @@ class Master:
         self._lock = threading.Lock()
         self._step_counter = 0
         self._config_timeout = timeout_s(None, config)  # operation_timeout_in_ms
+        self._client_rendezvous: dict[int, LocalRendezvous] = {}  # step id -> (partial runs)
 
     def plan(self, feed_tensors, elements, trace=False) -> MasterPlan:
         key = (tuple(feed_tensors), tuple(elements), self._graph._version, trace)
         plan = self.plans.get(key)
         if plan is None:
-            if len(self.plans) >= _MAX_CACHED_PLANS:
-                # Drop the oldest plan; TF1 scripts that keep adding ops must not leak.
-                old = self.plans.pop(next(iter(self.plans)))
-                self.worker.deregister_graph(old.handle)
-            plan = self._compile(feed_tensors, list(elements), trace)
-            self.plans[key] = plan
+            plan = self._remember(key, self._compile(feed_tensors, list(elements), trace))
         return plan
 
-    def _compile(self, feed_tensors, elements, trace=False) -> MasterPlan:
-        """Prune, place, partition, lower and register one (feeds, fetches) combination."""
+    def _remember(self, key, plan: MasterPlan) -> MasterPlan:
+        if len(self.plans) >= _MAX_CACHED_PLANS:
+            # Drop the oldest plan; TF1 scripts that keep adding ops must not leak.
+            old = self.plans.pop(next(iter(self.plans)))
+            self.worker.deregister_graph(old.handle)
+        self.plans[key] = plan
+        return plan
+
+    def _compile(self, feed_tensors, elements, trace=False, client=False) -> MasterPlan:
+        """Prune, place, partition, lower and register one (feeds, fetches) combination
+        (`client`: feeds and fetches cross the step's rendezvous, for a partial run)."""
         order = partition_mod.prune(feed_tensors, elements)
         with self._lock:
             assignment = self.placer.place(order)
@@ -107,26 +113,31 @@ class Master:
         parts, fetch_map = partition_mod.partition(
             order, assignment, feed_tensors, elements, self._scratch_graph, lossy
         )
-        for p in parts:  # (a traced step times the fused ops, as TF's trace shows them)
-            run_graph_passes(p, self._scratch_graph)
         if not parts:  # every fetch is fed (or nothing is fetched)
             parts, fetch_map = partition_mod.partition(
                 [], {}, feed_tensors, elements, self._scratch_graph
             )
             for p in parts:
                 p.device = self.worker.devices[0]
+        client_keys = None
+        if client:
+            client_keys = partition_mod.client_ends(parts, feed_tensors, self._scratch_graph)
+            fetch_map = []
+        for p in parts:  # (a traced step times the fused ops, as TF's trace shows them)
+            run_graph_passes(p, self._scratch_graph)
         register_partitions = getattr(self.worker, "register_partitions", None)
         if register_partitions is not None:  # a remote worker lowers its partitions itself
             mp = MasterPlan()
             mp.plans = []
             mp.parts = parts
+            mp.client_keys = None
             mp.handle = register_partitions(parts, fetch_map, feed_tensors, trace)
             return mp
         plans = [
             compile_plan(
                 self._session,
                 p.nodes,
-                len(feed_tensors),
+                0 if client else len(feed_tensors),
                 p.fetches,
                 self._kernel_state_for,
                 trace,
@@ -142,10 +153,40 @@ class Master:
         mp = MasterPlan()
         mp.plans = plans
         mp.parts = parts
+        mp.client_keys = client_keys
         mp.handle = self.worker.register_graph(
-            RegisteredGraph(plans, [(index[id(p)], j) for p, j in fetch_map])
+            RegisteredGraph(
+                plans,
+                [(index[id(p)], j) for p, j in fetch_map],
+                self._client_rendezvous.pop if client else None,
+            )
         )
         return mp
+
+    def partial_plan(self, feed_tensors, elements) -> MasterPlan:
+        """The plan of a partial run (`Session.partial_run_setup`): `plan`'s, with the
+        feeds and fetches crossing the step's rendezvous (`partition.client_ends`), so
+        they can come and go while the step runs.  `client_keys` holds (the keys each
+        feed is sent under, the key each fetch arrives under).
+
+        Raises UnimplementedError on a remote worker."""
+        key = ("partial", tuple(feed_tensors), tuple(elements), self._graph._version)
+        mp = self.plans.get(key)
+        if mp is not None:
+            return mp
+        if getattr(self.worker, "register_partitions", None) is not None:
+            raise errors.UnimplementedError(
+                None, None, "partial_run is supported by in-process sessions only"
+            )
+        return self._remember(key, self._compile(feed_tensors, list(elements), client=True))
+
+    def start_partial(self, plan: MasterPlan):
+        """A step of a partial plan: (its rendezvous, its id, the awaitable of the whole
+        step)."""
+        self._step_counter += 1
+        step_id = self._step_counter
+        rv = self._client_rendezvous[step_id] = LocalRendezvous()
+        return rv, step_id, self.worker.run_graph(plan.handle, step_id, [], None, None, None)
 
     def _kernel_state_for(self, op) -> dict:
         st = self._kernel_states.get(op)

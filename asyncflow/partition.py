@@ -22,6 +22,7 @@ from asyncflow.registry import get_op_def
 __all__ = [
     "LOSSY_TRANSFER_COLLECTION",
     "PNode",
+    "client_ends",
     "make_op",
     "partition",
     "prune",
@@ -487,6 +488,79 @@ def _fetch_on_host(p, spec, graph, counter):
     if cache is None:
         cache = p.copies = {}
     return (_copy_node(p, spec, dtype, True, graph, counter, cache), 0)
+
+
+def client_ends(parts, feeds, scratch_graph) -> tuple[list[list[str]], list[str | None]]:
+    """Rewrite `parts` (as `partition` returned them) so that the client meets the step
+    in its rendezvous, as a partial run needs (TF's `partial_run_setup`): every feed
+    enters each partition consuming it through a _Recv, every fetched tensor leaves
+    through a _Send, so feeds may arrive and fetches leave while the step runs.  A
+    fetched Operation just runs in the step (TF's partial runs take no targets).
+
+    Returns (the keys each feed is to be sent under, one per partition taking it; the
+    key each fetch arrives under, by fetch index, None for an Operation).  Keys are
+    unique within a step."""
+    feed_keys: list[list[str]] = [[] for _ in feeds]
+    fetch_keys: dict[int, str] = {}
+    n_fetches = sum(len(p.fetch_ids) for p in parts)
+    for n, p in enumerate(parts):
+        _partition_client_ends(p, n, feeds, scratch_graph, feed_keys, fetch_keys)
+        _topological_order(p)
+    return feed_keys, [fetch_keys.get(k) for k in range(n_fetches)]
+
+
+def _partition_client_ends(p, n, feeds, graph, feed_keys, fetch_keys) -> None:
+    dev = p.device
+    dev_name = dev.name if dev is not None else ""
+    incarnation = dev.incarnation if dev is not None else 0
+    recv_of: dict[int, int] = {}
+
+    def recv(i: int) -> int:
+        idx = recv_of.get(i)
+        if idx is None:
+            t = feeds[i]
+            dtype = t.dtype.base_dtype
+            key = rendezvous.create_key("client", 0, dev_name, f"{t.name}/{n}")
+            attrs = {
+                "tensor_name": t.name,
+                "send_device": "client",
+                "send_device_incarnation": 0,
+                "recv_device": dev_name,
+                "client_terminated": True,
+                "lossy": False,
+                "key": key,
+                "tensor_type": dtype,
+                "shape": t.shape,
+            }
+            name = f"_recv_{t.name.replace(':', '_')}_{n}"
+            op = make_op(graph, "_Recv", name, attrs, [], out_dtype=dtype)
+            idx = recv_of[i] = p.add(PNode(op, dev, [], []))
+            feed_keys[i].append(key)
+        return idx
+
+    for node in list(p.nodes):
+        if any(s[0] == "feed" for s in node.inputs):
+            node.inputs = [(recv(s[1]), 0) if s[0] == "feed" else s for s in node.inputs]
+    for spec, k in zip(p.fetches, p.fetch_ids, strict=True):
+        if spec[1] is None:  # an Operation: it runs in the step, nothing is sent
+            continue
+        src = (recv(spec[1]), 0) if spec[0] == "feed" else spec
+        dtype = p.nodes[src[0]].op._outputs[src[1]].dtype.base_dtype
+        key = rendezvous.create_key(dev_name, incarnation, "client", f"fetch:{k}")
+        attrs = {
+            "T": dtype,
+            "tensor_name": f"fetch:{k}",
+            "send_device": dev_name,
+            "send_device_incarnation": incarnation,
+            "recv_device": "client",
+            "client_terminated": True,
+            "lossy": False,
+            "key": key,
+        }
+        send = make_op(graph, "_Send", f"_send_fetch_{k}", attrs, [dtype])
+        p.add(PNode(send, dev, [src], []))
+        fetch_keys[k] = key
+    p.fetches, p.fetch_ids = [], []
 
 
 def _topological_order(p) -> None:

@@ -49,6 +49,7 @@ from asyncflow.kernel_api import (
     end_quiet_step,
     in_quiet_step,
     note_task,
+    parked_task,
     parks,
     quiet_step,
 )
@@ -62,6 +63,7 @@ from asyncflow.loop_slices import (
     caller_drives,
 )
 from asyncflow.master import Master, worker_for_target
+from asyncflow.partial_run import NO_SETUP, PartialRun
 from asyncflow.straight_line import program_for
 from asyncflow.worker import LocalWorker, timeout_s, traced
 
@@ -443,6 +445,7 @@ class BaseSession:
         if self._shares_cores:
             share_cores(n_cpu)
         self._lock = threading.Lock()
+        self._partial_runs: dict[str, PartialRun] = {}  # handle -> (partial_run_setup)
 
     # -- the runtime below the client (tests and tools look at these)
     @property
@@ -609,6 +612,18 @@ class BaseSession:
         on the bound event loop's thread (use `await sess.arun(...)` there).
         """
         self._check_open()
+        self._bind_sync("run", "arun")
+        # Validate fetches and feeds in the caller's thread: errors point at the caller.
+        mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
+        coro = self._run_prepared(mapper, feed_tensors, feed_values, options, run_metadata)
+        needs_task = (
+            self._master._config_timeout if options is None else timeout_s(options, self._config)
+        ) is not None
+        return self._wait_sync(coro, needs_task)
+
+    def _bind_sync(self, name: str, aname: str) -> None:
+        """Bind a blocking call's session to a loop it can wait on; RuntimeError on
+        the bound loop's own thread (say to await `aname` there)."""
         loop, rt = self._loop, _runtime
         if loop is None or not loop.is_running() and (rt is None or rt.loop is not loop):
             # Unbound, or bound to a user's loop that closed or went idle (the runtime
@@ -619,15 +634,12 @@ class BaseSession:
         # The runtime loop's own thread counts too (a kernel or callback calling run()).
         if self._loop_thread == threading.get_ident() or _running_loop() is self._loop:
             raise RuntimeError(
-                "Session.run() was called on the event loop thread this session is bound "
-                "to; it would block the loop. Use `await sess.arun(...)` instead."
+                f"Session.{name}() was called on the event loop thread this session is "
+                f"bound to; it would block the loop. Use `await sess.{aname}(...)` instead."
             )
-        # Validate fetches and feeds in the caller's thread: errors point at the caller.
-        mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
-        coro = self._run_prepared(mapper, feed_tensors, feed_values, options, run_metadata)
-        needs_task = (
-            self._master._config_timeout if options is None else timeout_s(options, self._config)
-        ) is not None
+
+    def _wait_sync(self, coro, needs_task: bool):
+        """Run `coro` on the bound loop for a blocked caller (after `_bind_sync`)."""
         rt = _runtime
         if rt is not None and rt.loop is self._loop:
             return rt.run(coro, needs_task)
@@ -774,8 +786,112 @@ class BaseSession:
 
         return aiterate(self, fetches, feed_dict, options)
 
+    # -- partial runs (TF1's experimental partial_run; see asyncflow.partial_run)
     def partial_run_setup(self, fetches, feeds=None):
-        raise errors.UnimplementedError(None, None, "partial_run is not supported")
+        """Start a step of `fetches` whose `feeds` arrive over several `partial_run`
+        calls (TF1's `Session.partial_run_setup`); its handle, a str.  What needs no
+        feed runs at once.
+
+        Raises: InvalidArgumentError for a tensor both fed and fetched; what `run`
+        raises for malformed fetches and feeds; UnimplementedError on a remote target.
+        """
+        self._check_open()
+        self._bind_sync("partial_run_setup", "apartial_run_setup")
+        elements, feed_tensors = self._partial_setup_args(fetches, feeds)
+        return self._wait_sync(self._partial_setup(elements, feed_tensors), False)
+
+    async def apartial_run_setup(self, fetches, feeds=None):
+        """`partial_run_setup` on the running loop."""
+        self._check_open()
+        elements, feed_tensors = self._partial_setup_args(fetches, feeds)
+        return await self._on_loop(self._partial_setup, elements, feed_tensors)
+
+    def partial_run(self, handle, fetches, feed_dict=None):
+        """Feed `feed_dict` to the partial run `handle` and return `fetches` (TF1's
+        `Session.partial_run`), in the structure `run` returns.  Operations are set up
+        as fetches of `partial_run_setup`, and run in the step as their inputs arrive.
+
+        Raises: InvalidArgumentError with TF's words for a feed or fetch not set up,
+        fed or fetched before, or needing a feed not fed yet (the call then feeds and
+        fetches nothing), and for a finished, failed or unknown handle; RuntimeError
+        for an Operation among `fetches`, as TF; the failing op's error when the step
+        fails (the handle is then dropped).
+        """
+        self._check_open()
+        self._bind_sync("partial_run", "apartial_run")
+        mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
+        coro = self._partial_run(handle, mapper, feed_tensors, feed_values)
+        return self._wait_sync(coro, self._master._config_timeout is not None)
+
+    async def apartial_run(self, handle, fetches, feed_dict=None):
+        """`partial_run` on the running loop."""
+        self._check_open()
+        mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
+        return await self._on_loop(self._partial_run, handle, mapper, feed_tensors, feed_values)
+
+    async def _on_loop(self, fn, *args):
+        """`await fn(*args)` on the loop the session is bound to (binding it as `arun`)."""
+        loop = asyncio.get_running_loop()
+        bound = self._loop if self._loop is loop else self._arun_loop(loop)
+        if bound is not loop:
+            ensure_loop_running(bound)
+            cf = asyncio.run_coroutine_threadsafe(fn(*args), bound)
+            return await asyncio.wrap_future(cf)
+        return await fn(*args)
+
+    def _partial_setup_args(self, fetches, feeds):
+        elements = list(dict.fromkeys(_FetchMapper(self._graph, fetches).elements))
+        if feeds is None:
+            feeds = []
+        elif not isinstance(feeds, (list, tuple)):
+            feeds = [feeds]
+        feed_tensors = list(dict.fromkeys(self._feed_tensor(k) for k in feeds))
+        fed = set(feed_tensors)
+        for e in elements:
+            if e in fed:
+                raise errors.InvalidArgumentError(None, None, f"{e.name} is both fed and fetched.")
+        return elements, feed_tensors
+
+    async def _partial_setup(self, elements, feed_tensors) -> str:
+        master = self._master
+        plan = master.partial_plan(feed_tensors, elements)
+        rv, step_id, run = master.start_partial(plan)
+        # Parked: a synchronous session's loop need not move to a thread while the
+        # step waits for feeds; the partial runs drive it (kernel_api.parked_task).
+        task = parked_task(in_quiet_step(run))
+        task.add_done_callback(lambda t: _partial_step_ended(t, rv))
+        handle = (
+            f"{','.join(t.name for t in feed_tensors)}->"
+            f"{','.join(e.name for e in elements)}//{step_id}"
+        )
+        self._partial_runs[handle] = PartialRun(
+            handle, feed_tensors, elements, plan.client_keys, rv, task, step_id
+        )
+        await asyncio.sleep(0)  # the step starts: what needs no feed runs now, as in TF
+        return handle
+
+    async def _partial_run(self, handle, mapper, feed_tensors, feed_values):
+        targets = [e for e in mapper.elements if isinstance(e, ops.Operation)]
+        if targets:  # (TF's partial runs take no targets: only setup's run in the step)
+            raise RuntimeError(
+                "partial_run() requires empty `target_list`. Received: "
+                f"target_list={targets} (non-empty)"
+            )
+        run = self._partial_runs.get(handle) if isinstance(handle, str) else None
+        if run is None:
+            raise errors.InvalidArgumentError(None, None, NO_SETUP)
+        elements = mapper.elements
+        run.check(feed_tensors, elements)
+        try:
+            deadline_s = self._master._config_timeout
+            values = await run.run(feed_tensors, feed_values, elements, deadline_s)
+        except BaseException as exc:
+            del self._partial_runs[handle]
+            self._worker.abort_step(run.step_id, _as_op_error(exc))
+            raise
+        if run.done():
+            del self._partial_runs[handle]
+        return mapper.rebuild(_fetch_values(values, feed_values))
 
     # -- lifecycle
     def close(self) -> None:
@@ -783,6 +899,7 @@ class BaseSession:
         if self._closed:
             return
         self._closed = True
+        self._partial_runs.clear()  # (their steps are cancelled with the others below)
         loop = self._loop
 
         def cancel_all():
@@ -994,6 +1111,21 @@ class _Continue:
 
 async def _continue(coro, first):
     return await _Continue(coro, first)
+
+
+def _partial_step_ended(task: asyncio.Task, rendezvous) -> None:
+    """A partial run's step ended: a failure reaches every partial run waiting on it
+    (a step of one partition does not abort its rendezvous itself)."""
+    if task.cancelled():
+        rendezvous.abort(errors.CancelledError(None, None, "Step was cancelled"))
+    elif task.exception() is not None:
+        rendezvous.abort(task.exception())
+
+
+def _as_op_error(exc: BaseException) -> BaseException:
+    if isinstance(exc, errors.OpError):
+        return exc
+    return errors.CancelledError(None, None, "The partial run was cancelled")
 
 
 def _running_loop():

@@ -156,7 +156,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "distributed.service",
         ),
     ),
-    ("client", ("master", "session", "device_lib", "distributed")),
+    ("client", ("master", "partial_run", "session", "device_lib", "distributed")),
 ]
 PROGRAMS = len(LAYERS)  # everything else: train/, saved_model/, serving/, data/, ...
 

@@ -191,3 +191,12 @@ def test_tensors_of_every_kind_cross_tasks(ps_worker_cluster):
         with af.Session(servers["worker", 0].target, config=lossy) as sess:
             truncated = (values.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
             np.testing.assert_array_equal(sess.run(outs[2]), truncated)  # 16 bits crossed
+
+
+def test_partial_runs_say_they_are_in_process_only(local_server):
+    with af.Graph().as_default():
+        a = af.placeholder(af.float32, [])
+        with af.Session(local_server.target) as sess:
+            with pytest.raises(af.errors.UnimplementedError, match="in-process sessions only"):
+                sess.partial_run_setup([a + 1.0], [a])
+            assert sess.run(a + 1.0, {a: 1.0}) == 2.0
