@@ -327,6 +327,16 @@ class Tensor:
 # -- Operation -------------------------------------------------------------------------
 
 
+# The TensorProto of an array attr, for Operation.get_attr: graph_io (which builds on
+# this module) registers its codec when it is imported, as `import asyncflow` does.
+_tensor_attr_proto: Callable | None = None
+
+
+def register_tensor_attr_proto(fn: Callable) -> None:
+    global _tensor_attr_proto
+    _tensor_attr_proto = fn
+
+
 class Operation:
     """A node of the graph: an op type, input tensors, attrs, outputs."""
 
@@ -394,7 +404,8 @@ class Operation:
 
     def get_attr(self, name: str) -> Any:
         """The value of attr `name`, as TF1 returns it: string attrs (and lists of them)
-        as bytes; the runtime reads them as str through `_attr`.
+        as bytes, shapes as TensorShapeProtos, tensors (a Const's value) as TensorProtos;
+        the runtime reads the values it keeps through `_attr`.
 
         Raises:
           ValueError: the op has no attr of that name.
@@ -402,8 +413,15 @@ class Operation:
         value = self._attr(name)
         if isinstance(value, str):
             return value.encode()
-        if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-            return [v.encode() for v in value]
+        if isinstance(value, tensor_shape.TensorShape):
+            return value.as_proto()
+        if isinstance(value, np.ndarray) and _tensor_attr_proto is not None:
+            return _tensor_attr_proto(value)
+        if isinstance(value, list | tuple) and value:
+            if all(isinstance(v, str) for v in value):
+                return [v.encode() for v in value]
+            if all(isinstance(v, tensor_shape.TensorShape) for v in value):
+                return [v.as_proto() for v in value]
         return value
 
     def _attr(self, name: str) -> Any:

@@ -97,23 +97,17 @@ def _dtype_from_enum(enum: int) -> dtypes.DType:
 
 def shape_proto(shape, out: TensorShapeProto | None = None) -> TensorShapeProto:
     """`shape` (anything TensorShape takes) as a TensorShapeProto (-1: unknown size)."""
-    shape = tensor_shape.as_shape(shape)
-    out = TensorShapeProto() if out is None else out
-    if shape.ndims is None:
-        out.unknown_rank = True
-        return out
-    for d in shape.as_list():
-        out.dim.add(size=-1 if d is None else int(d))
+    made = tensor_shape.as_shape(shape).as_proto()
+    if out is None:
+        return made
+    out.CopyFrom(made)
     return out
 
 
 def shape_from_proto(p: TensorShapeProto) -> tensor_shape.TensorShape:
-    if p.unknown_rank:
-        return tensor_shape.unknown_shape()
-    sizes = [d.size for d in p.dim]
-    if any(s < -1 for s in sizes):
-        raise ValueError(f"Shape {sizes} has a negative dimension")
-    return tensor_shape.TensorShape([None if s < 0 else s for s in sizes])
+    if not p.unknown_rank and any(d.size < -1 for d in p.dim):
+        raise ValueError(f"Shape {[d.size for d in p.dim]} has a negative dimension")
+    return tensor_shape.TensorShape(p)
 
 
 def tensor_proto(arr, out: TensorProto | None = None) -> TensorProto:
@@ -128,8 +122,10 @@ def tensor_proto(arr, out: TensorProto | None = None) -> TensorProto:
         out.string_val.extend(
             v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in arr.reshape(-1).tolist()
         )
-    elif arr.size == 1 and _single_value(arr, dt, out):
-        pass  # (TF's make_tensor_proto: one value in its typed field, not as content)
+    elif (arr.size == 1 or arr.size and not any(arr.strides)) and _single_value(arr, dt, out):
+        # TF's make_tensor_proto: one value in its typed field, not as content; so is
+        # a value read from such a proto, which fills its shape (strides all 0).
+        pass
     elif arr.size:
         arr = np.ascontiguousarray(arr)
         if sys.byteorder != "little":
@@ -137,6 +133,8 @@ def tensor_proto(arr, out: TensorProto | None = None) -> TensorProto:
         out.tensor_content = arr.tobytes()
     return out
 
+
+ops.register_tensor_attr_proto(tensor_proto)  # (Operation.get_attr's TensorProtos)
 
 _SINGLE_FIELDS = {  # dtype name -> the TensorProto field TF writes one value to
     "float32": "float_val",
@@ -156,7 +154,7 @@ _SINGLE_FIELDS = {  # dtype name -> the TensorProto field TF writes one value to
 def _single_value(arr, dt, out) -> bool:
     """Write the one value of `arr` to its typed field, as TF does; False for a dtype
     without one here (its tensor_content then)."""
-    v = arr.reshape(-1)[0]
+    v = arr.flat[0]  # (not reshape: that copies a broadcast value whole)
     name = dt.name
     if name in ("float16", "bfloat16"):
         out.half_val.append(int(np.asarray(v).view(np.uint16)))

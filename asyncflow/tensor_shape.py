@@ -179,6 +179,11 @@ class TensorShape:
             self._dims = dims._dims
         elif isinstance(dims, str | bytes):
             raise TypeError(f"Cannot convert {dims!r} to TensorShape")
+        elif _is_shape_proto(dims):  # a TensorShapeProto (op.get_attr's), as TF takes it
+            if dims.unknown_rank:
+                self._dims = None
+            else:
+                self._dims = tuple(Dimension(None if d.size < 0 else d.size) for d in dims.dim)
         elif isinstance(dims, Iterable):
             self._dims = tuple(as_dimension(d) for d in dims)
         else:
@@ -187,6 +192,16 @@ class TensorShape:
     @property
     def dims(self) -> list[Dimension] | None:
         return None if self._dims is None else list(self._dims)
+
+    def as_proto(self):
+        """This shape as a TensorShapeProto (TF's: -1 for an unknown size)."""
+        from asyncflow.protos.tensor_shape_pb2 import TensorShapeProto
+
+        if self._dims is None:
+            return TensorShapeProto(unknown_rank=True)
+        return TensorShapeProto(
+            dim=[TensorShapeProto.Dim(size=-1 if d.value is None else d.value) for d in self._dims]
+        )
 
     @property
     def ndims(self) -> int | None:
@@ -363,6 +378,10 @@ class TensorShape:
     def __ne__(self, other: Any) -> bool:
         result = self.__eq__(other)
         return result if result is NotImplemented else not result
+
+
+def _is_shape_proto(value: Any) -> bool:
+    return type(value).__name__ == "TensorShapeProto" and hasattr(value, "unknown_rank")
 
 
 def as_shape(shape: Any) -> TensorShape:

@@ -234,3 +234,28 @@ def test_assign_of_another_shape_says_what_tf_says(variable, value, message):
         with af.Graph().as_default():
             with pytest.raises(ValueError, match=re.escape(message)):
                 assign(af.Variable(variable), value)
+
+
+def test_get_attr_gives_tfs_protos_for_shapes_and_tensors():
+    # TF's get_attr: a shape attr is a TensorShapeProto, a tensor attr a TensorProto
+    # (`tf.make_ndarray(op.get_attr("value"))`, `tf.TensorShape(op.get_attr("shape"))`).
+    with af.Graph().as_default():
+        p = af.placeholder(af.float32, [None, 3])
+        p2 = af.placeholder(af.float32, None)
+        c = af.constant([[1.0, 2.0]])
+        q = af.FIFOQueue(3, [af.float32], shapes=[[2]])
+        shape = p.op.get_attr("shape")
+        assert type(shape).__name__ == "TensorShapeProto"
+        assert [d.size for d in shape.dim] == [-1, 3] and not shape.unknown_rank
+        assert p2.op.get_attr("shape").unknown_rank
+        assert af.TensorShape(shape).as_list() == [None, 3]
+        assert af.TensorShape(p2.op.get_attr("shape")).ndims is None
+        assert [[d.size for d in s.dim] for s in q.queue_ref.op.get_attr("shapes")] == [[2]]
+        value = c.op.get_attr("value")
+        assert type(value).__name__ == "TensorProto"
+        assert value.SerializeToString().hex() == (
+            "0801120812020801120208022208" + "0000803f00000040"
+        )  # TF's bytes
+        np.testing.assert_array_equal(af.make_ndarray(value), [[1.0, 2.0]])
+        assert p.op.get_attr("dtype") == af.float32
+        assert af.TensorShape([None, 3]).as_proto() == shape
