@@ -319,7 +319,7 @@ def _leaf_dtype(leaf: Any) -> DType:
     raise TypeError(f"Failed to convert object of type {type(leaf)} to Tensor: {leaf!r}")
 
 
-def _python_dtype(leaves: list[Any]) -> DType:
+def _python_dtype(leaves: list[Any], value: Any = None) -> DType:
     kinds = {_leaf_dtype(leaf) for leaf in leaves}
     if not kinds:
         return float32  # tf.constant([]) is float32
@@ -336,8 +336,22 @@ def _python_dtype(leaves: list[Any]) -> DType:
     if dtype == int32 and any(not (_INT32.min <= int(v) <= _INT32.max) for v in leaves):
         dtype = int64
         if any(not (_INT64.min <= int(v) <= _INT64.max) for v in leaves):
-            raise ValueError(f"Can't convert Python sequence with out-of-range integer: {leaves}")
+            dtype = _past_int64(leaves, value)
     return dtype
+
+
+def _past_int64(leaves: list[Any], value: Any) -> DType:
+    """The type TF gives integers some of which no int64 holds: NumPy's inference, as
+    TF's conversion uses it (uint64 when every value is past int64 or a bool, float32
+    when others are int64s, refused past uint64)."""
+    if any(not (_INT64.min <= int(v) < 2**64) for v in leaves):
+        raise TypeError(
+            f"Failed to convert elements of {value!r} to Tensor. Consider casting elements to "
+            "a supported type."
+        )
+    if all(isinstance(v, builtins.bool) or int(v) > _INT64.max for v in leaves):
+        return uint64
+    return float32
 
 
 def infer_dtype(value: Any) -> DType:
@@ -349,11 +363,13 @@ def infer_dtype(value: Any) -> DType:
     """
     if isinstance(value, np.ndarray | np.generic):
         return as_dtype(value.dtype)
+    if value is None:
+        raise ValueError("None values not supported.")
     leaves: list[Any] = []
     _flatten(value, leaves)
     if any(isinstance(leaf, np.ndarray) for leaf in leaves):
         return as_dtype(np.asarray(value).dtype)
-    return _python_dtype(leaves)
+    return _python_dtype(leaves, value)
 
 
 def _to_bytes(x: Any) -> bytes:
@@ -363,7 +379,7 @@ def _to_bytes(x: Any) -> bytes:
         return x.encode("utf-8")
     if isinstance(x, np.bytes_ | np.str_):
         return _to_bytes(x.item())
-    raise TypeError(f"Expected string or bytes, got {x!r} of type {type(x).__name__}.")
+    raise TypeError(f"Expected string, got {x!r} of type '{type(x).__name__}' instead.")
 
 
 def _string_array(value: Any) -> np.ndarray:
@@ -394,7 +410,10 @@ def _check_python_cast(leaves: list[Any], dtype: DType) -> None:
                     raise TypeError(f"Value {leaf!r} out of range for {dtype.name}.")
     elif dtype.is_floating or dtype.is_complex:
         for leaf in leaves:
-            if isinstance(leaf, str | bytes) or (dtype.is_floating and isinstance(leaf, complex)):
+            number = isinstance(leaf, int | float | np.number | np.bool_) or (
+                dtype.is_complex and isinstance(leaf, complex)
+            )
+            if not number:  # a string, a complex for a real type, None, an object
                 raise TypeError(
                     f"Expected {dtype.name}, got {leaf!r} of type '{type(leaf).__name__}' instead."
                 )
@@ -411,6 +430,8 @@ def convert_to_numpy(value: Any, dtype: Any = None) -> np.ndarray:
       ValueError: for ragged nested lists.
     """
     target = None if dtype is None else as_dtype(dtype)
+    if value is None:
+        raise ValueError("None values not supported.")
     if isinstance(value, np.ndarray | np.generic):
         source = as_dtype(value.dtype)
         if target is None:

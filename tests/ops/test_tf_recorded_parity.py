@@ -259,3 +259,33 @@ def test_get_attr_gives_tfs_protos_for_shapes_and_tensors():
         np.testing.assert_array_equal(af.make_ndarray(value), [[1.0, 2.0]])
         assert p.op.get_attr("dtype") == af.float32
         assert af.TensorShape([None, 3]).as_proto() == shape
+
+
+@pytest.mark.parametrize(
+    "value, dtype",
+    [
+        (2**63, "uint64"),
+        ([2**63, 2**63 + 1], "uint64"),
+        ([True, 2**63], "uint64"),
+        ([1, 2**63], "float32"),  # (NumPy's int64 and uint64 make float64: TF's float32)
+        ([-1, 2**63], "float32"),
+        ([1.5, 2**63], "float32"),
+    ],
+)
+def test_integers_past_int64_take_tfs_type(value, dtype):
+    with af.Graph().as_default():
+        assert af.constant(value).dtype.name == dtype
+
+
+def test_none_is_refused_as_tf_refuses_it():
+    with af.Graph().as_default():
+        x = af.constant([1.0])
+        with pytest.raises(ValueError, match="^None values not supported.$"):
+            af.convert_to_tensor(None)
+        with pytest.raises((TypeError, ValueError), match="None values not supported.$"):
+            x + None  # (was a NaN here)
+        # (a None among values was a NaN here)
+        with pytest.raises(TypeError, match="^Expected float32, got None of type 'NoneType'"):
+            af.constant([1.0, None], dtype=af.float32)
+        with pytest.raises(TypeError, match="^Failed to convert elements of 18446744073709551616"):
+            af.constant(2**64)
