@@ -45,14 +45,14 @@ def register_target_scheme(scheme: str, factory: Callable) -> None:
 def worker_for_target(target: str, config, local_factory: Callable):
     """The worker for a session target: the local one for "", else the scheme's.
 
-    Raises InvalidArgumentError for a target with no registered scheme."""
+    Raises NotFoundError (TF's) for a target with no registered scheme."""
     if not target:
         return local_factory(config)
     scheme = target.split("://", 1)[0] if "://" in target else None
     factory = _schemes.get(scheme) if scheme else None
     if factory is None:
         known = ", ".join(f"{s}://" for s in sorted(_schemes)) or "none"
-        raise errors.InvalidArgumentError(
+        raise errors.NotFoundError(
             None,
             None,
             f"No session factory registered for the given session options: target "

@@ -64,6 +64,7 @@ from asyncflow.loop_slices import (
 )
 from asyncflow.master import Master, worker_for_target
 from asyncflow.partial_run import NO_SETUP, PartialRun
+from asyncflow.sparse_tensor import SparseTensor
 from asyncflow.straight_line import program_for
 from asyncflow.worker import LocalWorker, timeout_s, traced
 
@@ -474,8 +475,8 @@ class BaseSession:
         return self._graph.as_graph_def()
 
     @property
-    def sess_str(self) -> str:
-        return self._target
+    def sess_str(self) -> bytes:
+        return self._target.encode()  # (bytes, as TF's)
 
     def list_devices(self):
         return [_DeviceAttributes(d) for d in self._devices]
@@ -535,6 +536,11 @@ class BaseSession:
             for key, value in feed_dict.items():
                 if plain and type(key) is ops.Tensor and key.graph is graph:
                     t = key  # (what _feed_tensor returns for it)
+                elif isinstance(key, SparseTensor):  # (its components, as TF feeds it)
+                    for part, v in _sparse_feed(key, value):
+                        t = self._feed_tensor(part)
+                        pairs.append((t, _feed_value(t, v)))
+                    continue
                 else:
                     t = self._feed_tensor(key)
                 pairs.append((t, _feed_value(t, value)))
@@ -1113,6 +1119,17 @@ async def _continue(coro, first):
     return await _Continue(coro, first)
 
 
+def _sparse_feed(key, value) -> list:
+    """A SparseTensor's feed as its components' (TF: a SparseTensorValue, or a tuple of
+    indices, values and, optionally, dense_shape)."""
+    if not isinstance(value, tuple | list) or len(value) not in (2, 3):
+        raise TypeError(
+            f"Cannot feed {value!r} to SparseTensor {key}: feed a tf.SparseTensorValue or an "
+            "(indices, values, dense_shape) tuple."
+        )
+    return list(zip((key.indices, key.values, key.dense_shape), value))
+
+
 def _partial_step_ended(task: asyncio.Task, rendezvous) -> None:
     """A partial run's step ended: a failure reaches every partial run waiting on it
     (a step of one partition does not abort its rendezvous itself)."""
@@ -1193,7 +1210,8 @@ def _feed_value(t: ops.Tensor, value):
             if conv is None or conv != value:
                 raise TypeError(
                     f"Type of feed value {value} with type {type(value)} is not compatible "
-                    f"with Tensor type {dt!r}. Try explicitly setting the type of the feed "
+                    f"with Tensor type {np.dtype(np_dt).type}. Try explicitly setting the type of "
+                    "the feed "
                     "tensor to a larger type (e.g. int64)."
                 )
         try:

@@ -514,3 +514,29 @@ def test_a_step_computes_inf_and_nan_silently_and_restores_numpy_errstate(mode):
             loop.call_soon_threadsafe(loop.stop)
             thread.join(10)
             loop.close()
+
+
+def test_a_sparse_tensor_is_fed_by_its_components():
+    # TF feeds a SparseTensor key its value's indices, values and dense_shape.
+    with af.Graph().as_default():
+        sp = af.sparse_placeholder(af.float32)
+        total = af.sparse_reduce_sum(sp)
+        dense = af.sparse_tensor_to_dense(sp)
+        with af.Session() as sess:
+            value = af.SparseTensorValue([[0, 0], [1, 1]], [3.0, 4.0], [2, 2])
+            assert sess.run(total, {sp: value}) == 7.0
+            got = sess.run(dense, {sp: ([[0, 1]], [5.0], [1, 2])})  # a plain tuple too
+            assert got.tolist() == [[0.0, 5.0]]
+            fetched = sess.run(sp, {sp: value})  # fed and fetched: the value back
+            assert fetched.values.tolist() == [3.0, 4.0]
+            with pytest.raises(TypeError, match="feed a tf.SparseTensorValue"):
+                sess.run(total, {sp: [1.0, 2.0, 3.0, 4.0]})
+
+
+def test_an_integer_feed_out_of_range_says_tfs_words():
+    with af.Graph().as_default():
+        p = af.placeholder(af.int8)
+        with af.Session() as sess:
+            want = "^Type of feed value 300 with type <class 'int'> is not compatible with "
+            with pytest.raises(TypeError, match=want + "Tensor type <class 'numpy.int8'>"):
+                sess.run(p + 0, {p: 300})
