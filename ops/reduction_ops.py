@@ -230,8 +230,8 @@ def _reduction_dims(x, axis):
     if axis is not None:
         return axis
     rank = x.shape.ndims
-    if rank is not None:
-        return np.arange(rank, dtype=np.int32)
+    if rank is not None:  # a Const of the builder's scope (TF's "Const", not "Sum/...")
+        return ops.convert_to_tensor(np.arange(rank, dtype=np.int32))
     rank_t = ops.apply_op("Rank", [x]).outputs[0]
     return range(0, rank_t, 1)
 

@@ -933,8 +933,9 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
         # A Python on/off value takes `dtype` where it can (TF's dtype_hint):
         # one_hot(..., on_value=1.0, dtype=float16) is float16.
         hint = None if dtype is None else dtypes.as_dtype(dtype)
-        on = None if on_value is None else _hinted(on_value, hint, "on_value")
-        off = None if off_value is None else _hinted(off_value, hint, "off_value")
+        # (TF names only the defaults: given values are "one_hot/Const", "one_hot/Const_1")
+        on = None if on_value is None else _hinted(on_value, hint, None)
+        off = None if off_value is None else _hinted(off_value, hint, None)
         if dtype is not None:
             dtype = dtypes.as_dtype(dtype)
             for what, t in (("on_value", on), ("off_value", off)):
