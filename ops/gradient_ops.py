@@ -406,8 +406,8 @@ def reshape(x, shape_) -> ops.Tensor:
 
 
 def reduce_sum(x, axes, keep_dims=False) -> ops.Tensor:
-    if not isinstance(axes, ops.Tensor):
-        axes = constant(np.asarray(axes, dtype=np.int32).reshape(-1), dtypes.int32)
+    if not isinstance(axes, ops.Tensor):  # apply_op's Const: "Sum/reduction_indices", as TF's
+        axes = np.asarray(axes, dtype=np.int32).reshape(-1)
     return ops.apply_op("Sum", [x, axes], {"keep_dims": keep_dims}).outputs[0]
 
 

@@ -661,15 +661,18 @@ def _static_axes(op) -> list[int] | None:
 
 
 def _kept_dims_shape(op):
-    """The shape of the reduction's result with keep_dims=True (TF's reduced_shape)."""
+    """The shape of the reduction's result with keep_dims=True (TF's reduced_shape).
+
+    A NumPy array when the shapes decide it, as TF's: each op it serves makes its own
+    Const ("Sum_grad/Reshape/shape")."""
     x = op.inputs[0]
     axes = _static_axes(op)
     if axes is not None:
         dims = [1 if i in axes else d for i, d in enumerate(x.shape.as_list())]
         if None not in dims:
-            return _g.constant(dims, dtypes.int32)
+            return np.array(dims, np.int32)
         if dims.count(None) == 1:  # (a batch): -1 there, for the Reshapes it serves
-            return _g.constant([-1 if d is None else d for d in dims], dtypes.int32)
+            return np.array([-1 if d is None else d for d in dims], np.int32)
     # Run time: Shape(x) with the reduced positions set to 1.
     x_shape = _g.shape(x)
     rank = _g.apply("Size", x_shape)
