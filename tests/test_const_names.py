@@ -1,0 +1,308 @@
+"""The names TF 1 gives the Consts a builder makes for Python values (tests/fixtures/
+const_names_cases.py, built on asyncflow and compared with TensorFlow's ops below).
+
+TF's `_apply_op_helper` opens the op's name scope, converts each Python input there
+named by its argument ("Add/y", "concat/values_1"), then makes the op with that
+scope's name; Python wrappers open their own scopes ("mul/y", "MatMul/a").  The ops are
+compared in sorted order: a cond's Switch or a loop's Enter for an outer tensor is made
+just before its op here, just after it in TF.
+"""
+
+import pathlib
+import sys
+
+import pytest
+
+import asyncflow as tf
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "fixtures"))
+import const_names_cases as cases  # noqa: E402
+
+# Recorded from TensorFlow 2.21.0 by fixtures/record_const_names_tf.py.
+TF_OPS = {
+    "mul": ["Const mul/y", "Mul mul <- x:0 mul/y:0"],
+    "rmul": ["Const mul/x", "Mul mul <- mul/x:0 x:0"],
+    "sub_int": ["Cast Cast <- x:0", "Const sub/y", "Sub sub <- Cast:0 sub/y:0"],
+    "rsub": ["Const sub/x", "Sub sub <- sub/x:0 x:0"],
+    "radd": ["Const add/x", "AddV2 add <- add/x:0 x:0"],
+    "truediv": ["Const truediv/y", "RealDiv truediv <- x:0 truediv/y:0"],
+    "rtruediv": ["Const truediv/x", "RealDiv truediv <- truediv/x:0 x:0"],
+    "floordiv": ["Const floordiv/y", "FloorDiv floordiv <- x:0 floordiv/y:0"],
+    "mod": ["Const mod/y", "FloorMod mod <- x:0 mod/y:0"],
+    "pow": ["Const pow/y", "Pow pow <- x:0 pow/y:0"],
+    "rpow": ["Const pow/x", "Pow pow <- pow/x:0 x:0"],
+    "and": [
+        "Const Greater/y",
+        "Greater Greater <- x:0 Greater/y:0",
+        "Const and/y",
+        "LogicalAnd and <- Greater:0 and/y:0",
+    ],
+    "le": ["Const LessEqual/y", "LessEqual LessEqual <- x:0 LessEqual/y:0"],
+    "add": ["Const Add/y", "AddV2 Add <- x:0 Add/y:0"],
+    "add_left": ["Const Add/x", "AddV2 Add <- Add/x:0 x:0"],
+    "maximum": ["Const Maximum/y", "Maximum Maximum <- x:0 Maximum/y:0"],
+    "minimum_left": ["Const Minimum/x", "Minimum Minimum <- Minimum/x:0 x:0"],
+    "squared_difference": [
+        "Const SquaredDifference/y",
+        "SquaredDifference SquaredDifference <- x:0 SquaredDifference/y:0",
+    ],
+    "equal": ["Const Equal/y", "Equal Equal <- x:0 Equal/y:0"],
+    "reshape": ["Const Reshape/shape", "Reshape Reshape <- x:0 Reshape/shape:0"],
+    "pad": ["Const Pad/paddings", "Pad Pad <- x:0 Pad/paddings:0"],
+    "tile": ["Const Tile/multiples", "Tile Tile <- x:0 Tile/multiples:0"],
+    "slice": [
+        "Const Slice/begin",
+        "Const Slice/size",
+        "Slice Slice <- x:0 Slice/begin:0 Slice/size:0",
+    ],
+    "strided_slice": [
+        "Const strided_slice/stack",
+        "Const strided_slice/stack_1",
+        "Const strided_slice/stack_2",
+        "StridedSlice strided_slice <- x:0 strided_slice/stack:0 "
+        "strided_slice/stack_1:0 strided_slice/stack_2:0",
+    ],
+    "expand_dims": ["Const ExpandDims/dim", "ExpandDims ExpandDims <- x:0 ExpandDims/dim:0"],
+    "gather": [
+        "Const GatherV2/indices",
+        "Const GatherV2/axis",
+        "GatherV2 GatherV2 <- x:0 GatherV2/indices:0 GatherV2/axis:0",
+    ],
+    "gather_nd": ["Const GatherNd/indices", "GatherNd GatherNd <- x:0 GatherNd/indices:0"],
+    "one_hot": [
+        "Const one_hot/on_value",
+        "Const one_hot/off_value",
+        "Const one_hot/indices",
+        "Const one_hot/depth",
+        "OneHot one_hot <- one_hot/indices:0 one_hot/depth:0 one_hot/on_value:0 "
+        "one_hot/off_value:0",
+    ],
+    "one_hot_values": [
+        "Const one_hot/Const",
+        "Const one_hot/Const_1",
+        "Const one_hot/indices",
+        "Const one_hot/depth",
+        "OneHot one_hot <- one_hot/indices:0 one_hot/depth:0 one_hot/Const:0 one_hot/Const_1:0",
+    ],
+    "fill": ["Const Fill/dims", "Const Fill/value", "Fill Fill <- Fill/dims:0 Fill/value:0"],
+    "transpose": ["Const transpose/perm", "Transpose transpose <- x:0 transpose/perm:0"],
+    "transpose_list": [
+        "Const transpose/a",
+        "Const transpose/perm",
+        "Transpose transpose <- transpose/a:0 transpose/perm:0",
+    ],
+    "concat": [
+        "Const concat/values_1",
+        "Const concat/axis",
+        "ConcatV2 concat <- x:0 concat/values_1:0 concat/axis:0",
+    ],
+    "stack": ["Const stack"],
+    "split": ["Const split/split_dim", "Split split <- split/split_dim:0 x:0"],
+    "reduce_sum_axis": ["Const Sum/reduction_indices", "Sum Sum <- x:0 Sum/reduction_indices:0"],
+    "reduce_mean_all": ["Const Const", "Mean Mean <- x:0 Const:0"],
+    "reduce_max_all": ["Const Const", "Max Max <- x:0 Const:0"],
+    "argmax": ["Const ArgMax/dimension", "ArgMax ArgMax <- x:0 ArgMax/dimension:0"],
+    "range": [
+        "Const range/start",
+        "Const range/limit",
+        "Const range/delta",
+        "Range range <- range/start:0 range/limit:0 range/delta:0",
+    ],
+    "identity_n": ["Const IdentityN/input_1", "IdentityN IdentityN <- x:0 IdentityN/input_1:0"],
+    "print": [
+        "Const Print/data_1",
+        "Const Print/data_2",
+        "Print Print <- x:0 x:0 Print/data_1:0 Print/data_2:0",
+    ],
+    "bias_add": ["Const BiasAdd/bias", "BiasAdd BiasAdd <- x:0 BiasAdd/bias:0"],
+    "placeholder_with_default": [
+        "Const PlaceholderWithDefault/input",
+        "PlaceholderWithDefault PlaceholderWithDefault <- PlaceholderWithDefault/input:0",
+    ],
+    "abs": ["Const Abs/x", "Abs Abs <- Abs/x:0"],
+    "cast": ["Const Cast/x", "Cast Cast <- Cast/x:0"],
+    "matmul": [
+        "Const transpose/perm",
+        "Transpose transpose <- x:0 transpose/perm:0",
+        "Const MatMul/a",
+        "MatMul MatMul <- MatMul/a:0 transpose:0",
+    ],
+    "matmul_right": ["Const MatMul/b", "MatMul MatMul <- x:0 MatMul/b:0"],
+    "clip_by_value": [
+        "Const clip_by_value/Minimum/y",
+        "Minimum clip_by_value/Minimum <- x:0 clip_by_value/Minimum/y:0",
+        "Const clip_by_value/y",
+        "Maximum clip_by_value <- clip_by_value/Minimum:0 clip_by_value/y:0",
+    ],
+    "zeros_ones": [
+        "Const zeros",
+        "Const ones_like/Shape/shape_as_tensor",
+        "Const ones_like/Const",
+        "Fill ones_like <- ones_like/Shape/shape_as_tensor:0 ones_like/Const:0",
+        "Const zeros_like/tensor",
+        "Const zeros_like",
+    ],
+    "count_nonzero": [
+        "Const count_nonzero/zeros",
+        "NotEqual count_nonzero/NotEqual <- x:0 count_nonzero/zeros:0",
+        "Cast count_nonzero/Cast <- count_nonzero/NotEqual:0",
+        "Const count_nonzero/Const",
+        "Sum count_nonzero/Sum <- count_nonzero/Cast:0 count_nonzero/Const:0",
+    ],
+    "random_uniform": [
+        "Const random_uniform/shape",
+        "Const random_uniform/min",
+        "Const random_uniform/max",
+        "RandomUniform random_uniform/RandomUniform <- random_uniform/shape:0",
+        "Sub random_uniform/sub <- random_uniform/max:0 random_uniform/min:0",
+        "Mul random_uniform/mul <- random_uniform/RandomUniform:0 random_uniform/sub:0",
+        "AddV2 random_uniform <- random_uniform/mul:0 random_uniform/min:0",
+    ],
+    "random_normal": [
+        "Const random_normal/shape",
+        "Const random_normal/mean",
+        "Const random_normal/stddev",
+        "RandomStandardNormal random_normal/RandomStandardNormal <- random_normal/shape:0",
+        "Mul random_normal/mul <- random_normal/RandomStandardNormal:0 random_normal/stddev:0",
+        "AddV2 random_normal <- random_normal/mul:0 random_normal/mean:0",
+    ],
+    "sequence_of_defaults": [
+        "Const Add/y",
+        "AddV2 Add <- x:0 Add/y:0",
+        "Const Add_1/y",
+        "AddV2 Add_1 <- x:0 Add_1/y:0",
+        "Const Add_2/y",
+        "AddV2 Add_2 <- x:0 Add_2/y:0",
+    ],
+    "gradients": [
+        "Const Reshape/shape",
+        "Reshape Reshape <- x:0 Reshape/shape:0",
+        "Const Const",
+        "Sum Sum <- Reshape:0 Const:0",
+        "Const gradients/Shape",
+        "Const gradients/grad_ys_0/Const",
+        "Fill gradients/grad_ys_0 <- gradients/Shape:0 gradients/grad_ys_0/Const:0",
+        "Const gradients/Sum_grad/Reshape/shape",
+        "Reshape gradients/Sum_grad/Reshape <- gradients/grad_ys_0:0 "
+        "gradients/Sum_grad/Reshape/shape:0",
+        "Const gradients/Sum_grad/Const",
+        "Tile gradients/Sum_grad/Tile <- gradients/Sum_grad/Reshape:0 gradients/Sum_grad/Const:0",
+        "Const gradients/Reshape_grad/Shape",
+        "Reshape gradients/Reshape_grad/Reshape <- gradients/Sum_grad/Tile:0 "
+        "gradients/Reshape_grad/Shape:0",
+    ],
+    "failed_reshape": [
+        "Const Reshape/shape",
+        "Const Reshape_1/shape",
+        "Reshape Reshape_1 <- x:0 Reshape_1/shape:0",
+    ],
+    "function_capture": [
+        "Placeholder a",
+        "Const Add/y",
+        "AddV2 Add <- a:0 Add/y:0",
+        "Const mul/y",
+        "Mul mul <- Add:0 mul/y:0",
+        "Const Sum/reduction_indices",
+        "Placeholder Sum/outer/yy",
+        "Sum Sum <- Sum/outer/yy:0 Sum/reduction_indices:0",
+        "AddV2 add_1 <- mul:0 Sum:0",
+        "Identity Identity <- add_1:0",
+    ],
+    "cond": [
+        "Const strided_slice/stack",
+        "Const strided_slice/stack_1",
+        "Const strided_slice/stack_2",
+        "StridedSlice strided_slice <- x:0 strided_slice/stack:0 strided_slice/stack_1:0 "
+        "strided_slice/stack_2:0",
+        "Const Greater/y",
+        "Greater Greater <- strided_slice:0 Greater/y:0",
+        "Switch cond/Switch <- Greater:0 Greater:0",
+        "Identity cond/switch_t <- cond/Switch:1",
+        "Identity cond/switch_f <- cond/Switch:0",
+        "Identity cond/pred_id <- Greater:0",
+        "Const cond/Reshape/shape <- ^cond/switch_t",
+        "Reshape cond/Reshape <- cond/Reshape/Switch:1 cond/Reshape/shape:0",
+        "Switch cond/Reshape/Switch <- x:0 cond/pred_id:0",
+        "Const cond/mul/y <- ^cond/switch_f",
+        "Mul cond/mul <- cond/mul/Switch:0 cond/mul/y:0",
+        "Switch cond/mul/Switch <- x:0 cond/pred_id:0",
+        "Const cond/Reshape_1/shape <- ^cond/switch_f",
+        "Reshape cond/Reshape_1 <- cond/mul:0 cond/Reshape_1/shape:0",
+        "Merge cond/Merge <- cond/Reshape_1:0 cond/Reshape:0",
+    ],
+    "while": [
+        "Const while/Const",
+        "Enter while/Enter <- while/Const:0",
+        "Merge while/Merge <- while/Enter:0 while/NextIteration:0",
+        "Const while/Less/y <- ^while/Merge",
+        "Less while/Less <- while/Merge:0 while/Less/y:0",
+        "LoopCond while/LoopCond <- while/Less:0",
+        "Switch while/Switch <- while/Merge:0 while/LoopCond:0",
+        "Identity while/Identity <- while/Switch:1",
+        "Const while/Const_1 <- ^while/Identity",
+        "Sum while/Sum <- while/Sum/Enter:0 while/Const_1:0",
+        "Enter while/Sum/Enter <- x:0",
+        "Const while/mul/y <- ^while/Identity",
+        "Mul while/mul <- while/Sum:0 while/mul/y:0",
+        "AddV2 while/Add <- while/Identity:0 while/mul:0",
+        "NextIteration while/NextIteration <- while/Add:0",
+        "Exit while/Exit <- while/Switch:0",
+    ],
+    "scopes": [
+        "Const r/shape",
+        "Reshape r <- x:0 r/shape:0",
+        "Const s/q/shape",
+        "Reshape s/q <- x:0 s/q/shape:0",
+        "Const s/cat/values_1",
+        "Const s/cat/axis",
+        "ConcatV2 s/cat <- x:0 s/cat/values_1:0 s/cat/axis:0",
+        "Const s/Add/y",
+        "AddV2 s/Add <- x:0 s/Add/y:0",
+    ],
+    "autopack": [
+        "Const Shape",
+        "Const strided_slice/stack",
+        "Const strided_slice/stack_1",
+        "Const strided_slice/stack_2",
+        "StridedSlice strided_slice <- Shape:0 strided_slice/stack:0 "
+        "strided_slice/stack_1:0 strided_slice/stack_2:0",
+        "Const Reshape/shape/1",
+        "Pack Reshape/shape <- strided_slice:0 Reshape/shape/1:0",
+        "Reshape Reshape <- x:0 Reshape/shape:0",
+        "Const zeros/packed/1",
+        "Pack zeros/packed <- strided_slice:0 zeros/packed/1:0",
+        "Const zeros/Const",
+        "Fill zeros <- zeros/packed:0 zeros/Const:0",
+    ],
+}
+
+
+def test_every_case_is_recorded():
+    assert sorted(TF_OPS) == sorted(cases.CASES)
+
+
+@pytest.mark.parametrize("name", list(TF_OPS))
+def test_ops_and_names_are_tfs(name):
+    assert sorted(cases.build(tf, name)) == sorted(TF_OPS[name])
+
+
+def test_an_exact_name_another_op_then_asks_for_is_a_duplicate():
+    """`name="foo/"` does not mark "foo" used, so a later `name="foo"` meets it: TF's
+    "Duplicate node name" error, and no second op (TF makes the later op's Const
+    "foo/y_1" before it fails; we check the name first)."""
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [2], name="x")
+        tf.add(x, 1.0, name="foo/")
+        with pytest.raises(ValueError, match="Duplicate node name in graph: 'foo'"):
+            tf.add(x, 1.0, name="foo")
+        assert [op.name for op in g.get_operations()] == ["x", "foo/y", "foo"]
+
+
+def test_a_failed_conversion_keeps_the_ops_name_taken():
+    """As TF's: the name scope is opened (and its name taken) before any input converts."""
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [2], name="x")
+        with pytest.raises(TypeError):
+            tf.add(x, "abc")
+        assert tf.add(x, 1.0).op.name == "Add_1"
+        assert "Add" not in [op.name for op in g.get_operations()]
