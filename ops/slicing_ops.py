@@ -110,9 +110,16 @@ def op_scope(name, default_name, values=()):
 
 
 def apply(op_type, inputs=(), attrs=None, name=None) -> ops.Operation:
-    """`ops.apply_op`, also accepting TF's "scope/" names meaning exactly that name."""
+    """`ops.apply_op`, also accepting TF's "scope/" names meaning exactly that name.
+
+    op_scope does not reserve its name, so the op takes it here; a scope that TF's
+    name_scope reserved ("clip_by_norm/") names the op exactly, as in TF.
+    """
     if name and name.endswith("/"):
         g = _graph_of(inputs)
+        full = name[:-1]
+        if full.lower() in g._names_in_use and full not in g._ops_by_name:
+            return ops.apply_op(op_type, inputs, attrs, name=name, graph=g)
         with g.as_default(), g.name_scope(None):
             return ops.apply_op(op_type, inputs, attrs, name=name[:-1], graph=g)
     return ops.apply_op(op_type, inputs, attrs, name=name)
