@@ -121,6 +121,7 @@ TF_OPS = {
     ],
     "abs": ["Const Abs/x", "Abs Abs <- Abs/x:0"],
     "cast": ["Const Cast/x", "Cast Cast <- Cast/x:0"],
+    "casts": ["Const Cast/x", "Const Cast_1/x", "Cast Cast_1 <- Cast_1/x:0"],
     "matmul": [
         "Const transpose/perm",
         "Transpose transpose <- x:0 transpose/perm:0",
