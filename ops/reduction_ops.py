@@ -741,7 +741,9 @@ def _euclidean_norm_grad(op, grad):
 @Mean.gradient
 def _mean_grad(op, grad):
     sum_grad = _grad_to_input(op, grad, _kept_dims_shape(op))
-    return [_g.apply("RealDiv", sum_grad, _reduction_size(op)), None]
+    # (TF divides with math_ops.truediv: the op is "Mean_grad/truediv")
+    factor = _reduction_size(op)
+    return [ops.apply_op("RealDiv", [sum_grad, factor], name="truediv").outputs[0], None]
 
 
 def _min_or_max_grad(op, grad):

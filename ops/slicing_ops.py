@@ -1148,8 +1148,11 @@ def _slice_grad(op, grad):
 def _strided_slice_grad(op, grad):
     x, begin, end, strides = op.inputs
     attrs = mask_attrs(*slice_masks(op))
-    x_shape = _g.shape(x, out_type=begin.dtype)
-    dx = ops.apply_op("StridedSliceGrad", [x_shape, begin, end, strides, grad], attrs).outputs[0]
+    # As TF's: what is known when building goes in as new Consts of the gradient op
+    # ("StridedSliceGrad/begin", ...), the forward op's own tensors otherwise.
+    args = [_g.shape(x, out_type=begin.dtype), begin, end, strides]
+    args = [t if (v := ops.constant_value(t)) is None else v for t in args]
+    dx = ops.apply_op("StridedSliceGrad", [*args, grad], attrs).outputs[0]
     return [dx, None, None, None]
 
 

@@ -280,6 +280,94 @@ TF_OPS = {
         "Reshape gradients/Reshape_grad/Reshape <- gradients/Sum_grad/Tile:0 "
         "gradients/Reshape_grad/Shape:0",
     ],
+    "gradients_broadcast": [
+        "Const mul/y",
+        "Mul mul <- x:0 mul/y:0",
+        "Const sub/y",
+        "Sub sub <- mul:0 sub/y:0",
+        "Relu Relu <- sub:0",
+        "Const Const",
+        "Mean Mean <- Relu:0 Const:0",
+        "Const gradients/Shape",
+        "Const gradients/grad_ys_0/Const",
+        "Fill gradients/grad_ys_0 <- gradients/Shape:0 gradients/grad_ys_0/Const:0",
+        "Const gradients/Mean_grad/Reshape/shape",
+        "Reshape gradients/Mean_grad/Reshape <- gradients/grad_ys_0:0 "
+        "gradients/Mean_grad/Reshape/shape:0",
+        "Const gradients/Mean_grad/Const",
+        "Tile gradients/Mean_grad/Tile <- gradients/Mean_grad/Reshape:0 "
+        "gradients/Mean_grad/Const:0",
+        "Const gradients/Mean_grad/Const_1",
+        "RealDiv gradients/Mean_grad/truediv <- gradients/Mean_grad/Tile:0 "
+        "gradients/Mean_grad/Const_1:0",
+        "ReluGrad gradients/Relu_grad/ReluGrad <- gradients/Mean_grad/truediv:0 Relu:0",
+        "Neg gradients/sub_grad/Neg <- gradients/Relu_grad/ReluGrad:0",
+        "Const gradients/sub_grad/Shape",
+        "Const gradients/sub_grad/Shape_1",
+        "Const gradients/sub_grad/Sum/reduction_indices",
+        "Sum gradients/sub_grad/Sum <- gradients/sub_grad/Neg:0 "
+        "gradients/sub_grad/Sum/reduction_indices:0",
+        "Reshape gradients/sub_grad/Reshape <- gradients/sub_grad/Sum:0 "
+        "gradients/sub_grad/Shape_1:0",
+        "Mul gradients/mul_grad/Mul <- gradients/Relu_grad/ReluGrad:0 mul/y:0",
+        "Mul gradients/mul_grad/Mul_1 <- x:0 gradients/Relu_grad/ReluGrad:0",
+        "Const gradients/mul_grad/Shape",
+        "Const gradients/mul_grad/Shape_1",
+        "Const gradients/mul_grad/Sum/reduction_indices",
+        "Sum gradients/mul_grad/Sum <- gradients/mul_grad/Mul_1:0 "
+        "gradients/mul_grad/Sum/reduction_indices:0",
+        "Reshape gradients/mul_grad/Reshape <- gradients/mul_grad/Sum:0 "
+        "gradients/mul_grad/Shape_1:0",
+    ],
+    "gradients_batch": [
+        "Placeholder b",
+        "Const strided_slice/stack",
+        "Const strided_slice/stack_1",
+        "Const strided_slice/stack_2",
+        "StridedSlice strided_slice <- x:0 strided_slice/stack:0 "
+        "strided_slice/stack_1:0 strided_slice/stack_2:0",
+        "Mul mul <- b:0 strided_slice:0",
+        "Const sub/y",
+        "Sub sub <- mul:0 sub/y:0",
+        "Const Const",
+        "Sum Sum <- sub:0 Const:0",
+        "Const gradients/Shape",
+        "Const gradients/grad_ys_0/Const",
+        "Fill gradients/grad_ys_0 <- gradients/Shape:0 gradients/grad_ys_0/Const:0",
+        "Const gradients/Sum_grad/Reshape/shape",
+        "Reshape gradients/Sum_grad/Reshape <- gradients/grad_ys_0:0 "
+        "gradients/Sum_grad/Reshape/shape:0",
+        "Shape gradients/Sum_grad/Shape <- sub:0",
+        "Tile gradients/Sum_grad/Tile <- gradients/Sum_grad/Reshape:0 gradients/Sum_grad/Shape:0",
+        "Neg gradients/sub_grad/Neg <- gradients/Sum_grad/Tile:0",
+        "Shape gradients/sub_grad/Shape <- mul:0",
+        "Const gradients/sub_grad/Shape_1",
+        "Const gradients/sub_grad/Sum/reduction_indices",
+        "Sum gradients/sub_grad/Sum <- gradients/sub_grad/Neg:0 "
+        "gradients/sub_grad/Sum/reduction_indices:0",
+        "Reshape gradients/sub_grad/Reshape <- gradients/sub_grad/Sum:0 "
+        "gradients/sub_grad/Shape_1:0",
+        "Mul gradients/mul_grad/Mul <- gradients/Sum_grad/Tile:0 strided_slice:0",
+        "Mul gradients/mul_grad/Mul_1 <- b:0 gradients/Sum_grad/Tile:0",
+        "Shape gradients/mul_grad/Shape <- b:0",
+        "Const gradients/mul_grad/Shape_1",
+        "Const gradients/mul_grad/Sum/reduction_indices",
+        "Sum gradients/mul_grad/Sum <- gradients/mul_grad/Mul_1:0 "
+        "gradients/mul_grad/Sum/reduction_indices:0",
+        "Reshape gradients/mul_grad/Reshape <- gradients/mul_grad/Sum:0 "
+        "gradients/mul_grad/Shape_1:0",
+        "Const gradients/strided_slice_grad/Shape",
+        "Const gradients/strided_slice_grad/StridedSliceGrad/shape",
+        "Const gradients/strided_slice_grad/StridedSliceGrad/begin",
+        "Const gradients/strided_slice_grad/StridedSliceGrad/end",
+        "Const gradients/strided_slice_grad/StridedSliceGrad/strides",
+        "StridedSliceGrad gradients/strided_slice_grad/StridedSliceGrad <- "
+        "gradients/strided_slice_grad/StridedSliceGrad/shape:0 "
+        "gradients/strided_slice_grad/StridedSliceGrad/begin:0 "
+        "gradients/strided_slice_grad/StridedSliceGrad/end:0 "
+        "gradients/strided_slice_grad/StridedSliceGrad/strides:0 "
+        "gradients/mul_grad/Reshape:0",
+    ],
     "failed_reshape": [
         "Const Reshape/shape",
         "Const Reshape_1/shape",
