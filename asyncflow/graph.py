@@ -6,6 +6,8 @@ Invariants:
 - An Operation's inputs, dtypes and attrs are fixed at creation; only control inputs
   may be added later (which bumps `Graph._version` so cached plans are rebuilt).
 - Names are unique in a graph; `unique_name` hands out "x", "x_1", ... as TF does.
+  `apply_op` takes an op's name before converting its inputs, and converts them in
+  its scope named by argument ("Add/y"), as TF's op_def_library.
 - Every Operation remembers the user's file:line that created it (`op.traceback`),
   which runtime errors quote.
 """
@@ -1300,20 +1302,7 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
         graph._check_not_finalized()
         op_name = _claim_op_name(graph, name, op_type)
         cf_ctx = graph._control_flow_context
-        # The op's scope, opened by hand (this is hot): the Consts made for its inputs,
-        # and a cond's Switch or a loop's Enter for an outer tensor, are named under it.
-        outer_stack, graph._name_stack = graph._name_stack, op_name
-        try:
-            converted = _resolve_type_attrs(op_def, inputs, attrs)
-            flat_inputs: list[Tensor] = []
-            for c in converted:
-                flat_inputs.extend(c if isinstance(c, list) else [c])
-            if any(t.graph is not graph for t in flat_inputs):
-                flat_inputs = [graph._capture(t) for t in flat_inputs]
-            if cf_ctx is not None:  # inside cond/while: outer inputs go through Switch/Enter
-                flat_inputs = cf_ctx.map_inputs(flat_inputs)
-        finally:
-            graph._name_stack = outer_stack
+        converted, flat_inputs = _inputs_in_scope(graph, op_def, inputs, attrs, op_name)
         if cf_ctx is None:
             for t in flat_inputs:
                 if t.op._control_flow_context is not None:  # e.g. a value of a loop's body
@@ -1344,6 +1333,27 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
         if op_def.shape_fn is not None:
             _set_output_shapes(graph, op, op_def)
     return op
+
+
+def _inputs_in_scope(graph: Graph, op_def, inputs, attrs: dict, op_name: str):
+    """(converted, flat_inputs): `inputs` as tensors of `graph`, made inside the op's
+    name scope, opened by hand (this is hot): the Consts made for them, a function's
+    captures and a cond's Switch or a loop's Enter for an outer tensor are named under
+    it ("Add/y", "cond/Add/Switch")."""
+    outer_stack, graph._name_stack = graph._name_stack, op_name
+    try:
+        converted = _resolve_type_attrs(op_def, inputs, attrs)
+        flat_inputs: list[Tensor] = []
+        for c in converted:
+            flat_inputs.extend(c if isinstance(c, list) else [c])
+        if any(t.graph is not graph for t in flat_inputs):
+            flat_inputs = [graph._capture(t) for t in flat_inputs]
+        cf_ctx = graph._control_flow_context
+        if cf_ctx is not None:  # inside cond/while: outer inputs go through Switch/Enter
+            flat_inputs = cf_ctx.map_inputs(flat_inputs)
+    finally:
+        graph._name_stack = outer_stack
+    return converted, flat_inputs
 
 
 def _claim_op_name(graph: Graph, name: str | None, op_type: str) -> str:
