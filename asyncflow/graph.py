@@ -1340,7 +1340,8 @@ def _inputs_in_scope(graph: Graph, op_def, inputs, attrs: dict, op_name: str):
     name scope, opened by hand (this is hot): the Consts made for them, a function's
     captures and a cond's Switch or a loop's Enter for an outer tensor are named under
     it ("Add/y", "cond/Add/Switch")."""
-    outer_stack, graph._name_stack = graph._name_stack, op_name
+    stacks = graph._stacks  # (the `_name_stack` property, without its two calls)
+    outer_stack, stacks.name_stack = stacks.name_stack, op_name
     try:
         converted = _resolve_type_attrs(op_def, inputs, attrs)
         flat_inputs: list[Tensor] = []
@@ -1352,7 +1353,7 @@ def _inputs_in_scope(graph: Graph, op_def, inputs, attrs: dict, op_name: str):
         if cf_ctx is not None:  # inside cond/while: outer inputs go through Switch/Enter
             flat_inputs = cf_ctx.map_inputs(flat_inputs)
     finally:
-        graph._name_stack = outer_stack
+        stacks.name_stack = outer_stack
     return converted, flat_inputs
 
 
