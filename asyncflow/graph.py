@@ -6,6 +6,8 @@ Invariants:
 - An Operation's inputs, dtypes and attrs are fixed at creation; only control inputs
   may be added later (which bumps `Graph._version` so cached plans are rebuilt).
 - Names are unique in a graph; `unique_name` hands out "x", "x_1", ... as TF does.
+  `apply_op` takes an op's name before converting its inputs, and converts them in
+  its scope named by argument ("Add/y"), as TF's op_def_library.
 - Every Operation remembers the user's file:line that created it (`op.traceback`),
   which runtime errors quote.
 """
@@ -1214,17 +1216,20 @@ def _resolve_type_attrs(op_def, inputs, attrs):
             if arg.number_attr in attrs and attrs[arg.number_attr] != len(value):
                 raise ValueError(f"List argument '{arg.name}' to '{op_def.name}' has wrong length")
             attrs[arg.number_attr] = len(value)
-            converted.append([_convert_arg(op_def, arg, v, attrs) for v in value])
+            name = arg.name
+            converted.append(
+                [_convert_arg(op_def, arg, v, attrs, f"{name}_{i}") for i, v in enumerate(value)]
+            )
         elif arg.type_attr and op_def.attrs[arg.type_attr].is_list:
-            ts = [convert_to_tensor(v) for v in value]
+            ts = [convert_to_tensor(v, name=f"{arg.name}_{i}") for i, v in enumerate(value)]
             attrs.setdefault(arg.type_attr, [t.dtype.base_dtype for t in ts])
             converted.append(ts)
         else:
-            converted.append(_convert_arg(op_def, arg, value, attrs))
+            converted.append(_convert_arg(op_def, arg, value, attrs, arg.name))
     return converted
 
 
-def _convert_arg(op_def, arg, value, attrs):
+def _convert_arg(op_def, arg, value, attrs, name):
     if arg.is_ref:
         ref = getattr(value, "_ref", None)
         t = ref() if callable(ref) else value
@@ -1242,7 +1247,7 @@ def _convert_arg(op_def, arg, value, attrs):
         want = attrs.get(arg.type_attr)
     if want is None:
         constraint = op_def.attrs[arg.type_attr]
-        t = convert_to_tensor(value, preferred_dtype=constraint.default)
+        t = convert_to_tensor(value, preferred_dtype=constraint.default, name=name)
         attrs[arg.type_attr] = t.dtype
         return t
     if isinstance(value, Tensor):
@@ -1255,7 +1260,7 @@ def _convert_arg(op_def, arg, value, attrs):
             )
         return value
     try:
-        return convert_to_tensor(value, dtype=want)
+        return convert_to_tensor(value, dtype=want, name=name)
     except ValueError as e:
         raise TypeError(str(e)) from None
 
@@ -1286,8 +1291,16 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
     """Create an Operation of `op_type` in the default graph (TF's `_apply_op_helper`).
 
     `inputs` aligns with the OpDef's inputs (a list for variadic ones); values are
-    converted to Tensors with TF's rules.  Raises TypeError for mismatched dtypes and
-    ValueError for incompatible shapes, at build time.
+    converted to Tensors with TF's rules, inside the op's name scope and named by
+    their argument: `Add(x, 1.0)` makes "Add/y", a list argument "concat/values_1".
+
+    The op's name is taken before anything is converted, so it stays taken when the
+    op then fails (as TF's); the constants made for it stay too, complete ops that
+    nothing else will use.  An op its shape function rejects is removed again.
+
+    Raises:
+      TypeError: mismatched dtypes, a missing attr, or an input that will not convert.
+      ValueError: incompatible shapes, an invalid or duplicate name, at build time.
     """
     op_def = get_op_def(op_type)
     attrs = dict(attrs or {})
@@ -1304,47 +1317,16 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
                     if op_def.attrs[k].is_list
                     else dtypes.as_dtype(v).base_dtype
                 )
-        converted = _resolve_type_attrs(op_def, inputs, attrs)
-        flat_inputs: list[Tensor] = []
-        for c in converted:
-            flat_inputs.extend(c if isinstance(c, list) else [c])
-        if any(t.graph is not graph for t in flat_inputs):
-            flat_inputs = [graph._capture(t) for t in flat_inputs]
-        for k, spec in op_def.attrs.items():
-            if k in attrs and attrs[k] is not None:
-                if isinstance(spec, TypeConstraint) and not spec.is_list:
-                    spec.check(op_type, k, attrs[k])
-                continue
-            if isinstance(spec, TypeConstraint):
-                if spec.default is not None:
-                    attrs[k] = spec.default
-                    continue
-                raise TypeError(f"{op_type}: could not infer type attr '{k}'")
-            if spec is REQUIRED:
-                raise TypeError(f"{op_type} missing required attr '{k}'")
-            attrs[k] = spec
-        if graph._container and op_def.stateful and attrs.get("container") == "":
-            attrs["container"] = graph._container  # `with tf.container(...)`, as TF1
-        out_dtypes, refs = _output_dtypes(op_def, attrs)
         graph._check_not_finalized()
-        if name:  # TF checks the whole name the op gets ("scope/_x" is valid, "_x" not)
-            stack = graph._name_stack
-            full = name[:-1] if name.endswith("/") else (f"{stack}/{name}" if stack else name)
-            if not _VALID_OP_NAME.match(full):
-                raise ValueError(f"'{name}' is not a valid node name")
-        if name and name.endswith("/"):
-            op_name = name[:-1]  # TF: a scope name ("foo/") names the op exactly
-            if op_name in graph._ops_by_name:
-                raise ValueError(f"Duplicate node name in graph: '{op_name}'")
-        else:
-            op_name = graph.unique_name(name or op_type)
+        op_name = _claim_op_name(graph, name, op_type)
         cf_ctx = graph._control_flow_context
-        if cf_ctx is not None:  # inside cond/while: external inputs go through Switch/Enter
-            flat_inputs = cf_ctx.map_inputs(flat_inputs)
-        else:
+        converted, flat_inputs = _inputs_in_scope(graph, op_def, inputs, attrs, op_name)
+        if cf_ctx is None:
             for t in flat_inputs:
                 if t.op._control_flow_context is not None:  # e.g. a value of a loop's body
                     t.op._control_flow_context.check_use_outside(t, op_name)
+        _complete_attrs(op_def, attrs, graph)
+        out_dtypes, refs = _output_dtypes(op_def, attrs)
         input_ops = {t.op for t in flat_inputs}
         control = [c for c in graph._current_control_inputs() if c not in input_ops]
         # TF's op_def_library colocates an op with the producers of its ref inputs (an
@@ -1367,21 +1349,89 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
         if cf_ctx is not None:
             cf_ctx.add_op(op)
         if op_def.shape_fn is not None:
-            try:
-                shapes = op_def.shape_fn(op)
-            except ValueError as e:
-                # TF prefixes shape errors with the op; keep it a ValueError at build time.
-                _discard_op(graph, op)
-                raise ValueError(f"{e} for '{op_name}' (op: '{op_type}')") from None
-            except Exception:
-                _discard_op(graph, op)
-                raise
-            if isinstance(shapes, tensor_shape.TensorShape) or shapes is None:
-                shapes = [shapes]
-            for t, s in zip(op._outputs, shapes):
-                if s is not None:
-                    t._shape = tensor_shape.as_shape(s)
+            _set_output_shapes(graph, op, op_def)
     return op
+
+
+def _inputs_in_scope(graph: Graph, op_def, inputs, attrs: dict, op_name: str):
+    """(converted, flat_inputs): `inputs` as tensors of `graph`, made inside the op's
+    name scope, opened by hand (this is hot): the Consts made for them, a function's
+    captures and a cond's Switch or a loop's Enter for an outer tensor are named under
+    it ("Add/y", "cond/Add/Switch")."""
+    stacks = graph._stacks  # (the `_name_stack` property, without its two calls)
+    outer_stack, stacks.name_stack = stacks.name_stack, op_name
+    try:
+        converted = _resolve_type_attrs(op_def, inputs, attrs)
+        flat_inputs: list[Tensor] = []
+        for c in converted:
+            flat_inputs.extend(c if isinstance(c, list) else [c])
+        if any(t.graph is not graph for t in flat_inputs):
+            flat_inputs = [graph._capture(t) for t in flat_inputs]
+        cf_ctx = graph._control_flow_context
+        if cf_ctx is not None:  # inside cond/while: outer inputs go through Switch/Enter
+            flat_inputs = cf_ctx.map_inputs(flat_inputs)
+    finally:
+        stacks.name_stack = outer_stack
+    return converted, flat_inputs
+
+
+def _claim_op_name(graph: Graph, name: str | None, op_type: str) -> str:
+    """The name the op will have, marked used (TF's `name_scope(name or op_type)`).
+
+    Raises:
+      ValueError: the name is invalid, or an op already has it.
+    """
+    if not name:
+        op_name = graph.unique_name(op_type)
+    else:
+        # TF checks the whole name the op gets ("scope/_x" is valid, "_x" not).
+        stack = graph._name_stack
+        exact = name.endswith("/")  # TF: a scope name ("foo/") names the op exactly
+        full = name[:-1] if exact else (f"{stack}/{name}" if stack else name)
+        if not _VALID_OP_NAME.match(full):
+            raise ValueError(f"'{name}' is not a valid node name")
+        op_name = full if exact else graph.unique_name(name)
+    # An exact name does not mark itself used, so a later "foo" may meet a "foo/" op.
+    if op_name in graph._ops_by_name:
+        raise ValueError(f"Duplicate node name in graph: '{op_name}'")
+    return op_name
+
+
+def _complete_attrs(op_def, attrs: dict, graph: Graph) -> None:
+    """Check the type attrs set, and fill in defaults (TF's op_def_library)."""
+    op_type = op_def.name
+    for k, spec in op_def.attrs.items():
+        if k in attrs and attrs[k] is not None:
+            if isinstance(spec, TypeConstraint) and not spec.is_list:
+                spec.check(op_type, k, attrs[k])
+            continue
+        if isinstance(spec, TypeConstraint):
+            if spec.default is not None:
+                attrs[k] = spec.default
+                continue
+            raise TypeError(f"{op_type}: could not infer type attr '{k}'")
+        if spec is REQUIRED:
+            raise TypeError(f"{op_type} missing required attr '{k}'")
+        attrs[k] = spec
+    if graph._container and op_def.stateful and attrs.get("container") == "":
+        attrs["container"] = graph._container  # `with tf.container(...)`, as TF1
+
+
+def _set_output_shapes(graph: Graph, op: Operation, op_def) -> None:
+    try:
+        shapes = op_def.shape_fn(op)
+    except ValueError as e:
+        # TF prefixes shape errors with the op; keep it a ValueError at build time.
+        _discard_op(graph, op)
+        raise ValueError(f"{e} for '{op.name}' (op: '{op_def.name}')") from None
+    except Exception:
+        _discard_op(graph, op)
+        raise
+    if isinstance(shapes, tensor_shape.TensorShape) or shapes is None:
+        shapes = [shapes]
+    for t, s in zip(op._outputs, shapes):
+        if s is not None:
+            t._shape = tensor_shape.as_shape(s)
 
 
 def _discard_op(graph: Graph, op: Operation) -> None:

@@ -201,7 +201,7 @@ def resize_images(
         images = _image(images, "images")
         if method not in _KIND:
             raise ValueError("Resize method is not implemented: " + repr(method))
-        size_v = ops.constant_value(ops.convert_to_tensor(size, dtype=dtypes.int32))
+        size_v = _static_size(size)
         x, was_3d = _batched(images)
         h, w = x.shape[1].value, x.shape[2].value
         if preserve_aspect_ratio:
@@ -214,6 +214,17 @@ def resize_images(
             return _unbatch(x, was_3d)
         out = image_ops.resize(_KIND[method], x, size, align_corners)
         return _unbatch(out, was_3d)
+
+
+def _static_size(size):
+    """`size`'s value when known at build time, without making a Const for it (the
+    resize op converts it: TF's "resize/size")."""
+    if ops.is_tensor(size):
+        return ops.constant_value(ops.convert_to_tensor(size))
+    try:
+        return np.asarray(size, np.int32)
+    except (TypeError, ValueError):  # a list holding tensors
+        return None
 
 
 def resize(

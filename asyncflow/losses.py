@@ -95,7 +95,7 @@ def compute_weighted_loss(
         losses = ops.convert_to_tensor(losses)
         input_dtype = losses.dtype
         losses = math_ops.cast(losses, dtypes.float32)
-        weights = math_ops.cast(ops.convert_to_tensor(weights), dtypes.float32)
+        weights = math_ops.cast(weights, dtypes.float32)  # a Python weight: TF's "Cast_1/x"
         _check_weights(losses, weights)
         weighted = math_ops.multiply(losses, weights)
         if reduction == Reduction.NONE:
@@ -134,8 +134,9 @@ def _prepare(labels, predictions, label_name="labels", pred_name="predictions"):
         raise ValueError(f"Argument `{label_name}` must not be None.")
     if predictions is None:
         raise ValueError(f"Argument `{pred_name}` must not be None.")
-    predictions = math_ops.cast(ops.convert_to_tensor(predictions), dtypes.float32)
-    labels = math_ops.cast(ops.convert_to_tensor(labels), dtypes.float32)
+    # cast converts Python values in its scope: TF's "mean_squared_error/Cast/x".
+    predictions = math_ops.cast(predictions, dtypes.float32)
+    labels = math_ops.cast(labels, dtypes.float32)
     predictions.shape.assert_is_compatible_with(labels.shape)
     return labels, predictions
 

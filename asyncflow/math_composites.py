@@ -115,7 +115,7 @@ def count_nonzero(
     axis = reduction_indices if axis is None else axis
     keep = bool(keepdims if keepdims is not None else keep_dims)
     with ops.name_scope(name, "count_nonzero", [x]):
-        zero = array_ops.zeros_like(x) if x.dtype != dtypes.string else ""
+        zero = array_ops.zeros([], dtype=x.dtype) if x.dtype != dtypes.string else ""
         nz = cast_ops.cast(math_ops.not_equal(x, zero), dtypes.int64)
         return cast_ops.cast(reduction_ops.reduce_sum(nz, axis, keepdims=keep), dtype)
 

@@ -119,16 +119,15 @@ class FuncGraph(ops.Graph):
                 raise ValueError(f"Tensor {t.name} must be from the same graph as the op.")
             outer = self.outer_graph._capture(t)
         saved, self._control_flow_context = self._control_flow_context, None
-        saved_last, saved_stack = self._last_stateful, self._name_stack
+        saved_last = self._last_stateful
         try:
-            self._name_stack = ""
+            # Named as TF's: the outer op's whole name under the scope of the op that
+            # captures it ("Sum/outer/yy": apply_op captures inside the op's scope).
             with self.as_default(), self.control_dependencies(None):
-                ph = array_ops.placeholder(
-                    t.dtype.base_dtype, t.shape, name=t.op.name.split("/")[-1]
-                )
+                ph = array_ops.placeholder(t.dtype.base_dtype, t.shape, name=t.op.name)
         finally:
             self._control_flow_context = saved
-            self._last_stateful, self._name_stack = saved_last, saved_stack
+            self._last_stateful = saved_last
         self._captured[id(t)] = (outer, ph)
         self.inputs.append(ph)
         return ph

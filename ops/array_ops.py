@@ -184,11 +184,12 @@ def placeholder_with_default(input, shape, name=None):  # noqa: A002 - TF's name
     Raises:
       ValueError: `input`'s shape is incompatible with `shape`.
     """
-    x = ops.convert_to_tensor(input)
     shape = tensor_shape.as_shape(shape)
-    if not x.shape.is_compatible_with(shape):
-        raise ValueError(f"Shapes {x.shape} and {shape} are incompatible")
-    return apply("PlaceholderWithDefault", [x], {"shape": shape}, name=name).outputs[0]
+    with op_scope(name, "PlaceholderWithDefault", [input]) as scope:
+        x = ops.convert_to_tensor(input, name="input")  # "PlaceholderWithDefault/input"
+        if not x.shape.is_compatible_with(shape):
+            raise ValueError(f"Shapes {x.shape} and {shape} are incompatible")
+    return apply("PlaceholderWithDefault", [x], {"shape": shape}, name=scope).outputs[0]
 
 
 # -- Identity, IdentityN -------------------------------------------------------------------
@@ -375,7 +376,13 @@ def ones_like(tensor, dtype=None, name=None, optimize=True):
     """`tf.ones_like`: ones shaped like `tensor` (with `dtype` if given)."""
     with op_scope(name, "ones_like", [tensor]) as scope:
         tensor = ops.convert_to_tensor(tensor, name="tensor")
-        ones_shape = shape(tensor, optimize=optimize)
+        if optimize and tensor.shape.is_fully_defined():
+            # TF's shape_internal with no out_type names the Const "Shape/shape_as_tensor".
+            with op_scope(None, "Shape", [tensor]):
+                dims = tensor.shape.as_list()
+                ones_shape = constant(dims, dtypes.int32, name="shape_as_tensor")
+        else:
+            ones_shape = shape(tensor, optimize=optimize)
         ret = ones(ones_shape, dtype=dtype or tensor.dtype, name=scope)
         ret.set_shape(tensor.shape)
         return ret

@@ -85,6 +85,9 @@ def cast(x, dtype, name=None):
     with _builder_scope(name, "Cast", [x]) as op_name:
         x = ops.convert_to_tensor(x, name="x")
     if x.dtype.base_dtype == base:
+        # No op takes the scope's name, but TF's name_scope took it: the next cast is
+        # "Cast_1" (its Const "Cast_1/x").
+        x.graph.unique_name(op_name)
         return x
     return ops.apply_op("Cast", [x], {"DstT": base}, name=op_name).outputs[0]
 

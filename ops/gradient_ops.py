@@ -406,8 +406,8 @@ def reshape(x, shape_) -> ops.Tensor:
 
 
 def reduce_sum(x, axes, keep_dims=False) -> ops.Tensor:
-    if not isinstance(axes, ops.Tensor):
-        axes = constant(np.asarray(axes, dtype=np.int32).reshape(-1), dtypes.int32)
+    if not isinstance(axes, ops.Tensor):  # apply_op's Const: "Sum/reduction_indices", as TF's
+        axes = np.asarray(axes, dtype=np.int32).reshape(-1)
     return ops.apply_op("Sum", [x, axes], {"keep_dims": keep_dims}).outputs[0]
 
 
@@ -489,6 +489,13 @@ def sum_to(grad, x, axes) -> ops.Tensor:
     return summed
 
 
+def _reduce_to(grad, axes, shape_) -> ops.Tensor:
+    """TF's _ReduceGradientArg: `grad` summed over `axes` (kept) and reshaped."""
+    if grad is None or not axes:
+        return grad
+    return reshape(reduce_sum(grad, axes, keep_dims=True), shape_)
+
+
 def broadcast_reduce(x, y, gx, gy):
     """Reduce the gradients of a broadcasting binary op's inputs to the inputs' shapes.
 
@@ -498,10 +505,12 @@ def broadcast_reduce(x, y, gx, gy):
     axes = _static_reduction_axes(x.shape, y.shape)
     if axes is not None:
         rx, ry = axes
-        return (
-            None if gx is None else sum_to(gx, x, rx),
-            None if gy is None else sum_to(gy, y, ry),
-        )
+        if not (rx or ry):
+            return gx, gy
+        # TF's SmartBroadcastGradientArgs takes both shapes, x's first: "mul_grad/Shape"
+        # and "mul_grad/Shape_1" (Consts when known; one of them may go unused).
+        sx, sy = shape(x), shape(y)
+        return _reduce_to(gx, rx, sx), _reduce_to(gy, ry, sy)
     sx, sy = shape(x), shape(y)
     rx, ry = ops.apply_op("BroadcastGradientArgs", [sx, sy]).outputs
     if gx is not None:

@@ -127,8 +127,8 @@ def Print(input_, data, message=None, first_n=None, summarize=None, name=None): 
         attrs["first_n"] = int(first_n)
     if summarize is not None:
         attrs["summarize"] = int(summarize)
-    data = [ops.convert_to_tensor(d) for d in data]
-    return ops.apply_op("Print", [input_, data], attrs, name=name).outputs[0]
+    # apply_op converts the Python values of `data`: "Print/data_1", as TF's.
+    return ops.apply_op("Print", [input_, list(data)], attrs, name=name).outputs[0]
 
 
 @PrintOp.gradient

@@ -109,12 +109,14 @@ def _unary_shape(op):
     return [op.inputs[0].shape]
 
 
-def _convert_pair(x, y, op_name: str):
-    """Converts x and y to tensors of one dtype, as TF's binary operators do."""
+def _convert_pair(x, y, op_name: str, names=("x", "y")):
+    """Converts x and y to tensors of one dtype, as TF's binary operators do; a Const
+    made for one is named by `names` (TF's matmul names them "a" and "b")."""
+    x_name, y_name = names
     if not isinstance(x, ops.Tensor) and isinstance(y, ops.Tensor):
-        x = ops.convert_to_tensor(x, dtype=y.dtype, name="x")
+        x = ops.convert_to_tensor(x, dtype=y.dtype, name=x_name)
     else:
-        x = ops.convert_to_tensor(x, name="x")
+        x = ops.convert_to_tensor(x, name=x_name)
     if isinstance(y, ops.Tensor):
         if y.dtype != x.dtype:
             raise TypeError(
@@ -122,7 +124,7 @@ def _convert_pair(x, y, op_name: str):
                 f" in {op_name}"
             )
     else:
-        y = ops.convert_to_tensor(y, dtype=x.dtype, name="y")
+        y = ops.convert_to_tensor(y, dtype=x.dtype, name=y_name)
     return x, y
 
 

@@ -647,11 +647,12 @@ reciprocal = _unary_builder("Reciprocal", "Computes 1 / x element-wise.")
 
 def abs(x, name=None):  # noqa: A001 - TF's name
     """Absolute value element-wise; ComplexAbs (a real result) for complex tensors."""
-    x = ops.convert_to_tensor(x, name="x")
+    with _builder_scope(name, "Abs", [x]) as op_name:
+        x = ops.convert_to_tensor(x, name="x")  # "Abs/x", as TF's
     if x.dtype.is_complex:
         tout = dtypes.float64 if x.dtype == dtypes.complex128 else dtypes.float32
-        return ops.apply_op("ComplexAbs", [x], {"Tout": tout}, name=name or "Abs").outputs[0]
-    return ops.apply_op("Abs", [x], name=name).outputs[0]
+        return ops.apply_op("ComplexAbs", [x], {"Tout": tout}, name=op_name).outputs[0]
+    return ops.apply_op("Abs", [x], name=op_name).outputs[0]
 
 
 def round(x, name=None):  # noqa: A001 - TF's name

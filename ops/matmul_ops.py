@@ -740,7 +740,7 @@ def matmul(
     if transpose_b and adjoint_b:
         raise ValueError("Only one of transpose_b and adjoint_b can be True.")
     with _builder_scope(name, "MatMul", [a, b]) as op_name:
-        a, b = _convert_pair(a, b, "MatMul")
+        a, b = _convert_pair(a, b, "MatMul", names=("a", "b"))
         a_rank, b_rank = a.shape.ndims, b.shape.ndims
         # TF's rule: a batch matmul when a rank is unknown or above 2, else MatMul (so a
         # rank-1 input is MatMul's "Shape must be rank 2 but is rank 1").

@@ -402,7 +402,8 @@ def random_uniform(
         from asyncflow.ops import math_ops
 
         rnd = ops.apply_op("RandomUniform", [shape], {**seeds, "dtype": dtype}).outputs[0]
-        scaled = math_ops.multiply(rnd, math_ops.subtract(maxval, minval))
+        # TF writes `rnd * (maxval - minval) + minval`: the operators' "mul", "sub".
+        scaled = math_ops.multiply(rnd, math_ops.subtract(maxval, minval, name="sub"), name="mul")
         out = math_ops.add(scaled, minval)
         _take_scope_name(out.op, scope)
         return out
@@ -418,7 +419,7 @@ def _normal(op_type, default_name, shape, mean, stddev, dtype, seed, name) -> op
         philox_random.prepare()  # (the host's Box-Muller loops, compiled meanwhile)
         from asyncflow.ops import math_ops
 
-        out = math_ops.add(math_ops.multiply(rnd, stddev), mean)
+        out = math_ops.add(math_ops.multiply(rnd, stddev, name="mul"), mean)  # TF's "mul"
         _take_scope_name(out.op, scope)
         return out
 

@@ -230,8 +230,8 @@ def _reduction_dims(x, axis):
     if axis is not None:
         return axis
     rank = x.shape.ndims
-    if rank is not None:
-        return np.arange(rank, dtype=np.int32)
+    if rank is not None:  # a Const of the builder's scope (TF's "Const", not "Sum/...")
+        return ops.convert_to_tensor(np.arange(rank, dtype=np.int32))
     rank_t = ops.apply_op("Rank", [x]).outputs[0]
     return range(0, rank_t, 1)
 
@@ -661,15 +661,18 @@ def _static_axes(op) -> list[int] | None:
 
 
 def _kept_dims_shape(op):
-    """The shape of the reduction's result with keep_dims=True (TF's reduced_shape)."""
+    """The shape of the reduction's result with keep_dims=True (TF's reduced_shape).
+
+    A NumPy array when the shapes decide it, as TF's: each op it serves makes its own
+    Const ("Sum_grad/Reshape/shape")."""
     x = op.inputs[0]
     axes = _static_axes(op)
     if axes is not None:
         dims = [1 if i in axes else d for i, d in enumerate(x.shape.as_list())]
         if None not in dims:
-            return _g.constant(dims, dtypes.int32)
+            return np.array(dims, np.int32)
         if dims.count(None) == 1:  # (a batch): -1 there, for the Reshapes it serves
-            return _g.constant([-1 if d is None else d for d in dims], dtypes.int32)
+            return np.array([-1 if d is None else d for d in dims], np.int32)
     # Run time: Shape(x) with the reduced positions set to 1.
     x_shape = _g.shape(x)
     rank = _g.apply("Size", x_shape)
@@ -738,7 +741,9 @@ def _euclidean_norm_grad(op, grad):
 @Mean.gradient
 def _mean_grad(op, grad):
     sum_grad = _grad_to_input(op, grad, _kept_dims_shape(op))
-    return [_g.apply("RealDiv", sum_grad, _reduction_size(op)), None]
+    # (TF divides with math_ops.truediv: the op is "Mean_grad/truediv")
+    factor = _reduction_size(op)
+    return [ops.apply_op("RealDiv", [sum_grad, factor], name="truediv").outputs[0], None]
 
 
 def _min_or_max_grad(op, grad):

@@ -110,9 +110,16 @@ def op_scope(name, default_name, values=()):
 
 
 def apply(op_type, inputs=(), attrs=None, name=None) -> ops.Operation:
-    """`ops.apply_op`, also accepting TF's "scope/" names meaning exactly that name."""
+    """`ops.apply_op`, also accepting TF's "scope/" names meaning exactly that name.
+
+    op_scope does not reserve its name, so the op takes it here; a scope that TF's
+    name_scope reserved ("clip_by_norm/") names the op exactly, as in TF.
+    """
     if name and name.endswith("/"):
         g = _graph_of(inputs)
+        full = name[:-1]
+        if full.lower() in g._names_in_use and full not in g._ops_by_name:
+            return ops.apply_op(op_type, inputs, attrs, name=name, graph=g)
         with g.as_default(), g.name_scope(None):
             return ops.apply_op(op_type, inputs, attrs, name=name[:-1], graph=g)
     return ops.apply_op(op_type, inputs, attrs, name=name)
@@ -933,8 +940,9 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
         # A Python on/off value takes `dtype` where it can (TF's dtype_hint):
         # one_hot(..., on_value=1.0, dtype=float16) is float16.
         hint = None if dtype is None else dtypes.as_dtype(dtype)
-        on = None if on_value is None else _hinted(on_value, hint, "on_value")
-        off = None if off_value is None else _hinted(off_value, hint, "off_value")
+        # (TF names only the defaults: given values are "one_hot/Const", "one_hot/Const_1")
+        on = None if on_value is None else _hinted(on_value, hint, None)
+        off = None if off_value is None else _hinted(off_value, hint, None)
         if dtype is not None:
             dtype = dtypes.as_dtype(dtype)
             for what, t in (("on_value", on), ("off_value", off)):
@@ -1140,8 +1148,11 @@ def _slice_grad(op, grad):
 def _strided_slice_grad(op, grad):
     x, begin, end, strides = op.inputs
     attrs = mask_attrs(*slice_masks(op))
-    x_shape = _g.shape(x, out_type=begin.dtype)
-    dx = ops.apply_op("StridedSliceGrad", [x_shape, begin, end, strides, grad], attrs).outputs[0]
+    # As TF's: what is known when building goes in as new Consts of the gradient op
+    # ("StridedSliceGrad/begin", ...), the forward op's own tensors otherwise.
+    args = [_g.shape(x, out_type=begin.dtype), begin, end, strides]
+    args = [t if (v := ops.constant_value(t)) is None else v for t in args]
+    dx = ops.apply_op("StridedSliceGrad", [*args, grad], attrs).outputs[0]
     return [dx, None, None, None]
 
 

@@ -170,8 +170,10 @@ def strings_split(
     if result_type != "SparseTensor":
         raise ValueError("result_type must be 'SparseTensor' (RaggedTensor is not supported)")
     with ops.name_scope(name, "StringSplit", [input]):
-        input = ops.convert_to_tensor(input, dtype=dtypes.string)  # noqa: A001
-        op = ops.apply_op("StringSplitV2", [input, sep or ""], {"maxsplit": int(maxsplit)})
+        # TF's names: "StringSplit/input" and (the separator) "StringSplit/Const".
+        input = ops.convert_to_tensor(input, dtype=dtypes.string, name="input")  # noqa: A001
+        sep = ops.convert_to_tensor(sep or "", dtype=dtypes.string)
+        op = ops.apply_op("StringSplitV2", [input, sep], {"maxsplit": int(maxsplit)})
     return SparseTensor(*op.outputs)
 
 

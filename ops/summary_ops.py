@@ -1397,7 +1397,7 @@ def tensor_summary(
     with _SummaryScope(name, family, values=[tensor]) as (tag, scope):
         val = _summary_op(
             "TensorSummaryV2",
-            [tag, tensor, ops.convert_to_tensor(np.array(serialized, dtype=object))],
+            [tag, tensor, np.array(serialized, dtype=object)],
             {},
             scope,
         )

@@ -48,10 +48,13 @@ def exponential_decay(
     _require_step(global_step, "exponential_decay")
     with ops.name_scope(name, "ExponentialDecay") as scope:
         lr, dtype = _as_lr(learning_rate)
-        p = math_ops.cast(global_step, dtype) / math_ops.cast(decay_steps, dtype)
+        # TF's order of casts, which names them: Cast (decay_steps), Cast_1, Cast_2 (step).
+        steps = math_ops.cast(decay_steps, dtype)
+        rate = math_ops.cast(decay_rate, dtype)
+        p = math_ops.cast(global_step, dtype) / steps
         if staircase:
             p = math_ops.floor(p)
-        return math_ops.multiply(lr, math_ops.pow(math_ops.cast(decay_rate, dtype), p), name=scope)
+        return math_ops.multiply(lr, math_ops.pow(rate, p), name=scope)
 
 
 def natural_exp_decay(
