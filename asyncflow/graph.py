@@ -1217,6 +1217,15 @@ def _resolve_type_attrs(op_def, inputs, attrs):
                 raise ValueError(f"List argument '{arg.name}' to '{op_def.name}' has wrong length")
             attrs[arg.number_attr] = len(value)
             name = arg.name
+            if any(v is None for v in value):  # (TF's words for an unconvertible element)
+                kinds = ", ".join(
+                    "<NOT CONVERTIBLE TO TENSOR>" if v is None else _dtype_name_of(v)
+                    for v in value
+                )
+                raise TypeError(
+                    f"Tensors in list passed to '{arg.name}' of '{op_def.name}' Op have types "
+                    f"[{kinds}] that don't all match."
+                )
             converted.append(
                 [_convert_arg(op_def, arg, v, attrs, f"{name}_{i}") for i, v in enumerate(value)]
             )
@@ -1227,6 +1236,16 @@ def _resolve_type_attrs(op_def, inputs, attrs):
         else:
             converted.append(_convert_arg(op_def, arg, value, attrs, arg.name))
     return converted
+
+
+def _dtype_name_of(value) -> str:
+    dt = getattr(value, "dtype", None)
+    if dt is not None:
+        return dtypes.as_dtype(dt).base_dtype.name
+    try:
+        return dtypes.infer_dtype(value).name
+    except (TypeError, ValueError):
+        return "<NOT CONVERTIBLE TO TENSOR>"
 
 
 def _convert_arg(op_def, arg, value, attrs, name):
@@ -1247,7 +1266,12 @@ def _convert_arg(op_def, arg, value, attrs, name):
         want = attrs.get(arg.type_attr)
     if want is None:
         constraint = op_def.attrs[arg.type_attr]
-        t = convert_to_tensor(value, preferred_dtype=constraint.default, name=name)
+        try:
+            t = convert_to_tensor(value, preferred_dtype=constraint.default, name=name)
+        except ValueError as e:  # (None, a ragged list: TF's op_def_library words)
+            raise ValueError(
+                f"Tried to convert '{arg.name}' to a tensor and failed. Error: {e}"
+            ) from None
         attrs[arg.type_attr] = t.dtype
         return t
     if isinstance(value, Tensor):
@@ -1262,6 +1286,8 @@ def _convert_arg(op_def, arg, value, attrs, name):
     try:
         return convert_to_tensor(value, dtype=want, name=name)
     except ValueError as e:
+        if value is None:  # (TF: "None values not supported.", a ValueError)
+            raise
         raise TypeError(str(e)) from None
 
 
@@ -1417,13 +1443,38 @@ def _complete_attrs(op_def, attrs: dict, graph: Graph) -> None:
         attrs["container"] = graph._container  # `with tf.container(...)`, as TF1
 
 
+def shape_text(shape: tensor_shape.TensorShape) -> str:
+    """A shape as TF's shape-inference errors write it: [2,?], ? for an unknown rank."""
+    if shape.ndims is None:
+        return "?"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape.as_list()) + "]"
+
+
+_PYTHON_RANK_WORDS = re.compile(r"^Shape \((.*)\) must have rank (at least |at most )?(\d+)$")
+
+
+def _inference_words(message: str) -> str:
+    """A shape function's error in TF's shape-inference words: TensorShape.with_rank's
+    "Shape (2, 3) must have rank 4" is "Shape must be rank 4 but is rank 2" there."""
+    m = _PYTHON_RANK_WORDS.match(message)
+    if m is None:
+        return message
+    dims = m.group(1).strip().rstrip(",")
+    rank = dims.count(",") + 1 if dims else 0
+    return f"Shape must be {m.group(2) or ''}rank {m.group(3)} but is rank {rank}"
+
+
 def _set_output_shapes(graph: Graph, op: Operation, op_def) -> None:
     try:
         shapes = op_def.shape_fn(op)
     except ValueError as e:
         # TF prefixes shape errors with the op; keep it a ValueError at build time.
         _discard_op(graph, op)
-        raise ValueError(f"{e} for '{op.name}' (op: '{op_def.name}')") from None
+        shapes = ", ".join(shape_text(t.shape) for t in op._inputs)
+        raise ValueError(
+            f"{_inference_words(str(e))} for '{op.name}' (op: '{op_def.name}') with input "
+            f"shapes: {shapes}."
+        ) from None
     except Exception:
         _discard_op(graph, op)
         raise

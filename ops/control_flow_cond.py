@@ -77,7 +77,8 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
         if pred.shape.ndims not in (None, 0):
             raise ValueError(
                 f"Shape must be rank 0 but is rank {pred.shape.ndims} for "
-                f"'{scope}Switch' (op: 'Switch') with input shapes: {pred.shape}, {pred.shape}."
+                f"'{scope}Switch' (op: 'Switch') with input shapes: "
+                f"{ops.shape_text(pred.shape)}, {ops.shape_text(pred.shape)}."
             )
         p_2, p_1 = prims.switch(pred, pred)
         pivot_1 = _identity(p_1, name="switch_t")

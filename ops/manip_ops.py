@@ -21,6 +21,7 @@ import numpy as np
 from asyncflow import dtypes, ragged, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.math_helpers import merged_shapes
 from asyncflow.ops.slicing_ops import _invalid, _np_dtype, apply, op_scope
 from asyncflow.ragged import RaggedTensor
 from asyncflow.registry import ANY, INDEX, REQUIRED, register_op
@@ -233,12 +234,9 @@ def _pack_shape(op):
     shape = tensor_shape.unknown_shape()
     for i, t in enumerate(op.inputs):
         try:
-            shape = shape.merge_with(t.shape)
-        except ValueError:
-            raise ValueError(
-                f"Shapes must be equal rank/size, but are {shape} and {t.shape}: from merging "
-                f"shape {i} with other shapes."
-            ) from None
+            shape = merged_shapes(shape, t.shape)
+        except ValueError as e:  # (TF's Pack shape function's words)
+            raise ValueError(f"{e}\n\tFrom merging shape {i} with other shapes.") from None
     if shape.ndims is None:
         return [tensor_shape.unknown_shape()]
     axis = _pack_axis(op._attr("axis"), shape.ndims + 1, ValueError)
@@ -295,12 +293,12 @@ def stack(values, axis=0, name="stack"):
       ValueError: `axis` out of range, or shapes that differ (when known).
       InvalidArgumentError: at run time for inputs of different shapes.
     """
-    if axis == 0:
-        try:  # constants become one Const; lists holding Tensors are autopacked
+    values = list(values)
+    if axis == 0 and not any(ops.is_tensor(v) for v in values):
+        try:  # constants become one Const (nested lists holding Tensors are autopacked)
             return ops.convert_to_tensor(values, name=name)
         except (TypeError, ValueError):
             pass  # ragged, or mixed dtypes: Pack reports the problem below
-    values = list(values)
     first = ops.convert_to_tensor(values[0])
     if first.shape.ndims is not None:
         n = first.shape.ndims + 1

@@ -96,13 +96,9 @@ def merged_shapes(a, b):
             if x is not None and y is not None and x != y:
                 raise ValueError(
                     f"Dimension {i} in both shapes must be equal, but are {x} and {y}. "
-                    f"Shapes are {_known_dims(a)} and {_known_dims(b)}."
+                    f"Shapes are {ops.shape_text(a)} and {ops.shape_text(b)}."
                 )
     return a.merge_with(b)
-
-
-def _known_dims(shape) -> str:
-    return "[" + ",".join("?" if d is None else str(d) for d in shape.as_list()) + "]"
 
 
 def _unary_shape(op):

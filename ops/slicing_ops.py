@@ -23,7 +23,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import device_indexing
 from asyncflow.ops import gradient_ops as _g
-from asyncflow.ops.math_helpers import to_host
+from asyncflow.ops.math_helpers import merged_shapes, to_host
 from asyncflow.ops.strided_slice_spec import (
     MASK_DEFAULTS,
     SliceError,
@@ -149,10 +149,7 @@ def _slice_shape(op):
         b = None if begin is None else int(begin[i])
         if s == -1:
             if b is not None and d is not None and d - b < 0:
-                raise ValueError(
-                    f"Negative dimension size caused by subtracting {b} from {d} for "
-                    f"'{op.name}' (op: 'Slice')"
-                )
+                raise ValueError(f"Negative dimension size caused by subtracting {b} from {d}")
             out.append(None if b is None or d is None else d - b)
             continue
         if s < 0:
@@ -985,10 +982,7 @@ async def _where(ctx, cond):
 
 def _select_shape(op):
     cond, t, e = (i.shape for i in op.inputs)
-    try:
-        data = t.merge_with(e)
-    except ValueError:
-        raise ValueError(f"Shapes must be equal rank/size, but are {t} and {e}") from None
+    data = merged_shapes(t, e)
     if cond.ndims is None or data.ndims is None or cond.ndims == 0:
         return [data]
     if cond.ndims != 1 or data.ndims == 0:

@@ -289,3 +289,66 @@ def test_none_is_refused_as_tf_refuses_it():
             af.constant([1.0, None], dtype=af.float32)
         with pytest.raises(TypeError, match="^Failed to convert elements of 18446744073709551616"):
             af.constant(2**64)
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (
+            lambda a, b: af.matmul(a, b),
+            "Dimensions must be equal, but are 3 and 4 for 'MatMul' (op: 'MatMul') with input "
+            "shapes: [2,3], [4,5].",
+        ),
+        (
+            lambda a, b: af.nn.conv2d(a, b, [1, 1, 1, 1], "SAME"),
+            "Shape must be rank 4 but is rank 2 for 'Conv2D' (op: 'Conv2D') with input shapes: "
+            "[2,3], [4,5].",
+        ),
+        (
+            lambda a, b: af.tile(a, [1, 2, 3]),
+            "Shape must be rank 2 but is rank 3 for 'Tile' (op: 'Tile') with input shapes: "
+            "[2,3], [3].",
+        ),
+        (
+            lambda a, b: af.gather(a, [0], axis=3),
+            "Shape must be at least rank 4 but is rank 2 for 'GatherV2' (op: 'GatherV2') with "
+            "input shapes: [2,3], [1], [].",
+        ),
+        (
+            lambda a, b: af.stack([a, b]),
+            "Dimension 0 in both shapes must be equal, but are 2 and 4. Shapes are [2,3] and "
+            "[4,5].\n\tFrom merging shape 1 with other shapes. for 'stack' (op: 'Pack') with "
+            "input shapes: [2,3], [4,5].",
+        ),
+        (
+            lambda a, b: af.where(af.constant([True, False]), a, b),
+            "Dimension 0 in both shapes must be equal, but are 2 and 4. Shapes are [2,3] and "
+            "[4,5]. for 'Select' (op: 'Select') with input shapes: [2], [2,3], [4,5].",
+        ),
+    ],
+)
+def test_shape_errors_say_tfs_words_and_the_input_shapes(build, message):
+    # TF1's words (TF 2.21 names the node as '{{node MatMul}} = MatMul[...](a, b)').
+    with af.Graph().as_default():
+        a = af.placeholder(af.float32, [2, 3], name="a")
+        b = af.placeholder(af.float32, [4, 5], name="b")
+        with pytest.raises(ValueError) as info:
+            build(a, b)
+        assert str(info.value) == message
+
+
+def test_none_inputs_fail_as_in_tf():
+    with af.Graph().as_default():
+        x = af.constant([1.0])
+        for build in (lambda: x + None, lambda: af.add(x, None), lambda: af.matmul(x, None)):
+            with pytest.raises(ValueError, match="^None values not supported.$"):
+                build()
+        want = "^Tried to convert 'shape' to a tensor and failed. Error: None values not "
+        with pytest.raises(ValueError, match=want + "supported."):
+            af.reshape(x, None)
+        want = (
+            r"^Tensors in list passed to 'values' of 'ConcatV2' Op have types \[float32, "
+            r"<NOT CONVERTIBLE TO TENSOR>\] that don't all match.$"
+        )
+        with pytest.raises(TypeError, match=want):
+            af.concat([x, None], 0)
