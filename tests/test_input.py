@@ -216,3 +216,46 @@ def test_tfrecord_pipeline_end_to_end(sess, tmp_path):
     with Runners(sess):
         got = np.concatenate([b for (b,) in drain(sess, [out])]).tolist()
     assert sorted(got) == sorted(list(range(30)) * 2)
+
+
+def test_queue_pipelines_add_tfs_fill_summaries():
+    # Recorded from TF 2.21 (TF1's input.py): each queue's fill fraction is a scalar
+    # summary in SUMMARIES, so merge_all logs it.
+    cases = [
+        (lambda: af.train.string_input_producer(["a", "b"]), "input_producer/fraction_of_32_full"),
+        (lambda: af.train.range_input_producer(5), "input_producer/fraction_of_32_full"),
+        (
+            lambda: af.train.slice_input_producer([af.constant([1, 2])]),
+            "input_producer/input_producer/fraction_of_32_full",
+        ),
+        (
+            lambda: af.train.input_producer(af.constant([1, 2]), summary_name="s"),
+            "input_producer/s",
+        ),
+        (lambda: af.train.batch([af.constant(1)], 2, capacity=8), "batch/fraction_of_8_full"),
+        (lambda: af.train.batch_join([[af.constant(1)]], 2), "batch_join/fraction_of_32_full"),
+        (
+            lambda: af.train.maybe_batch([af.constant(1)], af.constant(True), 2),
+            "batch/fraction_of_32_full",
+        ),
+        (
+            lambda: af.train.shuffle_batch([af.constant(1)], 2, 30, 20),
+            "shuffle_batch/fraction_over_20_of_10_full",
+        ),
+    ]
+    for build, name in cases:
+        with af.Graph().as_default():
+            build()
+            summaries = af.get_collection(af.GraphKeys.SUMMARIES)
+            assert [s.op.name for s in summaries] == [name]
+    with af.Graph().as_default():
+        af.train.batch([af.constant(1)], 2, capacity=8)
+        with af.Session() as sess:
+            got = sess.run(af.get_collection(af.GraphKeys.SUMMARIES)[0])
+        assert got == b"\n\x1f\n\x18batch/fraction_of_8_full\x15\x00\x00\x00\x00"  # TF's bytes
+
+
+def test_batching_a_tensor_of_unknown_rank_says_tfs_words():
+    with af.Graph().as_default():
+        with pytest.raises(ValueError, match="^Cannot infer Tensor's rank: "):
+            af.train.batch([af.placeholder(af.float32)], batch_size=2)

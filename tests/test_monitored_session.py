@@ -294,3 +294,14 @@ async def test_async_recovery(graph, tmp_path):
         await mon.arun(train, {x: FEED})
         assert creator.created == 2
         assert await mon.arun(gs) == 1  # re-initialised (no checkpoint dir), one step
+
+
+def test_the_checkpoint_hook_writes_graph_pbtxt(tmp_path):
+    # (TF's CheckpointSaverHook writes the graph beside the checkpoints)
+    with af.Graph().as_default():
+        step = af.train.get_or_create_global_step()
+        inc = af.assign_add(step, 1)
+        with af.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path)) as sess:
+            sess.run(inc)
+    text = (tmp_path / "graph.pbtxt").read_text()
+    assert 'name: "global_step"' in text and "_output_shapes" in text

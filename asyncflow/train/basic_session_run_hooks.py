@@ -488,15 +488,13 @@ class CheckpointSaverHook(SessionRunHook):
         self._pending, self._pending_task, self._save_error = None, None, None
 
     def _write_graph(self):
+        """graph.pbtxt in the checkpoint directory, as TF's hook writes it."""
         if not self._save_graph_def:
             return
-        try:
-            from asyncflow.train import training_util
+        from asyncflow.meta_graph import write_graph
 
-            write_graph = training_util.write_graph
-        except (ImportError, AttributeError):
-            return
-        write_graph(ops.get_default_graph().as_graph_def(), self._checkpoint_dir, "graph.pbtxt")
+        graph_def = ops.get_default_graph().as_graph_def(add_shapes=True)
+        write_graph(graph_def, self._checkpoint_dir, "graph.pbtxt")
 
     def _save(self, session, step) -> bool:
         """Save synchronously (TF1's order: listeners before, save, listeners after)."""

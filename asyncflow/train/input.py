@@ -153,7 +153,18 @@ def input_producer(
         enq = q.enqueue_many([input_tensor])
         qr = _queue_runner()
         qr.add_queue_runner(qr.QueueRunner(q, [enq], cancel_op=cancel_op))
+        if summary_name is not None:
+            _fill_summary(summary_name, q.size(), capacity)
         return q
+
+
+def _fill_summary(name, size, capacity, over=0):
+    """TF1's queue summaries: the fraction of the queue filled (above `over` elements,
+    what a shuffling queue keeps), as the scalar `name` in SUMMARIES."""
+    af = _af()
+    if over:
+        size = af.maximum(0, size - over)
+    af.summary.scalar(name, af.cast(size, dtypes.float32) * (1.0 / capacity))
 
 
 def _merge_shape(shape, more):
@@ -193,6 +204,7 @@ def string_input_producer(
             seed=seed,
             capacity=capacity,
             shared_name=shared_name,
+            summary_name=f"fraction_of_{capacity}_full",
             name=scope,
             cancel_op=cancel_op,
         )
@@ -212,8 +224,8 @@ def range_input_producer(
     with ops.name_scope(name, "input_producer", [limit]) as scope:
         range_tensor = _af().range(limit)
         return input_producer(
-            range_tensor, [], num_epochs, shuffle, seed, capacity, shared_name, None, scope,
-            cancel_op,
+            range_tensor, [], num_epochs, shuffle, seed, capacity, shared_name,
+            f"fraction_of_{capacity}_full", scope, cancel_op,
         )  # fmt: skip
 
 
@@ -281,6 +293,9 @@ def _shapes(tensor_list_list, shapes, enqueue_many):
         return [tensor_shape.as_shape(s) for s in shapes]
     merged = None
     for tl in tensor_list_list:
+        for t in tl:
+            if t.shape.ndims is None:
+                raise ValueError(f"Cannot infer Tensor's rank: {t}")
         cur = [t.shape[1:] if enqueue_many else t.shape for t in tl]
         if enqueue_many:
             for t in tl:
@@ -370,6 +385,12 @@ def _batch(
     enqueue_ops = [_enqueue_op(queue, tl, enqueue_many, keep_input) for tl in tensor_list_list]
     qr = _queue_runner()
     qr.add_queue_runner(qr.QueueRunner(queue, enqueue_ops))
+    if shuffle is None:
+        _fill_summary(f"fraction_of_{capacity}_full", queue.size(), capacity)
+    else:
+        kept = capacity - shuffle[0]
+        name = f"fraction_over_{shuffle[0]}_of_{kept}_full"
+        _fill_summary(name, queue.size(), kept, over=shuffle[0])
     if allow_smaller_final_batch:
         dequeued = queue.dequeue_up_to(batch_size, name=name)
     else:
@@ -445,7 +466,7 @@ def maybe_batch(
     name=None,
 ):
     """Conditionally creates batches of tensors based on `keep_input`."""
-    with ops.name_scope(name, "maybe_batch", None) as scope:
+    with ops.name_scope(name, "batch", None) as scope:  # (TF names it as batch)
         lists, rebuild = _threads(tensors, num_threads, enqueue_many)
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
@@ -490,7 +511,7 @@ def maybe_batch_join(
     name=None,
 ):
     """Runs a list of tensors to conditionally fill a queue to create batches."""
-    with ops.name_scope(name, "maybe_batch_join", None) as scope:
+    with ops.name_scope(name, "batch_join", None) as scope:  # (as batch_join)
         lists, rebuild = _join(tensors_list)
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
