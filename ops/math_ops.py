@@ -321,6 +321,28 @@ def _trunc_div(xp, x, y):
     return q + fix.astype(q.dtype)
 
 
+def _floor_mod(xp, x, y):
+    """Integers: Python's `%`.  Floats: C's fmod moved onto the divisor's side, as TF
+    computes it, so a zero remainder keeps the dividend's sign (`3 % -3` is +0, where
+    NumPy's remainder gives the divisor's)."""
+    x, y = xp.asarray(x), xp.asarray(y)
+    if x.dtype.kind in "iu":
+        return xp.remainder(x, y)
+    m = xp.fmod(x, y)
+    return xp.where((m != 0) & ((y < 0) != (m < 0)), m + y, m)
+
+
+def _check_real_div(xp, x, y, dtype) -> None:
+    # TF registers RealDiv kernels for floating and complex types only.
+    if dtype.is_integer:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "No OpKernel was registered to support Op 'RealDiv' with these attrs: "
+            f"[T=DT_{dtype.name.upper()}]",
+        )
+
+
 def _squared_difference(xp, x, y):
     d = xp.subtract(x, y)
     return d * xp.conj(d)
@@ -333,11 +355,13 @@ AddV2 = _binary_op("AddV2", lambda xp, x, y: x + y, NUMERIC, inplace="add")
 Sub = _binary_op("Sub", lambda xp, x, y: x - y, inplace="subtract")
 Mul = _binary_op("Mul", lambda xp, x, y: x * y, inplace="multiply")
 Div = _binary_op("Div", _trunc_div, check=_check_int_div)
-RealDiv = _binary_op("RealDiv", lambda xp, x, y: xp.true_divide(x, y), inplace="true_divide")
+RealDiv = _binary_op(
+    "RealDiv", lambda xp, x, y: xp.true_divide(x, y), check=_check_real_div, inplace="true_divide"
+)
 FloorDiv = _binary_op(
     "FloorDiv", lambda xp, x, y: xp.floor_divide(x, y), REAL, check=_check_int_div
 )
-FloorMod = _binary_op("FloorMod", lambda xp, x, y: xp.remainder(x, y), REAL, check=_check_int_div)
+FloorMod = _binary_op("FloorMod", _floor_mod, REAL, check=_check_int_div)
 Pow = _binary_op("Pow", lambda xp, x, y: xp.power(x, y), check=_check_int_pow)
 Maximum = _binary_op("Maximum", lambda xp, x, y: xp.maximum(x, y), REAL, inplace="maximum")
 Minimum = _binary_op("Minimum", lambda xp, x, y: xp.minimum(x, y), REAL, inplace="minimum")

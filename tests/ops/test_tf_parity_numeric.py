@@ -1,0 +1,40 @@
+"""Numeric edge cases where asyncflow differed from TF 2.21 (tf.compat.v1 graph mode).
+
+Each expected value or error below is what TF 2.21 printed for the same graph (recorded
+once, as literals: TF is never imported here); NumPy is the reference elsewhere.
+"""
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+from asyncflow import errors
+
+
+def _run(fetches, feed=None):
+    with tf.Session() as sess:
+        return sess.run(fetches, feed)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with tf.Graph().as_default():
+        yield
+
+
+# -- math_ops ------------------------------------------------------------------------------
+
+
+def test_floormod_float_zero_keeps_the_dividend_sign():
+    x = np.array([-7, -3, 0, 3, 7, -3], np.float32)
+    y = np.array([2, -2, 3, -3, 2, 3], np.float32)
+    got = _run(tf.floormod(tf.constant(x), tf.constant(y)))
+    np.testing.assert_array_equal(got, [1.0, -1.0, 0.0, 0.0, 1.0, 0.0])
+    # TF: fmod's zero keeps the dividend's sign (3 % -3 is +0, -3 % 3 is -0).
+    np.testing.assert_array_equal(np.signbit(got), [False, True, False, False, False, True])
+
+
+def test_realdiv_of_integers_has_no_kernel():
+    z = tf.realdiv(tf.constant([1, 2]), tf.constant([0, 1]))
+    with pytest.raises(errors.InvalidArgumentError, match="No OpKernel was registered"):
+        _run(z)
