@@ -38,3 +38,19 @@ def test_realdiv_of_integers_has_no_kernel():
     z = tf.realdiv(tf.constant([1, 2]), tf.constant([0, 1]))
     with pytest.raises(errors.InvalidArgumentError, match="No OpKernel was registered"):
         _run(z)
+
+
+def test_sort_and_argsort_descending_at_the_integer_minimum():
+    x = tf.constant(np.array([3, -2147483648, 0], np.int32))
+    np.testing.assert_array_equal(_run(tf.sort(x, direction="DESCENDING")), [3, 0, -2147483648])
+    np.testing.assert_array_equal(_run(tf.argsort(x, direction="DESCENDING")), [0, 2, 1])
+    np.testing.assert_array_equal(_run(tf.nn.top_k(x, 2)[1]), [0, 2])
+    with pytest.raises(ValueError, match="Argument `direction` should be one of ASCENDING"):
+        tf.argsort(x, direction="UP")
+
+
+def test_in_top_k_is_false_for_a_row_with_a_non_finite_prediction():
+    pred = tf.constant([[0.1, np.nan, 0.3, 0.2], [5.0, 4, 3, np.inf], [1, 2, 3, 4]])
+    np.testing.assert_array_equal(
+        _run(tf.nn.in_top_k(pred, tf.constant([2, 0, 3]), 2)), [False, False, True]
+    )
