@@ -18,11 +18,13 @@ from asyncflow.ops import (
     array_ops,
     cast_ops,
     manip_ops,
+    math_more_ops,
     math_ops,
     matmul_ops,
     nn_ops,
     reduction_ops,
     slicing_ops,
+    tf2_graph_ops,
 )
 from asyncflow.ops.gradient_ops import stop_gradient
 from asyncflow.ops.math_helpers import _builder_scope, _convert_pair
@@ -286,30 +288,39 @@ def where_v2(condition, x=None, y=None, name=None):
 
 
 def histogram_fixed_width(values, value_range, nbins=100, dtype=dtypes.int32, name=None):
-    """Counts of `values` in `nbins` equal bins over value_range (edges clamp)."""
-    with ops.name_scope(name, "histogram_fixed_width", [values, value_range, nbins]):
-        v = array_ops.reshape(_t(values, "values"), [-1])
+    """Counts of `values` in `nbins` equal bins over value_range (edges clamp).
+
+    Raises:
+      ValueError: a constant nbins that is not positive.
+      InvalidArgumentError: (when run) value_range[0] >= value_range[1], or nbins <= 0.
+    """
+    with ops.name_scope(name, "histogram_fixed_width", [values, value_range, nbins]) as scope:
+        v = _t(values, "values")
         rng = _t(value_range, "value_range", v.dtype)
-        lo, hi = rng[0], rng[1]
-        scaled = (v - lo) / (hi - lo)
-        idx = cast_ops.cast(math_ops.floor(scaled * float(nbins)), dtypes.int32)
-        idx = math_ops.minimum(math_ops.maximum(idx, 0), nbins - 1)
-        counts = reduction_ops.reduce_sum(slicing_ops.one_hot(idx, nbins, dtype=dtypes.int32), 0)
-        return cast_ops.cast(counts, dtype)
+        nbins = _t(nbins, "nbins", dtypes.int32)
+        attrs = {"dtype": dtypes.as_dtype(dtype)}
+        return ops.apply_op(
+            math_more_ops.HistogramFixedWidth.name, [v, rng, nbins], attrs, name=scope
+        ).outputs[0]
 
 
 def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=dtypes.int32, name=None):
-    """How often each value 0..max(arr) occurs (weighted when `weights` is given)."""
+    """How often each value 0..max(arr) occurs (weighted when `weights` is given); values
+    at or above `maxlength` are left out.
+
+    Raises:
+      InvalidArgumentError: (when run) a negative value in `arr`.
+    """
     with ops.name_scope(name, "bincount", [arr, weights]):
         a = array_ops.reshape(_t(arr, "arr", dtypes.int32), [-1])
-        size = math_ops.maximum(reduction_ops.reduce_max(a) + 1, 0)
+        nonempty = cast_ops.cast(math_ops.greater(array_ops.size(a), 0), dtypes.int32)
+        size = math_ops.maximum(nonempty * (reduction_ops.reduce_max(a) + 1), 0)
         if minlength is not None:
             size = math_ops.maximum(size, minlength)
         if maxlength is not None:
             size = math_ops.minimum(size, maxlength)
-        hot = slicing_ops.one_hot(a, size, dtype=dtypes.float64)
-        if weights is not None:
-            w = cast_ops.cast(array_ops.reshape(_t(weights, "weights"), [-1]), dtypes.float64)
-            hot = hot * array_ops.expand_dims(w, 1)
-            dtype = _t(weights, "weights").dtype
-        return cast_ops.cast(reduction_ops.reduce_sum(hot, 0), dtype)
+        if weights is None:
+            w = array_ops.constant([], dtypes.as_dtype(dtype))
+        else:
+            w = array_ops.reshape(_t(weights, "weights"), [-1])
+        return ops.apply_op(tf2_graph_ops.DenseBincount.name, [a, size, w]).outputs[0]

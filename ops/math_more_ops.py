@@ -1,7 +1,7 @@
-"""TF's Erfinv, Ndtri, NextAfter, CumulativeLogsumexp, LogMatrixDeterminant and Lu ops,
-with TF's gradients (math_grad.py, linalg_grad.py) and builders: `tf.math.erfinv`,
-`ndtri`, `erfcinv`, `nextafter`, `cumulative_logsumexp`, `tf.linalg.slogdet`, `logdet`,
-`lu`.
+"""TF's Erfinv, Ndtri, NextAfter, CumulativeLogsumexp, HistogramFixedWidth,
+LogMatrixDeterminant and Lu ops, with TF's gradients (math_grad.py, linalg_grad.py) and
+builders: `tf.math.erfinv`, `ndtri`, `erfcinv`, `nextafter`, `cumulative_logsumexp`,
+`tf.linalg.slogdet`, `logdet`, `lu` (`histogram_fixed_width` is math_composites').
 
 Erfinv and Ndtri are SciPy's, in float64 on the host, returned in the input's dtype
 (TF's float32 kernels use their own polynomials: the two agree to a few float32 ulps).
@@ -24,7 +24,14 @@ from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import special as sp
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _binary_op, _unary_op
-from asyncflow.registry import FLOATING, INDEX, TypeConstraint, named_outputs, register_op
+from asyncflow.registry import (
+    FLOATING,
+    INDEX,
+    NotDifferentiable,
+    TypeConstraint,
+    named_outputs,
+    register_op,
+)
 
 __all__ = [
     "cumulative_logsumexp",
@@ -92,6 +99,57 @@ def _nextafter_grad(op, grad):
         g1 = _g.apply("Sum", ones * grad, r1)
         g2 = _g.apply("Sum", zeros * grad, r2)
         return [_g.reshape(g1, s1), _g.reshape(g2, s2)]
+
+
+# -- HistogramFixedWidth ------------------------------------------------------------------
+
+
+def _histogram_shape(op):
+    nbins = ops.constant_value(op.inputs[2])
+    if nbins is None:
+        return [tensor_shape.TensorShape([None])]
+    if int(nbins) <= 0:
+        raise ValueError(f"Requires nbins > 0: {int(nbins)}")
+    return [tensor_shape.TensorShape([int(nbins)])]
+
+
+HistogramFixedWidth = register_op(
+    "HistogramFixedWidth",
+    inputs=["values: T", "value_range: T", "nbins: int32"],
+    outputs=["out: dtype"],
+    attrs={
+        "T": TypeConstraint(["int32", "int64", "float32", "float64"]),
+        "dtype": TypeConstraint(["int32", "int64"]),
+    },
+    shape_fn=_histogram_shape,
+)
+NotDifferentiable("HistogramFixedWidth")
+
+
+def _histogram(values, lo, hi, nbins: int, dtype) -> np.ndarray:
+    # TF's bin: floor((v - lo) / (hi - lo) * nbins), clamped into [0, nbins).
+    with np.errstate(all="ignore"):
+        scaled = (values.astype(np.float64) - lo) / (hi - lo) * nbins
+        idx = np.clip(np.nan_to_num(np.floor(scaled), nan=0.0), 0, nbins - 1).astype(np.int64)
+    return np.bincount(idx.reshape(-1), minlength=nbins).astype(dtype)
+
+
+@HistogramFixedWidth.kernel("CPU", host_memory=("value_range", "nbins"))
+async def _histogram_fixed_width(ctx, values, value_range, nbins):
+    rng = np.asarray(value_range)
+    if rng.shape != (2,):
+        raise _invalid(f"value_range should be a vector of 2 elements, got {list(rng.shape)}")
+    nbins = int(np.asarray(nbins))
+    if nbins <= 0:
+        raise _invalid(f"nbins should be a positive number, but got '{nbins}'")
+    lo, hi = rng.tolist()
+    if not lo < hi:
+        raise _invalid(
+            "value_range should satisfy value_range[0] < value_range[1], "
+            f"but got '[{rng[0]:g}, {rng[1]:g}]'"
+        )
+    dt = ctx.attrs["dtype"].as_numpy_dtype
+    return await ctx.device.compute(_histogram, np.asarray(values), lo, hi, nbins, dt)
 
 
 # -- CumulativeLogsumexp ------------------------------------------------------------------

@@ -54,3 +54,27 @@ def test_in_top_k_is_false_for_a_row_with_a_non_finite_prediction():
     np.testing.assert_array_equal(
         _run(tf.nn.in_top_k(pred, tf.constant([2, 0, 3]), 2)), [False, False, True]
     )
+
+
+def test_bincount_rejects_negative_values():
+    with pytest.raises(errors.InvalidArgumentError, match="Input arr must be non-negative!"):
+        _run(tf.math.bincount(tf.constant([1, -1])))
+    np.testing.assert_array_equal(_run(tf.math.bincount(tf.constant([1, 1, 3, 0]))), [1, 2, 0, 1])
+    np.testing.assert_array_equal(
+        _run(tf.math.bincount(tf.constant([1, 1, 3, 0]), maxlength=2)), [1, 2]
+    )
+    w = _run(tf.math.bincount(tf.constant([1, 1, 3, 0]), weights=tf.constant([1.0, 2, 3, 4])))
+    assert w.dtype == np.float32
+    np.testing.assert_array_equal(w, [4.0, 3.0, 0.0, 3.0])
+    assert _run(tf.math.bincount(tf.constant([], tf.int32))).shape == (0,)
+
+
+def test_histogram_fixed_width_checks_its_range_and_bins():
+    v = tf.constant([-1.0, 0.0, 1.5, 2.0, 5.0, 15])
+    np.testing.assert_array_equal(
+        _run(tf.histogram_fixed_width(v, [0.0, 5.0], nbins=5)), [2, 1, 1, 0, 2]
+    )
+    with pytest.raises(errors.InvalidArgumentError, match=r"value_range\[0\] < value_range\[1\]"):
+        _run(tf.histogram_fixed_width(v, [5.0, 0.0], nbins=5))
+    with pytest.raises(ValueError, match="Requires nbins > 0: 0"):
+        tf.histogram_fixed_width(v, [0.0, 5.0], nbins=0)
