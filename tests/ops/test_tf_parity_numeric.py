@@ -78,3 +78,15 @@ def test_histogram_fixed_width_checks_its_range_and_bins():
         _run(tf.histogram_fixed_width(v, [5.0, 0.0], nbins=5))
     with pytest.raises(ValueError, match="Requires nbins > 0: 0"):
         tf.histogram_fixed_width(v, [0.0, 5.0], nbins=0)
+
+
+def test_confusion_matrix_checks_its_labels():
+    with pytest.raises(errors.InvalidArgumentError, match="`labels` contains negative values"):
+        tf.confusion_matrix(tf.constant([-1, 2]), tf.constant([2, 2]))
+    with pytest.raises(errors.InvalidArgumentError, match="`labels` out of bound"):
+        tf.confusion_matrix(tf.constant([1, 7]), tf.constant([2, 2]), num_classes=3)
+    labels = tf.placeholder(tf.int32, [2])
+    cm = tf.confusion_matrix(labels, tf.constant([2, 2]), num_classes=3)
+    np.testing.assert_array_equal(_run(cm, {labels: [1, 2]}), [[0, 0, 0], [0, 0, 1], [0, 0, 1]])
+    with pytest.raises(errors.InvalidArgumentError, match="`labels` out of bound"):
+        _run(cm, {labels: [1, 3]})
