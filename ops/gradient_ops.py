@@ -328,7 +328,9 @@ def _cumulative_op(op_type: str, fn_name: str):
             raise _invalid(f"axis must be a scalar, not shape {_shape_str(np.shape(axis))}")
         axis = int(axis)
         if not -x.ndim <= axis < max(x.ndim, 1):
-            raise _invalid(f"Expected scan axis in the range [{-x.ndim}, {x.ndim}), got {axis}")
+            raise _invalid(
+                f"ScanOp: Expected scan axis in the range [{-x.ndim}, {x.ndim}), but got {axis}"
+            )
         if x.ndim == 0:
             return x.copy()  # (never the input object: the donation invariant)
         fn = getattr(ctx.xp, fn_name)

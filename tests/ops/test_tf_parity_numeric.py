@@ -90,3 +90,11 @@ def test_confusion_matrix_checks_its_labels():
     np.testing.assert_array_equal(_run(cm, {labels: [1, 2]}), [[0, 0, 0], [0, 0, 1], [0, 0, 1]])
     with pytest.raises(errors.InvalidArgumentError, match="`labels` out of bound"):
         _run(cm, {labels: [1, 3]})
+
+
+def test_cumsum_axis_error_says_what_tf_says():
+    with pytest.raises(
+        errors.InvalidArgumentError,
+        match=r"ScanOp: Expected scan axis in the range \[-2, 2\), but got 2",
+    ):
+        _run(tf.cumsum(tf.constant([[1.0, 2], [3, 4]]), axis=2))
