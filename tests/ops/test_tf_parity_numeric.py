@@ -98,3 +98,43 @@ def test_cumsum_axis_error_says_what_tf_says():
         match=r"ScanOp: Expected scan axis in the range \[-2, 2\), but got 2",
     ):
         _run(tf.cumsum(tf.constant([[1.0, 2], [3, 4]]), axis=2))
+
+
+# -- segment ops ---------------------------------------------------------------------------
+
+
+def test_segment_ids_of_another_length_fail_when_run():
+    data = tf.constant([[1.0, 2], [3, 4], [5, 6], [7, 8]])
+    z = tf.segment_sum(data, tf.constant([0, 0, 1]))  # (no build-time error, as TF)
+    with pytest.raises(errors.InvalidArgumentError, match="segment_ids should be the same size"):
+        _run(z)
+
+
+def test_unsorted_segment_mean_of_integers_is_float64():
+    data = tf.constant([[1, 2], [3, 4], [5, 6], [7, 8]])
+    got = _run(tf.unsorted_segment_mean(data, tf.constant([0, 1, 0, 1]), 3))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, [[3.0, 4.0], [5.0, 6.0], [0.0, 0.0]])
+
+
+def test_segment_prod_gradients():
+    x = tf.constant([0.0, 2, 0, 0, 3, 4])
+    ids = tf.constant([0, 0, 1, 1, 2, 2])
+    (g,) = tf.gradients(tf.segment_prod(x, ids), x)
+    np.testing.assert_array_equal(_run(g), [2.0, 0.0, 0.0, 0.0, 4.0, 3.0])
+    (g,) = tf.gradients(tf.unsorted_segment_prod(x, tf.constant([0, 0, 1, 1, -1, 2]), 3), x)
+    np.testing.assert_array_equal(_run(g), [2.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+
+
+def test_segment_prod_gradient_against_finite_differences():
+    rng = np.random.RandomState(1)
+    x0 = rng.uniform(0.5, 2.0, (5, 3))
+    x = tf.constant(x0)
+    ids = np.array([1, 0, 2, 1, 0])
+    y = tf.unsorted_segment_prod(x, tf.constant(ids), 3)
+    (g,) = tf.gradients(tf.reduce_sum(y * tf.constant(np.arange(9.0).reshape(3, 3))), x)
+    want = np.zeros_like(x0)
+    for i in range(5):
+        others = np.prod(x0[(ids == ids[i]) & (np.arange(5) != i)], axis=0)
+        want[i] = others * np.arange(9.0).reshape(3, 3)[ids[i]]
+    np.testing.assert_allclose(_run(g), want, rtol=1e-12)
