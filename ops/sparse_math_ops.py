@@ -435,50 +435,73 @@ def sparse_split(
         return [SparseTensor(out[k], out[n + k], out[2 * n + k]) for k in range(n)]
 
 
-# -- SparseSegmentSum / Mean / SqrtN --------------------------------------------------------
+# -- SparseSegmentSum / Mean / SqrtN (and ...WithNumSegments) ------------------------------
 
 
 def _segment_shape(op):
-    data = op.inputs[0].shape
+    data, indices, seg = (t.shape for t in op.inputs[:3])
+    if indices.ndims == 1 and seg.ndims == 1:
+        a, b = indices[0].value, seg[0].value
+        if a is not None and b is not None and a != b:
+            raise ValueError(
+                f"Dimension 0 in both shapes must be equal, but are {a} and {b}. "
+                f"Shapes are [{a}] and [{b}]."
+            )
     if data.ndims is None:
         return [tensor_shape.unknown_shape()]
-    return [tensor_shape.TensorShape([None]).concatenate(data[1:])]
+    n = None
+    if len(op.inputs) == 4:
+        value = ops.constant_value(op.inputs[3])
+        n = None if value is None else int(value)
+    return [tensor_shape.TensorShape([n]).concatenate(data[1:])]
 
 
-def _segment_op(op_type, mode):
+def _segment_rows(data, indices, seg, mode, num_segments):
+    """The kernel's reduction, with TF's checks; num_segments None: the last id + 1."""
+    if indices.shape != seg.shape:
+        raise _invalid("segment_ids and indices should have same size.")
+    n = num_segments if num_segments is not None else (int(seg[-1]) + 1 if len(seg) else 0)
+    if len(seg) and (np.diff(seg) < 0).any():
+        raise _invalid("segment ids are not increasing")
+    if len(seg) and seg[0] < 0:
+        raise _invalid(
+            f"Segment id {int(seg[0])} out of range [0, {n}), possibly because "
+            "'segment_ids' input is not sorted."
+        )
+    if len(seg) and seg[-1] >= n:
+        raise _invalid("segment ids must be < num_segments")
+    if len(indices) and ((indices < 0).any() or (indices >= data.shape[0]).any()):
+        bad = int(np.flatnonzero((indices < 0) | (indices >= data.shape[0]))[0])
+        raise _invalid(f"Bad: indices[{bad}] == {indices[bad]} out of range [0, {data.shape[0]})")
+    out = np.zeros((n, *data.shape[1:]), data.dtype)
+    np.add.at(out, seg, data[indices])
+    if mode != "sum":
+        counts = np.bincount(seg, minlength=n).astype(data.dtype)
+        div = counts if mode == "mean" else np.sqrt(counts)
+        div = np.where(counts == 0, 1, div).reshape(-1, *[1] * (data.ndim - 1))
+        out = out / div
+    return out.astype(data.dtype)
+
+
+def _segment_op(op_type, mode, with_num_segments=False):
+    inputs = ["data: T", "indices: Tidx", "segment_ids: Tsegmentids"]
+    attrs = {"T": REAL if mode == "sum" else FLOATING, "Tidx": INDEX, "Tsegmentids": INDEX}
+    if with_num_segments:
+        inputs.append("num_segments: Tnumsegments")
+        attrs["Tnumsegments"] = INDEX
     op_def = register_op(
-        op_type,
-        inputs=["data: T", "indices: Tidx", "segment_ids: Tsegmentids"],
-        outputs=["output: T"],
-        attrs={"T": REAL, "Tidx": INDEX, "Tsegmentids": INDEX},
-        shape_fn=_segment_shape,
+        op_type, inputs=inputs, outputs=["output: T"], attrs=attrs, shape_fn=_segment_shape
     )
 
-    @op_def.kernel("CPU")
-    async def _kernel(ctx, data, indices, seg):
+    @op_def.kernel("CPU", host_memory=("num_segments",) if with_num_segments else ())
+    async def _kernel(ctx, data, indices, seg, *num_segments):
         data, indices, seg = _np(data), _np(indices).reshape(-1), _np(seg).reshape(-1)
-        if indices.shape != seg.shape:
-            raise _invalid("segment_ids and indices should have same size.")
-        if len(seg) and ((np.diff(seg) < 0).any() or seg[0] < 0):
-            raise _invalid("segment ids are not increasing")
-        if len(indices) and ((indices < 0).any() or (indices >= data.shape[0]).any()):
-            bad = int(np.flatnonzero((indices < 0) | (indices >= data.shape[0]))[0])
-            raise _invalid(
-                f"Bad: indices[{bad}] == {indices[bad]} out of range [0, {data.shape[0]})"
-            )
-        n = int(seg[-1]) + 1 if len(seg) else 0
-        out = np.zeros((n, *data.shape[1:]), data.dtype)
-        np.add.at(out, seg, data[indices])
-        if mode != "sum":
-            counts = np.bincount(seg, minlength=n).astype(data.dtype)
-            div = counts if mode == "mean" else np.sqrt(counts)
-            div = np.where(counts == 0, 1, div).reshape(-1, *[1] * (data.ndim - 1))
-            out = out / div
-        return out.astype(data.dtype)
+        n = int(num_segments[0]) if num_segments else None
+        return _segment_rows(data, indices, seg, mode, n)
 
     @op_def.gradient
     def _grad(op, grad):
-        data, indices, seg = op.inputs
+        data, indices, seg = op.inputs[:3]
         picked = _g.apply("GatherV2", grad, seg, 0)
         if mode != "sum":
             ones = _g.apply("Cast", _g.ones_like(seg), DstT=data.dtype.base_dtype)
@@ -493,7 +516,8 @@ def _segment_op(op_type, mode):
             per = _g.apply("Reshape", per, [-1] + [1] * rank_rest)
             picked = _g.apply("RealDiv", picked, per)
         dim0 = _g.apply("Shape", data, out_type=indices.dtype.base_dtype)[0]
-        return [_g.apply("UnsortedSegmentSum", picked, indices, dim0), None, None]
+        grads = [_g.apply("UnsortedSegmentSum", picked, indices, dim0), None, None]
+        return grads + [None] * (len(op.inputs) - 3)
 
     _kernel.__name__ = f"_{op_type.lower()}_kernel"
     return op_def
@@ -502,22 +526,31 @@ def _segment_op(op_type, mode):
 SparseSegmentSum = _segment_op("SparseSegmentSum", "sum")
 SparseSegmentMean = _segment_op("SparseSegmentMean", "mean")
 SparseSegmentSqrtN = _segment_op("SparseSegmentSqrtN", "sqrt_n")
+SparseSegmentSumWithNumSegments = _segment_op("SparseSegmentSumWithNumSegments", "sum", True)
+SparseSegmentMeanWithNumSegments = _segment_op("SparseSegmentMeanWithNumSegments", "mean", True)
+SparseSegmentSqrtNWithNumSegments = _segment_op(
+    "SparseSegmentSqrtNWithNumSegments", "sqrt_n", True
+)
 
 
 def _segment_builder(op_type, fn_name):
     def builder(data, indices, segment_ids, name=None, num_segments=None):
-        if num_segments is not None:
-            raise ValueError(f"{fn_name}: num_segments is not supported here")
-        with ops.name_scope(name, op_type, [data, indices, segment_ids]) as scope:
-            return ops.apply_op(op_type, [data, indices, segment_ids], name=scope).outputs[0]
+        inputs = [data, indices, segment_ids]
+        with ops.name_scope(name, op_type, inputs) as scope:
+            if num_segments is None:
+                return ops.apply_op(op_type, inputs, name=scope).outputs[0]
+            inputs.append(num_segments)
+            return ops.apply_op(f"{op_type}WithNumSegments", inputs, name=scope).outputs[0]
 
     builder.__name__ = builder.__qualname__ = fn_name
     builder.__doc__ = f"""Segments of rows `data[indices]` by sorted `segment_ids`
-    ({fn_name[15:]}; op {op_type}).
+    ({fn_name[15:]}; op {op_type}, or {op_type}WithNumSegments given `num_segments`:
+    that many output rows).
 
     Raises:
-      InvalidArgumentError: (when run) ids not sorted, sizes that differ, an index out
-        of range.
+      ValueError: indices and segment_ids of different static lengths.
+      InvalidArgumentError: (when run) ids not sorted or negative, an id not below
+        num_segments, sizes that differ, an index out of range.
     """
     return builder
 

@@ -138,3 +138,28 @@ def test_segment_prod_gradient_against_finite_differences():
         others = np.prod(x0[(ids == ids[i]) & (np.arange(5) != i)], axis=0)
         want[i] = others * np.arange(9.0).reshape(3, 3)[ids[i]]
     np.testing.assert_allclose(_run(g), want, rtol=1e-12)
+
+
+def test_sparse_segment_ops_take_num_segments():
+    data = tf.constant([[1.0, 2], [3, 4], [5, 6], [7, 8]])
+    idx, ids = tf.constant([0, 1, 3]), tf.constant([0, 0, 2])
+    got = _run(tf.sparse.segment_mean(data, idx, ids, num_segments=5))
+    np.testing.assert_array_equal(got, [[2, 3], [0, 0], [7, 8], [0, 0], [0, 0]])
+    got = _run(tf.sparse_segment_sum(data, idx, ids, num_segments=4))
+    np.testing.assert_array_equal(got, [[4, 6], [0, 0], [7, 8], [0, 0]])
+    with pytest.raises(errors.InvalidArgumentError, match="segment ids must be < num_segments"):
+        _run(tf.sparse_segment_sum(data, idx, ids, num_segments=2))
+    (g,) = tf.gradients(tf.sparse_segment_sqrt_n(data, idx, ids, num_segments=5), data)
+    r = 0.5**0.5
+    want = [[r, r], [r, r], [0, 0], [1, 1]]
+    np.testing.assert_allclose(_run(tf.convert_to_tensor(g)), want, rtol=1e-6)
+
+
+def test_sparse_segment_checks():
+    data = tf.constant([[1.0, 2], [3, 4], [5, 6], [7, 8]])
+    with pytest.raises(ValueError, match="Dimension 0 in both shapes must be equal"):
+        tf.sparse_segment_sum(data, tf.constant([0, 1, 3]), tf.constant([0, 2]))
+    with pytest.raises(errors.InvalidArgumentError, match=r"Segment id -1 out of range \[0, 3\)"):
+        _run(tf.sparse_segment_mean(data, tf.constant([0, 1, 3]), tf.constant([-1, 0, 2])))
+    with pytest.raises(TypeError):
+        tf.sparse_segment_mean(tf.constant([[1, 2]]), tf.constant([0]), tf.constant([0]))
