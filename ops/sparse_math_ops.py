@@ -1,6 +1,7 @@
 """Sparse math: SparseReduceSum/Max (dense and *Sparse outputs), SparseSoftmax,
-SparseSparseMaximum/Minimum, SparseSplit and SparseSegmentSum/Mean/SqrtN, with TF's
-gradients and TF1 builders.
+SparseSparseMaximum/Minimum, SparseSplit, SparseSegmentSum/Mean/SqrtN and
+SparseDenseCwiseMul/Div/Add (SparseTensor's `*` and `/`), with TF's gradients and TF1
+builders.
 
 Reductions and the element-wise ops follow TF's CPU kernels: sums count only the
 stored values (implicit zeros add nothing); max reduces the stored values only, and a
@@ -16,6 +17,7 @@ import numpy as np
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops import math_ops  # noqa: F401 - the dense `*` overload wrapped below
 from asyncflow.ops.sparse_ops import _check_sparse, _invalid, _linear, _merge, _np, _order, _sp
 from asyncflow.registry import ANY, FLOATING, INDEX, NUMERIC, REAL, NotDifferentiable, register_op
 from asyncflow.sparse_tensor import SparseTensor
@@ -558,3 +560,102 @@ def _segment_builder(op_type, fn_name):
 sparse_segment_sum = _segment_builder("SparseSegmentSum", "sparse_segment_sum")
 sparse_segment_mean = _segment_builder("SparseSegmentMean", "sparse_segment_mean")
 sparse_segment_sqrt_n = _segment_builder("SparseSegmentSqrtN", "sparse_segment_sqrt_n")
+
+
+# -- SparseDenseCwiseMul / Div / Add: SparseTensor's `*` and `/` ----------------------------
+
+
+def _cwise_kernel(fn):
+    async def kernel(ctx, indices, values, shape, dense):
+        indices, values, shape, dense = _np(indices), _np(values), _np(shape), _np(dense)
+        _check_sparse(indices, values, shape)
+        # The dense operand broadcasts to the sparse shape, never the other way.
+        lead = len(shape) - dense.ndim
+        if lead < 0 or any(d not in (1, s) for d, s in zip(dense.shape, shape[lead:])):
+            raise _invalid(
+                "SparseDenseBinaryOpShared broadcasts dense to sparse only; got incompatible "
+                f"shapes: [{','.join(map(str, shape))}] vs. "
+                f"[{','.join(map(str, dense.shape))}]"
+            )
+        at = tuple(
+            np.zeros(len(indices), np.int64) if d == 1 else indices[:, lead + k]
+            for k, d in enumerate(dense.shape)
+        )
+        with np.errstate(all="ignore"):
+            return fn(values, dense[at]).astype(values.dtype)
+
+    return kernel
+
+
+def _cwise_op(op_type, fn):
+    op_def = register_op(
+        op_type,
+        inputs=["sp_indices: int64", "sp_values: T", "sp_shape: int64", "dense: T"],
+        outputs=["output: T"],
+        attrs={"T": NUMERIC},
+        shape_fn=lambda op: [tensor_shape.TensorShape([op.inputs[1].shape[0].value])],
+    )
+    op_def.kernel("CPU", host_memory=("sp_shape",))(_cwise_kernel(fn))
+    return op_def
+
+
+SparseDenseCwiseMul = _cwise_op("SparseDenseCwiseMul", np.multiply)
+SparseDenseCwiseDiv = _cwise_op("SparseDenseCwiseDiv", np.true_divide)
+SparseDenseCwiseAdd = _cwise_op("SparseDenseCwiseAdd", np.add)
+NotDifferentiable("SparseDenseCwiseAdd")  # (as TF)
+
+
+def _cwise_grad(op, grad):
+    """d values and d dense of values * dense[at] (or / dense[at]): dense's share summed
+    over the positions it was broadcast to."""
+    indices, values, shape, dense = op.inputs
+    dense_full = _g.apply("BroadcastTo", dense, shape)
+    picked = _g.apply("GatherNd", dense_full, indices)
+    if op.type == "SparseDenseCwiseMul":
+        d_values, d_picked = grad * picked, grad * values
+    else:
+        d_values = _g.apply("RealDiv", grad, picked)
+        d_picked = -grad * _g.apply("RealDiv", values, _g.apply("Square", picked))
+    d_full = _g.apply("ScatterNd", indices, d_picked, shape)
+    dense_shape = _g.shape(dense, dtypes.int64)
+    _, axes = ops.apply_op("BroadcastGradientArgs", [shape, dense_shape]).outputs
+    d_dense = _g.reshape(_g.apply("Sum", d_full, axes), dense_shape)
+    return [None, d_values, None, d_dense]
+
+
+SparseDenseCwiseMul.gradient(_cwise_grad)
+SparseDenseCwiseDiv.gradient(_cwise_grad)
+
+
+def _cwise_operator(op_type, scope, true_div=False):
+    def operator(sp_x, y):
+        with ops.name_scope(None, scope, [sp_x.indices, sp_x.values, y]) as name:
+            y = ops.convert_to_tensor(y, dtype=sp_x.dtype, name="y")
+            values = sp_x.values
+            if true_div and values.dtype.is_integer:  # TF's truediv: through floats
+                wide = dtypes.float32 if values.dtype.size <= 2 else dtypes.float64
+                values, y = _g.cast(values, wide), _g.cast(y, wide)
+            out = ops.apply_op(
+                op_type, [sp_x.indices, values, sp_x.dense_shape, y], name=name
+            ).outputs[0]
+            return SparseTensor(sp_x.indices, out, sp_x.dense_shape)
+
+    operator.__name__ = operator.__qualname__ = f"__{scope}__"
+    return operator
+
+
+# TF overrides these operators of SparseTensor the same way (math_ops), and a dense
+# tensor times a SparseTensor is the SparseTensor's product too.
+SparseTensor.__mul__ = _cwise_operator("SparseDenseCwiseMul", "mul")
+_dense_multiply = ops._overload("multiply")
+
+
+def _multiply_dispatch(x, y):
+    if isinstance(y, SparseTensor):
+        return SparseTensor.__mul__(y, x)
+    return _dense_multiply(x, y)
+
+
+ops.register_overload("multiply", _multiply_dispatch)
+SparseTensor.__div__ = _cwise_operator("SparseDenseCwiseDiv", "div")
+SparseTensor.__truediv__ = _cwise_operator("SparseDenseCwiseDiv", "truediv", true_div=True)

@@ -163,3 +163,38 @@ def test_sparse_segment_checks():
         _run(tf.sparse_segment_mean(data, tf.constant([0, 1, 3]), tf.constant([-1, 0, 2])))
     with pytest.raises(TypeError):
         tf.sparse_segment_mean(tf.constant([[1, 2]]), tf.constant([0]), tf.constant([0]))
+
+
+# -- sparse ops ----------------------------------------------------------------------------
+
+
+def _sp(indices, values, shape, dtype=np.float32):
+    return tf.SparseTensor(
+        np.array(indices, np.int64), np.array(values, dtype), np.array(shape, np.int64)
+    )
+
+
+def test_sparse_tensor_times_and_over_a_dense_tensor():
+    a = _sp([[0, 0], [1, 2]], [1.0, 2.0], [3, 4])
+    assert isinstance(a * tf.constant([[2.0], [3.0], [4.0]]), tf.SparseTensor)
+    np.testing.assert_array_equal(_run((a * tf.constant([[2.0], [3.0], [4.0]])).values), [2, 6])
+    np.testing.assert_array_equal(_run((tf.constant(2.0) * a).values), [2, 4])
+    np.testing.assert_array_equal(_run((a / tf.constant([1.0, 2, 4, 8])).values), [1, 0.5])
+    i = _sp([[0, 0], [1, 2]], [3, 4], [3, 4], np.int32)
+    got = _run((i / tf.constant(2)).values)  # truediv: through float64, as TF
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, [1.5, 2.0])
+    with pytest.raises(errors.InvalidArgumentError, match=r"got incompatible shapes: \[3,4\]"):
+        _run((a * tf.constant([1.0, 2])).values)
+
+
+def test_sparse_dense_cwise_gradients():
+    x, d = tf.constant([1.0, 2.0]), tf.constant([1.0, 2, 4, 8])
+    a = tf.SparseTensor(tf.constant([[0, 0], [1, 2]], tf.int64), x, tf.constant([3, 4], tf.int64))
+    gx, gd = _run(tf.gradients((a / d).values, [x, d]))
+    np.testing.assert_array_equal(gx, [1.0, 0.25])
+    np.testing.assert_array_equal(gd, [-1.0, 0.0, -0.125, 0.0])
+    d = tf.constant([[2.0], [3.0], [4.0]])
+    gx, gd = _run(tf.gradients((a * d).values, [x, d]))
+    np.testing.assert_array_equal(gx, [2.0, 3.0])
+    np.testing.assert_array_equal(gd, [[1.0], [2.0], [0.0]])
