@@ -129,8 +129,13 @@ async def _sparse_to_dense(ctx, indices, shape, values, default):
             step = np.diff(lin)
             if (step <= 0).any():
                 i = int(np.flatnonzero(step <= 0)[0]) + 1
-                kind = "repeated" if step[i - 1] == 0 else "out of order"
-                raise _invalid(f"indices[{i}] = [{','.join(map(str, indices[i]))}] is {kind}")
+                at = f"indices[{i}] = [{','.join(map(str, indices[i]))}]"
+                if step[i - 1] == 0:
+                    raise _invalid(f"{at} is repeated")
+                raise _invalid(
+                    f"{at} is out of order. Many sparse ops require sorted indices.\n    "
+                    "Use `tf.sparse.reorder` to create a correctly ordered copy.\n\n"
+                )
     dtype = ctx.attrs["T"].as_numpy_dtype
     out = np.full(tuple(int(d) for d in shape), default, dtype=dtype)
     if n:
@@ -198,9 +203,13 @@ def _spmm_shape(op):
     b = op.inputs[3].shape.with_rank(2)
     a_shape = ops.constant_value(op.inputs[2])
     rows = None
-    if a_shape is not None:
-        rows = int(a_shape[1] if op.get_attr("adjoint_a") else a_shape[0])
-    cols = b.dims[0] if op.get_attr("adjoint_b") else b.dims[1]
+    adjoint_a, adjoint_b = op.get_attr("adjoint_a"), op.get_attr("adjoint_b")
+    if a_shape is not None and np.size(a_shape) == 2:
+        rows = int(a_shape[1] if adjoint_a else a_shape[0])
+        inner, b_inner = int(a_shape[0 if adjoint_a else 1]), b[1 if adjoint_b else 0].value
+        if b_inner is not None and inner != b_inner:
+            raise ValueError(f"Dimensions must be equal, but are {inner} and {b_inner}")
+    cols = b.dims[0] if adjoint_b else b.dims[1]
     return [tensor_shape.TensorShape([rows, cols])]
 
 
@@ -393,6 +402,26 @@ def _merge(a_idx, b_idx, a_shape):
     return out.reshape(-1, a_idx.shape[1]), from_a, from_b
 
 
+def _walk(a_idx, a_lin, b_idx, b_lin):
+    """_merge's result for inputs not in canonical order, as TF's kernel computes it: one
+    pass over both, taking the entry that comes first of the two heads (both, summed,
+    when they are at the same position), so unsorted entries are never brought together."""
+    picked, from_a, from_b = [], [], []
+    i = j = 0
+    while i < len(a_lin) or j < len(b_lin):
+        if j == len(b_lin) or (i < len(a_lin) and a_lin[i] < b_lin[j]):
+            picked.append(a_idx[i]), from_a.append(i), from_b.append(-1)
+            i += 1
+        elif i == len(a_lin) or b_lin[j] < a_lin[i]:
+            picked.append(b_idx[j]), from_a.append(-1), from_b.append(j)
+            j += 1
+        else:
+            picked.append(a_idx[i]), from_a.append(i), from_b.append(j)
+            i, j = i + 1, j + 1
+    out = np.array(picked, np.int64).reshape(-1, a_idx.shape[1])
+    return out, np.array(from_a, np.int64), np.array(from_b, np.int64)
+
+
 @SparseAdd.kernel("CPU")
 async def _sparse_add(ctx, a_idx, a_val, a_shape, b_idx, b_val, b_shape, thresh):
     a_idx, a_val, a_shape = _np(a_idx), _np(a_val), _np(a_shape)
@@ -404,7 +433,11 @@ async def _sparse_add(ctx, a_idx, a_val, a_shape, b_idx, b_val, b_shape, thresh)
         )
     _check_sparse(a_idx, a_val, a_shape)
     _check_sparse(b_idx, b_val, b_shape)
-    idx, from_a, from_b = _merge(a_idx, b_idx, a_shape)
+    a_lin, b_lin = _linear(a_idx, a_shape), _linear(b_idx, a_shape)
+    if (np.diff(a_lin) > 0).all() and (np.diff(b_lin) > 0).all():
+        idx, from_a, from_b = _merge(a_idx, b_idx, a_shape)
+    else:
+        idx, from_a, from_b = _walk(a_idx, a_lin, b_idx, b_lin)
     vals = np.zeros(len(idx), a_val.dtype)
     vals[from_a >= 0] += a_val[from_a[from_a >= 0]]
     vals[from_b >= 0] += b_val[from_b[from_b >= 0]]
@@ -486,6 +519,7 @@ def sparse_add(a, b, threshold=None, thresh=None):
 
     Raises:
       TypeError: neither operand is sparse.
+      ValueError: two SparseTensors of static shapes that differ.
       InvalidArgumentError: (when run) the shapes differ.
     """
     if threshold is not None and thresh is not None:
@@ -498,6 +532,7 @@ def sparse_add(a, b, threshold=None, thresh=None):
         raise TypeError("At least one input should be SparseTensor; do you mean to use tf.add()?")
     if sparse_a and sparse_b:
         a, b = _sp(a, "a"), _sp(b, "b")
+        a.shape.assert_is_compatible_with(b.shape)  # (TF's build-time check)
         with ops.name_scope(None, "SparseAdd", [a.indices, b.indices]) as scope:
             b_vals = ops.convert_to_tensor(b.values, dtype=a.dtype)
             real = a.dtype.real_dtype if a.dtype.is_complex else a.dtype
@@ -571,13 +606,17 @@ def sparse_reshape(sp_input, shape, name=None) -> SparseTensor:
 
     Raises:
       TypeError: sp_input is not a SparseTensor.
-      ValueError: a static shape with a different number of elements.
+      ValueError: a static shape with a different number of elements, or two -1s.
       InvalidArgumentError: (when run) the same, found then.
     """
     sp = _sp(sp_input)
     with ops.name_scope(name, "SparseReshape", [sp.indices]) as scope:
         shape = ops.convert_to_tensor(shape, dtype=dtypes.int64, name="shape")
         want, have = ops.constant_value(shape), ops.constant_value(sp.dense_shape)
+        if want is not None and want.tolist().count(-1) > 1:
+            raise ValueError(
+                f"At most one dimension can be inferred (-1). Found: {np.asarray(want)}"
+            )
         if want is not None and have is not None and -1 not in want.tolist():
             if int(np.prod(want)) != int(np.prod(have)):
                 raise ValueError(

@@ -198,3 +198,24 @@ def test_sparse_dense_cwise_gradients():
     gx, gd = _run(tf.gradients((a * d).values, [x, d]))
     np.testing.assert_array_equal(gx, [2.0, 3.0])
     np.testing.assert_array_equal(gd, [[1.0], [2.0], [0.0]])
+
+
+def test_sparse_add_of_unordered_indices_walks_them_as_tf():
+    a = _sp([[1, 2], [0, 0], [0, 3]], [1.0, 2.0, 3.0], [3, 4])
+    b = _sp([[0, 0], [2, 1]], [3.0, -1.0], [3, 4])
+    got = _run(tf.sparse.add(a, b))
+    np.testing.assert_array_equal(got.indices, [[0, 0], [1, 2], [0, 0], [0, 3], [2, 1]])
+    np.testing.assert_array_equal(got.values, [3.0, 1.0, 2.0, 3.0, -1.0])
+
+
+def test_sparse_static_shape_checks():
+    a = _sp([[0, 0], [1, 2]], [1.0, 2.0], [3, 4])
+    with pytest.raises(ValueError, match=r"Shapes \(3, 4\) and \(3, 5\) are incompatible"):
+        tf.sparse.add(a, _sp([[0, 0]], [1.0], [3, 5]))
+    with pytest.raises(ValueError, match="Dimensions must be equal, but are 4 and 3"):
+        tf.sparse_tensor_dense_matmul(a, tf.ones([3, 2]))
+    with pytest.raises(ValueError, match=r"At most one dimension can be inferred \(-1\)"):
+        tf.sparse.reshape(a, [-1, -1])
+    unsorted = _sp([[1, 2], [0, 0]], [1.0, 2.0], [3, 4])
+    with pytest.raises(errors.InvalidArgumentError, match="out of order. Many sparse ops"):
+        _run(tf.sparse.to_dense(unsorted))
