@@ -219,3 +219,19 @@ def test_sparse_static_shape_checks():
     unsorted = _sp([[1, 2], [0, 0]], [1.0, 2.0], [3, 4])
     with pytest.raises(errors.InvalidArgumentError, match="out of order. Many sparse ops"):
         _run(tf.sparse.to_dense(unsorted))
+
+
+def test_sparse_placeholder_names_and_static_shape():
+    p = tf.sparse_placeholder(tf.float32, shape=[2, 2])
+    assert (p.values.name, p.indices.name) == ("Placeholder:0", "Placeholder_1:0")
+    assert p.dense_shape.name == "PlaceholderWithDefault:0"
+    assert p.shape.as_list() == [2, 2]
+    q = tf.sparse_placeholder(tf.float32, shape=[None, 3], name="sp")
+    assert (q.values.name, q.indices.name, q.dense_shape.name) == (
+        "sp/values:0",
+        "sp/indices:0",
+        "sp/shape:0",
+    )
+    assert q.shape.as_list() == [None, 3]
+    r = tf.sparse_placeholder(tf.float32)
+    assert r.dense_shape.name == "Placeholder_2:0" and r.values.name == "Placeholder_3:0"
