@@ -235,3 +235,30 @@ def test_sparse_placeholder_names_and_static_shape():
     assert q.shape.as_list() == [None, 3]
     r = tf.sparse_placeholder(tf.float32)
     assert r.dense_shape.name == "Placeholder_2:0" and r.values.name == "Placeholder_3:0"
+
+
+# -- linalg --------------------------------------------------------------------------------
+
+
+def test_einsum_with_ellipsis():
+    b = np.arange(18, dtype=np.float64).reshape(2, 3, 3)
+    m = np.arange(9, dtype=np.float64).reshape(3, 3).T + 1
+    np.testing.assert_array_equal(
+        _run(tf.einsum("...ij,...jk->...ik", tf.constant(b), tf.constant(m))), b @ m
+    )
+    ones = np.ones((1, 3, 2))
+    np.testing.assert_array_equal(
+        _run(tf.einsum("...ij,...jk->...ik", tf.constant(b), tf.constant(ones))), b @ ones
+    )
+    np.testing.assert_array_equal(
+        _run(tf.einsum("...ij,jk", tf.constant(b), tf.constant(m))), b @ m
+    )
+    np.testing.assert_array_equal(
+        _run(tf.einsum("...ii->...", tf.constant(b))), np.trace(b, axis1=1, axis2=2)
+    )
+    np.testing.assert_array_equal(
+        _run(tf.einsum("i...j->ji...", tf.constant(b))), np.einsum("i...j->ji...", b)
+    )
+    x = tf.constant(b)
+    (g,) = tf.gradients(tf.reduce_sum(tf.einsum("...ij,...jk->...ik", x, tf.constant(m))), x)
+    np.testing.assert_allclose(_run(g), np.broadcast_to(m.sum(1), (2, 3, 3)))
