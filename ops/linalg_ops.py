@@ -12,7 +12,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
-from asyncflow.ops import array_ops, math_ops, matmul_ops, reduction_ops
+from asyncflow.ops import array_ops, linalg_matrix_ops, math_ops, matmul_ops, reduction_ops
 from asyncflow.registry import INDEX, REAL, NotDifferentiable, register_op
 
 __all__ = ["searchsorted", "norm", "matvec"]
@@ -103,11 +103,11 @@ def _is_real_number(v) -> bool:
 
 def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims=None):  # noqa: A002
     """`tf.norm`: a vector norm (axis None or an int: 'euclidean', 1, 2, inf or any p > 0)
-    or a matrix norm (axis a pair: 'euclidean'/'fro', 1, inf).
+    or a matrix norm (axis a pair: 'euclidean'/'fro', 1, 2 (the largest singular
+    value), inf).
 
     Raises:
-      ValueError: an unsupported `ord` for the kind of norm, a bad `axis`, or the matrix
-        2-norm (needs an SVD, not available yet).
+      ValueError: an unsupported `ord` for the kind of norm, or a bad `axis`.
     """
     if keep_dims is not None:
         if keepdims is not None:
@@ -125,8 +125,6 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims
             raise ValueError(
                 f"'ord' must be a supported matrix norm in {list(_MATRIX_NORMS)}, got {ord}"
             )
-        if ord in (2, 2.0):
-            raise ValueError("the matrix 2-norm needs an SVD, which asyncflow does not have yet")
     else:
         if not (isinstance(axis, int) or axis is None):
             raise ValueError(
@@ -139,6 +137,8 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims
     with ops.name_scope(name, "norm", [tensor]):
         x = ops.convert_to_tensor(tensor)
         red_axis = None if axis is None else list(axis)
+        if is_matrix and ord in (2, 2.0):
+            return _spectral_norm(x, axis, keepdims)
         if ord in ("fro", "euclidean", 2, 2.0):
             sq = x * math_ops.conj(x) if x.dtype.is_complex else x * x
             result = math_ops.sqrt(reduction_ops.reduce_sum(sq, red_axis, keepdims=True))
@@ -163,6 +163,21 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims
         if not keepdims:
             result = array_ops.squeeze(result, red_axis)
         return result
+
+
+def _spectral_norm(x, axis, keepdims):
+    """The matrix 2-norm over the two `axis`: the largest singular value."""
+    rank = x.shape.ndims
+    if rank is None:
+        raise ValueError("the matrix 2-norm needs a tensor of known rank in asyncflow")
+    rows, cols = (a % rank for a in axis)
+    perm = [d for d in range(rank) if d not in (rows, cols)] + [rows, cols]
+    s = linalg_matrix_ops.svd(array_ops.transpose(x, perm), compute_uv=False)
+    result = reduction_ops.reduce_max(s, -1)
+    if keepdims:
+        for d in sorted((rows, cols)):
+            result = array_ops.expand_dims(result, d)
+    return result
 
 
 # -- matvec ---------------------------------------------------------------------------------

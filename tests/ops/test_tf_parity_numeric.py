@@ -262,3 +262,14 @@ def test_einsum_with_ellipsis():
     x = tf.constant(b)
     (g,) = tf.gradients(tf.reduce_sum(tf.einsum("...ij,...jk->...ik", x, tf.constant(m))), x)
     np.testing.assert_allclose(_run(g), np.broadcast_to(m.sum(1), (2, 3, 3)))
+
+
+def test_matrix_2_norm_is_the_largest_singular_value():
+    n = np.array([[0.0, 1, 2], [3, 4, 5], [6, 7, 9]], np.float32)
+    np.testing.assert_allclose(_run(tf.norm(tf.constant(n), ord=2, axis=[0, 1])), 14.82346, 1e-6)
+    b = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    got = _run(tf.norm(tf.constant(b), ord=2, axis=[0, 2], keepdims=True))
+    want = np.linalg.norm(b.transpose(1, 0, 2), 2, axis=(1, 2)).reshape(1, 3, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    got = _run(tf.norm(tf.constant(b), ord=2, axis=[-1, -2]))
+    np.testing.assert_allclose(got, np.linalg.norm(b, 2, axis=(2, 1)), rtol=1e-12)
