@@ -203,6 +203,13 @@ def tensordot(a, b, axes, name=None):
         b_axes = [x % rb for x in b_axes]
         a_free = [i for i in range(ra) if i not in a_axes]
         b_free = [i for i in range(rb) if i not in b_axes]
+        inner = [
+            int(np.prod([x.shape[i].value for i in axes_]))
+            for x, axes_ in ((a, a_axes), (b, b_axes))
+            if all(x.shape[i].value is not None for i in axes_)
+        ]
+        if len(inner) == 2 and inner[0] != inner[1]:  # (TF's MatMul finds it at build time)
+            raise ValueError(f"Dimensions must be equal, but are {inner[0]} and {inner[1]}")
         sa, sb = array_ops.shape(a), array_ops.shape(b)
         at = array_ops.reshape(
             array_ops.transpose(a, a_free + a_axes),

@@ -110,9 +110,12 @@ async def _band_part(ctx, x, lower, upper):
         raise _invalid(f"input must be at least 2-dim, received shape: {list(x.shape)}")
     m, n = x.shape[-2:]
     lo, hi = int(np.asarray(to_host(xp, lower))), int(np.asarray(to_host(xp, upper)))
-    if lo > m or hi > n:
+    if lo > m:
         raise _invalid(f"num_lower must be negative or less or equal to number of rows ({m}) "
-                       f"got: {lo}; num_upper likewise for columns ({n}) got: {hi}")  # fmt: skip
+                       f"got: {lo}")  # fmt: skip
+    if hi > n:
+        raise _invalid(f"num_upper must be negative or less or equal to number of columns "
+                       f"({n}) got: {hi}")  # fmt: skip
     i = xp.arange(m).reshape(-1, 1)
     j = xp.arange(n).reshape(1, -1)
     keep = xp.ones((m, n), bool)
@@ -666,11 +669,18 @@ def _cholesky_grad(op, grad):
     return [(grad_a + _adj(grad_a)) * 0.5]
 
 
+def _equal_dims(x, y) -> None:
+    if x.value is not None and y.value is not None and x.value != y.value:
+        raise ValueError(f"Dimensions must be equal, but are {x.value} and {y.value}")
+
+
 def _solve_shape(op):
     a = op.inputs[0].shape.with_rank_at_least(2)
     b = op.inputs[1].shape.with_rank_at_least(2)
     if a.ndims is None or b.ndims is None:
         return [tensor_shape.unknown_shape()]
+    _equal_dims(a[-2], a[-1])  # (TF's checks: a square matrix, as many rows as rhs)
+    _equal_dims(a[-2], b[-2])
     return [a[:-1].concatenate(b[-1:])]
 
 
@@ -1030,8 +1040,18 @@ Cross = register_op(
     inputs=["a: T", "b: T"],
     outputs=["product: T"],
     attrs={"T": TypeConstraint(["float16", "float32", "float64", "int32", "int64"])},
-    shape_fn=lambda op: [op.inputs[0].shape.merge_with(op.inputs[1].shape)],
+    shape_fn=lambda op: [_cross_shape(op)],
 )
+
+
+def _cross_shape(op):
+    a, b = op.inputs[0].shape, op.inputs[1].shape
+    if a.ndims is not None and b.ndims is not None and a.ndims != b.ndims:
+        raise ValueError(f"Shapes must be equal rank, but are {a.ndims} and {b.ndims}")
+    out = a.merge_with(b).with_rank_at_least(1)
+    if out.ndims is not None and out[-1].value not in (None, 3):
+        raise ValueError(f"Dimension must be 3 but is {out[-1].value}")
+    return out
 
 
 @Cross.kernel()

@@ -273,3 +273,28 @@ def test_matrix_2_norm_is_the_largest_singular_value():
     np.testing.assert_allclose(got, want, rtol=1e-12)
     got = _run(tf.norm(tf.constant(b), ord=2, axis=[-1, -2]))
     np.testing.assert_allclose(got, np.linalg.norm(b, 2, axis=(2, 1)), rtol=1e-12)
+
+
+def test_linalg_static_shape_checks():
+    n = tf.constant(np.eye(3, dtype=np.float32))
+    with pytest.raises(ValueError, match="Dimensions must be equal, but are 3 and 2"):
+        tf.linalg.solve(n, tf.constant([[1.0], [2]]))
+    with pytest.raises(ValueError, match="Dimensions must be equal, but are 2 and 3"):
+        tf.linalg.solve(tf.ones([2, 3]), tf.constant([[1.0], [2]]))
+    with pytest.raises(ValueError, match="Dimensions must be equal, but are 3 and 2"):
+        tf.linalg.triangular_solve(n, tf.constant([[1.0], [2]]))
+    with pytest.raises(ValueError, match="Dimension must be 3 but is 2"):
+        tf.cross(tf.constant([1.0, 2]), tf.constant([4.0, 5]))
+    with pytest.raises(ValueError, match="Shapes must be equal rank, but are 2 and 1"):
+        tf.cross(tf.constant([[1.0, 2, 3]]), tf.constant([4.0, 5, 6]))
+    with pytest.raises(ValueError, match="Dimensions must be equal, but are 3 and 2"):
+        tf.tensordot(n, tf.ones([2, 3]), [[1], [0]])
+
+
+def test_band_part_names_the_bound_out_of_range():
+    n = tf.constant(np.eye(3, dtype=np.float32))
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        _run(tf.matrix_band_part(n, 1, 5))
+    assert info.value.message.startswith(
+        "num_upper must be negative or less or equal to number of columns (3) got: 5"
+    )
