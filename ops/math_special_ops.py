@@ -86,9 +86,28 @@ def _igamma_grad_a(a, x):
     return (4 * d2 - d1) / 3
 
 
+def _igamma(a, x):
+    """P(a, x) with TF's edge values: 0 at x = 0 (whatever a), NaN for x < 0 or a <= 0,
+    and 0 for a = x = inf."""
+    out = np.where(x == 0, 0.0, sp.gammainc(a, x))
+    out = np.where((x < 0) | ((a <= 0) & (x != 0)), np.nan, out)
+    return np.where(np.isposinf(a) & np.isposinf(x), 0.0, out)
+
+
+def _igammac(a, x):
+    """Q(a, x) with TF's edge values: NaN for x < 0 or a <= 0, and 0 for a = x = inf."""
+    out = np.where((x < 0) | (a <= 0), np.nan, sp.gammaincc(a, x))
+    return np.where(np.isposinf(a) & np.isposinf(x), 0.0, out)
+
+
+def _betainc_host(a, b, x):
+    """I_x(a, b); NaN for a <= 0 or b <= 0 (TF's, where SciPy gives a limit)."""
+    return np.where((a <= 0) | (b <= 0), np.nan, sp.betainc(a, b, x))
+
+
 Zeta = _binary_op("Zeta", _special(sp.zeta), _FLOAT32_64)
-Igamma = _binary_op("Igamma", _special(sp.gammainc), _FLOAT32_64)
-Igammac = _binary_op("Igammac", _special(sp.gammaincc), _FLOAT32_64)
+Igamma = _binary_op("Igamma", _special(_igamma), _FLOAT32_64)
+Igammac = _binary_op("Igammac", _special(_igammac), _FLOAT32_64)
 IgammaGradA = _binary_op("IgammaGradA", _special(_igamma_grad_a), _FLOAT32_64)
 Rint = _unary_op("Rint", lambda xp, x: xp.rint(x), FLOATING)
 NotDifferentiable("IgammaGradA")
@@ -214,7 +233,7 @@ async def _betainc(ctx, a, b, x):
     if len(shapes) > 1:
         names = ", ".join(str(list(v.shape)) for v in (a, b, x))
         raise _invalid(f"Shapes of a, b and x are inconsistent: {names}")
-    return _special(sp.betainc)(xp, a, b, x)
+    return _special(_betainc_host)(xp, a, b, x)
 
 
 @Betainc.gradient

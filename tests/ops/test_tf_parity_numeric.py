@@ -298,3 +298,27 @@ def test_band_part_names_the_bound_out_of_range():
     assert info.value.message.startswith(
         "num_upper must be negative or less or equal to number of columns (3) got: 5"
     )
+
+
+# -- special functions ---------------------------------------------------------------------
+
+
+def test_igamma_igammac_betainc_edge_values():
+    a = [0.0, 0.0, 0.0, -1.0, -1.0, 1.0, 1.0, 1.0, 2.0, np.inf, np.inf, 0.5, np.nan, 1.0]
+    x = [0.0, 1.0, -1.0, 0.0, 1.0, 0.0, -1.0, np.inf, np.inf, 1.0, np.inf, 0.0, 1.0, np.nan]
+    nan = np.nan
+    np.testing.assert_array_equal(
+        _run(tf.igamma(tf.constant(a), tf.constant(x))),
+        [0, nan, nan, 0, nan, 0, nan, 1, 1, 0, 0, 0, nan, nan],
+    )
+    np.testing.assert_array_equal(
+        _run(tf.igammac(tf.constant(a), tf.constant(x))),
+        [nan, nan, nan, nan, nan, 1, nan, 0, 0, 1, 0, 1, nan, nan],
+    )
+    a = [1.0, 0.0, -1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 0.0, np.nan]
+    b = [0.0, 1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 3.0, 0.0, 1.0]
+    x = [0.5, 0.5, 0.5, 0.5, 0.0, 1.0, 1.5, -0.5, 0.5, 0.5]
+    np.testing.assert_array_equal(
+        _run(tf.betainc(tf.constant(a), tf.constant(b), tf.constant(x))),
+        [nan, nan, nan, nan, 0, 1, nan, nan, nan, nan],
+    )
