@@ -33,7 +33,7 @@ _NAMES = {
         reduce_logsumexp reduce_max reduce_mean reduce_min reduce_prod reduce_std reduce_sum
         reduce_variance rint round rsqrt scalar_mul segment_max segment_mean segment_min
         segment_prod segment_sum sigmoid sign sin sinh sobol_sample softmax softplus
-        softsign sqrt square squared_difference subtract tan tanh top_k truediv
+        softsign special sqrt square squared_difference subtract tan tanh top_k truediv
         unsorted_segment_max unsorted_segment_mean unsorted_segment_min
         unsorted_segment_prod unsorted_segment_sqrt_n unsorted_segment_sum xdivy xlog1py
         xlogy zero_fraction zeta
@@ -128,6 +128,7 @@ _ALIASES = {
         "cumulative_logsumexp": "ops.math_more_ops.cumulative_logsumexp",
         "approx_max_k": "ops.approx_topk_ops.approx_max_k",
         "approx_min_k": "ops.approx_topk_ops.approx_min_k",
+        "special": "ops.math_special_ops.special",
     },
     "linalg": {
         "matmul": "matmul",
