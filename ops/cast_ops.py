@@ -32,7 +32,12 @@ def _cast_value(xp, x, src: dtypes.DType, dst: dtypes.DType):
     if src.is_complex and not dst.is_complex:
         x = xp.real(x)  # TF keeps the real part
     # astype truncates floats toward zero (C's conversion), as TF's Cast does.
-    return x.astype(dst.as_numpy_dtype)
+    out = x.astype(dst.as_numpy_dtype)
+    if src.is_floating and dst in (dtypes.uint32, dtypes.uint64) and out.size:
+        # +inf: TF's x86 conversion gives the top bit (as for NaN), NumPy's gives 0.
+        top = dst.as_numpy_dtype(1 << (dst.size * 8 - 1))
+        out = xp.where(xp.isposinf(x), top, out)
+    return out
 
 
 Cast = register_op(

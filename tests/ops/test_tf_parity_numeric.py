@@ -353,3 +353,17 @@ def test_math_special_functions(fn):
     f = getattr(tf.math.special, fn)
     up, down = _run([f(tf.constant(x64 + h)), f(tf.constant(x64 - h))])
     np.testing.assert_allclose(_run(g), (up - down) / (2 * h), rtol=1e-6)
+
+
+# -- casts, reductions, namespaces ---------------------------------------------------------
+
+
+def test_cast_of_positive_infinity_to_unsigned_32_and_64_bits():
+    f = tf.constant([np.inf, np.nan, 1.7, 3e9])
+    np.testing.assert_array_equal(
+        _run(tf.cast(f, tf.uint32)), np.array([2147483648, 2147483648, 1, 3000000000], np.uint32)
+    )
+    np.testing.assert_array_equal(
+        _run(tf.cast(f, tf.uint64)),
+        np.array([9223372036854775808, 9223372036854775808, 1, 3000000000], np.uint64),
+    )
