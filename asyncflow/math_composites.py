@@ -144,18 +144,43 @@ def reduce_logsumexp(
         return out
 
 
-def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
-    with ops.name_scope(name, "reduce_variance", [input_tensor]):
-        x = _t(input_tensor, "input_tensor")
-        mean = reduction_ops.reduce_mean(x, axis, keepdims=True)
-        return reduction_ops.reduce_mean(
-            math_ops.squared_difference(x, mean), axis, keepdims=keepdims
+def _real_or_complex(x):
+    if x.dtype.is_integer:
+        raise TypeError(
+            f"Input must be either real or complex. Received integer type <dtype: "
+            f"'{x.dtype.name}'>."
         )
 
 
+def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
+    """The mean squared deviation from the mean; real (|x - mean|^2) for complex input.
+
+    Raises:
+      TypeError: an integer input.
+    """
+    with ops.name_scope(name, "reduce_variance", [input_tensor]):
+        x = _t(input_tensor, "input_tensor")
+        _real_or_complex(x)
+        mean = reduction_ops.reduce_mean(x, axis, keepdims=True)
+        if x.dtype.is_complex:
+            diff = x - mean
+            sq = diff * math_ops.conj(diff)
+            sq = ops.apply_op("Real", [sq], {"Tout": sq.dtype.real_dtype}).outputs[0]
+        else:
+            sq = math_ops.squared_difference(x, mean)
+        return reduction_ops.reduce_mean(sq, axis, keepdims=keepdims)
+
+
 def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
+    """The square root of `reduce_variance` (real for complex input).
+
+    Raises:
+      TypeError: an integer input.
+    """
     with ops.name_scope(name, "reduce_std", [input_tensor]):
-        return math_ops.sqrt(reduce_variance(input_tensor, axis, keepdims))
+        x = _t(input_tensor, "input_tensor")
+        _real_or_complex(x)
+        return math_ops.sqrt(reduce_variance(x, axis, keepdims))
 
 
 def scalar_mul(scalar, x, name=None):

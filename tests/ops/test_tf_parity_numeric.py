@@ -367,3 +367,12 @@ def test_cast_of_positive_infinity_to_unsigned_32_and_64_bits():
         _run(tf.cast(f, tf.uint64)),
         np.array([9223372036854775808, 9223372036854775808, 1, 3000000000], np.uint64),
     )
+
+
+def test_reduce_std_and_variance_of_complex_are_real():
+    x = tf.constant([1 + 1j, 2 + 0j])
+    var, std = _run([tf.math.reduce_variance(x), tf.math.reduce_std(x)])
+    assert var.dtype == np.float64 and std.dtype == np.float64
+    np.testing.assert_allclose([var, std], [0.5, 0.5**0.5])
+    with pytest.raises(TypeError, match="Input must be either real or complex. Received integer"):
+        tf.math.reduce_std(tf.constant([1, 2]))
