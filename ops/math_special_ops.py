@@ -657,7 +657,11 @@ def complex(real, imag, name=None):  # noqa: A001 - TF's name
         im = ops.convert_to_tensor(imag, name="imag")
         dt = re.dtype.base_dtype
         if im.dtype.base_dtype != dt or dt not in (dtypes.float32, dtypes.float64):
-            raise TypeError(f"real and imag have incorrect types: {re.dtype.name} {im.dtype.name}")
+            raise TypeError(
+                f"The `real` and `imag` components have incorrect types: {re.dtype.name} "
+                f"{im.dtype.name}. They must be consistent, and one of "
+                "[tf.float32, tf.float64]"
+            )
         out = dtypes.complex128 if dt == dtypes.float64 else dtypes.complex64
         return ops.apply_op("Complex", [re, im], {"Tout": out}, name=scope).outputs[0]
 

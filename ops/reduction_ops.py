@@ -105,7 +105,9 @@ def _reduction_axes(x, axes) -> tuple[int, ...]:
             )
         if a % rank in out:
             raise errors.InvalidArgumentError(
-                None, None, f"Axes contains duplicate dimension: {a % rank}"
+                None,
+                None,
+                f"Invalid reduction arguments: Axes contains duplicate dimension: {a % rank}",
             )
         out.add(a % rank)
     return tuple(sorted(out))

@@ -376,3 +376,13 @@ def test_reduce_std_and_variance_of_complex_are_real():
     np.testing.assert_allclose([var, std], [0.5, 0.5**0.5])
     with pytest.raises(TypeError, match="Input must be either real or complex. Received integer"):
         tf.math.reduce_std(tf.constant([1, 2]))
+
+
+def test_reduction_error_words():
+    with pytest.raises(
+        errors.InvalidArgumentError,
+        match="Invalid reduction arguments: Axes contains duplicate dimension: 1",
+    ):
+        _run(tf.reduce_sum(tf.constant([[1.0, 2], [3, 4]]), axis=[1, 1]))
+    with pytest.raises(TypeError, match="The `real` and `imag` components have incorrect types"):
+        tf.complex(tf.constant([1.0]), tf.constant(np.array([2.0])))
