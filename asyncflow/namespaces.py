@@ -1,5 +1,6 @@
 """TF1's namespaces over names asyncflow already has: `af.math`, `af.random`,
-`af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`, `af.quantization`.
+`af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`, `af.spectral`,
+`af.quantization`.
 
 Each namespace lists TF1's names (`tf.compat.v1.<namespace>`, TF 2.21) and resolves
 one when it is first read: an explicit alias (`linalg.inv` is `matrix_inverse`), else
@@ -101,6 +102,9 @@ _NAMES = {
         irfft2d irfft3d irfftnd kaiser_bessel_derived_window kaiser_window
         linear_to_mel_weight_matrix mdct mfccs_from_log_mel_spectrograms overlap_and_add
         rfft rfft2d rfft3d rfftnd stft vorbis_window
+    """,
+    "spectral": """
+        dct fft fft2d fft3d idct ifft ifft2d ifft3d irfft irfft2d irfft3d rfft rfft2d rfft3d
     """,
 }
 
@@ -281,6 +285,12 @@ _ALIASES = {
         "kaiser_bessel_derived_window": "signal_mdct.kaiser_bessel_derived_window",
     },
     "quantization": {},
+    # TF1's older name for tf.signal's transforms: the same functions.
+    "spectral": {
+        n: f"signal.{n}"
+        for n in "dct fft fft2d fft3d idct ifft ifft2d ifft3d irfft irfft2d irfft3d rfft rfft2d "
+        "rfft3d".split()
+    },
 }
 
 _PREFIXES = {
@@ -292,6 +302,7 @@ _PREFIXES = {
     "io": (),
     "signal": (),
     "quantization": (),
+    "spectral": (),
 }
 
 

@@ -386,3 +386,9 @@ def test_reduction_error_words():
         _run(tf.reduce_sum(tf.constant([[1.0, 2], [3, 4]]), axis=[1, 1]))
     with pytest.raises(TypeError, match="The `real` and `imag` components have incorrect types"):
         tf.complex(tf.constant([1.0]), tf.constant(np.array([2.0])))
+
+
+def test_spectral_is_tf1s_name_for_the_signal_transforms():
+    x = np.array([1.0, 2, 3, 4, 0, -1], np.complex64)
+    np.testing.assert_allclose(_run(tf.spectral.fft(tf.constant(x))), np.fft.fft(x), atol=1e-5)
+    assert tf.spectral.rfft is tf.signal.rfft
