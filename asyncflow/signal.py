@@ -276,7 +276,9 @@ def frame(signal, frame_length, frame_step, pad_end=False, pad_value=0, axis=-1,
         index = array_ops.expand_dims(starts, 1) + array_ops.expand_dims(
             reduction_ops.range(flen), 0
         )
-        out = array_ops.gather(x, index, axis=axis)
+        # (Through a Reshape, as TF's frame slices and reshapes: the signal's gradient
+        # is a dense tensor, not Gather's IndexedSlices.)
+        out = array_ops.gather(array_ops.reshape(x, array_ops.shape(x)), index, axis=axis)
         static_len = ops.constant_value(flen)
         if (
             static_n is not None

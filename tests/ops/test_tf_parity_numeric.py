@@ -392,3 +392,13 @@ def test_spectral_is_tf1s_name_for_the_signal_transforms():
     x = np.array([1.0, 2, 3, 4, 0, -1], np.complex64)
     np.testing.assert_allclose(_run(tf.spectral.fft(tf.constant(x))), np.fft.fft(x), atol=1e-5)
     assert tf.spectral.rfft is tf.signal.rfft
+
+
+# -- gradients -----------------------------------------------------------------------------
+
+
+def test_frame_gradient_is_dense():
+    x = tf.constant([1.0, 2, 3])
+    (g,) = tf.gradients(tf.signal.frame(x, 2, 1) * tf.constant([[1.0, 2], [3, 4]]), x)
+    assert isinstance(g, tf.Tensor)
+    np.testing.assert_array_equal(_run(g), [1.0, 5.0, 4.0])
