@@ -910,18 +910,8 @@ def _tri_solve_right(x, r):
     return _adj(_tri_solve(r, _adj(x), lower=False, adjoint=False))
 
 
-@Qr.gradient
-def _qr_grad(op, dq, dr):
-    # TF's formula (m >= n, reduced); other shapes raise NotImplementedError as TF
-    a = op.inputs[0]
-    q, r = op.outputs
-    m = tensor_shape.dimension_value(a.shape[-2])
-    n = tensor_shape.dimension_value(a.shape[-1])
-    if m is None or n is None or (op.get_attr("full_matrices") and m != n) or m < n:
-        raise NotImplementedError("QrGrad not implemented when nrows < ncols and "
-                                  "full_matrices is true.")  # fmt: skip
-    dq = dq if dq is not None else array_ops.zeros_like(q)
-    dr = dr if dr is not None else array_ops.zeros_like(r)
+def _qr_grad_deep(q, r, dq, dr):
+    """TF's QR gradient for a square or deep (m >= n) matrix, reduced."""
     qdq = _mm(q, dq, adjoint_a=True)
     qdq_ = qdq - _adj(qdq)
     rdr = _mm(r, dr, adjoint_b=True)
@@ -929,7 +919,33 @@ def _qr_grad(op, dq, dr):
     tril = _band(qdq_ + rdr_, -1, 0)
     grad_a = _mm(q, dr + _tri_solve_right(tril, r))
     grad_b = _tri_solve_right(dq - _mm(q, qdq), r)
-    return [grad_a + grad_b]
+    return grad_a + grad_b
+
+
+@Qr.gradient
+def _qr_grad(op, dq, dr):
+    """TF's: a deep matrix (reduced), a square one, or a wide one a = [x, y] with
+    r = [u, v]: x's gradient is the square case's for (q, u) with dq + y dv^H, y's is
+    q dv.  A deep matrix with full_matrices raises NotImplementedError, as TF."""
+    a = op.inputs[0]
+    q, r = op.outputs
+    m = tensor_shape.dimension_value(a.shape[-2])
+    n = tensor_shape.dimension_value(a.shape[-1])
+    if m is None or n is None:
+        raise NotImplementedError("QrGrad needs static matrix dimensions in asyncflow")
+    if op.get_attr("full_matrices") and m > n:
+        raise NotImplementedError(
+            "QrGrad not implemented when nrows > ncols and full_matrices is true. Received "
+            f"r.shape={tuple(r.shape.as_list())} with nrows={m}and ncols={n}."
+        )
+    dq = dq if dq is not None else array_ops.zeros_like(q)
+    dr = dr if dr is not None else array_ops.zeros_like(r)
+    if m >= n:
+        return [_qr_grad_deep(q, r, dq, dr)]
+    y, u = a[..., :, m:], r[..., :, :m]
+    du, dv = dr[..., :, :m], dr[..., :, m:]
+    dx = _qr_grad_deep(q, u, dq + _mm(y, dv, adjoint_b=True), du)
+    return [array_ops.concat([dx, _mm(q, dv)], -1)]
 
 
 def _svd_shape(op):

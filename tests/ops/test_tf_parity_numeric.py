@@ -402,3 +402,26 @@ def test_frame_gradient_is_dense():
     (g,) = tf.gradients(tf.signal.frame(x, 2, 1) * tf.constant([[1.0, 2], [3, 4]]), x)
     assert isinstance(g, tf.Tensor)
     np.testing.assert_array_equal(_run(g), [1.0, 5.0, 4.0])
+
+
+def test_qr_gradient_of_a_wide_matrix():
+    a0 = np.array([[1.0, 2, 3], [3, 5, 1]])
+    w = np.array([[0.3, -1.0, 2.0], [0.7, 0.2, -0.4]])
+
+    def loss(a):
+        q, r = tf.linalg.qr(a, full_matrices=False)
+        return tf.reduce_sum(r * tf.constant(w)) + tf.reduce_sum(q * tf.constant(w[:, :2]))
+
+    a = tf.constant(a0)
+    (g,) = tf.gradients(loss(a), a)
+    got = _run(g)
+    h, want = 1e-6, np.zeros_like(a0)
+    for i in np.ndindex(a0.shape):
+        e = np.zeros_like(a0)
+        e[i] = h
+        up, down = _run([loss(tf.constant(a0 + e)), loss(tf.constant(a0 - e))])
+        want[i] = (up - down) / (2 * h)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+    x = tf.constant([[1.0, 2], [3, 5], [1, 1]])
+    with pytest.raises(NotImplementedError, match="nrows > ncols and full_matrices is true"):
+        tf.gradients(tf.linalg.qr(x, full_matrices=True)[1], x)
