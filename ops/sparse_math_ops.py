@@ -136,9 +136,8 @@ SparseReduceSum = _reduce_op("SparseReduceSum", "sum", False)
 SparseReduceSumSparse = _reduce_op("SparseReduceSumSparse", "sum", True)
 SparseReduceMax = _reduce_op("SparseReduceMax", "max", False)
 SparseReduceMaxSparse = _reduce_op("SparseReduceMaxSparse", "max", True)
-NotDifferentiable("SparseReduceSumSparse")  # as TF
-NotDifferentiable("SparseReduceMax")
-NotDifferentiable("SparseReduceMaxSparse")
+# (SparseReduceSumSparse, SparseReduceMax and SparseReduceMaxSparse have no gradient in
+# TF: tf.gradients through them raises LookupError.)
 
 
 def _kept_dims_gather(indices, shape, axes, grad_kept):
@@ -376,7 +375,7 @@ SparseSplit = register_op(
         + [op.inputs[3].shape] * op.get_attr("num_split")
     ),
 )
-NotDifferentiable("SparseSplit")
+# (SparseSplit has no gradient in TF: LookupError.)
 
 
 @SparseSplit.kernel("CPU")

@@ -220,8 +220,7 @@ TruncateDiv = _binary_op("TruncateDiv", _trunc_div, REAL, check=_check_trunc_div
 TruncateMod = _binary_op(
     "TruncateMod", lambda xp, x, y: xp.fmod(x, y), REAL, check=_check_trunc_div
 )
-NotDifferentiable("TruncateDiv")
-NotDifferentiable("TruncateMod")
+NotDifferentiable("TruncateDiv")  # (TruncateMod has no gradient in TF: LookupError)
 
 
 def _predicate_op(op_type: str, fn):

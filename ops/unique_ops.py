@@ -50,7 +50,7 @@ def _unique_op(op_type: str, with_counts: bool):
         attrs={"T": ANY, "out_idx": INDEX},
         shape_fn=_vector_shapes(len(outputs)),
     )
-    NotDifferentiable(op_type)
+    # (TF registers no gradient: tf.gradients through it raises LookupError.)
 
     @op_def.kernel("CPU")
     async def _kernel(ctx, x):
@@ -98,7 +98,7 @@ ListDiff = register_op(
     attrs={"T": ANY, "out_idx": INDEX},
     shape_fn=lambda op: [op.inputs[1].shape.with_rank(1) and tensor_shape.TensorShape([None])] * 2,
 )
-NotDifferentiable("ListDiff")
+# (ListDiff has no gradient in TF: LookupError.)
 
 
 @ListDiff.kernel("CPU")

@@ -425,3 +425,21 @@ def test_qr_gradient_of_a_wide_matrix():
     x = tf.constant([[1.0, 2], [3, 5], [1, 1]])
     with pytest.raises(NotImplementedError, match="nrows > ncols and full_matrices is true"):
         tf.gradients(tf.linalg.qr(x, full_matrices=True)[1], x)
+
+
+def test_ops_without_a_tf_gradient_raise_lookup_error():
+    x = tf.constant([1.0, 2.0])
+    sp = tf.SparseTensor(tf.constant([[0, 0], [0, 2]], tf.int64), x, tf.constant([2, 3], tf.int64))
+    for y in [
+        tf.truncatemod(x, tf.constant([2.0, 3.0])),
+        tf.unique(x)[0],
+        tf.unique_with_counts(x)[0],
+        tf.setdiff1d(x, tf.constant([1.0]))[0],
+        tf.sparse.reduce_sum_sparse(sp, 1).values,
+        tf.sparse.reduce_max(sp),
+        tf.sparse.reduce_max_sparse(sp, 1).values,
+        tf.sparse.split(sp_input=sp, num_split=2, axis=0)[0].values,
+        tf.math.bincount(tf.constant([1, 2]), weights=x),
+    ]:
+        with pytest.raises(LookupError, match="No gradient defined for operation"):
+            tf.gradients(y, x)
