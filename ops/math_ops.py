@@ -362,7 +362,9 @@ FloorDiv = _binary_op(
     "FloorDiv", lambda xp, x, y: xp.floor_divide(x, y), REAL, check=_check_int_div
 )
 FloorMod = _binary_op("FloorMod", _floor_mod, REAL, check=_check_int_div)
-Pow = _binary_op("Pow", lambda xp, x, y: xp.power(x, y), check=_check_int_pow)
+# TF's Pow: floating, complex and signed integer types (no unsigned ones).
+_POW_T = TypeConstraint([t for t in NUMERIC.allowed if not t.is_unsigned])
+Pow = _binary_op("Pow", lambda xp, x, y: xp.power(x, y), _POW_T, check=_check_int_pow)
 Maximum = _binary_op("Maximum", lambda xp, x, y: xp.maximum(x, y), REAL, inplace="maximum")
 Minimum = _binary_op("Minimum", lambda xp, x, y: xp.minimum(x, y), REAL, inplace="minimum")
 SquaredDifference = _binary_op("SquaredDifference", _squared_difference)

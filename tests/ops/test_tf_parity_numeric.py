@@ -443,3 +443,11 @@ def test_ops_without_a_tf_gradient_raise_lookup_error():
     ]:
         with pytest.raises(LookupError, match="No gradient defined for operation"):
             tf.gradients(y, x)
+
+
+# -- more math_ops -------------------------------------------------------------------------
+
+
+def test_pow_takes_no_unsigned_integers():
+    with pytest.raises(TypeError, match="uint8"):
+        tf.pow(tf.constant(np.array([2], np.uint8)), tf.constant(np.array([9], np.uint8)))
