@@ -451,3 +451,10 @@ def test_ops_without_a_tf_gradient_raise_lookup_error():
 def test_pow_takes_no_unsigned_integers():
     with pytest.raises(TypeError, match="uint8"):
         tf.pow(tf.constant(np.array([2], np.uint8)), tf.constant(np.array([9], np.uint8)))
+
+
+def test_unique_keeps_each_nan_apart():
+    y, idx, count = _run(tf.unique_with_counts(tf.constant([np.nan, 1.0, np.nan, 1.0, 2.0])))
+    np.testing.assert_array_equal(y, [np.nan, 1.0, np.nan, 2.0])
+    np.testing.assert_array_equal(idx, [0, 1, 2, 1, 3])
+    np.testing.assert_array_equal(count, [1, 2, 1, 1])
