@@ -811,8 +811,9 @@ def confusion_matrix(
         predictions, labels = _squeeze_like(
             ops.convert_to_tensor(predictions), ops.convert_to_tensor(labels)
         )
-        labels = cast_ops.cast(labels, dtypes.int64)
-        predictions = cast_ops.cast(predictions, dtypes.int64)
+        # (Any remaining shape is flattened: each (label, prediction) pair counts once.)
+        labels = array_ops.reshape(cast_ops.cast(labels, dtypes.int64), [-1])
+        predictions = array_ops.reshape(cast_ops.cast(predictions, dtypes.int64), [-1])
         # TF's checks, in TF's order (constants fail here, at build time).
         labels = _checked(
             labels, check_ops.assert_non_negative, "`labels` contains negative values"
@@ -837,7 +838,7 @@ def confusion_matrix(
         lab = slicing_ops.one_hot(labels, depth, dtype=dtypes.float64)
         pred = slicing_ops.one_hot(predictions, depth, dtype=dtypes.float64)
         if weights is not None:
-            w = cast_ops.cast(weights, dtypes.float64)
+            w = array_ops.reshape(cast_ops.cast(weights, dtypes.float64), [-1])
             lab = math_ops.multiply(lab, array_ops.expand_dims(w, -1))
         cm = matmul_ops.matmul(lab, pred, transpose_a=True)
         return cast_ops.cast(cm, dtype)

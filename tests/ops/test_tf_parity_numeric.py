@@ -458,3 +458,8 @@ def test_unique_keeps_each_nan_apart():
     np.testing.assert_array_equal(y, [np.nan, 1.0, np.nan, 2.0])
     np.testing.assert_array_equal(idx, [0, 1, 2, 1, 3])
     np.testing.assert_array_equal(count, [1, 2, 1, 1])
+
+
+def test_confusion_matrix_counts_every_pair_of_2d_inputs():
+    cm = _run(tf.confusion_matrix(tf.constant([[1, 2]]), tf.constant([[2, 2]])))
+    np.testing.assert_array_equal(cm, [[0, 0, 0], [0, 0, 1], [0, 0, 1]])
