@@ -344,13 +344,16 @@ def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=dtypes.int
       InvalidArgumentError: (when run) a negative value in `arr`.
     """
     with ops.name_scope(name, "bincount", [arr, weights]):
-        a = array_ops.reshape(_t(arr, "arr", dtypes.int32), [-1])
-        nonempty = cast_ops.cast(math_ops.greater(array_ops.size(a), 0), dtypes.int32)
+        a = _t(arr, "arr")
+        if a.dtype not in (dtypes.int32, dtypes.int64):  # (TF keeps int64 values as such)
+            a = cast_ops.cast(a, dtypes.int32)
+        a = array_ops.reshape(a, [-1])
+        nonempty = cast_ops.cast(math_ops.greater(array_ops.size(a), 0), a.dtype)
         size = math_ops.maximum(nonempty * (reduction_ops.reduce_max(a) + 1), 0)
         if minlength is not None:
-            size = math_ops.maximum(size, minlength)
+            size = math_ops.maximum(size, cast_ops.cast(minlength, a.dtype))
         if maxlength is not None:
-            size = math_ops.minimum(size, maxlength)
+            size = math_ops.minimum(size, cast_ops.cast(maxlength, a.dtype))
         if weights is None:
             w = array_ops.constant([], dtypes.as_dtype(dtype))
         else:

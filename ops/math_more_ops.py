@@ -130,7 +130,7 @@ def _histogram(values, lo, hi, nbins: int, dtype) -> np.ndarray:
     # TF's bin: floor((v - lo) / (hi - lo) * nbins), clamped into [0, nbins).
     with np.errstate(all="ignore"):
         scaled = (values.astype(np.float64) - lo) / (hi - lo) * nbins
-        idx = np.clip(np.nan_to_num(np.floor(scaled), nan=0.0), 0, nbins - 1).astype(np.int64)
+        idx = np.clip(np.floor(scaled), 0, nbins - 1).astype(np.int64)
     return np.bincount(idx.reshape(-1), minlength=nbins).astype(dtype)
 
 
@@ -148,8 +148,11 @@ async def _histogram_fixed_width(ctx, values, value_range, nbins):
             "value_range should satisfy value_range[0] < value_range[1], "
             f"but got '[{rng[0]:g}, {rng[1]:g}]'"
         )
+    values = np.asarray(values)
+    if values.dtype.kind == "f" and np.isnan(values).any():
+        raise _invalid("Histogram values must not contain NaN")
     dt = ctx.attrs["dtype"].as_numpy_dtype
-    return await ctx.device.compute(_histogram, np.asarray(values), lo, hi, nbins, dt)
+    return await ctx.device.compute(_histogram, values, lo, hi, nbins, dt)
 
 
 # -- CumulativeLogsumexp ------------------------------------------------------------------

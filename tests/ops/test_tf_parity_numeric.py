@@ -463,3 +463,13 @@ def test_unique_keeps_each_nan_apart():
 def test_confusion_matrix_counts_every_pair_of_2d_inputs():
     cm = _run(tf.confusion_matrix(tf.constant([[1, 2]]), tf.constant([[2, 2]])))
     np.testing.assert_array_equal(cm, [[0, 0, 0], [0, 0, 1], [0, 0, 1]])
+
+
+def test_histogram_rejects_nan_and_bincount_takes_int64():
+    with pytest.raises(errors.InvalidArgumentError, match="must not contain NaN"):
+        _run(tf.histogram_fixed_width(tf.constant([1.0, np.nan]), [0.0, 10.0], nbins=3))
+    got = _run(tf.histogram_fixed_width(tf.constant([1.0, np.inf, -np.inf]), [0.0, 10.0], 3))
+    np.testing.assert_array_equal(got, [2, 0, 1])
+    got = _run(tf.math.bincount(tf.constant(np.array([1, 1], np.int64))))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, [0, 2])
