@@ -570,6 +570,8 @@ async def _inverse(ctx, x):
     _square(x)
     if ctx.attrs["adjoint"]:
         x = xp.conj(xp.swapaxes(x, -1, -2))
+    if xp is np and np.isnan(x).any():  # (a NaN pivot fails TF's check: pivot > 0)
+        raise _singular()
     try:
         out = xp.linalg.inv(x).astype(x.dtype)
     except np.linalg.LinAlgError:
@@ -791,6 +793,12 @@ async def _sqrtm(ctx, x):
     out = np.empty_like(host)
     for idx in np.ndindex(host.shape[:-2]):
         root = scipy.linalg.sqrtm(host[idx])
+        if host.dtype.kind != "c" and np.iscomplexobj(root):
+            # A real matrix without a real root (a negative eigenvalue): TF's real Schur
+            # method takes the square root of a negative number, NaN throughout.
+            scale = max(float(np.abs(root).max(initial=0.0)), 1.0)
+            if np.abs(root.imag).max(initial=0.0) > 1e3 * np.finfo(host.dtype).eps * scale:
+                root = np.full(root.shape, np.nan)
         out[idx] = root if host.dtype.kind == "c" else np.real(root)
     return xp.asarray(out)
 

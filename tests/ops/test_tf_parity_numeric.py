@@ -473,3 +473,16 @@ def test_histogram_rejects_nan_and_bincount_takes_int64():
     got = _run(tf.math.bincount(tf.constant(np.array([1, 1], np.int64))))
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, [0, 2])
+
+
+# -- more linalg ---------------------------------------------------------------------------
+
+
+def test_inverse_of_nan_and_square_root_without_a_real_root():
+    with pytest.raises(errors.InvalidArgumentError, match="Input is not invertible."):
+        _run(tf.linalg.inv(tf.constant([[np.nan, 1.0], [1, 0]])))
+    got = _run(tf.linalg.sqrtm(tf.constant([[-1.0, 0], [0, 1]])))
+    assert np.isnan(got).all()
+    m = np.array([[4.0, 1, 2], [1, 3, 0], [2, 0, 5]])
+    root = _run(tf.linalg.sqrtm(tf.constant(m)))
+    np.testing.assert_allclose(root @ root, m, rtol=1e-12, atol=1e-12)
