@@ -18,7 +18,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.ops import array_ops, math_ops, matmul_ops
+from asyncflow.ops import array_ops, math_more_ops, math_ops, matmul_ops
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.registry import (
     ANY,
@@ -1264,16 +1264,24 @@ def cholesky_solve(chol, rhs, name=None):
 
 
 def matrix_solve_ls(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
-    """Least-squares X minimising ||matrix X - rhs||^2 + l2 ||X||^2, through the normal
-    equations and a Cholesky factorisation (TF's fast path, for both settings of `fast`).
+    """Least-squares X minimising ||matrix X - rhs||^2 + l2 ||X||^2: with `fast`, through
+    the normal equations and a Cholesky factorisation (TF's fast path); otherwise the
+    minimum-norm solution (op MatrixSolveLs; no regularisation there, no gradient).
 
     Raises:
-      InvalidArgumentError: (when run) a rank-deficient matrix without regularisation.
+      InvalidArgumentError: (when run) a rank-deficient matrix on the fast path
+        without regularisation.
+      ValueError: fast=False with a non-zero l2_regularizer.
     """
-    del fast
     with ops.name_scope(name, "matrix_solve_ls", [matrix, rhs, l2_regularizer]):
         a = ops.convert_to_tensor(matrix, name="matrix")
         b = ops.convert_to_tensor(rhs, name="rhs", dtype=a.dtype)
+        if not fast:
+            if not (isinstance(l2_regularizer, int | float) and l2_regularizer == 0):
+                raise ValueError("asyncflow's fast=False least squares takes no l2_regularizer")
+            reg = ops.convert_to_tensor(0.0, dtypes.float64, name="l2_regularizer")
+            solve_ls = math_more_ops.MatrixSolveLs.name
+            return ops.apply_op(solve_ls, [a, b, reg], {"fast": False}).outputs[0]
         reg = math_ops.cast(l2_regularizer, a.dtype)
         m = tensor_shape.dimension_value(a.shape.with_rank_at_least(2)[-2])
         n = tensor_shape.dimension_value(a.shape[-1])

@@ -395,3 +395,47 @@ def lu(input, output_idx_type=dtypes.int32, name=None):  # noqa: A002 - TF's nam
             "Lu", [input], {"output_idx_type": dtypes.as_dtype(output_idx_type)}, name=name
         )
     )
+
+
+# -- MatrixSolveLs (fast=False) -----------------------------------------------------------
+
+
+def _solve_ls_shape(op):
+    a = op.inputs[0].shape.with_rank_at_least(2)
+    b = op.inputs[1].shape.with_rank_at_least(2)
+    if a.ndims is None or b.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    return [a[:-2].concatenate([a[-1], b[-1]])]
+
+
+MatrixSolveLs = register_op(
+    "MatrixSolveLs",
+    inputs=["matrix: T", "rhs: T", "l2_regularizer: float64"],
+    outputs=["output: T"],
+    attrs={"T": _MATRIX_T, "fast": True},
+    shape_fn=_solve_ls_shape,
+)
+
+
+def _lstsq_min_norm(a, b):
+    out = np.empty(a.shape[:-2] + (a.shape[-1], b.shape[-1]), np.result_type(a, b))
+    for idx in np.ndindex(a.shape[:-2]):
+        out[idx] = np.linalg.lstsq(a[idx], b[idx], rcond=None)[0]
+    return out
+
+
+@MatrixSolveLs.kernel("CPU", host_memory=("l2_regularizer",))
+async def _matrix_solve_ls(ctx, a, b, l2):
+    # (asyncflow runs only fast=False here: the minimum-norm least-squares solution, as
+    # TF's complete orthogonal decomposition gives, for rank-deficient matrices too.)
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape[:-2] != b.shape[:-2] or a.shape[-2] != b.shape[-2]:
+        raise _invalid(
+            f"Incompatible shapes for matrix and rhs: {list(a.shape)} vs {list(b.shape)}"
+        )
+    return (await ctx.device.compute(_lstsq_min_norm, a, b)).astype(a.dtype)
+
+
+@MatrixSolveLs.gradient
+def _matrix_solve_ls_grad(op, grad):
+    raise NotImplementedError("Gradient not defined for fast=False")

@@ -486,3 +486,13 @@ def test_inverse_of_nan_and_square_root_without_a_real_root():
     m = np.array([[4.0, 1, 2], [1, 3, 0], [2, 0, 5]])
     root = _run(tf.linalg.sqrtm(tf.constant(m)))
     np.testing.assert_allclose(root @ root, m, rtol=1e-12, atol=1e-12)
+
+
+def test_lstsq_without_fast_is_the_minimum_norm_solution():
+    s = tf.constant([[1.0, 2], [2, 4]])
+    got = _run(tf.linalg.lstsq(s, tf.constant([[1.0], [2]]), fast=False))
+    np.testing.assert_allclose(got, [[0.2], [0.4]], rtol=1e-6)
+    a = np.array([[0.0, 1], [3, 4], [6, 7]])
+    b = np.array([[1.0], [2], [3]])
+    got = _run(tf.linalg.lstsq(tf.constant(a), tf.constant(b), fast=False))
+    np.testing.assert_allclose(got, np.linalg.lstsq(a, b, rcond=None)[0], rtol=1e-12)
