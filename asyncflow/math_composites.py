@@ -218,6 +218,8 @@ def tensordot(a, b, axes, name=None):
         if ra is None or rb is None:
             raise ValueError("tensordot needs inputs of known rank in asyncflow")
         if isinstance(axes, int):
+            if axes < 0:
+                raise ValueError(f"`axes` must be at least 0. Received: {axes}.")
             a_axes, b_axes = list(range(ra - axes, ra)), list(range(axes))
         else:
             a_axes, b_axes = (

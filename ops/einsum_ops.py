@@ -37,6 +37,13 @@ def _parse(equation, n: int) -> tuple[list[str], str]:
                          f"{n} given")  # fmt: skip
     if not all(_TERM.match(t) for t in [*terms, out]):
         raise ValueError(f"Invalid einsum equation {equation!r}")
+    for c in out:
+        if out.count(c) > 1:
+            raise ValueError(f"Output subscripts contain a label appearing more than once: {eq}")
+        if c not in lhs:
+            raise ValueError(
+                f"Output subscripts contain the label {c} not present in the input subscripts."
+            )
     return terms, out
 
 

@@ -496,3 +496,13 @@ def test_lstsq_without_fast_is_the_minimum_norm_solution():
     b = np.array([[1.0], [2], [3]])
     got = _run(tf.linalg.lstsq(tf.constant(a), tf.constant(b), fast=False))
     np.testing.assert_allclose(got, np.linalg.lstsq(a, b, rcond=None)[0], rtol=1e-12)
+
+
+def test_einsum_and_tensordot_build_time_checks():
+    n = tf.ones([3, 3])
+    with pytest.raises(ValueError, match="label k not present in the input subscripts"):
+        tf.einsum("ij->k", n)
+    with pytest.raises(ValueError, match="label appearing more than once: ij->ii"):
+        tf.einsum("ij->ii", n)
+    with pytest.raises(ValueError, match="`axes` must be at least 0. Received: -1."):
+        tf.tensordot(n, n, axes=-1)
