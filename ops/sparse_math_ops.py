@@ -18,7 +18,16 @@ from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops import math_ops  # noqa: F401 - the dense `*` overload wrapped below
-from asyncflow.ops.sparse_ops import _check_sparse, _invalid, _linear, _merge, _np, _order, _sp
+from asyncflow.ops.sparse_ops import (
+    _check_sparse,
+    _invalid,
+    _linear,
+    _matching,
+    _merge,
+    _np,
+    _order,
+    _sp,
+)
 from asyncflow.registry import ANY, FLOATING, INDEX, NUMERIC, REAL, NotDifferentiable, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
@@ -334,7 +343,7 @@ def _sparse_sparse_builder(op_type):
     def builder(sp_a, sp_b, name=None) -> SparseTensor:
         a, b = _sp(sp_a, "sp_a"), _sp(sp_b, "sp_b")
         with ops.name_scope(name, op_type, [a.indices, b.indices]) as scope:
-            b_vals = ops.convert_to_tensor(b.values, dtype=a.dtype)
+            b_vals = _matching(b.values, a.dtype, op_type, "b_values", "a_values")
             idx, vals = ops.apply_op(
                 op_type,
                 [a.indices, a.values, a.dense_shape, b.indices, b_vals, b.dense_shape],

@@ -45,6 +45,16 @@ def _np(x):
     return np.asarray(x.get() if hasattr(x, "get") else x)
 
 
+def _matching(t, dtype, op_type: str, arg: str, ref: str):
+    """`t`, whose dtype must be `dtype`: TF's op-building TypeError otherwise."""
+    if t.dtype.base_dtype != dtype.base_dtype:
+        raise TypeError(
+            f"Input '{arg}' of '{op_type}' Op has type {t.dtype.base_dtype.name} that does not "
+            f"match type {dtype.base_dtype.name} of argument '{ref}'."
+        )
+    return t
+
+
 def _sp(sp_input, name="sp_input") -> SparseTensor:
     if isinstance(sp_input, SparseTensorValue):
         return SparseTensor.from_value(sp_input)
@@ -284,7 +294,8 @@ def sparse_tensor_dense_matmul(sp_a, b, adjoint_a=False, adjoint_b=False, name=N
     """
     sp = _sp(sp_a, "sp_a")
     with ops.name_scope(name, "SparseTensorDenseMatMul", [sp.indices, sp.values, b]) as scope:
-        b = ops.convert_to_tensor(b, name="b", dtype=sp.dtype)
+        b = ops.convert_to_tensor(b, name="b")
+        _matching(b, sp.dtype, "SparseTensorDenseMatMul", "b", "a_values")
         attrs = {"adjoint_a": bool(adjoint_a), "adjoint_b": bool(adjoint_b)}
         return ops.apply_op(
             "SparseTensorDenseMatMul",
@@ -495,6 +506,8 @@ SparseTensorDenseAdd = register_op(
 @SparseTensorDenseAdd.kernel("CPU")
 async def _sparse_dense_add(ctx, idx, vals, shape, b):
     idx, vals, shape, b = _np(idx), _np(vals), _np(shape), _np(b)
+    if len(shape) != b.ndim:
+        raise _invalid(f"Two operands have different ranks; received: {len(shape)} and {b.ndim}")
     if list(shape) != list(b.shape):
         raise _invalid(
             f"Dimension mismatch: shapes [{','.join(map(str, shape))}] and "
@@ -534,7 +547,7 @@ def sparse_add(a, b, threshold=None, thresh=None):
         a, b = _sp(a, "a"), _sp(b, "b")
         a.shape.assert_is_compatible_with(b.shape)  # (TF's build-time check)
         with ops.name_scope(None, "SparseAdd", [a.indices, b.indices]) as scope:
-            b_vals = ops.convert_to_tensor(b.values, dtype=a.dtype)
+            b_vals = _matching(b.values, a.dtype, "SparseAdd", "b_values", "a_values")
             real = a.dtype.real_dtype if a.dtype.is_complex else a.dtype
             t = ops.convert_to_tensor(threshold, dtype=real, name="threshold")
             out = ops.apply_op(
@@ -547,7 +560,8 @@ def sparse_add(a, b, threshold=None, thresh=None):
         a, b = b, a
     a = _sp(a, "a")
     with ops.name_scope(None, "SparseTensorDenseAdd", [a.indices, b]) as scope:
-        b = ops.convert_to_tensor(b, name="b", dtype=a.dtype)
+        b = ops.convert_to_tensor(b, name="b")
+        _matching(b, a.dtype, "SparseTensorDenseAdd", "b", "a_values")
         return ops.apply_op(
             "SparseTensorDenseAdd", [a.indices, a.values, a.dense_shape, b], name=scope
         ).outputs[0]
@@ -714,7 +728,13 @@ def sparse_concat(
                 on_axis = math_ops.equal(reduction_ops.range(rank), axis % rank)
                 out_shapes.append(slicing_ops.where(on_axis, s, biggest))
             shapes = out_shapes
-        values = [ops.convert_to_tensor(s.values, dtype=sps[0].dtype) for s in sps]
+        values = [s.values for s in sps]
+        if len({v.dtype.base_dtype for v in values}) > 1:
+            names = ", ".join(v.dtype.base_dtype.name for v in values)
+            raise TypeError(
+                f"Tensors in list passed to 'values' of 'SparseConcat' Op have types [{names}] "
+                "that don't all match."
+            )
         attrs = {"concat_dim": int(axis), "N": len(sps)}
         out = ops.apply_op(
             "SparseConcat", [[s.indices for s in sps], values, shapes], attrs, name=scope
@@ -743,8 +763,16 @@ def _slice_window(shape, start, size):
 async def _sparse_slice(ctx, indices, values, shape, start, size):
     indices, values, shape = _np(indices), _np(values), _np(shape)
     start, size = _np(start), _np(size)
-    if start.size != shape.size or size.size != shape.size:
-        raise _invalid("Expected start and size to have the rank of the input")
+    if start.size != shape.size:
+        raise _invalid(
+            f"Expected start to be a vector of length {shape.size} but got length {start.size}"
+        )
+    if size.size != shape.size:
+        raise _invalid(
+            f"Expected size to be a vector of length {shape.size} but got length {size.size}"
+        )
+    if (size < 0).any():
+        raise _invalid(f"Expected a non-negative size, got {int(size[size < 0][0])}")
     _check_sparse(indices, values, shape)
     lo, hi = _slice_window(shape, start, size)
     keep = ((indices >= lo) & (indices < hi)).all(axis=1) if len(indices) else np.zeros(0, bool)

@@ -506,3 +506,30 @@ def test_einsum_and_tensordot_build_time_checks():
         tf.einsum("ij->ii", n)
     with pytest.raises(ValueError, match="`axes` must be at least 0. Received: -1."):
         tf.tensordot(n, n, axes=-1)
+
+
+def test_sparse_operand_dtypes_that_differ_are_a_type_error():
+    a = _sp([[0, 0]], [1.0], [2, 2])
+    i = _sp([[0, 0]], [1], [2, 2], np.int32)
+    with pytest.raises(TypeError, match="Input 'b_values' of 'SparseAdd' Op has type int32"):
+        tf.sparse.add(a, i)
+    with pytest.raises(TypeError, match="Input 'b' of 'SparseTensorDenseAdd' Op has type int32"):
+        tf.sparse.add(a, tf.constant([[1, 2], [3, 4]]))
+    with pytest.raises(TypeError, match="'SparseTensorDenseMatMul' Op has type float32"):
+        tf.sparse.sparse_dense_matmul(_sp([[0, 0]], [1.0], [1, 1], np.float64), [[2.0]])
+    with pytest.raises(TypeError, match="Input 'b_values' of 'SparseSparseMaximum' Op"):
+        tf.sparse.maximum(a, i)
+    with pytest.raises(TypeError, match=r"have types \[float32, int32\] that don't all match"):
+        tf.sparse.concat(0, [a, i])
+
+
+def test_sparse_slice_and_dense_add_checks():
+    a = _sp([[0, 0], [1, 2]], [1.0, 2.0], [3, 4])
+    with pytest.raises(errors.InvalidArgumentError, match="Expected a non-negative size, got -1"):
+        _run(tf.sparse.slice(a, [0, 0], [-1, 2]).values)
+    with pytest.raises(
+        errors.InvalidArgumentError, match="Expected start to be a vector of length"
+    ):
+        _run(tf.sparse.slice(a, [0], [2]).values)
+    with pytest.raises(errors.InvalidArgumentError, match="different ranks; received: 2 and 1"):
+        _run(tf.sparse.add(a, tf.ones([4])))
