@@ -358,9 +358,19 @@ Div = _binary_op("Div", _trunc_div, check=_check_int_div)
 RealDiv = _binary_op(
     "RealDiv", lambda xp, x, y: xp.true_divide(x, y), check=_check_real_div, inplace="true_divide"
 )
-FloorDiv = _binary_op(
-    "FloorDiv", lambda xp, x, y: xp.floor_divide(x, y), REAL, check=_check_int_div
-)
+
+
+def _floor_div(xp, x, y):
+    """Integers: Python's `//`.  Floats: floor(x / y), as TF computes it (NumPy's
+    floor_divide rounds through fmod: 1 // 0.1 is 9 there, 10 in TF; -1 // inf is -1
+    there, -0 in TF)."""
+    x, y = xp.asarray(x), xp.asarray(y)
+    if x.dtype.kind in "iu":
+        return xp.floor_divide(x, y)
+    return xp.floor(xp.true_divide(x, y))
+
+
+FloorDiv = _binary_op("FloorDiv", _floor_div, REAL, check=_check_int_div)
 FloorMod = _binary_op("FloorMod", _floor_mod, REAL, check=_check_int_div)
 # TF's Pow: floating, complex and signed integer types (no unsigned ones).
 _POW_T = TypeConstraint([t for t in NUMERIC.allowed if not t.is_unsigned])

@@ -216,7 +216,13 @@ def _check_trunc_div(xp, x, y, dtype) -> None:
         ) from None
 
 
-TruncateDiv = _binary_op("TruncateDiv", _trunc_div, REAL, check=_check_trunc_div)
+def _truncate_div(xp, x, y):
+    """C's `/` for integers; for floats TF's TruncateDiv truncates the quotient too."""
+    q = _trunc_div(xp, x, y)
+    return xp.trunc(q) if q.dtype.kind == "f" else q
+
+
+TruncateDiv = _binary_op("TruncateDiv", _truncate_div, REAL, check=_check_trunc_div)
 TruncateMod = _binary_op(
     "TruncateMod", lambda xp, x, y: xp.fmod(x, y), REAL, check=_check_trunc_div
 )

@@ -533,3 +533,14 @@ def test_sparse_slice_and_dense_add_checks():
         _run(tf.sparse.slice(a, [0], [2]).values)
     with pytest.raises(errors.InvalidArgumentError, match="different ranks; received: 2 and 1"):
         _run(tf.sparse.add(a, tf.ones([4])))
+
+
+def test_float_floordiv_and_truncatediv_round_the_quotient():
+    x, y = tf.constant([1.0, -1.0, 7.0, -1.0, np.inf]), tf.constant([0.1, 0.1, -0.7, np.inf, 2])
+    got = _run(tf.floordiv(x, y))
+    np.testing.assert_array_equal(got, [10.0, -10.0, -10.0, -0.0, np.inf])
+    assert np.signbit(got[3])
+    np.testing.assert_array_equal(
+        _run(tf.truncatediv(tf.constant([-7.0, 7.0, 1.0]), tf.constant([2.0, -0.7, 0.0]))),
+        [-3.0, -10.0, np.inf],
+    )
