@@ -184,14 +184,14 @@ CumulativeLogsumexp = register_op(
 async def _cumulative_logsumexp(ctx, x, axis):
     x = np.asarray(x)
     if np.ndim(axis) != 0:
-        raise _invalid(f"axis must be a scalar, not shape [{','.join(map(str, np.shape(axis)))}]")
+        raise _invalid(
+            f"ScanOp: axis must be a scalar, not [{','.join(map(str, np.shape(axis)))}]"
+        )
     axis = int(axis)
-    if not -x.ndim <= axis < max(x.ndim, 1):
+    if not -x.ndim <= axis < x.ndim:
         raise _invalid(
             f"ScanOp: Expected scan axis in the range [{-x.ndim}, {x.ndim}), but got {axis}"
         )
-    if x.ndim == 0:
-        return x.copy()
     half = x.dtype in (np.float16, dtypes.bfloat16.as_numpy_dtype)
     work = x.astype(np.float32) if half else x  # (Eigen's half scan computes in float)
     out = await ctx.device.compute(

@@ -544,3 +544,11 @@ def test_float_floordiv_and_truncatediv_round_the_quotient():
         _run(tf.truncatediv(tf.constant([-7.0, 7.0, 1.0]), tf.constant([2.0, -0.7, 0.0]))),
         [-3.0, -10.0, np.inf],
     )
+
+
+def test_scans_need_an_axis_inside_the_rank():
+    for scan in (tf.cumsum, tf.cumprod, tf.math.cumulative_logsumexp):
+        with pytest.raises(errors.InvalidArgumentError, match=r"range \[0, 0\), but got 0"):
+            _run(scan(tf.constant(3.0)))
+    with pytest.raises(errors.InvalidArgumentError, match=r"ScanOp: axis must be a scalar, not"):
+        _run(tf.cumsum(tf.constant([1.0, 2.0]), axis=tf.constant([0])))
