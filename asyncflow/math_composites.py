@@ -187,7 +187,7 @@ def scalar_mul(scalar, x, name=None):
     """scalar * x (scalar must be 0-d)."""
     s = _t(scalar, "scalar")
     if s.shape.ndims not in (0, None):
-        raise ValueError(f"Only scalar multiply works, got shape {s.shape}")
+        raise ValueError(f"The input scalar must be a 0-D value. Received shape {s.shape}.")
     with ops.name_scope(name, "scalar_mul", [x]):
         x = _t(x)
         return cast_ops.cast(s, x.dtype) * x

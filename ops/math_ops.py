@@ -601,8 +601,8 @@ def add_n(inputs, name=None):
     """
     if not inputs or not isinstance(inputs, (list, tuple)):
         raise ValueError(
-            "inputs must be a list of at least one Tensor/IndexedSlices with the same dtype "
-            "and shape"
+            "Inputs must be an iterable of at least one Tensor/IndexedSlices with the same "
+            "dtype and shape."
         )
     inputs = list(inputs)
     if len(inputs) == 1:

@@ -150,6 +150,7 @@ def _polygamma(xp, a, x):
     sign = xp.where(xp.fmod(n, 2.0) == 1.0, 1.0, -1.0)
     out = sign * fact * _zeta(xp, n + 1.0, x64)
     out = xp.where(a64 == 0, _digamma(xp, x64), out)
+    out = xp.where((a64 >= 1) & xp.isposinf(x64), 0.0, out)  # (TF's limit at x = inf)
     out = xp.where((a64 < 0) | (a64 != xp.floor(a64)), xp.nan, out)
     return out.astype(x.dtype)
 

@@ -552,3 +552,12 @@ def test_scans_need_an_axis_inside_the_rank():
             _run(scan(tf.constant(3.0)))
     with pytest.raises(errors.InvalidArgumentError, match=r"ScanOp: axis must be a scalar, not"):
         _run(tf.cumsum(tf.constant([1.0, 2.0]), axis=tf.constant([0])))
+
+
+def test_polygamma_at_infinity_and_builder_words():
+    got = _run(tf.polygamma(tf.constant([3.0, 1.0, 0.0]), tf.constant([np.inf, np.inf, 2.0])))
+    np.testing.assert_allclose(got, [0.0, 0.0, 0.42278433], rtol=1e-6)
+    with pytest.raises(ValueError, match="Inputs must be an iterable of at least one"):
+        tf.add_n([])
+    with pytest.raises(ValueError, match="The input scalar must be a 0-D value"):
+        tf.scalar_mul(tf.constant([1.0, 2.0]), tf.constant([1.0, 2.0]))
