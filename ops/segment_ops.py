@@ -59,8 +59,32 @@ def _reduce(kind, data, ids, n):
         with np.errstate(invalid="ignore", divide="ignore"):
             out = (out / np.maximum(counts, 1)).astype(acc_dt)
         return out
+    if kind in ("Max", "Min") and data.dtype.kind in "fc" and np.isnan(data).any():
+        return _extreme_after_nan(kind, data, ids, out)
     _UFUNCS[kind].at(out, ids, data)
     return out
+
+
+def _extreme_after_nan(kind, data, ids, out):
+    """TF's kernels fold each segment in row order as acc = (x < acc) ? acc : x (Max;
+    > for Min), which a NaN defeats both ways: a NaN takes over, and the next value
+    replaces it.  So each column's result is the extreme of the values after its last
+    NaN, or NaN when that NaN is the segment's last value."""
+    n_rows = data.shape[0]
+    flat = data.reshape(n_rows, -1)
+    cols = np.broadcast_to(np.arange(flat.shape[1]), flat.shape)
+    rows = np.broadcast_to(np.arange(n_rows)[:, None], flat.shape)
+    seg = np.broadcast_to(ids[:, None], flat.shape)
+    last_nan = np.full((out.shape[0], flat.shape[1]), -1)
+    nan = np.isnan(flat)
+    np.maximum.at(last_nan, (seg[nan], cols[nan]), rows[nan])
+    keep = rows > last_nan[seg, cols]
+    res = out.reshape(out.shape[0], -1)
+    _UFUNCS[kind].at(res, (seg[keep], cols[keep]), flat[keep])
+    last_row = np.full(out.shape[0], -1)
+    np.maximum.at(last_row, ids, np.arange(n_rows))
+    res[(last_nan >= 0) & (last_nan == last_row[:, None])] = np.nan
+    return res.reshape(out.shape)
 
 
 # -- sorted segment ops -------------------------------------------------------------------

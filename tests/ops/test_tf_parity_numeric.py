@@ -561,3 +561,15 @@ def test_polygamma_at_infinity_and_builder_words():
         tf.add_n([])
     with pytest.raises(ValueError, match="The input scalar must be a 0-D value"):
         tf.scalar_mul(tf.constant([1.0, 2.0]), tf.constant([1.0, 2.0]))
+
+
+def test_segment_max_min_fold_nan_as_tf():
+    x = tf.constant([[np.nan, 1.0], [2.0, np.nan], [1.0, 3.0], [np.nan, np.nan]])
+    got = _run(tf.unsorted_segment_max(x, tf.constant([0, 0, 1, 1]), 3))
+    lowest = np.finfo(np.float32).min
+    np.testing.assert_array_equal(got, [[2.0, np.nan], [np.nan, np.nan], [lowest, lowest]])
+    x = tf.constant([[np.nan, 1.0], [2.0, np.nan], [1.0, 3.0], [5.0, np.nan]])
+    got = _run(tf.segment_min(x, tf.constant([0, 0, 0, 1])))
+    np.testing.assert_array_equal(got, [[1.0, 3.0], [5.0, np.nan]])
+    got = _run(tf.segment_max(tf.constant([5.0, np.nan, 1.0, 2.0]), tf.constant([0, 0, 0, 0])))
+    np.testing.assert_array_equal(got, [2.0])
