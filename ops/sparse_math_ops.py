@@ -18,6 +18,7 @@ from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops import math_ops  # noqa: F401 - the dense `*` overload wrapped below
+from asyncflow.ops.segment_ops import _extreme_after_nan
 from asyncflow.ops.sparse_ops import (
     _check_sparse,
     _invalid,
@@ -83,6 +84,17 @@ def _reduce(indices, values, shape, axes, keep_dims, kind):
             -np.inf if values.dtype.kind == "f" else np.iinfo(values.dtype).min,
             values.dtype,
         )
+        if values.dtype.kind == "f" and np.isnan(values).any():
+            # TF folds each group in its reordered order (kept dims, then reduced ones),
+            # where a NaN gives way to the next value: segment ops' rule.
+            dims = kept + [d for d in range(shape.size) if d not in kept]
+            order = np.lexsort([indices[:, d] for d in reversed(dims)])
+            return (
+                out_shape,
+                kept,
+                keys,
+                _extreme_after_nan("Max", values[order], group[order], red),
+            )
         np.maximum.at(red, group, values)
     return out_shape, kept, keys, red
 

@@ -573,3 +573,12 @@ def test_segment_max_min_fold_nan_as_tf():
     np.testing.assert_array_equal(got, [[1.0, 3.0], [5.0, np.nan]])
     got = _run(tf.segment_max(tf.constant([5.0, np.nan, 1.0, 2.0]), tf.constant([0, 0, 0, 0])))
     np.testing.assert_array_equal(got, [2.0])
+
+
+def test_sparse_reduce_max_folds_nan_as_tf():
+    sp = _sp([[0, 0], [1, 0], [0, 1]], [np.nan, 1.0, 5.0], [2, 2])
+    np.testing.assert_array_equal(_run(tf.sparse.reduce_max(sp, axis=0)), [1.0, 5.0])
+    np.testing.assert_array_equal(_run(tf.sparse.reduce_max(sp, axis=1)), [5.0, 1.0])
+    assert _run(tf.sparse.reduce_max(sp)) == 5.0
+    last = _sp([[0, 0], [0, 1]], [1.0, np.nan], [2, 2])
+    np.testing.assert_array_equal(_run(tf.sparse.reduce_max(last, axis=1)), [np.nan, 0.0])
