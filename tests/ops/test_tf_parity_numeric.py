@@ -582,3 +582,16 @@ def test_sparse_reduce_max_folds_nan_as_tf():
     assert _run(tf.sparse.reduce_max(sp)) == 5.0
     last = _sp([[0, 0], [0, 1]], [1.0, np.nan], [2, 2])
     np.testing.assert_array_equal(_run(tf.sparse.reduce_max(last, axis=1)), [np.nan, 0.0])
+
+
+def test_signal_argument_checks():
+    with pytest.raises(errors.InvalidArgumentError, match="Integer division by zero"):
+        _run(tf.signal.frame(tf.constant([1.0, 2, 3]), 2, 0))
+    with pytest.raises(ValueError, match="RFFT requires tf.float32 or tf.float64 inputs"):
+        tf.signal.rfft(tf.constant([1, 2]))
+    with pytest.raises(ValueError, match="lower_edge_hertz 5000.0 >= upper_edge_hertz 4000.0"):
+        tf.signal.linear_to_mel_weight_matrix(2, 5, 8000, 5000.0, 4000.0)
+    with pytest.raises(ValueError, match="num_mel_bins must be positive. Got: 0"):
+        tf.signal.linear_to_mel_weight_matrix(num_mel_bins=0)
+    zeros = _run(tf.signal.linear_to_mel_weight_matrix(num_spectrogram_bins=0))
+    np.testing.assert_array_equal(zeros, np.zeros((1, 20), np.float32))
