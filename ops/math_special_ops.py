@@ -461,9 +461,9 @@ def _bitcast_shape(op):
     shape = shape.with_rank_at_least(1)
     last = tensor_shape.dimension_value(shape[-1])
     if last is not None and last * src.size != dst.size:
-        raise ValueError(
-            f"Cannot bitcast from {src} to {dst}: the last dimension must be "
-            f"{dst.size // src.size}, not {last}"
+        raise ValueError(  # (TF's words: the types as their DataType numbers)
+            f"Cannot bitcast from {src.as_datatype_enum} to {dst.as_datatype_enum} due to "
+            f"shape. {last} does not match {dst.size // src.size}"
         )
     return [shape[:-1]]
 

@@ -595,3 +595,8 @@ def test_signal_argument_checks():
         tf.signal.linear_to_mel_weight_matrix(num_mel_bins=0)
     zeros = _run(tf.signal.linear_to_mel_weight_matrix(num_spectrogram_bins=0))
     np.testing.assert_array_equal(zeros, np.zeros((1, 20), np.float32))
+
+
+def test_bitcast_shape_error_says_what_tf_says():
+    with pytest.raises(ValueError, match="Cannot bitcast from 4 to 1 due to shape. 3 does not"):
+        tf.bitcast(tf.constant(np.array([0, 0, 128], np.uint8)), tf.float32)
