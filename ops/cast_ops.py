@@ -17,9 +17,11 @@ import numpy as np
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
+from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import _builder_scope, _quiet, _unary_shape
 from asyncflow.registry import ANY, register_op
+from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = ["cast", "to_float", "to_double", "to_int32", "to_int64"]
 
@@ -78,13 +80,20 @@ def cast(x, dtype, name=None):
     """Casts x to `dtype` (op Cast); a tensor already of that dtype is returned as is.
 
     Floats cast to integers truncate toward zero; complex to real keeps the real part;
-    numbers cast to bool are `x != 0`.
+    numbers cast to bool are `x != 0`.  A SparseTensor or IndexedSlices has its values
+    cast.
 
     Raises:
       TypeError: `dtype` is not a dtype.
       UnimplementedError: (at run time) a cast to or from string.
     """
     base = dtypes.as_dtype(dtype).base_dtype
+    if isinstance(x, SparseTensor | IndexedSlices):  # TF casts their values
+        with _builder_scope(name, "Cast", [x]) as op_name:
+            values = cast(x.values, base, name=op_name)
+        if isinstance(x, SparseTensor):
+            return SparseTensor(x.indices, values, x.dense_shape)
+        return IndexedSlices(values, x.indices, x.dense_shape)
     if isinstance(x, ops.Tensor) and x.dtype.base_dtype == base:
         return x
     with _builder_scope(name, "Cast", [x]) as op_name:

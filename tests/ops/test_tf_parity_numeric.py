@@ -600,3 +600,12 @@ def test_signal_argument_checks():
 def test_bitcast_shape_error_says_what_tf_says():
     with pytest.raises(ValueError, match="Cannot bitcast from 4 to 1 due to shape. 3 does not"):
         tf.bitcast(tf.constant(np.array([0, 0, 128], np.uint8)), tf.float32)
+
+
+def test_cast_of_sparse_tensors_and_indexed_slices_casts_their_values():
+    sp = tf.cast(tf.SparseTensor([[0]], [1.5], [2]), tf.int32)
+    assert isinstance(sp, tf.SparseTensor)
+    np.testing.assert_array_equal(_run(sp.values), [1])
+    s = tf.cast(tf.IndexedSlices(tf.constant([1.5]), tf.constant([0])), tf.int32)
+    assert isinstance(s, tf.IndexedSlices)
+    np.testing.assert_array_equal(_run(s.values), [1])
