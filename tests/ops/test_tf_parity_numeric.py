@@ -609,3 +609,12 @@ def test_cast_of_sparse_tensors_and_indexed_slices_casts_their_values():
     s = tf.cast(tf.IndexedSlices(tf.constant([1.5]), tf.constant([0])), tf.int32)
     assert isinstance(s, tf.IndexedSlices)
     np.testing.assert_array_equal(_run(s.values), [1])
+
+
+def test_saturate_cast_from_integers_to_half_and_of_bool():
+    got = _run(tf.saturate_cast(tf.constant(np.array([10**6, -(10**6)], np.int64)), tf.float16))
+    np.testing.assert_array_equal(got, [65504.0, -65504.0])
+    with pytest.raises(TypeError, match="Cannot find minimum value of <dtype: 'bool'>"):
+        tf.saturate_cast(tf.constant([2]), tf.bool)
+    with pytest.raises(TypeError, match="Cannot convert the argument `type_value`: 'float33'"):
+        tf.cast(tf.constant([1.0]), "float33")
