@@ -686,12 +686,23 @@ def _solve_shape(op):
     return [a[:-1].concatenate(b[-1:])]
 
 
+def _solve_no_broadcast_shape(op):
+    """MatrixSolve's: _solve_shape's, and batch dimensions that agree (no broadcasting)."""
+    a, b = op.inputs[0].shape, op.inputs[1].shape
+    if a.ndims is not None and b.ndims is not None:
+        if a.ndims != b.ndims:
+            raise ValueError(f"Shapes must be equal rank, but are {a.ndims - 2} and {b.ndims - 2}")
+        for x, y in zip(a.dims[:-2], b.dims[:-2]):
+            _equal_dims(x, y)
+    return _solve_shape(op)
+
+
 MatrixSolve = register_op(
     "MatrixSolve",
     inputs=["matrix: T", "rhs: T"],
     outputs=["output: T"],
     attrs={"T": _LINALG, "adjoint": False},
-    shape_fn=_solve_shape,
+    shape_fn=_solve_no_broadcast_shape,
 )
 
 

@@ -618,3 +618,11 @@ def test_saturate_cast_from_integers_to_half_and_of_bool():
         tf.saturate_cast(tf.constant([2]), tf.bool)
     with pytest.raises(TypeError, match="Cannot convert the argument `type_value`: 'float33'"):
         tf.cast(tf.constant([1.0]), "float33")
+
+
+def test_matrix_solve_does_not_broadcast_batches():
+    a = tf.constant(np.stack([np.eye(3, dtype=np.float32)] * 2))
+    with pytest.raises(ValueError, match="Shapes must be equal rank, but are 1 and 0"):
+        tf.linalg.solve(a, tf.ones([3, 2]))
+    got = _run(tf.linalg.triangular_solve(a, tf.ones([3, 2])))  # (this one broadcasts)
+    np.testing.assert_array_equal(got, np.ones((2, 3, 2)))
