@@ -13,6 +13,7 @@ import numpy as np
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, linalg_matrix_ops, math_ops, matmul_ops, reduction_ops
+from asyncflow.ops.math_helpers import to_host
 from asyncflow.registry import INDEX, REAL, NotDifferentiable, register_op
 
 __all__ = ["searchsorted", "norm", "matvec"]
@@ -50,12 +51,35 @@ def _bound_op(op_type: str, side: str):
             raise _invalid("Leading dim_size of both tensors must match.")
         out_type = ctx.attrs["out_type"].as_numpy_dtype
         out = xp.empty(values.shape, out_type)
+        if seq.dtype.kind in "fc" and bool(
+            to_host(xp, xp.isnan(seq).any() | xp.isnan(values).any())
+        ):
+            out[...] = _bisect(xp, seq, values, side)
+            return out
         for row in range(seq.shape[0]):  # rows of the shape, not values: device-generic
             out[row] = xp.searchsorted(seq[row], values[row], side=side)
         return out
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
     return op_def
+
+
+def _bisect(xp, seq, values, side):
+    """std::lower_bound / upper_bound with operator<, probe by probe, for every value at
+    once: TF's kernels.  (NaN compares false both ways, so where a NaN takes part only
+    the same probes give TF's answer; NumPy's searchsorted orders NaN last.)"""
+    lo = xp.zeros(values.shape, np.int64)
+    count = xp.full(values.shape, seq.shape[1], np.int64)
+    rows = xp.arange(seq.shape[0])[:, None]
+    while bool(to_host(xp, (count > 0).any())):
+        step = count // 2
+        probe = xp.minimum(lo + step, max(seq.shape[1] - 1, 0))
+        at = seq[rows, probe] if seq.shape[1] else xp.zeros(values.shape, seq.dtype)
+        go_right = (at < values) if side == "left" else ~(values < at)
+        go_right &= count > 0
+        lo = xp.where(go_right, lo + step + 1, lo)
+        count = xp.where(go_right, count - step - 1, step)
+    return lo
 
 
 LowerBound = _bound_op("LowerBound", "left")

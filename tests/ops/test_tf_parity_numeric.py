@@ -626,3 +626,12 @@ def test_matrix_solve_does_not_broadcast_batches():
         tf.linalg.solve(a, tf.ones([3, 2]))
     got = _run(tf.linalg.triangular_solve(a, tf.ones([3, 2])))  # (this one broadcasts)
     np.testing.assert_array_equal(got, np.ones((2, 3, 2)))
+
+
+def test_searchsorted_with_nan_probes_as_tf():
+    seq = tf.constant([1.0, np.nan, 2.0, 3.0, 4.0])
+    vals = tf.constant([np.nan, 3.0, 1.5, 0.0, 5.0])
+    np.testing.assert_array_equal(_run(tf.searchsorted(seq, vals)), [0, 3, 1, 0, 5])
+    np.testing.assert_array_equal(_run(tf.searchsorted(seq, vals, side="right")), [5, 4, 2, 2, 5])
+    got = _run(tf.searchsorted(tf.constant([1.0, 2, np.nan]), tf.constant([np.nan, 3.0])))
+    np.testing.assert_array_equal(got, [0, 2])
