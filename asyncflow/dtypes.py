@@ -288,7 +288,9 @@ def as_dtype(type_value: Any) -> DType:
                 return _BY_NP[np_dtype]
             if np_dtype.kind in "OSU":
                 return string
-    raise TypeError(f"Cannot convert value {type_value!r} to a TensorFlow DType.")
+    raise TypeError(
+        f"Cannot convert the argument `type_value`: {type_value!r} to a TensorFlow DType."
+    )
 
 
 _INT32 = np.iinfo(np.int32)
@@ -463,7 +465,8 @@ def convert_to_numpy(value: Any, dtype: Any = None) -> np.ndarray:
         info = np.iinfo(target.as_numpy_dtype)
         if any(not info.min <= int(leaf) <= info.max for leaf in leaves):
             return _wrapped_ints(value, target)
-    return np.asarray(value, dtype=target.as_numpy_dtype)
+    with np.errstate(over="ignore"):  # (a float beyond the type's range is inf, silently)
+        return np.asarray(value, dtype=target.as_numpy_dtype)
 
 
 def fits_without_wrapping(value: Any, dtype: Any) -> bool:

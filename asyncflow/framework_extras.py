@@ -257,7 +257,11 @@ def saturate_cast(value, dtype, name=None):
             value = math_special_ops.real(value)
             return saturate_cast(value, dtype, name=scope)
         src = value.dtype.base_dtype
-        if not dtype.is_complex and not dtype.is_bool and src != dtype:
+        if dtypes.bool in (src, dtype) and src != dtype:  # (TF asks bool for its range)
+            raise TypeError(
+                "Cannot find minimum value of <dtype: 'bool'> with type <dtype: 'bool'>."
+            )
+        if not dtype.is_complex and src != dtype:
             lo, hi = _clamp_bounds(src, dtype)
             if lo is not None:
                 value = math_ops.maximum(value, ops.convert_to_tensor(lo, dtype=src))
@@ -279,6 +283,9 @@ def _clamp_bounds(src, dst):
         if float(as_src) > dst.max:
             as_src = np.nextafter(as_src, src.as_numpy_dtype(0))
         hi = float(as_src)
+    if src.is_integer:  # (bounds of a float dst in the integer src: whole numbers)
+        lo = None if lo is None else int(np.ceil(lo))
+        hi = None if hi is None else int(np.floor(hi))
     return lo, hi
 
 

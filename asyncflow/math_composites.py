@@ -18,11 +18,13 @@ from asyncflow.ops import (
     array_ops,
     cast_ops,
     manip_ops,
+    math_more_ops,
     math_ops,
     matmul_ops,
     nn_ops,
     reduction_ops,
     slicing_ops,
+    tf2_graph_ops,
 )
 from asyncflow.ops.gradient_ops import stop_gradient
 from asyncflow.ops.math_helpers import _builder_scope, _convert_pair
@@ -142,25 +144,50 @@ def reduce_logsumexp(
         return out
 
 
-def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
-    with ops.name_scope(name, "reduce_variance", [input_tensor]):
-        x = _t(input_tensor, "input_tensor")
-        mean = reduction_ops.reduce_mean(x, axis, keepdims=True)
-        return reduction_ops.reduce_mean(
-            math_ops.squared_difference(x, mean), axis, keepdims=keepdims
+def _real_or_complex(x):
+    if x.dtype.is_integer:
+        raise TypeError(
+            f"Input must be either real or complex. Received integer type <dtype: "
+            f"'{x.dtype.name}'>."
         )
 
 
+def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
+    """The mean squared deviation from the mean; real (|x - mean|^2) for complex input.
+
+    Raises:
+      TypeError: an integer input.
+    """
+    with ops.name_scope(name, "reduce_variance", [input_tensor]):
+        x = _t(input_tensor, "input_tensor")
+        _real_or_complex(x)
+        mean = reduction_ops.reduce_mean(x, axis, keepdims=True)
+        if x.dtype.is_complex:
+            diff = x - mean
+            sq = diff * math_ops.conj(diff)
+            sq = ops.apply_op("Real", [sq], {"Tout": sq.dtype.real_dtype}).outputs[0]
+        else:
+            sq = math_ops.squared_difference(x, mean)
+        return reduction_ops.reduce_mean(sq, axis, keepdims=keepdims)
+
+
 def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
+    """The square root of `reduce_variance` (real for complex input).
+
+    Raises:
+      TypeError: an integer input.
+    """
     with ops.name_scope(name, "reduce_std", [input_tensor]):
-        return math_ops.sqrt(reduce_variance(input_tensor, axis, keepdims))
+        x = _t(input_tensor, "input_tensor")
+        _real_or_complex(x)
+        return math_ops.sqrt(reduce_variance(x, axis, keepdims))
 
 
 def scalar_mul(scalar, x, name=None):
     """scalar * x (scalar must be 0-d)."""
     s = _t(scalar, "scalar")
     if s.shape.ndims not in (0, None):
-        raise ValueError(f"Only scalar multiply works, got shape {s.shape}")
+        raise ValueError(f"The input scalar must be a 0-D value. Received shape {s.shape}.")
     with ops.name_scope(name, "scalar_mul", [x]):
         x = _t(x)
         return cast_ops.cast(s, x.dtype) * x
@@ -191,6 +218,8 @@ def tensordot(a, b, axes, name=None):
         if ra is None or rb is None:
             raise ValueError("tensordot needs inputs of known rank in asyncflow")
         if isinstance(axes, int):
+            if axes < 0:
+                raise ValueError(f"`axes` must be at least 0. Received: {axes}.")
             a_axes, b_axes = list(range(ra - axes, ra)), list(range(axes))
         else:
             a_axes, b_axes = (
@@ -201,6 +230,13 @@ def tensordot(a, b, axes, name=None):
         b_axes = [x % rb for x in b_axes]
         a_free = [i for i in range(ra) if i not in a_axes]
         b_free = [i for i in range(rb) if i not in b_axes]
+        inner = [
+            int(np.prod([x.shape[i].value for i in axes_]))
+            for x, axes_ in ((a, a_axes), (b, b_axes))
+            if all(x.shape[i].value is not None for i in axes_)
+        ]
+        if len(inner) == 2 and inner[0] != inner[1]:  # (TF's MatMul finds it at build time)
+            raise ValueError(f"Dimensions must be equal, but are {inner[0]} and {inner[1]}")
         sa, sb = array_ops.shape(a), array_ops.shape(b)
         at = array_ops.reshape(
             array_ops.transpose(a, a_free + a_axes),
@@ -286,30 +322,42 @@ def where_v2(condition, x=None, y=None, name=None):
 
 
 def histogram_fixed_width(values, value_range, nbins=100, dtype=dtypes.int32, name=None):
-    """Counts of `values` in `nbins` equal bins over value_range (edges clamp)."""
-    with ops.name_scope(name, "histogram_fixed_width", [values, value_range, nbins]):
-        v = array_ops.reshape(_t(values, "values"), [-1])
+    """Counts of `values` in `nbins` equal bins over value_range (edges clamp).
+
+    Raises:
+      ValueError: a constant nbins that is not positive.
+      InvalidArgumentError: (when run) value_range[0] >= value_range[1], or nbins <= 0.
+    """
+    with ops.name_scope(name, "histogram_fixed_width", [values, value_range, nbins]) as scope:
+        v = _t(values, "values")
         rng = _t(value_range, "value_range", v.dtype)
-        lo, hi = rng[0], rng[1]
-        scaled = (v - lo) / (hi - lo)
-        idx = cast_ops.cast(math_ops.floor(scaled * float(nbins)), dtypes.int32)
-        idx = math_ops.minimum(math_ops.maximum(idx, 0), nbins - 1)
-        counts = reduction_ops.reduce_sum(slicing_ops.one_hot(idx, nbins, dtype=dtypes.int32), 0)
-        return cast_ops.cast(counts, dtype)
+        nbins = _t(nbins, "nbins", dtypes.int32)
+        attrs = {"dtype": dtypes.as_dtype(dtype)}
+        return ops.apply_op(
+            math_more_ops.HistogramFixedWidth.name, [v, rng, nbins], attrs, name=scope
+        ).outputs[0]
 
 
 def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=dtypes.int32, name=None):
-    """How often each value 0..max(arr) occurs (weighted when `weights` is given)."""
+    """How often each value 0..max(arr) occurs (weighted when `weights` is given); values
+    at or above `maxlength` are left out.
+
+    Raises:
+      InvalidArgumentError: (when run) a negative value in `arr`.
+    """
     with ops.name_scope(name, "bincount", [arr, weights]):
-        a = array_ops.reshape(_t(arr, "arr", dtypes.int32), [-1])
-        size = math_ops.maximum(reduction_ops.reduce_max(a) + 1, 0)
+        a = _t(arr, "arr")
+        if a.dtype not in (dtypes.int32, dtypes.int64):  # (TF keeps int64 values as such)
+            a = cast_ops.cast(a, dtypes.int32)
+        a = array_ops.reshape(a, [-1])
+        nonempty = cast_ops.cast(math_ops.greater(array_ops.size(a), 0), a.dtype)
+        size = math_ops.maximum(nonempty * (reduction_ops.reduce_max(a) + 1), 0)
         if minlength is not None:
-            size = math_ops.maximum(size, minlength)
+            size = math_ops.maximum(size, cast_ops.cast(minlength, a.dtype))
         if maxlength is not None:
-            size = math_ops.minimum(size, maxlength)
-        hot = slicing_ops.one_hot(a, size, dtype=dtypes.float64)
-        if weights is not None:
-            w = cast_ops.cast(array_ops.reshape(_t(weights, "weights"), [-1]), dtypes.float64)
-            hot = hot * array_ops.expand_dims(w, 1)
-            dtype = _t(weights, "weights").dtype
-        return cast_ops.cast(reduction_ops.reduce_sum(hot, 0), dtype)
+            size = math_ops.minimum(size, cast_ops.cast(maxlength, a.dtype))
+        if weights is None:
+            w = array_ops.constant([], dtypes.as_dtype(dtype))
+        else:
+            w = array_ops.reshape(_t(weights, "weights"), [-1])
+        return ops.apply_op(tf2_graph_ops.DenseBincount.name, [a, size, w]).outputs[0]

@@ -160,7 +160,10 @@ def _along_last(values, axis, fn):
 
 def _check_direction(direction):
     if direction not in ("ASCENDING", "DESCENDING"):
-        raise ValueError(f"Unknown direction: {direction}")
+        raise ValueError(
+            "Argument `direction` should be one of ASCENDING, DESCENDING. "
+            f"Received: direction={direction}"
+        )
 
 
 def sort(values, axis=-1, direction="ASCENDING", name=None):

@@ -28,6 +28,8 @@ from asyncflow.metrics_at_k import (  # (TF's top-k metrics, and the metric vari
 from asyncflow.ops import (
     array_ops,
     cast_ops,
+    check_ops,
+    control_flow_ordering,
     math_ops,
     matmul_ops,
     reduction_ops,
@@ -792,16 +794,39 @@ def specificity_at_sensitivity(
 # -- confusion-matrix metrics ----------------------------------------------------------------
 
 
+def _checked(x, assertion, message, *bound):
+    return control_flow_ordering.with_dependencies([assertion(x, *bound, message=message)], x)
+
+
 def confusion_matrix(
     labels, predictions, num_classes=None, weights=None, dtype=dtypes.int32, name=None
 ):
-    """`tf.math.confusion_matrix`: cm[i, j] counts (or weighs) label i predicted as j."""
+    """`tf.math.confusion_matrix`: cm[i, j] counts (or weighs) label i predicted as j.
+
+    Raises:
+      InvalidArgumentError: a negative label or prediction, or one at or above
+        `num_classes` (at build time for constants, else when run).
+    """
     with ops.name_scope(name, "confusion_matrix", (predictions, labels, num_classes, weights)):
         predictions, labels = _squeeze_like(
             ops.convert_to_tensor(predictions), ops.convert_to_tensor(labels)
         )
-        labels = cast_ops.cast(labels, dtypes.int64)
-        predictions = cast_ops.cast(predictions, dtypes.int64)
+        # (Any remaining shape is flattened: each (label, prediction) pair counts once.)
+        labels = array_ops.reshape(cast_ops.cast(labels, dtypes.int64), [-1])
+        predictions = array_ops.reshape(cast_ops.cast(predictions, dtypes.int64), [-1])
+        # TF's checks, in TF's order (constants fail here, at build time).
+        labels = _checked(
+            labels, check_ops.assert_non_negative, "`labels` contains negative values"
+        )
+        predictions = _checked(
+            predictions, check_ops.assert_non_negative, "`predictions` contains negative values"
+        )
+        if num_classes is not None:
+            num_classes = cast_ops.cast(ops.convert_to_tensor(num_classes), dtypes.int64)
+            labels = _checked(labels, check_ops.assert_less, "`labels` out of bound", num_classes)
+            predictions = _checked(
+                predictions, check_ops.assert_less, "`predictions` out of bound", num_classes
+            )
         if num_classes is None:
             num_classes = (
                 math_ops.maximum(
@@ -813,7 +838,7 @@ def confusion_matrix(
         lab = slicing_ops.one_hot(labels, depth, dtype=dtypes.float64)
         pred = slicing_ops.one_hot(predictions, depth, dtype=dtypes.float64)
         if weights is not None:
-            w = cast_ops.cast(weights, dtypes.float64)
+            w = array_ops.reshape(cast_ops.cast(weights, dtypes.float64), [-1])
             lab = math_ops.multiply(lab, array_ops.expand_dims(w, -1))
         cm = matmul_ops.matmul(lab, pred, transpose_a=True)
         return cast_ops.cast(cm, dtype)

@@ -1,5 +1,6 @@
 """TF1's namespaces over names asyncflow already has: `af.math`, `af.random`,
-`af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`, `af.quantization`.
+`af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`, `af.spectral`,
+`af.quantization`.
 
 Each namespace lists TF1's names (`tf.compat.v1.<namespace>`, TF 2.21) and resolves
 one when it is first read: an explicit alias (`linalg.inv` is `matrix_inverse`), else
@@ -33,7 +34,7 @@ _NAMES = {
         reduce_logsumexp reduce_max reduce_mean reduce_min reduce_prod reduce_std reduce_sum
         reduce_variance rint round rsqrt scalar_mul segment_max segment_mean segment_min
         segment_prod segment_sum sigmoid sign sin sinh sobol_sample softmax softplus
-        softsign sqrt square squared_difference subtract tan tanh top_k truediv
+        softsign special sqrt square squared_difference subtract tan tanh top_k truediv
         unsorted_segment_max unsorted_segment_mean unsorted_segment_min
         unsorted_segment_prod unsorted_segment_sqrt_n unsorted_segment_sum xdivy xlog1py
         xlogy zero_fraction zeta
@@ -102,6 +103,9 @@ _NAMES = {
         linear_to_mel_weight_matrix mdct mfccs_from_log_mel_spectrograms overlap_and_add
         rfft rfft2d rfft3d rfftnd stft vorbis_window
     """,
+    "spectral": """
+        dct fft fft2d fft3d idct ifft ifft2d ifft3d irfft irfft2d irfft3d rfft rfft2d rfft3d
+    """,
 }
 
 # namespace -> {name: dotted path under asyncflow}
@@ -128,6 +132,7 @@ _ALIASES = {
         "cumulative_logsumexp": "ops.math_more_ops.cumulative_logsumexp",
         "approx_max_k": "ops.approx_topk_ops.approx_max_k",
         "approx_min_k": "ops.approx_topk_ops.approx_min_k",
+        "special": "ops.math_special_ops.special",
     },
     "linalg": {
         "matmul": "matmul",
@@ -280,6 +285,12 @@ _ALIASES = {
         "kaiser_bessel_derived_window": "signal_mdct.kaiser_bessel_derived_window",
     },
     "quantization": {},
+    # TF1's older name for tf.signal's transforms: the same functions.
+    "spectral": {
+        n: f"signal.{n}"
+        for n in "dct fft fft2d fft3d idct ifft ifft2d ifft3d irfft irfft2d irfft3d rfft rfft2d "
+        "rfft3d".split()
+    },
 }
 
 _PREFIXES = {
@@ -291,6 +302,7 @@ _PREFIXES = {
     "io": (),
     "signal": (),
     "quantization": (),
+    "spectral": (),
 }
 
 

@@ -93,6 +93,8 @@ def _rfft_n(rank, transform, name_default):
     def rfft_fn(input_tensor, fft_length=None, name=None):
         with ops.name_scope(name, name_default, [input_tensor]):
             x = _t(input_tensor, "input_tensor")
+            if x.dtype not in (dtypes.float32, dtypes.float64):
+                raise ValueError(f"RFFT requires tf.float32 or tf.float64 inputs, got: {x}")
             if fft_length is None:
                 lengths = x.shape.as_list()[-rank:]
                 if any(d is None for d in lengths):
@@ -276,11 +278,14 @@ def frame(signal, frame_length, frame_step, pad_end=False, pad_value=0, axis=-1,
         index = array_ops.expand_dims(starts, 1) + array_ops.expand_dims(
             reduction_ops.range(flen), 0
         )
-        out = array_ops.gather(x, index, axis=axis)
+        # (Through a Reshape, as TF's frame slices and reshapes: the signal's gradient
+        # is a dense tensor, not Gather's IndexedSlices.)
+        out = array_ops.gather(array_ops.reshape(x, array_ops.shape(x)), index, axis=axis)
         static_len = ops.constant_value(flen)
         if (
             static_n is not None
             and ops.constant_value(fstep) is not None
+            and int(ops.constant_value(fstep)) > 0  # (0: FloorDiv fails when run, as TF)
             and (static_len is not None)
         ):
             n = static_n
@@ -487,14 +492,24 @@ def linear_to_mel_weight_matrix(num_mel_bins=20, num_spectrogram_bins=129, sampl
     the linear bins of an rfft spectrum; the DC bin gets no weight.
 
     Raises:
-      ValueError: a non-positive count or rate, or edges out of order.
+      ValueError: a non-positive num_mel_bins or sample_rate, or edges out of order.
     """
-    if num_mel_bins <= 0 or num_spectrogram_bins <= 0 or sample_rate <= 0:
-        raise ValueError("num_mel_bins, num_spectrogram_bins and sample_rate must be positive")
-    if lower_edge_hertz < 0.0 or lower_edge_hertz >= upper_edge_hertz:
-        raise ValueError("lower_edge_hertz must be non-negative and below upper_edge_hertz")
+    # TF's checks and words (num_spectrogram_bins is not checked: 0 gives one zero row).
+    if num_mel_bins <= 0:
+        raise ValueError(f"num_mel_bins must be positive. Got: {num_mel_bins}")
+    if lower_edge_hertz < 0.0:
+        raise ValueError(f"lower_edge_hertz must be non-negative. Got: {lower_edge_hertz}")
+    if lower_edge_hertz >= upper_edge_hertz:
+        raise ValueError(
+            f"lower_edge_hertz {lower_edge_hertz:.1f} >= upper_edge_hertz {upper_edge_hertz:.1f}"
+        )
+    if sample_rate <= 0.0:
+        raise ValueError(f"sample_rate must be positive. Got: {sample_rate}")
     if upper_edge_hertz > sample_rate / 2:
-        raise ValueError("upper_edge_hertz must not be larger than the Nyquist frequency")
+        raise ValueError(
+            "upper_edge_hertz must not be larger than the Nyquist frequency (sample_rate / 2). "
+            f"Got {upper_edge_hertz} for sample_rate: {sample_rate}"
+        )
     dt = dtypes.as_dtype(dtype).as_numpy_dtype
 
     def to_mel(f):

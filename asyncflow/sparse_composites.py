@@ -163,23 +163,26 @@ def sparse_to_indicator(sp_input, vocab_size, name=None):
 
 def sparse_placeholder(dtype, shape=None, name=None) -> SparseTensor:
     """A SparseTensor of placeholders: values [None], indices [None, rank], dense_shape
-    [rank] (defaulting to `shape` when that is fully known)."""
-    prefix = name or "Placeholder"
+    [rank] (defaulting to `shape` when that is fully known).  Its static shape is `shape`.
+
+    Unnamed, the parts take TF's default names in TF's order (the shape's, then
+    "Placeholder" for the values and "Placeholder_1" for the indices); named, they are
+    name/values, name/indices and name/shape.
+    """
     dtype = dtypes.as_dtype(dtype)
-    rank = None
-    default = None
-    if shape is not None:
-        shape = tensor_shape.as_shape(shape)
-        rank = shape.ndims
-        if shape.is_fully_defined():
-            default = np.asarray(shape.as_list(), np.int64)
-    values = array_ops.placeholder(dtype, [None], name=f"{prefix}/values")
-    indices = array_ops.placeholder(dtypes.int64, [None, rank], name=f"{prefix}/indices")
-    if default is not None:
-        dense_shape = array_ops.placeholder_with_default(default, [rank], name=f"{prefix}/shape")
+    static = tensor_shape.as_shape(shape) if shape is not None else tensor_shape.unknown_shape()
+    rank = static.ndims
+    part = (lambda what: f"{name}/{what}") if name else (lambda what: None)
+    if static.is_fully_defined():
+        default = np.asarray(static.as_list(), np.int64)
+        dense_shape = array_ops.placeholder_with_default(default, [rank], name=part("shape"))
     else:
-        dense_shape = array_ops.placeholder(dtypes.int64, [rank], name=f"{prefix}/shape")
-    return SparseTensor(indices, values, dense_shape)
+        dense_shape = array_ops.placeholder(dtypes.int64, [rank], name=part("shape"))
+    values = array_ops.placeholder(dtype, [None], name=part("values"))
+    indices = array_ops.placeholder(dtypes.int64, [None, rank], name=part("indices"))
+    result = SparseTensor(indices, values, dense_shape)
+    result._static_shape = static
+    return result
 
 
 def sparse_matmul(a, b, transpose_a=False, transpose_b=False, a_is_sparse=False,

@@ -86,6 +86,9 @@ class SparseTensor:
             sparse_tensor_value.dense_shape,
         )
 
+    # A static shape known beyond dense_shape's value (sparse_placeholder's `shape`).
+    _static_shape: tensor_shape.TensorShape | None = None
+
     def __init__(self, indices, values, dense_shape):
         with ops.name_scope(None, "SparseTensor", []):
             indices = ops.convert_to_tensor(indices, name="indices", dtype=dtypes.int64)
@@ -128,7 +131,9 @@ class SparseTensor:
 
     @property
     def shape(self) -> tensor_shape.TensorShape:
-        return ops.constant_shape(self._dense_shape)
+        shape = ops.constant_shape(self._dense_shape)
+        # (sparse_placeholder's declared shape: its dense_shape is a placeholder)
+        return shape if self._static_shape is None else shape.merge_with(self._static_shape)
 
     def get_shape(self) -> tensor_shape.TensorShape:
         return self.shape

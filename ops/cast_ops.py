@@ -17,9 +17,11 @@ import numpy as np
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
+from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import _builder_scope, _quiet, _unary_shape
 from asyncflow.registry import ANY, register_op
+from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = ["cast", "to_float", "to_double", "to_int32", "to_int64"]
 
@@ -32,7 +34,12 @@ def _cast_value(xp, x, src: dtypes.DType, dst: dtypes.DType):
     if src.is_complex and not dst.is_complex:
         x = xp.real(x)  # TF keeps the real part
     # astype truncates floats toward zero (C's conversion), as TF's Cast does.
-    return x.astype(dst.as_numpy_dtype)
+    out = x.astype(dst.as_numpy_dtype)
+    if src.is_floating and dst in (dtypes.uint32, dtypes.uint64) and out.size:
+        # +inf: TF's x86 conversion gives the top bit (as for NaN), NumPy's gives 0.
+        top = dst.as_numpy_dtype(1 << (dst.size * 8 - 1))
+        out = xp.where(xp.isposinf(x), top, out)
+    return out
 
 
 Cast = register_op(
@@ -73,13 +80,20 @@ def cast(x, dtype, name=None):
     """Casts x to `dtype` (op Cast); a tensor already of that dtype is returned as is.
 
     Floats cast to integers truncate toward zero; complex to real keeps the real part;
-    numbers cast to bool are `x != 0`.
+    numbers cast to bool are `x != 0`.  A SparseTensor or IndexedSlices has its values
+    cast.
 
     Raises:
       TypeError: `dtype` is not a dtype.
       UnimplementedError: (at run time) a cast to or from string.
     """
     base = dtypes.as_dtype(dtype).base_dtype
+    if isinstance(x, SparseTensor | IndexedSlices):  # TF casts their values
+        with _builder_scope(name, "Cast", [x]) as op_name:
+            values = cast(x.values, base, name=op_name)
+        if isinstance(x, SparseTensor):
+            return SparseTensor(x.indices, values, x.dense_shape)
+        return IndexedSlices(values, x.indices, x.dense_shape)
     if isinstance(x, ops.Tensor) and x.dtype.base_dtype == base:
         return x
     with _builder_scope(name, "Cast", [x]) as op_name:

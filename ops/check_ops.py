@@ -227,7 +227,9 @@ def _sign_assert(cond_text, opname, zero_first, compare, x, data, summarize, mes
     with ops.name_scope(name, opname, [x] + list(data or [])):
         x = ops.convert_to_tensor(x, name="x")
         if data is None:
-            data = [message or "", f"Condition {cond_text} did not hold element-wise:",
+            # TF ends a given message with ".  " ahead of the condition.
+            data = [f"{message}.  " if message else "",
+                    f"Condition {cond_text} did not hold element-wise:",
                     f"x ({x.name}) = ", x]  # fmt: skip
         zero = ops.convert_to_tensor(0, dtype=x.dtype)
         a, b = (zero, x) if zero_first else (x, zero)

@@ -37,6 +37,13 @@ def _parse(equation, n: int) -> tuple[list[str], str]:
                          f"{n} given")  # fmt: skip
     if not all(_TERM.match(t) for t in [*terms, out]):
         raise ValueError(f"Invalid einsum equation {equation!r}")
+    for c in out:
+        if out.count(c) > 1:
+            raise ValueError(f"Output subscripts contain a label appearing more than once: {eq}")
+        if c not in lhs:
+            raise ValueError(
+                f"Output subscripts contain the label {c} not present in the input subscripts."
+            )
     return terms, out
 
 
@@ -140,13 +147,51 @@ def _repeated_grad(op, grad, terms, out, k):
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
+def _expand_ellipsis(equation, xs) -> str:
+    """`equation` with each '...' spelled out in letters it does not use, right-aligned
+    over the operands' (static) ranks as broadcasting aligns them; an implicit output
+    puts the broadcast letters first, as TF."""
+    if isinstance(equation, bytes):
+        equation = equation.decode()
+    eq = equation.replace(" ", "")
+    if "..." not in eq:
+        return equation
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(xs):
+        raise ValueError(f"Input count mismatch: {equation!r} names {len(terms)} operands, "
+                         f"{len(xs)} given")  # fmt: skip
+    widths = []
+    for term, x in zip(terms, xs):
+        if "..." not in term:
+            widths.append(0)
+            continue
+        if x.shape.ndims is None:
+            raise ValueError("einsum: '...' needs operands of known rank in asyncflow")
+        widths.append(x.shape.ndims - (len(term) - 3))
+        if widths[-1] < 0:
+            raise ValueError(f"einsum operand {term!r} has rank {x.shape.ndims}")
+    fresh = [c for c in _LETTERS if c not in eq][: max(widths)]
+    spelled = [
+        t.replace("...", "".join(fresh[len(fresh) - w :]) if w else "")
+        for t, w in zip(terms, widths)
+    ]
+    if arrow:
+        out = out.replace("...", "".join(fresh))
+    else:
+        letters = lhs.replace(",", "").replace(".", "")
+        out = "".join(fresh) + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return ",".join(spelled) + "->" + out
+
+
 def einsum(equation, *inputs, **kwargs):
     """Contraction of `inputs` by an Einstein-summation equation ("ij,jk->ik"; without
-    "->" the output is the letters used once, sorted), op Einsum.
+    "->" the output is the letters used once, sorted), op Einsum.  '...' stands for
+    broadcast leading axes; the op's equation spells them out in letters.
 
     Raises:
-      ValueError: a malformed equation, '...', the wrong number of operands, or
-        operands whose ranks or sizes contradict it.
+      ValueError: a malformed equation, '...' over an operand of unknown rank, the
+        wrong number of operands, or operands whose ranks or sizes contradict it.
     """
     name = kwargs.pop("name", None)
     kwargs.pop("optimize", None)
@@ -156,6 +201,7 @@ def einsum(equation, *inputs, **kwargs):
         xs = [ops.convert_to_tensor(x, name="input") for x in inputs]
         if xs:
             xs = [xs[0]] + [ops.convert_to_tensor(x, dtype=xs[0].dtype) for x in xs[1:]]
+        equation = _expand_ellipsis(equation, xs)
         _parse(equation, len(xs))
         attrs = {"equation": equation, "N": len(xs)}
         return ops.apply_op("Einsum", [xs], attrs, name=scope).outputs[0]

@@ -325,12 +325,12 @@ def _cumulative_op(op_type: str, fn_name: str):
     async def _kernel(ctx, x, axis):
         x = ctx.xp.asarray(x)
         if np.ndim(axis) != 0:
-            raise _invalid(f"axis must be a scalar, not shape {_shape_str(np.shape(axis))}")
+            raise _invalid(f"ScanOp: axis must be a scalar, not {_shape_str(np.shape(axis))}")
         axis = int(axis)
-        if not -x.ndim <= axis < max(x.ndim, 1):
-            raise _invalid(f"Expected scan axis in the range [{-x.ndim}, {x.ndim}), got {axis}")
-        if x.ndim == 0:
-            return x.copy()  # (never the input object: the donation invariant)
+        if not -x.ndim <= axis < x.ndim:
+            raise _invalid(
+                f"ScanOp: Expected scan axis in the range [{-x.ndim}, {x.ndim}), but got {axis}"
+            )
         fn = getattr(ctx.xp, fn_name)
         a = ctx.attrs
         return await ctx.device.compute(

@@ -18,7 +18,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.ops import array_ops, math_ops, matmul_ops
+from asyncflow.ops import array_ops, math_more_ops, math_ops, matmul_ops
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.registry import (
     ANY,
@@ -110,9 +110,12 @@ async def _band_part(ctx, x, lower, upper):
         raise _invalid(f"input must be at least 2-dim, received shape: {list(x.shape)}")
     m, n = x.shape[-2:]
     lo, hi = int(np.asarray(to_host(xp, lower))), int(np.asarray(to_host(xp, upper)))
-    if lo > m or hi > n:
+    if lo > m:
         raise _invalid(f"num_lower must be negative or less or equal to number of rows ({m}) "
-                       f"got: {lo}; num_upper likewise for columns ({n}) got: {hi}")  # fmt: skip
+                       f"got: {lo}")  # fmt: skip
+    if hi > n:
+        raise _invalid(f"num_upper must be negative or less or equal to number of columns "
+                       f"({n}) got: {hi}")  # fmt: skip
     i = xp.arange(m).reshape(-1, 1)
     j = xp.arange(n).reshape(1, -1)
     keep = xp.ones((m, n), bool)
@@ -567,6 +570,8 @@ async def _inverse(ctx, x):
     _square(x)
     if ctx.attrs["adjoint"]:
         x = xp.conj(xp.swapaxes(x, -1, -2))
+    if xp is np and np.isnan(x).any():  # (a NaN pivot fails TF's check: pivot > 0)
+        raise _singular()
     try:
         out = xp.linalg.inv(x).astype(x.dtype)
     except np.linalg.LinAlgError:
@@ -666,12 +671,30 @@ def _cholesky_grad(op, grad):
     return [(grad_a + _adj(grad_a)) * 0.5]
 
 
+def _equal_dims(x, y) -> None:
+    if x.value is not None and y.value is not None and x.value != y.value:
+        raise ValueError(f"Dimensions must be equal, but are {x.value} and {y.value}")
+
+
 def _solve_shape(op):
     a = op.inputs[0].shape.with_rank_at_least(2)
     b = op.inputs[1].shape.with_rank_at_least(2)
     if a.ndims is None or b.ndims is None:
         return [tensor_shape.unknown_shape()]
+    _equal_dims(a[-2], a[-1])  # (TF's checks: a square matrix, as many rows as rhs)
+    _equal_dims(a[-2], b[-2])
     return [a[:-1].concatenate(b[-1:])]
+
+
+def _solve_no_broadcast_shape(op):
+    """MatrixSolve's: _solve_shape's, and batch dimensions that agree (no broadcasting)."""
+    a, b = op.inputs[0].shape, op.inputs[1].shape
+    if a.ndims is not None and b.ndims is not None:
+        if a.ndims != b.ndims:
+            raise ValueError(f"Shapes must be equal rank, but are {a.ndims - 2} and {b.ndims - 2}")
+        for x, y in zip(a.dims[:-2], b.dims[:-2]):
+            _equal_dims(x, y)
+    return _solve_shape(op)
 
 
 MatrixSolve = register_op(
@@ -679,7 +702,7 @@ MatrixSolve = register_op(
     inputs=["matrix: T", "rhs: T"],
     outputs=["output: T"],
     attrs={"T": _LINALG, "adjoint": False},
-    shape_fn=_solve_shape,
+    shape_fn=_solve_no_broadcast_shape,
 )
 
 
@@ -781,6 +804,12 @@ async def _sqrtm(ctx, x):
     out = np.empty_like(host)
     for idx in np.ndindex(host.shape[:-2]):
         root = scipy.linalg.sqrtm(host[idx])
+        if host.dtype.kind != "c" and np.iscomplexobj(root):
+            # A real matrix without a real root (a negative eigenvalue): TF's real Schur
+            # method takes the square root of a negative number, NaN throughout.
+            scale = max(float(np.abs(root).max(initial=0.0)), 1.0)
+            if np.abs(root.imag).max(initial=0.0) > 1e3 * np.finfo(host.dtype).eps * scale:
+                root = np.full(root.shape, np.nan)
         out[idx] = root if host.dtype.kind == "c" else np.real(root)
     return xp.asarray(out)
 
@@ -900,18 +929,8 @@ def _tri_solve_right(x, r):
     return _adj(_tri_solve(r, _adj(x), lower=False, adjoint=False))
 
 
-@Qr.gradient
-def _qr_grad(op, dq, dr):
-    # TF's formula (m >= n, reduced); other shapes raise NotImplementedError as TF
-    a = op.inputs[0]
-    q, r = op.outputs
-    m = tensor_shape.dimension_value(a.shape[-2])
-    n = tensor_shape.dimension_value(a.shape[-1])
-    if m is None or n is None or (op.get_attr("full_matrices") and m != n) or m < n:
-        raise NotImplementedError("QrGrad not implemented when nrows < ncols and "
-                                  "full_matrices is true.")  # fmt: skip
-    dq = dq if dq is not None else array_ops.zeros_like(q)
-    dr = dr if dr is not None else array_ops.zeros_like(r)
+def _qr_grad_deep(q, r, dq, dr):
+    """TF's QR gradient for a square or deep (m >= n) matrix, reduced."""
     qdq = _mm(q, dq, adjoint_a=True)
     qdq_ = qdq - _adj(qdq)
     rdr = _mm(r, dr, adjoint_b=True)
@@ -919,7 +938,33 @@ def _qr_grad(op, dq, dr):
     tril = _band(qdq_ + rdr_, -1, 0)
     grad_a = _mm(q, dr + _tri_solve_right(tril, r))
     grad_b = _tri_solve_right(dq - _mm(q, qdq), r)
-    return [grad_a + grad_b]
+    return grad_a + grad_b
+
+
+@Qr.gradient
+def _qr_grad(op, dq, dr):
+    """TF's: a deep matrix (reduced), a square one, or a wide one a = [x, y] with
+    r = [u, v]: x's gradient is the square case's for (q, u) with dq + y dv^H, y's is
+    q dv.  A deep matrix with full_matrices raises NotImplementedError, as TF."""
+    a = op.inputs[0]
+    q, r = op.outputs
+    m = tensor_shape.dimension_value(a.shape[-2])
+    n = tensor_shape.dimension_value(a.shape[-1])
+    if m is None or n is None:
+        raise NotImplementedError("QrGrad needs static matrix dimensions in asyncflow")
+    if op.get_attr("full_matrices") and m > n:
+        raise NotImplementedError(
+            "QrGrad not implemented when nrows > ncols and full_matrices is true. Received "
+            f"r.shape={tuple(r.shape.as_list())} with nrows={m}and ncols={n}."
+        )
+    dq = dq if dq is not None else array_ops.zeros_like(q)
+    dr = dr if dr is not None else array_ops.zeros_like(r)
+    if m >= n:
+        return [_qr_grad_deep(q, r, dq, dr)]
+    y, u = a[..., :, m:], r[..., :, :m]
+    du, dv = dr[..., :, :m], dr[..., :, m:]
+    dx = _qr_grad_deep(q, u, dq + _mm(y, dv, adjoint_b=True), du)
+    return [array_ops.concat([dx, _mm(q, dv)], -1)]
 
 
 def _svd_shape(op):
@@ -1030,8 +1075,18 @@ Cross = register_op(
     inputs=["a: T", "b: T"],
     outputs=["product: T"],
     attrs={"T": TypeConstraint(["float16", "float32", "float64", "int32", "int64"])},
-    shape_fn=lambda op: [op.inputs[0].shape.merge_with(op.inputs[1].shape)],
+    shape_fn=lambda op: [_cross_shape(op)],
 )
+
+
+def _cross_shape(op):
+    a, b = op.inputs[0].shape, op.inputs[1].shape
+    if a.ndims is not None and b.ndims is not None and a.ndims != b.ndims:
+        raise ValueError(f"Shapes must be equal rank, but are {a.ndims} and {b.ndims}")
+    out = a.merge_with(b).with_rank_at_least(1)
+    if out.ndims is not None and out[-1].value not in (None, 3):
+        raise ValueError(f"Dimension must be 3 but is {out[-1].value}")
+    return out
 
 
 @Cross.kernel()
@@ -1220,16 +1275,24 @@ def cholesky_solve(chol, rhs, name=None):
 
 
 def matrix_solve_ls(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
-    """Least-squares X minimising ||matrix X - rhs||^2 + l2 ||X||^2, through the normal
-    equations and a Cholesky factorisation (TF's fast path, for both settings of `fast`).
+    """Least-squares X minimising ||matrix X - rhs||^2 + l2 ||X||^2: with `fast`, through
+    the normal equations and a Cholesky factorisation (TF's fast path); otherwise the
+    minimum-norm solution (op MatrixSolveLs; no regularisation there, no gradient).
 
     Raises:
-      InvalidArgumentError: (when run) a rank-deficient matrix without regularisation.
+      InvalidArgumentError: (when run) a rank-deficient matrix on the fast path
+        without regularisation.
+      ValueError: fast=False with a non-zero l2_regularizer.
     """
-    del fast
     with ops.name_scope(name, "matrix_solve_ls", [matrix, rhs, l2_regularizer]):
         a = ops.convert_to_tensor(matrix, name="matrix")
         b = ops.convert_to_tensor(rhs, name="rhs", dtype=a.dtype)
+        if not fast:
+            if not (isinstance(l2_regularizer, int | float) and l2_regularizer == 0):
+                raise ValueError("asyncflow's fast=False least squares takes no l2_regularizer")
+            reg = ops.convert_to_tensor(0.0, dtypes.float64, name="l2_regularizer")
+            solve_ls = math_more_ops.MatrixSolveLs.name
+            return ops.apply_op(solve_ls, [a, b, reg], {"fast": False}).outputs[0]
         reg = math_ops.cast(l2_regularizer, a.dtype)
         m = tensor_shape.dimension_value(a.shape.with_rank_at_least(2)[-2])
         n = tensor_shape.dimension_value(a.shape[-1])

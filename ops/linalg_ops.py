@@ -12,7 +12,8 @@ import numpy as np
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
-from asyncflow.ops import array_ops, math_ops, matmul_ops, reduction_ops
+from asyncflow.ops import array_ops, linalg_matrix_ops, math_ops, matmul_ops, reduction_ops
+from asyncflow.ops.math_helpers import to_host
 from asyncflow.registry import INDEX, REAL, NotDifferentiable, register_op
 
 __all__ = ["searchsorted", "norm", "matvec"]
@@ -50,12 +51,35 @@ def _bound_op(op_type: str, side: str):
             raise _invalid("Leading dim_size of both tensors must match.")
         out_type = ctx.attrs["out_type"].as_numpy_dtype
         out = xp.empty(values.shape, out_type)
+        if seq.dtype.kind in "fc" and bool(
+            to_host(xp, xp.isnan(seq).any() | xp.isnan(values).any())
+        ):
+            out[...] = _bisect(xp, seq, values, side)
+            return out
         for row in range(seq.shape[0]):  # rows of the shape, not values: device-generic
             out[row] = xp.searchsorted(seq[row], values[row], side=side)
         return out
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
     return op_def
+
+
+def _bisect(xp, seq, values, side):
+    """std::lower_bound / upper_bound with operator<, probe by probe, for every value at
+    once: TF's kernels.  (NaN compares false both ways, so where a NaN takes part only
+    the same probes give TF's answer; NumPy's searchsorted orders NaN last.)"""
+    lo = xp.zeros(values.shape, np.int64)
+    count = xp.full(values.shape, seq.shape[1], np.int64)
+    rows = xp.arange(seq.shape[0])[:, None]
+    while bool(to_host(xp, (count > 0).any())):
+        step = count // 2
+        probe = xp.minimum(lo + step, max(seq.shape[1] - 1, 0))
+        at = seq[rows, probe] if seq.shape[1] else xp.zeros(values.shape, seq.dtype)
+        go_right = (at < values) if side == "left" else ~(values < at)
+        go_right &= count > 0
+        lo = xp.where(go_right, lo + step + 1, lo)
+        count = xp.where(go_right, count - step - 1, step)
+    return lo
 
 
 LowerBound = _bound_op("LowerBound", "left")
@@ -103,11 +127,11 @@ def _is_real_number(v) -> bool:
 
 def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims=None):  # noqa: A002
     """`tf.norm`: a vector norm (axis None or an int: 'euclidean', 1, 2, inf or any p > 0)
-    or a matrix norm (axis a pair: 'euclidean'/'fro', 1, inf).
+    or a matrix norm (axis a pair: 'euclidean'/'fro', 1, 2 (the largest singular
+    value), inf).
 
     Raises:
-      ValueError: an unsupported `ord` for the kind of norm, a bad `axis`, or the matrix
-        2-norm (needs an SVD, not available yet).
+      ValueError: an unsupported `ord` for the kind of norm, or a bad `axis`.
     """
     if keep_dims is not None:
         if keepdims is not None:
@@ -125,8 +149,6 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims
             raise ValueError(
                 f"'ord' must be a supported matrix norm in {list(_MATRIX_NORMS)}, got {ord}"
             )
-        if ord in (2, 2.0):
-            raise ValueError("the matrix 2-norm needs an SVD, which asyncflow does not have yet")
     else:
         if not (isinstance(axis, int) or axis is None):
             raise ValueError(
@@ -139,6 +161,8 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims
     with ops.name_scope(name, "norm", [tensor]):
         x = ops.convert_to_tensor(tensor)
         red_axis = None if axis is None else list(axis)
+        if is_matrix and ord in (2, 2.0):
+            return _spectral_norm(x, axis, keepdims)
         if ord in ("fro", "euclidean", 2, 2.0):
             sq = x * math_ops.conj(x) if x.dtype.is_complex else x * x
             result = math_ops.sqrt(reduction_ops.reduce_sum(sq, red_axis, keepdims=True))
@@ -163,6 +187,21 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims
         if not keepdims:
             result = array_ops.squeeze(result, red_axis)
         return result
+
+
+def _spectral_norm(x, axis, keepdims):
+    """The matrix 2-norm over the two `axis`: the largest singular value."""
+    rank = x.shape.ndims
+    if rank is None:
+        raise ValueError("the matrix 2-norm needs a tensor of known rank in asyncflow")
+    rows, cols = (a % rank for a in axis)
+    perm = [d for d in range(rank) if d not in (rows, cols)] + [rows, cols]
+    s = linalg_matrix_ops.svd(array_ops.transpose(x, perm), compute_uv=False)
+    result = reduction_ops.reduce_max(s, -1)
+    if keepdims:
+        for d in sorted((rows, cols)):
+            result = array_ops.expand_dims(result, d)
+    return result
 
 
 # -- matvec ---------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
-"""TF's Erfinv, Ndtri, NextAfter, CumulativeLogsumexp, LogMatrixDeterminant and Lu ops,
-with TF's gradients (math_grad.py, linalg_grad.py) and builders: `tf.math.erfinv`,
-`ndtri`, `erfcinv`, `nextafter`, `cumulative_logsumexp`, `tf.linalg.slogdet`, `logdet`,
-`lu`.
+"""TF's Erfinv, Ndtri, NextAfter, CumulativeLogsumexp, HistogramFixedWidth,
+LogMatrixDeterminant and Lu ops, with TF's gradients (math_grad.py, linalg_grad.py) and
+builders: `tf.math.erfinv`, `ndtri`, `erfcinv`, `nextafter`, `cumulative_logsumexp`,
+`tf.linalg.slogdet`, `logdet`, `lu` (`histogram_fixed_width` is math_composites').
 
 Erfinv and Ndtri are SciPy's, in float64 on the host, returned in the input's dtype
 (TF's float32 kernels use their own polynomials: the two agree to a few float32 ulps).
@@ -24,7 +24,14 @@ from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import special as sp
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _binary_op, _unary_op
-from asyncflow.registry import FLOATING, INDEX, TypeConstraint, named_outputs, register_op
+from asyncflow.registry import (
+    FLOATING,
+    INDEX,
+    NotDifferentiable,
+    TypeConstraint,
+    named_outputs,
+    register_op,
+)
 
 __all__ = [
     "cumulative_logsumexp",
@@ -94,6 +101,60 @@ def _nextafter_grad(op, grad):
         return [_g.reshape(g1, s1), _g.reshape(g2, s2)]
 
 
+# -- HistogramFixedWidth ------------------------------------------------------------------
+
+
+def _histogram_shape(op):
+    nbins = ops.constant_value(op.inputs[2])
+    if nbins is None:
+        return [tensor_shape.TensorShape([None])]
+    if int(nbins) <= 0:
+        raise ValueError(f"Requires nbins > 0: {int(nbins)}")
+    return [tensor_shape.TensorShape([int(nbins)])]
+
+
+HistogramFixedWidth = register_op(
+    "HistogramFixedWidth",
+    inputs=["values: T", "value_range: T", "nbins: int32"],
+    outputs=["out: dtype"],
+    attrs={
+        "T": TypeConstraint(["int32", "int64", "float32", "float64"]),
+        "dtype": TypeConstraint(["int32", "int64"]),
+    },
+    shape_fn=_histogram_shape,
+)
+NotDifferentiable("HistogramFixedWidth")
+
+
+def _histogram(values, lo, hi, nbins: int, dtype) -> np.ndarray:
+    # TF's bin: floor((v - lo) / (hi - lo) * nbins), clamped into [0, nbins).
+    with np.errstate(all="ignore"):
+        scaled = (values.astype(np.float64) - lo) / (hi - lo) * nbins
+        idx = np.clip(np.floor(scaled), 0, nbins - 1).astype(np.int64)
+    return np.bincount(idx.reshape(-1), minlength=nbins).astype(dtype)
+
+
+@HistogramFixedWidth.kernel("CPU", host_memory=("value_range", "nbins"))
+async def _histogram_fixed_width(ctx, values, value_range, nbins):
+    rng = np.asarray(value_range)
+    if rng.shape != (2,):
+        raise _invalid(f"value_range should be a vector of 2 elements, got {list(rng.shape)}")
+    nbins = int(np.asarray(nbins))
+    if nbins <= 0:
+        raise _invalid(f"nbins should be a positive number, but got '{nbins}'")
+    lo, hi = rng.tolist()
+    if not lo < hi:
+        raise _invalid(
+            "value_range should satisfy value_range[0] < value_range[1], "
+            f"but got '[{rng[0]:g}, {rng[1]:g}]'"
+        )
+    values = np.asarray(values)
+    if values.dtype.kind == "f" and np.isnan(values).any():
+        raise _invalid("Histogram values must not contain NaN")
+    dt = ctx.attrs["dtype"].as_numpy_dtype
+    return await ctx.device.compute(_histogram, values, lo, hi, nbins, dt)
+
+
 # -- CumulativeLogsumexp ------------------------------------------------------------------
 
 
@@ -123,14 +184,14 @@ CumulativeLogsumexp = register_op(
 async def _cumulative_logsumexp(ctx, x, axis):
     x = np.asarray(x)
     if np.ndim(axis) != 0:
-        raise _invalid(f"axis must be a scalar, not shape [{','.join(map(str, np.shape(axis)))}]")
+        raise _invalid(
+            f"ScanOp: axis must be a scalar, not [{','.join(map(str, np.shape(axis)))}]"
+        )
     axis = int(axis)
-    if not -x.ndim <= axis < max(x.ndim, 1):
+    if not -x.ndim <= axis < x.ndim:
         raise _invalid(
             f"ScanOp: Expected scan axis in the range [{-x.ndim}, {x.ndim}), but got {axis}"
         )
-    if x.ndim == 0:
-        return x.copy()
     half = x.dtype in (np.float16, dtypes.bfloat16.as_numpy_dtype)
     work = x.astype(np.float32) if half else x  # (Eigen's half scan computes in float)
     out = await ctx.device.compute(
@@ -334,3 +395,47 @@ def lu(input, output_idx_type=dtypes.int32, name=None):  # noqa: A002 - TF's nam
             "Lu", [input], {"output_idx_type": dtypes.as_dtype(output_idx_type)}, name=name
         )
     )
+
+
+# -- MatrixSolveLs (fast=False) -----------------------------------------------------------
+
+
+def _solve_ls_shape(op):
+    a = op.inputs[0].shape.with_rank_at_least(2)
+    b = op.inputs[1].shape.with_rank_at_least(2)
+    if a.ndims is None or b.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    return [a[:-2].concatenate([a[-1], b[-1]])]
+
+
+MatrixSolveLs = register_op(
+    "MatrixSolveLs",
+    inputs=["matrix: T", "rhs: T", "l2_regularizer: float64"],
+    outputs=["output: T"],
+    attrs={"T": _MATRIX_T, "fast": True},
+    shape_fn=_solve_ls_shape,
+)
+
+
+def _lstsq_min_norm(a, b):
+    out = np.empty(a.shape[:-2] + (a.shape[-1], b.shape[-1]), np.result_type(a, b))
+    for idx in np.ndindex(a.shape[:-2]):
+        out[idx] = np.linalg.lstsq(a[idx], b[idx], rcond=None)[0]
+    return out
+
+
+@MatrixSolveLs.kernel("CPU", host_memory=("l2_regularizer",))
+async def _matrix_solve_ls(ctx, a, b, l2):
+    # (asyncflow runs only fast=False here: the minimum-norm least-squares solution, as
+    # TF's complete orthogonal decomposition gives, for rank-deficient matrices too.)
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape[:-2] != b.shape[:-2] or a.shape[-2] != b.shape[-2]:
+        raise _invalid(
+            f"Incompatible shapes for matrix and rhs: {list(a.shape)} vs {list(b.shape)}"
+        )
+    return (await ctx.device.compute(_lstsq_min_norm, a, b)).astype(a.dtype)
+
+
+@MatrixSolveLs.gradient
+def _matrix_solve_ls_grad(op, grad):
+    raise NotImplementedError("Gradient not defined for fast=False")

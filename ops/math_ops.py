@@ -321,6 +321,28 @@ def _trunc_div(xp, x, y):
     return q + fix.astype(q.dtype)
 
 
+def _floor_mod(xp, x, y):
+    """Integers: Python's `%`.  Floats: C's fmod moved onto the divisor's side, as TF
+    computes it, so a zero remainder keeps the dividend's sign (`3 % -3` is +0, where
+    NumPy's remainder gives the divisor's)."""
+    x, y = xp.asarray(x), xp.asarray(y)
+    if x.dtype.kind in "iu":
+        return xp.remainder(x, y)
+    m = xp.fmod(x, y)
+    return xp.where((m != 0) & ((y < 0) != (m < 0)), m + y, m)
+
+
+def _check_real_div(xp, x, y, dtype) -> None:
+    # TF registers RealDiv kernels for floating and complex types only.
+    if dtype.is_integer:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "No OpKernel was registered to support Op 'RealDiv' with these attrs: "
+            f"[T=DT_{dtype.name.upper()}]",
+        )
+
+
 def _squared_difference(xp, x, y):
     d = xp.subtract(x, y)
     return d * xp.conj(d)
@@ -333,12 +355,26 @@ AddV2 = _binary_op("AddV2", lambda xp, x, y: x + y, NUMERIC, inplace="add")
 Sub = _binary_op("Sub", lambda xp, x, y: x - y, inplace="subtract")
 Mul = _binary_op("Mul", lambda xp, x, y: x * y, inplace="multiply")
 Div = _binary_op("Div", _trunc_div, check=_check_int_div)
-RealDiv = _binary_op("RealDiv", lambda xp, x, y: xp.true_divide(x, y), inplace="true_divide")
-FloorDiv = _binary_op(
-    "FloorDiv", lambda xp, x, y: xp.floor_divide(x, y), REAL, check=_check_int_div
+RealDiv = _binary_op(
+    "RealDiv", lambda xp, x, y: xp.true_divide(x, y), check=_check_real_div, inplace="true_divide"
 )
-FloorMod = _binary_op("FloorMod", lambda xp, x, y: xp.remainder(x, y), REAL, check=_check_int_div)
-Pow = _binary_op("Pow", lambda xp, x, y: xp.power(x, y), check=_check_int_pow)
+
+
+def _floor_div(xp, x, y):
+    """Integers: Python's `//`.  Floats: floor(x / y), as TF computes it (NumPy's
+    floor_divide rounds through fmod: 1 // 0.1 is 9 there, 10 in TF; -1 // inf is -1
+    there, -0 in TF)."""
+    x, y = xp.asarray(x), xp.asarray(y)
+    if x.dtype.kind in "iu":
+        return xp.floor_divide(x, y)
+    return xp.floor(xp.true_divide(x, y))
+
+
+FloorDiv = _binary_op("FloorDiv", _floor_div, REAL, check=_check_int_div)
+FloorMod = _binary_op("FloorMod", _floor_mod, REAL, check=_check_int_div)
+# TF's Pow: floating, complex and signed integer types (no unsigned ones).
+_POW_T = TypeConstraint([t for t in NUMERIC.allowed if not t.is_unsigned])
+Pow = _binary_op("Pow", lambda xp, x, y: xp.power(x, y), _POW_T, check=_check_int_pow)
 Maximum = _binary_op("Maximum", lambda xp, x, y: xp.maximum(x, y), REAL, inplace="maximum")
 Minimum = _binary_op("Minimum", lambda xp, x, y: xp.minimum(x, y), REAL, inplace="minimum")
 SquaredDifference = _binary_op("SquaredDifference", _squared_difference)
@@ -565,8 +601,8 @@ def add_n(inputs, name=None):
     """
     if not inputs or not isinstance(inputs, (list, tuple)):
         raise ValueError(
-            "inputs must be a list of at least one Tensor/IndexedSlices with the same dtype "
-            "and shape"
+            "Inputs must be an iterable of at least one Tensor/IndexedSlices with the same "
+            "dtype and shape."
         )
     inputs = list(inputs)
     if len(inputs) == 1:

@@ -1,5 +1,7 @@
 """Special functions and complex parts: Zeta, Igamma, Igammac (with IgammaGradA),
-Betainc (Lgamma, Digamma and Polygamma are special_math_ops'), Real, Imag, Complex,
+Betainc, the ops of `tf.math.special` (Dawsn, Expint, FresnelCos/Sin, Spence,
+BesselJ0/J1/Y0/Y1/K0/K0e/K1/K1e; `special` holds their builders) (Lgamma, Digamma and
+Polygamma are special_math_ops'), Real, Imag, Complex,
 Angle, Rint; and Bitcast,
 Roll, UnravelIndex.  Gradients as TF's math_grad.py / manip_grad.py.
 
@@ -10,6 +12,8 @@ difference of the regularized incomplete gamma in float64 (about 1e-9 relative).
 """
 
 from __future__ import annotations
+
+import types
 
 import numpy as np
 
@@ -86,9 +90,28 @@ def _igamma_grad_a(a, x):
     return (4 * d2 - d1) / 3
 
 
+def _igamma(a, x):
+    """P(a, x) with TF's edge values: 0 at x = 0 (whatever a), NaN for x < 0 or a <= 0,
+    and 0 for a = x = inf."""
+    out = np.where(x == 0, 0.0, sp.gammainc(a, x))
+    out = np.where((x < 0) | ((a <= 0) & (x != 0)), np.nan, out)
+    return np.where(np.isposinf(a) & np.isposinf(x), 0.0, out)
+
+
+def _igammac(a, x):
+    """Q(a, x) with TF's edge values: NaN for x < 0 or a <= 0, and 0 for a = x = inf."""
+    out = np.where((x < 0) | (a <= 0), np.nan, sp.gammaincc(a, x))
+    return np.where(np.isposinf(a) & np.isposinf(x), 0.0, out)
+
+
+def _betainc_host(a, b, x):
+    """I_x(a, b); NaN for a <= 0 or b <= 0 (TF's, where SciPy gives a limit)."""
+    return np.where((a <= 0) | (b <= 0), np.nan, sp.betainc(a, b, x))
+
+
 Zeta = _binary_op("Zeta", _special(sp.zeta), _FLOAT32_64)
-Igamma = _binary_op("Igamma", _special(sp.gammainc), _FLOAT32_64)
-Igammac = _binary_op("Igammac", _special(sp.gammaincc), _FLOAT32_64)
+Igamma = _binary_op("Igamma", _special(_igamma), _FLOAT32_64)
+Igammac = _binary_op("Igammac", _special(_igammac), _FLOAT32_64)
 IgammaGradA = _binary_op("IgammaGradA", _special(_igamma_grad_a), _FLOAT32_64)
 Rint = _unary_op("Rint", lambda xp, x: xp.rint(x), FLOATING)
 NotDifferentiable("IgammaGradA")
@@ -142,6 +165,111 @@ def bessel_i1(x, name=None):
     with ops.name_scope(name, "bessel_i1", [x]):
         x = ops.convert_to_tensor(x, name="x")
         return _g.mul(_g.apply("Exp", _g.apply("Abs", x)), bessel_i1e(x))
+
+
+# -- tf.math.special: Dawsn, Expint, Fresnel{Cos,Sin}, Spence, Bessel{J,Y}{0,1}, K ----------
+
+
+def _fresnel(part):
+    def fn(x):
+        s, c = sp.fresnel(x)
+        return c if part == "cos" else s
+
+    return fn
+
+
+def _below_zero(fn, value):
+    """fn(x), with TF's `value` for x < 0 (outside these functions' real domain)."""
+    return lambda x: np.where(x < 0, value, fn(x))
+
+
+_SPECIAL_UNARY = {  # op type -> (builder name, SciPy function)
+    "Dawsn": ("dawsn", sp.dawsn),
+    "Expint": ("expint", _below_zero(sp.expi, np.nan)),
+    "FresnelCos": ("fresnel_cos", _fresnel("cos")),
+    "FresnelSin": ("fresnel_sin", _fresnel("sin")),
+    "Spence": ("spence", sp.spence),
+    "BesselJ0": ("bessel_j0", sp.j0),
+    "BesselJ1": ("bessel_j1", sp.j1),
+    "BesselY0": ("bessel_y0", _below_zero(sp.y0, -np.inf)),
+    "BesselY1": ("bessel_y1", _below_zero(sp.y1, -np.inf)),
+    "BesselK0": ("bessel_k0", _below_zero(sp.k0, np.inf)),
+    "BesselK0e": ("bessel_k0e", _below_zero(sp.k0e, np.inf)),
+    "BesselK1": ("bessel_k1", _below_zero(sp.k1, np.inf)),
+    "BesselK1e": ("bessel_k1e", _below_zero(sp.k1e, np.inf)),
+}
+_SPECIAL_OPS = {t: _unary_op(t, _special(fn), FLOATING) for t, (_, fn) in _SPECIAL_UNARY.items()}
+
+
+def _at_zero(x, value, where_nonzero):
+    """where_nonzero(safe x) where x != 0, else `value` (the derivative's limit)."""
+    nonzero = _g.apply("NotEqual", x, _g.zeros_like(x))
+    safe = _g.apply("Select", nonzero, x, _g.ones_like(x))
+    limit = _g.mul(_g.ones_like(x), _g.constant(value, x.dtype))
+    return _g.apply("Select", nonzero, where_nonzero(safe), limit)
+
+
+def _over(a, b):
+    return _g.apply("RealDiv", a, b)
+
+
+# The derivatives (TF's special_math_ops gradients), in terms of the ops' own values.
+_SPECIAL_DERIVATIVES = {
+    "Dawsn": lambda x, y: _g.apply(
+        "Sub", _g.ones_like(x), _g.mul(_g.mul(_g.constant(2, x.dtype), x), y)
+    ),
+    "Expint": lambda x, y: _over(_g.apply("Exp", x), x),
+    "FresnelCos": lambda x, y: _g.apply("Cos", _g.mul(_g.constant(np.pi / 2, x.dtype), x * x)),
+    "FresnelSin": lambda x, y: _g.apply("Sin", _g.mul(_g.constant(np.pi / 2, x.dtype), x * x)),
+    "Spence": lambda x, y: _at_zero(
+        _g.apply("Sub", x, _g.ones_like(x)),
+        -1.0,
+        lambda d: _over(_g.apply("Log", _g.apply("AddV2", d, _g.ones_like(d))), _g.neg(d)),
+    ),
+    "BesselJ0": lambda x, y: _g.neg(_g.apply("BesselJ1", x)),
+    "BesselJ1": lambda x, y: _at_zero(
+        x,
+        0.5,
+        lambda s: _g.apply("Sub", _g.apply("BesselJ0", s), _over(_g.apply("BesselJ1", s), s)),
+    ),
+    "BesselY0": lambda x, y: _g.neg(_g.apply("BesselY1", x)),
+    "BesselY1": lambda x, y: _g.apply("Sub", _g.apply("BesselY0", x), _over(y, x)),
+    "BesselK0": lambda x, y: _g.neg(_g.apply("BesselK1", x)),
+    "BesselK0e": lambda x, y: _g.apply("Sub", y, _g.apply("BesselK1e", x)),
+    "BesselK1": lambda x, y: _g.apply("Sub", _g.neg(_g.apply("BesselK0", x)), _over(y, x)),
+    "BesselK1e": lambda x, y: _g.apply(
+        "Sub", _g.apply("Sub", y, _g.apply("BesselK0e", x)), _over(y, x)
+    ),
+}
+
+
+def _special_grad(op, grad):
+    x, y = op.inputs[0], op.outputs[0]
+    with ops.control_dependencies([grad]):
+        return _g.mul(grad, _SPECIAL_DERIVATIVES[op.type](x, y))
+
+
+def _special_builder(op_type: str, fn_name: str):
+    def builder(x, name=None):
+        return ops.apply_op(op_type, [x], name=name).outputs[0]
+
+    builder.__name__ = builder.__qualname__ = fn_name
+    builder.__doc__ = f"`tf.math.special.{fn_name}` (op {op_type}; SciPy's values in float64)."
+    return builder
+
+
+for _type, _op in _SPECIAL_OPS.items():
+    _op.gradient(_special_grad)
+
+# `tf.math.special`: the builders above and the Bessel I functions.
+special = types.SimpleNamespace(
+    bessel_i0=bessel_i0,
+    bessel_i0e=bessel_i0e,
+    bessel_i1=bessel_i1,
+    bessel_i1e=bessel_i1e,
+    **{name: _special_builder(t, name) for t, (name, _) in _SPECIAL_UNARY.items()},
+)
+del _type, _op
 
 
 @Zeta.gradient
@@ -214,7 +342,7 @@ async def _betainc(ctx, a, b, x):
     if len(shapes) > 1:
         names = ", ".join(str(list(v.shape)) for v in (a, b, x))
         raise _invalid(f"Shapes of a, b and x are inconsistent: {names}")
-    return _special(sp.betainc)(xp, a, b, x)
+    return _special(_betainc_host)(xp, a, b, x)
 
 
 @Betainc.gradient
@@ -333,9 +461,9 @@ def _bitcast_shape(op):
     shape = shape.with_rank_at_least(1)
     last = tensor_shape.dimension_value(shape[-1])
     if last is not None and last * src.size != dst.size:
-        raise ValueError(
-            f"Cannot bitcast from {src} to {dst}: the last dimension must be "
-            f"{dst.size // src.size}, not {last}"
+        raise ValueError(  # (TF's words: the types as their DataType numbers)
+            f"Cannot bitcast from {src.as_datatype_enum} to {dst.as_datatype_enum} due to "
+            f"shape. {last} does not match {dst.size // src.size}"
         )
     return [shape[:-1]]
 
@@ -529,7 +657,11 @@ def complex(real, imag, name=None):  # noqa: A001 - TF's name
         im = ops.convert_to_tensor(imag, name="imag")
         dt = re.dtype.base_dtype
         if im.dtype.base_dtype != dt or dt not in (dtypes.float32, dtypes.float64):
-            raise TypeError(f"real and imag have incorrect types: {re.dtype.name} {im.dtype.name}")
+            raise TypeError(
+                f"The `real` and `imag` components have incorrect types: {re.dtype.name} "
+                f"{im.dtype.name}. They must be consistent, and one of "
+                "[tf.float32, tf.float64]"
+            )
         out = dtypes.complex128 if dt == dtypes.float64 else dtypes.complex64
         return ops.apply_op("Complex", [re, im], {"Tout": out}, name=scope).outputs[0]
 

@@ -950,11 +950,15 @@ TopKV2 = register_op(
 
 
 def _top_k(xp, x, k):
-    # Stable sort of -x keeps equal values in index order (TF's tie rule); for unsigned
-    # and boolean-like types, negate via the order of a descending argsort on the reverse.
+    # Stable sort of a key that reverses the order keeps equal values in index order
+    # (TF's tie rule).  Signed integers use ~x (= -x - 1), which reverses the order
+    # without -x's overflow at the type's minimum; unsigned types take a descending
+    # argsort through the reverse.
     if x.dtype.kind == "u":
         order = xp.argsort(x[..., ::-1], axis=-1, kind="stable")[..., ::-1]
         order = x.shape[-1] - 1 - order
+    elif x.dtype.kind == "i":
+        order = xp.argsort(~x, axis=-1, kind="stable")
     else:
         order = xp.argsort(-x, axis=-1, kind="stable")
     idx = order[..., :k]
@@ -1015,7 +1019,8 @@ def _in_top_k(xp, pred, targets, k):
     valid = (targets >= 0) & (targets < c)
     safe = xp.where(valid, targets, 0)
     target_vals = pred[xp.arange(n), safe]
-    finite = xp.isfinite(target_vals)
+    # TF skips (answers False for) a row holding any non-finite prediction.
+    finite = xp.isfinite(pred).all(axis=1)
     greater = (pred > target_vals[:, None]).sum(axis=1)
     return valid & finite & (greater < k)
 
@@ -1036,7 +1041,7 @@ async def _in_top_k_kernel(ctx, pred, targets, k):
 
 def in_top_k(predictions, targets, k, name=None):
     """Whether each target's prediction is among the k largest of its row (ties count
-    as in); non-finite predictions and out-of-range targets give False."""
+    as in); a row with a non-finite prediction and an out-of-range target give False."""
     with ops.name_scope(name, "in_top_k") as scope:
         targets = ops.convert_to_tensor(targets, name="targets")
         k = ops.convert_to_tensor(k, dtype=targets.dtype, name="k")

@@ -105,7 +105,9 @@ def _reduction_axes(x, axes) -> tuple[int, ...]:
             )
         if a % rank in out:
             raise errors.InvalidArgumentError(
-                None, None, f"Axes contains duplicate dimension: {a % rank}"
+                None,
+                None,
+                f"Invalid reduction arguments: Axes contains duplicate dimension: {a % rank}",
             )
         out.add(a % rank)
     return tuple(sorted(out))
@@ -132,6 +134,8 @@ def _mean(xp, x, axis, keep):
         q = xp.floor_divide(total, count)
         q = q + ((xp.remainder(total, count) != 0) & (total < 0)).astype(q.dtype)
         return q.astype(x.dtype, copy=False)
+    if not math.prod(x.shape[i] for i in axis):  # 0 / 0, without NumPy's warning
+        return xp.full_like(xp.sum(x, axis=axis, keepdims=keep, dtype=x.dtype), np.nan)
     return xp.mean(x, axis=axis, keepdims=keep)
 
 

@@ -4,8 +4,9 @@
 
 Empty segments: the sorted ops give 0 (1 for Prod); the unsorted ones give the
 reduction's identity (the lowest finite value for Max, the highest for Min, 1 for Prod).
-Unsorted ops drop negative ids, as TF's kernels do.  The Prod gradients (TF's handle
-zeros specially) are not registered: those ops are marked not differentiable here.
+Unsorted ops drop negative ids, as TF's kernels do.  The Prod gradients are TF's: a
+zero's share is the product of the rest of its segment, and a segment with two or more
+zeros passes no gradient.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
-from asyncflow.registry import INDEX, NUMERIC, REAL, NotDifferentiable, register_op
+from asyncflow.registry import INDEX, NUMERIC, REAL, register_op
 
 __all__ = [
     "segment_sum",
@@ -58,17 +59,40 @@ def _reduce(kind, data, ids, n):
         with np.errstate(invalid="ignore", divide="ignore"):
             out = (out / np.maximum(counts, 1)).astype(acc_dt)
         return out
+    if kind in ("Max", "Min") and data.dtype.kind in "fc" and np.isnan(data).any():
+        return _extreme_after_nan(kind, data, ids, out)
     _UFUNCS[kind].at(out, ids, data)
     return out
+
+
+def _extreme_after_nan(kind, data, ids, out):
+    """TF's kernels fold each segment in row order as acc = (x < acc) ? acc : x (Max;
+    > for Min), which a NaN defeats both ways: a NaN takes over, and the next value
+    replaces it.  So each column's result is the extreme of the values after its last
+    NaN, or NaN when that NaN is the segment's last value."""
+    n_rows = data.shape[0]
+    flat = data.reshape(n_rows, -1)
+    cols = np.broadcast_to(np.arange(flat.shape[1]), flat.shape)
+    rows = np.broadcast_to(np.arange(n_rows)[:, None], flat.shape)
+    seg = np.broadcast_to(ids[:, None], flat.shape)
+    last_nan = np.full((out.shape[0], flat.shape[1]), -1)
+    nan = np.isnan(flat)
+    np.maximum.at(last_nan, (seg[nan], cols[nan]), rows[nan])
+    keep = rows > last_nan[seg, cols]
+    res = out.reshape(out.shape[0], -1)
+    _UFUNCS[kind].at(res, (seg[keep], cols[keep]), flat[keep])
+    last_row = np.full(out.shape[0], -1)
+    np.maximum.at(last_row, ids, np.arange(n_rows))
+    res[(last_nan >= 0) & (last_nan == last_row[:, None])] = np.nan
+    return res.reshape(out.shape)
 
 
 # -- sorted segment ops -------------------------------------------------------------------
 
 
 def _sorted_shape(op):
-    data, ids = op.inputs[0].shape, op.inputs[1].shape.with_rank(1)
-    data = data.with_rank_at_least(1)
-    data[:1].merge_with(ids)
+    # (A length that differs from data's first dimension fails when run, as in TF.)
+    data, _ = op.inputs[0].shape.with_rank_at_least(1), op.inputs[1].shape.with_rank(1)
     value = ops.constant_value(op.inputs[1])
     n = (
         int(value[-1]) + 1
@@ -117,7 +141,6 @@ SegmentMean = _sorted_op("Mean", NUMERIC)
 SegmentMax = _sorted_op("Max", REAL)
 SegmentMin = _sorted_op("Min", REAL)
 SegmentProd = _sorted_op("Prod", NUMERIC)
-NotDifferentiable("SegmentProd")
 
 
 # -- unsorted segment ops -----------------------------------------------------------------
@@ -166,7 +189,6 @@ def _unsorted_op(kind: str, allowed):
 UnsortedSegmentMax = _unsorted_op("Max", REAL)
 UnsortedSegmentMin = _unsorted_op("Min", REAL)
 UnsortedSegmentProd = _unsorted_op("Prod", NUMERIC)
-NotDifferentiable("UnsortedSegmentProd")
 
 
 # -- gradients (TF's math_grad.py) -------------------------------------------------------------
@@ -220,6 +242,36 @@ def _min_or_max_grad(op, grad):
     return [dx, None] + ([None] if unsorted else [])
 
 
+def _prod_grad(op, grad):
+    """d prod / d x_i: the product of the segment's other entries (TF's _SegmentProdGrad
+    and _UnsortedSegmentProdGrad): output / x_i, or for a zero x_i the product of the
+    segment's non-zero entries; 0 throughout a segment with two or more zeros."""
+    data, ids = op.inputs[0], op.inputs[1]
+    unsorted = len(op.inputs) == 3
+    grad = ops.convert_to_tensor(grad)
+    seg = (lambda x, name: _g.apply(f"UnsortedSegment{name}", x, ids, op.inputs[2])) if (
+        unsorted) else (lambda x, name: _g.apply(f"Segment{name}", x, ids))  # fmt: skip
+    is_zero = _g.apply("Equal", data, _g.zeros_like(data))
+    num_zeros = seg(_g.cast(is_zero, dtypes.int32), "Sum")
+    grad = _g.apply("SelectV2", _g.apply("Greater", num_zeros, _g.constant(1)),
+                    _g.zeros_like(grad), grad)  # fmt: skip
+    non_zero = _g.apply("SelectV2", is_zero, _g.ones_like(data), data)
+    non_zero_prod = seg(non_zero, "Prod")
+    safe_ids = _g.apply("Maximum", ids, _g.zeros_like(ids)) if unsorted else ids
+    others = _g.apply("SelectV2", is_zero, _gather(non_zero_prod, safe_ids),
+                      _g.apply("RealDiv", _gather(op.outputs[0], safe_ids), non_zero))  # fmt: skip
+    dx = _g.mul(_gather(grad, safe_ids), others)
+    if unsorted:  # rows with a negative id took no part
+        valid = _g.cast(_g.apply("GreaterEqual", ids, _g.zeros_like(ids)), dx.dtype)
+        shape = _g.concat([_g.shape(ids), _g.apply("Fill", _g.apply("ExpandDims", _g.apply(
+            "Sub", _g.apply("Rank", data), _g.apply("Rank", ids)), _g.constant(0)),
+            _g.constant(1))], 0)  # fmt: skip
+        dx = _g.mul(dx, _g.reshape(valid, shape))
+    return [dx, None] + ([None] if unsorted else [])
+
+
+SegmentProd.gradient(_prod_grad)
+UnsortedSegmentProd.gradient(_prod_grad)
 SegmentMax.gradient(_min_or_max_grad)
 SegmentMin.gradient(_min_or_max_grad)
 UnsortedSegmentMax.gradient(_min_or_max_grad)
@@ -281,7 +333,10 @@ def unsorted_segment_mean(data, segment_ids, num_segments, name=None):
         segment_ids = ops.convert_to_tensor(segment_ids)
         num_segments = ops.convert_to_tensor(num_segments)
         total = _g.apply("UnsortedSegmentSum", data, segment_ids, num_segments)
-        return _g.apply("RealDiv", total, _segment_counts(data, segment_ids, num_segments))
+        counts = _segment_counts(data, segment_ids, num_segments)
+        if data.dtype.is_integer:  # TF's `/` (truediv): integers divide in float64
+            total, counts = _g.cast(total, dtypes.float64), _g.cast(counts, dtypes.float64)
+        return _g.apply("RealDiv", total, counts)
 
 
 def unsorted_segment_sqrt_n(data, segment_ids, num_segments, name=None):

@@ -1,6 +1,7 @@
 """Sparse math: SparseReduceSum/Max (dense and *Sparse outputs), SparseSoftmax,
-SparseSparseMaximum/Minimum, SparseSplit and SparseSegmentSum/Mean/SqrtN, with TF's
-gradients and TF1 builders.
+SparseSparseMaximum/Minimum, SparseSplit, SparseSegmentSum/Mean/SqrtN and
+SparseDenseCwiseMul/Div/Add (SparseTensor's `*` and `/`), with TF's gradients and TF1
+builders.
 
 Reductions and the element-wise ops follow TF's CPU kernels: sums count only the
 stored values (implicit zeros add nothing); max reduces the stored values only, and a
@@ -16,7 +17,18 @@ import numpy as np
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
-from asyncflow.ops.sparse_ops import _check_sparse, _invalid, _linear, _merge, _np, _order, _sp
+from asyncflow.ops import math_ops  # noqa: F401 - the dense `*` overload wrapped below
+from asyncflow.ops.segment_ops import _extreme_after_nan
+from asyncflow.ops.sparse_ops import (
+    _check_sparse,
+    _invalid,
+    _linear,
+    _matching,
+    _merge,
+    _np,
+    _order,
+    _sp,
+)
 from asyncflow.registry import ANY, FLOATING, INDEX, NUMERIC, REAL, NotDifferentiable, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
@@ -72,6 +84,17 @@ def _reduce(indices, values, shape, axes, keep_dims, kind):
             -np.inf if values.dtype.kind == "f" else np.iinfo(values.dtype).min,
             values.dtype,
         )
+        if values.dtype.kind == "f" and np.isnan(values).any():
+            # TF folds each group in its reordered order (kept dims, then reduced ones),
+            # where a NaN gives way to the next value: segment ops' rule.
+            dims = kept + [d for d in range(shape.size) if d not in kept]
+            order = np.lexsort([indices[:, d] for d in reversed(dims)])
+            return (
+                out_shape,
+                kept,
+                keys,
+                _extreme_after_nan("Max", values[order], group[order], red),
+            )
         np.maximum.at(red, group, values)
     return out_shape, kept, keys, red
 
@@ -134,9 +157,8 @@ SparseReduceSum = _reduce_op("SparseReduceSum", "sum", False)
 SparseReduceSumSparse = _reduce_op("SparseReduceSumSparse", "sum", True)
 SparseReduceMax = _reduce_op("SparseReduceMax", "max", False)
 SparseReduceMaxSparse = _reduce_op("SparseReduceMaxSparse", "max", True)
-NotDifferentiable("SparseReduceSumSparse")  # as TF
-NotDifferentiable("SparseReduceMax")
-NotDifferentiable("SparseReduceMaxSparse")
+# (SparseReduceSumSparse, SparseReduceMax and SparseReduceMaxSparse have no gradient in
+# TF: tf.gradients through them raises LookupError.)
 
 
 def _kept_dims_gather(indices, shape, axes, grad_kept):
@@ -333,7 +355,7 @@ def _sparse_sparse_builder(op_type):
     def builder(sp_a, sp_b, name=None) -> SparseTensor:
         a, b = _sp(sp_a, "sp_a"), _sp(sp_b, "sp_b")
         with ops.name_scope(name, op_type, [a.indices, b.indices]) as scope:
-            b_vals = ops.convert_to_tensor(b.values, dtype=a.dtype)
+            b_vals = _matching(b.values, a.dtype, op_type, "b_values", "a_values")
             idx, vals = ops.apply_op(
                 op_type,
                 [a.indices, a.values, a.dense_shape, b.indices, b_vals, b.dense_shape],
@@ -374,7 +396,7 @@ SparseSplit = register_op(
         + [op.inputs[3].shape] * op.get_attr("num_split")
     ),
 )
-NotDifferentiable("SparseSplit")
+# (SparseSplit has no gradient in TF: LookupError.)
 
 
 @SparseSplit.kernel("CPU")
@@ -435,50 +457,73 @@ def sparse_split(
         return [SparseTensor(out[k], out[n + k], out[2 * n + k]) for k in range(n)]
 
 
-# -- SparseSegmentSum / Mean / SqrtN --------------------------------------------------------
+# -- SparseSegmentSum / Mean / SqrtN (and ...WithNumSegments) ------------------------------
 
 
 def _segment_shape(op):
-    data = op.inputs[0].shape
+    data, indices, seg = (t.shape for t in op.inputs[:3])
+    if indices.ndims == 1 and seg.ndims == 1:
+        a, b = indices[0].value, seg[0].value
+        if a is not None and b is not None and a != b:
+            raise ValueError(
+                f"Dimension 0 in both shapes must be equal, but are {a} and {b}. "
+                f"Shapes are [{a}] and [{b}]."
+            )
     if data.ndims is None:
         return [tensor_shape.unknown_shape()]
-    return [tensor_shape.TensorShape([None]).concatenate(data[1:])]
+    n = None
+    if len(op.inputs) == 4:
+        value = ops.constant_value(op.inputs[3])
+        n = None if value is None else int(value)
+    return [tensor_shape.TensorShape([n]).concatenate(data[1:])]
 
 
-def _segment_op(op_type, mode):
+def _segment_rows(data, indices, seg, mode, num_segments):
+    """The kernel's reduction, with TF's checks; num_segments None: the last id + 1."""
+    if indices.shape != seg.shape:
+        raise _invalid("segment_ids and indices should have same size.")
+    n = num_segments if num_segments is not None else (int(seg[-1]) + 1 if len(seg) else 0)
+    if len(seg) and (np.diff(seg) < 0).any():
+        raise _invalid("segment ids are not increasing")
+    if len(seg) and seg[0] < 0:
+        raise _invalid(
+            f"Segment id {int(seg[0])} out of range [0, {n}), possibly because "
+            "'segment_ids' input is not sorted."
+        )
+    if len(seg) and seg[-1] >= n:
+        raise _invalid("segment ids must be < num_segments")
+    if len(indices) and ((indices < 0).any() or (indices >= data.shape[0]).any()):
+        bad = int(np.flatnonzero((indices < 0) | (indices >= data.shape[0]))[0])
+        raise _invalid(f"Bad: indices[{bad}] == {indices[bad]} out of range [0, {data.shape[0]})")
+    out = np.zeros((n, *data.shape[1:]), data.dtype)
+    np.add.at(out, seg, data[indices])
+    if mode != "sum":
+        counts = np.bincount(seg, minlength=n).astype(data.dtype)
+        div = counts if mode == "mean" else np.sqrt(counts)
+        div = np.where(counts == 0, 1, div).reshape(-1, *[1] * (data.ndim - 1))
+        out = out / div
+    return out.astype(data.dtype)
+
+
+def _segment_op(op_type, mode, with_num_segments=False):
+    inputs = ["data: T", "indices: Tidx", "segment_ids: Tsegmentids"]
+    attrs = {"T": REAL if mode == "sum" else FLOATING, "Tidx": INDEX, "Tsegmentids": INDEX}
+    if with_num_segments:
+        inputs.append("num_segments: Tnumsegments")
+        attrs["Tnumsegments"] = INDEX
     op_def = register_op(
-        op_type,
-        inputs=["data: T", "indices: Tidx", "segment_ids: Tsegmentids"],
-        outputs=["output: T"],
-        attrs={"T": REAL, "Tidx": INDEX, "Tsegmentids": INDEX},
-        shape_fn=_segment_shape,
+        op_type, inputs=inputs, outputs=["output: T"], attrs=attrs, shape_fn=_segment_shape
     )
 
-    @op_def.kernel("CPU")
-    async def _kernel(ctx, data, indices, seg):
+    @op_def.kernel("CPU", host_memory=("num_segments",) if with_num_segments else ())
+    async def _kernel(ctx, data, indices, seg, *num_segments):
         data, indices, seg = _np(data), _np(indices).reshape(-1), _np(seg).reshape(-1)
-        if indices.shape != seg.shape:
-            raise _invalid("segment_ids and indices should have same size.")
-        if len(seg) and ((np.diff(seg) < 0).any() or seg[0] < 0):
-            raise _invalid("segment ids are not increasing")
-        if len(indices) and ((indices < 0).any() or (indices >= data.shape[0]).any()):
-            bad = int(np.flatnonzero((indices < 0) | (indices >= data.shape[0]))[0])
-            raise _invalid(
-                f"Bad: indices[{bad}] == {indices[bad]} out of range [0, {data.shape[0]})"
-            )
-        n = int(seg[-1]) + 1 if len(seg) else 0
-        out = np.zeros((n, *data.shape[1:]), data.dtype)
-        np.add.at(out, seg, data[indices])
-        if mode != "sum":
-            counts = np.bincount(seg, minlength=n).astype(data.dtype)
-            div = counts if mode == "mean" else np.sqrt(counts)
-            div = np.where(counts == 0, 1, div).reshape(-1, *[1] * (data.ndim - 1))
-            out = out / div
-        return out.astype(data.dtype)
+        n = int(num_segments[0]) if num_segments else None
+        return _segment_rows(data, indices, seg, mode, n)
 
     @op_def.gradient
     def _grad(op, grad):
-        data, indices, seg = op.inputs
+        data, indices, seg = op.inputs[:3]
         picked = _g.apply("GatherV2", grad, seg, 0)
         if mode != "sum":
             ones = _g.apply("Cast", _g.ones_like(seg), DstT=data.dtype.base_dtype)
@@ -493,7 +538,8 @@ def _segment_op(op_type, mode):
             per = _g.apply("Reshape", per, [-1] + [1] * rank_rest)
             picked = _g.apply("RealDiv", picked, per)
         dim0 = _g.apply("Shape", data, out_type=indices.dtype.base_dtype)[0]
-        return [_g.apply("UnsortedSegmentSum", picked, indices, dim0), None, None]
+        grads = [_g.apply("UnsortedSegmentSum", picked, indices, dim0), None, None]
+        return grads + [None] * (len(op.inputs) - 3)
 
     _kernel.__name__ = f"_{op_type.lower()}_kernel"
     return op_def
@@ -502,22 +548,31 @@ def _segment_op(op_type, mode):
 SparseSegmentSum = _segment_op("SparseSegmentSum", "sum")
 SparseSegmentMean = _segment_op("SparseSegmentMean", "mean")
 SparseSegmentSqrtN = _segment_op("SparseSegmentSqrtN", "sqrt_n")
+SparseSegmentSumWithNumSegments = _segment_op("SparseSegmentSumWithNumSegments", "sum", True)
+SparseSegmentMeanWithNumSegments = _segment_op("SparseSegmentMeanWithNumSegments", "mean", True)
+SparseSegmentSqrtNWithNumSegments = _segment_op(
+    "SparseSegmentSqrtNWithNumSegments", "sqrt_n", True
+)
 
 
 def _segment_builder(op_type, fn_name):
     def builder(data, indices, segment_ids, name=None, num_segments=None):
-        if num_segments is not None:
-            raise ValueError(f"{fn_name}: num_segments is not supported here")
-        with ops.name_scope(name, op_type, [data, indices, segment_ids]) as scope:
-            return ops.apply_op(op_type, [data, indices, segment_ids], name=scope).outputs[0]
+        inputs = [data, indices, segment_ids]
+        with ops.name_scope(name, op_type, inputs) as scope:
+            if num_segments is None:
+                return ops.apply_op(op_type, inputs, name=scope).outputs[0]
+            inputs.append(num_segments)
+            return ops.apply_op(f"{op_type}WithNumSegments", inputs, name=scope).outputs[0]
 
     builder.__name__ = builder.__qualname__ = fn_name
     builder.__doc__ = f"""Segments of rows `data[indices]` by sorted `segment_ids`
-    ({fn_name[15:]}; op {op_type}).
+    ({fn_name[15:]}; op {op_type}, or {op_type}WithNumSegments given `num_segments`:
+    that many output rows).
 
     Raises:
-      InvalidArgumentError: (when run) ids not sorted, sizes that differ, an index out
-        of range.
+      ValueError: indices and segment_ids of different static lengths.
+      InvalidArgumentError: (when run) ids not sorted or negative, an id not below
+        num_segments, sizes that differ, an index out of range.
     """
     return builder
 
@@ -525,3 +580,102 @@ def _segment_builder(op_type, fn_name):
 sparse_segment_sum = _segment_builder("SparseSegmentSum", "sparse_segment_sum")
 sparse_segment_mean = _segment_builder("SparseSegmentMean", "sparse_segment_mean")
 sparse_segment_sqrt_n = _segment_builder("SparseSegmentSqrtN", "sparse_segment_sqrt_n")
+
+
+# -- SparseDenseCwiseMul / Div / Add: SparseTensor's `*` and `/` ----------------------------
+
+
+def _cwise_kernel(fn):
+    async def kernel(ctx, indices, values, shape, dense):
+        indices, values, shape, dense = _np(indices), _np(values), _np(shape), _np(dense)
+        _check_sparse(indices, values, shape)
+        # The dense operand broadcasts to the sparse shape, never the other way.
+        lead = len(shape) - dense.ndim
+        if lead < 0 or any(d not in (1, s) for d, s in zip(dense.shape, shape[lead:])):
+            raise _invalid(
+                "SparseDenseBinaryOpShared broadcasts dense to sparse only; got incompatible "
+                f"shapes: [{','.join(map(str, shape))}] vs. "
+                f"[{','.join(map(str, dense.shape))}]"
+            )
+        at = tuple(
+            np.zeros(len(indices), np.int64) if d == 1 else indices[:, lead + k]
+            for k, d in enumerate(dense.shape)
+        )
+        with np.errstate(all="ignore"):
+            return fn(values, dense[at]).astype(values.dtype)
+
+    return kernel
+
+
+def _cwise_op(op_type, fn):
+    op_def = register_op(
+        op_type,
+        inputs=["sp_indices: int64", "sp_values: T", "sp_shape: int64", "dense: T"],
+        outputs=["output: T"],
+        attrs={"T": NUMERIC},
+        shape_fn=lambda op: [tensor_shape.TensorShape([op.inputs[1].shape[0].value])],
+    )
+    op_def.kernel("CPU", host_memory=("sp_shape",))(_cwise_kernel(fn))
+    return op_def
+
+
+SparseDenseCwiseMul = _cwise_op("SparseDenseCwiseMul", np.multiply)
+SparseDenseCwiseDiv = _cwise_op("SparseDenseCwiseDiv", np.true_divide)
+SparseDenseCwiseAdd = _cwise_op("SparseDenseCwiseAdd", np.add)
+NotDifferentiable("SparseDenseCwiseAdd")  # (as TF)
+
+
+def _cwise_grad(op, grad):
+    """d values and d dense of values * dense[at] (or / dense[at]): dense's share summed
+    over the positions it was broadcast to."""
+    indices, values, shape, dense = op.inputs
+    dense_full = _g.apply("BroadcastTo", dense, shape)
+    picked = _g.apply("GatherNd", dense_full, indices)
+    if op.type == "SparseDenseCwiseMul":
+        d_values, d_picked = grad * picked, grad * values
+    else:
+        d_values = _g.apply("RealDiv", grad, picked)
+        d_picked = -grad * _g.apply("RealDiv", values, _g.apply("Square", picked))
+    d_full = _g.apply("ScatterNd", indices, d_picked, shape)
+    dense_shape = _g.shape(dense, dtypes.int64)
+    _, axes = ops.apply_op("BroadcastGradientArgs", [shape, dense_shape]).outputs
+    d_dense = _g.reshape(_g.apply("Sum", d_full, axes), dense_shape)
+    return [None, d_values, None, d_dense]
+
+
+SparseDenseCwiseMul.gradient(_cwise_grad)
+SparseDenseCwiseDiv.gradient(_cwise_grad)
+
+
+def _cwise_operator(op_type, scope, true_div=False):
+    def operator(sp_x, y):
+        with ops.name_scope(None, scope, [sp_x.indices, sp_x.values, y]) as name:
+            y = ops.convert_to_tensor(y, dtype=sp_x.dtype, name="y")
+            values = sp_x.values
+            if true_div and values.dtype.is_integer:  # TF's truediv: through floats
+                wide = dtypes.float32 if values.dtype.size <= 2 else dtypes.float64
+                values, y = _g.cast(values, wide), _g.cast(y, wide)
+            out = ops.apply_op(
+                op_type, [sp_x.indices, values, sp_x.dense_shape, y], name=name
+            ).outputs[0]
+            return SparseTensor(sp_x.indices, out, sp_x.dense_shape)
+
+    operator.__name__ = operator.__qualname__ = f"__{scope}__"
+    return operator
+
+
+# TF overrides these operators of SparseTensor the same way (math_ops), and a dense
+# tensor times a SparseTensor is the SparseTensor's product too.
+SparseTensor.__mul__ = _cwise_operator("SparseDenseCwiseMul", "mul")
+_dense_multiply = ops._overload("multiply")
+
+
+def _multiply_dispatch(x, y):
+    if isinstance(y, SparseTensor):
+        return SparseTensor.__mul__(y, x)
+    return _dense_multiply(x, y)
+
+
+ops.register_overload("multiply", _multiply_dispatch)
+SparseTensor.__div__ = _cwise_operator("SparseDenseCwiseDiv", "div")
+SparseTensor.__truediv__ = _cwise_operator("SparseDenseCwiseDiv", "truediv", true_div=True)

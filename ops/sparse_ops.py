@@ -45,6 +45,16 @@ def _np(x):
     return np.asarray(x.get() if hasattr(x, "get") else x)
 
 
+def _matching(t, dtype, op_type: str, arg: str, ref: str):
+    """`t`, whose dtype must be `dtype`: TF's op-building TypeError otherwise."""
+    if t.dtype.base_dtype != dtype.base_dtype:
+        raise TypeError(
+            f"Input '{arg}' of '{op_type}' Op has type {t.dtype.base_dtype.name} that does not "
+            f"match type {dtype.base_dtype.name} of argument '{ref}'."
+        )
+    return t
+
+
 def _sp(sp_input, name="sp_input") -> SparseTensor:
     if isinstance(sp_input, SparseTensorValue):
         return SparseTensor.from_value(sp_input)
@@ -129,8 +139,13 @@ async def _sparse_to_dense(ctx, indices, shape, values, default):
             step = np.diff(lin)
             if (step <= 0).any():
                 i = int(np.flatnonzero(step <= 0)[0]) + 1
-                kind = "repeated" if step[i - 1] == 0 else "out of order"
-                raise _invalid(f"indices[{i}] = [{','.join(map(str, indices[i]))}] is {kind}")
+                at = f"indices[{i}] = [{','.join(map(str, indices[i]))}]"
+                if step[i - 1] == 0:
+                    raise _invalid(f"{at} is repeated")
+                raise _invalid(
+                    f"{at} is out of order. Many sparse ops require sorted indices.\n    "
+                    "Use `tf.sparse.reorder` to create a correctly ordered copy.\n\n"
+                )
     dtype = ctx.attrs["T"].as_numpy_dtype
     out = np.full(tuple(int(d) for d in shape), default, dtype=dtype)
     if n:
@@ -198,9 +213,13 @@ def _spmm_shape(op):
     b = op.inputs[3].shape.with_rank(2)
     a_shape = ops.constant_value(op.inputs[2])
     rows = None
-    if a_shape is not None:
-        rows = int(a_shape[1] if op.get_attr("adjoint_a") else a_shape[0])
-    cols = b.dims[0] if op.get_attr("adjoint_b") else b.dims[1]
+    adjoint_a, adjoint_b = op.get_attr("adjoint_a"), op.get_attr("adjoint_b")
+    if a_shape is not None and np.size(a_shape) == 2:
+        rows = int(a_shape[1] if adjoint_a else a_shape[0])
+        inner, b_inner = int(a_shape[0 if adjoint_a else 1]), b[1 if adjoint_b else 0].value
+        if b_inner is not None and inner != b_inner:
+            raise ValueError(f"Dimensions must be equal, but are {inner} and {b_inner}")
+    cols = b.dims[0] if adjoint_b else b.dims[1]
     return [tensor_shape.TensorShape([rows, cols])]
 
 
@@ -275,7 +294,8 @@ def sparse_tensor_dense_matmul(sp_a, b, adjoint_a=False, adjoint_b=False, name=N
     """
     sp = _sp(sp_a, "sp_a")
     with ops.name_scope(name, "SparseTensorDenseMatMul", [sp.indices, sp.values, b]) as scope:
-        b = ops.convert_to_tensor(b, name="b", dtype=sp.dtype)
+        b = ops.convert_to_tensor(b, name="b")
+        _matching(b, sp.dtype, "SparseTensorDenseMatMul", "b", "a_values")
         attrs = {"adjoint_a": bool(adjoint_a), "adjoint_b": bool(adjoint_b)}
         return ops.apply_op(
             "SparseTensorDenseMatMul",
@@ -393,6 +413,26 @@ def _merge(a_idx, b_idx, a_shape):
     return out.reshape(-1, a_idx.shape[1]), from_a, from_b
 
 
+def _walk(a_idx, a_lin, b_idx, b_lin):
+    """_merge's result for inputs not in canonical order, as TF's kernel computes it: one
+    pass over both, taking the entry that comes first of the two heads (both, summed,
+    when they are at the same position), so unsorted entries are never brought together."""
+    picked, from_a, from_b = [], [], []
+    i = j = 0
+    while i < len(a_lin) or j < len(b_lin):
+        if j == len(b_lin) or (i < len(a_lin) and a_lin[i] < b_lin[j]):
+            picked.append(a_idx[i]), from_a.append(i), from_b.append(-1)
+            i += 1
+        elif i == len(a_lin) or b_lin[j] < a_lin[i]:
+            picked.append(b_idx[j]), from_a.append(-1), from_b.append(j)
+            j += 1
+        else:
+            picked.append(a_idx[i]), from_a.append(i), from_b.append(j)
+            i, j = i + 1, j + 1
+    out = np.array(picked, np.int64).reshape(-1, a_idx.shape[1])
+    return out, np.array(from_a, np.int64), np.array(from_b, np.int64)
+
+
 @SparseAdd.kernel("CPU")
 async def _sparse_add(ctx, a_idx, a_val, a_shape, b_idx, b_val, b_shape, thresh):
     a_idx, a_val, a_shape = _np(a_idx), _np(a_val), _np(a_shape)
@@ -404,7 +444,11 @@ async def _sparse_add(ctx, a_idx, a_val, a_shape, b_idx, b_val, b_shape, thresh)
         )
     _check_sparse(a_idx, a_val, a_shape)
     _check_sparse(b_idx, b_val, b_shape)
-    idx, from_a, from_b = _merge(a_idx, b_idx, a_shape)
+    a_lin, b_lin = _linear(a_idx, a_shape), _linear(b_idx, a_shape)
+    if (np.diff(a_lin) > 0).all() and (np.diff(b_lin) > 0).all():
+        idx, from_a, from_b = _merge(a_idx, b_idx, a_shape)
+    else:
+        idx, from_a, from_b = _walk(a_idx, a_lin, b_idx, b_lin)
     vals = np.zeros(len(idx), a_val.dtype)
     vals[from_a >= 0] += a_val[from_a[from_a >= 0]]
     vals[from_b >= 0] += b_val[from_b[from_b >= 0]]
@@ -462,6 +506,8 @@ SparseTensorDenseAdd = register_op(
 @SparseTensorDenseAdd.kernel("CPU")
 async def _sparse_dense_add(ctx, idx, vals, shape, b):
     idx, vals, shape, b = _np(idx), _np(vals), _np(shape), _np(b)
+    if len(shape) != b.ndim:
+        raise _invalid(f"Two operands have different ranks; received: {len(shape)} and {b.ndim}")
     if list(shape) != list(b.shape):
         raise _invalid(
             f"Dimension mismatch: shapes [{','.join(map(str, shape))}] and "
@@ -486,6 +532,7 @@ def sparse_add(a, b, threshold=None, thresh=None):
 
     Raises:
       TypeError: neither operand is sparse.
+      ValueError: two SparseTensors of static shapes that differ.
       InvalidArgumentError: (when run) the shapes differ.
     """
     if threshold is not None and thresh is not None:
@@ -498,8 +545,9 @@ def sparse_add(a, b, threshold=None, thresh=None):
         raise TypeError("At least one input should be SparseTensor; do you mean to use tf.add()?")
     if sparse_a and sparse_b:
         a, b = _sp(a, "a"), _sp(b, "b")
+        a.shape.assert_is_compatible_with(b.shape)  # (TF's build-time check)
         with ops.name_scope(None, "SparseAdd", [a.indices, b.indices]) as scope:
-            b_vals = ops.convert_to_tensor(b.values, dtype=a.dtype)
+            b_vals = _matching(b.values, a.dtype, "SparseAdd", "b_values", "a_values")
             real = a.dtype.real_dtype if a.dtype.is_complex else a.dtype
             t = ops.convert_to_tensor(threshold, dtype=real, name="threshold")
             out = ops.apply_op(
@@ -512,7 +560,8 @@ def sparse_add(a, b, threshold=None, thresh=None):
         a, b = b, a
     a = _sp(a, "a")
     with ops.name_scope(None, "SparseTensorDenseAdd", [a.indices, b]) as scope:
-        b = ops.convert_to_tensor(b, name="b", dtype=a.dtype)
+        b = ops.convert_to_tensor(b, name="b")
+        _matching(b, a.dtype, "SparseTensorDenseAdd", "b", "a_values")
         return ops.apply_op(
             "SparseTensorDenseAdd", [a.indices, a.values, a.dense_shape, b], name=scope
         ).outputs[0]
@@ -571,13 +620,17 @@ def sparse_reshape(sp_input, shape, name=None) -> SparseTensor:
 
     Raises:
       TypeError: sp_input is not a SparseTensor.
-      ValueError: a static shape with a different number of elements.
+      ValueError: a static shape with a different number of elements, or two -1s.
       InvalidArgumentError: (when run) the same, found then.
     """
     sp = _sp(sp_input)
     with ops.name_scope(name, "SparseReshape", [sp.indices]) as scope:
         shape = ops.convert_to_tensor(shape, dtype=dtypes.int64, name="shape")
         want, have = ops.constant_value(shape), ops.constant_value(sp.dense_shape)
+        if want is not None and want.tolist().count(-1) > 1:
+            raise ValueError(
+                f"At most one dimension can be inferred (-1). Found: {np.asarray(want)}"
+            )
         if want is not None and have is not None and -1 not in want.tolist():
             if int(np.prod(want)) != int(np.prod(have)):
                 raise ValueError(
@@ -675,7 +728,13 @@ def sparse_concat(
                 on_axis = math_ops.equal(reduction_ops.range(rank), axis % rank)
                 out_shapes.append(slicing_ops.where(on_axis, s, biggest))
             shapes = out_shapes
-        values = [ops.convert_to_tensor(s.values, dtype=sps[0].dtype) for s in sps]
+        values = [s.values for s in sps]
+        if len({v.dtype.base_dtype for v in values}) > 1:
+            names = ", ".join(v.dtype.base_dtype.name for v in values)
+            raise TypeError(
+                f"Tensors in list passed to 'values' of 'SparseConcat' Op have types [{names}] "
+                "that don't all match."
+            )
         attrs = {"concat_dim": int(axis), "N": len(sps)}
         out = ops.apply_op(
             "SparseConcat", [[s.indices for s in sps], values, shapes], attrs, name=scope
@@ -704,8 +763,16 @@ def _slice_window(shape, start, size):
 async def _sparse_slice(ctx, indices, values, shape, start, size):
     indices, values, shape = _np(indices), _np(values), _np(shape)
     start, size = _np(start), _np(size)
-    if start.size != shape.size or size.size != shape.size:
-        raise _invalid("Expected start and size to have the rank of the input")
+    if start.size != shape.size:
+        raise _invalid(
+            f"Expected start to be a vector of length {shape.size} but got length {start.size}"
+        )
+    if size.size != shape.size:
+        raise _invalid(
+            f"Expected size to be a vector of length {shape.size} but got length {size.size}"
+        )
+    if (size < 0).any():
+        raise _invalid(f"Expected a non-negative size, got {int(size[size < 0][0])}")
     _check_sparse(indices, values, shape)
     lo, hi = _slice_window(shape, start, size)
     keep = ((indices >= lo) & (indices < hi)).all(axis=1) if len(indices) else np.zeros(0, bool)

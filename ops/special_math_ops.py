@@ -150,6 +150,7 @@ def _polygamma(xp, a, x):
     sign = xp.where(xp.fmod(n, 2.0) == 1.0, 1.0, -1.0)
     out = sign * fact * _zeta(xp, n + 1.0, x64)
     out = xp.where(a64 == 0, _digamma(xp, x64), out)
+    out = xp.where((a64 >= 1) & xp.isposinf(x64), 0.0, out)  # (TF's limit at x = inf)
     out = xp.where((a64 < 0) | (a64 != xp.floor(a64)), xp.nan, out)
     return out.astype(x.dtype)
 
@@ -216,12 +217,17 @@ def _check_trunc_div(xp, x, y, dtype) -> None:
         ) from None
 
 
-TruncateDiv = _binary_op("TruncateDiv", _trunc_div, REAL, check=_check_trunc_div)
+def _truncate_div(xp, x, y):
+    """C's `/` for integers; for floats TF's TruncateDiv truncates the quotient too."""
+    q = _trunc_div(xp, x, y)
+    return xp.trunc(q) if q.dtype.kind == "f" else q
+
+
+TruncateDiv = _binary_op("TruncateDiv", _truncate_div, REAL, check=_check_trunc_div)
 TruncateMod = _binary_op(
     "TruncateMod", lambda xp, x, y: xp.fmod(x, y), REAL, check=_check_trunc_div
 )
-NotDifferentiable("TruncateDiv")
-NotDifferentiable("TruncateMod")
+NotDifferentiable("TruncateDiv")  # (TruncateMod has no gradient in TF: LookupError)
 
 
 def _predicate_op(op_type: str, fn):

@@ -31,7 +31,10 @@ def _vector_shapes(n_out: int):
 
 
 def _first_appearance(x: np.ndarray):
-    """(unique values in order of first appearance, index of each x in them, counts)."""
+    """(unique values in order of first appearance, index of each x in them, counts).
+    Each NaN is a value of its own (TF's kernel hashes with ==, which NaN never is)."""
+    if x.dtype.kind in "fc" and np.isnan(x).any():
+        return _first_appearance_nan(x)
     values, first, inverse, counts = np.unique(
         x, return_index=True, return_inverse=True, return_counts=True
     )
@@ -39,6 +42,17 @@ def _first_appearance(x: np.ndarray):
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
     return values[order], rank[inverse.reshape(-1)], counts[order]
+
+
+def _first_appearance_nan(x: np.ndarray):
+    nan = np.isnan(x)
+    # Key each NaN by its own position, the rest by their value's first position.
+    vals, first, inverse = np.unique(x[~nan], return_index=True, return_inverse=True)
+    key = np.empty(x.size, np.int64)
+    key[~nan] = np.flatnonzero(~nan)[first][inverse.reshape(-1)]
+    key[nan] = np.flatnonzero(nan)
+    starts, idx, counts = np.unique(key, return_inverse=True, return_counts=True)
+    return x[starts], idx.reshape(-1), counts
 
 
 def _unique_op(op_type: str, with_counts: bool):
@@ -50,7 +64,7 @@ def _unique_op(op_type: str, with_counts: bool):
         attrs={"T": ANY, "out_idx": INDEX},
         shape_fn=_vector_shapes(len(outputs)),
     )
-    NotDifferentiable(op_type)
+    # (TF registers no gradient: tf.gradients through it raises LookupError.)
 
     @op_def.kernel("CPU")
     async def _kernel(ctx, x):
@@ -98,7 +112,7 @@ ListDiff = register_op(
     attrs={"T": ANY, "out_idx": INDEX},
     shape_fn=lambda op: [op.inputs[1].shape.with_rank(1) and tensor_shape.TensorShape([None])] * 2,
 )
-NotDifferentiable("ListDiff")
+# (ListDiff has no gradient in TF: LookupError.)
 
 
 @ListDiff.kernel("CPU")

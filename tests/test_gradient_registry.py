@@ -78,15 +78,41 @@ TF_NO_GRADIENT = {
     "AdjustSaturation": "tests/test_image.py::test_no_gradient_where_tf_has_none",
     "Conv": "tests/ops/test_sem18b_kernel_tests.py::test_conv_op_has_no_gradient_as_in_tf",
     "Lu": "tests/ops/test_math_more_ops.py::test_lu_reconstructs_and_has_no_gradient",
+    **dict.fromkeys(
+        [
+            "TruncateMod",
+            "Unique",
+            "UniqueWithCounts",
+            "ListDiff",
+            "SparseReduceSumSparse",
+            "SparseReduceMax",
+            "SparseReduceMaxSparse",
+            "SparseSplit",
+            "DenseBincount",
+        ],
+        "tests/ops/test_tf_parity_numeric.py::test_ops_without_a_tf_gradient_raise_lookup_error",
+    ),
     "MatrixLogarithm": "tests/test_linalg_functions.py::test_logm_has_no_gradient_as_in_tf",
     **dict.fromkeys(
-        ["NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5",
-         "CombinedNonMaxSuppression", "DrawBoundingBoxesV2", "ExtractGlimpseV2"],
+        [
+            "NonMaxSuppressionV3",
+            "NonMaxSuppressionV4",
+            "NonMaxSuppressionV5",
+            "CombinedNonMaxSuppression",
+            "DrawBoundingBoxesV2",
+            "ExtractGlimpseV2",
+        ],
         "tests/ops/test_image_nms_ops.py::test_no_gradient_where_tf_has_none",
     ),  # fmt: skip
     **dict.fromkeys(
-        ["QuantizeV2", "Dequantize", "QuantizedConcat", "FakeQuantWithMinMaxArgsGradient",
-         "FakeQuantWithMinMaxVarsGradient", "FakeQuantWithMinMaxVarsPerChannelGradient"],
+        [
+            "QuantizeV2",
+            "Dequantize",
+            "QuantizedConcat",
+            "FakeQuantWithMinMaxArgsGradient",
+            "FakeQuantWithMinMaxVarsGradient",
+            "FakeQuantWithMinMaxVarsPerChannelGradient",
+        ],
         "tests/ops/test_quantization_ops.py::test_no_gradient_for_quantize_and_dequantize_as_tf",
     ),  # fmt: skip
     "Fingerprint": "tests/ops/test_tf_odds.py::test_no_gradient_where_tf_has_none",
@@ -299,6 +325,25 @@ CASES: dict[str, list] = {
     "Zeta": [(lambda q: af.zeta(af.constant([2.5, 3.0], af.float64), q), [r(2)])],
     "Igamma": [(af.igamma, [r(3, lo=0.5, hi=3.0), r(3, lo=0.5, hi=3.0)])],
     "Igammac": [(af.igammac, [r(3, lo=0.5, hi=3.0), r(3, lo=0.5, hi=3.0)])],
+    # -- tf.math.special (ops/math_special_ops.py; SciPy's values)
+    **{
+        op_type: [(getattr(af.math.special, fn), [r(3, lo=0.3, hi=2.5)])]
+        for op_type, fn in [
+            ("Dawsn", "dawsn"),
+            ("Expint", "expint"),
+            ("FresnelCos", "fresnel_cos"),
+            ("FresnelSin", "fresnel_sin"),
+            ("Spence", "spence"),
+            ("BesselJ0", "bessel_j0"),
+            ("BesselJ1", "bessel_j1"),
+            ("BesselY0", "bessel_y0"),
+            ("BesselY1", "bessel_y1"),
+            ("BesselK0", "bessel_k0"),
+            ("BesselK0e", "bessel_k0e"),
+            ("BesselK1", "bessel_k1"),
+            ("BesselK1e", "bessel_k1e"),
+        ]
+    },
 }
 
 # Cases re-run with placeholders of unknown dimensions (the run-time shape paths).

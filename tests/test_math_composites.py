@@ -105,10 +105,10 @@ def test_select_v2_gradient_sums_over_broadcast_axes(graph):
         np.testing.assert_allclose(th, nu, atol=1e-6)
 
 
-def test_cumsum_cumprod_of_a_scalar_is_a_new_array(sess):
-    # A 0-d scan returns its value; never the input object itself (the kernel-output
-    # donation invariant the suite checks with ASYNCFLOW_CHECK_KERNELS=1).
+def test_cumsum_cumprod_of_a_scalar_fail_as_tf(sess):
+    # TF's ScanOp needs an axis inside the rank: a 0-d scan fails when run (TF 2.21).
     x = af.placeholder(af.float32, [])
-    y = x * 1.0  # (a value a later kernel may write into: the donation invariant's case)
-    a, b = sess.run([af.cumsum(y, 0), af.cumprod(y, 0)], {x: 3.0})
-    assert a == 3.0 and b == 3.0
+    y = x * 1.0
+    for scan in (af.cumsum, af.cumprod):
+        with pytest.raises(af.errors.InvalidArgumentError, match="Expected scan axis"):
+            sess.run(scan(y, 0), {x: 3.0})

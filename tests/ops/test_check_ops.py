@@ -162,7 +162,8 @@ def test_sign_asserts(helper, good, bad, cond):
     x = array_ops.placeholder(dtypes.float32, [2])
     op = helper(x, message="msg")
     assert _run(op, {x: good}) is None
-    with pytest.raises(errors.InvalidArgumentError, match=rf"\[msg\] \[Condition {cond} did"):
+    # TF ends the message with ".  " (TF 2.21: "[msg.  ] [Condition x > 0 did ...").
+    with pytest.raises(errors.InvalidArgumentError, match=rf"\[msg\.  \] \[Condition {cond} did"):
         _run(op, {x: bad})
     assert _run(helper(array_ops.constant(good))) is None
     with pytest.raises(errors.InvalidArgumentError, match=f"Condition {cond} did not hold"):
