@@ -203,22 +203,41 @@ async def _substr(ctx, inp, pos, length):
             None, None, f"Incompatible shapes: {list(inp.shape)} vs. {list(pos.shape)}"
         ) from None
     utf8 = ctx.attrs["unit"] == "UTF8_CHAR"
+    broadcast = pos.ndim > 0 and pos.shape != inp.shape
     out = []
     for i, (text, start, count) in enumerate(zip(s.ravel(), p.ravel(), n.ravel())):
-        unit = text.decode("utf-8", "replace") if utf8 else text
-        size = len(unit)
-        start = int(start)
-        if start < 0:
-            start += size
-        if start < 0 or start > size:
+        piece = _substr_one(text, int(start), int(count), utf8)
+        if piece is None:
+            out_of_range = f"pos {int(start)} out of range for string"
+            if utf8:
+                # TF's UTF-8 path names no string, and a broadcast row rather than an element.
+                where = np.unravel_index(i, s.shape)[0] if broadcast else i
+                raise errors.InvalidArgumentError(None, None, f"{out_of_range} at index {where}")
+            where = tuple(int(k) for k in np.unravel_index(i, s.shape)) if broadcast else i
             raise errors.InvalidArgumentError(
-                None,
-                None,
-                f"pos {int(p.ravel()[i])} out of range for string {text!r} at index {i}",
+                None, None, f"{out_of_range} {text!r} at index {where}"
             )
-        piece = unit[start : start + max(int(count), 0)]
-        out.append(piece.encode("utf-8") if utf8 else piece)
+        out.append(piece)
     return _strings(s.shape, out)
+
+
+def _substr_one(text: bytes, start: int, count: int, utf8: bool) -> bytes | None:
+    """One Substr element, or None when `start` is out of range.
+
+    TF takes a negative `len` in bytes as "to the end" (it becomes a huge unsigned count);
+    in UTF-8 characters it yields an empty string, and is out of range for a negative pos.
+    """
+    unit = text.decode("utf-8", "replace") if utf8 else text
+    size = len(unit)
+    if utf8 and count < 0 and start < 0:
+        return None
+    first = start + size if start < 0 else start
+    if first < 0 or first > size:
+        return None
+    if count < 0:
+        count = 0 if utf8 else size
+    piece = unit[first : first + count]
+    return piece.encode("utf-8") if utf8 else piece
 
 
 def substr(input, pos, len, name=None, unit="BYTE"):  # noqa: A002 - TF's argument names
