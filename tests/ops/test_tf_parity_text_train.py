@@ -51,3 +51,42 @@ def test_substr_out_of_range_messages():
         errors.InvalidArgumentError, match=r"^pos 3 out of range for string at index 1\n"
     ):
         _run(tf.strings.substr([["héllo", "ab"]], [[1], [3]], [[1], [1]], unit="UTF8_CHAR"))
+
+
+# -- ReduceJoin -----------------------------------------------------------------------------
+
+_CUBE = [[["a", "b"], ["c", "d"]], [["e", "f"], ["g", "h"]]]
+
+
+@pytest.mark.parametrize(
+    ("axis", "expected"),
+    [
+        ([0, 1], [b"a.e.c.g", b"b.f.d.h"]),
+        ([1, 0], [b"a.c.e.g", b"b.d.f.h"]),
+        ([0, 2], [b"a.e.b.f", b"c.g.d.h"]),
+        ([0, 1, 2], b"a.e.c.g.b.f.d.h"),
+        ([1, 0, 2], b"a.c.e.g.b.d.f.h"),
+        (None, b"a.b.c.d.e.f.g.h"),
+    ],
+)
+def test_reduce_join_reduces_axes_in_the_order_listed(axis, expected):
+    out = _run(tf.strings.reduce_join(_CUBE, axis=axis, separator="."))
+    assert (out.tolist() if hasattr(out, "tolist") else out) == expected
+
+
+def test_reduce_join_no_axes_is_identity_and_axes_may_be_fed():
+    assert _run(tf.reduce_join(_CUBE, axis=[], separator=".")).tolist() == [
+        [[b"a", b"b"], [b"c", b"d"]],
+        [[b"e", b"f"], [b"g", b"h"]],
+    ]
+    axes = tf.placeholder(tf.int32, [None])
+    t = tf.reduce_join(_CUBE, axis=axes, separator=".")
+    assert t.shape.ndims is None
+    assert _run(t, {axes: [1, 0]}).tolist() == [b"a.c.e.g", b"b.d.f.h"]
+
+
+def test_reduce_join_bad_axes():
+    with pytest.raises(ValueError, match="Invalid reduction dimension 3 for input with 3 dim"):
+        tf.reduce_join(_CUBE, axis=[3])
+    with pytest.raises(errors.InvalidArgumentError, match="^Duplicate reduction dimension 0"):
+        _run(tf.reduce_join(_CUBE, axis=[0, 0]))
