@@ -90,3 +90,24 @@ def test_reduce_join_bad_axes():
         tf.reduce_join(_CUBE, axis=[3])
     with pytest.raises(errors.InvalidArgumentError, match="^Duplicate reduction dimension 0"):
         _run(tf.reduce_join(_CUBE, axis=[0, 0]))
+
+
+# -- SerializeTensor ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "dtype", "expected"),
+    [
+        (3.0, tf.float64, b'\x08\x02\x12\x00"\x08\x00\x00\x00\x00\x00\x00\x08@'),
+        ([1.5], tf.float16, b'\x08\x13\x12\x04\x12\x02\x08\x01"\x02\x00>'),
+        ([7], tf.uint8, b'\x08\x04\x12\x04\x12\x02\x08\x01"\x01\x07'),
+        ([-7], tf.int8, b'\x08\x06\x12\x04\x12\x02\x08\x01"\x01\xf9'),
+        (
+            [[1 + 2j]],
+            tf.complex64,
+            b'\x08\x08\x12\x08\x12\x02\x08\x01\x12\x02\x08\x01"\x08\x00\x00\x80?\x00\x00\x00@',
+        ),
+    ],
+)
+def test_serialize_tensor_writes_numbers_as_tensor_content(value, dtype, expected):
+    assert _run(tf.serialize_tensor(tf.constant(value, dtype))) == expected
