@@ -985,7 +985,15 @@ def _parse_kernel_sync(attrs, serialized, defaults):
         if out is None:
             column = parsed.column(key)
             out = _dense_output(
-                column, key, dt, list(shape), default, seq, n, np, attrs["_example_names"],
+                column,
+                key,
+                dt,
+                list(shape),
+                default,
+                seq,
+                n,
+                np,
+                attrs["_example_names"],
                 single=not batch,
             )
         # out[0, ...] keeps a scalar an array: out[0] of an object array is a bare bytes.
@@ -1121,9 +1129,7 @@ def _dense_default(key, f):
             f"All dimensions of shape for feature {key} need to be known but received {f.shape}."
         )
     if seq and not f.allow_missing:
-        raise ValueError(
-            "Unsupported: FixedLenSequenceFeature requires allow_missing to be True."
-        )
+        raise ValueError("Unsupported: FixedLenSequenceFeature requires allow_missing to be True.")
     if f.default_value is None and seq:  # TF's padding element: a zero scalar
         zero = np.zeros((), dt.as_numpy_dtype) if dt != dtypes.string else b""
         return ops.convert_to_tensor(zero, dtype=dt), shape, seq
@@ -1206,8 +1212,9 @@ def _parse(op_type, serialized, features, name, batch, example_names=None):
             names = (
                 []
                 if example_names is None or isinstance(example_names, ops.Tensor)
-                else [n.decode() if isinstance(n, bytes) else str(n)
-                      for n in np.ravel(example_names)]  # fmt: skip
+                else [
+                    n.decode() if isinstance(n, bytes) else str(n) for n in np.ravel(example_names)
+                ]  # fmt: skip
             )
             op = ops.apply_op(
                 "ParseSingleExample",
@@ -1647,6 +1654,8 @@ NotDifferentiable("DecodeJSONExample")
 def _json_to_example(text) -> bytes:
     from google.protobuf import json_format
 
+    from asyncflow.example_json import example_from_json
+
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -1655,7 +1664,7 @@ def _json_to_example(text) -> bytes:
                 None, None, f"Error while parsing JSON: invalid UTF-8: {exc}"
             ) from exc
     try:
-        return json_format.Parse(text, Example()).SerializeToString()
+        return example_from_json(text)
     except json_format.ParseError as exc:
         raise errors.InvalidArgumentError(None, None, f"Error while parsing JSON: {exc}") from exc
 

@@ -111,3 +111,25 @@ def test_reduce_join_bad_axes():
 )
 def test_serialize_tensor_writes_numbers_as_tensor_content(value, dtype, expected):
     assert _run(tf.serialize_tensor(tf.constant(value, dtype))) == expected
+
+
+# -- DecodeJSONExample ----------------------------------------------------------------------
+
+
+def test_decode_json_example_bytes_follow_the_json_order_unpacked():
+    text = (
+        '{"features": {"feature": {"a": {"floatList": {"value": [1.5, 2]}}, '
+        '"b": {"int64List": {"value": [1, "2", 300, -1]}}, '
+        '"c": {"bytesList": {"value": ["YWI=", ""]}}}}}'
+    )
+    assert _run(tf.io.decode_json_example([text])).tolist() == [
+        b"\n=\n\x11\n\x01a\x12\x0c\x12\n\r\x00\x00\xc0?\r\x00\x00\x00@\n\x19\n\x01b\x12\x14"
+        b"\x1a\x12\x08\x01\x08\x02\x08\xac\x02\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"
+        b"\n\r\n\x01c\x12\x08\n\x06\n\x02ab\n\x00"
+    ]
+    empty = ['{"features": {}}', "{}", '{"features": {"feature": {"x": {}}}}']
+    assert _run(tf.io.decode_json_example(empty)).tolist() == [
+        b"\n\x00",
+        b"",
+        b"\n\x07\n\x05\n\x01x\x12\x00",
+    ]
