@@ -1103,13 +1103,26 @@ def _features_spec(features: dict):
             dense.append((key, f))
         else:
             raise ValueError(f"Unsupported {type(f).__name__} {f}.")
-    for key, dt in sparse + [(k, dtypes.as_dtype(f.dtype)) for k, f in dense]:
-        if dt not in _PARSE_TYPES:
-            raise ValueError(
-                f"Unsupported dtype {dt.name} for feature {key}: only string, float32 and "
-                "int64 are supported."
-            )
+    for param, dts in (
+        ("sparse_types", [dt for _, dt in sparse]),
+        ("dense_defaults", [dtypes.as_dtype(f.dtype) for _, f in dense]),
+    ):
+        _check_parse_types(param, dts)
     return sparse, dense
+
+
+def _check_parse_types(param: str, dts) -> None:
+    """TF's op-definition check of a parse op's type list, raised at build time.
+
+    Raises:
+      TypeError: a dtype other than float32, int64 or string.
+    """
+    for dt in dts:
+        if dt not in _PARSE_TYPES:
+            raise TypeError(
+                f"Value passed to parameter '{param}' has DataType {dt.name} not in list of "
+                "allowed values: float32, int64, string"
+            )
 
 
 def _dense_default(key, f):

@@ -133,3 +133,43 @@ def test_decode_json_example_bytes_follow_the_json_order_unpacked():
         b"",
         b"\n\x07\n\x05\n\x01x\x12\x00",
     ]
+
+
+# -- parse_example's feature dtypes ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("build", "param"),
+    [
+        (lambda: tf.parse_example([b""], {"a": tf.VarLenFeature(tf.int32)}), "sparse_types"),
+        (
+            lambda: tf.parse_single_example(b"", {"a": tf.FixedLenFeature([], tf.int32)}),
+            "dense_defaults",
+        ),
+        (
+            lambda: tf.io.parse_single_sequence_example(
+                b"", context_features={"a": tf.FixedLenFeature([], tf.int32)}
+            ),
+            "context_dense_defaults",
+        ),
+        (
+            lambda: tf.io.parse_single_sequence_example(
+                b"", sequence_features={"a": tf.FixedLenSequenceFeature([], tf.int32)}
+            ),
+            "feature_list_dense_types",
+        ),
+        (
+            lambda: tf.io.parse_sequence_example(
+                [b""], sequence_features={"a": tf.VarLenFeature(tf.int32)}
+            ),
+            "feature_list_sparse_types",
+        ),
+    ],
+)
+def test_parse_feature_of_unsupported_dtype_is_a_type_error(build, param):
+    with pytest.raises(TypeError) as info:
+        build()
+    assert str(info.value) == (
+        f"Value passed to parameter '{param}' has DataType int32 not in list of allowed "
+        "values: float32, int64, string"
+    )
