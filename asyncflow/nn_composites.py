@@ -84,7 +84,8 @@ def relu_layer(x, weights, biases, name=None):
 
 
 def sufficient_statistics(x, axes, shift=None, keep_dims=None, name=None, keepdims=None):
-    """(count, sum(x - shift), sum((x - shift)^2), shift) over `axes`."""
+    """(count, sum(x - shift), sum((x - shift)^2), shift) over `axes`; shift is None or
+    a tensor."""
     keep = bool(keepdims if keepdims is not None else keep_dims)
     with ops.name_scope(name, "sufficient_statistics", [x, shift]):
         x = ops.convert_to_tensor(x, name="x")
@@ -92,9 +93,13 @@ def sufficient_statistics(x, axes, shift=None, keep_dims=None, name=None, keepdi
         count = reduction_ops.reduce_prod(
             cast_ops.cast(slicing_ops.gather(shape, list(axes)), x.dtype), name="count"
         )
-        xs = x if shift is None else x - shift
+        if shift is None:
+            xs, sq = x, math_ops.square(x)
+        else:  # TF hands back the shift as a tensor, whatever it was given as
+            shift = ops.convert_to_tensor(shift, name="shift")
+            xs, sq = x - shift, math_ops.squared_difference(x, shift)
         m = reduction_ops.reduce_sum(xs, axes, keepdims=keep, name="mean_ss")
-        v = reduction_ops.reduce_sum(math_ops.square(xs), axes, keepdims=keep, name="var_ss")
+        v = reduction_ops.reduce_sum(sq, axes, keepdims=keep, name="var_ss")
         return count, m, v, shift
 
 
@@ -111,21 +116,27 @@ def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
 
 
 def weighted_moments(x, axes, frequency_weights, name=None, keep_dims=None, keepdims=None):
-    """Frequency-weighted mean and variance over `axes`."""
+    """Frequency-weighted mean and variance over `axes`; both 0 where the weights sum to
+    0 (TF divides with div_no_nan). float16 is computed in float32, as TF does."""
     keep = bool(keepdims if keepdims is not None else keep_dims)
     with ops.name_scope(name, "weighted_moments", [x, frequency_weights, axes]):
         x = ops.convert_to_tensor(x, name="x")
+        out_dtype = x.dtype
+        if x.dtype == dtypes.float16:
+            x = cast_ops.cast(x, dtypes.float32)
         w = cast_ops.cast(ops.convert_to_tensor(frequency_weights), x.dtype)
-        w = w * array_ops.ones_like(x)
-        wsum = reduction_ops.reduce_sum(w, axes, keepdims=True)
-        mean = reduction_ops.reduce_sum(w * x, axes, keepdims=True) / wsum
-        var = (
-            reduction_ops.reduce_sum(w * math_ops.squared_difference(x, mean), axes, keepdims=True)
-            / wsum
+        weighted_sum = reduction_ops.reduce_sum(w * x, axes, keepdims=True)
+        wsum = reduction_ops.reduce_sum(w + array_ops.zeros_like(x), axes, keepdims=True)
+        mean = math_composites.div_no_nan(weighted_sum, wsum)
+        distsq = reduction_ops.reduce_sum(
+            w * math_ops.squared_difference(x, mean), axes, keepdims=True
         )
+        var = math_composites.div_no_nan(distsq, wsum)
         if not keep:
             mean = array_ops.squeeze(mean, list(axes))
             var = array_ops.squeeze(var, list(axes))
+        if out_dtype != x.dtype:
+            mean, var = cast_ops.cast(mean, out_dtype), cast_ops.cast(var, out_dtype)
         return mean, var
 
 

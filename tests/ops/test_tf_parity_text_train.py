@@ -4,6 +4,7 @@ imported here: each expected value is a literal copied from a TF run."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import asyncflow as tf
@@ -173,3 +174,26 @@ def test_parse_feature_of_unsupported_dtype_is_a_type_error(build, param):
         f"Value passed to parameter '{param}' has DataType int32 not in list of allowed "
         "values: float32, int64, string"
     )
+
+
+# -- moments ------------------------------------------------------------------------------
+
+_X = [[1.0, 2.0, 4.0], [3.0, -1.0, 0.5]]
+
+
+def test_weighted_moments_with_zero_weights_are_zero():
+    mean, var = _run(tf.nn.weighted_moments(tf.constant(_X), [1], tf.zeros([2, 3])))
+    assert mean.tolist() == [0.0, 0.0] and var.tolist() == [0.0, 0.0]
+    w = tf.constant([[1.0, 2.0, 0.0], [0.0, 0.0, 0.0]], tf.float16)
+    mean, var = _run(tf.nn.weighted_moments(tf.constant(_X, tf.float16), [1], w))
+    assert mean.dtype == np.float16
+    np.testing.assert_allclose(mean, [1.667, 0.0], rtol=1e-3)
+    np.testing.assert_allclose(var, [0.2222, 0.0], rtol=1e-3)
+
+
+def test_sufficient_statistics_hands_back_the_shift_as_a_tensor():
+    count, m, v, shift = tf.nn.sufficient_statistics(tf.constant(_X), [1], shift=0.5)
+    assert isinstance(shift, tf.Tensor) and shift.name == "sufficient_statistics/shift:0"
+    out = _run([count, m, v, shift])
+    assert out[0] == 3.0 and out[1].tolist() == [5.5, 1.0]
+    assert out[2].tolist() == [14.75, 8.5] and out[3] == 0.5
