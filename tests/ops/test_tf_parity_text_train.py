@@ -197,3 +197,14 @@ def test_sufficient_statistics_hands_back_the_shift_as_a_tensor():
     out = _run([count, m, v, shift])
     assert out[0] == 3.0 and out[1].tolist() == [5.5, 1.0]
     assert out[2].tolist() == [14.75, 8.5] and out[3] == 0.5
+
+
+# -- ComputeAccidentalHits ------------------------------------------------------------------
+
+
+def test_accidental_hits_one_per_true_class_at_the_last_candidate():
+    true = np.array([[3, 1], [1, 1], [5, 3]], np.int64)
+    hits = _run(tf.nn.compute_accidental_hits(true, tf.constant([3, 1, 3, 7], tf.int64), 2))
+    assert hits[0].tolist() == [0, 0, 1, 1, 2]
+    assert hits[1].tolist() == [2, 1, 1, 1, 2]
+    assert hits[2].tolist() == [np.float32(-3.4028235e38)] * 5
