@@ -631,10 +631,18 @@ def _compute_sampled_logits(
         if remove_accidental_hits:
             # TF scatters -FLT_MAX at ComputeAccidentalHits' (row, position) pairs; the
             # same mask, computed densely: one comparison of each row's labels with the
-            # sampled ids.
+            # sampled ids, kept only at an id's last position (where the kernel puts it).
             hit = reduction_ops.reduce_any(
                 math_ops.equal(array_ops.expand_dims(labels, 2), sampled), axis=1
             )
+            repeated_later = reduction_ops.reduce_any(
+                math_ops.logical_and(
+                    math_ops.equal(array_ops.expand_dims(sampled, 1), sampled),
+                    np.triu(np.ones((num_sampled, num_sampled), bool), 1),
+                ),
+                axis=1,
+            )
+            hit = math_ops.logical_and(hit, math_ops.logical_not(repeated_later))
             lowest = np.finfo(sampled_logits.dtype.as_numpy_dtype).min
             sampled_logits = sampled_logits + cast_ops.cast(hit, sampled_logits.dtype) * lowest
         if subtract_log_q:

@@ -208,3 +208,21 @@ def test_accidental_hits_one_per_true_class_at_the_last_candidate():
     assert hits[0].tolist() == [0, 0, 1, 1, 2]
     assert hits[1].tolist() == [2, 1, 1, 1, 2]
     assert hits[2].tolist() == [np.float32(-3.4028235e38)] * 5
+
+
+def test_sampled_losses_mask_an_accidental_hit_at_its_last_position_only():
+    rng = np.random.RandomState(0)
+    w, b = rng.randn(10, 4).astype(np.float32), rng.randn(10).astype(np.float32)
+    x = rng.randn(3, 4).astype(np.float32)
+    labels = np.array([[1, 2], [7, 0], [3, 3]], np.int64)
+    sampled = (
+        tf.constant([3, 7, 3], tf.int64),
+        tf.constant([[0.5, 0.5]] * 3),
+        tf.constant([0.3, 0.3, 0.3]),
+    )
+    kw = dict(num_sampled=3, num_classes=10, num_true=2, sampled_values=sampled)
+    ssm = tf.nn.sampled_softmax_loss(w, b, labels, x, **kw)
+    nce = tf.nn.nce_loss(w, b, labels, x, remove_accidental_hits=True, **kw)
+    got_ssm, got_nce = _run([ssm, nce])
+    np.testing.assert_allclose(got_ssm, [5.553167, 2.838476, 1.360543], rtol=1e-6)
+    np.testing.assert_allclose(got_nce, [8.087351, 8.625964, 5.166266], rtol=1e-6)
