@@ -175,6 +175,22 @@ def strings_split(
     return SparseTensor(*op.outputs)
 
 
+def check_choice(op_type: str, attr: str, value: str, choices) -> None:
+    """TF's build-time check of a string attr that takes one of a few values.
+
+    Raises:
+      ValueError: `value` is not one of `choices`.
+    """
+    if value not in choices:
+        allowed = ", ".join(f'"{c}"' for c in choices)
+        raise ValueError(
+            f"Attr '{attr}' of '{op_type}' Op passed string '{value}' not in: {allowed}."
+        )
+
+
+_UNITS = ("BYTE", "UTF8_CHAR")
+
+
 # -- Substr -----------------------------------------------------------------------------------
 
 Substr = register_op(
@@ -243,11 +259,11 @@ def _substr_one(text: bytes, start: int, count: int, utf8: bool) -> bytes | None
 def substr(input, pos, len, name=None, unit="BYTE"):  # noqa: A002 - TF's argument names
     """Return substrings `[pos, pos + len)` of each string (bytes or UTF-8 characters).
 
-    Raises (when run):
-      InvalidArgumentError: pos is beyond a string's end, or shapes disagree.
+    Raises:
+      ValueError: a unit other than BYTE or UTF8_CHAR.
+      InvalidArgumentError: (when run) pos is beyond a string's end, or shapes disagree.
     """
-    if unit not in ("BYTE", "UTF8_CHAR"):
-        raise ValueError(f"unit must be BYTE or UTF8_CHAR, got {unit!r}")
+    check_choice("Substr", "unit", unit, _UNITS)
     return ops.apply_op("Substr", [input, pos, len], {"unit": unit}, name=name).outputs[0]
 
 
@@ -452,7 +468,12 @@ async def _string_length(ctx, inp):
 
 
 def string_length(input, name=None, unit="BYTE"):  # noqa: A002
-    """The length of each string, in bytes or UTF-8 characters."""
+    """The length of each string, in bytes or UTF-8 characters.
+
+    Raises:
+      ValueError: a unit other than BYTE or UTF8_CHAR.
+    """
+    check_choice("StringLength", "unit", unit, _UNITS)
     return ops.apply_op("StringLength", [input], {"unit": unit}, name=name).outputs[0]
 
 

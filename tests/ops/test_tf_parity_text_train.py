@@ -226,3 +226,46 @@ def test_sampled_losses_mask_an_accidental_hit_at_its_last_position_only():
     got_ssm, got_nce = _run([ssm, nce])
     np.testing.assert_allclose(got_ssm, [5.553167, 2.838476, 1.360543], rtol=1e-6)
     np.testing.assert_allclose(got_nce, [8.087351, 8.625964, 5.166266], rtol=1e-6)
+
+
+# -- string attrs with allowed values -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: tf.strings.length(["a"], unit="FOO"),
+            "Attr 'unit' of 'StringLength' Op passed string 'FOO' not in: "
+            '"BYTE", "UTF8_CHAR".',
+        ),
+        (
+            lambda: tf.strings.substr(["a"], 0, 1, unit="FOO"),
+            """Attr 'unit' of 'Substr' Op passed string 'FOO' not in: "BYTE", "UTF8_CHAR".""",
+        ),
+        (
+            lambda: tf.strings.unicode_decode(["a"], "UTF-8", errors="foo"),
+            "Attr 'errors' of 'UnicodeDecode' Op passed string 'foo' not in: "
+            '"strict", "replace", "ignore".',
+        ),
+        (
+            lambda: tf.strings.unicode_encode([97], "UTF-8", errors="foo"),
+            "Attr 'errors' of 'UnicodeEncode' Op passed string 'foo' not in: "
+            '"ignore", "replace", "strict".',
+        ),
+        (
+            lambda: tf.strings.unicode_transcode(["a"], "UTF-8", "UTF-8", errors="x"),
+            "Attr 'errors' of 'UnicodeTranscode' Op passed string 'x' not in: "
+            '"strict", "replace", "ignore".',
+        ),
+        (
+            lambda: tf.strings.unicode_split(["a"], "FOO"),
+            "Attr 'output_encoding' of 'UnicodeEncode' Op passed string 'FOO' not in: "
+            '"UTF-8", "UTF-16-BE", "UTF-32-BE".',
+        ),
+    ],
+)
+def test_string_attrs_outside_their_values_fail_at_build(build, message):
+    with pytest.raises(ValueError) as info:
+        build()
+    assert str(info.value) == message
