@@ -321,6 +321,7 @@ RegexReplace = register_op(
 NotDifferentiable("RegexReplace")
 
 _REWRITE_GROUP = re.compile(rb"\\(\d)")
+_BAD_REWRITE_ESCAPE = re.compile(rb"(?:\\[\\\d]|[^\\])*(\\)(?![\\\d])", re.DOTALL)
 
 
 @RegexReplace.kernel("CPU")
@@ -349,25 +350,108 @@ def _bytes(v) -> bytes:
     return v if isinstance(v, bytes) else str(v).encode("utf-8")
 
 
-def _replace(ctx, inp, pattern: bytes, rewrite: bytes):
+# RE2 works on UTF-8 text: "." is one character, however many bytes encode it, and its
+# \d \w \s \b are ASCII-only. Python's re on str with re.ASCII behaves so; a byte that is not
+# UTF-8 becomes a lone surrogate (surrogateescape), one character, and comes back intact.
+# Outside multi-line mode RE2's "$" is the end of the text only, which Python spells \Z.
+_RE2_REJECTS = re.compile(r"\(\?(?:=|!|<=|<!|>)|(?<!\\)[*+?}]\+")
+_REPEAT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
+_DOLLAR = re.compile(r"(\\.|\[(?:\\.|[^\]])*\]?)|\$", re.DOTALL)
+
+
+def _repeat_bound(m: re.Match) -> int:
+    return max(int(g) for g in m.groups() if g)
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def _utf8(t: str) -> bytes:
+    return t.encode("utf-8", "surrogateescape")
+
+
+def _re2_message(pattern: str, e: re.error) -> str:
+    """RE2's wording for the errors Python's re finds in a pattern."""
+    pos = e.pos if e.pos is not None else 0
+    msg = e.msg
+    if msg.startswith("missing ), unterminated subpattern"):
+        return f"missing ): {pattern}"
+    if msg.startswith("unterminated character set"):
+        return f"missing ]: {pattern[pos:]}"
+    if msg.startswith("nothing to repeat"):
+        return f"no argument for repetition operator: {pattern[pos : pos + 1]}"
+    if msg.startswith("multiple repeat"):
+        return f"bad repetition operator: {pattern[pos - 1 : pos + 1]}"
+    if msg.startswith("unbalanced parenthesis"):
+        return f"unexpected ): {pattern}"
+    if msg.startswith("min repeat greater than max repeat"):
+        start = pattern.rfind("{", 0, pos + 1)
+        return f"invalid repetition size: {pattern[start : pattern.find('}', pos) + 1]}"
+    if msg.startswith("invalid group reference"):  # (pos is the digit's)
+        return f"invalid escape sequence: {pattern[pos - 1 : pos + 1]}"
+    if msg.startswith("bad escape \\"):
+        return f"invalid escape sequence: {pattern[pos : pos + 2]}"
+    if msg.startswith("bad escape (end of pattern)"):
+        return "trailing \\"
+    if msg.startswith("bad character range"):
+        return f"invalid character class range: {msg.split()[3]}"
+    if msg.startswith("unknown extension"):
+        return f"invalid perl operator: {pattern[pos - 1 : pos + 2]}"
+    return str(e)
+
+
+def _compile(ctx, pattern: bytes) -> re.Pattern:
+    """`pattern` compiled as RE2 reads it, cached per kernel.
+
+    Raises:
+      InvalidArgumentError: a pattern RE2 rejects (lookarounds, possessive repeats).
+    """
     cache = ctx.kernel_state.setdefault("regex", {})
     rx = cache.get(pattern)
+    if rx is not None:
+        return rx
+    text = _text(pattern)
+    reject = _RE2_REJECTS.search(text)
+    try:
+        if reject and reject.group(0).startswith("(?"):
+            message = f"invalid perl operator: {reject.group(0)[:3]}"
+        elif reject:
+            message = f"bad repetition operator: {reject.group(0)[-2:]}"
+        elif too_many := [m for m in _REPEAT.finditer(text) if _repeat_bound(m) > 1000]:
+            message = f"invalid repetition size: {too_many[0].group(0)}"
+        else:
+            if not re.match(r"\(\?[a-zA-Z]*m", text):
+                text = _DOLLAR.sub(lambda m: m.group(1) or r"\Z", text)
+            rx = re.compile(text, re.ASCII)
+    except re.error as e:
+        message = _re2_message(_text(pattern), e)
     if rx is None:
-        try:
-            rx = re.compile(pattern)
-        except re.error as e:
-            raise errors.InvalidArgumentError(
-                None, None, f"Invalid pattern: {pattern.decode('utf-8', 'replace')}, error: {e}"
-            ) from None
-        if len(cache) < 64:
-            cache[pattern] = rx
+        raise errors.InvalidArgumentError(
+            None, None, f"Invalid pattern: {pattern.decode('utf-8', 'replace')}, error: {message}"
+        )
+    if len(cache) < 64:
+        cache[pattern] = rx
+    return rx
+
+
+def _replace(ctx, inp, pattern: bytes, rewrite: bytes):
+    rx = _compile(ctx, pattern)
+    inp = _obj(inp)
+    # RE2 replaces nothing when the rewrite names a group the pattern lacks, and stops a
+    # rewrite at an escape other than \0-\9 or \\ (what came before it is still written).
+    bad_escape = _BAD_REWRITE_ESCAPE.match(rewrite)
+    if bad_escape:
+        rewrite = rewrite[: bad_escape.start(1)]
+    groups = [int(g) for g in _REWRITE_GROUP.findall(rewrite.replace(b"\\\\", b""))]
+    if groups and max(groups) > rx.groups:
+        return _strings(inp.shape, list(inp.ravel()))
     # RE2 rewrites know only \0-\9 and \\; escape everything else for Python's template.
     template = _REWRITE_GROUP.sub(rb"\\g<\1>", rewrite.replace(b"\\\\", b"\x00"))
-    template = template.replace(b"\x00", b"\\\\")
+    template = _text(template.replace(b"\x00", b"\\\\"))
     count = 0 if ctx.attrs["replace_global"] else 1
-    inp = _obj(inp)
     try:
-        out = [rx.sub(template, s, count=count) for s in inp.ravel()]
+        out = [_utf8(rx.sub(template, _text(s), count=count)) for s in inp.ravel()]
     except (re.error, IndexError) as e:
         raise errors.InvalidArgumentError(None, None, f"Invalid rewrite pattern: {e}") from None
     return _strings(inp.shape, out)
@@ -388,19 +472,9 @@ def regex_replace(input, pattern, rewrite, replace_global=True, name=None):  # n
 
 
 def _full_match(ctx, inp, pattern):
-    cache = ctx.kernel_state.setdefault("regex", {})
-    rx = cache.get(pattern)
-    if rx is None:
-        try:
-            rx = re.compile(pattern)
-        except re.error as e:
-            raise errors.InvalidArgumentError(
-                None, None, f"Invalid pattern: {pattern.decode('utf-8', 'replace')}, error: {e}"
-            ) from None
-        if len(cache) < 64:
-            cache[pattern] = rx
+    rx = _compile(ctx, pattern)
     inp = _obj(inp)
-    return np.array([rx.fullmatch(s) is not None for s in inp.ravel()]).reshape(inp.shape)
+    return np.array([rx.fullmatch(_text(s)) is not None for s in inp.ravel()]).reshape(inp.shape)
 
 
 RegexFullMatch = register_op(

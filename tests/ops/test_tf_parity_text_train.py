@@ -269,3 +269,56 @@ def test_string_attrs_outside_their_values_fail_at_build(build, message):
     with pytest.raises(ValueError) as info:
         build()
     assert str(info.value) == message
+
+
+# -- regex_replace / regex_full_match (RE2) -------------------------------------------------
+
+
+def test_regex_works_on_utf8_characters_with_ascii_classes():
+    out = _run(tf.strings.regex_replace(["héllo wörld"], ".", "<\\0>"))
+    assert out.tolist() == [b"<h><\xc3\xa9><l><l><o>< ><w><\xc3\xb6><r><l><d>"]
+    assert _run(tf.strings.regex_full_match(["é", "٣"], ".")).tolist() == [True, True]
+    assert _run(tf.strings.regex_full_match(["é", "ab", "٣", "7"], "\\w|\\d")).tolist() == [
+        False,
+        False,
+        False,
+        True,
+    ]
+
+
+def test_regex_dollar_is_the_end_of_the_text():
+    assert _run(tf.strings.regex_replace(["ab\n"], "b$", "X")).tolist() == [b"ab\n"]
+    assert _run(tf.strings.regex_full_match(["ab\n"], "ab$")).tolist() == [False]
+    assert _run(tf.strings.regex_replace(["a\nb\n"], "(?m)b$", "D")).tolist() == [b"a\nD\n"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "rewrite", "expected"),
+    [("a", "\\1", b"abc"), ("(a)", "\\2", b"abc"), ("b", "\\x", b"ac"), ("b", "X\\yZ", b"aXc")],
+)
+def test_regex_replace_with_a_bad_rewrite(pattern, rewrite, expected):
+    assert _run(tf.strings.regex_replace(["abc"], pattern, rewrite)).tolist() == [expected]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "error"),
+    [
+        ("a(b", "missing ): a(b"),
+        ("a[bc", "missing ]: [bc"),
+        ("*", "no argument for repetition operator: *"),
+        ("a**", "bad repetition operator: **"),
+        ("a++", "bad repetition operator: ++"),
+        ("a)", "unexpected ): a)"),
+        ("a{2,1}", "invalid repetition size: {2,1}"),
+        ("x{1001}", "invalid repetition size: {1001}"),
+        ("\\1", "invalid escape sequence: \\1"),
+        ("a\\", "trailing \\"),
+        ("(?<=a)b", "invalid perl operator: (?<"),
+        ("(?z)", "invalid perl operator: (?z"),
+        ("[z-a]", "invalid character class range: z-a"),
+    ],
+)
+def test_regex_pattern_errors_in_re2_words(pattern, error):
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        _run(tf.strings.regex_full_match(["abc"], pattern))
+    assert info.value.message.split("\n")[0] == f"Invalid pattern: {pattern}, error: {error}"
