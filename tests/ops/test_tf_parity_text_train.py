@@ -322,3 +322,34 @@ def test_regex_pattern_errors_in_re2_words(pattern, error):
     with pytest.raises(errors.InvalidArgumentError) as info:
         _run(tf.strings.regex_full_match(["abc"], pattern))
     assert info.value.message.split("\n")[0] == f"Invalid pattern: {pattern}, error: {error}"
+
+
+# -- strings.format ---------------------------------------------------------------------------
+
+
+def test_string_format_placeholder_count_is_checked_at_build():
+    with pytest.raises(
+        ValueError, match="^The template expects 2 tensors, but the inputs only has 1"
+    ):
+        tf.strings.format("{} {}", tf.constant(1))
+
+
+@pytest.mark.parametrize(
+    ("value", "dtype", "expected"),
+    [
+        ([[1 + 2j, 3j]], tf.complex128, b"[? ?]"),
+        ([[1 + 2j, 3j], [1, 2]], tf.complex64, b"[? ? ?...]"),
+        (1 + 2j, tf.complex64, b"?"),
+        ([0.1, 2.5], tf.bfloat16, b"[0.100097656 2.5]"),
+    ],
+)
+def test_string_format_complex_and_bfloat16(value, dtype, expected):
+    assert _run(tf.strings.format("{}", tf.constant(value, dtype))) == expected
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [([0], b"[]"), ([0, 3], b"[]"), ([2, 0], b"[\n ...]"), ([2, 2, 0], b"[\n\n ...]")],
+)
+def test_string_format_empty_tensors(shape, expected):
+    assert _run(tf.strings.format("{}", tf.zeros(shape))) == expected
