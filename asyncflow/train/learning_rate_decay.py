@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.ops import math_ops, random_ops, slicing_ops
 
@@ -148,7 +149,8 @@ def piecewise_constant(x, boundaries, values, name=None):
     """values[0] while x <= boundaries[0], values[i] while x in (b[i-1], b[i]], then values[-1].
 
     Raises:
-      ValueError: len(values) != len(boundaries) + 1, or the values' dtypes differ.
+      ValueError: len(values) != len(boundaries) + 1, the values' dtypes differ, or a
+        boundary's dtype is not x's (int32 boundaries with an int64 x excepted).
     """
     if len(boundaries) != len(values) - 1:
         raise ValueError("The length of boundaries should be 1 less than the length of values")
@@ -158,10 +160,14 @@ def piecewise_constant(x, boundaries, values, name=None):
         for b in boundaries:
             b = ops.convert_to_tensor(b)
             if b.dtype.base_dtype != x.dtype.base_dtype:
-                if b.dtype.is_integer and x.dtype.is_integer:
-                    b = math_ops.cast(b, x.dtype.base_dtype)
-                else:
-                    b = ops.convert_to_tensor(boundaries[len(bounds)], dtype=x.dtype)
+                # Only int32 -> int64 is lossless; TF refuses every other conversion, as
+                # one could change a comparison (a float boundary cast to an integer).
+                if b.dtype.base_dtype != dtypes.int32 or x.dtype.base_dtype != dtypes.int64:
+                    raise ValueError(
+                        f"Boundaries ({str(b.dtype.base_dtype)}) must have the same dtype as x "
+                        f"({str(x.dtype.base_dtype)})."
+                    )
+                b = math_ops.cast(b, x.dtype.base_dtype)
             bounds.append(b)
         vals = [ops.convert_to_tensor(v) for v in values]
         for v in vals[1:]:

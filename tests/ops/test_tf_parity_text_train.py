@@ -353,3 +353,38 @@ def test_string_format_complex_and_bfloat16(value, dtype, expected):
 )
 def test_string_format_empty_tensors(shape, expected):
     assert _run(tf.strings.format("{}", tf.zeros(shape))) == expected
+
+
+# -- piecewise_constant -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("x", "boundaries", "message"),
+    [
+        (
+            lambda: tf.constant(7.0),
+            [5, 10],
+            "Boundaries (<dtype: 'int32'>) must have the same dtype as x (<dtype: 'float32'>).",
+        ),
+        (
+            lambda: tf.constant(7),
+            [tf.constant(5, tf.int64)],
+            "Boundaries (<dtype: 'int64'>) must have the same dtype as x (<dtype: 'int32'>).",
+        ),
+        (
+            lambda: tf.constant(7.0, tf.float64),
+            [5.0],
+            "Boundaries (<dtype: 'float32'>) must have the same dtype as x (<dtype: 'float64'>).",
+        ),
+    ],
+)
+def test_piecewise_constant_boundaries_of_another_dtype(x, boundaries, message):
+    values = [float(i) for i in range(len(boundaries) + 1)]
+    with pytest.raises(ValueError) as info:
+        tf.train.piecewise_constant(x(), boundaries, values)
+    assert str(info.value) == message
+
+
+def test_piecewise_constant_int32_boundaries_widen_to_an_int64_step():
+    lr = tf.train.piecewise_constant(tf.constant(7, tf.int64), [5, 10], [1.0, 2.0, 3.0])
+    assert _run(lr) == 2.0
