@@ -388,3 +388,51 @@ def test_piecewise_constant_boundaries_of_another_dtype(x, boundaries, message):
 def test_piecewise_constant_int32_boundaries_widen_to_an_int64_step():
     lr = tf.train.piecewise_constant(tf.constant(7, tf.int64), [5, 10], [1.0, 2.0, 3.0])
     assert _run(lr) == 2.0
+
+
+# -- losses: weights must broadcast as TF's assert_broadcastable says ---------------------
+
+_LABELS = np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]], np.float32)
+_PREDS = np.array([[0.2, 0.7, 0.9], [0.6, 0.3, 0.1]], np.float32)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: tf.losses.mean_squared_error(_LABELS, _PREDS, weights=[1.0, 2.0, 3.0]),
+            "values.rank=2. weights.rank=1. values.shape=(2, 3). weights.shape=(3,).",
+        ),
+        (
+            lambda: tf.losses.compute_weighted_loss(_LABELS, weights=[2.0]),
+            "values.rank=2. weights.rank=1. values.shape=(2, 3). weights.shape=(1,).",
+        ),
+        (
+            lambda: tf.losses.mean_squared_error(_LABELS, _PREDS, weights=[[2.0, 1.0, 0.0, 1.0]]),
+            "Mismatch at dim 1. values.shape=[2 3], weights.shape=[1 4].",
+        ),
+        (
+            lambda: tf.losses.mean_pairwise_squared_error(
+                np.ones([2, 2, 2], np.float32), np.zeros([2, 2, 2], np.float32), weights=[1.0, 2.0]
+            ),
+            "values.rank=3. weights.rank=1. values.shape=(2, 2, 2). weights.shape=(2,).",
+        ),
+    ],
+)
+def test_loss_weights_of_another_rank_do_not_broadcast(build, message):
+    with pytest.raises(ValueError) as info:
+        build()
+    assert str(info.value) == "weights can not be broadcast to values. " + message
+
+
+def test_loss_weights_of_unknown_shape_are_checked_when_run():
+    w = tf.placeholder(tf.float32)
+    loss = tf.losses.mean_squared_error(_LABELS, _PREDS, weights=w)
+    np.testing.assert_allclose(_run(loss, {w: [[2.0], [1.0]]}), 0.09, rtol=1e-6)
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        _run(loss, {w: [1.0, 2.0, 3.0]})
+    assert info.value.message.split("\n")[0] == (
+        "assertion failed: [weights can not be broadcast to values.] [weights.shape=] "
+        "[Placeholder:0] [3] [values.shape=] [mean_squared_error/SquaredDifference:0] [2 3] "
+        "[is_scalar=] [0]"
+    )
