@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import zlib
 
 import numpy as np
@@ -103,18 +102,29 @@ DecodeBase64 = _elementwise("DecodeBase64", _decode)
 
 
 def _decompress(attrs, v):
+    """TF's DecodeCompressed reads the stream with zlib's inflate until its input ends:
+    a truncated stream gives what it held, an empty one b"", and gzip members follow
+    one another; an inflate error is a DataLossError in TF's words."""
     kind = attrs["compression_type"]
     v = bytes(v)
+    if kind == "":
+        return v
+    if kind not in ("ZLIB", "GZIP"):
+        raise _invalid("Only ZLIB, GZIP or NONE are supported compressions")
+    wbits = zlib.MAX_WBITS + (16 if kind == "GZIP" else 0)
+    out = []
     try:
-        if kind == "":
-            return v
-        if kind == "ZLIB":
-            return zlib.decompress(v)
-        if kind == "GZIP":
-            return gzip.decompress(v)
-    except (OSError, zlib.error, EOFError) as e:
-        raise errors.DataLossError(None, None, f"Failed to decompress: {e}") from None
-    raise _invalid(f"Unsupported compression type: {kind}")
+        while v:
+            inflate = zlib.decompressobj(wbits)
+            out.append(inflate.decompress(v))
+            out.append(inflate.flush())
+            v = inflate.unused_data if kind == "GZIP" and inflate.eof else b""
+    except zlib.error as e:
+        code, _, reason = str(e).removeprefix("Error ").partition(" while decompressing data: ")
+        raise errors.DataLossError(
+            None, None, f"inflate() failed with error {code}: {reason}"
+        ) from None
+    return b"".join(out)
 
 
 DecodeCompressed = _elementwise("DecodeCompressed", _decompress, {"compression_type": ""})

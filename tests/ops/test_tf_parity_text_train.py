@@ -436,3 +436,48 @@ def test_loss_weights_of_unknown_shape_are_checked_when_run():
         "[Placeholder:0] [3] [values.shape=] [mean_squared_error/SquaredDifference:0] [2 3] "
         "[is_scalar=] [0]"
     )
+
+
+# -- decode_compressed ------------------------------------------------------------------------
+
+
+def test_decode_compressed_reads_until_the_input_ends():
+    import gzip
+    import zlib
+
+    truncated = zlib.compress(b"hello world")[:-3]
+    members = gzip.compress(b"ab") + gzip.compress(b"cd")
+    assert _run(tf.io.decode_compressed([truncated, b""], compression_type="ZLIB")).tolist() == [
+        b"hello world",
+        b"",
+    ]
+    assert _run(tf.io.decode_compressed([members], compression_type="GZIP")).tolist() == [b"abcd"]
+
+
+@pytest.mark.parametrize(
+    ("data", "kind", "error", "message"),
+    [
+        (
+            b"garbage",
+            "ZLIB",
+            errors.DataLossError,
+            "inflate() failed with error -3: incorrect header check",
+        ),
+        (
+            b"\x1f\x8bjunkjunk",
+            "GZIP",
+            errors.DataLossError,
+            "inflate() failed with error -3: unknown compression method",
+        ),
+        (
+            b"abc",
+            "FOO",
+            errors.InvalidArgumentError,
+            "Only ZLIB, GZIP or NONE are supported compressions",
+        ),
+    ],
+)
+def test_decode_compressed_errors(data, kind, error, message):
+    with pytest.raises(error) as info:
+        _run(tf.io.decode_compressed([data], compression_type=kind))
+    assert info.value.message.split("\n")[0] == message
