@@ -1385,9 +1385,13 @@ def _parse_number(text: bytes, dt: dtypes.DType):
     if dt.is_integer:
         if not _INT_RE.match(text):
             return None
+        if not dt.is_unsigned:
+            v = int(text)
+            return v if dt.min <= v <= dt.max else None
+        if text.strip().startswith(b"-"):  # safe_strtou32/64 refuse a minus, on "-0" too
+            return None
         v = int(text)
-        lo, hi = (-(1 << 31), (1 << 31) - 1) if dt == dtypes.int32 else (-(1 << 63), (1 << 63) - 1)
-        return v if lo <= v <= hi else None
+        return v if v <= dt.max else None
     s = text.strip()
     if not s or b"_" in s:  # Python's float() takes "1_0"; strtof does not
         return None
@@ -1716,7 +1720,9 @@ StringToNumber = register_op(
     inputs=["string_tensor: string"],
     outputs=["output: out_type"],
     attrs={
-        "out_type": TypeConstraint(("float32", "float64", "int32", "int64"), default="float32")
+        "out_type": TypeConstraint(
+            ("float32", "float64", "int32", "int64", "uint32", "uint64"), default="float32"
+        )
     },
     shape_fn=lambda op: [op.inputs[0].shape],
 )

@@ -481,3 +481,18 @@ def test_decode_compressed_errors(data, kind, error, message):
     with pytest.raises(error) as info:
         _run(tf.io.decode_compressed([data], compression_type=kind))
     assert info.value.message.split("\n")[0] == message
+
+
+# -- string_to_number -------------------------------------------------------------------------
+
+
+def test_string_to_number_unsigned():
+    out = _run(tf.strings.to_number(["18446744073709551615", "+3", " 7 "], tf.uint64))
+    assert out.dtype == np.uint64 and out.tolist() == [18446744073709551615, 3, 7]
+    assert _run(tf.strings.to_number(["12", "4294967295"], tf.uint32)).tolist() == [12, 4294967295]
+    for text, dtype in (("-1", tf.uint32), ("4294967296", tf.uint32), ("-0", tf.uint64)):
+        with pytest.raises(errors.InvalidArgumentError) as info:
+            _run(tf.strings.to_number([text], dtype))
+        assert info.value.message.split("\n")[0] == (
+            f"StringToNumberOp could not correctly convert string: {text}"
+        )
