@@ -64,10 +64,10 @@ def natural_exp_decay(
       ValueError: `global_step` is None.
     """
     _require_step(global_step, "natural_exp_decay")
-    with ops.name_scope(name, "NaturalExpDecay"):
-        lr, dtype = _as_lr(learning_rate)
-        rate = math_ops.exp(math_ops.negative(math_ops.cast(decay_rate, dtype)))
-        return exponential_decay(lr, global_step, decay_steps, rate, staircase)
+    # As TF: exponential_decay by exp(-decay_rate), that rate computed outside its scope
+    # in the decay rate's own dtype (float32 for a Python float, whatever the lr's).
+    rate = math_ops.exp(math_ops.negative(decay_rate))
+    return exponential_decay(learning_rate, global_step, decay_steps, rate, staircase, name)
 
 
 def inverse_time_decay(

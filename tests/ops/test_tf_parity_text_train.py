@@ -496,3 +496,18 @@ def test_string_to_number_unsigned():
         assert info.value.message.split("\n")[0] == (
             f"StringToNumberOp could not correctly convert string: {text}"
         )
+
+
+# -- natural_exp_decay ------------------------------------------------------------------------
+
+
+def test_natural_exp_decay_is_exponential_decay_of_a_float32_rate():
+    step = tf.placeholder(tf.int64, [])
+    lr = tf.train.natural_exp_decay(tf.constant(0.1, tf.float64), step, 7, 0.3)
+    assert lr.name == "ExponentialDecay:0"
+    got = [_run(lr, {step: s}) for s in (5, 100)]
+    # exp(-0.3) rounded to float32 first, as TF computes it
+    rate = float(np.exp(np.float32(-0.3)))
+    np.testing.assert_allclose(got, [0.1 * rate ** (5 / 7), 0.1 * rate ** (100 / 7)], rtol=1e-15)
+    named = tf.train.natural_exp_decay(0.1, step, 7, 0.3, name="nn")
+    assert named.name == "nn:0"
