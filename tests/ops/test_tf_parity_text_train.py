@@ -511,3 +511,19 @@ def test_natural_exp_decay_is_exponential_decay_of_a_float32_rate():
     np.testing.assert_allclose(got, [0.1 * rate ** (5 / 7), 0.1 * rate ** (100 / 7)], rtol=1e-15)
     named = tf.train.natural_exp_decay(0.1, step, 7, 0.3, name="nn")
     assert named.name == "nn:0"
+
+
+# -- Optimizer.compute_gradients(gate_gradients=GATE_GRAPH) -----------------------------------
+
+
+def test_gate_graph_gradients_come_out_of_tf_tuple():
+    v = tf.Variable([1.0, 2.0])
+    opt = tf.train.GradientDescentOptimizer(0.1)
+    loss = tf.reduce_sum(v * v)
+    gv = opt.compute_gradients(loss, gate_gradients=tf.train.Optimizer.GATE_GRAPH)
+    assert [g.name for g, _ in gv] == ["tuple/control_dependency:0"]
+    train = opt.apply_gradients(gv)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        s.run(train)
+        np.testing.assert_allclose(s.run(v), [0.8, 1.6], rtol=1e-6)
