@@ -243,17 +243,49 @@ def _substr_one(text: bytes, start: int, count: int, utf8: bool) -> bytes | None
     TF takes a negative `len` in bytes as "to the end" (it becomes a huge unsigned count);
     in UTF-8 characters it yields an empty string, and is out of range for a negative pos.
     """
-    unit = text.decode("utf-8", "replace") if utf8 else text
-    size = len(unit)
-    if utf8 and count < 0 and start < 0:
+    size = len(text)
+    if not utf8:
+        first = start + size if start < 0 else start
+        if first < 0 or first > size:
+            return None
+        return text[first : first + (size if count < 0 else count)]
+    if start < 0:
+        first = _utf8_back(text, size, -start) if count >= 0 else None
+    else:
+        first = _utf8_forward(text, 0, start)
+    if first is None:
         return None
-    first = start + size if start < 0 else start
-    if first < 0 or first > size:
-        return None
-    if count < 0:
-        count = 0 if utf8 else size
-    piece = unit[first : first + count]
-    return piece.encode("utf-8") if utf8 else piece
+    end = first if count < 0 else _utf8_forward(text, first, count, partial=True)
+    return text[first:end]
+
+
+def _is_trail(b: int) -> bool:
+    return b & 0xC0 == 0x80
+
+
+def _utf8_forward(text: bytes, pos: int, chars: int, partial: bool = False) -> int | None:
+    """The byte `chars` UTF-8 characters after `pos`, as TF steps: a character runs from
+    its first byte up to the next byte that is no continuation byte, whatever it is.
+    None when the text ends first (unless `partial`: then the text's end)."""
+    size = len(text)
+    for _ in range(chars):
+        if pos >= size:
+            return size if partial else None
+        pos += 1
+        while pos < size and _is_trail(text[pos]):
+            pos += 1
+    return pos
+
+
+def _utf8_back(text: bytes, pos: int, chars: int) -> int | None:
+    """The byte `chars` UTF-8 characters before `pos` (TF's steps back), or None."""
+    for _ in range(chars):
+        if pos <= 0:
+            return None
+        pos -= 1
+        while pos > 0 and _is_trail(text[pos]):
+            pos -= 1
+    return pos
 
 
 def substr(input, pos, len, name=None, unit="BYTE"):  # noqa: A002 - TF's argument names
@@ -535,7 +567,8 @@ NotDifferentiable("StringLength")
 async def _string_length(ctx, inp):
     inp = _obj(inp)
     if ctx.attrs["unit"] == "UTF8_CHAR":
-        lens = [len(s.decode("utf-8", "replace")) for s in inp.ravel()]
+        # TF counts the bytes that are no UTF-8 continuation byte, valid text or not.
+        lens = [sum(not _is_trail(b) for b in s) for s in inp.ravel()]
     else:
         lens = [len(s) for s in inp.ravel()]
     return np.array(lens, dtype=np.int32).reshape(inp.shape)

@@ -527,3 +527,26 @@ def test_gate_graph_gradients_come_out_of_tf_tuple():
         s.run(tf.global_variables_initializer())
         s.run(train)
         np.testing.assert_allclose(s.run(v), [0.8, 1.6], rtol=1e-6)
+
+
+# -- UTF-8 characters in ill-formed text ------------------------------------------------------
+
+_ILL = [b"\x82\x82ab", b"a\xe2\x82b", b"\xffx", b"a\xc3\xa9\x82b"]
+
+
+def test_utf8_length_counts_bytes_that_start_no_continuation():
+    assert _run(tf.strings.length(_ILL, unit="UTF8_CHAR")).tolist() == [2, 3, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("pos", "length", "expected"),
+    [
+        (0, 1, [b"\x82\x82", b"a", b"\xff", b"a"]),
+        (1, 2, [b"ab", b"\xe2\x82b", b"x", b"\xc3\xa9\x82b"]),
+        (-2, 1, [b"a", b"\xe2\x82", b"\xff", b"\xc3\xa9\x82"]),
+        (0, 10, _ILL),
+    ],
+)
+def test_utf8_substr_keeps_the_bytes_of_ill_formed_text(pos, length, expected):
+    out = _run(tf.strings.substr(_ILL, [pos] * 4, [length] * 4, unit="UTF8_CHAR"))
+    assert out.tolist() == expected
