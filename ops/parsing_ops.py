@@ -383,17 +383,27 @@ ParseExampleV2 = register_op(
 NotDifferentiable("ParseExampleV2")
 
 
-def _values_of(feature, kind: int, key: str, index: int):
-    """The values of one parsed feature as an array of the wanted kind."""
+def _values_of(feature, kind: int, key: str, index: int, sparse: bool = False):
+    """The values of one parsed feature as an array of the wanted kind.
+
+    Raises:
+      InvalidArgumentError: a feature of another kind, in TF's words for a dense or a
+        sparse (VarLen) feature.
+    """
     got_kind, values = feature
     if got_kind == 0:
         values, got_kind = [], kind
     if got_kind != kind:
+        got, want = _KIND_NAME[got_kind], _KIND_NAME[kind]
         raise errors.InvalidArgumentError(
             None,
             None,
             f"Name: <unknown>, Key: {key}, Index: {index}.  Data types don't match. "
-            f"Data type: {_KIND_NAME[got_kind]} but expected type: {_KIND_NAME[kind]}",
+            + (
+                f"Expected type: {want}, Actual type: {got}"
+                if sparse
+                else f"Data type: {got} but expected type: {want}"
+            ),
         )
     if kind == 1:
         arr = np.empty(len(values), dtype=object)
@@ -795,7 +805,8 @@ def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp, names
                 raise errors.InvalidArgumentError(
                     None,
                     None,
-                    f"Name: {name}, Feature: {key} (data type: "
+                    # (ParseSingleExample names no example)
+                    ("" if single else f"Name: {name}, ") + f"Feature: {key} (data type: "
                     f"{_TF_TYPE_NAMES.get(dtype.name, dtype.name)}) is required "
                     "but could not be found.",
                 )
@@ -860,7 +871,7 @@ def _sparse_output(column, key, dtype):
             continue
         got, vals = feature
         if got != kind and got != 0:
-            _values_of(feature, kind, key, i)  # raises TF's "Data types don't match"
+            _values_of(feature, kind, key, i, sparse=True)  # raises "Data types don't match"
         if vals is not None and len(vals):
             counts[i] = len(vals)
             (arrays.append if kind == 2 else flat.extend)(vals)

@@ -550,3 +550,31 @@ def test_utf8_length_counts_bytes_that_start_no_continuation():
 def test_utf8_substr_keeps_the_bytes_of_ill_formed_text(pos, length, expected):
     out = _run(tf.strings.substr(_ILL, [pos] * 4, [length] * 4, unit="UTF8_CHAR"))
     assert out.tolist() == expected
+
+
+# -- parse_example messages -------------------------------------------------------------------
+
+
+def _example(**features) -> bytes:
+    feats = {}
+    for key, values in features.items():
+        if isinstance(values[0], float):
+            feats[key] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+        else:
+            feats[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
+def test_parse_messages_for_a_sparse_type_mismatch_and_a_single_missing_feature():
+    e = _example(s=[b"x", b"y"])
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        _run(tf.parse_example([e], {"s": tf.VarLenFeature(tf.int64)}))
+    assert info.value.message.split("\n")[0] == (
+        "Name: <unknown>, Key: s, Index: 0.  Data types don't match. "
+        "Expected type: int64, Actual type: string"
+    )
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        _run(tf.parse_single_example(e, {"a": tf.FixedLenFeature([2], tf.float32)}))
+    assert info.value.message.split("\n")[0] == (
+        "Feature: a (data type: float) is required but could not be found."
+    )
