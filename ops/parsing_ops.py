@@ -1331,7 +1331,11 @@ def _decode_csv_shape(op):
     for d in op.inputs[1:]:
         rank = d.shape.ndims
         if rank is not None and rank > 1:
-            raise ValueError(f"Shape must be at most rank 1 but is rank {rank} for '{op.name}'")
+            raise ValueError(f"Shape must be at most rank 1 but is rank {rank}")
+        if d.shape.is_fully_defined() and d.shape.num_elements() > 1:
+            raise ValueError(
+                "Shape of a default must be a length-0 or length-1 vector, or a scalar."
+            )
     return [op.inputs[0].shape] * len(op._attr("OUT_TYPE"))
 
 
@@ -1492,9 +1496,11 @@ def decode_csv(
     `record_defaults` gives one default per column (a one-element list, or an empty
     tensor for a required column); its dtype is the column's type.
 
-    Raises (when run):
-      InvalidArgumentError: wrong number of fields, an unparsable number, a missing
-        required field, or bad quoting.
+    Raises:
+      TypeError: a default of a type other than float32, float64, int32, int64, string.
+      ValueError: a default of rank above 1 or of more than one element.
+      InvalidArgumentError: (when run) wrong number of fields, an unparsable number, a
+        missing required field, or bad quoting.
     """
     if not isinstance(record_defaults, (list, tuple)):
         raise TypeError(
@@ -1512,6 +1518,12 @@ def decode_csv(
             defaults.append(ops.convert_to_tensor(d if len(d) else np.zeros(0, np.float32)))
         else:
             defaults.append(ops.convert_to_tensor([d]))
+    for d in defaults:
+        if d.dtype.base_dtype not in _CSV_TYPES:
+            raise TypeError(
+                f"Value passed to parameter 'record_defaults' has DataType {d.dtype.name} not "
+                "in list of allowed values: float32, float64, int32, int64, string"
+            )
     if select_cols is not None and any(
         select_cols[i] >= select_cols[i + 1] for i in range(len(select_cols) - 1)
     ):

@@ -578,3 +578,19 @@ def test_parse_messages_for_a_sparse_type_mismatch_and_a_single_missing_feature(
     assert info.value.message.split("\n")[0] == (
         "Feature: a (data type: float) is required but could not be found."
     )
+
+
+# -- decode_csv's record defaults -------------------------------------------------------------
+
+
+def test_decode_csv_defaults_checked_at_build():
+    with pytest.raises(ValueError, match=r"^Shape of a default must be a length-0 or length-1 "):
+        tf.decode_csv(["1,2"], [[0, 1], [0]])
+    with pytest.raises(ValueError, match=r"^Shape must be at most rank 1 but is rank 2 for 'De"):
+        tf.decode_csv(["1,2"], [[[0]], [0]])
+    with pytest.raises(TypeError) as info:
+        tf.decode_csv(["1,2"], [[True], [0]])
+    assert str(info.value) == (
+        "Value passed to parameter 'record_defaults' has DataType bool not in list of allowed "
+        "values: float32, float64, int32, int64, string"
+    )
