@@ -594,3 +594,20 @@ def test_decode_csv_defaults_checked_at_build():
         "Value passed to parameter 'record_defaults' has DataType bool not in list of allowed "
         "values: float32, float64, int32, int64, string"
     )
+
+
+# -- safe_embedding_lookup_sparse over a PartitionedVariable ----------------------------------
+
+
+def test_safe_embedding_lookup_sparse_looks_up_the_shards_by_strategy():
+    table = np.arange(11 * 3, dtype=np.float32).reshape(11, 3) / 7
+    v = tf.get_variable(
+        "e", initializer=tf.constant(table), partitioner=tf.fixed_size_partitioner(2)
+    )
+    ids = tf.SparseTensor([[0, 0], [0, 1], [2, 0]], tf.constant([10, -1, 7], tf.int64), [4, 2])
+    out = tf.nn.safe_embedding_lookup_sparse(v, ids, None, partition_strategy="mod")
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        got = s.run(out)
+    # "mod": id 10 is row 5 of shard 0 (table row 5), id 7 row 3 of shard 1 (table row 9)
+    np.testing.assert_allclose(got, [table[5], np.zeros(3), table[9], np.zeros(3)], rtol=1e-6)
