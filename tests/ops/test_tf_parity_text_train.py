@@ -611,3 +611,14 @@ def test_safe_embedding_lookup_sparse_looks_up_the_shards_by_strategy():
         got = s.run(out)
     # "mod": id 10 is row 5 of shard 0 (table row 5), id 7 row 3 of shard 1 (table row 9)
     np.testing.assert_allclose(got, [table[5], np.zeros(3), table[9], np.zeros(3)], rtol=1e-6)
+
+
+# -- ctc_greedy_decoder's score -----------------------------------------------------------------
+
+
+def test_ctc_greedy_score_adds_frames_in_float32():
+    x = (np.arange(40, dtype=np.float32) / 3 + 0.1).reshape(20, 1, 2)
+    x = np.concatenate([x, x[:, :, ::-1] * 1.7], axis=1)
+    _, log_prob = tf.nn.ctc_greedy_decoder(x, [20, 17])
+    # (a float64 sum rounds the first to -135.33332824707031)
+    assert _run(log_prob).ravel().tolist() == [-135.33334350585938, -166.6566619873047]
