@@ -622,3 +622,18 @@ def test_ctc_greedy_score_adds_frames_in_float32():
     _, log_prob = tf.nn.ctc_greedy_decoder(x, [20, 17])
     # (a float64 sum rounds the first to -135.33332824707031)
     assert _run(log_prob).ravel().tolist() == [-135.33334350585938, -166.6566619873047]
+
+
+# -- clip ops' output names ---------------------------------------------------------------------
+
+
+def test_clip_ops_name_their_outputs_as_tf():
+    a = np.array([[3.0, 4.0], [1.0, -2.0]], np.float32)
+    clipped, norm = tf.clip_by_global_norm([tf.constant(a), tf.constant(a)], 5.0)
+    assert [t.name for t in clipped] == [
+        "clip_by_global_norm/clip_by_global_norm/_0:0",
+        "clip_by_global_norm/clip_by_global_norm/_1:0",
+    ]
+    assert norm.name == "global_norm/global_norm:0"
+    assert tf.clip_by_norm(a, 2.0).name == "clip_by_norm:0"
+    assert tf.clip_by_average_norm(a, 2.0).name == "clip_by_average_norm:0"
