@@ -495,6 +495,10 @@ def regex_replace(input, pattern, rewrite, replace_global=True, name=None):  # n
     Raises (when run):
       InvalidArgumentError: the pattern does not compile.
     """
+    if isinstance(pattern, str | bytes) and isinstance(rewrite, str | bytes):
+        # As TF: constant pattern and rewrite become attrs of StaticRegexReplace.
+        attrs = {"pattern": pattern, "rewrite": rewrite, "replace_global": replace_global}
+        return ops.apply_op("StaticRegexReplace", [input], attrs, name=name).outputs[0]
     return ops.apply_op(
         "RegexReplace",
         [input, pattern, rewrite],
