@@ -89,10 +89,15 @@ def sufficient_statistics(x, axes, shift=None, keep_dims=None, name=None, keepdi
     keep = bool(keepdims if keepdims is not None else keep_dims)
     with ops.name_scope(name, "sufficient_statistics", [x, shift]):
         x = ops.convert_to_tensor(x, name="x")
-        shape = array_ops.shape(x)
-        count = reduction_ops.reduce_prod(
-            cast_ops.cast(slicing_ops.gather(shape, list(axes)), x.dtype), name="count"
-        )
+        known = x.shape.as_list() if x.shape.ndims is not None else None
+        dims = [known[a] for a in axes] if known is not None else [None]
+        if all(d is not None for d in dims):  # a constant, as TF, when the shape is known
+            count = ops.convert_to_tensor(np.prod(dims, dtype=np.int64), dtype=x.dtype)
+        else:
+            shape = array_ops.shape(x)
+            count = reduction_ops.reduce_prod(
+                cast_ops.cast(slicing_ops.gather(shape, list(axes)), x.dtype), name="count"
+            )
         if shift is None:
             xs, sq = x, math_ops.square(x)
         else:  # TF hands back the shift as a tensor, whatever it was given as
@@ -108,7 +113,10 @@ def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
     with ops.name_scope(name, "normalize", [counts, mean_ss, variance_ss, shift]):
         divisor = math_ops.reciprocal(counts, name="divisor")
         shifted_mean = math_ops.multiply(mean_ss, divisor, name="shifted_mean")
-        mean = shifted_mean if shift is None else math_ops.add(shifted_mean, shift, name="mean")
+        if shift is None:
+            mean = array_ops.identity(shifted_mean, name="mean")
+        else:
+            mean = math_ops.add(shifted_mean, shift, name="mean")
         variance = math_ops.subtract(
             math_ops.multiply(variance_ss, divisor), math_ops.square(shifted_mean), name="variance"
         )

@@ -229,18 +229,19 @@ def reduce_join(inputs, axis=None, keep_dims=None, separator="", name=None,
         if keep_dims is not None:
             raise ValueError("Cannot specify both 'keep_dims' and 'keepdims'.")
         keep_dims = keepdims
-    inputs = ops.convert_to_tensor(inputs, dtype=dtypes.string)
-    if axis is None:
-        # TF reduces every axis, last first, so the result reads in row-major order.
-        rank = inputs.shape.ndims
-        if rank is None:
-            rank = ops.apply_op("Rank", [inputs]).outputs[0]
-            axis = ops.apply_op("Range", [rank - 1, -1, -1]).outputs[0]
-        else:
-            axis = np.arange(rank - 1, -1, -1, dtype=np.int32)
-    axes = ops.convert_to_tensor(axis, dtype=dtypes.int32)
-    attrs = {"keep_dims": bool(keep_dims), "separator": separator}
-    return ops.apply_op("ReduceJoin", [inputs, axes], attrs, name=name).outputs[0]
+    with ops.name_scope(None, "ReduceJoin", [inputs, axis]):  # TF's ReduceJoin/ReduceJoin
+        inputs = ops.convert_to_tensor(inputs, dtype=dtypes.string)
+        if axis is None:
+            # TF reduces every axis, last first, so the result reads in row-major order.
+            rank = inputs.shape.ndims
+            if rank is None:
+                rank = ops.apply_op("Rank", [inputs]).outputs[0]
+                axis = ops.apply_op("Range", [rank - 1, -1, -1]).outputs[0]
+            else:
+                axis = np.arange(rank - 1, -1, -1, dtype=np.int32)
+        axes = ops.convert_to_tensor(axis, dtype=dtypes.int32)
+        attrs = {"keep_dims": bool(keep_dims), "separator": separator}
+        return ops.apply_op("ReduceJoin", [inputs, axes], attrs, name=name).outputs[0]
 
 
 def encode_base64(input, pad=False, name=None):  # noqa: A002

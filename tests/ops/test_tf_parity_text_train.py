@@ -637,3 +637,33 @@ def test_clip_ops_name_their_outputs_as_tf():
     assert norm.name == "global_norm/global_norm:0"
     assert tf.clip_by_norm(a, 2.0).name == "clip_by_norm:0"
     assert tf.clip_by_average_norm(a, 2.0).name == "clip_by_average_norm:0"
+
+
+# -- output names of the cross-entropies, moments and string builders ---------------------------
+
+
+def test_cross_entropy_outputs_are_named_as_tf():
+    logits = np.zeros([2, 3, 4], np.float32)
+    labels = np.full([2, 3, 4], 0.25, np.float32)
+    v2 = tf.nn.softmax_cross_entropy_with_logits_v2(labels=labels, logits=logits)
+    assert v2.name == "softmax_cross_entropy_with_logits/Reshape_2:0"
+    assert v2.op.inputs[0].op.name == "softmax_cross_entropy_with_logits"
+    sparse3 = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=np.zeros([2, 3], np.int32), logits=logits
+    )
+    assert sparse3.name == "SparseSoftmaxCrossEntropyWithLogits/Reshape_2:0"
+    sparse2 = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=[1], logits=[[0.0, 1.0]])
+    assert sparse2.name == (
+        "SparseSoftmaxCrossEntropyWithLogits_1/SparseSoftmaxCrossEntropyWithLogits:0"
+    )
+    np.testing.assert_allclose(_run(v2), np.full([2, 3], np.log(4.0)), rtol=1e-6)
+
+
+def test_moments_and_string_builders_are_named_as_tf():
+    mean, var = tf.nn.normalize_moments(tf.constant(2.0), [1.0, 2.0], [3.0, 4.0], None)
+    assert (mean.name, var.name) == ("normalize/mean:0", "normalize/variance:0")
+    count = tf.nn.sufficient_statistics(tf.zeros([6, 2]), [0])[0]
+    assert count.name == "sufficient_statistics/Const:0" and _run(count) == 6.0
+    replaced = tf.strings.regex_replace(["a"], "a", "b")
+    assert replaced.op.type == "StaticRegexReplace" and _run(replaced).tolist() == [b"b"]
+    assert tf.strings.reduce_join(["a", "b"]).name == "ReduceJoin/ReduceJoin:0"
