@@ -1551,7 +1551,7 @@ def decode_csv(
 
 _RAW_TYPES = (
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
-    "complex64", "complex128", "bool",
+    "complex64", "complex128", "bool", "bfloat16",
 )  # fmt: skip
 
 
@@ -1576,6 +1576,8 @@ NotDifferentiable("DecodeRaw")
 async def _decode_raw(ctx, data):
     dt = ctx.attrs["out_type"]
     np_dt = np.dtype(dt.as_numpy_dtype)
+    if dt == dtypes.bfloat16:  # (no byte-swapped bfloat16 dtype: read its 16 bits)
+        np_dt = np.dtype(np.uint16)
     np_dt = np_dt.newbyteorder("<" if ctx.attrs["little_endian"] else ">")
     data = np.asarray(data, dtype=object)
     flat = data.ravel()
@@ -1597,7 +1599,11 @@ async def _decode_raw(ctx, data):
             f"size of {dt.name}",
         )
     buf = b"".join(flat)
-    out = np.frombuffer(buf, dtype=np_dt).astype(dt.as_numpy_dtype)
+    out = np.frombuffer(buf, dtype=np_dt)
+    if dt == dtypes.bfloat16:
+        out = out.astype(np.uint16).view(dt.as_numpy_dtype)
+    else:
+        out = out.astype(dt.as_numpy_dtype)
     return out.reshape(*data.shape, size // width)
 
 

@@ -667,3 +667,13 @@ def test_moments_and_string_builders_are_named_as_tf():
     replaced = tf.strings.regex_replace(["a"], "a", "b")
     assert replaced.op.type == "StaticRegexReplace" and _run(replaced).tolist() == [b"b"]
     assert tf.strings.reduce_join(["a", "b"]).name == "ReduceJoin/ReduceJoin:0"
+
+
+# -- decode_raw to bfloat16 ---------------------------------------------------------------------
+
+
+def test_decode_raw_bfloat16_in_either_byte_order():
+    little = _run(tf.io.decode_raw([b"\x80\x3f\x00\x40"], tf.bfloat16))
+    big = _run(tf.io.decode_raw([b"\x3f\x80\x40\x00"], tf.bfloat16, little_endian=False))
+    assert little.dtype.name == "bfloat16" and little.astype(np.float32).tolist() == [[1.0, 2.0]]
+    assert big.astype(np.float32).tolist() == [[1.0, 2.0]]
