@@ -13,6 +13,7 @@ from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import array_ops, math_ops, reduction_ops, slicing_ops
+from asyncflow.ops.control_flow_ordering import _take_scope_name
 
 __all__ = [
     "clip_by_value",
@@ -59,9 +60,8 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
         l2sum_safe = slicing_ops.where(pred, l2sum, array_ops.ones_like(l2sum))
         l2norm = slicing_ops.where(pred, math_ops.sqrt(l2sum_safe), l2sum)
         intermediate = values * clip_norm
-        clipped = array_ops.identity(
-            intermediate / math_ops.maximum(l2norm, clip_norm), name=scope
-        )
+        clipped = array_ops.identity(intermediate / math_ops.maximum(l2norm, clip_norm))
+        _take_scope_name(clipped.op, scope)  # TF's name=scope: the op is "clip_by_norm"
         return _rewrap(t, clipped)
 
 
@@ -109,7 +109,8 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
             v = _values(t, f"t_{i}")
             with ops.colocate_with(v.op):
                 c = array_ops.identity(
-                    v * math_ops.cast(scale, v.dtype), name=f"{scope.rstrip('/')}_{i}"
+                    v * math_ops.cast(scale, v.dtype),
+                    name=f"{scope}_{i}",  # TF's ".../_0"
                 )
             clipped.append(_rewrap(t, c))
     return clipped, use_norm
@@ -122,7 +123,8 @@ def clip_by_average_norm(t, clip_norm, name=None):
         n_element = math_ops.cast(array_ops.size(t), dtypes.float32)
         l2norm_inv = math_ops.rsqrt(reduction_ops.reduce_sum(t * t))
         one = ops.convert_to_tensor(1.0, dtype=t.dtype)
-        return array_ops.identity(
-            t * clip_norm * math_ops.minimum(l2norm_inv * n_element, one / clip_norm),
-            name=scope,
+        clipped = array_ops.identity(
+            t * clip_norm * math_ops.minimum(l2norm_inv * n_element, one / clip_norm)
         )
+        _take_scope_name(clipped.op, scope)
+        return clipped

@@ -13,7 +13,15 @@ from __future__ import annotations
 from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.graph import GraphKeys
-from asyncflow.ops import array_ops, math_ops, nn_impl, nn_ops, reduction_ops, slicing_ops
+from asyncflow.ops import (
+    array_ops,
+    check_ops,
+    math_ops,
+    nn_impl,
+    nn_ops,
+    reduction_ops,
+    slicing_ops,
+)
 
 __all__ = [
     "Reduction",
@@ -96,7 +104,7 @@ def compute_weighted_loss(
         input_dtype = losses.dtype
         losses = math_ops.cast(losses, dtypes.float32)
         weights = math_ops.cast(weights, dtypes.float32)  # a Python weight: TF's "Cast_1/x"
-        _check_weights(losses, weights)
+        weights = _check_weights(losses, weights)
         weighted = math_ops.multiply(losses, weights)
         if reduction == Reduction.NONE:
             loss = weighted
@@ -116,17 +124,51 @@ def compute_weighted_loss(
 
 
 def _check_weights(losses, weights):
-    """TF's assert_broadcastable, at build time where the shapes are known."""
+    """TF's assert_broadcastable: weights are a scalar, or of the losses' rank with each
+    dimension 1 or the losses' own (numpy's broadcasting of a lower rank is refused).
+    Checked at build time where the shapes are known; otherwise `weights` come back
+    behind an Assert op that checks them when run.
+
+    Raises:
+      ValueError: weights that do not broadcast so.
+    """
     ws, ls = weights.shape, losses.shape
-    if ws.ndims is None or ls.ndims is None or ws.ndims == 0:
-        return
-    if ws.ndims > ls.ndims:
-        raise ValueError(f"weights can not be broadcast to values. values.rank={ls.ndims}. "
-                         f"weights.rank={ws.ndims}.")  # fmt: skip
-    for w, v in zip(ws.as_list()[::-1], ls.as_list()[::-1]):
-        if w is not None and v is not None and w not in (1, v):
-            raise ValueError(f"weights can not be broadcast to values. values.shape={ls}. "
-                             f"weights.shape={ws}.")  # fmt: skip
+    if ws.ndims == 0:
+        return weights
+    prefix = "weights can not be broadcast to values."
+    if ws.ndims is not None and ls.ndims is not None and ws.ndims != ls.ndims:
+        raise ValueError(
+            f"{prefix} values.rank={ls.ndims}. weights.rank={ws.ndims}. values.shape={ls}. "
+            f"weights.shape={ws}."
+        )
+    if ws.is_fully_defined() and ls.is_fully_defined():
+        for dim, (w, v) in enumerate(zip(ws.as_list(), ls.as_list())):
+            if w not in (1, v):
+                shapes = [" ".join(str(d) for d in s.as_list()) for s in (ls, ws)]
+                raise ValueError(
+                    f"{prefix} Mismatch at dim {dim}. values.shape=[{shapes[0]}], "
+                    f"weights.shape=[{shapes[1]}]."
+                )
+        return weights
+    with ops.name_scope(None, "assert_broadcastable", [weights, losses]) as scope:
+        w_shape = array_ops.shape(weights, name="weights/shape")
+        v_shape = array_ops.shape(losses, name="values/shape")
+        w_rank, v_rank = array_ops.size(w_shape), array_ops.size(v_shape)
+        is_scalar = math_ops.equal(0, w_rank, name="is_scalar")
+        # Weights' dims padded with 1s (or cut) to the values' rank, so the comparison
+        # needs no branch; a rank mismatch fails on its own term.
+        padded = array_ops.concat([w_shape, array_ops.ones_like(v_shape)], 0)[:v_rank]
+        dims_ok = reduction_ops.reduce_all(
+            math_ops.logical_or(math_ops.equal(padded, 1), math_ops.equal(padded, v_shape))
+        )
+        valid = math_ops.logical_or(
+            is_scalar, math_ops.logical_and(math_ops.equal(w_rank, v_rank), dims_ok)
+        )
+        data = [prefix, "weights.shape=", weights.name, w_shape, "values.shape=", losses.name,
+                v_shape, "is_scalar=", is_scalar]  # fmt: skip
+        check = check_ops.Assert(valid, data, name=scope)
+    with ops.control_dependencies([check]):
+        return array_ops.identity(weights)
 
 
 def _prepare(labels, predictions, label_name="labels", pred_name="predictions"):
@@ -341,7 +383,7 @@ def mean_pairwise_squared_error(labels, predictions, weights=1.0, scope=None,
     with ops.name_scope(scope, "mean_pairwise_squared_error", [predictions, labels, weights]):
         weights = math_ops.cast(ops.convert_to_tensor(weights), dtypes.float32)
         labels = math_ops.cast(ops.convert_to_tensor(labels), dtypes.float32)
-        _check_weights(labels, weights)
+        weights = _check_weights(labels, weights)
         predictions = math_ops.cast(ops.convert_to_tensor(predictions), dtypes.float32)
         predictions.shape.assert_is_compatible_with(labels.shape)
         diffs = math_ops.subtract(predictions, labels)

@@ -84,17 +84,27 @@ def relu_layer(x, weights, biases, name=None):
 
 
 def sufficient_statistics(x, axes, shift=None, keep_dims=None, name=None, keepdims=None):
-    """(count, sum(x - shift), sum((x - shift)^2), shift) over `axes`."""
+    """(count, sum(x - shift), sum((x - shift)^2), shift) over `axes`; shift is None or
+    a tensor."""
     keep = bool(keepdims if keepdims is not None else keep_dims)
     with ops.name_scope(name, "sufficient_statistics", [x, shift]):
         x = ops.convert_to_tensor(x, name="x")
-        shape = array_ops.shape(x)
-        count = reduction_ops.reduce_prod(
-            cast_ops.cast(slicing_ops.gather(shape, list(axes)), x.dtype), name="count"
-        )
-        xs = x if shift is None else x - shift
+        known = x.shape.as_list() if x.shape.ndims is not None else None
+        dims = [known[a] for a in axes] if known is not None else [None]
+        if all(d is not None for d in dims):  # a constant, as TF, when the shape is known
+            count = ops.convert_to_tensor(np.prod(dims, dtype=np.int64), dtype=x.dtype)
+        else:
+            shape = array_ops.shape(x)
+            count = reduction_ops.reduce_prod(
+                cast_ops.cast(slicing_ops.gather(shape, list(axes)), x.dtype), name="count"
+            )
+        if shift is None:
+            xs, sq = x, math_ops.square(x)
+        else:  # TF hands back the shift as a tensor, whatever it was given as
+            shift = ops.convert_to_tensor(shift, name="shift")
+            xs, sq = x - shift, math_ops.squared_difference(x, shift)
         m = reduction_ops.reduce_sum(xs, axes, keepdims=keep, name="mean_ss")
-        v = reduction_ops.reduce_sum(math_ops.square(xs), axes, keepdims=keep, name="var_ss")
+        v = reduction_ops.reduce_sum(sq, axes, keepdims=keep, name="var_ss")
         return count, m, v, shift
 
 
@@ -103,7 +113,10 @@ def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
     with ops.name_scope(name, "normalize", [counts, mean_ss, variance_ss, shift]):
         divisor = math_ops.reciprocal(counts, name="divisor")
         shifted_mean = math_ops.multiply(mean_ss, divisor, name="shifted_mean")
-        mean = shifted_mean if shift is None else math_ops.add(shifted_mean, shift, name="mean")
+        if shift is None:
+            mean = array_ops.identity(shifted_mean, name="mean")
+        else:
+            mean = math_ops.add(shifted_mean, shift, name="mean")
         variance = math_ops.subtract(
             math_ops.multiply(variance_ss, divisor), math_ops.square(shifted_mean), name="variance"
         )
@@ -111,21 +124,27 @@ def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
 
 
 def weighted_moments(x, axes, frequency_weights, name=None, keep_dims=None, keepdims=None):
-    """Frequency-weighted mean and variance over `axes`."""
+    """Frequency-weighted mean and variance over `axes`; both 0 where the weights sum to
+    0 (TF divides with div_no_nan). float16 is computed in float32, as TF does."""
     keep = bool(keepdims if keepdims is not None else keep_dims)
     with ops.name_scope(name, "weighted_moments", [x, frequency_weights, axes]):
         x = ops.convert_to_tensor(x, name="x")
+        out_dtype = x.dtype
+        if x.dtype == dtypes.float16:
+            x = cast_ops.cast(x, dtypes.float32)
         w = cast_ops.cast(ops.convert_to_tensor(frequency_weights), x.dtype)
-        w = w * array_ops.ones_like(x)
-        wsum = reduction_ops.reduce_sum(w, axes, keepdims=True)
-        mean = reduction_ops.reduce_sum(w * x, axes, keepdims=True) / wsum
-        var = (
-            reduction_ops.reduce_sum(w * math_ops.squared_difference(x, mean), axes, keepdims=True)
-            / wsum
+        weighted_sum = reduction_ops.reduce_sum(w * x, axes, keepdims=True)
+        wsum = reduction_ops.reduce_sum(w + array_ops.zeros_like(x), axes, keepdims=True)
+        mean = math_composites.div_no_nan(weighted_sum, wsum)
+        distsq = reduction_ops.reduce_sum(
+            w * math_ops.squared_difference(x, mean), axes, keepdims=True
         )
+        var = math_composites.div_no_nan(distsq, wsum)
         if not keep:
             mean = array_ops.squeeze(mean, list(axes))
             var = array_ops.squeeze(var, list(axes))
+        if out_dtype != x.dtype:
+            mean, var = cast_ops.cast(mean, out_dtype), cast_ops.cast(var, out_dtype)
         return mean, var
 
 

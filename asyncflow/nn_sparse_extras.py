@@ -53,6 +53,9 @@ def safe_embedding_lookup_sparse(
         raise ValueError(f"combiner must be one of 'mean', 'sqrtn' or 'sum', got {combiner}")
     if embedding_weights is None:
         raise ValueError(f"Missing embedding_weights {embedding_weights}.")
+    if hasattr(embedding_weights, "_get_variable_list"):
+        # A PartitionedVariable is looked up as its shards, so partition_strategy applies.
+        embedding_weights = list(embedding_weights)
     if not isinstance(embedding_weights, list | tuple):
         embedding_weights = [embedding_weights]
     if not embedding_weights:

@@ -551,16 +551,20 @@ NotDifferentiable("ComputeAccidentalHits")
 @ComputeAccidentalHits.kernel("CPU")
 async def _accidental_hits(ctx, true_classes, sampled):
     t = _check_true_classes(true_classes, ctx.attrs["num_true"])
-    sampled = np.asarray(sampled)
-    hit = (t[:, :, None] == sampled[None, None, :]).any(axis=1)  # [batch, num_sampled]
-    rows, cols = np.nonzero(hit)
+    # One hit per true class found among the candidates, in the true classes' order, at
+    # the candidate's last position (TF maps each candidate value to its last index).
+    last = {int(c): j for j, c in enumerate(np.asarray(sampled).tolist())}
+    pairs = [(i, last[c]) for i, row in enumerate(t.tolist()) for c in row if c in last]
+    rows = np.array([i for i, _ in pairs], np.int64)
+    cols = np.array([j for _, j in pairs], np.int64)
     lowest = np.float32(-np.finfo(np.float32).max)
     return rows.astype(np.int32), cols.astype(np.int64), np.full(len(rows), lowest, np.float32)
 
 
 def compute_accidental_hits(true_classes, sampled_candidates, num_true, seed=None, name=None):
-    """(indices, ids, weights): row i, sampled position j and -FLT_MAX for every sampled
-    candidate j equal to one of row i's true classes."""
+    """(indices, ids, weights): row i, sampled position j and -FLT_MAX for every true
+    class of row i among the sampled candidates (a repeated true class hits again; j is
+    the candidate's last position)."""
     t = ops.convert_to_tensor(true_classes, dtype=dtypes.int64)
     s = ops.convert_to_tensor(sampled_candidates, dtype=dtypes.int64)
     return named_outputs(
@@ -627,10 +631,18 @@ def _compute_sampled_logits(
         if remove_accidental_hits:
             # TF scatters -FLT_MAX at ComputeAccidentalHits' (row, position) pairs; the
             # same mask, computed densely: one comparison of each row's labels with the
-            # sampled ids.
+            # sampled ids, kept only at an id's last position (where the kernel puts it).
             hit = reduction_ops.reduce_any(
                 math_ops.equal(array_ops.expand_dims(labels, 2), sampled), axis=1
             )
+            repeated_later = reduction_ops.reduce_any(
+                math_ops.logical_and(
+                    math_ops.equal(array_ops.expand_dims(sampled, 1), sampled),
+                    np.triu(np.ones((num_sampled, num_sampled), bool), 1),
+                ),
+                axis=1,
+            )
+            hit = math_ops.logical_and(hit, math_ops.logical_not(repeated_later))
             lowest = np.finfo(sampled_logits.dtype.as_numpy_dtype).min
             sampled_logits = sampled_logits + cast_ops.cast(hit, sampled_logits.dtype) * lowest
         if subtract_log_q:

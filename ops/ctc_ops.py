@@ -365,7 +365,8 @@ def greedy_decode(x, seq_len, merge_repeated: bool, blank_index: int):
     paths = []
     for b in range(batch):
         n = lengths[b]
-        log_prob[b, 0] = -top[:n, b].sum(dtype=np.float64) if n > 0 else 0.0
+        # TF adds each frame's -max in the input's dtype, one after another (cumsum's order)
+        log_prob[b, 0] = np.cumsum(-top[:n, b], dtype=x.dtype)[-1] if n > 0 else 0.0
         path, prev = [], -1
         for c in best[:n, b].tolist():
             if c != blank and not (merge_repeated and c == prev):

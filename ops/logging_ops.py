@@ -145,8 +145,23 @@ def summarize_value_v2(value, summarize: int) -> str:
     longer than 2 * summarize shows its first and last `summarize` entries around "...";
     strings quoted; summarize < 0 shows everything."""
     arr = np.asarray(value)
+    if arr.dtype.kind == "c":
+        # TF has no printer for complex: each value is "?", the first `summarize` of the
+        # flattened tensor, "..." right after them when there are more.
+        if arr.ndim == 0:
+            return "?"
+        shown = arr.size if summarize < 0 else min(arr.size, summarize)
+        return "[" + " ".join(["?"] * shown) + ("..." if shown < arr.size else "") + "]"
+    if arr.dtype.name == "bfloat16":
+        arr = arr.astype(np.float32)  # printed as the float it widens to
     if arr.ndim == 0:
         return _v2_element(arr[()])
+    if arr.size == 0:
+        # An empty tensor: "[]", or, when its first dimension is not the empty one, one
+        # newline per inner dimension and an ellipsis (TF's output, kept as it is).
+        return (
+            "[]" if arr.shape[0] == 0 or arr.ndim == 1 else "[" + "\n" * (arr.ndim - 1) + " ...]"
+        )
     return _v2_block(arr, 0, summarize)
 
 
@@ -319,9 +334,20 @@ print = print_v2  # noqa: A001 - TF's name (tf.print)
 
 
 def string_format(template, inputs, placeholder="{}", summarize=3, name=None):
-    """`tf.strings.format`: `template` with each `placeholder` replaced by a tensor."""
+    """`tf.strings.format`: `template` with each `placeholder` replaced by a tensor.
+
+    Raises:
+      ValueError: the template's placeholders and the inputs differ in number.
+    """
     if isinstance(inputs, ops.Tensor):
         inputs = [inputs]
+    expected = len(template.split(placeholder)) - 1
+    if len(inputs) != expected:
+        raise ValueError(
+            f"The template expects {expected} tensors, but the inputs only has "
+            f"{len(inputs)}. Please ensure the number of placeholders in template matches "
+            "inputs length."
+        )
     tensors = [ops.convert_to_tensor(x) for x in inputs]
     attrs = {"template": template, "placeholder": placeholder, "summarize": summarize}
     return ops.apply_op("StringFormat", [tensors], attrs, name=name).outputs[0]

@@ -32,6 +32,7 @@ from asyncflow.ops import (
     slicing_ops,
 )
 from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.control_flow_ordering import _take_scope_name
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.ops.math_ops import _as_dtype, _quiet, _shape_str
 from asyncflow.registry import (
@@ -285,25 +286,25 @@ def _softmax_xent_builder(labels, logits, axis, name):
             # TF flattens the outer dims at run time and restores them on the loss.
             out_shape = array_ops.shape(logits)[:-1]
             logits, labels = _flatten_outer(logits), _flatten_outer(labels)
-            loss = _apply("SoftmaxCrossEntropyWithLogits", [logits, labels])[0]
-            return array_ops.reshape(loss, out_shape, name=scope)
+            xent = ops.apply_op("SoftmaxCrossEntropyWithLogits", [logits, labels])
+            _take_scope_name(xent, scope)
+            return array_ops.reshape(xent.outputs[0], out_shape)
         if rank is None:
             raise ValueError("softmax_cross_entropy_with_logits needs logits of known rank")
         if rank == 0:
             raise ValueError("logits must have rank at least 1")
         logits, labels = _move_axis_last(logits, axis), _move_axis_last(labels, axis)
-        out_shape = None
-        if rank != 2:
-            out_shape = (
-                logits.shape[:-1].as_list()
-                if logits.shape[:-1].is_fully_defined()
-                else array_ops.shape(logits)[:-1]
-            )
-            logits, labels = _flatten_outer(logits), _flatten_outer(labels)
-        loss = _apply("SoftmaxCrossEntropyWithLogits", [logits, labels])[0]
-        if out_shape is None:
-            return array_ops.identity(loss, name=scope)
-        loss = array_ops.reshape(loss, out_shape, name=scope)
+        # TF's graph, whatever the rank: both flattened to matrices (Reshape, Reshape_1),
+        # the op named as the scope, the loss reshaped back (Reshape_2, the result).
+        out_shape = (
+            logits.shape[:-1].as_list()
+            if logits.shape[:-1].is_fully_defined()
+            else array_ops.shape(logits)[:-1]
+        )
+        logits, labels = _flatten_outer(logits), _flatten_outer(labels)
+        xent = ops.apply_op("SoftmaxCrossEntropyWithLogits", [logits, labels])
+        _take_scope_name(xent, scope)
+        loss = array_ops.reshape(xent.outputs[0], out_shape)
     return loss
 
 
@@ -377,13 +378,16 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None
                     f"equal the shape of logits except for the last dimension (received "
                     f"{logits.shape})."
                 )
-        if gr == 2:
-            loss = _apply("SparseSoftmaxCrossEntropyWithLogits", [logits, labels])[0]
-            return array_ops.identity(loss, name=scope)
+        if gr == 2:  # TF's op, named in the scope: .../SparseSoftmaxCrossEntropyWithLogits
+            return _apply("SparseSoftmaxCrossEntropyWithLogits", [logits, labels])[0]
+        # TF's graph: logits then labels flattened, the op named as the scope, the loss
+        # reshaped back to the labels' shape (Reshape_2, the result).
         out_shape = array_ops.shape(labels)
+        flat_logits = _flatten_outer(logits)
         flat_labels = array_ops.reshape(labels, [-1])
-        loss = _apply("SparseSoftmaxCrossEntropyWithLogits", [_flatten_outer(logits), flat_labels])
-        loss = array_ops.reshape(loss[0], out_shape, name=scope)
+        xent = ops.apply_op("SparseSoftmaxCrossEntropyWithLogits", [flat_logits, flat_labels])
+        _take_scope_name(xent, scope)
+        loss = array_ops.reshape(xent.outputs[0], out_shape)
         if labels.shape.is_fully_defined():
             loss.set_shape(labels.shape)
     return loss

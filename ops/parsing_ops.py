@@ -383,17 +383,27 @@ ParseExampleV2 = register_op(
 NotDifferentiable("ParseExampleV2")
 
 
-def _values_of(feature, kind: int, key: str, index: int):
-    """The values of one parsed feature as an array of the wanted kind."""
+def _values_of(feature, kind: int, key: str, index: int, sparse: bool = False):
+    """The values of one parsed feature as an array of the wanted kind.
+
+    Raises:
+      InvalidArgumentError: a feature of another kind, in TF's words for a dense or a
+        sparse (VarLen) feature.
+    """
     got_kind, values = feature
     if got_kind == 0:
         values, got_kind = [], kind
     if got_kind != kind:
+        got, want = _KIND_NAME[got_kind], _KIND_NAME[kind]
         raise errors.InvalidArgumentError(
             None,
             None,
             f"Name: <unknown>, Key: {key}, Index: {index}.  Data types don't match. "
-            f"Data type: {_KIND_NAME[got_kind]} but expected type: {_KIND_NAME[kind]}",
+            + (
+                f"Expected type: {want}, Actual type: {got}"
+                if sparse
+                else f"Data type: {got} but expected type: {want}"
+            ),
         )
     if kind == 1:
         arr = np.empty(len(values), dtype=object)
@@ -795,7 +805,8 @@ def _dense_output(column, key, dtype, shape, default, seq, batch_size, xp, names
                 raise errors.InvalidArgumentError(
                     None,
                     None,
-                    f"Name: {name}, Feature: {key} (data type: "
+                    # (ParseSingleExample names no example)
+                    ("" if single else f"Name: {name}, ") + f"Feature: {key} (data type: "
                     f"{_TF_TYPE_NAMES.get(dtype.name, dtype.name)}) is required "
                     "but could not be found.",
                 )
@@ -860,7 +871,7 @@ def _sparse_output(column, key, dtype):
             continue
         got, vals = feature
         if got != kind and got != 0:
-            _values_of(feature, kind, key, i)  # raises TF's "Data types don't match"
+            _values_of(feature, kind, key, i, sparse=True)  # raises "Data types don't match"
         if vals is not None and len(vals):
             counts[i] = len(vals)
             (arrays.append if kind == 2 else flat.extend)(vals)
@@ -985,7 +996,15 @@ def _parse_kernel_sync(attrs, serialized, defaults):
         if out is None:
             column = parsed.column(key)
             out = _dense_output(
-                column, key, dt, list(shape), default, seq, n, np, attrs["_example_names"],
+                column,
+                key,
+                dt,
+                list(shape),
+                default,
+                seq,
+                n,
+                np,
+                attrs["_example_names"],
                 single=not batch,
             )
         # out[0, ...] keeps a scalar an array: out[0] of an object array is a bare bytes.
@@ -1095,13 +1114,26 @@ def _features_spec(features: dict):
             dense.append((key, f))
         else:
             raise ValueError(f"Unsupported {type(f).__name__} {f}.")
-    for key, dt in sparse + [(k, dtypes.as_dtype(f.dtype)) for k, f in dense]:
-        if dt not in _PARSE_TYPES:
-            raise ValueError(
-                f"Unsupported dtype {dt.name} for feature {key}: only string, float32 and "
-                "int64 are supported."
-            )
+    for param, dts in (
+        ("sparse_types", [dt for _, dt in sparse]),
+        ("dense_defaults", [dtypes.as_dtype(f.dtype) for _, f in dense]),
+    ):
+        _check_parse_types(param, dts)
     return sparse, dense
+
+
+def _check_parse_types(param: str, dts) -> None:
+    """TF's op-definition check of a parse op's type list, raised at build time.
+
+    Raises:
+      TypeError: a dtype other than float32, int64 or string.
+    """
+    for dt in dts:
+        if dt not in _PARSE_TYPES:
+            raise TypeError(
+                f"Value passed to parameter '{param}' has DataType {dt.name} not in list of "
+                "allowed values: float32, int64, string"
+            )
 
 
 def _dense_default(key, f):
@@ -1121,9 +1153,7 @@ def _dense_default(key, f):
             f"All dimensions of shape for feature {key} need to be known but received {f.shape}."
         )
     if seq and not f.allow_missing:
-        raise ValueError(
-            "Unsupported: FixedLenSequenceFeature requires allow_missing to be True."
-        )
+        raise ValueError("Unsupported: FixedLenSequenceFeature requires allow_missing to be True.")
     if f.default_value is None and seq:  # TF's padding element: a zero scalar
         zero = np.zeros((), dt.as_numpy_dtype) if dt != dtypes.string else b""
         return ops.convert_to_tensor(zero, dtype=dt), shape, seq
@@ -1206,8 +1236,9 @@ def _parse(op_type, serialized, features, name, batch, example_names=None):
             names = (
                 []
                 if example_names is None or isinstance(example_names, ops.Tensor)
-                else [n.decode() if isinstance(n, bytes) else str(n)
-                      for n in np.ravel(example_names)]  # fmt: skip
+                else [
+                    n.decode() if isinstance(n, bytes) else str(n) for n in np.ravel(example_names)
+                ]  # fmt: skip
             )
             op = ops.apply_op(
                 "ParseSingleExample",
@@ -1300,7 +1331,11 @@ def _decode_csv_shape(op):
     for d in op.inputs[1:]:
         rank = d.shape.ndims
         if rank is not None and rank > 1:
-            raise ValueError(f"Shape must be at most rank 1 but is rank {rank} for '{op.name}'")
+            raise ValueError(f"Shape must be at most rank 1 but is rank {rank}")
+        if d.shape.is_fully_defined() and d.shape.num_elements() > 1:
+            raise ValueError(
+                "Shape of a default must be a length-0 or length-1 vector, or a scalar."
+            )
     return [op.inputs[0].shape] * len(op._attr("OUT_TYPE"))
 
 
@@ -1365,9 +1400,13 @@ def _parse_number(text: bytes, dt: dtypes.DType):
     if dt.is_integer:
         if not _INT_RE.match(text):
             return None
+        if not dt.is_unsigned:
+            v = int(text)
+            return v if dt.min <= v <= dt.max else None
+        if text.strip().startswith(b"-"):  # safe_strtou32/64 refuse a minus, on "-0" too
+            return None
         v = int(text)
-        lo, hi = (-(1 << 31), (1 << 31) - 1) if dt == dtypes.int32 else (-(1 << 63), (1 << 63) - 1)
-        return v if lo <= v <= hi else None
+        return v if v <= dt.max else None
     s = text.strip()
     if not s or b"_" in s:  # Python's float() takes "1_0"; strtof does not
         return None
@@ -1457,9 +1496,11 @@ def decode_csv(
     `record_defaults` gives one default per column (a one-element list, or an empty
     tensor for a required column); its dtype is the column's type.
 
-    Raises (when run):
-      InvalidArgumentError: wrong number of fields, an unparsable number, a missing
-        required field, or bad quoting.
+    Raises:
+      TypeError: a default of a type other than float32, float64, int32, int64, string.
+      ValueError: a default of rank above 1 or of more than one element.
+      InvalidArgumentError: (when run) wrong number of fields, an unparsable number, a
+        missing required field, or bad quoting.
     """
     if not isinstance(record_defaults, (list, tuple)):
         raise TypeError(
@@ -1477,6 +1518,12 @@ def decode_csv(
             defaults.append(ops.convert_to_tensor(d if len(d) else np.zeros(0, np.float32)))
         else:
             defaults.append(ops.convert_to_tensor([d]))
+    for d in defaults:
+        if d.dtype.base_dtype not in _CSV_TYPES:
+            raise TypeError(
+                f"Value passed to parameter 'record_defaults' has DataType {d.dtype.name} not "
+                "in list of allowed values: float32, float64, int32, int64, string"
+            )
     if select_cols is not None and any(
         select_cols[i] >= select_cols[i + 1] for i in range(len(select_cols) - 1)
     ):
@@ -1504,7 +1551,7 @@ def decode_csv(
 
 _RAW_TYPES = (
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
-    "complex64", "complex128", "bool",
+    "complex64", "complex128", "bool", "bfloat16",
 )  # fmt: skip
 
 
@@ -1529,6 +1576,8 @@ NotDifferentiable("DecodeRaw")
 async def _decode_raw(ctx, data):
     dt = ctx.attrs["out_type"]
     np_dt = np.dtype(dt.as_numpy_dtype)
+    if dt == dtypes.bfloat16:  # (no byte-swapped bfloat16 dtype: read its 16 bits)
+        np_dt = np.dtype(np.uint16)
     np_dt = np_dt.newbyteorder("<" if ctx.attrs["little_endian"] else ">")
     data = np.asarray(data, dtype=object)
     flat = data.ravel()
@@ -1550,7 +1599,11 @@ async def _decode_raw(ctx, data):
             f"size of {dt.name}",
         )
     buf = b"".join(flat)
-    out = np.frombuffer(buf, dtype=np_dt).astype(dt.as_numpy_dtype)
+    out = np.frombuffer(buf, dtype=np_dt)
+    if dt == dtypes.bfloat16:
+        out = out.astype(np.uint16).view(dt.as_numpy_dtype)
+    else:
+        out = out.astype(dt.as_numpy_dtype)
     return out.reshape(*data.shape, size // width)
 
 
@@ -1647,6 +1700,8 @@ NotDifferentiable("DecodeJSONExample")
 def _json_to_example(text) -> bytes:
     from google.protobuf import json_format
 
+    from asyncflow.example_json import example_from_json
+
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -1655,7 +1710,7 @@ def _json_to_example(text) -> bytes:
                 None, None, f"Error while parsing JSON: invalid UTF-8: {exc}"
             ) from exc
     try:
-        return json_format.Parse(text, Example()).SerializeToString()
+        return example_from_json(text)
     except json_format.ParseError as exc:
         raise errors.InvalidArgumentError(None, None, f"Error while parsing JSON: {exc}") from exc
 
@@ -1694,7 +1749,9 @@ StringToNumber = register_op(
     inputs=["string_tensor: string"],
     outputs=["output: out_type"],
     attrs={
-        "out_type": TypeConstraint(("float32", "float64", "int32", "int64"), default="float32")
+        "out_type": TypeConstraint(
+            ("float32", "float64", "int32", "int64", "uint32", "uint64"), default="float32"
+        )
     },
     shape_fn=lambda op: [op.inputs[0].shape],
 )

@@ -30,6 +30,7 @@ from asyncflow.ops.parsing_ops import (
     FixedLenSequenceFeature,
     RaggedFeature,
     VarLenFeature,
+    _check_parse_types,
     _dense_default,
     ragged_keys,
 )
@@ -470,12 +471,10 @@ def _split(features, where: str, sequence: bool):
             dense.append((key, f))
         else:
             raise ValueError(f"Unsupported {type(f).__name__} {f} for key '{key}'")
-    for key, dt in sparse + [(k, dtypes.as_dtype(f.dtype)) for k, f in dense]:
-        if dt not in _PARSE_TYPES:
-            raise ValueError(
-                f"Unsupported dtype {dt.name} for {where} feature {key}: only string, float32 "
-                "and int64 are supported."
-            )
+    prefix = "context" if where == "context" else "feature_list"
+    dense_param = "context_dense_defaults" if where == "context" else "feature_list_dense_types"
+    _check_parse_types(f"{prefix}_sparse_types", [dt for _, dt in sparse])
+    _check_parse_types(dense_param, [dtypes.as_dtype(f.dtype) for _, f in dense])
     return sparse, dense, ragged, [(k, dt) for k, (dt, _) in keys.items()]
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import zlib
 
 import numpy as np
 
-from asyncflow import errors, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.registry import NotDifferentiable, register_op
 
@@ -103,18 +102,29 @@ DecodeBase64 = _elementwise("DecodeBase64", _decode)
 
 
 def _decompress(attrs, v):
+    """TF's DecodeCompressed reads the stream with zlib's inflate until its input ends:
+    a truncated stream gives what it held, an empty one b"", and gzip members follow
+    one another; an inflate error is a DataLossError in TF's words."""
     kind = attrs["compression_type"]
     v = bytes(v)
+    if kind == "":
+        return v
+    if kind not in ("ZLIB", "GZIP"):
+        raise _invalid("Only ZLIB, GZIP or NONE are supported compressions")
+    wbits = zlib.MAX_WBITS + (16 if kind == "GZIP" else 0)
+    out = []
     try:
-        if kind == "":
-            return v
-        if kind == "ZLIB":
-            return zlib.decompress(v)
-        if kind == "GZIP":
-            return gzip.decompress(v)
-    except (OSError, zlib.error, EOFError) as e:
-        raise errors.DataLossError(None, None, f"Failed to decompress: {e}") from None
-    raise _invalid(f"Unsupported compression type: {kind}")
+        while v:
+            inflate = zlib.decompressobj(wbits)
+            out.append(inflate.decompress(v))
+            out.append(inflate.flush())
+            v = inflate.unused_data if kind == "GZIP" and inflate.eof else b""
+    except zlib.error as e:
+        code, _, reason = str(e).removeprefix("Error ").partition(" while decompressing data: ")
+        raise errors.DataLossError(
+            None, None, f"inflate() failed with error {code}: {reason}"
+        ) from None
+    return b"".join(out)
 
 
 DecodeCompressed = _elementwise("DecodeCompressed", _decompress, {"compression_type": ""})
@@ -147,9 +157,11 @@ def _reduce_join_shape(op):
     if shape.ndims is None or axes is None:
         return [tensor_shape.unknown_shape()]
     rank = shape.ndims
-    axes = [int(a) % rank for a in np.reshape(axes, -1)] if rank else []
-    if np.size(ops.constant_value(op.inputs[1])) == 0:
-        axes = list(range(rank))
+    axes = [int(a) for a in np.reshape(axes, -1)]
+    for a in axes:
+        if not -rank <= a < rank:
+            raise ValueError(f"Invalid reduction dimension {a} for input with {rank} dimensions.")
+    axes = [a % rank for a in axes]
     dims = shape.as_list()
     if op.get_attr("keep_dims"):
         return [tensor_shape.TensorShape([1 if i in axes else d for i, d in enumerate(dims)])]
@@ -168,22 +180,21 @@ NotDifferentiable("ReduceJoin")
 
 @ReduceJoin.kernel("CPU")
 async def _reduce_join(ctx, x, axes):
+    """Axes are reduced one after another in the order given, so the first one listed
+    varies fastest in each joined string; no axes leaves the input as it is."""
     x = _obj(x)
-    axes = np.asarray(axes).reshape(-1)
     rank = x.ndim
-    if axes.size == 0:
-        axes = np.arange(rank)
-    for a in axes:
+    order = []
+    for a in np.asarray(axes).reshape(-1).tolist():
         if not -rank <= a < rank:
-            raise _invalid(f"Invalid reduction dimension {int(a)} for input with {rank} "
-                           "dimensions.")  # fmt: skip
-    axes = sorted({int(a) % rank for a in axes})
-    if len(axes) != len(set(axes)):
-        raise _invalid("Duplicate reduction dimension")
+            raise _invalid(f"Invalid reduction dimension {a} for input with {rank} dimensions.")
+        if a % rank in order:
+            raise _invalid(f"Duplicate reduction dimension {a}")
+        order.append(a % rank)
     sep = ctx.attrs["separator"]
     sep = sep.encode() if isinstance(sep, str) else bytes(sep)
-    kept = [i for i in range(rank) if i not in axes]
-    moved = np.transpose(x, kept + axes)
+    kept = [i for i in range(rank) if i not in order]
+    moved = np.transpose(x, kept + order[::-1])
     lead = moved.shape[: len(kept)]
     flat = moved.reshape(int(np.prod(lead, dtype=np.int64)), -1)
     joined = np.empty(flat.shape[0], dtype=object)
@@ -191,7 +202,7 @@ async def _reduce_join(ctx, x, axes):
         joined[i] = sep.join(bytes(v) for v in row)
     out = joined.reshape(lead)
     if ctx.attrs["keep_dims"]:
-        out = out.reshape([1 if i in axes else x.shape[i] for i in range(rank)])
+        out = out.reshape([1 if i in order else x.shape[i] for i in range(rank)])
     return out
 
 
@@ -202,11 +213,13 @@ def string_strip(input, name=None):  # noqa: A002 - TF's name
 
 def reduce_join(inputs, axis=None, keep_dims=None, separator="", name=None,
                 reduction_indices=None, keepdims=None):  # fmt: skip
-    """Strings joined with `separator` across `axis` (all axes when None), in order.
+    """Strings joined with `separator` across `axis` (all axes when None). The axes are
+    reduced in the order listed: the first one varies fastest in each joined string.
 
     Raises:
-      ValueError: both axis and reduction_indices, or keep_dims and keepdims.
-      InvalidArgumentError: (when run) an axis outside the rank.
+      ValueError: both axis and reduction_indices, or keep_dims and keepdims; an axis
+        outside a known rank.
+      InvalidArgumentError: (when run) an axis outside the rank, or listed twice.
     """
     if reduction_indices is not None:
         if axis is not None:
@@ -216,9 +229,19 @@ def reduce_join(inputs, axis=None, keep_dims=None, separator="", name=None,
         if keep_dims is not None:
             raise ValueError("Cannot specify both 'keep_dims' and 'keepdims'.")
         keep_dims = keepdims
-    axes = np.asarray([] if axis is None else axis, np.int32).reshape(-1)
-    attrs = {"keep_dims": bool(keep_dims), "separator": separator}
-    return ops.apply_op("ReduceJoin", [inputs, axes], attrs, name=name).outputs[0]
+    with ops.name_scope(None, "ReduceJoin", [inputs, axis]):  # TF's ReduceJoin/ReduceJoin
+        inputs = ops.convert_to_tensor(inputs, dtype=dtypes.string)
+        if axis is None:
+            # TF reduces every axis, last first, so the result reads in row-major order.
+            rank = inputs.shape.ndims
+            if rank is None:
+                rank = ops.apply_op("Rank", [inputs]).outputs[0]
+                axis = ops.apply_op("Range", [rank - 1, -1, -1]).outputs[0]
+            else:
+                axis = np.arange(rank - 1, -1, -1, dtype=np.int32)
+        axes = ops.convert_to_tensor(axis, dtype=dtypes.int32)
+        attrs = {"keep_dims": bool(keep_dims), "separator": separator}
+        return ops.apply_op("ReduceJoin", [inputs, axes], attrs, name=name).outputs[0]
 
 
 def encode_base64(input, pad=False, name=None):  # noqa: A002

@@ -177,6 +177,22 @@ def strings_split(
     return SparseTensor(*op.outputs)
 
 
+def check_choice(op_type: str, attr: str, value: str, choices) -> None:
+    """TF's build-time check of a string attr that takes one of a few values.
+
+    Raises:
+      ValueError: `value` is not one of `choices`.
+    """
+    if value not in choices:
+        allowed = ", ".join(f'"{c}"' for c in choices)
+        raise ValueError(
+            f"Attr '{attr}' of '{op_type}' Op passed string '{value}' not in: {allowed}."
+        )
+
+
+_UNITS = ("BYTE", "UTF8_CHAR")
+
+
 # -- Substr -----------------------------------------------------------------------------------
 
 Substr = register_op(
@@ -205,32 +221,83 @@ async def _substr(ctx, inp, pos, length):
             None, None, f"Incompatible shapes: {list(inp.shape)} vs. {list(pos.shape)}"
         ) from None
     utf8 = ctx.attrs["unit"] == "UTF8_CHAR"
+    broadcast = pos.ndim > 0 and pos.shape != inp.shape
     out = []
     for i, (text, start, count) in enumerate(zip(s.ravel(), p.ravel(), n.ravel())):
-        unit = text.decode("utf-8", "replace") if utf8 else text
-        size = len(unit)
-        start = int(start)
-        if start < 0:
-            start += size
-        if start < 0 or start > size:
+        piece = _substr_one(text, int(start), int(count), utf8)
+        if piece is None:
+            out_of_range = f"pos {int(start)} out of range for string"
+            if utf8:
+                # TF's UTF-8 path names no string, and a broadcast row rather than an element.
+                where = np.unravel_index(i, s.shape)[0] if broadcast else i
+                raise errors.InvalidArgumentError(None, None, f"{out_of_range} at index {where}")
+            where = tuple(int(k) for k in np.unravel_index(i, s.shape)) if broadcast else i
             raise errors.InvalidArgumentError(
-                None,
-                None,
-                f"pos {int(p.ravel()[i])} out of range for string {text!r} at index {i}",
+                None, None, f"{out_of_range} {text!r} at index {where}"
             )
-        piece = unit[start : start + max(int(count), 0)]
-        out.append(piece.encode("utf-8") if utf8 else piece)
+        out.append(piece)
     return _strings(s.shape, out)
+
+
+def _substr_one(text: bytes, start: int, count: int, utf8: bool) -> bytes | None:
+    """One Substr element, or None when `start` is out of range.
+
+    TF takes a negative `len` in bytes as "to the end" (it becomes a huge unsigned count);
+    in UTF-8 characters it yields an empty string, and is out of range for a negative pos.
+    """
+    size = len(text)
+    if not utf8:
+        first = start + size if start < 0 else start
+        if first < 0 or first > size:
+            return None
+        return text[first : first + (size if count < 0 else count)]
+    if start < 0:
+        first = _utf8_back(text, size, -start) if count >= 0 else None
+    else:
+        first = _utf8_forward(text, 0, start)
+    if first is None:
+        return None
+    end = first if count < 0 else _utf8_forward(text, first, count, partial=True)
+    return text[first:end]
+
+
+def _is_trail(b: int) -> bool:
+    return b & 0xC0 == 0x80
+
+
+def _utf8_forward(text: bytes, pos: int, chars: int, partial: bool = False) -> int | None:
+    """The byte `chars` UTF-8 characters after `pos`, as TF steps: a character runs from
+    its first byte up to the next byte that is no continuation byte, whatever it is.
+    None when the text ends first (unless `partial`: then the text's end)."""
+    size = len(text)
+    for _ in range(chars):
+        if pos >= size:
+            return size if partial else None
+        pos += 1
+        while pos < size and _is_trail(text[pos]):
+            pos += 1
+    return pos
+
+
+def _utf8_back(text: bytes, pos: int, chars: int) -> int | None:
+    """The byte `chars` UTF-8 characters before `pos` (TF's steps back), or None."""
+    for _ in range(chars):
+        if pos <= 0:
+            return None
+        pos -= 1
+        while pos > 0 and _is_trail(text[pos]):
+            pos -= 1
+    return pos
 
 
 def substr(input, pos, len, name=None, unit="BYTE"):  # noqa: A002 - TF's argument names
     """Return substrings `[pos, pos + len)` of each string (bytes or UTF-8 characters).
 
-    Raises (when run):
-      InvalidArgumentError: pos is beyond a string's end, or shapes disagree.
+    Raises:
+      ValueError: a unit other than BYTE or UTF8_CHAR.
+      InvalidArgumentError: (when run) pos is beyond a string's end, or shapes disagree.
     """
-    if unit not in ("BYTE", "UTF8_CHAR"):
-        raise ValueError(f"unit must be BYTE or UTF8_CHAR, got {unit!r}")
+    check_choice("Substr", "unit", unit, _UNITS)
     return ops.apply_op("Substr", [input, pos, len], {"unit": unit}, name=name).outputs[0]
 
 
@@ -288,6 +355,7 @@ RegexReplace = register_op(
 NotDifferentiable("RegexReplace")
 
 _REWRITE_GROUP = re.compile(rb"\\(\d)")
+_BAD_REWRITE_ESCAPE = re.compile(rb"(?:\\[\\\d]|[^\\])*(\\)(?![\\\d])", re.DOTALL)
 
 
 @RegexReplace.kernel("CPU")
@@ -316,25 +384,108 @@ def _bytes(v) -> bytes:
     return v if isinstance(v, bytes) else str(v).encode("utf-8")
 
 
-def _replace(ctx, inp, pattern: bytes, rewrite: bytes):
+# RE2 works on UTF-8 text: "." is one character, however many bytes encode it, and its
+# \d \w \s \b are ASCII-only. Python's re on str with re.ASCII behaves so; a byte that is not
+# UTF-8 becomes a lone surrogate (surrogateescape), one character, and comes back intact.
+# Outside multi-line mode RE2's "$" is the end of the text only, which Python spells \Z.
+_RE2_REJECTS = re.compile(r"\(\?(?:=|!|<=|<!|>)|(?<!\\)[*+?}]\+")
+_REPEAT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
+_DOLLAR = re.compile(r"(\\.|\[(?:\\.|[^\]])*\]?)|\$", re.DOTALL)
+
+
+def _repeat_bound(m: re.Match) -> int:
+    return max(int(g) for g in m.groups() if g)
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def _utf8(t: str) -> bytes:
+    return t.encode("utf-8", "surrogateescape")
+
+
+def _re2_message(pattern: str, e: re.error) -> str:
+    """RE2's wording for the errors Python's re finds in a pattern."""
+    pos = e.pos if e.pos is not None else 0
+    msg = e.msg
+    if msg.startswith("missing ), unterminated subpattern"):
+        return f"missing ): {pattern}"
+    if msg.startswith("unterminated character set"):
+        return f"missing ]: {pattern[pos:]}"
+    if msg.startswith("nothing to repeat"):
+        return f"no argument for repetition operator: {pattern[pos : pos + 1]}"
+    if msg.startswith("multiple repeat"):
+        return f"bad repetition operator: {pattern[pos - 1 : pos + 1]}"
+    if msg.startswith("unbalanced parenthesis"):
+        return f"unexpected ): {pattern}"
+    if msg.startswith("min repeat greater than max repeat"):
+        start = pattern.rfind("{", 0, pos + 1)
+        return f"invalid repetition size: {pattern[start : pattern.find('}', pos) + 1]}"
+    if msg.startswith("invalid group reference"):  # (pos is the digit's)
+        return f"invalid escape sequence: {pattern[pos - 1 : pos + 1]}"
+    if msg.startswith("bad escape \\"):
+        return f"invalid escape sequence: {pattern[pos : pos + 2]}"
+    if msg.startswith("bad escape (end of pattern)"):
+        return "trailing \\"
+    if msg.startswith("bad character range"):
+        return f"invalid character class range: {msg.split()[3]}"
+    if msg.startswith("unknown extension"):
+        return f"invalid perl operator: {pattern[pos - 1 : pos + 2]}"
+    return str(e)
+
+
+def _compile(ctx, pattern: bytes) -> re.Pattern:
+    """`pattern` compiled as RE2 reads it, cached per kernel.
+
+    Raises:
+      InvalidArgumentError: a pattern RE2 rejects (lookarounds, possessive repeats).
+    """
     cache = ctx.kernel_state.setdefault("regex", {})
     rx = cache.get(pattern)
+    if rx is not None:
+        return rx
+    text = _text(pattern)
+    reject = _RE2_REJECTS.search(text)
+    try:
+        if reject and reject.group(0).startswith("(?"):
+            message = f"invalid perl operator: {reject.group(0)[:3]}"
+        elif reject:
+            message = f"bad repetition operator: {reject.group(0)[-2:]}"
+        elif too_many := [m for m in _REPEAT.finditer(text) if _repeat_bound(m) > 1000]:
+            message = f"invalid repetition size: {too_many[0].group(0)}"
+        else:
+            if not re.match(r"\(\?[a-zA-Z]*m", text):
+                text = _DOLLAR.sub(lambda m: m.group(1) or r"\Z", text)
+            rx = re.compile(text, re.ASCII)
+    except re.error as e:
+        message = _re2_message(_text(pattern), e)
     if rx is None:
-        try:
-            rx = re.compile(pattern)
-        except re.error as e:
-            raise errors.InvalidArgumentError(
-                None, None, f"Invalid pattern: {pattern.decode('utf-8', 'replace')}, error: {e}"
-            ) from None
-        if len(cache) < 64:
-            cache[pattern] = rx
+        raise errors.InvalidArgumentError(
+            None, None, f"Invalid pattern: {pattern.decode('utf-8', 'replace')}, error: {message}"
+        )
+    if len(cache) < 64:
+        cache[pattern] = rx
+    return rx
+
+
+def _replace(ctx, inp, pattern: bytes, rewrite: bytes):
+    rx = _compile(ctx, pattern)
+    inp = _obj(inp)
+    # RE2 replaces nothing when the rewrite names a group the pattern lacks, and stops a
+    # rewrite at an escape other than \0-\9 or \\ (what came before it is still written).
+    bad_escape = _BAD_REWRITE_ESCAPE.match(rewrite)
+    if bad_escape:
+        rewrite = rewrite[: bad_escape.start(1)]
+    groups = [int(g) for g in _REWRITE_GROUP.findall(rewrite.replace(b"\\\\", b""))]
+    if groups and max(groups) > rx.groups:
+        return _strings(inp.shape, list(inp.ravel()))
     # RE2 rewrites know only \0-\9 and \\; escape everything else for Python's template.
     template = _REWRITE_GROUP.sub(rb"\\g<\1>", rewrite.replace(b"\\\\", b"\x00"))
-    template = template.replace(b"\x00", b"\\\\")
+    template = _text(template.replace(b"\x00", b"\\\\"))
     count = 0 if ctx.attrs["replace_global"] else 1
-    inp = _obj(inp)
     try:
-        out = [rx.sub(template, s, count=count) for s in inp.ravel()]
+        out = [_utf8(rx.sub(template, _text(s), count=count)) for s in inp.ravel()]
     except (re.error, IndexError) as e:
         raise errors.InvalidArgumentError(None, None, f"Invalid rewrite pattern: {e}") from None
     return _strings(inp.shape, out)
@@ -346,6 +497,10 @@ def regex_replace(input, pattern, rewrite, replace_global=True, name=None):  # n
     Raises (when run):
       InvalidArgumentError: the pattern does not compile.
     """
+    if isinstance(pattern, str | bytes) and isinstance(rewrite, str | bytes):
+        # As TF: constant pattern and rewrite become attrs of StaticRegexReplace.
+        attrs = {"pattern": pattern, "rewrite": rewrite, "replace_global": replace_global}
+        return ops.apply_op("StaticRegexReplace", [input], attrs, name=name).outputs[0]
     return ops.apply_op(
         "RegexReplace",
         [input, pattern, rewrite],
@@ -355,19 +510,9 @@ def regex_replace(input, pattern, rewrite, replace_global=True, name=None):  # n
 
 
 def _full_match(ctx, inp, pattern):
-    cache = ctx.kernel_state.setdefault("regex", {})
-    rx = cache.get(pattern)
-    if rx is None:
-        try:
-            rx = re.compile(pattern)
-        except re.error as e:
-            raise errors.InvalidArgumentError(
-                None, None, f"Invalid pattern: {pattern.decode('utf-8', 'replace')}, error: {e}"
-            ) from None
-        if len(cache) < 64:
-            cache[pattern] = rx
+    rx = _compile(ctx, pattern)
     inp = _obj(inp)
-    return np.array([rx.fullmatch(s) is not None for s in inp.ravel()]).reshape(inp.shape)
+    return np.array([rx.fullmatch(_text(s)) is not None for s in inp.ravel()]).reshape(inp.shape)
 
 
 RegexFullMatch = register_op(
@@ -428,14 +573,20 @@ NotDifferentiable("StringLength")
 async def _string_length(ctx, inp):
     inp = _obj(inp)
     if ctx.attrs["unit"] == "UTF8_CHAR":
-        lens = [len(s.decode("utf-8", "replace")) for s in inp.ravel()]
+        # TF counts the bytes that are no UTF-8 continuation byte, valid text or not.
+        lens = [sum(not _is_trail(b) for b in s) for s in inp.ravel()]
     else:
         lens = [len(s) for s in inp.ravel()]
     return np.array(lens, dtype=np.int32).reshape(inp.shape)
 
 
 def string_length(input, name=None, unit="BYTE"):  # noqa: A002
-    """The length of each string, in bytes or UTF-8 characters."""
+    """The length of each string, in bytes or UTF-8 characters.
+
+    Raises:
+      ValueError: a unit other than BYTE or UTF8_CHAR.
+    """
+    check_choice("StringLength", "unit", unit, _UNITS)
     return ops.apply_op("StringLength", [input], {"unit": unit}, name=name).outputs[0]
 
 

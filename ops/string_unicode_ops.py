@@ -25,6 +25,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops.string_ops import check_choice
 from asyncflow.ragged import RaggedTensor, is_ragged
 from asyncflow.registry import REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
@@ -626,6 +627,7 @@ def _decode(input, encoding, errors_, rc, ctl, with_offsets: bool):  # noqa: A00
     if ndims is None:
         raise ValueError("Rank of `input` must be statically known.")
     op_type = "UnicodeDecodeWithOffsets" if with_offsets else "UnicodeDecode"
+    check_choice(op_type, "errors", errors_, _DECODE_ERRORS)
     attrs = {
         "input_encoding": encoding,
         "errors": errors_,
@@ -680,6 +682,7 @@ def unicode_decode_with_offsets(
 
 def _encode_each(codepoints, encoding, errors_, rc):
     """Each code point of a dense vector as its own string (UnicodeEncode of rows of 1)."""
+    _check_encode_attrs("UnicodeEncode", encoding, errors_)
     n = _apply("Size", [codepoints], {"out_type": dtypes.int64})[0]
     zero, one = (ops.convert_to_tensor(v, dtypes.int64) for v in (0, 1))
     limit = _apply("AddV2", [n, one], {})[0]
@@ -722,12 +725,15 @@ def unicode_split_with_offsets(
         return _split(input, input_encoding, errors, replacement_char, True)
 
 
-def _check_out_encoding(op_type: str, encoding: str):
-    if encoding not in _OUT_ENCODINGS:
-        raise ValueError(
-            f"Attr 'output_encoding' of '{op_type}' Op passed string '{encoding}' not in: "
-            '"UTF-8", "UTF-16-BE", "UTF-32-BE".'
-        )
+# The orders TF's op definitions list the allowed values in (its messages name them so).
+_DECODE_ERRORS = ("strict", "replace", "ignore")
+_ENCODE_ERRORS = ("ignore", "replace", "strict")
+
+
+def _check_encode_attrs(op_type: str, encoding: str, errors_: str) -> None:
+    check_choice(op_type, "output_encoding", encoding, _OUT_ENCODINGS)
+    allowed = _ENCODE_ERRORS if op_type == "UnicodeEncode" else _DECODE_ERRORS
+    check_choice(op_type, "errors", errors_, allowed)
 
 
 def _encode(x, encoding, errors_, rc):
@@ -767,7 +773,7 @@ def unicode_encode(
       InvalidArgumentError: a code point that is no Unicode scalar value with
         errors='strict'; replacement_char outside U+0..U+10FFFF.
     """
-    _check_out_encoding("UnicodeEncode", output_encoding)
+    _check_encode_attrs("UnicodeEncode", output_encoding, errors)
     with ops.name_scope(name, "UnicodeEncode", [input]):
         x = input if is_ragged(input) else ops.convert_to_tensor(input, dtypes.int32)
         if x.shape.ndims is None:
@@ -786,7 +792,7 @@ def unicode_transcode(
 ):
     """`tf.strings.unicode_transcode`: each string re-encoded from `input_encoding` to
     `output_encoding` (same shape)."""
-    _check_out_encoding("UnicodeTranscode", output_encoding)
+    _check_encode_attrs("UnicodeTranscode", output_encoding, errors)
     attrs = {
         "input_encoding": input_encoding,
         "output_encoding": output_encoding,

@@ -81,7 +81,15 @@ async def _serialize_tensor(ctx, tensor):
             [v if isinstance(v, bytes) else str(v).encode() for v in arr.reshape(-1)],
             dtype=object,
         ).reshape(arr.shape)
-    proto = graph_io.tensor_proto(arr)
+    if arr.dtype == object:
+        proto = graph_io.tensor_proto(arr)
+    else:
+        # TF's kernel writes every numeric tensor, a single value too, as raw content
+        # (make_tensor_proto's one-value typed fields are the Python API's choice).
+        proto = graph_io.tensor_proto(np.zeros((0,), arr.dtype))
+        proto.tensor_shape.Clear()
+        graph_io.shape_proto(arr.shape, proto.tensor_shape)
+        proto.tensor_content = np.ascontiguousarray(arr, arr.dtype.newbyteorder("<")).tobytes()
     proto.tensor_shape.SetInParent()  # a scalar's empty shape is written too, as TF's
     out = np.empty((), dtype=object)
     out[()] = proto.SerializeToString()

@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nest",
             "protos",
             "example_pb",
+            "example_json",
             "checkpoint_format",
             "python_io",
             "snapshot_format",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.ops import math_ops, random_ops, slicing_ops
 
@@ -66,10 +67,10 @@ def natural_exp_decay(
       ValueError: `global_step` is None.
     """
     _require_step(global_step, "natural_exp_decay")
-    with ops.name_scope(name, "NaturalExpDecay"):
-        lr, dtype = _as_lr(learning_rate)
-        rate = math_ops.exp(math_ops.negative(math_ops.cast(decay_rate, dtype)))
-        return exponential_decay(lr, global_step, decay_steps, rate, staircase)
+    # As TF: exponential_decay by exp(-decay_rate), that rate computed outside its scope
+    # in the decay rate's own dtype (float32 for a Python float, whatever the lr's).
+    rate = math_ops.exp(math_ops.negative(decay_rate))
+    return exponential_decay(learning_rate, global_step, decay_steps, rate, staircase, name)
 
 
 def inverse_time_decay(
@@ -151,7 +152,8 @@ def piecewise_constant(x, boundaries, values, name=None):
     """values[0] while x <= boundaries[0], values[i] while x in (b[i-1], b[i]], then values[-1].
 
     Raises:
-      ValueError: len(values) != len(boundaries) + 1, or the values' dtypes differ.
+      ValueError: len(values) != len(boundaries) + 1, the values' dtypes differ, or a
+        boundary's dtype is not x's (int32 boundaries with an int64 x excepted).
     """
     if len(boundaries) != len(values) - 1:
         raise ValueError("The length of boundaries should be 1 less than the length of values")
@@ -161,10 +163,14 @@ def piecewise_constant(x, boundaries, values, name=None):
         for b in boundaries:
             b = ops.convert_to_tensor(b)
             if b.dtype.base_dtype != x.dtype.base_dtype:
-                if b.dtype.is_integer and x.dtype.is_integer:
-                    b = math_ops.cast(b, x.dtype.base_dtype)
-                else:
-                    b = ops.convert_to_tensor(boundaries[len(bounds)], dtype=x.dtype)
+                # Only int32 -> int64 is lossless; TF refuses every other conversion, as
+                # one could change a comparison (a float boundary cast to an integer).
+                if b.dtype.base_dtype != dtypes.int32 or x.dtype.base_dtype != dtypes.int64:
+                    raise ValueError(
+                        f"Boundaries ({str(b.dtype.base_dtype)}) must have the same dtype as x "
+                        f"({str(x.dtype.base_dtype)})."
+                    )
+                b = math_ops.cast(b, x.dtype.base_dtype)
             bounds.append(b)
         vals = [ops.convert_to_tensor(v) for v in values]
         for v in vals[1:]:

@@ -62,35 +62,11 @@ def _deduplicate_indexed_slices(values, indices):
 
 
 def _gate(grads: list) -> list:
-    """GATE_GRAPH: every gradient is computed before any is used (TF: `tuple(grads)`)."""
-    deps = []
-    for g in grads:
-        if g is None:
-            continue
-        if _is_indexed_slices(g):
-            deps.extend([g.values.op, g.indices.op])
-        else:
-            deps.append(g.op)
-    if not deps:
+    """GATE_GRAPH: every gradient is computed before any is used (TF's `tuple(grads)`,
+    so each comes out as tuple/control_dependency_N)."""
+    if all(g is None for g in grads):
         return grads
-    with ops.name_scope("tuple"):
-        gate = control_flow_ops.group(*deps)
-        out = []
-        with ops.control_dependencies([gate]):
-            for g in grads:
-                if g is None:
-                    out.append(None)
-                elif _is_indexed_slices(g):
-                    out.append(
-                        _make_indexed_slices(
-                            array_ops.identity(g.values),
-                            array_ops.identity(g.indices),
-                            g.dense_shape,
-                        )
-                    )
-                else:
-                    out.append(array_ops.identity(g))
-    return out
+    return control_flow_ops.tuple(grads)
 
 
 class Optimizer:
