@@ -276,6 +276,11 @@ class _VariableStore:
                 " Did you mean to set reuse=tf.AUTO_REUSE in VarScope?"
             )
         if initializer is None:
+            if not shape.is_fully_defined():  # (TF's words; nothing to make a value of)
+                raise ValueError(
+                    f"Variable {name} did not get an initializer, so its `shape` argument "
+                    "must be specified."
+                )
             initializer, initializing_from_value = _default_initializer(name, dtype)
         if initializing_from_value:
             init_val, variable_dtype = initializer, None

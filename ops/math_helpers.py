@@ -105,21 +105,41 @@ def _unary_shape(op):
     return [op.inputs[0].shape]
 
 
+# How a builder says that its two tensors' dtypes differ, as TF's does (recorded from TF
+# 2.21): the op's input check (matmul, pow), truediv's own TypeError (truediv,
+# div_no_nan), or y's conversion to x's dtype, a ValueError (div, multiply_no_nan).
+_OP_INPUT, _SAME_DTYPE, _CONVERSION = "op input", "same dtype", "conversion"
+_MISMATCH = {
+    "MatMul": _OP_INPUT,
+    "Pow": _OP_INPUT,
+    "truediv": _SAME_DTYPE,
+    "div_no_nan": _SAME_DTYPE,
+}
+
+
 def _convert_pair(x, y, op_name: str, names=("x", "y")):
     """Converts x and y to tensors of one dtype, as TF's binary operators do; a Const
-    made for one is named by `names` (TF's matmul names them "a" and "b")."""
+    made for one is named by `names` (TF's matmul names them "a" and "b").
+
+    Raises TypeError or ValueError for tensors of two dtypes, as `op_name`'s builder
+    in TF (`_MISMATCH`)."""
     x_name, y_name = names
     if not isinstance(x, ops.Tensor) and isinstance(y, ops.Tensor):
         x = ops.convert_to_tensor(x, dtype=y.dtype, name=x_name)
     else:
         x = ops.convert_to_tensor(x, name=x_name)
-    if isinstance(y, ops.Tensor):
-        if y.dtype != x.dtype:
+    if isinstance(y, ops.Tensor) and y.dtype != x.dtype:
+        kind = _MISMATCH.get(op_name, _CONVERSION)
+        if kind == _OP_INPUT:
             raise TypeError(
-                f"x and y must have the same dtype, got {x.dtype.name!r} != {y.dtype.name!r}"
-                f" in {op_name}"
+                f"Input '{y_name}' of '{op_name}' Op has type {y.dtype.name} that does not "
+                f"match type {x.dtype.name} of argument '{x_name}'."
             )
-    else:
+        if kind == _SAME_DTYPE:
+            raise TypeError(
+                f"`x` and `y` must have the same dtype, got {x.dtype!r} != {y.dtype!r}."
+            )
+    if not isinstance(y, ops.Tensor) or y.dtype != x.dtype:  # (ValueError on a mismatch)
         y = ops.convert_to_tensor(y, dtype=x.dtype, name=y_name)
     return x, y
 

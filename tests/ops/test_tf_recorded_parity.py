@@ -352,3 +352,50 @@ def test_none_inputs_fail_as_in_tf():
         )
         with pytest.raises(TypeError, match=want):
             af.concat([x, None], 0)
+
+
+@pytest.mark.parametrize(
+    "build, error, message",
+    [
+        (
+            lambda i, f: af.matmul(i, f),
+            TypeError,
+            "Input 'b' of 'MatMul' Op has type float32 that does not match type int32 of "
+            "argument 'a'.",
+        ),
+        (
+            lambda i, f: i**f,
+            TypeError,
+            "Input 'y' of 'Pow' Op has type float32 that does not match type int32 of "
+            "argument 'x'.",
+        ),
+        (
+            lambda i, f: i / f,
+            TypeError,
+            "`x` and `y` must have the same dtype, got tf.int32 != tf.float32.",
+        ),
+        (
+            lambda i, f: af.div_no_nan(f, i),
+            TypeError,
+            "`x` and `y` must have the same dtype, got tf.float32 != tf.int32.",
+        ),
+        (
+            lambda i, f: af.div(i, f),
+            ValueError,
+            "Tensor conversion requested dtype int32 for Tensor with dtype float32: ",
+        ),
+    ],
+)
+def test_builders_refuse_two_dtypes_as_tfs_do(build, error, message):
+    with af.Graph().as_default():
+        i, f = af.constant([[1]]), af.constant([[1.0]])
+        with pytest.raises(error) as info:
+            build(i, f)
+        assert str(info.value).startswith(message)
+
+
+def test_get_variable_without_a_shape_or_an_initializer():
+    with af.Graph().as_default():
+        want = "^Variable noshape did not get an initializer, so its `shape` argument must"
+        with pytest.raises(ValueError, match=want):
+            af.get_variable("noshape")
