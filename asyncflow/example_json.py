@@ -18,6 +18,8 @@ import struct
 
 from google.protobuf import json_format
 
+from asyncflow.proto_wire import length_delimited as _framed
+from asyncflow.proto_wire import varint as _varint
 from asyncflow.protos.example_pb2 import Example
 
 __all__ = ["example_from_json"]
@@ -31,20 +33,6 @@ _KINDS = {
     "int64List": (3, "int64_list"),
     "int64_list": (3, "int64_list"),
 }
-
-
-def _varint(n: int) -> bytes:
-    n &= 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _framed(field: int, payload: bytes) -> bytes:
-    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
 
 
 def _list_bytes(number: int, values) -> bytes:

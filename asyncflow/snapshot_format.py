@@ -28,6 +28,8 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow.crc32c import masked_crc32c
+from asyncflow.proto_wire import length_delimited as _field
+from asyncflow.proto_wire import varint as _varint
 from asyncflow.protos.tensor_pb2 import TensorProto
 
 __all__ = [
@@ -72,16 +74,6 @@ def checkpoint_file(shard_dir: str, checkpoint: int) -> str:
 # -- protobuf wire helpers -----------------------------------------------------------------
 
 
-def _varint(n: int) -> bytes:
-    n &= 2**64 - 1
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
     n = shift = 0
     while True:
@@ -93,10 +85,6 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         if b < 0x80:
             return n, pos
         shift += 7
-
-
-def _field(num: int, payload: bytes) -> bytes:
-    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
 
 
 def _fields(data: bytes):

@@ -32,6 +32,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.example_pb import DecodeError
 from asyncflow.ops import array_ops, math_ops, parsing_template, sparse_ops
+from asyncflow.proto_wire import varint as _varint_bytes
 from asyncflow.protos.example_pb2 import Example
 from asyncflow.protos.parse_batch_pb2 import ExampleBatch, RawExample, RawExampleBatch
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
@@ -588,14 +589,6 @@ _PAYLOAD_OF_KIND = {
     3: operator.attrgetter("int64_list"),
 }
 
-
-def _varint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _encode_payload(kind: int, values) -> bytes:

@@ -31,6 +31,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.proto_wire import varint
 from asyncflow.registry import REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["decode_proto", "encode_proto"]
@@ -459,11 +460,7 @@ def _source(ctx) -> bytes:
 
 
 def _encode_varint(v: int, out: bytearray) -> None:
-    v &= _M64
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
+    out += varint(v)
 
 
 def _encode_value(field_type: int, v, out: bytearray) -> None:

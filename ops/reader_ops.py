@@ -49,6 +49,7 @@ from asyncflow import dtypes, errors, python_io, queues, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.crc32c import crc32c_gil_free
 from asyncflow.kernel_api import current_step
+from asyncflow.proto_wire import varint as _varint
 from asyncflow.registry import REQUIRED, NotDifferentiable, register_op
 
 __all__ = [
@@ -294,17 +295,6 @@ class _Batch:
     def keys(self) -> list:
         parts = [p.format() if isinstance(p, _LazyKeys) else p for p in self.key_parts]
         return parts[0] if len(parts) == 1 else [k for p in parts for k in p]
-
-
-def _varint(v: int) -> bytes:
-    v &= (1 << 64) - 1  # int64 as protobuf writes it
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
 
 
 def _parse_state(data: bytes) -> dict:

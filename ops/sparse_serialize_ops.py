@@ -22,6 +22,7 @@ from google.protobuf import message as _pb_message
 
 from asyncflow import dtypes, errors, graph_io, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.proto_wire import varint as _varint
 from asyncflow.protos.tensor_pb2 import TensorProto
 from asyncflow.registry import ANY, NotDifferentiable, TypeConstraint, register_op
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
@@ -42,17 +43,6 @@ def _shape_str(shape) -> str:
 
 # -- TensorProto bytes ------------------------------------------------------------------------
 
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def _to_proto_bytes(arr: np.ndarray, dtype: dtypes.DType) -> bytes:

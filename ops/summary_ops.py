@@ -26,6 +26,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.graph_io import tensor_proto
 from asyncflow.ops import summary_jit
+from asyncflow.proto_wire import varint as _varint
 from asyncflow.protos.summary_pb2 import HistogramProto, Summary, SummaryMetadata
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
@@ -97,20 +98,6 @@ def made_here(raw) -> tuple | None:
     if found is None or found[0] is not raw:
         return None
     return found[1], found[2]
-
-
-_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
-
-
-def _varint(n: int) -> bytes:
-    if n < 0x80:
-        return _ONE_BYTE[n]
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _len_field(key: int, payload: bytes) -> bytes:

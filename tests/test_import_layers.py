@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nest",
             "protos",
             "example_pb",
+            "proto_wire",
             "example_json",
             "checkpoint_format",
             "python_io",
