@@ -216,6 +216,7 @@ for _m in (
     _reexport(_m)
 del _m
 OpError = errors.OpError
+__version__ = VERSION  # noqa: F821 - (framework_extras': asyncflow's own, as tf.__version__)
 
 from asyncflow import (  # noqa: E402
     data,

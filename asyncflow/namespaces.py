@@ -1,6 +1,6 @@
 """TF1's namespaces over names asyncflow already has: `af.math`, `af.random`,
 `af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`, `af.spectral`,
-`af.quantization`.
+`af.quantization`, `af.debugging`, `af.manip`, `af.queue`, `af.version`.
 
 Each namespace lists TF1's names (`tf.compat.v1.<namespace>`, TF 2.21) and resolves
 one when it is first read: an explicit alias (`linalg.inv` is `matrix_inverse`), else
@@ -105,6 +105,24 @@ _NAMES = {
     """,
     "spectral": """
         dct fft fft2d fft3d idct ifft ifft2d ifft3d irfft irfft2d irfft3d rfft rfft2d rfft3d
+    """,
+    "debugging": """
+        Assert assert_all_finite assert_equal assert_greater assert_greater_equal
+        assert_integer assert_less assert_less_equal assert_near assert_negative
+        assert_non_negative assert_non_positive assert_none_equal assert_positive
+        assert_proper_iterable assert_rank assert_rank_at_least assert_rank_in
+        assert_same_float_dtype assert_scalar assert_type check_numerics is_finite is_inf
+        is_nan is_non_decreasing is_numeric_tensor is_strictly_increasing
+    """,
+    "manip": """
+        batch_to_space_nd gather_nd reshape reverse roll scatter_nd space_to_batch_nd tile
+    """,
+    "queue": """
+        FIFOQueue PaddingFIFOQueue PriorityQueue QueueBase RandomShuffleQueue
+    """,
+    "version": """
+        COMPILER_VERSION GIT_VERSION GRAPH_DEF_VERSION GRAPH_DEF_VERSION_MIN_CONSUMER
+        GRAPH_DEF_VERSION_MIN_PRODUCER VERSION
     """,
 }
 
@@ -285,6 +303,10 @@ _ALIASES = {
         "kaiser_bessel_derived_window": "signal_mdct.kaiser_bessel_derived_window",
     },
     "quantization": {},
+    "debugging": {"assert_all_finite": "verify_tensor_all_finite"},
+    "manip": {},
+    "queue": {},
+    "version": {},
     # TF1's older name for tf.signal's transforms: the same functions.
     "spectral": {
         n: f"signal.{n}"
@@ -303,6 +325,10 @@ _PREFIXES = {
     "signal": (),
     "quantization": (),
     "spectral": (),
+    "debugging": (),
+    "manip": (),
+    "queue": (),
+    "version": (),
 }
 
 

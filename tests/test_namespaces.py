@@ -52,3 +52,19 @@ def test_api_coverage_report():
     # Floors that only move up: what this commit reaches.
     assert frac["data"] >= 0.8 and frac["metrics"] >= 0.75 and frac["layers"] >= 0.75
     assert all(n in cov["data"][0] for n in ("Dataset", "TFRecordDataset", "Iterator"))
+
+
+def test_tf1s_debugging_manip_queue_and_version_namespaces():
+    # tf.compat.v1's names there (TF 2.21), over what asyncflow has at the top level.
+    assert af.debugging.assert_equal is af.assert_equal
+    assert af.debugging.assert_all_finite is af.verify_tensor_all_finite
+    assert af.debugging.check_numerics is af.check_numerics
+    assert af.manip.roll is af.roll and af.manip.scatter_nd is af.scatter_nd
+    assert af.queue.FIFOQueue is af.FIFOQueue
+    assert af.queue.RandomShuffleQueue is af.RandomShuffleQueue
+    assert af.version.GRAPH_DEF_VERSION == af.GRAPH_DEF_VERSION
+    assert af.__version__ == af.version.VERSION == af.VERSION
+    with af.Graph().as_default():
+        x = af.constant([[1, 2], [3, 4]])
+        with af.Session() as sess:
+            assert sess.run(af.manip.reverse(x, [1])).tolist() == [[2, 1], [4, 3]]
