@@ -1,6 +1,6 @@
 """TF1's namespaces over names asyncflow already has: `af.math`, `af.random`,
 `af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`, `af.spectral`,
-`af.quantization`, `af.debugging`, `af.manip`, `af.queue`, `af.version`.
+`af.quantization`, `af.debugging`, `af.manip`, `af.queue`, `af.version`, `af.audio`.
 
 Each namespace lists TF1's names (`tf.compat.v1.<namespace>`, TF 2.21) and resolves
 one when it is first read: an explicit alias (`linalg.inv` is `matrix_inverse`), else
@@ -116,6 +116,9 @@ _NAMES = {
     """,
     "manip": """
         batch_to_space_nd gather_nd reshape reverse roll scatter_nd space_to_batch_nd tile
+    """,
+    "audio": """
+        decode_wav encode_wav
     """,
     "queue": """
         FIFOQueue PaddingFIFOQueue PriorityQueue QueueBase RandomShuffleQueue
@@ -307,6 +310,7 @@ _ALIASES = {
     "manip": {},
     "queue": {},
     "version": {},
+    "audio": {"decode_wav": "ops.audio_ops.decode_wav", "encode_wav": "ops.audio_ops.encode_wav"},
     # TF1's older name for tf.signal's transforms: the same functions.
     "spectral": {
         n: f"signal.{n}"
@@ -329,6 +333,7 @@ _PREFIXES = {
     "manip": (),
     "queue": (),
     "version": (),
+    "audio": (),
 }
 
 

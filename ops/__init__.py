@@ -3,6 +3,7 @@
 from asyncflow.ops import (  # noqa: F401
     approx_topk_ops,
     array_ops,
+    audio_ops,
     barrier_ops,
     candidate_sampling_ops,
     cast_ops,
