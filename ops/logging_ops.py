@@ -319,9 +319,8 @@ def print_v2(*inputs, **kwargs):
             placeholder = "{}"
             while any(placeholder in str(x) for x in inputs if not isinstance(x, ops.Tensor)):
                 placeholder = "{" + placeholder + "}"
-            template = sep.join(
-                placeholder if isinstance(x, ops.Tensor) else str(x) for x in inputs
-            )
+            tensors = []
+            template = sep.join(_print_template(x, placeholder, tensors) for x in inputs)
             formatted = ops.apply_op(
                 "StringFormat",
                 [tensors],
@@ -331,6 +330,41 @@ def print_v2(*inputs, **kwargs):
 
 
 print = print_v2  # noqa: A001 - TF's name (tf.print)
+
+
+def _print_template(x, placeholder: str, tensors: list, nested: bool = False) -> str:
+    """`x` as tf.print writes it, each Tensor (appended to `tensors`, in order) as
+    `placeholder`: a list, tuple or dict holding Tensors as its str() would be with
+    the Tensors' values in place and dict keys sorted (TF formats nest's structure)."""
+    if isinstance(x, ops.Tensor):
+        tensors.append(x)
+        return placeholder
+    if not nested and not _holds_tensor(x):
+        return str(x)
+
+    def walk(v):
+        return _print_template(v, placeholder, tensors, True)
+
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k!r}: {walk(x[k])}" for k in sorted(x)) + "}"
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        items = ", ".join(f"{f}={walk(v)}" for f, v in zip(x._fields, x))
+        return f"{type(x).__name__}({items})"
+    if isinstance(x, tuple):
+        return "(" + ", ".join(walk(v) for v in x) + ("," if len(x) == 1 else "") + ")"
+    if isinstance(x, list):
+        return "[" + ", ".join(walk(v) for v in x) + "]"
+    return repr(x)
+
+
+def _holds_tensor(x) -> bool:
+    if isinstance(x, ops.Tensor):
+        return True
+    if isinstance(x, dict):
+        return any(_holds_tensor(v) for v in x.values())
+    if isinstance(x, list | tuple):
+        return any(_holds_tensor(v) for v in x)
+    return False
 
 
 def string_format(template, inputs, placeholder="{}", summarize=3, name=None):

@@ -25,6 +25,10 @@ EXPECTED = {
     "half": "0.333333343\n",
     "summarize2": "[0 1 ... 8 9]|[[1 2]\n [3 4]]!\n",
     "all": "[0 1 2 3 4 5 6 7 8 9]\n",
+    "dict": "{'a': [1 2 3], 'b': [[\"ab\" \"c\"], 3]}\n",
+    "unsorted": "{'a': 2, 'b': 1}\n",
+    "nested": "x [1, 'q', (2,)] {'k': 'v'}\n",
+    "brace": "['{}', 5]\n",
 }
 
 CASES = {
@@ -39,6 +43,11 @@ CASES = {
     "big3d": lambda: [af.reshape(af.range(60), [3, 4, 5])],
     "f64": lambda: [af.constant([0.1, 1e-7, 123456789.0], af.float64)],
     "half": lambda: [af.constant(1 / 3, af.float32)],
+    # structures holding tensors: their str() with the values in place, keys sorted
+    "dict": lambda: [{"a": af.constant([1, 2, 3]), "b": [af.constant([b"ab", b"c"]), 3]}],
+    "unsorted": lambda: [{"b": af.constant(1), "a": af.constant(2)}],
+    "nested": lambda: ["x", [af.constant(1), "q", (af.constant(2),)], {"k": "v"}],
+    "brace": lambda: [["{}", af.constant(5)]],
 }
 
 
