@@ -147,6 +147,16 @@ class Flag:
             self.present += len(value) if self.multi else 1
 
 
+def _defining_module() -> str:
+    """The module defining a flag, as absl names it: the first caller outside this
+    module (the script's path for __main__)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    name = "<unknown>" if frame is None else frame.f_globals.get("__name__", "<unknown>")
+    return sys.argv[0] if name == "__main__" and sys.argv else name
+
+
 class FlagValues:
     """A registry of flags; attribute access reads and writes their values."""
 
@@ -157,9 +167,12 @@ class FlagValues:
 
     # -- definition
     def _define(self, flag: Flag) -> Flag:
-        if flag.name in self._flags:
+        flag.module = _defining_module()
+        first = self._flags.get(flag.name)
+        if first is not None:
             raise DuplicateFlagError(
-                f"The flag '{flag.name}' is defined twice. First from {self._flags[flag.name]}"
+                f"The flag '{flag.name}' is defined twice. First from {first.module}, second "
+                f"from {flag.module}. Description from first occurrence: {first.help}"
             )
         self._flags[flag.name] = flag
         return flag
@@ -350,16 +363,39 @@ def DEFINE_string(name, default, help, flag_values=FLAGS):  # noqa: N802,A002
 
 
 def _parse_int(text) -> int:
-    return int(text, 0) if isinstance(text, str) else int(text)
+    """absl's integers: base 10, or 16/8/2 after a 0x/0o/0b prefix."""
+    if not isinstance(text, str):
+        return int(text)
+    base = 10
+    if len(text) > 2 and text[0] == "0":
+        base = {"x": 16, "o": 8, "b": 2}.get(text[1], 10)
+    return int(text, base)
 
 
 def _bounded(parse, lower_bound, upper_bound):
-    def parse_bounded(text):
+    kind = "integer" if parse is _parse_int else "number"
+    if lower_bound is not None and upper_bound is not None:
+        what = f"{'an' if kind == 'integer' else 'a'} {kind} in the range [{lower_bound}, "
+        what += f"{upper_bound}]"
+    elif lower_bound == 1:
+        what = f"a positive {kind}"
+    elif upper_bound == -1:
+        what = f"a negative {kind}"
+    elif lower_bound == 0:
+        what = f"a non-negative {kind}"
+    elif upper_bound == 0:
+        what = f"a non-positive {kind}"
+    elif upper_bound is not None:
+        what = f"{kind} <= {upper_bound}"
+    else:
+        what = f"{kind} >= {lower_bound}"
+
+    def parse_bounded(text):  # (absl's words: "-1 is not a non-negative integer")
         value = parse(text)
-        if lower_bound is not None and value < lower_bound:
-            raise ValueError(f"{value} is not >= {lower_bound}")
-        if upper_bound is not None and value > upper_bound:
-            raise ValueError(f"{value} is not <= {upper_bound}")
+        if (lower_bound is not None and value < lower_bound) or (
+            upper_bound is not None and value > upper_bound
+        ):
+            raise ValueError(f"{value} is not {what}")
         return value
 
     return parse_bounded

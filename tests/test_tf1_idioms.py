@@ -187,3 +187,27 @@ def test_compat_v1_is_asyncflow():
     tf.disable_eager_execution()
     assert tf.executing_eagerly() is False
     assert tf.logging is af.logging and tf.flags.FLAGS is af.flags.FLAGS
+
+
+def test_flag_errors_say_absls_words():
+    # What absl (behind tf.compat.v1.flags) says, recorded with TF 2.21.
+    fv = flags_mod.FlagValues()
+    flags_mod.DEFINE_integer("n", 3, "an int", lower_bound=0, flag_values=fv)
+    flags_mod.DEFINE_integer("k", 3, "bounded", lower_bound=1, upper_bound=5, flag_values=fv)
+    flags_mod.DEFINE_float("f", -0.5, "a float", upper_bound=0, flag_values=fv)
+    with pytest.raises(flags_mod.IllegalFlagValueError, match="^flag --n=-1: -1 is not a non-neg"):
+        fv(["prog", "--n=-1"])
+    with pytest.raises(flags_mod.IllegalFlagValueError, match=r"in the range \[1, 5\]$"):
+        fv(["prog", "--k=9"])
+    with pytest.raises(flags_mod.IllegalFlagValueError, match="is not a non-positive number$"):
+        fv(["prog", "--f=2"])
+    with pytest.raises(flags_mod.IllegalFlagValueError, match="with base 10: 'abc'$"):
+        fv(["prog", "--n=abc"])
+    fv(["prog", "--n=010", "--k=0x3"])  # base 10 unless 0x/0o/0b
+    assert (fv.n, fv.k) == (10, 3)
+    want = (
+        "^The flag 'n' is defined twice. First from test_tf1_idioms, second from "
+        "test_tf1_idioms. Description from first occurrence: an int$"
+    )
+    with pytest.raises(flags_mod.DuplicateFlagError, match=want):
+        flags_mod.DEFINE_integer("n", 1, "again", flag_values=fv)
