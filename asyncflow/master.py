@@ -65,7 +65,7 @@ class MasterPlan:
     """One (feeds, fetches, targets) combination: the plans registered with the worker
     under `handle`, and the partitions they came from (for RunMetadata)."""
 
-    __slots__ = ("plans", "handle", "parts", "client_keys")
+    __slots__ = ("plans", "handle", "parts", "client_keys", "fed_fetches")
 
 
 class Master:
@@ -119,6 +119,8 @@ class Master:
             )
             for p in parts:
                 p.device = self.worker.devices[0]
+        fed_index = {t: i for i, t in enumerate(feed_tensors)}
+        fed_fetches = tuple((k, fed_index[e]) for k, e in enumerate(elements) if e in fed_index)
         client_keys = None
         if client:
             client_keys = partition_mod.client_ends(parts, feed_tensors, self._scratch_graph)
@@ -131,6 +133,7 @@ class Master:
             mp.plans = []
             mp.parts = parts
             mp.client_keys = None
+            mp.fed_fetches = fed_fetches
             mp.handle = register_partitions(parts, fetch_map, feed_tensors, trace)
             return mp
         plans = [
@@ -154,6 +157,7 @@ class Master:
         mp.plans = plans
         mp.parts = parts
         mp.client_keys = client_keys
+        mp.fed_fetches = fed_fetches  # (fetch index, feed index): Session hands the feed back
         mp.handle = self.worker.register_graph(
             RegisteredGraph(
                 plans,

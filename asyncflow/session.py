@@ -400,10 +400,12 @@ def _is_leaf(f) -> bool:
     return not isinstance(f, collections.abc.Mapping)
 
 
-def _fetch_values(values, feed_values) -> list:
+def _fetch_values(values, feed_values, fed_fetches=()) -> list:
     """Fetched arrays as TF1 hands them out: numpy scalars for rank 0, and arrays the
     caller owns: a constant's or variable's buffer (read-only, shared) or a feed is
-    copied, so writing into a result never changes graph state or the caller's feed."""
+    copied, so writing into a result never changes graph state or the caller's feed.
+    A fetched tensor that was fed (`fed_fetches`: (fetch index, feed index)) is the fed
+    array, a rank-0 one too, as TF's client hands it back."""
     out = []
     for v in values:
         if isinstance(v, np.ndarray):
@@ -421,6 +423,8 @@ def _fetch_values(values, feed_values) -> list:
         elif hasattr(v, "_fetch_value"):  # IndexedSlices and other composite values
             v = v._fetch_value()
         out.append(v)
+    for k, i in fed_fetches:
+        out[k] = np.array(feed_values[i])  # (a copy: the caller's feed stays its own)
     return out
 
 
@@ -607,7 +611,7 @@ class BaseSession:
                 values = await master.run_step(plan, feed_values, options, run_metadata)
             finally:
                 end_quiet_step(token, errstate)
-        return mapper.rebuild(_fetch_values(values, feed_values))
+        return mapper.rebuild(_fetch_values(values, feed_values, plan.fed_fetches))
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         """Run one step and wait for it (TF1's `Session.run`).
@@ -664,7 +668,7 @@ class BaseSession:
     async def _run_prepared(self, mapper, feed_tensors, feed_values, options, run_metadata=None):
         plan = self._master.plan(feed_tensors, mapper.elements, traced(options))
         values = await self._master.run_step(plan, feed_values, options, run_metadata)
-        return mapper.rebuild(_fetch_values(values, feed_values))
+        return mapper.rebuild(_fetch_values(values, feed_values, plan.fed_fetches))
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         """A function running `fetches` with positional feeds for `feed_list`."""
@@ -764,7 +768,7 @@ class BaseSession:
                     if self._closed:  # (closed while a kernel of it waited)
                         raise errors.CancelledError(None, None, "Session has been closed.")
             STEPPED_IN.set(_SLICE_OF.get(loop, 0))
-            return rebuild(_fetch_values(values, feed_values))
+            return rebuild(_fetch_values(values, feed_values, plan.fed_fetches))
 
         return call
 
@@ -897,7 +901,9 @@ class BaseSession:
             raise
         if run.done():
             del self._partial_runs[handle]
-        return mapper.rebuild(_fetch_values(values, feed_values))
+        fed = {t: i for i, t in enumerate(feed_tensors)}
+        fed_fetches = tuple((k, fed[e]) for k, e in enumerate(elements) if e in fed)
+        return mapper.rebuild(_fetch_values(values, feed_values, fed_fetches))
 
     # -- lifecycle
     def close(self) -> None:

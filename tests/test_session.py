@@ -540,3 +540,21 @@ def test_an_integer_feed_out_of_range_says_tfs_words():
             want = "^Type of feed value 300 with type <class 'int'> is not compatible with "
             with pytest.raises(TypeError, match=want + "Tensor type <class 'numpy.int8'>"):
                 sess.run(p + 0, {p: 300})
+
+
+def test_a_fetched_feed_is_the_fed_array_as_tf_hands_it_back():
+    # TF 2.21: sess.run(a, {a: 1}) is array(1., dtype=float32), not a NumPy scalar; a
+    # tensor computed from it stays a scalar.
+    with af.Graph().as_default():
+        a = af.placeholder(af.float32, [], name="a")
+        b = a + 1
+        with af.Session() as sess:
+            got = sess.run([a, b, af.identity(a)], {a: 1})
+            assert isinstance(got[0], np.ndarray) and got[0].shape == () and got[0] == 1.0
+            assert got[0].dtype == np.float32
+            assert not isinstance(got[1], np.ndarray) and not isinstance(got[2], np.ndarray)
+            fed = np.array([1.0, 2.0], np.float32)
+            out = sess.run(af.placeholder_with_default(fed, [2]) * 1, {})
+            assert out.tolist() == [1.0, 2.0]
+            call = sess.make_callable(a, [a])
+            assert isinstance(call(2.0), np.ndarray)
