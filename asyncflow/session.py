@@ -433,7 +433,7 @@ def _fetch_values(values, feed_values, fed_fetches=()) -> list:
 
 class BaseSession:
     def __init__(self, target: str = "", graph: ops.Graph | None = None, config=None):
-        """Raises InvalidArgumentError for a target no registered scheme serves."""
+        """Raises NotFoundError (TF's) for a target no registered scheme serves."""
         if graph is not None and not isinstance(graph, ops.Graph):
             raise TypeError(f"graph must be a tf.Graph, but got {type(graph)}")
         self._graph = graph if graph is not None else ops.get_default_graph()
@@ -978,7 +978,7 @@ class BaseSession:
         every live session of this process; resources in use by a step in flight stay
         alive until it ends, but nothing finds them again.
 
-        Raises InvalidArgumentError for a target no registered scheme serves."""
+        Raises NotFoundError for a target no registered scheme serves."""
         if target:
             worker = worker_for_target(target, config or ConfigProto(), _local_worker)
             try:
