@@ -14,11 +14,12 @@ gets ordinary variables.
 from __future__ import annotations
 
 import collections
+import hashlib
 
 from asyncflow import dtypes, nest
 from asyncflow import graph as ops
 from asyncflow import var_scope as vs
-from asyncflow.ops import array_ops, init_ops, math_ops, nn_impl, nn_ops
+from asyncflow.ops import array_ops, init_ops, math_ops, nn_impl, nn_ops, random_ops
 
 __all__ = [
     "RNNCell",
@@ -437,8 +438,64 @@ class MultiRNNCell(RNNCell):
         return cur, array_ops.concat(new_states, 1)
 
 
+def _dropout_seed(seed, salt_prefix: str, index: int):
+    """The op seed of one dropout in a DropoutWrapper: TF's derivation from the wrapper's
+    seed, the part ("input", "state", "output") and the leaf's index, so seeded masks
+    are TF's."""
+    if seed is None:
+        return None
+    digest = hashlib.md5(f"{seed}{salt_prefix}_{index}".encode()).hexdigest()
+    return int(digest[:8], 16) & 0x7FFFFFFF
+
+
+def _default_dropout_state_filter_visitor(substate):
+    """Drop out an LSTM's h but never its memory c; TensorArrays are left alone."""
+    from asyncflow.ops.tensor_array_ops import TensorArray
+
+    if isinstance(substate, LSTMStateTuple):
+        return LSTMStateTuple(c=False, h=True)
+    return not isinstance(substate, TensorArray)
+
+
+def _enumerated_filtered_map(fn, values, filter_fn=None):
+    """`fn(i, part)` on the parts of `values` that `filter_fn` selects (the others are
+    kept), `i` counting every part in order, selected or not (TF's enumeration of a
+    traverse-shallow structure)."""
+    counter = iter(range(1 << 62))
+
+    def leaf(value, selected):
+        i = next(counter)
+        return fn(i, value) if selected else value
+
+    def walk(value):
+        decision = filter_fn(value) if filter_fn is not None else True
+        if isinstance(decision, bool):
+            if decision and nest.is_nested(value):
+                return nest._rebuild(value, [walk(v) for v in nest._items(value)])
+            return leaf(value, decision)
+        parts = []
+        for v, d in zip(nest._items(value), nest._items(decision)):
+            parts.append(walk(v) if d and nest.is_nested(v) else leaf(v, d))
+        return nest._rebuild(value, parts)
+
+    return walk(values)
+
+
 class DropoutWrapper(RNNCell):
-    """Dropout on a cell's inputs, outputs and state (keep probabilities; 1 = none)."""
+    """Dropout on a cell's inputs, outputs and state (keep probabilities; 1 = none).
+
+    Each dropped part gets an op seed derived from `seed` as TF derives it.  The state
+    filter (default: an LSTM's h only) picks the state parts dropped.  With
+    `variational_recurrent`, one noise draw per part (shape [1, size], made here) is
+    reused at every step.
+
+    Raises:
+      ValueError: a constant keep probability outside [0, 1]; `variational_recurrent`
+        without `dtype`, or without `input_size` while inputs are dropped.
+      TypeError: a `dropout_state_filter_visitor` that is not callable.
+    """
+
+    _default_name = "dropout_wrapper"
 
     def __init__(
         self,
@@ -453,40 +510,88 @@ class DropoutWrapper(RNNCell):
         dropout_state_filter_visitor=None,
     ):
         super().__init__()
-        if variational_recurrent:
-            raise NotImplementedError("DropoutWrapper(variational_recurrent=True)")
-        for name, p in (
-            ("input_keep_prob", input_keep_prob),
-            ("output_keep_prob", output_keep_prob),
-            ("state_keep_prob", state_keep_prob),
-        ):
-            if isinstance(p, (int, float)) and not 0 < p <= 1:
-                raise ValueError(f"Parameter {name} must be between 0 and 1: {p}")
+        if dropout_state_filter_visitor is not None and not callable(dropout_state_filter_visitor):
+            raise TypeError("dropout_state_filter_visitor must be callable")
+        self._state_filter = dropout_state_filter_visitor or _default_dropout_state_filter_visitor
         self._cell = cell
-        self._input_keep_prob = input_keep_prob
-        self._output_keep_prob = output_keep_prob
-        self._state_keep_prob = state_keep_prob
+        with ops.name_scope("DropoutWrapperInit"):
+            for attr, p in (
+                ("input_keep_prob", input_keep_prob),
+                ("state_keep_prob", state_keep_prob),
+                ("output_keep_prob", output_keep_prob),
+            ):
+                tensor = ops.convert_to_tensor(p)
+                const = ops.constant_value(tensor)
+                if const is not None:
+                    if const < 0 or const > 1:
+                        # TF1 formats the bad value with %d (1.5 -> "1").
+                        raise ValueError(f"Parameter {attr} must be between 0 and 1: {int(const)}")
+                    setattr(self, f"_{attr}", float(const))
+                else:
+                    setattr(self, f"_{attr}", tensor)
+        self._variational_recurrent = variational_recurrent
         self._seed = seed
+        self._input_noise = self._state_noise = self._output_noise = None
+        if variational_recurrent:
+            if dtype is None:
+                raise ValueError("When variational_recurrent=True, dtype must be provided")
+
+            def noise(sizes, salt):
+                def one(i, size):
+                    dims = [size] if isinstance(size, int) else list(size)
+                    return random_ops.random_uniform(
+                        [1, *dims], seed=_dropout_seed(seed, salt, i), dtype=dtype
+                    )
+
+                return nest.flatten(_enumerated_filtered_map(one, sizes))
+
+            if not isinstance(self._input_keep_prob, float) or self._input_keep_prob < 1.0:
+                if input_size is None:
+                    raise ValueError(
+                        "When variational_recurrent=True and input_keep_prob < 1.0 or "
+                        "is unknown, input_size must be provided"
+                    )
+                self._input_noise = noise(input_size, "input")
+            self._state_noise = noise(cell.state_size, "state")
+            self._output_noise = noise(cell.output_size, "output")
 
     state_size = property(lambda self: self._cell.state_size)
     output_size = property(lambda self: self._cell.output_size)
     variables = property(lambda self: self._cell.variables)
 
     def zero_state(self, batch_size, dtype):
-        return self._cell.zero_state(batch_size, dtype)
+        with ops.name_scope(type(self).__name__ + "ZeroState", values=[batch_size]):
+            return self._cell.zero_state(batch_size, dtype)
 
-    def _dropout(self, values, keep_prob):
-        if isinstance(keep_prob, (int, float)) and keep_prob == 1:
-            return values
-        return nest.map_structure(
-            lambda v: nn_impl.dropout(v, keep_prob=keep_prob, seed=self._seed), values
-        )
+    def _dropout(self, values, salt, noise, keep_prob, filter_fn=None):
+        if not self._variational_recurrent:
+
+            def one(i, v):
+                seed = _dropout_seed(self._seed, salt, i)
+                return nn_impl.dropout(v, rate=1.0 - keep_prob, seed=seed)
+        else:
+
+            def one(i, v):
+                # keep_prob + U[0, 1) floors to 1 with probability keep_prob.
+                out = math_ops.truediv(v, keep_prob) * math_ops.floor(keep_prob + noise[i])
+                out.set_shape(v.shape)
+                return out
+
+        return _enumerated_filtered_map(one, values, filter_fn)
 
     def __call__(self, inputs, state, scope=None):
-        inputs = self._dropout(inputs, self._input_keep_prob)
+        def wanted(p):
+            return not isinstance(p, float) or p < 1
+
+        if wanted(self._input_keep_prob):
+            inputs = self._dropout(inputs, "input", self._input_noise, self._input_keep_prob)
         output, new_state = self._cell(inputs, state, scope=scope)
-        new_state = self._dropout(new_state, self._state_keep_prob)
-        output = self._dropout(output, self._output_keep_prob)
+        if wanted(self._state_keep_prob):
+            new_state = self._dropout(
+                new_state, "state", self._state_noise, self._state_keep_prob, self._state_filter
+            )
+        if wanted(self._output_keep_prob):
+            output = self._dropout(output, "output", self._output_noise, self._output_keep_prob)
         return output, new_state
 
 

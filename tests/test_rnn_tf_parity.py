@@ -1,0 +1,84 @@
+"""RNN cells and loops against TF 2.21 (tf.compat.v1 graph mode, tf_keras legacy cells),
+TF1 where TF2 only reworded: values recorded from TF as literals (TF is never imported).
+"""
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+
+rc = tf.nn.rnn_cell
+
+
+def _dropout_lstm(**kw):
+    tf.reset_default_graph()
+    tf.set_random_seed(3)
+    x = tf.ones([2, 2, 3])
+    cell = rc.DropoutWrapper(rc.BasicLSTMCell(2), **kw)
+    init = rc.LSTMStateTuple(tf.ones([2, 2]), tf.ones([2, 2]))
+    # One iteration at a time: TF's draw order across parallel iterations is its
+    # executor's schedule.
+    out, st = tf.nn.dynamic_rnn(
+        cell, x, dtype=tf.float32, parallel_iterations=1, initial_state=init
+    )
+    with tf.Session() as s:
+        for i, v in enumerate(tf.global_variables()):
+            shp = v.shape.as_list()
+            n = int(np.prod(shp))
+            s.run(tf.assign(v, (np.cos(np.arange(n) * 0.3 + i) * 0.5).reshape(shp)))
+        return s.run([out, st])
+
+
+def test_dropout_wrapper_seeds_and_state_filter_as_tf():
+    o, st = _dropout_lstm(input_keep_prob=0.7, output_keep_prob=0.6, state_keep_prob=0.5, seed=2)
+    np.testing.assert_allclose(
+        o, [[[0.0, 0.51232], [0.22919, 0.16529]], [[0.62274, 0.51232], [0.0, 0.0]]], atol=2e-5
+    )
+    # c (the memory) is never dropped; h is.
+    np.testing.assert_allclose(st.c, [[0.50155, 0.33441], [0.62075, 0.35332]], atol=2e-5)
+    np.testing.assert_allclose(st.h, [[0.0, 0.19834], [0.0, 0.18108]], atol=2e-5)
+
+
+def test_dropout_wrapper_variational_recurrent_as_tf():
+    o, st = _dropout_lstm(
+        input_keep_prob=0.7,
+        output_keep_prob=0.6,
+        state_keep_prob=0.5,
+        variational_recurrent=True,
+        input_size=3,
+        dtype=tf.float32,
+        seed=2,
+    )
+    np.testing.assert_allclose(
+        o, [[[0.0, 0.51232], [0.0, 0.68791]], [[0.0, 0.51232], [0.0, 0.68791]]], atol=2e-5
+    )
+    np.testing.assert_allclose(st.c, [[1.45731, 1.29017]] * 2, atol=2e-5)
+    np.testing.assert_allclose(st.h, [[0.0, 0.82549]] * 2, atol=2e-5)
+
+
+@pytest.mark.parametrize(
+    "kw, err, msg",
+    [
+        (dict(variational_recurrent=True), ValueError, "dtype must be provided"),
+        (
+            dict(variational_recurrent=True, input_keep_prob=0.7, dtype=tf.float32),
+            ValueError,
+            "input_size must be provided",
+        ),
+        (dict(dropout_state_filter_visitor=3), TypeError, "must be callable"),
+        (dict(input_keep_prob=1.5), ValueError, "input_keep_prob must be between 0 and 1: 1"),
+    ],
+)
+def test_dropout_wrapper_errors_as_tf(kw, err, msg):
+    tf.reset_default_graph()
+    with pytest.raises(err, match=msg):
+        rc.DropoutWrapper(rc.GRUCell(3), **kw)
+
+
+def test_dropout_wrapper_zero_state_and_kept_c_names():
+    tf.reset_default_graph()
+    c = rc.DropoutWrapper(rc.BasicLSTMCell(3), state_keep_prob=0.5, seed=1)
+    z = c.zero_state(2, tf.float32)
+    assert z.c.name == "DropoutWrapperZeroState/BasicLSTMCellZeroState/zeros:0"
+    _, st = c(tf.ones([2, 3]), z)
+    assert st.c.name == "basic_lstm_cell/add_1:0"
