@@ -4,16 +4,21 @@ LSTMStateTuple.
 
 A cell is called as `output, new_state = cell(inputs, state)`.  Its variables are made
 on the first call, under the enclosing variable scope and the cell's own scope name
-("basic_lstm_cell", "lstm_cell", "gru_cell", "basic_rnn_cell", made unique per scope
-as TF's layers do), so `dynamic_rnn` gives TF's names: rnn/basic_lstm_cell/kernel, bias.
-Later calls reuse them (a cell is one layer).  Variables are created outside any
-cond/while context (TF's `init_scope`), so a cell first called inside a loop body still
-gets ordinary variables.
+("basic_lstm_cell", "lstm_cell", "gru_cell", "basic_rnn_cell"), so `dynamic_rnn` gives
+TF's names: rnn/basic_lstm_cell/kernel, bias.  As TF1's layers, that scope is fixed on
+the first call as a `default_name` scope: unique only while the enclosing scope stays
+open, so two new cells in two `dynamic_rnn` calls both ask for rnn/<cell>/kernel (TF's
+"already exists" error unless the scope reuses), and a cell made with `reuse=True` takes
+the plain name.  Later calls reuse the variables (a cell is one layer) and put their ops
+in the first call's name scope (static_rnn's step t is rnn/gru_cell/add_t).  Variables
+are created outside any cond/while context (TF's `init_scope`), so a cell first called
+inside a loop body still gets ordinary variables.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 
 from asyncflow import dtypes, nest
@@ -62,12 +67,10 @@ _layer_names = "rnn_cell_layer_names"
 
 
 def _unique_layer_name(base: str) -> str:
-    graph = ops.get_default_graph()
-    counts = graph._attached.setdefault(_layer_names, {})
-    key = (vs.get_variable_scope().name, base)
-    n = counts.get(key, 0)
-    counts[key] = n + 1
-    return base if n == 0 else f"{base}_{n}"
+    """A layer's `name` as TF1's layers give it: base_1, base_2, ... per graph."""
+    counts = ops.get_default_graph()._attached.setdefault(_layer_names, {})
+    counts[base] = counts.get(base, 0) + 1
+    return f"{base}_{counts[base]}"
 
 
 class RNNCell:
@@ -78,11 +81,14 @@ class RNNCell:
 
     def __init__(self, reuse=None, name=None, dtype=None):
         self._reuse = reuse
-        self._name = name
+        self._base_name = name or self._default_name
+        self._name = name or _unique_layer_name(self._default_name)
         self._dtype = dtypes.as_dtype(dtype) if dtype is not None else None
-        self._scope_name = None
+        self._scope = None
         self._built = False
         self._variables: list = []
+
+    name = property(lambda self: self._name)
 
     @property
     def state_size(self):
@@ -122,13 +128,29 @@ class RNNCell:
         # loop), as TF's conversion of a Variable does.
         return v.value() if hasattr(v, "value") else v
 
+    def _cell_scope(self, scope):
+        """The variable scope fixed on the first call (TF1 layers' `_set_scope`)."""
+        if self._scope is None:
+            if scope is not None or self._reuse:
+                ctx = vs.variable_scope(scope if scope is not None else self._base_name)
+            else:
+                ctx = vs.variable_scope(None, default_name=self._base_name)
+            with ctx as captured:
+                self._scope = captured
+        return self._scope
+
+    @contextlib.contextmanager
+    def _entered(self, scope):
+        """Inside the cell's variable scope (reusing once built) and its first name scope."""
+        captured = self._cell_scope(scope)
+        reuse = True if self._built else self._reuse
+        with vs.variable_scope(captured, reuse=reuse, auxiliary_name_scope=False):
+            with ops.name_scope(captured.original_name_scope):
+                yield
+
     def __call__(self, inputs, state, scope=None):
         inputs = ops.convert_to_tensor(inputs) if not nest.is_nested(inputs) else inputs
-        if self._scope_name is None:
-            self._scope_name = scope or self._name or _unique_layer_name(self._default_name)
-        with vs.variable_scope(
-            self._scope_name, reuse=self._reuse or (True if self._built else None)
-        ):
+        with self._entered(scope):
             if not self._built:
                 first = nest.flatten(inputs)[0]
                 depth = first.shape[-1].value if first.shape.ndims else None
@@ -412,12 +434,11 @@ class MultiRNNCell(RNNCell):
         with ops.name_scope(type(self).__name__ + "ZeroState", values=[batch_size]):
             if self._state_is_tuple:
                 return tuple(c.zero_state(batch_size, dtype) for c in self._cells)
-            return _zero_state_tensors(self.state_size, batch_size, dtype)
+            return super().zero_state(batch_size, dtype)
 
     def __call__(self, inputs, state, scope=None):
-        if self._scope_name is None:
-            self._scope_name = scope or _unique_layer_name(self._default_name)
-        with vs.variable_scope(self._scope_name):
+        with self._entered(scope):
+            self._built = True
             return self.call(inputs, state)
 
     def call(self, inputs, state):
@@ -599,6 +620,8 @@ class DeviceWrapper(RNNCell):
     """Runs a cell on a device (`tf.nn.rnn_cell.DeviceWrapper`): its ops under
     `tf.device(device)`."""
 
+    _default_name = "device_wrapper"
+
     def __init__(self, cell, device):
         super().__init__()
         self._cell = cell
@@ -609,7 +632,10 @@ class DeviceWrapper(RNNCell):
     variables = property(lambda self: self._cell.variables)
 
     def zero_state(self, batch_size, dtype):
-        with ops.name_scope(type(self).__name__ + "ZeroState"), ops.device(self._device):
+        with (
+            ops.name_scope(type(self).__name__ + "ZeroState", values=[batch_size]),
+            ops.device(self._device),
+        ):
             return self._cell.zero_state(batch_size, dtype)
 
     def __call__(self, inputs, state, scope=None):
@@ -624,6 +650,8 @@ class ResidualWrapper(RNNCell):
     Raises (when called):
       ValueError / TypeError: inputs and outputs of different structures (nest's).
     """
+
+    _default_name = "residual_wrapper"
 
     def __init__(self, cell, residual_fn=None):
         super().__init__()

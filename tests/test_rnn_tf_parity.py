@@ -82,3 +82,53 @@ def test_dropout_wrapper_zero_state_and_kept_c_names():
     assert z.c.name == "DropoutWrapperZeroState/BasicLSTMCellZeroState/zeros:0"
     _, st = c(tf.ones([2, 3]), z)
     assert st.c.name == "basic_lstm_cell/add_1:0"
+
+
+def _names():
+    return [v.name for v in tf.global_variables()]
+
+
+def test_new_cells_in_two_dynamic_rnns_clash_as_tf1():
+    tf.reset_default_graph()
+    x = tf.ones([2, 3, 4])
+    tf.nn.dynamic_rnn(rc.GRUCell(3), x, dtype=tf.float32)
+    with pytest.raises(ValueError, match="rnn/gru_cell/gates/kernel already exists"):
+        tf.nn.dynamic_rnn(rc.GRUCell(3), x, dtype=tf.float32)
+
+
+def test_new_cell_under_reusing_scope_or_reuse_true_shares_variables():
+    tf.reset_default_graph()
+    x = tf.ones([2, 3, 4])
+    with tf.variable_scope("m"):
+        tf.nn.dynamic_rnn(rc.GRUCell(3), x, dtype=tf.float32)
+    with tf.variable_scope("m", reuse=True):
+        tf.nn.dynamic_rnn(rc.GRUCell(3), x, dtype=tf.float32)
+    tf.nn.dynamic_rnn(rc.BasicLSTMCell(3), x, dtype=tf.float32)
+    tf.nn.dynamic_rnn(rc.BasicLSTMCell(3, reuse=True), x, dtype=tf.float32)
+    assert _names() == [
+        "m/rnn/gru_cell/gates/kernel:0",
+        "m/rnn/gru_cell/gates/bias:0",
+        "m/rnn/gru_cell/candidate/kernel:0",
+        "m/rnn/gru_cell/candidate/bias:0",
+        "rnn/basic_lstm_cell/kernel:0",
+        "rnn/basic_lstm_cell/bias:0",
+    ]
+
+
+def test_multi_rnn_cell_zero_state_name_as_tf():
+    tf.reset_default_graph()
+    m = rc.MultiRNNCell([rc.BasicRNNCell(3), rc.GRUCell(2)], state_is_tuple=False)
+    assert m.zero_state(5, tf.float32).name == (
+        "MultiRNNCellZeroState/MultiRNNCellZeroState/zeros:0"
+    )
+
+
+def test_static_steps_share_the_cell_name_scope_and_cell_name():
+    tf.reset_default_graph()
+    c = rc.GRUCell(3)
+    assert c.name == "gru_cell_1"
+    _, fw, bw = tf.nn.static_bidirectional_rnn(
+        c, rc.GRUCell(2), [tf.ones([2, 4])] * 2, dtype=tf.float32
+    )
+    assert fw.name == "bidirectional_rnn/fw/fw/gru_cell/add_1:0"
+    assert bw.name == "bidirectional_rnn/bw/bw/gru_cell/add_1:0"
