@@ -53,6 +53,27 @@ def _copy_through(time, sequence_length, flat_zero_output, flat_state, new_outpu
     return outs, states
 
 
+def _assert_like_rnncell(name, cell):
+    """TypeError (TF's words) unless `cell` looks like an RNNCell."""
+    problems = [
+        msg
+        for ok, msg in (
+            (hasattr(cell, "output_size"), "'output_size' property is missing"),
+            (hasattr(cell, "state_size"), "'state_size' property is missing"),
+            (
+                hasattr(cell, "zero_state") or hasattr(cell, "get_initial_state"),
+                "either 'zero_state' or 'get_initial_state' method is required",
+            ),
+            (callable(cell), "is not callable"),
+        )
+        if not ok
+    ]
+    if problems:
+        raise TypeError(
+            f"The argument {name!r} ({cell}) is not an RNNCell: {', '.join(problems)}."
+        )
+
+
 def _infer_state_dtype(dtype, state):
     if dtype is not None:
         return dtypes.as_dtype(dtype)
@@ -79,6 +100,7 @@ def dynamic_rnn(
       ValueError: no `initial_state` and no `dtype`, a `sequence_length` that is not a
         vector, inputs of rank < 3 or unknown depth.
     """
+    _assert_like_rnncell("cell", cell)
     with vs.variable_scope(scope or "rnn"):
         flat_input = [ops.convert_to_tensor(x) for x in nest.flatten(inputs)]
         if not time_major:
@@ -115,12 +137,20 @@ def _dynamic_rnn_loop(
     flat_output_size = nest.flatten(cell.output_size)
     time_steps = array_ops.shape(flat_input[0])[0]
     batch_size = _best_effort_batch_size(flat_input)
-    got_shapes = []
-    for x in flat_input:
-        if x.shape.ndims is not None and x.shape.ndims < 3:
-            raise ValueError(f"Input size (depth of inputs) must be accessible: {x.shape}")
-        got_shapes.append(x.shape)
-    const_time, const_batch = got_shapes[0].as_list()[:2] if got_shapes[0].ndims else (None, None)
+    got_shapes = [x.shape.with_rank_at_least(3) for x in flat_input]
+    const_time, const_batch = got_shapes[0].as_list()[:2]
+    for shape in got_shapes:
+        if not shape[2:].is_fully_defined():
+            raise ValueError(
+                "Input size (depth of inputs) must be accessible via shape inference,"
+                " but saw value None."
+            )
+        if shape[0].value != const_time:
+            raise ValueError(
+                "Time steps is not the same for all the elements in the input in a batch."
+            )
+        if shape[1].value != const_batch:
+            raise ValueError("Batch_size is not the same for all the elements in the input.")
     state_dtype = _infer_state_dtype(dtype, state)
 
     def zeros(size):
@@ -202,6 +232,7 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
       TypeError: `inputs` is not a list.
       ValueError: empty `inputs`, or no `initial_state` and no `dtype`.
     """
+    _assert_like_rnncell("cell", cell)
     if not nest.is_nested(inputs):
         raise TypeError("inputs must be a sequence")
     if not inputs:
@@ -210,6 +241,15 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
     with vs.variable_scope(scope or "rnn"):
         first = nest.flatten(inputs[0])[0]
         first = ops.convert_to_tensor(first)
+        if first.shape.ndims != 1:
+            for x in nest.flatten(inputs):
+                dims = ops.convert_to_tensor(x).shape.with_rank_at_least(2)[1:].as_list()
+                for i, size in enumerate(dims):
+                    if size is None:
+                        raise ValueError(
+                            f"Input size (dimension {i} of inputs) must be accessible via "
+                            "shape inference, but saw value None."
+                        )
         batch_size = first.shape[0].value
         if batch_size is None:
             batch_size = array_ops.shape(first)[0]
@@ -220,6 +260,9 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
                 raise ValueError("If no initial_state is provided, dtype must be specified")
             state = cell.zero_state(batch_size, dtype)
         if sequence_length is not None:
+            sequence_length = ops.convert_to_tensor(sequence_length, name="sequence_length")
+            if sequence_length.shape.ndims not in (None, 1):
+                raise ValueError("sequence_length must be a vector of length batch_size")
             sequence_length = math_ops.cast(sequence_length, dtypes.int32)
             zero_out = [
                 array_ops.zeros([batch_size, s], _infer_state_dtype(dtype, state))

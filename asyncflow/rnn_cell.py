@@ -53,6 +53,17 @@ class LSTMStateTuple(collections.namedtuple("LSTMStateTuple", ("c", "h"))):
         return c.dtype
 
 
+def _state_pair(state):
+    """(c, h) of a tuple state; a lone Tensor cannot be unpacked in graph mode (TF's
+    TypeError)."""
+    if isinstance(state, ops.Tensor):
+        raise TypeError(
+            "Tensor objects are only iterable when eager execution is enabled. "
+            "To iterate over this tensor use tf.map_fn."
+        )
+    return state
+
+
 def _zero_state_tensors(state_size, batch_size, dtype):
     def one(n):
         shape = [batch_size, n]
@@ -160,6 +171,11 @@ class RNNCell:
                     )
                 if self._dtype is None:
                     self._dtype = first.dtype
+                if not (self._dtype.is_floating or self._dtype.is_complex):
+                    raise ValueError(
+                        "RNN cell only supports floating point inputs, but saw dtype: "
+                        f"{self._dtype}"
+                    )
                 self.build(depth, self._dtype)
                 self._built = True
             return self.call(inputs, state)
@@ -232,7 +248,7 @@ class BasicLSTMCell(RNNCell):
 
     def call(self, inputs, state):
         if self._state_is_tuple:
-            c, h = state
+            c, h = _state_pair(state)
         else:
             c, h = array_ops.split(state, 2, axis=1)
         gates = nn_ops.bias_add(
@@ -313,7 +329,7 @@ class LSTMCell(RNNCell):
         sigmoid = math_ops.sigmoid
         n = self._num_units
         if self._state_is_tuple:
-            c_prev, m_prev = state
+            c_prev, m_prev = _state_pair(state)
         else:
             c_prev = array_ops.slice(state, [0, 0], [-1, n])
             m_prev = array_ops.slice(state, [0, n], [-1, self._num_proj or n])

@@ -132,3 +132,70 @@ def test_static_steps_share_the_cell_name_scope_and_cell_name():
     )
     assert fw.name == "bidirectional_rnn/fw/fw/gru_cell/add_1:0"
     assert bw.name == "bidirectional_rnn/bw/bw/gru_cell/add_1:0"
+
+
+def _dyn(inputs, **kw):
+    return lambda: tf.nn.dynamic_rnn(rc.GRUCell(3), inputs(), dtype=tf.float32, **kw)
+
+
+@pytest.mark.parametrize(
+    "build, err, msg",
+    [
+        (_dyn(lambda: tf.ones([2, 4])), ValueError, r"Shape \(4, 2\) must have rank at least 3"),
+        (
+            _dyn(lambda: tf.placeholder(tf.float32, [2, 3, None])),
+            ValueError,
+            r"Input size \(depth of inputs\) must be accessible via shape inference",
+        ),
+        (
+            _dyn(lambda: [tf.ones([2, 3, 4]), tf.ones([3, 3, 4])]),
+            ValueError,
+            "Batch_size is not the same for all the elements in the input",
+        ),
+        (
+            _dyn(lambda: [tf.ones([2, 3, 4]), tf.ones([2, 5, 4])]),
+            ValueError,
+            "Time steps is not the same for all the elements in the input in a batch",
+        ),
+        (
+            lambda: tf.nn.static_rnn(
+                rc.GRUCell(3), [tf.placeholder(tf.float32, [2, None])], dtype=tf.float32
+            ),
+            ValueError,
+            r"Input size \(dimension 0 of inputs\) must be accessible via shape inference",
+        ),
+        (
+            lambda: tf.nn.static_rnn(
+                rc.GRUCell(3), [tf.ones([2, 4])], dtype=tf.float32, sequence_length=[[1, 2]]
+            ),
+            ValueError,
+            "sequence_length must be a vector of length batch_size",
+        ),
+        (
+            lambda: tf.nn.dynamic_rnn("x", tf.ones([2, 3, 4]), dtype=tf.float32),
+            TypeError,
+            "The argument 'cell' \\(x\\) is not an RNNCell: 'output_size' property is missing",
+        ),
+        (
+            lambda: tf.nn.bidirectional_dynamic_rnn(
+                rc.GRUCell(3), "x", tf.ones([2, 3, 4]), dtype=tf.float32
+            ),
+            TypeError,
+            "The argument 'cell_bw' \\(x\\) is not an RNNCell",
+        ),
+        (
+            lambda: rc.GRUCell(3)(tf.ones([2, 4], tf.int32), tf.zeros([2, 3], tf.int32)),
+            ValueError,
+            "RNN cell only supports floating point inputs",
+        ),
+        (
+            lambda: rc.BasicLSTMCell(3)(tf.ones([2, 4]), tf.zeros([2, 6])),
+            TypeError,
+            "Tensor objects are only iterable when eager execution is enabled",
+        ),
+    ],
+)
+def test_build_errors_as_tf(build, err, msg):
+    tf.reset_default_graph()
+    with pytest.raises(err, match=msg):
+        build()
