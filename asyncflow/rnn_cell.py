@@ -20,8 +20,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import re
 
-from asyncflow import dtypes, nest
+from asyncflow import dtypes, nest, partitioned_variables
 from asyncflow import graph as ops
 from asyncflow import var_scope as vs
 from asyncflow.ops import array_ops, init_ops, math_ops, nn_impl, nn_ops, random_ops
@@ -84,22 +85,88 @@ def _unique_layer_name(base: str) -> str:
     return f"{base}_{counts[base]}"
 
 
+def _snake_case(class_name: str) -> str:
+    """A layer's base name from its class name, as TF's layers make it (GRUCell ->
+    gru_cell, BasicLSTMCell -> basic_lstm_cell, MyCell3 -> my_cell3)."""
+    s = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", class_name)
+    s = re.sub(r"([a-z])([A-Z])", r"\1_\2", s).lower()
+    return s if not s.startswith("_") else "private" + s
+
+
+_ACTIVATIONS = {
+    "tanh": math_ops.tanh,
+    "sigmoid": math_ops.sigmoid,
+    "relu": nn_ops.relu,
+    "elu": nn_ops.elu,
+    "selu": nn_ops.selu,
+    "softplus": nn_ops.softplus,
+    "softsign": nn_ops.softsign,
+    "exponential": math_ops.exp,
+    "linear": lambda x: x,
+}
+
+
+def _activation(activation, default=math_ops.tanh):
+    """A cell's activation: a callable, a Keras activation name, or None for tanh.
+
+    Raises:
+      ValueError: an unknown activation name.
+    """
+    if not activation:
+        return default
+    if isinstance(activation, str):
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"Unknown activation function:{activation}")
+        return _ACTIVATIONS[activation]
+    return activation
+
+
+def _input_depth(cell, inputs_shape) -> int:
+    """The last input dimension a built-in cell sizes its kernel with.
+
+    Raises:
+      ValueError: unknown depth, or a non-floating cell dtype (TF1's checks).
+    """
+    from asyncflow import tensor_shape
+
+    inputs_shape = tensor_shape.as_shape(inputs_shape)
+    depth = inputs_shape[-1].value if inputs_shape.ndims else None
+    if depth is None:
+        raise ValueError(f"Expected inputs.shape[-1] to be known, saw shape: {inputs_shape}")
+    if not (cell._dtype.is_floating or cell._dtype.is_complex):
+        raise ValueError(
+            f"RNN cell only supports floating point inputs, but saw dtype: {cell._dtype}"
+        )
+    return depth
+
+
 class RNNCell:
-    """Base class: subclasses define `state_size`, `output_size`, `build(input_depth)`
-    and `call(inputs, state)`."""
+    """Base class, as TF1's RNNCell layer: subclasses define `state_size`,
+    `output_size` and either `call(inputs, state)` (with `build(inputs_shape)` making
+    variables by `add_variable`, or `tf.get_variable` inside `call`) or `__call__`.
+    """
 
-    _default_name = "rnn_cell"
-
-    def __init__(self, reuse=None, name=None, dtype=None):
-        self._reuse = reuse
-        self._base_name = name or self._default_name
-        self._name = name or _unique_layer_name(self._default_name)
+    def __init__(self, trainable=True, name=None, dtype=None, **kwargs):
+        self._reuse = kwargs.pop("_reuse", None)
+        base = _snake_case(type(self).__name__)
+        self._base_name = name or base
+        self._name = name or _unique_layer_name(base)
         self._dtype = dtypes.as_dtype(dtype) if dtype is not None else None
+        self._trainable = trainable
         self._scope = None
         self._built = False
         self._variables: list = []
 
     name = property(lambda self: self._name)
+    dtype = property(lambda self: self._dtype)
+
+    @property
+    def built(self) -> bool:
+        return self._built
+
+    @built.setter
+    def built(self, value: bool) -> None:
+        self._built = value
 
     @property
     def state_size(self):
@@ -113,29 +180,47 @@ class RNNCell:
     def variables(self) -> list:
         return list(self._variables)
 
-    trainable_variables = variables
-    weights = variables
-    trainable_weights = variables
+    trainable_variables = property(lambda self: self.variables)
+    weights = property(lambda self: self.variables)
+    trainable_weights = property(lambda self: self.variables)
 
-    def build(self, input_depth: int, dtype) -> None:
-        raise NotImplementedError
+    def build(self, inputs_shape) -> None:
+        """Makes the cell's variables (`add_variable`); the default makes none."""
 
     def call(self, inputs, state):
         raise NotImplementedError
 
-    def add_variable(self, name, shape, dtype=None, initializer=None):
+    def add_variable(
+        self, name, shape, dtype=None, initializer=None, trainable=None, partitioner=None
+    ):
+        """A variable of this cell under its scope, made outside any loop (TF's
+        `add_weight`)."""
         graph = ops.get_default_graph()
         saved = graph._control_flow_context
         graph._control_flow_context = None  # variables live outside loops (init_scope)
         try:
             with graph.control_dependencies(None):
                 v = vs.get_variable(
-                    name, shape, dtype=dtype or self._dtype, initializer=initializer
+                    name,
+                    shape,
+                    dtype=dtype or self._dtype,
+                    initializer=initializer,
+                    trainable=trainable,
+                    partitioner=partitioner,
                 )
         finally:
             graph._control_flow_context = saved
-        self._variables.append(v)
-        # The cell computes with the variable's snapshot ("<name>/read", outside any
+        parted = isinstance(v, partitioned_variables.PartitionedVariable)
+        self._variables.extend(list(v) if parted else [v])
+        return v
+
+    add_weight = add_variable
+
+    def _add_variable(self, name, shape, initializer=None, partitioner=None):
+        v = self.add_variable(name, shape, initializer=initializer, partitioner=partitioner)
+        if isinstance(v, partitioned_variables.PartitionedVariable):
+            return v
+        # Built-in cells compute with the variable's snapshot ("<name>/read", outside any
         # loop), as TF's conversion of a Variable does.
         return v.value() if hasattr(v, "value") else v
 
@@ -163,20 +248,9 @@ class RNNCell:
         inputs = ops.convert_to_tensor(inputs) if not nest.is_nested(inputs) else inputs
         with self._entered(scope):
             if not self._built:
-                first = nest.flatten(inputs)[0]
-                depth = first.shape[-1].value if first.shape.ndims else None
-                if depth is None:
-                    raise ValueError(
-                        f"Expected inputs.shape[-1] to be known, saw shape: {first.shape}"
-                    )
                 if self._dtype is None:
-                    self._dtype = first.dtype
-                if not (self._dtype.is_floating or self._dtype.is_complex):
-                    raise ValueError(
-                        "RNN cell only supports floating point inputs, but saw dtype: "
-                        f"{self._dtype}"
-                    )
-                self.build(depth, self._dtype)
+                    self._dtype = nest.flatten(inputs)[0].dtype
+                self.build(nest.map_structure(lambda x: x.shape, inputs))
                 self._built = True
             return self.call(inputs, state)
 
@@ -186,26 +260,55 @@ class RNNCell:
             return _zero_state_tensors(self.state_size, batch_size, dtype)
 
     def get_initial_state(self, inputs=None, batch_size=None, dtype=None):
+        """zero_state for `inputs`' batch and dtype (or the given ones).
+
+        Raises:
+          ValueError: a batch_size or dtype that disagrees with `inputs`.
+        """
+        if inputs is not None:
+            inputs = ops.convert_to_tensor(inputs)
+            static_batch = inputs.shape[0].value if inputs.shape.ndims else None
+            if batch_size is not None:
+                given = ops.constant_value(ops.convert_to_tensor(batch_size))
+                if static_batch is not None and given is not None and static_batch != given:
+                    raise ValueError(
+                        "batch size from input tensor is different from the input param. "
+                        f"Input tensor batch: {static_batch}, batch_size: {int(given)}"
+                    )
+            if dtype is not None and inputs.dtype != dtypes.as_dtype(dtype):
+                raise ValueError(
+                    "dtype from input tensor is different from the input param. Input "
+                    f"tensor dtype: {inputs.dtype}, dtype: {dtypes.as_dtype(dtype)}"
+                )
+            if static_batch is not None:
+                batch_size = static_batch
+            else:
+                batch_size = array_ops.shape(inputs)[0]
+            dtype = inputs.dtype
+        if batch_size is None or dtype is None:
+            raise ValueError(
+                "batch_size and dtype cannot be None while constructing initial state: "
+                f"batch_size={batch_size}, dtype={dtype}"
+            )
         return self.zero_state(batch_size, dtype)
 
 
 class BasicRNNCell(RNNCell):
     """output = new_state = act(W [inputs, state] + b)."""
 
-    _default_name = "basic_rnn_cell"
-
     def __init__(self, num_units, activation=None, reuse=None, name=None, dtype=None):
-        super().__init__(reuse, name, dtype)
+        super().__init__(name=name, dtype=dtype, _reuse=reuse)
         self._num_units = num_units
-        self._activation = activation or math_ops.tanh
+        self._activation = _activation(activation)
 
     state_size = property(lambda self: self._num_units)
     output_size = property(lambda self: self._num_units)
 
-    def build(self, input_depth, dtype):
+    def build(self, inputs_shape):
+        input_depth = _input_depth(self, inputs_shape)
         n = self._num_units
-        self._kernel = self.add_variable("kernel", [input_depth + n, n])
-        self._bias = self.add_variable("bias", [n], initializer=init_ops.zeros_initializer())
+        self._kernel = self._add_variable("kernel", [input_depth + n, n])
+        self._bias = self._add_variable("bias", [n], initializer=init_ops.zeros_initializer())
 
     def call(self, inputs, state):
         gate = math_ops.matmul(array_ops.concat([inputs, state], 1), self._kernel)
@@ -215,8 +318,6 @@ class BasicRNNCell(RNNCell):
 
 class BasicLSTMCell(RNNCell):
     """TF1's BasicLSTMCell: gates i, j, f, o from one matmul; forget_bias added to f."""
-
-    _default_name = "basic_lstm_cell"
 
     def __init__(
         self,
@@ -228,11 +329,11 @@ class BasicLSTMCell(RNNCell):
         name=None,
         dtype=None,
     ):
-        super().__init__(reuse, name, dtype)
+        super().__init__(name=name, dtype=dtype, _reuse=reuse)
         self._num_units = num_units
         self._forget_bias = forget_bias
         self._state_is_tuple = state_is_tuple
-        self._activation = activation or math_ops.tanh
+        self._activation = _activation(activation)
 
     @property
     def state_size(self):
@@ -241,10 +342,11 @@ class BasicLSTMCell(RNNCell):
 
     output_size = property(lambda self: self._num_units)
 
-    def build(self, input_depth, dtype):
+    def build(self, inputs_shape):
+        input_depth = _input_depth(self, inputs_shape)
         n = self._num_units
-        self._kernel = self.add_variable("kernel", [input_depth + n, 4 * n])
-        self._bias = self.add_variable("bias", [4 * n], initializer=init_ops.zeros_initializer())
+        self._kernel = self._add_variable("kernel", [input_depth + n, 4 * n])
+        self._bias = self._add_variable("bias", [4 * n], initializer=init_ops.zeros_initializer())
 
     def call(self, inputs, state):
         if self._state_is_tuple:
@@ -266,8 +368,6 @@ class BasicLSTMCell(RNNCell):
 class LSTMCell(RNNCell):
     """TF1's LSTMCell: optional peepholes, cell clipping and an output projection."""
 
-    _default_name = "lstm_cell"
-
     def __init__(
         self,
         num_units,
@@ -285,9 +385,9 @@ class LSTMCell(RNNCell):
         name=None,
         dtype=None,
     ):
-        super().__init__(reuse, name, dtype)
-        if num_unit_shards is not None or num_proj_shards is not None:
-            raise ValueError("num_unit_shards and num_proj_shards are deprecated; use None")
+        super().__init__(name=name, dtype=dtype, _reuse=reuse)
+        self._num_unit_shards = num_unit_shards
+        self._num_proj_shards = num_proj_shards
         self._num_units = num_units
         self._use_peepholes = use_peepholes
         self._cell_clip = cell_clip
@@ -296,7 +396,7 @@ class LSTMCell(RNNCell):
         self._proj_clip = proj_clip
         self._forget_bias = forget_bias
         self._state_is_tuple = state_is_tuple
-        self._activation = activation or math_ops.tanh
+        self._activation = _activation(activation)
 
     @property
     def state_size(self):
@@ -305,22 +405,33 @@ class LSTMCell(RNNCell):
 
     output_size = property(lambda self: self._num_proj or self._num_units)
 
-    def build(self, input_depth, dtype):
+    def build(self, inputs_shape):
+        input_depth = _input_depth(self, inputs_shape)
         n = self._num_units
         h_depth = self._num_proj or n
         init = self._initializer
-        self._kernel = self.add_variable(
-            "kernel", [input_depth + h_depth, 4 * n], initializer=init
+        # The deprecated shard counts still shard the kernels, as TF1 does.
+        unit_shards = self._num_unit_shards
+        proj_shards = self._num_proj_shards
+        self._kernel = self._add_variable(
+            "kernel",
+            [input_depth + h_depth, 4 * n],
+            initializer=init,
+            partitioner=unit_shards and partitioned_variables.fixed_size_partitioner(unit_shards),
         )
-        self._bias = self.add_variable("bias", [4 * n], initializer=init_ops.zeros_initializer())
+        self._bias = self._add_variable("bias", [4 * n], initializer=init_ops.zeros_initializer())
         if self._use_peepholes:
-            self._w_f_diag = self.add_variable("w_f_diag", [n], initializer=init)
-            self._w_i_diag = self.add_variable("w_i_diag", [n], initializer=init)
-            self._w_o_diag = self.add_variable("w_o_diag", [n], initializer=init)
+            self._w_f_diag = self._add_variable("w_f_diag", [n], initializer=init)
+            self._w_i_diag = self._add_variable("w_i_diag", [n], initializer=init)
+            self._w_o_diag = self._add_variable("w_o_diag", [n], initializer=init)
         if self._num_proj is not None:
             with vs.variable_scope("projection"):
-                self._proj_kernel = self.add_variable(
-                    "kernel", [n, self._num_proj], initializer=init
+                self._proj_kernel = self._add_variable(
+                    "kernel",
+                    [n, self._num_proj],
+                    initializer=init,
+                    partitioner=proj_shards
+                    and partitioned_variables.fixed_size_partitioner(proj_shards),
                 )
 
     def call(self, inputs, state):
@@ -361,8 +472,6 @@ class LSTMCell(RNNCell):
 class GRUCell(RNNCell):
     """TF1's GRUCell (gates/kernel, gates/bias = 1, candidate/kernel, candidate/bias)."""
 
-    _default_name = "gru_cell"
-
     def __init__(
         self,
         num_units,
@@ -373,30 +482,31 @@ class GRUCell(RNNCell):
         name=None,
         dtype=None,
     ):
-        super().__init__(reuse, name, dtype)
+        super().__init__(name=name, dtype=dtype, _reuse=reuse)
         self._num_units = num_units
-        self._activation = activation or math_ops.tanh
+        self._activation = _activation(activation)
         self._kernel_initializer = kernel_initializer
         self._bias_initializer = bias_initializer
 
     state_size = property(lambda self: self._num_units)
     output_size = property(lambda self: self._num_units)
 
-    def build(self, input_depth, dtype):
+    def build(self, inputs_shape):
+        input_depth = _input_depth(self, inputs_shape)
         n = self._num_units
         ki, bi = self._kernel_initializer, self._bias_initializer
         with vs.variable_scope("gates"):
-            self._gate_kernel = self.add_variable(
+            self._gate_kernel = self._add_variable(
                 "kernel", [input_depth + n, 2 * n], initializer=ki
             )
-            self._gate_bias = self.add_variable(
+            self._gate_bias = self._add_variable(
                 "bias", [2 * n], initializer=bi or init_ops.constant_initializer(1.0)
             )
         with vs.variable_scope("candidate"):
-            self._candidate_kernel = self.add_variable(
+            self._candidate_kernel = self._add_variable(
                 "kernel", [input_depth + n, n], initializer=ki
             )
-            self._candidate_bias = self.add_variable(
+            self._candidate_bias = self._add_variable(
                 "bias", [n], initializer=bi or init_ops.zeros_initializer()
             )
 
@@ -417,8 +527,6 @@ class GRUCell(RNNCell):
 
 class MultiRNNCell(RNNCell):
     """Cells stacked: cell i runs under scope "cell_i" on the output of cell i-1."""
-
-    _default_name = "multi_rnn_cell"
 
     def __init__(self, cells, state_is_tuple=True):
         super().__init__()
@@ -532,8 +640,6 @@ class DropoutWrapper(RNNCell):
       TypeError: a `dropout_state_filter_visitor` that is not callable.
     """
 
-    _default_name = "dropout_wrapper"
-
     def __init__(
         self,
         cell,
@@ -636,8 +742,6 @@ class DeviceWrapper(RNNCell):
     """Runs a cell on a device (`tf.nn.rnn_cell.DeviceWrapper`): its ops under
     `tf.device(device)`."""
 
-    _default_name = "device_wrapper"
-
     def __init__(self, cell, device):
         super().__init__()
         self._cell = cell
@@ -666,8 +770,6 @@ class ResidualWrapper(RNNCell):
     Raises (when called):
       ValueError / TypeError: inputs and outputs of different structures (nest's).
     """
-
-    _default_name = "residual_wrapper"
 
     def __init__(self, cell, residual_fn=None):
         super().__init__()

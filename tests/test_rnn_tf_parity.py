@@ -199,3 +199,95 @@ def test_build_errors_as_tf(build, err, msg):
     tf.reset_default_graph()
     with pytest.raises(err, match=msg):
         build()
+
+
+X = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3) / 10.0 - 1.0
+
+
+def _run_dynamic(cell):
+    out, st = tf.nn.dynamic_rnn(cell, tf.constant(X), dtype=tf.float32)
+    with tf.Session() as s:
+        for i, v in enumerate(tf.global_variables()):
+            shp = v.shape.as_list()
+            n = int(np.prod(shp))
+            s.run(tf.assign(v, (np.sin(np.arange(n) * 0.7 + i) * 0.5).reshape(shp)))
+        return s.run([out, st])
+
+
+class MyCell(rc.RNNCell):
+    """A TF1-style user cell: build(inputs_shape) + add_variable, then call."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    state_size = property(lambda self: self.n)
+    output_size = property(lambda self: self.n)
+
+    def build(self, inputs_shape):
+        self.k = self.add_variable("k", [inputs_shape[-1] + self.n, self.n])
+        self.built = True
+
+    def call(self, inputs, state):
+        h = tf.tanh(tf.matmul(tf.concat([inputs, state], 1), self.k))
+        return h, h
+
+
+class MyGetVariableCell(rc.RNNCell):
+    """A user cell with only `call`, making its variable by tf.get_variable."""
+
+    state_size = property(lambda self: 3)
+    output_size = property(lambda self: 3)
+
+    def call(self, inputs, state):
+        k = tf.get_variable("k", [inputs.shape[-1] + 3, 3])
+        h = tf.tanh(tf.matmul(tf.concat([inputs, state], 1), k))
+        return h, h
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: MyCell(3), "rnn/my_cell/k:0"),
+        (MyGetVariableCell, "rnn/my_get_variable_cell/k:0"),
+    ],
+)
+def test_user_cells_build_and_call_as_tf(make, name):
+    tf.reset_default_graph()
+    out, st = _run_dynamic(make())
+    assert [v.name for v in tf.global_variables()] == [name]
+    np.testing.assert_allclose(
+        out[1], [[-0.0448, -0.08164, -0.08015], [-0.04606, -0.07069, -0.06214],
+                 [-0.05056, -0.07862, -0.06979], [-0.05187, -0.07811, -0.0677]], atol=2e-5
+    )  # fmt: skip
+    np.testing.assert_allclose(st[1], [-0.05187, -0.07811, -0.0677], atol=2e-5)
+
+
+def test_activation_names_and_unit_shards_as_tf1():
+    tf.reset_default_graph()
+    out, _ = _run_dynamic(rc.GRUCell(3, activation="relu"))
+    np.testing.assert_allclose(out[0, :, 0], [0.00897, 0.0152, 0.01971, 0.02315], atol=2e-5)
+    assert (out[:, :, 1:] == 0).all()
+    tf.reset_default_graph()
+    tf.nn.dynamic_rnn(rc.LSTMCell(3, num_unit_shards=2), tf.constant(X), dtype=tf.float32)
+    assert [(v.name, v.shape.as_list()) for v in tf.global_variables()] == [
+        ("rnn/lstm_cell/kernel/part_0:0", [3, 12]),
+        ("rnn/lstm_cell/kernel/part_1:0", [3, 12]),
+        ("rnn/lstm_cell/bias:0", [12]),
+    ]
+
+
+def test_get_initial_state_and_cell_variables_as_tf():
+    tf.reset_default_graph()
+    c = rc.BasicLSTMCell(3)
+    z = c.get_initial_state(inputs=tf.ones([5, 2]))
+    assert z.c.shape.as_list() == [5, 3] and z.c.dtype == tf.float32
+    with pytest.raises(ValueError, match="Input tensor batch: 5, batch_size: 4"):
+        rc.GRUCell(3).get_initial_state(inputs=tf.ones([5, 2]), batch_size=4, dtype=tf.float32)
+    m = rc.MultiRNNCell([rc.GRUCell(2), rc.BasicLSTMCell(2)])
+    assert not m.built
+    tf.nn.dynamic_rnn(m, tf.constant(X), dtype=tf.float32)
+    assert m.built
+    names = [v.name for v in m.trainable_variables]
+    assert names == [v.name for v in m.weights] == [v.name for v in m.variables]
+    assert names[-1] == "rnn/multi_rnn_cell/cell_1/basic_lstm_cell/bias:0" and len(names) == 6
