@@ -698,6 +698,7 @@ class DropoutWrapper(RNNCell):
             self._state_noise = noise(cell.state_size, "state")
             self._output_noise = noise(cell.output_size, "output")
 
+    cell = property(lambda self: self._cell)
     state_size = property(lambda self: self._cell.state_size)
     output_size = property(lambda self: self._cell.output_size)
     variables = property(lambda self: self._cell.variables)
@@ -705,6 +706,8 @@ class DropoutWrapper(RNNCell):
     def zero_state(self, batch_size, dtype):
         with ops.name_scope(type(self).__name__ + "ZeroState", values=[batch_size]):
             return self._cell.zero_state(batch_size, dtype)
+
+    wrapped_cell = property(lambda self: self._cell)
 
     def _dropout(self, values, salt, noise, keep_prob, filter_fn=None):
         if not self._variational_recurrent:
@@ -747,6 +750,7 @@ class DeviceWrapper(RNNCell):
         self._cell = cell
         self._device = device
 
+    cell = property(lambda self: self._cell)
     state_size = property(lambda self: self._cell.state_size)
     output_size = property(lambda self: self._cell.output_size)
     variables = property(lambda self: self._cell.variables)
@@ -776,6 +780,7 @@ class ResidualWrapper(RNNCell):
         self._cell = cell
         self._residual_fn = residual_fn
 
+    cell = property(lambda self: self._cell)
     state_size = property(lambda self: self._cell.state_size)
     output_size = property(lambda self: self._cell.output_size)
     variables = property(lambda self: self._cell.variables)

@@ -291,3 +291,10 @@ def test_get_initial_state_and_cell_variables_as_tf():
     names = [v.name for v in m.trainable_variables]
     assert names == [v.name for v in m.weights] == [v.name for v in m.variables]
     assert names[-1] == "rnn/multi_rnn_cell/cell_1/basic_lstm_cell/bias:0" and len(names) == 6
+
+
+def test_wrappers_expose_their_cell():
+    tf.reset_default_graph()
+    g = rc.GRUCell(3)
+    assert rc.DropoutWrapper(g).wrapped_cell is g and rc.DropoutWrapper(g).cell is g
+    assert rc.ResidualWrapper(g).cell is g and rc.DeviceWrapper(g, "/cpu:0").cell is g
