@@ -74,6 +74,17 @@ def _assert_like_rnncell(name, cell):
         )
 
 
+def _assert_has_shape(x, shape):
+    from asyncflow.ops.check_ops import Assert
+
+    x_shape = array_ops.shape(x)
+    packed = array_ops.stack(shape)
+    return Assert(
+        reduction_ops.reduce_all(math_ops.equal(x_shape, packed)),
+        [f"Expected shape for Tensor {x.name} is ", packed, " but saw shape: ", x_shape],
+    )
+
+
 def _infer_state_dtype(dtype, state):
     if dtype is not None:
         return dtypes.as_dtype(dtype)
@@ -121,6 +132,10 @@ def dynamic_rnn(
             if not dtype:
                 raise ValueError("If there is no initial_state, you must give a dtype.")
             state = cell.zero_state(batch_size, dtype)
+        if sequence_length is not None:
+            # A fed sequence_length of another length fails here, in TF's words.
+            with ops.control_dependencies([_assert_has_shape(sequence_length, [batch_size])]):
+                sequence_length = array_ops.identity(sequence_length, name="CheckSeqLen")
         inputs = nest.pack_sequence_as(inputs, flat_input)
         outputs, final_state = _dynamic_rnn_loop(
             cell, inputs, state, parallel_iterations, swap_memory, sequence_length, dtype
@@ -242,8 +257,11 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
         first = nest.flatten(inputs[0])[0]
         first = ops.convert_to_tensor(first)
         if first.shape.ndims != 1:
+            fixed_batch = first.shape.with_rank_at_least(2)[0]
             for x in nest.flatten(inputs):
-                dims = ops.convert_to_tensor(x).shape.with_rank_at_least(2)[1:].as_list()
+                shape = ops.convert_to_tensor(x).shape.with_rank_at_least(2)
+                fixed_batch.merge_with(shape[0])
+                dims = shape[1:].as_list()
                 for i, size in enumerate(dims):
                     if size is None:
                         raise ValueError(

@@ -566,6 +566,11 @@ class MultiRNNCell(RNNCell):
             return self.call(inputs, state)
 
     def call(self, inputs, state):
+        if self._state_is_tuple and not nest.is_nested(state):
+            raise ValueError(
+                f"Expected state to be a tuple of length {len(self.state_size)}, "
+                f"but received: {state}"
+            )
         cur_pos, cur = 0, inputs
         new_states = []
         for i, cell in enumerate(self._cells):

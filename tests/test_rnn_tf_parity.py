@@ -298,3 +298,27 @@ def test_wrappers_expose_their_cell():
     g = rc.GRUCell(3)
     assert rc.DropoutWrapper(g).wrapped_cell is g and rc.DropoutWrapper(g).cell is g
     assert rc.ResidualWrapper(g).cell is g and rc.DeviceWrapper(g, "/cpu:0").cell is g
+
+
+def test_fed_sequence_length_of_wrong_length_fails_as_tf():
+    tf.reset_default_graph()
+    sl = tf.placeholder(tf.int32, [None])
+    _, st = tf.nn.dynamic_rnn(rc.GRUCell(2), tf.constant(X), sequence_length=sl, dtype=tf.float32)
+    assert tf.get_default_graph().get_operation_by_name("rnn/CheckSeqLen").type == "Identity"
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        with pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=r"Expected shape for Tensor rnn/sequence_length:0 is \] \[2\] "
+            r"\[ but saw shape: \] \[3\]",
+        ):
+            s.run(st, {sl: [1, 2, 3]})
+
+
+def test_multi_cell_and_static_batch_errors_as_tf():
+    tf.reset_default_graph()
+    m = rc.MultiRNNCell([rc.GRUCell(2), rc.GRUCell(2)])
+    with pytest.raises(ValueError, match="Expected state to be a tuple of length 2"):
+        m(tf.ones([2, 3]), tf.zeros([2, 4]))
+    with pytest.raises(ValueError, match="Dimensions 2 and 3 are not compatible"):
+        tf.nn.static_rnn(rc.GRUCell(2), [tf.ones([2, 3]), tf.ones([3, 3])], dtype=tf.float32)
