@@ -253,7 +253,7 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
     if not inputs:
         raise ValueError("inputs must not be empty")
     outputs = []
-    with vs.variable_scope(scope or "rnn"):
+    with vs.variable_scope(scope or "rnn") as varscope:
         first = nest.flatten(inputs[0])[0]
         first = ops.convert_to_tensor(first)
         if first.shape.ndims != 1:
@@ -291,6 +291,10 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
                 for s in nest.flatten(cell.output_size)
             ]
         for t, x in enumerate(inputs):
+            if t > 0:
+                # Steps after the first share the first's variables, even a cell's that
+                # calls tf.get_variable itself (TF's static_rnn does the same).
+                varscope.reuse_variables()
             output, new_state = cell(x, state)
             if sequence_length is not None:
                 flat_out, flat_state = _copy_through(

@@ -322,3 +322,26 @@ def test_multi_cell_and_static_batch_errors_as_tf():
         m(tf.ones([2, 3]), tf.zeros([2, 4]))
     with pytest.raises(ValueError, match="Dimensions 2 and 3 are not compatible"):
         tf.nn.static_rnn(rc.GRUCell(2), [tf.ones([2, 3]), tf.ones([3, 3])], dtype=tf.float32)
+
+
+class MyScopedCell(rc.RNNCell):
+    """A user cell overriding __call__ and calling tf.get_variable itself."""
+
+    state_size = property(lambda self: 3)
+    output_size = property(lambda self: 3)
+
+    def __call__(self, inputs, state, scope=None):
+        with tf.variable_scope(scope or "mycell"):
+            init = tf.constant_initializer(0.1)
+            k = tf.get_variable("k", [inputs.shape[-1] + 3, 3], initializer=init)
+            h = tf.tanh(tf.matmul(tf.concat([inputs, state], 1), k))
+        return h, h
+
+
+def test_static_rnn_steps_reuse_a_user_cells_get_variable_as_tf():
+    tf.reset_default_graph()
+    _, st = tf.nn.static_rnn(MyScopedCell(), [tf.ones([2, 4])] * 3, dtype=tf.float32)
+    assert [v.name for v in tf.global_variables()] == ["rnn/mycell/k:0"]
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        np.testing.assert_allclose(s.run(st), np.full([2, 3], 0.49443492), rtol=1e-5)
