@@ -53,6 +53,38 @@ def _copy_through(time, sequence_length, flat_zero_output, flat_state, new_outpu
     return outs, states
 
 
+def _assert_like_rnncell(name, cell):
+    """TypeError (TF's words) unless `cell` looks like an RNNCell."""
+    problems = [
+        msg
+        for ok, msg in (
+            (hasattr(cell, "output_size"), "'output_size' property is missing"),
+            (hasattr(cell, "state_size"), "'state_size' property is missing"),
+            (
+                hasattr(cell, "zero_state") or hasattr(cell, "get_initial_state"),
+                "either 'zero_state' or 'get_initial_state' method is required",
+            ),
+            (callable(cell), "is not callable"),
+        )
+        if not ok
+    ]
+    if problems:
+        raise TypeError(
+            f"The argument {name!r} ({cell}) is not an RNNCell: {', '.join(problems)}."
+        )
+
+
+def _assert_has_shape(x, shape):
+    from asyncflow.ops.check_ops import Assert
+
+    x_shape = array_ops.shape(x)
+    packed = array_ops.stack(shape)
+    return Assert(
+        reduction_ops.reduce_all(math_ops.equal(x_shape, packed)),
+        [f"Expected shape for Tensor {x.name} is ", packed, " but saw shape: ", x_shape],
+    )
+
+
 def _infer_state_dtype(dtype, state):
     if dtype is not None:
         return dtypes.as_dtype(dtype)
@@ -79,6 +111,7 @@ def dynamic_rnn(
       ValueError: no `initial_state` and no `dtype`, a `sequence_length` that is not a
         vector, inputs of rank < 3 or unknown depth.
     """
+    _assert_like_rnncell("cell", cell)
     with vs.variable_scope(scope or "rnn"):
         flat_input = [ops.convert_to_tensor(x) for x in nest.flatten(inputs)]
         if not time_major:
@@ -99,6 +132,10 @@ def dynamic_rnn(
             if not dtype:
                 raise ValueError("If there is no initial_state, you must give a dtype.")
             state = cell.zero_state(batch_size, dtype)
+        if sequence_length is not None:
+            # A fed sequence_length of another length fails here, in TF's words.
+            with ops.control_dependencies([_assert_has_shape(sequence_length, [batch_size])]):
+                sequence_length = array_ops.identity(sequence_length, name="CheckSeqLen")
         inputs = nest.pack_sequence_as(inputs, flat_input)
         outputs, final_state = _dynamic_rnn_loop(
             cell, inputs, state, parallel_iterations, swap_memory, sequence_length, dtype
@@ -115,12 +152,20 @@ def _dynamic_rnn_loop(
     flat_output_size = nest.flatten(cell.output_size)
     time_steps = array_ops.shape(flat_input[0])[0]
     batch_size = _best_effort_batch_size(flat_input)
-    got_shapes = []
-    for x in flat_input:
-        if x.shape.ndims is not None and x.shape.ndims < 3:
-            raise ValueError(f"Input size (depth of inputs) must be accessible: {x.shape}")
-        got_shapes.append(x.shape)
-    const_time, const_batch = got_shapes[0].as_list()[:2] if got_shapes[0].ndims else (None, None)
+    got_shapes = [x.shape.with_rank_at_least(3) for x in flat_input]
+    const_time, const_batch = got_shapes[0].as_list()[:2]
+    for shape in got_shapes:
+        if not shape[2:].is_fully_defined():
+            raise ValueError(
+                "Input size (depth of inputs) must be accessible via shape inference,"
+                " but saw value None."
+            )
+        if shape[0].value != const_time:
+            raise ValueError(
+                "Time steps is not the same for all the elements in the input in a batch."
+            )
+        if shape[1].value != const_batch:
+            raise ValueError("Batch_size is not the same for all the elements in the input.")
     state_dtype = _infer_state_dtype(dtype, state)
 
     def zeros(size):
@@ -202,14 +247,27 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
       TypeError: `inputs` is not a list.
       ValueError: empty `inputs`, or no `initial_state` and no `dtype`.
     """
+    _assert_like_rnncell("cell", cell)
     if not nest.is_nested(inputs):
         raise TypeError("inputs must be a sequence")
     if not inputs:
         raise ValueError("inputs must not be empty")
     outputs = []
-    with vs.variable_scope(scope or "rnn"):
+    with vs.variable_scope(scope or "rnn") as varscope:
         first = nest.flatten(inputs[0])[0]
         first = ops.convert_to_tensor(first)
+        if first.shape.ndims != 1:
+            fixed_batch = first.shape.with_rank_at_least(2)[0]
+            for x in nest.flatten(inputs):
+                shape = ops.convert_to_tensor(x).shape.with_rank_at_least(2)
+                fixed_batch.merge_with(shape[0])
+                dims = shape[1:].as_list()
+                for i, size in enumerate(dims):
+                    if size is None:
+                        raise ValueError(
+                            f"Input size (dimension {i} of inputs) must be accessible via "
+                            "shape inference, but saw value None."
+                        )
         batch_size = first.shape[0].value
         if batch_size is None:
             batch_size = array_ops.shape(first)[0]
@@ -220,6 +278,9 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
                 raise ValueError("If no initial_state is provided, dtype must be specified")
             state = cell.zero_state(batch_size, dtype)
         if sequence_length is not None:
+            sequence_length = ops.convert_to_tensor(sequence_length, name="sequence_length")
+            if sequence_length.shape.ndims not in (None, 1):
+                raise ValueError("sequence_length must be a vector of length batch_size")
             sequence_length = math_ops.cast(sequence_length, dtypes.int32)
             zero_out = [
                 array_ops.zeros([batch_size, s], _infer_state_dtype(dtype, state))
@@ -230,6 +291,10 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
                 for s in nest.flatten(cell.output_size)
             ]
         for t, x in enumerate(inputs):
+            if t > 0:
+                # Steps after the first share the first's variables, even a cell's that
+                # calls tf.get_variable itself (TF's static_rnn does the same).
+                varscope.reuse_variables()
             output, new_state = cell(x, state)
             if sequence_length is not None:
                 flat_out, flat_state = _copy_through(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from asyncflow import nest
 from asyncflow import var_scope as vs
 from asyncflow.ops import manip_ops, sequence_ops, slicing_ops
-from asyncflow.rnn import dynamic_rnn, static_rnn
+from asyncflow.rnn import _assert_like_rnncell, dynamic_rnn, static_rnn
 
 __all__ = ["static_bidirectional_rnn", "bidirectional_dynamic_rnn"]
 
@@ -48,6 +48,8 @@ def static_bidirectional_rnn(
     Raises:
       TypeError: `inputs` is not a list; ValueError: empty inputs.
     """
+    _assert_like_rnncell("cell_fw", cell_fw)
+    _assert_like_rnncell("cell_bw", cell_bw)
     if not nest.is_nested(inputs):
         raise TypeError("inputs must be a sequence")
     if not inputs:
@@ -83,7 +85,13 @@ def bidirectional_dynamic_rnn(
     time_major=False,
     scope=None,
 ):
-    """Returns ((output_fw, output_bw), (output_state_fw, output_state_bw))."""
+    """Returns ((output_fw, output_bw), (output_state_fw, output_state_bw)).
+
+    Raises:
+      TypeError: a cell that is not an RNNCell.
+    """
+    _assert_like_rnncell("cell_fw", cell_fw)
+    _assert_like_rnncell("cell_bw", cell_bw)
     time_axis, batch_axis = (0, 1) if time_major else (1, 0)
 
     def reverse(x):

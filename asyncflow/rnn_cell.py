@@ -4,21 +4,28 @@ LSTMStateTuple.
 
 A cell is called as `output, new_state = cell(inputs, state)`.  Its variables are made
 on the first call, under the enclosing variable scope and the cell's own scope name
-("basic_lstm_cell", "lstm_cell", "gru_cell", "basic_rnn_cell", made unique per scope
-as TF's layers do), so `dynamic_rnn` gives TF's names: rnn/basic_lstm_cell/kernel, bias.
-Later calls reuse them (a cell is one layer).  Variables are created outside any
-cond/while context (TF's `init_scope`), so a cell first called inside a loop body still
-gets ordinary variables.
+("basic_lstm_cell", "lstm_cell", "gru_cell", "basic_rnn_cell"), so `dynamic_rnn` gives
+TF's names: rnn/basic_lstm_cell/kernel, bias.  As TF1's layers, that scope is fixed on
+the first call as a `default_name` scope: unique only while the enclosing scope stays
+open, so two new cells in two `dynamic_rnn` calls both ask for rnn/<cell>/kernel (TF's
+"already exists" error unless the scope reuses), and a cell made with `reuse=True` takes
+the plain name.  Later calls reuse the variables (a cell is one layer) and put their ops
+in the first call's name scope (static_rnn's step t is rnn/gru_cell/add_t).  Variables
+are created outside any cond/while context (TF's `init_scope`), so a cell first called
+inside a loop body still gets ordinary variables.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import hashlib
+import re
 
-from asyncflow import dtypes, nest
+from asyncflow import dtypes, nest, partitioned_variables
 from asyncflow import graph as ops
 from asyncflow import var_scope as vs
-from asyncflow.ops import array_ops, init_ops, math_ops, nn_impl, nn_ops
+from asyncflow.ops import array_ops, init_ops, math_ops, nn_impl, nn_ops, random_ops
 
 __all__ = [
     "RNNCell",
@@ -47,6 +54,17 @@ class LSTMStateTuple(collections.namedtuple("LSTMStateTuple", ("c", "h"))):
         return c.dtype
 
 
+def _state_pair(state):
+    """(c, h) of a tuple state; a lone Tensor cannot be unpacked in graph mode (TF's
+    TypeError)."""
+    if isinstance(state, ops.Tensor):
+        raise TypeError(
+            "Tensor objects are only iterable when eager execution is enabled. "
+            "To iterate over this tensor use tf.map_fn."
+        )
+    return state
+
+
 def _zero_state_tensors(state_size, batch_size, dtype):
     def one(n):
         shape = [batch_size, n]
@@ -61,27 +79,94 @@ _layer_names = "rnn_cell_layer_names"
 
 
 def _unique_layer_name(base: str) -> str:
-    graph = ops.get_default_graph()
-    counts = graph._attached.setdefault(_layer_names, {})
-    key = (vs.get_variable_scope().name, base)
-    n = counts.get(key, 0)
-    counts[key] = n + 1
-    return base if n == 0 else f"{base}_{n}"
+    """A layer's `name` as TF1's layers give it: base_1, base_2, ... per graph."""
+    counts = ops.get_default_graph()._attached.setdefault(_layer_names, {})
+    counts[base] = counts.get(base, 0) + 1
+    return f"{base}_{counts[base]}"
+
+
+def _snake_case(class_name: str) -> str:
+    """A layer's base name from its class name, as TF's layers make it (GRUCell ->
+    gru_cell, BasicLSTMCell -> basic_lstm_cell, MyCell3 -> my_cell3)."""
+    s = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", class_name)
+    s = re.sub(r"([a-z])([A-Z])", r"\1_\2", s).lower()
+    return s if not s.startswith("_") else "private" + s
+
+
+_ACTIVATIONS = {
+    "tanh": math_ops.tanh,
+    "sigmoid": math_ops.sigmoid,
+    "relu": nn_ops.relu,
+    "elu": nn_ops.elu,
+    "selu": nn_ops.selu,
+    "softplus": nn_ops.softplus,
+    "softsign": nn_ops.softsign,
+    "exponential": math_ops.exp,
+    "linear": lambda x: x,
+}
+
+
+def _activation(activation, default=math_ops.tanh):
+    """A cell's activation: a callable, a Keras activation name, or None for tanh.
+
+    Raises:
+      ValueError: an unknown activation name.
+    """
+    if not activation:
+        return default
+    if isinstance(activation, str):
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"Unknown activation function:{activation}")
+        return _ACTIVATIONS[activation]
+    return activation
+
+
+def _input_depth(cell, inputs_shape) -> int:
+    """The last input dimension a built-in cell sizes its kernel with.
+
+    Raises:
+      ValueError: unknown depth, or a non-floating cell dtype (TF1's checks).
+    """
+    from asyncflow import tensor_shape
+
+    inputs_shape = tensor_shape.as_shape(inputs_shape)
+    depth = inputs_shape[-1].value if inputs_shape.ndims else None
+    if depth is None:
+        raise ValueError(f"Expected inputs.shape[-1] to be known, saw shape: {inputs_shape}")
+    if not (cell._dtype.is_floating or cell._dtype.is_complex):
+        raise ValueError(
+            f"RNN cell only supports floating point inputs, but saw dtype: {cell._dtype}"
+        )
+    return depth
 
 
 class RNNCell:
-    """Base class: subclasses define `state_size`, `output_size`, `build(input_depth)`
-    and `call(inputs, state)`."""
+    """Base class, as TF1's RNNCell layer: subclasses define `state_size`,
+    `output_size` and either `call(inputs, state)` (with `build(inputs_shape)` making
+    variables by `add_variable`, or `tf.get_variable` inside `call`) or `__call__`.
+    """
 
-    _default_name = "rnn_cell"
-
-    def __init__(self, reuse=None, name=None, dtype=None):
-        self._reuse = reuse
-        self._name = name
+    def __init__(self, trainable=True, name=None, dtype=None, **kwargs):
+        self._reuse = kwargs.pop("_reuse", None)
+        base = _snake_case(type(self).__name__)
+        self._base_name = name or base
+        self._name = name or _unique_layer_name(base)
         self._dtype = dtypes.as_dtype(dtype) if dtype is not None else None
-        self._scope_name = None
+        self._trainable = trainable
+        self._scope = None
         self._built = False
         self._variables: list = []
+
+    name = property(lambda self: self._name)
+    dtype = property(lambda self: self._dtype)
+
+    @property
+    def built(self) -> bool:
+        return self._built
+
+    @built.setter
+    def built(self, value: bool) -> None:
+        self._built = value
 
     @property
     def state_size(self):
@@ -95,49 +180,77 @@ class RNNCell:
     def variables(self) -> list:
         return list(self._variables)
 
-    trainable_variables = variables
-    weights = variables
-    trainable_weights = variables
+    trainable_variables = property(lambda self: self.variables)
+    weights = property(lambda self: self.variables)
+    trainable_weights = property(lambda self: self.variables)
 
-    def build(self, input_depth: int, dtype) -> None:
-        raise NotImplementedError
+    def build(self, inputs_shape) -> None:
+        """Makes the cell's variables (`add_variable`); the default makes none."""
 
     def call(self, inputs, state):
         raise NotImplementedError
 
-    def add_variable(self, name, shape, dtype=None, initializer=None):
+    def add_variable(
+        self, name, shape, dtype=None, initializer=None, trainable=None, partitioner=None
+    ):
+        """A variable of this cell under its scope, made outside any loop (TF's
+        `add_weight`)."""
         graph = ops.get_default_graph()
         saved = graph._control_flow_context
         graph._control_flow_context = None  # variables live outside loops (init_scope)
         try:
             with graph.control_dependencies(None):
                 v = vs.get_variable(
-                    name, shape, dtype=dtype or self._dtype, initializer=initializer
+                    name,
+                    shape,
+                    dtype=dtype or self._dtype,
+                    initializer=initializer,
+                    trainable=trainable,
+                    partitioner=partitioner,
                 )
         finally:
             graph._control_flow_context = saved
-        self._variables.append(v)
-        # The cell computes with the variable's snapshot ("<name>/read", outside any
+        parted = isinstance(v, partitioned_variables.PartitionedVariable)
+        self._variables.extend(list(v) if parted else [v])
+        return v
+
+    add_weight = add_variable
+
+    def _add_variable(self, name, shape, initializer=None, partitioner=None):
+        v = self.add_variable(name, shape, initializer=initializer, partitioner=partitioner)
+        if isinstance(v, partitioned_variables.PartitionedVariable):
+            return v
+        # Built-in cells compute with the variable's snapshot ("<name>/read", outside any
         # loop), as TF's conversion of a Variable does.
         return v.value() if hasattr(v, "value") else v
 
+    def _cell_scope(self, scope):
+        """The variable scope fixed on the first call (TF1 layers' `_set_scope`)."""
+        if self._scope is None:
+            if scope is not None or self._reuse:
+                ctx = vs.variable_scope(scope if scope is not None else self._base_name)
+            else:
+                ctx = vs.variable_scope(None, default_name=self._base_name)
+            with ctx as captured:
+                self._scope = captured
+        return self._scope
+
+    @contextlib.contextmanager
+    def _entered(self, scope):
+        """Inside the cell's variable scope (reusing once built) and its first name scope."""
+        captured = self._cell_scope(scope)
+        reuse = True if self._built else self._reuse
+        with vs.variable_scope(captured, reuse=reuse, auxiliary_name_scope=False):
+            with ops.name_scope(captured.original_name_scope):
+                yield
+
     def __call__(self, inputs, state, scope=None):
         inputs = ops.convert_to_tensor(inputs) if not nest.is_nested(inputs) else inputs
-        if self._scope_name is None:
-            self._scope_name = scope or self._name or _unique_layer_name(self._default_name)
-        with vs.variable_scope(
-            self._scope_name, reuse=self._reuse or (True if self._built else None)
-        ):
+        with self._entered(scope):
             if not self._built:
-                first = nest.flatten(inputs)[0]
-                depth = first.shape[-1].value if first.shape.ndims else None
-                if depth is None:
-                    raise ValueError(
-                        f"Expected inputs.shape[-1] to be known, saw shape: {first.shape}"
-                    )
                 if self._dtype is None:
-                    self._dtype = first.dtype
-                self.build(depth, self._dtype)
+                    self._dtype = nest.flatten(inputs)[0].dtype
+                self.build(nest.map_structure(lambda x: x.shape, inputs))
                 self._built = True
             return self.call(inputs, state)
 
@@ -147,26 +260,55 @@ class RNNCell:
             return _zero_state_tensors(self.state_size, batch_size, dtype)
 
     def get_initial_state(self, inputs=None, batch_size=None, dtype=None):
+        """zero_state for `inputs`' batch and dtype (or the given ones).
+
+        Raises:
+          ValueError: a batch_size or dtype that disagrees with `inputs`.
+        """
+        if inputs is not None:
+            inputs = ops.convert_to_tensor(inputs)
+            static_batch = inputs.shape[0].value if inputs.shape.ndims else None
+            if batch_size is not None:
+                given = ops.constant_value(ops.convert_to_tensor(batch_size))
+                if static_batch is not None and given is not None and static_batch != given:
+                    raise ValueError(
+                        "batch size from input tensor is different from the input param. "
+                        f"Input tensor batch: {static_batch}, batch_size: {int(given)}"
+                    )
+            if dtype is not None and inputs.dtype != dtypes.as_dtype(dtype):
+                raise ValueError(
+                    "dtype from input tensor is different from the input param. Input "
+                    f"tensor dtype: {inputs.dtype}, dtype: {dtypes.as_dtype(dtype)}"
+                )
+            if static_batch is not None:
+                batch_size = static_batch
+            else:
+                batch_size = array_ops.shape(inputs)[0]
+            dtype = inputs.dtype
+        if batch_size is None or dtype is None:
+            raise ValueError(
+                "batch_size and dtype cannot be None while constructing initial state: "
+                f"batch_size={batch_size}, dtype={dtype}"
+            )
         return self.zero_state(batch_size, dtype)
 
 
 class BasicRNNCell(RNNCell):
     """output = new_state = act(W [inputs, state] + b)."""
 
-    _default_name = "basic_rnn_cell"
-
     def __init__(self, num_units, activation=None, reuse=None, name=None, dtype=None):
-        super().__init__(reuse, name, dtype)
+        super().__init__(name=name, dtype=dtype, _reuse=reuse)
         self._num_units = num_units
-        self._activation = activation or math_ops.tanh
+        self._activation = _activation(activation)
 
     state_size = property(lambda self: self._num_units)
     output_size = property(lambda self: self._num_units)
 
-    def build(self, input_depth, dtype):
+    def build(self, inputs_shape):
+        input_depth = _input_depth(self, inputs_shape)
         n = self._num_units
-        self._kernel = self.add_variable("kernel", [input_depth + n, n])
-        self._bias = self.add_variable("bias", [n], initializer=init_ops.zeros_initializer())
+        self._kernel = self._add_variable("kernel", [input_depth + n, n])
+        self._bias = self._add_variable("bias", [n], initializer=init_ops.zeros_initializer())
 
     def call(self, inputs, state):
         gate = math_ops.matmul(array_ops.concat([inputs, state], 1), self._kernel)
@@ -176,8 +318,6 @@ class BasicRNNCell(RNNCell):
 
 class BasicLSTMCell(RNNCell):
     """TF1's BasicLSTMCell: gates i, j, f, o from one matmul; forget_bias added to f."""
-
-    _default_name = "basic_lstm_cell"
 
     def __init__(
         self,
@@ -189,11 +329,11 @@ class BasicLSTMCell(RNNCell):
         name=None,
         dtype=None,
     ):
-        super().__init__(reuse, name, dtype)
+        super().__init__(name=name, dtype=dtype, _reuse=reuse)
         self._num_units = num_units
         self._forget_bias = forget_bias
         self._state_is_tuple = state_is_tuple
-        self._activation = activation or math_ops.tanh
+        self._activation = _activation(activation)
 
     @property
     def state_size(self):
@@ -202,14 +342,15 @@ class BasicLSTMCell(RNNCell):
 
     output_size = property(lambda self: self._num_units)
 
-    def build(self, input_depth, dtype):
+    def build(self, inputs_shape):
+        input_depth = _input_depth(self, inputs_shape)
         n = self._num_units
-        self._kernel = self.add_variable("kernel", [input_depth + n, 4 * n])
-        self._bias = self.add_variable("bias", [4 * n], initializer=init_ops.zeros_initializer())
+        self._kernel = self._add_variable("kernel", [input_depth + n, 4 * n])
+        self._bias = self._add_variable("bias", [4 * n], initializer=init_ops.zeros_initializer())
 
     def call(self, inputs, state):
         if self._state_is_tuple:
-            c, h = state
+            c, h = _state_pair(state)
         else:
             c, h = array_ops.split(state, 2, axis=1)
         gates = nn_ops.bias_add(
@@ -226,8 +367,6 @@ class BasicLSTMCell(RNNCell):
 
 class LSTMCell(RNNCell):
     """TF1's LSTMCell: optional peepholes, cell clipping and an output projection."""
-
-    _default_name = "lstm_cell"
 
     def __init__(
         self,
@@ -246,9 +385,9 @@ class LSTMCell(RNNCell):
         name=None,
         dtype=None,
     ):
-        super().__init__(reuse, name, dtype)
-        if num_unit_shards is not None or num_proj_shards is not None:
-            raise ValueError("num_unit_shards and num_proj_shards are deprecated; use None")
+        super().__init__(name=name, dtype=dtype, _reuse=reuse)
+        self._num_unit_shards = num_unit_shards
+        self._num_proj_shards = num_proj_shards
         self._num_units = num_units
         self._use_peepholes = use_peepholes
         self._cell_clip = cell_clip
@@ -257,7 +396,7 @@ class LSTMCell(RNNCell):
         self._proj_clip = proj_clip
         self._forget_bias = forget_bias
         self._state_is_tuple = state_is_tuple
-        self._activation = activation or math_ops.tanh
+        self._activation = _activation(activation)
 
     @property
     def state_size(self):
@@ -266,22 +405,33 @@ class LSTMCell(RNNCell):
 
     output_size = property(lambda self: self._num_proj or self._num_units)
 
-    def build(self, input_depth, dtype):
+    def build(self, inputs_shape):
+        input_depth = _input_depth(self, inputs_shape)
         n = self._num_units
         h_depth = self._num_proj or n
         init = self._initializer
-        self._kernel = self.add_variable(
-            "kernel", [input_depth + h_depth, 4 * n], initializer=init
+        # The deprecated shard counts still shard the kernels, as TF1 does.
+        unit_shards = self._num_unit_shards
+        proj_shards = self._num_proj_shards
+        self._kernel = self._add_variable(
+            "kernel",
+            [input_depth + h_depth, 4 * n],
+            initializer=init,
+            partitioner=unit_shards and partitioned_variables.fixed_size_partitioner(unit_shards),
         )
-        self._bias = self.add_variable("bias", [4 * n], initializer=init_ops.zeros_initializer())
+        self._bias = self._add_variable("bias", [4 * n], initializer=init_ops.zeros_initializer())
         if self._use_peepholes:
-            self._w_f_diag = self.add_variable("w_f_diag", [n], initializer=init)
-            self._w_i_diag = self.add_variable("w_i_diag", [n], initializer=init)
-            self._w_o_diag = self.add_variable("w_o_diag", [n], initializer=init)
+            self._w_f_diag = self._add_variable("w_f_diag", [n], initializer=init)
+            self._w_i_diag = self._add_variable("w_i_diag", [n], initializer=init)
+            self._w_o_diag = self._add_variable("w_o_diag", [n], initializer=init)
         if self._num_proj is not None:
             with vs.variable_scope("projection"):
-                self._proj_kernel = self.add_variable(
-                    "kernel", [n, self._num_proj], initializer=init
+                self._proj_kernel = self._add_variable(
+                    "kernel",
+                    [n, self._num_proj],
+                    initializer=init,
+                    partitioner=proj_shards
+                    and partitioned_variables.fixed_size_partitioner(proj_shards),
                 )
 
     def call(self, inputs, state):
@@ -290,7 +440,7 @@ class LSTMCell(RNNCell):
         sigmoid = math_ops.sigmoid
         n = self._num_units
         if self._state_is_tuple:
-            c_prev, m_prev = state
+            c_prev, m_prev = _state_pair(state)
         else:
             c_prev = array_ops.slice(state, [0, 0], [-1, n])
             m_prev = array_ops.slice(state, [0, n], [-1, self._num_proj or n])
@@ -322,8 +472,6 @@ class LSTMCell(RNNCell):
 class GRUCell(RNNCell):
     """TF1's GRUCell (gates/kernel, gates/bias = 1, candidate/kernel, candidate/bias)."""
 
-    _default_name = "gru_cell"
-
     def __init__(
         self,
         num_units,
@@ -334,30 +482,31 @@ class GRUCell(RNNCell):
         name=None,
         dtype=None,
     ):
-        super().__init__(reuse, name, dtype)
+        super().__init__(name=name, dtype=dtype, _reuse=reuse)
         self._num_units = num_units
-        self._activation = activation or math_ops.tanh
+        self._activation = _activation(activation)
         self._kernel_initializer = kernel_initializer
         self._bias_initializer = bias_initializer
 
     state_size = property(lambda self: self._num_units)
     output_size = property(lambda self: self._num_units)
 
-    def build(self, input_depth, dtype):
+    def build(self, inputs_shape):
+        input_depth = _input_depth(self, inputs_shape)
         n = self._num_units
         ki, bi = self._kernel_initializer, self._bias_initializer
         with vs.variable_scope("gates"):
-            self._gate_kernel = self.add_variable(
+            self._gate_kernel = self._add_variable(
                 "kernel", [input_depth + n, 2 * n], initializer=ki
             )
-            self._gate_bias = self.add_variable(
+            self._gate_bias = self._add_variable(
                 "bias", [2 * n], initializer=bi or init_ops.constant_initializer(1.0)
             )
         with vs.variable_scope("candidate"):
-            self._candidate_kernel = self.add_variable(
+            self._candidate_kernel = self._add_variable(
                 "kernel", [input_depth + n, n], initializer=ki
             )
-            self._candidate_bias = self.add_variable(
+            self._candidate_bias = self._add_variable(
                 "bias", [n], initializer=bi or init_ops.zeros_initializer()
             )
 
@@ -378,8 +527,6 @@ class GRUCell(RNNCell):
 
 class MultiRNNCell(RNNCell):
     """Cells stacked: cell i runs under scope "cell_i" on the output of cell i-1."""
-
-    _default_name = "multi_rnn_cell"
 
     def __init__(self, cells, state_is_tuple=True):
         super().__init__()
@@ -411,15 +558,19 @@ class MultiRNNCell(RNNCell):
         with ops.name_scope(type(self).__name__ + "ZeroState", values=[batch_size]):
             if self._state_is_tuple:
                 return tuple(c.zero_state(batch_size, dtype) for c in self._cells)
-            return _zero_state_tensors(self.state_size, batch_size, dtype)
+            return super().zero_state(batch_size, dtype)
 
     def __call__(self, inputs, state, scope=None):
-        if self._scope_name is None:
-            self._scope_name = scope or _unique_layer_name(self._default_name)
-        with vs.variable_scope(self._scope_name):
+        with self._entered(scope):
+            self._built = True
             return self.call(inputs, state)
 
     def call(self, inputs, state):
+        if self._state_is_tuple and not nest.is_nested(state):
+            raise ValueError(
+                f"Expected state to be a tuple of length {len(self.state_size)}, "
+                f"but received: {state}"
+            )
         cur_pos, cur = 0, inputs
         new_states = []
         for i, cell in enumerate(self._cells):
@@ -437,8 +588,62 @@ class MultiRNNCell(RNNCell):
         return cur, array_ops.concat(new_states, 1)
 
 
+def _dropout_seed(seed, salt_prefix: str, index: int):
+    """The op seed of one dropout in a DropoutWrapper: TF's derivation from the wrapper's
+    seed, the part ("input", "state", "output") and the leaf's index, so seeded masks
+    are TF's."""
+    if seed is None:
+        return None
+    digest = hashlib.md5(f"{seed}{salt_prefix}_{index}".encode()).hexdigest()
+    return int(digest[:8], 16) & 0x7FFFFFFF
+
+
+def _default_dropout_state_filter_visitor(substate):
+    """Drop out an LSTM's h but never its memory c; TensorArrays are left alone."""
+    from asyncflow.ops.tensor_array_ops import TensorArray
+
+    if isinstance(substate, LSTMStateTuple):
+        return LSTMStateTuple(c=False, h=True)
+    return not isinstance(substate, TensorArray)
+
+
+def _enumerated_filtered_map(fn, values, filter_fn=None):
+    """`fn(i, part)` on the parts of `values` that `filter_fn` selects (the others are
+    kept), `i` counting every part in order, selected or not (TF's enumeration of a
+    traverse-shallow structure)."""
+    counter = iter(range(1 << 62))
+
+    def leaf(value, selected):
+        i = next(counter)
+        return fn(i, value) if selected else value
+
+    def walk(value):
+        decision = filter_fn(value) if filter_fn is not None else True
+        if isinstance(decision, bool):
+            if decision and nest.is_nested(value):
+                return nest._rebuild(value, [walk(v) for v in nest._items(value)])
+            return leaf(value, decision)
+        parts = []
+        for v, d in zip(nest._items(value), nest._items(decision)):
+            parts.append(walk(v) if d and nest.is_nested(v) else leaf(v, d))
+        return nest._rebuild(value, parts)
+
+    return walk(values)
+
+
 class DropoutWrapper(RNNCell):
-    """Dropout on a cell's inputs, outputs and state (keep probabilities; 1 = none)."""
+    """Dropout on a cell's inputs, outputs and state (keep probabilities; 1 = none).
+
+    Each dropped part gets an op seed derived from `seed` as TF derives it.  The state
+    filter (default: an LSTM's h only) picks the state parts dropped.  With
+    `variational_recurrent`, one noise draw per part (shape [1, size], made here) is
+    reused at every step.
+
+    Raises:
+      ValueError: a constant keep probability outside [0, 1]; `variational_recurrent`
+        without `dtype`, or without `input_size` while inputs are dropped.
+      TypeError: a `dropout_state_filter_visitor` that is not callable.
+    """
 
     def __init__(
         self,
@@ -453,40 +658,91 @@ class DropoutWrapper(RNNCell):
         dropout_state_filter_visitor=None,
     ):
         super().__init__()
-        if variational_recurrent:
-            raise NotImplementedError("DropoutWrapper(variational_recurrent=True)")
-        for name, p in (
-            ("input_keep_prob", input_keep_prob),
-            ("output_keep_prob", output_keep_prob),
-            ("state_keep_prob", state_keep_prob),
-        ):
-            if isinstance(p, (int, float)) and not 0 < p <= 1:
-                raise ValueError(f"Parameter {name} must be between 0 and 1: {p}")
+        if dropout_state_filter_visitor is not None and not callable(dropout_state_filter_visitor):
+            raise TypeError("dropout_state_filter_visitor must be callable")
+        self._state_filter = dropout_state_filter_visitor or _default_dropout_state_filter_visitor
         self._cell = cell
-        self._input_keep_prob = input_keep_prob
-        self._output_keep_prob = output_keep_prob
-        self._state_keep_prob = state_keep_prob
+        with ops.name_scope("DropoutWrapperInit"):
+            for attr, p in (
+                ("input_keep_prob", input_keep_prob),
+                ("state_keep_prob", state_keep_prob),
+                ("output_keep_prob", output_keep_prob),
+            ):
+                tensor = ops.convert_to_tensor(p)
+                const = ops.constant_value(tensor)
+                if const is not None:
+                    if const < 0 or const > 1:
+                        # TF1 formats the bad value with %d (1.5 -> "1").
+                        raise ValueError(f"Parameter {attr} must be between 0 and 1: {int(const)}")
+                    setattr(self, f"_{attr}", float(const))
+                else:
+                    setattr(self, f"_{attr}", tensor)
+        self._variational_recurrent = variational_recurrent
         self._seed = seed
+        self._input_noise = self._state_noise = self._output_noise = None
+        if variational_recurrent:
+            if dtype is None:
+                raise ValueError("When variational_recurrent=True, dtype must be provided")
 
+            def noise(sizes, salt):
+                def one(i, size):
+                    dims = [size] if isinstance(size, int) else list(size)
+                    return random_ops.random_uniform(
+                        [1, *dims], seed=_dropout_seed(seed, salt, i), dtype=dtype
+                    )
+
+                return nest.flatten(_enumerated_filtered_map(one, sizes))
+
+            if not isinstance(self._input_keep_prob, float) or self._input_keep_prob < 1.0:
+                if input_size is None:
+                    raise ValueError(
+                        "When variational_recurrent=True and input_keep_prob < 1.0 or "
+                        "is unknown, input_size must be provided"
+                    )
+                self._input_noise = noise(input_size, "input")
+            self._state_noise = noise(cell.state_size, "state")
+            self._output_noise = noise(cell.output_size, "output")
+
+    cell = property(lambda self: self._cell)
     state_size = property(lambda self: self._cell.state_size)
     output_size = property(lambda self: self._cell.output_size)
     variables = property(lambda self: self._cell.variables)
 
     def zero_state(self, batch_size, dtype):
-        return self._cell.zero_state(batch_size, dtype)
+        with ops.name_scope(type(self).__name__ + "ZeroState", values=[batch_size]):
+            return self._cell.zero_state(batch_size, dtype)
 
-    def _dropout(self, values, keep_prob):
-        if isinstance(keep_prob, (int, float)) and keep_prob == 1:
-            return values
-        return nest.map_structure(
-            lambda v: nn_impl.dropout(v, keep_prob=keep_prob, seed=self._seed), values
-        )
+    wrapped_cell = property(lambda self: self._cell)
+
+    def _dropout(self, values, salt, noise, keep_prob, filter_fn=None):
+        if not self._variational_recurrent:
+
+            def one(i, v):
+                seed = _dropout_seed(self._seed, salt, i)
+                return nn_impl.dropout(v, rate=1.0 - keep_prob, seed=seed)
+        else:
+
+            def one(i, v):
+                # keep_prob + U[0, 1) floors to 1 with probability keep_prob.
+                out = math_ops.truediv(v, keep_prob) * math_ops.floor(keep_prob + noise[i])
+                out.set_shape(v.shape)
+                return out
+
+        return _enumerated_filtered_map(one, values, filter_fn)
 
     def __call__(self, inputs, state, scope=None):
-        inputs = self._dropout(inputs, self._input_keep_prob)
+        def wanted(p):
+            return not isinstance(p, float) or p < 1
+
+        if wanted(self._input_keep_prob):
+            inputs = self._dropout(inputs, "input", self._input_noise, self._input_keep_prob)
         output, new_state = self._cell(inputs, state, scope=scope)
-        new_state = self._dropout(new_state, self._state_keep_prob)
-        output = self._dropout(output, self._output_keep_prob)
+        if wanted(self._state_keep_prob):
+            new_state = self._dropout(
+                new_state, "state", self._state_noise, self._state_keep_prob, self._state_filter
+            )
+        if wanted(self._output_keep_prob):
+            output = self._dropout(output, "output", self._output_noise, self._output_keep_prob)
         return output, new_state
 
 
@@ -499,12 +755,16 @@ class DeviceWrapper(RNNCell):
         self._cell = cell
         self._device = device
 
+    cell = property(lambda self: self._cell)
     state_size = property(lambda self: self._cell.state_size)
     output_size = property(lambda self: self._cell.output_size)
     variables = property(lambda self: self._cell.variables)
 
     def zero_state(self, batch_size, dtype):
-        with ops.name_scope(type(self).__name__ + "ZeroState"), ops.device(self._device):
+        with (
+            ops.name_scope(type(self).__name__ + "ZeroState", values=[batch_size]),
+            ops.device(self._device),
+        ):
             return self._cell.zero_state(batch_size, dtype)
 
     def __call__(self, inputs, state, scope=None):
@@ -525,6 +785,7 @@ class ResidualWrapper(RNNCell):
         self._cell = cell
         self._residual_fn = residual_fn
 
+    cell = property(lambda self: self._cell)
     state_size = property(lambda self: self._cell.state_size)
     output_size = property(lambda self: self._cell.output_size)
     variables = property(lambda self: self._cell.variables)
