@@ -727,9 +727,27 @@ class _Importer:
         self.created: list[ops.Operation] = []
         self.imported_names = {nd.name for nd in nodes}
         self.pending_back: list[tuple[str, int, str]] = []
+        self.renamed = {} if scope else self._uniquified_names(graph, nodes)
+
+    @staticmethod
+    def _uniquified_names(graph, nodes) -> dict[str, str]:
+        """TF's `name=""` import: a node whose name an op of the graph already has
+        takes the first free "<name>_<k>" (k = 1, 2, ...) instead of failing."""
+        taken = set(graph._ops_by_name) | {nd.name for nd in nodes}
+        renamed = {}
+        for nd in nodes:
+            if nd.name in graph._ops_by_name:
+                k = 1
+                while f"{nd.name}_{k}" in taken:
+                    k += 1
+                renamed[nd.name] = f"{nd.name}_{k}"
+                taken.add(renamed[nd.name])
+        return renamed
 
     def full_name(self, name: str) -> str:
-        return f"{self.prefix}/{name}" if self.prefix else name
+        if self.prefix:
+            return f"{self.prefix}/{name}"
+        return self.renamed.get(name, name)
 
     def _tensor(self, node_name: str, text: str) -> ops.Tensor:
         src, idx, _ = _parse_input(text)
@@ -811,7 +829,8 @@ class _Importer:
             raise ValueError(f"Node '{want}' already exists in the graph")
         with self.graph.control_dependencies(controls):
             try:
-                op = ops.apply_op(op_type, grouped, attrs, name=name, graph=self.graph)
+                op_name = want if self.renamed else name
+                op = ops.apply_op(op_type, grouped, attrs, name=op_name, graph=self.graph)
             # Attrs come from a file: a shape function may meet values no builder makes.
             except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
                 raise ValueError(f"Node '{name}': {e}") from e
