@@ -36,6 +36,26 @@ def test_import_with_empty_name_uniquifies_colliding_nodes():
 
 def test_graph_util_aliases_import_graph_def_and_names_a_string_dest():
     assert tf.graph_util.import_graph_def is tf.import_graph_def
-    with pytest.raises(TypeError, match="^dest_nodes must be an iterable of strings, but got "
-                       "type <class 'str'>.$"):
+    with pytest.raises(
+        TypeError, match="^dest_nodes must be an iterable of strings, but got type <class 'str'>.$"
+    ):
         tf.graph_util.extract_sub_graph(_small_graph_def(), "y")
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda a, n: tf.constant(1.0, name=n),
+        lambda a, n: tf.identity(a, name=n),
+        lambda a, n: tf.add(a, 1.0, name=n),
+        lambda a, n: tf.zeros([2], name=n),
+        lambda a, n: tf.group(a, name=n),
+    ],
+)
+def test_an_exact_name_already_taken_is_a_duplicate(build):
+    # TF: a name ending in "/" names the op exactly; a second use fails, never "q_1".
+    with tf.Graph().as_default():
+        a = tf.constant(1.0, name="a")
+        build(a, "q/")
+        with pytest.raises(ValueError, match="^Duplicate node name in graph: 'q'$"):
+            build(a, "q/")
