@@ -506,11 +506,21 @@ class _BuildStacks:
     def __init__(self, template: _BuildStacks | None = None):
         t = template
         self.name_stack = "" if t is None else t.name_stack
-        self.control_stack: list[list[Operation] | None] = (
+        self.control_stack: list[_ControlFrame | None] = (
             [] if t is None else list(t.control_stack)
         )
         self.device_stack: list[Any] = [] if t is None else list(t.device_stack)
         self.colocation_stack: list[Operation] = [] if t is None else list(t.colocation_stack)
+
+
+class _ControlFrame:
+    """One `control_dependencies` block: its control inputs, and the ops made in it."""
+
+    __slots__ = ("inputs", "seen")
+
+    def __init__(self):
+        self.inputs: list[Operation] = []
+        self.seen: set[Operation] = set()
 
 
 class _ThreadLocalStacks(threading.local):
@@ -791,35 +801,57 @@ class Graph:
 
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs):
-        """Ops created inside depend on control_inputs; None clears outer dependencies."""
+        """Ops created inside depend on control_inputs; None clears outer dependencies.
+
+        As TF: an element may be an Operation, a Tensor, a Variable or a name in this
+        graph; one the outer blocks already give is not repeated; an op with a data input
+        made inside the same block takes none of the block's dependencies (it has them
+        through that input).
+
+        Raises:
+          TypeError: an element is none of those.
+          ValueError: an element is from another graph.
+        """
         if control_inputs is None:
             self._control_stack.append(None)
         else:
-            resolved = []
+            current = set(self._current_control_inputs())
+            frame = _ControlFrame()
             for c in control_inputs:
-                c = getattr(c, "_as_graph_element", lambda c=c: c)()
-                if hasattr(c, "op") and not isinstance(c, Operation):
-                    if isinstance(c, Tensor):
-                        c = c.op
-                    else:
-                        c = c.op
-                if not isinstance(c, Operation):
-                    raise TypeError(f"Control input must be Operation or Tensor: {c}")
-                if c.graph is not self:
-                    raise ValueError(f"Control input {c.name} must be from the same graph.")
-                resolved.append(c)
-            self._control_stack.append(resolved)
+                c = self.as_graph_element(c)
+                if isinstance(c, Tensor):
+                    c = c.op
+                if c not in current:
+                    current.add(c)
+                    frame.inputs.append(c)
+            self._control_stack.append(frame)
         try:
             yield
         finally:
             self._control_stack.pop()
 
+    def _active_control_frames(self) -> list[_ControlFrame]:
+        """The control_dependencies blocks in force, outermost first (after a None)."""
+        stack = self._control_stack
+        start = len(stack)
+        while start and stack[start - 1] is not None:
+            start -= 1
+        return stack[start:]
+
     def _current_control_inputs(self) -> list[Operation]:
+        return [c for f in self._active_control_frames() for c in f.inputs]
+
+    def _control_inputs_for(self, input_ops) -> list[Operation]:
+        """The control inputs of a new op whose data inputs come from `input_ops` (TF's
+        `_control_dependencies_for_inputs`): a block that made one of those ops already
+        orders the new op, and an op that is a data input is not repeated."""
+        if not self._control_stack:
+            return []
         out: list[Operation] = []
-        for frame in reversed(self._control_stack):
-            if frame is None:
-                break
-            out.extend(frame)
+        for f in self._active_control_frames():
+            if not f.seen.isdisjoint(input_ops):
+                continue
+            out.extend(c for c in f.inputs if c not in input_ops and c not in out)
         return out
 
     @contextlib.contextmanager
@@ -908,6 +940,9 @@ class Graph:
                 if c not in op._control_inputs:
                     op._control_inputs.append(c)
                     c._control_outputs.append(op)
+            if self._control_stack:
+                for f in self._active_control_frames():
+                    f.seen.add(op)
             if self._colocation_stack:
                 op._attrs["_class"] = sorted(
                     {g for c in self._colocation_stack for g in c.colocation_groups()}
@@ -1354,7 +1389,7 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
         _complete_attrs(op_def, attrs, graph)
         out_dtypes, refs = _output_dtypes(op_def, attrs)
         input_ops = {t.op for t in flat_inputs}
-        control = [c for c in graph._current_control_inputs() if c not in input_ops]
+        control = graph._control_inputs_for(input_ops)
         # TF's op_def_library colocates an op with the producers of its ref inputs (an
         # Assign lands with its variable: `_class` is [b"loc:@v"]).
         ref_ops = [

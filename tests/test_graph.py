@@ -604,8 +604,9 @@ def test_get_attr_missing_raises_value_error(g):
 
 def test_operation_node_def_and_str(g):
     a = _const(name="a")
+    x = _const(name="x")  # (made inside the block, x would carry ^a for y, as TF)
     with g.control_dependencies([a]), g.device("/cpu:0"):
-        y = array_ops.identity(_const(name="x"), name="y")
+        y = array_ops.identity(x, name="y")
     nd = y.op.node_def
     assert nd.name == "y"
     assert nd.op == "Identity"

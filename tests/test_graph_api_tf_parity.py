@@ -59,3 +59,55 @@ def test_an_exact_name_already_taken_is_a_duplicate(build):
         build(a, "q/")
         with pytest.raises(ValueError, match="^Duplicate node name in graph: 'q'$"):
             build(a, "q/")
+
+
+def _control_names(t):
+    return [o.name for o in t.op.control_inputs]
+
+
+def test_control_dependencies_skip_ops_already_ordered_by_a_data_input():
+    g = tf.Graph()
+    with g.as_default():
+        xx = tf.constant(3.0)
+        with g.control_dependencies([xx]):
+            i1 = tf.identity(xx, name="i1")
+            i2 = tf.identity(i1, name="i2")
+            i3 = tf.add(i1, 1.0, name="i3")
+            with g.control_dependencies(None):
+                i4 = tf.identity(xx, name="i4")
+            i5 = tf.identity(i4, name="i5")
+        with g.control_dependencies([i1]):
+            with g.control_dependencies([i2]):
+                i6 = tf.identity(i1, name="i6")
+                i7 = tf.constant(1.0, name="i7")
+    got = {t.op.name: _control_names(t) for t in [i1, i2, i3, i4, i5, i6, i7]}
+    assert got == {
+        "i1": [], "i2": [], "i3": [], "i4": [], "i5": ["Const"], "i6": ["i2"],
+        "i7": ["i1", "i2"],
+    }  # fmt: skip
+    assert _control_names(i3.op.inputs[1]) == ["Const"]  # the converted "i3/y"
+
+
+def test_control_dependencies_take_names_and_a_cond_merge_takes_none():
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.constant(1.0, name="a")
+        b = tf.constant(2.0, name="b")
+        with g.control_dependencies(["a"]):
+            c = tf.identity(b)
+        assert _control_names(c) == ["a"]
+        with g.control_dependencies([a]):
+            p = tf.cond(tf.constant(True), lambda: tf.identity(b), lambda: tf.identity(a))
+        assert _control_names(p) == []
+        with pytest.raises(TypeError, match="^Can not convert a int into a Tensor or Operation.$"):
+            with g.control_dependencies([1]):
+                pass
+        with tf.Graph().as_default():
+            z = tf.constant(1.0)
+        with pytest.raises(
+            ValueError,
+            match=r"^Tensor Tensor\(\"Const:0\", shape=\(\), "
+            r"dtype=float32\) is not an element of this graph.$",
+        ):
+            with g.control_dependencies([z]):
+                pass
