@@ -111,3 +111,25 @@ def test_control_dependencies_take_names_and_a_cond_merge_takes_none():
         ):
             with g.control_dependencies([z]):
                 pass
+
+
+def test_not_differentiable_takes_unregistered_op_types_and_rejects_twice():
+    tf.NotDifferentiable("GraphApiParityNoGrad")  # TF: no op of that type need exist
+    with pytest.raises(
+        KeyError, match="Registering two gradient with name 'GraphApiParityNoGrad'!"
+    ):
+        tf.no_gradient("GraphApiParityNoGrad")
+    with pytest.raises(KeyError, match="Registering two gradient with name 'Square'!"):
+        tf.NotDifferentiable("Square")
+    with pytest.raises(TypeError, match="^op_type must be a string$"):
+        tf.NotDifferentiable(3)
+
+
+def test_not_differentiable_name_in_gradient_override_map_gives_no_gradient():
+    tf.NotDifferentiable("GraphApiParityStop")
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(3.0)
+        with g.gradient_override_map({"Square": "GraphApiParityStop"}):
+            y = tf.square(x)
+        assert tf.gradients(y, x) == [None]
