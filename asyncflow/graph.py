@@ -384,6 +384,10 @@ class Operation:
     def outputs(self) -> tuple[Tensor, ...]:
         return self._outputs
 
+    def values(self) -> tuple[Tensor, ...]:
+        """The op's outputs (TF's `Operation.values()`)."""
+        return tuple(self._outputs)
+
     @property
     def control_inputs(self) -> list[Operation]:
         return list(self._control_inputs)
@@ -496,8 +500,10 @@ def install_graph_def_codec(node_def, node_def_text, graph_to_graph_def) -> None
 
 # -- Graph -----------------------------------------------------------------------------
 
-_VALID_OP_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
-_VALID_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.\-/>]*$")
+# TF's: a root name starts with a letter, digit or "."; a nested scope may start with
+# "-", "_", "/" or "\\" too.
+_VALID_OP_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
+_VALID_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.\\/>-]*$")
 
 
 class _BuildStacks:
@@ -506,9 +512,7 @@ class _BuildStacks:
     def __init__(self, template: _BuildStacks | None = None):
         t = template
         self.name_stack = "" if t is None else t.name_stack
-        self.control_stack: list[_ControlFrame | None] = (
-            [] if t is None else list(t.control_stack)
-        )
+        self.control_stack: list[_ControlFrame | None] = [] if t is None else list(t.control_stack)
         self.device_stack: list[Any] = [] if t is None else list(t.device_stack)
         self.colocation_stack: list[Operation] = [] if t is None else list(t.colocation_stack)
 
@@ -623,7 +627,13 @@ class Graph:
 
     @property
     def version(self) -> int:
-        return self._version
+        """How many ops this graph has created (TF's: it grows with every op added)."""
+        return self._id_counter
+
+    @property
+    def building_function(self) -> bool:
+        """True for a function's graph (`tf.function`, Defun bodies)."""
+        return self._building_function
 
     @property
     def seed(self):
@@ -672,10 +682,13 @@ class Graph:
         old = self._name_stack
         if name is None or name == "":
             new = ""
+        elif not isinstance(name, str):
+            raise TypeError(f"expected string or bytes-like object, got '{type(name).__name__}'")
         elif name.endswith("/"):
             new = name[:-1]
         else:
-            if not _VALID_SCOPE_NAME.match(name):
+            valid = _VALID_SCOPE_NAME if old else _VALID_OP_NAME
+            if not valid.match(name):
                 raise ValueError(f"'{name}' is not a valid scope name")
             new = self.unique_name(name)
         self._name_stack = new
@@ -729,23 +742,34 @@ class Graph:
 
     def get_operation_by_name(self, name: str) -> Operation:
         if not isinstance(name, str):
-            raise TypeError(f"Operation names are strings (or similar), not {type(name).__name__}")
+            raise TypeError(
+                f"Operation names are strings (or similar), not {type(name).__name__}."
+            )
         return self.as_graph_element(name, allow_tensor=False, allow_operation=True)
 
     def get_tensor_by_name(self, name: str) -> Tensor:
         if not isinstance(name, str):
-            raise TypeError(f"Tensor names are strings (or similar), not {type(name).__name__}")
+            raise TypeError(f"Tensor names are strings (or similar), not {type(name).__name__}.")
         return self.as_graph_element(name, allow_tensor=True, allow_operation=False)
 
     def as_graph_element(self, obj, allow_tensor=True, allow_operation=True):
-        """Resolve a Tensor, Operation or name to an element of this graph (as TF)."""
+        """Resolve a Tensor, Operation or name to an element of this graph (as TF).
+
+        Raises:
+          TypeError: obj is not a name, Tensor or Operation (of the kinds allowed).
+          ValueError: a malformed name, an element of another graph, or a name of the
+            wrong kind; also both kinds disallowed.
+          KeyError: a well-formed name that no op of the graph has.
+        """
+        if not allow_tensor and not allow_operation:
+            raise ValueError("allow_tensor and allow_operation can't both be False.")
         conv = getattr(obj, "_as_graph_element", None)
         if conv is not None:
             obj = conv()
         if isinstance(obj, str):
             if ":" in obj and allow_tensor:
-                op_name, _, idx = obj.rpartition(":")
                 try:
+                    op_name, idx = obj.split(":")
                     out_n = int(idx)
                 except ValueError:
                     raise ValueError(
@@ -758,24 +782,23 @@ class Graph:
                         f"The name {obj!r} refers to a Tensor which does not exist. The "
                         f"operation, {op_name!r}, does not exist in the graph."
                     )
-                if out_n >= len(op.outputs) or out_n < 0:
+                try:
+                    return op.outputs[out_n]  # (as TF's: a negative index counts back)
+                except IndexError:
                     raise KeyError(
                         f"The name {obj!r} refers to a Tensor which does not exist. The "
                         f"operation, {op_name!r}, exists but only has {len(op.outputs)} outputs."
-                    )
-                return op.outputs[out_n]
+                    ) from None
             if ":" not in obj and allow_operation:
                 op = self._ops_by_name.get(obj)
                 if op is None:
                     raise KeyError(f"The name {obj!r} refers to an Operation not in the graph.")
                 return op
             if ":" in obj:
-                raise ValueError(f"Name {obj!r} appears to refer to a Tensor, not an Operation.")
-            op = self._ops_by_name.get(obj)
-            hint = f" Did you mean {obj + ':0'!r}?" if op is not None and op.outputs else ""
+                raise ValueError(f"Name {obj!r} appears to refer to a Tensor, not a Operation.")
             raise ValueError(
                 f"The name {obj!r} refers to an Operation, not a Tensor. Tensor names must be "
-                f'of the form "<op_name>:<output_index>".{hint}'
+                'of the form "<op_name>:<output_index>".'
             )
         if isinstance(obj, Tensor) and allow_tensor:
             if obj.graph is not self:
@@ -885,6 +908,17 @@ class Graph:
 
     @contextlib.contextmanager
     def colocate_with(self, op, ignore_existing=False):
+        """Ops created inside are colocated with `op` (None with ignore_existing=True:
+        with nothing).
+
+        Raises:
+          ValueError: op is None without ignore_existing.
+          TypeError: op is not an Operation or Tensor.
+        """
+        if op is None and not ignore_existing:
+            raise ValueError(
+                "Trying to reset colocation (op is None) but ignore_existing is not True"
+            )
         if op is None:
             saved = self._colocation_stack
             self._colocation_stack = []
@@ -922,9 +956,13 @@ class Graph:
         return [i for i in items if hasattr(i, "name") and pat.match(i.name)]
 
     def get_all_collection_keys(self) -> list[str]:
-        return [k for k, v in self._collections.items() if v]
+        """The collection names that are strings (TF leaves out other keys)."""
+        return [k for k, v in self._collections.items() if v and isinstance(k, str)]
 
     def clear_collection(self, name) -> None:
+        """Raises:
+        RuntimeError: the graph is finalized."""
+        self._check_not_finalized()
         self._collections.pop(name, None)
 
     # -- building
@@ -1037,11 +1075,18 @@ def reset_default_graph() -> None:
 
 @contextlib.contextmanager
 def name_scope(name, default_name=None, values=None):
-    """`tf.name_scope(name, default_name=None, values=None)`."""
+    """`tf.name_scope(name, default_name=None, values=None)`; `tf.name_scope(None)`
+    opens the root scope.
+
+    Raises:
+      ValueError: name and default_name are both None while values is given.
+    """
     n = default_name if name is None else name
+    if n is None and values is not None:
+        raise ValueError(
+            f"At least one of name ({name}) and default_name ({default_name}) must be provided."
+        )
     g = _graph_from_values(values)
-    if n is None and default_name is None and name is None:
-        n = None
     with g.as_default(), g.name_scope(n) as scope:
         yield scope
 
@@ -1585,11 +1630,16 @@ def _eval_with_default(element, feed_dict, session):
     if session is None:
         session = get_default_session()
         if session is None:
-            kind = "tensor" if isinstance(element, Tensor) else "operation"
+            if isinstance(element, Tensor):
+                raise ValueError(
+                    "Cannot evaluate tensor using `eval()`: No default session is "
+                    "registered. Use `with sess.as_default()` or pass an explicit session "
+                    "to `eval(session=sess)`"
+                )
             raise ValueError(
-                f"Cannot evaluate {kind} using `eval()`: No default session is registered. "
-                "Use `with sess.as_default()` or pass an explicit session to "
-                "`eval(session=sess)`"
+                "Cannot execute operation using `run()`: No default session is registered. "
+                "Use `with sess.as_default():` or pass an explicit session to "
+                "`run(session=sess)`"
             )
     if element.graph is not session.graph:
         raise ValueError(

@@ -963,7 +963,7 @@ def import_graph_def(
         order, back = _topological_order(nodes, tensor_map, control_map)
         imp = _Importer(graph, nodes, scope.rstrip("/"), tensor_map, control_map, outer_controls)
         try:
-            with graph.control_dependencies(None), graph.colocate_with(None):
+            with graph.control_dependencies(None), graph.colocate_with(None, ignore_existing=True):
                 for i in order:
                     imp.build(nodes[i], back.get(i, ()))
             imp.close_loops()

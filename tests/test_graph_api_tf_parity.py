@@ -133,3 +133,113 @@ def test_not_differentiable_name_in_gradient_override_map_gives_no_gradient():
         with g.gradient_override_map({"Square": "GraphApiParityStop"}):
             y = tf.square(x)
         assert tf.gradients(y, x) == [None]
+
+
+def _named_graph():
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.constant(1.0, name="a")
+        b = tf.constant(2.0, name="b")
+        tf.add(a, b, name="c")
+        tf.placeholder(tf.float32, [None, 3], name="p")
+    return g
+
+
+@pytest.mark.parametrize(
+    "lookup, exc, message",
+    [
+        (lambda g: g.get_operation_by_name("c:0"), ValueError,
+         "Name 'c:0' appears to refer to a Tensor, not a Operation."),
+        (lambda g: g.get_operation_by_name(3), TypeError,
+         "Operation names are strings (or similar), not int."),
+        (lambda g: g.get_tensor_by_name(3), TypeError,
+         "Tensor names are strings (or similar), not int."),
+        (lambda g: g.get_tensor_by_name("c"), ValueError,
+         "The name 'c' refers to an Operation, not a Tensor. Tensor names must be of the "
+         'form "<op_name>:<output_index>".'),
+        (lambda g: g.as_graph_element("c", allow_operation=False, allow_tensor=False),
+         ValueError, "allow_tensor and allow_operation can't both be False."),
+        (lambda g: g.as_graph_element("c:0:1"), ValueError,
+         "The name 'c:0:1' looks a like a Tensor name, but is not a valid one. Tensor names "
+         'must be of the form "<op_name>:<output_index>".'),
+        (lambda g: g.as_graph_element("c:1"), KeyError,
+         "The name 'c:1' refers to a Tensor which does not exist. The operation, 'c', exists "
+         "but only has 1 outputs."),
+    ],
+)  # fmt: skip
+def test_graph_element_lookup_errors(lookup, exc, message):
+    with pytest.raises(exc) as info:
+        lookup(_named_graph())
+    got = info.value.args[0] if exc is KeyError else str(info.value)
+    assert got == message
+
+
+def test_graph_element_negative_output_index_counts_back():
+    g = _named_graph()
+    assert g.as_graph_element("c:-1").name == "c:0"
+
+
+def test_graph_version_counts_ops_and_building_function():
+    g = _named_graph()
+    assert g.version == 4
+    assert g.building_function is False
+
+
+def test_name_scope_root_rules_and_missing_names():
+    g = tf.Graph()
+    with g.as_default():
+        for bad in ["-a", "_a", "/a", "a b", "a:b"]:
+            with pytest.raises(ValueError, match="is not a valid scope name"):
+                with g.name_scope(bad):
+                    pass
+        for ok, want in [(".a", ".a/"), ("a\\b", "a\\b/"), ("a-b.c_d/e", "a-b.c_d/e/")]:
+            with g.name_scope(ok) as s:
+                assert s == want
+        with g.name_scope("o"):
+            with g.name_scope("_i") as s:  # a nested scope may start with "_"
+                assert s == "o/_i/"
+        with pytest.raises(TypeError):
+            with g.name_scope(1):
+                pass
+        with pytest.raises(
+            ValueError,
+            match=r"^At least one of name \(None\) and default_name "
+            r"\(None\) must be provided.$",
+        ):
+            with tf.name_scope(None, None, []):
+                pass
+        with tf.name_scope(None) as s:
+            assert s == ""
+
+
+def test_finalized_graph_rejects_clear_collection_and_odd_collection_keys():
+    g = tf.Graph()
+    g.add_to_collection("x", 1)
+    g.add_to_collection(3, 1)
+    assert g.get_all_collection_keys() == ["x"]
+    g.finalize()
+    with pytest.raises(RuntimeError, match="^Graph is finalized and cannot be modified.$"):
+        g.clear_collection("x")
+
+
+def test_colocate_with_none_needs_ignore_existing():
+    g = tf.Graph()
+    with pytest.raises(
+        ValueError,
+        match=r"^Trying to reset colocation \(op is None\) but "
+        "ignore_existing is not True$",
+    ):
+        with g.colocate_with(None):
+            pass
+
+
+def test_operation_values_and_run_without_session():
+    with tf.Graph().as_default():
+        s = tf.split(tf.constant([[1.0, 2.0, 3.0]]), 3, axis=1, name="sp")
+        assert [t.name for t in s[0].op.values()] == ["sp:0", "sp:1", "sp:2"]
+        with pytest.raises(
+            ValueError,
+            match=r"^Cannot execute operation using `run\(\)`: No "
+            "default session is registered.",
+        ):
+            s[0].op.run()
