@@ -243,3 +243,9 @@ def test_operation_values_and_run_without_session():
             "default session is registered.",
         ):
             s[0].op.run()
+
+
+def test_import_meta_graph_of_a_missing_file_is_an_oserror(tmp_path):
+    missing = str(tmp_path / "nope.meta")
+    with pytest.raises(OSError, match=f"^File {missing} does not exist.$"):
+        tf.train.import_meta_graph(missing)
