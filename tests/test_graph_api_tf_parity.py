@@ -249,3 +249,41 @@ def test_import_meta_graph_of_a_missing_file_is_an_oserror(tmp_path):
     missing = str(tmp_path / "nope.meta")
     with pytest.raises(OSError, match=f"^File {missing} does not exist.$"):
         tf.train.import_meta_graph(missing)
+
+
+def _import_into_new_graph(make_map=lambda: None, **kwargs):
+    gd = _small_graph_def()
+    with tf.Graph().as_default():
+        r = tf.import_graph_def(gd, input_map=make_map(), **kwargs)
+        return None if r is None else [x.name for x in r]
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, message",
+    [
+        ({"make_map": lambda: {"nope:0": tf.zeros([1, 2])}}, ValueError,
+         "Attempted to map inputs that were not found in graph_def: [nope:0]"),
+        ({"make_map": lambda: {"p:3": tf.zeros([1, 2])}}, ValueError,
+         "Attempted to map inputs that were not found in graph_def: [p:3]"),
+        ({"make_map": lambda: {3: tf.zeros([1, 2])}}, TypeError,
+         "All keys for input_map must be strings."),
+        ({"make_map": lambda: [1]}, TypeError,
+         "input_map must be a dictionary mapping strings to Tensor objects."),
+        ({"return_elements": ["nope"]}, ValueError,
+         "Requested return node 'nope' not found in graph def"),
+        ({"return_elements": ["nope:0"]}, ValueError,
+         "Requested return tensor 'nope:0' not found in graph def"),
+        ({"return_elements": ["z:3"]}, ValueError,
+         "Invalid return output 3 of node 'z', which has 1 output(s)"),
+        ({"return_elements": [3]}, TypeError, "return_elements must be a list of strings."),
+    ],
+)  # fmt: skip
+def test_import_graph_def_argument_errors(kwargs, exc, message):
+    with pytest.raises(exc) as info:
+        _import_into_new_graph(**kwargs)
+    assert str(info.value) == message
+
+
+def test_import_graph_def_maps_an_op_name_key_to_output_zero():
+    got = _import_into_new_graph(lambda: {"p": tf.zeros([1, 2])}, return_elements=["z:0"])
+    assert got == ["import/z:0"]
