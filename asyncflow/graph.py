@@ -220,14 +220,12 @@ class Tensor:
         )
 
     def __iter__(self) -> Iterator[Tensor]:
-        shape = self._shape
-        if shape.ndims is None or shape.ndims == 0 or shape[0].value is None:
-            raise errors.OperatorNotAllowedInGraphError(
-                "Iterating over a symbolic `tf.Tensor` is not allowed: its first dimension "
-                f"is not known ({self})"
-            )
-        for i in range(shape[0].value):
-            yield self[i]
+        # TF1 (and TF2's graph mode): a graph tensor is never iterable, whatever its
+        # shape; `a, b = t` fails at build time (tf.unstack splits a tensor).
+        raise errors.OperatorNotAllowedInGraphError(
+            "Tensor objects are only iterable when eager execution is enabled. To iterate "
+            "over this tensor use tf.map_fn."
+        )
 
     def __len__(self):
         raise TypeError(

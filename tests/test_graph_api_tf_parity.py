@@ -287,3 +287,12 @@ def test_import_graph_def_argument_errors(kwargs, exc, message):
 def test_import_graph_def_maps_an_op_name_key_to_output_zero():
     got = _import_into_new_graph(lambda: {"p": tf.zeros([1, 2])}, return_elements=["z:0"])
     assert got == ["import/z:0"]
+
+
+def test_a_graph_tensor_is_not_iterable_even_with_a_known_shape():
+    with tf.Graph().as_default():
+        known = tf.constant([[1.0, 2.0, 3.0]])
+        with pytest.raises(TypeError):  # TF's OperatorNotAllowedInGraphError
+            iter(known)
+        with pytest.raises(TypeError):
+            a, b = tf.constant([1.0, 2.0])  # noqa: F841
