@@ -227,6 +227,13 @@ class Tensor:
             "over this tensor use tf.map_fn."
         )
 
+    def __array__(self, dtype=None, copy=None):
+        # TF1: NumPy may not take a graph tensor for a value (it would make an object
+        # array holding the Tensor, and compute with that).
+        raise NotImplementedError(
+            f"Cannot convert a symbolic Tensor ({self.name}) to a numpy array."
+        )
+
     def __len__(self):
         raise TypeError(
             f"len is not well defined for symbolic Tensors. ({self.name}) Please call "

@@ -296,3 +296,17 @@ def test_a_graph_tensor_is_not_iterable_even_with_a_known_shape():
             iter(known)
         with pytest.raises(TypeError):
             a, b = tf.constant([1.0, 2.0])  # noqa: F841
+
+
+def test_numpy_refuses_a_graph_tensor():
+    import numpy as np
+
+    with tf.Graph().as_default():
+        a = tf.constant(1.0, name="a")
+        with pytest.raises(
+            NotImplementedError, match=r"^Cannot convert a symbolic Tensor \(a:0\)"
+        ):
+            np.asarray(a)
+        assert (np.float32(2.0) * a).name == "mul:0"  # NumPy still defers to the Tensor
+        assert tf.convert_to_tensor([a, a]).name == "packed:0"
+
