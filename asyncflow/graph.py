@@ -1044,8 +1044,10 @@ class _DefaultGraphStack(threading.local):
         self.stack.append(g)
 
     def pop(self, g: Graph) -> None:
-        if self.stack and self.stack[-1] is g:
-            self.stack.pop()
+        """Raises: AssertionError: `g` is not the innermost default graph (TF's)."""
+        if not self.stack or self.stack[-1] is not g:
+            raise AssertionError(f"Nesting violated for default stack of {type(g)} objects")
+        self.stack.pop()
 
     def get(self) -> Graph:
         if self.stack:

@@ -5,6 +5,7 @@ Each expected value below was recorded from TF 2.21 running the same graph."""
 import pytest
 
 import asyncflow as tf
+from asyncflow.graph import _default_graph_stack
 
 
 def _small_graph_def():
@@ -310,3 +311,17 @@ def test_numpy_refuses_a_graph_tensor():
         assert (np.float32(2.0) * a).name == "mul:0"  # NumPy still defers to the Tensor
         assert tf.convert_to_tensor([a, a]).name == "packed:0"
 
+
+def test_leaving_default_graphs_out_of_order_is_a_nesting_error():
+    g1, g2 = tf.Graph(), tf.Graph()
+    c1, c2 = g1.as_default(), g2.as_default()
+    c1.__enter__()
+    c2.__enter__()
+    try:
+        with pytest.raises(AssertionError, match="^Nesting violated for default stack of"):
+            c1.__exit__(None, None, None)
+        assert tf.get_default_graph() is g2
+    finally:
+        c2.__exit__(None, None, None)
+        _default_graph_stack.pop(g1)  # (g1's own exit was the one refused)
+    assert tf.get_default_graph() is not g1
