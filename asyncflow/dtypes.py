@@ -487,7 +487,7 @@ def fits_without_wrapping(value: Any, dtype: Any) -> bool:
     else:
         try:
             arr = np.asarray(value)
-        except (ValueError, TypeError, OverflowError):
+        except (ValueError, TypeError, OverflowError, NotImplementedError):
             return True
         if arr.dtype.kind in "iu":
             ints = [arr.min(), arr.max()] if arr.size else []
@@ -511,7 +511,7 @@ def _typed_array(value: list | tuple, target: DType) -> np.ndarray | None:
     [100000, 100] list takes seconds this way instead of a minute or more."""
     try:
         arr = np.asarray(value)
-    except (ValueError, TypeError, OverflowError):
+    except (ValueError, TypeError, OverflowError, NotImplementedError):
         return None
     kind = arr.dtype.kind
     if target.is_bool:

@@ -460,7 +460,7 @@ def _op_input_grads(op, out_grads, stop_ops, gate, between, loops) -> list:
 def _gate(op, in_grads):
     """TF's `control_flow_ops.tuple` over the op's gradients (IndexedSlices included)."""
     graph = op.graph
-    with graph.device(None), graph.colocate_with(None):
+    with graph.device(None), graph.colocate_with(None, ignore_existing=True):
         return control_flow_ops.tuple(in_grads)
 
 

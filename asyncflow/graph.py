@@ -220,14 +220,19 @@ class Tensor:
         )
 
     def __iter__(self) -> Iterator[Tensor]:
-        shape = self._shape
-        if shape.ndims is None or shape.ndims == 0 or shape[0].value is None:
-            raise errors.OperatorNotAllowedInGraphError(
-                "Iterating over a symbolic `tf.Tensor` is not allowed: its first dimension "
-                f"is not known ({self})"
-            )
-        for i in range(shape[0].value):
-            yield self[i]
+        # TF1 (and TF2's graph mode): a graph tensor is never iterable, whatever its
+        # shape; `a, b = t` fails at build time (tf.unstack splits a tensor).
+        raise errors.OperatorNotAllowedInGraphError(
+            "Tensor objects are only iterable when eager execution is enabled. To iterate "
+            "over this tensor use tf.map_fn."
+        )
+
+    def __array__(self, dtype=None, copy=None):
+        # TF1: NumPy may not take a graph tensor for a value (it would make an object
+        # array holding the Tensor, and compute with that).
+        raise NotImplementedError(
+            f"Cannot convert a symbolic Tensor ({self.name}) to a numpy array."
+        )
 
     def __len__(self):
         raise TypeError(
@@ -384,6 +389,10 @@ class Operation:
     def outputs(self) -> tuple[Tensor, ...]:
         return self._outputs
 
+    def values(self) -> tuple[Tensor, ...]:
+        """The op's outputs (TF's `Operation.values()`)."""
+        return tuple(self._outputs)
+
     @property
     def control_inputs(self) -> list[Operation]:
         return list(self._control_inputs)
@@ -496,8 +505,10 @@ def install_graph_def_codec(node_def, node_def_text, graph_to_graph_def) -> None
 
 # -- Graph -----------------------------------------------------------------------------
 
-_VALID_OP_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
-_VALID_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.\-/>]*$")
+# TF's: a root name starts with a letter, digit or "."; a nested scope may start with
+# "-", "_", "/" or "\\" too.
+_VALID_OP_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
+_VALID_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.\\/>-]*$")
 
 
 class _BuildStacks:
@@ -506,11 +517,19 @@ class _BuildStacks:
     def __init__(self, template: _BuildStacks | None = None):
         t = template
         self.name_stack = "" if t is None else t.name_stack
-        self.control_stack: list[list[Operation] | None] = (
-            [] if t is None else list(t.control_stack)
-        )
+        self.control_stack: list[_ControlFrame | None] = [] if t is None else list(t.control_stack)
         self.device_stack: list[Any] = [] if t is None else list(t.device_stack)
         self.colocation_stack: list[Operation] = [] if t is None else list(t.colocation_stack)
+
+
+class _ControlFrame:
+    """One `control_dependencies` block: its control inputs, and the ops made in it."""
+
+    __slots__ = ("inputs", "seen")
+
+    def __init__(self):
+        self.inputs: list[Operation] = []
+        self.seen: set[Operation] = set()
 
 
 class _ThreadLocalStacks(threading.local):
@@ -613,7 +632,13 @@ class Graph:
 
     @property
     def version(self) -> int:
-        return self._version
+        """How many ops this graph has created (TF's: it grows with every op added)."""
+        return self._id_counter
+
+    @property
+    def building_function(self) -> bool:
+        """True for a function's graph (`tf.function`, Defun bodies)."""
+        return self._building_function
 
     @property
     def seed(self):
@@ -662,10 +687,13 @@ class Graph:
         old = self._name_stack
         if name is None or name == "":
             new = ""
+        elif not isinstance(name, str):
+            raise TypeError(f"expected string or bytes-like object, got '{type(name).__name__}'")
         elif name.endswith("/"):
             new = name[:-1]
         else:
-            if not _VALID_SCOPE_NAME.match(name):
+            valid = _VALID_SCOPE_NAME if old else _VALID_OP_NAME
+            if not valid.match(name):
                 raise ValueError(f"'{name}' is not a valid scope name")
             new = self.unique_name(name)
         self._name_stack = new
@@ -719,23 +747,34 @@ class Graph:
 
     def get_operation_by_name(self, name: str) -> Operation:
         if not isinstance(name, str):
-            raise TypeError(f"Operation names are strings (or similar), not {type(name).__name__}")
+            raise TypeError(
+                f"Operation names are strings (or similar), not {type(name).__name__}."
+            )
         return self.as_graph_element(name, allow_tensor=False, allow_operation=True)
 
     def get_tensor_by_name(self, name: str) -> Tensor:
         if not isinstance(name, str):
-            raise TypeError(f"Tensor names are strings (or similar), not {type(name).__name__}")
+            raise TypeError(f"Tensor names are strings (or similar), not {type(name).__name__}.")
         return self.as_graph_element(name, allow_tensor=True, allow_operation=False)
 
     def as_graph_element(self, obj, allow_tensor=True, allow_operation=True):
-        """Resolve a Tensor, Operation or name to an element of this graph (as TF)."""
+        """Resolve a Tensor, Operation or name to an element of this graph (as TF).
+
+        Raises:
+          TypeError: obj is not a name, Tensor or Operation (of the kinds allowed).
+          ValueError: a malformed name, an element of another graph, or a name of the
+            wrong kind; also both kinds disallowed.
+          KeyError: a well-formed name that no op of the graph has.
+        """
+        if not allow_tensor and not allow_operation:
+            raise ValueError("allow_tensor and allow_operation can't both be False.")
         conv = getattr(obj, "_as_graph_element", None)
         if conv is not None:
             obj = conv()
         if isinstance(obj, str):
             if ":" in obj and allow_tensor:
-                op_name, _, idx = obj.rpartition(":")
                 try:
+                    op_name, idx = obj.split(":")
                     out_n = int(idx)
                 except ValueError:
                     raise ValueError(
@@ -748,24 +787,23 @@ class Graph:
                         f"The name {obj!r} refers to a Tensor which does not exist. The "
                         f"operation, {op_name!r}, does not exist in the graph."
                     )
-                if out_n >= len(op.outputs) or out_n < 0:
+                try:
+                    return op.outputs[out_n]  # (as TF's: a negative index counts back)
+                except IndexError:
                     raise KeyError(
                         f"The name {obj!r} refers to a Tensor which does not exist. The "
                         f"operation, {op_name!r}, exists but only has {len(op.outputs)} outputs."
-                    )
-                return op.outputs[out_n]
+                    ) from None
             if ":" not in obj and allow_operation:
                 op = self._ops_by_name.get(obj)
                 if op is None:
                     raise KeyError(f"The name {obj!r} refers to an Operation not in the graph.")
                 return op
             if ":" in obj:
-                raise ValueError(f"Name {obj!r} appears to refer to a Tensor, not an Operation.")
-            op = self._ops_by_name.get(obj)
-            hint = f" Did you mean {obj + ':0'!r}?" if op is not None and op.outputs else ""
+                raise ValueError(f"Name {obj!r} appears to refer to a Tensor, not a Operation.")
             raise ValueError(
                 f"The name {obj!r} refers to an Operation, not a Tensor. Tensor names must be "
-                f'of the form "<op_name>:<output_index>".{hint}'
+                'of the form "<op_name>:<output_index>".'
             )
         if isinstance(obj, Tensor) and allow_tensor:
             if obj.graph is not self:
@@ -791,35 +829,57 @@ class Graph:
 
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs):
-        """Ops created inside depend on control_inputs; None clears outer dependencies."""
+        """Ops created inside depend on control_inputs; None clears outer dependencies.
+
+        As TF: an element may be an Operation, a Tensor, a Variable or a name in this
+        graph; one the outer blocks already give is not repeated; an op with a data input
+        made inside the same block takes none of the block's dependencies (it has them
+        through that input).
+
+        Raises:
+          TypeError: an element is none of those.
+          ValueError: an element is from another graph.
+        """
         if control_inputs is None:
             self._control_stack.append(None)
         else:
-            resolved = []
+            current = set(self._current_control_inputs())
+            frame = _ControlFrame()
             for c in control_inputs:
-                c = getattr(c, "_as_graph_element", lambda c=c: c)()
-                if hasattr(c, "op") and not isinstance(c, Operation):
-                    if isinstance(c, Tensor):
-                        c = c.op
-                    else:
-                        c = c.op
-                if not isinstance(c, Operation):
-                    raise TypeError(f"Control input must be Operation or Tensor: {c}")
-                if c.graph is not self:
-                    raise ValueError(f"Control input {c.name} must be from the same graph.")
-                resolved.append(c)
-            self._control_stack.append(resolved)
+                c = self.as_graph_element(c)
+                if isinstance(c, Tensor):
+                    c = c.op
+                if c not in current:
+                    current.add(c)
+                    frame.inputs.append(c)
+            self._control_stack.append(frame)
         try:
             yield
         finally:
             self._control_stack.pop()
 
+    def _active_control_frames(self) -> list[_ControlFrame]:
+        """The control_dependencies blocks in force, outermost first (after a None)."""
+        stack = self._control_stack
+        start = len(stack)
+        while start and stack[start - 1] is not None:
+            start -= 1
+        return stack[start:]
+
     def _current_control_inputs(self) -> list[Operation]:
+        return [c for f in self._active_control_frames() for c in f.inputs]
+
+    def _control_inputs_for(self, input_ops) -> list[Operation]:
+        """The control inputs of a new op whose data inputs come from `input_ops` (TF's
+        `_control_dependencies_for_inputs`): a block that made one of those ops already
+        orders the new op, and an op that is a data input is not repeated."""
+        if not self._control_stack:
+            return []
         out: list[Operation] = []
-        for frame in reversed(self._control_stack):
-            if frame is None:
-                break
-            out.extend(frame)
+        for f in self._active_control_frames():
+            if not f.seen.isdisjoint(input_ops):
+                continue
+            out.extend(c for c in f.inputs if c not in input_ops and c not in out)
         return out
 
     @contextlib.contextmanager
@@ -853,6 +913,17 @@ class Graph:
 
     @contextlib.contextmanager
     def colocate_with(self, op, ignore_existing=False):
+        """Ops created inside are colocated with `op` (None with ignore_existing=True:
+        with nothing).
+
+        Raises:
+          ValueError: op is None without ignore_existing.
+          TypeError: op is not an Operation or Tensor.
+        """
+        if op is None and not ignore_existing:
+            raise ValueError(
+                "Trying to reset colocation (op is None) but ignore_existing is not True"
+            )
         if op is None:
             saved = self._colocation_stack
             self._colocation_stack = []
@@ -890,9 +961,13 @@ class Graph:
         return [i for i in items if hasattr(i, "name") and pat.match(i.name)]
 
     def get_all_collection_keys(self) -> list[str]:
-        return [k for k, v in self._collections.items() if v]
+        """The collection names that are strings (TF leaves out other keys)."""
+        return [k for k, v in self._collections.items() if v and isinstance(k, str)]
 
     def clear_collection(self, name) -> None:
+        """Raises:
+        RuntimeError: the graph is finalized."""
+        self._check_not_finalized()
         self._collections.pop(name, None)
 
     # -- building
@@ -908,6 +983,9 @@ class Graph:
                 if c not in op._control_inputs:
                     op._control_inputs.append(c)
                     c._control_outputs.append(op)
+            if self._control_stack:
+                for f in self._active_control_frames():
+                    f.seen.add(op)
             if self._colocation_stack:
                 op._attrs["_class"] = sorted(
                     {g for c in self._colocation_stack for g in c.colocation_groups()}
@@ -966,8 +1044,10 @@ class _DefaultGraphStack(threading.local):
         self.stack.append(g)
 
     def pop(self, g: Graph) -> None:
-        if self.stack and self.stack[-1] is g:
-            self.stack.pop()
+        """Raises: AssertionError: `g` is not the innermost default graph (TF's)."""
+        if not self.stack or self.stack[-1] is not g:
+            raise AssertionError(f"Nesting violated for default stack of {type(g)} objects")
+        self.stack.pop()
 
     def get(self) -> Graph:
         if self.stack:
@@ -1002,11 +1082,18 @@ def reset_default_graph() -> None:
 
 @contextlib.contextmanager
 def name_scope(name, default_name=None, values=None):
-    """`tf.name_scope(name, default_name=None, values=None)`."""
+    """`tf.name_scope(name, default_name=None, values=None)`; `tf.name_scope(None)`
+    opens the root scope.
+
+    Raises:
+      ValueError: name and default_name are both None while values is given.
+    """
     n = default_name if name is None else name
+    if n is None and values is not None:
+        raise ValueError(
+            f"At least one of name ({name}) and default_name ({default_name}) must be provided."
+        )
     g = _graph_from_values(values)
-    if n is None and default_name is None and name is None:
-        n = None
     with g.as_default(), g.name_scope(n) as scope:
         yield scope
 
@@ -1354,7 +1441,7 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
         _complete_attrs(op_def, attrs, graph)
         out_dtypes, refs = _output_dtypes(op_def, attrs)
         input_ops = {t.op for t in flat_inputs}
-        control = [c for c in graph._current_control_inputs() if c not in input_ops]
+        control = graph._control_inputs_for(input_ops)
         # TF's op_def_library colocates an op with the producers of its ref inputs (an
         # Assign lands with its variable: `_class` is [b"loc:@v"]).
         ref_ops = [
@@ -1550,11 +1637,16 @@ def _eval_with_default(element, feed_dict, session):
     if session is None:
         session = get_default_session()
         if session is None:
-            kind = "tensor" if isinstance(element, Tensor) else "operation"
+            if isinstance(element, Tensor):
+                raise ValueError(
+                    "Cannot evaluate tensor using `eval()`: No default session is "
+                    "registered. Use `with sess.as_default()` or pass an explicit session "
+                    "to `eval(session=sess)`"
+                )
             raise ValueError(
-                f"Cannot evaluate {kind} using `eval()`: No default session is registered. "
-                "Use `with sess.as_default()` or pass an explicit session to "
-                "`eval(session=sess)`"
+                "Cannot execute operation using `run()`: No default session is registered. "
+                "Use `with sess.as_default():` or pass an explicit session to "
+                "`run(session=sess)`"
             )
     if element.graph is not session.graph:
         raise ValueError(

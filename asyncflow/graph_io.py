@@ -599,15 +599,36 @@ def _normalize_input_map(input_map) -> tuple[dict, dict]:
     """Split input_map into {(name, index): Tensor} and {name: Operation} ("^name" keys)."""
     tensors: dict[tuple[str, int], Any] = {}
     controls: dict[str, ops.Operation] = {}
-    for key, value in (input_map or {}).items():
-        if not isinstance(key, str):
-            raise TypeError("input_map must be a dictionary mapping strings to Tensor objects")
+    if input_map is None:
+        return tensors, controls
+    if not isinstance(input_map, dict):
+        raise TypeError("input_map must be a dictionary mapping strings to Tensor objects.")
+    if not all(isinstance(k, str) for k in input_map):
+        raise TypeError("All keys for input_map must be strings.")
+    for key, value in input_map.items():
         src, idx, is_control = _parse_input(key)
         if is_control:
             controls[src] = ops._to_operation(value)
         else:
             tensors[(src, idx)] = ops.convert_to_tensor(value)
     return tensors, controls
+
+
+def _output_counts(nodes: list[NodeDef]) -> dict[str, int | None]:
+    """{node name: how many outputs its op has}, None where that takes the attrs."""
+    counts: dict[str, int | None] = {}
+    for nd in nodes:
+        try:
+            op_def = get_op_def(_op_type(nd))
+        except KeyError:
+            counts[nd.name] = None
+            continue
+        fixed = all(
+            not a.number_attr and not (a.type_attr and op_def.attrs[a.type_attr].is_list)
+            for a in op_def.outputs
+        )
+        counts[nd.name] = len(op_def.outputs) if fixed else None
+    return counts
 
 
 def _op_type(nd: NodeDef) -> str:
@@ -727,9 +748,27 @@ class _Importer:
         self.created: list[ops.Operation] = []
         self.imported_names = {nd.name for nd in nodes}
         self.pending_back: list[tuple[str, int, str]] = []
+        self.renamed = {} if scope else self._uniquified_names(graph, nodes)
+
+    @staticmethod
+    def _uniquified_names(graph, nodes) -> dict[str, str]:
+        """TF's `name=""` import: a node whose name an op of the graph already has
+        takes the first free "<name>_<k>" (k = 1, 2, ...) instead of failing."""
+        taken = set(graph._ops_by_name) | {nd.name for nd in nodes}
+        renamed = {}
+        for nd in nodes:
+            if nd.name in graph._ops_by_name:
+                k = 1
+                while f"{nd.name}_{k}" in taken:
+                    k += 1
+                renamed[nd.name] = f"{nd.name}_{k}"
+                taken.add(renamed[nd.name])
+        return renamed
 
     def full_name(self, name: str) -> str:
-        return f"{self.prefix}/{name}" if self.prefix else name
+        if self.prefix:
+            return f"{self.prefix}/{name}"
+        return self.renamed.get(name, name)
 
     def _tensor(self, node_name: str, text: str) -> ops.Tensor:
         src, idx, _ = _parse_input(text)
@@ -811,7 +850,8 @@ class _Importer:
             raise ValueError(f"Node '{want}' already exists in the graph")
         with self.graph.control_dependencies(controls):
             try:
-                op = ops.apply_op(op_type, grouped, attrs, name=name, graph=self.graph)
+                op_name = want if self.renamed else name
+                op = ops.apply_op(op_type, grouped, attrs, name=op_name, graph=self.graph)
             # Attrs come from a file: a shape function may meet values no builder makes.
             except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
                 raise ValueError(f"Node '{name}': {e}") from e
@@ -874,16 +914,23 @@ class _Importer:
         self.created.clear()
 
     def element(self, text: str):
+        """Raises: ValueError, in TF's words: no such node, or no such output."""
         if ":" in text:
             src, idx, _ = _parse_input(text)
             if (src, idx) in self.tensor_map:
                 return self.tensor_map[(src, idx)]
             op = self.by_name.get(src)
-            if op is not None and idx < len(op.outputs):
-                return op.outputs[idx]
-        elif text in self.by_name:
+            if op is None:
+                raise ValueError(f"Requested return tensor '{text}' not found in graph def")
+            if idx >= len(op.outputs):
+                raise ValueError(
+                    f"Invalid return output {idx} of node '{src}', which has "
+                    f"{len(op.outputs)} output(s)"
+                )
+            return op.outputs[idx]
+        if text in self.by_name:
             return self.by_name[text]
-        raise ValueError(f"Requested return_element '{text}' not found in graph_def.")
+        raise ValueError(f"Requested return node '{text}' not found in graph def")
 
 
 def import_graph_def(
@@ -920,7 +967,7 @@ def import_graph_def(
     del op_dict, producer_op_list
     nodes = _load_graph_def(graph_def)
     if return_elements is not None and not all(isinstance(r, str) for r in return_elements):
-        raise TypeError("return_elements must be a list of strings")
+        raise TypeError("return_elements must be a list of strings.")
     for nd in nodes:
         try:
             get_op_def(_op_type(nd))
@@ -935,23 +982,29 @@ def import_graph_def(
     outer_controls = graph._current_control_inputs()
     with graph.name_scope("import" if name is None else name) as scope:
         tensor_map, control_map = _normalize_input_map(input_map)
-        names = {nd.name for nd in nodes}
-        missing = sorted(({src for src, _ in tensor_map} | set(control_map)) - names)
+        outputs = _output_counts(nodes)
+        missing = [
+            f"{src}:{idx}"
+            for src, idx in tensor_map
+            if src not in outputs or (outputs[src] is not None and idx >= outputs[src])
+        ] + [f"^{src}" for src in control_map if src not in outputs]
         if missing:
             raise ValueError(
-                f"Attempted to map inputs that were not found in graph_def: {missing}"
+                f"Attempted to map inputs that were not found in graph_def: [{', '.join(missing)}]"
             )
         order, back = _topological_order(nodes, tensor_map, control_map)
         imp = _Importer(graph, nodes, scope.rstrip("/"), tensor_map, control_map, outer_controls)
         try:
-            with graph.control_dependencies(None), graph.colocate_with(None):
+            with graph.control_dependencies(None), graph.colocate_with(None, ignore_existing=True):
                 for i in order:
                     imp.build(nodes[i], back.get(i, ()))
             imp.close_loops()
             imp.colocate()
             for src, idx in tensor_map:
                 if idx >= len(imp.by_name[src].outputs):
-                    raise ValueError(f"input_map key '{src}:{idx}' names no output of '{src}'")
+                    raise ValueError(  # (an op whose output count its attrs set)
+                        f"Attempted to map inputs that were not found in graph_def: [{src}:{idx}]"
+                    )
             if return_elements is None:
                 return None
             return [imp.element(r) for r in return_elements]

@@ -16,7 +16,10 @@ __all__ = [
     "remove_training_nodes",
     "must_run_on_cpu",
     "tensor_shape_from_node_def_name",
+    "import_graph_def",
 ]
+
+import_graph_def = graph_io.import_graph_def  # TF's deprecated tf.graph_util alias
 
 _VARIABLE_OPS = frozenset({"Variable", "VariableV2", "VarHandleOp"})
 
@@ -33,7 +36,9 @@ def extract_sub_graph(graph_def, dest_nodes) -> GraphDef:
       AssertionError: a name in dest_nodes is not in the graph.
     """
     if isinstance(dest_nodes, str):
-        raise TypeError("dest_nodes must be a list.")
+        raise TypeError(
+            f"dest_nodes must be an iterable of strings, but got type {type(dest_nodes)}."
+        )
     graph_def = graph_io.as_graph_def_message(graph_def)
     by_name = {n.name: n for n in graph_def.node}
     for d in dest_nodes:

@@ -476,10 +476,12 @@ def read_meta_graph_file(filename) -> MetaGraphDef:
     """Read a MetaGraphDef file (binary or text format).
 
     Raises:
-      NotFoundError: the file does not exist.
+      OSError: the file does not exist (TF's IOError).
       DataLossError: it is too large or does not parse as a MetaGraphDef.
     """
     filename = os.fspath(filename)
+    if not os.path.exists(filename):
+        raise OSError(f"File {filename} does not exist.")
     return parse_message(read_file_bounded(filename), MetaGraphDef, filename)
 
 

@@ -331,11 +331,28 @@ class RegisterGradient:
 
 # Gradients registered under names that are no op type (`RegisterGradient("MyGrad")`),
 # which ops take through `Graph.gradient_override_map`.
-_NAMED_GRADIENTS: dict[str, Callable] = {}
+_NAMED_GRADIENTS: dict[str, Callable | None] = {}
 
 
 def NotDifferentiable(op_type: str) -> None:  # noqa: N802 - TF's name
-    get_op_def(op_type).not_differentiable = True
+    """Mark `op_type` as having no gradient (TF's registry entry of None): the op type
+    need not be registered yet, as with TF's custom ops.
+
+    Raises:
+      TypeError: op_type is not a string.
+      KeyError: a gradient, or this mark, is already registered under that name.
+    """
+    if not isinstance(op_type, str):
+        raise TypeError("op_type must be a string")
+    op_def = _REGISTRY.get(op_type)
+    if op_def is None:
+        if op_type in _NAMED_GRADIENTS:
+            raise KeyError(f"Registering two gradient with name '{op_type}'!")
+        _NAMED_GRADIENTS[op_type] = None
+        return
+    if op_def.grad_fn is not None or op_def.not_differentiable:
+        raise KeyError(f"Registering two gradient with name '{op_type}'!")
+    op_def.not_differentiable = True
 
 
 NoGradient = NotDifferentiable
@@ -355,9 +372,8 @@ def get_gradient_function(op) -> Callable | None:
         op_def = get_op_def(op.type)
     else:
         name = name.decode() if isinstance(name, bytes) else str(name)
-        fn = _NAMED_GRADIENTS.get(name)
-        if fn is not None:
-            return fn
+        if name in _NAMED_GRADIENTS:  # (None: a name marked not differentiable)
+            return _NAMED_GRADIENTS[name]
         op_def = _REGISTRY.get(name)
         if op_def is None:
             raise LookupError(
@@ -367,5 +383,7 @@ def get_gradient_function(op) -> Callable | None:
     if op_def.not_differentiable:
         return None
     if op_def.grad_fn is None:
+        if op_def.name in _NAMED_GRADIENTS:  # registered before its op type was
+            return _NAMED_GRADIENTS[op_def.name]
         raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type})")
     return op_def.grad_fn

@@ -48,6 +48,8 @@ def _take_scope_name(op: ops.Operation, scope: str) -> ops.Operation:
 def no_op(name: str | None = None) -> ops.Operation:
     """Does nothing; useful as a placeholder for control edges."""
     if name and name.endswith("/"):
+        if name[:-1] in ops.get_default_graph()._ops_by_name:  # TF's exact name is taken
+            raise ValueError(f"Duplicate node name in graph: '{name[:-1]}'")
         return _take_scope_name(ops.apply_op("NoOp", []), name)
     return ops.apply_op("NoOp", [], name=name)
 

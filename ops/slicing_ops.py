@@ -118,7 +118,8 @@ def apply(op_type, inputs=(), attrs=None, name=None) -> ops.Operation:
     if name and name.endswith("/"):
         g = _graph_of(inputs)
         full = name[:-1]
-        if full.lower() in g._names_in_use and full not in g._ops_by_name:
+        # A used name: TF's exact name, which fails as a duplicate if an op has it.
+        if full.lower() in g._names_in_use or full in g._ops_by_name:
             return ops.apply_op(op_type, inputs, attrs, name=name, graph=g)
         with g.as_default(), g.name_scope(None):
             return ops.apply_op(op_type, inputs, attrs, name=name[:-1], graph=g)

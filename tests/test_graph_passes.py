@@ -79,8 +79,9 @@ def test_bias_add_relu_and_control_edges_move_to_the_fused_node():
     with tf.Graph().as_default():
         x = tf.placeholder(tf.float32, [None, 96])
         gate = tf.no_op(name="gate")
+        x2, bias = x * 2.0, tf.constant(B)  # (made inside, they would carry ^gate, as TF)
         with tf.control_dependencies([gate]):
-            b = tf.nn.bias_add(x * 2.0, tf.constant(B))
+            b = tf.nn.bias_add(x2, bias)
         y = tf.nn.relu(b)
         p = _partition([y], [x])
         types = _apply(nn_ops.fuse_bias_add_relu, p)

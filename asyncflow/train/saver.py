@@ -964,7 +964,7 @@ def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None
       imported variables, if any; else None.
 
     Raises:
-      NotFoundError: no such file, or an op type asyncflow lacks.
+      OSError: no such file (TF's IOError).  NotFoundError: an op type asyncflow lacks.
       DataLossError: the file is too large or does not parse.
       ValueError: the graph cannot be imported (bad input, name clash).
     """
