@@ -220,6 +220,7 @@ OpError = errors.OpError
 from asyncflow import (  # noqa: E402
     data,
     device_lib,
+    feature_column,
     image,
     initializers,
     layers,
