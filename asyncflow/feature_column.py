@@ -110,27 +110,49 @@ def _check_shape(shape, key):
 
 
 def _check_default_value(shape, default_value, dtype, key):
+    """TF's rule: an int, or a float for a float column, fills `shape`; a (nested)
+    sequence or array must have `shape` and hold ints, or floats for a float column."""
     if default_value is None:
         return None
-    kind = int if dtype.is_integer else float
-    if isinstance(default_value, int | float | np.integer | np.floating):
-        if dtype.is_integer and not isinstance(default_value, int | np.integer):
-            raise TypeError(
-                "The data type of default_value must be integer; the column's dtype is "
-                f"{dtype}. default_value: {default_value}, key: {key}"
+    if isinstance(default_value, int) or (isinstance(default_value, float) and dtype.is_floating):
+        return _nested_tuple(np.full(shape, default_value, dtype=object).tolist())
+    if callable(getattr(default_value, "tolist", None)):  # a NumPy array or scalar
+        default_value = default_value.tolist()
+    if isinstance(default_value, list | tuple):
+        if not _has_shape(default_value, shape):
+            raise ValueError(
+                "The shape of default_value must be equal to given shape. default_value: "
+                f"{default_value}, shape: {shape}, key: {key}"
             )
-        return (kind(default_value),) * int(np.prod(shape)) if shape else kind(default_value)
-    arr = np.asarray(default_value)
-    if arr.shape != shape:
-        raise ValueError(
-            f"The shape of default_value must be equal to given shape. default_value: "
-            f"{default_value}, shape: {shape}, key: {key}"
-        )
-    return _nested_tuple(arr.astype(np.int64 if dtype.is_integer else np.float64).tolist())
+        flat = _flat(default_value)
+        if all(isinstance(v, int) for v in flat) or (
+            dtype.is_floating and all(isinstance(v, int | float) for v in flat)
+        ):
+            return _nested_tuple(default_value)
+    raise TypeError(
+        f"default_value must be compatible with dtype. default_value: {default_value}, "
+        f"dtype: {dtype}, key: {key}"
+    )
+
+
+def _has_shape(value, shape) -> bool:
+    if not shape:
+        return not isinstance(value, list | tuple)
+    return (
+        isinstance(value, list | tuple)
+        and len(value) == shape[0]
+        and all(_has_shape(v, shape[1:]) for v in value)
+    )
+
+
+def _flat(value) -> list:
+    if isinstance(value, list | tuple):
+        return [x for v in value for x in _flat(v)]
+    return [value]
 
 
 def _nested_tuple(v):
-    return tuple(_nested_tuple(x) for x in v) if isinstance(v, list) else v
+    return tuple(_nested_tuple(x) for x in v) if isinstance(v, list | tuple) else v
 
 
 def bucketized_column(source_column, boundaries):
@@ -154,7 +176,7 @@ def bucketized_column(source_column, boundaries):
         a >= b for a, b in zip(boundaries[:-1], boundaries[1:], strict=True)
     ):
         raise ValueError("boundaries must be a sorted list.")
-    return BucketizedColumn(source_column, tuple(float(b) for b in boundaries))
+    return BucketizedColumn(source_column, tuple(boundaries))
 
 
 def categorical_column_with_vocabulary_list(
@@ -232,8 +254,8 @@ def categorical_column_with_vocabulary_file(
     _check_string_or_int(dtype, f"column_name: {key} vocabulary")
     _check_key(key)
     return VocabularyFileCategoricalColumn(
-        key, vocabulary_file, vocabulary_size, 0 if num_oov_buckets is None else num_oov_buckets,
-        dtype, default_value,
+        key, vocabulary_file, vocabulary_size, num_oov_buckets or 0, dtype,
+        -1 if default_value is None else default_value, None,
     )  # fmt: skip
 
 
@@ -391,11 +413,8 @@ def shared_embedding_columns(
     columns = list(categorical_columns)
     first = columns[0]
     for c in columns:
-        if not isinstance(c, _Categorical):
-            raise ValueError(
-                f"All categorical_columns must be subclasses of _CategoricalColumn. "
-                f"Given: {c}, of type: {type(c)}"
-            )
+        if not isinstance(c, _Categorical):  # (TF reads its bucket count and fails so)
+            raise AttributeError(f"'{type(c).__name__}' object has no attribute '_num_buckets'")
     base = [
         c.categorical_column if isinstance(c, WeightedCategoricalColumn) else c for c in columns
     ]
@@ -403,15 +422,17 @@ def shared_embedding_columns(
         if type(b) is not type(base[0]):
             raise ValueError(
                 "To use shared_embedding_column, all categorical_columns must have the same "
-                "type, or be weighted_categorical_column of the same type. Given column: "
+                "type, or be weighted_categorical_column or sequence column of the same type. "
+                f"Given column: "
                 f"{c} of type: {type(c)} does not match given column: {first} of type: "
                 f"{type(first)}"
             )
         if c.num_buckets != first.num_buckets:
             raise ValueError(
                 "To use shared_embedding_column, all categorical_columns must have the same "
-                f"number of buckets. Given column: {c} with buckets: {c.num_buckets} does "
-                f"not match column: {first} with buckets: {first.num_buckets}"
+                # (TF 2.21's words, its dropped letters and double space too)
+                f"number of buckets. ven column: {first} with buckets: {first.num_buckets} "
+                f"does  not match column: {c} with buckets: {c.num_buckets}"
             )
     if not shared_embedding_collection_name:
         names = sorted(c.name for c in columns)

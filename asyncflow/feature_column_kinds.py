@@ -23,7 +23,6 @@ from asyncflow.nn_sparse_extras import safe_embedding_lookup_sparse
 from asyncflow.ops import (
     array_ops,
     cast_ops,
-    check_ops,
     manip_ops,
     math_ops,
     parsing_ops,
@@ -111,7 +110,7 @@ def _to_sparse(tensor, ignore_value=None):
 
 def _check_key(key):
     if not isinstance(key, str):
-        raise ValueError(f"key must be a string. Got: type {type(key)}. Given key: {key}")
+        raise ValueError(f"key must be a string. Got: type {type(key)}. Given key: {key}.")
 
 
 def _check_string_or_int(dtype, prefix):
@@ -300,6 +299,7 @@ class VocabularyFileCategoricalColumn(
             "num_oov_buckets",
             "dtype",
             "default_value",
+            "file_format",
         ],
     ),
 ):
@@ -325,7 +325,6 @@ class VocabularyFileCategoricalColumn(
         if sp.dtype.is_integer:
             key_dtype = dtypes.int64
             sp = _with_values(sp, cast_ops.cast(sp.values, dtypes.int64))
-        default = -1 if self.default_value is None else self.default_value
         with ops.name_scope(None, f"{self.key}_lookup"):
             init = lookup.TextFileInitializer(
                 self.vocabulary_file,
@@ -335,7 +334,7 @@ class VocabularyFileCategoricalColumn(
                 lookup.TextFileIndex.LINE_NUMBER,
                 vocab_size=self.vocabulary_size,
             )
-            table = lookup.StaticHashTable(init, default_value=default)
+            table = lookup.StaticHashTable(init, default_value=self.default_value)
             found = table.lookup(sp.values)
             if self.num_oov_buckets:
                 text = sp.values if key_dtype == dtypes.string else string_ops.as_string(sp.values)
@@ -370,29 +369,11 @@ class IdentityCategoricalColumn(
         values = sp.values
         if values.dtype != dtypes.int64:
             values = cast_ops.cast(values, dtypes.int64)
-        n = ops.convert_to_tensor(self.number_buckets, dtypes.int64, name="num_buckets")
-        zero = ops.convert_to_tensor(0, dtypes.int64)
-        if self.default_value is None:
-            checks = [
-                check_ops.assert_less(
-                    values,
-                    n,
-                    data=(values, n),
-                    message=f'Bucket index for categorical column "{self.name}" '
-                    "exceeds number of buckets",
-                    name="assert_less_than_num_buckets",
-                ),
-                check_ops.assert_greater_equal(
-                    values,
-                    zero,
-                    data=(values,),
-                    message=f'Negative bucket index for categorical column "{self.name}"',
-                    name="assert_greater_or_equal_0",
-                ),
-            ]
-            with ops.control_dependencies(checks):
-                values = array_ops.identity(values)
-        else:
+        if self.default_value is not None:
+            # Without a default, ids out of range pass as they are (TF 2.21): an
+            # indicator gives them no 1, an embedding lookup fails on them when run.
+            n = ops.convert_to_tensor(self.number_buckets, dtypes.int64, name="num_buckets")
+            zero = ops.convert_to_tensor(0, dtypes.int64)
             bad = math_ops.logical_or(
                 math_ops.less(values, zero), math_ops.greater_equal(values, n)
             )
