@@ -567,11 +567,13 @@ def linear_model(
                 f"_CategoricalColumn. Given: {column}"
             )
     ctx = _Ctx(_model_collections(weight_collections), trainable)
+    ordered = sorted(columns, key=lambda c: c.name)
+    scope_names = [_claim_scope_name(c._var_scope_name) for c in ordered]
     with var_scope.variable_scope(None, default_name="linear_model"):
         builder = _Builder(features)
         sums = []
-        for column in sorted(columns, key=lambda c: c.name):
-            with var_scope.variable_scope(None, default_name=column._var_scope_name):
+        for column, scope_name in zip(ordered, scope_names, strict=True):
+            with var_scope.variable_scope(scope_name):
                 sums.append(_weighted_sum(column, builder, units, sparse_combiner, ctx))
                 if cols_to_vars is not None:
                     cols_to_vars[column] = ops.get_collection(
@@ -589,6 +591,16 @@ def linear_model(
         if cols_to_vars is not None:
             cols_to_vars["bias"] = [bias]
         return math_ops.add(no_bias, bias, name="weighted_sum")
+
+
+def _claim_scope_name(prefix):
+    """`prefix` made unique among the scopes of the scope linear_model is called in, and
+    counted there: TF's linear model names each column's part so (its layers are made
+    outside the model's scope), hence `linear_model_1/age_1/weights` on a second call."""
+    name = var_scope._get_unique_variable_scope(prefix)
+    outer = var_scope.get_variable_scope().name
+    var_scope.get_variable_scope_store().open_variable_scope(f"{outer}/{name}" if outer else name)
+    return name
 
 
 def _weighted_sum(column, builder, units, sparse_combiner, ctx):

@@ -17,7 +17,7 @@ import collections
 
 import numpy as np
 
-from asyncflow import dtypes, var_scope
+from asyncflow import dtypes, tensor_shape, var_scope
 from asyncflow import graph as ops
 from asyncflow.nn_sparse_extras import safe_embedding_lookup_sparse
 from asyncflow.ops import (
@@ -142,6 +142,19 @@ class _Column:
     @property
     def _var_scope_name(self) -> str:
         return self.name
+
+    # TF1's underscored names, which TF1 programs still read.
+    @property
+    def _parse_example_spec(self):
+        return self.parse_example_spec
+
+    @property
+    def _num_buckets(self):
+        return self.num_buckets
+
+    @property
+    def _variable_shape(self):
+        return tensor_shape.TensorShape([self._num_elements])
 
 
 class _Categorical(_Column):
