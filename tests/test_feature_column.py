@@ -20,7 +20,16 @@ import feature_column_cases as cases  # noqa: E402
 pytestmark = pytest.mark.timeout(60)
 
 TF = json.loads((HERE / "feature_column_tf.json").read_text())
-FACTS = ("names", "spec", "variables", "trainable", "model", "cols_to_vars", "lm_cols_to_vars")
+FACTS = (
+    "names",
+    "shapes",
+    "spec",
+    "variables",
+    "trainable",
+    "model",
+    "cols_to_vars",
+    "lm_cols_to_vars",
+)
 
 
 @pytest.fixture
