@@ -53,6 +53,7 @@ from asyncflow.ops import (
     manip_ops,
     math_ops,
     matmul_ops,
+    nn_ops,
     sparse_ops,
 )
 
@@ -569,7 +570,16 @@ def linear_model(
     ctx = _Ctx(_model_collections(weight_collections), trainable)
     ordered = sorted(columns, key=lambda c: c.name)
     scope_names = [_claim_scope_name(c._var_scope_name) for c in ordered]
-    with var_scope.variable_scope(None, default_name="linear_model"):
+    with var_scope.variable_scope(None, default_name="linear_model") as model_scope:
+        pass
+    # TF's model is a layer called after its scope is made: its ops land under
+    # "linear_model_1/linear_model/" (a fresh name scope, then the scope's own name).
+    short = model_scope.name.rpartition("/")[2]
+    with (
+        ops.name_scope(short),
+        var_scope.variable_scope(model_scope, auxiliary_name_scope=False),
+        ops.name_scope(short),
+    ):
         builder = _Builder(features)
         sums = []
         for column, scope_name in zip(ordered, scope_names, strict=True):
@@ -590,7 +600,7 @@ def linear_model(
         )
         if cols_to_vars is not None:
             cols_to_vars["bias"] = [bias]
-        return math_ops.add(no_bias, bias, name="weighted_sum")
+        return nn_ops.bias_add(no_bias, bias, name="weighted_sum")
 
 
 def _claim_scope_name(prefix):
