@@ -459,9 +459,21 @@ def shared_embedding_columns(
 
 
 class _Ctx:
+    """What a model tells its columns: the variables' collections, trainability, and
+    what to do with a new embedding variable (start it from a checkpoint, as TF)."""
+
     def __init__(self, collections_, trainable):
         self.collections = collections_
         self.trainable = trainable
+
+    @staticmethod
+    def made_embedding(column, weights):
+        if column.ckpt_to_load_from is not None:
+            from asyncflow.train import checkpoint_utils
+
+            checkpoint_utils.init_from_checkpoint(
+                column.ckpt_to_load_from, {column.tensor_name_in_ckpt: weights}
+            )
 
 
 def _normalize(feature_columns):

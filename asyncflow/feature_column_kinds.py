@@ -588,6 +588,7 @@ class EmbeddingColumn(_Column, collections.namedtuple("EmbeddingColumn", _EMBEDD
             trainable=self.trainable and ctx.trainable,
             collections=ctx.collections,
         )
+        ctx.made_embedding(self, weights)
         return _embed(self, weights, builder)
 
 
@@ -641,4 +642,5 @@ class _SharedEmbeddingColumn(
                 collections=ctx.collections,
             )
             ops.add_to_collection(self.shared_embedding_collection_name, weights)
+            ctx.made_embedding(self, weights)
         return _embed(self, weights, builder)

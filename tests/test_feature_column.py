@@ -125,3 +125,28 @@ def test_identity_ids_out_of_range_pass_as_in_tf2():
     with tf.Graph().as_default(), tf.Session() as s:
         out = s.run(fc.input_layer({"i": tf.constant([[1], [5], [-3]])}, [col]))
     np.testing.assert_array_equal(out, [[0, 1, 0], [0, 0, 0], [0, 0, 0]])
+
+
+def test_embeddings_start_from_a_checkpoint(tmp_path):
+    """ckpt_to_load_from/tensor_name_in_ckpt: the variable starts as the checkpoint's
+    tensor (TF's output recorded from the same program)."""
+    fc = tf.feature_column
+    with tf.Graph().as_default():
+        v = tf.get_variable(
+            "emb", initializer=tf.constant(np.arange(6.0).reshape(3, 2) / 2, tf.float32)
+        )
+        with tf.Session() as s:
+            s.run(v.initializer)
+            path = tf.train.Saver().save(s, str(tmp_path / "m"))
+    with tf.Graph().as_default():
+        i, j = (
+            fc.categorical_column_with_identity("i", 3),
+            fc.categorical_column_with_identity("j", 3),
+        )
+        kw = {"ckpt_to_load_from": path, "tensor_name_in_ckpt": "emb"}
+        cols = [fc.embedding_column(i, 2, **kw), *fc.shared_embedding_columns([i, j], 2, **kw)]
+        out = fc.input_layer({"i": tf.constant([[2], [0]]), "j": tf.constant([[1], [1]])}, cols)
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            got = s.run(out)
+    np.testing.assert_allclose(got, [[2, 2.5, 2, 2.5, 1, 1.5], [0, 0.5, 0, 0.5, 1, 1.5]])
