@@ -76,7 +76,8 @@ class _Builder:
             if rank == 1:
                 return array_ops.expand_dims(feature, -1)
             return feature
-        rank = feature.dense_shape.shape.as_list()[0] if feature.dense_shape.shape else None
+        shape = feature.dense_shape.shape
+        rank = shape.as_list()[0] if shape.ndims == 1 else None
         if rank == 0:
             raise ValueError(f"Feature (key: {key}) cannot have rank 0. Given: {feature}")
         if rank == 1:
