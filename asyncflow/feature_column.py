@@ -18,6 +18,10 @@ Invariants, as TF 2.21's:
 - Variables: `<model>/<column name>/weights`, `<model>/bias_weights`,
   `input_layer/<column name>/embedding_weights`, shared embeddings under the sorted
   names joined by '_' plus '_shared_embedding'.
+
+Not as TF: the sequence_* columns are missing; a crossed column over dense features
+loses the static batch size TF keeps ([?, n] for its [2, n]); op names inside a lookup
+(not the models' outputs, not the variables) may differ.
 """
 
 from __future__ import annotations
