@@ -22,7 +22,7 @@ from asyncflow import dtypes, ragged, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import merged_shapes
-from asyncflow.ops.slicing_ops import _invalid, _np_dtype, apply, op_scope
+from asyncflow.ops.slicing_ops import _invalid, _np_dtype, apply
 from asyncflow.ragged import RaggedTensor
 from asyncflow.registry import ANY, INDEX, REQUIRED, register_op
 
@@ -173,9 +173,9 @@ def concat(values, axis, name="concat"):
             "List argument 'values' to 'ConcatV2' Op with length 0 shorter than minimum length 2."
         )
     if len(values) == 1:
-        with op_scope(name, "concat", values) as scope:
+        with ops.name_scope(name):  # (TF's: "concat/concat", its scope reserved)
             ops.convert_to_tensor(axis, name="concat_dim", dtype=dtypes.int32).shape.with_rank(0)
-            return apply("Identity", [values[0]], name=scope).outputs[0]
+            return apply("Identity", [values[0]], name=name).outputs[0]
     return apply("ConcatV2", [list(values), axis], name=name).outputs[0]
 
 

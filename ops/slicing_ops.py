@@ -189,6 +189,22 @@ async def _slice(ctx, x, begin, size):
     return x[tuple(index)]
 
 
+def _fold_slice(t):
+    """A slice of a build-time constant (a shape's first dims, say) is one too, as TF's
+    shape inference evaluates it: reshapes to `slice(shape(x), ...)` keep static dims."""
+    x, begin, size = (ops.constant_value(i) for i in t.op.inputs)
+    if x is None or begin is None or size is None or begin.size != x.ndim:
+        return None
+    index = tuple(
+        builtins.slice(int(b), None if s == -1 else int(b) + int(s))
+        for b, s in zip(begin.tolist(), size.tolist(), strict=True)
+    )
+    return np.asarray(x)[index]
+
+
+ops.register_constant_folder("Slice", _fold_slice)
+
+
 def slice(input_, begin, size, name=None):  # noqa: A001 - TF's name
     """`tf.slice`: the `size`-shaped block starting at `begin` (size -1: to the end).
 

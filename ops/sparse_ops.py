@@ -640,6 +640,15 @@ def sparse_reshape(sp_input, shape, name=None) -> SparseTensor:
         idx, out_shape = ops.apply_op(
             "SparseReshape", [sp.indices, sp.dense_shape, shape], name=scope
         ).outputs
+        dims = None if want is None or have is None else want.tolist()
+        if dims is not None and -1 in dims:
+            rest = int(np.prod([d for d in dims if d != -1]))
+            size = int(np.prod(have))
+            dims[dims.index(-1)] = size // rest if rest and size % rest == 0 else -1
+        if dims is not None and -1 not in dims:
+            # Both shapes known when built: TF gives the result's shape as a constant,
+            # so what is built on it (an embedding lookup's reshape) keeps static dims.
+            out_shape = ops.convert_to_tensor(np.asarray(dims, np.int64))
         return SparseTensor(idx, array_values(sp), out_shape)
 
 

@@ -106,6 +106,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linalg_tridiagonal",
             "linalg_dispatch",
             "lookup",
+            "feature_column_kinds",  # (feature_column: programs; it reads files by gfile)
             "metrics",
             "metrics_at_k",
             "sets",
