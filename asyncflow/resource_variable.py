@@ -21,7 +21,7 @@ from asyncflow import graph as ops
 from asyncflow import variables as _variables
 from asyncflow.ops import resource_variable_ops as rvo
 from asyncflow.ops import state_ops
-from asyncflow.variables import Variable
+from asyncflow.variables import Variable, guard_uninitialized_dependencies
 
 __all__ = ["ResourceVariable", "is_resource_variable"]
 
@@ -69,7 +69,9 @@ class ResourceVariable(Variable):
         assert self._handle.op.name == scope, (self._handle.op.name, scope)
         self._initial_value = value
         with graph.name_scope(scope + "/"), graph.colocate_with(self._handle.op):
-            self._initializer_op = rvo.assign_variable_op(self._handle, value, name="Assign")
+            self._initializer_op = rvo.assign_variable_op(
+                self._handle, guard_uninitialized_dependencies(scope, value), name="Assign"
+            )
             with graph.name_scope("Read"):
                 self._graph_element = rvo.read_variable_op(self._handle, self._dtype_base)
             # What the ref-updating ops (optimizers, Scatter*, CountUpTo) take.

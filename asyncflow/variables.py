@@ -319,7 +319,10 @@ class Variable(metaclass=_VariableMeta):
         with graph.name_scope(scope + "/"):
             with graph.colocate_with(self._variable.op):
                 self._initializer_op = state_ops.assign(
-                    self._variable, value, validate_shape=validate_shape, name="Assign"
+                    self._variable,
+                    guard_uninitialized_dependencies(scope, value),
+                    validate_shape=validate_shape,
+                    name="Assign",
                 ).op
             if self._caching_device is not None:
                 with graph.device(self._caching_device):
@@ -547,6 +550,73 @@ _OPERATORS = (
     "__gt__",
     "__ge__",
 )
+
+
+# -- initial values that read other variables --------------------------------------------
+
+# Ops the guard leaves as they are: the initialised-flag reads, and resource reads (TF1
+# guards only ref variables; a ReadVariableOp of an uninitialised one fails as TF's).
+_GUARD_KEEP = frozenset({"IsVariableInitialized", "VarIsInitializedOp", "ReadVariableOp", "If"})
+
+
+def guard_uninitialized_dependencies(scope: str, value: ops.Tensor) -> ops.Tensor:
+    """`value` rebuilt so each ref variable it reads is read through that variable's
+    `initialized_value()` (TF1's `_try_guard_against_uninitialized_dependencies`).
+
+    So `Variable(v + 1.)` initialises from v's initial value while v is uninitialised,
+    and one `global_variables_initializer()` works whatever order it runs the
+    initializers in.  Ops on such a path are copied as "<op>_<scope>"; the rest of the
+    graph is shared.  A value inside a loop or cond, or on a cycle, is left as it is.
+    """
+    graph = value.graph
+    cache: dict = {}  # op -> its replacement op (itself when nothing it reads changed)
+    stack = [(value.op, False)]
+    on_path: set = set()
+    while stack:  # iterative post-order: initial values may hang off long chains
+        op, expanded = stack.pop()
+        if op in cache:
+            continue
+        if not expanded:
+            if op.type in _GUARD_KEEP or op._control_flow_context is not None:
+                cache[op] = op
+                continue
+            if op.type in ("Variable", "VariableV2"):
+                cache[op] = _initialized_value_op(op)
+                continue
+            if op in on_path:
+                return value  # a cycle: TF leaves such an initial value unguarded
+            on_path.add(op)
+            stack.append((op, True))
+            stack.extend((t.op, False) for t in op.inputs if t.op not in cache)
+            continue
+        on_path.discard(op)
+        new_inputs = [cache[t.op].outputs[t.value_index] for t in op.inputs]
+        if all(a is b for a, b in zip(new_inputs, op.inputs)):
+            cache[op] = op
+        else:
+            cache[op] = _copy_op(graph, op, new_inputs, f"{op.name}_{scope}/")
+    return cache[value.op].outputs[value.value_index]
+
+
+def _initialized_value_op(variable_op: ops.Operation) -> ops.Operation:
+    names = (variable_op.name, variable_op.name + ":0")
+    for key in (GraphKeys.GLOBAL_VARIABLES, GraphKeys.LOCAL_VARIABLES):
+        for var in variable_op.graph.get_collection(key):
+            if getattr(var, "name", None) in names and hasattr(var, "initialized_value"):
+                return var.initialized_value().op
+    return variable_op
+
+
+def _copy_op(graph: ops.Graph, op: ops.Operation, inputs: list, name: str) -> ops.Operation:
+    attrs = dict(op._attrs)
+    out_dtypes, refs = ops._output_dtypes(op.op_def, attrs)
+    with graph.as_default(), graph.control_dependencies(None):
+        # An exact name, as TF's ("vv/read_ww/" names the op "vv/read_ww").
+        name = ops._claim_op_name(graph, name, op.type)
+        new = graph._create_op(op.op_def, name, inputs, attrs, out_dtypes, refs, [])
+        if op.op_def.shape_fn is not None:
+            ops._set_output_shapes(graph, new, op.op_def)
+    return new
 
 
 def _delegate(name: str) -> Callable:

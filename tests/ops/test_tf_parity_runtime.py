@@ -1,0 +1,53 @@
+"""Run-time errors and variable state ops against values recorded from TF 2.21
+(tf.compat.v1 graph mode); TF1's behaviour where TF2 changed only a message."""
+
+from __future__ import annotations
+
+import pytest
+
+import asyncflow as tf
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with tf.Graph().as_default() as g:
+        yield g
+
+
+# -- initial values that read other variables ---------------------------------------------
+
+
+def test_initial_value_reading_an_uninitialized_variable_uses_its_initial_value():
+    v = tf.Variable(1.0, name="vv")
+    w = tf.Variable(v + 1.0, name="ww")
+    with tf.Session() as sess:
+        sess.run(w.initializer)  # TF: 2.0, and vv is still uninitialised
+        assert sess.run(w) == 2.0
+        assert not sess.run(tf.is_variable_initialized(v))
+
+
+def test_global_initializer_with_dependent_variables_and_tf_op_names():
+    v = tf.Variable(2.0, name="vv")
+    w = tf.Variable(v * 2 + v, name="ww")
+    names = [op.name for op in tf.get_default_graph().get_operations()]
+    # TF's copies of the path that reads vv, named "<op>_<scope>".
+    assert names[-5:] == ["vv/read_ww", "mul_ww", "add_ww", "ww/Assign", "ww/read"]
+    assert "ww/cond/Merge" in names
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        assert sess.run([v, w]) == [2.0, 6.0]
+
+
+def test_get_variable_initializer_tensor_reading_a_variable():
+    v = tf.Variable(2.0, name="vv")
+    w = tf.get_variable("w", initializer=v * 2.0)
+    with tf.Session() as sess:
+        sess.run(w.initializer)
+        assert sess.run(w) == 4.0
+
+
+def test_resource_read_in_an_initial_value_is_not_guarded():
+    v = tf.Variable(1.0, name="vv", use_resource=True)
+    w = tf.Variable(v * 3.0, name="ww", use_resource=True)
+    with tf.Session() as sess, pytest.raises(tf.errors.FailedPreconditionError):
+        sess.run(w.initializer)
