@@ -208,9 +208,7 @@ class VarRef:
         """
         value = self.value
         if value is None:
-            raise errors.FailedPreconditionError(
-                None, None, f"Attempting to use uninitialized value {self.name}"
-            )
+            raise self._uninitialized_error()
         iface = self._iface
         if iface is None:
             if self._xp is not None:
@@ -304,6 +302,11 @@ class VarRef:
             return
         # Always copy: the input may be a Const's shared value or another op's output.
         self._install(xp.array(value, dtype=self.dtype.as_numpy_dtype, copy=True), xp)
+
+    def _uninitialized_error(self) -> errors.OpError:
+        return errors.FailedPreconditionError(
+            None, None, f"Attempting to use uninitialized value {self.name}"
+        )
 
     def _current(self):
         """The current buffer, for a check within this event-loop step (not handed out).

@@ -51,3 +51,41 @@ def test_resource_read_in_an_initial_value_is_not_guarded():
     w = tf.Variable(v * 3.0, name="ww", use_resource=True)
     with tf.Session() as sess, pytest.raises(tf.errors.FailedPreconditionError):
         sess.run(w.initializer)
+
+
+# -- resource variables used before initialisation: TF's lookup fails (NotFoundError) --------
+
+_NOT_FOUND = "Resource localhost/Variable/N10tensorflow3VarE does not exist."
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda v: v.sparse_read([1]),
+        lambda v: v.gather_nd([[1, 1]]),
+        lambda v: tf.scatter_add(v, [0], [[1.0, 1.0]]),
+        lambda v: tf.scatter_update(v, [0], [[1.0, 1.0]]),
+        lambda v: tf.scatter_nd_update(v, [[0]], [[1.0, 1.0]]),
+        lambda v: tf.scatter_nd_add(v, [[0]], [[1.0, 1.0]]),
+        lambda v: v[0].assign([1.0, 1.0]),
+        lambda v: v.assign_sub([[1.0, 1.0], [1.0, 1.0]]),
+    ],
+    ids=["sparse_read", "gather_nd", "scatter_add", "scatter_update", "scatter_nd_update",
+         "scatter_nd_add", "slice_assign", "assign_sub"],
+)  # fmt: skip
+def test_resource_update_or_gather_of_uninitialized_variable_is_not_found(build):
+    v = tf.Variable([[1.0, 2.0], [3.0, 4.0]], use_resource=True)
+    with tf.Session() as sess, pytest.raises(tf.errors.NotFoundError, match=_NOT_FOUND):
+        sess.run(build(v))
+
+
+def test_resource_count_up_to_of_uninitialized_variable_is_not_found():
+    v = tf.Variable(0, use_resource=True)
+    with tf.Session() as sess, pytest.raises(tf.errors.NotFoundError, match=_NOT_FOUND):
+        sess.run(v.count_up_to(3))
+
+
+def test_resource_read_of_uninitialized_variable_stays_failed_precondition():
+    v = tf.Variable(1.0, use_resource=True)
+    with tf.Session() as sess, pytest.raises(tf.errors.FailedPreconditionError):
+        sess.run(v.read_value())
