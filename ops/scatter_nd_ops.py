@@ -23,6 +23,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import scatter_at
+from asyncflow.ops.state_ops import require_ref
 from asyncflow.registry import (
     ANY,
     INDEX,
@@ -582,6 +583,7 @@ ScatterNdSub = _ref_scatter_nd_op("ScatterNdSub", "sub", NUMERIC)
 
 def _ref_scatter_nd_builder(op_type: str, verb: str):
     def builder(ref, indices, updates, use_locking=True, name=None):
+        require_ref(ref, "_lazy_read")
         attrs = {"use_locking": use_locking}
         return ops.apply_op(op_type, [ref, indices, updates], attrs, name=name).outputs[0]
 

@@ -325,18 +325,23 @@ class VarRef:
             return tuple(self.shape.as_list())
         return None
 
-    def apply_ufunc(self, ufunc, operand, xp=np) -> None:
+    def apply_ufunc(self, ufunc, operand, xp=np, ref_op=False) -> None:
         """self = ufunc(self, operand), in place when the buffer is exclusively ours
         (`ufunc` names one of `xp`'s, the array module of the variable's device).
 
         Raises:
           FailedPreconditionError: uninitialised.
-          InvalidArgumentError: shapes differ.
+          InvalidArgumentError: shapes differ (worded as TF's ref op AssignAdd/AssignSub
+            when `ref_op`, else as its resource AssignAddVariableOp).
         """
         shape = self._current().shape
         operand = xp.asarray(operand)
         ufunc = getattr(xp, ufunc) if isinstance(ufunc, str) else ufunc
         if shape != operand.shape:
+            if ref_op:
+                raise errors.InvalidArgumentError(
+                    None, None, "Parameters and update must be the same size"
+                )
             raise errors.InvalidArgumentError(
                 None,
                 None,
@@ -601,6 +606,21 @@ Assign = register_op(
 NotDifferentiable("Assign")
 
 
+def require_ref(ref, method: str) -> None:
+    """TF1's update builders call a method of a `ref` that is not a ref tensor (a
+    resource variable's `assign`, `_lazy_read`, `handle`): a plain Tensor or a Python
+    value has none, so they fail with that AttributeError, not a TypeError.
+
+    Raises:
+      AttributeError: `ref` is a Tensor that is not a ref, or has no dtype.
+    """
+    if isinstance(ref, ops.Tensor):
+        if not ref._is_ref:
+            raise AttributeError(f"'Tensor' object has no attribute '{method}'")
+    elif not hasattr(ref, "dtype"):
+        raise AttributeError(f"'{type(ref).__name__}' object has no attribute 'dtype'")
+
+
 @Assign.kernel()
 async def _assign(ctx, ref, value):
     ref.assign(value, ctx.attrs["validate_shape"], ctx.xp)
@@ -613,6 +633,7 @@ def assign(ref, value, validate_shape=None, use_locking=None, name=None):
     Raises (when run):
       InvalidArgumentError: validate_shape (the default) and the shapes differ.
     """
+    require_ref(ref, "assign")
     attrs = {"validate_shape": validate_shape, "use_locking": use_locking}
     return ops.apply_op("Assign", [ref, value], attrs, name=name).outputs[0]
 
@@ -726,7 +747,7 @@ def _register_assign_update(op_type: str, ufunc):
     @op_def.kernel()
     async def _kernel(ctx, ref, value):
         # A large variable's update would hold the loop: its cost decides where it runs.
-        await ctx.compute(ref.apply_ufunc, ufunc, value, ctx.xp)
+        await ctx.compute(ref.apply_ufunc, ufunc, value, ctx.xp, True)
         return ref.read()
 
     return op_def
@@ -743,6 +764,7 @@ def assign_add(ref, value, use_locking=None, name=None):
       FailedPreconditionError: `ref` is uninitialised.
       InvalidArgumentError: shapes differ.
     """
+    require_ref(ref, "assign_add")
     attrs = {"use_locking": use_locking}
     return ops.apply_op("AssignAdd", [ref, value], attrs, name=name).outputs[0]
 
@@ -754,6 +776,7 @@ def assign_sub(ref, value, use_locking=None, name=None):
       FailedPreconditionError: `ref` is uninitialised.
       InvalidArgumentError: shapes differ.
     """
+    require_ref(ref, "assign_sub")
     attrs = {"use_locking": use_locking}
     return ops.apply_op("AssignSub", [ref, value], attrs, name=name).outputs[0]
 
@@ -880,6 +903,7 @@ ScatterMax = _register_scatter("ScatterMax", np.maximum.at, True, REAL, device_o
 
 def _scatter_builder(op_type: str, verb: str):
     def builder(ref, indices, updates, use_locking=True, name=None):
+        require_ref(ref, "_lazy_read")
         attrs = {"use_locking": use_locking}
         return ops.apply_op(op_type, [ref, indices, updates], attrs, name=name).outputs[0]
 
@@ -1007,5 +1031,6 @@ def count_up_to(ref, limit, name=None):
     Raises (when run):
       OutOfRangeError: the variable already holds `limit`.
     """
+    require_ref(ref, "handle")
     ref = getattr(ref, "_ref", lambda: ref)()
     return ops.apply_op("CountUpTo", [ref], {"limit": int(limit)}, name=name).outputs[0]

@@ -89,3 +89,35 @@ def test_resource_read_of_uninitialized_variable_stays_failed_precondition():
     v = tf.Variable(1.0, use_resource=True)
     with tf.Session() as sess, pytest.raises(tf.errors.FailedPreconditionError):
         sess.run(v.read_value())
+
+
+# -- update builders given something that is not a variable --------------------------------
+
+
+@pytest.mark.parametrize(
+    "build,method",
+    [
+        (lambda t: tf.assign(t, 2.0), "assign"),
+        (lambda t: tf.assign_add(t, 2.0), "assign_add"),
+        (lambda t: tf.assign_sub(t, 2.0), "assign_sub"),
+        (lambda t: tf.scatter_update(t, [0], [2.0]), "_lazy_read"),
+        (lambda t: tf.scatter_nd_update(t, [[0]], [2.0]), "_lazy_read"),
+        (lambda t: tf.count_up_to(t, 2), "handle"),
+    ],
+)
+def test_update_builders_on_a_plain_tensor_raise_attribute_error(build, method):
+    t = tf.constant([1.0])
+    with pytest.raises(AttributeError, match=f"'Tensor' object has no attribute '{method}'"):
+        build(t)
+
+
+@pytest.mark.parametrize("method", ["assign_add", "assign_sub"])
+def test_ref_assign_add_of_a_different_shape_says_tf1s_words(method):
+    v = tf.Variable([1.0, 2.0])
+    x = tf.placeholder(tf.float32)
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        with pytest.raises(
+            tf.errors.InvalidArgumentError, match="^Parameters and update must be the same size"
+        ):
+            sess.run(getattr(v, method)(x), {x: [1.0, 2.0, 3.0]})
