@@ -186,6 +186,16 @@ class ResourceVariable(Variable):
         updated = super()._scatter(builder, sparse_delta, use_locking, name)
         return self._after(updated.op, True)
 
+    def batch_scatter_update(self, sparse_delta, use_locking=False, name=None):
+        if not (hasattr(sparse_delta, "indices") and hasattr(sparse_delta, "values")):
+            raise TypeError(f"sparse_delta is not IndexedSlices: {sparse_delta}")
+        updated = super().batch_scatter_update(sparse_delta, use_locking, name)
+        return self._after(updated.op, True)
+
+    def _scatter_nd(self, builder, indices, updates, name):
+        updated = super()._scatter_nd(builder, indices, updates, name)
+        return self._after(updated.op, True)
+
     def _strided_slice_assign(self, begin, end, strides, value, name=None, **masks):
         attrs = dict(masks, T=self._dtype_base)
         op = ops.apply_op(

@@ -27,6 +27,7 @@ from asyncflow.ops import (
     manip_ops,
     math_ops,
     partition_ops,
+    scatter_nd_ops,
     slicing_ops,
     state_ops,
 )
@@ -473,6 +474,46 @@ class Variable(metaclass=_VariableMeta):
 
     def scatter_sub(self, sparse_delta, use_locking=False, name=None):
         return self._scatter(state_ops.scatter_sub, sparse_delta, use_locking, name)
+
+    def scatter_mul(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_mul, sparse_delta, use_locking, name)
+
+    def scatter_div(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_div, sparse_delta, use_locking, name)
+
+    def scatter_min(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_min, sparse_delta, use_locking, name)
+
+    def scatter_max(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_max, sparse_delta, use_locking, name)
+
+    def batch_scatter_update(self, sparse_delta, use_locking=False, name=None):
+        """`tf.batch_scatter_update` of this variable with an IndexedSlices (TF1's
+        RefVariable reads `.indices` unchecked: anything else is an AttributeError)."""
+        return scatter_nd_ops.batch_scatter_update(
+            self, sparse_delta.indices, sparse_delta.values, use_locking=use_locking, name=name
+        )
+
+    # TF1's variables write N-d scatters with use_locking=True.
+    def scatter_nd_update(self, indices, updates, name=None):
+        return self._scatter_nd(scatter_nd_ops.scatter_nd_update, indices, updates, name)
+
+    def scatter_nd_add(self, indices, updates, name=None):
+        return self._scatter_nd(scatter_nd_ops.scatter_nd_add, indices, updates, name)
+
+    def scatter_nd_sub(self, indices, updates, name=None):
+        return self._scatter_nd(scatter_nd_ops.scatter_nd_sub, indices, updates, name)
+
+    def _scatter_nd(self, builder, indices, updates, name):
+        return builder(self._variable, indices, updates, use_locking=True, name=name)
+
+    # TF1's RefVariable has these names but no implementation: calling one raises a bare
+    # AttributeError (ResourceVariable implements them).
+    def sparse_read(self, indices, name=None):
+        raise AttributeError
+
+    def gather_nd(self, indices, name=None):
+        raise AttributeError
 
     def __getitem__(self, slice_spec):
         """The value's slice, with TF1's `assign(value, name=None)` writing that slice

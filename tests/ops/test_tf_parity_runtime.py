@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import asyncflow as tf
@@ -121,3 +122,49 @@ def test_ref_assign_add_of_a_different_shape_says_tf1s_words(method):
             tf.errors.InvalidArgumentError, match="^Parameters and update must be the same size"
         ):
             sess.run(getattr(v, method)(x), {x: [1.0, 2.0, 3.0]})
+
+
+# -- Variable's scatter methods ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_resource", [False, True])
+def test_variable_scatter_methods(use_resource):
+    v = tf.Variable([[1.0, 2.0], [3.0, 4.0]], use_resource=use_resource)
+    rows = tf.IndexedSlices(tf.constant([[2.0, 3.0]]), tf.constant([1]))
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        got = [
+            sess.run(v.scatter_nd_update([[0, 1]], [9.0])),
+            sess.run(v.scatter_nd_add([[1, 1]], [9.0])),
+            sess.run(v.scatter_nd_sub([[1]], [[1.0, 1.0]])),
+            sess.run(
+                v.batch_scatter_update(
+                    tf.IndexedSlices(tf.constant([[5.0], [6.0]]), tf.constant([[1], [0]]))
+                )
+            ),
+        ]
+        for method in ("scatter_mul", "scatter_div", "scatter_min", "scatter_max"):
+            got.append(sess.run(getattr(v, method)(rows)))
+    want = [  # TF 2.21
+        [[1, 9], [3, 4]], [[1, 9], [3, 13]], [[1, 9], [2, 12]], [[1, 5], [6, 12]],
+        [[1, 5], [12, 36]], [[1, 5], [6, 12]], [[1, 5], [2, 3]], [[1, 5], [2, 3]],
+    ]  # fmt: skip
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, np.array(w, np.float32))
+
+
+def test_ref_variable_sparse_read_and_gather_nd_raise_attribute_error():
+    v = tf.Variable([1.0, 2.0])
+    with pytest.raises(AttributeError):
+        v.sparse_read([0])
+    with pytest.raises(AttributeError):
+        v.gather_nd([[0]])
+
+
+def test_batch_scatter_update_needs_indexed_slices():
+    ref = tf.Variable([[1.0, 2.0]])
+    with pytest.raises(AttributeError, match="'list' object has no attribute 'indices'"):
+        ref.batch_scatter_update([1])
+    res = tf.Variable([[1.0, 2.0]], use_resource=True)
+    with pytest.raises(TypeError, match=r"sparse_delta is not IndexedSlices: \[1\]"):
+        res.batch_scatter_update([1])
