@@ -1,6 +1,6 @@
 """TF1's namespaces over names asyncflow already has: `af.math`, `af.random`,
 `af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`, `af.spectral`,
-`af.quantization`.
+`af.quantization`, `af.debugging`.
 
 Each namespace lists TF1's names (`tf.compat.v1.<namespace>`, TF 2.21) and resolves
 one when it is first read: an explicit alias (`linalg.inv` is `matrix_inverse`), else
@@ -102,6 +102,15 @@ _NAMES = {
         irfft2d irfft3d irfftnd kaiser_bessel_derived_window kaiser_window
         linear_to_mel_weight_matrix mdct mfccs_from_log_mel_spectrograms overlap_and_add
         rfft rfft2d rfft3d rfftnd stft vorbis_window
+    """,
+    "debugging": """
+        Assert assert_all_finite assert_equal assert_greater assert_greater_equal
+        assert_integer assert_less assert_less_equal assert_near assert_negative
+        assert_non_negative assert_non_positive assert_none_equal assert_positive
+        assert_proper_iterable assert_rank assert_rank_at_least assert_rank_in
+        assert_same_float_dtype assert_scalar assert_shapes assert_type check_numerics
+        get_log_device_placement is_finite is_inf is_nan is_non_decreasing
+        is_numeric_tensor is_strictly_increasing set_log_device_placement
     """,
     "spectral": """
         dct fft fft2d fft3d idct ifft ifft2d ifft3d irfft irfft2d irfft3d rfft rfft2d rfft3d
@@ -285,6 +294,8 @@ _ALIASES = {
         "kaiser_bessel_derived_window": "signal_mdct.kaiser_bessel_derived_window",
     },
     "quantization": {},
+    # TF1's tf.debugging.assert_all_finite(t, msg) is verify_tensor_all_finite.
+    "debugging": {"assert_all_finite": "verify_tensor_all_finite"},
     # TF1's older name for tf.signal's transforms: the same functions.
     "spectral": {
         n: f"signal.{n}"
@@ -303,6 +314,7 @@ _PREFIXES = {
     "signal": (),
     "quantization": (),
     "spectral": (),
+    "debugging": (),
 }
 
 

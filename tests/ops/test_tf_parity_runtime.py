@@ -168,3 +168,29 @@ def test_batch_scatter_update_needs_indexed_slices():
     res = tf.Variable([[1.0, 2.0]], use_resource=True)
     with pytest.raises(TypeError, match=r"sparse_delta is not IndexedSlices: \[1\]"):
         res.batch_scatter_update([1])
+
+
+# -- assertion messages ---------------------------------------------------------------------
+
+
+def _assert_message(make_assert, feed):
+    x = tf.placeholder(tf.float32)
+    with tf.control_dependencies([make_assert(x)]):
+        y = tf.identity(x)
+    with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError) as info:
+        sess.run(y, {x: feed})
+    return info.value.message.split("\n")[0]
+
+
+def test_debugging_namespace():
+    assert tf.debugging.assert_all_finite is tf.verify_tensor_all_finite
+    got = _assert_message(lambda x: tf.debugging.assert_all_finite(x, "fin"), [np.nan])
+    assert got == "fin : Tensor had NaN values"
+    with tf.Session() as sess:
+        assert sess.run(
+            tf.debugging.check_numerics(tf.constant([1.0, 2.0]) * 2, "m")
+        ).tolist() == [
+            2.0,
+            4.0,
+        ]
+        assert sess.run(tf.debugging.is_nan([1.0, np.nan])).tolist() == [False, True]
