@@ -182,6 +182,14 @@ def _assert_message(make_assert, feed):
     return info.value.message.split("\n")[0]
 
 
+def test_assert_non_positive_message_joins_condition_and_name_as_tf():
+    got = _assert_message(tf.assert_non_positive, [1.0, -1.0, 3.0])
+    assert got == (
+        "assertion failed: [] [Condition x <= 0 did not hold element-wise:"
+        "x (Placeholder:0) = ] [1 -1 3]"
+    )
+
+
 def test_debugging_namespace():
     assert tf.debugging.assert_all_finite is tf.verify_tensor_all_finite
     got = _assert_message(lambda x: tf.debugging.assert_all_finite(x, "fin"), [np.nan])
