@@ -190,6 +190,16 @@ def test_assert_non_positive_message_joins_condition_and_name_as_tf():
     )
 
 
+def test_assert_data_strings_are_c_escaped():
+    flag = tf.placeholder(tf.bool)
+    data = ['a"b', "c'd", "new\nline", "back\\slash", tf.constant(["üñ"])]
+    with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError) as info:
+        sess.run(tf.Assert(flag, data), {flag: False})
+    assert info.value.message.split("\n")[0] == (
+        "assertion failed: [a\\\"b] [c\\'d] [new\\nline] [back\\\\slash] [üñ]"
+    )
+
+
 def test_debugging_namespace():
     assert tf.debugging.assert_all_finite is tf.verify_tensor_all_finite
     got = _assert_message(lambda x: tf.debugging.assert_all_finite(x, "fin"), [np.nan])
