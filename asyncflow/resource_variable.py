@@ -33,14 +33,14 @@ class ResourceVariable(Variable):
         base = (name or "Variable").rstrip("/")
         exact = bool(name) and name.endswith("/")
         scope = base if exact else graph.unique_name(base, mark_as_used=False)
-        with graph.name_scope(scope + "/"):
-            if callable(initial_value):
-                with graph.name_scope("Initializer"):
-                    value = ops.convert_to_tensor(
-                        initial_value(), name="initial_value", dtype=dtype
-                    )
-            else:
-                value = ops.convert_to_tensor(initial_value, name="initial_value", dtype=dtype)
+        # TF names a resource variable's initial value under "Initializer" whether or
+        # not it is given as a function ("v/Initializer/initial_value").
+        with graph.name_scope(scope + "/"), graph.name_scope("Initializer"):
+            value = ops.convert_to_tensor(
+                initial_value() if callable(initial_value) else initial_value,
+                name="initial_value",
+                dtype=dtype,
+            )
         if value.op._control_flow_context is not None:
             raise ValueError(
                 f"Initializer for variable {scope}/ is from inside a control-flow construct, "
@@ -116,11 +116,12 @@ class ResourceVariable(Variable):
         return self._read()
 
     def read_value(self) -> ops.Tensor:
-        """A new read, as TF: an Identity of a ReadVariableOp under "Read"."""
+        """A new read, as TF: an Identity ("Identity") of a ReadVariableOp under "Read"."""
         from asyncflow.ops import array_ops
 
         with ops.name_scope("Read"):
-            return array_ops.identity(self._read())
+            value = self._read()
+        return array_ops.identity(value)
 
     def sparse_read(self, indices, name=None) -> ops.Tensor:
         """Rows `indices` of the variable (op ResourceGather: its gradient is sparse)."""

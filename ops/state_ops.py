@@ -951,7 +951,10 @@ async def _is_variable_initialized(ctx, ref):
 
 
 def is_variable_initialized(ref, name=None):
-    """A bool scalar: whether `ref` (a Variable or ref tensor) has been assigned."""
+    """A bool scalar: whether `ref` (a Variable or ref tensor) has been assigned; a
+    resource variable answers with its own VarIsInitializedOp, as TF1's."""
+    if getattr(ref, "_handle", None) is not None:
+        return ref.is_initialized(name=name)
     return ops.apply_op("IsVariableInitialized", [ref], name=name).outputs[0]
 
 

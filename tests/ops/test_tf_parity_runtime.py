@@ -212,3 +212,22 @@ def test_debugging_namespace():
             4.0,
         ]
         assert sess.run(tf.debugging.is_nan([1.0, np.nan])).tolist() == [False, True]
+
+
+# -- resource variable names ------------------------------------------------------------------
+
+
+def test_resource_variable_op_names_as_tf():
+    v = tf.Variable([1.0, 2.0], name="pv", use_resource=True)
+    assert v.initial_value.name == "pv/Initializer/initial_value:0"
+    assert v.read_value().name == "Identity:0"
+    assert v.to_proto().initial_value_name == "pv/Initializer/initial_value:0"
+    ref = tf.Variable(1.0)
+    assert tf.is_variable_initialized(ref).name == "IsVariableInitialized:0"
+    flag = tf.is_variable_initialized(v)  # a resource variable's own op, as TF1's
+    assert flag.op.type == "VarIsInitializedOp"
+    assert tf.is_variable_initialized(ref).name == "IsVariableInitialized_1:0"
+    with tf.Session() as sess:
+        assert not sess.run(flag)
+        sess.run(v.initializer)
+        assert sess.run(flag)
