@@ -231,3 +231,37 @@ def test_resource_variable_op_names_as_tf():
         assert not sess.run(flag)
         sess.run(v.initializer)
         assert sess.run(flag)
+
+
+# -- tf.eye with sizes known only at run time -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "build,feed,want",
+    [
+        (lambda n, m: tf.eye(n), (3, 0), np.eye(3)),
+        (lambda n, m: tf.eye(n, m), (2, 3), np.eye(2, 3)),
+        (lambda n, m: tf.eye(n, m, dtype=tf.int32), (3, 2), np.eye(3, 2)),
+        (lambda n, m: tf.eye(n, batch_shape=[2]), (2, 0), np.stack([np.eye(2)] * 2)),
+        (
+            lambda n, m: tf.eye(2, batch_shape=tf.reshape(m, [1])),
+            (0, 2),
+            np.stack([np.eye(2)] * 2),
+        ),
+    ],
+)
+def test_eye_of_tensor_sizes(build, feed, want):
+    n, m = tf.placeholder(tf.int32), tf.placeholder(tf.int32)
+    with tf.Session() as sess:
+        np.testing.assert_array_equal(sess.run(build(n, m), {n: feed[0], m: feed[1]}), want)
+
+
+def test_eye_of_a_negative_tensor_size_fails_at_run_time():
+    n = tf.placeholder(tf.int32, [])
+    e = tf.eye(n)
+    assert e.shape.as_list() == [None, None]
+    with (
+        tf.Session() as sess,
+        pytest.raises(tf.errors.InvalidArgumentError, match="^Dimension -1 must be >= 0"),
+    ):
+        sess.run(e, {n: -1})
