@@ -265,3 +265,25 @@ def test_eye_of_a_negative_tensor_size_fails_at_run_time():
         pytest.raises(tf.errors.InvalidArgumentError, match="^Dimension -1 must be >= 0"),
     ):
         sess.run(e, {n: -1})
+
+
+# -- softmax cross-entropy with labels of unknown rank ------------------------------------------
+
+
+def test_softmax_xent_labels_of_unknown_rank():
+    labels = tf.placeholder(tf.float32)
+    loss = tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits=tf.ones([2, 3]))
+    loss0 = tf.nn.softmax_cross_entropy_with_logits_v2(
+        labels=labels, logits=tf.ones([3, 2]), axis=0
+    )
+    with tf.Session() as sess:
+        got = sess.run(loss, {labels: [[1.0, 0, 0], [0, 1, 0]]})
+        np.testing.assert_allclose(got, [1.0986123085021973] * 2, rtol=1e-6)
+        got = sess.run(loss0, {labels: [[1.0, 0], [0, 1], [0, 0]]})
+        np.testing.assert_allclose(got, [1.0986123085021973] * 2, rtol=1e-6)
+        with pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=r"^logits and labels must be broadcastable: logits_size=\[2,3\] "
+            r"labels_size=\[2,4\]",
+        ):
+            sess.run(loss, {labels: np.ones((2, 4))})
