@@ -287,3 +287,53 @@ def test_softmax_xent_labels_of_unknown_rank():
             r"labels_size=\[2,4\]",
         ):
             sess.run(loss, {labels: np.ones((2, 4))})
+
+
+# -- kernel error messages (shapes known only at run time) --------------------------------------
+
+_MESSAGES = [  # (name, builder of the failing op, fed value, TF's first line)
+    ("det", tf.matrix_determinant, np.ones((2, 3)), "Input matrix must be square."),
+    ("det_rank", tf.matrix_determinant, np.ones(3), "Input tensor 0 must have rank >= 2, got 1"),
+    ("inverse", tf.matrix_inverse, np.ones((2, 3)), "Input matrix must be square."),
+    ("cholesky", tf.cholesky, np.ones((2, 3)), "Input matrix must be square."),
+    ("eig", tf.self_adjoint_eigvals, np.ones((2, 3)), "Input matrix must be square."),
+    ("sqrtm", tf.linalg.sqrtm, np.ones((2, 3)), "Input matrix must be square."),
+    ("logm", lambda a: tf.linalg.logm(tf.cast(a, tf.complex64)), np.ones((2, 3)),
+     "Input matrix must be square."),
+    ("solve", lambda a: tf.matrix_solve(a, tf.ones([2, 1])), np.ones((2, 3)),
+     "First input (lhs) must be a square matrix."),
+    ("lu_rank", tf.linalg.lu, np.ones(3), "Input tensor must have rank >= 2, got 1"),
+    ("diag_part", tf.diag_part, np.ones((2, 3)),
+     "Invalid shape [2,3]: dimensions 0 and 1 do not match."),
+    ("diag_part_odd", tf.diag_part, np.ones((2, 2, 3)),
+     "The rank of the tensor should be" + " " * 42 + "even and positive, got shape [2,2,3]"),
+    ("batch_to_space", lambda a: tf.batch_to_space(a, [[0, 0], [0, 0]], 2), np.ones((3, 1, 1, 1)),
+     "Input batch dimension (3) is not divisible by product of block sizes (4)"),
+    ("space_to_depth", lambda a: tf.space_to_depth(a, 2), np.ones((1, 3, 5, 1)),
+     "Image width 5 and height 3 should be divisible by block_size: 2"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "build,value,message", [c[1:] for c in _MESSAGES], ids=[c[0] for c in _MESSAGES]
+)
+def test_kernel_error_messages(build, value, message):
+    x = tf.placeholder(tf.float32)
+    with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError) as info:
+        sess.run(build(x), {x: value})
+    assert info.value.message.split("\n")[0] == message
+
+
+@pytest.mark.parametrize(
+    "reduce", [tf.unsorted_segment_sum, tf.unsorted_segment_max, tf.unsorted_segment_prod]
+)
+def test_unsorted_segment_negative_num_segments(reduce):
+    n = tf.placeholder(tf.int32)
+    with (
+        tf.Session() as sess,
+        pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=r"^Input num_segments == -1 must not be negative\.",
+        ),
+    ):
+        sess.run(reduce([1.0, 2.0], [0, 1], n), {n: -1})
