@@ -337,3 +337,24 @@ def test_unsorted_segment_negative_num_segments(reduce):
         ),
     ):
         sess.run(reduce([1.0, 2.0], [0, 1], n), {n: -1})
+
+
+# -- decoding bytes that are no image -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "decode", ["decode_png", "decode_jpeg", "decode_gif", "decode_bmp", "decode_image"]
+)
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        (b"abc", "Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required."),
+        (b"", "Input is empty."),
+        (b"\x89PNG\r\n\x1a\nxxxx", "Invalid PNG. Failed to initialize decoder."),
+    ],
+)
+def test_decode_of_bad_bytes(decode, data, message):
+    x = tf.placeholder(tf.string)
+    with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError) as info:
+        sess.run(getattr(tf.image, decode)(x), {x: data})
+    assert info.value.message.split("\n")[0] == message
