@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -358,3 +360,40 @@ def test_decode_of_bad_bytes(decode, data, message):
     with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError) as info:
         sess.run(getattr(tf.image, decode)(x), {x: data})
     assert info.value.message.split("\n")[0] == message
+
+
+# -- crop/pad to a bounding box: TF's checks, static and at run time ------------------------------
+
+_BOX_CASES = [  # (builder, offsets and sizes, TF's message)
+    (tf.image.crop_to_bounding_box, (-1, 0, 2, 2), "offset_height must be >= 0."),
+    (tf.image.crop_to_bounding_box, (0, -1, 2, 2), "offset_width must be >= 0."),
+    (tf.image.crop_to_bounding_box, (0, 0, 0, 2), "target_height must be > 0."),
+    (tf.image.crop_to_bounding_box, (0, 0, 2, 0), "target_width must be > 0."),
+    (tf.image.crop_to_bounding_box, (3, 0, 2, 2), "height must be >= target + offset."),
+    (tf.image.crop_to_bounding_box, (0, 3, 2, 2), "width must be >= target + offset."),
+    (tf.image.pad_to_bounding_box, (-1, 0, 5, 5), "offset_height must be >= 0"),
+    (tf.image.pad_to_bounding_box, (0, -1, 5, 5), "offset_width must be >= 0"),
+    (tf.image.pad_to_bounding_box, (2, 0, 5, 5), "height must be <= target - offset"),
+    (tf.image.pad_to_bounding_box, (0, 2, 5, 5), "width must be <= target - offset"),
+]
+
+
+@pytest.mark.parametrize("build,args,message", _BOX_CASES)
+def test_bounding_box_checks(build, args, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        build(tf.ones([4, 4, 1]), *args)
+    with tf.Graph().as_default():
+        ps = [tf.placeholder(tf.int32) for _ in args]
+        out = build(tf.ones([4, 4, 1]), *ps)
+        with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError) as info:
+            sess.run(out, dict(zip(ps, args, strict=True)))
+    assert info.value.message.split("\n")[0] == f"assertion failed: [{message}]"
+
+
+def test_bounding_box_with_run_time_sizes_that_fit():
+    ps = [tf.placeholder(tf.int32) for _ in range(4)]
+    crop = tf.image.crop_to_bounding_box(tf.ones([4, 4, 1]), *ps)
+    pad = tf.image.pad_to_bounding_box(tf.ones([4, 4, 1]), *ps)
+    with tf.Session() as sess:
+        assert sess.run(crop, dict(zip(ps, (1, 1, 2, 2), strict=True))).shape == (2, 2, 1)
+        assert sess.run(pad, dict(zip(ps, (1, 1, 5, 5), strict=True))).shape == (5, 5, 1)
