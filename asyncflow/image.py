@@ -15,6 +15,7 @@ from asyncflow import graph as ops
 from asyncflow.ops import (
     array_ops,
     cast_ops,
+    control_flow_ordering,
     conv_ops,
     image_crop_ops,
     image_draw_ops,
@@ -611,14 +612,15 @@ def crop_to_bounding_box(image, offset_height, offset_width, target_height, targ
     with ops.name_scope(None, "crop_to_bounding_box", [image]):
         image = _image(image)
         h, w = _hw(image)
-        stat = [offset_height, offset_width, target_height, target_width]
-        if all(isinstance(v, int) for v in stat + [h, w]):
-            if offset_height < 0 or offset_width < 0:
-                raise ValueError("offset_height and offset_width must be >= 0.")
-            if target_height <= 0 or target_width <= 0:
-                raise ValueError("target_width and target_height must be > 0.")
-            if offset_height + target_height > h or offset_width + target_width > w:
-                raise ValueError("height/width must be >= target + offset.")
+        checks = image_crop_ops.bounding_box_checks([
+            (offset_width >= 0, "offset_width must be >= 0."),
+            (offset_height >= 0, "offset_height must be >= 0."),
+            (target_width > 0, "target_width must be > 0."),
+            (target_height > 0, "target_height must be > 0."),
+            (w >= target_width + offset_width, "width must be >= target + offset."),
+            (h >= target_height + offset_height, "height must be >= target + offset."),
+        ])  # fmt: skip
+        image = control_flow_ordering.with_dependencies(checks, image) if checks else image
         if image.shape.ndims == 4:
             begin = manip_ops.stack([0, offset_height, offset_width, 0])
             size = manip_ops.stack([-1, target_height, target_width, -1])
@@ -639,8 +641,13 @@ def pad_to_bounding_box(image, offset_height, offset_width, target_height, targe
         h, w = _hw(image)
         after_h = target_height - offset_height - h
         after_w = target_width - offset_width - w
-        if isinstance(after_h, int) and after_h < 0 or isinstance(after_w, int) and after_w < 0:
-            raise ValueError("height/width must be <= target - offset")
+        checks = image_crop_ops.bounding_box_checks([
+            (offset_height >= 0, "offset_height must be >= 0"),
+            (offset_width >= 0, "offset_width must be >= 0"),
+            (after_w >= 0, "width must be <= target - offset"),
+            (after_h >= 0, "height must be <= target - offset"),
+        ])  # fmt: skip
+        image = control_flow_ordering.with_dependencies(checks, image) if checks else image
         rows = [[offset_height, after_h], [offset_width, after_w], [0, 0]]
         if image.shape.ndims == 4:
             rows = [[0, 0], *rows]

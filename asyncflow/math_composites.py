@@ -17,6 +17,7 @@ from asyncflow import graph as ops
 from asyncflow.ops import (
     array_ops,
     cast_ops,
+    linalg_matrix_ops,
     manip_ops,
     math_more_ops,
     math_ops,
@@ -194,11 +195,19 @@ def scalar_mul(scalar, x, name=None):
 
 
 def eye(num_rows, num_columns=None, batch_shape=None, dtype=dtypes.float32, name=None):
-    """An identity matrix (or batch of them)."""
-    with ops.name_scope(name, "eye", [num_rows, num_columns]):
+    """An identity matrix (or batch of them); sizes may be tensors, as TF's.
+
+    Raises:
+      InvalidArgumentError: at run time, a negative tensor size.
+    """
+    with ops.name_scope(name, "eye", [num_rows, num_columns, batch_shape]):
+        is_square = num_columns is None
         num_columns = num_rows if num_columns is None else num_columns
-        if not isinstance(num_rows, int) or not isinstance(num_columns, int):
-            raise ValueError("eye needs Python int sizes in asyncflow")
+        if not all(isinstance(n, int | np.integer) for n in (num_rows, num_columns)) or (
+            batch_shape is not None and not isinstance(batch_shape, list | tuple)
+        ):
+            return _dynamic_eye(num_rows, num_columns, is_square, batch_shape, dtype)
+        num_rows, num_columns = int(num_rows), int(num_columns)
         m = array_ops.constant(
             np.eye(num_rows, num_columns, dtype=dtypes.as_dtype(dtype).as_numpy_dtype)
         )
@@ -208,6 +217,19 @@ def eye(num_rows, num_columns=None, batch_shape=None, dtype=dtypes.float32, name
                 [*batch_shape, 1, 1],
             )
         return m
+
+
+def _dynamic_eye(num_rows, num_columns, is_square, batch_shape, dtype):
+    # TF's graph for sizes known only at run time: ones on the diagonal of the shape.
+    def dims(last):
+        return last if batch_shape is None else manip_ops.concat([batch_shape, last], 0)
+
+    size = num_rows if is_square else math_ops.minimum(num_rows, num_columns)
+    ones = array_ops.ones(dims([size]), dtype=dtype)
+    if is_square:
+        return linalg_matrix_ops.matrix_diag(ones)
+    shape = dims([num_rows, num_columns])
+    return linalg_matrix_ops.matrix_set_diag(array_ops.zeros(shape, dtype=dtype), ones)
 
 
 def tensordot(a, b, axes, name=None):

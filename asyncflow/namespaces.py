@@ -103,16 +103,17 @@ _NAMES = {
         linear_to_mel_weight_matrix mdct mfccs_from_log_mel_spectrograms overlap_and_add
         rfft rfft2d rfft3d rfftnd stft vorbis_window
     """,
-    "spectral": """
-        dct fft fft2d fft3d idct ifft ifft2d ifft3d irfft irfft2d irfft3d rfft rfft2d rfft3d
-    """,
     "debugging": """
         Assert assert_all_finite assert_equal assert_greater assert_greater_equal
         assert_integer assert_less assert_less_equal assert_near assert_negative
         assert_non_negative assert_non_positive assert_none_equal assert_positive
         assert_proper_iterable assert_rank assert_rank_at_least assert_rank_in
-        assert_same_float_dtype assert_scalar assert_type check_numerics is_finite is_inf
-        is_nan is_non_decreasing is_numeric_tensor is_strictly_increasing
+        assert_same_float_dtype assert_scalar assert_shapes assert_type check_numerics
+        get_log_device_placement is_finite is_inf is_nan is_non_decreasing
+        is_numeric_tensor is_strictly_increasing set_log_device_placement
+    """,
+    "spectral": """
+        dct fft fft2d fft3d idct ifft ifft2d ifft3d irfft irfft2d irfft3d rfft rfft2d rfft3d
     """,
     "manip": """
         batch_to_space_nd gather_nd reshape reverse roll scatter_nd space_to_batch_nd tile

@@ -21,7 +21,7 @@ from asyncflow import graph as ops
 from asyncflow import variables as _variables
 from asyncflow.ops import resource_variable_ops as rvo
 from asyncflow.ops import state_ops
-from asyncflow.variables import Variable
+from asyncflow.variables import Variable, guard_uninitialized_dependencies
 
 __all__ = ["ResourceVariable", "is_resource_variable"]
 
@@ -33,14 +33,14 @@ class ResourceVariable(Variable):
         base = (name or "Variable").rstrip("/")
         exact = bool(name) and name.endswith("/")
         scope = base if exact else graph.unique_name(base, mark_as_used=False)
-        with graph.name_scope(scope + "/"):
-            if callable(initial_value):
-                with graph.name_scope("Initializer"):
-                    value = ops.convert_to_tensor(
-                        initial_value(), name="initial_value", dtype=dtype
-                    )
-            else:
-                value = ops.convert_to_tensor(initial_value, name="initial_value", dtype=dtype)
+        # TF names a resource variable's initial value under "Initializer" whether or
+        # not it is given as a function ("v/Initializer/initial_value").
+        with graph.name_scope(scope + "/"), graph.name_scope("Initializer"):
+            value = ops.convert_to_tensor(
+                initial_value() if callable(initial_value) else initial_value,
+                name="initial_value",
+                dtype=dtype,
+            )
         if value.op._control_flow_context is not None:
             raise ValueError(
                 f"Initializer for variable {scope}/ is from inside a control-flow construct, "
@@ -69,7 +69,9 @@ class ResourceVariable(Variable):
         assert self._handle.op.name == scope, (self._handle.op.name, scope)
         self._initial_value = value
         with graph.name_scope(scope + "/"), graph.colocate_with(self._handle.op):
-            self._initializer_op = rvo.assign_variable_op(self._handle, value, name="Assign")
+            self._initializer_op = rvo.assign_variable_op(
+                self._handle, guard_uninitialized_dependencies(scope, value), name="Assign"
+            )
             with graph.name_scope("Read"):
                 self._graph_element = rvo.read_variable_op(self._handle, self._dtype_base)
             # What the ref-updating ops (optimizers, Scatter*, CountUpTo) take.
@@ -114,11 +116,12 @@ class ResourceVariable(Variable):
         return self._read()
 
     def read_value(self) -> ops.Tensor:
-        """A new read, as TF: an Identity of a ReadVariableOp under "Read"."""
+        """A new read, as TF: an Identity ("Identity") of a ReadVariableOp under "Read"."""
         from asyncflow.ops import array_ops
 
         with ops.name_scope("Read"):
-            return array_ops.identity(self._read())
+            value = self._read()
+        return array_ops.identity(value)
 
     def sparse_read(self, indices, name=None) -> ops.Tensor:
         """Rows `indices` of the variable (op ResourceGather: its gradient is sparse)."""
@@ -182,6 +185,16 @@ class ResourceVariable(Variable):
 
     def _scatter(self, builder, sparse_delta, use_locking, name):
         updated = super()._scatter(builder, sparse_delta, use_locking, name)
+        return self._after(updated.op, True)
+
+    def batch_scatter_update(self, sparse_delta, use_locking=False, name=None):
+        if not (hasattr(sparse_delta, "indices") and hasattr(sparse_delta, "values")):
+            raise TypeError(f"sparse_delta is not IndexedSlices: {sparse_delta}")
+        updated = super().batch_scatter_update(sparse_delta, use_locking, name)
+        return self._after(updated.op, True)
+
+    def _scatter_nd(self, builder, indices, updates, name):
+        updated = super()._scatter_nd(builder, indices, updates, name)
         return self._after(updated.op, True)
 
     def _strided_slice_assign(self, begin, end, strides, value, name=None, **masks):

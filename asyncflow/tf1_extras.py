@@ -8,10 +8,9 @@ from __future__ import annotations
 from asyncflow import dtypes, nest
 from asyncflow import graph as ops
 from asyncflow import var_scope as vs
-from asyncflow.ops import array_ops, check_ops, functional_ops, manip_ops, math_ops
+from asyncflow.ops import check_ops, functional_ops
 from asyncflow.ops.control_flow_ordering import group
-from asyncflow.ops.reduction_ops import range as _range
-from asyncflow.ops.scatter_nd_ops import scatter_nd_update
+from asyncflow.ops.scatter_nd_ops import batch_scatter_update
 
 __all__ = [
     "batch_scatter_update",
@@ -20,35 +19,6 @@ __all__ = [
     "vectorized_map",
     "add_check_numerics_ops",
 ]
-
-
-def batch_scatter_update(ref, indices, updates, use_locking=True, name=None):
-    """`tf.batch_scatter_update`: ref[i..., indices[i..., j]] = updates[i..., j] for
-    the leading (batch) dimensions of `indices`; one ScatterNdUpdate, as TF.
-
-    Raises:
-      ValueError: indices of unknown rank.
-    """
-    with ops.name_scope(name):
-        indices = ops.convert_to_tensor(indices, name="indices")
-        indices_shape = array_ops.shape(indices)
-        rank = indices.shape.ndims
-        if rank is None:
-            raise ValueError("batch_gather does not allow indices with unknown shape.")
-        nd_indices = array_ops.expand_dims(indices, axis=-1)
-        parts = []
-        # each leading dimension's coordinate: a range broadcast over the others
-        for dim in range(rank - 1):
-            size = indices_shape[dim]
-            shape = [1] * (rank + 1)
-            shape[dim] = size
-            coords = array_ops.reshape(_range(0, size, 1), manip_ops.stack(shape))
-            if coords.dtype.base_dtype != nd_indices.dtype:
-                coords = math_ops.cast(coords, nd_indices.dtype)
-            parts.append(coords * array_ops.ones_like(nd_indices))
-        parts.append(nd_indices)
-        final = manip_ops.concat(parts, axis=-1)
-        return scatter_nd_update(ref, final, updates, use_locking=use_locking)
 
 
 def create_partitioned_variables(

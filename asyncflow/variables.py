@@ -27,6 +27,7 @@ from asyncflow.ops import (
     manip_ops,
     math_ops,
     partition_ops,
+    scatter_nd_ops,
     slicing_ops,
     state_ops,
 )
@@ -319,7 +320,10 @@ class Variable(metaclass=_VariableMeta):
         with graph.name_scope(scope + "/"):
             with graph.colocate_with(self._variable.op):
                 self._initializer_op = state_ops.assign(
-                    self._variable, value, validate_shape=validate_shape, name="Assign"
+                    self._variable,
+                    guard_uninitialized_dependencies(scope, value),
+                    validate_shape=validate_shape,
+                    name="Assign",
                 ).op
             if self._caching_device is not None:
                 with graph.device(self._caching_device):
@@ -471,6 +475,46 @@ class Variable(metaclass=_VariableMeta):
     def scatter_sub(self, sparse_delta, use_locking=False, name=None):
         return self._scatter(state_ops.scatter_sub, sparse_delta, use_locking, name)
 
+    def scatter_mul(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_mul, sparse_delta, use_locking, name)
+
+    def scatter_div(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_div, sparse_delta, use_locking, name)
+
+    def scatter_min(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_min, sparse_delta, use_locking, name)
+
+    def scatter_max(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter(state_ops.scatter_max, sparse_delta, use_locking, name)
+
+    def batch_scatter_update(self, sparse_delta, use_locking=False, name=None):
+        """`tf.batch_scatter_update` of this variable with an IndexedSlices (TF1's
+        RefVariable reads `.indices` unchecked: anything else is an AttributeError)."""
+        return scatter_nd_ops.batch_scatter_update(
+            self, sparse_delta.indices, sparse_delta.values, use_locking=use_locking, name=name
+        )
+
+    # TF1's variables write N-d scatters with use_locking=True.
+    def scatter_nd_update(self, indices, updates, name=None):
+        return self._scatter_nd(scatter_nd_ops.scatter_nd_update, indices, updates, name)
+
+    def scatter_nd_add(self, indices, updates, name=None):
+        return self._scatter_nd(scatter_nd_ops.scatter_nd_add, indices, updates, name)
+
+    def scatter_nd_sub(self, indices, updates, name=None):
+        return self._scatter_nd(scatter_nd_ops.scatter_nd_sub, indices, updates, name)
+
+    def _scatter_nd(self, builder, indices, updates, name):
+        return builder(self._variable, indices, updates, use_locking=True, name=name)
+
+    # TF1's RefVariable has these names but no implementation: calling one raises a bare
+    # AttributeError (ResourceVariable implements them).
+    def sparse_read(self, indices, name=None):
+        raise AttributeError
+
+    def gather_nd(self, indices, name=None):
+        raise AttributeError
+
     def __getitem__(self, slice_spec):
         """The value's slice, with TF1's `assign(value, name=None)` writing that slice
         of the variable (StridedSliceAssign)."""
@@ -547,6 +591,73 @@ _OPERATORS = (
     "__gt__",
     "__ge__",
 )
+
+
+# -- initial values that read other variables --------------------------------------------
+
+# Ops the guard leaves as they are: the initialised-flag reads, and resource reads (TF1
+# guards only ref variables; a ReadVariableOp of an uninitialised one fails as TF's).
+_GUARD_KEEP = frozenset({"IsVariableInitialized", "VarIsInitializedOp", "ReadVariableOp", "If"})
+
+
+def guard_uninitialized_dependencies(scope: str, value: ops.Tensor) -> ops.Tensor:
+    """`value` rebuilt so each ref variable it reads is read through that variable's
+    `initialized_value()` (TF1's `_try_guard_against_uninitialized_dependencies`).
+
+    So `Variable(v + 1.)` initialises from v's initial value while v is uninitialised,
+    and one `global_variables_initializer()` works whatever order it runs the
+    initializers in.  Ops on such a path are copied as "<op>_<scope>"; the rest of the
+    graph is shared.  A value inside a loop or cond, or on a cycle, is left as it is.
+    """
+    graph = value.graph
+    cache: dict = {}  # op -> its replacement op (itself when nothing it reads changed)
+    stack = [(value.op, False)]
+    on_path: set = set()
+    while stack:  # iterative post-order: initial values may hang off long chains
+        op, expanded = stack.pop()
+        if op in cache:
+            continue
+        if not expanded:
+            if op.type in _GUARD_KEEP or op._control_flow_context is not None:
+                cache[op] = op
+                continue
+            if op.type in ("Variable", "VariableV2"):
+                cache[op] = _initialized_value_op(op)
+                continue
+            if op in on_path:
+                return value  # a cycle: TF leaves such an initial value unguarded
+            on_path.add(op)
+            stack.append((op, True))
+            stack.extend((t.op, False) for t in op.inputs if t.op not in cache)
+            continue
+        on_path.discard(op)
+        new_inputs = [cache[t.op].outputs[t.value_index] for t in op.inputs]
+        if all(a is b for a, b in zip(new_inputs, op.inputs)):
+            cache[op] = op
+        else:
+            cache[op] = _copy_op(graph, op, new_inputs, f"{op.name}_{scope}/")
+    return cache[value.op].outputs[value.value_index]
+
+
+def _initialized_value_op(variable_op: ops.Operation) -> ops.Operation:
+    names = (variable_op.name, variable_op.name + ":0")
+    for key in (GraphKeys.GLOBAL_VARIABLES, GraphKeys.LOCAL_VARIABLES):
+        for var in variable_op.graph.get_collection(key):
+            if getattr(var, "name", None) in names and hasattr(var, "initialized_value"):
+                return var.initialized_value().op
+    return variable_op
+
+
+def _copy_op(graph: ops.Graph, op: ops.Operation, inputs: list, name: str) -> ops.Operation:
+    attrs = dict(op._attrs)
+    out_dtypes, refs = ops._output_dtypes(op.op_def, attrs)
+    with graph.as_default(), graph.control_dependencies(None):
+        # An exact name, as TF's ("vv/read_ww/" names the op "vv/read_ww").
+        name = ops._claim_op_name(graph, name, op.type)
+        new = graph._create_op(op.op_def, name, inputs, attrs, out_dtypes, refs, [])
+        if op.op_def.shape_fn is not None:
+            ops._set_output_shapes(graph, new, op.op_def)
+    return new
 
 
 def _delegate(name: str) -> Callable:

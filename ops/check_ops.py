@@ -231,6 +231,10 @@ def _sign_assert(cond_text, opname, zero_first, compare, x, data, summarize, mes
             data = [f"{message}.  " if message else "",
                     f"Condition {cond_text} did not hold element-wise:",
                     f"x ({x.name}) = ", x]  # fmt: skip
+            if opname == "assert_non_positive":
+                # TF's assert_non_positive joins these two strings (a comma is missing
+                # in its list), so its message reads "...element-wise:x (name) = ".
+                data[1:3] = [data[1] + data[2]]
         zero = ops.convert_to_tensor(0, dtype=x.dtype)
         a, b = (zero, x) if zero_first else (x, zero)
         return compare(a, b, data=data, summarize=summarize)

@@ -170,7 +170,7 @@ async def _unsorted_segment_sum(ctx, data, segment_ids, num_segments):
         )
     n = int(num_segments)
     if n < 0:
-        raise _invalid(f"num_segments must be non-negative, got {n}")
+        raise _invalid(f"Input num_segments == {n} must not be negative.")
     if data.shape[: ids.ndim] != ids.shape:
         raise _invalid(
             f"data.shape = {_shape_str(data.shape)} does not start with segment_ids.shape = "

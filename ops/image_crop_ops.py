@@ -17,6 +17,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import check_ops
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["crop_and_resize"]
@@ -303,3 +304,21 @@ def crop_and_resize(
     return ops.apply_op(
         "CropAndResize", [image, boxes, box_ind, crop_size], attrs, name=name
     ).outputs[0]
+
+
+def bounding_box_checks(conditions) -> list:
+    """TF's `_assert` over (condition, message) pairs of a crop or pad to a bounding box,
+    in TF's order: a Python bool fails at once with ValueError(message); a tensor
+    becomes an Assert whose run-time failure is "assertion failed: [message]".
+
+    Raises:
+      ValueError: a condition known false at build time.
+    """
+    asserts = []
+    for condition, message in conditions:
+        if isinstance(condition, bool | np.bool_):
+            if not condition:
+                raise ValueError(message)
+        else:
+            asserts.append(check_ops.Assert(condition, [message]))
+    return asserts

@@ -406,6 +406,18 @@ def _decode(data: bytes, fmt: str | None, channels: int, dtype, ratio: int = 1, 
     except errors.OpError:
         raise
     except Exception as e:  # noqa: BLE001 - any codec failure is bad input
+        # TF's words where it has them (PIL's unidentified-image message names a BytesIO).
+        if not data:
+            raise errors.InvalidArgumentError(None, None, "Input is empty.") from None
+        if data.startswith(b"\x89PNG\r\n\x1a\n"):
+            raise errors.InvalidArgumentError(
+                None, None, "Invalid PNG. Failed to initialize decoder."
+            ) from None
+        if not data.startswith(_IMAGE_SIGNATURES) and data[8:12] != b"WEBP":
+            raise errors.InvalidArgumentError(
+                None, None,
+                "Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required.",
+            ) from None  # fmt: skip
         raise errors.InvalidArgumentError(None, None, f"Invalid image data: {e}") from None
 
 

@@ -27,6 +27,7 @@ MatrixLogarithm = register_op(
 
 def _logm_host(x: np.ndarray) -> np.ndarray:
     import scipy.linalg  # (imported here: at import it cost every program ~0.3 s)
+
     # (in double precision: SciPy's single-precision path warns of its own inaccuracy)
     out = np.empty_like(x)
     for idx in np.ndindex(x.shape[:-2]):
@@ -37,10 +38,12 @@ def _logm_host(x: np.ndarray) -> np.ndarray:
 @MatrixLogarithm.kernel("CPU")
 async def _logm(ctx, x):
     x = np.asarray(x)
-    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+    if x.ndim < 2:
         raise errors.InvalidArgumentError(
-            None, None, f"Input matrix must be square, got shape {list(x.shape)}"
+            None, None, f"Input tensor 0 must have rank >= 2, got {x.ndim}"
         )
+    if x.shape[-1] != x.shape[-2]:
+        raise errors.InvalidArgumentError(None, None, "Input matrix must be square.")
     if x.size == 0:
         return np.empty_like(x)
     cost = float(x.shape[-1]) ** 3 * max(1, x.size // (x.shape[-1] ** 2)) * 30

@@ -19,7 +19,7 @@ import numpy as np
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, math_more_ops, math_ops, matmul_ops
-from asyncflow.ops.math_helpers import to_host
+from asyncflow.ops.math_helpers import _shape_str, to_host
 from asyncflow.registry import (
     ANY,
     INDEX,
@@ -77,9 +77,15 @@ def _mm(a, b, adjoint_a=False, adjoint_b=False):
 
 
 def _square(x, what="input"):
-    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
-        raise _invalid(f"{what} must be a square matrix (or batch of them), got shape "
-                       f"{list(x.shape)}")  # fmt: skip
+    # TF1's LinearAlgebraOp checks (a solver's matrix is its "First input (lhs)").
+    if x.ndim < 2:
+        raise _invalid(f"Input tensor 0 must have rank >= 2, got {x.ndim}")
+    if x.shape[-1] != x.shape[-2]:
+        raise _invalid(
+            "First input (lhs) must be a square matrix."
+            if what == "matrix"
+            else "Input matrix must be square."
+        )
 
 
 def _square_shape(op):
@@ -498,8 +504,17 @@ async def _diag_part(ctx, x):
     xp = ctx.xp
     x = xp.asarray(x)
     half = x.ndim // 2
-    if x.ndim % 2 or x.shape[:half] != x.shape[half:]:
-        raise _invalid(f"Invalid shape {list(x.shape)}: dimensions must match in pairs")
+    if x.ndim % 2 or not x.ndim:
+        # TF's message has a line continuation's 42 spaces in it (TF1's too).
+        raise _invalid(
+            "The rank of the tensor should be" + " " * 42 + "even and positive, got shape "
+            f"{_shape_str(x.shape)}"
+        )
+    for i in range(half):
+        if x.shape[i] != x.shape[i + half]:
+            raise _invalid(
+                f"Invalid shape {_shape_str(x.shape)}: dimensions {i} and {i + half} do not match."
+            )
     n = int(np.prod(x.shape[:half], dtype=np.int64))
     idx = xp.arange(n)
     return xp.ascontiguousarray(x.reshape(n, n)[idx, idx]).reshape(x.shape[:half])

@@ -16,10 +16,19 @@ from asyncflow.registry import ANY, NotDifferentiable, TypeConstraint, register_
 __all__ = ["Print", "print", "print_v2", "string_format"]
 
 
+_C_ESCAPES = {
+    **{i: f"\\{i:03o}" for i in (*range(32), 127)},
+    **{ord(c): e for c, e in zip("\n\r\t\"'\\", ("\\n", "\\r", "\\t", '\\"', "\\'", "\\\\"))},
+}
+
+
 def _one_element(x) -> str:
     """One value as TF's `PrintOneElement` (C++ `StrCat`) writes it."""
     if isinstance(x, bytes):
-        return x.decode("utf-8", "backslashreplace").encode("unicode_escape").decode("ascii")
+        # absl's Utf8SafeCEscape: quotes, backslashes and control bytes escaped, UTF-8
+        # text kept as it is.
+        text = x.decode("utf-8", "surrogateescape").translate(_C_ESCAPES)
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     if isinstance(x, (bool, np.bool_)):
         return "1" if x else "0"
     if isinstance(x, (np.floating, float)):

@@ -242,9 +242,9 @@ def _square_shape(op):
     return s
 
 
-def _check_square(x):
-    if x.ndim < 2:
-        raise _invalid(f"Input tensor 0 must have rank >= 2, got {x.ndim}")
+def _check_square(x, lu=False):
+    if x.ndim < 2:  # (TF's Lu kernel words it without the input's index)
+        raise _invalid(f"Input tensor {'' if lu else '0 '}must have rank >= 2, got {x.ndim}")
     if x.shape[-1] != x.shape[-2]:
         raise _invalid("Input matrix must be square.")
 
@@ -322,7 +322,7 @@ Lu = register_op(
 @Lu.kernel("CPU")
 async def _lu_kernel(ctx, x):
     x = np.asarray(x)
-    _check_square(x)
+    _check_square(x, lu=True)
     if x.size and not np.isfinite(x).all():
         raise _invalid("Input is not invertible.")  # (LAPACK would not stop on nan)
     work = x.astype(np.float32) if x.dtype == np.float16 else x

@@ -256,10 +256,8 @@ def _flatten_outer(t):
     return array_ops.reshape(t, [-1, last if last is not None else array_ops.shape(t)[-1]])
 
 
-def _move_axis_last(t, axis):
-    rank = t.shape.ndims
-    if rank is None:
-        raise ValueError("softmax_cross_entropy_with_logits needs logits of known rank")
+def _move_axis_last(t, axis, rank):
+    """t with `axis` last, `rank` being the logits' (labels may be of unknown rank)."""
     axis %= rank
     if axis == rank - 1:
         return t
@@ -293,7 +291,7 @@ def _softmax_xent_builder(labels, logits, axis, name):
             raise ValueError("softmax_cross_entropy_with_logits needs logits of known rank")
         if rank == 0:
             raise ValueError("logits must have rank at least 1")
-        logits, labels = _move_axis_last(logits, axis), _move_axis_last(labels, axis)
+        logits, labels = _move_axis_last(logits, axis, rank), _move_axis_last(labels, axis, rank)
         # TF's graph, whatever the rank: both flattened to matrices (Reshape, Reshape_1),
         # the op named as the scope, the loss reshaped back (Reshape_2, the result).
         out_shape = (

@@ -52,8 +52,34 @@ def _scalar(op):
     return [tensor_shape.TensorShape([])]
 
 
+class ResourceVarRef(VarRef):
+    """A resource variable's state.  The ref kernels it reaches through _ResourceAsRef
+    (Scatter*, CountUpTo, the optimizers' Apply*) fail on it uninitialised as TF's
+    Resource* twins do: their resource lookup finds nothing (NotFoundError)."""
+
+    __slots__ = ()
+
+    def _uninitialized_error(self) -> errors.OpError:
+        return _not_found(self)
+
+
+def _not_found(var: VarRef) -> errors.NotFoundError:
+    # TF1's LookupResource message (TF 2.21 says "Container localhost does not exist.").
+    return errors.NotFoundError(
+        None, None, f"Resource localhost/{var.name}/N10tensorflow3VarE does not exist."
+    )
+
+
 def _var(ctx, handle) -> VarRef:
     return handle_object(handle, VarRef, "resource variable")
+
+
+def _lookup(ctx, handle) -> VarRef:
+    """The handle's variable, initialised (the kernels TF writes with LookupResource)."""
+    var = _var(ctx, handle)
+    if var.value is None:
+        raise _not_found(var)
+    return var
 
 
 def _read(ctx, handle):
@@ -101,7 +127,7 @@ async def _var_handle_op(ctx):
     container = attrs["container"]
     name = attrs["shared_name"] or ctx.op.name
     var = ctx.resource_mgr(container).lookup_or_create(
-        container, name, lambda: VarRef(attrs["dtype"], attrs["shape"], name)
+        container, name, lambda: ResourceVarRef(attrs["dtype"], attrs["shape"], name)
     )
     if var.dtype != attrs["dtype"]:
         raise errors.InvalidArgumentError(
@@ -182,11 +208,7 @@ def _register_update(op_type: str, ufunc: str):
 
     @op_def.kernel(host_memory=("resource",))
     async def _kernel(ctx, handle, value):
-        var = _var(ctx, handle)
-        if var.value is None:  # TF: the variable's resource does not exist yet
-            raise errors.NotFoundError(
-                None, None, f"Resource localhost/{var.name}/N10tensorflow3VarE does not exist."
-            )
+        var = _lookup(ctx, handle)  # TF: the variable's resource does not exist yet
         await ctx.compute(var.apply_ufunc, ufunc, value, ctx.xp)
 
     return op_def
@@ -207,7 +229,7 @@ NotDifferentiable("ResourceStridedSliceAssign")
 
 @ResourceStridedSliceAssign.kernel(host_memory=("ref", "begin", "end", "strides"))
 async def _resource_strided_slice_assign(ctx, handle, begin, end, strides, value):
-    var = _read(ctx, handle)
+    var = _lookup(ctx, handle)
     _check_dtype(var, ctx.attrs["T"])
     slice_assign(var, begin, end, strides, value, slice_masks(ctx.attrs), ctx.xp)
 
@@ -257,7 +279,7 @@ NotDifferentiable("VariableShape")
 
 @VariableShape.kernel(host_memory=("input", "output"))
 async def _variable_shape(ctx, handle):
-    var = _read(ctx, handle)
+    var = _lookup(ctx, handle)
     return np.array(var.value.shape, dtype=ctx.attrs["out_type"].as_numpy_dtype)
 
 
@@ -282,7 +304,7 @@ ResourceGather = register_op(
 
 @ResourceGather.kernel(host_memory=("resource",))
 async def _resource_gather(ctx, handle, indices):
-    var = _read(ctx, handle)
+    var = _lookup(ctx, handle)
     _check_dtype(var, ctx.attrs["dtype"])
     return await _gather_v2(ctx, var.read(), indices, np.int32(ctx.attrs["batch_dims"]))
 
@@ -318,7 +340,7 @@ def _gather_nd_shape(op):
 
 @ResourceGatherNd.kernel(host_memory=("resource", "indices"))
 async def _resource_gather_nd(ctx, handle, indices):
-    var = _read(ctx, handle)
+    var = _lookup(ctx, handle)
     _check_dtype(var, ctx.attrs["dtype"])
     return await _gather_nd(ctx, var.read(), indices)
 

@@ -21,8 +21,10 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import array_ops, manip_ops, math_ops, reduction_ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import scatter_at
+from asyncflow.ops.state_ops import require_ref
 from asyncflow.registry import (
     ANY,
     INDEX,
@@ -34,6 +36,7 @@ from asyncflow.registry import (
 )
 
 __all__ = [
+    "batch_scatter_update",
     "gather_nd",
     "scatter_nd",
     "tensor_scatter_nd_update",
@@ -582,6 +585,7 @@ ScatterNdSub = _ref_scatter_nd_op("ScatterNdSub", "sub", NUMERIC)
 
 def _ref_scatter_nd_builder(op_type: str, verb: str):
     def builder(ref, indices, updates, use_locking=True, name=None):
+        require_ref(ref, "_lazy_read")
         attrs = {"use_locking": use_locking}
         return ops.apply_op(op_type, [ref, indices, updates], attrs, name=name).outputs[0]
 
@@ -597,3 +601,32 @@ def _ref_scatter_nd_builder(op_type: str, verb: str):
 scatter_nd_update = _ref_scatter_nd_builder("ScatterNdUpdate", "Write")
 scatter_nd_add = _ref_scatter_nd_builder("ScatterNdAdd", "Add (duplicates accumulate)")
 scatter_nd_sub = _ref_scatter_nd_builder("ScatterNdSub", "Subtract (duplicates accumulate)")
+
+
+def batch_scatter_update(ref, indices, updates, use_locking=True, name=None):
+    """`tf.batch_scatter_update`: ref[i..., indices[i..., j]] = updates[i..., j] for
+    the leading (batch) dimensions of `indices`; one ScatterNdUpdate, as TF.
+
+    Raises:
+      ValueError: indices of unknown rank.
+    """
+    with ops.name_scope(name):
+        indices = ops.convert_to_tensor(indices, name="indices")
+        indices_shape = array_ops.shape(indices)
+        rank = indices.shape.ndims
+        if rank is None:
+            raise ValueError("batch_gather does not allow indices with unknown shape.")
+        nd_indices = array_ops.expand_dims(indices, axis=-1)
+        parts = []
+        # each leading dimension's coordinate: a range broadcast over the others
+        for dim in range(rank - 1):
+            size = indices_shape[dim]
+            shape = [1] * (rank + 1)
+            shape[dim] = size
+            coords = array_ops.reshape(reduction_ops.range(0, size, 1), manip_ops.stack(shape))
+            if coords.dtype.base_dtype != nd_indices.dtype:
+                coords = math_ops.cast(coords, nd_indices.dtype)
+            parts.append(coords * array_ops.ones_like(nd_indices))
+        parts.append(nd_indices)
+        final = manip_ops.concat(parts, axis=-1)
+        return scatter_nd_update(ref, final, updates, use_locking=use_locking)

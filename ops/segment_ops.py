@@ -172,7 +172,7 @@ def _unsorted_op(kind: str, allowed):
         if data.shape[: ids.ndim] != ids.shape:
             raise _invalid("data.shape = must start with segment_ids.shape")
         if n < 0:
-            raise _invalid(f"num_segments must be non-negative, got {n}")
+            raise _invalid(f"Input num_segments == {n} must not be negative.")
         flat_ids = ids.reshape(-1)
         rows = data.reshape((flat_ids.size,) + data.shape[ids.ndim :])
         bad = np.flatnonzero(flat_ids >= n)

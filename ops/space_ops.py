@@ -149,7 +149,7 @@ async def _batch_to_space_nd(ctx, x, block_shape, crops):
         raise _invalid(f"crops must be a non-negative [{m}, 2] matrix, got {crop.tolist()}")
     prod = int(np.prod(block))
     if x.shape[0] % prod:
-        raise _invalid(f"Input batch dimension ({x.shape[0]}) is not divisible by the product "
+        raise _invalid(f"Input batch dimension ({x.shape[0]}) is not divisible by product "
                        f"of block sizes ({prod})")  # fmt: skip
     b = x.shape[0] // prod
     spatial = x.shape[1 : 1 + m]
@@ -310,7 +310,7 @@ async def _space_to_depth(ctx, x):
     x = _nhwc(xp, xp.asarray(x), fmt)
     n, h, w, c = x.shape
     if h % b or w % b:
-        raise _invalid(f"Image height {h} and width {w} should be divisible by block_size: {b}")
+        raise _invalid(f"Image width {w} and height {h} should be divisible by block_size: {b}")
     y = x.reshape(n, h // b, b, w // b, b, c).transpose(0, 1, 3, 2, 4, 5)
     return _from_nhwc(xp, xp.ascontiguousarray(y).reshape(n, h // b, w // b, b * b * c), fmt)
 

@@ -208,9 +208,7 @@ class VarRef:
         """
         value = self.value
         if value is None:
-            raise errors.FailedPreconditionError(
-                None, None, f"Attempting to use uninitialized value {self.name}"
-            )
+            raise self._uninitialized_error()
         iface = self._iface
         if iface is None:
             if self._xp is not None:
@@ -305,6 +303,11 @@ class VarRef:
         # Always copy: the input may be a Const's shared value or another op's output.
         self._install(xp.array(value, dtype=self.dtype.as_numpy_dtype, copy=True), xp)
 
+    def _uninitialized_error(self) -> errors.OpError:
+        return errors.FailedPreconditionError(
+            None, None, f"Attempting to use uninitialized value {self.name}"
+        )
+
     def _current(self):
         """The current buffer, for a check within this event-loop step (not handed out).
 
@@ -322,18 +325,23 @@ class VarRef:
             return tuple(self.shape.as_list())
         return None
 
-    def apply_ufunc(self, ufunc, operand, xp=np) -> None:
+    def apply_ufunc(self, ufunc, operand, xp=np, ref_op=False) -> None:
         """self = ufunc(self, operand), in place when the buffer is exclusively ours
         (`ufunc` names one of `xp`'s, the array module of the variable's device).
 
         Raises:
           FailedPreconditionError: uninitialised.
-          InvalidArgumentError: shapes differ.
+          InvalidArgumentError: shapes differ (worded as TF's ref op AssignAdd/AssignSub
+            when `ref_op`, else as its resource AssignAddVariableOp).
         """
         shape = self._current().shape
         operand = xp.asarray(operand)
         ufunc = getattr(xp, ufunc) if isinstance(ufunc, str) else ufunc
         if shape != operand.shape:
+            if ref_op:
+                raise errors.InvalidArgumentError(
+                    None, None, "Parameters and update must be the same size"
+                )
             raise errors.InvalidArgumentError(
                 None,
                 None,
@@ -598,6 +606,21 @@ Assign = register_op(
 NotDifferentiable("Assign")
 
 
+def require_ref(ref, method: str) -> None:
+    """TF1's update builders call a method of a `ref` that is not a ref tensor (a
+    resource variable's `assign`, `_lazy_read`, `handle`): a plain Tensor or a Python
+    value has none, so they fail with that AttributeError, not a TypeError.
+
+    Raises:
+      AttributeError: `ref` is a Tensor that is not a ref, or has no dtype.
+    """
+    if isinstance(ref, ops.Tensor):
+        if not ref._is_ref:
+            raise AttributeError(f"'Tensor' object has no attribute '{method}'")
+    elif not hasattr(ref, "dtype"):
+        raise AttributeError(f"'{type(ref).__name__}' object has no attribute 'dtype'")
+
+
 @Assign.kernel()
 async def _assign(ctx, ref, value):
     ref.assign(value, ctx.attrs["validate_shape"], ctx.xp)
@@ -610,6 +633,7 @@ def assign(ref, value, validate_shape=None, use_locking=None, name=None):
     Raises (when run):
       InvalidArgumentError: validate_shape (the default) and the shapes differ.
     """
+    require_ref(ref, "assign")
     attrs = {"validate_shape": validate_shape, "use_locking": use_locking}
     return ops.apply_op("Assign", [ref, value], attrs, name=name).outputs[0]
 
@@ -723,7 +747,7 @@ def _register_assign_update(op_type: str, ufunc):
     @op_def.kernel()
     async def _kernel(ctx, ref, value):
         # A large variable's update would hold the loop: its cost decides where it runs.
-        await ctx.compute(ref.apply_ufunc, ufunc, value, ctx.xp)
+        await ctx.compute(ref.apply_ufunc, ufunc, value, ctx.xp, True)
         return ref.read()
 
     return op_def
@@ -740,6 +764,7 @@ def assign_add(ref, value, use_locking=None, name=None):
       FailedPreconditionError: `ref` is uninitialised.
       InvalidArgumentError: shapes differ.
     """
+    require_ref(ref, "assign_add")
     attrs = {"use_locking": use_locking}
     return ops.apply_op("AssignAdd", [ref, value], attrs, name=name).outputs[0]
 
@@ -751,6 +776,7 @@ def assign_sub(ref, value, use_locking=None, name=None):
       FailedPreconditionError: `ref` is uninitialised.
       InvalidArgumentError: shapes differ.
     """
+    require_ref(ref, "assign_sub")
     attrs = {"use_locking": use_locking}
     return ops.apply_op("AssignSub", [ref, value], attrs, name=name).outputs[0]
 
@@ -877,6 +903,7 @@ ScatterMax = _register_scatter("ScatterMax", np.maximum.at, True, REAL, device_o
 
 def _scatter_builder(op_type: str, verb: str):
     def builder(ref, indices, updates, use_locking=True, name=None):
+        require_ref(ref, "_lazy_read")
         attrs = {"use_locking": use_locking}
         return ops.apply_op(op_type, [ref, indices, updates], attrs, name=name).outputs[0]
 
@@ -924,7 +951,10 @@ async def _is_variable_initialized(ctx, ref):
 
 
 def is_variable_initialized(ref, name=None):
-    """A bool scalar: whether `ref` (a Variable or ref tensor) has been assigned."""
+    """A bool scalar: whether `ref` (a Variable or ref tensor) has been assigned; a
+    resource variable answers with its own VarIsInitializedOp, as TF1's."""
+    if getattr(ref, "_handle", None) is not None:
+        return ref.is_initialized(name=name)
     return ops.apply_op("IsVariableInitialized", [ref], name=name).outputs[0]
 
 
@@ -1004,5 +1034,6 @@ def count_up_to(ref, limit, name=None):
     Raises (when run):
       OutOfRangeError: the variable already holds `limit`.
     """
+    require_ref(ref, "handle")
     ref = getattr(ref, "_ref", lambda: ref)()
     return ops.apply_op("CountUpTo", [ref], {"limit": int(limit)}, name=name).outputs[0]
