@@ -20,7 +20,6 @@ from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import variables as _variables
 from asyncflow.ops import resource_variable_ops as rvo
-from asyncflow.ops import state_ops
 from asyncflow.variables import Variable, guard_uninitialized_dependencies
 
 __all__ = ["ResourceVariable", "is_resource_variable"]
@@ -204,18 +203,6 @@ class ResourceVariable(Variable):
             name=name,
         )  # fmt: skip
         return self._after(op, True)
-
-    def scatter_mul(self, sparse_delta, use_locking=False, name=None):
-        return self._scatter(state_ops.scatter_mul, sparse_delta, use_locking, name)
-
-    def scatter_div(self, sparse_delta, use_locking=False, name=None):
-        return self._scatter(state_ops.scatter_div, sparse_delta, use_locking, name)
-
-    def scatter_min(self, sparse_delta, use_locking=False, name=None):
-        return self._scatter(state_ops.scatter_min, sparse_delta, use_locking, name)
-
-    def scatter_max(self, sparse_delta, use_locking=False, name=None):
-        return self._scatter(state_ops.scatter_max, sparse_delta, use_locking, name)
 
     def __repr__(self) -> str:
         return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
