@@ -131,6 +131,13 @@ def test_ref_assign_add_of_a_different_shape_says_tf1s_words(method):
 
 @pytest.mark.parametrize("use_resource", [False, True])
 def test_variable_scatter_methods(use_resource):
+    # (on the CPU: the ref ScatterNd* kernels are CPU kernels here, and the stand-in GPU
+    # set places a ref variable on GPU:0)
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        _variable_scatter_methods(use_resource)
+
+
+def _variable_scatter_methods(use_resource):
     v = tf.Variable([[1.0, 2.0], [3.0, 4.0]], use_resource=use_resource)
     rows = tf.IndexedSlices(tf.constant([[2.0, 3.0]]), tf.constant([1]))
     with tf.Session() as sess:
