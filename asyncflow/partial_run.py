@@ -99,19 +99,15 @@ class PartialRun:
                 rv.send_nowait(key, v)
             self.fed.add(t)
             fed_now[t] = v
-        keys = []
-        for e in elements:
-            if e not in fed_now:
-                self.fetched.add(e)
-                keys.append(self.fetch_keys[self.fetch_index[e]])
+        wanted = [e for e in dict.fromkeys(elements) if e not in fed_now]  # (once each)
+        self.fetched.update(wanted)
+        got = dict(fed_now)
         async with _deadline(deadline_s):
-            got = []
-            for key in keys:  # (each fetch's _Send wakes its own recv)
-                got.append(await rv.recv(key))
+            for e in wanted:  # (each fetch's _Send wakes its own recv)
+                got[e] = await rv.recv(self.fetch_keys[self.fetch_index[e]])
             if self.done():
                 await self.task  # the step's last ops, and its error if one failed
-        got = iter(got)
-        return [fed_now[e] if e in fed_now else next(got) for e in elements]
+        return [got[e] for e in elements]
 
 
 @contextlib.asynccontextmanager

@@ -274,3 +274,12 @@ def test_on_a_stand_in_gpu(monkeypatch):
         assert isinstance(got, np.ndarray)
         np.testing.assert_allclose(got, 2 * np.exp([0.0, 1.0, 2.0]), rtol=1e-6)
         np.testing.assert_allclose(sess.partial_run(h, s), got.sum(), rtol=1e-6)
+
+
+def test_a_fetch_named_twice_in_one_call():
+    with af.Graph().as_default(), af.Session() as sess:
+        a, b, c, r1, r2 = _abc()
+        h = sess.partial_run_setup([r1, r2], [a, b, c])
+        assert sess.partial_run(h, [r1, r1], feed_dict={a: 1, b: 2}) == [3.0, 3.0]
+        got = sess.partial_run(h, {"x": r2, "y": [r2]}, feed_dict={c: 2})
+        assert got == {"x": 6.0, "y": [6.0]}
