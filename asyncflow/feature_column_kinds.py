@@ -165,6 +165,21 @@ class _Categorical(_Column):
         return _IdsAndWeights(builder.get(self), None)
 
 
+class _KeyedCategorical(_Categorical):
+    """A categorical column of one input feature, its key, parsed as a VarLenFeature of
+    the column's dtype (`_key_dtype` where the column has no dtype field)."""
+
+    _key_dtype = None
+
+    @property
+    def name(self):
+        return self.key
+
+    @property
+    def parse_example_spec(self):
+        return {self.key: parsing_ops.VarLenFeature(self._key_dtype or self.dtype)}
+
+
 class NumericColumn(
     _Column,
     collections.namedtuple(
@@ -251,20 +266,12 @@ class BucketizedColumn(
 
 
 class VocabularyListCategoricalColumn(
-    _Categorical,
+    _KeyedCategorical,
     collections.namedtuple(
         "VocabularyListCategoricalColumn",
         ["key", "vocabulary_list", "dtype", "default_value", "num_oov_buckets"],
     ),
 ):
-    @property
-    def name(self):
-        return self.key
-
-    @property
-    def parse_example_spec(self):
-        return {self.key: parsing_ops.VarLenFeature(self.dtype)}
-
     @property
     def num_buckets(self):
         return len(self.vocabulary_list) + self.num_oov_buckets
@@ -303,7 +310,7 @@ def _vocabulary_lookup(column, keys, default_value, values, key_dtype, size=None
 
 
 class VocabularyFileCategoricalColumn(
-    _Categorical,
+    _KeyedCategorical,
     collections.namedtuple(
         "VocabularyFileCategoricalColumn",
         [
@@ -317,14 +324,6 @@ class VocabularyFileCategoricalColumn(
         ],
     ),
 ):
-    @property
-    def name(self):
-        return self.key
-
-    @property
-    def parse_example_spec(self):
-        return {self.key: parsing_ops.VarLenFeature(self.dtype)}
-
     @property
     def num_buckets(self):
         return self.vocabulary_size + self.num_oov_buckets
@@ -359,18 +358,12 @@ class VocabularyFileCategoricalColumn(
 
 
 class IdentityCategoricalColumn(
-    _Categorical,
+    _KeyedCategorical,
     collections.namedtuple(
         "IdentityCategoricalColumn", ["key", "number_buckets", "default_value"]
     ),
 ):
-    @property
-    def name(self):
-        return self.key
-
-    @property
-    def parse_example_spec(self):
-        return {self.key: parsing_ops.VarLenFeature(dtypes.int64)}
+    _key_dtype = dtypes.int64
 
     @property
     def num_buckets(self):
@@ -399,17 +392,9 @@ class IdentityCategoricalColumn(
 
 
 class HashedCategoricalColumn(
-    _Categorical,
+    _KeyedCategorical,
     collections.namedtuple("HashedCategoricalColumn", ["key", "hash_bucket_size", "dtype"]),
 ):
-    @property
-    def name(self):
-        return self.key
-
-    @property
-    def parse_example_spec(self):
-        return {self.key: parsing_ops.VarLenFeature(self.dtype)}
-
     @property
     def num_buckets(self):
         return self.hash_bucket_size
