@@ -40,7 +40,6 @@ class PartialRun:
     """One partial-run step: what was set up, what has been fed and fetched so far."""
 
     __slots__ = (
-        "handle",
         "feed_index",
         "fetch_index",
         "feed_keys",
@@ -53,8 +52,7 @@ class PartialRun:
         "step_id",
     )
 
-    def __init__(self, handle, feeds, elements, client_keys, rendezvous, task, step_id):
-        self.handle = handle
+    def __init__(self, feeds, elements, client_keys, rendezvous, task, step_id):
         self.feed_index = {t: i for i, t in enumerate(feeds)}
         self.fetch_index = {e: k for k, e in enumerate(elements)}
         self.feed_keys, self.fetch_keys = client_keys

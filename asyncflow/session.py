@@ -875,7 +875,7 @@ class BaseSession:
             f"{','.join(e.name for e in elements)}//{step_id}"
         )
         self._partial_runs[handle] = PartialRun(
-            handle, feed_tensors, elements, plan.client_keys, rv, task, step_id
+            feed_tensors, elements, plan.client_keys, rv, task, step_id
         )
         await asyncio.sleep(0)  # the step starts: what needs no feed runs now, as in TF
         return handle
