@@ -239,6 +239,7 @@ from asyncflow import (  # noqa: E402
     lookup,
     losses,
     metrics,
+    mixed_precision,
     nest,
     nn,
     python_io,

@@ -76,3 +76,14 @@ __all__.append("sdca_shrink_l1")
 from asyncflow.ops.sdca_ops import sdca_fprint, sdca_optimizer  # noqa: E402,F401 - tf.train
 
 __all__ += ["sdca_fprint", "sdca_optimizer"]
+
+import types as _types  # noqa: E402
+
+from asyncflow import mixed_precision as _mixed_precision  # noqa: E402
+
+# tf.train.experimental: TF1's loss scaling for mixed precision (asyncflow/mixed_precision.py).
+experimental = _types.ModuleType("asyncflow.train.experimental", "TF1's tf.train.experimental.")
+for _name in _mixed_precision.__all__:
+    setattr(experimental, _name, getattr(_mixed_precision, _name))
+del _name
+__all__.append("experimental")
