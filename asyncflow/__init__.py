@@ -251,6 +251,7 @@ from asyncflow import (  # noqa: E402
     signal,
     test,
     train,
+    xla,
 )
 from asyncflow import resource_variable as _resource_variable  # noqa: E402,F401 - use_resource
 from asyncflow import signal_mdct as _signal_mdct  # noqa: E402,F401 - tf.signal.mdct, ...

@@ -23,6 +23,7 @@ import contextlib
 
 from asyncflow import control_flow_grad, dtypes, nest
 from asyncflow import graph as ops
+from asyncflow import xla as _xla
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import array_ops, control_flow_ops, gradient_ops
 from asyncflow.registry import get_gradient_function
@@ -436,7 +437,9 @@ def _op_input_grads(op, out_grads, stop_ops, gate, between, loops) -> list:
             if g is None and _is_trainable(op.outputs[i]):
                 # The ys do not depend on this output: its gradient is zero.
                 out_grads[i] = control_flow_grad.zeros_like_output(op, i, loops)
-        with ops.name_scope(op.name + "_grad"):
+        xla_attrs = _xla.gradient_attrs(op, op.graph.get_name_scope())
+        scope = op.graph._attr_scope(xla_attrs) if xla_attrs else contextlib.nullcontext()
+        with ops.name_scope(op.name + "_grad"), scope:
             in_grads = grad_fn(op, *out_grads)
             in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
             if len(in_grads) != len(op.inputs):

@@ -565,6 +565,7 @@ class Graph:
         self._attached: dict[str, Any] = {}
         self._container = ""
         self._gradient_override_map: dict[str, str] = {}  # op type -> gradient name
+        self._attr_scope_map: dict[str, Any] = {}  # attr -> value, or fn(node_def) -> value
         # The cond/while context ops are being built in (ops/control_flow_ops.py).
         self._control_flow_context = None
         # What a step may not feed or fetch (TF's: ops inside cond/while, and whatever
@@ -740,6 +741,26 @@ class Graph:
                     self._gradient_override_map.pop(k, None)
                 else:
                     self._gradient_override_map[k] = v
+
+    @contextlib.contextmanager
+    def _attr_scope(self, attr_map: dict):
+        """Ops created inside get these attrs (TF's `Graph._attr_scope`, how jit_scope
+        marks ops `_XlaCompile`): a value, or a function of the new op's NodeDef
+        returning one; None leaves the attr off.
+
+        Raises:
+          TypeError: attr_map is not a dict with string keys.
+        """
+        if not isinstance(attr_map, dict) or not all(isinstance(k, str) for k in attr_map):
+            raise TypeError(
+                "attr_map must be a dictionary mapping strings to AttrValue protocol buffers"
+            )
+        saved = dict(self._attr_scope_map)
+        self._attr_scope_map.update(attr_map)
+        try:
+            yield
+        finally:
+            self._attr_scope_map = saved
 
     # -- op lookup
     def get_operations(self) -> list[Operation]:
@@ -1001,6 +1022,10 @@ class Graph:
                 mapped = self._gradient_override_map.get(op.type)
                 if mapped is not None:
                     op._attrs["_gradient_op_type"] = mapped
+            for key, value in self._attr_scope_map.items():
+                value = value(op.node_def) if callable(value) else value
+                if value is not None:
+                    op._attrs[key] = value
         return op
 
     # A function's graph (asyncflow.tf_function.FuncGraph) takes tensors of the graphs
