@@ -62,6 +62,11 @@ class OpError(Exception):
 
     @property
     def node_def(self) -> Any:
+        """The failing op's NodeDef (TF's), built from `op` when not given."""
+        if self._node_def is None and self._op is not None:
+            node_def = getattr(self._op, "node_def", None)
+            if node_def is not None:
+                self._node_def = node_def
         return self._node_def
 
     @property

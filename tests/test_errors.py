@@ -1,8 +1,10 @@
 import asyncio
 import copy
 
+import numpy as np
 import pytest
 
+import asyncflow as tf
 from asyncflow import errors
 
 CASES = [
@@ -72,3 +74,17 @@ def test_code_lookup_errors():
     with pytest.raises(KeyError):
         errors.exception_type_from_error_code(99)
     assert errors.error_code_from_exception_type(ValueError) == errors.UNKNOWN
+
+
+def test_run_error_carries_the_failing_nodes_node_def():
+    # TF 2.21: e.op.name and e.node_def.name are both "mm"; the NodeDef is the op's.
+    with tf.Graph().as_default():
+        a = tf.placeholder(tf.float32, [None, 3])
+        b = tf.placeholder(tf.float32, [None, 4])
+        c = tf.matmul(a, b, name="mm")
+        with tf.Session() as s:
+            with pytest.raises(tf.errors.InvalidArgumentError) as e:
+                s.run(c, {a: np.ones((2, 3)), b: np.ones((2, 4))})
+    assert e.value.op is c.op
+    assert e.value.node_def.name == "mm" and e.value.node_def.op == "MatMul"
+    assert e.value.node_def == c.op.node_def
