@@ -23,7 +23,6 @@ import contextlib
 
 from asyncflow import control_flow_grad, dtypes, nest
 from asyncflow import graph as ops
-from asyncflow import xla as _xla
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import array_ops, control_flow_ops, gradient_ops
 from asyncflow.registry import get_gradient_function
@@ -437,7 +436,7 @@ def _op_input_grads(op, out_grads, stop_ops, gate, between, loops) -> list:
             if g is None and _is_trainable(op.outputs[i]):
                 # The ys do not depend on this output: its gradient is zero.
                 out_grads[i] = control_flow_grad.zeros_like_output(op, i, loops)
-        xla_attrs = _xla.gradient_attrs(op, op.graph.get_name_scope())
+        xla_attrs = _xla_grad_attrs(op, op.graph.get_name_scope())
         scope = op.graph._attr_scope(xla_attrs) if xla_attrs else contextlib.nullcontext()
         with ops.name_scope(op.name + "_grad"), scope:
             in_grads = grad_fn(op, *out_grads)
@@ -458,6 +457,21 @@ def _op_input_grads(op, out_grads, stop_ops, gate, between, loops) -> list:
     finally:
         if gs is not None:
             gs.grad_context.Exit()
+
+
+def _xla_grad_attrs(op, grad_scope: str) -> dict:
+    """The attrs the gradient ops of `op` get: none unless `op` was built in
+    `tf.xla.experimental.jit_scope` (asyncflow/xla.py).  TF compiles a marked op's
+    gradient in its forward cluster, or in a cluster of its own
+    (`<scope>_grad_<gradients scope>`) when `separate_compiled_gradients` was set."""
+    if not op._attrs.get("_XlaCompile"):
+        return {}
+    scope = op._attrs.get("_XlaScope", b"")
+    if isinstance(scope, str):
+        scope = scope.encode()
+    if op._attrs.get("_XlaSeparateCompiledGradients"):
+        scope += b"_grad_" + grad_scope.rstrip("/").replace("/", "_").encode()
+    return {"_XlaCompile": True, "_XlaScope": scope}
 
 
 def _gate(op, in_grads):

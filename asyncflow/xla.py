@@ -2,10 +2,11 @@
 
 asyncflow has no XLA compiler: its own plan passes fuse element-wise chains and products
 whatever the graph says.  `jit_scope` therefore does what TF's does to the graph, and
-only that: the ops built inside (and their gradients) carry TF's `_XlaCompile`,
-`_XlaScope` and `_XlaSeparateCompiledGradients` attrs, so a GraphDef written here reads
-in TF as the same clustering request.  `compile` builds the computation and returns its
-outputs as TF does (a list of `output_<i>` tensors); it runs as ordinary graph ops.
+only that: the ops built inside (and their gradients, `gradients._xla_grad_attrs`)
+carry TF's `_XlaCompile`, `_XlaScope` and `_XlaSeparateCompiledGradients` attrs, so a
+GraphDef written here reads in TF as the same clustering request.  `compile` builds the
+computation and returns its outputs as TF does (a list of `output_<i>` tensors); it runs
+as ordinary graph ops.
 """
 
 from __future__ import annotations
@@ -47,20 +48,6 @@ def jit_scope(compile_ops=True, separate_compiled_gradients=False):
     finally:
         count, depth = graph._attached[_SCOPES]
         graph._attached[_SCOPES] = (count, depth - 1)
-
-
-def gradient_attrs(op, grad_scope: str) -> dict:
-    """The attrs the gradient ops of `op` get (empty unless `op` is in a jit_scope):
-    TF compiles a marked op's gradient in its forward cluster, or in a cluster of its own
-    (`<scope>_grad_<gradients scope>`) when `separate_compiled_gradients` was set."""
-    if not op._attrs.get("_XlaCompile"):
-        return {}
-    scope = op._attrs.get("_XlaScope", b"")
-    if isinstance(scope, str):
-        scope = scope.encode()
-    if op._attrs.get("_XlaSeparateCompiledGradients"):
-        scope += b"_grad_" + grad_scope.rstrip("/").replace("/", "_").encode()
-    return {"_XlaCompile": True, "_XlaScope": scope}
 
 
 def compile(computation, inputs=None):  # noqa: A001 - TF's name
