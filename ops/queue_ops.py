@@ -628,7 +628,10 @@ class QueueBase:
         else:
             self._names = None
         self._queue_ref = queue_ref
-        self._name = queue_ref.op.name
+        # TF names the queue's ops after its op's own name, not its scope: a queue made
+        # in scope "a" is "a/fifo_queue" and its enqueue op, made at the top, is
+        # "fifo_queue_enqueue".
+        self._name = queue_ref.op.name.split("/")[-1]
 
     @staticmethod
     def from_list(index, queues):
@@ -661,7 +664,7 @@ class QueueBase:
 
     @property
     def name(self) -> str:
-        return self._name
+        return self._queue_ref.op.name
 
     @property
     def dtypes(self):
@@ -692,7 +695,7 @@ class QueueBase:
                 vals = [vals]
         if len(vals) != len(self._dtypes):
             raise ValueError(
-                f"Expected {len(self._dtypes)} components to enqueue into {self._name}, "
+                f"Expected {len(self._dtypes)} components to enqueue into {self.name}, "
                 f"got {len(vals)}"
             )
         return [

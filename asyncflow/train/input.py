@@ -107,7 +107,7 @@ def limit_epochs(tensor, num_epochs=None, name=None):
         epochs = _local_variable(zero64, name="epochs")
         counter = count_up_to(epochs, num_epochs)
         with ops.control_dependencies([counter]):
-            return af.identity(tensor, name=scope.rstrip("/").rsplit("/", 1)[-1])
+            return af.identity(tensor, name=scope)
 
 
 def input_producer(
@@ -331,6 +331,9 @@ def _enqueue_op(queue, tensor_list, enqueue_many, keep_input):
     if enqueue_many:
         idx = af.reshape(af.where(keep_input), [-1])
         return queue.enqueue_many([af.gather(t, idx) for t in tensor_list])
+    known = ops.constant_value(keep_input)  # TF's smart_cond: no cond when it is known
+    if known is not None:
+        return queue.enqueue(tensor_list) if bool(known) else af.no_op()
     return af.cond(keep_input, lambda: queue.enqueue(tensor_list), af.no_op)
 
 
@@ -352,8 +355,12 @@ def _batch(
     name,
     keep_input,
     shuffle=None,
+    threads=None,
 ):
-    """The shared body of every batching function; shuffle=(min_after_dequeue, seed)."""
+    """The shared body of every batching function; shuffle=(min_after_dequeue, seed).
+
+    `name` is the function's scope ("batch/"), so the batch is the op named exactly
+    that ("batch:0"), as in TF."""
     types = _dtypes(tensor_list_list)
     shapes = _shapes(tensor_list_list, shapes, enqueue_many)
     if not dynamic_pad:
@@ -382,15 +389,18 @@ def _batch(
         )
     if keep_input is not None:
         keep_input = _validate_keep_input(keep_input, enqueue_many)
-    enqueue_ops = [_enqueue_op(queue, tl, enqueue_many, keep_input) for tl in tensor_list_list]
+    if threads is None:  # a *_join: one enqueue op per tensor list
+        enqueue_ops = [_enqueue_op(queue, tl, enqueue_many, keep_input) for tl in tensor_list_list]
+    else:  # TF's: one enqueue op, run by `threads` runner loops at once
+        enqueue_ops = [_enqueue_op(queue, tensor_list_list[0], enqueue_many, keep_input)] * threads
     qr = _queue_runner()
     qr.add_queue_runner(qr.QueueRunner(queue, enqueue_ops))
     if shuffle is None:
         _fill_summary(f"fraction_of_{capacity}_full", queue.size(), capacity)
     else:
         kept = capacity - shuffle[0]
-        name = f"fraction_over_{shuffle[0]}_of_{kept}_full"
-        _fill_summary(name, queue.size(), kept, over=shuffle[0])
+        summary = f"fraction_over_{shuffle[0]}_of_{kept}_full"
+        _fill_summary(summary, queue.size(), kept, over=shuffle[0])
     if allow_smaller_final_batch:
         dequeued = queue.dequeue_up_to(batch_size, name=name)
     else:
@@ -407,7 +417,7 @@ def _threads(tensors, num_threads, enqueue_many):
     tensor_list, rebuild = _as_tensor_list(tensors)
     if num_threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
-    return [tensor_list] * num_threads, rebuild
+    return [tensor_list], rebuild
 
 
 def _join(tensors_list):
@@ -448,7 +458,8 @@ def batch(
         lists, rebuild = _threads(tensors, num_threads, enqueue_many)
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
-            allow_smaller_final_batch, shared_name, scope.rstrip("/").rsplit("/", 1)[-1], None,
+            allow_smaller_final_batch, shared_name, scope, None,
+            threads=num_threads,
         )  # fmt: skip
 
 
@@ -470,8 +481,9 @@ def maybe_batch(
         lists, rebuild = _threads(tensors, num_threads, enqueue_many)
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
-            allow_smaller_final_batch, shared_name, scope.rstrip("/").rsplit("/", 1)[-1],
+            allow_smaller_final_batch, shared_name, scope,
             keep_input,
+            threads=num_threads,
         )  # fmt: skip
 
 
@@ -494,7 +506,7 @@ def batch_join(
         lists, rebuild = _join(tensors_list)
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
-            allow_smaller_final_batch, shared_name, scope.rstrip("/").rsplit("/", 1)[-1], None,
+            allow_smaller_final_batch, shared_name, scope, None,
         )  # fmt: skip
 
 
@@ -515,7 +527,7 @@ def maybe_batch_join(
         lists, rebuild = _join(tensors_list)
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
-            allow_smaller_final_batch, shared_name, scope.rstrip("/").rsplit("/", 1)[-1],
+            allow_smaller_final_batch, shared_name, scope,
             keep_input,
         )  # fmt: skip
 
@@ -550,8 +562,9 @@ def shuffle_batch(
         lists, rebuild = _threads(tensors, num_threads, enqueue_many)
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, False,
-            allow_smaller_final_batch, shared_name, scope.rstrip("/").rsplit("/", 1)[-1], None,
+            allow_smaller_final_batch, shared_name, scope, None,
             shuffle=(min_after_dequeue, seed),
+            threads=num_threads,
         )  # fmt: skip
 
 
@@ -575,8 +588,9 @@ def maybe_shuffle_batch(
         lists, rebuild = _threads(tensors, num_threads, enqueue_many)
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, False,
-            allow_smaller_final_batch, shared_name, scope.rstrip("/").rsplit("/", 1)[-1],
+            allow_smaller_final_batch, shared_name, scope,
             keep_input, shuffle=(min_after_dequeue, seed),
+            threads=num_threads,
         )  # fmt: skip
 
 
@@ -598,7 +612,7 @@ def shuffle_batch_join(
         lists, rebuild = _join(tensors_list)
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, False,
-            allow_smaller_final_batch, shared_name, scope.rstrip("/").rsplit("/", 1)[-1], None,
+            allow_smaller_final_batch, shared_name, scope, None,
             shuffle=(min_after_dequeue, seed),
         )  # fmt: skip
 
@@ -622,6 +636,6 @@ def maybe_shuffle_batch_join(
         lists, rebuild = _join(tensors_list)
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, False,
-            allow_smaller_final_batch, shared_name, scope.rstrip("/").rsplit("/", 1)[-1],
+            allow_smaller_final_batch, shared_name, scope,
             keep_input, shuffle=(min_after_dequeue, seed),
         )  # fmt: skip

@@ -138,7 +138,11 @@ class QueueRunner:
         import_scope=None,
     ):
         if queue_runner_def is not None:
-            raise errors.UnimplementedError(None, None, "queue_runner_def is not supported")
+            if queue or enqueue_ops:
+                raise ValueError("queue_runner_def and queue are mutually exclusive.")
+            queue, enqueue_ops, close_op, cancel_op, queue_closed_exception_types = _from_def(
+                queue_runner_def, import_scope
+            )
         if not queue or not enqueue_ops:
             raise ValueError("Must provide queue and enqueue_ops.")
         self._queue = queue
@@ -191,6 +195,33 @@ class QueueRunner:
     @property
     def name(self) -> str:
         return self._queue.name
+
+    def to_proto(self, export_scope=None):
+        """TF's QueueRunnerDef of this runner, op names relative to `export_scope`
+        (None when the queue is outside it): the `queue_runners` collection of a meta
+        graph, so TF's import_meta_graph gets the runners back, and ours does."""
+        from asyncflow.protos import QueueRunnerDef
+
+        if export_scope and not self._queue.name.startswith(export_scope):
+            return None
+        prefix = export_scope.rstrip("/") + "/" if export_scope else ""
+
+        def strip(name):  # (TF's: the scope's prefix goes; a name without it stays)
+            return name[len(prefix) :] if prefix and name.startswith(prefix) else name
+
+        proto = QueueRunnerDef(queue_name=strip(self._queue.name))
+        proto.enqueue_op_name.extend(strip(op.name) for op in self._enqueue_ops)
+        proto.close_op_name = strip(self._close_op.name)
+        proto.cancel_op_name = strip(self._cancel_op.name)
+        proto.queue_closed_exception_types.extend(
+            errors.error_code_from_exception_type(t) for t in self._queue_closed_exception_types
+        )
+        return proto
+
+    @staticmethod
+    def from_proto(queue_runner_def, import_scope=None):
+        """The runner a QueueRunnerDef describes, over ops of the default graph."""
+        return QueueRunner(queue_runner_def=queue_runner_def, import_scope=import_scope)
 
     async def _run(self, sess, enqueue_op, coord=None) -> None:
         decremented = False
@@ -270,6 +301,26 @@ class QueueRunner:
         return handles
 
 
+def _from_def(proto, import_scope):
+    """(queue, enqueue_ops, close_op, cancel_op, exception types) named by `proto`: the
+    queue is its op, as in TF (a runner only runs ops)."""
+    from asyncflow.meta_graph import _prepend
+
+    graph = ops.get_default_graph()
+
+    def find(name):
+        return graph.as_graph_element(_prepend(name, import_scope))
+
+    types = [errors.exception_type_from_error_code(c) for c in proto.queue_closed_exception_types]
+    return (
+        find(proto.queue_name),
+        [find(n) for n in proto.enqueue_op_name],
+        find(proto.close_op_name),
+        find(proto.cancel_op_name),
+        types or None,
+    )
+
+
 def add_queue_runner(qr, collection=ops.GraphKeys.QUEUE_RUNNERS) -> None:
     """Add `qr` to the default graph's `collection` (QUEUE_RUNNERS)."""
     ops.add_to_collection(collection, qr)
@@ -300,3 +351,18 @@ def start_queue_runners(
         for qr in ops.get_collection(collection):
             threads.extend(qr.create_threads(sess, coord=coord, daemon=daemon, start=start))
     return threads
+
+
+def _register_meta_graph_functions() -> None:
+    from asyncflow import meta_graph
+    from asyncflow.protos import QueueRunnerDef
+
+    def to_proto(qr, export_scope=None):
+        return qr.to_proto(export_scope=export_scope)
+
+    meta_graph.register_proto_function(
+        ops.GraphKeys.QUEUE_RUNNERS, QueueRunnerDef, to_proto, QueueRunner.from_proto
+    )
+
+
+_register_meta_graph_functions()
