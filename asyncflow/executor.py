@@ -679,8 +679,8 @@ class Step(FrameRouting):
                 out.append(None)
                 continue
             v = vals[s] if s >= 0 else feeds[-1 - s]
-            if ref:
-                v = v.read()
+            if ref:  # a reference; or the slot of the one a fetched Identity aliases
+                v = v.read() if ref is True else vals[ref].read()
             out.append(v)
         return out
 

@@ -367,8 +367,8 @@ class FrameRouting:
                 raise errors.InvalidArgumentError(
                     None, None, f"Retval[{k}] does not have value (it is dead)"
                 )
-            if ref:
-                v = v.read()
+            if ref:  # a reference; or the slot of the one a fetched Identity aliases
+                v = v.read() if ref is True else vals[ref].read()
             out.append(v)
         return out
 

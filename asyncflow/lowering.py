@@ -165,6 +165,7 @@ def compile_plan(
             edges[c].append((-1, i, trash))  # -1: the node's control "output"
             init_pending[i] += 1
     fetch_slots, fetch_refs = [], []
+    late_reads = 0
     for spec in fetches:
         if spec[0] == "feed":
             fetch_slots.append(-1 - spec[1])  # negative: read straight from the feed
@@ -176,7 +177,19 @@ def compile_plan(
         else:
             edges[spec[0]].append((spec[1], n, slot))
             fetch_slots.append(slot)
-            fetch_refs.append(nodes[spec[0]].op._outputs[spec[1]]._is_ref)
+            slot += 1
+            if nodes[spec[0]].op._outputs[spec[1]]._is_ref:
+                fetch_refs.append(True)
+                continue
+            var = _aliased_variable(nodes, spec[0])
+            if var is None:
+                fetch_refs.append(False)
+                continue
+            # The variable's reference reaches the sentinel too, in a slot of its own;
+            # the fetch reads the variable through it once the step is done.
+            edges[var[0]].append((var[1], n, slot))
+            fetch_refs.append(slot)
+            late_reads += 1
             slot += 1
     plan.kernels = kernels
     plan.ctxs = ctxs
@@ -199,7 +212,9 @@ def compile_plan(
     plan.init_ready = [i for i in range(n - 1, -1, -1) if init_pending[i] == 0]
     plan.num_slots = slot
     # What the fetch sentinel's count is once every fetch arrived (Step.results).
-    plan.sentinel_done = init_pending[n] - sum(spec[0] != "feed" for spec in fetches)
+    plan.sentinel_done = (
+        init_pending[n] - sum(spec[0] != "feed" for spec in fetches) - late_reads
+    )
     plan.feed_slots = feed_slots
     plan.fetch_slots = fetch_slots
     plan.fetch_refs = fetch_refs
@@ -213,6 +228,25 @@ def compile_plan(
     compile_control_flow(plan, nodes)
     donation.decide(plan)
     return plan
+
+
+def _aliased_variable(nodes, i):
+    """The (node, output) of the ref variable that node `i`'s output aliases in TF1, or
+    None.  TF's Identity forwards its input's buffer, so a fetched `v`, `v.value()` or
+    `tf.identity(v)` of a ref variable shows the variable as the step left it (after an
+    update made in place in the same step), not as it was when read; `fetch_refs` marks
+    such fetches to be read once the step is done (`Step.results`)."""
+    for _ in range(len(nodes)):
+        pnode = nodes[i]
+        if pnode.op.type != "Identity" or len(pnode.inputs) != 1:
+            return None
+        src = pnode.inputs[0]
+        if src[0] == "feed":
+            return None
+        if nodes[src[0]].op._outputs[src[1]]._is_ref:
+            return src
+        i = src[0]
+    return None
 
 
 # Folded values larger than this stay computed each step (memory held per plan).

@@ -227,7 +227,9 @@ class Program:
                     out.append(None)
                     continue
                 v = vals[s] if s >= 0 else feed_values[-1 - s]
-                out.append(v.read() if ref else v)
+                if ref:  # a reference; or the slot of the one a fetched Identity aliases
+                    v = v.read() if ref is True else vals[ref].read()
+                out.append(v)
             return out
         except (Exception, asyncio.CancelledError) as exc:
             if i < 0:
@@ -390,7 +392,9 @@ class _Direct:
                     out.append(None)
                     continue
                 v = vals[s] if s >= 0 else feed_values[-1 - s]
-                out.append(v.read() if ref else v)
+                if ref:  # a reference; or the slot of the one a fetched Identity aliases
+                    v = v.read() if ref is True else vals[ref].read()
+                out.append(v)
             return out
         except Exception as exc:
             if at[0] < 0:

@@ -27,14 +27,7 @@ _RTOL = {"float16": 1e-3, "bfloat16": 1e-2, "float32": 1e-6, "float64": 1e-12}
 _ATOL = {"float16": 1e-3, "bfloat16": 1e-2, "float32": 1e-7, "float64": 1e-15}
 
 # Known differences from TF: each names the asyncflow code responsible (see the report).
-XFAIL: dict[str, str] = {
-    "session_read_through_tuple": (
-        "TF prints 95, 90, 85: tf.tuple([tf.identity(w)], control_inputs=[assign_sub]) gates "
-        "only the read's output, and TF's Identity forwards w's buffer, which the later "
-        "assign_sub changes in place; asyncflow prints 100, 95, 90 because a read is a value "
-        "later updates do not change (DESIGN.md State: reads are snapshots, by design)"
-    ),
-}
+XFAIL: dict[str, str] = {}
 
 
 def _close(want, got, rtol: float, atol: float) -> bool:

@@ -193,9 +193,19 @@ def _global_step_read():
     step = training_util.get_global_step()
     if step is None:
         return None
-    if isinstance(step, ops.Tensor):
-        return step
-    return ops.convert_to_tensor(step)
+    graph = step.graph
+    cached = graph.get_collection(_GLOBAL_STEP_READ_KEY)
+    if cached:
+        return cached[0]
+    # A computed copy (TF's `+ 0`): a fetched variable shows its value at the end of the
+    # step (as TF's aliased buffer does), and a hook wants the step it ran at.
+    with graph.as_default(), graph.name_scope(None), graph.name_scope(step.op.name + "/"):
+        read = ops.convert_to_tensor(step) + 0
+    graph.add_to_collection(_GLOBAL_STEP_READ_KEY, read)
+    return read
+
+
+_GLOBAL_STEP_READ_KEY = "global_step_read_op_cache"  # TF's collection name
 
 
 def _as_graph_element(obj):
