@@ -157,3 +157,23 @@ def test_queue_runner_from_tf_bytes():
     assert runner.cancel_op.name == "batch/fifo_queue_Close_1"
     with pytest.raises(ValueError, match="mutually exclusive"):
         tf.train.QueueRunner(tf.FIFOQueue(1, tf.float32), [tf.no_op()], queue_runner_def=proto)
+
+
+def test_iterators_collection_and_names_as_tf():
+    # TF 2.21: every iterator's resource is in the "iterators" collection, kept by
+    # export_meta_graph, and named after its op type.
+    ds = tf.data.Dataset.range(3)
+    ds.make_one_shot_iterator()
+    ds.make_initializable_iterator()
+    h = tf.placeholder(tf.string, [])
+    tf.data.Iterator.from_string_handle(h, ds.output_types, ds.output_shapes)
+    tf.data.Iterator.from_structure(ds.output_types, ds.output_shapes)
+    want = [
+        "OneShotIterator:0",
+        "IteratorV2:0",
+        "IteratorFromStringHandleV2:0",
+        "IteratorV2_1:0",
+    ]
+    assert [t.name for t in tf.get_collection("iterators")] == want
+    mg = tf.train.export_meta_graph()
+    assert list(mg.collection_def["iterators"].node_list.value) == want

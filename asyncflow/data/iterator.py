@@ -36,6 +36,8 @@ class Iterator:
         self._resource = iterator_resource
         self._initializer = initializer
         self._structure = structure
+        # TF's GLOBAL_ITERATORS: every iterator's resource, kept in meta graphs.
+        iterator_resource.graph.add_to_collection("iterators", iterator_resource)
 
     @staticmethod
     def from_structure(
@@ -46,7 +48,7 @@ class Iterator:
         attrs = _attrs(structure)
         attrs["shared_name"] = shared_name or ""
         attrs["container"] = getattr(ops.get_default_graph(), "_container", "") or ""
-        handle = ops.apply_op("IteratorV2", [], attrs, name="Iterator").outputs[0]
+        handle = ops.apply_op("IteratorV2", [], attrs).outputs[0]
         return Iterator(handle, None, structure)
 
     @staticmethod
@@ -132,9 +134,7 @@ class Iterator:
         """
         structure = _structure(output_types, output_shapes, output_classes)
         h = ops.convert_to_tensor(string_handle, dtype=dtypes.string)
-        res = ops.apply_op(
-            "IteratorFromStringHandleV2", [h], _attrs(structure), name="IteratorFromStringHandle"
-        ).outputs[0]
+        res = ops.apply_op("IteratorFromStringHandleV2", [h], _attrs(structure)).outputs[0]
         return Iterator(res, None, structure)
 
     def _map_specs(self, f):
