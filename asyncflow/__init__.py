@@ -220,6 +220,7 @@ __version__ = VERSION  # noqa: F821 - (framework_extras': asyncflow's own, as tf
 
 from asyncflow import (  # noqa: E402
     data,
+    debugging,
     device_lib,
     feature_column,
     image,

@@ -1,0 +1,199 @@
+"""`tf.debugging`'s own functions (TF 2.21 compat.v1); its other names (assert_equal,
+check_numerics, ...) resolve lazily through namespaces.py.
+
+`assert_shapes` checks tensors' shapes against specs of sizes and symbols:
+
+    tf.debugging.assert_shapes([(x, ("N", "Q")), (y, ("N", 1)), (z, (..., "Q"))])
+
+As TF's, a spec entry is an int (that size), a string (a symbol: every dimension with
+it has the size its first one has), None (any size), or, first only, `...` or "*" (any
+number of leading dimensions; the rest count from the end: dimension -1, -2, ...).  A
+scalar tensor reads as shape [1] and an empty spec as (1,), so a spec of one entry
+takes rank 0 or 1.  Ranks are checked for all tensors before any size; what the static
+shapes decide fails at once (ValueError), the rest fails when the returned op runs
+(InvalidArgumentError, TF's data: "Specified explicitly", "Tensor x dimension", 1, ...).
+"""
+
+from __future__ import annotations
+
+from asyncflow import graph as ops
+from asyncflow.ops import (
+    array_ops,
+    check_ops,
+    control_flow_ordering,
+    manip_ops,
+    math_ops,
+    reduction_ops,
+    slicing_ops,
+)
+from asyncflow.sparse_tensor import SparseTensor
+
+__all__ = ["assert_shapes"]
+
+_ELLIPSES = (Ellipsis, "*")
+
+
+class _Entry:
+    """One (tensor, spec) pair: the tensor's name and shapes (static and, when needed,
+    dynamic; scalars as [1]) and its spec's dims, indexed from the end after `...`."""
+
+    def __init__(self, x, spec):
+        if isinstance(x, SparseTensor):
+            self.name, self.static, self.shape = "", x.shape, x.dense_shape
+        else:
+            x = ops.convert_to_tensor(x)
+            self.name, self.static, self.shape = x.name, x.shape, None
+            self._x = x
+        if not (hasattr(spec, "__iter__") or hasattr(spec, "__getitem__")):
+            raise ValueError(
+                f"Tensor {self.name}.  Specified shape must be an iterable.  An iterable has "
+                f"the attribute `__iter__` or `__getitem__`.  Received specified shape: {spec}"
+            )
+        dims = list(spec)
+        for i, d in enumerate(dims):
+            if i > 0 and _is_ellipsis(d):
+                raise ValueError(
+                    f"Tensor {self.name} specified shape index {i}.  Symbol `...` or `*` for "
+                    "a variable number of unspecified dimensions is only allowed as the "
+                    "first entry"
+                )
+        self.open = bool(dims) and _is_ellipsis(dims[0])
+        dims = dims[1:] if self.open else dims
+        self.dims = dims or [1]
+        n = len(self.dims)
+        self.indices = list(range(-n, 0)) if self.open else list(range(n))
+        self.rank = self.static.ndims
+        self.sizes = (
+            None if self.rank is None else ([1] if self.rank == 0 else self.static.as_list())
+        )
+
+    def dynamic_shape(self):
+        if self.shape is None:
+            self.shape = array_ops.shape(self._x)
+        return self.shape
+
+    def dynamic_size(self, index):
+        """Dimension `index` of the shape, a scalar read as [1]."""
+        shape = self.dynamic_shape()
+        one = ops.convert_to_tensor([1], dtype=shape.dtype)
+        start = math_ops.minimum(array_ops.size(shape), 1)
+        padded = array_ops.slice(
+            manip_ops.concat([one, shape], 0), array_ops.reshape(start, [1]), [-1]
+        )
+        if index < 0:
+            index = math_ops.add(array_ops.size(padded), index)
+        return slicing_ops.gather(padded, index)
+
+
+def _is_ellipsis(d) -> bool:
+    return any(d is e or (isinstance(d, str) and d == e) for e in _ELLIPSES)
+
+
+def _rank_check(entry, prefix, data, summarize):
+    """None, or an Assert for a rank known only at run time.
+
+    Raises:
+      ValueError: a static rank that does not fit the spec.
+    """
+    n, rank = len(entry.dims), entry.rank
+    if entry.open:
+        if n < 2:  # a scalar reads as [1], so one dimension is always there
+            return None
+        what, ok = f"rank at least {n}", (lambda r: max(r, 1) >= n)
+        dynamic = ("Tensor {} must have rank at least", [n])
+    elif n == 1:
+        what, ok = "rank in (0, 1)", (lambda r: r in (0, 1))
+        dynamic = ("Tensor {} must have rank in", [0, 1])
+    else:
+        what, ok = f"rank {n}", (lambda r: r == n)
+        dynamic = ("Tensor {} must have rank", [n])
+    if rank is not None:
+        if not ok(rank):
+            raise ValueError(
+                f"{prefix}Tensor {entry.name} must have {what}.  Received rank {rank}, shape "
+                f"{entry.static}"
+            )
+        return None
+    actual = array_ops.size(entry.dynamic_shape())
+    if entry.open:
+        condition = math_ops.greater_equal(math_ops.maximum(actual, 1), n)
+    else:
+        condition = reduction_ops.reduce_any(
+            manip_ops.stack([math_ops.equal(actual, r) for r in dynamic[1]])
+        )
+    if data is None:
+        data = [prefix, dynamic[0].format(entry.name), *dynamic[1], "Received shape: ",
+                entry.dynamic_shape()]  # fmt: skip
+    return check_ops.Assert(condition, data, summarize=summarize)
+
+
+def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
+    """An op asserting that each tensor of `shapes` (a list of (tensor, spec) pairs, or
+    a dict) has its spec's shape (see the module note for specs).
+
+    Returns the op to run (a group of the run-time checks; a no-op when the static shapes
+    decided everything).
+
+    Raises:
+      ValueError: at build time, a spec not iterable, `...` not first, or a rank or size
+        the static shapes already contradict.
+      InvalidArgumentError: when the op runs, a rank or size known only then that does
+        not fit.
+    """
+    pairs = list(shapes.items()) if isinstance(shapes, dict) else [tuple(p) for p in shapes]
+    prefix = f"{message}.  " if message else ""
+    checks = []
+    with ops.name_scope(name, "assert_shapes", [shapes, data]):
+        entries = [_Entry(x, spec) for x, spec in pairs]
+        for entry in entries:
+            check = _rank_check(entry, prefix, data, summarize)
+            if check is not None:
+                checks.append(check)
+        with ops.control_dependencies(checks):
+            checks += _size_checks(entries, prefix, data, summarize)
+    return control_flow_ordering.group(*checks)
+
+
+def _size_checks(entries, prefix, data, summarize):
+    """The run-time size checks; the static ones raise ValueError here."""
+    bound = {}  # symbol -> (size: int or Tensor, "Specified by tensor t dimension i")
+    checks = []
+    for entry in entries:
+        for index, dim in zip(entry.indices, entry.dims, strict=True):
+            if dim is None:
+                continue
+            if isinstance(dim, str):
+                if dim not in bound:
+                    bound[dim] = (
+                        _size(entry, index),
+                        f"Specified by tensor {entry.name} dimension {index}",
+                    )
+                    continue
+                size, source = bound[dim]
+            else:
+                size, source = int(dim), "Specified explicitly"
+            actual = _size(entry, index)
+            if isinstance(size, int) and isinstance(actual, int):
+                if size != actual:
+                    raise ValueError(
+                        f"{prefix}{source}.  Tensor {entry.name} dimension {index} must have "
+                        f"size {size}.  Received size {actual}, shape {entry.static}"
+                    )
+                continue
+            what = data
+            if what is None:
+                what = [prefix, source, f"Tensor {entry.name} dimension", index,
+                        "must have size", size, "Received shape: ",
+                        entry.dynamic_shape()]  # fmt: skip
+            condition = math_ops.equal(actual, size)
+            checks.append(check_ops.Assert(condition, what, summarize=summarize))
+    return checks
+
+
+def _size(entry, index):
+    """Dimension `index` of the entry: an int when static, else a scalar tensor."""
+    if entry.sizes is not None:
+        value = entry.sizes[index]
+        if value is not None:
+            return int(value)
+    return entry.dynamic_size(index)
