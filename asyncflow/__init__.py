@@ -245,12 +245,15 @@ from asyncflow import (  # noqa: E402
     python_io,
     ragged,
     regularizers,
+    resource_loader,
     saved_model,
     serving,
     sets,
     signal,
+    sysconfig,
     test,
     train,
+    user_ops,
 )
 from asyncflow import resource_variable as _resource_variable  # noqa: E402,F401 - use_resource
 from asyncflow import signal_mdct as _signal_mdct  # noqa: E402,F401 - tf.signal.mdct, ...

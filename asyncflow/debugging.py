@@ -1,4 +1,5 @@
-"""`tf.debugging`'s own functions (TF 2.21 compat.v1); its other names (assert_equal,
+"""`tf.debugging`'s own functions (TF 2.21 compat.v1): assert_shapes and the switches
+(log device placement, traceback filtering); its other names (assert_equal,
 check_numerics, ...) resolve lazily through namespaces.py.
 
 `assert_shapes` checks tensors' shapes against specs of sizes and symbols:
@@ -17,6 +18,7 @@ shapes decide fails at once (ValueError), the rest fails when the returned op ru
 from __future__ import annotations
 
 from asyncflow import graph as ops
+from asyncflow import placement
 from asyncflow.ops import (
     array_ops,
     check_ops,
@@ -28,7 +30,14 @@ from asyncflow.ops import (
 )
 from asyncflow.sparse_tensor import SparseTensor
 
-__all__ = ["assert_shapes"]
+__all__ = [
+    "assert_shapes",
+    "disable_traceback_filtering",
+    "enable_traceback_filtering",
+    "get_log_device_placement",
+    "is_traceback_filtering_enabled",
+    "set_log_device_placement",
+]
 
 _ELLIPSES = (Ellipsis, "*")
 
@@ -197,3 +206,39 @@ def _size(entry, index):
         if value is not None:
             return int(value)
     return entry.dynamic_size(index)
+
+
+# -- switches ------------------------------------------------------------------------------
+
+
+def set_log_device_placement(enabled) -> None:
+    """Whether sessions made from now on print each op's device when they place a graph
+    ("name: (Type): /job:localhost/replica:0/task:0/device:CPU:0" on stderr), as if
+    their ConfigProto set log_device_placement (TF 2.21 merges the two so)."""
+    placement.LOG_ALL_PLACEMENTS["enabled"] = bool(enabled)
+
+
+def get_log_device_placement() -> bool:
+    """What set_log_device_placement last set (False at start)."""
+    return placement.LOG_ALL_PLACEMENTS["enabled"]
+
+
+# TF's switch trims TF's own frames from the tracebacks of errors its API raises; it
+# changes what a traceback shows, never what a program does.  asyncflow shows its frames
+# in full either way, and keeps the switch so programs that flip and read it run as in TF.
+_TRACEBACK_FILTERING = {"enabled": True}
+
+
+def is_traceback_filtering_enabled() -> bool:
+    """The traceback-filtering switch (True at start, as TF's); see the note above."""
+    return _TRACEBACK_FILTERING["enabled"]
+
+
+def enable_traceback_filtering() -> None:
+    """Turns the traceback-filtering switch on (asyncflow's tracebacks stay whole)."""
+    _TRACEBACK_FILTERING["enabled"] = True
+
+
+def disable_traceback_filtering() -> None:
+    """Turns the traceback-filtering switch off (asyncflow's tracebacks stay whole)."""
+    _TRACEBACK_FILTERING["enabled"] = False

@@ -231,3 +231,92 @@ def test_name_scopes_the_checks_not_the_group():
         op = A([(_p([None, 3], "p"), ("N", 3))], name="myname")
         assert op.name == "group_deps"
         assert any(o.name.startswith("myname/") for o in tf.get_default_graph().get_operations())
+
+
+# -- switches, tf.sysconfig, tf.resource_loader, tf.user_ops (TF 2.21) ---------------------
+
+
+def test_log_device_placement_switch_logs_later_sessions(capfd):
+    assert tf.debugging.get_log_device_placement() is False
+    try:
+        tf.debugging.set_log_device_placement(True)
+        assert tf.debugging.get_log_device_placement() is True
+        with tf.Graph().as_default():
+            x = tf.add(tf.constant(1.0, name="cx"), 2.0, name="add")
+            with tf.Session() as s:
+                assert s.run(x) == 3.0
+    finally:
+        tf.debugging.set_log_device_placement(False)
+    err = capfd.readouterr().err
+    # TF 2.21 prints these three lines (in its own order) for a graph-mode session.
+    for line in ("add: (AddV2): ", "cx: (Const): ", "add/y: (Const): "):
+        assert line + "/job:localhost/replica:0/task:0/device:CPU:0" in err
+    with tf.Graph().as_default(), tf.Session() as s:
+        s.run(tf.constant(1.0, name="quiet"))
+    assert "quiet" not in capfd.readouterr().err
+
+
+def test_traceback_filtering_switch_as_tf():
+    assert tf.debugging.is_traceback_filtering_enabled() is True
+    try:
+        assert tf.debugging.disable_traceback_filtering() is None
+        assert tf.debugging.is_traceback_filtering_enabled() is False
+    finally:
+        assert tf.debugging.enable_traceback_filtering() is None
+    assert tf.debugging.is_traceback_filtering_enabled() is True
+
+
+def test_debugging_namespace_keeps_its_other_names():
+    for name in ("assert_equal", "assert_all_finite", "Assert", "check_numerics", "is_nan"):
+        assert callable(getattr(tf.debugging, name))
+
+
+def test_user_ops_my_fact_as_tf():
+    with tf.Graph().as_default():
+        fact = tf.user_ops.my_fact()
+        assert (fact.op.type, fact.op.name, fact.dtype) == ("Fact", "Fact", tf.string)
+        assert fact.shape.ndims is None
+        assert tf.user_ops.my_fact().op.name == "Fact_1"
+        with tf.Session() as s:
+            assert s.run(fact) == b"0! == 1"
+
+
+def test_sysconfig_names_asyncflow():
+    import os
+
+    lib = tf.sysconfig.get_lib()
+    assert lib == os.path.dirname(os.path.abspath(tf.__file__))
+    assert tf.sysconfig.get_include() == os.path.join(lib, "include")
+    assert tf.sysconfig.get_compile_flags() == [
+        f"-I{lib}/include",
+        "-D_GLIBCXX_USE_CXX11_ABI=1",
+        "--std=c++17",
+        "-DEIGEN_MAX_ALIGN_BYTES=64",
+    ]
+    assert tf.sysconfig.get_link_flags() == [f"-L{lib}"]
+    info = tf.sysconfig.get_build_info()
+    assert list(info)[:3] == ["is_cuda_build", "is_rocm_build", "is_tensorrt_build"]
+    assert info["is_cuda_build"] == tf.test.is_built_with_cuda()
+    assert (tf.sysconfig.CXX11_ABI_FLAG, tf.sysconfig.CXX_VERSION) == (1, 201703)
+    assert tf.sysconfig.MONOLITHIC_BUILD == 0
+
+
+def test_resource_loader_as_tf(tmp_path):
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rl = tf.resource_loader
+    assert rl.get_data_files_path() == here
+    assert rl.get_path_to_datafile("data.txt") == os.path.join(here, "data.txt")
+    root = rl.get_root_dir_with_all_resources()
+    assert root == tf.sysconfig.get_lib()
+    assert rl.readahead_file_path("/x/y.txt") == "/x/y.txt"
+    assert rl.readahead_file_path("/x/y.txt", "1M") == "/x/y.txt"
+    (tmp_path / "data.txt").write_bytes(b"hello\n")
+    assert rl.load_resource(str(tmp_path / "data.txt")) == b"hello\n"
+    assert rl.load_resource("__init__.py").startswith(b'"""')
+    with pytest.raises(FileNotFoundError) as e:
+        rl.load_resource("nope/x.txt")
+    assert str(e.value) == (
+        f"[Errno 2] No such file or directory: '{os.path.join(root, 'nope/x.txt')}'"
+    )
