@@ -1,5 +1,5 @@
-"""`tf.debugging`'s own functions (TF 2.21 compat.v1): assert_shapes and the switches
-(log device placement, traceback filtering); its other names (assert_equal,
+"""`tf.debugging`'s own functions (TF 2.21 compat.v1): assert_shapes, check numerics
+and the switches (log device placement, traceback filtering); its other names (assert_equal,
 check_numerics, ...) resolve lazily through namespaces.py.
 
 `assert_shapes` checks tensors' shapes against specs of sizes and symbols:
@@ -17,6 +17,10 @@ shapes decide fails at once (ValueError), the rest fails when the returned op ru
 
 from __future__ import annotations
 
+import contextlib
+import os
+import traceback
+
 from asyncflow import graph as ops
 from asyncflow import placement
 from asyncflow.ops import (
@@ -32,7 +36,9 @@ from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = [
     "assert_shapes",
+    "disable_check_numerics",
     "disable_traceback_filtering",
+    "enable_check_numerics",
     "enable_traceback_filtering",
     "get_log_device_placement",
     "is_traceback_filtering_enabled",
@@ -242,3 +248,96 @@ def enable_traceback_filtering() -> None:
 def disable_traceback_filtering() -> None:
     """Turns the traceback-filtering switch off (asyncflow's tracebacks stay whole)."""
     _TRACEBACK_FILTERING["enabled"] = False
+
+
+# -- enable_check_numerics ---------------------------------------------------------------
+#
+# While on, each op apply_op makes gets a CheckNumericsV2 ("<op>/CheckNumericsV2") on
+# each floating output, and ops made later, and session fetches, read the checked
+# tensor instead (Graph._checked_outputs), as TF 2.21's graph mode does with the tensor
+# its builders return.  TF's ops that cannot make a NaN or Inf from finite inputs are
+# not checked.  Unlike TF, ref outputs (a VariableV2's) are not checked either: reading
+# one through a check would leave Assign without its ref (TF fails building a Variable).
+
+_SAFE_OPS = frozenset(
+    """Concat ConcatV2 ExpandDims Fill Identity Maximum Minimum Reshape Slice Squeeze
+    StridedSlice Transpose Unpack Enter Exit Merge Switch NextIteration RefEnter RefExit
+    RefMerge RefSwitch RefNextIteration CheckNumericsV2""".split()
+)
+_CHECKING = {"stack_height_limit": 30, "path_length_limit": 50}
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def enable_check_numerics(stack_height_limit=30, path_length_limit=50) -> None:
+    """From now on, every floating output of a new op fails its step when it holds a
+    NaN or an Inf (see the note above); the error names the op, its inputs and the
+    stack that built it (the last `stack_height_limit` frames, paths cut to
+    `path_length_limit` characters).  Calling it again only updates the limits.
+
+    Raises (when a checked step runs):
+      InvalidArgumentError: "!!! Detected Infinity or NaN in output 0 of graph op "Log"
+        ... : Tensor had -Inf values".
+    """
+    _CHECKING.update(stack_height_limit=stack_height_limit, path_length_limit=path_length_limit)
+    if _check_new_op not in ops.OP_CALLBACKS:
+        ops.OP_CALLBACKS.append(_check_new_op)
+
+
+def disable_check_numerics() -> None:
+    """Ops made from now on are not checked; those already checked stay so."""
+    if _check_new_op in ops.OP_CALLBACKS:
+        ops.OP_CALLBACKS.remove(_check_new_op)
+
+
+def _check_new_op(op) -> None:
+    if op.type in _SAFE_OPS:
+        return
+    outputs = [t for t in op.outputs if t.dtype.is_floating and not t.dtype._is_ref_dtype]
+    if not outputs:
+        return
+    graph = op.graph
+    if graph._checked_outputs is None:
+        graph._checked_outputs = {}
+    # TF names a check in the scope its op's builder opened ("add/CheckNumericsV2"); a
+    # constant opens none, so its check is named where it is made.
+    scope = contextlib.nullcontext() if op.type == "Const" else graph.name_scope(op.name + "/")
+    with graph.as_default(), scope:
+        for t in outputs:
+            checked = check_ops.check_numerics_v2(
+                t, _check_message(op, t.value_index), name="CheckNumericsV2"
+            )
+            if op.type != "Placeholder":  # (TF's placeholder gives its unchecked tensor)
+                graph._checked_outputs[t] = checked
+
+
+def _check_message(op, index) -> str:
+    # The op's inputs as the user built them: a checked input is named by what it checks.
+    inputs = [i.op.inputs[0] if i.op.type == "CheckNumericsV2" else i for i in op.inputs]
+    out = op.outputs[index]
+    text = (
+        f"\n\n!!! Detected Infinity or NaN in output {index} of graph op "
+        f'"{op.type}" (# of outputs: {len(op.outputs)}) !!!\n'
+        f"  dtype: {out.dtype}\n  shape: {out.shape}\n\n"
+    )
+    if len(inputs) == 1:
+        text += f"  Input tensor: {inputs[0]}\n\n"
+    elif inputs:
+        text += f"  Input tensors ({len(inputs)}):\n"
+        text += "".join(f"         {i}: {t}\n" for i, t in enumerate(inputs)) + "\n"
+    return text + _creation_stack() + "\n"
+
+
+def _creation_stack() -> str:
+    """The building stack as TF prints it, "->" after the frames of the user's code."""
+    frames = traceback.extract_stack()[:-3]  # (not this module's frames)
+    limit, width = _CHECKING["stack_height_limit"], _CHECKING["path_length_limit"]
+    lines = ['  Stack trace of op\'s creation ("->": inferred user code):\n']
+    if len(frames) > limit:
+        lines.append(f"    + ... (Omitted {len(frames) - limit} frames)\n")
+        frames = frames[-limit:]
+    for f in frames:
+        path = f.filename if len(f.filename) <= width else "..." + f.filename[-width:]
+        mine = os.path.abspath(f.filename).startswith(_PACKAGE_DIR + os.sep)
+        lines.append(f"    + {path} (L{f.lineno}) {f.name}\n")
+        lines.append("    |   \n" if mine else " -> |   \n")
+    return "".join(lines)
