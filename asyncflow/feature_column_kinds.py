@@ -5,9 +5,9 @@ A categorical column's `_ids(builder)` gives its int64 ids as a SparseTensor [ba
 and its weights (a float SparseTensor) or None; a dense column's `_dense(builder, ctx)`
 gives floats [batch, ...], `_num_elements` per example; a SequenceDenseColumn's
 `_sequence_dense(builder, ctx)` gives [batch, T, ...] floats and int64 [batch] lengths
-(indicator and embedding columns over a sequence column; feature_column_sequence.py).  Each column is a namedtuple of
-TF's fields, so equal columns are one dict key (cols_to_vars) and errors print them as
-TF does.
+(indicator and embedding columns over a sequence column; feature_column_sequence.py).
+Each column is a namedtuple of TF's fields, so equal columns are one dict key
+(cols_to_vars) and errors print them as TF does.
 
 Invariant: `_Builder.get` builds each raw feature and each column's transform once per
 model call, so a column read by two others (a cross and an indicator) is one subgraph.
