@@ -21,8 +21,11 @@ which computes what TF1's `tf.contrib.feature_column.sequence_input_layer` did):
   indicator and embedding columns over a sequence column raise in `input_layer`; and a
   non-sequence column raises in `sequence_input_layer`.
 - sequence_input_layer's variables are `sequence_input_layer/<column>/embedding_weights`
-  (TF1's names; SequenceFeatures uses `sequence_features/`); with several columns, their
-  lengths are asserted equal when the step runs (InvalidArgumentError otherwise).
+  (TF1's names; SequenceFeatures uses `sequence_features/`), in GLOBAL_VARIABLES and
+  `weight_collections` (not MODEL_VARIABLES, as SequenceFeatures); with several columns,
+  their lengths are asserted equal when the step runs (InvalidArgumentError otherwise).
+- TF1's shared_embedding_columns over sequence columns work here as embedding columns
+  (TF1's sequence_input_layer took them; SequenceFeatures refuses them).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import collections
 
 import numpy as np
 
-from asyncflow import dtypes, var_scope
+from asyncflow import dtypes, tensor_shape, var_scope
 from asyncflow import graph as ops
 from asyncflow.feature_column_kinds import (
     SequenceDenseColumn,
@@ -40,7 +43,6 @@ from asyncflow.feature_column_kinds import (
     _Ctx,
     _IdsAndWeights,
     _is_sparse,
-    _model_collections,
     _sequence_length,
 )
 from asyncflow.ops import array_ops, check_ops, manip_ops, parsing_ops, sparse_ops
@@ -200,12 +202,17 @@ def sequence_input_layer(features, feature_columns, weight_collections=None, tra
     Raises:
       ValueError: no columns, a column that is not a sequence column (numeric, or an
         indicator or embedding column over a sequence_categorical_column_with_*), two
-        columns of one name, a feature missing from `features`.
+        columns of one name, a feature missing from `features`, static batch sizes
+        that differ.
       TypeError: a sequence feature given as a dense Tensor (it must be sparse).
       InvalidArgumentError: (when run) columns whose sequence lengths differ.
     """
     columns = _check_sequence_columns(feature_columns)
-    ctx = _Ctx(_model_collections(weight_collections), trainable)
+    # (Not in MODEL_VARIABLES: TF 2.15.1's SequenceFeatures puts them in no other.)
+    collections = list(weight_collections or [])
+    if ops.GraphKeys.GLOBAL_VARIABLES not in collections:
+        collections.append(ops.GraphKeys.GLOBAL_VARIABLES)
+    ctx = _Ctx(collections, trainable)
     with var_scope.variable_scope(None, default_name="sequence_input_layer"):
         builder = _SequenceBuilder(features)
         outputs, lengths = [], []
@@ -214,7 +221,18 @@ def sequence_input_layer(features, feature_columns, weight_collections=None, tra
                 dense, length = column._sequence_dense(builder, ctx)
                 outputs.append(_steps_flat(dense, column._num_elements))
                 lengths.append(length)
+        _check_static_batches(sorted(columns, key=lambda c: c.name), outputs)
         return manip_ops.concat(outputs, -1), _all_equal(lengths)
+
+
+def _check_static_batches(columns, outputs):
+    known = [(c.name, t.shape[0]) for c, t in zip(columns, outputs, strict=True)]
+    known = [(name, int(d)) for name, d in known if tensor_shape.dimension_value(d) is not None]
+    if len({d for _, d in known}) > 1:
+        raise ValueError(
+            "Batch size (first dimension) of each feature must be same. Batch size of "
+            f"columns ({', '.join(n for n, _ in known)}): ({', '.join(str(d) for _, d in known)})"
+        )
 
 
 class _SequenceBuilder(_Builder):

@@ -430,3 +430,51 @@ def test_shared_embedding_mixes_sequence_and_plain_of_one_kind_as_tf():
     cols = fc.shared_embedding_columns([_ident(), fc.categorical_column_with_identity("j", 4)], 2)
     assert [c.shared_embedding_collection_name for c in cols] == ["i_j_shared_embedding"] * 2
     assert [c.name for c in cols] == ["i_shared_embedding", "j_shared_embedding"]
+
+
+# -- more of the layer, as TF 2.15.1's SequenceFeatures -----------------------------------
+
+
+def test_layer_build_errors_as_tf():
+    a, b = _num("a"), _num("b")
+    with tf.Graph().as_default():
+        one = _sp([[0, 0]], [1.0], [2, 2])
+        with pytest.raises(ValueError) as e:
+            fc.sequence_input_layer({"a": one, "b": _sp([[0, 0]], [1.0], [3, 2])}, [a, b])
+        assert str(e.value) == (
+            "Batch size (first dimension) of each feature must be same. Batch size of columns "
+            "(a, b): (2, 3)"
+        )
+        with pytest.raises(ValueError, match=r"^Feature b is not in features dictionary\.$"):
+            fc.sequence_input_layer({"a": one}, [a, b])
+        with pytest.raises(ValueError, match=r"^feature_columns must not be empty\.$"):
+            fc.sequence_input_layer({"a": one}, [])
+        with pytest.raises(ValueError, match=r"^Duplicate feature column name found for col"):
+            fc.sequence_input_layer({"a": one}, [a, _num("a")])
+
+
+def test_layer_input_kinds_and_static_shapes_as_tf():
+    a = _num("a")
+    with tf.Graph().as_default():
+        rank1 = fc.sequence_input_layer({"a": _sp([[0], [1]], [1.0, 2.0], [3])}, [a])
+        value = fc.sequence_input_layer({"a": tf.SparseTensorValue([[0, 0]], [1.0], [2, 2])}, [a])
+        ph = fc.sequence_input_layer({"a": tf.sparse_placeholder(tf.float32)}, [a])
+        shapes = [[t.shape.as_list() for t in pair] for pair in (rank1, value, ph)]
+        assert shapes == [[[3, 1, 1], [None]], [[2, 2, 1], [None]], [[None, None, 1], [None]]]
+        with tf.Session() as s:
+            x, length = s.run(rank1)
+    np.testing.assert_array_equal(x, [[[1.0]], [[2.0]], [[0.0]]])
+    assert length.tolist() == [1, 1, 0]
+
+
+def test_layer_variables_collections():
+    i = _ident()
+    with tf.Graph().as_default():
+        fc.sequence_input_layer(
+            {"i": _i()}, [fc.embedding_column(i, 2)], weight_collections=["mine"], trainable=False
+        )
+        # TF 2.15.1 (trainable=False): 0 trainable, 1 global, no model variables.
+        assert len(tf.trainable_variables()) == 0
+        assert len(tf.global_variables()) == 1
+        assert tf.get_collection("mine") == tf.global_variables()
+        assert tf.model_variables() == []
