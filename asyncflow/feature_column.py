@@ -69,6 +69,7 @@ from asyncflow.ops import (
     nn_ops,
     sparse_ops,
 )
+from asyncflow.train import checkpoint_utils
 
 __all__ = [
     "bucketized_column",
@@ -581,7 +582,9 @@ def input_layer(
                 "Items of feature_columns must be a _DenseColumn. You can wrap a categorical "
                 f"column with an embedding_column or indicator_column. Given: {column}"
             )
-    ctx = _Ctx(_model_collections(weight_collections), trainable)
+    ctx = _Ctx(
+        _model_collections(weight_collections), trainable, checkpoint_utils.init_from_checkpoint
+    )
     with var_scope.variable_scope(None, default_name="input_layer"):
         builder = _Builder(features)
         outputs = []
@@ -622,7 +625,9 @@ def linear_model(
                 f"Items of feature_columns must be either a _DenseColumn or "
                 f"_CategoricalColumn. Given: {column}"
             )
-    ctx = _Ctx(_model_collections(weight_collections), trainable)
+    ctx = _Ctx(
+        _model_collections(weight_collections), trainable, checkpoint_utils.init_from_checkpoint
+    )
     ordered = sorted(columns, key=lambda c: c.name)
     scope_names = [_claim_scope_name(c._var_scope_name) for c in ordered]
     with var_scope.variable_scope(None, default_name="linear_model") as model_scope:

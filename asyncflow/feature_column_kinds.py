@@ -179,18 +179,18 @@ def _sequence_error(column, layer="DenseFeatures", other="SequenceFeatures"):
 
 class _Ctx:
     """What a model tells its columns: the variables' collections, trainability, and
-    what to do with a new embedding variable (start it from a checkpoint, as TF)."""
+    what to do with a new embedding variable: `init_from_checkpoint(ckpt, {name: var})`
+    (train.checkpoint_utils', passed in: this layer cannot import train/), as TF does
+    for a column with ckpt_to_load_from."""
 
-    def __init__(self, collections_, trainable):
+    def __init__(self, collections_, trainable, init_from_checkpoint):
         self.collections = collections_
         self.trainable = trainable
+        self._init_from_checkpoint = init_from_checkpoint
 
-    @staticmethod
-    def made_embedding(column, weights):
+    def made_embedding(self, column, weights):
         if column.ckpt_to_load_from is not None:
-            from asyncflow.train import checkpoint_utils
-
-            checkpoint_utils.init_from_checkpoint(
+            self._init_from_checkpoint(
                 column.ckpt_to_load_from, {column.tensor_name_in_ckpt: weights}
             )
 

@@ -47,6 +47,7 @@ from asyncflow.feature_column_kinds import (
 )
 from asyncflow.ops import array_ops, check_ops, manip_ops, parsing_ops, sparse_ops
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
+from asyncflow.train import checkpoint_utils
 
 __all__ = [
     "SequenceCategoricalColumn",
@@ -212,7 +213,7 @@ def sequence_input_layer(features, feature_columns, weight_collections=None, tra
     collections = list(weight_collections or [])
     if ops.GraphKeys.GLOBAL_VARIABLES not in collections:
         collections.append(ops.GraphKeys.GLOBAL_VARIABLES)
-    ctx = _Ctx(collections, trainable)
+    ctx = _Ctx(collections, trainable, checkpoint_utils.init_from_checkpoint)
     with var_scope.variable_scope(None, default_name="sequence_input_layer"):
         builder = _SequenceBuilder(features)
         outputs, lengths = [], []

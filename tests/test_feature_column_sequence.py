@@ -478,3 +478,19 @@ def test_layer_variables_collections():
         assert len(tf.global_variables()) == 1
         assert tf.get_collection("mine") == tf.global_variables()
         assert tf.model_variables() == []
+
+
+def test_embedding_starts_from_a_checkpoint(tmp_path):
+    table = np.arange(8.0, dtype=np.float32).reshape(4, 2) * 10
+    with tf.Graph().as_default():
+        tf.Variable(table, name="emb")
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            path = tf.train.Saver().save(s, str(tmp_path / "ckpt"))
+    column = fc.embedding_column(_ident(), 2, ckpt_to_load_from=path, tensor_name_in_ckpt="emb")
+    with tf.Graph().as_default():
+        x, _ = _layer([column], {"i": _i})
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            got = s.run(x)
+    np.testing.assert_array_equal(got, [[[20, 30], [60, 70]], [[40, 50], [0, 0]]])
