@@ -26,12 +26,12 @@ from asyncflow.graph import Operation
 
 __all__ = ["Placer"]
 
-# Static cost model (seconds): the loop's cost of one op and of one Send/Recv pair, and
-# rough throughputs for arithmetic and copies on this kind of machine.
 # tf.debugging.set_log_device_placement's switch: sessions made while it is on log
 # their placements as if their ConfigProto asked (TF 2.21 merges it so in graph mode).
 LOG_ALL_PLACEMENTS = {"enabled": False}
 
+# Static cost model (seconds): the loop's cost of one op and of one Send/Recv pair, and
+# rough throughputs for arithmetic and copies on this kind of machine.
 _OP_OVERHEAD = 1e-6
 _TRANSFER_OVERHEAD = 20e-6
 _FLOPS = 2e10
