@@ -53,6 +53,8 @@ PASSES = [
     lambda: [(_z(), (Ellipsis, "Q", "D")), (_x(), ("A", "Q")), (_x(), (Ellipsis, "Q"))],
     lambda: [(tf.SparseTensor([[0, 0]], [1.0], [2, 3]), ("N", "Q"))],
     lambda: [],
+    lambda: [(np.zeros([2, 3]), ("N", "Q")), (tf.constant([1, 2]), (2,)), ("abc", ())],
+    lambda: ((_x(), s) for s in [("N", 3), ["N", 3]]),
 ]
 
 
@@ -126,6 +128,16 @@ STATIC_ERRORS = [
      "`__iter__` or `__getitem__`.  Received specified shape: 3"),
     (lambda: [(tf.SparseTensor([[0, 0]], [1.0], [2, 3]), ("N", "Q", "R"))], {},
      "Tensor  must have rank 3.  Received rank 2, shape (2, 3)"),
+]  # fmt: skip
+
+
+STATIC_ERRORS += [
+    # (static failures ignore `data`)
+    (lambda: [(_x(), (2, 4))], {"data": ["foo"]},
+     _size("Specified explicitly", "x", 1, 4, 3, "(2, 3)")),
+    (lambda: [(_y(), (Ellipsis, 2, 3))], {"message": "mm"},
+     "mm.  Tensor y:0 must have rank at least 2.  Received rank 1, shape (3,)"),
+    (lambda: [(_x(),)], {}, "not enough values to unpack (expected 2, got 1)"),
 ]  # fmt: skip
 
 
