@@ -220,6 +220,7 @@ __version__ = VERSION  # noqa: F821 - (framework_extras': asyncflow's own, as tf
 
 from asyncflow import (  # noqa: E402
     data,
+    debugging,
     device_lib,
     feature_column,
     image,
@@ -245,12 +246,15 @@ from asyncflow import (  # noqa: E402
     python_io,
     ragged,
     regularizers,
+    resource_loader,
     saved_model,
     serving,
     sets,
     signal,
+    sysconfig,
     test,
     train,
+    user_ops,
     xla,
 )
 from asyncflow import resource_variable as _resource_variable  # noqa: E402,F401 - use_resource

@@ -19,7 +19,9 @@ Invariants, as TF 2.21's:
   `input_layer/<column name>/embedding_weights`, shared embeddings under the sorted
   names joined by '_' plus '_shared_embedding'.
 
-Not as TF: the sequence_* columns are missing; a crossed column over dense features
+The sequence columns and `sequence_input_layer` are in feature_column_sequence.py.
+
+Not as TF: a crossed column over dense features
 loses the static batch size TF keeps ([?, n] for its [2, n]); op names inside a lookup
 (not the models' outputs, not the variables) may differ.
 """
@@ -48,7 +50,14 @@ from asyncflow.feature_column_kinds import (
     _check_key,
     _check_string_or_int,
     _Column,
+    _Ctx,
+    _model_collections,
     _SharedEmbeddingColumn,
+)
+from asyncflow.feature_column_sequence import (
+    SequenceCategoricalColumn,
+    sequence_input_layer,
+    sequence_numeric_column,
 )
 from asyncflow.nn_sparse_extras import safe_embedding_lookup_sparse
 from asyncflow.ops import (
@@ -60,6 +69,7 @@ from asyncflow.ops import (
     nn_ops,
     sparse_ops,
 )
+from asyncflow.train import checkpoint_utils
 
 __all__ = [
     "bucketized_column",
@@ -74,6 +84,12 @@ __all__ = [
     "linear_model",
     "make_parse_example_spec",
     "numeric_column",
+    "sequence_categorical_column_with_hash_bucket",
+    "sequence_categorical_column_with_identity",
+    "sequence_categorical_column_with_vocabulary_file",
+    "sequence_categorical_column_with_vocabulary_list",
+    "sequence_input_layer",
+    "sequence_numeric_column",
     "shared_embedding_columns",
     "weighted_categorical_column",
 ]
@@ -300,6 +316,51 @@ def categorical_column_with_hash_bucket(key, hash_bucket_size, dtype=dtypes.stri
     return HashedCategoricalColumn(key, hash_bucket_size, dtype)
 
 
+def sequence_categorical_column_with_identity(key, num_buckets, default_value=None):
+    """categorical_column_with_identity over a sequence feature ([batch, T] ids; same
+    arguments and errors)."""
+    return SequenceCategoricalColumn(
+        categorical_column_with_identity(key, num_buckets, default_value)
+    )
+
+
+def sequence_categorical_column_with_hash_bucket(key, hash_bucket_size, dtype=dtypes.string):
+    """categorical_column_with_hash_bucket over a sequence feature (same arguments and
+    errors)."""
+    return SequenceCategoricalColumn(
+        categorical_column_with_hash_bucket(key, hash_bucket_size, dtype)
+    )
+
+
+def sequence_categorical_column_with_vocabulary_list(
+    key, vocabulary_list, dtype=None, default_value=-1, num_oov_buckets=0
+):
+    """categorical_column_with_vocabulary_list over a sequence feature (same arguments
+    and errors)."""
+    return SequenceCategoricalColumn(
+        categorical_column_with_vocabulary_list(
+            key, vocabulary_list, dtype, default_value, num_oov_buckets
+        )
+    )
+
+
+def sequence_categorical_column_with_vocabulary_file(
+    key,
+    vocabulary_file,
+    vocabulary_size=None,
+    num_oov_buckets=0,
+    default_value=None,
+    dtype=dtypes.string,
+):
+    """categorical_column_with_vocabulary_file over a sequence feature (same arguments
+    and errors)."""
+    return SequenceCategoricalColumn(
+        categorical_column_with_vocabulary_file(
+            key, vocabulary_file, vocabulary_size, num_oov_buckets, default_value, dtype
+        )
+    )
+
+
 def weighted_categorical_column(categorical_column, weight_feature_key, dtype=dtypes.float32):
     """`categorical_column`'s ids weighted by the feature `weight_feature_key`.
 
@@ -420,9 +481,7 @@ def shared_embedding_columns(
     for c in columns:
         if not isinstance(c, _Categorical):  # (TF reads its bucket count and fails so)
             raise AttributeError(f"'{type(c).__name__}' object has no attribute '_num_buckets'")
-    base = [
-        c.categorical_column if isinstance(c, WeightedCategoricalColumn) else c for c in columns
-    ]
+    base = [_base_kind(c) for c in columns]
     for c, b in zip(columns, base, strict=True):
         if type(b) is not type(base[0]):
             raise ValueError(
@@ -459,25 +518,14 @@ def shared_embedding_columns(
     ]
 
 
+def _base_kind(column):
+    """The column whose kind a shared embedding compares: under weighting and sequence."""
+    while isinstance(column, WeightedCategoricalColumn | SequenceCategoricalColumn):
+        column = column.categorical_column
+    return column
+
+
 # -- models ------------------------------------------------------------------------------
-
-
-class _Ctx:
-    """What a model tells its columns: the variables' collections, trainability, and
-    what to do with a new embedding variable (start it from a checkpoint, as TF)."""
-
-    def __init__(self, collections_, trainable):
-        self.collections = collections_
-        self.trainable = trainable
-
-    @staticmethod
-    def made_embedding(column, weights):
-        if column.ckpt_to_load_from is not None:
-            from asyncflow.train import checkpoint_utils
-
-            checkpoint_utils.init_from_checkpoint(
-                column.ckpt_to_load_from, {column.tensor_name_in_ckpt: weights}
-            )
 
 
 def _normalize(feature_columns):
@@ -507,14 +555,6 @@ def _normalize(feature_columns):
     return feature_columns
 
 
-def _model_collections(weight_collections):
-    names = list(weight_collections or [])
-    for key in (ops.GraphKeys.GLOBAL_VARIABLES, ops.GraphKeys.MODEL_VARIABLES):
-        if key not in names:
-            names.append(key)
-    return names
-
-
 def _flatten(tensor, num_elements):
     batch = array_ops.shape(tensor)[0]
     return array_ops.reshape(tensor, manip_ops.stack([batch, num_elements]))
@@ -542,7 +582,9 @@ def input_layer(
                 "Items of feature_columns must be a _DenseColumn. You can wrap a categorical "
                 f"column with an embedding_column or indicator_column. Given: {column}"
             )
-    ctx = _Ctx(_model_collections(weight_collections), trainable)
+    ctx = _Ctx(
+        _model_collections(weight_collections), trainable, checkpoint_utils.init_from_checkpoint
+    )
     with var_scope.variable_scope(None, default_name="input_layer"):
         builder = _Builder(features)
         outputs = []
@@ -583,7 +625,9 @@ def linear_model(
                 f"Items of feature_columns must be either a _DenseColumn or "
                 f"_CategoricalColumn. Given: {column}"
             )
-    ctx = _Ctx(_model_collections(weight_collections), trainable)
+    ctx = _Ctx(
+        _model_collections(weight_collections), trainable, checkpoint_utils.init_from_checkpoint
+    )
     ordered = sorted(columns, key=lambda c: c.name)
     scope_names = [_claim_scope_name(c._var_scope_name) for c in ordered]
     with var_scope.variable_scope(None, default_name="linear_model") as model_scope:

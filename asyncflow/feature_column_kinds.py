@@ -3,9 +3,11 @@ features into tensors.
 
 A categorical column's `_ids(builder)` gives its int64 ids as a SparseTensor [batch, n]
 and its weights (a float SparseTensor) or None; a dense column's `_dense(builder, ctx)`
-gives floats [batch, ...], `_num_elements` per example.  Each column is a namedtuple of
-TF's fields, so equal columns are one dict key (cols_to_vars) and errors print them as
-TF does.
+gives floats [batch, ...], `_num_elements` per example; a SequenceDenseColumn's
+`_sequence_dense(builder, ctx)` gives [batch, T, ...] floats and int64 [batch] lengths
+(indicator and embedding columns over a sequence column; feature_column_sequence.py).
+Each column is a namedtuple of TF's fields, so equal columns are one dict key
+(cols_to_vars) and errors print them as TF does.
 
 Invariant: `_Builder.get` builds each raw feature and each column's transform once per
 model call, so a column read by two others (a cross and an indicator) is one subgraph.
@@ -28,6 +30,7 @@ from asyncflow.ops import (
     parsing_ops,
     reduction_ops,
     scatter_nd_ops,
+    segment_ops,
     slicing_ops,
     sparse_cross_ops,
     sparse_ops,
@@ -131,6 +134,75 @@ def _with_values(sp, values):
     return SparseTensor(sp.indices, values, sp.dense_shape)
 
 
+def _sequence_length(sp, num_elements=1):
+    """Each example's number of steps in a SparseTensor [batch, T, ...]: its last set
+    index along axis 1 plus one (0 for an empty example), over `num_elements` values
+    a step, rounded up; int64 [batch]."""
+    rows = slicing_ops.gather(sp.indices, 0, axis=1)
+    steps = math_ops.add(slicing_ops.gather(sp.indices, 1, axis=1), 1)
+    batch = slicing_ops.gather(sp.dense_shape, 0)
+    last = segment_ops.unsorted_segment_max(steps, rows, batch)
+    # An example with no entries gets the dtype's lowest value from the max.
+    last = math_ops.maximum(last, ops.convert_to_tensor(0, dtypes.int64))
+    if num_elements == 1:
+        return array_ops.identity(last, name="sequence_length")
+    n = ops.convert_to_tensor(num_elements, dtypes.int64)
+    return math_ops.floordiv(math_ops.add(last, n - 1), n, name="sequence_length")
+
+
+class SequenceDenseColumn:
+    """A column `sequence_input_layer` takes: `_sequence_dense(builder, ctx)` gives its
+    [batch, T, ...] floats and its int64 [batch] sequence lengths."""
+
+
+def _not_sequence_error(column, layer, what="SequenceCategoricalColumn"):
+    cc = column.categorical_column
+    return ValueError(
+        f"In {column._kind}: {column.name}. categorical_column must be of type {what} "
+        f"to use {layer}. Suggested fix: Use one of sequence_categorical_column_with_*. "
+        f"Given (type {type(cc)}): {cc}"
+    )
+
+
+def _sequence_error(column, layer="DenseFeatures", other="SequenceFeatures"):
+    cc = column.categorical_column
+    return ValueError(
+        f"In {column._kind}: {column.name}. categorical_column must not be of type "
+        f"_SequenceCategoricalColumn. Suggested fix A: If you wish to use {layer}, use a "
+        f"non-sequence categorical_column_with_*. Suggested fix B: If you wish to create "
+        f"sequence input, use {other} instead of {layer}. Given (type {type(cc)}): {cc}"
+    )
+
+
+# -- what a model tells its columns -------------------------------------------------------
+
+
+class _Ctx:
+    """What a model tells its columns: the variables' collections, trainability, and
+    what to do with a new embedding variable: `init_from_checkpoint(ckpt, {name: var})`
+    (train.checkpoint_utils', passed in: this layer cannot import train/), as TF does
+    for a column with ckpt_to_load_from."""
+
+    def __init__(self, collections_, trainable, init_from_checkpoint):
+        self.collections = collections_
+        self.trainable = trainable
+        self._init_from_checkpoint = init_from_checkpoint
+
+    def made_embedding(self, column, weights):
+        if column.ckpt_to_load_from is not None:
+            self._init_from_checkpoint(
+                column.ckpt_to_load_from, {column.tensor_name_in_ckpt: weights}
+            )
+
+
+def _model_collections(weight_collections):
+    names = list(weight_collections or [])
+    for key in (ops.GraphKeys.GLOBAL_VARIABLES, ops.GraphKeys.MODEL_VARIABLES):
+        if key not in names:
+            names.append(key)
+    return names
+
+
 # -- the column kinds --------------------------------------------------------------------
 
 
@@ -139,6 +211,7 @@ class _Column:
 
     _is_dense = False
     _is_categorical = False
+    _is_sequence = False
 
     @property
     def _var_scope_name(self) -> str:
@@ -496,8 +569,11 @@ def _leaf_keys(cross):
     return keys
 
 
-class IndicatorColumn(_Column, collections.namedtuple("IndicatorColumn", ["categorical_column"])):
+class IndicatorColumn(
+    _Column, SequenceDenseColumn, collections.namedtuple("IndicatorColumn", ["categorical_column"])
+):
     _is_dense = True
+    _kind = "indicator_column"
 
     @property
     def name(self):
@@ -522,7 +598,15 @@ class IndicatorColumn(_Column, collections.namedtuple("IndicatorColumn", ["categ
         return reduction_ops.reduce_sum(one_hot, axis=[-2])
 
     def _dense(self, builder, ctx):
+        if self.categorical_column._is_sequence:
+            raise _sequence_error(self)
         return builder.get(self)
+
+    def _sequence_dense(self, builder, ctx):
+        if not self.categorical_column._is_sequence:
+            raise _not_sequence_error(self, "SequenceFeatures")
+        ids, _ = self.categorical_column._ids(builder)
+        return builder.get(self), _sequence_length(ids)
 
 
 _EMBEDDING_FIELDS = [
@@ -550,8 +634,11 @@ def _embed(column, weights, builder):
     )
 
 
-class EmbeddingColumn(_Column, collections.namedtuple("EmbeddingColumn", _EMBEDDING_FIELDS)):
+class EmbeddingColumn(
+    _Column, SequenceDenseColumn, collections.namedtuple("EmbeddingColumn", _EMBEDDING_FIELDS)
+):
     _is_dense = True
+    _kind = "embedding_column"
 
     @property
     def name(self):
@@ -566,6 +653,17 @@ class EmbeddingColumn(_Column, collections.namedtuple("EmbeddingColumn", _EMBEDD
         return self.dimension
 
     def _dense(self, builder, ctx):
+        if self.categorical_column._is_sequence:
+            raise _sequence_error(self)
+        return self._lookup(builder, ctx)
+
+    def _sequence_dense(self, builder, ctx):
+        if not self.categorical_column._is_sequence:
+            raise _not_sequence_error(self, "SequenceFeatures")
+        ids, _ = self.categorical_column._ids(builder)
+        return self._lookup(builder, ctx), _sequence_length(ids)
+
+    def _lookup(self, builder, ctx):
         weights = var_scope.get_variable(
             "embedding_weights",
             shape=(self.categorical_column.num_buckets, self.dimension),
@@ -580,6 +678,7 @@ class EmbeddingColumn(_Column, collections.namedtuple("EmbeddingColumn", _EMBEDD
 
 class _SharedEmbeddingColumn(
     _Column,
+    SequenceDenseColumn,
     collections.namedtuple(
         "_SharedEmbeddingColumn",
         [*_EMBEDDING_FIELDS[:4], "shared_embedding_collection_name", *_EMBEDDING_FIELDS[4:]],
@@ -595,6 +694,8 @@ class _SharedEmbeddingColumn(
     def parse_example_spec(self):
         return self.categorical_column.parse_example_spec
 
+    _kind = "embedding_column"
+
     @property
     def _var_scope_name(self):
         return self.shared_embedding_collection_name
@@ -603,7 +704,19 @@ class _SharedEmbeddingColumn(
     def _num_elements(self):
         return self.dimension
 
+    # TF1's own shared columns, whose messages name TF1's layers.
     def _dense(self, builder, ctx):
+        if self.categorical_column._is_sequence:
+            raise _sequence_error(self, "input_layer", "sequence_input_layer")
+        return self._lookup(builder, ctx)
+
+    def _sequence_dense(self, builder, ctx):
+        if not self.categorical_column._is_sequence:
+            raise _not_sequence_error(self, "sequence_input_layer", "_SequenceCategoricalColumn")
+        ids, _ = self.categorical_column._ids(builder)
+        return self._lookup(builder, ctx), _sequence_length(ids)
+
+    def _lookup(self, builder, ctx):
         # The first column of the group makes the variable; the others find it in the
         # collection named after the group.
         shape = (self.categorical_column.num_buckets, self.dimension)

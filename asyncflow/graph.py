@@ -1032,6 +1032,10 @@ class Graph:
     # around it as its captured inputs, and is where ops are built while it is traced.
     _building_function = False
 
+    # tf.debugging.enable_check_numerics: each checked output -> its CheckNumericsV2
+    # output, which ops built later read instead (a per-graph dict once set).
+    _checked_outputs: dict | None = None
+
     def _capture(self, t: Tensor) -> Tensor:
         """`t` as an input of an op of this graph (a FuncGraph captures it).
 
@@ -1459,6 +1463,8 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
         op_name = _claim_op_name(graph, name, op_type)
         cf_ctx = graph._control_flow_context
         converted, flat_inputs = _inputs_in_scope(graph, op_def, inputs, attrs, op_name)
+        if graph._checked_outputs:
+            flat_inputs = [graph._checked_outputs.get(t, t) for t in flat_inputs]
         if cf_ctx is None:
             for t in flat_inputs:
                 if t.op._control_flow_context is not None:  # e.g. a value of a loop's body
@@ -1488,7 +1494,14 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
             cf_ctx.add_op(op)
         if op_def.shape_fn is not None:
             _set_output_shapes(graph, op, op_def)
+        for callback in OP_CALLBACKS:
+            callback(op)
     return op
+
+
+# Called with each op apply_op makes, once its shapes are set (what
+# tf.debugging.enable_check_numerics adds its checks with).
+OP_CALLBACKS: list = []
 
 
 def _inputs_in_scope(graph: Graph, op_def, inputs, attrs: dict, op_name: str):

@@ -401,6 +401,14 @@ class Namespace(types.ModuleType):
 NAMESPACES = {name: Namespace(name) for name in _NAMES}
 
 
+def _union_dir(module, ns):
+    """`dir()` of a family's own module: its public names and the namespace's."""
+    own = getattr(module, "__all__", None)
+    if own is None:
+        own = [n for n in vars(module) if not n.startswith("_")]
+    return lambda: sorted(set(own) | set(ns.__dir__()))
+
+
 def install(package_globals: dict) -> None:
     """Bind each namespace in the package: a module already there (a family's own
     `asyncflow/<name>.py`) keeps its attributes and resolves the rest lazily."""
@@ -408,5 +416,6 @@ def install(package_globals: dict) -> None:
         existing = package_globals.get(name)
         if isinstance(existing, types.ModuleType) and not isinstance(existing, Namespace):
             existing.__getattr__ = ns.__getattr__
+            existing.__dir__ = _union_dir(existing, ns)
         else:
             package_globals[name] = ns

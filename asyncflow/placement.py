@@ -26,6 +26,10 @@ from asyncflow.graph import Operation
 
 __all__ = ["Placer"]
 
+# tf.debugging.set_log_device_placement's switch: sessions made while it is on log
+# their placements as if their ConfigProto asked (TF 2.21 merges it so in graph mode).
+LOG_ALL_PLACEMENTS = {"enabled": False}
+
 # Static cost model (seconds): the loop's cost of one op and of one Send/Recv pair, and
 # rough throughputs for arithmetic and copies on this kind of machine.
 _OP_OVERHEAD = 1e-6
@@ -93,7 +97,7 @@ class Placer:
             device_spec.DeviceSpec.from_string(default_device) if default_device else None
         )
         self.allow_soft = allow_soft_placement
-        self.log = log_device_placement
+        self.log = log_device_placement or LOG_ALL_PLACEMENTS["enabled"]
         self.assignment: dict[Operation, object] = {}
         self._flexible: set[Operation] = set()  # ops whose own device spec is ignored
         self._loc_index: dict | None = None  # `_later_members`: loc:@ names -> ops

@@ -350,6 +350,8 @@ class _FetchMapper:
             raise ValueError(
                 f"Fetch argument {f!r} cannot be interpreted as a Tensor. ({msg})"
             ) from None
+        if graph._checked_outputs and el in graph._checked_outputs:
+            el = graph._checked_outputs[el]  # (tf.debugging.enable_check_numerics)
         if not graph.is_fetchable(el):
             op = el if isinstance(el, ops.Operation) else el.op
             raise ops.InaccessibleTensorError(
@@ -387,6 +389,8 @@ def _plain_fetch(graph, f) -> bool:
     else:
         return False
     # (a graph with a tf.cond holds unfetchable ops: its other fetches stay plain)
+    if graph._checked_outputs:  # (a fetch may read its check: the mapper swaps it)
+        return False
     return f.graph is graph and (not graph._unfetchable_ops or op not in graph._unfetchable_ops)
 
 

@@ -67,6 +67,45 @@ async def _check_numerics(ctx, x):
     return x
 
 
+CheckNumericsV2 = register_op(
+    "CheckNumericsV2",
+    inputs=["tensor: T"],
+    outputs=["output: T"],
+    attrs={"T": FLOATING, "message": ""},
+    shape_fn=lambda op: [op.inputs[0].shape],
+)
+
+
+@CheckNumericsV2.kernel()
+async def _check_numerics_v2(ctx, x):
+    # V2 tells -Inf from +Inf: "Tensor had -Inf, +Inf, and NaN values".
+    xp = ctx.xp
+    found = [
+        kind
+        for kind, test in (
+            ("-Inf", lambda: xp.isinf(x) & (x < 0)),
+            ("+Inf", lambda: xp.isinf(x) & (x > 0)),
+            ("NaN", lambda: xp.isnan(x)),
+        )
+        if bool(to_host(xp, test().any()))
+    ]
+    if found:
+        kinds = " and ".join(found) if len(found) < 3 else "-Inf, +Inf, and NaN"
+        raise errors.InvalidArgumentError(
+            None, None, f"{ctx.attrs['message']} : Tensor had {kinds} values"
+        )
+    return x
+
+
+def check_numerics_v2(tensor, message, name=None) -> ops.Tensor:
+    """`tensor`, after checking it holds no NaN, -Inf or +Inf (TF's CheckNumericsV2).
+
+    Raises:
+      InvalidArgumentError: at run time, "<message> : Tensor had -Inf and NaN values".
+    """
+    return ops.apply_op("CheckNumericsV2", [tensor], {"message": message}, name=name).outputs[0]
+
+
 def check_numerics(tensor, message, name=None) -> ops.Tensor:
     """`tensor`, after checking it holds no NaN or Inf.
 
@@ -459,3 +498,13 @@ def _check_numerics_grad(op, grad):
         "message"
     )
     return [check_numerics(ops.convert_to_tensor(grad), message)]
+
+
+@CheckNumericsV2.gradient
+def _check_numerics_v2_grad(op, grad):
+    """The gradient passes through, checked by a V2 (as TF)."""
+    # TF 2.21 formats the bytes attr, so the message ends "gradient. b'<message>'".
+    message = "Not a number (NaN) or infinity (Inf) values detected in gradient. " + str(
+        op.get_attr("message")
+    )
+    return [check_numerics_v2(ops.convert_to_tensor(grad), message)]

@@ -301,6 +301,9 @@ CASES: dict[str, list] = {
     ],
     # -- checks and logging
     "CheckNumerics": [(lambda x: af.check_numerics(x, "bad"), [r(3)])],
+    "CheckNumericsV2": [
+        (lambda x: apply_op("CheckNumericsV2", [x], {"message": "bad"}).outputs[0], [r(3)])
+    ],
     "Print": [(lambda x: af.Print(x, [x], first_n=0) * 2.0, [r(3)])],
     # -- gradient_ops
     "UnsortedSegmentSum": [
