@@ -181,8 +181,8 @@ def compile_plan(
             if nodes[spec[0]].op._outputs[spec[1]]._is_ref:
                 fetch_refs.append(True)
                 continue
-            var = _aliased_variable(nodes, spec[0])
-            if var is None:
+            var = _aliased_variable(nodes, spec[0]) if session is not None else None
+            if var is None or nodes[var[0]].device.device_type != "CPU":
                 fetch_refs.append(False)
                 continue
             # The variable's reference reaches the sentinel too, in a slot of its own;
@@ -235,7 +235,9 @@ def _aliased_variable(nodes, i):
     None.  TF's Identity forwards its input's buffer, so a fetched `v`, `v.value()` or
     `tf.identity(v)` of a ref variable shows the variable as the step left it (after an
     update made in place in the same step), not as it was when read; `fetch_refs` marks
-    such fetches to be read once the step is done (`Step.results`)."""
+    such fetches to be read once the step is done (`Step.results`).  Only in the
+    session's own process and host memory: a value that crosses to another task or
+    device is a copy made when it is sent, in TF as here (the caller checks that)."""
     for _ in range(len(nodes)):
         pnode = nodes[i]
         if pnode.op.type != "Identity" or len(pnode.inputs) != 1:
