@@ -1,0 +1,145 @@
+"""Runtime and file behaviours checked against TF 1 (recorded from TF 2.21's tf.compat.v1):
+the form of Const value protos, ref/resource ScatterNd* on a GPU, shuffle_batch's
+capacity check, and what a resource variable's assign returns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+from asyncflow.protos import GraphDef
+
+# -- Const value protos -----------------------------------------------------------------
+
+# (builder, the value TensorProto's serialized bytes), recorded from TF 2.21: the values
+# given in the dtype's typed field (fewer than the shape holds: the last one repeats),
+# except a full array of a numeric dtype (two or more elements) as tensor_content.
+CONST_PROTOS = [
+    ("constant(0.0, shape=[5])", lambda: tf.constant(0.0, shape=[5]),
+     "08011204120208052a0400000000"),
+    ("constant(1, shape=[2, 3])", lambda: tf.constant(1, shape=[2, 3]),
+     "0803120812020802120208033a0101"),
+    ("constant(np.zeros(6))", lambda: tf.constant(np.zeros(6, np.float32)),
+     "08011204120208062218000000000000000000000000000000000000000000000000"),
+    ("constant([1, 2], shape=[5])", lambda: tf.constant([1, 2], shape=[5]),
+     "08031204120208053a020102"),
+    ("constant([0, 0, 0], shape=[6])", lambda: tf.constant([0, 0, 0], shape=[6]),
+     "08031204120208063a03000000"),
+    ("constant([1., 2.], shape=[2, 2])", lambda: tf.constant([1.0, 2.0], shape=[2, 2]),
+     "0801120812020802120208022a080000803f00000040"),
+    ("constant(array([[1., 2.]]), shape=[2, 2])",
+     lambda: tf.constant(np.array([[1.0, 2.0]]), shape=[2, 2]),
+     "0802120812020802120208023210000000000000f03f0000000000000040"),
+    ("constant(['x', 'x', 'x'])", lambda: tf.constant(["x", "x", "x"]),
+     "0807120412020803420178420178420178"),
+    ("constant('x', shape=[3])", lambda: tf.constant("x", shape=[3]),
+     "0807120412020803420178"),
+    ("constant(['a', 'b'], shape=[3])", lambda: tf.constant(["a", "b"], shape=[3]),
+     "0807120412020803420161420162"),
+    ("constant([True, True])", lambda: tf.constant([True, True]),
+     "080a1204120208025a020101"),
+    ("constant(True, shape=[3])", lambda: tf.constant(True, shape=[3]),
+     "080a1204120208035a0101"),
+    ("constant(full(3, 1+2j, complex64))", lambda: tf.constant(np.full(3, 1 + 2j, np.complex64)),
+     "08081204120208034a180000803f000000400000803f000000400000803f00000040"),
+    ("constant(1+2j, shape=[3])", lambda: tf.constant(1 + 2j, shape=[3]),
+     "08121204120208036210000000000000f03f0000000000000040"),
+    ("constant(full(4, 2.5, float16))", lambda: tf.constant(np.full(4, 2.5, np.float16)),
+     "081312041202080422080041004100410041"),
+    ("constant(float16(1.5), shape=[3])", lambda: tf.constant(np.float16(1.5), shape=[3]),
+     "08131204120208036a02807c"),
+    ("constant(1., bfloat16, shape=[2])", lambda: tf.constant(1.0, tf.bfloat16, shape=[2]),
+     "080e1204120208026a02807f"),
+    ("constant(3, int64, shape=[2])", lambda: tf.constant(3, tf.int64, shape=[2]),
+     "0809120412020802520103"),
+    ("constant(7, uint32, shape=[2])", lambda: tf.constant(7, tf.uint32, shape=[2]),
+     "081612041202080282010107"),
+    ("constant(7, uint8, shape=[2])", lambda: tf.constant(7, tf.uint8, shape=[2]),
+     "08041204120208023a0107"),
+    ("constant([], shape=[3])", lambda: tf.constant([], shape=[3]), "0801120412020803"),
+    ("constant(1., shape=[0])", lambda: tf.constant(1.0, shape=[0]), "080112021200"),
+    ("constant(broadcast_to(1., (3,)))",
+     lambda: tf.constant(np.broadcast_to(np.float32(1.0), (3,))),
+     "0801120412020803220c0000803f0000803f0000803f"),
+    ("zeros([10])", lambda: tf.zeros([10]), "080112041202080a2a0400000000"),
+    ("ones([3, 3], int32)", lambda: tf.ones([3, 3], tf.int32), "0803120812020803120208033a0101"),
+    ("zeros([2], string)", lambda: tf.zeros([2], tf.string), "08071204120208024200"),
+    ("zeros_like(constant([1., 2.]))", lambda: tf.zeros_like(tf.constant([1.0, 2.0])),
+     "08011204120208022a0400000000"),
+    ("constant([5], shape=[])", lambda: tf.constant([5], shape=[]), "080312003a0105"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("build, expected", [c[1:] for c in CONST_PROTOS],
+                         ids=[c[0] for c in CONST_PROTOS])  # fmt: skip
+def test_const_value_proto_is_tfs(graph, build, expected):
+    t = build()
+    assert t.op.get_attr("value").SerializeToString().hex() == expected
+    (node,) = [n for n in graph.as_graph_def().node if n.name == t.op.name]
+    assert node.attr["value"].tensor.SerializeToString().hex() == expected
+
+
+def test_large_splat_constant_stays_small(graph, sess):
+    t = tf.constant(0.0, shape=[1000000])
+    assert graph.as_graph_def().ByteSize() < 200
+    out = sess.run(t)
+    assert out.shape == (1000000,) and out.flags.writeable and not out.any()
+
+
+def test_large_zeros_is_a_fill_named_as_tf(graph):
+    tf.zeros([2000], name="p")
+    # Recorded from TF 2.21: the shape Const is "shape_as_tensor", the value one "Const".
+    assert [(op.name, op.type) for op in graph.get_operations()] == [
+        ("p/shape_as_tensor", "Const"),
+        ("p/Const", "Const"),
+        ("p", "Fill"),
+    ]
+
+
+def test_compact_protos_read_whole_and_write_back_the_same(graph, sess):
+    # Const nodes as TF 2.21 writes them (NodeDefs serialized deterministically, recorded).
+    nodes = {
+        "a": "0a01611205436f6e73742a0b0a056474797065120230012a190a0576616c75651210420e"
+        "08011204120208052a0400000000",
+        "f": "0a01661205436f6e73742a0b0a056474797065120230032a170a0576616c7565120e420c"
+        "08031204120208053a020102",
+        "g": "0a01671205436f6e73742a0b0a056474797065120230072a190a0576616c75651210420e"
+        "0807120412020803420161420162",
+        "e": "0a01651205436f6e73742a0b0a056474797065120230012a130a0576616c7565120a4208"
+        "0801120412020803",
+        "c": "0a01631205436f6e73742a0b0a056474797065120230122a250a0576616c7565121c421a"
+        "08121204120208026210000000000000f03f0000000000000040",
+        "h": "0a01681205436f6e73742a0b0a056474797065120230132a170a0576616c7565120e420c"
+        "08131204120208036a02807c",
+    }
+    gd = GraphDef()
+    for hex_ in nodes.values():
+        gd.node.add().ParseFromString(bytes.fromhex(hex_))
+    tf.import_graph_def(gd, name="")
+    out = {
+        n.name: n.SerializeToString(deterministic=True).hex() for n in graph.as_graph_def().node
+    }
+    assert out == nodes
+    got = sess.run({name: name + ":0" for name in nodes})
+    np.testing.assert_array_equal(got["a"], np.zeros(5, np.float32))
+    np.testing.assert_array_equal(got["f"], np.array([1, 2, 2, 2, 2], np.int32))
+    assert got["g"].tolist() == [b"a", b"b", b"b"]
+    np.testing.assert_array_equal(got["e"], np.zeros(3, np.float32))
+    np.testing.assert_array_equal(got["c"], np.full(2, 1 + 2j))
+    assert got["h"].dtype == np.float16 and got["h"].tolist() == [1.5, 1.5, 1.5]
+    assert all(v.flags.writeable for v in got.values())
+    proto = graph.get_operation_by_name("f").get_attr("value")
+    np.testing.assert_array_equal(tf.make_ndarray(proto), [1, 2, 2, 2, 2])
+
+
+def test_make_tensor_proto_writes_the_values_given():
+    # Recorded from TF 2.21 (tf.make_tensor_proto(...).SerializeToString()).
+    cases = [
+        (tf.make_tensor_proto([1, 2], shape=[4]), "08031204120208043a020102"),
+        (tf.make_tensor_proto(0.0, shape=[4]), "08011204120208042a0400000000"),
+        (tf.make_tensor_proto([True, False, True]), "080a1204120208035a03010001"),
+        (tf.make_tensor_proto(np.broadcast_to(np.float32(2), (3,))),
+         "0801120412020803220c000000400000004000000040"),
+    ]  # fmt: skip
+    assert [p.SerializeToString().hex() for p, _ in cases] == [h for _, h in cases]
