@@ -143,3 +143,56 @@ def test_make_tensor_proto_writes_the_values_given():
          "0801120412020803220c000000400000004000000040"),
     ]  # fmt: skip
     assert [p.SerializeToString().hex() for p, _ in cases] == [h for _, h in cases]
+
+
+# -- ref ScatterNd* on a GPU (the strict CuPy stand-in) -----------------------------------
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    monkeypatch.setenv("ASYNCFLOW_FAKE_GPUS", "1")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_ref_scatter_nd_runs_on_the_gpu(fake_gpu):
+    with tf.Graph().as_default():
+        with tf.device("/gpu:0"):
+            v = tf.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+            w = tf.Variable([1, 2, 3, 4], dtype=tf.int64)
+        steps = [
+            v.scatter_nd_update([[1]], [[9.0, 9.0]]),
+            v.scatter_nd_add([[0, 1], [2, 0]], [10.0, 20.0]),
+            v.scatter_nd_sub([[0]], [[1.0, 1.0]]),
+            tf.scatter_nd_update(w, [[1], [3]], [7, 8]),
+            tf.scatter_nd_add(w, [[0], [0]], [5, 6]),
+            tf.scatter_nd_sub(w, [[2]], [1]),
+        ]
+        bad = tf.scatter_nd_update(w, [[7]], [1])
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            got = [sess.run(s).tolist() for s in steps]
+            with pytest.raises(tf.errors.InvalidArgumentError) as info:
+                sess.run(bad)
+            after = sess.run(w).tolist()
+            placed = {op.name: d.device_type for op, d in sess._master.placer.assignment.items()}
+    # Recorded from TF 2.21 (the same program on its CPU).
+    assert got == [
+        [[1.0, 2.0], [9.0, 9.0], [5.0, 6.0]],
+        [[1.0, 12.0], [9.0, 9.0], [25.0, 6.0]],
+        [[0.0, 11.0], [9.0, 9.0], [25.0, 6.0]],
+        [1, 7, 3, 8],
+        [12, 7, 3, 8],
+        [12, 7, 2, 8],
+    ]
+    assert "indices[0] = [7] does not index into shape [4]" in info.value.message
+    assert after == [12, 7, 2, 8]  # a bad index leaves the variable as it was
+    assert {placed[s.op.name] for s in steps} == {"GPU"}
+
+
+@pytest.mark.parametrize("op_type", ["ResourceScatterNdUpdate", "ResourceScatterNdAdd",
+                                     "ResourceScatterNdSub", "ScatterNdUpdate"])  # fmt: skip
+def test_scatter_nd_updates_have_gpu_kernels(op_type):
+    from asyncflow.registry import get_op_def
+
+    kernel = get_op_def(op_type).kernel_for("GPU")
+    assert kernel is not None and "indices" in kernel.host_memory
