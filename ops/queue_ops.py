@@ -628,7 +628,9 @@ class QueueBase:
         else:
             self._names = None
         self._queue_ref = queue_ref
-        self._name = queue_ref.op.name
+        # The queue's own op name without its scope: its ops are named after it
+        # ("qq_enqueue") within the scope they are built in, as TF's.
+        self._name = queue_ref.op.name.split("/")[-1]
 
     @staticmethod
     def from_list(index, queues):
@@ -661,7 +663,7 @@ class QueueBase:
 
     @property
     def name(self) -> str:
-        return self._name
+        return self._queue_ref.op.name
 
     @property
     def dtypes(self):

@@ -196,3 +196,76 @@ def test_scatter_nd_updates_have_gpu_kernels(op_type):
 
     kernel = get_op_def(op_type).kernel_for("GPU")
     assert kernel is not None and "indices" in kernel.host_memory
+
+
+# -- shuffle_batch's capacity check (TF 2.21's tf.compat.v1.train, recorded) ---------------
+
+
+@pytest.mark.parametrize("maybe", [False, True])
+@pytest.mark.parametrize("capacity, min_after_dequeue", [(10, 10), (10, 20)])
+def test_shuffle_batch_refuses_capacity_not_above_min_after_dequeue(
+    maybe, capacity, min_after_dequeue
+):
+    kw = {"keep_input": True} if maybe else {}
+    build = tf.train.maybe_shuffle_batch if maybe else tf.train.shuffle_batch
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError) as info:
+            build([tf.constant([1.0, 2.0])], 2, capacity, min_after_dequeue, **kw)
+    assert str(info.value) == (
+        f"capacity {capacity} must be bigger than min_after_dequeue {min_after_dequeue}."
+    )
+
+
+@pytest.mark.parametrize("maybe", [False, True])
+def test_shuffle_batch_join_builds_and_its_queue_fails_when_run(maybe):
+    kw = {"keep_input": True} if maybe else {}
+    build = tf.train.maybe_shuffle_batch_join if maybe else tf.train.shuffle_batch_join
+    with tf.Graph().as_default():
+        batch = build([[tf.constant([1.0, 2.0])]], 2, 3, 5, **kw)
+        with tf.Session() as sess:
+            with pytest.raises(tf.errors.InvalidArgumentError) as info:
+                sess.run(batch)
+    assert info.value.op.name == "shuffle_batch_join/random_shuffle_queue"
+    assert info.value.message.startswith("min_after_dequeue 5 must be < capacity 3")
+
+
+def test_shuffle_batch_join_with_capacity_equal_divides_by_zero_as_tf():
+    # TF's fill summary takes 1. / (capacity - min_after_dequeue) while building.
+    with tf.Graph().as_default():
+        with pytest.raises(ZeroDivisionError):
+            tf.train.shuffle_batch_join([[tf.constant([1.0])]], 2, 4, 4)
+
+
+def test_shuffle_batch_ops_are_named_as_tf():
+    with tf.Graph().as_default() as g:
+        batch = tf.train.shuffle_batch_join([[tf.constant([1.0])]], 2, 5, 1)
+        ops_ = [(op.name, op.type) for op in g.get_operations()]
+    assert batch.name == "shuffle_batch_join:0"
+    s = "shuffle_batch_join/"
+    assert ops_ == [
+        ("Const", "Const"),
+        (s + "Const", "Const"),
+        (s + "random_shuffle_queue", "RandomShuffleQueueV2"),
+        (s + "random_shuffle_queue_enqueue", "QueueEnqueueV2"),
+        (s + "random_shuffle_queue_Close", "QueueCloseV2"),
+        (s + "random_shuffle_queue_Close_1", "QueueCloseV2"),
+        (s + "random_shuffle_queue_Size", "QueueSizeV2"),
+        (s + "sub/y", "Const"),
+        (s + "sub", "Sub"),
+        (s + "Maximum/x", "Const"),
+        (s + "Maximum", "Maximum"),
+        (s + "Cast", "Cast"),
+        (s + "mul/y", "Const"),
+        (s + "mul", "Mul"),
+        (s + "fraction_over_1_of_4_full/tags", "Const"),
+        (s + "fraction_over_1_of_4_full", "ScalarSummary"),
+        (s + "n", "Const"),
+        ("shuffle_batch_join", "QueueDequeueManyV2"),
+    ]
+    with tf.Graph().as_default():
+        tf.train.shuffle_batch([tf.constant([1.0])], 2, 5, 1, num_threads=3)
+        (runner,) = tf.get_collection(tf.GraphKeys.QUEUE_RUNNERS)
+        # One enqueue op, run by three threads.
+        assert [op.name for op in runner.enqueue_ops] == [
+            "shuffle_batch/random_shuffle_queue_enqueue"
+        ] * 3
