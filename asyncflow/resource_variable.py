@@ -8,7 +8,9 @@ variable (`variables.Variable`) is when a use reads the state:
 - every use (an operator, a conversion to a Tensor, `value()`, `read_value()`) is a
   ReadVariableOp of its own, built where it is used, so it is ordered by the control
   dependencies around it: a read under `control_dependencies([v.assign(2.0)])` sees 2.0;
-- `assign`/`assign_add`/`assign_sub`/`scatter_*` return a read made after the update.
+- `assign`/`assign_add`/`assign_sub`/`scatter_*` return, as TF's `_lazy_read`, an
+  `_UnreadVariable`: the variable as the update left it, named after the update op (its
+  `.op`); fetching it or using it reads the variable after that op.
 Gradients flow from the reads to the handle (`gradients(y, v)` differentiates with
 respect to `v.handle`), and optimizers update the variable through the same kernels as
 a ref variable's: the update ops take `_ref()`, a `_ResourceAsRef` view of the handle.
@@ -164,10 +166,7 @@ class ResourceVariable(Variable):
 
     # -- updating ------------------------------------------------------------------------
     def _after(self, op, read_value):
-        if not read_value:
-            return op
-        with ops.control_dependencies([op]):
-            return self.read_value()
+        return _UnreadVariable(self, op) if read_value else op
 
     def assign(self, value, use_locking=None, name=None, read_value=True):
         value = ops.convert_to_tensor(value, dtype=self._dtype_base)
@@ -175,10 +174,12 @@ class ResourceVariable(Variable):
         return self._after(rvo.assign_variable_op(self._handle, value, name=name), read_value)
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
+        delta = ops.convert_to_tensor(delta, dtype=self._dtype_base)
         op = rvo.assign_add_variable_op(self._handle, delta, name=name)
         return self._after(op, read_value)
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
+        delta = ops.convert_to_tensor(delta, dtype=self._dtype_base)
         op = rvo.assign_sub_variable_op(self._handle, delta, name=name)
         return self._after(op, read_value)
 
@@ -206,6 +207,34 @@ class ResourceVariable(Variable):
 
     def __repr__(self) -> str:
         return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
+
+
+class _UnreadVariable(ResourceVariable):
+    """What an update of a resource variable returns (TF's `_UnreadVariable`): the same
+    variable, seen after the update op `parent_op`.  Its name and `.op` are that op's;
+    `sess.run` of it, `value()`, `read_value()` and every use read the variable in a
+    ReadVariableOp that runs after the update.  Not a new variable: no collections."""
+
+    def __init__(self, variable: ResourceVariable, parent_op: ops.Operation):
+        self.__dict__.update(variable.__dict__)
+        self._parent_op = parent_op
+        self._graph_element = self._snapshot = self._read()
+
+    @property
+    def name(self) -> str:
+        return self._parent_op.name
+
+    @property
+    def op(self) -> ops.Operation:
+        return self._parent_op
+
+    def _read(self, name="ReadVariableOp") -> ops.Tensor:
+        with ops.control_dependencies([self._parent_op]):
+            return rvo.read_variable_op(self._handle, self._dtype_base, name=name)
+
+    def read_value(self) -> ops.Tensor:
+        """A new read after the update (a bare ReadVariableOp, as TF's)."""
+        return self._read()
 
 
 def _operator(name: str):

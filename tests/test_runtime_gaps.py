@@ -269,3 +269,76 @@ def test_shuffle_batch_ops_are_named_as_tf():
         assert [op.name for op in runner.enqueue_ops] == [
             "shuffle_batch/random_shuffle_queue_enqueue"
         ] * 3
+
+
+# -- what a resource variable's assign returns (TF 2.21's _UnreadVariable, recorded) -------
+
+
+def test_resource_assign_returns_the_variable_after_the_update(graph, sess):
+    v = tf.Variable([1.0, 2.0], use_resource=True, name="v")
+    first = len(graph.get_operations())
+    a = v.assign([3.0, 4.0])
+    b = v.assign_add([1.0, 1.0], name="aa")
+    c = tf.assign(v, [7.0, 8.0])
+    d = tf.assign_add(v, [1.0, 1.0])
+    with tf.control_dependencies([a]):
+        e = tf.identity(v, name="e")
+    f = a * 2
+    grouped = tf.group(a, b)
+    with tf.name_scope("sc"):
+        h = v.assign_sub([1.0, 1.0])
+    no_read = v.assign([5.0, 6.0], read_value=False)
+    assert [
+        (a.name, a.op.name, a.op.type, a.dtype, a.shape.as_list(), type(a).__name__),
+        (b.name, b.op.type),
+        (c.name, c.op.type),
+        (d.name, d.op.type),
+        (h.name, h.op.type),
+        (no_read.name, no_read.type),
+    ] == [
+        ("AssignVariableOp", "AssignVariableOp", "AssignVariableOp", tf.float32, [2],
+         "_UnreadVariable"),
+        ("aa", "AssignAddVariableOp"),
+        ("AssignVariableOp_1", "AssignVariableOp"),
+        ("AssignAddVariableOp", "AssignAddVariableOp"),
+        ("sc/AssignSubVariableOp", "AssignSubVariableOp"),
+        ("AssignVariableOp_2", "AssignVariableOp"),
+    ]  # fmt: skip
+    assert not isinstance(a, tf.Tensor)
+    assert repr(a) == "<tf.Variable 'AssignVariableOp' shape=(2,) dtype=float32>"
+    made = [
+        (op.name, op.type, [t.name for t in op.inputs], [x.name for x in op.control_inputs])
+        for op in graph.get_operations()[first:]
+    ]
+    assert made == [
+        ("Const", "Const", [], []),
+        ("AssignVariableOp", "AssignVariableOp", ["v:0", "Const:0"], []),
+        ("ReadVariableOp", "ReadVariableOp", ["v:0"], ["AssignVariableOp"]),
+        ("Const_1", "Const", [], []),
+        ("aa", "AssignAddVariableOp", ["v:0", "Const_1:0"], []),
+        ("ReadVariableOp_1", "ReadVariableOp", ["v:0"], ["aa"]),
+        ("Const_2", "Const", [], []),
+        ("AssignVariableOp_1", "AssignVariableOp", ["v:0", "Const_2:0"], []),
+        ("ReadVariableOp_2", "ReadVariableOp", ["v:0"], ["AssignVariableOp_1"]),
+        ("Const_3", "Const", [], []),
+        ("AssignAddVariableOp", "AssignAddVariableOp", ["v:0", "Const_3:0"], []),
+        ("ReadVariableOp_3", "ReadVariableOp", ["v:0"], ["AssignAddVariableOp"]),
+        ("e/ReadVariableOp", "ReadVariableOp", ["v:0"], ["AssignVariableOp"]),
+        ("e", "Identity", ["e/ReadVariableOp:0"], []),
+        ("ReadVariableOp_4", "ReadVariableOp", ["v:0"], ["AssignVariableOp"]),
+        ("mul/y", "Const", [], []),
+        ("mul", "Mul", ["ReadVariableOp_4:0", "mul/y:0"], []),
+        ("group_deps", "NoOp", [], ["AssignVariableOp", "aa"]),
+        ("sc/Const", "Const", [], []),
+        ("sc/AssignSubVariableOp", "AssignSubVariableOp", ["v:0", "sc/Const:0"], []),
+        ("sc/ReadVariableOp", "ReadVariableOp", ["v:0"], ["sc/AssignSubVariableOp"]),
+        ("Const_4", "Const", [], []),
+        ("AssignVariableOp_2", "AssignVariableOp", ["v:0", "Const_4:0"], []),
+    ]
+    sess.run(v.initializer)
+    got = [sess.run(x).tolist() for x in (a, b, c, d, e, f)]
+    assert got == [[3.0, 4.0], [4.0, 5.0], [7.0, 8.0], [8.0, 9.0], [3.0, 4.0], [6.0, 8.0]]
+    assert sess.run(grouped) is None and sess.run(no_read) is None
+    assert a.eval(session=sess).tolist() == [3.0, 4.0]
+    read = a.read_value()
+    assert read.op.type == "ReadVariableOp" and read.op.control_inputs == [a.op]
