@@ -183,19 +183,27 @@ class ResourceVariable(Variable):
         op = rvo.assign_sub_variable_op(self._handle, delta, name=name)
         return self._after(op, read_value)
 
+    def _resource_scatter(self, op_type, indices, updates, name):
+        """TF's Resource`op_type` on the handle, built as TF's builders build it (the
+        updates converted first, the indices within the op's scope)."""
+        updates = ops.convert_to_tensor(updates, dtype=self._dtype_base)
+        op = ops.apply_op("Resource" + op_type, [self._handle, indices, updates], name=name)
+        return _UnreadVariable(self, op)
+
     def _scatter(self, builder, sparse_delta, use_locking, name):
-        updated = super()._scatter(builder, sparse_delta, use_locking, name)
-        return self._after(updated.op, True)
+        if not (hasattr(sparse_delta, "indices") and hasattr(sparse_delta, "values")):
+            raise TypeError(f"sparse_delta is not IndexedSlices: {sparse_delta}")
+        return self._resource_scatter(
+            builder.op_type, sparse_delta.indices, sparse_delta.values, name
+        )
 
     def batch_scatter_update(self, sparse_delta, use_locking=False, name=None):
         if not (hasattr(sparse_delta, "indices") and hasattr(sparse_delta, "values")):
             raise TypeError(f"sparse_delta is not IndexedSlices: {sparse_delta}")
-        updated = super().batch_scatter_update(sparse_delta, use_locking, name)
-        return self._after(updated.op, True)
+        return super().batch_scatter_update(sparse_delta, use_locking, name)
 
     def _scatter_nd(self, builder, indices, updates, name):
-        updated = super()._scatter_nd(builder, indices, updates, name)
-        return self._after(updated.op, True)
+        return self._resource_scatter(builder.op_type, indices, updates, name)
 
     def _strided_slice_assign(self, begin, end, strides, value, name=None, **masks):
         attrs = dict(masks, T=self._dtype_base)

@@ -24,7 +24,7 @@ from asyncflow import graph as ops
 from asyncflow.ops import array_ops, manip_ops, math_ops, reduction_ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import scatter_at
-from asyncflow.ops.state_ops import require_ref
+from asyncflow.ops.state_ops import _is_resource, require_ref
 from asyncflow.registry import (
     ANY,
     INDEX,
@@ -606,9 +606,12 @@ ScatterNdSub = _ref_scatter_nd_op("ScatterNdSub", "sub", NUMERIC)
 def _ref_scatter_nd_builder(op_type: str, verb: str):
     def builder(ref, indices, updates, use_locking=True, name=None):
         require_ref(ref, "_lazy_read")
+        if _is_resource(ref):
+            return ref._resource_scatter(op_type, indices, updates, name)
         attrs = {"use_locking": use_locking}
         return ops.apply_op(op_type, [ref, indices, updates], attrs, name=name).outputs[0]
 
+    builder.op_type = op_type  # (a resource variable's methods build its Resource twin)
     builder.__doc__ = f"""{verb} `updates` into `ref` at the N-d `indices`; the new value.
 
     Raises (when run):

@@ -916,9 +916,12 @@ ScatterMax = _register_scatter("ScatterMax", np.maximum.at, True, REAL, device_o
 def _scatter_builder(op_type: str, verb: str):
     def builder(ref, indices, updates, use_locking=True, name=None):
         require_ref(ref, "_lazy_read")
+        if _is_resource(ref):
+            return ref._resource_scatter(op_type, indices, updates, name)
         attrs = {"use_locking": use_locking}
         return ops.apply_op(op_type, [ref, indices, updates], attrs, name=name).outputs[0]
 
+    builder.op_type = op_type  # (a resource variable's methods build its Resource twin)
     builder.__doc__ = f"""{verb} `updates` into rows `indices` of `ref`; returns the new value.
 
     Raises (when run):

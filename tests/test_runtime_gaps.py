@@ -342,3 +342,34 @@ def test_resource_assign_returns_the_variable_after_the_update(graph, sess):
     assert a.eval(session=sess).tolist() == [3.0, 4.0]
     read = a.read_value()
     assert read.op.type == "ReadVariableOp" and read.op.control_inputs == [a.op]
+
+
+def test_resource_scatters_build_tfs_resource_ops(graph, sess):
+    v = tf.Variable([1.0, 2.0, 3.0], use_resource=True, name="v")
+    first = len(graph.get_operations())
+    i = v.scatter_update(tf.IndexedSlices(tf.constant([5.0]), tf.constant([0])))
+    j = v.scatter_nd_add([[1]], [10.0])
+    k = tf.scatter_add(v, [2], [1.0])
+    made = [(op.name, op.type) for op in graph.get_operations()[first:]]
+    # Recorded from TF 2.21.
+    assert made == [
+        ("Const", "Const"),
+        ("Const_1", "Const"),
+        ("ResourceScatterUpdate", "ResourceScatterUpdate"),
+        ("ReadVariableOp", "ReadVariableOp"),
+        ("Const_2", "Const"),
+        ("ResourceScatterNdAdd/indices", "Const"),
+        ("ResourceScatterNdAdd", "ResourceScatterNdAdd"),
+        ("ReadVariableOp_1", "ReadVariableOp"),
+        ("Const_3", "Const"),
+        ("ResourceScatterAdd/indices", "Const"),
+        ("ResourceScatterAdd", "ResourceScatterAdd"),
+        ("ReadVariableOp_2", "ReadVariableOp"),
+    ]
+    assert (type(k).__name__, k.name) == ("_UnreadVariable", "ResourceScatterAdd")
+    sess.run(v.initializer)
+    assert [sess.run(x).tolist() for x in (i, j, k)] == [
+        [5.0, 2.0, 3.0],
+        [5.0, 12.0, 3.0],
+        [5.0, 12.0, 4.0],
+    ]
