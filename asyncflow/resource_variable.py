@@ -36,12 +36,14 @@ class ResourceVariable(Variable):
         scope = base if exact else graph.unique_name(base, mark_as_used=False)
         # TF names a resource variable's initial value under "Initializer" whether or
         # not it is given as a function ("v/Initializer/initial_value").
+        first_new = len(graph.get_operations())
         with graph.name_scope(scope + "/"), graph.name_scope("Initializer"):
             value = ops.convert_to_tensor(
                 initial_value() if callable(initial_value) else initial_value,
                 name="initial_value",
                 dtype=dtype,
             )
+        initializer_ops = graph.get_operations()[first_new:]
         if value.op._control_flow_context is not None:
             raise ValueError(
                 f"Initializer for variable {scope}/ is from inside a control-flow construct, "
@@ -68,15 +70,24 @@ class ResourceVariable(Variable):
             name=scope + "/" if exact else base,
         )
         assert self._handle.op.name == scope, (self._handle.op.name, scope)
+        # As TF's: the handle and the ops made for its initial value are colocated with
+        # the handle (`_class`); its reads and assigns are not (they follow the handle).
+        loc = [f"loc:@{scope}".encode()]
+        for op in (*initializer_ops, self._handle.op):
+            if "_class" not in op._attrs:
+                op._attrs["_class"] = loc
         self._initial_value = value
-        with graph.name_scope(scope + "/"), graph.colocate_with(self._handle.op):
+        with graph.name_scope(scope + "/"):
+            with graph.name_scope("IsInitialized"):
+                self._is_initialized_op = rvo.var_is_initialized_op(self._handle)
             self._initializer_op = rvo.assign_variable_op(
                 self._handle, guard_uninitialized_dependencies(scope, value), name="Assign"
             )
             with graph.name_scope("Read"):
                 self._graph_element = rvo.read_variable_op(self._handle, self._dtype_base)
             # What the ref-updating ops (optimizers, Scatter*, CountUpTo) take.
-            self._variable = rvo.resource_as_ref(self._handle, self._dtype_base, name="Ref")
+            with graph.colocate_with(self._handle.op):
+                self._variable = rvo.resource_as_ref(self._handle, self._dtype_base, name="Ref")
         self._snapshot = self._graph_element
 
     # -- properties ----------------------------------------------------------------------
@@ -109,8 +120,7 @@ class ResourceVariable(Variable):
 
     # -- reading -------------------------------------------------------------------------
     def _read(self, name="ReadVariableOp") -> ops.Tensor:
-        with ops.colocate_with(self._handle.op):
-            return rvo.read_variable_op(self._handle, self._dtype_base, name=name)
+        return rvo.read_variable_op(self._handle, self._dtype_base, name=name)
 
     def value(self) -> ops.Tensor:
         """A new read of the variable (TF: each use of a resource variable reads it)."""
@@ -171,7 +181,10 @@ class ResourceVariable(Variable):
     def assign(self, value, use_locking=None, name=None, read_value=True):
         value = ops.convert_to_tensor(value, dtype=self._dtype_base)
         self._shape_static.assert_is_compatible_with(value.shape)
-        return self._after(rvo.assign_variable_op(self._handle, value, name=name), read_value)
+        # As TF 2.x: a variable of a fully known shape checks each value's when run.
+        validate = self._shape_static.is_fully_defined()
+        op = rvo.assign_variable_op(self._handle, value, validate_shape=validate, name=name)
+        return self._after(op, read_value)
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
         delta = ops.convert_to_tensor(delta, dtype=self._dtype_base)

@@ -373,3 +373,40 @@ def test_resource_scatters_build_tfs_resource_ops(graph, sess):
         [5.0, 12.0, 3.0],
         [5.0, 12.0, 4.0],
     ]
+
+
+def _class(op):
+    return [c.decode() for c in op.get_attr("_class")] if "_class" in op.node_def.attr else []
+
+
+def test_resource_variable_ops_and_colocation_as_tf(graph):
+    w = tf.Variable(lambda: tf.zeros([2]) + 1.0, use_resource=True, name="w")
+    w * 2  # noqa: B018 - a read, for its ops
+    got = [(op.name, op.type, _class(op)) for op in graph.get_operations()]
+    # Recorded from TF 2.21 (minus the ops only asyncflow keeps: w/Ref, a ref view).
+    assert [g for g in got if g[0] != "w/Ref"] == [
+        ("w/Initializer/zeros", "Const", ["loc:@w"]),
+        ("w/Initializer/add/y", "Const", ["loc:@w"]),
+        ("w/Initializer/add", "AddV2", ["loc:@w"]),
+        ("w", "VarHandleOp", ["loc:@w"]),
+        ("w/IsInitialized/VarIsInitializedOp", "VarIsInitializedOp", []),
+        ("w/Assign", "AssignVariableOp", []),
+        ("w/Read/ReadVariableOp", "ReadVariableOp", []),
+        ("ReadVariableOp", "ReadVariableOp", []),
+        ("mul/y", "Const", []),
+        ("mul", "Mul", []),
+    ]
+
+
+def test_resource_assign_of_another_shape_fails_when_run(graph, sess):
+    w = tf.Variable([1.0, 2.0], use_resource=True, name="w")
+    p = tf.placeholder(tf.float32, None)
+    assigned = w.assign(p)
+    assert assigned.op.get_attr("validate_shape") is True  # (TF 2.21: a known shape)
+    sess.run(w.initializer)
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        sess.run(assigned, {p: [1.0, 2.0, 3.0]})
+    assert info.value.message.startswith(
+        "Trying to assign to variable with tensor with wrong shape. Expected [2] got [3]"
+    )
+    assert sess.run(w).tolist() == [1.0, 2.0]
