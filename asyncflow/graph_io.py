@@ -63,6 +63,7 @@ __all__ = [
     "shape_from_proto",
     "tensor_proto",
     "tensor_from_proto",
+    "tensor_content_proto",
     "fill_values",
     "node_def",
     "node_def_text",
@@ -118,6 +119,8 @@ def shape_from_proto(p: TensorShapeProto) -> tensor_shape.TensorShape:
 # repeats".  `fill_values` and `tensor_from_proto` remember, per array, the values its
 # proto lists when that is not what the array alone would give (keyed by id, dropped
 # when the array is collected), so a Const built or read so writes the same bytes again.
+# (Not its strides: a broadcast view made anywhere else is written whole, as TF writes a
+# NumPy array it is given.)
 _CONTENT_DTYPES = frozenset(
     ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
      "uint8", "uint16", "uint32", "uint64", "qint8", "quint8", "qint16", "quint16", "qint32")
@@ -142,16 +145,16 @@ def fill_values(values, shape) -> np.ndarray:
         arr = np.broadcast_to(values.reshape(()).copy(), shape)
     else:
         arr = _fill(values, shape, int(np.prod(shape, dtype=np.int64)))
-        if values.size != arr.size:
-            _remember_listed(arr, values.copy())
+    if values.size != arr.size and arr.size:
+        _remember_listed(arr, values.copy())
     arr.flags.writeable = False
     return arr
 
 
 def tensor_proto(arr, out: TensorProto | None = None) -> TensorProto:
     """A numpy array as TF's make_tensor_proto writes it (see `_CONTENT_DTYPES`): raw
-    little-endian tensor_content, or the values in the dtype's typed field, one value for
-    an array that repeats one (a broadcast view, as `fill_values` makes)."""
+    little-endian tensor_content, or the values in the dtype's typed field; an array
+    from `fill_values` or `tensor_from_proto`, the values its proto lists."""
     listed = _LISTED.get(id(arr)) if isinstance(arr, np.ndarray) else None
     arr = np.asarray(arr)
     dt = dtypes.as_dtype(arr.dtype)
@@ -161,8 +164,6 @@ def tensor_proto(arr, out: TensorProto | None = None) -> TensorProto:
     shape_proto(arr.shape, out.tensor_shape)
     if listed is not None:
         values = listed
-    elif arr.size > 1 and not any(arr.strides):
-        values = arr.reshape(-1)[:1]  # (one element: reshape copies nothing)
     else:
         values = arr.reshape(-1) if arr.size == 1 or dt.name not in _CONTENT_DTYPES else None
     if values is not None and _typed_values(values, dt, out):
@@ -176,6 +177,22 @@ def tensor_proto(arr, out: TensorProto | None = None) -> TensorProto:
 
 
 ops.register_tensor_attr_proto(tensor_proto)  # (Operation.get_attr's TensorProtos)
+
+
+def tensor_content_proto(arr, out: TensorProto | None = None) -> TensorProto:
+    """A computed value as TF's kernels write one (Tensor::AsProtoTensorContent): every
+    value as raw little-endian tensor_content, a scalar's too; strings as `tensor_proto`
+    writes them."""
+    arr = np.asarray(arr)
+    if arr.dtype == object:
+        return tensor_proto(arr, out)
+    out = TensorProto() if out is None else out
+    out.dtype = _dtype_enum(dtypes.as_dtype(arr.dtype))
+    out.tensor_shape.SetInParent()
+    shape_proto(arr.shape, out.tensor_shape)
+    out.tensor_content = np.ascontiguousarray(arr, arr.dtype.newbyteorder("<")).tobytes()
+    return out
+
 
 _TYPED_FIELDS = {  # dtype name -> the TensorProto field TF writes its values to
     "float32": "float_val",
@@ -231,7 +248,7 @@ def tensor_from_proto(p: TensorProto) -> np.ndarray:
         arr = np.empty(len(values), dtype=object)
         arr[:] = list(values)
         flat, arr = arr, _fill(arr, dims, size)
-        if not p.tensor_content and flat.size not in (1, size):
+        if not p.tensor_content and flat.size != size:
             _remember_listed(arr, flat)
     elif p.tensor_content:
         np_dt = np.dtype(dt.as_numpy_dtype)
@@ -245,7 +262,7 @@ def tensor_from_proto(p: TensorProto) -> np.ndarray:
     else:
         flat = _typed_vals(p, dt)
         arr = _fill(flat, dims, size)
-        if size and flat.size != 1 and (flat.size != size or dt.name in _CONTENT_DTYPES):
+        if flat.size != size or (size > 1 and dt.name in _CONTENT_DTYPES):
             _remember_listed(arr, flat)  # (TF keeps a proto as read: so do its bytes here)
     arr.flags.writeable = False
     return arr

@@ -410,3 +410,20 @@ def test_resource_assign_of_another_shape_fails_when_run(graph, sess):
         "Trying to assign to variable with tensor with wrong shape. Expected [2] got [3]"
     )
     assert sess.run(w).tolist() == [1.0, 2.0]
+
+
+def test_tensor_summary_writes_raw_content_as_tfs_kernel(graph, sess):
+    summaries = [
+        tf.summary.tensor_summary("a", tf.constant(1.5)),
+        tf.summary.tensor_summary("b", tf.zeros([3])),
+        tf.summary.tensor_summary("c", tf.constant([True, False])),
+        tf.summary.tensor_summary("e", tf.fill([2], 3.0)),
+    ]
+    # Recorded from TF 2.21: its kernel writes every value as tensor_content (a splat
+    # Const's and a scalar's too), whatever form the Const's own proto has.
+    assert [s.hex() for s in sess.run(summaries)] == [
+        "0a110a0161420a0801120022040000c03f4a00",
+        "0a1d0a016242160801120412020803220c0000000000000000000000004a00",
+        "0a130a0163420c080a120412020802220201004a00",
+        "0a190a016542120801120412020802220800004040000040404a00",
+    ]
