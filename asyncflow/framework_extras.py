@@ -14,7 +14,7 @@ import numpy as np
 
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.graph_io import GRAPH_DEF_VERSION, tensor_from_proto, tensor_proto
+from asyncflow.graph_io import GRAPH_DEF_VERSION, fill_values, tensor_from_proto, tensor_proto
 from asyncflow.ops import math_ops, math_special_ops
 from asyncflow.registry import NotDifferentiable
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
@@ -196,17 +196,16 @@ def make_tensor_proto(values, dtype=None, shape=None, verify_shape=False,
         size = int(np.prod(shape, dtype=np.int64))
         if arr.size == size:
             arr = arr.reshape(shape)
-        elif arr.size == 1 or (allow_broadcast and _broadcasts(arr.shape, shape)):
-            arr = np.broadcast_to(arr.reshape(arr.shape if allow_broadcast else ()), shape)
-        elif arr.size < size and not allow_broadcast and arr.ndim <= 1:
-            arr = np.concatenate(
-                [arr.reshape(-1), np.repeat(arr.reshape(-1)[-1:], size - arr.size)]
-            )
-            arr = arr.reshape(shape)
+        elif allow_broadcast and arr.size != 1 and _broadcasts(arr.shape, shape):
+            arr = np.broadcast_to(arr, shape)
+        elif arr.size == 1 or (arr.size < size and not allow_broadcast and arr.ndim <= 1):
+            return tensor_proto(fill_values(arr, shape))  # (TF writes the values given)
         else:
             raise ValueError(
                 f"Too many elements provided. Needed at most {size}, but received {arr.size}"
             )
+    if arr.size > 1 and not any(arr.strides):
+        arr = np.ascontiguousarray(arr)  # (given whole: TF writes all its values)
     return tensor_proto(arr)
 
 

@@ -867,6 +867,8 @@ class Graph:
             current = set(self._current_control_inputs())
             frame = _ControlFrame()
             for c in control_inputs:
+                if hasattr(c, "_handle") and hasattr(c, "op"):
+                    c = c.op  # a resource variable: its op, not a read (as TF)
                 c = self.as_graph_element(c)
                 if isinstance(c, Tensor):
                     c = c.op

@@ -34,6 +34,7 @@ import heapq
 import json
 import re
 import sys
+import weakref
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,8 @@ __all__ = [
     "shape_from_proto",
     "tensor_proto",
     "tensor_from_proto",
+    "tensor_content_proto",
+    "fill_values",
     "node_def",
     "node_def_text",
     "graph_to_graph_def",
@@ -110,21 +113,60 @@ def shape_from_proto(p: TensorShapeProto) -> tensor_shape.TensorShape:
     return tensor_shape.TensorShape(p)
 
 
+# TF's make_tensor_proto writes the values it was given: as raw tensor_content when they
+# fill the shape and the dtype is one of these (and there are two or more of them), else
+# in the dtype's typed field, where fewer values than the shape holds mean "the last one
+# repeats".  `fill_values` and `tensor_from_proto` remember, per array, the values its
+# proto lists when that is not what the array alone would give (keyed by id, dropped
+# when the array is collected), so a Const built or read so writes the same bytes again.
+# (Not its strides: a broadcast view made anywhere else is written whole, as TF writes a
+# NumPy array it is given.)
+_CONTENT_DTYPES = frozenset(
+    ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+     "uint8", "uint16", "uint32", "uint64", "qint8", "quint8", "qint16", "quint16", "qint32")
+)  # fmt: skip
+_LISTED: dict[int, np.ndarray] = {}
+
+
+def _remember_listed(arr: np.ndarray, values: np.ndarray) -> None:
+    key = id(arr)
+    _LISTED[key] = values
+    weakref.finalize(arr, _LISTED.pop, key, None)
+
+
+def fill_values(values, shape) -> np.ndarray:
+    """`values` (flattened, no more than `shape` holds) filled out to `shape` with its last
+    value (zeros when empty), read-only, as a TF1 graph constant given fewer values; its
+    TensorProto lists just `values`, as TF writes it.  One value repeated is a broadcast
+    view: nothing of the shape's size is allocated until a kernel needs it."""
+    values = np.asarray(values).reshape(-1)
+    shape = tuple(shape)
+    if values.size == 1:
+        arr = np.broadcast_to(values.reshape(()).copy(), shape)
+    else:
+        arr = _fill(values, shape, int(np.prod(shape, dtype=np.int64)))
+    if values.size != arr.size and arr.size:
+        _remember_listed(arr, values.copy())
+    arr.flags.writeable = False
+    return arr
+
+
 def tensor_proto(arr, out: TensorProto | None = None) -> TensorProto:
-    """A numpy array as TF writes it: raw little-endian tensor_content, or string_val."""
+    """A numpy array as TF's make_tensor_proto writes it (see `_CONTENT_DTYPES`): raw
+    little-endian tensor_content, or the values in the dtype's typed field; an array
+    from `fill_values` or `tensor_from_proto`, the values its proto lists."""
+    listed = _LISTED.get(id(arr)) if isinstance(arr, np.ndarray) else None
     arr = np.asarray(arr)
     dt = dtypes.as_dtype(arr.dtype)
     out = TensorProto() if out is None else out
     out.dtype = _dtype_enum(dt)
     out.tensor_shape.SetInParent()  # (a scalar's too: TF writes "tensor_shape {}")
     shape_proto(arr.shape, out.tensor_shape)
-    if dt == dtypes.string:
-        out.string_val.extend(
-            v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in arr.reshape(-1).tolist()
-        )
-    elif (arr.size == 1 or arr.size and not any(arr.strides)) and _single_value(arr, dt, out):
-        # TF's make_tensor_proto: one value in its typed field, not as content; so is
-        # a value read from such a proto, which fills its shape (strides all 0).
+    if listed is not None:
+        values = listed
+    else:
+        values = arr.reshape(-1) if arr.size == 1 or dt.name not in _CONTENT_DTYPES else None
+    if values is not None and _typed_values(values, dt, out):
         pass
     elif arr.size:
         arr = np.ascontiguousarray(arr)
@@ -136,7 +178,23 @@ def tensor_proto(arr, out: TensorProto | None = None) -> TensorProto:
 
 ops.register_tensor_attr_proto(tensor_proto)  # (Operation.get_attr's TensorProtos)
 
-_SINGLE_FIELDS = {  # dtype name -> the TensorProto field TF writes one value to
+
+def tensor_content_proto(arr, out: TensorProto | None = None) -> TensorProto:
+    """A computed value as TF's kernels write one (Tensor::AsProtoTensorContent): every
+    value as raw little-endian tensor_content, a scalar's too; strings as `tensor_proto`
+    writes them."""
+    arr = np.asarray(arr)
+    if arr.dtype == object:
+        return tensor_proto(arr, out)
+    out = TensorProto() if out is None else out
+    out.dtype = _dtype_enum(dtypes.as_dtype(arr.dtype))
+    out.tensor_shape.SetInParent()
+    shape_proto(arr.shape, out.tensor_shape)
+    out.tensor_content = np.ascontiguousarray(arr, arr.dtype.newbyteorder("<")).tobytes()
+    return out
+
+
+_TYPED_FIELDS = {  # dtype name -> the TensorProto field TF writes its values to
     "float32": "float_val",
     "float64": "double_val",
     "int32": "int_val",
@@ -151,18 +209,23 @@ _SINGLE_FIELDS = {  # dtype name -> the TensorProto field TF writes one value to
 }
 
 
-def _single_value(arr, dt, out) -> bool:
-    """Write the one value of `arr` to its typed field, as TF does; False for a dtype
-    without one here (its tensor_content then)."""
-    v = arr.flat[0]  # (not reshape: that copies a broadcast value whole)
+def _typed_values(values: np.ndarray, dt, out) -> bool:
+    """Write `values` to `dt`'s typed field, as TF does; False for a dtype without one
+    here (its tensor_content then)."""
     name = dt.name
-    if name in ("float16", "bfloat16"):
-        out.half_val.append(int(np.asarray(v).view(np.uint16)))
+    if name == "string":
+        out.string_val.extend(
+            v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values.tolist()
+        )
+    elif name in ("float16", "bfloat16"):
+        out.half_val.extend(values.view(np.uint16).tolist())
     elif name in ("complex64", "complex128"):
         field = out.scomplex_val if name == "complex64" else out.dcomplex_val
-        field.extend([float(v.real), float(v.imag)])
-    elif name in _SINGLE_FIELDS:
-        getattr(out, _SINGLE_FIELDS[name]).append(v.item())
+        pairs = np.empty((values.size, 2), np.float64)
+        pairs[:, 0], pairs[:, 1] = values.real, values.imag
+        field.extend(pairs.reshape(-1).tolist())
+    elif name in _TYPED_FIELDS:
+        getattr(out, _TYPED_FIELDS[name]).extend(values.tolist())
     else:
         return False
     return True
@@ -184,7 +247,9 @@ def tensor_from_proto(p: TensorProto) -> np.ndarray:
         values = _string_content(p.tensor_content, size) if p.tensor_content else p.string_val
         arr = np.empty(len(values), dtype=object)
         arr[:] = list(values)
-        arr = _fill(arr, dims, size)
+        flat, arr = arr, _fill(arr, dims, size)
+        if not p.tensor_content and flat.size != size:
+            _remember_listed(arr, flat)
     elif p.tensor_content:
         np_dt = np.dtype(dt.as_numpy_dtype)
         if len(p.tensor_content) != size * np_dt.itemsize:
@@ -195,7 +260,10 @@ def tensor_from_proto(p: TensorProto) -> np.ndarray:
         arr = np.frombuffer(p.tensor_content, dtype=np_dt.newbyteorder("<"))
         arr = arr.astype(np_dt).reshape(dims)
     else:
-        arr = _fill(_typed_vals(p, dt), dims, size)
+        flat = _typed_vals(p, dt)
+        arr = _fill(flat, dims, size)
+        if flat.size != size or (size > 1 and dt.name in _CONTENT_DTYPES):
+            _remember_listed(arr, flat)  # (TF keeps a proto as read: so do its bytes here)
     arr.flags.writeable = False
     return arr
 

@@ -159,6 +159,30 @@ def parked_task(coro) -> asyncio.Task:
     return task
 
 
+def start_parked(coro, resume) -> asyncio.Future:
+    """`parked_task(coro)` whose first slice runs now, on the caller's stack, up to its
+    first wait (what the Task's first step would do at the next turn of the loop, which
+    a synchronous caller would have to run the loop for); a parked Task then takes over
+    with `resume(coro, first)`, `first` the future it waits on.  A coroutine that ends
+    or fails in that slice gives a done future."""
+    loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
+    ctx.run(_PARKED.set, True)
+    try:
+        first = ctx.run(coro.send, None)
+    except StopIteration as stop:
+        done = loop.create_future()
+        done.set_result(stop.value)
+        return done
+    except Exception as exc:  # noqa: BLE001 - the step's error, delivered as a Task's
+        done = loop.create_future()
+        done.set_exception(exc)
+        return done
+    task = loop.create_task(resume(coro, first), context=ctx)
+    _PARKABLE.add(task)
+    return task
+
+
 def in_parked_task() -> bool:
     """Whether the running Task was started by `parked_task`: its coroutine is awaited
     in it, in its one Context, from start to end (no interpreter resumes it elsewhere)."""

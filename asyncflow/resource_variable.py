@@ -8,7 +8,9 @@ variable (`variables.Variable`) is when a use reads the state:
 - every use (an operator, a conversion to a Tensor, `value()`, `read_value()`) is a
   ReadVariableOp of its own, built where it is used, so it is ordered by the control
   dependencies around it: a read under `control_dependencies([v.assign(2.0)])` sees 2.0;
-- `assign`/`assign_add`/`assign_sub`/`scatter_*` return a read made after the update.
+- `assign`/`assign_add`/`assign_sub`/`scatter_*` return, as TF's `_lazy_read`, an
+  `_UnreadVariable`: the variable as the update left it, named after the update op (its
+  `.op`); fetching it or using it reads the variable after that op.
 Gradients flow from the reads to the handle (`gradients(y, v)` differentiates with
 respect to `v.handle`), and optimizers update the variable through the same kernels as
 a ref variable's: the update ops take `_ref()`, a `_ResourceAsRef` view of the handle.
@@ -34,12 +36,14 @@ class ResourceVariable(Variable):
         scope = base if exact else graph.unique_name(base, mark_as_used=False)
         # TF names a resource variable's initial value under "Initializer" whether or
         # not it is given as a function ("v/Initializer/initial_value").
+        first_new = len(graph.get_operations())
         with graph.name_scope(scope + "/"), graph.name_scope("Initializer"):
             value = ops.convert_to_tensor(
                 initial_value() if callable(initial_value) else initial_value,
                 name="initial_value",
                 dtype=dtype,
             )
+        initializer_ops = graph.get_operations()[first_new:]
         if value.op._control_flow_context is not None:
             raise ValueError(
                 f"Initializer for variable {scope}/ is from inside a control-flow construct, "
@@ -66,15 +70,24 @@ class ResourceVariable(Variable):
             name=scope + "/" if exact else base,
         )
         assert self._handle.op.name == scope, (self._handle.op.name, scope)
+        # As TF's: the handle and the ops made for its initial value are colocated with
+        # the handle (`_class`); its reads and assigns are not (they follow the handle).
+        loc = [f"loc:@{scope}".encode()]
+        for op in (*initializer_ops, self._handle.op):
+            if "_class" not in op._attrs:
+                op._attrs["_class"] = loc
         self._initial_value = value
-        with graph.name_scope(scope + "/"), graph.colocate_with(self._handle.op):
+        with graph.name_scope(scope + "/"):
+            with graph.name_scope("IsInitialized"):
+                self._is_initialized_op = rvo.var_is_initialized_op(self._handle)
             self._initializer_op = rvo.assign_variable_op(
                 self._handle, guard_uninitialized_dependencies(scope, value), name="Assign"
             )
             with graph.name_scope("Read"):
                 self._graph_element = rvo.read_variable_op(self._handle, self._dtype_base)
             # What the ref-updating ops (optimizers, Scatter*, CountUpTo) take.
-            self._variable = rvo.resource_as_ref(self._handle, self._dtype_base, name="Ref")
+            with graph.colocate_with(self._handle.op):
+                self._variable = rvo.resource_as_ref(self._handle, self._dtype_base, name="Ref")
         self._snapshot = self._graph_element
 
     # -- properties ----------------------------------------------------------------------
@@ -107,8 +120,7 @@ class ResourceVariable(Variable):
 
     # -- reading -------------------------------------------------------------------------
     def _read(self, name="ReadVariableOp") -> ops.Tensor:
-        with ops.colocate_with(self._handle.op):
-            return rvo.read_variable_op(self._handle, self._dtype_base, name=name)
+        return rvo.read_variable_op(self._handle, self._dtype_base, name=name)
 
     def value(self) -> ops.Tensor:
         """A new read of the variable (TF: each use of a resource variable reads it)."""
@@ -164,37 +176,47 @@ class ResourceVariable(Variable):
 
     # -- updating ------------------------------------------------------------------------
     def _after(self, op, read_value):
-        if not read_value:
-            return op
-        with ops.control_dependencies([op]):
-            return self.read_value()
+        return _UnreadVariable(self, op) if read_value else op
 
     def assign(self, value, use_locking=None, name=None, read_value=True):
         value = ops.convert_to_tensor(value, dtype=self._dtype_base)
         self._shape_static.assert_is_compatible_with(value.shape)
-        return self._after(rvo.assign_variable_op(self._handle, value, name=name), read_value)
+        # As TF 2.x: a variable of a fully known shape checks each value's when run.
+        validate = self._shape_static.is_fully_defined()
+        op = rvo.assign_variable_op(self._handle, value, validate_shape=validate, name=name)
+        return self._after(op, read_value)
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
+        delta = ops.convert_to_tensor(delta, dtype=self._dtype_base)
         op = rvo.assign_add_variable_op(self._handle, delta, name=name)
         return self._after(op, read_value)
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
+        delta = ops.convert_to_tensor(delta, dtype=self._dtype_base)
         op = rvo.assign_sub_variable_op(self._handle, delta, name=name)
         return self._after(op, read_value)
 
+    def _resource_scatter(self, op_type, indices, updates, name):
+        """TF's Resource`op_type` on the handle, built as TF's builders build it (the
+        updates converted first, the indices within the op's scope)."""
+        updates = ops.convert_to_tensor(updates, dtype=self._dtype_base)
+        op = ops.apply_op("Resource" + op_type, [self._handle, indices, updates], name=name)
+        return _UnreadVariable(self, op)
+
     def _scatter(self, builder, sparse_delta, use_locking, name):
-        updated = super()._scatter(builder, sparse_delta, use_locking, name)
-        return self._after(updated.op, True)
+        if not (hasattr(sparse_delta, "indices") and hasattr(sparse_delta, "values")):
+            raise TypeError(f"sparse_delta is not IndexedSlices: {sparse_delta}")
+        return self._resource_scatter(
+            builder.op_type, sparse_delta.indices, sparse_delta.values, name
+        )
 
     def batch_scatter_update(self, sparse_delta, use_locking=False, name=None):
         if not (hasattr(sparse_delta, "indices") and hasattr(sparse_delta, "values")):
             raise TypeError(f"sparse_delta is not IndexedSlices: {sparse_delta}")
-        updated = super().batch_scatter_update(sparse_delta, use_locking, name)
-        return self._after(updated.op, True)
+        return super().batch_scatter_update(sparse_delta, use_locking, name)
 
     def _scatter_nd(self, builder, indices, updates, name):
-        updated = super()._scatter_nd(builder, indices, updates, name)
-        return self._after(updated.op, True)
+        return self._resource_scatter(builder.op_type, indices, updates, name)
 
     def _strided_slice_assign(self, begin, end, strides, value, name=None, **masks):
         attrs = dict(masks, T=self._dtype_base)
@@ -206,6 +228,34 @@ class ResourceVariable(Variable):
 
     def __repr__(self) -> str:
         return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
+
+
+class _UnreadVariable(ResourceVariable):
+    """What an update of a resource variable returns (TF's `_UnreadVariable`): the same
+    variable, seen after the update op `parent_op`.  Its name and `.op` are that op's;
+    `sess.run` of it, `value()`, `read_value()` and every use read the variable in a
+    ReadVariableOp that runs after the update.  Not a new variable: no collections."""
+
+    def __init__(self, variable: ResourceVariable, parent_op: ops.Operation):
+        self.__dict__.update(variable.__dict__)
+        self._parent_op = parent_op
+        self._graph_element = self._snapshot = self._read()
+
+    @property
+    def name(self) -> str:
+        return self._parent_op.name
+
+    @property
+    def op(self) -> ops.Operation:
+        return self._parent_op
+
+    def _read(self, name="ReadVariableOp") -> ops.Tensor:
+        with ops.control_dependencies([self._parent_op]):
+            return rvo.read_variable_op(self._handle, self._dtype_base, name=name)
+
+    def read_value(self) -> ops.Tensor:
+        """A new read after the update (a bare ReadVariableOp, as TF's)."""
+        return self._read()
 
 
 def _operator(name: str):

@@ -49,9 +49,9 @@ from asyncflow.kernel_api import (
     end_quiet_step,
     in_quiet_step,
     note_task,
-    parked_task,
     parks,
     quiet_step,
+    start_parked,
 )
 from asyncflow.loop_slices import (
     _DEADLINES,
@@ -872,7 +872,8 @@ class BaseSession:
         rv, step_id, run = master.start_partial(plan)
         # Parked: a synchronous session's loop need not move to a thread while the
         # step waits for feeds; the partial runs drive it (kernel_api.parked_task).
-        task = parked_task(in_quiet_step(run))
+        # Started here: what needs no feed runs now, as in TF, without a turn of the loop.
+        task = start_parked(in_quiet_step(run), _continue)
         task.add_done_callback(lambda t: _partial_step_ended(t, rv))
         handle = (
             f"{','.join(t.name for t in feed_tensors)}->"
@@ -881,7 +882,6 @@ class BaseSession:
         self._partial_runs[handle] = PartialRun(
             feed_tensors, elements, plan.client_keys, rv, task, step_id
         )
-        await asyncio.sleep(0)  # the step starts: what needs no feed runs now, as in TF
         return handle
 
     async def _partial_run(self, handle, mapper, feed_tensors, feed_values):

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import dtypes, errors, graph_io, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops import manip_ops, slicing_ops
@@ -107,20 +107,18 @@ def constant(value, dtype=None, shape=None, name="Const", verify_shape=False):
             if verify_shape:
                 raise TypeError(f"Expected Tensor's shape: {shape}, but got {arr.shape}.")
             size = int(np.prod(shape))
-            if arr.size == 1:
-                arr = np.full(shape, arr.reshape(()), dtype=arr.dtype)
-            elif arr.size == size:
+            if arr.size == size:
                 arr = arr.reshape(shape)
-            elif arr.size > size:
+            elif arr.size > 1 and arr.size > size:
                 raise ValueError(
                     f"Too many elements provided. Takes at most {size}, but got {arr.size}."
                 )
             else:  # TF1's graph constant: the last value fills the rest (zeros if none)
-                flat = np.zeros(size, arr.dtype)
-                if arr.size:
-                    flat[: arr.size] = arr.reshape(-1)
-                    flat[arr.size :] = arr.reshape(-1)[-1]
-                arr = flat.reshape(shape)
+                return _const(graph_io.fill_values(arr, shape), dtype, name)
+    if arr.size > 1 and not any(arr.strides):
+        # A caller's broadcast view: TF writes all its values (graph_io.tensor_proto
+        # writes one for a stride-0 array, as fill_values makes).
+        arr = np.ascontiguousarray(arr)
     if (
         isinstance(value, np.ndarray)
         and arr.flags.writeable
@@ -130,6 +128,10 @@ def constant(value, dtype=None, shape=None, name="Const", verify_shape=False):
         # later write to it does not change the constant.
         arr = arr.copy()
     arr.flags.writeable = False  # a Const's value is shared by every step
+    return _const(arr, dtype, name)
+
+
+def _const(arr, dtype, name) -> ops.Tensor:
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.as_dtype(arr.dtype)
     return apply("Const", [], {"value": arr, "dtype": dt}, name=name).outputs[0]
 
@@ -303,7 +305,7 @@ def _filled(value, shape, dtype, name, default_name):
                 static = tensor_shape.as_shape(shape).as_list()
                 if int(np.prod(static)) < 1000:
                     return constant(value, dtype=dtype, shape=static, name=scope)
-                shape = constant(static, dtype=_index_dtype_for(static))
+                shape = constant(static, dtype=_index_dtype_for(static), name="shape_as_tensor")
             except (TypeError, ValueError):
                 shape = ops.convert_to_tensor(shape, dtype=dtypes.int32)
         if shape.shape.ndims == 0:

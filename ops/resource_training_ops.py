@@ -63,9 +63,20 @@ def _twin(ref_type: str) -> None:
     op_def = register_op(name, inputs=inputs, outputs=[], attrs=dict(ref.attrs),
                          shape_fn=lambda op: [], stateful=True)  # fmt: skip
     NotDifferentiable(name)
-    op_def.kernel("CPU", host_memory=tuple(inputs[i].split(":")[0] for i in refs))(
-        _wrap(ref.kernel_for("CPU").fn, refs, False)
-    )
+    handles = tuple(inputs[i].split(":")[0] for i in refs)
+    op_def.kernel("CPU", host_memory=handles)(_wrap(ref.kernel_for("CPU").fn, refs, False))
+    _gpu_twin(ref, op_def, handles, refs)
+
+
+def _gpu_twin(ref, op_def, handles: tuple, refs: frozenset) -> None:
+    """The ref op's GPU kernel, if it has one, for the twin too: the handles and what
+    the ref kernel keeps on the host stay there."""
+    gpu = ref.kernel_defs.get("GPU")
+    if gpu is None:
+        return
+    renamed = {a.name: _RENAMED.get((ref.name, a.name), a.name) for a in ref.inputs}
+    host = handles + tuple(renamed[n] for n in sorted(gpu.host_memory) if n in renamed)
+    op_def.kernel("GPU", host_memory=host)(_wrap(gpu.fn, refs, False))
 
 
 def _scatter_twin(ref_type: str) -> None:
@@ -84,6 +95,7 @@ def _scatter_twin(ref_type: str) -> None:
     op_def.kernel("CPU", host_memory=("resource",))(
         _wrap(ref.kernel_for("CPU").fn, frozenset([0]), False)
     )
+    _gpu_twin(ref, op_def, ("resource",), frozenset([0]))
 
 
 for _t in _APPLY:

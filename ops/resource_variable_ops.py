@@ -193,7 +193,20 @@ NotDifferentiable("AssignVariableOp")
 async def _assign_variable_op(ctx, handle, value):
     var = _var(ctx, handle)
     _check_dtype(var, ctx.attrs["dtype"])
-    var.assign(value, bool(ctx.attrs["validate_shape"]), ctx.xp)
+    if ctx.attrs["validate_shape"]:
+        have = var.value.shape if var.value is not None else None  # (initialized only)
+        if have is not None and tuple(have) != np.shape(value):
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                "Trying to assign to variable with tensor with wrong shape. Expected "
+                f"{_shape_text(have)} got {_shape_text(np.shape(value))}",
+            )
+    var.assign(value, False, ctx.xp)
+
+
+def _shape_text(shape) -> str:
+    return "[" + ",".join(str(int(d)) for d in shape) + "]"
 
 
 def _register_update(op_type: str, ufunc: str):

@@ -24,7 +24,7 @@ from asyncflow import graph as ops
 from asyncflow.ops import array_ops, manip_ops, math_ops, reduction_ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import scatter_at
-from asyncflow.ops.state_ops import require_ref
+from asyncflow.ops.state_ops import _is_resource, require_ref
 from asyncflow.registry import (
     ANY,
     INDEX,
@@ -557,25 +557,45 @@ def _ref_scatter_nd_op(op_type: str, mode: str, allowed):
     @op_def.kernel("CPU")
     async def _kernel(ctx, ref, indices, updates):
         indices, updates = np.asarray(indices), np.asarray(updates)
-        params = ref._current()  # checked within this loop step, not handed out
-        if params.ndim == 0:
-            raise _invalid(f"Output must be at least 1-D, got shape: {_shape_str(params.shape)}")
-        if indices.ndim < 1 or indices.shape[-1] > params.ndim:
-            raise _invalid(
-                f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, "
-                f"got shape {_shape_str(params.shape)}"
-            )
-        # Validate before writing: a bad index must leave the variable unchanged.
-        _updates_shape_check(indices.shape, updates.shape, params.shape, _invalid)
-        _flat_rows(indices, params.shape, "shape")
-        del params
+        _ref_scatter_nd_check(ref, indices, updates)
         target = ref.writable_target()
         _scatter_into(np, target, indices, updates, mode)
         ref.commit(target)
         return ref.value
 
+    # As the ref Scatter* GPU kernels: the indices stay on the host, where they are checked
+    # before anything is written; the scatter runs on the device's array module.
+    @op_def.kernel("GPU", host_memory=("indices",))
+    async def _device_kernel(ctx, ref, indices, updates):
+        xp = ctx.xp
+        indices, updates = np.asarray(indices), xp.asarray(updates)
+        _ref_scatter_nd_check(ref, indices, updates)
+        target = ref.writable_target()
+        try:
+            _scatter_into(xp, target, indices, updates, mode)
+        except BaseException:
+            ref.abandon(target)
+            raise
+        ref.commit(target)
+        return ref.value
+
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
+    _device_kernel.__name__ = _device_kernel.__qualname__ = f"_{op_type.lower()}_device_kernel"
     return op_def
+
+
+def _ref_scatter_nd_check(ref, indices, updates) -> None:
+    """Validate before writing: a bad index must leave the variable unchanged."""
+    params = ref._current()  # checked within this loop step, not handed out
+    if params.ndim == 0:
+        raise _invalid(f"Output must be at least 1-D, got shape: {_shape_str(params.shape)}")
+    if indices.ndim < 1 or indices.shape[-1] > params.ndim:
+        raise _invalid(
+            f"Output must have rank at least indices.shape[-1] = {indices.shape[-1]}, "
+            f"got shape {_shape_str(params.shape)}"
+        )
+    _updates_shape_check(indices.shape, updates.shape, params.shape, _invalid)
+    _flat_rows(indices, params.shape, "shape")
 
 
 ScatterNdUpdate = _ref_scatter_nd_op("ScatterNdUpdate", "update", ANY)
@@ -586,9 +606,12 @@ ScatterNdSub = _ref_scatter_nd_op("ScatterNdSub", "sub", NUMERIC)
 def _ref_scatter_nd_builder(op_type: str, verb: str):
     def builder(ref, indices, updates, use_locking=True, name=None):
         require_ref(ref, "_lazy_read")
+        if _is_resource(ref):
+            return ref._resource_scatter(op_type, indices, updates, name)
         attrs = {"use_locking": use_locking}
         return ops.apply_op(op_type, [ref, indices, updates], attrs, name=name).outputs[0]
 
+    builder.op_type = op_type  # (a resource variable's methods build its Resource twin)
     builder.__doc__ = f"""{verb} `updates` into `ref` at the N-d `indices`; the new value.
 
     Raises (when run):

@@ -621,6 +621,12 @@ def require_ref(ref, method: str) -> None:
         raise AttributeError(f"'{type(ref).__name__}' object has no attribute 'dtype'")
 
 
+def _is_resource(ref) -> bool:
+    """A resource variable: TF1's assign builders call its own methods (AssignVariableOp
+    and the like, returning what they return) instead of the ref ops."""
+    return not isinstance(ref, ops.Tensor) and getattr(ref, "_handle", None) is not None
+
+
 @Assign.kernel()
 async def _assign(ctx, ref, value):
     ref.assign(value, ctx.attrs["validate_shape"], ctx.xp)
@@ -634,6 +640,8 @@ def assign(ref, value, validate_shape=None, use_locking=None, name=None):
       InvalidArgumentError: validate_shape (the default) and the shapes differ.
     """
     require_ref(ref, "assign")
+    if _is_resource(ref):
+        return ref.assign(value, name=name)
     attrs = {"validate_shape": validate_shape, "use_locking": use_locking}
     return ops.apply_op("Assign", [ref, value], attrs, name=name).outputs[0]
 
@@ -765,6 +773,8 @@ def assign_add(ref, value, use_locking=None, name=None):
       InvalidArgumentError: shapes differ.
     """
     require_ref(ref, "assign_add")
+    if _is_resource(ref):
+        return ref.assign_add(value)  # (TF drops `name` here)
     attrs = {"use_locking": use_locking}
     return ops.apply_op("AssignAdd", [ref, value], attrs, name=name).outputs[0]
 
@@ -777,6 +787,8 @@ def assign_sub(ref, value, use_locking=None, name=None):
       InvalidArgumentError: shapes differ.
     """
     require_ref(ref, "assign_sub")
+    if _is_resource(ref):
+        return ref.assign_sub(value)
     attrs = {"use_locking": use_locking}
     return ops.apply_op("AssignSub", [ref, value], attrs, name=name).outputs[0]
 
@@ -904,9 +916,12 @@ ScatterMax = _register_scatter("ScatterMax", np.maximum.at, True, REAL, device_o
 def _scatter_builder(op_type: str, verb: str):
     def builder(ref, indices, updates, use_locking=True, name=None):
         require_ref(ref, "_lazy_read")
+        if _is_resource(ref):
+            return ref._resource_scatter(op_type, indices, updates, name)
         attrs = {"use_locking": use_locking}
         return ops.apply_op(op_type, [ref, indices, updates], attrs, name=name).outputs[0]
 
+    builder.op_type = op_type  # (a resource variable's methods build its Resource twin)
     builder.__doc__ = f"""{verb} `updates` into rows `indices` of `ref`; returns the new value.
 
     Raises (when run):

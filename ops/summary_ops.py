@@ -24,7 +24,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.graph_io import tensor_proto
+from asyncflow.graph_io import tensor_content_proto
 from asyncflow.ops import summary_jit
 from asyncflow.proto_wire import varint as _varint
 from asyncflow.protos.summary_pb2 import HistogramProto, Summary, SummaryMetadata
@@ -811,7 +811,7 @@ async def _tensor_summary(ctx, tag, tensor, serialized_summary_metadata):
     value = summary.value.add(tag=_tag(tag))
     raw = np.asarray(serialized_summary_metadata, dtype=object)[()]
     value.metadata.ParseFromString(raw if isinstance(raw, bytes) else str(raw).encode())
-    tensor_proto(np.asarray(tensor), value.tensor)
+    tensor_content_proto(tensor, value.tensor)  # (as TF's kernel: raw content)
     return _serialized(summary)
 
 

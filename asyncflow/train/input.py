@@ -317,24 +317,28 @@ def _dtypes(tensor_list_list):
 
 def _validate_keep_input(keep_input, enqueue_many):
     keep_input = ops.convert_to_tensor(keep_input, dtype=dtypes.bool)
-    if enqueue_many:
-        keep_input.shape.with_rank(1)
-    elif keep_input.shape.ndims not in (None, 0):
-        raise ValueError("`keep_input` must be a scalar or a vector.")
+    ndims = keep_input.shape.ndims
+    if ndims is None:
+        raise ValueError("`keep_input` dimensions must be known at graph construction.")
+    if not enqueue_many and ndims == 1:
+        raise ValueError("`keep_input` cannot be a vector when `enqueue_many=False`.")
+    if ndims > 1:
+        raise ValueError("`keep_input` must be 0 or 1 dimensions.")
     return keep_input
 
 
 def _enqueue_op(queue, tensor_list, enqueue_many, keep_input):
-    if keep_input is None:
-        return queue.enqueue_many(tensor_list) if enqueue_many else queue.enqueue(tensor_list)
+    """TF1's enqueue of a batching queue: a vector `keep_input` selects the rows kept; a
+    scalar one known when building enqueues or not, else decides each run (a cond)."""
     af = _af()
-    if enqueue_many:
-        idx = af.reshape(af.where(keep_input), [-1])
-        return queue.enqueue_many([af.gather(t, idx) for t in tensor_list])
-    known = ops.constant_value(keep_input)  # TF's smart_cond: no cond when it is known
+    enqueue = queue.enqueue_many if enqueue_many else queue.enqueue
+    if keep_input.shape.ndims == 1:
+        select = af.cast(keep_input, dtypes.int32)
+        return enqueue([af.dynamic_partition(t, select, num_partitions=2)[1] for t in tensor_list])
+    known = ops.constant_value(keep_input)
     if known is not None:
-        return queue.enqueue(tensor_list) if bool(known) else af.no_op()
-    return af.cond(keep_input, lambda: queue.enqueue(tensor_list), af.no_op)
+        return enqueue(tensor_list) if bool(known) else af.no_op()
+    return af.cond(keep_input, lambda: enqueue(tensor_list), af.no_op)
 
 
 def _which_queue(dynamic_pad):
@@ -355,12 +359,13 @@ def _batch(
     name,
     keep_input,
     shuffle=None,
-    threads=None,
 ):
-    """The shared body of every batching function; shuffle=(min_after_dequeue, seed).
+    """The shared body of every batching function, in the name scope `name` (ending in
+    "/": the dequeue op is named by it); shuffle=(min_after_dequeue, seed).
 
-    `name` is the function's scope ("batch/"), so the batch is the op named exactly
-    that ("batch:0"), as in TF."""
+    `tensor_list_list` holds one list per enqueue op; the same list repeated (a function's
+    num_threads) is one op that that many queue-runner threads run, as TF's."""
+    keep_input = _validate_keep_input(True if keep_input is None else keep_input, enqueue_many)
     types = _dtypes(tensor_list_list)
     shapes = _shapes(tensor_list_list, shapes, enqueue_many)
     if not dynamic_pad:
@@ -387,20 +392,18 @@ def _batch(
             shared_name=shared_name,
             name="padding_fifo_queue" if dynamic_pad else "fifo_queue",
         )
-    if keep_input is not None:
-        keep_input = _validate_keep_input(keep_input, enqueue_many)
-    if threads is None:  # a *_join: one enqueue op per tensor list
-        enqueue_ops = [_enqueue_op(queue, tl, enqueue_many, keep_input) for tl in tensor_list_list]
-    else:  # TF's: one enqueue op, run by `threads` runner loops at once
-        enqueue_ops = [_enqueue_op(queue, tensor_list_list[0], enqueue_many, keep_input)] * threads
+    made: dict[int, ops.Operation] = {}
+    for tl in tensor_list_list:
+        if id(tl) not in made:
+            made[id(tl)] = _enqueue_op(queue, tl, enqueue_many, keep_input)
+    enqueue_ops = [made[id(tl)] for tl in tensor_list_list]
     qr = _queue_runner()
     qr.add_queue_runner(qr.QueueRunner(queue, enqueue_ops))
     if shuffle is None:
         _fill_summary(f"fraction_of_{capacity}_full", queue.size(), capacity)
     else:
         kept = capacity - shuffle[0]
-        summary = f"fraction_over_{shuffle[0]}_of_{kept}_full"
-        _fill_summary(summary, queue.size(), kept, over=shuffle[0])
+        _fill_summary(f"fraction_over_{shuffle[0]}_of_{kept}_full", queue.size(), kept, shuffle[0])
     if allow_smaller_final_batch:
         dequeued = queue.dequeue_up_to(batch_size, name=name)
     else:
@@ -417,7 +420,7 @@ def _threads(tensors, num_threads, enqueue_many):
     tensor_list, rebuild = _as_tensor_list(tensors)
     if num_threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
-    return [tensor_list], rebuild
+    return [tensor_list] * num_threads, rebuild
 
 
 def _join(tensors_list):
@@ -459,7 +462,6 @@ def batch(
         return _batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
             allow_smaller_final_batch, shared_name, scope, None,
-            threads=num_threads,
         )  # fmt: skip
 
 
@@ -483,7 +485,6 @@ def maybe_batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
             allow_smaller_final_batch, shared_name, scope,
             keep_input,
-            threads=num_threads,
         )  # fmt: skip
 
 
@@ -533,9 +534,12 @@ def maybe_batch_join(
 
 
 def _check_shuffle(capacity, min_after_dequeue):
-    if min_after_dequeue >= capacity:
+    # TF1 checks this in shuffle_batch and maybe_shuffle_batch only: the *_join ones
+    # build, and their queue fails when it is first run (or, capacity equal to
+    # min_after_dequeue, the fill summary divides by zero while building).
+    if capacity <= min_after_dequeue:
         raise ValueError(
-            f"min_after_dequeue ({min_after_dequeue}) must be less than capacity ({capacity})"
+            f"capacity {capacity} must be bigger than min_after_dequeue {min_after_dequeue}."
         )
 
 
@@ -555,7 +559,7 @@ def shuffle_batch(
     """Creates batches by randomly shuffling tensors (a RandomShuffleQueue).
 
     Raises:
-      ValueError: min_after_dequeue >= capacity, or shapes cannot be inferred.
+      ValueError: capacity <= min_after_dequeue, or shapes cannot be inferred.
     """
     _check_shuffle(capacity, min_after_dequeue)
     with ops.name_scope(name, "shuffle_batch", None) as scope:
@@ -564,7 +568,6 @@ def shuffle_batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, False,
             allow_smaller_final_batch, shared_name, scope, None,
             shuffle=(min_after_dequeue, seed),
-            threads=num_threads,
         )  # fmt: skip
 
 
@@ -590,7 +593,6 @@ def maybe_shuffle_batch(
             lists, rebuild, batch_size, capacity, enqueue_many, shapes, False,
             allow_smaller_final_batch, shared_name, scope,
             keep_input, shuffle=(min_after_dequeue, seed),
-            threads=num_threads,
         )  # fmt: skip
 
 
@@ -607,7 +609,6 @@ def shuffle_batch_join(
     name=None,
 ):
     """Create batches by randomly shuffling tensors from several enqueue ops."""
-    _check_shuffle(capacity, min_after_dequeue)
     with ops.name_scope(name, "shuffle_batch_join", None) as scope:
         lists, rebuild = _join(tensors_list)
         return _batch(
@@ -631,7 +632,6 @@ def maybe_shuffle_batch_join(
     name=None,
 ):
     """Create batches by randomly shuffling conditionally-enqueued tensors."""
-    _check_shuffle(capacity, min_after_dequeue)
     with ops.name_scope(name, "shuffle_batch_join", None) as scope:
         lists, rebuild = _join(tensors_list)
         return _batch(
