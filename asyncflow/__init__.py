@@ -221,6 +221,7 @@ __version__ = VERSION  # noqa: F821 - (framework_extras': asyncflow's own, as tf
 from asyncflow import (  # noqa: E402
     data,
     device_lib,
+    estimator,
     feature_column,
     image,
     initializers,

@@ -1,0 +1,50 @@
+"""`af.estimator`: TF1's Estimator API (model_fn, RunConfig, train/evaluate/predict).
+
+Built on the monitored sessions and hooks of `af.train`, `af.data` input pipelines and
+the Saver's checkpoints; see estimator.py for the run model.
+"""
+
+from asyncflow.estimator.estimator import Estimator
+from asyncflow.estimator.model_fn import EstimatorSpec, ModeKeys
+from asyncflow.estimator.run_config import RunConfig
+from asyncflow.train.basic_session_run_hooks import (
+    CheckpointSaverHook,
+    CheckpointSaverListener,
+    FeedFnHook,
+    FinalOpsHook,
+    LoggingTensorHook,
+    NanLossDuringTrainingError,
+    NanTensorHook,
+    ProfilerHook,
+    SecondOrStepTimer,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    StepCounterHook,
+    StopAtStepHook,
+    SummarySaverHook,
+)
+
+__all__ = [
+    "CheckpointSaverHook",
+    "CheckpointSaverListener",
+    "Estimator",
+    "EstimatorSpec",
+    "FeedFnHook",
+    "FinalOpsHook",
+    "LoggingTensorHook",
+    "ModeKeys",
+    "NanLossDuringTrainingError",
+    "NanTensorHook",
+    "ProfilerHook",
+    "RunConfig",
+    "SecondOrStepTimer",
+    "SessionRunArgs",
+    "SessionRunContext",
+    "SessionRunHook",
+    "SessionRunValues",
+    "StepCounterHook",
+    "StopAtStepHook",
+    "SummarySaverHook",
+]
