@@ -465,3 +465,216 @@ def test_input_fn_and_model_fn_optional_args(tmp_path):
     est = E.Estimator(model_fn, model_dir=str(tmp_path), config=cfg, params={"p": 1})
     est.train(input_fn, steps=1)
     assert seen == {"input": ("train", {"p": 1}, str(tmp_path)), "model": ("train", {"p": 1}, 7)}
+
+
+# -- inputs.numpy_input_fn / pandas_input_fn -----------------------------------------------
+
+NX = {"a": np.arange(5, dtype=np.float32), "b": np.arange(10).reshape(5, 2)}
+NY = np.arange(5) * 10
+
+
+def _drain(fn, limit=10):
+    with af.Graph().as_default():
+        out = fn()
+        values = []
+        with af.train.MonitoredSession() as sess:
+            while not sess.should_stop() and len(values) < limit:
+                values.append(sess.run(out))
+        return out, values
+
+
+def test_numpy_input_fn_batches_in_order():
+    out, values = _drain(E.inputs.numpy_input_fn(NX, NY, batch_size=2, shuffle=False))
+    features, labels = out
+    assert {k: (v.shape.as_list(), v.dtype.name) for k, v in features.items()} == {
+        "a": ([None], "float32"),
+        "b": ([None, 2], "int64"),
+    }
+    assert (labels.shape.as_list(), labels.dtype.name) == ([None], "int64")
+    # TF 2.15.1: three batches, the last one short.
+    assert [f["a"].tolist() for f, _ in values] == [[0.0, 1.0], [2.0, 3.0], [4.0]]
+    assert [f["b"].tolist() for f, _ in values][2] == [[8, 9]]
+    assert [y.tolist() for _, y in values] == [[0, 10], [20, 30], [40]]
+
+
+def test_numpy_input_fn_epochs_features_only_and_label_dicts():
+    fn = E.inputs.numpy_input_fn(NX, NY, batch_size=2, shuffle=False, num_epochs=2)
+    _, values = _drain(fn)
+    # TF 2.15.1: the epochs run on without a break between them.
+    assert [f["a"].tolist() for f, _ in values] == [
+        [0.0, 1.0],
+        [2.0, 3.0],
+        [4.0, 0.0],
+        [1.0, 2.0],
+        [3.0, 4.0],
+    ]
+    out, values = _drain(E.inputs.numpy_input_fn(NX, None, batch_size=3, shuffle=False))
+    assert isinstance(out, dict) and [v["a"].tolist() for v in values] == [[0, 1, 2], [3, 4]]
+    labels = {"l1": np.arange(4), "l2": np.arange(4.0)}
+    fn = E.inputs.numpy_input_fn(np.arange(4.0), labels, batch_size=3, shuffle=False)
+    out, values = _drain(fn)
+    assert out[0].dtype.name == "float64" and sorted(out[1]) == ["l1", "l2"]
+    assert [(x.tolist(), y["l1"].tolist()) for x, y in values] == [
+        ([0.0, 1.0, 2.0], [0, 1, 2]),
+        ([3.0], [3]),
+    ]
+    _, values = _drain(E.inputs.numpy_input_fn(NX, NY, batch_size=2, shuffle=True), 3)
+    assert sorted(x for f, _ in values for x in f["a"].tolist()) == [0, 1, 2, 3, 4]
+
+
+def test_numpy_input_fn_errors():
+    for shuffle in (None, 1):
+        with pytest.raises(ValueError) as info:
+            E.inputs.numpy_input_fn(NX, NY, shuffle=shuffle)
+        assert str(info.value) == (
+            "shuffle must be provided and explicitly set as boolean (it is recommended to "
+            f"set it as True for training); got {shuffle}"
+        )
+    with af.Graph().as_default():
+        with pytest.raises(TypeError, match=r"^x must be a dict or array; got list$"):
+            E.inputs.numpy_input_fn([1], NY, shuffle=False)()
+        with pytest.raises(ValueError, match=r"^1 duplicate keys are found in both x and y"):
+            E.inputs.numpy_input_fn(NX, {"a": NY}, shuffle=False)()
+        with pytest.raises(ValueError, match=r"^x cannot be an empty dict$"):
+            E.inputs.numpy_input_fn({}, NY, shuffle=False)()
+        with pytest.raises(ValueError) as info:
+            E.inputs.numpy_input_fn(NX, np.arange(3), shuffle=False)()
+    assert str(info.value) == (
+        "Length of tensors in x and y is mismatched. All elements in x and y must have the "
+        "same length.\nShapes in x: {'a': (5,), 'b': (5, 2)}\nShapes in y: (3,)\n"
+    )
+
+
+def test_pandas_input_fn_needs_pandas():
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(TypeError) as info:
+            E.inputs.pandas_input_fn(NX, NY)
+        assert str(info.value) == "pandas_input_fn should not be called without pandas installed"
+    else:
+        import pandas as pd
+
+        frame = pd.DataFrame({"a": [1.0, 2.0, 3.0]})
+        _, values = _drain(E.inputs.pandas_input_fn(frame, pd.Series([4, 5, 6]), shuffle=False))
+        assert [(f["a"].tolist(), y.tolist()) for f, y in values] == [([1, 2, 3], [4, 5, 6])]
+
+
+def test_estimator_trains_on_numpy_input_fn(tmp_path):
+    est = _estimator(tmp_path)
+    est.train(E.inputs.numpy_input_fn({"x": X}, Y, batch_size=2, shuffle=False, num_epochs=3))
+    # Three epochs of two batches, then the input ends and training stops.
+    assert est.get_variable_value("global_step") == 6
+
+
+# -- TrainSpec, EvalSpec, train_and_evaluate -----------------------------------------------
+
+
+def _fn():
+    return None
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda: E.TrainSpec(3), TypeError, "`input_fn` must be callable, given: 3"),
+        (
+            lambda: E.TrainSpec(_fn, max_steps=0),
+            ValueError,
+            "Must specify max_steps > 0, given: 0",
+        ),
+        (
+            lambda: E.TrainSpec(_fn, hooks=[3]),
+            TypeError,
+            "All hooks must be `SessionRunHook` instances, given: 3",
+        ),
+        (
+            lambda: E.TrainSpec(_fn, saving_listeners=[3]),
+            TypeError,
+            "All saving_listeners must be `CheckpointSaverListener` instances, given: 3",
+        ),
+        (lambda: E.EvalSpec(3), TypeError, "`input_fn` must be callable, given: 3"),
+        (lambda: E.EvalSpec(_fn, steps=0), ValueError, "Must specify steps > 0, given: 0"),
+        (lambda: E.EvalSpec(_fn, name=3), TypeError, "`name` must be string, given: 3"),
+        (
+            lambda: E.EvalSpec(_fn, start_delay_secs=-1),
+            ValueError,
+            "Must specify start_delay_secs >= 0, given: -1",
+        ),
+        (
+            lambda: E.EvalSpec(_fn, throttle_secs=-1),
+            ValueError,
+            "Must specify throttle_secs >= 0, given: -1",
+        ),
+        (
+            lambda: E.EvalSpec(_fn, exporters=3),
+            TypeError,
+            "`exporters` must be an Exporter, an iterable of Exporter, or `None`, found 3.",
+        ),
+        (
+            lambda: E.train_and_evaluate(3, E.TrainSpec(_fn), E.EvalSpec(_fn)),
+            TypeError,
+            "`estimator` must have type `tf.estimator.Estimator`. Got: <class 'int'>",
+        ),
+    ],
+)
+def test_specs_errors(make, error, message):
+    with pytest.raises(error) as info:
+        make()
+    assert str(info.value) == message
+
+
+def test_spec_defaults():
+    t = E.TrainSpec(_fn)
+    assert t._fields == ("input_fn", "max_steps", "hooks", "saving_listeners")
+    assert (t.max_steps, t.hooks, t.saving_listeners) == (None, (), ())
+    e = E.EvalSpec(_fn)
+    assert (e.steps, e.name, e.hooks, e.exporters, e.start_delay_secs, e.throttle_secs) == (
+        100,
+        None,
+        (),
+        (),
+        120,
+        600,
+    )
+
+
+class _StepAtEnd(af.train.SessionRunHook):
+    def __init__(self, seen):
+        self.seen = seen
+
+    def end(self, session):
+        self.seen.append(int(session.run(af.train.get_global_step())))
+
+
+def test_train_and_evaluate(tmp_path):
+    evaluated = []
+
+    def model_fn(features, labels, mode):
+        w = af.get_variable("w", [2, 1], initializer=af.constant_initializer([[0.5], [-0.25]]))
+        loss = af.losses.mean_squared_error(labels, af.matmul(features["x"], w))
+        opt = af.train.GradientDescentOptimizer(0.01)
+        train_op = opt.minimize(loss, global_step=af.train.get_global_step())
+        hooks = [_StepAtEnd(evaluated)]
+        return E.EstimatorSpec(mode, loss=loss, train_op=train_op, evaluation_hooks=hooks)
+
+    cfg = E.RunConfig(save_checkpoints_steps=3, save_summary_steps=0)
+    est = E.Estimator(model_fn, model_dir=str(tmp_path), config=cfg)
+    eval_spec = E.EvalSpec(_eval_input, steps=None, throttle_secs=0, start_delay_secs=0)
+    metrics, exports = E.train_and_evaluate(est, E.TrainSpec(_train_input, max_steps=7), eval_spec)
+    # TF 2.15.1: an evaluation after each new checkpoint (3, 6) and the last step (7).
+    assert evaluated == [3, 6, 7] and exports == []
+    assert metrics["global_step"] == 7
+    np.testing.assert_allclose(metrics["loss"], 0.10756814, rtol=1e-5)
+    # Already at max_steps: nothing trained, nothing evaluated.
+    assert E.train_and_evaluate(est, E.TrainSpec(_train_input, max_steps=7), eval_spec) == (
+        None,
+        None,
+    )
+    none = E.Estimator(
+        model_fn,
+        model_dir=str(tmp_path / "n"),
+        config=cfg.replace(save_checkpoints_steps=None, save_checkpoints_secs=None),
+    )
+    with pytest.raises(ValueError, match="^There should be a CheckpointSaverHook to use saving"):
+        E.train_and_evaluate(none, E.TrainSpec(_train_input, max_steps=3), eval_spec)

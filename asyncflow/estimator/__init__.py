@@ -4,9 +4,11 @@ Built on the monitored sessions and hooks of `af.train`, `af.data` input pipelin
 the Saver's checkpoints; see estimator.py for the run model.
 """
 
+from asyncflow.estimator import inputs
 from asyncflow.estimator.estimator import Estimator
 from asyncflow.estimator.model_fn import EstimatorSpec, ModeKeys
 from asyncflow.estimator.run_config import RunConfig
+from asyncflow.estimator.training import EvalSpec, Exporter, TrainSpec, train_and_evaluate
 from asyncflow.train.basic_session_run_hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -30,6 +32,11 @@ __all__ = [
     "CheckpointSaverHook",
     "CheckpointSaverListener",
     "Estimator",
+    "EvalSpec",
+    "Exporter",
+    "TrainSpec",
+    "train_and_evaluate",
+    "inputs",
     "EstimatorSpec",
     "FeedFnHook",
     "FinalOpsHook",
