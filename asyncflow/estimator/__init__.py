@@ -5,6 +5,8 @@ the Saver's checkpoints; see estimator.py for the run model.
 """
 
 from asyncflow.estimator import inputs
+from asyncflow.estimator.canned.dnn import DNNClassifier, DNNRegressor
+from asyncflow.estimator.canned.linear import LinearClassifier, LinearRegressor
 from asyncflow.estimator.estimator import Estimator
 from asyncflow.estimator.model_fn import EstimatorSpec, ModeKeys
 from asyncflow.estimator.run_config import RunConfig
@@ -29,6 +31,10 @@ from asyncflow.train.basic_session_run_hooks import (
 )
 
 __all__ = [
+    "DNNClassifier",
+    "DNNRegressor",
+    "LinearClassifier",
+    "LinearRegressor",
     "CheckpointSaverHook",
     "CheckpointSaverListener",
     "Estimator",

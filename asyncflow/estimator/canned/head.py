@@ -1,0 +1,280 @@
+"""Heads of the canned estimators: logits -> loss, predictions and eval metrics (TF1's).
+
+The v1 heads the `tf.compat.v1` canned estimators use: binary (sigmoid cross entropy
+on one logit), multi-class (sparse softmax cross entropy) and regression (squared
+error). The training loss is the per-example loss reduced by `loss_reduction` (v1's
+default: SUM over the batch); 'average_loss' is its weighted mean over the evaluation.
+Invariant: labels and per-example losses are [batch, 1] (rank-1 labels are expanded).
+"""
+
+from __future__ import annotations
+
+from asyncflow import dtypes, lookup, losses
+from asyncflow import metrics as metrics_lib
+from asyncflow.estimator import export_output
+from asyncflow.estimator.model_fn import EstimatorSpec, ModeKeys
+from asyncflow.graph import name_scope
+from asyncflow.ops import (
+    array_ops,
+    cast_ops,
+    manip_ops,
+    math_ops,
+    nn_impl,
+    nn_ops,
+    reduction_ops,
+    slicing_ops,
+    string_ops,
+)
+from asyncflow.train import training_util
+
+__all__ = ["binary_head", "multi_class_head", "regression_head"]
+
+
+def _labels_2d(labels, label_dimension=1):
+    if labels is None:
+        raise ValueError("You must provide a labels Tensor. Given: None.")
+    labels = labels if hasattr(labels, "dtype") else array_ops.constant(labels)
+    if labels.shape.ndims == 1:
+        labels = array_ops.expand_dims(labels, -1)
+    if labels.shape.ndims is not None and labels.shape.ndims != 2:
+        raise ValueError(
+            f"labels shape must be [D0, D1, ... DN, {label_dimension}]. Given: {labels}"
+        )
+    return labels
+
+
+def _weights(features, weight_column):
+    if weight_column is None:
+        return None
+    key = getattr(weight_column, "key", weight_column)
+    weights = cast_ops.cast(features[key], dtypes.float32)
+    return weights if weights.shape.ndims != 1 else array_ops.expand_dims(weights, -1)
+
+
+class _Head:
+    """Common flow: predictions in every mode, loss in TRAIN/EVAL, metrics in EVAL."""
+
+    def __init__(self, n_logits, weight_column, loss_reduction):
+        self.logits_dimension = n_logits
+        self._weight_column = weight_column
+        self._reduction = loss_reduction
+
+    def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None):
+        with name_scope("head"):
+            predictions = self._predictions(logits)
+            if mode == ModeKeys.PREDICT:
+                return EstimatorSpec(
+                    mode, predictions=predictions, export_outputs=self._exports(predictions)
+                )
+            labels = self._labels(labels)
+            unreduced = self._unreduced_loss(labels, logits)
+            weights = _weights(features, self._weight_column)
+            loss = losses.compute_weighted_loss(
+                unreduced, 1.0 if weights is None else weights, reduction=self._reduction
+            )
+            if mode == ModeKeys.EVAL:
+                with name_scope(None):
+                    metrics = self._metrics(labels, predictions, unreduced, weights)
+                return EstimatorSpec(
+                    mode, predictions=predictions, loss=loss, eval_metric_ops=metrics
+                )
+        train_op = optimizer.minimize(loss, global_step=training_util.get_global_step())
+        return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op)
+
+
+def _class_predictions(logits, scores_logits, probabilities, n_classes, vocab, extra):
+    class_ids = array_ops.expand_dims(
+        reduction_ops.argmax(scores_logits, axis=1, name="class_ids"), axis=-1
+    )
+    batch = array_ops.shape(logits)[:1]
+    all_ids = manip_ops.tile(
+        array_ops.expand_dims(reduction_ops.range(n_classes), 0),
+        manip_ops.concat([batch, [1]], 0),
+    )
+    if vocab is None:
+        classes = string_ops.as_string(class_ids, name="str_classes")
+        all_classes = string_ops.as_string(all_ids)
+    else:
+        names = array_ops.constant(list(vocab), dtype=dtypes.string)
+        classes = slicing_ops.gather(names, class_ids, name="classes")
+        all_classes = slicing_ops.gather(names, all_ids)
+    return {
+        "logits": logits,
+        **extra,
+        "probabilities": probabilities,
+        "class_ids": class_ids,
+        "classes": classes,
+        "all_class_ids": all_ids,
+        "all_classes": all_classes,
+    }
+
+
+def _check_vocabulary(vocab):
+    if vocab is not None and not isinstance(vocab, list | tuple):
+        raise TypeError(f"label_vocabulary should be a list or tuple. Given type: {type(vocab)}")
+    return None if vocab is None else tuple(vocab)
+
+
+def _class_ids_of(labels, vocab):
+    """Labels as class ids: looked up in the vocabulary (strings), else as given."""
+    if vocab is None:
+        return labels
+    if labels.dtype != dtypes.string:
+        raise ValueError(
+            f"Labels dtype should be string if there is a vocabulary. Given: {labels.dtype}"
+        )
+    table = lookup.StaticHashTable(
+        lookup.KeyValueTensorInitializer(
+            list(vocab), list(range(len(vocab))), dtypes.string, dtypes.int64
+        ),
+        -1,
+        name="class_id_lookup",
+    )
+    return table.lookup(labels)
+
+
+class _BinaryHead(_Head):
+    def __init__(self, weight_column, loss_reduction, vocab=None):
+        super().__init__(1, weight_column, loss_reduction)
+        self._vocab = _check_vocabulary(vocab)
+
+    def _predictions(self, logits):
+        logistic = math_ops.sigmoid(logits, name="logistic")
+        two_class = manip_ops.concat([array_ops.zeros_like(logits), logits], -1)
+        probabilities = nn_ops.softmax(two_class, name="probabilities")
+        return _class_predictions(
+            logits, two_class, probabilities, 2, self._vocab, {"logistic": logistic}
+        )
+
+    def _labels(self, labels):
+        return cast_ops.cast(_class_ids_of(_labels_2d(labels), self._vocab), dtypes.float32)
+
+    def _unreduced_loss(self, labels, logits):
+        return nn_impl.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+
+    def _exports(self, predictions):
+        classification = export_output.ClassificationOutput(
+            scores=predictions["probabilities"], classes=predictions["all_classes"]
+        )
+        return {
+            "serving_default": classification,
+            "classification": classification,
+            "regression": export_output.RegressionOutput(predictions["logistic"]),
+            "predict": export_output.PredictOutput(predictions),
+        }
+
+    def _metrics(self, labels, predictions, unreduced, w):
+        class_ids = predictions["class_ids"]
+        logistic = predictions["logistic"]
+        label_mean = metrics_lib.mean(labels, w, name="label/mean")
+        baseline = math_ops.maximum(label_mean[0], 1.0 - label_mean[0])
+        return {
+            "average_loss": metrics_lib.mean(unreduced, w, name="average_loss"),
+            "accuracy": metrics_lib.accuracy(labels, class_ids, w, name="accuracy"),
+            "precision": metrics_lib.precision(labels, class_ids, w, name="precision"),
+            "recall": metrics_lib.recall(labels, class_ids, w, name="recall"),
+            "prediction/mean": metrics_lib.mean(logistic, w, name="prediction/mean"),
+            "label/mean": label_mean,
+            "accuracy_baseline": (baseline, label_mean[1]),
+            "auc": metrics_lib.auc(labels, logistic, w, curve="ROC", name="auc"),
+            "auc_precision_recall": metrics_lib.auc(
+                labels, logistic, w, curve="PR", name="auc_precision_recall"
+            ),
+        }
+
+
+class _MultiClassHead(_Head):
+    def __init__(self, n_classes, weight_column, loss_reduction, vocab=None):
+        super().__init__(n_classes, weight_column, loss_reduction)
+        self._vocab = _check_vocabulary(vocab)
+
+    def _predictions(self, logits):
+        probabilities = nn_ops.softmax(logits, name="probabilities")
+        n = self.logits_dimension
+        return _class_predictions(logits, logits, probabilities, n, self._vocab, {})
+
+    def _labels(self, labels):
+        return _class_ids_of(_labels_2d(labels), self._vocab)
+
+    def _unreduced_loss(self, labels, logits):
+        loss = nn_impl.sparse_softmax_cross_entropy_with_logits(
+            labels=array_ops.reshape(cast_ops.cast(labels, dtypes.int64), [-1]), logits=logits
+        )
+        return array_ops.expand_dims(loss, -1)
+
+    def _exports(self, predictions):
+        classification = export_output.ClassificationOutput(
+            scores=predictions["probabilities"], classes=predictions["all_classes"]
+        )
+        return {
+            "serving_default": classification,
+            "classification": classification,
+            "predict": export_output.PredictOutput(predictions),
+        }
+
+    def _metrics(self, labels, predictions, unreduced, w):
+        return {
+            "average_loss": metrics_lib.mean(unreduced, w, name="average_loss"),
+            "accuracy": metrics_lib.accuracy(labels, predictions["class_ids"], w, name="accuracy"),
+        }
+
+
+class _RegressionHead(_Head):
+    def __init__(self, label_dimension, weight_column, loss_reduction):
+        super().__init__(label_dimension, weight_column, loss_reduction)
+
+    def _predictions(self, logits):
+        return {"predictions": array_ops.identity(logits, name="predictions")}
+
+    def _labels(self, labels):
+        return cast_ops.cast(_labels_2d(labels, self.logits_dimension), dtypes.float32)
+
+    def _unreduced_loss(self, labels, logits):
+        return math_ops.squared_difference(logits, labels)
+
+    def _exports(self, predictions):
+        regression = export_output.RegressionOutput(predictions["predictions"])
+        return {
+            "serving_default": regression,
+            "regression": regression,
+            "predict": export_output.PredictOutput(predictions),
+        }
+
+    def _metrics(self, labels, predictions, unreduced, w):
+        return {
+            "average_loss": metrics_lib.mean(unreduced, w, name="average_loss"),
+            "prediction/mean": metrics_lib.mean(
+                predictions["predictions"], w, name="prediction/mean"
+            ),
+            "label/mean": metrics_lib.mean(labels, w, name="label/mean"),
+        }
+
+
+def binary_head(weight_column=None, loss_reduction=losses.Reduction.SUM, label_vocabulary=None):
+    return _BinaryHead(weight_column, loss_reduction, label_vocabulary)
+
+
+def multi_class_head(
+    n_classes, weight_column=None, loss_reduction=losses.Reduction.SUM, label_vocabulary=None
+):
+    return _MultiClassHead(n_classes, weight_column, loss_reduction, label_vocabulary)
+
+
+def regression_head(label_dimension=1, weight_column=None, loss_reduction=losses.Reduction.SUM):
+    return _RegressionHead(label_dimension, weight_column, loss_reduction)
+
+
+def classifier_head(
+    n_classes, weight_column=None, loss_reduction=losses.Reduction.SUM, label_vocabulary=None
+):
+    """The head for `n_classes` (binary for 2).
+
+    Raises:
+      ValueError: n_classes < 2.
+      TypeError: a label_vocabulary that is not a list or tuple.
+    """
+    if n_classes is None or n_classes < 2:
+        raise ValueError(f"n_classes must be > 2: {n_classes}.")
+    if n_classes == 2:
+        return binary_head(weight_column, loss_reduction, label_vocabulary)
+    return multi_class_head(n_classes, weight_column, loss_reduction, label_vocabulary)

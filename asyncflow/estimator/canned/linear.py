@@ -1,0 +1,127 @@
+"""LinearClassifier / LinearRegressor: a linear model over feature columns (TF1's v1).
+
+The logits are `feature_column.linear_model` built under variable scope 'linear' (so
+'linear/linear_model/<column>/weights' and '.../bias_weights'), trained by default
+with FTRL at min(0.2, 1/sqrt(number of columns)), as TF's. Variables are created
+through a one-partition partitioner, as TF's are, so the slots and the checkpoint
+names match ('.../weights/part_0/Ftrl').
+"""
+
+from __future__ import annotations
+
+import math
+
+from asyncflow import feature_column as fc_lib
+from asyncflow import losses
+from asyncflow import var_scope as vs
+from asyncflow.estimator.canned import head as head_lib
+from asyncflow.estimator.canned.optimizers import get_optimizer_instance
+from asyncflow.estimator.estimator import Estimator
+from asyncflow.partitioned_variables import min_max_variable_partitioner
+
+__all__ = ["LinearClassifier", "LinearRegressor"]
+
+_LEARNING_RATE = 0.2
+
+
+def _default_learning_rate(feature_columns) -> float:
+    return min(_LEARNING_RATE, 1.0 / math.sqrt(len(feature_columns)))
+
+
+def _linear_model_fn(features, labels, mode, head, columns, optimizer, config, options):
+    if not isinstance(features, dict):
+        raise ValueError(
+            f"features should be a dictionary of `Tensor`s. Given type: {type(features)}"
+        )
+    partitioner = options["partitioner"] or min_max_variable_partitioner(
+        max_partitions=max(config.num_ps_replicas, 1), min_slice_size=64 << 20
+    )
+    with vs.variable_scope("linear", values=tuple(features.values()), partitioner=partitioner):
+        logits = fc_lib.linear_model(
+            features,
+            columns,
+            units=head.logits_dimension,
+            sparse_combiner=options["sparse_combiner"],
+        )
+    if mode == "train":
+        optimizer = get_optimizer_instance(optimizer, _default_learning_rate(columns))
+    return head.create_estimator_spec(features, mode, logits, labels, optimizer)
+
+
+class _Linear(Estimator):
+    def __init__(
+        self, head, feature_columns, model_dir, optimizer, config, warm_start_from, **options
+    ):
+        columns = tuple(feature_columns or [])
+
+        def _model_fn(features, labels, mode, config):
+            return _linear_model_fn(
+                features, labels, mode, head, columns, optimizer, config, options
+            )
+
+        super().__init__(
+            _model_fn, model_dir=model_dir, config=config, warm_start_from=warm_start_from
+        )
+
+
+class LinearClassifier(_Linear):
+    """A linear classifier (binary for n_classes=2, else softmax) over feature_columns.
+
+    Raises:
+      ValueError: n_classes < 2.
+    """
+
+    def __init__(
+        self,
+        feature_columns,
+        model_dir=None,
+        n_classes=2,
+        weight_column=None,
+        label_vocabulary=None,
+        optimizer="Ftrl",
+        config=None,
+        partitioner=None,
+        warm_start_from=None,
+        loss_reduction=losses.Reduction.SUM,
+        sparse_combiner="sum",
+    ):
+        head = head_lib.classifier_head(n_classes, weight_column, loss_reduction, label_vocabulary)
+        super().__init__(
+            head,
+            feature_columns,
+            model_dir,
+            optimizer,
+            config,
+            warm_start_from,
+            partitioner=partitioner,
+            sparse_combiner=sparse_combiner,
+        )
+
+
+class LinearRegressor(_Linear):
+    """A linear regressor over feature_columns (squared-error loss)."""
+
+    def __init__(
+        self,
+        feature_columns,
+        model_dir=None,
+        label_dimension=1,
+        weight_column=None,
+        optimizer="Ftrl",
+        config=None,
+        partitioner=None,
+        warm_start_from=None,
+        loss_reduction=losses.Reduction.SUM,
+        sparse_combiner="sum",
+    ):
+        head = head_lib.regression_head(label_dimension, weight_column, loss_reduction)
+        super().__init__(
+            head,
+            feature_columns,
+            model_dir,
+            optimizer,
+            config,
+            warm_start_from,
+            partitioner=partitioner,
+            sparse_combiner=sparse_combiner,
+        )
