@@ -1,0 +1,276 @@
+"""Canned estimators (Linear/DNN Classifier/Regressor) against TF 2.15.1.
+
+Every expected number was recorded from TF 2.15.1 (`tf.compat.v1.estimator`, the v1
+canned estimators) running the same program: RunConfig(tf_random_seed=42), the data
+below in batches of 3, 4 training steps with the default optimizer (FTRL 0.2 for the
+linear models, Adagrad 0.05 for the DNNs; glorot kernels drawn from the graph seed),
+then evaluate over one pass of the data and predict the first two rows.
+"""
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+
+E = af.estimator
+
+X = np.array([[1, 2], [3, -4], [-5, 6], [7, 8], [0.5, -1], [2, 2]], np.float32)
+W = np.array([1, 2, 0.5, 1, 3, 1], np.float32)
+LABELS = {
+    "binary": np.array([[1], [0], [1], [0], [1], [1]], np.int64),
+    "multi": np.array([[2], [0], [1], [0], [2], [1]], np.int64),
+    "regression": np.array([[1.5], [-2], [3], [0.5], [1], [2]], np.float32),
+    "binary_vocab": np.array([["b"], ["a"], ["b"], ["a"], ["b"], ["b"]]),
+    "multi_vocab": np.array([["z"], ["x"], ["y"], ["x"], ["z"], ["y"]]),
+}
+
+
+def _columns():
+    return [af.feature_column.numeric_column("x", shape=(2,))]
+
+
+def _config():
+    return E.RunConfig(tf_random_seed=42, save_checkpoints_steps=100, save_summary_steps=0)
+
+
+def _input(labels, repeat):
+    def input_fn():
+        ds = af.data.Dataset.from_tensor_slices(({"x": X, "w": W}, labels))
+        return (ds.repeat() if repeat else ds).batch(3)
+
+    return input_fn
+
+
+def _predict_input():
+    return af.data.Dataset.from_tensor_slices({"x": X[:2], "w": W[:2]}).batch(2)
+
+
+def _make(kind, model_dir):
+    cols, cfg = _columns(), _config()
+    makers = {
+        "linear_binary": lambda: E.LinearClassifier(cols, model_dir=model_dir, config=cfg),
+        "linear_multi": lambda: E.LinearClassifier(
+            cols, n_classes=3, model_dir=model_dir, config=cfg
+        ),
+        "linear_regression": lambda: E.LinearRegressor(cols, model_dir=model_dir, config=cfg),
+        "dnn_binary": lambda: E.DNNClassifier([4, 3], cols, model_dir=model_dir, config=cfg),
+        "dnn_multi": lambda: E.DNNClassifier(
+            [4], cols, n_classes=3, model_dir=model_dir, config=cfg
+        ),
+        "dnn_regression": lambda: E.DNNRegressor([3], cols, model_dir=model_dir, config=cfg),
+        "linear_binary_vocab": lambda: E.LinearClassifier(
+            cols, model_dir=model_dir, config=cfg, label_vocabulary=["a", "b"], weight_column="w"
+        ),
+        "dnn_multi_vocab": lambda: E.DNNClassifier(
+            [3],
+            cols,
+            n_classes=3,
+            model_dir=model_dir,
+            config=cfg,
+            label_vocabulary=["x", "y", "z"],
+            weight_column="w",
+            optimizer=af.train.GradientDescentOptimizer(0.1),
+        ),
+    }
+    return makers[kind]()
+
+
+_BINARY_KEYS = [
+    "accuracy",
+    "accuracy_baseline",
+    "auc",
+    "auc_precision_recall",
+    "average_loss",
+    "global_step",
+    "label/mean",
+    "loss",
+    "precision",
+    "prediction/mean",
+    "recall",
+]
+
+# kind: (labels, eval metrics, the two rows' logits, their classes)
+CASES = {
+    "linear_binary": (
+        "binary",
+        dict(
+            zip(
+                _BINARY_KEYS,
+                [0.8333333, 0.6666667, 0.9999995, 0.9999998, 0.4063638, 4, 0.6666667]
+                + [1.2190915, 1.0, 0.5039932, 0.75],
+                strict=True,
+            )
+        ),
+        [[0.3198401], [-1.0826803]],
+        [b"1", b"0"],
+    ),
+    "linear_multi": (
+        "multi",
+        {"accuracy": 0.5, "average_loss": 0.703799, "global_step": 4, "loss": 2.111397},
+        [[0.209708, 0.465098, -0.0481338], [1.2504705, -1.4769664, 0.0514214]],
+        [b"1", b"0"],
+    ),
+    "linear_regression": (
+        "regression",
+        {
+            "average_loss": 0.7324604,
+            "global_step": 4,
+            "label/mean": 1.0,
+            "loss": 2.1973813,
+            "prediction/mean": 0.7038098,
+        },
+        [[0.7510051], [-1.2180386]],
+        None,
+    ),
+    "dnn_binary": (
+        "binary",
+        dict(
+            zip(
+                _BINARY_KEYS,
+                [0.6666667, 0.6666667, 0.7499997, 0.9083331, 0.5883737, 4, 0.6666667]
+                + [1.765121, 1.0, 0.5555267, 0.5],
+                strict=True,
+            )
+        ),
+        [[0.110014], [-0.1031356]],
+        [b"1", b"0"],
+    ),
+    "dnn_multi": (
+        "multi",
+        {"accuracy": 0.3333333, "average_loss": 2.7191887, "global_step": 4, "loss": 8.157566},
+        [[-0.3508067, 0.4756184, 0.775377], [-1.8745247, 1.9251214, 2.0260453]],
+        [b"2", b"2"],
+    ),
+    "dnn_regression": (
+        "regression",
+        {
+            "average_loss": 2.2058165,
+            "global_step": 4,
+            "label/mean": 1.0,
+            "loss": 6.6174498,
+            "prediction/mean": 0.0732577,
+        },
+        [[0.6329917], [-1.5821297]],
+        None,
+    ),
+    "linear_binary_vocab": (
+        "binary_vocab",
+        dict(
+            zip(
+                _BINARY_KEYS,
+                [0.5294118, 0.6470588, 0.9999997, 0.9999998, 0.5211734, 4, 0.6470588]
+                + [2.2149868, 1.0, 0.4211271, 0.2727273],
+                strict=True,
+            )
+        ),
+        [[0.0922515], [-1.1737173]],
+        [b"b", b"a"],
+    ),
+    "dnn_multi_vocab": (
+        "multi_vocab",
+        {"accuracy": 0.5294118, "average_loss": 0.978935, "global_step": 4, "loss": 4.1604738},
+        [[1.0829272, 0.1116394, -0.2908626], [0.0729659, -0.2583294, 0.1853635]],
+        [b"x", b"z"],
+    ),
+}
+
+# Prediction keys as TF's v1 heads name them.
+CLASSIFIER_KEYS = ["all_class_ids", "all_classes", "class_ids", "classes", "logits"]
+CLASSIFIER_KEYS += ["probabilities"]
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_canned_matches_tf(kind, tmp_path):
+    labels_key, metrics, logits, classes = CASES[kind]
+    labels = LABELS[labels_key]
+    est = _make(kind, str(tmp_path))
+    est.train(_input(labels, True), steps=4)
+    got = est.evaluate(_input(labels, False))
+    assert sorted(got) == sorted(metrics)
+    np.testing.assert_allclose(
+        [got[k] for k in sorted(metrics)],
+        [metrics[k] for k in sorted(metrics)],
+        rtol=2e-5,
+        atol=1e-6,
+    )
+    preds = list(est.predict(_predict_input))
+    np.testing.assert_allclose(
+        [p["logits" if classes else "predictions"] for p in preds], logits, rtol=2e-5, atol=1e-6
+    )
+    if classes is None:
+        assert [sorted(p) for p in preds] == [["predictions"]] * 2
+        return
+    keys = CLASSIFIER_KEYS + (["logistic"] if labels_key.startswith("binary") else [])
+    assert [sorted(p) for p in preds] == [sorted(keys)] * 2
+    assert [p["classes"][0] for p in preds] == classes
+    n = len(logits[0]) if len(logits[0]) > 1 else 2
+    assert preds[0]["all_class_ids"].tolist() == list(range(n))
+    probs = np.array([p["probabilities"] for p in preds])
+    np.testing.assert_allclose(probs.sum(axis=1), [1.0, 1.0], rtol=1e-6)
+
+
+def test_linear_variables_as_tf(tmp_path):
+    est = _make("linear_binary", str(tmp_path))
+    est.train(_input(LABELS["binary"], True), steps=4)
+    # TF 2.15.1's checkpoint names: one-partition variables, FTRL's two slots.
+    assert est.get_variable_names() == [
+        "global_step",
+        "linear/linear_model/bias_weights",
+        "linear/linear_model/bias_weights/part_0/Ftrl",
+        "linear/linear_model/bias_weights/part_0/Ftrl_1",
+        "linear/linear_model/x/weights",
+        "linear/linear_model/x/weights/part_0/Ftrl",
+        "linear/linear_model/x/weights/part_0/Ftrl_1",
+    ]
+    np.testing.assert_allclose(
+        est.get_variable_value("linear/linear_model/x/weights").ravel(),
+        [-0.3853853, 0.1052916],
+        rtol=1e-5,
+    )
+    np.testing.assert_allclose(
+        est.get_variable_value("linear/linear_model/bias_weights"), [0.4946421], rtol=1e-5
+    )
+
+
+def test_dnn_variables_as_tf(tmp_path):
+    est = _make("dnn_binary", str(tmp_path))
+    est.train(_input(LABELS["binary"], True), steps=4)
+    names = [n for n in est.get_variable_names() if "Adagrad" not in n]
+    assert names == [
+        "dnn/hiddenlayer_0/bias",
+        "dnn/hiddenlayer_0/kernel",
+        "dnn/hiddenlayer_1/bias",
+        "dnn/hiddenlayer_1/kernel",
+        "dnn/logits/bias",
+        "dnn/logits/kernel",
+        "global_step",
+    ]
+    # TF 2.15.1 (glorot-uniform kernels from graph seed 42, 4 Adagrad steps).
+    np.testing.assert_allclose(
+        est.get_variable_value("dnn/hiddenlayer_0/kernel").ravel()[:3],
+        [0.5564536, 0.9589964, -0.0775198],
+        rtol=1e-5,
+    )
+    np.testing.assert_allclose(
+        est.get_variable_value("dnn/logits/kernel").ravel(),
+        [1.2320108, -0.4777851, 0.7744769],
+        rtol=1e-5,
+    )
+
+
+def test_canned_argument_errors():
+    with pytest.raises(ValueError) as info:
+        E.LinearClassifier(_columns(), n_classes=1)
+    assert str(info.value) == "n_classes must be > 2: 1."
+    with pytest.raises(TypeError) as info:
+        E.LinearClassifier(_columns(), label_vocabulary="ab")
+    assert str(info.value) == (
+        "label_vocabulary should be a list or tuple. Given type: <class 'str'>"
+    )
+    est = E.DNNClassifier([3], _columns(), optimizer="Foo")
+    with pytest.raises(ValueError) as info:
+        est.train(_input(LABELS["binary"], True), steps=1)
+    assert str(info.value) == (
+        "Unsupported optimizer name: Foo. Supported names are: "
+        "('Adagrad', 'Adam', 'Ftrl', 'RMSProp', 'SGD')"
+    )
