@@ -274,3 +274,38 @@ def test_canned_argument_errors():
         "Unsupported optimizer name: Foo. Supported names are: "
         "('Adagrad', 'Adam', 'Ftrl', 'RMSProp', 'SGD')"
     )
+
+
+def test_dnn_classifier_export_serves_as_tf(tmp_path):
+    x = np.array([[1, 2], [3, -4], [-5, 6]], np.float32)
+    y = np.array([1, 0, 1], np.int64)
+    cols = _columns()
+    est = E.DNNClassifier([3], cols, model_dir=str(tmp_path / "m"), config=_config())
+    est.train(lambda: af.data.Dataset.from_tensor_slices(({"x": x}, y)).repeat().batch(3), steps=3)
+    receiver = E.export.build_parsing_serving_input_receiver_fn(
+        af.feature_column.make_parse_example_spec(cols)
+    )
+    path = est.export_saved_model(str(tmp_path / "export"), receiver)
+    feature = af.train.Feature(float_list=af.train.FloatList(value=[1.0, 2.0]))
+    example = af.train.Example(features=af.train.Features(feature={"x": feature}))
+    with af.Graph().as_default(), af.Session() as sess:
+        mg = af.saved_model.loader.load(sess, ["serve"], path)
+        assert sorted(k for k in mg.signature_def if not k.startswith("__")) == [
+            "classification",
+            "predict",
+            "regression",
+            "serving_default",
+        ]
+        sig = mg.signature_def["serving_default"]
+        assert sig.method_name == "tensorflow/serving/classify"
+        feed = {sig.inputs["inputs"].name: [example.SerializeToString()]}
+        out = sess.run({k: v.name for k, v in sig.outputs.items()}, feed)
+        logits = mg.signature_def["predict"].outputs["logits"].name
+        logit = sess.run(
+            logits,
+            {mg.signature_def["predict"].inputs["examples"].name: feed[sig.inputs["inputs"].name]},
+        )
+    # TF 2.15.1 serves this program's export as below (and loads this export itself).
+    assert out["classes"].tolist() == [[b"0", b"1"]]
+    np.testing.assert_allclose(out["scores"], [[0.3691396, 0.6308603]], rtol=1e-5)
+    np.testing.assert_allclose(logit, [[0.5359095]], rtol=1e-5)

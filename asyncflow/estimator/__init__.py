@@ -4,7 +4,7 @@ Built on the monitored sessions and hooks of `af.train`, `af.data` input pipelin
 the Saver's checkpoints; see estimator.py for the run model.
 """
 
-from asyncflow.estimator import inputs
+from asyncflow.estimator import export, inputs
 from asyncflow.estimator.canned.dnn import DNNClassifier, DNNRegressor
 from asyncflow.estimator.canned.linear import LinearClassifier, LinearRegressor
 from asyncflow.estimator.estimator import Estimator
@@ -42,6 +42,7 @@ __all__ = [
     "Exporter",
     "TrainSpec",
     "train_and_evaluate",
+    "export",
     "inputs",
     "EstimatorSpec",
     "FeedFnHook",

@@ -18,7 +18,9 @@ import copy
 import inspect
 import logging
 import os
+import shutil
 import tempfile
+import time
 
 import numpy as np
 
@@ -28,10 +30,14 @@ from asyncflow import random_seed
 from asyncflow import summary as summary_lib
 from asyncflow.config import ConfigProto
 from asyncflow.data.dataset import Dataset as _Dataset
+from asyncflow.estimator import export as export_lib
 from asyncflow.estimator import model_fn as model_fn_lib
 from asyncflow.estimator.run_config import RunConfig
 from asyncflow.ops import control_flow_ops
 from asyncflow.protos import Summary
+from asyncflow.saved_model import builder as saved_model_builder
+from asyncflow.saved_model import tag_constants
+from asyncflow.session import Session
 from asyncflow.train import basic_session_run_hooks as hooks_mod
 from asyncflow.train import checkpoint_utils, training_util
 from asyncflow.train import monitored_session as ms
@@ -519,3 +525,86 @@ class Estimator:
                     else:
                         for i in range(_batch_length(values)):
                             yield {key: value[i] for key, value in values.items()}
+
+    # -- export ----------------------------------------------------------------------------
+
+    def export_saved_model(
+        self,
+        export_dir_base,
+        serving_input_receiver_fn,
+        assets_extra=None,
+        as_text=False,
+        checkpoint_path=None,
+        experimental_mode=model_fn_lib.ModeKeys.PREDICT,
+    ):
+        """Writes a SavedModel (tag 'serve') under export_dir_base/<timestamp>; returns
+        that directory as bytes.
+
+        The model_fn is called in `experimental_mode` on the receiver's features; each of
+        the spec's export_outputs becomes a signature over the receiver tensors; the
+        variables are those of the latest (or the given) checkpoint.
+
+        Raises:
+          ValueError: no serving_input_receiver_fn; no checkpoint to export.
+        """
+        if not serving_input_receiver_fn:
+            raise ValueError("An input_receiver_fn must be defined.")
+        if not checkpoint_path:
+            checkpoint_path = self.latest_checkpoint()
+        if not checkpoint_path:
+            raise ValueError(f"Couldn't find trained model at {self._model_dir}.")
+        export_dir = _timestamped_dir(export_dir_base)
+        temp_dir = os.path.join(
+            os.path.dirname(export_dir), "temp-" + os.path.basename(export_dir)
+        )
+        builder = saved_model_builder.SavedModelBuilder(temp_dir)
+        with ops.Graph().as_default() as graph:
+            random_seed.set_random_seed(self._config.tf_random_seed)
+            training_util.create_global_step(graph)
+            receiver = serving_input_receiver_fn()
+            spec = self._call_model_fn(receiver.features, None, experimental_mode, self.config)
+            signatures = export_lib.build_all_signature_defs(
+                receiver.receiver_tensors,
+                spec.export_outputs,
+                receiver.receiver_tensors_alternatives,
+            )
+            with Session(graph=graph, config=self._session_config) as sess:
+                saver = spec.scaffold.saver or saver_lib.Saver(sharded=True)
+                saver.restore(sess, checkpoint_path)
+                local_init_op = spec.scaffold.local_init_op or ms.Scaffold.default_local_init_op()
+                builder.add_meta_graph_and_variables(
+                    sess,
+                    [tag_constants.SERVING],
+                    signature_def_map=signatures,
+                    assets_collection=ops.get_collection(ops.GraphKeys.ASSET_FILEPATHS),
+                    main_op=local_init_op,
+                    # TF strips attrs at their default; ours are not always TF's defaults
+                    # (ParseExampleV2's num_sparse has none in TF), so keep them all and
+                    # the export stays loadable by TF.
+                    strip_default_attrs=False,
+                    saver=saver,
+                )
+        builder.save(as_text)
+        if assets_extra:
+            extra_dir = os.path.join(temp_dir, "assets.extra")
+            for dest, source in assets_extra.items():
+                target = os.path.join(extra_dir, dest)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                shutil.copyfile(source, target)
+        os.rename(temp_dir, export_dir)
+        return export_dir.encode("utf-8")
+
+    export_savedmodel = export_saved_model  # TF1's older name
+
+
+def _timestamped_dir(export_dir_base) -> str:
+    """export_dir_base/<seconds since the epoch>, waiting for a free second if needed."""
+    base = os.fsdecode(export_dir_base)
+    for _ in range(10):
+        path = os.path.join(base, str(int(time.time())))
+        if not os.path.exists(path) and not os.path.exists(
+            os.path.join(base, "temp-" + os.path.basename(path))
+        ):
+            return path
+        time.sleep(1)  # TF's rule: one export per second per base directory
+    raise RuntimeError("Failed to obtain a unique export directory name after 10 attempts.")

@@ -6,6 +6,7 @@ turns each into a SignatureDef over the serving receiver's tensors.
 
 from __future__ import annotations
 
+from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.saved_model import signature_def_utils
 
@@ -20,6 +21,11 @@ class ExportOutput:
 
 
 def _single_receiver(receiver_tensors, kind: str):
+    """The one string input a Classify or Regress signature takes.
+
+    Raises:
+      ValueError: several receiver tensors, or one that is not a string tensor.
+    """
     if len(receiver_tensors) != 1:
         raise ValueError(
             f"{kind} signatures can only accept a single tensor input of type "
@@ -27,7 +33,10 @@ def _single_receiver(receiver_tensors, kind: str):
             f"input function so that ServingInputReceiver.receiver_tensors is a dict "
             f"with a single tensor. Received: {receiver_tensors}"
         )
-    return next(iter(receiver_tensors.values()))
+    examples = next(iter(receiver_tensors.values()))
+    if examples.dtype != dtypes.string:
+        raise ValueError(f"{kind} input must be a single string Tensor; got {receiver_tensors}")
+    return examples
 
 
 class PredictOutput(ExportOutput):

@@ -224,7 +224,7 @@ class _RegressionHead(_Head):
         super().__init__(label_dimension, weight_column, loss_reduction)
 
     def _predictions(self, logits):
-        return {"predictions": array_ops.identity(logits, name="predictions")}
+        return {"predictions": logits}
 
     def _labels(self, labels):
         return cast_ops.cast(_labels_2d(labels, self.logits_dimension), dtypes.float32)
