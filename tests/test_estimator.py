@@ -767,3 +767,62 @@ def test_export_saved_model(tmp_path):
         mg = af.saved_model.loader.load(sess, ["serve"], path)
         # The Regress signatures need one string input: TF leaves them out.
         assert sorted(k for k in mg.signature_def if not k.startswith("__")) == ["predict"]
+
+
+# -- warm starting --------------------------------------------------------------------------
+
+
+_WX = np.array([[1.0, 2.0], [3.0, -4.0], [-5.0, 6.0]], np.float32)
+_WY = np.array([[1.5], [-2.0], [3.0]], np.float32)
+_WEIGHTS, _BIAS = "linear/linear_model/x/weights", "linear/linear_model/bias_weights"
+
+
+def _warm_input():
+    return af.data.Dataset.from_tensor_slices(({"x": _WX}, _WY)).repeat().batch(3)
+
+
+def _warm_regressor(model_dir, warm_start_from=None):
+    columns = [af.feature_column.numeric_column("x", shape=(2,))]
+    cfg = E.RunConfig(tf_random_seed=42, save_summary_steps=0)
+    return E.LinearRegressor(
+        columns, model_dir=str(model_dir), config=cfg, warm_start_from=warm_start_from
+    )
+
+
+def _initial(est, name):
+    return af.train.load_variable(os.path.join(est.model_dir, "model.ckpt-0"), name).ravel()
+
+
+def test_warm_start_from_directory(tmp_path):
+    a = _warm_regressor(tmp_path / "a")
+    a.train(_warm_input, steps=3)
+    b = _warm_regressor(tmp_path / "b", warm_start_from=a.model_dir)
+    b.train(_warm_input, steps=1)
+    # TF 2.15.1: b starts from a's trained variables, not from its slots.
+    np.testing.assert_allclose(_initial(b, _WEIGHTS), [-0.24661013, 0.28340146], rtol=1e-5)
+    np.testing.assert_allclose(_initial(b, _BIAS), [0.298319], rtol=1e-5)
+    np.testing.assert_allclose(_initial(b, _WEIGHTS + "/part_0/Ftrl"), [0.1, 0.1])
+    np.testing.assert_allclose(
+        b.get_variable_value(_WEIGHTS).ravel(), [-0.00087234, 0.4612563], rtol=1e-4
+    )
+
+
+def test_warm_start_settings(tmp_path):
+    a = _warm_regressor(tmp_path / "a")
+    a.train(_warm_input, steps=3)
+    ws = E.WarmStartSettings(a.model_dir, vars_to_warm_start=".*bias.*")
+    assert ws._fields == (
+        "ckpt_to_initialize_from",
+        "vars_to_warm_start",
+        "var_name_to_vocab_info",
+        "var_name_to_prev_var_name",
+    )
+    c = _warm_regressor(tmp_path / "c", warm_start_from=ws)
+    c.train(_warm_input, steps=1)
+    np.testing.assert_allclose(_initial(c, _WEIGHTS), [0.0, 0.0])
+    np.testing.assert_allclose(_initial(c, _BIAS), [0.298319], rtol=1e-5)
+    ws = E.WarmStartSettings(a.model_dir, vars_to_warm_start=[_WEIGHTS])
+    d = _warm_regressor(tmp_path / "d", warm_start_from=ws)
+    d.train(_warm_input, steps=1)
+    np.testing.assert_allclose(_initial(d, _WEIGHTS), [-0.24661013, 0.28340146], rtol=1e-5)
+    np.testing.assert_allclose(_initial(d, _BIAS), [0.0])

@@ -11,6 +11,7 @@ from asyncflow.estimator.estimator import Estimator
 from asyncflow.estimator.model_fn import EstimatorSpec, ModeKeys
 from asyncflow.estimator.run_config import RunConfig
 from asyncflow.estimator.training import EvalSpec, Exporter, TrainSpec, train_and_evaluate
+from asyncflow.estimator.warm_starting import WarmStartSettings
 from asyncflow.train.basic_session_run_hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -42,6 +43,7 @@ __all__ = [
     "Exporter",
     "TrainSpec",
     "train_and_evaluate",
+    "WarmStartSettings",
     "export",
     "inputs",
     "EstimatorSpec",

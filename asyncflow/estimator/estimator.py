@@ -32,6 +32,7 @@ from asyncflow.config import ConfigProto
 from asyncflow.data.dataset import Dataset as _Dataset
 from asyncflow.estimator import export as export_lib
 from asyncflow.estimator import model_fn as model_fn_lib
+from asyncflow.estimator import warm_starting
 from asyncflow.estimator.run_config import RunConfig
 from asyncflow.ops import control_flow_ops
 from asyncflow.protos import Summary
@@ -298,13 +299,8 @@ class Estimator:
         return spec, global_step
 
     def _maybe_warm_start(self, checkpoint_path):
-        source = self._warm_start_from
-        if source is None or checkpoint_path:
-            return
-        source = getattr(source, "ckpt_to_initialize_from", source)
-        names = {v.op.name for v in ops.get_collection(ops.GraphKeys.TRAINABLE_VARIABLES)}
-        logger.info("Warm-starting from: %s", source)
-        checkpoint_utils.init_from_checkpoint(source, {n: n for n in sorted(names)})
+        if self._warm_start_from is not None and not checkpoint_path:
+            warm_starting.warm_start(self._warm_start_from)
 
     # -- train -----------------------------------------------------------------------------
 
