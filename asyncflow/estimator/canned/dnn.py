@@ -17,6 +17,7 @@ from asyncflow.estimator.canned import head as head_lib
 from asyncflow.estimator.canned.optimizers import get_optimizer_instance
 from asyncflow.estimator.estimator import Estimator
 from asyncflow.ops import init_ops, nn_ops
+from asyncflow.partitioned_variables import min_max_variable_partitioner
 
 __all__ = ["DNNClassifier", "DNNRegressor"]
 
@@ -58,6 +59,7 @@ class _DNN(Estimator):
         warm_start_from,
         activation_fn,
         dropout,
+        input_layer_partitioner,
     ):
         columns = tuple(feature_columns or [])
         hidden_units = tuple(hidden_units)
@@ -67,7 +69,15 @@ class _DNN(Estimator):
                 raise ValueError(
                     f"features should be a dictionary of `Tensor`s. Given type: {type(features)}"
                 )
-            with vs.variable_scope("dnn", values=tuple(features.values())):
+            partitioner = input_layer_partitioner or min_max_variable_partitioner(
+                max_partitions=max(config.num_ps_replicas, 1), min_slice_size=64 << 20
+            )
+            opt = get_optimizer_instance(optimizer, _LEARNING_RATE) if mode == "train" else None
+            # Partitioned variables and the head inside 'dnn', as TF's: the slots'
+            # checkpoint names then come out as TF's ('dnn/.../kernel/t_0/Adagrad').
+            with vs.variable_scope(
+                "dnn", values=tuple(features.values()), partitioner=partitioner
+            ):
                 logits = _dnn_logits(
                     features,
                     head.logits_dimension,
@@ -77,8 +87,7 @@ class _DNN(Estimator):
                     dropout,
                     mode == "train",
                 )
-            opt = get_optimizer_instance(optimizer, _LEARNING_RATE) if mode == "train" else None
-            return head.create_estimator_spec(features, mode, logits, labels, opt)
+                return head.create_estimator_spec(features, mode, logits, labels, opt)
 
         super().__init__(
             _model_fn, model_dir=model_dir, config=config, warm_start_from=warm_start_from
@@ -120,6 +129,7 @@ class DNNClassifier(_DNN):
             warm_start_from,
             activation_fn,
             dropout,
+            input_layer_partitioner,
         )
 
 
@@ -153,4 +163,5 @@ class DNNRegressor(_DNN):
             warm_start_from,
             activation_fn,
             dropout,
+            input_layer_partitioner,
         )

@@ -3,8 +3,8 @@
 The logits are `feature_column.linear_model` built under variable scope 'linear' (so
 'linear/linear_model/<column>/weights' and '.../bias_weights'), trained by default
 with FTRL at min(0.2, 1/sqrt(number of columns)), as TF's. Variables are created
-through a one-partition partitioner, as TF's are, so the slots and the checkpoint
-names match ('.../weights/part_0/Ftrl').
+through a one-partition partitioner and the optimizer runs inside the 'linear' scope,
+as TF's do, so the slots' checkpoint names match ('.../weights/part_0/Ftrl').
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ def _linear_model_fn(features, labels, mode, head, columns, optimizer, config, o
     partitioner = options["partitioner"] or min_max_variable_partitioner(
         max_partitions=max(config.num_ps_replicas, 1), min_slice_size=64 << 20
     )
+    if mode == "train":
+        optimizer = get_optimizer_instance(optimizer, _default_learning_rate(columns))
+    # The head (and so the optimizer's slots) is built inside the model's scope, as TF's
+    # is: that is what names the slots 'linear/linear_model/x/weights/part_0/Ftrl'.
     with vs.variable_scope("linear", values=tuple(features.values()), partitioner=partitioner):
         logits = fc_lib.linear_model(
             features,
@@ -43,9 +47,7 @@ def _linear_model_fn(features, labels, mode, head, columns, optimizer, config, o
             units=head.logits_dimension,
             sparse_combiner=options["sparse_combiner"],
         )
-    if mode == "train":
-        optimizer = get_optimizer_instance(optimizer, _default_learning_rate(columns))
-    return head.create_estimator_spec(features, mode, logits, labels, optimizer)
+        return head.create_estimator_spec(features, mode, logits, labels, optimizer)
 
 
 class _Linear(Estimator):
