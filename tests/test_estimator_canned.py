@@ -313,3 +313,67 @@ def test_dnn_classifier_export_serves_as_tf(tmp_path):
     assert out["classes"].tolist() == [[b"0", b"1"]]
     np.testing.assert_allclose(out["scores"], [[0.3691396, 0.6308603]], rtol=1e-5)
     np.testing.assert_allclose(logit, [[0.5359095]], rtol=1e-5)
+
+
+# Categorical columns: TF 2.15.1, RunConfig(tf_random_seed=7), 3 steps, batches of 3.
+_CX = np.array([[1.0], [3.0], [-5.0], [7.0], [0.5], [2.0]], np.float32)
+_CC = np.array([["a"], ["b"], ["c"], ["a"], ["b"], ["d"]])
+
+
+def _categorical_estimator(kind, model_dir):
+    fc = af.feature_column
+    num = fc.numeric_column("x")
+    cat = fc.categorical_column_with_vocabulary_list("c", ["a", "b", "c"])
+    buck = fc.bucketized_column(num, [0.0, 2.0])
+    cfg = E.RunConfig(tf_random_seed=7, save_summary_steps=0)
+    if kind == "linear":
+        columns = [num, cat, buck, fc.crossed_column([cat, buck], 5)]
+        return E.LinearClassifier(columns, model_dir=model_dir, config=cfg)
+    if kind == "dnn_indicator":
+        columns = [num, fc.indicator_column(cat)]
+    else:
+        columns = [num, fc.embedding_column(cat, 2), fc.embedding_column(buck, 3)]
+    return E.DNNClassifier([3], columns, model_dir=model_dir, config=cfg)
+
+
+@pytest.mark.parametrize(
+    "kind, expected, weights",
+    [
+        (
+            "linear",
+            {"accuracy": 0.83333, "auc": 1.0, "loss": 0.96772},
+            ["bias_weights", "c/weights", "c_X_x_bucketized/weights", "x/weights"]
+            + ["x_bucketized/weights"],
+        ),
+        ("dnn_indicator", {"accuracy": 0.83333, "auc": 0.75, "loss": 1.98315}, []),
+        (
+            "dnn_embedding",
+            {"accuracy": 0.5, "auc": 0.875, "loss": 1.97827},
+            ["c_embedding/embedding_weights", "x_bucketized_embedding/embedding_weights"],
+        ),
+    ],
+)
+def test_categorical_columns_match_tf(kind, expected, weights, tmp_path):
+    est = _categorical_estimator(kind, str(tmp_path))
+
+    def input_fn(repeat):
+        ds = af.data.Dataset.from_tensor_slices(({"x": _CX, "c": _CC}, LABELS["binary"]))
+        return (ds.repeat() if repeat else ds).batch(3)
+
+    est.train(lambda: input_fn(True), steps=3)
+    got = est.evaluate(lambda: input_fn(False))
+    np.testing.assert_allclose(
+        [got[k] for k in sorted(expected)], [expected[k] for k in sorted(expected)], atol=1e-5
+    )
+    names = est.get_variable_names()
+    if kind == "linear":
+        assert names == ["global_step"] + [
+            f"linear/linear_model/{w}{suffix}"
+            for w in weights
+            for suffix in ("", "/part_0/Ftrl", "/part_0/Ftrl_1")
+        ]
+    else:
+        scope = "dnn/input_from_feature_columns/input_layer/"
+        assert [n for n in names if n.startswith(scope)] == [
+            scope + w + slot for w in weights for slot in ("", "/t_0/Adagrad")
+        ]
