@@ -377,3 +377,72 @@ def test_categorical_columns_match_tf(kind, expected, weights, tmp_path):
         assert [n for n in names if n.startswith(scope)] == [
             scope + w + slot for w in weights for slot in ("", "/t_0/Adagrad")
         ]
+
+
+@pytest.mark.parametrize(
+    "n_classes, labels, vocabulary, error, message",
+    [
+        (
+            2,
+            [[1], [2]],
+            None,
+            af.errors.InvalidArgumentError,
+            "assertion failed: [Labels must <= n_classes - 1] [Condition x <= y did not hold "
+            "element-wise:] [x (linear/head/Cast:0) = ] [[1][2]] [y "
+            "(linear/head/assert_range/Const:0) = ] [1]",
+        ),
+        (
+            3,
+            [[1], [-1]],
+            None,
+            af.errors.InvalidArgumentError,
+            "assertion failed: [Labels must >= 0.  ] [Condition x >= 0 did not hold "
+            "element-wise:] [x (linear/head/labels:0) = ] [[1][-1]]",
+        ),
+        (
+            2,
+            [["a"], ["c"]],
+            ["a", "b"],
+            af.errors.InvalidArgumentError,
+            "assertion failed: [Labels must >= 0.  ] [Condition x >= 0 did not hold "
+            "element-wise:] [x (linear/head/Cast:0) = ] [[0][-1]]",
+        ),
+        (
+            3,
+            np.array([[1.0], [0.0]], np.float32),
+            None,
+            ValueError,
+            "Labels dtype should be integer. Instead got <dtype: 'float32'>.",
+        ),
+        (
+            2,
+            [[1, 0], [0, 1]],
+            None,
+            ValueError,
+            "Mismatched label shape. Expected labels dimension=1.  Received 2. Suggested "
+            "Fix:If your classifier expects one-hot encoding label,check your n_classes "
+            "argument to the estimator and/or the shape of your label. Otherwise, check the "
+            "shape of your label.",
+        ),
+        (
+            2,
+            [[1], [0]],
+            ["a", "b"],
+            TypeError,
+            "Dtype of argument `keys` must be <dtype: 'string'>, received: <dtype: 'int64'>",
+        ),
+    ],
+)
+def test_classifier_label_errors(n_classes, labels, vocabulary, error, message, tmp_path):
+    # TF 2.15.1 raises these (the run-time ones as InvalidArgumentError from assert ops).
+    est = E.LinearClassifier(
+        _columns(), n_classes=n_classes, label_vocabulary=vocabulary, model_dir=str(tmp_path)
+    )
+    x = X[:2]
+
+    def input_fn():
+        return af.data.Dataset.from_tensor_slices(({"x": x}, np.asarray(labels))).batch(2)
+
+    with pytest.raises(error) as info:
+        est.train(input_fn, steps=1)
+    assert str(info.value).split("\n")[0] == message

@@ -13,10 +13,11 @@ from asyncflow import dtypes, lookup, losses
 from asyncflow import metrics as metrics_lib
 from asyncflow.estimator import export_output
 from asyncflow.estimator.model_fn import EstimatorSpec, ModeKeys
-from asyncflow.graph import name_scope
+from asyncflow.graph import control_dependencies, name_scope
 from asyncflow.ops import (
     array_ops,
     cast_ops,
+    check_ops,
     manip_ops,
     math_ops,
     nn_impl,
@@ -31,16 +32,43 @@ __all__ = ["binary_head", "multi_class_head", "regression_head"]
 
 
 def _labels_2d(labels, label_dimension=1):
+    """labels as [batch, label_dimension] (rank-1 labels get a last dimension).
+
+    Raises:
+      ValueError: no labels; a last dimension other than label_dimension.
+    """
     if labels is None:
         raise ValueError("You must provide a labels Tensor. Given: None.")
-    labels = labels if hasattr(labels, "dtype") else array_ops.constant(labels)
-    if labels.shape.ndims == 1:
-        labels = array_ops.expand_dims(labels, -1)
-    if labels.shape.ndims is not None and labels.shape.ndims != 2:
+    with name_scope(None, "labels", (labels,)) as scope:
+        labels = labels if hasattr(labels, "dtype") else array_ops.constant(labels)
+        if labels.shape.ndims == 1:
+            labels = array_ops.expand_dims(labels, -1)
+        last = labels.shape.as_list()[-1] if labels.shape.ndims else None
+        _check_label_dimension(last, label_dimension)
+        # Named as TF's ('<model>/head/labels'): errors about the labels name it.
+        return array_ops.identity(labels, name=scope)
+
+
+def _check_label_dimension(last, label_dimension) -> None:
+    if last is not None and last != label_dimension:
         raise ValueError(
-            f"labels shape must be [D0, D1, ... DN, {label_dimension}]. Given: {labels}"
+            f"Mismatched label shape. Expected labels dimension={label_dimension}.  Received "
+            f"{last}. Suggested Fix:If your classifier expects one-hot encoding label,check "
+            "your n_classes argument to the estimator and/or the shape of your label. "
+            "Otherwise, check the shape of your label."
         )
-    return labels
+
+
+def _assert_range(labels, n_classes):
+    """labels, failing the step (InvalidArgumentError) when one is outside [0, n)."""
+    with name_scope(None, "assert_range", (labels,)):
+        upper = array_ops.constant(n_classes - 1, dtype=labels.dtype)
+        checks = (
+            check_ops.assert_less_equal(labels, upper, message="Labels must <= n_classes - 1"),
+            check_ops.assert_non_negative(labels, message="Labels must >= 0"),
+        )
+        with control_dependencies(checks):
+            return array_ops.identity(labels)
 
 
 def _weights(features, weight_column):
@@ -115,13 +143,15 @@ def _check_vocabulary(vocab):
     return None if vocab is None else tuple(vocab)
 
 
-def _class_ids_of(labels, vocab):
-    """Labels as class ids: looked up in the vocabulary (strings), else as given."""
-    if vocab is None:
-        return labels
+def _vocabulary_ids(labels, vocab):
+    """String labels as their index in vocab (-1 when absent).
+
+    Raises:
+      TypeError: labels that are not strings.
+    """
     if labels.dtype != dtypes.string:
-        raise ValueError(
-            f"Labels dtype should be string if there is a vocabulary. Given: {labels.dtype}"
+        raise TypeError(
+            f"Dtype of argument `keys` must be {dtypes.string}, received: {labels.dtype}"
         )
     table = lookup.StaticHashTable(
         lookup.KeyValueTensorInitializer(
@@ -131,6 +161,20 @@ def _class_ids_of(labels, vocab):
         name="class_id_lookup",
     )
     return table.lookup(labels)
+
+
+def _class_ids_of(labels, vocab, n_classes):
+    """Labels as class ids in [0, n_classes), checked when the step runs.
+
+    Raises:
+      TypeError: non-string labels with a vocabulary.
+      ValueError: non-integer labels without one.
+    """
+    if vocab is not None:
+        return _assert_range(_vocabulary_ids(labels, vocab), n_classes)
+    if not labels.dtype.is_integer:
+        raise ValueError(f"Labels dtype should be integer. Instead got {labels.dtype}.")
+    return _assert_range(labels, n_classes)
 
 
 class _BinaryHead(_Head):
@@ -147,7 +191,11 @@ class _BinaryHead(_Head):
         )
 
     def _labels(self, labels):
-        return cast_ops.cast(_class_ids_of(_labels_2d(labels), self._vocab), dtypes.float32)
+        labels = _labels_2d(labels)
+        if self._vocab is not None:
+            labels = _vocabulary_ids(labels, self._vocab)
+        # As TF's: the labels are cast to float first, then checked to lie in [0, 1].
+        return _assert_range(cast_ops.cast(labels, dtypes.float32), 2)
 
     def _unreduced_loss(self, labels, logits):
         return nn_impl.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
@@ -194,7 +242,7 @@ class _MultiClassHead(_Head):
         return _class_predictions(logits, logits, probabilities, n, self._vocab, {})
 
     def _labels(self, labels):
-        return _class_ids_of(_labels_2d(labels), self._vocab)
+        return _class_ids_of(_labels_2d(labels), self._vocab, self.logits_dimension)
 
     def _unreduced_loss(self, labels, logits):
         loss = nn_impl.sparse_softmax_cross_entropy_with_logits(
