@@ -369,7 +369,7 @@ def test_evaluate_and_predict(tmp_path):
         )
     )
     tags = {(v.tag, e.step) for e in events for v in e.summary.value}
-    assert tags == {("loss", 9), ("mae", 9)}
+    assert tags == {("loss", 9), ("mae", 9), ("checkpoint_path", 9)}
 
     preds = list(est.predict(_predict_input))
     expected = [0.5897393, 1.7594248, 2.9291103, 4.098796]

@@ -7,6 +7,8 @@ linear models, Adagrad 0.05 for the DNNs; glorot kernels drawn from the graph se
 then evaluate over one pass of the data and predict the first two rows.
 """
 
+import os
+
 import numpy as np
 import pytest
 
@@ -446,3 +448,59 @@ def test_classifier_label_errors(n_classes, labels, vocabulary, error, message, 
     with pytest.raises(error) as info:
         est.train(input_fn, steps=1)
     assert str(info.value).split("\n")[0] == message
+
+
+def _summaries(directory):
+    values = {}
+    for name in os.listdir(directory):
+        if name.startswith("events"):
+            for event in af.train.summary_iterator(os.path.join(directory, name)):
+                for v in event.summary.value:
+                    if v.HasField("simple_value"):
+                        values[(event.step, v.tag)] = v.simple_value
+                    elif v.HasField("tensor"):
+                        values[(event.step, v.tag)] = af.make_ndarray(v.tensor).tolist()
+                    else:
+                        values[(event.step, v.tag)] = "histo"
+    return values
+
+
+def test_summaries_as_tf(tmp_path):
+    x, y = X[:3], LABELS["binary"][:3]
+    cfg = E.RunConfig(save_summary_steps=1, tf_random_seed=3)
+    est = E.LinearClassifier(_columns(), model_dir=str(tmp_path), config=cfg, weight_column="w")
+
+    def input_fn(repeat):
+        ds = af.data.Dataset.from_tensor_slices(({"x": x, "w": W[:3]}, y))
+        return (ds.repeat() if repeat else ds).batch(3)
+
+    est.train(lambda: input_fn(True), steps=2)
+    est.evaluate(lambda: input_fn(False))
+    # TF 2.15.1 writes these (global_step/sec too, whose value is a rate).
+    train = {k: v for k, v in _summaries(str(tmp_path)).items() if k[1] != "global_step/sec"}
+    expected = {
+        (1, "average_loss"): 0.69315,
+        (1, "linear/bias"): 0.0,
+        (1, "linear/fraction_of_zero_weights"): 1.0,
+        (1, "loss"): 2.42602,
+        (2, "average_loss"): 0.31725,
+        (2, "linear/bias"): -0.12403,
+        (2, "linear/fraction_of_zero_weights"): 0.0,
+        (2, "loss"): 1.11038,
+    }
+    assert sorted(train) == sorted(expected)
+    np.testing.assert_allclose(
+        [train[k] for k in sorted(expected)], [expected[k] for k in sorted(expected)], atol=1e-5
+    )
+    evals = _summaries(str(tmp_path / "eval"))
+    assert evals.pop((2, "checkpoint_path")) == str(tmp_path / "model.ckpt-2").encode()
+    expected = {"accuracy": 1.0, "accuracy_baseline": 0.57143, "auc": 1.0}
+    expected.update({"auc_precision_recall": 1.0, "average_loss": 0.25129})
+    expected.update({"label/mean": 0.42857, "loss": 0.87953, "precision": 1.0})
+    expected.update({"prediction/mean": 0.37207, "recall": 1.0})
+    assert sorted(evals) == [(2, k) for k in sorted(expected)]
+    np.testing.assert_allclose(
+        [evals[(2, k)] for k in sorted(expected)],
+        [expected[k] for k in sorted(expected)],
+        atol=1e-5,
+    )

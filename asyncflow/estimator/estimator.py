@@ -24,9 +24,9 @@ import time
 
 import numpy as np
 
+from asyncflow import dtypes, random_seed
 from asyncflow import graph as ops
 from asyncflow import metrics as metrics_lib
-from asyncflow import random_seed
 from asyncflow import summary as summary_lib
 from asyncflow.config import ConfigProto
 from asyncflow.data.dataset import Dataset as _Dataset
@@ -34,6 +34,7 @@ from asyncflow.estimator import export as export_lib
 from asyncflow.estimator import model_fn as model_fn_lib
 from asyncflow.estimator import warm_starting
 from asyncflow.estimator.run_config import RunConfig
+from asyncflow.framework_extras import make_tensor_proto
 from asyncflow.ops import control_flow_ops
 from asyncflow.protos import Summary
 from asyncflow.saved_model import builder as saved_model_builder
@@ -161,6 +162,16 @@ def _write_dict_to_summary(output_dir, dictionary, global_step) -> None:
                 "Skipping summary for %s, must be a float, np.float32, np.int64, np.int32 or int.",
                 key,
             )
+    writer = summary_lib.FileWriterCache.get(output_dir)
+    writer.add_summary(summary, int(global_step))
+    writer.flush()
+
+
+def _write_checkpoint_path_to_summary(output_dir, checkpoint_path, global_step) -> None:
+    """TF's 'checkpoint_path' tensor summary: which checkpoint the metrics are of."""
+    summary = Summary()
+    tensor = make_tensor_proto(checkpoint_path, dtype=dtypes.string)
+    summary.value.add(tag="checkpoint_path", tensor=tensor)
     writer = summary_lib.FileWriterCache.get(output_dir)
     writer.add_summary(summary, int(global_step))
     writer.flush()
@@ -453,7 +464,10 @@ class Estimator:
                 while not session.should_stop():
                     session.run(update_op)
         results = final_hook.final_ops_values
-        _write_dict_to_summary(self.eval_dir(name), results, results[ops.GraphKeys.GLOBAL_STEP])
+        step = results[ops.GraphKeys.GLOBAL_STEP]
+        _write_dict_to_summary(self.eval_dir(name), results, step)
+        if checkpoint_path:
+            _write_checkpoint_path_to_summary(self.eval_dir(name), checkpoint_path, step)
         return results
 
     @staticmethod

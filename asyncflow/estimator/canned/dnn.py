@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from asyncflow import feature_column as fc_lib
 from asyncflow import layer_functions as layers
-from asyncflow import losses
+from asyncflow import losses, nn_composites
 from asyncflow import var_scope as vs
 from asyncflow.estimator.canned import head as head_lib
 from asyncflow.estimator.canned.optimizers import get_optimizer_instance
 from asyncflow.estimator.estimator import Estimator
-from asyncflow.ops import init_ops, nn_ops
+from asyncflow.ops import init_ops, nn_ops, summary_ops
 from asyncflow.partitioned_variables import min_max_variable_partitioner
 
 __all__ = ["DNNClassifier", "DNNRegressor"]
@@ -38,13 +38,25 @@ def _dnn_logits(features, units, hidden_units, columns, activation_fn, dropout, 
         )
         if dropout is not None and training:
             net = layers.dropout(net, rate=dropout, training=True)
-    return layers.dense(
+        _layer_summaries(net, f"hiddenlayer_{layer_id}")
+    logits = layers.dense(
         net,
         units=units,
         activation=None,
         kernel_initializer=init_ops.glorot_uniform_initializer(),
         name="logits",
     )
+    _layer_summaries(logits, "logits")
+    return logits
+
+
+def _layer_summaries(value, name) -> None:
+    """TF's per-layer summaries: the fraction of zero activations and a histogram."""
+    # TF names them after the layer's variable scope ('dnn/hiddenlayer_0'), inside the
+    # 'dnn' name scope: 'dnn/dnn/hiddenlayer_0/activation'.
+    tag = f"{vs.get_variable_scope().name}/{name}"
+    summary_ops.scalar(f"{tag}/fraction_of_zero_values", nn_composites.zero_fraction(value))
+    summary_ops.histogram(f"{tag}/activation", value)
 
 
 class _DNN(Estimator):

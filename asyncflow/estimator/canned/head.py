@@ -25,6 +25,7 @@ from asyncflow.ops import (
     reduction_ops,
     slicing_ops,
     string_ops,
+    summary_ops,
 )
 from asyncflow.train import training_util
 
@@ -106,8 +107,21 @@ class _Head:
                 return EstimatorSpec(
                     mode, predictions=predictions, loss=loss, eval_metric_ops=metrics
                 )
+            self._training_summaries(loss, unreduced, weights)
         train_op = optimizer.minimize(loss, global_step=training_util.get_global_step())
         return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op)
+
+    def _training_summaries(self, loss, unreduced, weights):
+        """'loss' and, for a SUM loss, 'average_loss' (per weighted example), as TF's."""
+        mean_loss = None
+        if self._reduction == losses.Reduction.SUM:
+            ones = array_ops.ones_like(unreduced)
+            total_weight = reduction_ops.reduce_sum(ones if weights is None else weights * ones)
+            mean_loss = loss / total_weight
+        with name_scope(""):  # top-level tags; the Estimator then adds no 'loss' of its own
+            summary_ops.scalar("loss", loss)
+            if mean_loss is not None:
+                summary_ops.scalar("average_loss", mean_loss)
 
 
 def _class_predictions(logits, scores_logits, probabilities, n_classes, vocab, extra):

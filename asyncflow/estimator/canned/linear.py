@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 
+from asyncflow import dtypes, losses, math_composites
 from asyncflow import feature_column as fc_lib
-from asyncflow import losses
+from asyncflow import graph as ops
 from asyncflow import var_scope as vs
 from asyncflow.estimator.canned import head as head_lib
 from asyncflow.estimator.canned.optimizers import get_optimizer_instance
 from asyncflow.estimator.estimator import Estimator
+from asyncflow.ops import cast_ops, math_ops, summary_ops
 from asyncflow.partitioned_variables import min_max_variable_partitioner
 
 __all__ = ["LinearClassifier", "LinearRegressor"]
@@ -41,13 +43,34 @@ def _linear_model_fn(features, labels, mode, head, columns, optimizer, config, o
     # The head (and so the optimizer's slots) is built inside the model's scope, as TF's
     # is: that is what names the slots 'linear/linear_model/x/weights/part_0/Ftrl'.
     with vs.variable_scope("linear", values=tuple(features.values()), partitioner=partitioner):
+        cols_to_vars = {}
         logits = fc_lib.linear_model(
             features,
             columns,
             units=head.logits_dimension,
             sparse_combiner=options["sparse_combiner"],
+            cols_to_vars=cols_to_vars,
         )
+        _linear_summaries(cols_to_vars, head.logits_dimension)
         return head.create_estimator_spec(features, mode, logits, labels, optimizer)
+
+
+def _linear_summaries(cols_to_vars, units) -> None:
+    """TF's: the bias (a scalar for one unit, else a histogram) and the fraction of
+    weights that are zero."""
+    # One-partition variables: read each as one tensor.
+    (bias,) = cols_to_vars.pop("bias")
+    bias = ops.convert_to_tensor(bias)
+    if units > 1:
+        summary_ops.histogram("bias", bias)
+    else:
+        summary_ops.scalar("bias", bias[0])
+    weights = [ops.convert_to_tensor(v) for variables in cols_to_vars.values() for v in variables]
+    nonzero = math_ops.add_n(
+        [cast_ops.cast(math_composites.count_nonzero(w), dtypes.float32) for w in weights]
+    )
+    total = float(sum(w.shape.num_elements() for w in weights))
+    summary_ops.scalar("fraction_of_zero_weights", 1.0 - nonzero / total)
 
 
 class _Linear(Estimator):
