@@ -826,3 +826,38 @@ def test_warm_start_settings(tmp_path):
     d.train(_warm_input, steps=1)
     np.testing.assert_allclose(_initial(d, _WEIGHTS), [-0.24661013, 0.28340146], rtol=1e-5)
     np.testing.assert_allclose(_initial(d, _BIAS), [0.0])
+
+
+def test_exporters_in_train_and_evaluate(tmp_path):
+    columns = [af.feature_column.numeric_column("x", shape=(2,))]
+    receiver = E.export.build_parsing_serving_input_receiver_fn(
+        af.feature_column.make_parse_example_spec(columns)
+    )
+    with pytest.raises(ValueError) as info:
+        E.LatestExporter("l", receiver, exports_to_keep=0)
+    assert str(info.value) == "`exports_to_keep`, if provided, must be positive number"
+    with pytest.raises(ValueError) as info:
+        E.EvalSpec(
+            _fn, exporters=[E.FinalExporter("a", receiver), E.LatestExporter("a", receiver)]
+        )
+    assert str(info.value) == (
+        "`exporters` must have unique names. Such a name cannot be `None`. All exporter "
+        "names: ['a', 'a']"
+    )
+    cfg = E.RunConfig(save_checkpoints_steps=2, save_summary_steps=0)
+    est = E.LinearRegressor(columns, model_dir=str(tmp_path), config=cfg)
+    older = tmp_path / "export" / "latest"
+    for stamp in ("100", "200"):  # exports of an earlier run: only the newest one stays
+        (older / stamp).mkdir(parents=True)
+    exporters = [
+        E.FinalExporter("final", receiver),
+        E.LatestExporter("latest", receiver, exports_to_keep=1),
+    ]
+    eval_spec = E.EvalSpec(_eval_input, throttle_secs=0, exporters=exporters)
+    metrics, exports = E.train_and_evaluate(est, E.TrainSpec(_train_input, max_steps=2), eval_spec)
+    assert metrics["global_step"] == 2
+    assert [os.path.dirname(p) for p in exports] == [
+        str(tmp_path / "export" / name).encode() for name in ("final", "latest")
+    ]
+    assert os.listdir(older) == [os.path.basename(exports[1]).decode()]
+    assert os.listdir(tmp_path / "export" / "final") == [os.path.basename(exports[0]).decode()]

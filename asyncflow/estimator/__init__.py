@@ -8,6 +8,7 @@ from asyncflow.estimator import export, inputs
 from asyncflow.estimator.canned.dnn import DNNClassifier, DNNRegressor
 from asyncflow.estimator.canned.linear import LinearClassifier, LinearRegressor
 from asyncflow.estimator.estimator import Estimator
+from asyncflow.estimator.exporter import FinalExporter, LatestExporter
 from asyncflow.estimator.model_fn import EstimatorSpec, ModeKeys
 from asyncflow.estimator.run_config import RunConfig
 from asyncflow.estimator.training import EvalSpec, Exporter, TrainSpec, train_and_evaluate
@@ -41,6 +42,8 @@ __all__ = [
     "Estimator",
     "EvalSpec",
     "Exporter",
+    "FinalExporter",
+    "LatestExporter",
     "TrainSpec",
     "train_and_evaluate",
     "WarmStartSettings",

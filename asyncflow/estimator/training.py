@@ -61,8 +61,11 @@ def _checked_exporters(exporters) -> tuple:
         )
     exporters = given
     names = [e.name for e in exporters]
-    if len(set(names)) != len(names):
-        raise ValueError(f"`exporters` must have unique names. Given: {names}")
+    if len(set(names)) != len(names) or None in names:
+        raise ValueError(
+            "`exporters` must have unique names. Such a name cannot be `None`. All exporter "
+            f"names: {names}"
+        )
     return exporters
 
 
