@@ -504,3 +504,38 @@ def test_summaries_as_tf(tmp_path):
         [expected[k] for k in sorted(expected)],
         atol=1e-5,
     )
+
+
+def test_parse_example_specs():
+    # Recorded from TF 2.15.1 (reprs of the FixedLenFeatures).
+    def specs(spec):
+        return sorted((k, repr(v)) for k, v in spec.items())
+
+    x = "FixedLenFeature(shape=(2,), dtype=tf.float32, default_value=None)"
+    got = E.classifier_parse_example_spec(
+        _columns(), "y", label_dtype=af.string, label_default="a", weight_column="w"
+    )
+    assert specs(got) == [
+        ("w", "FixedLenFeature(shape=(1,), dtype=tf.float32, default_value=None)"),
+        ("x", x),
+        ("y", "FixedLenFeature(shape=(1,), dtype=tf.string, default_value='a')"),
+    ]
+    got = E.regressor_parse_example_spec(
+        _columns(), "y", label_dimension=3, weight_column=af.feature_column.numeric_column("w")
+    )
+    assert specs(got) == [
+        ("w", "FixedLenFeature(shape=(1,), dtype=tf.float32, default_value=None)"),
+        ("x", x),
+        ("y", "FixedLenFeature(shape=(3,), dtype=tf.float32, default_value=None)"),
+    ]
+    with pytest.raises(ValueError) as info:
+        E.classifier_parse_example_spec(_columns(), "x")
+    assert str(info.value) == (
+        "label should not be used as feature. label_key: x, features: dict_keys(['x'])"
+    )
+    with pytest.raises(ValueError) as info:
+        E.classifier_parse_example_spec(_columns(), "y", weight_column="x")
+    assert str(info.value) == (
+        "weight_column should not be used as feature. weight_column: x, features: "
+        "dict_keys(['x', 'y'])"
+    )

@@ -10,6 +10,10 @@ from asyncflow.estimator.canned.linear import LinearClassifier, LinearRegressor
 from asyncflow.estimator.estimator import Estimator
 from asyncflow.estimator.exporter import FinalExporter, LatestExporter
 from asyncflow.estimator.model_fn import EstimatorSpec, ModeKeys
+from asyncflow.estimator.parsing_utils import (
+    classifier_parse_example_spec,
+    regressor_parse_example_spec,
+)
 from asyncflow.estimator.run_config import RunConfig
 from asyncflow.estimator.training import EvalSpec, Exporter, TrainSpec, train_and_evaluate
 from asyncflow.estimator.warm_starting import WarmStartSettings
@@ -46,6 +50,8 @@ __all__ = [
     "LatestExporter",
     "TrainSpec",
     "train_and_evaluate",
+    "classifier_parse_example_spec",
+    "regressor_parse_example_spec",
     "WarmStartSettings",
     "export",
     "inputs",
