@@ -539,3 +539,86 @@ def test_parse_example_specs():
         "weight_column should not be used as feature. weight_column: x, features: "
         "dict_keys(['x', 'y'])"
     )
+
+
+# Wide and deep: TF 2.15.1, RunConfig(tf_random_seed=11), 3 steps, batches of 3.
+_WIDE_DEEP = {
+    "classifier": (
+        "binary",
+        {"accuracy": 0.83333, "auc": 0.4375, "average_loss": 0.74915, "loss": 2.24746},
+        0.29654,
+        ["dnn/input_from_feature_columns/input_layer/c_embedding/embedding_weights/Adagrad"]
+        + ["linear/linear_model/c/weights/Ftrl_1"],
+        {"linear/linear/fraction_of_zero_values": 0.0, "linear/bias": 0.0057},
+    ),
+    "regressor": (
+        "regression",
+        {"average_loss": 3.41182, "loss": 10.23545, "prediction/mean": 1.44037},
+        0.42411,
+        ["dnn/hiddenlayer_1/kernel/Adagrad", "linear/linear_model/bias_weights/Ftrl"],
+        {"dnn/dnn/hiddenlayer_0/fraction_of_zero_values": 0.5, "loss": 12.0927},
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_WIDE_DEEP))
+def test_dnn_linear_combined_matches_tf(kind, tmp_path):
+    labels_key, metrics, first, some_names, some_summaries = _WIDE_DEEP[kind]
+    fc = af.feature_column
+    num = fc.numeric_column("x")
+    cat = fc.categorical_column_with_vocabulary_list("c", ["a", "b", "c"])
+    cfg = E.RunConfig(tf_random_seed=11, save_summary_steps=1)
+    if kind == "classifier":
+        est = E.DNNLinearCombinedClassifier(
+            linear_feature_columns=[cat, num],
+            dnn_feature_columns=[num, fc.embedding_column(cat, 2)],
+            dnn_hidden_units=[3],
+            model_dir=str(tmp_path),
+            config=cfg,
+        )
+    else:
+        est = E.DNNLinearCombinedRegressor(
+            linear_feature_columns=[cat],
+            dnn_feature_columns=[num],
+            dnn_hidden_units=[4, 2],
+            model_dir=str(tmp_path),
+            config=cfg,
+        )
+    labels = LABELS[labels_key]
+
+    def input_fn(repeat):
+        ds = af.data.Dataset.from_tensor_slices(({"x": _CX, "c": _CC}, labels))
+        return (ds.repeat() if repeat else ds).batch(3)
+
+    est.train(lambda: input_fn(True), steps=3)
+    got = est.evaluate(lambda: input_fn(False))
+    assert got["global_step"] == 3
+    np.testing.assert_allclose(
+        [got[k] for k in sorted(metrics)], [metrics[k] for k in sorted(metrics)], atol=1e-5
+    )
+    pred = next(est.predict(lambda: af.data.Dataset.from_tensors({"x": _CX[:1], "c": _CC[:1]})))
+    np.testing.assert_allclose(pred["logits" if kind == "classifier" else "predictions"], [first],
+                               atol=1e-5)  # fmt: skip
+    assert set(some_names) <= set(est.get_variable_names())
+    written = _summaries(str(tmp_path))
+    np.testing.assert_allclose(
+        [written[(3, tag)] for tag in sorted(some_summaries)],
+        [some_summaries[tag] for tag in sorted(some_summaries)],
+        atol=1e-4,
+    )
+
+
+def test_dnn_linear_combined_errors(tmp_path):
+    with pytest.raises(ValueError) as info:
+        E.DNNLinearCombinedClassifier()
+    assert (
+        str(info.value) == "Either linear_feature_columns or dnn_feature_columns must be defined."
+    )
+    est = E.DNNLinearCombinedClassifier(
+        dnn_feature_columns=[af.feature_column.numeric_column("x")], model_dir=str(tmp_path)
+    )
+    with pytest.raises(ValueError) as info:
+        est.train(lambda: ({"x": af.constant(_CX)}, af.constant(LABELS["binary"])), steps=1)
+    assert str(info.value) == (
+        "dnn_hidden_units must be defined when dnn_feature_columns is specified."
+    )

@@ -6,6 +6,10 @@ the Saver's checkpoints; see estimator.py for the run model.
 
 from asyncflow.estimator import export, inputs
 from asyncflow.estimator.canned.dnn import DNNClassifier, DNNRegressor
+from asyncflow.estimator.canned.dnn_linear_combined import (
+    DNNLinearCombinedClassifier,
+    DNNLinearCombinedRegressor,
+)
 from asyncflow.estimator.canned.linear import LinearClassifier, LinearRegressor
 from asyncflow.estimator.estimator import Estimator
 from asyncflow.estimator.exporter import FinalExporter, LatestExporter
@@ -38,6 +42,8 @@ from asyncflow.train.basic_session_run_hooks import (
 
 __all__ = [
     "DNNClassifier",
+    "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor",
     "DNNRegressor",
     "LinearClassifier",
     "LinearRegressor",

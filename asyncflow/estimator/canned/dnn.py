@@ -24,7 +24,8 @@ __all__ = ["DNNClassifier", "DNNRegressor"]
 _LEARNING_RATE = 0.05
 
 
-def _dnn_logits(features, units, hidden_units, columns, activation_fn, dropout, training):
+def dnn_logits(features, units, hidden_units, columns, activation_fn, dropout, training):
+    """The network's logits [batch, units] (TF's layout and per-layer summaries)."""
     with vs.variable_scope("input_from_feature_columns"):
         net = fc_lib.input_layer(features, columns)
     for layer_id, num_units in enumerate(hidden_units):
@@ -38,7 +39,7 @@ def _dnn_logits(features, units, hidden_units, columns, activation_fn, dropout, 
         )
         if dropout is not None and training:
             net = layers.dropout(net, rate=dropout, training=True)
-        _layer_summaries(net, f"hiddenlayer_{layer_id}")
+        layer_summaries(net, f"{vs.get_variable_scope().name}/hiddenlayer_{layer_id}")
     logits = layers.dense(
         net,
         units=units,
@@ -46,15 +47,16 @@ def _dnn_logits(features, units, hidden_units, columns, activation_fn, dropout, 
         kernel_initializer=init_ops.glorot_uniform_initializer(),
         name="logits",
     )
-    _layer_summaries(logits, "logits")
+    layer_summaries(logits, f"{vs.get_variable_scope().name}/logits")
     return logits
 
 
-def _layer_summaries(value, name) -> None:
-    """TF's per-layer summaries: the fraction of zero activations and a histogram."""
-    # TF names them after the layer's variable scope ('dnn/hiddenlayer_0'), inside the
-    # 'dnn' name scope: 'dnn/dnn/hiddenlayer_0/activation'.
-    tag = f"{vs.get_variable_scope().name}/{name}"
+def layer_summaries(value, tag) -> None:
+    """TF's per-layer summaries: the fraction of zero activations and a histogram.
+
+    TF tags them with the layer's variable scope name inside the model's name scope,
+    hence 'dnn/dnn/hiddenlayer_0/activation'.
+    """
     summary_ops.scalar(f"{tag}/fraction_of_zero_values", nn_composites.zero_fraction(value))
     summary_ops.histogram(f"{tag}/activation", value)
 
@@ -90,7 +92,7 @@ class _DNN(Estimator):
             with vs.variable_scope(
                 "dnn", values=tuple(features.values()), partitioner=partitioner
             ):
-                logits = _dnn_logits(
+                logits = dnn_logits(
                     features,
                     head.logits_dimension,
                     hidden_units,

@@ -88,7 +88,11 @@ class _Head:
         self._weight_column = weight_column
         self._reduction = loss_reduction
 
-    def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None):
+    def create_estimator_spec(
+        self, features, mode, logits, labels=None, optimizer=None, train_op_fn=None
+    ):
+        """The EstimatorSpec of `mode` for these logits; in TRAIN the train op is
+        `train_op_fn(loss)` when given, else `optimizer.minimize(loss, global_step)`."""
         with name_scope("head"):
             predictions = self._predictions(logits)
             if mode == ModeKeys.PREDICT:
@@ -108,7 +112,10 @@ class _Head:
                     mode, predictions=predictions, loss=loss, eval_metric_ops=metrics
                 )
             self._training_summaries(loss, unreduced, weights)
-        train_op = optimizer.minimize(loss, global_step=training_util.get_global_step())
+        if train_op_fn is not None:
+            train_op = train_op_fn(loss)
+        else:
+            train_op = optimizer.minimize(loss, global_step=training_util.get_global_step())
         return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op)
 
     def _training_summaries(self, loss, unreduced, weights):

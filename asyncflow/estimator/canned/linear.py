@@ -26,8 +26,8 @@ __all__ = ["LinearClassifier", "LinearRegressor"]
 _LEARNING_RATE = 0.2
 
 
-def _default_learning_rate(feature_columns) -> float:
-    return min(_LEARNING_RATE, 1.0 / math.sqrt(len(feature_columns)))
+def default_learning_rate(feature_columns, cap=_LEARNING_RATE) -> float:
+    return min(cap, 1.0 / math.sqrt(len(feature_columns)))
 
 
 def _linear_model_fn(features, labels, mode, head, columns, optimizer, config, options):
@@ -39,20 +39,24 @@ def _linear_model_fn(features, labels, mode, head, columns, optimizer, config, o
         max_partitions=max(config.num_ps_replicas, 1), min_slice_size=64 << 20
     )
     if mode == "train":
-        optimizer = get_optimizer_instance(optimizer, _default_learning_rate(columns))
+        optimizer = get_optimizer_instance(optimizer, default_learning_rate(columns))
     # The head (and so the optimizer's slots) is built inside the model's scope, as TF's
     # is: that is what names the slots 'linear/linear_model/x/weights/part_0/Ftrl'.
     with vs.variable_scope("linear", values=tuple(features.values()), partitioner=partitioner):
-        cols_to_vars = {}
-        logits = fc_lib.linear_model(
-            features,
-            columns,
-            units=head.logits_dimension,
-            sparse_combiner=options["sparse_combiner"],
-            cols_to_vars=cols_to_vars,
+        logits = linear_logits(
+            features, columns, head.logits_dimension, options["sparse_combiner"]
         )
-        _linear_summaries(cols_to_vars, head.logits_dimension)
         return head.create_estimator_spec(features, mode, logits, labels, optimizer)
+
+
+def linear_logits(features, columns, units, sparse_combiner):
+    """The linear model's logits [batch, units], with TF's summaries of its variables."""
+    cols_to_vars = {}
+    logits = fc_lib.linear_model(
+        features, columns, units=units, sparse_combiner=sparse_combiner, cols_to_vars=cols_to_vars
+    )
+    _linear_summaries(cols_to_vars, units)
+    return logits
 
 
 def _linear_summaries(cols_to_vars, units) -> None:
