@@ -622,3 +622,45 @@ def test_dnn_linear_combined_errors(tmp_path):
     assert str(info.value) == (
         "dnn_hidden_units must be defined when dnn_feature_columns is specified."
     )
+
+
+# Baselines: TF 2.15.1, 3 steps of FTRL(0.3), batches of 3.
+@pytest.mark.parametrize(
+    "kind, labels_key, metrics, bias",
+    [
+        (
+            "binary_weighted",
+            "binary",
+            {"accuracy": 0.64706, "auc_precision_recall": 0.82353, "loss": 2.91632},
+            [0.04935167],
+        ),
+        ("multi", "multi", {"accuracy": 0.33333, "loss": 3.29584}, [-1.696378e-07] * 3),
+        ("regressor", "regression", {"loss": 7.74917, "prediction/mean": 0.59209}, [0.59208983]),
+    ],
+)
+def test_baselines_match_tf(kind, labels_key, metrics, bias, tmp_path):
+    cfg = E.RunConfig(save_summary_steps=0)
+    if kind == "binary_weighted":
+        est = E.BaselineClassifier(model_dir=str(tmp_path), config=cfg, weight_column="w")
+    elif kind == "multi":
+        est = E.BaselineClassifier(model_dir=str(tmp_path), config=cfg, n_classes=3)
+    else:
+        est = E.BaselineRegressor(model_dir=str(tmp_path), config=cfg)
+    labels = LABELS[labels_key]
+
+    def input_fn(repeat):
+        ds = af.data.Dataset.from_tensor_slices(({"x": _CX, "w": W}, labels))
+        return (ds.repeat() if repeat else ds).batch(3)
+
+    est.train(lambda: input_fn(True), steps=3)
+    got = est.evaluate(lambda: input_fn(False))
+    np.testing.assert_allclose(
+        [got[k] for k in sorted(metrics)], [metrics[k] for k in sorted(metrics)], atol=1e-5
+    )
+    assert est.get_variable_names() == [
+        "baseline/bias",
+        "baseline/bias/Ftrl",
+        "baseline/bias/Ftrl_1",
+        "global_step",
+    ]
+    np.testing.assert_allclose(est.get_variable_value("baseline/bias"), bias, rtol=1e-5, atol=1e-9)

@@ -5,6 +5,7 @@ the Saver's checkpoints; see estimator.py for the run model.
 """
 
 from asyncflow.estimator import export, inputs
+from asyncflow.estimator.canned.baseline import BaselineClassifier, BaselineRegressor
 from asyncflow.estimator.canned.dnn import DNNClassifier, DNNRegressor
 from asyncflow.estimator.canned.dnn_linear_combined import (
     DNNLinearCombinedClassifier,
@@ -41,6 +42,8 @@ from asyncflow.train.basic_session_run_hooks import (
 )
 
 __all__ = [
+    "BaselineClassifier",
+    "BaselineRegressor",
     "DNNClassifier",
     "DNNLinearCombinedClassifier",
     "DNNLinearCombinedRegressor",
