@@ -861,3 +861,17 @@ def test_exporters_in_train_and_evaluate(tmp_path):
     ]
     assert os.listdir(older) == [os.path.basename(exports[1]).decode()]
     assert os.listdir(tmp_path / "export" / "final") == [os.path.basename(exports[0]).decode()]
+
+
+def test_run_config_device_fn_places_training_ops(tmp_path):
+    placed = []
+
+    def device_fn(op):
+        placed.append(op.type)
+        return "/cpu:0"
+
+    cfg = E.RunConfig(device_fn=device_fn, save_summary_steps=0)
+    est = E.Estimator(_counting_model_fn, model_dir=str(tmp_path), config=cfg)
+    est.train(lambda: (af.constant([1.0]), None), steps=1)
+    # As TF's: the training graph's ops go through device_fn (the global step among them).
+    assert "AssignAdd" in placed and any(t in placed for t in ("VariableV2", "VarHandleOp"))

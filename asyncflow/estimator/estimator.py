@@ -336,7 +336,7 @@ class Estimator:
         if steps is not None or max_steps is not None:
             hooks.append(hooks_mod.StopAtStepHook(steps, max_steps))
         listeners = _check_listeners_type(saving_listeners)
-        with ops.Graph().as_default():
+        with ops.Graph().as_default() as graph, graph.device(self._config.device_fn):
             spec, global_step = self._build(input_fn, model_fn_lib.ModeKeys.TRAIN)
             loss = self._train_with_spec(spec, global_step, hooks, listeners)
         logger.info("Loss for final step: %s.", loss)
