@@ -1,0 +1,11 @@
+"""`tf.keras` in TF1 graph mode (a core subset of Keras 2, `tf.compat.v1.keras`).
+
+Layers are callables on graph tensors; `Sequential` and functional `Model` compile to
+graph ops and run in Keras' backend session (`backend.get_session()`), as TF1's
+`tf.keras` does when v2 behaviour is disabled.
+"""
+
+from asyncflow.keras import activations, backend, initializers, layers, regularizers
+from asyncflow.keras.engine import Input
+
+__all__ = ["activations", "backend", "initializers", "layers", "regularizers", "Input"]

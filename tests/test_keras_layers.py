@@ -1,0 +1,261 @@
+"""tf.keras layers in TF1 graph mode: names, variables, initial values and outputs.
+
+Expected values were recorded from TF 2.21 (TF_USE_LEGACY_KERAS=1, tf.compat.v1 with
+v2 behaviour disabled) with the same graph seeds.
+"""
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+
+L = tf.keras.layers
+K = tf.keras.backend
+
+# Recorded from TF 2.21.
+DENSE = [
+    [[-0.21124011, -0.105216816], [0.14039195, -1.0344077]],
+    [[0.34058917, 0.3079535], [0.93462664, 0.41367522]],
+    [[1.0273508, 1.4314709], [0.46896386, 2.0350552]],
+]
+CONV_MP = [
+    [
+        [[0.7009848, 0.8973958, 0.0], [0.50008124, 0.4838317, 0.33949962]],
+        [[0.7009848, 0.8973958, 0.0], [0.7009848, 0.8973958, 0.0]],
+    ],
+    [
+        [[0.50008124, 0.45267236, 0.0], [0.50008124, 0.6796942, 0.33949962]],
+        [[0.7009848, 0.8973958, 0.0], [0.50008124, 0.45267236, 0.0]],
+    ],
+]
+CONV_AP_SUM = [[5.287459, 6.952442, 0.25462472], [5.4833417, 6.396497, 0.67899925]]
+CONV_C2 = [
+    [[0.6722625, -0.8919982], [0.5579098, -0.7206395], [0.67975926, -0.59438884]],
+    [[0.79761726, -0.99356264], [0.6722625, -0.8919982], [0.5579098, -0.7206395]],
+    [[-0.19083442, -0.35297439], [0.79761726, -0.99356264], [0.6722625, -0.8919982]],
+]
+BN_INFER = [[0.0, 0.9995004, 1.9990008], [3.9980016, 2.9985013, 4.997502]]
+BN_TRAIN = [
+    [[-0.99987507, -0.9995004, -0.9997778], [0.99987507, 0.9995005, 0.99977803]],
+    [
+        [
+            [[-1.3330371, -0.5386769], [0.0, 0.8977949]],
+            [[1.3330371, -1.2569128], [-0.66651857, 0.17955898]],
+        ],
+        [
+            [[0.66651857, 1.6160308], [-1.3330371, -0.5386769]],
+            [[0.0, 0.8977949], [1.3330371, -1.2569128]],
+        ],
+    ],
+]
+BN_W = [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.02, 0.02, 0.035], [1.03, 1.0, 1.0125]]
+BN4_W = [[1.0, 1.0], [0.0, 0.0], [0.20000005, 0.17500004], [1.1571429, 1.1214286]]
+EMB = [
+    [[-0.037263595, 0.031469133, 0.039783787], [0.045233455, 0.01440784, -0.04181837]],
+    [[0.03847057, -0.03467065, -0.012260653], [0.03847057, -0.03467065, -0.012260653]],
+]
+
+
+def _close(actual, expected):
+    np.testing.assert_allclose(actual, np.array(expected, np.float32), rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with tf.Graph().as_default() as g:
+        yield g
+    K.clear_session()
+
+
+def test_dense_names_and_seeded_values():
+    tf.set_random_seed(1)
+    x = tf.placeholder(tf.float32, [None, 3])
+    d, d2 = L.Dense(2), L.Dense(2, activation="relu")
+    y = d(x)
+    y2 = d2(y)
+    with tf.name_scope("foo"):
+        d3 = L.Dense(2, kernel_initializer="he_normal", bias_initializer="ones")
+        y3 = d3(y2)
+    assert [d.name, d2.name, d3.name] == ["dense", "dense_1", "dense_2"]
+    assert [v.name for v in d.weights] == ["dense/kernel:0", "dense/bias:0"]
+    assert [v.name for v in d3.trainable_weights] == ["foo/dense_2/kernel:0", "foo/dense_2/bias:0"]
+    assert (y.name, y2.name, y3.name) == (
+        "dense/BiasAdd:0",
+        "dense_1/Relu:0",
+        "foo/dense_2/BiasAdd:0",
+    )
+    assert y3.shape.as_list() == [None, 2]
+    xv = np.arange(6, dtype=np.float32).reshape(2, 3) / 5
+    for got, want in zip(K.get_session().run([y, y2, y3], {x: xv}), DENSE, strict=True):
+        _close(got, want)
+    assert d.count_params() == 8
+
+
+def test_set_weights_and_errors():
+    x = tf.placeholder(tf.float32, [None, 3])
+    d = L.Dense(2)
+    y = d(x)
+    d.set_weights([np.ones((3, 2)), np.zeros(2)])
+    xv = np.arange(6, dtype=np.float32).reshape(2, 3) / 5
+    _close(K.get_session().run(y, {x: xv}), [[0.6, 0.6], [2.4, 2.4]])
+    with pytest.raises(ValueError, match=r"Layer weight shape \(3, 2\) not compatible"):
+        d.set_weights([np.ones((3, 3)), np.zeros(2)])
+    with pytest.raises(ValueError, match="with a weight list of length 1"):
+        d.set_weights([np.ones((3, 2))])
+    with pytest.raises(ValueError, match="last dimension of the inputs to a Dense layer"):
+        L.Dense(2)(tf.placeholder(tf.float32, [None, None]))
+    with pytest.raises(TypeError, match="Keyword argument not understood"):
+        L.Dense(2, bogus=1)
+
+
+def test_dense_on_rank3_input():
+    d = L.Dense(4)
+    out = d(tf.zeros([2, 3, 5]))
+    assert out.shape.as_list() == [2, 3, 4] and out.name == "dense/BiasAdd:0"
+
+
+def test_conv_pooling_flatten_reshape():
+    tf.set_random_seed(2)
+    img = tf.placeholder(tf.float32, [None, 6, 6, 2])
+    conv = L.Conv2D(3, 3, activation="relu")
+    ci = conv(img)
+    mp = L.MaxPooling2D()(ci)
+    ap = L.AveragePooling2D(pool_size=2, strides=1, padding="same")(ci)
+    c2 = L.Conv2D(2, (2, 2), strides=2, padding="same")(img)
+    fl = L.Flatten()(mp)
+    rs = L.Reshape((-1, 3))(ci)
+    assert [v.name for v in conv.weights] == ["conv2d/kernel:0", "conv2d/bias:0"]
+    shapes = [t.shape.as_list() for t in (ci, mp, ap, c2, fl, rs)]
+    assert shapes == [[None, 4, 4, 3], [None, 2, 2, 3], [None, 4, 4, 3], [None, 3, 3, 2],
+                      [None, 12], [None, 16, 3]]  # fmt: skip
+    iv = (np.arange(144, dtype=np.float32).reshape(2, 6, 6, 2) % 7) / 7
+    mpv, apv, c2v, flv = K.get_session().run([mp, ap, c2, fl], {img: iv})
+    _close(mpv, CONV_MP)
+    _close(apv.sum((1, 2)), CONV_AP_SUM)
+    _close(c2v[0], CONV_C2)
+    _close(flv, np.reshape(CONV_MP, (2, 12)))
+
+
+def test_batch_normalization_plain_and_fused():
+    x = tf.placeholder(tf.float32, [None, 3])
+    img = tf.placeholder(tf.float32, [None, 2, 2, 2])
+    bn, bn4 = L.BatchNormalization(), L.BatchNormalization(momentum=0.9)
+    b, b4 = bn(x), bn4(img)
+    assert [v.name for v in bn.weights] == [
+        "batch_normalization/gamma:0",
+        "batch_normalization/beta:0",
+        "batch_normalization/moving_mean:0",
+        "batch_normalization/moving_variance:0",
+    ]
+    assert len(bn.trainable_weights) == 2 and len(bn.updates) == 2 and len(bn4.updates) == 2
+    assert not tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+    lp = K.learning_phase()
+    assert lp.name == "keras_learning_phase:0"
+    sess = K.get_session()
+    xv = np.array([[0, 1, 2], [4, 3, 5]], np.float32)
+    iv = np.arange(16, dtype=np.float32).reshape(2, 2, 2, 2) % 5
+    _close(sess.run(b, {x: xv}), BN_INFER)
+    got = sess.run([b, b4], {x: xv, img: iv, lp: True})
+    _close(got[0], BN_TRAIN[0])
+    _close(got[1], BN_TRAIN[1])
+    sess.run(bn.updates + bn4.updates, {x: xv, img: iv, lp: True})
+    for got_w, want_w in zip(bn.get_weights() + bn4.get_weights(), BN_W + BN4_W, strict=True):
+        _close(got_w, want_w)
+
+
+def test_dropout_follows_learning_phase():
+    x = tf.placeholder(tf.float32, [None, 3])
+    out = L.Dropout(0.5)(x)
+    xv = np.arange(6, dtype=np.float32).reshape(2, 3)
+    sess = K.get_session()
+    _close(sess.run(out, {x: xv}), xv)
+    dropped = sess.run(out, {x: xv + 1, K.learning_phase(): True})
+    assert set(np.unique(dropped / (xv + 1))) <= {0.0, 2.0}
+    with pytest.raises(ValueError, match="Invalid value 1.5 received for `rate`"):
+        L.Dropout(1.5)
+
+
+def test_embedding_merge_activation_lambda():
+    tf.set_random_seed(3)
+    ids = tf.placeholder(tf.int32, [None, 2])
+    emb = L.Embedding(5, 3)
+    ev = emb(ids)
+    assert [v.name for v in emb.weights] == ["embedding/embeddings:0"]
+    _close(K.get_session().run(ev, {ids: [[0, 4], [2, 2]]}), EMB)
+    a = tf.constant([[1.0, 2.0]])
+    b = tf.constant([[3.0, 5.0]])
+    outs = [L.Add()([a, b]), L.concatenate([a, b]), L.Concatenate(axis=0)([a, b]),
+            L.Activation("relu")(a - b), L.Lambda(lambda t: t * 2)(a), L.add([a, b]),
+            L.Multiply()([a, b]), L.Subtract()([a, b])]  # fmt: skip
+    assert [t.name for t in outs[:5]] == [
+        "add/add:0",
+        "concatenate/concat:0",
+        "concatenate_1/concat:0",
+        "activation/Relu:0",
+        "lambda/mul:0",
+    ]
+    got = K.get_session().run(outs)
+    want = [[[4, 7]], [[1, 2, 3, 5]], [[1, 2], [3, 5]], [[0, 0]], [[2, 4]], [[4, 7]],
+            [[3, 10]], [[-2, -3]]]  # fmt: skip
+    for g, w in zip(got, want, strict=True):
+        _close(g, w)
+    with pytest.raises(ValueError, match="should be called on a list of inputs"):
+        L.Add()(a)
+
+
+def test_input_layers_and_names():
+    inp = tf.keras.Input((4,))
+    assert inp.name == "input_1:0" and inp.shape.as_list() == [None, 4]
+    assert tf.keras.Input(shape=(2, 2), batch_size=3, name="foo").shape.as_list() == [3, 2, 2]
+    assert L.Dense(3)(inp).name == "dense/BiasAdd:0"
+    assert tf.keras.Input((1,)).name == "input_2:0"
+    with pytest.raises(ValueError, match="Please provide to Input a `shape`"):
+        tf.keras.Input()
+
+
+def test_initializers():
+    assert isinstance(
+        tf.keras.initializers.get("glorot_uniform"), tf.keras.initializers.glorot_uniform
+    )
+    assert tf.keras.initializers.RandomNormal().stddev == 0.05
+    assert tf.keras.initializers.RandomUniform().minval == -0.05
+    he = tf.keras.initializers.he_normal(seed=1)
+    assert (he.scale, he.mode, he.distribution) == (2.0, "fan_in", "truncated_normal")
+    with pytest.raises(ValueError, match="Unknown initializer: 'nope'"):
+        tf.keras.initializers.get("nope")
+    v = tf.Variable(tf.keras.initializers.constant(3.0)([2]))
+    assert list(K.get_session().run(v)) == [3.0, 3.0]
+
+
+def test_activations():
+    x = tf.constant([-2.0, 0.5, 3.0])
+    A = tf.keras.activations
+    got = K.get_session().run([A.relu(x), A.relu(x, alpha=0.1, max_value=2.0), A.linear(x),
+                               A.get("sigmoid")(x), A.hard_sigmoid(x), A.elu(x)])  # fmt: skip
+    _close(got[0], [0, 0.5, 3])
+    _close(got[1], [-0.2, 0.5, 2.0])
+    _close(got[2], [-2, 0.5, 3])
+    _close(got[3], 1 / (1 + np.exp(-np.array([-2.0, 0.5, 3.0]))))
+    _close(got[4], [0.1, 0.6, 1.0])
+    _close(got[5], [np.expm1(-2.0), 0.5, 3.0])
+    with pytest.raises(ValueError, match="Unknown activation function: 'nope'"):
+        A.get("nope")
+
+
+def test_backend_helpers():
+    v = K.variable([[1, 2], [3, 4]], name="kv")
+    assert v.name == "kv:0" and v.dtype.base_dtype == tf.float32
+    _close(K.eval(v), [[1, 2], [3, 4]])
+    K.set_value(v, [[5, 6], [7, 8]])
+    _close(K.get_value(v), [[5, 6], [7, 8]])
+    assert (K.floatx(), K.epsilon(), K.image_data_format()) == ("float32", 1e-07, "channels_last")
+    assert K.int_shape(tf.placeholder(tf.float32, [None, 3])) == (None, 3)
+    w = tf.Variable(2.0)
+    assert K.get_session().run(w) == 2.0  # Keras' session initializes what it finds
+    K.set_learning_phase(1)
+    assert K.learning_phase() == 1
+    with K.learning_phase_scope(0):
+        assert K.learning_phase() == 0
+    sess = tf.Session()
+    with sess.as_default():
+        assert K.get_session() is sess
