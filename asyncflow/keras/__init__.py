@@ -5,7 +5,31 @@ graph ops and run in Keras' backend session (`backend.get_session()`), as TF1's
 `tf.keras` does when v2 behaviour is disabled.
 """
 
-from asyncflow.keras import activations, backend, initializers, layers, regularizers
+from asyncflow.keras import (
+    activations,
+    backend,
+    callbacks,
+    initializers,
+    layers,
+    losses,
+    metrics,
+    optimizers,
+    regularizers,
+)
 from asyncflow.keras.engine import Input
+from asyncflow.keras.training import Model, Sequential
 
-__all__ = ["activations", "backend", "initializers", "layers", "regularizers", "Input"]
+__all__ = [
+    "activations",
+    "backend",
+    "callbacks",
+    "initializers",
+    "layers",
+    "losses",
+    "metrics",
+    "optimizers",
+    "regularizers",
+    "Input",
+    "Model",
+    "Sequential",
+]

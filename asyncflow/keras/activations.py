@@ -96,9 +96,21 @@ def swish(x):
 
 _BY_NAME = {
     f.__name__: f
-    for f in (linear, relu, elu, selu, softmax, sigmoid, hard_sigmoid, tanh, softplus,
-              softsign, exponential, swish)
-}  # fmt: skip
+    for f in (
+        linear,
+        relu,
+        elu,
+        selu,
+        softmax,
+        sigmoid,
+        hard_sigmoid,
+        tanh,
+        softplus,
+        softsign,
+        exponential,
+        swish,
+    )
+}
 
 
 def get(identifier):

@@ -77,8 +77,9 @@ def floatx() -> str:
 
 def set_floatx(value: str) -> None:
     if value not in ("float16", "float32", "float64"):
-        raise ValueError(f"Unknown `floatx` value: {value}. Expected one of "
-                         "{'float16', 'float32', 'float64'}")  # fmt: skip
+        raise ValueError(
+            f"Unknown `floatx` value: {value}. Expected one of {{'float16', 'float32', 'float64'}}"
+        )
     _CONFIG["floatx"] = str(value)
 
 

@@ -66,8 +66,16 @@ class Node:
         self.arguments = arguments
 
 
-_LAYER_KWARGS = {"input_shape", "batch_input_shape", "batch_size", "weights",
-                 "activity_regularizer", "autocast", "input_dim", "dynamic"}  # fmt: skip
+_LAYER_KWARGS = {
+    "input_shape",
+    "batch_input_shape",
+    "batch_size",
+    "weights",
+    "activity_regularizer",
+    "autocast",
+    "input_dim",
+    "dynamic",
+}
 
 
 class Layer:
@@ -386,8 +394,13 @@ class InputLayer(Layer):
         self._inbound_nodes[0].input_tensors = input_tensor
 
     def get_config(self) -> dict:
-        return {"batch_input_shape": self._batch_input_shape, "dtype": self.dtype,
-                "sparse": False, "ragged": False, "name": self.name}  # fmt: skip
+        return {
+            "batch_input_shape": self._batch_input_shape,
+            "dtype": self.dtype,
+            "sparse": False,
+            "ragged": False,
+            "name": self.name,
+        }
 
 
 def Input(  # noqa: N802 - Keras' name

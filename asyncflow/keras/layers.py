@@ -180,8 +180,11 @@ class Dense(Layer):
 
     def get_config(self) -> dict:
         config = super().get_config()
-        config.update(units=self.units, activation=activations.serialize(self.activation),
-                      use_bias=self.use_bias)  # fmt: skip
+        config.update(
+            units=self.units,
+            activation=activations.serialize(self.activation),
+            use_bias=self.use_bias,
+        )
         return config
 
 
@@ -215,8 +218,9 @@ class Dropout(Layer):
 
     def call(self, inputs, training=None):
         def dropped():
-            return nn_impl.dropout(inputs, noise_shape=self.noise_shape, seed=self.seed,
-                                   rate=self.rate)  # fmt: skip
+            return nn_impl.dropout(
+                inputs, noise_shape=self.noise_shape, seed=self.seed, rate=self.rate
+            )
 
         return smart_cond(_training(training), dropped, lambda: array_ops.identity(inputs))
 
@@ -262,8 +266,9 @@ class Reshape(Layer):
             dims = [total // known if d == -1 else d for d in self.target_shape]
         else:
             dims = list(self.target_shape)
-        out.set_shape([static[0] if static.ndims else None] + [None if d == -1 else d
-                                                                for d in dims])  # fmt: skip
+        out.set_shape(
+            [static[0] if static.ndims else None] + [None if d == -1 else d for d in dims]
+        )
         return out
 
 
@@ -272,8 +277,9 @@ def _tuple(value, n, name):
         return (value,) * n
     value = tuple(value)
     if len(value) != n:
-        raise ValueError(f"The `{name}` argument must be a tuple of {n} integers. "
-                         f"Received: {value}")  # fmt: skip
+        raise ValueError(
+            f"The `{name}` argument must be a tuple of {n} integers. Received: {value}"
+        )
     return value
 
 
@@ -309,8 +315,9 @@ class Conv2D(Layer):
         self.strides = _tuple(strides, 2, "strides")
         self.padding = padding.lower()
         if self.padding not in ("valid", "same"):
-            raise ValueError(f"The `padding` argument must be one of 'valid', 'same'. "
-                             f"Received: {padding}")  # fmt: skip
+            raise ValueError(
+                f"The `padding` argument must be one of 'valid', 'same'. Received: {padding}"
+            )
         self.data_format = data_format or backend.image_data_format()
         self.dilation_rate = _tuple(dilation_rate, 2, "dilation_rate")
         self.activation = activations.get(activation)
@@ -335,17 +342,25 @@ class Conv2D(Layer):
                 "the channel dimension, which found to be `None`."
             )
         self.kernel = self.add_weight(
-            "kernel", shape=self.kernel_size + (channels, self.filters),
-            initializer=self.kernel_initializer, regularizer=self.kernel_regularizer,
-            constraint=self.kernel_constraint, trainable=True, dtype=self.dtype,
-        )  # fmt: skip
+            "kernel",
+            shape=self.kernel_size + (channels, self.filters),
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+            trainable=True,
+            dtype=self.dtype,
+        )
         self.bias = None
         if self.use_bias:
             self.bias = self.add_weight(
-                "bias", shape=(self.filters,), initializer=self.bias_initializer,
-                regularizer=self.bias_regularizer, constraint=self.bias_constraint,
-                trainable=True, dtype=self.dtype,
-            )  # fmt: skip
+                "bias",
+                shape=(self.filters,),
+                initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+                trainable=True,
+                dtype=self.dtype,
+            )
         self.built = True
 
     def call(self, inputs):
@@ -371,8 +386,9 @@ def _strides4(pair, fmt) -> list:
 class _Pooling2D(Layer):
     _op = None
 
-    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", data_format=None,
-                 **kwargs):  # fmt: skip
+    def __init__(
+        self, pool_size=(2, 2), strides=None, padding="valid", data_format=None, **kwargs
+    ):
         super().__init__(**kwargs)
         self.pool_size = _tuple(pool_size, 2, "pool_size")
         self.strides = self.pool_size if strides is None else _tuple(strides, 2, "strides")
@@ -456,24 +472,36 @@ class BatchNormalization(Layer):
                 "Input has undefined `axis` dimension. Received input with shape "
                 f"{tuple(input_shape.as_list())} and axis={self.axis}"
             )
-        self._use_fused = (rank == 4 and self._ax in (1, 3)) if self.fused is None \
-            else bool(self.fused)  # fmt: skip
+        self._use_fused = (
+            (rank == 4 and self._ax in (1, 3)) if self.fused is None else bool(self.fused)
+        )
         pshape = (channels,)
         self.gamma = self.beta = None
         if self.scale:
-            self.gamma = self.add_weight("gamma", pshape, initializer=self.gamma_initializer,
-                                         regularizer=self.gamma_regularizer,
-                                         constraint=self.gamma_constraint)  # fmt: skip
+            self.gamma = self.add_weight(
+                "gamma",
+                pshape,
+                initializer=self.gamma_initializer,
+                regularizer=self.gamma_regularizer,
+                constraint=self.gamma_constraint,
+            )
         if self.center:
-            self.beta = self.add_weight("beta", pshape, initializer=self.beta_initializer,
-                                        regularizer=self.beta_regularizer,
-                                        constraint=self.beta_constraint)  # fmt: skip
-        self.moving_mean = self.add_weight("moving_mean", pshape, trainable=False,
-                                           initializer=self.moving_mean_initializer)  # fmt: skip
+            self.beta = self.add_weight(
+                "beta",
+                pshape,
+                initializer=self.beta_initializer,
+                regularizer=self.beta_regularizer,
+                constraint=self.beta_constraint,
+            )
+        self.moving_mean = self.add_weight(
+            "moving_mean", pshape, trainable=False, initializer=self.moving_mean_initializer
+        )
         self.moving_variance = self.add_weight(
-            "moving_variance", pshape, trainable=False,
+            "moving_variance",
+            pshape,
+            trainable=False,
             initializer=self.moving_variance_initializer,
-        )  # fmt: skip
+        )
         self.built = True
 
     def call(self, inputs, training=None):
@@ -484,13 +512,31 @@ class BatchNormalization(Layer):
         rank = inputs.shape.ndims
         if self._use_fused:
             channels = tensor_shape.dimension_value(inputs.shape[self._ax])
-            out = _lf._fused_bn(inputs, self.gamma, self.beta, self.moving_mean,
-                                self.moving_variance, self._ax, channels, self.epsilon,
-                                self.momentum, training)  # fmt: skip
+            out = _lf._fused_bn(
+                inputs,
+                self.gamma,
+                self.beta,
+                self.moving_mean,
+                self.moving_variance,
+                self._ax,
+                channels,
+                self.epsilon,
+                self.momentum,
+                training,
+            )
         else:
-            out = _lf._plain_bn(inputs, self.gamma, self.beta, self.moving_mean,
-                                self.moving_variance, self._ax, rank, self.epsilon,
-                                self.momentum, training)  # fmt: skip
+            out = _lf._plain_bn(
+                inputs,
+                self.gamma,
+                self.beta,
+                self.moving_mean,
+                self.moving_variance,
+                self._ax,
+                rank,
+                self.epsilon,
+                self.momentum,
+                training,
+            )
         self.add_update(list(collected[before:]))
         del collected[before:]
         return out
@@ -500,10 +546,18 @@ class Embedding(Layer):
     """Looks up rows of an (input_dim, output_dim) matrix (initialized 'uniform')
     for integer indices."""
 
-    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",
-                 embeddings_regularizer=None, activity_regularizer=None,
-                 embeddings_constraint=None, mask_zero=False, input_length=None,
-                 **kwargs):  # fmt: skip
+    def __init__(
+        self,
+        input_dim,
+        output_dim,
+        embeddings_initializer="uniform",
+        embeddings_regularizer=None,
+        activity_regularizer=None,
+        embeddings_constraint=None,
+        mask_zero=False,
+        input_length=None,
+        **kwargs,
+    ):
         if input_length is not None and "input_shape" not in kwargs:
             kwargs["input_shape"] = (input_length,)
         super().__init__(activity_regularizer=_regularizer(activity_regularizer), **kwargs)
@@ -515,10 +569,12 @@ class Embedding(Layer):
 
     def build(self, input_shape) -> None:
         self.embeddings = self.add_weight(
-            "embeddings", shape=(self.input_dim, self.output_dim),
-            initializer=self.embeddings_initializer, regularizer=self.embeddings_regularizer,
+            "embeddings",
+            shape=(self.input_dim, self.output_dim),
+            initializer=self.embeddings_initializer,
+            regularizer=self.embeddings_regularizer,
             constraint=self.embeddings_constraint,
-        )  # fmt: skip
+        )
         self.built = True
 
     def call(self, inputs):
@@ -563,8 +619,10 @@ class Subtract(_Merge):
 
     def _merge(self, inputs):
         if len(inputs) != 2:
-            raise ValueError(f"A `Subtract` layer should be called on exactly 2 inputs. "
-                             f"Received: inputs={inputs}")  # fmt: skip
+            raise ValueError(
+                f"A `Subtract` layer should be called on exactly 2 inputs. "
+                f"Received: inputs={inputs}"
+            )
         return inputs[0] - inputs[1]
 
 

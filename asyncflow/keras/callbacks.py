@@ -1,0 +1,200 @@
+"""`tf.keras.callbacks`: the Callback base, History (what `fit` returns), LambdaCallback,
+EarlyStopping, and the console logger behind `verbose`.
+
+`fit` calls, in order: on_train_begin, then per epoch on_epoch_begin, per batch
+on_train_batch_begin/end (logs: batch, size, loss and metrics), on_epoch_end (logs:
+the epoch's loss and metrics, then val_*), and finally on_train_end.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+__all__ = ["Callback", "History", "LambdaCallback", "EarlyStopping", "CallbackList"]
+
+
+class Callback:
+    """Base class: every hook does nothing; `model` and `params` are set by `fit`."""
+
+    def __init__(self):
+        self.model = None
+        self.params = {}
+        self.validation_data = None
+
+    def set_params(self, params) -> None:
+        self.params = params
+
+    def set_model(self, model) -> None:
+        self.model = model
+
+    def on_epoch_begin(self, epoch, logs=None): ...
+    def on_epoch_end(self, epoch, logs=None): ...
+    def on_batch_begin(self, batch, logs=None): ...
+    def on_batch_end(self, batch, logs=None): ...
+    def on_train_batch_begin(self, batch, logs=None):
+        self.on_batch_begin(batch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.on_batch_end(batch, logs)
+
+    def on_test_batch_begin(self, batch, logs=None): ...
+    def on_test_batch_end(self, batch, logs=None): ...
+    def on_predict_batch_begin(self, batch, logs=None): ...
+    def on_predict_batch_end(self, batch, logs=None): ...
+    def on_train_begin(self, logs=None): ...
+    def on_train_end(self, logs=None): ...
+    def on_test_begin(self, logs=None): ...
+    def on_test_end(self, logs=None): ...
+    def on_predict_begin(self, logs=None): ...
+    def on_predict_end(self, logs=None): ...
+
+
+class History(Callback):
+    """Records each epoch's logs: `history[name]` is a list with one value per epoch."""
+
+    def on_train_begin(self, logs=None):
+        self.epoch = []
+        self.history = {}
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epoch.append(epoch)
+        for k, v in (logs or {}).items():
+            self.history.setdefault(k, []).append(v)
+        if self.model is not None:
+            self.model.history = self
+
+
+class LambdaCallback(Callback):
+    """A callback from plain functions (on_epoch_begin(epoch, logs), on_batch_end(batch,
+    logs), on_train_begin(logs), ...)."""
+
+    def __init__(
+        self,
+        on_epoch_begin=None,
+        on_epoch_end=None,
+        on_batch_begin=None,
+        on_batch_end=None,
+        on_train_begin=None,
+        on_train_end=None,
+        **kwargs,
+    ):
+        super().__init__()
+        noop2 = lambda a, logs=None: None  # noqa: E731
+        noop1 = lambda logs=None: None  # noqa: E731
+        self.on_epoch_begin = on_epoch_begin or noop2
+        self.on_epoch_end = on_epoch_end or noop2
+        self.on_batch_begin = on_batch_begin or noop2
+        self.on_batch_end = on_batch_end or noop2
+        self.on_train_begin = on_train_begin or noop1
+        self.on_train_end = on_train_end or noop1
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+
+
+class EarlyStopping(Callback):
+    """Stops training when `monitor` has not improved by `min_delta` for `patience`
+    epochs (mode 'auto': 'max' for accuracies, else 'min')."""
+
+    def __init__(
+        self,
+        monitor="val_loss",
+        min_delta=0,
+        patience=0,
+        verbose=0,
+        mode="auto",
+        baseline=None,
+        restore_best_weights=False,
+        start_from_epoch=0,
+    ):
+        super().__init__()
+        self.monitor, self.patience, self.verbose = monitor, patience, verbose
+        self.baseline, self.restore_best_weights = baseline, restore_best_weights
+        self.start_from_epoch = start_from_epoch
+        self.min_delta = abs(min_delta)
+        if mode not in ("auto", "min", "max"):
+            mode = "auto"
+        if mode == "max" or (
+            mode == "auto" and ("acc" in monitor or monitor.startswith("fmeasure"))
+        ):
+            self.monitor_op = np.greater
+        else:
+            self.monitor_op = np.less
+        if self.monitor_op is np.less:
+            self.min_delta *= -1
+        self.stopped_epoch = 0
+
+    def on_train_begin(self, logs=None):
+        self.wait = 0
+        self.stopped_epoch = 0
+        self.best = np.inf if self.monitor_op is np.less else -np.inf
+        self.best_weights = None
+        self.best_epoch = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        current = (logs or {}).get(self.monitor)
+        if current is None or epoch < self.start_from_epoch:
+            return
+        if self.restore_best_weights and self.best_weights is None:
+            self.best_weights = self.model.get_weights()
+        self.wait += 1
+        if self.monitor_op(current - self.min_delta, self.best):
+            self.best, self.best_epoch = current, epoch
+            if self.restore_best_weights:
+                self.best_weights = self.model.get_weights()
+            if self.baseline is None or self.monitor_op(current - self.min_delta, self.baseline):
+                self.wait = 0
+            return
+        if self.wait >= self.patience and epoch > 0:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+            if self.restore_best_weights and self.best_weights is not None:
+                self.model.set_weights(self.best_weights)
+
+    def on_train_end(self, logs=None):
+        if self.stopped_epoch > 0 and self.verbose > 0:
+            print(f"Epoch {self.stopped_epoch + 1}: early stopping")
+
+
+class ProgbarLogger(Callback):
+    """The console output of `fit(verbose=1|2)`: Keras' epoch lines with the epoch's
+    loss and metrics (timings are not printed)."""
+
+    def __init__(self, verbose=1):
+        super().__init__()
+        self.verbose = verbose
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.verbose == 1:
+            print(f"Epoch {epoch + 1}/{self.params['epochs']}")
+
+    def on_epoch_end(self, epoch, logs=None):
+        n = self.params["samples"]
+        values = " - ".join(f"{k}: {_fmt(v)}" for k, v in (logs or {}).items())
+        if self.verbose == 1:
+            print(f"{n}/{n} [==============================] - {values}")
+        else:
+            print(f"{n}/{n} - {values}")
+        sys.stdout.flush()
+
+
+def _fmt(value) -> str:
+    return f"{value:.4f}" if abs(value) > 1e-3 else f"{value:.4e}"
+
+
+class CallbackList:
+    """Calls each hook on every callback in order."""
+
+    def __init__(self, callbacks, model, params):
+        self.callbacks = list(callbacks)
+        for cb in self.callbacks:
+            cb.set_model(model)
+            cb.set_params(params)
+
+    def __getattr__(self, hook):
+        def call(*args):
+            for cb in self.callbacks:
+                getattr(cb, hook)(*args)
+
+        return call
