@@ -15,6 +15,7 @@ from asyncflow.keras import (
     metrics,
     optimizers,
     regularizers,
+    utils,
 )
 from asyncflow.keras.engine import Input
 from asyncflow.keras.training import Model, Sequential
@@ -29,6 +30,7 @@ __all__ = [
     "metrics",
     "optimizers",
     "regularizers",
+    "utils",
     "Input",
     "Model",
     "Sequential",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from asyncflow import graph as ops
 from asyncflow import math_composites
+from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import math_ops, nn_ops
 
 __all__ = [
@@ -123,10 +124,7 @@ def get(identifier):
         return linear
     if isinstance(identifier, str):
         if identifier not in _BY_NAME:
-            raise ValueError(
-                f"Unknown activation function: '{identifier}'. Please ensure you are using a "
-                "`keras.utils.custom_object_scope` and that this object is included in the scope."
-            )
+            raise unknown_object("activation function", identifier)
         return _BY_NAME[identifier]
     if callable(identifier):
         return identifier

@@ -226,6 +226,11 @@ class Layer:
             self._non_trainable_weights.append(variable)
         return variable
 
+    def _trackable_children(self) -> list:
+        """The layer's weights under their short names ("kernel", "moving_mean"), which
+        key them in object-based checkpoints."""
+        return [(w.op.name.split("/")[-1], w) for w in self.weights]
+
     def get_weights(self) -> list:
         return backend.batch_get_value(self.weights)
 

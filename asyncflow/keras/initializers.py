@@ -9,6 +9,7 @@ with `set_random_seed` draws TF's numbers.
 from __future__ import annotations
 
 from asyncflow import dtypes
+from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import init_ops
 from asyncflow.ops.init_ops import (
     Constant,
@@ -148,10 +149,7 @@ def get(identifier):
     if isinstance(identifier, str):
         cls = _BY_NAME.get(identifier.lower())
         if cls is None:
-            raise ValueError(
-                f"Unknown initializer: '{identifier}'. Please ensure you are using a "
-                "`keras.utils.custom_object_scope` and that this object is included in the scope."
-            )
+            raise unknown_object("initializer", identifier)
         return cls()
     if callable(identifier):
         return identifier

@@ -12,6 +12,7 @@ from asyncflow import dtypes, math_composites
 from asyncflow import graph as ops
 from asyncflow.keras import backend
 from asyncflow.keras.engine import keras_history
+from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import (
     array_ops,
     cast_ops,
@@ -331,10 +332,7 @@ def get(identifier):
         return None
     if isinstance(identifier, str):
         if identifier not in _BY_NAME:
-            raise ValueError(
-                f"Unknown loss function: '{identifier}'. Please ensure you are using a "
-                "`keras.utils.custom_object_scope` and that this object is included in the scope."
-            )
+            raise unknown_object("loss function", identifier)
         return _BY_NAME[identifier]
     if callable(identifier):
         return identifier

@@ -28,9 +28,11 @@ from asyncflow.keras.losses import (
     sparse_categorical_crossentropy,
     squared_hinge,
 )
+from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import array_ops, cast_ops, math_ops, nn_impl, reduction_ops
 
 __all__ = [
+    "accuracy",
     "binary_accuracy",
     "categorical_accuracy",
     "sparse_categorical_accuracy",
@@ -60,6 +62,13 @@ __all__ = [
 
 def _floatx(x):
     return cast_ops.cast(x, backend.floatx())
+
+
+def accuracy(y_true, y_pred):
+    y_pred = ops.convert_to_tensor(y_pred)
+    if y_true.dtype != y_pred.dtype:
+        y_pred = cast_ops.cast(y_pred, y_true.dtype)
+    return _floatx(math_ops.equal(y_true, y_pred))
 
 
 def binary_accuracy(y_true, y_pred, threshold=0.5):
@@ -163,7 +172,7 @@ _BY_NAME = {
         logcosh,
     )
 }
-_BY_NAME.update(mse=mse, mae=mae, mape=mape, msle=msle, kld=kld)
+_BY_NAME.update(acc=accuracy, mse=mse, mae=mae, mape=mape, msle=msle, kld=kld)
 
 
 def get(identifier):
@@ -174,10 +183,7 @@ def get(identifier):
     """
     if isinstance(identifier, str):
         if identifier not in _BY_NAME:
-            raise ValueError(
-                f"Unknown metric function: '{identifier}'. Please ensure you are using a "
-                "`keras.utils.custom_object_scope` and that this object is included in the scope."
-            )
+            raise unknown_object("metric function", identifier)
         return _BY_NAME[identifier]
     if callable(identifier):
         return identifier

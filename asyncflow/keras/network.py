@@ -46,6 +46,7 @@ def map_graph(inputs, outputs):
         (a disconnected graph).
     """
     finished, in_progress, post_order, layer_index = set(), set(), [], {}
+    input_ids = {id(t) for t in inputs}
 
     def visit(tensor):
         node = _node_of(tensor)
@@ -64,6 +65,17 @@ def map_graph(inputs, outputs):
         in_progress.add(id(node))
         if not isinstance(node.layer, InputLayer):
             for t in nest.flatten(node.input_tensors):
+                source = _node_of(t)
+                if (
+                    source is not None
+                    and isinstance(source.layer, InputLayer)
+                    and id(t) not in input_ids
+                ):
+                    raise ValueError(
+                        f"Graph disconnected: cannot obtain value for tensor {t} at layer "
+                        f'"{node.layer.name}". The following previous layers were accessed '
+                        "without issue: []"
+                    )
                 visit(t)
         finished.add(id(node))
         in_progress.discard(id(node))
@@ -78,14 +90,6 @@ def map_graph(inputs, outputs):
         node_depth[id(node)] = depth
         for parent in _parents(node):
             node_depth[id(parent)] = max(depth + 1, node_depth.get(id(parent), 0))
-    input_ids = {id(t) for t in inputs}
-    for node in post_order:
-        if isinstance(node.layer, InputLayer) and id(node.output_tensors) not in input_ids:
-            raise ValueError(
-                f"Graph disconnected: cannot obtain value for tensor {node.output_tensors} at "
-                f'layer "{node.layer.name}". The following previous layers were accessed '
-                "without issue: []"
-            )
     nodes = sorted(post_order, key=lambda n: -node_depth[id(n)])
     layers = sorted(layer_index, key=lambda lyr: (-layer_depth[lyr], layer_index[lyr]))
     return nodes, layers, node_depth

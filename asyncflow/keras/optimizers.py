@@ -18,6 +18,7 @@ from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow.gradients import gradients as _gradients_fn
+from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import cast_ops, math_ops, training_ops
 from asyncflow.train.optimizer import Optimizer as _TF1Optimizer
 
@@ -398,6 +399,8 @@ def get(identifier):
         return identifier
     if isinstance(identifier, _TF1Optimizer):
         return TFOptimizer(identifier)
-    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
+    if isinstance(identifier, str):
+        if identifier.lower() not in _BY_NAME:
+            raise unknown_object("optimizer", identifier)
         return _BY_NAME[identifier.lower()]()
     raise ValueError(f"Could not interpret optimizer identifier: {identifier}")

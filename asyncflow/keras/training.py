@@ -15,6 +15,8 @@ As in TF1's Keras (training_v1 with arrays):
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from asyncflow import graph as ops
@@ -443,35 +445,41 @@ class Model(Network):
                     out.append(w)
         return out
 
-    def save_weights(self, filepath, overwrite=True, save_format=None, options=None) -> None:
-        """Save the weights in TF's checkpoint format (named by layer and weight)."""
-        from asyncflow.train import saver as saver_mod
+    def _trackable_children(self) -> list:
+        """Keras' checkpoint dependencies: "layer_with_weights-<k>" for each layer that
+        has weights, in layer order."""
+        with_weights = [layer for layer in self.layers if layer.weights]
+        return [(f"layer_with_weights-{k}", layer) for k, layer in enumerate(with_weights)]
 
-        saver = saver_mod.Saver(_checkpoint_names(self), write_version=2)
-        saver.save(backend.get_session(), filepath, write_meta_graph=False, write_state=False)
+    def save_weights(self, filepath, overwrite=True, save_format=None, options=None) -> None:
+        """Write the weights as an object-based TF checkpoint at `filepath` (keys
+        "layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE", ...) and point the
+        directory's `checkpoint` file at it, as Keras' TF format does."""
+        from asyncflow.train import saver
+
+        path = _root_checkpoint(self).write(filepath, session=backend.get_session())
+        saver.update_checkpoint_state(
+            os.path.dirname(os.path.abspath(path)), path, [path], save_relative_paths=True
+        )
 
     def load_weights(self, filepath, by_name=False, skip_mismatch=False, options=None):
-        """Restore weights written by `save_weights`.
+        """Restore weights written by `save_weights` (by TF's Keras or ours).
 
         Raises:
-          NotFoundError: no checkpoint at filepath, or a weight missing from it.
+          NotFoundError: no checkpoint at filepath.
         """
-        from asyncflow.train import saver as saver_mod
+        status = _root_checkpoint(self).read(filepath)
+        status.run_restore_ops(backend.get_session())
+        return status
 
-        saver_mod.Saver(_checkpoint_names(self)).restore(backend.get_session(), filepath)
 
+def _root_checkpoint(model):
+    """A Checkpoint whose root children are the model's own (the model is the root)."""
+    from asyncflow.train import checkpoint_object
 
-def _checkpoint_names(model) -> dict:
-    """Keras' object-based checkpoint keys for each weight."""
-    names, k = {}, 0
-    for layer in model.layers:
-        if not layer.weights:
-            continue
-        for w in layer.weights:
-            short = w.op.name.split("/")[-1]
-            names[f"layer_with_weights-{k}/{short}/.ATTRIBUTES/VARIABLE_VALUE"] = w
-        k += 1
-    return names
+    root = checkpoint_object.Checkpoint()
+    root._deps.update(model._trackable_children())
+    return root
 
 
 def _as_list(x) -> list:
@@ -613,11 +621,11 @@ class Sequential(Model):
         for layer in layers:
             self.add(layer)
 
-    def build(self, input_shape=None) -> None:
+    def build(self, input_shape=None, name=None) -> None:
         if self.outputs or input_shape is None:
             return
         self._input_layer = InputLayer(
-            batch_input_shape=tuple(input_shape), name=self._seq_layers[0].name + "_input"
+            batch_input_shape=tuple(input_shape), name=name or self._seq_layers[0].name + "_input"
         )
         layers, self._seq_layers = self._seq_layers, []
         self.inputs, self.outputs = [self._input_layer.output], [self._input_layer.output]
@@ -626,7 +634,8 @@ class Sequential(Model):
 
     def _build_from(self, x) -> None:
         if not self.outputs and self._seq_layers:
-            self.build((None,) + np.shape(np.asarray(x))[1:])
+            # Keras names the placeholder of a model built from data "input_1".
+            self.build((None,) + np.shape(np.asarray(x))[1:], name="input_1")
         if self.outputs and not self._compiled and self._compile_args is not None:
             self._compile_graph()
 
