@@ -259,3 +259,166 @@ def test_backend_helpers():
     sess = tf.Session()
     with sess.as_default():
         assert K.get_session() is sess
+
+
+def test_backend_tensor_functions():
+    t = K.constant([[1.0, -2.0], [3.0, 4.0]])
+    got = K.get_session().run(
+        [
+            K.mean(t),
+            K.sum(t, axis=1),
+            K.max(t, axis=0, keepdims=True),
+            K.square(t),
+            K.abs(t),
+            K.dot(t, t),
+            K.concatenate([t, t]),
+            K.reshape(t, (4,)),
+            K.expand_dims(t, 0),
+            K.clip(t, 0.0, 2.0),
+            K.zeros((2,)),
+            K.ones_like(t),
+            K.batch_flatten(K.expand_dims(t, -1)),
+            K.sigmoid(t),
+            K.softmax(t),
+            K.relu(t),
+            K.argmax(t),
+            K.equal(t, 1.0),
+            K.stack([t, t]),
+            K.transpose(t),
+            K.sqrt(K.abs(t)),
+            K.exp(t),
+            K.log(K.abs(t)),
+            K.minimum(t, 0.0),
+            K.maximum(t, 0.0),
+            K.pow(t, 2),
+            K.std(t),
+            K.var(t, axis=0),
+            K.l2_normalize(t, axis=1),
+            K.any(t > 3.0),
+            K.all(t > -3.0),
+            K.min(t),
+            K.prod(t),
+            K.cumsum(t),
+            K.tanh(t),
+            K.gather(t, [1]),
+            K.one_hot(K.constant([0, 1], "int32"), 2),
+            K.sign(t),
+            K.round(t * 0.3),
+            K.squeeze(K.expand_dims(t, 0), 0),
+            K.repeat_elements(t, 2, axis=0),
+            K.tile(t, (1, 2)),
+            K.flatten(t),
+            K.zeros_like(t),
+            K.eye(2),
+            K.dropout(t, 0.0),
+            K.in_train_phase(t, -t, training=0),
+            K.switch(K.constant(True, "bool"), t, -t),
+            K.softplus(t),
+            K.elu(t),
+            K.permute_dimensions(t, (1, 0)),
+            K.categorical_crossentropy(K.constant([[0.0, 1.0], [1.0, 0.0]]), K.softmax(t)),
+            K.binary_crossentropy(K.constant([[0.0, 1.0], [1.0, 0.0]]), K.sigmoid(t)),
+            K.sparse_categorical_crossentropy(K.constant([1, 0]), K.softmax(t)),
+        ]
+    )
+    # Recorded from TF 2.21.
+    want = [
+        1.5,
+        [-1.0, 7.0],
+        [[3.0, 4.0]],
+        [[1.0, 4.0], [9.0, 16.0]],
+        [[1.0, 2.0], [3.0, 4.0]],
+        [[-5.0, -10.0], [15.0, 10.0]],
+        [[1.0, -2.0, 1.0, -2.0], [3.0, 4.0, 3.0, 4.0]],
+        [1.0, -2.0, 3.0, 4.0],
+        [[[1.0, -2.0], [3.0, 4.0]]],
+        [[1.0, 0.0], [2.0, 2.0]],
+        [0.0, 0.0],
+        [[1.0, 1.0], [1.0, 1.0]],
+        [[1.0, -2.0], [3.0, 4.0]],
+        [[0.7310586, 0.11920292], [0.95257413, 0.98201376]],
+        [[0.95257413, 0.047425874], [0.26894143, 0.7310586]],
+        [[1.0, 0.0], [3.0, 4.0]],
+        [0, 1],
+        [[True, False], [False, False]],
+        [[[1.0, -2.0], [3.0, 4.0]], [[1.0, -2.0], [3.0, 4.0]]],
+        [[1.0, 3.0], [-2.0, 4.0]],
+        [[1.0, 1.4142135], [1.7320508, 2.0]],
+        [[2.7182817, 0.13533528], [20.085537, 54.59815]],
+        [[0.0, 0.6931472], [1.0986123, 1.3862944]],
+        [[0.0, -2.0], [0.0, 0.0]],
+        [[1.0, 0.0], [3.0, 4.0]],
+        [[1.0, 4.0], [9.0, 16.0]],
+        2.291288,
+        [1.0, 9.0],
+        [[0.4472136, -0.8944272], [0.6, 0.8]],
+        True,
+        True,
+        -2.0,
+        -24.0,
+        [[1.0, -2.0], [4.0, 2.0]],
+        [[0.7615942, -0.9640276], [0.9950547, 0.99932927]],
+        [[3.0, 4.0]],
+        [[1.0, 0.0], [0.0, 1.0]],
+        [[1.0, -1.0], [1.0, 1.0]],
+        [[0.0, -1.0], [1.0, 1.0]],
+        [[1.0, -2.0], [3.0, 4.0]],
+        [[1.0, -2.0], [1.0, -2.0], [3.0, 4.0], [3.0, 4.0]],
+        [[1.0, -2.0, 1.0, -2.0], [3.0, 4.0, 3.0, 4.0]],
+        [1.0, -2.0, 3.0, 4.0],
+        [[0.0, 0.0], [0.0, 0.0]],
+        [[1.0, 0.0], [0.0, 1.0]],
+        [[1.0, -2.0], [3.0, 4.0]],
+        [[-1.0, 2.0], [-3.0, -4.0]],
+        [[1.0, -2.0], [3.0, 4.0]],
+        [[1.3132616, 0.126928], [3.0485873, 4.01815]],
+        [[1.0, -0.86466473], [3.0, 4.0]],
+        [[1.0, 3.0], [-2.0, 4.0]],
+        [3.0485873, 1.3132616],
+        [[1.3132617, 2.126928], [0.048587352, 4.01815]],
+        [3.0485873, 1.3132616],
+    ]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(
+            np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-5, atol=1e-6
+        )
+    assert (K.int_shape(K.zeros((2, 3))), K.ndim(t), K.dtype(t)) == ((2, 3), 2, "float32")
+    _close(K.get_session().run(K.gradients(K.sum(K.square(t)), [t]))[0], [[2, -4], [6, 8]])
+    v = K.variable(1.0)
+    K.get_session().run(K.update_add(v, 2.0))
+    assert K.get_value(v) == 3.0
+    assert K.count_params(K.variable(np.zeros((2, 3)))) == 6
+    assert (K.get_uid("x"), K.get_uid("x")) == (1, 2)
+    assert K.is_keras_tensor(L.Dense(1)(tf.keras.Input((2,)))) and not K.is_keras_tensor(t)
+
+
+def test_custom_layer_and_shared_calls():
+    class Scale(L.Layer):
+        def build(self, input_shape):
+            self.w = self.add_weight(
+                name="w",
+                shape=(int(input_shape[-1]),),
+                initializer="random_normal",
+                trainable=True,
+            )
+            super().build(input_shape)
+
+        def call(self, x):
+            return x * self.w
+
+    tf.set_random_seed(5)
+    s = Scale()
+    x = tf.placeholder(tf.float32, [None, 3])
+    y1, y2 = s(x), s(x)
+    # Recorded from TF 2.21.
+    assert (s.name, [w.name for w in s.weights], y1.name, y2.name) == (
+        "scale",
+        ["scale/w:0"],
+        "scale/mul:0",
+        "scale_1/mul:0",
+    )
+    xv = np.array([[1.0, -2.0, 0.5], [2.0, 4.0, -1.0]], np.float32)
+    # The weight's seeded initial value, recorded from TF 2.21.
+    w = np.array([-0.08569393, -0.033935115, 0.013152375], np.float32)
+    _close(K.get_session().run(y2, {x: xv}), xv * w)

@@ -107,6 +107,12 @@ def test_functional_model_matches_tf():
     assert got["variables"] == want["variables"]
 
 
+def test_multi_input_output_model_matches_tf():
+    got, want = cases.run_multi_io(tf), RECORDED["multi_io"]
+    assert got["names"] == want["names"] == [["reg", "cls"], ["a", "b"]]
+    _check_run(got, want)
+
+
 def _two_layer_sequential():
     return tf.keras.Sequential(
         [L.Dense(4, activation="relu", input_shape=(3,)), L.Dense(2, activation="softmax")]

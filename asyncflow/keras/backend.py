@@ -23,8 +23,9 @@ from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow import session as _session
-from asyncflow import variables as _variables
-from asyncflow.ops import array_ops, cast_ops, state_ops
+from asyncflow.keras import backend_config, backend_math
+from asyncflow.keras.backend_config import floatx
+from asyncflow.ops import array_ops, state_ops
 
 __all__ = [
     "get_session",
@@ -34,12 +35,8 @@ __all__ = [
     "learning_phase",
     "set_learning_phase",
     "learning_phase_scope",
-    "floatx",
-    "set_floatx",
-    "epsilon",
-    "set_epsilon",
-    "image_data_format",
-    "set_image_data_format",
+    "in_train_phase",
+    "in_test_phase",
     "variable",
     "constant",
     "placeholder",
@@ -48,19 +45,19 @@ __all__ = [
     "set_value",
     "batch_get_value",
     "batch_set_value",
-    "int_shape",
-    "shape",
-    "ndim",
-    "dtype",
-    "cast",
     "name_scope",
     "get_uid",
     "reset_uids",
     "function",
-    "is_keras_tensor",
 ]
 
-_CONFIG = {"floatx": "float32", "epsilon": 1e-7, "image_data_format": "channels_last"}
+# The settings and tensor functions are part of this module's API (tf.keras.backend).
+for _name in backend_config.__all__ + backend_math.__all__:
+    _module = backend_config if _name in backend_config.__all__ else backend_math
+    globals()[_name] = getattr(_module, _name)
+    __all__.append(_name)
+del _name, _module
+
 _SESSION: list = [None]
 # graph -> the learning phase tensor (or a fixed 0/1 set by set_learning_phase)
 _LEARNING_PHASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -69,36 +66,6 @@ _FIXED_PHASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _UIDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # graph -> ids of the variables Keras has already initialized (or seen initialized)
 _INITIALIZED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def floatx() -> str:
-    return _CONFIG["floatx"]
-
-
-def set_floatx(value: str) -> None:
-    if value not in ("float16", "float32", "float64"):
-        raise ValueError(
-            f"Unknown `floatx` value: {value}. Expected one of {{'float16', 'float32', 'float64'}}"
-        )
-    _CONFIG["floatx"] = str(value)
-
-
-def epsilon() -> float:
-    return _CONFIG["epsilon"]
-
-
-def set_epsilon(value: float) -> None:
-    _CONFIG["epsilon"] = value
-
-
-def image_data_format() -> str:
-    return _CONFIG["image_data_format"]
-
-
-def set_image_data_format(data_format: str) -> None:
-    if data_format not in ("channels_last", "channels_first"):
-        raise ValueError(f"Unknown data_format: {data_format}")
-    _CONFIG["image_data_format"] = str(data_format)
 
 
 def get_graph() -> ops.Graph:
@@ -255,38 +222,18 @@ def placeholder(shape=None, ndim=None, dtype=None, sparse=False, name=None, ragg
     return array_ops.placeholder(dtype, shape=shape, name=name)
 
 
-def is_keras_tensor(x) -> bool:
-    from asyncflow.keras import engine
-
-    if not (isinstance(x, (ops.Tensor, _variables.Variable)) or ops.is_tensor(x)):
-        raise ValueError(
-            "Unexpectedly found an instance of type `" + str(type(x)) + "`. "
-            "Expected a symbolic tensor instance."
-        )
-    return engine.keras_history(x) is not None
-
-
-def int_shape(x):
-    shape = x.shape if hasattr(x, "shape") else x.get_shape()
-    if shape.ndims is None:
-        return None
-    return tuple(shape.as_list())
+def in_train_phase(x, alt, training=None):
+    """`x` in training, `alt` otherwise (either may be a callable); `training` defaults
+    to the learning phase."""
+    training = learning_phase() if training is None else training
+    if isinstance(training, (bool, int)):
+        chosen = x if training else alt
+        return chosen() if callable(chosen) else chosen
+    return backend_math.switch(training, x, alt)
 
 
-def shape(x):
-    return array_ops.shape(x)
-
-
-def ndim(x):
-    return x.shape.ndims
-
-
-def dtype(x) -> str:
-    return x.dtype.base_dtype.name
-
-
-def cast(x, dtype):
-    return cast_ops.cast(x, dtype)
+def in_test_phase(x, alt, training=None):
+    return in_train_phase(alt, x, training=training)
 
 
 def eval(x):  # noqa: A001 - Keras' name

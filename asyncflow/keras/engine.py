@@ -14,28 +14,20 @@ order, as Keras lists them (get_weights/set_weights use that order).
 from __future__ import annotations
 
 import re
-import weakref
 
 import numpy as np
 
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
-from asyncflow.keras import backend
+from asyncflow.keras import backend, backend_config
 from asyncflow.keras import initializers as _initializers
 from asyncflow.ops import array_ops
 
 __all__ = ["Layer", "InputLayer", "Input", "InputSpec", "keras_history"]
 
-# tensor -> (layer, node index, tensor index): which layer call made the tensor
-_HISTORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def keras_history(tensor):
-    try:
-        return _HISTORY.get(tensor)
-    except TypeError:
-        return None
+keras_history = backend_config.keras_history
+_HISTORY = backend_config.HISTORY
 
 
 def _snake_case(name: str) -> str:

@@ -8,16 +8,15 @@ use the op's logits instead, which is Keras' graph-mode shortcut.
 
 from __future__ import annotations
 
-from asyncflow import dtypes, math_composites
 from asyncflow import graph as ops
-from asyncflow.keras import backend
-from asyncflow.keras.engine import keras_history
+from asyncflow import math_composites
+from asyncflow.keras import backend_config as backend
+from asyncflow.keras import backend_math
 from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import (
     array_ops,
     cast_ops,
     math_ops,
-    nn_impl,
     nn_ops,
     reduction_ops,
 )
@@ -92,65 +91,9 @@ def mean_squared_logarithmic_error(y_true, y_pred):
     return _mean(math_ops.squared_difference(first, second))
 
 
-def _logits_of(output, op_type):
-    """The logits behind `output` when a plain `op_type` op made it (Keras' shortcut)."""
-    if isinstance(output, ops.Tensor) and output.op.type == op_type:
-        if keras_history(output) is None:
-            return output.op.inputs[0]
-    return None
-
-
-def _clip(output):
-    eps = ops.convert_to_tensor(backend.epsilon(), output.dtype.base_dtype)
-    return math_ops.minimum(math_ops.maximum(output, eps), 1.0 - eps)
-
-
-def backend_binary_crossentropy(target, output, from_logits=False):
-    target, output = ops.convert_to_tensor(target), ops.convert_to_tensor(output)
-    logits = output if from_logits else _logits_of(output, "Sigmoid")
-    if logits is not None:
-        return nn_impl.sigmoid_cross_entropy_with_logits(labels=target, logits=logits)
-    output = _clip(output)
-    bce = target * math_ops.log(output + backend.epsilon())
-    bce += (1 - target) * math_ops.log(1 - output + backend.epsilon())
-    return -bce
-
-
-def backend_categorical_crossentropy(target, output, from_logits=False, axis=-1):
-    target, output = ops.convert_to_tensor(target), ops.convert_to_tensor(output)
-    target.shape.assert_is_compatible_with(output.shape)
-    logits = output if from_logits else _logits_of(output, "Softmax")
-    if logits is not None:
-        return nn_impl.softmax_cross_entropy_with_logits_v2(
-            labels=target, logits=logits, axis=axis
-        )
-    output = output / reduction_ops.reduce_sum(output, axis, keepdims=True)
-    output = _clip(output)
-    return -reduction_ops.reduce_sum(target * math_ops.log(output), axis)
-
-
-def backend_sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
-    target, output = ops.convert_to_tensor(target), ops.convert_to_tensor(output)
-    logits = None if from_logits else _logits_of(output, "Softmax")
-    if logits is not None:
-        output = logits
-    elif not from_logits:
-        output = math_ops.log(_clip(output))
-    rank = output.shape.ndims
-    if rank is not None and axis % rank != rank - 1:
-        perm = [i for i in range(rank) if i != axis % rank] + [axis % rank]
-        output = array_ops.transpose(output, perm)
-    out_shape = array_ops.shape(output)
-    target_rank = target.shape.ndims
-    reshape = target_rank is not None and rank is not None and target_rank != rank - 1
-    if reshape:
-        target = array_ops.reshape(target, [-1])
-        output = array_ops.reshape(output, array_ops.stack([-1, out_shape[-1]]))
-    target = cast_ops.cast(target, dtypes.int64)
-    res = nn_impl.sparse_softmax_cross_entropy_with_logits(labels=target, logits=output)
-    if reshape and rank >= 3:
-        res = array_ops.reshape(res, out_shape[:-1])
-    return res
+backend_binary_crossentropy = backend_math.binary_crossentropy
+backend_categorical_crossentropy = backend_math.categorical_crossentropy
+backend_sparse_categorical_crossentropy = backend_math.sparse_categorical_crossentropy
 
 
 def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):

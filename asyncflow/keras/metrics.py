@@ -138,6 +138,14 @@ class MeanMetricWrapper:
         with ops.control_dependencies([update_total]):
             return self.count.assign_add(num)
 
+    def update_batch_mean(self, value):
+        """Add one scalar `value` (one batch) to the running mean; the new mean."""
+        update_total = self.total.assign_add(cast_ops.cast(value, self.dtype))
+        with ops.control_dependencies([update_total]):
+            update = self.count.assign_add(1.0)
+        with ops.control_dependencies([update]):
+            return array_ops.identity(self.result())
+
     def result(self):
         return math_composites.div_no_nan(self.total.read_value(), self.count.read_value())
 

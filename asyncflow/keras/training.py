@@ -147,9 +147,15 @@ class Model(Network):
         self.metrics_names = ["loss"]
         if len(names) > 1:
             self.metrics_names += [n + "_loss" for n, f in zip(names, loss_fns, strict=True) if f]
-        self._output_losses = output_losses if len(names) > 1 else []
         self._metrics, self._metric_tensors = [], []
         with ops.name_scope("metrics"):
+            if len(names) > 1:
+                # Each output's loss is reported as a running mean over batches (Keras'
+                # stateful `Mean`), not weighted by batch size as the total loss is.
+                for name, value in zip(names, output_losses, strict=False):
+                    metric = metrics_mod.MeanMetricWrapper(_identity, name=name + "_loss")
+                    self._metrics.append(metric)
+                    self._metric_tensors.append(metric.update_batch_mean(value))
             for i, (out, name) in enumerate(zip(self.outputs, names, strict=True)):
                 for m in per_metrics[i]:
                     fn, label = _metric_fn(m, loss_fns[i], out)
@@ -191,7 +197,7 @@ class Model(Network):
             self._ensure_compiled()
             feeds = self.inputs + [t for t in self._targets if t is not None]
             feeds += [w for w in self._sample_weights if w is not None]
-            outputs = [self.total_loss] + self._output_losses + self._metric_tensors
+            outputs = [self.total_loss] + self._metric_tensors
             updates = None
             if mode == "train":
                 with ops.name_scope("training"):
@@ -359,7 +365,7 @@ class Model(Network):
         return {k: float(v) for k, v in zip(self.metrics_names, results, strict=True)}
 
     def _n_losses(self) -> int:
-        return 1 + len(self._output_losses)
+        return 1
 
     def _test_loop(self, xs, ys, sws, batch_size) -> list:
         self.reset_metrics()
@@ -480,6 +486,10 @@ def _root_checkpoint(model):
     root = checkpoint_object.Checkpoint()
     root._deps.update(model._trackable_children())
     return root
+
+
+def _identity(_, value):
+    return value
 
 
 def _as_list(x) -> list:
