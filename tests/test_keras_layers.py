@@ -422,3 +422,48 @@ def test_custom_layer_and_shared_calls():
     # The weight's seeded initial value, recorded from TF 2.21.
     w = np.array([-0.08569393, -0.033935115, 0.013152375], np.float32)
     _close(K.get_session().run(y2, {x: xv}), xv * w)
+
+
+def test_recurrent_layers():
+    tf.set_random_seed(11)
+    x = tf.placeholder(tf.float32, [None, 4, 3])
+    rnn, lstm = L.SimpleRNN(2), L.LSTM(3, return_sequences=True)
+    gru = L.GRU(2, return_state=True, go_backwards=True)
+    ys, yl, yg = rnn(x), lstm(x), gru(x)
+    assert [w.name for w in lstm.weights] == [
+        "lstm/lstm_cell/kernel:0",
+        "lstm/lstm_cell/recurrent_kernel:0",
+        "lstm/lstm_cell/bias:0",
+    ]
+    assert [w.shape.as_list() for w in gru.weights] == [[3, 6], [2, 6], [6]]
+    assert [rnn.name, gru.name, rnn.weights[0].name] == [
+        "simple_rnn",
+        "gru",
+        "simple_rnn/simple_rnn_cell/kernel:0",
+    ]
+    assert (ys.shape.as_list(), yl.shape.as_list()) == ([None, 2], [None, 4, 3])
+    xv = np.random.RandomState(2).randn(2, 4, 3).astype("float32")
+    got = K.get_session().run([ys, yl] + yg, {x: xv})
+    # Recorded from TF 2.21 (v1 LSTM/GRU: hard_sigmoid gates, orthogonal recurrent kernels).
+    want = [
+        [[-0.72174275, -0.9659124], [-0.15254998, 0.8013243]],
+        [
+            [
+                [-0.07992064, 0.17632437, -0.16105862],
+                [-0.20917968, 0.3664458, 0.012595093],
+                [-0.20300215, 0.35357407, 0.10796134],
+                [0.07186596, 0.022479199, 0.24847859],
+            ],
+            [
+                [0.1308301, 0.0702462, 0.1106402],
+                [0.17745851, -0.08469989, 0.15962759],
+                [0.22397327, 0.0041562645, -0.022420807],
+                [0.10884729, 0.10137686, -0.1259278],
+            ],
+        ],
+        [[-0.2641764, 0.49372664], [0.26530173, 0.048932314]],
+        [[-0.2641764, 0.49372664], [0.26530173, 0.048932314]],
+    ]
+    for g, w in zip(got, want, strict=True):
+        _close(g, w)
+    _close(lstm.get_weights()[2], [0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])

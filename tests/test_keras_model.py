@@ -113,6 +113,10 @@ def test_multi_input_output_model_matches_tf():
     _check_run(got, want)
 
 
+def test_lstm_model_matches_tf():
+    _check_run(cases.run_lstm(tf), RECORDED["lstm"])
+
+
 def _two_layer_sequential():
     return tf.keras.Sequential(
         [L.Dense(4, activation="relu", input_shape=(3,)), L.Dense(2, activation="softmax")]

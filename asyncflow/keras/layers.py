@@ -23,6 +23,7 @@ from asyncflow.graph import GraphKeys
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
+from asyncflow.keras.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, SimpleRNN, SimpleRNNCell
 from asyncflow.ops import (
     array_ops,
     cast_ops,
@@ -68,6 +69,13 @@ __all__ = [
     "maximum",
     "minimum",
     "Lambda",
+    "RNN",
+    "SimpleRNN",
+    "SimpleRNNCell",
+    "LSTM",
+    "LSTMCell",
+    "GRU",
+    "GRUCell",
 ]
 
 
