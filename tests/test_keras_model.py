@@ -117,6 +117,20 @@ def test_lstm_model_matches_tf():
     _check_run(cases.run_lstm(tf), RECORDED["lstm"])
 
 
+def test_constraints_class_and_sample_weights_match_tf():
+    got, want = cases.run_weighting(tf), RECORDED["weighting"]
+    _check_run(got["constrained"], want["constrained"])
+    _check_run(got["sample_and_class_weights"], want["sample_and_class_weights"])
+    _close(
+        got["sample_and_class_weights"]["evaluate_weighted"],
+        want["sample_and_class_weights"]["evaluate_weighted"],
+    )
+    with pytest.raises(ValueError, match="`class_weight` must contain all classes"):
+        m = tf.keras.Sequential([L.Dense(1, input_shape=(2,))])
+        m.compile("sgd", "mse")
+        m.fit(np.ones((2, 2)), np.array([0.0, 1.0]), class_weight={0: 1.0}, verbose=0)
+
+
 def _two_layer_sequential():
     return tf.keras.Sequential(
         [L.Dense(4, activation="relu", input_shape=(3,)), L.Dense(2, activation="softmax")]

@@ -94,6 +94,12 @@ def _training(training):
     return backend.learning_phase() if training is None else training
 
 
+def _constraint(value):
+    from asyncflow.keras import constraints
+
+    return constraints.get(value)
+
+
 def _regularizer(value):
     if value is None or callable(value):
         return value
@@ -136,7 +142,8 @@ class Dense(Layer):
         self.bias_initializer = _init.get(bias_initializer)
         self.kernel_regularizer = _regularizer(kernel_regularizer)
         self.bias_regularizer = _regularizer(bias_regularizer)
-        self.kernel_constraint, self.bias_constraint = kernel_constraint, bias_constraint
+        self.kernel_constraint = _constraint(kernel_constraint)
+        self.bias_constraint = _constraint(bias_constraint)
         self.input_spec = InputSpec(min_ndim=2)
 
     def build(self, input_shape) -> None:
@@ -334,7 +341,8 @@ class Conv2D(Layer):
         self.bias_initializer = _init.get(bias_initializer)
         self.kernel_regularizer = _regularizer(kernel_regularizer)
         self.bias_regularizer = _regularizer(bias_regularizer)
-        self.kernel_constraint, self.bias_constraint = kernel_constraint, bias_constraint
+        self.kernel_constraint = _constraint(kernel_constraint)
+        self.bias_constraint = _constraint(bias_constraint)
         self.input_spec = InputSpec(min_ndim=4)
 
     def _channel_axis(self) -> int:

@@ -144,7 +144,12 @@ class Optimizer:
             updates = []
             for g, v in grads_and_vars:
                 with ops.name_scope("update_" + v.op.name):
-                    updates.append(self._apply_dense(ops.convert_to_tensor(g), v, coeffs))
+                    update = self._apply_dense(ops.convert_to_tensor(g), v, coeffs)
+                    if getattr(v, "constraint", None) is not None:
+                        # Keras projects the updated weight through its constraint.
+                        with ops.control_dependencies([update]):
+                            update = v.assign(v.constraint(v.read_value())).op
+                    updates.append(update)
             with ops.control_dependencies(updates):
                 return self.iterations.assign_add(1)
 

@@ -294,7 +294,7 @@ class Model(Network):
         xs = self._inputs_of(x)
         self._ensure_compiled()
         ys = self._targets_of(y)
-        sws = None if sample_weight is None else [np.asarray(sample_weight)] * len(ys)
+        sws = _sample_weights(ys, sample_weight, class_weight)
         _check_counts(xs, ys)
         val = None
         if validation_data is not None:
@@ -402,7 +402,7 @@ class Model(Network):
         self._ensure_compiled()
         ys = self._targets_of(y)
         _check_counts(xs, ys)
-        sws = None if sample_weight is None else [np.asarray(sample_weight)] * len(ys)
+        sws = _sample_weights(ys, sample_weight, None)
         results = [np.float32(r) for r in self._test_loop(xs, ys, sws, batch_size or 32)]
         return results[0] if len(results) == 1 else results
 
@@ -416,19 +416,18 @@ class Model(Network):
         outs = [np.concatenate([p[i] for p in parts]) for i in range(len(self.outputs))]
         return outs[0] if len(outs) == 1 else outs
 
-    def _on_batch(self, mode, x, y, sample_weight, reset_metrics):
+    def _on_batch(self, mode, x, y, sample_weight, reset_metrics, class_weight=None):
         xs = self._inputs_of(x)
         self._ensure_compiled()
         ys = self._targets_of(y)
-        sws = None if sample_weight is None else [np.asarray(sample_weight)] * len(ys)
-        outs = self._run(mode, xs, ys, sws)
+        outs = self._run(mode, xs, ys, _sample_weights(ys, sample_weight, class_weight))
         if reset_metrics:
             self.reset_metrics()
         return outs[0] if len(outs) == 1 else outs
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, reset_metrics=True):
         """One training step on one batch; returns the loss (and metrics)."""
-        return self._on_batch("train", x, y, sample_weight, reset_metrics)
+        return self._on_batch("train", x, y, sample_weight, reset_metrics, class_weight)
 
     def test_on_batch(self, x, y=None, sample_weight=None, reset_metrics=True):
         """The loss (and metrics) on one batch, without training."""
@@ -519,6 +518,32 @@ def _metric_fn(metric, loss_fn, output):
         return metrics_mod.categorical_crossentropy, "ce"
     fn = metrics_mod.get(metric)
     return fn, getattr(fn, "name", None) or fn.__name__
+
+
+def _sample_weights(ys, sample_weight, class_weight):
+    """Per-output sample weights: `sample_weight` times the weight of each sample's
+    class (argmax of a one-hot row, else the label) from `class_weight`.
+
+    Raises:
+      ValueError: a class present in the data but missing from class_weight.
+    """
+    if sample_weight is None and not class_weight:
+        return None
+    out = []
+    for y in ys:
+        weights = None if sample_weight is None else np.asarray(sample_weight)
+        if isinstance(class_weight, dict) and class_weight:
+            classes = np.argmax(y, axis=1) if y.shape[1] > 1 else np.reshape(y, y.shape[0])
+            missing = {c for c in classes.tolist() if c not in class_weight}
+            if missing:
+                raise ValueError(
+                    "`class_weight` must contain all classes in the data. The classes "
+                    f"{missing} exist in the data but not in `class_weight`."
+                )
+            per_class = np.asarray([class_weight[c] for c in classes.tolist()])
+            weights = per_class if weights is None else per_class * weights
+        out.append(weights)
+    return out
 
 
 def _check_counts(xs, ys) -> None:
