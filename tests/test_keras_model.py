@@ -131,6 +131,37 @@ def test_constraints_class_and_sample_weights_match_tf():
         m.fit(np.ones((2, 2)), np.array([0.0, 1.0]), class_weight={0: 1.0}, verbose=0)
 
 
+# model.summary() of cases.run_subclassed's model, recorded from TF 2.21.
+SUBCLASSED_SUMMARY = [
+    'Model: "net"',
+    "_________________________________________________________________",
+    " Layer (type)                Output Shape              Param #",
+    "=================================================================",
+    " dense (Dense)               multiple                  16",
+    "",
+    " dense_1 (Dense)             multiple                  15",
+    "",
+    " dense_2 (Dense)             multiple                  12",
+    "",
+    " dense_3 (Dense)             multiple                  8",
+    "",
+    "=================================================================",
+    "Total params: 51 (204.00 Byte)",
+    "Trainable params: 51 (204.00 Byte)",
+    "Non-trainable params: 0 (0.00 Byte)",
+    "_________________________________________________________________",
+]
+
+
+def test_subclassed_model_matches_tf(capsys):
+    got, model = cases.run_subclassed(tf)
+    want = RECORDED["subclassed"]
+    assert got["names"] == want["names"]
+    _check_run(got, want)
+    model.summary()
+    assert [line.rstrip() for line in capsys.readouterr().out.splitlines()] == SUBCLASSED_SUMMARY
+
+
 def _two_layer_sequential():
     return tf.keras.Sequential(
         [L.Dense(4, activation="relu", input_shape=(3,)), L.Dense(2, activation="softmax")]

@@ -124,8 +124,19 @@ class Layer:
         for layer in self._sublayers():
             layer.trainable = value
 
+    def __setattr__(self, name, value):
+        # Layers held in attributes (or lists of them) are this layer's sublayers: their
+        # weights are its weights, as Keras tracks them.
+        if not name.startswith("_"):
+            items = value if isinstance(value, (list, tuple)) else [value]
+            tracked = self.__dict__.setdefault("_tracked_layers", [])
+            for item in items:
+                if isinstance(item, Layer) and not any(item is t for t in tracked):
+                    tracked.append(item)
+        object.__setattr__(self, name, value)
+
     def _sublayers(self) -> list:
-        return []
+        return list(self.__dict__.get("_tracked_layers", []))
 
     @property
     def trainable_weights(self) -> list:
@@ -293,6 +304,10 @@ class Layer:
         return outputs
 
     def _record(self, inputs, outputs, arguments) -> None:
+        # As TF1's Keras: only a call on Keras tensors (Input or layer outputs) joins the
+        # layer graph; a call on plain graph tensors leaves no node and no history.
+        if not all(keras_history(x) is not None for x in nest.flatten(inputs)):
+            return
         node_index = len(self._inbound_nodes)
         self._inbound_nodes.append(Node(self, inputs, outputs, arguments))
         for i, t in enumerate(nest.flatten(outputs)):
@@ -321,10 +336,20 @@ class Layer:
 
     @property
     def input_shape(self):
+        if not self._inbound_nodes:
+            raise AttributeError(
+                f'The layer "{self.name}" has never been called and thus has no defined input '
+                "shape. Note that the `input_shape` property is only available for Functional "
+                "and Sequential models."
+            )
         return nest.map_structure(backend.int_shape, self.input)
 
     @property
     def output_shape(self):
+        if not self._inbound_nodes:
+            raise AttributeError(
+                "The layer has never been called and thus has no defined output shape."
+            )
         return nest.map_structure(backend.int_shape, self.output)
 
     def get_config(self) -> dict:

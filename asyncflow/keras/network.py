@@ -99,19 +99,17 @@ class Network(Layer):
     """A layer made of layers: `Model(inputs, outputs)`'s structure (without training)."""
 
     def __init__(self, inputs=None, outputs=None, name=None, **kwargs):
-        super().__init__(name=name or backend.unique_object_name(self._default_name()), **kwargs)
+        super().__init__(name=name, **kwargs)
         self.inputs, self.outputs = [], []
         self._layers: list = []
         self._nodes: list = []
         self._node_depth: dict = {}
-        if inputs is not None and outputs is not None:
+        self._is_graph_network = inputs is not None and outputs is not None
+        if self._is_graph_network:
             self._init_graph(inputs, outputs)
 
-    @classmethod
-    def _default_name(cls) -> str:
-        return "model"
-
     def _init_graph(self, inputs, outputs) -> None:
+        self._is_graph_network = True
         self._nested_inputs, self._nested_outputs = inputs, outputs
         self.inputs = list(nest.flatten(inputs))
         self.outputs = list(nest.flatten(outputs))
@@ -120,10 +118,12 @@ class Network(Layer):
 
     @property
     def layers(self) -> list:
-        return list(self._layers)
+        if self._is_graph_network:
+            return list(self._layers)
+        return super()._sublayers()
 
     def _sublayers(self) -> list:
-        return self._layers
+        return self.layers
 
     def get_layer(self, name=None, index=None):
         """The layer named `name` (or at `index`).
@@ -152,10 +152,14 @@ class Network(Layer):
 
     @property
     def input_names(self) -> list:
+        if not self._is_graph_network:
+            return [f"input_{i + 1}" for i in range(len(self.inputs))]
         return [keras_history(t)[0].name for t in self.inputs]
 
     @property
     def output_names(self) -> list:
+        if not self._is_graph_network:
+            return [f"output_{i + 1}" for i in range(len(self.outputs))]
         return [keras_history(t)[0].name for t in self.outputs]
 
     @property
@@ -206,6 +210,8 @@ class Network(Layer):
     # -- summary --------------------------------------------------------------------------------
 
     def _sequential_like(self) -> bool:
+        if not self._is_graph_network:
+            return True
         depths = {}
         for node in self._nodes:
             depths.setdefault(self._node_depth[id(node)], []).append(node)

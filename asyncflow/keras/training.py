@@ -20,6 +20,7 @@ import os
 import numpy as np
 
 from asyncflow import graph as ops
+from asyncflow import nest
 from asyncflow.keras import backend, optimizers
 from asyncflow.keras import callbacks as cbks
 from asyncflow.keras import losses as losses_mod
@@ -254,7 +255,24 @@ class Model(Network):
         return out
 
     def _build_from(self, x) -> None:
-        """Sequential models without an input shape are built from the first data."""
+        """A subclassed model is built by calling it on placeholders shaped like the
+        first data ("input_1", ...; outputs "output_1", ...), as Keras does."""
+        if self._is_graph_network or self.outputs:
+            return
+        arrays = list(x) if isinstance(x, (list, tuple)) else [x]
+        with ops.name_scope(""):
+            placeholders = []
+            for i, a in enumerate(arrays):
+                a = np.asarray(a)
+                a = a[:, None] if a.ndim == 1 else a
+                dtype = backend.floatx() if a.dtype.kind == "f" else a.dtype.name
+                placeholders.append(array_ops.placeholder(
+                    dtype, shape=(None,) + a.shape[1:], name=f"input_{i + 1}"))  # fmt: skip
+        outputs = self(placeholders[0] if len(placeholders) == 1 else placeholders)
+        self.inputs, self.outputs = placeholders, list(nest.flatten(outputs))
+        self.built = True
+        if not self._compiled and self._compile_args is not None:
+            self._compile_graph()
 
     def _inputs_of(self, x):
         self._build_from(x)
@@ -589,10 +607,6 @@ class Sequential(Model):
         self._input_layer = None
         for layer in layers or []:
             self.add(layer)
-
-    @classmethod
-    def _default_name(cls) -> str:
-        return "sequential"
 
     @property
     def layers(self) -> list:
