@@ -467,3 +467,22 @@ def test_recurrent_layers():
     for g, w in zip(got, want, strict=True):
         _close(g, w)
     _close(lstm.get_weights()[2], [0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+
+
+def test_more_layers_match_tf():
+    # Conv1D/Conv2DTranspose/pooling/activation/shape layers against TF 2.21's outputs
+    # (tests/fixtures/keras_model_tf.json, recorded by record_keras_model_tf.py).
+    import json
+    import pathlib
+    import sys
+
+    fixtures = pathlib.Path(__file__).parent / "fixtures"
+    sys.path.insert(0, str(fixtures))
+    import keras_model_cases as cases
+
+    want = json.loads((fixtures / "keras_model_tf.json").read_text())["more_layers"]
+    got = cases.run_more_layers(tf)
+    assert got["shapes"] == want["shapes"]
+    assert got["weights"] == want["weights"]
+    for g, w in zip(got["values"], want["values"], strict=True):
+        _close(g, w)

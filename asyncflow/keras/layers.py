@@ -23,6 +23,31 @@ from asyncflow.graph import GraphKeys
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
+from asyncflow.keras.layers_more import (
+    ELU,
+    ActivityRegularization,
+    AveragePooling1D,
+    AvgPool1D,
+    Conv1D,
+    Conv2DTranspose,
+    Convolution1D,
+    Cropping2D,
+    GlobalAveragePooling1D,
+    GlobalAveragePooling2D,
+    GlobalAvgPool2D,
+    GlobalMaxPool2D,
+    GlobalMaxPooling1D,
+    GlobalMaxPooling2D,
+    LeakyReLU,
+    MaxPool1D,
+    MaxPooling1D,
+    Permute,
+    ReLU,
+    RepeatVector,
+    Softmax,
+    UpSampling2D,
+    ZeroPadding2D,
+)
 from asyncflow.keras.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, SimpleRNN, SimpleRNNCell
 from asyncflow.ops import (
     array_ops,
@@ -76,6 +101,29 @@ __all__ = [
     "LSTMCell",
     "GRU",
     "GRUCell",
+    "Conv1D",
+    "Convolution1D",
+    "Conv2DTranspose",
+    "MaxPooling1D",
+    "MaxPool1D",
+    "AveragePooling1D",
+    "AvgPool1D",
+    "GlobalAveragePooling1D",
+    "GlobalMaxPooling1D",
+    "GlobalAveragePooling2D",
+    "GlobalMaxPooling2D",
+    "GlobalAvgPool2D",
+    "GlobalMaxPool2D",
+    "ReLU",
+    "LeakyReLU",
+    "ELU",
+    "Softmax",
+    "Permute",
+    "RepeatVector",
+    "ZeroPadding2D",
+    "UpSampling2D",
+    "Cropping2D",
+    "ActivityRegularization",
 ]
 
 
