@@ -162,6 +162,21 @@ def test_subclassed_model_matches_tf(capsys):
     assert [line.rstrip() for line in capsys.readouterr().out.splitlines()] == SUBCLASSED_SUMMARY
 
 
+def test_generators_and_time_distributed_match_tf():
+    got, want = cases.run_generators(tf), RECORDED["generators"]
+    for key in ("history", "history_sequence"):
+        assert sorted(got[key]) == sorted(want[key])
+        for k in want[key]:
+            _close(got[key][k], want[key][k])
+    for key in ("evaluate", "predict", "time_distributed_value"):
+        _close(got[key], want[key])
+    for g, w in zip(got["weights"], want["weights"], strict=True):
+        _close(g, w)
+    assert got["time_distributed"] == want["time_distributed"]
+    with pytest.raises(ValueError, match="`steps=None` is only valid for a generator based on"):
+        tf.keras.Sequential([L.Dense(1, input_shape=(2,))]).predict_generator(iter([]))
+
+
 def _two_layer_sequential():
     return tf.keras.Sequential(
         [L.Dense(4, activation="relu", input_shape=(3,)), L.Dense(2, activation="softmax")]

@@ -45,6 +45,7 @@ from asyncflow.keras.layers_more import (
     ReLU,
     RepeatVector,
     Softmax,
+    TimeDistributed,
     UpSampling2D,
     ZeroPadding2D,
 )
@@ -124,6 +125,7 @@ __all__ = [
     "UpSampling2D",
     "Cropping2D",
     "ActivityRegularization",
+    "TimeDistributed",
 ]
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "UpSampling2D",
     "Cropping2D",
     "ActivityRegularization",
+    "TimeDistributed",
 ]
 
 
@@ -51,11 +52,26 @@ def _get(kind, value):
 class _ConvBase(Layer):
     """Kernel/bias bookkeeping shared by Conv1D and Conv2DTranspose."""
 
-    def __init__(self, filters, kernel_size, rank, strides=1, padding="valid", data_format=None,
-                 dilation_rate=1, activation=None, use_bias=True,
-                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
-                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
-                 kernel_constraint=None, bias_constraint=None, **kwargs):  # fmt: skip
+    def __init__(
+        self,
+        filters,
+        kernel_size,
+        rank,
+        strides=1,
+        padding="valid",
+        data_format=None,
+        dilation_rate=1,
+        activation=None,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        **kwargs,
+    ):
         super().__init__(activity_regularizer=_get("regularizer", activity_regularizer), **kwargs)
         self.filters, self.rank = int(filters), rank
         self.kernel_size = _tuple(kernel_size, rank)
@@ -76,15 +92,21 @@ class _ConvBase(Layer):
 
     def _make_weights(self, kernel_shape) -> None:
         self.kernel = self.add_weight(
-            "kernel", shape=kernel_shape, initializer=self.kernel_initializer,
-            regularizer=self.kernel_regularizer, constraint=self.kernel_constraint,
-        )  # fmt: skip
+            "kernel",
+            shape=kernel_shape,
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
         self.bias = None
         if self.use_bias:
             self.bias = self.add_weight(
-                "bias", shape=(self.filters,), initializer=self.bias_initializer,
-                regularizer=self.bias_regularizer, constraint=self.bias_constraint,
-            )  # fmt: skip
+                "bias",
+                shape=(self.filters,),
+                initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+            )
         self.built = True
 
     def _finish(self, outputs):
@@ -114,9 +136,12 @@ class Conv1D(_ConvBase):
         x = array_ops.expand_dims(inputs, 1)
         k = array_ops.expand_dims(self.kernel, 0)
         out = conv_ops.conv2d(
-            x, k, strides=[1, 1, self.strides[0], 1], padding=padding.upper(),
+            x,
+            k,
+            strides=[1, 1, self.strides[0], 1],
+            padding=padding.upper(),
             dilations=[1, 1, self.dilation_rate[0], 1],
-        )  # fmt: skip
+        )
         return self._finish(array_ops.squeeze(out, [1]))
 
 
@@ -141,24 +166,28 @@ class Conv2DTranspose(_ConvBase):
         dyn = array_ops.shape(inputs)
         h, w = inputs.shape.as_list()[1:3]
         (kh, kw), (sh, sw) = self.kernel_size, self.strides
-        out_h = self._out_len(h, kh, sh) or (dyn[1] * sh if self.padding == "same" else
-                                            (dyn[1] - 1) * sh + kh)  # fmt: skip
-        out_w = self._out_len(w, kw, sw) or (dyn[2] * sw if self.padding == "same" else
-                                            (dyn[2] - 1) * sw + kw)  # fmt: skip
+        out_h = self._out_len(h, kh, sh) or (
+            dyn[1] * sh if self.padding == "same" else (dyn[1] - 1) * sh + kh
+        )
+        out_w = self._out_len(w, kw, sw) or (
+            dyn[2] * sw if self.padding == "same" else (dyn[2] - 1) * sw + kw
+        )
         out_shape = array_ops.stack([dyn[0], out_h, out_w, self.filters])
         out = conv_ops.conv2d_transpose(
             inputs, self.kernel, out_shape, strides=[1, sh, sw, 1], padding=self.padding.upper()
         )
-        out.set_shape([inputs.shape[0], self._out_len(h, kh, sh), self._out_len(w, kw, sw),
-                       self.filters])  # fmt: skip
+        out.set_shape(
+            [inputs.shape[0], self._out_len(h, kh, sh), self._out_len(w, kw, sw), self.filters]
+        )
         return self._finish(out)
 
 
 class _Pooling1D(Layer):
     _op = None
 
-    def __init__(self, pool_size=2, strides=None, padding="valid", data_format="channels_last",
-                 **kwargs):  # fmt: skip
+    def __init__(
+        self, pool_size=2, strides=None, padding="valid", data_format="channels_last", **kwargs
+    ):
         super().__init__(**kwargs)
         self.pool_size = int(pool_size if isinstance(pool_size, int) else pool_size[0])
         strides = self.pool_size if strides is None else strides
@@ -169,9 +198,11 @@ class _Pooling1D(Layer):
     def call(self, inputs):
         x = array_ops.expand_dims(inputs, 1)
         out = type(self)._op(
-            x, ksize=[1, 1, self.pool_size, 1], strides=[1, 1, self.strides, 1],
+            x,
+            ksize=[1, 1, self.pool_size, 1],
+            strides=[1, 1, self.strides, 1],
             padding=self.padding.upper(),
-        )  # fmt: skip
+        )
         return array_ops.squeeze(out, [1])
 
 
@@ -198,8 +229,11 @@ class _GlobalPooling(Layer):
 
     def call(self, inputs):
         rank = inputs.shape.ndims
-        axes = list(range(2, rank)) if self.data_format == "channels_first" else \
-            list(range(1, rank - 1))  # fmt: skip
+        axes = (
+            list(range(2, rank))
+            if self.data_format == "channels_first"
+            else list(range(1, rank - 1))
+        )
         return type(self)._reduce(inputs, axis=axes, keepdims=self.keepdims)
 
 
@@ -235,8 +269,9 @@ class ReLU(Layer):
         self.max_value, self.negative_slope, self.threshold = max_value, negative_slope, threshold
 
     def call(self, inputs):
-        return activations.relu(inputs, alpha=self.negative_slope, max_value=self.max_value,
-                                threshold=self.threshold)  # fmt: skip
+        return activations.relu(
+            inputs, alpha=self.negative_slope, max_value=self.max_value, threshold=self.threshold
+        )
 
 
 class LeakyReLU(Layer):
@@ -345,8 +380,9 @@ class UpSampling2D(Layer):
     def __init__(self, size=(2, 2), data_format=None, interpolation="nearest", **kwargs):
         super().__init__(**kwargs)
         if interpolation != "nearest":
-            raise ValueError(f"UpSampling2D(interpolation={interpolation!r}) is not supported; "
-                             "use 'nearest'")  # fmt: skip
+            raise ValueError(
+                f"UpSampling2D(interpolation={interpolation!r}) is not supported; use 'nearest'"
+            )
         self.size = _tuple(size, 2)
 
     def call(self, inputs):
@@ -355,9 +391,48 @@ class UpSampling2D(Layer):
         out = math_composites_2.repeat(inputs, self.size[0], axis=1)
         out = math_composites_2.repeat(out, self.size[1], axis=2)
         b, h, w, c = inputs.shape.as_list()
-        out.set_shape([b, None if h is None else h * self.size[0],
-                       None if w is None else w * self.size[1], c])  # fmt: skip
+        out.set_shape(
+            [
+                b,
+                None if h is None else h * self.size[0],
+                None if w is None else w * self.size[1],
+                c,
+            ]
+        )
         return out
+
+
+class TimeDistributed(Layer):
+    """Applies `layer` to every time step: (batch, time, ...) is reshaped to
+    (batch * time, ...) for the layer and back; the layer's weights are made in this
+    layer's name scope ("time_distributed/kernel:0")."""
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        self.layer = layer
+
+    def build(self, input_shape) -> None:
+        input_shape = tensor_shape.TensorShape(input_shape)
+        if not self.layer.built:
+            self.layer.build(tensor_shape.TensorShape([None]).concatenate(input_shape[2:]))
+            self.layer.built = True
+        self.built = True
+
+    def call(self, inputs, training=None):
+        shape = inputs.shape
+        steps = tensor_shape.dimension_value(shape[1])
+        inner = array_ops.reshape(inputs, [-1] + shape[2:].as_list())
+        out = self.layer(inner)
+        out_tail = out.shape[1:].as_list()
+        if steps is None:
+            steps = array_ops.shape(inputs)[1]
+        result = (
+            array_ops.reshape(out, array_ops.stack([-1, steps] + out_tail))
+            if not isinstance(steps, int)
+            else array_ops.reshape(out, [-1, steps] + out_tail)
+        )
+        result.set_shape([shape[0], tensor_shape.dimension_value(shape[1])] + out_tail)
+        return result
 
 
 class ActivityRegularization(Layer):

@@ -21,12 +21,13 @@ import numpy as np
 
 from asyncflow import graph as ops
 from asyncflow import nest
-from asyncflow.keras import backend, optimizers
+from asyncflow.keras import backend, optimizers, training_generator
 from asyncflow.keras import callbacks as cbks
 from asyncflow.keras import losses as losses_mod
 from asyncflow.keras import metrics as metrics_mod
 from asyncflow.keras.engine import InputLayer, keras_history
 from asyncflow.keras.network import Network
+from asyncflow.keras.training_generator import sample_weights as _sample_weights
 from asyncflow.ops import array_ops, math_ops
 
 __all__ = ["Model", "Sequential"]
@@ -377,7 +378,7 @@ class Model(Network):
             )
             totals = _aggregate(totals, outs, len(ids), self._n_losses())
             batch_logs = {"batch": b, "size": len(ids)}
-            batch_logs.update(zip(self.metrics_names, outs, strict=True))
+            batch_logs.update((k, float(v)) for k, v in zip(self.metrics_names, outs, strict=True))
             cb.on_train_batch_end(b, batch_logs)
         results = _finalize(totals, n, self._n_losses())
         return {k: float(v) for k, v in zip(self.metrics_names, results, strict=True)}
@@ -455,6 +456,29 @@ class Model(Network):
         """The model's outputs for one batch."""
         outs = self._run("predict", self._inputs_of(x))
         return outs[0] if len(outs) == 1 else outs
+
+    def fit_generator(self, generator, steps_per_epoch=None, epochs=1, verbose=1,
+                      callbacks=None, validation_data=None, validation_steps=None,
+                      validation_freq=1, class_weight=None, max_queue_size=10, workers=1,
+                      use_multiprocessing=False, shuffle=True, initial_epoch=0):  # fmt: skip
+        """Train on batches from a generator or `keras.utils.Sequence` (see
+        training_generator); returns the History callback."""
+        return training_generator.fit_generator(
+            self, generator, steps_per_epoch=steps_per_epoch, epochs=epochs, verbose=verbose,
+            callbacks=callbacks, validation_data=validation_data,
+            validation_steps=validation_steps, validation_freq=validation_freq,
+            class_weight=class_weight, shuffle=shuffle, initial_epoch=initial_epoch,
+        )  # fmt: skip
+
+    def evaluate_generator(self, generator, steps=None, callbacks=None, max_queue_size=10,
+                           workers=1, use_multiprocessing=False, verbose=0):  # fmt: skip
+        """The loss (and metrics) over batches from a generator or Sequence."""
+        return training_generator.evaluate_generator(self, generator, steps=steps)
+
+    def predict_generator(self, generator, steps=None, callbacks=None, max_queue_size=10,
+                          workers=1, use_multiprocessing=False, verbose=0):  # fmt: skip
+        """The outputs for batches from a generator or Sequence, concatenated."""
+        return training_generator.predict_generator(self, generator, steps=steps)
 
     # -- weights --------------------------------------------------------------------------------
 
@@ -536,32 +560,6 @@ def _metric_fn(metric, loss_fn, output):
         return metrics_mod.categorical_crossentropy, "ce"
     fn = metrics_mod.get(metric)
     return fn, getattr(fn, "name", None) or fn.__name__
-
-
-def _sample_weights(ys, sample_weight, class_weight):
-    """Per-output sample weights: `sample_weight` times the weight of each sample's
-    class (argmax of a one-hot row, else the label) from `class_weight`.
-
-    Raises:
-      ValueError: a class present in the data but missing from class_weight.
-    """
-    if sample_weight is None and not class_weight:
-        return None
-    out = []
-    for y in ys:
-        weights = None if sample_weight is None else np.asarray(sample_weight)
-        if isinstance(class_weight, dict) and class_weight:
-            classes = np.argmax(y, axis=1) if y.shape[1] > 1 else np.reshape(y, y.shape[0])
-            missing = {c for c in classes.tolist() if c not in class_weight}
-            if missing:
-                raise ValueError(
-                    "`class_weight` must contain all classes in the data. The classes "
-                    f"{missing} exist in the data but not in `class_weight`."
-                )
-            per_class = np.asarray([class_weight[c] for c in classes.tolist()])
-            weights = per_class if weights is None else per_class * weights
-        out.append(weights)
-    return out
 
 
 def _check_counts(xs, ys) -> None:

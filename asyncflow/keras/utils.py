@@ -1,11 +1,11 @@
-"""`tf.keras.utils` (to_categorical, normalize) and the lookup error Keras raises for
+"""`tf.keras.utils` (to_categorical, normalize, Sequence) and the lookup error Keras raises for
 an unknown name."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["to_categorical", "normalize"]
+__all__ = ["to_categorical", "normalize", "Sequence"]
 
 
 def to_categorical(y, num_classes=None, dtype="float32"):
@@ -28,6 +28,24 @@ def normalize(x, axis=-1, order=2):
     norm = np.atleast_1d(np.linalg.norm(x, order, axis))
     norm[norm == 0] = 1
     return x / np.expand_dims(norm, axis)
+
+
+class Sequence:
+    """Base class for batch sources of `fit_generator`: `__len__` (batches per epoch) and
+    `__getitem__(index)` (one batch); `on_epoch_end` runs after each epoch."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError
+
+    def __len__(self):
+        raise NotImplementedError
+
+    def on_epoch_end(self) -> None:
+        pass
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
 
 
 def unknown_object(kind: str, name) -> ValueError:
