@@ -177,6 +177,36 @@ def test_generators_and_time_distributed_match_tf():
         tf.keras.Sequential([L.Dense(1, input_shape=(2,))]).predict_generator(iter([]))
 
 
+def test_metric_objects_in_compile_and_standalone():
+    mean = tf.keras.metrics.Mean()
+    update, result = mean.update_state([1.0, 2.0, 3.0]), mean.result()
+    # Recorded from TF 2.21: the variables are in no collection; Keras' session
+    # initializes them.
+    assert mean.name == "mean" and [v.name for v in mean.variables] == ["total:0", "count:0"]
+    assert not tf.global_variables() and not tf.local_variables()
+    sess = K.get_session()
+    sess.run(update)
+    sess.run(update)
+    assert sess.run(result) == 2.0
+    rng = np.random.RandomState(8)
+    x = rng.randn(10, 3).astype("float32")
+    y = (rng.rand(10, 1) > 0.5).astype("float32")
+    tf.set_random_seed(2)
+    m = tf.keras.Sequential([L.Dense(1, activation="sigmoid", input_shape=(3,))])
+    metrics = [tf.keras.metrics.BinaryAccuracy(), tf.keras.metrics.MeanSquaredError(name="m2"),
+               "mse", "binary_crossentropy"]  # fmt: skip
+    m.compile("sgd", "binary_crossentropy", metrics=metrics)
+    h = m.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False)
+    # Recorded from TF 2.21.
+    assert m.metrics_names == ["loss", "binary_accuracy", "m2", "mean_squared_error",
+                               "binary_crossentropy"]  # fmt: skip
+    want = {"loss": [0.599609, 0.597943], "binary_accuracy": [0.6, 0.6],
+            "m2": [0.216206, 0.215573], "mean_squared_error": [0.216206, 0.215573],
+            "binary_crossentropy": [0.599609, 0.597943]}  # fmt: skip
+    for k, v in want.items():
+        _close(h.history[k], v, rtol=0, atol=2e-6)
+
+
 def _two_layer_sequential():
     return tf.keras.Sequential(
         [L.Dense(4, activation="relu", input_shape=(3,)), L.Dense(2, activation="softmax")]

@@ -49,6 +49,7 @@ __all__ = [
     "get_uid",
     "reset_uids",
     "function",
+    "track_variable",
 ]
 
 # The settings and tensor functions are part of this module's API (tf.keras.backend).
@@ -64,6 +65,8 @@ _LEARNING_PHASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _FIXED_PHASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # graph -> {prefix: count} for layer and model names
 _UIDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# graph -> variables outside every collection that Keras still initializes (metrics')
+_TRACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # graph -> ids of the variables Keras has already initialized (or seen initialized)
 _INITIALIZED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -120,6 +123,11 @@ def clear_session() -> None:
     ops.reset_default_graph()
 
 
+def track_variable(v) -> None:
+    """Have `get_session` initialize `v` although it is in no collection."""
+    _TRACKED.setdefault(v.graph, []).append(v)
+
+
 def _graph_variables(graph) -> list:
     seen, out = set(), []
     for key in (ops.GraphKeys.GLOBAL_VARIABLES, ops.GraphKeys.LOCAL_VARIABLES):
@@ -127,6 +135,10 @@ def _graph_variables(graph) -> list:
             if id(v) not in seen:
                 seen.add(id(v))
                 out.append(v)
+    for v in _TRACKED.get(graph, []):
+        if id(v) not in seen:
+            seen.add(id(v))
+            out.append(v)
     return out
 
 

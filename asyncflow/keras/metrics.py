@@ -56,6 +56,16 @@ __all__ = [
     "msle",
     "kld",
     "MeanMetricWrapper",
+    "Mean",
+    "Accuracy",
+    "BinaryAccuracy",
+    "CategoricalAccuracy",
+    "SparseCategoricalAccuracy",
+    "TopKCategoricalAccuracy",
+    "MeanSquaredError",
+    "MeanAbsoluteError",
+    "BinaryCrossentropy",
+    "CategoricalCrossentropy",
     "get",
 ]
 
@@ -117,14 +127,15 @@ class MeanMetricWrapper:
         self._fn, self._fn_kwargs = fn, kwargs
         self.name = name or fn.__name__
         self.dtype = dtypes.as_dtype(dtype or backend.floatx())
-        with ops.name_scope(self.name):
-            self.total = _rv.ResourceVariable(
-                0.0, name="total", dtype=self.dtype, trainable=False, collections=[]
-            )
-            self.count = _rv.ResourceVariable(
-                0.0, name="count", dtype=self.dtype, trainable=False, collections=[]
-            )
+        self.total = _rv.ResourceVariable(
+            0.0, name="total", dtype=self.dtype, trainable=False, collections=[]
+        )
+        self.count = _rv.ResourceVariable(
+            0.0, name="count", dtype=self.dtype, trainable=False, collections=[]
+        )
         self.variables = [self.total, self.count]
+        for v in self.variables:
+            backend.track_variable(v)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         values = cast_ops.cast(self._fn(y_true, y_pred, **self._fn_kwargs), self.dtype)
@@ -157,10 +168,58 @@ class MeanMetricWrapper:
     def reset_ops(self) -> list:
         return [v.initializer for v in self.variables]
 
+    def reset_states(self) -> None:
+        """Zero the running mean (in Keras' session)."""
+        backend.get_session().run(self.reset_ops())
+
+
+class Mean(MeanMetricWrapper):
+    """The running (weighted) mean of the values given to `update_state`."""
+
+    def __init__(self, name="mean", dtype=None):
+        super().__init__(lambda _, values: values, name=name, dtype=dtype)
+
+    def update_state(self, values, sample_weight=None):
+        values = cast_ops.cast(values, self.dtype)
+        return MeanMetricWrapper.update_state(self, None, values, sample_weight)
+
+    def __call__(self, values, sample_weight=None):
+        update = self.update_state(values, sample_weight)
+        with ops.control_dependencies([update]):
+            return array_ops.identity(self.result())
+
+
+def _wrapper_class(cls_name, fn, default_name, **defaults):
+    def __init__(self, name=default_name, dtype=None, **kwargs):
+        MeanMetricWrapper.__init__(self, fn, name=name, dtype=dtype, **{**defaults, **kwargs})
+
+    doc = f"The running mean of `{fn.__name__}` (a stateful metric)."
+    return type(cls_name, (MeanMetricWrapper,), {"__init__": __init__, "__doc__": doc})
+
+
+Accuracy = _wrapper_class("Accuracy", accuracy, "accuracy")
+BinaryAccuracy = _wrapper_class("BinaryAccuracy", binary_accuracy, "binary_accuracy",
+                                threshold=0.5)  # fmt: skip
+CategoricalAccuracy = _wrapper_class("CategoricalAccuracy", categorical_accuracy,
+                                     "categorical_accuracy")  # fmt: skip
+SparseCategoricalAccuracy = _wrapper_class(
+    "SparseCategoricalAccuracy", sparse_categorical_accuracy, "sparse_categorical_accuracy"
+)
+TopKCategoricalAccuracy = _wrapper_class("TopKCategoricalAccuracy", top_k_categorical_accuracy,
+                                         "top_k_categorical_accuracy", k=5)  # fmt: skip
+MeanSquaredError = _wrapper_class("MeanSquaredError", mean_squared_error, "mean_squared_error")
+MeanAbsoluteError = _wrapper_class("MeanAbsoluteError", mean_absolute_error,
+                                   "mean_absolute_error")  # fmt: skip
+BinaryCrossentropy = _wrapper_class("BinaryCrossentropy", binary_crossentropy,
+                                    "binary_crossentropy")  # fmt: skip
+CategoricalCrossentropy = _wrapper_class("CategoricalCrossentropy", categorical_crossentropy,
+                                         "categorical_crossentropy")  # fmt: skip
+
 
 _BY_NAME = {
     f.__name__: f
     for f in (
+        accuracy,
         binary_accuracy,
         categorical_accuracy,
         sparse_categorical_accuracy,

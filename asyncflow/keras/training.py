@@ -160,6 +160,13 @@ class Model(Network):
                     self._metric_tensors.append(metric.update_batch_mean(value))
             for i, (out, name) in enumerate(zip(self.outputs, names, strict=True)):
                 for m in per_metrics[i]:
+                    if isinstance(m, metrics_mod.MeanMetricWrapper):
+                        # A metric object keeps its own state and name.
+                        full = m.name if len(names) == 1 else f"{name}_{m.name}"
+                        self._metrics.append(m)
+                        self._metric_tensors.append(m(self._targets[i], out))
+                        self.metrics_names.append(full)
+                        continue
                     fn, label = _metric_fn(m, loss_fns[i], out)
                     full = label if len(names) == 1 else f"{name}_{label}"
                     metric = metrics_mod.MeanMetricWrapper(fn, name=full)
