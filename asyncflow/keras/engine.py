@@ -4,11 +4,13 @@ A layer is named when it is made ("dense", "dense_1", ... uniquified per graph b
 backend.unique_object_name).  Calling it on graph tensors opens a name scope named after
 it, builds its weights once (resource variables "<scope>/dense/kernel:0" made from
 an initializer function, so their initial values are drawn from the graph seed as TF
-draws them), runs `call`, and records a node: which layer made each output tensor from
-which inputs.  Models walk those nodes back from their outputs to their inputs.
+draws them), runs `call`, and -- when its inputs are Keras tensors (from `Input` or other
+layers) -- records a node: which layer made each output tensor from which inputs.
+Models walk those nodes back from their outputs to their inputs.  Layers held in
+attributes are sublayers: their weights count as the holder's.
 
-Invariant: `weights` is trainable weights then non-trainable weights, each in creation
-order, as Keras lists them (get_weights/set_weights use that order).
+Invariant: a layer's `weights` is its trainable weights then its non-trainable ones,
+each in creation order, as Keras lists them (get_weights/set_weights use that order).
 """
 
 from __future__ import annotations
@@ -17,12 +19,11 @@ import re
 
 import numpy as np
 
-from asyncflow import dtypes, nest, tensor_shape
+from asyncflow import dtypes, nest
 from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow.keras import backend, backend_config
 from asyncflow.keras import initializers as _initializers
-from asyncflow.ops import array_ops
 
 __all__ = ["Layer", "InputLayer", "Input", "InputSpec", "keras_history"]
 
@@ -463,14 +464,3 @@ def Input(  # noqa: N802 - Keras' name
         batch_input_shape=batch_shape,
     )
     return layer.output
-
-
-def input_placeholder_like(array, name=None):
-    """A placeholder for batches shaped like `array` (batch dimension unknown)."""
-    array = np.asarray(array)
-    dtype = backend.floatx() if array.dtype.kind == "f" else dtypes.as_dtype(array.dtype).name
-    return array_ops.placeholder(dtype, shape=(None,) + array.shape[1:], name=name)
-
-
-def unknown_dim_shape(shape) -> tensor_shape.TensorShape:
-    return tensor_shape.TensorShape(shape)
