@@ -486,3 +486,53 @@ def test_more_layers_match_tf():
     assert got["weights"] == want["weights"]
     for g, w in zip(got["values"], want["values"], strict=True):
         _close(g, w)
+
+
+def test_bidirectional():
+    tf.set_random_seed(21)
+    x = tf.keras.Input((4, 3))
+    b = L.Bidirectional(L.LSTM(2, return_sequences=True))
+    b2 = L.Bidirectional(L.GRU(2), merge_mode="sum")
+    b3 = L.Bidirectional(L.SimpleRNN(2, return_state=True), merge_mode="ave")
+    y, y2, y3 = b(x), b2(x), b3(x)
+    # Recorded from TF 2.21.
+    assert [w.name for w in b.weights] == [
+        "bidirectional/forward_lstm/lstm_cell/kernel:0",
+        "bidirectional/forward_lstm/lstm_cell/recurrent_kernel:0",
+        "bidirectional/forward_lstm/lstm_cell/bias:0",
+        "bidirectional/backward_lstm/lstm_cell/kernel:0",
+        "bidirectional/backward_lstm/lstm_cell/recurrent_kernel:0",
+        "bidirectional/backward_lstm/lstm_cell/bias:0",
+    ]
+    assert b2.weights[0].name == "bidirectional_1/forward_gru/gru_cell/kernel:0"
+    assert [y.shape.as_list(), y2.shape.as_list(), [t.shape.as_list() for t in y3]] == [
+        [None, 4, 4],
+        [None, 2],
+        [[None, 2], [None, 2], [None, 2]],
+    ]
+    xv = np.random.RandomState(4).randn(2, 4, 3).astype("float32")
+    got = K.get_session().run([y, y2] + y3, {x: xv})
+    want = [
+        [
+            [
+                [-0.17264281, 0.060463738, -0.11364795, -0.0047106594],
+                [-0.375777, 0.049333975, -0.059995897, -0.058019165],
+                [-0.17475611, 0.09808277, 0.29826814, 0.10959234],
+                [-0.095874876, 0.062142663, 0.15555832, 0.04979732],
+            ],
+            [
+                [-0.20364146, 0.06633563, -0.17668112, -0.0111401575],
+                [0.004512758, -0.052501168, -0.22417912, -0.09729067],
+                [-0.19747803, 0.059032213, -0.18498904, -0.03299905],
+                [-0.2843931, 0.069015004, -0.08667564, -0.00010857567],
+            ],
+        ],
+        [[0.5016426, 0.20180655], [0.31353992, -0.012101218]],
+        [[0.09898025, 0.27292353], [-0.13138503, 0.614662]],
+        [[0.9259105, 0.8757355], [0.71340805, 0.45406255]],
+        [[-0.72795, -0.32988843], [-0.9761781, 0.7752614]],
+    ]
+    for g, w in zip(got, want, strict=True):
+        _close(g, w)
+    with pytest.raises(ValueError, match="Invalid merge mode"):
+        L.Bidirectional(L.LSTM(2), merge_mode="max")

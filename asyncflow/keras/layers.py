@@ -49,7 +49,16 @@ from asyncflow.keras.layers_more import (
     UpSampling2D,
     ZeroPadding2D,
 )
-from asyncflow.keras.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, SimpleRNN, SimpleRNNCell
+from asyncflow.keras.recurrent import (
+    GRU,
+    LSTM,
+    RNN,
+    Bidirectional,
+    GRUCell,
+    LSTMCell,
+    SimpleRNN,
+    SimpleRNNCell,
+)
 from asyncflow.ops import (
     array_ops,
     cast_ops,
@@ -102,6 +111,7 @@ __all__ = [
     "LSTMCell",
     "GRU",
     "GRUCell",
+    "Bidirectional",
     "Conv1D",
     "Convolution1D",
     "Conv2DTranspose",

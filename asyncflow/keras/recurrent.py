@@ -18,7 +18,16 @@ from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import Layer
 from asyncflow.ops import array_ops
 
-__all__ = ["SimpleRNNCell", "LSTMCell", "GRUCell", "RNN", "SimpleRNN", "LSTM", "GRU"]
+__all__ = [
+    "SimpleRNNCell",
+    "LSTMCell",
+    "GRUCell",
+    "RNN",
+    "SimpleRNN",
+    "LSTM",
+    "GRU",
+    "Bidirectional",
+]
 
 
 def _get_regularizer(value):
@@ -274,6 +283,10 @@ def _rnn_layer(cls_name, cell_cls, cell_name, doc):
                         if k in ("name", "input_shape", "batch_input_shape", "batch_size",
                                  "input_dim", "trainable", "weights", "dtype",
                                  "activity_regularizer")}  # fmt: skip
+        # (kept so that Bidirectional can make a forward and a backward copy)
+        self._config = dict(units=units, return_sequences=return_sequences,
+                            return_state=return_state, go_backwards=go_backwards,
+                            stateful=stateful, unroll=unroll, **kwargs)  # fmt: skip
         cell = cell_cls(units, name=cell_name, **kwargs)
         RNN.__init__(self, cell, return_sequences=return_sequences, return_state=return_state,
                      go_backwards=go_backwards, stateful=stateful, unroll=unroll,
@@ -290,3 +303,55 @@ SimpleRNN = _rnn_layer("SimpleRNN", SimpleRNNCell, "simple_rnn_cell",
                        "A fully-connected RNN (see SimpleRNNCell).")  # fmt: skip
 LSTM = _rnn_layer("LSTM", LSTMCell, "lstm_cell", "Keras' v1 LSTM (see LSTMCell).")
 GRU = _rnn_layer("GRU", GRUCell, "gru_cell", "Keras' v1 GRU (see GRUCell).")
+
+
+class Bidirectional(Layer):
+    """Runs a copy of a recurrent layer forwards ("forward_<name>") and one backwards
+    ("backward_<name>", its sequence output re-reversed in time) and merges their
+    outputs: merge_mode 'concat' (default), 'sum', 'ave', 'mul' or None (a list).
+
+    Raises:
+      ValueError: an unknown merge_mode, or a layer that is not SimpleRNN/LSTM/GRU.
+    """
+
+    def __init__(self, layer, merge_mode="concat", weights=None, backward_layer=None, **kwargs):
+        if merge_mode not in ("sum", "mul", "ave", "concat", None):
+            raise ValueError(
+                f"Invalid merge mode. Received: {merge_mode}. Merge mode should be one of "
+                '{"sum", "mul", "ave", "concat", None}'
+            )
+        if not hasattr(layer, "_config"):
+            raise ValueError(f"Bidirectional needs a SimpleRNN, LSTM or GRU layer; got {layer}")
+        super().__init__(**kwargs)
+        config = dict(layer._config)
+        self.forward_layer = type(layer)(**{**config, "name": "forward_" + layer.name})
+        if backward_layer is None:
+            backward = {**config, "go_backwards": not config["go_backwards"]}
+            backward_layer = type(layer)(**{**backward, "name": "backward_" + layer.name})
+        self.backward_layer = backward_layer
+        self.merge_mode = merge_mode
+        self.return_sequences = config["return_sequences"]
+        self.return_state = config["return_state"]
+
+    def call(self, inputs, training=None):
+        y = self.forward_layer(inputs)
+        y_rev = self.backward_layer(inputs)
+        states = []
+        if self.return_state:
+            y, states = y[0], y[1:] + y_rev[1:]
+            y_rev = y_rev[0]
+        if self.return_sequences:
+            y_rev = array_ops.reverse(y_rev, [1])
+        if self.merge_mode == "concat":
+            out = array_ops.concat([y, y_rev], -1)
+        elif self.merge_mode == "sum":
+            out = y + y_rev
+        elif self.merge_mode == "ave":
+            out = (y + y_rev) / 2
+        elif self.merge_mode == "mul":
+            out = y * y_rev
+        else:
+            out = [y, y_rev]
+        if self.return_state:
+            return (out if isinstance(out, list) else [out]) + states
+        return out
