@@ -207,6 +207,21 @@ def test_metric_objects_in_compile_and_standalone():
         _close(h.history[k], v, rtol=0, atol=2e-6)
 
 
+def test_datasets_and_generators_in_fit_match_tf():
+    got, want = cases.run_dataset(tf), RECORDED["dataset"]
+    for key in ("history", "history_generator"):
+        assert sorted(got[key]) == sorted(want[key])
+        for k in want[key]:
+            _close(got[key][k], want[key][k])
+    assert [sorted(lg) for lg in got["batch_logs"]] == [sorted(lg) for lg in want["batch_logs"]]
+    for g, w in zip(got["batch_logs"], want["batch_logs"], strict=True):
+        _close([g[k] for k in sorted(g)], [w[k] for k in sorted(w)])
+    for key in ("evaluate", "predict"):
+        _close(got[key], want[key])
+    for g, w in zip(got["weights"], want["weights"], strict=True):
+        _close(g, w)
+
+
 def _two_layer_sequential():
     return tf.keras.Sequential(
         [L.Dense(4, activation="relu", input_shape=(3,)), L.Dense(2, activation="softmax")]

@@ -194,7 +194,8 @@ class CallbackList:
 
     def __getattr__(self, hook):
         def call(*args):
+            # Hooks get `logs` by keyword, as Keras passes it.
             for cb in self.callbacks:
-                getattr(cb, hook)(*args)
+                getattr(cb, hook)(*args[:-1], logs=args[-1])
 
         return call

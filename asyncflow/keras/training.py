@@ -317,6 +317,13 @@ class Model(Network):
           ValueError: inputs and targets with different numbers of samples, or data that
             does not match the model's inputs/outputs.
         """
+        if training_generator.is_batch_source(x):
+            return self.fit_generator(
+                x, steps_per_epoch=steps_per_epoch, epochs=epochs, verbose=verbose,
+                callbacks=callbacks, validation_data=validation_data,
+                validation_steps=validation_steps, validation_freq=validation_freq,
+                class_weight=class_weight, shuffle=shuffle, initial_epoch=initial_epoch,
+            )  # fmt: skip
         xs = self._inputs_of(x)
         self._ensure_compiled()
         ys = self._targets_of(y)
@@ -424,6 +431,8 @@ class Model(Network):
         Raises:
           RuntimeError: the model was not compiled.
         """
+        if training_generator.is_batch_source(x):
+            return self.evaluate_generator(x, steps=steps)
         xs = self._inputs_of(x)
         self._ensure_compiled()
         ys = self._targets_of(y)
@@ -434,6 +443,8 @@ class Model(Network):
 
     def predict(self, x, batch_size=None, verbose=0, steps=None, callbacks=None, **kwargs):
         """The model's outputs for numpy inputs, batch by batch, concatenated."""
+        if training_generator.is_batch_source(x):
+            return self.predict_generator(x, steps=steps)
         xs = self._inputs_of(x)
         batch_size = batch_size or 32
         parts = []

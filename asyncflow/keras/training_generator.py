@@ -16,10 +16,32 @@ import random
 
 import numpy as np
 
+from asyncflow.data.dataset import Dataset
+from asyncflow.keras import backend
 from asyncflow.keras import callbacks as cbks
 from asyncflow.keras.utils import Sequence
 
-__all__ = ["fit_generator", "evaluate_generator", "predict_generator"]
+__all__ = ["fit_generator", "evaluate_generator", "predict_generator", "is_batch_source"]
+
+
+def is_batch_source(x) -> bool:
+    """Whether `fit`/`evaluate`/`predict` should read `x` batch by batch: a generator, a
+    Sequence or a tf.data Dataset."""
+    return isinstance(x, (Sequence, Dataset)) or (
+        hasattr(x, "__next__") and hasattr(x, "__iter__")
+    )
+
+
+class _DatasetBatches:
+    """A Dataset's batches, read in Keras' session through one iterator (made once per
+    fit/evaluate/predict call, read on across its epochs)."""
+
+    def __init__(self, dataset):
+        with backend.get_graph().as_default():
+            self._next = dataset.make_one_shot_iterator().get_next()
+
+    def __next__(self):
+        return backend.get_session().run(self._next)
 
 
 def sample_weights(ys, sample_weight, class_weight):
@@ -54,6 +76,8 @@ def _batches(data, steps, shuffle):
     Raises:
       ValueError: a generator without `steps`.
     """
+    if isinstance(data, Dataset):
+        data = _DatasetBatches(data)
     if isinstance(data, Sequence):
         order = list(range(len(data)))
         if shuffle:
@@ -80,6 +104,7 @@ def _unpack(batch):
 
 
 def _run_batches(model, mode, data, steps, shuffle, cb=None) -> list:
+    by_steps = isinstance(data, Dataset)
     batches, steps = _batches(data, steps, shuffle)
     totals, seen = None, 0
     for step, batch in enumerate(batches):
@@ -88,15 +113,17 @@ def _run_batches(model, mode, data, steps, shuffle, cb=None) -> list:
         model._ensure_compiled()
         ys = model._targets_of(y)
         if cb is not None:
-            cb.on_train_batch_begin(step, {"batch": step, "size": len(xs[0])})
+            cb.on_train_batch_begin(step, {"batch": step, "size": 1 if by_steps else len(xs[0])})
         outs = model._run(mode, xs, ys, sample_weights(ys, sample_weight, None))
         if totals is None:
             totals = [0.0] * len(outs)
-        totals[0] += np.float64(outs[0]) * len(xs[0])
+        # A Dataset's steps count as one sample each (a plain mean), as TF1's Keras does.
+        size = 1 if by_steps else len(xs[0])
+        totals[0] += np.float64(outs[0]) * size
         totals[1:] = outs[1:]
-        seen += len(xs[0])
+        seen += size
         if cb is not None:
-            logs = {"batch": step, "size": len(xs[0])}
+            logs = {"batch": step, "size": size}
             logs.update((k, float(v)) for k, v in zip(model.metrics_names, outs, strict=True))
             cb.on_train_batch_end(step, logs)
     totals[0] /= seen
