@@ -222,6 +222,29 @@ def test_datasets_and_generators_in_fit_match_tf():
         _close(g, w)
 
 
+def test_learning_rate_scheduler_and_model_checkpoint(tmp_path):
+    rng = np.random.RandomState(8)
+    x = rng.randn(10, 3).astype("float32")
+    y = rng.randn(10, 1).astype("float32")
+    tf.set_random_seed(2)
+    m = tf.keras.Sequential([L.Dense(2, activation="tanh", input_shape=(3,)), L.Dense(1)])
+    m.compile(tf.keras.optimizers.SGD(0.1), "mse")
+    cbs = [
+        tf.keras.callbacks.LearningRateScheduler(lambda e, lr: lr * 0.5),
+        tf.keras.callbacks.ModelCheckpoint(
+            str(tmp_path / "w-{epoch:02d}-{loss:.2f}"), monitor="loss", save_best_only=True,
+            save_weights_only=True,
+        ),
+    ]  # fmt: skip
+    h = m.fit(x, y, batch_size=5, epochs=3, verbose=0, shuffle=False, callbacks=cbs)
+    # Recorded from TF 2.21.
+    _close(h.history["loss"], [0.6770812124013901, 0.6065268516540527, 0.5798203349113464])
+    _close(h.history["lr"], [0.05, 0.025, 0.0125])
+    _close(m.get_weights()[3], [-0.03847554326057434])
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".index"))
+    assert names == ["w-01-0.68.index", "w-02-0.61.index", "w-03-0.58.index"]
+
+
 def _two_layer_sequential():
     return tf.keras.Sequential(
         [L.Dense(4, activation="relu", input_shape=(3,)), L.Dense(2, activation="softmax")]

@@ -1,5 +1,6 @@
 """`tf.keras.callbacks`: the Callback base, History (what `fit` returns), LambdaCallback,
-EarlyStopping, and the console logger behind `verbose`.
+EarlyStopping, LearningRateScheduler, ModelCheckpoint (weights only), TerminateOnNaN, and
+the console logger behind `verbose`.
 
 `fit` calls, in order: on_train_begin, then per epoch on_epoch_begin, per batch
 on_train_batch_begin/end (logs: batch, size, loss and metrics), on_epoch_end (logs:
@@ -12,7 +13,16 @@ import sys
 
 import numpy as np
 
-__all__ = ["Callback", "History", "LambdaCallback", "EarlyStopping", "CallbackList"]
+__all__ = [
+    "Callback",
+    "History",
+    "LambdaCallback",
+    "EarlyStopping",
+    "LearningRateScheduler",
+    "ModelCheckpoint",
+    "TerminateOnNaN",
+    "CallbackList",
+]
 
 
 class Callback:
@@ -199,3 +209,105 @@ class CallbackList:
                 getattr(cb, hook)(*args[:-1], logs=args[-1])
 
         return call
+
+
+class LearningRateScheduler(Callback):
+    """Sets the optimizer's learning rate to `schedule(epoch, lr)` (or `schedule(epoch)`)
+    when each epoch begins.
+
+    Raises:
+      ValueError: the schedule returned something other than a float.
+    """
+
+    def __init__(self, schedule, verbose=0):
+        super().__init__()
+        self.schedule, self.verbose = schedule, verbose
+
+    def on_epoch_begin(self, epoch, logs=None):
+        from asyncflow.keras import backend
+
+        lr_var = self.model.optimizer.lr
+        try:
+            lr = self.schedule(epoch, float(backend.get_value(lr_var)))
+        except TypeError:  # a schedule of the epoch only
+            lr = self.schedule(epoch)
+        if not isinstance(lr, (float, int, np.floating, np.integer)):
+            raise ValueError(f'The output of the "schedule" function should be float. Got: {lr}')
+        backend.set_value(lr_var, float(lr))
+        if self.verbose > 0:
+            print(f"\nEpoch {epoch + 1}: LearningRateScheduler setting learning rate to {lr}.")
+
+    def on_epoch_end(self, epoch, logs=None):
+        from asyncflow.keras import backend
+
+        if logs is not None:
+            logs["lr"] = float(backend.get_value(self.model.optimizer.lr))
+
+
+class ModelCheckpoint(Callback):
+    """Saves the model's weights (TF checkpoint format) after each epoch, or only when
+    `monitor` improves (`save_best_only`); `filepath` may hold `{epoch:02d}` and log
+    fields such as `{val_loss:.2f}`.
+
+    Raises:
+      NotImplementedError: save_weights_only=False (whole-model files need HDF5).
+    """
+
+    def __init__(
+        self,
+        filepath,
+        monitor="val_loss",
+        verbose=0,
+        save_best_only=False,
+        save_weights_only=False,
+        mode="auto",
+        save_freq="epoch",
+        period=1,
+        **kwargs,
+    ):
+        super().__init__()
+        if not save_weights_only:
+            raise NotImplementedError(
+                "ModelCheckpoint(save_weights_only=False) needs whole-model saving, which "
+                "asyncflow's Keras does not have; pass save_weights_only=True"
+            )
+        self.filepath, self.monitor, self.verbose = str(filepath), monitor, verbose
+        self.save_best_only, self.period = save_best_only, period
+        if mode == "max" or (
+            mode == "auto" and ("acc" in monitor or monitor.startswith("fmeasure"))
+        ):
+            self.monitor_op, self.best = np.greater, -np.inf
+        else:
+            self.monitor_op, self.best = np.less, np.inf
+        self._since_last = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        self._since_last += 1
+        if self._since_last < self.period:
+            return
+        self._since_last = 0
+        path = self.filepath.format(epoch=epoch + 1, **logs)
+        if self.save_best_only:
+            current = logs.get(self.monitor)
+            if current is None or not self.monitor_op(current, self.best):
+                return
+            if self.verbose > 0:
+                print(
+                    f"\nEpoch {epoch + 1}: {self.monitor} improved from {self.best:.5f} to "
+                    f"{current:.5f}, saving model to {path}"
+                )
+            self.best = current
+        elif self.verbose > 0:
+            print(f"\nEpoch {epoch + 1}: saving model to {path}")
+        self.model.save_weights(path)
+
+
+class TerminateOnNaN(Callback):
+    """Stops training when a batch loss is NaN or infinite."""
+
+    def on_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not np.isfinite(loss):
+            print(f"Batch {batch}: Invalid loss, terminating training")
+            self.model.stop_training = True

@@ -341,7 +341,7 @@ class Model(Network):
         batch_size = batch_size or 32
         n = len(xs[0])
         history = cbks.History()
-        cb_list = [history] + list(callbacks or [])
+        cb_list = list(callbacks or []) + [history]
         if verbose:
             cb_list.append(cbks.ProgbarLogger(verbose))
             print(

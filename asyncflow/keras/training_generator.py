@@ -146,7 +146,7 @@ def fit_generator(
 ):
     """Train on batches from `generator`; returns the History callback."""
     history = cbks.History()
-    cb_list = [history] + list(callbacks or [])
+    cb_list = list(callbacks or []) + [history]
     if verbose:
         cb_list.append(cbks.ProgbarLogger(verbose))
     steps = (
