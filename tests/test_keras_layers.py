@@ -536,3 +536,44 @@ def test_bidirectional():
         _close(g, w)
     with pytest.raises(ValueError, match="Invalid merge mode"):
         L.Bidirectional(L.LSTM(2), merge_mode="max")
+
+
+def test_noise_layers_follow_learning_phase_and_seeds():
+    tf.set_random_seed(3)
+    x = tf.placeholder(tf.float32, [None, 2, 2, 3])
+    outs = [L.GaussianNoise(0.5)(x), L.GaussianDropout(0.3)(x), L.SpatialDropout2D(0.5)(x),
+            L.SpatialDropout1D(0.5)(x[:, 0])]  # fmt: skip
+    xv = np.ones((2, 2, 2, 3), np.float32)
+    sess = K.get_session()
+    for got in sess.run(outs, {x: xv}):
+        _close(got, np.ones_like(got))
+    # Training draws, recorded from TF 2.21 (graph seed 3).
+    want = [
+        [
+            [
+                [[0.06764102, 1.4013225, 0.7783914], [1.0690835, 1.4919407, 0.44209802]],
+                [[1.2031889, 1.1412954, 1.4068623], [1.567183, 0.765627, 1.0463424]],
+            ],
+            [
+                [[0.87708133, 0.90350926, -0.11014485], [1.138627, 1.6175203, 0.7729601]],
+                [[1.0305594, 1.1212121, 1.4072909], [1.0195707, 0.48427254, 1.1355171]],
+            ],
+        ],
+        [
+            [
+                [[0.98459214, 0.5364766, 1.5176152], [1.3672664, 0.03733319, -0.054008245]],
+                [[1.7201505, 0.33170354, 0.55485857], [1.7009363, 1.2664881, 2.1287413]],
+            ],
+            [
+                [[0.5227424, 1.6412215, 0.6150906], [1.5516517, 0.71340835, 0.81620246]],
+                [[0.5778023, 1.1308756, -0.46444714], [1.40955, 0.89314497, -0.32864165]],
+            ],
+        ],
+        [
+            [[[2.0, 0.0, 0.0], [2.0, 0.0, 0.0]], [[2.0, 0.0, 0.0], [2.0, 0.0, 0.0]]],
+            [[[2.0, 0.0, 2.0], [2.0, 0.0, 2.0]], [[2.0, 0.0, 2.0], [2.0, 0.0, 2.0]]],
+        ],
+        [[[0.0, 2.0, 2.0], [0.0, 2.0, 2.0]], [[2.0, 2.0, 0.0], [2.0, 2.0, 0.0]]],
+    ]
+    for got, w in zip(sess.run(outs, {x: xv, K.learning_phase(): True}), want, strict=True):
+        _close(got, w)

@@ -32,6 +32,8 @@ from asyncflow.keras.layers_more import (
     Conv2DTranspose,
     Convolution1D,
     Cropping2D,
+    GaussianDropout,
+    GaussianNoise,
     GlobalAveragePooling1D,
     GlobalAveragePooling2D,
     GlobalAvgPool2D,
@@ -45,6 +47,8 @@ from asyncflow.keras.layers_more import (
     ReLU,
     RepeatVector,
     Softmax,
+    SpatialDropout1D,
+    SpatialDropout2D,
     TimeDistributed,
     UpSampling2D,
     ZeroPadding2D,
@@ -136,6 +140,10 @@ __all__ = [
     "Cropping2D",
     "ActivityRegularization",
     "TimeDistributed",
+    "GaussianNoise",
+    "GaussianDropout",
+    "SpatialDropout1D",
+    "SpatialDropout2D",
 ]
 
 

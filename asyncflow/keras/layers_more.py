@@ -1,6 +1,7 @@
 """More `tf.keras.layers`: 1-D convolution and pooling, global pooling, transposed
 2-D convolution, activation layers (ReLU, LeakyReLU, ELU, Softmax), and shape layers
-(Permute, RepeatVector, ZeroPadding2D, UpSampling2D, Cropping2D), plus
+(Permute, RepeatVector, ZeroPadding2D, UpSampling2D, Cropping2D), TimeDistributed,
+the noise layers (GaussianNoise, GaussianDropout, SpatialDropout1D/2D) and
 ActivityRegularization.  Same conventions as layers.py (channels_last by default)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from asyncflow import tensor_shape
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import InputSpec, Layer
-from asyncflow.ops import array_ops, conv_ops, nn_ops, pooling_ops, reduction_ops
+from asyncflow.ops import array_ops, conv_ops, nn_ops, pooling_ops, random_ops, reduction_ops
 
 __all__ = [
     "Conv1D",
@@ -36,6 +37,10 @@ __all__ = [
     "Cropping2D",
     "ActivityRegularization",
     "TimeDistributed",
+    "GaussianNoise",
+    "GaussianDropout",
+    "SpatialDropout1D",
+    "SpatialDropout2D",
 ]
 
 
@@ -453,3 +458,78 @@ MaxPool1D = MaxPooling1D
 AvgPool1D = AveragePooling1D
 GlobalAvgPool2D = GlobalAveragePooling2D
 GlobalMaxPool2D = GlobalMaxPooling2D
+
+
+class GaussianNoise(Layer):
+    """Adds N(0, stddev) noise in training (seeded like any graph op: `seed`, else the
+    graph seed's counter); the identity otherwise."""
+
+    def __init__(self, stddev, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.stddev, self.seed = stddev, seed
+
+    def call(self, inputs, training=None):
+        def noised():
+            noise = random_ops.random_normal(array_ops.shape(inputs), mean=0.0,
+                                             stddev=self.stddev, dtype=inputs.dtype,
+                                             seed=self.seed)  # fmt: skip
+            return inputs + noise
+
+        return backend.in_train_phase(noised, inputs, training=training)
+
+
+class GaussianDropout(Layer):
+    """Multiplies by N(1, sqrt(rate / (1 - rate))) noise in training."""
+
+    def __init__(self, rate, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.rate, self.seed = rate, seed
+
+    def call(self, inputs, training=None):
+        if not 0 < self.rate < 1:
+            return inputs
+
+        def noised():
+            stddev = (self.rate / (1.0 - self.rate)) ** 0.5
+            noise = random_ops.random_normal(array_ops.shape(inputs), mean=1.0, stddev=stddev,
+                                             dtype=inputs.dtype, seed=self.seed)  # fmt: skip
+            return inputs * noise
+
+        return backend.in_train_phase(noised, inputs, training=training)
+
+
+class _SpatialDropout(Layer):
+    """Dropout of whole feature maps: one keep/drop draw per (sample, channel)."""
+
+    def __init__(self, rate, data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = rate
+        self.data_format = data_format or backend.image_data_format()
+
+    def call(self, inputs, training=None):
+        from asyncflow.ops import nn_impl
+
+        shape = array_ops.shape(inputs)
+        rank = inputs.shape.ndims
+        ones = [1] * (rank - 2)
+        if self.data_format == "channels_first":
+            noise_shape = array_ops.stack([shape[0], shape[1]] + ones)
+        else:
+            noise_shape = array_ops.stack([shape[0]] + ones + [shape[rank - 1]])
+
+        def dropped():
+            return nn_impl.dropout(inputs, noise_shape=noise_shape, rate=self.rate)
+
+        return backend.in_train_phase(dropped, lambda: array_ops.identity(inputs),
+                                      training=training)  # fmt: skip
+
+
+class SpatialDropout1D(_SpatialDropout):
+    """Drops whole channels of (batch, steps, channels) inputs in training."""
+
+    def __init__(self, rate, **kwargs):
+        super().__init__(rate, data_format="channels_last", **kwargs)
+
+
+class SpatialDropout2D(_SpatialDropout):
+    """Drops whole feature maps of 4-D inputs in training."""
