@@ -245,6 +245,31 @@ def test_learning_rate_scheduler_and_model_checkpoint(tmp_path):
     assert names == ["w-01-0.68.index", "w-02-0.61.index", "w-03-0.58.index"]
 
 
+def test_reduce_lr_on_plateau_and_csv_logger(tmp_path):
+    rng = np.random.RandomState(8)
+    x = rng.randn(10, 3).astype("float32")
+    y = rng.randn(10, 1).astype("float32")
+    tf.set_random_seed(2)
+    m = tf.keras.Sequential([L.Dense(2, activation="tanh", input_shape=(3,)), L.Dense(1)])
+    m.compile(tf.keras.optimizers.SGD(1.5), "mse", metrics=["mae"])
+    cbs = [
+        tf.keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=1,
+                                             min_delta=0.01),
+        tf.keras.callbacks.CSVLogger(str(tmp_path / "log.csv")),
+    ]  # fmt: skip
+    h = m.fit(x, y, batch_size=5, epochs=5, verbose=0, shuffle=False, callbacks=cbs)
+    # Recorded from TF 2.21 (a learning rate that makes the loss blow up, then halves).
+    _close(h.history["loss"], [1.35512, 67.02176, 4250.89441, 2684.7572, 2.63119], rtol=2e-5)
+    assert h.history["lr"] == [1.5, 1.5, 0.75, 0.375, 0.1875]
+    assert all(isinstance(v, np.float32) for v in h.history["lr"])
+    lines = (tmp_path / "log.csv").read_text().splitlines()
+    assert len(lines) == 6
+    assert lines[0] == "epoch,loss,lr,mean_absolute_error,val_loss,val_lr,val_mean_absolute_error"
+    assert lines[1].startswith("0,1.355") and lines[1].endswith(",NA,NA,NA")
+    with pytest.raises(ValueError, match="does not support a factor >= 1.0"):
+        tf.keras.callbacks.ReduceLROnPlateau(factor=2.0)
+
+
 def _two_layer_sequential():
     return tf.keras.Sequential(
         [L.Dense(4, activation="relu", input_shape=(3,)), L.Dense(2, activation="softmax")]

@@ -1,6 +1,6 @@
 """`tf.keras.callbacks`: the Callback base, History (what `fit` returns), LambdaCallback,
-EarlyStopping, LearningRateScheduler, ModelCheckpoint (weights only), TerminateOnNaN, and
-the console logger behind `verbose`.
+EarlyStopping, LearningRateScheduler, ReduceLROnPlateau, ModelCheckpoint (weights only),
+CSVLogger, TerminateOnNaN, and the console logger behind `verbose`.
 
 `fit` calls, in order: on_train_begin, then per epoch on_epoch_begin, per batch
 on_train_batch_begin/end (logs: batch, size, loss and metrics), on_epoch_end (logs:
@@ -21,6 +21,8 @@ __all__ = [
     "LearningRateScheduler",
     "ModelCheckpoint",
     "TerminateOnNaN",
+    "ReduceLROnPlateau",
+    "CSVLogger",
     "CallbackList",
 ]
 
@@ -241,7 +243,7 @@ class LearningRateScheduler(Callback):
         from asyncflow.keras import backend
 
         if logs is not None:
-            logs["lr"] = float(backend.get_value(self.model.optimizer.lr))
+            logs["lr"] = backend.get_value(self.model.optimizer.lr)
 
 
 class ModelCheckpoint(Callback):
@@ -311,3 +313,112 @@ class TerminateOnNaN(Callback):
         if loss is not None and not np.isfinite(loss):
             print(f"Batch {batch}: Invalid loss, terminating training")
             self.model.stop_training = True
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiplies the learning rate by `factor` when `monitor` has not improved by
+    `min_delta` for `patience` epochs (then waits `cooldown` epochs), never below
+    `min_lr`; records the rate in the logs as "lr".
+
+    Raises:
+      ValueError: factor >= 1.
+    """
+
+    def __init__(
+        self,
+        monitor="val_loss",
+        factor=0.1,
+        patience=10,
+        verbose=0,
+        mode="auto",
+        min_delta=1e-4,
+        cooldown=0,
+        min_lr=0,
+        **kwargs,
+    ):
+        super().__init__()
+        if factor >= 1.0:
+            raise ValueError(f"ReduceLROnPlateau does not support a factor >= 1.0. Got {factor}")
+        self.monitor, self.factor, self.patience, self.verbose = monitor, factor, patience, verbose
+        self.min_delta, self.cooldown, self.min_lr = min_delta, cooldown, min_lr
+        self.mode = mode if mode in ("auto", "min", "max") else "auto"
+        self._reset()
+
+    def _reset(self) -> None:
+        if self.mode == "min" or (self.mode == "auto" and "acc" not in self.monitor):
+            self.monitor_op = lambda a, b: np.less(a, b - self.min_delta)
+            self.best = np.inf
+        else:
+            self.monitor_op = lambda a, b: np.greater(a, b + self.min_delta)
+            self.best = -np.inf
+        self.cooldown_counter = 0
+        self.wait = 0
+
+    def on_train_begin(self, logs=None):
+        self._reset()
+
+    def on_epoch_end(self, epoch, logs=None):
+        from asyncflow.keras import backend
+
+        logs = logs if logs is not None else {}
+        logs["lr"] = backend.get_value(self.model.optimizer.lr)
+        current = logs.get(self.monitor)
+        if current is None:
+            return
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.wait = 0
+        if self.monitor_op(current, self.best):
+            self.best = current
+            self.wait = 0
+        elif self.cooldown_counter <= 0:
+            self.wait += 1
+            if self.wait >= self.patience:
+                old_lr = backend.get_value(self.model.optimizer.lr)
+                if old_lr > np.float32(self.min_lr):
+                    new_lr = max(old_lr * self.factor, self.min_lr)
+                    backend.set_value(self.model.optimizer.lr, new_lr)
+                    if self.verbose > 0:
+                        print(
+                            f"\nEpoch {epoch + 1}: ReduceLROnPlateau reducing learning rate "
+                            f"to {new_lr}."
+                        )
+                    self.cooldown_counter = self.cooldown
+                    self.wait = 0
+
+
+class CSVLogger(Callback):
+    """Writes each epoch's logs to a CSV file: a header "epoch,<sorted keys>", then one
+    row per epoch."""
+
+    def __init__(self, filename, separator=",", append=False):
+        super().__init__()
+        self.filename, self.sep, self.append = str(filename), separator, append
+        self._file, self.keys = None, None
+
+    def on_train_begin(self, logs=None):
+        import os
+
+        self._header = not (
+            self.append and os.path.exists(self.filename) and os.path.getsize(self.filename) > 0
+        )
+        self._file = open(self.filename, "a" if self.append else "w")  # noqa: SIM115
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self.keys is None:
+            self.keys = sorted(logs)
+            # Keras reserves val_ columns ("NA") when the first epoch had none.
+            if not any(k.startswith("val_") for k in self.keys):
+                self.keys += ["val_" + k for k in self.keys]
+        if self._header:
+            self._file.write(self.sep.join(["epoch"] + self.keys) + "\n")
+            self._header = False
+        values = [str(epoch)] + [str(logs.get(k, "NA")) for k in self.keys]
+        self._file.write(self.sep.join(values) + "\n")
+        self._file.flush()
+
+    def on_train_end(self, logs=None):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
