@@ -469,6 +469,22 @@ def test_recurrent_layers():
     _close(lstm.get_weights()[2], [0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
 
 
+def test_separable_and_depthwise_conv_match_tf():
+    import json
+    import pathlib
+    import sys
+
+    fixtures = pathlib.Path(__file__).parent / "fixtures"
+    sys.path.insert(0, str(fixtures))
+    import keras_model_cases as cases
+
+    want = json.loads((fixtures / "keras_model_tf.json").read_text())["separable"]
+    got = cases.run_separable(tf)
+    assert got["shapes"] == want["shapes"] and got["weights"] == want["weights"]
+    for g, w in zip(got["values"], want["values"], strict=True):
+        _close(g, w)
+
+
 def test_more_layers_match_tf():
     # Conv1D/Conv2DTranspose/pooling/activation/shape layers against TF 2.21's outputs
     # (tests/fixtures/keras_model_tf.json, recorded by record_keras_model_tf.py).

@@ -32,6 +32,7 @@ from asyncflow.keras.layers_more import (
     Conv2DTranspose,
     Convolution1D,
     Cropping2D,
+    DepthwiseConv2D,
     GaussianDropout,
     GaussianNoise,
     GlobalAveragePooling1D,
@@ -46,6 +47,7 @@ from asyncflow.keras.layers_more import (
     Permute,
     ReLU,
     RepeatVector,
+    SeparableConv2D,
     Softmax,
     SpatialDropout1D,
     SpatialDropout2D,
@@ -144,6 +146,8 @@ __all__ = [
     "GaussianDropout",
     "SpatialDropout1D",
     "SpatialDropout2D",
+    "DepthwiseConv2D",
+    "SeparableConv2D",
 ]
 
 

@@ -1,8 +1,8 @@
-"""More `tf.keras.layers`: 1-D convolution and pooling, global pooling, transposed
-2-D convolution, activation layers (ReLU, LeakyReLU, ELU, Softmax), and shape layers
-(Permute, RepeatVector, ZeroPadding2D, UpSampling2D, Cropping2D), TimeDistributed,
-the noise layers (GaussianNoise, GaussianDropout, SpatialDropout1D/2D) and
-ActivityRegularization.  Same conventions as layers.py (channels_last by default)."""
+"""More `tf.keras.layers`: 1-D convolution and pooling, global pooling, transposed,
+depthwise and separable 2-D convolutions, activation layers (ReLU, LeakyReLU, ELU,
+Softmax), shape layers (Permute, RepeatVector, ZeroPadding2D, UpSampling2D, Cropping2D),
+TimeDistributed, the noise layers (GaussianNoise, GaussianDropout, SpatialDropout1D/2D)
+and ActivityRegularization.  Same conventions as layers.py (channels_last by default)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ __all__ = [
     "GaussianDropout",
     "SpatialDropout1D",
     "SpatialDropout2D",
+    "DepthwiseConv2D",
+    "SeparableConv2D",
 ]
 
 
@@ -533,3 +535,90 @@ class SpatialDropout1D(_SpatialDropout):
 
 class SpatialDropout2D(_SpatialDropout):
     """Drops whole feature maps of 4-D inputs in training."""
+
+
+class DepthwiseConv2D(_ConvBase):
+    """Depthwise 2-D convolution: each input channel convolved with its own
+    `depth_multiplier` filters; depthwise_kernel (height, width, in, depth_multiplier)."""
+
+    def __init__(self, kernel_size, strides=(1, 1), padding="valid", depth_multiplier=1,
+                 depthwise_initializer="glorot_uniform", depthwise_regularizer=None,
+                 depthwise_constraint=None, **kwargs):  # fmt: skip
+        super().__init__(0, kernel_size, 2, strides=strides, padding=padding, **kwargs)
+        self.depth_multiplier = int(depth_multiplier)
+        self.depthwise_initializer = _init.get(depthwise_initializer)
+        self.depthwise_regularizer = _get("regularizer", depthwise_regularizer)
+        self.depthwise_constraint = _get("constraint", depthwise_constraint)
+        self.input_spec = InputSpec(ndim=4)
+
+    def build(self, input_shape) -> None:
+        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        self.depthwise_kernel = self.add_weight(
+            "depthwise_kernel", shape=self.kernel_size + (channels, self.depth_multiplier),
+            initializer=self.depthwise_initializer, regularizer=self.depthwise_regularizer,
+            constraint=self.depthwise_constraint,
+        )  # fmt: skip
+        self.filters = channels * self.depth_multiplier
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                "bias", shape=(self.filters,), initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer, constraint=self.bias_constraint,
+            )  # fmt: skip
+        self.built = True
+
+    def call(self, inputs):
+        out = conv_ops.depthwise_conv2d(
+            inputs, self.depthwise_kernel, strides=[1, *self.strides, 1],
+            padding=self.padding.upper(), dilations=list(self.dilation_rate),
+        )  # fmt: skip
+        return self._finish(out)
+
+
+class SeparableConv2D(_ConvBase):
+    """Depthwise then pointwise (1x1) 2-D convolution: depthwise_kernel (height, width,
+    in, depth_multiplier), pointwise_kernel (1, 1, in * depth_multiplier, filters)."""
+
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
+                 depth_multiplier=1, depthwise_initializer="glorot_uniform",
+                 pointwise_initializer="glorot_uniform", depthwise_regularizer=None,
+                 pointwise_regularizer=None, depthwise_constraint=None,
+                 pointwise_constraint=None, **kwargs):  # fmt: skip
+        super().__init__(filters, kernel_size, 2, strides=strides, padding=padding, **kwargs)
+        self.depth_multiplier = int(depth_multiplier)
+        self.depthwise_initializer = _init.get(depthwise_initializer)
+        self.pointwise_initializer = _init.get(pointwise_initializer)
+        self.depthwise_regularizer = _get("regularizer", depthwise_regularizer)
+        self.pointwise_regularizer = _get("regularizer", pointwise_regularizer)
+        self.depthwise_constraint = _get("constraint", depthwise_constraint)
+        self.pointwise_constraint = _get("constraint", pointwise_constraint)
+        self.input_spec = InputSpec(ndim=4)
+
+    def build(self, input_shape) -> None:
+        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        self.depthwise_kernel = self.add_weight(
+            "depthwise_kernel", shape=self.kernel_size + (channels, self.depth_multiplier),
+            initializer=self.depthwise_initializer, regularizer=self.depthwise_regularizer,
+            constraint=self.depthwise_constraint,
+        )  # fmt: skip
+        self.pointwise_kernel = self.add_weight(
+            "pointwise_kernel", shape=(1, 1, channels * self.depth_multiplier, self.filters),
+            initializer=self.pointwise_initializer, regularizer=self.pointwise_regularizer,
+            constraint=self.pointwise_constraint,
+        )  # fmt: skip
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                "bias", shape=(self.filters,), initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer, constraint=self.bias_constraint,
+            )  # fmt: skip
+        self.built = True
+
+    def call(self, inputs):
+        from asyncflow import nn_composites
+
+        out = nn_composites.separable_conv2d(
+            inputs, self.depthwise_kernel, self.pointwise_kernel, strides=[1, *self.strides, 1],
+            padding=self.padding.upper(), rate=list(self.dilation_rate),
+        )  # fmt: skip
+        return self._finish(out)
