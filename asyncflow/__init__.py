@@ -226,6 +226,7 @@ from asyncflow import (  # noqa: E402
     feature_column,
     image,
     initializers,
+    keras,
     layers,
     linalg_dispatch,
     linalg_extras,
