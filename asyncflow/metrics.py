@@ -141,7 +141,10 @@ def mean(values, weights=None, metrics_collections=None, updates_collections=Non
             values = math_ops.multiply(values, weights)
             num = reduction_ops.reduce_sum(weights)
         update_total = state_ops.assign_add(total, reduction_ops.reduce_sum(values))
-        update_count = state_ops.assign_add(count, num)
+        # The count waits for the values (as TF's): a step whose input fails (the end of
+        # an evaluation's data) must not count values it never produced.
+        with ops.control_dependencies([values]):
+            update_count = state_ops.assign_add(count, num)
         value = _safe_div(total, math_ops.maximum(count, 0.0), name="value")
         update = _safe_div(update_total, math_ops.maximum(update_count, 0.0), name="update_op")
         return _finish(value, update, metrics_collections, updates_collections)

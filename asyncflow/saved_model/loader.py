@@ -37,7 +37,7 @@ def _saved_model_path(export_dir: str) -> str | None:
 
 def maybe_saved_model_directory(export_dir) -> bool:
     """Whether `export_dir` looks like a SavedModel directory."""
-    return _saved_model_path(os.fspath(export_dir)) is not None
+    return _saved_model_path(os.fsdecode(export_dir)) is not None
 
 
 def read_saved_model(export_dir) -> SavedModel:
@@ -47,7 +47,7 @@ def read_saved_model(export_dir) -> SavedModel:
       OSError: there is neither file.
       DataLossError: too large or unparsable.
     """
-    export_dir = os.fspath(export_dir)
+    export_dir = os.fsdecode(export_dir)  # TF accepts bytes too (export_saved_model returns them)
     path = _saved_model_path(export_dir)
     if path is None:
         raise OSError(
@@ -103,7 +103,7 @@ def load(sess, tags, export_dir, import_scope=None, **saver_kwargs):
       DataLossError: a corrupt saved_model.pb or checkpoint.
       RuntimeError: no meta graph with exactly these tags.
     """
-    export_dir = os.fspath(export_dir)
+    export_dir = os.fsdecode(export_dir)  # TF accepts bytes too (export_saved_model returns them)
     mg = _find(read_saved_model(export_dir), tags)
     with sess.graph.as_default():
         saver = saver_mod.import_meta_graph(mg, import_scope=import_scope, **saver_kwargs)

@@ -380,7 +380,7 @@ def _create_slot_var(primary, val, shape, dtype, validate_shape: bool):
     partitioner = scope.partitioner
     scope.set_partitioner(None)
     try:
-        return variable_scope.get_variable(
+        slot = variable_scope.get_variable(
             "",
             initializer=val,
             trainable=False,
@@ -391,6 +391,34 @@ def _create_slot_var(primary, val, shape, dtype, validate_shape: bool):
         )
     finally:
         scope.set_partitioner(partitioner)
+    _set_slot_slice_info(primary, slot)
+    return slot
+
+
+def _set_slot_slice_info(primary, slot) -> None:
+    """A slice of a partitioned primary is saved as a slice of "<full name>/<slot>" (TF's).
+
+    TF takes the slot's name from the slot's op name minus the primary's op name and
+    a '/', by length; when the slot was made under an extra scope (the canned
+    estimators' optimizers run inside their model's scope) that cuts the name
+    mid-word ('dnn/hiddenlayer_0/kernel/t_0/Adagrad'), and checkpoints carry those
+    names, so the same rule is kept here.
+    """
+    info = getattr(primary, "_save_slice_info", None)
+    if info is None:
+        return
+    n = slot.shape.ndims
+    if n is not None and n == 0:
+        return
+    real_slot_name = slot.op.name[len(primary.op.name + "/") :]
+    slot._set_save_slice_info(
+        Variable.SaveSliceInfo(
+            info.full_name + "/" + real_slot_name,
+            info.full_shape[:n],
+            info.var_offset[:n],
+            info.var_shape[:n],
+        )
+    )
 
 
 def create_slot(primary, val, name: str, colocate_with_primary: bool = True):

@@ -1,0 +1,1 @@
+"""The canned estimators: linear and DNN classifiers and regressors over feature columns."""

@@ -1,0 +1,41 @@
+"""`tf.keras` in TF1 graph mode (a core subset of Keras 2, `tf.compat.v1.keras`).
+
+Layers are callables on graph tensors; `Sequential` and functional `Model` compile to
+graph ops and run in Keras' backend session (`backend.get_session()`), as TF1's
+`tf.keras` does when v2 behaviour is disabled.
+"""
+
+from asyncflow.keras import (
+    activations,
+    backend,
+    callbacks,
+    constraints,
+    initializers,
+    layers,
+    losses,
+    metrics,
+    models,
+    optimizers,
+    regularizers,
+    utils,
+)
+from asyncflow.keras.engine import Input
+from asyncflow.keras.training import Model, Sequential
+
+__all__ = [
+    "activations",
+    "backend",
+    "callbacks",
+    "constraints",
+    "initializers",
+    "layers",
+    "losses",
+    "metrics",
+    "models",
+    "optimizers",
+    "regularizers",
+    "utils",
+    "Input",
+    "Model",
+    "Sequential",
+]

@@ -1,0 +1,466 @@
+"""Keras' `Layer` base in TF1 graph mode, its call history, `InputLayer` and `Input`.
+
+A layer is named when it is made ("dense", "dense_1", ... uniquified per graph by
+backend.unique_object_name).  Calling it on graph tensors opens a name scope named after
+it, builds its weights once (resource variables "<scope>/dense/kernel:0" made from
+an initializer function, so their initial values are drawn from the graph seed as TF
+draws them), runs `call`, and -- when its inputs are Keras tensors (from `Input` or other
+layers) -- records a node: which layer made each output tensor from which inputs.
+Models walk those nodes back from their outputs to their inputs.  Layers held in
+attributes are sublayers: their weights count as the holder's.
+
+Invariant: a layer's `weights` is its trainable weights then its non-trainable ones,
+each in creation order, as Keras lists them (get_weights/set_weights use that order).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from asyncflow import dtypes, nest
+from asyncflow import graph as ops
+from asyncflow import resource_variable as _rv
+from asyncflow.keras import backend, backend_config
+from asyncflow.keras import initializers as _initializers
+
+__all__ = ["Layer", "InputLayer", "Input", "InputSpec", "keras_history"]
+
+keras_history = backend_config.keras_history
+_HISTORY = backend_config.HISTORY
+
+
+def _snake_case(name: str) -> str:
+    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    s = re.sub(r"([a-z])([A-Z])", r"\1_\2", s).lower()
+    return s if s[0] != "_" else "private" + s
+
+
+class InputSpec:
+    """What a layer accepts (dtype, shape, ndim, min_ndim, max_ndim, axes)."""
+
+    def __init__(self, dtype=None, shape=None, ndim=None, max_ndim=None, min_ndim=None, axes=None):
+        self.dtype = dtype
+        self.shape = shape
+        self.ndim = len(shape) if shape is not None else ndim
+        self.max_ndim, self.min_ndim = max_ndim, min_ndim
+        self.axes = axes or {}
+
+
+class Node:
+    """One call of a layer: its input tensors, output tensors and the layers behind
+    the inputs."""
+
+    def __init__(self, layer, input_tensors, output_tensors, arguments):
+        self.layer = layer
+        self.input_tensors = input_tensors
+        self.output_tensors = output_tensors
+        self.arguments = arguments
+
+
+_LAYER_KWARGS = {
+    "input_shape",
+    "batch_input_shape",
+    "batch_size",
+    "weights",
+    "activity_regularizer",
+    "autocast",
+    "input_dim",
+    "dynamic",
+}
+
+
+class Layer:
+    """`tf.keras.layers.Layer`: subclasses make weights in `build(input_shape)` with
+    `add_weight` and compute in `call(inputs, ...)`.
+
+    Raises:
+      TypeError: an unknown keyword argument to the constructor.
+    """
+
+    def __init__(self, trainable=True, name=None, dtype=None, **kwargs):
+        for k in kwargs:
+            if k not in _LAYER_KWARGS:
+                raise TypeError(f"Keyword argument not understood: {k}")
+        self._trainable = trainable
+        self._name = name or backend.unique_object_name(_snake_case(type(self).__name__))
+        self._dtype = None if dtype is None else dtypes.as_dtype(dtype).name
+        self.built = False
+        self._trainable_weights: list = []
+        self._non_trainable_weights: list = []
+        self._losses: list = []
+        self._updates: list = []
+        self._inbound_nodes: list = []
+        self.input_spec = None
+        self.supports_masking = False
+        self._initial_weights = kwargs.get("weights")
+        self.activity_regularizer = kwargs.get("activity_regularizer")
+        if "input_dim" in kwargs and "input_shape" not in kwargs:
+            kwargs["input_shape"] = (kwargs["input_dim"],)
+        if "batch_input_shape" in kwargs:
+            self._batch_input_shape = tuple(kwargs["batch_input_shape"])
+        elif "input_shape" in kwargs:
+            shape = kwargs["input_shape"]
+            shape = (shape,) if isinstance(shape, int) else tuple(shape)
+            self._batch_input_shape = (kwargs.get("batch_size"),) + shape
+
+    # -- naming and state ----------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dtype(self) -> str:
+        return self._dtype or backend.floatx()
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value) -> None:
+        self._trainable = bool(value)
+        for layer in self._sublayers():
+            layer.trainable = value
+
+    def __setattr__(self, name, value):
+        # Layers held in attributes (or lists of them) are this layer's sublayers: their
+        # weights are its weights, as Keras tracks them.
+        if not name.startswith("_"):
+            items = value if isinstance(value, (list, tuple)) else [value]
+            tracked = self.__dict__.setdefault("_tracked_layers", [])
+            for item in items:
+                if isinstance(item, Layer) and not any(item is t for t in tracked):
+                    tracked.append(item)
+        object.__setattr__(self, name, value)
+
+    def _sublayers(self) -> list:
+        return list(self.__dict__.get("_tracked_layers", []))
+
+    @property
+    def trainable_weights(self) -> list:
+        if not self.trainable:
+            return []
+        out = list(self._trainable_weights)
+        for layer in self._sublayers():
+            out += [w for w in layer.trainable_weights if not any(w is o for o in out)]
+        return out
+
+    @property
+    def non_trainable_weights(self) -> list:
+        if self.trainable:
+            out = list(self._non_trainable_weights)
+            for layer in self._sublayers():
+                out += layer.non_trainable_weights
+            return out
+        out = list(self._trainable_weights) + list(self._non_trainable_weights)
+        for layer in self._sublayers():
+            out += layer.weights
+        return out
+
+    @property
+    def weights(self) -> list:
+        return self.trainable_weights + self.non_trainable_weights
+
+    trainable_variables = trainable_weights
+    non_trainable_variables = non_trainable_weights
+    variables = weights
+
+    @property
+    def losses(self) -> list:
+        out = list(self._losses)
+        for layer in self._sublayers():
+            out += layer.losses
+        return out
+
+    @property
+    def updates(self) -> list:
+        if not self.trainable:
+            return []
+        out = list(self._updates)
+        for layer in self._sublayers():
+            out += layer.updates
+        return out
+
+    def add_loss(self, losses, inputs=None) -> None:
+        self._losses += list(losses) if isinstance(losses, (list, tuple)) else [losses]
+
+    def add_update(self, updates, inputs=None) -> None:
+        self._updates += list(updates) if isinstance(updates, (list, tuple)) else [updates]
+
+    # -- weights --------------------------------------------------------------------------------
+
+    def add_weight(
+        self,
+        name=None,
+        shape=None,
+        dtype=None,
+        initializer=None,
+        regularizer=None,
+        trainable=None,
+        constraint=None,
+        **kwargs,
+    ):
+        """A resource variable `name` of this layer, initialized from `initializer`
+        (glorot_uniform for floats, zeros otherwise, as Keras does)."""
+        dtype = dtypes.as_dtype(dtype or self.dtype)
+        shape = tuple(shape or ())
+        trainable = True if trainable is None else trainable
+        initializer = _initializers.get(initializer)
+        if initializer is None:
+            if dtype.is_floating:
+                initializer = _initializers.glorot_uniform()
+            else:
+                initializer = _initializers.zeros()
+        variable = _rv.ResourceVariable(
+            lambda: initializer(shape, dtype=dtype),
+            name=name,
+            dtype=dtype,
+            trainable=trainable,
+            constraint=constraint,
+        )
+        if regularizer is not None:
+            with ops.name_scope(name + "/Regularizer"):
+                self._losses.append(regularizer(variable))
+        if trainable:
+            self._trainable_weights.append(variable)
+        else:
+            self._non_trainable_weights.append(variable)
+        return variable
+
+    def _trackable_children(self) -> list:
+        """The layer's weights under their short names ("kernel", "moving_mean"), which
+        key them in object-based checkpoints."""
+        return [(w.op.name.split("/")[-1], w) for w in self.weights]
+
+    def get_weights(self) -> list:
+        return backend.batch_get_value(self.weights)
+
+    def set_weights(self, weights) -> None:
+        """Assign `weights` (numpy arrays, in `weights` order).
+
+        Raises:
+          ValueError: a different number of arrays, or an array of another shape.
+        """
+        params = self.weights
+        if len(params) != len(weights):
+            raise ValueError(
+                f'You called `set_weights(weights)` on layer "{self.name}" with a weight list '
+                f"of length {len(weights)}, but the layer was expecting {len(params)} "
+                f"weights. Provided weights: {str(weights)[:50]}..."
+            )
+        pairs = []
+        for p, w in zip(params, weights, strict=True):
+            w = np.asarray(w)
+            if tuple(p.shape.as_list()) != w.shape:
+                raise ValueError(
+                    f"Layer weight shape {tuple(p.shape.as_list())} not compatible with "
+                    f"provided weight shape {w.shape}"
+                )
+            pairs.append((p, w))
+        backend.batch_set_value(pairs)
+
+    def count_params(self) -> int:
+        if not self.built:
+            raise ValueError(
+                f"You tried to call `count_params` on layer {self.name}, but the layer isn't "
+                "built. You can build it manually via: "
+                f"`{self.name}.build(batch_input_shape)`."
+            )
+        return int(sum(np.prod(w.shape.as_list(), dtype=np.int64) for w in self.weights))
+
+    # -- calling --------------------------------------------------------------------------------
+
+    def build(self, input_shape) -> None:
+        self.built = True
+
+    def call(self, inputs, *args, **kwargs):
+        return inputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def _maybe_build(self, inputs) -> None:
+        if self.built:
+            return
+        shapes = nest.map_structure(lambda t: t.shape, inputs)
+        self.build(shapes)
+        self.built = True
+
+    def __call__(self, inputs, *args, **kwargs):
+        inputs = nest.map_structure(_as_tensor, inputs)
+        with ops.name_scope(self.name):
+            self._maybe_build(inputs)
+            outputs = self.call(inputs, *args, **kwargs)
+            if self.activity_regularizer is not None:
+                with ops.name_scope("ActivityRegularizer"):
+                    for out in nest.flatten(outputs):
+                        self._losses.append(self.activity_regularizer(out))
+        if self._initial_weights is not None:
+            self.set_weights(self._initial_weights)
+            self._initial_weights = None
+        self._record(inputs, outputs, kwargs)
+        return outputs
+
+    def _record(self, inputs, outputs, arguments) -> None:
+        # As TF1's Keras: only a call on Keras tensors (Input or layer outputs) joins the
+        # layer graph; a call on plain graph tensors leaves no node and no history.
+        if not all(keras_history(x) is not None for x in nest.flatten(inputs)):
+            return
+        node_index = len(self._inbound_nodes)
+        self._inbound_nodes.append(Node(self, inputs, outputs, arguments))
+        for i, t in enumerate(nest.flatten(outputs)):
+            if isinstance(t, ops.Tensor):
+                # An output that is one of the inputs unchanged keeps its own history.
+                if keras_history(t) is None or not any(t is x for x in nest.flatten(inputs)):
+                    _HISTORY[t] = (self, node_index, i)
+
+    def _node_attr(self, attr):
+        if not self._inbound_nodes:
+            raise AttributeError(
+                f"Layer {self.name} is not connected, no input to return."
+                if attr == "input_tensors"
+                else f"Layer {self.name} has no inbound nodes."
+            )
+        value = getattr(self._inbound_nodes[0], attr)
+        return value
+
+    @property
+    def input(self):
+        return self._node_attr("input_tensors")
+
+    @property
+    def output(self):
+        return self._node_attr("output_tensors")
+
+    @property
+    def input_shape(self):
+        if not self._inbound_nodes:
+            raise AttributeError(
+                f'The layer "{self.name}" has never been called and thus has no defined input '
+                "shape. Note that the `input_shape` property is only available for Functional "
+                "and Sequential models."
+            )
+        return nest.map_structure(backend.int_shape, self.input)
+
+    @property
+    def output_shape(self):
+        if not self._inbound_nodes:
+            raise AttributeError(
+                "The layer has never been called and thus has no defined output shape."
+            )
+        return nest.map_structure(backend.int_shape, self.output)
+
+    def get_config(self) -> dict:
+        config = {"name": self.name, "trainable": self.trainable, "dtype": self.dtype}
+        if hasattr(self, "_batch_input_shape"):
+            config["batch_input_shape"] = self._batch_input_shape
+        return config
+
+
+def _as_tensor(x):
+    if isinstance(x, ops.Tensor) or x is None:
+        return x
+    return ops.convert_to_tensor(x)
+
+
+class InputLayer(Layer):
+    """The layer behind `Input`: a placeholder named after the layer ("input_1", ...)
+    whose shape is `(batch_size,) + input_shape`.
+
+    Raises:
+      ValueError: neither a shape nor an input tensor, or both input_shape and
+        batch_input_shape.
+    """
+
+    def __init__(
+        self,
+        input_shape=None,
+        batch_size=None,
+        dtype=None,
+        input_tensor=None,
+        sparse=False,
+        name=None,
+        ragged=False,
+        batch_input_shape=None,
+        **kwargs,
+    ):
+        if input_shape is not None and batch_input_shape is not None:
+            raise ValueError(
+                "Only provide the input_shape OR batch_input_shape argument to InputLayer, "
+                "not both at the same time."
+            )
+        if name is None:
+            name = backend.unique_object_name("input", zero_based=False)
+        super().__init__(name=name, dtype=dtype)
+        if input_tensor is None:
+            if batch_input_shape is None:
+                if input_shape is None:
+                    raise ValueError(
+                        "You should provide either `input_shape` or `input_tensor` to InputLayer."
+                    )
+                batch_input_shape = (batch_size,) + tuple(input_shape)
+            self._batch_input_shape = tuple(batch_input_shape)
+            with ops.name_scope(""):
+                input_tensor = backend.placeholder(
+                    shape=self._batch_input_shape, dtype=self.dtype, name=self.name
+                )
+            self.is_placeholder = True
+        else:
+            self.is_placeholder = False
+            self._batch_input_shape = backend.int_shape(input_tensor)
+            self._dtype = input_tensor.dtype.base_dtype.name
+        self.built = True
+        self._record([], input_tensor, {})
+        self._inbound_nodes[0].input_tensors = input_tensor
+
+    def get_config(self) -> dict:
+        return {
+            "batch_input_shape": self._batch_input_shape,
+            "dtype": self.dtype,
+            "sparse": False,
+            "ragged": False,
+            "name": self.name,
+        }
+
+
+def Input(  # noqa: N802 - Keras' name
+    shape=None,
+    batch_size=None,
+    name=None,
+    dtype=None,
+    sparse=False,
+    tensor=None,
+    ragged=False,
+    batch_shape=None,
+    **kwargs,
+):
+    """A symbolic input: the placeholder of a new InputLayer, shape `(batch_size,) + shape`.
+
+    Raises:
+      ValueError: neither shape, batch_shape nor tensor given, or both shape and
+        batch_shape.
+    """
+    if shape is not None and batch_shape is not None:
+        raise ValueError(
+            "Only provide the `shape` OR `batch_shape` argument to Input, not both at the same "
+            "time."
+        )
+    if shape is None and batch_shape is None and tensor is None:
+        raise ValueError(
+            "Please provide to Input a `shape` or a `tensor` or a `type_spec` argument. Note "
+            "that `shape` does not include the batch dimension."
+        )
+    if isinstance(shape, int):
+        shape = (shape,)
+    layer = InputLayer(
+        input_shape=shape,
+        batch_size=batch_size,
+        dtype=dtype,
+        input_tensor=tensor,
+        name=name,
+        batch_input_shape=batch_shape,
+    )
+    return layer.output

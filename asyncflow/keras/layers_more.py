@@ -1,0 +1,624 @@
+"""More `tf.keras.layers`: 1-D convolution and pooling, global pooling, transposed,
+depthwise and separable 2-D convolutions, activation layers (ReLU, LeakyReLU, ELU,
+Softmax), shape layers (Permute, RepeatVector, ZeroPadding2D, UpSampling2D, Cropping2D),
+TimeDistributed, the noise layers (GaussianNoise, GaussianDropout, SpatialDropout1D/2D)
+and ActivityRegularization.  Same conventions as layers.py (channels_last by default)."""
+
+from __future__ import annotations
+
+from asyncflow import tensor_shape
+from asyncflow.keras import activations, backend
+from asyncflow.keras import initializers as _init
+from asyncflow.keras.engine import InputSpec, Layer
+from asyncflow.ops import array_ops, conv_ops, nn_ops, pooling_ops, random_ops, reduction_ops
+
+__all__ = [
+    "Conv1D",
+    "Convolution1D",
+    "Conv2DTranspose",
+    "MaxPooling1D",
+    "MaxPool1D",
+    "AveragePooling1D",
+    "AvgPool1D",
+    "GlobalAveragePooling1D",
+    "GlobalMaxPooling1D",
+    "GlobalAveragePooling2D",
+    "GlobalMaxPooling2D",
+    "GlobalAvgPool2D",
+    "GlobalMaxPool2D",
+    "ReLU",
+    "LeakyReLU",
+    "ELU",
+    "Softmax",
+    "Permute",
+    "RepeatVector",
+    "ZeroPadding2D",
+    "UpSampling2D",
+    "Cropping2D",
+    "ActivityRegularization",
+    "TimeDistributed",
+    "GaussianNoise",
+    "GaussianDropout",
+    "SpatialDropout1D",
+    "SpatialDropout2D",
+    "DepthwiseConv2D",
+    "SeparableConv2D",
+]
+
+
+def _tuple(value, n):
+    return (value,) * n if isinstance(value, int) else tuple(value)
+
+
+def _get(kind, value):
+    from asyncflow.keras import constraints, regularizers
+
+    return {"regularizer": regularizers.get, "constraint": constraints.get}[kind](value)
+
+
+class _ConvBase(Layer):
+    """Kernel/bias bookkeeping shared by Conv1D and Conv2DTranspose."""
+
+    def __init__(
+        self,
+        filters,
+        kernel_size,
+        rank,
+        strides=1,
+        padding="valid",
+        data_format=None,
+        dilation_rate=1,
+        activation=None,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        **kwargs,
+    ):
+        super().__init__(activity_regularizer=_get("regularizer", activity_regularizer), **kwargs)
+        self.filters, self.rank = int(filters), rank
+        self.kernel_size = _tuple(kernel_size, rank)
+        self.strides = _tuple(strides, rank)
+        self.dilation_rate = _tuple(dilation_rate, rank)
+        self.padding = padding.lower()
+        self.data_format = data_format or backend.image_data_format()
+        self.activation = activations.get(activation)
+        self.use_bias = use_bias
+        self.kernel_initializer = _init.get(kernel_initializer)
+        self.bias_initializer = _init.get(bias_initializer)
+        self.kernel_regularizer = _get("regularizer", kernel_regularizer)
+        self.bias_regularizer = _get("regularizer", bias_regularizer)
+        self.kernel_constraint = _get("constraint", kernel_constraint)
+        self.bias_constraint = _get("constraint", bias_constraint)
+        if self.data_format != "channels_last":
+            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
+
+    def _make_weights(self, kernel_shape) -> None:
+        self.kernel = self.add_weight(
+            "kernel",
+            shape=kernel_shape,
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                "bias",
+                shape=(self.filters,),
+                initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+            )
+        self.built = True
+
+    def _finish(self, outputs):
+        if self.use_bias:
+            outputs = nn_ops.bias_add(outputs, self.bias)
+        return self.activation(outputs)
+
+
+class Conv1D(_ConvBase):
+    """1-D convolution over (batch, steps, channels); padding 'valid', 'same' or
+    'causal' (left-padded so step t sees only steps <= t)."""
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", **kwargs):
+        super().__init__(filters, kernel_size, 1, strides=strides, padding=padding, **kwargs)
+        self.input_spec = InputSpec(ndim=3)
+
+    def build(self, input_shape) -> None:
+        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        self._make_weights(self.kernel_size + (channels, self.filters))
+
+    def call(self, inputs):
+        padding = self.padding
+        if padding == "causal":
+            left = self.dilation_rate[0] * (self.kernel_size[0] - 1)
+            inputs = array_ops.pad(inputs, [[0, 0], [left, 0], [0, 0]])
+            padding = "valid"
+        x = array_ops.expand_dims(inputs, 1)
+        k = array_ops.expand_dims(self.kernel, 0)
+        out = conv_ops.conv2d(
+            x,
+            k,
+            strides=[1, 1, self.strides[0], 1],
+            padding=padding.upper(),
+            dilations=[1, 1, self.dilation_rate[0], 1],
+        )
+        return self._finish(array_ops.squeeze(out, [1]))
+
+
+class Conv2DTranspose(_ConvBase):
+    """Transposed 2-D convolution: kernel (height, width, filters, in_channels); output
+    size (in - 1) * stride + kernel ('valid') or in * stride ('same')."""
+
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", **kwargs):
+        super().__init__(filters, kernel_size, 2, strides=strides, padding=padding, **kwargs)
+        self.input_spec = InputSpec(ndim=4)
+
+    def build(self, input_shape) -> None:
+        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        self._make_weights(self.kernel_size + (self.filters, channels))
+
+    def _out_len(self, size, k, stride):
+        if size is None:
+            return None
+        return size * stride if self.padding == "same" else (size - 1) * stride + k
+
+    def call(self, inputs):
+        dyn = array_ops.shape(inputs)
+        h, w = inputs.shape.as_list()[1:3]
+        (kh, kw), (sh, sw) = self.kernel_size, self.strides
+        out_h = self._out_len(h, kh, sh) or (
+            dyn[1] * sh if self.padding == "same" else (dyn[1] - 1) * sh + kh
+        )
+        out_w = self._out_len(w, kw, sw) or (
+            dyn[2] * sw if self.padding == "same" else (dyn[2] - 1) * sw + kw
+        )
+        out_shape = array_ops.stack([dyn[0], out_h, out_w, self.filters])
+        out = conv_ops.conv2d_transpose(
+            inputs, self.kernel, out_shape, strides=[1, sh, sw, 1], padding=self.padding.upper()
+        )
+        out.set_shape(
+            [inputs.shape[0], self._out_len(h, kh, sh), self._out_len(w, kw, sw), self.filters]
+        )
+        return self._finish(out)
+
+
+class _Pooling1D(Layer):
+    _op = None
+
+    def __init__(
+        self, pool_size=2, strides=None, padding="valid", data_format="channels_last", **kwargs
+    ):
+        super().__init__(**kwargs)
+        self.pool_size = int(pool_size if isinstance(pool_size, int) else pool_size[0])
+        strides = self.pool_size if strides is None else strides
+        self.strides = int(strides if isinstance(strides, int) else strides[0])
+        self.padding = padding.lower()
+        self.input_spec = InputSpec(ndim=3)
+
+    def call(self, inputs):
+        x = array_ops.expand_dims(inputs, 1)
+        out = type(self)._op(
+            x,
+            ksize=[1, 1, self.pool_size, 1],
+            strides=[1, 1, self.strides, 1],
+            padding=self.padding.upper(),
+        )
+        return array_ops.squeeze(out, [1])
+
+
+class MaxPooling1D(_Pooling1D):
+    """1-D max pooling over the steps axis."""
+
+    _op = staticmethod(pooling_ops.max_pool)
+
+
+class AveragePooling1D(_Pooling1D):
+    """1-D average pooling over the steps axis."""
+
+    _op = staticmethod(pooling_ops.avg_pool)
+
+
+class _GlobalPooling(Layer):
+    _axes: tuple = ()
+    _reduce = None
+
+    def __init__(self, data_format=None, keepdims=False, **kwargs):
+        super().__init__(**kwargs)
+        self.data_format = data_format or backend.image_data_format()
+        self.keepdims = keepdims
+
+    def call(self, inputs):
+        rank = inputs.shape.ndims
+        axes = (
+            list(range(2, rank))
+            if self.data_format == "channels_first"
+            else list(range(1, rank - 1))
+        )
+        return type(self)._reduce(inputs, axis=axes, keepdims=self.keepdims)
+
+
+class GlobalAveragePooling1D(_GlobalPooling):
+    """The mean over the steps axis."""
+
+    _reduce = staticmethod(reduction_ops.reduce_mean)
+
+
+class GlobalMaxPooling1D(_GlobalPooling):
+    """The maximum over the steps axis."""
+
+    _reduce = staticmethod(reduction_ops.reduce_max)
+
+
+class GlobalAveragePooling2D(_GlobalPooling):
+    """The mean over the spatial axes."""
+
+    _reduce = staticmethod(reduction_ops.reduce_mean)
+
+
+class GlobalMaxPooling2D(_GlobalPooling):
+    """The maximum over the spatial axes."""
+
+    _reduce = staticmethod(reduction_ops.reduce_max)
+
+
+class ReLU(Layer):
+    """max(x, 0) with optional cap, negative slope and threshold."""
+
+    def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.max_value, self.negative_slope, self.threshold = max_value, negative_slope, threshold
+
+    def call(self, inputs):
+        return activations.relu(
+            inputs, alpha=self.negative_slope, max_value=self.max_value, threshold=self.threshold
+        )
+
+
+class LeakyReLU(Layer):
+    """x if x > 0 else alpha * x (alpha 0.3)."""
+
+    def __init__(self, alpha=0.3, **kwargs):
+        super().__init__(**kwargs)
+        self.alpha = alpha
+
+    def call(self, inputs):
+        return nn_ops.leaky_relu(inputs, alpha=self.alpha)
+
+
+class ELU(Layer):
+    """Exponential linear unit with scale `alpha`."""
+
+    def __init__(self, alpha=1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.alpha = alpha
+
+    def call(self, inputs):
+        return activations.elu(inputs, self.alpha)
+
+
+class Softmax(Layer):
+    """Softmax over `axis`."""
+
+    def __init__(self, axis=-1, **kwargs):
+        super().__init__(**kwargs)
+        self.axis = axis
+
+    def call(self, inputs):
+        return nn_ops.softmax(inputs, axis=self.axis)
+
+
+class Permute(Layer):
+    """Permutes the non-batch axes by `dims` (1-based)."""
+
+    def __init__(self, dims, **kwargs):
+        super().__init__(**kwargs)
+        self.dims = tuple(dims)
+        if sorted(self.dims) != list(range(1, len(self.dims) + 1)):
+            raise ValueError(
+                "Invalid permutation argument `dims` for Permute Layer. The set of indices in "
+                f"`dims` must be consecutive and start from 1. Received dims={dims}"
+            )
+
+    def call(self, inputs):
+        return array_ops.transpose(inputs, perm=(0,) + self.dims)
+
+
+class RepeatVector(Layer):
+    """(batch, features) -> (batch, n, features)."""
+
+    def __init__(self, n, **kwargs):
+        super().__init__(**kwargs)
+        self.n = int(n)
+
+    def call(self, inputs):
+        return array_ops.tile(array_ops.expand_dims(inputs, 1), [1, self.n, 1])
+
+
+def _pairs(value):
+    if isinstance(value, int):
+        return ((value, value), (value, value))
+    value = tuple(value)
+    if all(isinstance(v, int) for v in value):
+        return ((value[0], value[0]), (value[1], value[1]))
+    return tuple(tuple(v) for v in value)
+
+
+class ZeroPadding2D(Layer):
+    """Pads rows and columns with zeros: int, (rows, cols) or ((top, bottom), (left,
+    right))."""
+
+    def __init__(self, padding=(1, 1), data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        self.padding = _pairs(padding)
+
+    def call(self, inputs):
+        (t, b), (left, right) = self.padding
+        return array_ops.pad(inputs, [[0, 0], [t, b], [left, right], [0, 0]])
+
+
+class Cropping2D(Layer):
+    """Crops rows and columns: int, (rows, cols) or ((top, bottom), (left, right))."""
+
+    def __init__(self, cropping=((0, 0), (0, 0)), data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        self.cropping = _pairs(cropping)
+
+    def call(self, inputs):
+        (t, b), (left, right) = self.cropping
+        h_end = -b if b else None
+        w_end = -right if right else None
+        return inputs[:, t:h_end, left:w_end, :]
+
+
+class UpSampling2D(Layer):
+    """Repeats rows and columns `size` times (nearest-neighbour upsampling).
+
+    Raises:
+      ValueError: an interpolation other than 'nearest'.
+    """
+
+    def __init__(self, size=(2, 2), data_format=None, interpolation="nearest", **kwargs):
+        super().__init__(**kwargs)
+        if interpolation != "nearest":
+            raise ValueError(
+                f"UpSampling2D(interpolation={interpolation!r}) is not supported; use 'nearest'"
+            )
+        self.size = _tuple(size, 2)
+
+    def call(self, inputs):
+        from asyncflow import math_composites_2
+
+        out = math_composites_2.repeat(inputs, self.size[0], axis=1)
+        out = math_composites_2.repeat(out, self.size[1], axis=2)
+        b, h, w, c = inputs.shape.as_list()
+        out.set_shape(
+            [
+                b,
+                None if h is None else h * self.size[0],
+                None if w is None else w * self.size[1],
+                c,
+            ]
+        )
+        return out
+
+
+class TimeDistributed(Layer):
+    """Applies `layer` to every time step: (batch, time, ...) is reshaped to
+    (batch * time, ...) for the layer and back; the layer's weights are made in this
+    layer's name scope ("time_distributed/kernel:0")."""
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        self.layer = layer
+
+    def build(self, input_shape) -> None:
+        input_shape = tensor_shape.TensorShape(input_shape)
+        if not self.layer.built:
+            self.layer.build(tensor_shape.TensorShape([None]).concatenate(input_shape[2:]))
+            self.layer.built = True
+        self.built = True
+
+    def call(self, inputs, training=None):
+        shape = inputs.shape
+        steps = tensor_shape.dimension_value(shape[1])
+        inner = array_ops.reshape(inputs, [-1] + shape[2:].as_list())
+        out = self.layer(inner)
+        out_tail = out.shape[1:].as_list()
+        if steps is None:
+            steps = array_ops.shape(inputs)[1]
+        result = (
+            array_ops.reshape(out, array_ops.stack([-1, steps] + out_tail))
+            if not isinstance(steps, int)
+            else array_ops.reshape(out, [-1, steps] + out_tail)
+        )
+        result.set_shape([shape[0], tensor_shape.dimension_value(shape[1])] + out_tail)
+        return result
+
+
+class ActivityRegularization(Layer):
+    """The identity, adding l1 * sum(|x|) + l2 * sum(x**2) of its input to the losses."""
+
+    def __init__(self, l1=0.0, l2=0.0, **kwargs):
+        from asyncflow.keras import regularizers
+
+        super().__init__(activity_regularizer=regularizers.L1L2(l1=l1, l2=l2), **kwargs)
+        self.l1, self.l2 = l1, l2
+
+    def call(self, inputs):
+        return inputs
+
+
+Convolution1D = Conv1D
+MaxPool1D = MaxPooling1D
+AvgPool1D = AveragePooling1D
+GlobalAvgPool2D = GlobalAveragePooling2D
+GlobalMaxPool2D = GlobalMaxPooling2D
+
+
+class GaussianNoise(Layer):
+    """Adds N(0, stddev) noise in training (seeded like any graph op: `seed`, else the
+    graph seed's counter); the identity otherwise."""
+
+    def __init__(self, stddev, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.stddev, self.seed = stddev, seed
+
+    def call(self, inputs, training=None):
+        def noised():
+            noise = random_ops.random_normal(array_ops.shape(inputs), mean=0.0,
+                                             stddev=self.stddev, dtype=inputs.dtype,
+                                             seed=self.seed)  # fmt: skip
+            return inputs + noise
+
+        return backend.in_train_phase(noised, inputs, training=training)
+
+
+class GaussianDropout(Layer):
+    """Multiplies by N(1, sqrt(rate / (1 - rate))) noise in training."""
+
+    def __init__(self, rate, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.rate, self.seed = rate, seed
+
+    def call(self, inputs, training=None):
+        if not 0 < self.rate < 1:
+            return inputs
+
+        def noised():
+            stddev = (self.rate / (1.0 - self.rate)) ** 0.5
+            noise = random_ops.random_normal(array_ops.shape(inputs), mean=1.0, stddev=stddev,
+                                             dtype=inputs.dtype, seed=self.seed)  # fmt: skip
+            return inputs * noise
+
+        return backend.in_train_phase(noised, inputs, training=training)
+
+
+class _SpatialDropout(Layer):
+    """Dropout of whole feature maps: one keep/drop draw per (sample, channel)."""
+
+    def __init__(self, rate, data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = rate
+        self.data_format = data_format or backend.image_data_format()
+
+    def call(self, inputs, training=None):
+        from asyncflow.ops import nn_impl
+
+        shape = array_ops.shape(inputs)
+        rank = inputs.shape.ndims
+        ones = [1] * (rank - 2)
+        if self.data_format == "channels_first":
+            noise_shape = array_ops.stack([shape[0], shape[1]] + ones)
+        else:
+            noise_shape = array_ops.stack([shape[0]] + ones + [shape[rank - 1]])
+
+        def dropped():
+            return nn_impl.dropout(inputs, noise_shape=noise_shape, rate=self.rate)
+
+        return backend.in_train_phase(dropped, lambda: array_ops.identity(inputs),
+                                      training=training)  # fmt: skip
+
+
+class SpatialDropout1D(_SpatialDropout):
+    """Drops whole channels of (batch, steps, channels) inputs in training."""
+
+    def __init__(self, rate, **kwargs):
+        super().__init__(rate, data_format="channels_last", **kwargs)
+
+
+class SpatialDropout2D(_SpatialDropout):
+    """Drops whole feature maps of 4-D inputs in training."""
+
+
+class DepthwiseConv2D(_ConvBase):
+    """Depthwise 2-D convolution: each input channel convolved with its own
+    `depth_multiplier` filters; depthwise_kernel (height, width, in, depth_multiplier)."""
+
+    def __init__(self, kernel_size, strides=(1, 1), padding="valid", depth_multiplier=1,
+                 depthwise_initializer="glorot_uniform", depthwise_regularizer=None,
+                 depthwise_constraint=None, **kwargs):  # fmt: skip
+        super().__init__(0, kernel_size, 2, strides=strides, padding=padding, **kwargs)
+        self.depth_multiplier = int(depth_multiplier)
+        self.depthwise_initializer = _init.get(depthwise_initializer)
+        self.depthwise_regularizer = _get("regularizer", depthwise_regularizer)
+        self.depthwise_constraint = _get("constraint", depthwise_constraint)
+        self.input_spec = InputSpec(ndim=4)
+
+    def build(self, input_shape) -> None:
+        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        self.depthwise_kernel = self.add_weight(
+            "depthwise_kernel", shape=self.kernel_size + (channels, self.depth_multiplier),
+            initializer=self.depthwise_initializer, regularizer=self.depthwise_regularizer,
+            constraint=self.depthwise_constraint,
+        )  # fmt: skip
+        self.filters = channels * self.depth_multiplier
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                "bias", shape=(self.filters,), initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer, constraint=self.bias_constraint,
+            )  # fmt: skip
+        self.built = True
+
+    def call(self, inputs):
+        out = conv_ops.depthwise_conv2d(
+            inputs, self.depthwise_kernel, strides=[1, *self.strides, 1],
+            padding=self.padding.upper(), dilations=list(self.dilation_rate),
+        )  # fmt: skip
+        return self._finish(out)
+
+
+class SeparableConv2D(_ConvBase):
+    """Depthwise then pointwise (1x1) 2-D convolution: depthwise_kernel (height, width,
+    in, depth_multiplier), pointwise_kernel (1, 1, in * depth_multiplier, filters)."""
+
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
+                 depth_multiplier=1, depthwise_initializer="glorot_uniform",
+                 pointwise_initializer="glorot_uniform", depthwise_regularizer=None,
+                 pointwise_regularizer=None, depthwise_constraint=None,
+                 pointwise_constraint=None, **kwargs):  # fmt: skip
+        super().__init__(filters, kernel_size, 2, strides=strides, padding=padding, **kwargs)
+        self.depth_multiplier = int(depth_multiplier)
+        self.depthwise_initializer = _init.get(depthwise_initializer)
+        self.pointwise_initializer = _init.get(pointwise_initializer)
+        self.depthwise_regularizer = _get("regularizer", depthwise_regularizer)
+        self.pointwise_regularizer = _get("regularizer", pointwise_regularizer)
+        self.depthwise_constraint = _get("constraint", depthwise_constraint)
+        self.pointwise_constraint = _get("constraint", pointwise_constraint)
+        self.input_spec = InputSpec(ndim=4)
+
+    def build(self, input_shape) -> None:
+        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        self.depthwise_kernel = self.add_weight(
+            "depthwise_kernel", shape=self.kernel_size + (channels, self.depth_multiplier),
+            initializer=self.depthwise_initializer, regularizer=self.depthwise_regularizer,
+            constraint=self.depthwise_constraint,
+        )  # fmt: skip
+        self.pointwise_kernel = self.add_weight(
+            "pointwise_kernel", shape=(1, 1, channels * self.depth_multiplier, self.filters),
+            initializer=self.pointwise_initializer, regularizer=self.pointwise_regularizer,
+            constraint=self.pointwise_constraint,
+        )  # fmt: skip
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                "bias", shape=(self.filters,), initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer, constraint=self.bias_constraint,
+            )  # fmt: skip
+        self.built = True
+
+    def call(self, inputs):
+        from asyncflow import nn_composites
+
+        out = nn_composites.separable_conv2d(
+            inputs, self.depthwise_kernel, self.pointwise_kernel, strides=[1, *self.strides, 1],
+            padding=self.padding.upper(), rate=list(self.dilation_rate),
+        )  # fmt: skip
+        return self._finish(out)

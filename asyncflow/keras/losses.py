@@ -1,0 +1,286 @@
+"""`tf.keras.losses`: Keras' per-sample loss functions (mean over the last axis) and the
+Loss classes that reduce them (SUM_OVER_BATCH_SIZE: sum / number of elements).
+
+Cross-entropies on probabilities clip to [epsilon, 1 - epsilon] as Keras' backend does;
+on a plain graph tensor made by a Softmax/Sigmoid op (not a Keras layer output) they
+use the op's logits instead, which is Keras' graph-mode shortcut.
+"""
+
+from __future__ import annotations
+
+from asyncflow import graph as ops
+from asyncflow import math_composites
+from asyncflow.keras import backend_config as backend
+from asyncflow.keras import backend_math
+from asyncflow.keras.utils import unknown_object
+from asyncflow.ops import (
+    array_ops,
+    cast_ops,
+    math_ops,
+    nn_ops,
+    reduction_ops,
+)
+
+__all__ = [
+    "mean_squared_error",
+    "mean_absolute_error",
+    "mean_absolute_percentage_error",
+    "mean_squared_logarithmic_error",
+    "binary_crossentropy",
+    "categorical_crossentropy",
+    "sparse_categorical_crossentropy",
+    "hinge",
+    "squared_hinge",
+    "kullback_leibler_divergence",
+    "poisson",
+    "logcosh",
+    "mse",
+    "mae",
+    "mape",
+    "msle",
+    "kld",
+    "MSE",
+    "MAE",
+    "MAPE",
+    "MSLE",
+    "KLD",
+    "Loss",
+    "MeanSquaredError",
+    "MeanAbsoluteError",
+    "BinaryCrossentropy",
+    "CategoricalCrossentropy",
+    "SparseCategoricalCrossentropy",
+    "Reduction",
+    "get",
+    "serialize",
+]
+
+
+def _pair(y_true, y_pred):
+    y_pred = ops.convert_to_tensor(y_pred)
+    y_true = cast_ops.cast(y_true, y_pred.dtype)
+    return y_true, y_pred
+
+
+def _mean(x, axis=-1):
+    return reduction_ops.reduce_mean(x, axis=axis)
+
+
+def mean_squared_error(y_true, y_pred):
+    y_true, y_pred = _pair(y_true, y_pred)
+    return _mean(math_ops.squared_difference(y_pred, y_true))
+
+
+def mean_absolute_error(y_true, y_pred):
+    y_true, y_pred = _pair(y_true, y_pred)
+    return _mean(math_ops.abs(y_pred - y_true))
+
+
+def mean_absolute_percentage_error(y_true, y_pred):
+    y_true, y_pred = _pair(y_true, y_pred)
+    diff = math_ops.abs(
+        (y_true - y_pred) / math_ops.maximum(math_ops.abs(y_true), backend.epsilon())
+    )
+    return 100.0 * _mean(diff)
+
+
+def mean_squared_logarithmic_error(y_true, y_pred):
+    y_true, y_pred = _pair(y_true, y_pred)
+    first = math_ops.log(math_ops.maximum(y_pred, backend.epsilon()) + 1.0)
+    second = math_ops.log(math_ops.maximum(y_true, backend.epsilon()) + 1.0)
+    return _mean(math_ops.squared_difference(first, second))
+
+
+backend_binary_crossentropy = backend_math.binary_crossentropy
+backend_categorical_crossentropy = backend_math.categorical_crossentropy
+backend_sparse_categorical_crossentropy = backend_math.sparse_categorical_crossentropy
+
+
+def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    y_true, y_pred = _pair(y_true, y_pred)
+    if label_smoothing:
+        y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
+    return _mean(backend_binary_crossentropy(y_true, y_pred, from_logits), axis=axis)
+
+
+def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    y_true, y_pred = _pair(y_true, y_pred)
+    if label_smoothing:
+        classes = cast_ops.cast(array_ops.shape(y_true)[-1], y_pred.dtype)
+        y_true = y_true * (1.0 - label_smoothing) + (label_smoothing / classes)
+    return backend_categorical_crossentropy(y_true, y_pred, from_logits, axis=axis)
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
+    return backend_sparse_categorical_crossentropy(y_true, y_pred, from_logits, axis=axis)
+
+
+def hinge(y_true, y_pred):
+    y_true, y_pred = _pair(y_true, y_pred)
+    return _mean(math_ops.maximum(1.0 - y_true * y_pred, 0.0))
+
+
+def squared_hinge(y_true, y_pred):
+    y_true, y_pred = _pair(y_true, y_pred)
+    return _mean(math_ops.square(math_ops.maximum(1.0 - y_true * y_pred, 0.0)))
+
+
+def kullback_leibler_divergence(y_true, y_pred):
+    y_true, y_pred = _pair(y_true, y_pred)
+    y_true = _clip_01(y_true)
+    y_pred = _clip_01(y_pred)
+    return reduction_ops.reduce_sum(y_true * math_ops.log(y_true / y_pred), axis=-1)
+
+
+def _clip_01(x):
+    return math_ops.minimum(math_ops.maximum(x, backend.epsilon()), 1.0)
+
+
+def poisson(y_true, y_pred):
+    y_true, y_pred = _pair(y_true, y_pred)
+    return _mean(y_pred - y_true * math_ops.log(y_pred + backend.epsilon()))
+
+
+def logcosh(y_true, y_pred):
+    y_true, y_pred = _pair(y_true, y_pred)
+    x = y_pred - y_true
+    return _mean(x + nn_ops.softplus(-2.0 * x) - math_ops.cast(math_ops.log(2.0), x.dtype))
+
+
+mse = MSE = mean_squared_error
+mae = MAE = mean_absolute_error
+mape = MAPE = mean_absolute_percentage_error
+msle = MSLE = mean_squared_logarithmic_error
+kld = KLD = kullback_leibler_divergence
+
+
+class Reduction:
+    """How a Loss reduces per-sample losses."""
+
+    NONE = "none"
+    SUM = "sum"
+    SUM_OVER_BATCH_SIZE = "sum_over_batch_size"
+    AUTO = "auto"
+
+
+def reduce_weighted(losses, sample_weight=None, reduction=Reduction.SUM_OVER_BATCH_SIZE):
+    """Keras' weighted reduction: sum(losses * weights), divided by the number of
+    elements for SUM_OVER_BATCH_SIZE (and AUTO)."""
+    losses = ops.convert_to_tensor(losses)
+    if sample_weight is not None:
+        losses = losses * cast_ops.cast(sample_weight, losses.dtype)
+    if reduction == Reduction.NONE:
+        return losses
+    total = reduction_ops.reduce_sum(losses)
+    if reduction == Reduction.SUM:
+        return total
+    count = cast_ops.cast(array_ops.size(losses), losses.dtype)
+    return math_composites.div_no_nan(total, count)
+
+
+class Loss:
+    """Base class: `call(y_true, y_pred)` per sample, reduced by `__call__`."""
+
+    def __init__(self, reduction=Reduction.AUTO, name=None):
+        self.reduction, self.name = reduction, name
+
+    def call(self, y_true, y_pred):
+        raise NotImplementedError
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        with ops.name_scope(self.name or type(self).__name__.lower()):
+            return reduce_weighted(self.call(y_true, y_pred), sample_weight, self.reduction)
+
+    def get_config(self) -> dict:
+        return {"reduction": self.reduction, "name": self.name}
+
+
+class LossFunctionWrapper(Loss):
+    """A Loss around a per-sample function `fn` (with fixed keyword arguments)."""
+
+    def __init__(self, fn, reduction=Reduction.AUTO, name=None, **kwargs):
+        super().__init__(reduction=reduction, name=name)
+        self.fn, self._fn_kwargs = fn, kwargs
+
+    def call(self, y_true, y_pred):
+        return self.fn(y_true, y_pred, **self._fn_kwargs)
+
+
+def _loss_class(cls_name, fn, default_name, **defaults):
+    def __init__(self, reduction=Reduction.AUTO, name=default_name, **kwargs):
+        LossFunctionWrapper.__init__(
+            self, fn, reduction=reduction, name=name, **{**defaults, **kwargs}
+        )
+
+    doc = f"Keras' `{cls_name}` loss (see `{fn.__name__}`)."
+    return type(cls_name, (LossFunctionWrapper,), {"__init__": __init__, "__doc__": doc})
+
+
+MeanSquaredError = _loss_class("MeanSquaredError", mean_squared_error, "mean_squared_error")
+MeanAbsoluteError = _loss_class("MeanAbsoluteError", mean_absolute_error, "mean_absolute_error")
+BinaryCrossentropy = _loss_class(
+    "BinaryCrossentropy", binary_crossentropy, "binary_crossentropy", from_logits=False
+)
+CategoricalCrossentropy = _loss_class(
+    "CategoricalCrossentropy",
+    categorical_crossentropy,
+    "categorical_crossentropy",
+    from_logits=False,
+)
+SparseCategoricalCrossentropy = _loss_class(
+    "SparseCategoricalCrossentropy",
+    sparse_categorical_crossentropy,
+    "sparse_categorical_crossentropy",
+    from_logits=False,
+)
+
+_BY_NAME = {
+    f.__name__: f
+    for f in (
+        mean_squared_error,
+        mean_absolute_error,
+        mean_absolute_percentage_error,
+        mean_squared_logarithmic_error,
+        binary_crossentropy,
+        categorical_crossentropy,
+        sparse_categorical_crossentropy,
+        hinge,
+        squared_hinge,
+        kullback_leibler_divergence,
+        poisson,
+        logcosh,
+    )
+}
+_BY_NAME.update(
+    mse=mse,
+    mae=mae,
+    mape=mape,
+    msle=msle,
+    kld=kld,
+    MSE=mse,
+    MAE=mae,
+    MAPE=mape,
+    MSLE=msle,
+    KLD=kld,
+)
+
+
+def get(identifier):
+    """A loss function from a name ('mse', 'categorical_crossentropy', ...) or a callable.
+
+    Raises:
+      ValueError: an unknown name or an identifier of another kind.
+    """
+    if identifier is None:
+        return None
+    if isinstance(identifier, str):
+        if identifier not in _BY_NAME:
+            raise unknown_object("loss function", identifier)
+        return _BY_NAME[identifier]
+    if callable(identifier):
+        return identifier
+    raise ValueError(f"Could not interpret loss function identifier: {identifier}")
+
+
+def serialize(loss) -> str:
+    return getattr(loss, "__name__", None) or getattr(loss, "name", str(loss))

@@ -1,0 +1,58 @@
+"""`tf.keras.utils` (to_categorical, normalize, Sequence) and the lookup error Keras raises for
+an unknown name."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["to_categorical", "normalize", "Sequence"]
+
+
+def to_categorical(y, num_classes=None, dtype="float32"):
+    """One-hot rows for integer class labels (a trailing axis of size 1 is dropped);
+    `num_classes` defaults to max(y) + 1."""
+    y = np.array(y, dtype="int")
+    shape = y.shape
+    if shape and shape[-1] == 1 and len(shape) > 1:
+        shape = tuple(shape[:-1])
+    y = y.reshape(-1)
+    if not num_classes:
+        num_classes = int(np.max(y)) + 1
+    out = np.zeros((y.shape[0], num_classes), dtype=dtype)
+    out[np.arange(y.shape[0]), y] = 1
+    return out.reshape(shape + (num_classes,))
+
+
+def normalize(x, axis=-1, order=2):
+    """`x` scaled to unit `order`-norm along `axis` (zero rows stay zero)."""
+    norm = np.atleast_1d(np.linalg.norm(x, order, axis))
+    norm[norm == 0] = 1
+    return x / np.expand_dims(norm, axis)
+
+
+class Sequence:
+    """Base class for batch sources of `fit_generator`: `__len__` (batches per epoch) and
+    `__getitem__(index)` (one batch); `on_epoch_end` runs after each epoch."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError
+
+    def __len__(self):
+        raise NotImplementedError
+
+    def on_epoch_end(self) -> None:
+        pass
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+
+def unknown_object(kind: str, name) -> ValueError:
+    """Keras' error for a name its registry lacks ("Unknown loss function: 'x'. ...")."""
+    return ValueError(
+        f"Unknown {kind}: '{name}'. Please ensure you are using a "
+        "`keras.utils.custom_object_scope` and that this object is included in the scope. "
+        "See https://www.tensorflow.org/guide/keras/save_and_serialize"
+        "#registering_the_custom_object for details."
+    )
