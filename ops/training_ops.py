@@ -457,6 +457,29 @@ def _register(
             await _write_through(refs, targets, work)
             return refs[0]
 
+    if not sparse and update in _HOST_BRANCHES:
+
+        @op_def.kernel("GPU", host_memory=tuple(names[k] for k in scalar_pos))
+        async def _branching_device_kernel(ctx, *args):
+            """An update that branches on its hyper-parameters: they stay in host
+            memory (as TF's GPU functors read them on the host), the arrays on the
+            device; not fused, since the branch is taken here in Python."""
+            xp = ctx.xp
+            refs = args[:n_refs]
+            values = [r._current() for r in refs]
+            for k in range(n_refs, len(args)):
+                values.append(np.asarray(args[k]) if k in scalar_pos else xp.asarray(args[k]))
+            _check_dense(names, n_refs, scalar_pos, grad_pos, values)
+            del values[:n_refs]
+            # 0-d host arrays as NumPy scalars of their dtype: what a device array
+            # takes in arithmetic, with the same promotion as the CPU kernel's.
+            values = [v[()] if isinstance(v, np.ndarray) else v for v in values]
+            attrs = ctx.attrs
+            targets = [r.writable_target() for r in refs]
+            work = ctx.device.compute(update, xp, attrs, *targets, *values)
+            await _write_through(refs, targets, work)
+            return refs[0]
+
     return op_def
 
 
