@@ -329,3 +329,92 @@ def test_host_only_resources_stay_on_the_cpu(capsys):
     assert _placed(err, "v", "VarHandleOp") == GPU0
     assert _placed(err, "fifo_queue", "FIFOQueueV2") == CPU0
     assert _placed(err, "hash_table", "HashTableV2") == CPU0
+
+
+# TF 2.21: an embedding trained twice through each optimizer's sparse update (the
+# optimizers deduplicate the lookup's indices with Unique, then SparseApply*).
+_SPARSE = {
+    "Momentum": (
+        lambda: af.train.MomentumOptimizer(0.1, 0.9),
+        [[0.46000000834465027, 0.9200000166893005], [3.0, 4.0], [0.0, -2.384185791015625e-07]],
+    ),
+    "Adam": (
+        lambda: af.train.AdamOptimizer(0.1),
+        [
+            [0.8004125952720642, 1.8001668453216553],
+            [3.0, 4.0],
+            [4.800058364868164, 5.800047874450684],
+        ],
+    ),
+    "RMSProp": (
+        lambda: af.train.RMSPropOptimizer(0.1),
+        [
+            [0.6872513294219971, 1.5594706535339355],
+            [3.0, 4.0],
+            [4.466253280639648, 5.463592052459717],
+        ],
+    ),
+    "Adagrad": (
+        lambda: af.train.AdagradOptimizer(0.1),
+        [[0.8347373008728027, 1.83154296875], [3.0, 4.0], [4.830023765563965, 5.829897880554199]],
+    ),
+    "Ftrl": (
+        lambda: af.train.FtrlOptimizer(0.1),
+        [
+            [0.6857819557189941, 1.6771111488342285],
+            [3.0, 4.0],
+            [4.751560211181641, 5.751330375671387],
+        ],
+    ),
+}
+
+
+def _train_embedding(dev, make):
+    with af.Graph().as_default():
+        with af.device(dev):
+            emb = af.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], use_resource=True, name="emb")
+            loss = af.reduce_sum(af.nn.embedding_lookup(emb, [2, 0, 2]) ** 2)
+            train = make().minimize(loss)
+        with af.Session(config=_logged()) as s:
+            s.run(af.global_variables_initializer())
+            s.run(train)
+            s.run(train)
+            return s.run(emb)
+
+
+@pytest.mark.parametrize("name", sorted(_SPARSE))
+def test_sparse_update_of_a_gpu_embedding_matches_the_cpu(name, capsys):
+    make, want = _SPARSE[name]
+    on_gpu = _train_embedding("/gpu:0", make)
+    err = capsys.readouterr().err
+    assert _devices(err, "VarHandleOp") == {GPU0}
+    assert _devices(err, "Unique") == {GPU0}
+    on_cpu = _train_embedding("/cpu:0", make)
+    np.testing.assert_array_equal(on_gpu, on_cpu)
+    np.testing.assert_allclose(on_gpu, want, rtol=1e-6)  # (RMSProp: 1 ulp from TF's CPU)
+
+
+def _sparse_with_duplicates(dev):
+    from asyncflow.ops import training_ops
+
+    with af.Graph().as_default():
+        with af.device(dev):
+            v = af.Variable([[1.0, 2.0], [3.0, 4.0]], use_resource=True, name="v")
+            a = af.Variable([[0.1, 0.1], [0.1, 0.1]], use_resource=True, name="a")
+            m = af.Variable([[0.0, 0.0], [0.0, 0.0]], use_resource=True, name="m")
+            grad = [[1.0, 2.0], [0.5, 0.5], [3.0, -1.0], [1.0, 1.0]]
+            adagrad = training_ops.sparse_apply_adagrad(
+                v._ref(), a._ref(), 0.5, grad, [1, 0, 1, 1]
+            )
+            grad2 = [[1.0, 2.0], [3.0, -1.0]]
+            momentum = training_ops.sparse_apply_momentum(
+                v._ref(), m._ref(), 0.5, grad2, [1, 1], 0.9
+            )
+        with af.Session() as s:
+            s.run(af.global_variables_initializer())
+            return [s.run(adagrad), s.run(a), s.run(momentum), s.run(m)]
+
+
+def test_sparse_apply_with_duplicate_indices_applies_them_in_order_on_the_gpu():
+    for got, want in zip(_sparse_with_duplicates("/gpu:0"), _sparse_with_duplicates("/cpu:0")):
+        np.testing.assert_array_equal(got, want)
