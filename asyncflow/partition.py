@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import errors, rendezvous, tensor_shape
+from asyncflow import dtypes, errors, rendezvous, tensor_shape
 from asyncflow.graph import Operation, Tensor
 from asyncflow.registry import get_op_def
 
@@ -435,7 +435,9 @@ def _output_in_host(pnode, device) -> list[bool]:
     op = pnode.op
     if op.type == "_DeviceCopy":
         return [bool(op._attrs["to_host"])]
-    host = [False] * max(1, len(op._outputs))
+    # A resource handle is a host object wherever its resource lives (TF's HostMemory
+    # "resource" on every GPU kernel): it never moves to device memory.
+    host = [t.dtype.base_dtype == dtypes.resource for t in op._outputs] or [False]
     for k in op.op_def.host_memory_positions(op._attrs, device.device_type)[1]:
         host[k] = True
     return host
@@ -474,7 +476,7 @@ def _insert_memory_copies(p, feeds, graph, counter) -> None:
             else:
                 have = out_host[src[0]][src[1]]
                 dtype = p.nodes[src[0]].op._outputs[src[1]].dtype
-            want = k in in_host
+            want = k in in_host or dtype.base_dtype == dtypes.resource
             if have != want:
                 node.inputs[k] = (_copy_node(p, src, dtype, want, graph, counter, cache), 0)
 

@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from asyncflow import device_spec, errors
+from asyncflow import device_spec, dtypes, errors
 from asyncflow.graph import Operation
 
 __all__ = ["Placer"]
@@ -143,8 +143,8 @@ class Placer:
                     if other is not None:
                         uf.union(other, op)
             for k, t in enumerate(op._inputs):
-                if t._is_ref or k in _handle_positions(op):
-                    uf.union(t.op, op)
+                if _joins(op, k, t):
+                    uf.union(_state_source(t), op)
         # A loop's primitives stay together on one device (its "home"); the body may
         # spread over others, which the partitioner gives control-loop state.
         from asyncflow.partition import _CF_PRIMS, static_frames
@@ -173,8 +173,8 @@ class Placer:
         for members in groups.values():
             for m in members:
                 for k, t in enumerate(m._inputs):
-                    if (t._is_ref or k in _handle_positions(m)) and t.op in self.assignment:
-                        members.append(t.op)
+                    if _joins(m, k, t) and _state_source(t) in self.assignment:
+                        members.append(_state_source(t))
                         break
         return groups
 
@@ -229,7 +229,7 @@ class Placer:
     def _later_members(self, members: list[Operation]) -> list[Operation]:
         """The graph's ops not among `members` that are colocated with them: consumers
         of a member's reference (transitively) and ops whose `_class` names a member."""
-        if not any(t._is_ref for m in members for t in m._outputs):
+        if not any(_is_state(t) for m in members for t in m._outputs):
             return []
         if self._loc_index is None:
             index: dict = {}
@@ -246,8 +246,8 @@ class Placer:
             op = stack.pop()
             nexts = list(self._loc_index.get(op.name, ()))
             for t in op._outputs:
-                if t._is_ref:
-                    nexts.extend(t._consumers)
+                if _is_state(t):
+                    nexts.extend(_state_consumers(t))
             for c in nexts:
                 if c not in seen:
                     seen.add(c)
@@ -373,6 +373,61 @@ def _handle_positions(op: Operation) -> frozenset:
                 found.append(k)
         pos = _handle_cache[op_def.name] = frozenset(found)
     return pos
+
+
+def _joins(op: Operation, k: int, t) -> bool:
+    """Whether input `k` (tensor `t`) puts `op` in its producer's colocation group: an
+    op joins the variable it takes by reference and the resource whose handle it takes
+    (TF's ref and DT_RESOURCE edges)."""
+    return t._is_ref or k in _handle_positions(op)
+
+
+# Ops that pass a resource handle on unchanged (a loop's or a cond's primitives, an
+# Identity): the handle is a host object, so they may sit on any device, and the ops
+# behind them that use the handle join the resource itself.
+_HANDLE_FORWARDING = frozenset(
+    "Identity Enter Exit Switch Merge NextIteration RefIdentity".split()
+)
+
+
+def _state_source(t) -> Operation:
+    """The op that made the state `t` refers to: a resource handle is followed back
+    through the ops that forward it."""
+    seen = set()
+    while (
+        t.dtype.base_dtype == dtypes.resource
+        and t.op.type in _HANDLE_FORWARDING
+        and t.op._inputs
+        and t.op not in seen
+    ):
+        seen.add(t.op)
+        t = t.op._inputs[0]
+    return t.op
+
+
+def _state_consumers(t) -> list[Operation]:
+    """The ops that join the producer of `t` through it, past handle forwarders."""
+    found, stack, seen = [], [t], set()
+    while stack:
+        x = stack.pop()
+        for c in x._consumers:
+            if c in seen:
+                continue
+            seen.add(c)
+            if x.dtype.base_dtype == dtypes.resource and c.type in _HANDLE_FORWARDING:
+                stack.extend(o for o in c._outputs if o.dtype.base_dtype == dtypes.resource)
+            elif _joins_any(c, x):
+                found.append(c)
+    return found
+
+
+def _is_state(t) -> bool:
+    """A variable reference or a resource handle: what colocates its consumers."""
+    return t._is_ref or t.dtype.base_dtype == dtypes.resource
+
+
+def _joins_any(op: Operation, t) -> bool:
+    return any(_joins(op, k, x) for k, x in enumerate(op._inputs) if x is t)
 
 
 def _supports(device, op: Operation) -> bool:

@@ -66,7 +66,7 @@ GPU_PRIORITY = 200  # placement: ops with a GPU kernel go to GPU:0 first, as TF
 # What lives in device memory (CuPy's dtypes): no strings, no bfloat16.
 GPU_DTYPES = frozenset(
     "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool "
-    "complex64 complex128".split()
+    "complex64 complex128 resource".split()
 )
 
 

@@ -195,12 +195,13 @@ async def _assign_variable_op(ctx, handle, value):
     _check_dtype(var, ctx.attrs["dtype"])
     if ctx.attrs["validate_shape"]:
         have = var.value.shape if var.value is not None else None  # (initialized only)
-        if have is not None and tuple(have) != np.shape(value):
+        # (`value` may be a device array: its own shape, never NumPy's np.shape)
+        if have is not None and tuple(have) != tuple(value.shape):
             raise errors.InvalidArgumentError(
                 None,
                 None,
                 "Trying to assign to variable with tensor with wrong shape. Expected "
-                f"{_shape_text(have)} got {_shape_text(np.shape(value))}",
+                f"{_shape_text(have)} got {_shape_text(value.shape)}",
             )
     var.assign(value, False, ctx.xp)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import errors, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow.kernel_api import DEAD, current_step
 from asyncflow.registry import ANY, REQUIRED, NotDifferentiable, register_op
 
@@ -71,7 +71,9 @@ async def _send(ctx, x, frame_tag: str = ""):
     tag inside a loop); a dead value crosses too, so that its _Recv learns it is dead.
     The receiving side's rendezvous makes the device copy."""
     device = ctx.device
-    if ctx.attrs["lossy"] and x is not DEAD and getattr(x, "dtype", None) == np.float32:
+    if ctx.attrs["T"] == dtypes.resource:
+        device = None  # a resource handle is a host object on every device: no copy
+    elif ctx.attrs["lossy"] and x is not DEAD and getattr(x, "dtype", None) == np.float32:
         x = _Lossy(to_lossy(await device.copy_to_host(x)))
         device = None  # host memory
     _rendezvous().send_nowait(ctx.attrs["key"] + frame_tag, x, device)

@@ -847,6 +847,36 @@ def _scatter_div(target, idx, upd):
         target[row] = np.where((target[row] < 0) != (upd[i] < 0), -q, q)
 
 
+def _device_div(xp, a, b):
+    if a.dtype.kind not in "iu":
+        return a / b
+    q = xp.abs(a) // xp.abs(b)  # C++ integer `/`: truncated toward zero
+    return xp.where((a < 0) != (b < 0), -q, q)
+
+
+# Scatters a device's array module has no `.at` for: applied in rounds (below).
+_IN_ROUNDS = {"multiply": lambda xp, a, b: a * b, "divide": _device_div}
+
+
+def _scatter_in_rounds(xp, fn, target, flat_idx, updates) -> None:
+    """`target[i] = fn(target[i], u)` for each (i, u), duplicates in order: round r
+    applies each index's r-th occurrence, so no round writes one row twice.  The
+    indices are on the host (the kernel's host-memory input)."""
+    n = flat_idx.size
+    if not n:
+        return
+    order = np.argsort(flat_idx, kind="stable")
+    ranked = flat_idx[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    for r in range(int(rank.max()) + 1):
+        sel = np.flatnonzero(rank == r)
+        rows = xp.asarray(flat_idx[sel])
+        upd = updates[xp.asarray(sel)] if updates.ndim else updates
+        target[rows] = fn(xp, target[rows], upd)
+
+
 def _register_scatter(op_type: str, apply, numeric: bool, allowed=None, device_op=None):
     """`device_op`: the scatter on a device's array module (math_helpers.scatter_at's
     name, or "update"); None registers a CPU kernel only."""
@@ -893,6 +923,8 @@ def _register_scatter(op_type: str, apply, numeric: bool, allowed=None, device_o
                 idx = xp.asarray(flat_idx)
                 if device_op == "update":
                     target[idx] = updates
+                elif device_op in _IN_ROUNDS:
+                    _scatter_in_rounds(xp, _IN_ROUNDS[device_op], target, flat_idx, updates)
                 else:
                     scatter_at(xp, device_op, target, idx, updates)
             except BaseException:
@@ -907,8 +939,8 @@ def _register_scatter(op_type: str, apply, numeric: bool, allowed=None, device_o
 ScatterUpdate = _register_scatter("ScatterUpdate", _scatter_assign, False, device_op="update")
 ScatterAdd = _register_scatter("ScatterAdd", np.add.at, True, device_op="add")
 ScatterSub = _register_scatter("ScatterSub", np.subtract.at, True, device_op="subtract")
-ScatterMul = _register_scatter("ScatterMul", np.multiply.at, numeric=True)
-ScatterDiv = _register_scatter("ScatterDiv", _scatter_div, numeric=True)
+ScatterMul = _register_scatter("ScatterMul", np.multiply.at, True, device_op="multiply")
+ScatterDiv = _register_scatter("ScatterDiv", _scatter_div, True, device_op="divide")
 ScatterMin = _register_scatter("ScatterMin", np.minimum.at, True, REAL, device_op="minimum")
 ScatterMax = _register_scatter("ScatterMax", np.maximum.at, True, REAL, device_op="maximum")
 

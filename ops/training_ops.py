@@ -457,6 +457,55 @@ def _register(
             await _write_through(refs, targets, work)
             return refs[0]
 
+    if sparse:
+
+        @op_def.kernel("GPU", host_memory=tuple(names[k] for k in (*scalar_pos, idx_pos)))
+        async def _sparse_device_kernel(ctx, *args):
+            """The rows update on a device: indices and hyper-parameters in host memory
+            (checked there, as the CPU kernel checks them), the rows gathered, updated
+            and written back on the device."""
+            xp = ctx.xp
+            refs = args[:n_refs]
+            values = [r._current() for r in refs]
+            for k in range(n_refs, len(args)):
+                host = k in scalar_pos or k == idx_pos
+                values.append(np.asarray(args[k]) if host else xp.asarray(args[k]))
+            _check_dense(names, n_refs, scalar_pos, None, values)
+            indices = values[idx_pos]
+            _check_sparse(values[0], values[grad_pos], indices)
+            del values[idx_pos]
+            del values[:n_refs]
+            values = [v[()] if isinstance(v, np.ndarray) else v for v in values]
+            targets = [r.writable_target() for r in refs]
+            work = ctx.device.compute(
+                _device_rows, xp, update, ctx.attrs, targets, values, indices
+            )
+            await _write_through(refs, targets, work)
+            return refs[0]
+
+    if not sparse and update in _HOST_BRANCHES:
+
+        @op_def.kernel("GPU", host_memory=tuple(names[k] for k in scalar_pos))
+        async def _branching_device_kernel(ctx, *args):
+            """An update that branches on its hyper-parameters: they stay in host
+            memory (as TF's GPU functors read them on the host), the arrays on the
+            device; not fused, since the branch is taken here in Python."""
+            xp = ctx.xp
+            refs = args[:n_refs]
+            values = [r._current() for r in refs]
+            for k in range(n_refs, len(args)):
+                values.append(np.asarray(args[k]) if k in scalar_pos else xp.asarray(args[k]))
+            _check_dense(names, n_refs, scalar_pos, grad_pos, values)
+            del values[:n_refs]
+            # 0-d host arrays as NumPy scalars of their dtype: what a device array
+            # takes in arithmetic, with the same promotion as the CPU kernel's.
+            values = [v[()] if isinstance(v, np.ndarray) else v for v in values]
+            attrs = ctx.attrs
+            targets = [r.writable_target() for r in refs]
+            work = ctx.device.compute(update, xp, attrs, *targets, *values)
+            await _write_through(refs, targets, work)
+            return refs[0]
+
     return op_def
 
 
@@ -534,6 +583,28 @@ def _update_rows(attrs, update: Callable, targets: list, values: list, indices) 
         update(np, attrs, *rows, *vals)
         for t, r in zip(targets, rows):
             t[idx] = r
+
+
+def _device_rows(xp, update: Callable, attrs, targets: list, values: list, indices) -> None:
+    """`_update_rows` on a device: `indices` (host) in rounds, round r updating each
+    index's r-th occurrence, so duplicates apply one after another as on the CPU and no
+    round writes one row twice."""
+    n = indices.size
+    if not n:
+        return
+    order = np.argsort(indices, kind="stable")
+    ranked = indices[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    for r in range(int(rank.max()) + 1):
+        sel = np.flatnonzero(rank == r)
+        idx = xp.asarray(indices[sel])
+        pick = xp.asarray(sel)
+        rows = [t[idx] for t in targets]  # (fancy indexing: copies)
+        update(xp, attrs, *rows, *(v[pick] if getattr(v, "ndim", 0) else v for v in values))
+        for t, row in zip(targets, rows):
+            t[idx] = row
 
 
 def _builder(op_type: str, n_inputs: int, extra_attrs: tuple = ()):

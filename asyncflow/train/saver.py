@@ -41,6 +41,7 @@ from asyncflow.partitioned_variables import PartitionedVariable
 from asyncflow.protos.checkpoint_state_pb2 import CheckpointState
 from asyncflow.protos.meta_graph_pb2 import MetaGraphDef
 from asyncflow.protos.saver_pb2 import SaverDef
+from asyncflow.resource_variable import is_resource_variable
 
 __all__ = [
     "Saver",
@@ -279,7 +280,11 @@ class _VariableSaveable(SaveableObject):
 
     def __init__(self, var, name, slice_spec=""):
         ref = var._ref() if hasattr(var, "_ref") else var
-        spec = SaveSpec(ref, slice_spec, name, ref.dtype.base_dtype, ref.device)
+        # A resource variable is saved from its read "v/Read/ReadVariableOp", as TF's
+        # graph does: SaveV2 (CPU only) then takes a value, not the variable, and the
+        # variable may live on a GPU.
+        saved = var._graph_element if is_resource_variable(var) else ref
+        spec = SaveSpec(saved, slice_spec, name, ref.dtype.base_dtype, ref.device)
         super().__init__(ref, [spec], name)
         self.var = var
 
