@@ -22,39 +22,8 @@ from asyncflow import layer_functions as _lf
 from asyncflow.graph import GraphKeys
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
+from asyncflow.keras import layers_more as _layers_more
 from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
-from asyncflow.keras.layers_more import (
-    ELU,
-    ActivityRegularization,
-    AveragePooling1D,
-    AvgPool1D,
-    Conv1D,
-    Conv2DTranspose,
-    Convolution1D,
-    Cropping2D,
-    DepthwiseConv2D,
-    GaussianDropout,
-    GaussianNoise,
-    GlobalAveragePooling1D,
-    GlobalAveragePooling2D,
-    GlobalAvgPool2D,
-    GlobalMaxPool2D,
-    GlobalMaxPooling1D,
-    GlobalMaxPooling2D,
-    LeakyReLU,
-    MaxPool1D,
-    MaxPooling1D,
-    Permute,
-    ReLU,
-    RepeatVector,
-    SeparableConv2D,
-    Softmax,
-    SpatialDropout1D,
-    SpatialDropout2D,
-    TimeDistributed,
-    UpSampling2D,
-    ZeroPadding2D,
-)
 from asyncflow.keras.recurrent import (
     GRU,
     LSTM,
@@ -118,37 +87,10 @@ __all__ = [
     "GRU",
     "GRUCell",
     "Bidirectional",
-    "Conv1D",
-    "Convolution1D",
-    "Conv2DTranspose",
-    "MaxPooling1D",
-    "MaxPool1D",
-    "AveragePooling1D",
-    "AvgPool1D",
-    "GlobalAveragePooling1D",
-    "GlobalMaxPooling1D",
-    "GlobalAveragePooling2D",
-    "GlobalMaxPooling2D",
-    "GlobalAvgPool2D",
-    "GlobalMaxPool2D",
-    "ReLU",
-    "LeakyReLU",
-    "ELU",
-    "Softmax",
-    "Permute",
-    "RepeatVector",
-    "ZeroPadding2D",
-    "UpSampling2D",
-    "Cropping2D",
-    "ActivityRegularization",
-    "TimeDistributed",
-    "GaussianNoise",
-    "GaussianDropout",
-    "SpatialDropout1D",
-    "SpatialDropout2D",
-    "DepthwiseConv2D",
-    "SeparableConv2D",
+    *_layers_more.__all__,
 ]
+# tf.keras.layers also holds layers_more's layers (a module of its own for size).
+globals().update({_name: getattr(_layers_more, _name) for _name in _layers_more.__all__})
 
 
 def smart_cond(pred, true_fn, false_fn):
