@@ -66,7 +66,10 @@ def _unique_op(op_type: str, with_counts: bool):
     )
     # (TF registers no gradient: tf.gradients through it raises LookupError.)
 
-    @op_def.kernel("CPU")
+    # One kernel for every device, on host arrays (all arguments in host memory): on a GPU
+    # an optimizer's sparse update deduplicates its indices with Unique beside a variable
+    # that lives there.
+    @op_def.kernel(host_memory=("x", *(o.split(":")[0] for o in outputs)))
     async def _kernel(ctx, x):
         x = np.asarray(x)
         if x.ndim != 1:
@@ -77,10 +80,6 @@ def _unique_op(op_type: str, with_counts: bool):
         return out + (counts.astype(idx_dt),) if with_counts else out
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
-    # On a GPU the same kernel runs on host copies (every argument in host memory): an
-    # optimizer's sparse update deduplicates its indices with Unique beside a variable
-    # that lives on the GPU.
-    op_def.kernel("GPU", host_memory=("x", *(o.split(":")[0] for o in outputs)))(_kernel)
     return op_def
 
 
