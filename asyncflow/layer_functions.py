@@ -29,6 +29,7 @@ from asyncflow.graph import GraphKeys
 from asyncflow.nn_composites import separable_conv2d as _nn_separable_conv2d
 from asyncflow.ops import (
     array_ops,
+    control_flow_cond,
     conv_ops,
     init_ops,
     math_ops,
@@ -272,14 +273,17 @@ def flatten(inputs, name=None, data_format="channels_last"):
         return array_ops.reshape(inputs, [batch if batch is not None else -1, -1])
 
 
-def _select(training, if_true, if_false):
-    """A Python bool picks at build time; a boolean tensor selects at run time."""
+def _smart_cond(training, if_true, if_false):
+    """TF's smart_cond: a Python bool or a known tensor picks at build time; a boolean
+    tensor picks at run time in a `cond`, so only the branch taken runs (dropout's
+    random draw happens on training steps only, and its seeded stream advances as TF's
+    does when evaluation steps come between them)."""
     if isinstance(training, bool | np.bool_):
         return if_true() if training else if_false()
     value = ops.constant_value(ops.convert_to_tensor(training))
     if value is not None:
         return if_true() if bool(value) else if_false()
-    return slicing_ops.where(training, if_true(), if_false())
+    return control_flow_cond.cond(training, if_true, if_false)
 
 
 def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=None):
@@ -290,7 +294,7 @@ def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=
     """
     with ops.name_scope(None if name is IN_LAYER_SCOPE else name, "dropout", [inputs]):
         inputs = ops.convert_to_tensor(inputs)
-        return _select(
+        return _smart_cond(
             training,
             lambda: nn_impl.dropout(inputs, rate=rate, noise_shape=noise_shape, seed=seed),
             lambda: array_ops.identity(inputs),
