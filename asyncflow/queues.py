@@ -93,6 +93,9 @@ def unstarted_runners(session, queue_op) -> list:
     mine = []
     for r in graph.get_collection("queue_runners"):
         q = getattr(r, "queue", None)
+        if q is queue_op:  # (a runner rebuilt from a meta graph holds the queue's op)
+            mine.append(r)
+            continue
         ref = getattr(q, "queue_ref", None)
         if ref is not None and getattr(ref, "op", None) is queue_op:
             mine.append(r)

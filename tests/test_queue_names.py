@@ -177,3 +177,20 @@ def test_iterators_collection_and_names_as_tf():
     assert [t.name for t in tf.get_collection("iterators")] == want
     mg = tf.train.export_meta_graph()
     assert list(mg.collection_def["iterators"].node_list.value) == want
+
+
+def test_runners_from_a_meta_graph_arm_the_unstarted_runner_watchdog():
+    from asyncflow import queues
+
+    _three_runners()
+    mg = tf.train.export_meta_graph()
+    with tf.Graph().as_default() as g:
+        tf.train.import_meta_graph(mg)
+        queue_op = g.get_operation_by_name("batch/fifo_queue")
+        with tf.Session() as s:
+            assert queues.unstarted_runners(s, queue_op)  # rebuilt runners hold the op
+            coord = tf.train.Coordinator()
+            threads = tf.train.start_queue_runners(s, coord)
+            assert queues.unstarted_runners(s, queue_op) == []
+            coord.request_stop()
+            coord.join(threads)
