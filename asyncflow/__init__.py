@@ -294,6 +294,7 @@ from asyncflow.protos import (  # noqa: E402 - TF's format messages (tf.GraphDef
     TensorInfo,
 )
 from asyncflow.ragged import RaggedTensor  # noqa: E402
+from asyncflow.raw_op_functions import raw_ops  # noqa: E402 - tf.raw_ops
 from asyncflow.tf2_compat import (  # noqa: E402 - TF 2's switches, top-level odds
     LogMessage,
     check_pinned,
