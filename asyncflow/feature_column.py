@@ -575,6 +575,15 @@ def input_layer(
       ValueError: no columns, a column not dense, two columns of one name, a feature
         missing from `features`, features of the wrong kind.
     """
+    columns = _dense_columns(feature_columns)
+    collections = _model_collections(weight_collections)
+    return _dense_layer(
+        features, columns, collections, trainable, cols_to_vars, cols_to_output_tensors,
+        var_scope.variable_scope(None, default_name="input_layer"),
+    )  # fmt: skip
+
+
+def _dense_columns(feature_columns) -> list:
     columns = _normalize(feature_columns)
     for column in columns:
         if not column._is_dense:
@@ -582,10 +591,16 @@ def input_layer(
                 "Items of feature_columns must be a _DenseColumn. You can wrap a categorical "
                 f"column with an embedding_column or indicator_column. Given: {column}"
             )
-    ctx = _Ctx(
-        _model_collections(weight_collections), trainable, checkpoint_utils.init_from_checkpoint
-    )
-    with var_scope.variable_scope(None, default_name="input_layer"):
+    return columns
+
+
+def _dense_layer(
+    features, columns, collections, trainable, cols_to_vars, cols_to_output_tensors, scope
+):
+    """input_layer's body, in `scope` (a variable scope), its variables in `collections`
+    (also tf.keras.layers.DenseFeatures', in the layer's own scope)."""
+    ctx = _Ctx(collections, trainable, checkpoint_utils.init_from_checkpoint)
+    with scope:
         builder = _Builder(features)
         outputs = []
         for column in sorted(columns, key=lambda c: c.name):

@@ -209,12 +209,21 @@ def sequence_input_layer(features, feature_columns, weight_collections=None, tra
       InvalidArgumentError: (when run) columns whose sequence lengths differ.
     """
     columns = _check_sequence_columns(feature_columns)
+    return _sequence_layer(
+        features, columns, weight_collections, trainable,
+        var_scope.variable_scope(None, default_name="sequence_input_layer"),
+    )  # fmt: skip
+
+
+def _sequence_layer(features, columns, weight_collections, trainable, scope):
+    """sequence_input_layer's body in `scope` (also tf.keras.experimental.SequenceFeatures',
+    in the layer's own scope)."""
     # (Not in MODEL_VARIABLES: TF 2.15.1's SequenceFeatures puts them in no other.)
     collections = list(weight_collections or [])
     if ops.GraphKeys.GLOBAL_VARIABLES not in collections:
         collections.append(ops.GraphKeys.GLOBAL_VARIABLES)
     ctx = _Ctx(collections, trainable, checkpoint_utils.init_from_checkpoint)
-    with var_scope.variable_scope(None, default_name="sequence_input_layer"):
+    with scope:
         builder = _SequenceBuilder(features)
         outputs, lengths = [], []
         for column in sorted(columns, key=lambda c: c.name):

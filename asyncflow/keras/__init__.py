@@ -20,10 +20,21 @@ from asyncflow.keras import (
     utils,
 )
 from asyncflow.keras.engine import Input
+from asyncflow.keras.feature_layers import SequenceFeatures as _SequenceFeatures
 from asyncflow.keras.training import Model, Sequential
+
+
+class _Experimental:
+    """`tf.keras.experimental` (the part asyncflow has)."""
+
+    SequenceFeatures = _SequenceFeatures
+
+
+experimental = _Experimental()
 
 __all__ = [
     "activations",
+    "experimental",
     "backend",
     "callbacks",
     "constraints",

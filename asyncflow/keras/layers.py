@@ -24,6 +24,7 @@ from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras import layers_more as _layers_more
 from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
+from asyncflow.keras.feature_layers import DenseFeatures
 from asyncflow.keras.recurrent import (
     GRU,
     LSTM,
@@ -88,6 +89,7 @@ __all__ = [
     "GRUCell",
     "Bidirectional",
     *_layers_more.__all__,
+    "DenseFeatures",
 ]
 # tf.keras.layers also holds layers_more's layers (a module of its own for size).
 globals().update({_name: getattr(_layers_more, _name) for _name in _layers_more.__all__})

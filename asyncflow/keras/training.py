@@ -25,7 +25,7 @@ from asyncflow.keras import backend, optimizers, training_generator
 from asyncflow.keras import callbacks as cbks
 from asyncflow.keras import losses as losses_mod
 from asyncflow.keras import metrics as metrics_mod
-from asyncflow.keras.engine import InputLayer, keras_history
+from asyncflow.keras.engine import Input, InputLayer, keras_history
 from asyncflow.keras.network import Network
 from asyncflow.keras.training_generator import sample_weights as _sample_weights
 from asyncflow.ops import array_ops, math_ops
@@ -686,7 +686,7 @@ class Sequential(Model):
         for layer in layers:
             self.add(layer)
 
-    def build(self, input_shape=None, name=None) -> None:
+    def build(self, input_shape=None, name=None, _scope=None) -> None:
         if self.outputs or input_shape is None:
             return
         self._input_layer = InputLayer(
@@ -694,15 +694,41 @@ class Sequential(Model):
         )
         layers, self._seq_layers = self._seq_layers, []
         self.inputs, self.outputs = [self._input_layer.output], [self._input_layer.output]
-        for layer in layers:
-            self.add(layer)
+        with ops.name_scope(_scope):
+            for layer in layers:
+                self.add(layer)
 
     def _build_from(self, x) -> None:
-        if not self.outputs and self._seq_layers:
-            # Keras names the placeholder of a model built from data "input_1".
-            self.build((None,) + np.shape(np.asarray(x))[1:], name="input_1")
+        if not self.outputs and self._seq_layers and isinstance(x, dict):
+            self._build_from_features(x)
+        elif not self.outputs and self._seq_layers:
+            # Keras names the placeholder of a model built from data "input_1", and
+            # builds its layers in the model's scope ("sequential/dense/kernel").
+            self.build((None,) + np.shape(np.asarray(x))[1:], name="input_1", _scope=self.name)
         if self.outputs and not self._compiled and self._compile_args is not None:
             self._compile_graph()
+
+    def _build_from_features(self, x: dict) -> None:
+        """A Sequential model whose first layer takes a features dict (DenseFeatures):
+        one Input per key, named by it (a 1-D feature as [batch, 1], as the data is fed),
+        the dict to the first layer, the rest in turn."""
+        inputs = {}
+        for key in sorted(x):
+            a = np.asarray(x[key])
+            a = a[:, None] if a.ndim == 1 else a
+            dtype = backend.floatx() if a.dtype.kind == "f" else a.dtype.name
+            inputs[key] = Input(shape=a.shape[1:], name=key, dtype=dtype)
+        layers, self._seq_layers = self._seq_layers, [self._seq_layers[0]]
+        with ops.name_scope(self.name):
+            out = layers[0](inputs)
+            for layer in layers[1:]:
+                self._seq_layers.append(layer)
+                out = layer(out)
+        self.inputs = [inputs[k] for k in sorted(inputs)]
+        self.outputs = [out]
+        self._init_graph(self.inputs, out)
+        self._fns = {}
+        self._compiled = False
 
     def call(self, inputs, training=None, mask=None):
         if self.outputs and len(self._seq_layers):
