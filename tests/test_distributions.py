@@ -10,9 +10,10 @@ from asyncflow import errors
 
 d = tf.distributions
 inf = np.inf
+nan = np.nan
 
 
-def _check_cases(cases, expected):
+def _check_cases(cases, expected, atol=5e-8):
     """Runs the built tensors; every name and value must equal TF's (float32 tolerance:
     atol covers differences of O(1) terms, such as a KL near 0)."""
     assert [label for label, _ in cases] == list(expected)
@@ -24,12 +25,12 @@ def _check_cases(cases, expected):
             assert t.name == name, label
         if isinstance(want, list):
             for g, w in zip(got, want):
-                np.testing.assert_allclose(g, w, rtol=2e-6, atol=5e-8, err_msg=label)
+                np.testing.assert_allclose(g, w, rtol=2e-6, atol=atol, err_msg=label)
             continue
         got = np.asarray(got)
         assert got.dtype == want.dtype, label
         assert got.shape == want.shape, label
-        np.testing.assert_allclose(got, want, rtol=2e-6, atol=5e-8, err_msg=label)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=atol, err_msg=label)
 
 
 def _build_basic(tf, d):
@@ -427,6 +428,648 @@ EXPECTED_BASIC = {
 def test_basic_distributions_match_tf():
     with tf.Graph().as_default():
         _check_cases(_build_basic(tf, d), EXPECTED_BASIC)
+
+
+def _build_more(tf, d):
+    out = []
+
+    def show(label, t):
+        out.append((label, t))
+
+    def stats(prefix, dist, methods, x=None):
+        for m in methods:
+            if m in (
+                "log_prob",
+                "prob",
+                "cdf",
+                "log_cdf",
+                "survival_function",
+                "log_survival_function",
+            ):
+                show(prefix + "." + m, getattr(dist, m)(x))
+            else:
+                show(prefix + "." + m, getattr(dist, m)())
+
+    tf.set_random_seed(3)
+    scalar = ["entropy", "mean", "mode", "variance", "stddev"]
+    dens = ["log_prob", "prob", "cdf", "log_cdf", "survival_function", "log_survival_function"]
+    e = d.Exponential(rate=[0.5, 2.0])
+    stats("exp", e, scalar)
+    stats("exp", e, dens, [[0.3, 1.0], [4.0, 0.01]])
+    show("exp.sample", e.sample([3], seed=2))
+    show("exp.concentration", e.concentration)
+    g = d.Gamma(concentration=[0.5, 2.0, 5.0], rate=[1.0, 0.5, 3.0])
+    stats("gamma", g, scalar)
+    stats("gamma", g, dens, [0.2, 3.0, 1.5])
+    show("gamma.sample", g.sample(2, seed=6))
+    a = tf.constant([1.5, 3.0])
+    r = tf.constant(2.0)
+    # Only the rate: asyncflow lacks RandomGammaGrad (the gradient in alpha) so far.
+    show("gamma.grad_sample", tf.gradients(tf.reduce_sum(d.Gamma(a, r).sample(3, seed=4)), [r]))
+    bt = d.Beta(concentration1=[0.5, 2.0, 3.0], concentration0=[0.5, 5.0, 1.5])
+    stats("beta", bt, scalar)
+    stats("beta", bt, dens, [0.1, 0.3, 0.9])
+    show("beta.sample", bt.sample([2], seed=12))
+    lp = d.Laplace(loc=[0.0, 1.0], scale=[1.0, 0.5])
+    stats("laplace", lp, ["entropy", "mean", "mode", "variance", "stddev"])
+    stats("laplace", lp, dens, [[-3.0, 1.2], [0.5, -40.0]])
+    show("laplace.sample", lp.sample(3, seed=7))
+    st = d.StudentT(df=[0.8, 1.5, 5.0], loc=[0.0, 1.0, -1.0], scale=[1.0, 2.0, 0.5])
+    stats("studentt", st, ["entropy", "mean", "mode", "variance", "stddev"])
+    stats(
+        "studentt",
+        st,
+        ["log_prob", "prob", "cdf", "log_cdf", "survival_function", "log_survival_function"],
+        [0.5, -2.0, 3.0],
+    )
+    show("studentt.sample", st.sample(2, seed=9))
+    dr = d.Dirichlet([[1.0, 2.0, 3.0], [0.5, 4.0, 1.5]])
+    stats("dirichlet", dr, ["entropy", "mean", "variance", "stddev", "covariance"])
+    show("dirichlet.mode", d.Dirichlet([1.5, 2.0, 3.0]).mode())
+    show("dirichlet.mode_nan", d.Dirichlet([0.5, 2.0, 3.0]).mode())
+    show("dirichlet.log_prob", dr.log_prob([[0.2, 0.3, 0.5], [0.1, 0.8, 0.1]]))
+    show("dirichlet.prob", dr.prob([0.2, 0.3, 0.5]))
+    show("dirichlet.sample", dr.sample(2, seed=1))
+    show("dirichlet.event_shape_tensor", dr.event_shape_tensor())
+    mn = d.Multinomial(total_count=[4.0, 6.0], logits=[[0.0, 1.0, -1.0], [2.0, 0.5, 0.1]])
+    stats("multinomial", mn, ["mean", "variance", "stddev", "covariance"])
+    show("multinomial.log_prob", mn.log_prob([[1.0, 2.0, 1.0], [3.0, 3.0, 0.0]]))
+    show("multinomial.prob", mn.prob([2.0, 2.0, 0.0]))
+    dm = d.DirichletMultinomial(total_count=5.0, concentration=[[1.0, 2.0, 0.5], [3.0, 1.0, 1.0]])
+    stats("dirmult", dm, ["mean", "variance", "stddev", "covariance"])
+    show("dirmult.log_prob", dm.log_prob([[1.0, 2.0, 2.0], [5.0, 0.0, 0.0]]))
+    show("dirmult.prob", dm.prob([2.0, 2.0, 1.0]))
+    show("dirmult.sample", dm.sample(3, seed=8))
+    # KL divergences registered for these families (Exponential through Gamma's).
+    show("kl.gamma", d.kl_divergence(g, d.Gamma(1.0, 2.0)))
+    show("kl.exp", d.kl_divergence(e, d.Exponential(1.0)))
+    show("kl.beta", d.kl_divergence(bt, d.Beta(2.0, 2.0)))
+    show("kl.dirichlet", d.kl_divergence(dr, d.Dirichlet([1.0, 1.0, 1.0])))
+    return out
+
+
+# Recorded from TF 2.21 (tf.compat.v1.distributions): (op name, value).
+EXPECTED_MORE = {
+    "exp.entropy": (
+        "Exponential/entropy/add_1:0",
+        np.array([1.6931471824645996, 0.3068528175354004], dtype=np.float32),
+    ),
+    "exp.mean": ("Exponential/mean/truediv:0", np.array([2.0, 0.5], dtype=np.float32)),
+    "exp.mode": ("Exponential/mode/SelectV2:0", np.array([nan, nan], dtype=np.float32)),
+    "exp.variance": ("Exponential/variance/truediv:0", np.array([4.0, 0.25], dtype=np.float32)),
+    "exp.stddev": ("Exponential/stddev/truediv:0", np.array([2.0, 0.5], dtype=np.float32)),
+    "exp.log_prob": (
+        "Exponential/log_prob/sub_3:0",
+        np.array(
+            [
+                [-0.8431471586227417, -1.3068528175354004],
+                [-2.6931471824645996, 0.6731472015380859],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "exp.prob": (
+        "Exponential/prob/Exp:0",
+        np.array(
+            [[0.4303539991378784, 0.2706705629825592], [0.0676676407456398, 1.9603973627090454]],
+            dtype=np.float32,
+        ),
+    ),
+    "exp.cdf": (
+        "Exponential/cdf/Igamma:0",
+        np.array(
+            [
+                [0.13929200172424316, 0.8646647334098816],
+                [0.8646647334098816, 0.019801326096057892],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "exp.log_cdf": (
+        "Exponential/log_cdf/Log:0",
+        np.array(
+            [
+                [-1.9711828231811523, -0.14541344344615936],
+                [-0.14541344344615936, -3.922006368637085],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "exp.survival_function": (
+        "Exponential/survival_function/sub:0",
+        np.array(
+            [[0.8607079982757568, 0.1353352665901184], [0.1353352665901184, 0.9801986813545227]],
+            dtype=np.float32,
+        ),
+    ),
+    "exp.log_survival_function": (
+        "Exponential/log_survival_function/sub_4:0",
+        np.array([[-0.1499999761581421, -2.0], [-2.0, -0.019999980926513672]], dtype=np.float32),
+    ),
+    "exp.sample": (
+        "Exponential/sample/Reshape:0",
+        np.array(
+            [
+                [0.3227250874042511, 0.963829517364502],
+                [3.6356630325317383, 0.06861330568790436],
+                [1.557359218597412, 0.31421855092048645],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "exp.concentration": ("Exponential/concentration:0", np.array(1.0, dtype=np.float32)),
+    "gamma.entropy": (
+        "Gamma/entropy/add_1:0",
+        np.array([0.09060955047607422, 2.2703628540039062, 1.0549707412719727], dtype=np.float32),
+    ),
+    "gamma.mean": (
+        "Gamma/mean/truediv:0",
+        np.array([0.5, 4.0, 1.6666666269302368], dtype=np.float32),
+    ),
+    "gamma.mode": (
+        "Gamma/mode/SelectV2:0",
+        np.array([nan, 2.0, 1.3333333730697632], dtype=np.float32),
+    ),
+    "gamma.variance": (
+        "Gamma/variance/truediv:0",
+        np.array([0.5, 8.0, 0.5555555820465088], dtype=np.float32),
+    ),
+    "gamma.stddev": (
+        "Gamma/stddev/truediv:0",
+        np.array([0.7071067690849304, 2.8284270763397217, 0.745356023311615], dtype=np.float32),
+    ),
+    "gamma.log_prob": (
+        "Gamma/log_prob/sub_3:0",
+        np.array([0.03235405683517456, -1.787682056427002, -0.5631318092346191], dtype=np.float32),
+    ),
+    "gamma.prob": (
+        "Gamma/prob/Exp:0",
+        np.array([1.0328831672668457, 0.16734762489795685, 0.5694229602813721], dtype=np.float32),
+    ),
+    "gamma.cdf": (
+        "Gamma/cdf/Igamma:0",
+        np.array([0.47291067242622375, 0.4421745538711548, 0.4678965210914612], dtype=np.float32),
+    ),
+    "gamma.log_cdf": (
+        "Gamma/log_cdf/Log:0",
+        np.array(
+            [-0.7488487362861633, -0.8160505294799805, -0.7595081329345703], dtype=np.float32
+        ),
+    ),
+    "gamma.survival_function": (
+        "Gamma/survival_function/sub:0",
+        np.array([0.5270893573760986, 0.5578254461288452, 0.5321034789085388], dtype=np.float32),
+    ),
+    "gamma.log_survival_function": (
+        "Gamma/log_survival_function/Log1p:0",
+        np.array([-0.6403852701187134, -0.583709180355072, -0.6309173107147217], dtype=np.float32),
+    ),
+    "gamma.sample": (
+        "Gamma/sample/Reshape:0",
+        np.array(
+            [
+                [0.5891710519790649, 5.598677158355713, 1.4997353553771973],
+                [0.6859275102615356, 2.2917401790618896, 2.0416908264160156],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "gamma.grad_sample": (None, [np.array(-2.3504066467285156, dtype=np.float32)]),
+    "beta.entropy": (
+        "Beta/entropy/add_1:0",
+        np.array(
+            [-0.24156498908996582, -0.4845304489135742, -0.2730073928833008], dtype=np.float32
+        ),
+    ),
+    "beta.mean": (
+        "Beta/mean/truediv:0",
+        np.array([0.5, 0.2857142984867096, 0.6666666865348816], dtype=np.float32),
+    ),
+    "beta.mode": (
+        "Beta/mode/SelectV2:0",
+        np.array([nan, 0.20000000298023224, 0.800000011920929], dtype=np.float32),
+    ),
+    "beta.variance": (
+        "Beta/variance/truediv_2:0",
+        np.array([0.125, 0.025510204955935478, 0.04040403664112091], dtype=np.float32),
+    ),
+    "beta.stddev": (
+        "Beta/stddev/Sqrt:0",
+        np.array([0.3535533845424652, 0.15971913933753967, 0.20100755989551544], dtype=np.float32),
+    ),
+    "beta.log_prob": (
+        "Beta/log_prob/sub_3:0",
+        np.array([0.059242963790893555, 0.7705247402191162, 0.5193582773208618], dtype=np.float32),
+    ),
+    "beta.prob": (
+        "Beta/prob/Exp:0",
+        np.array([1.061033010482788, 2.1608998775482178, 1.6809486150741577], dtype=np.float32),
+    ),
+    "beta.cdf": (
+        "Beta/cdf/Betainc:0",
+        np.array([0.2048327624797821, 0.5798250436782837, 0.8776593208312988], dtype=np.float32),
+    ),
+    "beta.log_cdf": (
+        "Beta/log_cdf/Log:0",
+        np.array(
+            [-1.5855613946914673, -0.5450288653373718, -0.1304967850446701], dtype=np.float32
+        ),
+    ),
+    "beta.survival_function": (
+        "Beta/survival_function/sub:0",
+        np.array([0.7951672077178955, 0.4201749563217163, 0.12234067916870117], dtype=np.float32),
+    ),
+    "beta.log_survival_function": (
+        "Beta/log_survival_function/Log1p:0",
+        np.array(
+            [-0.22920282185077667, -0.8670840859413147, -2.1009457111358643], dtype=np.float32
+        ),
+    ),
+    "beta.sample": (
+        "Beta/sample/Reshape:0",
+        np.array(
+            [
+                [0.7208606600761414, 0.16357283294200897, 0.959587037563324],
+                [0.9168239235877991, 0.2267230898141861, 0.8605217933654785],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "laplace.entropy": (
+        "Laplace/entropy/add_1:0",
+        np.array([1.6931471824645996, 1.0], dtype=np.float32),
+    ),
+    "laplace.mean": ("Laplace/mean/add:0", np.array([0.0, 1.0], dtype=np.float32)),
+    "laplace.mode": ("Laplace/mode/add:0", np.array([0.0, 1.0], dtype=np.float32)),
+    "laplace.variance": (
+        "Laplace/variance/Square:0",
+        np.array([1.9999998807907104, 0.4999999701976776], dtype=np.float32),
+    ),
+    "laplace.stddev": (
+        "Laplace/stddev/add:0",
+        np.array([1.4142135381698608, 0.7071067690849304], dtype=np.float32),
+    ),
+    "laplace.log_prob": (
+        "Laplace/log_prob/sub_1:0",
+        np.array(
+            [[-3.6931471824645996, -0.40000009536743164], [-1.1931471824645996, -82.0]],
+            dtype=np.float32,
+        ),
+    ),
+    "laplace.prob": (
+        "Laplace/prob/Exp:0",
+        np.array(
+            [
+                [0.024893533438444138, 0.6703199744224548],
+                [0.3032653331756592, 2.442600707513088e-36],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "laplace.cdf": (
+        "Laplace/cdf/add:0",
+        np.array(
+            [[0.024893522262573242, 0.6648399829864502], [0.6967346668243408, 0.0]],
+            dtype=np.float32,
+        ),
+    ),
+    "laplace.log_cdf": (
+        "Laplace/log_cdf/log_cdf_laplace/SelectV2:0",
+        np.array(
+            [
+                [-3.6931471824645996, -0.40820884704589844],
+                [-0.3613506257534027, -82.69314575195312],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "laplace.survival_function": (
+        "Laplace/survival_function/sub:0",
+        np.array(
+            [[0.9751064777374268, 0.3351600170135498], [0.3032653331756592, 1.0]], dtype=np.float32
+        ),
+    ),
+    "laplace.log_survival_function": (
+        "Laplace/log_survival_function/log_cdf_laplace/SelectV2:0",
+        np.array(
+            [
+                [-0.025208616629242897, -1.0931472778320312],
+                [-1.1931471824645996, -1.221300353756544e-36],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "laplace.sample": (
+        "Laplace/sample/Reshape:0",
+        np.array(
+            [
+                [0.6162657737731934, 1.1067919731140137],
+                [-0.2777254581451416, -0.2780197858810425],
+                [0.6102233529090881, 0.7857717275619507],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "studentt.entropy": (
+        "StudentT/entropy/add_4:0",
+        np.array([2.816906452178955, 2.842805862426758, 0.9343545436859131], dtype=np.float32),
+    ),
+    "studentt.mean": ("StudentT/mean/SelectV2:0", np.array([nan, 1.0, -1.0], dtype=np.float32)),
+    "studentt.mode": ("StudentT/mode/Identity:0", np.array([0.0, 1.0, -1.0], dtype=np.float32)),
+    "studentt.variance": (
+        "StudentT/variance/SelectV2_2:0",
+        np.array([nan, inf, 0.4166666567325592], dtype=np.float32),
+    ),
+    "studentt.stddev": (
+        "StudentT/stddev/Sqrt:0",
+        np.array([nan, inf, 0.64549720287323], dtype=np.float32),
+    ),
+    "studentt.log_prob": (
+        "StudentT/log_prob/sub_2:0",
+        np.array([-1.4358351230621338, -2.915160894393921, -8.1494779586792], dtype=np.float32),
+    ),
+    "studentt.prob": (
+        "StudentT/prob/Exp:0",
+        np.array(
+            [0.23791658878326416, 0.05419531092047691, 0.0002888861345127225], dtype=np.float32
+        ),
+    ),
+    "studentt.cdf": (
+        "StudentT/cdf/SelectV2:0",
+        np.array([0.6397931575775146, 0.15499739348888397, 0.9997535347938538], dtype=np.float32),
+    ),
+    "studentt.log_cdf": (
+        "StudentT/log_cdf/Log:0",
+        np.array(
+            [-0.44661036133766174, -1.864346981048584, -0.00024649559054523706], dtype=np.float32
+        ),
+    ),
+    "studentt.survival_function": (
+        "StudentT/survival_function/sub:0",
+        np.array(
+            [0.36020684242248535, 0.8450025916099548, 0.00024646520614624023], dtype=np.float32
+        ),
+    ),
+    "studentt.log_survival_function": (
+        "StudentT/log_survival_function/Log1p:0",
+        np.array(
+            [-1.0210769176483154, -0.16841556131839752, -8.308289527893066], dtype=np.float32
+        ),
+    ),
+    "studentt.sample": (
+        "StudentT/sample/Reshape:0",
+        np.array(
+            [
+                [723.7777099609375, 1.9730277061462402, 0.007948756217956543],
+                [-2.051769256591797, 0.3292810320854187, -2.775607109069824],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "dirichlet.entropy": (
+        "Dirichlet/entropy/sub_2:0",
+        np.array([-1.2443442344665527, -2.19415020942688], dtype=np.float32),
+    ),
+    "dirichlet.mean": (
+        "Dirichlet/mean/truediv:0",
+        np.array(
+            [
+                [0.1666666716337204, 0.3333333432674408, 0.5],
+                [0.0833333358168602, 0.6666666865348816, 0.25],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "dirichlet.variance": (
+        "Dirichlet/variance/mul_1:0",
+        np.array(
+            [
+                [0.0198412723839283, 0.0317460335791111, 0.035714291036129],
+                [0.010912700556218624, 0.0317460335791111, 0.02678571827709675],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "dirichlet.stddev": (
+        "Dirichlet/stddev/Sqrt:0",
+        np.array(
+            [
+                [0.14085905253887177, 0.17817416787147522, 0.18898224830627441],
+                [0.10446387529373169, 0.17817416787147522, 0.16366343200206757],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "dirichlet.covariance": (
+        "Dirichlet/covariance/set_diag:0",
+        np.array(
+            [
+                [
+                    [0.0198412723839283, -0.00793650932610035, -0.011904763989150524],
+                    [-0.00793650932610035, 0.0317460335791111, -0.02380952797830105],
+                    [-0.011904763989150524, -0.02380952797830105, 0.035714291036129],
+                ],
+                [
+                    [0.010912700556218624, -0.00793650932610035, -0.002976190997287631],
+                    [-0.00793650932610035, 0.0317460335791111, -0.02380952797830105],
+                    [-0.002976190997287631, -0.02380952797830105, 0.02678571827709675],
+                ],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "dirichlet.mode": (
+        "Dirichlet_1/mode/SelectV2:0",
+        np.array([0.1428571492433548, 0.2857142984867096, 0.5714285969734192], dtype=np.float32),
+    ),
+    "dirichlet.mode_nan": (
+        "Dirichlet_2/mode/SelectV2:0",
+        np.array([nan, nan, nan], dtype=np.float32),
+    ),
+    "dirichlet.log_prob": (
+        "Dirichlet/log_prob/sub_1:0",
+        np.array([1.504077434539795, 1.8747190237045288], dtype=np.float32),
+    ),
+    "dirichlet.prob": (
+        "Dirichlet/prob/Exp:0",
+        np.array([4.5, 0.543555498123169], dtype=np.float32),
+    ),
+    "dirichlet.sample": (
+        "Dirichlet/sample/Reshape:0",
+        np.array(
+            [
+                [
+                    [4.104342224309221e-05, 0.3576381504535675, 0.6423208117485046],
+                    [0.19356900453567505, 0.42125311493873596, 0.38517794013023376],
+                ],
+                [
+                    [0.44259992241859436, 0.4447409212589264, 0.11265914887189865],
+                    [0.06576497852802277, 0.5087353587150574, 0.42549967765808105],
+                ],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "dirichlet.event_shape_tensor": (
+        "Dirichlet/event_shape_tensor_1/event_shape:0",
+        np.array([3], dtype=np.int32),
+    ),
+    "multinomial.mean": (
+        "Multinomial/mean/Identity:0",
+        np.array(
+            [
+                [0.9789139032363892, 2.660963773727417, 0.36012229323387146],
+                [4.3709516525268555, 0.9752911329269409, 0.6537572145462036],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "multinomial.variance": (
+        "Multinomial/variance/sub:0",
+        np.array(
+            [
+                [0.7393457889556885, 0.8907817602157593, 0.32770028710365295],
+                [1.1867485046386719, 0.8167589902877808, 0.5825241208076477],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "multinomial.stddev": (
+        "Multinomial/stddev/Sqrt:0",
+        np.array(
+            [
+                [0.8598521947860718, 0.943812370300293, 0.572451114654541],
+                [1.089379906654358, 0.9037472009658813, 0.7632326483726501],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "multinomial.covariance": (
+        "Multinomial/covariance/set_diag:0",
+        np.array(
+            [
+                [
+                    [0.7393457889556885, -0.6512135863304138, -0.08813218027353287],
+                    [-0.6512135863304138, 0.8907817602157593, -0.2395680993795395],
+                    [-0.08813218027353287, -0.2395680993795395, 0.32770028710365295],
+                ],
+                [
+                    [1.1867485046386719, -0.7104917764663696, -0.4762568473815918],
+                    [-0.7104917764663696, 0.8167589902877808, -0.10626726597547531],
+                    [-0.4762568771839142, -0.10626727342605591, 0.5825241208076477],
+                ],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "multinomial.log_prob": (
+        "Multinomial/log_prob/sub:0",
+        np.array([-2.145516872406006, -3.404939651489258], dtype=np.float32),
+    ),
+    "multinomial.prob": (
+        "Multinomial/prob/Exp:0",
+        np.array([0.1590297371149063, 2.5239932537078857], dtype=np.float32),
+    ),
+    "dirmult.mean": (
+        "DirichletMultinomial/mean/mul:0",
+        np.array(
+            [[1.4285714626312256, 2.857142925262451, 0.7142857313156128], [3.0, 1.0, 1.0]],
+            dtype=np.float32,
+        ),
+    ),
+    "dirmult.variance": (
+        "DirichletMultinomial/variance/mul_3:0",
+        np.array(
+            [
+                [1.9274379014968872, 2.312925338745117, 1.1564626693725586],
+                [1.999999761581421, 1.3333332538604736, 1.3333332538604736],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "dirmult.stddev": (
+        "DirichletMultinomial/stddev/Sqrt_1:0",
+        np.array(
+            [
+                [1.3883219957351685, 1.520830512046814, 1.0753895044326782],
+                [1.4142134189605713, 1.154700517654419, 1.154700517654419],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "dirmult.covariance": (
+        "DirichletMultinomial/covariance/set_diag:0",
+        np.array(
+            [
+                [
+                    [1.9274379014968872, -1.5419502258300781, -0.38548755645751953],
+                    [-1.5419502258300781, 2.312925338745117, -0.7709751129150391],
+                    [-0.38548755645751953, -0.7709751129150391, 1.1564626693725586],
+                ],
+                [
+                    [1.999999761581421, -0.9999999403953552, -0.9999999403953552],
+                    [-0.9999999403953552, 1.3333332538604736, -0.3333333134651184],
+                    [-0.9999999403953552, -0.3333333134651184, 1.3333332538604736],
+                ],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "dirmult.log_prob": (
+        "DirichletMultinomial/log_prob/add_1:0",
+        np.array([-3.4430184364318848, -1.7917590141296387], dtype=np.float32),
+    ),
+    "dirmult.prob": (
+        "DirichletMultinomial/prob/Exp:0",
+        np.array([0.042624060064554214, 0.04761907830834389], dtype=np.float32),
+    ),
+    "dirmult.sample": (
+        "DirichletMultinomial/sample/Reshape_2:0",
+        np.array(
+            [
+                [[0.0, 5.0, 0.0], [3.0, 2.0, 0.0]],
+                [[1.0, 4.0, 0.0], [3.0, 1.0, 1.0]],
+                [[0.0, 2.0, 3.0], [3.0, 1.0, 1.0]],
+            ],
+            dtype=np.float32,
+        ),
+    ),
+    "kl.gamma": (
+        "KullbackLeibler/kl_gamma_gamma/add_2:0",
+        np.array([0.21624326705932617, 5.036489963531494, 1.5852155685424805], dtype=np.float32),
+    ),
+    "kl.exp": (
+        "KullbackLeibler_1/kl_gamma_gamma/add_2:0",
+        np.array([0.3068528175354004, 0.1931471824645996], dtype=np.float32),
+    ),
+    "kl.beta": (
+        "KullbackLeibler_2/kl_beta_beta/add_2:0",
+        np.array([1.222395420074463, 0.5094380378723145, 0.299716055393219], dtype=np.float32),
+    ),
+    "kl.dirichlet": (
+        "KullbackLeibler_3/kl_dirichlet_dirichlet/add:0",
+        np.array([0.5511970520019531, 1.5010030269622803], dtype=np.float32),
+    ),
+}
+
+
+def test_more_distributions_match_tf():
+    with tf.Graph().as_default():
+        # Entropies and KLs here are sums of O(1) lgamma/digamma terms: a few ulps of 1.
+        _check_cases(_build_more(tf, d), EXPECTED_MORE, atol=1e-6)
+
+
+def test_multinomial_samples_are_counts():
+    # Seeded draws inside TF's map_fn differ from TF's (see the report); the counts are
+    # still whole, per class, and sum to total_count.
+    with tf.Graph().as_default():
+        mn = d.Multinomial(total_count=[4.0, 6.0], logits=[[0.0, 1.0, -1.0], [2.0, 0.5, 0.1]])
+        s = mn.sample(2, seed=5)
+        assert s.shape.as_list() == [2, 2, 3]
+        with tf.Session() as sess:
+            got = sess.run(s)
+        np.testing.assert_array_equal(got.sum(-1), [[4.0, 6.0], [4.0, 6.0]])
+        assert (got >= 0).all() and (got == np.round(got)).all()
 
 
 def test_reachable_as_compat_v1():
