@@ -1189,3 +1189,111 @@ def test_kl_nan_check_and_validate_args_fail_at_run_time():
                 with pytest.raises(errors.InvalidArgumentError) as info:
                     sess.run(build())
                 assert message in str(info.value)
+
+
+def test_more_properties_match_tf():
+    with tf.Graph().as_default():
+        e = d.Exponential(rate=[0.5, 2.0])
+        assert repr(e) == (
+            "<tfp.distributions.Exponential 'Exponential/' batch_shape=(2,) event_shape=() "
+            "dtype=float32>"
+        )
+        assert e.parameters == {
+            "rate": [0.5, 2.0],
+            "validate_args": False,
+            "allow_nan_stats": True,
+            "name": "Exponential",
+        }
+        assert (e.concentration.name, e.rate.name) == (
+            "Exponential/concentration:0",
+            "Exponential/rate_1:0",
+        )
+        assert e.reparameterization_type is d.FULLY_REPARAMETERIZED
+        assert repr(d.Dirichlet([[1.0, 2.0, 3.0]])) == (
+            "<tfp.distributions.Dirichlet 'Dirichlet/' batch_shape=(1,) event_shape=(3,) "
+            "dtype=float32>"
+        )
+        assert str(d.Gamma([1.0], [[2.0]]).batch_shape) == "(1, 1)"
+        for dist, name in [
+            (d.Multinomial(3.0, probs=[0.2, 0.8]), "Multinomial"),
+            (d.DirichletMultinomial(3.0, [1.0, 2.0]), "DirichletMultinomial"),
+        ]:
+            assert dist.reparameterization_type is d.NOT_REPARAMETERIZED
+            assert (str(dist.event_shape), str(dist.batch_shape)) == ("(2,)", "()")
+            assert dist.sample(4).shape.as_list() == [4, 2]
+            assert dist.event_shape_tensor().name == name + "/event_shape_tensor_1/event_shape:0"
+        with pytest.raises(NotImplementedError, match="^entropy is not implemented: Multinomial$"):
+            d.Multinomial(3.0, probs=[0.2, 0.8]).entropy()
+        with pytest.raises(NotImplementedError, match="^quantile is not implemented: StudentT$"):
+            d.StudentT(3.0, 0.0, 1.0).quantile(0.3)
+        assert d.Gamma(1.0, 1.0).survival_function(0.3).name == "Gamma_1/survival_function/sub:0"
+
+
+def test_more_gradients_match_tf():
+    # Recorded from TF 2.21.
+    with tf.Graph().as_default():
+        # No graph seed: the sample's op seed pairs with TF's default graph seed.
+        loc, scale = tf.constant([0.5, -1.0]), tf.constant([2.0, 0.3])
+        lp = d.Laplace(loc, scale)
+        g_laplace = tf.gradients(tf.reduce_sum(lp.sample(4, seed=11) ** 2), [loc, scale])
+        c1, c0 = tf.constant([2.0, 3.0]), tf.constant(1.5)
+        g_beta = tf.gradients(tf.reduce_sum(d.Beta(c1, c0).log_prob([0.3, 0.6])), [c1, c0])
+        con = tf.constant([1.0, 2.0, 3.0])
+        g_dir = tf.gradients(d.Dirichlet(con).log_prob([0.2, 0.3, 0.5]), con)
+        dfs = tf.constant([3.0, 5.0])
+        g_t = tf.gradients(tf.reduce_sum(d.StudentT(dfs, 0.0, 1.0).log_prob([0.5, -1.0])), dfs)
+        with tf.Session() as sess:
+            got = sess.run([g_laplace, g_beta, g_dir, g_t])
+        want = [
+            [[-16.83988, -6.5463724], [42.77954, 0.83799386]],
+            [[-0.5236002, -0.04473871], 1.1460822],
+            [[2.2833335, 0.0793606, 0.09018624]],
+            [[0.03774114, 0.01865291]],
+        ]
+        for g_list, w_list in zip(got, want):
+            for g, w in zip(g_list, w_list):
+                # digamma's last ulps differ: 1e-6 absolute.
+                np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
+
+
+def test_more_validate_args_and_nan_stats_raise():
+    # Messages recorded from TF 2.21 (its first line; "" is an assert without message).
+    checks = [
+        (lambda: d.Gamma(-1.0, 1.0, validate_args=True).mean(), ""),
+        (lambda: d.Gamma(1.0, 1.0, validate_args=True).log_prob(-1.0), ""),
+        (lambda: d.Gamma(0.5, 1.0, allow_nan_stats=False).mode(),
+         "mode not defined when any concentration <= 1"),
+        (lambda: d.Beta(-1.0, 1.0, validate_args=True).mean(),
+         "Concentration parameter must be positive."),
+        (lambda: d.Beta(2.0, 1.0, validate_args=True).log_prob(1.5),
+         "sample must be less than `1`."),
+        (lambda: d.Beta(0.5, 2.0, allow_nan_stats=False).mode(),
+         "Mode undefined for concentration1 <= 1."),
+        (lambda: d.Laplace(0.0, -1.0, validate_args=True).mean(), ""),
+        (lambda: d.StudentT(-1.0, 0.0, 1.0, validate_args=True).mean(), ""),
+        (lambda: d.StudentT(0.5, 0.0, 1.0, allow_nan_stats=False).mean(),
+         "mean not defined for components of df <= 1"),
+        (lambda: d.StudentT(0.5, 0.0, 1.0, allow_nan_stats=False).variance(),
+         "variance not defined for components of df <= 1"),
+        (lambda: d.Dirichlet([1.0, -2.0], validate_args=True).mean(),
+         "Concentration parameter must be positive."),
+        (lambda: d.Dirichlet([1.0, 2.0], validate_args=True).log_prob([0.5, 0.6]),
+         "sample last-dimension must sum to `1`"),
+        (lambda: d.Dirichlet([0.5, 2.0], allow_nan_stats=False).mode(),
+         "Mode undefined when any concentration <= 1"),
+        (lambda: d.Multinomial(3.0, probs=[0.2, 0.8], validate_args=True).log_prob([1.0, 1.0]),
+         "counts must sum to `self.total_count`"),
+        (lambda: d.Multinomial(3.0, probs=[0.2, 0.8], validate_args=True).log_prob([1.5, 1.5]),
+         "' cannot contain fractional components."),
+        (lambda: d.Multinomial(-3.0, probs=[0.2, 0.8], validate_args=True).mean(),
+         "'Tensor(\"Multinomial_2/total_count:0\", shape=(), dtype=float32)' must be "
+         "non-negative."),
+        (lambda: d.DirichletMultinomial(3.0, [1.0, 2.0], validate_args=True).log_prob([1.0, 1.0]),
+         "counts must sum to `self.total_count`"),
+        (lambda: d.Exponential(-1.0, validate_args=True).mean(), ""),
+    ]  # fmt: skip
+    with tf.Graph().as_default(), tf.Session() as sess:
+        for build, message in checks:
+            with pytest.raises(errors.InvalidArgumentError) as info:
+                sess.run(build())
+            assert message in str(info.value)

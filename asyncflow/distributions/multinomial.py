@@ -31,11 +31,11 @@ def _log_combinations(n, counts, name="log_combinations"):
 def _embed_check_nonnegative_integer_form(x, name="embed_check_nonnegative_integer_form"):
     with name_scope(name, values=[x]):
         x = convert_to_tensor(x, name="x")
-        checks = [ops.assert_non_negative(x, message=f"'{x.name}' must be non-negative.")]
+        checks = [ops.assert_non_negative(x, message=f"'{x}' must be non-negative.")]
         if not x.dtype.is_integer:
             checks.append(
                 ops.assert_equal(
-                    x, ops.floor(x), message=f"'{x.name}' cannot contain fractional components."
+                    x, ops.floor(x), message=f"'{x}' cannot contain fractional components."
                 )
             )
         with control_dependencies(checks):
