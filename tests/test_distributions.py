@@ -1297,3 +1297,47 @@ def test_more_validate_args_and_nan_stats_raise():
             with pytest.raises(errors.InvalidArgumentError) as info:
                 sess.run(build())
             assert message in str(info.value)
+
+
+def test_param_shapes_value_dtype_and_static_sample_shapes():
+    # Recorded from TF 2.21.
+    with tf.Graph().as_default():
+        shapes = {
+            d.Normal: ("loc", "scale"),
+            d.Laplace: ("loc", "scale"),
+            d.StudentT: ("df", "loc", "scale"),
+            d.Gamma: ("concentration", "rate"),
+            d.Exponential: ("rate",),
+            d.Beta: ("concentration1", "concentration0"),
+            d.Bernoulli: ("logits",),
+            d.Uniform: ("low", "high"),
+        }
+        for cls, names in shapes.items():
+            static = cls.param_static_shapes([2, 3])
+            assert list(static) == list(names)
+            assert all(s.as_list() == [2, 3] for s in static.values())
+        for cls in (d.Categorical, d.Dirichlet, d.Multinomial):
+            with pytest.raises(NotImplementedError, match="^_param_shapes not implemented$"):
+                cls.param_static_shapes([2, 3])
+        shapes = d.Normal.param_shapes([4])
+        assert shapes["loc"].name == shapes["scale"].name == "DistributionParamShapes_11/Const:0"
+        with pytest.raises(ValueError, match="^TensorShape sample_shape must be fully defined$"):
+            d.Normal.param_static_shapes(tf.TensorShape([None, 2]))
+        with pytest.raises(ValueError, match="^sample_shape must be a fully-defined TensorShape"):
+            d.Normal.param_static_shapes(tf.placeholder(tf.int32, [2]))
+        with pytest.raises(
+            ValueError, match=r"^Expected floating point type, got <dtype: 'int32'>"
+        ):
+            d.Normal(1, 2)
+        assert d.Normal([1.0, 2.0], 2.0).log_prob([[1]]).shape.as_list() == [1, 2]
+        lp = d.Categorical(logits=[0.0, 1.0]).log_prob(1.0)
+        assert lp.name == "Categorical/log_prob/Neg:0"
+        s64 = d.Categorical(logits=[0.0, 1.0], dtype=tf.int64).sample(2)
+        assert (s64.name, s64.dtype) == ("Categorical_1/sample/Reshape_2:0", tf.int64)
+        assert d.Normal(0.0, 1.0).sample(tf.constant([2, 3])).shape.as_list() == [2, 3]
+        assert d.Normal(0.0, 1.0).sample(tf.placeholder(tf.int32, [None])).shape.ndims is None
+        event = d.Normal(0.0, 1.0).is_scalar_event()
+        assert event.name == "Normal_4/is_scalar_event/is_scalar_event:0"
+        assert d.Normal(tf.zeros([2, 1]), tf.ones([3])).batch_shape.as_list() == [2, 3]
+        with tf.Session() as sess:
+            np.testing.assert_allclose(sess.run(lp), -0.31326169, rtol=1e-6)

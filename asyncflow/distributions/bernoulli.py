@@ -23,6 +23,8 @@ class Bernoulli(Distribution):
       ValueError: if both or neither of `logits` and `probs` are given.
     """
 
+    _PARAM_SHAPE_NAMES = ("logits",)
+
     def __init__(
         self,
         logits=None,

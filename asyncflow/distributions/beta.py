@@ -27,6 +27,8 @@ class Beta(Distribution):
         or a sample is outside (0, 1).
     """
 
+    _PARAM_SHAPE_NAMES = ("concentration1", "concentration0")
+
     def __init__(
         self,
         concentration1=None,

@@ -114,6 +114,42 @@ class Distribution:
 
     # -- shapes ----------------------------------------------------------------------
 
+    # The parameters whose shape is the sample shape (TF's `_param_shapes`); empty where
+    # TF does not define it.
+    _PARAM_SHAPE_NAMES: tuple = ()
+
+    @classmethod
+    def param_shapes(cls, sample_shape, name="DistributionParamShapes"):
+        """The parameter shapes (int32 tensors) that make `sample()` of shape `sample_shape`.
+
+        Raises:
+          NotImplementedError: for a distribution TF gives no parameter shapes.
+        """
+        with name_scope(name, values=[sample_shape]):
+            if not cls._PARAM_SHAPE_NAMES:
+                raise NotImplementedError("_param_shapes not implemented")
+            shape = convert_to_tensor(sample_shape, dtype=dtypes.int32)
+            return {param: shape for param in cls._PARAM_SHAPE_NAMES}
+
+    @classmethod
+    def param_static_shapes(cls, sample_shape):
+        """`param_shapes` as `TensorShape`s, for a statically known `sample_shape`.
+
+        Raises:
+          ValueError: if `sample_shape` is not fully defined.
+        """
+        if isinstance(sample_shape, TensorShape):
+            if not sample_shape.is_fully_defined():
+                raise ValueError("TensorShape sample_shape must be fully defined")
+            sample_shape = sample_shape.as_list()
+        static_params = {}
+        for param, shape in cls.param_shapes(sample_shape).items():
+            value = _constant_value(shape)
+            if value is None:
+                raise ValueError("sample_shape must be a fully-defined TensorShape or list/tuple")
+            static_params[param] = TensorShape([int(v) for v in value])
+        return static_params
+
     @property
     def batch_shape(self) -> TensorShape:
         return as_shape(self._batch_shape())
@@ -175,18 +211,55 @@ class Distribution:
         raise _not_implemented("sample_n", self)
 
     def _set_sample_static_shape(self, x, sample_shape):
+        """Gives `x` what is statically known of sample + batch + event shape."""
         value = _constant_value(sample_shape)
-        sample_static = TensorShape(None if value is None else [int(v) for v in value])
-        if sample_static.ndims is None and sample_shape.shape[0] is not None:
-            sample_static = TensorShape([None] * int(sample_shape.shape[0]))
-        full = sample_static.concatenate(self.batch_shape).concatenate(self.event_shape)
-        if x.shape.ndims is None or full.ndims is None or x.shape.ndims == full.ndims:
-            x.set_shape(x.shape.merge_with(full))
+        sample = TensorShape(None if value is None else [int(v) for v in value])
+        batch, event = self.batch_shape, self.event_shape
+        s_nd, b_nd, e_nd = sample.ndims, batch.ndims, event.ndims
+        ndims = x.shape.ndims
+        if ndims is None and None not in (s_nd, b_nd, e_nd):
+            ndims = s_nd + b_nd + e_nd
+            x.set_shape([None] * ndims)
+        if ndims is None:
+            return x
+        # A part of unknown rank is deduced from the other two.
+        if b_nd is not None and s_nd is None and e_nd is not None:
+            s_nd = ndims - b_nd - e_nd
+        if b_nd is not None and e_nd is None and s_nd is not None:
+            e_nd = ndims - b_nd - s_nd
+        known = TensorShape([None] * ndims)
+        if sample.ndims is not None:
+            known = known.merge_with(sample.concatenate([None] * (ndims - sample.ndims)))
+        if e_nd is not None:
+            known = known.merge_with(TensorShape([None] * (ndims - e_nd)).concatenate(event))
+        if None not in (s_nd, b_nd, e_nd):
+            known = known.merge_with(
+                TensorShape([None] * s_nd).concatenate(batch).concatenate([None] * e_nd)
+            )
+        x.set_shape(x.shape.merge_with(known))
         return x
 
     # -- densities, with TF's fallbacks ----------------------------------------------
 
     def _value(self, value):
+        # As TF, a Python number or list that an integer dtype holds exactly takes it
+        # (Categorical's log_prob(1.) is of class 1); any other value keeps its own dtype.
+        if (
+            self.dtype is not None
+            and self.dtype.is_integer
+            and isinstance(value, (int, float, list, tuple))
+        ):
+            try:
+                array = np.asarray(value)
+                exact = array.dtype != object and np.array_equal(
+                    array.astype(self.dtype.as_numpy_dtype), array
+                )
+            except (TypeError, ValueError, OverflowError):
+                exact = False
+            if exact:
+                return convert_to_tensor(
+                    array.astype(self.dtype.as_numpy_dtype), dtype=self.dtype, name="value"
+                )
         return convert_to_tensor(value, name="value", preferred_dtype=self.dtype)
 
     def log_prob(self, value, name="log_prob"):

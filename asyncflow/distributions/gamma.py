@@ -28,6 +28,8 @@ class Gamma(Distribution):
         with `allow_nan_stats=False`, from `mode()` when a concentration is <= 1.
     """
 
+    _PARAM_SHAPE_NAMES = ("concentration", "rate")
+
     def __init__(
         self, concentration, rate, validate_args=False, allow_nan_stats=True, name="Gamma"
     ):
@@ -131,6 +133,8 @@ class Gamma(Distribution):
 
 class Exponential(Gamma):
     """Exponential distribution with `rate`: a Gamma of concentration 1."""
+
+    _PARAM_SHAPE_NAMES = ("rate",)
 
     def __init__(self, rate, validate_args=False, allow_nan_stats=True, name="Exponential"):
         parameters = dict(locals())

@@ -26,6 +26,8 @@ class Laplace(Distribution):
       InvalidArgumentError: with `validate_args=True`, if `scale <= 0`.
     """
 
+    _PARAM_SHAPE_NAMES = ("loc", "scale")
+
     def __init__(self, loc, scale, validate_args=False, allow_nan_stats=True, name="Laplace"):
         parameters = dict(locals())
         with name_scope(name, values=[loc, scale]) as name:

@@ -26,6 +26,8 @@ class Normal(Distribution):
       InvalidArgumentError: at run time, with `validate_args=True`, if `scale <= 0`.
     """
 
+    _PARAM_SHAPE_NAMES = ("loc", "scale")
+
     def __init__(self, loc, scale, validate_args=False, allow_nan_stats=True, name="Normal"):
         parameters = dict(locals())
         with name_scope(name, values=[loc, scale]) as name:

@@ -26,6 +26,8 @@ class StudentT(Distribution):
         `allow_nan_stats=False`, from `mean()`/`variance()` where `df <= 1`.
     """
 
+    _PARAM_SHAPE_NAMES = ("df", "loc", "scale")
+
     def __init__(self, df, loc, scale, validate_args=False, allow_nan_stats=True, name="StudentT"):
         parameters = dict(locals())
         with name_scope(name, values=[df, loc, scale]) as name:

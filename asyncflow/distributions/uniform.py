@@ -24,6 +24,8 @@ class Uniform(Distribution):
       InvalidArgumentError: at run time, with `validate_args=True`, if `low >= high`.
     """
 
+    _PARAM_SHAPE_NAMES = ("low", "high")
+
     def __init__(
         self, low=0.0, high=1.0, validate_args=False, allow_nan_stats=True, name="Uniform"
     ):
