@@ -1341,3 +1341,40 @@ def test_param_shapes_value_dtype_and_static_sample_shapes():
         assert d.Normal(tf.zeros([2, 1]), tf.ones([3])).batch_shape.as_list() == [2, 3]
         with tf.Session() as sess:
             np.testing.assert_allclose(sess.run(lp), -0.31326169, rtol=1e-6)
+
+
+def test_event_validation_of_bernoulli_and_categorical():
+    # Recorded from TF 2.21: the failing node and its message.
+    def default(value):
+        return tf.placeholder_with_default(value, [])
+
+    def bern(value):
+        return d.Bernoulli(logits=0.0, validate_args=True).log_prob(value)
+
+    def cat(value):
+        return d.Categorical(logits=[0.0, 1.0], validate_args=True).log_prob(value)
+
+    checks = [
+        (lambda: bern(2), "Elements cannot exceed 1."),
+        (lambda: bern(-1), "Elements must be non-negative."),
+        (lambda: bern(0.5), "Elements must be bool-equivalent."),
+        (lambda: bern(default(2)),
+         "Bernoulli_3/log_prob/embed_check_casting_closed/assert_less_equal"),
+        (lambda: cat(5), "Received a label value of 5 which is outside the valid range of [0, 2)"),
+        (lambda: cat(default(-1)), "Elements must be non-negative."),
+        (lambda: cat(default(1.5)), "Elements must be int32-equivalent."),
+        (lambda: d.Normal(0.0, default(-1.0), validate_args=True).mean(),
+         "Normal/assert_positive/assert_less/Assert"),
+        (lambda: d.Uniform(default(3.0), 1.0, validate_args=True).mean(),
+         "uniform not defined when low >= high."),
+    ]  # fmt: skip
+    with tf.Graph().as_default(), tf.Session() as sess:
+        for build, message in checks:
+            with pytest.raises(errors.InvalidArgumentError) as info:
+                sess.run(build())
+            assert message in str(info.value)
+        np.testing.assert_allclose(sess.run(bern(1)), -0.6931472, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(cat(1)), -0.31326166, rtol=1e-6)
+        np.testing.assert_allclose(
+            sess.run(d.Categorical(logits=[0.0, 1.0], validate_args=True).cdf(default(3))), 1.0
+        )

@@ -27,6 +27,7 @@ from asyncflow.ops.cast_ops import cast
 from asyncflow.ops.check_ops import (
     Assert,
     assert_equal,
+    assert_greater_equal,
     assert_less,
     assert_less_equal,
     assert_near,

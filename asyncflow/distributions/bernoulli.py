@@ -10,7 +10,7 @@ from asyncflow import dtypes
 from asyncflow.distributions import _ops as ops
 from asyncflow.distributions import kullback_leibler, util
 from asyncflow.distributions.distribution import NOT_REPARAMETERIZED, Distribution
-from asyncflow.graph import control_dependencies, name_scope
+from asyncflow.graph import name_scope
 from asyncflow.tensor_shape import TensorShape
 
 __all__ = ["Bernoulli"]
@@ -79,7 +79,7 @@ class Bernoulli(Distribution):
 
     def _log_prob(self, event):
         if self.validate_args:
-            event = _embed_check_integer_casting_closed(event, target_dtype=dtypes.bool)
+            event = util.embed_check_integer_casting_closed(event, target_dtype=dtypes.bool)
         event = ops.cast(event, self.logits.dtype)
         logits = self.logits
         if not (
@@ -101,17 +101,6 @@ class Bernoulli(Distribution):
 
     def _mode(self):
         return ops.cast((self.probs > 0.5), self.dtype)
-
-
-def _embed_check_integer_casting_closed(x, target_dtype):
-    # Bernoulli events must be 0 or 1: with validation, assert so before casting.
-    with name_scope("embed_check_casting_closed", values=[x]):
-        deps = [
-            ops.assert_non_negative(x, message="Elements must be non-negative."),
-            ops.assert_less_equal(x, ops.ones_like(x), message="Elements cannot exceed 1."),
-        ]
-        with control_dependencies(deps):
-            return ops.identity(x)
 
 
 @kullback_leibler.RegisterKL(Bernoulli, Bernoulli)

@@ -135,6 +135,8 @@ class Categorical(Distribution):
 
     def _cdf(self, k):
         k = convert_to_tensor(k, name="k")
+        if self.validate_args:
+            k = util.embed_check_integer_casting_closed(k, target_dtype=dtypes.int32)
         k, probs = _broadcast_cat_event_and_params(
             event=k, params=self.probs, base_dtype=self.dtype.base_dtype
         )
@@ -149,17 +151,11 @@ class Categorical(Distribution):
 
     def _log_prob(self, k):
         k = convert_to_tensor(k, name="k")
-        if (
-            self.logits.shape.is_fully_defined()
-            and k.shape.is_fully_defined()
-            and self.logits.shape[:-1] == k.shape
-        ):
-            logits = self.logits
-        else:
-            logits = self.logits * ops.ones_like(ops.expand_dims(k, -1), dtype=self.logits.dtype)
-            logits_shape = ops.shape(logits)[:-1]
-            k *= ops.ones(logits_shape, dtype=k.dtype)
-            k.set_shape(TensorShape(logits.shape[:-1]))
+        if self.validate_args:
+            k = util.embed_check_integer_casting_closed(k, target_dtype=dtypes.int32)
+        k, logits = _broadcast_cat_event_and_params(
+            k, self.logits, base_dtype=self.dtype.base_dtype
+        )
         return -ops.sparse_softmax_cross_entropy_with_logits(labels=k, logits=logits)
 
     def _entropy(self):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
+
+from asyncflow import dtypes
 from asyncflow.distributions import _ops as ops
 from asyncflow.graph import control_dependencies, convert_to_tensor, name_scope
 
-__all__ = ["gen_new_seed", "get_logits_and_probs"]
+__all__ = ["embed_check_integer_casting_closed", "gen_new_seed", "get_logits_and_probs"]
 
 
 def get_logits_and_probs(
@@ -87,3 +90,79 @@ def gen_new_seed(seed, salt):
         return None
     string = (str(seed) + salt).encode("utf-8")
     return int(hashlib.md5(string).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+def _largest_integer(dtype):
+    if dtype.is_floating:
+        return int(2 ** (np.finfo(dtype.as_numpy_dtype).nmant + 1))
+    if dtype == dtypes.bool:
+        return 1
+    return int(np.iinfo(dtype.as_numpy_dtype).max)
+
+
+def _smallest_integer(dtype):
+    if dtype.is_floating:
+        return -_largest_integer(dtype)
+    if dtype == dtypes.bool:
+        return 0
+    return int(np.iinfo(dtype.as_numpy_dtype).min)
+
+
+def embed_check_integer_casting_closed(
+    x, target_dtype, assert_nonnegative=True, name="embed_check_casting_closed"
+):
+    """`x`, run only after asserting that a cast to `target_dtype` loses nothing.
+
+    Raises:
+      TypeError: if neither dtype is an integer one, or `x` is not numeric.
+      InvalidArgumentError: at run time, for a negative, fractional or too large value.
+    """
+    with name_scope(name, values=[x]):
+        x = convert_to_tensor(x, name="x")
+        if not (x.dtype.is_integer or x.dtype.is_floating):
+            raise TypeError(f"{x.dtype.name}.dtype must be floating- or integer-type.")
+        target_integer = target_dtype.is_integer or target_dtype == dtypes.bool
+        if not (target_integer or target_dtype.is_floating):
+            raise TypeError(
+                f"target_dtype ({target_dtype.name}) must be floating- or integer-type."
+            )
+        if not (x.dtype.is_integer or target_integer):
+            raise TypeError(
+                f"At least one of {x.dtype.name}.dtype ({x.dtype.name}) and target_dtype "
+                f"({target_dtype.name}) must be integer-type."
+            )
+        checks = []
+        if assert_nonnegative:
+            checks.append(ops.assert_non_negative(x, message="Elements must be non-negative."))
+        if x.dtype.is_floating:
+            # A float equal to its round trip through the integer type fits it too.
+            with name_scope("assert_integer_form"):
+                round_trip = ops.cast(ops.cast(x, target_dtype), x.dtype)
+                checks.append(
+                    ops.assert_equal(
+                        x, round_trip, message=f"Elements must be {target_dtype.name}-equivalent."
+                    )
+                )
+        else:
+            largest = _largest_integer(target_dtype)
+            if _largest_integer(x.dtype) > largest:
+                checks.append(
+                    ops.assert_less_equal(
+                        x,
+                        ops.cast(largest, x.dtype),
+                        message=f"Elements cannot exceed {largest}.",
+                    )
+                )
+            smallest = _smallest_integer(target_dtype)
+            if not assert_nonnegative and _smallest_integer(x.dtype) < smallest:
+                checks.append(
+                    ops.assert_greater_equal(
+                        x,
+                        ops.cast(smallest, x.dtype),
+                        message=f"Elements cannot be smaller than {smallest}.",
+                    )
+                )
+        if not checks:
+            return x
+        with control_dependencies(checks):
+            return ops.identity(x)
