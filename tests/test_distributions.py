@@ -464,7 +464,7 @@ def _build_more(tf, d):
     show("gamma.sample", g.sample(2, seed=6))
     a = tf.constant([1.5, 3.0])
     r = tf.constant(2.0)
-    # Only the rate: asyncflow lacks RandomGammaGrad (the gradient in alpha) so far.
+    # The rate here; the concentration's (RandomGammaGrad) in test_gamma_family_sample_gradients.
     show("gamma.grad_sample", tf.gradients(tf.reduce_sum(d.Gamma(a, r).sample(3, seed=4)), [r]))
     bt = d.Beta(concentration1=[0.5, 2.0, 3.0], concentration0=[0.5, 5.0, 1.5])
     stats("beta", bt, scalar)
@@ -1378,3 +1378,33 @@ def test_event_validation_of_bernoulli_and_categorical():
         np.testing.assert_allclose(
             sess.run(d.Categorical(logits=[0.0, 1.0], validate_args=True).cdf(default(3))), 1.0
         )
+
+
+def test_gamma_family_sample_gradients_match_tf():
+    # Implicit reparameterization through RandomGammaGrad; recorded from TF 2.21.
+    with tf.Graph().as_default():
+        tf.set_random_seed(2)
+        a, r = tf.constant([1.5, 3.0, 0.3]), tf.constant(2.0)
+        g1 = tf.gradients(tf.reduce_sum(d.Gamma(a, r).sample(3, seed=4)), [a, r])
+        c1, c0 = tf.constant([0.7, 2.0]), tf.constant([1.5, 4.0])
+        g2 = tf.gradients(tf.reduce_sum(d.Beta(c1, c0).sample([2], seed=5) ** 2), [c1, c0])
+        con = tf.constant([[1.0, 2.0, 0.5]])
+        g3 = tf.gradients(tf.reduce_sum(d.Dirichlet(con).sample(2, seed=6)[..., 0]), [con])
+        df = tf.constant([3.0, 10.0])
+        g4 = tf.gradients(tf.reduce_sum(d.StudentT(df, 0.0, 1.0).sample(2, seed=7)), [df])
+        a64 = tf.constant([[2.5], [0.8]], tf.float64)
+        sample64 = tf.random_gamma([2, 3], a64, dtype=tf.float64, seed=1)
+        g5 = tf.gradients(tf.reduce_sum(sample64), [a64])
+        with tf.Session() as sess:
+            got = sess.run([g1, g2, g3, g4, g5])
+    want = [
+        [[1.4627701044082642, 1.7354488372802734, 0.5019930601119995], -3.828336000442505],
+        [[0.3103748559951782, 0.014996472746133804], [-0.2062119096517563, -0.003008704399690032]],
+        [[[0.4155852794647217, -0.2372833639383316, -0.01761082001030445]]],
+        [[0.2373082935810089, 0.0009712651371955872]],
+        [[[6.778265237734372], [5.306920089717338]]],
+    ]
+    for g_list, w_list in zip(got, want):
+        for g, w in zip(g_list, w_list):
+            # StudentT's df gradient is a difference of O(0.1) terms: 1e-6 absolute.
+            np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
