@@ -1060,8 +1060,24 @@ def test_more_distributions_match_tf():
 
 
 def test_multinomial_samples_are_counts():
-    # Seeded draws inside TF's map_fn differ from TF's (see the report); the counts are
-    # still whole, per class, and sum to total_count.
+    # One batch member: TF's seeded draws (recorded from TF 2.21).
+    with tf.Graph().as_default():
+        tf.set_random_seed(3)
+        s1 = d.Multinomial(total_count=5.0, logits=[0.0, 1.0, -1.0]).sample(4, seed=5)
+        s2 = d.Multinomial(total_count=[3.0], probs=[[0.2, 0.3, 0.5]]).sample([2, 2], seed=9)
+        assert (s1.name, s2.name) == (
+            "Multinomial/sample/Reshape_3:0",
+            "Multinomial_1/sample/Reshape_3:0",
+        )
+        assert s2.shape.as_list() == [2, 2, 1, 3]
+        with tf.Session() as sess:
+            got1, got2 = sess.run([s1, s2])
+        np.testing.assert_array_equal(got1, [[2, 3, 0], [2, 3, 0], [1, 3, 1], [0, 5, 0]])
+        np.testing.assert_array_equal(
+            got2, [[[[0, 2, 1]], [[0, 2, 1]]], [[[1, 1, 1]], [[0, 2, 1]]]]
+        )
+    # Several members: TF's executor runs map_fn's parallel iterations' draws in another
+    # order than asyncflow (the last member first), so only the counts' form is checked.
     with tf.Graph().as_default():
         mn = d.Multinomial(total_count=[4.0, 6.0], logits=[[0.0, 1.0, -1.0], [2.0, 0.5, 0.1]])
         s = mn.sample(2, seed=5)
