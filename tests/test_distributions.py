@@ -1424,3 +1424,71 @@ def test_gamma_family_sample_gradients_match_tf():
         for g, w in zip(g_list, w_list):
             # StudentT's df gradient is a difference of O(0.1) terms: 1e-6 absolute.
             np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
+
+
+def test_float64_and_user_subclass_match_tf():
+    # Recorded from TF 2.21: float64 uses log_ndtr's float64 segments (-20, 8).
+    with tf.Graph().as_default():
+        tf.set_random_seed(4)
+        f64 = tf.float64
+        n = d.Normal(tf.constant([0.0, 1.0], f64), tf.constant(2.0, f64))
+        x = np.array([[-50.0, 3.0], [20.0, -15.0]])
+        out = [
+            n.log_cdf(x),
+            n.log_survival_function(x),
+            n.cdf(x),
+            n.quantile([1e-10, 0.7]),
+            n.sample(2, seed=1),
+            d.Categorical(logits=tf.constant([0.1, 0.5], f64), dtype=tf.int64).sample(3, seed=2),
+            d.Uniform(tf.constant(0.0, f64), tf.constant(2.0, f64)).sample(2, seed=3),
+            d.Bernoulli(probs=0.3, dtype=tf.bool).sample(4, seed=6),
+        ]
+
+        class Flat(d.Distribution):
+            def __init__(self):
+                super().__init__(
+                    dtype=tf.float32,
+                    reparameterization_type=d.NOT_REPARAMETERIZED,
+                    validate_args=False,
+                    allow_nan_stats=True,
+                    parameters={},
+                    name="Flat",
+                )
+
+            def _log_prob(self, x):
+                return tf.zeros_like(x)
+
+        flat = Flat()
+        assert repr(flat) == (
+            "<tfp.distributions.Flat 'Flat/' batch_shape=<unknown> event_shape=<unknown> "
+            "dtype=float32>"
+        )
+        for method, message in [
+            (flat.sample, "sample_n is not implemented: Flat"),
+            (flat.mean, "mean is not implemented: Flat"),
+            (flat.batch_shape_tensor, "batch_shape_tensor is not implemented: Flat"),
+        ]:
+            with pytest.raises(NotImplementedError, match=f"^{message}$"):
+                method()
+        out += [flat.prob([1.0, 2.0]), flat.log_prob(3.0)]
+        assert [t.name for t in out[-2:]] == ["Flat/prob/Exp:0", "Flat/log_prob/zeros_like:0"]
+        with tf.Session() as sess:
+            got = sess.run(out)
+    want = [
+        [[-316.63940800869966, -0.1727537790234498], [-7.619853024160498e-24, -35.01343715991455]],
+        [
+            [-3.0566967063824906e-138, -1.8410216450092636],
+            [-53.23128515051248, -6.66133814775e-16],
+        ],
+        [[3.0566967063824906e-138, 0.841344746068543], [1.0, 6.220960574271755e-16]],
+        [-12.722681804808111, 2.048801025416081],
+        [[-0.3829989188208668, 2.0052310846310375], [1.6345124394131738, 1.5642848177048432]],
+        [1, 0, 0],
+        [0.9358157019433007, 0.3813644226857704],
+        [False, True, False, False],
+        [1.0, 1.0],
+        0.0,
+    ]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=0)
+    assert [g.dtype for g in got[5:8]] == [np.int64, np.float64, np.bool_]
