@@ -117,6 +117,18 @@ Rint = _unary_op("Rint", lambda xp, x: xp.rint(x), FLOATING)
 NotDifferentiable("IgammaGradA")
 
 
+def _random_gamma_grad(a, x):
+    """d sample / d alpha of a standard gamma sample (implicit reparameterization): the
+    change of alpha that keeps P(alpha, sample) fixed, -(dP/da) / density."""
+    log_density = (a - 1) * np.log(x) - x - sp.gammaln(a)
+    return -_igamma_grad_a(a, x) / np.exp(log_density)
+
+
+# TF's RandomGammaGrad(alpha, sample): RandomGamma's gradient (ops/random_more_ops.py).
+RandomGammaGrad = _binary_op("RandomGammaGrad", _special(_random_gamma_grad), _FLOAT32_64)
+NotDifferentiable("RandomGammaGrad")
+
+
 BesselI0e = _unary_op("BesselI0e", _special(sp.i0e), FLOATING)
 BesselI1e = _unary_op("BesselI1e", _special(sp.i1e), FLOATING)
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from asyncflow import dtypes
 from asyncflow import graph as ops
+from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops import philox_random
 from asyncflow.ops import stateless_random_dists as dists
 from asyncflow.ops.random_ops import (
@@ -108,9 +109,18 @@ async def _random_poisson(ctx, shape, rate):
 NotDifferentiable("RandomPoissonV2")
 
 
-# RandomGamma's gradient with respect to alpha (TF's RandomGammaGrad) is not built: the
-# sample is treated as a constant of alpha.
-NotDifferentiable("RandomGamma")
+@RandomGamma.gradient
+def _random_gamma_grad(op, grad):
+    # As TF: alpha gets RandomGammaGrad(alpha, sample) (alpha with a leading unit axis per
+    # sample dimension) times grad, summed over the sample dimensions; shape gets none.
+    alpha, sample = op.inputs[1], op.outputs[0]
+    with ops.control_dependencies([grad]):
+        n = sample.shape.ndims - alpha.shape.ndims
+        alpha_b = alpha
+        for _ in range(n):
+            alpha_b = _g.apply("ExpandDims", alpha_b, _g.constant(0, dtypes.int32))
+        partial_a = _g.apply("RandomGammaGrad", alpha_b, sample)
+        return [None, _g.reduce_sum(_g.mul(grad, partial_a), list(range(n)))]
 
 
 # The stateless draws' ops (StatelessRandomUniform, ...) are ops/stateless_random_ops.py's,
