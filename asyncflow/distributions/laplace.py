@@ -10,63 +10,23 @@ import math
 
 import numpy as np
 
-from asyncflow import dtypes
 from asyncflow.distributions import _ops as ops
-from asyncflow.distributions.distribution import FULLY_REPARAMETERIZED, Distribution
-from asyncflow.graph import control_dependencies, convert_to_tensor, name_scope
-from asyncflow.tensor_shape import TensorShape
+from asyncflow.distributions.loc_scale import LocScale
+from asyncflow.graph import convert_to_tensor, name_scope
 
 __all__ = ["Laplace"]
 
 
-class Laplace(Distribution):
+class Laplace(LocScale):
     """Laplace distribution with location `loc` and `scale`.
 
     Raises:
       InvalidArgumentError: with `validate_args=True`, if `scale <= 0`.
     """
 
-    _PARAM_SHAPE_NAMES = ("loc", "scale")
-
     def __init__(self, loc, scale, validate_args=False, allow_nan_stats=True, name="Laplace"):
         parameters = dict(locals())
-        with name_scope(name, values=[loc, scale]) as name:
-            deps = [ops.assert_positive(scale)] if validate_args else []
-            with control_dependencies(deps):
-                self._loc = ops.identity(loc, name="loc")
-                self._scale = ops.identity(scale, name="scale")
-                ops.assert_same_float_dtype([self._loc, self._scale])
-        super().__init__(
-            dtype=self._loc.dtype,
-            reparameterization_type=FULLY_REPARAMETERIZED,
-            validate_args=validate_args,
-            allow_nan_stats=allow_nan_stats,
-            parameters=parameters,
-            graph_parents=[self._loc, self._scale],
-            name=name,
-        )
-
-    @property
-    def loc(self):
-        """Distribution parameter for the location."""
-        return self._loc
-
-    @property
-    def scale(self):
-        """Distribution parameter for scale."""
-        return self._scale
-
-    def _batch_shape_tensor(self):
-        return ops.broadcast_dynamic_shape(ops.shape(self.loc), ops.shape(self.scale))
-
-    def _batch_shape(self):
-        return ops.broadcast_static_shape(self.loc.shape, self.scale.shape)
-
-    def _event_shape_tensor(self):
-        return ops.constant([], dtype=dtypes.int32)
-
-    def _event_shape(self):
-        return TensorShape([])
+        super().__init__(loc, scale, validate_args, allow_nan_stats, name, parameters)
 
     def _sample_n(self, n, seed=None):
         shape = ops.concat([[n], self.batch_shape_tensor()], 0)
