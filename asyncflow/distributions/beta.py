@@ -39,10 +39,10 @@ class Beta(Distribution):
     ):
         parameters = dict(locals())
         with name_scope(name, values=[concentration1, concentration0]) as name:
-            self._concentration1 = self._maybe_assert_valid_concentration(
+            self._concentration1 = util.positive_concentration(
                 convert_to_tensor(concentration1, name="concentration1"), validate_args
             )
-            self._concentration0 = self._maybe_assert_valid_concentration(
+            self._concentration0 = util.positive_concentration(
                 convert_to_tensor(concentration0, name="concentration0"), validate_args
             )
             ops.assert_same_float_dtype([self._concentration1, self._concentration0])
@@ -156,15 +156,6 @@ class Beta(Distribution):
         ]
         with control_dependencies(checks):
             return ops.identity(mode)
-
-    def _maybe_assert_valid_concentration(self, concentration, validate_args):
-        if not validate_args:
-            return concentration
-        check = ops.assert_positive(
-            concentration, message="Concentration parameter must be positive."
-        )
-        with control_dependencies([check]):
-            return ops.identity(concentration)
 
     def _maybe_assert_valid_sample(self, x):
         if not self.validate_args:

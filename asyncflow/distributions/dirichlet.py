@@ -16,7 +16,35 @@ from asyncflow.graph import control_dependencies, convert_to_tensor, name_scope
 __all__ = ["Dirichlet"]
 
 
-class Dirichlet(Distribution):
+class ConcentrationVector(Distribution):
+    """What Dirichlet and DirichletMultinomial share: `concentration` of shape
+    `batch_shape + [k]` (the last axis is the event), its sum over the event, and the
+    shapes they give."""
+
+    @property
+    def concentration(self):
+        """Concentration parameter; expected counts for that coordinate."""
+        return self._concentration
+
+    @property
+    def total_concentration(self):
+        """Sum of last dim of concentration parameter."""
+        return self._total_concentration
+
+    def _batch_shape_tensor(self):
+        return ops.shape(self.total_concentration)
+
+    def _batch_shape(self):
+        return self.total_concentration.shape
+
+    def _event_shape_tensor(self):
+        return ops.shape(self.concentration)[-1:]
+
+    def _event_shape(self):
+        return self.concentration.shape.with_rank_at_least(1)[-1:]
+
+
+class Dirichlet(ConcentrationVector):
     """Dirichlet distribution with `concentration` of shape `batch_shape + [k]`.
 
     Raises:
@@ -40,28 +68,6 @@ class Dirichlet(Distribution):
             graph_parents=[self._concentration, self._total_concentration],
             name=name,
         )
-
-    @property
-    def concentration(self):
-        """Concentration parameter; expected counts for that coordinate."""
-        return self._concentration
-
-    @property
-    def total_concentration(self):
-        """Sum of last dim of concentration parameter."""
-        return self._total_concentration
-
-    def _batch_shape_tensor(self):
-        return ops.shape(self.total_concentration)
-
-    def _batch_shape(self):
-        return self.total_concentration.shape
-
-    def _event_shape_tensor(self):
-        return ops.shape(self.concentration)[-1:]
-
-    def _event_shape(self):
-        return self.concentration.shape.with_rank_at_least(1)[-1:]
 
     def _sample_n(self, n, seed=None):
         gamma_sample = ops.random_gamma(

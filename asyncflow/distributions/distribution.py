@@ -265,68 +265,35 @@ class Distribution:
     def log_prob(self, value, name="log_prob"):
         with self._name_scope(name, values=[value]):
             value = self._value(value)
-            try:
-                return self._log_prob(value)
-            except NotImplementedError as original:
-                try:
-                    return ops.log(self._prob(value))
-                except NotImplementedError:
-                    raise original from None
+            return _either(lambda: self._log_prob(value), lambda: ops.log(self._prob(value)))
 
     def prob(self, value, name="prob"):
         with self._name_scope(name, values=[value]):
             value = self._value(value)
-            try:
-                return self._prob(value)
-            except NotImplementedError as original:
-                try:
-                    return ops.exp(self._log_prob(value))
-                except NotImplementedError:
-                    raise original from None
+            return _either(lambda: self._prob(value), lambda: ops.exp(self._log_prob(value)))
 
     def log_cdf(self, value, name="log_cdf"):
         with self._name_scope(name, values=[value]):
             value = self._value(value)
-            try:
-                return self._log_cdf(value)
-            except NotImplementedError as original:
-                try:
-                    return ops.log(self._cdf(value))
-                except NotImplementedError:
-                    raise original from None
+            return _either(lambda: self._log_cdf(value), lambda: ops.log(self._cdf(value)))
 
     def cdf(self, value, name="cdf"):
         with self._name_scope(name, values=[value]):
             value = self._value(value)
-            try:
-                return self._cdf(value)
-            except NotImplementedError as original:
-                try:
-                    return ops.exp(self._log_cdf(value))
-                except NotImplementedError:
-                    raise original from None
+            return _either(lambda: self._cdf(value), lambda: ops.exp(self._log_cdf(value)))
 
     def log_survival_function(self, value, name="log_survival_function"):
         with self._name_scope(name, values=[value]):
             value = self._value(value)
-            try:
-                return self._log_survival_function(value)
-            except NotImplementedError as original:
-                try:
-                    return ops.log1p(-self.cdf(value))
-                except NotImplementedError:
-                    raise original from None
+            return _either(
+                lambda: self._log_survival_function(value),
+                lambda: ops.log1p(-self.cdf(value)),
+            )
 
     def survival_function(self, value, name="survival_function"):
         with self._name_scope(name, values=[value]):
             value = self._value(value)
-            try:
-                return self._survival_function(value)
-            except NotImplementedError as original:
-                try:
-                    return 1.0 - self.cdf(value)
-                except NotImplementedError:
-                    raise original from None
+            return _either(lambda: self._survival_function(value), lambda: 1.0 - self.cdf(value))
 
     def quantile(self, value, name="quantile"):
         with self._name_scope(name, values=[value]):
@@ -373,23 +340,11 @@ class Distribution:
 
     def variance(self, name="variance"):
         with self._name_scope(name):
-            try:
-                return self._variance()
-            except NotImplementedError as original:
-                try:
-                    return ops.square(self._stddev())
-                except NotImplementedError:
-                    raise original from None
+            return _either(self._variance, lambda: ops.square(self._stddev()))
 
     def stddev(self, name="stddev"):
         with self._name_scope(name):
-            try:
-                return self._stddev()
-            except NotImplementedError as original:
-                try:
-                    return ops.sqrt(self._variance())
-                except NotImplementedError:
-                    raise original from None
+            return _either(self._stddev, lambda: ops.sqrt(self._variance()))
 
     def _entropy(self):
         raise _not_implemented("entropy", self)
@@ -444,6 +399,18 @@ class Distribution:
             f"batch_shape={self.batch_shape} event_shape={self.event_shape} "
             f"dtype={self.dtype.name}>"
         )
+
+
+def _either(primary, fallback):
+    """`primary()`, else (not implemented) `fallback()`; when neither is, primary's
+    NotImplementedError (TF's fallbacks between log_prob and prob, cdf and log_cdf, ...)."""
+    try:
+        return primary()
+    except NotImplementedError as original:
+        try:
+            return fallback()
+        except NotImplementedError:
+            raise original from None
 
 
 def _expand_sample_shape_to_vector(x, name):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from asyncflow import dtypes
 from asyncflow.distributions import _ops as ops
 from asyncflow.distributions import util
+from asyncflow.distributions.dirichlet import ConcentrationVector
 from asyncflow.distributions.distribution import NOT_REPARAMETERIZED, Distribution
 from asyncflow.graph import control_dependencies, convert_to_tensor, name_scope
 
@@ -167,7 +168,7 @@ class Multinomial(Distribution):
             return ops.identity(counts)
 
 
-class DirichletMultinomial(Distribution):
+class DirichletMultinomial(ConcentrationVector):
     """Dirichlet-multinomial compound distribution over counts.
 
     Raises:
@@ -188,7 +189,7 @@ class DirichletMultinomial(Distribution):
             self._total_count = convert_to_tensor(total_count, name="total_count")
             if validate_args:
                 self._total_count = _embed_check_nonnegative_integer_form(self._total_count)
-            self._concentration = self._maybe_assert_valid_concentration(
+            self._concentration = util.positive_concentration(
                 convert_to_tensor(concentration, name="concentration"), validate_args
             )
             self._total_concentration = ops.reduce_sum(self._concentration, -1)
@@ -206,28 +207,6 @@ class DirichletMultinomial(Distribution):
     def total_count(self):
         """Number of trials used to construct a sample."""
         return self._total_count
-
-    @property
-    def concentration(self):
-        """Concentration parameter; expected prior counts for that coordinate."""
-        return self._concentration
-
-    @property
-    def total_concentration(self):
-        """Sum of last dim of concentration parameter."""
-        return self._total_concentration
-
-    def _batch_shape_tensor(self):
-        return ops.shape(self.total_concentration)
-
-    def _batch_shape(self):
-        return self.total_concentration.shape
-
-    def _event_shape_tensor(self):
-        return ops.shape(self.concentration)[-1:]
-
-    def _event_shape(self):
-        return self.concentration.shape.with_rank_at_least(1)[-1:]
 
     def _sample_n(self, n, seed=None):
         n_draws = ops.cast(self.total_count, dtype=dtypes.int32)
@@ -275,15 +254,6 @@ class DirichletMultinomial(Distribution):
     def _variance_scale_term(self):
         c0 = ops.expand_dims(self.total_concentration, -1)
         return ops.sqrt((1.0 + c0 / ops.expand_dims(self.total_count, -1)) / (1.0 + c0))
-
-    def _maybe_assert_valid_concentration(self, concentration, validate_args):
-        if not validate_args:
-            return concentration
-        check = ops.assert_positive(
-            concentration, message="Concentration parameter must be positive."
-        )
-        with control_dependencies([check]):
-            return ops.identity(concentration)
 
     def _maybe_assert_valid_sample(self, counts):
         if not self.validate_args:

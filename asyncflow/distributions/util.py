@@ -166,3 +166,12 @@ def embed_check_integer_casting_closed(
             return x
         with control_dependencies(checks):
             return ops.identity(x)
+
+
+def positive_concentration(concentration, validate_args):
+    """`concentration`, checked positive when run if `validate_args` (TF's message)."""
+    if not validate_args:
+        return concentration
+    check = ops.assert_positive(concentration, message="Concentration parameter must be positive.")
+    with control_dependencies([check]):
+        return ops.identity(concentration)
