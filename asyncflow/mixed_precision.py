@@ -57,6 +57,10 @@ class LossScale:
     def get_config(self) -> dict:
         raise NotImplementedError("LossScale subclasses implement get_config")
 
+    def _variables(self) -> list:
+        """The variables the scale keeps (none for a fixed one)."""
+        return []
+
     @classmethod
     def from_config(cls, config: dict):
         return cls(**config)
@@ -269,7 +273,7 @@ class MixedPrecisionLossScaleOptimizer(Optimizer):
         return control_flow_ordering.group(applied, update, name=name)
 
     def variables(self) -> list:
-        own = self._loss_scale._variables() if hasattr(self._loss_scale, "_variables") else []
+        own = self._loss_scale._variables()
         return sorted(self._optimizer.variables() + own, key=lambda v: v.name)
 
 
