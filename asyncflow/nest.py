@@ -7,6 +7,7 @@ rebuilds `s`.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -41,7 +42,13 @@ def flatten(structure) -> list:
 
 def _rebuild(like, items: list):
     if isinstance(like, Mapping):
-        return type(like)((k, v) for k, v in zip(sorted(like), items))
+        # values go to the sorted keys; the result keeps `like`'s own key order (TF's)
+        by_key = dict(zip(sorted(like), items))
+        if isinstance(like, collections.defaultdict):
+            out = type(like)(like.default_factory)
+            out.update((k, by_key[k]) for k in like)
+            return out
+        return type(like)((k, by_key[k]) for k in like)
     if isinstance(like, tuple) and hasattr(like, "_fields"):
         return type(like)(*items)
     return type(like)(items)

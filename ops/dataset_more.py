@@ -807,16 +807,20 @@ class AssertCardinality(pl.DatasetValue):
 
 class RandomInts(pl.DatasetValue):
     """TF's RandomDataset: one 32-bit draw of Philox(seed, seed2) per element (int64),
-    forever; seeds (0, 0) draw fresh ones from the OS for each pass."""
+    forever; seeds (0, 0) draw fresh ones from the OS. RandomDatasetV2 with
+    `rerandomize_each_iteration` draws each pass's seeds from a stream seeded with
+    (seed, seed2), as TF's reshuffling seed generator (and shuffle's) does: a new
+    sequence per `repeat` epoch, the same sequences again for a new iterator."""
 
-    def __init__(self, seed: int, seed2: int):
-        self.seeds = (int(seed), int(seed2))
+    def __init__(self, seed: int, seed2: int, rerandomize: bool = False):
+        from asyncflow.ops import philox_random
+
+        self.seeds = philox_random.seed_generator(int(seed), int(seed2), rerandomize)
 
     async def iterate(self, env):
         from asyncflow.ops import philox_random
 
-        pair = philox_random.seed_generator(*self.seeds, reshuffle=False).next_pair()
-        stream = philox_random.PhiloxStream(*pair)
+        stream = philox_random.PhiloxStream(*self.seeds.next_pair())
         while True:
             yield (np.array(stream.next(), np.int64),)
 
@@ -853,6 +857,10 @@ class GroupByReducer(pl.DatasetValue):
             yield pl._own(await self.finalize_fn(env, state))
 
 
+def _dims(shape) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
 class DenseToSparseBatch(pl.DatasetValue):
     """Batches of `n` dense elements as one SparseTensor of shape [batch, *row_shape]:
     every value of element i at [i, *its index]."""
@@ -868,15 +876,19 @@ class DenseToSparseBatch(pl.DatasetValue):
         idx, vals = [], []
         for i, (v,) in enumerate(buf):
             a = np.asarray(v)
+            # TF's words and shapes as TF prints them: "[1,2]"
+            shape, row = _dims(a.shape), _dims(self.row_shape)
             if a.ndim != rank:
                 raise _bad(
-                    f"Input element had shape ({', '.join(map(str, a.shape))}) that is "
-                    f"incompatible with the row shape ({', '.join(map(str, self.row_shape))})."
+                    f"Input element had shape ({shape}) that is incompatible with the "
+                    f"row shape ({row})."
                 )
             if any(d > r for d, r in zip(a.shape, self.row_shape) if r >= 0):
-                raise _bad(
-                    f"Input element had shape ({', '.join(map(str, a.shape))}) that exceeds "
-                    f"the row shape ({', '.join(map(str, self.row_shape))})."
+                raise errors.DataLossError(
+                    None,
+                    None,
+                    f"Input element had shape ({shape}) that is larger than the row shape "
+                    f"({row}).",
                 )
             pos = np.indices(a.shape).reshape(rank, -1).T if a.size else np.zeros((0, rank))
             idx.append(np.column_stack([np.full(len(pos), i), pos]).astype(np.int64))
@@ -904,8 +916,16 @@ async def _assert_card(ctx, ds, expected):
     return dso._handle(AssertCardinality(dso._ds(ds), int(expected)))
 
 
-async def _random(ctx, seed, seed2):
-    return dso._handle(RandomInts(int(seed), int(seed2)))
+async def _random(ctx, seed, seed2, seed_generator=None):
+    return dso._handle(
+        RandomInts(int(seed), int(seed2), ctx.attrs.get("rerandomize_each_iteration", False))
+    )
+
+
+async def _dummy_seed_generator(ctx):
+    # TF's placeholder resource for RandomDatasetV2: the seeds live in the dataset
+    # value (RandomInts), one generator per iterator, as TF's.
+    return dso._handle(None)
 
 
 async def _group_by_reducer(ctx, ds, *captured):
@@ -925,6 +945,19 @@ async def _dense_to_sparse(ctx, ds, batch_size, row_shape):
 
 dso._register("AssertCardinalityDataset", [_IN, "cardinality: int64"], None, _assert_card)
 dso._register("RandomDataset", ["seed: int64", "seed2: int64"], None, _random)
+dso._register(
+    "RandomDatasetV2",
+    ["seed: int64", "seed2: int64", "seed_generator: resource"],
+    {"rerandomize_each_iteration": False},
+    _random,
+)
+register_op(
+    "DummySeedGenerator",
+    outputs=["handle: resource"],
+    shape_fn=lambda op: [tensor_shape.TensorShape([])],
+    stateful=True,
+).kernel("CPU")(_dummy_seed_generator)
+NotDifferentiable("DummySeedGenerator")
 _GBR_IN, _GBR_T = _captures_of("key_func", "init_func", "reduce_func", "finalize_func")
 for _name in ("GroupByReducerDataset", "ExperimentalGroupByReducerDataset"):  # TF writes both
     dso._register(

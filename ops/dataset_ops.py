@@ -143,7 +143,11 @@ async def _generator(ctx):
         d.as_numpy_dtype if d != dtypes.string else np.dtype(object)
         for d in ctx.attrs["output_types"]
     ]
-    return _handle(pl.Generator(factory, dts, flatten))
+    shapes = [
+        None if s.ndims is None else [d.value for d in s.dims]
+        for s in map(tensor_shape.as_shape, ctx.attrs.get("output_shapes") or [])
+    ]
+    return _handle(pl.Generator(factory, dts, flatten, shapes))
 
 
 # TF's source ops type their components by `Toutput_types` alone: `output_types` may be

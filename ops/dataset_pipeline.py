@@ -183,10 +183,12 @@ class Range(DatasetValue):
 class Generator(DatasetValue):
     """`from_generator`: the Python generator runs on a worker thread."""
 
-    def __init__(self, factory: Callable, dtypes, flatten: Callable):
+    def __init__(self, factory: Callable, dtypes, flatten: Callable, shapes=None):
         self.factory = factory
         self.dtypes = dtypes
         self.flatten = flatten
+        # each component's known dims (None where unknown; None for an unknown rank)
+        self.shapes = shapes or [None] * len(dtypes)
 
     async def iterate(self, env):
         it = iter(await _in_thread(self.factory))
@@ -197,8 +199,19 @@ class Generator(DatasetValue):
                 return
             flat = self.flatten(item)
             out = []
-            for v, dt in zip(flat, self.dtypes):
+            for v, dt, shape in zip(flat, self.dtypes, self.shapes):
                 a = np.asarray(v)
+                if shape is not None and (
+                    a.ndim != len(shape) or any(d not in (None, n) for d, n in zip(shape, a.shape))
+                ):
+                    want = "(" + ", ".join("None" if d is None else str(d) for d in shape)
+                    raise errors.InvalidArgumentError(
+                        None,
+                        None,
+                        f"TypeError: `generator` yielded an element of shape {a.shape} where "
+                        f"an element of shape {want}{',' if len(shape) == 1 else ''}) was "
+                        "expected.",
+                    )
                 if dt == np.dtype(object):
                     a = np.asarray(v, dtype=object)
                 elif a.dtype != dt:

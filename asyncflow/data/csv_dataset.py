@@ -10,6 +10,7 @@ int32, int64, float32, float64 and string that holds every value seen.
 
 from __future__ import annotations
 
+import collections
 import csv
 import io
 import math
@@ -99,9 +100,11 @@ class CsvDataset(Dataset):
 # -- make_csv_dataset ----------------------------------------------------------------------
 
 
-def _rows(path: str, delim: str, quote: bool):
-    with gfile.GFile(path, "r") as f:
-        text = f.read()
+def _rows(path: str, delim: str, quote: bool, encoding: str = "utf-8"):
+    # (as TF, the header and the rows it infers types from are read in `encoding`;
+    # the records themselves stay bytes)
+    with gfile.GFile(path, "rb") as f:
+        text = f.read().decode(encoding)
     return csv.reader(
         io.StringIO(text), delimiter=delim, quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE
     )
@@ -125,12 +128,12 @@ def _fits(value: str, dt) -> bool:
 _ORDER = (dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64, dtypes.string)
 
 
-def _infer_types(paths, n_cols, select, delim, quote, na, header, limit) -> list:
+def _infer_types(paths, n_cols, select, delim, quote, na, header, limit, encoding) -> list:
     """Each (selected) column's narrowest type in _ORDER over the first `limit` rows."""
     kinds = [0] * n_cols
     seen = 0
     for path in paths:
-        rows = _rows(path, delim, quote)
+        rows = _rows(path, delim, quote, encoding)
         if header:
             next(rows, None)
         for row in rows:
@@ -169,6 +172,7 @@ def make_csv_dataset(
     num_rows_for_inference=100,
     compression_type=None,
     ignore_errors=False,
+    encoding="utf-8",
 ):
     """Batches of (features, label) from CSV files: `features` a dict of column name to
     a [batch] tensor, `label` the `label_name` column (without it, features only).
@@ -194,7 +198,7 @@ def make_csv_dataset(
             raise ValueError("Cannot infer column names without a header line.")
         heads = []
         for p in paths:
-            heads.append(next(_rows(p, field_delim, use_quote_delim), []))
+            heads.append(next(_rows(p, field_delim, use_quote_delim, encoding), []))
         if any(h != heads[0] for h in heads):
             raise ValueError("Files have different column names in the header row.")
         column_names = heads[0]
@@ -220,7 +224,7 @@ def make_csv_dataset(
     if column_defaults is None:
         types = _infer_types(
             paths, len(column_names), select, field_delim, use_quote_delim, na_value,
-            header, num_rows_for_inference,
+            header, num_rows_for_inference, encoding,
         )  # fmt: skip
         column_defaults = [
             ops.convert_to_tensor([""] if t == dtypes.string else np.zeros(1, t.as_numpy_dtype))
@@ -256,7 +260,7 @@ def make_csv_dataset(
     ds = ds.batch(batch_size, drop_remainder=num_epochs is None)
 
     def to_dict(*columns):
-        features = dict(zip(column_names, columns))
+        features = collections.OrderedDict(zip(column_names, columns))  # (TF's type)
         if label_name is None:
             return features
         label = features.pop(label_name)

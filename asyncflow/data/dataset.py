@@ -5,11 +5,16 @@ dicts and namedtuples of components, each with a dtype and a static shape).  Fun
 given to `map`, `filter`, `flat_map` and `interleave` are traced once into the graph
 (ops/dataset_ops.py says how they run).  Lists become tensors and tuples structures, as
 in TF 2.x's `tf.compat.v1`.
+
+The `name=` keyword TF 2 gives every source and transformation labels the step inside
+TF's tf.data metadata attr (for its debugging tools); asyncflow's dataset ops carry no
+such attr, so it is accepted for TF's signatures and has no effect.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 
@@ -28,7 +33,7 @@ from asyncflow.data.structure import (
     _Spec,
     _to_components,
 )
-from asyncflow.ops import array_ops, dataset_more, dataset_ops, math_ops
+from asyncflow.ops import array_ops, dataset_more, dataset_ops, math_ops, partition_ops
 from asyncflow.ragged import RaggedTensor
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
 
@@ -40,14 +45,22 @@ UNKNOWN_CARDINALITY = -2
 _tokens = itertools.count()
 
 
+def _schedulable_cpus() -> int:
+    """TF's default parallelism for tf.data: the CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # (no affinity call on this OS)
+        return os.cpu_count() or 1
+
+
 def _normalize(value):
     """TF's element normalization: tuples, dicts, namedtuples nest; the rest are tensors."""
     if isinstance(value, Dataset | SparseTensor | RaggedTensor):
         return value
     if isinstance(value, SparseTensorValue):
         return SparseTensor.from_value(value)
-    if isinstance(value, dict):
-        return {k: _normalize(v) for k, v in value.items()}
+    if isinstance(value, dict):  # (an OrderedDict stays one, as TF's elements)
+        return type(value)((k, _normalize(v)) for k, v in value.items())
     if isinstance(value, tuple):
         items = [_normalize(v) for v in value]
         return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
@@ -178,7 +191,7 @@ class Dataset:
 
     # -- sources
     @staticmethod
-    def from_tensor_slices(tensors) -> Dataset:
+    def from_tensor_slices(tensors, name=None) -> Dataset:
         with ops.name_scope("TensorSliceDataset"):
             value = _normalize(tensors)
             flat = _flat(value)
@@ -204,7 +217,25 @@ class Dataset:
         return ds
 
     @staticmethod
-    def from_tensors(tensors) -> Dataset:
+    def from_sparse_tensor_slices(sparse_tensor) -> Dataset:
+        """TF1's slices of a SparseTensor by its first dimension, each as a tuple
+        (indices of rank-1 positions, values, dense shape without the first dim)."""
+        st = SparseTensor.from_value(sparse_tensor)
+        with ops.name_scope("SparseTensorSliceDataset"):
+            indices, values, dense_shape = st.indices, st.values, st.dense_shape
+
+            def row(i):
+                keep = math_ops.equal(indices[:, 0], i)
+                return (
+                    partition_ops.boolean_mask(indices, keep)[:, 1:],
+                    partition_ops.boolean_mask(values, keep),
+                    dense_shape[1:],
+                )
+
+            return Dataset.range(dense_shape[0]).map(row)
+
+    @staticmethod
+    def from_tensors(tensors, name=None) -> Dataset:
         value = _normalize(tensors)
         ds = Dataset(None, _structure_of(value))
         ds._variant = dataset_ops.dataset_op(
@@ -213,7 +244,7 @@ class Dataset:
         return ds
 
     @staticmethod
-    def range(*args, output_type=dtypes.int64) -> Dataset:
+    def range(*args, output_type=dtypes.int64, name=None) -> Dataset:
         """range(stop), range(start, stop) or range(start, stop, step)."""
         if not 1 <= len(args) <= 3:
             raise ValueError("Invalid arguments to RangeDataset: " + repr(args))
@@ -228,13 +259,23 @@ class Dataset:
         return ds
 
     @staticmethod
-    def zip(datasets) -> Dataset:
+    def zip(*args, datasets=None, name=None) -> Dataset:
+        """zip(a, b, ...), zip((a, b)) or zip(datasets=...): tuples (or the given
+        structure) of the datasets' elements, as long as the shortest."""
+        if args and datasets is not None:
+            raise TypeError("Both `*args` and `datasets` cannot be set.")
+        if datasets is None:
+            if not args:
+                raise TypeError("Must pass at least one dataset to `zip`.")
+            datasets = args[0] if len(args) == 1 else args
         flat = nest.flatten(datasets)
-        if not flat or not all(isinstance(d, Dataset) for d in flat):
-            raise TypeError(
-                "The argument to `Dataset.zip()` must be a (nested) structure of "
-                "`Dataset` objects."
-            )
+        for d in flat:
+            if not isinstance(d, Dataset):
+                raise TypeError(
+                    "Invalid input to `zip`. Inputs are expected to be (nested) structures "
+                    "of `tf.data.Dataset` objects but encountered object of type "
+                    f"{type(d)}."
+                )
         structure = nest.pack_sequence_as(datasets, [d._structure for d in flat])
         ds = Dataset(None, structure)
         ds._variant = dataset_ops.dataset_op(
@@ -243,10 +284,49 @@ class Dataset:
         return ds
 
     @staticmethod
-    def from_generator(generator, output_types, output_shapes=None, args=None) -> Dataset:
-        """Elements from a Python generator, which runs on a worker thread."""
+    def from_generator(
+        generator,
+        output_types=None,
+        output_shapes=None,
+        args=None,
+        output_signature=None,
+        name=None,
+    ) -> Dataset:
+        """Elements from a Python generator, which runs on a worker thread; each element
+        is checked against the given types and shapes (or `output_signature`'s specs).
+
+        Raises:
+          TypeError: no types and no signature, or both; a signature of non-specs.
+          InvalidArgumentError (at run time): an element of another shape or type.
+        """
         if not callable(generator):
             raise TypeError("`generator` must be callable.")
+        if output_signature is not None:
+            if output_types is not None:
+                raise TypeError(
+                    "The `output_types` argument can not be used together with the "
+                    "`output_signature` argument."
+                )
+            if output_shapes is not None:
+                raise TypeError(
+                    "The `output_shapes` argument can not be used together with the "
+                    "`output_signature` argument."
+                )
+            from asyncflow.type_spec import TypeSpec
+
+            for spec in nest.flatten(output_signature):
+                if not isinstance(spec, TypeSpec):
+                    raise TypeError(
+                        "`output_signature` must contain objects that are subclass of "
+                        f"`tf.TypeSpec` but found {type(spec)} which is not."
+                    )
+            output_types = nest.map_structure(lambda t: t.dtype, output_signature)
+            output_shapes = nest.map_structure(lambda t: t.shape, output_signature)
+        elif output_types is None:
+            raise TypeError(
+                "To specify the output signature you need to provide either the "
+                "`output_signature` argument or the `output_types` argument."
+            )
         types = nest.map_structure(dtypes.as_dtype, output_types)
         if output_shapes is None:
             output_shapes = nest.map_structure(lambda _: tensor_shape.unknown_shape(), types)
@@ -267,7 +347,7 @@ class Dataset:
         return ds
 
     @staticmethod
-    def list_files(file_pattern, shuffle=None, seed=None) -> Dataset:
+    def list_files(file_pattern, shuffle=None, seed=None, name=None) -> Dataset:
         """The files matching `file_pattern` (sorted; shuffled unless shuffle=False).
 
         Raises:
@@ -282,9 +362,18 @@ class Dataset:
         return ds
 
     # -- transformations
-    def map(self, map_func, num_parallel_calls=None) -> Dataset:
+    def map(
+        self,
+        map_func,
+        num_parallel_calls=None,
+        deterministic=None,
+        synchronous=None,
+        use_unbounded_threadpool=False,
+        name=None,
+    ) -> Dataset:
         """Elements `map_func(element)`; a map of a map runs as one fused function call
-        (TF's map fusion), as sequential or parallel as the later map asks."""
+        (TF's map fusion), as sequential or parallel as the later map asks. The
+        elements always come in order (`deterministic=False` allows any order)."""
         src, after = self, None
         if self._map is not None and (self._map[2] is None) == (num_parallel_calls is None):
             src, after = self._map[0], self._map[1]
@@ -302,7 +391,7 @@ class Dataset:
         out._map = (src, t, num_parallel_calls)
         return out
 
-    def filter(self, predicate) -> Dataset:
+    def filter(self, predicate, name=None) -> Dataset:
         t = _Traced(predicate, self._structure, "filter")
         outs = t.outputs
         if len(outs) != 1 or outs[0].dtype != dtypes.bool or outs[0].shape.ndims not in (0, None):
@@ -317,17 +406,27 @@ class Dataset:
             raise TypeError(f"`map_func` of {what} must return a `Dataset` object.")
         return t
 
-    def flat_map(self, map_func) -> Dataset:
+    def flat_map(self, map_func, name=None) -> Dataset:
         t = self._fn_dataset(map_func, "flat_map")
         return self._then(
             "FlatMapDataset", [self._variant, t.op_inputs()], t.structure._structure, t.attrs()
         )
 
     def interleave(
-        self, map_func, cycle_length=AUTOTUNE, block_length=1, num_parallel_calls=None
+        self,
+        map_func,
+        cycle_length=None,
+        block_length=None,
+        num_parallel_calls=None,
+        deterministic=None,
+        name=None,
     ) -> Dataset:
+        """The datasets `map_func` makes, `cycle_length` open at once, `block_length`
+        elements from each in turn. As TF's, an unset (or AUTOTUNE) cycle length is the
+        number of CPUs this process may run on, so the order depends on the machine."""
         t = self._fn_dataset(map_func, "interleave")
-        cycle = 4 if cycle_length in (None, AUTOTUNE) else cycle_length
+        cycle = _schedulable_cpus() if cycle_length in (None, AUTOTUNE) else cycle_length
+        block_length = 1 if block_length is None else block_length
         return self._then(
             "InterleaveDataset",
             [
@@ -340,7 +439,10 @@ class Dataset:
             t.attrs(),
         )
 
-    def batch(self, batch_size, drop_remainder=False) -> Dataset:
+    def batch(
+        self, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None,
+        name=None,
+    ) -> Dataset:  # fmt: skip
         bs = _i64(batch_size, "batch_size")
         static = ops.constant_value(bs) if drop_remainder is True else None
         outer = int(static) if static is not None else None
@@ -355,8 +457,9 @@ class Dataset:
         return self._then("BatchDatasetV2", [self._variant, bs, drop], structure)
 
     def padded_batch(
-        self, batch_size, padded_shapes=None, padding_values=None, drop_remainder=False
-    ) -> Dataset:
+        self, batch_size, padded_shapes=None, padding_values=None, drop_remainder=False,
+        name=None,
+    ) -> Dataset:  # fmt: skip
         specs = self._flat_specs()
         if any(isinstance(s, _SparseSpec) for s in specs):
             raise TypeError("Batching of padded sparse tensors is not currently supported")
@@ -406,13 +509,13 @@ class Dataset:
             {"Toutput_types": [s.dtype for s in specs]},
         )
 
-    def unbatch(self) -> Dataset:
+    def unbatch(self, name=None) -> Dataset:
         structure = self._map_specs(
             lambda s: _respec(s, s.shape[1:]) if s.shape.ndims else _respec(s, None)
         )
         return self._then("UnbatchDataset", [self._variant], structure)
 
-    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None) -> Dataset:
+    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=True, name=None) -> Dataset:
         s1, s2 = random_seed.get_seed(seed)
         return self._then(
             "ShuffleDataset",
@@ -426,25 +529,25 @@ class Dataset:
             {"reshuffle_each_iteration": reshuffle_each_iteration is not False},
         )
 
-    def repeat(self, count=None) -> Dataset:
+    def repeat(self, count=None, name=None) -> Dataset:
         return self._then(
             "RepeatDataset", [self._variant, _i64(-1 if count is None else count, "count")]
         )
 
-    def take(self, count) -> Dataset:
+    def take(self, count, name=None) -> Dataset:
         return self._then("TakeDataset", [self._variant, _i64(count, "count")])
 
-    def skip(self, count) -> Dataset:
+    def skip(self, count, name=None) -> Dataset:
         return self._then("SkipDataset", [self._variant, _i64(count, "count")])
 
-    def prefetch(self, buffer_size) -> Dataset:
+    def prefetch(self, buffer_size, name=None) -> Dataset:
         return self._then("PrefetchDataset", [self._variant, _i64(buffer_size, "buffer_size")])
 
-    def cache(self, filename="") -> Dataset:
+    def cache(self, filename="", name=None) -> Dataset:
         fn = ops.convert_to_tensor(filename, dtype=dtypes.string)
         return self._then("CacheDataset", [self._variant, fn])
 
-    def concatenate(self, dataset) -> Dataset:
+    def concatenate(self, dataset, name=None) -> Dataset:
         if [s.dtype for s in self._flat_specs()] != [s.dtype for s in dataset._flat_specs()]:
             raise TypeError(
                 f"Types of datasets do not match: {self.output_types} vs {dataset.output_types}"
@@ -458,10 +561,10 @@ class Dataset:
         )
         return self._then("ConcatenateDataset", [self._variant, dataset._variant], structure)
 
-    def enumerate(self, start=0) -> Dataset:
+    def enumerate(self, start=0, name=None) -> Dataset:
         return Dataset.zip((Dataset.range(start, np.iinfo(np.int64).max), self))
 
-    def shard(self, num_shards, index) -> Dataset:
+    def shard(self, num_shards, index, name=None) -> Dataset:
         """Every `num_shards`-th element from the `index`-th on.
 
         Raises:
@@ -475,7 +578,7 @@ class Dataset:
             {"require_non_empty": False},
         )
 
-    def unique(self) -> Dataset:
+    def unique(self, name=None) -> Dataset:
         """The elements not seen before, in order (one int32, int64 or string component).
 
         Raises:
@@ -489,7 +592,7 @@ class Dataset:
             )
         return self._then("UniqueDataset", [self._variant])
 
-    def scan(self, initial_state, scan_func) -> Dataset:
+    def scan(self, initial_state, scan_func, name=None) -> Dataset:
         """`scan_func(state, element) -> (new_state, output)` from `initial_state` on.
 
         Raises:
@@ -529,7 +632,7 @@ class Dataset:
             "ScanDataset", [self._variant, init, t.op_inputs()], _structure_of(out[1]), attrs
         )
 
-    def take_while(self, predicate) -> Dataset:
+    def take_while(self, predicate, name=None) -> Dataset:
         """The elements up to the first for which `predicate` is false."""
         t = _Traced(predicate, self._structure, "take_while")
         outs = t.outputs
@@ -537,7 +640,7 @@ class Dataset:
             raise ValueError("`predicate` must return a scalar boolean tensor.")
         return self._then("TakeWhileDataset", [self._variant, t.op_inputs()], None, t.attrs())
 
-    def window(self, size, shift=None, stride=1, drop_remainder=False) -> Dataset:
+    def window(self, size, shift=None, stride=1, drop_remainder=False, name=None) -> Dataset:
         """Windows of `size` elements (`stride` apart), one every `shift` (default
         `size`) elements; each window is a structure of datasets, one per component."""
         structure = self._map_specs(lambda s: _DatasetSpec(_Spec(s.dtype, s.shape)))
@@ -554,7 +657,7 @@ class Dataset:
         )
 
     def group_by_window(
-        self, key_func, reduce_func, window_size=None, window_size_func=None
+        self, key_func, reduce_func, window_size=None, window_size_func=None, name=None
     ) -> Dataset:
         """Elements grouped by `key_func` (an int64 scalar) into windows of
         `window_size` (or `window_size_func(key)`), each reduced by
@@ -599,10 +702,32 @@ class Dataset:
             attrs,
         )
 
-    def bucket_by_sequence_length(self, *args, **kwargs) -> Dataset:
-        return self.apply(bucket_by_sequence_length(*args, **kwargs))
+    def bucket_by_sequence_length(
+        self,
+        element_length_func,
+        bucket_boundaries,
+        bucket_batch_sizes,
+        padded_shapes=None,
+        padding_values=None,
+        pad_to_bucket_boundary=False,
+        no_padding=False,
+        drop_remainder=False,
+        name=None,
+    ) -> Dataset:
+        return self.apply(
+            bucket_by_sequence_length(
+                element_length_func,
+                bucket_boundaries,
+                bucket_batch_sizes,
+                padded_shapes,
+                padding_values,
+                pad_to_bucket_boundary,
+                no_padding,
+                drop_remainder,
+            )
+        )
 
-    def reduce(self, initial_state, reduce_func):
+    def reduce(self, initial_state, reduce_func, name=None):
         """The state after `reduce_func(state, element)` of every element, as tensors."""
         state = _normalize(initial_state)
         init = _flat(state)
@@ -645,12 +770,17 @@ class Dataset:
         return ops.apply_op("DatasetCardinality", [self._variant], {}).outputs[0]
 
     @staticmethod
-    def counter(start=0, step=1, dtype=dtypes.int64) -> Dataset:
+    def counter(start=0, step=1, dtype=dtypes.int64, name=None) -> Dataset:
         return Counter(start, step, dtype)
 
     @staticmethod
-    def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False):
-        return sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset)
+    def sample_from_datasets(
+        datasets, weights=None, seed=None, stop_on_empty_dataset=False,
+        rerandomize_each_iteration=None,
+    ):  # fmt: skip
+        return resampling.sample_from_datasets(
+            Dataset, datasets, weights, seed, stop_on_empty_dataset, rerandomize_each_iteration
+        )
 
     def rejection_resample(self, class_func, target_dist, initial_dist=None, seed=None, name=None):
         """(class, element) pairs resampled towards `target_dist` (TF's construction:
@@ -660,24 +790,37 @@ class Dataset:
         )
 
     @staticmethod
-    def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=False):
+    def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True):
+        # (TF's method ends at the first exhausted dataset; tf.data.experimental's
+        # function skips its picks by default)
         return choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
 
     @staticmethod
-    def random(seed=None, rerandomize_each_iteration=None) -> Dataset:
+    def random(seed=None, rerandomize_each_iteration=None, name=None) -> Dataset:
         """int64 draws of TF's Philox stream for (seed, seed2), one 32-bit value each,
-        forever (TF's RandomDataset: the same numbers for the same seeds)."""
+        forever (TF's RandomDataset: the same numbers for the same seeds). With
+        `rerandomize_each_iteration`, TF's RandomDatasetV2: each `repeat` pass draws
+        other numbers (its seeds the next of a stream seeded with the seeds)."""
         s1, s2 = random_seed.get_seed(seed)
         ds = Dataset(None, _Spec(dtypes.int64, []))
-        ds._variant = dataset_ops.dataset_op(
-            "RandomDataset",
-            [_i64(s1 or 0, "seed"), _i64(s2 or 0, "seed2")],
-            ds._out_attrs(),
-            name="RandomDataset",
-        )
+        seeds = [_i64(s1 or 0, "seed"), _i64(s2 or 0, "seed2")]
+        if rerandomize_each_iteration:
+            generator = ops.apply_op("DummySeedGenerator", [], {}).outputs[0]
+            ds._variant = dataset_ops.dataset_op(
+                "RandomDatasetV2",
+                [*seeds, generator],
+                {**ds._out_attrs(), "rerandomize_each_iteration": True},
+                name="RandomDatasetV2",
+            )
+        else:
+            ds._variant = dataset_ops.dataset_op(
+                "RandomDataset", seeds, ds._out_attrs(), name="RandomDataset"
+            )
         return ds
 
-    def ragged_batch(self, batch_size, drop_remainder=False, row_splits_dtype=dtypes.int64):
+    def ragged_batch(
+        self, batch_size, drop_remainder=False, row_splits_dtype=dtypes.int64, name=None
+    ):
         """Batches whose components of not fully known shape are RaggedTensors
         (asyncflow/data/ragged_batch.py)."""
         return ragged_batch.ragged_batch(self, batch_size, drop_remainder, row_splits_dtype)
@@ -722,7 +865,7 @@ class Dataset:
             "`tf.data.Dataset.as_numpy_iterator()` is only supported in eager mode."
         )
 
-    def sparse_batch(self, batch_size, row_shape) -> Dataset:
+    def sparse_batch(self, batch_size, row_shape, name=None) -> Dataset:
         """Batches of `batch_size` elements (dense, each at most `row_shape`) as one
         SparseTensor of dense shape [batch, *row_shape] (DenseToSparseBatchDataset)."""
         specs = self._flat_specs()
@@ -740,11 +883,11 @@ class Dataset:
             _SparseSpec(specs[0].dtype, [None, *dims]),
         )
 
-    def rebatch(self, batch_size, drop_remainder=False) -> Dataset:
+    def rebatch(self, batch_size, drop_remainder=False, name=None) -> Dataset:
         """The elements (batches) unbatched and batched again by `batch_size`."""
         return self.unbatch().batch(batch_size, drop_remainder)
 
-    def ignore_errors(self, log_warning=False) -> Dataset:
+    def ignore_errors(self, log_warning=False, name=None) -> Dataset:
         return self._then(
             "IgnoreErrorsDataset", [self._variant], None, {"log_warning": bool(log_warning)}
         )
@@ -752,7 +895,10 @@ class Dataset:
     def filter_with_legacy_function(self, predicate) -> Dataset:
         return self.filter(predicate)
 
-    def map_with_legacy_function(self, map_func, num_parallel_calls=None) -> Dataset:
+    def map_with_legacy_function(
+        self, map_func, num_parallel_calls=None, deterministic=None,
+        use_unbounded_threadpool=False,
+    ) -> Dataset:  # fmt: skip
         return self.map(map_func, num_parallel_calls)
 
     def options(self):
@@ -766,7 +912,7 @@ class Dataset:
             raise TypeError("`transformation_func` must return a Dataset.")
         return out
 
-    def with_options(self, options) -> Dataset:
+    def with_options(self, options, name=None) -> Dataset:
         """This dataset with `options` merged over its own (kept; see data/options.py)."""
         out = Dataset(self._variant, self._structure)
         out._map, out._options = self._map, self.options().merge(options)

@@ -358,7 +358,7 @@ def dense_to_sparse_batch(batch_size, row_shape):
     return lambda ds: ds.sparse_batch(batch_size, row_shape)
 
 
-def from_list(elements) -> Dataset:
+def from_list(elements, name=None) -> Dataset:
     """A dataset of the given elements (each the same structure), in order."""
     from asyncflow import nest
 

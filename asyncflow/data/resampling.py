@@ -33,7 +33,9 @@ from asyncflow.ops import stateless_random_ops as srng
 __all__ = ["sample_from_datasets", "rejection_resample"]
 
 
-def sample_from_datasets(cls, datasets, weights, seed, stop_on_empty_dataset):
+def sample_from_datasets(
+    cls, datasets, weights, seed, stop_on_empty_dataset, rerandomize_each_iteration=None
+):
     """`tf.data.Dataset.sample_from_datasets` (see the module note).
 
     Raises:
@@ -49,7 +51,8 @@ def sample_from_datasets(cls, datasets, weights, seed, stop_on_empty_dataset):
         def select_varying(logits, seed):
             return _pick(logits, seed)
 
-        selector = cls.zip((logits_ds, cls.random(seed=seed).batch(2))).map(select_varying)
+        seeds = cls.random(seed, rerandomize_each_iteration).batch(2)
+        selector = cls.zip((logits_ds, seeds)).map(select_varying)
         return cls.choose_from_datasets(datasets, selector, stop_on_empty_dataset)
     if weights is None:
         logits = [[1.0] * len(datasets)]
@@ -86,7 +89,7 @@ def sample_from_datasets(cls, datasets, weights, seed, stop_on_empty_dataset):
     def select_constant(seed):
         return _pick(logits, seed)
 
-    selector = cls.random(seed=seed).batch(2).map(select_constant)
+    selector = cls.random(seed, rerandomize_each_iteration).batch(2).map(select_constant)
     return cls.choose_from_datasets(datasets, selector, stop_on_empty_dataset)
 
 
