@@ -339,8 +339,21 @@ class FixedLengthRecords(DatasetValue):
         for path in self.paths:
             data = await _in_thread(_read_whole, path, self.compression)
             body = data[self.header : len(data) - self.footer if self.footer else None]
+            partial = None
+            if len(body) % self.record:
+                partial = (
+                    f"Excluding the header ({self.header} bytes) and footer ({self.footer} "
+                    f'bytes), input file "{path}" has body length {len(body)} bytes, which '
+                    f"is not an exact multiple of the record length ({self.record} bytes)."
+                )
+                # TF checks a plain file's size before its first record; a compressed
+                # file's records come first and its end is a DataLossError
+                if not self.compression:
+                    raise errors.InvalidArgumentError(None, None, partial)
             for i in range(len(body) // self.record):
                 yield (np.array(body[i * self.record : (i + 1) * self.record], dtype=object),)
+            if partial is not None:
+                raise errors.DataLossError(None, None, partial)
 
 
 # -- functions -----------------------------------------------------------------------------

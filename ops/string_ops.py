@@ -120,21 +120,20 @@ async def _string_split_v2(ctx, inp, sep):
 def string_split(
     source, sep=None, skip_empty=True, delimiter=None, result_type="SparseTensor", name=None
 ):
-    """Split elements of `source` (a vector) into a SparseTensor of tokens.
+    """TF1's `tf.string_split`: elements of `source` (a vector) split into tokens, every
+    character of `delimiter` (default " ") a separator; an empty delimiter makes one
+    token per byte, and empty tokens are dropped when `skip_empty`. `sep` is the
+    argument's newer name, the same character set (TF's StringSplit either way).
 
-    With `delimiter` (or neither argument: " "), every character of it is a separator
-    and empty tokens are dropped when `skip_empty`.  With `sep`, the string is split
-    on that whole string (StringSplitV2 semantics).
-
-    Raises (when run):
-      InvalidArgumentError: `source` is not a vector.
+    Raises:
+      ValueError: both sep and delimiter; an unknown result_type.
+      InvalidArgumentError (when run): `source` is not a vector.
     """
     if sep is not None and delimiter is not None:
-        raise ValueError("sep and delimiter cannot both be set")
-    if sep is not None:  # (the whole string: StringSplitV2, tf.strings.split's op)
-        return strings_split(source, sep, result_type=result_type, name=name)
-    if result_type != "SparseTensor":
-        raise ValueError("result_type must be 'SparseTensor' (RaggedTensor is not supported)")
+        raise ValueError("Cannot specify both 'delimiter' and 'sep'.")
+    delimiter = sep if delimiter is None else delimiter
+    if result_type not in ("SparseTensor", "RaggedTensor"):
+        raise ValueError("result_type must be 'RaggedTensor' or 'SparseTensor'.")
     with ops.name_scope(name, "StringSplit", [source]):
         source = ops.convert_to_tensor(source, dtype=dtypes.string)
         op = ops.apply_op(
@@ -142,7 +141,25 @@ def string_split(
             [source, " " if delimiter is None else delimiter],
             {"skip_empty": skip_empty},
         )
-    return SparseTensor(*op.outputs)
+        st = SparseTensor(*op.outputs)
+        if result_type == "RaggedTensor":
+            return _ragged_rows(st)
+    return st
+
+
+def _ragged_rows(st):
+    """The rows of a split's SparseTensor as a RaggedTensor (int64 row splits, TF's)."""
+    from asyncflow.math_composites import bincount
+    from asyncflow.ops import array_ops
+    from asyncflow.ops.gradient_ops import cumsum
+    from asyncflow.ragged import RaggedTensor
+
+    lengths = bincount(
+        st.indices[:, 0], minlength=st.dense_shape[0], maxlength=st.dense_shape[0],
+        dtype=dtypes.int64,
+    )  # fmt: skip
+    splits = cumsum(array_ops.concat([array_ops.zeros([1], dtypes.int64), lengths], 0))
+    return RaggedTensor.from_row_splits(st.values, splits, validate=False)
 
 
 def strings_split(

@@ -933,7 +933,7 @@ class Dataset:
             shared_name=shared_name,
             output_classes=self.output_classes,
         )
-        it._initializer = it.make_initializer(self)
+        it._initializer = it._make_iterator(self, "MakeIterator")
         return it
 
     async def aiterate(self, session=None):
@@ -1005,6 +1005,14 @@ class _FileDataset(Dataset):
         super().__init__(None, _Spec(dtypes.string, []))
         self._variant = dataset_ops.dataset_op(op_type, inputs, self._out_attrs(), name=name)
 
+    def _read_in_parallel(self, filenames, num_parallel_reads, one_file) -> None:
+        """TF's reading of `num_parallel_reads` files at once: an interleave of the
+        files' datasets (`one_file(name)`), one record from each in turn."""
+        n = _static(num_parallel_reads, AUTOTUNE)
+        files = Dataset.from_tensor_slices(_filenames(filenames))
+        ds = files.interleave(one_file, cycle_length=n, block_length=1, num_parallel_calls=n)
+        self._variant, self._structure = ds._variant, ds._structure
+
 
 def _filenames(filenames):
     t = ops.convert_to_tensor(filenames, dtype=dtypes.string, name="filenames")
@@ -1017,6 +1025,13 @@ class TFRecordDataset(_FileDataset):
     def __init__(
         self, filenames, compression_type=None, buffer_size=None, num_parallel_reads=None
     ):
+        if num_parallel_reads is not None:
+            self._read_in_parallel(
+                filenames,
+                num_parallel_reads,
+                lambda f: TFRecordDataset(f, compression_type, buffer_size),
+            )
+            return
         with ops.name_scope("TFRecordDataset"):
             inputs = [
                 _filenames(filenames),
@@ -1032,6 +1047,13 @@ class TextLineDataset(_FileDataset):
     def __init__(
         self, filenames, compression_type=None, buffer_size=None, num_parallel_reads=None
     ):
+        if num_parallel_reads is not None:
+            self._read_in_parallel(
+                filenames,
+                num_parallel_reads,
+                lambda f: TextLineDataset(f, compression_type, buffer_size),
+            )
+            return
         with ops.name_scope("TextLineDataset"):
             inputs = [
                 _filenames(filenames),
@@ -1054,6 +1076,15 @@ class FixedLengthRecordDataset(_FileDataset):
         compression_type=None,
         num_parallel_reads=None,
     ):
+        if num_parallel_reads is not None:
+            self._read_in_parallel(
+                filenames,
+                num_parallel_reads,
+                lambda f: FixedLengthRecordDataset(
+                    f, record_bytes, header_bytes, footer_bytes, buffer_size, compression_type
+                ),
+            )
+            return
         with ops.name_scope("FixedLengthRecordDataset"):
             inputs = [
                 _filenames(filenames),

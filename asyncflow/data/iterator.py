@@ -38,6 +38,12 @@ class Iterator:
         self._structure = structure
         # TF's GLOBAL_ITERATORS: every iterator's resource, kept in meta graphs.
         iterator_resource.graph.add_to_collection("iterators", iterator_resource)
+        # TF makes every iterator's string handle when it makes the iterator (its op
+        # names count from there) and hands the same tensor out each time.
+        with iterator_resource.graph.as_default():
+            self._string_handle = ops.apply_op(
+                "IteratorToStringHandle", [iterator_resource], {}, name="IteratorToStringHandle"
+            ).outputs[0]
 
     @staticmethod
     def from_structure(
@@ -85,13 +91,16 @@ class Iterator:
                     f"Expected output shapes compatible with {self.output_shapes} "
                     f"but got dataset with output shapes {dataset.output_shapes}."
                 )
-        with ops.name_scope(name, "make_initializer"):
-            return ops.apply_op(
-                "MakeIterator",
-                [dataset._variant, self._resource],
-                {"output_types": _attrs(self._structure)["output_types"]},
-                name=name or "MakeIterator",
-            )
+        with ops.name_scope(name, "make_initializer") as scope:
+            return self._make_iterator(dataset, scope)  # (the op is named as the scope, TF's)
+
+    def _make_iterator(self, dataset, name) -> ops.Operation:
+        return ops.apply_op(
+            "MakeIterator",
+            [dataset._variant, self._resource],
+            {"output_types": _attrs(self._structure)["output_types"]},
+            name=name,
+        )
 
     def get_next(self, name=None):
         """The next element's tensors, structured as the dataset's elements."""
@@ -117,9 +126,9 @@ class Iterator:
     def string_handle(self, name=None):
         """A string naming this iterator, to feed an iterator made by
         `Iterator.from_string_handle` (TF1's feedable iterator)."""
-        return ops.apply_op(
-            "IteratorToStringHandle", [self._resource], {}, name=name or "IteratorToStringHandle"
-        ).outputs[0]
+        if name is None:
+            return self._string_handle
+        return ops.apply_op("IteratorToStringHandle", [self._resource], {}, name=name).outputs[0]
 
     @staticmethod
     def from_string_handle(

@@ -306,9 +306,8 @@ def test_more_tensors_match_tf(sess):
 def test_dense_to_sparse_batch_too_long_row(sess):
     ds = D.from_tensors(np.arange(5)).apply(X.dense_to_sparse_batch(2, [4]))
     # TF 2.21's class and words
-    with pytest.raises(
-        errors.DataLossError, match=r"shape \(\[5\]\) that is larger than the row shape \(\[4\]\)\."
-    ):
+    larger = r"shape \(\[5\]\) that is larger than the row shape \(\[4\]\)\."
+    with pytest.raises(errors.DataLossError, match=larger):
         sess.run(ds.make_one_shot_iterator().get_next())
 
 

@@ -2,7 +2,9 @@
 `num_parallel_calls=` keywords, `zip(*datasets)`, `from_generator(output_signature=)`,
 `from_sparse_tensor_slices`, `random(rerandomize_each_iteration=)`, the method
 `choose_from_datasets`'s default, interleave's default cycle, dict element order and
-`make_csv_dataset(encoding=)`. Every expected value was recorded from TF 2.21."""
+`make_csv_dataset(encoding=)`; the file datasets' `num_parallel_reads` and
+FixedLengthRecordDataset's length check; iterators' op names. Every expected value was
+recorded from TF 2.21."""
 
 import collections
 
@@ -213,3 +215,63 @@ def test_make_csv_dataset_encoding(sess, tmp_path):
     assert type(features) is collections.OrderedDict
     assert features["x"].tolist() == [1] and features["y"].tolist() == [b"\xe9"]
     np.testing.assert_array_equal(features["x"], np.array([1], np.int32))
+
+
+def _write_records(path, records):
+    with af.python_io.TFRecordWriter(str(path)) as w:
+        for r in records:
+            w.write(r)
+
+
+def test_num_parallel_reads_takes_a_record_from_each_file_in_turn(sess, tmp_path):
+    a, b = tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"
+    _write_records(a, [b"a0", b"a1", b"a2"])
+    _write_records(b, [b"b0", b"b1"])
+    files = [str(a), str(b)]
+    assert drain(sess, af.data.TFRecordDataset(files)) == [b"a0", b"a1", b"a2", b"b0", b"b1"]
+    both = af.data.TFRecordDataset(files, num_parallel_reads=2)
+    assert drain(sess, both) == [b"a0", b"b0", b"a1", b"b1", b"a2"]
+    (tmp_path / "a.txt").write_text("x1\nx2\n")
+    (tmp_path / "b.txt").write_text("y1\n")
+    lines = af.data.TextLineDataset(
+        [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")], num_parallel_reads=2
+    )
+    assert drain(sess, lines) == [b"x1", b"y1", b"x2"]
+
+
+def test_fixed_length_records_need_an_exact_multiple(sess, tmp_path):
+    path = tmp_path / "fl.bin"
+    path.write_bytes(b"HDR" + bytes(range(20)) + b"FT")
+    ds = af.data.FixedLengthRecordDataset(str(path), 4, header_bytes=3, footer_bytes=2)
+    assert [r[0] for r in drain(sess, ds)] == [0, 4, 8, 12, 16]
+    bad = af.data.FixedLengthRecordDataset(str(path), 6, header_bytes=3, footer_bytes=2)
+    want = (
+        f'Excluding the header (3 bytes) and footer (2 bytes), input file "{path}" has body '
+        "length 20 bytes, which is not an exact multiple of the record length (6 bytes)."
+    )
+    with pytest.raises(errors.InvalidArgumentError) as e:
+        drain(sess, bad)
+    assert e.value.message.split("\n")[0] == want
+
+
+def test_iterator_op_names(graph):
+    one = af.data.make_one_shot_iterator(D.range(3))
+    init = af.data.make_initializable_iterator(D.range(3))
+    free = af.data.Iterator.from_structure(af.int64, [])
+    ops = {(o.name, o.type) for o in graph.get_operations() if "Iterator" in o.type}
+    assert ops == {
+        ("OneShotIterator", "OneShotIterator"),
+        ("IteratorToStringHandle", "IteratorToStringHandle"),
+        ("IteratorV2", "IteratorV2"),
+        ("MakeIterator", "MakeIterator"),
+        ("IteratorToStringHandle_1", "IteratorToStringHandle"),
+        ("IteratorV2_1", "IteratorV2"),
+        ("IteratorToStringHandle_2", "IteratorToStringHandle"),
+    }
+    assert one.string_handle() is one.string_handle()
+    assert one.string_handle().name == "IteratorToStringHandle:0"
+    assert init.initializer.name == "MakeIterator"
+    assert free.make_initializer(D.range(2)).name == "make_initializer"
+    assert free.make_initializer(D.range(2), name="foo").name == "foo"
+    assert free.string_handle(name="x").name == "x:0"
+    assert free.get_next().name == "IteratorGetNext:0"

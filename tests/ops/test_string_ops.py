@@ -104,11 +104,21 @@ def test_string_split_static_shapes(graph):
     assert sp.dtype == af.string
 
 
-def test_string_split_sep_v2(sess):
+def test_string_split_sep_is_the_delimiter_set(sess):
+    # TF 2.21's tf.compat.v1.string_split: `sep` is `delimiter`'s newer name (StringSplit,
+    # every character a separator), not tf.strings.split's whole-string separator
     sp = string_ops.string_split(af.constant([b"a<>b<><>c", b""]), sep="<>")
+    assert sp.indices.op.type == "StringSplit"
     v = sess.run(sp)
-    assert list(v.values) == [b"a", b"b", b"", b"c"]
-    np.testing.assert_array_equal(v.dense_shape, [2, 4])
+    assert list(v.values) == [b"a", b"b", b"c"]
+    np.testing.assert_array_equal(v.dense_shape, [2, 3])
+    chars = sess.run(string_ops.string_split(af.constant([b"a,b", b"x;y"]), ""))
+    assert list(chars.values) == [b"a", b",", b"b", b"x", b";", b"y"]
+    with pytest.raises(ValueError, match=r"^Cannot specify both 'delimiter' and 'sep'\.$"):
+        string_ops.string_split(af.constant([b"a"]), sep=",", delimiter=";")
+    rows = string_ops.string_split(af.constant([b"a b", b"", b"c"]), result_type="RaggedTensor")
+    assert rows.row_splits.dtype == af.int64
+    assert sess.run(rows).to_list() == [[b"a", b"b"], [], [b"c"]]
 
 
 def test_string_split_rejects_matrix(sess):
