@@ -87,7 +87,7 @@ def match_filenames_once(pattern, name=None):
 
     with ops.name_scope(name, "matching_filenames", [pattern]) as scope:
         return _local_variable(
-            reader_ops.matching_files(pattern), name=scope.rstrip("/"), validate_shape=False
+            reader_ops.matching_files(pattern), name=scope, validate_shape=False
         )
 
 
@@ -189,7 +189,7 @@ def string_input_producer(
     """
     af = _af()
     not_null_err = "string_input_producer requires a non-null input tensor"
-    if not isinstance(string_tensor, ops.Tensor) and not len(string_tensor):
+    if isinstance(string_tensor, (list, tuple)) and not string_tensor:  # (TF's check)
         raise ValueError(not_null_err)
     with ops.name_scope(name, "input_producer", [string_tensor]) as scope:
         string_tensor = ops.convert_to_tensor(string_tensor, dtype=dtypes.string)
