@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import sys
 
+from asyncflow import flags
 from asyncflow import flags as _flags
 from asyncflow import tf_logging as _logging
 
-__all__ = ["run"]
+# `tf.app.flags` is `tf.flags` (TF1 scripts spell it `FLAGS = tf.app.flags.FLAGS`)
+__all__ = ["run", "flags"]
 
 
 def run(main=None, argv=None):

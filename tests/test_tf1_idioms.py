@@ -211,3 +211,11 @@ def test_flag_errors_say_absls_words():
     )
     with pytest.raises(flags_mod.DuplicateFlagError, match=want):
         flags_mod.DEFINE_integer("n", 1, "again", flag_values=fv)
+
+
+def test_app_flags_is_tf_flags():
+    # TF 2.21: `tf.compat.v1.app.flags is tf.compat.v1.flags` (the TF1 spelling
+    # `FLAGS = tf.app.flags.FLAGS`)
+    assert af.app.flags is af.flags
+    assert af.app.flags.FLAGS is af.flags.FLAGS
+    assert af.app.flags.DEFINE_string is af.flags.DEFINE_string
