@@ -16,6 +16,7 @@ __all__ = [
     "GPUOptions",
     "GraphOptions",
     "OptimizerOptions",
+    "RewriterConfig",
     "RunOptions",
     "RunMetadata",
 ]
@@ -91,6 +92,46 @@ class OptimizerOptions(_Message):
     }
 
 
+class RewriterConfig(_Message):
+    """GraphOptions.rewrite_options (TF's grappler switches): accepted, with TF's enum
+    values as class attributes, so programs that switch passes off run; asyncflow's
+    own graph passes do not read them."""
+
+    DEFAULT, ON, OFF, AGGRESSIVE, EXPERIMENTAL_MLIR, EXPERIMENTAL_BOTH = range(6)
+    NO_CONVERSION_ON_CPU, NCHW_TO_NHWC, NHWC_TO_NCHW = range(3)
+    DEFAULT_NUM_ITERS, ONE, TWO = range(3)
+    DEFAULT_MEM_OPT, NO_MEM_OPT, MANUAL, HEURISTICS = range(4)
+    SWAPPING_HEURISTICS, RECOMPUTATION_HEURISTICS, SCHEDULING_HEURISTICS = 4, 5, 6
+    _fields = {
+        **dict.fromkeys(
+            [
+                "cpu_layout_conversion", "layout_optimizer", "constant_folding",
+                "shape_optimization", "remapping", "common_subgraph_elimination",
+                "arithmetic_optimization", "dependency_optimization", "loop_optimization",
+                "function_optimization", "debug_stripper", "scoped_allocator_optimization",
+                "pin_to_host_optimization", "implementation_selector", "auto_mixed_precision",
+                "auto_mixed_precision_mkl", "auto_mixed_precision_onednn_bfloat16",
+                "auto_mixed_precision_cpu", "use_plugin_optimizers",
+                "experimental_conditional_code_motion", "meta_optimizer_iterations",
+                "min_graph_nodes", "memory_optimization", "meta_optimizer_timeout_ms",
+            ],
+            0,
+        ),
+        **dict.fromkeys(
+            [
+                "disable_model_pruning", "disable_meta_optimizer", "disable_tfg_optimizer",
+                "experimental_disable_compressed_tensor_optimization",
+                "experimental_disable_folding_quantization_emulation",
+                "fail_on_optimizer_errors",
+            ],
+            False,
+        ),
+        "memory_optimizer_target_node_name_scope": "",
+        "optimizers": list,
+        "custom_optimizers": list,
+    }  # fmt: skip
+
+
 class GraphOptions(_Message):
     _fields = {
         "optimizer_options": OptimizerOptions,
@@ -98,7 +139,7 @@ class GraphOptions(_Message):
         "infer_shapes": False,
         "place_pruned_graph": False,
         "enable_bfloat16_sendrecv": False,
-        "rewrite_options": dict,
+        "rewrite_options": RewriterConfig,
     }
 
 

@@ -1,8 +1,34 @@
-"""`af.test`: gradient checking as `tf.compat.v1.test`."""
+"""`af.test`: `tf.compat.v1.test` — TestCase and its helpers (asyncflow/test_case.py),
+gradient checking, and what the process was built with."""
 
+from asyncflow.test_case import (
+    Benchmark,
+    StubOutForTesting,
+    TestCase,
+    assert_equal_graph_def,
+    benchmark_config,
+    create_local_cluster,
+    disable_with_predicate,
+    get_temp_dir,
+    main,
+    with_eager_op_as_function,
+)
 from asyncflow.test_util import compute_gradient, compute_gradient_error
 
 __all__ = [
+    "Benchmark",
+    "StubOutForTesting",
+    "TestCase",
+    "assert_equal_graph_def",
+    "benchmark_config",
+    "create_local_cluster",
+    "disable_with_predicate",
+    "get_temp_dir",
+    "is_built_with_gpu_support",
+    "is_built_with_rocm",
+    "is_built_with_xla",
+    "main",
+    "with_eager_op_as_function",
     "compute_gradient",
     "compute_gradient_error",
     "gpu_device_name",
@@ -46,3 +72,18 @@ def is_built_with_cuda() -> bool:
     from asyncflow.devices import gpu
 
     return gpu.backend() is not None
+
+
+def is_built_with_gpu_support() -> bool:
+    """CUDA or ROCm: here CUDA through CuPy (`is_built_with_cuda`)."""
+    return is_built_with_cuda()
+
+
+def is_built_with_rocm() -> bool:
+    """asyncflow's GPUs are CUDA devices (CuPy); there is no ROCm build."""
+    return False
+
+
+def is_built_with_xla() -> bool:
+    """asyncflow compiles no XLA clusters (tf.xla's attrs are kept, not compiled)."""
+    return False
