@@ -21,6 +21,16 @@ from asyncflow.graph import GraphKeys
 from asyncflow.protos.meta_graph_pb2 import AssetFileDef, SignatureDef
 from asyncflow.protos.saved_model_pb2 import SavedModel
 from asyncflow.saved_model import signature_def_utils
+from asyncflow.saved_model.constants import (  # noqa: F401 - the builder's names too (TF's)
+    ASSETS_DIRECTORY,
+    LEGACY_INIT_OP_KEY,
+    MAIN_OP_KEY,
+    SAVED_MODEL_FILENAME_PB,
+    SAVED_MODEL_FILENAME_PBTXT,
+    SAVED_MODEL_SCHEMA_VERSION,
+    VARIABLES_DIRECTORY,
+    VARIABLES_FILENAME,
+)
 from asyncflow.saved_model.utils import build_tensor_info, build_tensor_info_from_op
 from asyncflow.train.saver import Saver
 
@@ -36,15 +46,8 @@ __all__ = [
     "SAVED_MODEL_SCHEMA_VERSION",
 ]
 
-SAVED_MODEL_FILENAME = "saved_model.pb"
-SAVED_MODEL_FILENAME_PBTXT = "saved_model.pbtxt"
+SAVED_MODEL_FILENAME = SAVED_MODEL_FILENAME_PB
 INIT_OP_SIGNATURE_KEY = "__saved_model_init_op"
-VARIABLES_DIRECTORY = "variables"
-VARIABLES_FILENAME = "variables"
-ASSETS_DIRECTORY = "assets"
-MAIN_OP_KEY = "saved_model_main_op"
-LEGACY_INIT_OP_KEY = "legacy_init_op"
-SAVED_MODEL_SCHEMA_VERSION = 1
 
 
 def variables_prefix(export_dir) -> str:
