@@ -320,6 +320,9 @@ _install_namespaces(globals())  # tf.math, tf.random, tf.linalg, tf.io, tf.spars
 from asyncflow import gfile, graph_util  # noqa: E402 - tf.gfile, tf.graph_util
 
 io.gfile = gfile  # noqa: F821 - tf.io.gfile (io is bound by _install_namespaces)
+from asyncflow import random_experimental  # noqa: E402
+
+random.experimental = random_experimental  # noqa: F821 - tf.random.experimental
 
 # Observability and TF1 script idioms (issue 17): tf.logging, tf.app, tf.flags, tf.compat.v1.
 from asyncflow import app, compat, flags, profiler, summary  # noqa: E402

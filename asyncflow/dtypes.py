@@ -546,3 +546,16 @@ def _wrapped_ints(value: Any, target: DType) -> np.ndarray:
 
 # Exported under TF's name last, so the builtin stays usable above; ``bool_`` is the alias.
 bool = bool_  # noqa: A001
+
+
+_TF_FUNCTIONS = ("as_string", "cast", "complex", "saturate_cast")
+
+
+def __getattr__(name: str):
+    # tf.dtypes also lists these four ops; they live at the top level (and import this
+    # module), so they are looked up when first read
+    if name in _TF_FUNCTIONS:
+        import asyncflow
+
+        return getattr(asyncflow, name)
+    raise AttributeError(f"module 'asyncflow.dtypes' has no attribute '{name}'")

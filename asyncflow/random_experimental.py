@@ -1,0 +1,17 @@
+"""`tf.random.experimental`: the Generator and stateless-seed names TF 2.21 also lists
+there (`stateless_fold_in` and `stateless_split` are `tf.random.fold_in` / `split`)."""
+
+from asyncflow.ops.stateless_random_ops import Algorithm, create_rng_state
+from asyncflow.ops.stateless_random_ops import fold_in as stateless_fold_in
+from asyncflow.ops.stateless_random_ops import split as stateless_split
+from asyncflow.random_generator import Generator, get_global_generator, set_global_generator
+
+__all__ = [
+    "Algorithm",
+    "Generator",
+    "create_rng_state",
+    "get_global_generator",
+    "set_global_generator",
+    "stateless_fold_in",
+    "stateless_split",
+]
