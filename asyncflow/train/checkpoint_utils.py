@@ -14,6 +14,7 @@ from asyncflow import dtypes, errors
 from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.ops import array_ops, io_ops
+from asyncflow.partitioned_variables import PartitionedVariable
 from asyncflow.train import saver as saver_mod
 
 __all__ = [
@@ -138,13 +139,43 @@ def _variable_store() -> dict:
     return found
 
 
-def _set_checkpoint_initializer(var, ckpt_file: str, tensor_name: str) -> None:
-    """Make `var`'s initializer assign the checkpoint's `tensor_name` (as TF does)."""
+def _partitions(name: str, store: dict) -> list | None:
+    """The parts `name/part_0`, `name/part_1`, ... of a partitioned variable, in order."""
+    parts = []
+    while f"{name}/part_{len(parts)}" in store:
+        parts.append(store[f"{name}/part_{len(parts)}"])
+    return parts or None
+
+
+def _set_initializers(var_or_parts, ckpt_file: str, tensor_name: str) -> None:
+    """One variable loads the whole tensor; each part of a partitioned one its slice.
+
+    Raises:
+      ValueError: parts of different variables.
+    """
+    if not isinstance(var_or_parts, (list, tuple)):
+        _set_checkpoint_initializer(var_or_parts, ckpt_file, tensor_name)
+        return
+    full_name = None
+    for part in var_or_parts:
+        info = part._get_save_slice_info()
+        if full_name is None:
+            full_name = info.full_name
+        elif info.full_name != full_name:
+            raise ValueError(
+                f"Slices must all be from the same tensor: {full_name} != {info.full_name}"
+            )
+        _set_checkpoint_initializer(part, ckpt_file, tensor_name, info.spec)
+
+
+def _set_checkpoint_initializer(var, ckpt_file: str, tensor_name: str, spec: str = "") -> None:
+    """Make `var`'s initializer assign the checkpoint's `tensor_name` (its `spec`
+    slice for a part of a partitioned variable), as TF does."""
     graph = var.graph
     with graph.as_default(), ops.control_dependencies(None):
         with ops.colocate_with(var.op), ops.name_scope("checkpoint_initializer"):
             names = array_ops.constant([tensor_name], name="tensor_names")
-            slices = array_ops.constant([""], name="shape_and_slices")
+            slices = array_ops.constant([spec], name="shape_and_slices")
             (value,) = io_ops.restore_v2(ckpt_file, names, slices, [var.dtype.base_dtype])
             value.set_shape(var.shape)
             saveable = saver_mod._VariableSaveable(var, tensor_name)
@@ -170,20 +201,29 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
     variable_map = reader.get_variable_to_shape_map()
     store = _variable_store()
     for name_in_ckpt, current in sorted(assignment_map.items(), key=lambda kv: kv[0]):
-        var = current if _is_variable(current) else store.get(current)
+        if isinstance(current, PartitionedVariable):
+            current = list(current)
+        if _is_variable(current) or (
+            isinstance(current, (list, tuple)) and current and all(map(_is_variable, current))
+        ):
+            var = current
+        else:
+            var = store.get(current)
+            if var is None:
+                var = _partitions(current, store)
         if var is not None:
             if name_in_ckpt not in variable_map:
                 raise ValueError(
                     f"Tensor {name_in_ckpt} is not found in {ckpt_dir_or_file} checkpoint "
                     f"{variable_map}"
                 )
-            if not var.shape.is_compatible_with(variable_map[name_in_ckpt]):
+            if _is_variable(var) and not var.shape.is_compatible_with(variable_map[name_in_ckpt]):
                 raise ValueError(
                     f"Shape of variable {var.name} ({var.shape}) doesn't match with shape of "
                     f"tensor {name_in_ckpt} ({variable_map[name_in_ckpt]}) from checkpoint "
                     "reader."
                 )
-            _set_checkpoint_initializer(var, ckpt_file, name_in_ckpt)
+            _set_initializers(var, ckpt_file, name_in_ckpt)
             continue
         scopes = current[: current.rindex("/")] if "/" in current else ""
         if not name_in_ckpt.endswith("/"):
@@ -191,7 +231,12 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
                 f"Assignment map with scope only name {scopes} should map to scope only "
                 f"{name_in_ckpt}. Should be 'scope/': 'other_scope/'."
             )
-        for var_name in sorted(n for n in store if not scopes or n.startswith(scopes + "/")):
+        in_scope = {  # (a partitioned variable by its own name, as TF's)
+            n[: n.index("/part_")] if "/part_" in n else n
+            for n in store
+            if not scopes or n.startswith(scopes + "/")
+        }
+        for var_name in sorted(in_scope):
             full = var_name[len(scopes) :]
             if current != "/":
                 full = full[1:]
@@ -203,4 +248,6 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
                     f"Tensor {full} ({var_name[len(scopes) + 1 :]} in {name_in_ckpt}) is not "
                     f"found in {ckpt_dir_or_file} checkpoint"
                 )
-            _set_checkpoint_initializer(store[var_name], ckpt_file, full)
+            var = store.get(var_name)
+            var = _partitions(var_name, store) if var is None else var
+            _set_initializers(var, ckpt_file, full)
