@@ -441,7 +441,11 @@ class BaseSession:
         if graph is not None and not isinstance(graph, ops.Graph):
             raise TypeError(f"graph must be a tf.Graph, but got {type(graph)}")
         self._graph = graph if graph is not None else ops.get_default_graph()
-        self._config = config if config is not None else ConfigProto()
+        if config is None:  # (TF's: the process-wide tf.config settings)
+            from asyncflow.device_config import session_config
+
+            config = session_config()
+        self._config = config
         self._target = target or ""
         self._closed = False
         self._close_hooks: list = []  # called at close (tf.data's input workers)
