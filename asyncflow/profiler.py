@@ -14,7 +14,16 @@ import collections
 import sys
 from dataclasses import dataclass, field
 
-__all__ = ["OpStats", "ProfileResult", "profile"]
+from asyncflow.tfprof import GraphNodeProto, MultiGraphNodeProto, ProfileOptionBuilder
+
+__all__ = [
+    "GraphNodeProto",
+    "MultiGraphNodeProto",
+    "OpStats",
+    "ProfileOptionBuilder",
+    "ProfileResult",
+    "profile",
+]
 
 
 @dataclass
@@ -52,19 +61,37 @@ class ProfileResult:
         return "\n".join(lines)
 
 
-def profile(graph=None, run_meta=None, cmd: str = "op", options=None) -> ProfileResult:
-    """Total time per op type (`cmd="op"`) or node (`"graph"`, `"scope"`) per device.
+def profile(graph=None, run_meta=None, op_log=None, cmd=None, options=None):
+    """TF1's `tf.profiler.profile`, two ways.
 
+    With options from `ProfileOptionBuilder` (a dict with `select`), or with no
+    run_meta: TF's tfprof model analysis of `graph` (the default graph when None):
+    float operations, parameters and, with run_meta, times and bytes, as a
+    GraphNodeProto tree (`cmd` "scope", the default, or "graph") or a
+    MultiGraphNodeProto by op type ("op"); no options means TF's default, the
+    trainable variables' parameters (asyncflow/tfprof.py).
+
+    Otherwise the time summary of traced steps: total time per op type (`cmd` "op",
+    the default here) or node ("graph", "scope") per device, as a ProfileResult.
     `run_meta`: a RunMetadata, a StepStats, or a list of either (steps add up).
     `options`: a dict; `max_depth`/`top` (rows printed per device, default 20) and
     `output` ("stdout", the default, or "none").
 
     Raises:
-      ValueError: no run metadata, or an unknown cmd.
+      ValueError: an unknown cmd.
     """
-    del graph  # the step stats name every node; the graph adds nothing here
-    if run_meta is None:
-        raise ValueError("profile needs run_meta: the RunMetadata of a traced step")
+    del op_log  # (TF's extra op types: asyncflow's graph already has them)
+    tf_options = options if isinstance(options, dict) and "select" in options else None
+    if tf_options is not None or run_meta is None:
+        from asyncflow import graph as ops
+        from asyncflow.tfprof import ProfileOptionBuilder, profile_graph
+
+        if tf_options is None:
+            tf_options = ProfileOptionBuilder.trainable_variables_parameter()
+            tf_options.update(options or {})
+        g = graph if graph is not None else ops.get_default_graph()
+        return profile_graph(g, run_meta, cmd or "scope", tf_options)
+    cmd = cmd or "op"
     if cmd not in ("op", "graph", "scope"):
         raise ValueError(f"unknown cmd {cmd!r}: use 'op', 'graph' or 'scope'")
     options = dict(options or {})

@@ -1,0 +1,482 @@
+"""TF1's tfprof model analysis: `tf.profiler.profile(graph, options=...)` with the
+options `tf.profiler.ProfileOptionBuilder` builds, counting what TF counts.
+
+The scope view ("scope"/"graph"): every op is a node named by its op name; a node's
+children are the ops whose names continue its own (`w/Initializer/random_uniform/mul`
+under `w/Initializer/random_uniform`), and a node not shown (below the option's
+minimum, or an op with nothing to count) hands its children to the nearest shown
+ancestor.  `float_ops` are TF's per-op formulas (its RegisterStatistics "flops"
+functions, recorded op by op from TF 2.21): 2·m·n·k for a product, output elements ×
+kernel area × input channels × 2 for a convolution, one per output element for the
+elementwise ops TF counts, input − output elements for the sums and arg-reductions,
+and none for the ops TF registers no formula for (Relu, Exp, Tanh, ...); an op whose
+shapes are not fully known counts none, as TF's.  `parameters` are the element counts of
+the trainable variables (the `_trainable_variables` account type).  TF's "op" and
+"code" views are not built (a ValueError); with `run_meta`, the
+`micros` and `bytes` selections read the traced step's times and output bytes.
+
+The results are GraphNodeProto / MultiGraphNodeProto-shaped objects (TF's field names);
+the printed report follows TF's layout (`output: "none"` prints nothing).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import sys
+
+import numpy as np
+
+__all__ = ["GraphNodeProto", "MultiGraphNodeProto", "ProfileOptionBuilder", "profile_graph"]
+
+_DEFAULTS = {
+    "max_depth": 100,
+    "min_bytes": 0,
+    "min_micros": 0,
+    "min_params": 0,
+    "min_float_ops": 0,
+    "min_occurrence": 0,
+    "order_by": "name",
+    "account_type_regexes": [".*"],
+    "start_name_regexes": [".*"],
+    "trim_name_regexes": [],
+    "show_name_regexes": [".*"],
+    "hide_name_regexes": [],
+    "account_displayed_op_only": False,
+    "select": ["micros"],
+    "step": -1,
+    "output": "stdout",
+}
+
+
+class ProfileOptionBuilder:
+    """TF's option builder: start from a preset (or the defaults), change, `build()`."""
+
+    def __init__(self, options=None):
+        self._options = copy.deepcopy(options) if options is not None else copy.deepcopy(_DEFAULTS)
+
+    @staticmethod
+    def trainable_variables_parameter() -> dict:
+        return {
+            "max_depth": 10000, "min_bytes": 0, "min_micros": 0, "min_params": 0,
+            "min_float_ops": 0, "min_occurrence": 0, "order_by": "name",
+            "account_type_regexes": ["_trainable_variables"], "start_name_regexes": [".*"],
+            "trim_name_regexes": [], "show_name_regexes": [".*"], "hide_name_regexes": [],
+            "account_displayed_op_only": True, "select": ["params"], "step": -1,
+            "output": "stdout",
+        }  # fmt: skip
+
+    @staticmethod
+    def float_operation() -> dict:
+        return {
+            "max_depth": 10000, "min_bytes": 0, "min_micros": 0, "min_params": 0,
+            "min_float_ops": 1, "min_occurrence": 0, "order_by": "float_ops",
+            "account_type_regexes": [".*"], "start_name_regexes": [".*"],
+            "trim_name_regexes": [], "show_name_regexes": [".*"], "hide_name_regexes": [],
+            "account_displayed_op_only": True, "select": ["float_ops"], "step": -1,
+            "output": "stdout",
+        }  # fmt: skip
+
+    @staticmethod
+    def time_and_memory(
+        min_micros=1, min_bytes=1, min_accelerator_micros=0, min_cpu_micros=0,
+        min_peak_bytes=0, min_residual_bytes=0, min_output_bytes=0,
+    ) -> dict:  # fmt: skip
+        return {
+            "max_depth": 10000, "min_bytes": min_bytes, "min_peak_bytes": min_peak_bytes,
+            "min_residual_bytes": min_residual_bytes, "min_output_bytes": min_output_bytes,
+            "min_micros": min_micros, "min_accelerator_micros": min_accelerator_micros,
+            "min_cpu_micros": min_cpu_micros, "min_params": 0, "min_float_ops": 0,
+            "min_occurrence": 0, "order_by": "micros", "account_type_regexes": [".*"],
+            "start_name_regexes": [".*"], "trim_name_regexes": [], "show_name_regexes": [".*"],
+            "hide_name_regexes": [], "account_displayed_op_only": True,
+            "select": ["micros", "bytes"], "step": -1, "output": "stdout",
+        }  # fmt: skip
+
+    def build(self) -> dict:
+        return copy.deepcopy(self._options)
+
+    def _set(self, **kw):
+        self._options.update(kw)
+        return self
+
+    def with_max_depth(self, max_depth):
+        return self._set(max_depth=max_depth)
+
+    def with_min_memory(self, min_bytes=0, min_peak_bytes=0, min_residual_bytes=0,
+                        min_output_bytes=0):  # fmt: skip
+        return self._set(min_bytes=min_bytes, min_peak_bytes=min_peak_bytes,
+                         min_residual_bytes=min_residual_bytes,
+                         min_output_bytes=min_output_bytes)  # fmt: skip
+
+    def with_min_execution_time(self, min_micros=0, min_accelerator_micros=0, min_cpu_micros=0):
+        return self._set(min_micros=min_micros, min_accelerator_micros=min_accelerator_micros,
+                         min_cpu_micros=min_cpu_micros)  # fmt: skip
+
+    def with_min_parameters(self, min_params):
+        return self._set(min_params=min_params)
+
+    def with_min_occurrence(self, min_occurrence):
+        return self._set(min_occurrence=min_occurrence)
+
+    def with_min_float_operations(self, min_float_ops):
+        return self._set(min_float_ops=min_float_ops)
+
+    def with_accounted_types(self, account_type_regexes):
+        return self._set(account_type_regexes=list(account_type_regexes))
+
+    def with_node_names(self, start_name_regexes=None, show_name_regexes=None,
+                        hide_name_regexes=None, trim_name_regexes=None):  # fmt: skip
+        for key, value in (("start_name_regexes", start_name_regexes),
+                           ("show_name_regexes", show_name_regexes),
+                           ("hide_name_regexes", hide_name_regexes),
+                           ("trim_name_regexes", trim_name_regexes)):  # fmt: skip
+            if value is not None:
+                self._options[key] = list(value)
+        return self
+
+    def account_displayed_op_only(self, is_true):
+        return self._set(account_displayed_op_only=bool(is_true))
+
+    def with_empty_output(self):
+        return self._set(output="none")
+
+    def with_stdout_output(self):
+        return self._set(output="stdout")
+
+    def with_file_output(self, outfile):
+        return self._set(output=f"file:outfile={outfile}")
+
+    def with_timeline_output(self, timeline_file):
+        return self._set(output=f"timeline:outfile={timeline_file}")
+
+    def with_pprof_output(self, pprof_file):
+        return self._set(output=f"pprof:outfile={pprof_file}")
+
+    def order_by(self, attribute):
+        return self._set(order_by=attribute)
+
+    def select(self, attributes):
+        return self._set(select=list(attributes))
+
+    def with_step(self, step):
+        return self._set(step=step)
+
+
+class GraphNodeProto:
+    """One node of a scope view: its own and its subtree's counts, and its children."""
+
+    def __init__(self, name=""):
+        self.name = name
+        self.float_ops = self.total_float_ops = 0
+        self.parameters = self.total_parameters = 0
+        self.exec_micros = self.total_exec_micros = 0
+        self.output_bytes = self.total_output_bytes = 0
+        self.requested_bytes = self.total_requested_bytes = 0
+        self.run_count = self.total_run_count = 0
+        self.total_definition_count = 0
+        self.shapes: list = []
+        self._shape = None
+        self.devices: list = []
+        self.children: list[GraphNodeProto] = []
+
+    def __repr__(self) -> str:
+        return f"GraphNodeProto(name={self.name!r}, children={len(self.children)})"
+
+
+class MultiGraphNodeProto(GraphNodeProto):
+    """A row of the op view: the nodes of one op type (`graph_nodes`)."""
+
+    def __init__(self, name=""):
+        super().__init__(name)
+        self.graph_nodes: list[GraphNodeProto] = []
+
+
+# -- what TF counts per op -----------------------------------------------------------------
+
+_PER_OUTPUT = frozenset(
+    "Add AddV2 Sub Mul RealDiv Maximum Minimum Pow Equal NotEqual Greater GreaterEqual Less "
+    "LessEqual AssignAdd AssignSub BiasAdd Neg Square Reciprocal Log".split()
+)
+_TWICE_OUTPUT = frozenset(["SquaredDifference", "Rsqrt"])
+_IN_MINUS_OUT = frozenset(["Sum", "ArgMax", "ArgMin", "BiasAddGrad"])
+
+
+def _n(shape) -> int | None:
+    dims = shape.as_list() if shape.ndims is not None else None
+    if dims is None or any(d is None for d in dims):
+        return None
+    return int(np.prod(dims, dtype=np.int64))
+
+
+def _attr(op, name, default=None):
+    try:
+        return op.get_attr(name)
+    except (ValueError, KeyError):
+        return default
+
+
+def _hw(values, fmt) -> tuple[int, int]:
+    values = list(values)
+    if fmt and str(fmt).startswith("NC"):
+        return values[2], values[3]
+    return values[1], values[2]
+
+
+def _float_ops(op) -> int:
+    """TF's flops of one op (0 where TF registers none or a shape is unknown)."""
+    kind = op.type
+    outs = op.outputs
+    out = _n(outs[0].shape) if outs else None
+    if kind in _PER_OUTPUT:
+        return out or 0
+    if kind in _TWICE_OUTPUT:
+        return 2 * out if out else 0
+    if kind == "Softmax":
+        return 5 * out if out else 0
+    if kind in _IN_MINUS_OUT:
+        inp = _n(op.inputs[0].shape)
+        return inp - out if inp is not None and out is not None else 0
+    if kind == "Mean":
+        return _n(op.inputs[0].shape) or 0
+    if kind == "L2Loss":
+        inp = _n(op.inputs[0].shape)
+        return 3 * inp - 1 if inp else 0
+    if kind == "AddN":
+        return (len(op.inputs) - 1) * out if out else 0
+    if kind in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
+        a = op.inputs[0].shape
+        if out is None or a.ndims is None or a.as_list()[-1] is None:
+            return 0
+        adj = _attr(op, "transpose_a", False) or _attr(op, "adj_x", False)
+        k = a.as_list()[-2] if adj else a.as_list()[-1]
+        return 2 * out * k if k is not None else 0
+    if kind in ("Conv2D", "Conv3D"):
+        f = op.inputs[1].shape.as_list() if op.inputs[1].shape.ndims else None
+        if out is None or f is None or None in f:
+            return 0
+        return 2 * out * int(np.prod(f[:-1]))
+    if kind == "DepthwiseConv2dNative":
+        f = op.inputs[1].shape.as_list() if op.inputs[1].shape.ndims else None
+        if out is None or f is None or None in f[:2]:
+            return 0
+        return 2 * out * f[0] * f[1]
+    if kind in ("Conv2DBackpropInput", "Conv2DBackpropFilter"):
+        # 2 x (the convolution's input elements) x kernel area x output channels,
+        # over the stride area
+        data = out if kind == "Conv2DBackpropInput" else _n(op.inputs[0].shape)
+        kernel = op.inputs[1].shape if kind == "Conv2DBackpropInput" else outs[0].shape
+        f = kernel.as_list() if kernel.ndims == 4 else None
+        if data is None or f is None or None in f:
+            return 0
+        sh, sw = _hw(_attr(op, "strides", [1, 1, 1, 1]), _attr(op, "data_format", b"NHWC"))
+        return 2 * data * f[0] * f[1] * f[3] // (sh * sw)
+    if kind in ("MaxPool", "AvgPool"):
+        kh, kw = _hw(_attr(op, "ksize", [1, 1, 1, 1]), _attr(op, "data_format", b"NHWC"))
+        return out * kh * kw if out else 0
+    if kind == "MaxPoolGrad":
+        kh, kw = _hw(_attr(op, "ksize", [1, 1, 1, 1]), _attr(op, "data_format", b"NHWC"))
+        orig_out = _n(op.inputs[1].shape)
+        return (kh * kw + 1) * orig_out if orig_out else 0
+    if kind == "AvgPoolGrad":
+        kh, kw = _hw(_attr(op, "ksize", [1, 1, 1, 1]), _attr(op, "data_format", b"NHWC"))
+        grad = _n(op.inputs[1].shape)
+        return 2 * kh * kw * grad if grad else 0
+    return 0
+
+
+# -- the views -------------------------------------------------------------------------------
+
+
+def _trainable(graph) -> dict:
+    from asyncflow.graph import GraphKeys
+
+    found = {}
+    for v in graph.get_collection(GraphKeys.TRAINABLE_VARIABLES):
+        found[v.op.name] = v
+    return found
+
+
+def _accounted(op, regexes, trainable) -> bool:
+    types = [op.type]
+    if op.name in trainable:
+        types.append("_trainable_variables")
+    return any(re.fullmatch(r, t) for r in regexes for t in types)
+
+
+def _stats_by_node(run_meta) -> dict:
+    stats = {}
+    metas = run_meta if isinstance(run_meta, (list, tuple)) else [run_meta]
+    for meta in metas:
+        step = getattr(meta, "step_stats", meta)
+        for dev in step.dev_stats:
+            for n in dev.node_stats:
+                s = stats.setdefault(n.node_name, [0, 0, 0])
+                s[0] += 1
+                s[1] += int((n.all_end_rel_nanos or n.all_end_rel_micros * 1000) // 1000)
+                s[2] += sum(
+                    o.tensor_description.allocation_description.requested_bytes for o in n.output
+                )
+    return stats
+
+
+def _own_node(op, trainable, regexes, stats) -> GraphNodeProto:
+    node = GraphNodeProto(op.name)
+    node.total_definition_count = 1
+    if not _accounted(op, regexes, trainable):
+        return node
+    node.float_ops = _float_ops(op)
+    if op.name in trainable:
+        shape = trainable[op.name].shape
+        node.parameters = _n(shape) or 0
+        node._shape = shape  # (printed; TF's returned node leaves `shapes` empty)
+    s = stats.get(op.name)
+    if s is not None:
+        node.run_count, node.exec_micros, node.output_bytes = s
+        node.requested_bytes = s[2]
+    return node
+
+
+_SELECT = {"float_ops": "float_ops", "params": "parameters", "micros": "exec_micros",
+           "bytes": "requested_bytes", "occurrence": "run_count"}  # fmt: skip
+
+
+def _shown(node, options) -> bool:
+    name = node.name
+    if not any(re.fullmatch(r, name) for r in options.get("show_name_regexes", [".*"])):
+        return False
+    if any(re.fullmatch(r, name) for r in options.get("hide_name_regexes", [])):
+        return False
+    selected = [_SELECT[s] for s in options.get("select", []) if s in _SELECT]
+    if selected and not any(getattr(node, f) for f in selected):
+        return False  # (nothing of what is asked: TF leaves such nodes out)
+    mins = {
+        "min_float_ops": node.float_ops,
+        "min_params": node.parameters,
+        "min_micros": node.exec_micros,
+        "min_bytes": node.requested_bytes,
+    }
+    return all(value >= options.get(key, 0) for key, value in mins.items())
+
+
+def _total(node) -> None:
+    for f in ("float_ops", "parameters", "exec_micros", "output_bytes", "requested_bytes",
+              "run_count"):  # fmt: skip
+        setattr(node, "total_" + f, getattr(node, f))
+    for c in node.children:
+        _total(c)
+        for f in ("float_ops", "parameters", "exec_micros", "output_bytes", "requested_bytes",
+                  "run_count", "definition_count"):  # fmt: skip
+            setattr(node, "total_" + f, getattr(node, "total_" + f) + getattr(c, "total_" + f))
+
+
+def _sort(node, order_by) -> None:
+    field = {"name": None, "float_ops": "total_float_ops", "params": "total_parameters",
+             "micros": "total_exec_micros", "bytes": "total_requested_bytes",
+             "occurrence": "total_run_count"}.get(order_by)  # fmt: skip
+    if field is None:
+        node.children.sort(key=lambda c: c.name)
+    else:
+        node.children.sort(key=lambda c: (-getattr(c, field), c.name))
+    for c in node.children:
+        _sort(c, order_by)
+
+
+def _scope_tree(graph, options, run_meta) -> GraphNodeProto:
+    trainable = _trainable(graph)
+    stats = _stats_by_node(run_meta) if run_meta is not None else {}
+    regexes = options.get("account_type_regexes", [".*"])
+    nodes = {op.name: _own_node(op, trainable, regexes, stats) for op in graph.get_operations()}
+    root = GraphNodeProto("_TFProfRoot")
+    shown = {name: _shown(n, options) for name, n in nodes.items()}
+    for name in sorted(nodes):
+        if not shown[name]:
+            continue
+        parent = root
+        parts = name.split("/")
+        for i in range(len(parts) - 1, 0, -1):
+            up = "/".join(parts[:i])
+            if shown.get(up):
+                parent = nodes[up]
+                break
+        parent.children.append(nodes[name])
+    _total(root)
+    root.float_ops = root.parameters = root.exec_micros = 0
+    _sort(root, options.get("order_by", "name"))
+    _trim_depth(root, int(options.get("max_depth", 100)))
+    return root
+
+
+def _trim_depth(node, depth) -> None:
+    if depth <= 0:
+        node.children = []
+        return
+    for c in node.children:
+        _trim_depth(c, depth - 1)
+
+
+# -- the report ------------------------------------------------------------------------------
+
+
+def _fmt(n: int) -> str:
+    if n < 1000:
+        return str(n)
+    for div, unit in ((1e9, "b"), (1e6, "m"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.2f}{unit}"
+    return str(n)
+
+
+def _line(node, select, root=False) -> str:
+    parts = []
+    if "params" in select:
+        own = "--" if root else _fmt(node.parameters)
+        dims = None if root or node._shape is None else node._shape.as_list()
+        shape = "x".join(map(str, dims)) + ", " if dims else ""
+        parts.append(f"{shape}{own}/{_fmt(node.total_parameters)} params")
+    if "float_ops" in select:
+        own = "--" if root else _fmt(node.float_ops)
+        parts.append(f"{own}/{_fmt(node.total_float_ops)} flops")
+    if "micros" in select:
+        own = "--" if root else f"{node.exec_micros}us"
+        parts.append(f"{own}/{node.total_exec_micros}us")
+    if "bytes" in select:
+        own = "--" if root else _fmt(node.requested_bytes) + "B"
+        parts.append(f"{own}/{_fmt(node.total_requested_bytes)}B")
+    return f"{node.name} ({', '.join(parts)})"
+
+
+def _report(root, options) -> str:
+    select = options.get("select", [])
+    header = {"params": "# parameters", "float_ops": "# float_ops", "micros": "execution time",
+              "bytes": "requested bytes"}  # fmt: skip
+    lines = ["Profile:", "node name | " + " | ".join(header[s] for s in select if s in header)]
+
+    def walk(node, depth):
+        lines.append("  " * depth + _line(node, select, root=depth == 0))
+        for c in node.children:
+            walk(c, depth + 1)
+
+    walk(root, 0)
+    return "\n".join(lines) + "\n"
+
+
+def profile_graph(graph, run_meta, cmd, options) -> GraphNodeProto:
+    """The tfprof view `cmd` of `graph` under `options` (printed as `output` says).
+
+    Raises:
+      ValueError: a cmd other than scope, graph and op.
+    """
+    options = {**_DEFAULTS, **options}
+    if cmd not in ("scope", "graph"):
+        # (TF's op and code views group differently; they are not built here)
+        raise ValueError(f"cmd {cmd!r} of the model analysis is not supported: use 'scope'")
+    root = _scope_tree(graph, options, run_meta)
+    output = str(options.get("output", "stdout"))
+    if output.startswith("file:"):
+        path = output.split("outfile=", 1)[1]
+        with open(path, "w") as f:
+            f.write(_report(root, options))
+    elif output != "none":
+        sys.stdout.write(_report(root, options))
+    return root
