@@ -323,6 +323,12 @@ io.gfile = gfile  # noqa: F821 - tf.io.gfile (io is bound by _install_namespaces
 from asyncflow import random_experimental  # noqa: E402
 
 random.experimental = random_experimental  # noqa: F821 - tf.random.experimental
+from asyncflow import device_config as _device_config  # noqa: E402
+
+# tf.config: the session protos' module also carries TF 2's runtime settings
+for _name in _device_config.__all__:
+    if _name != "session_config":
+        setattr(config, _name, getattr(_device_config, _name))  # noqa: F821
 
 # Observability and TF1 script idioms (issue 17): tf.logging, tf.app, tf.flags, tf.compat.v1.
 from asyncflow import app, compat, flags, profiler, summary  # noqa: E402

@@ -209,20 +209,3 @@ class RunMetadata(_Message):
 
     _fields = {"step_stats": StepStats, "partition_graphs": list, "cost_graph": CostGraphDef}
 
-
-# tf.config's functions and namespaces (asyncflow/device_config.py), read through this
-# module, which is also where the session protos live
-_DEVICE_CONFIG_NAMES = frozenset(
-    """LogicalDevice LogicalDeviceConfiguration PhysicalDevice experimental
-    get_logical_device_configuration get_soft_device_placement get_visible_devices
-    list_logical_devices list_physical_devices optimizer set_logical_device_configuration
-    set_soft_device_placement set_visible_devices threading""".split()
-)
-
-
-def __getattr__(name: str):
-    if name in _DEVICE_CONFIG_NAMES:
-        from asyncflow import device_config
-
-        return getattr(device_config, name)
-    raise AttributeError(f"module 'asyncflow.config' has no attribute '{name}'")

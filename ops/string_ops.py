@@ -149,15 +149,12 @@ def string_split(
 
 def _ragged_rows(st):
     """The rows of a split's SparseTensor as a RaggedTensor (int64 row splits, TF's)."""
-    from asyncflow.math_composites import bincount
     from asyncflow.ops import array_ops
-    from asyncflow.ops.gradient_ops import cumsum
+    from asyncflow.ops.gradient_ops import cumsum, unsorted_segment_sum
     from asyncflow.ragged import RaggedTensor
 
-    lengths = bincount(
-        st.indices[:, 0], minlength=st.dense_shape[0], maxlength=st.dense_shape[0],
-        dtype=dtypes.int64,
-    )  # fmt: skip
+    rows = st.indices[:, 0]
+    lengths = unsorted_segment_sum(array_ops.ones_like(rows), rows, st.dense_shape[0])
     splits = cumsum(array_ops.concat([array_ops.zeros([1], dtypes.int64), lengths], 0))
     return RaggedTensor.from_row_splits(st.values, splits, validate=False)
 

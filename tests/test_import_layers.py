@@ -159,7 +159,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "distributed.service",
         ),
     ),
-    ("client", ("master", "partial_run", "session", "device_lib", "distributed")),
+    (
+        "client",
+        ("master", "partial_run", "session", "device_lib", "device_config", "distributed"),
+    ),
 ]
 PROGRAMS = len(LAYERS)  # everything else: train/, saved_model/, serving/, data/, ...
 
