@@ -1,0 +1,10 @@
+"""`tf.lite` (tf.compat.v1.lite): the TFLite flatbuffer format, both ways.
+
+`TFLiteConverter` turns a TF1 float32 inference graph into .tflite bytes; `Interpreter`
+runs .tflite files (ours or TF's) with NumPy kernels. `schema` holds the flatbuffer
+layout both share.
+"""
+
+from asyncflow.lite.interpreter import Interpreter, SignatureRunner
+
+__all__ = ["Interpreter", "SignatureRunner"]

@@ -1,0 +1,338 @@
+"""NumPy kernels for the TFLite builtin operators the interpreter runs (float32 models).
+
+One table, `KERNELS`, maps a builtin operator name to `kernel(inputs, options, outputs)`
+returning the list of output arrays; `inputs` holds None for an omitted optional input
+(index -1). Semantics follow TFLite's reference kernels: NHWC images, OHWI conv filters,
+[1, H, W, C*M] depthwise filters, [units, depth] fully-connected weights, SAME padding
+with the extra pixel after, and the fused activation applied last.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow.lite import schema
+
+
+class KernelError(ValueError):
+    """A TFLite operator was handed inputs it cannot run on."""
+
+
+def _activate(x: np.ndarray, act: int) -> np.ndarray:
+    if act == schema.ACT_RELU:
+        return np.maximum(x, 0).astype(x.dtype)
+    if act == schema.ACT_RELU6:
+        return np.clip(x, 0, 6).astype(x.dtype)
+    if act == schema.ACT_RELU_N1_TO_1:
+        return np.clip(x, -1, 1).astype(x.dtype)
+    if act == schema.ACT_TANH:
+        return np.tanh(x).astype(x.dtype)
+    if act != schema.ACT_NONE:
+        raise KernelError(f"Unsupported fused activation {act}")
+    return x
+
+
+def _act(opts: dict) -> int:
+    return opts.get("fused_activation_function", 0) if opts else 0
+
+
+def _pad_amounts(size: int, k: int, stride: int, dilation: int, padding: int):
+    """(output size, padding before, padding after) of one spatial axis."""
+    eff = (k - 1) * dilation + 1
+    if padding == schema.SAME:
+        out = -(-size // stride)
+    else:
+        out = -(-(size - eff + 1) // stride)
+    out = max(out, 0)
+    total = max((out - 1) * stride + eff - size, 0)
+    return out, total // 2, total - total // 2
+
+
+def _windows(x, kh, kw, sh, sw, dh, dw, padding, fill):
+    """x [N, H, W, C] cut into windows [N, OH, OW, kh, kw, C] (SAME padding with `fill`)."""
+    _, h, w, _ = x.shape
+    oh, ph0, ph1 = _pad_amounts(h, kh, sh, dh, padding)
+    ow, pw0, pw1 = _pad_amounts(w, kw, sw, dw, padding)
+    if ph0 or ph1 or pw0 or pw1:
+        x = np.pad(x, ((0, 0), (ph0, ph1), (pw0, pw1), (0, 0)), constant_values=fill)
+    eh, ew = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    win = np.lib.stride_tricks.sliding_window_view(x, (eh, ew), axis=(1, 2))
+    win = win[:, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw, :, ::dh, ::dw]
+    return np.moveaxis(win, 3, 5)  # [N, OH, OW, kh, kw, C]
+
+
+def _conv_2d(ins, o, _outs):
+    x, f, bias = ins[0], ins[1], ins[2] if len(ins) > 2 else None
+    if x.ndim != 4 or f.ndim != 4 or x.shape[3] % f.shape[3]:
+        raise KernelError("CONV_2D needs 4-D input and filter with matching depth")
+    win = _windows(
+        x,
+        f.shape[1],
+        f.shape[2],
+        o["stride_h"],
+        o["stride_w"],
+        o.get("dilation_h_factor", 1),
+        o.get("dilation_w_factor", 1),
+        o["padding"],
+        0,
+    )
+    y = np.tensordot(win, f, axes=([3, 4, 5], [1, 2, 3])).astype(np.float32)
+    if bias is not None:
+        y = y + bias
+    return [_activate(y.astype(np.float32), _act(o))]
+
+
+def _depthwise_conv_2d(ins, o, _outs):
+    x, f, bias = ins[0], ins[1], ins[2] if len(ins) > 2 else None
+    cin = x.shape[3]
+    mult = f.shape[3] // cin if cin else 0
+    if x.ndim != 4 or f.ndim != 4 or f.shape[0] != 1 or mult * cin != f.shape[3]:
+        raise KernelError("DEPTHWISE_CONV_2D needs a [1, H, W, C*M] filter for C channels")
+    win = _windows(
+        x,
+        f.shape[1],
+        f.shape[2],
+        o["stride_h"],
+        o["stride_w"],
+        o.get("dilation_h_factor", 1),
+        o.get("dilation_w_factor", 1),
+        o["padding"],
+        0,
+    )
+    filt = f[0].reshape(f.shape[1], f.shape[2], cin, mult)
+    y = np.einsum("nhwijc,ijcm->nhwcm", win, filt).reshape(win.shape[:3] + (cin * mult,))
+    if bias is not None:
+        y = y + bias
+    return [_activate(y.astype(np.float32), _act(o))]
+
+
+def _max_pool(ins, o, _outs):
+    win = _windows(
+        ins[0],
+        o["filter_height"],
+        o["filter_width"],
+        o["stride_h"],
+        o["stride_w"],
+        1,
+        1,
+        o["padding"],
+        -np.inf,
+    )
+    return [_activate(win.max(axis=(3, 4)).astype(ins[0].dtype), _act(o))]
+
+
+def _avg_pool(ins, o, _outs):
+    x = ins[0]
+    args = (o["filter_height"], o["filter_width"], o["stride_h"], o["stride_w"], 1, 1)
+    total = _windows(x, *args, o["padding"], 0).sum(axis=(3, 4))
+    # SAME padding averages over the pixels inside the image only.
+    count = _windows(np.ones((1,) + x.shape[1:3] + (1,), x.dtype), *args, o["padding"], 0)
+    return [_activate((total / count.sum(axis=(3, 4))).astype(x.dtype), _act(o))]
+
+
+def _fully_connected(ins, o, _outs):
+    x, w, bias = ins[0], ins[1], ins[2] if len(ins) > 2 else None
+    depth = w.shape[1]
+    if w.ndim != 2 or (x.size and x.size % depth):
+        raise KernelError("FULLY_CONNECTED input size is not a multiple of the weights' depth")
+    y = x.reshape(-1, depth) @ w.T
+    if bias is not None:
+        y = y + bias
+    if o.get("keep_num_dims"):
+        y = y.reshape(x.shape[:-1] + (w.shape[0],))
+    return [_activate(y.astype(np.float32), _act(o))]
+
+
+def _binary(fn):
+    def kernel(ins, o, _outs):
+        a, b = ins
+        return [_activate(np.asarray(fn(a, b)).astype(a.dtype), _act(o))]
+
+    return kernel
+
+
+def _int_div(a, b):
+    if a.dtype.kind in "iu":
+        return np.floor_divide(a, b) if np.all(b) else _raise("DIV by zero")
+    return a / b
+
+
+def _raise(msg):
+    raise KernelError(msg)
+
+
+def _unary(fn):
+    return lambda ins, o, _outs: [np.asarray(fn(ins[0])).astype(ins[0].dtype)]
+
+
+def _softmax(ins, o, _outs):
+    x = ins[0] * np.float32(o.get("beta", 1.0))
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return [(e / e.sum(axis=-1, keepdims=True)).astype(ins[0].dtype)]
+
+
+def _log_softmax(ins, o, _outs):
+    x = ins[0] - ins[0].max(axis=-1, keepdims=True)
+    return [(x - np.log(np.exp(x).sum(axis=-1, keepdims=True))).astype(ins[0].dtype)]
+
+
+def _reshape(ins, o, outs):
+    x = ins[0]
+    if len(ins) > 1 and ins[1] is not None:
+        shape = [int(s) for s in np.ravel(ins[1])]
+    elif o and o.get("new_shape") is not None:
+        shape = [int(s) for s in o["new_shape"]]
+    else:
+        shape = list(outs[0][0])
+    try:
+        return [x.reshape(shape)]
+    except ValueError as exc:
+        raise KernelError(f"RESHAPE cannot make {shape} from {list(x.shape)}") from exc
+
+
+def _squeeze(ins, o, _outs):
+    dims = o.get("squeeze_dims") if o else None
+    axes = tuple(int(d) % ins[0].ndim for d in dims) if dims is not None and len(dims) else None
+    return [np.squeeze(ins[0], axis=axes)]
+
+
+def _axes(ins, i=1):
+    return tuple(int(a) % max(ins[0].ndim, 1) for a in np.ravel(ins[i]))
+
+
+def _reducer(fn):
+    def kernel(ins, o, _outs):
+        y = fn(ins[0], axis=_axes(ins), keepdims=bool(o.get("keep_dims")))
+        return [np.asarray(y).astype(ins[0].dtype)]
+
+    return kernel
+
+
+def _concat(ins, o, _outs):
+    y = np.concatenate(ins, axis=o.get("axis", 0) % ins[0].ndim)
+    return [_activate(y, _act(o))]
+
+
+def _pad(ins, o, _outs):
+    fill = ins[2].reshape(()) if len(ins) > 2 and ins[2] is not None else 0
+    return [np.pad(ins[0], np.asarray(ins[1]).reshape(-1, 2), constant_values=fill)]
+
+
+def _strided_slice(ins, o, _outs):
+    x, begin, end, strides = ins[0], ins[1], ins[2], ins[3]
+    index: list = []
+    dim = 0
+    for i in range(len(begin)):
+        bit = 1 << i
+        if o.get("ellipsis_mask", 0) & bit:
+            index.append(Ellipsis)
+            dim = x.ndim - (len(begin) - i - 1)
+            continue
+        if o.get("new_axis_mask", 0) & bit:
+            index.append(None)
+            continue
+        if o.get("shrink_axis_mask", 0) & bit:
+            index.append(int(begin[i]))
+        else:
+            b = None if o.get("begin_mask", 0) & bit else int(begin[i])
+            e = None if o.get("end_mask", 0) & bit else int(end[i])
+            if o.get("offset") and e is not None and b is not None:
+                e = b + e
+            index.append(slice(b, e, int(strides[i])))
+        dim += 1
+    return [np.asarray(x[tuple(index)])]
+
+
+def _slice(ins, o, _outs):
+    x, begin, size = ins
+    index = tuple(
+        slice(int(b), None if int(s) == -1 else int(b) + int(s))
+        for b, s in zip(begin, size, strict=True)
+    )
+    return [x[index]]
+
+
+def _pack(ins, o, _outs):
+    return [np.stack(ins, axis=o.get("axis", 0) % (ins[0].ndim + 1))]
+
+
+def _unpack(ins, o, _outs):
+    axis = o.get("axis", 0) % ins[0].ndim
+    return [np.take(ins[0], i, axis=axis) for i in range(ins[0].shape[axis])]
+
+
+def _gather(ins, o, _outs):
+    return [np.take(ins[0], ins[1], axis=o.get("axis", 0) % ins[0].ndim)]
+
+
+def _cast(ins, o, outs):
+    return [ins[0].astype(outs[0][1])]
+
+
+def _batch_matmul(ins, o, _outs):
+    a, b = ins
+    if o.get("adj_x"):
+        a = np.swapaxes(a, -1, -2)
+    if o.get("adj_y"):
+        b = np.swapaxes(b, -1, -2)
+    return [np.matmul(a, b).astype(ins[0].dtype)]
+
+
+def _leaky_relu(ins, o, _outs):
+    x = ins[0]
+    return [np.where(x >= 0, x, x * np.float32(o.get("alpha", 0.0))).astype(x.dtype)]
+
+
+KERNELS = {
+    "CONV_2D": _conv_2d,
+    "DEPTHWISE_CONV_2D": _depthwise_conv_2d,
+    "MAX_POOL_2D": _max_pool,
+    "AVERAGE_POOL_2D": _avg_pool,
+    "FULLY_CONNECTED": _fully_connected,
+    "ADD": _binary(np.add),
+    "SUB": _binary(np.subtract),
+    "MUL": _binary(np.multiply),
+    "DIV": _binary(_int_div),
+    "MAXIMUM": _binary(np.maximum),
+    "MINIMUM": _binary(np.minimum),
+    "SQUARED_DIFFERENCE": _binary(lambda a, b: (a - b) * (a - b)),
+    "RELU": _unary(lambda x: np.maximum(x, 0)),
+    "RELU6": _unary(lambda x: np.clip(x, 0, 6)),
+    "LOGISTIC": _unary(lambda x: 1 / (1 + np.exp(-x))),
+    "TANH": _unary(np.tanh),
+    "EXP": _unary(np.exp),
+    "LOG": _unary(np.log),
+    "SQRT": _unary(np.sqrt),
+    "RSQRT": _unary(lambda x: 1 / np.sqrt(x)),
+    "SQUARE": _unary(np.square),
+    "NEG": _unary(np.negative),
+    "ABS": _unary(np.abs),
+    "SIN": _unary(np.sin),
+    "COS": _unary(np.cos),
+    "FLOOR": _unary(np.floor),
+    "CEIL": _unary(np.ceil),
+    "ELU": _unary(lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)))),
+    "LEAKY_RELU": _leaky_relu,
+    "SOFTMAX": _softmax,
+    "LOG_SOFTMAX": _log_softmax,
+    "RESHAPE": _reshape,
+    "SQUEEZE": _squeeze,
+    "EXPAND_DIMS": lambda ins, o, _outs: [np.expand_dims(ins[0], int(np.ravel(ins[1])[0]))],
+    "MEAN": _reducer(np.mean),
+    "SUM": _reducer(np.sum),
+    "REDUCE_MAX": _reducer(np.max),
+    "REDUCE_MIN": _reducer(np.min),
+    "REDUCE_PROD": _reducer(np.prod),
+    "CONCATENATION": _concat,
+    "PAD": _pad,
+    "PADV2": _pad,
+    "TRANSPOSE": lambda ins, o, _outs: [np.transpose(ins[0], [int(p) for p in ins[1]])],
+    "STRIDED_SLICE": _strided_slice,
+    "SLICE": _slice,
+    "PACK": _pack,
+    "UNPACK": _unpack,
+    "GATHER": _gather,
+    "TILE": lambda ins, o, _outs: [np.tile(ins[0], [int(m) for m in ins[1]])],
+    "CAST": _cast,
+    "BATCH_MATMUL": _batch_matmul,
+}
