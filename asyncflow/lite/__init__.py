@@ -5,6 +5,25 @@ runs .tflite files (ours or TF's) with NumPy kernels. `schema` holds the flatbuf
 layout both share.
 """
 
+from asyncflow.lite import constants
+from asyncflow.lite.converter import (
+    ConverterError,
+    OpsSet,
+    Optimize,
+    RepresentativeDataset,
+    TargetSpec,
+    TFLiteConverter,
+)
 from asyncflow.lite.interpreter import Interpreter, SignatureRunner
 
-__all__ = ["Interpreter", "SignatureRunner"]
+__all__ = [
+    "ConverterError",
+    "Interpreter",
+    "OpsSet",
+    "Optimize",
+    "RepresentativeDataset",
+    "SignatureRunner",
+    "TFLiteConverter",
+    "TargetSpec",
+    "constants",
+]

@@ -1,0 +1,623 @@
+"""TF op -> TFLite builtin operator rules, and the fusion passes TF's converter runs.
+
+The converter hands each non-constant TF op to `LOWERINGS[op.type](ctx, op)`, which
+emits `Node`s into `ctx` (a `converter._Builder`). Values flowing between nodes are
+either a TF tensor name (dynamic) or a `Const` (a folded NumPy array), so a rule can look
+at its constant inputs (a MatMul's weights, a Conv2D's filter) and lay them out the way
+TFLite's kernels want them: OHWI conv filters, [1, H, W, C*M] depthwise filters, [units,
+depth] fully-connected weights, int32 axes.
+
+The passes after lowering are TF's: a per-channel MUL and ADD after CONV_2D,
+DEPTHWISE_CONV_2D or FULLY_CONNECTED fold into its filter and bias (so BiasAdd and an
+inference FusedBatchNorm vanish), then a RELU, RELU6 or RELU_N1_TO_1 fuses into the op
+before it. A fold only happens when the intermediate value has one consumer and is not
+a graph output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from asyncflow.lite import schema
+
+
+@dataclasses.dataclass
+class Const:
+    """A folded constant; `name` is what its TFLite tensor is called."""
+
+    value: np.ndarray
+    name: str
+
+
+@dataclasses.dataclass
+class Node:
+    """One TFLite operator: inputs are tensor names, `Const`s or None (omitted)."""
+
+    op: str
+    inputs: list
+    outputs: list[str]
+    options: dict
+    names: list[str] = dataclasses.field(default_factory=list)  # TF ops it stands for
+
+
+_ACT_OPS = {"RELU": schema.ACT_RELU, "RELU6": schema.ACT_RELU6}
+_FUSES_ACT = {
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "FULLY_CONNECTED",
+    "ADD",
+    "SUB",
+    "MUL",
+    "DIV",
+    "MAX_POOL_2D",
+    "AVERAGE_POOL_2D",
+    "CONCATENATION",
+}
+_HAS_BIAS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}
+
+
+def _i32(values) -> np.ndarray:
+    return np.asarray(values, np.int64).astype(np.int32)
+
+
+def _padding(op) -> int:
+    pad = op.get_attr("padding")
+    pad = pad.decode() if isinstance(pad, bytes) else pad
+    if pad not in ("SAME", "VALID"):
+        raise ctx_error(op, f"padding {pad}")
+    return schema.SAME if pad == "SAME" else schema.VALID
+
+
+def _nhwc(op) -> None:
+    try:
+        fmt = op.get_attr("data_format")
+    except (ValueError, KeyError):
+        return
+    fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
+    if fmt not in ("NHWC", ""):
+        raise ctx_error(op, f"data_format {fmt}")
+
+
+class LoweringError(Exception):
+    """An op the converter cannot express in TFLite builtins (becomes ConverterError)."""
+
+    def __init__(self, op_type: str, detail: str = ""):
+        super().__init__(op_type, detail)
+        self.op_type = op_type
+        self.detail = detail
+
+
+def ctx_error(op, detail: str) -> LoweringError:
+    return LoweringError(op.type, detail)
+
+
+def _conv2d(ctx, op):
+    _nhwc(op)
+    filt = ctx.const(op.inputs[1])
+    if filt is None:
+        raise ctx_error(op, "a non-constant filter")
+    strides = list(op.get_attr("strides"))
+    dil = list(op.get_attr("dilations")) if _has(op, "dilations") else [1, 1, 1, 1]
+    w = np.ascontiguousarray(np.transpose(filt, (3, 0, 1, 2)))
+    bias = np.zeros(w.shape[0], w.dtype)
+    opts = {
+        "padding": _padding(op),
+        "stride_w": strides[2],
+        "stride_h": strides[1],
+        "fused_activation_function": 0,
+        "dilation_w_factor": dil[2],
+        "dilation_h_factor": dil[1],
+    }
+    ctx.emit(
+        "CONV_2D",
+        [ctx.value(op.inputs[0]), ctx.new_const(w, op.name), ctx.new_const(bias, op.name)],
+        op,
+        opts,
+    )
+
+
+def _depthwise(ctx, op):
+    _nhwc(op)
+    filt = ctx.const(op.inputs[1])
+    if filt is None:
+        raise ctx_error(op, "a non-constant filter")
+    h, w_, c, m = filt.shape
+    strides = list(op.get_attr("strides"))
+    dil = list(op.get_attr("dilations")) if _has(op, "dilations") else [1, 1, 1, 1]
+    w = np.ascontiguousarray(filt.reshape(1, h, w_, c * m))
+    opts = {
+        "padding": _padding(op),
+        "stride_w": strides[2],
+        "stride_h": strides[1],
+        "depth_multiplier": m,
+        "fused_activation_function": 0,
+        "dilation_w_factor": dil[2],
+        "dilation_h_factor": dil[1],
+    }
+    ctx.emit(
+        "DEPTHWISE_CONV_2D",
+        [
+            ctx.value(op.inputs[0]),
+            ctx.new_const(w, op.name),
+            ctx.new_const(np.zeros(c * m, w.dtype), op.name),
+        ],
+        op,
+        opts,
+    )
+
+
+def _has(op, attr) -> bool:
+    try:
+        op.get_attr(attr)
+    except (ValueError, KeyError):
+        return False
+    return True
+
+
+def _pool(kind):
+    def lower(ctx, op):
+        _nhwc(op)
+        k, s = list(op.get_attr("ksize")), list(op.get_attr("strides"))
+        opts = {
+            "padding": _padding(op),
+            "stride_w": s[2],
+            "stride_h": s[1],
+            "filter_width": k[2],
+            "filter_height": k[1],
+            "fused_activation_function": 0,
+        }
+        ctx.emit(kind, [ctx.value(op.inputs[0])], op, opts)
+
+    return lower
+
+
+def _matmul(ctx, op):
+    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    b = ctx.const(op.inputs[1])
+    if b is not None and not ta:
+        w = np.ascontiguousarray(b if tb else b.T)
+        opts = {"fused_activation_function": 0, "weights_format": 0, "keep_num_dims": False}
+        ctx.emit(
+            "FULLY_CONNECTED", [ctx.value(op.inputs[0]), ctx.new_const(w, op.name), None], op, opts
+        )
+        return
+    ctx.emit(
+        "BATCH_MATMUL",
+        [ctx.value(op.inputs[0]), ctx.value(op.inputs[1])],
+        op,
+        {"adj_x": bool(ta), "adj_y": bool(tb)},
+    )
+
+
+def _batch_matmul(ctx, op):
+    adj = ("adj_x", "adj_y")
+    ctx.emit(
+        "BATCH_MATMUL",
+        [ctx.value(op.inputs[0]), ctx.value(op.inputs[1])],
+        op,
+        {k: bool(op.get_attr(k)) for k in adj},
+    )
+
+
+def _binary(kind):
+    opts = {"fused_activation_function": 0}
+    if kind in ("ADD", "SUB"):
+        opts["pot_scale_int16"] = True
+    if kind in ("MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE"):
+        opts = {}
+
+    def lower(ctx, op):
+        ctx.emit(kind, [ctx.value(t) for t in op.inputs[:2]], op, dict(opts))
+
+    return lower
+
+
+def _div(ctx, op):
+    divisor = ctx.const(op.inputs[1])
+    if divisor is not None and divisor.dtype.kind == "f":
+        # TF's converter multiplies by the reciprocal of a constant divisor.
+        recip = (np.float32(1) / divisor).astype(divisor.dtype)
+        ctx.emit(
+            "MUL",
+            [ctx.value(op.inputs[0]), ctx.new_const(recip, op.inputs[1].op.name)],
+            op,
+            {"fused_activation_function": 0},
+        )
+        return
+    ctx.emit("DIV", [ctx.value(t) for t in op.inputs[:2]], op, {"fused_activation_function": 0})
+
+
+def _unary(kind, opts=None):
+    def lower(ctx, op):
+        ctx.emit(kind, [ctx.value(op.inputs[0])], op, dict(opts or {}))
+
+    return lower
+
+
+def _bias_add(ctx, op):
+    _nhwc(op)
+    ctx.emit(
+        "ADD",
+        [ctx.value(op.inputs[0]), ctx.value(op.inputs[1])],
+        op,
+        {"fused_activation_function": 0, "pot_scale_int16": True},
+    )
+
+
+def _fused_batch_norm(ctx, op):
+    _nhwc(op)
+    if op.get_attr("is_training"):
+        raise ctx_error(op, "is_training=True")
+    scale, offset, mean, var = (ctx.const(t) for t in op.inputs[1:5])
+    if any(v is None for v in (scale, offset, mean, var)):
+        raise ctx_error(op, "non-constant statistics")
+    eps = np.float32(op.get_attr("epsilon"))
+    mul = (scale / np.sqrt(var + eps)).astype(np.float32)
+    add = (offset - mean * mul).astype(np.float32)
+    mid = op.name + "/mul"
+    ctx.emit(
+        "MUL",
+        [ctx.value(op.inputs[0]), ctx.new_const(mul, op.name)],
+        op,
+        {"fused_activation_function": 0},
+        outputs=[mid],
+    )
+    ctx.emit(
+        "ADD",
+        [mid, ctx.new_const(add, op.name)],
+        op,
+        {"fused_activation_function": 0, "pot_scale_int16": True},
+        outputs=[op.outputs[0].name],
+    )
+
+
+def _reshape_to_output(ctx, op):
+    shape = ctx.static_shape(op.outputs[0])
+    if len(op.inputs) > 1 and op.type == "Reshape":
+        given = ctx.const(op.inputs[1])
+        if given is not None:
+            shape = given
+    ctx.emit("RESHAPE", [ctx.value(op.inputs[0]), ctx.new_const(_i32(shape), op.name)], op, {})
+
+
+def _axes_input(ctx, op, i):
+    axes = ctx.const(op.inputs[i])
+    if axes is None:
+        raise ctx_error(op, "non-constant axes")
+    return ctx.new_const(_i32(axes), op.inputs[i].op.name)
+
+
+def _reducer(kind):
+    def lower(ctx, op):
+        ctx.emit(
+            kind,
+            [ctx.value(op.inputs[0]), _axes_input(ctx, op, 1)],
+            op,
+            {"keep_dims": bool(op.get_attr("keep_dims"))},
+        )
+
+    return lower
+
+
+def _concat(ctx, op):
+    axis = ctx.const(op.inputs[-1])
+    if axis is None:
+        raise ctx_error(op, "a non-constant axis")
+    ctx.emit(
+        "CONCATENATION",
+        [ctx.value(t) for t in op.inputs[:-1]],
+        op,
+        {"axis": int(axis), "fused_activation_function": 0},
+    )
+
+
+def _with_int32_inputs(kind, n_int, opts_fn=None):
+    """Ops whose inputs after the first are int32 constants (paddings, perm, ...)."""
+
+    def lower(ctx, op):
+        ins = [ctx.value(op.inputs[0])]
+        for i in range(1, 1 + n_int):
+            ins.append(_axes_input(ctx, op, i))
+        for t in op.inputs[1 + n_int :]:
+            ins.append(ctx.value(t))
+        ctx.emit(kind, ins, op, opts_fn(op) if opts_fn else {})
+
+    return lower
+
+
+def _strided_slice_opts(op):
+    keys = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+    return dict({k: int(op.get_attr(k)) for k in keys}, offset=False)
+
+
+def _pack(ctx, op):
+    ctx.emit(
+        "PACK",
+        [ctx.value(t) for t in op.inputs],
+        op,
+        {"values_count": len(op.inputs), "axis": int(op.get_attr("axis"))},
+    )
+
+
+def _unpack(ctx, op):
+    ctx.emit(
+        "UNPACK",
+        [ctx.value(op.inputs[0])],
+        op,
+        {"num": len(op.outputs), "axis": int(op.get_attr("axis"))},
+    )
+
+
+def _gather(ctx, op):
+    axis = ctx.const(op.inputs[2]) if len(op.inputs) > 2 else np.int32(0)
+    if axis is None:
+        raise ctx_error(op, "a non-constant axis")
+    batch_dims = int(op.get_attr("batch_dims")) if _has(op, "batch_dims") else 0
+    ctx.emit(
+        "GATHER",
+        [ctx.value(op.inputs[0]), ctx.value(op.inputs[1], int32=True)],
+        op,
+        {"axis": int(axis), "batch_dims": batch_dims},
+    )
+
+
+def _cast(ctx, op):
+    src, dst = op.inputs[0].dtype.as_numpy_dtype, op.outputs[0].dtype.as_numpy_dtype
+    codes = [schema.NUMPY_TENSOR.get(np.dtype(d)) for d in (src, dst)]
+    if None in codes:
+        raise ctx_error(op, f"a cast to {np.dtype(dst)}")
+    ctx.emit(
+        "CAST",
+        [ctx.value(op.inputs[0])],
+        op,
+        {"in_data_type": codes[0], "out_data_type": codes[1]},
+    )
+
+
+def _identity(ctx, op):
+    ctx.alias(op.outputs[0], op.inputs[0])
+
+
+def _leaky_relu(ctx, op):
+    ctx.emit("LEAKY_RELU", [ctx.value(op.inputs[0])], op, {"alpha": float(op.get_attr("alpha"))})
+
+
+LOWERINGS = {
+    "Conv2D": _conv2d,
+    "DepthwiseConv2dNative": _depthwise,
+    "MaxPool": _pool("MAX_POOL_2D"),
+    "AvgPool": _pool("AVERAGE_POOL_2D"),
+    "MatMul": _matmul,
+    "BatchMatMul": _batch_matmul,
+    "BatchMatMulV2": _batch_matmul,
+    "BatchMatMulV3": _batch_matmul,
+    "BiasAdd": _bias_add,
+    "FusedBatchNorm": _fused_batch_norm,
+    "FusedBatchNormV2": _fused_batch_norm,
+    "FusedBatchNormV3": _fused_batch_norm,
+    "Add": _binary("ADD"),
+    "AddV2": _binary("ADD"),
+    "Sub": _binary("SUB"),
+    "Mul": _binary("MUL"),
+    "RealDiv": _div,
+    "Div": _div,
+    "Maximum": _binary("MAXIMUM"),
+    "Minimum": _binary("MINIMUM"),
+    "SquaredDifference": _binary("SQUARED_DIFFERENCE"),
+    "Relu": _unary("RELU"),
+    "Relu6": _unary("RELU6"),
+    "Sigmoid": _unary("LOGISTIC"),
+    "Tanh": _unary("TANH"),
+    "Elu": _unary("ELU"),
+    "LeakyRelu": _leaky_relu,
+    "Softmax": _unary("SOFTMAX", {"beta": 1.0}),
+    "LogSoftmax": _unary("LOG_SOFTMAX"),
+    "Exp": _unary("EXP"),
+    "Log": _unary("LOG"),
+    "Sqrt": _unary("SQRT"),
+    "Rsqrt": _unary("RSQRT"),
+    "Square": _unary("SQUARE"),
+    "Neg": _unary("NEG"),
+    "Abs": _unary("ABS"),
+    "Sin": _unary("SIN"),
+    "Cos": _unary("COS"),
+    "Floor": _unary("FLOOR"),
+    "Ceil": _unary("CEIL"),
+    "Reshape": _reshape_to_output,
+    "Squeeze": _reshape_to_output,
+    "ExpandDims": _reshape_to_output,
+    "Mean": _reducer("MEAN"),
+    "Sum": _reducer("SUM"),
+    "Max": _reducer("REDUCE_MAX"),
+    "Min": _reducer("REDUCE_MIN"),
+    "Prod": _reducer("REDUCE_PROD"),
+    "ConcatV2": _concat,
+    "Pad": _with_int32_inputs("PAD", 1),
+    "PadV2": _with_int32_inputs("PADV2", 1),
+    "Transpose": _with_int32_inputs("TRANSPOSE", 1),
+    "StridedSlice": _with_int32_inputs("STRIDED_SLICE", 3, _strided_slice_opts),
+    "Slice": _with_int32_inputs("SLICE", 2),
+    "Tile": _with_int32_inputs("TILE", 1),
+    "Pack": _pack,
+    "Unpack": _unpack,
+    "GatherV2": _gather,
+    "Gather": _gather,
+    "Cast": _cast,
+    "Identity": _identity,
+    "StopGradient": _identity,
+    "Snapshot": _identity,
+    "PreventGradient": _identity,
+}
+
+
+# ----------------------------------------------------------------------------- passes
+
+
+def _consumers(nodes: list[Node]) -> dict[str, int]:
+    count: dict[str, int] = {}
+    for node in nodes:
+        for v in node.inputs:
+            if isinstance(v, str):
+                count[v] = count.get(v, 0) + 1
+    return count
+
+
+def _producer_of(nodes: list[Node]) -> dict[str, Node]:
+    return {out: node for node in nodes for out in node.outputs}
+
+
+def _channel_const(node: Node, const: Const, channels: int) -> np.ndarray | None:
+    """`const` as a per-output-channel vector, when it broadcasts that way."""
+    v = const.value
+    if v.dtype != np.float32 or v.size not in (1, channels):
+        return None
+    if v.ndim and v.shape[-1] != v.size:
+        return None
+    return np.broadcast_to(v.reshape(-1), (channels,)).astype(np.float32)
+
+
+def fold_affine(nodes: list[Node], outputs: set[str]) -> list[Node]:
+    """Folds MUL/ADD/SUB by a per-channel constant into the conv/FC before it."""
+    changed = True
+    while changed:
+        changed = False
+        uses, prod = _consumers(nodes), _producer_of(nodes)
+        for node in nodes:
+            if node.op not in ("ADD", "SUB", "MUL") or node.options.get(
+                "fused_activation_function"
+            ):
+                continue
+            src, other = node.inputs
+            if not isinstance(src, str) or not isinstance(other, Const):
+                continue
+            base = prod.get(src)
+            if base is None or base.op not in _HAS_BIAS or uses.get(src) != 1 or src in outputs:
+                continue
+            if base.options.get("fused_activation_function"):
+                continue
+            w, bias = base.inputs[1], base.inputs[2]
+            if not isinstance(w, Const):
+                continue
+            channels = w.value.shape[-1 if base.op == "DEPTHWISE_CONV_2D" else 0]
+            vec = _channel_const(node, other, channels)
+            if vec is None:
+                continue
+            b = bias.value if isinstance(bias, Const) else np.zeros(channels, np.float32)
+            if node.op == "MUL":
+                shape = (
+                    (1, 1, 1, -1)
+                    if base.op == "DEPTHWISE_CONV_2D"
+                    else (-1,) + (1,) * (w.value.ndim - 1)
+                )
+                w = Const((w.value * vec.reshape(shape)).astype(np.float32), w.name)
+                b = b * vec
+            else:
+                b = b + vec if node.op == "ADD" else b - vec
+            names = ";".join(dict.fromkeys(node.names + [bias.name if bias else base.names[0]]))
+            base.inputs[1:3] = [w, Const(b.astype(np.float32), names)]
+            base.outputs = list(node.outputs)
+            base.names = base.names + node.names
+            nodes.remove(node)
+            changed = True
+            break
+    return nodes
+
+
+def fuse_activations(nodes: list[Node], outputs: set[str]) -> list[Node]:
+    """Folds RELU/RELU6 into the op producing its input."""
+    uses, prod = _consumers(nodes), _producer_of(nodes)
+    kept = []
+    for node in nodes:
+        src = node.inputs[0] if node.inputs else None
+        base = prod.get(src) if isinstance(src, str) else None
+        if (
+            node.op in _ACT_OPS
+            and base is not None
+            and base.op in _FUSES_ACT
+            and not base.options.get("fused_activation_function")
+            and uses.get(src) == 1
+            and src not in outputs
+            and len(base.outputs) == 1
+        ):
+            base.options["fused_activation_function"] = _ACT_OPS[node.op]
+            base.outputs = list(node.outputs)
+            base.names = base.names + node.names
+            continue
+        kept.append(node)
+    return kept
+
+
+def drop_identity_reshapes(nodes: list[Node], outputs: set[str], shapes) -> list[Node]:
+    """A RESHAPE of a RESHAPE reads the first one's input, and a RESHAPE back to its
+    input's shape disappears (TF's converter does both); when it was a graph output, the
+    op before it takes over the output's name."""
+    prod = _producer_of(nodes)
+    alias: dict[str, str] = {}
+    renamed: dict[str, str] = {}
+    for node in nodes:
+        node.inputs = [alias.get(v, v) if isinstance(v, str) else v for v in node.inputs]
+        if node.op != "RESHAPE" or not isinstance(node.inputs[0], str):
+            continue
+        first = prod.get(node.inputs[0])
+        if first is not None and first.op == "RESHAPE":
+            node.inputs[0] = first.inputs[0]
+        src, out = node.inputs[0], node.outputs[0]
+        if shapes(src) != shapes(out):
+            continue
+        if out not in outputs:
+            alias[out] = src
+        elif src in prod and src not in outputs and len(prod[src].outputs) == 1:
+            renamed[src] = out
+    kept = [n for n in nodes if not (n.op == "RESHAPE" and n.outputs[0] in alias)]
+    kept = _drop_unread_reshapes(kept, outputs)
+    uses = _consumers(kept)
+    for src, out in renamed.items():
+        if uses.get(src) == 1:
+            kept = [n for n in kept if not (n.op == "RESHAPE" and n.outputs[0] == out)]
+            prod[src].outputs = [out]
+    return _drop_unread_reshapes(kept, outputs)
+
+
+def _drop_unread_reshapes(nodes: list[Node], outputs: set[str]) -> list[Node]:
+    """RESHAPEs whose result nobody reads any more (their reader skipped them)."""
+    uses = _consumers(nodes)
+    return [
+        n for n in nodes if n.op != "RESHAPE" or n.outputs[0] in outputs or uses.get(n.outputs[0])
+    ]
+
+
+def _input_key(v):
+    if isinstance(v, Const):
+        return ("const", v.value.dtype.str, v.value.shape, v.value.tobytes())
+    return v
+
+
+def merge_duplicates(nodes: list[Node], outputs: set[str]) -> list[Node]:
+    """Common subexpressions: a node equal to an earlier one (same operator, inputs and
+    options) reads that one's outputs instead (TF's converter runs CSE too)."""
+    seen: dict = {}
+    alias: dict[str, str] = {}
+    kept = []
+    for node in nodes:
+        node.inputs = [alias.get(v, v) if isinstance(v, str) else v for v in node.inputs]
+        key = (
+            node.op,
+            tuple(_input_key(v) for v in node.inputs),
+            repr(sorted(node.options.items())),
+        )
+        first = seen.get(key)
+        if first is not None and not any(o in outputs for o in node.outputs):
+            alias.update(zip(node.outputs, first.outputs, strict=True))
+            continue
+        seen.setdefault(key, node)
+        kept.append(node)
+    return kept
+
+
+def rename_outputs(nodes: list[Node], renames: dict[str, str]) -> None:
+    """Gives a graph output's name (an Identity's, say) to the tensor it aliases."""
+    for node in nodes:
+        node.inputs = [renames.get(v, v) if isinstance(v, str) else v for v in node.inputs]
+        node.outputs = [renames.get(v, v) for v in node.outputs]
