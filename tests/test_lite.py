@@ -63,6 +63,7 @@ def _run(interp: tf.lite.Interpreter) -> list[np.ndarray]:
 def test_converter_emits_tfs_operators_and_runs_like_the_graph(case):
     xs, ys = _build(case)
     with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
         content = tf.lite.TFLiteConverter.from_session(sess, xs, ys).convert()
         assert _summary(content) == TF_OPS[case]
         interp = tf.lite.Interpreter(model_content=content)

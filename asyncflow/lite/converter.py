@@ -310,6 +310,9 @@ class _Builder:
         self.nodes: list[lowering.Node] = []
         self.consts: dict[str, np.ndarray] = {}
         self.alias_of: dict[str, str | lowering.Const] = {}
+        # Tensors a rule makes up between the TFLite ops it emits -> the TF tensor whose
+        # shape and dtype they share.
+        self.made_up: dict[str, str] = {}
 
     # -- rule context (used by lowering.LOWERINGS)
 
@@ -334,6 +337,10 @@ class _Builder:
 
     def new_const(self, value, name: str) -> lowering.Const:
         return lowering.Const(np.asarray(value), name)
+
+    def synthetic(self, name: str, like) -> str:
+        self.made_up[name] = like.name
+        return name
 
     def alias(self, out, src) -> None:
         v = self.value(src)
@@ -417,6 +424,7 @@ class _Builder:
             )
 
     def _shape_of(self, name: str):
+        name = self.made_up.get(name, name)
         return tuple(self.graph.get_tensor_by_name(self.renamed.get(name, name)).shape.as_list())
 
     def build(self) -> bytes:
@@ -483,10 +491,11 @@ class _Writer:
 
     def _dynamic(self, name: str) -> int:
         if name not in self.index:
-            t = self.b.graph.get_tensor_by_name(name)
+            like = self.b.made_up.get(name, name)
+            t = self.b.graph.get_tensor_by_name(like)
             label = _tensor_label(name)
             self._add(
-                name, label, t.shape.as_list(), _np_dtype(t.dtype), signature=self._signature(name)
+                name, label, t.shape.as_list(), _np_dtype(t.dtype), signature=self._signature(like)
             )
         return self.index[name]
 

@@ -256,7 +256,7 @@ def _fused_batch_norm(ctx, op):
     eps = np.float32(op.get_attr("epsilon"))
     mul = (scale / np.sqrt(var + eps)).astype(np.float32)
     add = (offset - mean * mul).astype(np.float32)
-    mid = op.name + "/mul"
+    mid = ctx.synthetic(op.name + "/mul:0", op.inputs[0])
     ctx.emit(
         "MUL",
         [ctx.value(op.inputs[0]), ctx.new_const(mul, op.name)],
