@@ -28,7 +28,7 @@ from asyncflow.lite import lowering, schema
 from asyncflow.protos import GraphDef
 from asyncflow.saved_model import loader
 
-_SHAPE_OPS = {"Shape", "Size", "Rank"}
+_SHAPE_OPS = {"Shape", "Size", "Rank", "ZerosLike", "OnesLike"}
 _INPUT_OPS = {"Placeholder", "PlaceholderWithDefault", "PlaceholderV2"}
 _STATEFUL_SOURCES = {
     "RandomUniform",
@@ -257,6 +257,17 @@ class TFLiteConverter:
         return _Builder(self._graph_def, self._inputs, self._outputs).build()
 
 
+def _static_value(op_type: str, shape: list[int], dtype):
+    """The value of a Shape/Size/Rank/ZerosLike/OnesLike of a static `shape`."""
+    if op_type == "Shape":
+        return shape
+    if op_type == "Size":
+        return int(np.prod(shape))
+    if op_type == "Rank":
+        return len(shape)
+    return (np.zeros if op_type == "ZerosLike" else np.ones)(shape, dtype)
+
+
 def _op_name(name: str) -> str:
     return name.split(":")[0]
 
@@ -379,9 +390,9 @@ class _Builder:
                 dynamic.add(op.name)
             elif op.type in _SHAPE_OPS and op.inputs[0].shape.is_fully_defined():
                 shape = op.inputs[0].shape.as_list()
-                value = {"Shape": shape, "Size": int(np.prod(shape)), "Rank": len(shape)}
                 out = op.outputs[0]
-                feeds[out] = np.asarray(value[op.type], _np_dtype(out.dtype))
+                dtype = _np_dtype(out.dtype)
+                feeds[out] = np.asarray(_static_value(op.type, shape, dtype), dtype)
             elif op.type in _INPUT_OPS:
                 raise ValueError(f"Placeholder {op.name} is not an input of the conversion.")
             elif any(t.op.name in dynamic for t in op.inputs):
@@ -441,6 +452,7 @@ class _Builder:
         out_set = {o for o in outputs if isinstance(o, str)}
         self.nodes = lowering.merge_duplicates(self.nodes, out_set)
         nodes = lowering.fold_affine(self.nodes, out_set)
+        nodes = lowering.fuse_l2_normalize(nodes, out_set, self._shape_of)
         nodes = lowering.fuse_activations(nodes, out_set)
         nodes = lowering.drop_identity_reshapes(nodes, out_set, self._shape_of)
         return _Writer(self, nodes, outputs).write()
@@ -570,7 +582,7 @@ class _Writer:
 
 def _tensor_label(name: str) -> str:
     op, _, index = name.partition(":")
-    return op if index in ("", "0") else op + index
+    return op if index in ("", "0") else f"{op}:{index}"
 
 
 def _i32list(shape) -> list[int]:
@@ -600,7 +612,19 @@ _OPTIONS_OF = {
     "STRIDED_SLICE": "StridedSliceOptions",
     "EXP": "ExpOptions",
     "LOG_SOFTMAX": "LogSoftmaxOptions",
-    "CAST": "CastOptions",
+    "NEG": "NegOptions",
+    "SELECT": "SelectOptions",
+    "ARG_MAX": "ArgMaxOptions",
+    "ARG_MIN": "ArgMinOptions",
+    "SPLIT": "SplitOptions",
+    "SPLIT_V": "SplitVOptions",
+    "RESIZE_BILINEAR": "ResizeBilinearOptions",
+    "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions",
+    "SPACE_TO_DEPTH": "SpaceToDepthOptions",
+    "DEPTH_TO_SPACE": "DepthToSpaceOptions",
+    "TRANSPOSE_CONV": "TransposeConvOptions",
+    "L2_NORMALIZATION": "L2NormOptions",
+    "REDUCE_ANY": "ReducerOptions",
     "PACK": "PackOptions",
     "UNPACK": "UnpackOptions",
     "LEAKY_RELU": "LeakyReluOptions",

@@ -283,6 +283,127 @@ def _leaky_relu(ins, o, _outs):
     return [np.where(x >= 0, x, x * np.float32(o.get("alpha", 0.0))).astype(x.dtype)]
 
 
+def _transpose_conv(ins, o, outs):
+    out_shape, w, x = [int(d) for d in ins[0]], ins[1], ins[2]
+    bias = ins[3] if len(ins) > 3 else None
+    n, h, wd, _ = x.shape
+    oc, kh, kw, _ = w.shape
+    sh, sw = o["stride_h"], o["stride_w"]
+    full = np.zeros((n, (h - 1) * sh + kh, (wd - 1) * sw + kw, oc), np.float32)
+    for i in range(kh):
+        for j in range(kw):
+            full[:, i : i + (h - 1) * sh + 1 : sh, j : j + (wd - 1) * sw + 1 : sw] += (
+                x @ w[:, i, j].T
+            )
+    top = left = 0
+    if o["padding"] == schema.SAME:
+        top = max((h - 1) * sh + kh - out_shape[1], 0) // 2
+        left = max((wd - 1) * sw + kw - out_shape[2], 0) // 2
+    full = np.pad(
+        full,
+        (
+            (0, 0),
+            (0, max(out_shape[1] + top - full.shape[1], 0)),
+            (0, max(out_shape[2] + left - full.shape[2], 0)),
+            (0, 0),
+        ),
+    )
+    y = full[:, top : top + out_shape[1], left : left + out_shape[2]]
+    if bias is not None:
+        y = y + bias
+    return [_activate(y.astype(np.float32), _act(o))]
+
+
+def _resize_coords(in_size, out_size, align, half):
+    scale = (in_size - 1) / (out_size - 1) if align and out_size > 1 else in_size / out_size
+    dst = np.arange(out_size, dtype=np.float64)
+    return (dst + 0.5) * scale - 0.5 if half else dst * scale
+
+
+def _resize_bilinear(ins, o, _outs):
+    x, sizes = ins[0], [int(d) for d in ins[1]]
+    align, half = o.get("align_corners", False), o.get("half_pixel_centers", False)
+    out = x.astype(np.float64)
+    for axis, osize in ((1, sizes[0]), (2, sizes[1])):
+        size = x.shape[axis]
+        src = _resize_coords(size, osize, align, half)
+        lo = np.clip(np.floor(src), 0, size - 1).astype(int)
+        hi = np.clip(np.ceil(src), 0, size - 1).astype(int)
+        frac = (src - np.floor(src)).reshape((1, -1, 1, 1) if axis == 1 else (1, 1, -1, 1))
+        a, b = np.take(out, lo, axis=axis), np.take(out, hi, axis=axis)
+        out = a + (b - a) * frac
+    return [out.astype(x.dtype)]
+
+
+def _resize_nearest(ins, o, _outs):
+    x, (oh, ow) = ins[0], [int(d) for d in ins[1]]
+    align, half = o.get("align_corners", False), o.get("half_pixel_centers", False)
+    idx = []
+    for size, osize in ((x.shape[1], oh), (x.shape[2], ow)):
+        scale = (size - 1) / (osize - 1) if align and osize > 1 else size / osize
+        src = (np.arange(osize) + (0.5 if half else 0.0)) * scale
+        src = np.round(src) if align else np.floor(src)
+        idx.append(np.clip(src.astype(int), 0, size - 1))
+    return [x[:, idx[0]][:, :, idx[1]]]
+
+
+def _space_to_depth(ins, o, _outs):
+    x, b = ins[0], o["block_size"]
+    n, h, w, c = x.shape
+    y = x.reshape(n, h // b, b, w // b, b, c).transpose(0, 1, 3, 2, 4, 5)
+    return [y.reshape(n, h // b, w // b, b * b * c)]
+
+
+def _depth_to_space(ins, o, _outs):
+    x, b = ins[0], o["block_size"]
+    n, h, w, c = x.shape
+    y = x.reshape(n, h, w, b, b, c // (b * b)).transpose(0, 1, 3, 2, 4, 5)
+    return [y.reshape(n, h * b, w * b, c // (b * b))]
+
+
+def _l2_norm(ins, o, _outs):
+    x = ins[0]
+    norm = np.sqrt(np.sum(np.square(x), axis=-1, keepdims=True))
+    return [_activate((x / np.maximum(norm, 1e-6)).astype(x.dtype), _act(o))]
+
+
+def _arg(fn):
+    def kernel(ins, o, outs):
+        return [fn(ins[0], axis=int(np.ravel(ins[1])[0])).astype(outs[0][1])]
+
+    return kernel
+
+
+def _split(ins, o, _outs):
+    axis, x = int(np.ravel(ins[0])[0]), ins[1]
+    return np.split(x, o["num_splits"], axis=axis)
+
+
+def _split_v(ins, o, _outs):
+    x, sizes, axis = ins[0], [int(s) for s in ins[1]], int(np.ravel(ins[2])[0])
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = x.shape[axis] - (sum(sizes) + 1)
+    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+
+
+def _floor_mod(a, b):
+    if a.dtype.kind in "iu":
+        return np.mod(a, b)
+    m = np.fmod(a, b)
+    return np.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+
+
+def _compare(fn):
+    return lambda ins, o, _outs: [fn(ins[0], ins[1])]
+
+
+def _select(ins, o, _outs):
+    cond = ins[0]
+    if cond.ndim == 1 and ins[1].ndim > 1:  # TF1 Select: a vector picks whole rows
+        cond = cond.reshape((-1,) + (1,) * (ins[1].ndim - 1))
+    return [np.where(cond, ins[1], ins[2])]
+
+
 KERNELS = {
     "CONV_2D": _conv_2d,
     "DEPTHWISE_CONV_2D": _depthwise_conv_2d,
@@ -335,4 +456,32 @@ KERNELS = {
     "TILE": lambda ins, o, _outs: [np.tile(ins[0], [int(m) for m in ins[1]])],
     "CAST": _cast,
     "BATCH_MATMUL": _batch_matmul,
+    "TRANSPOSE_CONV": _transpose_conv,
+    "RESIZE_BILINEAR": _resize_bilinear,
+    "RESIZE_NEAREST_NEIGHBOR": _resize_nearest,
+    "SPACE_TO_DEPTH": _space_to_depth,
+    "DEPTH_TO_SPACE": _depth_to_space,
+    "L2_NORMALIZATION": _l2_norm,
+    "ARG_MAX": _arg(np.argmax),
+    "ARG_MIN": _arg(np.argmin),
+    "SPLIT": _split,
+    "SPLIT_V": _split_v,
+    "LESS": _compare(np.less),
+    "LESS_EQUAL": _compare(np.less_equal),
+    "GREATER": _compare(np.greater),
+    "GREATER_EQUAL": _compare(np.greater_equal),
+    "EQUAL": _compare(np.equal),
+    "NOT_EQUAL": _compare(np.not_equal),
+    "LOGICAL_AND": _compare(np.logical_and),
+    "LOGICAL_OR": _compare(np.logical_or),
+    "LOGICAL_NOT": lambda ins, o, _outs: [np.logical_not(ins[0])],
+    "SELECT": _select,
+    "SELECT_V2": lambda ins, o, _outs: [np.where(ins[0], ins[1], ins[2])],
+    "POW": _binary(np.power),
+    "FLOOR_DIV": _binary(lambda a, b: np.floor_divide(a, b)),
+    "FLOOR_MOD": _binary(_floor_mod),
+    "REDUCE_ANY": _reducer(np.any),
+    "REVERSE_V2": lambda ins, o, _outs: [np.flip(ins[0], axis=_axes(ins))],
+    "ROUND": _unary(np.round),
+    "SIGN": _unary(np.sign),
 }

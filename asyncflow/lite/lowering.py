@@ -173,12 +173,13 @@ def _pool(kind):
     return lower
 
 
-def _matmul(ctx, op):
-    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+def _matmul_like(ctx, op, adj_x: bool, adj_y: bool):
     b = ctx.const(op.inputs[1])
-    if b is not None and not ta:
-        w = np.ascontiguousarray(b if tb else b.T)
-        opts = {"fused_activation_function": 0, "weights_format": 0, "keep_num_dims": False}
+    if b is not None and b.ndim == 2 and not adj_x:
+        # A constant 2-D right side is FULLY_CONNECTED's [units, depth] weights.
+        w = np.ascontiguousarray(b if adj_y else b.T)
+        keep = len(ctx.static_shape(op.inputs[0])) > 2
+        opts = {"fused_activation_function": 0, "weights_format": 0, "keep_num_dims": keep}
         ctx.emit(
             "FULLY_CONNECTED", [ctx.value(op.inputs[0]), ctx.new_const(w, op.name), None], op, opts
         )
@@ -187,18 +188,16 @@ def _matmul(ctx, op):
         "BATCH_MATMUL",
         [ctx.value(op.inputs[0]), ctx.value(op.inputs[1])],
         op,
-        {"adj_x": bool(ta), "adj_y": bool(tb)},
+        {"adj_x": adj_x, "adj_y": adj_y},
     )
+
+
+def _matmul(ctx, op):
+    _matmul_like(ctx, op, bool(op.get_attr("transpose_a")), bool(op.get_attr("transpose_b")))
 
 
 def _batch_matmul(ctx, op):
-    adj = ("adj_x", "adj_y")
-    ctx.emit(
-        "BATCH_MATMUL",
-        [ctx.value(op.inputs[0]), ctx.value(op.inputs[1])],
-        op,
-        {k: bool(op.get_attr(k)) for k in adj},
-    )
+    _matmul_like(ctx, op, bool(op.get_attr("adj_x")), bool(op.get_attr("adj_y")))
 
 
 def _binary(kind):
@@ -377,7 +376,101 @@ def _cast(ctx, op):
 
 
 def _identity(ctx, op):
-    ctx.alias(op.outputs[0], op.inputs[0])
+    for out, src in zip(op.outputs, op.inputs, strict=False):
+        ctx.alias(out, src)
+
+
+def _plain(kind, opts=None):
+    """Ops whose TFLite form reads the same inputs and has no (or fixed) options."""
+
+    def lower(ctx, op):
+        ctx.emit(kind, [ctx.value(t) for t in op.inputs], op, dict(opts or {}))
+
+    return lower
+
+
+def _pow(ctx, op):
+    exponent = ctx.const(op.inputs[1])
+    if exponent is not None and exponent.size == 1 and float(exponent.reshape(())) == 2.0:
+        x = ctx.value(op.inputs[0])  # TF's converter squares by multiplying
+        ctx.emit("MUL", [x, x], op, {"fused_activation_function": 0})
+        return
+    ctx.emit("POW", [ctx.value(t) for t in op.inputs], op, {})
+
+
+def _arg(kind):
+    def lower(ctx, op):
+        out = schema.NUMPY_TENSOR[np.dtype(op.outputs[0].dtype.as_numpy_dtype)]
+        ctx.emit(
+            kind, [ctx.value(op.inputs[0]), _axes_input(ctx, op, 1)], op, {"output_type": out}
+        )
+
+    return lower
+
+
+def _split(ctx, op):
+    ctx.emit(
+        "SPLIT",
+        [_axes_input(ctx, op, 0), ctx.value(op.inputs[1])],
+        op,
+        {"num_splits": len(op.outputs)},
+    )
+
+
+def _split_v(ctx, op):
+    ctx.emit(
+        "SPLIT_V",
+        [ctx.value(op.inputs[0]), _axes_input(ctx, op, 1), _axes_input(ctx, op, 2)],
+        op,
+        {"num_splits": len(op.outputs)},
+    )
+
+
+def _resize(kind):
+    def lower(ctx, op):
+        opts = {
+            "align_corners": bool(op.get_attr("align_corners")),
+            "half_pixel_centers": bool(op.get_attr("half_pixel_centers"))
+            if _has(op, "half_pixel_centers")
+            else False,
+        }
+        ctx.emit(kind, [ctx.value(op.inputs[0]), _axes_input(ctx, op, 1)], op, opts)
+
+    return lower
+
+
+def _block(kind):
+    def lower(ctx, op):
+        _nhwc(op)
+        ctx.emit(
+            kind, [ctx.value(op.inputs[0])], op, {"block_size": int(op.get_attr("block_size"))}
+        )
+
+    return lower
+
+
+def _conv_transpose(ctx, op):
+    _nhwc(op)
+    filt = ctx.const(op.inputs[1])
+    if filt is None:
+        raise ctx_error(op, "a non-constant filter")
+    dil = list(op.get_attr("dilations")) if _has(op, "dilations") else [1, 1, 1, 1]
+    if dil != [1, 1, 1, 1]:
+        raise ctx_error(op, "dilations")
+    strides = list(op.get_attr("strides"))
+    w = np.ascontiguousarray(np.transpose(filt, (2, 0, 1, 3)))
+    opts = {
+        "padding": _padding(op),
+        "stride_w": strides[2],
+        "stride_h": strides[1],
+        "fused_activation_function": 0,
+    }
+    ctx.emit(
+        "TRANSPOSE_CONV",
+        [_axes_input(ctx, op, 0), ctx.new_const(w, op.name), ctx.value(op.inputs[2])],
+        op,
+        opts,
+    )
 
 
 def _leaky_relu(ctx, op):
@@ -446,6 +539,34 @@ LOWERINGS = {
     "Gather": _gather,
     "Cast": _cast,
     "Identity": _identity,
+    "IdentityN": _identity,
+    "Less": _plain("LESS"),
+    "LessEqual": _plain("LESS_EQUAL"),
+    "Greater": _plain("GREATER"),
+    "GreaterEqual": _plain("GREATER_EQUAL"),
+    "Equal": _plain("EQUAL"),
+    "NotEqual": _plain("NOT_EQUAL"),
+    "LogicalAnd": _plain("LOGICAL_AND"),
+    "LogicalOr": _plain("LOGICAL_OR"),
+    "LogicalNot": _plain("LOGICAL_NOT"),
+    "Select": _plain("SELECT"),
+    "SelectV2": _plain("SELECT_V2"),
+    "Pow": _pow,
+    "FloorDiv": _plain("FLOOR_DIV"),
+    "FloorMod": _plain("FLOOR_MOD"),
+    "Round": _unary("ROUND"),
+    "Sign": _unary("SIGN"),
+    "Any": _reducer("REDUCE_ANY"),
+    "ReverseV2": _with_int32_inputs("REVERSE_V2", 1),
+    "ArgMax": _arg("ARG_MAX"),
+    "ArgMin": _arg("ARG_MIN"),
+    "Split": _split,
+    "SplitV": _split_v,
+    "ResizeBilinear": _resize("RESIZE_BILINEAR"),
+    "ResizeNearestNeighbor": _resize("RESIZE_NEAREST_NEIGHBOR"),
+    "SpaceToDepth": _block("SPACE_TO_DEPTH"),
+    "DepthToSpace": _block("DEPTH_TO_SPACE"),
+    "Conv2DBackpropInput": _conv_transpose,
     "StopGradient": _identity,
     "Snapshot": _identity,
     "PreventGradient": _identity,
@@ -523,6 +644,37 @@ def fold_affine(nodes: list[Node], outputs: set[str]) -> list[Node]:
             changed = True
             break
     return nodes
+
+
+def fuse_l2_normalize(nodes: list[Node], outputs: set[str], shapes) -> list[Node]:
+    """x * rsqrt(max(sum(square(x), last axis, keep_dims), eps)) -> L2_NORMALIZATION."""
+    uses, prod = _consumers(nodes), _producer_of(nodes)
+
+    def single(v, op):
+        node = prod.get(v) if isinstance(v, str) else None
+        ok = node is not None and node.op == op and uses.get(v) == 1 and v not in outputs
+        return node if ok else None
+
+    dropped: set[int] = set()
+    for node in nodes:
+        if node.op != "MUL" or node.options.get("fused_activation_function"):
+            continue
+        for x, r in (node.inputs, node.inputs[::-1]):
+            rsqrt = single(r, "RSQRT")
+            mx = rsqrt and single(rsqrt.inputs[0], "MAXIMUM")
+            total = mx and isinstance(mx.inputs[1], Const) and single(mx.inputs[0], "SUM")
+            sq = total and total.options.get("keep_dims") and single(total.inputs[0], "SQUARE")
+            if not sq or sq.inputs[0] != x or not isinstance(total.inputs[1], Const):
+                continue
+            rank = len(shapes(x))
+            if [int(a) % rank for a in np.ravel(total.inputs[1].value)] != [rank - 1]:
+                continue
+            node.op, node.inputs = "L2_NORMALIZATION", [x]
+            node.options = {"fused_activation_function": 0}
+            node.names = sq.names + total.names + mx.names + rsqrt.names + node.names
+            dropped.update(id(n) for n in (sq, total, mx, rsqrt))
+            break
+    return [n for n in nodes if id(n) not in dropped]
 
 
 def fuse_activations(nodes: list[Node], outputs: set[str]) -> list[Node]:
