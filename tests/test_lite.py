@@ -240,6 +240,26 @@ def test_sizes_read_from_the_file_are_bounded_before_allocating():
         tf.lite.Interpreter(model_content=bytes(content))
 
 
+def test_random_corruption_raises_only_value_or_runtime_errors():
+    base = (FIXTURES / "lite" / "tf_misc.tflite").read_bytes()
+    rng = np.random.RandomState(7)
+    for _ in range(80):
+        content = bytearray(base)
+        for i in rng.randint(len(content), size=rng.randint(1, 4)):
+            content[i] = rng.randint(256)
+        try:
+            _run(tf.lite.Interpreter(model_content=bytes(content)))
+        except (ValueError, RuntimeError):
+            pass
+
+
+def test_an_operator_without_a_kernel_is_named():
+    model = schema.read_model((FIXTURES / "lite" / "tf_dense.tflite").read_bytes())
+    model["operator_codes"][0].update(builtin_code=16, deprecated_builtin_code=16)  # LSTM
+    with pytest.raises(ValueError, match="Didn't find op for builtin opcode '16' version '1'"):
+        tf.lite.Interpreter(model_content=schema.write_model(model))
+
+
 def test_schema_round_trip_keeps_tfs_model():
     content = (FIXTURES / "lite" / "tf_cnn.tflite").read_bytes()
     model = schema.read_model(content)

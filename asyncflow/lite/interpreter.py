@@ -48,6 +48,10 @@ def _checked_shape(shape, what: str) -> tuple[int, ...]:
     return dims
 
 
+class _UnsupportedOp(Exception):
+    """A valid model using a builtin operator this interpreter has no kernel for."""
+
+
 class Interpreter:
     """Runs a TFLite model (float32 builtin operators) in NumPy.
 
@@ -86,6 +90,8 @@ class Interpreter:
         try:
             self._model = schema.read_model(self._content)
             self._setup()
+        except _UnsupportedOp as exc:
+            raise ValueError(str(exc)) from None
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise ValueError("The model is not a valid Flatbuffer buffer") from exc
         self._allocated = False
@@ -110,7 +116,10 @@ class Interpreter:
             builtin = max(code["builtin_code"], code["deprecated_builtin_code"])
             name = schema.BUILTIN_NAMES.get(builtin)
             if name is None or name not in kernels.KERNELS:
-                raise ValueError(f"Unsupported builtin operator {builtin}")
+                raise _UnsupportedOp(
+                    f"Didn't find op for builtin opcode '{name or builtin}' version "
+                    f"'{code['version']}': asyncflow's interpreter has no kernel for it"
+                )
             ins = [int(i) for i in op.get("inputs", [])]
             outs = [int(i) for i in op.get("outputs", [])]
             if any(i >= n or i < -1 for i in ins) or any(i >= n or i < 0 for i in outs):
@@ -291,8 +300,10 @@ class Interpreter:
             specs = [(self._shapes[o], self._dtypes[o]) for o in outs]
             try:
                 results = kernels.KERNELS[name](args, opts, specs)
-            except (ValueError, IndexError, TypeError) as exc:
+            except (ValueError, IndexError, TypeError, KeyError, ArithmeticError) as exc:
                 raise RuntimeError(f"{name} failed to run: {exc}") from exc
+            except MemoryError as exc:
+                raise RuntimeError(f"{name} ran out of memory: {exc}") from exc
             for o, r in zip(outs, results, strict=True):
                 values[o] = np.asarray(r, self._dtypes[o])
 

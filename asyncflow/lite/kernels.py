@@ -18,6 +18,27 @@ class KernelError(ValueError):
     """A TFLite operator was handed inputs it cannot run on."""
 
 
+# Invariant: a kernel checks any array it builds from a size the file chose (padding,
+# strides, a resize target, tile multiples, broadcasting) against this many elements
+# before allocating it.
+MAX_ELEMENTS = 1 << 28
+
+
+def _check_size(shape, what: str) -> None:
+    count = 1
+    for d in shape:
+        if d < 0:
+            raise KernelError(f"{what}: negative dimension in {list(shape)}")
+        count *= int(d)
+    if count > MAX_ELEMENTS:
+        raise KernelError(f"{what}: {list(shape)} is too large")
+
+
+def _positive(*values) -> None:
+    if any(int(v) < 1 for v in values):
+        raise KernelError(f"strides, dilations and sizes must be positive, got {list(values)}")
+
+
 def _activate(x: np.ndarray, act: int) -> np.ndarray:
     if act == schema.ACT_RELU:
         return np.maximum(x, 0).astype(x.dtype)
@@ -50,9 +71,12 @@ def _pad_amounts(size: int, k: int, stride: int, dilation: int, padding: int):
 
 def _windows(x, kh, kw, sh, sw, dh, dw, padding, fill):
     """x [N, H, W, C] cut into windows [N, OH, OW, kh, kw, C] (SAME padding with `fill`)."""
-    _, h, w, _ = x.shape
+    _positive(kh, kw, sh, sw, dh, dw)
+    n, h, w, c = x.shape
     oh, ph0, ph1 = _pad_amounts(h, kh, sh, dh, padding)
     ow, pw0, pw1 = _pad_amounts(w, kw, sw, dw, padding)
+    _check_size((n, h + ph0 + ph1, w + pw0 + pw1, c), "padded input")
+    _check_size((n, oh, ow, kh, kw, c), "windows")
     if ph0 or ph1 or pw0 or pw1:
         x = np.pad(x, ((0, 0), (ph0, ph1), (pw0, pw1), (0, 0)), constant_values=fill)
     eh, ew = (kh - 1) * dh + 1, (kw - 1) * dw + 1
@@ -143,9 +167,18 @@ def _fully_connected(ins, o, _outs):
     return [_activate(y.astype(np.float32), _act(o))]
 
 
+def _broadcast_checked(*arrays) -> None:
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError as exc:
+        raise KernelError(str(exc)) from exc
+    _check_size(shape, "broadcast result")
+
+
 def _binary(fn):
     def kernel(ins, o, _outs):
         a, b = ins
+        _broadcast_checked(a, b)
         return [_activate(np.asarray(fn(a, b)).astype(a.dtype), _act(o))]
 
     return kernel
@@ -215,7 +248,17 @@ def _concat(ins, o, _outs):
 
 def _pad(ins, o, _outs):
     fill = ins[2].reshape(()) if len(ins) > 2 and ins[2] is not None else 0
-    return [np.pad(ins[0], np.asarray(ins[1]).reshape(-1, 2), constant_values=fill)]
+    pads = np.asarray(ins[1], np.int64).reshape(-1, 2)
+    if pads.shape[0] != ins[0].ndim:
+        raise KernelError("PAD needs one (before, after) pair per dimension")
+    _check_size([d + int(p.sum()) for d, p in zip(ins[0].shape, pads, strict=True)], "PAD")
+    return [np.pad(ins[0], pads, constant_values=fill)]
+
+
+def _tile(ins, o, _outs):
+    reps = [int(m) for m in np.ravel(ins[1])]
+    _check_size([d * m for d, m in zip(ins[0].shape, reps, strict=False)] or [0], "TILE")
+    return [np.tile(ins[0], reps)]
 
 
 def _strided_slice(ins, o, _outs):
@@ -288,7 +331,10 @@ def _transpose_conv(ins, o, outs):
     bias = ins[3] if len(ins) > 3 else None
     n, h, wd, _ = x.shape
     oc, kh, kw, _ = w.shape
-    sh, sw = o["stride_h"], o["stride_w"]
+    sh, sw = o.get("stride_h", 0), o.get("stride_w", 0)
+    _positive(sh, sw, *out_shape)
+    _check_size((n, (h - 1) * sh + kh, (wd - 1) * sw + kw, oc), "TRANSPOSE_CONV")
+    _check_size(out_shape, "TRANSPOSE_CONV output")
     full = np.zeros((n, (h - 1) * sh + kh, (wd - 1) * sw + kw, oc), np.float32)
     for i in range(kh):
         for j in range(kw):
@@ -320,8 +366,17 @@ def _resize_coords(in_size, out_size, align, half):
     return (dst + 0.5) * scale - 0.5 if half else dst * scale
 
 
+def _resize_size(ins) -> list[int]:
+    sizes = [int(d) for d in np.ravel(ins[1])]
+    if ins[0].ndim != 4 or len(sizes) != 2:
+        raise KernelError("resizing needs a 4-D image and a size of 2")
+    _positive(*sizes)
+    _check_size((ins[0].shape[0], *sizes, ins[0].shape[3]), "resize output")
+    return sizes
+
+
 def _resize_bilinear(ins, o, _outs):
-    x, sizes = ins[0], [int(d) for d in ins[1]]
+    x, sizes = ins[0], _resize_size(ins)
     align, half = o.get("align_corners", False), o.get("half_pixel_centers", False)
     out = x.astype(np.float64)
     for axis, osize in ((1, sizes[0]), (2, sizes[1])):
@@ -336,7 +391,7 @@ def _resize_bilinear(ins, o, _outs):
 
 
 def _resize_nearest(ins, o, _outs):
-    x, (oh, ow) = ins[0], [int(d) for d in ins[1]]
+    x, (oh, ow) = ins[0], _resize_size(ins)
     align, half = o.get("align_corners", False), o.get("half_pixel_centers", False)
     idx = []
     for size, osize in ((x.shape[1], oh), (x.shape[2], ow)):
@@ -394,7 +449,11 @@ def _floor_mod(a, b):
 
 
 def _compare(fn):
-    return lambda ins, o, _outs: [fn(ins[0], ins[1])]
+    def kernel(ins, o, _outs):
+        _broadcast_checked(ins[0], ins[1])
+        return [fn(ins[0], ins[1])]
+
+    return kernel
 
 
 def _select(ins, o, _outs):
@@ -453,7 +512,7 @@ KERNELS = {
     "PACK": _pack,
     "UNPACK": _unpack,
     "GATHER": _gather,
-    "TILE": lambda ins, o, _outs: [np.tile(ins[0], [int(m) for m in ins[1]])],
+    "TILE": _tile,
     "CAST": _cast,
     "BATCH_MATMUL": _batch_matmul,
     "TRANSPOSE_CONV": _transpose_conv,
