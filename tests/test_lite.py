@@ -3,7 +3,7 @@ interpreter runs TF's .tflite files to TF's numbers.
 
 Recorded from TF 2.21 by tests/fixtures/lite/record_lite_tf.py: tf_ops.json (the
 operators, fused activations and output names TF's converter writes for each graph of
-tests/fixtures/lite_cases.py), the three tf_*.tflite files, and the outputs TF's
+tests/fixtures/lite_cases.py), the four tf_*.tflite files (one float16-quantized), and the outputs TF's
 interpreter gives for them (the literals below). Error messages are TF 2.21's.
 """
 
@@ -87,6 +87,15 @@ TF_OUTPUTS = {
             [0.731059, 0.271293, 0.731059, 0.271293, 0.0],
             [0.728709, 0.268941, 0.728709, 0.268941, 0.0],
             [0.721004, 0.730498, 0.721004, 0.730498, 0.0],
+        ]
+    ],
+    "tf_cnn_f16.tflite": [
+        [
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+            [0.73016, 0.499482, 0.73016, 0.499482, 0.0],
+            [0.731059, 0.271289, 0.731059, 0.271289, 0.0],
+            [0.728702, 0.268941, 0.728702, 0.268941, 0.0],
+            [0.721034, 0.730503, 0.721034, 0.730503, 0.0],
         ]
     ],
     "tf_misc.tflite": [

@@ -299,7 +299,11 @@ class Interpreter:
                     raise RuntimeError("Invoke called on model that is not ready.")
             specs = [(self._shapes[o], self._dtypes[o]) for o in outs]
             try:
-                results = kernels.KERNELS[name](args, opts, specs)
+                if name == "DEQUANTIZE":
+                    quant = self._tensors[ins[0]].get("quantization") or {}
+                    results = [kernels.dequantize(args[0], quant)]
+                else:
+                    results = kernels.KERNELS[name](args, opts, specs)
             except (ValueError, IndexError, TypeError, KeyError, ArithmeticError) as exc:
                 raise RuntimeError(f"{name} failed to run: {exc}") from exc
             except MemoryError as exc:

@@ -463,6 +463,28 @@ def _select(ins, o, _outs):
     return [np.where(cond, ins[1], ins[2])]
 
 
+def dequantize(x: np.ndarray, quant: dict) -> np.ndarray:
+    """DEQUANTIZE: float16 widened, or (q - zero_point) * scale (per tensor or along
+    `quantized_dimension`) for integer tensors."""
+    if x.dtype.kind == "f":
+        return x.astype(np.float32)
+    scale = np.asarray(quant.get("scale") if quant.get("scale") is not None else [], np.float32)
+    zero = np.asarray(
+        quant.get("zero_point") if quant.get("zero_point") is not None else [0], np.int64
+    )
+    if scale.size == 0:
+        raise KernelError("DEQUANTIZE of an integer tensor without a scale")
+    if scale.size > 1:
+        axis = int(quant.get("quantized_dimension") or 0)
+        if not 0 <= axis < x.ndim or x.shape[axis] != scale.size:
+            raise KernelError("DEQUANTIZE scales do not match the quantized dimension")
+        shape = [1] * x.ndim
+        shape[axis] = -1
+        scale = scale.reshape(shape)
+        zero = zero.reshape(shape) if zero.size == scale.size else zero.reshape(())
+    return ((x.astype(np.int64) - zero) * scale).astype(np.float32)
+
+
 KERNELS = {
     "CONV_2D": _conv_2d,
     "DEPTHWISE_CONV_2D": _depthwise_conv_2d,
@@ -543,4 +565,6 @@ KERNELS = {
     "REVERSE_V2": lambda ins, o, _outs: [np.flip(ins[0], axis=_axes(ins))],
     "ROUND": _unary(np.round),
     "SIGN": _unary(np.sign),
+    # The interpreter calls `dequantize` with the input's quantization parameters.
+    "DEQUANTIZE": lambda ins, o, _outs: [dequantize(ins[0], {})],
 }

@@ -134,6 +134,7 @@ BUILTIN_OPS = {
     "ROUND": 116,
     "SELECT_V2": 123,
     "SIGN": 158,
+    "DEQUANTIZE": 6,
 }
 BUILTIN_NAMES = {v: k for k, v in BUILTIN_OPS.items()}
 # Codes above 127 do not fit the int8 deprecated_builtin_code; it then holds this marker.
