@@ -3,8 +3,9 @@ interpreter runs TF's .tflite files to TF's numbers.
 
 Recorded from TF 2.21 by tests/fixtures/lite/record_lite_tf.py: tf_ops.json (the
 operators, fused activations and output names TF's converter writes for each graph of
-tests/fixtures/lite_cases.py), the four tf_*.tflite files (one float16-quantized), and the outputs TF's
-interpreter gives for them (the literals below). Error messages are TF 2.21's.
+tests/fixtures/lite_cases.py), the four tf_*.tflite files (one float16-quantized), and
+the outputs TF's interpreter gives for them (the literals below). Error messages are
+TF 2.21's.
 """
 
 from __future__ import annotations
