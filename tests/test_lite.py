@@ -36,8 +36,9 @@ def _fresh_graph():
 
 
 def _build(case):
-    build, shapes = CASES[case]
-    xs = [tf.placeholder(tf.float32, s, name=f"x{i}") for i, s in enumerate(shapes)]
+    build, shapes, *dtype = CASES[case]
+    dt = tf.as_dtype(dtype[0] if dtype else "float32")
+    xs = [tf.placeholder(dt, s, name=f"x{i}") for i, s in enumerate(shapes)]
     return xs, build(tf, constant_maker(tf), *xs)
 
 
@@ -55,7 +56,7 @@ def _summary(content: bytes) -> dict:
 def _run(interp: tf.lite.Interpreter) -> list[np.ndarray]:
     interp.allocate_tensors()
     for d in interp.get_input_details():
-        interp.set_tensor(d["index"], sample_input(d["shape"], d["index"]))
+        interp.set_tensor(d["index"], sample_input(d["shape"], d["index"], d["dtype"]))
     interp.invoke()
     return [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
 
@@ -70,7 +71,7 @@ def test_converter_emits_tfs_operators_and_runs_like_the_graph(case):
         interp = tf.lite.Interpreter(model_content=content)
         got = _run(interp)
         feeds = {
-            x: sample_input(d["shape"], d["index"])
+            x: sample_input(d["shape"], d["index"], d["dtype"])
             for x, d in zip(xs, interp.get_input_details(), strict=True)
         }
         want = sess.run(ys, feeds)

@@ -324,6 +324,7 @@ class _Builder:
         # Tensors a rule makes up between the TFLite ops it emits -> the TF tensor whose
         # shape and dtype they share.
         self.made_up: dict[str, str] = {}
+        self.made_up_dtype: dict[str, np.dtype] = {}
 
     # -- rule context (used by lowering.LOWERINGS)
 
@@ -349,8 +350,11 @@ class _Builder:
     def new_const(self, value, name: str) -> lowering.Const:
         return lowering.Const(np.asarray(value), name)
 
-    def synthetic(self, name: str, like) -> str:
+    def synthetic(self, name: str, like, dtype=None) -> str:
+        """A tensor between two emitted ops: `like`'s shape, `dtype` or `like`'s dtype."""
         self.made_up[name] = like.name
+        if dtype is not None:
+            self.made_up_dtype[name] = np.dtype(dtype)
         return name
 
     def alias(self, out, src) -> None:
@@ -453,6 +457,7 @@ class _Builder:
         self.nodes = lowering.merge_duplicates(self.nodes, out_set)
         nodes = lowering.fold_affine(self.nodes, out_set)
         nodes = lowering.fuse_l2_normalize(nodes, out_set, self._shape_of)
+        nodes = lowering.fuse_relu_n1_to_1(nodes, out_set)
         nodes = lowering.fuse_activations(nodes, out_set)
         nodes = lowering.drop_identity_reshapes(nodes, out_set, self._shape_of)
         return _Writer(self, nodes, outputs).write()
@@ -506,9 +511,8 @@ class _Writer:
             like = self.b.made_up.get(name, name)
             t = self.b.graph.get_tensor_by_name(like)
             label = _tensor_label(name)
-            self._add(
-                name, label, t.shape.as_list(), _np_dtype(t.dtype), signature=self._signature(like)
-            )
+            dtype = self.b.made_up_dtype.get(name, _np_dtype(t.dtype))
+            self._add(name, label, t.shape.as_list(), dtype, signature=self._signature(like))
         return self.index[name]
 
     def _const(self, c: lowering.Const) -> int:

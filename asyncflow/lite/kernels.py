@@ -463,6 +463,14 @@ def _select(ins, o, _outs):
     return [np.where(cond, ins[1], ins[2])]
 
 
+def _add_n(ins, o, _outs):
+    _broadcast_checked(*ins)
+    total = ins[0]
+    for x in ins[1:]:
+        total = total + x
+    return [np.asarray(total).astype(ins[0].dtype)]
+
+
 def dequantize(x: np.ndarray, quant: dict) -> np.ndarray:
     """DEQUANTIZE: float16 widened, or (q - zero_point) * scale (per tensor or along
     `quantized_dimension`) for integer tensors."""
@@ -565,6 +573,8 @@ KERNELS = {
     "REVERSE_V2": lambda ins, o, _outs: [np.flip(ins[0], axis=_axes(ins))],
     "ROUND": _unary(np.round),
     "SIGN": _unary(np.sign),
+    "RELU_N1_TO_1": _unary(lambda x: np.clip(x, -1, 1)),
+    "ADD_N": _add_n,
     # The interpreter calls `dequantize` with the input's quantization parameters.
     "DEQUANTIZE": lambda ins, o, _outs: [dequantize(ins[0], {})],
 }

@@ -389,6 +389,68 @@ def _plain(kind, opts=None):
     return lower
 
 
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_ALPHA = 1.6732632423543772848170429916717
+
+
+def _selu(ctx, op):
+    # TF's converter: select(x > 0, scale * x, scale * alpha * (exp(x) - 1)).
+    x, like, f32 = ctx.value(op.inputs[0]), op.inputs[0], np.float32
+    mul = {"fused_activation_function": 0}
+    name = op.name
+    pos = ctx.synthetic(f"{name}/Greater:0", like, np.bool_)
+    ctx.emit("GREATER", [x, ctx.new_const(f32(0), name)], op, {}, outputs=[pos])
+    scaled = ctx.synthetic(f"{name}/mul:0", like)
+    ctx.emit("MUL", [x, ctx.new_const(f32(_SELU_SCALE), name)], op, mul, outputs=[scaled])
+    exp = ctx.synthetic(f"{name}/Exp:0", like)
+    ctx.emit("EXP", [x], op, {}, outputs=[exp])
+    em1 = ctx.synthetic(f"{name}/sub:0", like)
+    ctx.emit(
+        "SUB",
+        [exp, ctx.new_const(f32(1), name)],
+        op,
+        {"fused_activation_function": 0, "pot_scale_int16": True},
+        outputs=[em1],
+    )
+    neg = ctx.synthetic(f"{name}/mul_1:0", like)
+    ctx.emit(
+        "MUL", [em1, ctx.new_const(f32(_SELU_SCALE * _SELU_ALPHA), name)], op, mul, outputs=[neg]
+    )
+    ctx.emit("SELECT", [pos, scaled, neg], op, {})
+
+
+def _softplus(ctx, op):
+    # TF's converter: log(exp(x) + 1).
+    x, like = ctx.value(op.inputs[0]), op.inputs[0]
+    exp = ctx.synthetic(f"{op.name}/Exp:0", like)
+    ctx.emit("EXP", [x], op, {}, outputs=[exp])
+    plus = ctx.synthetic(f"{op.name}/add:0", like)
+    ctx.emit(
+        "ADD",
+        [exp, ctx.new_const(np.float32(1), op.name)],
+        op,
+        {"fused_activation_function": 0, "pot_scale_int16": True},
+        outputs=[plus],
+    )
+    ctx.emit("LOG", [plus], op, {})
+
+
+def _softsign(ctx, op):
+    # TF's converter: x / (|x| + 1).
+    x, like = ctx.value(op.inputs[0]), op.inputs[0]
+    mag = ctx.synthetic(f"{op.name}/Abs:0", like)
+    ctx.emit("ABS", [x], op, {}, outputs=[mag])
+    plus = ctx.synthetic(f"{op.name}/add:0", like)
+    ctx.emit(
+        "ADD",
+        [mag, ctx.new_const(np.float32(1), op.name)],
+        op,
+        {"fused_activation_function": 0, "pot_scale_int16": True},
+        outputs=[plus],
+    )
+    ctx.emit("DIV", [x, plus], op, {"fused_activation_function": 0})
+
+
 def _pow(ctx, op):
     exponent = ctx.const(op.inputs[1])
     if exponent is not None and exponent.size == 1 and float(exponent.reshape(())) == 2.0:
@@ -552,6 +614,10 @@ LOWERINGS = {
     "Select": _plain("SELECT"),
     "SelectV2": _plain("SELECT_V2"),
     "Pow": _pow,
+    "Selu": _selu,
+    "Softplus": _softplus,
+    "Softsign": _softsign,
+    "AddN": _plain("ADD_N"),
     "FloorDiv": _plain("FLOOR_DIV"),
     "FloorMod": _plain("FLOOR_MOD"),
     "Round": _unary("ROUND"),
@@ -674,6 +740,36 @@ def fuse_l2_normalize(nodes: list[Node], outputs: set[str], shapes) -> list[Node
             node.names = sq.names + total.names + mx.names + rsqrt.names + node.names
             dropped.update(id(n) for n in (sq, total, mx, rsqrt))
             break
+    return [n for n in nodes if id(n) not in dropped]
+
+
+def _scalar(v, value: float) -> bool:
+    return isinstance(v, Const) and v.value.size == 1 and float(v.value.reshape(())) == value
+
+
+def fuse_relu_n1_to_1(nodes: list[Node], outputs: set[str]) -> list[Node]:
+    """minimum(maximum(x, -1), 1) (either nesting) -> RELU_N1_TO_1."""
+    uses, prod = _consumers(nodes), _producer_of(nodes)
+    dropped: set[int] = set()
+    bounds = {"MINIMUM": (1.0, "MAXIMUM", -1.0), "MAXIMUM": (-1.0, "MINIMUM", 1.0)}
+    for node in nodes:
+        if node.op not in bounds or len(node.inputs) != 2:
+            continue
+        outer, inner_op, inner = bounds[node.op]
+        src = node.inputs[0]
+        first = prod.get(src) if isinstance(src, str) else None
+        if (
+            not _scalar(node.inputs[1], outer)
+            or first is None
+            or first.op != inner_op
+            or not _scalar(first.inputs[1], inner)
+            or uses.get(src) != 1
+            or src in outputs
+        ):
+            continue
+        node.op, node.inputs, node.options = "RELU_N1_TO_1", [first.inputs[0]], {}
+        node.names = first.names + node.names
+        dropped.add(id(first))
     return [n for n in nodes if id(n) not in dropped]
 
 

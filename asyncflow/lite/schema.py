@@ -135,6 +135,8 @@ BUILTIN_OPS = {
     "SELECT_V2": 123,
     "SIGN": 158,
     "DEQUANTIZE": 6,
+    "RELU_N1_TO_1": 20,
+    "ADD_N": 106,
 }
 BUILTIN_NAMES = {v: k for k, v in BUILTIN_OPS.items()}
 # Codes above 127 do not fit the int8 deprecated_builtin_code; it then holds this marker.
