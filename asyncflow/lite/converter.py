@@ -9,7 +9,7 @@ Plan, in order:
    the shape signatures.
 3. Fold constants: a tensor none of whose ancestors is an input is computed once in a
    Session (Shape/Size/Rank of a static shape count as constants).
-4. Lower each remaining op (`lowering.LOWERINGS`), run TF's fusion passes, and write the
+4. Lower each remaining op (`lowering.LOWERINGS`), run TF's fusion passes (`passes`), and write the
    flatbuffer: inputs, then constants, then the other tensors in operator order, one
    buffer per tensor (buffer 0 empty), as TF's converter lays them out.
 """
@@ -24,7 +24,7 @@ import numpy as np
 from asyncflow import dtypes, graph_io, graph_util
 from asyncflow import graph as graph_mod
 from asyncflow import session as session_mod
-from asyncflow.lite import lowering, schema
+from asyncflow.lite import lowering, passes, schema
 from asyncflow.protos import GraphDef
 from asyncflow.saved_model import loader
 
@@ -451,15 +451,15 @@ class _Builder:
         for i, (name, v) in enumerate(zip(self.output_names, outputs, strict=True)):
             if isinstance(v, str) and v != name and v in produced and v not in outputs[:i]:
                 renames[v] = outputs[i] = name
-        lowering.rename_outputs(self.nodes, renames)
+        passes.rename_outputs(self.nodes, renames)
         self.renamed = {new: old for old, new in renames.items()}
         out_set = {o for o in outputs if isinstance(o, str)}
-        self.nodes = lowering.merge_duplicates(self.nodes, out_set)
-        nodes = lowering.fold_affine(self.nodes, out_set)
-        nodes = lowering.fuse_l2_normalize(nodes, out_set, self._shape_of)
-        nodes = lowering.fuse_relu_n1_to_1(nodes, out_set)
-        nodes = lowering.fuse_activations(nodes, out_set)
-        nodes = lowering.drop_identity_reshapes(nodes, out_set, self._shape_of)
+        self.nodes = passes.merge_duplicates(self.nodes, out_set)
+        nodes = passes.fold_affine(self.nodes, out_set)
+        nodes = passes.fuse_l2_normalize(nodes, out_set, self._shape_of)
+        nodes = passes.fuse_relu_n1_to_1(nodes, out_set)
+        nodes = passes.fuse_activations(nodes, out_set)
+        nodes = passes.drop_identity_reshapes(nodes, out_set, self._shape_of)
         return _Writer(self, nodes, outputs).write()
 
 
