@@ -374,3 +374,19 @@ def test_from_frozen_graph_and_from_saved_model(tmp_path):
     )
     with pytest.raises(OSError, match="does not exist"):
         tf.lite.TFLiteConverter.from_frozen_graph(str(tmp_path / "none.pb"), ["inp"], ["out"])
+
+
+def test_from_saved_model_orders_inputs_and_outputs_by_tensor_name(tmp_path):
+    # TF 2.21: inputs {"c": p, "a": q, "b": r} come as p, q, r; outputs {"o": AddN,
+    # "a2": mul} as AddN, mul.
+    xs = [tf.placeholder(tf.float32, [1, 2], name=n) for n in ("p", "q", "r")]
+    y = tf.add_n(xs)
+    with tf.Session() as sess:
+        tf.saved_model.simple_save(
+            sess, str(tmp_path / "sm"), dict(zip("cab", xs, strict=True)), {"o": y, "a2": y * 2.0}
+        )
+    interp = tf.lite.Interpreter(
+        model_content=tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "sm")).convert()
+    )
+    assert [d["name"] for d in interp.get_input_details()] == ["p", "q", "r"]
+    assert [d["name"] for d in interp.get_output_details()] == ["AddN", "mul"]

@@ -9,9 +9,9 @@ Plan, in order:
    the shape signatures.
 3. Fold constants: a tensor none of whose ancestors is an input is computed once in a
    Session (Shape/Size/Rank of a static shape count as constants).
-4. Lower each remaining op (`lowering.LOWERINGS`), run TF's fusion passes (`passes`), and write the
-   flatbuffer: inputs, then constants, then the other tensors in operator order, one
-   buffer per tensor (buffer 0 empty), as TF's converter lays them out.
+4. Lower each remaining op (`lowering.LOWERINGS`), run TF's fusion passes (`passes`),
+   and write the flatbuffer: inputs, then constants, then the other tensors in operator
+   order, one buffer per tensor (buffer 0 empty), as TF's converter lays them out.
 """
 
 from __future__ import annotations
@@ -209,8 +209,9 @@ class TFLiteConverter:
                     f"values are '{','.join(sorted(mg.signature_def))}'."
                 )
             sig = mg.signature_def[key]
-            ins = [g.get_tensor_by_name(sig.inputs[k].name) for k in sorted(sig.inputs)]
-            outs = [g.get_tensor_by_name(sig.outputs[k].name) for k in sorted(sig.outputs)]
+            # TF orders a signature's inputs and outputs by tensor name, not by key.
+            ins = [g.get_tensor_by_name(n) for n in sorted(v.name for v in sig.inputs.values())]
+            outs = [g.get_tensor_by_name(n) for n in sorted(v.name for v in sig.outputs.values())]
             if input_arrays is not None:
                 ins = [g.get_tensor_by_name(_tensor_name(n)) for n in input_arrays]
             if output_arrays is not None:
