@@ -172,7 +172,7 @@ class TFLiteConverter:
             if node is None:
                 raise ValueError(f"Invalid tensors '{name}' were found.")
             dtype = graph_io._dtype_from_enum(node.attr["dtype"].type)
-            shape = (input_shapes or {}).get(name)
+            shape = _given_shape(input_shapes or {}, _tensor_name(name), None)
             if shape is None and "shape" in node.attr:
                 sp = graph_io.shape_from_proto(node.attr["shape"].shape)
                 shape = sp.as_list() if sp.rank is not None else None
@@ -218,10 +218,7 @@ class TFLiteConverter:
                 outs = [g.get_tensor_by_name(_tensor_name(n)) for n in output_arrays]
             conv = cls.from_session(sess, ins, outs)
         if input_shapes:
-            conv._inputs = [
-                (n, dt, list(input_shapes.get(_op_name(n), input_shapes.get(n, s) or [])) or s)
-                for n, dt, s in conv._inputs
-            ]
+            conv._inputs = [(n, dt, _given_shape(input_shapes, n, s)) for n, dt, s in conv._inputs]
         conv.saved_model_dir = saved_model_dir
         return conv
 
@@ -267,6 +264,12 @@ def _static_value(op_type: str, shape: list[int], dtype):
     if op_type == "Rank":
         return len(shape)
     return (np.zeros if op_type == "ZerosLike" else np.ones)(shape, dtype)
+
+
+def _given_shape(input_shapes: dict, tensor_name: str, default):
+    """`input_shapes`' entry for a tensor (keyed by op or tensor name), else `default`."""
+    given = input_shapes.get(_op_name(tensor_name), input_shapes.get(tensor_name))
+    return default if given is None else list(given)
 
 
 def _op_name(name: str) -> str:
