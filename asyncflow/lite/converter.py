@@ -633,6 +633,8 @@ _OPTIONS_OF = {
     "TRANSPOSE_CONV": "TransposeConvOptions",
     "L2_NORMALIZATION": "L2NormOptions",
     "REDUCE_ANY": "ReducerOptions",
+    "MIRROR_PAD": "MirrorPadOptions",
+    "LOCAL_RESPONSE_NORMALIZATION": "LocalResponseNormalizationOptions",
     "PACK": "PackOptions",
     "UNPACK": "UnpackOptions",
     "LEAKY_RELU": "LeakyReluOptions",

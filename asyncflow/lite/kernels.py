@@ -255,6 +255,29 @@ def _pad(ins, o, _outs):
     return [np.pad(ins[0], pads, constant_values=fill)]
 
 
+def _mirror_pad(ins, o, _outs):
+    pads = np.asarray(ins[1], np.int64).reshape(-1, 2)
+    x = ins[0]
+    limit = 0 if o.get("mode", 0) == 0 else 1  # REFLECT leaves out the edge, SYMMETRIC not
+    if pads.shape[0] != x.ndim or (pads < 0).any():
+        raise KernelError("MIRROR_PAD needs one non-negative (before, after) pair per dimension")
+    if any(p.max() > d - 1 + limit for d, p in zip(x.shape, pads, strict=True)):
+        raise KernelError("MIRROR_PAD paddings must not exceed the dimension")
+    mode = "reflect" if o.get("mode", 0) == 0 else "symmetric"
+    return [np.pad(x, pads, mode=mode)]
+
+
+def _lrn(ins, o, _outs):
+    x = ins[0]
+    radius = int(o.get("radius", 0))
+    if x.ndim != 4 or radius < 0:
+        raise KernelError("LOCAL_RESPONSE_NORMALIZATION needs a 4-D input")
+    sq = np.pad(np.square(x), ((0, 0), (0, 0), (0, 0), (radius, radius)))
+    window = np.lib.stride_tricks.sliding_window_view(sq, 2 * radius + 1, axis=3).sum(-1)
+    scale = np.float32(o["bias"]) + np.float32(o["alpha"]) * window
+    return [(x / np.power(scale, np.float32(o["beta"]))).astype(x.dtype)]
+
+
 def _tile(ins, o, _outs):
     reps = [int(m) for m in np.ravel(ins[1])]
     _check_size([d * m for d, m in zip(ins[0].shape, reps, strict=False)] or [0], "TILE")
@@ -575,6 +598,8 @@ KERNELS = {
     "SIGN": _unary(np.sign),
     "RELU_N1_TO_1": _unary(lambda x: np.clip(x, -1, 1)),
     "ADD_N": _add_n,
+    "MIRROR_PAD": _mirror_pad,
+    "LOCAL_RESPONSE_NORMALIZATION": _lrn,
     # The interpreter calls `dequantize` with the input's quantization parameters.
     "DEQUANTIZE": lambda ins, o, _outs: [dequantize(ins[0], {})],
 }

@@ -431,6 +431,27 @@ def _softsign(ctx, op):
     ctx.emit("DIV", [x, plus], op, {"fused_activation_function": 0})
 
 
+def _mirror_pad(ctx, op):
+    mode = op.get_attr("mode")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    ctx.emit(
+        "MIRROR_PAD",
+        [ctx.value(op.inputs[0]), _axes_input(ctx, op, 1)],
+        op,
+        {"mode": 0 if mode.upper() == "REFLECT" else 1},
+    )
+
+
+def _lrn(ctx, op):
+    opts = {
+        "radius": int(op.get_attr("depth_radius")),
+        "bias": float(op.get_attr("bias")),
+        "alpha": float(op.get_attr("alpha")),
+        "beta": float(op.get_attr("beta")),
+    }
+    ctx.emit("LOCAL_RESPONSE_NORMALIZATION", [ctx.value(op.inputs[0])], op, opts)
+
+
 def _pow(ctx, op):
     exponent = ctx.const(op.inputs[1])
     if exponent is not None and exponent.size == 1 and float(exponent.reshape(())) == 2.0:
@@ -598,6 +619,8 @@ LOWERINGS = {
     "Softplus": _softplus,
     "Softsign": _softsign,
     "AddN": _plain("ADD_N"),
+    "MirrorPad": _mirror_pad,
+    "LRN": _lrn,
     "FloorDiv": _plain("FLOOR_DIV"),
     "FloorMod": _plain("FLOOR_MOD"),
     "Round": _unary("ROUND"),

@@ -137,6 +137,8 @@ BUILTIN_OPS = {
     "DEQUANTIZE": 6,
     "RELU_N1_TO_1": 20,
     "ADD_N": 106,
+    "LOCAL_RESPONSE_NORMALIZATION": 13,
+    "MIRROR_PAD": 100,
 }
 BUILTIN_NAMES = {v: k for k, v in BUILTIN_OPS.items()}
 # Codes above 127 do not fit the int8 deprecated_builtin_code; it then holds this marker.
@@ -265,6 +267,16 @@ OPTIONS: dict[str, tuple[int, tuple]] = {
     ),
     "SplitVOptions": (79, (("num_splits", 0, "i", 0),)),
     "DepthToSpaceOptions": (94, (("block_size", 0, "i", 0),)),
+    "LocalResponseNormalizationOptions": (
+        13,
+        (
+            ("radius", 0, "i", 0),
+            ("bias", 1, "f", 0.0),
+            ("alpha", 2, "f", 0.0),
+            ("beta", 3, "f", 0.0),
+        ),
+    ),
+    "MirrorPadOptions": (77, (("mode", 0, "b", 0),)),
 }
 OPTIONS_BY_TYPE = {v[0]: k for k, v in OPTIONS.items()}
 
