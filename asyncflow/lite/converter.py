@@ -375,7 +375,8 @@ class _Builder:
         """Ops the outputs need, in a topological order, stopping at the inputs."""
         input_ops = {_op_name(n) for n, _, _ in self.inputs}
         order, seen = [], set()
-        stack = [(self.graph.get_tensor_by_name(n).op, False) for n in self.output_names]
+        # Reversed: the first output's ops pop (and so come) first.
+        stack = [(self.graph.get_tensor_by_name(n).op, False) for n in self.output_names[::-1]]
         while stack:
             op, done = stack.pop()
             if done:
@@ -458,8 +459,11 @@ class _Builder:
         passes.rename_outputs(self.nodes, renames)
         self.renamed = {new: old for old, new in renames.items()}
         out_set = {o for o in outputs if isinstance(o, str)}
-        self.nodes = passes.merge_duplicates(self.nodes, out_set)
-        nodes = passes.fold_affine(self.nodes, out_set)
+        nodes = passes.fuse_hard_swish(self.nodes, out_set)
+        nodes, same_as = passes.merge_duplicates(nodes, out_set)
+        outputs = [same_as.get(o, o) if isinstance(o, str) else o for o in outputs]
+        out_set = {o for o in outputs if isinstance(o, str)}
+        nodes = passes.fold_affine(nodes, out_set)
         nodes = passes.fuse_l2_normalize(nodes, out_set, self._shape_of)
         nodes = passes.fuse_relu_n1_to_1(nodes, out_set)
         nodes = passes.fuse_activations(nodes, out_set)

@@ -598,6 +598,7 @@ KERNELS = {
     "SIGN": _unary(np.sign),
     "RELU_N1_TO_1": _unary(lambda x: np.clip(x, -1, 1)),
     "ADD_N": _add_n,
+    "HARD_SWISH": _unary(lambda x: x * np.clip(x + 3, 0, 6) / 6),
     "MIRROR_PAD": _mirror_pad,
     "LOCAL_RESPONSE_NORMALIZATION": _lrn,
     # The interpreter calls `dequantize` with the input's quantization parameters.

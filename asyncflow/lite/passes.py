@@ -232,11 +232,18 @@ def _input_key(v):
     return v
 
 
-def merge_duplicates(nodes: list[Node], outputs: set[str]) -> list[Node]:
+def merge_duplicates(nodes: list[Node], outputs: set[str]) -> tuple[list[Node], dict]:
     """Common subexpressions: a node equal to an earlier one (same operator, inputs and
-    options) reads that one's outputs instead (TF's converter runs CSE too)."""
+    options) goes, its readers reading the earlier one (TF's converter runs CSE too).
+
+    When only the later one is a graph output the earlier one takes its name; when both
+    are, both graph outputs name the earlier one's tensor: the returned dict maps such
+    outputs to the tensor now holding them.
+    """
     seen: dict = {}
     alias: dict[str, str] = {}
+    renames: dict[str, str] = {}
+    same_as: dict[str, str] = {}
     kept = []
     for node in nodes:
         node.inputs = [alias.get(v, v) if isinstance(v, str) else v for v in node.inputs]
@@ -246,12 +253,55 @@ def merge_duplicates(nodes: list[Node], outputs: set[str]) -> list[Node]:
             repr(sorted(node.options.items())),
         )
         first = seen.get(key)
-        if first is not None and not any(o in outputs for o in node.outputs):
-            alias.update(zip(node.outputs, first.outputs, strict=True))
+        if first is None:
+            seen[key] = node
+            kept.append(node)
             continue
-        seen.setdefault(key, node)
-        kept.append(node)
-    return kept
+        if not any(o in outputs for o in node.outputs):
+            alias.update(zip(node.outputs, first.outputs, strict=True))
+        elif not any(o in outputs for o in first.outputs):
+            renames.update(zip(first.outputs, node.outputs, strict=True))
+            alias.update({old: new for old, new in renames.items()})
+            first.outputs = list(node.outputs)
+        else:
+            same_as.update(zip(node.outputs, first.outputs, strict=True))
+    rename_outputs(kept, renames)
+    return kept, same_as
+
+
+def fuse_hard_swish(nodes: list[Node], outputs: set[str]) -> list[Node]:
+    """x * relu6(x + 3) / 6 (the division already a MUL by 1/6) -> HARD_SWISH(x)."""
+    uses, prod = _consumers(nodes), _producer_of(nodes)
+
+    def single(v, op):
+        node = prod.get(v) if isinstance(v, str) else None
+        ok = node is not None and node.op == op and uses.get(v) == 1 and v not in outputs
+        return node if ok else None
+
+    dropped: set[int] = set()
+    for node in nodes:
+        if node.op != "MUL" or node.options.get("fused_activation_function"):
+            continue
+        m, sixth = node.inputs
+        scale = sixth.value if isinstance(sixth, Const) else None
+        if scale is None or scale.size != 1 or abs(float(scale.reshape(())) - 1 / 6) > 1e-6:
+            continue
+        inner = single(m, "MUL")
+        if inner is None or inner.options.get("fused_activation_function"):
+            continue
+        for x, r in (inner.inputs, inner.inputs[::-1]):
+            relu6 = single(r, "RELU6")
+            add = relu6 and single(relu6.inputs[0], "ADD")
+            if not add or add.options.get("fused_activation_function") or x not in add.inputs:
+                continue
+            three = add.inputs[1] if add.inputs[0] == x else add.inputs[0]
+            if not _scalar(three, 3.0):
+                continue
+            node.op, node.inputs, node.options = "HARD_SWISH", [x], {}
+            node.names = add.names + relu6.names + inner.names + node.names
+            dropped.update(id(n) for n in (add, relu6, inner))
+            break
+    return [n for n in nodes if id(n) not in dropped]
 
 
 def rename_outputs(nodes: list[Node], renames: dict[str, str]) -> None:

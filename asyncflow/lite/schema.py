@@ -139,6 +139,7 @@ BUILTIN_OPS = {
     "ADD_N": 106,
     "LOCAL_RESPONSE_NORMALIZATION": 13,
     "MIRROR_PAD": 100,
+    "HARD_SWISH": 117,
 }
 BUILTIN_NAMES = {v: k for k, v in BUILTIN_OPS.items()}
 # Codes above 127 do not fit the int8 deprecated_builtin_code; it then holds this marker.
