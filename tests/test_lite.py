@@ -376,6 +376,19 @@ def test_from_frozen_graph_and_from_saved_model(tmp_path):
         tf.lite.TFLiteConverter.from_frozen_graph(str(tmp_path / "none.pb"), ["inp"], ["out"])
 
 
+def test_constructor_takes_tfs_input_arrays_with_shape(tmp_path):
+    x, _w, y = _small_model(tmp_path)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        frozen = tf.graph_util.convert_variables_to_constants(
+            sess, sess.graph.as_graph_def(), ["out"]
+        )
+    conv = tf.lite.TFLiteConverter(frozen, None, None, [("inp", [5, 3])], ["out"])
+    interp = tf.lite.Interpreter(model_content=conv.convert())
+    d = interp.get_input_details()[0]
+    assert (d["name"], d["shape"].tolist(), d["dtype"]) == ("inp", [5, 3], np.float32)
+
+
 def test_from_saved_model_orders_inputs_and_outputs_by_tensor_name(tmp_path):
     # TF 2.21: inputs {"c": p, "a": q, "b": r} come as p, q, r; outputs {"o": AddN,
     # "a2": mul} as AddN, mul.

@@ -108,10 +108,12 @@ class TFLiteConverter:
         experimental_debug_info_func=None,
     ):
         self._graph_def = graph_def
-        # Each input/output: (tensor name, dtype, shape list or None).
-        self._inputs = list(input_arrays_with_shape or [])
-        self._outputs = list(output_arrays or [])
-        if input_tensors is not None:
+        # Each input: (tensor name, dtype, shape list or None); outputs: tensor names.
+        if input_tensors is None:
+            # TF's form: (name, shape or None) pairs naming nodes of `graph_def`.
+            self._inputs = _arrays_of(graph_def, input_arrays_with_shape or [])
+            self._outputs = [_tensor_name(n) for n in output_arrays or []]
+        else:
             self._inputs = [(t.name, t.dtype, _shape_list(t)) for t in input_tensors]
             self._outputs = [t.name for t in output_tensors]
         self._signature_names = None
@@ -165,22 +167,14 @@ class TFLiteConverter:
             gd.ParseFromString(data)
         except Exception as exc:
             raise ValueError(f"Unable to parse input file '{path}'.") from exc
-        nodes = {n.name: n for n in gd.node}
-        inputs = []
-        for name in input_arrays:
-            node = nodes.get(_op_name(name))
-            if node is None:
-                raise ValueError(f"Invalid tensors '{name}' were found.")
-            dtype = graph_io._dtype_from_enum(node.attr["dtype"].type)
-            shape = _given_shape(input_shapes or {}, _tensor_name(name), None)
-            if shape is None and "shape" in node.attr:
-                sp = graph_io.shape_from_proto(node.attr["shape"].shape)
-                shape = sp.as_list() if sp.rank is not None else None
-            inputs.append((_tensor_name(name), dtype, None if shape is None else list(shape)))
+        nodes = {n.name for n in gd.node}
         for name in output_arrays:
             if _op_name(name) not in nodes:
                 raise ValueError(f"Invalid tensors '{name}' were found.")
-        return cls(gd, None, None, inputs, [_tensor_name(n) for n in output_arrays])
+        pairs = [
+            (n, _given_shape(input_shapes or {}, _tensor_name(n), None)) for n in input_arrays
+        ]
+        return cls(gd, None, None, pairs, output_arrays)
 
     @classmethod
     def from_saved_model(
@@ -264,6 +258,27 @@ def _static_value(op_type: str, shape: list[int], dtype):
     if op_type == "Rank":
         return len(shape)
     return (np.zeros if op_type == "ZerosLike" else np.ones)(shape, dtype)
+
+
+def _arrays_of(graph_def, pairs) -> list[tuple]:
+    """(tensor name, dtype, shape) of each (name, shape or None) input pair; a missing
+    shape is the Placeholder's.
+
+    Raises:
+      ValueError: a name that is no node of `graph_def`.
+    """
+    nodes = {n.name: n for n in graph_def.node}
+    inputs = []
+    for name, shape in pairs:
+        node = nodes.get(_op_name(name))
+        if node is None:
+            raise ValueError(f"Invalid tensors '{name}' were found.")
+        dtype = graph_io._dtype_from_enum(node.attr["dtype"].type)
+        if shape is None and "shape" in node.attr:
+            sp = graph_io.shape_from_proto(node.attr["shape"].shape)
+            shape = sp.as_list() if sp.rank is not None else None
+        inputs.append((_tensor_name(name), dtype, None if shape is None else list(shape)))
+    return inputs
 
 
 def _given_shape(input_shapes: dict, tensor_name: str, default):
