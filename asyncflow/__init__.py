@@ -240,6 +240,7 @@ from asyncflow import (  # noqa: E402
     linalg_operators_kronecker,
     linalg_operators_matrix,
     linalg_tridiagonal,
+    lite,
     lookup,
     losses,
     metrics,

@@ -1,0 +1,29 @@
+"""`tf.lite` (tf.compat.v1.lite): the TFLite flatbuffer format, both ways.
+
+`TFLiteConverter` turns a TF1 float32 inference graph into .tflite bytes; `Interpreter`
+runs .tflite files (ours or TF's) with NumPy kernels. `schema` holds the flatbuffer
+layout both share.
+"""
+
+from asyncflow.lite import constants
+from asyncflow.lite.converter import (
+    ConverterError,
+    OpsSet,
+    Optimize,
+    RepresentativeDataset,
+    TargetSpec,
+    TFLiteConverter,
+)
+from asyncflow.lite.interpreter import Interpreter, SignatureRunner
+
+__all__ = [
+    "ConverterError",
+    "Interpreter",
+    "OpsSet",
+    "Optimize",
+    "RepresentativeDataset",
+    "SignatureRunner",
+    "TFLiteConverter",
+    "TargetSpec",
+    "constants",
+]
