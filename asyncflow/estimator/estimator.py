@@ -8,6 +8,12 @@ and prediction through a MonitoredSession that restores that checkpoint (or init
 when there is none). Evaluation results are also written as summaries under
 model_dir/eval[_name], at the restored global step.
 
+On a cluster (RunConfig from TF_CONFIG) training runs in the task's session master,
+with variables placed on the parameter servers by a replica_device_setter (unless the
+RunConfig gives a device_fn); only the chief initialises, saves checkpoints and writes
+summaries, the other workers wait for the chief's model. Evaluation runs against
+RunConfig.evaluation_master, prediction against RunConfig.master, as TF's.
+
 Invariant: nothing outlives a call except files in model_dir; the Estimator holds only
 its configuration.
 """
@@ -34,6 +40,7 @@ from asyncflow.estimator import export as export_lib
 from asyncflow.estimator import model_fn as model_fn_lib
 from asyncflow.estimator import warm_starting
 from asyncflow.estimator.run_config import RunConfig
+from asyncflow.estimator.tf_config import TaskType
 from asyncflow.framework_extras import make_tensor_proto
 from asyncflow.ops import control_flow_ops
 from asyncflow.protos import Summary
@@ -41,7 +48,7 @@ from asyncflow.saved_model import builder as saved_model_builder
 from asyncflow.saved_model import tag_constants
 from asyncflow.session import Session
 from asyncflow.train import basic_session_run_hooks as hooks_mod
-from asyncflow.train import checkpoint_utils, training_util
+from asyncflow.train import checkpoint_utils, device_setter, training_util
 from asyncflow.train import monitored_session as ms
 from asyncflow.train import saver as saver_lib
 
@@ -177,6 +184,23 @@ def _write_checkpoint_path_to_summary(output_dir, checkpoint_path, global_step) 
     writer.flush()
 
 
+def _replica_device_setter(config):
+    """TF's default device_fn on a cluster with parameter servers (None without)."""
+    if config.num_ps_replicas <= 0:
+        return None
+    if config.task_type:
+        worker_device = f"/job:{config.task_type}/task:{config.task_id}"
+    else:
+        worker_device = "/job:worker"
+    return device_setter.replica_device_setter(
+        ps_tasks=config.num_ps_replicas,
+        worker_device=worker_device,
+        merge_devices=True,
+        ps_ops=list(device_setter.STANDARD_PS_OPS),
+        cluster=config.cluster_spec,
+    )
+
+
 class _StopAfterNEvalsHook(hooks_mod.SessionRunHook):
     """Requests a stop after `num_evals` evaluation steps."""
 
@@ -222,6 +246,7 @@ class Estimator:
         self._params = copy.deepcopy(params or {})
         self._warm_start_from = warm_start_from
         self._session_config = config.session_config or ConfigProto(allow_soft_placement=True)
+        self._device_fn = self._config.device_fn or _replica_device_setter(self._config)
 
     model_dir = property(lambda self: self._model_dir)
     config = property(lambda self: copy.deepcopy(self._config))
@@ -320,9 +345,15 @@ class Estimator:
 
         Raises:
           ValueError: both steps and max_steps; a non-positive count; saving listeners
-            with no checkpoint saving.
+            with no checkpoint saving; a RunConfig for an evaluator or a ps task.
           TypeError: a hook that is not a SessionRunHook.
         """
+        if self._config.task_type in (TaskType.EVALUATOR, TaskType.PS):
+            raise ValueError(
+                "Train has been called wrong configuration. Please use "
+                "tf.estimator.train_and_evaluate which calls proper API according to given "
+                f"configuration. Current configuration: {self.config}."
+            )
         if steps is not None and max_steps is not None:
             raise ValueError("Can not provide both steps and max_steps.")
         if steps is not None and steps <= 0:
@@ -336,7 +367,7 @@ class Estimator:
         if steps is not None or max_steps is not None:
             hooks.append(hooks_mod.StopAtStepHook(steps, max_steps))
         listeners = _check_listeners_type(saving_listeners)
-        with ops.Graph().as_default() as graph, graph.device(self._config.device_fn):
+        with ops.Graph().as_default() as graph, graph.device(self._device_fn):
             spec, global_step = self._build(input_fn, model_fn_lib.ModeKeys.TRAIN)
             loss = self._train_with_spec(spec, global_step, hooks, listeners)
         logger.info("Loss for final step: %s.", loss)
@@ -401,18 +432,21 @@ class Estimator:
                 ),
             )
         chief_hooks = self._chief_hooks(spec, worker_hooks, listeners)
+        save_summary_steps, log_step_count_steps = self._summary_cadence(spec, worker_hooks)
         loss = None
         any_step_done = False
         with ms.MonitoredTrainingSession(
+            master=self._config.master,
+            is_chief=self._config.is_chief,
             checkpoint_dir=self._model_dir,
             scaffold=spec.scaffold,
             hooks=worker_hooks,
             chief_only_hooks=chief_hooks,
             save_checkpoint_secs=0,  # the CheckpointSaverHook above saves
-            save_summaries_steps=self._config.save_summary_steps,
+            save_summaries_steps=save_summary_steps,
             config=self._session_config,
             max_wait_secs=self._config.session_creation_timeout_secs,
-            log_step_count_steps=self._config.log_step_count_steps,
+            log_step_count_steps=log_step_count_steps,
             save_graph_def=self._config.checkpoint_save_graph_def,
         ) as mon_sess:
             while not mon_sess.should_stop():
@@ -423,6 +457,34 @@ class Estimator:
                 "Training with estimator made no steps. Perhaps input is empty or misspecified."
             )
         return loss
+
+    def _summary_cadence(self, spec, worker_hooks):
+        """(save_summary_steps, log_step_count_steps) for the monitored session.
+
+        With a master and workers, the master also evaluates, so TF moves the summaries
+        and the step counter to worker 0 (appended to `worker_hooks`) and the master
+        writes none.
+        """
+        config = self._config
+        jobs = config.cluster_spec.jobs if config.cluster_spec else []
+        if not (TaskType.WORKER in jobs and TaskType.MASTER in jobs):
+            return config.save_summary_steps, config.log_step_count_steps
+        if config.task_type == TaskType.WORKER and config.task_id == 0:
+            if config.save_summary_steps and config.save_summary_steps > 0:
+                worker_hooks.append(
+                    hooks_mod.SummarySaverHook(
+                        save_steps=config.save_summary_steps,
+                        output_dir=config.model_dir,
+                        scaffold=spec.scaffold,
+                    )
+                )
+            if config.log_step_count_steps and config.log_step_count_steps > 0:
+                worker_hooks.append(
+                    hooks_mod.StepCounterHook(
+                        every_n_steps=config.log_step_count_steps, output_dir=config.model_dir
+                    )
+                )
+        return 0, None
 
     # -- evaluate --------------------------------------------------------------------------
 
@@ -457,6 +519,7 @@ class Estimator:
             all_hooks = hooks + list(spec.evaluation_hooks) + [final_hook]
             creator = ms.ChiefSessionCreator(
                 scaffold=spec.scaffold,
+                master=self._config.evaluation_master,
                 checkpoint_filename_with_path=checkpoint_path,
                 config=self._session_config,
             )
@@ -521,6 +584,7 @@ class Estimator:
             predictions = _extract_keys(spec.predictions, predict_keys)
             creator = ms.ChiefSessionCreator(
                 scaffold=spec.scaffold,
+                master=self._config.master,
                 checkpoint_filename_with_path=checkpoint_path,
                 config=self._session_config,
             )
