@@ -11,12 +11,15 @@ Here the cluster runs in one process: in-process servers, one thread per task.
 import json
 import os
 import pathlib
+import socket
+import threading
 
 import numpy as np
 import pytest
 
 import asyncflow as af
 from asyncflow.estimator import training
+from asyncflow.train import monitored_session
 
 E = af.estimator
 
@@ -237,3 +240,170 @@ def test_start_std_server_needs_the_cluster_and_a_master():
     Config.cluster_spec = af.train.ClusterSpec({"ps": ["a:1"], "worker": ["b:1"]})
     with pytest.raises(RuntimeError, match="be sure to specify master in RunConfig"):
         training.start_std_server(Config)
+
+
+# -- a small cluster in one process --------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def servers(monkeypatch):
+    """The servers train_and_evaluate starts (stopped at the end: a ps's join returns)."""
+    monkeypatch.setenv("ASYNCFLOW_CLUSTER_SECRET", "estimator-cluster-test")
+    # A worker that finds the chief's model not ready yet retries after this long (TF's
+    # 30 s would outlast the whole run).
+    monkeypatch.setattr(monitored_session.WorkerSessionCreator, "recovery_wait_secs", 0.05)
+    started = []
+    real = training.start_std_server
+
+    def recording(config):
+        server = real(config)
+        if server is not None:
+            started.append(server)
+        return server
+
+    monkeypatch.setattr(training, "start_std_server", recording)
+    yield started
+    for server in started:
+        server.stop()
+
+
+class _Task(threading.Thread):
+    """One task's train_and_evaluate (its RunConfig made under its own TF_CONFIG)."""
+
+    def __init__(self, monkeypatch, cluster, job, index, model_dir, max_steps, hooks=(), **config):
+        _set_task(monkeypatch, cluster, job, index)
+        config.setdefault("experimental_max_worker_delay_secs", 0)
+        run_config = E.RunConfig(model_dir=model_dir, **config)
+        self.estimator = E.Estimator(_model_fn, config=run_config)
+        self.specs = (
+            E.TrainSpec(_train_input_fn, max_steps=max_steps, hooks=hooks),
+            E.EvalSpec(_eval_input_fn, steps=None, start_delay_secs=0, throttle_secs=0.05),
+        )
+        self.result = self.error = None
+        super().__init__(name=f"estimator-{job}-{index}", daemon=True)
+
+    def run(self):
+        try:
+            self.result = E.train_and_evaluate(self.estimator, *self.specs)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+
+def _events(path) -> dict:
+    """tag -> steps, over the event files directly in `path`."""
+    tags = {}
+    for name in sorted(os.listdir(path)):
+        if name.startswith("events.out.tfevents"):
+            for event in af.train.summary_iterator(os.path.join(path, name)):
+                for value in event.summary.value:
+                    tags.setdefault(value.tag, []).append(event.step)
+    return tags
+
+
+MAX_STEPS = 10
+
+
+def test_ps_chief_worker_evaluator_cluster_trains_and_evaluates(servers, monkeypatch, tmp_path):
+    cluster = {job: [f"localhost:{_free_port()}"] for job in ("chief", "ps", "worker")}
+    model_dir = str(tmp_path)
+    # (few checkpoints: each costs fsyncs)
+    config = dict(save_checkpoints_steps=10, save_summary_steps=5, log_step_count_steps=5)
+    tasks = {
+        job: _Task(monkeypatch, cluster, job, 0, model_dir, MAX_STEPS, **config)
+        for job in ("ps", "chief", "worker", "evaluator")
+    }
+    for task in tasks.values():
+        task.start()
+    for job in ("chief", "worker", "evaluator"):
+        tasks[job].join(30)
+        assert not tasks[job].is_alive(), f"{job} did not finish"
+        assert tasks[job].error is None, f"{job}: {tasks[job].error!r}"
+        assert tasks[job].result is None  # TF: None from every task of a cluster
+    assert tasks["ps"].is_alive()  # a ps serves until its process ends
+    assert len(servers) == 3  # ps, chief, worker; the evaluator runs none
+    # TF 2.15.1's run of this cluster: checkpoints model.ckpt-N (the last at max_steps),
+    # the chief's events and graph.pbtxt in model_dir, the evaluator's in model_dir/eval.
+    est = tasks["evaluator"].estimator
+    step = int(est.get_variable_value("global_step"))
+    # Chief and worker step the ps's global step concurrently, so each may take one step
+    # past max_steps before it sees the other's (TF's between-graph training too).
+    assert MAX_STEPS <= step <= MAX_STEPS + 2
+    assert os.path.basename(est.latest_checkpoint()) == f"model.ckpt-{step}"
+    assert sorted(est.get_variable_names()) == ["b", "global_step", "w"]
+    files = set(os.listdir(model_dir))
+    assert {"checkpoint", "graph.pbtxt", "eval"} <= files
+    suffixes = (".data-00000-of-00001", ".index", ".meta")
+    assert {f"model.ckpt-{step}{suffix}" for suffix in suffixes} <= files
+    eval_tags = _events(os.path.join(model_dir, "eval"))
+    assert set(eval_tags) == {"loss", "mae", "checkpoint_path"}  # as TF's
+    assert eval_tags["loss"][-1] == step  # the evaluator stopped at the last checkpoint
+    assert "loss" in _events(model_dir)  # the chief's summaries
+
+
+class _RestartPsAt(af.train.SessionRunHook):
+    """Kills the ps (its in-process server) after global step `at` and starts a new one
+    on the same address, its variables gone."""
+
+    def __init__(self, servers, cluster, at):
+        self._servers, self._cluster, self._at = servers, cluster, at
+        self.restarted = False
+        self.steps_after = []  # the global step after each step run after the restart
+
+    def after_run(self, run_context, run_values):
+        step = run_context.session.run(af.train.get_global_step())
+        if self.restarted:
+            self.steps_after.append(int(step))
+        elif step >= self._at:
+            self.restarted = True
+            ps = next(s for s in self._servers if s.server_def.job_name == "ps")
+            ps.stop()
+            self._servers.append(af.train.Server(self._cluster, "ps", 0))
+
+
+def test_chief_recovers_from_a_restarted_ps_through_its_checkpoint(servers, monkeypatch, tmp_path):
+    # TF's MonitoredSession recovers from a lost ps: a new session, the latest checkpoint
+    # restored, training goes on to max_steps.
+    cluster = {job: [f"localhost:{_free_port()}"] for job in ("chief", "ps")}
+    hook = _RestartPsAt(servers, af.train.ClusterSpec(cluster), at=6)
+    config = dict(save_checkpoints_steps=5, save_summary_steps=None, log_step_count_steps=None)
+    ps = _Task(monkeypatch, cluster, "ps", 0, str(tmp_path), MAX_STEPS)
+    chief = _Task(monkeypatch, cluster, "chief", 0, str(tmp_path), MAX_STEPS, [hook], **config)
+    ps.start()
+    chief.start()
+    chief.join(30)
+    assert not chief.is_alive() and chief.error is None, chief.error
+    assert hook.restarted
+    assert hook.steps_after == [6, 7, 8, 9, 10]  # resumed from model.ckpt-5
+    est = chief.estimator
+    assert est.get_variable_value("global_step") == MAX_STEPS
+    assert os.path.basename(est.latest_checkpoint()) == f"model.ckpt-{MAX_STEPS}"
+
+
+def test_worker_without_its_chief_fails_after_session_creation_timeout(
+    servers, monkeypatch, tmp_path
+):
+    # The chief died before initialising the model: the worker waits for it at most
+    # RunConfig.session_creation_timeout_secs, then fails with TF's DeadlineExceededError.
+    cluster = {job: [f"localhost:{_free_port()}"] for job in ("chief", "ps", "worker")}
+    ps = _Task(monkeypatch, cluster, "ps", 0, str(tmp_path), MAX_STEPS)
+    worker = _Task(
+        monkeypatch,
+        cluster,
+        "worker",
+        0,
+        str(tmp_path),
+        MAX_STEPS,
+        session_creation_timeout_secs=1,
+    )
+    ps.start()
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert isinstance(worker.error, af.errors.DeadlineExceededError)
+    assert str(worker.error) == "Session was not ready after waiting 1 secs."
