@@ -13,6 +13,7 @@ import os
 import pathlib
 import socket
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -342,7 +343,9 @@ def test_ps_chief_worker_evaluator_cluster_trains_and_evaluates(servers, monkeyp
     assert {f"model.ckpt-{step}{suffix}" for suffix in suffixes} <= files
     eval_tags = _events(os.path.join(model_dir, "eval"))
     assert set(eval_tags) == {"loss", "mae", "checkpoint_path"}  # as TF's
-    assert eval_tags["loss"][-1] == step  # the evaluator stopped at the last checkpoint
+    # The evaluator stops at the first checkpoint at max_steps or beyond, which may come
+    # before the chief's final one (a worker's step can land between them).
+    assert MAX_STEPS <= eval_tags["loss"][-1] <= step
     assert "loss" in _events(model_dir)  # the chief's summaries
 
 
@@ -407,3 +410,113 @@ def test_worker_without_its_chief_fails_after_session_creation_timeout(
     assert not worker.is_alive()
     assert isinstance(worker.error, af.errors.DeadlineExceededError)
     assert str(worker.error) == "Session was not ready after waiting 1 secs."
+
+
+class _Clock:
+    """Stands in for training.time: records sleeps, runs `on_sleep` at each one."""
+
+    def __init__(self, on_sleep=None):
+        self.sleeps = []
+        self._on_sleep = on_sleep
+
+    def sleep(self, secs):
+        self.sleeps.append(secs)
+        if self._on_sleep is not None:
+            self._on_sleep(len(self.sleeps))
+
+    monotonic = staticmethod(time.monotonic)
+
+
+def test_evaluator_waits_start_delay_then_evaluates_each_new_checkpoint(monkeypatch, tmp_path):
+    # TF's evaluator: sleep start_delay_secs; evaluate the latest checkpoint when it is
+    # new (skip it otherwise), then sleep out throttle_secs; stop after the pass that
+    # evaluated a checkpoint at max_steps.
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    local = E.RunConfig(save_checkpoints_steps=3, log_step_count_steps=100)
+    E.Estimator(_model_fn, model_dir=str(tmp_path), config=local).train(
+        _train_input_fn, max_steps=6
+    )
+    # Training "has reached" step 3; the checkpoint at 6 appears during the third sleep.
+    ckpt = str(tmp_path / "model.ckpt-")
+    af.train.update_checkpoint_state(str(tmp_path), ckpt + "3")
+    _set_task(monkeypatch, _C, "evaluator", 0)
+    est = E.Estimator(_model_fn, model_dir=str(tmp_path), config=E.RunConfig())
+
+    def train_more(calls):
+        if calls == 3:  # a pass found no new checkpoint; now training makes one
+            af.train.update_checkpoint_state(str(tmp_path), ckpt + "6")
+
+    clock = _Clock(train_more)
+    monkeypatch.setattr(training, "time", clock)
+    train_spec = E.TrainSpec(_train_input_fn, max_steps=6)
+    eval_spec = E.EvalSpec(_eval_input_fn, steps=None, start_delay_secs=7, throttle_secs=11)
+    assert E.train_and_evaluate(est, train_spec, eval_spec) is None
+    assert clock.sleeps[0] == 7
+    assert len(clock.sleeps) == 4 and all(9 < s <= 11 for s in clock.sleeps[1:])
+    assert _events(est.eval_dir())["loss"] == [3, 6]
+
+
+@pytest.mark.parametrize(
+    "job,index,max_delay,want",
+    [("chief", 0, None, []), ("worker", 0, None, [5]), ("worker", 1, None, [10]),
+     ("worker", 1, 7, [7]), ("worker", 1, 0, [])],
+)  # fmt: skip
+def test_workers_start_after_tfs_delay(job, index, max_delay, want, servers, monkeypatch):
+    # TF: worker i waits min((i + 1) * 5, experimental_max_worker_delay_secs or 60) s.
+    cluster = {"chief": ["localhost:0"], "ps": ["localhost:0"], "worker": ["localhost:0"] * 2}
+    _set_task(monkeypatch, cluster, job, index)
+    config = E.RunConfig(experimental_max_worker_delay_secs=max_delay)
+    est = E.Estimator(_model_fn, config=config)
+    calls = []
+    monkeypatch.setattr(est, "train", lambda *args, **kwargs: calls.append(kwargs))
+    clock = _Clock()
+    monkeypatch.setattr(training, "time", clock)
+    listener = af.train.CheckpointSaverListener()
+    train_spec = E.TrainSpec(_train_input_fn, max_steps=4, saving_listeners=[listener])
+    assert E.train_and_evaluate(est, train_spec, _specs()[1]) is None
+    assert clock.sleeps == want
+    assert [s.server_def.job_name for s in servers] == [job]  # its server started first
+    assert calls == [
+        {
+            "input_fn": _train_input_fn,
+            "max_steps": 4,
+            "hooks": [],
+            "saving_listeners": [listener] if job == "chief" else [],
+        }
+    ]
+
+
+def test_google_environment_starts_no_server(servers, monkeypatch):
+    # TF_CONFIG "environment": "google" means the platform runs the servers.
+    cluster = {"chief": ["localhost:0"], "ps": ["localhost:0"]}
+    _set_task(monkeypatch, cluster, "chief", 0, environment="google")
+    est = E.Estimator(_model_fn, config=E.RunConfig())
+    monkeypatch.setattr(est, "train", lambda *args, **kwargs: None)
+    assert E.train_and_evaluate(est, *_specs()) is None
+    assert servers == []
+
+
+def test_legacy_master_trains_and_evaluates_after_its_checkpoints(servers, monkeypatch, tmp_path):
+    # TF 2.15.1's run of {master, ps, worker}: the master evaluates after each of its
+    # checkpoints but the first (model_dir/eval: loss, mae, checkpoint_path at 10, 20,
+    # ..., 60), returns None, as does the worker.
+    cluster = {job: [f"localhost:{_free_port()}"] for job in ("master", "ps", "worker")}
+    config = dict(save_checkpoints_steps=5, save_summary_steps=5, log_step_count_steps=5)
+    tasks = {
+        job: _Task(monkeypatch, cluster, job, 0, str(tmp_path), MAX_STEPS, **config)
+        for job in ("ps", "master", "worker")
+    }
+    assert tasks["master"].estimator.config.is_chief
+    for task in tasks.values():
+        task.start()
+    for job in ("master", "worker"):
+        tasks[job].join(30)
+        assert not tasks[job].is_alive(), f"{job} did not finish"
+        assert tasks[job].error is None, f"{job}: {tasks[job].error!r}"
+        assert tasks[job].result is None
+    est = tasks["master"].estimator
+    step = int(est.get_variable_value("global_step"))
+    assert MAX_STEPS <= step <= MAX_STEPS + 2
+    eval_tags = _events(est.eval_dir())
+    assert set(eval_tags) == {"loss", "mae", "checkpoint_path"}
+    assert 0 not in eval_tags["loss"] and eval_tags["loss"][-1] == step

@@ -310,15 +310,18 @@ def _run_evaluator(estimator, train_spec, eval_spec):
         time.sleep(eval_spec.start_delay_secs)
     evaluator = _Evaluator(estimator, eval_spec, train_spec.max_steps)
     max_steps = train_spec.max_steps
+    evaluated = False
     while True:
+        # As TF's: the pass that evaluates the final checkpoint still waits out its
+        # throttle before the evaluator stops.
+        step = evaluator.eval_result.get(ops.GraphKeys.GLOBAL_STEP) if evaluated else None
+        if step and max_steps and step >= max_steps:
+            logger.info(
+                "Exiting evaluation, global_step=%s >= train max_steps=%s", step, max_steps
+            )
+            return
         start = time.monotonic()
-        if evaluator.evaluate_and_export():
-            step = evaluator.eval_result.get(ops.GraphKeys.GLOBAL_STEP)
-            if step and max_steps and step >= max_steps:
-                logger.info(
-                    "Exiting evaluation, global_step=%s >= train max_steps=%s", step, max_steps
-                )
-                return
+        evaluated = evaluator.evaluate_and_export()
         left = eval_spec.throttle_secs - (time.monotonic() - start)
         if left > 0:
             logger.info("Waiting %f secs before starting next eval run.", left)
@@ -396,7 +399,7 @@ def _train_distributed(estimator, train_spec, saving_listeners):
         logger.info("Waiting %d secs before starting training.", delay)
         time.sleep(delay)
     estimator.train(
-        train_spec.input_fn,
+        input_fn=train_spec.input_fn,
         max_steps=train_spec.max_steps,
         hooks=list(train_spec.hooks),
         saving_listeners=list(saving_listeners),
