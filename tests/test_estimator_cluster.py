@@ -432,7 +432,9 @@ def test_evaluator_waits_start_delay_then_evaluates_each_new_checkpoint(monkeypa
     # new (skip it otherwise), then sleep out throttle_secs; stop after the pass that
     # evaluated a checkpoint at max_steps.
     monkeypatch.delenv("TF_CONFIG", raising=False)
-    local = E.RunConfig(save_checkpoints_steps=3, log_step_count_steps=100)
+    local = E.RunConfig(
+        save_checkpoints_steps=3, log_step_count_steps=100, checkpoint_save_graph_def=False
+    )
     E.Estimator(_model_fn, model_dir=str(tmp_path), config=local).train(
         _train_input_fn, max_steps=6
     )
