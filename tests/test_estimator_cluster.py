@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import asyncflow as af
+from asyncflow.distributed import client
 from asyncflow.estimator import training
 from asyncflow.train import monitored_session
 
@@ -522,3 +523,47 @@ def test_legacy_master_trains_and_evaluates_after_its_checkpoints(servers, monke
     eval_tags = _events(est.eval_dir())
     assert set(eval_tags) == {"loss", "mae", "checkpoint_path"}
     assert 0 not in eval_tags["loss"] and eval_tags["loss"][-1] == step
+
+
+class _StopPsAt(af.train.SessionRunHook):
+    def __init__(self, servers, at):
+        self._servers, self._at = servers, at
+
+    def after_run(self, run_context, run_values):
+        if run_context.session.run(af.train.get_global_step()) >= self._at:
+            for server in self._servers:
+                if server.server_def.job_name == "ps":
+                    server.stop()
+
+
+def test_chief_gives_up_on_a_lost_ps_after_session_creation_timeout(
+    servers, monkeypatch, tmp_path
+):
+    # The ps never comes back: TF's MonitoredSession would retry creating a session
+    # forever; asyncflow ends it after RunConfig.session_creation_timeout_secs (TF's
+    # bound on waiting for a session "when recovering a session") with the cause.
+    monkeypatch.setattr(client, "_DISCOVERY_TIMEOUT", 0.2)  # per attempt, instead of 30 s
+    cluster = {job: [f"localhost:{_free_port()}"] for job in ("chief", "ps")}
+    config = dict(save_checkpoints_steps=100, save_summary_steps=None, log_step_count_steps=None)
+    ps = _Task(monkeypatch, cluster, "ps", 0, str(tmp_path), MAX_STEPS)
+    chief = _Task(
+        monkeypatch,
+        cluster,
+        "chief",
+        0,
+        str(tmp_path),
+        MAX_STEPS,
+        [_StopPsAt(servers, 3)],
+        session_creation_timeout_secs=1,
+        **config,
+    )
+    ps.start()
+    chief.start()
+    chief.join(30)
+    assert not chief.is_alive()
+    assert isinstance(chief.error, af.errors.DeadlineExceededError)
+    message = str(chief.error)
+    assert message.startswith(
+        "Could not create a session within 1 secs (RunConfig.session_creation_timeout_secs): "
+        "Could not reach /job:ps/replica:0/task:0"
+    )

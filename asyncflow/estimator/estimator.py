@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from asyncflow import dtypes, random_seed
+from asyncflow import dtypes, errors, random_seed
 from asyncflow import graph as ops
 from asyncflow import metrics as metrics_lib
 from asyncflow import summary as summary_lib
@@ -199,6 +199,39 @@ def _replica_device_setter(config):
         ps_ops=list(device_setter.STANDARD_PS_OPS),
         cluster=config.cluster_spec,
     )
+
+
+class _CreationDeadline(ms.SessionCreator):
+    """Bounds how long session (re)creation may keep failing because a task is down.
+
+    MonitoredSession retries a creation that fails with UnavailableError or AbortedError
+    without end; TF documents RunConfig.session_creation_timeout_secs as the most a
+    trainer waits for a session "on initialization or when recovering a session", so
+    past it the error becomes a DeadlineExceededError that ends training (a lost ps that
+    never returns, instead of a silent stall).
+    """
+
+    def __init__(self, creator, max_wait_secs):
+        self._creator = creator
+        self._max_wait_secs = max_wait_secs
+        self._failing_since = None
+
+    def create_session(self):
+        start = time.monotonic()
+        try:
+            sess = self._creator.create_session()
+        except (errors.UnavailableError, errors.AbortedError) as e:
+            self._failing_since = self._failing_since or start
+            if time.monotonic() - self._failing_since >= self._max_wait_secs:
+                raise errors.DeadlineExceededError(
+                    None,
+                    None,
+                    f"Could not create a session within {self._max_wait_secs} secs "
+                    f"(RunConfig.session_creation_timeout_secs): {e.message}",
+                ) from e
+            raise
+        self._failing_since = None
+        return sess
 
 
 class _StopAfterNEvalsHook(hooks_mod.SessionRunHook):
@@ -435,19 +468,8 @@ class Estimator:
         save_summary_steps, log_step_count_steps = self._summary_cadence(spec, worker_hooks)
         loss = None
         any_step_done = False
-        with ms.MonitoredTrainingSession(
-            master=self._config.master,
-            is_chief=self._config.is_chief,
-            checkpoint_dir=self._model_dir,
-            scaffold=spec.scaffold,
-            hooks=worker_hooks,
-            chief_only_hooks=chief_hooks,
-            save_checkpoint_secs=0,  # the CheckpointSaverHook above saves
-            save_summaries_steps=save_summary_steps,
-            config=self._session_config,
-            max_wait_secs=self._config.session_creation_timeout_secs,
-            log_step_count_steps=log_step_count_steps,
-            save_graph_def=self._config.checkpoint_save_graph_def,
+        with self._monitored_training_session(
+            spec.scaffold, worker_hooks, chief_hooks, save_summary_steps, log_step_count_steps
         ) as mon_sess:
             while not mon_sess.should_stop():
                 _, loss = mon_sess.run([spec.train_op, spec.loss])
@@ -457,6 +479,36 @@ class Estimator:
                 "Training with estimator made no steps. Perhaps input is empty or misspecified."
             )
         return loss
+
+    def _monitored_training_session(
+        self, scaffold, worker_hooks, chief_hooks, save_summary_steps, log_step_count_steps
+    ):
+        """MonitoredTrainingSession's session, its creation bounded (_CreationDeadline)."""
+        config = self._config
+        all_hooks = ms._training_hooks(
+            config.is_chief,
+            self._model_dir,
+            scaffold,
+            worker_hooks,
+            chief_hooks,
+            0,  # save_checkpoint_secs: the CheckpointSaverHook in chief_hooks saves
+            save_summary_steps,
+            ms.USE_DEFAULT,
+            log_step_count_steps,
+            ms.USE_DEFAULT,
+            None,
+            config.checkpoint_save_graph_def,
+        )
+        creator = ms._training_creator(
+            config.master,
+            config.is_chief,
+            self._model_dir,
+            scaffold,
+            self._session_config,
+            config.session_creation_timeout_secs,
+        )
+        deadline = _CreationDeadline(creator, config.session_creation_timeout_secs)
+        return ms.MonitoredSession(session_creator=deadline, hooks=all_hooks)
 
     def _summary_cadence(self, spec, worker_hooks):
         """(save_summary_steps, log_step_count_steps) for the monitored session.
