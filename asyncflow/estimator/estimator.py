@@ -8,6 +8,12 @@ and prediction through a MonitoredSession that restores that checkpoint (or init
 when there is none). Evaluation results are also written as summaries under
 model_dir/eval[_name], at the restored global step.
 
+On a cluster (RunConfig from TF_CONFIG) training runs in the task's session master,
+with variables placed on the parameter servers by a replica_device_setter (unless the
+RunConfig gives a device_fn); only the chief initialises, saves checkpoints and writes
+summaries, the other workers wait for the chief's model. Evaluation runs against
+RunConfig.evaluation_master, prediction against RunConfig.master, as TF's.
+
 Invariant: nothing outlives a call except files in model_dir; the Estimator holds only
 its configuration.
 """
@@ -24,7 +30,7 @@ import time
 
 import numpy as np
 
-from asyncflow import dtypes, random_seed
+from asyncflow import dtypes, errors, random_seed
 from asyncflow import graph as ops
 from asyncflow import metrics as metrics_lib
 from asyncflow import summary as summary_lib
@@ -34,6 +40,7 @@ from asyncflow.estimator import export as export_lib
 from asyncflow.estimator import model_fn as model_fn_lib
 from asyncflow.estimator import warm_starting
 from asyncflow.estimator.run_config import RunConfig
+from asyncflow.estimator.tf_config import TaskType
 from asyncflow.framework_extras import make_tensor_proto
 from asyncflow.ops import control_flow_ops
 from asyncflow.protos import Summary
@@ -41,7 +48,7 @@ from asyncflow.saved_model import builder as saved_model_builder
 from asyncflow.saved_model import tag_constants
 from asyncflow.session import Session
 from asyncflow.train import basic_session_run_hooks as hooks_mod
-from asyncflow.train import checkpoint_utils, training_util
+from asyncflow.train import checkpoint_utils, device_setter, training_util
 from asyncflow.train import monitored_session as ms
 from asyncflow.train import saver as saver_lib
 
@@ -177,6 +184,56 @@ def _write_checkpoint_path_to_summary(output_dir, checkpoint_path, global_step) 
     writer.flush()
 
 
+def _replica_device_setter(config):
+    """TF's default device_fn on a cluster with parameter servers (None without)."""
+    if config.num_ps_replicas <= 0:
+        return None
+    if config.task_type:
+        worker_device = f"/job:{config.task_type}/task:{config.task_id}"
+    else:
+        worker_device = "/job:worker"
+    return device_setter.replica_device_setter(
+        ps_tasks=config.num_ps_replicas,
+        worker_device=worker_device,
+        merge_devices=True,
+        ps_ops=list(device_setter.STANDARD_PS_OPS),
+        cluster=config.cluster_spec,
+    )
+
+
+class _CreationDeadline(ms.SessionCreator):
+    """Bounds how long session (re)creation may keep failing because a task is down.
+
+    MonitoredSession retries a creation that fails with UnavailableError or AbortedError
+    without end; TF documents RunConfig.session_creation_timeout_secs as the most a
+    trainer waits for a session "on initialization or when recovering a session", so
+    past it the error becomes a DeadlineExceededError that ends training (a lost ps that
+    never returns, instead of a silent stall).
+    """
+
+    def __init__(self, creator, max_wait_secs):
+        self._creator = creator
+        self._max_wait_secs = max_wait_secs
+        self._failing_since = None
+
+    def create_session(self):
+        start = time.monotonic()
+        try:
+            sess = self._creator.create_session()
+        except (errors.UnavailableError, errors.AbortedError) as e:
+            self._failing_since = self._failing_since or start
+            if time.monotonic() - self._failing_since >= self._max_wait_secs:
+                raise errors.DeadlineExceededError(
+                    None,
+                    None,
+                    f"Could not create a session within {self._max_wait_secs} secs "
+                    f"(RunConfig.session_creation_timeout_secs): {e.message}",
+                ) from e
+            raise
+        self._failing_since = None
+        return sess
+
+
 class _StopAfterNEvalsHook(hooks_mod.SessionRunHook):
     """Requests a stop after `num_evals` evaluation steps."""
 
@@ -222,6 +279,7 @@ class Estimator:
         self._params = copy.deepcopy(params or {})
         self._warm_start_from = warm_start_from
         self._session_config = config.session_config or ConfigProto(allow_soft_placement=True)
+        self._device_fn = self._config.device_fn or _replica_device_setter(self._config)
 
     model_dir = property(lambda self: self._model_dir)
     config = property(lambda self: copy.deepcopy(self._config))
@@ -320,9 +378,15 @@ class Estimator:
 
         Raises:
           ValueError: both steps and max_steps; a non-positive count; saving listeners
-            with no checkpoint saving.
+            with no checkpoint saving; a RunConfig for an evaluator or a ps task.
           TypeError: a hook that is not a SessionRunHook.
         """
+        if self._config.task_type in (TaskType.EVALUATOR, TaskType.PS):
+            raise ValueError(
+                "Train has been called wrong configuration. Please use "
+                "tf.estimator.train_and_evaluate which calls proper API according to given "
+                f"configuration. Current configuration: {self.config}."
+            )
         if steps is not None and max_steps is not None:
             raise ValueError("Can not provide both steps and max_steps.")
         if steps is not None and steps <= 0:
@@ -336,7 +400,7 @@ class Estimator:
         if steps is not None or max_steps is not None:
             hooks.append(hooks_mod.StopAtStepHook(steps, max_steps))
         listeners = _check_listeners_type(saving_listeners)
-        with ops.Graph().as_default() as graph, graph.device(self._config.device_fn):
+        with ops.Graph().as_default() as graph, graph.device(self._device_fn):
             spec, global_step = self._build(input_fn, model_fn_lib.ModeKeys.TRAIN)
             loss = self._train_with_spec(spec, global_step, hooks, listeners)
         logger.info("Loss for final step: %s.", loss)
@@ -401,19 +465,11 @@ class Estimator:
                 ),
             )
         chief_hooks = self._chief_hooks(spec, worker_hooks, listeners)
+        save_summary_steps, log_step_count_steps = self._summary_cadence(spec, worker_hooks)
         loss = None
         any_step_done = False
-        with ms.MonitoredTrainingSession(
-            checkpoint_dir=self._model_dir,
-            scaffold=spec.scaffold,
-            hooks=worker_hooks,
-            chief_only_hooks=chief_hooks,
-            save_checkpoint_secs=0,  # the CheckpointSaverHook above saves
-            save_summaries_steps=self._config.save_summary_steps,
-            config=self._session_config,
-            max_wait_secs=self._config.session_creation_timeout_secs,
-            log_step_count_steps=self._config.log_step_count_steps,
-            save_graph_def=self._config.checkpoint_save_graph_def,
+        with self._monitored_training_session(
+            spec.scaffold, worker_hooks, chief_hooks, save_summary_steps, log_step_count_steps
         ) as mon_sess:
             while not mon_sess.should_stop():
                 _, loss = mon_sess.run([spec.train_op, spec.loss])
@@ -423,6 +479,64 @@ class Estimator:
                 "Training with estimator made no steps. Perhaps input is empty or misspecified."
             )
         return loss
+
+    def _monitored_training_session(
+        self, scaffold, worker_hooks, chief_hooks, save_summary_steps, log_step_count_steps
+    ):
+        """MonitoredTrainingSession's session, its creation bounded (_CreationDeadline)."""
+        config = self._config
+        all_hooks = ms._training_hooks(
+            config.is_chief,
+            self._model_dir,
+            scaffold,
+            worker_hooks,
+            chief_hooks,
+            0,  # save_checkpoint_secs: the CheckpointSaverHook in chief_hooks saves
+            save_summary_steps,
+            ms.USE_DEFAULT,
+            log_step_count_steps,
+            ms.USE_DEFAULT,
+            None,
+            config.checkpoint_save_graph_def,
+        )
+        creator = ms._training_creator(
+            config.master,
+            config.is_chief,
+            self._model_dir,
+            scaffold,
+            self._session_config,
+            config.session_creation_timeout_secs,
+        )
+        deadline = _CreationDeadline(creator, config.session_creation_timeout_secs)
+        return ms.MonitoredSession(session_creator=deadline, hooks=all_hooks)
+
+    def _summary_cadence(self, spec, worker_hooks):
+        """(save_summary_steps, log_step_count_steps) for the monitored session.
+
+        With a master and workers, the master also evaluates, so TF moves the summaries
+        and the step counter to worker 0 (appended to `worker_hooks`) and the master
+        writes none.
+        """
+        config = self._config
+        jobs = config.cluster_spec.jobs if config.cluster_spec else []
+        if not (TaskType.WORKER in jobs and TaskType.MASTER in jobs):
+            return config.save_summary_steps, config.log_step_count_steps
+        if config.task_type == TaskType.WORKER and config.task_id == 0:
+            if config.save_summary_steps and config.save_summary_steps > 0:
+                worker_hooks.append(
+                    hooks_mod.SummarySaverHook(
+                        save_steps=config.save_summary_steps,
+                        output_dir=config.model_dir,
+                        scaffold=spec.scaffold,
+                    )
+                )
+            if config.log_step_count_steps and config.log_step_count_steps > 0:
+                worker_hooks.append(
+                    hooks_mod.StepCounterHook(
+                        every_n_steps=config.log_step_count_steps, output_dir=config.model_dir
+                    )
+                )
+        return 0, None
 
     # -- evaluate --------------------------------------------------------------------------
 
@@ -457,6 +571,7 @@ class Estimator:
             all_hooks = hooks + list(spec.evaluation_hooks) + [final_hook]
             creator = ms.ChiefSessionCreator(
                 scaffold=spec.scaffold,
+                master=self._config.evaluation_master,
                 checkpoint_filename_with_path=checkpoint_path,
                 config=self._session_config,
             )
@@ -521,6 +636,7 @@ class Estimator:
             predictions = _extract_keys(spec.predictions, predict_keys)
             creator = ms.ChiefSessionCreator(
                 scaffold=spec.scaffold,
+                master=self._config.master,
                 checkpoint_filename_with_path=checkpoint_path,
                 config=self._session_config,
             )

@@ -1,8 +1,11 @@
 """RunConfig: where and how often an Estimator saves, logs and seeds (TF1's RunConfig).
 
-Local runs only: the cluster properties answer as TF's do for a single chief worker
-(`is_chief` True, no parameter servers); TF_CONFIG is not read. `replace` returns a
-checked copy. Invariant: at most one of save_checkpoints_steps / _secs is set.
+The cluster properties (cluster_spec, task_type, task_id, master, is_chief, ...) come
+from the TF_CONFIG environment variable when the RunConfig is made (estimator/tf_config.py
+has the rules); without it a run is local, one chief worker. A distributed trainer with
+no session_config gets TF's default one, whose device_filters keep it to the ps and
+itself. `replace` returns a checked copy with the same cluster properties.
+Invariant: at most one of save_checkpoints_steps / _secs is set.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import copy
 
 from asyncflow.config import ConfigProto
-from asyncflow.distributed.cluster import ClusterSpec
+from asyncflow.estimator import tf_config as tf_config_lib
 
 __all__ = ["RunConfig"]
 
@@ -81,8 +84,11 @@ class RunConfig:
 
     Raises:
       ValueError: both checkpoint cadences set; a negative count; a non-integer seed;
-        a session_config that is not a ConfigProto; an empty model_dir; `replace` of a
-        property TF does not allow replacing.
+        a session_config that is not a ConfigProto; an empty model_dir, or one that
+        differs from TF_CONFIG's; TF_CONFIG that is not JSON or names a task the
+        cluster does not have (tf_config.cluster_settings lists the cases); `replace`
+        of a property TF does not allow replacing.
+      TypeError: TF_CONFIG's "service" is not a dict.
     """
 
     def __init__(
@@ -109,7 +115,16 @@ class RunConfig:
         values = dict(locals())
         del values["self"], values["steps"], values["secs"]
         values["save_checkpoints_steps"], values["save_checkpoints_secs"] = steps, secs
+        tf_config = tf_config_lib.read_tf_config()
+        values["model_dir"] = tf_config_lib.model_dir_from(tf_config, model_dir)
         self._set(values)
+        cluster = tf_config_lib.cluster_settings(tf_config)
+        for key, value in cluster.items():
+            setattr(self, "_" + key, value)
+        if self._session_config is None and self._cluster_spec:
+            self._session_config = tf_config_lib.default_session_config(
+                self._task_type, self._task_id
+            )
 
     def _set(self, values: dict) -> None:
         _validate(values)
@@ -138,19 +153,20 @@ class RunConfig:
         new._set(values)
         return new
 
-    # Cluster properties: a local run is one chief worker.
-    cluster_spec = property(lambda self: ClusterSpec({}))
-    is_chief = property(lambda self: True)
-    master = property(lambda self: "")
-    evaluation_master = property(lambda self: "")
-    num_ps_replicas = property(lambda self: 0)
-    num_worker_replicas = property(lambda self: 1)
-    task_id = property(lambda self: 0)
-    task_type = property(lambda self: "worker")
-    global_id_in_cluster = property(lambda self: 0)
-    service = property(lambda self: None)
 
+_CLUSTER_PROPERTIES = [
+    "cluster_spec",
+    "task_type",
+    "task_id",
+    "master",
+    "evaluation_master",
+    "is_chief",
+    "num_ps_replicas",
+    "num_worker_replicas",
+    "global_id_in_cluster",
+    "service",
+]
 
-for _key in _REPLACEABLE:
+for _key in _REPLACEABLE + _CLUSTER_PROPERTIES:
     setattr(RunConfig, _key, property(lambda self, _k="_" + _key: getattr(self, _k)))
 del _key
