@@ -61,9 +61,7 @@ def _run_config_answers(rc) -> dict:
     out["session_config"] = sc and {
         "device_filters": list(sc.device_filters),
         "allow_soft_placement": sc.allow_soft_placement,
-        "meta_optimizer_iterations": sc.graph_options.rewrite_options.get(
-            "meta_optimizer_iterations", 0
-        ),
+        "meta_optimizer_iterations": sc.graph_options.rewrite_options.meta_optimizer_iterations,
     }
     return out
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 
-from asyncflow.config import ConfigProto, GraphOptions
+from asyncflow.config import ConfigProto, GraphOptions, RewriterConfig
 from asyncflow.distributed.cluster import ClusterSpec
 
 __all__ = ["TaskType", "cluster_settings", "default_session_config", "read_tf_config"]
@@ -239,7 +239,8 @@ def default_session_config(task_type: str, task_id: int) -> ConfigProto | None:
         return None
     return ConfigProto(
         allow_soft_placement=True,
-        # TF's RewriterConfig.ONE; asyncflow keeps rewrite options as a plain dict.
-        graph_options=GraphOptions(rewrite_options={"meta_optimizer_iterations": 1}),
+        graph_options=GraphOptions(
+            rewrite_options=RewriterConfig(meta_optimizer_iterations=RewriterConfig.ONE)
+        ),
         device_filters=filters,
     )
