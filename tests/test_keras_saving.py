@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import asyncflow as tf
+from asyncflow.keras import saving as keras_saving
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -124,7 +125,7 @@ def test_model_from_config_predicts_like_the_original(session):
 
 
 def test_clone_model(session):
-    for make in (cases.seq_model, cases.func_model):
+    for make in (cases.seq_model, cases.func_model, cases.nested_model):
         model = make(K)
         clone = K.models.clone_model(model)
         assert clone is not model
@@ -345,3 +346,65 @@ def test_save_model_function_and_save_format(session, tmp_path):
     loaded = K.models.load_model(path)
     assert [layer.name for layer in loaded.layers] == ["d1", "bn", "d2"]
     assert loaded.optimizer is None
+
+
+def test_nested_model_json_matches_tf():
+    with tf.Graph().as_default():
+        model = cases.nested_model(K)
+        assert json.loads(model.to_json()) == RECORDED["nested_json"]
+        rebuilt = K.models.model_from_json(model.to_json())
+        assert json.loads(rebuilt.to_json()) == RECORDED["nested_json"]
+
+
+def test_optimizer_state_names_match_tf(session):
+    model = cases.seq_model(K)
+    model.compile(K.optimizers.SGD(0.1, momentum=0.9), "mse")
+    model.train_on_batch(cases.XS, cases.YS)
+    names = [w.name for w in keras_saving.optimizer_weights(model.optimizer)]
+    assert names == RECORDED["sgd_opt_weight_names"]
+
+
+def test_momentum_state_survives_save_and_load(session, tmp_path):
+    model = cases.nested_model(K)
+    model.compile(K.optimizers.SGD(0.1, momentum=0.9), "mse")
+    x, y = np.ones((3, 4), np.float32), np.ones((3, 1), np.float32)
+    model.train_on_batch(x, y)
+    model.save(str(tmp_path / "n.h5"))
+    kept_on = [model.train_on_batch(x, y) for _ in range(2)]
+    with tf.Graph().as_default(), tf.Session() as sess:
+        K.backend.set_session(sess)
+        loaded = K.models.load_model(str(tmp_path / "n.h5"))
+        np.testing.assert_array_equal([loaded.train_on_batch(x, y) for _ in range(2)], kept_on)
+
+
+def test_recurrent_model_h5_round_trip(session, tmp_path):
+    x = K.Input((5, 3), name="seqin")
+    h = L.Bidirectional(L.LSTM(4, return_sequences=True, name="l"), name="bi")(x)
+    out = L.Dense(2, name="o")(L.GRU(3, name="g")(h))
+    model = K.Model(x, out, name="rnn")
+    cases.fill(model)
+    xr = np.linspace(-1, 1, 30, dtype=np.float32).reshape(2, 5, 3)
+    want = model.predict(xr)
+    model.save(str(tmp_path / "r.h5"))
+    with tf.Graph().as_default(), tf.Session() as sess:
+        K.backend.set_session(sess)
+        loaded = K.models.load_model(str(tmp_path / "r.h5"))
+        np.testing.assert_array_equal(loaded.predict(xr), want)
+
+
+def test_model_checkpoint_saves_whole_models(session, tmp_path):
+    model = cases.seq_model(K)
+    model.compile(K.optimizers.SGD(0.1), "mse")
+    path = str(tmp_path / "m-{epoch:02d}.h5")
+    checkpoint = K.callbacks.ModelCheckpoint(path, monitor="loss")
+    model.fit(cases.XS, cases.YS, epochs=2, verbose=0, callbacks=[checkpoint])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m-01.h5", "m-02.h5"]
+    with h5py.File(tmp_path / "m-02.h5", "r") as f:
+        assert json.loads(f.attrs["training_config"])["loss"] == "mse"
+
+
+def test_load_model_needs_a_model_config(session, tmp_path):
+    path = str(tmp_path / "w.h5")
+    cases.seq_model(K).save_weights(path)
+    with pytest.raises(ValueError, match="No model config found in the file at"):
+        K.models.load_model(path)

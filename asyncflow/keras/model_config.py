@@ -19,10 +19,12 @@ import json
 from asyncflow import nest
 from asyncflow.keras import layer_configs
 from asyncflow.keras.engine import InputLayer, keras_history
+from asyncflow.keras.network import Network
 from asyncflow.keras.serialization import plain, serialize_keras_object
 
 __all__ = [
     "KERAS_VERSION",
+    "first_node_offset",
     "network_config",
     "reconstruct",
     "sequential_config",
@@ -35,13 +37,21 @@ __all__ = [
 KERAS_VERSION = "2.21.0"
 
 
+def first_node_offset(layer) -> int:
+    """1 for a model used as a layer: TF's Keras gives a model a node of its own (its
+    inputs to its outputs) before any call, and counts it in configs; asyncflow's
+    models have no such node, so their calls are numbered from 1 here."""
+    return 1 if isinstance(layer, Network) and layer._is_graph_network else 0
+
+
 def _kept_node_indexes(model) -> dict:
     """id(layer) -> {id(node): index among the layer's calls that are in `model`}."""
     in_model = {id(n) for n in model._nodes}
     out = {}
     for layer in model.layers:
         kept = [n for n in layer._inbound_nodes if id(n) in in_model]
-        out[id(layer)] = {id(n): i for i, n in enumerate(kept)}
+        offset = first_node_offset(layer)
+        out[id(layer)] = {id(n): i + offset for i, n in enumerate(kept)}
     return out
 
 
@@ -88,6 +98,7 @@ def _call_node(layer, node_data, created) -> bool:
         if len(ref) > 3 and ref[3]:
             kwargs = dict(ref[3])
         inbound = created[name]
+        node_index -= first_node_offset(inbound)
         if len(inbound._inbound_nodes) <= node_index:
             return False
         outputs = nest.flatten(inbound._inbound_nodes[node_index].output_tensors)
@@ -131,7 +142,8 @@ def reconstruct(config: dict, custom_objects=None):
     def tensors(refs):
         out = []
         for name, node_index, tensor_index, *_ in refs:
-            node = created[name]._inbound_nodes[node_index]
+            layer = created[name]
+            node = layer._inbound_nodes[node_index - first_node_offset(layer)]
             out.append(nest.flatten(node.output_tensors)[tensor_index])
         return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from asyncflow import nest
 from asyncflow.keras.engine import Input, InputLayer
-from asyncflow.keras.model_config import model_from_config, model_from_json
+from asyncflow.keras.model_config import first_node_offset, model_from_config, model_from_json
 from asyncflow.keras.saving import load_model, save_model
 from asyncflow.keras.training import Model, Sequential
 
@@ -91,8 +91,9 @@ def _rebuild(model, config, new_layers, input_tensors):
             args = [made[ref] for ref in refs]
             kwargs = dict(node[0][3]) if len(node[0]) > 3 and node[0][3] else {}
             out = new_layers[name](args[0] if len(args) == 1 else args, **kwargs)
+            index = node_index + first_node_offset(new_layers[name])
             for t_index, t in enumerate(nest.flatten(out)):
-                made[(name, node_index, t_index)] = t
+                made[(name, index, t_index)] = t
         if len(rest) == len(pending):
             raise ValueError("clone_model: the model's layer calls cannot be replayed")
         pending = rest
