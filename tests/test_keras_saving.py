@@ -321,6 +321,8 @@ def test_load_model_errors(tmp_path, session):
         model.save(str(tmp_path / "saved_model_dir"))
     with pytest.raises(NotImplementedError, match="HDF5"):
         K.models.load_model(str(tmp_path))
+    with pytest.raises(NotImplementedError, match=r"\.keras"):
+        model.save(str(tmp_path / "m.keras"))
 
 
 def test_untrusted_h5_shapes_are_checked_before_reading(session, tmp_path):
@@ -408,3 +410,20 @@ def test_load_model_needs_a_model_config(session, tmp_path):
     cases.seq_model(K).save_weights(path)
     with pytest.raises(ValueError, match="No model config found in the file at"):
         K.models.load_model(path)
+
+
+def test_layer_with_arguments_needs_its_own_get_config():
+    class NoConfig(L.Layer):
+        def __init__(self, factor, **kwargs):
+            super().__init__(**kwargs)
+            self.factor = factor
+
+    with tf.Graph().as_default():
+        # (TF 2.21's words)
+        with pytest.raises(NotImplementedError, match="must override `get_config`"):
+            NoConfig(2.0).get_config()
+        assert L.Layer(name="plain").get_config() == {
+            "name": "plain",
+            "trainable": True,
+            "dtype": None,
+        }

@@ -15,6 +15,7 @@ each in creation order, as Keras lists them (get_weights/set_weights use that or
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import numpy as np
@@ -69,6 +70,14 @@ def _spec_of(cls):
         if klass in CONFIG_SPECS:
             return CONFIG_SPECS[klass]
     return None
+
+
+def _has_own_arguments(cls) -> bool:
+    """Whether the constructor names arguments beyond the base config's keys (TF's
+    Keras then needs the class's own get_config)."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return any(n not in ("self", "name", "trainable", "dtype", "batch_input_shape") for n in named)
 
 
 _LAYER_KWARGS = {
@@ -375,6 +384,10 @@ class Layer:
         spec = _spec_of(type(self))
         if spec is not None:
             config.update(spec.config(self))
+        elif type(self).get_config is Layer.get_config and _has_own_arguments(type(self)):
+            raise NotImplementedError(
+                "Layers with arguments in `__init__` must override `get_config`."
+            )
         return config
 
     def _config_dtype(self):

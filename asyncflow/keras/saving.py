@@ -58,7 +58,7 @@ def _h5py():
 def is_hdf5_filepath(filepath) -> bool:
     """Whether Keras picks HDF5 for `filepath` by its extension."""
     path = os.fspath(filepath)
-    return path.endswith((".h5", ".hdf5", ".keras"))
+    return path.endswith((".h5", ".hdf5"))
 
 
 # -- attributes ---------------------------------------------------------------------------------
@@ -284,11 +284,14 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, save_for
     """
     path = os.fspath(filepath)
     fmt = (save_format or ("h5" if is_hdf5_filepath(path) else "tf")).lower()
-    if fmt not in ("h5", "hdf5", "keras"):
+    if path.endswith(".keras") or fmt == "keras":
+        fmt = "the Keras v3 (.keras) format"
+    elif fmt not in ("h5", "hdf5"):
+        fmt = "the SavedModel format"
+    if fmt not in ("h5", "hdf5"):
         raise NotImplementedError(
-            f"Saving a Keras model in the SavedModel format (to {path!r}) is not supported "
-            "by asyncflow; save it as HDF5 instead: model.save('model.h5') or "
-            "save_format='h5'."
+            f"Saving a Keras model in {fmt} (to {path!r}) is not supported by asyncflow; "
+            "save it as HDF5 instead: model.save('model.h5') or save_format='h5'."
         )
     if not overwrite and os.path.exists(path):
         # (Keras asks on the terminal; a library must not block on input)
@@ -348,6 +351,11 @@ def load_model(filepath, custom_objects=None, compile=True, options=None):  # no
       ValueError: an unknown class (see `custom_objects`), or weights that do not fit.
     """
     path = os.fspath(filepath)
+    if path.endswith(".keras"):
+        raise NotImplementedError(
+            f"Loading a Keras v3 (.keras) file ({path!r}) is not supported by asyncflow; "
+            "save the model as HDF5 (model.save('model.h5')) and load that."
+        )
     if os.path.isdir(path):
         raise NotImplementedError(
             f"Loading a Keras SavedModel (the directory {path!r}) is not supported by "
