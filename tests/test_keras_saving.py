@@ -427,3 +427,21 @@ def test_layer_with_arguments_needs_its_own_get_config():
             "trainable": True,
             "dtype": None,
         }
+
+
+def test_two_output_training_config_and_reload_match_tf(session, tmp_path):
+    model = cases.func_model(K)
+    cases.fill(model)
+    cases.compile_multi(K, model)
+    xs, ys = [cases.XA, cases.XB], [cases.YA, cases.YB]
+    model.train_on_batch(xs, ys)
+    path = str(tmp_path / "multi.h5")
+    model.save(path)
+    with h5py.File(path, "r") as f:
+        assert json.loads(f.attrs["training_config"]) == RECORDED["multi_training_config"]
+    with tf.Graph().as_default(), tf.Session() as sess:
+        K.backend.set_session(sess)
+        loaded = K.models.load_model(path)
+        steps = [loaded.train_on_batch(xs, ys) for _ in range(2)]
+        assert loaded.metrics_names == RECORDED["multi_metrics_names"]
+    np.testing.assert_allclose(steps, RECORDED["multi_train_more"], rtol=1e-5)
