@@ -445,3 +445,28 @@ def test_two_output_training_config_and_reload_match_tf(session, tmp_path):
         steps = [loaded.train_on_batch(xs, ys) for _ in range(2)]
         assert loaded.metrics_names == RECORDED["multi_metrics_names"]
     np.testing.assert_allclose(steps, RECORDED["multi_train_more"], rtol=1e-5)
+
+
+def test_optimizer_get_and_set_weights(session):
+    model = cases.seq_model(K)
+    model.compile(K.optimizers.SGD(0.1, momentum=0.9), "mse")
+    model.train_on_batch(cases.XS, cases.YS)
+    state = model.optimizer.get_weights()
+    assert [w.name for w in model.optimizer.weights] == RECORDED["sgd_opt_weight_names"]
+    assert state[0] == 1
+    model.optimizer.set_weights([np.zeros_like(s) for s in state])
+    assert model.optimizer.get_weights()[0] == 0
+    with pytest.raises(ValueError, match="expecting 7 weights"):
+        model.optimizer.set_weights(state[:2])
+
+
+def test_load_tf2_mode_h5(session):
+    # Written by TF 2.21's tf_keras in TF 2 mode (keras_saving_make_tf2.py): new-style
+    # initializer configs, LSTM implementation 2, TF 2's Adam in the training config.
+    path = str(FIXTURES / "keras_saving_tf2.h5")
+    want = json.loads((FIXTURES / "keras_saving_tf2.json").read_text())["pred"]
+    model = K.models.load_model(path, compile=False)
+    x = np.linspace(-1, 1, 60, dtype=np.float32).reshape(4, 5, 3)
+    np.testing.assert_allclose(model.predict(x), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="compile=False"):
+        K.models.load_model(path)

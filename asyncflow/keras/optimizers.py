@@ -18,6 +18,7 @@ from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow.gradients import gradients as _gradients_fn
+from asyncflow.keras import backend
 from asyncflow.keras.serialization import (
     deserialize_keras_object,
     get_custom_objects,
@@ -170,8 +171,6 @@ class Optimizer:
         config = {"name": self._name}
         config.update({k: v for k, v in self._hyper.items()})
         if self._hyper_vars:
-            from asyncflow.keras import backend
-
             names = sorted(self._hyper_vars)
             values = backend.batch_get_value([self._hyper_vars[k] for k in names])
             config.update({k: float(v) for k, v in zip(names, values, strict=True)})
@@ -189,7 +188,40 @@ class Optimizer:
         out += [self._hyper_vars[k] for k in sorted(self._hyper_vars)]
         return out + list(self._slots.values())
 
-    weights = property(variables)
+    @property
+    def weights(self) -> list:
+        """The optimizer's state as TF's Keras lists it (and saves it): iterations, then
+        the slots (each slot kind for every weight in turn); hyperparameters are in
+        its config instead."""
+        if self._iterations is None:
+            return []
+        return [self._iterations] + list(self._slots.values())
+
+    def get_weights(self) -> list:
+        return backend.batch_get_value(self.weights)
+
+    def set_weights(self, weights) -> None:
+        """Assign the state (numpy arrays in `weights` order).
+
+        Raises:
+          ValueError: a different number of arrays, or an array of another shape.
+        """
+        params = self.weights
+        if len(params) != len(weights):
+            raise ValueError(
+                f"You called `set_weights(weights)` on optimizer {self._name} with a weight "
+                f"list of length {len(weights)}, but the optimizer was expecting "
+                f"{len(params)} weights. Provided weights: {str(weights)[:50]}..."
+            )
+        pairs = []
+        for p, w in zip(params, weights, strict=True):
+            if tuple(p.shape.as_list()) != tuple(getattr(w, "shape", ())):
+                raise ValueError(
+                    f"Optimizer weight shape {tuple(p.shape.as_list())} not compatible with "
+                    f"provided weight shape {tuple(getattr(w, 'shape', ()))}"
+                )
+            pairs.append((p, w))
+        backend.batch_set_value(pairs)
 
 
 def _zeros_like(p):

@@ -265,11 +265,9 @@ def _training_config(model) -> dict:
 
 
 def optimizer_weights(optimizer) -> list:
-    """The optimizer's state as Keras saves it: iterations, then the slots (each slot
-    kind for every weight in turn); its hyperparameters are in its config instead."""
-    if optimizer._iterations is None:
-        return []
-    return [optimizer._iterations] + list(optimizer._slots.values())
+    """The optimizer's state as Keras saves it (`optimizer.weights`: iterations, then
+    the slots)."""
+    return list(optimizer.weights)
 
 
 def save_model(model, filepath, overwrite=True, include_optimizer=True, save_format=None,
@@ -386,6 +384,14 @@ def load_model(filepath, custom_objects=None, compile=True, options=None):  # no
 
 
 def _compile_from(model, training: dict, custom_objects) -> None:
+    name = str(training.get("optimizer_config", {}).get("class_name", ""))
+    if name.startswith("Custom>") and name not in (custom_objects or {}):
+        # (TF 2's Keras optimizers, which graph-mode Keras cannot restore either)
+        raise ValueError(
+            f"The file's optimizer ({name}) is TF 2's Keras optimizer, whose state "
+            "graph-mode Keras cannot restore; load the model with compile=False and "
+            "compile it again."
+        )
     optimizer = optimizers_mod.deserialize(
         training["optimizer_config"], custom_objects=custom_objects
     )
