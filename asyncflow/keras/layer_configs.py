@@ -41,19 +41,16 @@ def _f32(value):
 class _Spec:
     """The config keys of one layer class beyond the base ones."""
 
-    def __init__(self, *fields, f32=(), fixed=None, computed=None, nested=(), drop=()):
+    def __init__(self, *fields, f32=(), fixed=None, computed=None, nested=()):
         self.fields, self.f32, self.nested = fields, f32, nested
         self.fixed = fixed or {}
         self.computed = computed or {}
-        self.drop = drop
 
     def config(self, layer) -> dict:
         out = {name: _value(getattr(layer, name)) for name in self.fields}
         out.update({name: _f32(getattr(layer, name)) for name in self.f32})
         out.update({key: plain(fn(layer)) for key, fn in self.computed.items()})
         out.update(self.fixed)
-        for key in self.drop:
-            out.pop(key, None)
         return out
 
     def arguments(self, cls, config: dict, custom_objects) -> dict:
@@ -64,9 +61,10 @@ class _Spec:
         """
         config = dict(config)
         for key, value in self.fixed.items():
-            if key in config and config.pop(key) != value:
+            given = config.pop(key, value)
+            if given != value:
                 raise ValueError(
-                    f"{cls.__name__}: {key}={config.get(key, '?')!r} is not supported "
+                    f"{cls.__name__}: {key}={given!r} is not supported "
                     f"(asyncflow supports {key}={value!r} only)"
                 )
         for key in self.nested:
@@ -107,7 +105,7 @@ _DATA_FORMAT = {"data_format": lambda lyr: getattr(lyr, "data_format", "channels
 _POOL1D = {
     "pool_size": lambda lyr: (lyr.pool_size,),
     "strides": lambda lyr: (lyr.strides,),
-    "data_format": lambda lyr: getattr(lyr, "data_format", "channels_last"),
+    **_DATA_FORMAT,
 }
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "network_config",
     "reconstruct",
     "sequential_config",
+    "saved_config",
     "model_to_json",
     "model_from_config",
     "model_from_json",
@@ -151,12 +152,24 @@ def reconstruct(config: dict, custom_objects=None):
 
 
 def sequential_config(model) -> dict:
-    """A Sequential model's config: its name and its layers (its InputLayer first when
-    it has one)."""
+    """A Sequential model's config: its name and its layers (first the InputLayer made
+    from its first layer's input shape, or added; not one made by build or by data)."""
     layers = [serialize_keras_object(layer) for layer in model.layers]
-    if model._input_layer is not None:
-        layers.insert(0, serialize_keras_object(model._input_layer))
+    first = model._input_layer
+    if first is not None and not getattr(first, "_built_by_model", False):
+        layers.insert(0, serialize_keras_object(first))
     return {"name": model.name, "layers": layers}
+
+
+def saved_config(model) -> dict:
+    """The config `model.save` writes: get_config(), plus, for a Sequential whose input
+    came from build() or data, its "build_input_shape" (Keras' legacy serialization
+    adds it so that the loaded model can be built before its weights are set)."""
+    config = model.get_config()
+    first = getattr(model, "_input_layer", None)
+    if first is not None and getattr(first, "_built_by_model", False):
+        config["build_input_shape"] = list(first._batch_input_shape)
+    return config
 
 
 def model_to_json(model, **kwargs) -> str:

@@ -28,7 +28,7 @@ from asyncflow.keras import backend
 from asyncflow.keras import losses as losses_mod
 from asyncflow.keras import metrics as metrics_mod
 from asyncflow.keras import optimizers as optimizers_mod
-from asyncflow.keras.model_config import KERAS_VERSION, model_from_config
+from asyncflow.keras.model_config import KERAS_VERSION, model_from_config, saved_config
 from asyncflow.keras.serialization import CustomObjectScope, get_registered_name
 
 __all__ = [
@@ -295,7 +295,7 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, save_for
         # (Keras asks on the terminal; a library must not block on input)
         _LOG.warning("%s exists and overwrite=False: the model was not saved", path)
         return
-    config = {"class_name": get_registered_name(type(model)), "config": model.get_config()}
+    config = {"class_name": get_registered_name(type(model)), "config": saved_config(model)}
     model_json = json.dumps(config, default=_json_default)
     h5py = _h5py()
     with h5py.File(path, "w") as f:

@@ -802,6 +802,8 @@ class Sequential(Model):
         self._input_layer = InputLayer(
             batch_input_shape=tuple(input_shape), name=name or self._seq_layers[0].name + "_input"
         )
+        # (an input made by build or by the data, which TF's config does not list)
+        self._input_layer._built_by_model = True
         layers, self._seq_layers = self._seq_layers, []
         self.inputs, self.outputs = [self._input_layer.output], [self._input_layer.output]
         with ops.name_scope(_scope):
