@@ -513,3 +513,25 @@ def test_sequential_built_from_data_saves_and_loads(session, tmp_path):
         loaded = K.models.load_model(path)
         for got, w in zip(loaded.get_weights(), want):
             np.testing.assert_array_equal(got, w)
+
+
+def test_load_model_with_custom_layer_and_loss(session, tmp_path):
+    def my_loss(y_true, y_pred):
+        return tf.reduce_mean(tf.square(y_true - y_pred), axis=-1)
+
+    model = _custom_model()
+    model.compile(K.optimizers.Adam(0.01), loss=my_loss, metrics=[my_loss])
+    x, y = np.ones((2, 3), np.float32), np.ones((2, 2), np.float32)
+    model.train_on_batch(x, y)
+    path = str(tmp_path / "custom.h5")
+    model.save(path)
+    with h5py.File(path, "r") as f:
+        assert json.loads(f.attrs["training_config"])["loss"] == "my_loss"
+    steps = [model.train_on_batch(x, y) for _ in range(2)]
+    with tf.Graph().as_default(), tf.Session() as sess:
+        K.backend.set_session(sess)
+        with pytest.raises(ValueError, match="Unknown layer: 'Scaled'"):
+            K.models.load_model(path)
+        custom = {"Scaled": Scaled, "my_loss": my_loss}
+        loaded = K.models.load_model(path, custom_objects=custom)
+        np.testing.assert_allclose([loaded.train_on_batch(x, y) for _ in range(2)], steps)
