@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from asyncflow import graph as ops
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import math_ops, nn_impl, reduction_ops
@@ -134,6 +136,10 @@ def apply_regularization(regularizer, weights_list=None):
         return math_ops.add_n(penalties, name=scope)
 
 
+def _f32(value) -> float:
+    return float(np.float32(value))
+
+
 class Regularizer:
     """Keras-style regularizer base: `__call__(x) -> scalar Tensor`."""
 
@@ -168,7 +174,8 @@ class L1L2(Regularizer):
         return total
 
     def get_config(self):
-        return {"l1": self.l1, "l2": self.l2}
+        # Keras keeps the factors as floatx (float32) values; its configs show them so.
+        return {"l1": _f32(self.l1), "l2": _f32(self.l2)}
 
 
 class L1(L1L2):
@@ -178,7 +185,7 @@ class L1(L1L2):
         super().__init__(l1=l1)
 
     def get_config(self):
-        return {"l1": self.l1}
+        return {"l1": _f32(self.l1)}
 
 
 class L2(L1L2):
@@ -188,7 +195,7 @@ class L2(L1L2):
         super().__init__(l2=l2)
 
     def get_config(self):
-        return {"l2": self.l2}
+        return {"l2": _f32(self.l2)}
 
 
 def l1(l=0.01):  # noqa: E741 - Keras' name

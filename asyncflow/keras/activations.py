@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from asyncflow import graph as ops
 from asyncflow import math_composites
+from asyncflow.keras.serialization import deserialize_keras_object, get_custom_objects
 from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import math_ops, nn_ops
 
@@ -122,7 +123,11 @@ def get(identifier):
     """
     if identifier is None:
         return linear
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
     if isinstance(identifier, str):
+        if identifier in get_custom_objects():
+            return get_custom_objects()[identifier]
         if identifier not in _BY_NAME:
             raise unknown_object("activation function", identifier)
         return _BY_NAME[identifier]
@@ -135,5 +140,10 @@ def serialize(activation) -> str:
     return getattr(activation, "__name__", str(activation))
 
 
-def deserialize(name):
-    return get(name)
+def deserialize(name, custom_objects=None):
+    """The activation function `name` names (custom objects first).
+
+    Raises:
+      ValueError: an unknown name.
+    """
+    return deserialize_keras_object(name, _BY_NAME, custom_objects, "activation function")

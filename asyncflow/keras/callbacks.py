@@ -247,12 +247,14 @@ class LearningRateScheduler(Callback):
 
 
 class ModelCheckpoint(Callback):
-    """Saves the model's weights (TF checkpoint format) after each epoch, or only when
-    `monitor` improves (`save_best_only`); `filepath` may hold `{epoch:02d}` and log
-    fields such as `{val_loss:.2f}`.
+    """Saves the model after each epoch, or only when `monitor` improves
+    (`save_best_only`): its weights (`save_weights`: HDF5 for a .h5 path, else a TF
+    checkpoint) or, by default, the whole model (`model.save`: HDF5 files only);
+    `filepath` may hold `{epoch:02d}` and log fields such as `{val_loss:.2f}`.
 
     Raises:
-      NotImplementedError: save_weights_only=False (whole-model files need HDF5).
+      NotImplementedError: (at a save) the whole model to a path that is not .h5/.hdf5
+        (the SavedModel format).
     """
 
     def __init__(
@@ -268,11 +270,7 @@ class ModelCheckpoint(Callback):
         **kwargs,
     ):
         super().__init__()
-        if not save_weights_only:
-            raise NotImplementedError(
-                "ModelCheckpoint(save_weights_only=False) needs whole-model saving, which "
-                "asyncflow's Keras does not have; pass save_weights_only=True"
-            )
+        self.save_weights_only = save_weights_only
         self.filepath, self.monitor, self.verbose = str(filepath), monitor, verbose
         self.save_best_only, self.period = save_best_only, period
         if mode == "max" or (
@@ -302,7 +300,10 @@ class ModelCheckpoint(Callback):
             self.best = current
         elif self.verbose > 0:
             print(f"\nEpoch {epoch + 1}: saving model to {path}")
-        self.model.save_weights(path)
+        if self.save_weights_only:
+            self.model.save_weights(path)
+        else:
+            self.model.save(path)
 
 
 class TerminateOnNaN(Callback):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from asyncflow.keras import backend_math as K
 from asyncflow.keras.backend_config import epsilon, floatx
-from asyncflow.keras.utils import unknown_object
+from asyncflow.keras.serialization import deserialize_keras_object, serialize_keras_object
 
 __all__ = [
     "Constraint",
@@ -18,6 +18,8 @@ __all__ = [
     "unit_norm",
     "min_max_norm",
     "get",
+    "serialize",
+    "deserialize",
 ]
 
 
@@ -101,8 +103,28 @@ def get(identifier):
     """
     if identifier is None or (callable(identifier) and not isinstance(identifier, str)):
         return identifier
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
     if isinstance(identifier, str):
         if identifier.lower() not in _BY_NAME:
-            raise unknown_object("constraint", identifier)
+            return deserialize(identifier)
         return _BY_NAME[identifier.lower()]()
     raise ValueError(f"Could not interpret constraint identifier: {identifier}")
+
+
+_CLASSES = {c.__name__: c for c in (Constraint, MaxNorm, NonNeg, UnitNorm, MinMaxNorm)}
+_CLASSES.update(_BY_NAME)
+
+
+def serialize(constraint):
+    """`{"class_name": ..., "config": ...}` of a constraint."""
+    return serialize_keras_object(constraint)
+
+
+def deserialize(config, custom_objects=None):
+    """The constraint a serialized config (or name) describes.
+
+    Raises:
+      ValueError: an unknown class name.
+    """
+    return deserialize_keras_object(config, _CLASSES, custom_objects, "constraint")

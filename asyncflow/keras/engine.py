@@ -15,6 +15,7 @@ each in creation order, as Keras lists them (get_weights/set_weights use that or
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import numpy as np
@@ -57,6 +58,26 @@ class Node:
         self.input_tensors = input_tensors
         self.output_tensors = output_tensors
         self.arguments = arguments
+
+
+# Layer class -> its config spec (keras/layer_configs.py fills this, one table for all
+# of Keras' layers); get_config/from_config use the spec of the nearest class in the MRO.
+CONFIG_SPECS: dict = {}
+
+
+def _spec_of(cls):
+    for klass in cls.__mro__:
+        if klass in CONFIG_SPECS:
+            return CONFIG_SPECS[klass]
+    return None
+
+
+def _has_own_arguments(cls) -> bool:
+    """Whether the constructor names arguments beyond the base config's keys (TF's
+    Keras then needs the class's own get_config)."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return any(n not in ("self", "name", "trainable", "dtype", "batch_input_shape") for n in named)
 
 
 _LAYER_KWARGS = {
@@ -354,10 +375,42 @@ class Layer:
         return nest.map_structure(backend.int_shape, self.output)
 
     def get_config(self) -> dict:
-        config = {"name": self.name, "trainable": self.trainable, "dtype": self.dtype}
+        """The layer's constructor arguments as JSON-able values (TF's Keras config:
+        name, trainable, dtype -- None until the layer is built or given one --,
+        batch_input_shape when given, then the class's own keys)."""
+        config = {"name": self.name, "trainable": self.trainable, "dtype": self._config_dtype()}
         if hasattr(self, "_batch_input_shape"):
             config["batch_input_shape"] = self._batch_input_shape
+        spec = _spec_of(type(self))
+        if spec is not None:
+            config.update(spec.config(self))
+        elif type(self).get_config is Layer.get_config and _has_own_arguments(type(self)):
+            raise NotImplementedError(
+                "Layers with arguments in `__init__` must override `get_config`."
+            )
         return config
+
+    def _config_dtype(self):
+        if self._dtype is not None:
+            return self._dtype
+        for node in self._inbound_nodes:
+            # A layer's dtype is its first input's once it is called (TF1 Keras infers it).
+            for t in nest.flatten(node.input_tensors):
+                if isinstance(t, ops.Tensor):
+                    return t.dtype.base_dtype.name
+        return backend.floatx() if self.built else None
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """A new layer from `get_config()`'s dict.
+
+        Raises:
+          ValueError: a config key the class cannot take.
+        """
+        spec = _spec_of(cls)
+        if spec is not None:
+            config = spec.arguments(cls, config, custom_objects)
+        return cls(**config)
 
 
 def _as_tensor(x):
@@ -423,7 +476,15 @@ class InputLayer(Layer):
             "sparse": False,
             "ragged": False,
             "name": self.name,
+            "optional": False,
         }
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        if config.pop("optional", False) or config.get("sparse") or config.get("ragged"):
+            raise ValueError("InputLayer: optional, sparse and ragged inputs are not supported")
+        return cls(**config)
 
 
 def Input(  # noqa: N802 - Keras' name

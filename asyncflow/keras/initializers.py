@@ -9,6 +9,11 @@ with `set_random_seed` draws TF's numbers.
 from __future__ import annotations
 
 from asyncflow import dtypes
+from asyncflow.keras.serialization import (
+    deserialize_keras_object,
+    get_custom_objects,
+    serialize_keras_object,
+)
 from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import init_ops
 from asyncflow.ops.init_ops import (
@@ -50,6 +55,7 @@ __all__ = [
     "lecun_uniform",
     "get",
     "serialize",
+    "deserialize",
 ]
 
 
@@ -132,6 +138,15 @@ _BY_NAME = {
 }
 
 
+_CLASSES = {
+    cls.__name__: cls
+    for cls in (Zeros, Ones, Constant, RandomNormal, RandomUniform, TruncatedNormal,
+                VarianceScaling, Orthogonal, Identity, glorot_uniform, glorot_normal,
+                he_normal, he_uniform, lecun_normal, lecun_uniform)
+}  # fmt: skip
+_CLASSES.update(_BY_NAME)
+
+
 def get(identifier):
     """An initializer from a name ('glorot_uniform', 'zeros', ...), a config dict
     ({'class_name': ..., 'config': ...}), or a callable (returned as is).
@@ -142,12 +157,9 @@ def get(identifier):
     if identifier is None:
         return None
     if isinstance(identifier, dict):
-        cls = _BY_NAME.get(str(identifier["class_name"]).lower())
-        if cls is None:
-            raise ValueError(f"Unknown initializer: {identifier['class_name']}")
-        return cls(**identifier.get("config", {}))
+        return deserialize(identifier)
     if isinstance(identifier, str):
-        cls = _BY_NAME.get(identifier.lower())
+        cls = _lookup_name(identifier)
         if cls is None:
             raise unknown_object("initializer", identifier)
         return cls()
@@ -156,5 +168,19 @@ def get(identifier):
     raise ValueError(f"Could not interpret initializer identifier: {identifier}")
 
 
+def _lookup_name(name):
+    return get_custom_objects().get(name) or _BY_NAME.get(name.lower()) or _CLASSES.get(name)
+
+
 def serialize(initializer) -> dict:
-    return {"class_name": type(initializer).__name__, "config": initializer.get_config()}
+    """`{"class_name": ..., "config": ...}` of an initializer."""
+    return serialize_keras_object(initializer)
+
+
+def deserialize(config, custom_objects=None):
+    """The initializer a serialized config (or name) describes.
+
+    Raises:
+      ValueError: an unknown class name.
+    """
+    return deserialize_keras_object(config, _CLASSES, custom_objects, "initializer")

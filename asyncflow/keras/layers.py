@@ -209,15 +209,6 @@ class Dense(Layer):
     def compute_output_shape(self, input_shape):
         return tensor_shape.TensorShape(input_shape)[:-1].concatenate([self.units])
 
-    def get_config(self) -> dict:
-        config = super().get_config()
-        config.update(
-            units=self.units,
-            activation=activations.serialize(self.activation),
-            use_bias=self.use_bias,
-        )
-        return config
-
 
 class Activation(Layer):
     """Applies an activation function (by name or callable)."""

@@ -12,6 +12,11 @@ from asyncflow import graph as ops
 from asyncflow import math_composites
 from asyncflow.keras import backend_config as backend
 from asyncflow.keras import backend_math
+from asyncflow.keras.serialization import (
+    deserialize_keras_object,
+    get_custom_objects,
+    serialize_keras_object,
+)
 from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import (
     array_ops,
@@ -53,6 +58,7 @@ __all__ = [
     "Reduction",
     "get",
     "serialize",
+    "deserialize",
 ]
 
 
@@ -194,6 +200,10 @@ class Loss:
     def get_config(self) -> dict:
         return {"reduction": self.reduction, "name": self.name}
 
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
 
 class LossFunctionWrapper(Loss):
     """A Loss around a per-sample function `fn` (with fixed keyword arguments)."""
@@ -205,34 +215,51 @@ class LossFunctionWrapper(Loss):
     def call(self, y_true, y_pred):
         return self.fn(y_true, y_pred, **self._fn_kwargs)
 
+    def get_config(self) -> dict:
+        return {**super().get_config(), "fn": self.fn.__name__, **self._fn_kwargs,
+                **type(self)._fixed_config}  # fmt: skip
 
-def _loss_class(cls_name, fn, default_name, **defaults):
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        fn = get(config.pop("fn", None))
+        for key, value in cls._fixed_config.items():
+            if config.pop(key, value) != value:
+                raise ValueError(f"{cls.__name__}: {key} is not supported")
+        if cls is LossFunctionWrapper:
+            return cls(fn, **config)
+        return cls(**config)
+
+    # Keys TF writes for options asyncflow lacks, at the only value it supports.
+    _fixed_config: dict = {}
+
+
+def _loss_class(cls_name, fn, default_name, fixed=None, **defaults):
     def __init__(self, reduction=Reduction.AUTO, name=default_name, **kwargs):
         LossFunctionWrapper.__init__(
             self, fn, reduction=reduction, name=name, **{**defaults, **kwargs}
         )
 
     doc = f"Keras' `{cls_name}` loss (see `{fn.__name__}`)."
-    return type(cls_name, (LossFunctionWrapper,), {"__init__": __init__, "__doc__": doc})
+    attrs = {"__init__": __init__, "__doc__": doc, "_fixed_config": fixed or {}}
+    return type(cls_name, (LossFunctionWrapper,), attrs)
 
 
 MeanSquaredError = _loss_class("MeanSquaredError", mean_squared_error, "mean_squared_error")
 MeanAbsoluteError = _loss_class("MeanAbsoluteError", mean_absolute_error, "mean_absolute_error")
+# (label_smoothing and axis at their defaults are passed so that configs show them, as TF's do)
 BinaryCrossentropy = _loss_class(
-    "BinaryCrossentropy", binary_crossentropy, "binary_crossentropy", from_logits=False
-)
+    "BinaryCrossentropy", binary_crossentropy, "binary_crossentropy", from_logits=False,
+    label_smoothing=0.0, axis=-1,
+)  # fmt: skip
 CategoricalCrossentropy = _loss_class(
-    "CategoricalCrossentropy",
-    categorical_crossentropy,
-    "categorical_crossentropy",
-    from_logits=False,
-)
+    "CategoricalCrossentropy", categorical_crossentropy, "categorical_crossentropy",
+    from_logits=False, label_smoothing=0.0, axis=-1,
+)  # fmt: skip
 SparseCategoricalCrossentropy = _loss_class(
-    "SparseCategoricalCrossentropy",
-    sparse_categorical_crossentropy,
-    "sparse_categorical_crossentropy",
-    from_logits=False,
-)
+    "SparseCategoricalCrossentropy", sparse_categorical_crossentropy,
+    "sparse_categorical_crossentropy", fixed={"ignore_class": None}, from_logits=False,
+)  # fmt: skip
 
 _BY_NAME = {
     f.__name__: f
@@ -266,14 +293,19 @@ _BY_NAME.update(
 
 
 def get(identifier):
-    """A loss function from a name ('mse', 'categorical_crossentropy', ...) or a callable.
+    """A loss function from a name ('mse', 'categorical_crossentropy', ...), a config
+    dict, or a callable.
 
     Raises:
       ValueError: an unknown name or an identifier of another kind.
     """
     if identifier is None:
         return None
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
     if isinstance(identifier, str):
+        if identifier in get_custom_objects():
+            return get_custom_objects()[identifier]
         if identifier not in _BY_NAME:
             raise unknown_object("loss function", identifier)
         return _BY_NAME[identifier]
@@ -282,5 +314,23 @@ def get(identifier):
     raise ValueError(f"Could not interpret loss function identifier: {identifier}")
 
 
-def serialize(loss) -> str:
-    return getattr(loss, "__name__", None) or getattr(loss, "name", str(loss))
+_CLASSES = {
+    c.__name__: c
+    for c in (Loss, LossFunctionWrapper, MeanSquaredError, MeanAbsoluteError,
+              BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy)
+}  # fmt: skip
+_CLASSES.update(_BY_NAME)
+
+
+def serialize(loss):
+    """A loss function's name, or `{"class_name": ..., "config": ...}` of a Loss."""
+    return serialize_keras_object(loss)
+
+
+def deserialize(name, custom_objects=None):
+    """The loss a serialized name or config describes.
+
+    Raises:
+      ValueError: an unknown name.
+    """
+    return deserialize_keras_object(name, _CLASSES, custom_objects, "loss function")

@@ -28,6 +28,11 @@ from asyncflow.keras.losses import (
     sparse_categorical_crossentropy,
     squared_hinge,
 )
+from asyncflow.keras.serialization import (
+    deserialize_keras_object,
+    get_custom_objects,
+    serialize_keras_object,
+)
 from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import array_ops, cast_ops, math_ops, nn_impl, reduction_ops
 
@@ -67,6 +72,8 @@ __all__ = [
     "BinaryCrossentropy",
     "CategoricalCrossentropy",
     "get",
+    "serialize",
+    "deserialize",
 ]
 
 
@@ -172,6 +179,16 @@ class MeanMetricWrapper:
         """Zero the running mean (in Keras' session)."""
         backend.get_session().run(self.reset_ops())
 
+    def get_config(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype.name, **self._fn_kwargs}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if cls is MeanMetricWrapper:
+            return cls(get(config.pop("fn")), **config)
+        return cls(**config)
+
 
 class Mean(MeanMetricWrapper):
     """The running (weighted) mean of the values given to `update_state`."""
@@ -243,15 +260,42 @@ _BY_NAME.update(acc=accuracy, mse=mse, mae=mae, mape=mape, msle=msle, kld=kld)
 
 
 def get(identifier):
-    """A metric function from a name or a callable.
+    """A metric function from a name, a config dict, or a callable.
 
     Raises:
       ValueError: an unknown name or an identifier of another kind.
     """
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
     if isinstance(identifier, str):
+        if identifier in get_custom_objects():
+            return get_custom_objects()[identifier]
         if identifier not in _BY_NAME:
             raise unknown_object("metric function", identifier)
         return _BY_NAME[identifier]
     if callable(identifier):
         return identifier
     raise ValueError(f"Could not interpret metric identifier: {identifier}")
+
+
+_CLASSES = {
+    c.__name__: c
+    for c in (MeanMetricWrapper, Mean, Accuracy, BinaryAccuracy, CategoricalAccuracy,
+              SparseCategoricalAccuracy, TopKCategoricalAccuracy, MeanSquaredError,
+              MeanAbsoluteError, BinaryCrossentropy, CategoricalCrossentropy)
+}  # fmt: skip
+_CLASSES.update(_BY_NAME)
+
+
+def serialize(metric):
+    """A metric function's name, or `{"class_name": ..., "config": ...}` of a metric."""
+    return serialize_keras_object(metric)
+
+
+def deserialize(config, custom_objects=None):
+    """The metric a serialized name or config describes.
+
+    Raises:
+      ValueError: an unknown name.
+    """
+    return deserialize_keras_object(config, _CLASSES, custom_objects, "metric function")

@@ -18,11 +18,20 @@ from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow.gradients import gradients as _gradients_fn
+from asyncflow.keras import backend
+from asyncflow.keras.serialization import (
+    deserialize_keras_object,
+    get_custom_objects,
+    serialize_keras_object,
+)
 from asyncflow.keras.utils import unknown_object
 from asyncflow.ops import cast_ops, math_ops, training_ops
 from asyncflow.train.optimizer import Optimizer as _TF1Optimizer
 
-__all__ = ["Optimizer", "SGD", "Adam", "RMSprop", "Adagrad", "TFOptimizer", "get"]
+__all__ = [
+    "Optimizer", "SGD", "Adam", "RMSprop", "Adagrad", "TFOptimizer", "get", "serialize",
+    "deserialize",
+]  # fmt: skip
 
 
 class Optimizer:
@@ -157,16 +166,62 @@ class Optimizer:
         return {"lr_t": self._decayed_lr()}
 
     def get_config(self) -> dict:
+        """The constructor arguments; a hyperparameter whose variable exists is read
+        from it (a float32 value, as TF's Keras reports it)."""
         config = {"name": self._name}
         config.update({k: v for k, v in self._hyper.items()})
+        if self._hyper_vars:
+            names = sorted(self._hyper_vars)
+            values = backend.batch_get_value([self._hyper_vars[k] for k in names])
+            config.update({k: float(v) for k, v in zip(names, values, strict=True)})
         return config
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        if "lr" in config:
+            config["learning_rate"] = config.pop("lr")
+        return cls(**config)
 
     def variables(self) -> list:
         out = [self._iterations] if self._iterations is not None else []
         out += [self._hyper_vars[k] for k in sorted(self._hyper_vars)]
         return out + list(self._slots.values())
 
-    weights = property(variables)
+    @property
+    def weights(self) -> list:
+        """The optimizer's state as TF's Keras lists it (and saves it): iterations, then
+        the slots (each slot kind for every weight in turn); hyperparameters are in
+        its config instead."""
+        if self._iterations is None:
+            return []
+        return [self._iterations] + list(self._slots.values())
+
+    def get_weights(self) -> list:
+        return backend.batch_get_value(self.weights)
+
+    def set_weights(self, weights) -> None:
+        """Assign the state (numpy arrays in `weights` order).
+
+        Raises:
+          ValueError: a different number of arrays, or an array of another shape.
+        """
+        params = self.weights
+        if len(params) != len(weights):
+            raise ValueError(
+                f"You called `set_weights(weights)` on optimizer {self._name} with a weight "
+                f"list of length {len(weights)}, but the optimizer was expecting "
+                f"{len(params)} weights. Provided weights: {str(weights)[:50]}..."
+            )
+        pairs = []
+        for p, w in zip(params, weights, strict=True):
+            if tuple(p.shape.as_list()) != tuple(getattr(w, "shape", ())):
+                raise ValueError(
+                    f"Optimizer weight shape {tuple(p.shape.as_list())} not compatible with "
+                    f"provided weight shape {tuple(getattr(w, 'shape', ()))}"
+                )
+            pairs.append((p, w))
+        backend.batch_set_value(pairs)
 
 
 def _zeros_like(p):
@@ -193,6 +248,9 @@ class SGD(Optimizer):
         self._set_hyper("momentum", momentum)
         self.nesterov = nesterov
         self._slot_names = ("momentum",) if self._momentum else ()
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "nesterov": self.nesterov}
 
     def _apply_dense(self, grad, var, coeffs):
         lr = coeffs["lr_t"]
@@ -346,6 +404,13 @@ class Adagrad(Optimizer):
         self._set_hyper("learning_rate", lr)
         self._initial_accumulator_value, self.epsilon = initial_accumulator_value, epsilon
 
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "initial_accumulator_value": self._initial_accumulator_value,
+            "epsilon": self.epsilon,
+        }
+
     def _create_all_weights(self, params) -> None:
         for p in params:
             key = ("accumulator", id(p))
@@ -394,8 +459,8 @@ _BY_NAME = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop, "adagrad": Adagrad}
 
 
 def get(identifier):
-    """An optimizer from a name ('sgd', 'adam', 'rmsprop', 'adagrad'), a Keras optimizer
-    (returned as is) or a TF1 tf.train.Optimizer (wrapped in TFOptimizer).
+    """An optimizer from a name ('sgd', 'adam', 'rmsprop', 'adagrad'), a config dict, a
+    Keras optimizer (returned as is) or a TF1 tf.train.Optimizer (wrapped in TFOptimizer).
 
     Raises:
       ValueError: an unknown name or an identifier of another kind.
@@ -404,8 +469,34 @@ def get(identifier):
         return identifier
     if isinstance(identifier, _TF1Optimizer):
         return TFOptimizer(identifier)
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
     if isinstance(identifier, str):
+        if identifier in get_custom_objects():
+            return deserialize(identifier)
         if identifier.lower() not in _BY_NAME:
             raise unknown_object("optimizer", identifier)
         return _BY_NAME[identifier.lower()]()
     raise ValueError(f"Could not interpret optimizer identifier: {identifier}")
+
+
+_CLASSES = {"SGD": SGD, "Adam": Adam, "RMSprop": RMSprop, "Adagrad": Adagrad, **_BY_NAME}
+
+
+def serialize(optimizer) -> dict:
+    """`{"class_name": ..., "config": ...}` of a Keras optimizer."""
+    return serialize_keras_object(optimizer)
+
+
+def deserialize(config, custom_objects=None):
+    """The optimizer a serialized config describes (class names matched ignoring case,
+    as Keras does).
+
+    Raises:
+      ValueError: an unknown class name.
+    """
+    if isinstance(config, dict) and isinstance(config.get("class_name"), str):
+        name = config["class_name"]
+        if name not in (custom_objects or {}) and name.lower() in _BY_NAME:
+            config = {**config, "class_name": _BY_NAME[name.lower()].__name__}
+    return deserialize_keras_object(config, _CLASSES, custom_objects, "optimizer")

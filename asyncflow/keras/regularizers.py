@@ -3,11 +3,20 @@ l1_l2) plus `get` by name ('l1', 'l2', 'l1_l2' with Keras' default factor 0.01).
 
 from __future__ import annotations
 
+from asyncflow.keras.serialization import (
+    deserialize_keras_object,
+    get_custom_objects,
+    serialize_keras_object,
+)
+from asyncflow.keras.utils import unknown_object
 from asyncflow.regularizers import L1, L1L2, L2, Regularizer, l1, l1_l2, l2
 
-__all__ = ["Regularizer", "L1", "L2", "L1L2", "l1", "l2", "l1_l2", "get"]
+__all__ = [
+    "Regularizer", "L1", "L2", "L1L2", "l1", "l2", "l1_l2", "get", "serialize", "deserialize",
+]  # fmt: skip
 
 _BY_NAME = {"l1": L1, "l2": L2, "l1_l2": L1L2, "l1l2": L1L2}
+_CLASSES = {"L1": L1, "L2": L2, "L1L2": L1L2, **_BY_NAME}
 
 
 def get(identifier):
@@ -18,7 +27,27 @@ def get(identifier):
     """
     if identifier is None or (callable(identifier) and not isinstance(identifier, str)):
         return identifier
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
+    if isinstance(identifier, str) and identifier in get_custom_objects():
+        return deserialize(identifier)
     if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
         cls = _BY_NAME[identifier.lower()]
         return cls(l1=0.01, l2=0.01) if cls is L1L2 else cls()
+    if isinstance(identifier, str):
+        raise unknown_object("regularizer", identifier)
     raise ValueError(f"Could not interpret regularizer identifier: {identifier}")
+
+
+def serialize(regularizer):
+    """`{"class_name": ..., "config": ...}` of a regularizer."""
+    return serialize_keras_object(regularizer)
+
+
+def deserialize(config, custom_objects=None):
+    """The regularizer a serialized config (or name) describes.
+
+    Raises:
+      ValueError: an unknown class name.
+    """
+    return deserialize_keras_object(config, _CLASSES, custom_objects, "regularizer")

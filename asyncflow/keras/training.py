@@ -21,7 +21,14 @@ import numpy as np
 
 from asyncflow import graph as ops
 from asyncflow import nest
-from asyncflow.keras import backend, optimizers, training_generator
+from asyncflow.keras import (
+    backend,
+    layer_configs,
+    model_config,
+    optimizers,
+    saving,
+    training_generator,
+)
 from asyncflow.keras import callbacks as cbks
 from asyncflow.keras import losses as losses_mod
 from asyncflow.keras import metrics as metrics_mod
@@ -50,6 +57,7 @@ class Model(Network):
         self.history = None
         self._compiled = False
         self._compile_args = None
+        self._compile_kwargs = None
         self._fns: dict = {}
 
     # -- compile --------------------------------------------------------------------------------
@@ -75,6 +83,14 @@ class Model(Network):
         self.optimizer = optimizers.get(optimizer)
         self.loss = loss
         self._compile_args = (loss, metrics, loss_weights)
+        # (as given: what model.save() writes as the training config)
+        self._compile_kwargs = dict(
+            loss=loss,
+            metrics=metrics,
+            loss_weights=loss_weights,
+            sample_weight_mode=sample_weight_mode,
+            weighted_metrics=weighted_metrics,
+        )
         self._fns = {}
         if self.built and self.outputs:
             self._compile_graph()
@@ -510,17 +526,83 @@ class Model(Network):
                     out.append(w)
         return out
 
+    # -- configs --------------------------------------------------------------------------------
+
+    # A Model of this very class serializes as TF's "Functional" (subclasses by their name).
+    _keras_registered_name = "Functional"
+
+    def get_config(self) -> dict:
+        """The functional config (layers with their inbound nodes, input_layers,
+        output_layers), as TF's Keras writes it.
+
+        Raises:
+          NotImplementedError: a subclassed model (no layer graph to describe).
+        """
+        if not self._is_graph_network:
+            raise NotImplementedError(
+                "Model.get_config: a subclassed model has no layer graph to serialize; "
+                "save its weights instead (save_weights)"
+            )
+        return model_config.network_config(self)
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """A model rebuilt (new layers, new weights) from `get_config()`'s dict.
+
+        Raises:
+          ValueError: an unknown layer class or an inconsistent config.
+        """
+        inputs, outputs = model_config.reconstruct(config, custom_objects)
+        model = cls(inputs=inputs, outputs=outputs, name=config.get("name"))
+        if not config.get("trainable", True):
+            model.trainable = False
+        return model
+
+    def to_json(self, **kwargs) -> str:
+        """The model's class and config as JSON (`json.dumps` keyword arguments pass)."""
+        return model_config.model_to_json(self, **kwargs)
+
     def _trackable_children(self) -> list:
         """Keras' checkpoint dependencies: "layer_with_weights-<k>" for each layer that
         has weights, in layer order."""
         with_weights = [layer for layer in self.layers if layer.weights]
         return [(f"layer_with_weights-{k}", layer) for k, layer in enumerate(with_weights)]
 
+    def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None,
+             signatures=None, options=None, save_traces=True) -> None:  # fmt: skip
+        """Save the whole model (config, weights, training config, optimizer state) as
+        Keras' HDF5 file (keras/saving.py).
+
+        Raises:
+          NotImplementedError: the SavedModel format (a path without .h5): use .h5.
+        """
+        saving.save_model(self, filepath, overwrite, include_optimizer, save_format)
+
     def save_weights(self, filepath, overwrite=True, save_format=None, options=None) -> None:
-        """Write the weights as an object-based TF checkpoint at `filepath` (keys
+        """Write the weights: as Keras' HDF5 file when `filepath` ends in .h5/.hdf5 (or
+        save_format='h5'), else as an object-based TF checkpoint at `filepath` (keys
         "layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE", ...) and point the
-        directory's `checkpoint` file at it, as Keras' TF format does."""
+        directory's `checkpoint` file at it, as Keras' TF format does.
+
+        Raises:
+          ValueError: an unknown save_format.
+        """
         from asyncflow.train import saver
+
+        fmt = (save_format or ("h5" if saving.is_hdf5_filepath(filepath) else "tf")).lower()
+        if fmt not in ("h5", "hdf5", "tf", "tensorflow"):
+            raise ValueError(
+                f'Unknown format. Received: `save_format`={save_format}. Was expecting one of '
+                '{"tf", "h5"}.'
+            )
+        if fmt in ("h5", "hdf5"):
+            if not overwrite and os.path.exists(filepath):
+                return
+            import h5py
+
+            with h5py.File(filepath, "w") as f:
+                saving.save_weights_to_hdf5(f, self)
+            return
 
         path = _root_checkpoint(self).write(filepath, session=backend.get_session())
         saver.update_checkpoint_state(
@@ -528,14 +610,42 @@ class Model(Network):
         )
 
     def load_weights(self, filepath, by_name=False, skip_mismatch=False, options=None):
-        """Restore weights written by `save_weights` (by TF's Keras or ours).
+        """Restore weights written by `save_weights` (by TF's Keras or ours): an HDF5
+        file by layer order or, with `by_name`, by layer name (`skip_mismatch` skips
+        layers whose weights do not fit); a TF checkpoint by object path.
 
         Raises:
           NotFoundError: no checkpoint at filepath.
+          ValueError: HDF5 weights that do not fit the model.
+          NotImplementedError: by_name with a TF checkpoint.
         """
+        if _is_hdf5(filepath):
+            import h5py
+
+            with h5py.File(filepath, "r") as f:
+                group = f["model_weights"] if "layer_names" not in f.attrs else f
+                saving.load_weights_from_hdf5(group, self, by_name, skip_mismatch)
+            return None
+        if by_name:
+            raise NotImplementedError(
+                "Weights may only be loaded based on topology into Models when loading "
+                "TensorFlow-formatted weights (got by_name=True to load_weights)."
+            )
         status = _root_checkpoint(self).read(filepath)
         status.run_restore_ops(backend.get_session())
         return status
+
+
+def _is_hdf5(filepath) -> bool:
+    if saving.is_hdf5_filepath(filepath):
+        return True
+    path = os.fspath(filepath)
+    # A path with no checkpoint index next to it may still be an HDF5 file (Keras looks).
+    if os.path.isfile(path) and not os.path.exists(path + ".index"):
+        import h5py
+
+        return bool(h5py.is_hdf5(path))
+    return False
 
 
 def _root_checkpoint(model):
@@ -692,6 +802,8 @@ class Sequential(Model):
         self._input_layer = InputLayer(
             batch_input_shape=tuple(input_shape), name=name or self._seq_layers[0].name + "_input"
         )
+        # (an input made by build or by the data, which TF's config does not list)
+        self._input_layer._built_by_model = True
         layers, self._seq_layers = self._seq_layers, []
         self.inputs, self.outputs = [self._input_layer.output], [self._input_layer.output]
         with ops.name_scope(_scope):
@@ -730,6 +842,26 @@ class Sequential(Model):
         self._fns = {}
         self._compiled = False
 
+    def get_config(self) -> dict:
+        """Name and layers (the InputLayer first when the model has one)."""
+        return model_config.sequential_config(self)
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """A Sequential of new layers made from `get_config()`'s dict.
+
+        Raises:
+          ValueError: an unknown layer class.
+        """
+        if isinstance(config, list):  # (Keras 1's format: the bare layer list)
+            config = {"layers": config}
+        model = cls(name=config.get("name"))
+        for layer_config in config["layers"]:
+            model.add(layer_configs.deserialize(layer_config, custom_objects))
+        if not model.inputs and config.get("build_input_shape"):
+            model.build(config["build_input_shape"])
+        return model
+
     def call(self, inputs, training=None, mask=None):
         if self.outputs and len(self._seq_layers):
             return super().call(inputs, training=training, mask=mask)
@@ -743,3 +875,6 @@ class Sequential(Model):
             inputs = ops.convert_to_tensor(inputs)
             self.build(inputs.shape.as_list())
         return super().__call__(inputs, *args, **kwargs)
+
+
+layer_configs.register_layer_classes(Model=Model, Functional=Model, Sequential=Sequential)

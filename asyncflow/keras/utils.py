@@ -1,11 +1,34 @@
-"""`tf.keras.utils` (to_categorical, normalize, Sequence) and the lookup error Keras raises for
-an unknown name."""
+"""`tf.keras.utils`: to_categorical, normalize, Sequence, and the object (de)serialization
+and custom-object scope of keras/serialization.py (with the lookup error Keras raises for
+an unknown name)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["to_categorical", "normalize", "Sequence"]
+from asyncflow.keras.serialization import (
+    CustomObjectScope,
+    custom_object_scope,
+    deserialize_keras_object,
+    get_custom_objects,
+    get_registered_name,
+    register_keras_serializable,
+    serialize_keras_object,
+)
+from asyncflow.keras.serialization import unknown_object as unknown_object
+
+__all__ = [
+    "to_categorical",
+    "normalize",
+    "Sequence",
+    "CustomObjectScope",
+    "custom_object_scope",
+    "get_custom_objects",
+    "get_registered_name",
+    "register_keras_serializable",
+    "serialize_keras_object",
+    "deserialize_keras_object",
+]
 
 
 def to_categorical(y, num_classes=None, dtype="float32"):
@@ -46,13 +69,3 @@ class Sequence:
     def __iter__(self):
         for i in range(len(self)):
             yield self[i]
-
-
-def unknown_object(kind: str, name) -> ValueError:
-    """Keras' error for a name its registry lacks ("Unknown loss function: 'x'. ...")."""
-    return ValueError(
-        f"Unknown {kind}: '{name}'. Please ensure you are using a "
-        "`keras.utils.custom_object_scope` and that this object is included in the scope. "
-        "See https://www.tensorflow.org/guide/keras/save_and_serialize"
-        "#registering_the_custom_object for details."
-    )
