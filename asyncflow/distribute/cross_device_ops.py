@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from asyncflow import graph as ops
 from asyncflow.distribute import values as values_lib
-from asyncflow.distribute.distribute_lib import ReduceOp
+from asyncflow.distribute.context import ReduceOp
 
 __all__ = [
     "CrossDeviceOps",

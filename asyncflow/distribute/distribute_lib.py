@@ -1,26 +1,33 @@
-"""`tf.distribute`'s contexts, the Strategy base classes and the default strategy.
+"""`tf.distribute`'s Strategy base classes, ReplicaContext, InputContext and the default
+strategy (what `get_strategy()` returns when no strategy is in scope).
 
-A graph is always built in one distribution context: the default strategy's replica
-context (no strategy in scope), a strategy's cross-replica context (inside
-`strategy.scope()`), or one replica's context (inside `strategy.run(fn)`, on that
-replica's thread).  The contexts form a stack kept per thread and per graph, as TF
-keeps it, so replica threads each see their own replica context.
-
-Invariants:
-- The bottom of every stack is the default context; `get_strategy()` never fails.
-- A strategy's scope installs its variable creator; leaving the scope removes it.
+Invariant: a strategy's scope installs its variable creator (once, however deeply the
+scope is nested) and leaving the scope removes it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import threading
-import weakref
 
 from asyncflow import graph as ops
 from asyncflow import variables
-from asyncflow.variables import VariableAggregation
+from asyncflow.distribute import values as values_lib
+from asyncflow.distribute.context import (
+    ReduceOp,
+    _Context,
+    _stack,
+    _top,
+    get_cross_replica_context,
+    get_replica_context,
+    get_strategy,
+    get_update_device,
+    has_strategy,
+    in_cross_replica_context,
+    push_cross_replica_context,
+    push_replica_context,
+    set_default,
+)
 
 __all__ = [
     "InputContext",
@@ -34,44 +41,10 @@ __all__ = [
     "get_loss_reduction",
     "get_replica_context",
     "get_strategy",
+    "get_update_device",
     "has_strategy",
     "in_cross_replica_context",
 ]
-
-
-class ReduceOp(enum.Enum):
-    """How values from the replicas combine: SUM or MEAN."""
-
-    SUM = "SUM"
-    MEAN = "MEAN"
-
-    @staticmethod
-    def from_variable_aggregation(aggregation) -> ReduceOp:
-        """The ReduceOp of a VariableAggregation (SUM, MEAN, ONLY_FIRST_REPLICA).
-
-        Raises:
-          ValueError: NONE (or anything else) has no ReduceOp.
-        """
-        name = getattr(aggregation, "name", None)
-        if name == "SUM":
-            return ReduceOp.SUM
-        if name in ("MEAN", "ONLY_FIRST_REPLICA"):
-            return ReduceOp.MEAN
-        raise ValueError(
-            f"Could not convert from `tf.VariableAggregation` {aggregation} to"
-            "`tf.distribute.ReduceOp` type"
-        )
-
-    @staticmethod
-    def as_reduce_op(op) -> ReduceOp:
-        if isinstance(op, ReduceOp):
-            return op
-        if isinstance(op, str):
-            try:
-                return ReduceOp[op.upper()]
-            except KeyError:
-                raise ValueError(f"{op.upper()!r} is not a valid ReduceOp") from None
-        raise ValueError(f"{op!r} is not a valid ReduceOp")
 
 
 class InputReplicationMode(enum.Enum):
@@ -122,83 +95,6 @@ class InputContext:
 
 
 # -- the per-thread, per-graph context stack ------------------------------------------
-
-
-class _Context:
-    """One entry of the stack: the strategy, and which of the two contexts holds."""
-
-    __slots__ = ("strategy", "cross_replica", "replica", "update_device")
-
-    def __init__(self, strategy, cross_replica, replica, update_device=None):
-        self.strategy = strategy
-        self.cross_replica = cross_replica  # the strategy, in its cross-replica context
-        self.replica = replica  # a ReplicaContext, in a replica context
-        self.update_device = update_device  # the device `extended.update` is writing on
-
-
-class _Stacks(threading.local):
-    def __init__(self):
-        self.by_graph: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-_stacks = _Stacks()
-
-
-def _stack(graph=None) -> list:
-    graph = ops.get_default_graph() if graph is None else graph
-    stack = _stacks.by_graph.get(graph)
-    if stack is None:
-        stack = _stacks.by_graph[graph] = [_default_context()]
-    return stack
-
-
-def _top() -> _Context:
-    return _stack()[-1]
-
-
-@contextlib.contextmanager
-def _push(context: _Context):
-    stack = _stack()
-    stack.append(context)
-    try:
-        yield context
-    finally:
-        stack.remove(context)
-
-
-def seed_thread_stack(graph, entries: list) -> None:
-    """A new thread building `graph` starts from a copy of another thread's stack."""
-    _stacks.by_graph[graph] = list(entries)
-
-
-def get_strategy():
-    """The strategy in scope, else the default strategy."""
-    return _top().strategy
-
-
-def has_strategy() -> bool:
-    """Whether a strategy other than the default one is in scope."""
-    return get_strategy() is not _default_strategy()
-
-
-def in_cross_replica_context() -> bool:
-    """True inside `strategy.scope()` but outside `strategy.run`."""
-    return _top().cross_replica is not None
-
-
-def get_replica_context():
-    """The current ReplicaContext; None in a cross-replica context."""
-    return _top().replica
-
-
-def get_cross_replica_context():
-    """The strategy when in its cross-replica context, else None."""
-    return _top().cross_replica
-
-
-def get_update_device():
-    """The device whose copy `extended.update` is writing, or None."""
-    return _top().update_device
 
 
 def get_loss_reduction() -> ReduceOp:
@@ -380,8 +276,6 @@ class Strategy:
             return math_ops.truediv(total, math_ops.cast(count, total.dtype))
 
     def _map_local(self, value, fn):
-        from asyncflow.distribute import values as values_lib
-
         parts = []
         for device, v in zip(self._extended._devices, self.experimental_local_results(value)):
             with ops.device(device):
@@ -390,8 +284,6 @@ class Strategy:
 
     def experimental_local_results(self, value) -> tuple:
         """The per-replica parts of `value`, or `(value,)` for a plain one."""
-        from asyncflow.distribute import values as values_lib
-
         if isinstance(value, values_lib.DistributedValues):
             return tuple(value.values)
         return (value,)
@@ -491,18 +383,6 @@ def _scope(strategy) -> _Scope:
     return _Scope(strategy)
 
 
-def push_replica_context(strategy, replica_context):
-    return _push(_Context(strategy, None, replica_context))
-
-
-def push_cross_replica_context(strategy):
-    return _push(_Context(strategy, strategy, None))
-
-
-def push_update_context(strategy, device):
-    return _push(_Context(strategy, strategy, None, update_device=device))
-
-
 # -- the default strategy ----------------------------------------------------------------
 
 
@@ -593,27 +473,14 @@ class _DefaultReplicaContext(ReplicaContext):
         return pack_sequence_as(value, array_ops.identity_n(flatten(value)))
 
 
-_DEFAULTS: list = []
-
-
 def _default_strategy():
-    if not _DEFAULTS:
-        strategy = _DefaultDistributionStrategyV1()
-        _DEFAULTS.extend([strategy, _DefaultReplicaContext(strategy, 0)])
-    return _DEFAULTS[0]
+    return _DEFAULT_STRATEGY
 
 
 def _default_replica_context():
-    _default_strategy()
-    return _DEFAULTS[1]
+    return _DEFAULT_REPLICA
 
 
-def _default_context() -> _Context:
-    return _Context(_default_strategy(), None, _default_replica_context())
-
-
-def aggregation_name(aggregation) -> str:
-    return getattr(aggregation, "name", str(aggregation))
-
-
-NONE_AGGREGATION = VariableAggregation.NONE
+_DEFAULT_STRATEGY = _DefaultDistributionStrategyV1()
+_DEFAULT_REPLICA = _DefaultReplicaContext(_DEFAULT_STRATEGY, 0)
+set_default(_DEFAULT_STRATEGY, _DEFAULT_REPLICA)

@@ -24,8 +24,8 @@ import threading
 from asyncflow import graph as ops
 from asyncflow import var_scope
 from asyncflow.device_spec import DeviceSpec
+from asyncflow.distribute import context, distribute_lib
 from asyncflow.distribute import cross_device_ops as cross_device_ops_lib
-from asyncflow.distribute import distribute_lib
 from asyncflow.distribute import values as values_lib
 from asyncflow.graph import GraphKeys
 from asyncflow.variables import VariableAggregation, VariableSynchronization
@@ -151,7 +151,7 @@ class _MirroredExtended(distribute_lib.StrategyExtended):
         for i, v in enumerate(var.values):
             with (
                 ops.device(v.device),
-                distribute_lib.push_update_context(strategy, v.device),
+                context.push_update_context(strategy, v.device),
                 ops.name_scope(f"update_{i}"),
             ):
                 results.append(

@@ -11,7 +11,7 @@ Invariant: `values[i]` lives on the strategy's i-th device.
 from __future__ import annotations
 
 from asyncflow import graph as ops
-from asyncflow.distribute import distribute_lib
+from asyncflow.distribute import context
 from asyncflow.nest import flatten, is_nested, pack_sequence_as
 from asyncflow.variables import Variable, VariableAggregation, VariableSynchronization
 
@@ -47,8 +47,8 @@ class Mirrored(DistributedValues):
     (the first one in the cross-replica context)."""
 
     def _local_value(self):
-        replica = distribute_lib.get_replica_context()
-        if replica is not None and distribute_lib.has_strategy():
+        replica = context.get_replica_context()
+        if replica is not None and context.has_strategy():
             return self._values[replica._replica_id]
         return self._values[0]
 
@@ -129,10 +129,10 @@ class MirroredVariable(Variable):
         return self._values[0]
 
     def _local(self):
-        replica = distribute_lib.get_replica_context()
-        if replica is not None and distribute_lib.get_strategy() is self._distribute_strategy_obj:
+        replica = context.get_replica_context()
+        if replica is not None and context.get_strategy() is self._distribute_strategy_obj:
             return self._values[replica._replica_id]
-        device = distribute_lib.get_update_device()
+        device = context.get_update_device()
         if device is not None:
             for v in self._values:
                 if v.device == device:
@@ -211,10 +211,10 @@ class MirroredVariable(Variable):
     # -- writes ------------------------------------------------------------------------
     def _update(self, method: str, value, **kwargs):
         strategy = self._distribute_strategy_obj
-        replica = distribute_lib.get_replica_context()
-        if distribute_lib.get_update_device() is not None:
+        replica = context.get_replica_context()
+        if context.get_update_device() is not None:
             return getattr(self._local(), method)(value, **kwargs)
-        if replica is None or distribute_lib.get_strategy() is not strategy:
+        if replica is None or context.get_strategy() is not strategy:
             return strategy.extended.update(
                 self, lambda v, x: getattr(v, method)(x, **kwargs), args=(value,)
             )
@@ -225,7 +225,7 @@ class MirroredVariable(Variable):
             if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA:
                 value = Mirrored([value.values[0]] * len(value.values))
             else:
-                op = distribute_lib.ReduceOp.from_variable_aggregation(self._aggregation)
+                op = context.ReduceOp.from_variable_aggregation(self._aggregation)
                 value = strategy.extended.reduce_to(op, value, self)
             return strategy.extended.update(
                 self, lambda v, x: getattr(v, method)(x, **kwargs), args=(value,)
