@@ -408,6 +408,7 @@ class MirroredStrategy(distribute_lib.Strategy):
 
 class _OneDeviceExtended(_MirroredExtended):
     def _variable_creator(self, next_creator, **kwargs):
+        kwargs["use_resource"] = True  # as TF's strategies
         with ops.device(self._devices[0]):
             return next_creator(**kwargs)
 

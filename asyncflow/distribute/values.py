@@ -31,11 +31,15 @@ class DistributedValues:
     def _primary(self):
         return self._values[0]
 
-    def __repr__(self) -> str:
-        parts = ",\n".join(f"  {i}: {v}" for i, v in enumerate(self._values))
+    def _show(self, show) -> str:
+        parts = ",\n".join(f"  {i}: {show(v)}" for i, v in enumerate(self._values))
         return f"{type(self).__name__}:{{\n{parts}\n}}"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return self._show(str)
+
+    def __repr__(self) -> str:
+        return self._show(repr)
 
 
 class PerReplica(DistributedValues):
