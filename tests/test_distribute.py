@@ -391,3 +391,116 @@ def test_one_device_strategy():
         sess.run(train)
         assert sess.run(ov) == 0.0
         assert sess.run(o.reduce("sum", out, axis=None)) == 2.0
+
+
+# -- input ---------------------------------------------------------------------------------
+
+
+def test_dataset_batches_are_split_over_the_replicas():
+    s = _mirrored()
+    ds = af.data.Dataset.range(7).map(lambda x: {"f": x, "g": x * 10}).batch(3)
+    it = s.make_dataset_iterator(ds)
+    nx = it.get_next()
+    assert type(nx["f"]).__name__ == "PerReplica"
+    assert [t.device for t in nx["f"].values] == [DEV0, DEV1]
+    want = [
+        {"f": ([0, 1], [2]), "g": ([0, 10], [20])},
+        {"f": ([3, 4], [5]), "g": ([30, 40], [50])},
+        {"f": ([6], []), "g": ([60], [])},
+    ]
+    with af.Session(config=CPU2) as sess:
+        sess.run(it.initialize())
+        for w in want:
+            got = sess.run({k: s.experimental_local_results(v) for k, v in nx.items()})
+            assert {k: tuple(a.tolist() for a in v) for k, v in got.items()} == w
+        with pytest.raises(af.errors.OutOfRangeError):
+            sess.run(s.experimental_local_results(nx["f"]))
+
+
+def test_distribute_dataset_and_input_fn_iterator():
+    s = _mirrored()
+    dd = s.experimental_distribute_dataset(af.data.Dataset.range(10).batch(4))
+    it = dd.make_initializable_iterator()
+    nx = it.get_next()
+    contexts = []
+
+    def input_fn(ctx):
+        contexts.append((ctx.num_replicas_in_sync, ctx.input_pipeline_id, ctx.num_input_pipelines))
+        return af.data.Dataset.range(6).batch(2)
+
+    it3 = s.make_input_fn_iterator(input_fn)
+    nx3 = it3.get_next()
+    assert contexts == [(2, 0, 1)]
+    with af.Session(config=CPU2) as sess:
+        sess.run(it.initializer)
+        got = [sess.run(s.experimental_local_results(nx)) for _ in range(3)]
+        assert [tuple(a.tolist() for a in g) for g in got] == [
+            ([0, 1], [2, 3]),
+            ([4, 5], [6, 7]),
+            ([8], [9]),
+        ]
+        with pytest.raises(af.errors.OutOfRangeError):
+            sess.run(s.experimental_local_results(nx))
+        sess.run(it3.initializer)
+        got = sess.run(s.experimental_local_results(nx3))
+        assert [a.tolist() for a in got] == [[0, 1], [2, 3]]
+        with pytest.raises(af.errors.OutOfRangeError):  # [4, 5] alone cannot feed both
+            sess.run(s.experimental_local_results(nx3))
+
+
+def test_default_strategy_dataset_iterator():
+    d = af.distribute.get_strategy()
+    it = d.make_dataset_iterator(af.data.Dataset.range(3))
+    n = it.get_next()
+    with af.Session() as sess:
+        sess.run(it.initializer)
+        assert [sess.run(n), sess.run(n)] == [0, 1]
+
+
+# -- extended ------------------------------------------------------------------------------
+
+
+def test_extended_update_batch_reduce_to_and_call_for_each_replica():
+    s = _mirrored()
+    ext = s.extended
+    with s.scope():
+        v = af.Variable(1.0, name="v")
+    per = ext.call_for_each_replica(_scaled, args=(af.constant(2.0),))
+    assert type(per).__name__ == "PerReplica"
+    with s.scope():
+        (red,) = ext.batch_reduce_to("sum", [(per, v)])
+        upd = ext.update(v, lambda var, x: var.assign_add(x), args=(red,))
+        copies = ext.broadcast_to(af.constant(7.0), v)
+    assert type(upd).__name__ == "Mirrored"
+    assert [t.device for t in red.values] == [DEV0, DEV1]
+    assert ext.worker_devices_by_replica == [[DEV0], [DEV1]]
+    with af.Session(config=CPU2) as sess:
+        sess.run(af.global_variables_initializer())
+        assert sess.run(red.values) == (6.0, 6.0)
+        sess.run(s.experimental_local_results(upd))
+        assert sess.run(v.values) == (7.0, 7.0)
+        assert sess.run(copies.values) == (7.0, 7.0)
+
+
+# -- the stand-in GPUs -----------------------------------------------------------------------
+
+
+def test_mirrored_over_two_fake_gpus(monkeypatch):
+    monkeypatch.setenv("ASYNCFLOW_FAKE_GPUS", "2")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    s = af.distribute.MirroredStrategy()
+    gpu0, gpu1 = "/replica:0/task:0/device:GPU:0", "/replica:0/task:0/device:GPU:1"
+    assert s.extended.worker_devices == (gpu0, gpu1)
+    with s.scope():
+        v = af.Variable([1.0, 2.0], name="v")
+        opt = af.train.GradientDescentOptimizer(0.1)
+        train = s.run(
+            lambda x: opt.minimize(af.reduce_sum(v * _scaled(x))),
+            args=(af.constant([1.0, 3.0]),),
+        )
+    assert [x.device for x in v.values] == [gpu0, gpu1]
+    with af.Session() as sess:
+        sess.run(af.global_variables_initializer())
+        sess.run(train)
+        for part in sess.run(v.values):  # the two-CPU numbers TF gives
+            np.testing.assert_allclose(part, [0.7, 1.0999999])

@@ -160,6 +160,25 @@ class StrategyExtended:
     def should_save_summary(self) -> bool:
         return True
 
+    @property
+    def worker_devices_by_replica(self) -> list:
+        return [[d] for d in self.worker_devices]
+
+    @property
+    def experimental_require_static_shapes(self) -> bool:
+        return False
+
+    def call_for_each_replica(self, fn, args=(), kwargs=None):
+        """`fn` in every replica (the strategy's scope entered); results regrouped."""
+        with self._container_strategy().scope():
+            return self._call_for_each_replica(fn, args, kwargs or {})
+
+    def broadcast_to(self, tensor, destinations):
+        """`tensor` copied to `destinations` (a Mirrored)."""
+        from asyncflow.distribute import cross_device_ops
+
+        return cross_device_ops.CrossDeviceOps().broadcast(tensor, destinations)
+
     def non_slot_devices(self, var_list) -> tuple:
         return tuple(self._devices)
 
@@ -251,12 +270,15 @@ class Strategy:
         regrouped: a value every replica returned is returned as is, differing ones as
         PerReplica."""
         with self.scope():
-            return self._extended.call_for_each_replica(fn, args, kwargs or {})
+            return self._extended._call_for_each_replica(fn, args, kwargs or {})
 
     experimental_run_v2 = run
 
-    def call_for_each_replica(self, fn, args=(), kwargs=None):
-        return self.run(fn, args, kwargs)
+    def experimental_run(self, fn, input_iterator=None):
+        """`fn(inputs)` in every replica, `inputs` its part of `input_iterator.get_next()`
+        (no argument without an iterator)."""
+        args = () if input_iterator is None else (input_iterator.get_next(),)
+        return self.run(fn, args)
 
     def reduce(self, reduce_op, value, axis=None):
         """`value` (PerReplica) reduced over the replicas, and over `axis` too if given."""
@@ -301,19 +323,36 @@ class Strategy:
         return control_flow_ordering.group(*flat, name=name)
 
     def make_input_fn_iterator(self, input_fn, replication_mode=InputReplicationMode.PER_WORKER):
-        """An iterator over `input_fn(InputContext)`'s dataset, one batch per replica."""
-        context = InputContext(1, 0, self.num_replicas_in_sync)
-        return self.make_dataset_iterator(input_fn(context))
-
-    def make_dataset_iterator(self, dataset):
+        """An initializable iterator over `input_fn(InputContext)`'s dataset: each step
+        gives each replica the next element, in turn (a PerReplica)."""
         from asyncflow.distribute import input_lib
 
-        return input_lib.DatasetIterator(self, self.experimental_distribute_dataset(dataset))
+        context = InputContext(1, 0, self.num_replicas_in_sync)
+        dataset = input_fn(context)
+        return input_lib.input_fn_dataset(self, dataset).make_initializable_iterator()
+
+    def make_dataset_iterator(self, dataset):
+        """An initializable iterator giving each replica its slice of every batch."""
+        return self.experimental_distribute_dataset(dataset).make_initializable_iterator()
 
     def experimental_distribute_dataset(self, dataset, options=None):
+        """`dataset` with every batch split into one slice per replica."""
         from asyncflow.distribute import input_lib
 
         return input_lib.DistributedDataset(self, dataset)
+
+    def distribute_datasets_from_function(self, dataset_fn, options=None):
+        """`dataset_fn(InputContext)`'s dataset (batched per replica): each step gives
+        each replica the next element, in turn."""
+        from asyncflow.distribute import input_lib
+
+        context = InputContext(1, 0, self.num_replicas_in_sync)
+        return input_lib.input_fn_dataset(self, dataset_fn(context))
+
+    experimental_distribute_datasets_from_function = distribute_datasets_from_function
+
+    def colocate_vars_with(self, colocate_with_variable):
+        return self._extended.colocate_vars_with(colocate_with_variable)
 
     def experimental_make_numpy_dataset(self, numpy_input, session=None):
         from asyncflow.data import Dataset
@@ -390,6 +429,7 @@ class _DefaultExtended(StrategyExtended):
     def __init__(self, container_strategy):
         super().__init__(container_strategy)
         self._devices = ("/device:CPU:0",)
+        self._host_device = None
 
     @property
     def worker_devices(self) -> tuple:
@@ -403,7 +443,7 @@ class _DefaultExtended(StrategyExtended):
             "parameter_devices() method unsupported by default tf.distribute.Strategy."
         )
 
-    def call_for_each_replica(self, fn, args, kwargs):
+    def _call_for_each_replica(self, fn, args, kwargs):
         with push_replica_context(self._container_strategy(), _default_replica_context()):
             return fn(*args, **kwargs)
 
@@ -454,6 +494,19 @@ class _DefaultDistributionStrategyV1(Strategy):
 
     def _map_local(self, value, fn):
         return fn(value)
+
+    def experimental_distribute_dataset(self, dataset, options=None):
+        return dataset
+
+    def make_dataset_iterator(self, dataset):
+        from asyncflow.distribute import input_lib
+
+        return input_lib.DistributedDataset(
+            self, dataset, lambda strategy, element: element
+        ).make_initializable_iterator()
+
+    def make_input_fn_iterator(self, input_fn, replication_mode=InputReplicationMode.PER_WORKER):
+        return self.make_dataset_iterator(input_fn(InputContext()))
 
 
 class _DefaultReplicaContext(ReplicaContext):

@@ -112,7 +112,7 @@ class _MirroredExtended(distribute_lib.StrategyExtended):
         return result
 
     # -- replicas ---------------------------------------------------------------------
-    def call_for_each_replica(self, fn, args, kwargs):
+    def _call_for_each_replica(self, fn, args, kwargs):
         return _ReplicaRun(self, fn, args, kwargs).run()
 
     def _merge_call(self, replica_id, merge_fn, args, kwargs):
@@ -412,7 +412,7 @@ class _OneDeviceExtended(_MirroredExtended):
         with ops.device(self._devices[0]):
             return next_creator(**kwargs)
 
-    def call_for_each_replica(self, fn, args, kwargs):
+    def _call_for_each_replica(self, fn, args, kwargs):
         strategy = self._container_strategy()
         replica = distribute_lib.ReplicaContext(strategy, 0)
         with distribute_lib.push_replica_context(strategy, replica), ops.device(self._devices[0]):
