@@ -116,10 +116,11 @@ def test_mirrored_variables_names_devices_collections():
     assert repr(v).startswith("MirroredVariable:{\n  0: <tf.Variable 'v:0' shape=(2,)")
     assert [x.name for x in af.global_variables()] == ["v:0", "w:0"]
     assert all(type(x).__name__ == "MirroredVariable" for x in af.global_variables())
-    # The copies, not the mirrored variable, are the trainable ones (as TF's).
+    # As TF's: tf.Variable (trainable left to default) leaves its copies trainable;
+    # get_variable (trainable=True) makes the mirrored variable the trainable one.
     trainable = af.trainable_variables()
-    assert [x.name for x in trainable] == ["v:0", "v/replica_1:0", "w:0", "w/replica_1:0"]
-    assert trainable[1] is v.values[1]
+    assert [x.name for x in trainable] == ["v:0", "v/replica_1:0", "w:0"]
+    assert trainable[1] is v.values[1] and trainable[2] is w
 
 
 def test_copies_start_equal_and_assign_in_cross_replica_writes_all():
@@ -504,3 +505,51 @@ def test_mirrored_over_two_fake_gpus(monkeypatch):
         sess.run(train)
         for part in sess.run(v.values):  # the two-CPU numbers TF gives
             np.testing.assert_allclose(part, [0.7, 1.0999999])
+
+
+# -- a model: tf.layers in the replicas, a checkpoint -------------------------------------
+
+
+def test_layers_model_trains_and_checkpoints(tmp_path):
+    s = _mirrored()
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    y = np.array([[1.0], [0.0], [1.0], [0.5]], np.float32)
+    ds = af.data.Dataset.from_tensor_slices((x, y)).repeat().batch(4)
+    with s.scope():
+        it = s.make_dataset_iterator(ds)
+        opt = af.train.GradientDescentOptimizer(0.5)
+        gs = af.train.get_or_create_global_step()
+
+    def step(inputs):
+        feats, labels = inputs
+        h = af.layers.dense(
+            feats, 2, af.nn.tanh, kernel_initializer=af.constant_initializer(0.1), name="h"
+        )
+        out = af.layers.dense(h, 1, kernel_initializer=af.constant_initializer(-0.2), name="out")
+        loss = af.losses.mean_squared_error(labels, out)
+        with af.control_dependencies([opt.minimize(loss, global_step=gs)]):
+            return af.identity(loss)
+
+    with s.scope():
+        losses = s.run(step, args=(it.get_next(),))
+        mean_loss = s.reduce("mean", losses, axis=None)
+    names = ["global_step:0", "h/kernel:0", "h/bias:0", "out/kernel:0", "out/bias:0"]
+    assert [v.name for v in af.global_variables()] == names
+    assert sorted(v.name for v in af.trainable_variables()) == sorted(names[1:])
+    saver = af.train.Saver()
+    kernel = af.global_variables()[1]
+    with af.Session(config=CPU2) as sess:
+        sess.run(af.global_variables_initializer())
+        sess.run(it.initializer)
+        got = [sess.run(mean_loss) for _ in range(3)]
+        np.testing.assert_allclose(got, [0.6447371, 0.7216543, 1.3885987], rtol=1e-5)
+        want = [[0.39078006] * 2, [0.45800239] * 2, [0.52522463] * 2]
+        for part in sess.run(kernel.values):
+            np.testing.assert_allclose(part, want, rtol=1e-5)
+        path = saver.save(sess, str(tmp_path / "m"))
+        saved = sorted(n for n, _ in af.train.list_variables(path))
+        assert saved == ["global_step", "h/bias", "h/kernel", "out/bias", "out/kernel"]
+        sess.run([c.assign(c * 0) for c in kernel.values])
+        saver.restore(sess, path)
+        for part in sess.run(kernel.values):  # every copy restored
+            np.testing.assert_allclose(part, want, rtol=1e-5)

@@ -108,7 +108,15 @@ class _MirroredExtended(distribute_lib.StrategyExtended):
                     kwargs["initial_value"] = lambda p=primary: array_ops.identity(p.initial_value)
                 created.append(next_creator(**kwargs))
         result = values_lib.MirroredVariable(self._container_strategy(), created, aggregation)
-        ops.get_default_graph().add_to_collections(collections, result)
+        graph = ops.get_default_graph()
+        if kwargs.get("trainable"):
+            # As TF: asked for trainable=True (get_variable always is), the mirrored
+            # variable is the trainable one; left to default, its copies are.
+            trainable = graph.get_collection_ref(GraphKeys.TRAINABLE_VARIABLES)
+            trainable[:] = [t for t in trainable if not any(t is c for c in created)]
+            if GraphKeys.TRAINABLE_VARIABLES not in collections:
+                collections.append(GraphKeys.TRAINABLE_VARIABLES)
+        graph.add_to_collections(collections, result)
         return result
 
     # -- replicas ---------------------------------------------------------------------

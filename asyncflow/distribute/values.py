@@ -158,6 +158,13 @@ class MirroredVariable(Variable):
     _save_slice_info = property(lambda self: None)
     _distribute_strategy = property(lambda self: self._distribute_strategy_obj)
 
+    # What a MetaGraphDef records of a variable: the first copy's (TF's).
+    _handle = property(lambda self: self.primary._handle)
+    _initial_value = property(lambda self: self.primary._initial_value)
+    _initializer_op = property(lambda self: self.primary._initializer_op)
+    _variable = property(lambda self: self.primary._variable)
+    _graph_element = property(lambda self: self.primary._graph_element)
+
     @property
     def synchronization(self):
         return VariableSynchronization.ON_WRITE

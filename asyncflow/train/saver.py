@@ -297,6 +297,25 @@ class _VariableSaveable(SaveableObject):
             return state_ops.assign(self.op, tensor, validate_shape=validate)
 
 
+class _MirroredSaveable(_VariableSaveable):
+    """A mirrored variable (tf.distribute): saved once, from its first copy, under its
+    name; restored into every copy (TF's)."""
+
+    def __init__(self, var, name):
+        super().__init__(var.primary, name)
+        self.mirrored = var
+
+    def restore(self, restored_tensors, restored_shapes):
+        tensor = restored_tensors[0]
+        if restored_shapes is not None:
+            tensor = array_ops.reshape(tensor, restored_shapes[0])
+        assigns = []
+        for v in self.mirrored.values:
+            with ops.device(v.device):
+                assigns.append(v.assign(tensor, read_value=False))
+        return control_flow_ops.group(*assigns)
+
+
 def _is_variable_op(t) -> bool:
     return isinstance(t, ops.Tensor) and t.op.type in ("VariableV2", "Variable") and t._is_ref
 
@@ -340,6 +359,8 @@ def _saveables(names_to_vars: dict) -> list[SaveableObject]:
             out.append(var)
         elif isinstance(var, list | tuple | PartitionedVariable):
             out.extend(_slice_saveables(name, list(var)))
+        elif getattr(var, "_distribute_strategy", None) is not None and hasattr(var, "values"):
+            out.append(_MirroredSaveable(var, name))
         elif isinstance(var, variables_mod.Variable) or _is_variable_op(var):
             out.append(_VariableSaveable(var, name))
         else:
