@@ -553,3 +553,29 @@ def test_layers_model_trains_and_checkpoints(tmp_path):
         saver.restore(sess, path)
         for part in sess.run(kernel.values):  # every copy restored
             np.testing.assert_allclose(part, want, rtol=1e-5)
+
+
+def test_all_reduce_gradient_and_scopes_in_replicas():
+    s = _mirrored()
+
+    def fn():
+        ctx = af.distribute.get_replica_context()
+        r = af.cast(ctx.replica_id_in_sync_group + 1, af.float32)
+        x = af.constant(3.0) * r
+        total = ctx.all_reduce("sum", x)
+        loss = total * r + ctx.all_reduce("mean", x * x)
+        with af.variable_scope("model"):
+            z = af.get_variable("z", [], initializer=af.ones_initializer())
+            with af.name_scope("inner"):
+                q = af.Variable(2.0, name="q")
+        return af.gradients(loss, [x])[0], total, z, q, af.identity(z, name="zz")
+
+    g, total, z, q, zz = s.run(fn)
+    assert [t.name for t in total.values] == ["IdentityN:0", "replica_1/IdentityN:0"]
+    assert [t.name for t in zz.values] == ["zz:0", "replica_1/zz:0"]
+    assert [v.name for v in z.values] == ["model/z:0", "model/z/replica_1:0"]
+    assert [v.name for v in q.values] == ["model/inner/q:0", "model/inner/q/replica_1:0"]
+    with af.Session(config=CPU2) as sess:
+        sess.run(af.global_variables_initializer())
+        # d/dx: the replicas' upstream gradients of `total` summed (1 + 2), plus 2x.
+        assert sess.run(s.experimental_local_results(g)) == (9.0, 15.0)

@@ -223,21 +223,26 @@ class ReplicaContext:
         return self._strategy.extended._merge_call(self._replica_id, merge_fn, args, kwargs or {})
 
     def all_reduce(self, reduce_op, value):
-        """`value` reduced over the replicas (every replica gets the result)."""
+        """`value` (a tensor or a structure of them) reduced over the replicas; every
+        replica gets the result.  Its gradient is the all-reduce of the gradients."""
+        from asyncflow.custom_gradient import custom_gradient
         from asyncflow.nest import flatten, pack_sequence_as
 
         reduce_op = ReduceOp.as_reduce_op(reduce_op)
+        flat = [ops.convert_to_tensor(v) for v in flatten(value)]
 
-        def merge(strategy, value):
-            flat = flatten(value)
-            reduced = strategy.extended.batch_reduce_to(reduce_op, [(v, v) for v in flat])
-            return pack_sequence_as(value, reduced)
+        def merge(strategy, *values):
+            pairs = [(v, v) for v in values]
+            return strategy.extended.batch_reduce_to(reduce_op, pairs)
 
-        reduced = self.merge_call(merge, args=(value,))
-        from asyncflow.ops import array_ops
+        @custom_gradient
+        def reduced(*xs):
+            def grad(*dys):
+                return self.all_reduce(reduce_op, list(dys))
 
-        flat = flatten(reduced)
-        return pack_sequence_as(reduced, array_ops.identity_n(flat))
+            return list(self.merge_call(merge, args=xs)), grad
+
+        return pack_sequence_as(value, reduced(*flat))
 
     def __repr__(self) -> str:
         return f"<ReplicaContext replica {self._replica_id}>"
