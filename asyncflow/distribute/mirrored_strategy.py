@@ -250,6 +250,9 @@ class _ReplicaThread(threading.Thread):
     def run(self) -> None:
         self.should_run.wait()
         self.should_run.clear()
+        if self.aborted:  # another replica failed before this one began
+            self.done = True
+            return
         try:
             with self.run_.replica_scopes(self.replica_id):
                 fn, args, kwargs = self.run_.fn, self.run_.args, self.run_.kwargs
@@ -326,17 +329,13 @@ class _ReplicaRun:
             stack.enter_context(graph.as_default())
             replica = distribute_lib.ReplicaContext(self.strategy, replica_id)
             stack.enter_context(distribute_lib.push_replica_context(self.strategy, replica))
-            if replica_id > 0:
-                stack.enter_context(graph.name_scope(f"{self.name_scope}replica_{replica_id}/"))
             stack.enter_context(var_scope.variable_scope(self.var_scope, reuse=replica_id > 0))
-            stack.enter_context(graph.name_scope(self._scope_after_var_scope(replica_id)))
+            # Entering a variable scope object also opens its name scope; the replica's
+            # ops belong in the caller's name scope (plus "replica_<i>/"), so go there.
+            replica_scope = self.name_scope + (f"replica_{replica_id}/" if replica_id else "")
+            stack.enter_context(graph.name_scope(replica_scope or None))
             stack.enter_context(graph.device(self.extended._devices[replica_id]))
             yield
-
-    def _scope_after_var_scope(self, replica_id: int) -> str:
-        # Entering a variable scope object also opens its name scope; the replica's
-        # ops belong in the caller's name scope (plus "replica_<i>/"), so go back there.
-        return self.name_scope + (f"replica_{replica_id}/" if replica_id else "") or ""
 
     # -- the caller's side ----------------------------------------------------------------
     def run(self):
@@ -383,8 +382,8 @@ class _ReplicaRun:
         merge_fn, _, _, name_scope, scope = requests[0]
         args = values_lib.regroup([r[1] for r in requests])
         kwargs = values_lib.regroup([r[2] for r in requests])
+        # As TF: the merge runs in replica 0's variable scope and name scope.
         with (
-            self.graph.name_scope(name_scope + "/" if name_scope else None),
             distribute_lib.push_cross_replica_context(self.strategy),
             var_scope.variable_scope(scope),
             self.graph.name_scope(name_scope + "/" if name_scope else None),
