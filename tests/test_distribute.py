@@ -579,3 +579,34 @@ def test_all_reduce_gradient_and_scopes_in_replicas():
         sess.run(af.global_variables_initializer())
         # d/dx: the replicas' upstream gradients of `total` summed (1 + 2), plus 2x.
         assert sess.run(s.experimental_local_results(g)) == (9.0, 15.0)
+
+
+def test_cross_replica_methods_refuse_a_replica():
+    s = _mirrored()
+    with s.scope():
+        v = af.Variable(1.0, name="v")
+    msg = "Method requires being in cross-replica context, use get_replica_context.*merge_call"
+    calls = {
+        "reduce": lambda: s.reduce("sum", af.constant(1.0), axis=None),
+        "run": lambda: s.run(lambda: af.constant(1.0)),
+        "scope": lambda: s.scope().__enter__(),
+        "reduce_to": lambda: s.extended.reduce_to("sum", af.constant(1.0), v),
+    }
+    errors = {}
+
+    def fn():
+        for name, call in calls.items():
+            with pytest.raises(RuntimeError, match=msg):
+                call()
+            errors[name] = True
+        # update in a replica writes that replica's copy only
+        return s.extended.update(v, lambda x: x.assign_add(1.0))
+
+    out = s.run(fn)
+    assert sorted(errors) == sorted(calls)
+    with af.Session(config=CPU2) as sess:
+        sess.run(af.global_variables_initializer())
+        sess.run(s.experimental_local_results(out))
+        assert sess.run(v.values) == (2.0, 2.0)
+        with pytest.raises(TypeError, match="PerReplica"):
+            sess.run(out)

@@ -161,3 +161,13 @@ def push_cross_replica_context(strategy):
 
 def push_update_context(strategy, device):
     return _push(_Context(strategy, strategy, None, update_device=device))
+
+
+def require_cross_replica(strategy) -> None:
+    """Raises RuntimeError (TF's words) inside one of `strategy`'s replicas."""
+    top = _top()
+    if top.replica is not None and top.strategy is strategy and strategy is not _DEFAULT[0]:
+        raise RuntimeError(
+            "Method requires being in cross-replica context, use "
+            "get_replica_context().merge_call()"
+        )

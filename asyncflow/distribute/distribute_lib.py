@@ -26,6 +26,7 @@ from asyncflow.distribute.context import (
     in_cross_replica_context,
     push_cross_replica_context,
     push_replica_context,
+    require_cross_replica,
     set_default,
 )
 
@@ -392,6 +393,7 @@ class _Scope:
         self._creators = None
 
     def __enter__(self):
+        require_cross_replica(self._strategy)
         current = get_strategy()
         if current is not self._strategy and has_strategy():
             raise RuntimeError(

@@ -137,19 +137,30 @@ class _MirroredExtended(distribute_lib.StrategyExtended):
         return mirrored.values[0]
 
     def reduce_to(self, reduce_op, value, destinations, options=None):
-        """`value` reduced over the replicas, copied to `destinations` (Mirrored)."""
+        """`value` reduced over the replicas, copied to `destinations` (Mirrored).
+
+        Raises:
+          RuntimeError: called in a replica (use merge_call).
+        """
+        context.require_cross_replica(self._container_strategy())
         reduce_op = distribute_lib.ReduceOp.as_reduce_op(reduce_op)
         if not isinstance(value, values_lib.DistributedValues):
             value = values_lib.PerReplica([value] * len(self._devices))
         return self._cross_device_ops.reduce(reduce_op, value, destinations)
 
     def batch_reduce_to(self, reduce_op, value_destination_pairs, options=None) -> list:
+        context.require_cross_replica(self._container_strategy())
         return [self.reduce_to(reduce_op, v, d) for v, d in value_destination_pairs]
 
     def update(self, var, fn, args=(), kwargs=None, group=True):
         """`fn(copy, *args)` for every copy of `var`, on its device (each argument's
-        part for that replica); returns the results, grouped if `group`."""
+        part for that replica); returns the results, grouped if `group`.  In a replica,
+        `fn` runs once, on that replica's copy (TF's)."""
         kwargs = kwargs or {}
+        if distribute_lib.get_replica_context() is not None and distribute_lib.has_strategy():
+            local = var.get() if isinstance(var, values_lib.MirroredVariable) else var
+            with ops.colocate_with(local.op):
+                return fn(local, *args, **kwargs)
         if not isinstance(var, values_lib.MirroredVariable):
             with ops.colocate_with(var.op):
                 result = fn(var, *args, **kwargs)
