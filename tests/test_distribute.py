@@ -610,3 +610,74 @@ def test_cross_replica_methods_refuse_a_replica():
         assert sess.run(v.values) == (2.0, 2.0)
         with pytest.raises(TypeError, match="PerReplica"):
             sess.run(out)
+
+
+# -- sync-on-read variables and metrics ----------------------------------------------------
+
+
+def test_metric_mean_over_replicas():
+    s = _mirrored()
+
+    def fn():
+        return af.metrics.mean(_scaled(af.constant([1.0, 2.0])))
+
+    with s.scope():
+        value, update = s.run(fn)
+    assert isinstance(value, af.Tensor)  # one value, computed across the replicas
+    assert [t.name for t in update.values] == ["mean/update_op:0", "replica_1/mean/update_op:0"]
+    total = af.local_variables()[0]
+    assert [(type(v).__name__, v.name) for v in af.local_variables()] == [
+        ("SyncOnReadVariable", "mean/total:0"),
+        ("SyncOnReadVariable", "mean/count:0"),
+    ]
+    assert [x.name for x in total.values] == ["mean/total:0", "mean/total/replica_1:0"]
+    assert total.synchronization == af.VariableSynchronization.ON_READ
+    assert total.aggregation == af.VariableAggregation.SUM
+    with af.Session(config=CPU2) as sess:
+        sess.run(af.local_variables_initializer())
+        assert sess.run(s.experimental_local_results(update)) == (1.5, 3.0)
+        assert sess.run(value) == 2.25
+
+
+def test_sync_on_read_variable_reads_and_writes():
+    s = _mirrored()
+    with s.scope():
+        sv = af.Variable(
+            0.0,
+            name="sv",
+            synchronization=af.VariableSynchronization.ON_READ,
+            aggregation=af.VariableAggregation.SUM,
+        )
+        a = sv.assign(4.0)
+        # TF 2.21 accepts a trainable sync-on-read variable
+        tv = af.Variable(0.0, trainable=True, synchronization=af.VariableSynchronization.ON_READ)
+    b = s.run(lambda: sv.assign_add(_scaled(1.0)))
+    assert type(sv).__name__ == "SyncOnReadVariable" and af.trainable_variables() == [tv]
+    assert tv.name == "Variable:0" and tv.trainable
+    with af.Session(config=CPU2) as sess:
+        sess.run(af.global_variables_initializer())
+        assert (sess.run(sv), sess.run(sv.values)) == (0.0, (0.0, 0.0))
+        sess.run(s.experimental_local_results(a))  # a SUM variable's value is shared out
+        assert (sess.run(sv), sess.run(sv.values)) == (4.0, (2.0, 2.0))
+        sess.run(s.experimental_local_results(b))  # each replica writes its own copy
+        assert (sess.run(sv), sess.run(sv.values)) == (7.0, (3.0, 4.0))
+
+
+def test_sync_on_read_variable_checkpoint(tmp_path):
+    s = _mirrored()
+    with s.scope():
+        sv = af.Variable(
+            0.0,
+            name="sv",
+            synchronization=af.VariableSynchronization.ON_READ,
+            aggregation=af.VariableAggregation.SUM,
+        )
+    add = s.run(lambda: sv.assign_add(_scaled(1.0)))
+    saver = af.train.Saver([sv])
+    with af.Session(config=CPU2) as sess:
+        sess.run(af.global_variables_initializer())
+        sess.run(s.experimental_local_results(add))
+        path = saver.save(sess, str(tmp_path / "m"))
+        assert af.train.load_variable(path, "sv") == 3.0  # the copies' sum
+        saver.restore(sess, path)
+        assert sess.run(sv.values) == (1.5, 1.5)

@@ -24,7 +24,7 @@ __all__ = [
 def _destination_devices(destinations) -> tuple:
     if isinstance(destinations, str):
         return (destinations,)
-    if isinstance(destinations, values_lib.MirroredVariable):
+    if isinstance(destinations, values_lib.DistributedVariable):
         return tuple(v.device for v in destinations.values)
     if isinstance(destinations, values_lib.DistributedValues):
         return tuple(v.device for v in destinations.values)

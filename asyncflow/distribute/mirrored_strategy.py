@@ -88,13 +88,11 @@ class _MirroredExtended(distribute_lib.StrategyExtended):
         collections = kwargs.pop("collections", None)
         collections = [GraphKeys.GLOBAL_VARIABLES] if collections is None else list(collections)
         synchronization = kwargs.get("synchronization") or VariableSynchronization.AUTO
-        if synchronization == VariableSynchronization.ON_READ:
-            raise NotImplementedError(
-                "asyncflow's MirroredStrategy has no SyncOnReadVariable: "
-                "synchronization=ON_READ is not supported."
-            )
+        on_read = synchronization == VariableSynchronization.ON_READ
         aggregation = _validate_aggregation(kwargs.get("aggregation"), kwargs.get("name"))
-        kwargs["synchronization"] = VariableSynchronization.ON_WRITE
+        if not on_read:
+            synchronization = VariableSynchronization.ON_WRITE
+        kwargs["synchronization"] = synchronization
         kwargs["aggregation"] = aggregation
         kwargs["use_resource"] = True
         kwargs["collections"] = []
@@ -107,7 +105,8 @@ class _MirroredExtended(distribute_lib.StrategyExtended):
                     kwargs["name"] = f"{primary.op.name}/replica_{i}/"
                     kwargs["initial_value"] = lambda p=primary: array_ops.identity(p.initial_value)
                 created.append(next_creator(**kwargs))
-        result = values_lib.MirroredVariable(self._container_strategy(), created, aggregation)
+        kind = values_lib.SyncOnReadVariable if on_read else values_lib.MirroredVariable
+        result = kind(self._container_strategy(), created, aggregation)
         graph = ops.get_default_graph()
         if kwargs.get("trainable"):
             # As TF: asked for trainable=True (get_variable always is), the mirrored
@@ -158,10 +157,10 @@ class _MirroredExtended(distribute_lib.StrategyExtended):
         `fn` runs once, on that replica's copy (TF's)."""
         kwargs = kwargs or {}
         if distribute_lib.get_replica_context() is not None and distribute_lib.has_strategy():
-            local = var.get() if isinstance(var, values_lib.MirroredVariable) else var
+            local = var.get() if isinstance(var, values_lib.DistributedVariable) else var
             with ops.colocate_with(local.op):
                 return fn(local, *args, **kwargs)
-        if not isinstance(var, values_lib.MirroredVariable):
+        if not isinstance(var, values_lib.DistributedVariable):
             with ops.colocate_with(var.op):
                 result = fn(var, *args, **kwargs)
             return result

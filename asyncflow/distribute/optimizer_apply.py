@@ -71,4 +71,4 @@ def _distributed_apply(strategy, optimizer, grads_and_vars, global_step, name):
 
 
 def is_distributed(var) -> bool:
-    return isinstance(var, values_lib.MirroredVariable)
+    return isinstance(var, values_lib.DistributedVariable)

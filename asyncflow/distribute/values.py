@@ -15,7 +15,14 @@ from asyncflow.distribute import context
 from asyncflow.nest import flatten, is_nested, pack_sequence_as
 from asyncflow.variables import Variable, VariableAggregation, VariableSynchronization
 
-__all__ = ["DistributedValues", "Mirrored", "MirroredVariable", "PerReplica"]
+__all__ = [
+    "DistributedValues",
+    "DistributedVariable",
+    "Mirrored",
+    "MirroredVariable",
+    "PerReplica",
+    "SyncOnReadVariable",
+]
 
 
 class DistributedValues:
@@ -72,7 +79,7 @@ def select_replica(replica_id: int, structure):
     """Each DistributedValues in `structure` replaced by its `replica_id`-th part."""
 
     def pick(x):
-        if isinstance(x, MirroredVariable):
+        if isinstance(x, DistributedVariable):
             return x
         if isinstance(x, DistributedValues):
             return x.values[replica_id]
@@ -107,14 +114,18 @@ def _regroup_leaf(parts, wrap):
     return wrap(parts)
 
 
-class MirroredVariable(Variable):
-    """A variable copied on every device of a strategy (TF's MirroredVariable).
+class DistributedVariable(Variable):
+    """One variable per device of a strategy (the base of TF's MirroredVariable and
+    SyncOnReadVariable); `values[i]` is the copy on the strategy's i-th device.
 
-    Reads take the copy of the current replica (or device being updated); `assign*`
-    in the cross-replica context write every copy; in a replica context, a variable
-    with aggregation NONE writes only the replica's copy, one with SUM / MEAN /
-    ONLY_FIRST_REPLICA combines the replicas' values first and writes every copy.
+    Reads take the copy of the current replica (or of the device being updated), else
+    the first.  Writes, as a MirroredVariable's: in the cross-replica context every
+    copy; in a replica, a variable with aggregation NONE writes the replica's own copy,
+    one with SUM / MEAN / ONLY_FIRST_REPLICA combines the replicas' values first and
+    writes every copy.
     """
+
+    _kind = "DistributedVariable"
 
     def __init__(self, strategy, values, aggregation=VariableAggregation.NONE):
         self._distribute_strategy_obj = strategy
@@ -211,7 +222,7 @@ class MirroredVariable(Variable):
 
     def __repr__(self) -> str:
         parts = ",\n".join(f"  {i}: {v!r}" for i, v in enumerate(self._values))
-        return f"MirroredVariable:{{\n{parts}\n}}"
+        return f"{self._kind}:{{\n{parts}\n}}"
 
     def __hash__(self) -> int:
         return id(self)
@@ -254,11 +265,80 @@ class MirroredVariable(Variable):
         return self._update("assign_sub", delta, name=name, read_value=read_value)
 
 
-def _to_tensor(v: MirroredVariable, dtype=None, name=None, as_ref=False):
+class MirroredVariable(DistributedVariable):
+    """Copies kept equal: every write goes to every copy (see DistributedVariable)."""
+
+    _kind = "MirroredVariable"
+
+
+class SyncOnReadVariable(DistributedVariable):
+    """A copy per replica, each written by its own replica only (TF's, for metrics):
+    outside the replicas a read combines the copies by the aggregation (SUM adds them,
+    MEAN averages, ONLY_FIRST_REPLICA and NONE take the first), and a write gives
+    every copy its share (a SUM variable's value is divided among the copies)."""
+
+    _kind = "SyncOnReadVariable"
+
+    @property
+    def synchronization(self):
+        return VariableSynchronization.ON_READ
+
+    def _in_replica(self) -> bool:
+        replica = context.get_replica_context()
+        if replica is not None and context.get_strategy() is self._distribute_strategy_obj:
+            return True
+        return context.get_update_device() is not None
+
+    def _combined(self):
+        from asyncflow.ops import math_ops
+
+        primary = self.primary
+        with ops.device(primary.device):
+            if self._aggregation not in (VariableAggregation.SUM, VariableAggregation.MEAN):
+                return primary.value()
+            total = math_ops.add_n([v.value() for v in self._values])
+            if self._aggregation == VariableAggregation.MEAN:
+                total = math_ops.truediv(total, math_ops.cast(len(self._values), total.dtype))
+            return total
+
+    _snapshot = property(
+        lambda self: self._local().value() if self._in_replica() else self._combined()
+    )
+
+    def value(self):
+        return self._local().value() if self._in_replica() else self._combined()
+
+    def read_value(self):
+        return self._local().read_value() if self._in_replica() else self._combined()
+
+    def _as_graph_element(self):
+        if self._in_replica():
+            return self._local()._as_graph_element()
+        if getattr(self, "_combined_element", None) is None:
+            with self.graph.as_default(), self.graph.control_dependencies(None):
+                self._combined_element = self._combined()
+        return self._combined_element
+
+    def _update(self, method: str, value, **kwargs):
+        if self._in_replica():
+            return getattr(self._local(), method)(value, **kwargs)
+        from asyncflow.ops import math_ops
+
+        if self._aggregation == VariableAggregation.SUM and method == "assign":
+            value = ops.convert_to_tensor(value, dtype=self.dtype)
+            value = math_ops.truediv(value, math_ops.cast(len(self._values), value.dtype))
+        return self._distribute_strategy_obj.extended.update(
+            self, lambda v, x: getattr(v, method)(x, **kwargs), args=(value,)
+        )
+
+
+def _to_tensor(v: DistributedVariable, dtype=None, name=None, as_ref=False):
+    if isinstance(v, SyncOnReadVariable) and not as_ref and not v._in_replica():
+        return ops.convert_to_tensor(v._combined(), dtype=dtype, name=name)
     return ops.convert_to_tensor(v._local(), dtype=dtype, name=name, as_ref=as_ref)
 
 
-ops.register_tensor_conversion_function(MirroredVariable, _to_tensor)
+ops.register_tensor_conversion_function(DistributedVariable, _to_tensor)
 
 
 def _per_replica_tensor_error(v, dtype=None, name=None, as_ref=False):

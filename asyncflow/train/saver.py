@@ -298,22 +298,22 @@ class _VariableSaveable(SaveableObject):
 
 
 class _MirroredSaveable(_VariableSaveable):
-    """A mirrored variable (tf.distribute): saved once, from its first copy, under its
-    name; restored into every copy (TF's)."""
+    """A tf.distribute variable: saved once under its name (a mirrored one from its first
+    copy, a sync-on-read one as its copies combined), restored as an assignment outside
+    the replicas (every copy; a sync-on-read SUM variable's copies share the value)."""
 
     def __init__(self, var, name):
         super().__init__(var.primary, name)
         self.mirrored = var
+        if var.synchronization == variables_mod.VariableSynchronization.ON_READ:
+            self.specs[0].tensor = var._as_graph_element()
 
     def restore(self, restored_tensors, restored_shapes):
         tensor = restored_tensors[0]
         if restored_shapes is not None:
             tensor = array_ops.reshape(tensor, restored_shapes[0])
-        assigns = []
-        for v in self.mirrored.values:
-            with ops.device(v.device):
-                assigns.append(v.assign(tensor, read_value=False))
-        return control_flow_ops.group(*assigns)
+        done = self.mirrored.assign(tensor, read_value=False)
+        return control_flow_ops.group(*self.mirrored._distribute_strategy.unwrap(done))
 
 
 def _is_variable_op(t) -> bool:
