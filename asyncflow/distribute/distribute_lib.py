@@ -99,8 +99,13 @@ class InputContext:
 
 
 def get_loss_reduction() -> ReduceOp:
-    """How an optimizer combines the replicas' gradients: summed, as TF1's optimizers."""
-    return ReduceOp.SUM
+    """How the replicas' losses combine: SUM, except when an estimator trains under the
+    strategy and the last tf.losses loss was not a plain SUM (then MEAN, and the
+    optimizer divides each replica's loss by the number of replicas), as TF's."""
+    if not getattr(get_strategy(), "_scale_loss_for_estimator", False):
+        return ReduceOp.SUM
+    last = ops.get_default_graph()._attached.get("last_loss_reduction")
+    return ReduceOp.SUM if last == "weighted_sum" else ReduceOp.MEAN
 
 
 _SET_STRATEGY_KEY = "distribute_set_strategy"

@@ -165,7 +165,7 @@ class DistributedVariable(Variable):
     trainable = property(lambda self: self.primary.trainable)
     constraint = property(lambda self: self.primary.constraint)
     handle = property(lambda self: self._local().handle)
-    _snapshot = property(lambda self: self._local().value())
+    _snapshot = property(lambda self: self._local()._snapshot)
     _save_slice_info = property(lambda self: None)
     _distribute_strategy = property(lambda self: self._distribute_strategy_obj)
 
@@ -301,9 +301,13 @@ class SyncOnReadVariable(DistributedVariable):
                 total = math_ops.truediv(total, math_ops.cast(len(self._values), total.dtype))
             return total
 
-    _snapshot = property(
-        lambda self: self._local().value() if self._in_replica() else self._combined()
-    )
+    @property
+    def _snapshot(self):
+        if self._in_replica():
+            return self._local()._snapshot
+        if getattr(self, "_combined_element", None) is None and self.graph.finalized:
+            return self.primary._snapshot  # (a MetaGraphDef written after finalize)
+        return self._as_graph_element()
 
     def value(self):
         return self._local().value() if self._in_replica() else self._combined()

@@ -33,6 +33,7 @@ from asyncflow.data.dataset import Dataset as _Dataset
 from asyncflow.estimator import export as export_lib
 from asyncflow.estimator import model_fn as model_fn_lib
 from asyncflow.estimator import warm_starting
+from asyncflow.estimator.distributed import build_distributed_train_spec
 from asyncflow.estimator.run_config import RunConfig
 from asyncflow.framework_extras import make_tensor_proto
 from asyncflow.ops import control_flow_ops
@@ -336,6 +337,15 @@ class Estimator:
         if steps is not None or max_steps is not None:
             hooks.append(hooks_mod.StopAtStepHook(steps, max_steps))
         listeners = _check_listeners_type(saving_listeners)
+        strategy = self._config.train_distribute
+        if strategy is not None:  # tf.distribute: one replica of the model per device
+            with ops.Graph().as_default():
+                spec, global_step, input_hooks = build_distributed_train_spec(
+                    self, strategy, input_fn
+                )
+                loss = self._train_with_spec(spec, global_step, hooks + input_hooks, listeners)
+            logger.info("Loss for final step: %s.", loss)
+            return self
         with ops.Graph().as_default() as graph, graph.device(self._config.device_fn):
             spec, global_step = self._build(input_fn, model_fn_lib.ModeKeys.TRAIN)
             loss = self._train_with_spec(spec, global_step, hooks, listeners)

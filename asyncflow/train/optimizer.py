@@ -27,7 +27,11 @@ from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow import var_scope as variable_scope
 from asyncflow.distribute import distribute_lib
-from asyncflow.distribute.optimizer_apply import apply_gradients_in_replica, is_distributed
+from asyncflow.distribute.optimizer_apply import (
+    apply_gradients_in_replica,
+    is_distributed,
+    scale_loss,
+)
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import array_ops, control_flow_ops, init_ops, state_ops
 from asyncflow.ops import training_ops as _training_ops  # noqa: F401 - registers the ops
@@ -161,6 +165,8 @@ class Optimizer:
                 "gate_gradients must be one of: Optimizer.GATE_NONE, Optimizer.GATE_OP, "
                 f"Optimizer.GATE_GRAPH.  Not {gate_gradients}"
             )
+        if distribute_lib.has_strategy():
+            loss = scale_loss(loss)
         self._assert_valid_dtypes([loss])
         if grad_loss is not None:
             self._assert_valid_dtypes([grad_loss])
