@@ -681,3 +681,23 @@ def test_sync_on_read_variable_checkpoint(tmp_path):
         assert af.train.load_variable(path, "sv") == 3.0  # the copies' sum
         saver.restore(sess, path)
         assert sess.run(sv.values) == (1.5, 1.5)
+
+
+def test_one_device_mirrored_and_an_outer_device_scope():
+    s = af.distribute.MirroredStrategy(["/cpu:0"])
+    with s.scope():
+        v = af.Variable([1.0, 2.0], name="v")
+        opt = af.train.MomentumOptimizer(0.1, 0.5)
+        train = s.run(lambda: opt.minimize(af.reduce_sum(v * v)))
+    r = s.run(lambda: af.distribute.get_replica_context().all_reduce("mean", af.identity(v)))
+    assert [x.name for x in v.values] == ["v:0"]
+    assert isinstance(r, af.Tensor) and isinstance(train, af.Operation)
+    with af.device("/cpu:1"):  # the replicas' own devices win
+        q = _mirrored().run(lambda: af.constant(1.0) + 1)
+    assert [t.device for t in q.values] == [DEV0, DEV1]
+    with af.Session(config=CPU2) as sess:
+        sess.run(af.global_variables_initializer())
+        sess.run(train)
+        sess.run(train)
+        np.testing.assert_allclose(sess.run(v), [0.54, 1.08])
+        np.testing.assert_allclose(sess.run(r), [0.54, 1.08])
