@@ -447,6 +447,15 @@ def test_distribute_dataset_and_input_fn_iterator():
         assert [a.tolist() for a in got] == [[0, 1], [2, 3]]
         with pytest.raises(af.errors.OutOfRangeError):  # [4, 5] alone cannot feed both
             sess.run(s.experimental_local_results(nx3))
+    # Elements of different shapes (a short last batch) are handed out as they are.
+    it7 = s.make_input_fn_iterator(lambda ctx: af.data.Dataset.range(7).batch(3))
+    nx7 = it7.get_next()
+    with af.Session(config=CPU2) as sess:
+        sess.run(it7.initializer)
+        got = sess.run(s.experimental_local_results(nx7))
+        assert [a.tolist() for a in got] == [[0, 1, 2], [3, 4, 5]]
+        with pytest.raises(af.errors.OutOfRangeError):  # [6] alone cannot feed both
+            sess.run(s.experimental_local_results(nx7))
 
 
 def test_default_strategy_dataset_iterator():
