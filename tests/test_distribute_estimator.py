@@ -46,3 +46,43 @@ def test_estimator_trains_with_mirrored_strategy(tmp_path):
     assert est.get_variable_value("global_step") == 3
     assert sorted(est.get_variable_names()) == ["b", "global_step", "w"]
     assert not af.distribute.has_strategy()
+
+
+def _eval_model_fn(features, labels, mode, params):
+    w = af.get_variable("w", [2, 1], initializer=af.constant_initializer(0.3))
+    b = af.get_variable("b", [1], initializer=af.zeros_initializer())
+    pred = af.matmul(features["x"], w) + b
+    loss = af.losses.mean_squared_error(labels, pred)
+    metrics = {"mae": af.metrics.mean_absolute_error(labels, pred), "mp": af.metrics.mean(pred)}
+    if params.get("auc"):
+        metrics["auc"] = af.metrics.auc(af.ones_like(labels), af.sigmoid(pred))
+    return af.estimator.EstimatorSpec(
+        mode, loss=loss, eval_metric_ops=metrics, train_op=af.no_op()
+    )
+
+
+def _eval_input_fn():
+    x = np.arange(16, dtype=np.float32).reshape(8, 2) / 10
+    y = (x[:, :1] * 2 - x[:, 1:] + 0.5).astype(np.float32)
+    return af.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(2)
+
+
+def test_estimator_evaluates_with_mirrored_strategy(tmp_path):
+    strategy = af.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    config = af.estimator.RunConfig(
+        eval_distribute=strategy, session_config=af.ConfigProto(device_count={"CPU": 2})
+    )
+    est = af.estimator.Estimator(_eval_model_fn, model_dir=str(tmp_path), config=config, params={})
+    got = est.evaluate(_eval_input_fn)
+    # The four batches, two per replica: the same metrics as without a strategy.
+    assert sorted(got) == ["global_step", "loss", "mae", "mp"]
+    np.testing.assert_allclose(got["loss"], 0.45610005, rtol=1e-6)
+    np.testing.assert_allclose(got["mae"], 0.65000004, rtol=1e-6)
+    np.testing.assert_allclose(got["mp"], 0.45, rtol=1e-6)
+    assert got["global_step"] == 0
+    # asyncflow combines only metrics built on tf.metrics.mean across replicas.
+    est = af.estimator.Estimator(
+        _eval_model_fn, model_dir=str(tmp_path / "auc"), config=config, params={"auc": 1}
+    )
+    with pytest.raises(NotImplementedError, match="'auc' is not combined across replicas"):
+        est.evaluate(_eval_input_fn)

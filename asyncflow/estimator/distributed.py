@@ -91,3 +91,61 @@ def _features_and_labels(element):
     if isinstance(element, tuple) and len(element) == 2:
         return element
     return element, None
+
+
+def build_distributed_eval(estimator, strategy, input_fn):
+    """In the default graph, under `strategy`: (the first replica's EVAL spec, the op
+    updating every replica's metrics, {name: value} with 'loss' and the global step,
+    the hooks that start the input).  The values are computed across the replicas
+    (metrics built on tf.metrics.mean are; others are refused, not half counted).
+
+    Raises:
+      ValueError: a metric named 'loss' or 'global_step' (TF's).
+      NotImplementedError: a metric whose value is not combined across replicas.
+    """
+    from asyncflow import metrics as metrics_lib
+
+    mode = model_fn_lib.ModeKeys.EVAL
+    with strategy.scope():
+        random_seed.set_random_seed(estimator.config.tf_random_seed)
+        iterator = strategy.make_input_fn_iterator(
+            lambda context: _call_input_fn(estimator, input_fn, mode, context)
+        )
+        global_step = training_util.create_global_step()
+        features, labels = _features_and_labels(iterator.get_next())
+        specs: dict = {}
+
+        def replica_fn(features, labels):
+            spec = estimator._call_model_fn(features, labels, mode, estimator.config)
+            specs[distribute_context.get_replica_context()._replica_id] = spec
+            metric_ops = dict(spec.eval_metric_ops)
+            if "loss" in metric_ops:
+                raise ValueError(
+                    'Metric with name "loss" is not allowed, because Estimator already '
+                    "defines a default metric with the same name."
+                )
+            metric_ops["loss"] = metrics_lib.mean(spec.loss)
+            return {name: tuple(metric_ops[name]) for name in sorted(metric_ops)}
+
+        grouped = strategy.extended.call_for_each_replica(replica_fn, args=(features, labels))
+        values, updates = {}, []
+        for name in sorted(grouped):
+            value, update = grouped[name]
+            if len(strategy.experimental_local_results(value)) > 1:
+                raise NotImplementedError(
+                    f"The eval metric {name!r} is not combined across replicas in asyncflow "
+                    "(only metrics built on tf.metrics.mean are): evaluate without "
+                    "eval_distribute."
+                )
+            values[name] = value
+            updates.append(strategy.group(update))
+        if ops.GraphKeys.GLOBAL_STEP in values:
+            raise ValueError(
+                "Metric with name `global_step` is not allowed, because Estimator already "
+                "defines a default metric with the same name."
+            )
+        values[ops.GraphKeys.GLOBAL_STEP] = global_step
+        from asyncflow.ops import control_flow_ordering
+
+        update_op = control_flow_ordering.group(*updates)
+    return specs[0], update_op, values, [_IteratorInitializerHook(iterator)]
