@@ -3,7 +3,8 @@ model per local device in one graph, in TF1's graph mode.
 
 - distribute_lib: the contexts (default, cross-replica, replica), Strategy's base API,
   the default strategy, ReduceOp, InputContext;
-- values: PerReplica, Mirrored, MirroredVariable;
+- values: PerReplica, Mirrored, MirroredVariable, SyncOnReadVariable;
+- optimizer_apply: TF1 optimizers' apply_gradients in a replica (merged updates);
 - cross_device_ops: how values are reduced across devices;
 - mirrored_strategy: MirroredStrategy (replica threads, merge_call), OneDeviceStrategy;
 - input_lib: datasets split into per-replica batches.

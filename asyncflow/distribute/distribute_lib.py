@@ -283,7 +283,7 @@ class Strategy:
         with self.scope():
             return self._extended._call_for_each_replica(fn, args, kwargs or {})
 
-    experimental_run_v2 = run
+    experimental_run_v2 = run  # (TF 1.15's name for run)
 
     def experimental_run(self, fn, input_iterator=None):
         """`fn(inputs)` in every replica, `inputs` its part of `input_iterator.get_next()`

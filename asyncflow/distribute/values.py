@@ -1,9 +1,12 @@
-"""Values that have one part per replica: PerReplica, Mirrored and MirroredVariable.
+"""Values that have one part per replica: PerReplica, Mirrored, and the distributed
+variables MirroredVariable and SyncOnReadVariable.
 
 A PerReplica holds what each replica computed (possibly different); a Mirrored holds
 copies known to be equal.  A MirroredVariable is one variable per device, kept equal by
 updating every copy; which copy a use reads depends on the context: the replica's own in
-a replica context, the copy being written inside `extended.update`, else the first.
+a replica context, the copy being written inside `extended.update`, else the first.  A
+SyncOnReadVariable's copies differ (each replica writes its own) and are combined when
+read outside the replicas (metrics).
 
 Invariant: `values[i]` lives on the strategy's i-th device.
 """
