@@ -710,3 +710,23 @@ def test_one_device_mirrored_and_an_outer_device_scope():
         sess.run(train)
         np.testing.assert_allclose(sess.run(v), [0.54, 1.08])
         np.testing.assert_allclose(sess.run(r), [0.54, 1.08])
+
+
+def test_cross_replica_context_and_run_aliases():
+    s = _mirrored()
+    assert af.distribute.get_cross_replica_context() is None  # the default replica context
+    with s.scope():
+        assert af.distribute.get_cross_replica_context() is s
+        seen = []
+
+        def fn(x):
+            seen.append(af.distribute.get_cross_replica_context())
+            return x + 1
+
+        out = s.experimental_run_v2(fn, args=(af.constant(1.0),))  # TF 1.15's name
+        assert seen == [None, None] and type(out).__name__ == "PerReplica"
+        it = s.make_dataset_iterator(af.data.Dataset.range(4).batch(2))
+        pair = s.experimental_run(lambda x: x * 10, it)
+    with af.Session(config=CPU2) as sess:
+        sess.run(it.initializer)
+        assert [a.tolist() for a in sess.run(pair.values)] == [[0], [10]]
