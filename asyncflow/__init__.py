@@ -222,6 +222,7 @@ from asyncflow import (  # noqa: E402
     data,
     debugging,
     device_lib,
+    distribute,
     distributions,
     estimator,
     feature_column,

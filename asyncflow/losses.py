@@ -99,6 +99,8 @@ def compute_weighted_loss(
       ValueError: an unknown reduction, or weights that cannot broadcast to losses.
     """
     Reduction.validate(reduction)
+    # As TF: under a strategy, an estimator's optimizer scales a loss that is not a SUM.
+    ops.get_default_graph()._attached["last_loss_reduction"] = reduction
     with ops.name_scope(scope, "weighted_loss", [losses, weights]):
         losses = ops.convert_to_tensor(losses)
         input_dtype = losses.dtype

@@ -15,6 +15,7 @@ import numpy as np
 from asyncflow import dtypes, math_composites
 from asyncflow import graph as ops
 from asyncflow import var_scope as vs
+from asyncflow.distribute import context as distribute_context
 from asyncflow.metrics_at_k import (  # (TF's top-k metrics, and the metric variables)
     average_precision_at_k,
     metric_variable,
@@ -114,6 +115,16 @@ def _weights_like(weights, values):
     return math_ops.multiply(w, array_ops.ones_like(values))
 
 
+def _across_replicas(value_fn, *variables):
+    """`value_fn(*variables)`; in a tf.distribute replica, computed once in the
+    cross-replica context (through merge_call), where the metric variables read as the
+    sum of every replica's copy (TF's `_aggregate_across_replicas`)."""
+    replica = distribute_context.get_replica_context()
+    if replica is None or not distribute_context.has_strategy():
+        return value_fn(*variables)
+    return replica.merge_call(lambda strategy, *v: value_fn(*v), args=variables)
+
+
 def _finish(value, update, metrics_collections, updates_collections):
     _collect(value, metrics_collections)
     _collect(update, updates_collections)
@@ -145,7 +156,9 @@ def mean(values, weights=None, metrics_collections=None, updates_collections=Non
         # an evaluation's data) must not count values it never produced.
         with ops.control_dependencies([values]):
             update_count = state_ops.assign_add(count, num)
-        value = _safe_div(total, math_ops.maximum(count, 0.0), name="value")
+        value = _across_replicas(
+            lambda t, c: _safe_div(t, math_ops.maximum(c, 0.0), name="value"), total, count
+        )
         update = _safe_div(update_total, math_ops.maximum(update_count, 0.0), name="update_op")
         return _finish(value, update, metrics_collections, updates_collections)
 

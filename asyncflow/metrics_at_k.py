@@ -28,7 +28,7 @@ from asyncflow.ops import (
     state_ops,
 )
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
-from asyncflow.variables import Variable
+from asyncflow.variables import Variable, VariableAggregation, VariableSynchronization
 
 __all__ = [
     "average_precision_at_k",
@@ -54,6 +54,9 @@ def metric_variable(shape, dtype, validate_shape=True, name=None) -> Variable:
         validate_shape=validate_shape,
         name=name,
         dtype=dtype,
+        # As TF's: under a tf.distribute strategy, one copy per replica, summed on read.
+        synchronization=VariableSynchronization.ON_READ,
+        aggregation=VariableAggregation.SUM,
     )
 
 

@@ -299,6 +299,8 @@ class _VariableStore:
                     "arguments and the shape should not be provided or an instance of "
                     "`tf.keras.initializers.*' and `shape` should be fully defined."
                 )
+        if trainable is None:  # TF resolves it here, so variable creators see True
+            trainable = synchronization != VariableSynchronization.ON_READ
         v = Variable(
             initial_value=init_val,
             name=name,

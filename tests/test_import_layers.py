@@ -109,6 +109,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "feature_column_kinds",  # (feature_column: programs; it reads files by gfile)
             "metrics",
             "metrics_at_k",
+            "distribute.context",  # (the strategy context metrics ask about; graph only)
             "sets",
             "nn_composites",
             "math_composites",

@@ -39,6 +39,10 @@ from asyncflow.data.dataset import Dataset as _Dataset
 from asyncflow.estimator import export as export_lib
 from asyncflow.estimator import model_fn as model_fn_lib
 from asyncflow.estimator import warm_starting
+from asyncflow.estimator.distributed import (
+    build_distributed_eval,
+    build_distributed_train_spec,
+)
 from asyncflow.estimator.run_config import RunConfig
 from asyncflow.estimator.tf_config import TaskType
 from asyncflow.framework_extras import make_tensor_proto
@@ -400,6 +404,15 @@ class Estimator:
         if steps is not None or max_steps is not None:
             hooks.append(hooks_mod.StopAtStepHook(steps, max_steps))
         listeners = _check_listeners_type(saving_listeners)
+        strategy = self._config.train_distribute
+        if strategy is not None:  # tf.distribute: one replica of the model per device
+            with ops.Graph().as_default():
+                spec, global_step, input_hooks = build_distributed_train_spec(
+                    self, strategy, input_fn
+                )
+                loss = self._train_with_spec(spec, global_step, hooks + input_hooks, listeners)
+            logger.info("Loss for final step: %s.", loss)
+            return self
         with ops.Graph().as_default() as graph, graph.device(self._device_fn):
             spec, global_step = self._build(input_fn, model_fn_lib.ModeKeys.TRAIN)
             loss = self._train_with_spec(spec, global_step, hooks, listeners)
@@ -564,11 +577,18 @@ class Estimator:
                     self._model_dir,
                 )
         with ops.Graph().as_default():
-            spec, global_step = self._build(input_fn, model_fn_lib.ModeKeys.EVAL)
-            self._maybe_warm_start(checkpoint_path)
-            update_op, eval_dict = self._eval_ops(spec, global_step)
+            strategy, input_hooks = self._config.eval_distribute, []
+            if strategy is not None:  # tf.distribute: one replica of the model per device
+                spec, update_op, eval_dict, input_hooks = build_distributed_eval(
+                    self, strategy, input_fn
+                )
+                self._maybe_warm_start(checkpoint_path)
+            else:
+                spec, global_step = self._build(input_fn, model_fn_lib.ModeKeys.EVAL)
+                self._maybe_warm_start(checkpoint_path)
+                update_op, eval_dict = self._eval_ops(spec, global_step)
             final_hook = hooks_mod.FinalOpsHook(eval_dict)
-            all_hooks = hooks + list(spec.evaluation_hooks) + [final_hook]
+            all_hooks = hooks + input_hooks + list(spec.evaluation_hooks) + [final_hook]
             creator = ms.ChiefSessionCreator(
                 scaffold=spec.scaffold,
                 master=self._config.evaluation_master,

@@ -21,9 +21,17 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+
 from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow import var_scope as variable_scope
+from asyncflow.distribute import distribute_lib
+from asyncflow.distribute.optimizer_apply import (
+    apply_gradients_in_replica,
+    is_distributed,
+    scale_loss,
+)
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import array_ops, control_flow_ops, init_ops, state_ops
 from asyncflow.ops import training_ops as _training_ops  # noqa: F401 - registers the ops
@@ -53,6 +61,9 @@ def _make_indexed_slices(values, indices, dense_shape):
 
 
 def _var_key(var):
+    # A mirrored variable, and each of its copies, is keyed by its first copy.
+    var = getattr(var, "_distributed_container", var)
+    var = getattr(var, "primary", var)
     return (var.op.graph, var.op.name)
 
 
@@ -154,6 +165,8 @@ class Optimizer:
                 "gate_gradients must be one of: Optimizer.GATE_NONE, Optimizer.GATE_OP, "
                 f"Optimizer.GATE_GRAPH.  Not {gate_gradients}"
             )
+        if distribute_lib.has_strategy():
+            loss = scale_loss(loss)
         self._assert_valid_dtypes([loss])
         if grad_loss is not None:
             self._assert_valid_dtypes([grad_loss])
@@ -193,6 +206,8 @@ class Optimizer:
         grads_and_vars = tuple(grads_and_vars)
         if not grads_and_vars:
             raise ValueError("No variables provided.")
+        if distribute_lib.has_strategy():  # TF1's path: gradients summed over replicas
+            return apply_gradients_in_replica(self, grads_and_vars, global_step, name)
         converted = []
         for g, v in grads_and_vars:
             if g is not None and not _is_indexed_slices(g):
@@ -250,7 +265,10 @@ class Optimizer:
         named_slots = self._slots.get(name)
         if not named_slots:
             return None
-        return named_slots.get(_var_key(var))
+        slot = named_slots.get(_var_key(var))
+        if is_distributed(slot) and not is_distributed(var):
+            return slot.get()  # a mirrored copy's slot: the copy on the same device
+        return slot
 
     def get_slot_names(self) -> list[str]:
         """Sorted names of the slots this optimizer creates ("m", "v" for Adam)."""
@@ -337,7 +355,13 @@ class Optimizer:
         key = (name, graph)
         v = self._non_slot_dict.get(key)
         if v is None:
-            with graph.as_default(), graph.colocate_with(colocate_with.op):
+            # A mirrored variable's non-slots are mirrored too, each copy on its device.
+            colocate = (
+                contextlib.nullcontext()
+                if is_distributed(colocate_with)
+                else graph.colocate_with(colocate_with.op)
+            )
+            with graph.as_default(), colocate:
                 v = Variable(
                     initial_value,
                     name=name,
@@ -424,6 +448,7 @@ def _set_slot_slice_info(primary, slot) -> None:
 def create_slot(primary, val, name: str, colocate_with_primary: bool = True):
     """A slot variable "<primary>/<name>" initialised to the tensor `val`."""
     validate_shape = val.get_shape().is_fully_defined()
+    colocate_with_primary = colocate_with_primary and not is_distributed(primary)
     with variable_scope.variable_scope(None, primary.op.name + "/" + name):
         if colocate_with_primary:
             with ops.colocate_with(primary.op):
@@ -436,6 +461,7 @@ def create_slot_with_initializer(
 ):
     """A slot variable "<primary>/<name>" of `shape`, initialised by `initializer`."""
     validate_shape = shape.is_fully_defined()
+    colocate_with_primary = colocate_with_primary and not is_distributed(primary)
     with variable_scope.variable_scope(None, primary.op.name + "/" + name):
         if colocate_with_primary:
             with ops.colocate_with(primary.op):

@@ -297,6 +297,25 @@ class _VariableSaveable(SaveableObject):
             return state_ops.assign(self.op, tensor, validate_shape=validate)
 
 
+class _MirroredSaveable(_VariableSaveable):
+    """A tf.distribute variable: saved once under its name (a mirrored one from its first
+    copy, a sync-on-read one as its copies combined), restored as an assignment outside
+    the replicas (every copy; a sync-on-read SUM variable's copies share the value)."""
+
+    def __init__(self, var, name):
+        super().__init__(var.primary, name)
+        self.mirrored = var
+        if var.synchronization == variables_mod.VariableSynchronization.ON_READ:
+            self.specs[0].tensor = var._as_graph_element()
+
+    def restore(self, restored_tensors, restored_shapes):
+        tensor = restored_tensors[0]
+        if restored_shapes is not None:
+            tensor = array_ops.reshape(tensor, restored_shapes[0])
+        done = self.mirrored.assign(tensor, read_value=False)
+        return control_flow_ops.group(*self.mirrored._distribute_strategy.unwrap(done))
+
+
 def _is_variable_op(t) -> bool:
     return isinstance(t, ops.Tensor) and t.op.type in ("VariableV2", "Variable") and t._is_ref
 
@@ -340,6 +359,8 @@ def _saveables(names_to_vars: dict) -> list[SaveableObject]:
             out.append(var)
         elif isinstance(var, list | tuple | PartitionedVariable):
             out.extend(_slice_saveables(name, list(var)))
+        elif getattr(var, "_distribute_strategy", None) is not None and hasattr(var, "values"):
+            out.append(_MirroredSaveable(var, name))
         elif isinstance(var, variables_mod.Variable) or _is_variable_op(var):
             out.append(_VariableSaveable(var, name))
         else:
