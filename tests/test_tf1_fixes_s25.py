@@ -1,0 +1,223 @@
+"""TF1 semantics fixes of session 25: each case's expected graph, values or errors were
+recorded from TensorFlow 2.21 (`tf.compat.v1`, graph mode) unless the comment says
+TF 2.15.1."""
+
+from __future__ import annotations
+
+import pytest
+
+import asyncflow as tf
+from asyncflow import errors
+
+
+def _ops(g):
+    return [
+        (op.name, op.type, [t.name for t in op.inputs], [c.name for c in op.control_inputs])
+        for op in g.get_operations()
+    ]
+
+
+# -- 1. tf.Assert's AssertGuard ----------------------------------------------------------
+
+# TF 2.21: Assert(c, ["msg", x]) with x float32 builds this cond (op order aside: TF adds
+# a branch op before the Switches of its inputs).
+_GUARDED = [
+    ("x", "Placeholder", [], []),
+    ("c", "Placeholder", [], []),
+    ("Assert/Const", "Const", [], []),
+    ("Assert/AssertGuard/Switch", "Switch", ["c:0", "c:0"], []),
+    ("Assert/AssertGuard/switch_t", "Identity", ["Assert/AssertGuard/Switch:1"], []),
+    ("Assert/AssertGuard/switch_f", "Identity", ["Assert/AssertGuard/Switch:0"], []),
+    ("Assert/AssertGuard/pred_id", "Identity", ["c:0"], []),
+    ("Assert/AssertGuard/NoOp", "NoOp", [], ["Assert/AssertGuard/switch_t"]),
+    (
+        "Assert/AssertGuard/control_dependency",
+        "Identity",
+        ["Assert/AssertGuard/switch_t:0"],
+        ["Assert/AssertGuard/NoOp"],
+    ),
+    ("Assert/AssertGuard/Assert/data_0", "Const", [], ["Assert/AssertGuard/switch_f"]),
+    (
+        "Assert/AssertGuard/Assert",
+        "Assert",
+        [
+            "Assert/AssertGuard/Assert/Switch:0",
+            "Assert/AssertGuard/Assert/data_0:0",
+            "Assert/AssertGuard/Assert/Switch_1:0",
+        ],
+        [],
+    ),
+    ("Assert/AssertGuard/Assert/Switch", "Switch", ["c:0", "Assert/AssertGuard/pred_id:0"], []),
+    ("Assert/AssertGuard/Assert/Switch_1", "Switch", ["x:0", "Assert/AssertGuard/pred_id:0"], []),
+    (
+        "Assert/AssertGuard/control_dependency_1",
+        "Identity",
+        ["Assert/AssertGuard/switch_f:0"],
+        ["Assert/AssertGuard/Assert"],
+    ),
+    (
+        "Assert/AssertGuard/Merge",
+        "Merge",
+        ["Assert/AssertGuard/control_dependency_1:0", "Assert/AssertGuard/control_dependency:0"],
+        [],
+    ),
+]
+
+
+def test_assert_with_float_data_is_guarded_by_a_cond():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [2], name="x")
+        c = tf.placeholder(tf.bool, [], name="c")
+        a = tf.Assert(c, ["msg", x])
+    assert isinstance(a, tf.Operation)
+    assert (a.name, a.type) == ("Assert/AssertGuard/Merge", "Merge")
+    assert [(t.dtype, t.shape.as_list()) for t in a.outputs] == [
+        (tf.bool, []),
+        (tf.int32, []),
+    ]
+    assert sorted(_ops(g)) == sorted(_GUARDED)
+
+
+def test_assert_with_int32_and_string_data_stays_bare():
+    g = tf.Graph()
+    with g.as_default():
+        c = tf.placeholder(tf.bool, [], name="c")
+        b = tf.Assert(c, ["msg", tf.constant(3)], name="intonly")
+        p = tf.Assert(True, ["m", 3], name="pyint")
+    assert (b.name, b.type) == ("intonly/Assert", "Assert")
+    assert (p.name, p.type) == ("pyint/Assert", "Assert")
+    assert _ops(g)[-6:] == [
+        ("pyint/Const", "Const", [], []),
+        ("pyint/Const_1", "Const", [], []),
+        ("pyint/Assert/condition", "Const", [], []),
+        ("pyint/Assert/data_0", "Const", [], []),
+        ("pyint/Assert/data_1", "Const", [], []),
+        (
+            "pyint/Assert",
+            "Assert",
+            ["pyint/Assert/condition:0", "pyint/Assert/data_0:0", "pyint/Assert/data_1:0"],
+            [],
+        ),
+    ]
+
+
+def test_assert_python_condition_and_float_constant():
+    g = tf.Graph()
+    with g.as_default():
+        b = tf.Assert(False, [1.5], name="pyfloat")
+    assert b.name == "pyfloat/AssertGuard/Merge"
+    assert sorted(_ops(g)) == sorted(
+        [
+            ("pyfloat/Const", "Const", [], []),
+            ("pyfloat/Condition", "Const", [], []),
+            ("pyfloat/AssertGuard/Switch", "Switch", ["pyfloat/Condition:0"] * 2, []),
+            ("pyfloat/AssertGuard/switch_t", "Identity", ["pyfloat/AssertGuard/Switch:1"], []),
+            ("pyfloat/AssertGuard/switch_f", "Identity", ["pyfloat/AssertGuard/Switch:0"], []),
+            ("pyfloat/AssertGuard/pred_id", "Identity", ["pyfloat/Condition:0"], []),
+            ("pyfloat/AssertGuard/NoOp", "NoOp", [], ["pyfloat/AssertGuard/switch_t"]),
+            (
+                "pyfloat/AssertGuard/control_dependency",
+                "Identity",
+                ["pyfloat/AssertGuard/switch_t:0"],
+                ["pyfloat/AssertGuard/NoOp"],
+            ),
+            (
+                "pyfloat/AssertGuard/Assert/Switch",
+                "Switch",
+                ["pyfloat/Condition:0", "pyfloat/AssertGuard/pred_id:0"],
+                [],
+            ),
+            ("pyfloat/AssertGuard/Assert/data_0", "Const", [], ["pyfloat/AssertGuard/switch_f"]),
+            (
+                "pyfloat/AssertGuard/Assert",
+                "Assert",
+                ["pyfloat/AssertGuard/Assert/Switch:0", "pyfloat/AssertGuard/Assert/data_0:0"],
+                [],
+            ),
+            (
+                "pyfloat/AssertGuard/control_dependency_1",
+                "Identity",
+                ["pyfloat/AssertGuard/switch_f:0"],
+                ["pyfloat/AssertGuard/Assert"],
+            ),
+            (
+                "pyfloat/AssertGuard/Merge",
+                "Merge",
+                [
+                    "pyfloat/AssertGuard/control_dependency_1:0",
+                    "pyfloat/AssertGuard/control_dependency:0",
+                ],
+                [],
+            ),
+        ]
+    )
+
+
+def test_guarded_assert_runs_and_fails_as_tf():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [2], name="x")
+        c = tf.placeholder(tf.bool, [], name="c")
+        a = tf.Assert(c, ["msg", x])
+        d = tf.Assert(c, [x, x * 2], summarize=1, name="named")
+        with tf.control_dependencies([a]):
+            z = tf.identity(x)
+        with tf.Session() as s:
+            assert s.run(a, {x: [1, 2], c: True}) is None
+            assert s.run(z, {x: [1, 2], c: True}).tolist() == [1.0, 2.0]
+            with pytest.raises(errors.InvalidArgumentError) as e:
+                s.run(z, {x: [1, 2], c: False})
+            assert "assertion failed: [msg] [1 2]" in e.value.message
+            assert e.value.op.name == "Assert/AssertGuard/Assert"
+            with pytest.raises(errors.InvalidArgumentError) as e:
+                s.run(d, {x: [1, 2], c: False})
+            assert "assertion failed: [1...] [2...]" in e.value.message
+            assert e.value.op.name == "named/AssertGuard/Assert"
+
+
+def test_guarded_assert_inside_while_loop_and_assert_equal():
+    g = tf.Graph()
+    with g.as_default():
+
+        def body(i):
+            a = tf.Assert(tf.less(i, 3), [tf.cast(i, tf.float32)], name="inloop")
+            with tf.control_dependencies([a]):
+                return i + 1
+
+        r = tf.while_loop(lambda i: i < 5, body, [tf.constant(0)])
+        x = tf.placeholder(tf.float32, [], name="x")
+        e = tf.assert_equal(x, 1.0, name="ae")
+        names = {op.name for op in g.get_operations()}
+        assert "while/inloop/AssertGuard/Assert" in names
+        assert e.type == "Merge" and e.name.endswith("/Assert/AssertGuard/Merge")
+        with tf.Session() as s:
+            with pytest.raises(errors.InvalidArgumentError) as err:
+                s.run(r)
+            assert "assertion failed: [3]" in err.value.message
+            assert s.run(e, {x: 1.0}) is None
+            with pytest.raises(errors.InvalidArgumentError) as err:
+                s.run(e, {x: 2.0})
+            assert "[Condition x == y did not hold element-wise:] [x (x:0) = ] [2]" in (
+                err.value.message
+            )
+
+
+def test_case_exclusive_assert_is_guarded():
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.placeholder(tf.int32, [], name="p")
+        r = tf.case(
+            [
+                (tf.equal(p, 1), lambda: tf.constant(1.0)),
+                (tf.equal(p, 2), lambda: tf.constant(2.0)),
+            ],
+            default=lambda: tf.constant(0.0),
+            exclusive=True,
+        )
+        names = {op.name: op.type for op in g.get_operations()}
+        assert names["case/num_true_conds"] == "Sum"
+        assert names["case/Assert/AssertGuard/Assert"] == "Assert"
+        with tf.Session() as s:
+            assert s.run(r, {p: 1}) == 1.0
+            assert s.run(r, {p: 3}) == 0.0
