@@ -221,3 +221,98 @@ def test_case_exclusive_assert_is_guarded():
         with tf.Session() as s:
             assert s.run(r, {p: 1}) == 1.0
             assert s.run(r, {p: 3}) == 0.0
+
+
+# -- 2. enqueue of a list, tuple or dict ---------------------------------------------------
+
+
+def test_enqueue_pairs_values_with_components_as_zip():
+    g = tf.Graph()
+    with g.as_default():
+        q = tf.FIFOQueue(10, tf.float32, name="q")
+        built = [
+            q.enqueue([1.0]),
+            q.enqueue((2.0,)),
+            q.enqueue(3.0),
+            q.enqueue([4.0, 5.0]),  # TF keeps the first value only
+            q.enqueue_many([[6.0, 7.0]]),
+            q.enqueue_many(([8.0],)),
+        ]
+        assert [op.name for op in built] == [
+            "q_enqueue",
+            "q_enqueue_1",
+            "q_enqueue_2",
+            "q_enqueue_3",
+            "q_EnqueueMany",
+            "q_EnqueueMany_1",
+        ]
+        assert [t.name for t in built[3].inputs] == ["q:0", "q_enqueue_3/component_0:0"]
+        with pytest.raises(ValueError, match=r"Shape \(\) must have rank at least 1"):
+            q.enqueue_many([9.0, 10.0])
+        with pytest.raises(ValueError, match="Queue must have names to enqueue a dictionary"):
+            q.enqueue({"a": 1.0})
+        qs = tf.FIFOQueue(10, tf.float32, shapes=[[2]], name="qs")
+        with pytest.raises(ValueError, match=r"Shapes \(\) and \(2,\) are incompatible"):
+            qs.enqueue([1.0, 2.0])
+        with pytest.raises(ValueError, match=r"Shapes \(\) and \(2,\) are incompatible"):
+            qs.enqueue_many([[1.0, 2.0], [3.0, 4.0]])
+        qs_op = qs.enqueue([[1.0, 2.0]])
+        pr = tf.PriorityQueue(10, [tf.float32], shapes=[[]], name="pr")
+        pr_op = pr.enqueue((3, 1.0, 7.0))
+        assert [t.name for t in pr_op.inputs] == [
+            "pr:0",
+            "pr_enqueue/component_0:0",
+            "pr_enqueue/component_1:0",
+        ]
+        with tf.Session() as s:
+            for op in [*built, qs_op, pr_op]:
+                s.run(op)
+            assert s.run(q.size()) == 7
+            one = q.dequeue()
+            assert [s.run(one).item() for _ in range(7)] == [1, 2, 3, 4, 6, 7, 8]
+            assert s.run(qs.dequeue()).tolist() == [1.0, 2.0]
+            assert [x.item() for x in s.run(pr.dequeue())] == [3, 1.0]
+
+
+def test_enqueue_named_queue_takes_a_dict_only():
+    g = tf.Graph()
+    with g.as_default():
+        qn = tf.FIFOQueue(10, [tf.float32], names=["a"], name="qn")
+        one = qn.enqueue({"a": 1.0})
+        many = qn.enqueue_many({"a": [2.0, 3.0]})
+        with pytest.raises(
+            ValueError, match="You must enqueue a dictionary in a Queue with names"
+        ):
+            qn.enqueue([1.0])
+        msg = (
+            "Keys in dictionary to enqueue do not match names of Queue.  "
+            "Dictionary: ['b'],Queue: ['a']"
+        )
+        with pytest.raises(ValueError) as e:
+            qn.enqueue({"b": 1.0})
+        assert str(e.value) == msg
+        out = qn.dequeue()
+        with tf.Session() as s:
+            s.run(one)
+            s.run(many)
+            assert s.run(out) == {"a": 1.0}
+
+
+def test_enqueue_of_too_few_components_fails_when_run():
+    g = tf.Graph()
+    with g.as_default():
+        q2 = tf.FIFOQueue(10, [tf.float32, tf.int32], name="q2")
+        short = q2.enqueue([1.0])
+        short_many = q2.enqueue_many([[1.0, 2.0]])
+        assert [t.name for t in short.inputs] == ["q2:0", "q2_enqueue/component_0:0"]
+        extra = q2.enqueue([1.0, 2, 3])
+        with tf.Session() as s:
+            for op in (short, short_many):
+                with pytest.raises(errors.InvalidArgumentError) as e:
+                    s.run(op)
+                assert (
+                    "Signature mismatch, have: resource, float-> expected: resource, float, "
+                    "int32->" in e.value.message
+                )
+            s.run(extra)
+            assert [x.item() for x in s.run(q2.dequeue())] == [1.0, 2]
