@@ -4,6 +4,9 @@ TF 2.15.1."""
 
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
 import pytest
 
 import asyncflow as tf
@@ -316,3 +319,116 @@ def test_enqueue_of_too_few_components_fails_when_run():
                 )
             s.run(extra)
             assert [x.item() for x in s.run(q2.dequeue())] == [1.0, 2]
+
+
+# -- 3. depthwise_conv2d / separable_conv2d: unequal strides, atrous rates ------------------
+
+
+def _conv_inputs():
+    rng = np.random.RandomState(0)
+    x = rng.randn(2, 7, 8, 3).astype(np.float32)
+    w = rng.randn(3, 3, 3, 2).astype(np.float32)
+    pw = rng.randn(1, 1, 6, 4).astype(np.float32)
+    return x, w, pw
+
+
+# (fn, strides, rate, padding) -> (shape, sum rounded to 3 places, first 3 values), from
+# TF 2.21; a rate above 1 with strides gives TF's numbers (the strided native op run on
+# the space-to-batch'ed input), with a UserWarning.
+_CONV_CASES = [
+    ("dw", [1, 1, 2, 1], [1, 1], "SAME", (2, 7, 4, 6), -89.322, [2.1884, -2.2738, -2.0042]),
+    ("dw", [1, 2, 1, 1], [1, 1], "VALID", (2, 3, 6, 6), 13.341, [-7.1695, -2.048, 3.4608]),
+    ("dw", [1, 2, 2, 1], [1, 1], "SAME", (2, 4, 4, 6), -41.939, [2.1884, -2.2738, -2.0042]),
+    ("dw", [1, 1, 1, 1], [2, 2], "SAME", (2, 7, 8, 6), -27.52, [1.3838, -1.7423, 0.3525]),
+    ("dw", [1, 1, 1, 1], [1, 2], "VALID", (2, 5, 4, 6), 12.063, [-6.296, -0.2682, 2.0275]),
+    ("dw", [1, 1, 2, 1], [2, 2], "VALID", (2, 3, 2, 6), -1.273, [-1.8035, -3.292, -2.4293]),
+    ("dw", [1, 2, 3, 1], [2, 2], "SAME", (2, 3, 4, 6), 11.311, [1.3838, -1.7423, 0.3525]),
+    ("dw", [1, 2, 1, 1], [2, 1], "VALID", (2, 1, 6, 6), 0.481, [-2.8843, 1.7168, -5.2448]),
+    ("dw", [1, 2, 2, 1], [2, 1], "SAME", (2, 3, 4, 6), 27.669, [1.1537, -2.9397, 0.7375]),
+    ("sep", [1, 2, 1, 1], [1, 1], "SAME", (2, 4, 8, 4), -41.067, [-2.9436, -0.981, 8.2993]),
+    ("sep", [1, 2, 3, 1], [1, 1], "VALID", (2, 3, 2, 4), -0.368, [-0.347, 8.9666, -3.2629]),
+    ("sep", [1, 1, 1, 1], [1, 2], "SAME", (2, 7, 8, 4), -28.237, [1.5815, 0.6336, 1.1823]),
+    ("sep", [1, 1, 2, 1], [2, 2], "SAME", (2, 7, 4, 4), -22.049, [1.4812, 2.247, -2.2294]),
+    ("sep", [1, 2, 1, 1], [2, 2], "VALID", (2, 1, 4, 4), 17.749, [1.6817, 2.0276, -2.8697]),
+    ("sep", [1, 2, 2, 1], [1, 2], "VALID", (2, 3, 2, 4), -10.641, [-1.4964, 4.083, -0.3881]),
+]
+
+
+@pytest.mark.parametrize("case", _CONV_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{c[3]}")
+def test_depthwise_and_separable_strides_and_rates(case):
+    fn, strides, rate, padding, shape, total, head = case
+    x, w, pw = _conv_inputs()
+    g = tf.Graph()
+    with g.as_default(), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        if fn == "dw":
+            y = tf.nn.depthwise_conv2d(x, w, strides, padding, rate=rate)
+        else:
+            y = tf.nn.separable_conv2d(x, w, pw, strides, padding, rate=rate)
+        assert tuple(y.shape.as_list()) == shape
+        with tf.Session() as s:
+            v = s.run(y)
+    assert v.shape == shape
+    assert round(float(v.sum()), 3) == pytest.approx(total, abs=2e-3)
+    np.testing.assert_allclose(v.ravel()[:3], head, atol=1e-4)
+    atrous_strided = max(rate) > 1 and strides != [1, 1, 1, 1]
+    msgs = [str(m.message) for m in seen if m.category is UserWarning]
+    if fn == "dw" and atrous_strided:
+        assert msgs == [
+            "When dilation rate is greater than 1, then all values of strides must be 1. "
+            f"Received: `dilation rate` {rate} and `strides` {strides}"
+        ]
+    else:
+        assert msgs == []
+
+
+def test_depthwise_batch_or_depth_stride_fails_when_run():
+    x, w, pw = _conv_inputs()
+    for strides in ([2, 1, 1, 1], [1, 1, 1, 2]):
+        g = tf.Graph()
+        with g.as_default():
+            y = tf.nn.depthwise_conv2d_native(x, w, strides, "SAME")
+            assert y.shape.as_list() == [2, 7, 8, 6]  # TF builds it
+            z = tf.nn.separable_conv2d(x, w, pw, strides, "VALID")
+            with tf.Session() as s:
+                for t in (y, z):
+                    with pytest.raises(errors.UnimplementedError) as e:
+                        s.run(t)
+                    assert e.value.message.startswith(
+                        "Current implementation does not yet support strides in the batch "
+                        "and depth dimensions."
+                    )
+
+
+def test_atrous_depthwise_graph_as_tf():
+    x, w, pw = _conv_inputs()
+    g = tf.Graph()
+    with g.as_default():
+        xi = tf.placeholder(tf.float32, [2, 7, 8, 3], name="x")
+        y = tf.nn.depthwise_conv2d(xi, w, [1, 1, 1, 1], "SAME", rate=[2, 2])
+        z = tf.nn.separable_conv2d(xi, w, pw, [1, 1, 1, 1], "VALID", rate=[2, 2])
+        flat = tf.nn.separable_conv2d(xi, w, pw, [1, 1, 1, 1], "VALID", name="flat")
+    assert y.name == "depthwise/BatchToSpaceND:0" and z.name == "separable_conv2d:0"
+    assert flat.name == "flat:0" and flat.op.inputs[0].op.name == "flat/depthwise"
+    ops_ = [
+        (op.name, op.type, [t.shape.as_list() for t in op.outputs]) for op in g.get_operations()
+    ]
+    assert ops_[1:15] == [
+        ("depthwise/filter_in", "Const", [[3, 3, 3, 2]]),
+        ("depthwise/Shape", "Const", [[4]]),
+        ("depthwise/dilation_rate", "Const", [[2]]),
+        ("depthwise/stack", "Const", [[2, 2]]),
+        ("depthwise/required_space_to_batch_paddings/input_shape", "Const", [[2]]),
+        ("depthwise/required_space_to_batch_paddings/paddings", "Const", [[2, 2]]),
+        ("depthwise/required_space_to_batch_paddings/crops", "Const", [[2, 2]]),
+        ("depthwise/SpaceToBatchND/block_shape", "Const", [[2]]),
+        ("depthwise/SpaceToBatchND/paddings", "Const", [[2, 2]]),
+        ("depthwise/SpaceToBatchND", "SpaceToBatchND", [[8, 6, 6, 3]]),
+        ("depthwise", "DepthwiseConv2dNative", [[8, 4, 4, 6]]),
+        ("depthwise/BatchToSpaceND/block_shape", "Const", [[2]]),
+        ("depthwise/BatchToSpaceND/crops", "Const", [[2, 2]]),
+        ("depthwise/BatchToSpaceND", "BatchToSpaceND", [[2, 7, 8, 6]]),
+    ]
+    names = [op[0] for op in ops_]
+    assert "separable_conv2d/required_space_to_batch_paddings/base_paddings" in names
+    assert ("separable_conv2d/depthwise", "DepthwiseConv2dNative", [[8, 2, 2, 6]]) in ops_
