@@ -432,3 +432,91 @@ def test_atrous_depthwise_graph_as_tf():
     names = [op[0] for op in ops_]
     assert "separable_conv2d/required_space_to_batch_paddings/base_paddings" in names
     assert ("separable_conv2d/depthwise", "DepthwiseConv2dNative", [[8, 2, 2, 6]]) in ops_
+
+
+# -- 4. checkpoints with the pre-1a64274 slot names ---------------------------------------
+
+
+def _partitioned_adam():
+    with tf.variable_scope("m", partitioner=tf.fixed_size_partitioner(2)):
+        w = tf.get_variable("w", [4, 3], initializer=tf.constant_initializer(0.5))
+    loss = tf.reduce_sum(tf.square(tf.matmul(tf.ones([2, 4]), w)))
+    return w, tf.train.AdamOptimizer(0.1).minimize(loss)
+
+
+def _write_old_style_checkpoint(path):
+    """Slots of partitioned variables saved whole under their own names, as asyncflow
+    wrote them before commit 1a64274 (TF writes slices of "m/w/Adam")."""
+    g = tf.Graph()
+    with g.as_default():
+        w, step = _partitioned_adam()
+        old = {"m/w": list(w)}
+        for v in tf.global_variables():
+            if v.op.name.startswith("m/w/part_") and v.op.name.count("/") == 3:
+                old[v.op.name] = v  # m/w/part_0/Adam, m/w/part_1/Adam_1, ...
+            elif v.op.name.endswith("_power"):
+                old[v.op.name] = v
+        saver = tf.train.Saver(old)
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            s.run(step)
+            s.run(tf.assign(g.get_tensor_by_name("m/w/part_1/Adam:0"), [[7.0] * 3] * 2))
+            saver.save(s, path)
+            return {v.op.name: s.run(v) for v in tf.global_variables()}
+
+
+def test_saver_restores_slots_saved_under_old_names(tmp_path):
+    path = str(tmp_path / "old")
+    want = _write_old_style_checkpoint(path)
+    held = tf.train.NewCheckpointReader(path).get_variable_to_shape_map()
+    assert "m/w/Adam" not in held and held["m/w/part_0/Adam"] == [2, 3]
+    for sharded in (False, True):
+        g = tf.Graph()
+        with g.as_default():
+            _partitioned_adam()
+            saver = tf.train.Saver(sharded=sharded)
+            with tf.Session() as s:
+                saver.restore(s, path)
+                got = {v.op.name: s.run(v) for v in tf.global_variables()}
+        assert sorted(got) == sorted(want)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])
+        assert got["m/w/part_1/Adam"].tolist() == [[7.0] * 3] * 2
+
+
+def test_old_slot_names_survive_a_meta_graph_and_tf_names_win(tmp_path):
+    old_path, new_path = str(tmp_path / "old"), str(tmp_path / "new")
+    _write_old_style_checkpoint(old_path)
+    g = tf.Graph()
+    with g.as_default():
+        _partitioned_adam()
+        saver = tf.train.Saver()
+        meta = saver.export_meta_graph(str(tmp_path / "m.meta"))
+        assert meta is not None
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            s.run(tf.assign(g.get_tensor_by_name("m/w/part_1/Adam:0"), [[3.0] * 3] * 2))
+            saver.save(s, new_path)
+    g = tf.Graph()
+    with g.as_default():
+        imported = tf.train.import_meta_graph(str(tmp_path / "m.meta"))
+        with tf.Session() as s:
+            imported.restore(s, old_path)
+            assert s.run("m/w/part_1/Adam:0").tolist() == [[7.0] * 3] * 2
+            imported.restore(s, new_path)  # TF's names: no fallback involved
+            assert s.run("m/w/part_1/Adam:0").tolist() == [[3.0] * 3] * 2
+
+
+def test_missing_slot_under_both_names_is_not_found(tmp_path):
+    path = str(tmp_path / "bare")
+    g = tf.Graph()
+    with g.as_default():
+        w, _ = _partitioned_adam()
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            tf.train.Saver({"m/w": list(w)}).save(s, path)
+    g = tf.Graph()
+    with g.as_default():
+        _partitioned_adam()
+        with tf.Session() as s, pytest.raises(errors.NotFoundError, match="not found"):
+            tf.train.Saver().restore(s, path)
