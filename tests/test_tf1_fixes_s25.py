@@ -520,3 +520,43 @@ def test_missing_slot_under_both_names_is_not_found(tmp_path):
         _partitioned_adam()
         with tf.Session() as s, pytest.raises(errors.NotFoundError, match="not found"):
             tf.train.Saver().restore(s, path)
+
+
+# -- 5. Multinomial with several batch members ----------------------------------------------
+
+# TF 2.21, graph seed 3, sample(2, seed=5), two session runs each.  TF's own order varies
+# with thread timing (about one run in six drew some members in another order); these
+# are its usual numbers: the members' draws run last-first.
+_MULTINOMIAL_TF = [
+    (
+        [[0.0, 1.0, -1.0], [2.0, 0.5, 0.1]],
+        [4.0, 6.0],
+        [[[2, 2, 0], [4, 2, 0]], [[0, 3, 1], [4, 1, 1]]],
+        [[[1, 3, 0], [3, 2, 1]], [[1, 3, 0], [5, 1, 0]]],
+    ),
+    (
+        [[0.0, 1.0, -1.0], [2.0, 0.5, 0.1], [0.3, 0.3, 0.3], [1.0, 2.0, 3.0]],
+        [4.0, 6.0, 2.0, 8.0],
+        [
+            [[1, 3, 0], [3, 2, 1], [0, 0, 2], [2, 2, 4]],
+            [[1, 3, 0], [5, 1, 0], [0, 1, 1], [1, 0, 7]],
+        ],
+        [
+            [[2, 2, 0], [5, 1, 0], [1, 1, 0], [2, 1, 5]],
+            [[2, 2, 0], [3, 3, 0], [2, 0, 0], [2, 2, 4]],
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", _MULTINOMIAL_TF, ids=["two", "four"])
+def test_multinomial_batch_samples_as_tf(case):
+    logits, total, first, second = case
+    g = tf.Graph()
+    with g.as_default():
+        tf.set_random_seed(3)
+        s = tf.distributions.Multinomial(total_count=total, logits=logits).sample(2, seed=5)
+        assert s.name == "Multinomial/sample/Reshape_3:0"
+        with tf.Session() as sess:
+            np.testing.assert_array_equal(sess.run(s), first)
+            np.testing.assert_array_equal(sess.run(s), second)

@@ -73,7 +73,7 @@ from asyncflow.ops.random_more_ops import random_gamma
 from asyncflow.ops.random_ops import multinomial, random_normal, random_uniform
 from asyncflow.ops.reduction_ops import argmax, reduce_all, reduce_any, reduce_prod, reduce_sum
 from asyncflow.ops.sequence_ops import sequence_mask
-from asyncflow.ops.slicing_ops import one_hot
+from asyncflow.ops.slicing_ops import one_hot, reverse
 from asyncflow.ops.special_math_ops import digamma, erf, erfc, is_nan, lgamma, xlogy
 
 __all__ = [n for n in dir() if not n.startswith("_") and n != "annotations"]

@@ -2,8 +2,9 @@
 draws over K classes (the last axis is the event).
 
 Multinomial samples run TF's seeded `multinomial` op once per batch member inside a
-`map_fn`, as TF does; DirichletMultinomial draws seeded gammas, then one `multinomial`
-seeded as TF derives its second seed.
+`map_fn`, as TF does, the members drawn last-first as TF's executor mostly draws them;
+DirichletMultinomial draws seeded gammas, then one `multinomial` seeded as TF derives
+its second seed.
 """
 
 from __future__ import annotations
@@ -125,7 +126,15 @@ class Multinomial(Distribution):
             x = ops.reshape(x, shape=[n, -1])
             return ops.reduce_sum(ops.one_hot(x, depth=k), axis=-2)
 
+        # Every member's draw comes from the one seeded Multinomial op, so the member
+        # that runs first gets the first random numbers.  TF's executor runs map_fn's
+        # iterations' draws mostly last-first (the last ready one inline, the others
+        # from Eigen's LIFO worker queue; other orders happen now and then, as thread
+        # timing goes); ours runs them in order, so the members go in reversed.
+        flat_logits = ops.reverse(flat_logits, [0])
+        flat_ndraws = ops.reverse(flat_ndraws, [0])
         x = ops.map_fn(_sample_single, [flat_logits, flat_ndraws], dtype=self.dtype)
+        x = ops.reverse(x, [0])
         x = ops.transpose(x, perm=[1, 0, 2])
         final_shape = ops.concat([[n], self.batch_shape_tensor(), [k]], 0)
         return ops.reshape(x, final_shape)
