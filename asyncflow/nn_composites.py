@@ -25,6 +25,7 @@ from asyncflow.ops import (
     reduction_ops,
     segment_ops,
     slicing_ops,
+    space_ops,
     unique_ops,
 )
 
@@ -303,26 +304,47 @@ def atrous_conv2d_transpose(value, filters, output_shape, rate, padding, name=No
 
 
 def separable_conv2d(
-    input,
+    input,  # noqa: A002 - TF's name
     depthwise_filter,
     pointwise_filter,
     strides,
-    padding,  # noqa: A002
+    padding,
     rate=None,
     name=None,
     data_format=None,
     dilations=None,
 ):
-    """A depthwise convolution, then a 1x1 convolution mixing channels."""
-    with ops.name_scope(name, "separable_conv2d", [input, depthwise_filter, pointwise_filter]):
-        depthwise = conv_ops.depthwise_conv2d(
+    """A depthwise convolution ("depthwise"), then a 1x1 Conv2D mixing channels, named
+    as the scope (`tf.nn.separable_conv2d`); a rate other than 1 goes through
+    SpaceToBatchND as in `depthwise_conv2d` (strides are then applied there, as TF's).
+
+    Raises:
+      ValueError: both rate and dilations given, a pointwise filter that is not 1x1, a
+        bad padding or data_format.
+    """
+    rate = conv_ops._pick(rate, "rate", dilations, "dilations")  # noqa: SLF001
+    scope_inputs = [input, depthwise_filter, pointwise_filter]
+    with ops.name_scope(name, "separable_conv2d", scope_inputs) as scope:
+        input = ops.convert_to_tensor(input, name="tensor_in")  # noqa: A001
+        depthwise_filter = ops.convert_to_tensor(depthwise_filter, name="depthwise_filter")
+        pointwise_filter = ops.convert_to_tensor(pointwise_filter, name="pointwise_filter")
+        pw_shape = pointwise_filter.shape.with_rank(4)
+        pw_shape.dims[0].assert_is_compatible_with(1)
+        pw_shape.dims[1].assert_is_compatible_with(1)
+        rate = conv_ops.atrous_rate(rate)
+
+        def _native(x, _, pad):
+            return conv_ops.depthwise_conv2d_native(
+                x, depthwise_filter, strides, pad, data_format, name="depthwise"
+            )
+
+        depthwise = space_ops.with_space_to_batch(
             input,
-            depthwise_filter,
-            strides,
+            rate,
             padding,
-            rate=rate if dilations is None else dilations,
+            _native,
+            filter_shape=array_ops.shape(depthwise_filter),
             data_format=data_format,
-            name="depthwise",
         )
         return conv_ops.conv2d(
             depthwise,
@@ -330,7 +352,7 @@ def separable_conv2d(
             [1, 1, 1, 1],
             "VALID",
             data_format=data_format or "NHWC",
-            name="pointwise",
+            name=scope,
         )
 
 

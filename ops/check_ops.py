@@ -14,10 +14,10 @@ import numpy as np
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, control_flow_ordering, math_ops, reduction_ops
+from asyncflow.ops.control_flow_cond import Assert
 from asyncflow.ops.control_flow_ordering import _take_scope_name
-from asyncflow.ops.logging_ops import summarize_value
 from asyncflow.ops.math_helpers import to_host
-from asyncflow.registry import FLOATING, NotDifferentiable, TypeConstraint, register_op
+from asyncflow.registry import FLOATING, register_op
 
 __all__ = [
     "check_numerics",
@@ -128,55 +128,6 @@ def verify_tensor_all_finite(t=None, msg=None, name=None, x=None, message=None) 
         with ops.colocate_with(t):
             verify_input = check_numerics(t, message=msg)
             return control_flow_ordering.with_dependencies([verify_input], t)
-
-
-# -- Assert ------------------------------------------------------------------------------
-
-
-def _assert_shape(op):
-    cond = op.inputs[0].shape
-    if cond.ndims is not None and cond.ndims != 0 and cond.as_list() != [1]:
-        raise ValueError(f"Shape must be rank 0 but is rank {cond.ndims}")
-    return []
-
-
-AssertOp = register_op(
-    "Assert",
-    inputs=["condition: bool", "data: T"],
-    attrs={"T": TypeConstraint(None, is_list=True), "summarize": 3},
-    shape_fn=_assert_shape,
-    stateful=True,
-)
-
-
-@AssertOp.kernel("CPU")
-async def _assert(ctx, condition, *data):
-    cond = np.asarray(condition)
-    if not (cond.ndim == 0 or cond.shape == (1,)):
-        raise errors.InvalidArgumentError(
-            None, None, "In[0] should be a scalar: [" + ",".join(map(str, cond.shape)) + "]"
-        )
-    if bool(cond.reshape(())):
-        return None
-    summarize = ctx.attrs["summarize"]
-    msg = " ".join(f"[{summarize_value(d, summarize)}]" for d in data)
-    raise errors.InvalidArgumentError(None, None, "assertion failed: " + msg)
-
-
-def Assert(condition, data, summarize=None, name=None) -> ops.Operation:  # noqa: N802
-    """An op that fails when `condition` (a bool scalar) is false (`tf.Assert`).
-
-    Returns the Assert Operation; run it or make other ops depend on it.
-
-    Raises:
-      InvalidArgumentError: at run time, "assertion failed: [data0] [data1]..." with at
-        most `summarize` (default 3) values of each data tensor.
-    """
-    with ops.name_scope(name, "Assert", [condition, data]):
-        xs = [ops.convert_to_tensor(d) for d in data]
-        condition = ops.convert_to_tensor(condition, name="Condition")
-        attrs = {} if summarize is None else {"summarize": int(summarize)}
-        return ops.apply_op("Assert", [condition, xs], attrs, name="Assert")
 
 
 # -- value comparisons -------------------------------------------------------------------
@@ -487,8 +438,6 @@ def assert_scalar(tensor, name=None, message=None) -> ops.Tensor:
 
 
 # -- gradients ---------------------------------------------------------------------------
-
-NotDifferentiable("Assert")
 
 
 @CheckNumerics.gradient

@@ -6,6 +6,10 @@ cond: every tensor from outside a branch enters it through a Switch on the predi
 branch pivot (an Identity of the predicate's Switch), so the untaken branch is dead and
 never runs; a Merge per output (per component of an IndexedSlices or SparseTensor)
 joins the branches.  case is a chain of conds.
+
+Assert lives here because TF guards it with a cond ("AssertGuard") whenever a data
+tensor may sit in device memory (any dtype but int32 and string): the message is then
+formatted only when the check fails.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import functools
 from asyncflow import dtypes, nest
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
-from asyncflow.ops import array_ops, cast_ops, check_ops, math_ops, reduction_ops
+from asyncflow.ops import array_ops, cast_ops, logging_ops, math_ops, reduction_ops
 from asyncflow.ops import control_flow_prims as prims
 from asyncflow.ops.control_flow_contexts import (
     CondContext,
@@ -24,8 +28,9 @@ from asyncflow.ops.control_flow_contexts import (
     _leaf_components,
     _pack_components,
 )
+from asyncflow.ops.control_flow_ordering import no_op
 
-__all__ = ["cond", "case"]
+__all__ = ["cond", "case", "Assert"]
 
 
 # -- cond --------------------------------------------------------------------------------
@@ -150,6 +155,36 @@ def _cast_indexed_slices_indices(orig_t, orig_f, *branches) -> None:
         pos += width
 
 
+# -- Assert ------------------------------------------------------------------------------
+
+_HOST_DTYPES = (dtypes.int32, dtypes.string)
+
+
+def Assert(condition, data, summarize=None, name=None) -> ops.Operation:  # noqa: N802
+    """An op that fails when `condition` (a bool scalar) is false (`tf.Assert`).
+
+    Returns an Operation to run or depend on: the Assert itself when every data tensor
+    is int32 or string, else the Merge of a cond named "AssertGuard" whose false branch
+    holds the Assert (the true branch is a NoOp), as TF builds it.
+
+    Raises:
+      InvalidArgumentError: at run time, "assertion failed: [data0] [data1]..." with at
+        most `summarize` (default 3) values of each data tensor.
+    """
+    with ops.name_scope(name, "Assert", [condition, data]):
+        xs = [ops.convert_to_tensor(d) for d in data]
+        if all(x.dtype.base_dtype in _HOST_DTYPES for x in xs):
+            return logging_ops.assert_op(condition, data, summarize, name="Assert")
+        condition = ops.convert_to_tensor(condition, name="Condition")
+
+        def _failing():
+            # `data` itself (not `xs`): TF converts Python values again inside the
+            # branch, as "AssertGuard/Assert/data_0", so they depend on its pivot.
+            return logging_ops.assert_op(condition, data, summarize, name="Assert")
+
+        return cond(condition, no_op, _failing, name="AssertGuard").op
+
+
 # -- case --------------------------------------------------------------------------------
 
 
@@ -179,9 +214,11 @@ def _case_args(pred_fn_pairs, exclusive):
 
 def _assert_at_most_n_true(predicates, n, msg):
     preds_c = array_ops.stack(predicates, name="preds_c")
-    num_true = reduction_ops.reduce_sum(math_ops.cast(preds_c, dtypes.int32), name="num_true")
+    num_true = reduction_ops.reduce_sum(
+        math_ops.cast(preds_c, dtypes.int32), name="num_true_conds"
+    )
     condition = math_ops.less_equal(num_true, array_ops.constant(n, name="n_true_conds"))
-    return check_ops.Assert(condition, data=[msg, preds_c], summarize=len(predicates))
+    return Assert(condition, data=[msg, preds_c], summarize=len(predicates))
 
 
 def _case_default_action(predicates, actions):
@@ -195,7 +232,7 @@ def _case_default_action(predicates, actions):
             "other predicates are True: "
         )
         deps = [
-            check_ops.Assert(
+            Assert(
                 predicate,
                 data=[
                     "Input error: None of conditions evaluated as True:",

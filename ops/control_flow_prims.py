@@ -21,7 +21,7 @@ import typing
 
 import numpy as np
 
-from asyncflow import dtypes, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.kernel_api import DEAD
@@ -102,6 +102,14 @@ CONTROL_FLOW_OPS = frozenset(
 # the host (TF's HostMemory), wherever the data lives.
 @Switch.kernel(host_memory=("pred",))
 async def _switch(ctx, data, pred):
+    if getattr(pred, "ndim", 0):  # (TF's legacy [1] scalar is refused here too)
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "The second input must be a scalar, but it has shape ["
+            + ",".join(map(str, pred.shape))
+            + "]",
+        )
     return (DEAD, data) if bool(pred) else (data, DEAD)
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import copy
 import functools
 import threading
+import warnings
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.devices import cpu_budget
 from asyncflow.kernel_api import current_step
-from asyncflow.ops import array_ops
+from asyncflow.ops import array_ops, space_ops
 from asyncflow.ops.math_helpers import strided_view
 from asyncflow.ops.math_ops import _builder_scope
 from asyncflow.registry import REQUIRED, TypeConstraint, register_op
@@ -880,7 +881,8 @@ def _check_attrs(attrs, depthwise=False) -> None:
         if len(vals) != 4:
             raise ValueError(f"Sliding window {key} field must specify 4 dimensions")
         batch, depth = (vals[0], vals[1]) if fmt == "NCHW" else (vals[0], vals[3])
-        if batch != 1 or depth != 1:
+        # TF 2.21 builds a DepthwiseConv2dNative with such strides; its kernel refuses them.
+        if (batch != 1 or depth != 1) and not (depthwise and key == "strides"):
             raise ValueError(
                 f"Current implementation does not yet support {key} in the batch and depth "
                 "dimensions."
@@ -897,13 +899,6 @@ def _check_attrs(attrs, depthwise=False) -> None:
         raise ValueError("explicit_paddings attribute must contain 8 values for EXPLICIT padding")
     if padding != "EXPLICIT" and explicit:
         raise ValueError("explicit_paddings should be empty unless padding is EXPLICIT")
-    if depthwise:
-        sh, sw = spatial(attrs["strides"], fmt)
-        if sh != sw:
-            raise ValueError(
-                "Current implementation only supports equal length strides in the row and "
-                "column dimensions."
-            )
 
 
 def _attrs_of(op) -> dict:
@@ -1565,6 +1560,14 @@ async def _depthwise(ctx, x, w):
     _check_rank4(x, "input")
     _check_rank4(w, "filter")
     fmt = ctx.attrs["data_format"]
+    n_step, *_, c_step = nhwc_dims(ctx.attrs["strides"], fmt)
+    if n_step != 1 or c_step != 1:
+        raise errors.UnimplementedError(
+            None,
+            None,
+            "Current implementation does not yet support strides in the batch and depth "
+            "dimensions.",
+        )
     g = _Geom(ctx.attrs, nhwc_dims(x.shape, fmt), w.shape, depthwise=True)
     ctx.device.check_alloc(g.n * g.oh * g.ow * g.oc, ctx.attrs["T"])
     cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.oc * x.itemsize)
@@ -1758,17 +1761,48 @@ def depthwise_conv2d(
 ):
     """`tf.nn.depthwise_conv2d`: `rate` (TF1) or `dilations` sets the atrous rate.
 
+    As TF1, a rate other than 1 moves the input's spatial dims into the batch
+    (SpaceToBatchND), runs DepthwiseConv2dNative with `strides` there and moves the
+    result back; strides other than 1 with such a rate only warn (UserWarning) and
+    give TF's numbers, which are not those of a strided atrous convolution.
+
     Raises:
-      ValueError: both rate and dilations given, or rate with strides other than 1.
+      ValueError: both rate and dilations given, or a bad padding or data_format.
     """
     rate = _pick(rate, "rate", dilations, "dilations")
-    fmt = _fmt(data_format)
-    if rate is not None:
-        rate = list(rate) if not isinstance(rate, int) else [rate, rate]
-        if len(rate) == 2 and any(r != 1 for r in rate):
-            if any(s != 1 for s in spatial(four(strides, "strides", fmt), fmt)):
-                raise ValueError("strides > 1 not supported in conjunction with rate > 1")
     with ops.name_scope(name, "depthwise", [input, filter]) as scope:
-        return depthwise_conv2d_native(
-            input, filter, strides, padding, fmt, dilations=rate, name=scope
+        input = ops.convert_to_tensor(input, name="tensor_in")  # noqa: A001
+        filter = ops.convert_to_tensor(filter, name="filter_in")  # noqa: A001
+        rate = atrous_rate(rate)
+        warn_strided_atrous(rate, strides)
+
+        def _native(x, _, pad):
+            return depthwise_conv2d_native(x, filter, strides, pad, data_format, name=scope)
+
+        return space_ops.with_space_to_batch(
+            input,
+            rate,
+            padding,
+            _native,
+            filter_shape=array_ops.shape(filter),
+            data_format=data_format,
+        )
+
+
+def atrous_rate(rate) -> list:
+    """TF1's `rate` argument as a list: None is [1, 1], an int r is [r, r]."""
+    if rate is None:
+        return [1, 1]
+    return [int(rate)] * 2 if isinstance(rate, int) else rate
+
+
+def warn_strided_atrous(rate, strides) -> None:
+    """TF 2.21 only warns for strides with an atrous rate (and then runs the strided
+    native op on the space-to-batch'ed input)."""
+    steps = [strides] if isinstance(strides, int) else strides
+    if any(r > 1 for r in rate) and any(s != 1 for s in steps):
+        warnings.warn(
+            "When dilation rate is greater than 1, then all values of strides must be 1. "
+            f"Received: `dilation rate` {rate} and `strides` {strides}",
+            stacklevel=3,
         )

@@ -218,11 +218,40 @@ async def _restore_v2(ctx, prefix, tensor_names, shape_and_slices):
         raise errors.InvalidArgumentError(
             None, None, f"Got {len(names)} tensor names for {len(want)} dtypes"
         )
+    legacy = ctx.attrs.get("_legacy_names")
+    if legacy:
+        names, slices = await _legacy_fallback(prefix, names, slices, legacy)
     values = await read_checkpoint(prefix, names, want, ctx.device)
     for i, spec in enumerate(slices):
         if spec:
             values[i] = _cut_slice(names[i], spec, values[i])
     return values[0] if len(values) == 1 else tuple(values)
+
+
+async def _legacy_fallback(prefix, names, slices, legacy):
+    """`names` and `slices` with each key the checkpoint lacks replaced by its legacy
+    name (read whole) when the checkpoint holds that name with the slice's shape.
+
+    asyncflow before commit 1a64274 saved the optimizer slots of partitioned variables
+    whole under their own names ("w/part_0/Adam") where TF saves slices of "w/Adam".
+    """
+    try:
+        held = (await cf.aread_index(prefix))["tensors"]
+    except errors.OpError:
+        return names, slices  # read_checkpoint reports it
+    names, slices = list(names), list(slices)
+    for i, old in enumerate(legacy):
+        old = old.decode() if isinstance(old, bytes) else old  # as a GraphDef holds it
+        if not old or names[i] in held or old not in held:
+            continue
+        if slices[i]:
+            full, _, lengths = cf.parse_slice_spec(slices[i])
+            shape = [d if n == -1 else n for d, n in zip(full, lengths)]
+        else:
+            shape = None
+        if shape is None or list(held[old]["shape"]) == shape:
+            names[i], slices[i] = old, ""
+    return names, slices
 
 
 def _cut_slice(name: str, spec: str, whole: np.ndarray) -> np.ndarray:
@@ -291,20 +320,23 @@ async def read_checkpoint(prefix: str, names: list[str], want=None, device=None)
     return [found[n] for n in names]
 
 
-def restore_v2(prefix, tensor_names, shape_and_slices, dtypes, name=None):  # noqa: A002
+def restore_v2(  # noqa: A002
+    prefix, tensor_names, shape_and_slices, dtypes, name=None, legacy_names=None
+):
     """Tensors `tensor_names` of the checkpoint `prefix`, of the given `dtypes`.
+
+    `legacy_names` (asyncflow's, not TF's; kept in the private attr "_legacy_names"):
+    per tensor, a name to read whole instead when the checkpoint lacks the tensor.
 
     Raises (when run):
       NotFoundError: no checkpoint at `prefix`, or a name it does not hold.
       InvalidArgumentError: a saved dtype differs from the requested one.
       DataLossError: a corrupt or truncated checkpoint file.
     """
-    op = ops.apply_op(
-        "RestoreV2",
-        [prefix, tensor_names, shape_and_slices],
-        {"dtypes": list(dtypes)},
-        name=name,
-    )
+    attrs = {"dtypes": list(dtypes)}
+    if legacy_names is not None:
+        attrs["_legacy_names"] = [str(n) for n in legacy_names]
+    op = ops.apply_op("RestoreV2", [prefix, tensor_names, shape_and_slices], attrs, name=name)
     return list(op.outputs)
 
 

@@ -1,4 +1,5 @@
-"""Print: pass a tensor through and print tensors to stderr as a side effect.
+"""Print: pass a tensor through and print tensors to stderr as a side effect; the raw
+Assert op (`tf.Assert`, which may guard it with a cond, is in `control_flow_cond`).
 
 `summarize_value` renders a tensor as TF's `Tensor::SummarizeValue` does ("1 2 3...",
 nested "[1 2][3...]..." for matrices); Assert's message uses it too.
@@ -10,6 +11,7 @@ import sys
 
 import numpy as np
 
+from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow.registry import ANY, NotDifferentiable, TypeConstraint, register_op
 
@@ -88,6 +90,48 @@ def _print_one_dim(dim, shape, limit, flat, index, out) -> None:
         _print_one_dim(dim + 1, shape, limit, flat, index, out)
         if index[0] < limit or opened:
             out.append("]")
+
+
+# -- Assert ------------------------------------------------------------------------------
+
+
+def _assert_shape(op):
+    cond = op.inputs[0].shape
+    if cond.ndims is not None and cond.ndims != 0 and cond.as_list() != [1]:
+        raise ValueError(f"Shape must be rank 0 but is rank {cond.ndims}")
+    return []
+
+
+AssertOp = register_op(
+    "Assert",
+    inputs=["condition: bool", "data: T"],
+    attrs={"T": TypeConstraint(None, is_list=True), "summarize": 3},
+    shape_fn=_assert_shape,
+    stateful=True,
+)
+
+
+@AssertOp.kernel("CPU")
+async def _assert(ctx, condition, *data):
+    cond = np.asarray(condition)
+    if not (cond.ndim == 0 or cond.shape == (1,)):
+        raise errors.InvalidArgumentError(
+            None, None, "In[0] should be a scalar: [" + ",".join(map(str, cond.shape)) + "]"
+        )
+    if bool(cond.reshape(())):
+        return None
+    summarize = ctx.attrs["summarize"]
+    msg = " ".join(f"[{summarize_value(d, summarize)}]" for d in data)
+    raise errors.InvalidArgumentError(None, None, "assertion failed: " + msg)
+
+
+def assert_op(condition, data, summarize=None, name=None) -> ops.Operation:
+    """One bare Assert op (TF's generated `_assert`); `tf.Assert` is the public builder."""
+    attrs = {} if summarize is None else {"summarize": int(summarize)}
+    return ops.apply_op("Assert", [condition, list(data)], attrs, name=name)
+
+
+NotDifferentiable("Assert")
 
 
 # -- Print -------------------------------------------------------------------------------

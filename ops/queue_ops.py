@@ -392,9 +392,31 @@ QueueEnqueueManyV2 = register_op(
 )
 
 
+def _type_string(dtype) -> str:
+    """TF's DataTypeString: float32 is "float", float64 "double", float16 "half"."""
+    return {"float32": "float", "float64": "double", "float16": "half"}.get(dtype.name, dtype.name)
+
+
+def _check_signature(ctx, q) -> None:
+    # TF's enqueue kernels match their input types against the queue's before anything
+    # else (OpKernelContext::MatchSignature), so a short tuple fails with this message.
+    have = list(ctx.attrs["Tcomponents"])
+    if have != list(q.dtypes):
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "Signature mismatch, have: "
+            + ", ".join(["resource", *map(_type_string, have)])
+            + "-> expected: "
+            + ", ".join(["resource", *map(_type_string, q.dtypes)])
+            + "->",
+        )
+
+
 @QueueEnqueueV2.kernel("CPU")
 async def _enqueue(ctx, handle, *components):
     q = _queue(handle)
+    _check_signature(ctx, q)
     elem = tuple(_check_components(q, components, batch=False))
     await q.put([elem], _on_commit(ctx))
 
@@ -402,6 +424,7 @@ async def _enqueue(ctx, handle, *components):
 @QueueEnqueueManyV2.kernel("CPU")
 async def _enqueue_many(ctx, handle, *components):
     q = _queue(handle)
+    _check_signature(ctx, q)
     comps = _check_components(q, components, batch=True)
     elems = list(zip(*[_split(c) for c in comps])) if comps[0].shape[0] else []
     if elems:
@@ -685,7 +708,7 @@ class QueueBase:
             if sorted(self._names, key=str) != sorted(vals.keys(), key=str):
                 raise ValueError(
                     "Keys in dictionary to enqueue do not match names of Queue.  Dictionary: "
-                    f"({sorted(vals.keys(), key=str)}), Queue: ({sorted(self._names, key=str)})"
+                    f"{sorted(vals.keys(), key=str)},Queue: {sorted(self._names, key=str)}"
                 )
             vals = [vals[k] for k in self._names]
         else:
@@ -693,11 +716,9 @@ class QueueBase:
                 raise ValueError("You must enqueue a dictionary in a Queue with names")
             if not isinstance(vals, (list, tuple)):
                 vals = [vals]
-        if len(vals) != len(self._dtypes):
-            raise ValueError(
-                f"Expected {len(self._dtypes)} components to enqueue into {self.name}, "
-                f"got {len(vals)}"
-            )
+        # TF pairs the values with the queue's dtypes as zip does: extra values are
+        # dropped (`[x, y]` into a one-component queue enqueues x), and too few build
+        # an op that fails when run with "Signature mismatch".
         return [
             ops.convert_to_tensor(v, dtype=dt, name=f"component_{i}")
             for i, (v, dt) in enumerate(zip(vals, self._dtypes))

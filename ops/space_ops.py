@@ -41,12 +41,21 @@ def _host(v) -> np.ndarray:
 # -- SpaceToBatchND / BatchToSpaceND --------------------------------------------------------
 
 
+def _unknown_blocks(x, block_shape) -> tensor_shape.TensorShape:
+    """The shape when the block sizes or paddings are known only at run time: the dims
+    after the M blocked ones pass through, as TF's shape function keeps them."""
+    m = tensor_shape.dimension_value(block_shape.shape.with_rank(1)[0])
+    if x.ndims is None or m is None or x.ndims < 1 + m:
+        return tensor_shape.unknown_shape(x.ndims)
+    return tensor_shape.TensorShape([None] * (1 + m) + x.as_list()[1 + m :])
+
+
 def _s2b_shape(op):
     x = op.inputs[0].shape
     block = ops.constant_value(op.inputs[1])
     pads = ops.constant_value(op.inputs[2])
     if x.ndims is None or block is None or pads is None:
-        return [tensor_shape.unknown_shape(x.ndims)]
+        return [_unknown_blocks(x, op.inputs[1])]
     dims = x.as_list()
     m = len(block)
     out = [None if dims[0] is None else dims[0] * int(np.prod(block))]
@@ -115,7 +124,7 @@ def _b2s_shape(op):
     block = ops.constant_value(op.inputs[1])
     crops = ops.constant_value(op.inputs[2])
     if x.ndims is None or block is None or crops is None:
-        return [tensor_shape.unknown_shape(x.ndims)]
+        return [_unknown_blocks(x, op.inputs[1])]
     dims = x.as_list()
     m = len(block)
     prod = int(np.prod(block))
@@ -240,6 +249,17 @@ def required_space_to_batch_paddings(input_shape, block_shape, base_paddings=Non
             base = ops.convert_to_tensor(base_paddings, dtype=dtypes.int32, name="base_paddings")
         else:
             base = array_ops.zeros(array_ops.stack([array_ops.size(block_shape), 2]), dtypes.int32)
+        const = [ops.constant_value(t) for t in (input_shape, block_shape, base)]
+        if all(c is not None for c in const):
+            # Known sizes give constants (TF folds them), so shapes stay static.
+            size, block, base_np = (np.asarray(c, np.int32) for c in const)
+            extra = (block - (size + base_np[:, 0] + base_np[:, 1]) % block) % block
+            pads = np.stack([base_np[:, 0], base_np[:, 1] + extra], axis=1)
+            crop = np.stack([np.zeros_like(extra), extra], axis=1)
+            return (
+                array_ops.constant(pads, name="paddings"),
+                array_ops.constant(crop, name="crops"),
+            )
         start, end = base[:, 0], base[:, 1]
         full = input_shape + start + end
         extra = math_ops.floormod(block_shape - math_ops.floormod(full, block_shape), block_shape)
@@ -407,8 +427,13 @@ def with_space_to_batch(input, dilation_rate, padding, op, filter_shape=None,  #
     const_rate = ops.constant_value(rate)
     if const_rate is not None and (np.asarray(const_rate) == 1).all():
         return op(x, n, padding)
+    if const_rate is not None:
+        static = _static_space_to_batch(x, rate, padding, op, filter_shape, spatial_dims)
+        if static is not None:
+            return static
     if padding == "SAME":
-        fshape = ops.convert_to_tensor(filter_shape, dtype=dtypes.int32, name="filter_shape")
+        # Only the first len(rate) dims are spatial (a conv filter's shape has 4).
+        fshape = ops.convert_to_tensor(filter_shape, dtype=dtypes.int32, name="filter_shape")[:n]
         dilated = fshape + (fshape - 1) * (rate - 1)
         extra = dilated - 1
         start = math_ops.floordiv(extra, 2)
@@ -425,3 +450,42 @@ def with_space_to_batch(input, dilation_rate, padding, op, filter_shape=None,  #
     converted = space_to_batch_nd(x, block, pads)
     result = op(converted, n, "VALID")
     return batch_to_space_nd(result, block, crop)
+
+
+def _static_space_to_batch(x, rate, padding, op, filter_shape, spatial_dims):
+    """with_space_to_batch when the rate, the input's spatial sizes and (for SAME) the
+    filter's shape are known: paddings and crops become constants, as TF folds them, so
+    every shape stays known.  None when something is only known at run time."""
+    rate_np = np.asarray(ops.constant_value(rate), np.int32)
+    n = rate_np.shape[0]
+    if x.shape.rank is None:
+        return None
+    sizes = [tensor_shape.dimension_value(x.shape[d]) for d in spatial_dims]
+    if any(d is None for d in sizes):
+        return None
+    if padding == "SAME":
+        fshape = ops.convert_to_tensor(filter_shape, dtype=dtypes.int32, name="filter_shape")
+        const_f = ops.constant_value(fshape)
+        if const_f is None:
+            return None
+        dilated = np.asarray(const_f[:n], np.int32) * rate_np - (rate_np - 1)
+        start = (dilated - 1) // 2
+        base = array_ops.constant(np.stack([start, dilated - 1 - start], axis=1), name="stack")
+    else:
+        base = np.zeros([n, 2], np.int32)
+    paddings, crops = required_space_to_batch_paddings(np.asarray(sizes, np.int32), rate, base)
+    paddings, crops = ops.constant_value(paddings), ops.constant_value(crops)
+    block = _adjust_const(rate_np, 1, spatial_dims)
+    converted = space_to_batch_nd(x, block, _adjust_const(paddings, 0, spatial_dims))
+    result = op(converted, n, "VALID")
+    return batch_to_space_nd(result, block, _adjust_const(crops, 0, spatial_dims))
+
+
+def _adjust_const(values, fill, spatial_dims) -> np.ndarray:
+    """_adjust for constants: rows for dims 1..max(spatial_dims), `fill` off the spatial
+    dims."""
+    values = np.asarray(values)
+    out = np.full((max(spatial_dims),) + values.shape[1:], fill, values.dtype)
+    for i, d in enumerate(spatial_dims):
+        out[d - 1] = values[i]
+    return out

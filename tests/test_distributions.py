@@ -1076,8 +1076,8 @@ def test_multinomial_samples_are_counts():
         np.testing.assert_array_equal(
             got2, [[[[0, 2, 1]], [[0, 2, 1]]], [[[1, 1, 1]], [[0, 2, 1]]]]
         )
-    # Several members: TF's executor runs map_fn's parallel iterations' draws in another
-    # order than asyncflow (the last member first), so only the counts' form is checked.
+    # Several members: the counts' form here; TF's numbers (its draws run last-first,
+    # not always) are in test_tf1_fixes_s25.py.
     with tf.Graph().as_default():
         mn = d.Multinomial(total_count=[4.0, 6.0], logits=[[0.0, 1.0, -1.0], [2.0, 0.5, 0.1]])
         s = mn.sample(2, seed=5)

@@ -71,9 +71,16 @@ from asyncflow.ops.nn_impl import (
 from asyncflow.ops.nn_ops import log_softmax, softmax, softplus
 from asyncflow.ops.random_more_ops import random_gamma
 from asyncflow.ops.random_ops import multinomial, random_normal, random_uniform
-from asyncflow.ops.reduction_ops import argmax, reduce_all, reduce_any, reduce_prod, reduce_sum
+from asyncflow.ops.reduction_ops import (
+    argmax,
+    range,
+    reduce_all,
+    reduce_any,
+    reduce_prod,
+    reduce_sum,
+)
 from asyncflow.ops.sequence_ops import sequence_mask
-from asyncflow.ops.slicing_ops import one_hot
+from asyncflow.ops.slicing_ops import gather, one_hot
 from asyncflow.ops.special_math_ops import digamma, erf, erfc, is_nan, lgamma, xlogy
 
 __all__ = [n for n in dir() if not n.startswith("_") and n != "annotations"]

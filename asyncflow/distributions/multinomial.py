@@ -2,8 +2,9 @@
 draws over K classes (the last axis is the event).
 
 Multinomial samples run TF's seeded `multinomial` op once per batch member inside a
-`map_fn`, as TF does; DirichletMultinomial draws seeded gammas, then one `multinomial`
-seeded as TF derives its second seed.
+`map_fn`, as TF does, the members drawn in the order TF's executor mostly draws them;
+DirichletMultinomial draws seeded gammas, then one `multinomial` seeded as TF derives
+its second seed.
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ def _embed_check_nonnegative_integer_form(x, name="embed_check_nonnegative_integ
             )
         with control_dependencies(checks):
             return ops.identity(x)
+
+
+_PARALLEL_ITERATIONS = 10  # map_fn's default in a graph
+
+
+def _tf_draw_order(n):
+    """0..n-1 reversed within each window of map_fn's parallel iterations: the order
+    TF mostly draws a Multinomial's members in."""
+    i = ops.range(n)
+    start = (i // _PARALLEL_ITERATIONS) * _PARALLEL_ITERATIONS
+    end = ops.minimum(start + _PARALLEL_ITERATIONS, n)
+    return start + end - 1 - i
 
 
 class Multinomial(Distribution):
@@ -125,7 +138,18 @@ class Multinomial(Distribution):
             x = ops.reshape(x, shape=[n, -1])
             return ops.reduce_sum(ops.one_hot(x, depth=k), axis=-2)
 
+        # Every member's draw comes from the one seeded Multinomial op, so the member
+        # that runs first gets the first random numbers.  TF's executor mostly runs the
+        # draws of map_fn's iterations last-first within each window of its 10 parallel
+        # iterations (the last ready one inline, the others from Eigen's LIFO worker
+        # queue; other orders happen now and then, as thread timing goes); ours runs
+        # them in order, so the members go in in TF's order (a permutation that is its
+        # own inverse) and come out put back.
+        order = _tf_draw_order(ops.shape(flat_ndraws)[0])
+        flat_logits = ops.gather(flat_logits, order)
+        flat_ndraws = ops.gather(flat_ndraws, order)
         x = ops.map_fn(_sample_single, [flat_logits, flat_ndraws], dtype=self.dtype)
+        x = ops.gather(x, order)
         x = ops.transpose(x, perm=[1, 0, 2])
         final_shape = ops.concat([[n], self.batch_shape_tensor(), [k]], 0)
         return ops.reshape(x, final_shape)

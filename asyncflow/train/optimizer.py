@@ -435,6 +435,9 @@ def _set_slot_slice_info(primary, slot) -> None:
     if n is not None and n == 0:
         return
     real_slot_name = slot.op.name[len(primary.op.name + "/") :]
+    # Before this rule (commit 1a64274) such a slot was saved whole under its own name;
+    # Savers fall back to that name when a checkpoint lacks TF's.
+    slot._legacy_save_name = slot.op.name
     slot._set_save_slice_info(
         Variable.SaveSliceInfo(
             info.full_name + "/" + real_slot_name,

@@ -392,7 +392,9 @@ def _slice_saveables(name: str, slices: list) -> list[SaveableObject]:
             raise ValueError(
                 f"Slices must all be from the same tensor: {full_name} != {info.full_name}"
             )
-        out.append(_VariableSaveable(v, name, info.spec))
+        saveable = _VariableSaveable(v, name, info.spec)
+        saveable.specs[0].legacy_name = getattr(v, "_legacy_save_name", "")
+        out.append(saveable)
     return out
 
 
@@ -427,8 +429,14 @@ class BaseSaverBuilder:
         with g.device("/device:CPU:0"), g.name_scope("RestoreV2") as scope:
             names_t = array_ops.constant([s.name for s in specs], name="tensor_names")
             slices_t = array_ops.constant([s.slice_spec for s in specs], name="shape_and_slices")
+            legacy = [getattr(s, "legacy_name", "") for s in specs]
             return io_ops.restore_v2(
-                filename_tensor, names_t, slices_t, [s.dtype for s in specs], name=scope
+                filename_tensor,
+                names_t,
+                slices_t,
+                [s.dtype for s in specs],
+                name=scope,
+                legacy_names=legacy if any(legacy) else None,
             )
 
     def _add_save_ops(self, filename_tensor, saveables):

@@ -66,8 +66,9 @@ def test_verify_tensor_all_finite():
 def test_assert_passes_and_fails_with_tf_message():
     cond = array_ops.placeholder(dtypes.bool)
     a = check_ops.Assert(cond, ["x is", array_ops.constant([1, 2, 3, 4]), 2.5])
-    assert isinstance(a, ops.Operation) and a.type == "Assert"
-    assert a.name == "Assert/Assert"
+    # A float among the data: TF guards the Assert with a cond (test_tf1_fixes_s25.py).
+    assert isinstance(a, ops.Operation) and a.type == "Merge"
+    assert a.name == "Assert/AssertGuard/Merge"
     assert _run(a, {cond: True}) is None
     with pytest.raises(errors.InvalidArgumentError) as info:
         _run(a, {cond: False})
@@ -76,8 +77,8 @@ def test_assert_passes_and_fails_with_tf_message():
 
 def test_assert_summarize_and_condition_shape():
     cond = array_ops.placeholder(dtypes.bool)
-    a = check_ops.Assert(cond, [np.arange(5)], summarize=5, name="check")
-    assert a.name == "check/Assert"
+    a = check_ops.Assert(cond, [np.arange(5, dtype=np.int32)], summarize=5, name="check")
+    assert a.name == "check/Assert"  # int32 data only: the bare Assert
     with pytest.raises(errors.InvalidArgumentError, match=r"assertion failed: \[0 1 2 3 4\]"):
         _run(a, {cond: False})
     with pytest.raises(errors.InvalidArgumentError, match=r"In\[0\] should be a scalar: \[2\]"):
@@ -85,6 +86,15 @@ def test_assert_summarize_and_condition_shape():
     assert _run(a, {cond: [True]}) is None  # a legacy scalar
     with pytest.raises(ValueError):
         check_ops.Assert(array_ops.constant([True, False]), ["x"])
+    # Guarded (int64 data): the cond's Switch wants a true scalar (TF 2.21's words).
+    g = check_ops.Assert(cond, [np.arange(5)], summarize=5, name="guarded")
+    assert g.name == "guarded/AssertGuard/Merge"
+    for bad, shape in (([True, True], "[2]"), ([True], "[1]")):
+        with pytest.raises(errors.InvalidArgumentError) as info:
+            _run(g, {cond: bad})
+        assert info.value.message.startswith(
+            f"The second input must be a scalar, but it has shape {shape}"
+        )
 
 
 # -- binary value comparisons ---------------------------------------------------------------
