@@ -697,7 +697,10 @@ class Saver:
         return self.saver_def
 
     def to_proto(self, export_scope=None) -> SaverDef | None:
-        """The SaverDef, names relative to `export_scope` (None if outside it)."""
+        """The SaverDef, names relative to `export_scope` (None if outside it, or not
+        built yet: a deferred build, as TF's, which exporters skip)."""
+        if self.saver_def is None:
+            return None
         d = SaverDef()
         d.CopyFrom(self.saver_def)
         if export_scope:
