@@ -15,6 +15,7 @@ from asyncflow import graph as ops
 from asyncflow.ops import (
     array_ops,
     cast_ops,
+    control_flow_cond,
     control_flow_ordering,
     conv_ops,
     image_crop_ops,
@@ -137,6 +138,8 @@ _KIND = {
 def _image(image, name="image"):
     image = ops.convert_to_tensor(image, name=name)
     if image.shape.ndims is not None and image.shape.ndims not in (3, 4):
+        if name == "images":  # TF's resize words it without the shape
+            raise ValueError("'images' must have either 3 or 4 dimensions.")
         raise ValueError(f"'image' (shape {image.shape}) must have either 3 or 4 dimensions.")
     return image
 
@@ -248,23 +251,25 @@ def convert_image_dtype(image, dtype, saturate=False, name=None):
     image = ops.convert_to_tensor(image, name="image")
     dtype = dtypes.as_dtype(dtype)
     src = image.dtype.base_dtype
-    with ops.name_scope(name, "convert_image", [image]):
-        if src == dtype:
-            return array_ops.identity(image, name=name)
+    if src == dtype:  # TF names this Identity outside the convert_image scope
+        return array_ops.identity(image, name=name)
+    # the last op of each path takes the scope's own name ("convert_image:0"), as in TF
+    with ops.name_scope(name, "convert_image", [image]) as scope:
         if src.is_integer and dtype.is_integer:
             smax, dmax = int(src.max), int(dtype.max)
             if smax > dmax:
                 scaled = math_ops.floordiv(image, (smax + 1) // (dmax + 1))
-                return cast_ops.cast(scaled, dtype)
-            return math_ops.multiply(cast_ops.cast(image, dtype), (dmax + 1) // (smax + 1))
+                return cast_ops.cast(scaled, dtype, name=scope)
+            cast = cast_ops.cast(image, dtype)
+            return math_ops.multiply(cast, (dmax + 1) // (smax + 1), name=scope)
         if src.is_floating and dtype.is_floating:
-            return cast_ops.cast(image, dtype)
+            return cast_ops.cast(image, dtype, name=scope)
         if src.is_integer:
-            return math_ops.multiply(cast_ops.cast(image, dtype), 1.0 / int(src.max))
+            return math_ops.multiply(cast_ops.cast(image, dtype), 1.0 / int(src.max), name=scope)
         scaled = math_ops.multiply(image, float(dtype.max) + 0.5)
         if saturate:
             scaled = math_ops.minimum(math_ops.maximum(scaled, float(dtype.min)), float(dtype.max))
-        return cast_ops.cast(scaled, dtype)
+        return cast_ops.cast(scaled, dtype, name=scope)
 
 
 def _as_float(image):
@@ -286,7 +291,7 @@ def _back(adjusted, like):
 
 def per_image_standardization(image):
     """(x - mean) / max(stddev, 1/sqrt(N)) over each image's pixels and channels."""
-    with ops.name_scope(None, "per_image_standardization", [image]):
+    with ops.name_scope(None, "per_image_standardization", [image]) as scope:
         image = _image(image)
         image = cast_ops.cast(image, dtypes.float32)  # TF: float32 whatever the input
         axes = [-1, -2, -3]
@@ -294,13 +299,14 @@ def per_image_standardization(image):
         mean = reduction_ops.reduce_mean(image, axes, keepdims=True)
         var = reduction_ops.reduce_mean(math_ops.square(image - mean), axes, keepdims=True)
         floor = math_ops.rsqrt(cast_ops.cast(n, image.dtype))
-        return math_ops.truediv(image - mean, math_ops.maximum(math_ops.sqrt(var), floor))
+        adjusted = math_ops.maximum(math_ops.sqrt(var), floor)
+        return math_ops.truediv(image - mean, adjusted, name=scope)
 
 
 def adjust_brightness(image, delta):
     """image + delta (in the [0, 1] float scale)."""
     with ops.name_scope(None, "adjust_brightness", [image, delta]):
-        image, flt = _as_float(image)
+        image, flt = _as_float_or_half(image)
         return _back(flt + delta, image)
 
 
@@ -315,7 +321,7 @@ def adjust_contrast(images, contrast_factor):
 def adjust_gamma(image, gamma=1, gain=1):
     """gain * image ** gamma (in the [0, 1] float scale)."""
     with ops.name_scope(None, "adjust_gamma", [image, gamma, gain]):
-        image, flt = _as_float(image)
+        image, flt = _as_float_or_half(image)
         return _back(gain * math_ops.pow(flt, gamma), image)
 
 
@@ -347,12 +353,12 @@ def random_contrast(image, lower, upper, seed=None):
 
 def rgb_to_grayscale(images, name=None):
     """Luma 0.2989 R + 0.5870 G + 0.1140 B, keeping a channel axis of 1."""
-    with ops.name_scope(name, "rgb_to_grayscale", [images]):
+    with ops.name_scope(name, "rgb_to_grayscale", [images]) as scope:
         images = ops.convert_to_tensor(images, name="images")
         flt = convert_image_dtype(images, dtypes.float32)
         w = np.array([0.2989, 0.5870, 0.1140], np.float32)
         gray = reduction_ops.reduce_sum(flt * w, -1, keepdims=True)
-        return convert_image_dtype(gray, images.dtype)
+        return convert_image_dtype(gray, images.dtype, name=scope)
 
 
 def grayscale_to_rgb(images, name=None):
@@ -547,22 +553,34 @@ def flip_up_down(image):
     return slicing_ops.reverse(image, [_axis(image, 0)])
 
 
-def _random_flip(image, which, seed):
-    image = _image(image)
-    flipped = slicing_ops.reverse(image, [_axis(image, which)])
-    n = [] if image.shape.ndims == 3 else array_ops.shape(image)[:1]
-    cond = math_ops.less(random_ops.random_uniform(n, 0, 1.0, seed=seed), 0.5)
-    return slicing_ops.where(cond, flipped, image)
+def _random_flip(image, which, seed, scope_name):
+    # TF: a cond for one image (its Merge the result), a 0/1 blend per image of a batch
+    with ops.name_scope(None, scope_name, [image]) as scope:
+        image = _image(image)
+        axis = _axis(image, which)
+        if image.shape.ndims == 3:
+            draw = random_ops.random_uniform([], 0, 1.0, seed=seed)
+            return control_flow_cond.cond(
+                math_ops.less(draw, 0.5),
+                lambda: slicing_ops.reverse(image, [axis]),
+                lambda: image,
+                name=scope,
+            )
+        n = array_ops.shape(image)[:1]
+        draw = random_ops.random_uniform(n, 0, 1.0, seed=seed)
+        flips = cast_ops.cast(math_ops.round(array_ops.reshape(draw, [-1, 1, 1, 1])), image.dtype)
+        flipped = slicing_ops.reverse(image, [axis])
+        return flips * flipped + (1 - flips) * image
 
 
 def random_flip_left_right(image, seed=None):
     """Flip horizontally with probability 1/2 (each image of a batch on its own)."""
-    return _random_flip(image, 1, seed)
+    return _random_flip(image, 1, seed, "random_flip_left_right")
 
 
 def random_flip_up_down(image, seed=None):
     """Flip vertically with probability 1/2 (each image of a batch on its own)."""
-    return _random_flip(image, 0, seed)
+    return _random_flip(image, 0, seed, "random_flip_up_down")
 
 
 def transpose_image(image):
@@ -742,7 +760,7 @@ def central_crop(image, central_fraction):
 
 def random_crop(value, size, seed=None, name=None):
     """A uniformly placed window of `size` (TF's `tf.random_crop`)."""
-    with ops.name_scope(name, "random_crop", [value, size]):
+    with ops.name_scope(name, "random_crop", [value, size]) as scope:
         value = ops.convert_to_tensor(value, name="value")
         size = ops.convert_to_tensor(size, dtype=dtypes.int32, name="size")
         shape = array_ops.shape(value)
@@ -751,7 +769,7 @@ def random_crop(value, size, seed=None, name=None):
             array_ops.shape(shape), 0, np.iinfo(np.int32).max, dtype=dtypes.int32, seed=seed
         )
         offset = math_ops.floormod(draw, limit)
-        out = slicing_ops.slice(value, offset, size)
+        out = slicing_ops.slice(value, offset, size, name=scope)
         static = ops.constant_value(size)
         if static is not None:
             out.set_shape([int(v) for v in static])

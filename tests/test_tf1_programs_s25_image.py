@@ -1,0 +1,106 @@
+"""An image input pipeline written as a TF1 program, checked against TF 2.21: the
+tensor names its steps end in, dtype handling of the colour adjustments, seeded batch
+flips, and the build-time errors of resize and crop_and_resize. Values recorded from
+TF 2.21 (tf.compat.v1)."""
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+
+
+def test_pipeline_result_names_match_tf():
+    with tf.Graph().as_default():
+        img = np.zeros((6, 8, 3), np.uint8)
+        f = tf.image.convert_image_dtype(
+            tf.image.decode_png(tf.image.encode_png(img), channels=3), tf.float32
+        )
+        # TF 2.21 names each step's result after its scope
+        assert f.name == "convert_image:0"
+        assert tf.image.adjust_gamma(f, 2.0).name == "adjust_gamma/Identity:0"
+        assert tf.image.random_brightness(f, 0.3, seed=6).name == "adjust_brightness/Identity:0"
+        assert tf.image.random_contrast(f, 0.5, 1.5, seed=8).name == "adjust_contrast/Identity:0"
+        assert tf.image.random_hue(f, 0.2, seed=9).name == "adjust_hue/Identity:0"
+        assert tf.image.per_image_standardization(f).name == "per_image_standardization:0"
+        assert tf.image.rgb_to_grayscale(f).name == "rgb_to_grayscale:0"
+        assert tf.random_crop(f, [3, 4, 3], seed=3).name == "random_crop:0"
+        flip = tf.image.random_flip_left_right(f, seed=4)
+        assert (flip.name, flip.shape.as_list()) == (
+            "random_flip_left_right/Merge:0",
+            [None, None, 3],
+        )
+        assert tf.image.random_flip_up_down(f, seed=5).name == "random_flip_up_down/Merge:0"
+
+
+def test_convert_image_dtype_names_and_values_match_tf():
+    with tf.Graph().as_default():
+        u = tf.constant(np.array([[[10, 200, 30]]], np.uint8))
+        h = tf.constant(np.array([[[0.2, 0.5, 0.9]]], np.float16))
+        e = tf.image.convert_image_dtype(u, tf.int32)
+        e2 = tf.image.convert_image_dtype(e, tf.uint8)
+        e3 = tf.image.convert_image_dtype(
+            tf.constant([[[0.5, 0.2, 1.0]]]), tf.uint8, saturate=True
+        )
+        e4 = tf.image.convert_image_dtype(h, tf.float32)
+        same = tf.image.convert_image_dtype(e4, tf.float32)
+        gray = tf.image.rgb_to_grayscale(u)
+        names = [t.name for t in (e, e2, e3, e4, same, gray)]
+        assert names == [
+            "convert_image:0",
+            "convert_image_1:0",
+            "convert_image_2:0",
+            "convert_image_3:0",
+            "Identity:0",
+            "rgb_to_grayscale:0",
+        ]
+        with tf.Session() as s:
+            r = s.run([e, e2, e3, gray])
+        assert r[0].tolist() == [[[83886080, 1677721600, 251658240]]]
+        assert r[1].tolist() == [[[10, 200, 30]]]
+        assert r[2].tolist() == [[[127, 51, 255]]]
+        assert (r[3].dtype, r[3].tolist()) == (np.uint8, [[[124]]])
+
+
+def test_float16_brightness_and_gamma_stay_half_as_in_tf():
+    with tf.Graph().as_default():
+        h = tf.constant(np.array([[[0.2, 0.5, 0.9]]], np.float16))
+        c = tf.image.adjust_brightness(h, 0.3)
+        d = tf.image.adjust_gamma(h, 2.0)
+        assert (c.dtype, d.dtype) == (tf.float16, tf.float16)
+        with tf.Session() as s:
+            rc, rd = s.run([c, d])
+        np.testing.assert_allclose(rc, [[[0.5, 0.7998, 1.2002]]], atol=1e-4)
+        np.testing.assert_allclose(rd, [[[0.03998, 0.25, 0.81006]]], atol=1e-4)
+
+
+def test_batch_flips_are_seeded_per_image_as_in_tf():
+    with tf.Graph().as_default():
+        tf.set_random_seed(3)
+        x = tf.constant(np.arange(24, dtype=np.float32).reshape(4, 2, 3, 1))
+        a = tf.image.random_flip_left_right(x, seed=1)
+        b = tf.image.random_flip_up_down(x, seed=2)
+        assert a.name == "random_flip_left_right/add:0"
+        with tf.Session() as s:
+            ra, rb = s.run([a, b])
+    assert ra[..., 0].tolist() == [
+        [[2.0, 1.0, 0.0], [5.0, 4.0, 3.0]],
+        [[8.0, 7.0, 6.0], [11.0, 10.0, 9.0]],
+        [[14.0, 13.0, 12.0], [17.0, 16.0, 15.0]],
+        [[18.0, 19.0, 20.0], [21.0, 22.0, 23.0]],
+    ]
+    assert rb[..., 0].tolist() == [
+        [[3.0, 4.0, 5.0], [0.0, 1.0, 2.0]],
+        [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]],
+        [[12.0, 13.0, 14.0], [15.0, 16.0, 17.0]],
+        [[21.0, 22.0, 23.0], [18.0, 19.0, 20.0]],
+    ]
+
+
+def test_build_errors_match_tf():
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match=r"^'images' must have either 3 or 4 dimensions\.$"):
+            tf.image.resize_images(tf.zeros([3]), [2, 2])
+        img = tf.zeros([1, 4, 4, 3])
+        boxes = tf.zeros([2, 4])
+        with pytest.raises(ValueError, match="Dimension must be 2 but is 1"):
+            tf.image.crop_and_resize(img, boxes, tf.zeros([2], tf.int32), [3])
