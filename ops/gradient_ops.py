@@ -437,7 +437,8 @@ def neg(x) -> ops.Tensor:
 def concat(values, axis=0) -> ops.Tensor:
     if len(values) == 1:
         return values[0]
-    return ops.apply_op("ConcatV2", [list(values), axis]).outputs[0]
+    # named "concat" as TF's array_ops.concat names it (the summed IndexedSlices' values)
+    return ops.apply_op("ConcatV2", [list(values), axis], name="concat").outputs[0]
 
 
 def transpose(x, perm) -> ops.Tensor:
