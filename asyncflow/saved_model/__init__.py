@@ -11,7 +11,7 @@ from asyncflow.saved_model import (
     utils,
 )
 from asyncflow.saved_model.builder import Builder, SavedModelBuilder
-from asyncflow.saved_model.loader import load, maybe_saved_model_directory
+from asyncflow.saved_model.loader import contains_saved_model, load, maybe_saved_model_directory
 from asyncflow.saved_model.signature_constants import (
     CLASSIFY_INPUTS,
     CLASSIFY_METHOD_NAME,
@@ -46,6 +46,7 @@ __all__ = [
     "SavedModelBuilder",
     "load",
     "maybe_saved_model_directory",
+    "contains_saved_model",
     "simple_save",
     "build_signature_def",
     "classification_signature_def",
