@@ -131,3 +131,33 @@ def test_simple_save_round_trip(tmp_path):
         out = sess.run(s.outputs["o"].name, {s.inputs["a"].name: [3.0, 4.0]})
         np.testing.assert_allclose(out, [3.0, 8.0])
         assert sorted(mg.collection_def) == ["trainable_variables", "variables"]
+
+
+def test_constants_and_main_op_module_as_tf():
+    sm = tf.saved_model
+    assert (sm.ASSETS_KEY, sm.MAIN_OP_KEY, sm.LEGACY_INIT_OP_KEY) == (
+        "saved_model_assets",
+        "saved_model_main_op",
+        "legacy_init_op",
+    )
+    assert (sm.SAVED_MODEL_FILENAME_PB, sm.SAVED_MODEL_FILENAME_PBTXT) == (
+        "saved_model.pb",
+        "saved_model.pbtxt",
+    )
+    assert (sm.VARIABLES_DIRECTORY, sm.VARIABLES_FILENAME, sm.ASSETS_DIRECTORY) == (
+        "variables",
+        "variables",
+        "assets",
+    )
+    assert (sm.DEBUG_DIRECTORY, sm.DEBUG_INFO_FILENAME_PB) == (
+        "debug",
+        "saved_model_debug_info.pb",
+    )
+    assert sm.SAVED_MODEL_SCHEMA_VERSION == 1
+    assert sm.constants.MAIN_OP_KEY == "saved_model_main_op"
+    with tf.Graph().as_default() as g, tf.Session(graph=g) as sess:
+        v = tf.Variable(0, collections=[tf.GraphKeys.LOCAL_VARIABLES], name="lv")
+        op = sm.main_op.main_op()
+        assert op.name == "group_deps"  # as TF names it
+        sess.run(op)
+        assert sess.run(v) == 0

@@ -4,14 +4,30 @@ from __future__ import annotations
 
 from asyncflow.saved_model import (
     builder,
+    constants,
     loader,
+    main_op,
     signature_constants,
     signature_def_utils,
     tag_constants,
     utils,
 )
 from asyncflow.saved_model.builder import Builder, SavedModelBuilder
+from asyncflow.saved_model.constants import (
+    ASSETS_DIRECTORY,
+    ASSETS_KEY,
+    DEBUG_DIRECTORY,
+    DEBUG_INFO_FILENAME_PB,
+    LEGACY_INIT_OP_KEY,
+    MAIN_OP_KEY,
+    SAVED_MODEL_FILENAME_PB,
+    SAVED_MODEL_FILENAME_PBTXT,
+    SAVED_MODEL_SCHEMA_VERSION,
+    VARIABLES_DIRECTORY,
+    VARIABLES_FILENAME,
+)
 from asyncflow.saved_model.loader import contains_saved_model, load, maybe_saved_model_directory
+from asyncflow.saved_model.main_op import main_op_with_restore
 from asyncflow.saved_model.signature_constants import (
     CLASSIFY_INPUTS,
     CLASSIFY_METHOD_NAME,
@@ -37,7 +53,21 @@ from asyncflow.saved_model.utils import build_tensor_info, get_tensor_from_tenso
 
 __all__ = [
     "builder",
+    "constants",
     "loader",
+    "main_op",
+    "main_op_with_restore",
+    "ASSETS_DIRECTORY",
+    "ASSETS_KEY",
+    "DEBUG_DIRECTORY",
+    "DEBUG_INFO_FILENAME_PB",
+    "LEGACY_INIT_OP_KEY",
+    "MAIN_OP_KEY",
+    "SAVED_MODEL_FILENAME_PB",
+    "SAVED_MODEL_FILENAME_PBTXT",
+    "SAVED_MODEL_SCHEMA_VERSION",
+    "VARIABLES_DIRECTORY",
+    "VARIABLES_FILENAME",
     "signature_constants",
     "signature_def_utils",
     "tag_constants",
