@@ -15,6 +15,7 @@ from asyncflow import graph as ops
 from asyncflow.ops import (
     array_ops,
     cast_ops,
+    check_ops,
     control_flow_cond,
     control_flow_ordering,
     conv_ops,
@@ -250,6 +251,8 @@ def convert_image_dtype(image, dtype, saturate=False, name=None):
     """Convert between image dtypes, rescaling: integers span their range, floats [0, 1]."""
     image = ops.convert_to_tensor(image, name="image")
     dtype = dtypes.as_dtype(dtype)
+    if not (dtype.is_floating or dtype.is_integer):
+        raise AttributeError("dtype must be either floating point or integer")  # (TF's class)
     src = image.dtype.base_dtype
     if src == dtype:  # TF names this Identity outside the convert_image scope
         return array_ops.identity(image, name=name)
@@ -363,9 +366,15 @@ def rgb_to_grayscale(images, name=None):
 
 def grayscale_to_rgb(images, name=None):
     """The one channel repeated three times."""
-    with ops.name_scope(name, "grayscale_to_rgb", [images]):
+    with ops.name_scope(name, "grayscale_to_rgb", [images]) as scope:
         images = ops.convert_to_tensor(images, name="images")
-        return manip_ops.concat([images, images, images], -1)
+        # TF: a Tile named after the scope, multiples [1, ..., 1, 3]
+        ones = array_ops.ones(array_ops.expand_dims(array_ops.rank(images) - 1, 0), dtypes.int32)
+        multiples = manip_ops.concat([ones, [3]], 0)
+        rgb = manip_ops.tile(images, multiples, name=scope)
+        if images.shape.ndims is not None:
+            rgb.set_shape(images.shape[:-1].concatenate([3]))
+        return rgb
 
 
 # -- colour spaces ---------------------------------------------------------
@@ -596,14 +605,30 @@ def rot90(image, k=1, name=None):
     """Rotate counter-clockwise by k * 90 degrees (k a Python int)."""
     with ops.name_scope(name, "rot90", [image]):
         image = _image(image)
-        k = int(k) % 4
-        if k == 0:
-            return image
-        if k == 1:
-            return flip_up_down(transpose_image(image))
-        if k == 2:
-            return flip_up_down(flip_left_right(image))
-        return transpose_image(flip_up_down(image))
+        try:
+            k = ops.convert_to_tensor(k, dtype=dtypes.int32, name="k")
+        except ValueError as e:  # TF's conversion names the argument in its message
+            raise ValueError(f"k: {e}") from None
+        known = ops.constant_value(k)
+        rotations = [
+            lambda: image,
+            lambda: flip_up_down(transpose_image(image)),
+            lambda: flip_up_down(flip_left_right(image)),
+            lambda: transpose_image(flip_up_down(image)),
+        ]
+        if known is not None:
+            return rotations[int(known) % 4]()
+        # a k known only when run: TF's choice among the four rotations
+        k = math_ops.floormod(k, 4)
+
+        def choose(i):  # the outermost cond first, so the result is "rot90/cond/Merge"
+            if i == 3:
+                return rotations[3]()
+            return control_flow_cond.cond(
+                math_ops.equal(k, i), rotations[i], lambda: choose(i + 1)
+            )
+
+        return choose(0)
 
 
 def _hw(image):
@@ -720,17 +745,24 @@ resize_with_crop_or_pad = resize_image_with_crop_or_pad
 def resize_image_with_pad(
     image, target_height, target_width, method=ResizeMethod.BILINEAR, align_corners=False
 ):
-    """Resize keeping the aspect ratio, then zero-pad to the target (static sizes)."""
-    image = _image(image)
-    h, w = _hw(image)
-    if not all(isinstance(v, int) for v in (h, w)):
-        raise ValueError("resize_image_with_pad needs a static image size in asyncflow")
-    f = min(target_height / h, target_width / w)
-    nh, nw = max(int(h * f), 1), max(int(w * f), 1)
-    resized = resize_images(image, [nh, nw], method, align_corners)
-    return pad_to_bounding_box(
-        resized, (target_height - nh) // 2, (target_width - nw) // 2, target_height, target_width
-    )
+    """Resize keeping the aspect ratio, then zero-pad to the target (static sizes).
+
+    TF's arithmetic, in float32: the resized size is floored, and the padding before is
+    half of what the unfloored size leaves, floored (so it can be less than half the
+    padding)."""
+    with ops.name_scope(None, "resize_image_with_pad", [image]):
+        image = _image(image)
+        h, w = _hw(image)
+        if not all(isinstance(v, int) for v in (h, w)):
+            raise ValueError("resize_image_with_pad needs a static image size in asyncflow")
+        f32 = np.float32
+        ratio = max(f32(w) / f32(target_width), f32(h) / f32(target_height))
+        rh, rw = f32(h) / ratio, f32(w) / ratio
+        nh, nw = int(np.floor(rh)), int(np.floor(rw))
+        ph = max(0, int(np.floor((f32(target_height) - rh) / f32(2))))
+        pw = max(0, int(np.floor((f32(target_width) - rw) / f32(2))))
+        resized = resize_images(image, [nh, nw], method, align_corners)
+        return pad_to_bounding_box(resized, ph, pw, target_height, target_width)
 
 
 def central_crop(image, central_fraction):
@@ -764,6 +796,12 @@ def random_crop(value, size, seed=None, name=None):
         value = ops.convert_to_tensor(value, name="value")
         size = ops.convert_to_tensor(size, dtype=dtypes.int32, name="size")
         shape = array_ops.shape(value)
+        check = check_ops.Assert(
+            reduction_ops.reduce_all(math_ops.greater_equal(shape, size)),
+            ["Need value.shape >= size, got ", shape, size],
+            summarize=1000,
+        )
+        shape = control_flow_ordering.with_dependencies([check], shape)
         limit = shape - size + 1
         draw = random_ops.random_uniform(
             array_ops.shape(shape), 0, np.iinfo(np.int32).max, dtype=dtypes.int32, seed=seed
@@ -946,17 +984,15 @@ def decode_gif(contents, name=None):
 
 
 def decode_image(contents, channels=None, dtype=dtypes.uint8, name=None, expand_animations=True):
-    """Any of JPEG, PNG, GIF, BMP; a float dtype scales to [0, 1]."""
-    return _codec(
-        "DecodeImage",
-        [contents],
-        {
+    """Any of JPEG, PNG, GIF, BMP; a float dtype scales to [0, 1].  Of unknown rank
+    unless expand_animations is False (a GIF may give [frames, h, w, c]), as in TF."""
+    with ops.name_scope(name, "decode_image"):
+        attrs = {
             "channels": int(channels or 0),
             "dtype": dtype,
             "expand_animations": bool(expand_animations),
-        },
-        name,
-    )
+        }
+        return _codec("DecodeImage", [contents], attrs, None)
 
 
 def encode_png(image, compression=-1, name=None):

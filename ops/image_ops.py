@@ -374,6 +374,10 @@ def _decode_jpeg_exact(data: bytes, channels: int, ratio: int = 1, dct_method: s
 def _decode(data: bytes, fmt: str | None, channels: int, dtype, ratio: int = 1, jpeg=None):
     """One image of `data` (`fmt`: the format it must be, None any); `jpeg`: DecodeJpeg's
     (dct_method, fancy_upscaling), TF's defaults when None."""
+    if channels not in (0, 1, 3, 4):  # TF checks the attr before reading any byte
+        raise errors.InvalidArgumentError(
+            None, None, f"`channels` must be 0, 1, 3 or 4 but got {channels}"
+        )
     if (fmt in ("JPEG", None) and data[:3] == b"\xff\xd8\xff" and channels in (0, 1, 3)
             and dtype == np.uint8):  # fmt: skip
         out = _decode_jpeg_exact(data, channels, ratio, *(jpeg or ("", True)))
@@ -430,6 +434,13 @@ def _decode_shape(rank, channels_attr=True):
     return fn
 
 
+def _decode_image_shape(op):
+    # TF: any rank when animations may expand to [frames, h, w, c]
+    if op._attr("expand_animations"):
+        return [tensor_shape.unknown_shape()]
+    return _decode_shape(3)(op)
+
+
 def _register_decode(name, fmt, extra, rank=3, out="image: uint8", channels=True):
     attrs = {"channels": 0, **extra} if channels else dict(extra)
     op_def = register_op(
@@ -437,7 +448,7 @@ def _register_decode(name, fmt, extra, rank=3, out="image: uint8", channels=True
         inputs=["contents: string"],
         outputs=[out],
         attrs=attrs,
-        shape_fn=_decode_shape(rank, channels),
+        shape_fn=_decode_image_shape if name == "DecodeImage" else _decode_shape(rank, channels),
         is_async=True,
     )
     NotDifferentiable(name)

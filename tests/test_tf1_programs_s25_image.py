@@ -104,3 +104,68 @@ def test_build_errors_match_tf():
         boxes = tf.zeros([2, 4])
         with pytest.raises(ValueError, match="Dimension must be 2 but is 1"):
             tf.image.crop_and_resize(img, boxes, tf.zeros([2], tf.int32), [3])
+
+
+def test_resize_image_with_pad_places_the_image_as_tf():
+    # TF floors half the padding the unfloored resized height leaves: 5x7 -> 4x4 puts
+    # the two resized rows at the top, not one row down
+    img = np.arange(35, dtype=np.float32).reshape(5, 7, 1)
+    with tf.Graph().as_default(), tf.Session() as s:
+        out = s.run(tf.image.resize_image_with_pad(img, 4, 4, method=1))
+    assert out[..., 0].tolist() == [
+        [0.0, 1.0, 3.0, 5.0],
+        [14.0, 15.0, 17.0, 19.0],
+        [0.0, 0.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0, 0.0],
+    ]
+
+
+def test_rot90_with_k_known_only_when_run():
+    small = np.arange(6, dtype=np.float32).reshape(2, 3, 1)
+    with tf.Graph().as_default(), tf.Session() as s:
+        k = tf.placeholder(tf.int32, [])
+        r = tf.image.rot90(small, k)
+        assert (r.name, r.shape.as_list()) == ("rot90/cond/Merge:0", [None, None, 1])
+        got = {kv: s.run(r, {k: kv})[..., 0].tolist() for kv in (0, 1, 2, 3, 5, -1)}
+        with pytest.raises(ValueError, match="k: Tensor conversion requested dtype int32"):
+            tf.image.rot90(small, tf.constant(1.5))
+    assert got[0] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert got[1] == got[5] == [[2.0, 5.0], [1.0, 4.0], [0.0, 3.0]]
+    assert got[2] == [[5.0, 4.0, 3.0], [2.0, 1.0, 0.0]]
+    assert got[3] == got[-1] == [[3.0, 0.0], [4.0, 1.0], [5.0, 2.0]]
+
+
+def test_decode_image_and_grayscale_to_rgb_shapes_and_names():
+    with tf.Graph().as_default():
+        png = tf.image.encode_png(np.zeros((2, 2, 3), np.uint8))
+        d = tf.image.decode_image(png)
+        d3 = tf.image.decode_image(png, channels=3)
+        flat = tf.image.decode_image(png, channels=3, expand_animations=False)
+        assert (d.name, d.shape.ndims, d3.shape.ndims) == (
+            "decode_image/DecodeImage:0",
+            None,
+            None,
+        )
+        assert flat.shape.as_list() == [None, None, 3]
+        gr = tf.image.grayscale_to_rgb(tf.zeros([4, 5, 1]))
+        assert (gr.name, gr.shape.as_list()) == ("grayscale_to_rgb:0", [4, 5, 3])
+
+
+def test_run_and_build_errors_of_the_pipeline_match_tf():
+    img = np.zeros((5, 7, 3), np.uint8)
+    with tf.Graph().as_default(), tf.Session() as s:
+        png = tf.image.encode_png(img)
+        with pytest.raises(
+            tf.errors.InvalidArgumentError, match="`channels` must be 0, 1, 3 or 4"
+        ):
+            s.run(tf.image.decode_png(png, channels=5))
+        f = tf.image.convert_image_dtype(img, tf.float32)
+        crop = tf.random_crop(f, [10, 2, 3])
+        assert crop.shape.as_list() == [10, 2, 3]
+        with pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=r"Need value.shape >= size, got \] \[5 7 3\] \[10 2 3\]",
+        ):
+            s.run(crop)
+        with pytest.raises(AttributeError, match="dtype must be either floating point or integer"):
+            tf.image.convert_image_dtype(img, tf.string)
