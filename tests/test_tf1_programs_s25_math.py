@@ -3,6 +3,7 @@ against TF 2.21 (tf.compat.v1; values recorded from it): result names, static sh
 and values."""
 
 import numpy as np
+import pytest
 
 import asyncflow as tf
 
@@ -88,3 +89,27 @@ def test_trace_matmul_and_mel_names_as_tf():
     )
     assert r[1] == 30.0
     assert r[2].tolist() == [2.0, 2.0]
+
+
+def test_sparse_tensor_checks_its_parts_agree_as_tf():
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="Dimensions 1 and 2 are not compatible"):
+            tf.SparseTensor([[0, 0]], [1.0, 2.0], [2, 2])
+        with pytest.raises(ValueError, match="Dimensions 2 and 3 are not compatible"):
+            tf.SparseTensor([[0, 0]], [1.0], [2, 2, 2])
+        ok = tf.SparseTensor(tf.placeholder(tf.int64, [None, 2]), [1.0], [2, 2])
+        assert ok.values.shape.as_list() == [1]
+
+
+def test_sparse_segment_with_num_segments_named_after_its_op():
+    with tf.Graph().as_default(), tf.Session() as sess:
+        data = tf.ones([4, 2])
+        out = tf.sparse.segment_sum(data, [0, 1, 3], [0, 0, 2], num_segments=4)
+        plain = tf.sparse.segment_sum(data, [0, 1, 3], [0, 0, 2])
+        assert (out.op.type, out.name) == (
+            "SparseSegmentSumWithNumSegments",
+            "SparseSegmentSumWithNumSegments:0",
+        )
+        assert plain.name == "SparseSegmentSum:0"
+        got = sess.run(out)
+    assert got.tolist() == [[2.0, 2.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0]]
