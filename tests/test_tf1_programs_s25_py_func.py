@@ -58,3 +58,49 @@ def test_raised_errors_keep_tf_classes():
             sess.run(tf.py_func(raise_oor, [x], tf.float32))
         with pytest.raises(tf.errors.OutOfRangeError, match="StopIteration: done"):
             sess.run(tf.py_func(stop, [x], tf.float32))
+
+
+def test_an_element_whose_map_failed_does_not_end_the_iterator():
+    # TF 2.21: the failing element's error, then the next element on the next call
+    def fails_on_3(x):
+        if x == 3:
+            raise ValueError("bad element 3")
+        return x * 2
+
+    with tf.Graph().as_default(), tf.Session() as sess:
+        ds = tf.data.Dataset.range(5).map(lambda x: tf.py_func(fails_on_3, [x], tf.int64))
+        it = tf.data.make_initializable_iterator(ds)
+        nxt = it.get_next()
+        sess.run(it.initializer)
+        got = [int(sess.run(nxt)) for _ in range(3)]
+        with pytest.raises(tf.errors.InvalidArgumentError, match="ValueError: bad element 3"):
+            sess.run(nxt)
+        got.append(int(sess.run(nxt)))
+        with pytest.raises(tf.errors.OutOfRangeError):
+            sess.run(nxt)
+    assert got == [0, 2, 4, 8]
+
+
+def test_a_saved_iterator_past_a_failed_element_restores(tmp_path):
+    def fails_on_1(x):
+        if x == 1:
+            raise ValueError("bad")
+        return x
+
+    with tf.Graph().as_default(), tf.Session() as sess:
+        ds = tf.data.Dataset.range(4).map(lambda x: tf.py_func(fails_on_1, [x], tf.int64))
+        it = tf.data.make_initializable_iterator(ds)
+        nxt = it.get_next()
+        # (TF refuses a stateful PyFunc's state unless told to ignore it)
+        saveable = tf.data.experimental.make_saveable_from_iterator(
+            it, external_state_policy="ignore"
+        )
+        saver = tf.train.Saver([saveable])
+        sess.run(it.initializer)
+        assert sess.run(nxt) == 0
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            sess.run(nxt)
+        path = saver.save(sess, str(tmp_path / "it"))
+        assert sess.run(nxt) == 2
+        saver.restore(sess, path)  # replays the pass, the failed element included
+        assert sess.run(nxt) == 2
