@@ -142,7 +142,7 @@ def make_saveable_from_iterator(iterator, external_state_policy=None):
         if policy not in names:
             raise ValueError(
                 "Invalid `ExternalStatePolicy.` Supported values include 'warn', 'ignore', "
-                "and 'fail.'"
+                f"and 'fail.' Received {policy}."
             )
         policy = getattr(ExternalStatePolicy, names[policy])
     resource = iterator._resource
