@@ -169,3 +169,22 @@ def test_run_and_build_errors_of_the_pipeline_match_tf():
             s.run(crop)
         with pytest.raises(AttributeError, match="dtype must be either floating point or integer"):
             tf.image.convert_image_dtype(img, tf.string)
+
+
+def test_decode_ops_take_each_others_formats_as_tf():
+    # TF 2.21: DecodeJpeg/Png/Gif decode any of JPEG, PNG and GIF (DecodeGif with a frame
+    # axis); BMP data, or DecodeBmp on the others, is an error naming the right op
+    img = (np.arange(18) * 9 % 256).astype(np.uint8).reshape(2, 3, 3)
+    with tf.Graph().as_default(), tf.Session() as s:
+        png = s.run(tf.image.encode_png(img))
+        jpg = s.run(tf.image.encode_jpeg(img, quality=100))
+        assert s.run(tf.image.decode_jpeg(png)).tolist() == img.tolist()
+        assert s.run(tf.image.decode_gif(png)).shape == (1, 2, 3, 3)
+        assert s.run(tf.image.decode_png(jpg)).shape == (2, 3, 3)
+        assert s.run(tf.image.decode_gif(jpg)).shape == (1, 2, 3, 3)
+        assert s.run(tf.image.decode_jpeg(png, channels=1)).shape == (2, 3, 1)
+        with pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=r"Trying to decode PNG format using DecodeBmp op\. Use `decode_png`",
+        ):
+            s.run(tf.io.decode_bmp(png))
