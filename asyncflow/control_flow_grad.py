@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from asyncflow import dtypes
 from asyncflow import graph as ops
-from asyncflow.ops import array_ops, control_flow_prims, gradient_ops, resource_variable_ops
+from asyncflow.ops import array_ops, control_flow_prims, resource_variable_ops
 from asyncflow.ops import control_flow_contexts as cfc
 from asyncflow.ops import data_flow_stack_ops as stack_ops
 
@@ -395,7 +395,8 @@ def zeros_like_outside_loop(op, index):
     if op.type != "Switch" or not isinstance(op._control_flow_context, cfc.CondContext):
         if val.dtype == dtypes.resource:
             return _resource_zeros(val)
-        return gradient_ops.zeros_like(val)
+        # TF's zeros_like(val, optimize=False): one ZerosLike named "zeros_like"
+        return ops.apply_op("ZerosLike", [val], name="zeros_like").outputs[0]
     ctx = op._control_flow_context
     switch_val = control_flow_prims.switch(op.inputs[0], ctx.pred)[1 - ctx.branch]
     pivot = array_ops.identity(switch_val)

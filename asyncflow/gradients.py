@@ -24,7 +24,9 @@ import contextlib
 from asyncflow import control_flow_grad, dtypes, nest
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
-from asyncflow.ops import array_ops, control_flow_ops, gradient_ops
+from asyncflow.ops import array_ops, control_flow_ops, gradient_ops, manip_ops
+from asyncflow.ops import control_flow_contexts as cfc
+from asyncflow.ops.tensor_array_ops import TensorArray
 from asyncflow.registry import get_gradient_function
 
 __all__ = ["gradients", "hessians", "AggregationMethod", "UnconnectedGradients", "GradientTape"]
@@ -150,8 +152,7 @@ def _default_grad_ys(ys, grad_ys, colocate):
                 )
         else:
             raise TypeError(
-                f"Tensor {y} with type {y.dtype.name} must be numeric to obtain a default "
-                "gradient"
+                f"Tensor {y} with type {y.dtype.name} must be numeric to obtain a default gradient"
             )
         if not y.shape.is_compatible_with(gy.shape):
             raise ValueError(
@@ -198,19 +199,24 @@ def _aggregate(grads: dict, op, method) -> list:
         elif len(partials) == 1:
             out_grads[i] = partials[0]
         elif all(isinstance(g, ops.Tensor) for g in partials):
-            out_grads[i] = _add(partials, method)
+            out_grads[i] = _add(partials, method, op)
         elif any(isinstance(g, ops.Tensor) for g in partials):
-            out_grads[i] = _add([ops.convert_to_tensor(g) for g in partials], method)
+            out_grads[i] = _add([ops.convert_to_tensor(g) for g in partials], method, op)
         else:
             out_grads[i] = _concat_slices(partials)
     return out_grads
 
 
-def _add(tensors, method):
-    if method == AggregationMethod.EXPERIMENTAL_TREE:
-        total = tensors[0]
-        for t in tensors[1:]:
-            total = ops.apply_op("AddN", [[total, t]]).outputs[0]
+def _add(tensors, method, op):
+    # TF sums pairwise for both experimental methods, in a scope named after the op
+    if method in (
+        AggregationMethod.EXPERIMENTAL_TREE,
+        AggregationMethod.EXPERIMENTAL_ACCUMULATE_N,
+    ):
+        with op.graph.name_scope(op.name + "_gradient_sum"):
+            total = tensors[0]
+            for t in tensors[1:]:
+                total = ops.apply_op("AddN", [[total, t]]).outputs[0]
         return total
     return ops.apply_op("AddN", [tensors]).outputs[0]
 
@@ -286,7 +292,7 @@ def gradients(
     stop_tensors = _to_tensor_list(_as_list(stop_gradients or []), "stop_gradients")
     graph = ops._graph_from_values(ys + xs)
     with graph.as_default(), graph.name_scope("gradients" if name is None else name):
-        return _gradients_helper(
+        out = _gradients_helper(
             ys,
             xs,
             grad_ys,
@@ -294,8 +300,13 @@ def gradients(
             colocate_gradients_with_ops,
             gate_gradients,
             aggregation_method,
-            unconnected_gradients,
+            UnconnectedGradients.NONE,
         )
+    if unconnected_gradients == UnconnectedGradients.ZERO:
+        # TF makes these after leaving the gradients scope ("zeros_like", not "gradients/")
+        with graph.as_default():
+            out = [array_ops.zeros_like(x) if g is None else g for x, g in zip(xs, out)]
+    return out
 
 
 def _in_current_loop(op) -> bool:
@@ -510,40 +521,41 @@ def hessians(
     gate_gradients=False,
     aggregation_method=None,
 ):
-    """The Hessian of sum(ys) with respect to each x (`tf.hessians`).
+    """The Hessian of sum(ys) with respect to each x (`tf.hessians`): of shape
+    x.shape + x.shape.
 
-    Each result has shape x.shape + x.shape; x's shape must be fully known.
+    Built as TF builds it: the first gradients, then one while loop per x whose body
+    takes the gradient of one element of the flattened first gradient and writes it to
+    a TensorArray (so any x size works, known or not).  `name` is unused, as in TF.
 
     Raises:
-      ValueError: an x whose shape is not fully defined.
       LookupError: an op without a registered gradient.
+      ValueError: an x that ys does not reach (its first gradient is None).
     """
-    xs = _to_tensor_list(_as_list(xs), "xs", as_ref=True)
+    del name  # TF names nothing after it
+    xs = _as_list(xs)
     kwargs = {
         "colocate_gradients_with_ops": colocate_gradients_with_ops,
         "gate_gradients": gate_gradients,
         "aggregation_method": aggregation_method,
     }
-    graph = ops._graph_from_values(xs)
     out = []
-    with graph.as_default(), graph.name_scope(name):
-        first = gradients(ys, xs, **kwargs)
-        for x, g in zip(xs, first):
-            if not x.shape.is_fully_defined():
-                raise ValueError(f"Cannot compute Hessian because element {x} has unknown shape")
-            if g is None:
-                out.append(None)
-                continue
-            n = x.shape.num_elements()
-            flat = array_ops.reshape(ops.convert_to_tensor(g), [-1])
-            rows = []
-            for j in range(n):
-                (row,) = gradients(flat[j], x, **kwargs)
-                rows.append(
-                    gradient_ops.zeros_like(x) if row is None else ops.convert_to_tensor(row)
-                )
-            stacked = array_ops.stack(rows)
-            out.append(array_ops.reshape(stacked, x.shape.as_list() + x.shape.as_list()))
+    for g, x in zip(gradients(ys, xs, **kwargs), xs):
+        if g is None:  # TF fails in the reshape below
+            raise ValueError("None values not supported.")
+        flat = array_ops.reshape(g, [-1])
+        n = array_ops.size(x)
+
+        def body(j, result, flat=flat, x=x):
+            return j + 1, result.write(j, gradients(flat[j], x)[0])
+
+        _, hessian = cfc.while_loop(
+            lambda j, _, n=n: j < n,
+            body,
+            [array_ops.constant(0, dtypes.int32), TensorArray(x.dtype, n)],
+        )
+        shape = array_ops.shape(x)
+        out.append(array_ops.reshape(hessian.stack(), manip_ops.concat((shape, shape), 0)))
     return out
 
 

@@ -15,6 +15,8 @@ from asyncflow import graph as ops
 from asyncflow.ops import (
     array_ops,
     cast_ops,
+    check_ops,
+    control_flow_cond,
     control_flow_ordering,
     conv_ops,
     image_crop_ops,
@@ -137,6 +139,8 @@ _KIND = {
 def _image(image, name="image"):
     image = ops.convert_to_tensor(image, name=name)
     if image.shape.ndims is not None and image.shape.ndims not in (3, 4):
+        if name == "images":  # TF's resize words it without the shape
+            raise ValueError("'images' must have either 3 or 4 dimensions.")
         raise ValueError(f"'image' (shape {image.shape}) must have either 3 or 4 dimensions.")
     return image
 
@@ -247,24 +251,28 @@ def convert_image_dtype(image, dtype, saturate=False, name=None):
     """Convert between image dtypes, rescaling: integers span their range, floats [0, 1]."""
     image = ops.convert_to_tensor(image, name="image")
     dtype = dtypes.as_dtype(dtype)
+    if not (dtype.is_floating or dtype.is_integer):
+        raise AttributeError("dtype must be either floating point or integer")  # (TF's class)
     src = image.dtype.base_dtype
-    with ops.name_scope(name, "convert_image", [image]):
-        if src == dtype:
-            return array_ops.identity(image, name=name)
+    if src == dtype:  # TF names this Identity outside the convert_image scope
+        return array_ops.identity(image, name=name)
+    # the last op of each path takes the scope's own name ("convert_image:0"), as in TF
+    with ops.name_scope(name, "convert_image", [image]) as scope:
         if src.is_integer and dtype.is_integer:
             smax, dmax = int(src.max), int(dtype.max)
             if smax > dmax:
                 scaled = math_ops.floordiv(image, (smax + 1) // (dmax + 1))
-                return cast_ops.cast(scaled, dtype)
-            return math_ops.multiply(cast_ops.cast(image, dtype), (dmax + 1) // (smax + 1))
+                return cast_ops.cast(scaled, dtype, name=scope)
+            cast = cast_ops.cast(image, dtype)
+            return math_ops.multiply(cast, (dmax + 1) // (smax + 1), name=scope)
         if src.is_floating and dtype.is_floating:
-            return cast_ops.cast(image, dtype)
+            return cast_ops.cast(image, dtype, name=scope)
         if src.is_integer:
-            return math_ops.multiply(cast_ops.cast(image, dtype), 1.0 / int(src.max))
+            return math_ops.multiply(cast_ops.cast(image, dtype), 1.0 / int(src.max), name=scope)
         scaled = math_ops.multiply(image, float(dtype.max) + 0.5)
         if saturate:
             scaled = math_ops.minimum(math_ops.maximum(scaled, float(dtype.min)), float(dtype.max))
-        return cast_ops.cast(scaled, dtype)
+        return cast_ops.cast(scaled, dtype, name=scope)
 
 
 def _as_float(image):
@@ -286,7 +294,7 @@ def _back(adjusted, like):
 
 def per_image_standardization(image):
     """(x - mean) / max(stddev, 1/sqrt(N)) over each image's pixels and channels."""
-    with ops.name_scope(None, "per_image_standardization", [image]):
+    with ops.name_scope(None, "per_image_standardization", [image]) as scope:
         image = _image(image)
         image = cast_ops.cast(image, dtypes.float32)  # TF: float32 whatever the input
         axes = [-1, -2, -3]
@@ -294,13 +302,14 @@ def per_image_standardization(image):
         mean = reduction_ops.reduce_mean(image, axes, keepdims=True)
         var = reduction_ops.reduce_mean(math_ops.square(image - mean), axes, keepdims=True)
         floor = math_ops.rsqrt(cast_ops.cast(n, image.dtype))
-        return math_ops.truediv(image - mean, math_ops.maximum(math_ops.sqrt(var), floor))
+        adjusted = math_ops.maximum(math_ops.sqrt(var), floor)
+        return math_ops.truediv(image - mean, adjusted, name=scope)
 
 
 def adjust_brightness(image, delta):
     """image + delta (in the [0, 1] float scale)."""
     with ops.name_scope(None, "adjust_brightness", [image, delta]):
-        image, flt = _as_float(image)
+        image, flt = _as_float_or_half(image)
         return _back(flt + delta, image)
 
 
@@ -315,7 +324,7 @@ def adjust_contrast(images, contrast_factor):
 def adjust_gamma(image, gamma=1, gain=1):
     """gain * image ** gamma (in the [0, 1] float scale)."""
     with ops.name_scope(None, "adjust_gamma", [image, gamma, gain]):
-        image, flt = _as_float(image)
+        image, flt = _as_float_or_half(image)
         return _back(gain * math_ops.pow(flt, gamma), image)
 
 
@@ -347,19 +356,25 @@ def random_contrast(image, lower, upper, seed=None):
 
 def rgb_to_grayscale(images, name=None):
     """Luma 0.2989 R + 0.5870 G + 0.1140 B, keeping a channel axis of 1."""
-    with ops.name_scope(name, "rgb_to_grayscale", [images]):
+    with ops.name_scope(name, "rgb_to_grayscale", [images]) as scope:
         images = ops.convert_to_tensor(images, name="images")
         flt = convert_image_dtype(images, dtypes.float32)
         w = np.array([0.2989, 0.5870, 0.1140], np.float32)
         gray = reduction_ops.reduce_sum(flt * w, -1, keepdims=True)
-        return convert_image_dtype(gray, images.dtype)
+        return convert_image_dtype(gray, images.dtype, name=scope)
 
 
 def grayscale_to_rgb(images, name=None):
     """The one channel repeated three times."""
-    with ops.name_scope(name, "grayscale_to_rgb", [images]):
+    with ops.name_scope(name, "grayscale_to_rgb", [images]) as scope:
         images = ops.convert_to_tensor(images, name="images")
-        return manip_ops.concat([images, images, images], -1)
+        # TF: a Tile named after the scope, multiples [1, ..., 1, 3]
+        ones = array_ops.ones(array_ops.expand_dims(array_ops.rank(images) - 1, 0), dtypes.int32)
+        multiples = manip_ops.concat([ones, [3]], 0)
+        rgb = manip_ops.tile(images, multiples, name=scope)
+        if images.shape.ndims is not None:
+            rgb.set_shape(images.shape[:-1].concatenate([3]))
+        return rgb
 
 
 # -- colour spaces ---------------------------------------------------------
@@ -547,22 +562,34 @@ def flip_up_down(image):
     return slicing_ops.reverse(image, [_axis(image, 0)])
 
 
-def _random_flip(image, which, seed):
-    image = _image(image)
-    flipped = slicing_ops.reverse(image, [_axis(image, which)])
-    n = [] if image.shape.ndims == 3 else array_ops.shape(image)[:1]
-    cond = math_ops.less(random_ops.random_uniform(n, 0, 1.0, seed=seed), 0.5)
-    return slicing_ops.where(cond, flipped, image)
+def _random_flip(image, which, seed, scope_name):
+    # TF: a cond for one image (its Merge the result), a 0/1 blend per image of a batch
+    with ops.name_scope(None, scope_name, [image]) as scope:
+        image = _image(image)
+        axis = _axis(image, which)
+        if image.shape.ndims == 3:
+            draw = random_ops.random_uniform([], 0, 1.0, seed=seed)
+            return control_flow_cond.cond(
+                math_ops.less(draw, 0.5),
+                lambda: slicing_ops.reverse(image, [axis]),
+                lambda: image,
+                name=scope,
+            )
+        n = array_ops.shape(image)[:1]
+        draw = random_ops.random_uniform(n, 0, 1.0, seed=seed)
+        flips = cast_ops.cast(math_ops.round(array_ops.reshape(draw, [-1, 1, 1, 1])), image.dtype)
+        flipped = slicing_ops.reverse(image, [axis])
+        return flips * flipped + (1 - flips) * image
 
 
 def random_flip_left_right(image, seed=None):
     """Flip horizontally with probability 1/2 (each image of a batch on its own)."""
-    return _random_flip(image, 1, seed)
+    return _random_flip(image, 1, seed, "random_flip_left_right")
 
 
 def random_flip_up_down(image, seed=None):
     """Flip vertically with probability 1/2 (each image of a batch on its own)."""
-    return _random_flip(image, 0, seed)
+    return _random_flip(image, 0, seed, "random_flip_up_down")
 
 
 def transpose_image(image):
@@ -578,14 +605,30 @@ def rot90(image, k=1, name=None):
     """Rotate counter-clockwise by k * 90 degrees (k a Python int)."""
     with ops.name_scope(name, "rot90", [image]):
         image = _image(image)
-        k = int(k) % 4
-        if k == 0:
-            return image
-        if k == 1:
-            return flip_up_down(transpose_image(image))
-        if k == 2:
-            return flip_up_down(flip_left_right(image))
-        return transpose_image(flip_up_down(image))
+        try:
+            k = ops.convert_to_tensor(k, dtype=dtypes.int32, name="k")
+        except ValueError as e:  # TF's conversion names the argument in its message
+            raise ValueError(f"k: {e}") from None
+        known = ops.constant_value(k)
+        rotations = [
+            lambda: image,
+            lambda: flip_up_down(transpose_image(image)),
+            lambda: flip_up_down(flip_left_right(image)),
+            lambda: transpose_image(flip_up_down(image)),
+        ]
+        if known is not None:
+            return rotations[int(known) % 4]()
+        # a k known only when run: TF's choice among the four rotations
+        k = math_ops.floormod(k, 4)
+
+        def choose(i):  # the outermost cond first, so the result is "rot90/cond/Merge"
+            if i == 3:
+                return rotations[3]()
+            return control_flow_cond.cond(
+                math_ops.equal(k, i), rotations[i], lambda: choose(i + 1)
+            )
+
+        return choose(0)
 
 
 def _hw(image):
@@ -702,17 +745,24 @@ resize_with_crop_or_pad = resize_image_with_crop_or_pad
 def resize_image_with_pad(
     image, target_height, target_width, method=ResizeMethod.BILINEAR, align_corners=False
 ):
-    """Resize keeping the aspect ratio, then zero-pad to the target (static sizes)."""
-    image = _image(image)
-    h, w = _hw(image)
-    if not all(isinstance(v, int) for v in (h, w)):
-        raise ValueError("resize_image_with_pad needs a static image size in asyncflow")
-    f = min(target_height / h, target_width / w)
-    nh, nw = max(int(h * f), 1), max(int(w * f), 1)
-    resized = resize_images(image, [nh, nw], method, align_corners)
-    return pad_to_bounding_box(
-        resized, (target_height - nh) // 2, (target_width - nw) // 2, target_height, target_width
-    )
+    """Resize keeping the aspect ratio, then zero-pad to the target (static sizes).
+
+    TF's arithmetic, in float32: the resized size is floored, and the padding before is
+    half of what the unfloored size leaves, floored (so it can be less than half the
+    padding)."""
+    with ops.name_scope(None, "resize_image_with_pad", [image]):
+        image = _image(image)
+        h, w = _hw(image)
+        if not all(isinstance(v, int) for v in (h, w)):
+            raise ValueError("resize_image_with_pad needs a static image size in asyncflow")
+        f32 = np.float32
+        ratio = max(f32(w) / f32(target_width), f32(h) / f32(target_height))
+        rh, rw = f32(h) / ratio, f32(w) / ratio
+        nh, nw = int(np.floor(rh)), int(np.floor(rw))
+        ph = max(0, int(np.floor((f32(target_height) - rh) / f32(2))))
+        pw = max(0, int(np.floor((f32(target_width) - rw) / f32(2))))
+        resized = resize_images(image, [nh, nw], method, align_corners)
+        return pad_to_bounding_box(resized, ph, pw, target_height, target_width)
 
 
 def central_crop(image, central_fraction):
@@ -742,16 +792,22 @@ def central_crop(image, central_fraction):
 
 def random_crop(value, size, seed=None, name=None):
     """A uniformly placed window of `size` (TF's `tf.random_crop`)."""
-    with ops.name_scope(name, "random_crop", [value, size]):
+    with ops.name_scope(name, "random_crop", [value, size]) as scope:
         value = ops.convert_to_tensor(value, name="value")
         size = ops.convert_to_tensor(size, dtype=dtypes.int32, name="size")
         shape = array_ops.shape(value)
+        check = check_ops.Assert(
+            reduction_ops.reduce_all(math_ops.greater_equal(shape, size)),
+            ["Need value.shape >= size, got ", shape, size],
+            summarize=1000,
+        )
+        shape = control_flow_ordering.with_dependencies([check], shape)
         limit = shape - size + 1
         draw = random_ops.random_uniform(
             array_ops.shape(shape), 0, np.iinfo(np.int32).max, dtype=dtypes.int32, seed=seed
         )
         offset = math_ops.floormod(draw, limit)
-        out = slicing_ops.slice(value, offset, size)
+        out = slicing_ops.slice(value, offset, size, name=scope)
         static = ops.constant_value(size)
         if static is not None:
             out.set_shape([int(v) for v in static])
@@ -928,17 +984,15 @@ def decode_gif(contents, name=None):
 
 
 def decode_image(contents, channels=None, dtype=dtypes.uint8, name=None, expand_animations=True):
-    """Any of JPEG, PNG, GIF, BMP; a float dtype scales to [0, 1]."""
-    return _codec(
-        "DecodeImage",
-        [contents],
-        {
+    """Any of JPEG, PNG, GIF, BMP; a float dtype scales to [0, 1].  Of unknown rank
+    unless expand_animations is False (a GIF may give [frames, h, w, c]), as in TF."""
+    with ops.name_scope(name, "decode_image"):
+        attrs = {
             "channels": int(channels or 0),
             "dtype": dtype,
             "expand_animations": bool(expand_animations),
-        },
-        name,
-    )
+        }
+        return _codec("DecodeImage", [contents], attrs, None)
 
 
 def encode_png(image, compression=-1, name=None):

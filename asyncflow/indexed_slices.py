@@ -12,6 +12,8 @@ int tensor whose first entry is the number of rows.
 
 from __future__ import annotations
 
+import numpy as np
+
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 
@@ -116,17 +118,28 @@ def _to_dense(value: IndexedSlices, dtype=None, name=None, as_ref=False) -> ops.
         raise ValueError(
             f"Tensor conversion requested for IndexedSlices without dense_shape: {value.name}"
         )
-    with ops.name_scope(name, "IndexedSlicesToDense", [value.values, value.indices]):
+    # TF's ops and names: dense_shape[0] ("strided_slice"), then UnsortedSegmentSum
+    # named `name` (or its type), in the current scope
+    with ops.name_scope("strided_slice") as scope:
+        begin, end, strides = (
+            ops.convert_to_tensor(np.array([v], np.int32), name=n)
+            for v, n in ((0, "stack"), (1, "stack_1"), (1, "stack_2"))
+        )
         rows = ops.apply_op(
             "StridedSlice",
-            [value.dense_shape, [0], [1], [1]],
+            [value.dense_shape, begin, end, strides],
             {"shrink_axis_mask": 1},
+            name=scope,
         ).outputs[0]
-        dense = ops.apply_op("UnsortedSegmentSum", [value.values, value.indices, rows]).outputs[0]
-        static = value.shape
-        if static.ndims is not None:
-            dense.set_shape(static)
-        return dense
+    dense = ops.apply_op(
+        "UnsortedSegmentSum",
+        [value.values, value.indices, rows],
+        name=name or "UnsortedSegmentSum",
+    ).outputs[0]
+    static = value.shape
+    if static.ndims is not None:
+        dense.set_shape(static)
+    return dense
 
 
 ops.register_tensor_conversion_function(IndexedSlices, _to_dense)

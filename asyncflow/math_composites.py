@@ -325,13 +325,9 @@ def matrix_transpose(a, name="matrix_transpose", conjugate=False):
 
 def trace(x, name=None):
     """The sum of the main diagonal of each innermost matrix."""
-    with ops.name_scope(name, "Trace", [x]):
+    with ops.name_scope(name, "Trace", [x]) as scope:
         x = _t(x)
-        n, m = x.shape[-2].value, x.shape[-1].value
-        if n is None or m is None:
-            raise ValueError("trace needs static matrix sizes in asyncflow")
-        mask = array_ops.constant(np.eye(n, m, dtype=x.dtype.as_numpy_dtype))
-        return reduction_ops.reduce_sum(x * mask, [-2, -1])
+        return reduction_ops.reduce_sum(linalg_matrix_ops.matrix_diag_part(x), [-1], name=scope)
 
 
 def where_v2(condition, x=None, y=None, name=None):

@@ -15,6 +15,7 @@ Collections become CollectionDefs as TF makes them:
               cond gets its context back, so gradients through it work), and
               whatever `register_proto_function` adds
   int64_list, float_list
+  any_list    google.protobuf Any messages (SavedModel's "saved_model_assets"), kept as Any
 Variables rebuilt from VariableDefs are `af.Variable` objects bound to the imported ops,
 one object per variable, shared by every collection naming it (a node_list entry naming
 a variable's tensor in another collection gets the same object).
@@ -28,8 +29,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from google.protobuf import any_pb2, text_format
 from google.protobuf import message as _pb_message
-from google.protobuf import text_format
 
 from asyncflow import checkpoint_format as cf
 from asyncflow import errors, graph_io
@@ -221,6 +222,9 @@ def _collection_def(key, values, export_scope) -> CollectionDef | None:
         protos = [p for p in (to_proto(v, export_scope=export_scope) for v in values) if p]
         cdef.bytes_list.value.extend(p.SerializeToString(deterministic=True) for p in protos)
         return cdef
+    if all(isinstance(v, any_pb2.Any) for v in values):  # e.g. SavedModel's assets
+        cdef.any_list.value.extend(values)
+        return cdef
     if all(isinstance(v, variables_mod.Variable) for v in values):
         names = [_strip(v.name, export_scope) for v in values]
         cdef.node_list.value.extend(n for n in names if n is not None)
@@ -317,6 +321,11 @@ def _restore_collection(graph, key, cdef, import_scope, by_tensor: dict) -> None
     elif kind == "float_list":
         for v in cdef.float_list.value:
             graph.add_to_collection(key, float(v))
+    elif kind == "any_list":  # kept as the Any messages, as TF keeps them
+        for v in cdef.any_list.value:
+            copy = any_pb2.Any()
+            copy.CopyFrom(v)
+            graph.add_to_collection(key, copy)
     elif kind is not None:
         _log.warning("Collection %s of kind %s is not imported", key, kind)
 

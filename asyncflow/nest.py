@@ -126,8 +126,10 @@ def assert_same_structure(a, b, check_types: bool = True) -> None:
         and type(a) is not type(b)
     ):
         raise TypeError(
-            "The two structures don't have the same sequence type. Input structure has "
-            f"type {type(a)}, while shallow structure has type {type(b)}."
+            "The two structures don't have the same nested structure.\n\nMore specifically: "
+            "The two namedtuples don't have the same sequence type. First structure "
+            f"type={type(a).__name__} str={a} has type {type(a).__name__}, while second "
+            f"structure type={type(b).__name__} str={b} has type {type(b).__name__}"
         )
     for x, y in zip(_items(a), _items(b)):
         assert_same_structure(x, y, check_types)

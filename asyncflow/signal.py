@@ -515,7 +515,7 @@ def linear_to_mel_weight_matrix(num_mel_bins=20, num_spectrogram_bins=129, sampl
     def to_mel(f):
         return 1127.0 * np.log1p(np.asarray(f, dt) / dt(700.0))
 
-    with ops.name_scope(name, "linear_to_mel_weight_matrix"):
+    with ops.name_scope(name, "linear_to_mel_weight_matrix") as scope:
         freqs = np.linspace(0.0, sample_rate / 2.0, num_spectrogram_bins).astype(dt)[1:]
         bins_mel = to_mel(freqs)[:, None]
         edges = np.linspace(to_mel(lower_edge_hertz), to_mel(upper_edge_hertz),
@@ -525,7 +525,7 @@ def linear_to_mel_weight_matrix(num_mel_bins=20, num_spectrogram_bins=129, sampl
         hi = (upper - bins_mel) / (upper - center)
         weights = np.maximum(dt(0), np.minimum(lo, hi)).astype(dt)
         weights = np.pad(weights, [[1, 0], [0, 0]])
-        return array_ops.constant(weights, name="linear_to_mel_weight_matrix")
+        return array_ops.constant(weights, name=scope)  # TF's result takes the scope's name
 
 
 def mfccs_from_log_mel_spectrograms(log_mel_spectrograms, name=None):

@@ -98,9 +98,12 @@ class SparseTensor:
             )
         if indices.dtype != dtypes.int64 or dense_shape.dtype != dtypes.int64:
             raise TypeError("indices and dense_shape of a SparseTensor must be int64")
-        indices.shape.with_rank(2)
-        values.shape.with_rank(1)
-        dense_shape.shape.with_rank(1)
+        indices_shape = indices.shape.with_rank(2)
+        values_shape = values.shape.with_rank(1)
+        dense_shape_shape = dense_shape.shape.with_rank(1)
+        # as TF: one index row per value, one index column per dense dimension
+        indices_shape[0].assert_is_compatible_with(values_shape[0])
+        indices_shape[1].assert_is_compatible_with(dense_shape_shape[0])
         self._indices = indices
         self._values = values
         self._dense_shape = dense_shape

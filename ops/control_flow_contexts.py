@@ -592,13 +592,9 @@ class WhileContext(ControlFlowContext):
         result = body(*packed_body)
         if not nest.is_nested(result):
             result = [result]
-        try:
-            nest.assert_same_structure(list(packed_body), list(result), check_types=False)
-        except (TypeError, ValueError) as e:
-            raise ValueError(
-                f"The two structures don't have the same nested structure: loop_vars and "
-                f"the result of body. {e}"
-            ) from None
+        # TF compares the two as lists, so only the outer sequence type may differ; a list
+        # where loop_vars nest a tuple (or maximum_iterations' wrapped vars) is a TypeError
+        nest.assert_same_structure(list(packed_body), list(result))
         for var, res in zip(flat_orig, nest.flatten(result)):
             if _composite_kind(var) != _composite_kind(res):
                 raise ValueError(

@@ -88,4 +88,6 @@ async def _deserialize(ctx, handle, serialized):
             await it.get_next()
         except errors.OutOfRangeError:
             break
+        except errors.OpError:  # an element that failed when first given: consumed too
+            continue
     return None

@@ -401,7 +401,11 @@ class IteratorResource:
 
     async def start(self, value: pl.DatasetValue, env: pl.Env) -> None:
         self.seed_states = _seed_states(value)
-        old, self.stream = self.stream, value.iterate(env)
+        # A map or filter on top runs tolerantly: a failed call is that element's error
+        # and the pass goes on (TF's iterator gives the next element on the next call).
+        tolerant = getattr(value, "iterate_tolerant", None)
+        stream = tolerant(env) if tolerant is not None else value.iterate(env)
+        old, self.stream = self.stream, stream
         self.value, self.position = value, 0
         if old is not None:
             await old.aclose()
@@ -427,9 +431,11 @@ class IteratorResource:
             try:
                 elem = await self.stream.__anext__()
                 self.position += 1
-                return elem
             except StopAsyncIteration:
                 raise errors.OutOfRangeError(None, None, "End of sequence") from None
+            if type(elem) is pl.Failed:
+                raise elem.error
+            return elem
 
 
 def _seed_states(value: pl.DatasetValue) -> list:

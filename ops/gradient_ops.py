@@ -252,7 +252,13 @@ async def _strided_slice_grad(ctx, shape_, begin, end, strides, dy):
     return out
 
 
-NotDifferentiable("StridedSliceGrad")
+@StridedSliceGrad.gradient
+def _strided_slice_grad_grad(op, grad):
+    # StridedSliceGrad is linear in dy: its gradient slices the incoming gradient the
+    # same way (what second derivatives through x[i] need, e.g. tf.hessians)
+    attrs = {k: op.get_attr(k) for k in MASK_DEFAULTS}
+    sliced = ops.apply_op("StridedSlice", [grad, *op.inputs[1:4]], attrs).outputs[0]
+    return [None, None, None, None, sliced]
 
 
 # -- MirrorPadGrad ---------------------------------------------------------------------------
@@ -437,7 +443,8 @@ def neg(x) -> ops.Tensor:
 def concat(values, axis=0) -> ops.Tensor:
     if len(values) == 1:
         return values[0]
-    return ops.apply_op("ConcatV2", [list(values), axis]).outputs[0]
+    # named "concat" as TF's array_ops.concat names it (the summed IndexedSlices' values)
+    return ops.apply_op("ConcatV2", [list(values), axis], name="concat").outputs[0]
 
 
 def transpose(x, perm) -> ops.Tensor:

@@ -46,6 +46,9 @@ def _crop_shape(op):
     n = boxes.dims[0] if boxes.dims[0] is not None else box_ind.dims[0]
     if boxes.dims[1] is not None and boxes.dims[1] != 4:
         raise ValueError(f"Dimension must be 4 but is {boxes.dims[1]}")
+    crop_size = crop_size.with_rank(1)
+    if crop_size.dims[0] is not None and crop_size.dims[0] != 2:
+        raise ValueError(f"Dimension must be 2 but is {crop_size.dims[0]} for crop_size")
     size = ops.constant_value(op.inputs[3])
     ch, cw = (int(size[0]), int(size[1])) if size is not None else (None, None)
     return [tensor_shape.TensorShape([n, ch, cw, image.dims[3]])]

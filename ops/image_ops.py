@@ -371,14 +371,41 @@ def _decode_jpeg_exact(data: bytes, channels: int, ratio: int = 1, dct_method: s
     return out[:, :, None] if out.ndim == 2 else out
 
 
+_CROSS_FORMATS = ("JPEG", "PNG", "GIF")  # TF's DecodeJpeg/Png/Gif decode any of these
+_OP_OF = {"JPEG": "DecodeJpeg", "PNG": "DecodePng", "GIF": "DecodeGif", "BMP": "DecodeBmp"}
+
+
+def _check_cross_format(fmt: str, got: str | None) -> None:
+    """Raises TF's error when the data's format is not one op `fmt` decodes."""
+    if fmt in _CROSS_FORMATS and got in _CROSS_FORMATS:
+        return
+    if got == "BMP" and fmt in _OP_OF:
+        raise errors.InvalidArgumentError(
+            None, None, "Trying to decode BMP format using a wrong op. Use `decode_bmp` or "
+            f"`decode_image` instead. Op used: {_OP_OF[fmt]}"
+        )  # fmt: skip
+    if fmt == "BMP" and got in _CROSS_FORMATS:
+        raise errors.InvalidArgumentError(
+            None, None, f"Trying to decode {got} format using DecodeBmp op. Use "
+            f"`decode_{got.lower()}` or `decode_image` instead."
+        )  # fmt: skip
+    raise errors.InvalidArgumentError(
+        None, None, f"Expected image ({fmt}), got {got or 'unknown format'}"
+    )
+
+
 def _decode(data: bytes, fmt: str | None, channels: int, dtype, ratio: int = 1, jpeg=None):
     """One image of `data` (`fmt`: the format it must be, None any); `jpeg`: DecodeJpeg's
     (dct_method, fancy_upscaling), TF's defaults when None."""
-    if (fmt in ("JPEG", None) and data[:3] == b"\xff\xd8\xff" and channels in (0, 1, 3)
-            and dtype == np.uint8):  # fmt: skip
+    if channels not in (0, 1, 3, 4):  # TF checks the attr before reading any byte
+        raise errors.InvalidArgumentError(
+            None, None, f"`channels` must be 0, 1, 3 or 4 but got {channels}"
+        )
+    if (fmt in ("JPEG", "PNG", "GIF", None) and data[:3] == b"\xff\xd8\xff"
+            and channels in (0, 1, 3) and dtype == np.uint8):  # fmt: skip
         out = _decode_jpeg_exact(data, channels, ratio, *(jpeg or ("", True)))
         if out is not None:
-            return out
+            return out[None] if fmt == "GIF" else out
     if dtype == np.uint16 and fmt in ("PNG", None):
         # (16-bit color PNGs: Pillow would give their 8-bit values)
         out = png_codec.decode_png16(data)
@@ -388,13 +415,13 @@ def _decode(data: bytes, fmt: str | None, channels: int, dtype, ratio: int = 1, 
     try:
         img = Image.open(_io.BytesIO(data))
         if fmt is not None and img.format != fmt:
-            raise errors.InvalidArgumentError(
-                None, None, f"Expected image ({fmt}), got {img.format or 'unknown format'}"
-            )
+            _check_cross_format(fmt, img.format)
         if img.format == "JPEG":
             mode = {1: "L", 3: "RGB"}.get(channels, img.mode)
             size = (max(img.size[0] // ratio, 1), max(img.size[1] // ratio, 1))
             img.draft(mode, size if ratio > 1 else img.size)
+        if img.format == "GIF" and fmt in ("JPEG", "PNG"):  # TF: the first frame
+            return _to_array(img.convert("RGB"), 3, dtype)
         if img.format == "GIF":
             frames = []
             for i in range(getattr(img, "n_frames", 1)):
@@ -402,7 +429,8 @@ def _decode(data: bytes, fmt: str | None, channels: int, dtype, ratio: int = 1, 
                 frames.append(_to_array(img.convert("RGB"), 3, dtype))
             return np.stack(frames)
         img.load()
-        return _to_array(img, channels, dtype)
+        out = _to_array(img, channels, dtype)
+        return out[None] if fmt == "GIF" else out  # DecodeGif of a still image: 1 frame
     except errors.OpError:
         raise
     except Exception as e:  # noqa: BLE001 - any codec failure is bad input
@@ -430,6 +458,13 @@ def _decode_shape(rank, channels_attr=True):
     return fn
 
 
+def _decode_image_shape(op):
+    # TF: any rank when animations may expand to [frames, h, w, c]
+    if op._attr("expand_animations"):
+        return [tensor_shape.unknown_shape()]
+    return _decode_shape(3)(op)
+
+
 def _register_decode(name, fmt, extra, rank=3, out="image: uint8", channels=True):
     attrs = {"channels": 0, **extra} if channels else dict(extra)
     op_def = register_op(
@@ -437,7 +472,7 @@ def _register_decode(name, fmt, extra, rank=3, out="image: uint8", channels=True
         inputs=["contents: string"],
         outputs=[out],
         attrs=attrs,
-        shape_fn=_decode_shape(rank, channels),
+        shape_fn=_decode_image_shape if name == "DecodeImage" else _decode_shape(rank, channels),
         is_async=True,
     )
     NotDifferentiable(name)

@@ -84,8 +84,8 @@ def _py_func_op(op_type: str, stateful: bool):
         # TF hands 0-d inputs over as NumPy scalars (np.float32(1.0), bytes).
         args = [a[()] if getattr(a, "ndim", 1) == 0 else a for a in args]
         loop = asyncio.get_running_loop()
-        outcome = await loop.run_in_executor(None, _call, fn, args)
-        if isinstance(outcome, BaseException):
+        raised, outcome = await loop.run_in_executor(None, _call, fn, args)
+        if raised:
             raise _as_op_error(outcome)
         return _check_results(token, outcome, ctx.attrs["Tout"])
 
@@ -94,11 +94,12 @@ def _py_func_op(op_type: str, stateful: bool):
 
 
 def _call(fn, args):
-    """Run on the worker thread; returns the result or the exception raised."""
+    """Run on the worker thread; returns (False, the result) or (True, the exception
+    raised), so a function that returns an exception object is told apart."""
     try:
-        return fn(*args)
+        return False, fn(*args)
     except Exception as exc:  # noqa: BLE001 - every error of user code becomes an OpError
-        return exc
+        return True, exc
 
 
 def _as_op_error(exc: BaseException) -> errors.OpError:
@@ -119,13 +120,24 @@ def _as_array(value) -> np.ndarray:
     arr = np.asarray(value)
     if arr.dtype.kind in "SU":
         arr = np.vectorize(lambda s: s.encode() if isinstance(s, str) else s, otypes=[object])(arr)
+    elif arr.dtype == object:  # only strings may come back as Python objects (TF's check)
+        for item in arr.flat:
+            if not isinstance(item, bytes | str):
+                raise errors.InternalError(
+                    None, None, f"Unsupported object type {type(item).__name__}"
+                )
+        arr = np.vectorize(lambda s: s.encode() if isinstance(s, str) else s, otypes=[object])(arr)
     return arr
 
 
 def _check_results(token: str, result, tout):
-    if not tout:
+    # TF: None is no values at all; a list or tuple is one value per item
+    if result is None:
+        values = []
+    else:
+        values = list(result) if isinstance(result, list | tuple) else [result]
+    if not tout and not values:
         return None
-    values = list(result) if isinstance(result, list | tuple) else [result]
     if len(values) != len(tout):
         raise errors.InvalidArgumentError(
             None, None, f"{token} returns {len(values)} values, but expects to see "

@@ -92,14 +92,9 @@ def _extreme_after_nan(kind, data, ids, out):
 
 def _sorted_shape(op):
     # (A length that differs from data's first dimension fails when run, as in TF.)
+    # The segment count stays unknown even for constant ids, as TF's shape function has it.
     data, _ = op.inputs[0].shape.with_rank_at_least(1), op.inputs[1].shape.with_rank(1)
-    value = ops.constant_value(op.inputs[1])
-    n = (
-        int(value[-1]) + 1
-        if value is not None and value.size
-        else (0 if value is not None else None)
-    )
-    return [tensor_shape.TensorShape([n]).concatenate(data[1:])]
+    return [tensor_shape.TensorShape([None]).concatenate(data[1:])]
 
 
 def _sorted_op(kind: str, allowed):
@@ -336,7 +331,7 @@ def unsorted_segment_mean(data, segment_ids, num_segments, name=None):
         counts = _segment_counts(data, segment_ids, num_segments)
         if data.dtype.is_integer:  # TF's `/` (truediv): integers divide in float64
             total, counts = _g.cast(total, dtypes.float64), _g.cast(counts, dtypes.float64)
-        return _g.apply("RealDiv", total, counts)
+        return _truediv(total, counts)
 
 
 def unsorted_segment_sqrt_n(data, segment_ids, num_segments, name=None):
@@ -347,4 +342,12 @@ def unsorted_segment_sqrt_n(data, segment_ids, num_segments, name=None):
         num_segments = ops.convert_to_tensor(num_segments)
         total = _g.apply("UnsortedSegmentSum", data, segment_ids, num_segments)
         counts = _segment_counts(data, segment_ids, num_segments)
-        return _g.apply("RealDiv", total, _g.apply("Sqrt", counts))
+        return _truediv(total, _g.apply("Sqrt", counts))
+
+
+def _truediv(total, counts):
+    # TF's `/`: an op named truediv, with the sum's shape (TF knows it by evaluating the
+    # counts' constant shape)
+    out = ops.apply_op("RealDiv", [total, counts], name="truediv").outputs[0]
+    out.set_shape(total.shape)
+    return out

@@ -558,11 +558,12 @@ SparseSegmentSqrtNWithNumSegments = _segment_op(
 def _segment_builder(op_type, fn_name):
     def builder(data, indices, segment_ids, name=None, num_segments=None):
         inputs = [data, indices, segment_ids]
+        if num_segments is not None:  # the op (and so TF's default name) WithNumSegments
+            with ops.name_scope(name, f"{op_type}WithNumSegments", inputs) as scope:
+                inputs.append(num_segments)
+                return ops.apply_op(f"{op_type}WithNumSegments", inputs, name=scope).outputs[0]
         with ops.name_scope(name, op_type, inputs) as scope:
-            if num_segments is None:
-                return ops.apply_op(op_type, inputs, name=scope).outputs[0]
-            inputs.append(num_segments)
-            return ops.apply_op(f"{op_type}WithNumSegments", inputs, name=scope).outputs[0]
+            return ops.apply_op(op_type, inputs, name=scope).outputs[0]
 
     builder.__name__ = builder.__qualname__ = fn_name
     builder.__doc__ = f"""Segments of rows `data[indices]` by sorted `segment_ids`

@@ -293,7 +293,7 @@ def sparse_tensor_dense_matmul(sp_a, b, adjoint_a=False, adjoint_b=False, name=N
         bounds.
     """
     sp = _sp(sp_a, "sp_a")
-    with ops.name_scope(name, "SparseTensorDenseMatMul", [sp.indices, sp.values, b]) as scope:
+    with ops.name_scope(name, "SparseTensorDenseMatMul", [sp.indices, sp.values, b]):
         b = ops.convert_to_tensor(b, name="b")
         _matching(b, sp.dtype, "SparseTensorDenseMatMul", "b", "a_values")
         attrs = {"adjoint_a": bool(adjoint_a), "adjoint_b": bool(adjoint_b)}
@@ -301,7 +301,7 @@ def sparse_tensor_dense_matmul(sp_a, b, adjoint_a=False, adjoint_b=False, name=N
             "SparseTensorDenseMatMul",
             [sp.indices, sp.values, sp.dense_shape, b],
             attrs,
-            name=scope,
+            name="SparseTensorDenseMatMul",  # inside the scope of that name, as in TF
         ).outputs[0]
 
 

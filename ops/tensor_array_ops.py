@@ -606,7 +606,7 @@ class TensorArray:
         if clear_after_read is None:
             clear_after_read = True
         self._dynamic_size = bool(dynamic_size)
-        self._dtype = dtypes.as_dtype(dtype)
+        self._dtype = dtypes.as_dtype(dtype).base_dtype  # a _ref dtype too, as TF
         self._infer_shape = infer_shape
         self._size = size
         self._colocate_with_first_write_call = colocate_with_first_write_call

@@ -82,7 +82,7 @@ def test_invariants_max_iterations_and_merge_free_body(monkeypatch, runs):
         _, h = while_loop(
             lambda i, h: i < 100,
             lambda i, h: (i + 1, af.tanh(af.matmul(h, w) + x)),
-            [0, af.zeros([2, 3])],
+            (0, af.zeros([2, 3])),  # a list would be a TypeError in TF (tuple body)
             maximum_iterations=7,
         )
         return h

@@ -309,7 +309,19 @@ CASES: dict[str, list] = {
     "UnsortedSegmentSum": [
         (lambda x, i: g.unsorted_segment_sum(x, i, 3), [r(4, 2), np.array([2, 0, 2, -1])])
     ],
-    "StridedSliceGrad": [],  # NotDifferentiable
+    "StridedSliceGrad": [  # linear in dy (TF's gradient: dy's slice)
+        (
+            lambda dy: op(
+                "StridedSliceGrad",
+                af.constant([4, 3]),
+                af.constant([1, 0]),
+                af.constant([4, 3]),
+                af.constant([2, 1]),
+                dy,
+            ),
+            [r(2, 3)],
+        )
+    ],
     "MirrorPadGrad": [
         (
             lambda x: op("MirrorPadGrad", x, af.constant([[1, 1], [0, 2]]), mode="REFLECT"),

@@ -76,13 +76,16 @@ def test_builder_with_two_meta_graphs_main_op_and_assets(tmp_path):
         meta = sm.load(sess, ["train"], export_dir, import_scope="m")
         assert sess.run("m/v:0") == 9.0
         assert sess.run("m/counter:0") == 5  # the main op ran
-        assert meta.asset_file_def[0].filename == "vocab.txt"
+        (packed,) = meta.collection_def["saved_model_assets"].any_list.value
+        assert protos.AssetFileDef.FromString(packed.value).filename == "vocab.txt"
     with af.Graph().as_default() as g, af.Session(graph=g) as sess:
         meta = sm.load(sess, [sm.GPU, sm.SERVING], export_dir)
         assert list(meta.signature_def) == ["s"] and sess.run("v:0") == 9.0
-    train_graph = doc.meta_graphs[0]  # the main op is named as TF 2's TF1 builder names it
-    init = train_graph.signature_def["__saved_model_init_op"].outputs["__saved_model_init_op"]
-    assert list(train_graph.collection_def["saved_model_main_op"].node_list.value) == [init.name]
+    train_graph = doc.meta_graphs[0]  # the main op in a collection, as TF 2.21's v1 builder
+    assert "__saved_model_init_op" not in train_graph.signature_def
+    assert list(train_graph.collection_def["saved_model_main_op"].node_list.value) == [
+        main_op.name
+    ]
 
 
 def test_errors(tmp_path):

@@ -137,5 +137,13 @@ def make_saveable_from_iterator(iterator, external_state_policy=None):
     from asyncflow.data.options import ExternalStatePolicy
 
     policy = ExternalStatePolicy.FAIL if external_state_policy is None else external_state_policy
+    if isinstance(policy, str):  # TF takes the names too
+        names = {"warn": "WARN", "ignore": "IGNORE", "fail": "FAIL"}
+        if policy not in names:
+            raise ValueError(
+                "Invalid `ExternalStatePolicy.` Supported values include 'warn', 'ignore', "
+                f"and 'fail.' Received {policy}."
+            )
+        policy = getattr(ExternalStatePolicy, names[policy])
     resource = iterator._resource
     return _IteratorSaveable(resource, resource.name, getattr(policy, "value", policy))

@@ -26,7 +26,7 @@ from asyncflow.saved_model.constants import (
     VARIABLES_DIRECTORY,
     VARIABLES_FILENAME,
 )
-from asyncflow.saved_model.loader import load, maybe_saved_model_directory
+from asyncflow.saved_model.loader import contains_saved_model, load, maybe_saved_model_directory
 from asyncflow.saved_model.main_op import main_op_with_restore
 from asyncflow.saved_model.signature_constants import (
     CLASSIFY_INPUTS,
@@ -51,15 +51,13 @@ from asyncflow.saved_model.signature_def_utils import (
 from asyncflow.saved_model.tag_constants import EVAL, GPU, SERVING, TPU, TRAINING
 from asyncflow.saved_model.utils import build_tensor_info, get_tensor_from_tensor_info
 
-# (TF1's name for maybe_saved_model_directory)
-contains_saved_model = maybe_saved_model_directory
-
 __all__ = [
     "builder",
     "constants",
+    "contains_saved_model",
+    "loader",
     "main_op",
     "main_op_with_restore",
-    "contains_saved_model",
     "ASSETS_DIRECTORY",
     "ASSETS_KEY",
     "DEBUG_DIRECTORY",
@@ -71,7 +69,6 @@ __all__ = [
     "SAVED_MODEL_SCHEMA_VERSION",
     "VARIABLES_DIRECTORY",
     "VARIABLES_FILENAME",
-    "loader",
     "signature_constants",
     "signature_def_utils",
     "tag_constants",
@@ -80,6 +77,7 @@ __all__ = [
     "SavedModelBuilder",
     "load",
     "maybe_saved_model_directory",
+    "contains_saved_model",
     "simple_save",
     "build_signature_def",
     "classification_signature_def",

@@ -4,9 +4,12 @@ Layout (TF's; TF's `saved_model_cli show` and `tf.saved_model.loader.load` read 
   export_dir/saved_model.pb          a SavedModel message (saved_model.pbtxt with as_text)
   export_dir/variables/variables.index, variables.data-0000i-of-0000N   a V2 checkpoint
   export_dir/assets/...              files named by each meta graph's asset_file_def
-The main op (or legacy init op) is recorded as TF 2's TF1 builder records it: the
-signature "__saved_model_init_op" names it, and the collection "saved_model_main_op"
-("legacy_init_op") too, for TF1 loaders.  Every file is written atomically.
+The main op (legacy_init_op is the same thing under its old name) and the assets are
+recorded as TF's TF1 builder records them: added to the graph's collections
+"saved_model_main_op" and "saved_model_assets" (an any_list of AssetFileDef), so they
+stay in the graph for later meta graphs; no "__saved_model_init_op" signature and no
+asset_file_def (the loader reads those too, as TF 2 writers use them).  Every file is
+written atomically.
 """
 
 from __future__ import annotations
@@ -14,15 +17,18 @@ from __future__ import annotations
 import os
 import shutil
 
+from google.protobuf import any_pb2
+
 from asyncflow import checkpoint_format as cf
 from asyncflow import graph as ops
 from asyncflow import meta_graph
 from asyncflow.graph import GraphKeys
-from asyncflow.protos.meta_graph_pb2 import AssetFileDef, SignatureDef
+from asyncflow.protos.meta_graph_pb2 import AssetFileDef
 from asyncflow.protos.saved_model_pb2 import SavedModel
 from asyncflow.saved_model import signature_def_utils
 from asyncflow.saved_model.constants import (  # noqa: F401 - the builder's names too (TF's)
     ASSETS_DIRECTORY,
+    ASSETS_KEY,
     LEGACY_INIT_OP_KEY,
     MAIN_OP_KEY,
     SAVED_MODEL_FILENAME_PB,
@@ -31,7 +37,6 @@ from asyncflow.saved_model.constants import (  # noqa: F401 - the builder's name
     VARIABLES_DIRECTORY,
     VARIABLES_FILENAME,
 )
-from asyncflow.saved_model.utils import build_tensor_info, build_tensor_info_from_op
 from asyncflow.train.saver import Saver
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "VARIABLES_DIRECTORY",
     "VARIABLES_FILENAME",
     "ASSETS_DIRECTORY",
+    "ASSETS_KEY",
     "MAIN_OP_KEY",
     "LEGACY_INIT_OP_KEY",
     "SAVED_MODEL_SCHEMA_VERSION",
@@ -48,6 +54,8 @@ __all__ = [
 
 SAVED_MODEL_FILENAME = SAVED_MODEL_FILENAME_PB
 INIT_OP_SIGNATURE_KEY = "__saved_model_init_op"
+# TF's own message name, so TF's loader unpacks the Any (ours is asyncflow.tensorflow.*)
+ASSET_FILE_DEF_TYPE_URL = "type.googleapis.com/tensorflow.AssetFileDef"
 
 
 def variables_prefix(export_dir) -> str:
@@ -79,6 +87,11 @@ class SavedModelBuilder:
     @staticmethod
     def _validate_signature_def_map(signature_def_map) -> dict:
         out = {}
+        if INIT_OP_SIGNATURE_KEY in (signature_def_map or {}):
+            raise KeyError(
+                f'SignatureDef map key "{INIT_OP_SIGNATURE_KEY}" is reserved for '
+                "initialization. Please use a different key."
+            )
         for key, sig in (signature_def_map or {}).items():
             if not isinstance(key, str):
                 raise ValueError(f"signature_def_map keys must be strings, got {key!r}")
@@ -87,8 +100,7 @@ class SavedModelBuilder:
             out[key] = sig
         return out
 
-    def _copy_assets(self, assets_collection) -> list[AssetFileDef]:
-        defs = []
+    def _save_assets(self, assets_collection) -> None:
         for tensor in assets_collection or []:
             value = ops.constant_value(tensor)
             if value is None:
@@ -101,13 +113,28 @@ class SavedModelBuilder:
             dest = os.path.join(dest_dir, filename)
             if not os.path.exists(dest):
                 shutil.copyfile(path, dest)
-            defs.append(AssetFileDef(tensor_info=build_tensor_info(tensor), filename=filename))
-        return defs
+            asset = AssetFileDef(filename=filename)
+            asset.tensor_info.name = tensor.name  # the name alone, as TF records it
+            packed = any_pb2.Any(type_url=ASSET_FILE_DEF_TYPE_URL, value=asset.SerializeToString())
+            ops.add_to_collection(ASSETS_KEY, packed)
 
-    def _add(self, saver, tags, signature_def_map, assets_collection, main_op, legacy_init_op,
-             clear_devices, strip_default_attrs) -> None:  # fmt: skip
+    @staticmethod
+    def _add_main_op(main_op) -> None:
+        if main_op is None:
+            return
+        if not isinstance(main_op, ops.Operation):
+            raise TypeError(
+                f"Expected {main_op} to be an Operation but got type {type(main_op)} instead."
+            )
+        for key in (MAIN_OP_KEY, LEGACY_INIT_OP_KEY):
+            if ops.get_collection(key):
+                raise ValueError(
+                    f"Graph already contains one or more main ops under the collection {key}."
+                )
+        ops.add_to_collection(MAIN_OP_KEY, main_op)
+
+    def _add(self, saver, tags, signature_def_map, clear_devices, strip_default_attrs) -> None:
         signatures = self._validate_signature_def_map(signature_def_map)
-        assets = self._copy_assets(assets_collection)
         mg = saver.export_meta_graph(
             clear_devices=clear_devices, strip_default_attrs=strip_default_attrs
         )
@@ -115,15 +142,6 @@ class SavedModelBuilder:
         mg.meta_info_def.tags.extend(tags)
         for key, sig in signatures.items():
             mg.signature_def[key].CopyFrom(sig)
-        mg.asset_file_def.extend(assets)
-        for key, op in ((MAIN_OP_KEY, main_op), (LEGACY_INIT_OP_KEY, legacy_init_op)):
-            if op is not None:
-                op = op.op if isinstance(op, ops.Tensor) else op
-                mg.collection_def[key].node_list.value.append(op.name)
-                init = SignatureDef()
-                init.outputs[INIT_OP_SIGNATURE_KEY].CopyFrom(build_tensor_info_from_op(op))
-                mg.signature_def[INIT_OP_SIGNATURE_KEY].CopyFrom(init)
-                break
         self._saved_model.meta_graphs.add().CopyFrom(mg)
 
     @staticmethod
@@ -161,13 +179,14 @@ class SavedModelBuilder:
             )
         self._validate_signature_def_map(signature_def_map)
         with sess.graph.as_default():
+            self._save_assets(assets_collection)
+            self._add_main_op(main_op if main_op is not None else legacy_init_op)
             saver = self._saver(saver)
             os.makedirs(os.path.join(self._export_dir, VARIABLES_DIRECTORY), exist_ok=True)
             saver.save(
                 sess, variables_prefix(self._export_dir), write_meta_graph=False, write_state=False
             )
-            self._add(saver, tags, signature_def_map, assets_collection, main_op,
-                      legacy_init_op, clear_devices, strip_default_attrs)  # fmt: skip
+            self._add(saver, tags, signature_def_map, clear_devices, strip_default_attrs)
         self._has_saved_variables = True
 
     def add_meta_graph(
@@ -191,9 +210,11 @@ class SavedModelBuilder:
                 "Graph state including variables and assets has not been saved yet. "
                 "Please invoke `add_meta_graph_and_variables()` first."
             )
+        self._validate_signature_def_map(signature_def_map)
+        self._save_assets(assets_collection)
+        self._add_main_op(main_op if main_op is not None else legacy_init_op)
         saver = self._saver(saver)
-        self._add(saver, tags, signature_def_map, assets_collection, main_op, legacy_init_op,
-                  clear_devices, strip_default_attrs)  # fmt: skip
+        self._add(saver, tags, signature_def_map, clear_devices, strip_default_attrs)
 
     def save(self, as_text=False) -> bytes:
         """Write saved_model.pb (saved_model.pbtxt with `as_text`); returns its path (bytes,

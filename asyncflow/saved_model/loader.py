@@ -12,9 +12,11 @@ import os
 
 from asyncflow import errors, meta_graph
 from asyncflow import graph as ops
+from asyncflow.protos.meta_graph_pb2 import AssetFileDef
 from asyncflow.protos.saved_model_pb2 import SavedModel
 from asyncflow.saved_model.builder import (
     ASSETS_DIRECTORY,
+    ASSETS_KEY,
     INIT_OP_SIGNATURE_KEY,
     LEGACY_INIT_OP_KEY,
     MAIN_OP_KEY,
@@ -24,7 +26,7 @@ from asyncflow.saved_model.builder import (
 )
 from asyncflow.train import saver as saver_mod
 
-__all__ = ["load", "maybe_saved_model_directory", "read_saved_model"]
+__all__ = ["load", "maybe_saved_model_directory", "contains_saved_model", "read_saved_model"]
 
 
 def _saved_model_path(export_dir: str) -> str | None:
@@ -38,6 +40,11 @@ def _saved_model_path(export_dir: str) -> str | None:
 def maybe_saved_model_directory(export_dir) -> bool:
     """Whether `export_dir` looks like a SavedModel directory."""
     return _saved_model_path(os.fsdecode(export_dir)) is not None
+
+
+def contains_saved_model(export_dir) -> bool:
+    """Whether `export_dir` holds a saved_model.pb or .pbtxt (TF's contains_saved_model)."""
+    return maybe_saved_model_directory(export_dir)
 
 
 def read_saved_model(export_dir) -> SavedModel:
@@ -76,9 +83,26 @@ def _scoped(name: str, import_scope) -> str:
     return name if not import_scope else import_scope.rstrip("/") + "/" + name
 
 
+def _asset_defs(mg) -> list:
+    """asset_file_def (TF 2 writers), else the "saved_model_assets" Any list (TF1's
+    builder, and ours), as TF's loader reads them."""
+    if mg.asset_file_def:
+        return list(mg.asset_file_def)
+    if ASSETS_KEY not in mg.collection_def:
+        return []
+    out = []
+    for packed in mg.collection_def[ASSETS_KEY].any_list.value:
+        if not packed.type_url.endswith("tensorflow.AssetFileDef"):
+            raise errors.DataLossError(
+                None, None, f"{ASSETS_KEY} holds a {packed.type_url}, not an AssetFileDef"
+            )
+        out.append(AssetFileDef.FromString(packed.value))
+    return out
+
+
 def _asset_feeds(mg, export_dir, import_scope) -> dict:
     feeds = {}
-    for asset in mg.asset_file_def:
+    for asset in _asset_defs(mg):
         path = os.path.join(export_dir, ASSETS_DIRECTORY, asset.filename)
         feeds[_scoped(asset.tensor_info.name, import_scope)] = path
     return feeds

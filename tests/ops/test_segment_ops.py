@@ -72,7 +72,8 @@ def test_values_match_tf(name):
 
 
 def test_static_shapes():
-    assert S.segment_sum(D, IDS).shape.as_list() == [3, 2]
+    # TF 2.21 leaves the segment count unknown even for constant ids
+    assert S.segment_sum(D, IDS).shape.as_list() == [None, 2]
     assert S.unsorted_segment_max(D, UIDS, 4).shape.as_list() == [4, 2]
 
 
