@@ -428,11 +428,31 @@ def _half_bits(xp, w, mantissa_bits: int, np_dtype):
 # pointers (opaque calls: LLVM neither folds nor vectorizes them into another math
 # library's), which gives TF's bits.  sinf and cosf share sincosf's algorithm in glibc
 # (the same results; checked against TF's draws in tests/ops/test_random_normal_bits.py).
-# The loops compile once per process (~0.5 s: a pointer-holding function cannot be
-# cached on disk): the first draw waits for them, started early on a background thread
-# by the graph builders of the normal ops (`prepare`).  Without numba or the C library
-# (ASYNCFLOW_NO_NUMBA=1, or no `libm`) the NumPy path below runs, 1-3 ulps off TF's in
-# those cases.
+# Where numba has no vector math library (SVML: `numba.config.USING_SVML`), its own
+# np.log/np.sin/np.cos of a scalar are LLVM intrinsics that lower to the same scalar
+# C-library calls (logf, sinf, ... bit for bit: 4M draws of each width compared with the
+# ctypes loops), and those loops are cached on disk (`cache=True`): a process loads them
+# in ~0.2 s instead of compiling them (~1-2 s, which the first normal draw waited for).
+# With SVML, which could vectorize the intrinsics into its own math, the ctypes loops
+# compile once per process (a pointer-holding function cannot be cached): the first
+# draw waits for them, started early on a background thread by the graph builders of
+# the normal ops (`prepare`).  Without numba or the C library (ASYNCFLOW_NO_NUMBA=1, or
+# no `libm`) the NumPy path below runs, 1-3 ulps off TF's in those cases.
+
+
+def _bm_f32(u1, v1, s, c):  # TF's BoxMullerFloat, after its clamp of u1 (cacheable form)
+    two = np.float32(-2.0)
+    for i in range(u1.size):
+        u2 = np.sqrt(two * np.log(u1[i]))
+        s[i] = np.sin(v1[i]) * u2
+        c[i] = np.cos(v1[i]) * u2
+
+
+def _bm_f64(u1, v1, s, c):  # TF's BoxMullerDouble, after its clamp of u1 (cacheable form)
+    for i in range(u1.size):
+        u2 = np.sqrt(-2.0 * np.log(u1[i]))
+        s[i] = np.sin(v1[i]) * u2
+        c[i] = np.cos(v1[i]) * u2
 
 
 def _libm_functions():
@@ -462,6 +482,13 @@ def _build_libm_loops(numba):
     fns = _libm_functions()
     if fns is None:
         return {}
+    if not getattr(numba.config, "USING_SVML", False):
+        box_muller_f32 = numba.njit(nogil=True, cache=True)(_bm_f32)
+        box_muller_f64 = numba.njit(nogil=True, cache=True)(_bm_f64)
+        for loop, dtype in ((box_muller_f32, np.float32), (box_muller_f64, np.float64)):
+            one = np.full(1, 0.5, dtype)
+            loop(one, one, one.copy(), one.copy())  # (its one signature)
+        return {"f32": box_muller_f32, "f64": box_muller_f64}
     logf, sinf, cosf, log, sin, cos = fns
 
     @numba.njit(nogil=True)
