@@ -9,8 +9,16 @@ from __future__ import annotations
 from asyncflow import tensor_shape
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
-from asyncflow.keras.engine import InputSpec, Layer
-from asyncflow.ops import array_ops, conv_ops, nn_ops, pooling_ops, random_ops, reduction_ops
+from asyncflow.keras.engine import InputSpec, Layer, _takes_mask
+from asyncflow.ops import (
+    array_ops,
+    cast_ops,
+    conv_ops,
+    nn_ops,
+    pooling_ops,
+    random_ops,
+    reduction_ops,
+)
 
 __all__ = [
     "Conv1D",
@@ -245,9 +253,27 @@ class _GlobalPooling(Layer):
 
 
 class GlobalAveragePooling1D(_GlobalPooling):
-    """The mean over the steps axis."""
+    """The mean over the steps axis (over the unmasked steps only, given a mask); its
+    output has no mask."""
 
     _reduce = staticmethod(reduction_ops.reduce_mean)
+
+    def __init__(self, data_format="channels_last", **kwargs):
+        super().__init__(data_format=data_format, **kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return super().call(inputs)
+        steps_axis = 1 if self.data_format == "channels_last" else 2
+        mask = array_ops.expand_dims(
+            cast_ops.cast(mask, inputs.dtype), 2 if steps_axis == 1 else 1
+        )
+        total = reduction_ops.reduce_sum(inputs * mask, axis=steps_axis, keepdims=self.keepdims)
+        return total / reduction_ops.reduce_sum(mask, axis=steps_axis, keepdims=self.keepdims)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
 
 
 class GlobalMaxPooling1D(_GlobalPooling):
@@ -273,6 +299,7 @@ class ReLU(Layer):
 
     def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.max_value, self.negative_slope, self.threshold = max_value, negative_slope, threshold
 
     def call(self, inputs):
@@ -286,6 +313,7 @@ class LeakyReLU(Layer):
 
     def __init__(self, alpha=0.3, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.alpha = alpha
 
     def call(self, inputs):
@@ -297,6 +325,7 @@ class ELU(Layer):
 
     def __init__(self, alpha=1.0, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.alpha = alpha
 
     def call(self, inputs):
@@ -416,6 +445,7 @@ class TimeDistributed(Layer):
 
     def __init__(self, layer, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.layer = layer
 
     def build(self, input_shape) -> None:
@@ -425,11 +455,15 @@ class TimeDistributed(Layer):
             self.layer.built = True
         self.built = True
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, mask=None):
         shape = inputs.shape
         steps = tensor_shape.dimension_value(shape[1])
         inner = array_ops.reshape(inputs, [-1] + shape[2:].as_list())
-        out = self.layer(inner)
+        kwargs = {}
+        if mask is not None and _takes_mask(self.layer):
+            # The inner layer sees each step's mask as one sample's.
+            kwargs["mask"] = array_ops.reshape(mask, [-1] + mask.shape[2:].as_list())
+        out = self.layer(inner, **kwargs)
         out_tail = out.shape[1:].as_list()
         if steps is None:
             steps = array_ops.shape(inputs)[1]
@@ -449,6 +483,7 @@ class ActivityRegularization(Layer):
         from asyncflow.keras import regularizers
 
         super().__init__(activity_regularizer=regularizers.L1L2(l1=l1, l2=l2), **kwargs)
+        self.supports_masking = True
         self.l1, self.l2 = l1, l2
 
     def call(self, inputs):
@@ -468,6 +503,7 @@ class GaussianNoise(Layer):
 
     def __init__(self, stddev, seed=None, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.stddev, self.seed = stddev, seed
 
     def call(self, inputs, training=None):
@@ -485,6 +521,7 @@ class GaussianDropout(Layer):
 
     def __init__(self, rate, seed=None, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.rate, self.seed = rate, seed
 
     def call(self, inputs, training=None):

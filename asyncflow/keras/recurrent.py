@@ -11,9 +11,11 @@ same computation as TF's while loop.
 
 from __future__ import annotations
 
+import numpy as np
+
 from asyncflow import graph as ops
-from asyncflow import tensor_shape
-from asyncflow.keras import activations, backend
+from asyncflow import nest, tensor_shape
+from asyncflow.keras import activations, backend, backend_math, rnn_loop
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import Layer
 from asyncflow.ops import array_ops
@@ -45,10 +47,6 @@ class _Cell(Layer):
                  bias_regularizer=None, kernel_constraint=None, recurrent_constraint=None,
                  bias_constraint=None, dropout=0.0, recurrent_dropout=0.0, **kwargs):  # fmt: skip
         super().__init__(**kwargs)
-        if dropout or recurrent_dropout:
-            raise NotImplementedError(
-                "dropout/recurrent_dropout in Keras recurrent cells are not supported"
-            )
         self.units = int(units)
         self.activation = activations.get(activation)
         self.recurrent_activation = activations.get(recurrent_activation)
@@ -62,9 +60,31 @@ class _Cell(Layer):
         self.kernel_constraint = kernel_constraint
         self.recurrent_constraint = recurrent_constraint
         self.bias_constraint = bias_constraint
-        self.dropout, self.recurrent_dropout = dropout, recurrent_dropout
+        self.dropout = min(1.0, max(0.0, dropout))
+        self.recurrent_dropout = min(1.0, max(0.0, recurrent_dropout))
+        self._dp_masks = self._rec_dp_masks = None
 
     _gates = 1
+
+    def make_dropout_masks(self, step_input, h, training=None) -> None:
+        """Draw this call's dropout masks (one per gate, shared by every time step, as
+        Keras draws them): ones in inference, dropped-out ones in training."""
+
+        def make(ones, rate):
+            if not rate:
+                return None
+
+            def dropped():
+                return backend_math.dropout(ones, rate)
+
+            return [backend.in_train_phase(dropped, ones, training=training)
+                    for _ in range(self._gates)]  # fmt: skip
+
+        self._dp_masks = make(array_ops.ones_like(step_input), self.dropout)
+        self._rec_dp_masks = make(array_ops.ones_like(h), self.recurrent_dropout)
+
+    def _dropped(self, x, masks, k):
+        return x if masks is None else x * masks[k]
 
     def _build_weights(self, input_dim, bias_initializer=None) -> None:
         n = self._gates * self.units
@@ -107,6 +127,7 @@ class _Cell(Layer):
         return part
 
     def _input_part(self, inputs, k):
+        inputs = self._dropped(inputs, self._dp_masks, k)
         out = backend.dot(inputs, self._part(self.kernel, k))
         if self.use_bias:
             out = _bias_add(out, self._bias_part(k))
@@ -127,10 +148,11 @@ class SimpleRNNCell(_Cell):
         self.state_size = self.units
 
     def call(self, inputs, states):
-        h = backend.dot(inputs, self.kernel)
+        h = backend.dot(self._dropped(inputs, self._dp_masks, 0), self.kernel)
         if self.use_bias:
             h = _bias_add(h, self.bias)
-        out = self.activation(h + backend.dot(states[0], self.recurrent_kernel))
+        prev = self._dropped(states[0], self._rec_dp_masks, 0)
+        out = self.activation(h + backend.dot(prev, self.recurrent_kernel))
         return out, [out]
 
 
@@ -163,11 +185,12 @@ class LSTMCell(_Cell):
     def call(self, inputs, states):
         h_tm1, c_tm1 = states
         x_i, x_f, x_c, x_o = (self._input_part(inputs, k) for k in range(4))
-        rk = self.recurrent_kernel
-        i = self.recurrent_activation(x_i + backend.dot(h_tm1, self._part(rk, 0)))
-        f = self.recurrent_activation(x_f + backend.dot(h_tm1, self._part(rk, 1)))
-        c = f * c_tm1 + i * self.activation(x_c + backend.dot(h_tm1, self._part(rk, 2)))
-        o = self.recurrent_activation(x_o + backend.dot(h_tm1, self._part(rk, 3)))
+        rk, rec = self.recurrent_kernel, self._rec_dp_masks
+        h_i, h_f, h_c, h_o = (self._dropped(h_tm1, rec, k) for k in range(4))
+        i = self.recurrent_activation(x_i + backend.dot(h_i, self._part(rk, 0)))
+        f = self.recurrent_activation(x_f + backend.dot(h_f, self._part(rk, 1)))
+        c = f * c_tm1 + i * self.activation(x_c + backend.dot(h_c, self._part(rk, 2)))
+        o = self.recurrent_activation(x_o + backend.dot(h_o, self._part(rk, 3)))
         h = o * self.activation(c)
         return h, [h, c]
 
@@ -190,30 +213,39 @@ class GRUCell(_Cell):
     def call(self, inputs, states):
         h_tm1 = states[0]
         x_z, x_r, x_h = (self._input_part(inputs, k) for k in range(3))
-        rk = self.recurrent_kernel
-        z = self.recurrent_activation(x_z + backend.dot(h_tm1, self._part(rk, 0)))
-        r = self.recurrent_activation(x_r + backend.dot(h_tm1, self._part(rk, 1)))
-        hh = self.activation(x_h + backend.dot(r * h_tm1, self._part(rk, 2)))
+        rk, rec = self.recurrent_kernel, self._rec_dp_masks
+        h_z, h_r, h_h = (self._dropped(h_tm1, rec, k) for k in range(3))
+        z = self.recurrent_activation(x_z + backend.dot(h_z, self._part(rk, 0)))
+        r = self.recurrent_activation(x_r + backend.dot(h_r, self._part(rk, 1)))
+        hh = self.activation(x_h + backend.dot(r * h_h, self._part(rk, 2)))
         h = z * h_tm1 + (1 - z) * hh
         return h, [h]
 
 
 class RNN(Layer):
-    """Runs `cell` over the time axis (axis 1) of (batch, time, features) inputs.
+    """Runs `cell` over the time axis (axis 1) of (batch, time, features) inputs; with a
+    mask, masked steps keep the previous state (rnn_loop).  `stateful=True` keeps the
+    final states of each batch in variables as the next batch's initial states, until
+    `reset_states()`.
 
     Raises:
-      ValueError: (at the first call) inputs not of rank 3 or with an unknown number of
-        time steps.
+      ValueError: (at the first call) inputs not of rank 3, `unroll` with an unknown
+        number of time steps, or `stateful` without a known batch size.
     """
 
     def __init__(self, cell, return_sequences=False, return_state=False, go_backwards=False,
                  stateful=False, unroll=False, time_major=False, **kwargs):  # fmt: skip
-        if stateful or time_major:
-            raise NotImplementedError("stateful and time_major RNNs are not supported")
+        if time_major:
+            raise NotImplementedError("time_major Keras RNNs are not supported")
+        zero_output_for_mask = kwargs.pop("zero_output_for_mask", False)
         super().__init__(**kwargs)
         self.cell = cell
         self.return_sequences, self.return_state = return_sequences, return_state
         self.go_backwards, self.unroll = go_backwards, unroll
+        self.stateful, self.time_major = stateful, time_major
+        self.zero_output_for_mask = zero_output_for_mask
+        self.supports_masking = True
+        self.states = None
 
     def _sublayers(self) -> list:
         return [self.cell]
@@ -225,6 +257,10 @@ class RNN(Layer):
     @property
     def non_trainable_weights(self) -> list:
         return self.cell.non_trainable_weights if self.trainable else self.cell.weights
+
+    def _state_sizes(self) -> list:
+        sizes = self.cell.state_size
+        return list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
 
     def build(self, input_shape) -> None:
         input_shape = tensor_shape.TensorShape(input_shape)
@@ -238,39 +274,107 @@ class RNN(Layer):
             with ops.name_scope(self.cell.name):
                 self.cell.build(input_shape[:1].concatenate(input_shape[2:]))
             self.cell.built = True
+        if self.stateful:
+            self._batch_size = tensor_shape.dimension_value(input_shape[0])
+            self.reset_states()
         self.built = True
 
+    def reset_states(self, states=None) -> None:
+        """Set a stateful layer's states to zeros (or to `states`, numpy arrays).
+
+        Raises:
+          AttributeError: the layer is not stateful.
+          ValueError: an unknown batch size, or states of the wrong number or shape.
+        """
+        if not self.stateful:
+            raise AttributeError("Layer must be stateful.")
+        batch = getattr(self, "_batch_size", None)
+        if batch is None:
+            raise ValueError(
+                "If a RNN is stateful, it needs to know its batch size. Specify the batch "
+                "size of your input tensors: \n- If using a Sequential model, specify the "
+                "batch size by passing a `batch_input_shape` argument to your first layer.\n"
+                "- If using the functional API, specify the batch size by passing a "
+                "`batch_shape` argument to your Input layer."
+            )
+        sizes = self._state_sizes()
+        if self.states is None:
+            self.states = [backend.variable(np.zeros((batch, n), np.float32)) for n in sizes]
+            return
+        if states is None:
+            values = [np.zeros((batch, n), np.float32) for n in sizes]
+        else:
+            values = [np.asarray(v) for v in (states if isinstance(states, (list, tuple))
+                                              else [states])]  # fmt: skip
+            if len(values) != len(self.states):
+                raise ValueError(
+                    f"Layer {self.name} expects {len(self.states)} states, but it received "
+                    f"{len(values)} state values. States received: {states}"
+                )
+            for i, (v, n) in enumerate(zip(values, sizes, strict=True)):
+                if v.shape != (batch, n):
+                    raise ValueError(
+                        f"State {i} is incompatible with layer {self.name}: expected shape="
+                        f"{(batch, n)} but found shape={v.shape}"
+                    )
+        backend.batch_set_value(list(zip(self.states, values, strict=True)))
+
     def _initial_state(self, inputs):
-        sizes = self.cell.state_size
-        sizes = sizes if isinstance(sizes, (list, tuple)) else [sizes]
+        if self.stateful:
+            return [s.value() for s in self.states]
         batch = array_ops.shape(inputs)[0]
         return [array_ops.zeros(array_ops.stack([batch, size]), dtype=inputs.dtype)
-                for size in sizes]  # fmt: skip
+                for size in self._state_sizes()]  # fmt: skip
 
-    def call(self, inputs, initial_state=None, training=None, mask=None):
+    def compute_mask(self, inputs, mask=None):
+        if isinstance(mask, list):
+            mask = mask[0]
+        output_mask = mask if self.return_sequences else None
+        if self.return_state:
+            return [output_mask] + [None] * len(self._state_sizes())
+        return output_mask
+
+    def call(self, inputs, mask=None, training=None, initial_state=None):
         steps = tensor_shape.dimension_value(inputs.shape[1])
-        if steps is None:
+        if self.unroll and steps is None:
             raise ValueError(
-                f"Layer {self.name} needs a known number of time steps (got input shape "
-                f"{inputs.shape}); asyncflow unrolls Keras' recurrent loop."
+                "Cannot unroll a RNN if the time dimension is undefined. \n- If using a "
+                "Sequential model, specify the time dimension by passing an `input_shape` "
+                "or `batch_input_shape` argument to your first layer. If your first layer "
+                "is an Embedding, you can also use the `input_length` argument.\n- If using "
+                "the functional API, specify the time dimension by passing a `shape` or "
+                "`batch_shape` argument to your Input layer."
             )
-        states = list(initial_state) if initial_state is not None else \
-            self._initial_state(inputs)  # fmt: skip
-        order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
-        outputs = []
+        if mask is not None:
+            mask = nest.flatten(mask)[0]
+        if initial_state is not None:
+            states = list(initial_state) if isinstance(initial_state, (list, tuple)) else \
+                [initial_state]  # fmt: skip
+        else:
+            states = self._initial_state(inputs)
+        if hasattr(self.cell, "make_dropout_masks"):
+            self.cell.make_dropout_masks(inputs[:, 0], states[0], training)
+
+        def step(x_t, st):
+            out, new = self.cell.call(x_t, st)
+            return out, (list(new) if isinstance(new, (list, tuple)) else [new])
+
         # The unrolled steps share one read and slice of each weight (TF's loop body
         # reads them once too), which keeps the graph and its gradient small.
-        self.cell._slices = {}
+        self.cell._slices = {} if steps is not None else None
         try:
-            for t in order:
-                out, states = self.cell.call(inputs[:, t], states)
-                outputs.append(out)
+            last, sequence, states = rnn_loop.run(
+                step, inputs, states, mask=mask, go_backwards=self.go_backwards,
+                zero_output_for_mask=self.zero_output_for_mask,
+                return_all_outputs=self.return_sequences,
+            )  # fmt: skip
         finally:
             self.cell._slices = None
-        if self.return_sequences:
-            result = array_ops.stack(outputs, axis=1)
-        else:
-            result = outputs[-1]
+            if hasattr(self.cell, "make_dropout_masks"):
+                self.cell._dp_masks = self.cell._rec_dp_masks = None
+        if self.stateful:
+            self.add_update([v.assign(s) for v, s in zip(self.states, states, strict=True)])
+        result = sequence if self.return_sequences else last
         if self.return_state:
             return [result] + list(states)
         return result
@@ -332,10 +436,32 @@ class Bidirectional(Layer):
         self.merge_mode = merge_mode
         self.return_sequences = config["return_sequences"]
         self.return_state = config["return_state"]
+        # Masked steps of the returned sequences are zeros, so that the backward
+        # sequence, re-reversed, lines up with the forward one.
+        for sub in (self.forward_layer, self.backward_layer):
+            if getattr(sub, "zero_output_for_mask", None) is not None:
+                sub.zero_output_for_mask = sub.return_sequences
+        self.supports_masking = True
 
-    def call(self, inputs, training=None):
-        y = self.forward_layer(inputs)
-        y_rev = self.backward_layer(inputs)
+    def compute_mask(self, inputs, mask=None):
+        if isinstance(mask, list):
+            mask = mask[0]
+        if self.return_sequences:
+            output_mask = mask if self.merge_mode else [mask, mask]
+        else:
+            output_mask = None if self.merge_mode else [None, None]
+        if self.return_state:
+            n = len(self.forward_layer._state_sizes())
+            head = output_mask if isinstance(output_mask, list) else [output_mask]
+            return head + [None] * (2 * n)
+        return output_mask
+
+    def call(self, inputs, training=None, mask=None):
+        kwargs = {} if mask is None else {"mask": mask}
+        if training is not None:
+            kwargs["training"] = training
+        y = self.forward_layer(inputs, **kwargs)
+        y_rev = self.backward_layer(inputs, **kwargs)
         states = []
         if self.return_state:
             y, states = y[0], y[1:] + y_rev[1:]
