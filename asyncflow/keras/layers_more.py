@@ -102,8 +102,25 @@ class _ConvBase(Layer):
         self.bias_regularizer = _get("regularizer", bias_regularizer)
         self.kernel_constraint = _get("constraint", kernel_constraint)
         self.bias_constraint = _get("constraint", bias_constraint)
-        if self.data_format != "channels_last":
-            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
+        if self.data_format not in ("channels_first", "channels_last"):
+            raise ValueError(
+                'The `data_format` argument must be one of "channels_first", '
+                f'"channels_last". Received: {data_format}'
+            )
+
+    def _channels(self, input_shape):
+        shape = tensor_shape.TensorShape(input_shape)
+        axis = 1 if self.data_format == "channels_first" else -1
+        return tensor_shape.dimension_value(shape[axis])
+
+    def call(self, inputs):
+        # channels_first runs as channels_last between two transposes (TF's CPU kernels
+        # compute NCHW convolutions in NHWC too); the values are the same.
+        if self.data_format != "channels_first":
+            return self._call_last(inputs)
+        n = inputs.shape.ndims
+        out = self._call_last(array_ops.transpose(inputs, [0, *range(2, n), 1]))
+        return array_ops.transpose(out, [0, n - 1, *range(1, n - 1)])
 
     def _make_weights(self, kernel_shape) -> None:
         self.kernel = self.add_weight(
@@ -139,10 +156,10 @@ class Conv1D(_ConvBase):
         self.input_spec = InputSpec(ndim=3)
 
     def build(self, input_shape) -> None:
-        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        channels = self._channels(input_shape)
         self._make_weights(self.kernel_size + (channels, self.filters))
 
-    def call(self, inputs):
+    def _call_last(self, inputs):
         padding = self.padding
         if padding == "causal":
             left = self.dilation_rate[0] * (self.kernel_size[0] - 1)
@@ -169,7 +186,7 @@ class Conv2DTranspose(_ConvBase):
         self.input_spec = InputSpec(ndim=4)
 
     def build(self, input_shape) -> None:
-        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        channels = self._channels(input_shape)
         self._make_weights(self.kernel_size + (self.filters, channels))
 
     def _out_len(self, size, k, stride):
@@ -177,7 +194,7 @@ class Conv2DTranspose(_ConvBase):
             return None
         return size * stride if self.padding == "same" else (size - 1) * stride + k
 
-    def call(self, inputs):
+    def _call_last(self, inputs):
         dyn = array_ops.shape(inputs)
         h, w = inputs.shape.as_list()[1:3]
         (kh, kw), (sh, sw) = self.kernel_size, self.strides
@@ -208,9 +225,16 @@ class _Pooling1D(Layer):
         strides = self.pool_size if strides is None else strides
         self.strides = int(strides if isinstance(strides, int) else strides[0])
         self.padding = padding.lower()
+        self.data_format = data_format
         self.input_spec = InputSpec(ndim=3)
 
     def call(self, inputs):
+        if self.data_format == "channels_first":  # (batch, channels, steps)
+            inputs = array_ops.transpose(inputs, [0, 2, 1])
+            return array_ops.transpose(self._pool(inputs), [0, 2, 1])
+        return self._pool(inputs)
+
+    def _pool(self, inputs):
         x = array_ops.expand_dims(inputs, 1)
         out = type(self)._op(
             x,
@@ -386,9 +410,12 @@ class ZeroPadding2D(Layer):
     def __init__(self, padding=(1, 1), data_format=None, **kwargs):
         super().__init__(**kwargs)
         self.padding = _pairs(padding)
+        self.data_format = data_format or backend.image_data_format()
 
     def call(self, inputs):
         (t, b), (left, right) = self.padding
+        if self.data_format == "channels_first":
+            return array_ops.pad(inputs, [[0, 0], [0, 0], [t, b], [left, right]])
         return array_ops.pad(inputs, [[0, 0], [t, b], [left, right], [0, 0]])
 
 
@@ -398,11 +425,14 @@ class Cropping2D(Layer):
     def __init__(self, cropping=((0, 0), (0, 0)), data_format=None, **kwargs):
         super().__init__(**kwargs)
         self.cropping = _pairs(cropping)
+        self.data_format = data_format or backend.image_data_format()
 
     def call(self, inputs):
         (t, b), (left, right) = self.cropping
         h_end = -b if b else None
         w_end = -right if right else None
+        if self.data_format == "channels_first":
+            return inputs[:, :, t:h_end, left:w_end]
         return inputs[:, t:h_end, left:w_end, :]
 
 
@@ -420,21 +450,21 @@ class UpSampling2D(Layer):
                 f"UpSampling2D(interpolation={interpolation!r}) is not supported; use 'nearest'"
             )
         self.size = _tuple(size, 2)
+        self.data_format = data_format or backend.image_data_format()
+        self.interpolation = interpolation
 
     def call(self, inputs):
         from asyncflow import math_composites_2
 
-        out = math_composites_2.repeat(inputs, self.size[0], axis=1)
-        out = math_composites_2.repeat(out, self.size[1], axis=2)
-        b, h, w, c = inputs.shape.as_list()
-        out.set_shape(
-            [
-                b,
-                None if h is None else h * self.size[0],
-                None if w is None else w * self.size[1],
-                c,
-            ]
-        )
+        first = self.data_format == "channels_first"
+        h_axis = 2 if first else 1
+        out = math_composites_2.repeat(inputs, self.size[0], axis=h_axis)
+        out = math_composites_2.repeat(out, self.size[1], axis=h_axis + 1)
+        shape = inputs.shape.as_list()
+        h, w = shape[h_axis], shape[h_axis + 1]
+        shape[h_axis] = None if h is None else h * self.size[0]
+        shape[h_axis + 1] = None if w is None else w * self.size[1]
+        out.set_shape(shape)
         return out
 
 
@@ -589,7 +619,7 @@ class DepthwiseConv2D(_ConvBase):
         self.input_spec = InputSpec(ndim=4)
 
     def build(self, input_shape) -> None:
-        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        channels = self._channels(input_shape)
         self.depthwise_kernel = self.add_weight(
             "depthwise_kernel", shape=self.kernel_size + (channels, self.depth_multiplier),
             initializer=self.depthwise_initializer, regularizer=self.depthwise_regularizer,
@@ -604,7 +634,7 @@ class DepthwiseConv2D(_ConvBase):
             )  # fmt: skip
         self.built = True
 
-    def call(self, inputs):
+    def _call_last(self, inputs):
         out = conv_ops.depthwise_conv2d(
             inputs, self.depthwise_kernel, strides=[1, *self.strides, 1],
             padding=self.padding.upper(), dilations=list(self.dilation_rate),
@@ -632,7 +662,7 @@ class SeparableConv2D(_ConvBase):
         self.input_spec = InputSpec(ndim=4)
 
     def build(self, input_shape) -> None:
-        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        channels = self._channels(input_shape)
         self.depthwise_kernel = self.add_weight(
             "depthwise_kernel", shape=self.kernel_size + (channels, self.depth_multiplier),
             initializer=self.depthwise_initializer, regularizer=self.depthwise_regularizer,
@@ -651,7 +681,7 @@ class SeparableConv2D(_ConvBase):
             )  # fmt: skip
         self.built = True
 
-    def call(self, inputs):
+    def _call_last(self, inputs):
         from asyncflow import nn_composites
 
         out = nn_composites.separable_conv2d(
