@@ -108,6 +108,14 @@ def test_masked_layers_match_tf(group, steps):
     _assert_close(got["values"], want["values"])
 
 
+def test_generic_rnn_cells_match_tf():
+    got = cases.generic_cells(tf)
+    want = RECORDED["generic_cells"]
+    assert got["weights"] == want["weights"]
+    assert want["weights"][-1] == "rnn_3/stacked_rnn_cells/simple_rnn_cell_1/bias:0"
+    _assert_close(got["values"], want["values"])
+
+
 def test_masked_training_matches_tf():
     got = cases.masked_training(tf)
     _assert_close(json.loads(json.dumps(got)), RECORDED["masked_training"], rtol=1e-5)

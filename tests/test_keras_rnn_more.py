@@ -143,3 +143,22 @@ def test_go_backwards_without_mask_reverses_time():
     sess = K.get_session()
     b, f = sess.run([out_b, out_f], {x: data})
     np.testing.assert_allclose(b, f, rtol=1e-6)
+
+
+def test_stacked_cells_dropout_per_cell():
+    cells = [
+        L.SimpleRNNCell(5, dropout=0.5, recurrent_initializer="zeros"),
+        L.SimpleRNNCell(3, recurrent_dropout=0.5, recurrent_initializer="zeros"),
+    ]
+    layer = L.RNN(cells, return_state=True)
+    x = tf.placeholder(tf.float32, [2, 3, 4])
+    out = layer(x, training=False)
+    assert [t.shape.as_list() for t in out] == [[2, 3], [2, 5], [2, 3]]
+    train = layer(x, training=True)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        data = np.ones((2, 3, 4), np.float32)
+        a, b = sess.run([out[0], out[0]], {x: data})
+        sess.run(train, {x: data})
+    np.testing.assert_array_equal(a, b)
+    assert isinstance(layer.cell, L.StackedRNNCells)

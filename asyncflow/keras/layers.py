@@ -35,6 +35,7 @@ from asyncflow.keras.recurrent import (
     LSTMCell,
     SimpleRNN,
     SimpleRNNCell,
+    StackedRNNCells,
 )
 from asyncflow.ops import (
     array_ops,
@@ -82,6 +83,7 @@ __all__ = [
     "minimum",
     "Lambda",
     "RNN",
+    "StackedRNNCells",
     "SimpleRNN",
     "SimpleRNNCell",
     "LSTM",

@@ -25,6 +25,7 @@ __all__ = [
     "LSTMCell",
     "GRUCell",
     "RNN",
+    "StackedRNNCells",
     "SimpleRNN",
     "LSTM",
     "GRU",
@@ -65,6 +66,16 @@ class _Cell(Layer):
         self._dp_masks = self._rec_dp_masks = None
 
     _gates = 1
+
+    def _begin_call(self, step_input, states, training=None, cache=True) -> None:
+        """Before a layer's time loop: share weight slices across unrolled steps (when
+        `cache`) and draw the call's dropout masks."""
+        self._slices = {} if cache else None
+        self.make_dropout_masks(step_input, states[0], training)
+
+    def _end_call(self) -> None:
+        self._slices = None
+        self._dp_masks = self._rec_dp_masks = None
 
     def make_dropout_masks(self, step_input, h, training=None) -> None:
         """Draw this call's dropout masks (one per gate, shared by every time step, as
@@ -222,6 +233,69 @@ class GRUCell(_Cell):
         return h, [h]
 
 
+class StackedRNNCells(Layer):
+    """Cells run one above the other at each step: each cell's output is the next one's
+    input; the states are every cell's states in order, the output the last cell's.
+    Weights are made under "stacked_rnn_cells/<cell name>/"."""
+
+    def __init__(self, cells, **kwargs):
+        super().__init__(**kwargs)
+        self.cells = list(cells)
+
+    def _sizes(self, cell) -> list:
+        size = cell.state_size
+        return list(size) if isinstance(size, (list, tuple)) else [size]
+
+    @property
+    def state_size(self) -> list:
+        return [n for cell in self.cells for n in self._sizes(cell)]
+
+    @property
+    def output_size(self):
+        last = self.cells[-1]
+        return getattr(last, "output_size", self._sizes(last)[0])
+
+    def build(self, input_shape) -> None:
+        shape = tensor_shape.TensorShape(input_shape)
+        for cell in self.cells:
+            if not cell.built:
+                with ops.name_scope(cell.name):
+                    cell.build(shape)
+                cell.built = True
+            width = getattr(cell, "output_size", self._sizes(cell)[0])
+            shape = shape[:-1].concatenate([width])
+        self.built = True
+
+    def _split(self, states) -> list:
+        out, i = [], 0
+        for cell in self.cells:
+            n = len(self._sizes(cell))
+            out.append(list(states[i : i + n]))
+            i += n
+        return out
+
+    def _begin_call(self, step_input, states, training=None, cache=True) -> None:
+        # A cell above the first draws its input dropout mask against the output of the
+        # cell below, whose shape is that cell's first state's.
+        below = step_input
+        for cell, st in zip(self.cells, self._split(states), strict=True):
+            if hasattr(cell, "_begin_call"):
+                cell._begin_call(below, st, training, cache)
+            below = st[0]
+
+    def _end_call(self) -> None:
+        for cell in self.cells:
+            if hasattr(cell, "_end_call"):
+                cell._end_call()
+
+    def call(self, inputs, states):
+        new_states = []
+        for cell, st in zip(self.cells, self._split(states), strict=True):
+            inputs, new = cell.call(inputs, st)
+            new_states += list(new) if isinstance(new, (list, tuple)) else [new]
+        return inputs, new_states
+
+
 class RNN(Layer):
     """Runs `cell` over the time axis (axis 1) of (batch, time, features) inputs; with a
     mask, masked steps keep the previous state (rnn_loop).  `stateful=True` keeps the
@@ -239,6 +313,8 @@ class RNN(Layer):
             raise NotImplementedError("time_major Keras RNNs are not supported")
         zero_output_for_mask = kwargs.pop("zero_output_for_mask", False)
         super().__init__(**kwargs)
+        if isinstance(cell, (list, tuple)):
+            cell = StackedRNNCells(cell)
         self.cell = cell
         self.return_sequences, self.return_state = return_sequences, return_state
         self.go_backwards, self.unroll = go_backwards, unroll
@@ -352,16 +428,16 @@ class RNN(Layer):
                 [initial_state]  # fmt: skip
         else:
             states = self._initial_state(inputs)
-        if hasattr(self.cell, "make_dropout_masks"):
-            self.cell.make_dropout_masks(inputs[:, 0], states[0], training)
+        hooks = hasattr(self.cell, "_begin_call")
+        if hooks:
+            # The unrolled steps share one read and slice of each weight (TF's loop body
+            # reads them once too), which keeps the graph and its gradient small.
+            self.cell._begin_call(inputs[:, 0], states, training, cache=steps is not None)
 
         def step(x_t, st):
             out, new = self.cell.call(x_t, st)
             return out, (list(new) if isinstance(new, (list, tuple)) else [new])
 
-        # The unrolled steps share one read and slice of each weight (TF's loop body
-        # reads them once too), which keeps the graph and its gradient small.
-        self.cell._slices = {} if steps is not None else None
         try:
             last, sequence, states = rnn_loop.run(
                 step, inputs, states, mask=mask, go_backwards=self.go_backwards,
@@ -369,9 +445,8 @@ class RNN(Layer):
                 return_all_outputs=self.return_sequences,
             )  # fmt: skip
         finally:
-            self.cell._slices = None
-            if hasattr(self.cell, "make_dropout_masks"):
-                self.cell._dp_masks = self.cell._rec_dp_masks = None
+            if hooks:
+                self.cell._end_call()
         if self.stateful:
             self.add_update([v.assign(s) for v, s in zip(self.states, states, strict=True)])
         result = sequence if self.return_sequences else last
