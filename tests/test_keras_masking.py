@@ -116,6 +116,14 @@ def test_generic_rnn_cells_match_tf():
     _assert_close(got["values"], want["values"])
 
 
+def test_bidirectional_states_and_lists_match_tf():
+    got = cases.bidirectional_states(tf)
+    want = RECORDED["bidirectional_states"]
+    assert got["has_mask"] == want["has_mask"]
+    assert want["has_mask"] == [True] + [False] * 4 + [True, True] + [False] * 3
+    _assert_close(got["values"], want["values"])
+
+
 def test_masked_training_matches_tf():
     got = cases.masked_training(tf)
     _assert_close(json.loads(json.dumps(got)), RECORDED["masked_training"], rtol=1e-5)

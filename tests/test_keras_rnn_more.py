@@ -162,3 +162,11 @@ def test_stacked_cells_dropout_per_cell():
         sess.run(train, {x: data})
     np.testing.assert_array_equal(a, b)
     assert isinstance(layer.cell, L.StackedRNNCells)
+
+
+def test_states_of_a_layer_that_is_not_stateful_and_forced_implementation():
+    # recorded from TF 2.21: [None, None] and [None]; implementations 1, 1, 2
+    assert L.LSTM(2).states == [None, None] and L.SimpleRNN(2).states == [None]
+    assert L.LSTM(2, recurrent_dropout=0.1, implementation=2).cell.implementation == 1
+    assert L.GRU(2, recurrent_dropout=0.1, implementation=2).cell.implementation == 1
+    assert L.LSTM(2, dropout=0.1, implementation=2).cell.implementation == 2

@@ -95,7 +95,10 @@ class _Cell(Layer):
         self._rec_dp_masks = make(array_ops.ones_like(h), self.recurrent_dropout)
 
     def _dropped(self, x, masks, k):
-        return x if masks is None else x * masks[k]
+        if masks is None:
+            return x
+        # Implementation 2 (fused gates) drops one mask on all gates, as Keras' does.
+        return x * masks[0 if getattr(self, "implementation", 1) == 2 else k]
 
     def _build_weights(self, input_dim, bias_initializer=None) -> None:
         n = self._gates * self.units
@@ -178,6 +181,8 @@ class LSTMCell(_Cell):
         super().__init__(units, activation=activation,
                          recurrent_activation=recurrent_activation, **kwargs)  # fmt: skip
         self.unit_forget_bias, self.implementation = unit_forget_bias, implementation
+        if self.recurrent_dropout and implementation != 1:
+            self.implementation = 1  # Keras runs recurrent dropout with implementation 1
         self.state_size = [self.units, self.units]
 
     def build(self, input_shape) -> None:
@@ -219,6 +224,8 @@ class GRUCell(_Cell):
         super().__init__(units, activation=activation,
                          recurrent_activation=recurrent_activation, **kwargs)  # fmt: skip
         self.implementation, self.reset_after = implementation, reset_after
+        if self.recurrent_dropout and implementation != 1:
+            self.implementation = 1  # Keras runs recurrent dropout with implementation 1
         self.state_size = self.units
 
     def call(self, inputs, states):
@@ -321,7 +328,18 @@ class RNN(Layer):
         self.stateful, self.time_major = stateful, time_major
         self.zero_output_for_mask = zero_output_for_mask
         self.supports_masking = True
-        self.states = None
+        self._states = None
+
+    @property
+    def states(self) -> list:
+        """A stateful layer's state variables; [None] per state otherwise."""
+        if self._states is None:
+            return [None] * len(self._state_sizes())
+        return self._states
+
+    @states.setter
+    def states(self, value) -> None:
+        self._states = value
 
     def _sublayers(self) -> list:
         return [self.cell]
@@ -374,7 +392,7 @@ class RNN(Layer):
                 "`batch_shape` argument to your Input layer."
             )
         sizes = self._state_sizes()
-        if self.states is None:
+        if self._states is None:
             self.states = [backend.variable(np.zeros((batch, n), np.float32)) for n in sizes]
             return
         if states is None:
