@@ -124,6 +124,12 @@ def test_bidirectional_states_and_lists_match_tf():
     _assert_close(got["values"], want["values"])
 
 
+@pytest.mark.parametrize("arch", ["pooling", "bidirectional"])
+def test_text_classifier_fit_matches_tf(arch):
+    got = json.loads(json.dumps(cases.text_classifier(tf, arch)))
+    _assert_close(got, RECORDED[f"text_{arch}"], rtol=1e-5)
+
+
 def test_masked_training_matches_tf():
     got = cases.masked_training(tf)
     _assert_close(json.loads(json.dumps(got)), RECORDED["masked_training"], rtol=1e-5)
