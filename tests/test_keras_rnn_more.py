@@ -170,3 +170,16 @@ def test_states_of_a_layer_that_is_not_stateful_and_forced_implementation():
     assert L.LSTM(2, recurrent_dropout=0.1, implementation=2).cell.implementation == 1
     assert L.GRU(2, recurrent_dropout=0.1, implementation=2).cell.implementation == 1
     assert L.LSTM(2, dropout=0.1, implementation=2).cell.implementation == 2
+
+
+def test_initial_state_from_keras_tensors_matches_tf():
+    got = json.loads(json.dumps(cases.seq2seq(tf)))
+    want = RECORDED["seq2seq"]
+    assert (
+        got["layers"]
+        == want["layers"]
+        == ["input_2", "input_1", "masking", "lstm", "lstm_1", "dense"]
+    )
+    assert got["n_trainable"] == want["n_trainable"] == 8
+    np.testing.assert_allclose(got["history"], want["history"], rtol=1e-5)
+    np.testing.assert_allclose(got["predict"], want["predict"], rtol=1e-5, atol=1e-6)

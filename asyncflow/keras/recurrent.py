@@ -17,7 +17,7 @@ from asyncflow import graph as ops
 from asyncflow import nest, tensor_shape
 from asyncflow.keras import activations, backend, backend_math, rnn_loop
 from asyncflow.keras import initializers as _init
-from asyncflow.keras.engine import Layer
+from asyncflow.keras.engine import Layer, keras_history
 from asyncflow.ops import array_ops
 
 __all__ = [
@@ -356,7 +356,23 @@ class RNN(Layer):
         sizes = self.cell.state_size
         return list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
 
+    def __call__(self, inputs, initial_state=None, **kwargs):
+        # Initial states that are Keras tensors join the inputs ([inputs, *states]), so
+        # the layer graph (and a model's layers and weights) reaches what made them.
+        if isinstance(inputs, (list, tuple)) and initial_state is None and len(inputs) > 1:
+            inputs, initial_state = inputs[0], list(inputs[1:])
+        if initial_state is not None:
+            states = list(initial_state) if isinstance(initial_state, (list, tuple)) else \
+                [initial_state]  # fmt: skip
+            if all(keras_history(t) is not None for t in states):
+                return super().__call__([inputs, *states], **kwargs)
+            kwargs["initial_state"] = states
+        return super().__call__(inputs, **kwargs)
+
     def build(self, input_shape) -> None:
+        if isinstance(input_shape, (list, tuple)) and input_shape and \
+                isinstance(input_shape[0], tensor_shape.TensorShape):  # fmt: skip
+            input_shape = input_shape[0]
         input_shape = tensor_shape.TensorShape(input_shape)
         if input_shape.ndims != 3:
             raise ValueError(
@@ -429,6 +445,8 @@ class RNN(Layer):
         return output_mask
 
     def call(self, inputs, mask=None, training=None, initial_state=None):
+        if isinstance(inputs, (list, tuple)):
+            inputs, initial_state = inputs[0], list(inputs[1:])
         steps = tensor_shape.dimension_value(inputs.shape[1])
         if self.unroll and steps is None:
             raise ValueError(
