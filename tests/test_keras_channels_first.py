@@ -26,6 +26,8 @@ RECORDED = json.loads((FIXTURES / "keras_channels_first_tf.json").read_text())
 @pytest.mark.parametrize("name", cases.case_names())
 def test_channels_first_matches_tf(name):
     got, want = cases.run(tf, name), RECORDED[name]
+    if name != "upsampling2d":  # (asyncflow repeats rows; TF resizes between transposes)
+        assert got["name"] == want["name"]
     assert got["shape"] == want["shape"]
     assert got["weight_shapes"] == want["weight_shapes"]
     np.testing.assert_allclose(got["values"], want["values"], rtol=1e-5, atol=1e-6)

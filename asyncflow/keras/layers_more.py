@@ -114,13 +114,13 @@ class _ConvBase(Layer):
         return tensor_shape.dimension_value(shape[axis])
 
     def call(self, inputs):
-        # channels_first runs as channels_last between two transposes (TF's CPU kernels
-        # compute NCHW convolutions in NHWC too); the values are the same.
+        # A channels_first convolution runs as channels_last between two transposes (TF's
+        # CPU kernels compute NCHW convolutions in NHWC too); the values are the same.
         if self.data_format != "channels_first":
-            return self._call_last(inputs)
+            return self._finish(self._conv(inputs))
         n = inputs.shape.ndims
-        out = self._call_last(array_ops.transpose(inputs, [0, *range(2, n), 1]))
-        return array_ops.transpose(out, [0, n - 1, *range(1, n - 1)])
+        out = self._conv(array_ops.transpose(inputs, [0, *range(2, n), 1]))
+        return self._finish(array_ops.transpose(out, [0, n - 1, *range(1, n - 1)]))
 
     def _make_weights(self, kernel_shape) -> None:
         self.kernel = self.add_weight(
@@ -143,7 +143,12 @@ class _ConvBase(Layer):
 
     def _finish(self, outputs):
         if self.use_bias:
-            outputs = nn_ops.bias_add(outputs, self.bias)
+            if self.data_format != "channels_first":
+                outputs = nn_ops.bias_add(outputs, self.bias)
+            elif self.rank == 1:  # Keras adds a 1-D channels_first bias by broadcasting
+                outputs = outputs + array_ops.reshape(self.bias, (1, self.filters, 1))
+            else:
+                outputs = nn_ops.bias_add(outputs, self.bias, data_format="NCHW")
         return self.activation(outputs)
 
 
@@ -159,7 +164,7 @@ class Conv1D(_ConvBase):
         channels = self._channels(input_shape)
         self._make_weights(self.kernel_size + (channels, self.filters))
 
-    def _call_last(self, inputs):
+    def _conv(self, inputs):
         padding = self.padding
         if padding == "causal":
             left = self.dilation_rate[0] * (self.kernel_size[0] - 1)
@@ -174,7 +179,7 @@ class Conv1D(_ConvBase):
             padding=padding.upper(),
             dilations=[1, 1, self.dilation_rate[0], 1],
         )
-        return self._finish(array_ops.squeeze(out, [1]))
+        return array_ops.squeeze(out, [1])
 
 
 class Conv2DTranspose(_ConvBase):
@@ -194,7 +199,7 @@ class Conv2DTranspose(_ConvBase):
             return None
         return size * stride if self.padding == "same" else (size - 1) * stride + k
 
-    def _call_last(self, inputs):
+    def _conv(self, inputs):
         dyn = array_ops.shape(inputs)
         h, w = inputs.shape.as_list()[1:3]
         (kh, kw), (sh, sw) = self.kernel_size, self.strides
@@ -211,7 +216,7 @@ class Conv2DTranspose(_ConvBase):
         out.set_shape(
             [inputs.shape[0], self._out_len(h, kh, sh), self._out_len(w, kw, sw), self.filters]
         )
-        return self._finish(out)
+        return out
 
 
 class _Pooling1D(Layer):
@@ -229,12 +234,15 @@ class _Pooling1D(Layer):
         self.input_spec = InputSpec(ndim=3)
 
     def call(self, inputs):
-        if self.data_format == "channels_first":  # (batch, channels, steps)
-            inputs = array_ops.transpose(inputs, [0, 2, 1])
-            return array_ops.transpose(self._pool(inputs), [0, 2, 1])
-        return self._pool(inputs)
-
-    def _pool(self, inputs):
+        if self.data_format == "channels_first":  # (batch, channels, steps): NCHW, H = 1
+            out = type(self)._op(
+                array_ops.expand_dims(inputs, 2),
+                ksize=[1, 1, 1, self.pool_size],
+                strides=[1, 1, 1, self.strides],
+                padding=self.padding.upper(),
+                data_format="NCHW",
+            )
+            return array_ops.squeeze(out, [2])
         x = array_ops.expand_dims(inputs, 1)
         out = type(self)._op(
             x,
@@ -634,12 +642,12 @@ class DepthwiseConv2D(_ConvBase):
             )  # fmt: skip
         self.built = True
 
-    def _call_last(self, inputs):
+    def _conv(self, inputs):
         out = conv_ops.depthwise_conv2d(
             inputs, self.depthwise_kernel, strides=[1, *self.strides, 1],
             padding=self.padding.upper(), dilations=list(self.dilation_rate),
         )  # fmt: skip
-        return self._finish(out)
+        return out
 
 
 class SeparableConv2D(_ConvBase):
@@ -681,11 +689,11 @@ class SeparableConv2D(_ConvBase):
             )  # fmt: skip
         self.built = True
 
-    def _call_last(self, inputs):
+    def _conv(self, inputs):
         from asyncflow import nn_composites
 
         out = nn_composites.separable_conv2d(
             inputs, self.depthwise_kernel, self.pointwise_kernel, strides=[1, *self.strides, 1],
             padding=self.padding.upper(), rate=list(self.dilation_rate),
         )  # fmt: skip
-        return self._finish(out)
+        return out
