@@ -108,6 +108,11 @@ def test_masked_layers_match_tf(group, steps):
     _assert_close(got["values"], want["values"])
 
 
+def test_unrolled_masked_match_tf():
+    got = cases.unrolled_masked(tf)
+    _assert_close(got["values"], RECORDED["unrolled_masked"]["values"])
+
+
 def test_generic_rnn_cells_match_tf():
     got = cases.generic_cells(tf)
     want = RECORDED["generic_cells"]

@@ -478,7 +478,7 @@ class RNN(Layer):
             last, sequence, states = rnn_loop.run(
                 step, inputs, states, mask=mask, go_backwards=self.go_backwards,
                 zero_output_for_mask=self.zero_output_for_mask,
-                return_all_outputs=self.return_sequences,
+                return_all_outputs=self.return_sequences, unroll=self.unroll,
             )  # fmt: skip
         finally:
             if hooks:

@@ -37,8 +37,13 @@ def _masked_step(step, x_t, mask_t, states, prev_output, zero_output):
 
 
 def run(step, inputs, states, mask=None, go_backwards=False, zero_output_for_mask=False,
-        return_all_outputs=True):  # fmt: skip
+        return_all_outputs=True, unroll=False):  # fmt: skip
     """(last output, outputs (batch, time, ...) or None, final states).
+
+    Known steps are always unrolled here; `unroll` asks for the results of Keras'
+    unrolled loop where they differ from its while_loop's: with zero_output_for_mask,
+    that loop repeats the previous output at masked steps and zeroes the outputs at the
+    end by the mask in input order, even when the steps ran backwards.
 
     Raises:
       ValueError: inputs of rank below 3.
@@ -51,6 +56,8 @@ def run(step, inputs, states, mask=None, go_backwards=False, zero_output_for_mas
         mask = array_ops.expand_dims(mask, -1)
     steps = tensor_shape.dimension_value(inputs.shape[1])
     if steps is not None:
+        if unroll and zero_output_for_mask and mask is not None and return_all_outputs:
+            return _unrolled_zeroed_late(step, inputs, list(states), mask, steps, go_backwards)
         return _unrolled(step, inputs, list(states), mask, steps, go_backwards,
                          zero_output_for_mask, return_all_outputs)  # fmt: skip
     return _looped(step, inputs, list(states), mask, go_backwards, zero_output_for_mask)
@@ -67,6 +74,17 @@ def _unrolled(step, inputs, states, mask, steps, go_backwards, zero_output, retu
         outputs.append(output)
     sequence = array_ops.stack(outputs, axis=1) if return_all else None
     return output, sequence, states
+
+
+def _unrolled_zeroed_late(step, inputs, states, mask, steps, go_backwards):
+    last, sequence, states = _unrolled(step, inputs, states, mask, steps, go_backwards,
+                                       False, True)  # fmt: skip
+    # Keras' unrolled loop: the sequence (in the order walked) is zeroed by the mask in
+    # input order; the last output by the mask of the last step walked.
+    last_mask = mask[:, 0] if go_backwards else mask[:, steps - 1]
+    last = _select(last_mask, last, array_ops.zeros_like(last))
+    sequence = _select(mask, sequence, array_ops.zeros_like(sequence))
+    return last, sequence, states
 
 
 def _looped(step, inputs, states, mask, go_backwards, zero_output):
