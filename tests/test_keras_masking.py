@@ -135,6 +135,11 @@ def test_text_classifier_fit_matches_tf(arch):
     _assert_close(got, RECORDED[f"text_{arch}"], rtol=1e-5)
 
 
+def test_sequence_tagging_metrics_match_tf():
+    got = json.loads(json.dumps(cases.sequence_tagging(tf)))
+    _assert_close(got, RECORDED["sequence_tagging"], rtol=1e-5)
+
+
 def test_masked_training_matches_tf():
     got = cases.masked_training(tf)
     _assert_close(json.loads(json.dumps(got)), RECORDED["masked_training"], rtol=1e-5)
