@@ -1,12 +1,17 @@
 """Keras' recurrent layers as TF1 graph-mode Keras has them: SimpleRNN, LSTM and GRU
 (the v1 LSTM/GRU: recurrent activation 'hard_sigmoid', implementation 1, GRU with
-reset_after=False), their cells, and the generic `RNN` wrapper.
+reset_after=False), their cells, StackedRNNCells, the generic `RNN` wrapper and
+Bidirectional.
 
 A layer owns one cell (named "simple_rnn_cell", "lstm_cell", "gru_cell") whose weights
 are made under the layer's and cell's name scopes ("lstm/lstm_cell/kernel:0"); kernel
 glorot_uniform, recurrent kernel orthogonal, LSTM's bias with ones for the forget gate.
-The time loop is unrolled over the input's static number of steps, step by step the
-same computation as TF's while loop.
+The time loop is rnn_loop.run: unrolled over a static number of steps, a while_loop
+otherwise, step by step the same computation as TF's; a mask keeps the state through
+masked steps.  A cell's dropout masks are drawn once per layer call and shared by all
+steps.  A stateful layer keeps its final states in variables (`states`) that the next
+call starts from; its assignments are the layer's updates (run by predict and evaluate
+too, as Keras' state_updates).
 """
 
 from __future__ import annotations
