@@ -51,3 +51,20 @@ def test_conv1d_channels_first_trains():
     assert model.output_shape == (None, 2)
     assert hist.history["loss"][2] < hist.history["loss"][0]
     tf.keras.backend.clear_session()
+
+
+def test_1d_layers_default_to_channels_last_whatever_the_image_format():
+    # recorded from TF 2.21: with image_data_format channels_first, the 1-D layers stay
+    # channels_last ((2, 4) poolings of a (2, 3, 4) input) and the 2-D ones follow it.
+    layers = tf.keras.layers
+    tf.keras.backend.set_image_data_format("channels_first")
+    try:
+        with tf.Graph().as_default():
+            x = tf.placeholder(tf.float32, [2, 3, 4])
+            assert layers.GlobalMaxPooling1D()(x).shape.as_list() == [2, 4]
+            assert layers.GlobalAveragePooling1D()(x).shape.as_list() == [2, 4]
+            assert layers.MaxPooling1D()(x).shape.as_list() == [2, 1, 4]
+            assert layers.Conv1D(2, 2).data_format == "channels_last"
+            assert layers.Conv2DTranspose(2, 2).data_format == "channels_first"
+    finally:
+        tf.keras.backend.set_image_data_format("channels_last")

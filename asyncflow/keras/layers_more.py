@@ -153,11 +153,15 @@ class _ConvBase(Layer):
 
 
 class Conv1D(_ConvBase):
-    """1-D convolution over (batch, steps, channels); padding 'valid', 'same' or
-    'causal' (left-padded so step t sees only steps <= t)."""
+    """1-D convolution over (batch, steps, channels) (or (batch, channels, steps) with
+    data_format='channels_first'; channels_last by default whatever the image data
+    format, as Keras); padding 'valid', 'same' or 'causal' (left-padded so step t sees
+    only steps <= t)."""
 
-    def __init__(self, filters, kernel_size, strides=1, padding="valid", **kwargs):
-        super().__init__(filters, kernel_size, 1, strides=strides, padding=padding, **kwargs)
+    def __init__(self, filters, kernel_size, strides=1, padding="valid",
+                 data_format="channels_last", **kwargs):  # fmt: skip
+        super().__init__(filters, kernel_size, 1, strides=strides, padding=padding,
+                         data_format=data_format, **kwargs)  # fmt: skip
         self.input_spec = InputSpec(ndim=3)
 
     def build(self, input_shape) -> None:
@@ -309,9 +313,13 @@ class GlobalAveragePooling1D(_GlobalPooling):
 
 
 class GlobalMaxPooling1D(_GlobalPooling):
-    """The maximum over the steps axis."""
+    """The maximum over the steps axis (channels_last unless told, as Keras' 1-D
+    poolings, whatever the image data format)."""
 
     _reduce = staticmethod(reduction_ops.reduce_max)
+
+    def __init__(self, data_format="channels_last", **kwargs):
+        super().__init__(data_format=data_format, **kwargs)
 
 
 class GlobalAveragePooling2D(_GlobalPooling):
