@@ -183,3 +183,11 @@ def test_initial_state_from_keras_tensors_matches_tf():
     assert got["n_trainable"] == want["n_trainable"] == 8
     np.testing.assert_allclose(got["history"], want["history"], rtol=1e-5)
     np.testing.assert_allclose(got["predict"], want["predict"], rtol=1e-5, atol=1e-6)
+
+
+def test_time_major_matches_tf():
+    got = json.loads(json.dumps(cases.time_major(tf)))
+    want = RECORDED["time_major"]
+    assert got["shapes"] == want["shapes"] == [[4, None, 3], [None, 2], [None, 2], [4, None, 4]]
+    for a, b in zip(got["values"], want["values"], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

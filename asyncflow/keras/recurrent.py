@@ -321,8 +321,6 @@ class RNN(Layer):
 
     def __init__(self, cell, return_sequences=False, return_state=False, go_backwards=False,
                  stateful=False, unroll=False, time_major=False, **kwargs):  # fmt: skip
-        if time_major:
-            raise NotImplementedError("time_major Keras RNNs are not supported")
         zero_output_for_mask = kwargs.pop("zero_output_for_mask", False)
         super().__init__(**kwargs)
         if isinstance(cell, (list, tuple)):
@@ -387,10 +385,11 @@ class RNN(Layer):
             )
         if not self.cell.built:
             with ops.name_scope(self.cell.name):
-                self.cell.build(input_shape[:1].concatenate(input_shape[2:]))
+                step = input_shape[1:2] if self.time_major else input_shape[:1]
+                self.cell.build(step.concatenate(input_shape[2:]))
             self.cell.built = True
         if self.stateful:
-            self._batch_size = tensor_shape.dimension_value(input_shape[0])
+            self._batch_size = tensor_shape.dimension_value(input_shape[int(self.time_major)])
             self.reset_states()
         self.built = True
 
@@ -452,6 +451,13 @@ class RNN(Layer):
     def call(self, inputs, mask=None, training=None, initial_state=None):
         if isinstance(inputs, (list, tuple)):
             inputs, initial_state = inputs[0], list(inputs[1:])
+        if mask is not None:
+            mask = nest.flatten(mask)[0]
+        if self.time_major:
+            # (time, batch, ...) runs batch-major; a time-major mask is (time, batch).
+            inputs = array_ops.transpose(inputs, [1, 0, 2])
+            if mask is not None:
+                mask = array_ops.transpose(mask, [1, 0])
         steps = tensor_shape.dimension_value(inputs.shape[1])
         if self.unroll and steps is None:
             raise ValueError(
@@ -462,8 +468,6 @@ class RNN(Layer):
                 "the functional API, specify the time dimension by passing a `shape` or "
                 "`batch_shape` argument to your Input layer."
             )
-        if mask is not None:
-            mask = nest.flatten(mask)[0]
         if initial_state is not None:
             states = list(initial_state) if isinstance(initial_state, (list, tuple)) else \
                 [initial_state]  # fmt: skip
@@ -491,6 +495,8 @@ class RNN(Layer):
         if self.stateful:
             self.add_update([v.assign(s) for v, s in zip(self.states, states, strict=True)])
         result = sequence if self.return_sequences else last
+        if self.return_sequences and self.time_major:
+            result = array_ops.transpose(result, [1, 0, 2])
         if self.return_state:
             return [result] + list(states)
         return result
@@ -502,11 +508,14 @@ def _rnn_layer(cls_name, cell_cls, cell_name, doc):
         layer_kwargs = {k: kwargs.pop(k) for k in list(kwargs)
                         if k in ("name", "input_shape", "batch_input_shape", "batch_size",
                                  "input_dim", "trainable", "weights", "dtype",
-                                 "activity_regularizer")}  # fmt: skip
+                                 "activity_regularizer", "time_major",
+                                 "zero_output_for_mask")}  # fmt: skip
         # (kept so that Bidirectional can make a forward and a backward copy)
         self._config = dict(units=units, return_sequences=return_sequences,
                             return_state=return_state, go_backwards=go_backwards,
                             stateful=stateful, unroll=unroll, **kwargs)  # fmt: skip
+        if layer_kwargs.get("time_major"):
+            self._config["time_major"] = True
         cell = cell_cls(units, name=cell_name, **kwargs)
         RNN.__init__(self, cell, return_sequences=return_sequences, return_state=return_state,
                      go_backwards=go_backwards, stateful=stateful, unroll=unroll,
@@ -583,7 +592,7 @@ class Bidirectional(Layer):
             y, states = y[0], y[1:] + y_rev[1:]
             y_rev = y_rev[0]
         if self.return_sequences:
-            y_rev = array_ops.reverse(y_rev, [1])
+            y_rev = array_ops.reverse(y_rev, [0 if self.forward_layer.time_major else 1])
         if self.merge_mode == "concat":
             out = array_ops.concat([y, y_rev], -1)
         elif self.merge_mode == "sum":
