@@ -97,7 +97,7 @@ def test_dropout_rate_one_mask_per_call_and_none_in_inference():
         a, b = sess.run([train, infer], {x: ones})
     np.testing.assert_array_equal(b, ones)
     kept = a != 0
-    assert abs(1 - kept.mean() - 0.4) < 0.05
+    assert abs(1 - kept.mean() - 0.4) < 0.08  # 600 draws: 4 standard deviations
     np.testing.assert_allclose(a[kept], 1 / 0.6, rtol=1e-6)
     for t in range(1, 4):  # every step uses the same mask
         np.testing.assert_array_equal(a[:, t], a[:, 0])
@@ -118,7 +118,7 @@ def test_recurrent_dropout_scales_the_previous_state():
     np.testing.assert_array_equal(b[:, 1], np.ones((2, 300)))
     step2 = a[:, 1]
     assert set(np.unique(step2).round(5)) <= {0.0, 2.0}
-    assert abs((step2 == 0).mean() - 0.5) < 0.07
+    assert abs((step2 == 0).mean() - 0.5) < 0.08  # 600 draws: 4 standard deviations
 
 
 @pytest.mark.parametrize("cls", [L.LSTM, L.GRU])
@@ -189,5 +189,14 @@ def test_time_major_matches_tf():
     got = json.loads(json.dumps(cases.time_major(tf)))
     want = RECORDED["time_major"]
     assert got["shapes"] == want["shapes"] == [[4, None, 3], [None, 2], [None, 2], [4, None, 4]]
+    for a, b in zip(got["values"], want["values"], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_gru_reset_after_matches_tf():
+    got = json.loads(json.dumps(cases.gru_reset_after(tf)))
+    want = RECORDED["gru_reset_after"]
+    assert got["weight_shapes"] == want["weight_shapes"]
+    assert want["weight_shapes"][2] == [2, 9]
     for a, b in zip(got["values"], want["values"], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

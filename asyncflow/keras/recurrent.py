@@ -20,10 +20,10 @@ import numpy as np
 
 from asyncflow import graph as ops
 from asyncflow import nest, tensor_shape
-from asyncflow.keras import activations, backend, backend_math, rnn_loop
+from asyncflow.keras import activations, backend, rnn_loop
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import Layer, keras_history
-from asyncflow.ops import array_ops
+from asyncflow.ops import array_ops, nn_impl
 
 __all__ = [
     "SimpleRNNCell",
@@ -91,13 +91,17 @@ class _Cell(Layer):
                 return None
 
             def dropped():
-                return backend_math.dropout(ones, rate)
+                # No op seed, as Keras' cells draw theirs: the graph seed decides.
+                return nn_impl.dropout(ones, rate=rate)
 
             return [backend.in_train_phase(dropped, ones, training=training)
                     for _ in range(self._gates)]  # fmt: skip
 
         self._dp_masks = make(array_ops.ones_like(step_input), self.dropout)
         self._rec_dp_masks = make(array_ops.ones_like(h), self.recurrent_dropout)
+
+    def _bias_shape(self, n) -> tuple:
+        return (n,)
 
     def _dropped(self, x, masks, k):
         if masks is None:
@@ -118,7 +122,8 @@ class _Cell(Layer):
         self.bias = None
         if self.use_bias:
             self.bias = self.add_weight(
-                "bias", shape=(n,), initializer=bias_initializer or self.bias_initializer,
+                "bias", shape=self._bias_shape(n),
+                initializer=bias_initializer or self.bias_initializer,
                 regularizer=self.bias_regularizer, constraint=self.bias_constraint,
             )  # fmt: skip
         self.built = True
@@ -136,13 +141,16 @@ class _Cell(Layer):
             cache[key] = part
         return part
 
-    def _bias_part(self, k):
+    def _bias_part(self, k, row=0):
+        # A 2-D bias (GRU with reset_after) holds the input bias in row 0, the
+        # recurrent bias in row 1.
         cache = getattr(self, "_slices", None)
-        if cache is not None and ("bias", k) in cache:
-            return cache[("bias", k)]
-        part = self.bias[k * self.units : (k + 1) * self.units]
+        if cache is not None and ("bias", k, row) in cache:
+            return cache[("bias", k, row)]
+        cols = slice(k * self.units, (k + 1) * self.units)
+        part = self.bias[row, cols] if self.bias.shape.ndims == 2 else self.bias[cols]
         if cache is not None:
-            cache[("bias", k)] = part
+            cache[("bias", k, row)] = part
         return part
 
     def _input_part(self, inputs, k):
@@ -217,15 +225,14 @@ class LSTMCell(_Cell):
 
 
 class GRUCell(_Cell):
-    """Gates z, r, h (in that order); reset_after=False: the reset gate scales the
-    previous state before its matmul."""
+    """Gates z, r, h (in that order).  reset_after=False: the reset gate scales the
+    previous state before its matmul; reset_after=True: it scales the matmul's result,
+    and the bias is (2, 3 * units): input bias, then recurrent bias."""
 
     _gates = 3
 
     def __init__(self, units, activation="tanh", recurrent_activation="hard_sigmoid",
                  implementation=1, reset_after=False, **kwargs):  # fmt: skip
-        if reset_after:
-            raise NotImplementedError("GRU(reset_after=True) is not supported")
         super().__init__(units, activation=activation,
                          recurrent_activation=recurrent_activation, **kwargs)  # fmt: skip
         self.implementation, self.reset_after = implementation, reset_after
@@ -238,11 +245,27 @@ class GRUCell(_Cell):
         x_z, x_r, x_h = (self._input_part(inputs, k) for k in range(3))
         rk, rec = self.recurrent_kernel, self._rec_dp_masks
         h_z, h_r, h_h = (self._dropped(h_tm1, rec, k) for k in range(3))
-        z = self.recurrent_activation(x_z + backend.dot(h_z, self._part(rk, 0)))
-        r = self.recurrent_activation(x_r + backend.dot(h_r, self._part(rk, 1)))
-        hh = self.activation(x_h + backend.dot(r * h_h, self._part(rk, 2)))
+        if self.reset_after:
+            parts = enumerate((h_z, h_r, h_h))
+            rec_z, rec_r, rec_h = (self._recurrent_part(h, k) for k, h in parts)
+            z = self.recurrent_activation(x_z + rec_z)
+            r = self.recurrent_activation(x_r + rec_r)
+            hh = self.activation(x_h + r * rec_h)
+        else:
+            z = self.recurrent_activation(x_z + backend.dot(h_z, self._part(rk, 0)))
+            r = self.recurrent_activation(x_r + backend.dot(h_r, self._part(rk, 1)))
+            hh = self.activation(x_h + backend.dot(r * h_h, self._part(rk, 2)))
         h = z * h_tm1 + (1 - z) * hh
         return h, [h]
+
+    def _bias_shape(self, n) -> tuple:
+        return (2, n) if self.reset_after else (n,)
+
+    def _recurrent_part(self, h, k):
+        out = backend.dot(h, self._part(self.recurrent_kernel, k))
+        if self.use_bias:
+            out = _bias_add(out, self._bias_part(k, row=1))
+        return out
 
 
 class StackedRNNCells(Layer):
