@@ -119,6 +119,8 @@ def register_overload(name: str, fn: Callable) -> None:
 
 # The `assign` of each tensor that slices a variable (set by its `__getitem__`).
 _SLICE_ASSIGN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# tensor -> its Keras mask (`t._keras_mask`, set by Keras layers; the class has slots)
+_KERAS_MASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def set_slice_assign(tensor: Tensor, assign: Callable) -> None:
@@ -159,6 +161,17 @@ class Tensor:
     @property
     def op(self) -> Operation:
         return self._op
+
+    @property
+    def _keras_mask(self):
+        return _KERAS_MASKS.get(self)
+
+    @_keras_mask.setter
+    def _keras_mask(self, mask) -> None:
+        if mask is None:
+            _KERAS_MASKS.pop(self, None)
+        else:
+            _KERAS_MASKS[self] = mask
 
     @property
     def graph(self) -> Graph:

@@ -58,6 +58,7 @@ __all__ = [
     "apply_centered_rms_prop",
     "sparse_apply_centered_rms_prop",
     "apply_adam",
+    "apply_adam_with_amsgrad",
     "apply_ftrl",
     "apply_ftrl_v2",
     "sparse_apply_ftrl",
@@ -173,6 +174,17 @@ def _adam(xp, attrs, var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsi
         u = xp.multiply(m, alpha)
     xp.divide(u, t, out=u)
     var -= u
+
+
+def _adam_with_amsgrad(xp, attrs, var, m, v, vhat, beta1_power, beta2_power, lr, beta1, beta2,
+                       epsilon, grad):  # fmt: skip
+    # Adam whose denominator uses the running maximum of v (vhat), never decreasing.
+    one = var.dtype.type(1)
+    alpha = lr * xp.sqrt(one - beta2_power) / (one - beta1_power)
+    m += (grad - m) * (one - beta1)
+    v += (grad * grad - v) * (one - beta2)
+    xp.maximum(vhat, v, out=vhat)
+    var -= m * alpha / (xp.sqrt(vhat) + epsilon)
 
 
 def _ftrl_core(xp, attrs, var, accum, linear, grad, grad_shrunk, lr, l1, l2, lr_power):
@@ -717,6 +729,13 @@ ApplyAdam = _register(
     _adam,
     {"use_nesterov": False},
 )
+ApplyAdamWithAmsgrad = _register(
+    "ApplyAdamWithAmsgrad",
+    ["var: Ref(T)", "m: Ref(T)", "v: Ref(T)", "vhat: Ref(T)", "beta1_power: T",
+     "beta2_power: T", "lr: T", "beta1: T", "beta2: T", "epsilon: T", "grad: T"],
+    4,
+    _adam_with_amsgrad,
+)  # fmt: skip
 _FTRL_REFS = ["var: Ref(T)", "accum: Ref(T)", "linear: Ref(T)", "grad: T"]
 ApplyFtrl = _register(
     "ApplyFtrl",
@@ -798,6 +817,7 @@ sparse_apply_rms_prop = _builder("SparseApplyRMSProp", 9)
 apply_centered_rms_prop = _builder("ApplyCenteredRMSProp", 9)
 sparse_apply_centered_rms_prop = _builder("SparseApplyCenteredRMSProp", 10)
 apply_adam = _builder("ApplyAdam", 10, ("use_nesterov",))
+apply_adam_with_amsgrad = _builder("ApplyAdamWithAmsgrad", 11)
 apply_ftrl = _builder("ApplyFtrl", 8, ("multiply_linear_by_lr",))
 apply_ftrl_v2 = _builder("ApplyFtrlV2", 9, ("multiply_linear_by_lr",))
 sparse_apply_ftrl = _builder("SparseApplyFtrl", 9, ("multiply_linear_by_lr",))

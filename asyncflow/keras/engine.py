@@ -26,7 +26,7 @@ from asyncflow import resource_variable as _rv
 from asyncflow.keras import backend, backend_config
 from asyncflow.keras import initializers as _initializers
 
-__all__ = ["Layer", "InputLayer", "Input", "InputSpec", "keras_history"]
+__all__ = ["Layer", "InputLayer", "Input", "InputSpec", "keras_history", "input_masks"]
 
 keras_history = backend_config.keras_history
 _HISTORY = backend_config.HISTORY
@@ -310,8 +310,30 @@ class Layer:
         self.build(shapes)
         self.built = True
 
+    def compute_mask(self, inputs, mask=None):
+        """The outputs' mask: the input mask unchanged for a layer that supports masking,
+        else None.
+
+        Raises:
+          TypeError: a mask given to a layer that does not support masking.
+        """
+        if not self.supports_masking:
+            if any(m is not None for m in nest.flatten(mask)):
+                raise TypeError(
+                    f"Layer {self.name} does not support masking, but was passed an "
+                    f"input_mask: {mask}"
+                )
+            return None
+        return mask
+
     def __call__(self, inputs, *args, **kwargs):
         inputs = nest.map_structure(_as_tensor, inputs)
+        # The node records the caller's arguments only: a mask found on the inputs is
+        # found again on the new inputs when the network is re-applied.
+        recorded = dict(kwargs)
+        previous_mask = kwargs["mask"] if "mask" in kwargs else input_masks(inputs)
+        if "mask" not in kwargs and previous_mask is not None and _takes_mask(self):
+            kwargs["mask"] = previous_mask
         with ops.name_scope(self.name):
             self._maybe_build(inputs)
             outputs = self.call(inputs, *args, **kwargs)
@@ -319,11 +341,30 @@ class Layer:
                 with ops.name_scope("ActivityRegularizer"):
                     for out in nest.flatten(outputs):
                         self._losses.append(self.activity_regularizer(out))
+            self._set_output_masks(inputs, outputs, previous_mask)
         if self._initial_weights is not None:
             self.set_weights(self._initial_weights)
             self._initial_weights = None
-        self._record(inputs, outputs, kwargs)
+        self._record(inputs, outputs, recorded)
         return outputs
+
+    def _set_output_masks(self, inputs, outputs, previous_mask) -> None:
+        flat = [t for t in nest.flatten(outputs) if isinstance(t, ops.Tensor)]
+        if flat and all(t._keras_mask is not None for t in flat):
+            return  # `call` set them itself
+        # Layers that neither support masking nor compute one drop the mask (no error).
+        if not self.supports_masking and type(self).compute_mask is Layer.compute_mask:
+            masks = None
+        else:
+            masks = self.compute_mask(inputs, previous_mask)
+        if isinstance(outputs, (list, tuple)):
+            masks = list(masks) if isinstance(masks, (list, tuple)) else [masks] * len(outputs)
+            pairs = zip(outputs, masks, strict=False)
+        else:
+            pairs = [(outputs, masks[0] if isinstance(masks, (list, tuple)) else masks)]
+        for t, m in pairs:
+            if isinstance(t, ops.Tensor) and not any(t is x for x in nest.flatten(inputs)):
+                t._keras_mask = m
 
     def _record(self, inputs, outputs, arguments) -> None:
         # As TF1's Keras: only a call on Keras tensors (Input or layer outputs) joins the
@@ -411,6 +452,28 @@ class Layer:
         if spec is not None:
             config = spec.arguments(cls, config, custom_objects)
         return cls(**config)
+
+
+def input_masks(inputs):
+    """The Keras masks of `inputs` (same structure), or None when none has one."""
+    masks = nest.map_structure(lambda t: getattr(t, "_keras_mask", None), inputs)
+    return None if all(m is None for m in nest.flatten(masks)) else masks
+
+
+_TAKES_MASK: dict = {}
+
+
+def _takes_mask(layer) -> bool:
+    cls = type(layer)
+    if cls not in _TAKES_MASK:
+        try:
+            params = inspect.signature(layer.call).parameters
+        except (TypeError, ValueError):
+            params = {}
+        _TAKES_MASK[cls] = "mask" in params or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+        )
+    return _TAKES_MASK[cls]
 
 
 def _as_tensor(x):

@@ -23,6 +23,7 @@ from asyncflow.graph import GraphKeys
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras import layers_more as _layers_more
+from asyncflow.keras import masking as _masking
 from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
 from asyncflow.keras.feature_layers import DenseFeatures
 from asyncflow.keras.recurrent import (
@@ -34,6 +35,7 @@ from asyncflow.keras.recurrent import (
     LSTMCell,
     SimpleRNN,
     SimpleRNNCell,
+    StackedRNNCells,
 )
 from asyncflow.ops import (
     array_ops,
@@ -81,6 +83,7 @@ __all__ = [
     "minimum",
     "Lambda",
     "RNN",
+    "StackedRNNCells",
     "SimpleRNN",
     "SimpleRNNCell",
     "LSTM",
@@ -90,9 +93,11 @@ __all__ = [
     "Bidirectional",
     *_layers_more.__all__,
     "DenseFeatures",
+    "Masking",
 ]
 # tf.keras.layers also holds layers_more's layers (a module of its own for size).
 globals().update({_name: getattr(_layers_more, _name) for _name in _layers_more.__all__})
+Masking = _masking.Masking
 
 
 def smart_cond(pred, true_fn, false_fn):
@@ -146,6 +151,7 @@ class Dense(Layer):
         **kwargs,
     ):
         super().__init__(activity_regularizer=_regularizer(activity_regularizer), **kwargs)
+        self.supports_masking = True
         self.units = int(units)
         if self.units < 0:
             raise ValueError(
@@ -215,6 +221,7 @@ class Activation(Layer):
 
     def __init__(self, activation, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.activation = activations.get(activation)
 
     def call(self, inputs):
@@ -469,6 +476,7 @@ class BatchNormalization(Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.axis = axis if isinstance(axis, int) else list(axis)
         self.momentum, self.epsilon = momentum, epsilon
         self.center, self.scale, self.fused = center, scale, fused
@@ -589,6 +597,7 @@ class Embedding(Layer):
         self.embeddings_regularizer = _regularizer(embeddings_regularizer)
         self.embeddings_constraint = embeddings_constraint
         self.mask_zero, self.input_length = mask_zero, input_length
+        self.supports_masking = mask_zero
 
     def build(self, input_shape) -> None:
         self.embeddings = self.add_weight(
@@ -600,6 +609,11 @@ class Embedding(Layer):
         )
         self.built = True
 
+    def compute_mask(self, inputs, mask=None):
+        if not self.mask_zero:
+            return None
+        return math_ops.not_equal(inputs, 0)
+
     def call(self, inputs):
         if inputs.dtype not in (dtypes.int32, dtypes.int64):
             inputs = cast_ops.cast(inputs, dtypes.int32)
@@ -607,7 +621,14 @@ class Embedding(Layer):
 
 
 class _Merge(Layer):
-    """A layer combining a list of tensors of one shape."""
+    """A layer combining a list of tensors of one shape (its mask: the AND of theirs)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def compute_mask(self, inputs, mask=None):
+        return _masking.merge_mask(inputs, mask)
 
     def _merge(self, inputs):
         raise NotImplementedError
@@ -684,6 +705,9 @@ class Concatenate(_Merge):
     def _merge(self, inputs):
         return array_ops.concat(inputs, axis=self.axis)
 
+    def compute_mask(self, inputs, mask=None):
+        return _masking.concat_mask(inputs, mask, self.axis)
+
 
 def _functional(cls):
     def fn(inputs, **kwargs):
@@ -715,9 +739,30 @@ class Lambda(Layer):
         self.function = function
         self.arguments = arguments or {}
         self._output_shape = output_shape
+        self.mask = mask
+        self.supports_masking = mask is not None
 
     def call(self, inputs, mask=None, training=None):
-        return self.function(inputs, **self.arguments)
+        kwargs = dict(self.arguments)
+        if "mask" in _parameters(self.function):
+            kwargs["mask"] = mask
+        return self.function(inputs, **kwargs)
+
+    def compute_mask(self, inputs, mask=None):
+        """`mask(inputs, mask)` when the layer's mask is a function, else the mask given
+        to the constructor."""
+        if callable(self.mask):
+            return self.mask(inputs, mask)
+        return self.mask
+
+
+def _parameters(fn) -> tuple:
+    import inspect
+
+    try:
+        return tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return ()
 
 
 Convolution2D = Conv2D

@@ -9,8 +9,16 @@ from __future__ import annotations
 from asyncflow import tensor_shape
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
-from asyncflow.keras.engine import InputSpec, Layer
-from asyncflow.ops import array_ops, conv_ops, nn_ops, pooling_ops, random_ops, reduction_ops
+from asyncflow.keras.engine import InputSpec, Layer, _takes_mask
+from asyncflow.ops import (
+    array_ops,
+    cast_ops,
+    conv_ops,
+    nn_ops,
+    pooling_ops,
+    random_ops,
+    reduction_ops,
+)
 
 __all__ = [
     "Conv1D",
@@ -94,8 +102,25 @@ class _ConvBase(Layer):
         self.bias_regularizer = _get("regularizer", bias_regularizer)
         self.kernel_constraint = _get("constraint", kernel_constraint)
         self.bias_constraint = _get("constraint", bias_constraint)
-        if self.data_format != "channels_last":
-            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
+        if self.data_format not in ("channels_first", "channels_last"):
+            raise ValueError(
+                'The `data_format` argument must be one of "channels_first", '
+                f'"channels_last". Received: {data_format}'
+            )
+
+    def _channels(self, input_shape):
+        shape = tensor_shape.TensorShape(input_shape)
+        axis = 1 if self.data_format == "channels_first" else -1
+        return tensor_shape.dimension_value(shape[axis])
+
+    def call(self, inputs):
+        # A channels_first convolution runs as channels_last between two transposes (TF's
+        # CPU kernels compute NCHW convolutions in NHWC too); the values are the same.
+        if self.data_format != "channels_first":
+            return self._finish(self._conv(inputs))
+        n = inputs.shape.ndims
+        out = self._conv(array_ops.transpose(inputs, [0, *range(2, n), 1]))
+        return self._finish(array_ops.transpose(out, [0, n - 1, *range(1, n - 1)]))
 
     def _make_weights(self, kernel_shape) -> None:
         self.kernel = self.add_weight(
@@ -118,23 +143,32 @@ class _ConvBase(Layer):
 
     def _finish(self, outputs):
         if self.use_bias:
-            outputs = nn_ops.bias_add(outputs, self.bias)
+            if self.data_format != "channels_first":
+                outputs = nn_ops.bias_add(outputs, self.bias)
+            elif self.rank == 1:  # Keras adds a 1-D channels_first bias by broadcasting
+                outputs = outputs + array_ops.reshape(self.bias, (1, self.filters, 1))
+            else:
+                outputs = nn_ops.bias_add(outputs, self.bias, data_format="NCHW")
         return self.activation(outputs)
 
 
 class Conv1D(_ConvBase):
-    """1-D convolution over (batch, steps, channels); padding 'valid', 'same' or
-    'causal' (left-padded so step t sees only steps <= t)."""
+    """1-D convolution over (batch, steps, channels) (or (batch, channels, steps) with
+    data_format='channels_first'; channels_last by default whatever the image data
+    format, as Keras); padding 'valid', 'same' or 'causal' (left-padded so step t sees
+    only steps <= t)."""
 
-    def __init__(self, filters, kernel_size, strides=1, padding="valid", **kwargs):
-        super().__init__(filters, kernel_size, 1, strides=strides, padding=padding, **kwargs)
+    def __init__(self, filters, kernel_size, strides=1, padding="valid",
+                 data_format="channels_last", **kwargs):  # fmt: skip
+        super().__init__(filters, kernel_size, 1, strides=strides, padding=padding,
+                         data_format=data_format, **kwargs)  # fmt: skip
         self.input_spec = InputSpec(ndim=3)
 
     def build(self, input_shape) -> None:
-        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        channels = self._channels(input_shape)
         self._make_weights(self.kernel_size + (channels, self.filters))
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         padding = self.padding
         if padding == "causal":
             left = self.dilation_rate[0] * (self.kernel_size[0] - 1)
@@ -149,7 +183,7 @@ class Conv1D(_ConvBase):
             padding=padding.upper(),
             dilations=[1, 1, self.dilation_rate[0], 1],
         )
-        return self._finish(array_ops.squeeze(out, [1]))
+        return array_ops.squeeze(out, [1])
 
 
 class Conv2DTranspose(_ConvBase):
@@ -161,7 +195,7 @@ class Conv2DTranspose(_ConvBase):
         self.input_spec = InputSpec(ndim=4)
 
     def build(self, input_shape) -> None:
-        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        channels = self._channels(input_shape)
         self._make_weights(self.kernel_size + (self.filters, channels))
 
     def _out_len(self, size, k, stride):
@@ -169,7 +203,7 @@ class Conv2DTranspose(_ConvBase):
             return None
         return size * stride if self.padding == "same" else (size - 1) * stride + k
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         dyn = array_ops.shape(inputs)
         h, w = inputs.shape.as_list()[1:3]
         (kh, kw), (sh, sw) = self.kernel_size, self.strides
@@ -186,7 +220,7 @@ class Conv2DTranspose(_ConvBase):
         out.set_shape(
             [inputs.shape[0], self._out_len(h, kh, sh), self._out_len(w, kw, sw), self.filters]
         )
-        return self._finish(out)
+        return out
 
 
 class _Pooling1D(Layer):
@@ -200,9 +234,19 @@ class _Pooling1D(Layer):
         strides = self.pool_size if strides is None else strides
         self.strides = int(strides if isinstance(strides, int) else strides[0])
         self.padding = padding.lower()
+        self.data_format = data_format
         self.input_spec = InputSpec(ndim=3)
 
     def call(self, inputs):
+        if self.data_format == "channels_first":  # (batch, channels, steps): NCHW, H = 1
+            out = type(self)._op(
+                array_ops.expand_dims(inputs, 2),
+                ksize=[1, 1, 1, self.pool_size],
+                strides=[1, 1, 1, self.strides],
+                padding=self.padding.upper(),
+                data_format="NCHW",
+            )
+            return array_ops.squeeze(out, [2])
         x = array_ops.expand_dims(inputs, 1)
         out = type(self)._op(
             x,
@@ -245,15 +289,37 @@ class _GlobalPooling(Layer):
 
 
 class GlobalAveragePooling1D(_GlobalPooling):
-    """The mean over the steps axis."""
+    """The mean over the steps axis (over the unmasked steps only, given a mask); its
+    output has no mask."""
 
     _reduce = staticmethod(reduction_ops.reduce_mean)
 
+    def __init__(self, data_format="channels_last", **kwargs):
+        super().__init__(data_format=data_format, **kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return super().call(inputs)
+        steps_axis = 1 if self.data_format == "channels_last" else 2
+        mask = array_ops.expand_dims(
+            cast_ops.cast(mask, inputs.dtype), 2 if steps_axis == 1 else 1
+        )
+        total = reduction_ops.reduce_sum(inputs * mask, axis=steps_axis, keepdims=self.keepdims)
+        return total / reduction_ops.reduce_sum(mask, axis=steps_axis, keepdims=self.keepdims)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
 
 class GlobalMaxPooling1D(_GlobalPooling):
-    """The maximum over the steps axis."""
+    """The maximum over the steps axis (channels_last unless told, as Keras' 1-D
+    poolings, whatever the image data format)."""
 
     _reduce = staticmethod(reduction_ops.reduce_max)
+
+    def __init__(self, data_format="channels_last", **kwargs):
+        super().__init__(data_format=data_format, **kwargs)
 
 
 class GlobalAveragePooling2D(_GlobalPooling):
@@ -273,6 +339,7 @@ class ReLU(Layer):
 
     def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.max_value, self.negative_slope, self.threshold = max_value, negative_slope, threshold
 
     def call(self, inputs):
@@ -286,6 +353,7 @@ class LeakyReLU(Layer):
 
     def __init__(self, alpha=0.3, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.alpha = alpha
 
     def call(self, inputs):
@@ -297,6 +365,7 @@ class ELU(Layer):
 
     def __init__(self, alpha=1.0, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.alpha = alpha
 
     def call(self, inputs):
@@ -357,9 +426,12 @@ class ZeroPadding2D(Layer):
     def __init__(self, padding=(1, 1), data_format=None, **kwargs):
         super().__init__(**kwargs)
         self.padding = _pairs(padding)
+        self.data_format = data_format or backend.image_data_format()
 
     def call(self, inputs):
         (t, b), (left, right) = self.padding
+        if self.data_format == "channels_first":
+            return array_ops.pad(inputs, [[0, 0], [0, 0], [t, b], [left, right]])
         return array_ops.pad(inputs, [[0, 0], [t, b], [left, right], [0, 0]])
 
 
@@ -369,11 +441,14 @@ class Cropping2D(Layer):
     def __init__(self, cropping=((0, 0), (0, 0)), data_format=None, **kwargs):
         super().__init__(**kwargs)
         self.cropping = _pairs(cropping)
+        self.data_format = data_format or backend.image_data_format()
 
     def call(self, inputs):
         (t, b), (left, right) = self.cropping
         h_end = -b if b else None
         w_end = -right if right else None
+        if self.data_format == "channels_first":
+            return inputs[:, :, t:h_end, left:w_end]
         return inputs[:, t:h_end, left:w_end, :]
 
 
@@ -391,21 +466,21 @@ class UpSampling2D(Layer):
                 f"UpSampling2D(interpolation={interpolation!r}) is not supported; use 'nearest'"
             )
         self.size = _tuple(size, 2)
+        self.data_format = data_format or backend.image_data_format()
+        self.interpolation = interpolation
 
     def call(self, inputs):
         from asyncflow import math_composites_2
 
-        out = math_composites_2.repeat(inputs, self.size[0], axis=1)
-        out = math_composites_2.repeat(out, self.size[1], axis=2)
-        b, h, w, c = inputs.shape.as_list()
-        out.set_shape(
-            [
-                b,
-                None if h is None else h * self.size[0],
-                None if w is None else w * self.size[1],
-                c,
-            ]
-        )
+        first = self.data_format == "channels_first"
+        h_axis = 2 if first else 1
+        out = math_composites_2.repeat(inputs, self.size[0], axis=h_axis)
+        out = math_composites_2.repeat(out, self.size[1], axis=h_axis + 1)
+        shape = inputs.shape.as_list()
+        h, w = shape[h_axis], shape[h_axis + 1]
+        shape[h_axis] = None if h is None else h * self.size[0]
+        shape[h_axis + 1] = None if w is None else w * self.size[1]
+        out.set_shape(shape)
         return out
 
 
@@ -416,6 +491,7 @@ class TimeDistributed(Layer):
 
     def __init__(self, layer, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.layer = layer
 
     def build(self, input_shape) -> None:
@@ -425,11 +501,15 @@ class TimeDistributed(Layer):
             self.layer.built = True
         self.built = True
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, mask=None):
         shape = inputs.shape
         steps = tensor_shape.dimension_value(shape[1])
         inner = array_ops.reshape(inputs, [-1] + shape[2:].as_list())
-        out = self.layer(inner)
+        kwargs = {}
+        if mask is not None and _takes_mask(self.layer):
+            # The inner layer sees each step's mask as one sample's.
+            kwargs["mask"] = array_ops.reshape(mask, [-1] + mask.shape[2:].as_list())
+        out = self.layer(inner, **kwargs)
         out_tail = out.shape[1:].as_list()
         if steps is None:
             steps = array_ops.shape(inputs)[1]
@@ -449,6 +529,7 @@ class ActivityRegularization(Layer):
         from asyncflow.keras import regularizers
 
         super().__init__(activity_regularizer=regularizers.L1L2(l1=l1, l2=l2), **kwargs)
+        self.supports_masking = True
         self.l1, self.l2 = l1, l2
 
     def call(self, inputs):
@@ -468,6 +549,7 @@ class GaussianNoise(Layer):
 
     def __init__(self, stddev, seed=None, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.stddev, self.seed = stddev, seed
 
     def call(self, inputs, training=None):
@@ -485,6 +567,7 @@ class GaussianDropout(Layer):
 
     def __init__(self, rate, seed=None, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.rate, self.seed = rate, seed
 
     def call(self, inputs, training=None):
@@ -552,7 +635,7 @@ class DepthwiseConv2D(_ConvBase):
         self.input_spec = InputSpec(ndim=4)
 
     def build(self, input_shape) -> None:
-        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        channels = self._channels(input_shape)
         self.depthwise_kernel = self.add_weight(
             "depthwise_kernel", shape=self.kernel_size + (channels, self.depth_multiplier),
             initializer=self.depthwise_initializer, regularizer=self.depthwise_regularizer,
@@ -567,12 +650,12 @@ class DepthwiseConv2D(_ConvBase):
             )  # fmt: skip
         self.built = True
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         out = conv_ops.depthwise_conv2d(
             inputs, self.depthwise_kernel, strides=[1, *self.strides, 1],
             padding=self.padding.upper(), dilations=list(self.dilation_rate),
         )  # fmt: skip
-        return self._finish(out)
+        return out
 
 
 class SeparableConv2D(_ConvBase):
@@ -595,7 +678,7 @@ class SeparableConv2D(_ConvBase):
         self.input_spec = InputSpec(ndim=4)
 
     def build(self, input_shape) -> None:
-        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        channels = self._channels(input_shape)
         self.depthwise_kernel = self.add_weight(
             "depthwise_kernel", shape=self.kernel_size + (channels, self.depth_multiplier),
             initializer=self.depthwise_initializer, regularizer=self.depthwise_regularizer,
@@ -614,11 +697,11 @@ class SeparableConv2D(_ConvBase):
             )  # fmt: skip
         self.built = True
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         from asyncflow import nn_composites
 
         out = nn_composites.separable_conv2d(
             inputs, self.depthwise_kernel, self.pointwise_kernel, strides=[1, *self.strides, 1],
             padding=self.padding.upper(), rate=list(self.dilation_rate),
         )  # fmt: skip
-        return self._finish(out)
+        return out

@@ -174,7 +174,13 @@ def reduce_weighted(losses, sample_weight=None, reduction=Reduction.SUM_OVER_BAT
     elements for SUM_OVER_BATCH_SIZE (and AUTO)."""
     losses = ops.convert_to_tensor(losses)
     if sample_weight is not None:
-        losses = losses * cast_ops.cast(sample_weight, losses.dtype)
+        sample_weight = cast_ops.cast(sample_weight, losses.dtype)
+        # Per-sample weights of per-step losses (a sequence output): one weight a row.
+        extra = (losses.shape.ndims or 0) - (sample_weight.shape.ndims or 0)
+        if sample_weight.shape.ndims is not None and extra > 0:
+            for _ in range(extra):
+                sample_weight = array_ops.expand_dims(sample_weight, -1)
+        losses = losses * sample_weight
     if reduction == Reduction.NONE:
         return losses
     total = reduction_ops.reduce_sum(losses)

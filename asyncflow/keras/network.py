@@ -13,7 +13,7 @@ import numpy as np
 from asyncflow import graph as ops
 from asyncflow import nest
 from asyncflow.keras import backend
-from asyncflow.keras.engine import InputLayer, Layer, keras_history
+from asyncflow.keras.engine import InputLayer, Layer, input_masks, keras_history
 
 __all__ = ["Network"]
 
@@ -183,8 +183,12 @@ class Network(Layer):
     def call(self, inputs, training=None, mask=None):
         """The network's layers applied, in order, to new `inputs`."""
         values = {}
-        for ref, new in zip(self.inputs, nest.flatten(inputs), strict=True):
+        masks = nest.flatten(mask) if mask is not None else [None] * len(self.inputs)
+        for ref, new, m in zip(self.inputs, nest.flatten(inputs), masks, strict=True):
             values[id(ref)] = new
+            if m is not None:
+                # The inner layers find the mask on their inputs, as on any Keras tensor.
+                new._keras_mask = m
         for node in self._nodes:
             if isinstance(node.layer, InputLayer):
                 continue
@@ -202,9 +206,14 @@ class Network(Layer):
         inputs = nest.map_structure(
             lambda x: x if isinstance(x, ops.Tensor) else ops.convert_to_tensor(x), inputs
         )
+        recorded = dict(kwargs)
+        if "mask" not in kwargs:
+            masks = input_masks(inputs)
+            if masks is not None:
+                kwargs["mask"] = masks
         with ops.name_scope(self.name):
             outputs = self.call(inputs, *args, **kwargs)
-        self._record(inputs, outputs, kwargs)
+        self._record(inputs, outputs, recorded)
         return outputs
 
     # -- summary --------------------------------------------------------------------------------

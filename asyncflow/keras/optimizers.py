@@ -286,9 +286,10 @@ class Adam(Optimizer):
         self._set_hyper("beta_1", beta_1)
         self._set_hyper("beta_2", beta_2)
         self.epsilon = epsilon
-        if amsgrad:
-            raise NotImplementedError("Adam(amsgrad=True) is not supported")
         self.amsgrad = amsgrad
+        if amsgrad:
+            # Keras makes the running maximum of v as a third slot, after every m and v.
+            self._slot_names = ("m", "v", "vhat")
 
     def _prepare(self) -> dict:
         step = cast_ops.cast(self.iterations + 1, dtypes.float32)
@@ -303,6 +304,12 @@ class Adam(Optimizer):
         }
 
     def _apply_dense(self, grad, var, c):
+        if self.amsgrad:
+            return training_ops.apply_adam_with_amsgrad(
+                var, self.get_slot(var, "m"), self.get_slot(var, "v"),
+                self.get_slot(var, "vhat"), c["beta_1_power"], c["beta_2_power"],
+                c["lr_t"], c["beta_1_t"], c["beta_2_t"], c["epsilon"], grad,
+            ).op  # fmt: skip
         return training_ops.apply_adam(
             var,
             self.get_slot(var, "m"),

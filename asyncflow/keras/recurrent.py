@@ -1,28 +1,36 @@
 """Keras' recurrent layers as TF1 graph-mode Keras has them: SimpleRNN, LSTM and GRU
 (the v1 LSTM/GRU: recurrent activation 'hard_sigmoid', implementation 1, GRU with
-reset_after=False), their cells, and the generic `RNN` wrapper.
+reset_after=False), their cells, StackedRNNCells, the generic `RNN` wrapper and
+Bidirectional.
 
 A layer owns one cell (named "simple_rnn_cell", "lstm_cell", "gru_cell") whose weights
 are made under the layer's and cell's name scopes ("lstm/lstm_cell/kernel:0"); kernel
 glorot_uniform, recurrent kernel orthogonal, LSTM's bias with ones for the forget gate.
-The time loop is unrolled over the input's static number of steps, step by step the
-same computation as TF's while loop.
+The time loop is rnn_loop.run: unrolled over a static number of steps, a while_loop
+otherwise, step by step the same computation as TF's; a mask keeps the state through
+masked steps.  A cell's dropout masks are drawn once per layer call and shared by all
+steps.  A stateful layer keeps its final states in variables (`states`) that the next
+call starts from; its assignments are the layer's updates (run by predict and evaluate
+too, as Keras' state_updates).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from asyncflow import graph as ops
-from asyncflow import tensor_shape
-from asyncflow.keras import activations, backend
+from asyncflow import nest, tensor_shape
+from asyncflow.keras import activations, backend, rnn_loop
 from asyncflow.keras import initializers as _init
-from asyncflow.keras.engine import Layer
-from asyncflow.ops import array_ops
+from asyncflow.keras.engine import Layer, keras_history
+from asyncflow.ops import array_ops, nn_impl
 
 __all__ = [
     "SimpleRNNCell",
     "LSTMCell",
     "GRUCell",
     "RNN",
+    "StackedRNNCells",
     "SimpleRNN",
     "LSTM",
     "GRU",
@@ -45,10 +53,6 @@ class _Cell(Layer):
                  bias_regularizer=None, kernel_constraint=None, recurrent_constraint=None,
                  bias_constraint=None, dropout=0.0, recurrent_dropout=0.0, **kwargs):  # fmt: skip
         super().__init__(**kwargs)
-        if dropout or recurrent_dropout:
-            raise NotImplementedError(
-                "dropout/recurrent_dropout in Keras recurrent cells are not supported"
-            )
         self.units = int(units)
         self.activation = activations.get(activation)
         self.recurrent_activation = activations.get(recurrent_activation)
@@ -62,9 +66,48 @@ class _Cell(Layer):
         self.kernel_constraint = kernel_constraint
         self.recurrent_constraint = recurrent_constraint
         self.bias_constraint = bias_constraint
-        self.dropout, self.recurrent_dropout = dropout, recurrent_dropout
+        self.dropout = min(1.0, max(0.0, dropout))
+        self.recurrent_dropout = min(1.0, max(0.0, recurrent_dropout))
+        self._dp_masks = self._rec_dp_masks = None
 
     _gates = 1
+
+    def _begin_call(self, step_input, states, training=None, cache=True) -> None:
+        """Before a layer's time loop: share weight slices across unrolled steps (when
+        `cache`) and draw the call's dropout masks."""
+        self._slices = {} if cache else None
+        self.make_dropout_masks(step_input, states[0], training)
+
+    def _end_call(self) -> None:
+        self._slices = None
+        self._dp_masks = self._rec_dp_masks = None
+
+    def make_dropout_masks(self, step_input, h, training=None) -> None:
+        """Draw this call's dropout masks (one per gate, shared by every time step, as
+        Keras draws them): ones in inference, dropped-out ones in training."""
+
+        def make(ones, rate):
+            if not rate:
+                return None
+
+            def dropped():
+                # No op seed, as Keras' cells draw theirs: the graph seed decides.
+                return nn_impl.dropout(ones, rate=rate)
+
+            return [backend.in_train_phase(dropped, ones, training=training)
+                    for _ in range(self._gates)]  # fmt: skip
+
+        self._dp_masks = make(array_ops.ones_like(step_input), self.dropout)
+        self._rec_dp_masks = make(array_ops.ones_like(h), self.recurrent_dropout)
+
+    def _bias_shape(self, n) -> tuple:
+        return (n,)
+
+    def _dropped(self, x, masks, k):
+        if masks is None:
+            return x
+        # Implementation 2 (fused gates) drops one mask on all gates, as Keras' does.
+        return x * masks[0 if getattr(self, "implementation", 1) == 2 else k]
 
     def _build_weights(self, input_dim, bias_initializer=None) -> None:
         n = self._gates * self.units
@@ -79,7 +122,8 @@ class _Cell(Layer):
         self.bias = None
         if self.use_bias:
             self.bias = self.add_weight(
-                "bias", shape=(n,), initializer=bias_initializer or self.bias_initializer,
+                "bias", shape=self._bias_shape(n),
+                initializer=bias_initializer or self.bias_initializer,
                 regularizer=self.bias_regularizer, constraint=self.bias_constraint,
             )  # fmt: skip
         self.built = True
@@ -97,16 +141,20 @@ class _Cell(Layer):
             cache[key] = part
         return part
 
-    def _bias_part(self, k):
+    def _bias_part(self, k, row=0):
+        # A 2-D bias (GRU with reset_after) holds the input bias in row 0, the
+        # recurrent bias in row 1.
         cache = getattr(self, "_slices", None)
-        if cache is not None and ("bias", k) in cache:
-            return cache[("bias", k)]
-        part = self.bias[k * self.units : (k + 1) * self.units]
+        if cache is not None and ("bias", k, row) in cache:
+            return cache[("bias", k, row)]
+        cols = slice(k * self.units, (k + 1) * self.units)
+        part = self.bias[row, cols] if self.bias.shape.ndims == 2 else self.bias[cols]
         if cache is not None:
-            cache[("bias", k)] = part
+            cache[("bias", k, row)] = part
         return part
 
     def _input_part(self, inputs, k):
+        inputs = self._dropped(inputs, self._dp_masks, k)
         out = backend.dot(inputs, self._part(self.kernel, k))
         if self.use_bias:
             out = _bias_add(out, self._bias_part(k))
@@ -127,10 +175,11 @@ class SimpleRNNCell(_Cell):
         self.state_size = self.units
 
     def call(self, inputs, states):
-        h = backend.dot(inputs, self.kernel)
+        h = backend.dot(self._dropped(inputs, self._dp_masks, 0), self.kernel)
         if self.use_bias:
             h = _bias_add(h, self.bias)
-        out = self.activation(h + backend.dot(states[0], self.recurrent_kernel))
+        prev = self._dropped(states[0], self._rec_dp_masks, 0)
+        out = self.activation(h + backend.dot(prev, self.recurrent_kernel))
         return out, [out]
 
 
@@ -145,6 +194,8 @@ class LSTMCell(_Cell):
         super().__init__(units, activation=activation,
                          recurrent_activation=recurrent_activation, **kwargs)  # fmt: skip
         self.unit_forget_bias, self.implementation = unit_forget_bias, implementation
+        if self.recurrent_dropout and implementation != 1:
+            self.implementation = 1  # Keras runs recurrent dropout with implementation 1
         self.state_size = [self.units, self.units]
 
     def build(self, input_shape) -> None:
@@ -163,57 +214,158 @@ class LSTMCell(_Cell):
     def call(self, inputs, states):
         h_tm1, c_tm1 = states
         x_i, x_f, x_c, x_o = (self._input_part(inputs, k) for k in range(4))
-        rk = self.recurrent_kernel
-        i = self.recurrent_activation(x_i + backend.dot(h_tm1, self._part(rk, 0)))
-        f = self.recurrent_activation(x_f + backend.dot(h_tm1, self._part(rk, 1)))
-        c = f * c_tm1 + i * self.activation(x_c + backend.dot(h_tm1, self._part(rk, 2)))
-        o = self.recurrent_activation(x_o + backend.dot(h_tm1, self._part(rk, 3)))
+        rk, rec = self.recurrent_kernel, self._rec_dp_masks
+        h_i, h_f, h_c, h_o = (self._dropped(h_tm1, rec, k) for k in range(4))
+        i = self.recurrent_activation(x_i + backend.dot(h_i, self._part(rk, 0)))
+        f = self.recurrent_activation(x_f + backend.dot(h_f, self._part(rk, 1)))
+        c = f * c_tm1 + i * self.activation(x_c + backend.dot(h_c, self._part(rk, 2)))
+        o = self.recurrent_activation(x_o + backend.dot(h_o, self._part(rk, 3)))
         h = o * self.activation(c)
         return h, [h, c]
 
 
 class GRUCell(_Cell):
-    """Gates z, r, h (in that order); reset_after=False: the reset gate scales the
-    previous state before its matmul."""
+    """Gates z, r, h (in that order).  reset_after=False: the reset gate scales the
+    previous state before its matmul; reset_after=True: it scales the matmul's result,
+    and the bias is (2, 3 * units): input bias, then recurrent bias."""
 
     _gates = 3
 
     def __init__(self, units, activation="tanh", recurrent_activation="hard_sigmoid",
                  implementation=1, reset_after=False, **kwargs):  # fmt: skip
-        if reset_after:
-            raise NotImplementedError("GRU(reset_after=True) is not supported")
         super().__init__(units, activation=activation,
                          recurrent_activation=recurrent_activation, **kwargs)  # fmt: skip
         self.implementation, self.reset_after = implementation, reset_after
+        if self.recurrent_dropout and implementation != 1:
+            self.implementation = 1  # Keras runs recurrent dropout with implementation 1
         self.state_size = self.units
 
     def call(self, inputs, states):
         h_tm1 = states[0]
         x_z, x_r, x_h = (self._input_part(inputs, k) for k in range(3))
-        rk = self.recurrent_kernel
-        z = self.recurrent_activation(x_z + backend.dot(h_tm1, self._part(rk, 0)))
-        r = self.recurrent_activation(x_r + backend.dot(h_tm1, self._part(rk, 1)))
-        hh = self.activation(x_h + backend.dot(r * h_tm1, self._part(rk, 2)))
+        rk, rec = self.recurrent_kernel, self._rec_dp_masks
+        h_z, h_r, h_h = (self._dropped(h_tm1, rec, k) for k in range(3))
+        if self.reset_after:
+            parts = enumerate((h_z, h_r, h_h))
+            rec_z, rec_r, rec_h = (self._recurrent_part(h, k) for k, h in parts)
+            z = self.recurrent_activation(x_z + rec_z)
+            r = self.recurrent_activation(x_r + rec_r)
+            hh = self.activation(x_h + r * rec_h)
+        else:
+            z = self.recurrent_activation(x_z + backend.dot(h_z, self._part(rk, 0)))
+            r = self.recurrent_activation(x_r + backend.dot(h_r, self._part(rk, 1)))
+            hh = self.activation(x_h + backend.dot(r * h_h, self._part(rk, 2)))
         h = z * h_tm1 + (1 - z) * hh
         return h, [h]
 
+    def _bias_shape(self, n) -> tuple:
+        return (2, n) if self.reset_after else (n,)
+
+    def _recurrent_part(self, h, k):
+        out = backend.dot(h, self._part(self.recurrent_kernel, k))
+        if self.use_bias:
+            out = _bias_add(out, self._bias_part(k, row=1))
+        return out
+
+
+class StackedRNNCells(Layer):
+    """Cells run one above the other at each step: each cell's output is the next one's
+    input; the states are every cell's states in order, the output the last cell's.
+    Weights are made under "stacked_rnn_cells/<cell name>/"."""
+
+    def __init__(self, cells, **kwargs):
+        super().__init__(**kwargs)
+        self.cells = list(cells)
+
+    def _sizes(self, cell) -> list:
+        size = cell.state_size
+        return list(size) if isinstance(size, (list, tuple)) else [size]
+
+    @property
+    def state_size(self) -> list:
+        return [n for cell in self.cells for n in self._sizes(cell)]
+
+    @property
+    def output_size(self):
+        last = self.cells[-1]
+        return getattr(last, "output_size", self._sizes(last)[0])
+
+    def build(self, input_shape) -> None:
+        shape = tensor_shape.TensorShape(input_shape)
+        for cell in self.cells:
+            if not cell.built:
+                with ops.name_scope(cell.name):
+                    cell.build(shape)
+                cell.built = True
+            width = getattr(cell, "output_size", self._sizes(cell)[0])
+            shape = shape[:-1].concatenate([width])
+        self.built = True
+
+    def _split(self, states) -> list:
+        out, i = [], 0
+        for cell in self.cells:
+            n = len(self._sizes(cell))
+            out.append(list(states[i : i + n]))
+            i += n
+        return out
+
+    def _begin_call(self, step_input, states, training=None, cache=True) -> None:
+        # A cell above the first draws its input dropout mask against the output of the
+        # cell below, whose shape is that cell's first state's.
+        below = step_input
+        for cell, st in zip(self.cells, self._split(states), strict=True):
+            if hasattr(cell, "_begin_call"):
+                cell._begin_call(below, st, training, cache)
+            below = st[0]
+
+    def _end_call(self) -> None:
+        for cell in self.cells:
+            if hasattr(cell, "_end_call"):
+                cell._end_call()
+
+    def call(self, inputs, states):
+        new_states = []
+        for cell, st in zip(self.cells, self._split(states), strict=True):
+            inputs, new = cell.call(inputs, st)
+            new_states += list(new) if isinstance(new, (list, tuple)) else [new]
+        return inputs, new_states
+
 
 class RNN(Layer):
-    """Runs `cell` over the time axis (axis 1) of (batch, time, features) inputs.
+    """Runs `cell` over the time axis (axis 1) of (batch, time, features) inputs; with a
+    mask, masked steps keep the previous state (rnn_loop).  `stateful=True` keeps the
+    final states of each batch in variables as the next batch's initial states, until
+    `reset_states()`.
 
     Raises:
-      ValueError: (at the first call) inputs not of rank 3 or with an unknown number of
-        time steps.
+      ValueError: (at the first call) inputs not of rank 3, `unroll` with an unknown
+        number of time steps, or `stateful` without a known batch size.
     """
 
     def __init__(self, cell, return_sequences=False, return_state=False, go_backwards=False,
                  stateful=False, unroll=False, time_major=False, **kwargs):  # fmt: skip
-        if stateful or time_major:
-            raise NotImplementedError("stateful and time_major RNNs are not supported")
+        zero_output_for_mask = kwargs.pop("zero_output_for_mask", False)
         super().__init__(**kwargs)
+        if isinstance(cell, (list, tuple)):
+            cell = StackedRNNCells(cell)
         self.cell = cell
         self.return_sequences, self.return_state = return_sequences, return_state
         self.go_backwards, self.unroll = go_backwards, unroll
+        self.stateful, self.time_major = stateful, time_major
+        self.zero_output_for_mask = zero_output_for_mask
+        self.supports_masking = True
+        self._states = None
+
+    @property
+    def states(self) -> list:
+        """A stateful layer's state variables; [None] per state otherwise."""
+        if self._states is None:
+            return [None] * len(self._state_sizes())
+        return self._states
+
+    @states.setter
+    def states(self, value) -> None:
+        self._states = value
 
     def _sublayers(self) -> list:
         return [self.cell]
@@ -226,7 +378,27 @@ class RNN(Layer):
     def non_trainable_weights(self) -> list:
         return self.cell.non_trainable_weights if self.trainable else self.cell.weights
 
+    def _state_sizes(self) -> list:
+        sizes = self.cell.state_size
+        return list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
+
+    def __call__(self, inputs, initial_state=None, **kwargs):
+        # Initial states that are Keras tensors join the inputs ([inputs, *states]), so
+        # the layer graph (and a model's layers and weights) reaches what made them.
+        if isinstance(inputs, (list, tuple)) and initial_state is None and len(inputs) > 1:
+            inputs, initial_state = inputs[0], list(inputs[1:])
+        if initial_state is not None:
+            states = list(initial_state) if isinstance(initial_state, (list, tuple)) else \
+                [initial_state]  # fmt: skip
+            if all(keras_history(t) is not None for t in states):
+                return super().__call__([inputs, *states], **kwargs)
+            kwargs["initial_state"] = states
+        return super().__call__(inputs, **kwargs)
+
     def build(self, input_shape) -> None:
+        if isinstance(input_shape, (list, tuple)) and input_shape and \
+                isinstance(input_shape[0], tensor_shape.TensorShape):  # fmt: skip
+            input_shape = input_shape[0]
         input_shape = tensor_shape.TensorShape(input_shape)
         if input_shape.ndims != 3:
             raise ValueError(
@@ -236,41 +408,118 @@ class RNN(Layer):
             )
         if not self.cell.built:
             with ops.name_scope(self.cell.name):
-                self.cell.build(input_shape[:1].concatenate(input_shape[2:]))
+                step = input_shape[1:2] if self.time_major else input_shape[:1]
+                self.cell.build(step.concatenate(input_shape[2:]))
             self.cell.built = True
+        if self.stateful:
+            self._batch_size = tensor_shape.dimension_value(input_shape[int(self.time_major)])
+            self.reset_states()
         self.built = True
 
+    def reset_states(self, states=None) -> None:
+        """Set a stateful layer's states to zeros (or to `states`, numpy arrays).
+
+        Raises:
+          AttributeError: the layer is not stateful.
+          ValueError: an unknown batch size, or states of the wrong number or shape.
+        """
+        if not self.stateful:
+            raise AttributeError("Layer must be stateful.")
+        batch = getattr(self, "_batch_size", None)
+        if batch is None:
+            raise ValueError(
+                "If a RNN is stateful, it needs to know its batch size. Specify the batch "
+                "size of your input tensors: \n- If using a Sequential model, specify the "
+                "batch size by passing a `batch_input_shape` argument to your first layer.\n"
+                "- If using the functional API, specify the batch size by passing a "
+                "`batch_shape` argument to your Input layer."
+            )
+        sizes = self._state_sizes()
+        if self._states is None:
+            self.states = [backend.variable(np.zeros((batch, n), np.float32)) for n in sizes]
+            return
+        if states is None:
+            values = [np.zeros((batch, n), np.float32) for n in sizes]
+        else:
+            values = [np.asarray(v) for v in (states if isinstance(states, (list, tuple))
+                                              else [states])]  # fmt: skip
+            if len(values) != len(self.states):
+                raise ValueError(
+                    f"Layer {self.name} expects {len(self.states)} states, but it received "
+                    f"{len(values)} state values. States received: {states}"
+                )
+            for i, (v, n) in enumerate(zip(values, sizes, strict=True)):
+                if v.shape != (batch, n):
+                    raise ValueError(
+                        f"State {i} is incompatible with layer {self.name}: expected shape="
+                        f"{(batch, n)} but found shape={v.shape}"
+                    )
+        backend.batch_set_value(list(zip(self.states, values, strict=True)))
+
     def _initial_state(self, inputs):
-        sizes = self.cell.state_size
-        sizes = sizes if isinstance(sizes, (list, tuple)) else [sizes]
+        if self.stateful:
+            return [s.value() for s in self.states]
         batch = array_ops.shape(inputs)[0]
         return [array_ops.zeros(array_ops.stack([batch, size]), dtype=inputs.dtype)
-                for size in sizes]  # fmt: skip
+                for size in self._state_sizes()]  # fmt: skip
 
-    def call(self, inputs, initial_state=None, training=None, mask=None):
+    def compute_mask(self, inputs, mask=None):
+        if isinstance(mask, list):
+            mask = mask[0]
+        output_mask = mask if self.return_sequences else None
+        if self.return_state:
+            return [output_mask] + [None] * len(self._state_sizes())
+        return output_mask
+
+    def call(self, inputs, mask=None, training=None, initial_state=None):
+        if isinstance(inputs, (list, tuple)):
+            inputs, initial_state = inputs[0], list(inputs[1:])
+        if mask is not None:
+            mask = nest.flatten(mask)[0]
+        if self.time_major:
+            # (time, batch, ...) runs batch-major; a time-major mask is (time, batch).
+            inputs = array_ops.transpose(inputs, [1, 0, 2])
+            if mask is not None:
+                mask = array_ops.transpose(mask, [1, 0])
         steps = tensor_shape.dimension_value(inputs.shape[1])
-        if steps is None:
+        if self.unroll and steps is None:
             raise ValueError(
-                f"Layer {self.name} needs a known number of time steps (got input shape "
-                f"{inputs.shape}); asyncflow unrolls Keras' recurrent loop."
+                "Cannot unroll a RNN if the time dimension is undefined. \n- If using a "
+                "Sequential model, specify the time dimension by passing an `input_shape` "
+                "or `batch_input_shape` argument to your first layer. If your first layer "
+                "is an Embedding, you can also use the `input_length` argument.\n- If using "
+                "the functional API, specify the time dimension by passing a `shape` or "
+                "`batch_shape` argument to your Input layer."
             )
-        states = list(initial_state) if initial_state is not None else \
-            self._initial_state(inputs)  # fmt: skip
-        order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
-        outputs = []
-        # The unrolled steps share one read and slice of each weight (TF's loop body
-        # reads them once too), which keeps the graph and its gradient small.
-        self.cell._slices = {}
-        try:
-            for t in order:
-                out, states = self.cell.call(inputs[:, t], states)
-                outputs.append(out)
-        finally:
-            self.cell._slices = None
-        if self.return_sequences:
-            result = array_ops.stack(outputs, axis=1)
+        if initial_state is not None:
+            states = list(initial_state) if isinstance(initial_state, (list, tuple)) else \
+                [initial_state]  # fmt: skip
         else:
-            result = outputs[-1]
+            states = self._initial_state(inputs)
+        hooks = hasattr(self.cell, "_begin_call")
+        if hooks:
+            # The unrolled steps share one read and slice of each weight (TF's loop body
+            # reads them once too), which keeps the graph and its gradient small.
+            self.cell._begin_call(inputs[:, 0], states, training, cache=steps is not None)
+
+        def step(x_t, st):
+            out, new = self.cell.call(x_t, st)
+            return out, (list(new) if isinstance(new, (list, tuple)) else [new])
+
+        try:
+            last, sequence, states = rnn_loop.run(
+                step, inputs, states, mask=mask, go_backwards=self.go_backwards,
+                zero_output_for_mask=self.zero_output_for_mask,
+                return_all_outputs=self.return_sequences, unroll=self.unroll,
+            )  # fmt: skip
+        finally:
+            if hooks:
+                self.cell._end_call()
+        if self.stateful:
+            self.add_update([v.assign(s) for v, s in zip(self.states, states, strict=True)])
+        result = sequence if self.return_sequences else last
+        if self.return_sequences and self.time_major:
+            result = array_ops.transpose(result, [1, 0, 2])
         if self.return_state:
             return [result] + list(states)
         return result
@@ -282,11 +531,14 @@ def _rnn_layer(cls_name, cell_cls, cell_name, doc):
         layer_kwargs = {k: kwargs.pop(k) for k in list(kwargs)
                         if k in ("name", "input_shape", "batch_input_shape", "batch_size",
                                  "input_dim", "trainable", "weights", "dtype",
-                                 "activity_regularizer")}  # fmt: skip
+                                 "activity_regularizer", "time_major",
+                                 "zero_output_for_mask")}  # fmt: skip
         # (kept so that Bidirectional can make a forward and a backward copy)
         self._config = dict(units=units, return_sequences=return_sequences,
                             return_state=return_state, go_backwards=go_backwards,
                             stateful=stateful, unroll=unroll, **kwargs)  # fmt: skip
+        if layer_kwargs.get("time_major"):
+            self._config["time_major"] = True
         cell = cell_cls(units, name=cell_name, **kwargs)
         RNN.__init__(self, cell, return_sequences=return_sequences, return_state=return_state,
                      go_backwards=go_backwards, stateful=stateful, unroll=unroll,
@@ -332,16 +584,38 @@ class Bidirectional(Layer):
         self.merge_mode = merge_mode
         self.return_sequences = config["return_sequences"]
         self.return_state = config["return_state"]
+        # Masked steps of the returned sequences are zeros, so that the backward
+        # sequence, re-reversed, lines up with the forward one.
+        for sub in (self.forward_layer, self.backward_layer):
+            if getattr(sub, "zero_output_for_mask", None) is not None:
+                sub.zero_output_for_mask = sub.return_sequences
+        self.supports_masking = True
 
-    def call(self, inputs, training=None):
-        y = self.forward_layer(inputs)
-        y_rev = self.backward_layer(inputs)
+    def compute_mask(self, inputs, mask=None):
+        if isinstance(mask, list):
+            mask = mask[0]
+        if self.return_sequences:
+            output_mask = mask if self.merge_mode else [mask, mask]
+        else:
+            output_mask = None if self.merge_mode else [None, None]
+        if self.return_state:
+            n = len(self.forward_layer._state_sizes())
+            head = output_mask if isinstance(output_mask, list) else [output_mask]
+            return head + [None] * (2 * n)
+        return output_mask
+
+    def call(self, inputs, training=None, mask=None):
+        kwargs = {} if mask is None else {"mask": mask}
+        if training is not None:
+            kwargs["training"] = training
+        y = self.forward_layer(inputs, **kwargs)
+        y_rev = self.backward_layer(inputs, **kwargs)
         states = []
         if self.return_state:
             y, states = y[0], y[1:] + y_rev[1:]
             y_rev = y_rev[0]
         if self.return_sequences:
-            y_rev = array_ops.reverse(y_rev, [1])
+            y_rev = array_ops.reverse(y_rev, [0 if self.forward_layer.time_major else 1])
         if self.merge_mode == "concat":
             out = array_ops.concat([y, y_rev], -1)
         elif self.merge_mode == "sum":

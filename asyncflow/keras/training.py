@@ -35,7 +35,7 @@ from asyncflow.keras import metrics as metrics_mod
 from asyncflow.keras.engine import Input, InputLayer, keras_history
 from asyncflow.keras.network import Network
 from asyncflow.keras.training_generator import sample_weights as _sample_weights
-from asyncflow.ops import array_ops, math_ops
+from asyncflow.ops import array_ops, cast_ops, math_ops, reduction_ops
 
 __all__ = ["Model", "Sequential"]
 
@@ -145,8 +145,11 @@ class Model(Network):
                 )
             self._targets.append(target)
             self._sample_weights.append(weight)
+            mask = getattr(out, "_keras_mask", None)
             with ops.name_scope("loss"), ops.name_scope(name + "_loss"):
-                if isinstance(fn, losses_mod.Loss):
+                if mask is not None:
+                    output_losses.append(_masked_loss(fn, target, out, weight, mask))
+                elif isinstance(fn, losses_mod.Loss):
                     output_losses.append(fn(target, out, sample_weight=weight))
                 else:
                     output_losses.append(losses_mod.reduce_weighted(fn(target, out), weight))
@@ -175,19 +178,22 @@ class Model(Network):
                     self._metrics.append(metric)
                     self._metric_tensors.append(metric.update_batch_mean(value))
             for i, (out, name) in enumerate(zip(self.outputs, names, strict=True)):
+                # Metrics weigh each step by the output's mask, as Keras does.
+                mask = getattr(out, "_keras_mask", None)
+                mask = None if mask is None else cast_ops.cast(mask, out.dtype.base_dtype)
                 for m in per_metrics[i]:
                     if isinstance(m, metrics_mod.MeanMetricWrapper):
                         # A metric object keeps its own state and name.
                         full = m.name if len(names) == 1 else f"{name}_{m.name}"
                         self._metrics.append(m)
-                        self._metric_tensors.append(m(self._targets[i], out))
+                        self._metric_tensors.append(m(self._targets[i], out, mask))
                         self.metrics_names.append(full)
                         continue
                     fn, label = _metric_fn(m, loss_fns[i], out)
                     full = label if len(names) == 1 else f"{name}_{label}"
                     metric = metrics_mod.MeanMetricWrapper(fn, name=full)
                     self._metrics.append(metric)
-                    self._metric_tensors.append(metric(self._targets[i], out))
+                    self._metric_tensors.append(metric(self._targets[i], out, mask))
                     self.metrics_names.append(full)
         self._collected_trainable_weights = self.trainable_weights
         self._compiled = True
@@ -200,6 +206,19 @@ class Model(Network):
             )
         if not self._compiled:
             self._compile_graph()
+
+    @property
+    def state_updates(self) -> list:
+        """The updates of the stateful layers (their states carried to the next batch),
+        which predicting and evaluating run too."""
+        return [u for layer in self.layers if getattr(layer, "stateful", False)
+                for u in layer.updates]  # fmt: skip
+
+    def reset_states(self) -> None:
+        """Reset the states of every stateful layer."""
+        for layer in self.layers:
+            if getattr(layer, "stateful", False) and hasattr(layer, "reset_states"):
+                layer.reset_states()
 
     @property
     def metrics(self) -> list:
@@ -217,7 +236,7 @@ class Model(Network):
         # The learning phase is the last feed (a fixed 0/1 phase is not fed).
         phase = [backend.learning_phase()]
         if mode == "predict":
-            fn = backend.function(self.inputs + phase, self.outputs)
+            fn = backend.function(self.inputs + phase, self.outputs, updates=self.state_updates)
         else:
             self._ensure_compiled()
             feeds = self.inputs + [t for t in self._targets if t is not None]
@@ -231,6 +250,8 @@ class Model(Network):
                             loss=self.total_loss, params=self._collected_trainable_weights
                         )
                     updates += self.updates
+            else:
+                updates = self.state_updates
             fn = backend.function(feeds + phase, outputs, updates=updates)
         self._fns[mode] = fn
         return fn
@@ -655,6 +676,26 @@ def _root_checkpoint(model):
     root = checkpoint_object.Checkpoint()
     root._deps.update(model._trackable_children())
     return root
+
+
+def _masked_loss(fn, target, output, sample_weight, mask):
+    """An output's loss over its unmasked steps only: per-step losses weighted by the
+    sample weights times the mask, which Keras rescales by (steps / unmasked steps) for
+    a mean over the batch, so the mean is over the unmasked steps."""
+    if isinstance(fn, losses_mod.Loss):
+        per_step, reduction = fn.call(target, output), fn.reduction
+    else:
+        per_step, reduction = fn(target, output), losses_mod.Reduction.SUM_OVER_BATCH_SIZE
+    if reduction == losses_mod.Reduction.AUTO:
+        reduction = losses_mod.Reduction.SUM_OVER_BATCH_SIZE
+    mask = cast_ops.cast(mask, per_step.dtype)
+    if reduction == losses_mod.Reduction.SUM_OVER_BATCH_SIZE:
+        total = cast_ops.cast(array_ops.size(mask), per_step.dtype)
+        mask = mask * (total / reduction_ops.reduce_sum(mask))
+    weight = cast_ops.cast(sample_weight, per_step.dtype)
+    for _ in range(mask.shape.ndims - 1):
+        weight = array_ops.expand_dims(weight, -1)
+    return losses_mod.reduce_weighted(per_step, weight * mask, reduction)
 
 
 def _identity(_, value):
