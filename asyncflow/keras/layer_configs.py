@@ -5,8 +5,8 @@ config back into constructor arguments, as TF 2.21's tf_keras writes and reads t
 A spec lists the attributes that are constructor arguments of the same name (objects
 serialized as `{"class_name", "config"}`, functions by name, tuples as lists), the
 float32 ones (Keras stores them cast to floatx, so 0.2 reads back 0.20000000298023224),
-computed keys, and "fixed" keys TF writes for options asyncflow does not have (groups=1,
-time_major=False): `from_config` accepts those only at the value written.
+computed keys, and "fixed" keys TF writes for options asyncflow does not have
+(groups=1): `from_config` accepts those only at the value written.
 engine.Layer.get_config / from_config look a layer's spec up by its class (the nearest
 class in its MRO that has one).  The layer name table for deserialization is
 `LAYER_CLASSES`; Sequential and Model add themselves (training.py).
@@ -126,10 +126,20 @@ class _RNNLayerSpec(_Spec):
 
     def arguments(self, cls, config, custom_objects) -> dict:
         config = dict(config)
-        if config.pop("time_major", False):
-            raise ValueError(f"{cls.__name__}: time_major=True is not supported")
         reg = config.get("activity_regularizer")
         config["activity_regularizer"] = _regularizers.get(reg) if reg else None
+        return config
+
+
+class _StackedCellsSpec(_Spec):
+    """StackedRNNCells: its cells, each serialized with its class (TF's `cells` list)."""
+
+    def config(self, layer) -> dict:
+        return {"cells": [serialize_keras_object(cell) for cell in layer.cells]}
+
+    def arguments(self, cls, config, custom_objects) -> dict:
+        config = dict(config)
+        config["cells"] = [deserialize(c, custom_objects) for c in config.get("cells", [])]
         return config
 
 
@@ -268,6 +278,7 @@ _SPECS = {
     recurrent.LSTM: _RNNLayerSpec(),
     recurrent.GRU: _RNNLayerSpec(),
     recurrent.Bidirectional: _BidirectionalSpec(nested=("layer", "backward_layer")),
+    recurrent.StackedRNNCells: _StackedCellsSpec(),
     feature_layers.DenseFeatures: _unsupported("a DenseFeatures layer's feature columns"),
     feature_layers.SequenceFeatures: _unsupported("a SequenceFeatures layer's feature columns"),
 }
