@@ -389,3 +389,29 @@ def test_a_node_waiting_for_a_taken_product_in_a_branch_stays_dead_with_it(monke
         assert got[0] == [-1.0, -2.0] and got[2] == [-1.0, -2.0]
         assert got[1][0] == 3.0
         np.testing.assert_allclose(got[1][1], want_total, rtol=1e-4)
+
+
+def test_summaries_beside_a_dropout_cond_fuse_and_merge_as_without_the_passes(monkeypatch):
+    rng = np.random.default_rng(1)
+    xv = rng.standard_normal((16, 32)).astype(np.float32)
+
+    def program():
+        tf.set_random_seed(4)
+        x = tf.placeholder(tf.float32, [None, 32])
+        training = tf.placeholder_with_default(False, [])
+        h = tf.layers.dense(x, 24, tf.nn.relu, name="dense")
+        h = tf.layers.dropout(h, 0.5, training=training)
+        loss = tf.reduce_mean(tf.square(tf.layers.dense(h, 1, name="out")))
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        kernel = tf.trainable_variables()[0]
+        merged = tf.summary.merge(
+            [tf.summary.scalar("loss", loss), tf.summary.histogram("kernel", kernel)]
+        )
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            out = [s.run([merged, train], {x: xv, training: t})[0] for t in (True, False, True)]
+            return out, _fused_types(s)
+
+    (fused, types), (plain, _) = _with_and_without_passes(monkeypatch, program)
+    assert fused == plain
+    assert "_FusedMergeSummary" in types
