@@ -415,3 +415,29 @@ def test_summaries_beside_a_dropout_cond_fuse_and_merge_as_without_the_passes(mo
     (fused, types), (plain, _) = _with_and_without_passes(monkeypatch, program)
     assert fused == plain
     assert "_FusedMergeSummary" in types
+
+
+def test_an_unrolled_rnn_beside_a_dropout_cond_pairs_its_weight_products(monkeypatch):
+    # The weight gradient of a static LSTM is a sum of one product per step, each
+    # paired with its step's input gradient (_MatMulSumPair); a dropout's cond on the
+    # inputs leaves every product live under the same conditions, so the chain forms.
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal((8, 5, 12)).astype(np.float32)
+
+    def program():
+        tf.set_random_seed(5)
+        x = tf.placeholder(tf.float32, [None, 5, 12])
+        training = tf.placeholder_with_default(False, [])
+        dropped = tf.layers.dropout(x, 0.3, training=training)
+        cell = tf.nn.rnn_cell.BasicLSTMCell(32)
+        out, _ = tf.nn.static_rnn(cell, tf.unstack(dropped, 5, 1), dtype=tf.float32)
+        loss = tf.reduce_sum(out[-1] * out[-1])
+        grads = tf.gradients(loss, tf.trainable_variables() + [x])
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            return s.run(grads, {x: xv, training: True}), _fused_types(s)
+
+    (fused, types), (plain, _) = _with_and_without_passes(monkeypatch, program)
+    for f, q in zip(fused, plain):
+        np.testing.assert_allclose(f, q, rtol=1e-5, atol=1e-5)
+    assert types.count("_MatMulSumPair") >= 4
