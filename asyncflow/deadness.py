@@ -32,7 +32,7 @@ runs).
 
 from __future__ import annotations
 
-__all__ = ["Deadness", "LOOP_OPS", "MAY_BE_DEAD"]
+__all__ = ["Deadness", "LOOP_OPS", "MAY_BE_DEAD", "RECV_OPS"]
 
 # Ops that make values of a partition possibly dead (or, for _Recv, that receive
 # values another partition may have made dead).
@@ -42,6 +42,9 @@ MAY_BE_DEAD = frozenset(
 # Ops of a while loop's frame: a node inside one runs once per iteration, in the frame's
 # own iterations, where no ordering edge may cross the frame's border.
 LOOP_OPS = frozenset(["Enter", "Exit", "NextIteration"])
+# Ops receiving from another partition: a value received may wait, through the other
+# partition, for any node of this one (which no path inside the partition shows).
+RECV_OPS = frozenset(["_Recv", "_HostRecv"])
 
 
 class Deadness:

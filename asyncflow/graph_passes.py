@@ -19,7 +19,7 @@ import heapq
 from collections.abc import Callable
 
 from asyncflow import errors
-from asyncflow.deadness import LOOP_OPS, MAY_BE_DEAD, Deadness
+from asyncflow.deadness import LOOP_OPS, MAY_BE_DEAD, RECV_OPS, Deadness
 from asyncflow.executor import _flat_input_is_ref
 from asyncflow.ops import (
     fused_elementwise,
@@ -248,9 +248,10 @@ class PartitionView:
         wait for node i (control edges), so that i reads their values from before the
         update.  False, adding nothing, when a writer is upstream of i (it would wait on
         itself), when the partition holds a while loop (no ordering edge may cross a
-        frame's border), or when a writer could be live where i is dead (i in a cond's
-        branch, behind a Recv): waiting for i would make it dead too."""
-        if self.has_loops():
+        frame's border) or receives from another (i could wait for a writer through
+        it), or when a writer could be live where i is dead (i in a cond's branch):
+        waiting for i would make it dead too."""
+        if self.has_loops_or_recvs():
             return False
         users, waiters = self._index()
         nodes, n = self.nodes, len(self.nodes)
@@ -289,10 +290,11 @@ class PartitionView:
             self._control_flow = any(n.op.type in MAY_BE_DEAD for n in self.nodes)
         return self._control_flow
 
-    def has_loops(self) -> bool:
-        """Whether the partition holds (part of) a while loop's frame."""
+    def has_loops_or_recvs(self) -> bool:
+        """Whether the partition holds (part of) a while loop's frame or receives from
+        another partition: where no pass adds an ordering edge or chains nodes."""
         if self._loops is None:
-            self._loops = any(n.op.type in LOOP_OPS for n in self.nodes)
+            self._loops = any(n.op.type in LOOP_OPS or n.op.type in RECV_OPS for n in self.nodes)
         return self._loops
 
     def deadness(self) -> Deadness:

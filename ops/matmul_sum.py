@@ -343,7 +343,7 @@ def fuse_matmul_add_n(view) -> None:
         if (
             _PAIR_MIN <= len(products)
             and len(products) * len(view.nodes) <= _PAIR_WORK
-            and not view.has_loops()
+            and not view.has_loops_or_recvs()
         ):
             at = {id(view.nodes[j]): j for j in absorbed}
             js = [at[id(mm)] for mm in products]

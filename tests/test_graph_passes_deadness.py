@@ -441,3 +441,24 @@ def test_an_unrolled_rnn_beside_a_dropout_cond_pairs_its_weight_products(monkeyp
     for f, q in zip(fused, plain):
         np.testing.assert_allclose(f, q, rtol=1e-5, atol=1e-5)
     assert types.count("_MatMulSumPair") >= 4
+
+
+def test_no_ordering_edge_in_a_partition_that_receives_from_another():
+    # The reader's input comes from another partition, which could itself wait for the
+    # update: an edge no path inside this partition shows would close a cycle.
+    with tf.Graph().as_default():
+        v = tf.Variable(np.ones(4, np.float32), name="v")
+        x = tf.placeholder(tf.float32, [4], name="x")
+        remote = tf.tanh(x, name="remote")
+        r = tf.reduce_sum(tf.multiply(v, remote, name="reader"))
+        upd = tf.assign_sub(v, x, name="update")
+        fetches = [r, upd]
+        order = partition.prune([x], fetches)
+        here = CPUDevice("/job:localhost/replica:0/task:0/device:CPU:0")
+        there = CPUDevice("/job:localhost/replica:0/task:1/device:CPU:0")
+        place = {op: (there if op.name == "remote" else here) for op in order}
+        parts, _ = partition.partition(order, place, [x], fetches, tf.Graph())
+    (p,) = [p for p in parts if any(n.op.name == "reader" for n in p.nodes)]
+    view = graph_passes.PartitionView(p, tf.Graph())
+    assert "_Recv" in [n.op.type for n in view.nodes]
+    assert not view.order_before_writers(_index(view, "reader"), {_index(view, "v")})

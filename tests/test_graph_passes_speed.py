@@ -20,7 +20,7 @@ import pytest
 
 import asyncflow as tf
 from asyncflow import graph_passes, partition
-from asyncflow.deadness import LOOP_OPS, MAY_BE_DEAD, Deadness
+from asyncflow.deadness import LOOP_OPS, MAY_BE_DEAD, RECV_OPS, Deadness
 from asyncflow.devices.cpu import CPUDevice
 from asyncflow.executor import _flat_input_is_ref
 from asyncflow.graph_passes import PartitionView
@@ -59,15 +59,15 @@ class _ReferenceView(PartitionView):
     def has_control_flow(self):
         return any(n.op.type in MAY_BE_DEAD for n in self.nodes)
 
-    def has_loops(self):
-        return any(n.op.type in LOOP_OPS for n in self.nodes)
+    def has_loops_or_recvs(self):
+        return any(n.op.type in LOOP_OPS | RECV_OPS for n in self.nodes)
 
     def deadness(self):
         order = graph_passes._topological(list(range(len(self.nodes))), self.nodes)
         return Deadness(self.nodes, order)
 
     def order_before_writers(self, i, variables):
-        if self.has_loops():
+        if self.has_loops_or_recvs():
             return False
         writers = set()
         for w, node in enumerate(self.nodes):
