@@ -19,6 +19,7 @@ import heapq
 from collections.abc import Callable
 
 from asyncflow import errors
+from asyncflow.deadness import LOOP_OPS, MAY_BE_DEAD, RECV_OPS, Deadness
 from asyncflow.executor import _flat_input_is_ref
 from asyncflow.ops import (
     fused_elementwise,
@@ -32,11 +33,6 @@ from asyncflow.ops import (
 from asyncflow.partition import Partition, make_op, renumber
 
 __all__ = ["GRAPH_PASSES", "PartitionView", "run_graph_passes"]
-
-# Ops whose presence makes ordering edges unsafe (deadness would flow along them).
-_NO_ORDERING = frozenset(
-    ["Switch", "Merge", "Enter", "Exit", "NextIteration", "ControlTrigger", "_Recv"]
-)
 
 
 class PartitionView:
@@ -65,6 +61,8 @@ class PartitionView:
         self._users: list[set[int]] | None = None  # (built on first use: `_index`)
         self._waiters: list[set[int]] = []
         self._control_flow: bool | None = None
+        self._loops: bool | None = None
+        self._deadness: tuple | None = None  # (changes, Deadness), as `_masks`
         self._changes = 0  # (edges changed so often: `upstream_masks` is valid until one)
         self._masks: tuple | None = None
 
@@ -249,9 +247,11 @@ class PartitionView:
         """Make every node that updates one of `variables` (through a reference input)
         wait for node i (control edges), so that i reads their values from before the
         update.  False, adding nothing, when a writer is upstream of i (it would wait on
-        itself), or when the partition has control flow or receives from another: a
-        dead i would make its writers dead too."""
-        if self.has_control_flow():
+        itself), when the partition holds a while loop (no ordering edge may cross a
+        frame's border) or receives from another (i could wait for a writer through
+        it), or when a writer could be live where i is dead (i in a cond's branch):
+        waiting for i would make it dead too."""
+        if self.has_loops_or_recvs():
             return False
         users, waiters = self._index()
         nodes, n = self.nodes, len(self.nodes)
@@ -269,19 +269,41 @@ class PartitionView:
         # little waits for them, while i may wait for most of the partition.)
         if i in self.waiting_for_any(writers):
             return False
+        if self.has_control_flow():
+            dead = self.deadness()
+            if any(not dead.node[i] <= dead.node[w] for w in writers):
+                return False
         self._keep_as_found()
         self._changes += 1
+        if self._deadness is not None and self._deadness[0] == self._changes - 1:
+            # (A writer's deadness holds i's: waiting for i changes no one's.)
+            self._deadness = (self._changes, self._deadness[1])
         for w in writers:
             nodes[w].controls.append(i)
             waiters[i].add(w)
         return True
 
     def has_control_flow(self) -> bool:
-        """Whether the partition has control flow or receives from another (ops whose
-        deadness an ordering edge or a fusion across them would spread)."""
+        """Whether the partition has control flow or receives from another: whether a
+        value of it may be dead (`deadness` says which)."""
         if self._control_flow is None:
-            self._control_flow = any(n.op.type in _NO_ORDERING for n in self.nodes)
+            self._control_flow = any(n.op.type in MAY_BE_DEAD for n in self.nodes)
         return self._control_flow
+
+    def has_loops_or_recvs(self) -> bool:
+        """Whether the partition holds (part of) a while loop's frame or receives from
+        another partition: where no pass adds an ordering edge or chains nodes."""
+        if self._loops is None:
+            self._loops = any(n.op.type in LOOP_OPS or n.op.type in RECV_OPS for n in self.nodes)
+        return self._loops
+
+    def deadness(self) -> Deadness:
+        """Under which conditions each node and value of the partition is dead
+        (asyncflow.deadness); valid until the partition changes."""
+        if self._deadness is None or self._deadness[0] != self._changes:
+            order = _topological(list(range(len(self.nodes))), self.nodes)
+            self._deadness = (self._changes, Deadness(self.nodes, order))
+        return self._deadness[1]
 
     def after_an_update(self, i: int) -> bool:
         """Whether node i waits (data or control edges) for a node that updates a
@@ -322,20 +344,37 @@ class PartitionView:
         for new_t, old_t in zip(op._outputs, olds):
             new_t._shape, new_t._is_ref = old_t._shape, old_t._is_ref
         gone = set(absorbed)
-        if outputs:
-            self._take_over(into, len(old.op._outputs), outputs, gone)
         pattern = gone | {into}
         _users, waiters = self._index()
+        dead = None  # (the partition's deadness as found, where a waiter needs it)
+        if self.has_control_flow() and any(waiters[g] - pattern for g in gone):
+            dead = self.deadness()
+        if outputs:
+            self._take_over(into, len(old.op._outputs), outputs, gone)
         # A control edge out of an absorbed node (gate_gradients' group_deps waiting for
         # a MatMul the pattern swallows) now waits for what that node waited for: not for
         # the fused node, which may do more (an update the waiting node must precede).
         # (Each such node's new edges depend on the pattern's alone: any order will do.)
+        # Where values may be dead, what the absorbed node waited for may not carry its
+        # deadness (it read a Switch's port; the Switch's own control edge is live):
+        # the node waits for the fused node too when that gives back its deadness
+        # exactly (a constant in a cond's branch waiting for a MatMul the pass took).
         for k in sorted({k for g in gone for k in waiters[g]} - pattern):
             waits: list[int] = []
             for c in self.nodes[k].controls:
                 for w in self._waited_for(c, set(), pattern) if c in gone else (c,):
                     if w not in waits:
                         waits.append(w)
+            if dead is not None:
+                kept: set = set()
+                for src in self.nodes[k].inputs:
+                    kept |= dead.value(src)
+                for w in waits:
+                    kept |= dead.node[w]
+                lost = dead.node[k] - kept
+                if lost and kept | dead.node[into] == dead.node[k]:
+                    if k not in self._upstream(into):
+                        waits.append(into)
             self._set_edges(k, controls=waits)
         # Control edges into the pattern move to the fused node.  One from a node that
         # itself waits for part of the pattern would close a cycle: the fused node waits
@@ -352,8 +391,8 @@ class PartitionView:
             for k in self._waited_for(c, after, pattern) if c in after else (c,):
                 if k not in controls:
                     controls.append(k)
-        if old.op.type in _NO_ORDERING or op_type in _NO_ORDERING:
-            self._control_flow = None
+        if old.op.type in MAY_BE_DEAD or op_type in MAY_BE_DEAD:
+            self._control_flow = self._loops = None
         old.op = op
         self._set_edges(into, list(inputs), controls)
         self._taken.update(absorbed)

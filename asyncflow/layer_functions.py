@@ -36,7 +36,6 @@ from asyncflow.ops import (
     nn_impl,
     nn_ops,
     pooling_ops,
-    slicing_ops,
     state_ops,
 )
 
@@ -301,11 +300,16 @@ def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=
         )
 
 
-def _moving_update(variable, value, decay, name):
-    """variable -= (variable - value) * decay, TF's AssignMovingAvg: the AssignSub op
-    named by its scope ("batch_normalization/AssignMovingAvg"), as TF's layer names it."""
+def _moving_update(variable, value, momentum, name):
+    """variable -= (variable - value) * (1 - momentum), TF's AssignMovingAvg: the
+    AssignSub op named by its scope ("batch_normalization/AssignMovingAvg"), as TF's
+    layer names it; a Python momentum's decay is the Const "decay", a tensor's a Sub."""
     with ops.name_scope(name) as scope:
         v = ops.convert_to_tensor(variable)
+        if isinstance(momentum, ops.Tensor):
+            decay = 1.0 - momentum
+        else:
+            decay = ops.convert_to_tensor(1.0 - momentum, dtype=v.dtype, name="decay")
         update = (v - math_ops.cast(value, v.dtype)) * decay
         return state_ops.assign_sub(variable, update, name=scope)
 
@@ -377,6 +381,10 @@ def batch_normalization(
             else None  # fmt: skip
         moving_mean = var("moving_mean", moving_mean_initializer, train=False)
         moving_var = var("moving_variance", moving_variance_initializer, train=False)
+        if not isinstance(training, bool | np.bool_):
+            # (TF's smart_cond: a tensor of known value picks at build time)
+            value = ops.constant_value(ops.convert_to_tensor(training))
+            training = bool(value) if value is not None else training
         if use_fused:
             return _fused_bn(inputs, gamma, beta, moving_mean, moving_var, ax, channels,
                              epsilon, momentum, training)  # fmt: skip
@@ -384,21 +392,28 @@ def batch_normalization(
                          momentum, training)  # fmt: skip
 
 
-def _decay(training, momentum):
-    if isinstance(training, bool | np.bool_):
-        return 1.0 - momentum
-    return slicing_ops.where(training, np.float32(1.0 - momentum), np.float32(0.0))
-
-
-def _add_updates(moving_mean, moving_var, mean, variance, training, momentum):
-    if isinstance(training, bool | np.bool_) and not training:
-        return
-    decay = _decay(training, momentum)
-    update_mean = _moving_update(moving_mean, mean, decay, "AssignMovingAvg")
-    update_var = _moving_update(moving_var, variance, decay, "AssignMovingAvg_1")
+def _add_updates(moving_mean, moving_var, mean, variance, momentum, training=True):
+    """The moving averages' updates, into UPDATE_OPS.  With a `training` tensor each
+    is TF's cond (the update on training steps, the variable's value on others):
+    the collection holds its Merge."""
+    updates = []
+    for variable, value, name in (
+        (moving_mean, mean, "AssignMovingAvg"),
+        (moving_var, variance, "AssignMovingAvg_1"),
+    ):
+        if training is True:
+            updates.append(_moving_update(variable, value, momentum, name))
+        else:
+            updates.append(
+                control_flow_cond.cond(
+                    training,
+                    lambda v=variable, x=value: _moving_update(v, x, momentum, "AssignMovingAvg"),
+                    lambda v=variable: v,
+                )
+            )
     # (TF's layer collects the update operations, not their output tensors)
-    ops.add_to_collection(GraphKeys.UPDATE_OPS, update_mean.op)
-    ops.add_to_collection(GraphKeys.UPDATE_OPS, update_var.op)
+    for update in updates:
+        ops.add_to_collection(GraphKeys.UPDATE_OPS, update.op)
 
 
 def _fused_bn(inputs, gamma, beta, moving_mean, moving_var, ax, channels, eps, momentum,
@@ -407,28 +422,43 @@ def _fused_bn(inputs, gamma, beta, moving_mean, moving_var, ax, channels, eps, m
     gamma = gamma if gamma is not None else np.ones(channels, np.float32)
     beta = beta if beta is not None else np.zeros(channels, np.float32)
 
-    def train():
-        y, mean, variance = nn_impl.fused_batch_norm(
-            inputs, gamma, beta, epsilon=eps, data_format=fmt, is_training=True
-        )
-        return y, mean, variance
-
-    def infer():
-        y, _, _ = nn_impl.fused_batch_norm(
-            inputs, gamma, beta, moving_mean, moving_var, epsilon=eps, data_format=fmt,
-            is_training=False,
-        )  # fmt: skip
-        return y
-
     if isinstance(training, bool | np.bool_):
         if not training:
-            return infer()
-        y, mean, variance = train()
-    else:
-        y_train, mean, variance = train()
-        y = slicing_ops.where(training, y_train, infer())
-    _add_updates(moving_mean, moving_var, mean, variance, training, momentum)
+            y, _, _ = nn_impl.fused_batch_norm(
+                inputs, gamma, beta, moving_mean, moving_var, epsilon=eps, data_format=fmt,
+                is_training=False,
+            )  # fmt: skip
+            return y
+        y, mean, variance = _fused_call(
+            inputs, gamma, beta, moving_mean, moving_var, eps, fmt, True
+        )
+        # (TF's layer takes the momentum as a tensor here: the decay is 1 - momentum
+        # in float32, where the plain path's is a constant.)
+        momentum = ops.convert_to_tensor(np.float32(momentum))
+        _add_updates(moving_mean, moving_var, mean, variance, momentum)
+        return y
+    # TF's layer on a training tensor: one cond picks the training or the inference
+    # kernel (each reads the moving averages), another the momentum (1 on inference
+    # steps, so the updates, which run on every step, leave the averages as they are).
+    y, mean, variance = control_flow_cond.cond(
+        training,
+        lambda: _fused_call(inputs, gamma, beta, moving_mean, moving_var, eps, fmt, True),
+        lambda: _fused_call(inputs, gamma, beta, moving_mean, moving_var, eps, fmt, False),
+    )
+    momentum = control_flow_cond.cond(
+        training,
+        lambda: ops.convert_to_tensor(np.float32(momentum)),
+        lambda: ops.convert_to_tensor(np.float32(1.0)),
+    )
+    _add_updates(moving_mean, moving_var, mean, variance, momentum)
     return y
+
+
+def _fused_call(inputs, gamma, beta, moving_mean, moving_var, eps, fmt, is_training):
+    return nn_impl.fused_batch_norm(
+        inputs, gamma, beta, moving_mean, moving_var, epsilon=eps, data_format=fmt,
+        is_training=is_training,
+    )  # fmt: skip
 
 
 def _plain_bn(inputs, gamma, beta, moving_mean, moving_var, ax, rank, eps, momentum, training):
@@ -437,7 +467,12 @@ def _plain_bn(inputs, gamma, beta, moving_mean, moving_var, ax, rank, eps, momen
     bshape[ax] = -1
 
     def bcast(v):
-        return None if v is None else array_ops.reshape(math_ops.cast(v, inputs.dtype), bshape)
+        # (TF reshapes the [channels] vectors only when they do not broadcast as they
+        # are: the axis is not the last)
+        if v is None:
+            return None
+        v = math_ops.cast(v, inputs.dtype)
+        return v if ax == rank - 1 else array_ops.reshape(v, bshape)
 
     def normalize(mean, variance):
         return nn_impl.batch_normalization(inputs, bcast(mean), bcast(variance), bcast(beta),
@@ -447,12 +482,18 @@ def _plain_bn(inputs, gamma, beta, moving_mean, moving_var, ax, rank, eps, momen
         return normalize(moving_mean, moving_var)
     mean, variance = nn_impl.moments(inputs, reduce_axes)
     if isinstance(training, bool | np.bool_):
-        y = normalize(mean, variance)
-    else:
-        y = slicing_ops.where(training, normalize(mean, variance),
-                              normalize(moving_mean, moving_var))  # fmt: skip
-    _add_updates(moving_mean, moving_var, mean, variance, training, momentum)
-    return y
+        _add_updates(moving_mean, moving_var, mean, variance, momentum)
+        return normalize(mean, variance)
+    # TF's layer on a training tensor: conds pick the batch's statistics or the moving
+    # averages; the updates, conds too, run on training steps only.
+    mean = control_flow_cond.cond(
+        training, lambda: mean, lambda: ops.convert_to_tensor(moving_mean)
+    )
+    variance = control_flow_cond.cond(
+        training, lambda: variance, lambda: ops.convert_to_tensor(moving_var)
+    )
+    _add_updates(moving_mean, moving_var, mean, variance, momentum, training)
+    return normalize(mean, variance)
 
 
 # -- more functional layers ---------------------------------------------------------------

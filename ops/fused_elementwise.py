@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from asyncflow import dtypes, errors, graph, tensor_shape
+from asyncflow.deadness import Deadness
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_jit as _jit
 from asyncflow.ops.manip_ops import concat_axis
@@ -1155,20 +1156,8 @@ def _literal(view, j: int, inside: set) -> bool:
     return all(u in inside for u, _ in view._consumers[j])
 
 
-class _Deadness:
-    """Which values of a partition are dead together (TF's executor semantics, as
-    asyncflow/frames.py runs them), for deciding whether a cluster may fuse there.
-
-    Every value gets a set of *sources* of deadness; a value is dead exactly when one
-    of its sources is.  Sources: a Switch output port under its predicate tensor, past
-    Identities (every Switch reading that predicate takes the same port in an
-    iteration: a loop's Switches all read its LoopCond, a cond's its pred, the pivot's
-    directly, the data Switches through `pred_id`), a Merge other than a loop's,
-    an Exit other than a loop's, a _Recv, a ControlTrigger (each a source of its own).
-    A loop's Merge (an Enter and a NextIteration) is live in each iteration that runs
-    exactly when its Enter's value is, a dead NextIteration starting no iteration; a
-    loop's Exit (its Switch's false port) once, when the loop's Enters were live.
-    Every other node is dead when any input or control edge is: the union of theirs.
+class _Deadness(Deadness):
+    """`asyncflow.deadness.Deadness`, asked whether a cluster may fuse.
 
     A fused node is dead when any of its inputs or control edges is: it keeps each
     output's deadness when every output's set equals the union of the cluster's
@@ -1176,87 +1165,7 @@ class _Deadness:
     so its gates fuse though no output reads every input."""
 
     def __init__(self, view, order: list[int]):
-        nodes = view.nodes
-        self.nodes = nodes
-        self._interned: dict = {}
-        empty = self._intern(frozenset())
-        self.node: list = [empty] * len(nodes)  # a node's own (its control-edge) deadness
-        self.ports: dict[int, tuple] = {}  # Switch: the sets of outputs 0 and 1
-        for i in order:
-            node = nodes[i]
-            t = node.op.type
-            if t == "Merge":
-                self.node[i] = self._merge(i)
-                continue
-            if t == "Exit":
-                self.node[i] = self._exit(i)
-                continue
-            if t in ("_Recv", "_HostRecv", "ControlTrigger"):
-                self.node[i] = self._intern(frozenset([(t, i)]))
-                continue
-            base = set()
-            for src in node.inputs:
-                base |= self.value(src)
-            for c in node.controls:
-                base |= self.node[c]
-            if t == "Switch" and len(node.inputs) == 2:
-                pred = self._root(node.inputs[1])
-                self.ports[i] = tuple(
-                    self._intern(frozenset(base | {("switch", pred, k)})) for k in (0, 1)
-                )
-            self.node[i] = self._intern(frozenset(base))
-
-    def _root(self, src) -> tuple:
-        """The value `src` passes on unchanged, past Identities: a Switch's predicate
-        key.  tf.cond's pivot Switch reads the predicate itself, its data Switches
-        `pred_id`, an Identity of it: keyed alike, the constants of a branch (which
-        wait for the pivot) and its values are dead together."""
-        nodes = self.nodes
-        while src[0] != "feed" and src[1] == 0 and nodes[src[0]].op.type == "Identity":
-            src = nodes[src[0]].inputs[0]
-        return tuple(src)
-
-    def _intern(self, labels: frozenset) -> frozenset:
-        return self._interned.setdefault(labels, labels)
-
-    def _merge(self, i: int) -> frozenset:
-        srcs = self.nodes[i].inputs
-        if len(srcs) == 2 and "feed" not in (srcs[0][0], srcs[1][0]):
-            types = [self.nodes[j].op.type for j, _ in srcs]
-            if sorted(types) == ["Enter", "NextIteration"]:
-                enter = srcs[types.index("Enter")]
-                if not self.nodes[enter[0]].op._attrs.get("is_constant", False):
-                    return self.value(enter)
-        return self._intern(frozenset([("Merge", i)]))
-
-    def _exit(self, i: int) -> frozenset:
-        """A loop's Exit (of its Switch's false port) is live, once, exactly when its
-        loop ran: when the Switch's inputs are live (its frame's Enters were)."""
-        (j, k), *_ = self.nodes[i].inputs
-        if j != "feed" and k == 0 and j in self.ports:
-            (m, _), _pred = self.nodes[j].inputs
-            loop_merge = m != "feed" and self.nodes[m].op.type == "Merge"
-            if loop_merge and ("Merge", m) not in self.node[m]:
-                return self.node[j]
-        return self._intern(frozenset([("Exit", i)]))
-
-    def value(self, src) -> frozenset:
-        j, k = src[0], src[1]
-        if j == "feed":
-            return frozenset()
-        ports = self.ports.get(j)
-        return ports[k] if ports is not None and k < 2 else self.node[j]
-
-    def without_control(self, i: int, c: int) -> set:
-        """Node i's deadness sources were it not to wait for node c."""
-        node = self.nodes[i]
-        d = set()
-        for src in node.inputs:
-            d |= self.value(src)
-        for w in node.controls:
-            if w != c:
-                d |= self.node[w]
-        return d
+        super().__init__(view.nodes, order)
 
     def same(self, members, outputs, sum_to, inside, literals, inputs) -> bool:
         """Whether every output of the cluster is dead exactly when the fused node

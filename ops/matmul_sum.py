@@ -343,7 +343,7 @@ def fuse_matmul_add_n(view) -> None:
         if (
             _PAIR_MIN <= len(products)
             and len(products) * len(view.nodes) <= _PAIR_WORK
-            and not view.has_control_flow()
+            and not view.has_loops_or_recvs()
         ):
             at = {id(view.nodes[j]): j for j in absorbed}
             js = [at[id(mm)] for mm in products]
@@ -365,6 +365,12 @@ def _partners(view, products, js) -> list | None:
     up = view.upstream_masks()  # (bit q of up[j]: j waits for q)
     if up is None:
         return None  # (a cycle: a loop, which the caller ruled out)
+    # Where values may be dead (a cond beside the sum: a dropout on a training tensor),
+    # the chain's nodes each wait for the ones before: every product and partner must
+    # be dead exactly together.
+    dead = view.deadness() if view.has_control_flow() else None
+    if dead is not None and len({dead.node[j] for j in js}) != 1:
+        return None
     for mm, j in zip(products, js):
         found = None
         for src in mm.inputs:
@@ -381,6 +387,7 @@ def _partners(view, products, js) -> list | None:
                     or not view.available(q)
                     or up[j] >> q & 1
                     or up[q] >> j & 1
+                    or (dead is not None and dead.node[q] != dead.node[j])
                 ):
                     continue
                 found = q

@@ -543,13 +543,15 @@ def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):
 
 def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None):
     """(x - mean) * scale / sqrt(variance + epsilon) + offset (offset/scale may be None)."""
-    with ops.name_scope(name, "batchnorm", [x, mean, variance, scale, offset]) as scope:
+    with ops.name_scope(name, "batchnorm", [x, mean, variance, scale, offset]):
         inv = math_ops.rsqrt(variance + variance_epsilon)
         if scale is not None:
             inv = inv * scale
+        # (TF's order, so its names: x * inv is mul_1, the shift's product mul_2, the
+        # result add_1.)
+        scaled = x * math_ops.cast(inv, x.dtype)
         shift = offset - mean * inv if offset is not None else -mean * inv
-        return math_ops.add(x * math_ops.cast(inv, x.dtype), math_ops.cast(shift, x.dtype),
-                            name=scope)  # fmt: skip
+        return scaled + math_ops.cast(shift, x.dtype)
 
 
 # -- FusedBatchNormV3 ----------------------------------------------------------------------

@@ -1192,10 +1192,11 @@ async def _fused_merge_summary(ctx, *args):
 def fuse_summaries(view) -> None:
     """Graph pass (asyncflow.graph_passes): a MergeSummary and the ScalarSummary and
     HistogramSummary ops that feed only it become one `_FusedMergeSummary` on CPU, in a
-    partition without control flow or Recvs.  A merge that waits for a variable's update
-    stays as it is: the fused op must run before the updates of the variables it reads
+    partition without a while loop or a Recv (the fused node is dead exactly when the
+    merge was: when one of their inputs is).  A merge that waits for a variable's update stays as
+    it is: the fused op must run before the updates of the variables it reads
     (`order_before_updates`), or each would copy its variable."""
-    if view.has_control_flow():
+    if view.has_loops_or_recvs():
         return
     for m, node in enumerate(view.nodes):
         if node.op.type != "MergeSummary" or node.device.device_type != "CPU":
@@ -1256,8 +1257,9 @@ _SUMMARY_OPS = frozenset(
 def order_before_updates(view) -> None:
     """Graph pass (asyncflow.graph_passes): each summary op that reads a variable runs
     before the ops of its partition that update that variable (control edges), unless
-    an update is upstream of the summary or the partition has control flow or Recvs
-    (`PartitionView.order_before_writers` declines those)."""
+    an update is upstream of the summary, the partition has a while loop or a Recv, or
+    the summary may be dead where an update is live (`PartitionView.order_before_writers`
+    declines those)."""
     for i, node in enumerate(view.nodes):
         if node.op.type not in _SUMMARY_OPS:
             continue

@@ -20,9 +20,10 @@ import pytest
 
 import asyncflow as tf
 from asyncflow import graph_passes, partition
+from asyncflow.deadness import LOOP_OPS, MAY_BE_DEAD, RECV_OPS, Deadness
 from asyncflow.devices.cpu import CPUDevice
 from asyncflow.executor import _flat_input_is_ref
-from asyncflow.graph_passes import _NO_ORDERING, PartitionView
+from asyncflow.graph_passes import PartitionView
 from asyncflow.partition import Partition, PNode, make_op
 
 pytestmark = pytest.mark.timeout(120)
@@ -56,10 +57,17 @@ class _ReferenceView(PartitionView):
         return [sum(1 << j for j in up) for up in ups]
 
     def has_control_flow(self):
-        return any(n.op.type in _NO_ORDERING for n in self.nodes)
+        return any(n.op.type in MAY_BE_DEAD for n in self.nodes)
+
+    def has_loops_or_recvs(self):
+        return any(n.op.type in LOOP_OPS | RECV_OPS for n in self.nodes)
+
+    def deadness(self):
+        order = graph_passes._topological(list(range(len(self.nodes))), self.nodes)
+        return Deadness(self.nodes, order)
 
     def order_before_writers(self, i, variables):
-        if any(n.op.type in _NO_ORDERING for n in self.nodes):
+        if self.has_loops_or_recvs():
             return False
         writers = set()
         for w, node in enumerate(self.nodes):
@@ -71,11 +79,16 @@ class _ReferenceView(PartitionView):
             return True
         if writers & self._upstream(i):
             return False
+        if self.has_control_flow():
+            dead = self.deadness()
+            if any(not dead.node[i] <= dead.node[w] for w in writers):
+                return False
         for w in writers:
             self.nodes[w].controls.append(i)
         return True
 
     def fuse(self, into, op_type, attrs, inputs, absorbed, outputs=None):
+        dead = self.deadness() if self.has_control_flow() else None
         old = self.nodes[into]
         olds = list(old.op._outputs) + [self.nodes[j].op._outputs[k] for j, k in outputs or ()]
         op = make_op(self._graph, op_type, old.op.name, attrs, [], [t.dtype for t in olds])
@@ -93,6 +106,12 @@ class _ReferenceView(PartitionView):
                     for w in self._waited_for(c, set(), pattern) if c in gone else (c,):
                         if w not in waits:
                             waits.append(w)
+                if dead is not None:
+                    kept = set().union(*(dead.value(s) for s in node.inputs))
+                    kept = kept.union(*(dead.node[w] for w in waits))
+                    if kept != dead.node[k] and kept | dead.node[into] == dead.node[k]:
+                        if k not in self._upstream(into):
+                            waits.append(into)
                 node.controls = waits
         after = self._downstream(pattern)
         sources = list(old.controls)

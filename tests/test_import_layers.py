@@ -58,6 +58,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "graph",
         (
             "registry",
+            "deadness",  # (an analysis of a partition's nodes, imports nothing)
             "graph",
             "function_library",
             "tf_export",

@@ -132,14 +132,13 @@ def test_an_lstm_cell_inside_a_while_loop_fuses_with_all_its_outputs():
 
 
 def test_values_dead_at_different_times_stay_apart():
-    # z reads only x; y * z also a cond's Merge, which could be dead where x is not
-    # (TF's loops and conds make every node of a body wait for the pivot: a value in
-    # there depends on the predicate however it was written).  One node giving both
-    # would make z dead with the Merge.
+    # z reads only x; y * z also a Switch's output, dead where x is not (a cond's
+    # Merge would not be: asyncflow.deadness).  One node giving both would make z dead
+    # with the Switch's port.
     with tf.Graph().as_default():
         x = tf.placeholder(tf.float32, [8])
         flag = tf.placeholder(tf.bool, [])
-        y = tf.cond(flag, lambda: tf.tanh(x), lambda: tf.sigmoid(x))
+        y = tf.tanh(tf.raw_ops.Switch(data=x, pred=flag)[1])
         z = tf.tanh(x) * 2.0
         w = tf.sigmoid(y * z)
         p = _partition([z, w], [x, flag])
