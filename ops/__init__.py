@@ -105,3 +105,6 @@ from asyncflow.ops import (  # noqa: F401
     volume_patches_ops,
     write_file_ops,
 )
+
+# After every family above: the legacy op types run those families' kernels.
+from asyncflow.ops import legacy_ops  # noqa: E402, F401
