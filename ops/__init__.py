@@ -27,6 +27,7 @@ from asyncflow.ops import (  # noqa: F401
     dataset_sql,
     edit_distance_ops,
     fake_quant_ops,
+    fft_real_ops,
     fingerprint_ops,
     fractional_pool_ops,
     framework_ops,
@@ -45,6 +46,7 @@ from asyncflow.ops import (  # noqa: F401
     init_ops,
     io_ops,
     jpeg_ops,
+    legacy_ops,
     linalg_logm_ops,
     linalg_matrix_ops,
     linalg_ops,
@@ -105,6 +107,3 @@ from asyncflow.ops import (  # noqa: F401
     volume_patches_ops,
     write_file_ops,
 )
-
-# After every family above: the legacy op types run those families' kernels.
-from asyncflow.ops import legacy_ops  # noqa: E402, F401

@@ -21,7 +21,17 @@ import weakref
 import numpy as np
 
 from asyncflow import dtypes, errors, graph_io, tensor_shape
-from asyncflow.ops import fft_ops  # noqa: F401 - registers the FFTs the Batch* spell
+from asyncflow.ops import (  # noqa: F401 - they register the ops spelled here
+    array_ops,
+    fft_ops,
+    linalg_matrix_ops,
+    linalg_ops,
+    manip_ops,
+    math_more_ops,
+    nn_impl,
+    nn_ops,
+    slicing_ops,
+)
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_ops import _binary_op, _check_int_div
 from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def, register_op

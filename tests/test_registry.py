@@ -92,6 +92,8 @@ _TF_NO_GRADIENT = {
     *("Batch" + n for n in ("Cholesky", "SelfAdjointEigV2", "Svd", "FFT", "FFT2D", "FFT3D",
                             "IFFT", "IFFT2D", "IFFT3D")),
     "InTopK",
+    "RFFT3D",
+    "IRFFT3D",
     "Mod",
     "PlaceholderV2",
 }
