@@ -27,10 +27,12 @@ from asyncflow.ops import (  # noqa: F401 - they register the ops spelled here
     linalg_matrix_ops,
     linalg_ops,
     manip_ops,
+    math_extra_ops,
     math_more_ops,
     nn_impl,
     nn_ops,
     slicing_ops,
+    space_ops,
 )
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_ops import _binary_op, _check_int_div
@@ -343,6 +345,114 @@ _alias(
 )
 
 
+_alias(
+    "Reverse",
+    "ReverseV2",
+    inputs=["tensor: T", "dims: bool"],
+    attrs={
+        "T": TypeConstraint(
+            [
+                "uint8",
+                "int8",
+                "uint16",
+                "int16",
+                "uint32",
+                "int32",
+                "uint64",
+                "int64",
+                "bool",
+                "bfloat16",
+                "float16",
+                "float32",
+                "float64",
+                "complex64",
+                "complex128",
+                "string",
+            ]
+        )
+    },
+    fixed={"Tidx": dtypes.int32},
+    to_base=lambda attrs, x, dims: (x, np.flatnonzero(np.asarray(dims)).astype(np.int32)),
+    view_inputs=lambda op: [op.inputs[0], _g.apply("Where", op.inputs[1])],
+)
+
+
+get_op_def("Reverse").shape_fn = lambda op: [op.inputs[0].shape]
+
+
+@get_op_def("Reverse").gradient
+def _reverse_grad(op, grad):
+    return [_g.apply("Reverse", grad, op.inputs[1]), None]
+
+
+def _block(op):
+    size = op._attrs["block_size"]
+    return _const([size, size], dtypes.int32)
+
+
+_alias(
+    "SpaceToBatch",
+    "SpaceToBatchND",
+    inputs=["input: T", "paddings: Tpaddings"],
+    attrs={"block_size": REQUIRED},
+    fixed={"Tblock_shape": dtypes.int32},
+    to_base=lambda attrs, x, pads: (x, np.array([attrs["block_size"]] * 2, np.int32), pads),
+    view_inputs=lambda op: [op.inputs[0], _block(op), op.inputs[1]],
+)
+_alias(
+    "BatchToSpace",
+    "BatchToSpaceND",
+    inputs=["input: T", "crops: Tidx"],
+    attrs={"block_size": REQUIRED, "Tidx": TypeConstraint(["int32", "int64"], default="int32")},
+    fixed={"Tblock_shape": dtypes.int32, "Tcrops": lambda attrs: attrs["Tidx"]},
+    to_base=lambda attrs, x, crops: (x, np.array([attrs["block_size"]] * 2, np.int32), crops),
+    view_inputs=lambda op: [op.inputs[0], _block(op), op.inputs[1]],
+)
+
+
+@get_op_def("SpaceToBatch").gradient
+def _space_to_batch_grad(op, grad):
+    size = op._attrs["block_size"]
+    return [_g.apply("BatchToSpace", grad, op.inputs[1], block_size=size), None]
+
+
+@get_op_def("BatchToSpace").gradient
+def _batch_to_space_grad(op, grad):
+    size = op._attrs["block_size"]
+    return [_g.apply("SpaceToBatch", grad, op.inputs[1], block_size=size), None]
+
+
+# SelfAdjointEig packs the eigenvalues (row 0) above the eigenvectors (rows 1..).
+def _self_adjoint_eig_shape(op):
+    x = op.inputs[0].shape.with_rank_at_least(2)
+    if x.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    n = x[-1].merge_with(x[-2])
+    rows = None if n.value is None else n.value + 1
+    return [x[:-2].concatenate([rows, n])]
+
+
+for _name, _types in (("SelfAdjointEig", ["float64", "float32", "float16"]),
+                      ("BatchSelfAdjointEig", ["float64", "float32"])):  # fmt: skip
+    _def = register_op(
+        _name,
+        inputs=["input: T"],
+        outputs=["output: T"],
+        attrs={"T": TypeConstraint(_types)},
+        shape_fn=_self_adjoint_eig_shape,
+    )
+
+    @_def.kernel("CPU")
+    async def _self_adjoint_eig(ctx, x):
+        x = np.asarray(x)
+        if x.shape[-1] != x.shape[-2]:
+            raise errors.InvalidArgumentError(
+                None, None, f"Input matrix must be square, got shape {list(x.shape)}"
+            )
+        e, v = np.linalg.eigh(x.astype(np.float64))
+        return np.concatenate([e[..., None, :], v], axis=-2).astype(x.dtype)
+
+
 # TF 2.21's OpDeprecation of the ops above (version, explanation).
 _REMOVED = {
     "BatchMatrixBandPart": (14, "Use MatrixBandPart"),
@@ -365,6 +475,12 @@ _REMOVED = {
     "BatchIFFT3D": (15, "Use IFFT3D"),
     "TopK": (7, "Use TopKV2 instead"),
     "PlaceholderV2": (23, "Placeholder now behaves the same as PlaceholderV2."),
+    "SelfAdjointEig": (11, "Use SelfAdjointEigV2 instead."),
+    "BatchSelfAdjointEig": (11, "Use SelfAdjointEigV2 instead."),
+    "MatrixExponential": (
+        27,
+        "Use Python implementation tf.linalg.matrix_exponential instead.",
+    ),
 }
 for _name, (_version, _why) in _REMOVED.items():
     _def = get_op_def(_name)

@@ -1,0 +1,78 @@
+"""RGBToHSV and HSVToRGB: colour-space conversion over the last dim (size 3) of float
+images, computed in the image's own dtype.
+
+Hue is in [0, 1): the sector of the largest channel plus the normalized difference of
+the other two, over 6; saturation is (max - min) / max (0 for black); value is the
+largest channel.  HSVToRGB rebuilds each channel from its distance to the hue on the
+colour wheel.  HSVToRGB is not differentiable (as in TF); RGBToHSV's gradient is not
+written yet (tf.gradients raises LookupError).  tf.image.rgb_to_hsv / hsv_to_rgb stay
+composites of element-wise ops: same values, but they differentiate (TF's rgb_to_hsv
+differs at ties, and its hsv_to_rgb has no gradient).
+"""
+
+from __future__ import annotations
+
+from asyncflow import errors
+from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
+
+__all__: list[str] = []
+
+_T = TypeConstraint(["bfloat16", "float16", "float32", "float64"], default="float32")
+
+
+def _shape(op):
+    x = op.inputs[0].shape.with_rank_at_least(1)
+    if x.ndims is not None and x[-1].value is not None and x[-1].value != 3:
+        raise ValueError(f"Dimension must be 3 but is {x[-1].value}")
+    return [x]
+
+
+def _check(x) -> None:
+    if x.ndim < 1 or x.shape[-1] != 3:
+        raise errors.InvalidArgumentError(
+            None, None, f"input must have 3 channels but input only has {x.shape[-1]} channels."
+        )
+
+
+RGBToHSV = register_op(
+    "RGBToHSV", inputs=["images: T"], outputs=["output: T"], attrs={"T": _T}, shape_fn=_shape
+)
+
+
+@RGBToHSV.kernel()
+async def _rgb_to_hsv(ctx, x):
+    xp = ctx.xp
+    _check(x)
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    v = xp.max(x, axis=-1)
+    span = v - xp.min(x, axis=-1)
+    some = span > 0
+    safe = xp.where(some, span, 1)
+    h = xp.where(r == v, (g - b) / safe, xp.where(g == v, (b - r) / safe + 2, (r - g) / safe + 4))
+    h = xp.where(some, h / 6, 0)
+    h = xp.where(h < 0, h + 1, h)
+    s = xp.where(v > 0, span / xp.where(v > 0, v, 1), 0)
+    return xp.stack([h, s, v], axis=-1).astype(x.dtype)
+
+
+HSVToRGB = register_op(
+    "HSVToRGB", inputs=["images: T"], outputs=["output: T"], attrs={"T": _T}, shape_fn=_shape
+)
+
+
+@HSVToRGB.kernel()
+async def _hsv_to_rgb(ctx, x):
+    xp = ctx.xp
+    _check(x)
+    h, s, v = x[..., 0], x[..., 1], x[..., 2]
+    sector = h * 6
+    # Each channel's weight from the hue's distance to that channel's place on the wheel.
+    red = xp.clip(xp.abs(sector - 3) - 1, 0, 1)
+    green = xp.clip(2 - xp.abs(sector - 2), 0, 1)
+    blue = xp.clip(2 - xp.abs(sector - 4), 0, 1)
+    grey = 1 - s
+    out = [(grey + s * w) * v for w in (red, green, blue)]
+    return xp.stack(out, axis=-1).astype(x.dtype)
+
+
+NotDifferentiable("HSVToRGB")

@@ -1,0 +1,287 @@
+"""BesselI0/I1, ApproximateEqual, ClipByValue, AccumulateNV2, DataFormat*, Eig,
+CholeskyGrad, RGBToHSV/HSVToRGB, Reverse, SpaceToBatch/BatchToSpace, SelfAdjointEig and
+MatrixExponential (ops/math_extra_ops.py, ops/color_ops.py, ops/legacy_ops.py).
+Values recorded from TF 2.21 (rounded to 6 places)."""
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+import asyncflow as tf
+from asyncflow import errors
+from asyncflow.protos import graph_pb2
+
+R = tf.raw_ops
+XS = [-2.5, -0.5, 0.0, 0.7, 3.0]
+RGB = [
+    [0.2, 0.4, 0.6],
+    [1.0, 0.0, 0.0],
+    [0.5, 0.5, 0.5],
+    [0.0, 0.0, 0.0],
+    [0.9, 0.8, 0.1],
+    [0.3, 0.9, 0.6],
+]
+HSV = [
+    [0.1, 0.5, 0.6],
+    [0.5, 1.0, 1.0],
+    [0.9, 0.2, 0.3],
+    [0.0, 0.0, 0.7],
+    [0.7, 0.7, 0.2],
+    [0.35, 0.4, 0.9],
+]
+
+
+def _run(t):
+    with tf.Session() as sess:
+        return sess.run(t)
+
+
+def _x():
+    return tf.constant(XS, tf.float64)
+
+
+def _f64(v):
+    return tf.constant(v, tf.float64)
+
+
+_CASES = [
+    ("BesselI0:0", lambda: R.BesselI0(x=_x()), [3.289839, 1.063483, 1.0, 1.126303, 4.880793]),
+    ("BesselI1:0", lambda: R.BesselI1(x=_x()), [-2.516716, -0.257894, 0.0, 0.37188, 3.95337]),
+    (
+        "bessel_i0/BesselI0:0",
+        lambda: tf.math.bessel_i0(_x()),
+        [3.289839, 1.063483, 1.0, 1.126303, 4.880793],
+    ),
+    (
+        "bessel_i1/BesselI1:0",
+        lambda: tf.math.bessel_i1(_x()),
+        [-2.516716, -0.257894, 0.0, 0.37188, 3.95337],
+    ),
+    ("BesselI0:0", lambda: R.BesselI0(x=tf.constant([1.0, 10.0])), [1.266066, 2815.716553]),
+    (
+        "ApproximateEqual:0",
+        lambda: R.ApproximateEqual(x=[1.0, 2.0, 3.0], y=[1.000001, 2.1, 3.0], tolerance=0.01),
+        [True, False, True],
+    ),
+    (
+        "ApproximateEqual:0",
+        lambda: R.ApproximateEqual(x=[1.0, 2.0], y=[1.000001, 2.00002]),
+        [True, False],
+    ),
+    (
+        "ClipByValue:0",
+        lambda: R.ClipByValue(t=_x(), clip_value_min=_f64(-1.0), clip_value_max=_f64(1.0)),
+        [-1.0, -0.5, 0.0, 0.7, 1.0],
+    ),
+    (
+        "ClipByValue:0",
+        lambda: R.ClipByValue(
+            t=_x(),
+            clip_value_min=_f64([-1.0, -1, -1, 0, 0]),
+            clip_value_max=_f64([1.0, 1, 1, 0.5, 5]),
+        ),
+        [-1.0, -0.5, 0.0, 0.5, 3.0],
+    ),
+    (
+        "AccumulateNV2:0",
+        lambda: R.AccumulateNV2(inputs=[_x(), _x(), _x()], shape=[5]),
+        [-7.5, -1.5, 0.0, 2.1, 9.0],
+    ),
+    ("DataFormatDimMap:0", lambda: R.DataFormatDimMap(x=[0, 1, 2, 3, -1]), [0, 2, 3, 1, 1]),
+    (
+        "DataFormatDimMap:0",
+        lambda: R.DataFormatDimMap(x=[1, 2], src_format="NCHW", dst_format="NHWC"),
+        [3, 1],
+    ),
+    ("DataFormatVecPermute:0", lambda: R.DataFormatVecPermute(x=[1, 2, 3, 4]), [1, 4, 2, 3]),
+    (
+        "DataFormatVecPermute:0",
+        lambda: R.DataFormatVecPermute(x=[[1, 2], [3, 4], [5, 6], [7, 8]]),
+        [[1, 2], [7, 8], [3, 4], [5, 6]],
+    ),
+    ("DataFormatVecPermute:0", lambda: R.DataFormatVecPermute(x=[10, 20]), [10, 20]),
+    (
+        "Eig:0",
+        lambda: R.Eig(input=_f64([[2.0, 1.0], [-1.0, 3.0]]), Tout=tf.complex128)[0],
+        [2.5 + 0.866025j, 2.5 - 0.866025j],
+    ),
+    (
+        "Abs:0",
+        lambda: tf.abs(R.Eig(input=_f64([[2.0, 1.0], [-1.0, 3.0]]), Tout=tf.complex128)[1]),
+        [[0.707107, 0.707107], [0.707107, 0.707107]],
+    ),
+    (
+        "CholeskyGrad:0",
+        lambda: R.CholeskyGrad(
+            l=_f64([[2.0, 0.0], [0.5, 1.5]]), grad=_f64([[1.0, 0.0], [2.0, 1.0]])
+        ),
+        [[0.145833, 0.416667], [0.416667, 0.333333]],
+    ),
+    (
+        "RGBToHSV:0",
+        lambda: R.RGBToHSV(images=_f64(RGB)),
+        [
+            [0.583333, 0.666667, 0.6],
+            [0.0, 1.0, 1.0],
+            [0.0, 0.0, 0.5],
+            [0.0, 0.0, 0.0],
+            [0.145833, 0.888889, 0.9],
+            [0.416667, 0.666667, 0.9],
+        ],
+    ),
+    (
+        "HSVToRGB:0",
+        lambda: R.HSVToRGB(images=_f64(HSV)),
+        [
+            [0.6, 0.48, 0.3],
+            [0.0, 1.0, 1.0],
+            [0.3, 0.24, 0.276],
+            [0.7, 0.7, 0.7],
+            [0.088, 0.06, 0.2],
+            [0.54, 0.9, 0.576],
+        ],
+    ),
+    (
+        "Reverse:0",
+        lambda: R.Reverse(tensor=[[1, 2, 3], [4, 5, 6]], dims=[True, False]),
+        [[4, 5, 6], [1, 2, 3]],
+    ),
+    (
+        "Reverse:0",
+        lambda: R.Reverse(tensor=[[1, 2, 3], [4, 5, 6]], dims=[False, True]),
+        [[3, 2, 1], [6, 5, 4]],
+    ),
+    (
+        "SpaceToBatch:0",
+        lambda: R.SpaceToBatch(
+            input=np.arange(16.0).reshape(1, 4, 4, 1), paddings=[[0, 0], [0, 0]], block_size=2
+        ),
+        np.array(
+            [
+                [0.0, 2.0, 8.0, 10.0],
+                [1.0, 3.0, 9.0, 11.0],
+                [4.0, 6.0, 12.0, 14.0],
+                [5.0, 7.0, 13.0, 15.0],
+            ]
+        ).reshape(4, 2, 2, 1),
+    ),
+    (
+        "BatchToSpace:0",
+        lambda: R.BatchToSpace(
+            input=np.arange(16.0).reshape(4, 2, 2, 1), crops=[[0, 0], [0, 0]], block_size=2
+        ),
+        np.array(
+            [
+                [0.0, 4.0, 1.0, 5.0],
+                [8.0, 12.0, 9.0, 13.0],
+                [2.0, 6.0, 3.0, 7.0],
+                [10.0, 14.0, 11.0, 15.0],
+            ]
+        ).reshape(1, 4, 4, 1),
+    ),
+]
+
+
+@pytest.mark.parametrize("name, build, want", _CASES)
+def test_values(name, build, want):
+    with tf.Graph().as_default():
+        t = build()
+        assert t.name == name
+        got = _run(t)
+    if np.asarray(want).dtype == bool:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, atol=1e-6, rtol=1e-6)
+
+
+def test_gradients():
+    with tf.Graph().as_default():
+        x = _x()
+        lo, hi = _f64(-1.0), _f64(1.0)
+        m = _f64([[2.0, 1.0], [-1.0, 3.0]])
+        grads = [
+            tf.gradients(R.BesselI0(x=x), x)[0],
+            tf.gradients(R.BesselI1(x=x), x)[0],
+            tf.gradients(R.ClipByValue(t=x, clip_value_min=lo, clip_value_max=hi) * x, x)[0],
+            tf.gradients(R.AccumulateNV2(inputs=[x, x * 2.0], shape=[5]), x)[0],
+            tf.gradients(R.Reverse(tensor=m, dims=[False, True]) * [[1.0, 2.0], [3.0, 4.0]], m)[0],
+        ]
+        hsv = _f64(HSV)
+        assert tf.gradients(R.HSVToRGB(images=hsv), hsv) == [None]
+        assert tf.gradients(tf.cast(R.ApproximateEqual(x=x, y=x), tf.float64), x) == [None]
+        values = _run(grads)
+    want = [
+        [-2.516716, -0.257894, 0.0, 0.37188, 3.95337],
+        [2.283153, 0.547695, 1.0, 0.595046, 3.563003],  # (1 at 0: TF's I0(0) - 0)
+        [-1.0, -1.0, 0.0, 1.4, 1.0],
+        [3.0, 3.0, 3.0, 3.0, 3.0],
+        [[2.0, 1.0], [4.0, 3.0]],
+    ]
+    for got, w in zip(values, want):
+        np.testing.assert_allclose(got, w, atol=1e-6)
+
+
+def test_errors():
+    with tf.Graph().as_default():
+        with pytest.raises(
+            ValueError,
+            match="Dimension 0 in both shapes must be equal, but are "
+            "2 and 3. Shapes are \\[2\\] and \\[3\\].",
+        ):
+            R.ApproximateEqual(x=[1.0, 2.0], y=[1.0, 2.0, 3.0])
+        with pytest.raises(ValueError, match="Dimension must be 3 but is 2"):
+            R.RGBToHSV(images=tf.constant([1.0, 2.0]))
+        clip = R.ClipByValue(t=_x(), clip_value_min=_f64([-1.0, 1.0]), clip_value_max=_f64(1.0))
+        with pytest.raises(errors.InvalidArgumentError) as e:
+            _run(clip)
+        assert (
+            "clip_value_min and clip_value_max must be either of the same shape as input, or a "
+            "scalar. input shape: [5]clip_value_min shape: [2]clip_value_max shape: []"
+        ) in str(e.value)
+        loose = tf.placeholder_with_default([1.0, 2.0], [None])
+        with pytest.raises(errors.InvalidArgumentError) as e:
+            _run(R.ApproximateEqual(x=loose, y=[1.0, 2.0, 3.0]))
+        assert "x and y must be of the same shape. x shape: [3]. y shape: [2]" in str(e.value)
+        for build in (
+            lambda: R.SelfAdjointEig(input=_f64([[2.0, 1.0], [1.0, 3.0]])),
+            lambda: R.MatrixExponential(input=_f64([[1.0]])),
+        ):
+            with pytest.raises(NotImplementedError, match="is not available in GraphDef"):
+                build()
+
+
+def test_removed_linalg_ops_from_an_old_graph_def():
+    def const(name, value):
+        dims = " ".join(f"dim {{ size: {d} }}" for d in value.shape)
+        vals = " ".join(f"double_val: {v}" for v in value.ravel())
+        return (
+            f'node {{ name: "{name}" op: "Const" attr {{ key: "dtype" value {{ type: DT_DOUBLE '
+            f'}} }} attr {{ key: "value" value {{ tensor {{ dtype: DT_DOUBLE tensor_shape {{ '
+            f"{dims} }} {vals} }} }} }} }}\n"
+        )
+
+    def node(name, op, arg):
+        return (
+            f'node {{ name: "{name}" op: "{op}" input: "{arg}" attr {{ key: "T" value {{ '
+            "type: DT_DOUBLE } } }\n"
+        )
+
+    text = (
+        const("s", np.array([[[2.0, 1.0], [1.0, 3.0]]]))
+        + const("e", np.array([[1.0, 2.0], [-0.5, 0.3]]))
+        + node("sae", "SelfAdjointEig", "s")
+        + node("mexp", "MatrixExponential", "e")
+        + "versions { producer: 10 }"
+    )
+    with tf.Graph().as_default():
+        sae, mexp = tf.import_graph_def(
+            text_format.Parse(text, graph_pb2.GraphDef()), return_elements=["sae:0", "mexp:0"]
+        )
+        assert sae.shape.as_list() == [1, 3, 2]
+        sv, mv = _run([sae, mexp])
+    # (eigenvalues in row 0, eigenvectors below: TF's signs may differ per vector)
+    np.testing.assert_allclose(sv[0, 0], [1.381966, 3.618034], atol=1e-6)
+    np.testing.assert_allclose(
+        np.abs(sv[0, 1:]), [[0.850651, 0.525731], [0.525731, 0.850651]], atol=1e-6
+    )
+    np.testing.assert_allclose(mv, [[1.711386, 3.294862], [-0.823715, 0.558184]], atol=1e-6)
