@@ -2,6 +2,7 @@
 
 from asyncflow.ops import (  # noqa: F401
     approx_topk_ops,
+    array_extra_ops,
     array_ops,
     audio_ops,
     barrier_ops,

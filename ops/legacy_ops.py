@@ -453,6 +453,32 @@ for _name, _types in (("SelfAdjointEig", ["float64", "float32", "float16"]),
         return np.concatenate([e[..., None, :], v], axis=-2).astype(x.dtype)
 
 
+# The V2 diagonal ops pack diagonals as V3 does with align LEFT_LEFT.
+for _name in ("MatrixDiag", "MatrixDiagPart", "MatrixSetDiag"):
+    _alias(_name + "V2", _name + "V3", fixed={"align": "LEFT_LEFT"}, grad=True)
+
+_alias(
+    "TileGrad",
+    "Sum",
+    inputs=["input: T", "multiples: int32"],
+    attrs={"T": TypeConstraint(None)},
+    fixed={"keep_dims": False, "Tidx": dtypes.int32},
+    to_base=lambda attrs, x, multiples: _tile_grad_args(x, multiples),
+)
+get_op_def("TileGrad").shape_fn = lambda op: [tensor_shape.unknown_shape(op.inputs[0].shape.ndims)]
+
+
+def _tile_grad_args(x, multiples):
+    """Sum TileGrad's tiles: x reshaped to (multiple, size) pairs, summed over the
+    multiples (the kernel gets the reshaped value and the axes)."""
+    multiples = np.asarray(multiples).reshape(-1)
+    x = np.asarray(x)
+    pairs = []
+    for m, d in zip(multiples, x.shape):
+        pairs += [int(m), int(d) // int(m)]
+    return x.reshape(pairs), np.arange(0, 2 * x.ndim, 2, dtype=np.int32)
+
+
 # TF 2.21's OpDeprecation of the ops above (version, explanation).
 _REMOVED = {
     "BatchMatrixBandPart": (14, "Use MatrixBandPart"),
@@ -476,6 +502,7 @@ _REMOVED = {
     "TopK": (7, "Use TopKV2 instead"),
     "PlaceholderV2": (23, "Placeholder now behaves the same as PlaceholderV2."),
     "SelfAdjointEig": (11, "Use SelfAdjointEigV2 instead."),
+    "TileGrad": (3, "TileGrad has been replaced with reduce_sum"),
     "BatchSelfAdjointEig": (11, "Use SelfAdjointEigV2 instead."),
     "MatrixExponential": (
         27,

@@ -66,6 +66,7 @@ FOREIGN_MODULES = {
     "math_extra_ops": "tests/ops/test_raw_ops_s25_math.py",
     "fft_real_ops": "RFFT/IRFFT: tests/ops/test_raw_ops_s25_fft.py",
     "color_ops": "RGBToHSV/HSVToRGB: tests/ops/test_raw_ops_s25_math.py",
+    "array_extra_ops": "tests/ops/test_raw_ops_s25_array.py",
 }
 
 ALLOWLIST = {
