@@ -105,6 +105,7 @@ from asyncflow.ops import (  # noqa: F401
     tensor_list_ops,
     tf2_graph_ops,
     top_misc_ops,
+    training_extra_ops,
     training_ops,
     unique_ops,
     volume_patches_ops,
