@@ -23,6 +23,8 @@ import numpy as np
 from asyncflow import dtypes, errors, graph_io, tensor_shape
 from asyncflow.ops import (  # noqa: F401 - they register the ops spelled here
     array_ops,
+    conv3d_ops,
+    conv_ops,
     fft_ops,
     linalg_matrix_ops,
     linalg_ops,
@@ -479,6 +481,46 @@ def _tile_grad_args(x, multiples):
     return x.reshape(pairs), np.arange(0, 2 * x.ndim, 2, dtype=np.int32)
 
 
+# The convolution backprops that take the tensor whose shape they need, not the shape.
+def _shape_of(x):
+    return np.asarray(np.shape(x), np.int32)
+
+
+def _out_like(position):
+    def shape_fn(op):
+        return [op.inputs[position].shape]
+
+    return shape_fn
+
+
+_CONV_T = TypeConstraint(["float16", "bfloat16", "float32", "float64"])
+for _name, _base, _pos, _fixed in (
+    ("Conv2DBackpropFilterV2", "Conv2DBackpropFilter", 1, {}),
+    ("Conv2DBackpropInputV2", "Conv2DBackpropInput", 0, {}),
+    ("Conv3DBackpropFilter", "Conv3DBackpropFilterV2", 1, {"data_format": "NDHWC"}),
+    ("Conv3DBackpropInput", "Conv3DBackpropInputV2", 0, {"data_format": "NDHWC"}),
+):
+    if _pos == 1:
+        _to_base = lambda attrs, x, f, dy: (x, _shape_of(f), dy)  # noqa: E731
+    else:
+        _to_base = lambda attrs, x, f, dy: (_shape_of(x), f, dy)  # noqa: E731
+    if _name.startswith("Conv3D"):
+        _fixed = {**_fixed, "Tshape": dtypes.int32} if _pos == 0 else _fixed
+        _t = TypeConstraint(["float16", "float32", "float64"])
+    else:
+        _t = TypeConstraint(["float16", "bfloat16", "float32", "float64"] +
+                            (["int32"] if _pos == 0 else []))  # fmt: skip
+    _def = _alias(
+        _name,
+        _base,
+        inputs=["input: T", "filter: T", "out_backprop: T"],
+        attrs={"T": _t},
+        fixed=_fixed,
+        to_base=_to_base,
+    )
+    _def.shape_fn = _out_like(_pos)
+
+
 # TF 2.21's OpDeprecation of the ops above (version, explanation).
 _REMOVED = {
     "BatchMatrixBandPart": (14, "Use MatrixBandPart"),
@@ -503,6 +545,8 @@ _REMOVED = {
     "PlaceholderV2": (23, "Placeholder now behaves the same as PlaceholderV2."),
     "SelfAdjointEig": (11, "Use SelfAdjointEigV2 instead."),
     "TileGrad": (3, "TileGrad has been replaced with reduce_sum"),
+    "Conv3DBackpropFilter": (10, "Use Conv3DBackpropFilterV2"),
+    "Conv3DBackpropInput": (10, "Use Conv3DBackpropInputV2"),
     "BatchSelfAdjointEig": (11, "Use SelfAdjointEigV2 instead."),
     "MatrixExponential": (
         27,

@@ -298,3 +298,73 @@ def test_gradients():
     np.testing.assert_allclose(vals[1], np.full((2, 3), 3.0))
     np.testing.assert_allclose(vals[2], [[7.0, 4.0, 11.0], [3.0, 12.0, 21.0]])
     np.testing.assert_allclose(vals[3], [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
+
+
+def test_conv_backprops_taking_the_tensor():
+    # (TF 2.21 has no CPU kernel for the 2-D V2 ops: values of Conv2DBackpropFilter /
+    # Conv2DBackpropInput with the same shapes there)
+    x = np.arange(2 * 4 * 4 * 2, dtype=np.float32).reshape(2, 4, 4, 2) / 10
+    f = (np.arange(3 * 3 * 2 * 3, dtype=np.float32).reshape(3, 3, 2, 3) - 20) / 10
+    dy = np.cos(np.arange(2 * 2 * 2 * 3, dtype=np.float32)).reshape(2, 2, 2, 3)
+    conv = dict(strides=[1, 2, 2, 1], padding="SAME")
+    with tf.Graph().as_default():
+        a = R.Conv2DBackpropFilterV2(input=x, filter=f, out_backprop=dy, **conv)
+        b = R.Conv2DBackpropInputV2(input=x, filter=f, out_backprop=dy, **conv)
+        assert a.shape.as_list() == [3, 3, 2, 3] and b.shape.as_list() == [2, 4, 4, 2]
+        va, vb = _run([a, b])
+    np.testing.assert_allclose(
+        va.ravel()[:6], [-0.3952, -1.7311, -1.4755, -0.3696, -1.7571, -1.5291], atol=1e-4
+    )
+    np.testing.assert_allclose(va.sum(), 80.4269, atol=1e-3)
+    np.testing.assert_allclose(
+        vb.ravel()[:6], [-2.2775, -1.9403, -1.603, -1.2658, 1.7828, 1.712], atol=1e-4
+    )
+    np.testing.assert_allclose(vb.sum(), 24.5237, atol=1e-3)
+    x3 = np.arange(27, dtype=np.float64).reshape(1, 3, 3, 3, 1) / 10
+    text = (
+        _const("x3", x3)
+        + _const("f3", np.full((2, 2, 2, 1, 1), 0.5))
+        + _const("dy3", np.arange(8, dtype=np.float64).reshape(1, 2, 2, 2, 1))
+    )
+    for name, op in (("cf", "Conv3DBackpropFilter"), ("ci", "Conv3DBackpropInput")):
+        text += (
+            f'node {{ name: "{name}" op: "{op}" input: "x3" input: "f3" input: "dy3" attr {{ '
+            'key: "T" value { type: DT_DOUBLE } } attr { key: "padding" value { s: "VALID" } '
+            '} attr { key: "strides" value { list { i: 1 i: 1 i: 1 i: 1 i: 1 } } } }\n'
+        )
+    with tf.Graph().as_default():
+        cf, ci = _import(text, 9, ["cf:0", "ci:0"])
+        vf, vi = _run([cf, ci])
+    np.testing.assert_allclose(vf.ravel(), [26.8, 29.6, 35.2, 38.0, 52.0, 54.8, 60.4, 63.2])
+    np.testing.assert_allclose(
+        vi.ravel(),
+        [
+            0.0,
+            0.5,
+            0.5,
+            1.0,
+            3.0,
+            2.0,
+            1.0,
+            2.5,
+            1.5,
+            2.0,
+            5.0,
+            3.0,
+            6.0,
+            14.0,
+            8.0,
+            4.0,
+            9.0,
+            5.0,
+            2.0,
+            4.5,
+            2.5,
+            5.0,
+            11.0,
+            6.0,
+            3.0,
+            6.5,
+            3.5,
+        ],
+    )
