@@ -325,3 +325,20 @@ def _tensor_strided_slice_update_grad(op, grad):
     grad_value = _g.apply("StridedSlice", grad, begin, end, strides, **masks)
     grad_value = _g.apply("Reshape", grad_value, _g.apply("Shape", value))
     return [grad_input, None, None, None, grad_value]
+
+
+# -- ScatterNdMax / ScatterNdMin (ref variables; their Resource* twins) ----------------
+
+
+def _register_scatter_nd_extremes() -> None:
+    from asyncflow.ops import resource_training_ops, scatter_nd_ops
+
+    for op_type, mode in (("ScatterNdMax", "max"), ("ScatterNdMin", "min")):
+        op_def = scatter_nd_ops._ref_scatter_nd_op(op_type, mode, REAL)
+        op_def.attrs["use_locking"] = False  # (TF's default here, unlike ScatterNdAdd's)
+        resource_training_ops._twin(op_type)
+        get = resource_training_ops.get_op_def("Resource" + op_type)
+        get.attrs["use_locking"] = True  # (TF's ResourceScatterNd* default)
+
+
+_register_scatter_nd_extremes()

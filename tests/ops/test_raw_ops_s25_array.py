@@ -167,3 +167,19 @@ def test_errors():
             "has been replaced with reduce_sum.",
         ):
             R.TileGrad(input=[[1, 2, 3, 4]], multiples=[1, 2])
+
+
+@pytest.mark.parametrize("resource", [False, True])
+@pytest.mark.parametrize(
+    "op_type, want",
+    [("ScatterNdMax", [4.0, 5.0, 3.0, 7.0]), ("ScatterNdMin", [0.5, 5.0, 2.0, 7.0])],
+)
+def test_scatter_nd_max_min(op_type, want, resource):
+    with tf.Graph().as_default(), tf.Session() as sess:
+        v = tf.Variable([1.0, 5.0, 3.0, 7.0], use_resource=resource)
+        fn = getattr(R, ("Resource" if resource else "") + op_type)
+        out = fn(ref=v.handle if resource else v, indices=[[0], [2], [0]], updates=[4.0, 2.0, 0.5])
+        assert getattr(out, "op", out).get_attr("use_locking") is resource  # (TF's defaults)
+        sess.run(tf.global_variables_initializer())
+        sess.run(out)
+        np.testing.assert_array_equal(sess.run(v.read_value()), want)
