@@ -122,6 +122,10 @@ class _OpView:
 _TF_GRAPH_DEF_VERSION = 2474
 # Ops imported from a GraphDef newer than their removal, to the error they raise when run.
 _REMOVED_OPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# A graph takes the oldest producer version imported into it (as TF's graph takes an
+# imported GraphDef's versions): ops built there later, e.g. gradients, are checked
+# against it.
+_GRAPH_PRODUCER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _removed_in(op_def, version: int, explanation: str):
@@ -137,7 +141,11 @@ def _removed_in(op_def, version: int, explanation: str):
     def checked_shape_fn(op):
         producer = graph_io.importing_producer()
         if producer is None:
-            raise NotImplementedError(message(_TF_GRAPH_DEF_VERSION))
+            producer = _GRAPH_PRODUCER.get(op.graph)
+            if producer is None or producer >= version:
+                raise NotImplementedError(message(_TF_GRAPH_DEF_VERSION))
+        else:
+            _GRAPH_PRODUCER[op.graph] = min(producer, _GRAPH_PRODUCER.get(op.graph, producer))
         if producer >= version:
             _REMOVED_OPS[op] = message(producer)
         return shape_fn(op)
@@ -546,6 +554,8 @@ _REMOVED = {
     "SelfAdjointEig": (11, "Use SelfAdjointEigV2 instead."),
     "TileGrad": (3, "TileGrad has been replaced with reduce_sum"),
     "Conv3DBackpropFilter": (10, "Use Conv3DBackpropFilterV2"),
+    "BatchNormWithGlobalNormalization": (9, "Use tf.nn.batch_normalization()"),
+    "BatchNormWithGlobalNormalizationGrad": (9, "Use tf.nn.batch_normalization()"),
     "Conv3DBackpropInput": (10, "Use Conv3DBackpropInputV2"),
     "BatchSelfAdjointEig": (11, "Use SelfAdjointEigV2 instead."),
     "MatrixExponential": (

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncflow import errors, tensor_shape
+from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import special as sp
 from asyncflow.ops.math_ops import _unary_op
@@ -335,3 +336,65 @@ async def _matrix_exponential(ctx, x):
     if x.shape[-1] != x.shape[-2]:
         raise _invalid(f"Input matrix must be square, got shape {list(x.shape)}")
     return expm(x).astype(x.dtype) if x.size else x.copy()
+
+
+# -- BatchNormWithGlobalNormalization(Grad) (removed at version 9; ops/legacy_ops.py) ---
+
+
+def _bn_shape(op):
+    t = op.inputs[0].shape.with_rank(4)
+    return [t]
+
+
+BatchNormWithGlobalNormalization = register_op(
+    "BatchNormWithGlobalNormalization",
+    inputs=["t: T", "m: T", "v: T", "beta: T", "gamma: T"],
+    outputs=["result: T"],
+    attrs={"T": NUMERIC, "variance_epsilon": REQUIRED, "scale_after_normalization": REQUIRED},
+    shape_fn=_bn_shape,
+)
+
+
+@BatchNormWithGlobalNormalization.kernel()
+async def _batch_norm_global(ctx, t, m, v, beta, gamma):
+    xp = ctx.xp
+    scale = 1 / xp.sqrt(v + ctx.attrs["variance_epsilon"])
+    if ctx.attrs["scale_after_normalization"]:
+        scale = scale * gamma
+    return ((t - m) * scale + beta).astype(t.dtype)
+
+
+BatchNormWithGlobalNormalizationGrad = register_op(
+    "BatchNormWithGlobalNormalizationGrad",
+    inputs=["t: T", "m: T", "v: T", "gamma: T", "backprop: T"],
+    outputs=["dx: T", "dm: T", "dv: T", "db: T", "dg: T"],
+    attrs={"T": NUMERIC, "variance_epsilon": REQUIRED, "scale_after_normalization": REQUIRED},
+    shape_fn=lambda op: [op.inputs[0].shape.with_rank(4)] + [op.inputs[1].shape] * 4,
+)
+
+
+@BatchNormWithGlobalNormalizationGrad.kernel()
+async def _batch_norm_global_grad(ctx, t, m, v, gamma, backprop):
+    xp = ctx.xp
+    axes = (0, 1, 2)
+    rsqrt = 1 / xp.sqrt(v + ctx.attrs["variance_epsilon"])
+    scaled = ctx.attrs["scale_after_normalization"]
+    dx = backprop * (rsqrt * gamma if scaled else rsqrt)
+    centered = t - m
+    db = backprop.sum(axis=axes)
+    dm = -dx.sum(axis=axes)
+    dv_scale = -0.5 * rsqrt**3 * (gamma if scaled else 1)
+    dv = (backprop * centered).sum(axis=axes) * dv_scale
+    dg = (backprop * centered * rsqrt).sum(axis=axes) if scaled else xp.zeros_like(gamma)
+    return tuple(a.astype(t.dtype) for a in (dx, dm, dv, db, dg))
+
+
+@BatchNormWithGlobalNormalization.gradient
+def _batch_norm_global_gradient(op, grad):
+    t, m, v, beta, gamma = op.inputs
+    attrs = {k: op._attrs[k] for k in ("variance_epsilon", "scale_after_normalization")}
+    grads = ops.apply_op(
+        "BatchNormWithGlobalNormalizationGrad", [t, m, v, gamma, grad], attrs
+    ).outputs
+    dx, dm, dv, db, dg = grads
+    return [dx, dm, dv, db, dg]

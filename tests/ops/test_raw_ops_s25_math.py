@@ -285,3 +285,92 @@ def test_removed_linalg_ops_from_an_old_graph_def():
         np.abs(sv[0, 1:]), [[0.850651, 0.525731], [0.525731, 0.850651]], atol=1e-6
     )
     np.testing.assert_allclose(mv, [[1.711386, 3.294862], [-0.823715, 0.558184]], atol=1e-6)
+
+
+def test_batch_norm_with_global_normalization_from_an_old_graph_def():
+    t = np.sin(np.arange(16, dtype=np.float64)).reshape(2, 2, 2, 2)
+
+    def const(name, value):
+        dims = " ".join(f"dim {{ size: {d} }}" for d in value.shape)
+        vals = " ".join(f"double_val: {v}" for v in value.ravel())
+        return (
+            f'node {{ name: "{name}" op: "Const" attr {{ key: "dtype" value {{ type: DT_DOUBLE '
+            f'}} }} attr {{ key: "value" value {{ tensor {{ dtype: DT_DOUBLE tensor_shape {{ '
+            f"{dims} }} {vals} }} }} }} }}\n"
+        )
+
+    attrs = (
+        ' attr { key: "T" value { type: DT_DOUBLE } } attr { key: "variance_epsilon" value { '
+        'f: 0.001 } } attr { key: "scale_after_normalization" value { b: true } }'
+    )
+    text = (
+        const("t", t)
+        + const("mm", np.array([0.1, -0.2]))
+        + const("vv", np.array([0.5, 2.0]))
+        + const("b", np.array([0.3, -0.1]))
+        + const("g", np.array([2.0, 3.0]))
+        + 'node { name: "bn" op: "BatchNormWithGlobalNormalization" input: "t" input: "mm" '
+        f'input: "vv" input: "b" input: "g"{attrs} }}\n' + "versions { producer: 8 }"
+    )
+    with tf.Graph().as_default() as g:
+        (bn,) = tf.import_graph_def(
+            text_format.Parse(text, graph_pb2.GraphDef()), return_elements=["bn:0"], name=""
+        )
+        xs = [g.get_tensor_by_name(n + ":0") for n in ("t", "mm", "vv", "b", "g")]
+        grads = tf.gradients(bn * bn, xs)  # (TF's graph keeps the old version: this builds)
+        values = _run([bn] + grads)
+    want = [
+        [
+            0.01744,
+            2.108741,
+            2.586753,
+            0.623444,
+            -2.120984,
+            -1.709519,
+            -0.772078,
+            1.717489,
+            2.812973,
+            1.198175,
+            -1.519748,
+            -1.796611,
+            -1.498702,
+            1.215244,
+            2.816503,
+            1.703282,
+        ],
+        [
+            0.098555,
+            8.944397,
+            14.618275,
+            2.644388,
+            -11.986115,
+            -7.251063,
+            -4.363169,
+            7.284867,
+            15.896691,
+            5.082155,
+            -8.588408,
+            -7.620472,
+            -8.469475,
+            5.154556,
+            15.916637,
+            7.224608,
+        ],
+        [-13.12299, -21.463436],
+        [-62.856034, -10.122511],
+        [4.644315, 10.12049],
+        [31.490873, 13.50343],
+    ]
+    for got, w in zip(values, want):
+        np.testing.assert_allclose(np.ravel(got), w, atol=2e-6)
+    with tf.Graph().as_default():
+        with pytest.raises(NotImplementedError, match="removed in version 9"):
+            R.BatchNormWithGlobalNormalization(
+                t=t,
+                m=[0.0, 0.0],
+                v=[1.0, 1.0],
+                beta=[0.0, 0.0],
+                gamma=[1.0, 1.0],
+                variance_epsilon=0.001,
+                scale_after_normalization=True,
+            )
