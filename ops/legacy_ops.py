@@ -33,6 +33,7 @@ from asyncflow.ops import (  # noqa: F401 - they register the ops spelled here
     math_more_ops,
     nn_impl,
     nn_ops,
+    random_more_ops,
     slicing_ops,
     space_ops,
 )
@@ -529,6 +530,15 @@ for _name, _base, _pos, _fixed in (
     _def.shape_fn = _out_like(_pos)
 
 
+_alias(
+    "RandomPoisson",
+    "RandomPoissonV2",
+    inputs=["shape: S", "rate: dtype"],
+    attrs={"dtype": TypeConstraint(["float16", "float32", "float64"])},
+    fixed={"R": lambda attrs: attrs["dtype"]},
+)
+
+
 # TF 2.21's OpDeprecation of the ops above (version, explanation).
 _REMOVED = {
     "BatchMatrixBandPart": (14, "Use MatrixBandPart"),
@@ -553,6 +563,7 @@ _REMOVED = {
     "PlaceholderV2": (23, "Placeholder now behaves the same as PlaceholderV2."),
     "SelfAdjointEig": (11, "Use SelfAdjointEigV2 instead."),
     "TileGrad": (3, "TileGrad has been replaced with reduce_sum"),
+    "RandomPoisson": (25, "Replaced by RandomPoissonV2"),
     "Conv3DBackpropFilter": (10, "Use Conv3DBackpropFilterV2"),
     "BatchNormWithGlobalNormalization": (9, "Use tf.nn.batch_normalization()"),
     "BatchNormWithGlobalNormalizationGrad": (9, "Use tf.nn.batch_normalization()"),

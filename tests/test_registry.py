@@ -106,6 +106,7 @@ _TF_NO_GRADIENT = {
     "ParallelConcat",
     "Bincount",
     "TileGrad",
+    "RandomPoisson",
     "BatchNormWithGlobalNormalizationGrad",
     "Conv2DBackpropFilterV2",
     "Conv2DBackpropInputV2",

@@ -374,3 +374,27 @@ def test_batch_norm_with_global_normalization_from_an_old_graph_def():
                 variance_epsilon=0.001,
                 scale_after_normalization=True,
             )
+
+
+def test_random_poisson_from_an_old_graph_def():
+    text = (
+        'node { name: "sh" op: "Const" attr { key: "dtype" value { type: DT_INT32 } } attr { '
+        'key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 1 } } '
+        "int_val: 3 } } } }\n"
+        'node { name: "rate" op: "Const" attr { key: "dtype" value { type: DT_DOUBLE } } attr '
+        '{ key: "value" value { tensor { dtype: DT_DOUBLE tensor_shape { dim { size: 2 } } '
+        "double_val: 1.5 double_val: 20.0 } } } }\n"
+        'node { name: "p" op: "RandomPoisson" input: "sh" input: "rate" attr { key: "S" value '
+        '{ type: DT_INT32 } } attr { key: "dtype" value { type: DT_DOUBLE } } attr { key: '
+        '"seed" value { i: 5 } } attr { key: "seed2" value { i: 9 } } }\n'
+        "versions { producer: 24 }"
+    )
+    with tf.Graph().as_default():
+        (p,) = tf.import_graph_def(
+            text_format.Parse(text, graph_pb2.GraphDef()), return_elements=["p:0"]
+        )
+        assert p.shape.as_list() == [3, 2]
+        with tf.Session() as sess:
+            first, second = sess.run(p), sess.run(p)
+    np.testing.assert_array_equal(first, [[2.0, 20.0], [0.0, 17.0], [0.0, 30.0]])
+    np.testing.assert_array_equal(second, [[1.0, 25.0], [2.0, 17.0], [2.0, 16.0]])
