@@ -398,3 +398,84 @@ def _batch_norm_global_gradient(op, grad):
     ).outputs
     dx, dm, dv, db, dg = grads
     return [dx, dm, dv, db, dg]
+
+
+# -- BandedTriangularSolve -------------------------------------------------------------
+# `matrix` holds K bands of an M x M triangular matrix, [..., K, M], LEFT_RIGHT aligned:
+# lower, row k is the k-th subdiagonal (row 0 the diagonal), padded on the left; upper,
+# row K-1-k is the k-th superdiagonal (row K-1 the diagonal), padded on the right.
+
+
+def _banded_shape(op):
+    m = op.inputs[0].shape.with_rank_at_least(2)
+    rhs = op.inputs[1].shape.with_rank_at_least(2)
+    if m.ndims is None or rhs.ndims is None:
+        return [tensor_shape.unknown_shape()]
+    m_rows = m[-1].merge_with(rhs[-2])
+    batch = m[:-2] if m.ndims >= rhs.ndims else rhs[:-2]
+    return [batch.concatenate([m_rows, rhs[-1]])]
+
+
+BandedTriangularSolve = register_op(
+    "BandedTriangularSolve",
+    inputs=["matrix: T", "rhs: T"],
+    outputs=["output: T"],
+    attrs={
+        "lower": True,
+        "adjoint": False,
+        "T": TypeConstraint(["float64", "float32", "float16", "complex64", "complex128"]),
+    },
+    shape_fn=_banded_shape,
+)
+
+
+def _dense_from_bands(bands, lower):
+    k_rows, m = bands.shape[-2:]
+    dense = np.zeros(bands.shape[:-2] + (m, m), bands.dtype)
+    cols = np.arange(m)
+    for r in range(k_rows):
+        k = r if lower else k_rows - 1 - r
+        j = cols[k:] if lower else cols[: m - k]
+        if lower:
+            dense[..., j, j - k] = bands[..., r, j]
+        else:
+            dense[..., j, j + k] = bands[..., r, j]
+    return dense
+
+
+@BandedTriangularSolve.kernel("CPU")
+async def _banded_triangular_solve(ctx, bands, rhs):
+    bands, rhs = np.asarray(bands), np.asarray(rhs)
+    if bands.shape[-2] > bands.shape[-1] or bands.shape[-1] != rhs.shape[-2]:
+        raise _invalid(
+            f"Input matrix and rhs are incompatible: {list(bands.shape)} vs {list(rhs.shape)}"
+        )
+    dense = _dense_from_bands(bands, ctx.attrs["lower"])
+    if ctx.attrs["adjoint"]:
+        dense = np.conj(np.swapaxes(dense, -1, -2))
+    diag = np.diagonal(dense, axis1=-2, axis2=-1)
+    if (diag == 0).any():
+        raise _invalid("Input matrix is not invertible.")
+    return np.linalg.solve(dense, rhs).astype(rhs.dtype)
+
+
+@BandedTriangularSolve.gradient
+def _banded_triangular_solve_grad(op, grad):
+    bands, x = op.inputs[0], op.outputs[0]
+    lower, adjoint = op._attrs["lower"], op._attrs["adjoint"]
+    k_rows, m = bands.shape.as_list()[-2:]
+    if k_rows is None or m is None:
+        raise ValueError("BandedTriangularSolve's gradient needs the band sizes known")
+    k = [-(k_rows - 1), 0] if lower else [0, k_rows - 1]
+    k_t = _g.constant(k, "int32")
+    zero = _g.constant(0, bands.dtype)
+    m_t = _g.constant(m, "int32")
+    dense = _g.apply("MatrixDiagV3", bands, k_t, m_t, m_t, zero, align="LEFT_RIGHT")
+    grad_rhs = _g.apply("MatrixTriangularSolve", dense, grad, lower=lower, adjoint=not adjoint)
+    if adjoint:
+        outer = _g.apply("BatchMatMulV2", x, grad_rhs, adj_y=True)
+    else:
+        outer = _g.apply("BatchMatMulV2", grad_rhs, x, adj_y=True)
+    grad_dense = _g.neg(outer)
+    grad_bands = _g.apply("MatrixDiagPartV3", grad_dense, k_t, zero, align="LEFT_RIGHT")
+    return [grad_bands, grad_rhs]

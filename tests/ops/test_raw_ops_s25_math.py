@@ -398,3 +398,47 @@ def test_random_poisson_from_an_old_graph_def():
             first, second = sess.run(p), sess.run(p)
     np.testing.assert_array_equal(first, [[2.0, 20.0], [0.0, 17.0], [0.0, 30.0]])
     np.testing.assert_array_equal(second, [[1.0, 25.0], [2.0, 17.0], [2.0, 16.0]])
+
+
+# (lower, adjoint, bands, TF 2.21's x, d sum(x * w) / d bands, d sum(x * w) / d rhs)
+_BANDED = [
+    (
+        True,
+        False,
+        [[2.0, 3.0, 4.0, 5.0], [0.5, -1.0, 0.25, 2.0]],
+        [[0.5, 1.0], [1.166667, 1.666667], [1.177083, 1.395833], [0.929167, 1.041667]],
+        [[-0.326065, 0.685987, 0.311614, -0.335495], [0.0, 0.388173, 0.310124, -0.436504]],
+        [
+            [0.441452, 0.105339],
+            [-0.117097, -0.329625],
+            [-0.259428, -0.004475],
+            [0.192034, 0.15078],
+        ],
+    ),
+    (
+        False,
+        True,
+        [[1.0, 2.0, 3.0, 0.0], [0.5, 1.0, 0.5, 0.0], [2.0, 3.0, 4.0, 5.0]],
+        [[0.5, 1.0], [0.916667, 1.166667], [0.895833, 0.958333], [0.94375, 1.0375]],
+        [
+            [0.04164, -0.351942, 0.0, 0.0],
+            [0.550007, 0.111051, -0.316528, 0.0],
+            [-0.678473, 0.709764, 0.117994, -0.337667],
+        ],
+        [[0.644774, 0.356086], [-0.204267, -0.447874], [-0.187415, 0.052068], [0.192034, 0.15078]],
+    ),
+]
+
+
+@pytest.mark.parametrize("lower, adjoint, bands, want_x, want_gb, want_gr", _BANDED)
+def test_banded_triangular_solve(lower, adjoint, bands, want_x, want_gb, want_gr):
+    with tf.Graph().as_default():
+        b = _f64(bands)
+        rhs = _f64([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+        x = R.BandedTriangularSolve(matrix=b, rhs=rhs, lower=lower, adjoint=adjoint)
+        assert x.shape.as_list() == [4, 2]
+        w = _f64(np.cos(np.arange(8.0)).reshape(4, 2))
+        gb, gr = tf.gradients(tf.reduce_sum(x * w), [b, rhs])
+        values = _run([x, gb, gr])
+    for got, want in zip(values, (want_x, want_gb, want_gr)):
+        np.testing.assert_allclose(got, want, atol=1e-6)
