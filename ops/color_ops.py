@@ -7,10 +7,14 @@ largest channel.  HSVToRGB rebuilds each channel from its distance to the hue on
 colour wheel.  HSVToRGB is not differentiable (as in TF); RGBToHSV's gradient is not
 written yet (tf.gradients raises LookupError).  tf.image.rgb_to_hsv / hsv_to_rgb stay
 composites of element-wise ops: same values, but they differentiate (TF's rgb_to_hsv
-differs at ties, and its hsv_to_rgb has no gradient).
+differs at ties, and its hsv_to_rgb has no gradient).  AdjustContrast, the op TF
+removed at GraphDef version 2, is here for old GraphDefs: per-channel mean over height
+and width, contrast scaled about it, clipped to [min_value, max_value], as float32.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from asyncflow import errors
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
@@ -76,3 +80,28 @@ async def _hsv_to_rgb(ctx, x):
 
 
 NotDifferentiable("HSVToRGB")
+
+
+# -- AdjustContrast (removed from GraphDefs at version 2; ops/legacy_ops.py) ------------
+
+AdjustContrast = register_op(
+    "AdjustContrast",
+    inputs=["images: T", "contrast_factor: float", "min_value: float", "max_value: float"],
+    outputs=["output: float"],
+    attrs={
+        "T": TypeConstraint(["uint8", "int8", "int16", "int32", "int64", "float32", "float64"])
+    },
+    shape_fn=lambda op: [op.inputs[0].shape.with_rank_at_least(3)],
+)
+
+
+@AdjustContrast.kernel("CPU")
+async def _adjust_contrast(ctx, images, factor, lo, hi):
+    x = np.asarray(images, np.float32)
+    if x.ndim < 3:
+        raise errors.InvalidArgumentError(
+            None, None, f"input must be at least 3-D, got shape {list(x.shape)}"
+        )
+    mean = x.mean(axis=(-3, -2), keepdims=True, dtype=np.float32)
+    out = (x - mean) * np.float32(factor) + mean
+    return np.clip(out, np.float32(lo), np.float32(hi)).astype(np.float32)

@@ -23,6 +23,7 @@ import numpy as np
 from asyncflow import dtypes, errors, graph_io, tensor_shape
 from asyncflow.ops import (  # noqa: F401 - they register the ops spelled here
     array_ops,
+    color_ops,
     conv3d_ops,
     conv_ops,
     fft_ops,
@@ -564,6 +565,7 @@ _REMOVED = {
     "SelfAdjointEig": (11, "Use SelfAdjointEigV2 instead."),
     "TileGrad": (3, "TileGrad has been replaced with reduce_sum"),
     "RandomPoisson": (25, "Replaced by RandomPoissonV2"),
+    "AdjustContrast": (2, "Use AdjustContrastv2 instead"),
     "Conv3DBackpropFilter": (10, "Use Conv3DBackpropFilterV2"),
     "BatchNormWithGlobalNormalization": (9, "Use tf.nn.batch_normalization()"),
     "BatchNormWithGlobalNormalizationGrad": (9, "Use tf.nn.batch_normalization()"),

@@ -106,6 +106,7 @@ _TF_NO_GRADIENT = {
     "ParallelConcat",
     "Bincount",
     "TileGrad",
+    "AdjustContrast",
     "RandomPoisson",
     "BatchNormWithGlobalNormalizationGrad",
     "Conv2DBackpropFilterV2",

@@ -442,3 +442,43 @@ def test_banded_triangular_solve(lower, adjoint, bands, want_x, want_gb, want_gr
         values = _run([x, gb, gr])
     for got, want in zip(values, (want_x, want_gb, want_gr)):
         np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_adjust_contrast_from_an_old_graph_def():
+    img = (np.arange(24) * 17 % 11).reshape(2, 2, 3, 2)
+    vals = " ".join(f"int_val: {v}" for v in img.ravel())
+
+    def scalar(name, v):
+        return (
+            f'node {{ name: "{name}" op: "Const" attr {{ key: "dtype" value {{ type: DT_FLOAT }} '
+            f'}} attr {{ key: "value" value {{ tensor {{ dtype: DT_FLOAT tensor_shape {{ }} '
+            f"float_val: {v} }} }} }} }}\n"
+        )
+
+    text = (
+        'node { name: "img" op: "Const" attr { key: "dtype" value { type: DT_INT32 } } attr { '
+        'key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 2 } dim { '
+        f"size: 2 }} dim {{ size: 3 }} dim {{ size: 2 }} }} {vals} }} }} }} }}\n"
+        + scalar("cf", 1.5)
+        + scalar("lo", 1.0)
+        + scalar("hi", 9.0)
+        + 'node { name: "ac" op: "AdjustContrast" input: "img" input: "cf" input: "lo" input: '
+        '"hi" attr { key: "T" value { type: DT_INT32 } } }\nversions { producer: 1 }'
+    )
+    with tf.Graph().as_default():
+        (a,) = tf.import_graph_def(
+            text_format.Parse(text, graph_pb2.GraphDef()), return_elements=["ac:0"]
+        )
+        assert a.dtype == tf.float32
+        got = _run(a)
+    want = [
+        [
+            [[1.0, 5.66667], [1.0, 7.16667], [1.75, 8.66667]],
+            [[3.25, 9.0], [4.75, 9.0], [6.25, 1.0]],
+        ],
+        [
+            [[5.66667, 1.0], [7.16667, 1.25], [8.66667, 2.75]],
+            [[9.0, 4.25], [9.0, 5.75], [1.0, 7.25]],
+        ],
+    ]
+    np.testing.assert_allclose(got, want, atol=1e-5)
