@@ -35,6 +35,7 @@ from asyncflow.ops import (  # noqa: F401 - they register the ops spelled here
     nn_impl,
     nn_ops,
     random_more_ops,
+    segment_ops,
     slicing_ops,
     space_ops,
 )
@@ -444,8 +445,10 @@ def _self_adjoint_eig_shape(op):
     return [x[:-2].concatenate([rows, n])]
 
 
-for _name, _types in (("SelfAdjointEig", ["float64", "float32", "float16"]),
-                      ("BatchSelfAdjointEig", ["float64", "float32"])):  # fmt: skip
+for _name, _types in (
+    ("SelfAdjointEig", ["float64", "float32", "float16"]),
+    ("BatchSelfAdjointEig", ["float64", "float32"]),
+):
     _def = register_op(
         _name,
         inputs=["input: T"],
@@ -518,8 +521,9 @@ for _name, _base, _pos, _fixed in (
         _fixed = {**_fixed, "Tshape": dtypes.int32} if _pos == 0 else _fixed
         _t = TypeConstraint(["float16", "float32", "float64"])
     else:
-        _t = TypeConstraint(["float16", "bfloat16", "float32", "float64"] +
-                            (["int32"] if _pos == 0 else []))  # fmt: skip
+        _t = TypeConstraint(
+            ["float16", "bfloat16", "float32", "float64"] + (["int32"] if _pos == 0 else [])
+        )
     _def = _alias(
         _name,
         _base,
@@ -538,6 +542,37 @@ _alias(
     attrs={"dtype": TypeConstraint(["float16", "float32", "float64"])},
     fixed={"R": lambda attrs: attrs["dtype"]},
 )
+
+
+# SegmentSumV2 & co. (TF 2.21 registers them for XLA devices only) take num_segments as
+# the unsorted segment ops do; TF's documented results are theirs: empty segments give
+# 0 (sum), 1 (prod), the lowest (max) or highest (min) value.
+_SEGMENT_MINMAX_T = TypeConstraint(
+    [
+        "float32",
+        "float64",
+        "int32",
+        "uint8",
+        "int16",
+        "int8",
+        "int64",
+        "bfloat16",
+        "uint16",
+        "float16",
+        "uint32",
+        "uint64",
+    ]
+)
+for _kind in ("Sum", "Prod", "Max", "Min"):
+    _alias(
+        f"Segment{_kind}V2",
+        f"UnsortedSegment{_kind}",
+        attrs={
+            "T": _SEGMENT_MINMAX_T
+            if _kind in ("Max", "Min")
+            else get_op_def(f"UnsortedSegment{_kind}").attrs["T"]
+        },
+    )
 
 
 # TF 2.21's OpDeprecation of the ops above (version, explanation).

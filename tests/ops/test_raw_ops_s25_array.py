@@ -183,3 +183,25 @@ def test_scatter_nd_max_min(op_type, want, resource):
         sess.run(tf.global_variables_initializer())
         sess.run(out)
         np.testing.assert_array_equal(sess.run(v.read_value()), want)
+
+
+def test_segment_v2_ops():
+    # TF 2.21 registers SegmentSumV2 & co. for XLA devices only (no CPU kernel to record
+    # from): the expected values are its documented ones, those of UnsortedSegment*.
+    lowest = np.finfo(np.float64).min
+    with tf.Graph().as_default():
+        d, ids = _f64(D), tf.constant([0, 0, 2, 2])
+        outs = [
+            R.SegmentSumV2(data=d, segment_ids=ids, num_segments=4),
+            R.SegmentProdV2(data=d, segment_ids=ids, num_segments=3),
+            R.SegmentMaxV2(data=d, segment_ids=ids, num_segments=3),
+            R.SegmentMinV2(data=d, segment_ids=ids, num_segments=3),
+        ]
+        assert all(o.shape.ndims == 2 for o in outs)
+        got = _run(outs)
+        with pytest.raises(LookupError, match="op type: SegmentSumV2"):
+            tf.gradients(outs[0], d)
+    np.testing.assert_array_equal(got[0], [[4.0, 6.0], [0.0, 0.0], [12.0, 14.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(got[1], [[3.0, 8.0], [1.0, 1.0], [35.0, 48.0]])
+    np.testing.assert_array_equal(got[2], [[3.0, 4.0], [lowest, lowest], [7.0, 8.0]])
+    np.testing.assert_array_equal(got[3], [[1.0, 2.0], [-lowest, -lowest], [5.0, 6.0]])
