@@ -9,14 +9,19 @@ written yet (tf.gradients raises LookupError).  tf.image.rgb_to_hsv / hsv_to_rgb
 composites of element-wise ops: same values, but they differentiate (TF's rgb_to_hsv
 differs at ties, and its hsv_to_rgb has no gradient).  AdjustContrast, the op TF
 removed at GraphDef version 2, is here for old GraphDefs: per-channel mean over height
-and width, contrast scaled about it, clipped to [min_value, max_value], as float32.
+and width, contrast scaled about it, clipped to [min_value, max_value], as float32;
+so is RandomCrop (removed at 8): a size crop at offsets drawn as TF draws them (width's
+first) from the op's TF generator, one reserved block per run.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import errors
+from asyncflow import errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import philox_random
+from asyncflow.ops.random_ops import _tf_generator
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
 __all__: list[str] = []
@@ -105,3 +110,47 @@ async def _adjust_contrast(ctx, images, factor, lo, hi):
     mean = x.mean(axis=(-3, -2), keepdims=True, dtype=np.float32)
     out = (x - mean) * np.float32(factor) + mean
     return np.clip(out, np.float32(lo), np.float32(hi)).astype(np.float32)
+
+
+# -- RandomCrop (removed from GraphDefs at version 8; ops/legacy_ops.py) ---------------
+
+RandomCrop = register_op(
+    "RandomCrop",
+    inputs=["image: T", "size: int64"],
+    outputs=["output: T"],
+    attrs={
+        "T": TypeConstraint(["uint8", "int8", "int16", "int32", "int64", "float32", "float64"]),
+        "seed": 0,
+        "seed2": 0,
+    },
+    shape_fn=lambda op: [
+        tensor_shape.TensorShape(
+            [None, None]
+            if ops.constant_value(op.inputs[1]) is None
+            else [int(v) for v in ops.constant_value(op.inputs[1])]
+        ).concatenate(op.inputs[0].shape.with_rank(3)[2:])
+    ],
+    stateful=True,
+)
+NotDifferentiable("RandomCrop")
+
+
+@RandomCrop.kernel("CPU", host_memory=("size",))
+async def _random_crop(ctx, image, size):
+    image = np.asarray(image)
+    if image.ndim != 3:
+        raise errors.InvalidArgumentError(
+            None, None, f"input must be 3-dimensional, got shape {list(image.shape)}"
+        )
+    target_h, target_w = (int(v) for v in np.asarray(size).reshape(-1))
+    height, width = image.shape[:2]
+    if target_h > height or target_w > width:
+        raise errors.InvalidArgumentError(
+            None, None, f"width must be >= target + offset: {width}, {target_w}"
+        )
+    gen = _tf_generator(ctx)
+    rnd = philox_random.SimplePhilox(gen.key, gen.reserve_blocks(1))
+    # (TF draws the width's offset first)
+    off_w = rnd.uniform(width - target_w + 1) if width > target_w else 0
+    off_h = rnd.uniform(height - target_h + 1) if height > target_h else 0
+    return image[off_h : off_h + target_h, off_w : off_w + target_w].copy()

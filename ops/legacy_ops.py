@@ -601,6 +601,7 @@ _REMOVED = {
     "TileGrad": (3, "TileGrad has been replaced with reduce_sum"),
     "RandomPoisson": (25, "Replaced by RandomPoissonV2"),
     "AdjustContrast": (2, "Use AdjustContrastv2 instead"),
+    "RandomCrop": (8, "Random crop is now pure Python"),
     "Conv3DBackpropFilter": (10, "Use Conv3DBackpropFilterV2"),
     "BatchNormWithGlobalNormalization": (9, "Use tf.nn.batch_normalization()"),
     "BatchNormWithGlobalNormalizationGrad": (9, "Use tf.nn.batch_normalization()"),

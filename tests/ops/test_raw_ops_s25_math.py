@@ -482,3 +482,32 @@ def test_adjust_contrast_from_an_old_graph_def():
         ],
     ]
     np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_random_crop_from_an_old_graph_def():
+    img = np.arange(70).reshape(5, 7, 2)
+    vals = " ".join(f"int_val: {v}" for v in img.ravel())
+    text = (
+        'node { name: "img" op: "Const" attr { key: "dtype" value { type: DT_INT32 } } attr { '
+        'key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 5 } dim { '
+        f"size: 7 }} dim {{ size: 2 }} }} {vals} }} }} }} }}\n"
+        'node { name: "sz" op: "Const" attr { key: "dtype" value { type: DT_INT64 } } attr { '
+        'key: "value" value { tensor { dtype: DT_INT64 tensor_shape { dim { size: 2 } } '
+        "int64_val: 2 int64_val: 3 } } } }\n"
+        'node { name: "rc" op: "RandomCrop" input: "img" input: "sz" attr { key: "T" value { '
+        'type: DT_INT32 } } attr { key: "seed" value { i: 3 } } attr { key: "seed2" value { '
+        "i: 11 } } }\nversions { producer: 7 }"
+    )
+    with tf.Graph().as_default():
+        (crop,) = tf.import_graph_def(
+            text_format.Parse(text, graph_pb2.GraphDef()), return_elements=["rc:0"]
+        )
+        assert crop.shape.as_list() == [2, 3, 2]
+        with tf.Session() as sess:
+            got = [sess.run(crop)[:, :, 0].tolist() for _ in range(4)]
+    assert got == [
+        [[22, 24, 26], [36, 38, 40]],
+        [[46, 48, 50], [60, 62, 64]],
+        [[8, 10, 12], [22, 24, 26]],
+        [[34, 36, 38], [48, 50, 52]],
+    ]
