@@ -5,8 +5,8 @@ and Keras write), Eig (tf.linalg.eig) and CholeskyGrad.
 
 Gradients are those TF registers: BesselI0' = I1, BesselI1' = I0 - I1 / x (TF takes
 I0(0) - 0 = 1 at x = 0), ClipByValue's passes the gradient to whichever of t, min, max
-gave the value, AccumulateNV2's is AddN's.  ApproximateEqual is not differentiable;
-Eig's gradient is not written yet (tf.gradients raises LookupError).
+gave the value, AccumulateNV2's is AddN's, Eig's is the adjoint of A = V diag(e) V^-1
+for unit-norm eigenvectors.  ApproximateEqual is not differentiable.
 """
 
 from __future__ import annotations
@@ -479,3 +479,41 @@ def _banded_triangular_solve_grad(op, grad):
     grad_dense = _g.neg(outer)
     grad_bands = _g.apply("MatrixDiagPartV3", grad_dense, k_t, zero, align="LEFT_RIGHT")
     return [grad_bands, grad_rhs]
+
+
+@Eig.gradient
+def _eig_grad(op, grad_e, grad_v):
+    # A = V diag(e) V^-1 with unit-norm columns of V: grad_A = V^-H M V^H, where M holds
+    # grad_e on its diagonal and, off it, conj(1 / (e_j - e_i)) times V^H grad_v less the
+    # part that only rescales the (normalized) eigenvectors.
+    e, v = op.outputs
+    x = op.inputs[0]
+    vh = _g.apply("Conj", _g.transpose(v, _last_two_swapped(v)))
+    diff = _g.apply("Sub", _g.apply("ExpandDims", e, -2), _g.apply("ExpandDims", e, -1))
+    f = _g.apply(
+        "MatrixSetDiagV3",
+        _g.apply("Reciprocal", diff),
+        _g.zeros_like(e),
+        _g.constant(0, "int32"),
+        align="RIGHT_LEFT",
+    )
+    f = _g.apply("Conj", f)
+    if grad_v is None:
+        mid = _g.apply("MatrixDiag", grad_e) if grad_e is not None else None
+    else:
+        vgv = _g.apply("BatchMatMulV2", vh, grad_v)
+        real_diag = _g.apply("Real", _g.apply("MatrixDiagPart", vgv), Tout=e.dtype.real_dtype)
+        rescale = _g.apply("MatrixDiag", _g.cast(real_diag, e.dtype))
+        vhv = _g.apply("BatchMatMulV2", vh, v)
+        mid = _g.mul(f, _g.apply("Sub", vgv, _g.apply("BatchMatMulV2", vhv, rescale)))
+        if grad_e is not None:
+            mid = _g.apply("AddV2", mid, _g.apply("MatrixDiag", grad_e))
+    grad_a = _g.apply("MatrixSolve", vh, _g.apply("BatchMatMulV2", mid, vh))
+    if not x.dtype.is_complex:
+        grad_a = _g.apply("Real", grad_a, Tout=x.dtype)
+    return grad_a
+
+
+def _last_two_swapped(t):
+    rank = t.shape.ndims
+    return list(range(rank - 2)) + [rank - 1, rank - 2]

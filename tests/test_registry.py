@@ -44,7 +44,6 @@ def _project_ops():
 # rather than silently giving no gradient as a NotDifferentiable mark would).
 _GRADIENT_PENDING = {
     "FusedBatchNormGradV3": "second-order batch norm (TF's _FusedBatchNormGradGrad)",
-    "Eig": "TF's _EigGrad (tests/ops/test_raw_ops_s25_math.py)",
     "RGBToHSV": "TF's _RGBToHSVGrad (tf.image.rgb_to_hsv is a composite that differentiates)",
 }
 

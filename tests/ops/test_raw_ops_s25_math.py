@@ -511,3 +511,33 @@ def test_random_crop_from_an_old_graph_def():
         [[8, 10, 12], [22, 24, 26]],
         [[34, 36, 38], [48, 50, 52]],
     ]
+
+
+def test_eig_gradients():
+    want = {
+        2: ([[1.01306, 0.48582], [-0.48582, 0.52724]], [[0.0, -0.07071], [-0.07071, 0.0]]),
+        3: (
+            [
+                [0.93268, -0.08126, -0.32506],
+                [1.58795, -0.65527, -0.9565],
+                [-0.47825, 0.31572, 0.84675],
+            ],
+            [
+                [0.14813, 0.06206, 0.13157],
+                [-0.37726, 0.26974, 0.61228],
+                [0.41372, -0.27947, -0.41787],
+            ],
+        ),
+    }
+    for mat in ([[2.0, 1.0], [-1.0, 3.0]], [[1.0, 2.0, 0.0], [0.5, -1.0, 1.0], [2.0, 0.0, 3.0]]):
+        n = len(mat)
+        with tf.Graph().as_default():
+            a = _f64(mat)
+            e, v = R.Eig(input=a, Tout=tf.complex128)
+            w = tf.constant(np.cos(np.arange(n)) + 1j * np.sin(np.arange(n)), tf.complex128)
+            loss_e = tf.real(tf.reduce_sum(e * w))
+            weights = _f64(np.arange(n * n).reshape(n, n) * 0.1 + 1)
+            loss_v = tf.reduce_sum(tf.abs(v) * weights)
+            got = _run([tf.gradients(loss_e, a)[0], tf.gradients(loss_v, a)[0]])
+        for g, w_ in zip(got, want[n]):
+            np.testing.assert_allclose(g, w_, atol=1e-5)
