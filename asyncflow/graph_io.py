@@ -30,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import json
 import re
@@ -75,6 +76,17 @@ __all__ = [
 ]
 
 GRAPH_DEF_VERSION = 27
+
+# The producer version of the GraphDef being imported (None when building): an op TF
+# has removed since that version is refused (ops/legacy_ops.py), as TF's importer does.
+_IMPORT_PRODUCER: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "import_producer", default=None
+)
+
+
+def importing_producer() -> int | None:
+    """The producer version of the GraphDef being imported now, else None."""
+    return _IMPORT_PRODUCER.get()
 # A TensorProto may give fewer values than its shape holds (the last one repeats); a
 # file could so ask for any size.  Fills past this many elements are refused.
 MAX_FILL_ELEMENTS = 1 << 28
@@ -1033,6 +1045,7 @@ def import_graph_def(
         shape mismatch).  The graph is left unchanged.
     """
     del op_dict, producer_op_list
+    graph_def = as_graph_def_message(graph_def)
     nodes = _load_graph_def(graph_def)
     if return_elements is not None and not all(isinstance(r, str) for r in return_elements):
         raise TypeError("return_elements must be a list of strings.")
@@ -1062,6 +1075,7 @@ def import_graph_def(
             )
         order, back = _topological_order(nodes, tensor_map, control_map)
         imp = _Importer(graph, nodes, scope.rstrip("/"), tensor_map, control_map, outer_controls)
+        token = _IMPORT_PRODUCER.set(graph_def.versions.producer)
         try:
             with graph.control_dependencies(None), graph.colocate_with(None, ignore_existing=True):
                 for i in order:
@@ -1083,6 +1097,8 @@ def import_graph_def(
         except BaseException:
             imp.rollback()
             raise
+        finally:
+            _IMPORT_PRODUCER.reset(token)
 
 
 ops.install_graph_def_codec(node_def, node_def_text, graph_to_graph_def)

@@ -20,6 +20,7 @@ from asyncflow.ops import (
     array_ops,
     cast_ops,
     fft_ops,
+    fft_real_ops,
     manip_ops,
     math_ops,
     math_special_ops,
@@ -64,34 +65,24 @@ def _static_int(v, what):
 # -- real FFTs -------------------------------------------------------------------------------
 
 
-def _fit(x, lengths):
-    """x cropped or zero-padded in its last len(lengths) dims to `lengths` (those dims
-    must be known at build time here)."""
+def _pad_to(x, lengths):
+    """x zero-padded in its last len(lengths) dims up to `lengths` (TF's kernels crop
+    a longer input themselves; those dims must be known at build time here)."""
     rank = len(lengths)
     if x.shape.ndims is None:
         raise ValueError("the real FFTs need an input of known rank")
-    dims = x.shape.as_list()
-    inner = dims[-rank:]
+    inner = x.shape.as_list()[-rank:]
     if any(d is None for d in inner):
         raise ValueError("the real FFTs need the transformed sizes known at build time")
-    lead = len(dims) - rank
-    if any(d > n for d, n in zip(inner, lengths)):
-        x = array_ops.slice(x, [0] * len(dims), [-1] * lead + [min(d, n) for d, n in
-                                                               zip(inner, lengths)])  # fmt: skip
-    if any(d < n for d, n in zip(inner, lengths)):
-        x = manip_ops.pad(
-            x, [[0, 0]] * lead + [[0, max(n - d, 0)] for d, n in zip(inner, lengths)]
-        )
-    return x
+    if all(d >= n for d, n in zip(inner, lengths)):
+        return x
+    lead = x.shape.ndims - rank
+    return manip_ops.pad(x, [[0, 0]] * lead + [[0, max(n - d, 0)] for d, n in zip(inner, lengths)])
 
 
-def _complex(x):
-    return math_special_ops.complex(x, array_ops.zeros_like(x))
-
-
-def _rfft_n(rank, transform, name_default):
+def _rfft_n(rank, op_type, name_default):
     def rfft_fn(input_tensor, fft_length=None, name=None):
-        with ops.name_scope(name, name_default, [input_tensor]):
+        with ops.name_scope(name, name_default, [input_tensor]) as scope:
             x = _t(input_tensor, "input_tensor")
             if x.dtype not in (dtypes.float32, dtypes.float64):
                 raise ValueError(f"RFFT requires tf.float32 or tf.float64 inputs, got: {x}")
@@ -101,22 +92,21 @@ def _rfft_n(rank, transform, name_default):
                     raise ValueError("fft_length is needed when the inner sizes are unknown")
             else:
                 lengths = _static_int(fft_length, "fft_length")
-            spectrum = transform(_complex(_fit(x, lengths)))
-            keep = lengths[-1] // 2 + 1
-            begin = [0] * x.shape.ndims
-            size = [-1] * (x.shape.ndims - 1) + [keep]
-            return array_ops.slice(spectrum, begin, size)
+            x = _pad_to(x, lengths)
+            lengths_t = _t(np.asarray(lengths, np.int32), "fft_length", dtypes.int32)
+            return fft_real_ops.real_fft(op_type, x, lengths_t, name=scope)
 
     rfft_fn.__doc__ = (
         f"The {rank}-D DFT of a real signal over its inner dims, padded or cropped to "
-        "fft_length, keeping the fft_length[-1] // 2 + 1 non-negative frequencies."
+        f"fft_length, keeping the fft_length[-1] // 2 + 1 non-negative frequencies (op "
+        f"{op_type})."
     )
     return rfft_fn
 
 
-def _irfft_n(rank, transform, name_default):
+def _irfft_n(rank, op_type, name_default):
     def irfft_fn(input_tensor, fft_length=None, name=None):
-        with ops.name_scope(name, name_default, [input_tensor]):
+        with ops.name_scope(name, name_default, [input_tensor]) as scope:
             y = _t(input_tensor, "input_tensor")
             inner = y.shape.as_list()[-rank:]
             if fft_length is None:
@@ -125,34 +115,24 @@ def _irfft_n(rank, transform, name_default):
                 lengths = inner[:-1] + [2 * (inner[-1] - 1)]
             else:
                 lengths = _static_int(fft_length, "fft_length")
-            n = lengths[-1]
-            half = n // 2 + 1
-            y = _fit(y, lengths[:-1] + [half])
-            # the Hermitian spectrum: bins 1..ceil(n/2)-1 mirrored and conjugated
-            mirror = array_ops.reverse(y[..., 1 : (n + 1) // 2], [-1])
-            if rank > 1:  # the other axes mirror too: k -> -k mod size
-                for axis in range(-rank, -1):
-                    mirror = manip_ops_roll(array_ops.reverse(mirror, [axis]), 1, axis)
-            full = array_ops.concat([y, math_ops.conj(mirror)], -1)
-            return math_special_ops.real(transform(full))
+            y = _pad_to(y, lengths[:-1] + [lengths[-1] // 2 + 1])
+            lengths_t = _t(np.asarray(lengths, np.int32), "fft_length", dtypes.int32)
+            return fft_real_ops.real_fft(op_type, y, lengths_t, name=scope)
 
     irfft_fn.__doc__ = (
         f"The real inverse of rfft{'' if rank == 1 else f'{rank}d'}: a real signal of "
-        "fft_length[-1] samples (default 2 * (inner - 1)) from its half spectrum."
+        f"fft_length[-1] samples (default 2 * (inner - 1)) from its half spectrum (op "
+        f"{op_type})."
     )
     return irfft_fn
 
 
-def manip_ops_roll(x, shift, axis):
-    return math_special_ops.roll(x, shift, axis)
-
-
-rfft = _rfft_n(1, fft, "rfft")
-rfft2d = _rfft_n(2, fft2d, "rfft2d")
-rfft3d = _rfft_n(3, fft3d, "rfft3d")
-irfft = _irfft_n(1, ifft, "irfft")
-irfft2d = _irfft_n(2, ifft2d, "irfft2d")
-irfft3d = _irfft_n(3, ifft3d, "irfft3d")
+rfft = _rfft_n(1, "RFFT", "rfft")
+rfft2d = _rfft_n(2, "RFFT2D", "rfft2d")
+rfft3d = _rfft_n(3, "RFFT3D", "rfft3d")
+irfft = _irfft_n(1, "IRFFT", "irfft")
+irfft2d = _irfft_n(2, "IRFFT2D", "irfft2d")
+irfft3d = _irfft_n(3, "IRFFT3D", "irfft3d")
 for _n in ("rfft", "rfft2d", "rfft3d", "irfft", "irfft2d", "irfft3d"):
     globals()[_n].__name__ = globals()[_n].__qualname__ = _n
 

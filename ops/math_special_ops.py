@@ -166,17 +166,15 @@ def bessel_i1e(x, name=None):
 
 
 def bessel_i0(x, name=None):
-    """`tf.math.bessel_i0`: I0(x), as exp(|x|) * bessel_i0e(x)."""
+    """`tf.math.bessel_i0`: I0(x) (op BesselI0)."""
     with ops.name_scope(name, "bessel_i0", [x]):
-        x = ops.convert_to_tensor(x, name="x")
-        return _g.mul(_g.apply("Exp", _g.apply("Abs", x)), bessel_i0e(x))
+        return ops.apply_op("BesselI0", [ops.convert_to_tensor(x, name="x")]).outputs[0]
 
 
 def bessel_i1(x, name=None):
-    """`tf.math.bessel_i1`: I1(x), as exp(|x|) * bessel_i1e(x)."""
+    """`tf.math.bessel_i1`: I1(x) (op BesselI1)."""
     with ops.name_scope(name, "bessel_i1", [x]):
-        x = ops.convert_to_tensor(x, name="x")
-        return _g.mul(_g.apply("Exp", _g.apply("Abs", x)), bessel_i1e(x))
+        return ops.apply_op("BesselI1", [ops.convert_to_tensor(x, name="x")]).outputs[0]
 
 
 # -- tf.math.special: Dawsn, Expint, Fresnel{Cos,Sin}, Spence, Bessel{J,Y}{0,1}, K ----------

@@ -62,6 +62,11 @@ FOREIGN_MODULES = {
     "control_flow_prims": "cond/while primitives: their gradients belong to control flow",
     "_testing_ops": "test-only ops",
     "test_frames": "test-only ops",
+    "legacy_ops": "TF's legacy op types: tests/ops/test_raw_ops_s25.py",
+    "math_extra_ops": "tests/ops/test_raw_ops_s25_math.py",
+    "fft_real_ops": "RFFT/IRFFT: tests/ops/test_raw_ops_s25_fft.py",
+    "color_ops": "RGBToHSV/HSVToRGB: tests/ops/test_raw_ops_s25_math.py",
+    "array_extra_ops": "tests/ops/test_raw_ops_s25_array.py",
 }
 
 ALLOWLIST = {
@@ -72,6 +77,7 @@ ALLOWLIST = {
 # Ops TF 2.21 registers no gradient for (neither a function nor NotDifferentiable):
 # tf.gradients through them raises LookupError there, so here too.
 TF_NO_GRADIENT = {
+    "Mod": "tests/ops/test_raw_ops_s25.py::test_gradients",
     "ResizeArea": "tests/test_image.py::test_no_gradient_where_tf_has_none",
     "AdjustContrastv2": "tests/test_image.py::test_no_gradient_where_tf_has_none",
     "AdjustHue": "tests/test_image.py::test_no_gradient_where_tf_has_none",
@@ -144,6 +150,8 @@ CASES: dict[str, list] = {
     "RsqrtGrad": [(lambda y, dy: op("RsqrtGrad", y, dy), [r(4, lo=0.5), r(4, lo=-1)])],
     "SqrtGrad": [(lambda y, dy: op("SqrtGrad", y, dy), [r(4, lo=0.5), r(4, lo=-1)])],
     "BesselI0e": [(af.math.bessel_i0e, [r(4, lo=-2)])],
+    "BesselI0": [(lambda x: op("BesselI0", x), [r(4, lo=-2)])],
+    "BesselI1": [(lambda x: op("BesselI1", x), [r(4, lo=-2)])],
     "BesselI1e": [(af.math.bessel_i1e, [r(4, lo=-2)])],
     "Reciprocal": [(af.reciprocal, [r(4)])],
     "Acos": [(af.acos, [r(4, lo=-0.8, hi=0.8)])],

@@ -44,6 +44,7 @@ def _project_ops():
 # rather than silently giving no gradient as a NotDifferentiable mark would).
 _GRADIENT_PENDING = {
     "FusedBatchNormGradV3": "second-order batch norm (TF's _FusedBatchNormGradGrad)",
+    "RGBToHSV": "TF's _RGBToHSVGrad (tf.image.rgb_to_hsv is a composite that differentiates)",
 }
 
 # Ops TF 2.21 itself registers no gradient for (LookupError there too; tested in
@@ -86,6 +87,40 @@ _TF_NO_GRADIENT = {
     "FractionalMaxPoolGrad",
     "FractionalAvgPoolGrad",
     "CheckPinned",  # (tests/test_tf2_compat.py)
+    # TF's legacy op types (tests/ops/test_raw_ops_s25*.py)
+    *("BatchMatrix" + n for n in ("BandPart", "Determinant", "Diag", "DiagPart", "Inverse",
+                                  "SetDiag", "Solve", "SolveLs", "TriangularSolve")),
+    *("Batch" + n for n in ("Cholesky", "SelfAdjointEigV2", "Svd", "FFT", "FFT2D", "FFT3D",
+                            "IFFT", "IFFT2D", "IFFT3D")),
+    "InTopK",
+    "RFFT3D",
+    "IRFFT3D",
+    "CholeskyGrad",
+    "UniqueV2",
+    "UniqueWithCountsV2",
+    "InplaceAdd",
+    "InplaceSub",
+    "InplaceUpdate",
+    "Empty",
+    "ParallelConcat",
+    "Bincount",
+    "TileGrad",
+    "SegmentSumV2",
+    "SegmentProdV2",
+    "SegmentMaxV2",
+    "SegmentMinV2",
+    "AdjustContrast",
+    "RandomPoisson",
+    "BatchNormWithGlobalNormalizationGrad",
+    "Conv2DBackpropFilterV2",
+    "Conv2DBackpropInputV2",
+    "Conv3DBackpropFilter",
+    "Conv3DBackpropInput",
+    "MatrixExponential",
+    "SelfAdjointEig",
+    "BatchSelfAdjointEig",
+    "Mod",
+    "PlaceholderV2",
 }
 
 
