@@ -264,6 +264,32 @@ def set_value(x, value) -> None:
     batch_set_value([(x, value)])
 
 
+def set_checked_weights(params, weights, owner: str, kind: str) -> None:
+    """Assign `weights` (numpy arrays) to `params` in order, as a layer's or optimizer's
+    `set_weights` does; `owner` and `kind` word TF's messages ('layer "dense"', "layer";
+    "optimizer Adam", "optimizer").
+
+    Raises:
+      ValueError: a different number of arrays, or an array of another shape.
+    """
+    if len(params) != len(weights):
+        raise ValueError(
+            f"You called `set_weights(weights)` on {owner} with a weight list of length "
+            f"{len(weights)}, but the {kind} was expecting {len(params)} weights. Provided "
+            f"weights: {str(weights)[:50]}..."
+        )
+    pairs = []
+    for p, w in zip(params, weights, strict=True):
+        w = np.asarray(w)
+        if tuple(p.shape.as_list()) != w.shape:
+            raise ValueError(
+                f"{kind.capitalize()} weight shape {tuple(p.shape.as_list())} not compatible "
+                f"with provided weight shape {w.shape}"
+            )
+        pairs.append((p, w))
+    batch_set_value(pairs)
+
+
 def batch_set_value(tuples) -> None:
     """Assign each (variable, numpy value) through one cached placeholder per variable."""
     if not tuples:

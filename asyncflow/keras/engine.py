@@ -265,23 +265,7 @@ class Layer:
         Raises:
           ValueError: a different number of arrays, or an array of another shape.
         """
-        params = self.weights
-        if len(params) != len(weights):
-            raise ValueError(
-                f'You called `set_weights(weights)` on layer "{self.name}" with a weight list '
-                f"of length {len(weights)}, but the layer was expecting {len(params)} "
-                f"weights. Provided weights: {str(weights)[:50]}..."
-            )
-        pairs = []
-        for p, w in zip(params, weights, strict=True):
-            w = np.asarray(w)
-            if tuple(p.shape.as_list()) != w.shape:
-                raise ValueError(
-                    f"Layer weight shape {tuple(p.shape.as_list())} not compatible with "
-                    f"provided weight shape {w.shape}"
-                )
-            pairs.append((p, w))
-        backend.batch_set_value(pairs)
+        backend.set_checked_weights(self.weights, weights, f'layer "{self.name}"', "layer")
 
     def count_params(self) -> int:
         if not self.built:

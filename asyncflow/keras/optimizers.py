@@ -206,22 +206,7 @@ class Optimizer:
         Raises:
           ValueError: a different number of arrays, or an array of another shape.
         """
-        params = self.weights
-        if len(params) != len(weights):
-            raise ValueError(
-                f"You called `set_weights(weights)` on optimizer {self._name} with a weight "
-                f"list of length {len(weights)}, but the optimizer was expecting "
-                f"{len(params)} weights. Provided weights: {str(weights)[:50]}..."
-            )
-        pairs = []
-        for p, w in zip(params, weights, strict=True):
-            if tuple(p.shape.as_list()) != tuple(getattr(w, "shape", ())):
-                raise ValueError(
-                    f"Optimizer weight shape {tuple(p.shape.as_list())} not compatible with "
-                    f"provided weight shape {tuple(getattr(w, 'shape', ()))}"
-                )
-            pairs.append((p, w))
-        backend.batch_set_value(pairs)
+        backend.set_checked_weights(self.weights, weights, f"optimizer {self._name}", "optimizer")
 
 
 def _zeros_like(p):
