@@ -16,7 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow.keras import engine, feature_layers, layers, layers_more, recurrent
+from asyncflow.keras import (
+    engine,
+    feature_layers,
+    layers,
+    layers_attention,
+    layers_more,
+    layers_norm_act,
+    recurrent,
+)
 from asyncflow.keras import regularizers as _regularizers
 from asyncflow.keras.serialization import (
     deserialize_keras_object,
@@ -268,6 +276,25 @@ _SPECS = {
     recurrent.LSTM: _RNNLayerSpec(),
     recurrent.GRU: _RNNLayerSpec(),
     recurrent.Bidirectional: _BidirectionalSpec(nested=("layer", "backward_layer")),
+    layers_norm_act.LayerNormalization: _Spec(
+        "axis",
+        "epsilon",
+        "center",
+        "scale",
+        "beta_initializer",
+        "gamma_initializer",
+        "beta_regularizer",
+        "gamma_regularizer",
+        "beta_constraint",
+        "gamma_constraint",
+    ),  # fmt: skip
+    layers_norm_act.PReLU: _Spec(
+        "alpha_initializer", "alpha_regularizer", "alpha_constraint", "shared_axes"
+    ),  # fmt: skip
+    layers_norm_act.ThresholdedReLU: _Spec(f32=("theta",)),
+    layers_attention.Dot: _Spec("axes", "normalize"),
+    layers_attention.Attention: _Spec("use_scale", "score_mode", "dropout"),
+    layers_attention.AdditiveAttention: _Spec("use_scale", "dropout"),
     feature_layers.DenseFeatures: _unsupported("a DenseFeatures layer's feature columns"),
     feature_layers.SequenceFeatures: _unsupported("a SequenceFeatures layer's feature columns"),
 }

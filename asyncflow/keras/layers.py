@@ -22,7 +22,9 @@ from asyncflow import layer_functions as _lf
 from asyncflow.graph import GraphKeys
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
+from asyncflow.keras import layers_attention as _layers_attention
 from asyncflow.keras import layers_more as _layers_more
+from asyncflow.keras import layers_norm_act as _layers_norm_act
 from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
 from asyncflow.keras.feature_layers import DenseFeatures
 from asyncflow.keras.recurrent import (
@@ -89,10 +91,13 @@ __all__ = [
     "GRUCell",
     "Bidirectional",
     *_layers_more.__all__,
+    *_layers_norm_act.__all__,
+    *_layers_attention.__all__,
     "DenseFeatures",
 ]
-# tf.keras.layers also holds layers_more's layers (a module of its own for size).
-globals().update({_name: getattr(_layers_more, _name) for _name in _layers_more.__all__})
+# tf.keras.layers also holds the layers_* modules' layers (modules of their own for size).
+for _module in (_layers_more, _layers_norm_act, _layers_attention):
+    globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
 
 
 def smart_cond(pred, true_fn, false_fn):

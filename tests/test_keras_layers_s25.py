@@ -1,0 +1,133 @@
+"""tf.keras layers added in s25 (LayerNormalization, PReLU, ThresholdedReLU, Dot,
+Attention, AdditiveAttention, ...) against TF 2.21's tf_keras (TF_USE_LEGACY_KERAS=1):
+tests/fixtures/keras_layers_s25_cases.py builds each case; its TF 2.21 record
+(weight names, shapes and values after three SGD steps, predictions before and after,
+the layer's config) is tests/fixtures/keras_layers_s25_tf.json, written by
+record_keras_layers_s25_tf.py."""
+
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+
+L = tf.keras.layers
+_HERE = os.path.join(os.path.dirname(__file__), "fixtures")
+_spec = importlib.util.spec_from_file_location(
+    "keras_layers_s25_cases", os.path.join(_HERE, "keras_layers_s25_cases.py")
+)
+cases = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cases)
+with open(os.path.join(_HERE, "keras_layers_s25_tf.json")) as _f:
+    TF = json.load(_f)
+
+
+def _close(actual, expected):
+    np.testing.assert_allclose(
+        np.asarray(actual, np.float32), np.asarray(expected, np.float32), rtol=2e-5, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("name", sorted(TF))
+def test_layer_trains_as_tf(name):
+    got, want = cases.run(tf, name), TF[name]
+    assert got["weights"] == want["weights"]
+    assert got["shape"] == want["shape"]
+    assert got["config"] == want["config"]
+    _close(got["before"], want["before"])
+    _close(got["after"], want["after"])
+    assert len(got["values"]) == len(want["values"])
+    for a, b in zip(got["values"], want["values"]):
+        _close(a, b)
+
+
+@pytest.fixture
+def _graph():
+    with tf.Graph().as_default() as g:
+        yield g
+    tf.keras.backend.clear_session()
+
+
+# (constructor or call, error class, message) as TF 2.21's tf_keras raises them.
+ERRORS = [
+    (lambda: L.LayerNormalization(axis="a"), TypeError,
+     "Expected an int or a list/tuple of ints for the argument 'axis', but received: 'a'"),
+    (lambda: L.LayerNormalization(axis=3)(tf.keras.Input((4,))), ValueError,
+     "Invalid value for `axis` argument. Expected 0 <= axis < inputs.rank (with "
+     "inputs.rank=2). Received: axis=(3,)"),
+    (lambda: L.LayerNormalization(axis=[1, -1])(tf.keras.Input((4,))), ValueError,
+     "Duplicate axis: (1, 1)"),
+    (lambda: L.ThresholdedReLU(-1.0), ValueError,
+     "The theta value of a Thresholded ReLU layer should be >=0. Received: -1.0"),
+    (lambda: L.ThresholdedReLU(None), ValueError,
+     "Theta of a Thresholded ReLU layer cannot be None, expecting a float. Received: None"),
+    (lambda: L.Dot("a"), TypeError,
+     "Invalid type for argument `axes`: it should be a list or an int. Received: axes=a"),
+    (lambda: L.Dot((1, 2, 3)), ValueError,
+     "Invalid format for argument `axes`: it should contain two elements. "
+     "Received: axes=(1, 2, 3)"),
+    (lambda: L.Dot((1.0, 2)), ValueError,
+     "Invalid format for argument `axes`: list elements should be integers. "
+     "Received: axes=(1.0, 2)"),
+    (lambda: L.Dot(1)([tf.keras.Input((3,)), tf.keras.Input((4,))]), ValueError,
+     "Incompatible input shapes: axis values 3 (at axis 1) != 4 (at axis 1). "
+     "Full input shapes: (None, 3), (None, 4)"),
+    (lambda: L.Dot(1)(tf.keras.Input((3,))), ValueError,
+     "A `Dot` layer should be called on a list of 2 inputs. Received: input_shape=(None, 3)"),
+    (lambda: L.Attention(score_mode="x"), ValueError,
+     'Received: score_mode=x. Acceptable values are: ["dot", "concat"]'),
+    (lambda: L.Attention()([tf.keras.Input((3, 2))]), ValueError,
+     "Attention layer accepts inputs list of length 2 or 3, namely [query, value] or "
+     "[query, value, key]. Received length: 1."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(len(ERRORS)))
+def test_errors_as_tf(_graph, i):
+    make, cls, message = ERRORS[i]
+    with pytest.raises(cls) as info:
+        make()
+    assert str(info.value) == message
+
+
+def test_attention_masks_and_scores(_graph):
+    q = tf.keras.Input((3, 2))
+    _, scores = L.Attention()([q, tf.keras.Input((4, 2))], return_attention_scores=True)
+    assert scores.shape.as_list() == [None, 3, 4]
+    qm, vm = tf.placeholder(tf.bool, [None, 3]), tf.placeholder(tf.bool, [None, 4])
+    q0 = tf.constant([[[1.0, 2], [0, 1], [3, -1]]])
+    v0 = tf.constant([[[1.0, 0], [0, 1], [2, 2], [-1, 1]]])
+    additive = L.AdditiveAttention(use_scale=False)([q0, v0], mask=[qm, vm])
+    causal = L.Attention()([q0, v0, v0 * 2.0], mask=[qm, vm], use_causal_mask=True)
+    with tf.Session() as s:
+        feed = {qm: [[True, False, True]], vm: [[True, True, False, True]]}
+        got_a, got_c = s.run([additive, causal], feed)
+    # Recorded from TF 2.21.
+    _close(got_a, [[[0.27132, 0.55274], [0.0, 0.0], [-0.20527, 0.80769]]])
+    _close(got_c, [[[1.0, 0.0], [0.0, 0.0], [0.99966, 0.00034]]])
+
+
+def test_serialize_round_trip(_graph):
+    made = [
+        L.LayerNormalization(axis=[1, 2]),
+        L.PReLU(shared_axes=2),
+        L.Dot(-1, normalize=True),
+        L.Attention(use_scale=True, dropout=0.5),
+        L.Identity(),
+        L.ThresholdedReLU(0.5),
+    ]
+    for layer in made:
+        config = L.serialize(layer)
+        assert config["class_name"] == type(layer).__name__
+        again = L.deserialize(config)
+        assert type(again) is type(layer)
+        assert again.get_config() == layer.get_config()
+    # Recorded from TF 2.21.
+    assert L.serialize(made[1])["config"]["shared_axes"] == [2]
+    assert L.serialize(made[3])["config"] == {
+        "name": made[3].name, "trainable": True, "dtype": None, "use_scale": True,
+        "score_mode": "dot", "dropout": 0.5,
+    }  # fmt: skip
