@@ -82,6 +82,20 @@ ERRORS = [
     (lambda: L.Attention()([tf.keras.Input((3, 2))]), ValueError,
      "Attention layer accepts inputs list of length 2 or 3, namely [query, value] or "
      "[query, value, key]. Received length: 1."),
+    (lambda: L.EinsumDense("ab->b", 3)(tf.keras.Input((4,))), ValueError,
+     "Invalid einsum equation 'ab->b'. Equations must be in the form [X],[Y]->[Z], "
+     "...[X],[Y]->...[Z], or [X]...,[Y]->[Z]...."),
+    (lambda: L.EinsumDense("abc,cd->abd", (5, 3))(tf.keras.Input((4, 2))), ValueError,
+     "Input shape and output shape do not match at shared dimension 'b'. Input shape is "
+     "4, and output shape is 5."),
+    (lambda: L.EinsumDense("ab,b->ae", 3)(tf.keras.Input((4,))), ValueError,
+     "Dimension 'e' was specified in the output 'ae' but has no corresponding dim in the "
+     "input spec 'ab' or weight spec 'ae'"),
+    (lambda: L.EinsumDense("ab,bz->ab", 4)(tf.keras.Input((4,))), ValueError,
+     "Weight dimension 'z' did not have a match in either the input spec 'ab' or the "
+     "output spec 'ab'. For this layer, the weight must be fully specified."),
+    (lambda: L.EinsumDense("ab,bc->ac", 3, bias_axes="x")(tf.keras.Input((4,))), ValueError,
+     "Bias dimension 'x' was requested, but is not part of the output spec 'ac'"),
 ]  # fmt: skip
 
 
@@ -131,3 +145,32 @@ def test_serialize_round_trip(_graph):
         "name": made[3].name, "trainable": True, "dtype": None, "use_scale": True,
         "score_mode": "dot", "dropout": 0.5,
     }  # fmt: skip
+
+
+def test_einsum_dense_right_elided_and_mha_over_two_axes(_graph):
+    layer = L.EinsumDense("ab...,bc->ac...", (3, 2, 3), bias_axes="c")
+    layer(tf.keras.Input((4, 2, 3)))
+    # Recorded from TF 2.21.
+    assert [w.shape.as_list() for w in layer.weights] == [[4, 3], [3, 1, 1]]
+    m = L.MultiHeadAttention(2, 4, attention_axes=(1, 2))
+    q = tf.keras.Input((3, 2, 5))
+    out, scores = m(q, q, return_attention_scores=True)
+    assert out.shape.as_list() == [None, 3, 2, 5]
+    assert scores.shape.as_list() == [None, 2, 3, 2, 3, 2]
+    assert [w.shape.as_list() for w in m.weights] == [
+        [5, 2, 4], [2, 4], [5, 2, 4], [2, 4], [5, 2, 4], [2, 4], [2, 4, 5], [5],
+    ]  # fmt: skip
+    mask = tf.placeholder(tf.bool, [None, 3, 2, 3, 2])
+    masked = m(q, q, attention_mask=mask)
+    x = np.arange(60, dtype=np.float32).reshape(2, 3, 2, 5) / 30.0
+    mk = np.random.default_rng(0).random((2, 3, 2, 3, 2)) > 0.4
+    m.set_weights(
+        [np.linspace(-1, 1, w.shape.num_elements()).reshape(w.shape.as_list()) for w in m.weights]
+    )
+    got = tf.keras.backend.get_session().run(masked, {q: x, mask: mk})
+    # Recorded from TF 2.21.
+    _close(got[0][1], [[3.6839, 4.24255, 4.8012, 5.35985, 5.9185],
+                       [3.90823, 4.46616, 5.02409, 5.58202, 6.13994]])  # fmt: skip
+    again = L.deserialize(L.serialize(m))
+    assert type(again) is L.MultiHeadAttention
+    assert again.get_config()["attention_axes"] == [1, 2]

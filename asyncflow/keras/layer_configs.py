@@ -21,6 +21,7 @@ from asyncflow.keras import (
     feature_layers,
     layers,
     layers_attention,
+    layers_einsum,
     layers_more,
     layers_norm_act,
     recurrent,
@@ -154,6 +155,38 @@ class _BidirectionalSpec(_Spec):
             # (a backward layer the user gave; the default copy is not written)
             out["backward_layer"] = serialize_keras_object(layer.backward_layer)
         return out
+
+
+class _MultiHeadAttentionSpec(_Spec):
+    """MultiHeadAttention keeps its arguments in private attributes; the input shapes
+    it was built for are written and, read back, only checked for form."""
+
+    _KEYS = (
+        "num_heads", "key_dim", "value_dim", "dropout", "use_bias", "output_shape",
+        "attention_axes", "kernel_initializer", "bias_initializer", "kernel_regularizer",
+        "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint",
+    )  # fmt: skip
+
+    def config(self, layer) -> dict:
+        out = {}
+        for key in self._KEYS:
+            value = getattr(layer, key if key == "activity_regularizer" else "_" + key)
+            out[key] = _value(value)
+        for key in ("query_shape", "key_shape", "value_shape"):
+            out[key] = plain(getattr(layer, "_" + key))
+        out["softmax_robust_masking"] = False
+        return out
+
+    def arguments(self, cls, config, custom_objects) -> dict:
+        config = dict(config)
+        for key in ("query_shape", "key_shape", "value_shape"):
+            config.pop(key, None)
+        if config.pop("softmax_robust_masking", False):
+            raise ValueError(
+                f"{cls.__name__}: softmax_robust_masking=True is not supported "
+                "(asyncflow supports softmax_robust_masking=False only)"
+            )
+        return config
 
 
 def _unsupported(kind):
@@ -295,6 +328,20 @@ _SPECS = {
     layers_attention.Dot: _Spec("axes", "normalize"),
     layers_attention.Attention: _Spec("use_scale", "score_mode", "dropout"),
     layers_attention.AdditiveAttention: _Spec("use_scale", "dropout"),
+    layers_einsum.EinsumDense: _Spec(
+        "equation",
+        "activation",
+        "bias_axes",
+        "kernel_initializer",
+        "bias_initializer",
+        "kernel_regularizer",
+        "bias_regularizer",
+        "activity_regularizer",
+        "kernel_constraint",
+        "bias_constraint",
+        computed={"output_shape": lambda lyr: lyr.partial_output_shape},
+    ),  # fmt: skip
+    layers_einsum.MultiHeadAttention: _MultiHeadAttentionSpec(),
     feature_layers.DenseFeatures: _unsupported("a DenseFeatures layer's feature columns"),
     feature_layers.SequenceFeatures: _unsupported("a SequenceFeatures layer's feature columns"),
 }
