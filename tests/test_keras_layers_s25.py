@@ -174,3 +174,41 @@ def test_einsum_dense_right_elided_and_mha_over_two_axes(_graph):
     again = L.deserialize(L.serialize(m))
     assert type(again) is L.MultiHeadAttention
     assert again.get_config()["attention_axes"] == [1, 2]
+
+
+# Recorded from TF 2.21.
+SHAPE_ERRORS = [
+    (lambda: L.Cropping1D((1, 2, 3)),
+     "The `cropping` argument must be a tuple of 2 integers. Received: (1, 2, 3)"),
+    (lambda: L.ZeroPadding1D((1, 2, 3)),
+     "The `padding` argument must be a tuple of 2 integers. Received: (1, 2, 3)"),
+    (lambda: L.ZeroPadding3D((1, 2)), "`padding` should have 3 elements. Received: (1, 2)."),
+    (lambda: L.Cropping3D((1, 2)), "`cropping` should have 3 elements. Received: (1, 2)."),
+    (lambda: L.Cropping3D(((1, 2), 1, (1, 2, 3))),
+     "The `3rd entry of cropping` argument must be a tuple of 2 integers. Received: (1, 2, 3)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(len(SHAPE_ERRORS)))
+def test_shape_layer_errors_as_tf(_graph, i):
+    make, message = SHAPE_ERRORS[i]
+    with pytest.raises(ValueError) as info:
+        make()
+    assert str(info.value) == message
+
+
+def test_unknown_lengths_keep_tf_static_shapes(_graph):
+    # Recorded from TF 2.21.
+    assert L.UpSampling1D(2)(tf.keras.Input((None, 2))).shape.as_list() == [None, None, 2]
+    x1 = tf.keras.Input((None, 2))
+    out1 = L.Conv1DTranspose(2, 3, strides=2)(x1)
+    assert out1.shape.as_list() == [None, None, 2]
+    x3 = tf.keras.Input((3, None, 2, 2))
+    out3 = L.Conv3DTranspose(2, 3, strides=2, padding="same")(x3)
+    assert out3.shape.as_list() == [None, 6, None, 4, 2]
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        got1, got3 = s.run([out1, out3], {x1: np.ones((1, 5, 2)), x3: np.ones((1, 3, 5, 2, 2))})
+    # the lengths a fed length-5 axis gets: (5 - 1) * 2 + 3 ('valid'), 5 * 2 ('same')
+    assert got1.shape == (1, 11, 2)
+    assert got3.shape == (1, 6, 10, 4, 2)

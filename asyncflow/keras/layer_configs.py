@@ -21,9 +21,11 @@ from asyncflow.keras import (
     feature_layers,
     layers,
     layers_attention,
+    layers_conv3d,
     layers_einsum,
     layers_more,
     layers_norm_act,
+    layers_shape,
     recurrent,
 )
 from asyncflow.keras import regularizers as _regularizers
@@ -346,6 +348,26 @@ _SPECS = {
     feature_layers.SequenceFeatures: _unsupported("a SequenceFeatures layer's feature columns"),
 }
 _SPECS[layers_more.AveragePooling1D] = _SPECS[layers_more.MaxPooling1D]
+_SPECS.update({
+    layers_conv3d.Conv3D: _Spec(*_CONV, fixed={"groups": 1}),
+    layers_conv3d.Conv3DTranspose: _Spec(
+        *[f for f in _CONV if f != "dilation_rate"], fixed={"groups": 1, "output_padding": None}
+    ),
+    layers_conv3d.Conv1DTranspose: _SPECS[layers_more.Conv2DTranspose],
+    layers_conv3d.SeparableConv1D: _SPECS[layers_more.SeparableConv2D],
+    layers_conv3d.DepthwiseConv1D: _SPECS[layers_more.DepthwiseConv2D],
+    layers_conv3d.MaxPooling3D: _Spec(*_POOL),
+    layers_conv3d.AveragePooling3D: _Spec(*_POOL),
+    layers_conv3d.GlobalAveragePooling3D: _Spec("data_format", "keepdims"),
+    layers_conv3d.GlobalMaxPooling3D: _Spec("data_format", "keepdims"),
+    layers_shape.Cropping1D: _Spec("cropping"),
+    layers_shape.Cropping3D: _Spec("cropping", "data_format"),
+    layers_shape.ZeroPadding1D: _Spec("padding"),
+    layers_shape.ZeroPadding3D: _Spec("padding", "data_format"),
+    layers_shape.UpSampling1D: _Spec("size"),
+    layers_shape.UpSampling3D: _Spec("size", "data_format"),
+    layers_shape.SpatialDropout3D: _Spec("rate", fixed={"noise_shape": None, "seed": None}),
+})  # fmt: skip
 engine.CONFIG_SPECS.update(_SPECS)
 
 # Name -> layer class, for deserialization (Sequential/Model/Functional added by training).

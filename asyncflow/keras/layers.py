@@ -23,9 +23,11 @@ from asyncflow.graph import GraphKeys
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras import layers_attention as _layers_attention
+from asyncflow.keras import layers_conv3d as _layers_conv3d
 from asyncflow.keras import layers_einsum as _layers_einsum
 from asyncflow.keras import layers_more as _layers_more
 from asyncflow.keras import layers_norm_act as _layers_norm_act
+from asyncflow.keras import layers_shape as _layers_shape
 from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
 from asyncflow.keras.feature_layers import DenseFeatures
 from asyncflow.keras.recurrent import (
@@ -95,10 +97,19 @@ __all__ = [
     *_layers_norm_act.__all__,
     *_layers_attention.__all__,
     *_layers_einsum.__all__,
+    *_layers_conv3d.__all__,
+    *_layers_shape.__all__,
     "DenseFeatures",
 ]
 # tf.keras.layers also holds the layers_* modules' layers (modules of their own for size).
-for _module in (_layers_more, _layers_norm_act, _layers_attention, _layers_einsum):
+for _module in (
+    _layers_more,
+    _layers_norm_act,
+    _layers_attention,
+    _layers_einsum,
+    _layers_conv3d,
+    _layers_shape,
+):
     globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
 
 
