@@ -212,3 +212,45 @@ def test_unknown_lengths_keep_tf_static_shapes(_graph):
     # the lengths a fed length-5 axis gets: (5 - 1) * 2 + 3 ('valid'), 5 * 2 ('same')
     assert got1.shape == (1, 11, 2)
     assert got3.shape == (1, 6, 10, 4, 2)
+
+
+_pp_spec = importlib.util.spec_from_file_location(
+    "keras_preprocessing_s25_cases", os.path.join(_HERE, "keras_preprocessing_s25_cases.py")
+)
+pp_cases = importlib.util.module_from_spec(_pp_spec)
+_pp_spec.loader.exec_module(pp_cases)
+with open(os.path.join(_HERE, "keras_preprocessing_s25_tf.json")) as _f:
+    PP_TF = json.load(_f)
+
+
+@pytest.fixture(scope="module")
+def pp_record():
+    return pp_cases.run(tf)
+
+
+@pytest.mark.parametrize("name", sorted(PP_TF))
+def test_preprocessing_layers_as_tf(pp_record, name):
+    got, want = pp_record[name], PP_TF[name]
+    assert got["shape"] == want["shape"]
+    assert got["dtype"] == want["dtype"]
+    assert got["config"] == want["config"]
+    assert got.get("weights") == want.get("weights")
+    _close(got["value"], want["value"])
+
+
+def test_preprocessing_namespace_and_errors(_graph):
+    pre = L.experimental.preprocessing
+    assert pre.Rescaling is L.Rescaling and pre.Normalization is L.Normalization
+    assert L.experimental.EinsumDense is L.EinsumDense
+    assert issubclass(L.Hashing, pre.PreprocessingLayer)
+    # Recorded from TF 2.21 (TF1 graph mode).
+    with pytest.raises(RuntimeError, match=r"^`adapt` is only supported in tensorflow v2.$"):
+        L.Normalization().adapt(np.ones((2, 3)))
+    with pytest.raises(ValueError) as info:
+        L.Hashing(11, output_mode="one_hot")(tf.placeholder(tf.int64, [None, 2]))
+    assert str(info.value) == (
+        "When output_mode is not `'int'`, maximum supported output rank is 2. Received "
+        "output_mode one_hot and input shape (?, 2), which would result in output rank 3."
+    )
+    layer = L.deserialize(L.serialize(L.Hashing(7, salt=[1, 2], mask_value="")))
+    assert (layer.num_bins, layer.salt, layer.mask_value) == (7, [1, 2], "")

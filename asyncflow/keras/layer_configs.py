@@ -25,6 +25,7 @@ from asyncflow.keras import (
     layers_einsum,
     layers_more,
     layers_norm_act,
+    layers_preprocessing,
     layers_shape,
     recurrent,
 )
@@ -367,6 +368,21 @@ _SPECS.update({
     layers_shape.UpSampling1D: _Spec("size"),
     layers_shape.UpSampling3D: _Spec("size", "data_format"),
     layers_shape.SpatialDropout3D: _Spec("rate", fixed={"noise_shape": None, "seed": None}),
+})  # fmt: skip
+_PP = layers_preprocessing
+_SPECS.update({
+    _PP.Rescaling: _Spec("scale", "offset"),
+    _PP.Resizing: _Spec("height", "width", "interpolation", "crop_to_aspect_ratio"),
+    _PP.CenterCrop: _Spec("height", "width"),
+    _PP.Normalization: _Spec(
+        "axis", "invert",
+        computed={"mean": lambda lyr: lyr.input_mean, "variance": lambda lyr: lyr.input_variance},
+    ),
+    _PP.Discretization: _Spec("bin_boundaries", "num_bins", "epsilon", "output_mode", "sparse"),
+    _PP.Hashing: _Spec("num_bins", "salt", "mask_value", "output_mode", "sparse"),
+    _PP.CategoryEncoding: _Spec("num_tokens", "output_mode", "sparse"),
+    _PP.AlphaDropout: _Spec("rate", "seed"),
+    layers_shape.Masking: _Spec("mask_value"),
 })  # fmt: skip
 engine.CONFIG_SPECS.update(_SPECS)
 

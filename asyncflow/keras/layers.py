@@ -27,6 +27,7 @@ from asyncflow.keras import layers_conv3d as _layers_conv3d
 from asyncflow.keras import layers_einsum as _layers_einsum
 from asyncflow.keras import layers_more as _layers_more
 from asyncflow.keras import layers_norm_act as _layers_norm_act
+from asyncflow.keras import layers_preprocessing as _layers_preprocessing
 from asyncflow.keras import layers_shape as _layers_shape
 from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
 from asyncflow.keras.feature_layers import DenseFeatures
@@ -99,6 +100,7 @@ __all__ = [
     *_layers_einsum.__all__,
     *_layers_conv3d.__all__,
     *_layers_shape.__all__,
+    *_layers_preprocessing.__all__,
     "DenseFeatures",
 ]
 # tf.keras.layers also holds the layers_* modules' layers (modules of their own for size).
@@ -109,8 +111,19 @@ for _module in (
     _layers_einsum,
     _layers_conv3d,
     _layers_shape,
+    _layers_preprocessing,
 ):
     globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
+
+
+class _Experimental:
+    """`tf.keras.layers.experimental` (the part asyncflow has)."""
+
+    EinsumDense = _layers_einsum.EinsumDense
+    preprocessing = _layers_preprocessing.preprocessing
+
+
+experimental = _Experimental()
 
 
 def smart_cond(pred, true_fn, false_fn):

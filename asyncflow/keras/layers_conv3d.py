@@ -11,6 +11,7 @@ from asyncflow.keras import backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import InputSpec, Layer
 from asyncflow.keras.layers_more import (
+    Conv2DTranspose,
     GlobalAveragePooling1D,
     GlobalMaxPooling1D,
     SeparableConv2D,
@@ -31,6 +32,7 @@ __all__ = [
     "SeparableConv1D",
     "SeparableConvolution1D",
     "SeparableConvolution2D",
+    "Convolution2DTranspose",
     "DepthwiseConv1D",
     "MaxPooling3D",
     "MaxPool3D",
@@ -308,6 +310,7 @@ Convolution3DTranspose = Conv3DTranspose
 Convolution1DTranspose = Conv1DTranspose
 SeparableConvolution1D = SeparableConv1D
 SeparableConvolution2D = SeparableConv2D
+Convolution2DTranspose = Conv2DTranspose
 MaxPool3D = MaxPooling3D
 AvgPool3D = AveragePooling3D
 GlobalAvgPool3D = GlobalAveragePooling3D

@@ -7,7 +7,7 @@ from asyncflow import math_composites_2
 from asyncflow.keras import backend
 from asyncflow.keras.engine import InputSpec, Layer
 from asyncflow.keras.layers_more import _SpatialDropout
-from asyncflow.ops import array_ops
+from asyncflow.ops import array_ops, cast_ops, math_ops, reduction_ops
 
 __all__ = [
     "Cropping1D",
@@ -17,6 +17,7 @@ __all__ = [
     "UpSampling1D",
     "UpSampling3D",
     "SpatialDropout3D",
+    "Masking",
 ]
 
 
@@ -145,3 +146,19 @@ class SpatialDropout3D(_SpatialDropout):
     def __init__(self, rate, data_format=None, **kwargs):
         super().__init__(rate, data_format=data_format, **kwargs)
         self.input_spec = InputSpec(ndim=5)
+
+
+class Masking(Layer):
+    """Zeroes the timesteps whose features all equal `mask_value` (the mask itself is
+    not carried to later layers: asyncflow's Keras has no implicit masks)."""
+
+    def __init__(self, mask_value=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.mask_value = mask_value
+        self.supports_masking = True
+
+    def call(self, inputs):
+        kept = reduction_ops.reduce_any(
+            math_ops.not_equal(inputs, self.mask_value), axis=-1, keepdims=True
+        )
+        return inputs * cast_ops.cast(kept, inputs.dtype)
