@@ -254,3 +254,26 @@ def test_preprocessing_namespace_and_errors(_graph):
     )
     layer = L.deserialize(L.serialize(L.Hashing(7, salt=[1, 2], mask_value="")))
     assert (layer.num_bins, layer.salt, layer.mask_value) == (7, [1, 2], "")
+
+
+def test_conv_lstm_states_and_locally_connected_errors(_graph):
+    # Recorded from TF 2.21.
+    layer = L.ConvLSTM2D(2, 3, return_state=True, return_sequences=True)
+    outs = layer(tf.keras.Input((3, 5, 5, 2)))
+    assert [o.shape.as_list() for o in outs] == [[None, 3, 3, 3, 2], [None, 3, 3, 2]] + [
+        [None, 3, 3, 2]
+    ]
+    again = L.deserialize(L.serialize(layer))
+    assert again.get_config() == {**layer.get_config(), "name": again.name}
+    with pytest.raises(ValueError) as info:
+        L.LocallyConnected1D(2, 2, padding="same")
+    assert str(info.value) == (
+        'Invalid border mode for LocallyConnected1D (only "valid" is supported if '
+        "implementation is 1): same"
+    )
+    with pytest.raises(ValueError) as info:
+        L.LocallyConnected2D(2, 2)(tf.keras.Input((None, 3, 2)))
+    assert str(info.value) == (
+        "The spatial dimensions of the inputs to  a LocallyConnected2D layer should be "
+        "fully-defined, but layer received the inputs shape (None, None, 3, 2)"
+    )

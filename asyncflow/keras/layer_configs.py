@@ -23,6 +23,7 @@ from asyncflow.keras import (
     layers_attention,
     layers_conv3d,
     layers_einsum,
+    layers_local,
     layers_more,
     layers_norm_act,
     layers_preprocessing,
@@ -383,6 +384,28 @@ _SPECS.update({
     _PP.CategoryEncoding: _Spec("num_tokens", "output_mode", "sparse"),
     _PP.AlphaDropout: _Spec("rate", "seed"),
     layers_shape.Masking: _Spec("mask_value"),
+})  # fmt: skip
+_CONV_LSTM = _Spec(
+    "filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate",
+    "activation", "recurrent_activation", "use_bias", "kernel_initializer",
+    "recurrent_initializer", "bias_initializer", "unit_forget_bias", "kernel_regularizer",
+    "recurrent_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+    "recurrent_constraint", "bias_constraint", "dropout", "recurrent_dropout",
+    computed={k: _RNN_FLAGS[k] for k in ("return_sequences", "return_state", "go_backwards",
+                                         "stateful")},
+    fixed={"unroll": False, "time_major": False},
+)  # fmt: skip
+_LOCAL = _Spec(
+    "filters", "kernel_size", "strides", "padding", "data_format", "activation", "use_bias",
+    "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer",
+    "activity_regularizer", "kernel_constraint", "bias_constraint", "implementation",
+)  # fmt: skip
+_SPECS.update({
+    layers_local.ConvLSTM1D: _CONV_LSTM,
+    layers_local.ConvLSTM2D: _CONV_LSTM,
+    layers_local.ConvLSTM3D: _CONV_LSTM,
+    layers_local.LocallyConnected1D: _LOCAL,
+    layers_local.LocallyConnected2D: _LOCAL,
 })  # fmt: skip
 engine.CONFIG_SPECS.update(_SPECS)
 

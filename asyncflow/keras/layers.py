@@ -25,6 +25,7 @@ from asyncflow.keras import initializers as _init
 from asyncflow.keras import layers_attention as _layers_attention
 from asyncflow.keras import layers_conv3d as _layers_conv3d
 from asyncflow.keras import layers_einsum as _layers_einsum
+from asyncflow.keras import layers_local as _layers_local
 from asyncflow.keras import layers_more as _layers_more
 from asyncflow.keras import layers_norm_act as _layers_norm_act
 from asyncflow.keras import layers_preprocessing as _layers_preprocessing
@@ -101,6 +102,7 @@ __all__ = [
     *_layers_conv3d.__all__,
     *_layers_shape.__all__,
     *_layers_preprocessing.__all__,
+    *_layers_local.__all__,
     "DenseFeatures",
 ]
 # tf.keras.layers also holds the layers_* modules' layers (modules of their own for size).
@@ -112,6 +114,7 @@ for _module in (
     _layers_conv3d,
     _layers_shape,
     _layers_preprocessing,
+    _layers_local,
 ):
     globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
 
