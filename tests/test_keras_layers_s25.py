@@ -277,3 +277,68 @@ def test_conv_lstm_states_and_locally_connected_errors(_graph):
         "The spatial dimensions of the inputs to  a LocallyConnected2D layer should be "
         "fully-defined, but layer received the inputs shape (None, None, 3, 2)"
     )
+
+
+class MinimalRNNCell(L.AbstractRNNCell):
+    """The cell of TF's AbstractRNNCell docstring example."""
+
+    def __init__(self, units, **kwargs):
+        self.units = units
+        super().__init__(**kwargs)
+
+    @property
+    def state_size(self):
+        return self.units
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(
+            shape=(input_shape[-1], self.units), initializer="uniform", name="kernel"
+        )
+        self.recurrent_kernel = self.add_weight(
+            shape=(self.units, self.units), initializer="uniform", name="recurrent_kernel"
+        )
+        self.built = True
+
+    def call(self, inputs, states):
+        output = tf.keras.backend.dot(inputs, self.kernel)
+        output = output + tf.keras.backend.dot(states[0], self.recurrent_kernel)
+        return output, output
+
+
+def test_abstract_cell_stacked_cells_and_wrapper(_graph):
+    tf.set_random_seed(1)
+    x = tf.keras.Input((4, 3))
+    cell = MinimalRNNCell(2)
+    with pytest.raises(NotImplementedError):
+        cell.output_size  # noqa: B018
+    rnn = L.RNN(cell)
+    y = rnn(x)
+    stack = L.StackedRNNCells([L.SimpleRNNCell(3), L.LSTMCell(2)])
+    rnn2 = L.RNN(stack, return_sequences=True)
+    y2 = rnn2(x)
+    # Recorded from TF 2.21.
+    assert [w.name for w in rnn.weights] == [
+        "rnn/minimal_rnn_cell/kernel:0", "rnn/minimal_rnn_cell/recurrent_kernel:0",
+    ]  # fmt: skip
+    assert [w.name for w in rnn2.weights] == [
+        f"rnn_1/stacked_rnn_cells/{c}/{w}:0"
+        for c in ("simple_rnn_cell", "lstm_cell")
+        for w in ("kernel", "recurrent_kernel", "bias")
+    ]
+    assert stack.state_size == (3, [2, 2]) and stack.output_size == 2
+    config = stack.get_config()
+    assert config["dtype"] is None
+    assert [c["class_name"] for c in config["cells"]] == ["SimpleRNNCell", "LSTMCell"]
+    again = L.deserialize(L.serialize(stack))
+    assert [type(c) for c in again.cells] == [L.SimpleRNNCell, L.LSTMCell]
+    wrapper = L.Wrapper(L.Dense(2))
+    assert L.serialize(wrapper)["config"]["layer"]["class_name"] == "Dense"
+    xv = np.linspace(-1, 1, 24).reshape(2, 4, 3).astype(np.float32)
+    got, got2 = tf.keras.backend.get_session().run([y, y2], {x: xv})
+    # Recorded from TF 2.21.
+    _close(got, [[-0.01057, 0.01342], [0.01917, -0.06009]])
+    _close(got2, [
+        [[0.07851, 0.08288], [0.12032, 0.00617], [0.07745, 0.03421], [0.10663, 0.04201]],
+        [[-0.00122, -0.00925], [-0.06811, -0.04313], [-0.11949, -0.04646],
+         [-0.18146, -0.06704]],
+    ])  # fmt: skip

@@ -27,6 +27,7 @@ from asyncflow.keras import (
     layers_more,
     layers_norm_act,
     layers_preprocessing,
+    layers_rnn_cells,
     layers_shape,
     recurrent,
 )
@@ -190,6 +191,18 @@ class _MultiHeadAttentionSpec(_Spec):
                 f"{cls.__name__}: softmax_robust_masking=True is not supported "
                 "(asyncflow supports softmax_robust_masking=False only)"
             )
+        return config
+
+
+class _StackedCellsSpec(_Spec):
+    """StackedRNNCells: its cells serialized in order, deserialized back."""
+
+    def config(self, layer) -> dict:
+        return {"cells": [serialize_keras_object(cell) for cell in layer.cells]}
+
+    def arguments(self, cls, config, custom_objects) -> dict:
+        config = dict(config)
+        config["cells"] = [deserialize(c, custom_objects) for c in config["cells"]]
         return config
 
 
@@ -406,6 +419,8 @@ _SPECS.update({
     layers_local.ConvLSTM3D: _CONV_LSTM,
     layers_local.LocallyConnected1D: _LOCAL,
     layers_local.LocallyConnected2D: _LOCAL,
+    layers_rnn_cells.StackedRNNCells: _StackedCellsSpec(),
+    layers_rnn_cells.Wrapper: _Spec("layer", nested=("layer",)),
 })  # fmt: skip
 engine.CONFIG_SPECS.update(_SPECS)
 

@@ -29,6 +29,7 @@ from asyncflow.keras import layers_local as _layers_local
 from asyncflow.keras import layers_more as _layers_more
 from asyncflow.keras import layers_norm_act as _layers_norm_act
 from asyncflow.keras import layers_preprocessing as _layers_preprocessing
+from asyncflow.keras import layers_rnn_cells as _layers_rnn_cells
 from asyncflow.keras import layers_shape as _layers_shape
 from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
 from asyncflow.keras.feature_layers import DenseFeatures
@@ -103,6 +104,7 @@ __all__ = [
     *_layers_shape.__all__,
     *_layers_preprocessing.__all__,
     *_layers_local.__all__,
+    *_layers_rnn_cells.__all__,
     "DenseFeatures",
 ]
 # tf.keras.layers also holds the layers_* modules' layers (modules of their own for size).
@@ -115,6 +117,7 @@ for _module in (
     _layers_shape,
     _layers_preprocessing,
     _layers_local,
+    _layers_rnn_cells,
 ):
     globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
 

@@ -12,7 +12,7 @@ same computation as TF's while loop.
 from __future__ import annotations
 
 from asyncflow import graph as ops
-from asyncflow import tensor_shape
+from asyncflow import nest, tensor_shape
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import Layer
@@ -241,8 +241,8 @@ class RNN(Layer):
         self.built = True
 
     def _initial_state(self, inputs):
-        sizes = self.cell.state_size
-        sizes = sizes if isinstance(sizes, (list, tuple)) else [sizes]
+        # (stacked cells have nested sizes; their states travel flat)
+        sizes = nest.flatten(self.cell.state_size)
         batch = array_ops.shape(inputs)[0]
         return [array_ops.zeros(array_ops.stack([batch, size]), dtype=inputs.dtype)
                 for size in sizes]  # fmt: skip
@@ -264,6 +264,8 @@ class RNN(Layer):
         try:
             for t in order:
                 out, states = self.cell.call(inputs[:, t], states)
+                # a user cell may return its one new state bare
+                states = list(states) if isinstance(states, (list, tuple)) else [states]
                 outputs.append(out)
         finally:
             self.cell._slices = None
