@@ -342,3 +342,49 @@ def test_abstract_cell_stacked_cells_and_wrapper(_graph):
         [[-0.00122, -0.00925], [-0.06811, -0.04313], [-0.11949, -0.04646],
          [-0.18146, -0.06704]],
     ])  # fmt: skip
+
+
+def test_random_fourier_features(_graph):
+    rff = L.experimental.RandomFourierFeatures
+    x = tf.keras.Input((3,))
+    layer, layer2 = rff(4), rff(2, scale=2.0, trainable=True)
+    y, y2 = layer(x), layer2(x)
+    # Recorded from TF 2.21 (TF's draws of W and b are not seeded by the graph seed, so
+    # the values are checked against the layer's own weights).
+    assert [(w.name, w.shape.as_list()) for w in layer.weights] == [
+        ("random_fourier_features/kernel_scale:0", [1]),
+        ("random_fourier_features/unscaled_kernel:0", [3, 4]),
+        ("random_fourier_features/bias:0", [4]),
+    ]
+    assert layer.trainable_weights == []
+    assert [w.name for w in layer2.trainable_weights] == [
+        "random_fourier_features_1/kernel_scale:0"
+    ]
+    assert y.shape.as_list() == [None, 4]
+    assert layer.get_config() == {
+        "name": "random_fourier_features", "trainable": False, "dtype": "float32",
+        "output_dim": 4, "kernel_initializer": "gaussian", "scale": 1.224744871391589,
+    }  # fmt: skip
+    xv = np.linspace(-1, 1, 6).reshape(2, 3)
+    got, got2 = tf.keras.backend.get_session().run([y, y2], {x: xv})
+    scale, kernel, bias = layer.get_weights()
+    _close(scale, [1.2247449])
+    _close(got, np.cos(xv @ (kernel / scale) + bias))
+    assert got2.shape == (2, 2)
+    errors = [
+        (lambda: rff(0), "`output_dim` should be a positive integer. Received: 0"),
+        (lambda: rff(2, kernel_initializer="foo"),
+         "Unsupported `kernel_initializer`: foo Expected one of: ['gaussian', 'laplacian']"),
+        (lambda: rff(2, scale=-1.0),
+         "When provided, `scale` should be a positive float. Received: -1.0"),
+        (lambda: rff(2)(tf.keras.Input((3, 2))),
+         "The rank of the input tensor should be 2. Received input with rank 3 instead. "
+         "Full input shape received: (?, 3, 2)"),
+        (lambda: rff(2)(tf.keras.Input((None,))),
+         "The last dimension of the input tensor should be defined. Found `None`. Full "
+         "input shape received: (?, ?)"),
+    ]  # fmt: skip
+    for make, message in errors:
+        with pytest.raises(ValueError) as info:
+            make()
+        assert str(info.value) == message

@@ -23,6 +23,7 @@ from asyncflow.keras import (
     layers_attention,
     layers_conv3d,
     layers_einsum,
+    layers_kernelized,
     layers_local,
     layers_more,
     layers_norm_act,
@@ -421,12 +422,14 @@ _SPECS.update({
     layers_local.LocallyConnected2D: _LOCAL,
     layers_rnn_cells.StackedRNNCells: _StackedCellsSpec(),
     layers_rnn_cells.Wrapper: _Spec("layer", nested=("layer",)),
+    layers_kernelized.RandomFourierFeatures: _Spec("output_dim", "kernel_initializer", "scale"),
 })  # fmt: skip
 engine.CONFIG_SPECS.update(_SPECS)
 
 # Name -> layer class, for deserialization (Sequential/Model/Functional added by training).
 LAYER_CLASSES: dict = module_table(layers)
 LAYER_CLASSES["InputLayer"] = engine.InputLayer
+LAYER_CLASSES["RandomFourierFeatures"] = layers_kernelized.RandomFourierFeatures
 
 
 def register_layer_classes(**classes) -> None:

@@ -25,6 +25,7 @@ from asyncflow.keras import initializers as _init
 from asyncflow.keras import layers_attention as _layers_attention
 from asyncflow.keras import layers_conv3d as _layers_conv3d
 from asyncflow.keras import layers_einsum as _layers_einsum
+from asyncflow.keras import layers_kernelized as _layers_kernelized
 from asyncflow.keras import layers_local as _layers_local
 from asyncflow.keras import layers_more as _layers_more
 from asyncflow.keras import layers_norm_act as _layers_norm_act
@@ -126,6 +127,7 @@ class _Experimental:
     """`tf.keras.layers.experimental` (the part asyncflow has)."""
 
     EinsumDense = _layers_einsum.EinsumDense
+    RandomFourierFeatures = _layers_kernelized.RandomFourierFeatures
     preprocessing = _layers_preprocessing.preprocessing
 
 
