@@ -388,3 +388,19 @@ def test_random_fourier_features(_graph):
         with pytest.raises(ValueError) as info:
             make()
         assert str(info.value) == message
+
+
+def test_category_encoding_count_weights(_graph):
+    xi = tf.placeholder(tf.int64, [None, 3])
+    w = tf.placeholder(tf.float32, [None, 3])
+    y = L.CategoryEncoding(4, output_mode="count")(xi, count_weights=w)
+    # Recorded from TF 2.21 (its message keeps the literal braces).
+    with pytest.raises(ValueError) as info:
+        L.CategoryEncoding(4)(xi, count_weights=w)
+    assert str(info.value) == (
+        "`count_weights` is not used when `output_mode` is not `'count'`. "
+        "Received `count_weights={count_weights}`."
+    )
+    with tf.Session() as s:
+        got = s.run(y, {xi: [[0, 1, 1], [3, 3, 2]], w: [[0.5, 1, 2], [1, 2, 3]]})
+    _close(got, [[0.5, 3.0, 0.0, 0.0], [0.0, 0.0, 3.0, 3.0]])

@@ -200,7 +200,7 @@ class Normalization(PreprocessingLayer):
         return (x - self.mean) / std
 
 
-def _encode(indices, num_tokens, output_mode, dtype=dtypes.float32):
+def _encode(indices, num_tokens, output_mode, dtype=dtypes.float32, count_weights=None):
     """one_hot / multi_hot / count of integer indices, counted over the last axis (a
     rank-1 input is one sample, one_hot included, as TF 2.21's tf_keras counts it).
 
@@ -220,9 +220,13 @@ def _encode(indices, num_tokens, output_mode, dtype=dtypes.float32):
             f"output_mode {output_mode} and input shape {original}, which would result in "
             f"output rank {indices.shape.ndims}."
         )
-    counts = reduction_ops.reduce_sum(
-        slicing_ops.one_hot(indices, num_tokens, dtype=dtype), axis=-2
-    )
+    hot = slicing_ops.one_hot(indices, num_tokens, dtype=dtype)
+    if count_weights is not None:
+        weights = cast_ops.cast(count_weights, dtype)
+        if weights.shape.ndims < hot.shape.ndims:
+            weights = array_ops.expand_dims(weights, -1)
+        hot = hot * weights
+    counts = reduction_ops.reduce_sum(hot, axis=-2)
     if output_mode == "count":
         return counts
     return math_ops.minimum(counts, 1.0)
@@ -325,8 +329,15 @@ class CategoryEncoding(PreprocessingLayer):
             )
         self.num_tokens, self.output_mode, self.sparse = num_tokens, output_mode, sparse
 
-    def call(self, inputs):
-        return _encode(cast_ops.cast(inputs, dtypes.int64), self.num_tokens, self.output_mode)
+    def call(self, inputs, count_weights=None):
+        if count_weights is not None and self.output_mode != "count":
+            # (TF 2.21's message, its braces included)
+            raise ValueError(
+                "`count_weights` is not used when `output_mode` is not `'count'`. "
+                "Received `count_weights={count_weights}`."
+            )
+        indices = cast_ops.cast(inputs, dtypes.int64)
+        return _encode(indices, self.num_tokens, self.output_mode, count_weights=count_weights)
 
 
 class AlphaDropout(Layer):
