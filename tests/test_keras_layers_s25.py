@@ -404,3 +404,28 @@ def test_category_encoding_count_weights(_graph):
     with tf.Session() as s:
         got = s.run(y, {xi: [[0, 1, 1], [3, 3, 2]], w: [[0.5, 1, 2], [1, 2, 3]]})
     _close(got, [[0.5, 3.0, 0.0, 0.0], [0.0, 0.0, 3.0, 3.0]])
+
+
+def test_attention_dropout_draws_as_tf(_graph):
+    tf.set_random_seed(7)
+    q, v = tf.keras.Input((3, 2)), tf.keras.Input((4, 2))
+    a = L.Attention(dropout=0.5)([q, v], training=True)
+    b = L.MultiHeadAttention(2, 2, dropout=0.5)(q, v, training=True)
+    qv = np.linspace(-1, 1, 12).reshape(2, 3, 2)
+    vv = np.linspace(1, -2, 16).reshape(2, 4, 2)
+    got_a, got_b = tf.keras.backend.get_session().run([a, b], {q: qv, v: vv})
+    # Recorded from TF 2.21: the same dropout draws from the graph seed.
+    _close(
+        got_a,
+        [
+            [[-0.095284, -0.338584], [0.110765, 0], [-0.016617, -0.245505]],
+            [[-1.01063, -1.22515], [-0.97033, -1.12737], [-0.357362, -0.408414]],
+        ],
+    )
+    _close(
+        got_b,
+        [
+            [[0.251872, -0.143864], [0.240932, -0.153629], [-0.003032, -0.074205]],
+            [[0.017241, 0.29044], [-0.89483, 1.06586], [-0.811864, 0.712267]],
+        ],
+    )
