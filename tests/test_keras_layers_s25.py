@@ -429,3 +429,22 @@ def test_attention_dropout_draws_as_tf(_graph):
             [[0.017241, 0.29044], [-0.89483, 1.06586], [-0.811864, 0.712267]],
         ],
     )
+
+
+def test_models_of_new_layers_rebuild_from_config(_graph):
+    q, v = tf.keras.Input((4, 3)), tf.keras.Input((5, 3))
+    x = L.Attention(use_scale=True)([q, v])
+    x = L.LayerNormalization()(x)
+    x = L.MultiHeadAttention(2, 3)(x, v)
+    x = L.EinsumDense("abc,cd->abd", (4, 2), bias_axes="d")(x)
+    x = L.PReLU()(x)
+    x = L.Conv1DTranspose(3, 2, strides=2)(x)
+    x = L.LocallyConnected1D(2, 3)(x)
+    x = L.ZeroPadding1D(1)(x)
+    x = L.Dot(axes=(2, 2))([x, L.Cropping1D((0, 1))(x)])
+    model = tf.keras.Model([q, v], x)
+    again = tf.keras.models.model_from_json(model.to_json())
+    assert [type(a) for a in again.layers] == [type(b) for b in model.layers]
+    again.set_weights(model.get_weights())
+    feed = [np.linspace(-1, 1, 24).reshape(2, 4, 3), np.linspace(1, -1, 30).reshape(2, 5, 3)]
+    np.testing.assert_allclose(again.predict(feed), model.predict(feed), rtol=1e-6)

@@ -273,9 +273,12 @@ class MultiHeadAttention(Layer):
         self._query_shape = self._key_shape = self._value_shape = None
         self._built_from_signature = False
 
-    def __call__(self, query, value, key=None, **kwargs):
+    def __call__(self, query, value=None, key=None, **kwargs):
         # Keras passes value (and key) as call arguments; asyncflow's base records the
-        # node on the first positional input, so the three go in as one list.
+        # node on the first positional input, so the three go in as one list (and a
+        # model rebuilt from its config calls the layer on that list).
+        if value is None and isinstance(query, (list, tuple)):
+            query, value, key = (list(query) + [None])[:3]
         inputs = [query, value] if key is None else [query, value, key]
         return super().__call__(inputs, **kwargs)
 
