@@ -19,9 +19,15 @@ from asyncflow.keras import (
     regularizers,
     utils,
 )
+from asyncflow.keras import layer_configs as _layer_configs
 from asyncflow.keras.engine import Input
 from asyncflow.keras.feature_layers import SequenceFeatures as _SequenceFeatures
 from asyncflow.keras.training import Model, Sequential
+
+# tf.keras.layers.serialize/deserialize live with the layer table, which needs every
+# layer module imported first (layers.py itself cannot import it).
+layers.serialize = _layer_configs.serialize
+layers.deserialize = _layer_configs.deserialize
 
 
 class _Experimental:

@@ -16,7 +16,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow.keras import engine, feature_layers, layers, layers_more, recurrent
+from asyncflow.keras import (
+    engine,
+    feature_layers,
+    layers,
+    layers_attention,
+    layers_conv3d,
+    layers_einsum,
+    layers_kernelized,
+    layers_local,
+    layers_more,
+    layers_norm_act,
+    layers_preprocessing,
+    layers_rnn_cells,
+    layers_shape,
+    recurrent,
+)
 from asyncflow.keras import regularizers as _regularizers
 from asyncflow.keras.serialization import (
     deserialize_keras_object,
@@ -158,6 +173,38 @@ class _BidirectionalSpec(_Spec):
         return out
 
 
+class _MultiHeadAttentionSpec(_Spec):
+    """MultiHeadAttention keeps its arguments in private attributes; the input shapes
+    it was built for are written and, read back, only checked for form."""
+
+    _KEYS = (
+        "num_heads", "key_dim", "value_dim", "dropout", "use_bias", "output_shape",
+        "attention_axes", "kernel_initializer", "bias_initializer", "kernel_regularizer",
+        "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint",
+    )  # fmt: skip
+
+    def config(self, layer) -> dict:
+        out = {}
+        for key in self._KEYS:
+            value = getattr(layer, key if key == "activity_regularizer" else "_" + key)
+            out[key] = _value(value)
+        for key in ("query_shape", "key_shape", "value_shape"):
+            out[key] = plain(getattr(layer, "_" + key))
+        out["softmax_robust_masking"] = False
+        return out
+
+    def arguments(self, cls, config, custom_objects) -> dict:
+        config = dict(config)
+        for key in ("query_shape", "key_shape", "value_shape"):
+            config.pop(key, None)
+        if config.pop("softmax_robust_masking", False):
+            raise ValueError(
+                f"{cls.__name__}: softmax_robust_masking=True is not supported "
+                "(asyncflow supports softmax_robust_masking=False only)"
+            )
+        return config
+
+
 def _unsupported(kind):
     class _NoConfig(_Spec):
         def config(self, layer) -> dict:
@@ -279,15 +326,107 @@ _SPECS = {
     recurrent.GRU: _RNNLayerSpec(),
     recurrent.Bidirectional: _BidirectionalSpec(nested=("layer", "backward_layer")),
     recurrent.StackedRNNCells: _StackedCellsSpec(),
+    layers_norm_act.LayerNormalization: _Spec(
+        "axis",
+        "epsilon",
+        "center",
+        "scale",
+        "beta_initializer",
+        "gamma_initializer",
+        "beta_regularizer",
+        "gamma_regularizer",
+        "beta_constraint",
+        "gamma_constraint",
+    ),  # fmt: skip
+    layers_norm_act.PReLU: _Spec(
+        "alpha_initializer", "alpha_regularizer", "alpha_constraint", "shared_axes"
+    ),  # fmt: skip
+    layers_norm_act.ThresholdedReLU: _Spec(f32=("theta",)),
+    layers_attention.Dot: _Spec("axes", "normalize"),
+    layers_attention.Attention: _Spec("use_scale", "score_mode", "dropout"),
+    layers_attention.AdditiveAttention: _Spec("use_scale", "dropout"),
+    layers_einsum.EinsumDense: _Spec(
+        "equation",
+        "activation",
+        "bias_axes",
+        "kernel_initializer",
+        "bias_initializer",
+        "kernel_regularizer",
+        "bias_regularizer",
+        "activity_regularizer",
+        "kernel_constraint",
+        "bias_constraint",
+        computed={"output_shape": lambda lyr: lyr.partial_output_shape},
+    ),  # fmt: skip
+    layers_einsum.MultiHeadAttention: _MultiHeadAttentionSpec(),
     feature_layers.DenseFeatures: _unsupported("a DenseFeatures layer's feature columns"),
     feature_layers.SequenceFeatures: _unsupported("a SequenceFeatures layer's feature columns"),
 }
 _SPECS[layers_more.AveragePooling1D] = _SPECS[layers_more.MaxPooling1D]
+_SPECS.update({
+    layers_conv3d.Conv3D: _Spec(*_CONV, fixed={"groups": 1}),
+    layers_conv3d.Conv3DTranspose: _Spec(
+        *[f for f in _CONV if f != "dilation_rate"], fixed={"groups": 1, "output_padding": None}
+    ),
+    layers_conv3d.Conv1DTranspose: _SPECS[layers_more.Conv2DTranspose],
+    layers_conv3d.SeparableConv1D: _SPECS[layers_more.SeparableConv2D],
+    layers_conv3d.DepthwiseConv1D: _SPECS[layers_more.DepthwiseConv2D],
+    layers_conv3d.MaxPooling3D: _Spec(*_POOL),
+    layers_conv3d.AveragePooling3D: _Spec(*_POOL),
+    layers_conv3d.GlobalAveragePooling3D: _Spec("data_format", "keepdims"),
+    layers_conv3d.GlobalMaxPooling3D: _Spec("data_format", "keepdims"),
+    layers_shape.Cropping1D: _Spec("cropping"),
+    layers_shape.Cropping3D: _Spec("cropping", "data_format"),
+    layers_shape.ZeroPadding1D: _Spec("padding"),
+    layers_shape.ZeroPadding3D: _Spec("padding", "data_format"),
+    layers_shape.UpSampling1D: _Spec("size"),
+    layers_shape.UpSampling3D: _Spec("size", "data_format"),
+    layers_shape.SpatialDropout3D: _Spec("rate", fixed={"noise_shape": None, "seed": None}),
+})  # fmt: skip
+_PP = layers_preprocessing
+_SPECS.update({
+    _PP.Rescaling: _Spec("scale", "offset"),
+    _PP.Resizing: _Spec("height", "width", "interpolation", "crop_to_aspect_ratio"),
+    _PP.CenterCrop: _Spec("height", "width"),
+    _PP.Normalization: _Spec(
+        "axis", "invert",
+        computed={"mean": lambda lyr: lyr.input_mean, "variance": lambda lyr: lyr.input_variance},
+    ),
+    _PP.Discretization: _Spec("bin_boundaries", "num_bins", "epsilon", "output_mode", "sparse"),
+    _PP.Hashing: _Spec("num_bins", "salt", "mask_value", "output_mode", "sparse"),
+    _PP.CategoryEncoding: _Spec("num_tokens", "output_mode", "sparse"),
+    _PP.AlphaDropout: _Spec("rate", "seed"),
+})  # fmt: skip
+_CONV_LSTM = _Spec(
+    "filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate",
+    "activation", "recurrent_activation", "use_bias", "kernel_initializer",
+    "recurrent_initializer", "bias_initializer", "unit_forget_bias", "kernel_regularizer",
+    "recurrent_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+    "recurrent_constraint", "bias_constraint", "dropout", "recurrent_dropout",
+    computed={k: _RNN_FLAGS[k] for k in ("return_sequences", "return_state", "go_backwards",
+                                         "stateful")},
+    fixed={"unroll": False, "time_major": False},
+)  # fmt: skip
+_LOCAL = _Spec(
+    "filters", "kernel_size", "strides", "padding", "data_format", "activation", "use_bias",
+    "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer",
+    "activity_regularizer", "kernel_constraint", "bias_constraint", "implementation",
+)  # fmt: skip
+_SPECS.update({
+    layers_local.ConvLSTM1D: _CONV_LSTM,
+    layers_local.ConvLSTM2D: _CONV_LSTM,
+    layers_local.ConvLSTM3D: _CONV_LSTM,
+    layers_local.LocallyConnected1D: _LOCAL,
+    layers_local.LocallyConnected2D: _LOCAL,
+    layers_rnn_cells.Wrapper: _Spec("layer", nested=("layer",)),
+    layers_kernelized.RandomFourierFeatures: _Spec("output_dim", "kernel_initializer", "scale"),
+})  # fmt: skip
 engine.CONFIG_SPECS.update(_SPECS)
 
 # Name -> layer class, for deserialization (Sequential/Model/Functional added by training).
 LAYER_CLASSES: dict = module_table(layers)
 LAYER_CLASSES["InputLayer"] = engine.InputLayer
+LAYER_CLASSES["RandomFourierFeatures"] = layers_kernelized.RandomFourierFeatures
 
 
 def register_layer_classes(**classes) -> None:

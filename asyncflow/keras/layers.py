@@ -22,7 +22,16 @@ from asyncflow import layer_functions as _lf
 from asyncflow.graph import GraphKeys
 from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
+from asyncflow.keras import layers_attention as _layers_attention
+from asyncflow.keras import layers_conv3d as _layers_conv3d
+from asyncflow.keras import layers_einsum as _layers_einsum
+from asyncflow.keras import layers_kernelized as _layers_kernelized
+from asyncflow.keras import layers_local as _layers_local
 from asyncflow.keras import layers_more as _layers_more
+from asyncflow.keras import layers_norm_act as _layers_norm_act
+from asyncflow.keras import layers_preprocessing as _layers_preprocessing
+from asyncflow.keras import layers_rnn_cells as _layers_rnn_cells
+from asyncflow.keras import layers_shape as _layers_shape
 from asyncflow.keras import masking as _masking
 from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
 from asyncflow.keras.feature_layers import DenseFeatures
@@ -92,12 +101,42 @@ __all__ = [
     "GRUCell",
     "Bidirectional",
     *_layers_more.__all__,
+    *_layers_norm_act.__all__,
+    *_layers_attention.__all__,
+    *_layers_einsum.__all__,
+    *_layers_conv3d.__all__,
+    *_layers_shape.__all__,
+    *_layers_preprocessing.__all__,
+    *_layers_local.__all__,
+    *_layers_rnn_cells.__all__,
     "DenseFeatures",
     "Masking",
 ]
-# tf.keras.layers also holds layers_more's layers (a module of its own for size).
-globals().update({_name: getattr(_layers_more, _name) for _name in _layers_more.__all__})
-Masking = _masking.Masking
+# tf.keras.layers also holds the layers_* modules' layers (modules of their own for size).
+for _module in (
+    _layers_more,
+    _layers_norm_act,
+    _layers_attention,
+    _layers_einsum,
+    _layers_conv3d,
+    _layers_shape,
+    _layers_preprocessing,
+    _layers_local,
+    _layers_rnn_cells,
+):
+    globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
+Masking = _masking.Masking  # (the mask-propagating one)
+
+
+class _Experimental:
+    """`tf.keras.layers.experimental` (the part asyncflow has)."""
+
+    EinsumDense = _layers_einsum.EinsumDense
+    RandomFourierFeatures = _layers_kernelized.RandomFourierFeatures
+    preprocessing = _layers_preprocessing.preprocessing
+
+
+experimental = _Experimental()
 
 
 def smart_cond(pred, true_fn, false_fn):

@@ -278,12 +278,17 @@ class StackedRNNCells(Layer):
         self.cells = list(cells)
 
     def _sizes(self, cell) -> list:
-        size = cell.state_size
-        return list(size) if isinstance(size, (list, tuple)) else [size]
+        return nest.flatten(cell.state_size)
 
     @property
-    def state_size(self) -> list:
-        return [n for cell in self.cells for n in self._sizes(cell)]
+    def state_size(self) -> tuple:
+        # TF's: one entry per cell, as the cell gives it ((3, [2, 2]) for a SimpleRNN
+        # and an LSTM cell); RNN runs the states flat, in cell order
+        return tuple(cell.state_size for cell in self.cells)
+
+    def _config_dtype(self):
+        # As TF's: `RNN` builds the stack but never calls it, so its dtype stays unset.
+        return self._dtype
 
     @property
     def output_size(self):
@@ -379,8 +384,7 @@ class RNN(Layer):
         return self.cell.non_trainable_weights if self.trainable else self.cell.weights
 
     def _state_sizes(self) -> list:
-        sizes = self.cell.state_size
-        return list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
+        return nest.flatten(self.cell.state_size)  # (stacked cells' sizes nest)
 
     def __call__(self, inputs, initial_state=None, **kwargs):
         # Initial states that are Keras tensors join the inputs ([inputs, *states]), so

@@ -1,0 +1,284 @@
+"""`tf.keras.layers` ConvLSTM1D/2D/3D (convolutional LSTMs, unrolled over the static
+time steps as recurrent.py unrolls its RNNs) and LocallyConnected1D/2D (unshared
+convolution weights, Keras' implementation 1), with TF 2.21 tf_keras' weight names,
+shapes, initializers, outputs and configs (channels_last)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import tensor_shape
+from asyncflow.keras import activations
+from asyncflow.keras import initializers as _init
+from asyncflow.keras.engine import InputSpec, Layer
+from asyncflow.keras.layers_more import _get, _tuple
+from asyncflow.ops import array_ops, conv3d_ops, conv_ops, matmul_ops, nn_ops, reduction_ops
+
+__all__ = ["ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "LocallyConnected1D", "LocallyConnected2D"]
+
+
+def _conv(x, kernel, rank, strides, padding, dilation):
+    """An N-D channels_last convolution (1-D through a unit height)."""
+    if rank == 1:
+        out = conv_ops.conv2d(
+            array_ops.expand_dims(x, 1),
+            array_ops.expand_dims(kernel, 0),
+            strides=[1, 1, strides[0], 1],
+            padding=padding.upper(),
+            dilations=[1, 1, dilation[0], 1],
+        )
+        return array_ops.squeeze(out, [1])
+    op = conv_ops.conv2d if rank == 2 else conv3d_ops.conv3d
+    return op(x, kernel, strides=[1, *strides, 1], padding=padding.upper(),
+              dilations=[1, *dilation, 1])  # fmt: skip
+
+
+class _ConvLSTM(Layer):
+    """A convolutional LSTM over (batch, time, *spatial, channels): input and recurrent
+    convolutions per gate (i, f, c, o), hard_sigmoid gates by default."""
+
+    _rank = 2
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format=None,
+                 dilation_rate=1, activation="tanh", recurrent_activation="hard_sigmoid",
+                 use_bias=True, kernel_initializer="glorot_uniform",
+                 recurrent_initializer="orthogonal", bias_initializer="zeros",
+                 unit_forget_bias=True, kernel_regularizer=None, recurrent_regularizer=None,
+                 bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+                 recurrent_constraint=None, bias_constraint=None, return_sequences=False,
+                 return_state=False, go_backwards=False, stateful=False, dropout=0.0,
+                 recurrent_dropout=0.0, **kwargs):  # fmt: skip
+        super().__init__(activity_regularizer=_get("regularizer", activity_regularizer), **kwargs)
+        if stateful or dropout or recurrent_dropout:
+            raise NotImplementedError(
+                f"{type(self).__name__}: stateful, dropout and recurrent_dropout are not "
+                "supported by asyncflow"
+            )
+        rank = self._rank
+        self.filters = int(filters)
+        self.kernel_size = _tuple(kernel_size, rank)
+        self.strides = _tuple(strides, rank)
+        self.dilation_rate = _tuple(dilation_rate, rank)
+        self.padding = padding.lower()
+        self.data_format = data_format or "channels_last"
+        if self.data_format != "channels_last":
+            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
+        self.activation = activations.get(activation)
+        self.recurrent_activation = activations.get(recurrent_activation)
+        self.use_bias, self.unit_forget_bias = use_bias, unit_forget_bias
+        self.kernel_initializer = _init.get(kernel_initializer)
+        self.recurrent_initializer = _init.get(recurrent_initializer)
+        self.bias_initializer = _init.get(bias_initializer)
+        self.kernel_regularizer = _get("regularizer", kernel_regularizer)
+        self.recurrent_regularizer = _get("regularizer", recurrent_regularizer)
+        self.bias_regularizer = _get("regularizer", bias_regularizer)
+        self.kernel_constraint = _get("constraint", kernel_constraint)
+        self.recurrent_constraint = _get("constraint", recurrent_constraint)
+        self.bias_constraint = _get("constraint", bias_constraint)
+        self.return_sequences, self.return_state = return_sequences, return_state
+        self.go_backwards, self.stateful, self.unroll = go_backwards, False, False
+        self.dropout, self.recurrent_dropout = dropout, recurrent_dropout
+        self.input_spec = InputSpec(ndim=rank + 3)
+
+    def build(self, input_shape) -> None:
+        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        n = 4 * self.filters
+        self.kernel = self.add_weight(
+            "kernel", shape=self.kernel_size + (channels, n),
+            initializer=self.kernel_initializer, regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )  # fmt: skip
+        self.recurrent_kernel = self.add_weight(
+            "recurrent_kernel", shape=self.kernel_size + (self.filters, n),
+            initializer=self.recurrent_initializer, regularizer=self.recurrent_regularizer,
+            constraint=self.recurrent_constraint,
+        )  # fmt: skip
+        self.bias = None
+        if self.use_bias:
+            init = self.bias_initializer
+            if self.unit_forget_bias:
+                base, f = self.bias_initializer, self.filters
+
+                def init(shape, dtype=None, partition_info=None):
+                    # the forget gate's bias starts at one (Jozefowicz et al.)
+                    return array_ops.concat(
+                        [base((f,), dtype=dtype), array_ops.ones((f,), dtype=dtype),
+                         base((2 * f,), dtype=dtype)], 0,
+                    )  # fmt: skip
+
+            self.bias = self.add_weight(
+                "bias", shape=(n,), initializer=init, regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+            )  # fmt: skip
+        self.built = True
+
+    def _gate(self, weight, k):
+        return weight[..., k * self.filters : (k + 1) * self.filters]
+
+    def call(self, inputs, initial_state=None, training=None):
+        steps = tensor_shape.dimension_value(inputs.shape[1])
+        if steps is None:
+            raise ValueError(
+                f"Layer {self.name} needs a known number of time steps (got input shape "
+                f"{inputs.shape}); asyncflow unrolls Keras' recurrent loop."
+            )
+        rank = self._rank
+        kernels = [self._gate(self.kernel, k) for k in range(4)]
+        recurrents = [self._gate(self.recurrent_kernel, k) for k in range(4)]
+        biases = [self.bias[k * self.filters : (k + 1) * self.filters] if self.use_bias
+                  else None for k in range(4)]  # fmt: skip
+
+        def input_conv(x, k):
+            out = _conv(x, kernels[k], rank, self.strides, self.padding, self.dilation_rate)
+            return nn_ops.bias_add(out, biases[k]) if biases[k] is not None else out
+
+        def recurrent_conv(h, k):
+            return _conv(h, recurrents[k], rank, (1,) * rank, "same", (1,) * rank)
+
+        if initial_state is None:
+            # Keras' zero state: the input convolution's shape with `filters` channels.
+            zero = reduction_ops.reduce_sum(array_ops.zeros_like(inputs), axis=1)
+            shape = self.kernel_size + (zero.shape.as_list()[-1], self.filters)
+            zero_kernel = array_ops.zeros(shape, dtype=inputs.dtype)
+            h = _conv(zero, zero_kernel, rank, self.strides, self.padding, self.dilation_rate)
+            states = [h, h]
+        else:
+            states = list(initial_state)
+        order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
+        outputs = []
+        for t in order:
+            x = inputs[:, t]
+            h_prev, c_prev = states
+            i = self.recurrent_activation(input_conv(x, 0) + recurrent_conv(h_prev, 0))
+            f = self.recurrent_activation(input_conv(x, 1) + recurrent_conv(h_prev, 1))
+            c = f * c_prev + i * self.activation(input_conv(x, 2) + recurrent_conv(h_prev, 2))
+            o = self.recurrent_activation(input_conv(x, 3) + recurrent_conv(h_prev, 3))
+            h = o * self.activation(c)
+            states = [h, c]
+            outputs.append(h)
+        result = array_ops.stack(outputs, axis=1) if self.return_sequences else outputs[-1]
+        if self.return_state:
+            return [result] + states
+        return result
+
+
+class ConvLSTM1D(_ConvLSTM):
+    """Convolutional LSTM over (batch, time, steps, channels)."""
+
+    _rank = 1
+
+
+class ConvLSTM2D(_ConvLSTM):
+    """Convolutional LSTM over (batch, time, rows, cols, channels)."""
+
+    _rank = 2
+
+
+class ConvLSTM3D(_ConvLSTM):
+    """Convolutional LSTM over (batch, time, depth, rows, cols, channels)."""
+
+    _rank = 3
+
+
+class _LocallyConnected(Layer):
+    """Unshared convolution: one kernel per output position, applied as a batched matmul
+    of the gathered patches; kernel (positions, kernel_volume * in, filters), bias
+    (*output_size, filters).
+
+    Raises:
+      ValueError: padding other than 'valid' (implementation 1), or an implementation
+        other than 1.
+    """
+
+    _rank = 1
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format=None,
+                 activation=None, use_bias=True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
+                 implementation=1, **kwargs):  # fmt: skip
+        super().__init__(activity_regularizer=_get("regularizer", activity_regularizer), **kwargs)
+        rank = self._rank
+        self.filters = int(filters)
+        self.kernel_size = _tuple(kernel_size, rank)
+        self.strides = _tuple(strides, rank)
+        self.padding = padding.lower()
+        if self.padding != "valid" and implementation == 1:
+            raise ValueError(
+                f'Invalid border mode for {type(self).__name__} (only "valid" is '
+                f"supported if implementation is 1): {padding}"
+            )
+        if implementation != 1:
+            raise NotImplementedError(
+                f"{type(self).__name__}(implementation={implementation}) is not supported"
+            )
+        self.data_format = data_format or "channels_last"
+        if self.data_format != "channels_last":
+            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
+        self.activation = activations.get(activation)
+        self.use_bias = use_bias
+        self.kernel_initializer = _init.get(kernel_initializer)
+        self.bias_initializer = _init.get(bias_initializer)
+        self.kernel_regularizer = _get("regularizer", kernel_regularizer)
+        self.bias_regularizer = _get("regularizer", bias_regularizer)
+        self.kernel_constraint = _get("constraint", kernel_constraint)
+        self.bias_constraint = _get("constraint", bias_constraint)
+        self.implementation = implementation
+        self.input_spec = InputSpec(ndim=rank + 2)
+
+    def build(self, input_shape) -> None:
+        dims = tensor_shape.TensorShape(input_shape).as_list()
+        spatial, channels = dims[1:-1], dims[-1]
+        if any(d is None for d in spatial):
+            raise ValueError(
+                f"The spatial dimensions of the inputs to  a {type(self).__name__} layer "
+                f"should be fully-defined, but layer received the inputs shape {tuple(dims)}"
+            )
+        self.output_size = tuple(
+            (d - k) // s + 1 for d, k, s in zip(spatial, self.kernel_size, self.strides)
+        )
+        positions = int(np.prod(self.output_size))
+        volume = int(np.prod(self.kernel_size)) * channels
+        self.kernel = self.add_weight(
+            "kernel", shape=(positions, volume, self.filters),
+            initializer=self.kernel_initializer, regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )  # fmt: skip
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                "bias", shape=self.output_size + (self.filters,),
+                initializer=self.bias_initializer, regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+            )  # fmt: skip
+        self.built = True
+
+    def call(self, inputs):
+        volume = int(np.prod(self.kernel_size)) * inputs.shape.as_list()[-1]
+        patches = []
+        for pos in np.ndindex(*self.output_size):
+            index = [slice(None)]
+            for p, k, s in zip(pos, self.kernel_size, self.strides):
+                index.append(slice(p * s, p * s + k))
+            index.append(slice(None))
+            patches.append(array_ops.reshape(inputs[tuple(index)], [1, -1, volume]))
+        stacked = array_ops.concat(patches, 0)  # (positions, batch, volume)
+        out = matmul_ops.matmul(stacked, self.kernel)  # (positions, batch, filters)
+        out = array_ops.reshape(out, [*self.output_size, -1, self.filters])
+        rank = self._rank
+        out = array_ops.transpose(out, [rank, *range(rank), rank + 1])
+        if self.use_bias:
+            out = out + self.bias
+        return self.activation(out)
+
+
+class LocallyConnected1D(_LocallyConnected):
+    """Unshared 1-D convolution over (batch, steps, channels)."""
+
+    _rank = 1
+
+
+class LocallyConnected2D(_LocallyConnected):
+    """Unshared 2-D convolution over (batch, rows, cols, channels)."""
+
+    _rank = 2
