@@ -121,6 +121,8 @@ def register_overload(name: str, fn: Callable) -> None:
 _SLICE_ASSIGN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # tensor -> its Keras mask (`t._keras_mask`, set by Keras layers; the class has slots)
 _KERAS_MASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# tensor -> the logits a Keras softmax/sigmoid activation made it from (`t._keras_logits`)
+_KERAS_LOGITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def set_slice_assign(tensor: Tensor, assign: Callable) -> None:
@@ -172,6 +174,14 @@ class Tensor:
             _KERAS_MASKS.pop(self, None)
         else:
             _KERAS_MASKS[self] = mask
+
+    @property
+    def _keras_logits(self):
+        return _KERAS_LOGITS.get(self)
+
+    @_keras_logits.setter
+    def _keras_logits(self, logits) -> None:
+        _KERAS_LOGITS[self] = logits
 
     @property
     def graph(self) -> Graph:

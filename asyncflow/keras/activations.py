@@ -64,11 +64,17 @@ def selu(x):
 
 
 def softmax(x, axis=-1):
-    return nn_ops.softmax(x, axis=axis)
+    x = ops.convert_to_tensor(x)
+    out = nn_ops.softmax(x, axis=axis)
+    out._keras_logits = x  # (TF's: the crossentropies then work from the logits)
+    return out
 
 
 def sigmoid(x):
-    return math_ops.sigmoid(x)
+    x = ops.convert_to_tensor(x)
+    out = math_ops.sigmoid(x)
+    out._keras_logits = x
+    return out
 
 
 def hard_sigmoid(x):

@@ -423,7 +423,12 @@ def update_sub(x, decrement):
 
 
 def _logits_of(output, op_type):
-    """The logits behind `output` when a plain `op_type` op made it (Keras' shortcut)."""
+    """The logits behind `output`: those a Keras softmax or sigmoid activation made it
+    from (whichever crossentropy asks: TF's quirk, so a binary crossentropy of a softmax
+    output is a sigmoid crossentropy of its logits), or the input of a plain `op_type`
+    op that made it (Keras' shortcut)."""
+    if isinstance(output, ops.Tensor) and output._keras_logits is not None:
+        return output._keras_logits
     if isinstance(output, ops.Tensor) and output.op.type == op_type:
         if keras_history(output) is None:
             return output.op.inputs[0]

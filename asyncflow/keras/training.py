@@ -281,8 +281,15 @@ class Model(Network):
                 raise ValueError(
                     f'No data provided for "{e.args[0]}". Need data for each key in: {names}'
                 ) from None
-        elif isinstance(data, (list, tuple)) and len(refs) > 1:
-            arrays = list(data)
+        elif isinstance(data, (list, tuple)):
+            # TF's reading of a list: one array per input ([x] for one input too), a
+            # list of lists one list per input, a flat list of numbers one input's data
+            if data and isinstance(data[0], (list, tuple)):
+                arrays = [np.asarray(d) for d in data]
+            elif len(refs) == 1 and data and isinstance(data[0], (float, int, np.number)):
+                arrays = [np.asarray(data)]
+            else:
+                arrays = list(data)
         else:
             arrays = [data]
         if len(arrays) != len(refs):
