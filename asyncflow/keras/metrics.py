@@ -12,6 +12,8 @@ from asyncflow.keras import backend
 from asyncflow.keras.losses import (
     binary_crossentropy,
     categorical_crossentropy,
+    categorical_hinge,
+    cosine_similarity,
     hinge,
     kld,
     kullback_leibler_divergence,
@@ -27,6 +29,31 @@ from asyncflow.keras.losses import (
     poisson,
     sparse_categorical_crossentropy,
     squared_hinge,
+)
+from asyncflow.keras.metrics_more import (
+    AUC,
+    BinaryIoU,
+    F1Score,
+    FalseNegatives,
+    FalsePositives,
+    FBetaScore,
+    IoU,
+    MeanIoU,
+    MeanRelativeError,
+    MeanTensor,
+    Metric,
+    OneHotIoU,
+    OneHotMeanIoU,
+    Precision,
+    PrecisionAtRecall,
+    R2Score,
+    Recall,
+    RecallAtPrecision,
+    SensitivityAtSpecificity,
+    SpecificityAtSensitivity,
+    Sum,
+    TrueNegatives,
+    TruePositives,
 )
 from asyncflow.keras.serialization import (
     deserialize_keras_object,
@@ -71,6 +98,48 @@ __all__ = [
     "MeanAbsoluteError",
     "BinaryCrossentropy",
     "CategoricalCrossentropy",
+    "Metric",
+    "Sum",
+    "MeanTensor",
+    "MeanRelativeError",
+    "R2Score",
+    "F1Score",
+    "FBetaScore",
+    "AUC",
+    "Precision",
+    "Recall",
+    "TruePositives",
+    "TrueNegatives",
+    "FalsePositives",
+    "FalseNegatives",
+    "PrecisionAtRecall",
+    "RecallAtPrecision",
+    "SensitivityAtSpecificity",
+    "SpecificityAtSensitivity",
+    "IoU",
+    "MeanIoU",
+    "BinaryIoU",
+    "OneHotIoU",
+    "OneHotMeanIoU",
+    "RootMeanSquaredError",
+    "MeanAbsolutePercentageError",
+    "MeanSquaredLogarithmicError",
+    "CosineSimilarity",
+    "LogCoshError",
+    "KLDivergence",
+    "Poisson",
+    "Hinge",
+    "SquaredHinge",
+    "CategoricalHinge",
+    "SparseCategoricalCrossentropy",
+    "SparseTopKCategoricalAccuracy",
+    "categorical_hinge",
+    "cosine_similarity",
+    "MSE",
+    "MAE",
+    "MAPE",
+    "MSLE",
+    "KLD",
     "get",
     "serialize",
     "deserialize",
@@ -233,6 +302,56 @@ CategoricalCrossentropy = _wrapper_class("CategoricalCrossentropy", categorical_
                                          "categorical_crossentropy")  # fmt: skip
 
 
+# `Model.compile` takes any Metric; the running-mean metrics predate that base class.
+Metric.register(MeanMetricWrapper)
+
+
+def _cosine(y_true, y_pred, axis=-1):
+    # The metric reports the similarity itself; the loss of that name, its negative.
+    return -cosine_similarity(y_true, y_pred, axis=axis)
+
+
+_cosine.__name__ = "cosine_similarity"
+
+
+def _sparse_ce(y_true, y_pred, from_logits=False, axis=-1, ignore_class=None):
+    if ignore_class is not None:
+        raise NotImplementedError("SparseCategoricalCrossentropy: ignore_class is not supported")
+    return sparse_categorical_crossentropy(y_true, y_pred, from_logits=from_logits, axis=axis)
+
+
+_sparse_ce.__name__ = "sparse_categorical_crossentropy"
+
+
+class RootMeanSquaredError(MeanMetricWrapper):
+    """The square root of the running (weighted) mean squared error."""
+
+    def __init__(self, name="root_mean_squared_error", dtype=None):
+        super().__init__(mean_squared_error, name=name, dtype=dtype)
+
+    def result(self):
+        return math_ops.sqrt(super().result())
+
+
+MeanAbsolutePercentageError = _wrapper_class("MeanAbsolutePercentageError",
+    mean_absolute_percentage_error, "mean_absolute_percentage_error")  # fmt: skip
+MeanSquaredLogarithmicError = _wrapper_class("MeanSquaredLogarithmicError",
+    mean_squared_logarithmic_error, "mean_squared_logarithmic_error")  # fmt: skip
+CosineSimilarity = _wrapper_class("CosineSimilarity", _cosine, "cosine_similarity", axis=-1)
+LogCoshError = _wrapper_class("LogCoshError", logcosh, "logcosh")
+KLDivergence = _wrapper_class("KLDivergence", kullback_leibler_divergence,
+                              "kullback_leibler_divergence")  # fmt: skip
+Poisson = _wrapper_class("Poisson", poisson, "poisson")
+Hinge = _wrapper_class("Hinge", hinge, "hinge")
+SquaredHinge = _wrapper_class("SquaredHinge", squared_hinge, "squared_hinge")
+CategoricalHinge = _wrapper_class("CategoricalHinge", categorical_hinge, "categorical_hinge")
+SparseCategoricalCrossentropy = _wrapper_class("SparseCategoricalCrossentropy", _sparse_ce,
+    "sparse_categorical_crossentropy", from_logits=False, ignore_class=None, axis=-1)  # fmt: skip
+SparseTopKCategoricalAccuracy = _wrapper_class("SparseTopKCategoricalAccuracy",
+    sparse_top_k_categorical_accuracy, "sparse_top_k_categorical_accuracy", k=5)  # fmt: skip
+MSE, MAE, MAPE, MSLE, KLD = mse, mae, mape, msle, kld
+
+
 _BY_NAME = {
     f.__name__: f
     for f in (
@@ -254,9 +373,11 @@ _BY_NAME = {
         kullback_leibler_divergence,
         poisson,
         logcosh,
+        categorical_hinge,
     )
 }
-_BY_NAME.update(acc=accuracy, mse=mse, mae=mae, mape=mape, msle=msle, kld=kld)
+_BY_NAME.update(acc=accuracy, mse=mse, mae=mae, mape=mape, msle=msle, kld=kld, MSE=mse, MAE=mae,
+                MAPE=mape, MSLE=msle, KLD=kld)  # fmt: skip
 
 
 def get(identifier):
@@ -282,7 +403,14 @@ _CLASSES = {
     c.__name__: c
     for c in (MeanMetricWrapper, Mean, Accuracy, BinaryAccuracy, CategoricalAccuracy,
               SparseCategoricalAccuracy, TopKCategoricalAccuracy, MeanSquaredError,
-              MeanAbsoluteError, BinaryCrossentropy, CategoricalCrossentropy)
+              MeanAbsoluteError, BinaryCrossentropy, CategoricalCrossentropy, Metric, AUC,
+              Precision, Recall, TruePositives, TrueNegatives, FalsePositives,
+              FalseNegatives, PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity,
+              SpecificityAtSensitivity, IoU, MeanIoU, BinaryIoU, OneHotIoU, OneHotMeanIoU,
+              RootMeanSquaredError, MeanAbsolutePercentageError, MeanSquaredLogarithmicError,
+              CosineSimilarity, LogCoshError, KLDivergence, Poisson, Hinge, SquaredHinge,
+              CategoricalHinge, SparseCategoricalCrossentropy, SparseTopKCategoricalAccuracy,
+              Sum, MeanTensor, MeanRelativeError, R2Score, F1Score, FBetaScore)
 }  # fmt: skip
 _CLASSES.update(_BY_NAME)
 
