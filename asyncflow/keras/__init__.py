@@ -16,6 +16,7 @@ from asyncflow.keras import (
     metrics,
     models,
     optimizers,
+    preprocessing,
     regularizers,
     utils,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "metrics",
     "models",
     "optimizers",
+    "preprocessing",
     "regularizers",
     "utils",
     "Input",
