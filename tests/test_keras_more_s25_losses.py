@@ -406,3 +406,24 @@ def test_serialize_and_deserialize():
         {"class_name": "CategoricalHinge", "config": {"name": "ch", "reduction": "sum"}}
     )
     assert type(loss) is L.CategoricalHinge and loss.reduction == "sum"
+
+
+def test_function_aliases_in_losses_and_metrics():
+    # Values recorded from TF 2.21.
+    a = tf.constant([[0.2, 0.8, 0.1], [0.5, 0.3, 0.9]])
+    b = tf.constant([[0.3, 0.6, 0.2], [0.1, 0.7, 0.4]])
+    want = {
+        "cosine": [-0.96309, -0.71166],
+        "cosine_proximity": [-0.96309, -0.71166],
+        "kl_divergence": [0.07974, 1.28037],
+        "log_cosh": [0.00995, 0.09201],
+        "binary_focal_crossentropy": [0.07168, 0.30503],
+        "categorical_focal_crossentropy": [0.08794, 0.37788],
+    }
+    with tf.Session() as sess:
+        for module in (tf.keras.losses, tf.keras.metrics):
+            for name, values in want.items():
+                got = sess.run(getattr(module, name)(a, b))
+                np.testing.assert_allclose(got, values, rtol=2e-5, atol=1e-5)
+    legacy = tf.keras.optimizers.legacy
+    assert legacy.Adam is tf.keras.optimizers.Adam and legacy.Ftrl is tf.keras.optimizers.Ftrl

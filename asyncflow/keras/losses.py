@@ -63,6 +63,10 @@ __all__ = [
     "CategoricalCrossentropy",
     "SparseCategoricalCrossentropy",
     "Reduction",
+    "kl_divergence",
+    "log_cosh",
+    "cosine",
+    "cosine_proximity",
     "categorical_hinge",
     "cosine_similarity",
     "huber",
@@ -191,7 +195,9 @@ mse = MSE = mean_squared_error
 mae = MAE = mean_absolute_error
 mape = MAPE = mean_absolute_percentage_error
 msle = MSLE = mean_squared_logarithmic_error
-kld = KLD = kullback_leibler_divergence
+kld = KLD = kl_divergence = kullback_leibler_divergence
+log_cosh = logcosh
+cosine = cosine_proximity = cosine_similarity
 
 
 class Reduction:

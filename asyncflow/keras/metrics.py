@@ -10,6 +10,12 @@ from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow.keras import backend
 from asyncflow.keras.losses import (
+    binary_focal_crossentropy,
+    categorical_focal_crossentropy,
+    cosine,
+    cosine_proximity,
+    kl_divergence,
+    log_cosh,
     binary_crossentropy,
     categorical_crossentropy,
     categorical_hinge,
@@ -140,6 +146,12 @@ __all__ = [
     "MAPE",
     "MSLE",
     "KLD",
+    "binary_focal_crossentropy",
+    "categorical_focal_crossentropy",
+    "cosine",
+    "cosine_proximity",
+    "kl_divergence",
+    "log_cosh",
     "get",
     "serialize",
     "deserialize",

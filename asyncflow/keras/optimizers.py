@@ -33,7 +33,7 @@ from asyncflow.train.optimizer import Optimizer as _TF1Optimizer
 
 __all__ = [
     "Optimizer", "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl",
-    "TFOptimizer", "schedules", "get", "serialize", "deserialize",
+    "TFOptimizer", "schedules", "legacy", "get", "serialize", "deserialize",
 ]  # fmt: skip
 
 
@@ -677,6 +677,15 @@ class TFOptimizer(Optimizer):
     def variables(self) -> list:
         return [self._iterations] if self._iterations is not None else []
 
+
+class _Legacy:
+    """`tf.keras.optimizers.legacy`: the same (OptimizerV2) classes."""
+
+    Optimizer, SGD, Adam, RMSprop, Adagrad = Optimizer, SGD, Adam, RMSprop, Adagrad
+    Adadelta, Adamax, Nadam, Ftrl = Adadelta, Adamax, Nadam, Ftrl
+
+
+legacy = _Legacy()
 
 _BY_NAME = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop, "adagrad": Adagrad,
             "adadelta": Adadelta, "adamax": Adamax, "nadam": Nadam, "ftrl": Ftrl}  # fmt: skip
