@@ -23,7 +23,7 @@ from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow import session as _session
-from asyncflow.keras import backend_config, backend_math
+from asyncflow.keras import backend_config, backend_math, backend_more
 from asyncflow.keras.backend_config import floatx
 from asyncflow.ops import array_ops, state_ops
 
@@ -53,10 +53,10 @@ __all__ = [
 ]
 
 # The settings and tensor functions are part of this module's API (tf.keras.backend).
-for _name in backend_config.__all__ + backend_math.__all__:
-    _module = backend_config if _name in backend_config.__all__ else backend_math
-    globals()[_name] = getattr(_module, _name)
-    __all__.append(_name)
+for _module in (backend_config, backend_math, backend_more):
+    for _name in _module.__all__:
+        globals()[_name] = getattr(_module, _name)
+        __all__.append(_name)
 del _name, _module
 
 _SESSION: list = [None]
