@@ -16,6 +16,16 @@ from asyncflow.keras.serialization import (
     serialize_keras_object,
 )
 from asyncflow.keras.serialization import unknown_object as unknown_object
+from asyncflow.keras.utils_more import (
+    GeneratorEnqueuer,
+    OrderedEnqueuer,
+    Progbar,
+    SequenceEnqueuer,
+    get_registered_object,
+    get_source_inputs,
+    pad_sequences,
+    to_ordinal,
+)
 
 __all__ = [
     "to_categorical",
@@ -28,6 +38,14 @@ __all__ = [
     "register_keras_serializable",
     "serialize_keras_object",
     "deserialize_keras_object",
+    "Progbar",
+    "to_ordinal",
+    "get_source_inputs",
+    "get_registered_object",
+    "pad_sequences",
+    "SequenceEnqueuer",
+    "OrderedEnqueuer",
+    "GeneratorEnqueuer",
 ]
 
 

@@ -13,63 +13,9 @@ import random
 import numpy as np
 
 from asyncflow.keras.utils import Sequence
+from asyncflow.keras.utils_more import pad_sequences
 
 __all__ = ["pad_sequences", "skipgrams", "make_sampling_table", "TimeseriesGenerator"]
-
-
-def pad_sequences(
-    sequences, maxlen=None, dtype="int32", padding="pre", truncating="pre", value=0.0
-):
-    """A (num_samples, maxlen, ...) array of `sequences`, cut to `maxlen` at the start
-    ('pre') or end ('post') and filled with `value` before or after.
-
-    Raises:
-      ValueError: `sequences` not iterable or holding a non-iterable, unknown padding or
-        truncating, a string `value` for a non-string dtype, or samples of other shapes.
-    """
-    if not hasattr(sequences, "__len__"):
-        raise ValueError("`sequences` must be iterable.")
-    lengths, sample_shape = [], ()
-    for x in sequences:
-        try:
-            lengths.append(len(x))
-        except TypeError as e:
-            raise ValueError(
-                f"`sequences` must be a list of iterables. Found non-iterable: {x}"
-            ) from e
-        if not sample_shape and len(x):
-            sample_shape = np.asarray(x).shape[1:]
-    if maxlen is None:
-        maxlen = np.max(lengths)
-    is_str = np.issubdtype(dtype, np.str_)
-    if isinstance(value, str) and dtype is not object and not is_str:
-        raise ValueError(
-            f"`dtype` {dtype} is not compatible with `value`'s type: {type(value)}\n"
-            "You should set `dtype=object` for variable length strings."
-        )
-    out = np.full((len(sequences), maxlen) + tuple(sample_shape), value, dtype=dtype)
-    for idx, s in enumerate(sequences):
-        if not len(s):
-            continue
-        if truncating == "pre":
-            kept = s[-maxlen:]
-        elif truncating == "post":
-            kept = s[:maxlen]
-        else:
-            raise ValueError(f'Truncating type "{truncating}" not understood')
-        kept = np.asarray(kept, dtype=dtype)
-        if kept.shape[1:] != tuple(sample_shape):
-            raise ValueError(
-                f"Shape of sample {kept.shape[1:]} of sequence at position {idx} is "
-                f"different from expected shape {sample_shape}"
-            )
-        if padding == "post":
-            out[idx, : len(kept)] = kept
-        elif padding == "pre":
-            out[idx, -len(kept) :] = kept
-        else:
-            raise ValueError(f'Padding type "{padding}" not understood')
-    return out
 
 
 def make_sampling_table(size, sampling_factor=1e-5):
