@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow.keras.image_utils import array_to_img, img_to_array, load_img, save_img
 from asyncflow.keras.serialization import (
     CustomObjectScope,
     custom_object_scope,
@@ -46,6 +47,10 @@ __all__ = [
     "SequenceEnqueuer",
     "OrderedEnqueuer",
     "GeneratorEnqueuer",
+    "array_to_img",
+    "img_to_array",
+    "load_img",
+    "save_img",
 ]
 
 

@@ -1,5 +1,6 @@
-"""`tf.keras.preprocessing`: sequence and text utilities (numpy and Python, no graph)."""
+"""`tf.keras.preprocessing`: sequence, text and image-array utilities (numpy, Python and
+Pillow, no graph)."""
 
-from asyncflow.keras.preprocessing import sequence, text
+from asyncflow.keras.preprocessing import image, sequence, text
 
-__all__ = ["sequence", "text"]
+__all__ = ["image", "sequence", "text"]
