@@ -1,5 +1,7 @@
-"""`tf.keras.preprocessing.image`: the image array functions of keras/image_utils.py."""
+"""`tf.keras.preprocessing.image`: the image array functions of keras/image_utils.py and
+the ImageDataGenerator of keras/image_generator.py."""
 
+from asyncflow.keras.image_generator import ImageDataGenerator, Iterator, NumpyArrayIterator
 from asyncflow.keras.image_utils import (
     apply_affine_transform,
     apply_brightness_shift,
@@ -18,6 +20,9 @@ from asyncflow.keras.image_utils import (
 )
 
 __all__ = [
+    "ImageDataGenerator",
+    "Iterator",
+    "NumpyArrayIterator",
     "array_to_img",
     "img_to_array",
     "load_img",
