@@ -1,9 +1,11 @@
 """tf.keras.backend functions added in s25 (conv1d/2d/3d, conv2d_transpose, depthwise and
 separable conv, pool2d/3d, bias_add, arange, foldl/foldr/map_fn, in_top_k, repeat,
 reverse, resize_images/volumes, paddings, CTC cost/decode and label conversion, batch
-normalization, random_bernoulli with a seed, errors): the printed results of
-fixtures/keras_more_s25_backend_cases.py must equal those recorded from TF 2.21
-(fixtures/keras_more_s25_backend_tf.txt, by record_keras_more_s25_backend_tf.py).
+normalization, random_bernoulli with a seed, errors; rnn with masks, backwards,
+constants and time-major input, the focal crossentropies, random_*_variable,
+moving_average_update): the printed results of fixtures/keras_more_s25_backend_cases.py
+must equal those recorded from TF 2.21 (fixtures/keras_more_s25_backend_tf.txt, by
+record_keras_more_s25_backend_tf.py).
 """
 
 import contextlib
@@ -20,8 +22,11 @@ import keras_more_s25_backend_cases as cases  # noqa: E402
 
 def test_backend_cases_match_tf():
     out = io.StringIO()
-    with tf.Graph().as_default(), contextlib.redirect_stdout(out):
-        cases.run(tf)
+    with contextlib.redirect_stdout(out):
+        with tf.Graph().as_default():
+            cases.run(tf)
+        with tf.Graph().as_default():
+            cases.run_more(tf)
     want = (FIXTURES / "keras_more_s25_backend_tf.txt").read_text().splitlines()
     got = out.getvalue().splitlines()
     assert len(got) == len(want)

@@ -15,8 +15,15 @@ import numpy as np
 
 from asyncflow import dtypes, image, sparse_tensor
 from asyncflow import graph as ops
+from asyncflow.keras import losses_more
 from asyncflow.keras.backend_config import epsilon, floatx, image_data_format
-from asyncflow.keras.backend_math import _seed, int_shape, ndim, repeat_elements
+from asyncflow.keras.backend_math import (
+    _seed,
+    binary_crossentropy,
+    int_shape,
+    ndim,
+    repeat_elements,
+)
 from asyncflow.ops import (
     array_ops,
     cast_ops,
@@ -75,6 +82,9 @@ __all__ = [
     "ctc_decode",
     "batch_normalization",
     "normalize_batch_in_training",
+    "binary_focal_crossentropy",
+    "categorical_focal_crossentropy",
+    "rnn",
 ]
 
 
@@ -524,3 +534,96 @@ def normalize_batch_in_training(x, gamma, beta, reduction_axes, epsilon=1e-3):  
     bbeta = None if beta is None else array_ops.reshape(beta, target)
     normed = nn_impl.batch_normalization(x, bmean, bvar, bbeta, bgamma, epsilon)
     return normed, mean, variance
+
+
+def binary_focal_crossentropy(
+    target, output, apply_class_balancing=False, alpha=0.25, gamma=2.0, from_logits=False
+):
+    """Element-wise binary focal crossentropy: (1 - p_t) ** gamma times the binary
+    crossentropy, weighted by alpha / 1 - alpha with apply_class_balancing."""
+    target, output = ops.convert_to_tensor(target), ops.convert_to_tensor(output)
+    bce = binary_crossentropy(target, output, from_logits=from_logits)
+    if from_logits:
+        output = math_ops.sigmoid(output)
+    p_t = target * output + (1.0 - target) * (1.0 - output)
+    loss = math_ops.pow(1.0 - p_t, gamma) * bce
+    if apply_class_balancing:
+        loss = (target * alpha + (1.0 - target) * (1.0 - alpha)) * loss
+    return loss
+
+
+def categorical_focal_crossentropy(
+    target, output, alpha=0.25, gamma=2.0, from_logits=False, axis=-1
+):
+    """Categorical focal crossentropy summed over `axis`."""
+    return losses_more.categorical_focal_crossentropy(
+        target, output, alpha=alpha, gamma=gamma, from_logits=from_logits, axis=axis
+    )
+
+
+def rnn(
+    step_function,
+    inputs,
+    initial_states,
+    go_backwards=False,
+    mask=None,
+    constants=None,
+    unroll=False,
+    input_length=None,
+    time_major=False,
+    zero_output_for_mask=False,
+    return_all_outputs=True,
+):
+    """(last output, outputs over time, final states) of `step_function(input_t,
+    states [+ constants])` over the time axis, unrolled over the static time steps; a
+    (batch, time) `mask` keeps the previous output (or zeros) and states where False.
+
+    Raises:
+      ValueError: inputs of rank < 3, or an unknown number of time steps.
+    """
+    # As in TF1 graph mode (v2 behaviour off), every step's output is returned.
+    return_all_outputs = True
+    inputs = ops.convert_to_tensor(inputs)
+    if inputs.shape.ndims is None or inputs.shape.ndims < 3:
+        raise ValueError("Input should be at least 3D.")
+    if not time_major:
+        perm = [1, 0] + list(range(2, inputs.shape.ndims))
+        inputs = array_ops.transpose(inputs, perm)
+        if mask is not None:
+            mask = array_ops.transpose(ops.convert_to_tensor(mask), [1, 0])
+    steps = inputs.shape.as_list()[0]
+    if steps is None:
+        raise ValueError("rnn: the number of time steps must be known (unrolled here)")
+    if mask is not None:
+        mask = cast_ops.cast(mask, dtypes.bool)
+    order = list(range(steps))[::-1] if go_backwards else list(range(steps))
+    states = list(initial_states)
+    outputs, last, prev_output = [], None, None
+    for t in order:
+        output, new_states = step_function(inputs[t], states + list(constants or []))
+        new_states = list(new_states) if isinstance(new_states, (list, tuple)) else [new_states]
+        if mask is not None:
+            keep = mask[t]
+
+            def pick(new, old, keep=keep):
+                cond = keep
+                for _ in range(new.shape.ndims - 1):
+                    cond = array_ops.expand_dims(cond, -1)
+                cond = math_ops.logical_and(cond, array_ops.ones_like(new, dtype=dtypes.bool))
+                return slicing_ops.where(cond, new, old)
+
+            if prev_output is None:
+                prev_output = array_ops.zeros_like(output)
+            fallback = array_ops.zeros_like(output) if zero_output_for_mask else prev_output
+            output = pick(output, fallback)
+            new_states = [pick(n, o) for n, o in zip(new_states, states, strict=True)]
+            prev_output = pick(output, prev_output) if not zero_output_for_mask else output
+        states = new_states
+        outputs.append(output)
+        last = output
+    if mask is not None and not zero_output_for_mask:
+        last = prev_output
+    stacked = manip_ops.stack(outputs) if return_all_outputs else array_ops.expand_dims(last, 0)
+    if not time_major:
+        stacked = array_ops.transpose(stacked, [1, 0] + list(range(2, stacked.shape.ndims)))
+    return last, stacked, states
