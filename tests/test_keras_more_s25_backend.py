@@ -13,6 +13,8 @@ import io
 import pathlib
 import sys
 
+import pytest
+
 import asyncflow as tf
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -32,3 +34,17 @@ def test_backend_cases_match_tf():
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         assert g == w, g.split(" ", 1)[0]
+
+
+def test_manual_variable_initialization():
+    K = tf.keras.backend
+    with tf.Graph().as_default():
+        K.manual_variable_initialization(True)
+        try:
+            v = K.variable(3.0)
+            with pytest.raises(tf.errors.FailedPreconditionError):
+                K.get_session().run(v.read_value())
+        finally:
+            K.manual_variable_initialization(False)
+        assert K.get_session().run(v.read_value()) == 3.0
+    K.clear_session()
