@@ -3,9 +3,9 @@ separable conv, pool2d/3d, bias_add, arange, foldl/foldr/map_fn, in_top_k, repea
 reverse, resize_images/volumes, paddings, CTC cost/decode and label conversion, batch
 normalization, random_bernoulli with a seed, errors; rnn with masks, backwards,
 constants and time-major input, the focal crossentropies, random_*_variable,
-moving_average_update): the printed results of fixtures/keras_more_s25_backend_cases.py
-must equal those recorded from TF 2.21 (fixtures/keras_more_s25_backend_tf.txt, by
-record_keras_more_s25_backend_tf.py).
+moving_average_update, local_conv1d/2d): the printed results of
+fixtures/keras_more_s25_backend_cases.py must equal those recorded from TF 2.21
+(fixtures/keras_more_s25_backend_tf.txt, by record_keras_more_s25_backend_tf.py).
 """
 
 import contextlib

@@ -9,6 +9,7 @@ a CPU (where TF has no NCHW kernels).
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 import numpy as np
@@ -19,6 +20,7 @@ from asyncflow.keras import losses_more
 from asyncflow.keras.backend_config import epsilon, floatx, image_data_format
 from asyncflow.keras.backend_math import (
     _seed,
+    batch_dot,
     binary_crossentropy,
     int_shape,
     ndim,
@@ -85,6 +87,8 @@ __all__ = [
     "binary_focal_crossentropy",
     "categorical_focal_crossentropy",
     "rnn",
+    "local_conv1d",
+    "local_conv2d",
 ]
 
 
@@ -627,3 +631,36 @@ def rnn(
     if not time_major:
         stacked = array_ops.transpose(stacked, [1, 0] + list(range(2, stacked.shape.ndims)))
     return last, stacked, states
+
+
+def _local_conv(inputs, kernel, kernel_size, strides, output_shape, data_format):
+    """Convolution with a separate kernel per output position: each window flattened
+    and multiplied by its own (feature_dim, filters) slice of `kernel`."""
+    data_format = _data_format(data_format)
+    feature_dim, filters = int_shape(kernel)[1], int_shape(kernel)[-1]
+    rank = len(output_shape)
+    windows = []
+    for position in itertools.product(*(range(n) for n in output_shape)):
+        index = [slice(None)] + ([slice(None)] if data_format == "channels_first" else [])
+        index += [
+            slice(p * s, p * s + k) for p, s, k in zip(position, strides, kernel_size, strict=True)
+        ]
+        if data_format == "channels_last":
+            index.append(slice(None))
+        windows.append(array_ops.reshape(inputs[tuple(index)], (1, -1, feature_dim)))
+    out = batch_dot(manip_ops.concat(windows, axis=0), kernel)
+    out = array_ops.reshape(out, tuple(output_shape) + (-1, filters))
+    spatial = list(range(rank))
+    if data_format == "channels_first":
+        perm = [rank, rank + 1] + spatial
+    else:
+        perm = [rank] + spatial + [rank + 1]
+    return array_ops.transpose(out, perm)
+
+
+def local_conv1d(inputs, kernel, kernel_size, strides, data_format=None):
+    return _local_conv(inputs, kernel, kernel_size, strides, (int_shape(kernel)[0],), data_format)
+
+
+def local_conv2d(inputs, kernel, kernel_size, strides, output_shape, data_format=None):
+    return _local_conv(inputs, kernel, kernel_size, strides, output_shape, data_format)
