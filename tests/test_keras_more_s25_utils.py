@@ -138,3 +138,24 @@ def test_enqueuers():
     assert next(got) == 1
     with pytest.raises(KeyError):
         next(got)
+
+
+def test_interactive_logging_and_legacy(caplog):
+    # TF 2.21: interactive logging on by default; legacy serialization of l2(0.5) is
+    # {"class_name": "L2", "config": {"l2": 0.5}}.
+    assert U.is_interactive_logging_enabled()
+    U.disable_interactive_logging()
+    try:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), caplog.at_level("INFO", logger="asyncflow.keras"):
+            U.Progbar(2, verbose=2).update(2, [("loss", 1.0)])
+        assert out.getvalue() == ""
+        assert "loss: 1.0000" in caplog.text
+        assert not U.is_interactive_logging_enabled()
+    finally:
+        U.enable_interactive_logging()
+    assert U.legacy.serialize_keras_object(K.regularizers.l2(0.5)) == {
+        "class_name": "L2",
+        "config": {"l2": 0.5},
+    }
+    assert U.legacy.deserialize_keras_object is U.deserialize_keras_object

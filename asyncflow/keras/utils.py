@@ -22,8 +22,11 @@ from asyncflow.keras.utils_more import (
     OrderedEnqueuer,
     Progbar,
     SequenceEnqueuer,
+    disable_interactive_logging,
+    enable_interactive_logging,
     get_registered_object,
     get_source_inputs,
+    is_interactive_logging_enabled,
     pad_sequences,
     to_ordinal,
 )
@@ -51,7 +54,21 @@ __all__ = [
     "img_to_array",
     "load_img",
     "save_img",
+    "enable_interactive_logging",
+    "disable_interactive_logging",
+    "is_interactive_logging_enabled",
+    "legacy",
 ]
+
+
+class _Legacy:
+    """`tf.keras.utils.legacy`: the Keras 2 object (de)serialization."""
+
+    serialize_keras_object = staticmethod(serialize_keras_object)
+    deserialize_keras_object = staticmethod(deserialize_keras_object)
+
+
+legacy = _Legacy()
 
 
 def to_categorical(y, num_classes=None, dtype="float32"):

@@ -8,6 +8,7 @@ training loop; they never touch the graph runtime's event loop.
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import sys
@@ -29,7 +30,34 @@ __all__ = [
     "SequenceEnqueuer",
     "OrderedEnqueuer",
     "GeneratorEnqueuer",
+    "enable_interactive_logging",
+    "disable_interactive_logging",
+    "is_interactive_logging_enabled",
 ]
+
+# Keras writes progress to stdout while interactive logging is on (the default), else to
+# the "asyncflow.keras" logger.
+_INTERACTIVE = [True]
+
+
+def enable_interactive_logging() -> None:
+    _INTERACTIVE[0] = True
+
+
+def disable_interactive_logging() -> None:
+    _INTERACTIVE[0] = False
+
+
+def is_interactive_logging_enabled() -> bool:
+    return _INTERACTIVE[0]
+
+
+def _print_msg(message: str) -> None:
+    if _INTERACTIVE[0]:
+        sys.stdout.write(message)
+        sys.stdout.flush()
+    else:
+        logging.getLogger("asyncflow.keras").info(message)
 
 
 def to_ordinal(y, num_classes=None, dtype="float32"):
@@ -193,8 +221,7 @@ class Progbar:
             if current == self.target:
                 line += " -" + _format_time(elapsed, "epoch")
                 line += " -" + _format_time(elapsed / self.target, self.unit_name) + "\n"
-            sys.stdout.write(line)
-            sys.stdout.flush()
+            _print_msg(line)
         self._last_update = now
 
     def add(self, n, values=None):
@@ -242,8 +269,7 @@ class Progbar:
             info += " " * (prev_width - self._total_width)
         if finalize:
             info += "\n"
-        sys.stdout.write(out + bar + info)
-        sys.stdout.flush()
+        _print_msg(out + bar + info)
 
 
 def _format_time(seconds, unit_name) -> str:
