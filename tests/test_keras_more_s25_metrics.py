@@ -882,3 +882,42 @@ def test_metric_objects_in_compile_fit_evaluate():
     want_eval = [0.63845, 1.0, 0.5, [1.0, 0.8125], 273454336.0, 0.47271, 16.0, 0.25, 1.0]
     for g, w in zip(got, want_eval, strict=True):
         np.testing.assert_allclose(np.asarray(g, np.float64), w, rtol=1e-4)
+
+
+# AUC with multi_label / label_weights: (kwargs, [unweighted after batch 1, 2],
+# [sample-weighted after batch 1, 2]), recorded from TF 2.21 (graph mode).
+AUC_LABEL_CASES = [
+    ({"multi_label": True}, [0.475, 0.56667], [0.50633, 0.60526]),
+    (
+        {"multi_label": True, "num_labels": 3, "curve": "PR"},
+        [0.59985, 0.69116],
+        [0.62958, 0.74882],
+    ),
+    (
+        {"multi_label": True, "label_weights": [0.2, 0.5, 1.0], "num_thresholds": 11},
+        [0.55147, 0.65104],
+        [0.56786, 0.66119],
+    ),
+    ({"label_weights": [0.2, 0.5, 1.0]}, [0.515, 0.61113], [0.60334, 0.64409]),
+    (
+        {"multi_label": True, "summation_method": "majoring", "label_weights": [1.0, 0.0, 2.0]},
+        [0.39722, 0.625],
+        [0.50976, 0.64799],
+    ),
+    ({"label_weights": [1.0, 2.0, 3.0], "curve": "PR"}, [0.57265, 0.63891], [0.61491, 0.71439]),
+]
+
+
+@pytest.mark.parametrize("kwargs, plain, weighted", AUC_LABEL_CASES)
+def test_auc_multi_label_and_label_weights(kwargs, plain, weighted):
+    rng = np.random.RandomState(10)
+    yt = (rng.rand(2, 8, 3) > 0.5).astype("float32")
+    yp = rng.rand(2, 8, 3).astype("float32")
+    sw = rng.rand(2, 8).astype("float32")
+    for use_weights, want in ((False, plain), (True, weighted)):
+        m = M.AUC(**kwargs)
+        got = _run(m, [(yt[i], yp[i], sw[i] if use_weights else None) for i in range(2)])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+        shape = [m.num_thresholds, 3] if kwargs.get("multi_label") else [m.num_thresholds]
+        assert [v.shape.as_list() for v in m.variables] == [shape] * 4
+        assert m.get_config()["num_labels"] == kwargs.get("num_labels")

@@ -127,10 +127,20 @@ _KINDS = ("tp", "tn", "fp", "fn")
 
 
 def _confusion_updates(
-    variables, y_true, y_pred, thresholds, dtype, top_k=None, class_id=None, sample_weight=None
+    variables,
+    y_true,
+    y_pred,
+    thresholds,
+    dtype,
+    top_k=None,
+    class_id=None,
+    sample_weight=None,
+    multi_label=False,
+    label_weights=None,
 ):
     """Assign-adds to `variables` ({kind: var}) the weighted counts, per threshold, of
-    predictions strictly above it against the boolean labels."""
+    predictions strictly above it against the boolean labels (per threshold and label,
+    the last axis, with multi_label); `label_weights` scale each label's counts."""
     y_pred = _as_float(y_pred, dtype)
     y_true = ops.convert_to_tensor(y_true)
     if top_k is not None:
@@ -142,11 +152,21 @@ def _confusion_updates(
             sw = ops.convert_to_tensor(sample_weight)
             if sw.shape.ndims is not None and sw.shape.ndims > 1:
                 sample_weight = sw[..., class_id]
+    if multi_label:
+        return _multi_label_updates(
+            variables, y_true, y_pred, thresholds, dtype, sample_weight, label_weights
+        )
     label = array_ops.reshape(cast_ops.cast(y_true, dtypes.bool), [-1, 1])
     pred = array_ops.reshape(y_pred, [-1, 1])
     thr = array_ops.constant(np.asarray(thresholds, dtype.as_numpy_dtype).reshape(1, -1))
     above = math_ops.greater(pred, thr)
     weights = _flat_weights(sample_weight, y_pred, dtype)
+    if label_weights is not None:
+        lw = array_ops.ones_like(y_pred) * array_ops.constant(
+            np.asarray(label_weights, dtype.as_numpy_dtype)
+        )
+        lw = array_ops.reshape(lw, [-1, 1])
+        weights = lw if weights is None else weights * lw
     conds = {
         "tp": (label, above),
         "fp": (math_ops.logical_not(label), above),
@@ -161,6 +181,41 @@ def _confusion_updates(
             hits = hits * weights
         updates.append(var.assign_add(reduction_ops.reduce_sum(hits, axis=0)))
     return control_flow_ordering.group(*updates) if len(updates) > 1 else updates[0]
+
+
+def _multi_label_updates(
+    variables, y_true, y_pred, thresholds, dtype, sample_weight, label_weights
+):
+    # Counts of shape (thresholds, labels): samples are every axis but the last.
+    num_labels = y_pred.shape.as_list()[-1]
+    label = array_ops.reshape(cast_ops.cast(y_true, dtypes.bool), [1, -1, num_labels])
+    pred = array_ops.reshape(y_pred, [1, -1, num_labels])
+    thr = array_ops.constant(np.asarray(thresholds, dtype.as_numpy_dtype).reshape(-1, 1, 1))
+    above = math_ops.greater(pred, thr)
+    weights = None
+    if sample_weight is not None:
+        w = _as_float(sample_weight, dtype)
+        if w.shape.ndims is not None and w.shape.ndims == y_pred.shape.ndims - 1:
+            w = array_ops.expand_dims(w, -1)
+        weights = array_ops.reshape(w * array_ops.ones_like(y_pred), [1, -1, num_labels])
+    if label_weights is not None:
+        lw = array_ops.constant(np.asarray(label_weights, dtype.as_numpy_dtype))
+        weights = lw if weights is None else weights * lw
+    not_label, not_above = math_ops.logical_not(label), math_ops.logical_not(above)
+    conds = {
+        "tp": (label, above),
+        "fp": (not_label, above),
+        "fn": (label, not_above),
+        "tn": (not_label, not_above),
+    }
+    updates = []
+    for kind, var in variables.items():
+        a, b = conds[kind]
+        hits = cast_ops.cast(math_ops.logical_and(a, b), dtype)
+        if weights is not None:
+            hits = hits * weights
+        updates.append(var.assign_add(reduction_ops.reduce_sum(hits, axis=1)))
+    return control_flow_ordering.group(*updates)
 
 
 def _parse_thresholds(thresholds, default=0.5):
@@ -283,11 +338,12 @@ class Recall(_PrecisionRecall):
 
 
 class _FourCounts(Metric):
-    def _make_counts(self, n):
-        self.true_positives = self.add_weight("true_positives", shape=(n,))
-        self.true_negatives = self.add_weight("true_negatives", shape=(n,))
-        self.false_positives = self.add_weight("false_positives", shape=(n,))
-        self.false_negatives = self.add_weight("false_negatives", shape=(n,))
+    def _make_counts(self, n, num_labels=None):
+        shape = (n,) if num_labels is None else (n, num_labels)
+        self.true_positives = self.add_weight("true_positives", shape=shape)
+        self.true_negatives = self.add_weight("true_negatives", shape=shape)
+        self.false_positives = self.add_weight("false_positives", shape=shape)
+        self.false_negatives = self.add_weight("false_negatives", shape=shape)
 
     def _update(self, y_true, y_pred, sample_weight, class_id=None):
         variables = {
@@ -436,8 +492,6 @@ class AUC(_FourCounts):
                 f'Invalid AUC summation method value: "{summation_method}". '
                 'Expected values are ["interpolation", "majoring", "minoring"]'
             )
-        if multi_label or label_weights is not None:
-            raise NotImplementedError("AUC: multi_label and label_weights are not supported")
         super().__init__(name=name, dtype=dtype)
         self.curve, self.summation_method = str(curve).upper(), str(summation_method).lower()
         self.multi_label, self.num_labels = multi_label, num_labels
@@ -455,12 +509,48 @@ class AUC(_FourCounts):
             self.num_thresholds = num_thresholds
             inner = [(i + 1) / (num_thresholds - 1) for i in range(num_thresholds - 2)]
         self.thresholds = [0.0 - _EPSILON] + inner + [1.0 + _EPSILON]
-        self._make_counts(self.num_thresholds)
+        self._built = False
+        if not multi_label or num_labels is not None:
+            self._build(num_labels if multi_label else None)
+
+    def _build(self, num_labels):
+        # With multi_label the counts are per label: (thresholds, labels), made on the
+        # first update when num_labels is not given.
+        self._make_counts(self.num_thresholds, num_labels)
+        self._built = True
 
     def update_state(self, y_true, y_pred, sample_weight=None):
+        y_pred = _as_float(y_pred, self.dtype)
+        if not self._built:
+            self._build(y_pred.shape.as_list()[-1])
         if self._from_logits:
-            y_pred = math_ops.sigmoid(_as_float(y_pred, self.dtype))
-        return self._update(y_true, y_pred, sample_weight)
+            y_pred = math_ops.sigmoid(y_pred)
+        variables = {
+            "tp": self.true_positives,
+            "tn": self.true_negatives,
+            "fp": self.false_positives,
+            "fn": self.false_negatives,
+        }
+        return _confusion_updates(
+            variables,
+            y_true,
+            y_pred,
+            self.thresholds,
+            self.dtype,
+            sample_weight=sample_weight,
+            multi_label=self.multi_label,
+            label_weights=None if self.multi_label else self.label_weights,
+        )
+
+    def _average_labels(self, by_label):
+        if not self.multi_label:
+            return by_label
+        if self.label_weights is None:
+            return reduction_ops.reduce_mean(by_label)
+        lw = array_ops.constant(np.asarray(self.label_weights, self.dtype.as_numpy_dtype))
+        return math_composites.div_no_nan(
+            reduction_ops.reduce_sum(by_label * lw), reduction_ops.reduce_sum(lw)
+        )
 
     def _pr_interpolation(self, tp, fp, fn):
         # Davis & Goadrich (2006): precision interpolated along each threshold step.
@@ -479,7 +569,7 @@ class AUC(_FourCounts):
             slope * (dtp + intercept * math_ops.log(ratio)),
             math_ops.maximum(tp[1:] + fn[1:], 0.0),
         )
-        return reduction_ops.reduce_sum(increments)
+        return self._average_labels(reduction_ops.reduce_sum(increments, axis=0))
 
     def result(self):
         tp, tn, fp, fn = self._counts()
@@ -496,7 +586,7 @@ class AUC(_FourCounts):
             heights = math_ops.minimum(y[:-1], y[1:])
         else:
             heights = math_ops.maximum(y[:-1], y[1:])
-        return reduction_ops.reduce_sum((x[:-1] - x[1:]) * heights)
+        return self._average_labels(reduction_ops.reduce_sum((x[:-1] - x[1:]) * heights, axis=0))
 
     def get_config(self) -> dict:
         config = {
