@@ -427,3 +427,49 @@ def test_function_aliases_in_losses_and_metrics():
                 np.testing.assert_allclose(got, values, rtol=2e-5, atol=1e-5)
     legacy = tf.keras.optimizers.legacy
     assert legacy.Adam is tf.keras.optimizers.Adam and legacy.Ftrl is tf.keras.optimizers.Ftrl
+
+
+def test_sparse_categorical_crossentropy_ignore_class():
+    # Recorded from TF 2.21: the ignored labels (2) neither count in the sum nor in the
+    # mean's divisor, for the loss (auto/sum/none, unweighted and weighted) and the metric.
+    yt = tf.constant(np.array([0, 2, 1, 2, 0], "int32"))
+    yp = tf.constant(
+        np.array(
+            [[0.7, 0.2, 0.1], [0.1, 0.3, 0.6], [0.2, 0.5, 0.3], [0.3, 0.3, 0.4], [0.5, 0.4, 0.1]],
+            "float32",
+        )
+    )
+    sw = tf.constant(np.array([1.0, 2.0, 0.5, 1.0, 3.0], "float32"))
+    outs = []
+    for reduction in ("auto", "sum", "none"):
+        loss = L.SparseCategoricalCrossentropy(ignore_class=2, reduction=reduction)
+        outs += [loss(yt, yp), loss(yt, yp, sample_weight=sw)]
+    want = [
+        0.58099,
+        0.92756,
+        1.74297,
+        2.78269,
+        [0.35667, 0.0, 0.69315, 0.0, 0.69315],
+        [0.35667, 0.0, 0.34657, 0.0, 2.07944],
+    ]
+    metrics = []
+    for weights in (None, sw):
+        m = tf.keras.metrics.SparseCategoricalCrossentropy(ignore_class=2)
+        metrics.append((m, m.update_state(yt, yp, sample_weight=weights), m.result()))
+    sess = tf.keras.backend.get_session()
+    for g, w in zip(sess.run(outs), want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-5)
+    fn = L.sparse_categorical_crossentropy(yt, yp, ignore_class=2)
+    np.testing.assert_allclose(sess.run(fn), want[4], rtol=2e-5, atol=1e-5)
+    for (m, update, result), w in zip(metrics, [0.58099, 0.61838], strict=True):
+        sess.run(tf.variables_initializer(m.variables))
+        sess.run(update)
+        np.testing.assert_allclose(sess.run(result), w, rtol=2e-5)
+    assert L.SparseCategoricalCrossentropy(ignore_class=2).get_config() == {
+        "reduction": "auto",
+        "name": "sparse_categorical_crossentropy",
+        "from_logits": False,
+        "ignore_class": 2,
+        "fn": "sparse_categorical_crossentropy",
+    }
+    tf.keras.backend.clear_session()

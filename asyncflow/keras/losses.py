@@ -145,8 +145,23 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
     return backend_categorical_crossentropy(y_true, y_pred, from_logits, axis=axis)
 
 
-def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
-    return backend_sparse_categorical_crossentropy(y_true, y_pred, from_logits, axis=axis)
+def _valid_labels(y_true, ignore_class):
+    y_true = ops.convert_to_tensor(y_true)
+    return math_ops.not_equal(y_true, cast_ops.cast(ignore_class, y_true.dtype))
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1,
+                                    ignore_class=None):  # fmt: skip
+    """Per-sample crossentropy against integer labels; labels equal to `ignore_class`
+    get a loss of 0 (and `SparseCategoricalCrossentropy` leaves them out of its mean)."""
+    if ignore_class is None:
+        return backend_sparse_categorical_crossentropy(y_true, y_pred, from_logits, axis=axis)
+    y_true = ops.convert_to_tensor(y_true)
+    valid = _valid_labels(y_true, ignore_class)
+    safe = math_composites.where_v2(valid, y_true, array_ops.zeros_like(y_true))
+    loss = backend_sparse_categorical_crossentropy(safe, y_pred, from_logits, axis=axis)
+    valid = array_ops.reshape(valid, array_ops.shape(loss))
+    return math_composites.where_v2(valid, loss, array_ops.zeros_like(loss))
 
 
 def _signed_labels(y_true):
@@ -299,10 +314,34 @@ CategoricalCrossentropy = _loss_class(
     "CategoricalCrossentropy", categorical_crossentropy, "categorical_crossentropy",
     from_logits=False, label_smoothing=0.0, axis=-1,
 )  # fmt: skip
-SparseCategoricalCrossentropy = _loss_class(
-    "SparseCategoricalCrossentropy", sparse_categorical_crossentropy,
-    "sparse_categorical_crossentropy", fixed={"ignore_class": None}, from_logits=False,
-)  # fmt: skip
+
+
+class SparseCategoricalCrossentropy(LossFunctionWrapper):
+    """Keras' `SparseCategoricalCrossentropy` loss; with `ignore_class`, those labels
+    count neither in the sum nor in the SUM_OVER_BATCH_SIZE divisor."""
+
+    def __init__(self, from_logits=False, ignore_class=None, reduction=Reduction.AUTO,
+                 name="sparse_categorical_crossentropy"):  # fmt: skip
+        super().__init__(sparse_categorical_crossentropy, reduction=reduction, name=name,
+                         from_logits=from_logits, ignore_class=ignore_class)  # fmt: skip
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        ignore_class = self._fn_kwargs["ignore_class"]
+        if ignore_class is None:
+            return super().__call__(y_true, y_pred, sample_weight)
+        with ops.name_scope(self.name or type(self).__name__.lower()):
+            losses = self.call(y_true, y_pred)
+            valid = _valid_labels(y_true, ignore_class)
+            valid = cast_ops.cast(array_ops.reshape(valid, array_ops.shape(losses)), losses.dtype)
+            weights = valid
+            if sample_weight is not None:
+                weights = valid * cast_ops.cast(sample_weight, losses.dtype)
+            if self.reduction == Reduction.NONE:
+                return losses * weights
+            total = reduction_ops.reduce_sum(losses * weights)
+            if self.reduction == Reduction.SUM:
+                return total
+            return math_composites.div_no_nan(total, reduction_ops.reduce_sum(valid))
 
 
 # (the options at their defaults are passed so that configs show them, as TF's do)

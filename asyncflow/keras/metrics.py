@@ -326,14 +326,6 @@ def _cosine(y_true, y_pred, axis=-1):
 _cosine.__name__ = "cosine_similarity"
 
 
-def _sparse_ce(y_true, y_pred, from_logits=False, axis=-1, ignore_class=None):
-    if ignore_class is not None:
-        raise NotImplementedError("SparseCategoricalCrossentropy: ignore_class is not supported")
-    return sparse_categorical_crossentropy(y_true, y_pred, from_logits=from_logits, axis=axis)
-
-
-_sparse_ce.__name__ = "sparse_categorical_crossentropy"
-
 
 class RootMeanSquaredError(MeanMetricWrapper):
     """The square root of the running (weighted) mean squared error."""
@@ -357,8 +349,31 @@ Poisson = _wrapper_class("Poisson", poisson, "poisson")
 Hinge = _wrapper_class("Hinge", hinge, "hinge")
 SquaredHinge = _wrapper_class("SquaredHinge", squared_hinge, "squared_hinge")
 CategoricalHinge = _wrapper_class("CategoricalHinge", categorical_hinge, "categorical_hinge")
-SparseCategoricalCrossentropy = _wrapper_class("SparseCategoricalCrossentropy", _sparse_ce,
-    "sparse_categorical_crossentropy", from_logits=False, ignore_class=None, axis=-1)  # fmt: skip
+
+
+class SparseCategoricalCrossentropy(MeanMetricWrapper):
+    """The running mean crossentropy against integer labels, leaving out the samples
+    labelled `ignore_class`."""
+
+    def __init__(self, name="sparse_categorical_crossentropy", dtype=None, from_logits=False,
+                 ignore_class=None, axis=-1):  # fmt: skip
+        super().__init__(
+            sparse_categorical_crossentropy, name=name, dtype=dtype,
+            from_logits=from_logits, ignore_class=ignore_class, axis=axis,
+        )  # fmt: skip
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        ignore_class = self._fn_kwargs["ignore_class"]
+        if ignore_class is not None:
+            y_true = ops.convert_to_tensor(y_true)
+            valid = math_ops.not_equal(y_true, cast_ops.cast(ignore_class, y_true.dtype))
+            valid = cast_ops.cast(valid, self.dtype)
+            if y_true.shape.ndims is not None and y_true.shape.ndims > 1:
+                valid = array_ops.squeeze(valid, [-1])
+            sample_weight = valid if sample_weight is None else (
+                valid * cast_ops.cast(sample_weight, self.dtype))  # fmt: skip
+        return super().update_state(y_true, y_pred, sample_weight)
+
 SparseTopKCategoricalAccuracy = _wrapper_class("SparseTopKCategoricalAccuracy",
     sparse_top_k_categorical_accuracy, "sparse_top_k_categorical_accuracy", k=5)  # fmt: skip
 MSE, MAE, MAPE, MSLE, KLD = mse, mae, mape, msle, kld
