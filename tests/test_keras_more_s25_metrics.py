@@ -921,3 +921,15 @@ def test_auc_multi_label_and_label_weights(kwargs, plain, weighted):
         shape = [m.num_thresholds, 3] if kwargs.get("multi_label") else [m.num_thresholds]
         assert [v.shape.as_list() for v in m.variables] == [shape] * 4
         assert m.get_config()["num_labels"] == kwargs.get("num_labels")
+
+
+def test_r2_score_adjusted_for_regressors():
+    # Recorded from TF 2.21 (eager mode): the adjusted score uses the number of elements
+    # seen; with num_regressors >= that - 1 it falls back to the plain score.
+    rng = np.random.RandomState(1)
+    yt = rng.rand(6, 2).astype("float32")
+    yp = rng.rand(6, 2).astype("float32")
+    want = {1: -1.13447, 2: -1.37164, 5: -2.55745, 9: -9.67236, 11: -0.94043, 20: -0.94043}
+    for p, w in want.items():
+        got = _run(M.R2Score(num_regressors=p), [(yt, yp)])
+        np.testing.assert_allclose(got[0], w, rtol=2e-5, atol=1e-5)

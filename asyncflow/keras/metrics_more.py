@@ -1022,10 +1022,6 @@ class R2Score(Metric):
                 "Invalid value for argument `num_regressors`. Expected a value >= 0. "
                 f"Received: num_regressors={num_regressors}"
             )
-        if num_regressors:
-            raise NotImplementedError(
-                "R2Score: the adjusted score (num_regressors > 0) is not supported"
-            )
         self.class_aggregation, self.num_regressors = class_aggregation, num_regressors
         self.num_samples = self.add_weight("num_samples", dtype="int32")
         self.built = False
@@ -1069,10 +1065,19 @@ class R2Score(Metric):
             special_math_ops.is_inf(raw), array_ops.zeros_like(raw), raw
         )
         if self.class_aggregation == "uniform_average":
-            return reduction_ops.reduce_mean(raw)
-        if self.class_aggregation == "variance_weighted_average":
-            return reduction_ops.reduce_sum(total * raw) / reduction_ops.reduce_sum(total)
-        return raw
+            score = reduction_ops.reduce_mean(raw)
+        elif self.class_aggregation == "variance_weighted_average":
+            score = reduction_ops.reduce_sum(total * raw) / reduction_ops.reduce_sum(total)
+        else:
+            score = raw
+        if not self.num_regressors:
+            return score
+        # The adjusted score, where there are more samples (elements seen) than
+        # regressors + 1; otherwise the plain score, as Keras falls back.
+        n = cast_ops.cast(self.num_samples.read_value(), self.dtype)
+        p = float(self.num_regressors)
+        adjusted = 1.0 - (1.0 - score) * (n - 1.0) / math_ops.maximum(n - p - 1.0, 1e-12)
+        return math_composites.where_v2(n - 1.0 > p, adjusted, score)
 
     def get_config(self) -> dict:
         return {
