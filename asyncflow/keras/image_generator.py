@@ -1,11 +1,11 @@
-"""`tf.keras.preprocessing.image.ImageDataGenerator` and its numpy-array iterator:
-batches of images augmented by random affine, channel, flip and brightness transforms,
-then standardized (rescale, sample- or feature-wise centering and scaling, ZCA
-whitening fitted by `fit`).
+"""`tf.keras.preprocessing.image.ImageDataGenerator` and its iterators over numpy arrays
+and class subdirectories: batches of images augmented by random affine, channel, flip
+and brightness transforms, then standardized (rescale, sample- or feature-wise
+centering and scaling, ZCA whitening fitted by `fit`).
 
 Random parameters come from NumPy's global generator in Keras' order, reseeded per batch
-with `seed + batches seen` as Keras does, so a seed gives Keras' batches.  Directory and
-DataFrame iterators are not provided.
+with `seed + batches seen` as Keras does, so a seed gives Keras' batches.  DataFrame
+iterators are not provided.
 """
 
 from __future__ import annotations
@@ -22,10 +22,18 @@ from asyncflow.keras.image_utils import (
     apply_brightness_shift,
     apply_channel_shift,
     array_to_img,
+    img_to_array,
+    load_img,
 )
 from asyncflow.keras.utils import Sequence
 
-__all__ = ["Iterator", "NumpyArrayIterator", "ImageDataGenerator", "flip_axis"]
+__all__ = [
+    "Iterator",
+    "NumpyArrayIterator",
+    "DirectoryIterator",
+    "ImageDataGenerator",
+    "flip_axis",
+]
 
 
 def flip_axis(x, axis):
@@ -218,6 +226,156 @@ class NumpyArrayIterator(Iterator):
         return out
 
 
+def _image_files(directory, formats, follow_links):
+    """(root, file name) of the image files under `directory`, walked in sorted order."""
+    for root, _, files in sorted(
+        os.walk(directory, followlinks=follow_links), key=lambda entry: entry[0]
+    ):
+        for name in sorted(files):
+            if name.lower().endswith(formats):
+                yield root, name
+
+
+class DirectoryIterator(Iterator):
+    """Augmented batches of the images in `directory`'s class subdirectories (sorted
+    names, or `classes`), labelled per `class_mode`.
+
+    Raises:
+      ValueError: an unknown color_mode, class_mode or subset.
+    """
+
+    allowed_class_modes = {"categorical", "binary", "sparse", "input", None}
+
+    def __init__(
+        self,
+        directory,
+        image_data_generator,
+        target_size=(256, 256),
+        color_mode="rgb",
+        classes=None,
+        class_mode="categorical",
+        batch_size=32,
+        shuffle=True,
+        seed=None,
+        data_format=None,
+        save_to_dir=None,
+        save_prefix="",
+        save_format="png",
+        follow_links=False,
+        subset=None,
+        interpolation="nearest",
+        keep_aspect_ratio=False,
+        dtype=None,
+    ):
+        self.data_format = data_format or image_data_format()
+        self.dtype = dtype or floatx()
+        self.image_data_generator = image_data_generator
+        self.target_size, self.keep_aspect_ratio = tuple(target_size), keep_aspect_ratio
+        channels = {"rgba": 4, "rgb": 3, "grayscale": 1}
+        if color_mode not in channels:
+            raise ValueError(
+                "Invalid color mode:", color_mode, '; expected "rgb", "rgba", or "grayscale".'
+            )
+        self.color_mode = color_mode
+        n = channels[color_mode]
+        self.image_shape = (
+            self.target_size + (n,)
+            if self.data_format == "channels_last"
+            else (n,) + self.target_size
+        )
+        self.save_to_dir, self.save_prefix, self.save_format = (
+            save_to_dir,
+            save_prefix,
+            save_format,
+        )
+        self.interpolation = interpolation
+        split = None
+        if subset is not None:
+            fraction = image_data_generator._validation_split
+            if subset == "validation":
+                split = (0, fraction)
+            elif subset == "training":
+                split = (fraction, 1)
+            else:
+                raise ValueError(
+                    f'Invalid subset name: {subset};expected "training" or "validation"'
+                )
+        self.split, self.subset = split, subset
+        self.directory = directory
+        if class_mode not in self.allowed_class_modes:
+            raise ValueError(
+                f"Invalid class_mode: {class_mode}; expected one of: {self.allowed_class_modes}"
+            )
+        self.class_mode = class_mode
+        if not classes:
+            classes = [
+                d
+                for d in sorted(os.listdir(directory))
+                if os.path.isdir(os.path.join(directory, d))
+            ]
+        self.num_classes = len(classes)
+        self.class_indices = dict(zip(classes, range(len(classes)), strict=True))
+        self.filenames, labels = [], []
+        for name in classes:
+            class_dir = os.path.join(directory, name)
+            files = list(_image_files(class_dir, self.white_list_formats, follow_links))
+            if split:
+                files = files[int(split[0] * len(files)) : int(split[1] * len(files))]
+            for root, fname in files:
+                labels.append(self.class_indices[name])
+                rel = os.path.relpath(os.path.join(root, fname), class_dir)
+                self.filenames.append(os.path.join(name, rel))
+        self.samples = len(self.filenames)
+        self.classes = np.array(labels, dtype="int32")
+        print(f"Found {self.samples} images belonging to {self.num_classes} classes.")
+        self._filepaths = [os.path.join(directory, f) for f in self.filenames]
+        super().__init__(self.samples, batch_size, shuffle, seed)
+
+    @property
+    def filepaths(self):
+        return self._filepaths
+
+    @property
+    def labels(self):
+        return self.classes
+
+    @property
+    def sample_weight(self):
+        return None
+
+    def _get_batches_of_transformed_samples(self, index_array):
+        gen = self.image_data_generator
+        batch_x = np.zeros((len(index_array),) + self.image_shape, dtype=self.dtype)
+        for i, j in enumerate(index_array):
+            img = load_img(
+                self._filepaths[j],
+                color_mode=self.color_mode,
+                target_size=self.target_size,
+                interpolation=self.interpolation,
+                keep_aspect_ratio=self.keep_aspect_ratio,
+            )
+            x = img_to_array(img, data_format=self.data_format)
+            img.close()
+            if gen:
+                x = gen.standardize(gen.apply_transform(x, gen.get_random_transform(x.shape)))
+            batch_x[i] = x
+        if self.save_to_dir:
+            for i, j in enumerate(index_array):
+                img = array_to_img(batch_x[i], self.data_format, scale=True)
+                name = f"{self.save_prefix}_{j}_{np.random.randint(1e7)}.{self.save_format}"
+                img.save(os.path.join(self.save_to_dir, name))
+        if self.class_mode == "input":
+            batch_y = batch_x.copy()
+        elif self.class_mode in {"binary", "sparse"}:
+            batch_y = self.classes[index_array].astype(self.dtype)
+        elif self.class_mode == "categorical":
+            batch_y = np.zeros((len(batch_x), len(self.class_indices)), dtype=self.dtype)
+            batch_y[np.arange(len(batch_x)), self.classes[index_array]] = 1.0
+        else:
+            return batch_x
+        return batch_x, batch_y
+
+
 class ImageDataGenerator:
     """Random image augmentation and standardization for `flow` batches.
 
@@ -338,6 +496,45 @@ class ImageDataGenerator:
             save_format=save_format,
             ignore_class_split=ignore_class_split,
             subset=subset,
+            dtype=self.dtype,
+        )
+
+    def flow_from_directory(
+        self,
+        directory,
+        target_size=(256, 256),
+        color_mode="rgb",
+        classes=None,
+        class_mode="categorical",
+        batch_size=32,
+        shuffle=True,
+        seed=None,
+        save_to_dir=None,
+        save_prefix="",
+        save_format="png",
+        follow_links=False,
+        subset=None,
+        interpolation="nearest",
+        keep_aspect_ratio=False,
+    ):
+        return DirectoryIterator(
+            directory,
+            self,
+            target_size=target_size,
+            color_mode=color_mode,
+            keep_aspect_ratio=keep_aspect_ratio,
+            classes=classes,
+            class_mode=class_mode,
+            data_format=self.data_format,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            save_to_dir=save_to_dir,
+            save_prefix=save_prefix,
+            save_format=save_format,
+            follow_links=follow_links,
+            subset=subset,
+            interpolation=interpolation,
             dtype=self.dtype,
         )
 

@@ -1,7 +1,12 @@
 """`tf.keras.preprocessing.image`: the image array functions of keras/image_utils.py and
 the ImageDataGenerator of keras/image_generator.py."""
 
-from asyncflow.keras.image_generator import ImageDataGenerator, Iterator, NumpyArrayIterator
+from asyncflow.keras.image_generator import (
+    DirectoryIterator,
+    ImageDataGenerator,
+    Iterator,
+    NumpyArrayIterator,
+)
 from asyncflow.keras.image_utils import (
     apply_affine_transform,
     apply_brightness_shift,
@@ -20,6 +25,7 @@ from asyncflow.keras.image_utils import (
 )
 
 __all__ = [
+    "DirectoryIterator",
     "ImageDataGenerator",
     "Iterator",
     "NumpyArrayIterator",
