@@ -231,30 +231,41 @@ def conv2d_transpose(
     data_format=None,
     dilation_rate=(1, 1),
 ):
-    """The transpose of conv2d, with `output_shape` in `data_format` (None batch: x's).
+    """The transpose of conv2d, with `output_shape` in `data_format` (None batch: x's);
+    a dilation rate goes through atrous_conv2d_transpose (stride 1).
 
     Raises:
-      NotImplementedError: a dilation rate other than (1, 1).
+      ValueError: an unknown data_format or padding, or unequal dilation rates.
     """
+    from asyncflow import nn_composites  # noqa: PLC0415 - library module, no cycle
+
     data_format = _data_format(data_format)
-    if tuple(dilation_rate) != (1, 1):
-        raise NotImplementedError("conv2d_transpose: dilation_rate other than (1, 1)")
-    if isinstance(output_shape, (tuple, list)):
-        output_shape = tuple(output_shape)
-        if data_format == "channels_first":
-            output_shape = (output_shape[0], output_shape[2], output_shape[3], output_shape[1])
-        if output_shape[0] is None:
-            output_shape = (array_ops.shape(x)[0],) + output_shape[1:]
-        output_shape = manip_ops.stack(list(output_shape))
+    dilation_rate = tuple(dilation_rate)
+    output_shape = tuple(output_shape)
+    if data_format == "channels_first":
+        output_shape = (output_shape[0], output_shape[2], output_shape[3], output_shape[1])
     x = _to_last(x, data_format, 4)
-    out = conv_ops.conv2d_transpose(
-        x,
-        kernel,
-        output_shape,
-        strides=(1,) + tuple(strides) + (1,),
-        padding=_padding(padding),
-        data_format="NHWC",
-    )
+    if output_shape[0] is None:
+        output_shape = (array_ops.shape(x)[0],) + output_shape[1:]
+    output_shape = manip_ops.stack(list(output_shape))
+    if dilation_rate == (1, 1):
+        out = conv_ops.conv2d_transpose(
+            x,
+            kernel,
+            output_shape,
+            strides=(1,) + tuple(strides) + (1,),
+            padding=_padding(padding),
+            data_format="NHWC",
+        )
+    else:
+        if dilation_rate[0] != dilation_rate[1]:
+            raise ValueError(
+                "Expected the 2 dimensions of the `dilation_rate` argument to be equal to "
+                f"each other. Received: dilation_rate={dilation_rate}"
+            )
+        out = nn_composites.atrous_conv2d_transpose(
+            x, kernel, output_shape, rate=dilation_rate[0], padding=_padding(padding)
+        )
     return _to_first(out, data_format, 4)
 
 
