@@ -933,3 +933,49 @@ def test_r2_score_adjusted_for_regressors():
     for p, w in want.items():
         got = _run(M.R2Score(num_regressors=p), [(yt, yp)])
         np.testing.assert_allclose(got[0], w, rtol=2e-5, atol=1e-5)
+
+
+def test_metric_names_and_class_strings_in_compile():
+    # Recorded from TF 2.21 (graph mode): function names, get() of a class name giving an
+    # instance, and compile() naming string metrics by their function or class.
+    for name, fn_name in [
+        ("logcosh", "log_cosh"),
+        ("log_cosh", "log_cosh"),
+        ("kullback_leibler_divergence", "kl_divergence"),
+        ("cosine_proximity", "cosine_similarity"),
+        ("cosine_similarity", "cosine_similarity"),
+    ]:
+        assert M.get(name).__name__ == fn_name
+    assert type(M.get("AUC")) is M.AUC and type(M.get("Precision")) is M.Precision
+    a = tf.constant([[0.2, 0.8, 0.1], [0.5, 0.3, 0.9]])
+    b = tf.constant([[0.3, 0.6, 0.2], [0.1, 0.7, 0.4]])
+    x = np.random.RandomState(0).rand(8, 3).astype("float32")
+    y = np.random.RandomState(1).rand(8, 2).astype("float32")
+    model = K.Sequential([K.layers.Dense(2, input_shape=(3,), kernel_initializer="ones")])
+    model.compile(
+        "sgd",
+        "mse",
+        metrics=[
+            "log_cosh",
+            "cosine_similarity",
+            "AUC",
+            "RootMeanSquaredError",
+            "MeanSquaredError",
+        ],
+    )
+    assert model.metrics_names == [
+        "loss",
+        "log_cosh",
+        "cosine_similarity",
+        "auc",
+        "root_mean_squared_error",
+        "mean_squared_error",
+    ]
+    got = model.evaluate(x, y, verbose=0)
+    np.testing.assert_allclose(
+        got, [2.4347, 0.855, 0.894, 0.0, 1.5603, 2.4347], rtol=1e-4, atol=1e-4
+    )
+    sess = K.backend.get_session()
+    np.testing.assert_allclose(
+        sess.run(M.get("cosine_proximity")(a, b)), [0.9631, 0.7117], rtol=1e-4
+    )

@@ -212,6 +212,9 @@ mape = MAPE = mean_absolute_percentage_error
 msle = MSLE = mean_squared_logarithmic_error
 kld = KLD = kl_divergence = kullback_leibler_divergence
 log_cosh = logcosh
+# TF 2.21 names these functions (in configs, serialization and compile's metric names).
+kullback_leibler_divergence.__name__ = "kl_divergence"
+logcosh.__name__ = "log_cosh"
 cosine = cosine_proximity = cosine_similarity
 
 
@@ -400,6 +403,8 @@ _BY_NAME = {
     )
 }
 _BY_NAME.update(
+    kullback_leibler_divergence=kullback_leibler_divergence,
+    logcosh=logcosh,
     mse=mse,
     mae=mae,
     mape=mape,

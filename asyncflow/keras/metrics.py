@@ -403,12 +403,24 @@ _BY_NAME = {
         categorical_hinge,
     )
 }
+_BY_NAME.update(kullback_leibler_divergence=kullback_leibler_divergence, logcosh=logcosh,
+                cosine_similarity=_cosine, cosine_proximity=_cosine)  # fmt: skip
 _BY_NAME.update(acc=accuracy, mse=mse, mae=mae, mape=mape, msle=msle, kld=kld, MSE=mse, MAE=mae,
                 MAPE=mape, MSLE=msle, KLD=kld)  # fmt: skip
 
 
+def class_instance(identifier):
+    """A new metric object when `identifier` names one of Keras' metric classes
+    ('AUC', 'MeanSquaredError', ...), else None."""
+    cls = _CLASSES.get(identifier) if isinstance(identifier, str) else None
+    if isinstance(cls, type) and cls not in (Metric, MeanMetricWrapper):
+        return cls()
+    return None
+
+
 def get(identifier):
-    """A metric function from a name, a config dict, or a callable.
+    """A metric function from a name, a config dict, or a callable (a metric class's
+    name gives a new instance of it).
 
     Raises:
       ValueError: an unknown name or an identifier of another kind.
@@ -419,7 +431,10 @@ def get(identifier):
         if identifier in get_custom_objects():
             return get_custom_objects()[identifier]
         if identifier not in _BY_NAME:
-            raise unknown_object("metric function", identifier)
+            instance = class_instance(identifier)
+            if instance is None:
+                raise unknown_object("metric function", identifier)
+            return instance
         return _BY_NAME[identifier]
     if callable(identifier):
         return identifier

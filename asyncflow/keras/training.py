@@ -176,6 +176,7 @@ class Model(Network):
                     self._metric_tensors.append(metric.update_batch_mean(value))
             for i, (out, name) in enumerate(zip(self.outputs, names, strict=True)):
                 for m in per_metrics[i]:
+                    m = metrics_mod.class_instance(m) or m
                     if isinstance(m, metrics_mod.Metric):
                         # A metric object keeps its own state and name.
                         full = m.name if len(names) == 1 else f"{name}_{m.name}"
