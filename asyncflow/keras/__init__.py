@@ -16,6 +16,7 @@ from asyncflow.keras import (
     metrics,
     models,
     optimizers,
+    preprocessing,
     regularizers,
     utils,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "metrics",
     "models",
     "optimizers",
+    "preprocessing",
     "regularizers",
     "utils",
     "Input",

@@ -23,9 +23,10 @@ from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow import session as _session
-from asyncflow.keras import backend_config, backend_math
+from asyncflow.keras import backend_config, backend_math, backend_more
 from asyncflow.keras.backend_config import floatx
-from asyncflow.ops import array_ops, state_ops
+from asyncflow.ops import array_ops, init_ops, state_ops
+from asyncflow.train import moving_averages
 
 __all__ = [
     "get_session",
@@ -50,16 +51,22 @@ __all__ = [
     "reset_uids",
     "function",
     "track_variable",
+    "manual_variable_initialization",
+    "random_normal_variable",
+    "random_uniform_variable",
+    "moving_average_update",
 ]
 
 # The settings and tensor functions are part of this module's API (tf.keras.backend).
-for _name in backend_config.__all__ + backend_math.__all__:
-    _module = backend_config if _name in backend_config.__all__ else backend_math
-    globals()[_name] = getattr(_module, _name)
-    __all__.append(_name)
+for _module in (backend_config, backend_math, backend_more):
+    for _name in _module.__all__:
+        globals()[_name] = getattr(_module, _name)
+        __all__.append(_name)
 del _name, _module
 
 _SESSION: list = [None]
+# manual_variable_initialization(True): get_session() leaves variables to the user.
+_MANUAL_VAR_INIT: list = [False]
 # graph -> the learning phase tensor (or a fixed 0/1 set by set_learning_phase)
 _LEARNING_PHASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _FIXED_PHASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -106,7 +113,8 @@ def get_session(op_input_list=()) -> _session.BaseSession:
         if _SESSION[0] is None or _SESSION[0].graph is not get_graph() or _SESSION[0]._closed:
             _SESSION[0] = _session.Session(graph=get_graph())
         sess = _SESSION[0]
-    _initialize_variables(sess)
+    if not _MANUAL_VAR_INIT[0]:
+        _initialize_variables(sess)
     return sess
 
 
@@ -221,6 +229,42 @@ def variable(value, dtype=None, name=None, constraint=None):
     )
     v._keras_shape = tuple(np.shape(value))
     return v
+
+
+def manual_variable_initialization(value) -> None:
+    """With True, `get_session()` no longer initializes the graph's variables."""
+    _MANUAL_VAR_INIT[0] = bool(value)
+
+
+def _initialized_variable(initializer, shape, dtype, name, seed):
+    dtype = dtypes.as_dtype(dtype or floatx())
+    # Keras draws a seed from NumPy when none is given.
+    seed = np.random.randint(10e8) if seed is None else seed
+    v = _rv.ResourceVariable(initializer(dtype, seed)(shape), dtype=dtype, name=name)
+    v._keras_shape = tuple(shape)
+    return v
+
+
+def random_normal_variable(shape, mean, scale, dtype=None, name=None, seed=None):
+    """A variable of normal draws (mean, scale), as TF1's random_normal_initializer."""
+    return _initialized_variable(
+        lambda d, s: init_ops.random_normal_initializer(mean, scale, seed=s, dtype=d),
+        shape, dtype, name, seed,
+    )  # fmt: skip
+
+
+def random_uniform_variable(shape, low, high, dtype=None, name=None, seed=None):
+    """A variable of uniform draws in [low, high), as TF1's random_uniform_initializer."""
+    return _initialized_variable(
+        lambda d, s: init_ops.random_uniform_initializer(low, high, seed=s, dtype=d),
+        shape, dtype, name, seed,
+    )  # fmt: skip
+
+
+def moving_average_update(x, value, momentum):
+    """x = x * momentum + value * (1 - momentum), zero-debiased as TF1's
+    assign_moving_average."""
+    return moving_averages.assign_moving_average(x, value, momentum, zero_debias=True)
 
 
 def constant(value, dtype=None, shape=None, name=None):

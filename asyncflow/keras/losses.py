@@ -12,6 +12,13 @@ from asyncflow import graph as ops
 from asyncflow import math_composites
 from asyncflow.keras import backend_config as backend
 from asyncflow.keras import backend_math
+from asyncflow.keras.losses_more import (
+    binary_focal_crossentropy,
+    categorical_focal_crossentropy,
+    categorical_hinge,
+    cosine_similarity,
+    huber,
+)
 from asyncflow.keras.serialization import (
     deserialize_keras_object,
     get_custom_objects,
@@ -56,6 +63,27 @@ __all__ = [
     "CategoricalCrossentropy",
     "SparseCategoricalCrossentropy",
     "Reduction",
+    "kl_divergence",
+    "log_cosh",
+    "cosine",
+    "cosine_proximity",
+    "categorical_hinge",
+    "cosine_similarity",
+    "huber",
+    "binary_focal_crossentropy",
+    "categorical_focal_crossentropy",
+    "CategoricalHinge",
+    "CosineSimilarity",
+    "Huber",
+    "BinaryFocalCrossentropy",
+    "CategoricalFocalCrossentropy",
+    "Hinge",
+    "SquaredHinge",
+    "KLDivergence",
+    "LogCosh",
+    "Poisson",
+    "MeanAbsolutePercentageError",
+    "MeanSquaredLogarithmicError",
     "get",
     "serialize",
     "deserialize",
@@ -117,17 +145,42 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
     return backend_categorical_crossentropy(y_true, y_pred, from_logits, axis=axis)
 
 
-def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
-    return backend_sparse_categorical_crossentropy(y_true, y_pred, from_logits, axis=axis)
+def _valid_labels(y_true, ignore_class):
+    y_true = ops.convert_to_tensor(y_true)
+    return math_ops.not_equal(y_true, cast_ops.cast(ignore_class, y_true.dtype))
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1,
+                                    ignore_class=None):  # fmt: skip
+    """Per-sample crossentropy against integer labels; labels equal to `ignore_class`
+    get a loss of 0 (and `SparseCategoricalCrossentropy` leaves them out of its mean)."""
+    if ignore_class is None:
+        return backend_sparse_categorical_crossentropy(y_true, y_pred, from_logits, axis=axis)
+    y_true = ops.convert_to_tensor(y_true)
+    valid = _valid_labels(y_true, ignore_class)
+    safe = math_composites.where_v2(valid, y_true, array_ops.zeros_like(y_true))
+    loss = backend_sparse_categorical_crossentropy(safe, y_pred, from_logits, axis=axis)
+    valid = array_ops.reshape(valid, array_ops.shape(loss))
+    return math_composites.where_v2(valid, loss, array_ops.zeros_like(loss))
+
+
+def _signed_labels(y_true):
+    # Keras' hinge losses read 0/1 labels as -1/1 (when every label is 0 or 1).
+    binary = reduction_ops.reduce_all(
+        math_ops.logical_or(math_ops.equal(y_true, 0.0), math_ops.equal(y_true, 1.0))
+    )
+    return math_composites.where_v2(binary, 2.0 * y_true - 1.0, y_true)
 
 
 def hinge(y_true, y_pred):
     y_true, y_pred = _pair(y_true, y_pred)
+    y_true = _signed_labels(y_true)
     return _mean(math_ops.maximum(1.0 - y_true * y_pred, 0.0))
 
 
 def squared_hinge(y_true, y_pred):
     y_true, y_pred = _pair(y_true, y_pred)
+    y_true = _signed_labels(y_true)
     return _mean(math_ops.square(math_ops.maximum(1.0 - y_true * y_pred, 0.0)))
 
 
@@ -157,7 +210,12 @@ mse = MSE = mean_squared_error
 mae = MAE = mean_absolute_error
 mape = MAPE = mean_absolute_percentage_error
 msle = MSLE = mean_squared_logarithmic_error
-kld = KLD = kullback_leibler_divergence
+kld = KLD = kl_divergence = kullback_leibler_divergence
+log_cosh = logcosh
+# TF 2.21 names these functions (in configs, serialization and compile's metric names).
+kullback_leibler_divergence.__name__ = "kl_divergence"
+logcosh.__name__ = "log_cosh"
+cosine = cosine_proximity = cosine_similarity
 
 
 class Reduction:
@@ -222,7 +280,8 @@ class LossFunctionWrapper(Loss):
         return self.fn(y_true, y_pred, **self._fn_kwargs)
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "fn": self.fn.__name__, **self._fn_kwargs,
+        fn_name = self._fn_name or self.fn.__name__
+        return {**super().get_config(), "fn": fn_name, **self._fn_kwargs,
                 **type(self)._fixed_config}  # fmt: skip
 
     @classmethod
@@ -238,6 +297,8 @@ class LossFunctionWrapper(Loss):
 
     # Keys TF writes for options asyncflow lacks, at the only value it supports.
     _fixed_config: dict = {}
+    # The function's name in TF's config where it differs from asyncflow's function.
+    _fn_name = None
 
 
 def _loss_class(cls_name, fn, default_name, fixed=None, **defaults):
@@ -262,10 +323,68 @@ CategoricalCrossentropy = _loss_class(
     "CategoricalCrossentropy", categorical_crossentropy, "categorical_crossentropy",
     from_logits=False, label_smoothing=0.0, axis=-1,
 )  # fmt: skip
-SparseCategoricalCrossentropy = _loss_class(
-    "SparseCategoricalCrossentropy", sparse_categorical_crossentropy,
-    "sparse_categorical_crossentropy", fixed={"ignore_class": None}, from_logits=False,
+
+
+class SparseCategoricalCrossentropy(LossFunctionWrapper):
+    """Keras' `SparseCategoricalCrossentropy` loss; with `ignore_class`, those labels
+    count neither in the sum nor in the SUM_OVER_BATCH_SIZE divisor."""
+
+    def __init__(self, from_logits=False, ignore_class=None, reduction=Reduction.AUTO,
+                 name="sparse_categorical_crossentropy"):  # fmt: skip
+        super().__init__(sparse_categorical_crossentropy, reduction=reduction, name=name,
+                         from_logits=from_logits, ignore_class=ignore_class)  # fmt: skip
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        ignore_class = self._fn_kwargs["ignore_class"]
+        if ignore_class is None:
+            return super().__call__(y_true, y_pred, sample_weight)
+        with ops.name_scope(self.name or type(self).__name__.lower()):
+            losses = self.call(y_true, y_pred)
+            valid = _valid_labels(y_true, ignore_class)
+            valid = cast_ops.cast(array_ops.reshape(valid, array_ops.shape(losses)), losses.dtype)
+            weights = valid
+            if sample_weight is not None:
+                weights = valid * cast_ops.cast(sample_weight, losses.dtype)
+            if self.reduction == Reduction.NONE:
+                return losses * weights
+            total = reduction_ops.reduce_sum(losses * weights)
+            if self.reduction == Reduction.SUM:
+                return total
+            return math_composites.div_no_nan(total, reduction_ops.reduce_sum(valid))
+
+
+# (the options at their defaults are passed so that configs show them, as TF's do)
+CategoricalHinge = _loss_class("CategoricalHinge", categorical_hinge, "categorical_hinge")
+CosineSimilarity = _loss_class("CosineSimilarity", cosine_similarity, "cosine_similarity", axis=-1)
+Huber = _loss_class("Huber", huber, "huber_loss", delta=1.0)
+BinaryFocalCrossentropy = _loss_class(
+    "BinaryFocalCrossentropy", binary_focal_crossentropy, "binary_focal_crossentropy",
+    apply_class_balancing=False, alpha=0.25, gamma=2.0, from_logits=False,
+    label_smoothing=0.0, axis=-1,
 )  # fmt: skip
+CategoricalFocalCrossentropy = _loss_class(
+    "CategoricalFocalCrossentropy", categorical_focal_crossentropy,
+    "categorical_focal_crossentropy", alpha=0.25, gamma=2.0, from_logits=False,
+    label_smoothing=0.0, axis=-1,
+)  # fmt: skip
+Hinge = _loss_class("Hinge", hinge, "hinge")
+SquaredHinge = _loss_class("SquaredHinge", squared_hinge, "squared_hinge")
+KLDivergence = _loss_class("KLDivergence", kullback_leibler_divergence, "kl_divergence")
+KLDivergence._fn_name = "kl_divergence"
+LogCosh = _loss_class("LogCosh", logcosh, "log_cosh")
+LogCosh._fn_name = "log_cosh"
+Poisson = _loss_class("Poisson", poisson, "poisson")
+MeanAbsolutePercentageError = _loss_class(
+    "MeanAbsolutePercentageError", mean_absolute_percentage_error,
+    "mean_absolute_percentage_error",
+)  # fmt: skip
+MeanSquaredLogarithmicError = _loss_class(
+    "MeanSquaredLogarithmicError", mean_squared_logarithmic_error,
+    "mean_squared_logarithmic_error",
+)  # fmt: skip
+_MORE_CLASSES = (CategoricalHinge, CosineSimilarity, Huber, BinaryFocalCrossentropy,
+                 CategoricalFocalCrossentropy, Hinge, SquaredHinge, KLDivergence, LogCosh,
+                 Poisson, MeanAbsolutePercentageError, MeanSquaredLogarithmicError)  # fmt: skip
 
 _BY_NAME = {
     f.__name__: f
@@ -282,14 +401,23 @@ _BY_NAME = {
         kullback_leibler_divergence,
         poisson,
         logcosh,
+        categorical_hinge,
+        cosine_similarity,
+        huber,
+        binary_focal_crossentropy,
+        categorical_focal_crossentropy,
     )
 }
 _BY_NAME.update(
+    kullback_leibler_divergence=kullback_leibler_divergence,
+    logcosh=logcosh,
     mse=mse,
     mae=mae,
     mape=mape,
     msle=msle,
     kld=kld,
+    kl_divergence=kld,
+    log_cosh=logcosh,
     MSE=mse,
     MAE=mae,
     MAPE=mape,
@@ -325,6 +453,7 @@ _CLASSES = {
     for c in (Loss, LossFunctionWrapper, MeanSquaredError, MeanAbsoluteError,
               BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy)
 }  # fmt: skip
+_CLASSES.update((c.__name__, c) for c in _MORE_CLASSES)
 _CLASSES.update(_BY_NAME)
 
 

@@ -11,10 +11,18 @@ from asyncflow import resource_variable as _rv
 from asyncflow.keras import backend
 from asyncflow.keras.losses import (
     binary_crossentropy,
+    binary_focal_crossentropy,
     categorical_crossentropy,
+    categorical_focal_crossentropy,
+    categorical_hinge,
+    cosine,
+    cosine_proximity,
+    cosine_similarity,
     hinge,
+    kl_divergence,
     kld,
     kullback_leibler_divergence,
+    log_cosh,
     logcosh,
     mae,
     mape,
@@ -27,6 +35,31 @@ from asyncflow.keras.losses import (
     poisson,
     sparse_categorical_crossentropy,
     squared_hinge,
+)
+from asyncflow.keras.metrics_more import (
+    AUC,
+    BinaryIoU,
+    F1Score,
+    FalseNegatives,
+    FalsePositives,
+    FBetaScore,
+    IoU,
+    MeanIoU,
+    MeanRelativeError,
+    MeanTensor,
+    Metric,
+    OneHotIoU,
+    OneHotMeanIoU,
+    Precision,
+    PrecisionAtRecall,
+    R2Score,
+    Recall,
+    RecallAtPrecision,
+    SensitivityAtSpecificity,
+    SpecificityAtSensitivity,
+    Sum,
+    TrueNegatives,
+    TruePositives,
 )
 from asyncflow.keras.serialization import (
     deserialize_keras_object,
@@ -71,6 +104,54 @@ __all__ = [
     "MeanAbsoluteError",
     "BinaryCrossentropy",
     "CategoricalCrossentropy",
+    "Metric",
+    "Sum",
+    "MeanTensor",
+    "MeanRelativeError",
+    "R2Score",
+    "F1Score",
+    "FBetaScore",
+    "AUC",
+    "Precision",
+    "Recall",
+    "TruePositives",
+    "TrueNegatives",
+    "FalsePositives",
+    "FalseNegatives",
+    "PrecisionAtRecall",
+    "RecallAtPrecision",
+    "SensitivityAtSpecificity",
+    "SpecificityAtSensitivity",
+    "IoU",
+    "MeanIoU",
+    "BinaryIoU",
+    "OneHotIoU",
+    "OneHotMeanIoU",
+    "RootMeanSquaredError",
+    "MeanAbsolutePercentageError",
+    "MeanSquaredLogarithmicError",
+    "CosineSimilarity",
+    "LogCoshError",
+    "KLDivergence",
+    "Poisson",
+    "Hinge",
+    "SquaredHinge",
+    "CategoricalHinge",
+    "SparseCategoricalCrossentropy",
+    "SparseTopKCategoricalAccuracy",
+    "categorical_hinge",
+    "cosine_similarity",
+    "MSE",
+    "MAE",
+    "MAPE",
+    "MSLE",
+    "KLD",
+    "binary_focal_crossentropy",
+    "categorical_focal_crossentropy",
+    "cosine",
+    "cosine_proximity",
+    "kl_divergence",
+    "log_cosh",
     "get",
     "serialize",
     "deserialize",
@@ -233,6 +314,71 @@ CategoricalCrossentropy = _wrapper_class("CategoricalCrossentropy", categorical_
                                          "categorical_crossentropy")  # fmt: skip
 
 
+# `Model.compile` takes any Metric; the running-mean metrics predate that base class.
+Metric.register(MeanMetricWrapper)
+
+
+def _cosine(y_true, y_pred, axis=-1):
+    # The metric reports the similarity itself; the loss of that name, its negative.
+    return -cosine_similarity(y_true, y_pred, axis=axis)
+
+
+_cosine.__name__ = "cosine_similarity"
+
+
+
+class RootMeanSquaredError(MeanMetricWrapper):
+    """The square root of the running (weighted) mean squared error."""
+
+    def __init__(self, name="root_mean_squared_error", dtype=None):
+        super().__init__(mean_squared_error, name=name, dtype=dtype)
+
+    def result(self):
+        return math_ops.sqrt(super().result())
+
+
+MeanAbsolutePercentageError = _wrapper_class("MeanAbsolutePercentageError",
+    mean_absolute_percentage_error, "mean_absolute_percentage_error")  # fmt: skip
+MeanSquaredLogarithmicError = _wrapper_class("MeanSquaredLogarithmicError",
+    mean_squared_logarithmic_error, "mean_squared_logarithmic_error")  # fmt: skip
+CosineSimilarity = _wrapper_class("CosineSimilarity", _cosine, "cosine_similarity", axis=-1)
+LogCoshError = _wrapper_class("LogCoshError", logcosh, "logcosh")
+KLDivergence = _wrapper_class("KLDivergence", kullback_leibler_divergence,
+                              "kullback_leibler_divergence")  # fmt: skip
+Poisson = _wrapper_class("Poisson", poisson, "poisson")
+Hinge = _wrapper_class("Hinge", hinge, "hinge")
+SquaredHinge = _wrapper_class("SquaredHinge", squared_hinge, "squared_hinge")
+CategoricalHinge = _wrapper_class("CategoricalHinge", categorical_hinge, "categorical_hinge")
+
+
+class SparseCategoricalCrossentropy(MeanMetricWrapper):
+    """The running mean crossentropy against integer labels, leaving out the samples
+    labelled `ignore_class`."""
+
+    def __init__(self, name="sparse_categorical_crossentropy", dtype=None, from_logits=False,
+                 ignore_class=None, axis=-1):  # fmt: skip
+        super().__init__(
+            sparse_categorical_crossentropy, name=name, dtype=dtype,
+            from_logits=from_logits, ignore_class=ignore_class, axis=axis,
+        )  # fmt: skip
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        ignore_class = self._fn_kwargs["ignore_class"]
+        if ignore_class is not None:
+            y_true = ops.convert_to_tensor(y_true)
+            valid = math_ops.not_equal(y_true, cast_ops.cast(ignore_class, y_true.dtype))
+            valid = cast_ops.cast(valid, self.dtype)
+            if y_true.shape.ndims is not None and y_true.shape.ndims > 1:
+                valid = array_ops.squeeze(valid, [-1])
+            sample_weight = valid if sample_weight is None else (
+                valid * cast_ops.cast(sample_weight, self.dtype))  # fmt: skip
+        return super().update_state(y_true, y_pred, sample_weight)
+
+SparseTopKCategoricalAccuracy = _wrapper_class("SparseTopKCategoricalAccuracy",
+    sparse_top_k_categorical_accuracy, "sparse_top_k_categorical_accuracy", k=5)  # fmt: skip
+MSE, MAE, MAPE, MSLE, KLD = mse, mae, mape, msle, kld
+
+
 _BY_NAME = {
     f.__name__: f
     for f in (
@@ -254,13 +400,27 @@ _BY_NAME = {
         kullback_leibler_divergence,
         poisson,
         logcosh,
+        categorical_hinge,
     )
 }
-_BY_NAME.update(acc=accuracy, mse=mse, mae=mae, mape=mape, msle=msle, kld=kld)
+_BY_NAME.update(kullback_leibler_divergence=kullback_leibler_divergence, logcosh=logcosh,
+                cosine_similarity=_cosine, cosine_proximity=_cosine)  # fmt: skip
+_BY_NAME.update(acc=accuracy, mse=mse, mae=mae, mape=mape, msle=msle, kld=kld, MSE=mse, MAE=mae,
+                MAPE=mape, MSLE=msle, KLD=kld)  # fmt: skip
+
+
+def class_instance(identifier):
+    """A new metric object when `identifier` names one of Keras' metric classes
+    ('AUC', 'MeanSquaredError', ...), else None."""
+    cls = _CLASSES.get(identifier) if isinstance(identifier, str) else None
+    if isinstance(cls, type) and cls not in (Metric, MeanMetricWrapper):
+        return cls()
+    return None
 
 
 def get(identifier):
-    """A metric function from a name, a config dict, or a callable.
+    """A metric function from a name, a config dict, or a callable (a metric class's
+    name gives a new instance of it).
 
     Raises:
       ValueError: an unknown name or an identifier of another kind.
@@ -271,7 +431,10 @@ def get(identifier):
         if identifier in get_custom_objects():
             return get_custom_objects()[identifier]
         if identifier not in _BY_NAME:
-            raise unknown_object("metric function", identifier)
+            instance = class_instance(identifier)
+            if instance is None:
+                raise unknown_object("metric function", identifier)
+            return instance
         return _BY_NAME[identifier]
     if callable(identifier):
         return identifier
@@ -282,7 +445,14 @@ _CLASSES = {
     c.__name__: c
     for c in (MeanMetricWrapper, Mean, Accuracy, BinaryAccuracy, CategoricalAccuracy,
               SparseCategoricalAccuracy, TopKCategoricalAccuracy, MeanSquaredError,
-              MeanAbsoluteError, BinaryCrossentropy, CategoricalCrossentropy)
+              MeanAbsoluteError, BinaryCrossentropy, CategoricalCrossentropy, Metric, AUC,
+              Precision, Recall, TruePositives, TrueNegatives, FalsePositives,
+              FalseNegatives, PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity,
+              SpecificityAtSensitivity, IoU, MeanIoU, BinaryIoU, OneHotIoU, OneHotMeanIoU,
+              RootMeanSquaredError, MeanAbsolutePercentageError, MeanSquaredLogarithmicError,
+              CosineSimilarity, LogCoshError, KLDivergence, Poisson, Hinge, SquaredHinge,
+              CategoricalHinge, SparseCategoricalCrossentropy, SparseTopKCategoricalAccuracy,
+              Sum, MeanTensor, MeanRelativeError, R2Score, F1Score, FBetaScore)
 }  # fmt: skip
 _CLASSES.update(_BY_NAME)
 

@@ -1,5 +1,7 @@
 """`tf.keras.optimizers` in TF1 graph mode: Keras' (legacy OptimizerV2) SGD, Adam,
-RMSprop and Adagrad, with Keras' argument names and defaults, plus `get`.
+RMSprop, Adagrad, Adadelta, Adamax, Nadam and Ftrl, with Keras' argument names and
+defaults, plus `get`; a `schedules` LearningRateSchedule may be the learning rate (it is
+called with the iteration count).
 
 `get_updates(loss, params)` builds one update op per call, as Keras' v1 training loop
 asks for.  The optimizer's state lives in non-trainable variables made on first use in
@@ -19,6 +21,7 @@ from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow.gradients import gradients as _gradients_fn
 from asyncflow.keras import backend
+from asyncflow.keras import learning_rate_schedule as schedules
 from asyncflow.keras.serialization import (
     deserialize_keras_object,
     get_custom_objects,
@@ -29,8 +32,8 @@ from asyncflow.ops import cast_ops, math_ops, training_ops
 from asyncflow.train.optimizer import Optimizer as _TF1Optimizer
 
 __all__ = [
-    "Optimizer", "SGD", "Adam", "RMSprop", "Adagrad", "TFOptimizer", "get", "serialize",
-    "deserialize",
+    "Optimizer", "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl",
+    "TFOptimizer", "schedules", "legacy", "get", "serialize", "deserialize",
 ]  # fmt: skip
 
 
@@ -65,6 +68,8 @@ class Optimizer:
     def _get_hyper(self, name):
         if name in self._hyper_vars:
             return self._hyper_vars[name].value()
+        if isinstance(self._hyper[name], schedules.LearningRateSchedule):
+            return self._hyper[name]
         return ops.convert_to_tensor(self._hyper[name], dtype=dtypes.float32)
 
     def __getattr__(self, name):
@@ -88,6 +93,8 @@ class Optimizer:
         if not self.weights_created:
             for name in sorted(self._hyper):
                 value = self._hyper[name]
+                if isinstance(value, schedules.LearningRateSchedule):
+                    continue
                 self._hyper_vars[name] = _rv.ResourceVariable(
                     float(value), name=name, dtype=dtypes.float32, trainable=False
                 )
@@ -109,6 +116,8 @@ class Optimizer:
 
     def _decayed_lr(self):
         lr = self._get_hyper("learning_rate")
+        if isinstance(lr, schedules.LearningRateSchedule):
+            lr = cast_ops.cast(lr(cast_ops.cast(self.iterations, dtypes.float32)), dtypes.float32)
         if self._initial_decay > 0.0:
             step = cast_ops.cast(self.iterations, dtypes.float32)
             lr = lr / (1.0 + self._get_hyper("decay") * step)
@@ -170,6 +179,9 @@ class Optimizer:
         from it (a float32 value, as TF's Keras reports it)."""
         config = {"name": self._name}
         config.update({k: v for k, v in self._hyper.items()})
+        for k, v in config.items():
+            if isinstance(v, schedules.LearningRateSchedule):
+                config[k] = schedules.serialize(v)
         if self._hyper_vars:
             names = sorted(self._hyper_vars)
             values = backend.batch_get_value([self._hyper_vars[k] for k in names])
@@ -181,6 +193,10 @@ class Optimizer:
         config = dict(config)
         if "lr" in config:
             config["learning_rate"] = config.pop("lr")
+        if isinstance(config.get("learning_rate"), dict):
+            config["learning_rate"] = schedules.deserialize(
+                config["learning_rate"], custom_objects=custom_objects
+            )
         return cls(**config)
 
     def variables(self) -> list:
@@ -424,6 +440,213 @@ class Adagrad(Optimizer):
         return var.assign_sub(c["lr_t"] * grad / (math_ops.sqrt(acc_t) + self.epsilon)).op
 
 
+class Adadelta(Optimizer):
+    """Adadelta (Zeiler) through TF's ApplyAdadelta kernel; slots accum_grad and
+    accum_var start at zero."""
+
+    _slot_names = ("accum_grad", "accum_var")
+
+    def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-7, name="Adadelta", **kwargs):
+        lr = _lr_arg(learning_rate, kwargs)
+        super().__init__(name, **kwargs)
+        self._set_hyper("learning_rate", lr)
+        self._set_hyper("rho", rho)
+        self.epsilon = epsilon or backend.epsilon()
+
+    def _prepare(self) -> dict:
+        return {"lr_t": self._decayed_lr(), "rho": self._get_hyper("rho"),
+                "epsilon": ops.convert_to_tensor(self.epsilon, dtypes.float32)}  # fmt: skip
+
+    def _apply_dense(self, grad, var, c):
+        return training_ops.apply_adadelta(
+            var, self.get_slot(var, "accum_grad"), self.get_slot(var, "accum_var"),
+            c["lr_t"], c["rho"], c["epsilon"], grad,
+        ).op  # fmt: skip
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "epsilon": self.epsilon}
+
+
+class Adamax(Optimizer):
+    """Adamax (Adam with the infinity norm): m = b1 m + (1 - b1) g, v = max(b2 v, |g|),
+    var -= lr / (1 - b1 ** t) * m / (v + epsilon)."""
+
+    _slot_names = ("m", "v")
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 name="Adamax", **kwargs):  # fmt: skip
+        lr = _lr_arg(learning_rate, kwargs)
+        super().__init__(name, **kwargs)
+        self._set_hyper("learning_rate", lr)
+        self._set_hyper("beta_1", beta_1)
+        self._set_hyper("beta_2", beta_2)
+        self.epsilon = epsilon or backend.epsilon()
+
+    def _prepare(self) -> dict:
+        step = cast_ops.cast(self.iterations + 1, dtypes.float32)
+        b1 = self._get_hyper("beta_1")
+        return {"lr_t": self._decayed_lr(), "beta_1_t": b1, "beta_2_t": self._get_hyper("beta_2"),
+                "beta_1_power": math_ops.pow(b1, step),
+                "epsilon": ops.convert_to_tensor(self.epsilon, dtypes.float32)}  # fmt: skip
+
+    def _apply_dense(self, grad, var, c):
+        m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
+        m_t = m.assign(c["beta_1_t"] * m + (1.0 - c["beta_1_t"]) * grad)
+        v_t = v.assign(math_ops.maximum(c["beta_2_t"] * v, math_ops.abs(grad)))
+        step = c["lr_t"] / (1.0 - c["beta_1_power"])
+        return var.assign_sub(step * m_t / (v_t + c["epsilon"])).op
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "epsilon": self.epsilon}
+
+
+class Nadam(Optimizer):
+    """Adam with Nesterov momentum (Dozat), Keras' momentum schedule: mu_t = beta_1 *
+    (1 - 0.5 * 0.96 ** (schedule_decay * t)), their running product kept in the
+    `momentum_cache` variable.
+
+    Raises:
+      ValueError: a LearningRateSchedule as the learning rate.
+    """
+
+    _slot_names = ("m", "v")
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 name="Nadam", **kwargs):  # fmt: skip
+        kwargs["decay"] = kwargs.pop("schedule_decay", 0.004)
+        lr = _lr_arg(learning_rate, kwargs)
+        if isinstance(lr, schedules.LearningRateSchedule):
+            raise ValueError(
+                "The Nadam optimizer does not support tf.keras.optimizers."
+                "LearningRateSchedules as the learning rate."
+            )
+        super().__init__(name, **kwargs)
+        self._set_hyper("learning_rate", lr)
+        self._set_hyper("beta_1", beta_1)
+        self._set_hyper("beta_2", beta_2)
+        self.epsilon = epsilon or backend.epsilon()
+        self._m_cache = None
+
+    def _create_all_weights(self, params) -> None:
+        _ = self.iterations
+        if self._m_cache is None:
+            self._m_cache = _rv.ResourceVariable(
+                1.0, name="momentum_cache", dtype=dtypes.float32, trainable=False
+            )
+        super()._create_all_weights(params)
+
+    def _decayed_lr(self):
+        # Nadam's decay drives the momentum schedule, not the learning rate.
+        return self._get_hyper("learning_rate")
+
+    def _prepare(self) -> dict:
+        b1, b2 = self._get_hyper("beta_1"), self._get_hyper("beta_2")
+        step = cast_ops.cast(self.iterations + 1, dtypes.float32)
+        next_step = cast_ops.cast(self.iterations + 2, dtypes.float32)
+        m_t = b1 * (1.0 - 0.5 * math_ops.pow(0.96, self._initial_decay * step))
+        m_t_1 = b1 * (1.0 - 0.5 * math_ops.pow(0.96, self._initial_decay * next_step))
+        m_schedule_new = self._m_cache.assign(self._m_cache.read_value() * m_t)
+        return {"lr_t": self._decayed_lr(), "beta_1_t": b1, "beta_2_t": b2, "m_t": m_t,
+                "m_t_1": m_t_1, "m_schedule_new": m_schedule_new,
+                "m_schedule_next": m_schedule_new * m_t_1,
+                "v_denominator": 1.0 - math_ops.pow(b2, step),
+                "epsilon": ops.convert_to_tensor(self.epsilon, dtypes.float32)}  # fmt: skip
+
+    def _apply_dense(self, grad, var, c):
+        m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
+        g_prime = grad / (1.0 - c["m_schedule_new"])
+        m_t = m.assign(c["beta_1_t"] * m + (1.0 - c["beta_1_t"]) * grad)
+        m_t_prime = m_t / (1.0 - c["m_schedule_next"])
+        v_t = v.assign(c["beta_2_t"] * v + (1.0 - c["beta_2_t"]) * math_ops.square(grad))
+        v_t_prime = v_t / c["v_denominator"]
+        m_t_bar = (1.0 - c["m_t"]) * g_prime + c["m_t_1"] * m_t_prime
+        return var.assign_sub(c["lr_t"] * m_t_bar / (math_ops.sqrt(v_t_prime) + c["epsilon"])).op
+
+    def variables(self) -> list:
+        out = super().variables()
+        return out if self._m_cache is None else out[:1] + [self._m_cache] + out[1:]
+
+    @property
+    def weights(self) -> list:
+        out = super().weights
+        return out if self._m_cache is None else out[:1] + [self._m_cache] + out[1:]
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "epsilon": self.epsilon}
+
+
+class Ftrl(Optimizer):
+    """FTRL-proximal (McMahan et al.) through TF's ApplyFtrl/ApplyFtrlV2 kernels; slots
+    accumulator (from `initial_accumulator_value`) and linear, made weight by weight.
+
+    Raises:
+      ValueError: a negative accumulator value or regularization strength, or a
+        positive learning_rate_power.
+    """
+
+    def __init__(self, learning_rate=0.001, learning_rate_power=-0.5,
+                 initial_accumulator_value=0.1, l1_regularization_strength=0.0,
+                 l2_regularization_strength=0.0, name="Ftrl",
+                 l2_shrinkage_regularization_strength=0.0, beta=0.0, **kwargs):  # fmt: skip
+        lr = _lr_arg(learning_rate, kwargs)
+        super().__init__(name, **kwargs)
+        nonnegative = {
+            "initial_accumulator_value": initial_accumulator_value,
+            "l1_regularization_strength": l1_regularization_strength,
+            "l2_regularization_strength": l2_regularization_strength,
+            "l2_shrinkage_regularization_strength": l2_shrinkage_regularization_strength,
+        }
+        for key, value in nonnegative.items():
+            if value < 0.0:
+                raise ValueError(
+                    f"`{key}` needs to be positive or zero. Received: {key}={value}."
+                )
+        if learning_rate_power > 0.0:
+            raise ValueError(
+                "`learning_rate_power` needs to be negative or zero. "
+                f"Received: learning_rate_power={learning_rate_power}."
+            )
+        self._set_hyper("learning_rate", lr)
+        self._set_hyper("learning_rate_power", learning_rate_power)
+        self._set_hyper("l1_regularization_strength", l1_regularization_strength)
+        self._set_hyper("l2_regularization_strength", l2_regularization_strength)
+        self._set_hyper("beta", beta)
+        self._initial_accumulator_value = initial_accumulator_value
+        self._l2_shrinkage_regularization_strength = l2_shrinkage_regularization_strength
+
+    def _create_all_weights(self, params) -> None:
+        super()._create_all_weights(params)
+        for p in params:
+            if ("accumulator", id(p)) in self._slots:
+                continue
+            value = self._initial_accumulator_value
+            self._slots[("accumulator", id(p))] = _rv.ResourceVariable(
+                lambda p=p, value=value: _zeros_like(p) + value,
+                name=f"{p.op.name}/accumulator", dtype=p.dtype.base_dtype, trainable=False,
+            )  # fmt: skip
+            self._slots[("linear", id(p))] = _rv.ResourceVariable(
+                lambda p=p: _zeros_like(p),
+                name=f"{p.op.name}/linear", dtype=p.dtype.base_dtype, trainable=False,
+            )  # fmt: skip
+
+    def _apply_dense(self, grad, var, c):
+        lr = c["lr_t"]
+        l2 = self._get_hyper("l2_regularization_strength") + self._get_hyper("beta") / (2.0 * lr)
+        args = (var, self.get_slot(var, "accumulator"), self.get_slot(var, "linear"), grad, lr,
+                self._get_hyper("l1_regularization_strength"), l2)  # fmt: skip
+        power = self._get_hyper("learning_rate_power")
+        if self._l2_shrinkage_regularization_strength <= 0.0:
+            return training_ops.apply_ftrl(*args, power).op
+        shrink = ops.convert_to_tensor(self._l2_shrinkage_regularization_strength, dtypes.float32)
+        return training_ops.apply_ftrl_v2(*args, shrink, power).op
+
+    def get_config(self) -> dict:
+        return {**super().get_config(),
+                "initial_accumulator_value": self._initial_accumulator_value,
+                "l2_shrinkage_regularization_strength":
+                    self._l2_shrinkage_regularization_strength}  # fmt: skip
+
+
 class TFOptimizer(Optimizer):
     """A TF1 `tf.train.Optimizer` driven by Keras' training loop."""
 
@@ -447,7 +670,17 @@ class TFOptimizer(Optimizer):
         return [self._iterations] if self._iterations is not None else []
 
 
-_BY_NAME = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop, "adagrad": Adagrad}
+class _Legacy:
+    """`tf.keras.optimizers.legacy`: the same (OptimizerV2) classes."""
+
+    Optimizer, SGD, Adam, RMSprop, Adagrad = Optimizer, SGD, Adam, RMSprop, Adagrad
+    Adadelta, Adamax, Nadam, Ftrl = Adadelta, Adamax, Nadam, Ftrl
+
+
+legacy = _Legacy()
+
+_BY_NAME = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop, "adagrad": Adagrad,
+            "adadelta": Adadelta, "adamax": Adamax, "nadam": Nadam, "ftrl": Ftrl}  # fmt: skip
 
 
 def get(identifier):
@@ -472,7 +705,8 @@ def get(identifier):
     raise ValueError(f"Could not interpret optimizer identifier: {identifier}")
 
 
-_CLASSES = {"SGD": SGD, "Adam": Adam, "RMSprop": RMSprop, "Adagrad": Adagrad, **_BY_NAME}
+_CLASSES = {c.__name__: c for c in (SGD, Adam, RMSprop, Adagrad, Adadelta, Adamax, Nadam, Ftrl)}
+_CLASSES.update(_BY_NAME)
 
 
 def serialize(optimizer) -> dict:

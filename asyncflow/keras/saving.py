@@ -29,7 +29,16 @@ from asyncflow.keras import losses as losses_mod
 from asyncflow.keras import metrics as metrics_mod
 from asyncflow.keras import optimizers as optimizers_mod
 from asyncflow.keras.model_config import KERAS_VERSION, model_from_config, saved_config
-from asyncflow.keras.serialization import CustomObjectScope, get_registered_name
+from asyncflow.keras.serialization import (
+    CustomObjectScope,
+    custom_object_scope,
+    deserialize_keras_object,
+    get_custom_objects,
+    get_registered_name,
+    register_keras_serializable,
+    serialize_keras_object,
+)
+from asyncflow.keras.utils_more import get_registered_object
 
 __all__ = [
     "save_model",
@@ -37,6 +46,12 @@ __all__ = [
     "save_weights_to_hdf5",
     "load_weights_from_hdf5",
     "is_hdf5_filepath",
+    "custom_object_scope",
+    "deserialize_keras_object",
+    "get_custom_objects",
+    "get_registered_object",
+    "register_keras_serializable",
+    "serialize_keras_object",
 ]
 
 _LOG = logging.getLogger("asyncflow.keras")

@@ -182,7 +182,8 @@ class Model(Network):
                 mask = getattr(out, "_keras_mask", None)
                 mask = None if mask is None else cast_ops.cast(mask, out.dtype.base_dtype)
                 for m in per_metrics[i]:
-                    if isinstance(m, metrics_mod.MeanMetricWrapper):
+                    m = metrics_mod.class_instance(m) or m
+                    if isinstance(m, metrics_mod.Metric):
                         # A metric object keeps its own state and name.
                         full = m.name if len(names) == 1 else f"{name}_{m.name}"
                         self._metrics.append(m)
@@ -415,7 +416,7 @@ class Model(Network):
             if val is not None and (epoch + 1) % validation_freq == 0:
                 results = self._test_loop(val[0], val[1], None, batch_size)
                 for name, value in zip(self.metrics_names, results, strict=True):
-                    logs["val_" + name] = float(value)
+                    logs["val_" + name] = _log_value(value)
             cb.on_epoch_end(epoch, logs)
             if self.stop_training:
                 break
@@ -436,10 +437,11 @@ class Model(Network):
             )
             totals = _aggregate(totals, outs, len(ids), self._n_losses())
             batch_logs = {"batch": b, "size": len(ids)}
-            batch_logs.update((k, float(v)) for k, v in zip(self.metrics_names, outs, strict=True))
+            named = zip(self.metrics_names, outs, strict=True)
+            batch_logs.update((k, _log_value(v)) for k, v in named)
             cb.on_train_batch_end(b, batch_logs)
         results = _finalize(totals, n, self._n_losses())
-        return {k: float(v) for k, v in zip(self.metrics_names, results, strict=True)}
+        return {k: _log_value(v) for k, v in zip(self.metrics_names, results, strict=True)}
 
     def _n_losses(self) -> int:
         return 1
@@ -736,6 +738,12 @@ def _metric_fn(metric, loss_fn, output):
         return metrics_mod.categorical_crossentropy, "ce"
     fn = metrics_mod.get(metric)
     return fn, getattr(fn, "name", None) or fn.__name__
+
+
+def _log_value(v):
+    # A metric with several thresholds reports an array, which Keras logs as is.
+    v = np.asarray(v)
+    return float(v) if v.ndim == 0 else v
 
 
 def _check_counts(xs, ys) -> None:

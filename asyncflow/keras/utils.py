@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow.keras.image_utils import array_to_img, img_to_array, load_img, save_img
 from asyncflow.keras.serialization import (
     CustomObjectScope,
     custom_object_scope,
@@ -16,6 +17,19 @@ from asyncflow.keras.serialization import (
     serialize_keras_object,
 )
 from asyncflow.keras.serialization import unknown_object as unknown_object
+from asyncflow.keras.utils_more import (
+    GeneratorEnqueuer,
+    OrderedEnqueuer,
+    Progbar,
+    SequenceEnqueuer,
+    disable_interactive_logging,
+    enable_interactive_logging,
+    get_registered_object,
+    get_source_inputs,
+    is_interactive_logging_enabled,
+    pad_sequences,
+    to_ordinal,
+)
 
 __all__ = [
     "to_categorical",
@@ -28,7 +42,33 @@ __all__ = [
     "register_keras_serializable",
     "serialize_keras_object",
     "deserialize_keras_object",
+    "Progbar",
+    "to_ordinal",
+    "get_source_inputs",
+    "get_registered_object",
+    "pad_sequences",
+    "SequenceEnqueuer",
+    "OrderedEnqueuer",
+    "GeneratorEnqueuer",
+    "array_to_img",
+    "img_to_array",
+    "load_img",
+    "save_img",
+    "enable_interactive_logging",
+    "disable_interactive_logging",
+    "is_interactive_logging_enabled",
+    "legacy",
 ]
+
+
+class _Legacy:
+    """`tf.keras.utils.legacy`: the Keras 2 object (de)serialization."""
+
+    serialize_keras_object = staticmethod(serialize_keras_object)
+    deserialize_keras_object = staticmethod(deserialize_keras_object)
+
+
+legacy = _Legacy()
 
 
 def to_categorical(y, num_classes=None, dtype="float32"):
