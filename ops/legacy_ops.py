@@ -217,7 +217,9 @@ def _alias(
         extra = {k: (v(op._attrs) if callable(v) else v) for k, v in fixed.items()}
         return _OpView(op, view_inputs(op) if view_inputs else op.inputs, extra)
 
-    for key, kd in b.kernel_defs.items():
+    # (an old spelling runs on the CPU: its argument conversions read host values)
+    cpu_kd = b.kernel_defs.get("CPU") or b.kernel_defs.get(None)
+    for key, kd in [("CPU", cpu_kd)] if cpu_kd is not None else []:
         base_fn = kd.fn
 
         async def kernel(ctx, *args, _fn=base_fn):

@@ -18,6 +18,7 @@ from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import special as sp
 from asyncflow.ops.math_ops import _unary_op
+from asyncflow.ops.math_special_ops import _special  # (host float64 copies, any device)
 from asyncflow.registry import (
     NUMERIC,
     REQUIRED,
@@ -33,13 +34,6 @@ _BESSEL_T = TypeConstraint(["bfloat16", "float16", "float32", "float64"])
 
 def _invalid(msg: str) -> errors.InvalidArgumentError:
     return errors.InvalidArgumentError(None, None, msg)
-
-
-def _special(fn):
-    def kernel_fn(xp, x):
-        return xp.asarray(fn(np.asarray(x, dtype=np.float64)).astype(x.dtype))
-
-    return kernel_fn
 
 
 BesselI0 = _unary_op("BesselI0", _special(sp.i0), _BESSEL_T)
