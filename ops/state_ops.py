@@ -238,7 +238,10 @@ class VarRef:
         return value, lendings
 
     def _lend_device(self, value):
-        """A device array over `value`'s memory whose owner is a new lease."""
+        """A device array over `value`'s memory whose owner is a new lease (a copy of a
+        strided buffer: its memory is not the window its pointer and size describe)."""
+        if not value.flags.c_contiguous:
+            return value.copy()
         xp = self._xp
         lease = _Lease()
         lease.buffer = value

@@ -418,3 +418,22 @@ def _sparse_with_duplicates(dev):
 def test_sparse_apply_with_duplicate_indices_applies_them_in_order_on_the_gpu():
     for got, want in zip(_sparse_with_duplicates("/gpu:0"), _sparse_with_duplicates("/cpu:0")):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_strided_value_assigned_on_the_gpu_reads_back():
+    # An assign may keep its value's layout: the orthogonal initializer's value for a
+    # 3-D shape (a transposed QR factor, strides (8, 4, 16) for [2, 2, 8], as a Keras
+    # ConvLSTM1D's recurrent kernel) left the variable a strided device buffer, which a
+    # read lent as a plain (pointer, size) window ("ndarray is not contiguous" on the
+    # stand-in; other memory on a real GPU).
+    with af.Graph().as_default():
+        with af.device("/gpu:0"):
+            init = af.orthogonal_initializer(seed=3)
+            v = af.get_variable("v", [2, 2, 8], initializer=init, use_resource=True)
+            doubled = v.read_value() * 2.0
+        with af.Session() as sess:
+            sess.run(v.initializer)
+            value, twice = sess.run([v.read_value(), doubled])
+    np.testing.assert_array_equal(twice, value * 2.0)
+    flat = value.reshape(4, 8)  # (orthogonal rows: the QR factor's, up to rounding)
+    np.testing.assert_allclose(flat @ flat.T, np.eye(4), atol=1e-5)
