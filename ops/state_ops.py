@@ -238,10 +238,7 @@ class VarRef:
         return value, lendings
 
     def _lend_device(self, value):
-        """A device array over `value`'s memory whose owner is a new lease (a copy of a
-        strided buffer: its memory is not the window its pointer and size describe)."""
-        if not value.flags.c_contiguous:
-            return value.copy()
+        """A device array over `value`'s memory whose owner is a new lease."""
         xp = self._xp
         lease = _Lease()
         lease.buffer = value
@@ -275,6 +272,13 @@ class VarRef:
         if xp is not None and xp is not np:
             cuda = getattr(xp, "cuda", None)
             self._xp = xp if hasattr(cuda, "UnownedMemory") else None
+        if self._xp is not None and not buf.flags.c_contiguous:
+            # A read lends the buffer as a (pointer, size) window, which a strided one
+            # (a transposed initial value) is not: keep a contiguous copy, made here on
+            # the assigning kernel's stream, after its inputs.
+            buf = buf.copy()
+            _set_writeable(buf, False)
+            self.value = buf
 
     def assign(self, value, validate_shape: bool, xp=np) -> None:
         """Set the variable to a copy of `value` (TF's Assign: the input is never aliased).
