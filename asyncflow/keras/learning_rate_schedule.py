@@ -44,8 +44,22 @@ class LearningRateSchedule(abc.ABC):
         return cls(**config)
 
 
-class ExponentialDecay(LearningRateSchedule):
+class _Schedule(LearningRateSchedule):
+    """The built-in schedules: the config is the constructor arguments `_ARGS` in TF's
+    order, read from the attributes of the same names (`_t_mul` and `_m_mul` keep the
+    leading underscore TF's CosineDecayRestarts gives them)."""
+
+    _ARGS: tuple = ()
+
+    def get_config(self) -> dict:
+        return {k: getattr(self, k) if hasattr(self, k) else getattr(self, "_" + k)
+                for k in self._ARGS}  # fmt: skip
+
+
+class ExponentialDecay(_Schedule):
     """initial_learning_rate * decay_rate ** (step / decay_steps) (floored with staircase)."""
+
+    _ARGS = ("initial_learning_rate", "decay_steps", "decay_rate", "staircase", "name")
 
     def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name=None):
         self.initial_learning_rate, self.decay_steps = initial_learning_rate, decay_steps
@@ -61,18 +75,11 @@ class ExponentialDecay(LearningRateSchedule):
             name=self.name or "ExponentialDecay",
         )
 
-    def get_config(self) -> dict:
-        return {
-            "initial_learning_rate": self.initial_learning_rate,
-            "decay_steps": self.decay_steps,
-            "decay_rate": self.decay_rate,
-            "staircase": self.staircase,
-            "name": self.name,
-        }
 
-
-class PiecewiseConstantDecay(LearningRateSchedule):
+class PiecewiseConstantDecay(_Schedule):
     """values[i] for steps in (boundaries[i-1], boundaries[i]]."""
+
+    _ARGS = ("boundaries", "values", "name")
 
     def __init__(self, boundaries, values, name=None):
         if len(boundaries) != len(values) - 1:
@@ -90,13 +97,12 @@ class PiecewiseConstantDecay(LearningRateSchedule):
             step, boundaries, self.values, name=self.name or "PiecewiseConstant"
         )
 
-    def get_config(self) -> dict:
-        return {"boundaries": self.boundaries, "values": self.values, "name": self.name}
 
-
-class PolynomialDecay(LearningRateSchedule):
+class PolynomialDecay(_Schedule):
     """From initial_learning_rate to end_learning_rate over decay_steps, as
     (1 - step / decay_steps) ** power (decay_steps growing in multiples with cycle)."""
+
+    _ARGS = ("initial_learning_rate", "decay_steps", "end_learning_rate", "power", "cycle", "name")
 
     def __init__(
         self,
@@ -122,20 +128,12 @@ class PolynomialDecay(LearningRateSchedule):
             name=self.name or "PolynomialDecay",
         )
 
-    def get_config(self) -> dict:
-        return {
-            "initial_learning_rate": self.initial_learning_rate,
-            "decay_steps": self.decay_steps,
-            "end_learning_rate": self.end_learning_rate,
-            "power": self.power,
-            "cycle": self.cycle,
-            "name": self.name,
-        }
 
-
-class InverseTimeDecay(LearningRateSchedule):
+class InverseTimeDecay(_Schedule):
     """initial_learning_rate / (1 + decay_rate * step / decay_steps) (floored with
     staircase)."""
+
+    _ARGS = ("initial_learning_rate", "decay_steps", "decay_rate", "staircase", "name")
 
     def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name=None):
         self.initial_learning_rate, self.decay_steps = initial_learning_rate, decay_steps
@@ -151,19 +149,19 @@ class InverseTimeDecay(LearningRateSchedule):
             name=self.name or "InverseTimeDecay",
         )
 
-    def get_config(self) -> dict:
-        return {
-            "initial_learning_rate": self.initial_learning_rate,
-            "decay_steps": self.decay_steps,
-            "decay_rate": self.decay_rate,
-            "staircase": self.staircase,
-            "name": self.name,
-        }
 
-
-class CosineDecay(LearningRateSchedule):
+class CosineDecay(_Schedule):
     """Cosine decay from the initial (or, after `warmup_steps` of linear warmup, the
     `warmup_target`) learning rate to alpha times it over decay_steps."""
+
+    _ARGS = (
+        "initial_learning_rate",
+        "decay_steps",
+        "alpha",
+        "name",
+        "warmup_target",
+        "warmup_steps",
+    )
 
     def __init__(
         self,
@@ -197,20 +195,12 @@ class CosineDecay(LearningRateSchedule):
             )
             return math_composites.where_v2(step < warmup_steps, warm, decayed)
 
-    def get_config(self) -> dict:
-        return {
-            "initial_learning_rate": self.initial_learning_rate,
-            "decay_steps": self.decay_steps,
-            "alpha": self.alpha,
-            "name": self.name,
-            "warmup_target": self.warmup_target,
-            "warmup_steps": self.warmup_steps,
-        }
 
-
-class CosineDecayRestarts(LearningRateSchedule):
+class CosineDecayRestarts(_Schedule):
     """Cosine decay restarted every period (first_decay_steps, growing by t_mul, the
     peak scaled by m_mul each restart)."""
+
+    _ARGS = ("initial_learning_rate", "first_decay_steps", "t_mul", "m_mul", "alpha", "name")
 
     def __init__(
         self, initial_learning_rate, first_decay_steps, t_mul=2.0, m_mul=1.0, alpha=0.0, name=None
@@ -231,16 +221,6 @@ class CosineDecayRestarts(LearningRateSchedule):
             self.alpha,
             name=self.name or "SGDRDecay",
         )
-
-    def get_config(self) -> dict:
-        return {
-            "initial_learning_rate": self.initial_learning_rate,
-            "first_decay_steps": self.first_decay_steps,
-            "t_mul": self._t_mul,
-            "m_mul": self._m_mul,
-            "alpha": self.alpha,
-            "name": self.name,
-        }
 
 
 _CLASSES = {
