@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow.keras.data_utils import get_file
 from asyncflow.keras.image_utils import array_to_img, img_to_array, load_img, save_img
 from asyncflow.keras.serialization import (
     CustomObjectScope,
@@ -58,6 +59,7 @@ __all__ = [
     "disable_interactive_logging",
     "is_interactive_logging_enabled",
     "legacy",
+    "get_file",
 ]
 
 
