@@ -1,8 +1,10 @@
-"""`af.app.run`: TF1's `tf.app.run` — parse the flags, call `main(argv)`, exit with its result.
+"""`af.app.run`: TF1's `tf.app.run`, which is absl's `app.run` parsing flags with unknown
+ones tolerated.
 
-`main` receives argv[0] followed by the arguments no flag consumed; as in TF1 (which
-parses with `known_only=True`), an undefined `--flag` is passed on to main rather than
-refused.  A value that does not parse raises IllegalFlagValueError, as TF's.
+absl's runner handles `--help`/`--helpfull`/`--only_check_args`, installs absl's
+logging handler, calls `main(argv)` with argv[0] and the arguments no flag consumed (an
+undefined `--flag` is passed on to main rather than refused), and exits with main's
+result.  A value that does not parse stops the program with absl's usage message.
 """
 
 from __future__ import annotations
@@ -10,22 +12,29 @@ from __future__ import annotations
 import sys
 
 from asyncflow import flags
-from asyncflow import flags as _flags
 from asyncflow import tf_logging as _logging
 
 # `tf.app.flags` is `tf.flags` (TF1 scripts spell it `FLAGS = tf.app.flags.FLAGS`)
 __all__ = ["run", "flags"]
 
 
+def _parse_known(argv):
+    return flags.FLAGS(argv, known_only=True)
+
+
 def run(main=None, argv=None):
-    """Run `main` (default: `sys.modules['__main__'].main`) and exit with its result.
+    """Run `main` (default: `sys.modules['__main__'].main`) through absl's runner and
+    exit with its result.
 
     Raises:
       SystemExit: always, main's return value as the status.
-      flags.IllegalFlagValueError: a flag's value does not parse.
     """
-    args = sys.argv if argv is None else argv
-    rest = _flags.FLAGS(args, known_only=True)
-    _logging._app_started()
+    from absl import app as absl_app  # only scripts that call run pay for its import
+
     main = main or sys.modules["__main__"].main
-    sys.exit(main(rest))
+
+    def started(args):
+        _logging._app_started()
+        return main(args)
+
+    absl_app.run(started, argv=argv, flags_parser=_parse_known)

@@ -11,6 +11,8 @@ the same definitions, argv and files.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import pytest
 
@@ -132,29 +134,67 @@ def test_flag_files_as_absl(multi, tmp_path):
 
 
 def test_global_flags_parse_sys_argv_on_first_read(monkeypatch):
+    # TF 2.21: the first read parses sys.argv in full, so an unknown flag raises there.
+    values = flags_mod._AutoParsingFlagValues()
+    flags_mod.DEFINE_integer("steps", 1, "steps", flag_values=values)
+    monkeypatch.setattr("sys.argv", ["prog", "--steps=12", "rest"])
+    assert values.steps == 12
     values = flags_mod._AutoParsingFlagValues()
     flags_mod.DEFINE_integer("steps", 1, "steps", flag_values=values)
     monkeypatch.setattr("sys.argv", ["prog", "--steps=12", "--other"])
-    assert values.steps == 12
+    with pytest.raises(flags_mod.UnrecognizedFlagError, match="Unknown command line flag 'other'"):
+        _ = values.steps
 
 
-def test_app_run_calls_main_with_unparsed_args(monkeypatch):
-    values = flags_mod._AutoParsingFlagValues()
-    flags_mod.DEFINE_integer("k", 1, "k", flag_values=values)
-    monkeypatch.setattr(flags_mod, "FLAGS", values)
-    monkeypatch.setattr(af.logging, "_level_chosen", False)
-    logger = af.logging.get_logger()
-    monkeypatch.setattr(logger, "level", logger.level)
-    seen = {}
+def test_old_keyword_names(caplog):
+    values = flags_mod.FlagValues()
+    with caplog.at_level(logging.WARNING):
+        flags_mod.DEFINE_string(
+            flag_name="old", default_value="d", docstring="h", flag_values=values
+        )
+    values(["prog"])
+    assert values.old == "d"
+    assert "Use of the keyword argument names (flag_name, default_value, docstring)" in (
+        caplog.text
+    )
 
-    def main(argv):
-        seen["argv"], seen["k"], seen["v"] = argv, values.k, af.logging.get_verbosity()
-        return 3
 
-    with pytest.raises(SystemExit) as exit_info:
-        af.app.run(main, argv=["prog", "--k=4", "left", "--unknown"])
-    assert exit_info.value.code == 3
-    assert seen == {"argv": ["prog", "left", "--unknown"], "k": 4, "v": af.logging.INFO}
+_APP_SCRIPT = """
+import sys
+import asyncflow as tf
+tf.flags.DEFINE_integer("k", 1, "the k")
+FLAGS = tf.flags.FLAGS
+def main(argv):
+    print("argv", argv[1:], "k", FLAGS.k, "v", tf.logging.get_verbosity())
+    return 3
+tf.app.run(main)
+"""
+
+
+def _run_app(tmp_path, *args):
+    script = tmp_path / "app_script.py"
+    script.write_text(_APP_SCRIPT)
+    return subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_app_run_calls_main_with_unparsed_args(tmp_path):
+    # tf.app.run is absl's app.run (once per process): run as a script.
+    r = _run_app(tmp_path, "--k=4", "left", "--unknown")
+    assert r.returncode == 3, r.stderr
+    assert r.stdout.strip() == "argv ['left', '--unknown'] k 4 v 20"
+    # A value that does not parse: the parser's IllegalFlagValueError ends the program
+    # (TF 2.21's tolerant parser is not absl's usage-printing one).
+    r = _run_app(tmp_path, "--k=x")
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines()[-1] == (
+        "absl.flags._exceptions.IllegalFlagValueError: flag --k=x: invalid literal for int() "
+        "with base 10: 'x'"
+    )
+    r = _run_app(tmp_path, "--help")
+    assert r.returncode == 1  # absl's usage exit, as TF 2.21
+    assert "--k: the k" in r.stdout and "(default: '1')" in r.stdout
 
 
 def test_logging_levels_and_every_n(caplog, monkeypatch):
