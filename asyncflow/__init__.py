@@ -331,9 +331,14 @@ from asyncflow import device_config as _device_config  # noqa: E402
 for _name in _device_config.__all__:
     if _name != "session_config":
         setattr(config, _name, getattr(_device_config, _name))  # noqa: F821
+from asyncflow import tf_function as _tf_function  # noqa: E402
+
+for _name in ("run_functions_eagerly", "functions_run_eagerly"):
+    for _spelling in (_name, "experimental_" + _name):
+        setattr(config, _spelling, getattr(_tf_function, _spelling))  # noqa: F821
 
 # Observability and TF1 script idioms (issue 17): tf.logging, tf.app, tf.flags, tf.compat.v1.
-from asyncflow import app, compat, flags, profiler, summary  # noqa: E402
+from asyncflow import app, autograph, compat, flags, profiler, summary  # noqa: E402
 from asyncflow import tf_logging as logging  # noqa: E402
 from asyncflow.client import timeline as _timeline  # noqa: E402,F401 - af.client.timeline
 from asyncflow.compat import (  # noqa: E402

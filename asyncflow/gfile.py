@@ -18,8 +18,44 @@ __all__ = [
     "GFile", "FastGFile", "Open", "Exists", "IsDirectory", "ListDirectory", "MakeDirs",
     "MkDir", "Remove", "Rename", "Glob", "Copy", "DeleteRecursively", "Stat", "Walk",
     "exists", "isdir", "listdir", "makedirs", "mkdir", "remove", "rename", "glob", "copy",
-    "rmtree", "stat", "walk",
+    "rmtree", "stat", "walk", "get_registered_schemes", "join",
 ]  # fmt: skip
+
+
+_FILE = "file://"
+
+
+def _local(path) -> str:
+    """A local path for `path`; a `file://` URL is its path, any other scheme (gs://,
+    s3://, hdfs://, ...) is UnimplementedError, as in a TF build without that file
+    system."""
+    path = os.fsdecode(os.fspath(path))
+    if path.startswith(_FILE):
+        return path[len(_FILE) :]
+    if "://" in path[1:]:
+        scheme = path.split("://", 1)[0]
+        raise errors.UnimplementedError(
+            None, None, f"File system scheme '{scheme}' not implemented (file: '{path}')"
+        )
+    return path
+
+
+def get_registered_schemes() -> list[str]:
+    """The URL schemes paths may carry here: the local file system's ("" and "file")."""
+    return ["file", ""]
+
+
+def join(path, *paths):
+    """`os.path.join`, keeping a URL's `scheme://` on the front unless a later component
+    is absolute (TF's `tf.io.gfile.join`)."""
+    head = os.fsdecode(os.fspath(path))
+    if "://" in head[1:]:
+        scheme, rest = head.split("://", 1)
+        joined = os.path.join(rest, *paths)
+        if any(os.fsdecode(os.fspath(p)).startswith("/") for p in paths):
+            return joined
+        return f"{scheme}://{joined}"
+    return os.path.join(path, *paths)
 
 
 def _error(e: OSError, path) -> errors.OpError:
@@ -40,7 +76,7 @@ class GFile:
         self.name = os.fspath(name)
         self.mode = mode
         try:
-            self._f = open(self.name, mode)  # noqa: SIM115 - closed by close()/__exit__
+            self._f = open(_local(self.name), mode)  # noqa: SIM115 - closed by close()/__exit__
         except OSError as e:
             raise _error(e, self.name) from None
 
@@ -85,43 +121,43 @@ FastGFile = Open = GFile
 
 
 def Exists(filename) -> bool:  # noqa: N802 - TF's name
-    return os.path.exists(os.fspath(filename))
+    return os.path.exists(_local(filename))
 
 
 def IsDirectory(dirname) -> bool:  # noqa: N802
-    return os.path.isdir(os.fspath(dirname))
+    return os.path.isdir(_local(dirname))
 
 
 def ListDirectory(dirname) -> list[str]:  # noqa: N802
     try:
-        return sorted(os.listdir(os.fspath(dirname)))
+        return sorted(os.listdir(_local(dirname)))
     except OSError as e:
         raise _error(e, dirname) from None
 
 
 def MakeDirs(dirname) -> None:  # noqa: N802
     try:
-        os.makedirs(os.fspath(dirname), exist_ok=True)
+        os.makedirs(_local(dirname), exist_ok=True)
     except OSError as e:
         raise _error(e, dirname) from None
 
 
 def MkDir(dirname) -> None:  # noqa: N802
     try:
-        os.mkdir(os.fspath(dirname))
+        os.mkdir(_local(dirname))
     except OSError as e:
         raise _error(e, dirname) from None
 
 
 def Remove(filename) -> None:  # noqa: N802
     try:
-        os.remove(os.fspath(filename))
+        os.remove(_local(filename))
     except OSError as e:
         raise _error(e, filename) from None
 
 
 def Rename(oldname, newname, overwrite=False) -> None:  # noqa: N802
-    oldname, newname = os.fspath(oldname), os.fspath(newname)
+    oldname, newname = _local(oldname), _local(newname)
     if not overwrite and os.path.exists(newname):
         raise errors.AlreadyExistsError(None, None, f"{newname}; File already exists")
     try:
@@ -131,11 +167,13 @@ def Rename(oldname, newname, overwrite=False) -> None:  # noqa: N802
 
 
 def Glob(filename) -> list[str]:  # noqa: N802
-    return sorted(_glob.glob(os.fspath(filename)))
+    pattern = os.fsdecode(os.fspath(filename))
+    found = sorted(_glob.glob(_local(pattern)))
+    return [_FILE + f for f in found] if pattern.startswith(_FILE) else found
 
 
 def Copy(oldpath, newpath, overwrite=False) -> None:  # noqa: N802
-    oldpath, newpath = os.fspath(oldpath), os.fspath(newpath)
+    oldpath, newpath = _local(oldpath), _local(newpath)
     if not overwrite and os.path.exists(newpath):
         raise errors.AlreadyExistsError(None, None, f"{newpath}; File already exists")
     try:
@@ -146,20 +184,20 @@ def Copy(oldpath, newpath, overwrite=False) -> None:  # noqa: N802
 
 def DeleteRecursively(dirname) -> None:  # noqa: N802
     try:
-        shutil.rmtree(os.fspath(dirname))
+        shutil.rmtree(_local(dirname))
     except OSError as e:
         raise _error(e, dirname) from None
 
 
 def Stat(filename) -> os.stat_result:  # noqa: N802
     try:
-        return os.stat(os.fspath(filename))
+        return os.stat(_local(filename))
     except OSError as e:
         raise _error(e, filename) from None
 
 
 def Walk(top, in_order=True):  # noqa: N802
-    yield from os.walk(os.fspath(top), topdown=in_order)
+    yield from os.walk(_local(top), topdown=in_order)
 
 
 exists, isdir, listdir, makedirs, mkdir = Exists, IsDirectory, ListDirectory, MakeDirs, MkDir

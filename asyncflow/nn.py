@@ -51,3 +51,15 @@ for _m in (
         globals()[_name] = getattr(_m, _name)
         __all__.append(_name)
 del _m, _name
+from asyncflow import nn_experimental as _nn_experimental  # noqa: E402
+
+
+class _Experimental:
+    """`tf.nn.experimental`."""
+
+    general_dropout = staticmethod(_nn_experimental.general_dropout)
+    stateless_dropout = staticmethod(_nn_experimental.stateless_dropout)
+
+
+experimental = _Experimental()
+__all__.append("experimental")

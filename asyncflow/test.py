@@ -1,6 +1,9 @@
 """`af.test`: `tf.compat.v1.test` — TestCase and its helpers (asyncflow/test_case.py),
 gradient checking, and what the process was built with."""
 
+import os
+import types
+
 from asyncflow.test_case import (
     Benchmark,
     StubOutForTesting,
@@ -34,6 +37,9 @@ __all__ = [
     "gpu_device_name",
     "is_built_with_cuda",
     "is_gpu_available",
+    "is_cpu_target_available",
+    "test_src_dir_path",
+    "experimental",
 ]
 
 
@@ -87,3 +93,27 @@ def is_built_with_rocm() -> bool:
 def is_built_with_xla() -> bool:
     """asyncflow compiles no XLA clusters (tf.xla's attrs are kept, not compiled)."""
     return False
+
+
+def is_cpu_target_available(target) -> bool:
+    """Whether a compiler backend for CPU `target` ('x86', 'aarch64', ...) is built in:
+    TF answers for its XLA/LLVM build; asyncflow compiles no XLA, so none is."""
+    del target
+    return False
+
+
+def test_src_dir_path(relative_path) -> str:
+    """Where a Bazel test's runfiles hold `tensorflow/<relative_path>`: under
+    $TEST_SRCDIR/$TEST_WORKSPACE (a KeyError when not run by Bazel, as in TF)."""
+    return os.path.join(
+        os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"], "tensorflow", relative_path
+    )
+
+
+def _sync_devices() -> None:
+    """Wait for every device's pending work: TF allows it only eagerly, and asyncflow
+    runs only graphs (a Session's run returns when its step is done)."""
+    raise RuntimeError("sync_devices() must only be called in Eager mode, outside tf.functions")
+
+
+experimental = types.SimpleNamespace(sync_devices=_sync_devices)

@@ -39,6 +39,7 @@ import copy
 import functools
 import inspect
 import itertools
+import logging
 
 import numpy as np
 
@@ -51,8 +52,38 @@ from asyncflow.tf_function_export import record_call
 from asyncflow.variables import Variable, variable_creator_scope
 
 __all__ = [
-    "ConcreteFunction", "FuncGraph", "Function", "WrappedFunction", "function", "wrap_function"
+    "ConcreteFunction", "FuncGraph", "Function", "WrappedFunction", "function", "wrap_function",
+    "run_functions_eagerly", "functions_run_eagerly", "experimental_run_functions_eagerly",
+    "experimental_functions_run_eagerly",
 ]  # fmt: skip
+
+# tf.config.run_functions_eagerly: a tf.function called while it is set runs its Python
+# function directly, so in graph mode its ops are built inline with no call node.
+_RUN_EAGERLY = [False]
+
+
+def run_functions_eagerly(run_eagerly) -> None:
+    """Whether tf.functions run their Python function directly instead of a trace."""
+    _RUN_EAGERLY[0] = bool(run_eagerly)
+
+
+def functions_run_eagerly() -> bool:
+    return _RUN_EAGERLY[0]
+
+
+def experimental_run_functions_eagerly(run_eagerly) -> None:
+    logging.getLogger("asyncflow").warning(
+        "Use `tf.config.run_functions_eagerly` instead of the experimental version."
+    )
+    run_functions_eagerly(run_eagerly)
+
+
+def experimental_functions_run_eagerly() -> bool:
+    logging.getLogger("asyncflow").warning(
+        "Use tf.config.functions_run_eagerly instead of the experimental version."
+    )
+    return functions_run_eagerly()
+
 
 _TRACE_IDS = itertools.count(1)  # (trace names unique in the process, as TF's uids)
 
@@ -511,6 +542,8 @@ class Function:
         return bound
 
     def __call__(self, *args, **kwargs):
+        if _RUN_EAGERLY[0]:
+            return self._python_function(*args, **kwargs)
         concrete, flat = self._lookup(args, kwargs, trace=True)
         return concrete._call_flat(flat)
 

@@ -191,7 +191,7 @@ def stateless_random_uniform(
     """
     from asyncflow.ops import stateless_random_ops as srng
 
-    srng.check_alg(alg)
+    srng.check_alg("auto_select" if alg is None else alg)
     dtype = dtypes.as_dtype(dtype)
     if dtype.is_integer:
         if (minval is None) != (maxval is None):
@@ -224,8 +224,13 @@ def stateless_random_uniform(
                       dtype, name, math_ops.subtract(maxval_t, minval_t), minval_t)  # fmt: skip
 
 
-def stateless_random_normal(shape, seed, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None):
+def stateless_random_normal(
+    shape, seed, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None, alg="auto_select"
+):
     """Deterministic normal values for a [2] `seed` (`tf.random.stateless_normal`)."""
+    from asyncflow.ops import stateless_random_ops as srng
+
+    srng.check_alg("auto_select" if alg is None else alg)
     dtype = _float_dtype(dtype)
     mean = ops.convert_to_tensor(mean, dtype=dtype, name="mean")
     stddev = ops.convert_to_tensor(stddev, dtype=dtype, name="stddev")
@@ -233,9 +238,14 @@ def stateless_random_normal(shape, seed, mean=0.0, stddev=1.0, dtype=dtypes.floa
                       name, stddev, mean)  # fmt: skip
 
 
-def stateless_truncated_normal(shape, seed, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None):
+def stateless_truncated_normal(
+    shape, seed, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None, alg="auto_select"
+):
     """Deterministic truncated-normal values for a [2] `seed`
     (`tf.random.stateless_truncated_normal`)."""
+    from asyncflow.ops import stateless_random_ops as srng
+
+    srng.check_alg("auto_select" if alg is None else alg)
     dtype = _float_dtype(dtype)
     mean = ops.convert_to_tensor(mean, dtype=dtype, name="mean")
     stddev = ops.convert_to_tensor(stddev, dtype=dtype, name="stddev")
