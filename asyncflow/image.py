@@ -12,6 +12,7 @@ import numpy as np
 
 from asyncflow import dtypes, image_ssim
 from asyncflow import graph as ops
+from asyncflow.deprecation import deprecated_argument_lookup
 from asyncflow.ops import (
     array_ops,
     cast_ops,
@@ -592,10 +593,16 @@ def random_flip_up_down(image, seed=None):
     return _random_flip(image, 0, seed, "random_flip_up_down")
 
 
-def transpose_image(image):
+def _swap_hw(image, name=None):
     image = _image(image)
     perm = [0, 2, 1, 3] if image.shape.ndims == 4 else [1, 0, 2]
-    return array_ops.transpose(image, perm)
+    return array_ops.transpose(image, perm, name=name)
+
+
+def transpose_image(image, name=None):
+    """`tf.image.transpose`: height and width swapped (of one image or a batch)."""
+    with ops.name_scope(name, "transpose", [image]):
+        return _swap_hw(image, name=name)
 
 
 transpose = transpose_image
@@ -612,9 +619,9 @@ def rot90(image, k=1, name=None):
         known = ops.constant_value(k)
         rotations = [
             lambda: image,
-            lambda: flip_up_down(transpose_image(image)),
+            lambda: flip_up_down(_swap_hw(image)),
             lambda: flip_up_down(flip_left_right(image)),
-            lambda: transpose_image(flip_up_down(image)),
+            lambda: _swap_hw(flip_up_down(image)),
         ]
         if known is not None:
             return rotations[int(known) % 4]()
@@ -1042,8 +1049,12 @@ def is_jpeg(contents, name=None):
         return math_ops.equal(head, b"\xff\xd8\xff")
 
 
-def extract_image_patches(images, ksizes=None, strides=None, rates=None, padding=None, name=None):
-    """`tf.image.extract_image_patches`: `tf.extract_image_patches`."""
+def extract_image_patches(
+    images, ksizes=None, strides=None, rates=None, padding=None, name=None, sizes=None
+):
+    """`tf.image.extract_image_patches`: `tf.extract_image_patches` (`sizes` is TF 2's
+    spelling of `ksizes`)."""
+    ksizes = deprecated_argument_lookup("sizes", sizes, "ksizes", ksizes)
     return image_patches_ops.extract_image_patches(
         images, ksizes, strides, rates, padding, name=name
     )

@@ -815,7 +815,7 @@ def _checked(x, assertion, message, *bound):
 
 
 def confusion_matrix(
-    labels, predictions, num_classes=None, weights=None, dtype=dtypes.int32, name=None
+    labels, predictions, num_classes=None, dtype=dtypes.int32, name=None, weights=None
 ):
     """`tf.math.confusion_matrix`: cm[i, j] counts (or weighs) label i predicted as j.
 
@@ -879,7 +879,7 @@ def mean_iou(
         total_cm = metric_variable(
             [num_classes, num_classes], dtypes.float64, name="total_confusion_matrix"
         )
-        cm = confusion_matrix(labels, predictions, num_classes, weights, dtypes.float64)
+        cm = confusion_matrix(labels, predictions, num_classes, dtypes.float64, weights=weights)
         update = state_ops.assign_add(total_cm, cm)
 
         def compute(m, nm):

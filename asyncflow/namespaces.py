@@ -222,7 +222,7 @@ _ALIASES = {
         "shuffle": "random_shuffle",
         "gamma": "random_gamma",
         "poisson": "random_poisson",
-        "categorical": "multinomial",
+        "categorical": "ops.random_ops.categorical",
         "get_seed": "get_seed",
         "stateless_uniform": "stateless_random_uniform",
         "stateless_normal": "stateless_random_normal",

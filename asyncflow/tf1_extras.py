@@ -22,7 +22,7 @@ __all__ = [
 
 
 def create_partitioned_variables(
-    shapes,
+    shape,
     slicing,
     initializer,
     dtype=dtypes.float32,
@@ -32,25 +32,25 @@ def create_partitioned_variables(
     reuse=None,
 ):
     """`tf.create_partitioned_variables`: the slices "<scope>/part_<i>" of one variable
-    of shape `shapes`, cut as `slicing` says (one dimension sliced).
+    of shape `shape`, cut as `slicing` says (one dimension sliced).
 
     Raises:
-      ValueError: shapes and slicing of different lengths, or empty.
+      ValueError: shape and slicing of different lengths, or empty.
     """
-    if len(shapes) != len(slicing):
+    if len(shape) != len(slicing):
         raise ValueError(
-            "The 'shapes' and 'slicing' must have the same length. "
-            f"Shapes: {shapes}, Slicing: {slicing}"
+            "The 'shape' and 'slicing' of a partitioned Variable must have the length: "
+            f"shape: {shape}, slicing: {slicing}"
         )
-    if not shapes:
-        raise ValueError(f"A partitioned Variable must have rank at least 1: shapes={shapes}")
+    if not shape:
+        raise ValueError(f"A partitioned Variable must have rank at least 1: shape: {shape}")
     partitions = list(slicing)
     with vs.variable_scope(name, "PartitionedVariable", reuse=reuse) as scope:
         # (TF's _get_partitioned_variable(name=None): the scope's own name, unprefixed)
         with ops.name_scope(None):
             partitioned = vs._get_default_variable_store().get_variable(
                 scope.name,
-                shape=list(shapes),
+                shape=list(shape),
                 dtype=dtype,
                 initializer=initializer,
                 trainable=trainable,

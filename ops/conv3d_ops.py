@@ -26,6 +26,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.deprecation import deprecated_argument_lookup
 from asyncflow.ops import array_ops
 from asyncflow.ops.conv_ops import CONV_TYPES, compute_dtype, static_out_size, window_geometry
 from asyncflow.registry import INDEX, REQUIRED, TypeConstraint, register_op
@@ -643,9 +644,7 @@ def _padding(padding) -> str:
 
 
 def _pick(a, a_name, b, b_name):
-    if a is not None and b is not None:
-        raise ValueError(f"Cannot specify both '{a_name}' and '{b_name}'.")
-    return a if a is not None else b
+    return deprecated_argument_lookup(b_name, b, a_name, a)
 
 
 def _conv_builder_attrs(strides, padding, data_format, dilations) -> dict:

@@ -45,6 +45,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.deprecation import deprecated_argument_lookup
 from asyncflow.devices import cpu_budget
 from asyncflow.kernel_api import current_step
 from asyncflow.ops import array_ops, space_ops
@@ -1358,9 +1359,7 @@ def _padding_attrs(padding, fmt) -> dict:
 
 
 def _pick(a, a_name, b, b_name):
-    if a is not None and b is not None:
-        raise ValueError(f"Cannot specify both '{a_name}' and '{b_name}'.")
-    return a if a is not None else b
+    return deprecated_argument_lookup(b_name, b, a_name, a)
 
 
 def conv2d(

@@ -49,9 +49,10 @@ def map_fn(
     swap_memory=False,
     infer_shape=True,
     name=None,
+    fn_output_signature=None,
 ):
-    """[fn(e) for e in unstack(elems)], stacked; `dtype` gives fn's output structure
-    when it differs from elems'.
+    """[fn(e) for e in unstack(elems)], stacked; `dtype` (TF 2's `fn_output_signature`:
+    dtypes or TensorSpecs) gives fn's output structure when it differs from elems'.
 
     Raises:
       TypeError: `fn` not callable.
@@ -59,6 +60,11 @@ def map_fn(
     """
     if not callable(fn):
         raise TypeError("fn must be callable.")
+    from asyncflow.deprecation import deprecated_argument_lookup
+
+    dtype = deprecated_argument_lookup("fn_output_signature", fn_output_signature, "dtype", dtype)
+    if dtype is not None:
+        dtype = nest.map_structure(lambda d: getattr(d, "dtype", d), dtype)
     parallel_iterations = parallel_iterations or 10
     with ops.name_scope(name, "map", nest.flatten(elems)):
         flat, n, tas = _prepare(elems, "map_fn")

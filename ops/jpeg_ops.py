@@ -187,7 +187,7 @@ async def _decode_webp_kernel(ctx, contents):
 # -- builders ---------------------------------------------------------------------------------
 
 
-def extract_jpeg_shape(image_data, output_type=dtypes.int32, name=None):
+def extract_jpeg_shape(contents, output_type=dtypes.int32, name=None):
     """`tf.image.extract_jpeg_shape`: [height, width, channels] from a JPEG's header,
     without decoding it.
 
@@ -195,7 +195,7 @@ def extract_jpeg_shape(image_data, output_type=dtypes.int32, name=None):
       InvalidArgumentError: the contents are no JPEG ("Invalid JPEG data, size N").
     """
     attrs = {"output_type": dtypes.as_dtype(output_type)}
-    return ops.apply_op("ExtractJpegShape", [image_data], attrs, name=name).outputs[0]
+    return ops.apply_op("ExtractJpegShape", [contents], attrs, name=name).outputs[0]
 
 
 def decode_and_crop_jpeg(contents, crop_window, channels=0, ratio=1, fancy_upscaling=True,

@@ -587,23 +587,29 @@ def _un(op_type):
     return builder
 
 
-def _bin(op_type, a_name, b_name):
-    def builder(a, b, name=None):
-        with ops.name_scope(name, op_type, [a, b]) as scope:
-            a = ops.convert_to_tensor(a, name=a_name)
-            b = ops.convert_to_tensor(b, name=b_name, dtype=a.dtype)
-            return ops.apply_op(op_type, [a, b], name=scope).outputs[0]
-
-    builder.__doc__ = f"Element-wise {op_type}({a_name}, {b_name}), broadcasting (op {op_type})."
-    return builder
+def _bin(op_type, a, b, name, a_name, b_name):
+    with ops.name_scope(name, op_type, [a, b]) as scope:
+        a = ops.convert_to_tensor(a, name=a_name)
+        b = ops.convert_to_tensor(b, name=b_name, dtype=a.dtype)
+        return ops.apply_op(op_type, [a, b], name=scope).outputs[0]
 
 
 rint = _un("Rint")
-zeta = _bin("Zeta", "x", "q")
-igamma = _bin("Igamma", "a", "x")
-igammac = _bin("Igammac", "a", "x")
-for _n, _f in (("zeta", zeta), ("igamma", igamma), ("igammac", igammac)):
-    _f.__name__ = _f.__qualname__ = _n
+
+
+def zeta(x, q, name=None):
+    """The Hurwitz zeta function zeta(x, q), broadcasting (op Zeta)."""
+    return _bin("Zeta", x, q, name, "x", "q")
+
+
+def igamma(a, x, name=None):
+    """The lower regularized incomplete gamma P(a, x), broadcasting (op Igamma)."""
+    return _bin("Igamma", a, x, name, "a", "x")
+
+
+def igammac(a, x, name=None):
+    """The upper regularized incomplete gamma Q(a, x), broadcasting (op Igammac)."""
+    return _bin("Igammac", a, x, name, "a", "x")
 
 
 def betainc(a, b, x, name=None):

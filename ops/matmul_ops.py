@@ -713,6 +713,29 @@ def _batch_matmul_v3_grad(op, grad):
 # -- tf.matmul --------------------------------------------------------------------------------
 
 
+def _matmul_kind(a, b, transpose_a, transpose_b, adjoint_a, adjoint_b):
+    """(op type, attrs, a, b) of a plain product: MatMul for known ranks <= 2, else
+    BatchMatMulV2 (TF's rule)."""
+    a, b = _convert_pair(a, b, "MatMul", names=("a", "b"))
+    a_rank, b_rank = a.shape.ndims, b.shape.ndims
+    # TF's rule: a batch matmul when a rank is unknown or above 2, else MatMul (so a
+    # rank-1 input is MatMul's "Shape must be rank 2 but is rank 1").
+    if a_rank is not None and b_rank is not None and a_rank <= 2 and b_rank <= 2:
+        if adjoint_a:
+            a, transpose_a = _conj(a), True
+        if adjoint_b:
+            b, transpose_b = _conj(b), True
+        kind, attrs = "MatMul", {"transpose_a": transpose_a, "transpose_b": transpose_b}
+    else:
+        # BatchMatMul has no transpose: conjugate and use the adjoint instead (as TF).
+        if transpose_a:
+            a, adjoint_a = _conj(a), True
+        if transpose_b:
+            b, adjoint_b = _conj(b), True
+        kind, attrs = "BatchMatMulV2", {"adj_x": adjoint_a, "adj_y": adjoint_b}
+    return kind, attrs, a, b
+
+
 def matmul(
     a,
     b,
@@ -722,9 +745,16 @@ def matmul(
     adjoint_b=False,
     a_is_sparse=False,
     b_is_sparse=False,
+    output_type=None,
+    grad_a=False,
+    grad_b=False,
     name=None,
 ):
     """Multiplies matrix a by matrix b; rank > 2 inputs are batches (broadcast batch dims).
+
+    An `output_type` other than the inputs' builds BatchMatMulV3 (int8 x int8 -> int32,
+    as TF).  `grad_a`/`grad_b` (TF's hints that the product is a gradient) are accepted
+    and change nothing.
 
     Inputs of known rank <= 2 build MatMul (as TF: ranks 0 and 1 are its shape error);
     anything else (a rank above 2 or unknown) builds BatchMatMulV2 with adj_x/adj_y.
@@ -739,22 +769,24 @@ def matmul(
         raise ValueError("Only one of transpose_a and adjoint_a can be True.")
     if transpose_b and adjoint_b:
         raise ValueError("Only one of transpose_b and adjoint_b can be True.")
+    del grad_a, grad_b
     with _builder_scope(name, "MatMul", [a, b]) as op_name:
-        a, b = _convert_pair(a, b, "MatMul", names=("a", "b"))
-        a_rank, b_rank = a.shape.ndims, b.shape.ndims
-        # TF's rule: a batch matmul when a rank is unknown or above 2, else MatMul (so a
-        # rank-1 input is MatMul's "Shape must be rank 2 but is rank 1").
-        if a_rank is not None and b_rank is not None and a_rank <= 2 and b_rank <= 2:
-            if adjoint_a:
-                a, transpose_a = _conj(a), True
-            if adjoint_b:
-                b, transpose_b = _conj(b), True
-            kind, attrs = "MatMul", {"transpose_a": transpose_a, "transpose_b": transpose_b}
-        else:
-            # BatchMatMul has no transpose: conjugate and use the adjoint instead (as TF).
-            if transpose_a:
-                a, adjoint_a = _conj(a), True
-            if transpose_b:
-                b, adjoint_b = _conj(b), True
-            kind, attrs = "BatchMatMulV2", {"adj_x": adjoint_a, "adj_y": adjoint_b}
+        kind = None
+        if output_type is not None:
+            output_type = dtypes.as_dtype(output_type)
+            a = ops.convert_to_tensor(a, name="a")
+            b = ops.convert_to_tensor(b, name="b")
+            if output_type != a.dtype:
+                a = _conj(a) if transpose_a else a
+                b = _conj(b) if transpose_b else b
+                kind, attrs = (
+                    "BatchMatMulV3",
+                    {
+                        "adj_x": adjoint_a or transpose_a,
+                        "adj_y": adjoint_b or transpose_b,
+                        "Tout": output_type,
+                    },
+                )
+        if kind is None:
+            kind, attrs, a, b = _matmul_kind(a, b, transpose_a, transpose_b, adjoint_a, adjoint_b)
     return ops.apply_op(kind, [a, b], attrs, name=op_name).outputs[0]

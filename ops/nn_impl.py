@@ -946,14 +946,21 @@ def _top_k_shape(op):
 
 TopKV2 = register_op(
     "TopKV2",
-    inputs=["input: T", "k: int32"],
-    outputs=["values: T", "indices: int32"],
-    attrs={"T": REAL, "sorted": True},
+    inputs=["input: T", "k: Tk"],
+    outputs=["values: T", "indices: index_type"],
+    attrs={
+        "T": REAL,
+        "sorted": True,
+        "Tk": TypeConstraint([dtypes.int16, dtypes.int32, dtypes.int64], default=dtypes.int32),
+        "index_type": TypeConstraint(
+            [dtypes.int16, dtypes.int32, dtypes.int64], default=dtypes.int32
+        ),
+    },
     shape_fn=_top_k_shape,
 )
 
 
-def _top_k(xp, x, k):
+def _top_k(xp, x, k, index_dtype=np.int32):
     # Stable sort of a key that reverses the order keeps equal values in index order
     # (TF's tie rule).  Signed integers use ~x (= -x - 1), which reverses the order
     # without -x's overflow at the type's minimum; unsigned types take a descending
@@ -966,7 +973,7 @@ def _top_k(xp, x, k):
     else:
         order = xp.argsort(-x, axis=-1, kind="stable")
     idx = order[..., :k]
-    return xp.take_along_axis(x, idx, axis=-1), idx.astype(np.int32)
+    return xp.take_along_axis(x, idx, axis=-1), idx.astype(index_dtype)
 
 
 @TopKV2.kernel(host_memory=("k",))
@@ -983,7 +990,8 @@ async def _top_k_kernel(ctx, x, k):
         raise _invalid(f"input must be >= 1-D, got shape {_shape_str(x.shape)}")
     if x.shape[-1] < k:
         raise _invalid(f"input must have at least k columns. Had {x.shape[-1]}, needed {k}")
-    return await ctx.device.compute(_top_k, xp, x, k)
+    index_dtype = ctx.attrs["index_type"].as_numpy_dtype
+    return await ctx.device.compute(_top_k, xp, x, k, index_dtype)
 
 
 @TopKV2.gradient
@@ -996,14 +1004,15 @@ def _top_k_grad(op, grad_values, grad_indices=None):
     return [dx, None]
 
 
-def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - TF's names
+def top_k(input, k=1, sorted=True, index_type=dtypes.int32, name=None):  # noqa: A002 - TF's names
     """The k largest entries of the last dimension and their indices (ties: lower index).
 
     Raises:
       ValueError: k < 0 or larger than the last dimension, when known at build time.
       InvalidArgumentError: the same at run time.
     """
-    return named_outputs(ops.apply_op("TopKV2", [input, k], {"sorted": bool(sorted)}, name=name))
+    attrs = {"sorted": bool(sorted), "index_type": dtypes.as_dtype(index_type)}
+    return named_outputs(ops.apply_op("TopKV2", [input, k], attrs, name=name))
 
 
 InTopKV2 = register_op(

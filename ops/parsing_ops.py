@@ -590,7 +590,6 @@ _PAYLOAD_OF_KIND = {
 }
 
 
-
 def _encode_payload(kind: int, values) -> bytes:
     """The canonical serialized list of `values` (a dense default standing in for a
     missing feature)."""
@@ -1770,12 +1769,16 @@ async def _string_to_number(ctx, s):
     return out
 
 
-def string_to_number(string_tensor, out_type=dtypes.float32, name=None):
-    """Converts each string in the input Tensor to the specified numeric type.
+def string_to_number(string_tensor=None, out_type=dtypes.float32, name=None, input=None):  # noqa: A002
+    """Converts each string in the input Tensor to the specified numeric type (`input` is
+    TF 2's name for `string_tensor`).
 
     Raises (when run):
       InvalidArgumentError: a string is not a number of that type.
     """
+    from asyncflow.deprecation import deprecated_argument_lookup
+
+    string_tensor = deprecated_argument_lookup("input", input, "string_tensor", string_tensor)
     return ops.apply_op(
         "StringToNumber", [string_tensor], {"out_type": dtypes.as_dtype(out_type)}, name=name
     ).outputs[0]

@@ -943,6 +943,4 @@ def max_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None):  
     return _builder("MaxPool", input, ksize, strides, padding, data_format, name)
 
 
-def avg_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None):  # noqa: A002
-    """`tf.nn.avg_pool2d`."""
-    return _builder("AvgPool", input, ksize, strides, padding, data_format, name)
+avg_pool2d = avg_pool  # TF 2's compat.v1.nn.avg_pool2d is v1's avg_pool

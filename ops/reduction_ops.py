@@ -603,23 +603,11 @@ async def _linspace(ctx, start, stop, num):
     return _linspace_values(ctx.xp, start, stop, num, np.dtype(dtype.as_numpy_dtype))
 
 
-def linspace(start, stop, num, name=None):
-    """`num` evenly spaced values from start to stop inclusive (op LinSpace).
-
-    Raises:
-      ValueError: a constant num <= 0.
-      InvalidArgumentError: (at run time) num <= 0.
-    """
-    return ops.apply_op("LinSpace", [start, stop, num], name=name).outputs[0]
-
-
-lin_space = linspace
-
-
 def linspace_nd(start, stop, num, name=None, axis=0):
-    """TF's `math_ops.linspace_nd` (TF2's `tf.linspace`): `num` evenly spaced values from
-    `start` to `stop` (broadcast against each other) along a new axis `axis`; the first
-    and last values are exactly start and stop.
+    """`tf.linspace` / `tf.lin_space` (TF 2's compat.v1 spells both so; TF's
+    `math_ops.linspace_nd`): `num` evenly spaced values from `start` to `stop`
+    (broadcast against each other) along a new axis `axis`; the first and last values
+    are exactly start and stop.  For scalar ends the values equal the LinSpace op's.
     """
     from asyncflow.ops import array_ops, math_ops
 
@@ -644,7 +632,29 @@ def linspace_nd(start, stop, num, name=None, axis=0):
         values = array_ops.concat([first, middle, last], axis)
         full = array_ops.shape(values, out_type=dtypes.int64)
         size = full + at_axis * (num - full)  # num along the axis
-        return array_ops.slice(values, array_ops.zeros_like(full), size)
+        out = array_ops.slice(values, array_ops.zeros_like(full), size)
+        out.set_shape(_linspace_static_shape(start, stop, num, axis))
+        return out
+
+
+def _linspace_static_shape(start, stop, num, axis):
+    try:
+        ends = tensor_shape.TensorShape(
+            np.broadcast_shapes(tuple(start.shape.as_list()), tuple(stop.shape.as_list()))
+        )
+    except (ValueError, TypeError):
+        if start.shape.ndims is None or stop.shape.ndims is None:
+            return tensor_shape.unknown_shape()
+        ends = tensor_shape.unknown_shape(max(start.shape.ndims, stop.shape.ndims))
+    n = ops.constant_value(num)
+    dims = ends.as_list()
+    if not isinstance(axis, int):
+        return tensor_shape.unknown_shape(len(dims) + 1)
+    dims.insert(axis if axis >= 0 else len(dims) + 1 + axis, None if n is None else int(n))
+    return tensor_shape.TensorShape(dims)
+
+
+linspace = lin_space = linspace_nd
 
 
 # Integer or boolean results, or values that depend on no differentiable input.

@@ -1004,12 +1004,12 @@ async def _is_variable_initialized(ctx, ref):
     return np.bool_(ref.value is not None)
 
 
-def is_variable_initialized(ref, name=None):
-    """A bool scalar: whether `ref` (a Variable or ref tensor) has been assigned; a
+def is_variable_initialized(variable, name=None):
+    """A bool scalar: whether `variable` (a Variable or ref tensor) has been assigned; a
     resource variable answers with its own VarIsInitializedOp, as TF1's."""
-    if getattr(ref, "_handle", None) is not None:
-        return ref.is_initialized(name=name)
-    return ops.apply_op("IsVariableInitialized", [ref], name=name).outputs[0]
+    if getattr(variable, "_handle", None) is not None:
+        return variable.is_initialized(name=name)
+    return ops.apply_op("IsVariableInitialized", [variable], name=name).outputs[0]
 
 
 # -- helpers for asyncflow.variables ---------------------------------------------------

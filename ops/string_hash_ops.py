@@ -294,9 +294,12 @@ def string_to_hash_bucket_strong(input, num_buckets, key, name=None):  # noqa: A
     return ops.apply_op("StringToHashBucketStrong", [x], attrs, name=name).outputs[0]
 
 
-def string_to_hash_bucket(string_tensor, num_buckets, name=None):
+def string_to_hash_bucket(string_tensor=None, num_buckets=None, name=None, input=None):  # noqa: A002
     """`tf.strings.to_hash_bucket` (TF1's `string_to_hash_bucket`): TF's Hash64 of each
-    string modulo `num_buckets` (int64)."""
+    string modulo `num_buckets` (int64); `input` is TF 2's name for `string_tensor`."""
+    from asyncflow.deprecation import deprecated_argument_lookup
+
+    string_tensor = deprecated_argument_lookup("input", input, "string_tensor", string_tensor)
     n = _check_buckets("StringToHashBucket", num_buckets)
     x = _strings_input(string_tensor, "string_tensor")
     return ops.apply_op("StringToHashBucket", [x], {"num_buckets": n}, name=name).outputs[0]
