@@ -11,6 +11,7 @@ import errno
 import glob as _glob
 import os
 import shutil
+import stat as stat_module
 
 from asyncflow import errors
 
@@ -18,7 +19,7 @@ __all__ = [
     "GFile", "FastGFile", "Open", "Exists", "IsDirectory", "ListDirectory", "MakeDirs",
     "MkDir", "Remove", "Rename", "Glob", "Copy", "DeleteRecursively", "Stat", "Walk",
     "exists", "isdir", "listdir", "makedirs", "mkdir", "remove", "rename", "glob", "copy",
-    "rmtree", "stat", "walk", "get_registered_schemes", "join",
+    "rmtree", "stat", "walk", "get_registered_schemes", "join", "FileStatistics",
 ]  # fmt: skip
 
 
@@ -189,18 +190,94 @@ def DeleteRecursively(dirname) -> None:  # noqa: N802
         raise _error(e, dirname) from None
 
 
-def Stat(filename) -> os.stat_result:  # noqa: N802
+class FileStatistics:
+    """What `Stat` tells of a file (TF's FileStatistics): `length` in bytes,
+    `mtime_nsec`, `is_directory`."""
+
+    __slots__ = ("length", "mtime_nsec", "is_directory")
+
+    def __init__(self, length=0, mtime_nsec=0, is_directory=False):
+        self.length, self.mtime_nsec, self.is_directory = length, mtime_nsec, is_directory
+
+
+def Stat(filename) -> FileStatistics:  # noqa: N802
     try:
-        return os.stat(_local(filename))
+        st = os.stat(_local(filename))
     except OSError as e:
         raise _error(e, filename) from None
+    # TF reports whole seconds in nanoseconds.
+    return FileStatistics(
+        st.st_size, int(st.st_mtime) * 1_000_000_000, stat_module.S_ISDIR(st.st_mode)
+    )
 
 
 def Walk(top, in_order=True):  # noqa: N802
     yield from os.walk(_local(top), topdown=in_order)
 
 
-exists, isdir, listdir, makedirs, mkdir = Exists, IsDirectory, ListDirectory, MakeDirs, MkDir
-remove, rename, glob, copy, rmtree, stat, walk = (
-    Remove, Rename, Glob, Copy, DeleteRecursively, Stat, Walk,
-)  # fmt: skip
+# tf.io.gfile's lowercase names: TF 2's functions, with TF 2's argument names.
+
+
+def exists(path) -> bool:
+    return Exists(path)
+
+
+def isdir(path) -> bool:
+    return IsDirectory(path)
+
+
+def listdir(path) -> list[str]:
+    return ListDirectory(path)
+
+
+def makedirs(path) -> None:
+    MakeDirs(path)
+
+
+def mkdir(path) -> None:
+    MkDir(path)
+
+
+def remove(path) -> None:
+    Remove(path)
+
+
+def rename(src, dst, overwrite=False) -> None:
+    Rename(src, dst, overwrite)
+
+
+def glob(pattern) -> list[str]:
+    return Glob(pattern)
+
+
+def copy(src, dst, overwrite=False) -> None:
+    Copy(src, dst, overwrite)
+
+
+def rmtree(path) -> None:
+    DeleteRecursively(path)
+
+
+def stat(path) -> FileStatistics:
+    return Stat(path)
+
+
+def walk(top, topdown=True, onerror=None):
+    """(directory, subdirectories, files) for `top` and below, parents first when
+    `topdown`; a directory that cannot be listed goes to `onerror` (if given) and is
+    skipped."""
+    try:
+        names = ListDirectory(top)
+    except errors.OpError as e:
+        if onerror is not None:
+            onerror(e)
+        return
+    top = os.fsdecode(os.fspath(top))
+    subdirs = [n for n in names if IsDirectory(join(top, n))]
+    files = [n for n in names if n not in subdirs]
+    if topdown:
+        yield top, subdirs, files
+    for d in subdirs:
+        yield from walk(join(top, d), topdown, onerror)
+    if not topdown:
+        yield top, subdirs, files

@@ -1212,8 +1212,15 @@ def register_tensor_conversion_function(base_type, conversion_func, priority=100
     _CONVERSION_FUNCS.append((base_type, conversion_func))
 
 
-def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, as_ref=False):
-    """Turn a Tensor, Variable, numpy array or Python value into a Tensor (as TF)."""
+def convert_to_tensor(
+    value, dtype=None, name=None, preferred_dtype=None, as_ref=False, dtype_hint=None
+):
+    """Turn a Tensor, Variable, numpy array or Python value into a Tensor (as TF);
+    `dtype_hint` is TF 2's name for `preferred_dtype`."""
+    if dtype_hint is not None:
+        if preferred_dtype is not None:
+            raise ValueError("Cannot specify both 'preferred_dtype' and 'dtype_hint'.")
+        preferred_dtype = dtype_hint
     if dtype is not None:
         dtype = dtypes.as_dtype(dtype).base_dtype  # a ref dtype asks for its base type
     if isinstance(value, Tensor):

@@ -20,8 +20,65 @@ __all__ = [
 ]
 
 
-def is_nested(x) -> bool:
-    return isinstance(x, (list, tuple, Mapping))
+def is_nested(seq) -> bool:
+    return isinstance(seq, (list, tuple, Mapping))
+
+
+# -- expand_composites: SparseTensor, IndexedSlices and RaggedTensor as their component
+# tensors (TF's order), kept apart from the plain functions below so they stay as fast.
+
+
+class _Components(list):
+    """A composite's component tensors standing in its place; `like` rebuilds it."""
+
+    __slots__ = ("like",)
+
+
+def _components(x):
+    from asyncflow.indexed_slices import IndexedSlices
+    from asyncflow.ragged import RaggedTensor
+    from asyncflow.sparse_tensor import SparseTensor
+
+    if isinstance(x, SparseTensor):
+        comps = [x.indices, x.values, x.dense_shape]
+    elif isinstance(x, IndexedSlices):
+        comps = [x.values, x.indices, x.dense_shape]
+    elif isinstance(x, RaggedTensor):
+        comps = [x.flat_values, *x.nested_row_splits]
+    else:
+        return None
+    out = _Components(comps)
+    out.like = x
+    return out
+
+
+def _expand(structure):
+    comps = _components(structure)
+    if comps is not None:
+        return comps
+    if not is_nested(structure):
+        return structure
+    return _rebuild(structure, [_expand(s) for s in _items(structure)])
+
+
+def _collapse(structure):
+    if isinstance(structure, _Components):
+        from asyncflow.indexed_slices import IndexedSlices
+        from asyncflow.ragged import RaggedTensor
+        from asyncflow.sparse_tensor import SparseTensor
+
+        like, c = structure.like, list(structure)
+        if isinstance(like, SparseTensor):
+            return SparseTensor(c[0], c[1], c[2])
+        if isinstance(like, IndexedSlices):
+            return IndexedSlices(c[0], c[1], c[2])
+        values = c[0]
+        for splits in reversed(c[1:]):
+            values = RaggedTensor.from_row_splits(values, splits)
+        return values
+    if not is_nested(structure):
+        return structure
+    return _rebuild(structure, [_collapse(s) for s in _items(structure)])
 
 
 def _items(x) -> list:
@@ -30,8 +87,12 @@ def _items(x) -> list:
     return list(x)
 
 
-def flatten(structure) -> list:
-    """The leaves of `structure`, depth first (a leaf gives `[leaf]`)."""
+def flatten(structure, expand_composites=False) -> list:
+    """The leaves of `structure`, depth first (a leaf gives `[leaf]`); with
+    `expand_composites`, sparse, ragged and IndexedSlices values give their component
+    tensors."""
+    if expand_composites:
+        return flatten(_expand(structure))
     if not is_nested(structure):
         return [structure]
     out: list = []
@@ -41,6 +102,10 @@ def flatten(structure) -> list:
 
 
 def _rebuild(like, items: list):
+    if isinstance(like, _Components):
+        out = _Components(items)
+        out.like = like.like
+        return out
     if isinstance(like, Mapping):
         # values go to the sorted keys; the result keeps `like`'s own key order (TF's)
         by_key = dict(zip(sorted(like), items))
@@ -64,12 +129,15 @@ def _pack(structure, flat: list, pos: int):
     return _rebuild(structure, items), pos
 
 
-def pack_sequence_as(structure, flat_sequence) -> Any:
-    """`flat_sequence` in the shape of `structure`.
+def pack_sequence_as(structure, flat_sequence, expand_composites=False) -> Any:
+    """`flat_sequence` in the shape of `structure` (with `expand_composites`, composite
+    values are rebuilt from their component tensors).
 
     Raises:
       ValueError: the number of leaves differs.
     """
+    if expand_composites:
+        return _collapse(pack_sequence_as(_expand(structure), flat_sequence))
     flat_sequence = list(flat_sequence)
     n = len(flatten(structure))
     if n != len(flat_sequence):
@@ -92,8 +160,11 @@ def _kind(x):
     return ("leaf",)
 
 
-def assert_same_structure(a, b, check_types: bool = True) -> None:
+def assert_same_structure(nest1, nest2, check_types=True, expand_composites=False) -> None:
     """Raises ValueError (different nesting or lengths) or TypeError (different kinds)."""
+    if expand_composites:
+        nest1, nest2 = _expand(nest1), _expand(nest2)
+    a, b = nest1, nest2
     if is_nested(a) != is_nested(b):
         raise ValueError(
             "The two structures don't have the same nested structure.\n\n"
@@ -135,11 +206,14 @@ def assert_same_structure(a, b, check_types: bool = True) -> None:
         assert_same_structure(x, y, check_types)
 
 
-def map_structure(fn: Callable, *structures, check_types: bool = True) -> Any:
-    """`fn` applied leaf by leaf to structures of the same shape."""
-    if not structures:
+def map_structure(func: Callable, *structure, check_types=True, expand_composites=False) -> Any:
+    """`func` applied leaf by leaf to structures of the same shape."""
+    if not structure:
         raise ValueError("Must provide at least one structure")
-    for s in structures[1:]:
-        assert_same_structure(structures[0], s, check_types)
-    flats = [flatten(s) for s in structures]
-    return pack_sequence_as(structures[0], [fn(*xs) for xs in zip(*flats)])
+    if expand_composites:
+        expanded = [_expand(s) for s in structure]
+        return _collapse(map_structure(func, *expanded, check_types=check_types))
+    for s in structure[1:]:
+        assert_same_structure(structure[0], s, check_types)
+    flats = [flatten(s) for s in structure]
+    return pack_sequence_as(structure[0], [func(*xs) for xs in zip(*flats)])

@@ -357,7 +357,14 @@ def separable_conv2d(
 
 
 def embedding_lookup_sparse(
-    params, sp_ids, sp_weights, partition_strategy="mod", name=None, combiner=None, max_norm=None
+    params,
+    sp_ids,
+    sp_weights,
+    partition_strategy="mod",
+    name=None,
+    combiner=None,
+    max_norm=None,
+    allow_fast_lookup=False,
 ):
     """Per row of the SparseTensor `sp_ids` (indices in row order), the (weighted)
     combination of its ids' embeddings: "sum", "mean" (default) or "sqrtn".
@@ -369,6 +376,7 @@ def embedding_lookup_sparse(
     Raises:
       ValueError: an unknown combiner.
     """
+    del allow_fast_lookup  # (TF's speed hint for ids without gaps: the same values)
     combiner = combiner or "mean"
     if combiner not in ("mean", "sqrtn", "sum"):
         raise ValueError("combiner must be one of 'mean', 'sqrtn' or 'sum'")

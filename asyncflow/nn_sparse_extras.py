@@ -40,6 +40,7 @@ def safe_embedding_lookup_sparse(
     name=None,
     partition_strategy="div",
     max_norm=None,
+    allow_fast_lookup=False,
 ):
     """embedding_lookup_sparse over ids of rank >= 2 ([d0, ..., dn-1, ids]), after
     dropping negative ids (and, unless combiner is "sum", non-positive weights); a row
@@ -49,6 +50,7 @@ def safe_embedding_lookup_sparse(
       ValueError: no embedding weights, or an unknown combiner.
       TypeError: sparse_ids is not a SparseTensor.
     """
+    del allow_fast_lookup  # (TF's speed hint for ids without gaps: the same values)
     if combiner not in ("mean", "sqrtn", "sum"):
         raise ValueError(f"combiner must be one of 'mean', 'sqrtn' or 'sum', got {combiner}")
     if embedding_weights is None:

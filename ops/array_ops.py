@@ -282,13 +282,23 @@ def _fold_fill(t):
 ops.register_constant_folder("Fill", _fold_fill)
 
 
-def fill(dims, value, name=None):
-    """`tf.fill`: a tensor of shape `dims` with every element `value`.
+def _no_layout(layout, what):
+    if layout is not None:
+        raise NotImplementedError(
+            f"tf.{what}(layout=...): DTensor layouts are not supported by asyncflow; place "
+            "tensors with tf.device instead."
+        )
+
+
+def fill(dims, value, name=None, layout=None):
+    """`tf.fill`: a tensor of shape `dims` with every element `value` (`layout`, a
+    DTensor layout, is refused).
 
     Raises:
       InvalidArgumentError: at run time for a non-vector `dims` or negative sizes.
       ResourceExhaustedError: when the result would not fit in memory.
     """
+    _no_layout(layout, "fill")
     return apply("Fill", [dims, value], name=name).outputs[0]
 
 
@@ -317,13 +327,15 @@ def _index_dtype_for(values) -> dtypes.DType:
     return dtypes.int64 if any(v > np.iinfo(np.int32).max for v in values) else dtypes.int32
 
 
-def zeros(shape, dtype=dtypes.float32, name=None):
+def zeros(shape, dtype=dtypes.float32, name=None, layout=None):
     """`tf.zeros`: all elements zero (False, b"" for bool/string)."""
+    _no_layout(layout, "zeros")
     return _filled(_zero_of(dtypes.as_dtype(dtype)), shape, dtype, name, "zeros")
 
 
-def ones(shape, dtype=dtypes.float32, name=None):
+def ones(shape, dtype=dtypes.float32, name=None, layout=None):
     """`tf.ones`: all elements one (True for bool)."""
+    _no_layout(layout, "ones")
     dtype = dtypes.as_dtype(dtype)
     if dtype == dtypes.string:
         raise TypeError("Expected string, got 1 of type 'int' instead.")

@@ -61,16 +61,36 @@ def _invalid(msg: str) -> errors.InvalidArgumentError:
     return errors.InvalidArgumentError(None, None, msg)
 
 
-def _flat_rows(indices: np.ndarray, shape, what: str) -> np.ndarray:
+_POLICIES = ("", "DEFAULT", "ERROR", "IGNORE")
+
+
+def _ignoring(ctx) -> bool:
+    """Whether the op's `bad_indices_policy` skips out-of-range indices (IGNORE) rather
+    than failing; a policy TF has no kernel for is its InvalidArgumentError."""
+    policy = ctx.attrs.get("bad_indices_policy", "")
+    if policy not in _POLICIES:
+        raise _invalid(
+            f"No OpKernel was registered to support Op '{ctx.op.type}' with "
+            f'bad_indices_policy="{policy}" (one of "", "DEFAULT", "ERROR", "IGNORE")'
+        )
+    return policy == "IGNORE"
+
+
+def _flat_rows(indices: np.ndarray, shape, what: str, ignore: bool = False) -> np.ndarray:
     """Flat row ids of `indices` [..., K] into `shape` viewed as [prod(shape[:K]), -1].
 
-    Raises InvalidArgumentError, as TF does, naming the first index out of range.
+    Raises InvalidArgumentError, as TF does, naming the first index out of range; with
+    `ignore` such rows are -1 instead.
     """
     k = indices.shape[-1]
     n = int(np.prod(indices.shape[:-1], dtype=np.int64))
     idx = indices.reshape(n, k).astype(np.int64, copy=False)
     dims = np.asarray(shape[:k], dtype=np.int64)
     bad = ((idx < 0) | (idx >= dims)).any(axis=1)
+    if ignore and bad.any():
+        rows = _flat_rows(np.where(bad[:, None], 0, idx), shape, what)
+        rows[bad] = -1
+        return rows
     if bad.any():
         i = int(np.argmax(bad))
         coords = ", ".join(str(int(c)) for c in idx[i])
@@ -220,7 +240,7 @@ GatherNd = register_op(
 )
 
 
-def _gather_nd_value(xp, params, indices):
+def _gather_nd_value(xp, params, indices, ignore=False):
     k = indices.shape[-1]
     if k > params.ndim:
         raise _invalid(
@@ -232,9 +252,15 @@ def _gather_nd_value(xp, params, indices):
             "Requested more than 0 entries, but params is empty.  Params shape: "
             + _shape_str(params.shape)
         )
-    rows = _device_rows(xp, _flat_rows(indices, params.shape, "param shape"))
+    rows = _flat_rows(indices, params.shape, "param shape", ignore)
     out_shape = indices.shape[:-1] + params.shape[k:]
-    return _as_rows(params, k)[rows].reshape(out_shape)
+    if ignore and (rows < 0).any():  # out-of-range rows read as zeros
+        flat = _as_rows(params, k)
+        out = xp.zeros((rows.size, flat.shape[1]), params.dtype)
+        keep = np.nonzero(rows >= 0)[0]
+        out[_device_rows(xp, keep)] = flat[_device_rows(xp, rows[keep])]
+        return out.reshape(out_shape)
+    return _as_rows(params, k)[_device_rows(xp, rows)].reshape(out_shape)
 
 
 def _device_rows(xp, rows):
@@ -246,7 +272,7 @@ async def _gather_nd(ctx, params, indices):
     params, indices = ctx.xp.asarray(params), np.asarray(indices)
     if indices.ndim < 1:
         raise _invalid(f"indices must be at least a vector, got shape {_shape_str(indices.shape)}")
-    return await ctx.device.compute(_gather_nd_value, ctx.xp, params, indices)
+    return await ctx.device.compute(_gather_nd_value, ctx.xp, params, indices, _ignoring(ctx))
 
 
 @GatherNd.gradient
@@ -282,7 +308,7 @@ def _batch_indices(indices: ops.Tensor, batch_dims: int) -> ops.Tensor:
     return array_ops.concat(parts + [indices], axis=-1)
 
 
-def gather_nd(params, indices, name=None, batch_dims=0):
+def gather_nd(params, indices, name=None, batch_dims=0, bad_indices_policy=""):
     """`tf.gather_nd`: slices of `params` at the N-d coordinates in the last dimension of
     `indices`; output shape indices.shape[:-1] + params.shape[indices.shape[-1]:].
 
@@ -292,10 +318,12 @@ def gather_nd(params, indices, name=None, batch_dims=0):
         shape [3,4]".
     """
     batch_dims = int(batch_dims)
-    if batch_dims == 0 and hasattr(params, "gather_nd"):  # a resource variable, as TF's
-        return params.gather_nd(indices, name=name)
+    policy = bad_indices_policy not in ("", "DEFAULT")
+    if batch_dims == 0 and hasattr(params, "gather_nd") and not policy:
+        return params.gather_nd(indices, name=name)  # a resource variable, as TF's
     if batch_dims == 0:
-        return ops.apply_op("GatherNd", [params, indices], name=name).outputs[0]
+        attrs = {"bad_indices_policy": bad_indices_policy}
+        return ops.apply_op("GatherNd", [params, indices], attrs, name=name).outputs[0]
     with ops.name_scope(name, "GatherNd", [params, indices]):
         params = ops.convert_to_tensor(params, name="params")
         indices = ops.convert_to_tensor(indices, name="indices")
@@ -315,13 +343,17 @@ ScatterNd = register_op(
 )
 
 
-def _scatter_into(xp, target, indices, updates, mode: str):
-    """Scatter `updates` into `target` (written in place) at host `indices`, by `mode`."""
+def _scatter_into(xp, target, indices, updates, mode: str, ignore: bool = False):
+    """Scatter `updates` into `target` (written in place) at host `indices`, by `mode`;
+    with `ignore`, updates at out-of-range indices are dropped."""
     k = indices.shape[-1]
     _updates_shape_check(indices.shape, updates.shape, target.shape, _invalid)
-    rows = _flat_rows(indices, target.shape, "shape")
+    rows = _flat_rows(indices, target.shape, "shape", ignore)
     flat = _as_rows(target, k)
     upd = updates.reshape(rows.size, flat.shape[1])
+    if ignore and (rows < 0).any():
+        keep = np.nonzero(rows >= 0)[0]
+        rows, upd = rows[keep], upd[_device_rows(xp, keep)]
     rows = _device_rows(xp, rows)
     if mode == "update":
         flat[rows] = upd
@@ -354,7 +386,8 @@ async def _scatter_nd(ctx, indices, updates, shape):
         out = np.full(shape, b"", dtype=object)
     else:
         out = xp.zeros(shape, updates.dtype)
-    return await ctx.device.compute(_scatter_into, xp, out, indices, updates, "add")
+    ignore = _ignoring(ctx)
+    return await ctx.device.compute(_scatter_into, xp, out, indices, updates, "add", ignore)
 
 
 @ScatterNd.gradient
@@ -363,7 +396,7 @@ def _scatter_nd_grad(op, grad):
     return [None, _g.apply("GatherNd", ops.convert_to_tensor(grad), indices), None]
 
 
-def scatter_nd(indices, updates, shape, name=None):
+def scatter_nd(indices, updates, shape, name=None, bad_indices_policy=""):
     """`tf.scatter_nd`: a zero tensor of `shape` with `updates` added at `indices`
     (duplicates accumulate).
 
@@ -371,7 +404,8 @@ def scatter_nd(indices, updates, shape, name=None):
       ValueError: at build time, updates' shape is not indices.shape[:-1] + shape[K:].
       InvalidArgumentError: at run time, "indices[0] = [5] does not index into shape [5]".
     """
-    return ops.apply_op("ScatterNd", [indices, updates, shape], name=name).outputs[0]
+    attrs = {"bad_indices_policy": bad_indices_policy}
+    return ops.apply_op("ScatterNd", [indices, updates, shape], attrs, name=name).outputs[0]
 
 
 # -- TensorScatter{Update,Add,Sub,Max,Min} --------------------------------------------------
@@ -404,7 +438,8 @@ def _tensor_scatter_op(op_type: str, mode: str, allowed):
                 f"got shape {_shape_str(tensor.shape)}"
             )
         out = xp.array(tensor)  # a copy: never write into an input
-        return await ctx.device.compute(_scatter_into, xp, out, indices, updates, mode)
+        ignore = _ignoring(ctx)
+        return await ctx.device.compute(_scatter_into, xp, out, indices, updates, mode, ignore)
 
     _kernel.__name__ = _kernel.__qualname__ = f"_{op_type.lower()}_kernel"
     return op_def
@@ -458,8 +493,16 @@ TensorScatterMin.gradient(_tensor_scatter_extremum_grad)
 
 
 def _tensor_scatter_builder(op_type: str, verb: str):
-    def builder(tensor, indices, updates, name=None):
-        return ops.apply_op(op_type, [tensor, indices, updates], name=name).outputs[0]
+    if op_type == "TensorScatterUpdate":  # (TF gives only the others a policy argument)
+
+        def builder(tensor, indices, updates, name=None):
+            return ops.apply_op(op_type, [tensor, indices, updates], name=name).outputs[0]
+
+    else:
+
+        def builder(tensor, indices, updates, name=None, bad_indices_policy=""):
+            attrs = {"bad_indices_policy": bad_indices_policy}
+            return ops.apply_op(op_type, [tensor, indices, updates], attrs, name=name).outputs[0]
 
     builder.__doc__ = f"""A copy of `tensor` with `updates` {verb} at `indices` (op {op_type}).
 
@@ -512,7 +555,8 @@ async def _scatter_nd_non_aliasing_add(ctx, tensor, indices, updates):
             f"{_shape_str(indices.shape)}, updates shape: {_shape_str(updates.shape)}"
         )
     out = xp.array(tensor)  # a copy: the input is never written (non-aliasing)
-    return await ctx.device.compute(_scatter_into, xp, out, indices, updates, "add")
+    ignore = _ignoring(ctx)
+    return await ctx.device.compute(_scatter_into, xp, out, indices, updates, "add", ignore)
 
 
 @ScatterNdNonAliasingAdd.gradient
@@ -604,7 +648,10 @@ ScatterNdSub = _ref_scatter_nd_op("ScatterNdSub", "sub", NUMERIC)
 
 
 def _ref_scatter_nd_builder(op_type: str, verb: str):
-    def builder(ref, indices, updates, use_locking=True, name=None):
+    # TF1's defaults: only the Update builders lock unless asked not to.
+    locking = op_type.endswith("Update")
+
+    def builder(ref, indices, updates, use_locking=locking, name=None):
         require_ref(ref, "_lazy_read")
         if _is_resource(ref):
             return ref._resource_scatter(op_type, indices, updates, name)

@@ -556,7 +556,10 @@ SparseSegmentSqrtNWithNumSegments = _segment_op(
 
 
 def _segment_builder(op_type, fn_name):
-    def builder(data, indices, segment_ids, name=None, num_segments=None):
+    def builder(data, indices, segment_ids, name=None, num_segments=None, sparse_gradient=False):
+        # sparse_gradient: TF then returns data's gradient as IndexedSlices; the values
+        # are the same dense ones here.
+        del sparse_gradient
         inputs = [data, indices, segment_ids]
         if num_segments is not None:  # the op (and so TF's default name) WithNumSegments
             with ops.name_scope(name, f"{op_type}WithNumSegments", inputs) as scope:

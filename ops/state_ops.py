@@ -953,7 +953,10 @@ ScatterMax = _register_scatter("ScatterMax", np.maximum.at, True, REAL, device_o
 
 
 def _scatter_builder(op_type: str, verb: str):
-    def builder(ref, indices, updates, use_locking=True, name=None):
+    # TF1's defaults: only the Update builders lock unless asked not to.
+    locking = op_type.endswith("Update")
+
+    def builder(ref, indices, updates, use_locking=locking, name=None):
         require_ref(ref, "_lazy_read")
         if _is_resource(ref):
             return ref._resource_scatter(op_type, indices, updates, name)

@@ -239,3 +239,91 @@ def test_renamed_and_reordered_arguments():
         "The 'shape' and 'slicing' of a partitioned Variable must have the length: "
         "shape: [2, 3], slicing: [1]"
     )
+
+
+def test_gfile_v2_names_stat_and_walk(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_text("")
+    (tmp_path / "g").write_text("12345")
+    top = str(tmp_path)
+    # TF 2.21: lowercase functions take TF 2's argument names; walk yields name lists.
+    assert tf.io.gfile.exists(path=top) and tf.io.gfile.isdir(path=top + "/a")
+    assert list(tf.io.gfile.walk(top)) == [(top, ["a"], ["g"]), (top + "/a", [], ["f"])]
+    assert list(tf.io.gfile.walk(top, topdown=False)) == [
+        (top + "/a", [], ["f"]), (top, ["a"], ["g"]),
+    ]  # fmt: skip
+    errs = []
+    assert list(tf.io.gfile.walk(top + "/nothere", onerror=errs.append)) == []
+    assert isinstance(errs[0], tf.errors.NotFoundError)
+    st = tf.io.gfile.stat(path=top + "/g")
+    assert (st.length, st.is_directory) == (5, False) and st.mtime_nsec % 10**9 == 0
+    assert tf.gfile.Stat(top).is_directory
+    tf.io.gfile.copy(src=top + "/g", dst=top + "/h")
+    tf.io.gfile.rename(src=top + "/h", dst=top + "/i")
+    assert tf.io.gfile.glob(pattern=top + "/[hi]") == [top + "/i"]
+
+
+def test_bad_indices_policy():
+    def run(t):
+        with tf.Session() as s:
+            return s.run(t).tolist()
+
+    # TF 2.21's values: IGNORE drops out-of-range updates and reads zeros for them.
+    assert run(tf.scatter_nd([[0], [7]], [1.0, 2.0], [3], bad_indices_policy="IGNORE")) == [
+        1.0, 0.0, 0.0,
+    ]  # fmt: skip
+    t = tf.tensor_scatter_nd_add(tf.ones([3]), [[0], [7]], [1.0, 2.0], bad_indices_policy="IGNORE")
+    assert run(t) == [2.0, 1.0, 1.0]
+    t = tf.tensor_scatter_nd_max(tf.ones([3]), [[0], [7]], [5.0, 2.0], bad_indices_policy="IGNORE")
+    assert run(t) == [5.0, 1.0, 1.0]
+    params = tf.reshape(tf.range(12.0), [3, 4])
+    g = tf.gather_nd(params, [[0], [-1], [2]], bad_indices_policy="IGNORE")
+    assert run(g) == [[0.0, 1.0, 2.0, 3.0], [0.0] * 4, [8.0, 9.0, 10.0, 11.0]]
+    for policy in ("ERROR", ""):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="does not index into"):
+            run(tf.gather_nd(params, [[0], [-1]], bad_indices_policy=policy))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="No OpKernel was registered"):
+        run(tf.gather_nd(params, [[0]], bad_indices_policy="bogus"))
+
+
+def test_small_signature_fixes():
+    v = tf.Variable([1.0, 2.0])
+    # TF1's defaults: only the Update scatters lock.
+    assert tf.scatter_add(v, [0], [1.0]).op.get_attr("use_locking") is False
+    assert tf.scatter_update(v, [0], [1.0]).op.get_attr("use_locking") is True
+    assert tf.scatter_nd_add(v, [[0]], [1.0]).op.get_attr("use_locking") is False
+    for f in (tf.zeros, tf.ones):
+        with pytest.raises(NotImplementedError, match="DTensor"):
+            f([2], layout="x")
+    assert tf.convert_to_tensor(1, dtype_hint=tf.float32).dtype == tf.float32
+    with pytest.raises(ValueError, match="Cannot specify both"):
+        tf.convert_to_tensor(1, preferred_dtype=tf.int64, dtype_hint=tf.float32)
+    s = tf.sparse.segment_sum(tf.ones([3, 2]), [0, 2], [0, 0], sparse_gradient=True)
+    c = tf.constant(3, name="k")
+    sig = tf.saved_model.build_signature_def(
+        inputs={"x": tf.saved_model.build_tensor_info(c)}, defaults={"k": c}
+    )
+    assert sig.defaults["k"].int_val == [3]
+    with pytest.raises(ValueError, match="Unable to convert object"):
+        tf.saved_model.build_signature_def(defaults={"k": c + 1})
+    assert _run(s)[0].tolist() == [[2.0, 2.0]]
+
+
+def test_nest_expand_composites():
+    sp = tf.SparseTensor([[0, 0]], [1.0], [2, 2])
+    flat = tf.nest.flatten({"a": sp, "b": 1}, expand_composites=True)
+    # TF 2.21: a SparseTensor's components are indices, values, dense_shape.
+    assert flat[:3] == [sp.indices, sp.values, sp.dense_shape] and flat[3] == 1
+    assert tf.nest.flatten(sp) == [sp]
+    rt = tf.ragged.constant([[1, 2], [3]])
+    assert tf.nest.flatten(rt, expand_composites=True) == [rt.flat_values, *rt.nested_row_splits]
+    new = [tf.constant([[1, 1]], tf.int64), tf.constant([5.0]), tf.constant([2, 2], tf.int64), 7]
+    packed = tf.nest.pack_sequence_as({"a": sp, "b": 1}, new, expand_composites=True)
+    assert isinstance(packed["a"], tf.SparseTensor) and packed["b"] == 7
+    doubled = tf.nest.map_structure(
+        lambda t: t * 2 if t.dtype == tf.int32 else t, rt, expand_composites=True
+    )
+    assert _run(doubled.flat_values)[0].tolist() == [2, 4, 6]
+    tf.nest.assert_same_structure(nest1=sp, nest2=sp, expand_composites=True)
+    with pytest.raises(TypeError):
+        tf.nest.assert_same_structure(sp, [1, 2, 3], expand_composites=True)

@@ -15,13 +15,24 @@ __all__ = [
 ]
 
 
-def build_signature_def(inputs=None, outputs=None, method_name=None) -> SignatureDef:
-    """A SignatureDef from {key: TensorInfo} maps and a method name."""
+def build_signature_def(inputs=None, outputs=None, method_name=None, defaults=None):
+    """A SignatureDef from {key: TensorInfo} maps and a method name; `defaults` maps an
+    argument to its default, a constant tensor (its value is recorded).
+
+    Raises:
+      ValueError: a default that is not a Const op's output.
+    """
     sig = SignatureDef(method_name=method_name or "")
     for k, v in (inputs or {}).items():
         sig.inputs[k].CopyFrom(v)
     for k, v in (outputs or {}).items():
         sig.outputs[k].CopyFrom(v)
+    for arg, default in (defaults or {}).items():
+        if getattr(getattr(default, "op", None), "type", None) != "Const":
+            raise ValueError(
+                f"Unable to convert object {default!s} of type {type(default)} to TensorProto."
+            )
+        sig.defaults[arg].CopyFrom(default.op.get_attr("value"))
     return sig
 
 
