@@ -327,3 +327,18 @@ def test_nest_expand_composites():
     tf.nest.assert_same_structure(nest1=sp, nest2=sp, expand_composites=True)
     with pytest.raises(TypeError):
         tf.nest.assert_same_structure(sp, [1, 2, 3], expand_composites=True)
+
+
+def test_dataset_constructors_take_tf2_keywords(tmp_path):
+    path = str(tmp_path / "lines.txt")
+    with open(path, "w") as f:
+        f.write("a\nb\n")
+    ds = tf.data.TextLineDataset([path], name="lines")
+    it = tf.data.make_one_shot_iterator(ds).get_next()
+    with tf.Session() as s:
+        assert [s.run(it), s.run(it)] == [b"a", b"b"]
+    assert tf.data.TFRecordDataset([path], name="r").output_types == tf.string
+    fixed = tf.data.FixedLengthRecordDataset([path], 2, name="f")
+    assert fixed.output_types == tf.string
+    r = tf.data.experimental.RandomDataset(3, rerandomize_each_iteration=True, name="q")
+    assert r.output_types == tf.int64

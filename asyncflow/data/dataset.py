@@ -1023,7 +1023,12 @@ class TFRecordDataset(_FileDataset):
     """The records of TFRecord files, one string element each."""
 
     def __init__(
-        self, filenames, compression_type=None, buffer_size=None, num_parallel_reads=None
+        self,
+        filenames,
+        compression_type=None,
+        buffer_size=None,
+        num_parallel_reads=None,
+        name=None,
     ):
         if num_parallel_reads is not None:
             self._read_in_parallel(
@@ -1045,7 +1050,12 @@ class TextLineDataset(_FileDataset):
     """The lines of text files (without their '\\n' or '\\r\\n'), one element each."""
 
     def __init__(
-        self, filenames, compression_type=None, buffer_size=None, num_parallel_reads=None
+        self,
+        filenames,
+        compression_type=None,
+        buffer_size=None,
+        num_parallel_reads=None,
+        name=None,
     ):
         if num_parallel_reads is not None:
             self._read_in_parallel(
@@ -1075,6 +1085,7 @@ class FixedLengthRecordDataset(_FileDataset):
         buffer_size=None,
         compression_type=None,
         num_parallel_reads=None,
+        name=None,
     ):
         if num_parallel_reads is not None:
             self._read_in_parallel(
@@ -1147,9 +1158,7 @@ def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_datase
       ValueError: no datasets, or weights of another length.
       TypeError: weights not float32 / float64.
     """
-    return resampling.sample_from_datasets(
-        Dataset, datasets, weights, seed, stop_on_empty_dataset
-    )
+    return resampling.sample_from_datasets(Dataset, datasets, weights, seed, stop_on_empty_dataset)
 
 
 def _interleave_of(datasets, op_type, inputs, stop) -> Dataset:

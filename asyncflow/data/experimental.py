@@ -300,8 +300,8 @@ def assert_cardinality(expected_cardinality):
     return apply
 
 
-def RandomDataset(seed=None):  # noqa: N802 - TF's name (a class there)
-    return Dataset.random(seed)
+def RandomDataset(seed=None, rerandomize_each_iteration=None, name=None):  # noqa: N802 - TF's name (a class there)
+    return Dataset.random(seed, rerandomize_each_iteration, name)
 
 
 class Reducer:
