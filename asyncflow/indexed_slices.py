@@ -155,3 +155,16 @@ def convert_to_tensor_or_indexed_slices(value, dtype=None, name=None):
             )
         return value
     return ops.convert_to_tensor(value, dtype=dtype, name=name)
+
+
+def _register_with_nest():
+    from asyncflow import nest
+
+    nest.register_composite(
+        IndexedSlices,
+        lambda s: [s.values, s.indices, s.dense_shape],
+        lambda like, c: IndexedSlices(c[0], c[1], c[2]),
+    )
+
+
+_register_with_nest()

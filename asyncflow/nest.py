@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
+    "register_composite",
     "is_nested",
     "flatten",
     "pack_sequence_as",
@@ -24,8 +25,18 @@ def is_nested(seq) -> bool:
     return isinstance(seq, (list, tuple, Mapping))
 
 
-# -- expand_composites: SparseTensor, IndexedSlices and RaggedTensor as their component
-# tensors (TF's order), kept apart from the plain functions below so they stay as fast.
+# -- expand_composites: composite values (SparseTensor, IndexedSlices, RaggedTensor) as
+# their component tensors, in TF's order.  The classes live in higher layers and
+# register themselves here (`register_composite`); the plain functions below stay as
+# fast as they were.
+
+_COMPOSITES: dict[type, tuple[Callable, Callable]] = {}
+
+
+def register_composite(cls, to_components: Callable, from_components: Callable) -> None:
+    """Let `expand_composites` take `cls` apart (`to_components(x)` -> list of tensors)
+    and rebuild it (`from_components(like, components)`)."""
+    _COMPOSITES[cls] = (to_components, from_components)
 
 
 class _Components(list):
@@ -35,19 +46,10 @@ class _Components(list):
 
 
 def _components(x):
-    from asyncflow.indexed_slices import IndexedSlices
-    from asyncflow.ragged import RaggedTensor
-    from asyncflow.sparse_tensor import SparseTensor
-
-    if isinstance(x, SparseTensor):
-        comps = [x.indices, x.values, x.dense_shape]
-    elif isinstance(x, IndexedSlices):
-        comps = [x.values, x.indices, x.dense_shape]
-    elif isinstance(x, RaggedTensor):
-        comps = [x.flat_values, *x.nested_row_splits]
-    else:
+    kind = _COMPOSITES.get(type(x))
+    if kind is None:
         return None
-    out = _Components(comps)
+    out = _Components(kind[0](x))
     out.like = x
     return out
 
@@ -63,19 +65,7 @@ def _expand(structure):
 
 def _collapse(structure):
     if isinstance(structure, _Components):
-        from asyncflow.indexed_slices import IndexedSlices
-        from asyncflow.ragged import RaggedTensor
-        from asyncflow.sparse_tensor import SparseTensor
-
-        like, c = structure.like, list(structure)
-        if isinstance(like, SparseTensor):
-            return SparseTensor(c[0], c[1], c[2])
-        if isinstance(like, IndexedSlices):
-            return IndexedSlices(c[0], c[1], c[2])
-        values = c[0]
-        for splits in reversed(c[1:]):
-            values = RaggedTensor.from_row_splits(values, splits)
-        return values
+        return _COMPOSITES[type(structure.like)][1](structure.like, list(structure))
     if not is_nested(structure):
         return structure
     return _rebuild(structure, [_collapse(s) for s in _items(structure)])

@@ -575,3 +575,21 @@ def _concat_rows(parts):
         lengths.pop() if len(lengths) == 1 else None,
         internal=True,
     )
+
+
+def _rebuild_ragged(like, components):
+    values = components[0]
+    for splits in reversed(components[1:]):
+        values = RaggedTensor.from_row_splits(values, splits)
+    return values
+
+
+def _register_with_nest():
+    from asyncflow import nest
+
+    nest.register_composite(
+        RaggedTensor, lambda rt: [rt.flat_values, *rt.nested_row_splits], _rebuild_ragged
+    )
+
+
+_register_with_nest()

@@ -157,3 +157,16 @@ class SparseTensor:
             f"SparseTensor(indices={self._indices}, values={self._values}, "
             f"dense_shape={self._dense_shape})"
         )
+
+
+def _register_with_nest():
+    from asyncflow import nest
+
+    nest.register_composite(
+        SparseTensor,
+        lambda sp: [sp.indices, sp.values, sp.dense_shape],
+        lambda like, c: SparseTensor(c[0], c[1], c[2]),
+    )
+
+
+_register_with_nest()

@@ -637,6 +637,8 @@ def _eligible(view, i: int, device) -> bool:
     if op.type in _SELECT_TYPES:
         if device.device_type != "CPU" or not _SELECT or len(srcs) != 3:
             return False
+        if op._attrs.get("broadcast"):
+            return False  # (a SelectV2's condition may broadcast when run: its own kernel)
         srcs = srcs[1:]  # (the condition: bool, by the ops' definitions)
     if any(s[0] != "feed" and view.nodes[s[0]].op._outputs[s[1]].dtype != t for s in srcs):
         return False

@@ -18,6 +18,8 @@ Invariants:
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
@@ -783,46 +785,91 @@ def fused_batch_norm(
 # -- dropout --------------------------------------------------------------------------------
 
 
+def _noise_shape(x, noise_shape):
+    """`noise_shape` with its unknown dimensions taken from x's where x knows them."""
+    if noise_shape is None:
+        return array_ops.shape(x)
+    try:
+        given = tensor_shape.as_shape(noise_shape)
+    except (TypeError, ValueError):
+        return noise_shape
+    if x.shape.dims is not None and given.dims is not None and len(x.shape.dims) == len(given):
+        return tensor_shape.TensorShape(
+            [
+                xd if nd is None and xd is not None else nd
+                for xd, nd in zip(x.shape.as_list(), given.as_list())
+            ]
+        )
+    return noise_shape
+
+
+def _dropout(x, rate, noise_shape, uniform_sampler, name, default_name):
+    with ops.name_scope(name, default_name, [x]):
+        is_number = isinstance(rate, numbers.Real)
+        if is_number and not 0 <= rate < 1:
+            raise ValueError(
+                f"`rate` must be a scalar tensor or a float in the range [0, 1). Received: "
+                f"rate={rate}"
+            )
+        x = ops.convert_to_tensor(x, name="x")
+        if not x.dtype.is_floating:
+            raise ValueError(
+                "`x.dtype` must be a floating point tensor as `x` will be scaled. Received: "
+                f"x_dtype={x.dtype}"
+            )
+        if is_number and rate == 0:
+            return x
+        if not isinstance(rate, ops.Tensor):
+            if not is_number:
+                raise ValueError(
+                    f"`rate` must be a scalar or scalar tensor. Received: rate={rate}"
+                )
+            scale = ops.convert_to_tensor(1 / (1 - rate), dtype=x.dtype)
+            kept = math_ops.multiply(x, scale)
+        else:
+            rate.shape.assert_has_rank(0)
+            if rate.dtype != x.dtype:
+                if not rate.dtype.is_compatible_with(x.dtype):
+                    raise ValueError(
+                        "`x.dtype` must be compatible with `rate.dtype`. Received: "
+                        f"x.dtype={x.dtype} and rate.dtype={rate.dtype}"
+                    )
+                rate = math_ops.cast(rate, x.dtype, name="rate")
+            one = ops.convert_to_tensor(1, dtype=x.dtype)
+            kept = math_ops.realdiv(x, math_ops.subtract(one, rate))
+        uniform = uniform_sampler(shape=_noise_shape(x, noise_shape), dtype=x.dtype)
+        keep = math_ops.greater_equal(uniform, rate)
+        zero = ops.convert_to_tensor(0, dtype=x.dtype)
+        out = ops.apply_op("SelectV2", [keep, kept, zero]).outputs[0]
+        out.set_shape(x.shape)
+        return out
+
+
 def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
     """Zero elements of `x` with probability `rate` (= 1 - keep_prob), scaling the kept
-    ones by 1 / (1 - rate).
+    ones by 1 / (1 - rate); TF 2's graph (a uniform draw compared with the rate selects
+    between the scaled x and zeros), so the values are TF's to the bit.
 
     Raises:
       ValueError: both or neither of keep_prob and rate, a rate outside [0, 1), or a
         non-floating x.
     """
-    if keep_prob is not None and rate is not None:
-        raise ValueError("Cannot specify both 'keep_prob' and 'rate'.")
-    if keep_prob is None and rate is None:
-        raise ValueError("You must provide a rate to dropout.")
-    with ops.name_scope(name, "dropout", [x]) as scope:
-        x = ops.convert_to_tensor(x, name="x")
-        if not x.dtype.is_floating:
-            raise ValueError(
-                f"x has to be a floating point tensor since it's going to be scaled. Got a "
-                f"{x.dtype.name} tensor instead."
-            )
-        if keep_prob is not None:
-            if isinstance(keep_prob, int | float) and not 0 < keep_prob <= 1:
-                raise ValueError(f"keep_prob must be a scalar tensor or a float in the range "
-                                 f"(0, 1], got {keep_prob}")  # fmt: skip
-            rate = 1 - keep_prob
-        if isinstance(rate, int | float):
-            if not 0 <= rate < 1:
-                raise ValueError(
-                    f"rate must be a scalar tensor or a float in the range [0, 1), got {rate}"
-                )
-            if rate == 0:
-                return array_ops.identity(x, name=scope)
-        rate = ops.convert_to_tensor(rate, dtype=x.dtype, name="rate")
-        rate.shape.assert_has_rank(0)
-        shape = array_ops.shape(x) if noise_shape is None else noise_shape
-        random = random_ops.random_uniform(shape, seed=seed, dtype=x.dtype)
-        keep = math_ops.cast(math_ops.greater_equal(random, rate), x.dtype)
-        out = math_ops.multiply(x * math_ops.reciprocal(1 - rate), keep, name=scope)
-        # A rate of unknown shape (a bare placeholder) is a scalar: x's shape survives.
-        out.set_shape(x.shape)
-        return out
+    import functools
+
+    from asyncflow.deprecation import deprecated_argument_lookup
+
+    try:
+        rate_from_keep_prob = 1.0 - keep_prob if keep_prob is not None else None
+    except TypeError:
+        raise ValueError(
+            "`keep_prob` must be a floating point number or Tensor. Received: "
+            f"keep_prob={keep_prob}"
+        ) from None
+    rate = deprecated_argument_lookup("rate", rate, "keep_prob", rate_from_keep_prob)
+    if rate is None:
+        raise ValueError(f"`rate` must be provided. Received: rate={rate}")
+    sampler = functools.partial(random_ops.random_uniform, seed=seed)
+    return _dropout(x, rate, noise_shape, sampler, name, "dropout")
 
 
 # -- embedding_lookup ----------------------------------------------------------------------

@@ -393,8 +393,13 @@ def random_uniform(
         maxval = 1
     with ops.name_scope(name, "random_uniform", [shape, minval, maxval]) as scope:
         shape = _shape_tensor(shape)
-        minval = ops.convert_to_tensor(minval, dtype=dtype, name="min")
-        maxval = ops.convert_to_tensor(maxval, dtype=dtype, name="max")
+        # TF 2's graph: Python-int bounds 0 and 1 leave the draw as it is (no bound
+        # constants, no arithmetic), a 0 lower bound only scales it.
+        minval_is_zero = isinstance(minval, int) and not isinstance(minval, bool) and minval == 0
+        maxval_is_one = isinstance(maxval, int) and not isinstance(maxval, bool) and maxval == 1
+        if not (minval_is_zero and maxval_is_one) or dtype.is_integer:
+            minval = ops.convert_to_tensor(minval, dtype=dtype, name="min")
+            maxval = ops.convert_to_tensor(maxval, dtype=dtype, name="max")
         seeds = _seed_attrs(seed)
         if dtype.is_integer:
             op = ops.apply_op("RandomUniformInt", [shape, minval, maxval], seeds)
@@ -402,6 +407,8 @@ def random_uniform(
         from asyncflow.ops import math_ops
 
         rnd = ops.apply_op("RandomUniform", [shape], {**seeds, "dtype": dtype}).outputs[0]
+        if minval_is_zero:
+            return rnd if maxval_is_one else math_ops.multiply(rnd, maxval)
         # TF writes `rnd * (maxval - minval) + minval`: the operators' "mul", "sub".
         scaled = math_ops.multiply(rnd, math_ops.subtract(maxval, minval, name="sub"), name="mul")
         out = math_ops.add(scaled, minval)

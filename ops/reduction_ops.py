@@ -607,33 +607,55 @@ def linspace_nd(start, stop, num, name=None, axis=0):
     """`tf.linspace` / `tf.lin_space` (TF 2's compat.v1 spells both so; TF's
     `math_ops.linspace_nd`): `num` evenly spaced values from `start` to `stop`
     (broadcast against each other) along a new axis `axis`; the first and last values
-    are exactly start and stop.  For scalar ends the values equal the LinSpace op's.
+    are exactly start and stop, integer ends give float64 values, and num 0 gives none.
+    TF's graph, so its values to the bit (for scalar ends, the LinSpace op's).
+
+    Raises:
+      TypeError: a non-integer num.
     """
-    from asyncflow.ops import array_ops, math_ops
+    from asyncflow.ops import array_ops, framework_ops, manip_ops, math_ops
+
+    def where(cond, a, b):
+        return ops.apply_op("SelectV2", [cond, a, b]).outputs[0]
 
     with ops.name_scope(name, "linspace", [start, stop]):
         start = ops.convert_to_tensor(start, name="start")
         stop = ops.convert_to_tensor(stop, name="stop", dtype=start.dtype)
-        num = cast(ops.convert_to_tensor(num, name="num"), dtypes.int64)
-        start_e = array_ops.expand_dims(start, axis)
-        stop_e = array_ops.expand_dims(stop, axis)
-        axis = int(axis)
-        if axis < 0:
-            rank = start_e.shape.ndims
-            axis = axis + (rank if rank is not None else array_ops.rank(start_e))
-        at_axis = cast(math_ops.equal(range(array_ops.rank(start_e)), axis), dtypes.int64)
-        n_steps = math_ops.maximum(num - 1, 1)
-        delta = (stop_e - start_e) / cast(n_steps, start.dtype)
-        steps = cast(range(1, n_steps, dtype=dtypes.int64), start.dtype)
-        steps = array_ops.reshape(steps, 1 - 2 * at_axis)  # -1 at the axis, 1 elsewhere
-        middle = start_e + steps * delta
-        first = start_e + array_ops.zeros_like(stop_e)
-        last = stop_e + array_ops.zeros_like(start_e)
-        values = array_ops.concat([first, middle, last], axis)
-        full = array_ops.shape(values, out_type=dtypes.int64)
-        size = full + at_axis * (num - full)  # num along the axis
-        out = array_ops.slice(values, array_ops.zeros_like(full), size)
-        out.set_shape(_linspace_static_shape(start, stop, num, axis))
+        num_int = ops.convert_to_tensor(num, name="num", preferred_dtype=dtypes.int32)
+        if not num_int.dtype.is_integer:
+            raise TypeError(
+                "Argument `tensor` (name: num) must be of type integer. Received `tensor` = "
+                f"{num_int} of dtype: {num_int.dtype}"
+            )
+        num_int = ops.apply_op("Cast", [num_int], {"DstT": dtypes.int32}).outputs[0]
+        cast(num_int, start.dtype)  # (TF's graph makes this unused cast too)
+        both = framework_ops.broadcast_dynamic_shape(
+            array_ops.shape(start), array_ops.shape(stop)
+        )
+        start_b = manip_ops.broadcast_to(start, both)
+        stop_b = manip_ops.broadcast_to(stop, both)
+        first = array_ops.expand_dims(start_b, axis=axis)
+        last = array_ops.expand_dims(stop_b, axis=axis)
+        shape = array_ops.shape(first)
+        ndims = array_ops.shape(shape)[0]
+        from_end = ndims + axis
+        axis_t = where(ops.convert_to_tensor(axis >= 0), ops.convert_to_tensor(axis), from_end)
+        num_fill = math_ops.maximum(num_int - 2, 0)
+        n_steps = math_ops.maximum(num_int - 1, 1)
+        delta = (last - first) / cast(n_steps, last.dtype)
+        first = cast(first, delta.dtype)
+        last = cast(last, delta.dtype)
+        range_end = where(num_int >= 0, n_steps, ops.convert_to_tensor(-1))
+        steps = cast(range(1, range_end, dtype=dtypes.int64), delta.dtype)
+        mask = math_ops.equal(axis_t, range(ndims))
+        steps = array_ops.reshape(steps, where(mask, num_fill, ops.convert_to_tensor(1)))
+        middle = first + delta * steps
+        values = array_ops.concat((first, middle, last), axis=axis)
+        size = array_ops.concat(
+            (shape[0:axis_t], array_ops.reshape(num_int, [1]), shape[axis_t + 1 :]), axis=0
+        )
+        out = array_ops.slice(values, array_ops.zeros_like(shape), size)
+        out.set_shape(_linspace_static_shape(start, stop, num_int, axis))
         return out
 
 

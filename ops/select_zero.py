@@ -29,7 +29,9 @@ SelectZero = register_op(
     "_SelectZero",
     inputs=["condition: bool", "value: T", "like: T"],
     outputs=["output: T"],
-    attrs={"T": ANY, "zero_then": False},  # zero_then: Select(cond, zeros, value)
+    # zero_then: Select(cond, zeros, value); broadcast: from a SelectV2 (its kernel, with
+    # TF 2's broadcasting, when the fast path does not apply)
+    attrs={"T": ANY, "zero_then": False, "broadcast": False},
     shape_fn=lambda op: [op.inputs[1].shape],
 )
 NotDifferentiable("_SelectZero")  # introduced after the gradients were built
@@ -68,7 +70,8 @@ async def _select_zero(ctx, cond, value, like):
     ):
         return await ctx.device.compute(_masked, cond, value, zero_then)
     zeros = np.zeros_like(like)
-    select = get_op_def("Select").kernel_for("CPU").fn
+    kind = "SelectV2" if ctx.attrs.get("broadcast") else "Select"
+    select = get_op_def(kind).kernel_for("CPU").fn
     t, e = (zeros, value) if zero_then else (value, zeros)
     return await select(plain_context(ctx), cond, t, e)
 
@@ -91,13 +94,32 @@ def _zero_fill(view, z) -> bool:
     )
 
 
+def _zero_scalar(view, z, dtype) -> bool:
+    """Whether partition node `z` is a Const scalar +0 of `dtype` (TF 2's dropout selects
+    its kept values against one: SelectV2(keep, x * scale, 0))."""
+    if z.op.type != "Const" or z.op._outputs[0].dtype != dtype:
+        return False
+    value = graph.constant_value(z.op._outputs[0])
+    return (
+        isinstance(value, np.ndarray)
+        and value.shape == ()
+        and value.dtype.kind in "fiu"
+        and value == 0
+        and not np.signbit(value)
+    )
+
+
 def fuse_select_zero(view) -> None:
     """Select(cond, x, ZerosLike(y)) and Select(cond, ZerosLike(y), x): _SelectZero;
-    the same with Fill(dims, 0) for the zeros, which stays as the `like`."""
+    the same with Fill(dims, 0) for the zeros, which stays as the `like`.  SelectV2 too,
+    and with a scalar +0 constant for the zeros when the condition has x's static
+    shape (x is then its own `like`; other shapes when run take SelectV2's kernel)."""
     zeros_seen = set()
     for i, node in enumerate(view.nodes):
         op = node.op
-        if op.type != "Select" or node.device.device_type != "CPU" or view.reads_ref(i):
+        if op.type not in ("Select", "SelectV2") or node.device.device_type != "CPU":
+            continue
+        if view.reads_ref(i):
             continue
         if not view.available(i) or op._attr("T").np_dtype.kind not in "fiu":
             continue
@@ -115,13 +137,28 @@ def fuse_select_zero(view) -> None:
             if _zero_fill(view, z):  # (the Fill stays: its zeros are the `like`)
                 found = (pos, None, src)
                 break
+            other = node.inputs[3 - pos]
+            if (
+                op.type == "SelectV2"
+                and _zero_scalar(view, z, op._attr("T"))
+                and other[0] != "feed"
+                and op.inputs[0].shape.ndims is not None
+                and op.inputs[0].shape.as_list() == op.inputs[3 - pos].shape.as_list()
+            ):
+                found = (pos, None, other)  # (the value is its own `like`)
+                break
         if found is None:
             continue
         pos, j, like = found
         other = node.inputs[3 - pos]
         if other == node.inputs[pos]:
             continue  # Select(cond, zeros, zeros)
+        # A SelectV2 whose condition has the value's fully known shape is a Select; any
+        # other may broadcast when run (the kernel's fallback, and no fused program).
+        cond_shape = op.inputs[0].shape
+        same = cond_shape.is_fully_defined() and cond_shape == op.inputs[3 - pos].shape
         attrs = {"T": op._attr("T"), "zero_then": pos == 1}
+        attrs["broadcast"] = op.type == "SelectV2" and not same
         view.fuse(i, "_SelectZero", attrs, [node.inputs[0], other, like], [])
         if j is not None:
             zeros_seen.add(j)

@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "snapshot_format",
             "lmdb_format",
             "tf_logging",
+            "deprecation",  # (TF's renamed-argument rule; imports nothing)
         ),
     ),
     (
@@ -113,6 +114,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "distribute.context",  # (the strategy context metrics ask about; graph only)
             "sets",
             "nn_composites",
+            "nn_experimental",
             "math_composites",
             "math_composites_2",
             "sparse_composites",

@@ -702,7 +702,9 @@ def _dropout_in_cond_here():
     h = tf.nn.relu(tf.matmul(x, w))
 
     def taken():
-        return tf.nn.dropout(h, keep_prob=0.6, seed=3) * 2.0 + tf.tanh(h)
+        # dropout as TF1 wrote it (scaled value times a 0/1 mask): products to fuse
+        mask = tf.cast(tf.random_uniform(tf.shape(h), seed=3) >= 0.4, tf.float32)
+        return h * (1 / 0.6) * mask * 2.0 + tf.tanh(h)
 
     y = tf.cond(flag, taken, lambda: tf.sigmoid(h) * 3.0 - h)
     loss = tf.reduce_sum(y * y)
@@ -750,7 +752,8 @@ def test_a_fused_branch_stays_dead_when_not_taken(monkeypatch):
             x = tf.placeholder(tf.float32, [None, 4])
             flag = tf.placeholder(tf.bool, [])
             off, on = control_flow_prims.switch(x, flag)
-            d = tf.nn.dropout(on, keep_prob=0.5, seed=1)
+            mask = tf.cast(tf.random_uniform(tf.shape(on), seed=1) >= 0.5, tf.float32)
+            d = on * 2.0 * mask  # (TF1's dropout: products to fuse)
             y, _ = control_flow_prims.merge([tf.sigmoid(off) - 1.0, tf.tanh(d) * 2.0])
             with tf.Session() as s:
                 feed = {x: np.ones((3, 4), np.float32), flag: flag_value}

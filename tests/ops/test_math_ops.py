@@ -820,23 +820,32 @@ def test_range_checks_allocation():
 def test_linspace(dtype):
     t = reduction_ops.linspace(array_ops.constant(1.0, dtype=dtypes.as_dtype(dtype)), 3.0, 5)
     assert t.dtype == dtypes.as_dtype(dtype) and t.shape.as_list() == [5]
-    _check(ops.constant_value(t), np.linspace(1.0, 3.0, 5), dtype)
     _check(_run(t), np.linspace(1.0, 3.0, 5), dtype)
     assert reduction_ops.lin_space is reduction_ops.linspace
+    # The LinSpace op itself (TF's raw op; tf.linspace builds TF 2's graph instead).
+    op = ops.apply_op("LinSpace", [array_ops.constant(1.0, dtype=dtypes.as_dtype(dtype)), 3.0, 5])
+    _check(ops.constant_value(op.outputs[0]), np.linspace(1.0, 3.0, 5), dtype)
 
 
 def test_linspace_num_fed_and_errors():
+    # TF 2.21's tf.linspace: num 0 gives no values, integer ends float64 values.
     num = array_ops.placeholder(dtypes.int32, [])
     t = reduction_ops.linspace(0.0, 1.0, num)
     assert t.shape.as_list() == [None]
     _check(_run(t, {num: 1}), [0.0], F32)
     _check(_run(t, {num: 3}), [0.0, 0.5, 1.0], F32)
+    assert _run(t, {num: 0}).shape == (0,)
+    assert _run(reduction_ops.linspace(0.0, 1.0, 0)).shape == (0,)
+    t = reduction_ops.linspace(0, 1, 3)
+    assert t.dtype == dtypes.float64
+    _check(_run(t), [0.0, 0.5, 1.0], np.float64)
+    with pytest.raises(TypeError, match="must be of type integer"):
+        reduction_ops.linspace(0.0, 1.0, 2.5)
+    op = ops.apply_op("LinSpace", [0.0, 1.0, num])
     with pytest.raises(errors.InvalidArgumentError, match="Requires num > 0"):
-        _run(t, {num: 0})
+        _run(op.outputs[0], {num: 0})
     with pytest.raises(ValueError):
-        reduction_ops.linspace(0.0, 1.0, 0)
-    with pytest.raises(TypeError):
-        reduction_ops.linspace(0, 1, 3)  # LinSpace takes floats
+        ops.apply_op("LinSpace", [0.0, 1.0, 0])
 
 
 def test_public_names():

@@ -75,11 +75,13 @@ def test_float_shapes_and_dtypes(kind, build, op_type, dtype, shape):
 
 
 def test_builder_names_follow_tf():
-    assert random_ops.random_uniform([2]).name == "random_uniform:0"
+    # TF 2.21: bounds 0 and 1 leave the draw as it is
+    assert random_ops.random_uniform([2]).name == "random_uniform/RandomUniform:0"
+    assert random_ops.random_uniform([2], 0.0, 1.0).name == "random_uniform_1:0"
     assert random_ops.random_normal([2], name="noise").name == "noise:0"
     assert random_ops.truncated_normal([2]).name == "truncated_normal:0"
     assert random_ops.random_uniform([2], maxval=3, dtype=dtypes.int32).name == (
-        "random_uniform_1:0"
+        "random_uniform_2:0"
     )
     g = ops.get_default_graph()
     assert g.get_operation_by_name("random_uniform/RandomUniform").type == "RandomUniform"

@@ -109,7 +109,7 @@ def test_create_partitioned_variables_as_tf():
         with tf.Session() as sess:
             sess.run(tf.global_variables_initializer())
             assert all((sess.run(p) == 2).all() for p in parts)
-        with pytest.raises(ValueError, match="must have the same length"):
+        with pytest.raises(ValueError, match="must have the length"):  # (TF 2.21's words)
             tf.create_partitioned_variables([10, 4], [3], tf.zeros_initializer())
 
 
