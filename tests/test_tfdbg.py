@@ -3,11 +3,17 @@
 Every expected value here was recorded from TF 2.21 (tf.compat.v1 graph mode, CPU).
 """
 
+import json
+import math
+import os
+
 import numpy as np
 import pytest
 
 import asyncflow as tf
 from asyncflow import errors
+from asyncflow.protos.event_pb2 import Event
+from asyncflow.protos.graph_pb2 import GraphDef
 
 R = tf.raw_ops
 NAN, INF = float("nan"), float("inf")
@@ -190,3 +196,235 @@ def test_gradients_as_in_tf():
     (g,) = tf.gradients(tf.reduce_sum(R.DebugIdentityV2(input=x)), x)
     with tf.Session() as s:
         assert s.run(g).tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+# -- tfdbg v1: RunOptions.debug_options ------------------------------------------------
+
+_CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
+_CPU_DIR = "_tfdbg_device_,job_localhost,replica_0,task_0,device_CPU_0"
+
+
+def _listing(root):
+    """The dump's files, each name's trailing timestamp dropped; (names, timestamps)."""
+    names, stamps = [], {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            rel = os.path.relpath(os.path.join(dirpath, f), root)
+            stem, _, ts = rel.rpartition("_")
+            names.append(stem)
+            stamps[stem] = int(ts)
+    return sorted(names), stamps
+
+
+def _event(root, stem, stamps):
+    with open(os.path.join(root, f"{stem}_{stamps[stem]}"), "rb") as f:
+        return Event.FromString(f.read())
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with tf.Graph().as_default():
+        yield
+
+
+def _watch(opts, node, ops, root, slot=0):
+    w = opts.debug_options.debug_tensor_watch_opts.add()
+    w.node_name, w.output_slot = node, slot
+    w.debug_ops.extend(ops)
+    w.debug_urls.append("file://" + root)
+
+
+def test_run_options_dump_as_tf(tmp_path):
+    root = str(tmp_path / "dump")
+    a = tf.placeholder(tf.float32, [6], name="a")
+    b = tf.multiply(a, 2.0, name="b")
+    c = tf.reduce_sum(tf.abs(b, name="ab"), name="c")
+    opts = tf.RunOptions()
+    _watch(opts, "b", ["DebugIdentity", "DebugNanCount", "DebugNumericSummary"], root)
+    _watch(opts, "c", ["DebugIdentity"], root)
+    with tf.Session() as s:
+        out = s.run(c, feed_dict={a: [1.0, NAN, 3.0, INF, -2.0, 0.0]}, options=opts)
+    assert math.isnan(out)
+    names, stamps = _listing(root)
+    # (TF 2.21's dump of the same run, timestamps dropped)
+    assert names == [
+        "_tfdbg_core_metadata_sessionrun00000000000001",
+        f"{_CPU_DIR}/_tfdbg_graph_hash{names[1].rpartition('hash')[2]}",
+        f"{_CPU_DIR}/b_0_DebugIdentity",
+        f"{_CPU_DIR}/b_0_DebugNanCount",
+        f"{_CPU_DIR}/b_0_DebugNumericSummary",
+        f"{_CPU_DIR}/c_0_DebugIdentity",
+    ]
+    meta = _event(root, names[0], stamps)
+    assert json.loads(meta.log_message.message) == {
+        "global_step": 0,
+        "session_run_index": 1,
+        "executor_step_index": 0,
+        "input_names": ["a:0"],
+        "output_names": ["c:0"],
+        "target_nodes": [],
+    }
+    assert meta.wall_time == stamps[names[0]]
+    # Each dump: one Event whose summary value names the watch, as TF writes it.
+    ev = _event(root, names[2], stamps)
+    assert ev.wall_time == stamps[names[2]]
+    (v,) = ev.summary.value
+    assert (v.tag, v.node_name) == ("b", "b:0:DebugIdentity")
+    assert v.metadata.plugin_data.plugin_name == "debugger"
+    assert json.loads(v.metadata.plugin_data.content) == {
+        "device": _CPU,
+        "outputSlot": 0,
+        "numChunks": 1,
+        "chunkIndex": 0,
+    }
+    assert v.tensor.tensor_content == np.array([2, NAN, 6, INF, -4, 0], "<f4").tobytes()
+    assert [d.size for d in v.tensor.tensor_shape.dim] == [6]
+    nan_count = _event(root, names[3], stamps).summary.value[0].tensor
+    assert nan_count.tensor_content == np.array([1], "<i8").tobytes()
+    summary = _event(root, names[4], stamps).summary.value[0].tensor
+    _same(
+        np.frombuffer(summary.tensor_content, "<f8"),
+        [1, 6, 1, 0, 1, 1, 2, 1, -4, 6, 1, 13, 1, 1, 6],
+    )
+    scalar = _event(root, names[5], stamps).summary.value[0]
+    assert scalar.node_name == "c:0:DebugIdentity" and not scalar.tensor.tensor_shape.dim
+    assert np.isnan(np.frombuffer(scalar.tensor.tensor_content, "<f4")).all()
+    # Files in the order the values were computed (DebugDumpDir checks causality).
+    assert stamps[names[2]] < stamps[names[3]] < stamps[names[4]] < stamps[names[5]]
+    assert stamps[names[1]] < stamps[names[0]] < stamps[names[2]]
+
+
+def test_dumped_partition_graph_has_tfs_debug_nodes(tmp_path):
+    root = str(tmp_path)
+    a = tf.placeholder(tf.float32, [2], name="a")
+    b = tf.multiply(a, 2.0, name="b")
+    c = tf.abs(b, name="ab")
+    opts = tf.RunOptions()
+    _watch(opts, "b", ["DebugIdentity", "DebugNumericSummary"], root)
+    with tf.Session() as s:
+        s.run(c, feed_dict={a: [1.0, 2.0]}, options=opts)
+    names, stamps = _listing(root)
+    (graph_file,) = [n for n in names if "_tfdbg_graph_hash" in n]
+    ev = _event(root, graph_file, stamps)
+    gd = GraphDef.FromString(ev.graph_def)
+    nodes = {n.name: n for n in gd.node}
+    dbg = nodes["__dbg_b:0_1_DebugNumericSummary"]
+    assert dbg.op == "DebugNumericSummary" and list(dbg.input) == ["b"]
+    assert dbg.attr["tensor_name"].s == b"b:0" and dbg.attr["device_name"].s == _CPU.encode()
+    assert list(dbg.attr["debug_urls"].list.s) == [f"file://{root}".encode()]
+    assert nodes["__dbg_b:0_0_DebugIdentity"].op == "DebugIdentity"
+    # The watched value's consumer waits for the debug ops; feeds and fetches are TF's
+    # _Arg and _Retval nodes.
+    assert sorted(nodes["ab"].input) == [
+        "^__dbg_b:0_0_DebugIdentity",
+        "^__dbg_b:0_1_DebugNumericSummary",
+        "b",
+    ]
+    assert nodes["b"].input[0] == "_arg_a_0_0" and nodes["_arg_a_0_0"].op == "_Arg"
+    assert nodes["_retval_ab_0_0"].op == "_Retval"
+
+
+def test_layout_of_scoped_nodes_slots_and_steps(tmp_path):
+    root = str(tmp_path)
+    with tf.name_scope("scope"):
+        a = tf.placeholder(tf.int32, [None], name="a")
+        u, idx = tf.unique(a, name="uniq")
+        v = tf.Variable(tf.constant([1.0, 2.0]), name="v")
+        s_ = tf.reduce_sum(v, name="s")
+        w = tf.assign_add(v, [1.0, 1.0], name="w")
+    opts = tf.RunOptions()
+    opts.debug_options.global_step = 7
+    _watch(opts, "scope/uniq", ["DebugIdentity"], root)
+    _watch(opts, "scope/uniq", ["DebugIdentity", "DebugNumericSummary"], root, slot=1)
+    for node, ops in [
+        ("scope/s", ["DebugIdentity"]),
+        ("scope/a", ["DebugIdentity"]),  # fed: not run, not dumped
+        ("scope/v", ["DebugIdentity"]),
+        ("scope/w", ["DebugNumericSummary"]),
+        ("missing", ["DebugIdentity"]),  # no such node: nothing, no error
+    ]:
+        _watch(opts, node, ops, root)
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        sess.run([u, idx, s_], feed_dict={a: [3, 1, 3, 2]}, options=opts)
+        assert sess.run(w, options=opts).tolist() == [2.0, 3.0]
+    names, stamps = _listing(root)
+    dumps = [n for n in names if "_tfdbg_" not in n.rpartition("/")[2]]
+    # (TF 2.21's files; in the second run v's value is dumped before w updates it)
+    assert sorted(n.partition("/")[2] for n in dumps) == [
+        "scope/s_0_DebugIdentity",
+        "scope/uniq_0_DebugIdentity",
+        "scope/uniq_1_DebugIdentity",
+        "scope/uniq_1_DebugNumericSummary",
+        "scope/v_0_DebugIdentity",  # (both runs read v)
+        "scope/v_0_DebugIdentity",
+        "scope/w_0_DebugNumericSummary",
+    ]
+    assert [n for n in names if n.startswith("_tfdbg_core")] == [
+        "_tfdbg_core_metadata_sessionrun00000000000002",
+        "_tfdbg_core_metadata_sessionrun00000000000003",
+    ]
+    assert sum("_tfdbg_graph_hash" in n for n in names) == 2  # (one per plan)
+    meta = json.loads(_event(root, names[0], stamps).log_message.message)
+    assert meta == {
+        "global_step": 7,
+        "session_run_index": 2,
+        "executor_step_index": 0,
+        "input_names": ["scope/a:0"],
+        "output_names": ["scope/s:0", "scope/uniq:0", "scope/uniq:1"],
+        "target_nodes": [],
+    }
+    summary = _event(root, f"{_CPU_DIR}/scope/uniq_1_DebugNumericSummary", stamps)
+    _same(
+        np.frombuffer(summary.summary.value[0].tensor.tensor_content, "<f8"),
+        [1, 4, 0, 0, 0, 2, 2, 0, 0, 2, 0.75, 0.6875, 3, 1, 4],
+    )
+    v_dump = _event(root, f"{_CPU_DIR}/scope/v_0_DebugIdentity", stamps)
+    assert np.frombuffer(v_dump.summary.value[0].tensor.tensor_content, "<f4").tolist() == [
+        1.0,
+        2.0,
+    ]
+
+
+def test_repeated_runs_count_steps_and_write_the_graph_once(tmp_path):
+    root = str(tmp_path)
+    a = tf.placeholder(tf.float32, [3], name="a")
+    b = tf.multiply(a, 2.0, name="b")
+    opts = tf.RunOptions()
+    _watch(opts, "b", ["DebugIdentity"], root)
+    with tf.Session() as s:
+        s.run(b, feed_dict={a: [1, 2, 3]})  # (no options: counted, nothing written)
+        s.run(b, feed_dict={a: [1, 2, 3]}, options=opts)
+        s.run(b, feed_dict={a: [4, 5, 6]}, options=opts)
+        s.run([b, b.op], feed_dict={a: [1, 2, 3]}, options=opts)
+    names, stamps = _listing(root)
+    metas = [
+        json.loads(_event(root, n, stamps).log_message.message)
+        for n in names
+        if n.startswith("_tfdbg_core")
+    ]
+    # (TF 2.21: session_run_index counts every run; executor_step_index the plan's)
+    assert [(m["session_run_index"], m["executor_step_index"]) for m in metas] == [
+        (2, 0),
+        (3, 1),
+        (4, 0),
+    ]
+    assert metas[2]["target_nodes"] == ["b"] and metas[2]["output_names"] == ["b:0"]
+    assert sum("_tfdbg_graph_hash" in n for n in names) == 2
+    # Three dumps of b (one file each: the names differ only in their timestamps).
+    files = os.listdir(os.path.join(root, _CPU_DIR))
+    assert (
+        sorted(f.rpartition("_")[0] for f in files if not f.startswith("_tfdbg"))
+        == ["b_0_DebugIdentity"] * 3
+    )
+
+
+def test_no_debug_options_no_debug_plan():
+    a = tf.placeholder(tf.float32, [3], name="a")
+    b = tf.multiply(a, 2.0, name="b")
+    with tf.Session() as s:
+        s.run(b, feed_dict={a: [1, 2, 3]}, options=tf.RunOptions())
+        assert all(p.debug is None for p in s._master.plans.values())
+        assert all(
+            "Debug" not in op.type for p in s._master.plans.values() for op in p.plans[0].nodes
+        )
