@@ -3,15 +3,19 @@
 Every expected value here was recorded from TF 2.21 (tf.compat.v1 graph mode, CPU).
 """
 
+import glob
 import json
 import math
 import os
+import re
 
 import numpy as np
 import pytest
 
 import asyncflow as tf
 from asyncflow import errors
+from asyncflow.graph_io import tensor_from_proto
+from asyncflow.protos.debug_event_pb2 import DebugEvent
 from asyncflow.protos.event_pb2 import Event
 from asyncflow.protos.graph_pb2 import GraphDef
 
@@ -428,3 +432,225 @@ def test_no_debug_options_no_debug_plan():
         assert all(
             "Debug" not in op.type for p in s._master.plans.values() for op in p.plans[0].nodes
         )
+
+
+# -- tfdbg2: tf.debugging.experimental.enable_dump_debug_info ------------------------------
+
+_KINDS = ["execution", "graph_execution_traces", "graphs", "metadata", "source_files",
+          "stack_frames"]  # fmt: skip
+
+
+@pytest.fixture
+def dumping():
+    yield tf.debugging.experimental
+    tf.debugging.experimental.disable_dump_debug_info()
+
+
+def _events(root, kind):
+    (path,) = glob.glob(os.path.join(root, f"*.{kind}"))
+    return [DebugEvent.FromString(r) for r in tf.python_io.tf_record_iterator(path)]
+
+
+def _traces(root):
+    out = []
+    for e in _events(root, "graph_execution_traces"):
+        t = e.graph_execution_trace
+        value = tensor_from_proto(t.tensor_proto) if t.HasField("tensor_proto") else None
+        out.append((t.op_name, t.output_slot, t.tensor_debug_mode, value))
+    return out
+
+
+def _abs_graph(dbg, root, mode, **kw):
+    dbg.enable_dump_debug_info(root, tensor_debug_mode=mode, circular_buffer_size=-1, **kw)
+    a = tf.placeholder(tf.float32, [3], name="a")
+    b = tf.multiply(a, 2.0, name="b")
+    c = tf.reduce_sum(tf.abs(b, name="ab"), name="c")
+    with tf.Session() as s:
+        first = s.run(c, feed_dict={a: [1.0, NAN, -3.0]})
+        second = s.run(c, feed_dict={a: [1.0, 2.0, -3.0]})
+    dbg.disable_dump_debug_info()
+    assert math.isnan(first) and second == 12.0
+
+
+def _as_set(traces):
+    return sorted((n, s, m, repr(np.asarray(v, np.float64).tolist())) for n, s, m, v in traces)
+
+
+def test_dump_files_and_records_as_tf(tmp_path, dumping):
+    root = str(tmp_path)
+    _abs_graph(dumping, root, "FULL_HEALTH")
+    names = sorted(os.listdir(root))
+    assert [n.rpartition(".")[2] for n in names] == _KINDS
+    assert len({n.rpartition(".")[0] for n in names}) == 1
+    assert re.fullmatch(r"tfdbg_events\.\d+\.[^.]+", names[0].rpartition(".")[0])
+    (meta,) = _events(root, "metadata")
+    assert meta.debug_metadata.file_version == "debug.Event:1"
+    assert len(meta.debug_metadata.tfdbg_run_id) == 8
+    assert _events(root, "execution") == []
+    graphs = _events(root, "graphs")
+    assert graphs[0].WhichOneof("what") == "debugged_graph"
+    gid = graphs[0].debugged_graph.graph_id
+    # (TF 2.21's .graphs for the same program)
+    assert [
+        (g.op_type, g.op_name, list(g.input_names), g.num_outputs, list(g.output_tensor_ids))
+        for g in (e.graph_op_creation for e in graphs[1:])
+    ] == [
+        ("Placeholder", "a", [], 1, [1]),
+        ("Const", "b/y", [], 1, [2]),
+        ("Mul", "b", ["a:0", "b/y:0"], 1, [3]),
+        ("Abs", "ab", ["b:0"], 1, [4]),
+        ("Const", "Const", [], 1, [5]),
+        ("Sum", "c", ["ab:0", "Const:0"], 1, [6]),
+    ]
+    assert all(e.graph_op_creation.graph_id == gid for e in graphs[1:])
+    # Where each op was made: the stack frames name this file, whose lines are in the
+    # .source_files file.
+    files = [e.source_file.file_path for e in _events(root, "source_files")]
+    frames = {
+        e.stack_frame_with_id.id: e.stack_frame_with_id for e in _events(root, "stack_frames")
+    }
+    mul = graphs[3].graph_op_creation
+    made_at = [frames[i].file_line_col for i in mul.code_location.stack_frame_ids]
+    assert any(files[f.file_index] == __file__ and f.func == "_abs_graph" for f in made_at)
+    here = next(
+        e.source_file for e in _events(root, "source_files") if e.source_file.file_path == __file__
+    )
+    assert "def _abs_graph(dbg, root, mode, **kw):" in here.lines
+    traces = _events(root, "graph_execution_traces")
+    assert {e.graph_execution_trace.tfdbg_context_id for e in traces} == {gid}
+    assert {e.graph_execution_trace.device_name for e in traces} == {_CPU}
+    h = [1, 1, 3]  # (dtype enum, rank, size)
+    b_y = ("b/y", 0, 4, [2, -1, 1, 0, 1, 0, 0, 0, 0, 0, 1])
+    assert _as_set(_traces(root)) == _as_set(
+        [("a", 0, 4, [1, -1, *h, 0, 0, 1, 1, 0, 1]), ("a", 0, 4, [1, -1, *h, 0, 0, 0, 1, 0, 2]),
+         ("b", 0, 4, [3, -1, *h, 0, 0, 1, 1, 0, 1]), ("b", 0, 4, [3, -1, *h, 0, 0, 0, 1, 0, 2]),
+         ("ab", 0, 4, [4, -1, *h, 0, 0, 1, 0, 0, 2]),
+         ("ab", 0, 4, [4, -1, *h, 0, 0, 0, 0, 0, 3]),
+         ("c", 0, 4, [6, -1, 1, 0, 1, 0, 0, 1, 0, 0, 0]),
+         ("c", 0, 4, [6, -1, 1, 0, 1, 0, 0, 0, 0, 0, 1]), b_y, b_y]
+    )  # fmt: skip
+
+
+# (mode, TF 2.21's traces of _abs_graph's two runs: op, mode, value)
+_MODE_TRACES = {
+    "NO_TENSOR": [(op, 1, []) for op in ("a", "b/y", "b", "ab", "Const", "c")] * 2,
+    "CURT_HEALTH": [("a", 2, [1, 1]), ("a", 2, [1, 0]), ("b", 2, [3, 1]), ("b", 2, [3, 0]),
+                    ("ab", 2, [4, 1]), ("ab", 2, [4, 0]), ("c", 2, [6, 1]), ("c", 2, [6, 0])]
+    + [("b/y", 2, [2, 0])] * 2,
+    "CONCISE_HEALTH": [("a", 3, [1, 3, 0, 0, 1]), ("a", 3, [1, 3, 0, 0, 0]),
+                       ("b", 3, [3, 3, 0, 0, 1]), ("b", 3, [3, 3, 0, 0, 0]),
+                       ("ab", 3, [4, 3, 0, 0, 1]), ("ab", 3, [4, 3, 0, 0, 0]),
+                       ("c", 3, [6, 1, 0, 0, 1]), ("c", 3, [6, 1, 0, 0, 0])]
+    + [("b/y", 3, [2, 1, 0, 0, 0])] * 2,
+    "SHAPE": [("a", 5, [1, 1, 1, 3, 3, 0, 0, 0, 0, 0]), ("b/y", 5, [2, 1, 0, 1, 0, 0, 0, 0, 0, 0]),
+              ("b", 5, [3, 1, 1, 3, 3, 0, 0, 0, 0, 0]), ("ab", 5, [4, 1, 1, 3, 3, 0, 0, 0, 0, 0]),
+              ("Const", 5, [5, 3, 1, 1, 1, 0, 0, 0, 0, 0]),
+              ("c", 5, [6, 1, 0, 1, 0, 0, 0, 0, 0, 0])] * 2,
+    "FULL_TENSOR": [("a", 7, [1, NAN, -3]), ("a", 7, [1, 2, -3]), ("b", 7, [2, NAN, -6]),
+                    ("b", 7, [2, 4, -6]), ("ab", 7, [2, NAN, 6]), ("ab", 7, [2, 4, 6]),
+                    ("c", 7, NAN), ("c", 7, 12.0)]
+    + [("b/y", 7, 2.0), ("Const", 7, [0])] * 2,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", sorted(_MODE_TRACES))
+def test_tensor_debug_modes_trace_what_tf_traces(tmp_path, dumping, mode):
+    _abs_graph(dumping, str(tmp_path), mode)
+    want = [(op, 0, m, v) for op, m, v in _MODE_TRACES[mode]]
+    got = _traces(str(tmp_path))
+    assert _as_set(got) == _as_set(want)
+    if mode == "FULL_TENSOR":  # (the values themselves, in their dtypes)
+        assert {v.dtype.name for _, _, _, v in got} == {"float32", "int32"}
+    else:
+        assert {v.dtype.name for _, _, _, v in got} == {
+            "float64" if mode != "NO_TENSOR" else "float32"
+        }
+
+
+def test_instrumented_graph_as_tf_builds_it(dumping, tmp_path):
+    dumping.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH")
+    a = tf.placeholder(tf.float32, [3], name="a")
+    with tf.name_scope("sc"):
+        b = tf.multiply(a, 2.0, name="b")
+    tf.reduce_sum(tf.abs(b, name="ab"), name="c")
+    got = [
+        (op.name, op.type, [t.name for t in op.inputs], [o.name for o in op.control_inputs])
+        for op in tf.get_default_graph().get_operations()
+    ]
+    # (TF 2.21's graph; TF's builders also return the Identity, here the op's output)
+    assert got == [
+        ("a", "Placeholder", [], []),
+        ("a/DebugNumericSummaryV2", "DebugNumericSummaryV2", ["a:0"], []),
+        ("a/DebugIdentityV2_1", "DebugIdentityV2", ["a/DebugNumericSummaryV2:0"], []),
+        ("sc/b/y", "Const", [], []),
+        ("sc/b/DebugNumericSummaryV2", "DebugNumericSummaryV2", ["sc/b/y:0"], []),
+        ("sc/b/DebugIdentityV2_2", "DebugIdentityV2", ["sc/b/DebugNumericSummaryV2:0"], []),
+        ("sc/b/tfdbg_identity_2", "Identity", ["sc/b/y:0"], ["sc/b/DebugIdentityV2_2"]),
+        ("sc/b", "Mul", ["a:0", "sc/b/tfdbg_identity_2:0"], ["a/DebugIdentityV2_1"]),
+        ("sc/b/DebugNumericSummaryV2_1", "DebugNumericSummaryV2", ["sc/b:0"], []),
+        ("sc/b/DebugIdentityV2_3", "DebugIdentityV2", ["sc/b/DebugNumericSummaryV2_1:0"], []),
+        ("sc/b/tfdbg_identity_3", "Identity", ["sc/b:0"], ["sc/b/DebugIdentityV2_3"]),
+        ("ab", "Abs", ["sc/b/tfdbg_identity_3:0"], []),
+        ("ab/DebugNumericSummaryV2", "DebugNumericSummaryV2", ["ab:0"], []),
+        ("ab/DebugIdentityV2_4", "DebugIdentityV2", ["ab/DebugNumericSummaryV2:0"], []),
+        ("ab/tfdbg_identity_4", "Identity", ["ab:0"], ["ab/DebugIdentityV2_4"]),
+        ("Const", "Const", [], []),
+        ("c", "Sum", ["ab/tfdbg_identity_4:0", "Const:0"], []),
+        ("c/DebugNumericSummaryV2", "DebugNumericSummaryV2", ["c:0"], []),
+        ("c/DebugIdentityV2_6", "DebugIdentityV2", ["c/DebugNumericSummaryV2:0"], []),
+        ("c/tfdbg_identity_6", "Identity", ["c:0"], ["c/DebugIdentityV2_6"]),
+    ]
+
+
+def test_filters_ring_and_flush(tmp_path, dumping):
+    root = str(tmp_path / "f")
+    dumping.enable_dump_debug_info(
+        root, tensor_debug_mode="CURT_HEALTH", op_regex="(Mul|Sum)", tensor_dtypes=[tf.float32]
+    )
+    a = tf.placeholder(tf.float32, [3], name="a")
+    b = tf.multiply(a, 2.0, name="b")
+    i = tf.multiply(tf.constant([1, 2]), 3, name="i")
+    c = tf.reduce_sum(b, name="c")
+    with tf.Session() as s:
+        assert s.run([c, i], feed_dict={a: [1, 2, 3]})[0] == 12.0
+    # (TF 2.21: traces stay in memory until flushed)
+    assert os.path.getsize(glob.glob(root + "/*.graph_execution_traces")[0]) == 0
+    dumping.disable_dump_debug_info()
+    assert _as_set(_traces(root)) == _as_set([("b", 0, 2, [3, 0]), ("c", 0, 2, [8, 0])])
+    # A ring of two keeps the last two traces.
+    root = str(tmp_path / "r")
+    dumping.enable_dump_debug_info(root, tensor_debug_mode="FULL_TENSOR", circular_buffer_size=2)
+    with tf.Graph().as_default():
+        a = tf.placeholder(tf.float32, [], name="a")
+        c = tf.square(tf.square(a, name="b"), name="c")
+        with tf.Session() as s:
+            assert s.run(c, feed_dict={a: 2.0}) == 16.0
+    dumping.disable_dump_debug_info()
+    assert [(n, v.tolist()) for n, _, _, v in _traces(root)] == [("b", 4.0), ("c", 16.0)]
+
+
+def test_enable_errors_as_tf(tmp_path, dumping):
+    names = ["UNSPECIFIED", "NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH",
+             "SHAPE", "FULL_NUMERICS", "FULL_TENSOR", "REDUCE_INF_NAN_THREE_SLOTS"]  # fmt: skip
+    for bad in ("BOGUS", "full_health"):  # (case matters)
+        with pytest.raises(ValueError) as e:
+            dumping.enable_dump_debug_info(str(tmp_path), tensor_debug_mode=bad)
+        assert str(e.value) == (
+            f"Invalid value in tensor_debug_mode ('{bad}'). Valid options are: {names}"
+        )
+    with pytest.raises(NotImplementedError, match="FULL_NUMERICS is not implemented yet"):
+        dumping.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_NUMERICS")
+    with pytest.raises(ValueError, match="tensor_dtypes is expected to be a list, a tuple"):
+        dumping.enable_dump_debug_info(str(tmp_path), tensor_dtypes="float32")
+    dumping.enable_dump_debug_info(str(tmp_path), "FULL_HEALTH", circular_buffer_size=5)
+    with pytest.raises(ValueError) as e:
+        dumping.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="SHAPE")
+    assert str(e.value) == (
+        "There is already a dumping callback configured with a different circular-buffer "
+        "size (5). Therefore the newly request circular-buffer size (1000) will not be "
+        "honored."
+    )
+    dumping.disable_dump_debug_info()
+    dumping.disable_dump_debug_info()  # (a second time does nothing)
+    tf.constant(1.0)  # (not recorded: the callback is gone)
+    assert len(_events(str(tmp_path), "graphs")) == 0
