@@ -27,6 +27,7 @@ import numpy as np
 
 from asyncflow import errors
 from asyncflow.graph_io import tensor_content_proto
+from asyncflow.kernel_api import current_step
 from asyncflow.ops.math_helpers import to_host
 from asyncflow.protos.event_pb2 import Event
 from asyncflow.protos.types_pb2 import DataType
@@ -178,13 +179,15 @@ def _file_roots(op_type: str, urls) -> list[str]:
 
 
 async def _dump_v1(ctx, op_type: str, value) -> None:
-    """Write `value` as this watch's Event file under each file:// root."""
+    """Write `value` as this watch's Event file under each file:// root (a
+    DebugIdentityV3 naming `io_of_node` writes TF's node-io layout instead:
+    "node-io-dump/step-<step id>/<node>:<in|out>:<index>_<us>")."""
     attrs = ctx.attrs
     roots = _file_roots(op_type, attrs["debug_urls"])
     node, slot = _parse_tensor_name(op_type, attrs["tensor_name"])
     if not roots:
         return
-    device = attrs.get("device_name") or ctx.device.name
+    device = attrs.get("device_name") or ""  # (TF's: "" dumps under "_tfdbg_device_")
     ts = dump_timestamp_us()
     event = Event(wall_time=ts)
     v = event.summary.value.add()
@@ -197,10 +200,19 @@ async def _dump_v1(ctx, op_type: str, value) -> None:
         separators=(",", ":"),
     ).encode()
     data = event.SerializeToString()
-    *dirs, base = node.split("/")
+    io_of = attrs.get("io_of_node")
+    if io_of:
+        where = "in" if attrs["is_input"] else "out"
+        step = current_step()
+        dirs = ["node-io-dump", f"step-{step.step_id if step is not None else 0}"]
+        base = f"{io_of}:{where}:{attrs['io_index']}_{ts}"
+    else:
+        *scopes, last = node.split("/")
+        dirs = [device_dir_name(device), *scopes]
+        base = f"{last}_{slot}_{op_type}_{ts}"
     for root in roots:
-        directory = os.path.join(root, device_dir_name(device), *dirs)
-        path = os.path.join(directory, f"{base}_{slot}_{op_type}_{ts}")
+        directory = os.path.join(root, *dirs)
+        path = os.path.join(directory, base)
         try:
             await aiofiles.os.makedirs(directory, exist_ok=True)
             async with aiofiles.open(path, "wb") as f:
@@ -247,7 +259,7 @@ async def _debug_nan_count(ctx, x):
     count = np.array([np.count_nonzero(np.isnan(x)) if name in _FLOATS else 0], np.int64)
     if ctx.attrs["debug_urls"]:
         await _dump_v1(ctx, "DebugNanCount", count)
-    return count
+    return ctx.xp.asarray(count)
 
 
 def numeric_summary_v1(x: np.ndarray, dtype, lower: float, upper: float) -> np.ndarray:
@@ -286,7 +298,7 @@ async def _debug_numeric_summary(ctx, x):
     healthy = not (out[2] or out[3] or out[7])
     if attrs["debug_urls"] and not (attrs["mute_if_healthy"] and healthy):
         await _dump_v1(ctx, "DebugNumericSummary", out)
-    return out
+    return ctx.xp.asarray(out)  # (on the device the op runs on)
 
 
 # -- tfdbg2's summaries --------------------------------------------------------------------

@@ -231,6 +231,13 @@ def _fresh_graph():
         yield
 
 
+@pytest.fixture
+def on_cpu():
+    # (The dumps' layout names the device: these cases were recorded on TF's CPU.)
+    with tf.device("/cpu:0"):
+        yield
+
+
 def _watch(opts, node, ops, root, slot=0):
     w = opts.debug_options.debug_tensor_watch_opts.add()
     w.node_name, w.output_slot = node, slot
@@ -238,7 +245,7 @@ def _watch(opts, node, ops, root, slot=0):
     w.debug_urls.append("file://" + root)
 
 
-def test_run_options_dump_as_tf(tmp_path):
+def test_run_options_dump_as_tf(tmp_path, on_cpu):
     root = str(tmp_path / "dump")
     a = tf.placeholder(tf.float32, [6], name="a")
     b = tf.multiply(a, 2.0, name="b")
@@ -298,7 +305,7 @@ def test_run_options_dump_as_tf(tmp_path):
     assert stamps[names[1]] < stamps[names[0]] < stamps[names[2]]
 
 
-def test_dumped_partition_graph_has_tfs_debug_nodes(tmp_path):
+def test_dumped_partition_graph_has_tfs_debug_nodes(tmp_path, on_cpu):
     root = str(tmp_path)
     a = tf.placeholder(tf.float32, [2], name="a")
     b = tf.multiply(a, 2.0, name="b")
@@ -328,7 +335,7 @@ def test_dumped_partition_graph_has_tfs_debug_nodes(tmp_path):
     assert nodes["_retval_ab_0_0"].op == "_Retval"
 
 
-def test_layout_of_scoped_nodes_slots_and_steps(tmp_path):
+def test_layout_of_scoped_nodes_slots_and_steps(tmp_path, on_cpu):
     root = str(tmp_path)
     with tf.name_scope("scope"):
         a = tf.placeholder(tf.int32, [None], name="a")
@@ -390,7 +397,7 @@ def test_layout_of_scoped_nodes_slots_and_steps(tmp_path):
     ]
 
 
-def test_repeated_runs_count_steps_and_write_the_graph_once(tmp_path):
+def test_repeated_runs_count_steps_and_write_the_graph_once(tmp_path, on_cpu):
     root = str(tmp_path)
     a = tf.placeholder(tf.float32, [3], name="a")
     b = tf.multiply(a, 2.0, name="b")
@@ -432,6 +439,45 @@ def test_no_debug_options_no_debug_plan():
         assert all(
             "Debug" not in op.type for p in s._master.plans.values() for op in p.plans[0].nodes
         )
+
+
+def test_raw_debug_ops_dump_where_tf_does(tmp_path, on_cpu):
+    root = str(tmp_path)
+    url = ["file://" + root]
+    x = tf.constant([1.0, 2.0], name="x")
+    ops = [
+        R.DebugIdentity(input=x, tensor_name="x:0", debug_urls=url),
+        R.DebugIdentityV3(
+            input=x, tensor_name="x:0", debug_urls=url, io_of_node="foo", io_index=1
+        ),  # fmt: skip
+        R.DebugNumericSummary(
+            input=x,
+            tensor_name="sc/x:1",
+            debug_urls=url,
+            device_name="/job:w/replica:0/task:1/device:CPU:0",
+            mute_if_healthy=True,
+        ),  # (healthy: no file)  # fmt: skip
+        R.DebugNumericSummary(input=x, tensor_name="sc/y:0", debug_urls=url, lower_bound=1.0),
+    ]
+    with tf.Session() as s:
+        for op in ops:
+            s.run(op)
+    names, stamps = _listing(root)
+    # (TF 2.21's files: no device_name attr dumps under "_tfdbg_device_"; V3's node-io
+    # layout names the step, here the session's second)
+    assert names == [
+        "_tfdbg_device_/sc/y_0_DebugNumericSummary",
+        "_tfdbg_device_/x_0_DebugIdentity",
+        "node-io-dump/step-2/foo:out:1",
+    ]
+    v3 = _event(root, names[2], stamps).summary.value[0]
+    assert v3.node_name == "x:0:DebugIdentityV3"
+    assert json.loads(v3.metadata.plugin_data.content)["device"] == ""
+    summary = _event(root, names[0], stamps).summary.value[0].tensor
+    _same(
+        np.frombuffer(summary.tensor_content, "<f8"),
+        [1, 2, 0, 1, 0, 0, 1, 0, 1, 2, 1.5, 0.25, 1, 1, 2],
+    )
 
 
 # -- tfdbg2: tf.debugging.experimental.enable_dump_debug_info ------------------------------
@@ -476,7 +522,7 @@ def _as_set(traces):
     return sorted((n, s, m, repr(np.asarray(v, np.float64).tolist())) for n, s, m, v in traces)
 
 
-def test_dump_files_and_records_as_tf(tmp_path, dumping):
+def test_dump_files_and_records_as_tf(tmp_path, on_cpu, dumping):
     root = str(tmp_path)
     _abs_graph(dumping, root, "FULL_HEALTH")
     names = sorted(os.listdir(root))
@@ -554,7 +600,7 @@ _MODE_TRACES = {
 
 
 @pytest.mark.parametrize("mode", sorted(_MODE_TRACES))
-def test_tensor_debug_modes_trace_what_tf_traces(tmp_path, dumping, mode):
+def test_tensor_debug_modes_trace_what_tf_traces(tmp_path, on_cpu, dumping, mode):
     _abs_graph(dumping, str(tmp_path), mode)
     want = [(op, 0, m, v) for op, m, v in _MODE_TRACES[mode]]
     got = _traces(str(tmp_path))
