@@ -88,41 +88,44 @@ def _url_roots(urls) -> list[str]:
 
 def insert_debug_nodes(parts, watches, scratch_graph) -> list[str]:
     """Add the debug ops `watches` ask for to the partitions holding the watched nodes;
-    the dump roots named.  A watch of a node no partition runs adds nothing (TF's too).
+    the dump roots named.  A watch of a node no partition runs, or of an output slot
+    the node does not have, adds nothing (TF's too).
 
     Raises:
-      InvalidArgumentError: a debug op type TF's v1 debugger does not know, or an
-        output slot the node does not have.
+      FailedPreconditionError: a debug op type TF's v1 debugger does not know, unless
+        the watch tolerates debug op creation failures (the op is then left out).
+      UnimplementedError: a debug URL other than file://.
     """
     roots: list[str] = []
-    for node_name, slot, debug_ops, urls, _tolerate in watches:
+    for node_name, slot, debug_ops, urls, tolerate in watches:
         for r in _url_roots(urls):
             if r not in roots:
                 roots.append(r)
-        for op_type in debug_ops:
-            if op_type not in _V1_DEBUG_OPS:
-                raise errors.InvalidArgumentError(
-                    None, None, f"Unsupported debug op type {op_type!r} in watch on {node_name}"
-                )
         for p in parts:
             i = next((k for k, n in enumerate(p.nodes) if n.op.name == node_name), None)
-            if i is not None:
-                _watch(p, i, slot, debug_ops, list(urls), scratch_graph)
+            if i is not None and 0 <= slot < len(p.nodes[i].op._outputs):
+                _watch(p, i, slot, debug_ops, list(urls), tolerate, scratch_graph)
     for p in parts:
         _topological_order(p)
     return roots
 
 
-def _watch(p, i, slot, debug_ops, urls, scratch_graph) -> None:
+def _watch(p, i, slot, debug_ops, urls, tolerate, scratch_graph) -> None:
     op = p.nodes[i].op
-    if not 0 <= slot < len(op._outputs):
-        raise errors.InvalidArgumentError(
-            None, op, f"Node {op.name} has no output slot {slot} to watch"
-        )
     dtype = op._outputs[slot].dtype.base_dtype
     device = p.device.name if p.device is not None else ""
     consumers = [n for n in p.nodes if (i, slot) in n.inputs]
     for k, op_type in enumerate(debug_ops):
+        if op_type not in _V1_DEBUG_OPS:
+            if tolerate:
+                continue
+            tensor = f"{op.name}:{slot}"
+            raise errors.FailedPreconditionError(
+                None,
+                None,
+                f"Failed to create debug node {op_type} for tensor {tensor}, due to: Failed "
+                f"to create node definition for debug op {op_type} on watched tensor {tensor}",
+            )
         attrs = {
             "T": dtype,
             "device_name": device,

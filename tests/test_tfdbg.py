@@ -430,6 +430,36 @@ def test_repeated_runs_count_steps_and_write_the_graph_once(tmp_path, on_cpu):
     )
 
 
+def test_watch_errors_as_tf(tmp_path, on_cpu):
+    a = tf.placeholder(tf.float32, [2], name="a")
+    b = tf.multiply(a, 2.0, name="b")
+
+    def run(root, slot=0, ops=("DebugFoo",), tolerate=False):
+        opts = tf.RunOptions()
+        w = opts.debug_options.debug_tensor_watch_opts.add(node_name="b", output_slot=slot)
+        w.debug_ops.extend(ops)
+        w.debug_urls.append("file://" + str(tmp_path / root))
+        w.tolerate_debug_op_creation_failures = tolerate
+        with tf.Session() as s:
+            return s.run(b, feed_dict={a: [1, 2]}, options=opts).tolist()
+
+    # (TF 2.21's error; tolerated, the unknown op is left out; a slot the node lacks
+    # is not watched, yet the run still writes its metadata)
+    with pytest.raises(errors.FailedPreconditionError) as e:
+        run("e0")
+    assert str(e.value).startswith(
+        "Failed to create debug node DebugFoo for tensor b:0, due to: Failed to create node "
+        "definition for debug op DebugFoo on watched tensor b:0"
+    )
+    assert run("e1", ops=("DebugFoo", "DebugIdentity"), tolerate=True) == [2.0, 4.0]
+    assert run("e2", slot=3, ops=("DebugIdentity",)) == [2.0, 4.0]
+    names1 = _listing(str(tmp_path / "e1"))[0]
+    names2 = _listing(str(tmp_path / "e2"))[0]
+    assert len(names1) == 3 and "_tfdbg_graph_hash" in names1[1]
+    assert names1[2] == f"{_CPU_DIR}/b_0_DebugIdentity"
+    assert len(names2) == 2 and "_tfdbg_graph_hash" in names2[1]
+
+
 def test_no_debug_options_no_debug_plan():
     a = tf.placeholder(tf.float32, [3], name="a")
     b = tf.multiply(a, 2.0, name="b")
