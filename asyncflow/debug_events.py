@@ -200,7 +200,6 @@ class _Dumping:
         self.tensor_dtypes = tensor_dtypes
         self.run_id = _run_id()
         self.host = socket.gethostname()
-        self.busy = False  # (the ops the callback makes are not recorded)
         self.graph_ids: dict = {}
         self.tensor_counter = 0
         self.frame_ids: dict = {}
@@ -213,13 +212,8 @@ class _Dumping:
         return _writer_for(self.dump_root, self.run_id, self.circular_buffer_size)
 
     def __call__(self, op) -> None:
-        if self.busy:
-            return
-        self.busy = True
-        try:
-            self._record(op)
-        finally:
-            self.busy = False
+        # (apply_op calls no callback for the ops a callback makes: the debug ops.)
+        self._record(op)
 
     def _graph_id(self, graph) -> str:
         gid = self.graph_ids.get(graph)

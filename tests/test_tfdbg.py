@@ -730,3 +730,28 @@ def test_enable_errors_as_tf(tmp_path, dumping):
     dumping.disable_dump_debug_info()  # (a second time does nothing)
     tf.constant(1.0)  # (not recorded: the callback is gone)
     assert len(_events(str(tmp_path), "graphs")) == 0
+
+
+def test_ops_other_callbacks_make_are_not_recorded(tmp_path, dumping):
+    root = str(tmp_path)
+    dumping.enable_dump_debug_info(root, tensor_debug_mode="CURT_HEALTH")
+    tf.debugging.enable_check_numerics()
+    try:
+        x = tf.placeholder(tf.float32, [2], name="x")
+        y = tf.log(x, name="y")
+        with tf.Session() as s:
+            s.run(y, feed_dict={x: [1.0, 2.0]})
+            with pytest.raises(errors.InvalidArgumentError):
+                s.run(y, feed_dict={x: [0.0, 2.0]})
+    finally:
+        tf.debugging.disable_check_numerics()
+    dumping.disable_dump_debug_info()
+    # (TF 2.21: enable_check_numerics' CheckNumericsV2 ops are not in the .graphs file)
+    made = [e.graph_op_creation for e in _events(root, "graphs")[1:]]
+    assert [(g.op_type, g.op_name, list(g.output_tensor_ids)) for g in made] == [
+        ("Placeholder", "x", [1]),
+        ("Log", "y", [2]),
+    ]
+    assert _as_set(_traces(root)) == _as_set(
+        [("x", 0, 2, [1, 0]), ("x", 0, 2, [1, 0]), ("y", 0, 2, [2, 0]), ("y", 0, 2, [2, 1])]
+    )
