@@ -28,6 +28,7 @@ written under the writer's lock, so files never hold half a record.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import collections
 import contextlib
@@ -158,6 +159,14 @@ def _writer_for(dump_root: str, run_id: str = "", circular_buffer_size: int = 10
         return w
 
 
+def _close_writers() -> None:
+    for writer in list(_WRITERS.values()):
+        writer.Close()
+
+
+atexit.register(_close_writers)  # (a writer's traces reach its file by the exit at the latest)
+
+
 def _run_id() -> str:
     return str(uuid.uuid4())[:8]
 
@@ -169,9 +178,12 @@ async def _trace_kernel(ctx, value) -> None:
         url = url.decode() if isinstance(url, bytes) else str(url)
         if not url.startswith("file://"):
             continue
-        writer = _writer_for(
-            url[len("file://") :], attrs["tfdbg_run_id"], int(attrs["circular_buffer_size"])
-        )
+        root = url[len("file://") :]
+        writer = _WRITERS.get(root)
+        if writer is None:  # (dumping was turned off since: a fresh writer, made off the loop)
+            writer = await asyncio.to_thread(
+                _writer_for, root, attrs["tfdbg_run_id"], int(attrs["circular_buffer_size"])
+            )
         trace = GraphExecutionTrace(
             tfdbg_context_id=attrs["tfdbg_context_id"],
             op_name=attrs["op_name"],
