@@ -100,6 +100,7 @@ from asyncflow.ops import bitwise_ops as bitwise  # noqa: E402 - tf.bitwise
 from asyncflow.ops import check_ops as _check_ops  # noqa: E402
 from asyncflow.ops import control_flow_ops as _control_flow_ops  # noqa: E402
 from asyncflow.ops import data_flow_ops as _data_flow_ops  # noqa: E402
+from asyncflow.ops import debug_ops as _debug_ops  # noqa: E402 - tfdbg's ops
 from asyncflow.ops import edit_distance_ops as _edit_distance_ops  # noqa: E402
 from asyncflow.ops import einsum_ops as _einsum_ops  # noqa: E402
 from asyncflow.ops import fake_quant_ops as _fake_quant_ops  # noqa: E402
@@ -174,6 +175,7 @@ for _m in (
     _control_flow_ops,
     _logging_ops,
     _check_ops,
+    _debug_ops,
     _state_ops,
     _init_ops,
     _random_seed,

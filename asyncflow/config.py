@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from asyncflow.protos.cost_graph_pb2 import CostGraphDef
+from asyncflow.protos.debug_pb2 import DebugOptions
 from asyncflow.protos.step_stats_pb2 import StepStats
 
 __all__ = [
@@ -200,6 +201,7 @@ class RunOptions(_Message):
         "inter_op_thread_pool": 0,
         "output_partition_graphs": False,
         "report_tensor_allocations_upon_oom": False,
+        "debug_options": DebugOptions,  # tfdbg v1's watches (asyncflow/debug_watch.py)
     }
 
 

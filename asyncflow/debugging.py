@@ -21,6 +21,7 @@ import contextlib
 import os
 import traceback
 
+from asyncflow import debug_events as experimental  # tf.debugging.experimental (tfdbg2)
 from asyncflow import graph as ops
 from asyncflow import placement
 from asyncflow.ops import (
@@ -35,6 +36,7 @@ from asyncflow.ops import (
 from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = [
+    "experimental",
     "assert_shapes",
     "disable_check_numerics",
     "disable_traceback_filtering",

@@ -1526,14 +1526,20 @@ def apply_op(op_type: str, inputs=(), attrs=None, name=None, graph=None) -> Oper
             cf_ctx.add_op(op)
         if op_def.shape_fn is not None:
             _set_output_shapes(graph, op, op_def)
-        for callback in OP_CALLBACKS:
-            callback(op)
+        if OP_CALLBACKS and not getattr(_IN_CALLBACKS, "on", False):
+            _IN_CALLBACKS.on = True  # (ops a callback makes are not seen by any: TF's)
+            try:
+                for callback in OP_CALLBACKS:
+                    callback(op)
+            finally:
+                _IN_CALLBACKS.on = False
     return op
 
 
 # Called with each op apply_op makes, once its shapes are set (what
-# tf.debugging.enable_check_numerics adds its checks with).
+# tf.debugging.enable_check_numerics adds its checks with, and tfdbg2 records ops with).
 OP_CALLBACKS: list = []
+_IN_CALLBACKS = threading.local()
 
 
 def _inputs_in_scope(graph: Graph, op_def, inputs, attrs: dict, op_name: str):

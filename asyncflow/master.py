@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from asyncflow import errors
+from asyncflow import debug_watch, errors
 from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
 from asyncflow.graph_passes import run_graph_passes
@@ -65,7 +65,7 @@ class MasterPlan:
     """One (feeds, fetches, targets) combination: the plans registered with the worker
     under `handle`, and the partitions they came from (for RunMetadata)."""
 
-    __slots__ = ("plans", "handle", "parts", "client_keys", "fed_fetches")
+    __slots__ = ("plans", "handle", "parts", "client_keys", "fed_fetches", "debug")
 
 
 class Master:
@@ -88,11 +88,13 @@ class Master:
         self._config_timeout = timeout_s(None, config)  # operation_timeout_in_ms
         self._client_rendezvous: dict[int, LocalRendezvous] = {}  # step id -> (partial runs)
 
-    def plan(self, feed_tensors, elements, trace=False) -> MasterPlan:
-        key = (tuple(feed_tensors), tuple(elements), self._graph._version, trace)
+    def plan(self, feed_tensors, elements, trace=False, debug=None) -> MasterPlan:
+        """The plan of (feeds, fetches); `debug`: `debug_watch.debug_watches(options)`."""
+        key = (tuple(feed_tensors), tuple(elements), self._graph._version, trace, debug)
         plan = self.plans.get(key)
         if plan is None:
-            plan = self._remember(key, self._compile(feed_tensors, list(elements), trace))
+            compiled = self._compile(feed_tensors, list(elements), trace, debug=debug)
+            plan = self._remember(key, compiled)
         return plan
 
     def _remember(self, key, plan: MasterPlan) -> MasterPlan:
@@ -103,9 +105,12 @@ class Master:
         self.plans[key] = plan
         return plan
 
-    def _compile(self, feed_tensors, elements, trace=False, client=False) -> MasterPlan:
+    def _compile(
+        self, feed_tensors, elements, trace=False, client=False, debug=None
+    ) -> MasterPlan:
         """Prune, place, partition, lower and register one (feeds, fetches) combination
-        (`client`: feeds and fetches cross the step's rendezvous, for a partial run)."""
+        (`client`: feeds and fetches cross the step's rendezvous, for a partial run;
+        `debug`: tfdbg's watches, whose debug ops join the partitions)."""
         order = partition_mod.prune(feed_tensors, elements)
         with self._lock:
             assignment = self.placer.place(order)
@@ -125,6 +130,10 @@ class Master:
         if client:
             client_keys = partition_mod.client_ends(parts, feed_tensors, self._scratch_graph)
             fetch_map = []
+        dplan = None
+        if debug is not None:
+            roots = debug_watch.insert_debug_nodes(parts, debug, self._scratch_graph)
+            dplan = debug_watch.debug_plan(parts, feed_tensors, elements, roots)
         for p in parts:  # (a traced step times the fused ops, as TF's trace shows them)
             run_graph_passes(p, self._scratch_graph)
         register_partitions = getattr(self.worker, "register_partitions", None)
@@ -134,6 +143,7 @@ class Master:
             mp.parts = parts
             mp.client_keys = None
             mp.fed_fetches = fed_fetches
+            mp.debug = dplan
             mp.handle = register_partitions(parts, fetch_map, feed_tensors, trace)
             return mp
         plans = [
@@ -158,6 +168,7 @@ class Master:
         mp.parts = parts
         mp.client_keys = client_keys
         mp.fed_fetches = fed_fetches  # (fetch index, feed index): Session hands the feed back
+        mp.debug = dplan
         mp.handle = self.worker.register_graph(
             RegisteredGraph(
                 plans,
@@ -207,12 +218,25 @@ class Master:
         step_timeout = (
             self._config_timeout if options is None else timeout_s(options, self._config)
         )
-        run = self.worker.run_graph(
-            plan.handle, self._step_counter, feed_values, options, run_metadata, step_timeout
-        )
+        if plan.debug is not None:  # tfdbg's watches: their files, then the step
+            run = self._debugged_step(plan, feed_values, options, run_metadata, step_timeout)
+        else:
+            run = self.worker.run_graph(
+                plan.handle, self._step_counter, feed_values, options, run_metadata, step_timeout
+            )
         if run_metadata is not None and getattr(options, "output_partition_graphs", False):
             return self._with_partition_graphs(run, plan, run_metadata)
         return run
+
+    def _debugged_step(self, plan, feed_values, options, run_metadata, step_timeout):
+        step_id = self._step_counter
+
+        def start():
+            return self.worker.run_graph(
+                plan.handle, step_id, feed_values, options, run_metadata, step_timeout
+            )
+
+        return debug_watch.run_debugged(start, plan.debug, options, step_id)
 
     @staticmethod
     async def _with_partition_graphs(run, plan, run_metadata):

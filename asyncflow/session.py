@@ -36,6 +36,7 @@ import numpy as np
 from asyncflow import dtypes, errors, loop_slices, resources
 from asyncflow import graph as ops
 from asyncflow.config import ConfigProto
+from asyncflow.debug_watch import debug_watches
 from asyncflow.devices.cpu import CALLER_DRIVES, favour_loop_thread, release_cores, share_cores
 from asyncflow.devices.registry import create_devices
 from asyncflow.graph import (  # noqa: F401 - the default session stack lives with the graph
@@ -607,7 +608,9 @@ class BaseSession:
 
     async def _arun_bound(self, fetches, feed_dict, options, run_metadata=None):
         mapper, feed_tensors, feed_values = self._feeds_and_fetches(fetches, feed_dict)
-        plan = self._master.plan(feed_tensors, mapper.elements, traced(options))
+        plan = self._master.plan(
+            feed_tensors, mapper.elements, traced(options), debug_watches(options)
+        )
         master = self._master
         if QUIET_STEP.get():
             values = await master.run_step(plan, feed_values, options, run_metadata)
@@ -674,7 +677,9 @@ class BaseSession:
         return _SyncCall(loop, thread_id).wait(coro)
 
     async def _run_prepared(self, mapper, feed_tensors, feed_values, options, run_metadata=None):
-        plan = self._master.plan(feed_tensors, mapper.elements, traced(options))
+        plan = self._master.plan(
+            feed_tensors, mapper.elements, traced(options), debug_watches(options)
+        )
         values = await self._master.run_step(plan, feed_values, options, run_metadata)
         return mapper.rebuild(_fetch_values(values, feed_values, plan.fed_fetches))
 

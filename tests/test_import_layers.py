@@ -159,6 +159,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "donation",
             "graph_passes",
             "lowering",
+            "debug_watch",
             "distributed.graph_codec",
             "distributed.service",
         ),

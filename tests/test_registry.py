@@ -121,6 +121,11 @@ _TF_NO_GRADIENT = {
     "BatchSelfAdjointEig",
     "Mod",
     "PlaceholderV2",
+    # tfdbg's ops (tests/test_tfdbg.py)
+    "DebugIdentity",
+    "DebugIdentityV3",
+    "DebugNumericSummary",
+    "DebugNumericSummaryV2",
 }
 
 

@@ -56,6 +56,9 @@ PAIRS = {
     "step_stats": "tensorflow.core.framework.step_stats_pb2",
     "cost_graph": "tensorflow.core.framework.cost_graph_pb2",
     "config": "tensorflow.core.protobuf.config_pb2",
+    "debug": "tensorflow.core.protobuf.debug_pb2",
+    "graph_debug_info": "tensorflow.core.framework.graph_debug_info_pb2",
+    "debug_event": "tensorflow.core.protobuf.debug_event_pb2",
     # TF Serving's API (pip install tensorflow-serving-api --no-deps beside TensorFlow)
     "serving.model": "tensorflow_serving.apis.model_pb2",
     "serving.status": "tensorflow_serving.apis.status_pb2",
