@@ -1,6 +1,7 @@
 """`tf.distribute.experimental`: the options of cross-worker collectives and the
 strategies TF1 still ships as experimental."""
 
+from asyncflow.distribute.central_storage_strategy import CentralStorageStrategy
 from asyncflow.distribute.collective_util import (
     CollectiveCommunication,
     CollectiveHints,
@@ -9,6 +10,7 @@ from asyncflow.distribute.collective_util import (
 )
 
 __all__ = [
+    "CentralStorageStrategy",
     "CollectiveCommunication",
     "CollectiveHints",
     "CommunicationImplementation",

@@ -1,0 +1,357 @@
+"""CentralStorageStrategy, the collective ops, MultiWorkerMirroredStrategy and
+ParameterServerStrategy in TF1 graph mode, and eval metrics across replicas.
+
+Values, op types, shapes and messages marked "TF 2.21" were recorded from TensorFlow
+2.21 (`tf.compat.v1`, graph mode, two CPUs from `ConfigProto(device_count={"CPU": 2})`)
+running the same program.  The multi-worker runs use an in-process cluster (servers on
+127.0.0.1, one thread per task); their expected values are the single-process sums TF
+computes for the same replicas (recorded from TF 2.21's MirroredStrategy on as many
+local devices).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+import asyncflow as af
+
+pytestmark = pytest.mark.timeout(60)
+
+CPU2 = af.ConfigProto(device_count={"CPU": 2})
+DEV0 = "/replica:0/task:0/device:CPU:0"
+DEV1 = "/replica:0/task:0/device:CPU:1"
+raw = af.raw_ops
+
+
+@pytest.fixture(autouse=True)
+def fresh_graph():
+    with af.Graph().as_default() as g:
+        yield g
+
+
+# -- CentralStorageStrategy -------------------------------------------------------------
+
+
+def _css_step(strategy, x, v, w):
+    def step(xs):
+        rid = af.distribute.get_replica_context().replica_id_in_sync_group
+        part = xs * af.cast(rid + 1, af.float32)
+        loss = af.reduce_sum(af.matmul(part, w)) + af.reduce_sum(v * v)
+        return af.train.GradientDescentOptimizer(0.1).minimize(loss), loss
+
+    return strategy.extended.call_for_each_replica(step, args=(x,))
+
+
+def test_central_storage_trains_one_variable_with_summed_gradients():
+    s = af.distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"])
+    e = s.extended
+    # TF 2.21: worker_devices a list, parameter_devices ('/device:CPU:0',)
+    assert (s.num_replicas_in_sync, e.worker_devices, e.parameter_devices) == (
+        2,
+        [DEV0, DEV1],
+        ("/device:CPU:0",),
+    )
+    with s.scope():
+        v = af.Variable([1.0, 2.0], name="v")
+        w = af.get_variable("w", initializer=af.constant([[0.5], [-1.0]]))
+        # TF 2.21: AggregatingVariable v:0 /device:CPU:0 (and w alike)
+        assert (type(v).__name__, v.name, v.device) == (
+            "AggregatingVariable",
+            "v:0",
+            "/device:CPU:0",
+        )
+        assert (type(w).__name__, w.name, w.device) == (
+            "AggregatingVariable",
+            "w:0",
+            "/device:CPU:0",
+        )
+        assert [x.name for x in af.global_variables()] == ["v:0", "w:0"]
+        assert [x.name for x in af.trainable_variables()] == ["v:0", "w:0"]
+        x = af.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+        train, loss = _css_step(s, x, v, w)
+        assert (type(train).__name__, type(loss).__name__) == ("Operation", "PerReplica")
+        total = s.reduce(af.distribute.ReduceOp.SUM, loss, axis=None)
+        mean = s.reduce("MEAN", loss, axis=None)
+        grp = s.group(train)
+        ident = s.run(lambda: af.identity(v))
+        assert [t.device for t in s.experimental_local_results(ident)] == [DEV0, DEV1]
+    # TF 2.21's three steps
+    want = [
+        (-26.0, -13.0, [0.6, 1.2], [[-4.3], [-7.0]]),
+        (-622.80005, -311.40002, [0.36, 0.72], [[-9.1], [-13.0]]),
+        (-1215.504, -607.752, [0.216, 0.432], [[-13.900001], [-19.0]]),
+    ]
+    with af.Session(config=CPU2) as sess:
+        sess.run(af.global_variables_initializer())
+        for t_want, m_want, v_want, w_want in want:
+            _, t, m = sess.run([grp, total, mean])
+            np.testing.assert_allclose([t, m], [t_want, m_want], rtol=1e-6)
+            np.testing.assert_allclose(sess.run(v), v_want, rtol=1e-6)
+            np.testing.assert_allclose(sess.run(w), w_want, rtol=1e-6)
+        a, b = sess.run(s.experimental_local_results(ident))
+        np.testing.assert_allclose([a, b], [[0.216, 0.432]] * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "aggregation,want", [("SUM", 19.0), ("MEAN", 14.5), ("ONLY_FIRST_REPLICA", 13.0)]
+)
+def test_central_storage_assign_in_replica_aggregates(aggregation, want):
+    # TF 2.21: replicas add 3 and 6 to 10.0
+    s = af.distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"])
+    with s.scope():
+        a = af.Variable(10.0, aggregation=getattr(af.VariableAggregation, aggregation))
+
+        def upd():
+            rid = af.distribute.get_replica_context().replica_id_in_sync_group
+            return a.assign_add(af.cast(rid + 1, af.float32) * 3.0)
+
+        up = s.extended.call_for_each_replica(upd)
+    with af.Session(config=CPU2) as sess:
+        sess.run(a.initializer)
+        assert sess.run(s.experimental_local_results(up)) == (want,)
+        assert sess.run(a) == want
+
+
+def test_central_storage_errors_and_defaults():
+    s = af.distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"])
+    with s.scope():
+        a = af.Variable(10.0)
+        with pytest.raises(ValueError, match="You must specify an aggregation method to update a"):
+            s.extended.call_for_each_replica(lambda: a.assign_add(1.0))
+        c = af.Variable(1.0, name="c")
+        cross = c.assign(5.0)
+    with pytest.raises(RuntimeError, match=r'Need to be inside "with strategy.scope\(\)" for'):
+        s.extended.colocate_vars_with(a)
+    with af.Session(config=CPU2) as sess:
+        sess.run(c.initializer)
+        assert sess.run(cross) == 5.0 and sess.run(c) == 5.0
+    # TF 2.21: one compute device -> it is the parameter device, and variables are plain
+    one = af.distribute.experimental.CentralStorageStrategy()
+    assert one.extended.parameter_devices == (DEV0,) and one.num_replicas_in_sync == 1
+    pd = af.distribute.experimental.CentralStorageStrategy(["/cpu:0"], parameter_device="/cpu:1")
+    assert pd.extended.parameter_devices == ("/cpu:1",)
+    with pd.scope():
+        v = af.Variable(1.0)
+    assert (v.device, type(v).__name__) == ("/device:CPU:1", "ResourceVariable")
+
+
+# -- collective ops in one session (TF 2.21) ----------------------------------------------
+
+
+def _two(build):
+    outs = []
+    for d, val in ((0, [1, 2, 3]), (1, [10, 20, 30])):
+        with af.device(f"/cpu:{d}"):
+            outs.append(build(af.constant(val, af.float32)))
+    return outs
+
+
+@pytest.mark.parametrize(
+    "merge,final,want",
+    [
+        ("Add", "Id", [11.0, 22.0, 33.0]),
+        ("Add", "Div", [5.5, 11.0, 16.5]),
+        ("Max", "Id", [10.0, 20.0, 30.0]),
+        ("Min", "Id", [1.0, 2.0, 3.0]),
+        ("Mul", "Id", [10.0, 40.0, 90.0]),
+    ],
+)
+def test_collective_reduce_in_one_session(merge, final, want):
+    outs = _two(
+        lambda x: raw.CollectiveReduce(
+            input=x, group_size=2, group_key=1, instance_key=5, merge_op=merge,
+            final_op=final, subdiv_offsets=[0],
+        )
+    )  # fmt: skip
+    outs_v2 = _two(
+        lambda x: raw.CollectiveReduceV2(
+            input=x, group_size=2, group_key=1, instance_key=6, ordering_token=[],
+            merge_op=merge, final_op=final,
+        )
+    )  # fmt: skip
+    assert [(o.op.type, o.shape.as_list()) for o in outs] == [("CollectiveReduce", [3])] * 2
+    with af.Session(config=CPU2) as sess:
+        for _ in range(2):  # the second execution pairs with the second
+            a, b, c, d = sess.run(outs + outs_v2)
+            for got in (a, b, c, d):
+                np.testing.assert_array_equal(got, want)
+
+
+def test_collective_reduce_int_mean_truncates():
+    outs = []
+    for d, val in ((0, [1, 2, 3]), (1, [10, 20, 30])):
+        with af.device(f"/cpu:{d}"):
+            x = af.constant(val, af.int32)
+            outs.append(
+                raw.CollectiveReduce(
+                    input=x, group_size=2, group_key=1, instance_key=5, merge_op="Add",
+                    final_op="Div", subdiv_offsets=[0],
+                )
+            )  # fmt: skip
+    with af.Session(config=CPU2) as sess:
+        a, b = sess.run(outs)
+    assert a.tolist() == b.tolist() == [5, 11, 16]  # TF 2.21
+
+
+def test_collective_gather_and_broadcast_in_one_session():
+    gathered, gathered_v2 = [], []
+    for d, val in ((0, [[1, 2]]), (1, [[3, 4]])):
+        with af.device(f"/cpu:{d}"):
+            x = af.constant(val, af.float32)
+            gathered.append(
+                raw.CollectiveGather(
+                    input=x, group_size=2, group_key=2, instance_key=7, shape=[None, 2]
+                )
+            )
+            gathered_v2.append(
+                raw.CollectiveGatherV2(
+                    input=x, group_size=2, group_key=2, instance_key=8, ordering_token=[]
+                )
+            )
+    with af.device("/cpu:0"):
+        x = af.constant([[1.5, 2.5]])
+        send = raw.CollectiveBcastSend(
+            input=x, group_size=2, group_key=3, instance_key=9, shape=[1, 2]
+        )
+        send_v2 = raw.CollectiveBcastSendV2(input=x, group_size=2, group_key=3, instance_key=10)
+    with af.device("/cpu:1"):
+        recv = raw.CollectiveBcastRecv(
+            group_size=2, group_key=3, instance_key=9, shape=[1, 2], T=af.float32
+        )
+        recv_v2 = raw.CollectiveBcastRecvV2(
+            group_size=2, group_key=3, instance_key=10, shape=[1, 2], T=af.float32
+        )
+    # TF 2.21's static shapes
+    assert [g.shape.as_list() for g in gathered] == [[2, 2], [2, 2]]
+    assert [g.shape.as_list() for g in gathered_v2] == [[None, 2], [None, 2]]
+    assert (send.shape.as_list(), recv_v2.shape.as_list()) == ([1, 2], [1, 2])
+    with af.Session(config=CPU2) as sess:
+        g0, g1, h0, h1, s, r, s2, r2 = sess.run(
+            gathered + gathered_v2 + [send, recv, send_v2, recv_v2]
+        )
+    for g in (g0, g1, h0, h1):
+        assert g.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    for b in (s, r, s2, r2):
+        assert b.tolist() == [[1.5, 2.5]]
+
+
+def test_collective_errors():
+    x = af.constant([1.0, 2.0])
+    bad_merge = re.escape(
+        "Attr 'merge_op' of 'CollectiveReduce' Op passed string 'Sub' not in: "
+        '"Min", "Max", "Mul", "Add".'
+    )
+    with pytest.raises(ValueError, match=bad_merge):
+        raw.CollectiveReduce(
+            input=x, group_size=1, group_key=1, instance_key=1, merge_op="Sub",
+            final_op="Id", subdiv_offsets=[0],
+        )  # fmt: skip
+    with pytest.raises(TypeError, match="has DataType string not in list of allowed values"):
+        raw.CollectiveReduce(
+            input=af.constant(["a"]), group_size=1, group_key=1, instance_key=1,
+            merge_op="Add", final_op="Id", subdiv_offsets=[0],
+        )  # fmt: skip
+    one = raw.CollectiveReduce(
+        input=x, group_size=1, group_key=4, instance_key=1, merge_op="Add", final_op="Div",
+        subdiv_offsets=[0],
+    )  # fmt: skip
+    zero = raw.CollectiveReduceV2(
+        input=x, group_size=0, group_key=4, instance_key=1, ordering_token=[],
+        merge_op="Add", final_op="Div",
+    )  # fmt: skip
+    unknown = raw.CollectiveBcastRecv(
+        group_size=2, group_key=3, instance_key=1, shape=[None], T=af.float32
+    )
+    lonely = raw.CollectiveReduce(
+        input=x, group_size=2, group_key=9, instance_key=1, merge_op="Add", final_op="Id",
+        subdiv_offsets=[0], timeout_seconds=0.05,
+    )  # fmt: skip
+    with af.Session() as sess:
+        assert sess.run(one).tolist() == [1.0, 2.0]  # TF 2.21: a group of one
+        with pytest.raises(af.errors.InvalidArgumentError, match="group_size must be positive"):
+            sess.run(zero)
+        unknown_shape = r"Shape \[\?\] is not fully defined"
+        with pytest.raises(af.errors.InvalidArgumentError, match=unknown_shape):
+            sess.run(unknown)
+        with pytest.raises(af.errors.DeadlineExceededError, match="Collective has timed out"):
+            sess.run(lonely)
+
+
+# -- an in-process cluster ----------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def cluster3(monkeypatch):
+    """Three worker servers on 127.0.0.1 (stopped at the end)."""
+    monkeypatch.setenv("ASYNCFLOW_CLUSTER_SECRET", "distribute-s26")
+    spec = af.train.ClusterSpec({"worker": [f"127.0.0.1:{_free_port()}" for _ in range(3)]})
+    servers = [af.train.Server(spec, "worker", i) for i in range(3)]
+    yield spec, servers
+    for s in servers:
+        s.stop()
+
+
+def _in_threads(n, fn) -> dict:
+    """fn(i) on n threads at once (the tasks' clients); their results, or the error."""
+    results, errors = {}, []
+
+    def target(i):
+        try:
+            results[i] = fn(i)
+        except Exception as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads), "a task did not finish"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_collectives_across_tasks_each_in_its_own_session(cluster3):
+    _, servers = cluster3
+
+    def task(i):
+        with af.Graph().as_default():
+            with af.device(f"/job:worker/task:{i}/device:CPU:0"):
+                x = af.constant([1.0, 2.0]) * float(i + 1)
+                mean = raw.CollectiveReduce(
+                    input=x, group_size=3, group_key=1, instance_key=1, merge_op="Add",
+                    final_op="Div", subdiv_offsets=[0],
+                )  # fmt: skip
+                gathered = raw.CollectiveGather(
+                    input=af.reshape(x, [1, 2]), group_size=3, group_key=1, instance_key=2,
+                    shape=[1, 2],
+                )  # fmt: skip
+                if i == 1:
+                    b = raw.CollectiveBcastSend(
+                        input=x, group_size=3, group_key=1, instance_key=3, shape=[2]
+                    )
+                else:
+                    b = raw.CollectiveBcastRecv(
+                        group_size=3, group_key=1, instance_key=3, shape=[2], T=af.float32
+                    )
+            with af.Session(servers[i].target) as sess:
+                return [sess.run([mean, gathered, b]) for _ in range(2)]
+
+    results = _in_threads(3, task)
+    for i in range(3):
+        for mean, gathered, b in results[i]:
+            assert mean.tolist() == [2.0, 4.0]
+            assert gathered.tolist() == [[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]]  # by task
+            assert b.tolist() == [2.0, 4.0]
