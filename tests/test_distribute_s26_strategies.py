@@ -355,3 +355,193 @@ def test_collectives_across_tasks_each_in_its_own_session(cluster3):
             assert mean.tolist() == [2.0, 4.0]
             assert gathered.tolist() == [[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]]  # by task
             assert b.tolist() == [2.0, 4.0]
+
+
+# -- MultiWorkerMirroredStrategy and ParameterServerStrategy ------------------------------
+
+
+@pytest.fixture
+def make_cluster(monkeypatch):
+    """make_cluster({"worker": 2, "ps": 1}) -> (ClusterSpec, {(job, i): server})."""
+    monkeypatch.setenv("ASYNCFLOW_CLUSTER_SECRET", "distribute-s26")
+    servers: dict = {}
+
+    def make(jobs: dict):
+        spec = af.train.ClusterSpec(
+            {job: [f"127.0.0.1:{_free_port()}" for _ in range(n)] for job, n in jobs.items()}
+        )
+        for job, n in jobs.items():
+            for i in range(n):
+                servers[(job, i)] = af.train.Server(spec, job, i)
+        return spec, servers
+
+    yield make
+    for s in servers.values():
+        s.stop()
+
+
+def _resolver(spec, i):
+    return af.distribute.cluster_resolver.SimpleClusterResolver(
+        spec, task_type="worker", task_id=i
+    )
+
+
+def test_multi_worker_mirrored_trains_as_one_process_would(make_cluster):
+    spec, servers = make_cluster({"worker": 2})
+
+    def task(i):
+        s = af.distribute.experimental.MultiWorkerMirroredStrategy(
+            cluster_resolver=_resolver(spec, i)
+        )
+        with af.Graph().as_default():
+            af.set_random_seed(i)  # each worker draws its own r: worker 0's is broadcast
+            with s.scope():
+                v = af.Variable([1.0, 2.0], name="v")
+                w = af.get_variable("w", initializer=af.constant([[0.5], [-1.0]]))
+                r = af.get_variable("r", [3], initializer=af.random_uniform_initializer())
+                x = af.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+                train, loss = _css_step(s, x, v, w)  # replica i's part is x * (i + 1)
+                total = s.reduce("SUM", loss, axis=None)
+            ops = sorted({op.type for op in af.get_default_graph().get_operations()})
+            config = s.update_config_proto(af.ConfigProto())
+            with af.Session(servers[("worker", i)].target, config=config) as sess:
+                sess.run(af.global_variables_initializer())
+                steps = []
+                for _ in range(3):
+                    _, t = sess.run([train, total])
+                    steps.append((t, sess.run(v).tolist(), sess.run(w).ravel().tolist()))
+                return s, config, ops, sess.run(r), steps
+
+    results = _in_threads(2, task)
+    # TF 2.21's MirroredStrategy over two devices computes these sums (the
+    # CentralStorageStrategy test's recorded values).
+    want = [
+        (-26.0, [0.6, 1.2], [-4.3, -7.0]),
+        (-622.80005, [0.36, 0.72], [-9.1, -13.0]),
+        (-1215.504, [0.216, 0.432], [-13.900001, -19.0]),
+    ]
+    for i, (s, config, ops, _, steps) in results.items():
+        assert s.num_replicas_in_sync == 2
+        assert s.extended.worker_devices == (f"/job:worker/replica:0/task:{i}/device:CPU:0",)
+        assert s.extended.experimental_between_graph
+        assert s.extended.should_checkpoint == (i == 0)
+        # TF 2.21's session settings for worker i
+        assert list(config.device_filters) == [f"/job:worker/task:{i}"]
+        assert config.experimental.collective_group_leader == "/job:worker/replica:0/task:0"
+        assert ("CollectiveBcastSend" if i == 0 else "CollectiveBcastRecv") in ops
+        assert "CollectiveReduce" in ops
+        for (t, v, w), (t_want, v_want, w_want) in zip(steps, want, strict=True):
+            np.testing.assert_allclose(t, t_want, rtol=1e-6)
+            np.testing.assert_allclose(v, v_want, rtol=1e-6)
+            np.testing.assert_allclose(w, w_want, rtol=1e-6)
+    np.testing.assert_array_equal(results[0][3], results[1][3])  # broadcast from worker 0
+
+
+def test_multi_worker_mirrored_all_reduce_and_replica_ids(make_cluster):
+    spec, servers = make_cluster({"worker": 3})
+
+    def task(i):
+        s = af.distribute.experimental.MultiWorkerMirroredStrategy(
+            cluster_resolver=_resolver(spec, i)
+        )
+        with af.Graph().as_default():
+            with s.scope():
+
+                def fn():
+                    ctx = af.distribute.get_replica_context()
+                    rid = ctx.replica_id_in_sync_group
+                    value = af.cast(rid + 1, af.float32) * af.constant([1.0, 10.0])
+                    return rid, ctx.all_reduce("sum", value), ctx.all_reduce("mean", value)
+
+                rid, total, mean = s.run(fn)
+            with af.Session(servers[("worker", i)].target) as sess:
+                return sess.run([rid, total, mean])
+
+    results = _in_threads(3, task)
+    for i, (rid, total, mean) in results.items():
+        assert rid == i
+        assert total.tolist() == [6.0, 60.0] and mean.tolist() == [2.0, 20.0]
+
+
+def test_multi_worker_mirrored_without_cluster_is_local(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    s = af.distribute.experimental.MultiWorkerMirroredStrategy()
+    # TF 2.21 (no GPU): one local replica on the CPU
+    assert s.num_replicas_in_sync == 1
+    assert s.extended.worker_devices == (DEV0,)
+    assert s.extended.experimental_between_graph and s.extended.should_checkpoint
+    with s.scope():
+        v = af.Variable(1.0, name="v")
+        r = s.extended.call_for_each_replica(
+            lambda: af.distribute.get_replica_context().all_reduce("sum", af.identity(v) * 2)
+        )
+    assert type(v).__name__ == "MirroredVariable"
+    with af.Session() as sess:
+        sess.run(af.global_variables_initializer())
+        assert sess.run(s.experimental_local_results(r)) == (2.0,)  # TF 2.21
+
+
+def test_parameter_server_strategy_asynchronous_updates(make_cluster):
+    spec, servers = make_cluster({"worker": 2, "ps": 2})
+    initialized = threading.Event()
+
+    def task(i):
+        s = af.distribute.experimental.ParameterServerStrategy(cluster_resolver=_resolver(spec, i))
+        with af.Graph().as_default():
+            with s.scope():
+                v = af.Variable([1.0, 2.0], name="v")
+                u = af.Variable(3.0, name="u")
+                c = af.constant([1.0, 10.0]) * float(i + 1)
+
+                def step():
+                    loss = af.reduce_sum(v * c) + u * float(i + 1)
+                    return af.train.GradientDescentOptimizer(0.1).minimize(loss)
+
+                train = s.extended.call_for_each_replica(step)
+            config = s.update_config_proto(af.ConfigProto())
+            with af.Session(servers[("worker", i)].target) as sess:
+                if s.extended.experimental_should_init:
+                    sess.run(af.global_variables_initializer())
+                    initialized.set()
+                assert initialized.wait(20)
+                for _ in range(3):
+                    sess.run(train)
+            return s, config, (v.device, u.device, type(v).__name__)
+
+    results = _in_threads(2, task)
+    for i, (s, config, placed) in results.items():
+        # TF 2.21's properties and placement (variables round-robin over the ps tasks)
+        assert s.num_replicas_in_sync == 1
+        assert s.extended.worker_devices == [f"/job:worker/replica:0/task:{i}/device:CPU:0"]
+        assert s.extended.parameter_devices == ("/job:ps/task:0", "/job:ps/task:1")
+        assert placed == ("/job:ps/task:0", "/job:ps/task:1", "ResourceVariable")
+        assert s.extended.experimental_should_init == s.extended.should_checkpoint == (i == 0)
+        assert list(config.device_filters) == [f"/job:worker/task:{i}", "/job:ps"]
+    with af.Graph().as_default():
+        with af.device("/job:ps/task:0"):
+            v = af.Variable([0.0, 0.0], name="v")
+        with af.device("/job:ps/task:1"):
+            u = af.Variable(0.0, name="u")
+        with af.Session(servers[("worker", 0)].target) as sess:
+            v_now, u_now = sess.run([v, u])
+    # Every worker's three steps applied once each (in whatever order).
+    np.testing.assert_allclose(v_now, [1.0 - 0.9, 2.0 - 9.0], rtol=1e-6)
+    np.testing.assert_allclose(u_now, 3.0 - 0.9, rtol=1e-6)
+
+
+def test_parameter_server_strategy_errors_and_local(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    s = af.distribute.experimental.ParameterServerStrategy()
+    # TF 2.21 without a cluster
+    assert s.num_replicas_in_sync == 1 and s.extended.worker_devices == [DEV0]
+    assert s.extended.parameter_devices == (DEV0,)
+    assert s.update_config_proto(af.ConfigProto()).isolate_session_state
+    with s.scope():
+        v = af.Variable(1.0)
+    assert (type(v).__name__, v.device) == ("ResourceVariable", DEV0)
+    spec = af.train.ClusterSpec({"worker": ["a:1", "b:1"]})
+    with pytest.raises(ValueError, match="No `ps` job"):
+        af.distribute.experimental.ParameterServerStrategy(cluster_resolver=_resolver(spec, 0))
+    no_task = af.distribute.cluster_resolver.SimpleClusterResolver(spec)
+    with pytest.raises(ValueError, match="you must also specify `task_type` and `task_id`"):
+        af.distribute.experimental.MultiWorkerMirroredStrategy(cluster_resolver=no_task)

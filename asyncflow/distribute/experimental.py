@@ -8,6 +8,10 @@ from asyncflow.distribute.collective_util import (
     CommunicationImplementation,
     CommunicationOptions,
 )
+from asyncflow.distribute.multi_worker_strategies import (
+    MultiWorkerMirroredStrategy,
+    ParameterServerStrategy,
+)
 
 __all__ = [
     "CentralStorageStrategy",
@@ -15,4 +19,6 @@ __all__ = [
     "CollectiveHints",
     "CommunicationImplementation",
     "CommunicationOptions",
+    "MultiWorkerMirroredStrategy",
+    "ParameterServerStrategy",
 ]
