@@ -545,3 +545,148 @@ def test_parameter_server_strategy_errors_and_local(monkeypatch):
     no_task = af.distribute.cluster_resolver.SimpleClusterResolver(spec)
     with pytest.raises(ValueError, match="you must also specify `task_type` and `task_id`"):
         af.distribute.experimental.MultiWorkerMirroredStrategy(cluster_resolver=no_task)
+
+
+# -- eval metrics across replicas ------------------------------------------------------------
+
+_LABELS = np.array([[1, 0, 1, 1, 0, 0], [0, 1, 1, 0, 0, 1]], np.int64)
+_PREDS = np.array([[0.9, 0.2, 0.4, 0.7, 0.6, 0.1], [0.3, 0.8, 0.55, 0.45, 0.2, 0.95]], np.float32)
+_CLS_L = np.array([[0, 2, 1, 1], [2, 2, 0, 1]], np.int64)
+_CLS_P = np.array([[0, 1, 1, 2], [2, 0, 0, 1]], np.int64)
+
+# TF 2.21, MirroredStrategy over two CPUs, replica i fed row i, two updates: every value
+# is one tensor over the replicas' summed metric variables.
+_TF_METRICS = {
+    "accuracy": 0.83333,
+    "auc": 0.91667,
+    "auc_careful": 0.90278,
+    "auc_pr": 0.9248,
+    "fn": 2.0,
+    "mae": 0.29583,
+    "mean": 0.5125,
+    "mean_iou": 0.47222,
+    "mean_tensor": [[0.6, 0.5, 0.475], [0.575, 0.4, 0.525]],
+    "mpca": 0.66667,
+    "mse": 0.12062,
+    "pct_below": 0.5,
+    "prec_th": [0.75, 0.83333, 1.0],
+    "precision": 0.83333,
+    "recall": 0.83333,
+    "rmse": 0.34731,
+    "sens_at_spec": 1.0,
+    "spec_at_sens": 1.0,
+    "tp": 10.0,
+    "tp_th": [12.0, 10.0, 4.0],
+}
+
+
+def _metrics(names, lab, p, cl, cp):
+    m = af.metrics
+    b, pb = af.cast(lab, af.bool), af.greater(p, 0.5)
+    lf = af.cast(lab, af.float32)
+    builders = {
+        "accuracy": lambda: m.accuracy(lab, af.cast(pb, af.int64)),
+        "mean": lambda: m.mean(p),
+        "mean_tensor": lambda: m.mean_tensor(af.reshape(p, [2, 3])),
+        "precision": lambda: m.precision(b, pb),
+        "recall": lambda: m.recall(b, pb),
+        "tp": lambda: m.true_positives(b, pb),
+        "fn": lambda: m.false_negatives(b, pb),
+        "auc": lambda: m.auc(lab, p),
+        "auc_pr": lambda: m.auc(lab, p, curve="PR", num_thresholds=20),
+        "auc_careful": lambda: m.auc(
+            lab, p, summation_method="careful_interpolation", num_thresholds=10
+        ),
+        "prec_th": lambda: m.precision_at_thresholds(lab, p, [0.3, 0.5, 0.8]),
+        "tp_th": lambda: m.true_positives_at_thresholds(lab, p, [0.3, 0.5, 0.8]),
+        "sens_at_spec": lambda: m.sensitivity_at_specificity(lab, p, 0.6, num_thresholds=20),
+        "spec_at_sens": lambda: m.specificity_at_sensitivity(lab, p, 0.7, num_thresholds=20),
+        "mse": lambda: m.mean_squared_error(lf, p),
+        "rmse": lambda: m.root_mean_squared_error(lf, p),
+        "mae": lambda: m.mean_absolute_error(lf, p),
+        "mean_iou": lambda: m.mean_iou(cl, cp, 3),
+        "mpca": lambda: m.mean_per_class_accuracy(cl, cp, 3),
+        "pct_below": lambda: m.percentage_below(p, 0.5),
+    }
+    return {name: builders[name]() for name in names}
+
+
+_GROUPS = [sorted(_TF_METRICS)[i::4] for i in range(4)]  # (four smaller graphs)
+
+
+@pytest.mark.parametrize("names", _GROUPS, ids=[g[0] for g in _GROUPS])
+def test_metrics_in_replicas_sum_their_variables(names):
+    s = af.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with s.scope():
+        data = [af.constant(x) for x in (_LABELS, _PREDS, _CLS_L, _CLS_P)]
+
+        def replica(*parts):
+            rid = af.distribute.get_replica_context().replica_id_in_sync_group
+            return _metrics(names, *(af.gather(x, rid) for x in parts))
+
+        out = s.extended.call_for_each_replica(replica, args=tuple(data))
+    updates = [s.group(out[k][1]) for k in sorted(out)]
+    with af.Session(config=CPU2) as sess:
+        sess.run(af.local_variables_initializer())
+        sess.run(updates)
+        sess.run(updates)
+        for name in names:
+            value = out[name][0]
+            assert len(s.experimental_local_results(value)) == 1, name  # one tensor
+            np.testing.assert_allclose(sess.run(value), _TF_METRICS[name], atol=6e-6, err_msg=name)
+
+
+def _eval_model_fn(features, labels, mode):
+    w = af.get_variable("w", [2, 1], initializer=af.constant_initializer(0.3))
+    b = af.get_variable("b", [1], initializer=af.zeros_initializer())
+    pred = af.matmul(features["x"], w) + b
+    loss = af.losses.mean_squared_error(labels, pred)
+    big, guess = af.greater(labels, 0.9), af.greater(pred, 0.45)
+    score = af.sigmoid(pred * 4 - 2)
+    m = af.metrics
+    metrics = {
+        "mae": m.mean_absolute_error(labels, pred),
+        "auc": m.auc(af.cast(big, af.int64), score),
+        "precision": m.precision(big, guess),
+        "recall": m.recall(big, guess),
+        "accuracy": m.accuracy(big, guess),
+        "rmse": m.root_mean_squared_error(labels, pred),
+        "tp": m.true_positives(big, guess),
+        "fp_th": m.false_positives_at_thresholds(
+            af.cast(big, af.int64), af.sigmoid(pred), [0.55, 0.6, 0.65]
+        ),
+    }
+    return af.estimator.EstimatorSpec(
+        mode, loss=loss, eval_metric_ops=metrics, train_op=af.no_op()
+    )
+
+
+def _eval_input_fn():
+    x = np.arange(16, dtype=np.float32).reshape(8, 2) / 10
+    y = (x[:, :1] * 2 - x[:, 1:] + 0.5).astype(np.float32)
+    return af.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(2)
+
+
+def test_estimator_evaluates_any_metric_under_a_strategy(tmp_path):
+    config = af.estimator.RunConfig(
+        eval_distribute=af.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]),
+        session_config=CPU2,
+    )
+    est = af.estimator.Estimator(_eval_model_fn, model_dir=str(tmp_path), config=config)
+    got = est.evaluate(_eval_input_fn)
+    # TF 2.15.1 (tensorflow_estimator), with and without eval_distribute alike
+    want = {
+        "accuracy": 0.875,
+        "auc": 1.0,
+        "fp_th": [1.0, 0.0, 0.0],
+        "global_step": 0.0,
+        "loss": 0.4561,
+        "mae": 0.65,
+        "precision": 1.0,
+        "recall": 0.8,
+        "rmse": 0.675352,
+        "tp": 4.0,
+    }
+    assert sorted(got) == sorted(want)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, atol=1e-6, err_msg=name)
