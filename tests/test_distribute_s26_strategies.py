@@ -11,6 +11,7 @@ local devices).
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import threading
@@ -690,3 +691,66 @@ def test_estimator_evaluates_any_metric_under_a_strategy(tmp_path):
     assert sorted(got) == sorted(want)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, atol=1e-6, err_msg=name)
+
+
+# -- tf.estimator with MultiWorkerMirroredStrategy on a cluster ---------------------------
+
+
+def _train_input_fn(input_context):
+    x = np.arange(16, dtype=np.float32).reshape(8, 2) / 10
+    y = (x[:, :1] * 2 - x[:, 1:] + 0.5).astype(np.float32)
+    ds = af.data.Dataset.from_tensor_slices(({"x": x}, y)).repeat().batch(2)
+    return ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+
+
+def _train_model_fn(features, labels, mode):
+    w = af.get_variable("w", [2, 1], initializer=af.zeros_initializer())
+    b = af.get_variable("b", [1], initializer=af.zeros_initializer())
+    pred = af.matmul(features["x"], w) + b
+    loss = af.losses.mean_squared_error(labels, pred)
+    train_op = af.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=af.train.get_global_step()
+    )
+    return af.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def test_estimator_trains_between_graph_with_multi_worker_mirrored(tmp_path, monkeypatch):
+    from asyncflow.estimator import std_server
+
+    monkeypatch.setenv("ASYNCFLOW_CLUSTER_SECRET", "distribute-s26")
+    started, lock = [], threading.Lock()
+    real = std_server.start_std_server
+
+    def recording(config):  # (each task's estimator starts its server: stopped below)
+        server = real(config)
+        with lock:
+            started.append(server)
+        return server
+
+    monkeypatch.setattr(std_server, "start_std_server", recording)
+    cluster = {"chief": [f"127.0.0.1:{_free_port()}"], "worker": [f"127.0.0.1:{_free_port()}"]}
+    estimators = {}
+    for job in ("chief", "worker"):
+        monkeypatch.setenv(
+            "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": job, "index": 0}})
+        )
+        strategy = af.distribute.experimental.MultiWorkerMirroredStrategy()
+        config = af.estimator.RunConfig(train_distribute=strategy)
+        estimators[job] = af.estimator.Estimator(
+            _train_model_fn, model_dir=str(tmp_path), config=config
+        )
+    monkeypatch.delenv("TF_CONFIG")
+    jobs = sorted(estimators)
+    try:
+        _in_threads(2, lambda i: estimators[jobs[i]].train(_train_input_fn, steps=3))
+    finally:
+        for server in started:
+            if server is not None:
+                server.stop()
+    chief = estimators["chief"]
+    # TF 2.15.1's MirroredStrategy over two CPUs (tests/test_distribute_estimator.py):
+    # the same sums, each worker's batch one replica's.
+    np.testing.assert_allclose(chief.get_variable_value("w").ravel(), [0.33716002, 0.37700969])
+    np.testing.assert_allclose(chief.get_variable_value("b"), [0.39849657])
+    assert chief.get_variable_value("global_step") == 3
+    assert sorted(chief.get_variable_names()) == ["b", "global_step", "w"]

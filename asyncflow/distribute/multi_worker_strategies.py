@@ -210,6 +210,22 @@ class MultiWorkerMirroredStrategy(distribute_lib.Strategy):
     def num_replicas_in_sync(self) -> int:
         return self._extended._num_workers * len(self._extended._devices)
 
+    def make_input_fn_iterator(
+        self, input_fn, replication_mode=distribute_lib.InputReplicationMode.PER_WORKER
+    ):
+        """As Strategy's, the input function told it is one of the workers' pipelines
+        (so it can shard its data: `dataset.shard(ctx.num_input_pipelines,
+        ctx.input_pipeline_id)`)."""
+        from asyncflow.distribute import input_lib
+
+        extended = self._extended
+        context = distribute_lib.InputContext(
+            extended._num_workers,
+            extended._replica_id_offset // len(extended._devices),
+            self.num_replicas_in_sync,
+        )
+        return input_lib.input_fn_dataset(self, input_fn(context)).make_initializable_iterator()
+
     def update_config_proto(self, config_proto):
         """`config_proto` (a copy) for this worker's session: its device filters and the
         collectives' group leader."""
