@@ -391,6 +391,9 @@ def deliver(service, key: str, value) -> None:
 
 # -- the kernels -----------------------------------------------------------------------
 
+# The V2 ops' sizes and keys are read on the host, whatever the device.
+_V2_HOST = ("group_size", "group_key", "instance_key")
+
 
 async def _host(ctx, x) -> np.ndarray:
     return np.asarray(await ctx.device.copy_to_host(x))
@@ -408,7 +411,7 @@ def _reduce_what(ctx) -> str:
     return f"reduce:{merge}:{final}"
 
 
-@CollectiveReduce.kernel("CPU")
+@CollectiveReduce.kernel()
 async def _collective_reduce(ctx, x):
     a = ctx.attrs
     value = await _host(ctx, x)
@@ -418,7 +421,7 @@ async def _collective_reduce(ctx, x):
     return await _to_device(ctx, result, a["T"])
 
 
-@CollectiveReduceV2.kernel("CPU")
+@CollectiveReduceV2.kernel(host_memory=_V2_HOST)
 async def _collective_reduce_v2(ctx, x, size, group, instance, *tokens):
     value = await _host(ctx, x)
     result = await _collectives(ctx).run(
@@ -427,7 +430,7 @@ async def _collective_reduce_v2(ctx, x, size, group, instance, *tokens):
     return await _to_device(ctx, result, ctx.attrs["T"])
 
 
-@CollectiveGather.kernel("CPU")
+@CollectiveGather.kernel()
 async def _collective_gather(ctx, x):
     a = ctx.attrs
     value = await _host(ctx, x)
@@ -437,7 +440,7 @@ async def _collective_gather(ctx, x):
     return await _to_device(ctx, result, a["T"])
 
 
-@CollectiveGatherV2.kernel("CPU")
+@CollectiveGatherV2.kernel(host_memory=_V2_HOST)
 async def _collective_gather_v2(ctx, x, size, group, instance, *tokens):
     value = await _host(ctx, x)
     result = await _collectives(ctx).run(
@@ -455,7 +458,7 @@ def _full_shape(shape) -> list:
     return shape.as_list()
 
 
-@CollectiveBcastSend.kernel("CPU")
+@CollectiveBcastSend.kernel()
 async def _collective_bcast_send(ctx, x):
     a = ctx.attrs
     if list(np.shape(x)) != _full_shape(a["shape"]):
@@ -469,7 +472,7 @@ async def _collective_bcast_send(ctx, x):
     return x
 
 
-@CollectiveBcastRecv.kernel("CPU")
+@CollectiveBcastRecv.kernel()
 async def _collective_bcast_recv(ctx):
     a = ctx.attrs
     shape = _full_shape(a["shape"])
@@ -479,14 +482,14 @@ async def _collective_bcast_recv(ctx):
     return await _to_device(ctx, np.reshape(result, shape), a["T"])
 
 
-@CollectiveBcastSendV2.kernel("CPU")
+@CollectiveBcastSendV2.kernel(host_memory=_V2_HOST)
 async def _collective_bcast_send_v2(ctx, x, size, group, instance):
     value = await _host(ctx, x)
     await _collectives(ctx).run(ctx, "bcast_send", int(size), int(group), int(instance), value)
     return x
 
 
-@CollectiveBcastRecvV2.kernel("CPU")
+@CollectiveBcastRecvV2.kernel(host_memory=(*_V2_HOST, "shape"))
 async def _collective_bcast_recv_v2(ctx, size, group, instance, shape):
     target = [int(d) for d in np.reshape(np.asarray(shape), [-1])]
     result = await _collectives(ctx).run(

@@ -35,6 +35,17 @@ def fresh_graph():
         yield g
 
 
+@pytest.fixture(autouse=True)
+def cpu_workers(monkeypatch):
+    """Strategies' default devices are this process's CPU, as on the machine TF's values
+    were recorded on (with GPUs, TF's and asyncflow's defaults are every GPU)."""
+    from asyncflow.distribute import central_storage_strategy, multi_worker_strategies
+
+    cpu = lambda: (DEV0,)  # noqa: E731
+    monkeypatch.setattr(central_storage_strategy, "_default_devices", cpu)
+    monkeypatch.setattr(multi_worker_strategies, "_default_devices", cpu)
+
+
 # -- CentralStorageStrategy -------------------------------------------------------------
 
 
