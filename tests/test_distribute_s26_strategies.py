@@ -765,3 +765,68 @@ def test_estimator_trains_between_graph_with_multi_worker_mirrored(tmp_path, mon
     np.testing.assert_allclose(chief.get_variable_value("b"), [0.39849657])
     assert chief.get_variable_value("global_step") == 3
     assert sorted(chief.get_variable_names()) == ["b", "global_step", "w"]
+
+
+def test_estimator_trains_asynchronously_with_parameter_server_strategy(tmp_path, monkeypatch):
+    from asyncflow.estimator import std_server
+    from asyncflow.train import monitored_session
+
+    monkeypatch.setenv("ASYNCFLOW_CLUSTER_SECRET", "distribute-s26")
+    cluster = {job: [f"127.0.0.1:{_free_port()}"] for job in ("chief", "worker", "ps")}
+    started, lock = [af.train.Server(af.train.ClusterSpec(cluster), "ps", 0)], threading.Lock()
+    real = std_server.start_std_server
+
+    def recording(config):
+        server = real(config)
+        with lock:
+            started.append(server)
+        return server
+
+    monkeypatch.setattr(std_server, "start_std_server", recording)
+    # The worker waits for the chief's initialization; it looks again after this long
+    # (TF's 30 s would outlast the test).
+    monkeypatch.setattr(monitored_session.WorkerSessionCreator, "recovery_wait_secs", 0.05)
+    pipelines = {}
+
+    def input_fn(input_context):
+        pipelines[input_context.input_pipeline_id] = input_context.num_input_pipelines
+        x = np.ones((4, 2), np.float32)
+        ds = af.data.Dataset.from_tensor_slices(({"x": x}, np.ones((4, 1), np.float32)))
+        return ds.repeat().batch(2)
+
+    def model_fn(features, labels, mode):
+        w = af.get_variable("w", [2, 1], initializer=af.zeros_initializer())
+        loss = af.reduce_sum(af.matmul(features["x"], w) * af.constant([[1.0], [2.0]]))
+        train_op = af.train.GradientDescentOptimizer(0.1).minimize(
+            loss, global_step=af.train.get_global_step()
+        )
+        return af.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    estimators = {}
+    for job in ("chief", "worker"):
+        monkeypatch.setenv(
+            "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": job, "index": 0}})
+        )
+        config = af.estimator.RunConfig(
+            train_distribute=af.distribute.experimental.ParameterServerStrategy()
+        )
+        estimators[job] = af.estimator.Estimator(model_fn, model_dir=str(tmp_path), config=config)
+    monkeypatch.delenv("TF_CONFIG")
+    jobs = sorted(estimators)
+    try:
+        _in_threads(2, lambda i: estimators[jobs[i]].train(input_fn, max_steps=6))
+        # Both workers updated the ps's variables, each step once: read them there.
+        with af.Graph().as_default():
+            with af.device("/job:ps/task:0"):
+                w = af.get_variable("w", [2, 1])
+                step = af.get_variable("global_step", [], af.int64)
+            with af.Session(started[0].target) as sess:
+                w_now, step_now = sess.run([w, step])
+    finally:
+        for server in started:
+            if server is not None:
+                server.stop()
+    assert pipelines == {0: 2, 1: 2}  # each worker its own input pipeline, as TF's
+    assert step_now >= 6  # (a worker may take one more step past max_steps, as in TF)
+    np.testing.assert_allclose(w_now.ravel(), [-0.3 * step_now] * 2, rtol=1e-5)
+    assert sorted(estimators["chief"].get_variable_names()) == ["global_step", "w"]

@@ -304,6 +304,21 @@ class ParameterServerStrategy(distribute_lib.Strategy):
     def __init__(self, cluster_resolver=None):
         super().__init__(_ParameterServerExtended(self, cluster_resolver))
 
+    def make_input_fn_iterator(
+        self, input_fn, replication_mode=distribute_lib.InputReplicationMode.PER_WORKER
+    ):
+        """As Strategy's, the input function told it is one of the workers' pipelines."""
+        from asyncflow.distribute import input_lib
+
+        cluster = self._extended._cluster
+        me = (cluster.task_type, cluster.task_id)
+        context = distribute_lib.InputContext(
+            max(len(cluster.workers), 1),
+            cluster.workers.index(me) if me in cluster.workers else 0,
+            self.num_replicas_in_sync,
+        )
+        return input_lib.input_fn_dataset(self, input_fn(context)).make_initializable_iterator()
+
     def update_config_proto(self, config_proto):
         """`config_proto` (a copy) filtered to this worker and the ps tasks."""
         config = ConfigProto()
