@@ -369,6 +369,24 @@ def test_collectives_across_tasks_each_in_its_own_session(cluster3):
             assert b.tolist() == [2.0, 4.0]
 
 
+def test_a_value_pushed_from_another_task_reaches_a_stand_in_gpu(make_cluster, monkeypatch):
+    # The ps's variables sit on its (stand-in) GPU; a gradient computed on the worker's
+    # CPU arrives over the wire in host memory and is copied onto that GPU.
+    monkeypatch.setenv("ASYNCFLOW_FAKE_GPUS", "1")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    _, servers = make_cluster({"worker": 1, "ps": 1})
+    with af.device("/job:ps/task:0"):
+        u = af.Variable(3.0, name="u")
+    with af.device("/job:worker/task:0/device:CPU:0"):
+        g = af.constant(2.0) * 1.0
+    with af.device("/job:ps/task:0"):
+        update = af.train.GradientDescentOptimizer(0.1).apply_gradients([(af.identity(g), u)])
+    with af.Session(servers[("worker", 0)].target) as sess:
+        sess.run(u.initializer)
+        sess.run(update)
+        np.testing.assert_allclose(sess.run(u), 2.8, rtol=1e-6)
+
+
 # -- MultiWorkerMirroredStrategy and ParameterServerStrategy ------------------------------
 
 

@@ -448,9 +448,20 @@ class TaskService:
         if rv is None:
             rv = self._rendezvous[step_id] = StepRendezvous(self, step_id)
         try:
-            rv.local.send_nowait(key, value, None)
+            rv.local.send_nowait(key, value, self._pushed_from(key, value))
         except errors.OpError:
             pass  # aborted meanwhile, or a duplicate: the step reports its own error
+
+    def _pushed_from(self, key: str, value):
+        """Where a pushed value lives for the rendezvous: a plain array bound for a
+        device with its own memory is in this task's host memory (so the _Recv copies
+        it over); anything else is as it came (None: no copy)."""
+        if not isinstance(value, np.ndarray) or value.dtype == object:
+            return None
+        dst = self.by_name.get(key.split(";", 3)[2])
+        if dst is None or dst.host_memory:
+            return None
+        return next((d for d in self.devices if d.host_memory), None)
 
     def _sweep(self) -> None:
         now = time.monotonic()
