@@ -118,7 +118,9 @@ def _weights_like(weights, values):
 def _across_replicas(value_fn, *variables):
     """`value_fn(*variables)`; in a tf.distribute replica, computed once in the
     cross-replica context (through merge_call), where the metric variables read as the
-    sum of every replica's copy (TF's `_aggregate_across_replicas`)."""
+    sum of every replica's copy (TF's `_aggregate_across_replicas`).  Every metric's
+    value is made here (or from values made here), so under a strategy it is one tensor
+    for all the replicas, as TF's."""
     replica = distribute_context.get_replica_context()
     if replica is None or not distribute_context.has_strategy():
         return value_fn(*variables)
@@ -180,7 +182,7 @@ def mean_tensor(
             num = math_ops.multiply(num, weights)
         update_total = state_ops.assign_add(total, values)
         update_count = state_ops.assign_add(count, num)
-        value = _safe_div(total, count, name="value")
+        value = _across_replicas(lambda t, c: _safe_div(t, c, name="value"), total, count)
         update = _safe_div(update_total, update_count, name="update_op")
         return _finish(value, update, metrics_collections, updates_collections)
 
@@ -244,7 +246,7 @@ def root_mean_squared_error(
     mse, update = mean_squared_error(
         labels, predictions, weights, None, None, name or "root_mean_squared_error"
     )
-    value, update = math_ops.sqrt(mse), math_ops.sqrt(update)
+    value, update = _across_replicas(math_ops.sqrt, mse), math_ops.sqrt(update)
     return _finish(value, update, metrics_collections, updates_collections)
 
 
@@ -313,7 +315,7 @@ def _count(condition, weights, metrics_collections, updates_collections, name, d
         if weights is not None:
             cond = math_ops.multiply(cond, _weights_like(weights, cond))
         update = state_ops.assign_add(count, reduction_ops.reduce_sum(cond))
-        value = array_ops.identity(count)
+        value = _across_replicas(array_ops.identity, count)
         return _finish(value, update, metrics_collections, updates_collections)
 
 
@@ -423,7 +425,7 @@ def precision(
     with vs.variable_scope(name, "precision", (predictions, labels, weights)):
         tp, tp_up = true_positives(labels, predictions, weights)
         fp, fp_up = false_positives(labels, predictions, weights)
-        value = _ratio(tp, fp, "value")
+        value = _across_replicas(lambda a, b: _ratio(a, b, "value"), tp, fp)
         update = _ratio(tp_up, fp_up, "update_op")
         return _finish(value, update, metrics_collections, updates_collections)
 
@@ -440,7 +442,7 @@ def recall(
     with vs.variable_scope(name, "recall", (predictions, labels, weights)):
         tp, tp_up = true_positives(labels, predictions, weights)
         fn, fn_up = false_negatives(labels, predictions, weights)
-        value = _ratio(tp, fn, "value")
+        value = _across_replicas(lambda a, b: _ratio(a, b, "value"), tp, fn)
         update = _ratio(tp_up, fn_up, "update_op")
         return _finish(value, update, metrics_collections, updates_collections)
 
@@ -498,7 +500,8 @@ def _at_thresholds(
         ((var, update),) = _confusion_at_thresholds(
             labels, predictions, thresholds, weights, (kind,)
         ).values()
-        return _finish(array_ops.identity(var), update, metrics_collections, updates_collections)
+        value = _across_replicas(array_ops.identity, var)
+        return _finish(value, update, metrics_collections, updates_collections)
 
 
 def true_positives_at_thresholds(
@@ -603,7 +606,11 @@ def precision_at_thresholds(
 ):
     with vs.variable_scope(name, "precision_at_thresholds", (predictions, labels, weights)):
         v = _confusion_at_thresholds(labels, predictions, thresholds, weights, ("tp", "fp"))
-        value = math_ops.truediv(v["tp"][0], _EPS + v["tp"][0] + v["fp"][0], name="value")
+        value = _across_replicas(
+            lambda tp, fp: math_ops.truediv(tp, _EPS + tp + fp, name="value"),
+            v["tp"][0],
+            v["fp"][0],
+        )
         update = math_ops.truediv(v["tp"][1], _EPS + v["tp"][1] + v["fp"][1], name="update_op")
         return _finish(value, update, metrics_collections, updates_collections)
 
@@ -619,7 +626,11 @@ def recall_at_thresholds(
 ):
     with vs.variable_scope(name, "recall_at_thresholds", (predictions, labels, weights)):
         v = _confusion_at_thresholds(labels, predictions, thresholds, weights, ("tp", "fn"))
-        value = math_ops.truediv(v["tp"][0], _EPS + v["tp"][0] + v["fn"][0], name="value")
+        value = _across_replicas(
+            lambda tp, fn: math_ops.truediv(tp, _EPS + tp + fn, name="value"),
+            v["tp"][0],
+            v["fn"][0],
+        )
         update = math_ops.truediv(v["tp"][1], _EPS + v["tp"][1] + v["fn"][1], name="update_op")
         return _finish(value, update, metrics_collections, updates_collections)
 
@@ -706,8 +717,11 @@ def auc(
         )
         n = len(th)
         v = _confusion_at_thresholds(labels, predictions, th, weights, ("tp", "fn", "tn", "fp"))
-        value = _compute_auc(
-            v["tp"][0], v["fn"][0], v["tn"][0], v["fp"][0], n, curve, summation_method, "value"
+        value = _across_replicas(
+            lambda tp, fn, tn, fp: _compute_auc(
+                tp, fn, tn, fp, n, curve, summation_method, "value"
+            ),
+            *(v[k][0] for k in ("tp", "fn", "tn", "fp")),
         )
         update = _compute_auc(
             v["tp"][1], v["fn"][1], v["tn"][1], v["fp"][1], n, curve, summation_method, "update_op"
@@ -752,7 +766,9 @@ def _at_rate(
                 idx = (len(th) - 1) - rev
             return array_ops.identity(slicing_ops.gather(want, idx), name=nm)
 
-        value = compute(v["tp"][0], v["fn"][0], v["tn"][0], v["fp"][0], "value")
+        value = _across_replicas(
+            lambda *parts: compute(*parts, "value"), *(v[k][0] for k in ("tp", "fn", "tn", "fp"))
+        )
         update = compute(v["tp"][1], v["fn"][1], v["tn"][1], v["fp"][1], "update_op")
         return _finish(value, update, metrics_collections, updates_collections)
 
@@ -897,7 +913,7 @@ def mean_iou(
                 name=nm,
             )
 
-        value = compute(total_cm, "mean_iou")
+        value = _across_replicas(lambda m: compute(m, "mean_iou"), total_cm)
         # TF's update op is the updated confusion matrix, not the IoU.
         return _finish(value, update, metrics_collections, updates_collections)
 
@@ -931,6 +947,10 @@ def mean_per_class_accuracy(
         )
         update_total = state_ops.assign_add(total, per_class(ones))
         update_count = state_ops.assign_add(count, per_class(correct))
-        value = reduction_ops.reduce_mean(_safe_div(count, total), name="mean_accuracy")
+        value = _across_replicas(
+            lambda c, t: reduction_ops.reduce_mean(_safe_div(c, t), name="mean_accuracy"),
+            count,
+            total,
+        )
         update = _safe_div(update_count, update_total, name="update_op")
         return _finish(value, update, metrics_collections, updates_collections)

@@ -9,6 +9,7 @@ from asyncflow.ops import (  # noqa: F401
     candidate_sampling_ops,
     cast_ops,
     check_ops,
+    collective_ops,
     color_ops,
     control_flow_contexts,
     control_flow_ops,

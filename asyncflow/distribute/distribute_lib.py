@@ -216,7 +216,9 @@ class ReplicaContext:
         context, as TF)."""
         from asyncflow.ops import array_ops
 
-        return array_ops.constant(self._replica_id, name="replica_id_in_sync_group")
+        # A multi-worker strategy numbers its replicas across the workers.
+        offset = getattr(self._strategy.extended, "_replica_id_offset", 0)
+        return array_ops.constant(offset + self._replica_id, name="replica_id_in_sync_group")
 
     @property
     def devices(self) -> tuple:

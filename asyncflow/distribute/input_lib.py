@@ -142,7 +142,9 @@ class _RoundRobinDataset:
         self._dataset = dataset
 
     def _iterator(self, make) -> _RoundRobinIterator:
-        n = self._strategy.num_replicas_in_sync
+        # This process's replicas (a multi-worker strategy's other workers read their
+        # own pipelines).
+        n = len(self._strategy.extended._devices)
         with ops.device(self._strategy.extended._host_device):
             its = [make(self._dataset.shard(n, i)) for i in range(n)]
         return _RoundRobinIterator(self._strategy, its)

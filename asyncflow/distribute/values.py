@@ -19,6 +19,7 @@ from asyncflow.nest import flatten, is_nested, pack_sequence_as
 from asyncflow.variables import Variable, VariableAggregation, VariableSynchronization
 
 __all__ = [
+    "AggregatingVariable",
     "DistributedValues",
     "DistributedVariable",
     "Mirrored",
@@ -272,6 +273,36 @@ class MirroredVariable(DistributedVariable):
     """Copies kept equal: every write goes to every copy (see DistributedVariable)."""
 
     _kind = "MirroredVariable"
+
+
+class AggregatingVariable(DistributedVariable):
+    """One variable, on a parameter device, that several replicas use (TF's, for
+    CentralStorageStrategy and ParameterServerStrategy): every replica reads it; a
+    write in a replica combines the replicas' values by the aggregation and writes once.
+
+    Invariant: `values` is the one variable (`values[0]`), whatever the replica.
+    """
+
+    _kind = "AggregatingVariable"
+
+    def _local(self):
+        return self._values[0]
+
+    def __repr__(self) -> str:
+        return repr(self._values[0])
+
+    def _update(self, method: str, value, **kwargs):
+        """Raises ValueError: written in a replica with aggregation NONE (TF's)."""
+        replica = context.get_replica_context()
+        in_replica = replica is not None and context.get_strategy() is self._distribute_strategy
+        if in_replica and self._aggregation == VariableAggregation.NONE:
+            raise ValueError(
+                "You must specify an aggregation method to update a AggregatingVariable in "
+                "Replica Context: give tf.Variable(..., aggregation=...) (SUM, MEAN or "
+                "ONLY_FIRST_REPLICA) so the replicas' values can be combined, or update it "
+                "in the cross-replica context (merge_call and extended.update)."
+            )
+        return super()._update(method, value, **kwargs)
 
 
 class SyncOnReadVariable(DistributedVariable):

@@ -37,6 +37,7 @@ from asyncflow.distributed.cluster import ClusterSpec, split_address
 from asyncflow.distributed.graph_codec import decode_attr_type, decode_partition
 from asyncflow.kernel_api import in_quiet_step, quiet_step
 from asyncflow.lowering import compile_control_flow, compile_plan
+from asyncflow.ops import collective_ops
 from asyncflow.rendezvous import LocalRendezvous
 from asyncflow.worker import LocalWorker, RegisteredGraph
 
@@ -44,6 +45,7 @@ __all__ = ["TaskService"]
 
 _FINISHED_KEPT = 1 << 14
 _ORPHAN_AFTER = 60.0  # s: a rendezvous made by PUSHes whose RUN never came
+_COLLECTIVE_STEP = -1  # the step id of collective frames, which belong to no one step
 
 
 class _ClientState:
@@ -311,6 +313,8 @@ class TaskService:
             st = kstates.get(op.name)
             if st is None:
                 st = kstates[op.name] = {}
+                if op.type.startswith("Collective"):
+                    st["task_service"] = self  # (how a collective reaches the other tasks)
             return st
 
         plans = []
@@ -433,6 +437,10 @@ class TaskService:
         step_id, key = meta.get("s"), meta.get("k")
         if not isinstance(step_id, int) or not isinstance(key, str):
             raise wire._bad("push")
+        if key.startswith("collective;"):  # a collective's part or result: no step's
+            (value,) = wire.decode_tensors(meta.get("t", []), payload) or (None,)
+            collective_ops.deliver(self, key, value)
+            return
         if step_id in self._finished:
             return  # the step ended here (aborted): nobody will receive it
         (value,) = wire.decode_tensors(meta.get("t", []), payload) or (None,)
@@ -440,9 +448,20 @@ class TaskService:
         if rv is None:
             rv = self._rendezvous[step_id] = StepRendezvous(self, step_id)
         try:
-            rv.local.send_nowait(key, value, None)
+            rv.local.send_nowait(key, value, self._pushed_from(key, value))
         except errors.OpError:
             pass  # aborted meanwhile, or a duplicate: the step reports its own error
+
+    def _pushed_from(self, key: str, value):
+        """Where a pushed value lives for the rendezvous: a plain array bound for a
+        device with its own memory is in this task's host memory (so the _Recv copies
+        it over); anything else is as it came (None: no copy)."""
+        if not isinstance(value, np.ndarray) or value.dtype == object:
+            return None
+        dst = self.by_name.get(key.split(";", 3)[2])
+        if dst is None or dst.host_memory:
+            return None
+        return next((d for d in self.devices if d.host_memory), None)
 
     def _sweep(self) -> None:
         now = time.monotonic()
@@ -452,6 +471,19 @@ class TaskService:
         self._sweeper = asyncio.get_running_loop().call_later(_ORPHAN_AFTER / 2, self._sweep)
 
     # -- other tasks
+    def push_collective(self, job: str, task: int, key: str, value) -> None:
+        """Send a collective's part or result (a host array) to task (job, task)."""
+        link = self._links.get((job, task))
+        if link is None:
+            try:
+                address = self.cluster.task_address(job, task)
+            except ValueError:
+                raise errors.InvalidArgumentError(
+                    None, None, f"No task /job:{job}/task:{task} in this cluster"
+                ) from None
+            link = self._links[(job, task)] = PeerLink(self, job, task, address)
+        link.push(_COLLECTIVE_STEP, key, value, None)
+
     def link_for_key(self, key: str) -> PeerLink | None:
         """The link to the task of `key`'s receiving device; None for this task."""
         try:

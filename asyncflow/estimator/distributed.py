@@ -96,8 +96,9 @@ def _features_and_labels(element):
 def build_distributed_eval(estimator, strategy, input_fn):
     """In the default graph, under `strategy`: (the first replica's EVAL spec, the op
     updating every replica's metrics, {name: value} with 'loss' and the global step,
-    the hooks that start the input).  The values are computed across the replicas
-    (metrics built on tf.metrics.mean are; others are refused, not half counted).
+    the hooks that start the input).  The values are computed across the replicas (every
+    tf.metrics value is one tensor over the replicas' summed variables; a value that is
+    still per replica is refused, not half counted).
 
     Raises:
       ValueError: a metric named 'loss' or 'global_step' (TF's).
@@ -134,8 +135,8 @@ def build_distributed_eval(estimator, strategy, input_fn):
             if len(strategy.experimental_local_results(value)) > 1:
                 raise NotImplementedError(
                     f"The eval metric {name!r} is not combined across replicas in asyncflow "
-                    "(only metrics built on tf.metrics.mean are): evaluate without "
-                    "eval_distribute."
+                    "(its value differs per replica: the top-k metrics' do, and TF's fail "
+                    "under a strategy): evaluate without eval_distribute."
                 )
             values[name] = value
             updates.append(strategy.group(update))

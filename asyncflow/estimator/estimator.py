@@ -38,7 +38,7 @@ from asyncflow.config import ConfigProto
 from asyncflow.data.dataset import Dataset as _Dataset
 from asyncflow.estimator import export as export_lib
 from asyncflow.estimator import model_fn as model_fn_lib
-from asyncflow.estimator import warm_starting
+from asyncflow.estimator import std_server, warm_starting
 from asyncflow.estimator.distributed import (
     build_distributed_eval,
     build_distributed_train_spec,
@@ -251,6 +251,14 @@ class _StopAfterNEvalsHook(hooks_mod.SessionRunHook):
             run_context.request_stop()
 
 
+def _between_graph(config, strategy) -> bool:
+    """Whether `strategy` trains between graphs on the cluster of `config` (TF's
+    distribute coordinator's independent-worker mode)."""
+    if not config.cluster_spec or config.task_type is None:
+        return False
+    return bool(getattr(strategy.extended, "experimental_between_graph", False))
+
+
 class Estimator:
     """Trains, evaluates and predicts with a model_fn (TF1's `tf.estimator.Estimator`).
 
@@ -406,11 +414,18 @@ class Estimator:
         listeners = _check_listeners_type(saving_listeners)
         strategy = self._config.train_distribute
         if strategy is not None:  # tf.distribute: one replica of the model per device
-            with ops.Graph().as_default():
-                spec, global_step, input_hooks = build_distributed_train_spec(
-                    self, strategy, input_fn
-                )
-                loss = self._train_with_spec(spec, global_step, hooks + input_hooks, listeners)
+            between = _between_graph(self._config, strategy)
+            if between:  # each task of the cluster trains its own graph, on its own server
+                std_server.start_std_server(self._config)
+            self._between_graph_strategy = strategy if between else None
+            try:
+                with ops.Graph().as_default():
+                    spec, global_step, input_hooks = build_distributed_train_spec(
+                        self, strategy, input_fn
+                    )
+                    loss = self._train_with_spec(spec, global_step, hooks + input_hooks, listeners)
+            finally:
+                self._between_graph_strategy = None
             logger.info("Loss for final step: %s.", loss)
             return self
         with ops.Graph().as_default() as graph, graph.device(self._device_fn):
@@ -512,12 +527,20 @@ class Estimator:
             None,
             config.checkpoint_save_graph_def,
         )
+        init_here, session_config = config.is_chief, self._session_config
+        strategy = getattr(self, "_between_graph_strategy", None)
+        if strategy is not None:
+            # Between-graph (MultiWorkerMirroredStrategy): every worker initializes its own
+            # copies (their initial values meet in a collective broadcast), with the
+            # strategy's session settings.
+            init_here = strategy.extended.experimental_should_init
+            session_config = strategy.update_config_proto(session_config)
         creator = ms._training_creator(
             config.master,
-            config.is_chief,
+            init_here,
             self._model_dir,
             scaffold,
-            self._session_config,
+            session_config,
             config.session_creation_timeout_secs,
         )
         deadline = _CreationDeadline(creator, config.session_creation_timeout_secs)

@@ -24,9 +24,8 @@ import os
 import time
 
 from asyncflow import graph as ops
-from asyncflow.config import ConfigProto
-from asyncflow.distributed.server import Server
 from asyncflow.estimator.estimator import Estimator
+from asyncflow.estimator.std_server import start_std_server
 from asyncflow.estimator.tf_config import TaskType
 from asyncflow.train import basic_session_run_hooks as hooks_mod
 
@@ -36,7 +35,6 @@ logger = logging.getLogger("asyncflow.estimator")
 
 _MAX_DELAY_SECS = 60
 _DELAY_SECS_PER_WORKER = 5
-_TRAINER_JOBS = (TaskType.CHIEF, TaskType.MASTER, TaskType.WORKER)
 
 
 def _check_input_fn(input_fn) -> None:
@@ -335,44 +333,6 @@ _TASKS = {
     TaskType.PS: _run_ps,
     TaskType.WORKER: _run_worker,
 }
-
-
-def start_std_server(config) -> Server | None:
-    """Starts this task's server (None for a cluster of one trainer, which needs none).
-
-    Raises:
-      RuntimeError: the RunConfig lacks the cluster, the task, or a master.
-      UnavailableError: the task's address cannot be bound.
-    """
-    if not config.cluster_spec or not config.task_type or config.task_id is None:
-        raise RuntimeError(
-            "Could not start server; be sure to specify cluster_spec, task_type, and task "
-            "in RunConfig or set the TF_CONFIG environment variable."
-        )
-    if not config.master:
-        jobs = config.cluster_spec.jobs
-        alone = len(jobs) == 1 and len(config.cluster_spec.job_tasks(jobs[0])) == 1
-        if alone and config.task_type in _TRAINER_JOBS:
-            logger.info("Skip starting server as there is only one node in the cluster.")
-            return None
-        raise RuntimeError(
-            "Could not start server; be sure to specify master in RunConfig or set the "
-            "TF_CONFIG environment variable."
-        )
-    logger.info("Start Tensorflow server.")
-    session_config = ConfigProto(log_device_placement=False)
-    if config.session_config is not None:
-        session_config.gpu_options = config.session_config.gpu_options
-    server = Server(
-        config.cluster_spec,
-        job_name=config.task_type,
-        task_index=config.task_id,
-        config=session_config,
-        start=False,
-        protocol=config.protocol,
-    )
-    server.start()
-    return server
 
 
 def _is_google_env() -> bool:
