@@ -414,7 +414,10 @@ class Model(Network):
                 np.random.shuffle(index)
             logs = self._epoch(xs, ys, sws, index, batch_size, cb)
             if val is not None and (epoch + 1) % validation_freq == 0:
-                results = self._test_loop(val[0], val[1], None, batch_size)
+                # TF's fit validates on shuffled batches whatever `shuffle` says: the same
+                # mean, but it draws from np.random (later epochs' order depends on it) and
+                # batch-wise callbacks (TensorBoard's histograms) see those batches.
+                results = self._test_loop(val[0], val[1], None, batch_size, shuffle=True)
                 for name, value in zip(self.metrics_names, results, strict=True):
                     logs["val_" + name] = _log_value(value)
             cb.on_epoch_end(epoch, logs)
@@ -446,19 +449,22 @@ class Model(Network):
     def _n_losses(self) -> int:
         return 1
 
-    def _test_loop(self, xs, ys, sws, batch_size) -> list:
+    def _test_loop(self, xs, ys, sws, batch_size, shuffle=False) -> list:
         self.reset_metrics()
         totals = None
         n = len(xs[0])
+        index = np.arange(n)
+        if shuffle:
+            np.random.shuffle(index)
         for start in range(0, n, batch_size):
-            sl = slice(start, start + batch_size)
+            ids = index[start : start + batch_size]
             outs = self._run(
                 "test",
-                [a[sl] for a in xs],
-                [a[sl] for a in ys],
-                None if sws is None else [w[sl] for w in sws],
+                [a[ids] for a in xs],
+                [a[ids] for a in ys],
+                None if sws is None else [w[ids] for w in sws],
             )
-            totals = _aggregate(totals, outs, len(xs[0][sl]), self._n_losses())
+            totals = _aggregate(totals, outs, len(ids), self._n_losses())
         return _finalize(totals, n, self._n_losses())
 
     def evaluate(
@@ -622,7 +628,7 @@ class Model(Network):
         fmt = (save_format or ("h5" if saving.is_hdf5_filepath(filepath) else "tf")).lower()
         if fmt not in ("h5", "hdf5", "tf", "tensorflow"):
             raise ValueError(
-                f'Unknown format. Received: `save_format`={save_format}. Was expecting one of '
+                f"Unknown format. Received: `save_format`={save_format}. Was expecting one of "
                 '{"tf", "h5"}.'
             )
         if fmt in ("h5", "hdf5"):
