@@ -21,6 +21,7 @@ from asyncflow.keras import (
     utils,
 )
 from asyncflow.keras import layer_configs as _layer_configs
+from asyncflow.keras.callbacks_tensorboard import TensorBoard as _TensorBoard
 from asyncflow.keras.engine import Input
 from asyncflow.keras.feature_layers import SequenceFeatures as _SequenceFeatures
 from asyncflow.keras.training import Model, Sequential
@@ -29,6 +30,8 @@ from asyncflow.keras.training import Model, Sequential
 # layer module imported first (layers.py itself cannot import it).
 layers.serialize = _layer_configs.serialize
 layers.deserialize = _layer_configs.deserialize
+# TensorBoard has its own module (it builds summary ops); tf.keras.callbacks shows it.
+callbacks.TensorBoard = _TensorBoard
 
 
 class _Experimental:
