@@ -1,7 +1,8 @@
 """tf.keras.callbacks.TensorBoard in TF1 graph mode: the event file it writes (one file in
 log_dir, graph and meta graph, epoch_/batch_ scalars and their steps, weight, gradient and
 activation histograms and weight images run with the validation batches), read back
-with asyncflow's own tf.train.summary_iterator.
+with asyncflow's own tf.train.summary_iterator; BaseLogger's epoch averages and
+RemoteMonitor's posts (requests.post replaced, no network).
 
 Expected events were recorded from TF 2.21 (tf_keras, TF_USE_LEGACY_KERAS=1,
 tf.disable_v2_behavior()) for the same script: values rounded to 5 (scalars) or 4
@@ -9,7 +10,9 @@ tf.disable_v2_behavior()) for the same script: values rounded to 5 (scalars) or 
 """
 
 import glob
+import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -216,3 +219,70 @@ def test_graph_and_meta_graph_round_trip(tmp_path):
 def test_embeddings_freq_without_data_raises_at_epoch_end(tmp_path):
     with pytest.raises(ValueError, match="embeddings_data must be provided"):
         _fit(tmp_path, validate=False, embeddings_freq=1)
+
+
+def _small_fit(callbacks):
+    x = np.random.RandomState(0).rand(8, 3).astype("float32")
+    y = np.random.RandomState(1).rand(8, 1).astype("float32")
+    model = K.Sequential([K.layers.Dense(1, input_shape=(3,), kernel_initializer="ones")])
+    model.compile("sgd", "mse", metrics=["mae"])
+    model.fit(x, y, batch_size=3, epochs=2, verbose=0, callbacks=callbacks, shuffle=False)
+
+
+def test_base_logger_averages_loss_and_keeps_stateful_metrics():
+    seen = []
+    logger = K.callbacks.BaseLogger()
+    later = K.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: seen.append(dict(logs)))
+    _small_fit([logger, later])
+    # TF 2.21: fit makes every metric but the loss stateful (last batch value).
+    assert logger.stateful_metrics == ["mean_absolute_error"]
+    expected = [
+        {"loss": 2.5233897417783737, "mean_absolute_error": 1.4998230934143066},
+        {"loss": 1.9315195828676224, "mean_absolute_error": 1.2976256608963013},
+    ]
+    assert [sorted(s) for s in seen] == [sorted(e) for e in expected]
+    for got, want in zip(seen, expected, strict=True):
+        for key in want:
+            assert got[key] == pytest.approx(want[key], rel=1e-6)
+    # batch and size are totalled like any log (TF's totals hold 7 and 22 here).
+    assert logger.seen == 8
+    assert logger.totals["batch"] == 7 and logger.totals["size"] == 22
+    assert logger.totals["loss"] == pytest.approx(15.452156662940979, rel=1e-6)
+    assert K.callbacks.BaseLogger(stateful_metrics=["acc"]).stateful_metrics == {"acc"}
+
+
+def test_remote_monitor_posts_each_epoch(monkeypatch):
+    requests = pytest.importorskip("requests")
+    posts = []
+    monkeypatch.setattr(requests, "post", lambda url, *a, **kw: posts.append((url, a, kw)))
+    monitor = K.callbacks.RemoteMonitor(root="http://example.invalid", path="/p")
+    assert (monitor.root, monitor.field, monitor.headers, monitor.send_as_json) == (
+        "http://example.invalid",
+        "data",
+        None,
+        False,
+    )
+    _small_fit([monitor, K.callbacks.RemoteMonitor(root="http://h", send_as_json=True)])
+    form = [p for p in posts if p[0] == "http://example.invalid/p"]
+    as_json = [p for p in posts if p[0] == "http://h/publish/epoch/end/"]
+    assert len(form) == 2 and len(as_json) == 2
+    sent = json.loads(form[1][1][0]["data"])
+    assert sorted(sent) == ["epoch", "loss", "mean_absolute_error"] and sent["epoch"] == 1
+    assert as_json[0][2]["json"]["epoch"] == 0 and as_json[0][2]["headers"] is None
+
+
+def test_remote_monitor_unreachable_server_only_warns(monkeypatch, caplog):
+    requests = pytest.importorskip("requests")
+
+    def refuse(*args, **kwargs):
+        raise requests.exceptions.ConnectionError("refused")
+
+    monkeypatch.setattr(requests, "post", refuse)
+    _small_fit([K.callbacks.RemoteMonitor(root="http://127.0.0.1:9")])
+    assert "could not reach RemoteMonitor root server at http://127.0.0.1:9" in caplog.text
+
+
+def test_remote_monitor_without_requests_raises_import_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "requests", None)
+    with pytest.raises(ImportError, match="RemoteMonitor requires the `requests` library"):
+        K.callbacks.RemoteMonitor().on_epoch_end(0, {})

@@ -402,6 +402,9 @@ class Model(Network):
             "do_validation": val is not None,
             "metrics": list(self.metrics_names),
         }
+        for c in cb_list:
+            if isinstance(c, cbks.BaseLogger):
+                c.stateful_metrics = list(self.metrics_names[1:])
         cb = cbks.CallbackList(cb_list, self, params)
         self.stop_training = False
         self._function("train")
