@@ -38,6 +38,8 @@ class _Experimental:
     """`tf.keras.experimental` (the part asyncflow has)."""
 
     SequenceFeatures = _SequenceFeatures
+    CosineDecay = optimizers.schedules.CosineDecay
+    CosineDecayRestarts = optimizers.schedules.CosineDecayRestarts
 
 
 experimental = _Experimental()
