@@ -83,3 +83,96 @@ def test_experimental_schedule_aliases_and_model_from_yaml():
     assert K.experimental.CosineDecayRestarts is K.optimizers.schedules.CosineDecayRestarts
     with pytest.raises(RuntimeError, match=r"model_from_yaml\(\)` has been removed"):
         K.models.model_from_yaml("a: 1")
+
+
+def _xy():
+    x = np.arange(12, dtype="float32").reshape(4, 3) / 10
+    return x, np.arange(4, dtype="float32").reshape(4, 1)
+
+
+def test_linear_model_trains_like_tf():
+    model = K.experimental.LinearModel(units=1, kernel_initializer="ones")
+    assert K.models.LinearModel is K.experimental.LinearModel
+    model.compile("sgd", "mse")
+    x, y = _xy()
+    history = model.fit(x, y, epochs=2, batch_size=2, verbose=0, shuffle=False)
+    np.testing.assert_allclose(
+        history.history["loss"], [0.03466086648404598, 0.03259047609753907], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        model.predict(x).ravel(),
+        [0.2874971330165863, 1.1846904754638672, 2.081883668899536, 2.979076862335205],
+        rtol=1e-6,
+    )
+    assert [w.name for w in model.weights] == ["linear_model/kernel:0", "linear_model/bias:0"]
+    assert model.get_config() == {
+        "name": "linear_model", "trainable": True, "dtype": "float32", "units": 1,
+        "activation": "linear", "use_bias": True,
+        "kernel_initializer": {"class_name": "Ones", "config": {"dtype": "float32"}},
+        "bias_initializer": {"class_name": "Zeros", "config": {"dtype": "float32"}},
+        "kernel_regularizer": None, "bias_regularizer": None,
+    }  # fmt: skip
+
+
+def test_linear_model_list_and_dict_inputs():
+    model = K.experimental.LinearModel(
+        units=2, activation="relu", use_bias=False, kernel_initializer="ones"
+    )
+    y = model([tf.ones([2, 3]), tf.ones([2, 1])])
+    assert [w.name for w in model.weights] == [
+        "linear_model/kernel:0",
+        "linear_model/kernel_1:0",
+    ]
+    assert [w.shape.as_list() for w in model.weights] == [[3, 2], [1, 2]]
+    assert _run(y).tolist() == [[4.0, 4.0], [4.0, 4.0]]
+    by_key = K.experimental.LinearModel(kernel_initializer="ones", name="lm")
+    out = by_key({"b": tf.ones([1, 2]), "a": tf.ones([1, 1])})
+    assert [w.name for w in by_key.weights] == ["lm/kernel:0", "lm/kernel_1:0", "lm/bias:0"]
+    assert _run(out).tolist() == [[3.0]]
+    with pytest.raises(ValueError, match="does not match the structure expected"):
+        by_key({"a": tf.ones([1, 1])})
+
+
+def test_wide_deep_model_two_optimizers_like_tf():
+    linear = K.experimental.LinearModel(units=1, kernel_initializer="ones")
+    ones = "ones"
+    dnn = K.Sequential(
+        [K.layers.Dense(2, kernel_initializer=ones), K.layers.Dense(1, kernel_initializer=ones)]
+    )
+    model = K.experimental.WideDeepModel(linear, dnn, activation=None)
+    assert K.models.WideDeepModel is K.experimental.WideDeepModel
+    model.compile(["sgd", "adam"], "mse")
+    x, y = _xy()
+    history = model.fit([x, x], y, epochs=2, batch_size=2, verbose=0, shuffle=False)
+    np.testing.assert_allclose(
+        history.history["loss"], [15.111997842788696, 12.681082606315613], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        model.predict([x, x]).ravel(),
+        [0.5619419813156128, 3.0773348808288574, 5.592728614807129, 8.108121871948242],
+        rtol=1e-6,
+    )
+    config = model.get_config()
+    assert (config["name"], config["activation"]) == ("wide_deep_model", "linear")
+    assert config["linear_model"]["class_name"] == "LinearModel"
+    assert config["dnn_model"]["class_name"] == "Sequential"
+
+
+def test_wide_deep_model_one_optimizer_sigmoid_like_tf():
+    model = K.experimental.WideDeepModel(
+        K.experimental.LinearModel(units=1, kernel_initializer="ones"),
+        K.Sequential([K.layers.Dense(1, kernel_initializer="ones")]),
+        activation="sigmoid",
+    )
+    model.compile("sgd", "binary_crossentropy")
+    x = _xy()[0]
+    y = np.array([[0], [1], [0], [1]], "float32")
+    history = model.fit(x, y, epochs=2, batch_size=2, verbose=0, shuffle=False)
+    np.testing.assert_allclose(
+        history.history["loss"], [1.3338502049446106, 1.3239297568798065], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        model.predict(x).ravel(),
+        [0.6374331116676331, 0.9130393862724304, 0.9843021035194397, 0.9973366260528564],
+        rtol=1e-6,
+    )

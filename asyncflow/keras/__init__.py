@@ -24,6 +24,7 @@ from asyncflow.keras import layer_configs as _layer_configs
 from asyncflow.keras.callbacks_tensorboard import TensorBoard as _TensorBoard
 from asyncflow.keras.engine import Input
 from asyncflow.keras.feature_layers import SequenceFeatures as _SequenceFeatures
+from asyncflow.keras.premade_models import LinearModel, WideDeepModel
 from asyncflow.keras.training import Model, Sequential
 
 # tf.keras.layers.serialize/deserialize live with the layer table, which needs every
@@ -32,6 +33,9 @@ layers.serialize = _layer_configs.serialize
 layers.deserialize = _layer_configs.deserialize
 # TensorBoard has its own module (it builds summary ops); tf.keras.callbacks shows it.
 callbacks.TensorBoard = _TensorBoard
+# The premade models subclass Model, which models.py re-exports (so it cannot import them).
+models.LinearModel = LinearModel
+models.WideDeepModel = WideDeepModel
 
 
 class _Experimental:
@@ -40,6 +44,8 @@ class _Experimental:
     SequenceFeatures = _SequenceFeatures
     CosineDecay = optimizers.schedules.CosineDecay
     CosineDecayRestarts = optimizers.schedules.CosineDecayRestarts
+    LinearModel = LinearModel
+    WideDeepModel = WideDeepModel
 
 
 experimental = _Experimental()

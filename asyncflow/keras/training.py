@@ -245,17 +245,21 @@ class Model(Network):
             outputs = [self.total_loss] + self._metric_tensors
             updates = None
             if mode == "train":
-                with ops.name_scope("training"):
-                    with ops.name_scope(type(self.optimizer).__name__):
-                        updates = self.optimizer.get_updates(
-                            loss=self.total_loss, params=self._collected_trainable_weights
-                        )
-                    updates += self.updates
+                updates = self._training_updates()
             else:
                 updates = self.state_updates
             fn = backend.function(feeds + phase, outputs, updates=updates)
         self._fns[mode] = fn
         return fn
+
+    def _training_updates(self) -> list:
+        """The train function's updates: the optimizer's, then the layers' own."""
+        with ops.name_scope("training"):
+            with ops.name_scope(type(self.optimizer).__name__):
+                updates = self.optimizer.get_updates(
+                    loss=self.total_loss, params=self._collected_trainable_weights
+                )
+        return updates + self.updates
 
     def _run(self, mode, inputs, targets=None, weights=None):
         fn = self._function(mode)
@@ -558,11 +562,12 @@ class Model(Network):
     @property
     def weights(self) -> list:
         out, seen = [], set()
-        for layer in self.layers:
-            for w in layer.weights:
-                if id(w) not in seen:
-                    seen.add(id(w))
-                    out.append(w)
+        # A subclassed model's own add_weight variables come after its layers', as TF's.
+        owned = list(self._trainable_weights) + list(self._non_trainable_weights)
+        for w in [w for layer in self.layers for w in layer.weights] + owned:
+            if id(w) not in seen:
+                seen.add(id(w))
+                out.append(w)
         return out
 
     # -- configs --------------------------------------------------------------------------------
