@@ -176,3 +176,27 @@ def test_wide_deep_model_one_optimizer_sigmoid_like_tf():
         [0.6374331116676331, 0.9130393862724304, 0.9843021035194397, 0.9973366260528564],
         rtol=1e-6,
     )
+
+
+def test_warmstart_embedding_matrix_like_tf(tmp_path):
+    base = np.arange(6, dtype="float32").reshape(3, 2)
+    ws = K.utils.warmstart_embedding_matrix
+    out = ws(["a", "b", "c"], ["c", "d", "a"], base, new_embeddings_initializer="zeros")
+    assert (out.shape.as_list(), out.dtype.name) == ([3, 2], "float32")
+    assert _run(out).tolist() == [[4.0, 5.0], [0.0, 0.0], [0.0, 1.0]]
+    out = ws(np.array(["a", "b", "c"]), ("x", "y"), base, new_embeddings_initializer="ones")
+    assert _run(out).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    out = ws(["a", "b", "c"], ["b"], tf.constant(base), new_embeddings_initializer="zeros")
+    assert _run(out).tolist() == [[2.0, 3.0]]
+    vocab = tmp_path / "v.txt"
+    vocab.write_text("a\nb\nc\n")
+    out = ws(str(vocab), ["b", "q"], base.astype("float64"), new_embeddings_initializer="zeros")
+    assert (out.dtype.name, _run(out).tolist()) == ("float64", [[2.0, 3.0], [0.0, 0.0]])
+    with pytest.raises(ValueError, match="with at least one token. Received 0 instead"):
+        ws(["a"], [], base)
+    with pytest.raises(ValueError, match="Instead type <class 'int'> was received"):
+        ws(5, ["a"], base)
+    with pytest.raises(ValueError, match="Vocabulary file /nonexist/v.txt does not exist"):
+        ws("/nonexist/v.txt", ["a"], base)
+    with pytest.raises(AttributeError, match="has no attribute 'numpy'"):
+        ws(tf.constant(["a"]), ["a"], base)

@@ -24,8 +24,10 @@ from asyncflow.keras import layer_configs as _layer_configs
 from asyncflow.keras.callbacks_tensorboard import TensorBoard as _TensorBoard
 from asyncflow.keras.engine import Input
 from asyncflow.keras.feature_layers import SequenceFeatures as _SequenceFeatures
-from asyncflow.keras.premade_models import LinearModel, WideDeepModel
+from asyncflow.keras.premade_models import LinearModel as _LinearModel
+from asyncflow.keras.premade_models import WideDeepModel as _WideDeepModel
 from asyncflow.keras.training import Model, Sequential
+from asyncflow.keras.utils_embedding import warmstart_embedding_matrix as _warmstart
 
 # tf.keras.layers.serialize/deserialize live with the layer table, which needs every
 # layer module imported first (layers.py itself cannot import it).
@@ -34,8 +36,9 @@ layers.deserialize = _layer_configs.deserialize
 # TensorBoard has its own module (it builds summary ops); tf.keras.callbacks shows it.
 callbacks.TensorBoard = _TensorBoard
 # The premade models subclass Model, which models.py re-exports (so it cannot import them).
-models.LinearModel = LinearModel
-models.WideDeepModel = WideDeepModel
+models.LinearModel = _LinearModel
+models.WideDeepModel = _WideDeepModel
+utils.warmstart_embedding_matrix = _warmstart
 
 
 class _Experimental:
@@ -44,8 +47,8 @@ class _Experimental:
     SequenceFeatures = _SequenceFeatures
     CosineDecay = optimizers.schedules.CosineDecay
     CosineDecayRestarts = optimizers.schedules.CosineDecayRestarts
-    LinearModel = LinearModel
-    WideDeepModel = WideDeepModel
+    LinearModel = _LinearModel
+    WideDeepModel = _WideDeepModel
 
 
 experimental = _Experimental()
