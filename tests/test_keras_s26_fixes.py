@@ -200,3 +200,79 @@ def test_warmstart_embedding_matrix_like_tf(tmp_path):
         ws("/nonexist/v.txt", ["a"], base)
     with pytest.raises(AttributeError, match="has no attribute 'numpy'"):
         ws(tf.constant(["a"]), ["a"], base)
+
+
+_X = np.random.RandomState(0).rand(6, 3).astype("float32")
+_Y = (np.random.RandomState(1).rand(6, 1) > 0.5).astype("float32")
+
+# TF 2.21: optimizer.variables() is optimizer.weights (iterations, then the slots); the
+# hyperparameter variables (learning_rate, decay, beta_1 ...) are not listed.
+OPTIMIZER_VARIABLES = {
+    "sgd": ["iter"],
+    "adam": ["iter", "dense/kernel/m", "dense/bias/m", "dense/kernel/v", "dense/bias/v"],
+    "rmsprop": ["iter", "dense/kernel/rms", "dense/bias/rms"],
+    "adagrad": ["iter", "dense/kernel/accumulator", "dense/bias/accumulator"],
+    "nadam": ["iter", "momentum_cache", "dense/kernel/m", "dense/bias/m", "dense/kernel/v",
+              "dense/bias/v"],
+    "ftrl": ["iter", "dense/kernel/accumulator", "dense/kernel/linear",
+             "dense/bias/accumulator", "dense/bias/linear"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZER_VARIABLES))
+def test_optimizer_variables_are_its_weights(name):
+    model = K.Sequential([K.layers.Dense(1, input_shape=(3,))])
+    opt = K.optimizers.get(name)
+    assert opt.variables() == []
+    model.compile(opt, "mse")
+    model.fit(_X, _Y, epochs=1, batch_size=3, verbose=0)
+    prefix = f"training/{type(opt).__name__}/"
+    expected = [prefix + v + ":0" for v in OPTIMIZER_VARIABLES[name]]
+    assert [v.name for v in opt.variables()] == expected
+    assert [v.name for v in opt.weights] == expected
+
+
+def _metric_history(metrics):
+    model = K.Sequential(
+        [K.layers.Dense(1, input_shape=(3,), activation="sigmoid", kernel_initializer="ones")]
+    )
+    model.compile("sgd", "binary_crossentropy", metrics=metrics)
+    history = model.fit(_X, _Y, epochs=2, batch_size=3, verbose=0, shuffle=False)
+    values = {k: [round(v, 6) for v in vs] for k, vs in history.history.items()}
+    evaluated = [round(float(v), 6) for v in model.evaluate(_X, _Y, verbose=0)]
+    return model.metrics_names, values, evaluated
+
+
+def test_repeated_metric_names_are_reported_once():
+    # TF 2.21 keeps one metric per name, in the first one's place.
+    assert _metric_history(["acc", "acc"])[0] == ["loss", "acc"]
+    assert _metric_history(["accuracy", "acc"])[0] == ["loss", "acc"]
+    names, values, evaluated = _metric_history(
+        ["mae", K.metrics.MeanAbsoluteError(), "acc", "binary_accuracy"]
+    )
+    assert names == ["loss", "mean_absolute_error", "acc", "binary_accuracy"]
+    assert values == {
+        "loss": [1.575073, 1.557229],
+        "mean_absolute_error": [0.721239, 0.718927],
+        "acc": [0.166667, 0.166667],
+        "binary_accuracy": [0.166667, 0.166667],
+    }
+    assert evaluated == [1.543868, 0.717452, 0.166667, 0.166667]
+    # Distinct default names (auc, auc_1) are kept.
+    assert _metric_history([K.metrics.AUC(), K.metrics.AUC()])[0] == ["loss", "auc", "auc_1"]
+
+
+def test_repeated_metric_name_reports_the_last_metric():
+    # TF 2.21: AUC alone gives 0.4 here and Precision 1/6, Recall 1.0; the name keeps
+    # the value of the last metric given under it.
+    pr = [K.metrics.AUC(name="a"), K.metrics.Precision(name="a")]
+    assert _metric_history(pr)[1:] == (
+        {"loss": [1.575073, 1.557229], "a": [0.166667, 0.166667]},
+        [1.543868, 0.166667],
+    )
+    par = [K.metrics.Precision(name="a"), K.metrics.AUC(name="a"), K.metrics.Recall(name="a")]
+    assert _metric_history(par) == (
+        ["loss", "a"],
+        {"loss": [1.575073, 1.557229], "a": [1.0, 1.0]},
+        [1.543868, 1.0],
+    )

@@ -186,18 +186,24 @@ class Model(Network):
                     if isinstance(m, metrics_mod.Metric):
                         # A metric object keeps its own state and name.
                         full = m.name if len(names) == 1 else f"{name}_{m.name}"
-                        self._metrics.append(m)
-                        self._metric_tensors.append(m(self._targets[i], out, mask))
-                        self.metrics_names.append(full)
+                        self._add_metric(full, m, m(self._targets[i], out, mask))
                         continue
                     fn, label = _metric_fn(m, loss_fns[i], out)
                     full = label if len(names) == 1 else f"{name}_{label}"
                     metric = metrics_mod.MeanMetricWrapper(fn, name=full)
-                    self._metrics.append(metric)
-                    self._metric_tensors.append(metric(self._targets[i], out, mask))
-                    self.metrics_names.append(full)
+                    self._add_metric(full, metric, metric(self._targets[i], out, mask))
         self._collected_trainable_weights = self.trainable_weights
         self._compiled = True
+
+    def _add_metric(self, name, metric, tensor) -> None:
+        # TF reports one metric per name: the place of the first, the value of the last.
+        if name in self.metrics_names[1:]:
+            at = self.metrics_names.index(name, 1) - 1  # metrics_names[0] is the loss
+            self._metrics[at], self._metric_tensors[at] = metric, tensor
+            return
+        self._metrics.append(metric)
+        self._metric_tensors.append(tensor)
+        self.metrics_names.append(name)
 
     def _ensure_compiled(self) -> None:
         if self.optimizer is None:
