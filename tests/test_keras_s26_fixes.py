@@ -276,3 +276,77 @@ def test_repeated_metric_name_reports_the_last_metric():
         {"loss": [1.575073, 1.557229], "a": [1.0, 1.0]},
         [1.543868, 1.0],
     )
+
+
+def _transpose(cls, shape, dynamic_batch=False, **kwargs):
+    x = np.arange(np.prod(shape), dtype="float32").reshape(shape) / 10
+    layer = cls(2, kernel_initializer="ones", **kwargs)
+    ph = tf.placeholder(tf.float32, (None,) + shape[1:] if dynamic_batch else shape)
+    y = layer(ph)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        out = sess.run(y, {ph: x})
+    weighted = float((out * np.arange(out.size).reshape(out.shape)).sum())
+    return y.shape.as_list(), out.shape, float(out.sum()), weighted, layer
+
+
+# TF 2.21: (static output shape, sum, sum of value * flat index) of each case.
+TRANSPOSE_CASES = [
+    ("Conv2DTranspose", (1, 3, 4, 1), dict(kernel_size=3, strides=2, output_padding=1),
+     [1, 8, 10, 2], 118.8, 10549.8),
+    ("Conv2DTranspose", (1, 3, 4, 1),
+     dict(kernel_size=3, strides=2, padding="same", output_padding=1), [1, 6, 8, 2], 85.6,
+     5550.0),
+    ("Conv2DTranspose", (1, 3, 4, 1),
+     dict(kernel_size=(2, 3), strides=(2, 3), output_padding=(1, 2)), [1, 7, 14, 2], 79.2,
+     8713.2),
+    # A kernel shorter than its stride: in * stride (the last positions stay zero).
+    ("Conv2DTranspose", (1, 3, 4, 1), dict(kernel_size=2, strides=3), [1, 9, 12, 2], 52.8,
+     6904.8),
+    ("Conv2DTranspose", (1, 3, 4, 1), dict(kernel_size=3, dilation_rate=2), [1, 7, 8, 2],
+     118.8, 7569.0),
+    ("Conv1DTranspose", (1, 5, 2), dict(kernel_size=3, strides=2, output_padding=1),
+     [1, 12, 2], 27.0, 379.5),
+    ("Conv1DTranspose", (1, 5, 2),
+     dict(kernel_size=3, strides=3, padding="same", output_padding=2), [1, 15, 2], 27.0, 535.5),
+    ("Conv3DTranspose", (1, 2, 3, 2, 1), dict(kernel_size=2, strides=2, output_padding=1),
+     [1, 5, 7, 5, 2], 105.6, 18660.8),
+    ("Conv3DTranspose", (1, 2, 3, 2, 1),
+     dict(kernel_size=3, strides=(2, 2, 1), padding="same", output_padding=(1, 0, 0)),
+     [1, 4, 5, 2, 2], 137.2, 7095.4),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", TRANSPOSE_CASES, ids=lambda c: f"{c[0]}-{c[2]}")
+@pytest.mark.parametrize("dynamic_batch", [False, True])
+def test_transposed_convolutions_output_padding(case, dynamic_batch):
+    name, shape, kwargs, static, total, weighted = case
+    got_static, got_shape, got_total, got_weighted, layer = _transpose(
+        getattr(K.layers, name), shape, dynamic_batch, **kwargs
+    )
+    expected_static = [None] + static[1:] if dynamic_batch else static
+    assert (got_static, list(got_shape)) == (expected_static, static)
+    assert got_total == pytest.approx(total, rel=1e-5)
+    assert got_weighted == pytest.approx(weighted, rel=1e-5)
+    padding = kwargs.get("output_padding")
+    expected = None if padding is None else list(np.broadcast_to(padding, len(shape) - 2))
+    assert layer.get_config()["output_padding"] == expected
+    assert list(layer.get_config())[-2:] == ["groups", "output_padding"]
+
+
+def test_transposed_convolution_errors():
+    with pytest.raises(ValueError, match=r"Strides must be greater than output padding. "
+                       r"Received strides=\(2, 2\), output_padding=\(2, 2\)."):  # fmt: skip
+        K.layers.Conv2DTranspose(2, 3, strides=2, output_padding=2)
+    with pytest.raises(ValueError, match=r"Received strides=\(2,\), output_padding=\(3,\)"):
+        K.layers.Conv1DTranspose(2, 3, strides=2, output_padding=3)
+    with pytest.raises(ValueError, match=r"strides=\(2, 2, 2\), output_padding=\(1, 2, 1\)"):
+        K.layers.Conv3DTranspose(2, 2, strides=2, output_padding=(1, 2, 1))
+    with pytest.raises(ValueError, match=r"The channel dimension of the inputs to "
+                       r"`Conv2DTranspose` should be defined. The input_shape received is "
+                       r"\(\?, \?, \?, \?\), where axis -1"):  # fmt: skip
+        K.layers.Conv2DTranspose(2, 3)(tf.placeholder(tf.float32, [None] * 4))
+    rebuilt = K.layers.Conv2DTranspose.from_config(
+        K.layers.Conv2DTranspose(2, 3, strides=2, output_padding=1).get_config()
+    )
+    assert rebuilt.output_padding == (1, 1)

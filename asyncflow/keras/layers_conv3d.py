@@ -18,6 +18,7 @@ from asyncflow.keras.layers_more import (
     _ConvBase,
     _get,
     _GlobalPooling,
+    _TransposeBase,
     _tuple,
 )
 from asyncflow.ops import array_ops, conv3d_ops, conv_ops, reduction_ops
@@ -51,18 +52,6 @@ def _channels(input_shape):
     return tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
 
 
-def _deconv_length(size, kernel, stride, dilation, padding):
-    """Keras' transposed-convolution output length (None stays None)."""
-    if size is None:
-        return None
-    kernel = kernel + (kernel - 1) * (dilation - 1)
-    if padding == "valid":
-        return size * stride + max(kernel - stride, 0)
-    if padding == "full":
-        return size * stride - (stride + kernel - 2)
-    return size * stride
-
-
 class Conv3D(_ConvBase):
     """3-D convolution over (batch, depth, height, width, channels); kernel (depth,
     height, width, in_channels, filters)."""
@@ -85,26 +74,7 @@ class Conv3D(_ConvBase):
         return self._finish(out)
 
 
-class _Transpose(_ConvBase):
-    """Output shape bookkeeping of the transposed convolutions."""
-
-    def _out_shape(self, inputs):
-        dyn = array_ops.shape(inputs)
-        static = inputs.shape.as_list()
-        dims, known = [dyn[0]], [static[0]]
-        for i in range(self.rank):
-            k, s, d = self.kernel_size[i], self.strides[i], self.dilation_rate[i]
-            size = _deconv_length(static[i + 1], k, s, d, self.padding)
-            known.append(size)
-            if size is None:
-                kk = k + (k - 1) * (d - 1)
-                grown = dyn[i + 1] * s
-                size = grown + max(kk - s, 0) if self.padding == "valid" else grown
-            dims.append(size)
-        return array_ops.stack([*dims, self.filters]), known + [self.filters]
-
-
-class Conv3DTranspose(_Transpose):
+class Conv3DTranspose(_TransposeBase):
     """Transposed 3-D convolution: kernel (depth, height, width, filters, in_channels)."""
 
     def __init__(self, filters, kernel_size, strides=(1, 1, 1), padding="valid", **kwargs):
@@ -112,7 +82,7 @@ class Conv3DTranspose(_Transpose):
         self.input_spec = InputSpec(ndim=5)
 
     def build(self, input_shape) -> None:
-        self._make_weights(self.kernel_size + (self.filters, _channels(input_shape)))
+        self._make_weights(self.kernel_size + (self.filters, self._input_channels(input_shape)))
 
     def call(self, inputs):
         shape, known = self._out_shape(inputs)
@@ -127,7 +97,7 @@ class Conv3DTranspose(_Transpose):
         return self._finish(out)
 
 
-class Conv1DTranspose(_Transpose):
+class Conv1DTranspose(_TransposeBase):
     """Transposed 1-D convolution: kernel (width, filters, in_channels)."""
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", **kwargs):
@@ -135,7 +105,7 @@ class Conv1DTranspose(_Transpose):
         self.input_spec = InputSpec(ndim=3)
 
     def build(self, input_shape) -> None:
-        self._make_weights(self.kernel_size + (self.filters, _channels(input_shape)))
+        self._make_weights(self.kernel_size + (self.filters, self._input_channels(input_shape)))
 
     def call(self, inputs):
         shape, known = self._out_shape(inputs)
