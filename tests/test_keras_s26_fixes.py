@@ -350,3 +350,99 @@ def test_transposed_convolution_errors():
         K.layers.Conv2DTranspose(2, 3, strides=2, output_padding=1).get_config()
     )
     assert rebuilt.output_padding == (1, 1)
+
+
+def _channels_first_cases():
+    L, cf = K.layers, "channels_first"
+
+    def normal(shape, dtype=None, **kwargs):
+        # Deterministic weights (sin of the flat index / 2) with no random draw.
+        return tf.constant(np.sin(np.arange(np.prod(shape))).reshape(shape) / 2, dtype)
+
+    return {
+        "conv3d": (lambda: L.Conv3D(2, 2, data_format=cf, kernel_initializer="ones"),
+                   (1, 3, 3, 4, 2)),
+        "conv3dT": (lambda: L.Conv3DTranspose(2, 2, strides=2, data_format=cf,
+                                              kernel_initializer="ones"), (1, 3, 2, 3, 2)),
+        "conv1dT": (lambda: L.Conv1DTranspose(2, 2, strides=2, data_format=cf,
+                                              kernel_initializer="ones"), (1, 3, 4)),
+        "dw1d": (lambda: L.DepthwiseConv1D(2, data_format=cf, depthwise_initializer="ones"),
+                 (1, 3, 4)),
+        "sep1d": (lambda: L.SeparableConv1D(2, 2, data_format=cf, depthwise_initializer="ones",
+                                            pointwise_initializer="ones"), (1, 3, 4)),
+        "maxpool3d": (lambda: L.MaxPooling3D(2, data_format=cf), (1, 2, 4, 4, 5)),
+        "avgpool3d": (lambda: L.AveragePooling3D((2, 1, 2), strides=1, data_format=cf),
+                      (1, 2, 4, 4, 5)),
+        "gmax3d": (lambda: L.GlobalMaxPooling3D(data_format=cf), (1, 2, 4, 4, 5)),
+        "gavg3d": (lambda: L.GlobalAveragePooling3D(data_format=cf, keepdims=True),
+                   (1, 2, 4, 4, 5)),
+        "crop3d": (lambda: L.Cropping3D(((1, 0), (0, 1), (1, 1)), data_format=cf),
+                   (1, 2, 4, 4, 5)),
+        "pad3d": (lambda: L.ZeroPadding3D(((1, 0), (0, 1), (1, 2)), data_format=cf),
+                  (1, 2, 2, 3, 2)),
+        "up3d": (lambda: L.UpSampling3D((2, 1, 3), data_format=cf), (1, 2, 2, 3, 2)),
+        "sdrop3d": (lambda: L.SpatialDropout3D(0.5, data_format=cf), (1, 2, 2, 3, 2)),
+        "lc1d": (lambda: L.LocallyConnected1D(2, 2, data_format=cf,
+                                              kernel_initializer=normal), (1, 3, 5)),
+        "lc2d": (lambda: L.LocallyConnected2D(2, (2, 2), strides=(1, 2), data_format=cf,
+                                              kernel_initializer=normal), (1, 3, 4, 5)),
+        "lc1d_last": (lambda: L.LocallyConnected1D(2, 2, kernel_initializer=normal),
+                      (1, 5, 3)),
+        "convlstm2d": (lambda: L.ConvLSTM2D(2, 2, data_format=cf, kernel_initializer=normal,
+                                            recurrent_initializer="ones",
+                                            return_sequences=True), (1, 2, 3, 3, 4)),
+        "convlstm2d_st": (lambda: L.ConvLSTM2D(2, 2, data_format=cf, return_state=True,
+                                               kernel_initializer=normal, padding="same",
+                                               recurrent_initializer="ones"), (1, 2, 3, 3, 4)),
+        "convlstm1d": (lambda: L.ConvLSTM1D(2, 2, data_format=cf, kernel_initializer=normal,
+                                            recurrent_initializer="ones"), (1, 2, 3, 4)),
+    }  # fmt: skip
+
+
+# TF 2.21: per output (static shape, sum, sum of value * flat index), then weight shapes;
+# inputs (np.arange % 7) / 10, kernels `normal` (sin of the flat index / 2) or ones.
+CHANNELS_FIRST_EXPECTED = {
+    'conv3d': ([([1, 2, 2, 3, 1], 87.2, 483.6)], [[2, 2, 2, 3, 2], [2]]),
+    'conv3dT': ([([1, 2, 4, 6, 4], 168.0, 16052.0)], [[2, 2, 2, 2, 3], [2]]),
+    'conv1dT': ([([1, 2, 8], 12.4, 96.6)], [[2, 2, 3], [2]]),
+    'dw1d': ([([1, 3, 3], 5.0, 22.3)], [[2, 3, 1], [3]]),
+    'sep1d': ([([1, 2, 3], 10.0, 26.0)], [[2, 3, 1], [1, 3, 2], [2]]),
+    'maxpool3d': ([([1, 2, 2, 2, 2], 8.7, 64.6)], []),
+    'avgpool3d': ([([1, 2, 3, 4, 4], 28.725, 1388.45)], []),
+    'gmax3d': ([([1, 2], 1.2, 0.6)], []),
+    'gavg3d': ([([1, 2, 1, 1, 1], 0.5962, 0.304)], []),
+    'crop3d': ([([1, 2, 3, 3, 3], 16.2, 424.2)], []),
+    'pad3d': ([([1, 2, 3, 4, 5], 6.6, 451.3)], []),
+    'up3d': ([([1, 2, 4, 3, 6], 39.6, 2926.8)], []),
+    'sdrop3d': ([([1, 2, 2, 3, 2], 6.6, 78.2)], []),
+    'lc1d': ([([1, 2, 4], 0.1823, 1.576)], [[4, 6, 2], [4, 2]]),
+    'lc2d': ([([1, 2, 3, 2], -0.025, -1.521)], [[6, 12, 2], [3, 2, 2]]),
+    'lc1d_last': ([([1, 4, 2], -0.6439, -1.677)], [[4, 6, 2], [4, 2]]),
+    'convlstm2d': ([([1, 2, 2, 2, 3], -1.3533, -20.937)], [[2, 2, 3, 8], [2, 2, 2, 8], [8]]),
+    'convlstm2d_st': ([([1, 2, 3, 4], -1.0647, -12.382),
+                       ([1, 2, 3, 4], -1.0647, -12.382), ([1, 2, 3, 4], -2.2204, -25.014)],
+                      [[2, 2, 3, 8], [2, 2, 2, 8], [8]]),
+    'convlstm1d': ([([1, 2, 3], -0.5363, -0.838)], [[2, 3, 8], [2, 2, 8], [8]]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(CHANNELS_FIRST_EXPECTED))
+def test_channels_first_layers_match_tf(name):
+    make, shape = _channels_first_cases()[name]
+    layer = make()
+    x = (np.arange(np.prod(shape), dtype="float32").reshape(shape) % 7) / 10
+    y = layer(tf.constant(x))
+    outs = y if isinstance(y, list) else [y]
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        values = sess.run(outs)
+    got = []
+    for out, v in zip(outs, values, strict=True):
+        weighted = float((v * np.arange(v.size).reshape(v.shape)).sum())
+        got.append((out.shape.as_list(), float(v.sum()), weighted))
+    expected, weight_shapes = CHANNELS_FIRST_EXPECTED[name]
+    assert [w.shape.as_list() for w in layer.weights] == weight_shapes
+    assert [g[0] for g in got] == [e[0] for e in expected]
+    for g, e in zip(got, expected, strict=True):
+        assert g[1] == pytest.approx(e[1], abs=1e-3)
+        assert g[2] == pytest.approx(e[2], abs=2e-2)

@@ -1,12 +1,13 @@
 """More `tf.keras.layers` convolutions and pooling: Conv3D, Conv3DTranspose,
 Conv1DTranspose, SeparableConv1D, DepthwiseConv1D, Max/AveragePooling3D and
 GlobalMax/AveragePooling3D, with TF 2.21 tf_keras' weights (names, shapes, order),
-outputs and configs, channels_last as layers_more's convolutions.  The 1-D layers run
-as their 2-D ops over an added unit height, as Keras builds them."""
+outputs and configs; channels_first runs channels_last between transposes, as
+layers_more's convolutions do.  The 1-D layers run as their 2-D ops over an added unit
+height, as Keras builds them."""
 
 from __future__ import annotations
 
-from asyncflow import nn_composites, tensor_shape
+from asyncflow import nn_composites
 from asyncflow.keras import backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import InputSpec, Layer
@@ -48,10 +49,6 @@ __all__ = [
 ]
 
 
-def _channels(input_shape):
-    return tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
-
-
 class Conv3D(_ConvBase):
     """3-D convolution over (batch, depth, height, width, channels); kernel (depth,
     height, width, in_channels, filters)."""
@@ -61,9 +58,9 @@ class Conv3D(_ConvBase):
         self.input_spec = InputSpec(ndim=5)
 
     def build(self, input_shape) -> None:
-        self._make_weights(self.kernel_size + (_channels(input_shape), self.filters))
+        self._make_weights(self.kernel_size + (self._channels(input_shape), self.filters))
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         out = conv3d_ops.conv3d(
             inputs,
             self.kernel,
@@ -71,7 +68,7 @@ class Conv3D(_ConvBase):
             padding=self.padding.upper(),
             dilations=[1, *self.dilation_rate, 1],
         )
-        return self._finish(out)
+        return out
 
 
 class Conv3DTranspose(_TransposeBase):
@@ -84,7 +81,7 @@ class Conv3DTranspose(_TransposeBase):
     def build(self, input_shape) -> None:
         self._make_weights(self.kernel_size + (self.filters, self._input_channels(input_shape)))
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         shape, known = self._out_shape(inputs)
         out = conv3d_ops.conv3d_transpose(
             inputs,
@@ -94,7 +91,7 @@ class Conv3DTranspose(_TransposeBase):
             padding=self.padding.upper(),
         )
         out.set_shape(known)
-        return self._finish(out)
+        return out
 
 
 class Conv1DTranspose(_TransposeBase):
@@ -107,7 +104,7 @@ class Conv1DTranspose(_TransposeBase):
     def build(self, input_shape) -> None:
         self._make_weights(self.kernel_size + (self.filters, self._input_channels(input_shape)))
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         shape, known = self._out_shape(inputs)
         out = conv_ops.conv2d_transpose(
             array_ops.expand_dims(inputs, 1),
@@ -118,7 +115,7 @@ class Conv1DTranspose(_TransposeBase):
         )
         out = array_ops.squeeze(out, [1])
         out.set_shape(known)
-        return self._finish(out)
+        return out
 
 
 class _Depthwise1D(_ConvBase):
@@ -128,7 +125,7 @@ class _Depthwise1D(_ConvBase):
         self.depth_multiplier = int(depth_multiplier)
         self.depthwise_kernel = self.add_weight(
             "depthwise_kernel",
-            shape=self.kernel_size + (_channels(input_shape), self.depth_multiplier),
+            shape=self.kernel_size + (self._channels(input_shape), self.depth_multiplier),
             initializer=initializer,
             regularizer=regularizer,
             constraint=constraint,
@@ -170,10 +167,10 @@ class DepthwiseConv1D(_Depthwise1D):
     def build(self, input_shape) -> None:
         self._depthwise(input_shape, self.depth_multiplier, self.depthwise_initializer,
                         self.depthwise_regularizer, self.depthwise_constraint)  # fmt: skip
-        self.filters = _channels(input_shape) * self.depth_multiplier
+        self.filters = self._channels(input_shape) * self.depth_multiplier
         self._bias()
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         inputs, padding = self._padded(inputs)
         out = conv_ops.depthwise_conv2d(
             array_ops.expand_dims(inputs, 1),
@@ -182,7 +179,7 @@ class DepthwiseConv1D(_Depthwise1D):
             padding=padding,
             dilations=[1, self.dilation_rate[0]],
         )
-        return self._finish(array_ops.squeeze(out, [1]))
+        return array_ops.squeeze(out, [1])
 
 
 class SeparableConv1D(_Depthwise1D):
@@ -208,14 +205,14 @@ class SeparableConv1D(_Depthwise1D):
                         self.depthwise_regularizer, self.depthwise_constraint)  # fmt: skip
         self.pointwise_kernel = self.add_weight(
             "pointwise_kernel",
-            shape=(1, _channels(input_shape) * self.depth_multiplier, self.filters),
+            shape=(1, self._channels(input_shape) * self.depth_multiplier, self.filters),
             initializer=self.pointwise_initializer,
             regularizer=self.pointwise_regularizer,
             constraint=self.pointwise_constraint,
         )
         self._bias()
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         inputs, padding = self._padded(inputs)
         out = nn_composites.separable_conv2d(
             array_ops.expand_dims(inputs, 1),
@@ -225,7 +222,7 @@ class SeparableConv1D(_Depthwise1D):
             padding=padding,
             rate=[1, self.dilation_rate[0]],
         )
-        return self._finish(array_ops.squeeze(out, [1]))
+        return array_ops.squeeze(out, [1])
 
 
 class _Pooling3D(Layer):
@@ -238,17 +235,19 @@ class _Pooling3D(Layer):
         self.strides = self.pool_size if strides is None else _tuple(strides, 3)
         self.padding = padding.lower()
         self.data_format = data_format or backend.image_data_format()
-        if self.data_format != "channels_last":
-            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
         self.input_spec = InputSpec(ndim=5)
 
     def call(self, inputs):
-        return type(self)._op(
-            inputs,
+        # channels_first pools channels_last between two transposes (the same values).
+        first = self.data_format == "channels_first"
+        x = array_ops.transpose(inputs, [0, 2, 3, 4, 1]) if first else inputs
+        out = type(self)._op(
+            x,
             ksize=[1, *self.pool_size, 1],
             strides=[1, *self.strides, 1],
             padding=self.padding.upper(),
         )
+        return array_ops.transpose(out, [0, 4, 1, 2, 3]) if first else out
 
 
 class MaxPooling3D(_Pooling3D):

@@ -1,7 +1,9 @@
 """`tf.keras.layers` ConvLSTM1D/2D/3D (convolutional LSTMs, unrolled over the static
 time steps as recurrent.py unrolls its RNNs) and LocallyConnected1D/2D (unshared
 convolution weights, Keras' implementation 1), with TF 2.21 tf_keras' weight names,
-shapes, initializers, outputs and configs (channels_last)."""
+shapes, initializers, outputs and configs.  channels_first inputs run channels_last
+between transposes; a channels_first LocallyConnected patch flattens channel-major, as
+TF's kernel reads it."""
 
 from __future__ import annotations
 
@@ -33,6 +35,16 @@ def _conv(x, kernel, rank, strides, padding, dilation):
               dilations=[1, *dilation, 1])  # fmt: skip
 
 
+def _data_format(data_format) -> str:
+    data_format = data_format or "channels_last"
+    if data_format not in ("channels_first", "channels_last"):
+        raise ValueError(
+            'The `data_format` argument must be one of "channels_first", "channels_last". '
+            f"Received: {data_format}"
+        )
+    return data_format
+
+
 class _ConvLSTM(Layer):
     """A convolutional LSTM over (batch, time, *spatial, channels): input and recurrent
     convolutions per gate (i, f, c, o), hard_sigmoid gates by default."""
@@ -60,9 +72,7 @@ class _ConvLSTM(Layer):
         self.strides = _tuple(strides, rank)
         self.dilation_rate = _tuple(dilation_rate, rank)
         self.padding = padding.lower()
-        self.data_format = data_format or "channels_last"
-        if self.data_format != "channels_last":
-            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
+        self.data_format = _data_format(data_format)
         self.activation = activations.get(activation)
         self.recurrent_activation = activations.get(recurrent_activation)
         self.use_bias, self.unit_forget_bias = use_bias, unit_forget_bias
@@ -81,7 +91,8 @@ class _ConvLSTM(Layer):
         self.input_spec = InputSpec(ndim=rank + 3)
 
     def build(self, input_shape) -> None:
-        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        axis = 2 if self.data_format == "channels_first" else -1
+        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[axis])
         n = 4 * self.filters
         self.kernel = self.add_weight(
             "kernel", shape=self.kernel_size + (channels, n),
@@ -116,6 +127,24 @@ class _ConvLSTM(Layer):
         return weight[..., k * self.filters : (k + 1) * self.filters]
 
     def call(self, inputs, initial_state=None, training=None):
+        if self.data_format != "channels_first":
+            return self._run(inputs, initial_state)
+        # channels_first runs channels_last between transposes (the kernels' layout is
+        # the same in both formats); states move with the outputs.
+        rank = self._rank
+        to_last = [0, *range(2, rank + 2), 1]
+        to_first = [0, rank + 1, *range(1, rank + 1)]
+        if initial_state is not None:
+            initial_state = [array_ops.transpose(s, to_last) for s in initial_state]
+        outs = self._run(array_ops.transpose(inputs, [0, 1, *[p + 1 for p in to_last[1:]]]),
+                         initial_state)  # fmt: skip
+        outs = outs if isinstance(outs, list) else [outs]
+        seq = [0, 1, *[p + 1 for p in to_first[1:]]]
+        moved = [array_ops.transpose(outs[0], seq if self.return_sequences else to_first)]
+        moved += [array_ops.transpose(s, to_first) for s in outs[1:]]
+        return moved if self.return_state else moved[0]
+
+    def _run(self, inputs, initial_state):
         steps = tensor_shape.dimension_value(inputs.shape[1])
         if steps is None:
             raise ValueError(
@@ -212,9 +241,7 @@ class _LocallyConnected(Layer):
             raise NotImplementedError(
                 f"{type(self).__name__}(implementation={implementation}) is not supported"
             )
-        self.data_format = data_format or "channels_last"
-        if self.data_format != "channels_last":
-            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
+        self.data_format = _data_format(data_format)
         self.activation = activations.get(activation)
         self.use_bias = use_bias
         self.kernel_initializer = _init.get(kernel_initializer)
@@ -228,7 +255,10 @@ class _LocallyConnected(Layer):
 
     def build(self, input_shape) -> None:
         dims = tensor_shape.TensorShape(input_shape).as_list()
-        spatial, channels = dims[1:-1], dims[-1]
+        if self.data_format == "channels_first":
+            spatial, channels = dims[2:], dims[1]
+        else:
+            spatial, channels = dims[1:-1], dims[-1]
         if any(d is None for d in spatial):
             raise ValueError(
                 f"The spatial dimensions of the inputs to  a {type(self).__name__} layer "
@@ -254,13 +284,17 @@ class _LocallyConnected(Layer):
         self.built = True
 
     def call(self, inputs):
-        volume = int(np.prod(self.kernel_size)) * inputs.shape.as_list()[-1]
+        first = self.data_format == "channels_first"
+        channels = inputs.shape.as_list()[1 if first else -1]
+        volume = int(np.prod(self.kernel_size)) * channels
         patches = []
         for pos in np.ndindex(*self.output_size):
-            index = [slice(None)]
+            # A channels_first patch flattens channel-major, as TF's kernel reads it.
+            index = [slice(None)] * (2 if first else 1)
             for p, k, s in zip(pos, self.kernel_size, self.strides):
                 index.append(slice(p * s, p * s + k))
-            index.append(slice(None))
+            if not first:
+                index.append(slice(None))
             patches.append(array_ops.reshape(inputs[tuple(index)], [1, -1, volume]))
         stacked = array_ops.concat(patches, 0)  # (positions, batch, volume)
         out = matmul_ops.matmul(stacked, self.kernel)  # (positions, batch, filters)
@@ -268,8 +302,9 @@ class _LocallyConnected(Layer):
         rank = self._rank
         out = array_ops.transpose(out, [rank, *range(rank), rank + 1])
         if self.use_bias:
-            out = out + self.bias
-        return self.activation(out)
+            out = out + self.bias  # (rows, cols, filters) in either data format, as TF
+        out = self.activation(out)
+        return array_ops.transpose(out, [0, rank + 1, *range(1, rank + 1)]) if first else out
 
 
 class LocallyConnected1D(_LocallyConnected):
