@@ -446,3 +446,26 @@ def test_channels_first_layers_match_tf(name):
     for g, e in zip(got, expected, strict=True):
         assert g[1] == pytest.approx(e[1], abs=1e-3)
         assert g[2] == pytest.approx(e[2], abs=2e-2)
+
+
+def _sine(shape, dtype=None, **kwargs):
+    return tf.constant(np.sin(np.arange(np.prod(shape))).reshape(shape) / 2, dtype)
+
+
+def test_conv_lstm_dropout_only_in_training():
+    x = (np.arange(2 * 3 * 3 * 4 * 2, dtype="float32").reshape(2, 3, 3, 4, 2) % 7) / 10
+    layer = K.layers.ConvLSTM2D(
+        2, 2, kernel_initializer=_sine, recurrent_initializer="ones", dropout=0.5,
+        recurrent_dropout=0.3,
+    )  # fmt: skip
+    assert (layer.get_config()["dropout"], layer.get_config()["recurrent_dropout"]) == (0.5, 0.3)
+    inp = K.Input((3, 3, 4, 2))
+    fn = K.backend.function([inp, K.backend.learning_phase()], [layer(inp)])
+    inference = fn([x, 0])[0]
+    # TF 2.21 predicts -2.2547 (summed) for this layer with or without dropout.
+    assert float(inference.sum()) == pytest.approx(-2.2547, abs=1e-3)
+    assert not np.allclose(fn([x, 1])[0], inference)
+    with pytest.raises(ValueError, match=r"range \[0, 1\)"):
+        K.layers.ConvLSTM2D(2, 2, dropout=1.5)(tf.constant(x))
+    with pytest.raises(NotImplementedError, match="stateful"):
+        K.layers.ConvLSTM2D(2, 2, stateful=True)

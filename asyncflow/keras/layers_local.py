@@ -10,11 +10,19 @@ from __future__ import annotations
 import numpy as np
 
 from asyncflow import tensor_shape
-from asyncflow.keras import activations
+from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import InputSpec, Layer
 from asyncflow.keras.layers_more import _get, _tuple
-from asyncflow.ops import array_ops, conv3d_ops, conv_ops, matmul_ops, nn_ops, reduction_ops
+from asyncflow.ops import (
+    array_ops,
+    conv3d_ops,
+    conv_ops,
+    matmul_ops,
+    nn_impl,
+    nn_ops,
+    reduction_ops,
+)
 
 __all__ = ["ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "LocallyConnected1D", "LocallyConnected2D"]
 
@@ -61,10 +69,9 @@ class _ConvLSTM(Layer):
                  return_state=False, go_backwards=False, stateful=False, dropout=0.0,
                  recurrent_dropout=0.0, **kwargs):  # fmt: skip
         super().__init__(activity_regularizer=_get("regularizer", activity_regularizer), **kwargs)
-        if stateful or dropout or recurrent_dropout:
+        if stateful:
             raise NotImplementedError(
-                f"{type(self).__name__}: stateful, dropout and recurrent_dropout are not "
-                "supported by asyncflow"
+                f"{type(self).__name__}: stateful is not supported by asyncflow"
             )
         rank = self._rank
         self.filters = int(filters)
@@ -87,7 +94,8 @@ class _ConvLSTM(Layer):
         self.bias_constraint = _get("constraint", bias_constraint)
         self.return_sequences, self.return_state = return_sequences, return_state
         self.go_backwards, self.stateful, self.unroll = go_backwards, False, False
-        self.dropout, self.recurrent_dropout = dropout, recurrent_dropout
+        self.dropout = min(1.0, max(0.0, dropout))
+        self.recurrent_dropout = min(1.0, max(0.0, recurrent_dropout))
         self.input_spec = InputSpec(ndim=rank + 3)
 
     def build(self, input_shape) -> None:
@@ -128,7 +136,7 @@ class _ConvLSTM(Layer):
 
     def call(self, inputs, initial_state=None, training=None):
         if self.data_format != "channels_first":
-            return self._run(inputs, initial_state)
+            return self._run(inputs, initial_state, training)
         # channels_first runs channels_last between transposes (the kernels' layout is
         # the same in both formats); states move with the outputs.
         rank = self._rank
@@ -136,15 +144,25 @@ class _ConvLSTM(Layer):
         to_first = [0, rank + 1, *range(1, rank + 1)]
         if initial_state is not None:
             initial_state = [array_ops.transpose(s, to_last) for s in initial_state]
-        outs = self._run(array_ops.transpose(inputs, [0, 1, *[p + 1 for p in to_last[1:]]]),
-                         initial_state)  # fmt: skip
+        moved_in = array_ops.transpose(inputs, [0, 1, *[p + 1 for p in to_last[1:]]])
+        outs = self._run(moved_in, initial_state, training)
         outs = outs if isinstance(outs, list) else [outs]
         seq = [0, 1, *[p + 1 for p in to_first[1:]]]
         moved = [array_ops.transpose(outs[0], seq if self.return_sequences else to_first)]
         moved += [array_ops.transpose(s, to_first) for s in outs[1:]]
         return moved if self.return_state else moved[0]
 
-    def _run(self, inputs, initial_state):
+    def _dropout_masks(self, ones, rate, training):
+        """Four masks (one per gate, shared by every step, as Keras draws them): ones in
+        inference, dropped-out ones in training."""
+        if not rate:
+            return [None] * 4
+        return [
+            backend.in_train_phase(lambda: nn_impl.dropout(ones, rate=rate), ones, training)
+            for _ in range(4)
+        ]
+
+    def _run(self, inputs, initial_state, training=None):
         steps = tensor_shape.dimension_value(inputs.shape[1])
         if steps is None:
             raise ValueError(
@@ -174,14 +192,24 @@ class _ConvLSTM(Layer):
         else:
             states = list(initial_state)
         order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
+        x_masks = self._dropout_masks(array_ops.ones_like(inputs[:, 0]), self.dropout, training)
+        h_masks = self._dropout_masks(
+            array_ops.ones_like(states[0]), self.recurrent_dropout, training
+        )
+
+        def gate(x, h, k):
+            x = x if x_masks[k] is None else x * x_masks[k]
+            h = h if h_masks[k] is None else h * h_masks[k]
+            return input_conv(x, k) + recurrent_conv(h, k)
+
         outputs = []
         for t in order:
             x = inputs[:, t]
             h_prev, c_prev = states
-            i = self.recurrent_activation(input_conv(x, 0) + recurrent_conv(h_prev, 0))
-            f = self.recurrent_activation(input_conv(x, 1) + recurrent_conv(h_prev, 1))
-            c = f * c_prev + i * self.activation(input_conv(x, 2) + recurrent_conv(h_prev, 2))
-            o = self.recurrent_activation(input_conv(x, 3) + recurrent_conv(h_prev, 3))
+            i = self.recurrent_activation(gate(x, h_prev, 0))
+            f = self.recurrent_activation(gate(x, h_prev, 1))
+            c = f * c_prev + i * self.activation(gate(x, h_prev, 2))
+            o = self.recurrent_activation(gate(x, h_prev, 3))
             h = o * self.activation(c)
             states = [h, c]
             outputs.append(h)
