@@ -469,3 +469,42 @@ def test_conv_lstm_dropout_only_in_training():
         K.layers.ConvLSTM2D(2, 2, dropout=1.5)(tf.constant(x))
     with pytest.raises(NotImplementedError, match="stateful"):
         K.layers.ConvLSTM2D(2, 2, stateful=True)
+
+
+class _Tf1Style(K.layers.Layer):
+    @K.utils.track_tf1_style_variables
+    def call(self, x):
+        with tf.variable_scope("s"):
+            v = tf.get_variable(
+                "v", [3, 2], initializer=tf.ones_initializer(),
+                regularizer=lambda w: tf.reduce_sum(w),
+            )  # fmt: skip
+        inner = K.utils.get_or_create_layer(
+            "dd", lambda: K.layers.Dense(2, kernel_initializer="ones", name="inner")
+        )
+        return tf.matmul(x, v) + inner(x)
+
+
+def test_track_tf1_style_variables_reuses_per_object():
+    first, second = _Tf1Style(name="l"), _Tf1Style(name="l_1")
+    y1 = first(tf.ones([1, 3]))
+    y2 = first(tf.ones([1, 3]) * 2)
+    y3 = second(tf.ones([1, 3]))
+    # TF 2.21 graph mode: reused within an object, new (uniquely named) per object; not
+    # in the layer's weights nor the REGULARIZATION_LOSSES collection.
+    assert [v.name for v in tf.global_variables()] == [
+        "s/v:0", "l/inner/kernel:0", "l/inner/bias:0",
+        "s/v_1:0", "l_1_1/inner/kernel:0", "l_1_1/inner/bias:0",
+    ]  # fmt: skip
+    assert first.weights == [] and first.trainable_weights == []
+    assert tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES) == []
+    assert [float(v) for v in _run(first.losses)] == [6.0]
+    assert [v.tolist() for v in _run([y1, y2, y3])] == [[[6.0, 6.0]], [[12.0, 12.0]],
+                                                        [[6.0, 6.0]]]  # fmt: skip
+
+
+def test_get_or_create_layer_outside_a_tracked_method_and_bad_owner():
+    make = lambda: K.layers.Dense(1)  # noqa: E731
+    assert K.utils.get_or_create_layer("x", make) is not K.utils.get_or_create_layer("x", make)
+    with pytest.raises(ValueError, match="must be applied to a method of a subclassed"):
+        K.utils.track_tf1_style_variables(lambda a: a)(3)

@@ -26,6 +26,8 @@ from asyncflow.keras.engine import Input
 from asyncflow.keras.feature_layers import SequenceFeatures as _SequenceFeatures
 from asyncflow.keras.premade_models import LinearModel as _LinearModel
 from asyncflow.keras.premade_models import WideDeepModel as _WideDeepModel
+from asyncflow.keras.tf1_style import get_or_create_layer as _get_or_create_layer
+from asyncflow.keras.tf1_style import track_tf1_style_variables as _track_tf1_style
 from asyncflow.keras.training import Model, Sequential
 from asyncflow.keras.utils_embedding import warmstart_embedding_matrix as _warmstart
 
@@ -39,6 +41,8 @@ callbacks.TensorBoard = _TensorBoard
 models.LinearModel = _LinearModel
 models.WideDeepModel = _WideDeepModel
 utils.warmstart_embedding_matrix = _warmstart
+utils.get_or_create_layer = _get_or_create_layer
+utils.track_tf1_style_variables = _track_tf1_style
 
 
 class _Experimental:
