@@ -508,3 +508,56 @@ def test_get_or_create_layer_outside_a_tracked_method_and_bad_owner():
     assert K.utils.get_or_create_layer("x", make) is not K.utils.get_or_create_layer("x", make)
     with pytest.raises(ValueError, match="must be applied to a method of a subclassed"):
         K.utils.track_tf1_style_variables(lambda a: a)(3)
+
+
+def test_loss_scale_optimizer_trains_like_tf():
+    x = np.random.RandomState(0).rand(8, 3).astype("float32")
+    y = np.random.RandomState(1).rand(8, 1).astype("float32")
+    opt = K.mixed_precision.LossScaleOptimizer(K.optimizers.SGD(0.1))
+    assert (opt.dynamic, opt.initial_scale, opt.dynamic_growth_steps) == (True, 32768.0, 2000)
+    model = K.Sequential([K.layers.Dense(1, input_shape=(3,), kernel_initializer="ones")])
+    model.compile(opt, "mse")
+    history = model.fit(x, y, batch_size=3, epochs=2, verbose=0, shuffle=False)
+    # TF 2.21 (the same as plain SGD: the scale is a power of two).
+    np.testing.assert_allclose(
+        history.history["loss"], [1.4503668807446957, 0.13536282791756094], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        K.backend.get_value(model.weights[0]).ravel(),
+        [0.5732357501983643, 0.44584834575653076, 0.44453752040863037],
+        rtol=1e-6,
+    )
+    assert K.backend.get_value(opt.loss_scale) == 32768.0
+    assert [v.name.split("/")[-1] for v in opt.variables()] == ["iter:0"]
+
+
+def test_loss_scale_optimizer_dynamic_scale_moves():
+    # The sequence TF 2.21 gives (a resource variable: TF's SGD needs one here).
+    var = tf.Variable([1.0, 2.0], use_resource=True)
+    opt = K.mixed_precision.LossScaleOptimizer(
+        K.optimizers.SGD(0.5), initial_scale=8, dynamic_growth_steps=2
+    )
+    grad = tf.placeholder(tf.float32, [2])
+    step = opt.apply_gradients([(grad, var)])
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        seen = []
+        for g in ([1.0, 1.0], [np.inf, 1.0], [1.0, 1.0], [1.0, 1.0], [np.nan, 0.0]):
+            sess.run(step, {grad: g})
+            seen.append((sess.run(opt.loss_scale), sess.run(var).tolist()))
+    assert seen == [
+        (8.0, [0.5, 1.5]),  # one good step of two
+        (4.0, [0.5, 1.5]),  # not applied, halved
+        (4.0, [0.0, 1.0]),
+        (8.0, [-0.5, 0.5]),  # two good steps: doubled
+        (4.0, [-0.5, 0.5]),
+    ]
+
+
+def test_loss_scale_optimizer_static_and_errors():
+    opt = K.mixed_precision.LossScaleOptimizer(
+        K.optimizers.SGD(0.1), dynamic=False, initial_scale=8
+    )
+    assert (opt.dynamic, opt.initial_scale, opt.dynamic_growth_steps) == (False, 8.0, None)
+    with pytest.raises(TypeError, match='"inner_optimizer" must be an instance of'):
+        K.mixed_precision.LossScaleOptimizer(tf.train.GradientDescentOptimizer(0.1))
