@@ -561,3 +561,17 @@ def test_loss_scale_optimizer_static_and_errors():
     assert (opt.dynamic, opt.initial_scale, opt.dynamic_growth_steps) == (False, 8.0, None)
     with pytest.raises(TypeError, match='"inner_optimizer" must be an instance of'):
         K.mixed_precision.LossScaleOptimizer(tf.train.GradientDescentOptimizer(0.1))
+
+
+def test_model_to_dot_and_plot_model_without_pydot(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pydot" else real(name, *a)
+    )
+    model = K.Sequential([K.layers.Dense(1, input_shape=(2,))])
+    with pytest.raises(ImportError, match=r"install pydot \(`pip install pydot`\) for model_to"):
+        K.utils.model_to_dot(model)
+    with pytest.raises(ImportError, match="and install graphviz .* for plot_model to work"):
+        K.utils.plot_model(model)

@@ -30,6 +30,7 @@ from asyncflow.keras.utils_more import (
     pad_sequences,
     to_ordinal,
 )
+from asyncflow.keras.vis_utils import model_to_dot, plot_model
 
 __all__ = [
     "to_categorical",
@@ -58,6 +59,8 @@ __all__ = [
     "disable_interactive_logging",
     "is_interactive_logging_enabled",
     "legacy",
+    "model_to_dot",
+    "plot_model",
 ]
 
 
