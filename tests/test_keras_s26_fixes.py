@@ -467,8 +467,6 @@ def test_conv_lstm_dropout_only_in_training():
     assert not np.allclose(fn([x, 1])[0], inference)
     with pytest.raises(ValueError, match=r"range \[0, 1\)"):
         K.layers.ConvLSTM2D(2, 2, dropout=1.5)(tf.constant(x))
-    with pytest.raises(NotImplementedError, match="stateful"):
-        K.layers.ConvLSTM2D(2, 2, stateful=True)
 
 
 class _Tf1Style(K.layers.Layer):
@@ -575,3 +573,32 @@ def test_model_to_dot_and_plot_model_without_pydot(monkeypatch):
         K.utils.model_to_dot(model)
     with pytest.raises(ImportError, match="and install graphviz .* for plot_model to work"):
         K.utils.plot_model(model)
+
+
+def _stateful_sums(channels_first=False, **kwargs):
+    x = (np.arange(2 * 3 * 5 * 4 * 2, dtype="float32").reshape(2, 3, 5, 4, 2) % 7) / 10
+    x = x.transpose(0, 1, 4, 2, 3) if channels_first else x
+    layer = K.layers.ConvLSTM2D(
+        2, (2, 3), strides=(2, 1), kernel_initializer=_sine, recurrent_initializer="ones",
+        stateful=True, batch_input_shape=x.shape,
+        data_format="channels_first" if channels_first else None, **kwargs,
+    )  # fmt: skip
+    model = K.Sequential([layer])
+    first = model.predict(x, batch_size=2)
+    second = model.predict(x, batch_size=2)  # from the states the first left
+    model.reset_states()
+    again = model.predict(x, batch_size=2)
+    sums = [round(float(v.sum()), 4) for v in (first, second, again)]
+    return [s.shape.as_list() for s in layer.states], sums, layer.get_config()["stateful"]
+
+
+def test_conv_lstm_stateful_like_tf():
+    # TF 2.21: state shapes, and the summed outputs of predict, predict, reset, predict.
+    assert _stateful_sums() == ([[2, 2, 2, 2]] * 2, [-2.0803, -2.3928, -2.0803], True)
+    assert _stateful_sums(True) == ([[2, 2, 2, 2]] * 2, [-2.0803, -2.3928, -2.0803], True)
+    seq = _stateful_sums(return_sequences=True, padding="same")
+    assert seq == ([[2, 3, 4, 2]] * 2, [-7.8823, -16.8667, -7.8823], True)
+    with pytest.raises(TypeError, match="batch size"):
+        K.layers.ConvLSTM2D(2, 2, stateful=True)(K.Input((3, 4, 4, 2)))
+    with pytest.raises(AttributeError, match="Layer must be stateful."):
+        K.layers.ConvLSTM2D(2, 2).reset_states()

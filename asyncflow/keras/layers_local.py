@@ -3,7 +3,8 @@ time steps as recurrent.py unrolls its RNNs) and LocallyConnected1D/2D (unshared
 convolution weights, Keras' implementation 1), with TF 2.21 tf_keras' weight names,
 shapes, initializers, outputs and configs.  channels_first inputs run channels_last
 between transposes; a channels_first LocallyConnected patch flattens channel-major, as
-TF's kernel reads it."""
+TF's kernel reads it.  A stateful ConvLSTM keeps its final [h, c] in two variables
+(`states`, in the layer's data format) that the next call starts from."""
 
 from __future__ import annotations
 
@@ -69,10 +70,6 @@ class _ConvLSTM(Layer):
                  return_state=False, go_backwards=False, stateful=False, dropout=0.0,
                  recurrent_dropout=0.0, **kwargs):  # fmt: skip
         super().__init__(activity_regularizer=_get("regularizer", activity_regularizer), **kwargs)
-        if stateful:
-            raise NotImplementedError(
-                f"{type(self).__name__}: stateful is not supported by asyncflow"
-            )
         rank = self._rank
         self.filters = int(filters)
         self.kernel_size = _tuple(kernel_size, rank)
@@ -93,7 +90,8 @@ class _ConvLSTM(Layer):
         self.recurrent_constraint = _get("constraint", recurrent_constraint)
         self.bias_constraint = _get("constraint", bias_constraint)
         self.return_sequences, self.return_state = return_sequences, return_state
-        self.go_backwards, self.stateful, self.unroll = go_backwards, False, False
+        self.go_backwards, self.stateful, self.unroll = go_backwards, stateful, False
+        self.states = []
         self.dropout = min(1.0, max(0.0, dropout))
         self.recurrent_dropout = min(1.0, max(0.0, recurrent_dropout))
         self.input_spec = InputSpec(ndim=rank + 3)
@@ -129,12 +127,31 @@ class _ConvLSTM(Layer):
                 "bias", shape=(n,), initializer=init, regularizer=self.bias_regularizer,
                 constraint=self.bias_constraint,
             )  # fmt: skip
+        if self.stateful:
+            shape = self._state_shape(input_shape)
+            if shape[0] is None:
+                # TF fails here too, converting the unknown batch size (a TypeError).
+                raise TypeError(
+                    f"{type(self).__name__}(stateful=True) needs a known batch size: pass "
+                    "batch_input_shape (Sequential) or batch_shape (Input)"
+                )
+            self._stateful_shape = shape
+            self.reset_states()
         self.built = True
 
     def _gate(self, weight, k):
         return weight[..., k * self.filters : (k + 1) * self.filters]
 
     def call(self, inputs, initial_state=None, training=None):
+        if self.stateful and initial_state is None:
+            initial_state = [v.value() for v in self.states]
+        result, states = self._outputs(inputs, initial_state, training)
+        if self.stateful:
+            self.add_update([v.assign(s) for v, s in zip(self.states, states, strict=True)])
+        return [result] + states if self.return_state else result
+
+    def _outputs(self, inputs, initial_state, training):
+        """(output, [h, c]) in the layer's data format."""
         if self.data_format != "channels_first":
             return self._run(inputs, initial_state, training)
         # channels_first runs channels_last between transposes (the kernels' layout is
@@ -145,12 +162,45 @@ class _ConvLSTM(Layer):
         if initial_state is not None:
             initial_state = [array_ops.transpose(s, to_last) for s in initial_state]
         moved_in = array_ops.transpose(inputs, [0, 1, *[p + 1 for p in to_last[1:]]])
-        outs = self._run(moved_in, initial_state, training)
-        outs = outs if isinstance(outs, list) else [outs]
+        result, states = self._run(moved_in, initial_state, training)
         seq = [0, 1, *[p + 1 for p in to_first[1:]]]
-        moved = [array_ops.transpose(outs[0], seq if self.return_sequences else to_first)]
-        moved += [array_ops.transpose(s, to_first) for s in outs[1:]]
-        return moved if self.return_state else moved[0]
+        result = array_ops.transpose(result, seq if self.return_sequences else to_first)
+        return result, [array_ops.transpose(s, to_first) for s in states]
+
+    def _state_shape(self, input_shape) -> tuple:
+        """(batch, *spatial, filters) (channels_last) of the states, from the input's."""
+        dims = tensor_shape.TensorShape(input_shape).as_list()
+        first = self.data_format == "channels_first"
+        spatial = dims[3:] if first else dims[2:-1]
+        out = []
+        for size, k, st, d in zip(spatial, self.kernel_size, self.strides, self.dilation_rate,
+                                  strict=True):  # fmt: skip
+            span = k + (k - 1) * (d - 1)
+            valid = self.padding == "valid"
+            out.append((size - span + st) // st if valid else (size + st - 1) // st)
+        if first:
+            return (dims[0], self.filters, *out)
+        return (dims[0], *out, self.filters)
+
+    def reset_states(self, states=None) -> None:
+        """Zero a stateful layer's states (or set them to `states`, numpy arrays).
+
+        Raises:
+          AttributeError: the layer is not stateful.
+          ValueError: states of the wrong number or shape.
+        """
+        if not self.stateful:
+            raise AttributeError("Layer must be stateful.")
+        shape = self._stateful_shape
+        values = [np.zeros(shape, np.float32)] * 2 if states is None else list(states)
+        if len(values) != 2 or any(np.shape(v) != shape for v in values):
+            raise ValueError(
+                f"Layer {self.name} expects 2 states of shape {shape}; received {states}"
+            )
+        if not self.states:
+            self.states = [backend.variable(np.asarray(v, np.float32)) for v in values]
+            return
+        backend.batch_set_value(list(zip(self.states, values, strict=True)))
 
     def _dropout_masks(self, ones, rate, training):
         """Four masks (one per gate, shared by every step, as Keras draws them): ones in
@@ -214,9 +264,7 @@ class _ConvLSTM(Layer):
             states = [h, c]
             outputs.append(h)
         result = array_ops.stack(outputs, axis=1) if self.return_sequences else outputs[-1]
-        if self.return_state:
-            return [result] + states
-        return result
+        return result, states
 
 
 class ConvLSTM1D(_ConvLSTM):
