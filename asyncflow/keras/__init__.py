@@ -15,6 +15,7 @@ from asyncflow.keras import (
     layers,
     losses,
     metrics,
+    mixed_precision,
     models,
     optimizers,
     preprocessing,
@@ -22,20 +23,38 @@ from asyncflow.keras import (
     utils,
 )
 from asyncflow.keras import layer_configs as _layer_configs
+from asyncflow.keras.callbacks_tensorboard import TensorBoard as _TensorBoard
 from asyncflow.keras.engine import Input
 from asyncflow.keras.feature_layers import SequenceFeatures as _SequenceFeatures
+from asyncflow.keras.premade_models import LinearModel as _LinearModel
+from asyncflow.keras.premade_models import WideDeepModel as _WideDeepModel
+from asyncflow.keras.tf1_style import get_or_create_layer as _get_or_create_layer
+from asyncflow.keras.tf1_style import track_tf1_style_variables as _track_tf1_style
 from asyncflow.keras.training import Model, Sequential
+from asyncflow.keras.utils_embedding import warmstart_embedding_matrix as _warmstart
 
 # tf.keras.layers.serialize/deserialize live with the layer table, which needs every
 # layer module imported first (layers.py itself cannot import it).
 layers.serialize = _layer_configs.serialize
 layers.deserialize = _layer_configs.deserialize
+# TensorBoard has its own module (it builds summary ops); tf.keras.callbacks shows it.
+callbacks.TensorBoard = _TensorBoard
+# The premade models subclass Model, which models.py re-exports (so it cannot import them).
+models.LinearModel = _LinearModel
+models.WideDeepModel = _WideDeepModel
+utils.warmstart_embedding_matrix = _warmstart
+utils.get_or_create_layer = _get_or_create_layer
+utils.track_tf1_style_variables = _track_tf1_style
 
 
 class _Experimental:
     """`tf.keras.experimental` (the part asyncflow has)."""
 
     SequenceFeatures = _SequenceFeatures
+    CosineDecay = optimizers.schedules.CosineDecay
+    CosineDecayRestarts = optimizers.schedules.CosineDecayRestarts
+    LinearModel = _LinearModel
+    WideDeepModel = _WideDeepModel
 
 
 experimental = _Experimental()
@@ -51,6 +70,7 @@ __all__ = [
     "layers",
     "losses",
     "metrics",
+    "mixed_precision",
     "models",
     "optimizers",
     "preprocessing",

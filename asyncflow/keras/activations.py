@@ -25,6 +25,7 @@ __all__ = [
     "softsign",
     "exponential",
     "swish",
+    "mish",
     "get",
     "serialize",
     "deserialize",
@@ -102,6 +103,11 @@ def swish(x):
     return x * math_ops.sigmoid(x)
 
 
+def mish(x):
+    """x * tanh(softplus(x)): smooth, non-monotonic, about relu for large |x|."""
+    return x * math_ops.tanh(nn_ops.softplus(x))
+
+
 _BY_NAME = {
     f.__name__: f
     for f in (
@@ -117,6 +123,7 @@ _BY_NAME = {
         softsign,
         exponential,
         swish,
+        mish,
     )
 }
 

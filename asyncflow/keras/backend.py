@@ -354,13 +354,19 @@ def batch_set_value(tuples) -> None:
 
 
 class Function:
-    """A callable running `outputs` (and `updates`) in Keras' session, fed `inputs`."""
+    """A callable running `outputs` (and `updates`) in Keras' session, fed `inputs`.
 
-    def __init__(self, inputs, outputs, updates=None, name=None):
+    `fetches` are run alongside (TF's hook for callbacks, e.g. TensorBoard's histograms);
+    `fetch_callbacks[t]`, when set, receives the value of fetch `t` after each call.
+    """
+
+    def __init__(self, inputs, outputs, updates=None, name=None, fetches=None):
         from asyncflow.ops import control_flow_ordering
 
         self.inputs = list(inputs)
         self.outputs = list(outputs)
+        self.fetches = list(fetches or [])
+        self.fetch_callbacks = {}
         updates = [u for u in (updates or []) if u is not None]
         with ops.control_dependencies(self.outputs):
             self._update_op = control_flow_ordering.group(*updates) if updates else None
@@ -370,12 +376,17 @@ class Function:
         for ph, value in zip(self.inputs, inputs, strict=True):
             if not isinstance(ph, int):
                 feed[ph] = value
-        fetches = list(self.outputs)
+        extra = list(self.fetches)
+        fetches = list(self.outputs) + extra
         if self._update_op is not None:
             fetches.append(self._update_op)
         out = get_session().run(fetches, feed_dict=feed)
-        return out[: len(self.outputs)]
+        n = len(self.outputs)
+        for tensor, value in zip(extra, out[n : n + len(extra)], strict=True):
+            if tensor in self.fetch_callbacks:
+                self.fetch_callbacks[tensor](value)
+        return out[:n]
 
 
 def function(inputs, outputs, updates=None, name=None, **kwargs) -> Function:
-    return Function(inputs, outputs, updates=updates, name=name)
+    return Function(inputs, outputs, updates=updates, name=name, fetches=kwargs.get("fetches"))

@@ -1,6 +1,7 @@
 """`tf.keras.callbacks`: the Callback base, History (what `fit` returns), LambdaCallback,
 EarlyStopping, LearningRateScheduler, ReduceLROnPlateau, ModelCheckpoint (weights only),
-CSVLogger, TerminateOnNaN, and the console logger behind `verbose`.
+CSVLogger, TerminateOnNaN, BaseLogger, RemoteMonitor, and the console logger behind
+`verbose` (TensorBoard is in callbacks_tensorboard.py).
 
 `fit` calls, in order: on_train_begin, then per epoch on_epoch_begin, per batch
 on_train_batch_begin/end (logs: batch, size, loss and metrics), on_epoch_end (logs:
@@ -9,6 +10,8 @@ the epoch's loss and metrics, then val_*), and finally on_train_end.
 
 from __future__ import annotations
 
+import json
+import logging
 import sys
 
 import numpy as np
@@ -23,6 +26,8 @@ __all__ = [
     "TerminateOnNaN",
     "ReduceLROnPlateau",
     "CSVLogger",
+    "BaseLogger",
+    "RemoteMonitor",
     "CallbackList",
 ]
 
@@ -423,3 +428,81 @@ class CSVLogger(Callback):
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class BaseLogger(Callback):
+    """Replaces the epoch logs of the model's metrics by their sample-weighted average over
+    the epoch's batches (those in `stateful_metrics`, by their last batch value). `fit`
+    sets `stateful_metrics` to the model's metric names other than the loss, as TF does.
+    """
+
+    def __init__(self, stateful_metrics=None):
+        super().__init__()
+        self.stateful_metrics = set(stateful_metrics or [])
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.seen = 0
+        self.totals = {}
+
+    def on_batch_end(self, batch, logs=None):
+        logs = logs or {}
+        size = logs.get("size", 0)
+        self.seen += size * logs.get("num_steps", 1)
+        # Every log is totalled, batch and size included (TF's totals hold them too).
+        for key, value in logs.items():
+            if key in self.stateful_metrics:
+                self.totals[key] = value
+            else:
+                self.totals[key] = self.totals.get(key, 0) + value * size
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        for key in self.params["metrics"]:
+            if key in self.totals:
+                stateful = key in self.stateful_metrics
+                logs[key] = self.totals[key] if stateful else self.totals[key] / self.seen
+
+
+class RemoteMonitor(Callback):
+    """POSTs each epoch's logs (and `epoch`) to `root + path`: as JSON when `send_as_json`,
+    else as a form whose `field` holds the JSON text. An unreachable server only logs a
+    warning.
+
+    Raises:
+      ImportError (on_epoch_end): the `requests` package is not installed.
+    """
+
+    def __init__(
+        self,
+        root="http://localhost:9000",
+        path="/publish/epoch/end/",
+        field="data",
+        headers=None,
+        send_as_json=False,
+    ):
+        super().__init__()
+        self.root = root
+        self.path = path
+        self.field = field
+        self.headers = headers
+        self.send_as_json = send_as_json
+
+    def on_epoch_end(self, epoch, logs=None):
+        try:
+            import requests
+        except ImportError:
+            raise ImportError("RemoteMonitor requires the `requests` library.") from None
+        send = {"epoch": epoch}
+        for key, value in (logs or {}).items():
+            send[key] = value.item() if isinstance(value, (np.ndarray, np.generic)) else value
+        url = self.root + self.path
+        try:
+            if self.send_as_json:
+                requests.post(url, json=send, headers=self.headers)
+            else:
+                requests.post(url, {self.field: json.dumps(send)}, headers=self.headers)
+        except requests.exceptions.RequestException:
+            logging.getLogger("asyncflow").warning(
+                "Warning: could not reach RemoteMonitor root server at %s", self.root
+            )

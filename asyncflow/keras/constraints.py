@@ -1,7 +1,9 @@
 """`tf.keras.constraints`: projections applied to a weight after each optimizer update
-(MaxNorm, NonNeg, UnitNorm, MinMaxNorm), and `get` by name."""
+(MaxNorm, NonNeg, UnitNorm, MinMaxNorm, RadialConstraint), and `get` by name."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from asyncflow.keras import backend_math as K
 from asyncflow.keras.backend_config import epsilon, floatx
@@ -13,10 +15,12 @@ __all__ = [
     "NonNeg",
     "UnitNorm",
     "MinMaxNorm",
+    "RadialConstraint",
     "max_norm",
     "non_neg",
     "unit_norm",
     "min_max_norm",
+    "radial_constraint",
     "get",
     "serialize",
     "deserialize",
@@ -86,13 +90,54 @@ class MinMaxNorm(Constraint):
                 "axis": self.axis}  # fmt: skip
 
 
+class RadialConstraint(Constraint):
+    """Makes each [rows, cols] kernel of a (rows, cols, in, out) Conv2D weight constant on
+    square rings around its centre.
+
+    The values are the ones TF 2.21 produces (which differ from its docstring): with
+    s = rows // 2, the centre (one cell, or the 2x2 block of an even kernel) takes
+    k[s-1, s-1]; ring r >= 1 takes k[s-1+r, s-1+r] (odd rows) or k[s+r, s+r] (even).
+
+    Raises:
+      ValueError: a weight whose rank is not 4.
+    """
+
+    def __call__(self, w):
+        shape = w.shape
+        if shape.rank is None or shape.rank != 4:
+            raise ValueError(
+                f"The weight tensor must have rank 4. Received weight tensor with shape: {shape}"
+            )
+        rows, cols, channels, kernels = shape.as_list()
+        source = _radial_sources(rows)
+        flat = K.reshape(w, [rows * cols, channels * kernels])
+        picked = K.gather(flat, source.ravel())
+        return K.reshape(picked, [rows, cols, channels, kernels])
+
+
+def _radial_sources(n: int) -> np.ndarray:
+    """For each cell of an n x n kernel, the flat index (in the kernel) of its value."""
+    s = n // 2
+    i = np.arange(n)
+    if n % 2:
+        ring_of = np.abs(i - s)
+        diagonal = s - 1 + np.arange(s + 1)
+    else:
+        # The centre is the 2x2 block s-1, s: both are ring 0.
+        ring_of = np.where(i < s, s - 1 - i, i - s)
+        diagonal = np.concatenate([[s - 1], s + np.arange(1, s)])
+    ring = np.maximum(ring_of[:, None], ring_of[None, :])
+    return (diagonal * n + diagonal)[ring]
+
+
 max_norm = MaxNorm
 non_neg = NonNeg
 unit_norm = UnitNorm
 min_max_norm = MinMaxNorm
+radial_constraint = RadialConstraint
 _BY_NAME = {"max_norm": MaxNorm, "maxnorm": MaxNorm, "non_neg": NonNeg, "nonneg": NonNeg,
             "unit_norm": UnitNorm, "unitnorm": UnitNorm, "min_max_norm": MinMaxNorm,
-            "minmaxnorm": MinMaxNorm}  # fmt: skip
+            "minmaxnorm": MinMaxNorm, "radial_constraint": RadialConstraint}  # fmt: skip
 
 
 def get(identifier):
@@ -112,7 +157,9 @@ def get(identifier):
     raise ValueError(f"Could not interpret constraint identifier: {identifier}")
 
 
-_CLASSES = {c.__name__: c for c in (Constraint, MaxNorm, NonNeg, UnitNorm, MinMaxNorm)}
+_CLASSES = {
+    c.__name__: c for c in (Constraint, MaxNorm, NonNeg, UnitNorm, MinMaxNorm, RadialConstraint)
+}
 _CLASSES.update(_BY_NAME)
 
 

@@ -128,6 +128,15 @@ def _embedding_shape(layer):
     return getattr(layer, "_batch_input_shape", (None, layer.input_length))
 
 
+class _TransposeSpec(_Spec):
+    """The transposed convolutions' configs end with `output_padding` (after `groups`)."""
+
+    def config(self, layer) -> dict:
+        out = super().config(layer)
+        out["output_padding"] = _value(layer.output_padding)
+        return out
+
+
 class _RNNLayerSpec(_Spec):
     """SimpleRNN/LSTM/GRU: the cell's config (without its name) and the RNN's flags."""
 
@@ -268,7 +277,7 @@ _SPECS = {
     layers.Concatenate: _Spec("axis"),
     layers.Lambda: _unsupported("a Lambda layer's Python function"),
     layers_more.Conv1D: _Spec(*_CONV, fixed={"groups": 1}),
-    layers_more.Conv2DTranspose: _Spec(*_CONV, fixed={"groups": 1, "output_padding": None}),
+    layers_more.Conv2DTranspose: _TransposeSpec(*_CONV, fixed={"groups": 1}),
     layers_more.MaxPooling1D: _Spec("padding", computed=_POOL1D),
     layers_more.GlobalAveragePooling1D: _Spec("data_format", "keepdims"),
     layers_more.GlobalMaxPooling1D: _Spec("data_format", "keepdims"),
@@ -365,8 +374,8 @@ _SPECS = {
 _SPECS[layers_more.AveragePooling1D] = _SPECS[layers_more.MaxPooling1D]
 _SPECS.update({
     layers_conv3d.Conv3D: _Spec(*_CONV, fixed={"groups": 1}),
-    layers_conv3d.Conv3DTranspose: _Spec(
-        *[f for f in _CONV if f != "dilation_rate"], fixed={"groups": 1, "output_padding": None}
+    layers_conv3d.Conv3DTranspose: _TransposeSpec(
+        *[f for f in _CONV if f != "dilation_rate"], fixed={"groups": 1}
     ),
     layers_conv3d.Conv1DTranspose: _SPECS[layers_more.Conv2DTranspose],
     layers_conv3d.SeparableConv1D: _SPECS[layers_more.SeparableConv2D],

@@ -1,12 +1,13 @@
 """More `tf.keras.layers` convolutions and pooling: Conv3D, Conv3DTranspose,
 Conv1DTranspose, SeparableConv1D, DepthwiseConv1D, Max/AveragePooling3D and
 GlobalMax/AveragePooling3D, with TF 2.21 tf_keras' weights (names, shapes, order),
-outputs and configs, channels_last as layers_more's convolutions.  The 1-D layers run
-as their 2-D ops over an added unit height, as Keras builds them."""
+outputs and configs; channels_first runs channels_last between transposes, as
+layers_more's convolutions do.  The 1-D layers run as their 2-D ops over an added unit
+height, as Keras builds them."""
 
 from __future__ import annotations
 
-from asyncflow import nn_composites, tensor_shape
+from asyncflow import nn_composites
 from asyncflow.keras import backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import InputSpec, Layer
@@ -18,6 +19,7 @@ from asyncflow.keras.layers_more import (
     _ConvBase,
     _get,
     _GlobalPooling,
+    _TransposeBase,
     _tuple,
 )
 from asyncflow.ops import array_ops, conv3d_ops, conv_ops, reduction_ops
@@ -47,22 +49,6 @@ __all__ = [
 ]
 
 
-def _channels(input_shape):
-    return tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
-
-
-def _deconv_length(size, kernel, stride, dilation, padding):
-    """Keras' transposed-convolution output length (None stays None)."""
-    if size is None:
-        return None
-    kernel = kernel + (kernel - 1) * (dilation - 1)
-    if padding == "valid":
-        return size * stride + max(kernel - stride, 0)
-    if padding == "full":
-        return size * stride - (stride + kernel - 2)
-    return size * stride
-
-
 class Conv3D(_ConvBase):
     """3-D convolution over (batch, depth, height, width, channels); kernel (depth,
     height, width, in_channels, filters)."""
@@ -72,9 +58,9 @@ class Conv3D(_ConvBase):
         self.input_spec = InputSpec(ndim=5)
 
     def build(self, input_shape) -> None:
-        self._make_weights(self.kernel_size + (_channels(input_shape), self.filters))
+        self._make_weights(self.kernel_size + (self._channels(input_shape), self.filters))
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         out = conv3d_ops.conv3d(
             inputs,
             self.kernel,
@@ -82,29 +68,10 @@ class Conv3D(_ConvBase):
             padding=self.padding.upper(),
             dilations=[1, *self.dilation_rate, 1],
         )
-        return self._finish(out)
+        return out
 
 
-class _Transpose(_ConvBase):
-    """Output shape bookkeeping of the transposed convolutions."""
-
-    def _out_shape(self, inputs):
-        dyn = array_ops.shape(inputs)
-        static = inputs.shape.as_list()
-        dims, known = [dyn[0]], [static[0]]
-        for i in range(self.rank):
-            k, s, d = self.kernel_size[i], self.strides[i], self.dilation_rate[i]
-            size = _deconv_length(static[i + 1], k, s, d, self.padding)
-            known.append(size)
-            if size is None:
-                kk = k + (k - 1) * (d - 1)
-                grown = dyn[i + 1] * s
-                size = grown + max(kk - s, 0) if self.padding == "valid" else grown
-            dims.append(size)
-        return array_ops.stack([*dims, self.filters]), known + [self.filters]
-
-
-class Conv3DTranspose(_Transpose):
+class Conv3DTranspose(_TransposeBase):
     """Transposed 3-D convolution: kernel (depth, height, width, filters, in_channels)."""
 
     def __init__(self, filters, kernel_size, strides=(1, 1, 1), padding="valid", **kwargs):
@@ -112,9 +79,9 @@ class Conv3DTranspose(_Transpose):
         self.input_spec = InputSpec(ndim=5)
 
     def build(self, input_shape) -> None:
-        self._make_weights(self.kernel_size + (self.filters, _channels(input_shape)))
+        self._make_weights(self.kernel_size + (self.filters, self._input_channels(input_shape)))
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         shape, known = self._out_shape(inputs)
         out = conv3d_ops.conv3d_transpose(
             inputs,
@@ -124,10 +91,10 @@ class Conv3DTranspose(_Transpose):
             padding=self.padding.upper(),
         )
         out.set_shape(known)
-        return self._finish(out)
+        return out
 
 
-class Conv1DTranspose(_Transpose):
+class Conv1DTranspose(_TransposeBase):
     """Transposed 1-D convolution: kernel (width, filters, in_channels)."""
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", **kwargs):
@@ -135,9 +102,9 @@ class Conv1DTranspose(_Transpose):
         self.input_spec = InputSpec(ndim=3)
 
     def build(self, input_shape) -> None:
-        self._make_weights(self.kernel_size + (self.filters, _channels(input_shape)))
+        self._make_weights(self.kernel_size + (self.filters, self._input_channels(input_shape)))
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         shape, known = self._out_shape(inputs)
         out = conv_ops.conv2d_transpose(
             array_ops.expand_dims(inputs, 1),
@@ -148,7 +115,7 @@ class Conv1DTranspose(_Transpose):
         )
         out = array_ops.squeeze(out, [1])
         out.set_shape(known)
-        return self._finish(out)
+        return out
 
 
 class _Depthwise1D(_ConvBase):
@@ -158,7 +125,7 @@ class _Depthwise1D(_ConvBase):
         self.depth_multiplier = int(depth_multiplier)
         self.depthwise_kernel = self.add_weight(
             "depthwise_kernel",
-            shape=self.kernel_size + (_channels(input_shape), self.depth_multiplier),
+            shape=self.kernel_size + (self._channels(input_shape), self.depth_multiplier),
             initializer=initializer,
             regularizer=regularizer,
             constraint=constraint,
@@ -200,10 +167,10 @@ class DepthwiseConv1D(_Depthwise1D):
     def build(self, input_shape) -> None:
         self._depthwise(input_shape, self.depth_multiplier, self.depthwise_initializer,
                         self.depthwise_regularizer, self.depthwise_constraint)  # fmt: skip
-        self.filters = _channels(input_shape) * self.depth_multiplier
+        self.filters = self._channels(input_shape) * self.depth_multiplier
         self._bias()
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         inputs, padding = self._padded(inputs)
         out = conv_ops.depthwise_conv2d(
             array_ops.expand_dims(inputs, 1),
@@ -212,7 +179,7 @@ class DepthwiseConv1D(_Depthwise1D):
             padding=padding,
             dilations=[1, self.dilation_rate[0]],
         )
-        return self._finish(array_ops.squeeze(out, [1]))
+        return array_ops.squeeze(out, [1])
 
 
 class SeparableConv1D(_Depthwise1D):
@@ -238,14 +205,14 @@ class SeparableConv1D(_Depthwise1D):
                         self.depthwise_regularizer, self.depthwise_constraint)  # fmt: skip
         self.pointwise_kernel = self.add_weight(
             "pointwise_kernel",
-            shape=(1, _channels(input_shape) * self.depth_multiplier, self.filters),
+            shape=(1, self._channels(input_shape) * self.depth_multiplier, self.filters),
             initializer=self.pointwise_initializer,
             regularizer=self.pointwise_regularizer,
             constraint=self.pointwise_constraint,
         )
         self._bias()
 
-    def call(self, inputs):
+    def _conv(self, inputs):
         inputs, padding = self._padded(inputs)
         out = nn_composites.separable_conv2d(
             array_ops.expand_dims(inputs, 1),
@@ -255,7 +222,7 @@ class SeparableConv1D(_Depthwise1D):
             padding=padding,
             rate=[1, self.dilation_rate[0]],
         )
-        return self._finish(array_ops.squeeze(out, [1]))
+        return array_ops.squeeze(out, [1])
 
 
 class _Pooling3D(Layer):
@@ -268,17 +235,19 @@ class _Pooling3D(Layer):
         self.strides = self.pool_size if strides is None else _tuple(strides, 3)
         self.padding = padding.lower()
         self.data_format = data_format or backend.image_data_format()
-        if self.data_format != "channels_last":
-            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
         self.input_spec = InputSpec(ndim=5)
 
     def call(self, inputs):
-        return type(self)._op(
-            inputs,
+        # channels_first pools channels_last between two transposes (the same values).
+        first = self.data_format == "channels_first"
+        x = array_ops.transpose(inputs, [0, 2, 3, 4, 1]) if first else inputs
+        out = type(self)._op(
+            x,
             ksize=[1, *self.pool_size, 1],
             strides=[1, *self.strides, 1],
             padding=self.padding.upper(),
         )
+        return array_ops.transpose(out, [0, 4, 1, 2, 3]) if first else out
 
 
 class MaxPooling3D(_Pooling3D):

@@ -1,18 +1,29 @@
 """`tf.keras.layers` ConvLSTM1D/2D/3D (convolutional LSTMs, unrolled over the static
 time steps as recurrent.py unrolls its RNNs) and LocallyConnected1D/2D (unshared
 convolution weights, Keras' implementation 1), with TF 2.21 tf_keras' weight names,
-shapes, initializers, outputs and configs (channels_last)."""
+shapes, initializers, outputs and configs.  channels_first inputs run channels_last
+between transposes; a channels_first LocallyConnected patch flattens channel-major, as
+TF's kernel reads it.  A stateful ConvLSTM keeps its final [h, c] in two variables
+(`states`, in the layer's data format) that the next call starts from."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from asyncflow import tensor_shape
-from asyncflow.keras import activations
+from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras.engine import InputSpec, Layer
 from asyncflow.keras.layers_more import _get, _tuple
-from asyncflow.ops import array_ops, conv3d_ops, conv_ops, matmul_ops, nn_ops, reduction_ops
+from asyncflow.ops import (
+    array_ops,
+    conv3d_ops,
+    conv_ops,
+    matmul_ops,
+    nn_impl,
+    nn_ops,
+    reduction_ops,
+)
 
 __all__ = ["ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "LocallyConnected1D", "LocallyConnected2D"]
 
@@ -33,6 +44,16 @@ def _conv(x, kernel, rank, strides, padding, dilation):
               dilations=[1, *dilation, 1])  # fmt: skip
 
 
+def _data_format(data_format) -> str:
+    data_format = data_format or "channels_last"
+    if data_format not in ("channels_first", "channels_last"):
+        raise ValueError(
+            'The `data_format` argument must be one of "channels_first", "channels_last". '
+            f"Received: {data_format}"
+        )
+    return data_format
+
+
 class _ConvLSTM(Layer):
     """A convolutional LSTM over (batch, time, *spatial, channels): input and recurrent
     convolutions per gate (i, f, c, o), hard_sigmoid gates by default."""
@@ -49,20 +70,13 @@ class _ConvLSTM(Layer):
                  return_state=False, go_backwards=False, stateful=False, dropout=0.0,
                  recurrent_dropout=0.0, **kwargs):  # fmt: skip
         super().__init__(activity_regularizer=_get("regularizer", activity_regularizer), **kwargs)
-        if stateful or dropout or recurrent_dropout:
-            raise NotImplementedError(
-                f"{type(self).__name__}: stateful, dropout and recurrent_dropout are not "
-                "supported by asyncflow"
-            )
         rank = self._rank
         self.filters = int(filters)
         self.kernel_size = _tuple(kernel_size, rank)
         self.strides = _tuple(strides, rank)
         self.dilation_rate = _tuple(dilation_rate, rank)
         self.padding = padding.lower()
-        self.data_format = data_format or "channels_last"
-        if self.data_format != "channels_last":
-            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
+        self.data_format = _data_format(data_format)
         self.activation = activations.get(activation)
         self.recurrent_activation = activations.get(recurrent_activation)
         self.use_bias, self.unit_forget_bias = use_bias, unit_forget_bias
@@ -76,12 +90,15 @@ class _ConvLSTM(Layer):
         self.recurrent_constraint = _get("constraint", recurrent_constraint)
         self.bias_constraint = _get("constraint", bias_constraint)
         self.return_sequences, self.return_state = return_sequences, return_state
-        self.go_backwards, self.stateful, self.unroll = go_backwards, False, False
-        self.dropout, self.recurrent_dropout = dropout, recurrent_dropout
+        self.go_backwards, self.stateful, self.unroll = go_backwards, stateful, False
+        self.states = []
+        self.dropout = min(1.0, max(0.0, dropout))
+        self.recurrent_dropout = min(1.0, max(0.0, recurrent_dropout))
         self.input_spec = InputSpec(ndim=rank + 3)
 
     def build(self, input_shape) -> None:
-        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[-1])
+        axis = 2 if self.data_format == "channels_first" else -1
+        channels = tensor_shape.dimension_value(tensor_shape.TensorShape(input_shape)[axis])
         n = 4 * self.filters
         self.kernel = self.add_weight(
             "kernel", shape=self.kernel_size + (channels, n),
@@ -110,12 +127,92 @@ class _ConvLSTM(Layer):
                 "bias", shape=(n,), initializer=init, regularizer=self.bias_regularizer,
                 constraint=self.bias_constraint,
             )  # fmt: skip
+        if self.stateful:
+            shape = self._state_shape(input_shape)
+            if shape[0] is None:
+                # TF fails here too, converting the unknown batch size (a TypeError).
+                raise TypeError(
+                    f"{type(self).__name__}(stateful=True) needs a known batch size: pass "
+                    "batch_input_shape (Sequential) or batch_shape (Input)"
+                )
+            self._stateful_shape = shape
+            self.reset_states()
         self.built = True
 
     def _gate(self, weight, k):
         return weight[..., k * self.filters : (k + 1) * self.filters]
 
     def call(self, inputs, initial_state=None, training=None):
+        if self.stateful and initial_state is None:
+            initial_state = [v.value() for v in self.states]
+        result, states = self._outputs(inputs, initial_state, training)
+        if self.stateful:
+            self.add_update([v.assign(s) for v, s in zip(self.states, states, strict=True)])
+        return [result] + states if self.return_state else result
+
+    def _outputs(self, inputs, initial_state, training):
+        """(output, [h, c]) in the layer's data format."""
+        if self.data_format != "channels_first":
+            return self._run(inputs, initial_state, training)
+        # channels_first runs channels_last between transposes (the kernels' layout is
+        # the same in both formats); states move with the outputs.
+        rank = self._rank
+        to_last = [0, *range(2, rank + 2), 1]
+        to_first = [0, rank + 1, *range(1, rank + 1)]
+        if initial_state is not None:
+            initial_state = [array_ops.transpose(s, to_last) for s in initial_state]
+        moved_in = array_ops.transpose(inputs, [0, 1, *[p + 1 for p in to_last[1:]]])
+        result, states = self._run(moved_in, initial_state, training)
+        seq = [0, 1, *[p + 1 for p in to_first[1:]]]
+        result = array_ops.transpose(result, seq if self.return_sequences else to_first)
+        return result, [array_ops.transpose(s, to_first) for s in states]
+
+    def _state_shape(self, input_shape) -> tuple:
+        """(batch, *spatial, filters) (channels_last) of the states, from the input's."""
+        dims = tensor_shape.TensorShape(input_shape).as_list()
+        first = self.data_format == "channels_first"
+        spatial = dims[3:] if first else dims[2:-1]
+        out = []
+        for size, k, st, d in zip(spatial, self.kernel_size, self.strides, self.dilation_rate,
+                                  strict=True):  # fmt: skip
+            span = k + (k - 1) * (d - 1)
+            valid = self.padding == "valid"
+            out.append((size - span + st) // st if valid else (size + st - 1) // st)
+        if first:
+            return (dims[0], self.filters, *out)
+        return (dims[0], *out, self.filters)
+
+    def reset_states(self, states=None) -> None:
+        """Zero a stateful layer's states (or set them to `states`, numpy arrays).
+
+        Raises:
+          AttributeError: the layer is not stateful.
+          ValueError: states of the wrong number or shape.
+        """
+        if not self.stateful:
+            raise AttributeError("Layer must be stateful.")
+        shape = self._stateful_shape
+        values = [np.zeros(shape, np.float32)] * 2 if states is None else list(states)
+        if len(values) != 2 or any(np.shape(v) != shape for v in values):
+            raise ValueError(
+                f"Layer {self.name} expects 2 states of shape {shape}; received {states}"
+            )
+        if not self.states:
+            self.states = [backend.variable(np.asarray(v, np.float32)) for v in values]
+            return
+        backend.batch_set_value(list(zip(self.states, values, strict=True)))
+
+    def _dropout_masks(self, ones, rate, training):
+        """Four masks (one per gate, shared by every step, as Keras draws them): ones in
+        inference, dropped-out ones in training."""
+        if not rate:
+            return [None] * 4
+        return [
+            backend.in_train_phase(lambda: nn_impl.dropout(ones, rate=rate), ones, training)
+            for _ in range(4)
+        ]
+
+    def _run(self, inputs, initial_state, training=None):
         steps = tensor_shape.dimension_value(inputs.shape[1])
         if steps is None:
             raise ValueError(
@@ -145,21 +242,29 @@ class _ConvLSTM(Layer):
         else:
             states = list(initial_state)
         order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
+        x_masks = self._dropout_masks(array_ops.ones_like(inputs[:, 0]), self.dropout, training)
+        h_masks = self._dropout_masks(
+            array_ops.ones_like(states[0]), self.recurrent_dropout, training
+        )
+
+        def gate(x, h, k):
+            x = x if x_masks[k] is None else x * x_masks[k]
+            h = h if h_masks[k] is None else h * h_masks[k]
+            return input_conv(x, k) + recurrent_conv(h, k)
+
         outputs = []
         for t in order:
             x = inputs[:, t]
             h_prev, c_prev = states
-            i = self.recurrent_activation(input_conv(x, 0) + recurrent_conv(h_prev, 0))
-            f = self.recurrent_activation(input_conv(x, 1) + recurrent_conv(h_prev, 1))
-            c = f * c_prev + i * self.activation(input_conv(x, 2) + recurrent_conv(h_prev, 2))
-            o = self.recurrent_activation(input_conv(x, 3) + recurrent_conv(h_prev, 3))
+            i = self.recurrent_activation(gate(x, h_prev, 0))
+            f = self.recurrent_activation(gate(x, h_prev, 1))
+            c = f * c_prev + i * self.activation(gate(x, h_prev, 2))
+            o = self.recurrent_activation(gate(x, h_prev, 3))
             h = o * self.activation(c)
             states = [h, c]
             outputs.append(h)
         result = array_ops.stack(outputs, axis=1) if self.return_sequences else outputs[-1]
-        if self.return_state:
-            return [result] + states
-        return result
+        return result, states
 
 
 class ConvLSTM1D(_ConvLSTM):
@@ -212,9 +317,7 @@ class _LocallyConnected(Layer):
             raise NotImplementedError(
                 f"{type(self).__name__}(implementation={implementation}) is not supported"
             )
-        self.data_format = data_format or "channels_last"
-        if self.data_format != "channels_last":
-            raise NotImplementedError(f"{type(self).__name__} supports channels_last only")
+        self.data_format = _data_format(data_format)
         self.activation = activations.get(activation)
         self.use_bias = use_bias
         self.kernel_initializer = _init.get(kernel_initializer)
@@ -228,7 +331,10 @@ class _LocallyConnected(Layer):
 
     def build(self, input_shape) -> None:
         dims = tensor_shape.TensorShape(input_shape).as_list()
-        spatial, channels = dims[1:-1], dims[-1]
+        if self.data_format == "channels_first":
+            spatial, channels = dims[2:], dims[1]
+        else:
+            spatial, channels = dims[1:-1], dims[-1]
         if any(d is None for d in spatial):
             raise ValueError(
                 f"The spatial dimensions of the inputs to  a {type(self).__name__} layer "
@@ -254,13 +360,17 @@ class _LocallyConnected(Layer):
         self.built = True
 
     def call(self, inputs):
-        volume = int(np.prod(self.kernel_size)) * inputs.shape.as_list()[-1]
+        first = self.data_format == "channels_first"
+        channels = inputs.shape.as_list()[1 if first else -1]
+        volume = int(np.prod(self.kernel_size)) * channels
         patches = []
         for pos in np.ndindex(*self.output_size):
-            index = [slice(None)]
+            # A channels_first patch flattens channel-major, as TF's kernel reads it.
+            index = [slice(None)] * (2 if first else 1)
             for p, k, s in zip(pos, self.kernel_size, self.strides):
                 index.append(slice(p * s, p * s + k))
-            index.append(slice(None))
+            if not first:
+                index.append(slice(None))
             patches.append(array_ops.reshape(inputs[tuple(index)], [1, -1, volume]))
         stacked = array_ops.concat(patches, 0)  # (positions, batch, volume)
         out = matmul_ops.matmul(stacked, self.kernel)  # (positions, batch, filters)
@@ -268,8 +378,9 @@ class _LocallyConnected(Layer):
         rank = self._rank
         out = array_ops.transpose(out, [rank, *range(rank), rank + 1])
         if self.use_bias:
-            out = out + self.bias
-        return self.activation(out)
+            out = out + self.bias  # (rows, cols, filters) in either data format, as TF
+        out = self.activation(out)
+        return array_ops.transpose(out, [0, rank + 1, *range(1, rank + 1)]) if first else out
 
 
 class LocallyConnected1D(_LocallyConnected):

@@ -186,40 +186,91 @@ class Conv1D(_ConvBase):
         return array_ops.squeeze(out, [1])
 
 
-class Conv2DTranspose(_ConvBase):
+def _deconv_length(size, kernel, stride, dilation, padding, output_padding=None):
+    """Keras' transposed-convolution output length; `size` may be a graph scalar (the
+    dynamic length) or None (unknown: None)."""
+    if size is None:
+        return None
+    kernel = kernel + (kernel - 1) * (dilation - 1)
+    if output_padding is not None:
+        pad = {"same": kernel // 2, "valid": 0, "full": kernel - 1}[padding]
+        return (size - 1) * stride + kernel - 2 * pad + output_padding
+    if padding == "valid":
+        return size * stride + max(kernel - stride, 0)
+    if padding == "full":
+        return size * stride - (stride + kernel - 2)
+    return size * stride
+
+
+class _TransposeBase(_ConvBase):
+    """What the transposed convolutions share: `output_padding` (checked against the
+    strides, as TF checks it at construction) and the output shape.
+
+    Raises:
+      ValueError (construction): an output padding not below its stride.
+    """
+
+    def __init__(self, filters, kernel_size, rank, output_padding=None, **kwargs):
+        super().__init__(filters, kernel_size, rank, **kwargs)
+        self.output_padding = None
+        if output_padding is not None:
+            self.output_padding = _tuple(output_padding, rank)
+            if any(p >= s for p, s in zip(self.output_padding, self.strides, strict=True)):
+                raise ValueError(
+                    "Strides must be greater than output padding. Received strides="
+                    f"{self.strides}, output_padding={self.output_padding}."
+                )
+
+    def _input_channels(self, input_shape) -> int:
+        channels = self._channels(input_shape)
+        if channels is None:
+            axis = 1 if self.data_format == "channels_first" else -1
+            raise ValueError(
+                f"The channel dimension of the inputs to `{type(self).__name__}` should be "
+                f"defined. The input_shape received is {tensor_shape.TensorShape(input_shape)}"
+                f", where axis {axis} (0-based) is the channel dimension, which found to be "
+                "`None`."
+            )
+        return channels
+
+    def _out_shape(self, inputs):
+        """The output shape as a graph vector, and as far as it is known statically."""
+        dyn = array_ops.shape(inputs)
+        static = inputs.shape.as_list()
+        dims, known = [dyn[0]], [static[0]]
+        for i in range(self.rank):
+            args = (self.kernel_size[i], self.strides[i], self.dilation_rate[i], self.padding,
+                    None if self.output_padding is None else self.output_padding[i])  # fmt: skip
+            size = _deconv_length(static[i + 1], *args)
+            known.append(size)
+            dims.append(size if size is not None else _deconv_length(dyn[i + 1], *args))
+        return array_ops.stack([*dims, self.filters]), known + [self.filters]
+
+
+class Conv2DTranspose(_TransposeBase):
     """Transposed 2-D convolution: kernel (height, width, filters, in_channels); output
-    size (in - 1) * stride + kernel ('valid') or in * stride ('same')."""
+    length (in - 1) * stride + dilated kernel - 2 * pad + output_padding, or without
+    output_padding in * stride (+ max(kernel - stride, 0) when 'valid')."""
 
     def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", **kwargs):
         super().__init__(filters, kernel_size, 2, strides=strides, padding=padding, **kwargs)
         self.input_spec = InputSpec(ndim=4)
 
     def build(self, input_shape) -> None:
-        channels = self._channels(input_shape)
+        channels = self._input_channels(input_shape)
         self._make_weights(self.kernel_size + (self.filters, channels))
 
-    def _out_len(self, size, k, stride):
-        if size is None:
-            return None
-        return size * stride if self.padding == "same" else (size - 1) * stride + k
-
     def _conv(self, inputs):
-        dyn = array_ops.shape(inputs)
-        h, w = inputs.shape.as_list()[1:3]
-        (kh, kw), (sh, sw) = self.kernel_size, self.strides
-        out_h = self._out_len(h, kh, sh) or (
-            dyn[1] * sh if self.padding == "same" else (dyn[1] - 1) * sh + kh
-        )
-        out_w = self._out_len(w, kw, sw) or (
-            dyn[2] * sw if self.padding == "same" else (dyn[2] - 1) * sw + kw
-        )
-        out_shape = array_ops.stack([dyn[0], out_h, out_w, self.filters])
+        shape, known = self._out_shape(inputs)
         out = conv_ops.conv2d_transpose(
-            inputs, self.kernel, out_shape, strides=[1, sh, sw, 1], padding=self.padding.upper()
+            inputs,
+            self.kernel,
+            shape,
+            strides=[1, *self.strides, 1],
+            padding=self.padding.upper(),
+            dilations=[1, *self.dilation_rate, 1],
         )
-        out.set_shape(
-            [inputs.shape[0], self._out_len(h, kh, sh), self._out_len(w, kw, sw), self.filters]
-        )
+        out.set_shape(known)
         return out
 
 

@@ -1,5 +1,6 @@
 """`tf.keras.layers` Cropping1D/3D, ZeroPadding1D/3D, UpSampling1D/3D and
-SpatialDropout3D, with TF 2.21 tf_keras' outputs and configs (channels_last)."""
+SpatialDropout3D, with TF 2.21 tf_keras' outputs and configs (channels_first 3-D inputs
+are moved to channels_last and back)."""
 
 from __future__ import annotations
 
@@ -44,10 +45,22 @@ def _triple_pairs(value, what):
                  for i, v in enumerate(value))  # fmt: skip
 
 
-def _channels_last(layer, data_format):
+def _data_format(layer, data_format):
     layer.data_format = data_format or backend.image_data_format()
-    if layer.data_format != "channels_last":
-        raise NotImplementedError(f"{type(layer).__name__} supports channels_last only")
+    if layer.data_format not in ("channels_first", "channels_last"):
+        raise ValueError(
+            'The `data_format` argument must be one of "channels_first", "channels_last". '
+            f"Received: {data_format}"
+        )
+
+
+def _channels_last_call(layer, inputs, fn):
+    """`fn` on channels_last 5-D inputs; channels_first ones are moved there and back
+    (the same values: these layers only move or repeat spatial positions)."""
+    if layer.data_format != "channels_first":
+        return fn(inputs)
+    out = fn(array_ops.transpose(inputs, [0, 2, 3, 4, 1]))
+    return array_ops.transpose(out, [0, 4, 1, 2, 3])
 
 
 class Cropping1D(Layer):
@@ -69,10 +82,13 @@ class Cropping3D(Layer):
     def __init__(self, cropping=((1, 1), (1, 1), (1, 1)), data_format=None, **kwargs):
         super().__init__(**kwargs)
         self.cropping = _triple_pairs(cropping, "cropping")
-        _channels_last(self, data_format)
+        _data_format(self, data_format)
         self.input_spec = InputSpec(ndim=5)
 
     def call(self, inputs):
+        return _channels_last_call(self, inputs, self._crop)
+
+    def _crop(self, inputs):
         (d0, d1), (h0, h1), (w0, w1) = self.cropping
         return inputs[:, d0 : -d1 if d1 else None, h0 : -h1 if h1 else None,
                       w0 : -w1 if w1 else None, :]  # fmt: skip
@@ -96,11 +112,12 @@ class ZeroPadding3D(Layer):
     def __init__(self, padding=(1, 1, 1), data_format=None, **kwargs):
         super().__init__(**kwargs)
         self.padding = _triple_pairs(padding, "padding")
-        _channels_last(self, data_format)
+        _data_format(self, data_format)
         self.input_spec = InputSpec(ndim=5)
 
     def call(self, inputs):
-        return array_ops.pad(inputs, [[0, 0], *[list(p) for p in self.padding], [0, 0]])
+        pads = [[0, 0], *[list(p) for p in self.padding], [0, 0]]
+        return _channels_last_call(self, inputs, lambda x: array_ops.pad(x, pads))
 
 
 def _repeat(inputs, sizes):
@@ -132,11 +149,11 @@ class UpSampling3D(Layer):
     def __init__(self, size=(2, 2, 2), data_format=None, **kwargs):
         super().__init__(**kwargs)
         self.size = (size,) * 3 if isinstance(size, int) else tuple(size)
-        _channels_last(self, data_format)
+        _data_format(self, data_format)
         self.input_spec = InputSpec(ndim=5)
 
     def call(self, inputs):
-        return _repeat(inputs, self.size)
+        return _channels_last_call(self, inputs, lambda x: _repeat(x, self.size))
 
 
 class SpatialDropout3D(_SpatialDropout):

@@ -14,10 +14,23 @@ __all__ = [
     "Sequential",
     "model_from_config",
     "model_from_json",
+    "model_from_yaml",
     "clone_model",
     "save_model",
     "load_model",
 ]
+
+
+def model_from_yaml(yaml_string, custom_objects=None):
+    """Removed from Keras (a YAML loader could build arbitrary objects).
+
+    Raises:
+      RuntimeError: always, as TF 2.21 does.
+    """
+    raise RuntimeError(
+        "Method `model_from_yaml()` has been removed due to security risk of arbitrary code "
+        "execution. Please use `Model.to_json()` and `model_from_json()` instead."
+    )
 
 
 def clone_model(model, input_tensors=None, clone_function=None):

@@ -200,9 +200,8 @@ class Optimizer:
         return cls(**config)
 
     def variables(self) -> list:
-        out = [self._iterations] if self._iterations is not None else []
-        out += [self._hyper_vars[k] for k in sorted(self._hyper_vars)]
-        return out + list(self._slots.values())
+        """The same list as `weights` (TF's: the hyperparameter variables are not in it)."""
+        return self.weights
 
     @property
     def weights(self) -> list:
@@ -562,10 +561,6 @@ class Nadam(Optimizer):
         m_t_bar = (1.0 - c["m_t"]) * g_prime + c["m_t_1"] * m_t_prime
         return var.assign_sub(c["lr_t"] * m_t_bar / (math_ops.sqrt(v_t_prime) + c["epsilon"])).op
 
-    def variables(self) -> list:
-        out = super().variables()
-        return out if self._m_cache is None else out[:1] + [self._m_cache] + out[1:]
-
     @property
     def weights(self) -> list:
         out = super().weights
@@ -598,9 +593,7 @@ class Ftrl(Optimizer):
         }
         for key, value in nonnegative.items():
             if value < 0.0:
-                raise ValueError(
-                    f"`{key}` needs to be positive or zero. Received: {key}={value}."
-                )
+                raise ValueError(f"`{key}` needs to be positive or zero. Received: {key}={value}.")
         if learning_rate_power > 0.0:
             raise ValueError(
                 "`learning_rate_power` needs to be negative or zero. "

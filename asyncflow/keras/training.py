@@ -186,18 +186,24 @@ class Model(Network):
                     if isinstance(m, metrics_mod.Metric):
                         # A metric object keeps its own state and name.
                         full = m.name if len(names) == 1 else f"{name}_{m.name}"
-                        self._metrics.append(m)
-                        self._metric_tensors.append(m(self._targets[i], out, mask))
-                        self.metrics_names.append(full)
+                        self._add_metric(full, m, m(self._targets[i], out, mask))
                         continue
                     fn, label = _metric_fn(m, loss_fns[i], out)
                     full = label if len(names) == 1 else f"{name}_{label}"
                     metric = metrics_mod.MeanMetricWrapper(fn, name=full)
-                    self._metrics.append(metric)
-                    self._metric_tensors.append(metric(self._targets[i], out, mask))
-                    self.metrics_names.append(full)
+                    self._add_metric(full, metric, metric(self._targets[i], out, mask))
         self._collected_trainable_weights = self.trainable_weights
         self._compiled = True
+
+    def _add_metric(self, name, metric, tensor) -> None:
+        # TF reports one metric per name: the place of the first, the value of the last.
+        if name in self.metrics_names[1:]:
+            at = self.metrics_names.index(name, 1) - 1  # metrics_names[0] is the loss
+            self._metrics[at], self._metric_tensors[at] = metric, tensor
+            return
+        self._metrics.append(metric)
+        self._metric_tensors.append(tensor)
+        self.metrics_names.append(name)
 
     def _ensure_compiled(self) -> None:
         if self.optimizer is None:
@@ -245,17 +251,21 @@ class Model(Network):
             outputs = [self.total_loss] + self._metric_tensors
             updates = None
             if mode == "train":
-                with ops.name_scope("training"):
-                    with ops.name_scope(type(self.optimizer).__name__):
-                        updates = self.optimizer.get_updates(
-                            loss=self.total_loss, params=self._collected_trainable_weights
-                        )
-                    updates += self.updates
+                updates = self._training_updates()
             else:
                 updates = self.state_updates
             fn = backend.function(feeds + phase, outputs, updates=updates)
         self._fns[mode] = fn
         return fn
+
+    def _training_updates(self) -> list:
+        """The train function's updates: the optimizer's, then the layers' own."""
+        with ops.name_scope("training"):
+            with ops.name_scope(type(self.optimizer).__name__):
+                updates = self.optimizer.get_updates(
+                    loss=self.total_loss, params=self._collected_trainable_weights
+                )
+        return updates + self.updates
 
     def _run(self, mode, inputs, targets=None, weights=None):
         fn = self._function(mode)
@@ -402,6 +412,9 @@ class Model(Network):
             "do_validation": val is not None,
             "metrics": list(self.metrics_names),
         }
+        for c in cb_list:
+            if isinstance(c, cbks.BaseLogger):
+                c.stateful_metrics = list(self.metrics_names[1:])
         cb = cbks.CallbackList(cb_list, self, params)
         self.stop_training = False
         self._function("train")
@@ -414,7 +427,10 @@ class Model(Network):
                 np.random.shuffle(index)
             logs = self._epoch(xs, ys, sws, index, batch_size, cb)
             if val is not None and (epoch + 1) % validation_freq == 0:
-                results = self._test_loop(val[0], val[1], None, batch_size)
+                # TF's fit validates on shuffled batches whatever `shuffle` says: the same
+                # mean, but it draws from np.random (later epochs' order depends on it) and
+                # batch-wise callbacks (TensorBoard's histograms) see those batches.
+                results = self._test_loop(val[0], val[1], None, batch_size, shuffle=True)
                 for name, value in zip(self.metrics_names, results, strict=True):
                     logs["val_" + name] = _log_value(value)
             cb.on_epoch_end(epoch, logs)
@@ -446,19 +462,22 @@ class Model(Network):
     def _n_losses(self) -> int:
         return 1
 
-    def _test_loop(self, xs, ys, sws, batch_size) -> list:
+    def _test_loop(self, xs, ys, sws, batch_size, shuffle=False) -> list:
         self.reset_metrics()
         totals = None
         n = len(xs[0])
+        index = np.arange(n)
+        if shuffle:
+            np.random.shuffle(index)
         for start in range(0, n, batch_size):
-            sl = slice(start, start + batch_size)
+            ids = index[start : start + batch_size]
             outs = self._run(
                 "test",
-                [a[sl] for a in xs],
-                [a[sl] for a in ys],
-                None if sws is None else [w[sl] for w in sws],
+                [a[ids] for a in xs],
+                [a[ids] for a in ys],
+                None if sws is None else [w[ids] for w in sws],
             )
-            totals = _aggregate(totals, outs, len(xs[0][sl]), self._n_losses())
+            totals = _aggregate(totals, outs, len(ids), self._n_losses())
         return _finalize(totals, n, self._n_losses())
 
     def evaluate(
@@ -549,11 +568,12 @@ class Model(Network):
     @property
     def weights(self) -> list:
         out, seen = [], set()
-        for layer in self.layers:
-            for w in layer.weights:
-                if id(w) not in seen:
-                    seen.add(id(w))
-                    out.append(w)
+        # A subclassed model's own add_weight variables come after its layers', as TF's.
+        owned = list(self._trainable_weights) + list(self._non_trainable_weights)
+        for w in [w for layer in self.layers for w in layer.weights] + owned:
+            if id(w) not in seen:
+                seen.add(id(w))
+                out.append(w)
         return out
 
     # -- configs --------------------------------------------------------------------------------
@@ -622,7 +642,7 @@ class Model(Network):
         fmt = (save_format or ("h5" if saving.is_hdf5_filepath(filepath) else "tf")).lower()
         if fmt not in ("h5", "hdf5", "tf", "tensorflow"):
             raise ValueError(
-                f'Unknown format. Received: `save_format`={save_format}. Was expecting one of '
+                f"Unknown format. Received: `save_format`={save_format}. Was expecting one of "
                 '{"tf", "h5"}.'
             )
         if fmt in ("h5", "hdf5"):
