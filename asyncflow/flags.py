@@ -1,13 +1,14 @@
 """`af.flags` (also `af.app.flags`): TF1's `tf.flags`, which is absl's flags module.
 
-TF1 re-exports `absl.flags` (with absl.logging's flags such as `--logtostderr`
-defined) with two changes, made here too: the global `FLAGS` parses
-`sys.argv` (unknown flags tolerated) the first time a flag is read before any explicit
-parse, where absl raises `UnparsedFlagAccessError`; and `DEFINE_string/boolean/bool/
-float/integer` also take the old keyword names `flag_name`, `default_value` and
-`docstring`, with a deprecation warning.  Everything else (every `DEFINE_*`, parsers,
-serializers, validators, `--flagfile`, `--help`, the error classes) is absl's own, so a
-TF1 script's flags parse, fail and print exactly as under TensorFlow.
+TF1 re-exports `absl.flags` with two changes, made here too: the global `FLAGS` parses
+`sys.argv` the first time a flag is read before any explicit parse (absl would raise
+`UnparsedFlagAccessError`), and `DEFINE_string/boolean/bool/float/integer` also take
+the old keyword names `flag_name`, `default_value` and `docstring`, with a deprecation
+warning.  absl.logging's flags (`--logtostderr`, `--verbosity`, ...), which TF defines
+by importing absl.logging, are defined here when flags are first parsed.  Everything
+else (every `DEFINE_*`, parsers, serializers, validators, `--flagfile`, `--help`, the
+error classes) is absl's own, so a TF1 script's flags parse, fail and print exactly as
+under TensorFlow.
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ import logging
 import sys
 
 from absl import flags as _absl
-from absl import logging as _absl_logging  # noqa: F401  (defines --logtostderr & co., as in TF)
 from absl.flags import *  # noqa: F403  (TF1's tf.flags is absl's module, re-exported)
 
 # Flags defined through the wrappers below belong to the caller's module, not this one
 # (absl attributes a flag to the module that called DEFINE_*).
 _absl.disclaim_key_flags()
+
+
+def _define_logging_flags() -> None:
+    """absl.logging's flags (--logtostderr, --verbosity, ...), which TF1's command lines
+    may carry: importing it defines them.  Done only when flags are parsed, since the
+    import also sets up absl's logging handler."""
+    from absl import logging  # noqa: F401
+
 
 _OLD_KEYWORDS = {"flag_name": "name", "default_value": "default", "docstring": "help"}
 
@@ -67,6 +75,7 @@ class _AutoParsingFlagValues:
     def __getattr__(self, name):
         wrapped = self.__dict__["_wrapped"]
         if not wrapped.is_parsed():
+            _define_logging_flags()
             wrapped(sys.argv)
         return getattr(wrapped, name)
 
