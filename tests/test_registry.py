@@ -121,6 +121,10 @@ _TF_NO_GRADIENT = {
     "BatchSelfAdjointEig",
     "Mod",
     "PlaceholderV2",
+    # TF1's ref-typed data-flow ops (tests/test_legacy_dataflow_ops.py)
+    *("FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue", "QueueIsClosed"),
+    *("LookupTableExport", "LookupTableImport", "TensorArrayPack", "TensorArrayUnpack"),
+    *("ConditionalAccumulator", "AccumulatorApplyGradient", "AccumulatorTakeGradient"),
 }
 
 
