@@ -47,6 +47,7 @@ from asyncflow.ops import (  # noqa: F401
     index_shuffle_ops,
     init_ops,
     io_ops,
+    io_v1_ops,
     jpeg_ops,
     legacy_dataflow_ops,
     legacy_ops,

@@ -125,6 +125,8 @@ _TF_NO_GRADIENT = {
     *("FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue", "QueueIsClosed"),
     *("LookupTableExport", "LookupTableImport", "TensorArrayPack", "TensorArrayUnpack"),
     *("ConditionalAccumulator", "AccumulatorApplyGradient", "AccumulatorTakeGradient"),
+    # the V1 checkpoint ops (tests/test_checkpoint_v1.py)
+    *("Save", "SaveSlices", "Restore", "RestoreSlice", "ShardedFilespec"),
 }
 
 
