@@ -96,6 +96,7 @@ from asyncflow.ops import (  # noqa: F401
     sparse_ops,
     sparse_serialize_ops,
     special_math_ops,
+    staging_ops,
     state_ops,
     stateless_random_ops,
     string_extras_ops,

@@ -9,6 +9,7 @@ same steps in one session.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -45,9 +46,9 @@ def _relative(v):
 
 
 def _feed(v):
-    if isinstance(v, list):
+    if isinstance(v, list) and v and isinstance(v[0], str):
         return np.array([x.replace("$FIX", str(FIX)) for x in v], dtype=object)
-    return v.replace("$FIX", str(FIX))
+    return v.replace("$FIX", str(FIX)) if isinstance(v, str) else v
 
 
 def _unnumbered(msg: str) -> str:
@@ -139,3 +140,38 @@ def test_ref_handles_built_now():
             sess.run(enq)
             assert sess.run(size) == 2
             assert sess.run(deq) == [np.float32(1.0)]
+
+
+async def test_staging_gets_wait_for_puts_and_puts_for_room():
+    """An Unstage on an empty area, a MapUnstage of a missing key and a Stage into a full
+    area wait (the loop reaches quiescence with them pending) until another step acts."""
+    from _testing_ops import settle
+
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.int32, [])
+        key = tf.placeholder(tf.int64, [])
+        area = {"shared_name": "a", "capacity": 1, "dtypes": [tf.int32]}
+        put = tf.raw_ops.Stage(values=[x], shared_name="a", capacity=1)
+        get = tf.raw_ops.Unstage(**area)
+        m = {"shared_name": "m", "dtypes": [tf.int32]}
+        mput = tf.raw_ops.OrderedMapStage(key=key, indices=[0], values=[x], **m)
+        mget = tf.raw_ops.OrderedMapUnstage(key=key, indices=[0], **m)
+        async with tf.Session() as s:
+            t = asyncio.create_task(s.arun(get))
+            await settle()
+            assert not t.done()
+            await s.arun(put, {x: 1})
+            assert await t == [1]
+            await s.arun(put, {x: 2})
+            t = asyncio.create_task(s.arun(put, {x: 3}))  # capacity 1: waits
+            await settle()
+            assert not t.done()
+            assert await s.arun(get) == [2]
+            await t
+            assert await s.arun(get) == [3]
+            t = asyncio.create_task(s.arun(mget, {key: 5}))
+            await s.arun(mput, {key: 4, x: 40})
+            await settle()
+            assert not t.done()
+            await s.arun(mput, {key: 5, x: 50})
+            assert await t == [50]
