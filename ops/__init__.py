@@ -21,6 +21,7 @@ from asyncflow.ops import (  # noqa: F401
     ctc_ops,
     data_flow_ops,
     data_flow_stack_ops,
+    dense_table_ops,
     dataset_iterator_state,
     dataset_more,
     dataset_ops,

@@ -175,3 +175,48 @@ async def test_staging_gets_wait_for_puts_and_puts_for_room():
             assert not t.done()
             await s.arun(mput, {key: 5, x: 50})
             assert await t == [50]
+
+
+def test_dense_hash_table_as_tf():
+    """tf.lookup.experimental.DenseHashTable; values recorded from TF 2.21.  The export
+    holds TF's entries and bucket count (TF's bucket positions follow its hash)."""
+    dense = tf.lookup.experimental.DenseHashTable
+    with tf.Graph().as_default():
+        t = dense(tf.int64, tf.float32, -1.0, empty_key=0, deleted_key=-1, initial_num_buckets=8)
+        h = t.resource_handle.op
+        assert (h.type, h.name, sorted(i.op.name for i in h.inputs)) == (
+            "MutableDenseHashTableV2",
+            "MutableDenseHashTable",
+            ["deleted_key", "empty_key"],
+        )
+        ins = t.insert(tf.constant([5, 7, 9], tf.int64), [0.5, 0.7, 0.9])
+        look = t.lookup(tf.constant([5, 6, 9], tf.int64))
+        erase = t.erase(tf.constant([7, 8], tf.int64))
+        keys, values = t.export()
+        grow = t.insert(tf.range(10, 20, dtype=tf.int64), tf.range(10, 20, dtype=tf.float32))
+        v = dense(tf.string, tf.int32, [-1, -2], empty_key="", deleted_key="$")
+        vins = v.insert(["a", "b"], [[1, 2], [3, 4]])
+        with tf.Session() as s:
+            assert s.run(t.size()) == 0
+            s.run(ins)
+            np.testing.assert_array_equal(s.run(look), np.float32([0.5, -1, 0.9]))
+            k, vals = s.run([keys, values])
+            assert (k.shape, vals.shape) == ((8, 1), (8, 1))
+            pairs = sorted(zip(k[:, 0].tolist(), vals[:, 0].tolist()))
+            assert pairs == [(0, 0.0)] * 5 + [(5, 0.5), (7, np.float32(0.7)), (9, np.float32(0.9))]
+            s.run(erase)
+            assert s.run(t.size()) == 2
+            s.run(grow)
+            assert (s.run(keys).shape, s.run(t.size())) == ((16, 1), 12)
+            for bad, which in ((0, "empty_key"), (-1, "deleted_key")):
+                with pytest.raises(errors.InvalidArgumentError) as e:
+                    s.run(t.insert(tf.constant([bad], tf.int64), [1.0]))
+                assert e.value.message.split("\n")[0] == (
+                    f"Using the {which} as a table key is not allowed"
+                )
+            with pytest.raises(errors.InvalidArgumentError, match="the empty_key as a table"):
+                s.run(t.lookup(tf.constant([0], tf.int64)))
+            s.run(vins)
+            assert s.run(v.lookup(["b", "c"])).tolist() == [[3, 4], [-1, -2]]
+            k, vals = s.run(v.export())
+            assert (k.shape, vals.shape) == ((131072, 1), (131072, 2))
