@@ -312,3 +312,18 @@ for _name in (
     "LookupTableFind LookupTableInsert LookupTableSize"
 ).split():
     NotDifferentiable(_name)
+
+# FakeQueue: a resource queue handle seen as a ref one (TF: "Deprecated. Do not use.").
+# Its input is declared `string`, as asyncflow's queue ops declare their handles.
+FakeQueue = register_op(
+    "FakeQueue",
+    inputs=["resource: string"],
+    outputs=["handle: Ref(string)"],
+    shape_fn=lambda op: [_VEC2],
+    stateful=True,
+)
+
+
+@FakeQueue.kernel("CPU")
+async def _fake_queue(ctx, resource):
+    return _RefHandle(resource)

@@ -220,3 +220,26 @@ def test_dense_hash_table_as_tf():
             assert s.run(v.lookup(["b", "c"])).tolist() == [[3, 4], [-1, -2]]
             k, vals = s.run(v.export())
             assert (k.shape, vals.shape) == ((131072, 1), (131072, 2))
+
+
+def test_record_input_yields_each_record_once_per_epoch(tmp_path):
+    """Recorded from TF 2.21 (2 files of 3 records, batch_size=4): each run gives 4
+    records, every 6 in a row an epoch holding each record once (TF's order within an
+    epoch varies from run to run); no file matching: NotFoundError."""
+    for i in range(2):
+        with tf.python_io.TFRecordWriter(str(tmp_path / f"f{i}.rec")) as w:
+            for j in range(3):
+                w.write(f"f{i}r{j}".encode())
+    with tf.Graph().as_default():
+        r = tf.raw_ops.RecordInput(
+            file_pattern=str(tmp_path / "*.rec"), batch_size=4, file_buffer_size=10
+        )
+        none = tf.raw_ops.RecordInput(file_pattern=str(tmp_path / "none*.rec"), batch_size=4)
+        assert r.shape.ndims is None
+        with tf.Session() as s:
+            got = [x for _ in range(3) for x in s.run(r).tolist()]
+            everything = sorted(f"f{i}r{j}".encode() for i in range(2) for j in range(3))
+            assert sorted(got[:6]) == everything and sorted(got[6:12]) == everything
+            with pytest.raises(errors.NotFoundError) as e:
+                s.run(none)
+            assert e.value.message.split("\n")[0] == f"Found no files at {tmp_path}/none*.rec"

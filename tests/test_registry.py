@@ -127,6 +127,8 @@ _TF_NO_GRADIENT = {
     *("ConditionalAccumulator", "AccumulatorApplyGradient", "AccumulatorTakeGradient"),
     # the V1 checkpoint ops (tests/test_checkpoint_v1.py)
     *("Save", "SaveSlices", "Restore", "RestoreSlice", "ShardedFilespec"),
+    "FakeQueue",
+    "RecordInput",
     # staging areas (tests/test_legacy_dataflow_ops.py)
     *("Stage", "Unstage", "StagePeek", "StageSize", "StageClear"),
     *(p + n for p in ("Map", "OrderedMap") for n in ("Stage", "Unstage", "UnstageNoKey", "Peek",
