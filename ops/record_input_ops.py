@@ -20,7 +20,7 @@ import glob
 import numpy as np
 
 from asyncflow import errors, python_io, tensor_shape
-from asyncflow.registry import NotDifferentiable, register_op
+from asyncflow.registry import register_op
 
 __all__: list[str] = []
 
@@ -40,7 +40,6 @@ RecordInput = register_op(
     stateful=True,
     is_async=True,
 )
-NotDifferentiable("RecordInput")
 
 
 class _Yielder:
