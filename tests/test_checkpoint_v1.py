@@ -238,3 +238,47 @@ def test_raw_ops_as_tf(tmp_path):
             assert e.value.message.split("\n")[0] == TF["restore_bad_dtype"]["message"]
             assert sess.run(spec).decode() == TF["sharded_filespec"]
     assert Path(raw_path).read_bytes() == (FIX / "raw.ckpt").read_bytes()
+
+
+def _data_blocks(path):
+    """[(block size, entry count)] of a table file, from its index block."""
+    cf = checkpoint_v1.cf
+    d = Path(path).read_bytes()
+    footer = d[-48:]
+    pos, handles = 0, []
+    for _ in range(2):
+        off, pos = cf._get_varint(footer, pos, 40, path)
+        size, pos = cf._get_varint(footer, pos, 40, path)
+        handles.append((off, size))
+    out = []
+    for _, h in cf._block_entries(cf._read_block(d, handles[1], path), path):
+        off, q = cf._get_varint(h, 0, len(h), path)
+        size, _ = cf._get_varint(h, q, len(h), path)
+        out.append(
+            (size, len(list(cf._block_entries(cf._read_block(d, (off, size), path), path))))
+        )
+    return out
+
+
+@pytest.mark.parametrize(
+    "sizes, blocks",
+    [  # recorded from TF 2.21's V1 Saver: float32 variables v0, v1, ... of these sizes
+        ([1000, 131064], [(528374, 3)]),
+        ([1000, 131065], [(4086, 2), (524302, 1)]),
+        ([10000] * 8, [(280397, 8), (40042, 1)]),
+        ([70000, 1000, 1000], [(280109, 2), (8066, 2)]),
+    ],
+)
+def test_v1_file_blocks_as_tf(tmp_path, sizes, blocks):
+    """TF's table builder closes a block past 256 KiB, and gives an entry over 512 KiB a
+    block of its own."""
+    with tf.Graph().as_default():
+        vs = [tf.Variable(np.full(n, i, np.float32), name=f"v{i}") for i, n in enumerate(sizes)]
+        saver = tf.train.Saver(write_version=tf.train.SaverDef.V1)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            path = saver.save(sess, str(tmp_path / "m.ckpt"), write_meta_graph=False)
+            assert _data_blocks(path) == blocks
+            sess.run([v.assign(np.zeros(n, np.float32)) for v, n in zip(vs, sizes)])
+            saver.restore(sess, path)
+            assert [float(sess.run(v)[-1]) for v in vs] == list(range(len(sizes)))
