@@ -22,10 +22,12 @@ import collections
 
 import numpy as np
 
+from asyncflow import dtypes as _dtypes
 from asyncflow import errors, tensor_shape
+from asyncflow import graph as ops
 from asyncflow.registry import TypeConstraint, register_op
 
-__all__: list[str] = []
+__all__ = ["StagingArea", "MapStagingArea"]
 
 _TYPES = TypeConstraint(None, is_list=True)
 _ATTRS = {"capacity": 0, "memory_limit": 0, "dtypes": _TYPES, "container": "", "shared_name": ""}
@@ -284,10 +286,7 @@ def _register_map_family(prefix: str, ordered: bool) -> None:
         prefix + "Unstage", ["key: int64", "indices: int32"], ["values: dtypes"], _unknowns
     )
     no_key = _reg(
-        prefix + "UnstageNoKey",
-        ["indices: int32"],
-        ["key: int64", "values: dtypes"],
-        lambda op: [tensor_shape.TensorShape([])] + [None] * (len(op.outputs) - 1),
+        prefix + "UnstageNoKey", ["indices: int32"], ["key: int64", "values: dtypes"], _unknowns
     )
     peek = _reg(prefix + "Peek", ["key: int64", "indices: int32"], ["values: dtypes"], _unknowns)
     size = _reg(prefix + "Size", outputs=["size: int32"], shape_fn=_scalar)
@@ -335,3 +334,185 @@ def _register_map_family(prefix: str, ordered: bool) -> None:
 
 _register_map_family("Map", ordered=False)
 _register_map_family("OrderedMap", ordered=True)
+
+
+# -- TF's data_flow_ops.StagingArea and MapStagingArea -----------------------------------
+
+
+class _StagingBase:
+    """Names, dtypes, shapes and component names shared by both areas."""
+
+    def __init__(self, dtypes, shapes, names, shared_name, capacity, memory_limit, default):
+        if shared_name is None:
+            self._name = ops.get_default_graph().unique_name(default)
+        else:
+            self._name = shared_name
+        self._dtypes = [_dtypes.as_dtype(d) for d in dtypes]
+        self._shapes = (
+            [tensor_shape.as_shape(s) for s in shapes]
+            if shapes is not None
+            else [tensor_shape.unknown_shape() for _ in self._dtypes]
+        )
+        if len(self._shapes) != len(self._dtypes):
+            raise ValueError("StagingArea shapes must be the same length as dtypes")
+        if names is not None and len(names) != len(self._dtypes):
+            raise ValueError("StagingArea names must be the same length as dtypes")
+        self._names = list(names) if names is not None else None
+        self._capacity, self._memory_limit = capacity, memory_limit
+        self._attrs = {
+            "shared_name": self._name,
+            "capacity": capacity,
+            "memory_limit": memory_limit,
+        }
+
+    name = property(lambda self: self._name)
+    dtypes = property(lambda self: self._dtypes)
+    shapes = property(lambda self: self._shapes)
+    names = property(lambda self: self._names)
+    capacity = property(lambda self: self._capacity)
+    memory_limit = property(lambda self: self._memory_limit)
+
+    def _as_list(self, values, indices=None) -> tuple[list, list[int]]:
+        """`values` (a dict by component name, a list, or one tensor) as tensors checked
+        against the area's dtypes and shapes, with the component index of each."""
+        if isinstance(values, dict):
+            if self._names is None:
+                raise ValueError("Keys in values dict must match names")
+            order = [self._names.index(k) for k in sorted(values, key=self._names.index)]
+            values = [values[self._names[i]] for i in order]
+            indices = order
+        elif not isinstance(values, (list, tuple)):
+            values = [values]
+        if indices is None:
+            indices = list(range(len(values)))
+        out = []
+        for i, v in zip(indices, values, strict=True):
+            t = ops.convert_to_tensor(v, dtype=self._dtypes[i])
+            if not t.shape.is_compatible_with(self._shapes[i]):
+                raise ValueError(f"Shapes {t.shape} and {self._shapes[i]} are incompatible")
+            out.append(t)
+        return out, list(indices)
+
+    def _outputs(self, op, indices=None):
+        indices = list(range(len(self._dtypes))) if indices is None else indices
+        outs = list(op.outputs)
+        for t, i in zip(outs, indices, strict=True):
+            t.set_shape(self._shapes[i])
+        if self._names is None:
+            return outs
+        return {self._names[i]: t for t, i in zip(outs, indices, strict=True)}
+
+    def _simple(self, op_type, suffix, name, extra=None):
+        with ops.name_scope(name, f"{self._name}_{suffix}") as scope:
+            attrs = {**self._attrs, "dtypes": self._dtypes, **(extra or {})}
+            return ops.apply_op(op_type, [], attrs, name=scope)
+
+
+class StagingArea(_StagingBase):
+    """A FIFO of tuples between steps (TF's data_flow_ops.StagingArea): `put` waits while
+    it holds `capacity` tuples or `memory_limit` bytes (0: no limit), `get` until one is
+    there.
+
+    Raises: ValueError (build time) for values of another shape or dtype;
+    ResourceExhaustedError (run time) for a tuple larger than `memory_limit`.
+    """
+
+    def __init__(self, dtypes, shapes=None, names=None, shared_name=None, capacity=0,
+                 memory_limit=0):  # fmt: skip
+        super().__init__(dtypes, shapes, names, shared_name, capacity, memory_limit,
+                         "StagingArea")  # fmt: skip
+
+    def put(self, values, name=None):
+        with ops.name_scope(name, f"{self._name}_put") as scope:
+            tensors, _ = self._as_list(values)
+            return ops.apply_op("Stage", [tensors], dict(self._attrs), name=scope)
+
+    def get(self, name=None):
+        return self._outputs(self._simple("Unstage", "get", name))
+
+    def peek(self, index, name=None):
+        with ops.name_scope(name, f"{self._name}_peek") as scope:
+            index = ops.convert_to_tensor(index, dtype=_dtypes.int32)
+            attrs = {**self._attrs, "dtypes": self._dtypes}
+            return self._outputs(ops.apply_op("StagePeek", [index], attrs, name=scope))
+
+    def size(self, name=None):
+        return self._simple("StageSize", "size", name).outputs[0]
+
+    def clear(self, name=None):
+        return self._simple("StageClear", "clear", name)
+
+
+class MapStagingArea(_StagingBase):
+    """Tuples by int64 key between steps (TF's data_flow_ops.MapStagingArea); `ordered`
+    gets the smallest key first.  A put may give some components (`indices`); a key is
+    got once all are there.
+
+    Raises: ValueError (build time) for a list put without `indices`, or values of
+    another shape or dtype; InvalidArgumentError (run time) for a component given twice
+    or taken twice.
+    """
+
+    def __init__(self, dtypes, shapes=None, names=None, shared_name=None, ordered=False,
+                 scope=None, capacity=0, memory_limit=0):  # fmt: skip
+        super().__init__(dtypes, shapes, names, shared_name, capacity, memory_limit,
+                         "MapStagingArea")  # fmt: skip
+        self._prefix = "OrderedMap" if ordered else "Map"
+
+    def put(self, key, vals, indices=None, name=None):
+        if isinstance(vals, (list, tuple)) and indices is None:
+            raise ValueError("Indices must be supplied when inserting a list of tensors")
+        with ops.name_scope(name, f"{self._name}_put") as scope:
+            tensors, idx = self._as_list(vals, indices)
+            key = ops.convert_to_tensor(key, dtype=_dtypes.int64)
+            index_t = ops.convert_to_tensor(idx, dtype=_dtypes.int32)
+            attrs = {**self._attrs, "dtypes": self._dtypes}
+            return ops.apply_op(self._prefix + "Stage", [key, index_t, tensors], attrs,
+                                name=scope)  # fmt: skip
+
+    def _indices(self, indices):
+        if indices is None:
+            return list(range(len(self._dtypes)))
+        if self._names is not None and indices and isinstance(indices[0], str):
+            return [self._names.index(n) for n in indices]
+        return list(indices)
+
+    def _keyed(self, op_type, suffix, key, indices, name):
+        idx = self._indices(indices)
+        with ops.name_scope(name, f"{self._name}_{suffix}") as scope:
+            inputs = [] if key is None else [ops.convert_to_tensor(key, dtype=_dtypes.int64)]
+            attrs = {**self._attrs, "dtypes": [self._dtypes[i] for i in idx]}
+            op = ops.apply_op(op_type, [*inputs, ops.convert_to_tensor(idx, _dtypes.int32)],
+                              attrs, name=scope)  # fmt: skip
+        return inputs, op, idx
+
+    def get(self, key=None, indices=None, name=None):
+        """(key, values): the given key's tuple, or (ordered: the smallest) any one."""
+        if key is None:
+            _, op, idx = self._keyed(self._prefix + "UnstageNoKey", "get_nokey", None,
+                                     indices, name)  # fmt: skip
+            key_t, *values = op.outputs
+            return key_t, self._outputs_of(values, idx)
+        inputs, op, idx = self._keyed(self._prefix + "Unstage", "get", key, indices, name)
+        return inputs[0], self._outputs_of(list(op.outputs), idx)
+
+    def peek(self, key, indices=None, name=None):
+        # (TF names the peek op "<name>_pop")
+        _, op, idx = self._keyed(self._prefix + "Peek", "pop", key, indices, name)
+        return self._outputs_of(list(op.outputs), idx)
+
+    def _outputs_of(self, outs, idx):
+        for t, i in zip(outs, idx, strict=True):
+            t.set_shape(self._shapes[i])
+        if self._names is None:
+            return outs
+        return {self._names[i]: t for t, i in zip(outs, idx, strict=True)}
+
+    def size(self, name=None):
+        return self._simple(self._prefix + "Size", "size", name).outputs[0]
+
+    def incomplete_size(self, name=None):
+        return self._simple(self._prefix + "IncompleteSize", "incomplete_size", name).outputs[0]
+
+    def clear(self, name=None):
+        return self._simple(self._prefix + "Clear", "clear", name)

@@ -243,3 +243,60 @@ def test_record_input_yields_each_record_once_per_epoch(tmp_path):
             with pytest.raises(errors.NotFoundError) as e:
                 s.run(none)
             assert e.value.message.split("\n")[0] == f"Found no files at {tmp_path}/none*.rec"
+
+
+def test_staging_area_classes_as_tf():
+    """data_flow_ops.StagingArea and MapStagingArea: op names, structures and values
+    recorded from TF 2.21 (tensorflow.python.ops.data_flow_ops)."""
+    from asyncflow.ops.data_flow_ops import MapStagingArea, StagingArea
+
+    with tf.Graph().as_default():
+        a = StagingArea([tf.float32, tf.int32], shapes=[[2], []], capacity=2)
+        assert (a.name, a.names, a.capacity, a.memory_limit) == ("StagingArea", None, 2, 0)
+        put = a.put([tf.constant([1.0, 2.0]), tf.constant(3)])
+        assert (put.type, put.name) == ("Stage", "StagingArea_put")
+        got = a.get()
+        assert [t.name for t in got] == ["StagingArea_get:0", "StagingArea_get:1"]
+        assert [t.shape.as_list() for t in got] == [[2], []]
+        peek = a.peek(0)
+        size = a.size()
+        assert (size.name, a.clear().name) == ("StagingArea_size:0", "StagingArea_clear")
+        with pytest.raises(ValueError, match=r"Shapes \(3,\) and \(2,\) are incompatible"):
+            a.put([tf.constant([1.0, 2.0, 3.0]), tf.constant(3)])
+        named = StagingArea([tf.float32, tf.int32], names=["x", "y"])
+        named_put = named.put({"x": tf.constant(1.0), "y": tf.constant(2)})
+        named_get = named.get()
+        m = MapStagingArea([tf.float32, tf.int32], ordered=True)
+        k = tf.constant(3, tf.int64)
+        with pytest.raises(ValueError, match="Indices must be supplied"):
+            m.put(k, [tf.constant(1.0), tf.constant(2)])
+        mput = m.put(k, [tf.constant(1.0), tf.constant(2)], indices=[0, 1])
+        assert (mput.type, mput.name) == ("OrderedMapStage", "MapStagingArea_put")
+        key, mget = m.get(k)
+        key_any, mget_any = m.get()
+        mpeek = m.peek(k)
+        assert key is not None and key_any.name == "MapStagingArea_get_nokey:0"
+        assert [t.name for t in mpeek] == ["MapStagingArea_pop:0", "MapStagingArea_pop:1"]
+        mn = MapStagingArea([tf.float32, tf.int32], names=["x", "y"])
+        mn_put = mn.put(k, {"x": tf.constant(1.0)})
+        _, mn_get = mn.get(k)
+        with tf.Session() as s:
+            s.run(put)
+            s.run(put)
+            assert s.run(size) == 2
+            v = s.run(peek)
+            assert v[0].tolist() == [1.0, 2.0] and v[1] == 3
+            s.run(got)
+            assert s.run(size) == 1
+            s.run(named_put)
+            assert s.run(named_get) == {"x": 1.0, "y": 2}
+            s.run(mput)
+            s.run(m.put(tf.constant(1, tf.int64), [5.0, tf.constant(6)], indices=[0, 1]))
+            assert s.run(m.size()) == 2
+            assert s.run(mpeek) == [1.0, 2]
+            assert s.run((key_any, mget_any)) == (1, [5.0, 6])
+            assert s.run((key, mget)) == (3, [1.0, 2])
+            s.run(mn_put)
+            assert s.run(mn.incomplete_size()) == 1
+            s.run(mn.put(k, {"y": tf.constant(7)}))
+            assert s.run(mn_get) == {"x": 1.0, "y": 7}
