@@ -220,6 +220,20 @@ def _ta_removed(name: str):
     return 16, f"Use {name}V3"
 
 
+def _ta_gradient(handle: str):
+    """TF 2.21 registers these ops' gradients, but they build TensorArrayGradV3 on the
+    old handle, which it refuses: tf.gradients raises that TypeError, here as there."""
+    dtype = "string_ref" if handle.startswith("Ref") else "string"
+
+    def grad(op, *grads):
+        raise TypeError(
+            f"Input 'handle' of 'TensorArrayGradV3' Op has type {dtype} that does not match "
+            "expected type of resource."
+        )
+
+    return grad
+
+
 def _register_tensor_array_family(suffix: str) -> None:
     """TensorArray{suffix} and its ops; the first spelling passed Ref(string) handles
     (only its Grad took a plain one), V2 plain strings."""
@@ -244,7 +258,9 @@ def _register_tensor_array_family(suffix: str) -> None:
             grad = False
         else:
             grad = part in _TA_DIFFERENTIABLE
-            d = _consumer(name, base, grad=grad) if ref else _alias(name, base, grad=grad)
+            d = _consumer(name, base) if ref else _alias(name, base)
+            if grad:
+                d.gradient(_ta_gradient(handle))
         removed = _ta_removed(name)
         if removed is not None:
             _removed_in(d, *removed)

@@ -300,3 +300,21 @@ def test_staging_area_classes_as_tf():
             assert s.run(mn.incomplete_size()) == 1
             s.run(mn.put(k, {"y": tf.constant(7)}))
             assert s.run(mn_get) == {"x": 1.0, "y": 7}
+
+
+@pytest.mark.parametrize(
+    "case, dtype", [("tensor_arrays", "string_ref"), ("tensor_arrays_v2", "string")]
+)
+def test_tensor_array_spellings_gradient_fails_as_in_tf(case, dtype):
+    """Recorded from TF 2.21: their registered gradients build TensorArrayGradV3 on the old
+    handle, which TF refuses (TypeError)."""
+    with tf.Graph().as_default() as g:
+        tf.import_graph_def(_graph_def(case), name="")
+        rd = g.get_tensor_by_name("rd:0")
+        x = g.get_operation_by_name("sc").inputs[2]
+        with pytest.raises(TypeError) as e:
+            tf.gradients(rd, x)
+        assert str(e.value) == (
+            f"Input 'handle' of 'TensorArrayGradV3' Op has type {dtype} that does not match "
+            "expected type of resource."
+        )
