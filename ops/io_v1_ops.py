@@ -145,8 +145,9 @@ async def _restore(ctx, pattern, name, spec):
         raise errors.InvalidArgumentError(
             None,
             None,
-            f"Shape in shape_and_slice spec {full} does not match the shape stored in "
-            f"checkpoint: {list(whole.shape)}",
+            "Shape in shape_and_slice spec does not match the shape in the save file: "
+            f"[{','.join(map(str, full))}], save file shape: "
+            f"[{','.join(map(str, whole.shape))}]",
         )
     index = tuple(
         slice(None) if n == -1 else slice(a, a + n) for a, n in zip(starts, lengths, strict=True)

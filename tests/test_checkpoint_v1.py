@@ -282,3 +282,47 @@ def test_v1_file_blocks_as_tf(tmp_path, sizes, blocks):
             sess.run([v.assign(np.zeros(n, np.float32)) for v, n in zip(vs, sizes)])
             saver.restore(sess, path)
             assert [float(sess.run(v)[-1]) for v in vs] == list(range(len(sizes)))
+
+
+def test_restore_errors_as_tf(ckpt):
+    """Messages recorded from TF 2.21 (Restore, RestoreV2 and RestoreSlice on model.ckpt)."""
+    with tf.Graph().as_default():
+        missing = tf.raw_ops.Restore(file_pattern=ckpt, tensor_name="nope", dt=tf.float32)
+        missing_v2 = tf.raw_ops.RestoreV2(
+            prefix=ckpt, tensor_names=["nope"], shape_and_slices=[""], dtypes=[tf.float32]
+        )
+        wrong_dtype = tf.raw_ops.RestoreV2(
+            prefix=ckpt, tensor_names=["a"], shape_and_slices=[""], dtypes=[tf.int32]
+        )
+        wrong_shape = tf.raw_ops.RestoreSlice(
+            file_pattern=ckpt, tensor_name="a", shape_and_slice="3 3 0,1:-", dt=tf.float32
+        )
+        cases = [
+            (
+                missing,
+                errors.NotFoundError,
+                f'Tensor name "nope" not found in checkpoint files {ckpt}',
+            ),
+            (
+                missing_v2,
+                errors.NotFoundError,
+                f'Tensor name "nope" not found in checkpoint files {ckpt}',
+            ),
+            (
+                wrong_dtype,
+                errors.InvalidArgumentError,
+                "Expected to restore a tensor of type int32, got a tensor of type float instead: "
+                "tensor_name = a",
+            ),
+            (
+                wrong_shape,
+                errors.InvalidArgumentError,
+                "Shape in shape_and_slice spec does not match the shape in the save file: [3,3], "
+                "save file shape: [2,3]",
+            ),
+        ]
+        with tf.Session() as s:
+            for t, cls, message in cases:
+                with pytest.raises(cls) as e:
+                    s.run(t)
+                assert e.value.message.split("\n")[0] == message
