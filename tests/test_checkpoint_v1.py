@@ -326,3 +326,16 @@ def test_restore_errors_as_tf(ckpt):
                 with pytest.raises(cls) as e:
                     s.run(t)
                 assert e.value.message.split("\n")[0] == message
+
+
+def test_checkpoint_helpers_take_a_sharded_v1_pattern(tmp_path):
+    with tf.Graph().as_default():
+        tf.Variable([1.0], name="v")
+        saver = tf.train.Saver(write_version=tf.train.SaverDef.V1, sharded=True)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            path = saver.save(sess, str(tmp_path / "m"), write_meta_graph=False)
+    assert tf.train.checkpoint_exists(path)
+    first = tmp_path / "m-00000-of-00001"
+    assert tf.train.get_checkpoint_mtimes([path]) == [first.stat().st_mtime]
+    assert tf.train.list_variables(path) == [("v", [1])]

@@ -215,6 +215,8 @@ def get_checkpoint_mtimes(checkpoint_prefixes) -> list[float]:
     out = []
     for prefix in checkpoint_prefixes:
         for path in (cf.index_path(prefix), prefix):
+            if glob.has_magic(path):  # a sharded V1 checkpoint: its first file's time
+                path = next(iter(sorted(glob.glob(path))), path)
             try:
                 out.append(os.stat(path).st_mtime)
                 break
