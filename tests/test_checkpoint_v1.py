@@ -2,7 +2,8 @@
 
 tests/fixtures/checkpoint_v1/ holds what TF 2.21 wrote and read (recorded by
 tests/fixtures/record_checkpoint_v1_tf.py): model.ckpt, a Saver(write_version=V1) of
-the variables of checkpoint_v1_cases.py (one partitioned in two); raw.ckpt, a Save op's
+the variables of checkpoint_v1_cases.py (one partitioned in two) and its MetaGraph
+model.ckpt.meta; raw.ckpt, a Save op's
 file; tf.json, TF's readings of both and its errors for damaged copies.
 """
 
@@ -339,3 +340,18 @@ def test_checkpoint_helpers_take_a_sharded_v1_pattern(tmp_path):
     first = tmp_path / "m-00000-of-00001"
     assert tf.train.get_checkpoint_mtimes([path]) == [first.stat().st_mtime]
     assert tf.train.list_variables(path) == [("v", [1])]
+
+
+def test_tf_meta_graph_with_a_v1_saver(ckpt, tmp_path):
+    """TF's MetaGraph of model.ckpt (its Saver: SaveSlices, RestoreV2, version V1) imports,
+    restores TF's values and saves TF's bytes again."""
+    with tf.Graph().as_default() as g:
+        saver = tf.train.import_meta_graph(str(FIX / "model.ckpt.meta"))
+        assert saver.saver_def.version == tf.train.SaverDef.V1
+        assert {op.type for op in g.get_operations()} >= {"SaveSlices", "RestoreV2"}
+        with tf.Session() as s:
+            saver.restore(s, ckpt)
+            for name in ("a", "s", "scope/b", "c", "p/part_1"):
+                _same(s.run(name + ":0"), _decode(TF["restored"][name]))
+            again = saver.save(s, str(tmp_path / "again.ckpt"), write_meta_graph=False)
+    assert Path(again).read_bytes() == (FIX / "model.ckpt").read_bytes()
