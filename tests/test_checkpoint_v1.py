@@ -3,8 +3,8 @@
 tests/fixtures/checkpoint_v1/ holds what TF 2.21 wrote and read (recorded by
 tests/fixtures/record_checkpoint_v1_tf.py): model.ckpt, a Saver(write_version=V1) of
 the variables of checkpoint_v1_cases.py (one partitioned in two) and its MetaGraph
-model.ckpt.meta; raw.ckpt, a Save op's
-file; tf.json, TF's readings of both and its errors for damaged copies.
+model.ckpt.meta; raw.ckpt, a Save op's file; tf.json, TF's readings of both and its
+errors for damaged copies.
 """
 
 from __future__ import annotations
