@@ -454,7 +454,9 @@ def encode_table(items: list[tuple[bytes, bytes]]) -> bytes:
     for key, value in items:
         if prev is not None and key <= prev:
             raise ValueError(f"table keys must be strictly increasing: {prev!r}, {key!r}")
-        if block.size() >= _BLOCK_SIZE:
+        if block.size() >= _BLOCK_SIZE or (
+            block.count and len(key) + len(value) > 2 * _BLOCK_SIZE
+        ):  # (TF also gives an entry over twice the block size a block of its own)
             flush(block, key)
             block = _BlockBuilder(_RESTART_INTERVAL)
         prev = key

@@ -311,7 +311,46 @@ class MutableHashTable(_Table):
             )
 
 
+class DenseHashTable(MutableHashTable):
+    """A mutable table kept in a bucket array (TF's MutableDenseHashTableV2): `empty_key`
+    and `deleted_key` mark free and removed buckets and can never be keys.
+
+    Raises (at run time): InvalidArgumentError for a key equal to either, or equal
+    empty and deleted keys.
+    """
+
+    def __init__(self, key_dtype, value_dtype, default_value, empty_key, deleted_key,
+                 initial_num_buckets=None, name="MutableDenseHashTable", checkpoint=True,
+                 experimental_is_anonymous=False):  # fmt: skip
+        key_dtype, value_dtype = dtypes.as_dtype(key_dtype), dtypes.as_dtype(value_dtype)
+        default = ops.convert_to_tensor(default_value, dtype=value_dtype, name="default_value")
+        empty = ops.convert_to_tensor(empty_key, dtype=key_dtype, name="empty_key")
+        deleted = ops.convert_to_tensor(deleted_key, dtype=key_dtype, name="deleted_key")
+        with ops.name_scope(name, "MutableDenseHashTable") as scope:
+            attrs = {
+                "container": "",
+                "shared_name": "",
+                "use_node_name_sharing": True,
+                "key_dtype": key_dtype,
+                "value_dtype": value_dtype,
+                "value_shape": default.shape,
+            }
+            if initial_num_buckets is not None:
+                attrs["initial_num_buckets"] = initial_num_buckets
+            handle = ops.apply_op(
+                "MutableDenseHashTableV2", [empty, deleted], attrs, name=scope
+            ).outputs[0]
+        _Table.__init__(self, key_dtype, value_dtype, handle, default)
+
+    def insert_or_assign(self, keys, values, name=None):
+        return self.insert(keys, values, name)
+
+    def erase(self, keys, name=None):
+        return self.remove(keys, name)
+
+
 experimental = types.SimpleNamespace(
+    DenseHashTable=DenseHashTable,
     MutableHashTable=MutableHashTable,
     StaticHashTable=StaticHashTable,
     StaticVocabularyTable=StaticVocabularyTable,

@@ -219,6 +219,9 @@ class DenseAccumulator(_Accumulator):
         self._sum = None
 
     def apply(self, grad: np.ndarray, local_step: int) -> None:
+        # TF drops a stale gradient before it looks at its shape.
+        if self._stale(local_step):
+            return
         if not self.shape.is_compatible_with(grad.shape) or (
             self._sum is not None and self._sum.shape != grad.shape
         ):
@@ -229,8 +232,6 @@ class DenseAccumulator(_Accumulator):
                 f"Shape mismatch: expected shape {want} for the accumulated gradient, got "
                 f"{list(grad.shape)}",
             )
-        if self._stale(local_step):
-            return
         self._sum = grad.astype(grad.dtype, copy=True) if self._sum is None else self._sum + grad
         self.count += 1
         self._pump()

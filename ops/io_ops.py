@@ -22,7 +22,7 @@ import aiofiles.os
 import numpy as np
 
 from asyncflow import checkpoint_format as cf
-from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import checkpoint_v1, dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
@@ -276,12 +276,8 @@ async def read_checkpoint(prefix: str, names: list[str], want=None, device=None)
     try:
         index = await cf.aread_index(prefix)
     except errors.NotFoundError:
-        raise errors.NotFoundError(
-            None,
-            None,
-            "Unsuccessful TensorSliceReader constructor: Failed to find any matching files "
-            f"for {prefix}",
-        ) from None
+        # TF's RestoreV2 reads a prefix without an index as a V1 checkpoint's pattern.
+        return await _read_v1_checkpoint(prefix, names, want)
     by_shard: dict[int, list[str]] = {}
     for i, name in enumerate(names):
         info = index["tensors"].get(name)
@@ -318,6 +314,21 @@ async def read_checkpoint(prefix: str, names: list[str], want=None, device=None)
                 )
         found.update(got)
     return [found[n] for n in names]
+
+
+async def _read_v1_checkpoint(pattern: str, names: list[str], want) -> list:
+    loop = asyncio.get_running_loop()
+    tensors, values = await loop.run_in_executor(None, checkpoint_v1.read, pattern, names)
+    for i, name in enumerate(names):
+        have = tensors[name].dtype
+        if want is not None and have != want[i]:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Expected to restore a tensor of type {_tf_type_name(want[i])}, got a tensor "
+                f"of type {_tf_type_name(have)} instead: tensor_name = {name}",
+            )
+    return [values[n] for n in names]
 
 
 def restore_v2(  # noqa: A002

@@ -51,6 +51,12 @@ class Table:
                 f"{self.key_dtype.name}->{self.value_dtype.name}"
             )
 
+    def check_keys(self, keys: list) -> None:
+        """Refuse keys the table cannot hold (a dense table's empty and deleted keys)."""
+
+    def reserve(self, n: int) -> None:
+        """Room for `n` more entries (a dense table grows its buckets)."""
+
     def ready(self) -> None:
         if not self.initialized:
             raise errors.FailedPreconditionError(None, None, "Table not initialized.")
@@ -158,6 +164,9 @@ NotDifferentiable("LookupTableImportV2")
 async def _import(ctx, handle, keys, values):
     table = _table(ctx, handle)
     table.check(ctx.attrs["Tin"], ctx.attrs["Tout"])
+    if hasattr(table, "import_buckets"):
+        table.import_buckets(np.asarray(keys), np.asarray(values))
+        return None
     k = _keys(keys)
     if table.mutable:  # (MutableHashTable's import replaces its contents)
         table.data = dict(zip(k, _rows(values, table, len(k))))
@@ -319,6 +328,7 @@ async def _find(ctx, handle, keys, default):
     table.check(ctx.attrs["Tin"], ctx.attrs["Tout"])
     table.ready()
     keys = np.asarray(keys)
+    table.check_keys(keys.reshape(-1).tolist())
     get = table.data.get
     dt = _np(table.value_dtype)
     if table.value_shape:
@@ -355,7 +365,8 @@ async def _size(ctx, handle):
 
 
 def _export_shapes(op):
-    return [tensor_shape.TensorShape([None]), tensor_shape.unknown_shape()]
+    # (unknown, as TF's: a dense table exports [buckets, 1] keys)
+    return [tensor_shape.unknown_shape(), tensor_shape.unknown_shape()]
 
 
 LookupTableExportV2 = register_op(
@@ -373,6 +384,8 @@ NotDifferentiable("LookupTableExportV2")
 async def _export(ctx, handle):
     table = _table(ctx, handle)
     kd, vd = _np(ctx.attrs["Tkeys"]), _np(ctx.attrs["Tvalues"])
+    if hasattr(table, "export_buckets"):
+        return table.export_buckets(kd, vd)
     keys = np.array(list(table.data), dtype=kd)
     if table.value_shape:
         vals = list(table.data.values())
@@ -411,6 +424,8 @@ async def _insert(ctx, handle, keys, values):
                 f"Expected shape {list(np.shape(keys))} for value, got {list(np.shape(values))}"
             )
         rows = np.asarray(values).reshape(-1).tolist()
+    table.check_keys(k)
+    table.reserve(len(k))
     table.data.update(zip(k, rows))
     return None
 
@@ -430,6 +445,7 @@ async def _remove(ctx, handle, keys):
     table = _table(ctx, handle)
     if not table.mutable:
         raise _bad(f"Table {table.name} does not support remove (a static table).")
+    table.check_keys(_keys(keys))
     for k in _keys(keys):
         table.data.pop(k, None)
     return None

@@ -134,6 +134,11 @@ class _Reader:
         self._serial = 0
         self._pending: list[tuple[int, bytes, bytes]] = []  # put back; sorted by serial
         self._lock: asyncio.Lock | None = None
+        self._drained = False  # the work's records are all read; its end not seen yet
+
+    # Whether a file's end is seen only by a read after its last record (TF's text,
+    # record and fixed-length readers), not with that record (whole-file, identity).
+    _end_seen_late = False
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} work={self.work!r}>"
@@ -189,6 +194,11 @@ class _Reader:
             if not exact:
                 return  # records put back by a failed step come back on their own
         while len(values) < n:
+            if self._drained:  # the read after a file's last record finds its end (TF)
+                self._drained = False
+                self._finish()
+                self.work = None
+                self.completed += 1
             if self.work is None:
                 work = await _dequeue_work(queue_handle)
                 self.work = work
@@ -200,7 +210,12 @@ class _Reader:
                     self._finish()
                     self.work = None
                     raise
-            got_k, got_v, at_end = await self._read_some(n - len(values))
+            want = n - len(values)
+            got_k, got_v, at_end = await self._read_some(want)
+            if at_end and self._end_seen_late and len(got_v) == want:
+                # TF's source readers learn a file ended only when a read finds nothing
+                # more: a batch filled by the last records leaves the file open.
+                self._drained, at_end = True, False
             if got_v:
                 got.serials.append(range(self._serial, self._serial + len(got_v)))
                 got.key_parts.append(got_k)
@@ -225,6 +240,7 @@ class _Reader:
     def reset(self) -> None:
         self._finish()
         self.work = None
+        self._drained = False
         self.produced = 0
         self.completed = 0
         self.started = 0
@@ -356,6 +372,7 @@ class _WholeFileReader(_Reader):
 
 
 class _SourceReader(_Reader):
+    _end_seen_late = True
     """A reader over a python_io source, with one chunk read kept in flight."""
 
     compression = ""

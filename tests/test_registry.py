@@ -126,6 +126,18 @@ _TF_NO_GRADIENT = {
     "DebugIdentityV3",
     "DebugNumericSummary",
     "DebugNumericSummaryV2",
+    # TF1's ref-typed data-flow ops (tests/test_legacy_dataflow_ops.py)
+    *("FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue", "QueueIsClosed"),
+    *("LookupTableExport", "LookupTableImport", "TensorArrayPack", "TensorArrayUnpack"),
+    *("ConditionalAccumulator", "AccumulatorApplyGradient", "AccumulatorTakeGradient"),
+    # the V1 checkpoint ops (tests/test_checkpoint_v1.py)
+    *("Save", "SaveSlices", "Restore", "RestoreSlice", "ShardedFilespec"),
+    "FakeQueue",
+    "RecordInput",
+    # staging areas (tests/test_legacy_dataflow_ops.py)
+    *("Stage", "Unstage", "StagePeek", "StageSize", "StageClear"),
+    *(p + n for p in ("Map", "OrderedMap") for n in ("Stage", "Unstage", "UnstageNoKey", "Peek",
+                                                    "Size", "IncompleteSize", "Clear")),
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from asyncflow import checkpoint_format as cf
-from asyncflow import dtypes, errors
+from asyncflow import checkpoint_v1, dtypes, errors
 from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.ops import array_ops, io_ops
@@ -27,6 +27,19 @@ __all__ = [
 ]
 
 
+_V1_READER_DTYPES = {
+    "float32",
+    "float64",
+    "int32",
+    "uint8",
+    "int16",
+    "int8",
+    "int64",
+    "string",
+    "bool",
+}
+
+
 class CheckpointReader:
     """TF's `py_checkpoint_reader.CheckpointReader` over an asyncflow checkpoint.
 
@@ -37,25 +50,48 @@ class CheckpointReader:
 
     def __init__(self, filepattern):
         prefix = io_ops.checkpoint_prefix(os.fspath(filepattern))
+        self._v1 = None
         try:
             self._index = cf.read_index(prefix)
         except errors.NotFoundError:
-            raise errors.NotFoundError(
-                None,
-                None,
-                "Unsuccessful TensorSliceReader constructor: Failed to find any matching "
-                f"files for {filepattern}",
-            ) from None
+            # No ".index": a V1 checkpoint's file or file pattern, as TF's reader falls
+            # back to.
+            files = checkpoint_v1.matching_files(os.fspath(filepattern))
+            if not files:
+                raise checkpoint_v1.not_found(filepattern) from None
+            self._v1 = checkpoint_v1.read_meta(files)
+            self._index = {
+                "tensors": {
+                    k: {"dtype": t.dtype.name, "shape": t.shape} for k, t in self._v1[0].items()
+                }
+            }
         self._prefix = prefix
 
     def has_tensor(self, tensor_str) -> bool:
         return tensor_str in self._index["tensors"]
 
+    def _get_v1_tensor(self, tensor_str):
+        tensors, tables = self._v1
+        t = tensors.get(tensor_str)
+        if t is None:
+            raise errors.NotFoundError(None, None, f"{tensor_str} not found in checkpoint file")
+        # TF's reader of V1 files takes whole tensors of these dtypes only.
+        if t.is_sliced:
+            raise errors.UnimplementedError(None, None, "Sliced checkpoints are not supported")
+        if t.dtype.name not in _V1_READER_DTYPES:
+            raise errors.UnimplementedError(None, None, "Data type not supported")
+        value = checkpoint_v1.read_tensors(tensors, tables, [tensor_str])[tensor_str]
+        return value[()] if value.ndim == 0 else value
+
     def get_tensor(self, tensor_str):
         """The saved value of `tensor_str`.
 
-        Raises: NotFoundError (unknown key), DataLossError (corrupt data).
+        Raises: NotFoundError (unknown key), DataLossError (corrupt data),
+        UnimplementedError (from a V1 checkpoint: a sliced tensor, or a dtype other
+        than float32/64, int8/16/32/64, uint8, bool and string, as TF's reader).
         """
+        if self._v1 is not None:
+            return self._get_v1_tensor(tensor_str)
         info = self._index["tensors"].get(tensor_str)
         if info is None:
             raise errors.NotFoundError(None, None, f"Key {tensor_str} not found in checkpoint")

@@ -215,6 +215,8 @@ def get_checkpoint_mtimes(checkpoint_prefixes) -> list[float]:
     out = []
     for prefix in checkpoint_prefixes:
         for path in (cf.index_path(prefix), prefix):
+            if glob.has_magic(path):  # a sharded V1 checkpoint: its first file's time
+                path = next(iter(sorted(glob.glob(path))), path)
             try:
                 out.append(os.stat(path).st_mtime)
                 break
@@ -232,6 +234,8 @@ def remove_checkpoint(checkpoint_prefix, checkpoint_format_version=2, meta_graph
         meta_graph_filename(checkpoint_prefix, meta_graph_suffix),
     ]
     paths += glob.glob(glob.escape(checkpoint_prefix) + ".data-?????-of-?????")
+    if checkpoint_format_version == SaverDef.V1:  # the prefix is the file, or its pattern
+        paths += [p for p in glob.glob(checkpoint_prefix) if os.path.isfile(p)]
     for p in paths:  # index first: the checkpoint stops existing before its data goes
         try:
             os.remove(p)
@@ -402,7 +406,8 @@ def _slice_saveables(name: str, slices: list) -> list[SaveableObject]:
 
 
 class BaseSaverBuilder:
-    """Builds a Saver's save and restore ops (TF's BaseSaverBuilder; V2 format only)."""
+    """Builds a Saver's save and restore ops (TF's BaseSaverBuilder): SaveV2, or the V1
+    format's SaveSlices; RestoreV2 reads either."""
 
     SaveSpec = SaveSpec
     SaveableObject = SaveableObject
@@ -418,6 +423,13 @@ class BaseSaverBuilder:
                 slices.append(spec.slice_spec)
                 tensors.append(spec.tensor)
         g = ops.get_default_graph()
+        if self._write_version == SaverDef.V1:  # one table file (TF's SaveSlices)
+            with g.name_scope("save") as scope:
+                names_t = array_ops.constant(names, name="tensor_names")
+                slices_t = array_ops.constant(slices, name="shapes_and_slices")
+                return ops.apply_op(
+                    "SaveSlices", [filename_tensor, names_t, slices_t, tensors], {}, name=scope
+                )
         with g.name_scope("SaveV2") as scope:
             names_t = array_ops.constant(names, name="tensor_names")
             slices_t = array_ops.constant(slices, name="shape_and_slices")
@@ -460,7 +472,22 @@ class BaseSaverBuilder:
             i += n
         return control_flow_ops.group(*assigns, name=name)
 
+    def _add_sharded_v1_save_ops(self, filename_tensor, per_device):
+        """V1: each device's shard is a file of its own; the checkpoint is their pattern."""
+        num_t = array_ops.constant(len(per_device), name="num_shards")
+        saves = []
+        for shard, (device, saveables) in enumerate(per_device):
+            with ops.device(device):
+                sharded = io_ops.sharded_filename(filename_tensor, shard, num_t)
+                saves.append(self._add_save_ops(sharded, saveables))
+        with ops.control_dependencies([s.op for s in saves]), ops.device("/device:CPU:0"):
+            return ops.apply_op(
+                "ShardedFilespec", [filename_tensor, num_t], {}, name="ShardedFilespec"
+            ).outputs[0]
+
     def _add_sharded_save_ops(self, filename_tensor, per_device):
+        if self._write_version == SaverDef.V1:
+            return self._add_sharded_v1_save_ops(filename_tensor, per_device)
         with ops.device("/device:CPU:0"):
             tmp_prefix = string_ops.string_join([filename_tensor, "_temp/part"])
         num = len(per_device)
@@ -611,8 +638,8 @@ class Saver:
                 "If `var_list` is provided then build cannot be deferred. Either set "
                 "defer_build=False or var_list=None."
             )
-        if write_version != SaverDef.V2:
-            _log.warning("Only the V2 checkpoint format is written; write_version ignored")
+        if write_version not in (SaverDef.V1, SaverDef.V2):
+            raise ValueError(f"Unsupported checkpoint write_version {write_version}")
         self._var_list = var_list
         self._reshape = reshape
         self._sharded = sharded
@@ -625,7 +652,7 @@ class Saver:
         self._is_built = False
         self._allow_empty = allow_empty
         self._is_empty = None
-        self._write_version = SaverDef.V2
+        self._write_version = write_version
         self._pad_step_number = pad_step_number
         self._filename = filename
         self._last_checkpoints: list[tuple[str, float]] = []
@@ -895,10 +922,11 @@ class Saver:
         filename = _checked_state_filename(parent, latest_filename, state, path)
         cf.atomic_write(filename, _state_to_text(state).encode("utf-8"))
 
-    @staticmethod
-    def _remove(prefix: str, meta_graph_suffix: str) -> None:
+    def _remove(self, prefix: str, meta_graph_suffix: str) -> None:
         try:
-            remove_checkpoint(prefix, meta_graph_suffix=meta_graph_suffix)
+            remove_checkpoint(
+                prefix, self._write_version or SaverDef.V2, meta_graph_suffix=meta_graph_suffix
+            )
         except OSError as e:
             _log.warning("Ignoring: %s", e)
 
