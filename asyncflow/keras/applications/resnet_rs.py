@@ -267,7 +267,7 @@ def ResNetRS(  # noqa: N802 - Keras' name
 _VARIANTS = {
     "ResNetRS50": (50, 0.0, 0.25, None),
     "ResNetRS101": (101, 0.0, 0.25, None),
-    "ResNetRS152": (152, 0.1, 0.25, None),
+    "ResNetRS152": (152, 0.0, 0.25, None),
     "ResNetRS200": (200, 0.1, 0.25, None),
     "ResNetRS270": (270, 0.1, 0.25, 1300),
     "ResNetRS350": (350, 0.1, 0.4, 1500),
