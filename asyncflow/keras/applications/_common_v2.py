@@ -37,10 +37,9 @@ CLASS_INDEX_PATH = (
 _CLASS_INDEX = None
 
 
-def check_weights(weights, include_top, classes, quote='"imagenet"', dot=".") -> None:
+def check_weights(weights, include_top, classes, quote='"imagenet"') -> None:
     """TF's two checks of `weights` (None, 'imagenet' or an existing file) and of
-    `classes` with ImageNet's classifier. The families word the second one slightly
-    differently (`quote` and `dot`).
+    `classes` with ImageNet's classifier. The families quote 'imagenet' differently.
 
     Raises:
       ValueError: another `weights` value, or `classes` other than 1000 with
@@ -54,8 +53,7 @@ def check_weights(weights, include_top, classes, quote='"imagenet"', dot=".") ->
         )
     if weights == "imagenet" and include_top and classes != 1000:
         raise ValueError(
-            f"If using `weights` as `{quote}` with `include_top` as true, `classes` should "
-            f"be 1000{dot}"
+            f"If using `weights` as `{quote}` with `include_top` as true, `classes` should be 1000"
         )
 
 

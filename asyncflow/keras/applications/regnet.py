@@ -269,7 +269,7 @@ def RegNet(  # noqa: N802 - Keras' name
     Raises:
       ValueError: as RegNetX002.
     """
-    common.check_weights(weights, include_top, classes, quote="'imagenet'", dot="")
+    common.check_weights(weights, include_top, classes, quote="'imagenet'")
     input_shape = common.obtain_input_shape(
         input_shape,
         default_size=default_size,
