@@ -400,3 +400,89 @@ def test_layer_scale_and_stochastic_depth():
         # Each example is kept whole (scaled by 1/keep) or dropped whole.
         for row, src in zip(sess.run(dropped), np.arange(6).reshape(2, 3), strict=True):
             assert np.allclose(row, 0) or np.allclose(row, 2 * src)
+
+
+# -- what the families needed from keras (recorded from TF 2.21) --------------------------
+
+# Conv2D(filters, 3, groups, padding="same") of RandomState(0).uniform(-1, 1, (1, 5, 5, 4))
+# with kernel RandomState(1).uniform(-1, 1, kernel shape) and bias linspace(-0.5, 0.5):
+# output row 2, flattened.
+GROUPED_CONV = {
+    (4, 2): [
+        -0.1743107, 1.08647, -0.1884302, 1.673337, -1.508338, 0.7963234, -0.2158605,
+        1.867016, 1.270114, 0.4813181, 0.390503, 3.695408, 0.7139285, -1.421936, -2.460977,
+        1.069295, 0.6046473, -0.6300178, 1.174281, 2.635748,
+    ],
+    (8, 4): [
+        -0.05748203, 0.2128012, -0.935628, -0.09398339, 0.6171935, -0.1297058, -1.195609,
+        1.608123, -1.184273, 0.6096371, 0.05778189, -0.6764325, -0.1678151, -0.8986677,
+        -0.07067752, 1.489223, -0.0003042221, 0.06300971, -0.4264676, -1.412845, 0.4690693,
+        -1.127001, -1.400554, 2.236844, 0.6352253, -1.59795, 0.4686032, -0.06275149,
+        -0.04232848, -0.1745766, -0.9840392, 1.209231, 0.01485461, 0.01415151, -0.2549766,
+        0.6484188, 0.6344047, 1.030385, 0.6214454, 1.356614,
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("filters", "groups"), sorted(GROUPED_CONV))
+def test_grouped_conv2d(filters, groups):
+    inp = K.Input((5, 5, 4))
+    conv = K.layers.Conv2D(filters, 3, groups=groups, padding="same", name="c")
+    model = K.Model(inp, conv(inp))
+    assert conv.kernel.shape.as_list() == [3, 3, 4 // groups, filters]
+    assert conv.get_config()["groups"] == groups
+    kernel = np.random.RandomState(1).uniform(-1, 1, [3, 3, 4 // groups, filters])
+    conv.set_weights([kernel.astype("float32"), np.linspace(-0.5, 0.5, filters)])
+    x = np.random.RandomState(0).uniform(-1, 1, (1, 5, 5, 4)).astype("float32")
+    got = model.predict(x)[0, 2].ravel()
+    np.testing.assert_allclose(got, GROUPED_CONV[filters, groups], rtol=1e-5, atol=1e-6)
+
+
+def test_grouped_conv2d_errors():
+    with pytest.raises(ValueError) as info:
+        K.layers.Conv2D(3, 1, groups=2)
+    assert str(info.value) == (
+        "The number of filters must be evenly divisible by the number of groups. Received: "
+        "groups=2, filters=3"
+    )
+    with pytest.raises(ValueError, match="Received groups=4, but the input has 6 channels"):
+        K.layers.Conv2D(4, 1, groups=4)(K.Input((5, 5, 6)))
+
+
+def test_gelu_matches_tf():
+    x = tf.constant(np.linspace(-3, 3, 7).astype("float32"))
+    with tf.Session() as sess:
+        exact, approx = sess.run([K.activations.gelu(x), K.activations.gelu(x, approximate=True)])
+    np.testing.assert_allclose(
+        exact,
+        [-0.004049696, -0.04550026, -0.1586553, 0.0, 0.8413447, 1.9545, 2.99595],
+        rtol=1e-5,
+        atol=1e-7,
+    )
+    np.testing.assert_allclose(
+        approx,
+        [-0.003637433, -0.04540223, -0.158808, 0.0, 0.841192, 1.954598, 2.996363],
+        rtol=1e-5,
+        atol=1e-7,
+    )
+    assert K.activations.get("gelu") is K.activations.gelu
+
+
+def test_passed_through_layer_and_nested_sequential_keep_tf_names():
+    inp = K.Input((3,))
+    seq = K.Sequential([K.layers.Dense(2, name="d")], name="s")
+    out = K.layers.Activation("linear", name="lin")(seq(inp))
+    model = K.Model(inp, out)
+    assert [la.name for la in model.layers] == ["input_1", "s", "lin"]
+    assert [w.name for w in model.weights] == ["s/d/kernel:0", "s/d/bias:0"]
+
+
+def test_dropout_noise_shape_with_none():
+    drop = K.layers.Dropout(0.5, noise_shape=(None, 1, 1), seed=1)
+    out = drop(tf.ones((3, 2, 4)), training=True)
+    with tf.Session() as sess:
+        value = sess.run(out)
+    assert value.shape == (3, 2, 4)
+    for example in value:  # each example kept whole (x2) or dropped whole
+        assert len(set(example.ravel().tolist())) == 1
+        assert example.ravel()[0] in (0.0, 2.0)
