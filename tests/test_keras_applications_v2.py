@@ -379,7 +379,7 @@ def test_decode_predictions(monkeypatch):
 
 def test_mobilenet_v3_warns_for_non_224_imagenet_input(monkeypatch, caplog):
     monkeypatch.setattr(_common_v2, "load_weights", lambda *args: None)
-    with caplog.at_level(logging.WARNING, logger="tensorflow"):
+    with caplog.at_level(logging.WARNING, logger="asyncflow"):
         A.MobileNetV3Small(input_shape=(32, 32, 3), include_top=False, minimalistic=True)
     assert "`input_shape` is undefined or non-square, or `rows` is not 224." in caplog.text
 

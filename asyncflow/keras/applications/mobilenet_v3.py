@@ -6,8 +6,7 @@ Keras' ImageNet weight files load by layer order.
 
 from __future__ import annotations
 
-import logging
-
+from asyncflow import tf_logging
 from asyncflow.keras import backend
 from asyncflow.keras import layers as L
 from asyncflow.keras.applications import _common_v2 as common
@@ -241,7 +240,7 @@ def MobileNetV3(  # noqa: N802 - Keras' name
                 "non minimalistic or `1.0` for minimalistic only."
             )
         if rows != cols or rows != 224:
-            logging.getLogger("tensorflow").warning(
+            tf_logging.warning(
                 "`input_shape` is undefined or non-square, or `rows` is not 224. Weights for "
                 "input shape (224, 224) will be loaded as the default."
             )
