@@ -19,7 +19,8 @@ from asyncflow import gfile
 from asyncflow import graph as ops
 from asyncflow.keras import activations, backend
 from asyncflow.keras.data_utils import get_file
-from asyncflow.keras.engine import Layer
+from asyncflow.keras.engine import Input, Layer
+from asyncflow.keras.utils_more import get_source_inputs
 
 __all__ = [
     "check_weights",
@@ -121,8 +122,6 @@ def obtain_input_shape(
 def image_input(input_tensor, input_shape):
     """The model's image input: a new Input, or `input_tensor` (wrapped in one when no
     Keras layer made it)."""
-    from asyncflow.keras.engine import Input
-
     if input_tensor is None:
         return Input(shape=input_shape)
     if not backend.is_keras_tensor(input_tensor):
@@ -131,8 +130,6 @@ def image_input(input_tensor, input_shape):
 
 
 def model_inputs(input_tensor, img_input):
-    from asyncflow.keras.utils_more import get_source_inputs
-
     return img_input if input_tensor is None else get_source_inputs(input_tensor)
 
 
