@@ -479,7 +479,7 @@ def test_unsupported_config_values_are_refused():
     config = {"name": "c", "filters": 2, "kernel_size": 3, "groups": 2}
     with tf.Graph().as_default():
         with pytest.raises(ValueError, match="groups=2 is not supported"):
-            L.Conv2D.from_config(config)
+            L.Conv1D.from_config(config)
 
 
 def test_sequential_config_lists_only_a_given_input(session):

@@ -10,7 +10,7 @@ from asyncflow import graph as ops
 from asyncflow import math_composites
 from asyncflow.keras.serialization import deserialize_keras_object, get_custom_objects
 from asyncflow.keras.utils import unknown_object
-from asyncflow.ops import math_ops, nn_ops
+from asyncflow.ops import math_ops, nn_ops, special_math_ops
 
 __all__ = [
     "linear",
@@ -26,6 +26,7 @@ __all__ = [
     "exponential",
     "swish",
     "mish",
+    "gelu",
     "get",
     "serialize",
     "deserialize",
@@ -108,6 +109,15 @@ def mish(x):
     return x * math_ops.tanh(nn_ops.softplus(x))
 
 
+def gelu(x, approximate=False):
+    """x * Phi(x) (the normal CDF); with `approximate`, its tanh approximation."""
+    x = ops.convert_to_tensor(x)
+    if approximate:
+        inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1.0 + math_ops.tanh(inner))
+    return 0.5 * x * (1.0 + special_math_ops.erf(x / 1.4142135623730951))
+
+
 _BY_NAME = {
     f.__name__: f
     for f in (
@@ -124,6 +134,7 @@ _BY_NAME = {
         exponential,
         swish,
         mish,
+        gelu,
     )
 }
 

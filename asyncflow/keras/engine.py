@@ -25,6 +25,7 @@ from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow.keras import backend, backend_config
 from asyncflow.keras import initializers as _initializers
+from asyncflow.ops import array_ops
 
 __all__ = ["Layer", "InputLayer", "Input", "InputSpec", "keras_history", "input_masks"]
 
@@ -321,6 +322,7 @@ class Layer:
         with ops.name_scope(self.name):
             self._maybe_build(inputs)
             outputs = self.call(inputs, *args, **kwargs)
+            outputs = _copy_passed_through(inputs, outputs)
             if self.activity_regularizer is not None:
                 with ops.name_scope("ActivityRegularizer"):
                     for out in nest.flatten(outputs):
@@ -436,6 +438,22 @@ class Layer:
         if spec is not None:
             config = spec.arguments(cls, config, custom_objects)
         return cls(**config)
+
+
+def _copy_passed_through(inputs, outputs):
+    """As TF1's Keras: in a functional model, an input returned unchanged (a linear
+    Activation) becomes an identity op, so the layer gets a node of its own in the
+    model's layer graph instead of vanishing from it."""
+    flat = nest.flatten(inputs)
+    if not flat or not all(keras_history(x) is not None for x in flat):
+        return outputs
+
+    def copy(t):
+        if isinstance(t, ops.Tensor) and any(t is x for x in flat):
+            return array_ops.identity(t)
+        return t
+
+    return nest.map_structure(copy, outputs)
 
 
 def input_masks(inputs):

@@ -242,7 +242,7 @@ _SPECS = {
     layers.Dropout: _Spec("rate", "noise_shape", "seed"),
     layers.Flatten: _Spec("data_format"),
     layers.Reshape: _Spec("target_shape"),
-    layers.Conv2D: _Spec(*_CONV, fixed={"groups": 1}),
+    layers.Conv2D: _Spec(*_CONV[:6], "groups", *_CONV[6:]),
     layers.MaxPooling2D: _Spec(*_POOL),
     layers.AveragePooling2D: _Spec(*_POOL),
     layers.BatchNormalization: _Spec(

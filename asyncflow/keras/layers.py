@@ -284,10 +284,17 @@ class Dropout(Layer):
         self.rate, self.noise_shape, self.seed = rate, noise_shape, seed
         self.supports_masking = True
 
+    def _noise_shape(self, inputs):
+        # Keras lets None stand for the input's own (possibly dynamic) size there.
+        if self.noise_shape is None or None not in tuple(self.noise_shape):
+            return self.noise_shape
+        dynamic = array_ops.shape(inputs)
+        return [dynamic[i] if n is None else n for i, n in enumerate(self.noise_shape)]
+
     def call(self, inputs, training=None):
         def dropped():
             return nn_impl.dropout(
-                inputs, noise_shape=self.noise_shape, seed=self.seed, rate=self.rate
+                inputs, noise_shape=self._noise_shape(inputs), seed=self.seed, rate=self.rate
             )
 
         return smart_cond(_training(training), dropped, lambda: array_ops.identity(inputs))
@@ -355,7 +362,8 @@ class Conv2D(Layer):
     """2-D convolution (kernel height x width x in x filters) plus bias and activation.
 
     Raises:
-      ValueError: bad strides/kernel_size, or (at the first call) unknown channels.
+      ValueError: bad strides/kernel_size, filters not divisible by `groups`, or (at the
+        first call) unknown channels or channels not divisible by `groups`.
     """
 
     def __init__(
@@ -366,6 +374,7 @@ class Conv2D(Layer):
         padding="valid",
         data_format=None,
         dilation_rate=(1, 1),
+        groups=1,
         activation=None,
         use_bias=True,
         kernel_initializer="glorot_uniform",
@@ -388,6 +397,12 @@ class Conv2D(Layer):
             )
         self.data_format = data_format or backend.image_data_format()
         self.dilation_rate = _tuple(dilation_rate, 2, "dilation_rate")
+        self.groups = groups or 1
+        if self.filters % self.groups != 0:
+            raise ValueError(
+                "The number of filters must be evenly divisible by the number of groups. "
+                f"Received: groups={self.groups}, filters={self.filters}"
+            )
         self.activation = activations.get(activation)
         self.use_bias = use_bias
         self.kernel_initializer = _init.get(kernel_initializer)
@@ -410,9 +425,15 @@ class Conv2D(Layer):
                 f"received is {input_shape}, where axis {self._channel_axis()} (0-based) is "
                 "the channel dimension, which found to be `None`."
             )
+        if channels % self.groups != 0:
+            raise ValueError(
+                "The number of input channels must be evenly divisible by the number of "
+                f"groups. Received groups={self.groups}, but the input has {channels} "
+                f"channels (full input shape is {input_shape})."
+            )
         self.kernel = self.add_weight(
             "kernel",
-            shape=self.kernel_size + (channels, self.filters),
+            shape=self.kernel_size + (channels // self.groups, self.filters),
             initializer=self.kernel_initializer,
             regularizer=self.kernel_regularizer,
             constraint=self.kernel_constraint,
@@ -434,18 +455,39 @@ class Conv2D(Layer):
 
     def call(self, inputs):
         fmt = "NCHW" if self.data_format == "channels_first" else "NHWC"
-        outputs = conv_ops.conv2d(
-            inputs,
-            self.kernel,
-            strides=_strides4(self.strides, fmt),
-            padding=self.padding.upper(),
-            data_format=fmt,
-            dilations=_strides4(self.dilation_rate, fmt),
-            name="Conv2D",
-        )
+        if self.groups > 1:
+            outputs = self._grouped(inputs, fmt)
+        else:
+            outputs = conv_ops.conv2d(
+                inputs,
+                self.kernel,
+                strides=_strides4(self.strides, fmt),
+                padding=self.padding.upper(),
+                data_format=fmt,
+                dilations=_strides4(self.dilation_rate, fmt),
+                name="Conv2D",
+            )
         if self.use_bias:
             outputs = nn_ops.bias_add(outputs, self.bias, data_format=fmt)
         return self.activation(outputs)
+
+    def _grouped(self, inputs, fmt):
+        """Group g's filters see only group g's input channels: the Conv2D op does that
+        itself when the kernel's input depth divides the input's (as TF's does). One
+        input channel per group runs as the depthwise convolution it is (the kernel's
+        layout reshaped), which is far faster than one small convolution per group."""
+        kh, kw, per_group, filters = self.kernel.shape.as_list()
+        strides, dilations = _strides4(self.strides, fmt), _strides4(self.dilation_rate, fmt)
+        padding = self.padding.upper()
+        if per_group == 1:
+            kernel = array_ops.reshape(self.kernel, [kh, kw, self.groups, filters // self.groups])
+            return conv_ops.depthwise_conv2d_native(
+                inputs, kernel, strides, padding, data_format=fmt, dilations=dilations
+            )
+        return conv_ops.conv2d(
+            inputs, self.kernel, strides, padding, data_format=fmt, dilations=dilations,
+            name="Conv2D",
+        )  # fmt: skip
 
 
 def _strides4(pair, fmt) -> list:

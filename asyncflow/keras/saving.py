@@ -147,7 +147,10 @@ def save_weights_to_hdf5(group, model) -> None:
     _save_names(group, "layer_names", [layer.name for layer in layers])
     group.attrs["backend"] = "tensorflow"
     group.attrs["keras_version"] = KERAS_VERSION
-    for layer in layers:
+    # Groups are made in name order, as Keras does: a name with "/" makes its parent
+    # groups, so "a/b/pad" first would leave no room for a layer named "a/b"
+    # (MobileNetV3's "expanded_conv/depthwise/pad" precedes "expanded_conv/depthwise").
+    for layer in sorted(layers, key=lambda la: la.name):
         _write_values(group.create_group(layer.name), _layer_weights(layer))
     top = group.create_group("top_level_model_weights")
     _save_names(top, "weight_names", [])

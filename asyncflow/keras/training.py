@@ -949,7 +949,9 @@ class Sequential(Model):
     def __call__(self, inputs, *args, **kwargs):
         if not self.outputs and self._seq_layers:
             inputs = ops.convert_to_tensor(inputs)
-            self.build(inputs.shape.as_list())
+            # TF1's Keras builds the layers of a Sequential first called on a tensor in the
+            # model's scope ("stem/stem_conv/kernel").
+            self.build(inputs.shape.as_list(), _scope=self.name)
         return super().__call__(inputs, *args, **kwargs)
 
 
