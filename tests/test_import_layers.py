@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "proto_wire",
             "example_json",
             "checkpoint_format",
+            "checkpoint_v1",
             "python_io",
             "snapshot_format",
             "lmdb_format",
