@@ -74,6 +74,7 @@ from asyncflow.ops import (  # noqa: F401
     proto_ops,
     quantization_ops,
     quantized_nn_ops,
+    ragged_ops,
     random_ops,
     reader_ops,
     reduction_ops,

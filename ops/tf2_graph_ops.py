@@ -61,7 +61,7 @@ RaggedTensorToTensor = register_op(
     },
     shape_fn=_to_tensor_shape,
 )
-NotDifferentiable("RaggedTensorToTensor")
+# (its gradient: ops/ragged_ops.py, beside the other ragged ops')
 
 
 def _splits_from_rowids(rowids: np.ndarray, nrows: int) -> np.ndarray:
