@@ -534,4 +534,7 @@ def is_trainable(dtype) -> bool:
     # the float8 types are not trainable there.
     if dtype.base_dtype in (dtypes.float8_e5m2, dtypes.float8_e4m3fn):
         return False
-    return dtype.is_floating or dtype.is_complex or dtype.base_dtype == dtypes.resource
+    return dtype.is_floating or dtype.is_complex or dtype.base_dtype in (
+        dtypes.resource,
+        dtypes.variant,  # (a ragged value's encoding: RaggedTensorToVariant's gradient)
+    )
