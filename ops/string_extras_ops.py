@@ -16,6 +16,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.registry import NotDifferentiable, register_op
 
 __all__ = [
@@ -269,12 +270,14 @@ def decode_compressed(bytes, compression_type="", name=None):  # noqa: A002 - TF
     return ops.apply_op("DecodeCompressed", [bytes], attrs, name=name).outputs[0]
 
 
+@_ragged.dispatch_unary
 def string_lower(input, encoding="", name=None):  # noqa: A002 - TF's name
     """`tf.strings.lower`: each string in lowercase (ASCII letters, or all of Unicode's
     with encoding="utf-8")."""
     return ops.apply_op("StringLower", [input], {"encoding": encoding}, name=name).outputs[0]
 
 
+@_ragged.dispatch_unary
 def string_upper(input, encoding="", name=None):  # noqa: A002 - TF's name
     """`tf.strings.upper`: each string in uppercase (ASCII letters, or all of Unicode's
     with encoding="utf-8")."""

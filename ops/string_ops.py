@@ -13,6 +13,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.registry import INDEX, REQUIRED, NotDifferentiable, TypeConstraint, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
@@ -594,6 +595,7 @@ async def _string_length(ctx, inp):
     return np.array(lens, dtype=np.int32).reshape(inp.shape)
 
 
+@_ragged.dispatch_unary
 def string_length(input, name=None, unit="BYTE"):  # noqa: A002
     """The length of each string, in bytes or UTF-8 characters.
 
