@@ -657,6 +657,22 @@ def _reduce_axis(kind, x, axis):
     return _segment(kind, x.values, _rowids_of(x.row_splits), x.nrows())
 
 
+def unsorted_segment(kind, data, segment_ids, num_segments, name=None):
+    """tf.math.unsorted_segment_<kind> (Sum, Prod, Max, Min, Mean) of a RaggedTensor's
+    rows: segment j's row is its rows combined item by item (as long as the longest).
+    """
+    with ops.name_scope(name, f"RaggedUnsortedSegment{kind}", []):
+        dtype = data.row_splits.dtype
+        ids = _cast(ops.convert_to_tensor(segment_ids, name="segment_ids"), dtype)
+        n = _cast(ops.convert_to_tensor(num_segments, name="num_segments"), dtype)
+        if kind != "Mean":
+            return _segment(kind, data, ids, n)
+        total = _segment("Sum", data, ids, n)
+        ones = data.with_flat_values(_op("OnesLike", data.flat_values))
+        count = _segment("Sum", ones, ids, n)
+        return map_flat_values(lambda a, b: _op("RealDiv", a, b), total, count)
+
+
 def _segment(kind, v, ids, n):
     """Rows of v reduced by segment (ids sorted or not, n segments): a ragged v's rows
     reduce item by item, a segment as long as its longest row."""

@@ -21,6 +21,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.ops import device_indexing
 from asyncflow.ops.math_helpers import scatter_at, to_host
 from asyncflow.ops.strided_slice_spec import (
@@ -213,6 +214,8 @@ def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
     Raises:
       InvalidArgumentError: (at run time) an id >= num_segments, or mismatched shapes.
     """
+    if _ragged.is_ragged(data):
+        return _ragged.unsorted_segment("Sum", data, segment_ids, num_segments, name)
     return ops.apply_op(
         "UnsortedSegmentSum", [data, segment_ids, num_segments], name=name
     ).outputs[0]

@@ -63,6 +63,11 @@ def _check_splits(splits: list[np.ndarray], nvals: int) -> None:
             )
 
 
+def _outputs(values: list):
+    """A kernel's outputs: one array alone (a list output of no tensors leaves one)."""
+    return values[0] if len(values) == 1 else values
+
+
 def _vec(n=None) -> tensor_shape.TensorShape:
     return tensor_shape.TensorShape([n])
 
@@ -194,7 +199,7 @@ async def _ragged_gather(ctx, *args):
     for d in reversed(indices.shape[1:]):
         n //= d if d else 1
         outer.insert(0, np.arange(0, n * d + 1, d if d else 1, dtype=split_np)[: n + 1])
-    return [*outer, *new, values[positions]]
+    return _outputs([*outer, *new, values[positions]])
 
 
 @RaggedGather.gradient
@@ -603,7 +608,7 @@ async def _ragged_from_variant(ctx, encoded):
     split_np = a["Tsplits"].as_numpy_dtype
     items = [_decode_one(x, a["Tvalues"], in_rank) for x in encoded.reshape(-1).tolist()]
     if encoded.ndim == 0:
-        return [*(s.astype(split_np) for s in items[0].splits), items[0].values]
+        return _outputs([*(s.astype(split_np) for s in items[0].splits), items[0].values])
     # The encoded tensor's dimensions become the outer partitions: all uniform but the
     # last, whose rows are the elements (each element's own rows, concatenated).
     outer = _uniform_levels(encoded.shape, split_np)
@@ -620,7 +625,7 @@ async def _ragged_from_variant(ctx, encoded):
         values = np.concatenate([np.asarray(x.values) for x in items])
     else:
         values = np.zeros([0], a["Tvalues"].as_numpy_dtype)
-    return [*outer, *levels, values]
+    return _outputs([*outer, *levels, values])
 
 
 def _uniform_levels(shape, split_np) -> list[np.ndarray]:
