@@ -193,9 +193,13 @@ def _same_splits(a, b):
     b = _cast(b, a.dtype)
 
     def data(x, y):
-        return [ops.convert_to_tensor("Condition x == y did not hold element-wise:"),
-                ops.convert_to_tensor(f"x ({x.name}) = "), x,
-                ops.convert_to_tensor(f"y ({y.name}) = "), y]  # fmt: skip
+        return [
+            ops.convert_to_tensor("Condition x == y did not hold element-wise:"),
+            ops.convert_to_tensor(f"x ({x.name}) = "),
+            x,
+            ops.convert_to_tensor(f"y ({y.name}) = "),
+            y,
+        ]
 
     na, nb = _dim0(a), _dim0(b)
     check = ops.apply_op("Assert", [_op("Equal", na, nb), data(na, nb)])
@@ -671,6 +675,44 @@ def unsorted_segment(kind, data, segment_ids, num_segments, name=None):
         ones = data.with_flat_values(_op("OnesLike", data.flat_values))
         count = _segment("Sum", ones, ids, n)
         return map_flat_values(lambda a, b: _op("RealDiv", a, b), total, count)
+
+
+def reduce_join(inputs, axis, keepdims, separator, name=None):
+    """tf.strings.reduce_join of a RaggedTensor: each row's strings joined (axis 1 of
+    one ragged dimension: UnsortedSegmentJoin), or along an inner dense axis.
+
+    Raises:
+      ValueError: an axis asyncflow does not join along (0, None, or a ragged axis
+        under another ragged one).
+    """
+    rank = inputs.shape.ndims
+    if axis is None or isinstance(axis, (list, tuple)) or rank is None:
+        raise ValueError("asyncflow's ragged reduce_join takes one axis (a Python int)")
+    axis %= rank
+    with ops.name_scope(name, "RaggedReduceJoin", []):
+        if axis > 1:
+            inner = inputs.values
+            if is_ragged(inner):
+                return inputs.with_values(reduce_join(inner, axis - 1, keepdims, separator))
+            return inputs.with_values(
+                _op(
+                    "ReduceJoin",
+                    inner,
+                    _const(axis - 1, _I32),
+                    keep_dims=keepdims,
+                    separator=separator,
+                )
+            )
+        if axis != 1 or is_ragged(inputs.values):
+            raise ValueError("asyncflow's ragged reduce_join joins within rows (axis 1) only")
+        out = _op(
+            "UnsortedSegmentJoin",
+            inputs.values,
+            _rowids_of(inputs.row_splits),
+            inputs.nrows(),
+            separator=separator,
+        )
+        return _op("ExpandDims", out, _const(1, _I32)) if keepdims else out
 
 
 def _segment(kind, v, ids, n):

@@ -207,6 +207,7 @@ async def _reduce_join(ctx, x, axes):
     return out
 
 
+@_ragged.dispatch_unary
 def string_strip(input, name=None):  # noqa: A002 - TF's name
     """Leading and trailing whitespace removed from each string."""
     return ops.apply_op("StringStrip", [input], name=name).outputs[0]
@@ -230,6 +231,8 @@ def reduce_join(inputs, axis=None, keep_dims=None, separator="", name=None,
         if keep_dims is not None:
             raise ValueError("Cannot specify both 'keep_dims' and 'keepdims'.")
         keep_dims = keepdims
+    if _ragged.is_ragged(inputs):
+        return _ragged.reduce_join(inputs, axis, bool(keep_dims), separator, name)
     with ops.name_scope(None, "ReduceJoin", [inputs, axis]):  # TF's ReduceJoin/ReduceJoin
         inputs = ops.convert_to_tensor(inputs, dtype=dtypes.string)
         if axis is None:

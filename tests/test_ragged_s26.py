@@ -79,6 +79,16 @@ def test_placeholder_feeds():
     assert v == 6.0
 
 
+def test_feed_ragged_placeholder_with_a_value():
+    # TF 2.21: sess.run(p * 2, {p: tf.ragged.constant_value([[1, 2], [3]])}) is
+    # [[2, 4], [6]].
+    with tf.Graph().as_default():
+        p = tf.ragged.placeholder(tf.int32, 1, [])
+        with tf.Session() as sess:
+            got = sess.run(p * 2, {p: tf.ragged.constant_value([[1, 2], [3]])})
+            assert got.to_list() == [[2, 4], [6]]
+
+
 # -- gradients by finite differences (float64) -----------------------------------------------
 
 
