@@ -279,14 +279,15 @@ def stack(values, axis=0, name=None):
         if not -(rank + 1) <= axis <= rank:
             raise ValueError(f"axis={axis} out of bounds: expected {-(rank + 1)}<=axis<{rank + 1}")
         axis %= rank + 1
-        expanded = [_expand(v, axis) for v in values]
+        expanded = [_expand(v, axis, uniform=False) for v in values]
         if len(expanded) == 1:
             return expanded[0]
         return concat(expanded, axis)
 
 
-def _expand(value, axis):
-    """value with a new dimension of size 1 at `axis`, as a RaggedTensor."""
+def _expand(value, axis, uniform=True):
+    """value with a new dimension of size 1 at `axis`, as a RaggedTensor (a new outer
+    dimension keeps its static length where `uniform`, as TF's expand_dims does)."""
     if not is_ragged(value):
         value = RaggedTensor.from_tensor(value) if value.shape.ndims > 1 else value
     if not is_ragged(value):  # a vector: one row of it
@@ -294,12 +295,14 @@ def _expand(value, axis):
         return _from_splits(value, _op("Pack", [_const(0, _I64), n], axis=0))
     dtype = value.row_splits.dtype
     if axis == 0:
-        return _from_splits(value, _op("Pack", [_const(0, dtype), value.nrows()], axis=0))
+        n = value.row_splits.shape[0].value
+        splits = _op("Pack", [_const(0, dtype), value.nrows()], axis=0)
+        return _from_splits(value, splits, None if n is None or not uniform else n - 1)
     if axis == 1:
         n = value.nrows()
         return _from_splits(value, _range(_const(0, dtype), n + 1, _const(1, dtype)), 1)
     if is_ragged(value.values):
-        return value.with_values(_expand(value.values, axis - 1))
+        return value.with_values(_expand(value.values, axis - 1, uniform))
     return value.with_values(_op("ExpandDims", value.values, _const(axis - 1, _I32)))
 
 

@@ -412,6 +412,9 @@ class RaggedMethods:
             for i in range(ragged_rank - 2, -1, -1):
                 n = _op("Prod", shape[: i + 1], _const(0, _I32))
                 splits = _range(_const(0, dtype), n * shape[i + 1] + 1, shape[i + 1])
+                outer = tensor.shape[: i + 1].num_elements()
+                if outer is not None:
+                    splits.set_shape([outer + 1])
                 result = cls._make(result, splits, tensor.shape[i + 1].value)
             return result
 
@@ -793,21 +796,35 @@ def _value_range(values, start, end):
     return values._make(inner, s[start : end + 1] - s[start], values.uniform_row_length)
 
 
+def _static_rows(rt, k):
+    """How many rows slice k keeps, where the rows and the slice are known statically."""
+    n = rt.row_splits.shape[0].value
+    if n is None or not all(v is None or isinstance(v, int) for v in (k.start, k.stop, k.step)):
+        return None
+    return len(range(n - 1)[k])
+
+
 def _row_slice(rt, k):
     if k == slice(None):
         return rt
     dtype = rt.row_splits.dtype
     s, e = _slice_bounds(k, rt.nrows(), dtype)
+    kept = _static_rows(rt, k)
     if k.step is None or k.step == 1:
         e = _op("Maximum", e, s)
         splits = rt.row_splits[s : e + 1]
+        if kept is not None:
+            splits.set_shape([kept + 1])
         start = splits[0]
         return rt._make(
             _value_range(rt.values, start, splits[-1]), splits - start, rt.uniform_row_length
         )
     step = _const(k.step, dtype)
     rows = ops.apply_op("RaggedRange", [s, e, step], {"Tsplits": dtype}).outputs[1]
-    return _gather_rows(rt, rows)
+    result = _gather_rows(rt, rows)
+    if kept is not None:
+        result.row_splits.set_shape([kept + 1])
+    return result
 
 
 def _slice_bounds(k, n, dtype):

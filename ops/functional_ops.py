@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.composite_specs import RaggedTensorSpec
 from asyncflow.ops import array_ops
 from asyncflow.ops.control_flow_contexts import while_loop
 from asyncflow.ops.tensor_array_ops import TensorArray
@@ -67,7 +66,7 @@ def map_fn(
     if fn_output_signature is not None:  # (as TF's: it wins over dtype)
         dtype = fn_output_signature
     leaves = nest.flatten(elems) + (nest.flatten(dtype) if dtype is not None else [])
-    if any(is_ragged(x) or isinstance(x, RaggedTensorSpec) for x in leaves):
+    if any(is_ragged(x) or _is_ragged_spec(x) for x in leaves):
         kwargs = {"parallel_iterations": parallel_iterations, "back_prop": back_prop,
                   "swap_memory": swap_memory, "infer_shape": infer_shape}
         with ops.name_scope(name, "map", []):
@@ -137,13 +136,18 @@ def _ragged_map_fn(fn, elems, dtype, kwargs):
     return nest.pack_sequence_as(out_struct, results)
 
 
+def _is_ragged_spec(x) -> bool:
+    # (a tf.RaggedTensorSpec, known by its fields: composite_specs sits above the ops)
+    return not is_ragged(x) and hasattr(x, "row_splits_dtype") and hasattr(x, "ragged_rank")
+
+
 def _spec_of(x, element=True):
     """(ragged rank of one element, dtype, splits dtype) of a ragged elem or spec."""
     if is_ragged(x):
         inner = x.flat_values.shape[1:]
         rank = x.ragged_rank - 1 if element else x.ragged_rank
         return (rank, x.dtype, x.row_splits.dtype, inner)
-    if isinstance(x, RaggedTensorSpec):
+    if _is_ragged_spec(x):
         shape = x.shape
         inner = shape[x.ragged_rank + 1 :] if shape.ndims is not None else None
         return (x.ragged_rank, x.dtype, x.row_splits_dtype, inner)
@@ -164,6 +168,9 @@ def _decode(v, spec, input_rank=None):
     out = ops.apply_op("RaggedTensorFromVariant", [v], {
         "input_ragged_rank": rank if input_rank is None else input_rank,
         "output_ragged_rank": rank, "Tvalues": dtype, "Tsplits": split_dtype}).outputs
+    n = v.shape[0].value if v.shape.ndims == 1 else None
+    if n is not None and len(out) > 1:  # (stacked results: one row per element)
+        out[0].set_shape([n + 1])
     result = out[-1]
     if inner is not None:
         result.set_shape(tensor_shape.TensorShape([None]).concatenate(inner))

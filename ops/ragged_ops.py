@@ -226,7 +226,8 @@ def _ragged_gather_grad(op, *grads):
 def _to_sparse_shape(op):
     values = op.inputs[-1].shape
     rank = None if values.ndims is None else values.ndims + len(op.inputs) - 1
-    return [tensor_shape.TensorShape([None, rank]), _vec(), _vec(rank)]
+    n = values.num_elements() if values.ndims is not None else None
+    return [tensor_shape.TensorShape([n, rank]), _vec(n), _vec(rank)]
 
 
 RaggedTensorToSparse = register_op(
@@ -363,9 +364,23 @@ RaggedCross = register_op(
         "out_values_type": TypeConstraint([dtypes.int64, dtypes.string]),
         "out_row_splits_type": TypeConstraint([dtypes.int32, dtypes.int64]),
     },
-    shape_fn=lambda op: [_vec(), _vec()],
+    shape_fn=lambda op: [_vec(), _vec(_cross_rows(op))],
 )
 NotDifferentiable("RaggedCross")
+
+
+def _cross_rows(op):
+    """The result's row splits' length where an input's row count is known."""
+    nr = len(op._attr("ragged_values_types"))
+    ns = op._attr("Nsparse")
+    nd = len(op._attr("dense_types"))
+    for s in op.inputs[nr : 2 * nr]:
+        if s.shape.ndims == 1 and s.shape[0].value is not None:
+            return s.shape[0].value
+    for d in op.inputs[2 * nr + 3 * ns : 2 * nr + 3 * ns + nd]:
+        if d.shape.ndims and d.shape[0].value is not None:
+            return d.shape[0].value + 1
+    return None
 
 
 def _ragged_as_sparse(values: np.ndarray, splits: np.ndarray):
