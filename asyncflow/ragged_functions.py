@@ -319,6 +319,86 @@ def expand_dims(input, axis, name=None):  # noqa: A002 - TF's name
         return _expand(input, axis % (rank + 1))
 
 
+def squeeze(input, axis, name=None):  # noqa: A002 - TF's name
+    """tf.squeeze of a RaggedTensor: each dimension in `axis` (required) dropped; a
+    ragged one must have rows of length 1 (checked when the step runs).
+
+    Raises:
+      ValueError: no axis, or one out of range.
+      InvalidArgumentError: (when the step runs) a squeezed row not of length 1.
+    """
+    if axis is None:
+        raise ValueError("Ragged.squeeze must have an axis argument.")
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    rank = input.shape.ndims
+    axes = sorted({a % rank for a in axes}, reverse=True)
+    with ops.name_scope(name, "RaggedSqueeze", []):
+        result = input
+        for a in axes:
+            result = _squeeze_axis(result, a)
+        return result
+
+
+def _squeeze_axis(rt, axis):
+    splits = list(rt.nested_row_splits)
+    flat = rt.flat_values
+    if axis > len(splits):  # a dense dimension of the flat values
+        inner = _op("Squeeze", flat, squeeze_dims=[axis - len(splits)])
+        return _rebuild(rt, splits, inner) if splits else inner
+    if axis == 0:
+        lengths, level = _op("Reshape", rt.nrows(), _const([1], _I32)), None
+    else:
+        lengths, level = _diff(splits[axis - 1]), axis - 1
+    ones = _op("All", _op("Equal", lengths, _const(1, lengths.dtype)), _const([0], _I32))
+    msg = ops.convert_to_tensor(f"the given axis (axis = {axis}) is not squeezable!")
+    check = ops.apply_op("Assert", [ones, [msg]])
+    kept = [s for i, s in enumerate(splits) if i != (0 if level is None else level)]
+    with ops.control_dependencies([check]):
+        if kept:
+            kept[0] = _op("Identity", kept[0])
+        else:
+            flat = _op("Identity", flat)
+    out = flat
+    for s in reversed(kept):
+        out = _from_splits(out, s)
+    return out
+
+
+def reverse(tensor, axis, name=None):
+    """tf.reverse of a RaggedTensor: the rows in reverse (axis 0), each row's items in
+    reverse (a ragged axis), or a dense inner axis of the flat values reversed."""
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    rank = tensor.shape.ndims
+    with ops.name_scope(name, "RaggedReverse", []):
+        result = tensor
+        for a in sorted({a % rank for a in axes}):
+            result = _reverse_axis(result, a)
+        return result
+
+
+def _reverse_axis(rt, axis):
+    if not is_ragged(rt):
+        return _op("ReverseV2", rt, _const([axis], _I32))
+    dtype = rt.row_splits.dtype
+    if axis == 0:
+        n = rt.nrows()
+        rows = _range(n - 1, _const(-1, dtype), _const(-1, dtype))
+        return _gather_rows(rt, rows)
+    if axis > 1:
+        return rt.with_values(_reverse_axis(rt.values, axis - 1))
+    splits = rt.row_splits
+    one = _const(1, dtype)
+    positions = ops.apply_op(
+        "RaggedRange", [splits[1:] - one, splits[:-1] - one, _const(-1, dtype)], {"Tsplits": dtype}
+    ).outputs[1]
+    values = (
+        _gather_rows(rt.values, positions)
+        if is_ragged(rt.values)
+        else _gather(rt.values, positions)
+    )
+    return _from_splits(values, splits, rt.uniform_row_length)
+
+
 def stack_dynamic_partitions(data, partitions, num_partitions, name=None):
     """Row p of the result: the rows of data whose partition is p, in their order.
 

@@ -846,6 +846,8 @@ def squeeze(input, axis=None, name=None, squeeze_dims=None):  # noqa: A002 - TF'
     if axis is not None and squeeze_dims is not None:
         raise ValueError("Cannot specify both 'axis' and 'squeeze_dims'")
     axis = squeeze_dims if axis is None else axis
+    if _ragged.is_ragged(input):
+        return _ragged.squeeze(input, axis, name=name)
     if isinstance(axis, int | np.integer):
         axis = [axis]
     attrs = {"squeeze_dims": [int(a) for a in (axis or [])]}

@@ -630,6 +630,8 @@ def reverse(tensor, axis, name=None):
     Raises:
       ValueError / InvalidArgumentError: an axis out of range or given twice.
     """
+    if _ragged.is_ragged(tensor):
+        return _ragged.reverse(tensor, axis, name=name)
     return apply("ReverseV2", [tensor, axis], name=name).outputs[0]
 
 
