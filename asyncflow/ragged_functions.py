@@ -399,6 +399,53 @@ def _reverse_axis(rt, axis):
     return _from_splits(values, splits, rt.uniform_row_length)
 
 
+def tile(input, multiples, name=None):  # noqa: A002 - TF's name
+    """tf.tile of a RaggedTensor: the rows repeated multiples[0] times, each row's items
+    multiples[1] times (and so on inward; dense inner dimensions by Tile).
+
+    Raises:
+      ValueError: multiples not a list of the RaggedTensor's rank (known statically).
+    """
+    multiples = ops.constant_value(ops.convert_to_tensor(multiples))
+    rank = input.shape.ndims
+    if multiples is None or np.ndim(multiples) != 1 or len(multiples) != rank:
+        raise ValueError(f"asyncflow's ragged tile needs {rank} constant multiples")
+    with ops.name_scope(name, "RaggedTile", []):
+        return _tile(input, [int(m) for m in multiples])
+
+
+def _tile(rt, multiples):
+    if not is_ragged(rt):
+        return _op("Tile", rt, _const(multiples, _I32))
+    inner = _tile(rt.values, [1, *multiples[2:]]) if len(multiples) > 1 else rt.values
+    splits = rt.row_splits
+    dtype = splits.dtype
+    if len(multiples) > 1 and multiples[1] != 1:  # each row's items, repeated in turn
+        lengths = _diff(splits)
+        new_splits = _lengths_to_splits(lengths * _const(multiples[1], dtype))
+        rows = _rowids_of(new_splits)
+        within = _range(_const(0, dtype), new_splits[-1], _const(1, dtype)) - _gather(
+            new_splits, rows
+        )
+        positions = _gather(splits, rows) + _op("FloorMod", within, _gather(lengths, rows))
+        inner = _take_rows(inner, positions)
+        splits = new_splits
+    result = _from_splits(inner, splits)
+    if multiples[0] != 1:  # the rows, repeated in turn
+        n = rt.nrows()
+        order = _op(
+            "Tile", _range(_const(0, dtype), n, _const(1, dtype)), _const([multiples[0]], _I32)
+        )
+        result = _gather_rows(result, order)
+    return result
+
+
+def _take_rows(values, positions):
+    if is_ragged(values):
+        return _gather_rows(values, positions)
+    return _gather(values, positions)
+
+
 def stack_dynamic_partitions(data, partitions, num_partitions, name=None):
     """Row p of the result: the rows of data whose partition is p, in their order.
 

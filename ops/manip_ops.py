@@ -364,6 +364,8 @@ def tile(input, multiples, name=None):  # noqa: A002 - TF's name
       ValueError: `multiples` length differs from the rank (when known).
       InvalidArgumentError: the same, or a negative multiple, at run time.
     """
+    if is_ragged(input):
+        return ragged_functions.tile(input, multiples, name=name)
     return apply("Tile", [input, multiples], name=name).outputs[0]
 
 
