@@ -23,6 +23,7 @@ from asyncflow import graph as ops
 from asyncflow.ragged import RaggedTensor, concat, is_ragged
 from asyncflow.ragged_methods import (
     _cast,
+    _concat,
     _const,
     _diff,
     _dim0,
@@ -712,6 +713,56 @@ def gather(params, indices, name=None, axis=0):
         for s in reversed(out[:-1]):
             result = _from_splits(result, s)
         return result
+
+
+def gather_nd(params, indices, name=None):
+    """tf.gather_nd of a RaggedTensor: each index vector's leading components pick a row,
+    then an item in it, and so on (a ragged result while ragged dimensions are left).
+
+    Raises:
+      ValueError: indices' rank or last dimension unknown statically.
+      InvalidArgumentError: (when the step runs) a row, or the position an item index
+        makes in the values, out of range.
+    """
+    with ops.name_scope(name, "RaggedGatherNd", []):
+        indices = ops.convert_to_tensor(indices, name="indices")
+        rank, k = indices.shape.ndims, None
+        if rank:
+            k = indices.shape[-1].value
+        if rank is None or k is None:
+            raise ValueError("asyncflow's ragged gather_nd needs indices of a known shape")
+        if rank == 1:  # one index vector: as TF's, a ragged result keeps its one row
+            out = gather_nd(params, _op("ExpandDims", indices, _const(0, _I32)))
+            return out if is_ragged(out) else out[0]
+        dtype = params.row_splits.dtype
+        flat_idx = _cast(_op("Reshape", indices, _const([-1, k], _I32)), dtype)
+        cur, pos, m = params, flat_idx[:, 0], 1
+        while m < k and is_ragged(cur):
+            # (as TF's, an item index is not checked against its row: only the
+            # gather of the values checks the position it makes)
+            pos = _gather(cur.row_splits, pos) + flat_idx[:, m]
+            cur, m = cur.values, m + 1
+        if m < k:  # the rest index the flat values' dense dimensions
+            coords = _concat([_op("ExpandDims", pos, _const(1, _I32)), flat_idx[:, m:]], 1)
+            out = _op("GatherNd", cur, coords)
+        else:
+            out = _take_rows(cur, pos)
+        lead = indices.shape[:-1].as_list()
+        if not is_ragged(out):
+            shape = _concat([_const(lead, _I32), _shape_i32(out)[1:]])
+            return _op("Reshape", out, shape)
+        for d in reversed(lead[1:]):  # indices' own dimensions: uniform partitions
+            n = _dim0_of(out)
+            out = _from_splits(out, _range(_const(0, dtype), n + 1, _const(d, dtype)), d)
+        return out
+
+
+def _shape_i32(t):
+    return _op("Shape", t, out_type=_I32)
+
+
+def _dim0_of(value):
+    return value.nrows() if is_ragged(value) else _dim0(value)
 
 
 _SEGMENT = {
