@@ -252,6 +252,7 @@ from asyncflow import (  # noqa: E402
     nn,
     python_io,
     ragged,
+    ragged_functions,
     regularizers,
     resource_loader,
     saved_model,

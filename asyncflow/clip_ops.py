@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncflow import dtypes
+from asyncflow import dtypes, ragged_functions
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import array_ops, math_ops, reduction_ops, slicing_ops
@@ -34,6 +34,7 @@ def _rewrap(t, clipped):
     return clipped
 
 
+@ragged_functions.dispatch_unary
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     """min(max(t, clip_value_min), clip_value_max), element-wise.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes
+from asyncflow import dtypes, ragged_functions
 from asyncflow import graph as ops
 from asyncflow.ops import (
     array_ops,
@@ -336,6 +336,8 @@ def where_v2(condition, x=None, y=None, name=None):
         return slicing_ops.where(condition, name=name)
     if x is None or y is None:
         raise ValueError("x and y must both be non-None or both be None.")
+    if any(ragged_functions.is_ragged(v) for v in (condition, x, y)):
+        return ragged_functions.where(condition, x, y, name=name, v2=True)
     return ops.apply_op("SelectV2", [condition, x, y], name=name).outputs[0]
 
 

@@ -1,6 +1,7 @@
 """TF1's namespaces over names asyncflow already has: `af.math`, `af.random`,
 `af.linalg`, `af.io`, `af.sparse`, `af.strings`, `af.signal`, `af.spectral`,
-`af.quantization`, `af.debugging`, `af.manip`, `af.queue`, `af.version`, `af.audio`.
+`af.quantization`, `af.debugging`, `af.manip`, `af.queue`, `af.version`, `af.audio`,
+`af.ragged` (its functions beyond the RaggedTensor module).
 
 Each namespace lists TF1's names (`tf.compat.v1.<namespace>`, TF 2.21) and resolves
 one when it is first read: an explicit alias (`linalg.inv` is `matrix_inverse`), else
@@ -111,6 +112,11 @@ _NAMES = {
         assert_same_float_dtype assert_scalar assert_shapes assert_type check_numerics
         get_log_device_placement is_finite is_inf is_nan is_non_decreasing
         is_numeric_tensor is_strictly_increasing set_log_device_placement
+    """,
+    "ragged": """
+        RaggedTensorValue boolean_mask constant constant_value cross cross_hashed
+        map_flat_values placeholder range row_splits_to_segment_ids
+        segment_ids_to_row_splits stack stack_dynamic_partitions
     """,
     "spectral": """
         dct fft fft2d fft3d idct ifft ifft2d ifft3d irfft irfft2d irfft3d rfft rfft2d rfft3d
@@ -312,6 +318,11 @@ _ALIASES = {
     "queue": {},
     "version": {},
     "audio": {"decode_wav": "ops.audio_ops.decode_wav", "encode_wav": "ops.audio_ops.encode_wav"},
+    "ragged": {
+        n: f"ragged_functions.{n}"
+        for n in "boolean_mask cross cross_hashed map_flat_values placeholder range stack "
+        "row_splits_to_segment_ids segment_ids_to_row_splits stack_dynamic_partitions".split()
+    },
     # TF1's older name for tf.signal's transforms: the same functions.
     "spectral": {
         n: f"signal.{n}"
@@ -335,6 +346,7 @@ _PREFIXES = {
     "queue": (),
     "version": (),
     "audio": (),
+    "ragged": (),
 }
 
 

@@ -2,13 +2,14 @@
 different lengths, as `values` (a Tensor, or a RaggedTensor for more ragged dimensions)
 split into rows by `row_splits` (row i is values[row_splits[i]:row_splits[i + 1]]).
 
-What asyncflow has of TF's ragged API is what its parsing ops need: the composite itself
-(fetched as a `RaggedTensorValue`, whose `to_list()` gives the nested Python lists),
-`tf.ragged.constant` / `constant_value`, `from_row_splits`, `from_uniform_row_length`,
-concatenation along any axis (`concat`, which `tf.concat` dispatches to when a value is
-ragged) and row indexing (`rt[i]`).  A partition made by `from_uniform_row_length` keeps
-its length (`uniform_row_length`) and counts in `ragged_rank`, as TF's does.  Ragged
-math and control flow over ragged values are not here.
+This module holds the composite itself (fetched as a `RaggedTensorValue`, whose
+`to_list()` gives the nested Python lists), `tf.ragged.constant` / `constant_value`,
+`from_uniform_row_length` and concatenation along any axis (`concat`, which `tf.concat`
+dispatches to when a value is ragged).  A partition made by `from_uniform_row_length`
+keeps its length (`uniform_row_length`) and counts in `ragged_rank`, as TF's does.
+The other factories, views, conversions and indexing are `ragged_methods.RaggedMethods`
+(a mixin); the tf.ragged functions and what dense ops do with ragged arguments are in
+`ragged_functions`; the raw ragged ops in `ops/ragged_ops.py`.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ragged_methods import RaggedMethods
 
 __all__ = ["RaggedTensor", "RaggedTensorValue", "constant", "constant_value", "concat"]
-
-_SPLIT_TYPES = (dtypes.int32, dtypes.int64)
 
 
 def is_ragged(value) -> bool:
@@ -86,7 +86,7 @@ class RaggedTensorValue(_Nesting):
         return f"<tf.RaggedTensorValue {self.to_list()}>"
 
 
-class RaggedTensor(_Nesting):
+class RaggedTensor(_Nesting, RaggedMethods):
     """A graph ragged tensor: `values` split into rows by `row_splits`."""
 
     def __init__(self, values, row_splits, uniform_row_length=None, internal=False):
@@ -100,21 +100,6 @@ class RaggedTensor(_Nesting):
         self._uniform_row_length = uniform_row_length
 
     # -- factories -------------------------------------------------------------------------
-
-    @classmethod
-    def from_row_splits(cls, values, row_splits, name=None, validate=True):
-        """Rows values[row_splits[i]:row_splits[i + 1]] (row_splits int32 or int64)."""
-        del validate  # (the kernels that make splits check them)
-        with ops.name_scope(name, "RaggedFromRowSplits", []):
-            if not is_ragged(values):
-                values = ops.convert_to_tensor(values, name="values")
-            row_splits = ops.convert_to_tensor(row_splits, name="row_splits")
-            if row_splits.dtype not in _SPLIT_TYPES:
-                raise ValueError(f"Row-partitioning tensors must have dtype int32 or int64, not "
-                                 f"{row_splits.dtype.name}")  # fmt: skip
-            row_splits.shape.with_rank(1)
-            _check_split_dtype(values, row_splits.dtype)
-            return cls(values, row_splits, internal=True)
 
     @classmethod
     def from_uniform_row_length(cls, values, uniform_row_length, nrows=None, validate=True,
@@ -188,19 +173,6 @@ class RaggedTensor(_Nesting):
     def with_values(self, new_values):
         return RaggedTensor(new_values, self._row_splits, self._uniform_row_length, internal=True)
 
-    def __getitem__(self, key):
-        """Row `key` (a Python int): a Tensor when ragged_rank is 1, else a RaggedTensor."""
-        if not isinstance(key, (int, np.integer)):
-            raise TypeError("asyncflow's RaggedTensor supports indexing by one int row only")
-        key = int(key)
-        with ops.name_scope(None, "RaggedGetItem", []):
-            if key < 0:
-                n = _nrows(self._row_splits, self._row_splits.dtype) - 1
-                start, end = self._row_splits[n + key], self._row_splits[n + key + 1]
-            else:
-                start, end = self._row_splits[key], self._row_splits[key + 1]
-            return _rows(self._values, start, end)
-
     def to_list(self):
         raise ValueError("RaggedTensor.to_list() is only available in eager mode.")
 
@@ -216,24 +188,6 @@ def _nrows(t, dtype):
 def _concat0(parts):
     axis = ops.convert_to_tensor(0, dtypes.int32)
     return ops.apply_op("ConcatV2", [parts, axis]).outputs[0]
-
-
-def _check_split_dtype(values, dtype):
-    if isinstance(values, RaggedTensor) and values.row_splits.dtype != dtype:
-        raise ValueError(
-            "dtype mismatch: values.row_splits.dtype is "
-            f"{values.row_splits.dtype.name} but row_splits.dtype is {dtype.name}"
-        )
-
-
-def _rows(values, start, end):
-    """values[start:end] along the rows, for a Tensor or a RaggedTensor."""
-    if not isinstance(values, RaggedTensor):
-        return values[start:end]
-    splits = values.row_splits
-    new_splits = splits[start : end + 1] - splits[start]
-    inner = _rows(values.values, splits[start], splits[end])
-    return RaggedTensor(inner, new_splits, values.uniform_row_length, internal=True)
 
 
 # -- tf.ragged.constant ----------------------------------------------------------------------

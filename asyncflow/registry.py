@@ -286,13 +286,23 @@ def named_outputs(op) -> tuple:
     """`op`'s outputs as TF's generated wrappers return a multi-output op's: a
     namedtuple named by the op type, fields named as its outputs
     (`tf.nn.top_k(x).values`, `tf.unique(x).idx`)."""
+    op_def = get_op_def(op.type)
     cls = _NAMED.get(op.type)
     if cls is None:
-        fields = [a.name for a in get_op_def(op.type).outputs]
+        fields = [a.name for a in op_def.outputs]
         cls = _NAMED[op.type] = collections.namedtuple(op.type, fields)
-    if len(cls._fields) != len(op.outputs):  # (a list output: no one name per tensor)
-        return tuple(op.outputs)
-    return cls(*op.outputs)
+    groups, pos = [], 0
+    for arg in op_def.outputs:  # a list output is one field holding a list, as TF's
+        if arg.number_attr:
+            n, is_list = op._attr(arg.number_attr), True
+        elif arg.type_attr and op_def.attrs[arg.type_attr].is_list:
+            n, is_list = len(op._attr(arg.type_attr)), True
+        else:
+            n, is_list = 1, False
+        part = op.outputs[pos : pos + n]
+        groups.append(list(part) if is_list else part[0])
+        pos += n
+    return cls(*groups)
 
 
 def all_op_defs() -> dict[str, OpDef]:

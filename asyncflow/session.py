@@ -65,6 +65,7 @@ from asyncflow.loop_slices import (
 )
 from asyncflow.master import Master, worker_for_target
 from asyncflow.partial_run import NO_SETUP, PartialRun
+from asyncflow.ragged import is_ragged
 from asyncflow.sparse_tensor import SparseTensor
 from asyncflow.straight_line import program_for
 from asyncflow.worker import LocalWorker, timeout_s, traced
@@ -549,8 +550,9 @@ class BaseSession:
             for key, value in feed_dict.items():
                 if plain and type(key) is ops.Tensor and key.graph is graph:
                     t = key  # (what _feed_tensor returns for it)
-                elif isinstance(key, SparseTensor):  # (its components, as TF feeds it)
-                    for part, v in _sparse_feed(key, value):
+                elif isinstance(key, SparseTensor) or is_ragged(key):  # (its components)
+                    split = _sparse_feed if isinstance(key, SparseTensor) else _ragged_feed
+                    for part, v in split(key, value):
                         t = self._feed_tensor(part)
                         pairs.append((t, _feed_value(t, v)))
                     continue
@@ -1147,6 +1149,18 @@ def _sparse_feed(key, value) -> list:
             "(indices, values, dense_shape) tuple."
         )
     return list(zip((key.indices, key.values, key.dense_shape), value))
+
+
+def _ragged_feed(key, value) -> list:
+    """A RaggedTensor's feed as its components' (TF: a RaggedTensorValue of as many
+    ragged dimensions): the flat values and each level's row splits."""
+    if not is_ragged(value) or value.ragged_rank != key.ragged_rank:
+        raise TypeError(
+            f"Cannot feed {value!r} to RaggedTensor {key}: feed a tf.ragged.RaggedTensorValue "
+            f"with ragged_rank {key.ragged_rank}."
+        )
+    parts = [(key.flat_values, value.flat_values)]
+    return parts + list(zip(key.nested_row_splits, value.nested_row_splits))
 
 
 def _partial_step_ended(task: asyncio.Task, rendezvous) -> None:

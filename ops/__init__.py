@@ -78,6 +78,7 @@ from asyncflow.ops import (  # noqa: F401
     proto_ops,
     quantization_ops,
     quantized_nn_ops,
+    ragged_ops,
     random_ops,
     reader_ops,
     record_input_ops,

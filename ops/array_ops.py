@@ -22,6 +22,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, graph_io, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops import manip_ops, slicing_ops
 from asyncflow.ops.manip_ops import *  # noqa: F403 - re-exported as one family
@@ -210,6 +211,7 @@ async def _identity(ctx, x):
 ops.register_constant_folder("Identity", lambda t: ops.constant_value(t.op.inputs[0]))
 
 
+@_ragged.dispatch_unary
 def identity(input, name=None):  # noqa: A002 - TF's name
     """Return a tensor with the same value as `input`."""
     return apply("Identity", [input], name=name).outputs[0]
@@ -375,6 +377,7 @@ async def _ones_like(ctx, x):
     return ctx.xp.ones_like(x)
 
 
+@_ragged.dispatch_unary
 def zeros_like(tensor, dtype=None, name=None, optimize=True):
     """`tf.zeros_like`: zeros shaped like `tensor` (with `dtype` if given)."""
     with op_scope(name, "zeros_like", [tensor]) as scope:
@@ -386,6 +389,7 @@ def zeros_like(tensor, dtype=None, name=None, optimize=True):
         return apply("ZerosLike", [tensor], name=scope).outputs[0]
 
 
+@_ragged.dispatch_unary
 def ones_like(tensor, dtype=None, name=None, optimize=True):
     """`tf.ones_like`: ones shaped like `tensor` (with `dtype` if given)."""
     with op_scope(name, "ones_like", [tensor]) as scope:
@@ -501,6 +505,8 @@ def shape_n(input, out_type=dtypes.int32, name=None):  # noqa: A002 - TF's name
 
 def size(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 - TF's name
     """`tf.size`: the number of elements of `input`."""
+    if _ragged.is_ragged(input):  # (its values: the elements of every row)
+        return size(input.flat_values, name, out_type, optimize)
     with op_scope(name, "Size", [input]) as scope:
         input = ops.convert_to_tensor(input)  # noqa: A001
         out_type = dtypes.as_dtype(out_type)
@@ -515,6 +521,8 @@ def size(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 
 
 def rank(input, name=None):  # noqa: A002 - TF's name
     """`tf.rank`: the number of dimensions of `input` (int32)."""
+    if _ragged.is_ragged(input):
+        return rank(input.flat_values, name) + input.ragged_rank
     with op_scope(name, "Rank", [input]) as scope:
         input = ops.convert_to_tensor(input)  # noqa: A001
         if input.shape.ndims is not None:
@@ -772,12 +780,14 @@ async def _expand_dims(ctx, x, dim):
 
 
 def expand_dims(input, axis=None, name=None, dim=None):  # noqa: A002 - TF's name
-    """`tf.expand_dims`: insert a size-1 dimension at `axis`.
+    """`tf.expand_dims`: insert a size-1 dimension at `axis` (a RaggedTensor's too).
 
     Raises:
       ValueError: both or neither of `axis` and `dim` given, or a known axis out of range.
       InvalidArgumentError: at run time for an axis out of range.
     """
+    if _ragged.is_ragged(input):
+        return _ragged.expand_dims(input, axis if dim is None else dim, name=name)
     if axis is not None and dim is not None:
         raise ValueError("Cannot specify both 'axis' and 'dim'")
     axis = dim if axis is None else axis
@@ -848,6 +858,8 @@ def squeeze(input, axis=None, name=None, squeeze_dims=None):  # noqa: A002 - TF'
     if axis is not None and squeeze_dims is not None:
         raise ValueError("Cannot specify both 'axis' and 'squeeze_dims'")
     axis = squeeze_dims if axis is None else axis
+    if _ragged.is_ragged(input):
+        return _ragged.squeeze(input, axis, name=name)
     if isinstance(axis, int | np.integer):
         axis = [axis]
     attrs = {"squeeze_dims": [int(a) for a in (axis or [])]}

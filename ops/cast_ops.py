@@ -17,6 +17,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import _builder_scope, _quiet, _unary_shape
@@ -76,6 +77,7 @@ def _fold_cast(t):
 ops.register_constant_folder("Cast", _fold_cast)
 
 
+@_ragged.dispatch_unary
 def cast(x, dtype, name=None):
     """Casts x to `dtype` (op Cast); a tensor already of that dtype is returned as is.
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import errors, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ragged import is_ragged
 from asyncflow.registry import INDEX, REQUIRED, NotDifferentiable, TypeConstraint, register_op
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
 
@@ -167,7 +168,7 @@ async def _sparse_count(ctx, indices, values, dense_shape, weights):
 def sparse_bincount(values, weights=None, axis=0, minlength=None, maxlength=None,
                     binary_output=False, name=None):  # fmt: skip
     """`tf.sparse.bincount`: counts of each value as a SparseTensor (axis 0: over the
-    whole input, flattened; axis -1: per row of a 2-D input).
+    whole input, flattened; axis -1: per row of a 2-D input or RaggedTensor).
 
     Raises:
       ValueError: axis other than 0 or -1, or both weights and binary_output.
@@ -193,6 +194,12 @@ def sparse_bincount(values, weights=None, axis=0, minlength=None, maxlength=None
             values = SparseTensor.from_value(values)
         if isinstance(weights, SparseTensorValue):
             weights = SparseTensor.from_value(weights)
+        splits = None
+        if is_ragged(values):  # RaggedCountSparseOutput: each row its own counts
+            if is_ragged(weights):
+                weights = weights.flat_values
+            splits = values.row_splits if axis == -1 else None
+            values = values.flat_values
         if not isinstance(values, SparseTensor):
             values = ops.convert_to_tensor(values, name="values")
         if axis == 0:
@@ -212,7 +219,10 @@ def sparse_bincount(values, weights=None, axis=0, minlength=None, maxlength=None
         else:
             weights = ops.convert_to_tensor(weights)
         attrs["output_type"] = weights.dtype
-        if isinstance(values, SparseTensor):
+        if splits is not None:
+            splits = ops.apply_op("Cast", [splits], {"DstT": dtypes.int64}).outputs[0]
+            out = ops.apply_op("RaggedCountSparseOutput", [splits, values, weights], attrs).outputs
+        elif isinstance(values, SparseTensor):
             out = ops.apply_op(
                 "SparseCountSparseOutput",
                 [values.indices, values.values, values.dense_shape, weights], attrs,

@@ -8,11 +8,12 @@ stacked.  Gradients flow through the loop and the arrays.
 
 from __future__ import annotations
 
-from asyncflow import dtypes, nest
+from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops
 from asyncflow.ops.control_flow_contexts import while_loop
 from asyncflow.ops.tensor_array_ops import TensorArray
+from asyncflow.ragged import RaggedTensor, is_ragged
 
 __all__ = ["map_fn", "scan", "foldl", "foldr"]
 
@@ -51,8 +52,10 @@ def map_fn(
     name=None,
     fn_output_signature=None,
 ):
-    """[fn(e) for e in unstack(elems)], stacked; `dtype` (TF 2's `fn_output_signature`:
-    dtypes or TensorSpecs) gives fn's output structure when it differs from elems'.
+    """[fn(e) for e in unstack(elems)], stacked; `dtype` (or `fn_output_signature`)
+    gives fn's output structure when it differs from elems'.  RaggedTensor elems give
+    fn their rows (a Tensor, or a RaggedTensor of one ragged dimension less); a
+    RaggedTensorSpec output (the default for ragged elems) stacks fn's ragged results.
 
     Raises:
       TypeError: `fn` not callable.
@@ -60,10 +63,15 @@ def map_fn(
     """
     if not callable(fn):
         raise TypeError("fn must be callable.")
-    from asyncflow.deprecation import deprecated_argument_lookup
-
-    dtype = deprecated_argument_lookup("fn_output_signature", fn_output_signature, "dtype", dtype)
-    if dtype is not None:
+    if fn_output_signature is not None:  # (as TF's: it wins over dtype)
+        dtype = fn_output_signature
+    leaves = nest.flatten(elems) + (nest.flatten(dtype) if dtype is not None else [])
+    if any(is_ragged(x) or _is_ragged_spec(x) for x in leaves):
+        kwargs = {"parallel_iterations": parallel_iterations, "back_prop": back_prop,
+                  "swap_memory": swap_memory, "infer_shape": infer_shape}
+        with ops.name_scope(name, "map", []):
+            return _ragged_map_fn(fn, elems, dtype, kwargs)
+    if dtype is not None:  # (TensorSpecs give their dtypes)
         dtype = nest.map_structure(lambda d: getattr(d, "dtype", d), dtype)
     parallel_iterations = parallel_iterations or 10
     with ops.name_scope(name, "map", nest.flatten(elems)):
@@ -100,6 +108,77 @@ def map_fn(
         )
         results = [a.stack() for a in accs]
         return nest.pack_sequence_as(out_struct, results)
+
+
+def _ragged_map_fn(fn, elems, dtype, kwargs):
+    """map_fn over ragged elems or to ragged results, as TF's: each ragged elem becomes
+    a vector of variants (RaggedTensorToVariant, one row each), decoded inside the loop;
+    a ragged result is encoded there and decoded, stacked, after it."""
+    in_specs = [_spec_of(e) for e in nest.flatten(elems)]
+    encoded = [_encode(e, batched=True) if sp else e
+               for e, sp in zip(nest.flatten(elems), in_specs)]
+    out_struct = elems if dtype is None else dtype
+    out_specs = [_spec_of(d, element=dtype is None) for d in nest.flatten(out_struct)]
+    out_dtypes = [dtypes.variant if sp else (d.dtype if dtype is None else dtypes.as_dtype(d))
+                  for d, sp in zip(nest.flatten(out_struct), out_specs)]
+
+    def body(x):
+        rows = [_decode(v, sp) if sp else v for v, sp in zip(nest.flatten(x), in_specs)]
+        out = fn(nest.pack_sequence_as(elems, rows))
+        flat = nest.flatten(out)
+        if len(flat) != len(out_specs):
+            raise ValueError("The two structures don't have the same nested structure: fn "
+                             "output and dtype.")
+        return [_encode(o, batched=False, rank=sp[0]) if sp else o
+                for o, sp in zip(flat, out_specs)]
+
+    results = map_fn(body, nest.pack_sequence_as(elems, encoded), dtype=out_dtypes, **kwargs)
+    results = [_decode(r, (sp[0] + 1, *sp[1:]), input_rank=sp[0]) if sp else r
+               for r, sp in zip(results, out_specs)]
+    return nest.pack_sequence_as(out_struct, results)
+
+
+def _is_ragged_spec(x) -> bool:
+    # (a tf.RaggedTensorSpec, known by its fields: composite_specs sits above the ops)
+    return not is_ragged(x) and hasattr(x, "row_splits_dtype") and hasattr(x, "ragged_rank")
+
+
+def _spec_of(x, element=True):
+    """(ragged rank of one element, dtype, splits dtype) of a ragged elem or spec."""
+    if is_ragged(x):
+        inner = x.flat_values.shape[1:]
+        rank = x.ragged_rank - 1 if element else x.ragged_rank
+        return (rank, x.dtype, x.row_splits.dtype, inner)
+    if _is_ragged_spec(x):
+        shape = x.shape
+        inner = shape[x.ragged_rank + 1 :] if shape.ndims is not None else None
+        return (x.ragged_rank, x.dtype, x.row_splits_dtype, inner)
+    return None
+
+
+def _encode(x, batched, rank=None):
+    splits = list(x.nested_row_splits) if is_ragged(x) else []
+    values = x.flat_values if is_ragged(x) else ops.convert_to_tensor(x)
+    if rank is not None and len(splits) != rank:
+        raise ValueError(f"fn's result has ragged_rank {len(splits)}, its signature {rank}")
+    return ops.apply_op("RaggedTensorToVariant", [splits, values],
+                        {"RAGGED_RANK": len(splits), "batched_input": batched}).outputs[0]
+
+
+def _decode(v, spec, input_rank=None):
+    rank, dtype, split_dtype, inner = spec
+    out = ops.apply_op("RaggedTensorFromVariant", [v], {
+        "input_ragged_rank": rank if input_rank is None else input_rank,
+        "output_ragged_rank": rank, "Tvalues": dtype, "Tsplits": split_dtype}).outputs
+    n = v.shape[0].value if v.shape.ndims == 1 else None
+    if n is not None and len(out) > 1:  # (stacked results: one row per element)
+        out[0].set_shape([n + 1])
+    result = out[-1]
+    if inner is not None:
+        result.set_shape(tensor_shape.TensorShape([None]).concatenate(inner))
+    for s in reversed(out[:-1]):
+        result = RaggedTensor(result, s, internal=True)
+    return result
 
 
 def scan(

@@ -21,6 +21,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.ops import device_indexing
 from asyncflow.ops.math_helpers import scatter_at, to_host
 from asyncflow.ops.strided_slice_spec import (
@@ -213,6 +214,8 @@ def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
     Raises:
       InvalidArgumentError: (at run time) an id >= num_segments, or mismatched shapes.
     """
+    if _ragged.is_ragged(data):
+        return _ragged.unsorted_segment("Sum", data, segment_ids, num_segments, name)
     return ops.apply_op(
         "UnsortedSegmentSum", [data, segment_ids, num_segments], name=name
     ).outputs[0]
@@ -534,4 +537,7 @@ def is_trainable(dtype) -> bool:
     # the float8 types are not trainable there.
     if dtype.base_dtype in (dtypes.float8_e5m2, dtypes.float8_e4m3fn):
         return False
-    return dtype.is_floating or dtype.is_complex or dtype.base_dtype == dtypes.resource
+    return dtype.is_floating or dtype.is_complex or dtype.base_dtype in (
+        dtypes.resource,
+        dtypes.variant,  # (a ragged value's encoding: RaggedTensorToVariant's gradient)
+    )

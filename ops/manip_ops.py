@@ -18,12 +18,12 @@ import math
 
 import numpy as np
 
-from asyncflow import dtypes, ragged, tensor_shape
+from asyncflow import dtypes, ragged, ragged_functions, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import merged_shapes
 from asyncflow.ops.slicing_ops import _invalid, _np_dtype, apply
-from asyncflow.ragged import RaggedTensor
+from asyncflow.ragged import RaggedTensor, is_ragged
 from asyncflow.registry import ANY, INDEX, REQUIRED, register_op
 
 __all__ = ["concat", "stack", "tile", "pad", "broadcast_to"]
@@ -293,6 +293,8 @@ def stack(values, axis=0, name="stack"):
       ValueError: `axis` out of range, or shapes that differ (when known).
       InvalidArgumentError: at run time for inputs of different shapes.
     """
+    if any(is_ragged(v) for v in values):  # TF dispatches to tf.ragged.stack
+        return ragged_functions.stack(values, axis, name=name)
     values = list(values)
     if axis == 0 and not any(ops.is_tensor(v) for v in values):
         try:  # constants become one Const (nested lists holding Tensors are autopacked)
@@ -362,6 +364,8 @@ def tile(input, multiples, name=None):  # noqa: A002 - TF's name
       ValueError: `multiples` length differs from the rank (when known).
       InvalidArgumentError: the same, or a negative multiple, at run time.
     """
+    if is_ragged(input):
+        return ragged_functions.tile(input, multiples, name=name)
     return apply("Tile", [input, multiples], name=name).outputs[0]
 
 

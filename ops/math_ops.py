@@ -30,6 +30,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.cast_ops import cast, to_double, to_float, to_int32, to_int64
@@ -278,7 +279,7 @@ def _binary_builder(op_type: str, doc: str) -> Callable:
         return ops.apply_op(op_type, [x, y], name=name).outputs[0]
 
     builder.__doc__ = doc
-    return builder
+    return _ragged.dispatch_binary(builder)  # (a RaggedTensor: the op of its flat values)
 
 
 def _unary_builder(op_type: str, doc: str) -> Callable:
@@ -286,7 +287,7 @@ def _unary_builder(op_type: str, doc: str) -> Callable:
         return ops.apply_op(op_type, [x], name=name).outputs[0]
 
     builder.__doc__ = doc
-    return builder
+    return _ragged.dispatch_unary(builder)
 
 
 # -- binary arithmetic ---------------------------------------------------------------------
@@ -392,6 +393,7 @@ def _is_string(value) -> bool:
         return False
 
 
+@_ragged.dispatch_binary
 def add(x, y, name=None):
     """Returns x + y element-wise (broadcasting); strings concatenate.
 
@@ -453,6 +455,7 @@ _TRUEDIV_FLOAT = {
 }
 
 
+@_ragged.dispatch_binary
 def truediv(x, y, name=None):
     """Divides x / y with Python 3 semantics: integer inputs are cast to floats first.
 
@@ -681,6 +684,7 @@ ceil = _unary_builder("Ceil", "Returns the smallest integer not less than x, ele
 reciprocal = _unary_builder("Reciprocal", "Computes 1 / x element-wise.")
 
 
+@_ragged.dispatch_unary
 def abs(x, name=None):  # noqa: A001 - TF's name
     """Absolute value element-wise; ComplexAbs (a real result) for complex tensors."""
     with _builder_scope(name, "Abs", [x]) as op_name:
@@ -691,6 +695,7 @@ def abs(x, name=None):  # noqa: A001 - TF's name
     return ops.apply_op("Abs", [x], name=op_name).outputs[0]
 
 
+@_ragged.dispatch_unary
 def round(x, name=None):  # noqa: A001 - TF's name
     """Rounds half to even element-wise (banker's rounding, as TF); ints are unchanged."""
     x = ops.convert_to_tensor(x, name="x")
@@ -699,6 +704,7 @@ def round(x, name=None):  # noqa: A001 - TF's name
     return ops.apply_op("Round", [x], name=name).outputs[0]
 
 
+@_ragged.dispatch_unary
 def sigmoid(x, name=None):
     """Computes 1 / (1 + exp(-x)) element-wise (op Sigmoid)."""
     with _builder_scope(name, "Sigmoid", [x]) as op_name:
@@ -706,6 +712,7 @@ def sigmoid(x, name=None):
     return ops.apply_op("Sigmoid", [x], name=op_name).outputs[0]
 
 
+@_ragged.dispatch_unary
 def tanh(x, name=None):
     """Computes the hyperbolic tangent element-wise (op Tanh)."""
     with _builder_scope(name, "Tanh", [x]) as op_name:

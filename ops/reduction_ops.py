@@ -18,6 +18,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, cast
 from asyncflow.registry import (
@@ -247,6 +248,8 @@ def _reduction_builder(op_type: str, doc: str):
         axis = _deprecated_lookup("axis", axis, "reduction_indices", reduction_indices)
         keepdims = _deprecated_lookup("keepdims", keepdims, "keep_dims", keep_dims)
         keepdims = bool(keepdims) if keepdims is not None else False
+        if _ragged.is_ragged(input_tensor):  # (TF's dispatch: ragged_math_ops' reduce)
+            return _ragged.reduce(op_type, input_tensor, axis, keepdims, name)
         if op_type in ("Any", "All") and not isinstance(input_tensor, ops.Tensor):
             x = ops.convert_to_tensor(input_tensor, dtype=dtypes.bool)  # [] is a bool []
         else:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import dtypes, errors, ragged_functions, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, manip_ops, math_ops, reduction_ops
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import scatter_at
 from asyncflow.ops.state_ops import _is_resource, require_ref
+from asyncflow.ragged import is_ragged
 from asyncflow.registry import (
     ANY,
     INDEX,
@@ -319,6 +320,8 @@ def gather_nd(params, indices, name=None, batch_dims=0, bad_indices_policy=""):
     """
     batch_dims = int(batch_dims)
     policy = bad_indices_policy not in ("", "DEFAULT")
+    if batch_dims == 0 and is_ragged(params):
+        return ragged_functions.gather_nd(params, indices, name=name)
     if batch_dims == 0 and hasattr(params, "gather_nd") and not policy:
         return params.gather_nd(indices, name=name)  # a resource variable, as TF's
     if batch_dims == 0:

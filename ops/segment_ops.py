@@ -15,6 +15,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.registry import INDEX, NUMERIC, REAL, register_op
 
@@ -289,6 +290,8 @@ def _sorted_builder(kind: str):
 
 def _unsorted_builder(kind: str):
     def builder(data, segment_ids, num_segments, name=None):
+        if _ragged.is_ragged(data):
+            return _ragged.unsorted_segment(kind, data, segment_ids, num_segments, name)
         return ops.apply_op(
             f"UnsortedSegment{kind}", [data, segment_ids, num_segments], name=name
         ).outputs[0]
@@ -323,6 +326,8 @@ def _segment_counts(data, segment_ids, num_segments):
 
 def unsorted_segment_mean(data, segment_ids, num_segments, name=None):
     """The mean of the rows of `data` with each id (TF's composition: sum / count)."""
+    if _ragged.is_ragged(data):
+        return _ragged.unsorted_segment("Mean", data, segment_ids, num_segments, name)
     with ops.name_scope(name, "UnsortedSegmentMean"):
         data = ops.convert_to_tensor(data)
         segment_ids = ops.convert_to_tensor(segment_ids)

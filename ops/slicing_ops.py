@@ -21,6 +21,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.ops import device_indexing
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import merged_shapes, to_host
@@ -555,6 +556,8 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
       InvalidArgumentError: at run time, "indices[1] = 7 is not in [0, 5)".
     """
     del validate_indices  # TF always validates on CPU
+    if _ragged.is_ragged(params) or _ragged.is_ragged(indices):
+        return _ragged.gather(params, indices, name=name, axis=axis)
     if batch_dims is None:
         batch_dims = 0
     if axis is None:
@@ -627,6 +630,8 @@ def reverse(tensor, axis, name=None):
     Raises:
       ValueError / InvalidArgumentError: an axis out of range or given twice.
     """
+    if _ragged.is_ragged(tensor):
+        return _ragged.reverse(tensor, axis, name=name)
     return apply("ReverseV2", [tensor, axis], name=name).outputs[0]
 
 
@@ -1124,6 +1129,8 @@ def where(condition, x=None, y=None, name=None):
       ValueError: only one of x and y given, or incompatible shapes (when known).
       InvalidArgumentError: incompatible shapes at run time.
     """
+    if any(_ragged.is_ragged(v) for v in (condition, x, y)):
+        return _ragged.where(condition, x, y, name=name)
     if x is None and y is None:
         with op_scope(name, "Where", [condition]) as scope:
             condition = ops.convert_to_tensor(

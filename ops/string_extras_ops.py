@@ -16,6 +16,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.registry import NotDifferentiable, register_op
 
 __all__ = [
@@ -206,6 +207,7 @@ async def _reduce_join(ctx, x, axes):
     return out
 
 
+@_ragged.dispatch_unary
 def string_strip(input, name=None):  # noqa: A002 - TF's name
     """Leading and trailing whitespace removed from each string."""
     return ops.apply_op("StringStrip", [input], name=name).outputs[0]
@@ -229,6 +231,8 @@ def reduce_join(inputs, axis=None, keep_dims=None, separator="", name=None,
         if keep_dims is not None:
             raise ValueError("Cannot specify both 'keep_dims' and 'keepdims'.")
         keep_dims = keepdims
+    if _ragged.is_ragged(inputs):
+        return _ragged.reduce_join(inputs, axis, bool(keep_dims), separator, name)
     with ops.name_scope(None, "ReduceJoin", [inputs, axis]):  # TF's ReduceJoin/ReduceJoin
         inputs = ops.convert_to_tensor(inputs, dtype=dtypes.string)
         if axis is None:
@@ -269,12 +273,14 @@ def decode_compressed(bytes, compression_type="", name=None):  # noqa: A002 - TF
     return ops.apply_op("DecodeCompressed", [bytes], attrs, name=name).outputs[0]
 
 
+@_ragged.dispatch_unary
 def string_lower(input, encoding="", name=None):  # noqa: A002 - TF's name
     """`tf.strings.lower`: each string in lowercase (ASCII letters, or all of Unicode's
     with encoding="utf-8")."""
     return ops.apply_op("StringLower", [input], {"encoding": encoding}, name=name).outputs[0]
 
 
+@_ragged.dispatch_unary
 def string_upper(input, encoding="", name=None):  # noqa: A002 - TF's name
     """`tf.strings.upper`: each string in uppercase (ASCII letters, or all of Unicode's
     with encoding="utf-8")."""

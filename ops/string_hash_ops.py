@@ -16,6 +16,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.registry import REQUIRED, NotDifferentiable, register_op
 
 __all__ = ["string_to_hash_bucket_fast", "string_to_hash_bucket_strong", "string_to_hash_bucket"]
@@ -277,6 +278,7 @@ def _strings_input(x, name: str):
     return x
 
 
+@_ragged.dispatch_unary
 def string_to_hash_bucket_fast(input, num_buckets, name=None):  # noqa: A002 - TF's name
     """`tf.strings.to_hash_bucket_fast`: FarmHash Fingerprint64 of each string modulo
     `num_buckets` (int64), as TF's feature columns hash."""
@@ -285,6 +287,7 @@ def string_to_hash_bucket_fast(input, num_buckets, name=None):  # noqa: A002 - T
     return ops.apply_op("StringToHashBucketFast", [x], {"num_buckets": n}, name=name).outputs[0]
 
 
+@_ragged.dispatch_unary
 def string_to_hash_bucket_strong(input, num_buckets, key, name=None):  # noqa: A002
     """`tf.strings.to_hash_bucket_strong`: SipHash-2-4 under `key` (two ints) of each
     string modulo `num_buckets` (int64)."""
@@ -294,6 +297,7 @@ def string_to_hash_bucket_strong(input, num_buckets, key, name=None):  # noqa: A
     return ops.apply_op("StringToHashBucketStrong", [x], attrs, name=name).outputs[0]
 
 
+@_ragged.dispatch_unary
 def string_to_hash_bucket(string_tensor=None, num_buckets=None, name=None, input=None):  # noqa: A002
     """`tf.strings.to_hash_bucket` (TF1's `string_to_hash_bucket`): TF's Hash64 of each
     string modulo `num_buckets` (int64); `input` is TF 2's name for `string_tensor`."""

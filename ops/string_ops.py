@@ -13,6 +13,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.registry import INDEX, REQUIRED, NotDifferentiable, TypeConstraint, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
@@ -181,13 +182,15 @@ def strings_split(
         input = source  # noqa: A001
     if input is None:
         raise ValueError("Must specify 'input'")
-    if result_type != "SparseTensor":
-        raise ValueError("result_type must be 'SparseTensor' (RaggedTensor is not supported)")
+    if result_type not in ("SparseTensor", "RaggedTensor"):
+        raise ValueError("result_type must be 'RaggedTensor' or 'SparseTensor'.")
     with ops.name_scope(name, "StringSplit", [input]):
         # TF's names: "StringSplit/input" and (the separator) "StringSplit/Const".
         input = ops.convert_to_tensor(input, dtype=dtypes.string, name="input")  # noqa: A001
         sep = ops.convert_to_tensor(sep or "", dtype=dtypes.string)
         op = ops.apply_op("StringSplitV2", [input, sep], {"maxsplit": int(maxsplit)})
+        if result_type == "RaggedTensor":
+            return _ragged_rows(SparseTensor(*op.outputs))
     return SparseTensor(*op.outputs)
 
 
@@ -304,6 +307,7 @@ def _utf8_back(text: bytes, pos: int, chars: int) -> int | None:
     return pos
 
 
+@_ragged.dispatch_unary
 def substr(input, pos, len, name=None, unit="BYTE"):  # noqa: A002 - TF's argument names
     """Return substrings `[pos, pos + len)` of each string (bytes or UTF-8 characters).
 
@@ -505,6 +509,7 @@ def _replace(ctx, inp, pattern: bytes, rewrite: bytes):
     return _strings(inp.shape, out)
 
 
+@_ragged.dispatch_unary
 def regex_replace(input, pattern, rewrite, replace_global=True, name=None):  # noqa: A002
     """Replaces matches of `pattern` in `input` with `rewrite` (\\1 names a group).
 
@@ -594,6 +599,7 @@ async def _string_length(ctx, inp):
     return np.array(lens, dtype=np.int32).reshape(inp.shape)
 
 
+@_ragged.dispatch_unary
 def string_length(input, name=None, unit="BYTE"):  # noqa: A002
     """The length of each string, in bytes or UTF-8 characters.
 
@@ -660,6 +666,7 @@ async def _as_string(ctx, x):
     return _strings(x.shape, [v.encode() for v in vals])
 
 
+@_ragged.dispatch_unary
 def as_string(
     input,
     precision=-1,

@@ -334,6 +334,11 @@ def _zero_shape(ta, values):
     return None
 
 
+
+def _np_type(dtype):
+    """The arrays' NumPy type: object for variants (ragged rows in tf.map_fn)."""
+    return object if dtype == dtypes.variant else dtype.as_numpy_dtype
+
 @TensorArrayGatherV3.kernel(host_memory=("handle", "indices", "flow_in"))
 async def _tensor_array_gather_v3(ctx, handle, indices, flow):
     ta = _ta(handle)
@@ -369,7 +374,7 @@ async def _tensor_array_gather_v3(ctx, handle, indices, flow):
                 f"TensorArray has inconsistent shapes.  Index 0 has shape: {_shape_str(first)} "
                 f"but index {i} has shape: {_shape_str(v.shape)}"
             )
-    return xp.stack(values).astype(ta.dtype.as_numpy_dtype, copy=False)
+    return xp.stack(values).astype(_np_type(ta.dtype), copy=False)
 
 
 @TensorArrayScatterV3.kernel(host_memory=("handle", "indices", "flow_in", "flow_out"))
@@ -419,7 +424,7 @@ async def _tensor_array_concat_v3(ctx, handle, flow):
                 f"dimension 0) shape: {_shape_str(v.shape[1:])}"
             )
     lengths = np.array([v.shape[0] for v in values], np.int64)
-    return xp.concatenate(values).astype(ta.dtype.as_numpy_dtype, copy=False), lengths
+    return xp.concatenate(values).astype(_np_type(ta.dtype), copy=False), lengths
 
 
 @TensorArraySplitV3.kernel(host_memory=("handle", "lengths", "flow_in", "flow_out"))

@@ -34,13 +34,24 @@ def _to_tensor_shape(op):
     values = op.inputs[1].shape
     inner = values[1:] if values.ndims is not None else None
     rank = None if inner is None else 1 + ragged_rank + inner.ndims
+    # The rows: the first partition's (row splits: one more than rows), as TF infers.
+    first = op.inputs[3].shape
+    nrows = None
+    if types and types[0] == "ROW_SPLITS" and first.ndims == 1 and first[0].value is not None:
+        nrows = first[0].value - 1
     want = ops.constant_value(op.inputs[0])
     if want is not None and np.ndim(want) == 1:
         dims = [None if int(d) < 0 else int(d) for d in want]
+        if dims and dims[0] is None:
+            dims[0] = nrows
+        if inner is not None and len(dims) == rank:  # (the values' inner dimensions)
+            dims[1 + ragged_rank :] = [
+                d if d is not None else v for d, v in zip(dims[1 + ragged_rank :], inner.as_list())
+            ]
         return [tensor_shape.TensorShape(dims)]
     if rank is None:
         return [tensor_shape.unknown_shape()]
-    return [tensor_shape.TensorShape([None] * (1 + ragged_rank)).concatenate(inner)]
+    return [tensor_shape.TensorShape([nrows] + [None] * ragged_rank).concatenate(inner)]
 
 
 RaggedTensorToTensor = register_op(
@@ -61,7 +72,7 @@ RaggedTensorToTensor = register_op(
     },
     shape_fn=_to_tensor_shape,
 )
-NotDifferentiable("RaggedTensorToTensor")
+# (its gradient: ops/ragged_ops.py, beside the other ragged ops')
 
 
 def _splits_from_rowids(rowids: np.ndarray, nrows: int) -> np.ndarray:

@@ -1,0 +1,912 @@
+"""TF1's `tf.ragged` functions (range, boolean_mask, stack, stack_dynamic_partitions,
+map_flat_values, cross, cross_hashed, placeholder, row_splits_to_segment_ids,
+segment_ids_to_row_splits) and what TF's dense ops do when given a RaggedTensor
+(TF "dispatches" them here): element-wise math on the flat values, reductions over
+ragged axes, gather of rows, where.
+
+Like `ragged.py` this module builds ops directly (`apply_op`) and imports no op family,
+so the op families' builders can hand ragged arguments to it (`ops/math_ops.py`,
+`ops/reduction_ops.py`, `ops/array_ops.py` check `is_ragged` first).  Ragged arguments
+of one element-wise op must have the same partitions: an Assert checks them when the
+step runs (as TF's), and a partition object shared by both is not checked.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+
+import numpy as np
+
+from asyncflow import dtypes
+from asyncflow import graph as ops
+from asyncflow.ragged import RaggedTensor, concat, is_ragged
+from asyncflow.ragged_methods import (
+    _cast,
+    _concat,
+    _const,
+    _diff,
+    _dim0,
+    _gather,
+    _gather_rows,
+    _lengths_to_splits,
+    _op,
+    _range,
+    _rowids_of,
+)
+from asyncflow.sparse_tensor import SparseTensor
+
+__all__ = [
+    "boolean_mask",
+    "cross",
+    "cross_hashed",
+    "map_flat_values",
+    "placeholder",
+    "range",
+    "row_splits_to_segment_ids",
+    "segment_ids_to_row_splits",
+    "stack",
+    "stack_dynamic_partitions",
+]
+
+_I32, _I64 = dtypes.int32, dtypes.int64
+_DEFAULT_CROSS_HASH_KEY = 0xDECAFCAFFE
+
+
+def _from_splits(values, splits, uniform_row_length=None):
+    return RaggedTensor(values, splits, uniform_row_length, internal=True)
+
+
+def _convert(value, name=None, dtype=None):
+    if is_ragged(value):
+        return value
+    return ops.convert_to_tensor(value, dtype=dtype, name=name)
+
+
+# -- tf.ragged.range, segment ids ------------------------------------------------------------
+
+
+def range(
+    starts,
+    limits=None,
+    deltas=1,
+    dtype=None,
+    name=None,  # noqa: A001 - TF's name
+    row_splits_dtype=dtypes.int64,
+):
+    """Row i: the numbers from starts[i] up to (not including) limits[i] in steps of
+    deltas[i] (scalars broadcast); one argument: the limits, starting at 0.
+
+    Raises:
+      InvalidArgumentError: (when the step runs) a delta of 0.
+    """
+    if limits is None:
+        starts, limits = 0, starts
+    with ops.name_scope(name, "RaggedRange", []):
+        args = [starts, limits, deltas]
+        if dtype is None:
+            for a in args:
+                if isinstance(a, ops.Tensor):
+                    dtype = a.dtype
+                    break
+        if dtype is None:
+            kinds = {np.asarray(a).dtype.kind for a in args}
+            dtype = dtypes.float32 if "f" in kinds else _I32
+        starts, limits, deltas = (ops.convert_to_tensor(a, dtype=dtype) for a in args)
+        splits, values = ops.apply_op(
+            "RaggedRange", [starts, limits, deltas], {"Tsplits": dtypes.as_dtype(row_splits_dtype)}
+        ).outputs
+        return _from_splits(values, splits)
+
+
+def row_splits_to_segment_ids(splits, name=None, out_type=None):
+    """Each value's row (segment id) for `splits`.
+
+    Raises:
+      ValueError: splits not a vector.
+    """
+    with ops.name_scope(name, "RaggedSplitsToSegmentIds", []):
+        splits = ops.convert_to_tensor(
+            splits, dtype=_I64 if not isinstance(splits, ops.Tensor) else None, name="splits"
+        )
+        splits.shape.with_rank(1)
+        ids = _rowids_of(splits)
+        return ids if out_type is None else _cast(ids, dtypes.as_dtype(out_type))
+
+
+def segment_ids_to_row_splits(segment_ids, num_segments=None, out_type=None, name=None):
+    """Row splits of sorted segment ids (num_segments rows, default the last id + 1)."""
+    out_type = _I64 if out_type is None else dtypes.as_dtype(out_type)
+    with ops.name_scope(name, "SegmentIdsToRaggedSplits", []):
+        ids = ops.convert_to_tensor(
+            segment_ids,
+            dtype=None if isinstance(segment_ids, ops.Tensor) else out_type,
+            name="segment_ids",
+        )
+        ids.shape.with_rank(1)
+        ids = _cast(ids, out_type)
+        if num_segments is None:
+            n = _op("Maximum", _op("Max", ids, _const(0, _I32)) + 1, _const(0, out_type))
+            n = _op(
+                "SelectV2",
+                _op("Greater", _dim0(ids, out_type), _const(0, out_type)),
+                n,
+                _const(0, out_type),
+            )
+        else:
+            n = _cast(ops.convert_to_tensor(num_segments, name="num_segments"), out_type)
+        counts = _op("DenseBincount", ids, n, _const([], out_type), binary_output=False)
+        return _lengths_to_splits(counts)
+
+
+# -- boolean_mask -----------------------------------------------------------------------------
+
+
+def boolean_mask(data, mask, name=None):
+    """The items of `data` where `mask` is true, the mask covering data's outer
+    dimensions: a 1-D mask keeps rows; a deeper one keeps items inside rows (the result
+    ragged).
+
+    Raises:
+      ValueError: a scalar mask, or one of a higher rank than data.
+    """
+    with ops.name_scope(name, "RaggedMask", []):
+        data = _convert(data, "data")
+        mask = _convert(mask, "mask", dtypes.bool)
+        mask_rank = mask.shape.ndims
+        if mask_rank == 0:
+            raise ValueError("mask cannot be scalar.")
+        if mask_rank is None:
+            raise ValueError("mask's rank must be known statically.")
+        if data.shape.ndims is not None and mask_rank > data.shape.ndims:
+            raise ValueError("mask.shape.ndims must be less than or equal to data.shape.ndims")
+        return _mask(data, mask)
+
+
+def _mask(data, mask):
+    if mask.shape.ndims == 1 and not is_ragged(mask):
+        keep = _op("Reshape", _op("Where", mask), _const([-1], _I32))
+        if is_ragged(data):
+            return _gather_rows(data, _cast(keep, data.row_splits.dtype))
+        return _gather(data, keep)
+    if not is_ragged(mask):
+        mask = RaggedTensor.from_tensor(mask, ragged_rank=mask.shape.ndims - 1)
+    if not is_ragged(data):
+        data = RaggedTensor.from_tensor(data, ragged_rank=mask.ragged_rank)
+    splits = _same_splits(data.row_splits, mask.row_splits)
+    if is_ragged(mask.values):  # items kept whole at this level: the mask is deeper
+        return _from_splits(_mask(data.values, mask.values), splits)
+    inner = _mask(data.values, mask.values)
+    kept = _op(
+        "UnsortedSegmentSum",
+        _cast(mask.values, splits.dtype),
+        _rowids_of(splits),
+        _dim0(splits, splits.dtype) - 1,
+    )
+    return _from_splits(inner, _lengths_to_splits(kept))
+
+
+def _same_splits(a, b):
+    """a, checked (when the step runs, even for constants, as TF's) equal to b: two
+    ragged arguments' partitions."""
+    if a is b:
+        return a
+    b = _cast(b, a.dtype)
+
+    def data(x, y):
+        return [
+            ops.convert_to_tensor("Condition x == y did not hold element-wise:"),
+            ops.convert_to_tensor(f"x ({x.name}) = "),
+            x,
+            ops.convert_to_tensor(f"y ({y.name}) = "),
+            y,
+        ]
+
+    na, nb = _dim0(a), _dim0(b)
+    check = ops.apply_op("Assert", [_op("Equal", na, nb), data(na, nb)])
+    sa, sb = a.shape[0].value, b.shape[0].value
+    if sa is None or sb is None or sa == sb:  # (else the count check fails first)
+        with ops.control_dependencies([check]):
+            same = _op("All", _op("Equal", a, b), _const([0], _I32))
+        check = ops.apply_op("Assert", [same, data(a, b)], {"summarize": 3})
+    with ops.control_dependencies([check]):
+        return _op("Identity", a)
+
+
+# -- map_flat_values, stack -------------------------------------------------------------------
+
+
+def map_flat_values(op, *args, **kwargs):
+    """op applied to the flat values of the RaggedTensors among args and kwargs (their
+    partitions must agree), the result given their partitions; no ragged argument:
+    op(*args, **kwargs).
+
+    Raises:
+      ValueError: ragged arguments of different ragged ranks.
+    """
+    found = []
+
+    def swap(x):
+        if is_ragged(x):
+            found.append(x)
+            return x.flat_values
+        if isinstance(x, (list, tuple)):
+            return type(x)(swap(e) for e in x)
+        if isinstance(x, dict):
+            return {k: swap(v) for k, v in x.items()}
+        return x
+
+    new_args = [swap(a) for a in args]
+    new_kwargs = {k: swap(v) for k, v in kwargs.items()}
+    if not found:
+        return op(*args, **kwargs)
+    first = found[0]
+    ranks = {r.ragged_rank for r in found}
+    if len(ranks) > 1:
+        raise ValueError("Inputs must have identical ragged splits.")
+    splits = list(first.nested_row_splits)
+    for other in found[1:]:
+        splits = [_same_splits(a, b) for a, b in zip(splits, other.nested_row_splits)]
+    result = op(*new_args, **new_kwargs)
+    return _rebuild(first, splits, result)
+
+
+def _rebuild(like, splits, flat):
+    """flat values inside the partitions `splits` (outermost first) of `like`."""
+    lengths = []
+    v = like
+    while is_ragged(v):
+        lengths.append(v.uniform_row_length)
+        v = v.values
+    out = flat
+    for s, length in zip(reversed(splits), reversed(lengths)):
+        out = _from_splits(out, s, length)
+    return out
+
+
+def stack(values, axis=0, name=None):
+    """The values (RaggedTensors or Tensors of one rank) stacked along a new `axis`;
+    always a RaggedTensor.
+
+    Raises:
+      ValueError: no values, or an axis out of range.
+    """
+    values = list(values)
+    if not values:
+        raise ValueError("rt_inputs may not be empty.")
+    with ops.name_scope(name, "RaggedConcat", []):
+        values = [_convert(v) for v in values]
+        rank = max(v.shape.ndims for v in values)
+        if not -(rank + 1) <= axis <= rank:
+            raise ValueError(f"axis={axis} out of bounds: expected {-(rank + 1)}<=axis<{rank + 1}")
+        axis %= rank + 1
+        expanded = [_expand(v, axis, uniform=False) for v in values]
+        if len(expanded) == 1:
+            return expanded[0]
+        return concat(expanded, axis)
+
+
+def _expand(value, axis, uniform=True):
+    """value with a new dimension of size 1 at `axis`, as a RaggedTensor (a new outer
+    dimension keeps its static length where `uniform`, as TF's expand_dims does)."""
+    if not is_ragged(value):
+        value = RaggedTensor.from_tensor(value) if value.shape.ndims > 1 else value
+    if not is_ragged(value):  # a vector: one row of it
+        n = _dim0(value)
+        return _from_splits(value, _op("Pack", [_const(0, _I64), n], axis=0))
+    dtype = value.row_splits.dtype
+    if axis == 0:
+        n = value.row_splits.shape[0].value
+        splits = _op("Pack", [_const(0, dtype), value.nrows()], axis=0)
+        return _from_splits(value, splits, None if n is None or not uniform else n - 1)
+    if axis == 1:
+        n = value.nrows()
+        return _from_splits(value, _range(_const(0, dtype), n + 1, _const(1, dtype)), 1)
+    if is_ragged(value.values):
+        return value.with_values(_expand(value.values, axis - 1, uniform))
+    return value.with_values(_op("ExpandDims", value.values, _const(axis - 1, _I32)))
+
+
+def expand_dims(input, axis, name=None):  # noqa: A002 - TF's name
+    """tf.expand_dims of a RaggedTensor: a new dimension of size 1 at `axis`.
+
+    Raises:
+      ValueError: an axis out of range.
+    """
+    rank = input.shape.ndims
+    if not -(rank + 1) <= axis <= rank:
+        raise ValueError(f"axis={axis} out of bounds: expected {-(rank + 1)}<=axis<{rank + 1}")
+    with ops.name_scope(name, "RaggedExpandDims", []):
+        return _expand(input, axis % (rank + 1))
+
+
+def squeeze(input, axis, name=None):  # noqa: A002 - TF's name
+    """tf.squeeze of a RaggedTensor: each dimension in `axis` (required) dropped; a
+    ragged one must have rows of length 1 (checked when the step runs).
+
+    Raises:
+      ValueError: no axis, or one out of range.
+      InvalidArgumentError: (when the step runs) a squeezed row not of length 1.
+    """
+    if axis is None:
+        raise ValueError("Ragged.squeeze must have an axis argument.")
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    rank = input.shape.ndims
+    axes = sorted({a % rank for a in axes}, reverse=True)
+    with ops.name_scope(name, "RaggedSqueeze", []):
+        result = input
+        for a in axes:
+            result = _squeeze_axis(result, a)
+        return result
+
+
+def _squeeze_axis(rt, axis):
+    splits = list(rt.nested_row_splits)
+    flat = rt.flat_values
+    if axis > len(splits):  # a dense dimension of the flat values
+        inner = _op("Squeeze", flat, squeeze_dims=[axis - len(splits)])
+        return _rebuild(rt, splits, inner) if splits else inner
+    if axis == 0:
+        lengths, level = _op("Reshape", rt.nrows(), _const([1], _I32)), None
+    else:
+        lengths, level = _diff(splits[axis - 1]), axis - 1
+    ones = _op("All", _op("Equal", lengths, _const(1, lengths.dtype)), _const([0], _I32))
+    msg = ops.convert_to_tensor(f"the given axis (axis = {axis}) is not squeezable!")
+    check = ops.apply_op("Assert", [ones, [msg]])
+    kept = [s for i, s in enumerate(splits) if i != (0 if level is None else level)]
+    with ops.control_dependencies([check]):
+        if kept:
+            kept[0] = _op("Identity", kept[0])
+        else:
+            flat = _op("Identity", flat)
+    out = flat
+    for s in reversed(kept):
+        out = _from_splits(out, s)
+    return out
+
+
+def reverse(tensor, axis, name=None):
+    """tf.reverse of a RaggedTensor: the rows in reverse (axis 0), each row's items in
+    reverse (a ragged axis), or a dense inner axis of the flat values reversed."""
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    rank = tensor.shape.ndims
+    with ops.name_scope(name, "RaggedReverse", []):
+        result = tensor
+        for a in sorted({a % rank for a in axes}):
+            result = _reverse_axis(result, a)
+        return result
+
+
+def _reverse_axis(rt, axis):
+    if not is_ragged(rt):
+        return _op("ReverseV2", rt, _const([axis], _I32))
+    dtype = rt.row_splits.dtype
+    if axis == 0:
+        n = rt.nrows()
+        rows = _range(n - 1, _const(-1, dtype), _const(-1, dtype))
+        return _gather_rows(rt, rows)
+    if axis > 1:
+        return rt.with_values(_reverse_axis(rt.values, axis - 1))
+    splits = rt.row_splits
+    one = _const(1, dtype)
+    positions = ops.apply_op(
+        "RaggedRange", [splits[1:] - one, splits[:-1] - one, _const(-1, dtype)], {"Tsplits": dtype}
+    ).outputs[1]
+    values = (
+        _gather_rows(rt.values, positions)
+        if is_ragged(rt.values)
+        else _gather(rt.values, positions)
+    )
+    return _from_splits(values, splits, rt.uniform_row_length)
+
+
+def tile(input, multiples, name=None):  # noqa: A002 - TF's name
+    """tf.tile of a RaggedTensor: the rows repeated multiples[0] times, each row's items
+    multiples[1] times (and so on inward; dense inner dimensions by Tile).
+
+    Raises:
+      ValueError: multiples not a list of the RaggedTensor's rank (known statically).
+    """
+    multiples = ops.constant_value(ops.convert_to_tensor(multiples))
+    rank = input.shape.ndims
+    if multiples is None or np.ndim(multiples) != 1 or len(multiples) != rank:
+        raise ValueError(f"asyncflow's ragged tile needs {rank} constant multiples")
+    with ops.name_scope(name, "RaggedTile", []):
+        return _tile(input, [int(m) for m in multiples])
+
+
+def _tile(rt, multiples):
+    if not is_ragged(rt):
+        return _op("Tile", rt, _const(multiples, _I32))
+    inner = _tile(rt.values, [1, *multiples[2:]]) if len(multiples) > 1 else rt.values
+    splits = rt.row_splits
+    dtype = splits.dtype
+    if len(multiples) > 1 and multiples[1] != 1:  # each row's items, repeated in turn
+        lengths = _diff(splits)
+        new_splits = _lengths_to_splits(lengths * _const(multiples[1], dtype))
+        rows = _rowids_of(new_splits)
+        within = _range(_const(0, dtype), new_splits[-1], _const(1, dtype)) - _gather(
+            new_splits, rows
+        )
+        positions = _gather(splits, rows) + _op("FloorMod", within, _gather(lengths, rows))
+        inner = _take_rows(inner, positions)
+        splits = new_splits
+    result = _from_splits(inner, splits)
+    if multiples[0] != 1:  # the rows, repeated in turn
+        n = rt.nrows()
+        order = _op(
+            "Tile", _range(_const(0, dtype), n, _const(1, dtype)), _const([multiples[0]], _I32)
+        )
+        result = _gather_rows(result, order)
+    return result
+
+
+def _take_rows(values, positions):
+    if is_ragged(values):
+        return _gather_rows(values, positions)
+    return _gather(values, positions)
+
+
+def stack_dynamic_partitions(data, partitions, num_partitions, name=None):
+    """Row p of the result: the rows of data whose partition is p, in their order.
+
+    Raises:
+      InvalidArgumentError: (when the step runs) a partition < 0 or >= num_partitions.
+    """
+    with ops.name_scope(name, "SegmentStack", []):
+        data = _convert(data, "data")
+        partitions = ops.convert_to_tensor(partitions, name="partitions")
+        partitions.shape.with_rank(1)
+        dtype = data.row_splits.dtype if is_ragged(data) else _I64
+        parts = _cast(partitions, dtype)
+        n = _cast(ops.convert_to_tensor(num_partitions, name="num_partitions"), dtype)
+        low = ops.apply_op(
+            "Assert",
+            [
+                _op("All", _op("GreaterEqual", parts, _const(0, dtype)), _const([0], _I32)),
+                [ops.convert_to_tensor("partitions must be non-negative")],
+            ],
+        )
+        high = ops.apply_op(
+            "Assert",
+            [
+                _op("All", _op("Less", parts, n), _const([0], _I32)),
+                [
+                    ops.convert_to_tensor("partitions must be less than num_partitions"),
+                    ops.convert_to_tensor("Condition x < y did not hold element-wise:"),
+                    parts,
+                    n,
+                ],
+            ],
+            {"summarize": 3},
+        )
+        with ops.control_dependencies([low, high]):
+            parts = _op("Identity", parts)
+        counts = _op("DenseBincount", parts, n, _const([], dtype), binary_output=False)
+        # A stable order by partition: each row's key, partition * rows + position.
+        rows = _dim0(parts, dtype)
+        key = parts * rows + _range(_const(0, dtype), rows, _const(1, dtype))
+        order = ops.apply_op("TopKV2", [-key, _cast(rows, _I32)]).outputs[1]
+        picked = (
+            _gather_rows(data, _cast(order, dtype)) if is_ragged(data) else _gather(data, order)
+        )
+        return _from_splits(picked, _lengths_to_splits(counts))
+
+
+# -- cross ------------------------------------------------------------------------------------
+
+
+def cross(inputs, name=None):
+    """Each row's crosses of its features across the inputs (RaggedTensors,
+    SparseTensors or dense matrices, all of as many rows), as "a_X_b" strings."""
+    return _cross(inputs, hashed=False, num_buckets=0, hash_key=None, name=name)
+
+
+def cross_hashed(inputs, num_buckets=0, hash_key=None, name=None):
+    """As `cross`, each cross a fingerprint hash (mod num_buckets when > 0)."""
+    return _cross(inputs, hashed=True, num_buckets=num_buckets, hash_key=hash_key, name=name)
+
+
+def _feature(value, i):
+    if value.dtype not in (_I64, dtypes.string):
+        if value.dtype.is_integer:
+            return _cast(value, _I64)
+        raise ValueError(f"Unexpected dtype for inputs[{i}]: {value.dtype!r}")
+    return value
+
+
+def _cross(inputs, hashed, num_buckets, hash_key, name):
+    if not isinstance(inputs, (list, tuple)):
+        raise TypeError("Inputs must be a list")
+    with ops.name_scope(name, "RaggedCross", []):
+        r_vals, r_splits, s_ind, s_vals, s_shape, dense, order = [], [], [], [], [], [], []
+        for i, x in enumerate(inputs):
+            if isinstance(x, SparseTensor):
+                order.append("S")
+                s_ind.append(x.indices)
+                s_vals.append(_feature(x.values, i))
+                s_shape.append(x.dense_shape)
+                continue
+            x = _convert(x)
+            if x.shape.ndims is not None and x.shape.ndims != 2:
+                raise ValueError("tf.ragged.cross only supports inputs with rank=2")
+            if is_ragged(x):
+                if x.ragged_rank != 1:
+                    raise ValueError("tf.ragged.cross only supports inputs with rank=2")
+                order.append("R")
+                r_vals.append(_feature(x.values, i))
+                r_splits.append(x.row_splits)
+            else:
+                order.append("D")
+                dense.append(_feature(x, i))
+        split_types = {s.dtype for s in r_splits}
+        out_splits = _I32 if split_types == {_I32} else _I64
+        r_splits = [_cast(s, out_splits) for s in r_splits]
+        attrs = {
+            "Nsparse": len(s_ind),
+            "input_order": "".join(order),
+            "hashed_output": hashed,
+            "num_buckets": int(num_buckets),
+            "hash_key": _DEFAULT_CROSS_HASH_KEY if hash_key is None else int(hash_key),
+            "out_values_type": _I64 if hashed else dtypes.string,
+            "out_row_splits_type": out_splits,
+        }
+        values, splits = ops.apply_op(
+            "RaggedCross", [r_vals, r_splits, s_ind, s_vals, s_shape, dense], attrs
+        ).outputs
+        return _from_splits(values, splits)
+
+
+# -- placeholder ------------------------------------------------------------------------------
+
+
+def placeholder(dtype, ragged_rank, value_shape=None, name=None):
+    """A RaggedTensor fed through placeholders: flat values of `value_shape` items
+    ("flat_values") and ragged_rank int64 row splits ("row_splits_0", ...)."""
+    if not isinstance(ragged_rank, int) or ragged_rank < 0:
+        raise ValueError(f"ragged_rank must be a non-negative int; got {ragged_rank}")
+    dtype = dtypes.as_dtype(dtype)
+    with ops.name_scope(name, "RaggedPlaceholder", []):
+        inner = [] if value_shape is None else list(value_shape)
+        flat = ops.apply_op(
+            "Placeholder", [], {"dtype": dtype, "shape": [None, *inner]}, name="flat_values"
+        ).outputs[0]
+        if ragged_rank == 0:
+            return flat
+        result = flat
+        for i in builtins.range(ragged_rank - 1, -1, -1):
+            splits = ops.apply_op(
+                "Placeholder", [], {"dtype": _I64, "shape": [None]}, name=f"row_splits_{i}"
+            ).outputs[0]
+            result = _from_splits(result, splits)
+        return result
+
+
+# -- what dense ops do with RaggedTensors -----------------------------------------------------
+
+
+def unary(fn, x, *args, **kwargs):
+    """A dense element-wise builder `fn` given a RaggedTensor: fn of its flat values,
+    in its partitions."""
+    return x.with_flat_values(fn(x.flat_values, *args, **kwargs))
+
+
+def binary(fn, x, y, *args, **kwargs):
+    """A dense element-wise builder `fn` of two arguments, one or both ragged: fn of
+    the flat values; a dense argument broadcasts against the inner dense dimensions, or
+    (of the full rank, size 1 in the ragged dimensions) over the rows.
+
+    Raises:
+      ValueError: ragged arguments of different ragged ranks, a dense one that does
+        not broadcast.
+      InvalidArgumentError: (when the step runs) ragged arguments whose partitions
+        differ.
+    """
+    x_r, y_r = is_ragged(x), is_ragged(y)
+    like = x if x_r else y
+    if x_r and y_r:
+        if x.ragged_rank != y.ragged_rank:
+            raise ValueError("asyncflow's ragged element-wise ops need equal ragged ranks")
+        fx, fy = x.flat_values, y.flat_values
+        splits = [_same_splits(a, b) for a, b in zip(x.nested_row_splits, y.nested_row_splits)]
+        nx, ny = fx.shape[0].value, fy.shape[0].value
+        if nx is not None and ny is not None and nx != ny:
+            # As TF's, the partitions' check fails when the step runs: y's values pass
+            # through an op whose static shape forgets their number, after the check.
+            with ops.control_dependencies([splits[-1].op]):
+                inner = fy.shape.as_list()[1:]
+                fy = ops.apply_op(
+                    "PlaceholderWithDefault", [fy], {"dtype": fy.dtype, "shape": [None, *inner]}
+                ).outputs[0]
+    else:
+        splits = list(like.nested_row_splits)
+        other = y if x_r else x
+        if not isinstance(other, ops.Tensor):
+            other = ops.convert_to_tensor(other, dtype=like.dtype)
+        flat = _broadcast_dense(like, other)
+        fx, fy = (like.flat_values, flat) if x_r else (flat, like.flat_values)
+    return _rebuild(like, splits, fn(fx, fy, *args, **kwargs))
+
+
+def dispatch_unary(fn):
+    """fn, taking a RaggedTensor as its first argument too (TF's ragged dispatch)."""
+
+    @functools.wraps(fn)
+    def wrapper(x, *args, **kwargs):
+        if is_ragged(x):
+            return unary(fn, x, *args, **kwargs)
+        return fn(x, *args, **kwargs)
+
+    return wrapper
+
+
+def dispatch_binary(fn):
+    """fn, taking RaggedTensors as either of its first two arguments too."""
+
+    @functools.wraps(fn)
+    def wrapper(x, y, *args, **kwargs):
+        if is_ragged(x) or is_ragged(y):
+            return binary(fn, x, y, *args, **kwargs)
+        return fn(x, y, *args, **kwargs)
+
+    return wrapper
+
+
+def _broadcast_dense(rt, dense):
+    """dense, broadcast to rt's flat values: as is when it fits their inner dimensions,
+    else (rank rt's, ragged dimensions of size 1) each row's entry repeated."""
+    rank, inner = dense.shape.ndims, rt.flat_values.shape.ndims - 1
+    if rank is None:
+        raise ValueError("a dense operand of a ragged op needs its rank at build time")
+    if rank <= inner:
+        return dense
+    if rank != rt.shape.ndims:
+        raise ValueError(f"Shapes {dense.shape} and {rt.shape} are incompatible")
+    # Drop the ragged dimensions (size 1), then repeat each row's entry for its values.
+    squeezed = _op("Squeeze", dense, squeeze_dims=list(builtins.range(1, rt.ragged_rank + 1)))
+    ids = None
+    for s in rt.nested_row_splits:
+        rows = _rowids_of(s)
+        ids = rows if ids is None else _gather(ids, rows)
+    return _gather(squeezed, ids)
+
+
+def where(condition, x=None, y=None, name=None, v2=False):
+    """tf.where with ragged arguments: Select on the flat values (x and y given), or
+    the true positions (a ragged condition alone is its flat values' where)."""
+    if x is None and y is None:
+        raise ValueError("asyncflow's ragged tf.where needs x and y")
+    with ops.name_scope(name, "RaggedWhere", []):
+        parts = [condition, x, y]
+        rag = [p for p in parts if is_ragged(p)]
+        splits = list(rag[0].nested_row_splits)
+        for r in rag[1:]:
+            splits = [_same_splits(a, b) for a, b in zip(splits, r.nested_row_splits)]
+        flats = [p.flat_values if is_ragged(p) else ops.convert_to_tensor(p) for p in parts]
+        out = _op("SelectV2" if v2 else "Select", *flats)
+        return _rebuild(rag[0], splits, out)
+
+
+def gather(params, indices, name=None, axis=0):
+    """tf.gather with ragged params (rows at `indices`, of any rank: RaggedGather) or
+    ragged indices (params' rows at each index, in indices' partitions)."""
+    if axis not in (0, None):
+        raise ValueError("asyncflow's ragged tf.gather takes axis 0 only")
+    with ops.name_scope(name, "RaggedGather", []):
+        if is_ragged(indices):
+            if is_ragged(params):
+                inner = _gather_rows(params, _cast(indices.flat_values, params.row_splits.dtype))
+            else:
+                inner = _gather(ops.convert_to_tensor(params), indices.flat_values)
+            return _rebuild(indices, list(indices.nested_row_splits), inner)
+        indices = ops.convert_to_tensor(indices, name="indices")
+        splits = list(params.nested_row_splits)
+        rank = indices.shape.ndims
+        if rank is None:
+            raise ValueError("indices' rank must be known statically")
+        out = ops.apply_op(
+            "RaggedGather",
+            [splits, params.flat_values, indices],
+            {"OUTPUT_RAGGED_RANK": rank + len(splits) - 1},
+        ).outputs
+        result = out[-1]
+        for s in reversed(out[:-1]):
+            result = _from_splits(result, s)
+        return result
+
+
+def gather_nd(params, indices, name=None):
+    """tf.gather_nd of a RaggedTensor: each index vector's leading components pick a row,
+    then an item in it, and so on (a ragged result while ragged dimensions are left).
+
+    Raises:
+      ValueError: indices' rank or last dimension unknown statically.
+      InvalidArgumentError: (when the step runs) a row, or the position an item index
+        makes in the values, out of range.
+    """
+    with ops.name_scope(name, "RaggedGatherNd", []):
+        indices = ops.convert_to_tensor(indices, name="indices")
+        rank, k = indices.shape.ndims, None
+        if rank:
+            k = indices.shape[-1].value
+        if rank is None or k is None:
+            raise ValueError("asyncflow's ragged gather_nd needs indices of a known shape")
+        if rank == 1:  # one index vector: as TF's, a ragged result keeps its one row
+            out = gather_nd(params, _op("ExpandDims", indices, _const(0, _I32)))
+            return out if is_ragged(out) else out[0]
+        dtype = params.row_splits.dtype
+        flat_idx = _cast(_op("Reshape", indices, _const([-1, k], _I32)), dtype)
+        cur, pos, m = params, flat_idx[:, 0], 1
+        while m < k and is_ragged(cur):
+            # (as TF's, an item index is not checked against its row: only the
+            # gather of the values checks the position it makes)
+            pos = _gather(cur.row_splits, pos) + flat_idx[:, m]
+            cur, m = cur.values, m + 1
+        if m < k:  # the rest index the flat values' dense dimensions
+            coords = _concat([_op("ExpandDims", pos, _const(1, _I32)), flat_idx[:, m:]], 1)
+            out = _op("GatherNd", cur, coords)
+        else:
+            out = _take_rows(cur, pos)
+        lead = indices.shape[:-1].as_list()
+        if not is_ragged(out):
+            shape = _concat([_const(lead, _I32), _shape_i32(out)[1:]])
+            return _op("Reshape", out, shape)
+        for d in reversed(lead[1:]):  # indices' own dimensions: uniform partitions
+            n = _dim0_of(out)
+            out = _from_splits(out, _range(_const(0, dtype), n + 1, _const(d, dtype)), d)
+        return out
+
+
+def _shape_i32(t):
+    return _op("Shape", t, out_type=_I32)
+
+
+def _dim0_of(value):
+    return value.nrows() if is_ragged(value) else _dim0(value)
+
+
+_SEGMENT = {
+    "Sum": "UnsortedSegmentSum",
+    "Prod": "UnsortedSegmentProd",
+    "Max": "UnsortedSegmentMax",
+    "Min": "UnsortedSegmentMin",
+}
+
+
+def reduce(kind, x, axis=None, keepdims=False, name=None):
+    """tf.reduce_<kind> (Sum, Prod, Max, Min, Mean, Any, All) of a RaggedTensor: over
+    the rows (axis 0: item j of every row that has one), over a ragged axis (each row
+    on its own), or over inner dense axes; several axes one after another.
+
+    Raises:
+      ValueError: an axis out of range.
+    """
+    with ops.name_scope(name, f"RaggedReduce{kind}", []):
+        if axis is None:
+            flat = x.flat_values
+            op_type = {"Mean": "Mean", "Any": "Any", "All": "All"}.get(kind, kind)
+            all_axes = _range(_const(0, _I32), _op("Rank", flat), _const(1, _I32), _I32)
+            return _op(op_type, flat, all_axes, keep_dims=keepdims)
+        rank = x.shape.ndims
+        axes = sorted(
+            {a % rank for a in (axis if isinstance(axis, (list, tuple)) else [axis])}, reverse=True
+        )
+        result = x
+        for a in axes:
+            result = _reduce_axis(kind, result, a)
+            if keepdims and not is_ragged(result):
+                result = _op("ExpandDims", result, _const(a, _I32))
+        return result
+
+
+def _reduce_axis(kind, x, axis):
+    if not is_ragged(x):
+        op_type = {"Any": "Any", "All": "All", "Mean": "Mean"}.get(kind, kind)
+        return _op(op_type, x, _const(axis, _I32))
+    if axis > 1:
+        return x.with_values(_reduce_axis(kind, x.values, axis - 1))
+    if kind == "Mean":
+        total = _reduce_axis("Sum", x, axis)
+        ones = x.with_flat_values(_op("OnesLike", x.flat_values))
+        count = _reduce_axis("Sum", ones, axis)
+        return (
+            map_flat_values(lambda a, b: _op("RealDiv", a, b), total, count)
+            if is_ragged(total)
+            else _op("RealDiv", total, count)
+        )
+    if kind in ("Any", "All"):
+        as_int = x.with_flat_values(_cast(x.flat_values, _I32))
+        out = _reduce_axis("Max" if kind == "Any" else "Min", as_int, axis)
+        if kind == "All":  # (an empty row: all of nothing is true)
+            out = (
+                map_flat_values(lambda v: _op("Minimum", v, _const(1, _I32)), out)
+                if is_ragged(out)
+                else _op("Minimum", out, _const(1, _I32))
+            )
+        else:
+            out = (
+                map_flat_values(lambda v: _op("Maximum", v, _const(0, _I32)), out)
+                if is_ragged(out)
+                else _op("Maximum", out, _const(0, _I32))
+            )
+        return (
+            map_flat_values(lambda v: _cast(v, dtypes.bool), out)
+            if is_ragged(out)
+            else _cast(out, dtypes.bool)
+        )
+    dtype = x.row_splits.dtype
+    if axis == 0:  # item j of every row together
+        ids = _op("ZerosLike", _range(_const(0, dtype), x.nrows(), _const(1, dtype)))
+        grouped = _segment(kind, x, ids, _const(1, dtype))
+        return grouped.values
+    return _segment(kind, x.values, _rowids_of(x.row_splits), x.nrows())
+
+
+def unsorted_segment(kind, data, segment_ids, num_segments, name=None):
+    """tf.math.unsorted_segment_<kind> (Sum, Prod, Max, Min, Mean) of a RaggedTensor's
+    rows: segment j's row is its rows combined item by item (as long as the longest).
+    """
+    with ops.name_scope(name, f"RaggedUnsortedSegment{kind}", []):
+        dtype = data.row_splits.dtype
+        ids = _cast(ops.convert_to_tensor(segment_ids, name="segment_ids"), dtype)
+        n = _cast(ops.convert_to_tensor(num_segments, name="num_segments"), dtype)
+        if kind != "Mean":
+            return _segment(kind, data, ids, n)
+        total = _segment("Sum", data, ids, n)
+        ones = data.with_flat_values(_op("OnesLike", data.flat_values))
+        count = _segment("Sum", ones, ids, n)
+        return map_flat_values(lambda a, b: _op("RealDiv", a, b), total, count)
+
+
+def reduce_join(inputs, axis, keepdims, separator, name=None):
+    """tf.strings.reduce_join of a RaggedTensor: each row's strings joined (axis 1 of
+    one ragged dimension: UnsortedSegmentJoin), or along an inner dense axis.
+
+    Raises:
+      ValueError: an axis asyncflow does not join along (0, None, or a ragged axis
+        under another ragged one).
+    """
+    rank = inputs.shape.ndims
+    if axis is None or isinstance(axis, (list, tuple)) or rank is None:
+        raise ValueError("asyncflow's ragged reduce_join takes one axis (a Python int)")
+    axis %= rank
+    with ops.name_scope(name, "RaggedReduceJoin", []):
+        if axis > 1:
+            inner = inputs.values
+            if is_ragged(inner):
+                return inputs.with_values(reduce_join(inner, axis - 1, keepdims, separator))
+            return inputs.with_values(
+                _op(
+                    "ReduceJoin",
+                    inner,
+                    _const(axis - 1, _I32),
+                    keep_dims=keepdims,
+                    separator=separator,
+                )
+            )
+        if axis != 1 or is_ragged(inputs.values):
+            raise ValueError("asyncflow's ragged reduce_join joins within rows (axis 1) only")
+        out = _op(
+            "UnsortedSegmentJoin",
+            inputs.values,
+            _rowids_of(inputs.row_splits),
+            inputs.nrows(),
+            separator=separator,
+        )
+        return _op("ExpandDims", out, _const(1, _I32)) if keepdims else out
+
+
+def _segment(kind, v, ids, n):
+    """Rows of v reduced by segment (ids sorted or not, n segments): a ragged v's rows
+    reduce item by item, a segment as long as its longest row."""
+    if not is_ragged(v):
+        return _op(_SEGMENT[kind], v, ids, n)
+    dtype = v.row_splits.dtype
+    lengths = _diff(v.row_splits)
+    longest = _op("Maximum", _op("UnsortedSegmentMax", lengths, ids, n), _const(0, dtype))
+    out_splits = _lengths_to_splits(longest)
+    rows = _rowids_of(v.row_splits)
+    positions = _range(_const(0, dtype), v.row_splits[-1], _const(1, dtype))
+    cols = positions - _gather(v.row_splits, rows)
+    new_ids = _gather(out_splits, _gather(ids, rows)) + cols
+    return _from_splits(_segment(kind, v.values, new_ids, out_splits[-1]), out_splits)
