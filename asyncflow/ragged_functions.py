@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 
 import numpy as np
 
@@ -629,13 +630,21 @@ def binary(fn, x, y, *args, **kwargs):
 
 
 def dispatch_unary(fn):
-    """fn, taking a RaggedTensor as its first argument too (TF's ragged dispatch)."""
+    """fn, taking a RaggedTensor as its first argument too (TF's ragged dispatch); the
+    argument may also come by keyword (its own name, or TF 2's `input`)."""
+    first = next(iter(inspect.signature(fn).parameters))
 
     @functools.wraps(fn)
-    def wrapper(x, *args, **kwargs):
-        if is_ragged(x):
-            return unary(fn, x, *args, **kwargs)
-        return fn(x, *args, **kwargs)
+    def wrapper(*args, **kwargs):
+        if args:
+            if is_ragged(args[0]):
+                return unary(fn, *args, **kwargs)
+            return fn(*args, **kwargs)
+        key = first if first in kwargs else "input"
+        if is_ragged(kwargs.get(key)):
+            x = kwargs.pop(key)
+            return unary(fn, x, **kwargs)
+        return fn(**kwargs)
 
     return wrapper
 
