@@ -44,6 +44,8 @@ def _project_ops():
 # rather than silently giving no gradient as a NotDifferentiable mark would).
 _GRADIENT_PENDING = {
     "FusedBatchNormGradV3": "second-order batch norm (TF's _FusedBatchNormGradGrad)",
+    "FusedBatchNormGrad": "second-order batch norm (TF's _FusedBatchNormGradGrad)",
+    "FusedBatchNormGradV2": "second-order batch norm (TF's _FusedBatchNormGradGrad)",
     "RGBToHSV": "TF's _RGBToHSVGrad (tf.image.rgb_to_hsv is a composite that differentiates)",
 }
 
@@ -121,6 +123,14 @@ _TF_NO_GRADIENT = {
     "BatchSelfAdjointEig",
     "Mod",
     "PlaceholderV2",
+    # TF 1.x op types of tests/test_legacy_ops_s26.py
+    *(f"SparseSegment{w}Grad{v}" for w in ("Sum", "Mean", "SqrtN") for v in ("", "V2")),
+    "SparseBincount",
+    "ToBool",
+    "Copy",
+    "CopyHost",
+    "DeepCopy",
+    "ImmutableConst",
 }
 
 
