@@ -49,6 +49,7 @@ from asyncflow.ops import (  # noqa: F401
     io_ops,
     jpeg_ops,
     legacy_nn_ops,
+    legacy_random_ops,
     legacy_ops,
     linalg_logm_ops,
     linalg_matrix_ops,

@@ -5,8 +5,10 @@ building each op with tf.raw_ops in a TF1 graph and running it)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import asyncflow as tf
 from tests import legacy_s26_cases as cases
 
 _NN = cases.load("nn_array_cases.json")
@@ -19,3 +21,128 @@ def test_nn_array_ops_match_tf(case):
         for a in case["args"].values()
     )
     cases.run_case(case, rtol=1e-2 if half else 1e-5, atol=1e-2 if half else 1e-5)
+
+
+_TRAIN = cases.load("training_cases.json")
+
+
+@pytest.mark.parametrize("case", _TRAIN, ids=[c["name"] for c in _TRAIN])
+def test_optimizer_updates_match_tf(case):
+    """Each op run `steps` times on fresh variables (ref or resource, as TF's case)."""
+    with tf.Graph().as_default():
+        vs = {
+            k: tf.Variable(np.array(v, np.float32), use_resource=case["resource"])
+            for k, v in case["refs"].items()
+        }
+        args = {k: (v.handle if case["resource"] else v) for k, v in vs.items()}
+        args.update({k: tf.constant(np.array(v, d)) for k, (v, d) in case["args"].items()})
+        op = getattr(tf.raw_ops, case["op"])(**args, **case["attrs"])
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            if "error" in case["expect"]:
+                cls, msg = case["expect"]["error"]
+                with pytest.raises(getattr(tf.errors, cls)) as info:
+                    for _ in range(case["steps"]):
+                        sess.run(op)
+                assert info.value.message.split("\n\t [[")[0] == msg
+                return
+            for _ in range(case["steps"]):
+                sess.run(op)
+            for k, want in case["expect"]["refs"].items():
+                np.testing.assert_allclose(sess.run(vs[k]), want, rtol=1e-6, atol=1e-7, err_msg=k)
+
+
+# -- random op types (values recorded from TF 2.21) --------------------------------------------
+
+
+def test_rng_skip_moves_the_counter_as_tf():
+    with tf.Graph().as_default():
+        v = tf.Variable(np.array([5, 0, 7], np.int64), use_resource=True)
+
+        def skip(alg):
+            return tf.raw_ops.RngSkip(
+                resource=v.handle,
+                algorithm=tf.constant(alg, tf.int64),
+                delta=tf.constant(3, tf.int64),
+            )
+
+        with tf.Session() as sess:
+            sess.run(v.initializer)
+            sess.run(skip(1))
+            assert sess.run(v).tolist() == [773, 0, 7]
+            with pytest.raises(
+                tf.errors.InvalidArgumentError, match="Unsupported algorithm id: 5"
+            ):
+                sess.run(skip(5))
+            sess.run(skip(3))  # (auto-select: Philox)
+            assert sess.run(v).tolist() == [1541, 0, 7]
+
+
+def test_stateless_shuffle_matches_tf():
+    with tf.Graph().as_default():
+        x = tf.reshape(tf.range(10), [5, 2])
+        key, counter = tf.constant([12345], tf.uint64), tf.constant([7, 9], tf.uint64)
+        a = tf.raw_ops.StatelessShuffle(value=x, key=key, counter=counter, alg=1)
+        b = tf.raw_ops.StatelessShuffle(
+            value=tf.range(20),
+            key=tf.constant([2**63 + 5], tf.uint64),
+            counter=tf.constant([0, 0], tf.uint64),
+            alg=1,
+        )
+        assert a.shape.as_list() == [5, 2]
+        with tf.Session() as sess:
+            got_a, got_b = sess.run([a, b])
+    assert got_a.tolist() == [[4, 5], [8, 9], [2, 3], [0, 1], [6, 7]]
+    assert got_b.tolist() == [17, 4, 13, 18, 10, 5, 7, 19, 15, 14, 9, 12, 0, 2, 8, 1, 6, 16, 11, 3]
+
+
+def test_stateless_sample_distorted_bounding_box_matches_tf():
+    box = tf.raw_ops.StatelessSampleDistortedBoundingBox
+    with tf.Graph().as_default():
+        outs = [
+            box(image_size=[40, 60, 3], bounding_boxes=[[[0.1, 0.2, 0.5, 0.9]]],
+                min_object_covered=0.3, seed=[3, 4]),
+            box(image_size=tf.constant([100, 80, 3], tf.int64),
+                bounding_boxes=tf.zeros([1, 0, 4]), min_object_covered=0.1,
+                seed=tf.constant([9, 1], tf.int64), use_image_if_no_bounding_boxes=True,
+                area_range=[0.2, 0.6]),
+        ] + [
+            box(image_size=[30, 50, 1], bounding_boxes=[[[0.0, 0.0, 1.0, 1.0]]],
+                min_object_covered=0.1, seed=[i, 2 * i])
+            for i in range(5)
+        ]  # fmt: skip
+        with tf.Session() as sess:
+            got = sess.run([list(o) for o in outs])
+    want = [  # (begin, size) of each
+        ([0, 18, 0], [40, 36, -1]),
+        ([10, 4, 0], [43, 55, -1]),
+        ([2, 3, 0], [22, 19, -1]),
+        ([0, 14, 0], [12, 15, -1]),
+        ([3, 9, 0], [18, 17, -1]),
+        ([4, 10, 0], [25, 31, -1]),
+        ([5, 2, 0], [24, 30, -1]),
+    ]
+    assert [(b.tolist(), s.tolist()) for b, s, _ in got] == want
+    np.testing.assert_allclose(got[1][2], [[[0.1, 0.05, 0.53, 0.7375]]], rtol=1e-6)
+    assert got[1][0].dtype == np.int64
+
+
+def test_non_deterministic_ints():
+    with tf.Graph().as_default():
+        a = tf.raw_ops.NonDeterministicInts(shape=[2, 3])
+        b = tf.raw_ops.NonDeterministicInts(shape=tf.constant([4], tf.int32), dtype=tf.int32)
+        c = tf.raw_ops.NonDeterministicInts(shape=[2], dtype=tf.float32)
+        assert (a.dtype, a.shape.as_list(), b.dtype, b.shape.as_list()) == (
+            tf.int64, [2, 3], tf.int32, [4])  # fmt: skip
+        with tf.Session() as sess:
+            va, vb = sess.run([a, b])
+            assert (va.shape, va.dtype, vb.shape, vb.dtype) == ((2, 3), np.int64, (4,), np.int32)
+            assert len(set(va.reshape(-1).tolist())) == 6  # (64 random bits each)
+            with pytest.raises(tf.errors.InvalidArgumentError) as info:
+                sess.run(c)
+    assert info.value.message.startswith(
+        "No OpKernel was registered to support Op 'NonDeterministicInts' used by "
+        "{{node NonDeterministicInts_2}} with these attrs: [shape_dtype=DT_INT64, "
+        "dtype=DT_FLOAT]\nRegistered devices: [CPU]\nRegistered kernels:\n"
+        "  device='CPU'; dtype in [DT_UINT64]\n"
+    )

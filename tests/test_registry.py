@@ -131,6 +131,10 @@ _TF_NO_GRADIENT = {
     "CopyHost",
     "DeepCopy",
     "ImmutableConst",
+    "RngSkip",
+    "NonDeterministicInts",
+    "StatelessShuffle",
+    "StatelessSampleDistortedBoundingBox",
 }
 
 
