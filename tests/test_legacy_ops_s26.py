@@ -146,3 +146,31 @@ def test_non_deterministic_ints():
         "dtype=DT_FLOAT]\nRegistered devices: [CPU]\nRegistered kernels:\n"
         "  device='CPU'; dtype in [DT_UINT64]\n"
     )
+
+
+_RNN = cases.load("rnn_cases.json")
+
+
+@pytest.mark.parametrize("case", _RNN, ids=[c["name"] for c in _RNN])
+def test_rnn_block_ops_match_tf(case):
+    half = case["args"]["x"]["dtype"] == "float16"
+    cases.run_case(case, rtol=1e-2 if half else 1e-5, atol=1e-2 if half else 2e-6)
+
+
+def test_no_gradient_where_tf_21_has_none():
+    """tf.gradients through these raises LookupError in TF 2.21 (its registry has no
+    entry: tf.contrib, which differentiated the cells, is gone)."""
+    z = np.zeros((2, 4), np.float32)
+    with tf.Graph().as_default():
+        x = tf.constant(np.zeros((2, 3), np.float32))
+        vec = tf.constant(np.zeros(4, np.float32))
+        w = tf.constant(np.zeros((7, 16), np.float32))
+        cell = tf.raw_ops.LSTMBlockCell(
+            x=x, cs_prev=z, h_prev=z, w=w, wci=vec, wcf=vec, wco=vec, b=tf.zeros([16])
+        )
+        seg = tf.raw_ops.SparseSegmentSumGrad(
+            grad=tf.ones([2, 2]), indices=[0, 1], segment_ids=[0, 1], output_dim0=3
+        )
+        for y, xs in ((cell.h, x), (seg, seg.op.inputs[0])):
+            with pytest.raises(LookupError, match="No gradient defined for operation"):
+                tf.gradients(y, xs)

@@ -135,6 +135,12 @@ _TF_NO_GRADIENT = {
     "NonDeterministicInts",
     "StatelessShuffle",
     "StatelessSampleDistortedBoundingBox",
+    "LSTMBlockCell",
+    "LSTMBlockCellGrad",
+    "BlockLSTMGrad",
+    "BlockLSTMGradV2",
+    "GRUBlockCell",
+    "GRUBlockCellGrad",
 }
 
 
