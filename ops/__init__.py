@@ -48,6 +48,7 @@ from asyncflow.ops import (  # noqa: F401
     init_ops,
     io_ops,
     jpeg_ops,
+    legacy_image_ops,
     legacy_nn_ops,
     legacy_ops,
     legacy_random_ops,

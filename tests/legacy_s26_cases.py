@@ -95,9 +95,7 @@ def run_case(case: dict, rtol: float = 1e-5, atol: float = 1e-5) -> None:
         if "grad" in case:
             g = case["grad"]
             ys = outs[g.get("output", 0)]
-            gy = tf.constant(
-                np.array(g["grad_ys"], ys.dtype.as_numpy_dtype).reshape(ys.shape.as_list())
-            )
+            gy = tf.constant(np.array(g["grad_ys"], ys.dtype.as_numpy_dtype))
             grads = tf.gradients(ys, [args[k] for k in g["wrt"]], grad_ys=gy)
         with tf.Session() as sess:
             if "error" in expect:

@@ -174,3 +174,39 @@ def test_no_gradient_where_tf_21_has_none():
         for y, xs in ((cell.h, x), (seg, seg.op.inputs[0])):
             with pytest.raises(LookupError, match="No gradient defined for operation"):
                 tf.gradients(y, xs)
+
+
+_IMAGE = cases.load("image_cases.json")
+
+
+@pytest.mark.parametrize("case", _IMAGE, ids=[c["name"] for c in _IMAGE])
+def test_image_and_pool_ops_match_tf(case):
+    cases.run_case(case, rtol=1e-5, atol=2e-5)
+
+
+def test_max_pool_grad_grad_with_argmax_has_no_cpu_kernel_as_tf():
+    with tf.Graph().as_default():
+        x = tf.zeros([1, 4, 4, 1])
+        out = tf.raw_ops.MaxPoolGradGradWithArgmax(
+            input=x,
+            grad=x,
+            argmax=tf.zeros([1, 2, 2, 1], tf.int64),
+            ksize=[1, 2, 2, 1],
+            strides=[1, 2, 2, 1],
+            padding="VALID",
+        )
+        assert out.shape.as_list() == [1, 2, 2, 1]
+        with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError) as info:
+            sess.run(out)
+    # (TF lists the attrs in its hash map's order, which varies run to run)
+    assert info.value.message.startswith(
+        "No OpKernel was registered to support Op 'MaxPoolGradGradWithArgmax' used by "
+        "{{node MaxPoolGradGradWithArgmax}} with these attrs: ["
+    )
+    assert info.value.message.split("\n\t [[")[0].endswith(
+        "Registered devices: [CPU]\nRegistered kernels:\n"
+        "  device='GPU'; T in [DT_DOUBLE]; Targmax in [DT_INT64]\n"
+        "  device='GPU'; T in [DT_FLOAT]; Targmax in [DT_INT64]\n"
+        "  device='GPU'; T in [DT_BFLOAT16]; Targmax in [DT_INT64]\n"
+        "  device='GPU'; T in [DT_HALF]; Targmax in [DT_INT64]"
+    )

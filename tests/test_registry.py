@@ -141,6 +141,9 @@ _TF_NO_GRADIENT = {
     "BlockLSTMGradV2",
     "GRUBlockCell",
     "GRUBlockCellGrad",
+    "MaxPoolGradGradWithArgmax",
+    "FusedPadConv2D",
+    "FusedResizeAndPadConv2D",
 }
 
 
