@@ -5,6 +5,8 @@ building each op with tf.raw_ops in a TF1 graph and running it)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -210,3 +212,28 @@ def test_max_pool_grad_grad_with_argmax_has_no_cpu_kernel_as_tf():
         "  device='GPU'; T in [DT_BFLOAT16]; Targmax in [DT_INT64]\n"
         "  device='GPU'; T in [DT_HALF]; Targmax in [DT_INT64]"
     )
+
+
+def test_tf_graph_def_with_legacy_ops_imports_and_runs():
+    """A GraphDef TF 2.21 wrote (fixtures/legacy_s26b/legacy_graph.pbtxt: an inference
+    FusedBatchNorm, ImageProjectiveTransformV3, BlockLSTM with peepholes, GRUBlockCell,
+    SparseMatMul, FusedBatchNormV2, StatelessSampleDistortedBoundingBox, and the gradient
+    TF built through them: BlockLSTMGrad, FusedBatchNormGrad/V2, the transform's inverse)
+    imports here and runs to TF's values."""
+    from google.protobuf import text_format
+
+    from asyncflow.protos import graph_pb2
+
+    text = (cases.FIXTURES / "legacy_graph.pbtxt").read_text()
+    gd = text_format.Parse(text, graph_pb2.GraphDef())
+    record = json.loads((cases.FIXTURES / "legacy_graph_values.json").read_text())
+    assert {"BlockLSTMGrad", "FusedBatchNormGrad", "SparseMatMul", "GRUBlockCell"} <= {
+        n.op for n in gd.node
+    }
+    with tf.Graph().as_default():
+        fetch = list(record["fetch"])
+        tensors = tf.import_graph_def(gd, return_elements=fetch, name="")
+        with tf.Session() as sess:
+            values = sess.run(tensors, {"x:0": np.array(record["feed"], np.float32)})
+    for name, got in zip(fetch, values):
+        np.testing.assert_allclose(got, record["fetch"][name], rtol=1e-5, atol=1e-5, err_msg=name)
