@@ -4,6 +4,7 @@ from asyncflow.ops import (  # noqa: F401
     approx_topk_ops,
     array_extra_ops,
     array_ops,
+    audio_features_ops,
     audio_ops,
     barrier_ops,
     candidate_sampling_ops,

@@ -69,6 +69,7 @@ FOREIGN_MODULES = {
     "array_extra_ops": "tests/ops/test_raw_ops_s25_array.py",
     "legacy_nn_ops": "TF 1.x op types: tests/test_legacy_ops_s26.py (TF 2.21's gradients)",
     "legacy_random_ops": "TF 1.x op types: tests/test_legacy_ops_s26.py (no TF gradient)",
+    "audio_features_ops": "AudioSpectrogram/Mfcc: tests/test_legacy_ops_s26.py (no TF gradient)",
     "legacy_image_ops": "TF 1.x op types: tests/test_legacy_ops_s26.py (TF 2.21's gradients)",
     "rnn_block_ops": "contrib RNN kernels: tests/test_legacy_ops_s26.py (TF 2.21's gradients)",
 }

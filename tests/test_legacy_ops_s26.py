@@ -237,3 +237,33 @@ def test_tf_graph_def_with_legacy_ops_imports_and_runs():
             values = sess.run(tensors, {"x:0": np.array(record["feed"], np.float32)})
     for name, got in zip(fetch, values):
         np.testing.assert_allclose(got, record["fetch"][name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+_AUDIO = cases.load("audio_cases.json")
+
+
+@pytest.mark.parametrize("case", _AUDIO, ids=[c["name"] for c in _AUDIO])
+def test_audio_feature_ops_match_tf(case):
+    cases.run_case(case, rtol=2e-5, atol=2e-5)
+
+
+def test_audio_summary_v1_from_an_old_graph_def_writes_tfs_summary():
+    """AudioSummary (removed from GraphDef version 15 on) imports from a version-14
+    GraphDef and writes TF 2.21's Summary bytes; built now it raises TF's error."""
+    from google.protobuf import text_format
+
+    from asyncflow.protos import graph_pb2
+
+    text = (cases.FIXTURES / "audio_summary_v1.pbtxt").read_text()
+    gd = text_format.Parse(text, graph_pb2.GraphDef())
+    want = json.loads((cases.FIXTURES / "audio_summary_v1.json").read_text())["summaries"]
+    with tf.Graph().as_default():
+        tensors = tf.import_graph_def(gd, return_elements=["audio:0", "audio1:0"], name="")
+        with tf.Session() as sess:
+            got = sess.run(tensors)
+    assert [g.hex() for g in got] == want
+    with tf.Graph().as_default():
+        with pytest.raises(
+            NotImplementedError, match="removed in version 15. Use AudioSummaryV2.."
+        ):
+            tf.raw_ops.AudioSummary(tag="a", tensor=tf.zeros([1, 4]), sample_rate=8000.0)

@@ -144,6 +144,8 @@ _TF_NO_GRADIENT = {
     "MaxPoolGradGradWithArgmax",
     "FusedPadConv2D",
     "FusedResizeAndPadConv2D",
+    "AudioSpectrogram",
+    "Mfcc",
 }
 
 
