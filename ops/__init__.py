@@ -77,6 +77,7 @@ from asyncflow.ops import (  # noqa: F401
     pooling_ops,
     proto_ops,
     quantization_ops,
+    quantize_dequantize_ops,
     quantized_nn_ops,
     random_ops,
     reader_ops,

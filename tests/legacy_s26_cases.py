@@ -97,6 +97,9 @@ def run_case(case: dict, rtol: float = 1e-5, atol: float = 1e-5) -> None:
             ys = outs[g.get("output", 0)]
             gy = tf.constant(np.array(g["grad_ys"], ys.dtype.as_numpy_dtype))
             grads = tf.gradients(ys, [args[k] for k in g["wrt"]], grad_ys=gy)
+            if "grad_is_none" in expect:
+                assert [t is None for t in grads] == expect["grad_is_none"], case["name"]
+            grads = [t for t in grads if t is not None]
         with tf.Session() as sess:
             if "error" in expect:
                 cls, msg = expect["error"]

@@ -267,3 +267,59 @@ def test_audio_summary_v1_from_an_old_graph_def_writes_tfs_summary():
             NotImplementedError, match="removed in version 15. Use AudioSummaryV2.."
         ):
             tf.raw_ops.AudioSummary(tag="a", tensor=tf.zeros([1, 4]), sample_rate=8000.0)
+
+
+_QDQ = cases.load("quantize_dequantize_cases.json")
+
+
+@pytest.mark.parametrize("case", _QDQ, ids=[c["name"] for c in _QDQ])
+def test_quantize_and_dequantize_spellings_match_tf(case):
+    cases.run_case(case, rtol=1e-6, atol=1e-7)
+
+
+def test_quantization_builders_and_the_v1_op_match_tf():
+    """tf.quantization.quantize_and_dequantize(_v2) (ops V2 / V4, names, values and
+    gradients) and a version-21 GraphDef's QuantizeAndDequantize; values from TF 2.21."""
+    from google.protobuf import text_format
+
+    from asyncflow.protos import graph_pb2
+
+    qdq = tf.quantization
+    with tf.Graph().as_default():
+        x = tf.constant(np.array([[-1.2, 0.3, 0.77], [2.5, -0.01, 0.5]], np.float32))
+        a = qdq.quantize_and_dequantize(x, -1.0, 1.0, range_given=True)
+        b = qdq.quantize_and_dequantize_v2(
+            x, -2.0, 2.0, num_bits=4, range_given=True, round_mode="HALF_UP"
+        )
+        c = qdq.quantize_and_dequantize_v2(x, 0.0, 0.0, narrow_range=True, name="qq")
+        with pytest.raises(ValueError, match="Shape must be rank 1 but is rank 0"):
+            qdq.quantize_and_dequantize_v2(x, 0.0, 0.0, axis=-1)  # (TF's: axis 1 then)
+        assert [(t.name, t.op.type) for t in (a, b, c)] == [
+            ("QuantizeAndDequantizeV2:0", "QuantizeAndDequantizeV2"),
+            ("QuantizeAndDequantizeV4:0", "QuantizeAndDequantizeV4"),
+            ("qq:0", "QuantizeAndDequantizeV4"),
+        ]
+        assert [i.name for i in c.op.inputs] == ["Const:0", "qq/input_min:0", "qq/input_max:0"]
+        g = tf.gradients(a + b, x)
+        with tf.Session() as sess:
+            got = sess.run([a, b, c] + g)
+        with pytest.raises(NotImplementedError, match="removed in version 22. Replaced by Q"):
+            tf.raw_ops.QuantizeAndDequantize(input=x)
+    want = [
+        [[-1.007874, 0.2992126, 0.77165353], [1.0, -0.007874016, 0.503937]],
+        [[-1.1428572, 0.2857143, 0.8571429], [2.0, 0.0, 0.5714286]],
+        [[-1.2007874, 0.2952756, 0.7677165], [2.5, -0.01968504, 0.49212599]],
+        [[2.0, 2.0, 2.0], [1.0, 2.0, 2.0]],
+    ]
+    for k, (v, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(v, w, rtol=1e-6, err_msg=str(k))
+    text = (cases.FIXTURES / "qdq_v1.pbtxt").read_text()
+    gd = text_format.Parse(text, graph_pb2.GraphDef())
+    with tf.Graph().as_default():
+        out = tf.import_graph_def(gd, return_elements=["q:0", "q2:0"], name="")
+        with tf.Session() as sess:
+            q, q2 = sess.run(out)
+    np.testing.assert_allclose(q, [[-1.0, 0.5, 1.0], [1.5, -0.0, 0.5]], rtol=1e-6)
+    np.testing.assert_allclose(
+        q2, [[-1.1960784, 0.30392158, 0.7745098], [2.5, -0.009803922, 0.5]], rtol=1e-6
+    )
