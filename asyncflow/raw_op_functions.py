@@ -90,8 +90,12 @@ def _make(op_def) -> types.FunctionType:
         for k, key in attrs:
             if key in kwargs:
                 value = kwargs.pop(key)
-                if isinstance(op_def.attrs[k], registry.TypeConstraint):
-                    value = dtypes.as_dtype(value)
+                constraint = op_def.attrs[k]
+                if isinstance(constraint, registry.TypeConstraint):
+                    if constraint.is_list:  # (list(type) attrs given as lists)
+                        value = [dtypes.as_dtype(v) for v in value]
+                    else:
+                        value = dtypes.as_dtype(value)
                 given[k] = value
             elif op_def.attrs[k] is registry.REQUIRED:
                 raise TypeError(f"{fn_name}() missing 1 required positional argument: '{key}'")

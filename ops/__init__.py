@@ -72,6 +72,7 @@ from asyncflow.ops import (  # noqa: F401
     optional_ops,
     parameterized_truncated_normal_ops,
     parsing_ops,
+    parsing_sequence_legacy_ops,
     parsing_sequence_ops,
     partition_ops,
     pooling_ops,

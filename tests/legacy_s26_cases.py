@@ -37,6 +37,8 @@ def _tensor(spec):
 def _attr(value):
     if isinstance(value, str) and value.startswith("dtype:"):
         return tf.as_dtype(value[6:])
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return [_attr(v) for v in value]
     return value
 
 
@@ -88,6 +90,7 @@ def run_case(case: dict, rtol: float = 1e-5, atol: float = 1e-5) -> None:
             outs = list(res)
         else:
             outs = [res]
+        outs = [t for o in outs for t in (o if isinstance(o, list) else [o])]
         for t, shape in zip(outs, expect["static_shapes"]):
             got = None if t.shape.ndims is None else t.shape.as_list()
             assert got == shape, f"{case['name']}: static shape {got} != TF's {shape}"

@@ -323,3 +323,11 @@ def test_quantization_builders_and_the_v1_op_match_tf():
     np.testing.assert_allclose(
         q2, [[-1.1960784, 0.30392158, 0.7745098], [2.5, -0.009803922, 0.5]], rtol=1e-6
     )
+
+
+_SEQ = cases.load("sequence_example_cases.json")
+
+
+@pytest.mark.parametrize("case", _SEQ, ids=[c["name"] for c in _SEQ])
+def test_old_sequence_example_parsers_match_tf(case):
+    cases.run_case(case)

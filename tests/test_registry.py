@@ -146,6 +146,8 @@ _TF_NO_GRADIENT = {
     "FusedResizeAndPadConv2D",
     "AudioSpectrogram",
     "Mfcc",
+    "ParseSequenceExample",
+    "ParseSingleSequenceExample",
 }
 
 
