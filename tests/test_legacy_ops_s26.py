@@ -331,3 +331,44 @@ _SEQ = cases.load("sequence_example_cases.json")
 @pytest.mark.parametrize("case", _SEQ, ids=[c["name"] for c in _SEQ])
 def test_old_sequence_example_parsers_match_tf(case):
     cases.run_case(case)
+
+
+def test_parameterized_truncated_normal_matches_tfs_seeded_draws():
+    """The stateful op's seeded numbers (first 12 of each, then a second run of the
+    first op: its generator moved on by what the first run reserved), from TF 2.21."""
+    p = tf.raw_ops.ParameterizedTruncatedNormal
+    inf = np.inf
+    with tf.Graph().as_default():
+        outs = [
+            p(shape=[3, 4], means=0.5, stdevs=1.5, minvals=-1.0, maxvals=2.0, seed=7, seed2=3),
+            p(shape=[2, 5], means=[0.0, 3.0], stdevs=[1.0, 0.5], minvals=[-0.1, -10.0],
+              maxvals=[0.1, 10.0], seed=1, seed2=2),
+            p(shape=[2, 3], means=tf.constant([0.0], tf.float64),
+              stdevs=tf.constant(1.0, tf.float64), minvals=tf.constant([2.5, 5.0], tf.float64),
+              maxvals=tf.constant(inf, tf.float64), seed=4, seed2=0),
+            p(shape=[230], means=1.0, stdevs=2.0, minvals=-inf, maxvals=-3.0, seed=9, seed2=9),
+            p(shape=[1, 2, 3], means=[0.0], stdevs=[1.0], minvals=[0.0], maxvals=[1.0], seed=5,
+              seed2=5),
+        ]  # fmt: skip
+        bad = p(shape=[3, 4], means=0.0, stdevs=-1.0, minvals=-1.0, maxvals=2.0)
+        with tf.Session() as sess:
+            got = [sess.run(o).reshape(-1)[:12] for o in outs]
+            again = sess.run(outs[0]).reshape(-1)[:6]
+            with pytest.raises(tf.errors.InvalidArgumentError, match="Invalid parameters"):
+                sess.run(bad)
+    want = [
+        [0.20326, 0.13052, -0.07212, -0.73577, 1.76636, -0.71692, 0.48015, -0.11855, 1.50931,
+         0.37705, 1.26646, 0.0712],
+        [-0.01872, 0.07152, -0.08892, -0.08283, 0.07382, 3.25257, 2.56119, 2.87031, 2.82523,
+         2.26164],
+        [2.79246, 2.63489, 3.4638, 5.19238, 5.09975, 5.02619],
+        [-3.26807, -3.40142, -4.53633, -4.75753, -3.83602, -3.60503, -3.16501, -3.79582,
+         -3.59524, -5.39639, -3.73274, -3.4878],
+        [0.15475, 0.84222, 0.46013, 0.30274, 0.96881, 0.86724],
+    ]  # fmt: skip
+    for k, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(g, w, atol=1e-5, err_msg=str(k))
+    assert got[2].dtype == np.float64
+    np.testing.assert_allclose(
+        again, [-0.7507, 1.39835, -0.69582, -0.60173, 0.93532, 0.05762], atol=1e-5
+    )
