@@ -372,3 +372,39 @@ def test_parameterized_truncated_normal_matches_tfs_seeded_draws():
     np.testing.assert_allclose(
         again, [-0.7507, 1.39835, -0.69582, -0.60173, 0.93532, 0.05762], atol=1e-5
     )
+
+
+_QUANT = cases.load("quantized_cases.json")
+_PLAIN = {"quint8": np.uint8, "qint8": np.int8, "qint32": np.int32}
+
+
+@pytest.mark.parametrize("case", _QUANT, ids=[c["name"] for c in _QUANT])
+def test_eight_bit_graph_ops_match_tf(case):
+    """Quantized inputs are given (and outputs read) as their codes through Bitcast, as
+    the recording did in TF 2.21."""
+    with tf.Graph().as_default():
+        args = {}
+        for k, a in case["args"].items():
+            plain = _PLAIN.get(a["dtype"], a["dtype"])
+            t = tf.constant(np.array(a["value"], plain).reshape(a["shape"]))
+            args[k] = tf.bitcast(t, tf.as_dtype(a["dtype"])) if a["dtype"] in _PLAIN else t
+        attrs = {k: cases._attr(v) for k, v in case["attrs"].items()}
+        res = list(getattr(tf.raw_ops, case["op"])(**args, **attrs))
+        fetch = [
+            tf.bitcast(r, tf.as_dtype(_PLAIN[r.dtype.name])) if r.dtype.name in _PLAIN else r
+            for r in res
+        ]
+        with tf.Session() as sess:
+            if "error" in case["expect"]:
+                cls, msg = case["expect"]["error"]
+                with pytest.raises(getattr(tf.errors, cls)) as info:
+                    sess.run(fetch)
+                assert info.value.message.split("\n\t [[")[0] == msg
+                return
+            values = sess.run(fetch)
+    for k, (v, r, want) in enumerate(zip(values, res, case["expect"]["outputs"])):
+        assert r.dtype.name == want["dtype"], k
+        np.testing.assert_array_equal(
+            np.asarray(v).reshape(-1), np.array(want["value"], np.asarray(v).dtype), str(k)
+        )
+        assert list(np.shape(v)) == want["shape"], k

@@ -148,6 +148,10 @@ _TF_NO_GRADIENT = {
     "Mfcc",
     "ParseSequenceExample",
     "ParseSingleSequenceExample",
+    *("Quantized" + n for n in ("MatMul", "BiasAdd", "Add", "Mul", "Relu", "Relu6", "Reshape")),
+    "RequantizationRange",
+    "Requantize",
+    "QuantizeDownAndShrinkRange",
 }
 
 
