@@ -10,6 +10,7 @@ from asyncflow.ops import (  # noqa: F401
     candidate_sampling_ops,
     cast_ops,
     check_ops,
+    clustering_legacy_ops,
     color_ops,
     control_flow_contexts,
     control_flow_ops,

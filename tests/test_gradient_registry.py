@@ -73,6 +73,7 @@ FOREIGN_MODULES = {
     "quantize_dequantize_ops": "QuantizeAndDequantize* spellings: tests/test_legacy_ops_s26.py",
     "parsing_sequence_legacy_ops": "old SequenceExample parsers: tests/test_legacy_ops_s26.py",
     "quantized_math_ops": "eight-bit graph ops: tests/test_legacy_ops_s26.py (no TF gradient)",
+    "clustering_legacy_ops": "k-means kernels: tests/test_legacy_ops_s26.py (no TF gradient)",
     "legacy_image_ops": "TF 1.x op types: tests/test_legacy_ops_s26.py (TF 2.21's gradients)",
     "rnn_block_ops": "contrib RNN kernels: tests/test_legacy_ops_s26.py (TF 2.21's gradients)",
 }

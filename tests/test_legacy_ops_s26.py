@@ -408,3 +408,35 @@ def test_eight_bit_graph_ops_match_tf(case):
             np.asarray(v).reshape(-1), np.array(want["value"], np.asarray(v).dtype), str(k)
         )
         assert list(np.shape(v)) == want["shape"], k
+
+
+def test_clustering_kernels_match_tf():
+    """NearestNeighbors (ties by the lower index) and KMC2ChainInitialization's seeded
+    chains, recorded from TF 2.21; BatchCholeskyGrad is refused as TF refuses it."""
+    r = np.random.RandomState(2)
+    pts = np.round(r.randn(6, 3), 2).astype(np.float32)
+    ctr = np.round(r.randn(4, 3), 2).astype(np.float32)
+    ctr[3] = ctr[1]
+    dist = np.abs(np.round(r.randn(40), 3)).astype(np.float32)
+    with tf.Graph().as_default():
+        nn = tf.raw_ops.NearestNeighbors(points=pts, centers=ctr, k=3)
+        every = tf.raw_ops.NearestNeighbors(points=pts, centers=ctr, k=10)
+        seeds = (0, 1, 12345, -7, 2**40 + 3)
+        kmc = [tf.raw_ops.KMC2ChainInitialization(distances=dist, seed=s) for s in seeds]
+        bad = tf.raw_ops.NearestNeighbors(points=pts, centers=ctr[:, :2], k=1)
+        with tf.Session() as sess:
+            idx, d = sess.run(list(nn))
+            assert sess.run(every)[0].shape == (6, 4)
+            assert sess.run(kmc) == [34, 39, 39, 37, 39]
+            with pytest.raises(tf.errors.InvalidArgumentError) as info:
+                sess.run(bad)
+        with pytest.raises(NotImplementedError, match="removed in version 13. Use CholeskyGrad"):
+            tf.raw_ops.BatchCholeskyGrad(l=[[1.0]], grad=[[1.0]])
+    assert info.value.message.startswith("Expected point_dimensions == center_dimensions: 3 vs 2.")
+    assert idx.tolist() == [[1, 3, 0], [2, 1, 3], [2, 1, 3], [2, 0, 1], [2, 0, 1], [2, 0, 1]]
+    np.testing.assert_allclose(
+        d,
+        [[1.4925, 1.4925, 1.7014], [6.3629, 7.465, 7.465], [1.9021, 2.7206, 2.7206],
+         [9.5339, 10.3661, 11.405], [2.3112, 3.9174, 4.2853], [3.4284, 4.267, 4.9809]],
+        rtol=1e-6,
+    )  # fmt: skip

@@ -152,6 +152,9 @@ _TF_NO_GRADIENT = {
     "RequantizationRange",
     "Requantize",
     "QuantizeDownAndShrinkRange",
+    "NearestNeighbors",
+    "KMC2ChainInitialization",
+    "BatchCholeskyGrad",
 }
 
 
