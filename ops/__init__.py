@@ -49,6 +49,7 @@ from asyncflow.ops import (  # noqa: F401
     index_shuffle_ops,
     init_ops,
     io_ops,
+    isotonic_ops,
     jpeg_ops,
     legacy_image_ops,
     legacy_nn_ops,

@@ -74,6 +74,7 @@ FOREIGN_MODULES = {
     "parsing_sequence_legacy_ops": "old SequenceExample parsers: tests/test_legacy_ops_s26.py",
     "quantized_math_ops": "eight-bit graph ops: tests/test_legacy_ops_s26.py (no TF gradient)",
     "clustering_legacy_ops": "k-means kernels: tests/test_legacy_ops_s26.py (no TF gradient)",
+    "isotonic_ops": "IsotonicRegression: tests/test_legacy_ops_s26.py (TF's gradient)",
     "legacy_image_ops": "TF 1.x op types: tests/test_legacy_ops_s26.py (TF 2.21's gradients)",
     "rnn_block_ops": "contrib RNN kernels: tests/test_legacy_ops_s26.py (TF 2.21's gradients)",
 }

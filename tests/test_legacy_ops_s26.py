@@ -440,3 +440,35 @@ def test_clustering_kernels_match_tf():
          [9.5339, 10.3661, 11.405], [2.3112, 3.9174, 4.2853], [3.4284, 4.267, 4.9809]],
         rtol=1e-6,
     )  # fmt: skip
+
+
+def test_isotonic_regression_matches_tf():
+    """Values, segments (equal neighbours stay apart), output types and the segment-mean
+    gradient, recorded from TF 2.21; an unregistered type pair is TF's error."""
+    with tf.Graph().as_default():
+        x = tf.constant([[1.0, 3.0, 2.0, 4.0, 0.5, 0.7, 0.1], [5.0, 4.0, 4.0, 6.0, 1.0, 1.0, 2.0]])
+        o = tf.raw_ops.IsotonicRegression(input=x)
+        o2 = tf.raw_ops.IsotonicRegression(
+            input=tf.constant([[3, 1, 2], [0, 0, 5]]), output_dtype=tf.float64
+        )
+        ties = tf.raw_ops.IsotonicRegression(input=[[2.0, 2.0, 1.0, 1.0], [1.0, 1.0, 1.0, 3.0]])
+        bad = tf.raw_ops.IsotonicRegression(input=tf.constant([[1.0]], tf.float64))
+        gy = [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], [0.5, 1.5, -1.0, 2.0, 1.0, 0.0, 3.0]]
+        (g,) = tf.gradients(o.output, x, grad_ys=tf.constant(gy))
+        assert o2.output.dtype == tf.float64
+        with tf.Session() as sess:
+            out, seg, out2, seg2, tv, ts, gv = sess.run(
+                [o.output, o.segments, o2.output, o2.segments, ties.output, ties.segments, g]
+            )
+            with pytest.raises(tf.errors.InvalidArgumentError, match="No OpKernel was regi"):
+                sess.run(bad.output)
+    third, four = 1 / 3, 14 / 3
+    row2 = [5.0, four, four, four] + [4 * third] * 3
+    np.testing.assert_allclose(out, [[2.5] * 4 + [0.6, 0.6, 0.1], row2], rtol=1e-7)
+    assert seg.tolist() == [[0, 0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 2, 2, 2]]
+    np.testing.assert_allclose(out2, [[3.0, 1.5, 1.5], [5 * third] * 3], rtol=1e-15)
+    assert seg2.tolist() == [[0, 1, 1], [0, 0, 0]]
+    assert tv.tolist() == [[2.0, 2.0, 1.0, 1.0], [1.5] * 4]
+    assert ts.tolist() == [[0, 1, 2, 3], [0, 0, 0, 0]]
+    grad2 = [0.5] + [2.5 * third] * 3 + [4 * third] * 3
+    np.testing.assert_allclose(gv, [[2.5] * 4 + [5.5, 5.5, 7.0], grad2], rtol=1e-6)
