@@ -1,12 +1,13 @@
 """NN and array op types that TF 1.x GraphDefs hold and TF 2.21 still registers:
 FusedBatchNorm / V2 and their Grad ops (frozen MobileNet and Inception graphs),
 SparseMatMul, SparseSegment{Sum,Mean,SqrtN}Grad (+V2), SparseBincount, ToBool, the
-debugger's Copy / CopyHost, DeepCopy and ImmutableConst.
+debugger's Copy / CopyHost, DeepCopy, ImmutableConst, and CTCLossV2 (cuDNN's: TF 2.21
+runs it on GPUs only, and on a CPU raises its "No OpKernel" error, as here).
 
 Each has TF 2.21's OpDef (inputs, attrs, defaults, allowed dtypes) and computes what TF's
 CPU kernel does; the batch-norm ops run FusedBatchNormV3's kernels (ops/nn_impl.py)
 without its third reserve space.  Gradients are registered where TF 2.21 registers one
-(FusedBatchNorm, FusedBatchNormV2, SparseMatMul); for the others tf.gradients raises
+(FusedBatchNorm, FusedBatchNormV2, SparseMatMul, CTCLossV2); for the others tf.gradients raises
 LookupError, as there.
 """
 
@@ -16,8 +17,8 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.ops import ctc_ops, nn_impl
 from asyncflow.ops import gradient_ops as _g
-from asyncflow.ops import nn_impl
 from asyncflow.registry import ANY, INDEX, REQUIRED, TypeConstraint, register_op
 
 __all__: list[str] = []
@@ -384,3 +385,43 @@ async def _immutable_const(ctx):
     # missing, as in a TF session opened without that file system.
     region = ctx.attrs["memory_region_name"]
     raise errors.NotFoundError(None, None, f"{region}; No such file or directory")
+
+
+# -- CTCLossV2: cuDNN's CTC loss (TF 2.21 has a GPU kernel only) ------------------------------
+
+CTCLossV2 = register_op(
+    "CTCLossV2",
+    inputs=[
+        "inputs: float32",
+        "labels_indices: int64",
+        "labels_values: int32",
+        "sequence_length: int32",
+    ],
+    outputs=["loss: float32", "gradient: float32"],
+    attrs={
+        "preprocess_collapse_repeated": False,
+        "ctc_merge_repeated": True,
+        "ignore_longer_outputs_than_inputs": False,
+    },
+    shape_fn=ctc_ops._ctc_loss_shape,
+)
+CTCLossV2.gradient(ctc_ops.CTCLoss.grad_fn)  # (TF's: the same rule as CTCLoss')
+
+
+@CTCLossV2.kernel("CPU")
+async def _ctc_loss_v2(ctx, inputs, labels_indices, labels_values, sequence_length):
+    # A graph written for cuDNN: on a CPU, TF's error (its attrs in TF's order).
+    a = ctx.attrs
+    attrs = ", ".join(
+        f"{k}={str(a[k]).lower()}"
+        for k in (
+            "preprocess_collapse_repeated",
+            "ctc_merge_repeated",
+            "ignore_longer_outputs_than_inputs",
+        )
+    )
+    raise _invalid(
+        f"No OpKernel was registered to support Op 'CTCLossV2' used by {{{{node {ctx.op.name}}}}} "
+        f"with these attrs: [{attrs}]\nRegistered devices: [CPU]\nRegistered kernels:\n"
+        "  device='GPU'\n"
+    )

@@ -472,3 +472,26 @@ def test_isotonic_regression_matches_tf():
     assert ts.tolist() == [[0, 1, 2, 3], [0, 0, 0, 0]]
     grad2 = [0.5] + [2.5 * third] * 3 + [4 * third] * 3
     np.testing.assert_allclose(gv, [[2.5] * 4 + [5.5, 5.5, 7.0], grad2], rtol=1e-6)
+
+
+def test_ctc_loss_v2_imports_has_tfs_gradient_and_no_cpu_kernel():
+    """TF 2.21 runs CTCLossV2 on GPUs only: built and differentiated as there (the
+    gradient is CTCLoss' rule), on a CPU it raises TF's "No OpKernel" error."""
+    with tf.Graph().as_default():
+        x = tf.zeros([3, 2, 4])
+        o = tf.raw_ops.CTCLossV2(
+            inputs=x,
+            labels_indices=tf.constant([[0, 0], [1, 0]], tf.int64),
+            labels_values=[1, 2],
+            sequence_length=[3, 3],
+        )
+        assert (o.loss.shape.as_list(), o.gradient.shape.as_list()) == ([2], [3, 2, 4])
+        (g,) = tf.gradients(o.loss, x)
+        assert g.op.type == "Mul"
+        with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError) as info:
+            sess.run(o.loss)
+    assert info.value.message.startswith(
+        "No OpKernel was registered to support Op 'CTCLossV2' used by {{node CTCLossV2}} with "
+        "these attrs: ["
+    )
+    assert "Registered devices: [CPU]\nRegistered kernels:\n  device='GPU'\n" in info.value.message
