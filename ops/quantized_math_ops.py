@@ -1,7 +1,8 @@
 """TF's eight-bit graph ops (what tools/quantization/quantize_graph.py and TF 1.x's
 graph-transform tool wrote): QuantizedMatMul, QuantizedBiasAdd, QuantizedAdd,
 QuantizedMul, QuantizedRelu, QuantizedRelu6, QuantizedReshape, RequantizationRange,
-Requantize and QuantizeDownAndShrinkRange, as TF's CPU kernels compute them.
+Requantize, QuantizeDownAndShrinkRange and the per-channel RequantizationRangePerChannel
+and RequantizePerChannel, as TF's CPU kernels compute them.
 
 - Codes are taken relative to the code of 0.0 in their range (TF's
   FloatToQuantizedUnclamped) for the products (MatMul, Mul), summed or multiplied in
@@ -31,7 +32,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import quantization_ops as _q
 from asyncflow.ops import quantized_nn_ops as _qnn
-from asyncflow.registry import TypeConstraint, register_op
+from asyncflow.registry import REQUIRED, TypeConstraint, register_op
 
 __all__: list[str] = []
 
@@ -472,3 +473,73 @@ async def _quantize_down_and_shrink_range(ctx, x, lo, hi):
     out_lo, out_hi = min(_F32(0), used_lo), max(_F32(0), used_hi)
     out = _requantize_8bit(codes, lo_f, hi_f, float(out_lo), float(out_hi), tin, tout)
     return _qnn._as_quantized(out, tout), np.array(_F32(out_lo)), np.array(_F32(out_hi))
+
+
+# -- RequantizationRangePerChannel, RequantizePerChannel ---------------------------------------
+#
+# Per channel (the last axis of an NHWC qint32 tensor) a code stands for
+# code * max(|min_c|, |max_c|) / 2**31.  The range op gives the widest such value,
+# symmetric and clipped at clip_value_max; Requantize scales values by the output
+# type's highest code over max(|requested_min|, |requested_max|), rounded and clamped.
+
+_PER_CHANNEL_T = TypeConstraint(_QUANTIZED, default="qint32")
+
+
+def _channel_values(ctx, x, lo, hi):
+    tin = ctx.attrs["T"]
+    codes = _qnn._codes(x, tin)
+    if codes.ndim != 4:
+        raise _invalid("input must be in NHWC format")
+    lo, hi = np.asarray(lo, _F32).reshape(-1), np.asarray(hi, _F32).reshape(-1)
+    depth = codes.shape[-1]
+    if lo.size != depth or hi.size != depth:
+        raise _invalid(
+            f"input_min has incorrect size, expected {depth} was {lo.size}"
+            if lo.size != depth
+            else f"input_max has incorrect size, expected {depth} was {hi.size}"
+        )
+    scale = (np.maximum(np.abs(lo), np.abs(hi)) / _F32(1 << 31)).astype(_F32)
+    return codes.astype(_F32) * scale
+
+
+RequantizationRangePerChannel = register_op(
+    "RequantizationRangePerChannel",
+    inputs=["input: T", "input_min: float32", "input_max: float32"],
+    outputs=["output_min: float32", "output_max: float32"],
+    attrs={"T": _PER_CHANNEL_T, "clip_value_max": REQUIRED},
+    shape_fn=lambda op: [_SCALAR, _SCALAR],
+)
+
+
+@RequantizationRangePerChannel.kernel("CPU")
+async def _requantization_range_per_channel(ctx, x, lo, hi):
+    values = _channel_values(ctx, x, lo, hi)
+    widest = _F32(np.abs(values).max()) if values.size else _F32(0)
+    widest = min(widest, _F32(ctx.attrs["clip_value_max"]))
+    return np.array(-widest), np.array(widest)
+
+
+RequantizePerChannel = register_op(
+    "RequantizePerChannel",
+    inputs=["input: T", "input_min: float32", "input_max: float32",
+            "requested_output_min: float32", "requested_output_max: float32"],
+    outputs=["output: out_type", "output_min: float32", "output_max: float32"],
+    attrs={"T": _PER_CHANNEL_T, "out_type": TypeConstraint(_QUANTIZED, default="quint8")},
+    shape_fn=lambda op: [op.inputs[0].shape, _SCALAR, _SCALAR],
+)  # fmt: skip
+
+
+@RequantizePerChannel.kernel("CPU")
+async def _requantize_per_channel(ctx, x, lo, hi, out_lo, out_hi):
+    tout = ctx.attrs["out_type"]
+    values = _channel_values(ctx, x, lo, hi)
+    out_lo_f, out_hi_f = (
+        _range(out_lo, "requested_output_min"),
+        _range(out_hi, "requested_output_max"),
+    )
+    low, high = _q._limits(tout)
+    span = _F32(max(abs(out_lo_f), abs(out_hi_f)))
+    scaled = values * (_F32(high) / span)
+    codes = np.sign(scaled) * np.floor(np.abs(scaled) + _F32(0.5))
+    codes = np.clip(codes, low, high).astype(np.int64)
+    return _qnn._as_quantized(codes, tout), np.array(_F32(out_lo_f)), np.array(_F32(out_hi_f))

@@ -495,3 +495,39 @@ def test_ctc_loss_v2_imports_has_tfs_gradient_and_no_cpu_kernel():
         "these attrs: ["
     )
     assert "Registered devices: [CPU]\nRegistered kernels:\n  device='GPU'\n" in info.value.message
+
+
+def test_per_channel_requantization_matches_tf():
+    """RequantizationRangePerChannel / RequantizePerChannel on an NHWC qint32 tensor,
+    codes and ranges recorded from TF 2.21."""
+    x = np.array(
+        [[[[-50260118, 35325592, 88681721], [117892739, -92750920, 252666824]],
+          [[-221931264, 29254421, -191353859], [-1881453, -176982326, -187913365]]]],
+        np.int32,
+    )  # fmt: skip
+    lo = np.array([-1.0, -5.0, -0.2], np.float32)
+    hi = np.array([2.0, 3.0, 0.5], np.float32)
+    with tf.Graph().as_default():
+        xq = tf.bitcast(tf.constant(x), tf.qint32)
+        rr = tf.raw_ops.RequantizationRangePerChannel(
+            input=xq, input_min=lo, input_max=hi, clip_value_max=6.0
+        )
+        clipped = tf.raw_ops.RequantizationRangePerChannel(
+            input=xq, input_min=lo, input_max=hi, clip_value_max=0.1
+        )
+        kw = {"input": xq, "input_min": lo, "input_max": hi}
+        rq = tf.raw_ops.RequantizePerChannel(
+            **kw, requested_output_min=-0.4, requested_output_max=0.6
+        )
+        rq8 = tf.raw_ops.RequantizePerChannel(
+            **kw, requested_output_min=-0.4, requested_output_max=0.6, out_type=tf.qint8
+        )
+        with tf.Session() as sess:
+            got = sess.run(
+                [*rr, *clipped, tf.bitcast(rq.output, tf.uint8), rq.output_min, rq.output_max,
+                 tf.bitcast(rq8.output, tf.int8)]
+            )  # fmt: skip
+    np.testing.assert_allclose(got[:4], [-0.41206908, 0.41206908, -0.1, 0.1], rtol=1e-7)
+    assert got[4].tolist() == [[[[0, 35, 9], [47, 0, 25]], [[0, 29, 0], [0, 0, 0]]]]
+    np.testing.assert_allclose(got[5:7], [-0.4, 0.6], rtol=1e-7)
+    assert got[7].tolist() == [[[[-10, 17, 4], [23, -46, 12]], [[-44, 14, -9], [0, -87, -9]]]]

@@ -152,6 +152,8 @@ _TF_NO_GRADIENT = {
     "RequantizationRange",
     "Requantize",
     "QuantizeDownAndShrinkRange",
+    "RequantizationRangePerChannel",
+    "RequantizePerChannel",
     "NearestNeighbors",
     "KMC2ChainInitialization",
     "BatchCholeskyGrad",
