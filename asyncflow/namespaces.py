@@ -312,7 +312,10 @@ _ALIASES = {
         "inverse_mdct": "signal_mdct.inverse_mdct",
         "kaiser_bessel_derived_window": "signal_mdct.kaiser_bessel_derived_window",
     },
-    "quantization": {},
+    "quantization": {
+        "quantize_and_dequantize": "ops.quantize_dequantize_ops.quantize_and_dequantize",
+        "quantize_and_dequantize_v2": "ops.quantize_dequantize_ops.quantize_and_dequantize_v2",
+    },
     "debugging": {"assert_all_finite": "verify_tensor_all_finite"},
     "manip": {},
     "queue": {},

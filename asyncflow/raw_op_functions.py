@@ -92,7 +92,7 @@ def _make(op_def) -> types.FunctionType:
                 value = kwargs.pop(key)
                 constraint = op_def.attrs[k]
                 if isinstance(constraint, registry.TypeConstraint):
-                    if constraint.is_list:
+                    if constraint.is_list:  # (list(type) attrs given as lists)
                         value = [dtypes.as_dtype(v) for v in value]
                     else:
                         value = dtypes.as_dtype(value)

@@ -76,7 +76,12 @@ class TypeConstraint:
 
     def __init__(self, allowed: Iterable | None = None, default=None, is_list: bool = False):
         self.allowed = None if allowed is None else frozenset(dtypes.as_dtype(d) for d in allowed)
-        self.default = None if default is None else dtypes.as_dtype(default)
+        if default is None:
+            self.default = None
+        elif is_list:  # (TF's `list(type) = []`: an empty tuple, never shared mutable)
+            self.default = tuple(dtypes.as_dtype(d) for d in default)
+        else:
+            self.default = dtypes.as_dtype(default)
         self.is_list = is_list
 
     def with_default(self, default) -> TypeConstraint:

@@ -501,8 +501,16 @@ QuantizeAndDequantizeV2 = register_op(
         "narrow_range": False,
         "axis": -1,
     },
-    shape_fn=_unchanged_shape,
+    shape_fn=lambda op: _qdq_shape(op),
 )
+
+
+def _qdq_shape(op):
+    """TF's: the range is scalars, or vectors when quantizing per channel (axis != -1)."""
+    rank = 0 if op._attr("axis") == -1 else 1
+    for t in op.inputs[1:3]:
+        t.shape.with_rank(rank)
+    return [op.inputs[0].shape]
 
 
 def _qdq_attrs(attrs, rank: int) -> tuple[bool, int, int, str]:
@@ -549,10 +557,11 @@ async def _quantize_and_dequantize_v2(ctx, x, input_min, input_max):
     lo, hi = np.asarray(input_min, x.dtype), np.asarray(input_max, x.dtype)
     depth = 1 if axis == -1 else x.shape[axis]
     if a["range_given"]:
-        want = () if axis == -1 else (depth,)
+        # TF 2.21's CPU kernel (V2 and V4) takes a given range as scalars only: per
+        # channel (axis != -1) it refuses the vectors its shape function requires.
         for name, v in (("input_min", lo), ("input_max", hi)):
-            if v.shape != want:
-                raise _invalid(f"{name} has shape {_shape_str(v.shape)}, expected {want}")
+            if v.ndim != 0 or axis != -1:
+                raise _invalid(f"{name} must be a scalar.")
         if np.any(lo > hi):
             i = int(np.argmax(lo > hi))
             raise _invalid(

@@ -186,7 +186,8 @@ def _check_attrs(attrs):
         raise _invalid(f"Max attempts must be positive: {attrs['max_attempts']}")
 
 
-async def _kernel(ctx, image_size, bounding_boxes, min_object_covered):
+async def _kernel(ctx, image_size, bounding_boxes, min_object_covered, key_counter=None):
+    """`key_counter`: the stateless op's Philox (key, counter); else the op's seeded one."""
     attrs = ctx.attrs
     _check_attrs(attrs)
     size = np.asarray(image_size)
@@ -216,15 +217,17 @@ async def _kernel(ctx, image_size, bounding_boxes, min_object_covered):
                 "use_image_if_no_bounding_boxes if you wish to not provide any bounding boxes."
             )
         boxes.append((0, 0, width, height))
-    gen = ctx.kernel_state.get("tf_rng")
-    if gen is None:
-        gen = ctx.kernel_state["tf_rng"] = philox_random.TFGenerator(
-            int(attrs["seed"]), int(attrs["seed2"])
-        )
-    counter = gen.counter  # (ReserveSamples32(4 * max_attempts): max_attempts blocks)
-    gen.counter = (counter + attrs["max_attempts"]) & ((1 << 128) - 1)
+    if key_counter is None:
+        gen = ctx.kernel_state.get("tf_rng")
+        if gen is None:
+            gen = ctx.kernel_state["tf_rng"] = philox_random.TFGenerator(
+                int(attrs["seed"]), int(attrs["seed2"])
+            )
+        counter = gen.counter  # (ReserveSamples32(4 * max_attempts): max_attempts blocks)
+        gen.counter = (counter + attrs["max_attempts"]) & ((1 << 128) - 1)
+        key_counter = gen.key, counter
     x, y, w, h = await ctx.device.compute(
-        _sample, height, width, boxes, min_covered, attrs, gen.key, counter
+        _sample, height, width, boxes, min_covered, attrs, *key_counter
     )
     dt = size.dtype
     bbox = np.array(

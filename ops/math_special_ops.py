@@ -491,7 +491,8 @@ NotDifferentiable("Bitcast")
 @Bitcast.kernel()
 async def _bitcast(ctx, x):
     xp = ctx.xp
-    x = xp.ascontiguousarray(xp.asarray(x))
+    x = xp.asarray(x)
+    x = xp.ascontiguousarray(x).reshape(x.shape)  # (ascontiguousarray makes a 0-d array [1])
     src, dst = ctx.attrs["T"], ctx.attrs["type"]
     if src.size < dst.size and (x.ndim == 0 or x.shape[-1] * src.size != dst.size):
         raise _invalid(f"Cannot bitcast from {src} to {dst}: shape {list(x.shape)}")

@@ -218,3 +218,98 @@ def stateless_parameterized_truncated_normal(
             [shape, seed, means, stddevs, minvals, maxvals],
             attrs,
         ).outputs[0]
+
+
+# -- ParameterizedTruncatedNormal: the stateful op (tf.random.truncated_normal's
+# parameterized form in TF 1.x graphs) ------------------------------------------------------
+#
+# TF's TruncatedNormalFunctor: output [shape[0], prod(shape[1:])], row b drawn with row b's
+# parameters (or the single ones), the rows in turn from the op's reserved counter, as
+# TF's kernel in one shard (a large output TF splits over its thread pool, each shard
+# skipping to its first row's offset: that split depends on the machine, and is not
+# reproduced).  With all four parameters scalars the flat output is drawn as rows of
+# 100 (TF's kDesiredBatchSize).  The op reserves 2 * kMaxIterations * (row + 3) / 4
+# blocks a row.
+
+_DESIRED_BATCH = 100
+
+
+def _layout(shape, params) -> tuple[int, int, int]:
+    """(rows, samples per row, blocks to reserve) as TF's kernel lays the draw out."""
+    batches = int(shape[0])
+    per = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+    if all(np.ndim(p) == 0 for p in params):
+        batches, per = -(-(batches * per) // _DESIRED_BATCH), _DESIRED_BATCH
+    return batches, per, batches * 2 * _MAX_ITERATIONS * (per + 3) // 4
+
+
+def _stateful_draw(key, counter: int, shape, np_dtype, params):
+    total = int(np.prod(shape, dtype=np.int64))
+    batches, per, _ = _layout(shape, params)
+    flat = [np.asarray(p).reshape(-1) for p in params]
+    t = np.dtype(np_dtype).type
+    out = np.empty(total, np_dtype)
+    blocks = _Blocks(key, counter, np_dtype)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        for b in range(batches):
+            start, stop = b * per, min((b + 1) * per, total)
+            if start >= stop:
+                break
+            mean, stddev, lo, hi = (t(p[0 if p.size == 1 else b]) for p in flat)
+            out[start:stop] = _batch_member(blocks, t, mean, stddev, lo, hi, stop - start)
+    return out.reshape(shape)
+
+
+def _stateful_shape(op):
+    op.inputs[0].shape.with_rank(1)
+    return [ops.constant_shape(op.inputs[0])]
+
+
+ParameterizedTruncatedNormal = register_op(
+    "ParameterizedTruncatedNormal",
+    inputs=["shape: T", "means: dtype", "stdevs: dtype", "minvals: dtype", "maxvals: dtype"],
+    outputs=["output: dtype"],
+    attrs={
+        "seed": 0,
+        "seed2": 0,
+        "dtype": TypeConstraint(["float16", "bfloat16", "float32", "float64"]),
+        "T": INDEX,
+    },
+    shape_fn=_stateful_shape,
+    stateful=True,
+)
+NotDifferentiable("ParameterizedTruncatedNormal")
+
+
+@ParameterizedTruncatedNormal.kernel("CPU", host_memory=("shape",))
+async def _parameterized_truncated_normal(ctx, shape, means, stdevs, minvals, maxvals):
+    shape = np.asarray(shape)
+    if shape.ndim != 1:
+        raise errors.InvalidArgumentError(
+            None, None, f"Input shape should be a vector, got shape: {list(shape.shape)}"
+        )
+    if shape.size == 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"Shape tensor must not be empty, got {shape.tolist()}"
+        )
+    shape = [int(d) for d in shape]
+    params = [np.asarray(p) for p in (means, stdevs, minvals, maxvals)]
+    for name, p in zip(("means", "stddevs", "minvals", "maxvals"), params):
+        if p.ndim > 1:
+            raise errors.InvalidArgumentError(
+                None, None, f"Input {name} should be a scalar or vector, got shape: "
+                f"{list(p.shape)}"
+            )  # fmt: skip
+        if p.ndim == 1 and p.shape[0] not in (1, shape[0]):
+            raise errors.InvalidArgumentError(
+                None, None, f"Input {name} should have length 1 or shape[0], got shape: "
+                f"{list(p.shape)}"
+            )  # fmt: skip
+    gen = ctx.kernel_state.get("tf_rng")
+    if gen is None:
+        gen = ctx.kernel_state["tf_rng"] = pr.TFGenerator(
+            int(ctx.attrs["seed"]), int(ctx.attrs["seed2"])
+        )
+    counter = gen.reserve_blocks(_layout(shape, params)[2])  # (TF's ReserveSamples128)
+    np_dtype = ctx.attrs["dtype"].as_numpy_dtype
+    return await ctx.device.compute(_stateful_draw, gen.key, counter, shape, np_dtype, params)

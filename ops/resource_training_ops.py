@@ -47,9 +47,10 @@ def _wrap(fn, ref_positions: frozenset, keep_output: bool):
     return kernel
 
 
-def _twin(ref_type: str) -> None:
+def _twin(ref_type: str, name: str | None = None) -> None:
+    """Register `name` (default "Resource" + ref_type), the twin of `ref_type`."""
     ref = get_op_def(ref_type)
-    name = "Resource" + ref_type
+    name = name or "Resource" + ref_type
     refs = frozenset(i for i, a in enumerate(ref.inputs) if a.is_ref)
     inputs = []
     for i, a in enumerate(ref.inputs):

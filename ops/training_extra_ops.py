@@ -1,6 +1,9 @@
 """The optimizer updates TF has and asyncflow lacked: ApplyAdaMax, ApplyAdagradV2,
 ApplyAddSign, ApplyPowerSign and their Resource* twins (tf.raw_ops; tf.contrib's
-AddSign/PowerSign and Keras' Adamax/Adagrad write them).
+AddSign/PowerSign and Keras' Adamax/Adagrad write them); SparseApplyAdagradV2 and its
+twin, ResourceApplyAdamWithAmsgrad, and Keras' momentum (ResourceApplyKerasMomentum and
+its sparse form, which TF has only on resource variables: their ref forms here are
+asyncflow's own `_ApplyKerasMomentum` / `_SparseApplyKerasMomentum`).
 
 Each is registered through training_ops' machinery (ref inputs, shape checks, in-place
 update on the variables' buffers) and resource_training_ops' twin (the same kernel on
@@ -11,11 +14,18 @@ resource handles); the update rules are TF's documented ones:
   AddSign:    m = beta m + (1 - beta) g;  var -= lr (alpha + sign_decay sign(g) sign(m)) g
   PowerSign:  m = beta m + (1 - beta) g;
               var -= lr exp(logbase sign_decay sign(g) sign(m)) g
+  KerasMomentum: accum = momentum accum - lr g;
+              var += accum, or with Nesterov var += momentum accum - lr g
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from asyncflow import errors
 from asyncflow.ops import resource_training_ops, training_ops
+from asyncflow.ops.resource_variable_ops import _var
+from asyncflow.registry import get_op_def
 
 __all__: list[str] = []
 
@@ -31,6 +41,15 @@ def _adagrad_v2(xp, attrs, var, accum, lr, epsilon, grad):
     if attrs["update_slots"]:
         accum += grad * grad
     var -= lr * grad / (xp.sqrt(accum) + epsilon)
+
+
+def _keras_momentum(xp, attrs, var, accum, lr, grad, momentum):
+    accum *= momentum
+    accum -= grad * lr
+    if attrs["use_nesterov"]:
+        var += accum * momentum - grad * lr
+    else:
+        var += accum
 
 
 def _add_sign(xp, attrs, var, m, lr, alpha, sign_decay, beta, grad):
@@ -78,3 +97,56 @@ training_ops._register(
 )
 for _t in ("ApplyAdaMax", "ApplyAdagradV2", "ApplyAddSign", "ApplyPowerSign"):
     resource_training_ops._twin(_t)
+
+training_ops._register(
+    "SparseApplyAdagradV2",
+    ["var: Ref(T)", "accum: Ref(T)", "lr: T", "epsilon: T", "grad: T", "indices: Tindices"],
+    2,
+    _adagrad_v2,
+    {"update_slots": True},
+    sparse=True,
+)
+training_ops._register(
+    "_ApplyKerasMomentum",
+    ["var: Ref(T)", "accum: Ref(T)", "lr: T", "grad: T", "momentum: T"],
+    2,
+    _keras_momentum,
+    {"use_nesterov": False},
+)
+training_ops._register(
+    "_SparseApplyKerasMomentum",
+    ["var: Ref(T)", "accum: Ref(T)", "lr: T", "grad: T", "indices: Tindices", "momentum: T"],
+    2,
+    _keras_momentum,
+    {"use_nesterov": False},
+    sparse=True,
+)
+resource_training_ops._twin("SparseApplyAdagradV2")
+resource_training_ops._twin("ApplyAdamWithAmsgrad")
+resource_training_ops._twin("_ApplyKerasMomentum", "ResourceApplyKerasMomentum")
+resource_training_ops._twin("_SparseApplyKerasMomentum", "ResourceSparseApplyKerasMomentum")
+
+
+def _keras_index_check(op_type: str) -> None:
+    """TF's Keras sparse momentum words an index out of range its own way: checked here
+    before the shared sparse kernel runs."""
+    op_def = get_op_def(op_type)
+    kd = op_def.kernel_defs["CPU"]
+
+    async def kernel(ctx, var, accum, lr, grad, indices, momentum, _fn=kd.fn):
+        value = _var(ctx, var).value
+        idx = np.asarray(indices)
+        if value is not None and value.ndim >= 1 and idx.ndim == 1:
+            bad = np.flatnonzero((idx < 0) | (idx >= value.shape[0]))
+            if bad.size:
+                i = int(bad[0])
+                raise errors.InvalidArgumentError(
+                    None, None, f"indices[{i}] = {int(idx[i])} is not in [0, {value.shape[0]})"
+                )
+        return await _fn(ctx, var, accum, lr, grad, indices, momentum)
+
+    kernel.__name__ = kd.fn.__name__
+    op_def.kernel_defs["CPU"] = type(kd)(kernel, kd.device_type, kd.host_memory)
+
+
+_keras_index_check("ResourceSparseApplyKerasMomentum")

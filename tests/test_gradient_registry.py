@@ -67,6 +67,16 @@ FOREIGN_MODULES = {
     "fft_real_ops": "RFFT/IRFFT: tests/ops/test_raw_ops_s25_fft.py",
     "color_ops": "RGBToHSV/HSVToRGB: tests/ops/test_raw_ops_s25_math.py",
     "array_extra_ops": "tests/ops/test_raw_ops_s25_array.py",
+    "legacy_nn_ops": "TF 1.x op types: tests/test_legacy_ops_s26.py (TF 2.21's gradients)",
+    "legacy_random_ops": "TF 1.x op types: tests/test_legacy_ops_s26.py (no TF gradient)",
+    "audio_features_ops": "AudioSpectrogram/Mfcc: tests/test_legacy_ops_s26.py (no TF gradient)",
+    "quantize_dequantize_ops": "QuantizeAndDequantize* spellings: tests/test_legacy_ops_s26.py",
+    "parsing_sequence_legacy_ops": "old SequenceExample parsers: tests/test_legacy_ops_s26.py",
+    "quantized_math_ops": "eight-bit graph ops: tests/test_legacy_ops_s26.py (no TF gradient)",
+    "clustering_legacy_ops": "k-means kernels: tests/test_legacy_ops_s26.py (no TF gradient)",
+    "isotonic_ops": "IsotonicRegression: tests/test_legacy_ops_s26.py (TF's gradient)",
+    "legacy_image_ops": "TF 1.x op types: tests/test_legacy_ops_s26.py (TF 2.21's gradients)",
+    "rnn_block_ops": "contrib RNN kernels: tests/test_legacy_ops_s26.py (TF 2.21's gradients)",
 }
 
 ALLOWLIST = {

@@ -44,6 +44,8 @@ def _project_ops():
 # rather than silently giving no gradient as a NotDifferentiable mark would).
 _GRADIENT_PENDING = {
     "FusedBatchNormGradV3": "second-order batch norm (TF's _FusedBatchNormGradGrad)",
+    "FusedBatchNormGrad": "second-order batch norm (TF's _FusedBatchNormGradGrad)",
+    "FusedBatchNormGradV2": "second-order batch norm (TF's _FusedBatchNormGradGrad)",
     "RGBToHSV": "TF's _RGBToHSVGrad (tf.image.rgb_to_hsv is a composite that differentiates)",
 }
 
@@ -138,6 +140,40 @@ _TF_NO_GRADIENT = {
     *("Stage", "Unstage", "StagePeek", "StageSize", "StageClear"),
     *(p + n for p in ("Map", "OrderedMap") for n in ("Stage", "Unstage", "UnstageNoKey", "Peek",
                                                     "Size", "IncompleteSize", "Clear")),
+    # TF 1.x op types of tests/test_legacy_ops_s26.py
+    *(f"SparseSegment{w}Grad{v}" for w in ("Sum", "Mean", "SqrtN") for v in ("", "V2")),
+    "SparseBincount",
+    "ToBool",
+    "Copy",
+    "CopyHost",
+    "DeepCopy",
+    "ImmutableConst",
+    "RngSkip",
+    "NonDeterministicInts",
+    "StatelessShuffle",
+    "StatelessSampleDistortedBoundingBox",
+    "LSTMBlockCell",
+    "LSTMBlockCellGrad",
+    "BlockLSTMGrad",
+    "BlockLSTMGradV2",
+    "GRUBlockCell",
+    "GRUBlockCellGrad",
+    "MaxPoolGradGradWithArgmax",
+    "FusedPadConv2D",
+    "FusedResizeAndPadConv2D",
+    "AudioSpectrogram",
+    "Mfcc",
+    "ParseSequenceExample",
+    "ParseSingleSequenceExample",
+    *("Quantized" + n for n in ("MatMul", "BiasAdd", "Add", "Mul", "Relu", "Relu6", "Reshape")),
+    "RequantizationRange",
+    "Requantize",
+    "QuantizeDownAndShrinkRange",
+    "RequantizationRangePerChannel",
+    "RequantizePerChannel",
+    "NearestNeighbors",
+    "KMC2ChainInitialization",
+    "BatchCholeskyGrad",
 }
 
 
