@@ -7,6 +7,7 @@ graph ops and run in Keras' backend session (`backend.get_session()`), as TF1's
 
 from asyncflow.keras import (
     activations,
+    applications,
     backend,
     callbacks,
     constraints,
@@ -42,6 +43,7 @@ experimental = _Experimental()
 
 __all__ = [
     "activations",
+    "applications",
     "experimental",
     "backend",
     "callbacks",
