@@ -304,8 +304,6 @@ def _shape_text(layer) -> str:
         shape = layer.output_shape
     except AttributeError:
         return "multiple"
-    if isinstance(layer, InputLayer):
-        return str([shape])
     return str(shape)
 
 
