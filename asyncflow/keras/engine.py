@@ -25,6 +25,7 @@ from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow.keras import backend, backend_config
 from asyncflow.keras import initializers as _initializers
+from asyncflow.ops import array_ops
 
 __all__ = ["Layer", "InputLayer", "Input", "InputSpec", "keras_history", "input_masks"]
 
@@ -321,6 +322,7 @@ class Layer:
         with ops.name_scope(self.name):
             self._maybe_build(inputs)
             outputs = self.call(inputs, *args, **kwargs)
+            outputs = self._copy_passed_through(inputs, outputs)
             if self.activity_regularizer is not None:
                 with ops.name_scope("ActivityRegularizer"):
                     for out in nest.flatten(outputs):
@@ -331,6 +333,22 @@ class Layer:
             self._initial_weights = None
         self._record(inputs, outputs, recorded)
         return outputs
+
+    def _copy_passed_through(self, inputs, outputs):
+        # An input returned unchanged (a linear Activation, an identity Lambda) is copied
+        # by an Identity under the layer's name, as Keras does: the copy carries this
+        # layer's history, so the layer stays in the functional graph.
+        flat_inputs = nest.flatten(inputs)
+        if not any(o is i for o in nest.flatten(outputs) for i in flat_inputs):
+            return outputs
+
+        def copy(t):
+            if isinstance(t, ops.Tensor) and any(t is i for i in flat_inputs):
+                with ops.name_scope(self.name):
+                    return array_ops.identity(t)
+            return t
+
+        return nest.map_structure(copy, outputs)
 
     def _set_output_masks(self, inputs, outputs, previous_mask) -> None:
         flat = [t for t in nest.flatten(outputs) if isinstance(t, ops.Tensor)]
