@@ -604,3 +604,103 @@ def test_imagenet_weights_load_from_keras_cache(monkeypatch, tmp_path):
 def test_weights_path_must_exist(fresh):
     with pytest.raises(ValueError, match="or the path to the weights file to be loaded"):
         A.VGG19(weights="/nonexistent/file.h5")
+
+
+def _short(m):
+    return dict(
+        name=m.name,
+        n=len(m.layers),
+        lh=_digest([f"{lyr.name}:{type(lyr).__name__}" for lyr in m.layers]),
+        sh=_digest([f"{lyr.name}:{lyr.output_shape}" for lyr in m.layers]),
+        wh=_digest([f"{w.name}:{tuple(w.shape.as_list())}" for w in m.weights]),
+        inputs=[t.name for t in m.inputs],
+        out=str(m.output_shape),
+    )
+
+
+def _from_keras_tensor():
+    x = L.Input((32, 32, 3), name="img")
+    y = L.Lambda(lambda t: t * 2.0, name="pre")(x)
+    return A.MobileNetV2(
+        weights=None, include_top=False, alpha=0.35, input_tensor=y, pooling="avg"
+    )
+
+
+def _from_placeholder():
+    p = tf.placeholder(tf.float32, (None, 32, 32, 3), name="ph")
+    return A.VGG16(weights=None, include_top=False, input_tensor=p)
+
+
+# Recorded from TF 2.21 (the first two built with image_data_format 'channels_first').
+_INPUTS = {
+    "cf_vgg16": (
+        lambda: A.VGG16(weights=None, include_top=False, input_shape=(3, 32, 32)),
+        {
+            "name": "vgg16",
+            "n": 19,
+            "lh": "57bd1c0013d8697a",
+            "sh": "3b7a014a13738f34",
+            "wh": "e2870b5d83d4020f",
+            "inputs": ["input_1:0"],
+            "out": "(None, 512, 1, 1)",
+        },  # noqa: E501
+    ),
+    "cf_mobilenet": (
+        lambda: A.MobileNet(weights=None, include_top=False, alpha=0.25, input_shape=(3, 32, 32)),
+        {
+            "name": "mobilenet_0.25_32",
+            "n": 86,
+            "lh": "c550eab23abff121",
+            "sh": "027d11949b5e76aa",
+            "wh": "396f53e602ab445a",
+            "inputs": ["input_1:0"],
+            "out": "(None, 256, 1, 1)",
+        },  # noqa: E501
+    ),
+    "keras_tensor": (
+        _from_keras_tensor,
+        {
+            "name": "mobilenetv2_0.35_None",
+            "n": 156,
+            "lh": "611ee0ce81392ccc",
+            "sh": "1c58da8fbbe61bb1",
+            "wh": "0830f6ff72423844",
+            "inputs": ["img:0"],
+            "out": "(None, 1280)",
+        },  # noqa: E501
+    ),
+    "placeholder": (
+        _from_placeholder,
+        {
+            "name": "vgg16",
+            "n": 19,
+            "lh": "57bd1c0013d8697a",
+            "sh": "03a0edf122c514e8",
+            "wh": "e2870b5d83d4020f",
+            "inputs": ["ph:0"],
+            "out": "(None, 1, 1, 512)",
+        },  # noqa: E501
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_INPUTS))
+def test_data_formats_and_input_tensors_match_tf(fresh, case):
+    build, expected = _INPUTS[case]
+    if case.startswith("cf_"):
+        tf.keras.backend.set_image_data_format("channels_first")
+    try:
+        assert _short(build()) == expected
+    finally:
+        tf.keras.backend.set_image_data_format("channels_last")
+
+
+def test_mobilenet_v2_checks_input_tensor_against_input_shape(fresh):
+    x = L.Input((32, 40, 3))
+    with pytest.raises(ValueError) as info:
+        A.MobileNetV2(weights=None, include_top=False, input_tensor=x, input_shape=(32, 32, 3))
+    # Recorded from TF 2.21.
+    assert str(info.value) == (
+        "input_tensor.shape[2] must equal input_shape[1]; Received `input_tensor.shape=(?, 32, "
+        "40, 3)`, `input_shape=(32, 32, 3)`"
+    )

@@ -102,23 +102,25 @@ def NASNet(  # noqa: N802 - Keras' name
         )
         backend_config.set_image_data_format("channels_last")
         old_data_format = "channels_first"
-    try:
-        model = _build(
-            input_shape, input_tensor, penultimate_filters, num_blocks, stem_block_filters,
-            skip_reduction, filter_multiplier, include_top, weights, pooling, classes,
-            classifier_activation,
-        )  # fmt: skip
-        if weights == "imagenet":
-            if default_size not in _WEIGHTS:
-                raise ValueError(
-                    "ImageNet weights can only be loaded with NASNetLarge or NASNetMobile"
-                )
-            fname, url, file_hash = _WEIGHTS[default_size][0 if include_top else 1]
-            return _common.load(model, weights, fname, file_hash=file_hash, url=url)
-        return _common.load(model, weights)
-    finally:
-        if old_data_format:
-            backend_config.set_image_data_format(old_data_format)
+    model = _build(
+        input_shape, input_tensor, penultimate_filters, num_blocks, stem_block_filters,
+        skip_reduction, filter_multiplier, include_top, weights, pooling, classes,
+        classifier_activation,
+    )  # fmt: skip
+    if weights == "imagenet":
+        if default_size not in _WEIGHTS:
+            raise ValueError(
+                "ImageNet weights can only be loaded with NASNetLarge or NASNetMobile"
+            )
+        fname, url, file_hash = _WEIGHTS[default_size][0 if include_top else 1]
+        _common.load(model, weights, fname, file_hash=file_hash, url=url)
+    else:
+        _common.load(model, weights)
+    # Restored only after a successful build: Keras leaves channels_last set when
+    # building fails.
+    if old_data_format:
+        backend_config.set_image_data_format(old_data_format)
+    return model
 
 
 def _build(
