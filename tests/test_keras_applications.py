@@ -128,6 +128,7 @@ _BUILD = {
         classes=3,
         default_size=224,
     ),  # fmt: skip
+    "InceptionV3": lambda: A.InceptionV3(weights=None, input_shape=(75, 75, 3), classes=5),
     "IRBlocks": _inception_resnet_blocks,
     "ResNetMini": _resnet_mini,
 }
@@ -146,7 +147,7 @@ _RECORDED = {
         "first": "conv1_conv/kernel:0:(7, 7, 3, 64)",
         "last": "predictions/bias:0:(5,)",
         "y": [2.322342, -1.796561, -0.619367, -0.040276, -1.235914, 1.808841],
-    },  # noqa: E501
+    },
     "ResNet50V2": {
         "name": "resnet50v2",
         "layers": 191,
@@ -159,7 +160,7 @@ _RECORDED = {
         "first": "conv1_conv/kernel:0:(7, 7, 3, 64)",
         "last": "post_bn/moving_variance:0:(2048,)",
         "y": [0.450546, 0.212746, 1.509299, 0.753165, 0.945827, 0.717454],
-    },  # noqa: E501
+    },
     "VGG16": {
         "name": "vgg16",
         "layers": 20,
@@ -172,7 +173,7 @@ _RECORDED = {
         "first": "block1_conv1/kernel:0:(3, 3, 3, 64)",
         "last": "block5_conv3/bias:0:(512,)",
         "y": [0.106604, 0.028787, 0.0, 0.021817, 0.009628, 0.0],
-    },  # noqa: E501
+    },
     "VGG19": {
         "name": "vgg19",
         "layers": 22,
@@ -185,7 +186,7 @@ _RECORDED = {
         "first": "block1_conv1/kernel:0:(3, 3, 3, 64)",
         "last": "block5_conv4/bias:0:(512,)",
         "y": [0.0, 0.111437, 0.08123, 0.157308, 0.0, 0.0],
-    },  # noqa: E501
+    },
     "Xception": {
         "name": "xception",
         "layers": 134,
@@ -198,7 +199,7 @@ _RECORDED = {
         "first": "block1_conv1/kernel:0:(3, 3, 3, 32)",
         "last": "predictions/bias:0:(5,)",
         "y": [-0.278405, 1.205514, 0.884957, -0.472788, -0.276111, -0.363356],
-    },  # noqa: E501
+    },
     "MobileNet": {
         "name": "mobilenet_0.25_32",
         "layers": 91,
@@ -211,7 +212,7 @@ _RECORDED = {
         "first": "conv1/kernel:0:(3, 3, 3, 8)",
         "last": "conv_preds/bias:0:(5,)",
         "y": [0.038197, -0.175457, -0.022206, 0.024845, -0.07374, 0.038196],
-    },  # noqa: E501
+    },
     "MobileNetV2": {
         "name": "mobilenetv2_0.35_32",
         "layers": 156,
@@ -224,7 +225,7 @@ _RECORDED = {
         "first": "Conv1/kernel:0:(3, 3, 3, 16)",
         "last": "predictions/bias:0:(5,)",
         "y": [0.500695, 0.479432, 0.553718, 0.522455, 0.477381, 0.500747],
-    },  # noqa: E501
+    },
     "DenseNet": {
         "name": "densenet",
         "layers": 58,
@@ -237,7 +238,7 @@ _RECORDED = {
         "first": "conv1/conv/kernel:0:(7, 7, 3, 64)",
         "last": "predictions/bias:0:(4,)",
         "y": [0.247523, 0.210109, 0.324331, 0.218038, 0.247007, 0.212317],
-    },  # noqa: E501
+    },
     "NASNet": {
         "name": "NASNet",
         "layers": 363,
@@ -250,7 +251,20 @@ _RECORDED = {
         "first": "stem_conv1/kernel:0:(3, 3, 3, 8)",
         "last": "predictions/bias:0:(3,)",
         "y": [0.33685, 0.341254, 0.321896, 0.328536, 0.325891, 0.345572],
-    },  # noqa: E501
+    },
+    "InceptionV3": {
+        "name": "inception_v3",
+        "layers": 313,
+        "layer_hash": "408912c14a02b579",
+        "shape_hash": "c836a135a75435cd",
+        "weights": 378,
+        "weight_hash": "e6921b57d1e17470",
+        "counts": [21778597, 34432],
+        "output": "(None, 5)",
+        "first": "conv2d/kernel:0:(3, 3, 3, 32)",
+        "last": "predictions/bias:0:(5,)",
+        "y": None,
+    },
     "IRBlocks": {
         "name": "irb",
         "layers": 54,
@@ -263,7 +277,7 @@ _RECORDED = {
         "first": "conv2d_3/kernel:0:(1, 1, 16, 32)",
         "last": "block8_3_conv/bias:0:(16,)",
         "y": [0.650644, -0.199465, 1.012621, -0.501116, 0.53832, 0.017509],
-    },  # noqa: E501
+    },
     "ResNetMini": {
         "name": "mini",
         "layers": 55,
@@ -276,7 +290,7 @@ _RECORDED = {
         "first": "conv1_conv/kernel:0:(7, 7, 3, 64)",
         "last": "predictions/bias:0:(3,)",
         "y": [0.188234, 0.288389, 0.523377, 0.176089, 0.290135, 0.533776],
-    },  # noqa: E501
+    },
 }
 # Built and predicted (all weights filled) in the structure test; the rest are only built.
 _PREDICTED = ("ResNetMini", "MobileNet", "DenseNet", "IRBlocks")
@@ -643,7 +657,7 @@ _INPUTS = {
             "wh": "e2870b5d83d4020f",
             "inputs": ["input_1:0"],
             "out": "(None, 512, 1, 1)",
-        },  # noqa: E501
+        },
     ),
     "cf_mobilenet": (
         lambda: A.MobileNet(weights=None, include_top=False, alpha=0.25, input_shape=(3, 32, 32)),
@@ -655,7 +669,7 @@ _INPUTS = {
             "wh": "396f53e602ab445a",
             "inputs": ["input_1:0"],
             "out": "(None, 256, 1, 1)",
-        },  # noqa: E501
+        },
     ),
     "keras_tensor": (
         _from_keras_tensor,
@@ -667,7 +681,7 @@ _INPUTS = {
             "wh": "0830f6ff72423844",
             "inputs": ["img:0"],
             "out": "(None, 1280)",
-        },  # noqa: E501
+        },
     ),
     "placeholder": (
         _from_placeholder,
@@ -679,7 +693,7 @@ _INPUTS = {
             "wh": "e2870b5d83d4020f",
             "inputs": ["ph:0"],
             "out": "(None, 1, 1, 512)",
-        },  # noqa: E501
+        },
     ),
 }
 
