@@ -3,8 +3,7 @@ separable convolutions with ReLU6, widths scaled by `alpha`."""
 
 from __future__ import annotations
 
-import logging
-
+from asyncflow import tf_logging
 from asyncflow.keras import backend_config, layers
 from asyncflow.keras.applications import _common, imagenet_utils
 
@@ -38,7 +37,7 @@ def _check_imagenet(depth_multiplier, alpha, rows, cols):
             f"`0.75` or `1.0` only.  Received alpha={alpha}"
         )
     if rows != cols or rows not in [128, 160, 192, 224]:
-        logging.getLogger("asyncflow").warning(
+        tf_logging.warning(
             "`input_shape` is undefined or non-square, or `rows` is not in [128, 160, 192, "
             "224]. Weights for input shape (224, 224) will be loaded as the default."
         )

@@ -3,8 +3,7 @@ residual blocks (1x1 expansion, 3x3 depthwise, linear 1x1 projection) with ReLU6
 
 from __future__ import annotations
 
-import logging
-
+from asyncflow import tf_logging
 from asyncflow.keras import backend, backend_config, layers, utils
 from asyncflow.keras.applications import _common, imagenet_utils
 
@@ -124,7 +123,7 @@ def MobileNetV2(  # noqa: N802 - Keras' name
             )
         if rows != cols or rows not in _SIZES:
             rows = 224
-            logging.getLogger("asyncflow").warning(
+            tf_logging.warning(
                 "`input_shape` is undefined or non-square, or `rows` is not in [96, 128, 160, "
                 "192, 224]. Weights for input shape (224, 224) will be loaded as the default."
             )

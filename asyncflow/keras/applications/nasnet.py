@@ -7,8 +7,7 @@ channels_first configured, it is built channels_last, with a warning, as in Kera
 
 from __future__ import annotations
 
-import logging
-
+from asyncflow import tf_logging
 from asyncflow.keras import backend, backend_config, layers
 from asyncflow.keras.applications import _common, imagenet_utils
 
@@ -94,10 +93,12 @@ def NASNet(  # noqa: N802 - Keras' name
     )
     old_data_format = None
     if backend_config.image_data_format() != "channels_last":
-        logging.getLogger("asyncflow").warning(
+        tf_logging.warning(
             "The NASNet family of models is only available for the input data format "
             '"channels_last" (width, height, channels). However your settings specify the '
-            'default data format "channels_first" (channels, width, height). The model being '
+            'default data format "channels_first" (channels, width, height). You should set '
+            '`image_data_format="channels_last"` in your TF-Keras config located at '
+            "~/.keras/keras.json. The model being "
             'returned right now will expect inputs to follow the "channels_last" data format.'
         )
         backend_config.set_image_data_format("channels_last")
