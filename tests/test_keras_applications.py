@@ -81,13 +81,13 @@ def _inception_resnet_blocks():
     return tf.keras.Model(x, y, name="irb")
 
 
-def _resnet_mini():
+def _resnet_mini(weights=None):
     def stack_fn(x):
         x = resnet.stack1(x, 4, 2, stride1=1, name="conv2")
         return resnet.stack2(x, 8, 2, name="conv3")
 
     return resnet.ResNet(
-        stack_fn, False, True, "mini", input_shape=(32, 32, 3), classes=3, weights=None
+        stack_fn, False, True, "mini", input_shape=(32, 32, 3), classes=3, weights=weights
     )
 
 
@@ -717,4 +717,17 @@ def test_mobilenet_v2_checks_input_tensor_against_input_shape(fresh):
     assert str(info.value) == (
         "input_tensor.shape[2] must equal input_shape[1]; Received `input_tensor.shape=(?, 32, "
         "40, 3)`, `input_shape=(32, 32, 3)`"
+    )
+
+
+def test_weights_file_written_by_tf_loads(fresh):
+    """`weights=<path>`: an HDF5 file TF 2.21 wrote (save_weights of `_resnet_mini` holding
+    `_fill` weights, tests/fixtures/keras_applications_resnet_mini.h5) loads by layer
+    order and predicts TF's numbers."""
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "keras_applications_resnet_mini.h5")
+    m = _resnet_mini(weights=path)
+    x = np.random.RandomState(99).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
+    y = m.predict(x)
+    np.testing.assert_allclose(
+        y.reshape(-1)[:6], _RECORDED["ResNetMini"]["y"], rtol=2e-5, atol=2e-6
     )
