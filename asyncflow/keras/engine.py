@@ -493,6 +493,12 @@ class InputLayer(Layer):
         batch_input_shape.
     """
 
+    @property
+    def output_shape(self):
+        # Keras reports an input layer's output shape as a one-item list (as its
+        # model.summary() prints it).
+        return [backend.int_shape(self.output)]
+
     def __init__(
         self,
         input_shape=None,

@@ -114,6 +114,15 @@ class Network(Layer):
         self.inputs = list(nest.flatten(inputs))
         self.outputs = list(nest.flatten(outputs))
         self._nodes, self._layers, self._node_depth = map_graph(self.inputs, self.outputs)
+        counts: dict = {}
+        for layer in self._layers:
+            counts[layer.name] = counts.get(layer.name, 0) + 1
+        for layer_name, n in counts.items():
+            if n != 1:
+                raise ValueError(
+                    f'The name "{layer_name}" is used {n} times in the model. All layer names '
+                    "should be unique."
+                )
         self.built = True
 
     @property
@@ -304,8 +313,6 @@ def _shape_text(layer) -> str:
         shape = layer.output_shape
     except AttributeError:
         return "multiple"
-    if isinstance(layer, InputLayer):
-        return str([shape])
     return str(shape)
 
 

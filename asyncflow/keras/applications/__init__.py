@@ -1,15 +1,28 @@
 """`tf.keras.applications`: Keras' image classification models, each a function that
-builds the model (optionally loading Keras' ImageNet weights), with its family's
-`preprocess_input` and `decode_predictions` in a module of its own.
+builds the model as a functional Model in graph mode (optionally loading Keras' ImageNet
+HDF5 weights, under Keras' layer names), with its family's `preprocess_input` and
+`decode_predictions` in a module of its own.
 """
 
 from asyncflow.keras.applications import (
     convnext,
+    densenet,
     efficientnet,
     efficientnet_v2,
+    imagenet_utils,
+    inception_resnet_v2,
+    inception_v3,
+    mobilenet,
+    mobilenet_v2,
     mobilenet_v3,
+    nasnet,
     regnet,
+    resnet,
     resnet_rs,
+    resnet_v2,
+    vgg16,
+    vgg19,
+    xception,
 )
 from asyncflow.keras.applications.convnext import (
     ConvNeXtBase,
@@ -17,6 +30,11 @@ from asyncflow.keras.applications.convnext import (
     ConvNeXtSmall,
     ConvNeXtTiny,
     ConvNeXtXLarge,
+)
+from asyncflow.keras.applications.densenet import (
+    DenseNet121,
+    DenseNet169,
+    DenseNet201,
 )
 from asyncflow.keras.applications.efficientnet import (
     EfficientNetB0,
@@ -37,9 +55,25 @@ from asyncflow.keras.applications.efficientnet_v2 import (
     EfficientNetV2M,
     EfficientNetV2S,
 )
+from asyncflow.keras.applications.inception_resnet_v2 import (
+    InceptionResNetV2,
+)
+from asyncflow.keras.applications.inception_v3 import (
+    InceptionV3,
+)
+from asyncflow.keras.applications.mobilenet import (
+    MobileNet,
+)
+from asyncflow.keras.applications.mobilenet_v2 import (
+    MobileNetV2,
+)
 from asyncflow.keras.applications.mobilenet_v3 import (
     MobileNetV3Large,
     MobileNetV3Small,
+)
+from asyncflow.keras.applications.nasnet import (
+    NASNetLarge,
+    NASNetMobile,
 )
 from asyncflow.keras.applications.regnet import (
     RegNetX002,
@@ -67,6 +101,11 @@ from asyncflow.keras.applications.regnet import (
     RegNetY160,
     RegNetY320,
 )
+from asyncflow.keras.applications.resnet import (
+    ResNet50,
+    ResNet101,
+    ResNet152,
+)
 from asyncflow.keras.applications.resnet_rs import (
     ResNetRS50,
     ResNetRS101,
@@ -76,15 +115,33 @@ from asyncflow.keras.applications.resnet_rs import (
     ResNetRS350,
     ResNetRS420,
 )
+from asyncflow.keras.applications.resnet_v2 import (
+    ResNet50V2,
+    ResNet101V2,
+    ResNet152V2,
+)
+from asyncflow.keras.applications.vgg16 import (
+    VGG16,
+)
+from asyncflow.keras.applications.vgg19 import (
+    VGG19,
+)
+from asyncflow.keras.applications.xception import (
+    Xception,
+)
+
+# Keras exposes ResNet50's module under both names.
+resnet50 = resnet
 
 __all__ = [
-    "convnext",
     "ConvNeXtBase",
     "ConvNeXtLarge",
     "ConvNeXtSmall",
     "ConvNeXtTiny",
     "ConvNeXtXLarge",
-    "efficientnet",
+    "DenseNet121",
+    "DenseNet169",
+    "DenseNet201",
     "EfficientNetB0",
     "EfficientNetB1",
     "EfficientNetB2",
@@ -93,7 +150,6 @@ __all__ = [
     "EfficientNetB5",
     "EfficientNetB6",
     "EfficientNetB7",
-    "efficientnet_v2",
     "EfficientNetV2B0",
     "EfficientNetV2B1",
     "EfficientNetV2B2",
@@ -101,10 +157,14 @@ __all__ = [
     "EfficientNetV2L",
     "EfficientNetV2M",
     "EfficientNetV2S",
-    "mobilenet_v3",
+    "InceptionResNetV2",
+    "InceptionV3",
+    "MobileNet",
+    "MobileNetV2",
     "MobileNetV3Large",
     "MobileNetV3Small",
-    "regnet",
+    "NASNetLarge",
+    "NASNetMobile",
     "RegNetX002",
     "RegNetX004",
     "RegNetX006",
@@ -129,12 +189,39 @@ __all__ = [
     "RegNetY120",
     "RegNetY160",
     "RegNetY320",
-    "resnet_rs",
-    "ResNetRS50",
+    "ResNet101",
+    "ResNet101V2",
+    "ResNet152",
+    "ResNet152V2",
+    "ResNet50",
+    "ResNet50V2",
     "ResNetRS101",
     "ResNetRS152",
     "ResNetRS200",
     "ResNetRS270",
     "ResNetRS350",
     "ResNetRS420",
+    "ResNetRS50",
+    "VGG16",
+    "VGG19",
+    "Xception",
+    "convnext",
+    "densenet",
+    "efficientnet",
+    "efficientnet_v2",
+    "imagenet_utils",
+    "inception_resnet_v2",
+    "inception_v3",
+    "mobilenet",
+    "mobilenet_v2",
+    "mobilenet_v3",
+    "nasnet",
+    "regnet",
+    "resnet",
+    "resnet50",
+    "resnet_rs",
+    "resnet_v2",
+    "vgg16",
+    "vgg19",
+    "xception",
 ]
