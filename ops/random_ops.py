@@ -106,7 +106,11 @@ async def _draw_tf(ctx, fill, shape, dtype, on_device=True):
     cost = n * dtype.size * 8
 
     def make(xp):
-        return fill(xp, gen.key, counter, n, np_dtype).reshape(shape)
+        out = fill(xp, gen.key, counter, n, np_dtype)
+        if xp is np and out.base is None:
+            out.shape = shape  # (in place: the array stays its own, so consumers may
+            return out  # write into it, where a reshaped view could not be)
+        return out.reshape(shape)
 
     if ctx.xp is np or on_device:
         xp = ctx.xp
