@@ -369,7 +369,7 @@ def test_decode_predictions(monkeypatch):
         "(samples, 1000)). Found array with shape: (2, 10)"
     )
     index = {str(i): [f"n{i:08d}", f"class_{i}"] for i in range(1000)}
-    monkeypatch.setattr(_common_v2, "_CLASS_INDEX", index)
+    monkeypatch.setattr(A.imagenet_utils, "CLASS_INDEX", index)
     preds = np.zeros((1, 1000), np.float32)
     preds[0, [7, 3, 900]] = [0.5, 0.3, 0.2]
     got = A.convnext.decode_predictions(preds, top=2)
