@@ -129,7 +129,9 @@ def fuse_select_zero(view) -> None:
             if src[0] == "feed" or src[1] != 0:
                 continue
             z = view.nodes[src[0]]
-            if z.device is not node.device or z.controls or view.reads_ref(src[0]):
+            if z.device is not node.device or view.reads_ref(src[0]):
+                continue
+            if z.controls and not (op.type == "SelectV2" and z.op.type == "Const"):
                 continue
             if z.op.type == "ZerosLike":
                 found = (pos, src[0], z.inputs[0])
@@ -145,11 +147,17 @@ def fuse_select_zero(view) -> None:
                 and op.inputs[0].shape.ndims is not None
                 and op.inputs[0].shape.as_list() == op.inputs[3 - pos].shape.as_list()
             ):
-                found = (pos, None, other)  # (the value is its own `like`)
+                # The value is its own `like`.  A constant in a cond branch waits on the
+                # branch's pivot: absorbed, its control edges move to the fused node,
+                # which so stays dead with the branch.
+                found = (pos, None, other, src[0] if view.sole_consumer(src[0]) == i else None)
                 break
         if found is None:
             continue
-        pos, j, like = found
+        pos, j, like = found[:3]
+        absorbed = [found[3]] if len(found) > 3 and found[3] is not None else []
+        if not absorbed and view.nodes[node.inputs[pos][0]].controls:
+            continue  # (a shared constant that waits on something: left as it is)
         other = node.inputs[3 - pos]
         if other == node.inputs[pos]:
             continue  # Select(cond, zeros, zeros)
@@ -159,7 +167,7 @@ def fuse_select_zero(view) -> None:
         same = cond_shape.is_fully_defined() and cond_shape == op.inputs[3 - pos].shape
         attrs = {"T": op._attr("T"), "zero_then": pos == 1}
         attrs["broadcast"] = op.type == "SelectV2" and not same
-        view.fuse(i, "_SelectZero", attrs, [node.inputs[0], other, like], [])
+        view.fuse(i, "_SelectZero", attrs, [node.inputs[0], other, like], absorbed)
         if j is not None:
             zeros_seen.add(j)
     for j in zeros_seen:

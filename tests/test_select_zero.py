@@ -206,3 +206,26 @@ def test_static_rnn_sequence_length_gradients_match_unfused(monkeypatch):
     assert "_SelectZero" not in types
     for a, b in zip(fused, unfused):
         np.testing.assert_array_equal(a, b)
+
+
+def test_select_v2_against_a_scalar_zero_fuses_and_stays_dead_in_an_untaken_branch():
+    # TF 2's dropout is SelectV2(keep, x * scale, 0): one _SelectZero pass, also inside a
+    # cond branch, whose zero constant waits on the branch's pivot.
+    tf = af
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 2048])
+        flag = tf.placeholder(tf.bool, [])
+        y = tf.cond(flag, lambda: tf.nn.dropout(x, rate=0.5, seed=3), lambda: x * 3.0)
+        g = tf.gradients(tf.reduce_sum(y * y), x)[0]
+        xv = np.random.RandomState(0).randn(4, 2048).astype(np.float32)
+        with tf.Session() as s:
+            a, ga = s.run([y, g], {x: xv, flag: True})
+            b, gb = s.run([y, g], {x: xv, flag: False})
+            nodes = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+    kept = a != 0
+    assert 0.4 < kept.mean() < 0.6 and not np.signbit(a[~kept]).any()
+    np.testing.assert_array_equal(a[kept], (xv * 2.0)[kept])
+    np.testing.assert_allclose(ga, 4 * a, rtol=1e-6)
+    np.testing.assert_allclose(b, 3 * xv, rtol=1e-6)
+    np.testing.assert_allclose(gb, 18 * xv, rtol=1e-6)
+    assert "SelectV2" not in nodes and "_SelectZero" in nodes
