@@ -15,14 +15,17 @@ import sys
 from dataclasses import dataclass, field
 
 from asyncflow.tfprof import GraphNodeProto, MultiGraphNodeProto, ProfileOptionBuilder
+from asyncflow.tfprof_logger import OpLogProto, write_op_log
 
 __all__ = [
     "GraphNodeProto",
     "MultiGraphNodeProto",
+    "OpLogProto",
     "OpStats",
     "ProfileOptionBuilder",
     "ProfileResult",
     "profile",
+    "write_op_log",
 ]
 
 

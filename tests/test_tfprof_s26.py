@@ -2,6 +2,8 @@
 name and printed line here was recorded from TF 2.21 (`tensorflow.compat.v1`) on the
 same graphs (times differ between runs, so only their layout is compared)."""
 
+import pytest
+
 import asyncflow as af
 
 PB = af.profiler.ProfileOptionBuilder
@@ -196,3 +198,86 @@ def test_scope_view_name_scopes_and_parameters(tmp_path):
         "    w/read (0/0 params)",
         "  x (4x3, 12/12 params)",
     ]
+
+
+def _small():
+    x = af.placeholder(af.float32, [4, 3])
+    w = af.get_variable("w", [3, 2])
+    return af.reduce_sum(af.nn.relu(af.matmul(x, w)) * 2.0)
+
+
+def _extra_log():
+    op_log = af.profiler.OpLogProto()
+    op_log.log_entries.add(name="Relu", types=["_mine"], float_ops=7)
+    op_log.log_entries.add(name="MatMul", types=["_big"])
+    return op_log
+
+
+# TF 2.21's tfprof_log bytes for _small() (add_trace=False), without and with _extra_log()
+TF_LOG = bytes.fromhex(
+    "0a240a20772f496e697469616c697a65722f72616e646f6d5f756e69666f726d2f73756210010a24"
+    "0a20772f496e697469616c697a65722f72616e646f6d5f756e69666f726d2f6d756c10060a200a1c"
+    "772f496e697469616c697a65722f72616e646f6d5f756e69666f726d10060a0a0a064d61744d756c"
+    "10300a070a036d756c10080a070a0353756d10070a190a01771a145f747261696e61626c655f7661"
+    "726961626c65731208080012046e6f6e65"
+)
+TF_LOG_MERGED = bytes.fromhex(
+    "0a0f0a0452656c7510071a055f6d696e650a100a064d61744d756c10301a045f6269670a240a2077"
+    "2f496e697469616c697a65722f72616e646f6d5f756e69666f726d2f73756210010a240a20772f49"
+    "6e697469616c697a65722f72616e646f6d5f756e69666f726d2f6d756c10060a200a1c772f496e69"
+    "7469616c697a65722f72616e646f6d5f756e69666f726d10060a070a036d756c10080a070a035375"
+    "6d10070a190a01771a145f747261696e61626c655f7661726961626c65731208080012046e6f6e65"
+)
+
+
+def test_write_op_log_bytes_as_tf(tmp_path):
+    with af.Graph().as_default() as g:
+        _small()
+        af.profiler.write_op_log(g, str(tmp_path), add_trace=False)
+        assert (tmp_path / "tfprof_log").read_bytes() == TF_LOG
+        af.profiler.write_op_log(g, str(tmp_path), op_log=_extra_log(), add_trace=False)
+        assert (tmp_path / "tfprof_log").read_bytes() == TF_LOG_MERGED
+        parsed = af.profiler.OpLogProto.FromString(TF_LOG_MERGED)
+        assert [(e.name, e.float_ops, list(e.types)) for e in parsed.log_entries][:3] == [
+            ("Relu", 7, ["_mine"]), ("MatMul", 48, ["_big"]),
+            ("w/Initializer/random_uniform/sub", 1, []),
+        ]  # fmt: skip
+        with pytest.raises(af.errors.NotFoundError, match="tfprof_log; No such file"):
+            af.profiler.write_op_log(g, str(tmp_path / "missing" / "sub"))
+
+
+def test_write_op_log_traces(tmp_path):
+    with af.Graph().as_default() as g:
+        _small()
+        top = af.constant(1.0, name="top")
+        af.profiler.write_op_log(g, str(tmp_path))
+    log = af.profiler.OpLogProto.FromString((tmp_path / "tfprof_log").read_bytes())
+    # TF's: every op has an entry with its trace, the float counts and types as without
+    assert len(log.log_entries) == len(g.get_operations()) and log.id_to_string[0] == "none"
+    entries = {e.name: e for e in log.log_entries}
+    assert (entries["MatMul"].float_ops, list(entries["w"].types)) == (
+        48,
+        ["_trainable_variables"],
+    )
+    (frame,) = entries["top"].code_def.traces
+    assert log.id_to_string[frame.file_id] == __file__
+    assert (frame.lineno, frame.func_start_line) == (int(top.op.traceback.rsplit(":")[1]), -1)
+    assert log.id_to_string[frame.function_id] == "test_write_op_log_traces"
+    (frame,) = entries["MatMul"].code_def.traces
+    assert log.id_to_string[frame.function_id] == "_small"
+
+
+def test_op_log_in_the_analysis():
+    with af.Graph().as_default() as g:
+        _small()
+        op_log = af.profiler.OpLogProto()
+        op_log.log_entries.add(name="Relu", types=["_mine"], float_ops=7)
+        quiet = PB(PB.float_operation()).with_empty_output()
+        mine = quiet.with_accounted_types(["_mine", "MatMul"]).build()
+        root = af.profiler.profile(g, op_log=op_log, cmd="op", options=mine)
+        assert (root.total_float_ops, [c.name for c in root.children]) == (55, ["MatMul"])
+        quiet = PB(PB.float_operation()).with_empty_output().build()
+        root = af.profiler.profile(g, op_log=op_log, options=quiet)
+    assert (root.total_float_ops, [(c.name, c.float_ops) for c in root.children]) == (83, [
+        ("MatMul", 48), ("w/Initializer/random_uniform", 6), ("mul", 8), ("Relu", 7), ("Sum", 7),
+    ])  # fmt: skip
