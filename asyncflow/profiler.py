@@ -16,14 +16,18 @@ from dataclasses import dataclass, field
 
 from asyncflow.tfprof import GraphNodeProto, MultiGraphNodeProto, ProfileOptionBuilder
 from asyncflow.tfprof_logger import OpLogProto, write_op_log
+from asyncflow.tfprof_profiler import AdviceProto, Profiler, advise
 
 __all__ = [
+    "AdviceProto",
     "GraphNodeProto",
     "MultiGraphNodeProto",
     "OpLogProto",
     "OpStats",
     "ProfileOptionBuilder",
     "ProfileResult",
+    "Profiler",
+    "advise",
     "profile",
     "write_op_log",
 ]

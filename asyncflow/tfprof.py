@@ -341,19 +341,26 @@ def _accounted(types, regexes) -> bool:
 
 
 def _stats_by_node(run_meta) -> dict:
-    stats = {}
+    """node name -> [run count, exec micros, output bytes] of the traced step, or with a
+    list of steps their average over the steps the node ran in (TF's `step=-1`)."""
+    sums: dict[str, list[int]] = {}
     metas = run_meta if isinstance(run_meta, (list, tuple)) else [run_meta]
     for meta in metas:
         step = getattr(meta, "step_stats", meta)
+        seen: dict[str, list[int]] = {}
         for dev in step.dev_stats:
             for n in dev.node_stats:
-                s = stats.setdefault(n.node_name, [0, 0, 0])
-                s[0] += 1
+                s = seen.setdefault(n.node_name, [1, 0, 0])
                 s[1] += int((n.all_end_rel_nanos or n.all_end_rel_micros * 1000) // 1000)
                 s[2] += sum(
                     o.tensor_description.allocation_description.requested_bytes for o in n.output
                 )
-    return stats
+        for name, (_, micros, nbytes) in seen.items():
+            total = sums.setdefault(name, [0, 0, 0])
+            total[0] += 1
+            total[1] += micros
+            total[2] += nbytes
+    return {name: [1, micros // k, nbytes // k] for name, (k, micros, nbytes) in sums.items()}
 
 
 def _input_shapes(op) -> dict:
@@ -408,14 +415,17 @@ def _shown(node, options) -> bool:
     return all(value >= options.get(key, 0) for key, value in mins.items())
 
 
+# The counts a node has of its own and totals over its subtree.
+_COUNTED = ("float_ops", "parameters", "exec_micros", "cpu_exec_micros",
+            "accelerator_exec_micros", "output_bytes", "requested_bytes", "run_count")  # fmt: skip
+
+
 def _total(node) -> None:
-    for f in ("float_ops", "parameters", "exec_micros", "output_bytes", "requested_bytes",
-              "run_count"):  # fmt: skip
+    for f in _COUNTED:
         setattr(node, "total_" + f, getattr(node, f))
     for c in node.children:
         _total(c)
-        for f in ("float_ops", "parameters", "exec_micros", "output_bytes", "requested_bytes",
-                  "run_count", "definition_count"):  # fmt: skip
+        for f in (*_COUNTED, "definition_count"):
             setattr(node, "total_" + f, getattr(node, "total_" + f) + getattr(c, "total_" + f))
 
 
@@ -452,6 +462,7 @@ def _scope_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
             if up not in nodes:
                 nodes[up] = GraphNodeProto(up)
                 nodes[up]._accounted = _accounted([""], regexes)
+                nodes[up].total_definition_count = 1  # (TF counts a scope as defined)
     root = GraphNodeProto("_TFProfRoot")
     shown = {name: _shown(n, options) for name, n in nodes.items()}
     for name in sorted(nodes):
@@ -468,7 +479,8 @@ def _scope_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
     _total(root)
     root.float_ops = root.parameters = root.exec_micros = 0
     _sort(root, options.get("order_by", "name"))
-    _trim_depth(root, int(options.get("max_depth", 100)))
+    # (TF's max_depth counts the root: 1 shows the root alone)
+    _trim_depth(root, int(options.get("max_depth", 100)) - 1)
     return root
 
 
@@ -492,31 +504,43 @@ def _fmt(n: int) -> str:
     return str(n)
 
 
+def _pair(node, field, fmt, root) -> str:
+    own = "--" if root else fmt(getattr(node, field))
+    return f"{own}/{fmt(getattr(node, 'total_' + field))}"
+
+
 def _line(node, select, root=False) -> str:
+    # (TF's column order, whatever the order of `select`; "micros" brings the
+    # accelerator and cpu times beside the total)
     parts = []
     if "params" in select:
-        own = "--" if root else _fmt(node.parameters)
         known = not root and node._shape is not None and node._shape.ndims
         dims = [-1 if d is None else d for d in node._shape.as_list()] if known else None
         shape = "x".join(map(str, dims)) + ", " if dims else ""
-        parts.append(f"{shape}{own}/{_fmt(node.total_parameters)} params")
+        parts.append(f"{shape}{_pair(node, 'parameters', _fmt, root)} params")
     if "float_ops" in select:
-        own = "--" if root else _fmt(node.float_ops)
-        parts.append(f"{own}/{_fmt(node.total_float_ops)} flops")
-    if "micros" in select:
-        own = "--" if root else f"{node.exec_micros}us"
-        parts.append(f"{own}/{node.total_exec_micros}us")
+        parts.append(f"{_pair(node, 'float_ops', _fmt, root)} flops")
     if "bytes" in select:
-        own = "--" if root else _fmt(node.requested_bytes) + "B"
-        parts.append(f"{own}/{_fmt(node.total_requested_bytes)}B")
+        parts.append(_pair(node, "requested_bytes", _fmt_bytes, root))
+    if "micros" in select:
+        for field in ("exec_micros", "accelerator_exec_micros", "cpu_exec_micros"):
+            parts.append(_pair(node, field, _fmt_time, root))
+    if "occurrence" in select:
+        defined = f"{'--' if root else 1}/{node.total_definition_count}"
+        parts.append(f"{_pair(node, 'run_count', str, root)}|{defined}")
     return f"{node.name} ({', '.join(parts)})"
 
 
 def _report(root, options) -> str:
     select = options.get("select", [])
-    header = {"params": "# parameters", "float_ops": "# float_ops", "micros": "execution time",
-              "bytes": "requested bytes"}  # fmt: skip
-    lines = ["Profile:", "node name | " + " | ".join(header[s] for s in select if s in header)]
+    header = [h for key, h in (("params", "# parameters"), ("float_ops", "# float_ops"),
+                               ("bytes", "requested bytes"))
+              if key in select]  # fmt: skip
+    if "micros" in select:
+        header += ["total execution time", "accelerator execution time", "cpu execution time"]
+    if "occurrence" in select:
+        header.append("op count (run|defined)")
+    lines = ["Profile:", "node name | " + " | ".join(header)]
 
     def walk(node, depth):
         lines.append("  " * depth + _line(node, select, root=depth == 0))
@@ -530,9 +554,7 @@ def _report(root, options) -> str:
 # -- the op view ----------------------------------------------------------------------------
 
 # A type's counts in the op view: (GraphNodeProto field, selection it belongs to)
-_OP_FIELDS = ("float_ops", "parameters", "exec_micros", "cpu_exec_micros",
-              "accelerator_exec_micros", "requested_bytes", "output_bytes",
-              "run_count")  # fmt: skip
+_OP_FIELDS = _COUNTED
 _OP_ORDER = {"float_ops": "float_ops", "params": "parameters", "micros": "exec_micros",
              "accelerator_micros": "accelerator_exec_micros", "cpu_micros": "cpu_exec_micros",
              "bytes": "requested_bytes", "output_bytes": "output_bytes",
@@ -633,6 +655,8 @@ def _pct(part, whole) -> float:
 
 def _op_report(root, options) -> str:
     select = set(options.get("select", []))
+    if "micros" in select:
+        select |= {"accelerator_micros", "cpu_micros"}  # (TF shows the three together)
     columns = [c for c in _OP_COLUMNS if c[0] in select]
     header = [c[1] for c in columns]
     if "occurrence" in select:

@@ -281,3 +281,178 @@ def test_op_log_in_the_analysis():
     assert (root.total_float_ops, [(c.name, c.float_ops) for c in root.children]) == (83, [
         ("MatMul", 48), ("w/Initializer/random_uniform", 6), ("mul", 8), ("Relu", 7), ("Sum", 7),
     ])  # fmt: skip
+
+
+# Traced steps with fixed times (the same RunMetadata was given to TF 2.21 for the
+# expected values below, so times agree exactly)
+STEP_0 = {
+    "x/RandomStandardNormal": 400, "x/mul": 30, "x": 20, "MatMul": 5000, "Relu": 60,
+    "Sum": 40, "gradients/MatMul_grad/MatMul_1": 3000, "gradients/Relu_grad/ReluGrad": 70,
+    "GradientDescent/update_w/ApplyGradientDescent": 900, "GradientDescent": 2, "w/read": 3,
+}  # fmt: skip
+STEP_1 = {
+    "x/RandomStandardNormal": 200, "x/mul": 10, "x": 20, "MatMul": 7001, "Relu": 40,
+    "Sum": 20, "gradients/MatMul_grad/MatMul_1": 1000, "gradients/Relu_grad/ReluGrad": 30,
+    "GradientDescent/update_w/ApplyGradientDescent": 100, "GradientDescent": 2, "w/read": 1,
+}  # fmt: skip
+
+
+def _traced(times):
+    meta = af.RunMetadata()
+    dev = meta.step_stats.dev_stats.add(device="/job:localhost/replica:0/task:0/device:CPU:0")
+    start = 1000
+    for name, us in times.items():
+        dev.node_stats.add(
+            node_name=name, all_start_micros=start, op_end_rel_micros=us, all_end_rel_micros=us
+        )
+        start += us + 1
+    return meta
+
+
+def _trained():
+    x = af.random_normal([64, 300], name="x")
+    w = af.get_variable("w", [300, 400])
+    y = af.reduce_sum(af.nn.relu(af.matmul(x, w)))
+    af.train.GradientDescentOptimizer(0.1).minimize(y)
+
+
+def test_op_view_times(tmp_path):
+    out = tmp_path / "op.txt"
+    with af.Graph().as_default() as g:
+        _trained()
+        options = PB().select(["micros", "occurrence"]).order_by("micros")
+        options = options.with_min_execution_time(1).with_file_output(out).build()
+        root = af.profiler.profile(g, run_meta=_traced(STEP_0), cmd="op", options=options)
+    assert root.total_exec_micros == 9525
+    rows = [(n.name, n.exec_micros, n.run_count) for n in root.children[0].graph_nodes]
+    assert rows == [
+        ("MatMul", 5000, 1), ("gradients/MatMul_grad/MatMul", 0, 0),
+        ("gradients/MatMul_grad/MatMul_1", 3000, 1),
+    ]  # fmt: skip
+    # (TF's Identity and NoOp rows count 3 and 2 defined: its gradient adds tuple ops
+    # asyncflow's leaves out)
+    assert out.read_text().splitlines()[:10] == [
+        "Profile:",
+        "node name | total execution time | accelerator execution time | cpu execution time"
+        " | op occurrence (run|defined)",
+        "MatMul                         8.00ms (100.00%, 83.99%),             0us (0.00%, 0.00%),"
+        "       8.00ms (100.00%, 83.99%),        2|3",
+        "ApplyGradientDescent              900us (16.01%, 9.45%),             0us (0.00%, 0.00%),"
+        "          900us (16.01%, 9.45%),        1|1",
+        "RandomStandardNormal               400us (6.56%, 4.20%),             0us (0.00%, 0.00%),"
+        "           400us (6.56%, 4.20%),        1|1",
+        "ReluGrad                            70us (2.36%, 0.73%),             0us (0.00%, 0.00%),"
+        "            70us (2.36%, 0.73%),        1|1",
+        "Relu                                60us (1.63%, 0.63%),             0us (0.00%, 0.00%),"
+        "            60us (1.63%, 0.63%),        1|1",
+        "Sum                                 40us (1.00%, 0.42%),             0us (0.00%, 0.00%),"
+        "            40us (1.00%, 0.42%),        1|1",
+        "Mul                                 30us (0.58%, 0.31%),             0us (0.00%, 0.00%),"
+        "            30us (0.58%, 0.31%),        1|2",
+        "AddV2                               20us (0.26%, 0.21%),             0us (0.00%, 0.00%),"
+        "            20us (0.26%, 0.21%),        1|2",
+    ]
+
+
+def test_profiler_steps_and_views(tmp_path):
+    with af.Graph().as_default() as g:
+        _trained()
+        profiler = af.profiler.Profiler(g)
+        ops = profiler.profile_operations(PB(PB.float_operation()).with_empty_output().build())
+        assert (ops.total_float_ops, [c.name for c in ops.children]) == (46384000, ["MatMul"])
+        quiet = PB(PB.trainable_variables_parameter()).with_empty_output().build()
+        scope = profiler.profile_name_scope(quiet)
+        assert (scope.total_parameters, [c.name for c in scope.children]) == (120000, ["w"])
+        profiler.add_step(0, _traced(STEP_0))
+        profiler.add_step(1, _traced(STEP_1))
+        seen = {}
+        for step in (-1, 0, 1):
+            options = PB().select(["micros"]).with_step(step).with_empty_output().build()
+            root = profiler.profile_name_scope(options)
+            seen[step] = (root.total_exec_micros, [
+                (c.name, c.exec_micros, c.total_exec_micros, c.run_count)
+                for c in root.children if c.total_exec_micros
+            ])  # fmt: skip
+        # step -1: each node's average over the steps
+        assert seen == {
+            -1: (8974, [("GradientDescent", 2, 502, 1), ("MatMul", 6000, 6000, 1),
+                        ("Relu", 50, 50, 1), ("Sum", 30, 30, 1), ("gradients", 0, 2050, 0),
+                        ("w", 0, 2, 0), ("x", 20, 340, 1)]),
+            0: (9525, [("GradientDescent", 2, 902, 1), ("MatMul", 5000, 5000, 1),
+                       ("Relu", 60, 60, 1), ("Sum", 40, 40, 1), ("gradients", 0, 3070, 0),
+                       ("w", 0, 3, 0), ("x", 20, 450, 1)]),
+            1: (8424, [("GradientDescent", 2, 102, 1), ("MatMul", 7001, 7001, 1),
+                       ("Relu", 40, 40, 1), ("Sum", 20, 20, 1), ("gradients", 0, 1030, 0),
+                       ("w", 0, 1, 0), ("x", 20, 230, 1)]),
+        }  # fmt: skip
+        root = profiler.profile_operations(
+            PB().select(["micros"]).order_by("micros").with_empty_output().build()
+        )
+        first = root.children[0]
+        assert (root.total_exec_micros, first.name, first.exec_micros) == (8974, "MatMul", 8000)
+        out = tmp_path / "scope.txt"
+        selected = PB().select(["occurrence", "float_ops", "micros", "params", "bytes"])
+        profiler.profile_name_scope(selected.with_max_depth(2).with_file_output(out).build())
+        # (TF's gradients scope defines 18 ops, its graph 43: the tuple ops above)
+        assert out.read_text().splitlines()[1:6] == [
+            "node name | # parameters | # float_ops | requested bytes | total execution time"
+            " | accelerator execution time | cpu execution time | op count (run|defined)",
+            "_TFProfRoot (--/120.00k params, --/46.38m flops, --/0B, --/8.97ms, --/0us,"
+            " --/8.97ms, --/11|--/39)",
+            "  Const (0/0 params, 0/0 flops, 0B/0B, 0us/0us, 0us/0us, 0us/0us, 0/0|1/1)",
+            "  GradientDescent (0/0 params, 0/0 flops, 0B/0B, 2us/502us, 0us/0us, 2us/502us,"
+            " 1/2|1/4)",
+            "  MatMul (0/0 params, 15.36m/15.36m flops, 0B/0B, 6.00ms/6.00ms, 0us/0us,"
+            " 6.00ms/6.00ms, 1/1|1/1)",
+        ]
+        with pytest.raises(af.errors.InvalidArgumentError, match="no step_stats"):
+            profiler.add_step(5, af.RunMetadata())
+
+
+EXPENSIVE_ONE_STEP = [
+    "top 1 operation type: MatMul, cpu: 8.00ms, accelerator: 0us, total: 8.00ms (83.99%)\n"
+    "top 2 operation type: ApplyGradientDescent, cpu: 900us, accelerator: 0us, total: 900us"
+    " (9.45%)\n"
+    "top 3 operation type: RandomStandardNormal, cpu: 400us, accelerator: 0us, total: 400us"
+    " (4.20%)",
+    "top 1 graph node: MatMul, cpu: 5.00ms, accelerator: 0us, total: 5.00ms\n"
+    "top 2 graph node: gradients, cpu: 0us, accelerator: 0us, total: 0us\n"
+    "top 3 graph node: GradientDescent, cpu: 2us, accelerator: 0us, total: 2us",
+]
+
+
+def test_advise(capsys):
+    with af.Graph().as_default() as g:
+        _trained()
+        advice = af.profiler.advise(g, run_meta=_traced(STEP_0))
+        assert isinstance(advice, af.profiler.AdviceProto)
+        # TF's checkers but JobChecker (not in TF's open-source build); CPU steps give
+        # the accelerator and operation checkers nothing to say
+        assert sorted(advice.checkers) == [
+            "AcceleratorUtilizationChecker", "ExpensiveOperationChecker", "OperationChecker",
+        ]  # fmt: skip
+        # (TF's third report walks the Python call stacks of the code view)
+        reports = list(advice.checkers["ExpensiveOperationChecker"].reports)
+        assert reports == EXPENSIVE_ONE_STEP
+        assert not advice.checkers["OperationChecker"].reports
+        printed = capsys.readouterr().out
+        assert "\nExpensiveOperationChecker:\n" + EXPENSIVE_ONE_STEP[0] + "\n" in printed
+        assert "\nOperationChecker:\n" in printed
+        bare = af.profiler.advise(g)
+        assert [len(c.reports) for c in bare.checkers.values()] == [0, 0, 0]
+        only = af.profiler.advise(g, options={"OperationChecker": {}})
+        assert list(only.checkers) == ["OperationChecker"]
+        profiler = af.profiler.Profiler(g)
+        profiler.add_step(0, _traced(STEP_0))
+        profiler.add_step(1, _traced(STEP_1))
+        advice = profiler.advise({"ExpensiveOperationChecker": {}})
+    assert list(advice.checkers["ExpensiveOperationChecker"].reports) == [
+        "top 1 operation type: MatMul, cpu: 8.00ms, accelerator: 0us, total: 8.00ms (89.15%)\n"
+        "top 2 operation type: ApplyGradientDescent, cpu: 500us, accelerator: 0us, total: 500us"
+        " (5.57%)\n"
+        "top 3 operation type: RandomStandardNormal, cpu: 300us, accelerator: 0us, total: 300us"
+        " (3.34%)",
+        "top 1 graph node: MatMul, cpu: 6.00ms, accelerator: 0us, total: 6.00ms\n"
+        "top 2 graph node: gradients, cpu: 0us, accelerator: 0us, total: 0us\n"
+        "top 3 graph node: GradientDescent, cpu: 2us, accelerator: 0us, total: 2us",
+    ]
