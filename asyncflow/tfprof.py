@@ -16,9 +16,10 @@ and none for the ops TF registers no formula for (Relu, Exp, Tanh, ...); an op w
 shapes are not fully known counts none, as TF's.  `parameters` are the element counts
 of the variables and placeholders (TF's rule); the trainable variables also have the
 `_trainable_variables` account type.  An OpLogProto (`op_log`) adds types and float
-operations to named ops.  TF's "code" view is not built (a ValueError); with
-`run_meta`, the `micros` and `bytes` selections read the traced step's times and output
-bytes.
+operations to named ops.  The code view ("code") groups the ops by the Python line
+that built them (see `_code_tree`: asyncflow records one line per op, TF the whole
+stack).  With `run_meta`, the `micros` and `bytes` selections read the traced step's
+times and output bytes.
 
 The results are GraphNodeProto / MultiGraphNodeProto-shaped objects (TF's field names);
 the printed report follows TF's layout from its "Profile:" line (TF's option listing
@@ -28,6 +29,7 @@ and "Doc:" lines before it are not printed); `output: "none"` prints nothing.
 from __future__ import annotations
 
 import copy
+import os
 import re
 import sys
 
@@ -517,7 +519,9 @@ def _line(node, select, root=False) -> str:
         known = not root and node._shape is not None and node._shape.ndims
         dims = [-1 if d is None else d for d in node._shape.as_list()] if known else None
         shape = "x".join(map(str, dims)) + ", " if dims else ""
-        parts.append(f"{shape}{_pair(node, 'parameters', _fmt, root)} params")
+        # (TF prints no own count for a line of the code view)
+        own_hidden = root or getattr(node, "_code", False)
+        parts.append(f"{shape}{_pair(node, 'parameters', _fmt, own_hidden)} params")
     if "float_ops" in select:
         parts.append(f"{_pair(node, 'float_ops', _fmt, root)} flops")
     if "bytes" in select:
@@ -675,11 +679,78 @@ def _op_report(root, options) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- the code view --------------------------------------------------------------------------
+
+_GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")
+
+
+def _code_name(where: str) -> str | None:
+    """TF's name of a Python line: file's base name, line, function (cut to 17
+    characters and "..." when 20 or longer)."""
+    from asyncflow.tfprof_logger import _function_at
+
+    path, _, line = where.rpartition(":")
+    if not path or not line.isdigit():
+        return None
+    func = _function_at(path, int(line))
+    if len(func) >= 20:
+        func = func[:17] + "..."
+    return f"{os.path.basename(path)}:{line}:{func}"
+
+
+def _code_tree(graph, options, run_meta, op_log=None) -> MultiGraphNodeProto:
+    """TF's code view over the Python lines that built the ops; a gradient op goes to
+    its forward op's line with " (gradient)" after it, as TF's.
+
+    asyncflow records one line per op (the user's innermost), so the tree is that one
+    level: a line's node holds its ops (TF's holds them in the frames below it, down to
+    TF's own internals, so its own counts are 0 there); names and totals are TF's for
+    ops built at a script's top level.
+    """
+    nodes = _own_nodes(graph, options, run_meta, op_log)
+    by_line: dict[str, MultiGraphNodeProto] = {}
+    for op in graph.get_operations():
+        node = nodes[op.name]
+        if not node._accounted:
+            continue
+        source, suffix = op, ""
+        forward = _GRADIENT_OF.search(op.name)
+        if forward is not None:
+            try:
+                source, suffix = graph.get_operation_by_name(forward.group(1)), " (gradient)"
+            except (KeyError, ValueError):
+                pass
+        name = _code_name(source.traceback or "")
+        if name is None:
+            continue
+        row = by_line.setdefault(name + suffix, MultiGraphNodeProto(name + suffix))
+        row.graph_nodes.append(node)
+    rows = []
+    for row in by_line.values():
+        row.graph_nodes.sort(key=lambda n: n.name)
+        for f in _OP_FIELDS:
+            total = sum(getattr(n, f) for n in row.graph_nodes)
+            setattr(row, f, total)
+            setattr(row, "total_" + f, total)
+        row.total_definition_count = len(row.graph_nodes)
+        row._code = True
+        if _names_shown(row.name, options) and all(
+            getattr(row, "total_" + f) >= options.get(m, 0) for m, f in _OP_MINS.items()
+        ):
+            rows.append(row)
+    key = _OP_ORDER.get(options.get("order_by", "name"))
+    rows.sort(key=(lambda r: r.name) if key is None else (lambda r: (-getattr(r, key), r.name)))
+    root = MultiGraphNodeProto("_TFProfRoot")
+    for f in _OP_FIELDS:
+        setattr(root, "total_" + f, sum(getattr(r, f) for r in rows))
+    root.children = rows if int(options.get("max_depth", 100)) > 1 else []
+    return root
+
+
 def profile_graph(graph, run_meta, cmd, options, op_log=None) -> GraphNodeProto:
     """The tfprof view `cmd` of `graph` under `options` (printed as `output` says).
 
     Raises:
-      ValueError: cmd "code" (not built).
       InvalidArgumentError: a cmd other than scope, graph, op and code.
 
     `op_log`: an OpLogProto whose entries add types (for `account_type_regexes`) and
@@ -693,8 +764,8 @@ def profile_graph(graph, run_meta, cmd, options, op_log=None) -> GraphNodeProto:
         root = _op_tree(graph, options, run_meta, op_log)
         text = _op_report
     elif cmd == "code":
-        # (TF's code view groups by the Python lines that built the ops; not built here)
-        raise ValueError("cmd 'code' of the model analysis is not supported: use 'scope' or 'op'")
+        root = _code_tree(graph, options, run_meta, op_log)
+        text = _report
     else:
         from asyncflow import errors
 

@@ -94,7 +94,8 @@ class Profiler:
         return self._view("graph", options)
 
     def profile_python(self, options):
-        """The code view: not built (ValueError), see asyncflow/tfprof.py."""
+        """The code view (MultiGraphNodeProto) under `options`: one level, the user's
+        lines (asyncflow/tfprof.py, `_code_tree`)."""
         return self._view("code", options)
 
     def advise(self, options):

@@ -456,3 +456,47 @@ def test_advise(capsys):
         "top 2 graph node: gradients, cpu: 0us, accelerator: 0us, total: 0us\n"
         "top 3 graph node: GradientDescent, cpu: 2us, accelerator: 0us, total: 2us",
     ]
+
+
+def _code_view_mlp():
+    # (TF's recorded script ran these statements at its top level, one a line)
+    x = af.placeholder(af.float32, [32, 784])
+    y = af.placeholder(af.int64, [32])
+    h = af.nn.relu(af.matmul(x, af.get_variable("w1", [784, 256])) + af.get_variable("b1", [256]))
+    lo = af.matmul(h, af.get_variable("w2", [256, 10]))
+    loss = af.reduce_mean(af.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=lo))
+    af.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return int(x.op.traceback.rsplit(":")[1]) + 2  # the line of `h`
+
+
+def test_code_view(tmp_path):
+    out = tmp_path / "code.txt"
+    with af.Graph().as_default() as g:
+        line = _code_view_mlp()
+        options = PB(PB.float_operation()).with_max_depth(2).with_file_output(out).build()
+        flops = af.profiler.profile(g, cmd="code", options=options)
+        params = af.profiler.Profiler(g).profile_python(
+            PB(PB.trainable_variables_parameter()).with_max_depth(2).with_empty_output().build()
+        )
+
+    def at(n, gradient=False):
+        return f"test_tfprof_s26.py:{line + n}:_code_view_mlp" + (
+            " (gradient)" if gradient else ""
+        )
+
+    # TF's names (with its `<module>` for our function) and totals for the same lines; a
+    # gradient op counts on its forward op's line
+    assert (flops.name, flops.total_float_ops) == ("_TFProfRoot", 39450243)
+    assert [(c.name, c.total_float_ops) for c in flops.children] == [
+        (at(0, True), 25698048), (at(0), 13255170), (at(1, True), 327680), (at(1), 168961),
+        (at(2, True), 352), (at(2), 32),
+    ]  # fmt: skip
+    assert ("Mean", 32) in [(n.name, n.float_ops) for n in flops.children[-1].graph_nodes]
+    assert (params.total_parameters, [(c.name, c.total_parameters) for c in params.children]) == (
+        203520, [(at(0), 200960), (at(1), 2560)],
+    )  # fmt: skip
+    # (TF's line nodes hold their ops in the frames below them, so their own count is 0)
+    assert out.read_text().splitlines()[2:4] == [
+        "_TFProfRoot (--/39.45m flops)",
+        f"  {at(0, True)} (25.70m/25.70m flops)",
+    ]
