@@ -28,7 +28,9 @@ and "Doc:" lines before it are not printed); `output: "none"` prints nothing.
 
 from __future__ import annotations
 
+import ast
 import copy
+import functools
 import os
 import re
 import sys
@@ -681,14 +683,34 @@ def _op_report(root, options) -> str:
 
 # -- the code view --------------------------------------------------------------------------
 
+
+@functools.lru_cache(maxsize=64)
+def _functions_of(path: str) -> tuple:
+    """(first line, last line, name) of each function and class defined in `path`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            spans.append((node.lineno, node.end_lineno or node.lineno, node.name))
+    return tuple(spans)
+
+
+def _function_at(path: str, line: int) -> str:
+    inside = [s for s in _functions_of(path) if s[0] <= line <= s[1]]
+    # (the innermost definition holding the line is the one running it)
+    return max(inside)[2] if inside else "<module>"
+
+
 _GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")
 
 
 def _code_name(where: str) -> str | None:
     """TF's name of a Python line: file's base name, line, function (cut to 17
     characters and "..." when 20 or longer)."""
-    from asyncflow.tfprof_logger import _function_at
-
     path, _, line = where.rpartition(":")
     if not path or not line.isdigit():
         return None

@@ -13,34 +13,12 @@ source.  `id_to_string` maps the ids the traces use, 0 being "none" as in TF.
 
 from __future__ import annotations
 
-import ast
-import functools
 import os
 
 from asyncflow.protos.tfprof_log_pb2 import OpLogProto
+from asyncflow.tfprof import _float_ops, _function_at
 
 __all__ = ["OpLogProto", "op_log_of", "write_op_log"]
-
-
-@functools.lru_cache(maxsize=64)
-def _functions_of(path: str) -> tuple:
-    """(first line, last line, name) of each function and class defined in `path`."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    spans = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            spans.append((node.lineno, node.end_lineno or node.lineno, node.name))
-    return tuple(spans)
-
-
-def _function_at(path: str, line: int) -> str:
-    inside = [s for s in _functions_of(path) if s[0] <= line <= s[1]]
-    # (the innermost definition holding the line is the one running it)
-    return max(inside)[2] if inside else "<module>"
 
 
 class _Ids:
@@ -75,7 +53,6 @@ def op_log_of(graph, op_log=None, run_meta=None, add_trace=True) -> OpLogProto:
     step ran with for the fully defined ones, so it adds nothing.
     """
     from asyncflow.graph import GraphKeys
-    from asyncflow.tfprof import _float_ops
 
     del run_meta
     out = OpLogProto()
