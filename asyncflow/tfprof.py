@@ -368,10 +368,13 @@ def _stats_by_node(run_meta) -> dict:
 
 
 def _input_shapes(op) -> dict:
-    # (TF numbers the control inputs after the data inputs, with no shape)
-    shapes = [t.shape.as_list() if t.shape.ndims is not None else None for t in op.inputs]
-    shapes += [None] * len(op.control_inputs)
-    return dict(enumerate(shapes))
+    # (TF numbers the control inputs after the data inputs, with their first output's
+    # shape)
+    tensors = list(op.inputs) + [c.outputs[0] if c.outputs else None for c in op.control_inputs]
+    return {
+        i: t.shape.as_list() if t is not None and t.shape.ndims is not None else None
+        for i, t in enumerate(tensors)
+    }
 
 
 def _own_node(op, trainable, regexes, stats, op_log=None) -> GraphNodeProto:
@@ -667,6 +670,8 @@ def _op_report(root, options) -> str:
     header = [c[1] for c in columns]
     if "occurrence" in select:
         header.append("op occurrence (run|defined)")
+    if "input_shapes" in select:
+        header.append("input shapes")
     lines = ["Profile:", "node name | " + " | ".join(header)]
     for row in root._rows:
         cells = []
@@ -678,7 +683,34 @@ def _op_report(root, options) -> str:
         if "occurrence" in select:
             cells.append(f"{f'{row.run_count}|{row.total_definition_count}':>10}")
         lines.append(f"{row.name:<25}" + ", ".join(cells))
+        if "input_shapes" in select:
+            lines += ["", *_input_types(row), ""]
     return "\n".join(lines) + "\n"
+
+
+def _dims_text(dims) -> str:
+    if dims is None:
+        return "unknown"
+    # (TF writes a scalar as one element)
+    return "x".join("-1" if d is None else str(d) for d in dims) if dims else "1"
+
+
+def _input_types(row) -> list[str]:
+    """TF's lines under an op-view row: the row's ops grouped by their input shapes."""
+    groups: dict[str, list] = {}
+    for n in row.graph_nodes:
+        key = ",\t".join(f"{i}:{_dims_text(d)}" for i, d in sorted(n.input_shapes.items()))
+        groups.setdefault(key, []).append(n)
+    return [
+        f"input_type: {key}\t(run*{sum(n.run_count for n in nodes)}|defined*{len(nodes)})"
+        f"\texec_time: {_fmt_time(_micros(nodes))}"
+        # (the longest-running first, as TF lists them)
+        for key, nodes in sorted(groups.items(), key=lambda kv: (-_micros(kv[1]), kv[0]))
+    ]
+
+
+def _micros(nodes) -> int:
+    return sum(n.exec_micros for n in nodes)
 
 
 # -- the code view --------------------------------------------------------------------------

@@ -500,3 +500,135 @@ def test_code_view(tmp_path):
         "_TFProfRoot (--/39.45m flops)",
         f"  {at(0, True)} (25.70m/25.70m flops)",
     ]
+
+
+def _input_shape_graph():
+    x = af.placeholder(af.float32, [32, 784])
+    u = af.placeholder(af.float32, [None, 784])
+    w = af.get_variable("w1", [784, 256])
+    h = af.nn.relu(af.matmul(x, w) + af.get_variable("b1", [256]))
+    h2 = af.matmul(u, w)
+    af.reduce_sum(h) + af.reduce_sum(h2) + af.reduce_sum(af.matmul(h, w, transpose_b=True))
+
+
+def _control_inputs_graph():
+    x = af.placeholder(af.float32, [32, 784])
+    a = af.matmul(x, af.get_variable("w1", [784, 256]))
+    with af.control_dependencies([a]):
+        b = af.identity(x, name="b")
+        af.no_op(name="n")
+    af.group(a, b, name="c")
+
+
+def test_op_view_input_shapes(tmp_path):
+    shapes = PB(PB.float_operation()).select(["float_ops", "input_shapes"])
+    options = shapes.with_min_float_operations(0).build()
+    # (a control input has its source's first output shape, a scalar prints as 1)
+    assert _op_view(_input_shape_graph, options, tmp_path)[1] == [
+        "Profile:",
+        "node name | # float_ops | input shapes",
+        "MatMul                   25.69m float_ops (100.00%, 98.30%)",
+        "",
+        "input_type: 0:-1x784,\t1:784x256\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:32x256,\t1:784x256\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:32x784,\t1:784x256\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "AddV2                    209.15k float_ops (1.70%, 0.80%)",
+        "",
+        "input_type: 0:1,\t1:1\t(run*0|defined*2)\texec_time: 0us",
+        "input_type: 0:256,\t1:1\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:32x256,\t1:256\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:784x256,\t1:1\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "Mul                      200.96k float_ops (0.90%, 0.77%)",
+        "",
+        "input_type: 0:256,\t1:1\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:784x256,\t1:1\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "Sum                      33.28k float_ops (0.13%, 0.13%)",
+        "",
+        "input_type: 0:-1x256,\t1:2\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:32x256,\t1:2\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:32x784,\t1:2\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "Sub                          2 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: 0:1,\t1:1\t(run*0|defined*2)\texec_time: 0us",
+        "",
+        "Assign                       0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: 0:256,\t1:256\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:784x256,\t1:784x256\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "Const                        0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: \t(run*0|defined*9)\texec_time: 0us",
+        "",
+        "Identity                     0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: 0:256\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:784x256\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "Placeholder                  0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: \t(run*0|defined*2)\texec_time: 0us",
+        "",
+        "RandomUniform                0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: 0:1\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:2\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "Relu                         0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: 0:32x256\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "VariableV2                   0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: \t(run*0|defined*2)\texec_time: 0us",
+        "",
+    ]
+    assert _op_view(_control_inputs_graph, options, tmp_path)[1][-20:] == [
+        "input_type: 0:32x784,\t1:32x256\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:784x256\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "NoOp                         0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: 0:32x256\t(run*0|defined*1)\texec_time: 0us",
+        "input_type: 0:32x256,\t1:32x784\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "Placeholder                  0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: \t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "RandomUniform                0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: 0:2\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "VariableV2                   0 float_ops (0.00%, 0.00%)",
+        "",
+        "input_type: \t(run*0|defined*1)\texec_time: 0us",
+        "",
+    ]
+    out = tmp_path / "times.txt"
+    with af.Graph().as_default() as g:
+        _trained()
+        options = PB().select(["micros", "input_shapes"]).order_by("micros")
+        options = options.with_min_execution_time(1).with_file_output(out).build()
+        af.profiler.profile(g, run_meta=_traced(STEP_0), cmd="op", options=options)
+    # groups that ran longest first, then by their shapes
+    printed = out.read_text().splitlines()
+    at = [line.split(" ")[0] for line in printed].index("Mul")
+    assert printed[at : at + 10] == [
+        "Mul                                 30us (0.58%, 0.31%),"
+        "             0us (0.00%, 0.00%),            30us (0.58%, 0.31%)",
+        "",
+        "input_type: 0:64x300,\t1:1\t(run*1|defined*1)\texec_time: 30us",
+        "input_type: 0:300x400,\t1:1\t(run*0|defined*1)\texec_time: 0us",
+        "",
+        "AddV2                               20us (0.26%, 0.21%),"
+        "             0us (0.00%, 0.00%),            20us (0.26%, 0.21%)",
+        "",
+        "input_type: 0:64x300,\t1:1\t(run*1|defined*1)\texec_time: 20us",
+        "input_type: 0:300x400,\t1:1\t(run*0|defined*1)\texec_time: 0us",
+        "",
+    ]
