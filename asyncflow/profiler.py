@@ -15,14 +15,21 @@ import sys
 from dataclasses import dataclass, field
 
 from asyncflow.tfprof import GraphNodeProto, MultiGraphNodeProto, ProfileOptionBuilder
+from asyncflow.tfprof_logger import OpLogProto, write_op_log
+from asyncflow.tfprof_profiler import AdviceProto, Profiler, advise
 
 __all__ = [
+    "AdviceProto",
     "GraphNodeProto",
     "MultiGraphNodeProto",
+    "OpLogProto",
     "OpStats",
     "ProfileOptionBuilder",
     "ProfileResult",
+    "Profiler",
+    "advise",
     "profile",
+    "write_op_log",
 ]
 
 
@@ -80,7 +87,6 @@ def profile(graph=None, run_meta=None, op_log=None, cmd=None, options=None):
     Raises:
       ValueError: an unknown cmd.
     """
-    del op_log  # (TF's extra op types: asyncflow's graph already has them)
     tf_options = options if isinstance(options, dict) and "select" in options else None
     if tf_options is not None or run_meta is None:
         from asyncflow import graph as ops
@@ -90,7 +96,7 @@ def profile(graph=None, run_meta=None, op_log=None, cmd=None, options=None):
             tf_options = ProfileOptionBuilder.trainable_variables_parameter()
             tf_options.update(options or {})
         g = graph if graph is not None else ops.get_default_graph()
-        return profile_graph(g, run_meta, cmd or "scope", tf_options)
+        return profile_graph(g, run_meta, cmd or "scope", tf_options, op_log)
     cmd = cmd or "op"
     if cmd not in ("op", "graph", "scope"):
         raise ValueError(f"unknown cmd {cmd!r}: use 'op', 'graph' or 'scope'")

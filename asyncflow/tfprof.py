@@ -1,27 +1,37 @@
 """TF1's tfprof model analysis: `tf.profiler.profile(graph, options=...)` with the
 options `tf.profiler.ProfileOptionBuilder` builds, counting what TF counts.
 
-The scope view ("scope"/"graph"): every op is a node named by its op name; a node's
-children are the ops whose names continue its own (`w/Initializer/random_uniform/mul`
-under `w/Initializer/random_uniform`), and a node not shown (below the option's
-minimum, or an op with nothing to count) hands its children to the nearest shown
-ancestor.  `float_ops` are TF's per-op formulas (its RegisterStatistics "flops"
+The scope view ("scope"/"graph"): every op, and every name scope that is no op, is a
+node named by its name; a node's children are the names continuing its own
+(`w/Initializer/random_uniform/mul` under `w/Initializer/random_uniform`), and a node
+not shown (below the option's minimum, or not of an accounted type) hands its children
+to the nearest shown ancestor.  The op view ("op"): one MultiGraphNodeProto row per op
+type, its `graph_nodes` the accounted ops of that type; the rows are chained (each the
+only child of the one before, its totals those of the rest of the chain), as TF
+returns them.  `float_ops` are TF's per-op formulas (its RegisterStatistics "flops"
 functions, recorded op by op from TF 2.21): 2·m·n·k for a product, output elements ×
 kernel area × input channels × 2 for a convolution, one per output element for the
 elementwise ops TF counts, input − output elements for the sums and arg-reductions,
 and none for the ops TF registers no formula for (Relu, Exp, Tanh, ...); an op whose
-shapes are not fully known counts none, as TF's.  `parameters` are the element counts of
-the trainable variables (the `_trainable_variables` account type).  TF's "op" and
-"code" views are not built (a ValueError); with `run_meta`, the
-`micros` and `bytes` selections read the traced step's times and output bytes.
+shapes are not fully known counts none, as TF's.  `parameters` are the element counts
+of the variables and placeholders (TF's rule); the trainable variables also have the
+`_trainable_variables` account type.  An OpLogProto (`op_log`) adds types and float
+operations to named ops.  The code view ("code") groups the ops by the Python line
+that built them (see `_code_tree`: asyncflow records one line per op, TF the whole
+stack).  With `run_meta`, the `micros` and `bytes` selections read the traced step's
+times and output bytes.
 
 The results are GraphNodeProto / MultiGraphNodeProto-shaped objects (TF's field names);
-the printed report follows TF's layout (`output: "none"` prints nothing).
+the printed report follows TF's layout from its "Profile:" line (TF's option listing
+and "Doc:" lines before it are not printed); `output: "none"` prints nothing.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
+import functools
+import os
 import re
 import sys
 
@@ -171,14 +181,19 @@ class GraphNodeProto:
         self.float_ops = self.total_float_ops = 0
         self.parameters = self.total_parameters = 0
         self.exec_micros = self.total_exec_micros = 0
+        self.cpu_exec_micros = self.total_cpu_exec_micros = 0
+        self.accelerator_exec_micros = self.total_accelerator_exec_micros = 0
         self.output_bytes = self.total_output_bytes = 0
         self.requested_bytes = self.total_requested_bytes = 0
         self.run_count = self.total_run_count = 0
         self.total_definition_count = 0
         self.shapes: list = []
-        self._shape = None
+        self.input_shapes: dict[int, list | None] = {}  # input index -> dims (None: unknown)
         self.devices: list = []
         self.children: list[GraphNodeProto] = []
+        self._shape = None  # a variable's or placeholder's declared shape (the printed one)
+        self._op_type = ""
+        self._accounted = True
 
     def __repr__(self) -> str:
         return f"GraphNodeProto(name={self.name!r}, children={len(self.children)})"
@@ -297,43 +312,92 @@ def _trainable(graph) -> dict:
     return found
 
 
-def _accounted(op, regexes, trainable) -> bool:
+# TF counts an op's parameters when it holds or feeds a model's values: the variables
+# (ref and resource) and the placeholders, by their declared shapes.
+_PARAM_TYPES = frozenset(["Variable", "VariableV2", "VarHandleOp", "Placeholder"])
+
+
+def _declared_shape(op):
+    """The shape a variable or placeholder declares (None where it declares none)."""
+    from asyncflow.tensor_shape import TensorShape
+
+    shape = _attr(op, "shape")
+    if shape is not None:
+        try:
+            return TensorShape(shape)
+        except (TypeError, ValueError):
+            return None
+    return op.outputs[0].shape if op.outputs else None
+
+
+def _types(op, trainable, op_log) -> list[str]:
     types = [op.type]
     if op.name in trainable:
         types.append("_trainable_variables")
+    entry = op_log.get(op.name)
+    if entry is not None:
+        types.extend(t for t in entry.types if t not in types)
+    return types
+
+
+def _accounted(types, regexes) -> bool:
     return any(re.fullmatch(r, t) for r in regexes for t in types)
 
 
 def _stats_by_node(run_meta) -> dict:
-    stats = {}
+    """node name -> [run count, exec micros, output bytes] of the traced step, or with a
+    list of steps their average over the steps the node ran in (TF's `step=-1`)."""
+    sums: dict[str, list[int]] = {}
     metas = run_meta if isinstance(run_meta, (list, tuple)) else [run_meta]
     for meta in metas:
         step = getattr(meta, "step_stats", meta)
+        seen: dict[str, list[int]] = {}
         for dev in step.dev_stats:
             for n in dev.node_stats:
-                s = stats.setdefault(n.node_name, [0, 0, 0])
-                s[0] += 1
+                s = seen.setdefault(n.node_name, [1, 0, 0])
                 s[1] += int((n.all_end_rel_nanos or n.all_end_rel_micros * 1000) // 1000)
                 s[2] += sum(
                     o.tensor_description.allocation_description.requested_bytes for o in n.output
                 )
-    return stats
+        for name, (_, micros, nbytes) in seen.items():
+            total = sums.setdefault(name, [0, 0, 0])
+            total[0] += 1
+            total[1] += micros
+            total[2] += nbytes
+    return {name: [1, micros // k, nbytes // k] for name, (k, micros, nbytes) in sums.items()}
 
 
-def _own_node(op, trainable, regexes, stats) -> GraphNodeProto:
+def _input_shapes(op) -> dict:
+    # (TF numbers the control inputs after the data inputs, with their first output's
+    # shape)
+    tensors = list(op.inputs) + [c.outputs[0] if c.outputs else None for c in op.control_inputs]
+    return {
+        i: t.shape.as_list() if t is not None and t.shape.ndims is not None else None
+        for i, t in enumerate(tensors)
+    }
+
+
+def _own_node(op, trainable, regexes, stats, op_log=None) -> GraphNodeProto:
+    op_log = op_log or {}
     node = GraphNodeProto(op.name)
     node.total_definition_count = 1
-    if not _accounted(op, regexes, trainable):
+    node.input_shapes = _input_shapes(op)
+    node._op_type = op.type
+    types = _types(op, trainable, op_log)
+    if op.type in _PARAM_TYPES:
+        node._shape = _declared_shape(op)  # (printed; TF's returned node leaves `shapes` empty)
+    node._accounted = _accounted(types, regexes)
+    if not node._accounted:
         return node
-    node.float_ops = _float_ops(op)
-    if op.name in trainable:
-        shape = trainable[op.name].shape
-        node.parameters = _n(shape) or 0
-        node._shape = shape  # (printed; TF's returned node leaves `shapes` empty)
+    entry = op_log.get(op.name)
+    node.float_ops = entry.float_ops if entry is not None and entry.float_ops else _float_ops(op)
+    if node._shape is not None:
+        node.parameters = _n(node._shape) or 0
     s = stats.get(op.name)
     if s is not None:
         node.run_count, node.exec_micros, node.output_bytes = s
         node.requested_bytes = s[2]
+        node.cpu_exec_micros = node.exec_micros  # (asyncflow traces no accelerator time)
     return node
 
 
@@ -347,9 +411,8 @@ def _shown(node, options) -> bool:
         return False
     if any(re.fullmatch(r, name) for r in options.get("hide_name_regexes", [])):
         return False
-    selected = [_SELECT[s] for s in options.get("select", []) if s in _SELECT]
-    if selected and not any(getattr(node, f) for f in selected):
-        return False  # (nothing of what is asked: TF leaves such nodes out)
+    if not node._accounted:
+        return False
     mins = {
         "min_float_ops": node.float_ops,
         "min_params": node.parameters,
@@ -359,14 +422,17 @@ def _shown(node, options) -> bool:
     return all(value >= options.get(key, 0) for key, value in mins.items())
 
 
+# The counts a node has of its own and totals over its subtree.
+_COUNTED = ("float_ops", "parameters", "exec_micros", "cpu_exec_micros",
+            "accelerator_exec_micros", "output_bytes", "requested_bytes", "run_count")  # fmt: skip
+
+
 def _total(node) -> None:
-    for f in ("float_ops", "parameters", "exec_micros", "output_bytes", "requested_bytes",
-              "run_count"):  # fmt: skip
+    for f in _COUNTED:
         setattr(node, "total_" + f, getattr(node, f))
     for c in node.children:
         _total(c)
-        for f in ("float_ops", "parameters", "exec_micros", "output_bytes", "requested_bytes",
-                  "run_count", "definition_count"):  # fmt: skip
+        for f in (*_COUNTED, "definition_count"):
             setattr(node, "total_" + f, getattr(node, "total_" + f) + getattr(c, "total_" + f))
 
 
@@ -382,11 +448,28 @@ def _sort(node, order_by) -> None:
         _sort(c, order_by)
 
 
-def _scope_tree(graph, options, run_meta) -> GraphNodeProto:
+def _own_nodes(graph, options, run_meta, op_log) -> dict:
     trainable = _trainable(graph)
     stats = _stats_by_node(run_meta) if run_meta is not None else {}
     regexes = options.get("account_type_regexes", [".*"])
-    nodes = {op.name: _own_node(op, trainable, regexes, stats) for op in graph.get_operations()}
+    logged = {e.name: e for e in op_log.log_entries} if op_log is not None else {}
+    ops = graph.get_operations()
+    return {op.name: _own_node(op, trainable, regexes, stats, logged) for op in ops}
+
+
+def _scope_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
+    nodes = _own_nodes(graph, options, run_meta, op_log)
+    regexes = options.get("account_type_regexes", [".*"])
+    for name in list(nodes):
+        # TF's scope tree has a node for every name scope, op or not; one with no op
+        # has no type, so only a pattern matching the empty type accounts for it
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            up = "/".join(parts[:i])
+            if up not in nodes:
+                nodes[up] = GraphNodeProto(up)
+                nodes[up]._accounted = _accounted([""], regexes)
+                nodes[up].total_definition_count = 1  # (TF counts a scope as defined)
     root = GraphNodeProto("_TFProfRoot")
     shown = {name: _shown(n, options) for name, n in nodes.items()}
     for name in sorted(nodes):
@@ -403,7 +486,8 @@ def _scope_tree(graph, options, run_meta) -> GraphNodeProto:
     _total(root)
     root.float_ops = root.parameters = root.exec_micros = 0
     _sort(root, options.get("order_by", "name"))
-    _trim_depth(root, int(options.get("max_depth", 100)))
+    # (TF's max_depth counts the root: 1 shows the root alone)
+    _trim_depth(root, int(options.get("max_depth", 100)) - 1)
     return root
 
 
@@ -427,30 +511,45 @@ def _fmt(n: int) -> str:
     return str(n)
 
 
+def _pair(node, field, fmt, root) -> str:
+    own = "--" if root else fmt(getattr(node, field))
+    return f"{own}/{fmt(getattr(node, 'total_' + field))}"
+
+
 def _line(node, select, root=False) -> str:
+    # (TF's column order, whatever the order of `select`; "micros" brings the
+    # accelerator and cpu times beside the total)
     parts = []
     if "params" in select:
-        own = "--" if root else _fmt(node.parameters)
-        dims = None if root or node._shape is None else node._shape.as_list()
+        known = not root and node._shape is not None and node._shape.ndims
+        dims = [-1 if d is None else d for d in node._shape.as_list()] if known else None
         shape = "x".join(map(str, dims)) + ", " if dims else ""
-        parts.append(f"{shape}{own}/{_fmt(node.total_parameters)} params")
+        # (TF prints no own count for a line of the code view)
+        own_hidden = root or getattr(node, "_code", False)
+        parts.append(f"{shape}{_pair(node, 'parameters', _fmt, own_hidden)} params")
     if "float_ops" in select:
-        own = "--" if root else _fmt(node.float_ops)
-        parts.append(f"{own}/{_fmt(node.total_float_ops)} flops")
-    if "micros" in select:
-        own = "--" if root else f"{node.exec_micros}us"
-        parts.append(f"{own}/{node.total_exec_micros}us")
+        parts.append(f"{_pair(node, 'float_ops', _fmt, root)} flops")
     if "bytes" in select:
-        own = "--" if root else _fmt(node.requested_bytes) + "B"
-        parts.append(f"{own}/{_fmt(node.total_requested_bytes)}B")
+        parts.append(_pair(node, "requested_bytes", _fmt_bytes, root))
+    if "micros" in select:
+        for field in ("exec_micros", "accelerator_exec_micros", "cpu_exec_micros"):
+            parts.append(_pair(node, field, _fmt_time, root))
+    if "occurrence" in select:
+        defined = f"{'--' if root else 1}/{node.total_definition_count}"
+        parts.append(f"{_pair(node, 'run_count', str, root)}|{defined}")
     return f"{node.name} ({', '.join(parts)})"
 
 
 def _report(root, options) -> str:
     select = options.get("select", [])
-    header = {"params": "# parameters", "float_ops": "# float_ops", "micros": "execution time",
-              "bytes": "requested bytes"}  # fmt: skip
-    lines = ["Profile:", "node name | " + " | ".join(header[s] for s in select if s in header)]
+    header = [h for key, h in (("params", "# parameters"), ("float_ops", "# float_ops"),
+                               ("bytes", "requested bytes"))
+              if key in select]  # fmt: skip
+    if "micros" in select:
+        header += ["total execution time", "accelerator execution time", "cpu execution time"]
+    if "occurrence" in select:
+        header.append("op count (run|defined)")
+    lines = ["Profile:", "node name | " + " | ".join(header)]
 
     def walk(node, depth):
         lines.append("  " * depth + _line(node, select, root=depth == 0))
@@ -461,22 +560,275 @@ def _report(root, options) -> str:
     return "\n".join(lines) + "\n"
 
 
-def profile_graph(graph, run_meta, cmd, options) -> GraphNodeProto:
+# -- the op view ----------------------------------------------------------------------------
+
+# A type's counts in the op view: (GraphNodeProto field, selection it belongs to)
+_OP_FIELDS = _COUNTED
+_OP_ORDER = {"float_ops": "float_ops", "params": "parameters", "micros": "exec_micros",
+             "accelerator_micros": "accelerator_exec_micros", "cpu_micros": "cpu_exec_micros",
+             "bytes": "requested_bytes", "output_bytes": "output_bytes",
+             "occurrence": "run_count"}  # fmt: skip
+_OP_MINS = {"min_float_ops": "float_ops", "min_params": "parameters",
+            "min_micros": "exec_micros", "min_accelerator_micros": "accelerator_exec_micros",
+            "min_cpu_micros": "cpu_exec_micros", "min_bytes": "requested_bytes",
+            "min_output_bytes": "output_bytes", "min_occurrence": "run_count"}  # fmt: skip
+
+
+def _op_tree(graph, options, run_meta, op_log=None) -> MultiGraphNodeProto:
+    """TF's op view: one row per op type, chained (each row the child of the one before,
+    its totals the rest of the chain's), ordered by `order_by`."""
+    by_type: dict[str, list[GraphNodeProto]] = {}
+    for node in _own_nodes(graph, options, run_meta, op_log).values():
+        if node._accounted:
+            by_type.setdefault(node._op_type, []).append(node)
+    rows = []
+    for kind, nodes in by_type.items():
+        row = MultiGraphNodeProto(kind)
+        row.graph_nodes = sorted(nodes, key=lambda n: n.name)
+        for n in row.graph_nodes:
+            for f in _OP_FIELDS:
+                setattr(n, "total_" + f, getattr(n, f))
+        for f in _OP_FIELDS:
+            setattr(row, f, sum(getattr(n, f) for n in nodes))
+        row.total_definition_count = len(nodes)
+        if _names_shown(kind, options):
+            rows.append(row)
+    key = _OP_ORDER.get(options.get("order_by", "name"))
+    if key is None:
+        rows.sort(key=lambda r: r.name)
+    else:
+        rows.sort(key=lambda r: (-getattr(r, key), r.name))
+    _chain_totals(rows)
+    # (TF tests the minimums on the chained totals: a row is kept while the rest of the
+    # chain still reaches them)
+    shown = [r for r in rows if all(getattr(r, "total_" + f) >= options.get(m, 0)
+                                    for m, f in _OP_MINS.items())]  # fmt: skip
+    shown = shown[: max(int(options.get("max_depth", 100)), 0) + 1]
+    root = MultiGraphNodeProto("_TFProfRoot")
+    everything = rows if not options.get("account_displayed_op_only") else shown
+    _chain_totals(shown)
+    for f in _OP_FIELDS:
+        setattr(root, "total_" + f, sum(getattr(r, f) for r in everything))
+    for upper, lower in zip(shown, shown[1:]):
+        upper.children = [lower]
+    root.children = shown[:1]
+    root._rows = shown
+    return root
+
+
+def _names_shown(name, options) -> bool:
+    if not any(re.fullmatch(r, name) for r in options.get("show_name_regexes", [".*"])):
+        return False
+    return not any(re.fullmatch(r, name) for r in options.get("hide_name_regexes", []))
+
+
+def _chain_totals(rows) -> None:
+    after = dict.fromkeys(_OP_FIELDS, 0)
+    for row in reversed(rows):
+        row.children = []
+        for f in _OP_FIELDS:
+            after[f] += getattr(row, f)
+            setattr(row, "total_" + f, after[f])
+
+
+def _fmt_time(us: int) -> str:
+    if us >= 1_000_000:
+        return f"{us / 1e6:.2f}sec"
+    if us >= 1000:
+        return f"{us / 1e3:.2f}ms"
+    return f"{us}us"
+
+
+def _fmt_bytes(n: int) -> str:
+    for div, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+        if n >= div:
+            return f"{n / div:.2f}{unit}"
+    return f"{n}B"
+
+
+# The op view's columns in TF's order: selection, header, field, formatter.
+_OP_COLUMNS = (
+    ("bytes", "requested bytes", "requested_bytes", _fmt_bytes),
+    ("output_bytes", "output bytes", "output_bytes", _fmt_bytes),
+    ("micros", "total execution time", "exec_micros", _fmt_time),
+    ("accelerator_micros", "accelerator execution time", "accelerator_exec_micros", _fmt_time),
+    ("cpu_micros", "cpu execution time", "cpu_exec_micros", _fmt_time),
+    ("params", "# parameters", "parameters", lambda n: _fmt(n) + " params"),
+    ("float_ops", "# float_ops", "float_ops", lambda n: _fmt(n) + " float_ops"),
+)
+
+
+def _pct(part, whole) -> float:
+    return 100.0 * part / whole if whole else 0.0
+
+
+def _op_report(root, options) -> str:
+    select = set(options.get("select", []))
+    if "micros" in select:
+        select |= {"accelerator_micros", "cpu_micros"}  # (TF shows the three together)
+    columns = [c for c in _OP_COLUMNS if c[0] in select]
+    header = [c[1] for c in columns]
+    if "occurrence" in select:
+        header.append("op occurrence (run|defined)")
+    if "input_shapes" in select:
+        header.append("input shapes")
+    lines = ["Profile:", "node name | " + " | ".join(header)]
+    for row in root._rows:
+        cells = []
+        for _, _, field, fmt in columns:
+            own, rest, whole = (getattr(row, field), getattr(row, "total_" + field),
+                                getattr(root, "total_" + field))  # fmt: skip
+            text = f"{fmt(own)} ({_pct(rest, whole):.2f}%, {_pct(own, whole):.2f}%)"
+            cells.append(f"{text:>30}")
+        if "occurrence" in select:
+            cells.append(f"{f'{row.run_count}|{row.total_definition_count}':>10}")
+        lines.append(f"{row.name:<25}" + ", ".join(cells))
+        if "input_shapes" in select:
+            lines += ["", *_input_types(row), ""]
+    return "\n".join(lines) + "\n"
+
+
+def _dims_text(dims) -> str:
+    if dims is None:
+        return "unknown"
+    # (TF writes a scalar as one element)
+    return "x".join("-1" if d is None else str(d) for d in dims) if dims else "1"
+
+
+def _input_types(row) -> list[str]:
+    """TF's lines under an op-view row: the row's ops grouped by their input shapes."""
+    groups: dict[str, list] = {}
+    for n in row.graph_nodes:
+        key = ",\t".join(f"{i}:{_dims_text(d)}" for i, d in sorted(n.input_shapes.items()))
+        groups.setdefault(key, []).append(n)
+    return [
+        f"input_type: {key}\t(run*{sum(n.run_count for n in nodes)}|defined*{len(nodes)})"
+        f"\texec_time: {_fmt_time(_micros(nodes))}"
+        # (the longest-running first, as TF lists them)
+        for key, nodes in sorted(groups.items(), key=lambda kv: (-_micros(kv[1]), kv[0]))
+    ]
+
+
+def _micros(nodes) -> int:
+    return sum(n.exec_micros for n in nodes)
+
+
+# -- the code view --------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _functions_of(path: str) -> tuple:
+    """(first line, last line, name) of each function and class defined in `path`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            spans.append((node.lineno, node.end_lineno or node.lineno, node.name))
+    return tuple(spans)
+
+
+def _function_at(path: str, line: int) -> str:
+    inside = [s for s in _functions_of(path) if s[0] <= line <= s[1]]
+    # (the innermost definition holding the line is the one running it)
+    return max(inside)[2] if inside else "<module>"
+
+
+_GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")
+
+
+def _code_name(where: str) -> str | None:
+    """TF's name of a Python line: file's base name, line, function (cut to 17
+    characters and "..." when 20 or longer)."""
+    path, _, line = where.rpartition(":")
+    if not path or not line.isdigit():
+        return None
+    func = _function_at(path, int(line))
+    if len(func) >= 20:
+        func = func[:17] + "..."
+    return f"{os.path.basename(path)}:{line}:{func}"
+
+
+def _code_tree(graph, options, run_meta, op_log=None) -> MultiGraphNodeProto:
+    """TF's code view over the Python lines that built the ops; a gradient op goes to
+    its forward op's line with " (gradient)" after it, as TF's.
+
+    asyncflow records one line per op (the user's innermost), so the tree is that one
+    level: a line's node holds its ops (TF's holds them in the frames below it, down to
+    TF's own internals, so its own counts are 0 there); names and totals are TF's for
+    ops built at a script's top level.
+    """
+    nodes = _own_nodes(graph, options, run_meta, op_log)
+    by_line: dict[str, MultiGraphNodeProto] = {}
+    for op in graph.get_operations():
+        node = nodes[op.name]
+        if not node._accounted:
+            continue
+        source, suffix = op, ""
+        forward = _GRADIENT_OF.search(op.name)
+        if forward is not None:
+            try:
+                source, suffix = graph.get_operation_by_name(forward.group(1)), " (gradient)"
+            except (KeyError, ValueError):
+                pass
+        name = _code_name(source.traceback or "")
+        if name is None:
+            continue
+        row = by_line.setdefault(name + suffix, MultiGraphNodeProto(name + suffix))
+        row.graph_nodes.append(node)
+    rows = []
+    for row in by_line.values():
+        row.graph_nodes.sort(key=lambda n: n.name)
+        for f in _OP_FIELDS:
+            total = sum(getattr(n, f) for n in row.graph_nodes)
+            setattr(row, f, total)
+            setattr(row, "total_" + f, total)
+        row.total_definition_count = len(row.graph_nodes)
+        row._code = True
+        if _names_shown(row.name, options) and all(
+            getattr(row, "total_" + f) >= options.get(m, 0) for m, f in _OP_MINS.items()
+        ):
+            rows.append(row)
+    key = _OP_ORDER.get(options.get("order_by", "name"))
+    rows.sort(key=(lambda r: r.name) if key is None else (lambda r: (-getattr(r, key), r.name)))
+    root = MultiGraphNodeProto("_TFProfRoot")
+    for f in _OP_FIELDS:
+        setattr(root, "total_" + f, sum(getattr(r, f) for r in rows))
+    root.children = rows if int(options.get("max_depth", 100)) > 1 else []
+    return root
+
+
+def profile_graph(graph, run_meta, cmd, options, op_log=None) -> GraphNodeProto:
     """The tfprof view `cmd` of `graph` under `options` (printed as `output` says).
 
     Raises:
-      ValueError: a cmd other than scope, graph and op.
+      InvalidArgumentError: a cmd other than scope, graph, op and code.
+
+    `op_log`: an OpLogProto whose entries add types (for `account_type_regexes`) and
+    float operations to the named ops.
     """
     options = {**_DEFAULTS, **options}
-    if cmd not in ("scope", "graph"):
-        # (TF's op and code views group differently; they are not built here)
-        raise ValueError(f"cmd {cmd!r} of the model analysis is not supported: use 'scope'")
-    root = _scope_tree(graph, options, run_meta)
+    if cmd in ("scope", "graph"):
+        root = _scope_tree(graph, options, run_meta, op_log)
+        text = _report
+    elif cmd == "op":
+        root = _op_tree(graph, options, run_meta, op_log)
+        text = _op_report
+    elif cmd == "code":
+        root = _code_tree(graph, options, run_meta, op_log)
+        text = _report
+    else:
+        from asyncflow import errors
+
+        raise errors.InvalidArgumentError(None, None, f"unknown cmd: {cmd}")
     output = str(options.get("output", "stdout"))
     if output.startswith("file:"):
         path = output.split("outfile=", 1)[1]
         with open(path, "w") as f:
-            f.write(_report(root, options))
+            f.write(text(root, options))
     elif output != "none":
-        sys.stdout.write(_report(root, options))
+        sys.stdout.write(text(root, options))
     return root

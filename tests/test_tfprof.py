@@ -157,5 +157,5 @@ def test_printed_tree_and_default_options(capsys):
             "  w1 (784x256, 200.70k/200.70k params)",
             "  w2 (256x10, 2.56k/2.56k params)",
         ]
-        with pytest.raises(ValueError, match="not supported"):
-            af.profiler.profile(g, cmd="op", options=_quiet(PB.float_operation()))
+        with pytest.raises(af.errors.InvalidArgumentError, match="unknown cmd: bogus"):
+            af.profiler.profile(g, cmd="bogus", options=_quiet(PB.float_operation()))

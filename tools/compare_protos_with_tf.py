@@ -59,6 +59,8 @@ PAIRS = {
     "debug": "tensorflow.core.protobuf.debug_pb2",
     "graph_debug_info": "tensorflow.core.framework.graph_debug_info_pb2",
     "debug_event": "tensorflow.core.protobuf.debug_event_pb2",
+    "tfprof_log": "tensorflow.core.profiler.tfprof_log_pb2",
+    "tfprof_output": "tensorflow.core.profiler.tfprof_output_pb2",
     # TF Serving's API (pip install tensorflow-serving-api --no-deps beside TensorFlow)
     "serving.model": "tensorflow_serving.apis.model_pb2",
     "serving.status": "tensorflow_serving.apis.status_pb2",
