@@ -1,12 +1,13 @@
 """`tf.keras.models`: Model and Sequential, model configs (`model_from_config`,
-`model_from_json`, `clone_model`) and whole-model HDF5 files (`save_model`, `load_model`)."""
+`model_from_json`, `clone_model`) and whole-model files (`save_model`, `load_model`): Keras'
+HDF5 files (saving.py) and its v3 `.keras` archives (saving_v3.py), picked by the path."""
 
 from __future__ import annotations
 
 from asyncflow import nest
 from asyncflow.keras.engine import Input, InputLayer
 from asyncflow.keras.model_config import first_node_offset, model_from_config, model_from_json
-from asyncflow.keras.saving import load_model, save_model
+from asyncflow.keras.saving_api import load_model, save_model
 from asyncflow.keras.training import Model, Sequential
 
 __all__ = [

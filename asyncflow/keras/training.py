@@ -27,6 +27,8 @@ from asyncflow.keras import (
     model_config,
     optimizers,
     saving,
+    saving_api,
+    saving_v3,
     training_generator,
 )
 from asyncflow.keras import callbacks as cbks
@@ -621,12 +623,13 @@ class Model(Network):
     def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None,
              signatures=None, options=None, save_traces=True) -> None:  # fmt: skip
         """Save the whole model (config, weights, training config, optimizer state) as
-        Keras' HDF5 file (keras/saving.py).
+        Keras' HDF5 file (keras/saving.py) or, for a `.keras` path, as Keras' v3
+        archive (keras/saving_v3.py).
 
         Raises:
-          NotImplementedError: the SavedModel format (a path without .h5): use .h5.
+          NotImplementedError: the SavedModel format (a path without .h5 or .keras).
         """
-        saving.save_model(self, filepath, overwrite, include_optimizer, save_format)
+        saving_api.save_model(self, filepath, overwrite, include_optimizer, save_format)
 
     def save_weights(self, filepath, overwrite=True, save_format=None, options=None) -> None:
         """Write the weights: as Keras' HDF5 file when `filepath` ends in .h5/.hdf5 (or
@@ -645,6 +648,9 @@ class Model(Network):
                 f"Unknown format. Received: `save_format`={save_format}. Was expecting one of "
                 '{"tf", "h5"}.'
             )
+        if saving_v3.is_weights_h5_path(filepath):
+            saving_v3.save_weights(self, filepath, overwrite)
+            return
         if fmt in ("h5", "hdf5"):
             if not overwrite and os.path.exists(filepath):
                 return
@@ -669,6 +675,9 @@ class Model(Network):
           ValueError: HDF5 weights that do not fit the model.
           NotImplementedError: by_name with a TF checkpoint.
         """
+        if saving_v3.is_weights_h5_path(filepath) or saving_v3.is_keras_path(filepath):
+            saving_v3.load_weights(self, filepath, skip_mismatch)
+            return None
         if _is_hdf5(filepath):
             import h5py
 
