@@ -24,6 +24,7 @@ from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras import layers_attention as _layers_attention
 from asyncflow.keras import layers_conv3d as _layers_conv3d
+from asyncflow.keras import layers_cudnn as _layers_cudnn
 from asyncflow.keras import layers_einsum as _layers_einsum
 from asyncflow.keras import layers_kernelized as _layers_kernelized
 from asyncflow.keras import layers_local as _layers_local
@@ -109,6 +110,7 @@ __all__ = [
     *_layers_preprocessing.__all__,
     *_layers_local.__all__,
     *_layers_rnn_cells.__all__,
+    *_layers_cudnn.__all__,
     "DenseFeatures",
     "Masking",
 ]
@@ -123,6 +125,7 @@ for _module in (
     _layers_preprocessing,
     _layers_local,
     _layers_rnn_cells,
+    _layers_cudnn,
 ):
     globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
 Masking = _masking.Masking  # (the mask-propagating one)

@@ -1,0 +1,203 @@
+"""keras.layers.CuDNNGRU / CuDNNLSTM and the CudnnRNNV3 op they build: TF 2.21's
+weights, names and configs (recorded from TF 2.21, TF_USE_LEGACY_KERAS=1, graph mode),
+TF's CPU failure (no CPU kernel), and on the stand-in GPU (ASYNCFLOW_FAKE_GPUS=1) the
+values and gradients of a Keras GRU (reset_after) / LSTM with the same weights and of a
+NumPy reference."""
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+from asyncflow.devices import gpu
+
+L = tf.keras.layers
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    tf.reset_default_graph()
+    yield
+    tf.keras.backend.clear_session()
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    monkeypatch.setenv("ASYNCFLOW_FAKE_GPUS", "1")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def _cpu_only():
+    return tf.ConfigProto(device_count={"GPU": 0})
+
+
+# Recorded from TF 2.21: layer name, output shapes (return_sequences and return_state
+# on a [2, 3, 4] input, 5 units), weights.
+@pytest.mark.parametrize(
+    "cls,name,n_states,gates",
+    [("CuDNNGRU", "cu_dnngru", 1, 3), ("CuDNNLSTM", "cu_dnnlstm", 2, 4)],
+)
+def test_layers_build_with_tfs_names_shapes_and_config(cls, name, n_states, gates):
+    x = tf.placeholder(tf.float32, [2, 3, 4])
+    layer = getattr(L, cls)(5, return_sequences=True, return_state=True)
+    out = layer(x)
+    assert layer.name == name
+    assert [o.shape.as_list() for o in out] == [[2, 3, 5]] + [[2, 5]] * n_states
+    assert [(w.name, w.shape.as_list()) for w in layer.weights] == [
+        (f"{name}/kernel:0", [4, 5 * gates]),
+        (f"{name}/recurrent_kernel:0", [5, 5 * gates]),
+        (f"{name}/bias:0", [10 * gates]),
+    ]
+    assert out[0].op.type == "Transpose"  # back to batch-major, as TF's
+    assert any(op.type == "CudnnRNNV3" for op in tf.get_default_graph().get_operations())
+    config = layer.get_config()
+    assert list(config)[:10] == [
+        "name", "trainable", "dtype", "return_sequences", "return_state", "go_backwards",
+        "stateful", "time_major", "units", "kernel_initializer",
+    ]  # fmt: skip
+    assert config["kernel_initializer"] == {
+        "class_name": "GlorotUniform",
+        "config": {"seed": None, "dtype": "float32"},
+    }
+    assert ("unit_forget_bias" in config) == (cls == "CuDNNLSTM")
+    again = getattr(L, cls).from_config(config)
+    assert again.units == 5 and again.return_state
+
+
+@pytest.mark.parametrize("cls,mode", [("CuDNNGRU", "gru"), ("CuDNNLSTM", "lstm")])
+def test_on_a_cpu_running_it_raises_tfs_no_kernel_error(cls, mode):
+    x = tf.placeholder(tf.float32, [2, 3, 4])
+    layer = getattr(L, cls)(5)
+    y = layer(x)
+    with tf.Session(config=_cpu_only()) as sess:
+        sess.run(tf.variables_initializer(layer.weights))  # (TF fails this run too)
+        with pytest.raises(tf.errors.InvalidArgumentError) as e:
+            sess.run(y, {x: np.ones((2, 3, 4))})
+    text = str(e.value)
+    # TF 2.21's text (its attrs come in hash order; these are the values)
+    assert text.startswith(
+        f"No OpKernel was registered to support Op 'CudnnRNNV3' used by "
+        f"{{{{node {layer.name}/CudnnRNNV3}}}} with these attrs: ["
+    )
+    for attr in (f'rnn_mode="{mode}"', "dropout=0", "is_training=true", "time_major=true",
+                 'input_mode="linear_input"', "T=DT_FLOAT", "num_proj=0",
+                 'direction="unidirectional"'):  # fmt: skip
+        assert attr in text
+    assert "Registered devices: [CPU]" in text
+    assert "device='GPU'; T in [DT_FLOAT]" in text
+
+
+def test_lstm_forget_bias_starts_at_one_on_the_recurrent_side():
+    layer = L.CuDNNLSTM(2)
+    layer(tf.placeholder(tf.float32, [1, 3, 4]))
+    with tf.Session() as sess:
+        sess.run(tf.variables_initializer(layer.weights))
+        bias = sess.run(layer.bias)
+    # recorded from TF 2.21: ones at [5u, 6u)
+    np.testing.assert_array_equal(bias, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0])
+
+
+def _sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def _numpy_reference(mode, x, kernel, recurrent, bias, units):
+    """Keras' batch-major run of cuDNN's cell, straight from the definitions."""
+    h = np.zeros((x.shape[0], units), np.float64)
+    c = np.zeros_like(h)
+    outs = []
+    u = units
+    for t in range(x.shape[1]):
+        xt = x[:, t]
+        if mode == "gru":
+            xz, xr, xh = np.split(xt @ kernel + bias[: 3 * u], 3, axis=1)
+            rz, rr, rh = np.split(h @ recurrent + bias[3 * u :], 3, axis=1)
+            z, r = _sigmoid(xz + rz), _sigmoid(xr + rr)
+            n = np.tanh(xh + r * rh)
+            h = (1 - z) * n + z * h
+        else:
+            g = xt @ kernel + h @ recurrent + bias[: 4 * u] + bias[4 * u :]
+            i, f, cc, o = np.split(g, 4, axis=1)
+            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(cc)
+            h = _sigmoid(o) * np.tanh(c)
+        outs.append(h)
+    return np.stack(outs, 1), h, c
+
+
+@pytest.mark.parametrize("cls,ref", [("CuDNNGRU", "GRU"), ("CuDNNLSTM", "LSTM")])
+def test_on_the_stand_in_gpu_values_and_gradients_are_a_keras_rnns(fake_gpu, cls, ref):
+    if gpu.unavailable_reason():
+        pytest.skip(gpu.unavailable_reason())
+    rng = np.random.RandomState(0)
+    xv = rng.randn(2, 3, 4).astype(np.float32)
+    weight = rng.randn(2, 3, 5).astype(np.float32)
+    x = tf.constant(xv)
+    layer = getattr(L, cls)(5, return_sequences=True, return_state=True)
+    with tf.device("/gpu:0"):
+        out = layer(x)
+    ref_layer = getattr(L, ref)(
+        5, return_sequences=True, return_state=True, recurrent_activation="sigmoid",
+        **({"reset_after": True} if ref == "GRU" else {}),
+    )  # fmt: skip
+    with tf.device("/cpu:0"):
+        ref_out = ref_layer(x)
+    gates = 3 if ref == "GRU" else 4
+    b = layer.bias
+    ref_bias = tf.reshape(b, [2, gates * 5]) if ref == "GRU" else b[: gates * 5] + b[gates * 5 :]
+    copy = [ref_layer.weights[0].assign(layer.kernel),
+            ref_layer.weights[1].assign(layer.recurrent_kernel),
+            ref_layer.weights[2].assign(ref_bias)]  # fmt: skip
+
+    def loss(outs):
+        return tf.reduce_sum(outs[0] * weight) + tf.reduce_sum(outs[-1] * 0.5)
+
+    grads = tf.gradients(loss(out), [x, layer.kernel, layer.recurrent_kernel, layer.bias])
+    ref_grads = tf.gradients(loss(ref_out), [x, *ref_layer.weights])
+    with tf.Session() as sess:
+        sess.run(tf.variables_initializer(layer.weights + ref_layer.weights))
+        sess.run(b.assign(rng.randn(10 * gates).astype(np.float32) * 0.5))
+        sess.run(copy)
+        got, want = sess.run([out, ref_out])
+        g, rg = sess.run([grads, ref_grads])
+        kernel, recurrent, bias = sess.run(layer.weights)
+    for a, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-6)
+    seq, h, c = _numpy_reference(ref.lower(), xv, kernel, recurrent, bias, 5)
+    np.testing.assert_allclose(got[0], seq, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], h, rtol=1e-5, atol=1e-6)
+    if ref == "LSTM":
+        np.testing.assert_allclose(got[2], c, rtol=1e-5, atol=1e-6)
+    for a, w in zip(g[:3], rg[:3], strict=True):
+        np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-5)
+    # one bias per side: each side's gradient is the shared bias' one
+    d_bias = g[3].reshape(2, gates * 5)
+    want_bias = rg[3] if ref == "GRU" else np.stack([rg[3], rg[3]])
+    np.testing.assert_allclose(d_bias, want_bias, rtol=1e-4, atol=1e-5)
+
+
+def test_stand_in_gpu_go_backwards_last_output_and_initial_state(fake_gpu):
+    if gpu.unavailable_reason():
+        pytest.skip(gpu.unavailable_reason())
+    rng = np.random.RandomState(1)
+    xv = rng.randn(2, 4, 3).astype(np.float32)
+    h0 = rng.randn(2, 2).astype(np.float32)
+    layer = L.CuDNNGRU(2, go_backwards=True)
+    with tf.device("/gpu:0"):
+        y = layer(tf.constant(xv), initial_state=[tf.constant(h0)])
+    with tf.Session() as sess:
+        sess.run(tf.variables_initializer(layer.weights))
+        sess.run(layer.bias.assign(rng.randn(12).astype(np.float32)))
+        got = sess.run(y)
+        kernel, recurrent, bias = sess.run(layer.weights)
+    u, h = 2, h0.astype(np.float64)
+    for t in range(3, -1, -1):
+        xt = xv[:, t]
+        xz, xr, xh = np.split(xt @ kernel + bias[: 3 * u], 3, axis=1)
+        rz, rr, rh = np.split(h @ recurrent + bias[3 * u :], 3, axis=1)
+        z, r = _sigmoid(xz + rz), _sigmoid(xr + rr)
+        h = (1 - z) * np.tanh(xh + r * rh) + z * h
+    np.testing.assert_allclose(got, h, rtol=1e-5, atol=1e-6)
+
+
+def test_stateful_is_refused():
+    with pytest.raises(NotImplementedError, match="stateful"):
+        L.CuDNNLSTM(3, stateful=True)
