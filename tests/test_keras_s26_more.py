@@ -201,3 +201,124 @@ def test_stand_in_gpu_go_backwards_last_output_and_initial_state(fake_gpu):
 def test_stateful_is_refused():
     with pytest.raises(NotImplementedError, match="stateful"):
         L.CuDNNLSTM(3, stateful=True)
+
+
+# -- tf.keras.estimator.model_to_estimator (recorded from TF 2.15.1, graph mode) -----------
+
+X_EST = np.arange(24, dtype=np.float32).reshape(8, 3) / 10
+Y_EST = (X_EST.sum(1, keepdims=True) > 1.2).astype(np.float32)
+
+
+def _functional_for_estimator():
+    K = tf.keras
+    inp = L.Input((3,), name="feat")
+    h = L.Dense(4, activation="relu", name="hid", kernel_initializer=K.initializers.Constant(0.1))(
+        inp
+    )
+    out = L.Dense(
+        1, name="out", kernel_initializer=K.initializers.Constant(0.2), bias_initializer="ones"
+    )(h)
+    model = K.Model(inp, out)
+    model.compile(optimizer=K.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
+    return model
+
+
+def test_model_to_estimator_trains_evaluates_and_predicts_as_tf(tmp_path):
+    model_dir = str(tmp_path / "md")
+    est = tf.keras.estimator.model_to_estimator(
+        keras_model=_functional_for_estimator(), model_dir=model_dir
+    )
+    assert isinstance(est, tf.estimator.Estimator)
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"feat": X_EST}, Y_EST)).batch(4).repeat()
+
+    est.train(input_fn, steps=3)
+    # TF 2.15.1 writes the Keras weights first (model_dir/keras) and warm-starts from them
+    assert sorted(p.name for p in (tmp_path / "md" / "keras").iterdir()) == [
+        "checkpoint",
+        "keras_model.ckpt.data-00000-of-00001",
+        "keras_model.ckpt.index",
+        "keras_model.ckpt.meta",
+    ]
+    assert tf.train.list_variables(model_dir) == [
+        ("global_step", []),
+        ("hid/bias", [4]),
+        ("hid/kernel", [3, 4]),
+        ("out/bias", [1]),
+        ("out/kernel", [4, 1]),
+        ("training/SGD/decay", []),
+        ("training/SGD/learning_rate", []),
+        ("training/SGD/momentum", []),
+    ]
+    result = est.evaluate(
+        lambda: tf.data.Dataset.from_tensor_slices(({"feat": X_EST}, Y_EST)).batch(4)
+    )
+    assert sorted(result) == ["global_step", "loss", "mean_absolute_error"]
+    np.testing.assert_allclose(result["loss"], 0.15481286, rtol=1e-6)
+    np.testing.assert_allclose(result["mean_absolute_error"], 0.2514687, rtol=1e-6)
+    assert result["global_step"] == 3
+    preds = list(
+        est.predict(lambda: tf.data.Dataset.from_tensor_slices({"feat": X_EST[:3]}).batch(2))
+    )
+    assert [sorted(p) for p in preds] == [["out"]] * 3
+    np.testing.assert_allclose(
+        [p["out"][0] for p in preds], [0.75251347, 0.784801, 0.82883817], rtol=1e-6
+    )
+
+
+def test_model_to_estimator_from_a_saved_model_file_with_adam(tmp_path):
+    K = tf.keras
+    model = K.Sequential([
+        L.Dense(3, activation="tanh", input_shape=(2,), name="a",
+                kernel_initializer=K.initializers.Constant(0.3)),
+        L.Dense(1, activation="sigmoid", name="b",
+                kernel_initializer=K.initializers.Constant(-0.2)),
+    ])  # fmt: skip
+    model.compile(
+        optimizer=K.optimizers.Adam(0.05), loss="binary_crossentropy", metrics=["accuracy"]
+    )
+    x = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [2, 1], [1, 2]], np.float32)
+    y = np.array([[1], [0], [1], [0], [1], [0]], np.float32)
+    model.fit(x, y, epochs=2, batch_size=3, verbose=0, shuffle=False)
+    path = str(tmp_path / "m.h5")
+    model.save(path)
+    model_dir = str(tmp_path / "md")
+    est = K.estimator.model_to_estimator(
+        keras_model_path=path, config=tf.estimator.RunConfig(model_dir=model_dir, tf_random_seed=1)
+    )
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"a_input": x}, y)).batch(3).repeat()
+
+    est.train(input_fn, steps=4)
+    assert [n for n, _ in tf.train.list_variables(model_dir)][-4:] == [
+        "training/Adam/beta_1",
+        "training/Adam/beta_2",
+        "training/Adam/decay",
+        "training/Adam/learning_rate",
+    ]
+    full = est.evaluate(lambda: tf.data.Dataset.from_tensor_slices(({"a_input": x}, y)).batch(3))
+    # recorded from TF 2.15.1
+    assert full["acc"] == 0.5 and full["global_step"] == 4
+    np.testing.assert_allclose(full["loss"], 0.685223, rtol=1e-6)
+    preds = [
+        p["b"][0] for p in est.predict(lambda: tf.data.Dataset.from_tensor_slices(x).batch(4))
+    ]
+    want = [0.5172826051712036, 0.5494019389152527, 0.5573756694793701, 0.5090467929840088,
+            0.5906213521957397, 0.5650350451469421]  # fmt: skip
+    np.testing.assert_allclose(preds, want, rtol=1e-6)
+
+
+def test_model_to_estimator_errors():
+    K = tf.keras
+    with pytest.raises(ValueError, match="Either `keras_model` or `keras_model_path`"):
+        K.estimator.model_to_estimator()
+    model = _functional_for_estimator()
+    with pytest.raises(ValueError, match="but not both"):
+        K.estimator.model_to_estimator(keras_model=model, keras_model_path="m.h5")
+    raw = K.Sequential([L.Dense(1, input_shape=(2,))])
+    with pytest.raises(ValueError, match="has not been compiled yet"):
+        K.estimator.model_to_estimator(keras_model=raw)
+    with pytest.raises(ValueError, match='one of "checkpoint" or "saver"'):
+        K.estimator.model_to_estimator(keras_model=model, checkpoint_format="ckpt")

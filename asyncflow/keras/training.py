@@ -93,6 +93,7 @@ class Model(Network):
             sample_weight_mode=sample_weight_mode,
             weighted_metrics=weighted_metrics,
         )
+        self._target_tensors = target_tensors
         self._fns = {}
         if self.built and self.outputs:
             self._compile_graph()
@@ -130,21 +131,32 @@ class Model(Network):
         else:
             per_metrics = [_as_list(metrics)] * len(names)
         self._targets, self._sample_weights, output_losses = [], [], []
-        for out, name, fn in zip(self.outputs, names, loss_fns, strict=True):
+        given = getattr(self, "_target_tensors", None)
+        if given is not None:
+            given = self._per_output(given, "target_tensors")
+        for i, (out, name, fn) in enumerate(zip(self.outputs, names, loss_fns, strict=True)):
             if fn is None:
                 self._targets.append(None)
                 self._sample_weights.append(None)
                 continue
             rank = out.shape.ndims
+            if given is not None and given[i] is not None:
+                # Targets given as tensors (an Estimator's labels): nothing to feed, and
+                # every sample weighs one.
+                target = given[i]
+                weight = array_ops.ones(array_ops.shape(target)[:1], dtype=out.dtype.base_dtype)
+            else:
+                target = weight = None
             with ops.name_scope(""):
-                target = array_ops.placeholder(
-                    out.dtype.base_dtype,
-                    shape=None if rank is None else (None,) * rank,
-                    name=name + "_target",
-                )
-                weight = array_ops.placeholder(
-                    out.dtype.base_dtype, shape=(None,), name=name + "_sample_weights"
-                )
+                if target is None:
+                    target = array_ops.placeholder(
+                        out.dtype.base_dtype,
+                        shape=None if rank is None else (None,) * rank,
+                        name=name + "_target",
+                    )
+                    weight = array_ops.placeholder(
+                        out.dtype.base_dtype, shape=(None,), name=name + "_sample_weights"
+                    )
             self._targets.append(target)
             self._sample_weights.append(weight)
             mask = getattr(out, "_keras_mask", None)
