@@ -322,3 +322,33 @@ def test_model_to_estimator_errors():
         K.estimator.model_to_estimator(keras_model=raw)
     with pytest.raises(ValueError, match='one of "checkpoint" or "saver"'):
         K.estimator.model_to_estimator(keras_model=model, checkpoint_format="ckpt")
+
+
+# -- the v1 / v2 dtype behaviour (recorded from TF 2.21, graph mode) ------------------------
+
+
+def _dtype_probe():
+    x = tf.placeholder(tf.float64, [None, 2])
+    dense = L.Dense(3)
+    y = dense(x)
+    given = L.Dense(1, dtype="float64")
+    z = given(tf.placeholder(tf.float32, [None, 2]))
+    act = L.Activation("relu")(x)
+    return [y.dtype.name, dense.dtype, dense.kernel.dtype.name, dense.get_config()["dtype"],
+            z.dtype.name, given.dtype, act.dtype.name]  # fmt: skip
+
+
+def test_v1_dtype_behaviour_layers_take_their_first_inputs_dtype():
+    # TF1's rule, the default under tf.compat.v1
+    assert _dtype_probe() == ["float64"] * 7
+
+
+def test_enable_v2_dtype_behavior_computes_in_floatx():
+    L.enable_v2_dtype_behavior()
+    try:
+        got = _dtype_probe()
+    finally:
+        L.disable_v2_dtype_behavior()
+    assert got == ["float32", "float32", "float32", "float32", "float64", "float64", "float32"]
+    tf.reset_default_graph()
+    assert _dtype_probe() == ["float64"] * 7  # disabled again

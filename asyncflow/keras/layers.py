@@ -34,7 +34,14 @@ from asyncflow.keras import layers_preprocessing as _layers_preprocessing
 from asyncflow.keras import layers_rnn_cells as _layers_rnn_cells
 from asyncflow.keras import layers_shape as _layers_shape
 from asyncflow.keras import masking as _masking
-from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
+from asyncflow.keras.engine import (
+    Input,
+    InputLayer,
+    InputSpec,
+    Layer,
+    disable_v2_dtype_behavior,
+    enable_v2_dtype_behavior,
+)
 from asyncflow.keras.feature_layers import DenseFeatures
 from asyncflow.keras.recurrent import (
     GRU,
@@ -113,6 +120,8 @@ __all__ = [
     *_layers_cudnn.__all__,
     "DenseFeatures",
     "Masking",
+    "enable_v2_dtype_behavior",
+    "disable_v2_dtype_behavior",
 ]
 # tf.keras.layers also holds the layers_* modules' layers (modules of their own for size).
 for _module in (
