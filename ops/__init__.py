@@ -22,6 +22,7 @@ from asyncflow.ops import (  # noqa: F401
     conv_pool_nd,
     count_ops,
     ctc_ops,
+    cudnn_rnn_ops,
     data_flow_ops,
     data_flow_stack_ops,
     dataset_iterator_state,

@@ -87,6 +87,8 @@ ALLOWLIST = {
 # Ops TF 2.21 registers no gradient for (neither a function nor NotDifferentiable):
 # tf.gradients through them raises LookupError there, so here too.
 TF_NO_GRADIENT = {
+    # cuDNN's RNN gradient op: TF 2.21 registers no gradient for it either
+    "CudnnRNNBackpropV3": "tests/test_keras_s26_more.py",
     # TF1's data-flow, staging and V1 checkpoint ops: TF registers no gradient
     "AccumulatorApplyGradient": "tests/test_legacy_dataflow_ops.py",
     "AccumulatorTakeGradient": "tests/test_legacy_dataflow_ops.py",

@@ -174,6 +174,7 @@ _TF_NO_GRADIENT = {
     "NearestNeighbors",
     "KMC2ChainInitialization",
     "BatchCholeskyGrad",
+    "CudnnRNNBackpropV3",
 }
 
 

@@ -26,6 +26,7 @@ from asyncflow.keras import (
 from asyncflow.keras import layer_configs as _layer_configs
 from asyncflow.keras.callbacks_tensorboard import TensorBoard as _TensorBoard
 from asyncflow.keras.engine import Input
+from asyncflow.keras.estimator_lib import model_to_estimator as _model_to_estimator
 from asyncflow.keras.feature_layers import SequenceFeatures as _SequenceFeatures
 from asyncflow.keras.premade_models import LinearModel as _LinearModel
 from asyncflow.keras.premade_models import WideDeepModel as _WideDeepModel
@@ -60,10 +61,20 @@ class _Experimental:
 
 experimental = _Experimental()
 
+
+class _Estimator:
+    """`tf.keras.estimator`."""
+
+    model_to_estimator = staticmethod(_model_to_estimator)
+
+
+estimator = _Estimator()
+
 __all__ = [
     "activations",
     "applications",
     "experimental",
+    "estimator",
     "backend",
     "callbacks",
     "constraints",

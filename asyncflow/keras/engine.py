@@ -25,7 +25,7 @@ from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow.keras import backend, backend_config
 from asyncflow.keras import initializers as _initializers
-from asyncflow.ops import array_ops
+from asyncflow.ops import array_ops, cast_ops
 
 __all__ = ["Layer", "InputLayer", "Input", "InputSpec", "keras_history", "input_masks"]
 
@@ -79,6 +79,25 @@ def _has_own_arguments(cls) -> bool:
     params = inspect.signature(cls.__init__).parameters.values()
     named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     return any(n not in ("self", "name", "trainable", "dtype", "batch_input_shape") for n in named)
+
+
+# TF1 Keras' dtype rule (the "v1 dtype behaviour", tf.compat.v1's default): a layer
+# given no dtype takes its first (floating) input's at its first call.  TF 2's rule
+# (enable_v2_dtype_behavior): such a layer computes in floatx, its floating inputs
+# cast to it.
+_V2_DTYPE_BEHAVIOR = [False]
+
+
+def enable_v2_dtype_behavior() -> None:
+    """`tf.compat.v1.keras.layers.enable_v2_dtype_behavior`: layers without a dtype
+    compute in floatx (float32), casting floating inputs to it, as in TF 2."""
+    _V2_DTYPE_BEHAVIOR[0] = True
+
+
+def disable_v2_dtype_behavior() -> None:
+    """`tf.compat.v1.keras.layers.disable_v2_dtype_behavior`: back to TF1's rule, a
+    layer without a dtype takes its first input's."""
+    _V2_DTYPE_BEHAVIOR[0] = False
 
 
 _LAYER_KWARGS = {
@@ -313,6 +332,7 @@ class Layer:
 
     def __call__(self, inputs, *args, **kwargs):
         inputs = nest.map_structure(_as_tensor, inputs)
+        inputs = self._apply_dtype_rule(inputs)
         # The node records the caller's arguments only: a mask found on the inputs is
         # found again on the new inputs when the network is re-applied.
         recorded = dict(kwargs)
@@ -333,6 +353,28 @@ class Layer:
             self._initial_weights = None
         self._record(inputs, outputs, recorded)
         return outputs
+
+    def _apply_dtype_rule(self, inputs):
+        if isinstance(self, InputLayer) or hasattr(self, "_is_graph_network"):
+            return inputs
+        first = next((t for t in nest.flatten(inputs) if isinstance(t, ops.Tensor)), None)
+        if first is None or not first.dtype.base_dtype.is_floating:
+            return inputs
+        if not _V2_DTYPE_BEHAVIOR[0]:
+            if self._dtype is None and not self.built:
+                self._dtype = first.dtype.base_dtype.name
+            return inputs
+        target = dtypes.as_dtype(self.dtype)
+        if not target.is_floating:
+            return inputs
+
+        def cast(t):
+            if isinstance(t, ops.Tensor) and t.dtype.base_dtype.is_floating and \
+                    t.dtype.base_dtype != target:  # fmt: skip
+                return cast_ops.cast(t, target)
+            return t
+
+        return nest.map_structure(cast, inputs)
 
     def _set_output_masks(self, inputs, outputs, previous_mask) -> None:
         flat = [t for t in nest.flatten(outputs) if isinstance(t, ops.Tensor)]

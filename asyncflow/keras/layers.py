@@ -24,6 +24,7 @@ from asyncflow.keras import activations, backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras import layers_attention as _layers_attention
 from asyncflow.keras import layers_conv3d as _layers_conv3d
+from asyncflow.keras import layers_cudnn as _layers_cudnn
 from asyncflow.keras import layers_einsum as _layers_einsum
 from asyncflow.keras import layers_kernelized as _layers_kernelized
 from asyncflow.keras import layers_local as _layers_local
@@ -33,7 +34,14 @@ from asyncflow.keras import layers_preprocessing as _layers_preprocessing
 from asyncflow.keras import layers_rnn_cells as _layers_rnn_cells
 from asyncflow.keras import layers_shape as _layers_shape
 from asyncflow.keras import masking as _masking
-from asyncflow.keras.engine import Input, InputLayer, InputSpec, Layer
+from asyncflow.keras.engine import (
+    Input,
+    InputLayer,
+    InputSpec,
+    Layer,
+    disable_v2_dtype_behavior,
+    enable_v2_dtype_behavior,
+)
 from asyncflow.keras.feature_layers import DenseFeatures
 from asyncflow.keras.recurrent import (
     GRU,
@@ -109,8 +117,11 @@ __all__ = [
     *_layers_preprocessing.__all__,
     *_layers_local.__all__,
     *_layers_rnn_cells.__all__,
+    *_layers_cudnn.__all__,
     "DenseFeatures",
     "Masking",
+    "enable_v2_dtype_behavior",
+    "disable_v2_dtype_behavior",
 ]
 # tf.keras.layers also holds the layers_* modules' layers (modules of their own for size).
 for _module in (
@@ -123,6 +134,7 @@ for _module in (
     _layers_preprocessing,
     _layers_local,
     _layers_rnn_cells,
+    _layers_cudnn,
 ):
     globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
 Masking = _masking.Masking  # (the mask-propagating one)

@@ -1,12 +1,13 @@
 """`tf.keras.models`: Model and Sequential, model configs (`model_from_config`,
-`model_from_json`, `clone_model`) and whole-model HDF5 files (`save_model`, `load_model`)."""
+`model_from_json`, `clone_model`) and whole-model files (`save_model`, `load_model`): Keras'
+HDF5 files (saving.py) and its v3 `.keras` archives (saving_v3.py), picked by the path."""
 
 from __future__ import annotations
 
 from asyncflow import nest
-from asyncflow.keras.engine import Input, InputLayer
+from asyncflow.keras.engine import Input, InputLayer, keras_history
 from asyncflow.keras.model_config import first_node_offset, model_from_config, model_from_json
-from asyncflow.keras.saving import load_model, save_model
+from asyncflow.keras.saving_api import load_model, save_model
 from asyncflow.keras.training import Model, Sequential
 
 __all__ = [
@@ -84,6 +85,9 @@ def _rebuild(model, config, new_layers, input_tensors):
         layer = model.get_layer(name)
         if given is not None:
             tensor = given[i]
+            if keras_history(tensor) is None:
+                # A plain tensor (an Estimator's features) becomes the clone's Input.
+                tensor = Input(tensor=tensor, name=name)
         else:
             c = layer.get_config()
             tensor = Input(batch_shape=c["batch_input_shape"], dtype=c["dtype"], name=name)

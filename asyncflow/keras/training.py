@@ -27,6 +27,8 @@ from asyncflow.keras import (
     model_config,
     optimizers,
     saving,
+    saving_api,
+    saving_v3,
     training_generator,
 )
 from asyncflow.keras import callbacks as cbks
@@ -91,6 +93,7 @@ class Model(Network):
             sample_weight_mode=sample_weight_mode,
             weighted_metrics=weighted_metrics,
         )
+        self._target_tensors = target_tensors
         self._fns = {}
         if self.built and self.outputs:
             self._compile_graph()
@@ -128,21 +131,32 @@ class Model(Network):
         else:
             per_metrics = [_as_list(metrics)] * len(names)
         self._targets, self._sample_weights, output_losses = [], [], []
-        for out, name, fn in zip(self.outputs, names, loss_fns, strict=True):
+        given = getattr(self, "_target_tensors", None)
+        if given is not None:
+            given = self._per_output(given, "target_tensors")
+        for i, (out, name, fn) in enumerate(zip(self.outputs, names, loss_fns, strict=True)):
             if fn is None:
                 self._targets.append(None)
                 self._sample_weights.append(None)
                 continue
             rank = out.shape.ndims
+            if given is not None and given[i] is not None:
+                # Targets given as tensors (an Estimator's labels): nothing to feed, and
+                # every sample weighs one.
+                target = given[i]
+                weight = array_ops.ones(array_ops.shape(target)[:1], dtype=out.dtype.base_dtype)
+            else:
+                target = weight = None
             with ops.name_scope(""):
-                target = array_ops.placeholder(
-                    out.dtype.base_dtype,
-                    shape=None if rank is None else (None,) * rank,
-                    name=name + "_target",
-                )
-                weight = array_ops.placeholder(
-                    out.dtype.base_dtype, shape=(None,), name=name + "_sample_weights"
-                )
+                if target is None:
+                    target = array_ops.placeholder(
+                        out.dtype.base_dtype,
+                        shape=None if rank is None else (None,) * rank,
+                        name=name + "_target",
+                    )
+                    weight = array_ops.placeholder(
+                        out.dtype.base_dtype, shape=(None,), name=name + "_sample_weights"
+                    )
             self._targets.append(target)
             self._sample_weights.append(weight)
             mask = getattr(out, "_keras_mask", None)
@@ -621,12 +635,13 @@ class Model(Network):
     def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None,
              signatures=None, options=None, save_traces=True) -> None:  # fmt: skip
         """Save the whole model (config, weights, training config, optimizer state) as
-        Keras' HDF5 file (keras/saving.py).
+        Keras' HDF5 file (keras/saving.py) or, for a `.keras` path, as Keras' v3
+        archive (keras/saving_v3.py).
 
         Raises:
-          NotImplementedError: the SavedModel format (a path without .h5): use .h5.
+          NotImplementedError: the SavedModel format (a path without .h5 or .keras).
         """
-        saving.save_model(self, filepath, overwrite, include_optimizer, save_format)
+        saving_api.save_model(self, filepath, overwrite, include_optimizer, save_format)
 
     def save_weights(self, filepath, overwrite=True, save_format=None, options=None) -> None:
         """Write the weights: as Keras' HDF5 file when `filepath` ends in .h5/.hdf5 (or
@@ -645,6 +660,9 @@ class Model(Network):
                 f"Unknown format. Received: `save_format`={save_format}. Was expecting one of "
                 '{"tf", "h5"}.'
             )
+        if saving_v3.is_weights_h5_path(filepath):
+            saving_v3.save_weights(self, filepath, overwrite)
+            return
         if fmt in ("h5", "hdf5"):
             if not overwrite and os.path.exists(filepath):
                 return
@@ -669,6 +687,9 @@ class Model(Network):
           ValueError: HDF5 weights that do not fit the model.
           NotImplementedError: by_name with a TF checkpoint.
         """
+        if saving_v3.is_weights_h5_path(filepath) or saving_v3.is_keras_path(filepath):
+            saving_v3.load_weights(self, filepath, skip_mismatch)
+            return None
         if _is_hdf5(filepath):
             import h5py
 
