@@ -28,7 +28,7 @@ from asyncflow.lite.kernels import KernelError
 
 _INT32_MIN = -(1 << 31)
 # Operators whose first two inputs must carry quantization parameters.
-_SCALED = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MUL"}
+_SCALED = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL"}
 _INT32_MAX = (1 << 31) - 1
 
 
@@ -225,19 +225,46 @@ def _fully_connected(ins, o, outs, qin, qout):
     return [y.reshape(outs[0][0])]
 
 
-def _add(ins, o, outs, qin, qout):
-    (a, b), (qa, qb), qo = ins, qin, qout[0]
-    left_shift = 20 if outs[0][1] != np.int16 else 15
-    twice_max = np.float64(np.float32(2) * np.float32(max(qa.s, qb.s)))
-    ma, sa = quantize_multiplier(np.float64(qa.scale[0]) / twice_max)
-    mb, sb = quantize_multiplier(np.float64(qb.scale[0]) / twice_max)
-    mo, so = quantize_multiplier(twice_max / np.float64(np.float32((1 << left_shift) * qo.s)))
-    sa_ = multiply_by_quantized_multiplier((a.astype(np.int64) - qa.z) << left_shift, ma, sa)
-    sb_ = multiply_by_quantized_multiplier((b.astype(np.int64) - qb.z) << left_shift, mb, sb)
-    kernels._broadcast_checked(a, b)
-    return [
-        _requantize_out(sa_ + sb_, mo, so, qo, o.get("fused_activation_function", 0), outs[0][1])
-    ]
+def _add_or_sub(sign: int):
+    def kernel(ins, o, outs, qin, qout):
+        (a, b), (qa, qb), qo = ins, qin, qout[0]
+        kernels._broadcast_checked(a, b)
+        left_shift = 20 if outs[0][1] != np.int16 else 15
+        twice_max = np.float64(np.float32(2) * np.float32(max(qa.s, qb.s)))
+        ma, sa = quantize_multiplier(np.float64(qa.scale[0]) / twice_max)
+        mb, sb = quantize_multiplier(np.float64(qb.scale[0]) / twice_max)
+        mo, so = quantize_multiplier(twice_max / np.float64(np.float32((1 << left_shift) * qo.s)))
+        xa = multiply_by_quantized_multiplier((a.astype(np.int64) - qa.z) << left_shift, ma, sa)
+        xb = multiply_by_quantized_multiplier((b.astype(np.int64) - qb.z) << left_shift, mb, sb)
+        act = o.get("fused_activation_function", 0)
+        return [_requantize_out(xa + sign * xb, mo, so, qo, act, outs[0][1])]
+
+    return kernel
+
+
+def _relu(upper: float | None):
+    def kernel(ins, o, outs, qin, qout):
+        x, qi, qo, dtype = ins[0], qin[0], qout[0], outs[0][1]
+        m, s = quantize_multiplier(np.float64(qi.scale[0]) / np.float64(qo.scale[0]))
+        y = multiply_by_quantized_multiplier(x.astype(np.int64) - qi.z, m, s) + qo.z
+        lo, hi = _qrange(dtype)
+        lo = max(lo, qo.z)
+        if upper is not None:
+            hi = min(hi, qo.z + int(_round_half_away(np.float32(upper) / np.float32(qo.s))))
+        return [np.clip(y, lo, hi).astype(dtype)]
+
+    return kernel
+
+
+def _pad(ins, o, outs, qin, qout):
+    # Padding holds the output's zero point: the real value 0.
+    x = ins[0]
+    pads = np.asarray(ins[1], np.int64).reshape(-1, 2)
+    if pads.shape[0] != x.ndim or (pads < 0).any():
+        raise KernelError("PAD needs one non-negative (before, after) pair per dimension")
+    kernels._check_size([d + int(p.sum()) for d, p in zip(x.shape, pads, strict=True)], "PAD")
+    fill = qout[0].z if len(ins) < 3 or ins[2] is None else ins[2].reshape(())
+    return [np.pad(x, pads, constant_values=fill).astype(outs[0][1])]
 
 
 def _mul(ins, o, outs, qin, qout):
@@ -373,7 +400,11 @@ INT_KERNELS = {
     "CONV_2D": _conv_2d,
     "DEPTHWISE_CONV_2D": _depthwise,
     "FULLY_CONNECTED": _fully_connected,
-    "ADD": _add,
+    "ADD": _add_or_sub(1),
+    "SUB": _add_or_sub(-1),
+    "RELU": _relu(None),
+    "RELU6": _relu(6.0),
+    "PAD": _pad,
     "MUL": _mul,
     "MAX_POOL_2D": _max_pool,
     "AVERAGE_POOL_2D": _avg_pool,
@@ -465,7 +496,38 @@ def _hybrid_conv_2d(ins, o, outs, qw: Quant):
     return [kernels._activate(y.astype(np.float32), o.get("fused_activation_function", 0))]
 
 
+def _hybrid_depthwise(ins, o, outs, qw: Quant):
+    x, f, bias = ins[0], ins[1], ins[2] if len(ins) > 2 else None
+    cin = x.shape[3]
+    mult_c = f.shape[3] // cin if cin else 0
+    if x.ndim != 4 or f.ndim != 4 or f.shape[0] != 1 or mult_c * cin != f.shape[3]:
+        raise KernelError("DEPTHWISE_CONV_2D needs a [1, H, W, C*M] filter for C channels")
+    n = x.shape[0]
+    qx, scales, offsets = _quantize_rows(x.reshape(n, -1), True)
+    xs = (qx - offsets[:, None]).reshape(x.shape)
+    win = kernels._windows(
+        xs,
+        f.shape[1],
+        f.shape[2],
+        o["stride_h"],
+        o["stride_w"],
+        o.get("dilation_h_factor", 1),
+        o.get("dilation_w_factor", 1),
+        o["padding"],
+        0,
+    )
+    filt = f[0].astype(np.int64).reshape(f.shape[1], f.shape[2], cin, mult_c)
+    acc = np.einsum("nhwijc,ijcm->nhwcm", win, filt).reshape(win.shape[:3] + (cin * mult_c,))
+    channel = np.broadcast_to(qw.scale, (f.shape[3],)).astype(np.float32)
+    # TFLite multiplies the two scales first here (unlike CONV_2D).
+    y = acc.astype(np.float32) * (channel * scales.reshape(n, 1, 1, 1))
+    if bias is not None:
+        y = y + bias.astype(np.float32)
+    return [kernels._activate(y.astype(np.float32), o.get("fused_activation_function", 0))]
+
+
 _HYBRID = {
+    "DEPTHWISE_CONV_2D": _hybrid_depthwise,
     "FULLY_CONNECTED": _hybrid_fully_connected,
     "CONV_2D": _hybrid_conv_2d,
 }

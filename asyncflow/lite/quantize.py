@@ -1,10 +1,11 @@
 """Post-training quantization of a converted float32 TFLite model, as TF 2.21's converter
 does it; works on the model dict `schema.read_model` returns, in place.
 
-- `dynamic_range`: FULLY_CONNECTED and CONV_2D weights of at least 1024 elements become
-  int8, symmetric per output channel (scale = max|w| / 127, values rounded half away
-  from zero into [-127, 127]); activations stay float, and the interpreter runs TF's
-  hybrid kernels (FULLY_CONNECTED quantizes its input asymmetrically).
+- `dynamic_range`: FULLY_CONNECTED, CONV_2D and DEPTHWISE_CONV_2D weights of at least
+  1024 elements become int8, symmetric per output channel (scale = max|w| / 127,
+  values rounded half away from zero into [-127, 127]); activations stay float, and
+  the interpreter runs TF's hybrid kernels (FULLY_CONNECTED quantizes its input
+  asymmetrically).
 - `full_integer`: every float activation becomes int8 with the asymmetric parameters of
   its calibrated [min, max] (widened to hold 0; TF's nudged zero point), except the
   fixed output ranges TFLite's kernels want (SOFTMAX/LOGISTIC 1/256, TANH 1/128) and
@@ -31,14 +32,18 @@ _FIXED_OUTPUT = {
     "LOGISTIC": (1.0 / 256, -128),
     "TANH": (1.0 / 128, 0),
 }
-_SAME_AS_INPUT = {"MAX_POOL_2D", "AVERAGE_POOL_2D", "RESHAPE", "SQUEEZE"}
+_SAME_AS_INPUT = {"MAX_POOL_2D", "AVERAGE_POOL_2D", "RESHAPE", "SQUEEZE", "PAD"}
 # TF 2.21's operator versions for int8 kernels (recorded from its converter).
 _INT8_VERSIONS = {
     "CONV_2D": 3,
     "DEPTHWISE_CONV_2D": 3,
     "FULLY_CONNECTED": 4,
     "ADD": 2,
+    "SUB": 2,
     "MUL": 2,
+    "RELU": 2,
+    "RELU6": 2,
+    "PAD": 2,
     "MAX_POOL_2D": 2,
     "AVERAGE_POOL_2D": 2,
     "SOFTMAX": 2,
@@ -51,7 +56,7 @@ _INT8_VERSIONS = {
     "DEQUANTIZE": 2,
 }
 # Hybrid kernels: per-channel weights, FULLY_CONNECTED with asymmetric inputs.
-_HYBRID_VERSIONS = {"FULLY_CONNECTED": 12, "CONV_2D": 5}
+_HYBRID_VERSIONS = {"FULLY_CONNECTED": 12, "CONV_2D": 5, "DEPTHWISE_CONV_2D": 6}
 
 
 class QuantizationError(ValueError):
@@ -116,7 +121,8 @@ def _set_versions(model, versions: list[int]) -> None:
 
 
 def dynamic_range(model) -> None:
-    """Quantizes the large FULLY_CONNECTED and CONV_2D weights of `model` to int8."""
+    """Quantizes the large FULLY_CONNECTED, CONV_2D and DEPTHWISE_CONV_2D weights of
+    `model` to int8."""
     sg = model["subgraphs"][0]
     versions = []
     done: set[int] = set()
@@ -130,8 +136,9 @@ def dynamic_range(model) -> None:
         if w is None or w.dtype != np.float32 or w.size < MIN_WEIGHT_ELEMENTS:
             continue
         if index not in done:
-            q, scale = symmetric_per_channel(w, 0)
-            _set_const(model, index, q, _quant(scale, np.zeros(len(scale)), 0))
+            axis = _WEIGHT_AXIS[name]
+            q, scale = symmetric_per_channel(w, axis)
+            _set_const(model, index, q, _quant(scale, np.zeros(len(scale)), axis))
             done.add(index)
         elif tensor["type"] != schema.INT8:
             continue
