@@ -27,6 +27,8 @@ from asyncflow.lite.converter import ConverterError
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
+from lite_cases import CASES as LITE_CASES  # noqa: E402
+from lite_cases import constant_maker as lite_constant_maker  # noqa: E402
 from lite_quant_cases import QUANT_CASES, calibration, constant_maker, sample  # noqa: E402
 
 LITE = FIXTURES / "lite"
@@ -214,3 +216,46 @@ def test_small_weights_stay_float_in_dynamic_range_models():
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     model = schema.read_model(conv.convert())
     assert all(t["type"] == schema.FLOAT32 for t in model["subgraphs"][0]["tensors"])
+
+
+def test_float16_quantization_matches_tfs_file():
+    # tests/fixtures/lite/tf_cnn_f16.tflite: TF 2.21's float16 conversion of lite_cases'
+    # "cnn" graph (recorded by record_lite_tf.py; test_lite checks TF's outputs for it).
+    build, shapes = LITE_CASES["cnn"][:2]
+    xs = [tf.placeholder(tf.float32, s, name=f"x{i}") for i, s in enumerate(shapes)]
+    ys = build(tf, lite_constant_maker(tf), *xs)
+    with tf.Session() as sess:
+        conv = tf.lite.TFLiteConverter.from_session(sess, xs, ys)
+    conv.target_spec.supported_types = [tf.float16]
+    float_model = conv.convert()  # float16 without optimizations: TF keeps float32
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    content = conv.convert()
+    theirs = schema.read_model((LITE / "tf_cnn_f16.tflite").read_bytes())
+    ours = schema.read_model(content)
+    assert sorted((n, v) for n, v, _, _ in _operators(ours)) == sorted(
+        (n, v) for n, v, _, _ in _operators(theirs)
+    )
+    assert all(
+        t["type"] != schema.FLOAT16
+        for t in schema.read_model(float_model)["subgraphs"][0]["tensors"]
+    )
+
+    def halves(model):
+        sg = model["subgraphs"][0]
+        return sorted(
+            bytes(model["buffers"][t["buffer"]]["data"])
+            for t in sg["tensors"]
+            if t["type"] == schema.FLOAT16
+        )
+
+    # The same float16 constants, bit for bit.
+    assert halves(ours) == halves(theirs)
+    x = np.random.RandomState(1).uniform(-1, 1, shapes[0]).astype(np.float32)
+    results = []
+    for model in (content, (LITE / "tf_cnn_f16.tflite").read_bytes()):
+        interp = tf.lite.Interpreter(model_content=model)
+        interp.allocate_tensors()
+        interp.set_tensor(interp.get_input_details()[0]["index"], x)
+        interp.invoke()
+        results.append(interp.get_tensor(interp.get_output_details()[0]["index"]))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-7)

@@ -219,16 +219,16 @@ class TFLiteConverter:
     # -- conversion
 
     def _quantization(self) -> str | None:
-        """None (a float model), "dynamic" or "integer", as TF 2.21 picks it.
+        """None (a float model), "float16", "dynamic" or "integer", as TF 2.21 picks it.
 
         Raises:
-          ValueError: options TF rejects, or float16 quantization (not built).
+          ValueError: options TF rejects.
         """
         types = {dtypes.as_dtype(t) for t in self.target_spec.supported_types}
-        if types - {dtypes.float32}:
+        if types - {dtypes.float32, dtypes.float16}:
             raise ValueError(
-                "target_spec.supported_types other than tf.float32 (float16 "
-                "quantization) are not supported."
+                "target_spec.supported_types other than tf.float32 and tf.float16 "
+                f"are not supported (got {sorted(t.name for t in types)})."
             )
         for t in (self.inference_input_type, self.inference_output_type):
             if t not in (None, dtypes.float32, dtypes.int8, dtypes.uint8):
@@ -248,6 +248,8 @@ class TFLiteConverter:
                     f"and `inference_input_type={_tf_name(self.inference_input_type)}`."
                 )
             return None
+        if dtypes.float16 in types and self.representative_dataset is None:
+            return "float16"
         if self.representative_dataset is None:
             if OpsSet.TFLITE_BUILTINS_INT8 in self.target_spec.supported_ops:
                 raise ValueError(
@@ -269,7 +271,9 @@ class TFLiteConverter:
         if mode is None:
             return content
         model = schema.read_model(content)
-        if mode == "dynamic":
+        if mode == "float16":
+            quantize.float16(model)
+        elif mode == "dynamic":
             quantize.dynamic_range(model)
         else:
             stats = self._calibrate(content)

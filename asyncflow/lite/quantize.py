@@ -16,6 +16,9 @@ does it; works on the model dict `schema.read_model` returns, in place.
   that TFLite overwrites in place during calibration is given the union of its range
   and the sum's.
 
+- `float16`: every float32 constant an operator reads is stored as float16 and widened
+  back by a DEQUANTIZE (version 3) at the start, whose float32 output all readers use.
+
 Operator versions are TF's for the kernels the quantized operators need.
 """
 
@@ -146,6 +149,32 @@ def dynamic_range(model) -> None:
             op["builtin_options"]["asymmetric_quantize_inputs"] = True
         versions[-1] = _HYBRID_VERSIONS[name]
     _set_versions(model, versions)
+
+
+def float16(model) -> None:
+    """Stores `model`'s float32 constants as float16, each behind a DEQUANTIZE."""
+    sg = model["subgraphs"][0]
+    tensors = sg["tensors"]
+    order: list[int] = []
+    for op in sg["operators"]:
+        for v in op["inputs"]:
+            i = int(v)
+            if i >= 0 and i not in order and tensors[i]["type"] == schema.FLOAT32:
+                if _const(model, i) is not None:
+                    order.append(i)
+    widened = {}
+    for i in order:
+        value = _const(model, i).astype(np.float16)
+        wide = _copy_tensor(model, i, tensors[i]["name"] + "1")
+        _set_const(model, i, value, None)
+        tensors[i].pop("quantization", None)
+        widened[i] = wide
+    for op in sg["operators"]:
+        op["inputs"] = [widened.get(int(v), int(v)) for v in op["inputs"]]
+    code = _opcode(model, "DEQUANTIZE")
+    for i in order:  # TF lists the last-read constant's DEQUANTIZE first
+        sg["operators"].insert(0, {"opcode_index": code, "inputs": [i], "outputs": [widened[i]]})
+    _set_versions(model, [3 if n == "DEQUANTIZE" else 1 for n in _op_names(model)])
 
 
 def activation_params(lo: float, hi: float) -> tuple[np.float32, int]:
