@@ -23,7 +23,6 @@ import pytest
 import asyncflow as tf
 from asyncflow import graph as ops
 from asyncflow.lite import quant_kernels, schema
-from asyncflow.lite.converter import ConverterError
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -198,14 +197,47 @@ def test_quantization_errors_are_tfs():
         conv.convert()
 
 
-def test_an_op_without_an_int8_kernel_is_named():
+# TF 2.21's converter on these graphs (int8 with a one-sample representative dataset,
+# also with supported_ops=[TFLITE_BUILTINS_INT8]): (operator, version, input types,
+# output types), 0 float32, 9 int8. SIN has no int8 kernel and stays float.
+TF_FALLBACK = {
+    "exp": [("QUANTIZE", 1, [0], [9]), ("EXP", 2, [9], [9]), ("DEQUANTIZE", 2, [9], [0])],
+    "sin": [
+        ("SIN", 1, [0], [0]),
+        ("QUANTIZE", 1, [0], [9]),
+        ("MUL", 2, [9, 9], [9]),
+        ("DEQUANTIZE", 2, [9], [0]),
+    ],
+}
+
+
+@pytest.mark.parametrize("case", sorted(TF_FALLBACK))
+@pytest.mark.parametrize("int8_only", [False, True])
+def test_ops_without_int8_kernels_stay_float_as_in_tf(case, int8_only):
     x = tf.placeholder(tf.float32, [1, 4], name="x")
+    y = tf.exp(x) if case == "exp" else tf.nn.relu(tf.sin(x) * 2.0)
     with tf.Session() as sess:
-        conv = tf.lite.TFLiteConverter.from_session(sess, [x], [tf.exp(x)])
+        conv = tf.lite.TFLiteConverter.from_session(sess, [x], [y])
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = lambda: iter([[np.ones((1, 4), np.float32)]])
-    with pytest.raises(ConverterError, match="'EXP'"):
-        conv.convert()
+    sample = np.linspace(-1, 1, 4, dtype=np.float32).reshape(1, 4)
+    conv.representative_dataset = lambda: iter([[sample]])
+    if int8_only:
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    content = conv.convert()
+    model = schema.read_model(content)
+    tensors = model["subgraphs"][0]["tensors"]
+    got = [
+        (name, version, [tensors[i]["type"] for i in ins], [tensors[i]["type"] for i in outs])
+        for name, version, ins, outs in _operators(model)
+    ]
+    assert got == TF_FALLBACK[case]
+    interp = tf.lite.Interpreter(model_content=content)
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], sample)
+    interp.invoke()
+    out = interp.get_tensor(interp.get_output_details()[0]["index"])
+    want = np.exp(sample) if case == "exp" else np.maximum(np.sin(sample) * 2, 0)
+    np.testing.assert_allclose(out, want, atol=0.02)
 
 
 def test_small_weights_stay_float_in_dynamic_range_models():

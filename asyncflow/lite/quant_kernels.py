@@ -411,6 +411,7 @@ INT_KERNELS = {
     "SOFTMAX": _softmax,
     "LOGISTIC": _lut(_sigmoid),
     "TANH": _lut(np.tanh),
+    "EXP": _lut(np.exp),
     "QUANTIZE": _quantize,
     "CONCATENATION": _concat,
     "MEAN": _mean,

@@ -12,7 +12,8 @@ does it; works on the model dict `schema.read_model` returns, in place.
   the ops that keep their input's parameters (pools, RESHAPE). A CONCATENATION's inputs
   take its output's parameters; one whose producer has a fixed range is requantized by
   a QUANTIZE op all its consumers then read. Weights are int8 per channel as above;
-  biases int32 with scale input scale * weight scale. Like TF, an ADD's first input
+  biases int32 with scale input scale * weight scale. An operator with no int8 kernel
+  stays float between a DEQUANTIZE and a QUANTIZE, as TF falls back. Like TF, an ADD's first input
   that TFLite overwrites in place during calibration is given the union of its range
   and the sum's.
 
@@ -57,6 +58,7 @@ _INT8_VERSIONS = {
     "RESHAPE": 1,
     "QUANTIZE": 1,
     "DEQUANTIZE": 2,
+    "EXP": 2,
 }
 # Hybrid kernels: per-channel weights, FULLY_CONNECTED with asymmetric inputs.
 _HYBRID_VERSIONS = {"FULLY_CONNECTED": 12, "CONV_2D": 5, "DEPTHWISE_CONV_2D": 6}
@@ -196,16 +198,15 @@ def full_integer(model, stats: dict[int, tuple[float, float]], input_type, outpu
     inputs' and outputs' types.
 
     Raises:
-      QuantizationError: an operator with no int8 kernel, or a tensor never calibrated.
+      QuantizationError: a tensor never calibrated, or a float-op output as an integer
+        model output.
     """
     sg = model["subgraphs"][0]
-    tensors, ops, names = sg["tensors"], sg["operators"], _op_names(model)
-    for name in names:
-        if name not in _INT8_VERSIONS or name == "DEQUANTIZE":
-            raise QuantizationError(
-                f"Quantization not yet supported for op: '{name}' (no int8 kernel)."
-            )
+    tensors = sg["tensors"]
     consts = {i for i, t in enumerate(tensors) if _const(model, i) is not None}
+    stats = _with_in_place_add(model, _op_names(model), stats)
+    _split_float_ops(model, stats, consts)
+    ops, names = sg["operators"], _op_names(model)
     params: dict[int, tuple] = {}
 
     def from_stats(i):
@@ -213,10 +214,11 @@ def full_integer(model, stats: dict[int, tuple[float, float]], input_type, outpu
             raise QuantizationError(f"tensor {tensors[i]['name']} was not calibrated")
         return activation_params(*stats[i])
 
-    stats = _with_in_place_add(model, names, stats)
     for i in sg["inputs"]:
         params[int(i)] = from_stats(int(i))
     for op, name in zip(ops, names, strict=True):
+        if name not in _INT8_VERSIONS or name == "DEQUANTIZE":
+            continue
         for o in op["outputs"]:
             if name in _FIXED_OUTPUT:
                 params[int(o)] = (np.float32(_FIXED_OUTPUT[name][0]), _FIXED_OUTPUT[name][1])
@@ -231,9 +233,115 @@ def full_integer(model, stats: dict[int, tuple[float, float]], input_type, outpu
             tensors[i]["type"] = schema.INT8
             tensors[i]["quantization"] = _quant(scale, zero)
     for op, name in zip(ops, names, strict=True):
-        _quantize_const_inputs(model, op, name, params, consts)
+        if name in _INT8_VERSIONS:
+            _quantize_const_inputs(model, op, name, params, consts)
     _set_io_type(model, input_type, output_type)
+    _drop_round_trips(model)
     _set_versions(model, [_INT8_VERSIONS.get(n, 1) for n in _op_names(model)])
+
+
+def _split_float_ops(model, stats, consts) -> None:
+    """Operators with no int8 kernel stay float (TF's fallback): a DEQUANTIZE feeds
+    them and a QUANTIZE carries their results to int8 operators."""
+    sg = model["subgraphs"][0]
+    names = _op_names(model)
+    is_int8 = [n in _INT8_VERSIONS for n in names]
+    if all(is_int8):
+        return
+    producer = {int(o): k for k, op in enumerate(sg["operators"]) for o in op["outputs"]}
+    inserts: list[tuple[int, dict]] = []  # (after operator k, or -1 first; new operator)
+    copies: dict[tuple[int, bool], int] = {}
+    for op, int8 in zip(sg["operators"], is_int8, strict=True):
+        for pos, v in enumerate(op["inputs"]):
+            i = int(v)
+            if i < 0 or i in consts or sg["tensors"][i]["type"] != schema.FLOAT32:
+                continue
+            k = producer.get(i, -1)
+            from_int8 = is_int8[k] if k >= 0 else True  # graph inputs start int8
+            if from_int8 == int8:
+                continue
+            key = (i, int8)
+            if key not in copies:
+                kind = "QUANTIZE" if int8 else "DEQUANTIZE"
+                label = "tfl.quantize" if int8 else "tfl.dequantize"
+                new = _copy_tensor(model, i, label)
+                copies[key] = new
+                if int8:
+                    stats[new] = stats.get(i, (0.0, 0.0))
+                code = _opcode(model, kind)
+                inserts.append((k, {"opcode_index": code, "inputs": [i], "outputs": [new]}))
+            op["inputs"][pos] = copies[key]
+    for k, new_op in sorted(inserts, key=lambda item: -item[0]):
+        sg["operators"].insert(k + 1, new_op)
+
+
+def _drop_round_trips(model) -> None:
+    """A DEQUANTIZE of a QUANTIZE of a float tensor reads that tensor instead."""
+    sg = model["subgraphs"][0]
+    names = _op_names(model)
+    quantized_from = {
+        int(op["outputs"][0]): int(op["inputs"][0])
+        for op, n in zip(sg["operators"], names, strict=True)
+        if n == "QUANTIZE" and sg["tensors"][int(op["inputs"][0])]["type"] == schema.FLOAT32
+    }
+    same: dict[int, int] = {}
+    keep = []
+    for op, n in zip(sg["operators"], names, strict=True):
+        if n == "DEQUANTIZE" and int(op["inputs"][0]) in quantized_from:
+            same[int(op["outputs"][0])] = quantized_from[int(op["inputs"][0])]
+            continue
+        keep.append(op)
+    for op in keep:
+        op["inputs"] = [same.get(int(v), int(v)) for v in op["inputs"]]
+    read = {int(v) for op in keep for v in op["inputs"]} | {int(v) for v in sg["outputs"]}
+    sg["operators"] = [
+        op
+        for op, n in zip(keep, [_name_of(model, op) for op in keep], strict=True)
+        if n != "QUANTIZE" or int(op["outputs"][0]) in read
+    ]
+    _drop_unused_tensors(model)
+
+
+def _drop_unused_tensors(model) -> None:
+    """Tensors (and their empty buffers) no operator or model edge names any more."""
+    sg = model["subgraphs"][0]
+    used = {int(v) for op in sg["operators"] for v in list(op["inputs"]) + list(op["outputs"])}
+    used |= {int(v) for v in list(sg["inputs"]) + list(sg["outputs"])}
+    used.discard(-1)
+    if len(used) == len(sg["tensors"]):
+        return
+    new_index = {old: k for k, old in enumerate(sorted(used))}
+    dropped_buffers = {
+        t["buffer"]
+        for i, t in enumerate(sg["tensors"])
+        if i not in used and _empty(model["buffers"][t["buffer"]])
+    }
+    sg["tensors"] = [t for i, t in enumerate(sg["tensors"]) if i in used]
+    buffer_index = {}
+    buffers = []
+    for b, buf in enumerate(model["buffers"]):
+        if b not in dropped_buffers or b == 0:
+            buffer_index[b] = len(buffers)
+            buffers.append(buf)
+    model["buffers"] = buffers
+    for t in sg["tensors"]:
+        t["buffer"] = buffer_index[t["buffer"]]
+    for meta in model.get("metadata") or []:
+        meta["buffer"] = buffer_index[meta["buffer"]]
+    for op in sg["operators"]:
+        op["inputs"] = [new_index[int(v)] if int(v) >= 0 else -1 for v in op["inputs"]]
+        op["outputs"] = [new_index[int(v)] for v in op["outputs"]]
+    sg["inputs"] = [new_index[int(v)] for v in sg["inputs"]]
+    sg["outputs"] = [new_index[int(v)] for v in sg["outputs"]]
+
+
+def _empty(buffer: dict) -> bool:
+    data = buffer.get("data")
+    return data is None or not len(data)
+
+
+def _name_of(model, op) -> str:
+    return schema.BUILTIN_NAMES[model["operator_codes"][op["opcode_index"]]["builtin_code"]]
 
 
 def _with_in_place_add(model, names, stats) -> dict:
@@ -283,8 +391,8 @@ def _requantize_after(model, index: int, producer: int | None, want, params) -> 
     """A QUANTIZE right after tensor `index`'s producer, read by all its consumers."""
     sg = model["subgraphs"][0]
     old = sg["tensors"][index]
-    model["buffers"].insert(len(model["buffers"]) - 1, {})
-    new_t = dict(old, name=old["name"] + "1", buffer=len(model["buffers"]) - 2)
+    model["buffers"].append({})
+    new_t = dict(old, name=old["name"] + "1", buffer=len(model["buffers"]) - 1)
     new_t.pop("quantization", None)
     sg["tensors"].append(new_t)
     new = len(sg["tensors"]) - 1
@@ -354,9 +462,16 @@ def _set_io_type(model, input_type, output_type) -> None:
         sg["operators"].insert(pos, quantize)
         _retype_edge(tensors[i], input_type)
     for o in list(sg["outputs"]):
-        if np.dtype(output_type) == np.int8:
-            break
         o = int(o)
+        if tensors[o]["type"] == schema.FLOAT32:  # made by an operator left float
+            if np.dtype(output_type) != np.float32:
+                raise QuantizationError(
+                    f"output {tensors[o]['name']} comes from an operator with no int8 "
+                    "kernel, so it cannot be an integer output"
+                )
+            continue
+        if np.dtype(output_type) == np.int8:
+            continue
         inner = _copy_tensor(model, o, tensors[o]["name"] + "1")
         for op in sg["operators"]:
             op["outputs"] = [inner if int(v) == o else int(v) for v in op["outputs"]]
@@ -370,8 +485,8 @@ def _set_io_type(model, input_type, output_type) -> None:
 
 def _copy_tensor(model, index: int, name: str) -> int:
     sg = model["subgraphs"][0]
-    model["buffers"].insert(len(model["buffers"]) - 1, {})
-    t = dict(sg["tensors"][index], name=name, buffer=len(model["buffers"]) - 2)
+    model["buffers"].append({})
+    t = dict(sg["tensors"][index], name=name, buffer=len(model["buffers"]) - 1)
     sg["tensors"].append(t)
     return len(sg["tensors"]) - 1
 
