@@ -562,6 +562,7 @@ class _Builder:
         nodes = passes.fuse_relu_n1_to_1(nodes, out_set)
         nodes = passes.fuse_activations(nodes, out_set)
         nodes = passes.drop_identity_reshapes(nodes, out_set, self._shape_of)
+        nodes = passes.drop_reshape_before_fc(nodes, out_set, self._shape_of)
         return _Writer(self, nodes, outputs).write()
 
 

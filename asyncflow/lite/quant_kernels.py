@@ -417,6 +417,14 @@ INT_KERNELS = {
     "MEAN": _mean,
     "RESHAPE": _passthrough("RESHAPE"),
     "SQUEEZE": _passthrough("SQUEEZE"),
+    # Same parameters in and out: these move or compare the stored integers.
+    "TRANSPOSE": _passthrough("TRANSPOSE"),
+    "STRIDED_SLICE": _passthrough("STRIDED_SLICE"),
+    "SLICE": _passthrough("SLICE"),
+    "SPLIT": _passthrough("SPLIT"),
+    "GATHER": _passthrough("GATHER"),
+    "MAXIMUM": _passthrough("MAXIMUM"),
+    "MINIMUM": _passthrough("MINIMUM"),
 }
 
 

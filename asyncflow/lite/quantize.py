@@ -9,13 +9,14 @@ does it; works on the model dict `schema.read_model` returns, in place.
 - `full_integer`: every float activation becomes int8 with the asymmetric parameters of
   its calibrated [min, max] (widened to hold 0; TF's nudged zero point), except the
   fixed output ranges TFLite's kernels want (SOFTMAX/LOGISTIC 1/256, TANH 1/128) and
-  the ops that keep their input's parameters (pools, RESHAPE). A CONCATENATION's inputs
-  take its output's parameters; one whose producer has a fixed range is requantized by
-  a QUANTIZE op all its consumers then read. Weights are int8 per channel as above;
-  biases int32 with scale input scale * weight scale. An operator with no int8 kernel
-  stays float between a DEQUANTIZE and a QUANTIZE, as TF falls back. Like TF, an ADD's first input
-  that TFLite overwrites in place during calibration is given the union of its range
-  and the sum's.
+  the ops that keep their input's parameters (pools, reshapes, PAD, TRANSPOSE, slices,
+  SPLIT, GATHER). A CONCATENATION's, MAXIMUM's or MINIMUM's inputs take its output's
+  parameters (back through parameter-keeping ops); one whose producer has a fixed range
+  is requantized by a QUANTIZE op all its consumers then read. Weights are int8 per
+  channel as above; biases int32 with scale input scale * weight scale. An operator
+  with no int8 kernel stays float between a DEQUANTIZE and a QUANTIZE, as TF falls
+  back. Like TF, an ADD's first input that TFLite overwrites in place during
+  calibration is given the union of its range and the sum's.
 
 - `float16`: every float32 constant an operator reads is stored as float16 and widened
   back by a DEQUANTIZE (version 3) at the start, whose float32 output all readers use.
@@ -36,7 +37,19 @@ _FIXED_OUTPUT = {
     "LOGISTIC": (1.0 / 256, -128),
     "TANH": (1.0 / 128, 0),
 }
-_SAME_AS_INPUT = {"MAX_POOL_2D", "AVERAGE_POOL_2D", "RESHAPE", "SQUEEZE", "PAD"}
+_SAME_AS_INPUT = {
+    "MAX_POOL_2D",
+    "AVERAGE_POOL_2D",
+    "RESHAPE",
+    "SQUEEZE",
+    "PAD",
+    "TRANSPOSE",
+    "STRIDED_SLICE",
+    "SLICE",
+    "SPLIT",
+    "GATHER",
+}
+_ALIGN_INPUTS = {"CONCATENATION", "MAXIMUM", "MINIMUM"}
 # TF 2.21's operator versions for int8 kernels (recorded from its converter).
 _INT8_VERSIONS = {
     "CONV_2D": 3,
@@ -48,6 +61,13 @@ _INT8_VERSIONS = {
     "RELU": 2,
     "RELU6": 2,
     "PAD": 2,
+    "TRANSPOSE": 2,
+    "STRIDED_SLICE": 2,
+    "SLICE": 2,
+    "SPLIT": 2,
+    "GATHER": 2,
+    "MAXIMUM": 2,
+    "MINIMUM": 2,
     "MAX_POOL_2D": 2,
     "AVERAGE_POOL_2D": 2,
     "SOFTMAX": 2,
@@ -223,10 +243,10 @@ def full_integer(model, stats: dict[int, tuple[float, float]], input_type, outpu
             if name in _FIXED_OUTPUT:
                 params[int(o)] = (np.float32(_FIXED_OUTPUT[name][0]), _FIXED_OUTPUT[name][1])
             elif name in _SAME_AS_INPUT:
-                params[int(o)] = params[int(op["inputs"][0])]
+                params[int(o)] = params[_data_input(op, name)]
             else:
                 params[int(o)] = from_stats(int(o))
-    _align_concat_inputs(model, names, params)
+    _align_inputs(model, names, params)
     ops, names = sg["operators"], _op_names(model)
     for i, (scale, zero) in params.items():
         if tensors[i]["type"] == schema.FLOAT32:
@@ -364,27 +384,50 @@ def _with_in_place_add(model, names, stats) -> dict:
     return stats
 
 
-def _align_concat_inputs(model, names, params) -> None:
+def _data_input(op, name: str) -> int:
+    # SPLIT reads its axis first, its data second.
+    return int(op["inputs"][1 if name == "SPLIT" else 0])
+
+
+def _align_inputs(model, names, params) -> None:
+    """CONCATENATION, MAXIMUM and MINIMUM read their inputs with their output's
+    parameters: each input takes them, back through the parameter-keeping ops that made
+    it; an input with a fixed range is requantized instead. Then the parameter-keeping
+    ops pass their (possibly new) input parameters forward again."""
     sg = model["subgraphs"][0]
+
+    def producers():
+        return {int(o): n for n, p in enumerate(sg["operators"]) for o in p["outputs"]}
+
+    def pin(i, want, producer):
+        params[i] = want
+        at = producer.get(i)
+        if at is not None and names[at] in _SAME_AS_INPUT:
+            pin(_data_input(sg["operators"][at], names[at]), want, producer)
+
     k = 0
     while k < len(sg["operators"]):
         op, name = sg["operators"][k], names[k]
         k += 1
-        if name != "CONCATENATION":
+        if name not in _ALIGN_INPUTS:
             continue
         want = params[int(op["outputs"][0])]
-        producer = {int(o): n for n, p in enumerate(sg["operators"]) for o in p["outputs"]}
+        producer = producers()
         for i in [int(v) for v in op["inputs"]]:
             if params.get(i) == want:
                 continue
             at = producer.get(i)
-            if at is not None and names[at] not in _FIXED_OUTPUT:
-                params[i] = want
+            if at is None or names[at] not in _FIXED_OUTPUT:
+                pin(i, want, producer)
                 continue
             _requantize_after(model, i, at, want, params)
             names[:] = _op_names(model)
-            producer = {int(o): n for n, p in enumerate(sg["operators"]) for o in p["outputs"]}
+            producer = producers()
             k += 1
+    for op, name in zip(sg["operators"], names, strict=True):
+        if name in _SAME_AS_INPUT:
+            for o in op["outputs"]:
+                params[int(o)] = params[_data_input(op, name)]
 
 
 def _requantize_after(model, index: int, producer: int | None, want, params) -> None:
