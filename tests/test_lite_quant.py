@@ -195,6 +195,12 @@ def test_quantization_errors_are_tfs():
     conv.inference_input_type = tf.int8
     with pytest.raises(ValueError, match="`quantized_input_stats` flag must be defined"):
         conv.convert()
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.inference_input_type = None
+    ops16 = tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+    conv.target_spec.supported_ops = [ops16]
+    with pytest.raises(ValueError, match="16x8 quantization"):
+        conv.convert()
 
 
 # TF 2.21's converter on these graphs (int8 with a one-sample representative dataset,
@@ -291,3 +297,21 @@ def test_float16_quantization_matches_tfs_file():
         interp.invoke()
         results.append(interp.get_tensor(interp.get_output_details()[0]["index"]))
     np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("fname", ["tfq_cnn_int8.tflite", "tfq_dw_dynamic.tflite"])
+def test_corrupt_quantized_files_raise_only_value_or_runtime_errors(fname):
+    base = (LITE / fname).read_bytes()
+    rng = np.random.RandomState(11)
+    for _ in range(60):
+        content = bytearray(base)
+        for i in rng.randint(len(content), size=rng.randint(1, 4)):
+            content[i] = rng.randint(256)
+        try:
+            interp = tf.lite.Interpreter(model_content=bytes(content))
+            interp.allocate_tensors()
+            for d in interp.get_input_details():
+                interp.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+            interp.invoke()
+        except (ValueError, RuntimeError):
+            pass

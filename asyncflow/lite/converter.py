@@ -250,6 +250,12 @@ class TFLiteConverter:
             return None
         if dtypes.float16 in types and self.representative_dataset is None:
             return "float16"
+        int16 = OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+        if int16 in self.target_spec.supported_ops:
+            raise ValueError(
+                "asyncflow's TFLiteConverter does not build 16x8 quantization "
+                "(EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8)."
+            )
         if self.representative_dataset is None:
             if OpsSet.TFLITE_BUILTINS_INT8 in self.target_spec.supported_ops:
                 raise ValueError(

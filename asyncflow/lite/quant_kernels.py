@@ -28,6 +28,7 @@ from asyncflow.lite.kernels import KernelError
 
 _INT32_MIN = -(1 << 31)
 # Operators whose first two inputs must carry quantization parameters.
+_QUANTIZED_TYPES = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
 _SCALED = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL"}
 _INT32_MAX = (1 << 31) - 1
 
@@ -174,12 +175,21 @@ def _int_windows(x, qi: Quant, o, kh, kw):
     )
 
 
+def _filter_values(f: np.ndarray, qw: Quant) -> np.ndarray:
+    """Filter integers less their zero point (0 for int8; uint8 files store 128 or so)."""
+    if qw.zero_point.size == 1:
+        return f.astype(np.int64) - qw.z
+    shape = [1] * f.ndim
+    shape[qw.axis] = -1
+    return f.astype(np.int64) - qw.zero_point.reshape(shape)
+
+
 def _conv_2d(ins, o, outs, qin, qout):
     x, f, bias = ins[0], ins[1], ins[2] if len(ins) > 2 else None
     if x.ndim != 4 or f.ndim != 4 or x.shape[3] != f.shape[3]:
         raise KernelError("CONV_2D needs 4-D input and filter with matching depth")
     win = _int_windows(x, qin[0], o, f.shape[1], f.shape[2])
-    acc = np.tensordot(win, f.astype(np.int64), axes=([3, 4, 5], [1, 2, 3]))
+    acc = np.tensordot(win, _filter_values(f, qin[1]), axes=([3, 4, 5], [1, 2, 3]))
     if bias is not None:
         acc = acc + bias.astype(np.int64)
     mult, shift = _conv_multipliers(qin[0], qin[1], qout[0])
@@ -197,7 +207,7 @@ def _depthwise(ins, o, outs, qin, qout):
     if x.ndim != 4 or f.ndim != 4 or f.shape[0] != 1 or mult_c * cin != f.shape[3]:
         raise KernelError("DEPTHWISE_CONV_2D needs a [1, H, W, C*M] filter for C channels")
     win = _int_windows(x, qin[0], o, f.shape[1], f.shape[2])
-    filt = f[0].astype(np.int64).reshape(f.shape[1], f.shape[2], cin, mult_c)
+    filt = _filter_values(f, qin[1])[0].reshape(f.shape[1], f.shape[2], cin, mult_c)
     acc = np.einsum("nhwijc,ijcm->nhwcm", win, filt).reshape(win.shape[:3] + (cin * mult_c,))
     if bias is not None:
         acc = acc + bias.astype(np.int64)
@@ -556,11 +566,16 @@ def run(name, ins, opts, outs, qin, qout) -> list | None:
         kernel = INT_KERNELS.get(name)
         if kernel is None:
             raise KernelError(f"no integer kernel for quantized {name}")
-        if name in _SCALED and any(
-            v is not None and q is None for v, q in zip(ins[:2], qin[:2], strict=False)
-        ):
+        int_tensors = [(v.dtype, q) for v, q in zip(ins, qin, strict=True) if v is not None]
+        int_tensors += [(np.dtype(d), q) for (_, d), q in zip(outs, qout, strict=True)]
+        if any(d in _QUANTIZED_TYPES and q is None for d, q in int_tensors):
+            raise KernelError(f"quantized {name} has a tensor without quantization parameters")
+        if name in _SCALED and any(q is None for q in qin[:2]):
             raise KernelError(f"quantized {name} has an input without quantization parameters")
-        return kernel(ins, opts, outs, qin, qout)
+        try:
+            return kernel(ins, opts, outs, qin, qout)
+        except AttributeError as exc:  # a float tensor where an integer one belongs
+            raise KernelError(f"quantized {name} mixes float and integer tensors") from exc
     if len(ins) > 1 and ins[0] is not None and ins[0].dtype == np.float32:
         w, qw = ins[1], qin[1]
         if w is not None and w.dtype == np.int8 and qw is not None:
