@@ -10,7 +10,9 @@ becomes a Q31 `multiplier` and a power-of-two `shift` (`quantize_multiplier`), a
 `multiply_by_quantized_multiplier` rounds twice (doubling high multiply, then rounding
 right shift), as TFLite's default build does. Hybrid kernels quantize each batch row of
 the float input to int8 (asymmetrically when the FULLY_CONNECTED asks for it, always for
-CONV_2D), accumulate in int32 and scale back in float32.
+CONV_2D and DEPTHWISE_CONV_2D), accumulate in int32 and scale back in float32. LOGISTIC,
+TANH and EXP use TFLite's 256-entry tables, SOFTMAX its float exp table; reshapes,
+slices, TRANSPOSE, SPLIT, GATHER, MAXIMUM/MINIMUM move or compare the stored integers.
 
 Invariant: integer accumulation happens in int64 arrays, so no intermediate wraps where
 TFLite's int32 would not.
