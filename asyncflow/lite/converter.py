@@ -24,7 +24,7 @@ import numpy as np
 from asyncflow import dtypes, graph_io, graph_util
 from asyncflow import graph as graph_mod
 from asyncflow import session as session_mod
-from asyncflow.lite import lowering, passes, schema
+from asyncflow.lite import interpreter, lowering, passes, quantize, schema
 from asyncflow.protos import GraphDef
 from asyncflow.saved_model import loader
 
@@ -86,7 +86,7 @@ class TargetSpec:
 
 
 class RepresentativeDataset:
-    """A generator of input samples (used only by quantization, which is not built)."""
+    """A generator of input samples: calibration data for full-integer quantization."""
 
     def __init__(self, input_gen):
         self.input_gen = input_gen
@@ -218,35 +218,120 @@ class TFLiteConverter:
 
     # -- conversion
 
-    def _check_float_only(self) -> None:
-        if self.optimizations or self.inference_type not in (dtypes.float32, None):
+    def _quantization(self) -> str | None:
+        """None (a float model), "float16", "dynamic" or "integer", as TF 2.21 picks it.
+
+        Raises:
+          ValueError: options TF rejects.
+        """
+        types = {dtypes.as_dtype(t) for t in self.target_spec.supported_types}
+        if types - {dtypes.float32, dtypes.float16}:
             raise ValueError(
-                "asyncflow's TFLiteConverter writes float32 models only: "
-                "quantization (optimizations, inference_type other than "
-                "tf.float32) is not supported."
+                "target_spec.supported_types other than tf.float32 and tf.float16 "
+                f"are not supported (got {sorted(t.name for t in types)})."
             )
         for t in (self.inference_input_type, self.inference_output_type):
-            if t not in (None, dtypes.float32):
+            if t not in (None, dtypes.float32, dtypes.int8, dtypes.uint8):
                 raise ValueError(
-                    f"inference_input_type/inference_output_type {t} is not "
-                    "supported: only float32 models are written."
+                    "Unsupported `inference_input_type` value. Expected to be in "
+                    f"('tf.uint8', 'tf.int8'), instead got {_tf_name(t)}."
                 )
-        types = {dtypes.as_dtype(t) for t in self.target_spec.supported_types}
-        if types - {dtypes.float32}:
+        if not self.optimizations:
+            if self.inference_type not in (dtypes.float32, None) or self.inference_input_type in (
+                dtypes.int8,
+                dtypes.uint8,
+            ):
+                raise ValueError(
+                    "The `quantized_input_stats` flag must be defined when either "
+                    "`inference_type` flag or `inference_input_type` flag is set to tf.int8 "
+                    f"or tf.uint8. Currently, `inference_type={_tf_name(self.inference_type)}` "
+                    f"and `inference_input_type={_tf_name(self.inference_input_type)}`."
+                )
+            return None
+        if dtypes.float16 in types and self.representative_dataset is None:
+            return "float16"
+        int16 = OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+        if int16 in self.target_spec.supported_ops:
             raise ValueError(
-                "target_spec.supported_types other than tf.float32 (float16 "
-                "quantization) are not supported."
+                "asyncflow's TFLiteConverter does not build 16x8 quantization "
+                "(EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8)."
             )
+        if self.representative_dataset is None:
+            if OpsSet.TFLITE_BUILTINS_INT8 in self.target_spec.supported_ops:
+                raise ValueError(
+                    "For full integer quantization, a `representative_dataset` must be specified."
+                )
+            return "dynamic"
+        return "integer"
 
     def convert(self) -> bytes:
         """The .tflite flatbuffer bytes.
 
         Raises:
-          ConverterError: an op with no TFLite builtin equivalent (named in the message).
-          ValueError: quantization options, or inputs with an unknown rank.
+          ConverterError: an op with no TFLite builtin equivalent (named in the message),
+            or, quantizing to int8, one with no int8 kernel.
+          ValueError: bad quantization options, or inputs with an unknown rank.
         """
-        self._check_float_only()
-        return _Builder(self._graph_def, self._inputs, self._outputs).build()
+        mode = self._quantization()
+        content = _Builder(self._graph_def, self._inputs, self._outputs).build()
+        if mode is None:
+            return content
+        model = schema.read_model(content)
+        if mode == "float16":
+            quantize.float16(model)
+        elif mode == "dynamic":
+            quantize.dynamic_range(model)
+        else:
+            stats = self._calibrate(content)
+            try:
+                quantize.full_integer(
+                    model,
+                    stats,
+                    _np_dtype(self.inference_input_type or dtypes.float32),
+                    _np_dtype(self.inference_output_type or dtypes.float32),
+                )
+            except quantize.QuantizationError as exc:
+                raise ConverterError(str(exc)) from None
+        return schema.write_model(model)
+
+    def _calibrate(self, content: bytes) -> dict[int, tuple[float, float]]:
+        """Each float tensor's (min, max) over the representative dataset, run through
+        the float model (TF calibrates its float TFLite model the same way)."""
+        gen = self.representative_dataset
+        gen = gen.input_gen if isinstance(gen, RepresentativeDataset) else gen
+        interp = interpreter.Interpreter(model_content=content)
+        inputs = interp.get_input_details()
+        names = [_op_name(n) for n, _, _ in self._inputs]
+        float_tensors = [
+            d["index"] for d in interp.get_tensor_details() if d["dtype"] == np.float32
+        ]
+        stats: dict[int, tuple[float, float]] = {}
+        for sample in gen():
+            if isinstance(sample, dict):
+                sample = [sample[n] for n in names]
+            if len(sample) != len(inputs):
+                raise ValueError(
+                    f"The representative dataset gave {len(sample)} inputs; the model "
+                    f"has {len(inputs)}."
+                )
+            interp.allocate_tensors()
+            for d, v in zip(inputs, sample, strict=True):
+                interp.set_tensor(d["index"], np.asarray(v, d["dtype"]))
+            interp.invoke()
+            for i in float_tensors:
+                v = interp.get_tensor(i)
+                if v.size == 0:
+                    continue
+                lo, hi = float(v.min()), float(v.max())
+                old = stats.get(i, (lo, hi))
+                stats[i] = (min(old[0], lo), max(old[1], hi))
+        if not stats:
+            raise ValueError("The representative dataset gave no samples.")
+        return stats
+
+
+def _tf_name(dtype) -> str:
+    return "None" if dtype is None else f"tf.{dtypes.as_dtype(dtype).name}"
 
 
 def _static_value(op_type: str, shape: list[int], dtype):
@@ -483,6 +568,7 @@ class _Builder:
         nodes = passes.fuse_relu_n1_to_1(nodes, out_set)
         nodes = passes.fuse_activations(nodes, out_set)
         nodes = passes.drop_identity_reshapes(nodes, out_set, self._shape_of)
+        nodes = passes.drop_reshape_before_fc(nodes, out_set, self._shape_of)
         return _Writer(self, nodes, outputs).write()
 
 

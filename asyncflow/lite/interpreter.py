@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from asyncflow.lite import kernels, schema
+from asyncflow.lite import kernels, quant_kernels, schema
 
 _MAX_TENSOR_BYTES = 1 << 31
 _MAX_MODEL_BYTES = 1 << 31
@@ -53,7 +53,7 @@ class _UnsupportedOp(Exception):
 
 
 class Interpreter:
-    """Runs a TFLite model (float32 builtin operators) in NumPy.
+    """Runs a TFLite model (float32, float16-weight, dynamic-range or full-integer) in NumPy.
 
     Raises:
       ValueError: neither or both of `model_path` and `model_content`, an unreadable
@@ -115,7 +115,9 @@ class Interpreter:
             code = codes[op["opcode_index"]]
             builtin = max(code["builtin_code"], code["deprecated_builtin_code"])
             name = schema.BUILTIN_NAMES.get(builtin)
-            if name is None or name not in kernels.KERNELS:
+            if name is None or (
+                name not in kernels.KERNELS and name not in quant_kernels.INT_KERNELS
+            ):
                 raise _UnsupportedOp(
                     f"Didn't find op for builtin opcode '{name or builtin}' version "
                     f"'{code['version']}': asyncflow's interpreter has no kernel for it"
@@ -128,6 +130,7 @@ class Interpreter:
         self._shapes: list[tuple[int, ...]] = []
         self._dtypes: list[np.dtype] = []
         self._consts: dict[int, np.ndarray] = {}
+        self._quant = [quant_kernels.quant_of(t) for t in self._tensors]
         for i, t in enumerate(self._tensors):
             if t["type"] not in schema.TENSOR_NUMPY:
                 raise ValueError(f"unsupported tensor type {t['type']}")
@@ -299,10 +302,15 @@ class Interpreter:
                     raise RuntimeError("Invoke called on model that is not ready.")
             specs = [(self._shapes[o], self._dtypes[o]) for o in outs]
             try:
+                results = None
                 if name == "DEQUANTIZE":
                     quant = self._tensors[ins[0]].get("quantization") or {}
                     results = [kernels.dequantize(args[0], quant)]
-                else:
+                elif any(q is not None for q in self._quant_of(ins + outs)):
+                    results = quant_kernels.run(
+                        name, args, opts, specs, self._quant_of(ins), self._quant_of(outs)
+                    )
+                if results is None:
                     results = kernels.KERNELS[name](args, opts, specs)
             except (ValueError, IndexError, TypeError, KeyError, ArithmeticError) as exc:
                 raise RuntimeError(f"{name} failed to run: {exc}") from exc
@@ -310,6 +318,9 @@ class Interpreter:
                 raise RuntimeError(f"{name} ran out of memory: {exc}") from exc
             for o, r in zip(outs, results, strict=True):
                 values[o] = np.asarray(r, self._dtypes[o])
+
+    def _quant_of(self, indices) -> list:
+        return [None if i == -1 else self._quant[i] for i in indices]
 
     def invoke(self) -> None:
         """Runs the model on the inputs set.

@@ -1,4 +1,5 @@
-"""NumPy kernels for the TFLite builtin operators the interpreter runs (float32 models).
+"""NumPy kernels for the TFLite builtin operators the interpreter runs (float32 models;
+`quant_kernels` runs the quantized ones).
 
 One table, `KERNELS`, maps a builtin operator name to `kernel(inputs, options, outputs)`
 returning the list of output arrays; `inputs` holds None for an omitted optional input

@@ -3,7 +3,8 @@
 `merge_duplicates` (CSE); `fold_affine`: a per-channel MUL and ADD after CONV_2D,
 DEPTHWISE_CONV_2D or FULLY_CONNECTED fold into its filter and bias (so BiasAdd and an
 inference FusedBatchNorm vanish); pattern fusions (L2_NORMALIZATION, RELU_N1_TO_1);
-`fuse_activations`: a RELU or RELU6 fuses into the op before it; `drop_identity_reshapes`.
+`fuse_activations`: a RELU or RELU6 fuses into the op before it; `drop_identity_reshapes`;
+`drop_reshape_before_fc`.
 
 Invariant: a fold only happens when the intermediate value has one consumer and is not
 a graph output, so no tensor anyone reads disappears.
@@ -309,3 +310,27 @@ def rename_outputs(nodes: list[Node], renames: dict[str, str]) -> None:
     for node in nodes:
         node.inputs = [renames.get(v, v) if isinstance(v, str) else v for v in node.inputs]
         node.outputs = [renames.get(v, v) for v in node.outputs]
+
+
+def drop_reshape_before_fc(nodes: list[Node], outputs: set[str], shapes) -> list[Node]:
+    """A RESHAPE to 2-D that keeps the last dimension, read only by a FULLY_CONNECTED
+    that flattens its input anyway (keep_num_dims false), disappears (TF's converter
+    removes it too)."""
+    prod, uses = _producer_of(nodes), _consumers(nodes)
+    dropped: set[int] = set()
+    for node in nodes:
+        if node.op != "FULLY_CONNECTED" or node.options.get("keep_num_dims"):
+            continue
+        src = node.inputs[0]
+        reshape = prod.get(src) if isinstance(src, str) else None
+        if reshape is None or reshape.op != "RESHAPE" or uses.get(src) != 1 or src in outputs:
+            continue
+        inner = reshape.inputs[0]
+        if not isinstance(inner, str):
+            continue
+        before, after = shapes(inner), shapes(src)
+        if len(after) != 2 or not before or before[-1] != after[-1]:
+            continue
+        node.inputs[0] = inner
+        dropped.add(id(reshape))
+    return [n for n in nodes if id(n) not in dropped]
