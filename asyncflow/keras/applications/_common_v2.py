@@ -12,9 +12,9 @@ top-level scope, because that is the name TF1-mode Keras gives the layer it wrap
 
 from __future__ import annotations
 
-from asyncflow import gfile
 from asyncflow import graph as ops
-from asyncflow.keras import backend
+from asyncflow.keras.applications import _common
+from asyncflow.keras.applications._common import image_input
 from asyncflow.keras.applications.imagenet_utils import (
     correct_pad,
     decode_predictions,
@@ -22,11 +22,12 @@ from asyncflow.keras.applications.imagenet_utils import (
     validate_activation,
 )
 from asyncflow.keras.data_utils import get_file
-from asyncflow.keras.engine import Input, Layer
+from asyncflow.keras.engine import Layer
 from asyncflow.keras.utils_more import get_source_inputs
 
 __all__ = [
     "check_weights",
+    "image_input",
     "correct_pad",
     "decode_predictions",
     "load_weights",
@@ -37,33 +38,20 @@ __all__ = [
 
 
 def check_weights(weights, include_top, classes, quote='"imagenet"') -> None:
-    """TF's two checks of `weights` (None, 'imagenet' or an existing file) and of
-    `classes` with ImageNet's classifier. The families quote 'imagenet' differently.
+    """`_common.check_weights` with the families' own quoting of 'imagenet'.
 
     Raises:
       ValueError: another `weights` value, or `classes` other than 1000 with
         ImageNet's top.
     """
-    if not (weights in {"imagenet", None} or gfile.Exists(weights)):
-        raise ValueError(
-            "The `weights` argument should be either `None` (random initialization), "
-            "`imagenet` (pre-training on ImageNet), or the path to the weights file to be "
-            "loaded."
-        )
-    if weights == "imagenet" and include_top and classes != 1000:
-        raise ValueError(
+    _common.check_weights(
+        weights,
+        include_top,
+        classes,
+        classes_error=(
             f"If using `weights` as `{quote}` with `include_top` as true, `classes` should be 1000"
-        )
-
-
-def image_input(input_tensor, input_shape):
-    """The model's image input: a new Input, or `input_tensor` (wrapped in one when no
-    Keras layer made it)."""
-    if input_tensor is None:
-        return Input(shape=input_shape)
-    if not backend.is_keras_tensor(input_tensor):
-        return Input(tensor=input_tensor, shape=input_shape)
-    return input_tensor
+        ),
+    )
 
 
 def model_inputs(input_tensor, img_input):

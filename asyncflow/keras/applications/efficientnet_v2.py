@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import math
 
+from asyncflow import gfile
 from asyncflow.keras import backend
 from asyncflow.keras import initializers as _init
 from asyncflow.keras import layers as L
@@ -243,7 +244,7 @@ def _preprocess(x, model_name, num_channels, bn_axis):
 
 
 def _check_weights(weights, include_top, classes) -> None:
-    if not (weights in {"imagenet", None} or common.gfile.Exists(weights)):
+    if not (weights in {"imagenet", None} or gfile.Exists(weights)):
         raise ValueError(
             "The `weights` argument should be either `None` (random initialization), "
             "`imagenet` (pre-training on ImageNet), or the path to the weights file to be "

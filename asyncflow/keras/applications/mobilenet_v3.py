@@ -6,7 +6,7 @@ Keras' ImageNet weight files load by layer order.
 
 from __future__ import annotations
 
-from asyncflow import tf_logging
+from asyncflow import gfile, tf_logging
 from asyncflow.keras import backend
 from asyncflow.keras import layers as L
 from asyncflow.keras.applications import _common_v2 as common
@@ -215,7 +215,7 @@ def MobileNetV3(  # noqa: N802 - Keras' name
     classifier_activation="softmax",
     include_preprocessing=True,
 ):
-    if not (weights in {"imagenet", None} or common.gfile.Exists(weights)):
+    if not (weights in {"imagenet", None} or gfile.Exists(weights)):
         raise ValueError(
             "The `weights` argument should be either `None` (random initialization), "
             "`imagenet` (pre-training on ImageNet), or the path to the weights file to be "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 
+from asyncflow import gfile
 from asyncflow.keras import backend
 from asyncflow.keras import layers as L
 from asyncflow.keras.applications import _common_v2 as common
@@ -175,7 +176,7 @@ def _weights_variant(weights, depth):
     allowed = [f"imagenet-i{size}" for size in DEPTH_TO_WEIGHT_VARIANTS[depth]]
     if weights == "imagenet":
         weights = f"imagenet-i{max(DEPTH_TO_WEIGHT_VARIANTS[depth])}"
-    if not (weights in {*allowed, None} or common.gfile.Exists(weights)):
+    if not (weights in {*allowed, None} or gfile.Exists(weights)):
         raise ValueError(
             "The `weights` argument should be either `None` (random initialization), "
             "`'imagenet'` (pre-training on ImageNet, with highest available input shape), or "
