@@ -13,6 +13,7 @@ import pytest
 
 import asyncflow as tf
 from asyncflow import graph as ops
+from asyncflow.data.csv_dataset import CsvDatasetV2
 
 
 @pytest.fixture(autouse=True)
@@ -140,3 +141,74 @@ def test_fftnd_placeholder_batch():
     np.testing.assert_allclose(got, np.fft.fftn(_XC, axes=[1, 2], norm="ortho"), atol=1e-4)
     with pytest.raises(ValueError, match="known at build time"):
         tf.signal.ifftnd(ph)
+
+
+# -- CsvDataset(exclude_cols=) ---------------------------------------------------------------
+
+_CSV = "1,2.5,a,4\n5,,b,8\n9,1.5,c\n"
+
+
+def _csv_rows(tmp_path, **kw):
+    path = tmp_path / "c.csv"
+    path.write_text(_CSV)
+    ds = CsvDatasetV2(str(path), **kw)
+    nxt = tf.data.make_one_shot_iterator(ds).get_next()
+    out = []
+    with tf.Session() as sess:
+        try:
+            while True:
+                out.append(tuple(v.item() if hasattr(v, "item") else v for v in sess.run(nxt)))
+        except tf.errors.OutOfRangeError:
+            pass
+        except tf.errors.InvalidArgumentError as e:
+            out.append(("InvalidArgumentError", e.message.splitlines()[0]))
+    return out
+
+
+# Recorded from TF 2.21 with TF 2's class (tf.data.experimental.CsvDataset) in a graph:
+# TF 2.21's compat.v1 class lists exclude_cols but its __init__ rejects the keyword
+# (tests/data/test_dataset_more.py's csv_exclude), so only TF 2's class reaches it.
+_CSV_CASES = [
+    (dict(record_defaults=[[0], [0.0], [""]], exclude_cols=[3]),
+     [(1, 2.5, b"a"), (5, 0.0, b"b"), (9, 1.5, b"c")]),
+    (dict(record_defaults=[[0.0], [""], [0]], exclude_cols=[0]),
+     [(2.5, b"a", 4), (0.0, b"b", 8),
+      ("InvalidArgumentError", "Expect 3 fields but have 2 in record")]),
+    (dict(record_defaults=[[0.0], [0]], exclude_cols=[0, 2]),
+     [(2.5, 4), (0.0, 8), ("InvalidArgumentError", "Expect 2 fields but have 1 in record")]),
+    (dict(record_defaults=[[0.0], [0]], exclude_cols=[2, 0]),
+     [("InvalidArgumentError", "exclude_cols should be strictly increasing indices")]),
+    (dict(record_defaults=[[0.0], [0]], exclude_cols=[-1, 2]),
+     [("InvalidArgumentError", "exclude_cols should be non-negative indices")]),
+    (dict(record_defaults=[[0.0], [0]], exclude_cols=[0], select_cols=[1, 3]),
+     [("InvalidArgumentError", "Either select_cols or exclude_cols should be empty")]),
+    (dict(record_defaults=[[0.0]], exclude_cols=[0]),
+     [("InvalidArgumentError", "Expect 1 fields but have more in record")]),
+    (dict(record_defaults=[[0], [0.0], [""], [0]], exclude_cols=[7]),
+     [(1, 2.5, b"a", 4), (5, 0.0, b"b", 8),
+      ("InvalidArgumentError", "Expect 4 fields but have 3 in record")]),
+    (dict(record_defaults=[[0], [0.0]], exclude_cols=[2, 2]),
+     [("InvalidArgumentError", "exclude_cols should be strictly increasing indices")]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kw, want", _CSV_CASES)
+def test_csv_dataset_exclude_cols(tmp_path, kw, want):
+    assert _csv_rows(tmp_path, **kw) == want
+
+
+def test_csv_dataset_graph_as_tf(tmp_path):
+    # TF 2.21's graph: no name scope, one CSVDatasetV2 op with exclude_cols last.
+    g = ops.get_default_graph()
+    tf.data.experimental.CsvDataset(str(tmp_path / "c.csv"), record_defaults=[[0], [0.0], [""]])
+    op = g.get_operation_by_name("CSVDatasetV2")
+    assert op.type == "CSVDatasetV2"
+    assert [t.name for t in op.inputs] == [
+        "filenames:0", "compression_type:0", "buffer_size:0", "header:0", "field_delim:0",
+        "use_quote_delim:0", "na_value:0", "select_cols:0", "record_defaults_0:0",
+        "record_defaults_1:0", "record_defaults_2:0", "exclude_cols:0",
+    ]  # fmt: skip
+    assert g.get_tensor_by_name("filenames:0").shape.as_list() == []
+    assert g.get_tensor_by_name("exclude_cols:0").shape.as_list() == [0]
+    with pytest.raises(TypeError, match="CsvDatasetV1.__init__.. got an unexpected keyword"):
+        tf.data.experimental.CsvDataset("c.csv", [[0]], exclude_cols=[1])
