@@ -212,3 +212,90 @@ def test_csv_dataset_graph_as_tf(tmp_path):
     assert g.get_tensor_by_name("exclude_cols:0").shape.as_list() == [0]
     with pytest.raises(TypeError, match="CsvDatasetV1.__init__.. got an unexpected keyword"):
         tf.data.experimental.CsvDataset("c.csv", [[0]], exclude_cols=[1])
+
+
+# -- Optimizer(use_own_namescope_for_non_slot_vars=), apply_gradients(skip_...) ----------------
+
+
+def _adam_graph():
+    g = tf.Graph()
+    with g.as_default():
+        w = tf.Variable([1.0, 2.0], name="w")
+        loss = tf.reduce_sum(w * w)
+        o1 = tf.train.AdamOptimizer(0.1, use_own_namescope_for_non_slot_vars=True)
+        t1 = o1.minimize(loss)
+        o2 = tf.train.AdamOptimizer(0.2, use_own_namescope_for_non_slot_vars=True)
+        t2 = o2.minimize(loss)
+        rv = tf.Variable([1.0], name="rv", use_resource=True)
+        o3 = tf.train.AdamOptimizer(0.2, use_own_namescope_for_non_slot_vars=True)
+        t3 = o3.minimize(tf.reduce_sum(rv * rv))
+    return g, (o1, o2, o3), (t1, t2, t3), (w, rv)
+
+
+def test_optimizer_own_namescope_names_as_tf(tmp_path):
+    # Recorded from TF 2.21: each optimizer fixes its scope when built ("Adam",
+    # "Adam_1", ...); re-entering it for beta1/beta2 takes name scopes, so the first
+    # train op is "Adam_3".
+    g, opts, trains, (w, rv) = _adam_graph()
+    assert [t.name for t in trains] == ["Adam_3", "Adam_5", "Adam_7"]
+    with g.as_default():
+        names = sorted(v.op.name for v in tf.global_variables())
+        assert names == [
+            "Adam/beta1_power", "Adam/beta2_power", "Adam_1/beta1_power",
+            "Adam_1/beta2_power", "Adam_2/beta1_power", "Adam_2/beta2_power", "rv",
+            "rv/Adam", "rv/Adam_1", "w", "w/Adam", "w/Adam_1", "w/Adam_2", "w/Adam_3",
+        ]  # fmt: skip
+        assert [v.op.name for v in opts[1].variables()] == [
+            "Adam_1/beta1_power", "Adam_1/beta2_power", "w/Adam_2", "w/Adam_3",
+        ]  # fmt: skip
+        saver = tf.train.Saver()
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            for t in trains:
+                sess.run(t)
+            w_v, rv_v = sess.run([w, rv])
+            path = saver.save(sess, str(tmp_path / "m"))
+    np.testing.assert_allclose(w_v, [0.70000005, 1.7], rtol=1e-6)
+    np.testing.assert_allclose(rv_v, [0.8], rtol=1e-6)
+    assert sorted(tf.train.list_variables(path)) == [
+        ("Adam/beta1_power", []), ("Adam/beta2_power", []), ("Adam_1/beta1_power", []),
+        ("Adam_1/beta2_power", []), ("Adam_2/beta1_power", []), ("Adam_2/beta2_power", []),
+        ("rv", [1]), ("rv/Adam", [1]), ("rv/Adam_1", [1]), ("w", [2]), ("w/Adam", [2]),
+        ("w/Adam_1", [2]), ("w/Adam_2", [2]), ("w/Adam_3", [2]),
+    ]  # fmt: skip
+
+
+def test_optimizer_own_namescope_under_variable_scope():
+    # Recorded from TF 2.21: built inside variable_scope("outer"), the scope is
+    # "outer/Adam"; without the flag the beta powers are "outer/beta1_power".
+    g = tf.Graph()
+    with g.as_default(), tf.variable_scope("outer"):
+        w = tf.Variable([1.0, 2.0], name="w")
+        opt = tf.train.AdamOptimizer(0.1, use_own_namescope_for_non_slot_vars=True)
+        opt.minimize(tf.reduce_sum(w * w))
+        plain = tf.train.AdamOptimizer(0.1)
+        v = tf.Variable(1.0, name="v")
+        plain.minimize(v * v)
+        names = sorted(x.op.name for x in tf.global_variables() if "power" in x.op.name)
+    assert names == [
+        "outer/Adam/beta1_power", "outer/Adam/beta2_power", "outer/beta1_power",
+        "outer/beta2_power",
+    ]  # fmt: skip
+
+
+def test_apply_gradients_skip_aggregation():
+    # Recorded from TF 2.21: without a distribution strategy the flag changes nothing:
+    # two gradients for one variable are both applied.
+    w = tf.Variable([1.0, 2.0], name="w")
+    opt = tf.train.GradientDescentOptimizer(0.5)
+    pairs = [(tf.constant([1.0, 1.0]), w), (tf.constant([2.0, 3.0]), w)]
+    for skip in (False, True):
+        train = opt.apply_gradients(pairs, skip_gradients_aggregation=skip)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(train)
+            np.testing.assert_allclose(sess.run(w), [-0.5, 0.0])
+    with pytest.raises(ValueError, match="No gradients provided for any variable"):
+        opt.apply_gradients([(None, w)], skip_gradients_aggregation=True)
+    with pytest.raises(TypeError):
+        tf.train.GradientDescentOptimizer(0.5, use_own_namescope_for_non_slot_vars=True)
