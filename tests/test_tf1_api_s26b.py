@@ -299,3 +299,106 @@ def test_apply_gradients_skip_aggregation():
         opt.apply_gradients([(None, w)], skip_gradients_aggregation=True)
     with pytest.raises(TypeError):
         tf.train.GradientDescentOptimizer(0.5, use_own_namescope_for_non_slot_vars=True)
+
+
+# -- tf.random.experimental.index_shuffle / stateless_shuffle ---------------------------------
+
+_RX = tf.random.experimental
+
+# Recorded from TF 2.21 (tf.compat.v1, graph mode, CPU).
+_INDEX_SHUFFLE_CASES = [
+    (lambda: _RX.index_shuffle(3, [1, 2], 9), "int32", 4),
+    (lambda: _RX.index_shuffle(np.arange(10), [4, 5], 9), "int64", [1, 5, 9, 2, 3, 6, 8, 0, 4, 7]),
+    (
+        lambda: _RX.index_shuffle(np.arange(10, dtype=np.int64), np.array([4, 5], np.int64), 9),
+        "int64",
+        [1, 5, 9, 2, 3, 6, 8, 0, 4, 7],
+    ),
+    (
+        lambda: _RX.index_shuffle(
+            np.arange(5, dtype=np.uint32), np.array([4, 5], np.uint32), np.uint32(100)
+        ),
+        "uint32",
+        [66, 77, 93, 2, 3],
+    ),
+    (lambda: _RX.index_shuffle(np.arange(6), [7, 8], 5), "int64", [3, 2, 1, 5, 0, 4]),
+    (
+        lambda: _RX.index_shuffle(
+            np.array([0, 1, 2, 999999, 12345678901], np.int64), [-3, 2**31 - 1], 2**40
+        ),
+        "int64",
+        [184119983524, 185915071069, 175861347998, 460911324977, 146404828339],
+    ),
+    (lambda: _RX.index_shuffle(0, [1, 2], 0), "int32", 0),
+]
+
+
+@pytest.mark.parametrize("build, dtype, want", _INDEX_SHUFFLE_CASES)
+def test_index_shuffle_as_tf(build, dtype, want):
+    t = build()
+    assert t.op.type == "RandomIndexShuffle" and t.dtype.name == dtype
+    assert _run(t)[0].tolist() == want
+
+
+def test_index_shuffle_graph_and_errors():
+    # Recorded from TF 2.21: the [2] seed is padded in front by a PadV2 op.
+    t = _RX.index_shuffle(3, [1, 2], 9)
+    assert t.name == "RandomIndexShuffle:0"
+    assert [x.op.name for x in t.op.inputs] == [
+        "RandomIndexShuffle/index", "PadV2", "RandomIndexShuffle/max_index",
+    ]  # fmt: skip
+    assert t.op.get_attr("rounds") == 4
+    with pytest.raises(ValueError, match=r"Seed must have shape \[3\] or \[n, 3\] but got \[4\]"):
+        _RX.index_shuffle(3, [1, 2, 3], 9)
+    with pytest.raises(ValueError, match="Shape must be at most rank 1 but is rank 2"):
+        _RX.index_shuffle(np.arange(4).reshape(2, 2), [1, 2], 5)
+    with pytest.raises(TypeError, match="DataType float32 not in list of allowed values"):
+        _RX.index_shuffle(1.0, [1, 2], 5)
+    neg = _RX.index_shuffle(np.arange(3), [1, 2], -1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_index must be >= 0 but was -1"):
+        _run(neg)
+    out = _RX.index_shuffle(7, [1, 2], 5)
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="max_index must be >= index, but 5 < 7"
+    ):
+        _run(out)
+
+
+_PERM_10 = [0, 3, 8, 1, 5, 4, 9, 7, 6, 2]
+
+
+@pytest.mark.parametrize("alg", ["auto_select", "philox", 1, 3])
+def test_stateless_shuffle_as_tf(alg):
+    # Recorded from TF 2.21: every Philox spelling gives the same order on a CPU.
+    t = _RX.stateless_shuffle(np.arange(10.0), seed=[1, 2], alg=alg)
+    assert t.op.type == "StatelessShuffle" and t.dtype == tf.float64
+    assert _run(t)[0].tolist() == [float(v) for v in _PERM_10]
+
+
+def test_stateless_shuffle_values_and_errors():
+    # Recorded from TF 2.21.
+    a = _RX.stateless_shuffle(np.arange(10), seed=[1, 2], name="sh")
+    b = _RX.stateless_shuffle(np.arange(12).reshape(4, 3), seed=[5, 6])
+    c = _RX.stateless_shuffle(np.float32(3), seed=[1, 2])
+    d = _RX.stateless_shuffle(np.arange(100), seed=[-3, 2**40])
+    assert a.name == "sh/StatelessShuffle:0"
+    assert b.name == "stateless_shuffle/StatelessShuffle:0"
+    got = _run(a, b, c, d)
+    assert got[0].tolist() == _PERM_10
+    assert got[1].tolist() == [[9, 10, 11], [6, 7, 8], [3, 4, 5], [0, 1, 2]]
+    assert got[2].tolist() == 3.0
+    assert got[3].tolist() == [
+        86, 52, 27, 70, 99, 6, 80, 25, 21, 93, 4, 79, 38, 67, 60, 89, 12, 82, 26, 55, 36, 15,
+        13, 94, 77, 39, 50, 91, 11, 47, 78, 58, 95, 51, 62, 35, 8, 64, 57, 40, 74, 45, 20, 10,
+        37, 31, 2, 97, 14, 44, 87, 84, 32, 69, 30, 0, 59, 81, 43, 46, 68, 92, 17, 23, 18, 85,
+        19, 33, 90, 42, 61, 76, 54, 34, 5, 65, 48, 96, 75, 63, 7, 1, 29, 56, 22, 98, 9, 41, 16,
+        73, 83, 72, 66, 49, 24, 53, 71, 28, 3, 88,
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="Dimension must be 2 but is 3"):
+        _RX.stateless_shuffle(np.arange(10), seed=[1, 2, 3])
+    three = _RX.stateless_shuffle(np.arange(10.0), seed=[1, 2], alg="threefry")
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"counter must be a vector with length at least 2; got shape: \[1\]",
+    ):
+        _run(three)
