@@ -402,3 +402,72 @@ def test_stateless_shuffle_values_and_errors():
         match=r"counter must be a vector with length at least 2; got shape: \[1\]",
     ):
         _run(three)
+
+
+# -- tf.linalg.experimental.conjugate_gradient ------------------------------------------------
+
+_A = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32)
+_B = np.array([1.0, 2.0, 3.0], np.float32)
+
+
+def _spd(m):
+    return tf.linalg.LinearOperatorFullMatrix(m, is_self_adjoint=True, is_positive_definite=True)
+
+
+def _check_cg(state, want):
+    got = _run(*state)
+    assert int(got[0]) == want[0]
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
+
+
+def test_conjugate_gradient_as_tf():
+    # Recorded from TF 2.21 (tf.compat.v1, graph mode), rounded to 5 decimals.
+    cg = tf.linalg.experimental.conjugate_gradient
+    state = cg(_spd(_A), tf.constant(_B))
+    assert type(state).__name__ == "CGState"
+    assert state._fields == ("i", "x", "r", "p", "gamma")
+    assert [t.shape.as_list() for t in state] == [[], [3], [3], [3], []]
+    assert state.x.name.startswith("conjugate_gradient/while/Exit")
+    _check_cg(state, [3, [-0.08173, 0.59652, 1.46078], [0.0] * 3, [0.0] * 3, 0.0])
+    _check_cg(
+        cg(_spd(_A), tf.constant(_B), max_iter=1),
+        [1, [0.32258, 0.64516, 0.96774], [-1.41935, -0.45161, 0.77419],
+         [-1.21808, -0.04906, 1.37803], 2.8179],
+    )  # fmt: skip
+    _check_cg(
+        cg(_spd(_A), tf.constant(_B), tol=1e-2, x=np.ones(3, np.float32), name="cg2"),
+        [2, [-0.08715, 0.60719, 1.45642], [0.01319, -0.02572, 0.00929],
+         [0.01293, -0.02545, 0.01039], 0.00092],
+    )  # fmt: skip
+    pre = tf.linalg.LinearOperatorDiag(
+        1.0 / np.diag(_A), is_self_adjoint=True, is_positive_definite=True
+    )
+    _check_cg(
+        cg(_spd(_A), tf.constant(_B), preconditioner=pre, max_iter=2),
+        [2, [-0.05931, 0.54396, 1.48529], [-0.04935, 0.13037, -0.04972],
+         [-0.01834, 0.04301, -0.02006], 0.00751],
+    )  # fmt: skip
+    batch = cg(_spd(np.stack([_A, 2 * _A])), tf.constant(np.stack([_B, _B[::-1]])))
+    _check_cg(
+        batch,
+        [3, [[-0.08173, 0.59652, 1.46078], [0.30014, 0.22311, 0.15265]], np.zeros((2, 3)),
+         np.zeros((2, 3)), [0.0, 0.0]],
+    )  # fmt: skip
+    f64 = cg(_spd(_A.astype(np.float64)), tf.constant(_B.astype(np.float64)), max_iter=2)
+    assert f64.x.dtype == tf.float64
+    _check_cg(
+        f64,
+        [2, [-0.09837, 0.62821, 1.44397], [0.0433, -0.07505, 0.0356],
+         [0.0395, -0.0752, 0.03989], 0.00877],
+    )  # fmt: skip
+
+
+def test_conjugate_gradient_needs_spd_operator():
+    cg = tf.linalg.experimental.conjugate_gradient
+    for op in (
+        tf.linalg.LinearOperatorFullMatrix(_A),
+        tf.linalg.LinearOperatorFullMatrix(_A, is_self_adjoint=True),
+    ):
+        with pytest.raises(ValueError, match="Expected a self-adjoint, positive definite"):
+            cg(op, tf.constant(_B))
