@@ -8,12 +8,15 @@ numbers TF cannot produce on a CPU (FFTND has GPU kernels only) are checked agai
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 import asyncflow as tf
 from asyncflow import graph as ops
 from asyncflow.data.csv_dataset import CsvDatasetV2
+from asyncflow.saved_model.loader import read_saved_model
 
 
 @pytest.fixture(autouse=True)
@@ -471,3 +474,130 @@ def test_conjugate_gradient_needs_spd_operator():
     ):
         with pytest.raises(ValueError, match="Expected a self-adjoint, positive definite"):
             cg(op, tf.constant(_B))
+
+
+# -- tf.saved_model: MethodNameUpdater, SaveOptions, Asset ------------------------------------
+
+
+def _two_graph_saved_model(export_dir, as_text=False):
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None], name="x")
+        y = tf.identity(x * 2, name="y")
+        with tf.Session() as sess:
+            builder = tf.saved_model.Builder(export_dir)
+            sig = tf.saved_model.predict_signature_def({"x": x}, {"y": y})
+            builder.add_meta_graph_and_variables(
+                sess, ["serve"], signature_def_map={"serving_default": sig, "other": sig}
+            )
+            with tf.Graph().as_default():
+                x2 = tf.placeholder(tf.float32, [None], name="x")
+                sig2 = tf.saved_model.predict_signature_def({"x": x2}, {"x": x2})
+                builder.add_meta_graph(["train", "gpu"], signature_def_map={"t": sig2})
+            builder.save(as_text=as_text)
+
+
+def _method_names(export_dir):
+    sm = read_saved_model(export_dir)
+    return [
+        (
+            list(mg.meta_info_def.tags),
+            sorted((k, v.method_name) for k, v in mg.signature_def.items()),
+        )
+        for mg in sm.meta_graphs
+    ]
+
+
+def test_method_name_updater_as_tf(tmp_path):
+    # Recorded from TF 2.21 (each call and message).
+    d = str(tmp_path / "sm")
+    _two_graph_saved_model(d)
+    updater = tf.saved_model.signature_def_utils.MethodNameUpdater(d)
+    updater.replace_method_name("serving_default", "tensorflow/serving/classify", tags=["serve"])
+    for key, tags, message in [
+        ("t", None, "MetaGraphDef associated with tags None does not have a signature_def "
+         "with key: 't'. This means either"),
+        ("nokey", "serve", "MetaGraphDef associated with tags ['serve'] does not have a "
+         "signature_def with key: 'nokey'."),
+        ("other", ["nope"], "MetaGraphDef associated with tags ['nope'] could not be found "
+         "in SavedModel. This means either you specified invalid tags"),
+        ("", "serve", "`signature_key` must be defined."),
+    ]:  # fmt: skip
+        with pytest.raises(ValueError) as info:
+            updater.replace_method_name(key, "m2", tags=tags)
+        assert str(info.value).startswith(message)
+    with pytest.raises(ValueError, match="`method_name` must be defined."):
+        updater.replace_method_name("other", "", tags="serve")
+    updater.replace_method_name("other", "custom", tags="serve")
+    updater.replace_method_name("t", "tm", tags=["gpu", "train"])
+    updater.save()
+    updater.save()
+    assert sorted(os.listdir(d)) == ["saved_model.pb", "variables"]
+    assert _method_names(d) == [
+        (["serve"], [("other", "custom"), ("serving_default", "tensorflow/serving/classify")]),
+        (["train", "gpu"], [("t", "tm")]),
+    ]
+    with tf.Graph().as_default(), tf.Session() as sess:
+        meta = tf.saved_model.load(sess, ["serve"], d)
+        assert meta.signature_def["other"].method_name == "custom"
+    # A new directory must exist; only the SavedModel file goes there.
+    with pytest.raises(tf.errors.NotFoundError):
+        tf.saved_model.signature_def_utils.MethodNameUpdater(d).save(d + "_copy")
+    os.makedirs(d + "_copy")
+    tf.saved_model.signature_def_utils.MethodNameUpdater(d).save(d + "_copy")
+    assert os.listdir(d + "_copy") == ["saved_model.pb"]
+    with pytest.raises(OSError, match="SavedModel file does not exist at"):
+        tf.saved_model.signature_def_utils.MethodNameUpdater(str(tmp_path / "none"))
+
+
+def test_method_name_updater_keeps_text_form(tmp_path):
+    # Recorded from TF 2.21: a saved_model.pbtxt is written back as .pbtxt.
+    d = str(tmp_path / "smt")
+    _two_graph_saved_model(d, as_text=True)
+    updater = tf.saved_model.signature_def_utils.MethodNameUpdater(d)
+    updater.replace_method_name("other", "new", tags=["serve"])
+    updater.save()
+    assert sorted(os.listdir(d)) == ["saved_model.pbtxt", "variables"]
+    assert ("other", "new") in _method_names(d)[0][1]
+
+
+def test_save_options_as_tf():
+    # Recorded from TF 2.21.
+    fields = tf.saved_model.SaveOptions.__slots__
+    o = tf.saved_model.SaveOptions()
+    assert [str(getattr(o, k)) for k in fields] == [
+        "None", "False", "{}", "False", "None", "VariablePolicy.NONE", "True", "False",
+        "False", "None", "None",
+    ]  # fmt: skip
+    o2 = tf.saved_model.SaveOptions(
+        namespace_whitelist=["Foo", "Bar"], save_debug_info=True, function_aliases={"a": 1},
+        experimental_io_device="/job:localhost",
+        experimental_variable_policy="expand_distributed_variables", extra_tags=["x"],
+    )  # fmt: skip
+    assert [str(getattr(o2, k)) for k in fields] == [
+        "['Foo', 'Bar']", "True", "{'a': 1}", "False", "/job:localhost",
+        "VariablePolicy.EXPAND_DISTRIBUTED_VARIABLES", "True", "False", "False", "None",
+        "['x']",
+    ]  # fmt: skip
+    with pytest.raises(TypeError, match="`namespace_whitelist` must be a list of strings"):
+        tf.saved_model.SaveOptions(namespace_whitelist="Foo")
+    with pytest.raises(ValueError, match="Whitelisted namespace must be a string. Got: 1"):
+        tf.saved_model.SaveOptions(namespace_whitelist=[1])
+    with pytest.raises(ValueError, match="Received invalid VariablePolicy value: bogus."):
+        tf.saved_model.SaveOptions(experimental_variable_policy="bogus")
+    with pytest.raises(ValueError, match="`experimental_image_format` is disabled in OSS"):
+        tf.saved_model.SaveOptions(experimental_image_format=True)
+    o.save_debug_info = True
+    with pytest.raises(AttributeError):
+        o.foo = 1
+
+
+def test_asset_as_tf(tmp_path):
+    # Recorded from TF 2.21: a CPU string constant named "asset_path".
+    path = str(tmp_path / "vocab.txt")
+    asset = tf.saved_model.Asset(path)
+    assert asset.asset_path.name == "asset_path:0"
+    assert asset.asset_path.dtype == tf.string
+    assert asset.asset_path.device == "/device:CPU:*"
+    assert _run(asset.asset_path)[0] == path.encode()
+    with pytest.raises(TypeError, match="Expected string, but got 3 of type 'int'."):
+        tf.saved_model.Asset(3)
