@@ -332,6 +332,7 @@ from asyncflow import linalg_experimental  # noqa: E402
 
 linalg.experimental = linalg_experimental  # noqa: F821 - tf.linalg.experimental
 from asyncflow import device_config as _device_config  # noqa: E402
+from asyncflow import experimental  # noqa: E402,F401 - tf.experimental (its dtypes)
 
 # tf.config: the session protos' module also carries TF 2's runtime settings
 for _name in _device_config.__all__:
