@@ -89,11 +89,10 @@ def stateless_shuffle(value, seed, alg="auto_select", name=None):
     with ops.name_scope(name, "stateless_shuffle", [value, seed]):
         value = ops.convert_to_tensor(value, name="value")
         alg_id = stateless_random_ops.convert_alg_to_int(alg)
+        seed = ops.convert_to_tensor(seed, name="seed")
         if alg_id == stateless_random_ops.Algorithm.THREEFRY.value:
-            seed = ops.convert_to_tensor(seed, name="seed")
             key, counter = _threefry_key_counter(seed)
         else:
-            seed = ops.convert_to_tensor(seed, name="seed")
             if seed.shape.ndims == 1 and seed.shape[0] not in (None, 2):
                 raise ValueError(
                     f"Dimension must be 2 but is {seed.shape[0]} for "

@@ -45,11 +45,12 @@ def _static_sizes(x, axes, what):
 def _resolve_axes(x, fft_length, axes, what):
     if axes is not None:
         return [int(a) for a in axes]
+    if fft_length is not None:  # the innermost len(fft_length) dimensions
+        return list(range(-len(fft_length), 0))
     rank = x.shape.ndims
     if rank is None:
         raise ValueError(f"{what}: the input's rank must be known at graph-build time")
-    count = rank if fft_length is None else len(fft_length)
-    return list(range(-count, 0)) if fft_length is not None else list(range(rank))
+    return list(range(rank))
 
 
 def _pad_up(x, axes, lengths):
