@@ -328,7 +328,11 @@ io.gfile = gfile  # noqa: F821 - tf.io.gfile (io is bound by _install_namespaces
 from asyncflow import random_experimental  # noqa: E402
 
 random.experimental = random_experimental  # noqa: F821 - tf.random.experimental
+from asyncflow import linalg_experimental  # noqa: E402
+
+linalg.experimental = linalg_experimental  # noqa: F821 - tf.linalg.experimental
 from asyncflow import device_config as _device_config  # noqa: E402
+from asyncflow import experimental  # noqa: E402,F401 - tf.experimental (its dtypes)
 
 # tf.config: the session protos' module also carries TF 2's runtime settings
 for _name in _device_config.__all__:

@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import builtins
+import types
 from typing import Any
 
 import numpy as np
@@ -235,8 +236,14 @@ quint16 = DType(16, "quint16", np.dtype([("quint16", np.uint16)]))
 # TF's narrow types (8-bit floats, 4-bit integers: one byte per element), ml_dtypes'.
 float8_e5m2 = DType(24, "float8_e5m2", _ml_type("float8_e5m2"))
 float8_e4m3fn = DType(25, "float8_e4m3fn", _ml_type("float8_e4m3fn"))
+float8_e4m3fnuz = DType(26, "float8_e4m3fnuz", _ml_type("float8_e4m3fnuz"))
+float8_e4m3b11fnuz = DType(27, "float8_e4m3b11fnuz", _ml_type("float8_e4m3b11fnuz"))
+float8_e5m2fnuz = DType(28, "float8_e5m2fnuz", _ml_type("float8_e5m2fnuz"))
 int4 = DType(29, "int4", _ml_type("int4"))
 uint4 = DType(30, "uint4", _ml_type("uint4"))
+int2 = DType(31, "int2", _ml_type("int2"))
+uint2 = DType(32, "uint2", _ml_type("uint2"))
+float4_e2m1fn = DType(33, "float4_e2m1fn", _ml_type("float4_e2m1fn"))
 # Handles: no NumPy type (as_numpy_dtype raises TypeError).
 resource = DType(20, "resource", None)
 variant = DType(21, "variant", None)
@@ -245,12 +252,16 @@ _ALL = (
     float16, bfloat16, float32, float64, int8, int16, int32, int64,
     uint8, uint16, uint32, uint64, bool_, string, complex64, complex128,
     qint8, quint8, qint32, qint16, quint16, resource, variant,
-    float8_e5m2, float8_e4m3fn, int4, uint4,
+    float8_e5m2, float8_e4m3fn, int4, uint4, float8_e4m3fnuz, float8_e4m3b11fnuz,
+    float8_e5m2fnuz, int2, uint2, float4_e2m1fn,
 )  # fmt: skip
 _QUANTIZED = frozenset((qint8, quint8, qint32, qint16, quint16))
-_FLOATING = frozenset((float16, bfloat16, float32, float64, float8_e5m2, float8_e4m3fn))
-_SIGNED = frozenset((int8, int16, int32, int64, int4))
-_UNSIGNED = frozenset((uint8, uint16, uint32, uint64, uint4))
+# TF's narrow floats (8 and 4 bits, one byte per element in memory).
+_NARROW_FLOATS = (float8_e5m2, float8_e4m3fn, float8_e4m3fnuz, float8_e4m3b11fnuz)
+_NARROW_FLOATS += (float8_e5m2fnuz, float4_e2m1fn)
+_FLOATING = frozenset((float16, bfloat16, float32, float64, *_NARROW_FLOATS))
+_SIGNED = frozenset((int8, int16, int32, int64, int4, int2))
+_UNSIGNED = frozenset((uint8, uint16, uint32, uint64, uint4, uint2))
 _REF_OF = {d: DType(d._enum + 100, d._name + "_ref", d._np, base=d) for d in _ALL}
 globals().update({r.name: r for r in _REF_OF.values()})  # TF's dtypes.float32_ref, ...
 _BY_ENUM = {d.as_datatype_enum: d for d in (*_ALL, *_REF_OF.values())}
@@ -549,6 +560,17 @@ bool = bool_  # noqa: A001
 
 
 _TF_FUNCTIONS = ("as_string", "cast", "complex", "saturate_cast")
+
+# tf.dtypes.experimental: where TF 2.21 lists its narrow types (tf.experimental too).
+EXPERIMENTAL_NAMES = (
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
+    "int4", "uint4", "int2", "uint2", "float4_e2m1fn",
+)  # fmt: skip
+experimental = types.ModuleType(
+    "asyncflow.dtypes.experimental", "TF's narrow types (tf.dtypes.experimental)."
+)
+for _name in EXPERIMENTAL_NAMES:
+    setattr(experimental, _name, globals()[_name])
 
 
 def __getattr__(name: str):

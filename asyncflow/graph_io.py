@@ -87,6 +87,8 @@ _IMPORT_PRODUCER: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 def importing_producer() -> int | None:
     """The producer version of the GraphDef being imported now, else None."""
     return _IMPORT_PRODUCER.get()
+
+
 # A TensorProto may give fewer values than its shape holds (the last one repeats); a
 # file could so ask for any size.  Fills past this many elements are refused.
 MAX_FILL_ELEMENTS = 1 << 28
@@ -135,8 +137,16 @@ def shape_from_proto(p: TensorShapeProto) -> tensor_shape.TensorShape:
 # NumPy array it is given.)
 _CONTENT_DTYPES = frozenset(
     ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-     "uint8", "uint16", "uint32", "uint64", "qint8", "quint8", "qint16", "quint16", "qint32")
+     "uint8", "uint16", "uint32", "uint64", "qint8", "quint8", "qint16", "quint16", "qint32",
+     "float8_e5m2", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e4m3b11fnuz",
+     "float8_e5m2fnuz", "float4_e2m1fn")
 )  # fmt: skip
+# TF 2.21 writes a single narrow float (a scalar, or one value filling a shape) as its
+# byte in float8_val, except the fnuz kinds, which its make_tensor_proto refuses; the
+# 4- and 2-bit integers always go to int_val, one value per element.
+_FLOAT8_VAL_DTYPES = frozenset(("float8_e5m2", "float8_e4m3fn", "float4_e2m1fn"))
+_NO_TYPED_FIELD = frozenset(("float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2fnuz"))
+_NARROW_INTS = frozenset(("int4", "uint4", "int2", "uint2"))
 _LISTED: dict[int, np.ndarray] = {}
 
 
@@ -218,6 +228,10 @@ _TYPED_FIELDS = {  # dtype name -> the TensorProto field TF writes its values to
     "uint32": "uint32_val",
     "uint64": "uint64_val",
     "bool": "bool_val",
+    "int4": "int_val",
+    "uint4": "int_val",
+    "int2": "int_val",
+    "uint2": "int_val",
 }
 
 
@@ -237,7 +251,13 @@ def _typed_values(values: np.ndarray, dt, out) -> bool:
         pairs[:, 0], pairs[:, 1] = values.real, values.imag
         field.extend(pairs.reshape(-1).tolist())
     elif name in _TYPED_FIELDS:
+        if name in _NARROW_INTS:  # (their NumPy scalars are not Python ints)
+            values = values.astype(np.int64)
         getattr(out, _TYPED_FIELDS[name]).extend(values.tolist())
+    elif name in _FLOAT8_VAL_DTYPES:
+        out.float8_val = np.ascontiguousarray(values).view(np.uint8).tobytes()
+    elif name in _NO_TYPED_FIELD:
+        raise TypeError(f"Element type not supported in TensorProto: {name}.")
     else:
         return False
     return True
@@ -326,6 +346,8 @@ def _typed_vals(p: TensorProto, dt: dtypes.DType) -> np.ndarray:
     np_dt = dt.as_numpy_dtype
     if p.half_val:  # IEEE half / bfloat16 bit patterns
         return np.asarray(p.half_val, np.uint32).astype(np.uint16).view(np_dt)
+    if p.float8_val:  # one byte per value
+        return np.frombuffer(p.float8_val, np.uint8).view(np_dt).copy()
     if p.scomplex_val or p.dcomplex_val:
         flat = np.asarray(p.scomplex_val or p.dcomplex_val, np.float64)
         if flat.size % 2:

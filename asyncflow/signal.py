@@ -27,19 +27,9 @@ from asyncflow.ops import (
     reduction_ops,
     slicing_ops,
 )
-from asyncflow.ops.fft_ops import (
-    fft,
-    fft2d,
-    fft3d,
-    fftnd,
-    ifft,
-    ifft2d,
-    ifft3d,
-    ifftnd,
-    irfftnd,
-    rfftnd,
-)
+from asyncflow.ops.fft_ops import fft, fft2d, fft3d, ifft, ifft2d, ifft3d
 from asyncflow.ops.gradient_ops import unsorted_segment_sum
+from asyncflow.signal_fftnd import fftnd, ifftnd, irfftnd, rfftnd
 
 __all__ = [
     "fft", "ifft", "fft2d", "ifft2d", "fft3d", "ifft3d", "fftnd", "ifftnd", "rfftnd",

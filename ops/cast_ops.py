@@ -6,7 +6,8 @@ Split out of `math_ops`, which imports this module (registering Cast) and re-exp
 
 Invariants:
 - Floats cast to integers truncate toward zero and complex to real keeps the real part,
-  as TF's Cast does; casts to or from string raise UnimplementedError at run time.
+  as TF's Cast does; casts to or from string, and the narrow-type casts TF's CPU kernel
+  lacks (`_cast_supported`), raise UnimplementedError at run time.
 - The constant folder computes exactly what the kernel would, so shape functions can
   read cast shape tensors (`tf.cast(tf.shape(x), tf.float32)`) at build time.
 """
@@ -32,6 +33,8 @@ __all__ = ["cast", "to_float", "to_double", "to_int32", "to_int64"]
 
 def _cast_value(xp, x, src: dtypes.DType, dst: dtypes.DType):
     x = xp.asarray(x)
+    if src in _INT4 or dst in _INT4:
+        return _cast_int4(xp, x, dst)
     if src.is_complex and not dst.is_complex:
         x = xp.real(x)  # TF keeps the real part
     # astype truncates floats toward zero (C's conversion), as TF's Cast does.
@@ -41,6 +44,42 @@ def _cast_value(xp, x, src: dtypes.DType, dst: dtypes.DType):
         top = dst.as_numpy_dtype(1 << (dst.size * 8 - 1))
         out = xp.where(xp.isposinf(x), top, out)
     return out
+
+
+# TF 2.21's CPU Cast for the narrow types (recorded): the two OCP float8s convert from
+# the wide floats and each other and to every wide type; int4/uint4 convert only to and
+# from integers; the fnuz float8s, float4_e2m1fn and int2/uint2 do not convert at all.
+_F8 = frozenset((dtypes.float8_e5m2, dtypes.float8_e4m3fn))
+_INT4 = frozenset((dtypes.int4, dtypes.uint4))
+_NO_CAST = frozenset(
+    (dtypes.float8_e4m3fnuz, dtypes.float8_e5m2fnuz, dtypes.float8_e4m3b11fnuz,
+     dtypes.float4_e2m1fn, dtypes.int2, dtypes.uint2)
+)  # fmt: skip
+_WIDE_FLOATS = frozenset((dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64))
+
+
+def _cast_int4(xp, x, dst: dtypes.DType):
+    # ml_dtypes' 4-bit integers refuse some casts (int4 -> uint4) and do not wrap; TF
+    # keeps the low bits, as C's conversion to a narrower integer does.
+    wide = x.astype(np.int64)
+    if dst not in _INT4:
+        return wide.astype(dst.as_numpy_dtype)
+    low = wide & 0xF
+    if dst == dtypes.int4:
+        low = xp.where(low >= 8, low - 16, low)
+    return low.astype(np.int8).astype(dst.as_numpy_dtype)
+
+
+def _cast_supported(src: dtypes.DType, dst: dtypes.DType) -> bool:
+    if src == dst:
+        return True
+    if dtypes.string in (src, dst) or src in _NO_CAST or dst in _NO_CAST:
+        return False
+    if dst in _F8 and src not in _WIDE_FLOATS | _F8:
+        return False
+    if (src in _INT4 or dst in _INT4) and not (src.is_integer and dst.is_integer):
+        return False
+    return True
 
 
 Cast = register_op(
@@ -57,7 +96,7 @@ async def _cast(ctx, x):
     src, dst = ctx.attrs["SrcT"], ctx.attrs["DstT"]
     if src == dst:
         return x
-    if dtypes.string in (src, dst):
+    if not _cast_supported(src, dst):
         raise errors.UnimplementedError(
             None, None, f"Cast {src.name} to {dst.name} is not supported"
         )
@@ -69,7 +108,7 @@ def _fold_cast(t):
     if value is None:
         return None
     src, dst = t.op._attr("SrcT"), t.op._attr("DstT")
-    if dtypes.string in (src, dst) and src != dst:
+    if not _cast_supported(src, dst):
         return None
     return _quiet(np, _cast_value, np, value, src, dst)
 

@@ -409,6 +409,8 @@ dso._register(
     None,
     _window_op,
 )
+
+
 def _captures_of(*funcs: str) -> tuple[list, dict]:
     """TF's inputs and type attrs for the captured values of each named function."""
     inputs = [f"{f}_other_arguments: T{f}_other_arguments" for f in funcs]
@@ -580,7 +582,9 @@ def csv_records(data: bytes, quote: bool) -> list[bytes]:
 class CsvRecords(pl.DatasetValue):
     """TF's CSVDataset: typed fields of each record of each file, in order."""
 
-    def __init__(self, filenames, compression, header, delim, quote, na, select, defaults):
+    def __init__(
+        self, filenames, compression, header, delim, quote, na, select, defaults, exclude=()
+    ):
         from asyncflow.ops import parsing_ops
 
         self._split, self._number = parsing_ops._split_csv, parsing_ops._parse_number
@@ -599,6 +603,14 @@ class CsvRecords(pl.DatasetValue):
                 "Expect as many record defaults as selected columns: "
                 f"{len(self.defaults)} vs {len(self.select)}"
             )
+        self.exclude = [int(c) for c in np.ravel(exclude)]
+        if self.exclude and self.select:
+            raise _bad("Either select_cols or exclude_cols should be empty")
+        if any(a >= b for a, b in zip(self.exclude, self.exclude[1:])):
+            raise _bad("exclude_cols should be strictly increasing indices")
+        if self.exclude and self.exclude[0] < 0:
+            raise _bad("exclude_cols should be non-negative indices")
+        self.exclude = frozenset(self.exclude)
 
     def _element(self, record: bytes, types) -> tuple:
         fields = self._split(record, self.delim, self.quote, 0) if record else [b""]
@@ -606,6 +618,10 @@ class CsvRecords(pl.DatasetValue):
         if self.select:
             picked = [fields[c] for c in self.select if c < len(fields)]
             fields = picked
+        elif self.exclude:
+            fields = [f for i, f in enumerate(fields) if i not in self.exclude]
+            if len(fields) > want:  # (TF's wording when columns were dropped)
+                raise _bad(f"Expect {want} fields but have more in record")
         if len(fields) != want:
             raise _bad(f"Expect {want} fields but have {len(fields)} in record")
         out = []
@@ -639,6 +655,21 @@ class CsvRecords(pl.DatasetValue):
 async def _csv(
     ctx, filenames, compression, buffer_size, header, delim, quote, na, select, *defaults
 ):
+    return _csv_records(ctx, filenames, compression, header, delim, quote, na, select, defaults)
+
+
+async def _csv_v2(
+    ctx, filenames, compression, buffer_size, header, delim, quote, na, select, *rest
+):
+    *defaults, exclude = rest
+    return _csv_records(
+        ctx, filenames, compression, header, delim, quote, na, select, defaults, exclude
+    )
+
+
+def _csv_records(
+    ctx, filenames, compression, header, delim, quote, na, select, defaults, exclude=()
+):
     types = ctx.attrs["output_types"]
     defaults = [
         np.asarray(d, dtype=object) if t == dtypes.string else np.asarray(d, t.as_numpy_dtype)
@@ -654,26 +685,25 @@ async def _csv(
             dso._str(na).encode(),
             select,
             defaults,
+            exclude,
         )
     )
 
 
-dso._register(
-    "CSVDataset",
-    [
-        "filenames: string",
-        "compression_type: string",
-        "buffer_size: int64",
-        "header: bool",
-        "field_delim: string",
-        "use_quote_delim: bool",
-        "na_value: string",
-        "select_cols: int64",
-        "record_defaults: output_types",
-    ],
-    None,
-    _csv,
-)
+_CSV_INPUTS = [
+    "filenames: string",
+    "compression_type: string",
+    "buffer_size: int64",
+    "header: bool",
+    "field_delim: string",
+    "use_quote_delim: bool",
+    "na_value: string",
+    "select_cols: int64",
+    "record_defaults: output_types",
+]
+dso._register("CSVDataset", _CSV_INPUTS, None, _csv)
+# TF 2.x's form (what tf.compat.v1's CsvDataset builds): exclude_cols comes last.
+dso._register("CSVDatasetV2", [*_CSV_INPUTS, "exclude_cols: int64"], None, _csv_v2)
 
 
 # -- SparseTensor components -------------------------------------------------------------------

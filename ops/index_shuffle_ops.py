@@ -140,8 +140,13 @@ async def _random_index_shuffle(ctx, index, seed, max_index):
     idx = np.broadcast_to(index.astype(np.uint64), (n,)).copy()
     top = np.broadcast_to(max_index.astype(np.uint64), (n,)).copy()
     words = np.broadcast_to(seed.reshape(-1, 3), (n, 3)).astype(np.uint32).astype(np.uint64)
+    # TF's checks, in TF's order, on the values as given (before the unsigned casts)
+    flat_max = np.ravel(max_index)
+    if flat_max.dtype.kind == "i" and np.any(flat_max < 0):
+        raise _invalid(f"max_index must be >= 0 but was {int(flat_max[flat_max < 0][0])}")
     if np.any(idx > top):
-        raise _invalid("index must be at most max_index")
+        k = int(np.argmax(idx > top))
+        raise _invalid(f"max_index must be >= index, but {int(top[k])} < {int(idx[k])}")
     out = await ctx.device.compute(index_shuffle, idx, words, top, rounds)
     out = out.astype(dtype)
     all_scalar = index.ndim == 0 and seed.ndim == 1 and max_index.ndim == 0

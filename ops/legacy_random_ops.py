@@ -93,6 +93,11 @@ StatelessShuffle = register_op(
 
 @StatelessShuffle.kernel("CPU", host_memory=("key", "counter", "alg"))
 async def _stateless_shuffle(ctx, value, key, counter, alg):
+    if np.ndim(counter) != 1 or np.shape(counter)[0] < 2:  # TF checks this before alg
+        raise errors.InvalidArgumentError(
+            None, None, "counter must be a vector with length at least 2; got shape: "
+            f"{list(np.shape(counter))}. (Note that batched counters are not supported yet.)"
+        )  # fmt: skip
     key, counter = stateless_random_ops._key_counter_of_tensors(key, counter, alg)
     value = np.asarray(value)
     if value.ndim == 0 or value.shape[0] <= 1:

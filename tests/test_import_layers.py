@@ -124,6 +124,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "framework_extras",
             "signal",
             "signal_mdct",
+            "signal_fftnd",
             "nn_sparse_extras",
             "tf1_extras",
             "rnn_extras",

@@ -1,6 +1,6 @@
 """CSV input pipelines: `tf.data.experimental.CsvDataset` and `make_csv_dataset` (TF1's
 `tf.compat.v1.data.experimental` forms; the records are parsed by ops/dataset_more.py's
-CSVDataset stage).
+CSVDatasetV2 stage, TF 2.x's form with exclude_cols).
 
 `make_csv_dataset` reads, when the graph is built, what TF reads then: the header row
 of every file (the column names, which must agree) and, without `column_defaults`, the
@@ -19,26 +19,26 @@ import numpy as np
 
 from asyncflow import dtypes, gfile
 from asyncflow import graph as ops
-from asyncflow.data.dataset import AUTOTUNE, Dataset, _filenames, _i64
+from asyncflow.data.dataset import AUTOTUNE, Dataset, _i64
 from asyncflow.data.structure import _Spec
 from asyncflow.ops import dataset_ops
 
-__all__ = ["CsvDataset", "make_csv_dataset"]
+__all__ = ["CsvDataset", "CsvDatasetV1", "CsvDatasetV2", "make_csv_dataset"]
 
 _TYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.string)
 
 
-def _default(d) -> ops.Tensor:
+def _default(d, name=None) -> ops.Tensor:
     """A record default as TF converts it: [0] int32, [0.0] float32, [""] string; an
     empty tensor marks a required column."""
     if isinstance(d, ops.Tensor):
         t = d
     elif isinstance(d, np.ndarray):
-        t = ops.convert_to_tensor(d)
+        t = ops.convert_to_tensor(d, name=name)
     elif isinstance(d, (list, tuple)):
-        t = ops.convert_to_tensor(d if len(d) else np.zeros(0, np.float32))
+        t = ops.convert_to_tensor(d if len(d) else np.zeros(0, np.float32), name=name)
     else:
-        t = ops.convert_to_tensor([d])
+        t = ops.convert_to_tensor([d], name=name)
     if t.dtype.base_dtype not in _TYPES:
         raise TypeError(
             f"Unsupported type for record_defaults: {t.dtype.name} (one of float32, "
@@ -47,8 +47,9 @@ def _default(d) -> ops.Tensor:
     return t
 
 
-class CsvDataset(Dataset):
-    """The records of CSV files, each a tuple of one scalar per (selected) column.
+class CsvDatasetV2(Dataset):
+    """The records of CSV files, each a tuple of one scalar per (selected or not
+    excluded) column: TF 2's class, which TF's compat.v1 CsvDataset wraps.
 
     Raises (at run time): InvalidArgumentError for a record with the wrong number of
     fields, an unparsable number or a missing required field; NotFoundError for a file
@@ -66,35 +67,78 @@ class CsvDataset(Dataset):
         use_quote_delim=True,
         na_value="",
         select_cols=None,
+        exclude_cols=None,
     ):
-        with ops.name_scope("CSVDataset"):
-            defaults = [_default(d) for d in record_defaults]
-            if select_cols is not None:
-                cols = [int(c) for c in select_cols]
-                if any(a >= b for a, b in zip(cols, cols[1:])):
-                    raise ValueError("select_cols is not strictly increasing.")
-                if cols and cols[0] < 0:
-                    raise ValueError("select_cols contains negative values.")
-                if len(cols) != len(defaults):
-                    raise ValueError("Length of select_cols and record_defaults do not match.")
-            else:
-                cols = []
-            types = [d.dtype.base_dtype for d in defaults]
-            super().__init__(None, tuple(_Spec(t, []) for t in types))
-            inputs = [
-                _filenames(filenames),
-                ops.convert_to_tensor(compression_type or "", dtype=dtypes.string),
-                _i64(buffer_size or 0, "buffer_size"),
-                ops.convert_to_tensor(bool(header), dtype=dtypes.bool),
-                ops.convert_to_tensor(field_delim, dtype=dtypes.string),
-                ops.convert_to_tensor(bool(use_quote_delim), dtype=dtypes.bool),
-                ops.convert_to_tensor(na_value, dtype=dtypes.string),
-                ops.convert_to_tensor(np.asarray(cols, np.int64), dtype=dtypes.int64),
-                defaults,
-            ]
-            self._variant = dataset_ops.dataset_op(
-                "CSVDataset", inputs, self._out_attrs(), name="CSVDataset"
-            )
+        # TF 2.21 builds this (graph names included, no name scope) as one CSVDatasetV2
+        # op; select_cols together with exclude_cols fails when the op runs, as there.
+        defaults = [_default(d, f"record_defaults_{k}") for k, d in enumerate(record_defaults)]
+        if select_cols is not None:
+            cols = [int(c) for c in select_cols]
+            if any(a >= b for a, b in zip(cols, cols[1:])):
+                raise ValueError("select_cols is not strictly increasing.")
+            if cols and cols[0] < 0:
+                raise ValueError("select_cols contains negative values.")
+            if len(cols) != len(defaults):
+                raise ValueError("Length of select_cols and record_defaults do not match.")
+        else:
+            cols = []
+        types = [d.dtype.base_dtype for d in defaults]
+        super().__init__(None, tuple(_Spec(t, []) for t in types))
+        excluded = [] if exclude_cols is None else [int(c) for c in exclude_cols]
+
+        def const(value, dtype, name):
+            return ops.convert_to_tensor(value, dtype=dtype, name=name)
+
+        inputs = [
+            const(filenames, dtypes.string, "filenames"),
+            const(compression_type or "", dtypes.string, "compression_type"),
+            _i64(buffer_size or 0, "buffer_size"),
+            const(bool(header), dtypes.bool, "header"),
+            const(field_delim, dtypes.string, "field_delim"),
+            const(bool(use_quote_delim), dtypes.bool, "use_quote_delim"),
+            const(na_value, dtypes.string, "na_value"),
+            const(np.asarray(cols, np.int64), dtypes.int64, "select_cols"),
+            defaults,
+            const(np.asarray(excluded, np.int64), dtypes.int64, "exclude_cols"),
+        ]
+        self._variant = dataset_ops.dataset_op(
+            "CSVDatasetV2", inputs, self._out_attrs(), name="CSVDatasetV2"
+        )
+
+
+class CsvDatasetV1(CsvDatasetV2):
+    """`tf.compat.v1.data.experimental.CsvDataset`: TF 2's class without exclude_cols.
+
+    TF 2.21's compat.v1 class documents exclude_cols but its constructor does not take
+    it (a TypeError naming CsvDatasetV1.__init__), so TF1 programs never pass it.
+    """
+
+    def __init__(
+        self,
+        filenames,
+        record_defaults,
+        compression_type=None,
+        buffer_size=None,
+        header=False,
+        field_delim=",",
+        use_quote_delim=True,
+        na_value="",
+        select_cols=None,
+    ):
+        super().__init__(
+            filenames,
+            record_defaults,
+            compression_type,
+            buffer_size,
+            header,
+            field_delim,
+            use_quote_delim,
+            na_value,
+            select_cols,
+        )
+
+
+CsvDataset = CsvDatasetV1
 
 
 # -- make_csv_dataset ----------------------------------------------------------------------

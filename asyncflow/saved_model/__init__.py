@@ -28,6 +28,8 @@ from asyncflow.saved_model.constants import (
 )
 from asyncflow.saved_model.loader import contains_saved_model, load, maybe_saved_model_directory
 from asyncflow.saved_model.main_op import main_op_with_restore
+from asyncflow.saved_model.method_name_updater import MethodNameUpdater
+from asyncflow.saved_model.save_options import Asset, SaveOptions
 from asyncflow.saved_model.signature_constants import (
     CLASSIFY_INPUTS,
     CLASSIFY_METHOD_NAME,
@@ -51,7 +53,13 @@ from asyncflow.saved_model.signature_def_utils import (
 from asyncflow.saved_model.tag_constants import EVAL, GPU, SERVING, TPU, TRAINING
 from asyncflow.saved_model.utils import build_tensor_info, get_tensor_from_tensor_info
 
+# TF lists it in signature_def_utils; it reads SavedModels through the loader, which
+# (through the builder) imports signature_def_utils, so it is attached here.
+signature_def_utils.MethodNameUpdater = MethodNameUpdater
+
 __all__ = [
+    "Asset",
+    "SaveOptions",
     "builder",
     "constants",
     "contains_saved_model",

@@ -91,11 +91,21 @@ class Optimizer:
     GATE_OP = 1
     GATE_GRAPH = 2
 
-    def __init__(self, use_locking: bool, name: str):
+    def __init__(
+        self, use_locking: bool, name: str, use_own_namescope_for_non_slot_vars: bool = False
+    ):
         if not name:
             raise ValueError("Must specify the optimizer name")
         self._use_locking = use_locking
         self._name = name
+        self._use_own_namescope_for_non_slot_vars = use_own_namescope_for_non_slot_vars
+        if use_own_namescope_for_non_slot_vars:
+            # As TF: the scope is fixed here, in the graph and variable scope current
+            # at construction ("Adam", "Adam_1" for a second one, "outer/Adam"), so the
+            # non-slot variables' checkpoint names do not depend on where
+            # apply_gradients is later called.
+            with variable_scope.variable_scope(None, default_name=name) as vs:
+                self._non_slot_variable_scope = vs
         self._slots: dict[str, dict] = {}
         self._non_slot_dict: dict = {}
 
@@ -193,11 +203,16 @@ class Optimizer:
         self._assert_valid_dtypes([v for g, v in grads_and_vars if g is not None])
         return grads_and_vars
 
-    def apply_gradients(self, grads_and_vars, global_step=None, name=None) -> ops.Operation:
+    def apply_gradients(
+        self, grads_and_vars, global_step=None, name=None, skip_gradients_aggregation=False
+    ) -> ops.Operation:
         """Build the update ops; with `global_step`, increment it after all updates.
 
         Returns the op that applies every update (named `name`, default the
-        optimizer's name) and adds it to the TRAIN_OP collection.
+        optimizer's name) and adds it to the TRAIN_OP collection. Under a distribution
+        strategy the gradients are summed over replicas first, unless
+        `skip_gradients_aggregation` (the caller aggregated them itself); without one
+        it changes nothing, as in TF.
 
         Raises:
           TypeError: a gradient is neither a Tensor, IndexedSlices nor None.
@@ -206,7 +221,8 @@ class Optimizer:
         grads_and_vars = tuple(grads_and_vars)
         if not grads_and_vars:
             raise ValueError("No variables provided.")
-        if distribute_lib.has_strategy():  # TF1's path: gradients summed over replicas
+        if distribute_lib.has_strategy() and not skip_gradients_aggregation:
+            # TF1's path: gradients summed over replicas
             return apply_gradients_in_replica(self, grads_and_vars, global_step, name)
         converted = []
         for g, v in grads_and_vars:
@@ -362,12 +378,24 @@ class Optimizer:
                 else graph.colocate_with(colocate_with.op)
             )
             with graph.as_default(), colocate:
-                v = Variable(
-                    initial_value,
-                    name=name,
-                    trainable=False,
-                    use_resource=_is_resource(colocate_with),
-                )
+                if self._use_own_namescope_for_non_slot_vars:
+                    # From the root name scope, re-entering the scope fixed at
+                    # construction: "Adam/beta1_power" wherever this runs.
+                    with ops.name_scope(""):
+                        with variable_scope.variable_scope(self._non_slot_variable_scope):
+                            v = variable_scope.get_variable(
+                                name,
+                                initializer=initial_value,
+                                trainable=False,
+                                use_resource=_is_resource(colocate_with),
+                            )
+                else:
+                    v = Variable(
+                        initial_value,
+                        name=name,
+                        trainable=False,
+                        use_resource=_is_resource(colocate_with),
+                    )
             self._non_slot_dict[key] = v
         return v
 

@@ -292,8 +292,9 @@ class AdamOptimizer(Optimizer):
         epsilon=1e-8,
         use_locking=False,
         name="Adam",
+        use_own_namescope_for_non_slot_vars=False,
     ):
-        super().__init__(use_locking, name)
+        super().__init__(use_locking, name, use_own_namescope_for_non_slot_vars)
         self._lr = learning_rate
         self._beta1 = beta1
         self._beta2 = beta2
