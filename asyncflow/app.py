@@ -4,7 +4,8 @@ ones tolerated.
 absl's runner handles `--help`/`--helpfull`/`--only_check_args`, installs absl's
 logging handler, calls `main(argv)` with argv[0] and the arguments no flag consumed (an
 undefined `--flag` is passed on to main rather than refused), and exits with main's
-result.  A value that does not parse stops the program with absl's usage message.
+result.  A value that does not parse raises absl's IllegalFlagValueError out of `run`,
+as TF's tolerant parser lets it.
 """
 
 from __future__ import annotations

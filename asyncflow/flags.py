@@ -25,11 +25,13 @@ from absl.flags import *  # noqa: F403  (TF1's tf.flags is absl's module, re-exp
 _absl.disclaim_key_flags()
 
 
-def _define_logging_flags() -> None:
+def _define_logging_flags(flag_values) -> None:
     """absl.logging's flags (--logtostderr, --verbosity, ...), which TF1's command lines
-    may carry: importing it defines them.  Done only when flags are parsed, since the
-    import also sets up absl's logging handler."""
-    from absl import logging  # noqa: F401
+    may carry, when the global FLAGS (where they live) is parsed: importing absl.logging
+    defines them.  Not earlier, since the import also makes absl's logging handler,
+    which keeps the stderr of that moment."""
+    if flag_values is _absl.FLAGS:
+        from absl import logging  # noqa: F401
 
 
 _OLD_KEYWORDS = {"flag_name": "name", "default_value": "default", "docstring": "help"}
@@ -75,7 +77,7 @@ class _AutoParsingFlagValues:
     def __getattr__(self, name):
         wrapped = self.__dict__["_wrapped"]
         if not wrapped.is_parsed():
-            _define_logging_flags()
+            _define_logging_flags(wrapped)
             wrapped(sys.argv)
         return getattr(wrapped, name)
 
@@ -107,6 +109,7 @@ class _AutoParsingFlagValues:
         return str(self.__dict__["_wrapped"])
 
     def __call__(self, *args, **kwargs):
+        _define_logging_flags(self.__dict__["_wrapped"])
         return self.__dict__["_wrapped"](*args, **kwargs)
 
 
