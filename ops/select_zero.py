@@ -84,14 +84,7 @@ def _zero_fill(view, z) -> bool:
     src = view.nodes[z.inputs[1][0]].op
     if src.type != "Const" or src is not z.op.inputs[1].op:
         return False  # (a value fed or received: not known here)
-    value = graph.constant_value(z.op.inputs[1])
-    return (
-        isinstance(value, np.ndarray)
-        and value.shape == ()
-        and value.dtype.kind in "fiu"
-        and value == 0
-        and not np.signbit(value)
-    )
+    return _plus_zero(z.op.inputs[1])
 
 
 def _zero_scalar(view, z, dtype) -> bool:
@@ -99,7 +92,12 @@ def _zero_scalar(view, z, dtype) -> bool:
     its kept values against one: SelectV2(keep, x * scale, 0))."""
     if z.op.type != "Const" or z.op._outputs[0].dtype != dtype:
         return False
-    value = graph.constant_value(z.op._outputs[0])
+    return _plus_zero(z.op._outputs[0])
+
+
+def _plus_zero(t) -> bool:
+    """Whether tensor `t`'s known value is a numeric scalar +0 (not -0.0)."""
+    value = graph.constant_value(t)
     return (
         isinstance(value, np.ndarray)
         and value.shape == ()
