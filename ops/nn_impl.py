@@ -819,6 +819,8 @@ def _dropout(x, rate, noise_shape, uniform_sampler, name, default_name):
             )
         if is_number and rate == 0:
             return x
+        if not is_number and callable(getattr(rate, "read_value", None)):
+            rate = ops.convert_to_tensor(rate)  # a Variable rate is a tensor, as in TF
         if not isinstance(rate, ops.Tensor):
             if not is_number:
                 raise ValueError(

@@ -342,3 +342,13 @@ def test_dataset_constructors_take_tf2_keywords(tmp_path):
     assert fixed.output_types == tf.string
     r = tf.data.experimental.RandomDataset(3, rerandomize_each_iteration=True, name="q")
     assert r.output_types == tf.int64
+
+
+def test_dropout_rate_may_be_a_variable():
+    # TF takes any tensor-like rate (a Variable too), divided out as x / (1 - rate).
+    r = tf.Variable(0.5)
+    d = tf.nn.dropout(tf.ones([2, 1000]), rate=r, seed=1)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        v = s.run(d)
+    assert set(np.unique(v).tolist()) == {0.0, 2.0} and 0.4 < (v == 0).mean() < 0.6
