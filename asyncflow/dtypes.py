@@ -323,17 +323,27 @@ def _flatten(value: Any, out: list[Any]) -> tuple[int, ...]:
     return ()
 
 
-def _leaf_dtype(leaf: Any) -> DType:
+def _leaf_dtype(leaf: Any, value: Any) -> DType:
     if isinstance(leaf, np.ndarray | np.generic):
         return as_dtype(leaf.dtype)
     for py_type in (builtins.bool, int, float, complex, str, bytes):
         if isinstance(leaf, py_type):
             return _BY_PY[py_type]
-    raise TypeError(f"Failed to convert object of type {type(leaf)} to Tensor: {leaf!r}")
+    raise _unconvertible(value)
+
+
+def _unconvertible(value: Any) -> TypeError:
+    """TF's error for a value with an element no tensor holds (an object, a dict, a
+    RaggedTensor or SparseTensor given to a dense op): it names the whole value."""
+    return TypeError(
+        f"Failed to convert elements of {value!r} to Tensor. Consider casting elements to a "
+        "supported type. See https://www.tensorflow.org/api_docs/python/tf/dtypes for "
+        "supported TF dtypes."
+    )
 
 
 def _python_dtype(leaves: list[Any], value: Any = None) -> DType:
-    kinds = {_leaf_dtype(leaf) for leaf in leaves}
+    kinds = {_leaf_dtype(leaf, value) for leaf in leaves}
     if not kinds:
         return float32  # tf.constant([]) is float32
     if len(kinds) == 1:
@@ -403,8 +413,13 @@ def _string_array(value: Any) -> np.ndarray:
     return out
 
 
-def _check_python_cast(leaves: list[Any], dtype: DType) -> None:
+def _check_python_cast(leaves: list[Any], dtype: DType, value: Any = None) -> None:
     """Rejects Python values the target dtype cannot hold exactly, as TF does."""
+    for leaf in leaves:
+        # (a composite tensor, SparseTensor or RaggedTensor, gets TF's wording for
+        # unconvertible elements; other objects TF's "Expected <dtype>" below)
+        if hasattr(leaf, "dense_shape") or hasattr(leaf, "flat_values"):
+            raise _unconvertible(value)
     if dtype.is_integer or dtype.is_bool:
         for leaf in leaves:
             ok = isinstance(leaf, int | np.integer | np.bool_)
@@ -467,7 +482,7 @@ def convert_to_numpy(value: Any, dtype: Any = None) -> np.ndarray:
             for leaf in leaves:
                 _to_bytes(leaf)
         else:
-            _check_python_cast(leaves, target)
+            _check_python_cast(leaves, target, value)
     if target == string:
         return _string_array(value)
     if any(isinstance(leaf, str | bytes) for leaf in leaves):

@@ -129,8 +129,15 @@ def reduce_logsumexp(
     """log(sum(exp(x))) over `axis`, computed stably (max subtracted first)."""
     axis = reduction_indices if axis is None else axis
     keep = bool(keepdims if keepdims is not None else keep_dims)
+    ragged = ragged_functions.is_ragged(input_tensor)
+    if ragged and axis is None:  # all of its values: their own logsumexp, TF's shape
+        out = reduce_logsumexp(input_tensor.flat_values, None, keep, name)
+        if keep:
+            for _ in range(input_tensor.shape.ndims - input_tensor.flat_values.shape.ndims):
+                out = array_ops.expand_dims(out, -1)
+        return out
     with ops.name_scope(name, "ReduceLogSumExp", [input_tensor]):
-        x = _t(input_tensor, "input_tensor")
+        x = input_tensor if ragged else _t(input_tensor, "input_tensor")
         m = reduction_ops.reduce_max(x, axis, keepdims=True)
         finite = math_ops.less(math_ops.abs(m), np.inf)  # an all -inf row keeps 0 as shift
         m = stop_gradient(_select(finite, m, array_ops.zeros_like(m)))
@@ -159,6 +166,8 @@ def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
     Raises:
       TypeError: an integer input.
     """
+    if ragged_functions.is_ragged(input_tensor):
+        return _ragged_variance(input_tensor, axis, keepdims, name)
     with ops.name_scope(name, "reduce_variance", [input_tensor]):
         x = _t(input_tensor, "input_tensor")
         _real_or_complex(x)
@@ -172,12 +181,26 @@ def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
         return reduction_ops.reduce_mean(sq, axis, keepdims=keepdims)
 
 
+def _ragged_variance(x, axis, keepdims, name):
+    """TF's variance of a RaggedTensor: mean(x^2) - mean(x)^2, at least 0 (integers as
+    float64 through the ragged mean's division)."""
+    if x.dtype.is_complex:
+        raise ValueError("reduce_variance is not supported for RaggedTensors with complex dtypes.")
+    with ops.name_scope(name, "RaggedReduceVariance", []):
+        mean_of_square = reduction_ops.reduce_mean(math_ops.square(x), axis, keepdims=keepdims)
+        mean = reduction_ops.reduce_mean(x, axis, keepdims=keepdims)
+        return math_ops.maximum(mean_of_square - math_ops.square(mean), 0)
+
+
 def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
     """The square root of `reduce_variance` (real for complex input).
 
     Raises:
       TypeError: an integer input.
     """
+    if ragged_functions.is_ragged(input_tensor):
+        with ops.name_scope(name, "RaggedReduceStd", []):
+            return math_ops.sqrt(_ragged_variance(input_tensor, axis, keepdims, None))
     with ops.name_scope(name, "reduce_std", [input_tensor]):
         x = _t(input_tensor, "input_tensor")
         _real_or_complex(x)
@@ -365,6 +388,10 @@ def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=dtypes.int
     Raises:
       InvalidArgumentError: (when run) a negative value in `arr`.
     """
+    if ragged_functions.is_ragged(arr):  # (TF's dispatch: the flat values counted)
+        arr = arr.flat_values
+        if ragged_functions.is_ragged(weights):
+            weights = weights.flat_values
     with ops.name_scope(name, "bincount", [arr, weights]):
         a = _t(arr, "arr")
         if a.dtype not in (dtypes.int32, dtypes.int64):  # (TF keeps int64 values as such)

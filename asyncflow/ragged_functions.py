@@ -2,7 +2,9 @@
 map_flat_values, cross, cross_hashed, placeholder, row_splits_to_segment_ids,
 segment_ids_to_row_splits) and what TF's dense ops do when given a RaggedTensor
 (TF "dispatches" them here): element-wise math on the flat values, reductions over
-ragged axes, gather of rows, where.
+ragged axes (reduce_join too), gather (of rows, along inner axes, with batch_dims),
+where (and its coordinates), split, dynamic_partition, reshape, matmul, cumsum, and
+TF's text of a RaggedTensor for tf.strings.format.
 
 Like `ragged.py` this module builds ops directly (`apply_op`) and imports no op family,
 so the op families' builders can hand ragged arguments to it (`ops/math_ops.py`,
@@ -682,9 +684,13 @@ def _broadcast_dense(rt, dense):
 
 def where(condition, x=None, y=None, name=None, v2=False):
     """tf.where with ragged arguments: Select on the flat values (x and y given), or
-    the true positions (a ragged condition alone is its flat values' where)."""
+    the coordinates of the true values (the condition alone: int64 [num_true, rank], a
+    value's row, then its place in the row, as TF's)."""
     if x is None and y is None:
-        raise ValueError("asyncflow's ragged tf.where needs x and y")
+        with ops.name_scope(name, "RaggedWhere", []):
+            return _coordinate_where(condition)
+    if x is None or y is None:
+        raise ValueError("x and y must be either both None or both non-None")
     with ops.name_scope(name, "RaggedWhere", []):
         parts = [condition, x, y]
         rag = [p for p in parts if is_ragged(p)]
@@ -696,12 +702,53 @@ def where(condition, x=None, y=None, name=None, v2=False):
         return _rebuild(rag[0], splits, out)
 
 
-def gather(params, indices, name=None, axis=0):
+def _coordinate_where(condition):
+    if not is_ragged(condition):
+        return _op("Where", ops.convert_to_tensor(condition))
+    inner = _coordinate_where(condition.values)
+    first = inner[:, 0]
+    rows = _gather(_rowids_of(_cast(condition.row_splits, _I64)), first)
+    cols = first - _gather(_cast(condition.row_splits, _I64), rows)
+    expand = lambda t: _op("ExpandDims", t, _const(1, _I32))  # noqa: E731
+    return _concat([expand(rows), expand(cols), inner[:, 1:]], 1)
+
+
+def gather(params, indices, name=None, axis=0, batch_dims=0):
     """tf.gather with ragged params (rows at `indices`, of any rank: RaggedGather) or
-    ragged indices (params' rows at each index, in indices' partitions)."""
-    if axis not in (0, None):
-        raise ValueError("asyncflow's ragged tf.gather takes axis 0 only")
+    ragged indices (params' rows at each index, in indices' partitions); along an inner
+    axis, each row's items at `indices` (as TF's, an index is checked against the
+    values, not against its row); batch_dims equal to axis: row b's items at
+    indices[b].
+
+    Raises:
+      ValueError: axis < batch_dims, an axis out of range, a ragged axis above a dense
+        one, or what asyncflow does not gather (batch_dims below a greater axis;
+        ragged indices along an inner axis).
+    """
+    axis = 0 if axis is None else axis
+    if not is_ragged(params):
+        params = ops.convert_to_tensor(params, name="params")
+    rank = params.shape.ndims
+    if rank is not None:
+        if not -rank <= axis < rank:
+            raise ValueError(f"axis={axis} out of bounds: expected {-rank}<=axis<{rank}")
+        axis %= rank
+    if not is_ragged(indices):
+        indices = ops.convert_to_tensor(indices, name="indices")
+    if batch_dims < 0:
+        batch_dims += indices.shape.ndims
+    if axis < batch_dims:
+        raise ValueError("axis must be greater than or equal to batch_dims")
     with ops.name_scope(name, "RaggedGather", []):
+        if batch_dims:
+            if batch_dims != axis:
+                raise ValueError(
+                    "asyncflow's ragged tf.gather takes batch_dims 0 or equal to axis; got "
+                    f"axis={axis}, batch_dims={batch_dims}"
+                )
+            return _batch_gather(params, indices, batch_dims)
+        if axis:
+            return _axis_gather(params, indices, axis)
         if is_ragged(indices):
             if is_ragged(params):
                 inner = _gather_rows(params, _cast(indices.flat_values, params.row_splits.dtype))
@@ -709,19 +756,112 @@ def gather(params, indices, name=None, axis=0):
                 inner = _gather(ops.convert_to_tensor(params), indices.flat_values)
             return _rebuild(indices, list(indices.nested_row_splits), inner)
         indices = ops.convert_to_tensor(indices, name="indices")
-        splits = list(params.nested_row_splits)
-        rank = indices.shape.ndims
-        if rank is None:
-            raise ValueError("indices' rank must be known statically")
-        out = ops.apply_op(
-            "RaggedGather",
-            [splits, params.flat_values, indices],
-            {"OUTPUT_RAGGED_RANK": rank + len(splits) - 1},
-        ).outputs
-        result = out[-1]
-        for s in reversed(out[:-1]):
-            result = _from_splits(result, s)
-        return result
+        return _gather_any(params, indices)
+
+
+def _gather_any(values, positions):
+    """values' rows at positions of any rank (RaggedGather for ragged values)."""
+    if not is_ragged(values):
+        return _gather(values, positions)
+    splits = list(values.nested_row_splits)
+    rank = positions.shape.ndims
+    if rank is None:
+        raise ValueError("indices' rank must be known statically")
+    out = ops.apply_op(
+        "RaggedGather",
+        [splits, values.flat_values, positions],
+        {"OUTPUT_RAGGED_RANK": rank + len(splits) - 1},
+    ).outputs
+    result = out[-1]
+    for s in reversed(out[:-1]):
+        result = _from_splits(result, s)
+    return result
+
+
+def _as_rows(params, dtype):
+    """params as a RaggedTensor of one partition (a dense one's rows of uniform length)."""
+    if is_ragged(params):
+        return params
+    params = ops.convert_to_tensor(params, name="params")
+    return RaggedTensor.from_tensor(params, ragged_rank=1, row_splits_dtype=dtype)
+
+
+def _axis_gather(params, indices, axis):
+    """Row b's items at indices (any rank) for axis 1: the values at row_starts[b] +
+    indices, of shape [nrows] + indices' shape; deeper axes gather inside the values."""
+    if is_ragged(indices):
+        return _axis_gather_ragged(params, indices, axis)
+    if indices.shape.ndims is None:
+        raise ValueError("indices.shape.rank must be statically known.")
+    params = _as_rows(params, _I64)
+    if axis > 1:
+        return params.with_values(_gather_inner(params.values, indices, axis - 1))
+    starts = _cast(params.row_splits[:-1], indices.dtype)
+    starts = _op("Reshape", starts, _const([-1] + [1] * indices.shape.ndims, _I32))
+    return _gather_any(params.values, starts + indices)
+
+
+def _axis_gather_ragged(params, indices, axis):
+    """Ragged indices along axis 1: every row b of params gathers a copy of indices
+    (the result [nrows, (indices' partitions)...])."""
+    dtype = indices.row_splits.dtype
+    params = _as_rows(params, dtype)
+    if axis > 1:
+        return params.with_values(_gather_inner(params.values, indices, axis - 1))
+    n = _cast(indices.nrows(), dtype)
+    b = _cast(params.nrows(), dtype)
+    order = _op("Tile", _range(_const(0, dtype), n, _const(1, dtype)), _op("Pack", [b], axis=0))
+    tiled = _gather_rows(indices, order)
+    outer = None  # each flat index's row of the tiled indices
+    for s in tiled.nested_row_splits:
+        rows = _rowids_of(s)
+        outer = rows if outer is None else _gather(outer, rows)
+    flat = tiled.flat_values
+    starts = _gather(_cast(params.row_splits, flat.dtype), _cast(outer // n, flat.dtype))
+    inner = _rebuild(
+        tiled, list(tiled.nested_row_splits), _gather_any(params.values, flat + starts)
+    )
+    return _from_splits(inner, _range(_const(0, dtype), b * n + 1, n), n)
+
+
+def _gather_inner(values, indices, axis):
+    if is_ragged(values):
+        return _axis_gather(values, indices, axis)
+    return _op("GatherV2", values, indices, _const(axis, _I32))
+
+
+def _batch_gather(params, indices, batch_dims):
+    """Row b's items at indices[b] (batch_dims = axis; deeper batch dimensions one
+    partition at a time, each checked to match)."""
+    if is_ragged(params) and is_ragged(indices) or batch_dims > 1:
+        params = _as_rows(params, _I64)
+        if not is_ragged(indices):
+            indices = _as_rows(indices, params.row_splits.dtype)
+        if batch_dims > 1:
+            splits = _same_splits(params.row_splits, indices.row_splits)
+            inner = _batch_gather(params.values, indices.values, batch_dims - 1)
+            return _from_splits(inner, splits)
+    if not is_ragged(indices):
+        indices = ops.convert_to_tensor(indices, name="indices")
+        if indices.shape.ndims is None:
+            raise ValueError("indices.shape.rank must be statically known.")
+        params = _as_rows(params, _I64)
+        rows = params.row_splits.shape[0].value
+        if rows is not None and indices.shape[0].value not in (None, rows - 1):
+            raise ValueError(
+                f"batch shape from indices {tuple(indices.shape.as_list()[:1])} does not "
+                f"match params shape {params.shape}"
+            )
+        starts = _cast(params.row_splits[:-1], indices.dtype)
+        starts = _op("Reshape", starts, _const([-1] + [1] * (indices.shape.ndims - 1), _I32))
+        return _gather_any(params.values, starts + indices)
+    params = _as_rows(params, indices.row_splits.dtype)
+    rows = _rowids_of(indices.row_splits)
+    starts = _gather(_cast(params.row_splits, indices.flat_values.dtype), rows)
+    if is_ragged(indices.values):
+        raise ValueError("asyncflow's ragged batch gather takes indices of one partition")
+    flat = _take_rows(params.values, starts + indices.values)
+    return _from_splits(flat, indices.row_splits)
 
 
 def gather_nd(params, indices, name=None):
@@ -779,6 +919,7 @@ _SEGMENT = {
     "Prod": "UnsortedSegmentProd",
     "Max": "UnsortedSegmentMax",
     "Min": "UnsortedSegmentMin",
+    "Join": "UnsortedSegmentJoin",
 }
 
 
@@ -791,11 +932,21 @@ def reduce(kind, x, axis=None, keepdims=False, name=None):
       ValueError: an axis out of range.
     """
     with ops.name_scope(name, f"RaggedReduce{kind}", []):
+        if kind == "Mean":  # as TF's: the sum over the count, divided as Python's `/`
+            total = reduce("Sum", x, axis, keepdims)
+            ones = x.with_flat_values(_op("OnesLike", x.flat_values))
+            count = reduce("Sum", ones, axis, keepdims)
+            if is_ragged(total):
+                return total.with_flat_values(_truediv(total.flat_values, count.flat_values))
+            return _truediv(total, count)
         if axis is None:
             flat = x.flat_values
-            op_type = {"Mean": "Mean", "Any": "Any", "All": "All"}.get(kind, kind)
             all_axes = _range(_const(0, _I32), _op("Rank", flat), _const(1, _I32), _I32)
-            return _op(op_type, flat, all_axes, keep_dims=keepdims)
+            out = _op(kind, flat, all_axes, keep_dims=keepdims)
+            if keepdims:  # (as TF's: one more dimension for each of x's but the first)
+                for _ in builtins.range(x.shape.ndims - 1):
+                    out = _op("ExpandDims", out, _const(-1, _I32))
+            return out
         rank = x.shape.ndims
         axes = sorted(
             {a % rank for a in (axis if isinstance(axis, (list, tuple)) else [axis])}, reverse=True
@@ -803,26 +954,29 @@ def reduce(kind, x, axis=None, keepdims=False, name=None):
         result = x
         for a in axes:
             result = _reduce_axis(kind, result, a)
-            if keepdims and not is_ragged(result):
-                result = _op("ExpandDims", result, _const(a, _I32))
+            if keepdims:
+                result = (
+                    _expand(result, a)
+                    if is_ragged(result)
+                    else _op("ExpandDims", result, _const(a, _I32))
+                )
         return result
+
+
+def _truediv(a, b):
+    """a / b as Python's `/` on tensors: integers divided as floats (float32 for 8- and
+    16-bit integers, float64 for wider ones)."""
+    if a.dtype.is_integer:
+        wide = a.dtype.size > 2
+        a, b = (_cast(t, dtypes.float64 if wide else dtypes.float32) for t in (a, b))
+    return _op("RealDiv", a, b)
 
 
 def _reduce_axis(kind, x, axis):
     if not is_ragged(x):
-        op_type = {"Any": "Any", "All": "All", "Mean": "Mean"}.get(kind, kind)
-        return _op(op_type, x, _const(axis, _I32))
+        return _op(kind, x, _const(axis, _I32))
     if axis > 1:
         return x.with_values(_reduce_axis(kind, x.values, axis - 1))
-    if kind == "Mean":
-        total = _reduce_axis("Sum", x, axis)
-        ones = x.with_flat_values(_op("OnesLike", x.flat_values))
-        count = _reduce_axis("Sum", ones, axis)
-        return (
-            map_flat_values(lambda a, b: _op("RealDiv", a, b), total, count)
-            if is_ragged(total)
-            else _op("RealDiv", total, count)
-        )
     if kind in ("Any", "All"):
         as_int = x.with_flat_values(_cast(x.flat_values, _I32))
         out = _reduce_axis("Max" if kind == "Any" else "Min", as_int, axis)
@@ -868,48 +1022,57 @@ def unsorted_segment(kind, data, segment_ids, num_segments, name=None):
 
 
 def reduce_join(inputs, axis, keepdims, separator, name=None):
-    """tf.strings.reduce_join of a RaggedTensor: each row's strings joined (axis 1 of
-    one ragged dimension: UnsortedSegmentJoin), or along an inner dense axis.
+    """tf.strings.reduce_join of a RaggedTensor, as TF's: no axis joins the flat values
+    (kept dimensions: ones, to the input's rank); axis 0 joins item j of every row
+    (UnsortedSegmentJoin by place in row), axis 1 each row's items, deeper axes inside
+    the values; several axes one after another, the last first.
 
     Raises:
-      ValueError: an axis asyncflow does not join along (0, None, or a ragged axis
-        under another ragged one).
+      ValueError: an axis out of range, or the rank unknown.
     """
     rank = inputs.shape.ndims
-    if axis is None or isinstance(axis, (list, tuple)) or rank is None:
-        raise ValueError("asyncflow's ragged reduce_join takes one axis (a Python int)")
-    axis %= rank
+    if rank is None:
+        raise ValueError("asyncflow's ragged reduce_join needs the rank at build time")
     with ops.name_scope(name, "RaggedReduceJoin", []):
-        if axis > 1:
-            inner = inputs.values
-            if is_ragged(inner):
-                return inputs.with_values(reduce_join(inner, axis - 1, keepdims, separator))
-            return inputs.with_values(
-                _op(
-                    "ReduceJoin",
-                    inner,
-                    _const(axis - 1, _I32),
-                    keep_dims=keepdims,
-                    separator=separator,
-                )
-            )
-        if axis != 1 or is_ragged(inputs.values):
-            raise ValueError("asyncflow's ragged reduce_join joins within rows (axis 1) only")
-        out = _op(
-            "UnsortedSegmentJoin",
-            inputs.values,
-            _rowids_of(inputs.row_splits),
-            inputs.nrows(),
-            separator=separator,
-        )
-        return _op("ExpandDims", out, _const(1, _I32)) if keepdims else out
+        if axis is None:
+            flat = inputs.flat_values
+            all_axes = _range(_const(0, _I32), _op("Rank", flat), _const(1, _I32), _I32)
+            out = _op("ReduceJoin", flat, all_axes, keep_dims=keepdims, separator=separator)
+            if keepdims:
+                for _ in builtins.range(rank - flat.shape.ndims):
+                    out = _op("ExpandDims", out, _const(-1, _I32))
+            return out
+        axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
+        for a in axes:
+            if not -rank <= a < rank:
+                raise ValueError(f"axis={a} out of bounds: expected {-rank}<=axis<{rank}")
+        result = inputs
+        for a in sorted({a % rank for a in axes}, reverse=True):
+            result = _join_axis(result, a, keepdims, separator)
+        return result
 
 
-def _segment(kind, v, ids, n):
+def _join_axis(x, axis, keepdims, separator):
+    if not is_ragged(x):
+        return _op("ReduceJoin", x, _const(axis, _I32), keep_dims=keepdims, separator=separator)
+    if axis > 1:
+        return x.with_values(_join_axis(x.values, axis - 1, keepdims, separator))
+    dtype = x.row_splits.dtype
+    if axis == 0:  # item j of every row together
+        ids = _op("ZerosLike", _range(_const(0, dtype), x.nrows(), _const(1, dtype)))
+        out = _segment("Join", x, ids, _const(1, dtype), separator=separator).values
+    else:
+        out = _segment("Join", x.values, _rowids_of(x.row_splits), x.nrows(), separator=separator)
+    if keepdims:
+        out = _expand(out, axis) if is_ragged(out) else _op("ExpandDims", out, _const(axis, _I32))
+    return out
+
+
+def _segment(kind, v, ids, n, **attrs):
     """Rows of v reduced by segment (ids sorted or not, n segments): a ragged v's rows
     reduce item by item, a segment as long as its longest row."""
     if not is_ragged(v):
-        return _op(_SEGMENT[kind], v, ids, n)
+        return _op(_SEGMENT[kind], v, ids, n, **attrs)
     dtype = v.row_splits.dtype
     lengths = _diff(v.row_splits)
     longest = _op("Maximum", _op("UnsortedSegmentMax", lengths, ids, n), _const(0, dtype))
@@ -918,4 +1081,313 @@ def _segment(kind, v, ids, n):
     positions = _range(_const(0, dtype), v.row_splits[-1], _const(1, dtype))
     cols = positions - _gather(v.row_splits, rows)
     new_ids = _gather(out_splits, _gather(ids, rows)) + cols
-    return _from_splits(_segment(kind, v.values, new_ids, out_splits[-1]), out_splits)
+    return _from_splits(_segment(kind, v.values, new_ids, out_splits[-1], **attrs), out_splits)
+
+
+# -- split, dynamic_partition -------------------------------------------------------------
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name=None):
+    """tf.split of a RaggedTensor: along axis 0 into row ranges (`num_or_size_splits`
+    equal parts, or parts of the given sizes), or along an inner dense axis of the
+    flat values; a ragged axis cannot be split.
+
+    Raises:
+      ValueError: a ragged axis, an axis out of range, or `num` not inferable.
+      InvalidArgumentError: a negative size (at build time); rows not divisible into
+        equal parts or sizes not summing to the rows (when the step runs).
+    """
+    from asyncflow import errors
+
+    rank = value.shape.ndims
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis={axis} out of bounds: expected {-rank}<=axis<{rank}")
+    axis %= rank
+    if 0 < axis <= value.ragged_rank:
+        raise ValueError(
+            f"Cannot split a ragged dimension. Got `value` with shape {value.shape} and "
+            f"`axis` {axis}."
+        )
+    with ops.name_scope(name, "RaggedSplit", []):
+        splits = list(value.nested_row_splits)
+        if axis:
+            flat = value.flat_values
+            flat_axis = _const(axis - value.ragged_rank, _I32)
+            if isinstance(num_or_size_splits, (int, np.integer)):
+                parts = ops.apply_op(
+                    "Split", [flat_axis, flat], {"num_split": int(num_or_size_splits)}
+                ).outputs
+            else:
+                sizes = ops.convert_to_tensor(num_or_size_splits)
+                count = num if num is not None else sizes.shape[0].value
+                if count is None:
+                    raise ValueError(f"Cannot infer argument `num` from shape {sizes.shape}")
+                parts = ops.apply_op(
+                    "SplitV", [flat, sizes, flat_axis], {"num_split": int(count)}
+                ).outputs
+            return [_rebuild(value, splits, p) for p in parts]
+        dtype = value.row_splits.dtype
+        nrows = value.nrows()
+        if isinstance(num_or_size_splits, (int, np.integer)):
+            n = int(num_or_size_splits)
+            size = nrows // _const(n, dtype)
+            check = _assert(
+                _op("Equal", size * _const(n, dtype), nrows),
+                f"Cannot split {n} ways: the rows are not divisible by {n}",
+            )
+            with ops.control_dependencies([check]):
+                size = _op("Identity", size)
+            bounds = [size * _const(i, dtype) for i in builtins.range(n + 1)]
+        else:
+            sizes = [int(x) for x in np.asarray(num_or_size_splits).ravel()]
+            if any(x < 0 for x in sizes):
+                raise errors.InvalidArgumentError(
+                    None, None, "`num_or_size_splits` must be non-negative."
+                )
+            if num is not None and num != len(sizes):
+                raise ValueError(f"num={num} does not match {len(sizes)} sizes")
+            total = _const(sum(sizes), dtype)
+            check = _assert(_op("Equal", total, nrows), "Sizes of the splits must sum to the rows")
+            with ops.control_dependencies([check]):
+                start = _op("Identity", _const(0, dtype))
+            bounds = [start + _const(int(b), dtype) for b in np.cumsum([0] + sizes)]
+        return [
+            _gather_rows(value, _range(lo, hi, _const(1, dtype)))
+            for lo, hi in zip(bounds[:-1], bounds[1:])
+        ]
+
+
+def _assert(condition, message):
+    return ops.apply_op("Assert", [condition, [_const(message, dtypes.string)]], {"summarize": 3})
+
+
+def dynamic_partition(data, partitions, num_partitions, name=None):
+    """tf.dynamic_partition of a RaggedTensor's rows by a vector of partitions: part p
+    holds the rows whose partition is p, in their order.
+
+    Raises:
+      ValueError: partitions not a vector.
+      InvalidArgumentError: (when the step runs) a partition out of range.
+    """
+    with ops.name_scope(name, "RaggedDynamicPartition", []):
+        partitions = ops.convert_to_tensor(partitions, name="partitions")
+        if partitions.shape.ndims != 1:
+            raise ValueError("asyncflow's ragged dynamic_partition takes a vector of partitions")
+        dtype = data.row_splits.dtype
+        rows = _range(_const(0, dtype), data.nrows(), _const(1, dtype))
+        parts = ops.apply_op(
+            "DynamicPartition", [rows, partitions], {"num_partitions": int(num_partitions)}
+        ).outputs
+        return [_gather_rows(data, p) for p in parts]
+
+
+# -- reshape, matmul, cumsum, to_string -----------------------------------------------------
+
+
+def reshape(tensor, shape, name=None):
+    """tf.reshape of a RaggedTensor: its values in row-major order (the flat values)
+    reshaped to the dense `shape`."""
+    with ops.name_scope(name, "RaggedReshape", []):
+        return _op("Reshape", tensor.flat_values, ops.convert_to_tensor(shape, name="shape"))
+
+
+def matmul(
+    a,
+    b,
+    transpose_a=False,
+    transpose_b=False,
+    adjoint_a=False,
+    adjoint_b=False,
+    name=None,
+    dense_matmul=None,
+):
+    """tf.matmul with a ragged argument, as TF's: rank 2 as dense matrices; rank 3 with
+    `a` ragged in its rows ([B, (I), J]) each row times its batch's b (b repeated per
+    row: TF's batch-dimension folding, a ragged result in a's partition); a dense `a`
+    times a ragged `b` per batch, a ragged result of uniform rows.
+
+    Raises:
+      ValueError: different dtypes or ranks, a rank below 2, or what asyncflow does not
+        multiply (a rank above 3, a transposed ragged `a`, ragged inner dimensions of
+        `a`).
+    """
+    with ops.name_scope(name, "RaggedMatMul", []):
+        a, b = _convert(a, "a"), _convert(b, "b")
+        if a.dtype != b.dtype:
+            raise ValueError("`a` and `b` must have the same dtype.")
+        rank = a.shape.ndims
+        if rank != b.shape.ndims:
+            raise ValueError("`a` and `b` must have the same rank.")
+        if rank < 2:
+            raise ValueError("`matmul` requires inputs with rank >= 2.")
+        flags = dict(
+            transpose_a=transpose_a,
+            transpose_b=transpose_b,
+            adjoint_a=adjoint_a,
+            adjoint_b=adjoint_b,
+        )
+        if rank == 2:  # (TF pads ragged rows here)
+            pad = lambda x: x.to_tensor() if is_ragged(x) else x  # noqa: E731
+            return dense_matmul(pad(a), pad(b), **flags)
+        dense = lambda x: _uniform_to_tensor(x) if is_ragged(x) else x  # noqa: E731
+        if rank > 3:
+            raise ValueError("asyncflow's ragged matmul takes ranks 2 and 3")
+        if not is_ragged(a):
+            out = dense_matmul(a, dense(b), **flags)
+            return RaggedTensor.from_tensor(out, row_splits_dtype=b.row_splits.dtype)
+        if a.ragged_rank == 2:  # rows of one length inside (else TF's per-batch error)
+            a = a.with_values(_uniform_to_tensor(a.values))
+        if a.ragged_rank != 1 or transpose_a or adjoint_a:
+            raise ValueError(
+                "asyncflow's ragged matmul takes a ragged `a` of one ragged (row) "
+                "dimension, not transposed"
+            )
+        repeated = _gather(dense(b), _rowids_of(a.row_splits))
+        flat = dense_matmul(_op("ExpandDims", a.values, _const(1, _I32)), repeated, **flags)
+        return a.with_values(_op("Squeeze", flat, squeeze_dims=[1]))
+
+
+def _uniform_to_tensor(rt):
+    """rt as a dense tensor, checked (when the step runs) to have rows of one length
+    in each ragged dimension, as a matrix product needs."""
+    checks = []
+    v = rt
+    while is_ragged(v):
+        lengths = _diff(v.row_splits)
+        longest = _op("Max", lengths, _const([0], _I32))
+        same = _op("All", _op("Equal", lengths, longest), _const([0], _I32))
+        checks.append(_assert(same, "Ragged matmul needs rows of one length in each batch"))
+        v = v.values
+    with ops.control_dependencies(checks):
+        return _op("Identity", rt.to_tensor())
+
+
+def cumsum(x, axis=0, exclusive=False, reverse=False, name=None, dense_cumsum=None):
+    """tf.cumsum of a RaggedTensor, as TF's: along its last ragged axis each row's own
+    sums (the flat values' sums less the sum before the row, TF's arithmetic); along
+    an inner dense axis, of the flat values; along an outer axis, of the zero-padded
+    dense form, read back in the rows' lengths.
+
+    Raises:
+      ValueError: an axis out of range.
+    """
+    rank = x.shape.ndims
+    if not isinstance(axis, (int, np.integer)):
+        axis = ops.constant_value(ops.convert_to_tensor(axis))
+        if axis is None:
+            raise ValueError("asyncflow's ragged cumsum needs a constant axis")
+        axis = int(axis)
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis={axis} out of bounds: expected {-rank}<=axis<{rank}")
+    axis %= rank
+    with ops.name_scope(name, "RaggedCumSum", []):
+        if axis > x.ragged_rank:
+            return map_flat_values(
+                lambda v: dense_cumsum(v, axis - x.ragged_rank, exclusive, reverse), x
+            )
+        if axis == x.ragged_rank:
+            splits = x.nested_row_splits[-1]
+            return x.with_flat_values(
+                _cumsum_in_rows(splits, x.flat_values, exclusive, reverse, dense_cumsum)
+            )
+        summed = dense_cumsum(x.to_tensor(), axis, exclusive, reverse)
+        # (read back in row-major order: where x has a value, its flat order)
+        present = x.with_flat_values(_op("OnesLike", _cast(x.flat_values, dtypes.bool)))
+        where = _op("Where", present.to_tensor(default_value=False))
+        flat = _op("Reshape", _op("GatherNd", summed, where), _op("Shape", x.flat_values))
+        return x.with_flat_values(flat)
+
+
+def _cumsum_in_rows(splits, values, exclusive, reverse, dense_cumsum):
+    if not exclusive:
+        return _cumsum_in_rows(splits, values, True, reverse, dense_cumsum) + values
+    rows = _rowids_of(splits)
+    if reverse:
+        last = _gather(splits, rows + _const(1, splits.dtype)) - _const(1, splits.dtype)
+        sums = dense_cumsum(values, 0, True, True)
+        return sums - _gather(sums, last)
+    first = _gather(splits, rows)
+    sums = dense_cumsum(values, 0, True, False)
+    return sums - _gather(sums, first)
+
+
+def to_string(rt, summarize=None):
+    """TF's text of a RaggedTensor ("[[1, 2], [3]]"; strings quoted, ' and \\ escaped):
+    each row's items joined by ", " in brackets, level by level; with `summarize` (not
+    -1 or None) a row of more than 2 * summarize items shows its first and last
+    `summarize` around "...".
+
+    Raises:
+      ValueError: summarize neither -1 nor a positive int.
+    """
+    if (
+        summarize is not None
+        and summarize != -1
+        and not (isinstance(summarize, int) and summarize > 0)
+    ):
+        raise ValueError(f"Expected summarize to be -1 or a positive int, got {summarize!r}")
+    keep = None if summarize in (None, -1) else summarize
+    with ops.name_scope(None, "RaggedTensorToString", []):
+        values = rt.flat_values
+        if values.dtype == dtypes.string:
+            escaped = _op(
+                "RegexReplace",
+                values,
+                _const("(['\\\\])", dtypes.string),
+                _const("\\\\\\1", dtypes.string),
+                replace_global=True,
+            )
+            quote = _const("'", dtypes.string)
+            text = _op("StringJoin", [quote, escaped, quote], separator="")
+        else:
+            text = _op("AsString", values)
+        inner = values.shape.ndims
+        if inner is None:
+            raise ValueError("RaggedTensorToString needs the rank at build time")
+        levels = list(rt.nested_row_splits)
+        if inner > 1:  # dense inner dimensions: uniform partitions of their own
+            dense = RaggedTensor.from_tensor(
+                text, ragged_rank=inner - 1, row_splits_dtype=rt.row_splits.dtype
+            )
+            levels += list(dense.nested_row_splits)
+            text = dense.flat_values
+        for splits in reversed(levels):
+            text = _join_rows(text, splits, keep)
+        return _join_rows(
+            text,
+            _op("Pack", [_const(0, levels[0].dtype), _dim0(text, levels[0].dtype)], axis=0),
+            keep,
+        )[0]
+
+
+def _join_rows(text, splits, keep):
+    """Each row's strings as "[a, b, ...]" (its middle elided past 2 * keep)."""
+    dtype = splits.dtype
+    rows = _rowids_of(splits)
+    nrows = _dim0(splits, dtype) - _const(1, dtype)
+    if keep is not None:
+        lengths = _gather(_diff(splits), rows)
+        pos = _range(_const(0, dtype), splits[-1], _const(1, dtype)) - _gather(splits, rows)
+        k = _const(keep, dtype)
+        long_row = _op("Greater", lengths, k + k)
+        kept = _op(
+            "LogicalOr",
+            _op("LogicalNot", long_row),
+            _op("LogicalOr", _op("Less", pos, k), _op("GreaterEqual", pos, lengths - k)),
+        )
+        dots = _op("LogicalAnd", long_row, _op("Equal", pos, k - _const(1, dtype)))
+        suffix = _op(
+            "Select",
+            dots,
+            _op("Fill", _op("Shape", text), _const(", ...", dtypes.string)),
+            _op("Fill", _op("Shape", text), _const("", dtypes.string)),
+        )
+        text = _op("StringJoin", [text, suffix], separator="")
+        where = _op("Where", kept)[:, 0]
+        text, rows = _gather(text, where), _gather(rows, where)
+    joined = _op("UnsortedSegmentJoin", text, rows, nrows, separator=", ")
+    return _op(
+        "StringJoin",
+        [_const("[", dtypes.string), joined, _const("]", dtypes.string)],
+        separator="",
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import dtypes, errors
+from asyncflow import dtypes, errors, ragged_functions
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, control_flow_ordering, math_ops, reduction_ops
 from asyncflow.ops.control_flow_cond import Assert
@@ -112,6 +112,8 @@ def check_numerics(tensor, message, name=None) -> ops.Tensor:
     Raises:
       InvalidArgumentError: at run time, "<message> : Tensor had NaN values" (or Inf).
     """
+    if ragged_functions.is_ragged(tensor):
+        return ragged_functions.map_flat_values(check_numerics, tensor, message, name=name)
     return ops.apply_op("CheckNumerics", [tensor], {"message": message}, name=name).outputs[0]
 
 

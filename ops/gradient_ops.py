@@ -356,6 +356,8 @@ Cumprod = _cumulative_op("Cumprod", "cumprod")
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
     """`tf.cumsum`: cumulative sum along `axis` (exclusive / reverse as TF)."""
+    if _ragged.is_ragged(x):
+        return _ragged.cumsum(x, axis, exclusive, reverse, name, dense_cumsum=cumsum)
     attrs = {"exclusive": bool(exclusive), "reverse": bool(reverse)}
     return ops.apply_op("Cumsum", [x, axis], attrs, name=name).outputs[0]
 

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from asyncflow import errors
+from asyncflow import errors, ragged_functions
 from asyncflow import graph as ops
 from asyncflow.registry import ANY, NotDifferentiable, TypeConstraint, register_op
 
@@ -426,7 +426,7 @@ def string_format(template, inputs, placeholder="{}", summarize=3, name=None):
     Raises:
       ValueError: the template's placeholders and the inputs differ in number.
     """
-    if isinstance(inputs, ops.Tensor):
+    if isinstance(inputs, ops.Tensor) or ragged_functions.is_ragged(inputs):
         inputs = [inputs]
     expected = len(template.split(placeholder)) - 1
     if len(inputs) != expected:
@@ -435,6 +435,23 @@ def string_format(template, inputs, placeholder="{}", summarize=3, name=None):
             f"{len(inputs)}. Please ensure the number of placeholders in template matches "
             "inputs length."
         )
+    if any(ragged_functions.is_ragged(x) for x in inputs):
+        return _format_with_ragged(template, inputs, placeholder, summarize, name)
     tensors = [ops.convert_to_tensor(x) for x in inputs]
     attrs = {"template": template, "placeholder": placeholder, "summarize": summarize}
     return ops.apply_op("StringFormat", [tensors], attrs, name=name).outputs[0]
+
+
+def _format_with_ragged(template, inputs, placeholder, summarize, name):
+    """TF's string_format given RaggedTensors: the template's pieces joined with each
+    input's text (a RaggedTensor's as TF writes it: "[[1, 2], [3]]")."""
+    pieces = template.split(placeholder)
+    with ops.name_scope(name, "StringFormat", []):
+        out = [ops.convert_to_tensor(pieces[0])]
+        for x, piece in zip(inputs, pieces[1:]):
+            if ragged_functions.is_ragged(x):
+                out.append(ragged_functions.to_string(x, summarize))
+            else:
+                out.append(string_format("{}", [x], summarize=summarize))
+            out.append(ops.convert_to_tensor(piece))
+        return ops.apply_op("StringJoin", [out], {"N": len(out), "separator": ""}).outputs[0]

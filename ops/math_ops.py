@@ -608,6 +608,8 @@ def add_n(inputs, name=None):
             "dtype and shape."
         )
     inputs = list(inputs)
+    if any(_ragged.is_ragged(x) for x in inputs):  # (one partition for all: checked)
+        return _ragged.map_flat_values(add_n, inputs, name=name)
     if len(inputs) == 1:
         x = ops.convert_to_tensor(inputs[0])
         if name:

@@ -20,6 +20,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.devices import host_pool
 from asyncflow.kernel_api import NOT_INLINE, template
 from asyncflow.ops import blas
@@ -765,6 +766,10 @@ def matmul(
         ("Dimensions must be equal, but are 2 and 3 for 'MatMul' ...").
       TypeError: a and b have different dtypes.
     """
+    if _ragged.is_ragged(a) or _ragged.is_ragged(b):
+        return _ragged.matmul(
+            a, b, transpose_a, transpose_b, adjoint_a, adjoint_b, name, dense_matmul=matmul
+        )
     if transpose_a and adjoint_a:
         raise ValueError("Only one of transpose_a and adjoint_a can be True.")
     if transpose_b and adjoint_b:

@@ -858,7 +858,13 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
     """
     import functools
 
+    from asyncflow import ragged_functions
     from asyncflow.deprecation import deprecated_argument_lookup
+
+    if ragged_functions.is_ragged(x):  # (TF's dispatch: the flat values' dropout)
+        return ragged_functions.map_flat_values(
+            dropout, x, keep_prob, noise_shape, seed, name, rate
+        )
 
     try:
         rate_from_keep_prob = 1.0 - keep_prob if keep_prob is not None else None

@@ -15,6 +15,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_functions as _ragged
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.registry import ANY, REQUIRED, register_op
 
@@ -222,6 +223,8 @@ def dynamic_partition(data, partitions, num_partitions, name=None):
       ValueError: at build time, partitions' shape is not a prefix of data's.
       InvalidArgumentError: at run time, "partitions[1] = 2 is not in [0, 2)".
     """
+    if _ragged.is_ragged(data):
+        return _ragged.dynamic_partition(data, partitions, num_partitions, name)
     attrs = {"num_partitions": int(num_partitions)}
     return list(ops.apply_op("DynamicPartition", [data, partitions], attrs, name=name).outputs)
 

@@ -557,7 +557,7 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
     """
     del validate_indices  # TF always validates on CPU
     if _ragged.is_ragged(params) or _ragged.is_ragged(indices):
-        return _ragged.gather(params, indices, name=name, axis=axis)
+        return _ragged.gather(params, indices, name=name, axis=axis, batch_dims=batch_dims)
     if batch_dims is None:
         batch_dims = 0
     if axis is None:
@@ -798,6 +798,8 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
         `num` not inferable.
       InvalidArgumentError: the same conditions at run time.
     """
+    if _ragged.is_ragged(value):
+        return _ragged.split(value, num_or_size_splits, axis, num, name)
     if isinstance(num_or_size_splits, int | np.integer | tensor_shape.Dimension) and not (
         isinstance(num_or_size_splits, bool)
     ):
@@ -955,6 +957,16 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
       TypeError: `on_value`/`off_value`/`dtype` disagree.
       ValueError: `axis` out of range at build time.
     """
+    if _ragged.is_ragged(indices):  # (TF's dispatch: the flat values' one_hot)
+        if axis is not None and 0 <= axis <= indices.ragged_rank:
+            raise ValueError(
+                f"axis ({axis}) must be greater than indices.ragged_rank "
+                f"({indices.ragged_rank})."
+            )
+        inner = None if axis is None or axis < 0 else axis - indices.ragged_rank
+        return _ragged.map_flat_values(
+            one_hot, indices, depth, on_value, off_value, inner, dtype, name
+        )
     with op_scope(name, "one_hot", [indices, depth, on_value, off_value]) as scope:
         # A Python on/off value takes `dtype` where it can (TF's dtype_hint):
         # one_hot(..., on_value=1.0, dtype=float16) is float16.

@@ -184,6 +184,11 @@ def strings_split(
         raise ValueError("Must specify 'input'")
     if result_type not in ("SparseTensor", "RaggedTensor"):
         raise ValueError("result_type must be 'RaggedTensor' or 'SparseTensor'.")
+    if _ragged.is_ragged(input):  # each string's tokens, a partition inside input's
+        with ops.name_scope(name, "StringSplit", []):
+            tokens = strings_split(input.flat_values, sep, maxsplit, "RaggedTensor")
+            out = _ragged.map_flat_values(lambda _: tokens, input)
+            return out if result_type == "RaggedTensor" else out.to_sparse()
     with ops.name_scope(name, "StringSplit", [input]):
         # TF's names: "StringSplit/input" and (the separator) "StringSplit/Const".
         input = ops.convert_to_tensor(input, dtype=dtypes.string, name="input")  # noqa: A001
@@ -356,6 +361,8 @@ async def _string_join(ctx, *inputs):
 def string_join(inputs, separator="", name=None):
     """Joins the strings in `inputs` element-wise (scalars broadcast)."""
     inputs = list(inputs)
+    if any(_ragged.is_ragged(x) for x in inputs):
+        return _ragged.map_flat_values(string_join, inputs, separator, name)
     return ops.apply_op(
         "StringJoin", [inputs], {"N": len(inputs), "separator": separator}, name=name
     ).outputs[0]
