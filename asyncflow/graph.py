@@ -1213,7 +1213,7 @@ def register_tensor_conversion_function(base_type, conversion_func, priority=100
 
 
 def convert_to_tensor(
-    value, dtype=None, name=None, preferred_dtype=None, as_ref=False, dtype_hint=None
+    value, dtype=None, name=None, preferred_dtype=None, dtype_hint=None, *, as_ref=False
 ):
     """Turn a Tensor, Variable, numpy array or Python value into a Tensor (as TF);
     `dtype_hint` is TF 2's name for `preferred_dtype`."""

@@ -42,14 +42,49 @@ __all__: list[str] = []
 
 
 class InputSpec:
-    """What a layer accepts (dtype, shape, ndim, min_ndim, max_ndim, axes)."""
+    """What a layer accepts (dtype, shape, ndim, min_ndim, max_ndim, axes); Keras' `name`
+    and `optional` label an input, and `allow_last_axis_squeeze` lets a last axis of
+    size 1 be missing or added."""
 
-    def __init__(self, dtype=None, shape=None, ndim=None, max_ndim=None, min_ndim=None, axes=None):
+    def __init__(self, dtype=None, shape=None, ndim=None, max_ndim=None, min_ndim=None,
+                 axes=None, allow_last_axis_squeeze=False, name=None, optional=False):  # fmt: skip
         self.dtype = dtype
         self.shape = shape
         self.ndim = len(shape) if shape is not None else ndim
         self.max_ndim, self.min_ndim = max_ndim, min_ndim
         self.axes = axes or {}
+        self.allow_last_axis_squeeze = allow_last_axis_squeeze
+        self.name = name
+        self.optional = optional
+
+    def __repr__(self):
+        parts = [
+            f"{k}={v}"
+            for k, v in (
+                ("dtype", self.dtype),
+                ("shape", self.shape),
+                ("ndim", self.ndim),
+                ("max_ndim", self.max_ndim),
+                ("min_ndim", self.min_ndim),
+                ("axes", self.axes),
+            )
+            if v
+        ]
+        return f"InputSpec({', '.join(parts)})"
+
+    def get_config(self):
+        return {
+            "dtype": self.dtype,
+            "shape": self.shape,
+            "ndim": self.ndim,
+            "max_ndim": self.max_ndim,
+            "min_ndim": self.min_ndim,
+            "axes": self.axes,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
 
 
 class Layer:

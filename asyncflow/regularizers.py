@@ -179,33 +179,34 @@ class L1L2(Regularizer):
 
 
 class L1(L1L2):
-    """l1 * sum(|x|)."""
+    """l1 * sum(|x|); `l` is TF1's name for `l1`."""
 
-    def __init__(self, l1=0.01):
-        super().__init__(l1=l1)
+    def __init__(self, l1=0.01, **kwargs):
+        super().__init__(l1=_penalty(l1, kwargs))
 
     def get_config(self):
         return {"l1": _f32(self.l1)}
 
 
 class L2(L1L2):
-    """l2 * sum(x ** 2)."""
+    """l2 * sum(x ** 2); `l` is TF1's name for `l2`."""
 
-    def __init__(self, l2=0.01):
-        super().__init__(l2=l2)
+    def __init__(self, l2=0.01, **kwargs):
+        super().__init__(l2=_penalty(l2, kwargs))
 
     def get_config(self):
         return {"l2": _f32(self.l2)}
 
 
-def l1(l=0.01):  # noqa: E741 - Keras' name
-    """Keras' `regularizers.l1(l)`."""
-    return L1(l)
+def _penalty(value, kwargs):
+    value = kwargs.pop("l", value)
+    if kwargs:
+        raise TypeError(f"Argument(s) not recognized: {kwargs}")
+    return 0.01 if value is None else value
 
 
-def l2(l=0.01):  # noqa: E741 - Keras' name
-    """Keras' `regularizers.l2(l)`."""
-    return L2(l)
+l1 = L1  # (as Keras': the functions are the classes)
+l2 = L2
 
 
 def l1_l2(l1=0.01, l2=0.01):  # noqa: F811 - Keras' names shadow the functions above

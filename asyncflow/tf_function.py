@@ -805,10 +805,11 @@ class _LiftingCreator:
         return v
 
 
-def function(func=None, input_signature=None, autograph=True, experimental_implements=None,
-             experimental_autograph_options=None, experimental_relax_shapes=None,
-             experimental_compile=None, reduce_retracing=False, jit_compile=None,
-             experimental_follow_type_hints=None, experimental_attributes=None):  # fmt: skip
+def function(func=None, input_signature=None, autograph=True, jit_compile=None,
+             reduce_retracing=False, experimental_implements=None,
+             experimental_autograph_options=None, experimental_attributes=None,
+             experimental_relax_shapes=None, experimental_compile=None,
+             experimental_follow_type_hints=None):  # fmt: skip
     """`tf.function` (a decorator, or a call on a function) for graphs built with eager
     execution off: see the module note.  `experimental_relax_shapes` is
     `reduce_retracing`'s older name; autograph, jit_compile and the other experimental

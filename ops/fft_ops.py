@@ -144,7 +144,7 @@ IRFFTND = _nd_op("IRFFTND", "ir")
 
 
 def _nd_builder(op_type, doc: str):
-    def builder(input, fft_length, axes, name=None, Tcomplex=None, Treal=None):  # noqa: A002,N803
+    def build(input, fft_length, axes, name=None, Tcomplex=None, Treal=None):  # noqa: A002,N803
         with ops.name_scope(name, op_type, [input]) as scope:
             x = ops.convert_to_tensor(input, name="input")
             lengths = ops.convert_to_tensor(fft_length, dtype=dtypes.int32, name="fft_length")
@@ -158,6 +158,20 @@ def _nd_builder(op_type, doc: str):
             if op_type == "IRFFTND":
                 attrs["Treal"] = dtypes.as_dtype(Treal or x.dtype.real_dtype)
             return ops.apply_op(op_type, [x, lengths, ax], attrs, name=scope).outputs[0]
+
+    # TF's argument order: the type attr (None: from the input) before the name
+    if op_type == "RFFTND":
+
+        def builder(input, fft_length, axes, Tcomplex=None, name=None):  # noqa: A002,N803
+            return build(input, fft_length, axes, name, Tcomplex=Tcomplex)
+    elif op_type == "IRFFTND":
+
+        def builder(input, fft_length, axes, Treal=None, name=None):  # noqa: A002,N803
+            return build(input, fft_length, axes, name, Treal=Treal)
+    else:
+
+        def builder(input, fft_length, axes, name=None):  # noqa: A002
+            return build(input, fft_length, axes, name)
 
     builder.__doc__ = doc
     return builder

@@ -399,7 +399,7 @@ def _scatter_nd_grad(op, grad):
     return [None, _g.apply("GatherNd", ops.convert_to_tensor(grad), indices), None]
 
 
-def scatter_nd(indices, updates, shape, name=None, bad_indices_policy=""):
+def scatter_nd(indices, updates, shape, bad_indices_policy="", name=None):
     """`tf.scatter_nd`: a zero tensor of `shape` with `updates` added at `indices`
     (duplicates accumulate).
 
@@ -503,7 +503,7 @@ def _tensor_scatter_builder(op_type: str, verb: str):
 
     else:
 
-        def builder(tensor, indices, updates, name=None, bad_indices_policy=""):
+        def builder(tensor, indices, updates, bad_indices_policy="", name=None):
             attrs = {"bad_indices_policy": bad_indices_policy}
             return ops.apply_op(op_type, [tensor, indices, updates], attrs, name=name).outputs[0]
 

@@ -160,14 +160,16 @@ def get(identifier):
     raise TypeError(f"Could not interpret activation function identifier: {identifier}")
 
 
-def serialize(activation) -> str:
+def serialize(activation, use_legacy_format=False) -> str:
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return getattr(activation, "__name__", str(activation))
 
 
-def deserialize(name, custom_objects=None):
+def deserialize(name, custom_objects=None, use_legacy_format=False):
     """The activation function `name` names (custom objects first).
 
     Raises:
       ValueError: an unknown name.
     """
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return deserialize_keras_object(name, _BY_NAME, custom_objects, "activation function")

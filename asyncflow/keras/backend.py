@@ -214,8 +214,9 @@ def learning_phase_scope(value: int):
 # -- tensors and variables --------------------------------------------------------------------
 
 
-def name_scope(name):
-    return ops.name_scope(name)
+def name_scope(name, default_name=None, values=None):
+    """TF1's `tf.name_scope` (Keras' backend exports it)."""
+    return ops.name_scope(name, default_name, values)
 
 
 def variable(value, dtype=None, name=None, constraint=None):

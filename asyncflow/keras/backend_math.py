@@ -21,8 +21,10 @@ from asyncflow.ops import (
     math_ops,
     nn_impl,
     nn_ops,
+    partition_ops,
     random_ops,
     reduction_ops,
+    scatter_nd_ops,
     slicing_ops,
 )
 
@@ -463,7 +465,9 @@ def categorical_crossentropy(target, output, from_logits=False, axis=-1):
     return -reduction_ops.reduce_sum(target * math_ops.log(output), axis)
 
 
-def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
+def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1, ignore_class=None):
+    """Keras' sparse categorical crossentropy; with `ignore_class`, targets of that class
+    give a loss of 0 (the result's `_keras_mask` marks the others), as Keras'."""
     target, output = ops.convert_to_tensor(target), ops.convert_to_tensor(output)
     logits = None if from_logits else _logits_of(output, "Softmax")
     if logits is not None:
@@ -480,8 +484,18 @@ def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
     if reshape_:
         target = array_ops.reshape(target, [-1])
         output = array_ops.reshape(output, array_ops.stack([-1, out_shape[-1]]))
+    if ignore_class is not None:
+        valid = math_ops.not_equal(target, cast_ops.cast(ignore_class, target.dtype))
+        target = partition_ops.boolean_mask(target, valid)
+        output = partition_ops.boolean_mask(output, valid)
     target = cast_ops.cast(target, dtypes.int64)
     res = nn_impl.sparse_softmax_cross_entropy_with_logits(labels=target, logits=output)
+    if ignore_class is not None:
+        res_shape = cast_ops.cast(out_shape[:-1], dtypes.int64)
+        valid = array_ops.reshape(valid, res_shape)
+        res = scatter_nd_ops.scatter_nd(array_ops.where(valid), res, res_shape)
+        res._keras_mask = valid
+        return res
     if reshape_ and rank >= 3:
         res = array_ops.reshape(res, out_shape[:-1])
     return res

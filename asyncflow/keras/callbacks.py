@@ -176,11 +176,26 @@ class EarlyStopping(Callback):
 
 class ProgbarLogger(Callback):
     """The console output of `fit(verbose=1|2)`: Keras' epoch lines with the epoch's
-    loss and metrics (timings are not printed)."""
+    loss and metrics (timings are not printed); the verbosity comes with the params
+    `fit` sets, as Keras'.
 
-    def __init__(self, verbose=1):
+    Raises:
+      ValueError: a count_mode other than "samples" or "steps".
+    """
+
+    def __init__(self, count_mode: str = "samples", stateful_metrics=None):
         super().__init__()
-        self.verbose = verbose
+        if count_mode not in ("samples", "steps"):
+            raise ValueError(
+                f'Unknown `count_mode`: {count_mode}. Expected values are ["samples", "steps"]'
+            )
+        self.use_steps = count_mode == "steps"
+        self.stateful_metrics = set(stateful_metrics) if stateful_metrics else set()
+        self.verbose = 1
+
+    def set_params(self, params):
+        super().set_params(params)
+        self.verbose = params.get("verbose", 1)
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.verbose == 1:
@@ -201,19 +216,54 @@ def _fmt(value) -> str:
 
 
 class CallbackList:
-    """Calls each hook on every callback in order."""
+    """Calls each hook on every callback in order (Keras' container: `add_history` /
+    `add_progbar` add those callbacks when the list has none; `model` and the
+    keyword `params` are given to every callback)."""
 
-    def __init__(self, callbacks, model, params):
-        self.callbacks = list(callbacks)
+    def __init__(self, callbacks=None, add_history=False, add_progbar=False, model=None,
+                 **params):  # fmt: skip
+        self.callbacks = list(callbacks or [])
+        if add_history and not any(isinstance(c, History) for c in self.callbacks):
+            self.callbacks.append(History())
+        if add_progbar and not any(isinstance(c, ProgbarLogger) for c in self.callbacks):
+            self.callbacks.append(ProgbarLogger(count_mode="steps"))
+        self.model = None
+        self.params = {}
+        if model is not None:
+            self.set_model(model)
+        if params:
+            self.set_params(params)
+
+    def append(self, callback):
+        self.callbacks.append(callback)
+
+    def set_model(self, model):
+        self.model = model
         for cb in self.callbacks:
             cb.set_model(model)
+
+    def set_params(self, params):
+        self.params = params
+        for cb in self.callbacks:
             cb.set_params(params)
 
+    def __iter__(self):
+        return iter(self.callbacks)
+
     def __getattr__(self, hook):
-        def call(*args):
-            # Hooks get `logs` by keyword, as Keras passes it.
+        if not hook.startswith("on_"):
+            raise AttributeError(hook)
+
+        # on_train_begin(logs), ...; on_epoch_begin(epoch, logs), on_batch_end(batch, logs)
+        indexed = (
+            0 if hook.split("_")[1] in ("train", "test", "predict") and hook.count("_") == 2 else 1
+        )
+
+        def call(*args, logs=None):
+            if len(args) > indexed:  # (the logs given positionally)
+                args, logs = args[:indexed], args[indexed]
             for cb in self.callbacks:
-                getattr(cb, hook)(*args[:-1], logs=args[-1])
+                getattr(cb, hook)(*args, logs=logs)
 
         return call
 

@@ -163,15 +163,17 @@ _CLASSES = {
 _CLASSES.update(_BY_NAME)
 
 
-def serialize(constraint):
+def serialize(constraint, use_legacy_format=False):
     """`{"class_name": ..., "config": ...}` of a constraint."""
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return serialize_keras_object(constraint)
 
 
-def deserialize(config, custom_objects=None):
+def deserialize(config, custom_objects=None, use_legacy_format=False):
     """The constraint a serialized config (or name) describes.
 
     Raises:
       ValueError: an unknown class name.
     """
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return deserialize_keras_object(config, _CLASSES, custom_objects, "constraint")

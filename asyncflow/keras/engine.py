@@ -25,6 +25,7 @@ from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow.keras import backend, backend_config
 from asyncflow.keras import initializers as _initializers
+from asyncflow.layer_classes import InputSpec
 from asyncflow.ops import array_ops, cast_ops
 
 __all__ = ["Layer", "InputLayer", "Input", "InputSpec", "keras_history", "input_masks"]
@@ -39,15 +40,6 @@ def _snake_case(name: str) -> str:
     return s if s[0] != "_" else "private" + s
 
 
-class InputSpec:
-    """What a layer accepts (dtype, shape, ndim, min_ndim, max_ndim, axes)."""
-
-    def __init__(self, dtype=None, shape=None, ndim=None, max_ndim=None, min_ndim=None, axes=None):
-        self.dtype = dtype
-        self.shape = shape
-        self.ndim = len(shape) if shape is not None else ndim
-        self.max_ndim, self.min_ndim = max_ndim, min_ndim
-        self.axes = axes or {}
 
 
 class Node:

@@ -172,15 +172,17 @@ def _lookup_name(name):
     return get_custom_objects().get(name) or _BY_NAME.get(name.lower()) or _CLASSES.get(name)
 
 
-def serialize(initializer) -> dict:
+def serialize(initializer, use_legacy_format=False) -> dict:
     """`{"class_name": ..., "config": ...}` of an initializer."""
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return serialize_keras_object(initializer)
 
 
-def deserialize(config, custom_objects=None):
+def deserialize(config, custom_objects=None, use_legacy_format=False):
     """The initializer a serialized config (or name) describes.
 
     Raises:
       ValueError: an unknown class name.
     """
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return deserialize_keras_object(config, _CLASSES, custom_objects, "initializer")

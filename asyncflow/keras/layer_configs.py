@@ -443,17 +443,19 @@ def register_layer_classes(**classes) -> None:
     LAYER_CLASSES.update(classes)
 
 
-def serialize(layer) -> dict:
+def serialize(layer, use_legacy_format=False) -> dict:
     """`{"class_name": ..., "config": layer.get_config()}`."""
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return serialize_keras_object(layer)
 
 
-def deserialize(config, custom_objects=None):
+def deserialize(config, custom_objects=None, use_legacy_format=False):
     """The layer (or model) a serialized config describes.
 
     Raises:
       ValueError: an unknown class name ("Unknown layer: 'X'. ...").
     """
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return deserialize_keras_object(
         config, LAYER_CLASSES, custom_objects=custom_objects, printable_module_name="layer"
     )

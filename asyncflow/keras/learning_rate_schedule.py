@@ -236,15 +236,17 @@ _CLASSES = {
 }
 
 
-def serialize(learning_rate_schedule) -> dict:
+def serialize(learning_rate_schedule, use_legacy_format=False) -> dict:
     """`{"class_name": ..., "config": ...}` of a schedule."""
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return serialize_keras_object(learning_rate_schedule)
 
 
-def deserialize(config, custom_objects=None):
+def deserialize(config, custom_objects=None, use_legacy_format=False):
     """The schedule a serialized config describes.
 
     Raises:
       ValueError: an unknown class name.
     """
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return deserialize_keras_object(config, _CLASSES, custom_objects, "decay")

@@ -457,15 +457,17 @@ _CLASSES.update((c.__name__, c) for c in _MORE_CLASSES)
 _CLASSES.update(_BY_NAME)
 
 
-def serialize(loss):
+def serialize(loss, use_legacy_format=False):
     """A loss function's name, or `{"class_name": ..., "config": ...}` of a Loss."""
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return serialize_keras_object(loss)
 
 
-def deserialize(name, custom_objects=None):
+def deserialize(name, custom_objects=None, use_legacy_format=False):
     """The loss a serialized name or config describes.
 
     Raises:
       ValueError: an unknown name.
     """
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return deserialize_keras_object(name, _CLASSES, custom_objects, "loss function")

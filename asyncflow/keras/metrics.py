@@ -457,15 +457,17 @@ _CLASSES = {
 _CLASSES.update(_BY_NAME)
 
 
-def serialize(metric):
+def serialize(metric, use_legacy_format=False):
     """A metric function's name, or `{"class_name": ..., "config": ...}` of a metric."""
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return serialize_keras_object(metric)
 
 
-def deserialize(config, custom_objects=None):
+def deserialize(config, custom_objects=None, use_legacy_format=False):
     """The metric a serialized name or config describes.
 
     Raises:
       ValueError: an unknown name.
     """
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return deserialize_keras_object(config, _CLASSES, custom_objects, "metric function")

@@ -26,6 +26,7 @@ from asyncflow.ops import (
     linalg_matrix_ops,
     math_ops,
     nn_impl,
+    partition_ops,
     reduction_ops,
     slicing_ops,
     special_math_ops,
@@ -647,10 +648,10 @@ class IoU(Metric):
             weights = array_ops.reshape(_as_float(sample_weight, self.dtype), [-1])
         if self.ignore_class is not None:
             keep = math_ops.not_equal(y_true, cast_ops.cast(self.ignore_class, self.dtype))
-            y_true = slicing_ops.boolean_mask(y_true, keep)
-            y_pred = slicing_ops.boolean_mask(y_pred, keep)
+            y_true = partition_ops.boolean_mask(y_true, keep)
+            y_pred = partition_ops.boolean_mask(y_pred, keep)
             if weights is not None:
-                weights = slicing_ops.boolean_mask(weights, keep)
+                weights = partition_ops.boolean_mask(weights, keep)
         cm = tf_metrics.confusion_matrix(
             y_true, y_pred, self.num_classes, weights=weights, dtype=self.dtype
         )

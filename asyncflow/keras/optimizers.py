@@ -702,18 +702,23 @@ _CLASSES = {c.__name__: c for c in (SGD, Adam, RMSprop, Adagrad, Adadelta, Adama
 _CLASSES.update(_BY_NAME)
 
 
-def serialize(optimizer) -> dict:
+def serialize(optimizer, use_legacy_format=False) -> dict:
     """`{"class_name": ..., "config": ...}` of a Keras optimizer."""
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return serialize_keras_object(optimizer)
 
 
-def deserialize(config, custom_objects=None):
+def deserialize(config, custom_objects=None, use_legacy_format=False, **kwargs):
     """The optimizer a serialized config describes (class names matched ignoring case,
     as Keras does).
 
     Raises:
       ValueError: an unknown class name.
     """
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
+    kwargs.pop("use_legacy_optimizer", None)  # (the optimizers here are the legacy ones)
+    if kwargs:
+        raise TypeError(f"Invalid keyword arguments: {kwargs}")
     if isinstance(config, dict) and isinstance(config.get("class_name"), str):
         name = config["class_name"]
         if name not in (custom_objects or {}) and name.lower() in _BY_NAME:

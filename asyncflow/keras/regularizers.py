@@ -39,15 +39,17 @@ def get(identifier):
     raise ValueError(f"Could not interpret regularizer identifier: {identifier}")
 
 
-def serialize(regularizer):
+def serialize(regularizer, use_legacy_format=False):
     """`{"class_name": ..., "config": ...}` of a regularizer."""
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return serialize_keras_object(regularizer)
 
 
-def deserialize(config, custom_objects=None):
+def deserialize(config, custom_objects=None, use_legacy_format=False):
     """The regularizer a serialized config (or name) describes.
 
     Raises:
       ValueError: an unknown class name.
     """
+    del use_legacy_format  # (TF1 graph mode: Keras' legacy format either way)
     return deserialize_keras_object(config, _CLASSES, custom_objects, "regularizer")

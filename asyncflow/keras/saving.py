@@ -32,11 +32,13 @@ from asyncflow.keras.model_config import KERAS_VERSION, model_from_config, saved
 from asyncflow.keras.serialization import (
     CustomObjectScope,
     custom_object_scope,
-    deserialize_keras_object,
     get_custom_objects,
     get_registered_name,
     register_keras_serializable,
     serialize_keras_object,
+)
+from asyncflow.keras.serialization import (
+    deserialize_keras_object_api as deserialize_keras_object,
 )
 from asyncflow.keras.utils_more import get_registered_object
 

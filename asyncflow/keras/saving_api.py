@@ -8,34 +8,54 @@ from asyncflow.keras import saving, saving_v3
 __all__ = ["save_model", "load_model"]
 
 
-def save_model(model, filepath, overwrite=True, include_optimizer=True, save_format=None,
-               signatures=None, options=None, save_traces=True) -> None:  # fmt: skip
+_LEGACY_SAVE_ARGS = ("include_optimizer", "signatures", "options", "save_traces")
+
+
+def save_model(model, filepath, overwrite=True, save_format=None, **kwargs) -> None:
     """`tf.keras.models.save_model`: a `.keras` path (or save_format='keras') writes
-    Keras' v3 archive, a .h5/.hdf5 path Keras' HDF5 file.
+    Keras' v3 archive, a .h5/.hdf5 path Keras' HDF5 file.  As TF's, the HDF5 and
+    SavedModel arguments (`include_optimizer`, `signatures`, `options`, `save_traces`)
+    come by keyword.
 
     Raises:
-      ValueError: save_format='keras' with a path that does not end in .keras.
+      ValueError: save_format='keras' with a path that does not end in .keras, or a
+        keyword argument given for the .keras format.
+      TypeError: an unknown keyword argument.
       NotImplementedError: the SavedModel format (any other path).
     """
     if saving_v3.is_keras_path(filepath) or save_format == "keras":
+        if kwargs:
+            raise ValueError(
+                "The following argument(s) are not supported with the native TF-Keras "
+                f"format: {list(kwargs)}"
+            )
         if not saving_v3.is_keras_path(filepath):
             raise ValueError(
                 "Invalid filepath extension for saving. Please add either a `.keras` "
                 "extension for the native TF-Keras format (recommended) or a `.h5` "
                 f"extension. Received: filepath={filepath}"
             )
-        saving_v3.save_model(model, filepath, overwrite, include_optimizer)
+        saving_v3.save_model(model, filepath, overwrite)
         return
+    unknown = [k for k in kwargs if k not in _LEGACY_SAVE_ARGS]
+    if unknown:
+        raise TypeError(f"save_model() got an unexpected keyword argument '{unknown[0]}'")
+    include_optimizer = kwargs.get("include_optimizer", True)
     saving.save_model(model, filepath, overwrite, include_optimizer, save_format)
 
 
-def load_model(filepath, custom_objects=None, compile=True, options=None, safe_mode=True):  # noqa: A002
-    """`tf.keras.models.load_model`: a `.keras` archive or Keras' HDF5 file.
+def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, **kwargs):  # noqa: A002
+    """`tf.keras.models.load_model`: a `.keras` archive or Keras' HDF5 file (`options`,
+    by keyword, as TF's).
 
     Raises:
       OSError: no file at `filepath`.
       ValueError: an unknown class (see `custom_objects`), or weights that do not fit.
+      TypeError: an unknown keyword argument.
     """
+    unknown = [k for k in kwargs if k != "options"]
+    if unknown:
+        raise TypeError(f"load_model() got an unexpected keyword argument '{unknown[0]}'")
     if saving_v3.is_keras_path(filepath):
         return saving_v3.load_model(filepath, custom_objects, compile)
-    return saving.load_model(filepath, custom_objects, compile, options)
+    return saving.load_model(filepath, custom_objects, compile, kwargs.get("options"))

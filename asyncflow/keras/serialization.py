@@ -110,24 +110,24 @@ def plain(value):
     return value
 
 
-def serialize_keras_object(instance):
-    """`instance` as a JSON-able value: None, a function's name, or
+def serialize_keras_object(obj):
+    """`obj` as a JSON-able value: None, a function's name, or
     `{"class_name": ..., "config": ...}` for an object with `get_config`.
 
     Raises:
       ValueError: an object with neither `get_config` nor a name.
     """
-    if instance is None:
+    if obj is None:
         return None
-    if hasattr(instance, "get_config") and not inspect.isclass(instance):
-        config = instance.get_config()
+    if hasattr(obj, "get_config") and not inspect.isclass(obj):
+        config = obj.get_config()
         for key, item in list(config.items()):
             if hasattr(item, "get_config") and not inspect.isclass(item):
                 config[key] = serialize_keras_object(item)
-        return {"class_name": get_registered_name(type(instance)), "config": config}
-    if hasattr(instance, "__name__"):
-        return get_registered_name(instance)
-    raise ValueError(f"Cannot serialize {instance} since it doesn't implement `get_config()`.")
+        return {"class_name": get_registered_name(type(obj)), "config": config}
+    if hasattr(obj, "__name__"):
+        return get_registered_name(obj)
+    raise ValueError(f"Cannot serialize {obj} since it doesn't implement `get_config()`.")
 
 
 def _lookup(name, module_objects, custom_objects):
@@ -191,3 +191,19 @@ def module_table(*modules, names=None) -> dict:
             if obj is not None and (inspect.isclass(obj) or callable(obj)):
                 table[name] = obj
     return table
+
+
+def deserialize_keras_object_api(config, custom_objects=None, safe_mode=True, **kwargs):
+    """`tf.keras.utils.deserialize_keras_object` as TF 2.21's: `module_objects` and
+    `printable_module_name` (by keyword) name where classes are looked up; in graph
+    mode a config is Keras' legacy one, so `safe_mode` changes nothing here.
+
+    Raises:
+      ValueError: another keyword argument, an unknown class or function.
+    """
+    del safe_mode  # (it guards lambdas of the new format, which graph mode never writes)
+    module_objects = kwargs.pop("module_objects", None)
+    printable = kwargs.pop("printable_module_name", "object")
+    if kwargs:
+        raise ValueError(f"The following argument(s) are not supported: {list(kwargs)}")
+    return deserialize_keras_object(config, module_objects, custom_objects, printable)

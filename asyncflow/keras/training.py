@@ -412,7 +412,7 @@ class Model(Network):
         history = cbks.History()
         cb_list = list(callbacks or []) + [history]
         if verbose:
-            cb_list.append(cbks.ProgbarLogger(verbose))
+            cb_list.append(cbks.ProgbarLogger())
             print(
                 f"Train on {n} samples"
                 + (f", validate on {len(val[0][0])} samples" if val else "")
@@ -429,7 +429,7 @@ class Model(Network):
         for c in cb_list:
             if isinstance(c, cbks.BaseLogger):
                 c.stateful_metrics = list(self.metrics_names[1:])
-        cb = cbks.CallbackList(cb_list, self, params)
+        cb = cbks.CallbackList(cb_list, model=self, **params)
         self.stop_training = False
         self._function("train")
         cb.on_train_begin({})
@@ -632,16 +632,15 @@ class Model(Network):
         with_weights = [layer for layer in self.layers if layer.weights]
         return [(f"layer_with_weights-{k}", layer) for k, layer in enumerate(with_weights)]
 
-    def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None,
-             signatures=None, options=None, save_traces=True) -> None:  # fmt: skip
+    def save(self, filepath, overwrite=True, save_format=None, **kwargs) -> None:
         """Save the whole model (config, weights, training config, optimizer state) as
         Keras' HDF5 file (keras/saving.py) or, for a `.keras` path, as Keras' v3
-        archive (keras/saving_v3.py).
+        archive (keras/saving_v3.py); keyword arguments as `save_model`'s.
 
         Raises:
           NotImplementedError: the SavedModel format (a path without .h5 or .keras).
         """
-        saving_api.save_model(self, filepath, overwrite, include_optimizer, save_format)
+        saving_api.save_model(self, filepath, overwrite, save_format, **kwargs)
 
     def save_weights(self, filepath, overwrite=True, save_format=None, options=None) -> None:
         """Write the weights: as Keras' HDF5 file when `filepath` ends in .h5/.hdf5 (or

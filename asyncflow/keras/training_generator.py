@@ -148,7 +148,7 @@ def fit_generator(
     history = cbks.History()
     cb_list = list(callbacks or []) + [history]
     if verbose:
-        cb_list.append(cbks.ProgbarLogger(verbose))
+        cb_list.append(cbks.ProgbarLogger())
     steps = (
         len(generator)
         if steps_per_epoch is None and isinstance(generator, Sequence)
@@ -162,7 +162,7 @@ def fit_generator(
         "samples": steps,
         "metrics": None,
     }
-    cb = cbks.CallbackList(cb_list, model, params)
+    cb = cbks.CallbackList(cb_list, model=model, **params)
     model.stop_training = False
     cb.on_train_begin({})
     for epoch in range(initial_epoch, epochs):

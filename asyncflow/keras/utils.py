@@ -11,11 +11,13 @@ from asyncflow.keras.image_utils import array_to_img, img_to_array, load_img, sa
 from asyncflow.keras.serialization import (
     CustomObjectScope,
     custom_object_scope,
-    deserialize_keras_object,
     get_custom_objects,
     get_registered_name,
     register_keras_serializable,
     serialize_keras_object,
+)
+from asyncflow.keras.serialization import (
+    deserialize_keras_object_api as deserialize_keras_object,
 )
 from asyncflow.keras.serialization import unknown_object as unknown_object
 from asyncflow.keras.utils_more import (
