@@ -119,6 +119,7 @@ from asyncflow.ops import (  # noqa: F401
     string_ops,
     string_unicode_ops,
     summary_ops,
+    summary_writer_ops,
     tensor_array_ops,
     tensor_list_ops,
     tf2_graph_ops,

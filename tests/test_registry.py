@@ -175,6 +175,11 @@ _TF_NO_GRADIENT = {
     "KMC2ChainInitialization",
     "BatchCholeskyGrad",
     "CudnnRNNBackpropV3",
+    # (tests/test_summary_writer_ops.py)
+    *"SummaryWriter CreateSummaryFileWriter CreateSummaryDbWriter WriteSummary".split(),
+    *"WriteScalarSummary WriteHistogramSummary WriteImageSummary WriteAudioSummary".split(),
+    *"WriteGraphSummary WriteRawProtoSummary ImportEvent FlushSummaryWriter".split(),
+    "CloseSummaryWriter",
 }
 
 
