@@ -21,6 +21,8 @@ from asyncflow.ops import (  # noqa: F401
     conv_ops,
     conv_pool_nd,
     count_ops,
+    csr_sparse_matrix_math,
+    csr_sparse_matrix_ops,
     ctc_ops,
     cudnn_rnn_ops,
     data_flow_ops,

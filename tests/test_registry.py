@@ -180,6 +180,11 @@ _TF_NO_GRADIENT = {
     *"WriteScalarSummary WriteHistogramSummary WriteImageSummary WriteAudioSummary".split(),
     *"WriteGraphSummary WriteRawProtoSummary ImportEvent FlushSummaryWriter".split(),
     "CloseSummaryWriter",
+    # (tests/test_csr_sparse_matrix.py)
+    "CSRSparseMatrixComponents",
+    "SparseMatrixOrderingAMD",
+    "SparseMatrixSoftmaxGrad",
+    "SparseMatrixSparseCholesky",
 }
 
 
