@@ -13,8 +13,9 @@ SparseMatrixSoftmaxGrad (and SparseMatrixZeros) for GPUs only: a TF1 graph holdi
 fails on a CPU-only machine.  Here they run on any device, with the semantics of TF's
 GPU kernels.
 
-Products run on the device's workers when large (`ctx.compute`); the per-matrix loops
-are over the batch only.
+Products stay sparse (scipy.sparse, imported when first used) and run on the device's
+workers when large (`ctx.compute`); the Cholesky factor is computed densely (LAPACK) and
+kept at its symbolic structure.
 """
 
 from __future__ import annotations
@@ -125,16 +126,37 @@ SparseMatrixMatMul = register_op(
 )
 
 
+def _scipy_csr(m, b: int, values=None):
+    """Matrix `b` of `m` as a scipy.sparse CSR matrix (entries as stored)."""
+    import scipy.sparse  # (imported when first used: at import it costs every program)
+
+    ptr, cols, vals = m.batch(b)
+    vals = vals if values is None else values
+    return scipy.sparse.csr_matrix((vals, cols, ptr - ptr[0]), shape=(m.rows, m.cols))
+
+
+def _op_sparse(x, transpose: bool, adjoint: bool):
+    if transpose or adjoint:
+        x = x.T
+    return x.conj() if adjoint else x
+
+
 def _dense_product(m, b: np.ndarray, attrs: dict) -> np.ndarray:
-    a = m.to_dense()
-    out = _apply(a, attrs["transpose_a"], attrs["adjoint_a"]) @ _apply(
-        b, attrs["transpose_b"], attrs["adjoint_b"]
-    )
+    """op(A) op(B) per matrix, A sparse (never made dense)."""
+    out = []
+    bs = b if b.ndim == 3 else b[None]
+    for i in range(m.batch_size):
+        a = _op_sparse(_scipy_csr(m, i), attrs["transpose_a"], attrs["adjoint_a"])
+        out.append(np.asarray(a @ _apply(bs[i], attrs["transpose_b"], attrs["adjoint_b"])))
+    rows = m.cols if attrs["transpose_a"] or attrs["adjoint_a"] else m.rows
+    cols = b.shape[-2] if attrs["transpose_b"] or attrs["adjoint_b"] else b.shape[-1]
+    res = np.stack(out) if out else np.zeros((0, rows, cols), b.dtype)
+    res = res if b.ndim == 3 else res[0]
     if attrs["transpose_output"]:
-        out = np.swapaxes(out, -1, -2)
+        res = np.swapaxes(res, -1, -2)
     if attrs["conjugate_output"]:
-        out = np.conj(out)
-    return np.ascontiguousarray(out.astype(b.dtype, copy=False))
+        res = np.conj(res)
+    return np.ascontiguousarray(res.astype(b.dtype, copy=False))
 
 
 @SparseMatrixMatMul.kernel("CPU")
@@ -229,24 +251,27 @@ SparseMatrixSparseMatMul = register_op(
 )
 
 
-def _structure(m, b: int) -> np.ndarray:
-    s = np.zeros((m.rows, m.cols), np.int64)
-    rows, cols, _ = m.coo(b)
-    s[rows, cols] = 1
-    return s
-
-
 def _sparse_product(ma, mb, attrs: dict):
+    """op(A) op(B) per matrix, kept sparse.  The structure is the structural product (a
+    sum that cancels stays stored, as Eigen keeps it): the product of the 0/1 patterns,
+    whose counts never cancel; the values are read from the numeric product there."""
     fa = (attrs["transpose_a"], attrs["adjoint_a"])
     fb = (attrs["transpose_b"], attrs["adjoint_b"])
     parts = []
     for i in range(ma.batch_size):
-        values = _apply(ma.dense(i), *fa) @ _apply(mb.dense(i), *fb)
-        pattern = _apply(_structure(ma, i), fa[0] or fa[1], False) @ _apply(
-            _structure(mb, i), fb[0] or fb[1], False
-        )
-        r, c = np.nonzero(pattern)  # (row-major: columns in order within a row)
-        parts.append(from_sorted_coo(values.shape[0], r, c, values[r, c]))
+        a, b = _scipy_csr(ma, i), _scipy_csr(mb, i)
+        ones_a = _scipy_csr(ma, i, np.ones(a.nnz, np.int64))
+        ones_b = _scipy_csr(mb, i, np.ones(b.nnz, np.int64))
+        pattern = (_op_sparse(ones_a, *fa) @ _op_sparse(ones_b, *fb)).tocsr()
+        pattern.sort_indices()
+        values = (_op_sparse(a, *fa) @ _op_sparse(b, *fb)).tocoo()
+        rows, cols = pattern.shape
+        r = np.repeat(np.arange(rows), np.diff(pattern.indptr))
+        c = pattern.indices.astype(np.int64)
+        keys = r * cols + c  # (increasing: the pattern's indices are sorted)
+        v = np.zeros(keys.size, ma.dtype)
+        v[np.searchsorted(keys, values.row.astype(np.int64) * cols + values.col)] = values.data
+        parts.append(from_sorted_coo(rows, r, c, v))
     return parts, _product_shape(ma, mb, fa, fb)
 
 
