@@ -26,6 +26,7 @@ which asyncflow does not implement: it raises UnimplementedError naming the op.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import time
@@ -202,6 +203,7 @@ CreateSummaryFileWriter = _writer_op(
         "flush_millis: int32",
         "filename_suffix: string",
     ],
+    is_async=True,
 )
 
 
@@ -214,6 +216,8 @@ async def _create_summary_file_writer(ctx, writer, logdir, max_queue, flush_mill
         int(_scalar_value(flush_millis, "flush_millis")),
         _text(suffix, "filename_suffix"),
     )
+    if name.mgr.get(name.container, name.name) is None:  # (the directory, off the loop)
+        await asyncio.to_thread(os.makedirs, args[0], exist_ok=True)
     made = []
 
     def make() -> _SummaryFileWriter:
