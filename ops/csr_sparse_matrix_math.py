@@ -38,12 +38,13 @@ from asyncflow.ops.csr_sparse_matrix_ops import (
     make_csr_value,
     mask_like,
 )
-from asyncflow.registry import TypeConstraint, register_op
+from asyncflow.registry import ANY, TypeConstraint, register_op
 
 __all__: list[str] = []
 
 _FLOAT_TYPES = TypeConstraint(("float32", "float64"))
 _TYPE_MESSAGE = "dtype of input is not equal to 'type': {got} vs. {want}"
+_ASKED_MESSAGE = "Asked for a CSRSparseMatrix of type {want} but saw dtype: {got}"
 
 
 def _merge_dims(a, b, what: str = ""):
@@ -114,7 +115,7 @@ SparseMatrixMatMul = register_op(
     inputs=["a: variant", "b: T"],
     outputs=["output: T"],
     attrs={
-        "T": CSR_TYPES,
+        "T": ANY,  # (TF's OpDef allows any type; its kernels are the CSR types')
         "transpose_a": False,
         "transpose_b": False,
         "adjoint_a": False,
@@ -162,7 +163,10 @@ def _dense_product(m, b: np.ndarray, attrs: dict) -> np.ndarray:
 @SparseMatrixMatMul.kernel("CPU")
 async def _matmul(ctx, a, b):
     m, b = csr_value(a), np.asarray(b)
-    check_type(m, ctx.attrs["T"], "dtype of a is not equal to 'T': {got} vs. {want}")
+    _check_kernel_type(ctx)
+    check_type(
+        m, ctx.attrs["T"], "Input types don't match.  a.dtype == {got} vs. b.dtype == {want}"
+    )
     if b.ndim != m.dense_shape.size:
         raise invalid(f"Ranks of a and b must match, saw: {m.dense_shape.size} vs. {b.ndim}.")
     if b.ndim == 3 and b.shape[0] != m.batch_size:
@@ -173,6 +177,16 @@ async def _matmul(ctx, a, b):
     if k_a != k_b:
         raise invalid(f"Inner product dimensions of A and B do not match: {k_a} vs. {k_b}")
     return await ctx.compute(_dense_product, m, b, attrs)
+
+
+def _check_kernel_type(ctx) -> None:
+    """TF has kernels for the CSR types only (its OpDef takes any type)."""
+    t = ctx.attrs["T"]
+    if t not in CSR_TYPES.allowed:
+        raise invalid(
+            f"No OpKernel was registered to support Op '{ctx.op.type}' with these attrs: "
+            f"[T={t.name}]"
+        )
 
 
 def _unop(x, transpose: bool, adjoint: bool):
@@ -284,8 +298,8 @@ def _product_shape(ma, mb, fa, fb) -> np.ndarray:
 @SparseMatrixSparseMatMul.kernel("CPU")
 async def _sparse_matmul(ctx, a, b):
     ma, mb = csr_value(a), csr_value(b)
-    check_type(ma, ctx.attrs["type"], _TYPE_MESSAGE)
-    check_type(mb, ctx.attrs["type"], _TYPE_MESSAGE)
+    check_type(ma, ctx.attrs["type"], "dtype of a is not equal to 'type': {got} vs. {want}")
+    check_type(mb, ctx.attrs["type"], "dtype of b is not equal to 'type': {got} vs. {want}")
     attrs = ctx.attrs
     if ma.dense_shape.size != mb.dense_shape.size or ma.batch_size != mb.batch_size:
         raise invalid(
@@ -393,7 +407,7 @@ SparseMatrixMul = register_op(
     "SparseMatrixMul",
     inputs=["a: variant", "b: T"],
     outputs=["output: variant"],
-    attrs={"T": CSR_TYPES},
+    attrs={"T": ANY},  # (as TF's OpDef)
     shape_fn=lambda op: csr_output(op, csr_shape(op.inputs[0])),
 )
 
@@ -401,6 +415,7 @@ SparseMatrixMul = register_op(
 @SparseMatrixMul.kernel("CPU")
 async def _mul(ctx, a, b):
     m, b = csr_value(a), np.asarray(b)
+    _check_kernel_type(ctx)
     check_type(m, ctx.attrs["T"], "dtype of a is not equal to 'T': {got} vs. {want}")
     if b.size == 1:
         scale = np.full(m.batch_size, b.reshape(-1)[0])
@@ -640,7 +655,7 @@ def _choleskys(m, perms: np.ndarray) -> list:
 @SparseMatrixSparseCholesky.kernel("CPU")
 async def _sparse_cholesky(ctx, matrix, permutation):
     m = csr_value(matrix)
-    check_type(m, ctx.attrs["type"], _TYPE_MESSAGE)
+    check_type(m, ctx.attrs["type"], _ASKED_MESSAGE)
     _check_square(m)
     perms = np.asarray(permutation, np.int64)
     want = (m.batch_size, m.rows) if m.dense_shape.size == 3 else (m.rows,)

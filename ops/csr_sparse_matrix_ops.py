@@ -140,7 +140,11 @@ def make_csr_value(m: CSRSparseMatrix) -> np.ndarray:
 def check_type(m: CSRSparseMatrix, want, message: str) -> None:
     want = np.dtype(dtypes.as_dtype(want).as_numpy_dtype)
     if m.dtype != want:
-        raise invalid(message.format(got=_TYPE_NAMES[m.dtype], want=_TYPE_NAMES[want]))
+        raise invalid(message.format(got=_type_name(m.dtype), want=_type_name(want)))
+
+
+def _type_name(dtype: np.dtype) -> str:
+    return _TYPE_NAMES.get(dtype) or dtypes.as_dtype(dtype).name
 
 
 def _asked_type(m, want):
@@ -387,7 +391,9 @@ CSRSparseMatrixToSparseTensor = register_op(
 @CSRSparseMatrixToSparseTensor.kernel("CPU")
 async def _to_sparse_tensor(ctx, matrix):
     m = csr_value(matrix)
-    _asked_type(m, ctx.attrs["type"])
+    check_type(
+        m, ctx.attrs["type"], "Expected a CSRSparseMatrix of type {want} but saw type: {got}"
+    )
     parts = []
     for b in range(m.batch_size):
         rows, cols, _ = m.coo(b)

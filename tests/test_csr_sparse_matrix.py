@@ -237,6 +237,29 @@ RUN_ERRORS = {
             dense_input=D2, indices=af.constant([[0, 7]], af.int64), name="D")),
         "indices[0] = [0, 7] does not index into param shape [3,3], node name: D",
     ),
+    "matmul_of_two_types": (
+        lambda: raw.SparseMatrixMatMul(a=csr(D2), b=np.ones([3, 1])),
+        "Input types don't match.  a.dtype == float vs. b.dtype == double",
+    ),
+    "sparse_matmul_of_two_types": (
+        lambda: comps(raw.SparseMatrixSparseMatMul(
+            a=csr(D2), b=csr(D2.astype(np.float64)), type=af.float32)),
+        "dtype of b is not equal to 'type': double vs. float",
+    ),
+    "transpose_of_another_type": (
+        lambda: comps(raw.SparseMatrixTranspose(input=csr(D2), type=af.float64), 0, af.float64),
+        "dtype of input is not equal to 'type': float vs. double",
+    ),
+    "cholesky_of_another_type": (
+        lambda: comps(raw.SparseMatrixSparseCholesky(
+            input=csr(np.eye(2, dtype=np.float32)), permutation=af.constant([0, 1]),
+            type=af.float64), 0, af.float64),
+        "Asked for a CSRSparseMatrix of type double but saw dtype: float",
+    ),
+    "sparse_tensor_of_another_type": (
+        lambda: raw.CSRSparseMatrixToSparseTensor(sparse_matrix=csr(D2), type=af.float64),
+        "Expected a CSRSparseMatrix of type double but saw type: float",
+    ),
     "cholesky_of_an_indefinite_matrix": (
         lambda: comps(raw.SparseMatrixSparseCholesky(
             input=csr(np.array([[1.0, 2], [2, 1]], np.float32)),
@@ -617,3 +640,21 @@ def test_add_gradient_masks_to_each_structure():
     mask = (D2 != 0).astype(np.float32)
     np.testing.assert_array_equal(got[0], 2 * _W9 * mask)
     np.testing.assert_array_equal(got[1], 3 * _W9 * mask.T)
+
+
+def test_bad_inputs_tf_leaves_unchecked_are_errors():
+    # TF 2.21 factors with a repeated permutation index (reading garbage) and has no
+    # kernel for an integer product; asyncflow says what is wrong instead.
+    with af.Graph().as_default():
+        chol = raw.SparseMatrixSparseCholesky(
+            input=csr(np.eye(2, dtype=np.float32)), permutation=af.constant([0, 0]),
+            type=af.float32,
+        )  # fmt: skip
+        with pytest.raises(errors.InvalidArgumentError, match="is not a permutation of"):
+            _run(comps(chol))
+        product = raw.SparseMatrixMatMul(a=csr(D2), b=np.ones([3, 1], np.int32))
+        with pytest.raises(errors.InvalidArgumentError, match="No OpKernel was registered"):
+            _run(product)
+        scaled = raw.SparseMatrixMul(a=csr(D3), b=af.constant([2.0, 3.0]))
+        with pytest.raises(errors.InvalidArgumentError, match="b must be a scalar"):
+            _run(dense(scaled))
