@@ -14,8 +14,7 @@ fails on a CPU-only machine.  Here they run on any device, with the semantics of
 GPU kernels.
 
 Products stay sparse (scipy.sparse, imported when first used) and run on the device's
-workers when large (`ctx.compute`); the Cholesky factor is computed densely (LAPACK) and
-kept at its symbolic structure.
+workers when large (`ctx.compute`), as do the ordering and the factorization.
 """
 
 from __future__ import annotations
@@ -585,58 +584,89 @@ SparseMatrixSparseCholesky = register_op(
 )
 
 
-def _factor_pattern(n: int, r: np.ndarray, c: np.ndarray) -> list:
-    """For each row k of the Cholesky factor of a matrix whose lower triangle has entries
-    at (r, c) (r >= c), the sorted columns of its symbolic nonzeros (the diagonal too)."""
-    below = [[] for _ in range(n)]
-    for i, j in zip(r.tolist(), c.tolist()):
-        if i > j:
-            below[i].append(j)
-    parent, ancestor = [-1] * n, [-1] * n
-    for k in range(n):  # the elimination tree
-        for i in below[k]:
-            while i != -1 and i < k:
-                nxt = ancestor[i]
-                ancestor[i] = k
-                if nxt == -1:
+def _upper_columns(m, b: int, perm: np.ndarray) -> tuple[list, list]:
+    """The upper triangle of B = P A P^T (`B[i, j] = A[p[i], p[j]]`, A read from its lower
+    triangle), column by column, each column's entries in the order TF's twisted copy
+    visits A's (its rows, then their stored entries): the order the factorization adds
+    them in, which its rounding depends on."""
+    n = m.rows
+    inverse = np.empty(n, np.int64)
+    inverse[perm] = np.arange(n)
+    rows, cols, vals = m.coo(b)
+    lower = rows >= cols
+    ip, jp, v = inverse[rows[lower]], inverse[cols[lower]], vals[lower]
+    # TF factors B^T = conj(B) (its row-major matrix seen column-major) and returns the
+    # conjugate: y gets conj(B[k, i]) for column k.  (Only complex rounding, and the
+    # sign of the diagonal's zero imaginary parts, tell the two apart.)
+    v = np.where(ip >= jp, np.conj(v), v)
+    col, row = np.maximum(ip, jp), np.minimum(ip, jp)
+    order = np.argsort(col, kind="stable")
+    bounds = np.searchsorted(col[order], np.arange(n + 1))
+    r, x = row[order].tolist(), v[order]
+    return [r[bounds[k] : bounds[k + 1]] for k in range(n)], [
+        x[bounds[k] : bounds[k + 1]] for k in range(n)
+    ]
+
+
+def _elimination_tree(n: int, columns: list) -> tuple[list, list]:
+    """(parent, off-diagonal count of each column of L) of the matrix's upper columns."""
+    parent, tags, counts = [-1] * n, [-1] * n, [0] * n
+    for k in range(n):
+        tags[k] = k
+        for i in columns[k]:
+            while i < k and tags[i] != k:
+                if parent[i] == -1:
                     parent[i] = k
-                i = nxt
-    rows, seen = [], [-1] * n
-    for k in range(n):  # row k's structure: the tree paths up from its entries to k
-        seen[k] = k
-        cols = [k]
-        for i in below[k]:
-            while i != -1 and seen[i] != k:
-                seen[i] = k
-                cols.append(i)
+                counts[i] += 1
+                tags[i] = k
                 i = parent[i]
-        rows.append(sorted(cols))
-    return rows
+    return parent, counts
 
 
 def _cholesky_one(m, b: int, perm: np.ndarray):
-    n = m.rows
-    rows, cols, vals = m.coo(b)
-    inverse = np.empty(n, np.int64)
-    inverse[perm] = np.arange(n)
-    lower = rows >= cols
-    pr, pc, v = inverse[rows[lower]], inverse[cols[lower]], vals[lower]
-    # (an entry below A's diagonal may land above B's: B is Hermitian, so it is mirrored)
-    swap = pr < pc
-    r, c = np.where(swap, pc, pr), np.where(swap, pr, pc)
-    v = np.where(swap, np.conj(v), v)
-    dense = np.zeros((n, n), m.dtype)
-    dense[r, c] = v
-    off = r != c
-    dense[c[off], r[off]] = np.conj(v[off])
-    try:
-        factor = np.linalg.cholesky(dense)
-    except np.linalg.LinAlgError:
-        return None
-    pattern = _factor_pattern(n, r, c)
-    lr = np.repeat(np.arange(n), [len(p) for p in pattern])
-    lc = np.asarray([j for p in pattern for j in p], np.int64)
-    return from_sorted_coo(n, lr, lc, factor[lr, lc])
+    """(row pointers, cols, values) of L, B = L L^H, or None when B is not positive
+    definite.  Up-looking, row k of L from a sparse triangular solve along the
+    elimination tree, each operation in the order of Eigen's SimplicialLLT (which TF
+    runs): a real factor is TF's to the last bit (a complex one to an ulp or two)."""
+    n, dtype = m.rows, m.dtype
+    columns, values = _upper_columns(m, b, perm)
+    parent, counts = _elimination_tree(n, columns)
+    lp = np.zeros(n + 1, np.int64)
+    np.cumsum(np.asarray(counts, np.int64) + 1, out=lp[1:])
+    li, lx = np.zeros(lp[-1], np.int64), np.zeros(lp[-1], dtype)
+    filled = [0] * n
+    y, tags, pattern = np.zeros(n, dtype), [-1] * n, [0] * n
+    real = np.dtype(dtype).type(0).real.dtype.type
+    for k in range(n):
+        top, tags[k] = n, k
+        for i, v in zip(columns[k], values[k]):
+            y[i] += v
+            path = []
+            while tags[i] != k:  # the tree path up from i, until a node already seen
+                path.append(i)
+                tags[i] = k
+                i = parent[i]
+            for i in reversed(path):
+                top -= 1
+                pattern[top] = i
+        d = real(y[k].real)
+        y[k] = 0
+        for i in pattern[top:n]:
+            yi = y[i] / lx[lp[i]]  # L[k, i]
+            y[i] = 0
+            lo, hi = lp[i] + 1, lp[i] + filled[i]
+            if hi > lo:
+                y[li[lo:hi]] -= np.conj(lx[lo:hi]) * yi
+            d -= real((yi * np.conj(yi)).real)
+            li[hi], lx[hi] = k, yi
+            filled[i] += 1
+        if d <= 0:  # (a NaN goes on, as in Eigen)
+            return None
+        li[lp[k]], lx[lp[k]] = k, np.sqrt(d)
+        filled[k] = 1
+    col = np.repeat(np.arange(n), np.diff(lp))
+    order = np.lexsort((col, li))
+    return from_sorted_coo(n, li[order], col[order], np.conj(lx[order]))
 
 
 def _choleskys(m, perms: np.ndarray) -> list:

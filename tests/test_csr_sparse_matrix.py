@@ -4,7 +4,8 @@ Every expected value below was recorded from TensorFlow 2.21 (tf.compat.v1, CPU)
 literals for the small cases; fixtures/csr_sparse_matrix/amd_cholesky_tf.json for AMD
 orderings and Cholesky factors of the matrices `_amd_cases` makes, and
 complex_products_tf.json for sparse x dense and sparse x sparse products and their
-gradients over every flag combination (inputs from `_complex_products`).
+gradients over every flag combination (inputs from `_complex_products`), and
+cholesky_more_tf.json for complex and batched float32 factors (`_more_choleskys`).
 
 SparseMatrixAdd, SparseMatrixMul, SparseMatrixSoftmax, SparseMatrixSoftmaxGrad and
 SparseMatrixZeros have only GPU kernels in TF 2.21 (a CPU session fails to place them),
@@ -443,7 +444,7 @@ def test_amd_orderings_and_cholesky_factors_as_tf():
         if name.endswith("_chol"):
             ptr, cols, vals = want[name]
             assert got[name][0].tolist() == ptr and got[name][1].tolist() == cols, name
-            np.testing.assert_allclose(got[name][2], vals, rtol=1e-12, err_msg=name)
+            assert got[name][2].tolist() == vals, name  # (to the last bit, as TF's Eigen)
         else:
             assert value.tolist() == want[name], name
 
@@ -451,8 +452,10 @@ def test_amd_orderings_and_cholesky_factors_as_tf():
 # -- complex products and their gradients (fixture) --------------------------------------------
 
 
-def _complex_products():
-    """The graph of tf_record: products over every flag combination, their gradients."""
+def _complex_products(part: str) -> dict:
+    """The graph of the recording, `part` "dense" (sparse x dense products, every flag
+    combination) or "sparse" (sparse x sparse): the random draws of both are made, in
+    the recording's order, either way."""
     r = np.random.RandomState(0)
     a = ((r.rand(3, 4) < 0.6) * (r.randn(3, 4) + 1j * r.randn(3, 4))).astype(np.complex128)
     x = af.constant(a)
@@ -461,13 +464,17 @@ def _complex_products():
     for ta, aa, tb, ab, to, co in itertools.product([0, 1], repeat=6):
         if (ta and aa) or (tb and ab):
             continue
-        k = 3 if (ta or aa) else 4
+        k, rows = (3, 4) if (ta or aa) else (4, 3)
         shape = (2, k) if (tb or ab) else (k, 2)
-        b = af.constant(r.randn(*shape) + 1j * r.randn(*shape))
+        bv = r.randn(*shape) + 1j * r.randn(*shape)
+        out = (2, rows) if to else (rows, 2)
+        w = r.randn(*out) + 1j * r.randn(*out)
+        if part != "dense":
+            continue
+        b = af.constant(bv)
         flags = dict(transpose_a=ta, adjoint_a=aa, transpose_b=tb, adjoint_b=ab,
                      transpose_output=to, conjugate_output=co)  # fmt: skip
         c = raw.SparseMatrixMatMul(a=m, b=b, **{k: bool(v) for k, v in flags.items()})
-        w = r.randn(*c.shape.as_list()) + 1j * r.randn(*c.shape.as_list())
         loss = af.reduce_sum(af.math.real(c * af.constant(w)))
         fetch[f"{ta}{aa}{tb}{ab}{to}{co}"] = (c, *af.gradients(loss, [x, b]))
     bs = (r.rand(4, 3) < 0.6) * (r.randn(4, 3) + 1j * r.randn(4, 3))
@@ -482,15 +489,17 @@ def _complex_products():
         d = dense(c, af.complex128)
         w = r.randn(*d.shape.as_list()) + 1j * r.randn(*d.shape.as_list())
         loss = af.reduce_sum(af.math.real(d * af.constant(w)))
-        fetch[f"ss{ta}{aa}{tb}{ab}"] = (d, *af.gradients(loss, [x, y]))
+        if part == "sparse":
+            fetch[f"ss{ta}{aa}{tb}{ab}"] = (d, *af.gradients(loss, [x, y]))
     return fetch
 
 
-def test_complex_products_and_gradients_as_tf():
+@pytest.mark.parametrize("part", ["dense", "sparse"])
+def test_complex_products_and_gradients_as_tf(part):
     want = json.loads((FIXTURES / "complex_products_tf.json").read_text())
     with af.Graph().as_default():
-        got = _run(_complex_products())
-    assert sorted(got) == sorted(want)
+        got = _run(_complex_products(part))
+    assert sorted(got) == sorted(k for k in want if k.startswith("ss") == (part == "sparse"))
     for name, values in got.items():
         for value, (re, im) in zip(values, want[name]):
             np.testing.assert_allclose(value, np.array(re) + 1j * np.array(im), atol=1e-7,
@@ -658,3 +667,43 @@ def test_bad_inputs_tf_leaves_unchecked_are_errors():
         scaled = raw.SparseMatrixMul(a=csr(D3), b=af.constant([2.0, 3.0]))
         with pytest.raises(errors.InvalidArgumentError, match="b must be a scalar"):
             _run(dense(scaled))
+
+
+def _more_choleskys():
+    """Hermitian complex matrices and a float32 batch, each factored in its AMD order."""
+    r = np.random.RandomState(5)
+    n = 12
+    h = (r.rand(n, n) < 0.3) * (r.randn(n, n) + 1j * r.randn(n, n))
+    h = h + h.conj().T + np.eye(n) * 8
+    batch = np.stack([
+        (lambda m: m + m.T + np.eye(n) * 6)((r.rand(n, n) < 0.25) * r.randn(n, n))
+        for _ in range(2)
+    ]).astype(np.float32)  # fmt: skip
+    fetch = {}
+    cases = [("c128", h, af.complex128, 0), ("c64", h.astype(np.complex64), af.complex64, 0),
+             ("f32_batch", batch, af.float32, 1)]  # fmt: skip
+    for name, matrix, dtype, index in cases:
+        m = csr(matrix)
+        amd = raw.SparseMatrixOrderingAMD(input=m)
+        chol = raw.SparseMatrixSparseCholesky(input=m, permutation=amd, type=dtype)
+        fetch[name] = (amd, comps(chol, index, dtype))
+    return fetch
+
+
+def test_complex_and_batched_cholesky_factors_as_tf():
+    want = json.loads((FIXTURES / "cholesky_more_tf.json").read_text())
+    with af.Graph().as_default():
+        got = _run(_more_choleskys())
+    for name, (amd, (ptr, cols, values)) in got.items():
+        order, w_ptr, w_cols, re, im = want[name]
+        assert (amd.tolist(), ptr.tolist(), cols.tolist()) == (order, w_ptr, w_cols), name
+        expected = np.array(re) + 1j * np.array(im)
+        if name == "f32_batch":  # real: TF's bits
+            assert values.tolist() == re
+        else:  # complex: an ulp or two (C++ and NumPy complex arithmetic round apart)
+            eps = np.finfo(values.dtype).eps
+            np.testing.assert_allclose(values, expected, rtol=0, atol=8 * eps, err_msg=name)
+            zero = np.array(im) == 0  # (the diagonal's: TF's are -0.0)
+            assert (
+                np.signbit(values.imag[zero]).tolist() == np.signbit(np.array(im)[zero]).tolist()
+            )
