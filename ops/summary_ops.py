@@ -6,7 +6,8 @@ with TF's tags, values and encodings: histograms use TF's default bucket limits 
 growing by 10% to 1e20, mirrored for negatives, then +-DBL_MAX) and collapse runs of
 empty buckets as `Histogram::EncodeToProto`; images are PNG (floats normalised per image
 as TF's ImageSummary: [0, max] -> [0, 255], or symmetric around 128 when negative, non-
-finite pixels painted `bad_color`); audio is 16-bit PCM WAV.  The builders name ops and
+finite pixels painted `bad_color`), PNG-encoded byte for byte as TF (png_codec); audio
+is 16-bit PCM WAV.  The builders name ops and
 tags as TF1's `summary_scope` (family prefixes) and add the op to the SUMMARIES
 collection unless `collections` says otherwise.
 """
@@ -18,14 +19,13 @@ import re
 import struct
 import sys
 import threading
-import zlib
 
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.graph_io import tensor_content_proto
-from asyncflow.ops import summary_jit
+from asyncflow.ops import png_codec, summary_jit
 from asyncflow.proto_wire import varint as _varint
 from asyncflow.protos.summary_pb2 import HistogramProto, Summary, SummaryMetadata
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
@@ -644,30 +644,6 @@ async def _histogram_summary(ctx, tag, values):
 # -- ImageSummary -------------------------------------------------------------------------
 
 
-def encode_png(pixels: np.ndarray) -> bytes:
-    """A [height, width, channels] uint8 array (1, 3 or 4 channels) as PNG bytes."""
-    h, w, c = pixels.shape
-    color_type = {1: 0, 2: 4, 3: 2, 4: 6}[c]
-    rows = np.zeros((h, 1 + w * c), np.uint8)  # filter byte 0 (None) on every row
-    rows[:, 1:] = pixels.reshape(h, w * c)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data))
-            + kind
-            + data
-            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-        )
-
-    header = struct.pack(">IIBBBBB", w, h, 8, color_type, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6))
-        + chunk(b"IEND", b"")
-    )
-
-
 def _normalize_image(img: np.ndarray, bad_color: np.ndarray) -> np.ndarray:
     """TF's NormalizeFloatImage: an affine map into uint8, computed in the image's type."""
     finite = np.isfinite(img)
@@ -715,17 +691,21 @@ async def _image_summary(ctx, tag, tensor):
         raise errors.InvalidArgumentError(
             None, None, f"bad_color must have at least {t.shape[-1]} elements"
         )
-    base = _tag(tag)
-    n = min(t.shape[0], ctx.attrs["max_images"])
     summary = Summary()
-    for i in range(n):
+    add_image_values(summary, _tag(tag), t, ctx.attrs["max_images"], bad_color)
+    return _serialized(summary)
+
+
+def add_image_values(summary, base: str, t: np.ndarray, max_images: int, bad_color) -> None:
+    """Append TF's image values of the 4-D batch `t` to `summary`: PNGs tagged
+    `<base>/image/<i>` (`<base>/image` when `max_images` is 1: TF goes by the attr, not
+    by the batch size)."""
+    for i in range(min(t.shape[0], max_images)):
         img = t[i] if t.dtype == np.uint8 else _normalize_image(t[i], bad_color)
-        one = ctx.attrs["max_images"] == 1  # (TF: by the attr, not by the batch size)
-        value = summary.value.add(tag=f"{base}/image" if one else f"{base}/image/{i}")
+        value = summary.value.add(tag=f"{base}/image" if max_images == 1 else f"{base}/image/{i}")
         value.image.height, value.image.width = int(t.shape[1]), int(t.shape[2])
         value.image.colorspace = int(t.shape[3])
-        value.image.encoded_image_string = encode_png(np.ascontiguousarray(img))
-    return _serialized(summary)
+        value.image.encoded_image_string = png_codec.encode_png(np.ascontiguousarray(img))
 
 
 # -- AudioSummaryV2 -----------------------------------------------------------------------
@@ -777,20 +757,24 @@ async def _audio_summary(ctx, tag, tensor, sample_rate):
     rate = float(sample_rate)
     if rate <= 0:
         raise errors.InvalidArgumentError(None, None, "sample_rate must be > 0")
+    summary = Summary()
+    add_audio_values(summary, _tag(tag), t, rate, ctx.attrs["max_outputs"])
+    return _serialized(summary)
+
+
+def add_audio_values(summary, base: str, t: np.ndarray, rate: float, max_outputs: int) -> None:
+    """Append TF's audio values of `t` ([batch, frames] or [batch, frames, channels]) to
+    `summary`: WAVs tagged `<base>/audio/<i>` (`<base>/audio` when `max_outputs` is 1)."""
     if t.ndim == 2:
         t = t[:, :, None]
-    base = _tag(tag)
-    n = min(t.shape[0], ctx.attrs["max_outputs"])
-    summary = Summary()
-    for i in range(n):
-        one = ctx.attrs["max_outputs"] == 1
+    for i in range(min(t.shape[0], max_outputs)):
+        one = max_outputs == 1
         value = summary.value.add(tag=f"{base}/audio" if one else f"{base}/audio/{i}")
         value.audio.sample_rate = rate
         value.audio.num_channels = int(t.shape[2])
         value.audio.length_frames = int(t.shape[1])
         value.audio.content_type = "audio/wav"
         value.audio.encoded_audio_string = encode_wav(t[i], int(rate))
-    return _serialized(summary)
 
 
 # -- TensorSummaryV2 ----------------------------------------------------------------------

@@ -175,6 +175,16 @@ _TF_NO_GRADIENT = {
     "KMC2ChainInitialization",
     "BatchCholeskyGrad",
     "CudnnRNNBackpropV3",
+    # (tests/test_summary_writer_ops.py)
+    *"SummaryWriter CreateSummaryFileWriter CreateSummaryDbWriter WriteSummary".split(),
+    *"WriteScalarSummary WriteHistogramSummary WriteImageSummary WriteAudioSummary".split(),
+    *"WriteGraphSummary WriteRawProtoSummary ImportEvent FlushSummaryWriter".split(),
+    "CloseSummaryWriter",
+    # (tests/test_csr_sparse_matrix.py)
+    "CSRSparseMatrixComponents",
+    "SparseMatrixOrderingAMD",
+    "SparseMatrixSoftmaxGrad",
+    "SparseMatrixSparseCholesky",
 }
 
 

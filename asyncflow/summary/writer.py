@@ -46,6 +46,7 @@ import weakref
 import aiofiles
 
 from asyncflow import graph as ops
+from asyncflow.ops import summary_writer_ops
 from asyncflow.ops.summary_ops import made_here, summary_event_bytes
 from asyncflow.protos.event_pb2 import Event, SessionLog, TaggedRunMetadata
 from asyncflow.protos.summary_pb2 import Summary
@@ -102,12 +103,15 @@ class EventFileWriter:
     Raises (constructor): OSError when `logdir` cannot be created.
     """
 
-    def __init__(self, logdir, max_queue=10, flush_secs=120, filename_suffix=None):
+    def __init__(
+        self, logdir, max_queue=10, flush_secs=120, filename_suffix=None, *, source=None
+    ):
         self._logdir = os.fspath(logdir)
         os.makedirs(self._logdir, exist_ok=True)
         self._max_queue = max(int(max_queue), 1)
         self._flush_secs = float(flush_secs)
         self._suffix = filename_suffix or ""
+        self._source = source  # the first event's source_metadata.writer, if any
         self._lock = threading.Lock()
         self._closed = True
         self._open()
@@ -123,6 +127,8 @@ class EventFileWriter:
         self._error: BaseException | None = None
         self._closed = False
         first = Event(wall_time=now, file_version="brain.Event:2")
+        if self._source:
+            first.source_metadata.writer = self._source
         self._pending.append(_frame(first.SerializeToString()))
         running = _running_loop()
         if running is not None:  # async code: the task goes on the caller's loop
@@ -455,6 +461,10 @@ class FileWriter:
 
     def reopen(self) -> None:
         self.event_writer.reopen()
+
+
+# The graph's summary-writer ops (CreateSummaryFileWriter ...) write through this class.
+summary_writer_ops.use_event_file_writer(EventFileWriter)
 
 
 def _serialize_run_metadata(run_metadata) -> bytes:
