@@ -912,3 +912,19 @@ def test_float32_cells_of_13_bits_bucket_as_tfs_upper_bound(cell_bits):
     values = values[np.isfinite(values)]
     want = np.minimum(np.searchsorted(limits, values.astype(np.float64), "right"), limits.size - 1)
     np.testing.assert_array_equal(table.buckets(values), want)
+
+
+def test_first_event_names_the_writer_as_tf(tmp_path):
+    # TF 2.21's FileWriter: the file_version event carries source_metadata.writer
+    # "tensorflow.core.util.events_writer" (recorded)
+    import glob
+
+    from asyncflow.protos import event_pb2
+
+    w = af.summary.FileWriter(str(tmp_path))
+    w.add_summary(af.Summary(value=[af.Summary.Value(tag="a", simple_value=1.0)]), 3)
+    w.close()
+    (path,) = glob.glob(str(tmp_path / "events.out.tfevents.*"))
+    first = event_pb2.Event.FromString(next(iter(af.io.tf_record_iterator(path))))
+    assert first.file_version == "brain.Event:2"
+    assert first.source_metadata.writer == "tensorflow.core.util.events_writer"

@@ -104,14 +104,21 @@ class EventFileWriter:
     """
 
     def __init__(
-        self, logdir, max_queue=10, flush_secs=120, filename_suffix=None, *, source=None
+        self,
+        logdir,
+        max_queue=10,
+        flush_secs=120,
+        filename_suffix=None,
+        *,
+        source="tensorflow.core.util.events_writer",
     ):
         self._logdir = os.fspath(logdir)
         os.makedirs(self._logdir, exist_ok=True)
         self._max_queue = max(int(max_queue), 1)
         self._flush_secs = float(flush_secs)
         self._suffix = filename_suffix or ""
-        self._source = source  # the first event's source_metadata.writer, if any
+        # the first event's source_metadata.writer (TF's C++ writer names itself there)
+        self._source = source
         self._lock = threading.Lock()
         self._closed = True
         self._open()
