@@ -53,13 +53,24 @@ def _iinfo(np_type):
 class DType:
     """A TensorFlow element type, e.g. ``tf.float32``."""
 
-    __slots__ = ("_enum", "_name", "_np", "_base", "np_dtype")
+    __slots__ = ("_enum", "_name", "_np", "_base", "np_dtype", "_handle_data")
 
-    def __init__(self, type_enum: int, name: str, np_type: Any, base: DType | None = None):
-        self._enum = type_enum
+    def __init__(self, type_enum: int, handle_data=None):
+        """The type of TF's DataType enum value `type_enum` (TF's constructor; the
+        module's types are the canonical instances, which `as_dtype` returns).
+
+        Raises:
+          TypeError: an enum value that is no type.
+        """
+        spec = _SPECS.get(int(type_enum))
+        if spec is None:
+            raise TypeError(f"{type_enum} does not correspond to a valid tensorflow::DataType")
+        name, np_type, base = spec
+        self._enum = int(type_enum)
         self._name = name
         self._np = np_type
         self._base = base  # the base type of a reference type, else None
+        self._handle_data = handle_data
         # The np.dtype instance (None without a NumPy type): kernels compare a result's
         # dtype to it with `is` first, which is cheaper than `== scalar type`.
         self.np_dtype = None if np_type is None else np.dtype(np_type)
@@ -208,45 +219,53 @@ class DType:
         return f"<dtype: '{self._name}'>"
 
 
-float16 = DType(19, "float16", np.float16)
+_SPECS: dict[int, tuple] = {}  # enum -> (name, NumPy type, base type of a ref type)
+
+
+def _define(type_enum: int, name: str, np_type: Any, base: DType | None = None) -> DType:
+    _SPECS[type_enum] = (name, np_type, base)
+    return DType(type_enum)
+
+
+float16 = _define(19, "float16", np.float16)
 half = float16
-bfloat16 = DType(14, "bfloat16", _BFLOAT16_NP)
-float32 = DType(1, "float32", np.float32)
-float64 = DType(2, "float64", np.float64)
+bfloat16 = _define(14, "bfloat16", _BFLOAT16_NP)
+float32 = _define(1, "float32", np.float32)
+float64 = _define(2, "float64", np.float64)
 double = float64
-int8 = DType(6, "int8", np.int8)
-int16 = DType(5, "int16", np.int16)
-int32 = DType(3, "int32", np.int32)
-int64 = DType(9, "int64", np.int64)
-uint8 = DType(4, "uint8", np.uint8)
-uint16 = DType(17, "uint16", np.uint16)
-uint32 = DType(22, "uint32", np.uint32)
-uint64 = DType(23, "uint64", np.uint64)
-bool_ = DType(10, "bool", np.bool_)
-string = DType(7, "string", np.object_)
-complex64 = DType(8, "complex64", np.complex64)
-complex128 = DType(18, "complex128", np.complex128)
+int8 = _define(6, "int8", np.int8)
+int16 = _define(5, "int16", np.int16)
+int32 = _define(3, "int32", np.int32)
+int64 = _define(9, "int64", np.int64)
+uint8 = _define(4, "uint8", np.uint8)
+uint16 = _define(17, "uint16", np.uint16)
+uint32 = _define(22, "uint32", np.uint32)
+uint64 = _define(23, "uint64", np.uint64)
+bool_ = _define(10, "bool", np.bool_)
+string = _define(7, "string", np.object_)
+complex64 = _define(8, "complex64", np.complex64)
+complex128 = _define(18, "complex128", np.complex128)
 # Quantized types: NumPy records of their storage type, as TF's; no kernel computes on
 # them here, but graphs and protos carry them.
-qint8 = DType(11, "qint8", np.dtype([("qint8", np.int8)]))
-quint8 = DType(12, "quint8", np.dtype([("quint8", np.uint8)]))
-qint32 = DType(13, "qint32", np.dtype([("qint32", np.int32)]))
-qint16 = DType(15, "qint16", np.dtype([("qint16", np.int16)]))
-quint16 = DType(16, "quint16", np.dtype([("quint16", np.uint16)]))
+qint8 = _define(11, "qint8", np.dtype([("qint8", np.int8)]))
+quint8 = _define(12, "quint8", np.dtype([("quint8", np.uint8)]))
+qint32 = _define(13, "qint32", np.dtype([("qint32", np.int32)]))
+qint16 = _define(15, "qint16", np.dtype([("qint16", np.int16)]))
+quint16 = _define(16, "quint16", np.dtype([("quint16", np.uint16)]))
 # TF's narrow types (8-bit floats, 4-bit integers: one byte per element), ml_dtypes'.
-float8_e5m2 = DType(24, "float8_e5m2", _ml_type("float8_e5m2"))
-float8_e4m3fn = DType(25, "float8_e4m3fn", _ml_type("float8_e4m3fn"))
-float8_e4m3fnuz = DType(26, "float8_e4m3fnuz", _ml_type("float8_e4m3fnuz"))
-float8_e4m3b11fnuz = DType(27, "float8_e4m3b11fnuz", _ml_type("float8_e4m3b11fnuz"))
-float8_e5m2fnuz = DType(28, "float8_e5m2fnuz", _ml_type("float8_e5m2fnuz"))
-int4 = DType(29, "int4", _ml_type("int4"))
-uint4 = DType(30, "uint4", _ml_type("uint4"))
-int2 = DType(31, "int2", _ml_type("int2"))
-uint2 = DType(32, "uint2", _ml_type("uint2"))
-float4_e2m1fn = DType(33, "float4_e2m1fn", _ml_type("float4_e2m1fn"))
+float8_e5m2 = _define(24, "float8_e5m2", _ml_type("float8_e5m2"))
+float8_e4m3fn = _define(25, "float8_e4m3fn", _ml_type("float8_e4m3fn"))
+float8_e4m3fnuz = _define(26, "float8_e4m3fnuz", _ml_type("float8_e4m3fnuz"))
+float8_e4m3b11fnuz = _define(27, "float8_e4m3b11fnuz", _ml_type("float8_e4m3b11fnuz"))
+float8_e5m2fnuz = _define(28, "float8_e5m2fnuz", _ml_type("float8_e5m2fnuz"))
+int4 = _define(29, "int4", _ml_type("int4"))
+uint4 = _define(30, "uint4", _ml_type("uint4"))
+int2 = _define(31, "int2", _ml_type("int2"))
+uint2 = _define(32, "uint2", _ml_type("uint2"))
+float4_e2m1fn = _define(33, "float4_e2m1fn", _ml_type("float4_e2m1fn"))
 # Handles: no NumPy type (as_numpy_dtype raises TypeError).
-resource = DType(20, "resource", None)
-variant = DType(21, "variant", None)
+resource = _define(20, "resource", None)
+variant = _define(21, "variant", None)
 
 _ALL = (
     float16, bfloat16, float32, float64, int8, int16, int32, int64,
@@ -262,7 +281,7 @@ _NARROW_FLOATS += (float8_e5m2fnuz, float4_e2m1fn)
 _FLOATING = frozenset((float16, bfloat16, float32, float64, *_NARROW_FLOATS))
 _SIGNED = frozenset((int8, int16, int32, int64, int4, int2))
 _UNSIGNED = frozenset((uint8, uint16, uint32, uint64, uint4, uint2))
-_REF_OF = {d: DType(d._enum + 100, d._name + "_ref", d._np, base=d) for d in _ALL}
+_REF_OF = {d: _define(d._enum + 100, d._name + "_ref", d._np, base=d) for d in _ALL}
 globals().update({r.name: r for r in _REF_OF.values()})  # TF's dtypes.float32_ref, ...
 _BY_ENUM = {d.as_datatype_enum: d for d in (*_ALL, *_REF_OF.values())}
 _BY_NAME: dict[str, DType] = {d.name: d for d in (*_ALL, *_REF_OF.values())}
@@ -280,7 +299,7 @@ def as_dtype(type_value: Any) -> DType:
       TypeError: if ``type_value`` names no supported type.
     """
     if isinstance(type_value, DType):
-        return type_value
+        return _BY_ENUM.get(type_value._enum, type_value)  # (the canonical instance)
     if isinstance(type_value, str):
         if type_value in _BY_NAME:
             return _BY_NAME[type_value]

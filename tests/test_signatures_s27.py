@@ -245,3 +245,17 @@ def test_ignore_class_values():
     np.testing.assert_allclose(got[2], [0.35667497, 0.0, 0.5108256], rtol=1e-6)
     np.testing.assert_allclose(got[3], [[0.35667497, 0.0], [0.5108256, 0.0]], rtol=1e-6)
     np.testing.assert_allclose(got[4], 0.43375027, rtol=1e-6)
+
+
+def test_dtype_constructor():
+    # (recorded from TF 2.21: tf.DType(enum) equals the module's type, as_dtype gives
+    # the canonical instance, an unknown enum is a TypeError)
+    assert _params(tf.DType) == ["type_enum", "handle_data"]
+    d = tf.DType(1)
+    assert d == tf.float32 and d is not tf.float32 and tf.as_dtype(d) is tf.float32
+    assert repr(tf.DType(101)) == "tf.float32_ref" and tf.DType(101).base_dtype == tf.float32
+    for bad in (999, 0, -1):
+        with pytest.raises(TypeError, match="does not correspond to a valid tensorflow::DataType"):
+            tf.DType(bad)
+    with tf.Graph().as_default():
+        assert tf.constant(1.0, dtype=tf.DType(2)).dtype is tf.float64
