@@ -120,6 +120,7 @@ from asyncflow.ops import (  # noqa: F401
     string_unicode_ops,
     summary_ops,
     tensor_array_ops,
+    tensor_list_concat_ops,
     tensor_list_ops,
     tf2_graph_ops,
     top_misc_ops,

@@ -1,0 +1,324 @@
+"""TF 2.21 raw ops added in s27: TensorList joins and cuts, TensorArrayGradWithShape,
+TensorMap, stateful RNG ops, sparse-tensor maps and the remaining TF1 graph ops.
+
+Every expected value and error message here was recorded from TF 2.21
+(`tf.compat.v1` graphs run in a Session) running the same calls.
+"""
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+from asyncflow import errors
+
+R = tf.raw_ops
+F32 = tf.float32
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with tf.Graph().as_default():
+        yield
+
+
+def _run(fetches):
+    with tf.Session() as sess:
+        return sess.run(fetches)
+
+
+def _raises(fetch, cls, message):
+    with tf.Session() as sess, pytest.raises(cls) as info:
+        sess.run(fetch)
+    assert message in str(info.value)
+
+
+# -- TensorList --------------------------------------------------------------------------
+
+
+def _lst(values, es=-1):
+    return R.TensorListFromTensor(
+        tensor=tf.constant(values, F32), element_shape=tf.constant(es, tf.int32)
+    )
+
+
+def _stack(h, es=-1):
+    return R.TensorListStack(input_handle=h, element_shape=tf.constant(es), element_dtype=F32)
+
+
+def _split(values, lengths, es=-1):
+    return R.TensorListSplit(
+        tensor=tf.constant(values, F32),
+        element_shape=tf.constant(es, tf.int32),
+        lengths=tf.constant(lengths, tf.int64),
+    )
+
+
+def _reserve(es, n):
+    return R.TensorListReserve(element_shape=tf.constant(es), num_elements=n, element_dtype=F32)
+
+
+def _concat_v2(h, es, leading):
+    return R.TensorListConcatV2(
+        input_handle=h,
+        element_shape=tf.constant(es, tf.int32),
+        leading_dims=tf.constant(leading, tf.int64),
+        element_dtype=F32,
+    )
+
+
+def test_tensor_list_concat_and_split_as_tf():
+    c = R.TensorListConcat(input_handle=_lst([[1, 2], [3, 4], [5, 6]]), element_dtype=F32)
+    c_es = R.TensorListConcat(
+        input_handle=_lst([[1, 2], [3, 4]]), element_dtype=F32, element_shape=[None]
+    )
+    rows = R.TensorListConcat(
+        input_handle=_split([[1, 2], [3, 4], [5, 6]], [1, 2]), element_dtype=F32
+    )
+    s = _stack(_split([1, 2, 3, 4, 5, 6], [3, 3], [3]))
+    ints = R.TensorListConcat(
+        input_handle=R.TensorListSplit(
+            tensor=tf.constant([[1, 2], [3, 4], [5, 6]]),
+            element_shape=tf.constant([-1, 2]),
+            lengths=tf.constant([0, 3], tf.int64),
+        ),
+        element_dtype=tf.int32,
+    )
+    assert c.tensor.shape.ndims is None and c_es.tensor.shape.as_list() == [None]
+    assert c.lengths.shape.as_list() == [None]
+    got = _run([c, c_es.tensor, rows, s, ints])
+    np.testing.assert_array_equal(got[0].tensor, [1, 2, 3, 4, 5, 6])
+    np.testing.assert_array_equal(got[0].lengths, [2, 2, 2])
+    assert got[0].lengths.dtype == np.int64
+    np.testing.assert_array_equal(got[1], [1, 2, 3, 4])
+    np.testing.assert_array_equal(got[2].tensor, [[1, 2], [3, 4], [5, 6]])
+    np.testing.assert_array_equal(got[2].lengths, [1, 2])
+    np.testing.assert_array_equal(got[3], [[1, 2, 3], [4, 5, 6]])
+    np.testing.assert_array_equal(got[4].tensor, [[1, 2], [3, 4], [5, 6]])
+    assert got[4].tensor.dtype == np.int32
+
+
+def test_tensor_list_concat_v2_unset_items_as_tf():
+    partial = R.TensorListSetItem(input_handle=_reserve([-1, 3], 3), index=1, item=tf.ones([2, 3]))
+    cases = [
+        _concat_v2(_reserve([-1, 3], 3), [-1, 3], [1, 2, 0]),
+        _concat_v2(_reserve([2, 3], 2), [2, 3], []),  # (the known first dim)
+        _concat_v2(_reserve([2, 3], 2), [2, 3], [1, 1]),  # (leading_dims first)
+        _concat_v2(_reserve([-1, -1], 2), [-1, 4], [1, 1]),
+        _concat_v2(partial, [-1, 3], [1, 2, 4]),
+        _concat_v2(
+            R.EmptyTensorList(
+                element_shape=tf.constant([-1, 3]), max_num_elements=-1, element_dtype=F32
+            ),
+            [-1, 3],
+            [],
+        ),
+    ]
+    assert cases[0].tensor.shape.as_list() == [None, 3]
+    got = _run(cases)
+    want_rows = [3, 4, 2, 2, 7, 0]
+    for g, n in zip(got, want_rows):
+        assert g.tensor.shape[0] == n
+    assert got[3].tensor.shape == (2, 4)
+    np.testing.assert_array_equal(got[4].tensor.sum(axis=1), [0, 3, 3, 0, 0, 0, 0])
+    np.testing.assert_array_equal(got[4].lengths, [1, 2, 4])
+    assert got[5].tensor.shape == (0, 3) and got[5].lengths.tolist() == []
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (
+            lambda: R.TensorListConcat(input_handle=_lst([1.0, 2.0]), element_dtype=F32),
+            "Concat saw a scalar shape at index 0 but requires at least vectors.",
+        ),
+        (
+            lambda: _concat_v2(_reserve([-1, 3], 2), [-1, 3], []),
+            "List contains uninitialized tensor at index 0 but leading_dims has only 0 elements.",
+        ),
+        (
+            lambda: _concat_v2(_reserve([-1, -1], 2), [-1, -1], [1, 1]),
+            "Trying to concat list with only uninitialized tensors but "
+            "element_shape_except_first_dim is not fully defined: [?]",
+        ),
+        (
+            lambda: _concat_v2(
+                R.EmptyTensorList(
+                    element_shape=tf.constant(-1), max_num_elements=-1, element_dtype=F32
+                ),
+                -1,
+                [],
+            ),
+            "All except the first dimension must be fully defined when concating an empty "
+            "tensor list. element_shape: <unknown>",
+        ),
+        (
+            lambda: _split([1, 2, 3, 4, 5, 6], [2, 2]),
+            "Unused values in tensor. Length of tensor: 6 Values used: 4",
+        ),
+        (lambda: _split([1, 2, 3, 4, 5, 6], [-1, 7]), "Invalid value in lengths: -1"),
+        (
+            lambda: _split([1, 2, 3], [2, 2]),
+            "Attempting to slice [2, 4] from tensor with length 3",
+        ),
+    ],
+)
+def test_tensor_list_concat_split_errors_as_tf(make, message):
+    out = make()
+    fetch = R.TensorListLength(input_handle=out) if isinstance(out, tf.Tensor) else out
+    _raises(fetch, errors.InvalidArgumentError, message)
+
+
+def test_tensor_list_split_build_errors_as_tf():
+    with pytest.raises(ValueError, match="Shape must be at least rank 1 but is rank 0"):
+        _split(1.0, [1])
+    with pytest.raises(ValueError, match=r"Shapes must be equal rank, but are 1 and 0"):
+        _split([1, 2, 3, 4, 5, 6], [3, 3], [])
+    with pytest.raises(ValueError) as info:
+        _split([[1, 2], [3, 4], [5, 6]], [1, 2], [-1, 3])
+    assert (
+        "Dimension 1 in both shapes must be equal, but are 2 and 3. Shapes are [?,2] and [?,3]."
+        in str(info.value)
+    )
+
+
+def test_tensor_list_scatter_as_tf():
+    def scatter(values, idx, es=-1):
+        return R.TensorListScatter(
+            tensor=tf.constant(values, F32),
+            indices=tf.constant(idx, tf.int32),
+            element_shape=tf.constant(es, tf.int32),
+        )
+
+    got = _run(
+        [
+            _stack(scatter([[1, 2], [3, 4]], [2, 0]), [2]),
+            R.TensorListLength(input_handle=scatter([[1, 2], [3, 4]], [5, 0])),
+            _stack(scatter([[1, 2], [3, 4]], [1, 1]), [2]),
+        ]
+    )
+    np.testing.assert_array_equal(got[0], [[3, 4], [0, 0], [1, 2]])
+    assert got[1] == 6
+    np.testing.assert_array_equal(got[2], [[0, 0], [3, 4]])
+    for idx, es, message in [
+        ([-1, 0], -1, "Indices in TensorListScatter must all be non-negative."),
+        ([0], -1, "Invalid number of rows in input tensor. Expected: 1 Actual: 2"),
+        ([0, 1], [3], "Specified a list with shape [3] from a tensor with shape [2]"),
+    ]:
+        h = scatter([[1, 2], [3, 4]], idx, es)
+        _raises(R.TensorListLength(input_handle=h), errors.InvalidArgumentError, message)
+    v2 = R.TensorListScatterV2(
+        tensor=tf.constant([[1.0, 2.0]]),
+        indices=[0],
+        element_shape=tf.constant([3]),
+        num_elements=2,
+    )
+    _raises(
+        R.TensorListLength(input_handle=v2),
+        errors.InvalidArgumentError,
+        "Specified a list with shape [3] from a tensor with shape [2]",
+    )
+
+
+def test_tensor_list_concat_lists_and_push_back_batch_as_tf():
+    joined = R.TensorListConcatLists(
+        input_a=_lst([[1, 2]]), input_b=_lst([[3, 4], [5, 6]]), element_dtype=F32
+    )
+    batch = R.TensorListConcatLists(
+        input_a=tf.stack([_lst([[1, 2]]), _lst([[1, 2]])]),
+        input_b=tf.stack([_lst([[3, 4], [5, 6]]), _lst([[7, 8]])]),
+        element_dtype=F32,
+    )
+    pushed = R.TensorListPushBackBatch(
+        input_handles=tf.stack([_lst([[1, 2]]), _lst([[3, 4], [5, 6]])]),
+        tensor=tf.constant([[9.0, 9.0], [8.0, 8.0]]),
+    )
+    full = R.EmptyTensorList(element_shape=tf.constant(-1), max_num_elements=0, element_dtype=F32)
+    ignores_max = R.TensorListPushBackBatch(
+        input_handles=tf.stack([full, full]), tensor=tf.constant([[9.0], [1.0]])
+    )
+    assert pushed.shape.as_list() == [2]
+    got = _run(
+        [
+            _stack(joined, [2]),
+            [R.TensorListLength(input_handle=x) for x in tf.unstack(batch, 2)],
+            [_stack(x, [2]) for x in tf.unstack(pushed, 2)],
+            [R.TensorListLength(input_handle=x) for x in tf.unstack(ignores_max, 2)],
+        ]
+    )
+    np.testing.assert_array_equal(got[0], [[1, 2], [3, 4], [5, 6]])
+    assert got[1] == [3, 2] and got[3] == [1, 1]
+    np.testing.assert_array_equal(got[2][0], [[1, 2], [9, 9]])
+    np.testing.assert_array_equal(got[2][1], [[3, 4], [5, 6], [8, 8]])
+
+
+def test_tensor_list_batch_errors_as_tf():
+    partial = R.TensorListConcatLists(
+        input_a=_lst([[1, 2]], [-1]), input_b=_lst([[3, 4]], [2]), element_dtype=F32
+    )
+    _raises(
+        R.TensorListLength(input_handle=partial),
+        errors.InvalidArgumentError,
+        "input_a and input_b TensorList element shapes are not identical at index 0.  "
+        "Saw [?] vs. [2]",
+    )
+    bad = R.TensorListPushBackBatch(
+        input_handles=tf.stack([_lst([[1, 2]], [2]), _lst([[1, 2]], [2])]),
+        tensor=tf.constant([[9.0, 9.0, 9.0], [1.0, 1.0, 1.0]]),
+    )
+    _raises(
+        R.TensorListLength(input_handle=tf.unstack(bad, 2)[0]),
+        errors.InvalidArgumentError,
+        "Tried to append a tensor with incompatible shape to a list at index 0. Op element "
+        "shape: [3] list shape: [2]",
+    )
+    with pytest.raises(ValueError, match="Shape must be rank 1 but is rank 0"):
+        R.TensorListPushBackBatch(input_handles=_lst([[1, 2]]), tensor=tf.constant([[9.0, 9.0]]))
+    with pytest.raises(ValueError, match="Dimensions must be equal, but are 1 and 2"):
+        R.TensorListPushBackBatch(
+            input_handles=tf.stack([_lst([[1, 2]]), _lst([[3, 4]])]),
+            tensor=tf.constant([[9.0, 9.0]]),
+        )
+    with pytest.raises(ValueError, match="Shapes must be equal rank, but are 0 and 1"):
+        R.TensorListConcatLists(
+            input_a=_lst([[1, 2]]), input_b=tf.stack([_lst([[3, 4]])]), element_dtype=F32
+        )
+
+
+def test_tensor_array_grad_with_shape_as_tf():
+    def grad_of(prepend, value, es=(2,)):
+        ta = R.TensorArrayV3(size=2, dtype=F32, element_shape=None if es is None else list(es))
+        flow = R.TensorArrayWriteV3(
+            handle=ta.handle, index=0, value=tf.constant([1.0, 2.0]), flow_in=ta.flow
+        )
+        g = R.TensorArrayGradWithShape(
+            handle=ta.handle,
+            flow_in=flow,
+            shape_to_prepend=tf.constant(prepend, tf.int32),
+            source="g",
+        )
+        gflow = R.TensorArrayWriteV3(
+            handle=g.grad_handle, index=1, value=tf.constant(value, F32), flow_in=g.flow_out
+        )
+        return [
+            R.TensorArraySizeV3(handle=g.grad_handle, flow_in=gflow),
+            R.TensorArrayReadV3(handle=g.grad_handle, index=1, flow_in=gflow, dtype=F32),
+        ]
+
+    got = _run(
+        [
+            grad_of([3], [[1, 2]] * 3),
+            grad_of([], [1, 2]),
+            grad_of([1, 2], [[[1, 2]] * 2]),
+            grad_of([3], [[1, 2, 3]] * 3, es=None),
+        ]
+    )
+    assert [g[0] for g in got] == [2, 2, 2, 2]
+    assert [g[1].shape for g in got] == [(3, 2), (2,), (1, 2, 2), (3, 3)]
+    ta = R.TensorArrayV3(size=2, dtype=F32, element_shape=[2])
+    g = R.TensorArrayGradWithShape(
+        handle=ta.handle, flow_in=ta.flow, shape_to_prepend=tf.constant([3], tf.int32), source="g"
+    )
+    unset = R.TensorArrayGatherV3(
+        handle=g.grad_handle, indices=[0, 1], flow_in=g.flow_out, dtype=F32
+    )
+    np.testing.assert_array_equal(_run(unset), np.zeros([2, 3, 2], np.float32))
