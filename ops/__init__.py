@@ -122,6 +122,7 @@ from asyncflow.ops import (  # noqa: F401
     tensor_array_ops,
     tensor_list_concat_ops,
     tensor_list_ops,
+    tensor_map_ops,
     tf2_graph_ops,
     top_misc_ops,
     training_extra_ops,

@@ -322,3 +322,108 @@ def test_tensor_array_grad_with_shape_as_tf():
         handle=g.grad_handle, indices=[0, 1], flow_in=g.flow_out, dtype=F32
     )
     np.testing.assert_array_equal(_run(unset), np.zeros([2, 3, 2], np.float32))
+
+
+# -- TensorMap ---------------------------------------------------------------------------
+
+
+def _insert(m, k, v):
+    return R.TensorMapInsert(input_handle=m, key=k, value=v)
+
+
+def _lookup(m, k, dtype=F32):
+    return R.TensorMapLookup(input_handle=m, key=k, value_dtype=dtype)
+
+
+def test_tensor_map_ops_as_tf():
+    empty = R.EmptyTensorMap()
+    m = _insert(_insert(empty, tf.constant(1), tf.constant([1.0, 2.0])), tf.constant(2),
+                tf.constant(5.0))  # fmt: skip
+    over = _insert(_insert(empty, tf.constant(1), tf.constant(1.0)), tf.constant(1),
+                   tf.constant(7.0))  # fmt: skip
+    erased = R.TensorMapErase(input_handle=m, key=tf.constant(1), value_dtype=F32)
+    vec = _insert(empty, tf.constant([1, 2]), tf.constant(1.0))
+    mixed = _insert(_insert(empty, tf.constant(1), tf.constant(1.0)), tf.constant(1, tf.int64),
+                    tf.constant(2.0))  # fmt: skip
+    strs = _insert(_insert(empty, tf.constant("b"), tf.constant(1.0)), tf.constant("a"),
+                   tf.constant(1.0))  # fmt: skip
+    keys = R.TensorMapStackKeys(input_handle=m, key_dtype=tf.int32)
+    assert empty.shape.as_list() == [] and R.TensorMapSize(input_handle=m).shape.as_list() == []
+    assert _lookup(m, 1).shape.ndims is None and keys.shape.ndims is None
+    got = _run(
+        [
+            R.TensorMapSize(input_handle=empty),
+            R.TensorMapSize(input_handle=m),
+            _lookup(m, tf.constant(2)),
+            R.TensorMapHasKey(input_handle=m, key=tf.constant(2)),
+            R.TensorMapHasKey(input_handle=m, key=tf.constant(3)),
+            R.TensorMapSize(input_handle=over),
+            _lookup(over, tf.constant(1)),
+            R.TensorMapSize(input_handle=erased),
+            R.TensorMapHasKey(input_handle=erased, key=tf.constant(1)),
+            _lookup(vec, tf.constant([1, 2])),
+            R.TensorMapHasKey(input_handle=mixed, key=tf.constant(1, tf.int64)),
+            R.TensorMapSize(input_handle=mixed),
+            keys,
+            R.TensorMapStackKeys(input_handle=strs, key_dtype=tf.string),
+        ]
+    )
+    assert got[:9] == [0, 2, 5.0, True, False, 1, 7.0, 1, False]
+    assert got[9] == 1.0 and got[10] and got[11] == 2
+    # (TF's key order is its hash map's, which changes from process to process)
+    assert sorted(got[12].tolist()) == [1, 2] and got[12].dtype == np.int32
+    assert sorted(got[13].tolist()) == [b"a", b"b"]
+
+
+@pytest.mark.parametrize(
+    "make, cls, message",
+    [
+        (lambda e: _lookup(_insert(e, tf.constant(1), tf.constant(1.0)), tf.constant(3)),
+         errors.InvalidArgumentError,
+         'Trying to lookup non-existent key. Could not find key "3".'),
+        (lambda e: _lookup(e, tf.constant([[1, 2], [3, 4]])), errors.InvalidArgumentError,
+         'Could not find key "[1 2][3 4]".'),
+        (lambda e: _lookup(e, tf.constant(1.5)), errors.InvalidArgumentError,
+         'Could not find key "1.5".'),
+        (lambda e: R.TensorMapErase(input_handle=e, key=tf.constant([b"a", b"b"]),
+                                    value_dtype=F32),
+         errors.InvalidArgumentError,
+         'Trying to erase non-existent item. Could not find key "a b".'),
+        (lambda e: R.TensorMapStackKeys(input_handle=e, key_dtype=tf.int32),
+         errors.InvalidArgumentError, "TensorMapStackKeys cannot be called on empty map."),
+        (lambda e: R.TensorMapStackKeys(input_handle=_insert(e, tf.constant(3), tf.constant(1.0)),
+                                        key_dtype=tf.int64),
+         errors.InvalidArgumentError, "Key does not match requested dtype."),
+        (lambda e: _lookup(_insert(e, tf.constant(1), tf.constant(1.0)), tf.constant(1), tf.int32),
+         errors.InternalError,
+         "Output 0 of type float does not match declared output type int32 for node "
+         "{{node TensorMapLookup}}"),
+    ],
+)  # fmt: skip
+def test_tensor_map_errors_as_tf(make, cls, message):
+    out = make(R.EmptyTensorMap())
+    fetch = R.TensorMapSize(input_handle=out) if out.dtype == tf.variant else out
+    _raises(fetch, cls, message)
+
+
+def test_tensor_map_gradients_as_tf():
+    x, z = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
+    one, two = tf.constant(1), tf.constant(2)
+    m = _insert(_insert(R.EmptyTensorMap(), one, x), two, z)
+    y = _lookup(m, one)
+    over = _lookup(_insert(_insert(R.EmptyTensorMap(), one, x), one, z), one)
+    rest = _lookup(R.TensorMapErase(input_handle=m, key=one, value_dtype=F32), two)
+    grads = [
+        tf.gradients(tf.reduce_sum(y * y), [x, z]),
+        tf.gradients(tf.reduce_sum(over * over), [x, z]),
+        tf.gradients(tf.reduce_sum(rest * 3.0), [x, z]),
+        tf.gradients(tf.reduce_sum(y * 2.0 + _lookup(m, one) ** 2), [x]),
+    ]
+    got = _run(grads)
+    np.testing.assert_array_equal(got[0][0], [2, 4])
+    np.testing.assert_array_equal(got[0][1], [0, 0])
+    np.testing.assert_array_equal(got[1][0], [0, 0])
+    np.testing.assert_array_equal(got[1][1], [6, 8])
+    np.testing.assert_array_equal(got[2][0], [0, 0])
+    np.testing.assert_array_equal(got[2][1], [3, 3])
+    np.testing.assert_array_equal(got[3][0], [4, 6])
