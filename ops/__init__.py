@@ -113,6 +113,7 @@ from asyncflow.ops import (  # noqa: F401
     special_math_ops,
     staging_ops,
     state_ops,
+    stateful_random_ops,
     stateless_random_ops,
     string_extras_ops,
     string_hash_ops,

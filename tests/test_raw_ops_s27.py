@@ -5,6 +5,8 @@ Every expected value and error message here was recorded from TF 2.21
 (`tf.compat.v1` graphs run in a Session) running the same calls.
 """
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -427,3 +429,193 @@ def test_tensor_map_gradients_as_tf():
     np.testing.assert_array_equal(got[2][0], [0, 0])
     np.testing.assert_array_equal(got[2][1], [3, 3])
     np.testing.assert_array_equal(got[3][0], [4, 6])
+
+
+# -- stateful RNG ops on a resource variable -----------------------------------------------
+
+_STATE = [5, 0, 42]  # Philox: counter 5, key 42
+
+
+def _twice(make, state=_STATE):
+    """Two draws from one state, then the state (what TF's kernels leave)."""
+    v = tf.Variable(np.array(state, np.int64), use_resource=True)
+    with tf.control_dependencies([v.initializer]):
+        a = make(v.handle)
+    with tf.control_dependencies([a]):
+        b = make(v.handle)
+    with tf.control_dependencies([b]):
+        state = R.ReadVariableOp(resource=v.handle, dtype=tf.int64)
+    return [a, b, state]
+
+
+def _alg(n=1):
+    return tf.constant(n, tf.int64)
+
+
+def _shape(dims, dtype=tf.int64):
+    return tf.constant(dims, dtype)
+
+
+def test_stateful_random_ops_draw_tf_numbers():
+    got = _run(
+        [
+            _twice(lambda h: R.StatefulUniform(resource=h, algorithm=_alg(), shape=_shape([3]))),
+            _twice(lambda h: R.StatefulUniform(resource=h, algorithm=_alg(3), shape=_shape([3]))),
+            _twice(lambda h: R.StatefulUniform(resource=h, algorithm=_alg(), shape=_shape([2, 2]),
+                                               dtype=tf.float64)),
+            _twice(lambda h: R.StatefulUniform(resource=h, algorithm=_alg(), shape=_shape([3]),
+                                               dtype=tf.float16)),
+            _twice(lambda h: R.StatefulStandardNormalV2(resource=h, algorithm=_alg(),
+                                                        shape=_shape([3]))),
+            _twice(lambda h: R.StatefulTruncatedNormal(resource=h, algorithm=_alg(),
+                                                       shape=_shape([3]), dtype=tf.float64)),
+            _twice(lambda h: R.StatefulUniformFullInt(resource=h, algorithm=_alg(),
+                                                      shape=_shape([3]))),
+            _twice(lambda h: R.StatefulUniformFullInt(resource=h, algorithm=_alg(),
+                                                      shape=_shape([3]), dtype=tf.int32)),
+            _twice(lambda h: R.StatefulUniformInt(resource=h, algorithm=_alg(), shape=_shape([5]),
+                                                  minval=tf.constant(-3, tf.int64),
+                                                  maxval=tf.constant(10, tf.int64))),
+            _twice(lambda h: R.StatefulUniformInt(resource=h, algorithm=_alg(),
+                                                  shape=_shape([5], tf.int32),
+                                                  minval=tf.constant(0), maxval=tf.constant(100))),
+            _twice(lambda h: R.StatefulUniform(resource=h, algorithm=_alg(), shape=_shape([3])),
+                   [-1, -1, 42]),
+            _twice(lambda h: R.StatefulUniform(resource=h, algorithm=_alg(), shape=_shape([3])),
+                   [5, 0, 42, 7]),
+        ]
+    )  # fmt: skip
+    u = [[0.20190536975860596, 0.25554871559143066, 0.5133631229400635],
+         [0.8904917240142822, 0.9745765924453735, 0.3584461212158203]]  # fmt: skip
+    for g in got[:2]:
+        np.testing.assert_array_equal(g[0], np.float32(u[0]))
+        np.testing.assert_array_equal(g[1], np.float32(u[1]))
+        assert g[2].tolist() == [1541, 0, 42]
+    np.testing.assert_array_equal(
+        got[2][0], [[0.6152432379416166, 0.10690502224611165], [0.5745360785841833,
+                    0.7394363236477131]])  # fmt: skip
+    np.testing.assert_array_equal(
+        got[2][1], [[0.8187623625495966, 0.15233213658375733], [0.42653244803626555,
+                    0.4276194904958368]])  # fmt: skip
+    assert got[2][2].tolist() == [2053, 0, 42]
+    np.testing.assert_array_equal(got[3][0], np.float16([0.0087890625, 0.455078125, 0.470703125]))
+    np.testing.assert_array_equal(got[3][1], np.float16([0.908203125, 0.7314453125, 0.390625]))
+    np.testing.assert_array_equal(
+        got[4][0], np.float32([1.7877428531646729, -0.06235247850418091, -1.1173290014266968])
+    )
+    np.testing.assert_array_equal(
+        got[4][1], np.float32([-0.07660796493291855, 0.4754936099052429, -0.7080456614494324])
+    )
+    np.testing.assert_array_equal(
+        got[5][0], [0.6133807536703909, 0.7715174735984164, 0.9903486243648361]
+    )
+    np.testing.assert_array_equal(
+        got[5][1], [-1.5108574372394412, 1.3759808982517805, -0.5127816832403872]
+    )
+    assert got[6][0].tolist() == [5413526666999355401, 749062117918881250, 13708467064886866252]
+    assert got[6][1].tolist() == [2340955832833932194, 10145070994858828176,
+                                  17332486070533057385]  # fmt: skip
+    assert got[6][0].dtype == np.uint64
+    assert got[7][0].tolist() == [1352259593, 1260434898, 222410210]
+    assert got[7][1].tolist() == [1391590306, 545046253, -1515331184]
+    assert got[8][0].tolist() == [0, 0, 3, -2, 7] and got[8][1].tolist() == [4, 2, 8, 4, 1]
+    assert got[8][2].tolist() == [2565, 0, 42]
+    assert got[9][0].tolist() == [93, 98, 10, 15, 92] and got[9][0].dtype == np.int32
+    assert got[9][1].tolist() == [59, 61, 61, 25, 61]
+    np.testing.assert_array_equal(
+        got[10][0], np.float32([0.23551714420318604, 0.6732966899871826, 0.3543747663497925])
+    )
+    assert got[10][2].tolist() == [1535, 0, 42]  # (the counter's high word carries)
+    assert got[11][2].tolist() == [1541, 0, 42, 7]
+
+
+@pytest.mark.parametrize(
+    "alg, state, cls, message",
+    [
+        (2, _STATE, errors.UnimplementedError,
+         "Non-XLA devices don't support the ThreeFry algorithm."),
+        (9, _STATE, errors.InvalidArgumentError, "Unsupported algorithm id: 9"),
+        (1, [1, 2], errors.InvalidArgumentError,
+         "For the Philox algorithm, the size of state must be at least 3; got 2"),
+    ],
+)  # fmt: skip
+def test_stateful_random_errors_as_tf(alg, state, cls, message):
+    fetch = _twice(
+        lambda h: R.StatefulUniform(resource=h, algorithm=_alg(alg), shape=_shape([3])), state
+    )
+    _raises(fetch, cls, message)
+    skip = _twice(lambda h: R.RngReadAndSkip(resource=h, alg=alg, delta=tf.constant(3, tf.uint64)),
+                  state)  # fmt: skip
+    _raises(skip, cls, message)
+
+
+def test_stateful_random_range_shape_and_uninitialized_errors_as_tf():
+    bad = _twice(lambda h: R.StatefulUniformInt(resource=h, algorithm=_alg(), shape=_shape([0]),
+                                                minval=tf.constant(3, tf.int64),
+                                                maxval=tf.constant(3, tf.int64)))  # fmt: skip
+    _raises(bad, errors.InvalidArgumentError, "Need minval < maxval, got 3 >= 3")
+    neg = _twice(lambda h: R.StatefulUniform(resource=h, algorithm=_alg(), shape=_shape([-1])))
+    _raises(neg, errors.InvalidArgumentError, "Dimension -1 must be >= 0")
+    v = tf.Variable(np.array(_STATE, np.int64), use_resource=True)
+    out = R.StatefulUniform(resource=v.handle, algorithm=_alg(), shape=_shape([3, 2]))
+    assert out.shape.as_list() == [3, 2] and out.dtype == tf.float32
+    with tf.Session() as sess, pytest.raises(errors.NotFoundError):
+        sess.run(out)
+
+
+def test_rng_skip_wraps_delta_as_tf():
+    read = _twice(lambda h: R.RngReadAndSkip(resource=h, alg=1, delta=tf.constant(3, tf.uint64)))
+    got = _run(read)
+    assert got[0].tolist() == [5, 0, 42] and got[2].tolist() == [1541, 0, 42]
+    for delta, want in ((2, [517, 0, 42]), (-1, [-251, 0, 42])):
+        v = tf.Variable(np.array(_STATE, np.int64), use_resource=True)
+        with tf.control_dependencies([v.initializer]):
+            skip = R.RngSkip(
+                resource=v.handle, algorithm=_alg(), delta=tf.constant(delta, tf.int64)
+            )
+        with tf.control_dependencies([skip]):
+            state = R.ReadVariableOp(resource=v.handle, dtype=tf.int64)
+        assert _run(state).tolist() == want  # (delta * 256 wraps to 64 bits first)
+
+
+def test_stateless_random_get_alg_and_v1_standard_normal_as_tf():
+    assert _run(R.StatelessRandomGetAlg()) == 1
+    v = tf.Variable(np.array([1, 5, 0, 42], np.int64), use_resource=True)
+    with pytest.raises(NotImplementedError) as info:
+        R.StatefulStandardNormal(resource=v.handle, shape=_shape([3]))
+    assert str(info.value) == (
+        "Op StatefulStandardNormal is not available in GraphDef version 2474. It has been "
+        "removed in version 29. Use StatefulStandardNormalV2 instead."
+    )
+
+
+def test_stateful_standard_normal_v1_from_an_old_graph_def_as_tf():
+    # A TF 2.21 graph (state variable "state", node "normal") written with producer 27,
+    # which still has the V1 op: its state is [algorithm, counter_lo, counter_hi, key].
+    fixture = pathlib.Path(__file__).parent / "fixtures/raw_ops_s27/stateful_standard_normal_v1.pb"
+    gd = tf.GraphDef.FromString(fixture.read_bytes())
+    results = {}
+    for state in ([1, 5, 0, 42], [3, 7, 1, 42], [2, 5, 0, 42]):
+        with tf.Graph().as_default() as g:
+            tf.import_graph_def(gd, name="")
+            h = g.get_tensor_by_name("state:0")
+            with tf.Session() as sess:
+                sess.run(R.AssignVariableOp(resource=h, value=tf.constant(state, tf.int64)))
+                try:
+                    draws = [sess.run("normal:0"), sess.run("normal:0")]
+                except errors.UnimplementedError as e:
+                    results[state[0]] = e.message
+                    continue
+                after = sess.run(R.ReadVariableOp(resource=h, dtype=tf.int64))
+                results[state[0]] = (draws, after.tolist())
+    draws, after = results[1]
+    np.testing.assert_array_equal(
+        draws[0], np.float32([1.7877428531646729, -0.06235247850418091, -1.1173290014266968])
+    )
+    assert after == [1, 1541, 0, 42]
+    draws, after = results[3]
+    np.testing.assert_array_equal(
+        draws[1], np.float32([0.5313908457756042, 0.9557755589485168, 0.4375781714916229])
+    )
+    assert after == [3, 1543, 1, 42]
+    assert results[2].startswith("Non-XLA devices don't support the ThreeFry algorithm.")
