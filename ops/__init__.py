@@ -107,6 +107,7 @@ from asyncflow.ops import (  # noqa: F401
     sobol_ops,
     space_ops,
     sparse_cross_ops,
+    sparse_map_ops,
     sparse_math_ops,
     sparse_ops,
     sparse_serialize_ops,

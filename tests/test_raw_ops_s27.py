@@ -619,3 +619,191 @@ def test_stateful_standard_normal_v1_from_an_old_graph_def_as_tf():
     )
     assert after == [3, 1543, 1, 42]
     assert results[2].startswith("Non-XLA devices don't support the ThreeFry algorithm.")
+
+
+# -- sparse-tensor maps and TF1 batching of SparseTensors ----------------------------------
+
+I64 = tf.int64
+
+
+def _add(ind, val, shape, **kw):
+    return R.AddSparseToTensorsMap(sparse_indices=tf.constant(ind, I64),
+                                   sparse_values=tf.constant(val),
+                                   sparse_shape=tf.constant(shape, I64), **kw)  # fmt: skip
+
+
+def _add_many(ind, val, shape, **kw):
+    return R.AddManySparseToTensorsMap(sparse_indices=tf.constant(ind, I64),
+                                       sparse_values=tf.constant(val),
+                                       sparse_shape=tf.constant(shape, I64), **kw)  # fmt: skip
+
+
+def _take(handles, dtype=F32, **kw):
+    return R.TakeManySparseFromTensorsMap(sparse_handles=handles, dtype=dtype, **kw)
+
+
+def test_sparse_tensors_map_ops_as_tf():
+    a = _add([[0], [2]], [1.0, 2.0], [3], shared_name="m")
+    with tf.control_dependencies([a]):
+        b = _add([[1]], [5.0], [4], shared_name="m")
+    basic = _take(tf.stack([b, a]), shared_name="m")
+    many = _add_many([[0, 1], [0, 3], [2, 0]], [1, 2, 3], [3, 4], shared_name="n")
+    rows = _take(many, tf.int32, shared_name="n")
+    by_name = _add([[2], [0]], [1.0, 2.0], [3])
+    unsorted = _take(tf.stack([by_name]), shared_name=by_name.op.name)
+    assert a.shape.as_list() == [] and many.shape.as_list() == [None]
+    assert [t.shape.as_list() for t in basic] == [[None, None], [None], [None]]
+    got = _run([a, b, basic, many, rows, unsorted])
+    assert (got[0], got[1]) == (0, 1) and got[0].dtype == np.int64
+    assert got[2].sparse_indices.tolist() == [[0, 1], [1, 0], [1, 2]]
+    assert got[2].sparse_values.tolist() == [5.0, 1.0, 2.0]
+    assert got[2].sparse_shape.tolist() == [2, 4]
+    assert got[3].tolist() == [0, 2, 1]  # (rows with values first, then the empty ones)
+    assert got[4].sparse_indices.tolist() == [[0, 1], [0, 3], [2, 0]]
+    assert got[4].sparse_values.tolist() == [1, 2, 3] and got[4].sparse_shape.tolist() == [3, 4]
+    assert got[5].sparse_indices.tolist() == [[0, 2], [0, 0]]  # (kept in stored order)
+    assert got[5].sparse_shape.tolist() == [1, 3]
+    m1 = _add_many([[0, 1], [0, 3], [2, 0]], [1, 2, 3], [3, 4], shared_name="k")
+    m2 = _add_many([[0, 0]], [9], [1, 7], shared_name="k")
+    with tf.control_dependencies([m1]):
+        m2 = tf.identity(m2)
+    joined = _run(_take(tf.concat([m2, m1], 0), tf.int32, shared_name="k"))
+    assert joined.sparse_indices.tolist() == [[0, 0], [1, 1], [1, 3], [3, 0]]
+    assert joined.sparse_values.tolist() == [9, 1, 2, 3]
+    assert joined.sparse_shape.tolist() == [4, 7]
+
+
+def test_sparse_tensors_map_errors_as_tf():
+    a = _add([[0], [2]], [1.0, 2.0], [3], shared_name="m")
+    twice = _take(tf.stack([a, a]), shared_name="m")
+    _raises(twice, errors.InvalidArgumentError, "Unable to find SparseTensor: 0 in map: m")
+    cases = [
+        (lambda: _take(tf.constant([0], I64), shared_name="zz"),
+         "Unable to find SparseTensor: 0 in map: zz"),
+        (lambda: _take(tf.stack([_add([[0]], [1.0], [3], shared_name="m"),
+                                 _add([[0, 0]], [1.0], [2, 2], shared_name="m")]),
+                       shared_name="m"),
+         "Inconsistent rank across SparseTensors: rank prior to SparseTensor[1] was: 2 but "
+         "rank of SparseTensor[1] is: 3"),
+        (lambda: _take(tf.stack([_add([[0]], [1.0], [3], shared_name="m")]), tf.int32,
+                       shared_name="m"),
+         "Requested SparseTensor of type int32 but SparseTensor[0].values.dtype() == float"),
+        (lambda: _take(tf.stack([_add([[0]], [1.0], [3], container="c", shared_name="m")]),
+                       shared_name="m"),
+         "Unable to find SparseTensor: 0 in map: m"),
+        (lambda: _add_many([[0]], [1.0], [3]),
+         "Rank of input SparseTensor should be > 1, but saw rank: 1"),
+        (lambda: _add_many([[2, 0], [0, 1]], [1.0, 2.0], [3, 4]),
+         "indices[1] = [0,1] is out of order. Many sparse ops require sorted indices."),
+        (lambda: _add_many([[0, 1], [0, 1]], [1.0, 2.0], [3, 4]),
+         "indices[1] = [0,1] is repeated"),
+        (lambda: _add_many([[0, 1], [5, 1]], [1.0, 2.0], [3, 4]),
+         "indices[1] = [5,1] is out of bounds: need 0 <= index < [3,4]"),
+        (lambda: _add([[0], [2]], [1.0], [3]),
+         "indices and values rows (indexing dimension) must match. (indices = 2, values = 1)"),
+    ]  # fmt: skip
+    for make, message in cases:
+        _raises(make(), errors.InvalidArgumentError, message)
+    with pytest.raises(ValueError, match="Shape must be rank 1 but is rank 2"):
+        _take(tf.constant([[0]], I64), shared_name="m")
+    with pytest.raises(ValueError, match="Shape must be rank 2 but is rank 1"):
+        _add([0, 2], [1.0, 2.0], [3])
+
+
+def _sparse_value(r):
+    return r.indices.tolist(), r.values.tolist(), r.dense_shape.tolist()
+
+
+def test_train_batch_carries_sparse_tensors_as_tf():
+    ind = tf.placeholder(I64, [None, 2])
+    val = tf.placeholder(F32, [None])
+    shp = tf.placeholder(I64, [2])
+    dense = tf.placeholder(tf.int32, [3])
+    out = tf.train.batch([tf.SparseTensor(ind, val, shp), dense], batch_size=2)
+    assert isinstance(out[0], tf.SparseTensor)
+    assert [out[0].indices.shape.as_list(), out[0].dense_shape.shape.as_list()] == [
+        [None, 3],
+        [3],
+    ]
+    assert [t.name for t in (out[0].indices, out[0].values, out[0].dense_shape, out[1])] == [
+        "batch/control_dependency:0",
+        "batch/control_dependency_1:0",
+        "batch/control_dependency_2:0",
+        "batch/control_dependency_3:0",
+    ]
+    types = {op.type for op in tf.get_default_graph().get_operations()}
+    assert {"AddSparseToTensorsMap", "TakeManySparseFromTensorsMap", "Squeeze"} <= types
+    enqueue = tf.get_collection(tf.GraphKeys.QUEUE_RUNNERS)[0].enqueue_ops[0]
+    with tf.Session() as sess:
+        sess.run(enqueue, {ind: [[0, 1], [1, 0]], val: [1.0, 2.0], shp: [2, 3], dense: [1, 2, 3]})
+        sess.run(enqueue, {ind: [[0, 4]], val: [5.0], shp: [1, 5], dense: [4, 5, 6]})
+        sp, d = sess.run(out)
+    assert _sparse_value(sp) == ([[0, 0, 1], [0, 1, 0], [1, 0, 4]], [1.0, 2.0, 5.0], [2, 2, 5])
+    assert d.tolist() == [[1, 2, 3], [4, 5, 6]]
+
+
+def test_train_batch_sparse_keep_input_join_and_kinds_as_tf():
+    keep = tf.placeholder(tf.bool, [])
+    sp = tf.SparseTensor(tf.constant([[0]], I64), tf.constant([7.0]), tf.constant([2], I64))
+    maybe = tf.train.maybe_batch([sp, tf.constant(1)], keep, batch_size=1)
+    enqueue = tf.get_collection(tf.GraphKeys.QUEUE_RUNNERS)[0].enqueue_ops[0]
+    with tf.Session() as sess:
+        sess.run(enqueue, {keep: False})
+        sess.run(enqueue, {keep: True})
+        got = sess.run(maybe)
+    assert _sparse_value(got[0]) == ([[0, 0]], [7.0], [1, 2]) and got[1].tolist() == [1]
+    with tf.Graph().as_default():
+        rows = tf.SparseTensor(tf.constant([[0, 0], [1, 1], [2, 0]], I64),
+                               tf.constant([1.0, 2.0, 3.0]), tf.constant([3, 2], I64))  # fmt: skip
+        vec = tf.train.maybe_batch([rows, tf.constant([10, 20, 30])],
+                                   tf.constant([True, False, True]), batch_size=2,
+                                   enqueue_many=True)  # fmt: skip
+        with tf.Session() as sess:
+            sess.run(tf.get_collection(tf.GraphKeys.QUEUE_RUNNERS)[0].enqueue_ops[0])
+            got = sess.run(vec)
+        assert _sparse_value(got[0]) == ([[0, 0], [1, 0]], [1.0, 3.0], [2, 2])
+        assert got[1].tolist() == [10, 30]
+    with tf.Graph().as_default() as g:
+        a = tf.SparseTensor(tf.constant([[0]], I64), tf.constant([1.0]), tf.constant([2], I64))
+        b = tf.SparseTensor(tf.constant([[1]], I64), tf.constant([2.0]), tf.constant([3], I64))
+        joined = tf.train.batch_join([[a], [b]], batch_size=2)
+        adds = [op for op in g.get_operations() if op.type == "AddSparseToTensorsMap"]
+        assert [op.get_attr("shared_name") for op in adds] in (
+            ["", "batch_join/AddSparseToTensorsMap"],
+            [b"", b"batch_join/AddSparseToTensorsMap"],
+        )
+        enqueues = tf.get_collection(tf.GraphKeys.QUEUE_RUNNERS)[0].enqueue_ops
+        with tf.Session() as sess:
+            sess.run(enqueues[0])
+            sess.run(enqueues[1])
+            assert _sparse_value(sess.run(joined)) == ([[0, 0], [1, 1]], [1.0, 2.0], [2, 3])
+        with pytest.raises(ValueError, match="Inconsistent SparseTensors list"):
+            tf.train.batch_join([[a], [tf.constant([1.0])]], batch_size=2)
+        assert isinstance(tf.train.batch([a], batch_size=2), tf.SparseTensor)
+        d = tf.train.batch({"a": a, "b": tf.constant(1)}, batch_size=2)
+        assert isinstance(d["a"], tf.SparseTensor)
+
+
+def test_tf_written_batch_of_sparse_tensors_imports_and_runs():
+    # Written by TF 2.21: tf.train.batch([SparseTensor(ind, val, shp), dense], 2) over
+    # placeholders ind, val, shp, dense; values recorded from TF running it.
+    fixture = pathlib.Path(__file__).parent / "fixtures/raw_ops_s27/batch_sparse.pb"
+    tf.import_graph_def(tf.GraphDef.FromString(fixture.read_bytes()), name="")
+    g = tf.get_default_graph()
+    feeds = [
+        {"ind:0": [[0, 1], [1, 0]], "val:0": [1.0, 2.0], "shp:0": [2, 3], "dense:0": [1, 2, 3]},
+        {"ind:0": [[0, 4]], "val:0": [5.0], "shp:0": [1, 5], "dense:0": [4, 5, 6]},
+    ]
+    outs = [f"batch/control_dependency{s}:0" for s in ("", "_1", "_2", "_3")]
+    with tf.Session() as sess:
+        for feed in feeds:
+            sess.run(
+                "batch/fifo_queue_enqueue", {g.get_tensor_by_name(k): v for k, v in feed.items()}
+            )
+        got = [x.tolist() for x in sess.run(outs)]
+        assert got == [[[0, 0, 1], [0, 1, 0], [1, 0, 4]], [1.0, 2.0, 5.0], [2, 2, 5],
+                       [[1, 2, 3], [4, 5, 6]]]  # fmt: skip
+        with pytest.raises(errors.InvalidArgumentError) as info:
+            sess.run("batch/TakeManySparseFromTensorsMap",
+                     {g.get_tensor_by_name("batch/Squeeze:0"): [2, 9]})  # fmt: skip
+    assert "Unable to find SparseTensor: 2 in map: batch/AddSparseToTensorsMap" in str(info.value)
