@@ -807,3 +807,26 @@ def test_tf_written_batch_of_sparse_tensors_imports_and_runs():
             sess.run("batch/TakeManySparseFromTensorsMap",
                      {g.get_tensor_by_name("batch/Squeeze:0"): [2, 9]})  # fmt: skip
     assert "Unable to find SparseTensor: 2 in map: batch/AddSparseToTensorsMap" in str(info.value)
+
+
+# -- TF1 ref control flow (RefEnter, RefSwitch, RefMerge in a TF-written GraphDef) ----------
+
+
+def test_tf_written_ref_variable_loop_and_cond_import_and_run():
+    # Written by TF 2.21: ref variables v (1.0) and w ([1, 2]); a while_loop "loop" that
+    # adds 1 to v and sums v's ref three times (RefEnter), and a cond "cnd" on placeholder
+    # p assigning w or adding 1 to it (RefSwitch, RefMerge).  Values recorded from TF.
+    fixture = pathlib.Path(__file__).parent / "fixtures/raw_ops_s27/ref_control_flow.pb"
+    gd = tf.GraphDef.FromString(fixture.read_bytes())
+    assert {"RefEnter", "RefSwitch", "RefMerge"} <= {n.op for n in gd.node}
+    tf.import_graph_def(gd, name="")
+    with tf.Session() as sess:
+        sess.run("init")
+        loop = sess.run(["loop/Exit:0", "loop/Exit_1:0", "v:0"])
+        assigned = sess.run(["cnd/Merge:0", "w:0"], {"p:0": True})
+        added = sess.run(["cnd/Merge:0", "w:0"], {"p:0": False})
+    assert [x.tolist() for x in loop] == [3, 9.0, 4.0]
+    assert [x.tolist() for x in assigned] == [[5.0, 6.0], [5.0, 6.0]]
+    assert [x.tolist() for x in added] == [[6.0, 7.0], [6.0, 7.0]]
+    exported = {n.op for n in tf.get_default_graph().as_graph_def().node}
+    assert {"RefEnter", "RefSwitch"} <= exported
