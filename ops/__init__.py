@@ -95,6 +95,7 @@ from asyncflow.ops import (  # noqa: F401
     reduction_ops,
     resource_training_ops,
     rnn_block_ops,
+    runtime_misc_ops,
     scatter_nd_ops,
     script_ops,
     sdca_ops,

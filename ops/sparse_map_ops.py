@@ -15,7 +15,8 @@ AddMany stores each row of a rank >= 2 SparseTensor (its indices must be in orde
 TF requires): the rows holding values first, in order, then the empty ones, as TF
 numbers them.  Take prepends the batch index to each stored tensor's indices, keeping
 their order, and its dense shape is the batch size followed by the largest of each
-dimension.  None of these ops has a gradient in TF, nor here.
+dimension.  TF registers no gradient for these ops (LookupError when differentiated),
+nor does asyncflow.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.registry import ANY, NotDifferentiable, register_op
+from asyncflow.registry import ANY, register_op
 from asyncflow.sparse_tensor import SparseTensor
 
 __all__ = [
@@ -106,7 +107,6 @@ AddSparseToTensorsMap = register_op(
     shape_fn=lambda op: _add_shape(op, 0),
     stateful=True,
 )
-NotDifferentiable("AddSparseToTensorsMap")
 
 
 @AddSparseToTensorsMap.kernel("CPU")
@@ -123,7 +123,6 @@ AddManySparseToTensorsMap = register_op(
     shape_fn=lambda op: _add_shape(op, 1),
     stateful=True,
 )
-NotDifferentiable("AddManySparseToTensorsMap")
 
 
 _REORDER_HINT = "\n    Use `tf.sparse.reorder` to create a correctly ordered copy.\n\n"
@@ -186,7 +185,6 @@ TakeManySparseFromTensorsMap = register_op(
     shape_fn=_take_shape,
     stateful=True,
 )
-NotDifferentiable("TakeManySparseFromTensorsMap")
 
 
 def _type_string(dt: np.dtype) -> str:

@@ -13,7 +13,8 @@ TF: UnimplementedError, as there.
 
 Reading the state and writing it back happen with no await between them: atomic on the
 loop, as TF's kernel holds the variable's lock.  The draws are the stateless V2 ops'
-vectorized Philox, run inline as theirs are.  None of these ops has a gradient in TF, nor here.
+vectorized Philox, run inline as theirs are.  TF registers no gradient for these ops
+(tf.gradients through one raises LookupError), nor does asyncflow.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from asyncflow.ops import legacy_ops, resource_variable_ops
 from asyncflow.ops import stateless_random_ops as sro
 from asyncflow.ops.data_flow_stack_ops import handle_object
 from asyncflow.ops.state_ops import VarRef
-from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
+from asyncflow.registry import TypeConstraint, register_op
 
 __all__: list[str] = []
 
@@ -84,7 +85,6 @@ def _register(name, draw, dtype_attr, extra_inputs=(), with_alg=True):
         shape_fn=_output_shape,
         stateful=True,
     )
-    NotDifferentiable(name)
 
     @op_def.kernel("CPU")
     async def _kernel(ctx, handle, *args):
@@ -121,7 +121,6 @@ StatelessRandomGetAlg = register_op(
     shape_fn=lambda op: [tensor_shape.TensorShape([])],
     stateful=True,
 )
-NotDifferentiable("StatelessRandomGetAlg")
 
 
 @StatelessRandomGetAlg.kernel("CPU")

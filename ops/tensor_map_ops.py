@@ -9,7 +9,8 @@ in and out (the kernel-output invariant: no buffer shared with a donated tensor)
 
 Gradients are TF's (map_ops.py): Lookup's puts the incoming gradient in a map under the
 key, Insert's takes the value's gradient back out of the map's (zeros when absent), and
-Erase's passes the map's through.  AddN and ZerosLike of maps (the gradient walk sums and
+Erase's passes the map's through; TF registers none for Size, HasKey and StackKeys
+(LookupError), nor does asyncflow.  AddN and ZerosLike of maps (the gradient walk sums and
 seeds them) are installed beside the TensorList ones.
 
 StackKeys lists keys in insertion order.  TF lists them in its hash map's order, which
@@ -92,7 +93,6 @@ TensorMapSize = register_op(
     "TensorMapSize", inputs=["input_handle: variant"], outputs=["size: int32"],
     shape_fn=_scalar_shape,
 )  # fmt: skip
-NotDifferentiable("TensorMapSize")
 
 
 @TensorMapSize.kernel("CPU")
@@ -183,7 +183,6 @@ TensorMapHasKey = register_op(
     attrs={"key_dtype": ANY},
     shape_fn=_scalar_shape,
 )
-NotDifferentiable("TensorMapHasKey")
 
 
 @TensorMapHasKey.kernel("CPU")
@@ -198,7 +197,6 @@ TensorMapStackKeys = register_op(
     attrs={"key_dtype": ANY},
     shape_fn=_unknown_shape,
 )
-NotDifferentiable("TensorMapStackKeys")
 
 
 @TensorMapStackKeys.kernel("CPU")

@@ -830,3 +830,192 @@ def test_tf_written_ref_variable_loop_and_cond_import_and_run():
     assert [x.tolist() for x in added] == [[6.0, 7.0], [6.0, 7.0]]
     exported = {n.op for n in tf.get_default_graph().as_graph_def().node}
     assert {"RefEnter", "RefSwitch"} <= exported
+
+
+# -- KmeansPlusPlusInitialization, Abort, DeviceIndex, SyncDevice, FakeParam ----------------
+
+_KPP_RS = np.random.RandomState(0)  # (legacy RandomState: the same points on every numpy)
+_KPP_POINTS = _KPP_RS.randn(40, 3).astype(np.float32)
+_KPP_CLUSTERS = np.concatenate(
+    [_KPP_RS.randn(10, 2) + [5, 5], _KPP_RS.randn(10, 2) - [5, 5], _KPP_RS.randn(10, 2)]
+).astype(np.float32)
+# (seed, num_retries_per_sample, num_to_sample, the rows TF picked): 5 from the 40 points,
+# 3 from the three clusters (in that order, per seed and retries), and all 40 once.
+_KPP_PICKS = [
+    (0, -1, 5, [29, 5, 20, 3, 7]),
+    (0, -1, 3, [28, 2, 16]),
+    (0, 0, 5, [29, 28, 0, 30, 12]),
+    (0, 0, 3, [9, 18, 1]),
+    (
+        0,
+        0,
+        40,
+        [
+            29,
+            28,
+            0,
+            30,
+            12,
+            10,
+            39,
+            36,
+            19,
+            6,
+            8,
+            7,
+            21,
+            23,
+            20,
+            17,
+            4,
+            14,
+            24,
+            32,
+            5,
+            3,
+            38,
+            16,
+            22,
+            35,
+            33,
+            11,
+            34,
+            27,
+            26,
+            13,
+            1,
+            37,
+            31,
+            18,
+            9,
+            25,
+            2,
+            15,
+        ],
+    ),
+    (0, 3, 5, [29, 5, 20, 3, 7]),
+    (0, 3, 3, [28, 2, 16]),
+    (1, -1, 5, [7, 37, 21, 39, 6]),
+    (1, -1, 3, [28, 1, 17]),
+    (1, 0, 5, [8, 34, 4, 1, 24]),
+    (1, 0, 3, [28, 17, 1]),
+    (1, 3, 5, [7, 37, 21, 39, 6]),
+    (1, 3, 3, [28, 1, 17]),
+    (7, -1, 5, [3, 18, 24, 20, 12]),
+    (7, -1, 3, [7, 11, 27]),
+    (7, 0, 5, [37, 17, 34, 11, 5]),
+    (7, 0, 3, [7, 16, 28]),
+    (7, 3, 5, [3, 18, 24, 20, 12]),
+    (7, 3, 3, [7, 11, 27]),
+    (12345, -1, 5, [17, 3, 30, 22, 1]),
+    (12345, -1, 3, [29, 6, 16]),
+    (12345, 0, 5, [9, 20, 8, 14, 35]),
+    (12345, 0, 3, [29, 10, 3]),
+    (12345, 3, 5, [17, 3, 30, 22, 1]),
+    (12345, 3, 3, [29, 6, 16]),
+    (-3, -1, 5, [17, 3, 30, 28, 0]),
+    (-3, -1, 3, [27, 2, 17]),
+    (-3, 0, 5, [15, 14, 35, 24, 32]),
+    (-3, 0, 3, [25, 10, 12]),
+    (-3, 3, 5, [17, 3, 30, 28, 0]),
+    (-3, 3, 3, [27, 2, 17]),
+]
+
+
+def test_kmeans_plus_plus_initialization_picks_tf_rows():
+    cases, fetches = [], []
+    for seed, retries, n, picks in _KPP_PICKS:
+        points = _KPP_POINTS if n != 3 else _KPP_CLUSTERS
+        cases.append((points, picks))
+        fetches.append(
+            R.KmeansPlusPlusInitialization(
+                points=tf.constant(points),
+                num_to_sample=tf.constant(n, I64),
+                seed=tf.constant(seed, I64),
+                num_retries_per_sample=tf.constant(retries, I64),
+            )
+        )
+    assert fetches[0].shape.ndims is None  # (TF's shape function: unknown)
+    for (points, picks), got in zip(cases, _run(fetches)):
+        np.testing.assert_array_equal(got, points[picks])
+
+
+@pytest.mark.parametrize(
+    "points, n, message",
+    [
+        (_KPP_POINTS[:3], 5, "Expected num_to_sample <= points.rows(). 5 vs 3."),
+        (_KPP_POINTS[:3], 0, "Expected num_to_sample > 0."),
+        (np.zeros([0, 2], np.float32), 1, "Expected points.rows() > 0."),
+    ],
+)
+def test_kmeans_plus_plus_errors_as_tf(points, n, message):
+    out = R.KmeansPlusPlusInitialization(
+        points=tf.constant(points),
+        num_to_sample=tf.constant(n, I64),
+        seed=tf.constant(1, I64),
+        num_retries_per_sample=tf.constant(0, I64),
+    )
+    _raises(out, errors.InvalidArgumentError, message)
+    same = R.KmeansPlusPlusInitialization(
+        points=tf.ones([4, 2]),
+        num_to_sample=tf.constant(3, I64),
+        seed=tf.constant(1, I64),
+        num_retries_per_sample=tf.constant(0, I64),
+    )
+    np.testing.assert_array_equal(_run(same), np.ones([3, 2]))
+
+
+def test_device_index_sync_device_and_fake_param_as_tf():
+    got = _run(
+        [
+            R.DeviceIndex(device_names=["CPU", "GPU"]),
+            R.DeviceIndex(device_names=["GPU", "TPU"]),
+            R.DeviceIndex(device_names=[]),
+            R.FakeParam(dtype=F32, shape=[2, 3]),
+        ]
+    )
+    assert got[:3] == [0, 2, 0] and got[3].shape == (2, 3) and got[3].dtype == np.float32
+    assert R.FakeParam(dtype=F32, shape=[2, None]).shape.as_list() == [2, None]
+    assert isinstance(R.SyncDevice(), tf.Operation) and _run(R.SyncDevice()) is None
+
+
+def test_abort_ends_the_process_as_tf(monkeypatch, capfd):
+    from asyncflow.ops import runtime_misc_ops
+
+    calls = []
+
+    def end(*status):
+        calls.append(status)
+        raise RuntimeError("the process would end here")
+
+    monkeypatch.setattr(runtime_misc_ops.os, "abort", end)
+    monkeypatch.setattr(runtime_misc_ops.os, "_exit", end)
+    with tf.Session() as sess:
+        with pytest.raises(errors.UnknownError):
+            sess.run(R.Abort(error_msg="boom"))
+        assert calls == [()]  # (os.abort: SIGABRT, as TF's LOG(FATAL))
+        assert "Abort_op intentional failure; boom" in capfd.readouterr().err
+        with pytest.raises(errors.UnknownError):
+            sess.run(R.Abort(exit_without_error=True))
+        assert calls == [(), (0,)]
+
+
+def test_no_gradient_where_tf_has_none():
+    x = tf.constant([1.0, 2.0])
+    m = _insert(R.EmptyTensorMap(), tf.constant(1), x)
+    sp_handle = R.AddSparseToTensorsMap(
+        sparse_indices=tf.constant([[0], [1]], I64),
+        sparse_values=x,
+        sparse_shape=tf.constant([2], I64),
+    )
+    kpp = R.KmeansPlusPlusInitialization(
+        points=tf.reshape(x, [2, 1]),
+        num_to_sample=tf.constant(1, I64),
+        seed=tf.constant(1, I64),
+        num_retries_per_sample=tf.constant(0, I64),
+    )
+    # (as TF's: integer outputs end the gradient path before the missing gradient matters)
+    assert tf.gradients(tf.cast(R.TensorMapSize(input_handle=m), F32), x) == [None]
+    assert tf.gradients(tf.cast(sp_handle, F32), x) == [None]
+    with pytest.raises(LookupError, match="KmeansPlusPlusInitialization"):
+        tf.gradients(kpp, x)
