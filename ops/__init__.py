@@ -10,6 +10,7 @@ from asyncflow.ops import (  # noqa: F401
     candidate_sampling_ops,
     cast_ops,
     check_ops,
+    checkpoint_remap_ops,
     clustering_legacy_ops,
     collective_ops,
     color_ops,

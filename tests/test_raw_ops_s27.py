@@ -12,6 +12,7 @@ import pytest
 
 import asyncflow as tf
 from asyncflow import errors
+from asyncflow.estimator import warm_starting
 
 R = tf.raw_ops
 F32 = tf.float32
@@ -1019,3 +1020,157 @@ def test_no_gradient_where_tf_has_none():
     assert tf.gradients(tf.cast(sp_handle, F32), x) == [None]
     with pytest.raises(LookupError, match="KmeansPlusPlusInitialization"):
         tf.gradients(kpp, x)
+
+
+# -- GenerateVocabRemapping, LoadAndRemapMatrix, warm starting with VocabInfo ----------------
+
+
+@pytest.fixture()
+def vocab_ckpt(tmp_path):
+    """A checkpoint of emb (arange(12) as [4, 3]), out (arange(8) as [2, 4]) and bias,
+    with vocabularies old "a b c d" and new "c x a d" (what the TF 2.21 runs read)."""
+    (tmp_path / "old.txt").write_text("a\nb\nc\nd\n")
+    (tmp_path / "new.txt").write_text("c\nx\na\nd\ne\n")
+    (tmp_path / "dup.txt").write_text("a\nb\na\n")
+    with tf.Graph().as_default():
+        tf.Variable(np.arange(12, dtype=np.float32).reshape(4, 3), name="emb")
+        tf.Variable(np.arange(8, dtype=np.float32).reshape(2, 4), name="out")
+        tf.Variable(np.arange(4, dtype=np.float32), name="bias")
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            prefix = tf.train.Saver().save(sess, str(tmp_path / "model"))
+    return tmp_path, prefix
+
+
+def _remapping(d, off, num, old_size=-1, new="new.txt", old="old.txt"):
+    return list(R.GenerateVocabRemapping(new_vocab_file=str(d / new), old_vocab_file=str(d / old),
+                                         new_vocab_offset=off, num_new_vocab=num,
+                                         old_vocab_size=old_size))  # fmt: skip
+
+
+def test_generate_vocab_remapping_as_tf(vocab_ckpt):
+    d, _ = vocab_ckpt
+    got = _run([_remapping(d, 0, 5), _remapping(d, 1, 3), _remapping(d, 0, 5, 2)])
+    assert [(r.tolist(), int(n)) for r, n in got] == [
+        ([2, -1, 0, 3, -1], 3),
+        ([-1, 0, 3], 2),
+        ([-1, -1, 0, -1, -1], 1),
+    ]
+    assert _remapping(d, 1, 3)[0].shape.as_list() == [3]
+    for args, cls, message in [
+        ((2, 5), errors.InvalidArgumentError,
+         "lookup table size must be larger than last new vocab entry's line"),
+        ((0, 2, 10), errors.InvalidArgumentError,
+         f"Invalid vocab_size in {d / 'old.txt'}: expected 10 but got 4"),
+        ((0, 2, -1, "nope.txt"), errors.NotFoundError, "nope.txt; No such file or directory"),
+        ((0, 2, -1, "new.txt", "dup.txt"), errors.FailedPreconditionError,
+         "HashTable has different value for same key. Key a has 0 and trying to add value 2"),
+    ]:  # fmt: skip
+        _raises(_remapping(d, *args)[0], cls, message)
+
+
+def _remap(prefix, rows, cols, init, nr, nc, name="emb", max_rows=-1):
+    return R.LoadAndRemapMatrix(ckpt_path=prefix, old_tensor_name=name,
+                                row_remapping=tf.constant(rows, I64),
+                                col_remapping=tf.constant(cols, I64),
+                                initializing_values=tf.constant(init, F32), num_rows=nr,
+                                num_cols=nc, max_rows_in_memory=max_rows)  # fmt: skip
+
+
+def test_load_and_remap_matrix_as_tf(vocab_ckpt):
+    _, prefix = vocab_ckpt
+    out = _remap(prefix, [2, -1, 0], [], [100.0, 101.0, 102.0], 3, 3)
+    assert out.shape.as_list() == [3, 3]
+    got = _run(
+        [
+            out,
+            _remap(prefix, [2, -1, 0], [1, -1], [100.0, 101.0, 102.0, 103.0], 3, 2),
+            _remap(prefix, [3, 1, -1, 0], [2, 0], [7.0, 8.0], 4, 2, max_rows=2),
+        ]
+    )
+    assert got[0].tolist() == [[6, 7, 8], [100, 101, 102], [0, 1, 2]]
+    assert got[1].tolist() == [[7, 100], [101, 102], [1, 103]]
+    assert got[2].tolist() == [[11, 9], [5, 3], [7, 8], [2, 0]]
+    for args, cls, message in [
+        (([2, -1, 0], [], [100.0], 3, 3), errors.InvalidArgumentError,
+         "initializing_values contained 1 elements, but more missing values remain."),
+        (([2, 0], [], [100.0, 5.0], 2, 3), errors.InvalidArgumentError,
+         "initializing_values contained 2 elements, but only 0 elements were used to fill in "
+         "missing values."),
+        (([0], [], [], 1, 2), errors.InvalidArgumentError,
+         "Tensor emb has shape [4,3], where the size of its 2nd dimension is 3 instead of "
+         "being equal to num_cols=2"),
+        (([0, 1], [], [], 3, 3), errors.InvalidArgumentError,
+         "Size of row_remapping is 2 instead of being equal to num_rows=3"),
+        (([7], [], [], 1, 3), errors.InternalError,
+         "Extent in dimension 0 out of bounds: shape = [4,3], slice = 7,1:-"),
+        (([0], [], [], 1, 3, "zz"), errors.NotFoundError, "Key zz not found in checkpoint"),
+        (([1, 1], [], [], 2, 3), errors.UnimplementedError,
+         "Old ID 1 is mapped to both new ID 0 and 1, which is not supported."),
+    ]:  # fmt: skip
+        _raises(_remap(prefix, *args), cls, message)
+
+
+def _warm_started(make):
+    with tf.Graph().as_default() as g:
+        var = make()
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            value = sess.run(var).tolist()
+        return value, {op.type for op in g.get_operations()}
+
+
+def test_warm_start_with_vocab_info_runs_tf_remapping_ops(vocab_ckpt):
+    d, prefix = vocab_ckpt
+    (d / "new4.txt").write_text("c\nx\na\nd\n")
+
+    def info(**kw):
+        return tf.train.VocabInfo(str(d / "new4.txt"), 4, kw.pop("oov", 1), str(d / "old.txt"),
+                                  **kw)  # fmt: skip
+
+    def rows():
+        e = tf.get_variable("emb", [5, 3], initializer=tf.ones_initializer())
+        tf.train.warm_start(prefix, [e], var_name_to_vocab_info={"emb": info()})
+        return e
+
+    def cols():
+        o = tf.get_variable("out", [2, 5], initializer=tf.ones_initializer())
+        tf.train.warm_start(prefix, [o], var_name_to_vocab_info={"out": info(axis=1)})
+        return o
+
+    def old_size():
+        e = tf.get_variable("emb", [4, 3], initializer=tf.ones_initializer())
+        vocab = {"emb": info(oov=0, old_vocab_size=2)}
+        tf.train.warm_start(prefix, [e], var_name_to_vocab_info=vocab)
+        return e
+
+    def renamed():  # (through the estimator's WarmStartSettings, as TF's estimators)
+        e = tf.get_variable("new_emb", [4, 3], initializer=tf.ones_initializer())
+        settings = tf.estimator.WarmStartSettings(
+            prefix, ".*", var_name_to_vocab_info={"new_emb": info(oov=0)},
+            var_name_to_prev_var_name={"new_emb": "emb"},
+        )  # fmt: skip
+        warm_starting.warm_start(settings)
+        return e
+
+    value, types = _warm_started(rows)
+    assert value == [[6, 7, 8], [0, 0, 0], [0, 1, 2], [9, 10, 11], [0, 0, 0]]
+    assert {"GenerateVocabRemapping", "LoadAndRemapMatrix", "ConcatV2"} <= types
+    assert _warm_started(cols)[0] == [[2, 0, 0, 3, 0], [6, 0, 4, 7, 0]]
+    assert _warm_started(old_size)[0] == [[0, 0, 0], [0, 0, 0], [0, 1, 2], [0, 0, 0]]
+    value, types = _warm_started(renamed)
+    assert value == [[6, 7, 8], [0, 0, 0], [0, 1, 2], [9, 10, 11]]
+    assert "LoadAndRemapMatrix" in types
+    with tf.Graph().as_default():
+        e = tf.get_variable("emb", [6, 3])
+        with pytest.raises(ValueError) as excinfo:
+            tf.train.warm_start(prefix, [e], var_name_to_vocab_info={"emb": info()})
+    assert str(excinfo.value) == (
+        "Trying to initialize 6 additional rows after 0 rows have already been initialized, "
+        "which would exceed expected total row count of new_row_vocab_size (4) + "
+        "num_row_oov_buckets (1) = 5."
+    )
+    with tf.Graph().as_default():  # (TF's, too, reads a second dimension a vector lacks)
+        b = tf.get_variable("bias", [4])
+        with pytest.raises(IndexError):
+            tf.train.warm_start(prefix, [b], var_name_to_vocab_info={"bias": info(oov=0)})
