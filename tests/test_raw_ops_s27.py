@@ -1174,3 +1174,23 @@ def test_warm_start_with_vocab_info_runs_tf_remapping_ops(vocab_ckpt):
         b = tf.get_variable("bias", [4])
         with pytest.raises(IndexError):
             tf.train.warm_start(prefix, [b], var_name_to_vocab_info={"bias": info(oov=0)})
+
+
+# -- SymbolicGradient (a TF-written GraphDef) -------------------------------------------------
+
+
+def test_tf_written_symbolic_gradient_imports_and_runs():
+    # Written by TF 2.21: Defun F(x, y) = (x*x*y + sin(y), x + y) and G(a, b) =
+    # reduce_sum(2a); "grad" = SymbolicGradient(x, y, dz, dw; F), "grad2" =
+    # SymbolicGradient(x, y, 3.0; G), x, y, dz, dw placeholders.  Values recorded from TF.
+    fixture = pathlib.Path(__file__).parent / "fixtures/raw_ops_s27/symbolic_gradient.pb"
+    gd = tf.GraphDef.FromString(fixture.read_bytes())
+    assert "SymbolicGradient" in {n.op for n in gd.node}
+    tf.import_graph_def(gd, name="")
+    feed = {"x:0": [1.0, 2.0], "y:0": [3.0, 0.5], "dz:0": [1.0, 1.0], "dw:0": [0.0, 2.0]}
+    with tf.Session() as sess:
+        got = sess.run(["grad:0", "grad:1", "grad2:0", "grad2:1"], feed)
+    np.testing.assert_array_equal(got[0], [6.0, 4.0])
+    np.testing.assert_array_equal(got[1], np.float32([0.010007500648498535, 6.877582550048828]))
+    np.testing.assert_array_equal(got[2], [6.0, 6.0])
+    np.testing.assert_array_equal(got[3], [0.0, 0.0])  # (G does not depend on b)
