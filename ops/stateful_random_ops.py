@@ -23,7 +23,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.ops import legacy_ops, resource_variable_ops
+from asyncflow.ops import legacy_ops, philox_random, resource_variable_ops
 from asyncflow.ops import stateless_random_ops as sro
 from asyncflow.ops.data_flow_stack_ops import handle_object
 from asyncflow.ops.state_ops import VarRef
@@ -68,6 +68,8 @@ def _check_range(minval, maxval) -> None:
 
 
 def _output_shape(op):
+    if "Normal" in op.type:
+        philox_random.prepare()  # (the host's Box-Muller loops, compiled meanwhile)
     shape_input = op.inputs[2] if op.type != "StatefulStandardNormal" else op.inputs[1]
     shape_input.shape.with_rank(1)
     return [ops.constant_shape(shape_input)]
