@@ -3,18 +3,22 @@ TensorListSplit (a list of row blocks to and from one tensor), TensorListScatter
 TensorListConcatLists and TensorListPushBackBatch (batches of lists, a `variant` vector).
 
 Lists are ops/tensor_list_ops.py's immutable `TensorList` values; every op returns new
-lists.  As that module's, these ops carry no gradient here (TF's graphs hold their
-gradient ops; TF marks ConcatLists and PushBackBatch not differentiable).  Errors are
-TF 2.21's: class and message, build-time shape errors as `ValueError`.  TF also checks a
-list's element dtype and shape at build time from the handle's recorded data; asyncflow
-does not record it, so those mismatches raise at run time (InvalidArgumentError).
+lists.  Concat(V2), Split and Scatter have TF's gradients (list_ops.py): a concat's
+gradient is the incoming tensor split by the lengths, a split's the incoming list
+concatenated, a scatter's the incoming list gathered at the indices; TF marks
+ConcatLists and PushBackBatch not differentiable.  Errors are TF 2.21's: class and
+message, build-time shape errors as `ValueError`.  TF also checks a list's element dtype
+and shape at build time from the handle's recorded data; asyncflow does not record it,
+so those mismatches raise at run time (InvalidArgumentError).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from asyncflow import tensor_shape
+from asyncflow import dtypes, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ops import array_ops
 from asyncflow.ops import tensor_list_ops as tl_ops
 from asyncflow.ops.data_flow_stack_ops import handle_value
 from asyncflow.registry import ANY, INDEX, NotDifferentiable, register_op
@@ -41,9 +45,10 @@ def _dt_string(dt: np.dtype) -> str:
     return {"float32": "float", "float64": "double", "float16": "half"}.get(name, name)
 
 
-def _register(name, inputs, outputs, attrs, shape_fn):
+def _register(name, inputs, outputs, attrs, shape_fn, differentiable=False):
     op_def = register_op(name, inputs=inputs, outputs=outputs, attrs=attrs, shape_fn=shape_fn)
-    NotDifferentiable(name)
+    if not differentiable:
+        NotDifferentiable(name)
     return op_def
 
 
@@ -74,6 +79,7 @@ TensorListConcat = _register(
     ["tensor: element_dtype", "lengths: int64"],
     {"element_dtype": ANY, "element_shape": tensor_shape.unknown_shape()},
     lambda op: [_concat_shape(tensor_shape.as_shape(op._attr("element_shape"))), _LENGTHS],
+    differentiable=True,
 )
 
 TensorListConcatV2 = _register(
@@ -82,6 +88,7 @@ TensorListConcatV2 = _register(
     ["tensor: element_dtype", "lengths: int64"],
     {"element_dtype": ANY, "shape_type": INDEX},
     lambda op: [_concat_shape(tl_ops._shape_value(op.inputs[1])), _LENGTHS],
+    differentiable=True,
 )
 
 
@@ -201,6 +208,7 @@ TensorListSplit = _register(
     ["output_handle: variant"],
     {"element_dtype": ANY, "shape_type": INDEX},
     _split_shape,
+    differentiable=True,
 )
 
 
@@ -246,6 +254,7 @@ TensorListScatter = _register(
     ["output_handle: variant"],
     {"element_dtype": ANY, "shape_type": INDEX},
     lambda op: [tl_ops._HANDLE],
+    differentiable=True,
 )
 
 
@@ -360,3 +369,51 @@ async def _push_back_batch(ctx, input_handles, tensor):
         # (TF's batch push does not check max_num_elements; neither does this one)
         out[b] = tl.replace((*tl.items, tl_ops._own(row, tl.dtype)))
     return out
+
+
+# -- gradients (TF's list_ops.py) ---------------------------------------------------------------
+
+
+def _element_shape_int64(handle):
+    op = ops.apply_op("TensorListElementShape", [handle], {"shape_type": dtypes.int64})
+    return op.outputs[0]
+
+
+@TensorListConcat.gradient
+def _concat_grad(op, dtensor, _dlengths):
+    shape = _element_shape_int64(op.inputs[0])
+    return ops.apply_op(
+        "TensorListSplit", [dtensor, shape, op.outputs[1]],
+        {"element_dtype": dtensor.dtype, "shape_type": dtypes.int64},
+    ).outputs[0]  # fmt: skip
+
+
+@TensorListConcatV2.gradient
+def _concat_v2_grad(op, dtensor, dlengths):
+    return _concat_grad(op, dtensor, dlengths), None, None
+
+
+def _row_shape(t, leading=None):
+    """The shape of `t` less its first dimension (after `leading`, when given)."""
+    rest = array_ops.slice(array_ops.shape(t), [1], [-1])
+    return rest if leading is None else array_ops.concat([[leading], rest], 0)
+
+
+@TensorListSplit.gradient
+def _split_grad(op, dlist):
+    tensor, _, lengths = op.inputs
+    dt = tensor.dtype
+    out = ops.apply_op(
+        "TensorListConcatV2", [dlist, _row_shape(tensor, -1), lengths],
+        {"element_dtype": dt, "shape_type": dtypes.int32},
+    ).outputs[0]  # fmt: skip
+    return out, None, None
+
+
+@TensorListScatter.gradient
+def _scatter_grad(op, dlist):
+    tensor, indices, _ = op.inputs
+    out = ops.apply_op(
+        "TensorListGather", [dlist, indices, _row_shape(tensor)], {"element_dtype": tensor.dtype}
+    ).outputs[0]
+    return out, None, None

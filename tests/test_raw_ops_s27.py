@@ -1202,3 +1202,36 @@ def test_tf_written_symbolic_gradient_imports_and_runs():
     np.testing.assert_array_equal(got[1], np.float32([0.010007500648498535, 6.877582550048828]))
     np.testing.assert_array_equal(got[2], [6.0, 6.0])
     np.testing.assert_array_equal(got[3], [0.0, 0.0])  # (G does not depend on b)
+
+
+def test_tensor_list_concat_split_scatter_gradients_as_tf():
+    x1 = tf.constant([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    split = R.TensorListSplit(
+        tensor=x1, element_shape=tf.constant(-1), lengths=tf.constant([2, 4], I64)
+    )
+    y1 = R.TensorListConcat(input_handle=split, element_dtype=F32).tensor
+    x2 = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    split2 = R.TensorListSplit(
+        tensor=x2, element_shape=tf.constant([-1, 2]), lengths=tf.constant([1, 2], I64)
+    )
+    y2 = R.TensorListConcatV2(
+        input_handle=split2,
+        element_shape=tf.constant([-1, 2]),
+        leading_dims=tf.constant([], I64),
+        element_dtype=F32,
+    ).tensor
+    x3 = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    scattered = R.TensorListScatter(
+        tensor=x3, indices=tf.constant([1, 0]), element_shape=tf.constant([2])
+    )
+    y3 = R.TensorListConcat(input_handle=scattered, element_dtype=F32, element_shape=[2]).tensor
+    got = _run(
+        [
+            tf.gradients(tf.reduce_sum(y1 * tf.range(6.0)), x1)[0],
+            tf.gradients(tf.reduce_sum(y2 * y2), x2)[0],
+            tf.gradients(tf.reduce_sum(y3 * tf.range(4.0)), x3)[0],
+        ]
+    )
+    assert got[0].tolist() == [0, 1, 2, 3, 4, 5]
+    assert got[1].tolist() == [[2, 4], [6, 8], [10, 12]]
+    assert got[2].tolist() == [[2, 3], [0, 1]]
