@@ -11,6 +11,8 @@ Batching (`batch`, `shuffle_batch`, `batch_join`, `shuffle_batch_join` and the
 FIFOQueue, PaddingFIFOQueue (`dynamic_pad`) or RandomShuffleQueue, with `num_threads`
 enqueue ops that the QueueRunner runs as concurrent tasks on the session's loop, and
 dequeues `batch_size` at a time (`dequeue_up_to` with `allow_smaller_final_batch`).
+SparseTensor inputs travel as int64 handles into sparse-tensor maps and come out as one
+batched SparseTensor (input_sparse.py), as TF1's.
 
 The queue classes and QueueRunner are imported lazily from their own modules.
 """
