@@ -1235,3 +1235,35 @@ def test_tensor_list_concat_split_scatter_gradients_as_tf():
     assert got[0].tolist() == [0, 1, 2, 3, 4, 5]
     assert got[1].tolist() == [[2, 4], [6, 8], [10, 12]]
     assert got[2].tolist() == [[2, 3], [0, 1]]
+
+
+def test_raw_ref_control_flow_ops_as_tf():
+    v = tf.Variable(1.0, use_resource=False, name="v")
+    p = tf.placeholder(tf.bool, [])
+    built = {
+        "RefEnter": R.RefEnter(data=v._ref(), frame_name="f"),
+        "RefExit": R.RefExit(data=v._ref()),
+        "RefNextIteration": R.RefNextIteration(data=v._ref()),
+        "RefSwitch": R.RefSwitch(data=v._ref(), pred=p),
+        "RefMerge": R.RefMerge(inputs=[v._ref(), v._ref()]),
+    }
+    assert type(built["RefSwitch"]).__name__ == "RefSwitch"
+    assert built["RefMerge"]._fields == ("output", "value_index")
+    for op_type, out in built.items():
+        first = out[0] if isinstance(out, tuple) else out
+        assert (first.name, first.dtype.name) == (f"{op_type}:0", "float32_ref")
+        arg = "inputs" if op_type == "RefMerge" else "data"
+        with pytest.raises(TypeError) as info:
+            getattr(R, op_type)(**{arg: tf.constant(1.0)}, **(
+                {"pred": p} if op_type == "RefSwitch" else {"frame_name": "f"}
+                if op_type == "RefEnter" else {}))  # fmt: skip
+        assert str(info.value) == (
+            f"'{op_type}' Op requires that input '{arg}' be a mutable tensor (e.g.: a tf.Variable)"
+        )
+    assert built["RefMerge"].value_index.dtype == tf.int32
+    exported = {n.name: n.op for n in tf.get_default_graph().as_graph_def().node}
+    assert exported["RefSwitch"] == "RefSwitch" and exported["RefEnter"] == "RefEnter"
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        assert sess.run(built["RefSwitch"][1], {p: True}) == 1.0
+        assert sess.run(list(built["RefMerge"])) == [1.0, 0]
