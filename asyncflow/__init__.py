@@ -90,6 +90,7 @@ from asyncflow import partitioned_variables as _partitioned_variables  # noqa: E
 from asyncflow import random_generator as _random_generator  # noqa: E402, F401
 from asyncflow import random_seed as _random_seed  # noqa: E402
 from asyncflow import sparse_tensor as _sparse_tensor  # noqa: E402
+from asyncflow import symbolic_gradient as _symbolic_gradient  # noqa: E402, F401 - its import hook
 from asyncflow import template as _template  # noqa: E402
 from asyncflow import tf1_extras as _tf1_extras  # noqa: E402
 from asyncflow import var_scope as _variable_scope  # noqa: E402

@@ -48,6 +48,9 @@ from asyncflow.registry import TypeConstraint, get_op_def
 __all__ = ["inline_calls"]
 
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+# Node types an upper layer expands (SymbolicGradient: asyncflow/symbolic_gradient.py,
+# which needs the gradient walk): op type -> expand(node, functions, out, stack).
+NODE_EXPANDERS: dict = {}
 _IF_OPS = ("If", "StatelessIf")
 _CASE_OPS = ("Case", "StatelessCase")
 _WHILE_OPS = ("While", "StatelessWhile")
@@ -85,6 +88,9 @@ def _called(nd: NodeDef, functions: dict):
 
 
 def _expand(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
+    if nd.op in NODE_EXPANDERS:
+        NODE_EXPANDERS[nd.op](nd, functions, out, stack)
+        return
     if nd.op in _IF_OPS:
         _lower_if(nd, functions, out, stack)
         return

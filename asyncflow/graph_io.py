@@ -536,7 +536,12 @@ _REF_CONTROL_FLOW = {
 _REF_VARIANT = {v: k for k, v in _REF_CONTROL_FLOW.items()}
 _MERGES = ("Merge", "RefMerge")
 # Outputs that are resource handles in TF and handle tensors of another shape here.
-_TF_HANDLE_OUTPUTS = {"TensorArrayV3": (0,), "TensorArrayGradV3": (0,), "StackV2": (0,)}
+_TF_HANDLE_OUTPUTS = {
+    "TensorArrayV3": (0,),
+    "TensorArrayGradV3": (0,),
+    "TensorArrayGradWithShape": (0,),
+    "StackV2": (0,),
+}
 _FORWARDING = frozenset(["Enter", "Exit", "Switch", "Merge", "NextIteration", "Identity"])
 _NEXT_ITERATIONS = ("NextIteration", "RefNextIteration")
 

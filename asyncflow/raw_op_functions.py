@@ -11,6 +11,7 @@ read, so ops other modules register later appear too.
 
 from __future__ import annotations
 
+import collections
 import re
 import types
 
@@ -113,10 +114,52 @@ def _make(op_def) -> types.FunctionType:
     return raw_op
 
 
+# TF's ref control-flow types: asyncflow builds their plain twins, whose outputs stay
+# references when the input is one (graph export writes the Ref* type back, and import
+# reads it as the twin).
+_REF_TWINS = {
+    "RefEnter": "Enter",
+    "RefExit": "Exit",
+    "RefNextIteration": "NextIteration",
+    "RefSwitch": "Switch",
+    "RefMerge": "Merge",
+}
+
+
+def _make_ref_twin(op_type: str) -> types.FunctionType:
+    plain = _make(registry.get_op_def(_REF_TWINS[op_type]))
+    arg = "inputs" if op_type == "RefMerge" else "data"
+
+    def raw_op(*args, **kwargs):
+        value = kwargs.get(arg)
+        given = value if isinstance(value, list | tuple) else [value]
+        if not args and not all(getattr(t, "_is_ref", False) for t in given):
+            raise TypeError(
+                f"'{op_type}' Op requires that input '{arg}' be a mutable tensor (e.g.: a "
+                "tf.Variable)"
+            )
+        kwargs["name"] = kwargs.get("name") or op_type
+        out = plain(*args, **kwargs)
+        op = (out[0] if isinstance(out, tuple) else out).op
+        for t in op.outputs[:1] if op_type == "RefMerge" else op.outputs:
+            t._is_ref = True  # (a reference passes on: the Ref* type when exported)
+        if isinstance(out, tuple) and hasattr(out, "_fields"):  # (TF's namedtuple name)
+            out = collections.namedtuple(op_type, out._fields)(*out)
+        return out
+
+    raw_op.__name__ = raw_op.__qualname__ = op_type
+    raw_op.__doc__ = f"TF's raw op {op_type}: {_REF_TWINS[op_type]} of a reference."
+    return raw_op
+
+
 class _RawOps(types.ModuleType):
     """The `tf.raw_ops` namespace (see the module note)."""
 
     def __getattr__(self, attr: str):
+        if attr in _REF_TWINS:
+            fn = _make_ref_twin(attr)
+            setattr(self, attr, fn)
+            return fn
         op_def = None
         if not attr.startswith("_") and attr not in _NOT_RAW:
             op_def = registry.all_op_defs().get(attr)
@@ -128,7 +171,8 @@ class _RawOps(types.ModuleType):
 
     def __dir__(self):
         return sorted(
-            n for n in registry.all_op_defs() if not n.startswith("_") and n not in _NOT_RAW
+            [n for n in registry.all_op_defs() if not n.startswith("_") and n not in _NOT_RAW]
+            + list(_REF_TWINS)
         )
 
 

@@ -4,6 +4,7 @@ BatchCholeskyGrad, CholeskyGrad's spelling before GraphDef version 13.
 
 NearestNeighbors: for each point, the k centres nearest in squared Euclidean distance
 (|p|^2 - 2 p.c + |c|^2, float32 as TF's), nearest first, ties by the lower index.
+KmeansPlusPlusInitialization: k-means++ seeding over the same generator (below).
 KMC2ChainInitialization: one Markov chain over the candidates' distances, seeded: from
 candidate 0, candidate i replaces the current one when its distance exceeds a uniform
 [0, 1) draw times the current distance (TF's SimplePhilox over PhiloxRandom(seed)).
@@ -11,6 +12,8 @@ TF 2.21 registers no gradient for them; tf.gradients raises LookupError, as here
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -106,3 +109,92 @@ async def _kmc2_chain(ctx, distances, seed):
         if d > np.float32(rng.rand_float()) * chosen_d:
             chosen, chosen_d = i, d
     return np.int64(chosen)
+
+
+# -- KmeansPlusPlusInitialization ---------------------------------------------------------------
+
+
+KmeansPlusPlusInitialization = register_op(
+    "KmeansPlusPlusInitialization",
+    inputs=["points: float32", "num_to_sample: int64", "seed: int64",
+            "num_retries_per_sample: int64"],
+    outputs=["samples: float32"],
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],  # (TF's: unknown)
+)  # fmt: skip
+
+
+def _half_squared_distances(points, half_norms, i: int) -> np.ndarray:
+    """Half the squared distance of every point to point i (|x|^2/2 - x.y + |y|^2/2),
+    float32 as TF's."""
+    return (half_norms - points @ points[i]) + half_norms[i]
+
+
+def _kmeans_pp(points, num_to_sample: int, seed: int, retries: int) -> np.ndarray:
+    n = points.shape[0]
+    half_norms = np.float32(0.5) * np.einsum("ij,ij->i", points, points)
+    rng = philox_random.SimplePhilox((seed & 0xFFFFFFFF, seed >> 32), 0)
+    min_d = np.full(n, np.inf, np.float32)
+    cumsum = np.zeros(n, np.float32)
+    sampled: set[int] = set()
+    out = np.empty((num_to_sample, points.shape[1]), np.float32)
+
+    def draw() -> int:
+        if not sampled:
+            return rng.uniform64(n)
+        while True:
+            total = cumsum[-1]
+            if not total > 0:
+                index = rng.uniform64(n)
+            else:
+                v = np.float32(np.float32(rng.rand_float()) * total)
+                index = min(int(np.searchsorted(cumsum, v, side="right")), n - 1)
+            if index not in sampled:
+                return index
+
+    for k in range(num_to_sample):
+        if k:
+            cumsum = np.cumsum(min_d, dtype=np.float32)
+        if retries == 0:
+            index = draw()
+            min_d = np.minimum(min_d, _half_squared_distances(points, half_norms, index))
+        else:  # the candidate that lowers the potential (sum of distances) most
+            best, best_d, best_potential = 0, min_d, np.float32(np.inf)
+            for _ in range(1 + retries):
+                cand = draw()
+                d = np.minimum(min_d, _half_squared_distances(points, half_norms, cand))
+                potential = d.sum(dtype=np.float32)
+                if potential < best_potential:
+                    best, best_d, best_potential = cand, d, potential
+            index, min_d = best, best_d
+        index = min(index, n - 1)
+        out[k] = points[index]
+        sampled.add(index)
+    return out
+
+
+@KmeansPlusPlusInitialization.kernel("CPU")
+async def _kmeans_plus_plus(ctx, points, num_to_sample, seed, num_retries_per_sample):
+    """TF's k-means++ seeding: the first centre uniform, each next one drawn in proportion
+    to the points' half squared distances to the chosen ones (over SimplePhilox on
+    PhiloxRandom(seed)), keeping the best of 1 + num_retries_per_sample draws."""
+    points = np.asarray(points, np.float32)
+    for name, v in (("num_to_sample", num_to_sample), ("seed", seed),
+                    ("num_retries_per_sample", num_retries_per_sample)):  # fmt: skip
+        if np.ndim(v) != 0:
+            raise _invalid(f"Input {name} should be a scalar.")
+    if points.ndim != 2:
+        raise _invalid("Input points should be a matrix.")
+    n, k = points.shape[0], int(np.asarray(num_to_sample))
+    retries = int(np.asarray(num_retries_per_sample))
+    if retries < 0:
+        retries = 2 + int(math.log(k)) if k > 0 else 2
+    if n <= 0:
+        raise _invalid("Expected points.rows() > 0.")
+    if k <= 0:
+        raise _invalid("Expected num_to_sample > 0.")
+    if k > n:
+        raise _invalid(f"Expected num_to_sample <= points.rows(). {k} vs {n}.")
+    s = int(np.asarray(seed)) & ((1 << 64) - 1)
+    return await ctx.device.compute(
+        _kmeans_pp, points, k, s, retries, cost=64 * n * (1 + retries) * k
+    )

@@ -52,6 +52,10 @@ def _filled(shape, scalar, dtype, name) -> ops.Tensor:
     """A Const of `shape` filled with `scalar`, stored as a 0-stride broadcast (no memory)."""
     dtype = dtypes.as_dtype(dtype)
     one = np.asarray(scalar, dtype=dtype.as_numpy_dtype)
+    if isinstance(shape, ops.Tensor) and ops.constant_value(shape) is None:
+        # (a shape known only when run, as TF's zeros(shape): warm_start's remapping)
+        value = ops.apply_op("Const", [], {"value": one, "dtype": dtype}).outputs[0]
+        return ops.apply_op("Fill", [shape, value], {}, name=name).outputs[0]
     arr = np.broadcast_to(one, _static_shape(shape))  # read-only view, as Const values are
     return ops.apply_op("Const", [], {"value": arr, "dtype": dtype}, name=name).outputs[0]
 
@@ -151,10 +155,12 @@ class Constant(Initializer):
     def __call__(self, shape, dtype=None, partition_info=None, verify_shape=None):
         dtype = dtypes.as_dtype(dtype or self.dtype)
         verify = self._verify_shape if verify_shape is None else verify_shape
-        shape = _static_shape(shape)
         arr = dtypes.convert_to_numpy(self.value, dtype)
         if arr.size == 1 and not verify:
+            # (a scalar fills a shape known only when run too: warm_start's backup
+            # values; TF 2.21's raises NotImplementedError there)
             return _filled(shape, arr.reshape(()), dtype, "Const")
+        shape = _static_shape(shape)
         size = int(np.prod(shape))
         if verify and arr.shape != shape:
             raise TypeError(f"Expected Tensor's shape: {shape}, but got {arr.shape}.")

@@ -399,24 +399,46 @@ def _read_and_skip(handle, alg: int, delta: int) -> np.ndarray:
     """The generator's state before, its counter moved 256 blocks per `delta` (TF's).
     No await between the read and the write: atomic on the loop."""
     var = handle_object(handle, VarRef, "resource variable")
-    if alg not in (_PHILOX, _AUTO):
-        raise errors.InvalidArgumentError(None, None, f"Unsupported algorithm id: {alg}")
     if var.value is None:
         raise errors.FailedPreconditionError(
             None, None, f"Error while reading resource variable {var.name}. This could mean "
             "that the variable was uninitialized."
         )  # fmt: skip
+    return skip_state(var, alg, delta, 0)
+
+
+def skip_state(var, alg: int, delta: int, offset: int) -> np.ndarray:
+    """Move the Philox counter at `offset` of the (initialized) state variable `var` past
+    `delta` outputs of 256 blocks each; return the state before.  As TF's PhiloxRandom
+    Skip, `delta * 256` wraps to 64 bits before it is added to the 128-bit counter.
+
+    Raises:
+      UnimplementedError: ThreeFry (XLA-only in TF).  InvalidArgumentError: another
+        unknown algorithm, or a state too short for Philox.
+    """
+    if alg == 2:
+        raise errors.UnimplementedError(
+            None, None, "Non-XLA devices don't support the ThreeFry algorithm."
+        )
+    if alg not in (_PHILOX, _AUTO):
+        raise errors.InvalidArgumentError(None, None, f"Unsupported algorithm id: {alg}")
     state = np.asarray(var.value)
-    if state.dtype != np.int64 or state.ndim != 1 or state.size < 3:
+    if state.dtype != np.int64 or state.ndim != 1:
         raise errors.InvalidArgumentError(
-            None, None, "The RNG state must be an int64 vector of at least 3 elements, got "
+            None, None, "The RNG state must be an int64 vector, got "
             f"{state.dtype} {_shape_str(state.shape)}"
+        )  # fmt: skip
+    if state.size - offset < 3:
+        raise errors.InvalidArgumentError(
+            None, None, "For the Philox algorithm, the size of state must be at least 3; got "
+            f"{state.size - offset}"
         )  # fmt: skip
     old = state.copy()
     words = old.view(np.uint64)
-    c = ((int(words[0]) | (int(words[1]) << 64)) + delta * _RESERVED) & ((1 << 128) - 1)
+    c = int(words[offset]) | (int(words[offset + 1]) << 64)
+    c = (c + ((delta * _RESERVED) & _U64)) & ((1 << 128) - 1)
     new = old.copy()
-    new.view(np.uint64)[:2] = [c & _U64, c >> 64]
+    new.view(np.uint64)[offset : offset + 2] = [c & _U64, c >> 64]
     var.assign(new, False, np)
     return old
 

@@ -190,6 +190,14 @@ TensorArrayGradV3 = register_op(
     shape_fn=lambda op: [tensor_shape.TensorShape([]), tensor_shape.TensorShape([])],
     stateful=True,
 )
+TensorArrayGradWithShape = register_op(
+    "TensorArrayGradWithShape",
+    inputs=["handle: string", "flow_in: float32", "shape_to_prepend: int32"],
+    outputs=["grad_handle: string", "flow_out: float32"],
+    attrs={"source": ""},
+    shape_fn=lambda op: [tensor_shape.TensorShape([]), tensor_shape.TensorShape([])],
+    stateful=True,
+)
 TensorArrayWriteV3 = register_op(
     "TensorArrayWriteV3",
     inputs=["handle: string", "index: int32", "value: T", "flow_in: float32"],
@@ -283,16 +291,31 @@ async def _tensor_array_v3(ctx, size):
 
 @TensorArrayGradV3.kernel(host_memory=("handle", "flow_in", "grad_handle", "flow_out"))
 async def _tensor_array_grad_v3(ctx, handle, flow):
-    ta = _ta(handle)
+    return _grad_array(_ta(handle), ctx.attrs["source"], None), _FLOW
+
+
+@TensorArrayGradWithShape.kernel(
+    host_memory=("handle", "flow_in", "shape_to_prepend", "grad_handle", "flow_out")
+)
+async def _tensor_array_grad_with_shape(ctx, handle, flow, shape_to_prepend):
+    """A gradient array whose elements are `shape_to_prepend + element_shape` (TF's: one
+    per source, so a later call with another prefix gets the first call's array)."""
+    prefix = [int(d) for d in np.asarray(shape_to_prepend).reshape(-1)]
+    return _grad_array(_ta(handle), ctx.attrs["source"], prefix), _FLOW
+
+
+def _grad_array(ta, source: str, prefix):
     ta.check_open()
-    source = ctx.attrs["source"]
     g = ta.grads.get(source)
     if g is None:
+        shape = ta.element_shape
+        if prefix is not None:
+            shape = tensor_shape.TensorShape(prefix).concatenate(shape)
         g = ta.grads[source] = _TensorArray(
             f"{ta.name}@{source}",
             ta.dtype,
             len(ta.values),
-            ta.element_shape,
+            shape,
             True,
             False,
             ta.identical,
@@ -300,7 +323,7 @@ async def _tensor_array_grad_v3(ctx, handle, flow):
             xp=ta.xp,
         )
         g.marked_size = ta.marked_size
-    return handle_value(g), _FLOW
+    return handle_value(g)
 
 
 @TensorArrayWriteV3.kernel(host_memory=("handle", "index", "flow_in", "flow_out"))
@@ -469,7 +492,8 @@ async def _tensor_array_close_v3(ctx, handle):
     ta.values = [None] * len(ta.values)
 
 
-for _t in ("TensorArrayV3", "TensorArrayGradV3", "TensorArraySizeV3", "TensorArrayCloseV3"):
+for _t in ("TensorArrayV3", "TensorArrayGradV3", "TensorArrayGradWithShape", "TensorArraySizeV3",
+           "TensorArrayCloseV3"):  # fmt: skip
     NotDifferentiable(_t)
 
 

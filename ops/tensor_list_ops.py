@@ -551,7 +551,10 @@ TensorListScatterV2 = _register(
 async def _scatter_v2(ctx, tensor, indices, element_shape, num_elements):
     t = np.asarray(tensor)
     shape = _partial_shape(element_shape)
-    _merge(shape, list(t.shape[1:]) if t.ndim else None)
+    row = list(t.shape[1:]) if t.ndim else None
+    if row is not None and shape is not None and not _fits(shape, np.empty(row)):
+        raise _invalid(f"Specified a list with shape {_show(shape)} from a tensor with shape "
+                       f"{_show(row)}")  # fmt: skip
     n = int(num_elements)
     tl = TensorList(t.dtype, shape, (None,) * max(n, 0))
     return handle_value(_scatter(tl, t, indices))

@@ -140,7 +140,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tf2_compat",
         ),
     ),
-    ("autodiff", ("gradients", "control_flow_grad")),
+    ("autodiff", ("gradients", "control_flow_grad", "symbolic_gradient")),
     (
         "runtime",
         (

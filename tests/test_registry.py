@@ -185,6 +185,25 @@ _TF_NO_GRADIENT = {
     "SparseMatrixOrderingAMD",
     "SparseMatrixSoftmaxGrad",
     "SparseMatrixSparseCholesky",
+    # (tests/test_raw_ops_s27.py::test_no_gradient_where_tf_has_none)
+    "StatefulUniform",
+    "StatefulStandardNormal",
+    "StatefulStandardNormalV2",
+    "StatefulTruncatedNormal",
+    "StatefulUniformFullInt",
+    "StatefulUniformInt",
+    "StatelessRandomGetAlg",
+    "AddSparseToTensorsMap",
+    "AddManySparseToTensorsMap",
+    "TakeManySparseFromTensorsMap",
+    "TensorMapSize",
+    "TensorMapHasKey",
+    "TensorMapStackKeys",
+    "KmeansPlusPlusInitialization",
+    "Abort",
+    "DeviceIndex",
+    "SyncDevice",
+    "FakeParam",
 }
 
 

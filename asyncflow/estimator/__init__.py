@@ -40,6 +40,7 @@ from asyncflow.train.basic_session_run_hooks import (
     StopAtStepHook,
     SummarySaverHook,
 )
+from asyncflow.train.training_extras import VocabInfo
 
 __all__ = [
     "BaselineClassifier",
@@ -61,6 +62,7 @@ __all__ = [
     "train_and_evaluate",
     "classifier_parse_example_spec",
     "regressor_parse_example_spec",
+    "VocabInfo",
     "WarmStartSettings",
     "export",
     "inputs",

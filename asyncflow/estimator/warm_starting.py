@@ -5,8 +5,9 @@ string) or by scope over all global ones (a list of strings), or names them (a l
 variables); each takes the checkpoint tensor of the same name, or of the name
 `var_name_to_prev_var_name` gives. The variables' initializers are replaced, so a model
 that restores its own checkpoint is unaffected. A variable in one partition (the linear
-models' variables) takes the checkpoint's whole tensor. Remapping vocabularies
-(`var_name_to_vocab_info`) is not supported.
+models' variables) takes the checkpoint's whole tensor. Settings that remap
+vocabularies (`var_name_to_vocab_info` of VocabInfo) go through `tf.train.warm_start`,
+as TF's do: GenerateVocabRemapping and LoadAndRemapMatrix in the initializers.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import collections
 import logging
 
 from asyncflow import graph as ops
-from asyncflow.train import checkpoint_utils
+from asyncflow.train import checkpoint_utils, training_extras
 
 __all__ = ["WarmStartSettings", "warm_start"]
 
@@ -82,13 +83,14 @@ def warm_start(settings) -> None:
     """Replace the chosen variables' initializers with the checkpoint's values.
 
     Raises:
-      ValueError: vocabulary remapping asked for; a name not in the checkpoint; a
-        shape that differs.
+      ValueError: a name not in the checkpoint; a shape that differs; a VocabInfo that
+        does not fit its variable.
     """
     if not isinstance(settings, WarmStartSettings):
         settings = WarmStartSettings(settings)
-    if settings.var_name_to_vocab_info:
-        raise ValueError("var_name_to_vocab_info (vocabulary remapping) is not supported")
+    if settings.var_name_to_vocab_info:  # (TF's estimators call this same function)
+        training_extras.warm_start(*settings)
+        return
     logger.info("Warm-starting from: %s", settings.ckpt_to_initialize_from)
     assignment = {}
     for var in _chosen_variables(settings.vars_to_warm_start):

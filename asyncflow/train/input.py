@@ -11,6 +11,8 @@ Batching (`batch`, `shuffle_batch`, `batch_join`, `shuffle_batch_join` and the
 FIFOQueue, PaddingFIFOQueue (`dynamic_pad`) or RandomShuffleQueue, with `num_threads`
 enqueue ops that the QueueRunner runs as concurrent tasks on the session's loop, and
 dequeues `batch_size` at a time (`dequeue_up_to` with `allow_smaller_final_batch`).
+SparseTensor inputs travel as int64 handles into sparse-tensor maps and come out as one
+batched SparseTensor (input_sparse.py), as TF1's.
 
 The queue classes and QueueRunner are imported lazily from their own modules.
 """
@@ -22,6 +24,8 @@ import numpy as np
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.graph import GraphKeys
+from asyncflow.sparse_tensor import SparseTensor
+from asyncflow.train import input_sparse
 
 __all__ = [
     "match_filenames_once",
@@ -281,10 +285,8 @@ def _flatten(tensors):
 def _as_tensor_list(tensors):
     flat, rebuild = _flatten(tensors)
     out = []
-    for t in flat:
-        if hasattr(t, "_fetch_components") and not isinstance(t, ops.Tensor):
-            raise TypeError("SparseTensor inputs to batching are not supported yet")
-        out.append(ops.convert_to_tensor(t))
+    for t in flat:  # (SparseTensors are stored in maps by _batch: input_sparse.py)
+        out.append(t if isinstance(t, SparseTensor) else ops.convert_to_tensor(t))
     return out, rebuild
 
 
@@ -341,6 +343,10 @@ def _enqueue_op(queue, tensor_list, enqueue_many, keep_input):
     return af.cond(keep_input, lambda: enqueue(tensor_list), af.no_op)
 
 
+# (TF1's: a list of one tensor, or one SparseTensor, batches to that, not to a list)
+_ONE_KINDS = (ops.Tensor, SparseTensor)
+
+
 def _which_queue(dynamic_pad):
     q = _queues()
     return q.PaddingFIFOQueue if dynamic_pad else q.FIFOQueue
@@ -366,6 +372,9 @@ def _batch(
     `tensor_list_list` holds one list per enqueue op; the same list repeated (a function's
     num_threads) is one op that that many queue-runner threads run, as TF's."""
     keep_input = _validate_keep_input(True if keep_input is None else keep_input, enqueue_many)
+    tensor_list_list, sparse_info = input_sparse.store_sparse_tensor_lists(
+        tensor_list_list, enqueue_many, keep_input
+    )
     types = _dtypes(tensor_list_list)
     shapes = _shapes(tensor_list_list, shapes, enqueue_many)
     if not dynamic_pad:
@@ -410,8 +419,8 @@ def _batch(
         dequeued = queue.dequeue_many(batch_size, name=name)
     if isinstance(dequeued, ops.Tensor):
         dequeued = [dequeued]
-    out = rebuild(list(dequeued))
-    if isinstance(out, list | tuple) and len(out) == 1 and isinstance(out[0], ops.Tensor):
+    out = rebuild(input_sparse.restore_sparse_tensors(list(dequeued), sparse_info))
+    if isinstance(out, list | tuple) and len(out) == 1 and isinstance(out[0], _ONE_KINDS):
         return out[0]  # TF1's: a list of one tensor batches to that tensor, not a list
     return out
 

@@ -4,9 +4,10 @@
 GlobalStepWaiterHook and checkpoints_iterator poll, as TF's do: they wait in the
 calling thread (or, for the hook's async twin, in a task that sleeps between polls),
 never inside a kernel.  warm_start initialises the selected variables from a checkpoint
-through `init_from_checkpoint`; a variable with a VocabInfo gets its rows remapped from
-the old vocabulary to the new one at graph-build time (rows with no old counterpart, and
-OOV buckets, come from `backup_initializer`, zeros by default).
+through `init_from_checkpoint`; a variable with a VocabInfo gets TF's remapping graph as
+its initializer: GenerateVocabRemapping and LoadAndRemapMatrix move its rows (or
+columns) from the old vocabulary to the new one when it is initialized; cells with no
+old counterpart, and OOV buckets, come from `backup_initializer` (zeros by default).
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ import collections
 import logging
 import time
 
-import numpy as np
-
 from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
-from asyncflow.ops import array_ops, init_ops, slicing_ops, state_ops
+from asyncflow.ops import checkpoint_remap_ops, init_ops, state_ops
 from asyncflow.train import checkpoint_utils
 from asyncflow.train.basic_session_run_hooks import SessionRunHook, _global_step_read
 
@@ -138,14 +137,6 @@ class VocabInfo(
                                old_vocab_size, backup_initializer, axis)  # fmt: skip
 
 
-def _read_vocab(path, size):
-    from asyncflow import gfile
-
-    with gfile.GFile(path, "r") as f:
-        tokens = [line.rstrip("\r\n") for line in f]
-    return tokens if size is None or size < 0 else tokens[:size]
-
-
 def _select_variables(vars_to_warm_start):
     if isinstance(vars_to_warm_start, str) or vars_to_warm_start is None:
         if vars_to_warm_start is None:
@@ -164,33 +155,72 @@ def _select_variables(vars_to_warm_start):
                      f"  Given types are {[type(v) for v in vars_to_warm_start]}")  # fmt: skip
 
 
-def _remap(var, ckpt, prev_name, info: VocabInfo) -> None:
-    """Make `var`'s initializer the checkpoint's `prev_name` remapped by `info`."""
-    old = np.asarray(checkpoint_utils.load_variable(ckpt, prev_name))
-    axis = info.axis
-    old_index = {t: i for i, t in enumerate(_read_vocab(info.old_vocab, info.old_vocab_size))}
-    new_tokens = _read_vocab(info.new_vocab, info.new_vocab_size)
-    shape = var.shape.as_list()
-    if len(new_tokens) + info.num_oov_buckets != shape[axis]:
+def _remap_matrix_initializer(ckpt, prev_name, shape, info: VocabInfo, backup):
+    """TF's `_load_and_remap_matrix_initializer` for one whole (unpartitioned) variable:
+    the vocabulary rows (or columns) read from the checkpoint through
+    GenerateVocabRemapping and LoadAndRemapMatrix, the cells with no old counterpart from
+    `backup` (one vector, in row-major order), then the OOV columns and rows from it."""
+    af = _af()
+    rows_by_vocab = info.axis == 0
+    if rows_by_vocab:
+        row_vocab, col_vocab = info.new_vocab_size, shape[1]
+    else:
+        row_vocab, col_vocab = shape[0], info.new_vocab_size
+    row_oov, col_oov = (info.num_oov_buckets, 0) if rows_by_vocab else (0, info.num_oov_buckets)
+    if shape[0] > row_vocab + row_oov:
         raise ValueError(
-            f"Variable {var.op.name} has {shape[axis]} entries on axis {axis}; the new vocab "
-            f"gives {len(new_tokens)} + {info.num_oov_buckets} OOV buckets"
+            f"Trying to initialize {shape[0]} additional rows after 0 rows have already been "
+            f"initialized, which would exceed expected total row count of new_row_vocab_size "
+            f"({row_vocab}) + num_row_oov_buckets ({row_oov}) = {row_vocab + row_oov}."
         )
-    value = np.zeros(shape, var.dtype.as_numpy_dtype)
-    found = np.zeros(shape, bool)
-    for i, tok in enumerate(new_tokens):
-        j = old_index.get(tok)
-        if j is not None and j < old.shape[axis]:
-            idx = (i,) if axis == 0 else (slice(None), i)
-            value[idx] = old[j] if axis == 0 else old[:, j]
-            found[idx] = True
+    if shape[1] != col_vocab + col_oov:
+        raise ValueError(
+            f"The specified shape's second dimension ({shape[1]}) does not match "
+            f"new_col_vocab_size ({col_vocab}) + num_col_oov_buckets ({col_oov}) = "
+            f"{col_vocab + col_oov}."
+        )
+    rows_to_load = min(shape[0], row_vocab)
+    if rows_by_vocab:
+        row_map, rows_present = checkpoint_remap_ops.generate_vocab_remapping(
+            info.new_vocab, info.old_vocab, 0, rows_to_load, info.old_vocab_size
+        )
+        col_map, cols_present = af.constant([], dtype="int64"), col_vocab
+    else:
+        row_map = af.range(0, rows_to_load, dtype="int64")
+        rows_present = rows_to_load
+        col_map, cols_present = checkpoint_remap_ops.generate_vocab_remapping(
+            info.new_vocab, info.old_vocab, 0, col_vocab, info.old_vocab_size
+        )
+    missing = rows_to_load * col_vocab - af.cast(rows_present, "int64") * af.cast(
+        cols_present, "int64"
+    )
+    init_vals = backup(af.stack([missing, 1]))
+    value = checkpoint_remap_ops.load_and_remap_matrix(
+        ckpt, prev_name, row_map, col_map, init_vals, rows_to_load, col_vocab
+    )
+    if col_oov > 0:
+        value = af.concat([value, backup([rows_to_load, col_oov])], 1)
+    if shape[0] - rows_to_load > 0:
+        value = af.concat([value, backup([shape[0] - rows_to_load, col_vocab + col_oov])], 0)
+    return value
+
+
+def _remap(var, ckpt, prev_name, info: VocabInfo) -> None:
+    """Make `var`'s initializer the checkpoint's `prev_name` remapped by `info` (TF's
+    `_warm_start_var_with_vocab`: the remapping runs with the initializer)."""
+    shape = var.shape.as_list()
     backup = info.backup_initializer or init_ops.zeros_initializer()
     with var.graph.as_default(), ops.control_dependencies(None):
         with ops.colocate_with(var.op), ops.name_scope("warm_starting_util"):
-            fresh = backup(shape, dtype=var.dtype.base_dtype)
-            init = slicing_ops.where(found, array_ops.constant(value), fresh)
+            init = _remap_matrix_initializer(ckpt, prev_name, shape, info, backup)
             var._initializer_op = state_ops.assign(var, init).op
             var._initial_value = init
+
+
+def _af():
+    import asyncflow
+
+    return asyncflow
 
 
 def warm_start(ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_vocab_info=None,
