@@ -219,7 +219,8 @@ class TFLiteConverter:
     # -- conversion
 
     def _quantization(self) -> str | None:
-        """None (a float model), "float16", "dynamic" or "integer", as TF 2.21 picks it.
+        """None (a float model), "float16", "dynamic", "integer" or "int16" (16x8), as TF
+        2.21 picks it.
 
         Raises:
           ValueError: options TF rejects.
@@ -230,8 +231,13 @@ class TFLiteConverter:
                 "target_spec.supported_types other than tf.float32 and tf.float16 "
                 f"are not supported (got {sorted(t.name for t in types)})."
             )
+        int16 = OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+        sixteen = int16 in self.target_spec.supported_ops and bool(self.optimizations)
+        io_types = (None, dtypes.float32, dtypes.int8, dtypes.uint8)
         for t in (self.inference_input_type, self.inference_output_type):
-            if t not in (None, dtypes.float32, dtypes.int8, dtypes.uint8):
+            if sixteen and t in (dtypes.int16, dtypes.uint8):
+                continue
+            if t not in io_types:
                 raise ValueError(
                     "Unsupported `inference_input_type` value. Expected to be in "
                     f"('tf.uint8', 'tf.int8'), instead got {_tf_name(t)}."
@@ -250,12 +256,16 @@ class TFLiteConverter:
             return None
         if dtypes.float16 in types and self.representative_dataset is None:
             return "float16"
-        int16 = OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
-        if int16 in self.target_spec.supported_ops:
-            raise ValueError(
-                "asyncflow's TFLiteConverter does not build 16x8 quantization "
-                "(EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8)."
-            )
+        if sixteen:
+            if self.representative_dataset is None:
+                return "dynamic"  # TF 2.21 too: 16x8 needs calibration
+            if dtypes.uint8 in (self.inference_input_type, self.inference_output_type):
+                # TF 2.21 writes a file whose uint8 QUANTIZE then fails to prepare.
+                raise ValueError(
+                    "16x8 quantization takes tf.float32 or tf.int16 inference_input_type "
+                    "and inference_output_type, not tf.uint8."
+                )
+            return "int16"
         if self.representative_dataset is None:
             if OpsSet.TFLITE_BUILTINS_INT8 in self.target_spec.supported_ops:
                 raise ValueError(
@@ -283,12 +293,20 @@ class TFLiteConverter:
             quantize.dynamic_range(model)
         else:
             stats = self._calibrate(content)
+            io = [
+                _np_dtype(t or dtypes.float32)
+                for t in (self.inference_input_type, self.inference_output_type)
+            ]
+            if mode == "int16":
+                # TF 2.21 gives a 16x8 model int16 edges for tf.int8 as for tf.int16.
+                io = [np.dtype(np.int16) if t.kind == "i" else t for t in io]
             try:
                 quantize.full_integer(
                     model,
                     stats,
-                    _np_dtype(self.inference_input_type or dtypes.float32),
-                    _np_dtype(self.inference_output_type or dtypes.float32),
+                    io[0],
+                    io[1],
+                    np.int16 if mode == "int16" else np.int8,
                 )
             except quantize.QuantizationError as exc:
                 raise ConverterError(str(exc)) from None

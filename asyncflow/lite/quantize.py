@@ -18,6 +18,14 @@ does it; works on the model dict `schema.read_model` returns, in place.
   back. Like TF, an ADD's first input that TFLite overwrites in place during
   calibration is given the union of its range and the sum's.
 
+- `full_integer(..., activations=np.int16)` (16x8: TF's
+  EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8): activations int16,
+  symmetric (scale max(|min|, |max|) / 32767, zero point 0; SOFTMAX 1/32768), weights
+  int8 per channel as above, biases int64; FULLY_CONNECTED and CONV_2D say so in
+  `quantized_bias_type`, ADD in `pot_scale_int16` (false). Only the operators with
+  16x8 kernels here are accepted (`INT16_OPS`); the float edges are named
+  `<name>_int16` inside, as TF names them.
+
 - `float16`: every float32 constant an operator reads is stored as float16 and widened
   back by a DEQUANTIZE (version 3) at the start, whose float32 output all readers use.
 
@@ -80,6 +88,23 @@ _INT8_VERSIONS = {
     "DEQUANTIZE": 2,
     "EXP": 2,
 }
+# Operators this package quantizes (and runs) 16x8.
+INT16_OPS = {
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "FULLY_CONNECTED",
+    "ADD",
+    "RELU",
+    "RELU6",
+    "MAX_POOL_2D",
+    "AVERAGE_POOL_2D",
+    "SOFTMAX",
+    "RESHAPE",
+    "SQUEEZE",
+    "QUANTIZE",
+    "DEQUANTIZE",
+}
+_INT16_FIXED_OUTPUT = {"SOFTMAX": (1.0 / 32768, 0)}
 # Hybrid kernels: per-channel weights, FULLY_CONNECTED with asymmetric inputs.
 _HYBRID_VERSIONS = {"FULLY_CONNECTED": 12, "CONV_2D": 5, "DEPTHWISE_CONV_2D": 6}
 
@@ -212,15 +237,26 @@ def activation_params(lo: float, hi: float) -> tuple[np.float32, int]:
     return np.float32(scale), zero
 
 
-def full_integer(model, stats: dict[int, tuple[float, float]], input_type, output_type) -> None:
-    """Quantizes `model` to int8 from calibrated `stats` ({tensor index: (min, max)});
-    `input_type`/`output_type` (np.int8, np.uint8 or np.float32) are the model's
-    inputs' and outputs' types.
+def int16_params(lo: float, hi: float) -> tuple[np.float32, int]:
+    """int16 (scale, zero point) of a calibrated range: symmetric, zero point 0."""
+    bound = max(abs(float(lo)), abs(float(hi)))
+    return (np.float32(bound / 32767.0) if bound > 0 else np.float32(1.0)), 0
+
+
+def full_integer(
+    model, stats: dict[int, tuple[float, float]], input_type, output_type, activations=np.int8
+) -> None:
+    """Quantizes `model` to int8 (or, `activations=np.int16`, 16x8) from calibrated
+    `stats` ({tensor index: (min, max)}); `input_type`/`output_type` (np.int8, np.uint8,
+    np.int16 or np.float32) are the model's inputs' and outputs' types.
 
     Raises:
-      QuantizationError: a tensor never calibrated, or a float-op output as an integer
-        model output.
+      QuantizationError: a tensor never calibrated, a float-op output as an integer
+        model output, or (16x8) an operator with no int16 kernel here.
     """
+    if np.dtype(activations) == np.int16:
+        _full_int16(model, stats, input_type, output_type)
+        return
     sg = model["subgraphs"][0]
     tensors = sg["tensors"]
     consts = {i for i, t in enumerate(tensors) if _const(model, i) is not None}
@@ -543,3 +579,100 @@ def _retype_edge(tensor: dict, dtype) -> None:
     else:
         tensor["type"] = schema.UINT8
         tensor["quantization"] = _quant(q["scale"], q["zero_point"] + 128)
+
+
+def _full_int16(model, stats, input_type, output_type) -> None:
+    sg = model["subgraphs"][0]
+    tensors = sg["tensors"]
+    names = _op_names(model)
+    missing = sorted({n for n in names if n not in INT16_OPS})
+    if missing:
+        raise QuantizationError(
+            "16x8 quantization here has no int16 kernel for " + ", ".join(missing)
+        )
+    consts = {i for i, t in enumerate(tensors) if _const(model, i) is not None}
+    stats = _with_in_place_add(model, names, stats)
+    params: dict[int, tuple] = {}
+
+    def from_stats(i):
+        if i not in stats:
+            raise QuantizationError(f"tensor {tensors[i]['name']} was not calibrated")
+        return int16_params(*stats[i])
+
+    for i in sg["inputs"]:
+        params[int(i)] = from_stats(int(i))
+    for op, name in zip(sg["operators"], names, strict=True):
+        for o in op["outputs"]:
+            if name in _INT16_FIXED_OUTPUT:
+                params[int(o)] = (np.float32(_INT16_FIXED_OUTPUT[name][0]), 0)
+            elif name in _SAME_AS_INPUT:
+                params[int(o)] = params[_data_input(op, name)]
+            else:
+                params[int(o)] = from_stats(int(o))
+    for i, (scale, zero) in params.items():
+        if tensors[i]["type"] == schema.FLOAT32:
+            tensors[i]["type"] = schema.INT16
+            tensors[i]["quantization"] = _quant(scale, zero)
+    for op, name in zip(sg["operators"], names, strict=True):
+        _quantize_int16_consts(model, op, name, params, consts)
+        if name in ("FULLY_CONNECTED", "CONV_2D"):
+            op["builtin_options"]["quantized_bias_type"] = schema.INT64
+        elif name == "ADD":
+            op["builtin_options"]["pot_scale_int16"] = False
+    _set_int16_io(model, input_type, output_type)
+    _set_versions(model, [_INT8_VERSIONS.get(n, 1) for n in _op_names(model)])
+
+
+def _quantize_int16_consts(model, op, name, params, consts) -> None:
+    """Weights int8 per channel, biases int64 (input scale * weight scale); other float
+    constants int16 like activations."""
+    ins = [int(v) for v in op["inputs"]]
+    tensors = model["subgraphs"][0]["tensors"]
+    for pos, i in enumerate(ins):
+        if i < 0 or i not in consts or tensors[i]["type"] != schema.FLOAT32:
+            continue
+        value = _const(model, i)
+        if name in _WEIGHT_AXIS and pos == 1:
+            axis = _WEIGHT_AXIS[name]
+            q, scale = symmetric_per_channel(value, axis)
+            _set_const(model, i, q, _quant(scale, np.zeros(len(scale)), axis))
+        elif name in _WEIGHT_AXIS and pos == 2:
+            continue
+        else:
+            scale, _ = int16_params(value.min(), value.max())
+            q = np.clip(_round(value / scale), -32768, 32767).astype(np.int16)
+            _set_const(model, i, q, _quant(scale, 0))
+    if name in _WEIGHT_AXIS and len(ins) > 2 and ins[2] >= 0 and ins[2] in consts:
+        bias = _const(model, ins[2])
+        if bias.dtype == np.float32:
+            w_scale = tensors[ins[1]]["quantization"]["scale"]
+            scale = (np.float32(params[ins[0]][0]) * w_scale).astype(np.float32)
+            # TF multiplies by the float32 reciprocal (dividing differs in the last bit).
+            q = _round(bias * (np.float32(1) / scale)).astype(np.int64)
+            _set_const(model, ins[2], q, _quant(scale, np.zeros(len(scale)), 0))
+
+
+def _set_int16_io(model, input_type, output_type) -> None:
+    """Float inputs/outputs: a QUANTIZE (DEQUANTIZE) at each edge, the int16 tensor
+    inside named `<name>_int16`; int16 ones stay as they are."""
+    sg = model["subgraphs"][0]
+    tensors = sg["tensors"]
+    if np.dtype(input_type) == np.float32:
+        for pos, i in enumerate(list(sg["inputs"])):
+            i = int(i)
+            inner = _copy_tensor(model, i, tensors[i]["name"] + "_int16")
+            for op in sg["operators"]:
+                op["inputs"] = [inner if int(v) == i else int(v) for v in op["inputs"]]
+            code = _opcode(model, "QUANTIZE")
+            sg["operators"].insert(pos, {"opcode_index": code, "inputs": [i], "outputs": [inner]})
+            _retype_edge(tensors[i], np.float32)
+    if np.dtype(output_type) == np.float32:
+        for o in list(sg["outputs"]):
+            o = int(o)
+            inner = _copy_tensor(model, o, tensors[o]["name"] + "_int16")
+            for op in sg["operators"]:
+                op["outputs"] = [inner if int(v) == o else int(v) for v in op["outputs"]]
+                op["inputs"] = [inner if int(v) == o else int(v) for v in op["inputs"]]
+            code = _opcode(model, "DEQUANTIZE")
+            sg["operators"].append({"opcode_index": code, "inputs": [inner], "outputs": [o]})
+            _retype_edge(tensors[o], np.float32)

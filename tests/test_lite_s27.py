@@ -1,0 +1,187 @@
+"""tf.lite leftovers (session 27): 16x8 post-training quantization (int16 activations,
+int8 weights, int64 biases) in the converter and the interpreter.
+
+Recorded from TF 2.21 by tests/fixtures/lite/record_16x8_tf.py: the t16_*.tflite files
+TF's converter writes for graphs of tests/fixtures/lite_quant_cases.py in 16x8 mode, and
+t16_facts.json (their tensors' types and quantization parameters, operators with
+versions and options, TF's interpreter's outputs with its reference and its default
+kernels). TF 2.21's interpreter was run by hand on asyncflow's 16x8 files: outputs equal
+to those it gives for its own files.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+from asyncflow import graph as ops
+from asyncflow.lite import quant_kernels, schema
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+from lite_quant_cases import QUANT_CASES, calibration, constant_maker, sample  # noqa: E402
+
+LITE = FIXTURES / "lite"
+FACTS16 = json.loads((LITE / "t16_facts.json").read_text())
+INT16_OPS = tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    with ops.Graph().as_default() as g:
+        yield g
+
+
+def _invoke(interp, case: str) -> np.ndarray:
+    interp.allocate_tensors()
+    d = interp.get_input_details()[0]
+    x = sample(QUANT_CASES[case][1])
+    if d["dtype"] != np.float32:
+        scale, zero = d["quantization"]
+        info = np.iinfo(d["dtype"])
+        x = np.clip(np.round(x / scale) + zero, info.min, info.max).astype(d["dtype"])
+    interp.set_tensor(d["index"], x)
+    interp.invoke()
+    return interp.get_tensor(interp.get_output_details()[0]["index"])
+
+
+def _convert16(case: str, io: str = "float", **options) -> bytes:
+    build, shape = QUANT_CASES[case]
+    x = tf.placeholder(tf.float32, shape, name="x")
+    y = build(tf, constant_maker(tf), x)
+    with tf.Session() as sess:
+        conv = tf.lite.TFLiteConverter.from_session(sess, [x], [y])
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = lambda: ([v] for v in calibration(shape))
+    conv.target_spec.supported_ops = [INT16_OPS]
+    if io != "float":
+        conv.inference_input_type = getattr(tf, io)
+        conv.inference_output_type = getattr(tf, io)
+    for key, value in options.items():
+        setattr(conv, key, value)
+    return conv.convert()
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name)
+
+
+@pytest.mark.parametrize("fname", sorted(FACTS16))
+def test_interpreter_runs_tfs_16x8_files_to_tfs_outputs(fname):
+    got = _invoke(tf.lite.Interpreter(model_path=str(LITE / fname)), fname.split("_")[1])
+    # Bit-equal to TF's reference kernels, and here to its default ones too.
+    np.testing.assert_array_equal(got, np.asarray(FACTS16[fname]["output"]))
+    np.testing.assert_array_equal(got, np.asarray(FACTS16[fname]["output_default"]))
+    if fname.endswith("_int16.tflite"):
+        assert got.dtype == np.int16
+
+
+@pytest.mark.parametrize(
+    "fname", ["t16_dense_float.tflite", "t16_cnn_float.tflite", "t16_dense_int16.tflite"]
+)
+def test_converter_writes_tfs_16x8_model(fname):
+    case, io = fname[len("t16_") : -len(".tflite")].split("_")
+    content = _convert16(case, io)
+    ours, theirs = schema.read_model(content), schema.read_model((LITE / fname).read_bytes())
+    facts = FACTS16[fname]
+    codes = ours["operator_codes"]
+    sg = ours["subgraphs"][0]
+    mine = [
+        (
+            schema.BUILTIN_NAMES[codes[op["opcode_index"]]["builtin_code"]],
+            codes[op["opcode_index"]]["version"],
+            [int(i) for i in op["inputs"]],
+            [int(i) for i in op["outputs"]],
+            op.get("builtin_options") or {},
+        )
+        for op in sg["operators"]
+    ]
+    assert [(n, v) for n, v, *_ in mine] == [(n, v) for n, v, *_ in facts["ops"]]
+    for (_, _, ins, outs, opts), (_, _, t_ins, t_outs, t_opts) in zip(
+        mine, facts["ops"], strict=True
+    ):
+        # TF's options, quantized_bias_type INT64 and pot_scale_int16 false among them.
+        assert {_snake(k): v for k, v in t_opts.items()} == {
+            k: opts.get(k) for k in map(_snake, t_opts)
+        }
+        for i, j in zip(ins + outs, t_ins + t_outs, strict=True):
+            assert (i < 0) == (j < 0)
+            if i < 0:
+                continue
+            got, want = sg["tensors"][i], facts["tensors"][j]
+            assert got["type"] == want["type"], want["name"]
+            q = quant_kernels.quant_of(got)
+            if "scale" not in want:
+                assert q is None, want["name"]
+                continue
+            np.testing.assert_allclose(q.scale, np.float32(want["scale"]), rtol=3e-7)
+            assert q.zero_point.tolist() == want["zero_point"], want["name"]
+            assert q.axis == want["quantized_dimension"]
+            data = ours["buffers"][got["buffer"]].get("data")
+            if data is not None and len(data):
+                tf_t = theirs["subgraphs"][0]["tensors"][j]
+                kind = schema.TENSOR_NUMPY[got["type"]]
+                mine_v = np.frombuffer(np.asarray(data).tobytes(), kind)
+                tf_data = theirs["buffers"][tf_t["buffer"]]["data"]
+                tf_v = np.frombuffer(np.asarray(tf_data).tobytes(), kind)
+                if np.array_equal(q.scale, np.float32(want["scale"])):
+                    # int8 weights and int64 biases: bit-equal to TF's.
+                    np.testing.assert_array_equal(mine_v, tf_v)
+                else:
+                    # A bias whose input's calibrated range differs in the last bit.
+                    assert np.abs(mine_v - tf_v).max() <= 1, want["name"]
+    edges = [sg["tensors"][int(i)] for i in list(sg["inputs"]) + list(sg["outputs"])]
+    assert [t["name"] for t in edges] == [
+        facts["tensors"][i]["name"] for i in facts["inputs"] + facts["outputs"]
+    ]
+    if io == "float":
+        first, last = mine[0][3][0], mine[-1][2][0]
+        assert [sg["tensors"][first]["name"], sg["tensors"][last]["name"]] == [
+            facts["tensors"][facts["ops"][0][3][0]]["name"],
+            facts["tensors"][facts["ops"][-1][2][0]]["name"],
+        ]
+    got = _invoke(tf.lite.Interpreter(model_content=content), case)
+    np.testing.assert_array_equal(got, np.asarray(facts["output"]))
+
+
+def test_16x8_int8_io_gives_int16_edges_as_tf():
+    # TF 2.21: inference_input_type=tf.int8 on a 16x8 model still gives int16 edges.
+    interp = tf.lite.Interpreter(model_content=_convert16("dense", "int8"))
+    details = interp.get_input_details() + interp.get_output_details()
+    assert [d["dtype"] for d in details] == [np.int16, np.int16]
+
+
+def test_16x8_without_a_dataset_is_dynamic_range_as_in_tf():
+    # TF 2.21 falls back to dynamic-range quantization: int8 weights, float activations.
+    model = schema.read_model(_convert16("dense", representative_dataset=None))
+    types = sorted({t["type"] for t in model["subgraphs"][0]["tensors"]})
+    assert types == [schema.FLOAT32, schema.INT8]
+
+
+def test_16x8_errors():
+    with pytest.raises(ValueError, match="uint8"):
+        _convert16("dense", "uint8")
+    # An operator with no int16 kernel here (TF 2.21 converts it; see the report).
+    with pytest.raises(tf.lite.ConverterError, match="LOGISTIC"):
+        _convert16("misc")
+
+
+def test_int16_lookup_tables_and_wide_rescale_follow_tflite():
+    # TFLite's 513-entry exp table over [-10, 0] into [-1, 1]: exp(0) -> 32767 last.
+    span = 65535.0
+    table = quant_kernels.lut_int16(np.exp, 10.0 / span, 32767, 2.0 / span, 0)
+    assert table.shape == (513,) and table[-1] == 32767
+    # A value whose low 7 bits are 0 reads its entry as is; others interpolate.
+    v = np.arange(-32768, 32767, 128)
+    np.testing.assert_array_equal(quant_kernels.lut_lookup_int16(v, table), table[:512])
+    mid = quant_kernels.lut_lookup_int16(np.array([64]), table)[0]
+    assert mid == table[256] + ((table[257] - table[256]) * 64 + 64) // 128
+    # The Q31 multiplier rounded to Q15, then one rounding right shift (15 - shift).
+    x, m, shift = np.array([2365274, -2065431]), 2074891971, -9
+    want = [(int(a) * ((m + (1 << 15)) >> 16) + (1 << 23)) >> 24 for a in x]
+    assert quant_kernels.multiply_by_quantized_multiplier_wide(x, m, shift).tolist() == want
