@@ -185,3 +185,81 @@ def test_int16_lookup_tables_and_wide_rescale_follow_tflite():
     x, m, shift = np.array([2365274, -2065431]), 2074891971, -9
     want = [(int(a) * ((m + (1 << 15)) >> 16) + (1 << 23)) >> 24 for a in x]
     assert quant_kernels.multiply_by_quantized_multiplier_wide(x, m, shift).tolist() == want
+
+
+# -- tf.lite.experimental.Analyzer
+
+ANALYZER_TF = json.loads((LITE / "analyzer_tf.json").read_text())
+
+
+def _printed(capsys, **kwargs) -> str:
+    tf.lite.experimental.Analyzer.analyze(**kwargs)
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fname", sorted(n for n in ANALYZER_TF if n.endswith(".tflite")))
+def test_analyzer_prints_tfs_report(fname, capsys):
+    # TF's own files and asyncflow's af_*.tflite (tests/fixtures/lite/make_af_s27.py).
+    path = LITE / fname
+    want = ANALYZER_TF[fname]
+    got = _printed(capsys, model_path=str(path))
+    # TF's header names the path it was given (recorded from another checkout).
+    head, _, rest = got.partition("\n")
+    assert head == f"=== {path} ==="
+    assert rest == want["path"].partition("\n")[2]
+    assert _printed(capsys, model_content=path.read_bytes()) == want["content"]
+
+
+def test_analyzer_reports_bad_input_as_tf(capsys):
+    want = ANALYZER_TF["<missing>"]["path"]
+    assert _printed(capsys, model_path="/nonexistent/model.tflite") == want
+    want = ANALYZER_TF["<garbage>"]["content"]
+    assert _printed(capsys, model_content=b"0123456789abcdefghijklmnop") == want
+    with pytest.raises(ValueError, match="neither `model_path` nor `model_content`"):
+        tf.lite.experimental.Analyzer.analyze()
+
+
+# -- load_delegate, OpResolverType (recorded from TF 2.21)
+
+
+@pytest.mark.parametrize(
+    ("library", "error", "message"),
+    [
+        (
+            "/nonexistent/libfoo.so",
+            OSError,
+            "/nonexistent/libfoo.so: cannot open shared object file: No such file or directory",
+        ),
+        (
+            "libdoesnotexist.so",
+            OSError,
+            "libdoesnotexist.so: cannot open shared object file: No such file or directory",
+        ),
+        (
+            "libc.so.6",
+            AttributeError,
+            "libc.so.6: undefined symbol: tflite_plugin_create_delegate",
+        ),
+    ],
+)
+def test_load_delegate_errors_are_tfs(library, error, message):
+    with pytest.raises(error) as info:
+        tf.lite.experimental.load_delegate(library)
+    assert str(info.value).endswith(message)
+
+
+def test_op_resolver_types_are_tfs():
+    kinds = tf.lite.experimental.OpResolverType
+    assert [(k.name, k.value) for k in kinds] == [
+        ("AUTO", 0),
+        ("BUILTIN", 1),
+        ("BUILTIN_REF", 2),
+        ("BUILTIN_WITHOUT_DEFAULT_DELEGATES", 3),
+    ]
+    interp = tf.lite.Interpreter(
+        model_path=str(LITE / "t16_dense_int16.tflite"),
+        experimental_op_resolver_type=kinds.BUILTIN_REF,
+    )
+    np.testing.assert_array_equal(
+        _invoke(interp, "dense"), FACTS16["t16_dense_int16.tflite"]["output"]
+    )

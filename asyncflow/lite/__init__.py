@@ -5,7 +5,7 @@ runs .tflite files (ours or TF's) with NumPy kernels. `schema` holds the flatbuf
 layout both share.
 """
 
-from asyncflow.lite import constants
+from asyncflow.lite import constants, experimental
 from asyncflow.lite.converter import (
     ConverterError,
     OpsSet,
@@ -26,4 +26,5 @@ __all__ = [
     "TFLiteConverter",
     "TargetSpec",
     "constants",
+    "experimental",
 ]
