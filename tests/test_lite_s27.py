@@ -11,6 +11,7 @@ to those it gives for its own files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 import sys
@@ -263,3 +264,79 @@ def test_op_resolver_types_are_tfs():
     np.testing.assert_array_equal(
         _invoke(interp, "dense"), FACTS16["t16_dense_int16.tflite"]["output"]
     )
+
+
+# -- TocoConverter, toco_convert (TF 2.21's deprecated wrappers)
+
+
+def _dense_graph():
+    build, _ = QUANT_CASES["dense"]
+    x = tf.placeholder(tf.float32, [None, 64], name="x")
+    return x, build(tf, constant_maker(tf), x)
+
+
+def _ops_of(model) -> list:
+    codes = model["operator_codes"]
+    return [
+        (
+            schema.BUILTIN_NAMES[codes[op["opcode_index"]]["builtin_code"]],
+            codes[op["opcode_index"]]["version"],
+        )
+        for op in model["subgraphs"][0]["operators"]
+    ]
+
+
+def test_toco_convert_converts_a_graph_def_as_tf(caplog):
+    x, y = _dense_graph()
+    with tf.Session() as sess:
+        gd = sess.graph.as_graph_def()
+        plain = tf.lite.toco_convert(gd, [x], [y])
+        assert plain == tf.lite.TFLiteConverter.from_session(sess, [x], [y]).convert()
+        shaped = tf.lite.toco_convert(gd, [x], [y], input_shapes=[tf.TensorShape([3, 64])])
+        # TF's legacy flag; an unknown flag is ignored, as TF's build_*_flags ignore it.
+        legacy = tf.lite.toco_convert(gd, [x], [y], post_training_quantize=True, bogus=1)
+        with pytest.raises(TypeError, match="takes 3 positional arguments but 4 were given"):
+            tf.lite.toco_convert(gd, [x], [y], 1)
+        with pytest.raises(ValueError, match="`quantized_input_stats` flag must be defined"):
+            tf.lite.toco_convert(gd, [x], [y], inference_input_type=tf.int8)
+    # Recorded from TF 2.21's toco_convert on the same graph.
+    model = schema.read_model(plain)
+    assert _ops_of(model) == [("FULLY_CONNECTED", 1), ("FULLY_CONNECTED", 1), ("SOFTMAX", 1)]
+    x_t = model["subgraphs"][0]["tensors"][model["subgraphs"][0]["inputs"][0]]
+    assert list(x_t["shape"]) == [1, 64] and list(x_t["shape_signature"]) == [-1, 64]
+    model = schema.read_model(shaped)
+    sg = model["subgraphs"][0]
+    edges = [sg["tensors"][i] for i in list(sg["inputs"]) + list(sg["outputs"])]
+    assert [list(t["shape"]) for t in edges] == [[3, 64], [3, 40]]
+    assert all(t.get("shape_signature") is None for t in edges)
+    model = schema.read_model(legacy)
+    assert _ops_of(model) == [("FULLY_CONNECTED", 9), ("FULLY_CONNECTED", 9), ("SOFTMAX", 1)]
+    weights = {t["name"]: t for t in model["subgraphs"][0]["tensors"] if t["type"] == schema.INT8}
+    # One scale per weight tensor (TF's legacy flag), the bytes TF writes.
+    want = {
+        "MatMul": (
+            0.007490491960197687,
+            "fd4572f41620936ca150456ce2c2efc2b4930fab01f1c9eb666b0dbd6fc84471",
+        ),
+        "MatMul_1": (
+            0.008980299346148968,
+            "68c7b67752cbb80527384df4ccf6d039f44283990f3b22dbfcd5e17a0e127a08",
+        ),
+    }
+    for name, (scale, digest) in want.items():
+        t = weights[name]
+        assert t["quantization"]["scale"].tolist() == [np.float32(scale)]
+        data = bytes(np.asarray(model["buffers"][t["buffer"]]["data"]))
+        assert hashlib.sha256(data).hexdigest() == digest
+    ops = model["subgraphs"][0]["operators"]
+    assert ops[0]["builtin_options"]["asymmetric_quantize_inputs"] is True
+    assert "toco_convert (from tensorflow.lite.python.convert) is deprecated" in caplog.text
+
+
+def test_toco_converter_constructors_return_tflite_converters():
+    x, y = _dense_graph()
+    with tf.Session() as sess:
+        conv = tf.lite.TocoConverter.from_session(sess, [x], [y])
+    assert type(conv) is tf.lite.TFLiteConverter
+    with pytest.raises(ValueError, match="from_keras_model_file"):
+        tf.lite.TocoConverter.from_keras_model_file("model.h5")

@@ -15,6 +15,7 @@ from asyncflow.lite.converter import (
     TFLiteConverter,
 )
 from asyncflow.lite.interpreter import Interpreter, SignatureRunner
+from asyncflow.lite.toco import TocoConverter, toco_convert
 
 __all__ = [
     "ConverterError",
@@ -25,6 +26,8 @@ __all__ = [
     "SignatureRunner",
     "TFLiteConverter",
     "TargetSpec",
+    "TocoConverter",
     "constants",
     "experimental",
+    "toco_convert",
 ]

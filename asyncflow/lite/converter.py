@@ -137,6 +137,8 @@ class TFLiteConverter:
         self.experimental_new_quantizer = True
         self.exclude_conversion_metadata = False
         self.saved_model_dir = None
+        # toco_convert's post_training_quantize: per-tensor FULLY_CONNECTED weights.
+        self._legacy_dynamic_range = False
 
     # -- constructors
 
@@ -290,7 +292,7 @@ class TFLiteConverter:
         if mode == "float16":
             quantize.float16(model)
         elif mode == "dynamic":
-            quantize.dynamic_range(model)
+            quantize.dynamic_range(model, self._legacy_dynamic_range)
         else:
             stats = self._calibrate(content)
             io = [

@@ -170,9 +170,10 @@ def _set_versions(model, versions: list[int]) -> None:
         code["version"] = max(code.get("version") or 1, version)
 
 
-def dynamic_range(model) -> None:
+def dynamic_range(model, per_tensor_fully_connected: bool = False) -> None:
     """Quantizes the large FULLY_CONNECTED, CONV_2D and DEPTHWISE_CONV_2D weights of
-    `model` to int8."""
+    `model` to int8. `per_tensor_fully_connected`: one scale per FULLY_CONNECTED weight
+    (version 9), as TF's legacy `post_training_quantize` flag (toco_convert) does."""
     sg = model["subgraphs"][0]
     versions = []
     done: set[int] = set()
@@ -185,16 +186,21 @@ def dynamic_range(model) -> None:
         tensor = sg["tensors"][index]
         if w is None or w.dtype != np.float32 or w.size < MIN_WEIGHT_ELEMENTS:
             continue
+        legacy = per_tensor_fully_connected and name == "FULLY_CONNECTED"
         if index not in done:
             axis = _WEIGHT_AXIS[name]
-            q, scale = symmetric_per_channel(w, axis)
-            _set_const(model, index, q, _quant(scale, np.zeros(len(scale)), axis))
+            if legacy:
+                q, scale = symmetric_per_channel(w.reshape(1, -1), 0)
+                q = q.reshape(w.shape)
+            else:
+                q, scale = symmetric_per_channel(w, axis)
+            _set_const(model, index, q, _quant(scale, np.zeros(len(scale)), 0 if legacy else axis))
             done.add(index)
         elif tensor["type"] != schema.INT8:
             continue
         if name == "FULLY_CONNECTED":
             op["builtin_options"]["asymmetric_quantize_inputs"] = True
-        versions[-1] = _HYBRID_VERSIONS[name]
+        versions[-1] = 9 if legacy else _HYBRID_VERSIONS[name]
     _set_versions(model, versions)
 
 
