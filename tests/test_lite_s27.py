@@ -340,3 +340,141 @@ def test_toco_converter_constructors_return_tflite_converters():
     assert type(conv) is tf.lite.TFLiteConverter
     with pytest.raises(ValueError, match="from_keras_model_file"):
         tf.lite.TocoConverter.from_keras_model_file("model.h5")
+
+
+# -- tf.quantization.experimental (recorded by
+# tests/fixtures/record_quantization_experimental_tf.py from TF 2.21)
+
+QX_TF = json.loads((FIXTURES / "quantization_experimental_tf.json").read_text())
+
+
+def _qx_options():
+    E = tf.quantization.experimental
+    M = E.QuantizationMethod
+    return E.QuantizationOptions(
+        quantization_method=M(
+            preset_method=M.METHOD_STATIC_RANGE_INT8,
+            quantization_component_specs=[
+                E.QuantizationComponentSpec(quantization_component=2, tensor_type=2)
+            ],
+        ),
+        op_set=2,
+        unit_wise_quantization_specs=[
+            E.UnitWiseQuantizationSpec(
+                unit=[E.UnitWiseQuantizationSpec.QuantizationUnit(op_type="MatMul")],
+                quantization_method=M(preset_method=M.METHOD_NO_QUANTIZE),
+            )
+        ],
+        tags=["serve"],
+        signature_keys=["serving_default"],
+        representative_datasets={"serving_default": {"tfrecord_file_path": "/tmp/ds"}},
+        min_num_elements_for_weights=100,
+        freeze_all_variables=False,
+        enable_per_channel_quantization=True,
+        enable_two_input_tensors=True,
+        force_graph_mode_calibration=True,
+        calibration_options={"calibration_method": 3, "calibration_parameters": {"num_bins": 7}},
+        debugger_config={"debugger_type": 2, "log_dir_path": "/tmp/log"},
+    )
+
+
+def test_quantization_options_serialize_to_tfs_bytes():
+    data = _qx_options().SerializeToString()
+    assert data.hex() == QX_TF["options"]
+    back = tf.quantization.experimental.QuantizationOptions.FromString(data)
+    assert back.HasField("freeze_all_variables") and not back.freeze_all_variables
+    M = tf.quantization.experimental.QuantizationMethod
+    assert M.PresetMethod.Name(4) == "METHOD_STATIC_RANGE_WEIGHT_ONLY_INT8"
+
+
+def test_representative_dataset_saver_writes_tfs_file(tmp_path):
+    E = tf.quantization.experimental
+    samples = [
+        {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "k": np.int64(3)},
+        # A graph tensor is evaluated in a Session, as TF does in graph mode.
+        {"x": tf.ones((2, 3), tf.float32), "k": np.int64(-1)},
+    ]
+    path = tmp_path / "ds"
+    files = E.TfRecordRepresentativeDatasetSaver({"serving_default": str(path)}).save(
+        {"serving_default": samples}
+    )
+    assert files["serving_default"].tfrecord_file_path == str(path)
+    assert path.read_bytes().hex() == QX_TF["dataset"]
+    with pytest.raises(ValueError, match="does not exist in the provided path_map: other"):
+        E.TfRecordRepresentativeDatasetSaver({"serving_default": str(path)}).save({"other": []})
+    with pytest.raises(KeyError, match="should have the same set of keys"):
+        E.TfRecordRepresentativeDatasetSaver({"a": "p"}, {"b": ["x"]})
+    saver = E.TfRecordRepresentativeDatasetSaver({"a": str(path)}, {"a": {"x"}})
+    with pytest.raises(KeyError, match="Invalid input keys for representative sample"):
+        saver.save({"a": [{"y": np.float32(1)}]})
+
+
+def _tf1_saved_model(path) -> None:
+    with ops.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 64], name="x")
+        w = tf.Variable(np.random.RandomState(0).randn(64, 32).astype(np.float32) * 0.3, name="w")
+        b = tf.Variable(np.linspace(-1, 1, 32).astype(np.float32), name="b")
+        y = tf.nn.relu(tf.matmul(x, w) + b, name="y")
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            tf.saved_model.simple_save(sess, str(path), {"x": x}, {"y": y})
+
+
+def test_quantize_saved_model_dynamic_range_gives_tfs_values(tmp_path):
+    E = tf.quantization.experimental
+    M = E.QuantizationMethod
+    _tf1_saved_model(tmp_path / "in")
+    options = E.QuantizationOptions(
+        quantization_method=M(preset_method=M.METHOD_DYNAMIC_RANGE_INT8)
+    )
+    E.quantize_saved_model(
+        str(tmp_path / "in"), str(tmp_path / "out"), quantization_options=options
+    )
+    inputs = [
+        np.random.RandomState(7).uniform(-1, 1, (1, 64)).astype(np.float32),
+        np.random.RandomState(8).uniform(0, 3, (2, 64)).astype(np.float32),
+        np.random.RandomState(9).uniform(-2, -1, (1, 64)).astype(np.float32),
+    ]
+    with ops.Graph().as_default(), tf.Session() as sess:
+        meta = tf.saved_model.loader.load(sess, ["serve"], str(tmp_path / "out"))
+        sig = meta.signature_def["serving_default"]
+        for x, want in zip(inputs, QX_TF["dynamic"]["outputs"], strict=True):
+            got = sess.run(sig.outputs["y"].name, {sig.inputs["x"].name: x})
+            # TF's int8 arithmetic exactly: bit-equal outputs.
+            np.testing.assert_array_equal(got, np.float32(want))
+        consts = {
+            n.name: tf.make_ndarray(n.attr["value"].tensor)
+            for n in sess.graph.as_graph_def().node
+            if n.op == "Const"
+        }
+    weight = consts["MatMul/quantized/weight"]
+    assert weight.dtype == np.int8
+    assert hashlib.sha256(weight.tobytes()).hexdigest() == QX_TF["dynamic"]["weight_sha256"]
+    assert consts["MatMul/quantized/weight_scale"] == np.float32(QX_TF["dynamic"]["weight_scale"])
+
+
+def test_quantize_saved_model_errors_are_tfs(tmp_path):
+    E = tf.quantization.experimental
+    M = E.QuantizationMethod
+    with pytest.raises(OSError, match=r"SavedModel file does not exist at: .*saved_model.pb\}"):
+        E.quantize_saved_model(str(tmp_path / "missing"), str(tmp_path / "o"))
+    _tf1_saved_model(tmp_path / "in")
+    with pytest.raises(ValueError, match="quantization-aware training"):
+        E.quantize_saved_model(str(tmp_path / "in"), str(tmp_path / "o"))
+    noq = E.QuantizationOptions(quantization_method=M(preset_method=M.METHOD_NO_QUANTIZE))
+    E.quantize_saved_model(str(tmp_path / "in"), str(tmp_path / "o"), quantization_options=noq)
+    with pytest.raises(FileExistsError, match="Please set overwrite_output_directory"):
+        E.quantize_saved_model(str(tmp_path / "in"), str(tmp_path / "o"), quantization_options=noq)
+    E.quantize_saved_model(
+        str(tmp_path / "in"),
+        str(tmp_path / "o"),
+        quantization_options=noq,
+        overwrite_output_directory=True,
+    )
+    weight_only = E.QuantizationOptions(
+        quantization_method=M(preset_method=M.METHOD_STATIC_RANGE_WEIGHT_ONLY_INT8)
+    )
+    with pytest.raises(ValueError, match="METHOD_STATIC_RANGE_WEIGHT_ONLY_INT8"):
+        E.quantize_saved_model(
+            str(tmp_path / "in"), str(tmp_path / "w"), quantization_options=weight_only
+        )
