@@ -12,7 +12,8 @@ function computes, op for op in value: int8 weights (one symmetric scale,
 max|w| / 127), the input quantized per call to int8 with TF's asymmetric parameters
 (range widened to hold 0, scale (max - min) / 255 in float64, the zero point
 truncated), an int32 product, and the float rescale. METHOD_NO_QUANTIZE writes the
-frozen model as it is. Other methods raise ValueError.
+frozen model as it is. Other methods, and op sets other than XLA (TF's default here),
+raise ValueError. TF returns the output loaded as a TF2 object; this returns None.
 """
 
 from __future__ import annotations
@@ -155,6 +156,12 @@ def quantize_saved_model(
         raise ValueError(
             f"asyncflow's quantize_saved_model implements METHOD_DYNAMIC_RANGE_INT8 and "
             f"METHOD_NO_QUANTIZE without unit-wise specs, not {name}."
+        )
+    if options.op_set not in (_pb.OP_SET_UNSPECIFIED, _pb.XLA):
+        # TF's other op sets compute with other kernels; only XLA's arithmetic is here.
+        raise ValueError(
+            "asyncflow's quantize_saved_model computes with the XLA op set's arithmetic, "
+            f"not {_pb.OpSet.Name(options.op_set)}."
         )
     tags = set(options.tags) or {"serve"}
     min_elements = options.min_num_elements_for_weights or _DEFAULT_MIN_ELEMENTS

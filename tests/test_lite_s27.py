@@ -478,3 +478,11 @@ def test_quantize_saved_model_errors_are_tfs(tmp_path):
         E.quantize_saved_model(
             str(tmp_path / "in"), str(tmp_path / "w"), quantization_options=weight_only
         )
+    tf_ops = E.QuantizationOptions(
+        quantization_method=M(preset_method=M.METHOD_DYNAMIC_RANGE_INT8),
+        op_set=1,  # TF
+    )
+    with pytest.raises(ValueError, match="XLA op set's arithmetic, not TF"):
+        E.quantize_saved_model(
+            str(tmp_path / "in"), str(tmp_path / "t"), quantization_options=tf_ops
+        )
