@@ -22,6 +22,7 @@ import pytest
 import asyncflow as tf
 from asyncflow import graph as ops
 from asyncflow.lite import quant_kernels, schema
+from asyncflow.protos import quantization_options_pb2
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -399,7 +400,18 @@ def test_representative_dataset_saver_writes_tfs_file(tmp_path):
         {"serving_default": samples}
     )
     assert files["serving_default"].tfrecord_file_path == str(path)
-    assert path.read_bytes().hex() == QX_TF["dataset"]
+    # The same records as TF's (a map's entries are written in no fixed order).
+    theirs = tmp_path / "tf_ds"
+    theirs.write_bytes(bytes.fromhex(QX_TF["dataset"]))
+
+    def records(p):
+        return [
+            quantization_options_pb2.RepresentativeDataSample.FromString(r)
+            for r in tf.python_io.tf_record_iterator(str(p))
+        ]
+
+    assert records(path) == records(theirs)
+    assert len(records(path)) == 2
     with pytest.raises(ValueError, match="does not exist in the provided path_map: other"):
         E.TfRecordRepresentativeDatasetSaver({"serving_default": str(path)}).save({"other": []})
     with pytest.raises(KeyError, match="should have the same set of keys"):
@@ -485,4 +497,71 @@ def test_quantize_saved_model_errors_are_tfs(tmp_path):
     with pytest.raises(ValueError, match="XLA op set's arithmetic, not TF"):
         E.quantize_saved_model(
             str(tmp_path / "in"), str(tmp_path / "t"), quantization_options=tf_ops
+        )
+
+
+# -- QuantizationDebugger (recorded by tests/fixtures/lite/record_debugger_tf.py)
+
+DEBUGGER_TF = json.loads((LITE / "debugger_tf.json").read_text())
+_METRICS = ["num_elements", "stddev", "mean_error", "max_abs_error", "mean_squared_error"]
+
+
+def _debugger(case):
+    build, shape = QUANT_CASES[case]
+    x = tf.placeholder(tf.float32, shape, name="x")
+    y = build(tf, constant_maker(tf), x)
+    with tf.Session() as sess:
+        conv = tf.lite.TFLiteConverter.from_session(sess, [x], [y])
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = lambda: ([v] for v in calibration(shape))
+    options = tf.lite.experimental.QuantizationDebugOptions(
+        layer_debug_metrics={"mean_abs_error": lambda d: np.mean(np.abs(d))},
+        model_debug_metrics={"max_diff": lambda f, q: float(np.max(np.abs(f[0] - q[0])))},
+    )
+    dbg = tf.lite.experimental.QuantizationDebugger(
+        converter=conv,
+        debug_dataset=lambda: ([v] for v in calibration(shape)[:3]),
+        debug_options=options,
+    )
+    dbg.run()
+    return dbg
+
+
+@pytest.mark.parametrize("case", ["dense", "cnn"])
+def test_quantization_debugger_measures_tfs_layer_errors(case):
+    import csv
+    import io
+
+    dbg = _debugger(case)
+    out = io.StringIO()
+    dbg.layer_statistics_dump(out)
+    want = DEBUGGER_TF[case]
+    assert out.getvalue().splitlines()[0] == want["header"]
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert [r["op_name"] for r in rows] == [r["op_name"] for r in want["csv"]]
+    for got, tf_row in zip(rows, want["csv"], strict=True):
+        assert got["num_elements"] == tf_row["num_elements"]
+        # Calibrated on asyncflow's float kernels: scales agree to the last bit.
+        assert float(got["scale"]) == pytest.approx(float(tf_row["scale"]), rel=3e-7)
+        assert got["zero_point"] == tf_row["zero_point"]
+        for metric in [*_METRICS[1:], "mean_abs_error"]:
+            g, w = float(got[metric]), float(tf_row[metric])
+            if case == "dense":
+                # The same int8 kernels as TF's default ones here: agreement to float noise.
+                assert g == pytest.approx(w, rel=1e-4, abs=1e-9), (metric, tf_row["op_name"])
+            else:
+                # TF's debugger runs TFLite's optimized int8 kernels, which round a few
+                # values one step away from the reference kernels asyncflow follows.
+                assert g == pytest.approx(w, rel=0.5, abs=2e-4), (metric, tf_row["op_name"])
+    stats = dbg.model_statistics
+    assert stats["max_diff"] == pytest.approx(want["model_statistics"]["max_diff"], rel=1e-4)
+    key = next(iter(dbg.layer_statistics))
+    assert key.startswith("NumericVerify/")
+    assert set(dbg.layer_statistics[key]) == {*_METRICS, "mean_abs_error"}
+
+
+def test_quantization_debug_options_errors_are_tfs():
+    with pytest.raises(ValueError, match="Provided metrics have duplicate keys."):
+        tf.lite.experimental.QuantizationDebugOptions(
+            layer_debug_metrics={"a": np.mean}, model_debug_metrics={"a": np.mean}
         )

@@ -45,7 +45,7 @@ _FIXED_OUTPUT = {
     "LOGISTIC": (1.0 / 256, -128),
     "TANH": (1.0 / 128, 0),
 }
-_SAME_AS_INPUT = {
+SAME_AS_INPUT = {
     "MAX_POOL_2D",
     "AVERAGE_POOL_2D",
     "RESHAPE",
@@ -284,7 +284,7 @@ def full_integer(
         for o in op["outputs"]:
             if name in _FIXED_OUTPUT:
                 params[int(o)] = (np.float32(_FIXED_OUTPUT[name][0]), _FIXED_OUTPUT[name][1])
-            elif name in _SAME_AS_INPUT:
+            elif name in SAME_AS_INPUT:
                 params[int(o)] = params[_data_input(op, name)]
             else:
                 params[int(o)] = from_stats(int(o))
@@ -444,7 +444,7 @@ def _align_inputs(model, names, params) -> None:
     def pin(i, want, producer):
         params[i] = want
         at = producer.get(i)
-        if at is not None and names[at] in _SAME_AS_INPUT:
+        if at is not None and names[at] in SAME_AS_INPUT:
             pin(_data_input(sg["operators"][at], names[at]), want, producer)
 
     k = 0
@@ -467,7 +467,7 @@ def _align_inputs(model, names, params) -> None:
             producer = producers()
             k += 1
     for op, name in zip(sg["operators"], names, strict=True):
-        if name in _SAME_AS_INPUT:
+        if name in SAME_AS_INPUT:
             for o in op["outputs"]:
                 params[int(o)] = params[_data_input(op, name)]
 
@@ -611,7 +611,7 @@ def _full_int16(model, stats, input_type, output_type) -> None:
         for o in op["outputs"]:
             if name in _INT16_FIXED_OUTPUT:
                 params[int(o)] = (np.float32(_INT16_FIXED_OUTPUT[name][0]), 0)
-            elif name in _SAME_AS_INPUT:
+            elif name in SAME_AS_INPUT:
                 params[int(o)] = params[_data_input(op, name)]
             else:
                 params[int(o)] = from_stats(int(o))
