@@ -565,3 +565,50 @@ def test_quantization_debug_options_errors_are_tfs():
         tf.lite.experimental.QuantizationDebugOptions(
             layer_debug_metrics={"a": np.mean}, model_debug_metrics={"a": np.mean}
         )
+
+
+# -- OpHint, convert_op_hints_to_stubs (tests/fixtures/lite/ophint_tf.json: TF 2.21's
+# stubbed GraphDef for this graph, node by node, uuids replaced by UUID; recorded by
+# running this test's graph with tensorflow.compat.v1)
+
+OPHINT_TF = json.loads((LITE / "ophint_tf.json").read_text())
+
+
+def test_convert_op_hints_to_stubs_writes_tfs_graph_def():
+    import re
+
+    x = tf.placeholder(tf.float32, [1, 4], name="x")
+    w = tf.placeholder(tf.float32, [1, 4], name="w")
+    pre = tf.tanh(x, name="pre")
+    h = tf.lite.OpHint("fancy")
+    a = h.add_input(pre, name="a")
+    b = h.add_input(w, index_override=2)
+    s = tf.sigmoid(a) * b
+    o1 = h.add_output(s, name="out")
+    o2 = h.add_output(tf.exp(s))
+    tf.add(o1, o2, name="z")
+    with tf.Session() as sess:
+        gd = tf.lite.experimental.convert_op_hints_to_stubs(session=sess)
+
+    def norm(text):
+        return re.sub(r"[0-9a-f]{32}", "UUID", text)
+
+    got = []
+    for n in gd.node:
+        attrs = sorted(
+            (k, norm(str(v).replace("\n", " "))) for k, v in n.attr.items() if k != "value"
+        )
+        got.append(f"{norm(n.name)} {n.op} {[norm(i) for i in n.input]} {attrs}")
+    assert got == OPHINT_TF
+    filler = next(n for n in gd.node if n.op == "Const")
+    assert tf.make_ndarray(filler.attr["value"].tensor).tolist() == [-1.0]
+    with pytest.raises(ValueError, match="Provide only one of session and graph_def."):
+        tf.lite.experimental.convert_op_hints_to_stubs(session=1, graph_def=1)
+    with pytest.raises(ValueError, match="Must specify session or graph_def as input."):
+        tf.lite.experimental.convert_op_hints_to_stubs()
+    with pytest.raises(ValueError, match="You must specify `tag` if using aggregate."):
+        h.add_input(x, aggregate=tf.lite.OpHint.AGGREGATE_STACK)
+    with pytest.raises(ValueError, match="You must specify `aggregate` if using tag."):
+        h.add_input(x, tag="t")
+    with pytest.raises(ValueError, match="Index %d was already used"):
+        h.add_input(x, index_override=2)

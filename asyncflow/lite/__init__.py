@@ -15,11 +15,13 @@ from asyncflow.lite.converter import (
     TFLiteConverter,
 )
 from asyncflow.lite.interpreter import Interpreter, SignatureRunner
+from asyncflow.lite.op_hint import OpHint
 from asyncflow.lite.toco import TocoConverter, toco_convert
 
 __all__ = [
     "ConverterError",
     "Interpreter",
+    "OpHint",
     "OpsSet",
     "Optimize",
     "RepresentativeDataset",

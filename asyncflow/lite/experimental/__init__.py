@@ -3,11 +3,13 @@
 from asyncflow.lite.experimental.analyzer import Analyzer
 from asyncflow.lite.experimental.debugger import QuantizationDebugger, QuantizationDebugOptions
 from asyncflow.lite.experimental.delegates import OpResolverType, load_delegate
+from asyncflow.lite.op_hint import convert_op_hints_to_stubs
 
 __all__ = [
     "Analyzer",
     "OpResolverType",
     "QuantizationDebugOptions",
     "QuantizationDebugger",
+    "convert_op_hints_to_stubs",
     "load_delegate",
 ]
