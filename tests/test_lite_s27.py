@@ -612,3 +612,56 @@ def test_convert_op_hints_to_stubs_writes_tfs_graph_def():
         h.add_input(x, tag="t")
     with pytest.raises(ValueError, match="Index %d was already used"):
         h.add_input(x, index_override=2)
+
+
+# -- tf.lite.experimental.authoring.compatible (TF 2.21's messages for the same function:
+# one warning naming the ops sorted, then per op "Op: tf.<type>" with the frames that
+# built it, which include the user's line: Sinh, the later Cosh, the earlier Cosh)
+
+
+def test_authoring_compatible_reports_ops_without_builtins_as_tf(capsys):
+    import inspect
+
+    compatible = tf.lite.experimental.authoring.compatible
+
+    @compatible
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def f(x):
+        a = tf.cosh(x)
+        b = tf.sinh(a)
+        return tf.cosh(b) + tf.sin(x)
+
+    # getsourcelines starts at the first decorator: "a = tf.cosh(x)" is 3 lines on.
+    first = inspect.getsourcelines(f._func._python_function)[1] + 3
+    f(tf.constant([1.0, 2.0]))
+    here = __file__
+    assert f.get_compatibility_log() == [
+        "COMPATIBILITY WARNING: op 'tf.Cosh, tf.Cosh, tf.Sinh' require(s) \"Select TF Ops\" "
+        "for model conversion for TensorFlow Lite. https://www.tensorflow.org/lite/guide/ops_select",
+        f"Op: tf.Sinh\n  - {here}:{first + 1}\n",
+        f"Op: tf.Cosh\n  - {here}:{first + 2}\n",
+        f"Op: tf.Cosh\n  - {here}:{first}\n",
+    ]
+    assert capsys.readouterr().out.startswith("COMPATIBILITY WARNING: op 'tf.Cosh, tf.Cosh")
+    f(tf.constant([1.0]))  # checked once, as TF
+    assert capsys.readouterr().out == ""
+
+    @compatible(raise_exception=True)
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def g(x):
+        return tf.cosh(x)
+
+    with pytest.raises(Exception, match="CompatibilityException at") as info:
+        g(tf.constant([1.0]))
+    assert type(info.value).__name__ == "CompatibilityError"
+
+    @compatible
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def fine(x):
+        return tf.sin(x) * 2.0
+
+    fine(tf.constant([1.0]))
+    assert fine.get_compatibility_log() == []
+    # A plain Python function: TF's AttributeError on the first call.
+    with pytest.raises(AttributeError, match="get_concrete_function"):
+        compatible(lambda x: x * 2)(tf.constant(1.0))

@@ -557,11 +557,14 @@ class _Builder:
             lines = [
                 f"'tf.{op.type}' op is neither a custom op nor a flex op" for op in unsupported
             ]
-            raise ConverterError(
+            error = ConverterError(
                 "Could not translate MLIR to FlatBuffer. " + "\n".join(lines) + "\nSome ops "
                 "are not supported by the native TFLite runtime.\nTF Select ops: "
                 + ", ".join(names)
             )
+            # The ops themselves, for tf.lite.experimental.authoring's report.
+            error.unsupported_ops = list(unsupported)
+            raise error
 
     def _shape_of(self, name: str):
         name = self.made_up.get(name, name)
