@@ -665,3 +665,38 @@ def test_authoring_compatible_reports_ops_without_builtins_as_tf(capsys):
     # A plain Python function: TF's AttributeError on the first call.
     with pytest.raises(AttributeError, match="get_concrete_function"):
         compatible(lambda x: x * 2)(tf.constant(1.0))
+
+
+def test_quantization_debugger_runs_tfs_debug_model_with_tfs_keys():
+    import csv
+    import io
+
+    dbg = tf.lite.experimental.QuantizationDebugger(
+        quant_debug_model_path=str(LITE / "tf_debug_dense.tflite"),
+        debug_dataset=lambda: ([v] for v in calibration([1, 64])[:3]),
+        debug_options=tf.lite.experimental.QuantizationDebugOptions(
+            layer_debug_metrics={"mean_abs_error": lambda d: np.mean(np.abs(d))}
+        ),
+    )
+    dbg.run()
+    assert list(dbg.layer_statistics) == [
+        "NumericVerify/MatMul;Relu;add1:11",
+        "NumericVerify/MatMul_1;add_11:15",
+        "NumericVerify/Softmax2:19",
+    ]
+    out = io.StringIO()
+    dbg.layer_statistics_dump(out)
+    want = DEBUGGER_TF["dense"]
+    assert out.getvalue().splitlines()[0] == want["header"]
+    for got, tf_row in zip(csv.DictReader(io.StringIO(out.getvalue())), want["csv"], strict=True):
+        for field in (
+            "op_name",
+            "tensor_idx",
+            "num_elements",
+            "scale",
+            "zero_point",
+            "tensor_name",
+        ):
+            assert got[field] == tf_row[field]
+        for metric in [*_METRICS[1:], "mean_abs_error"]:
+            assert float(got[metric]) == pytest.approx(float(tf_row[metric]), rel=1e-4, abs=1e-9)

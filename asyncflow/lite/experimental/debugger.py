@@ -13,7 +13,8 @@ TF's metrics (num_elements, stddev, mean_error, max_abs_error, mean_squared_erro
 averaged over the dataset as TF does (NaN-skipping mean).
 
 Layer keys are "NumericVerify/<quantized tensor name>:<its index>" in asyncflow's
-quantized model (TF's name and index its own debug model's tensors).
+quantized model (TF's name and index its own debug model's tensors). A debug model TF
+wrote runs as it is (the interpreter has TFLite's NumericVerify kernel), keys and all.
 """
 
 from __future__ import annotations
@@ -72,11 +73,13 @@ class QuantizationDebugger:
 
     Give `converter` (a TFLiteConverter set up for full-integer quantization, with a
     representative dataset) and `debug_dataset` (a callable returning an iterable of
-    input lists); asyncflow builds both models from the converter.
+    input lists): asyncflow builds both models from the converter. Or give a debug model
+    TF wrote (`quant_debug_model_path`/`_content`, with NumericVerify ops) and, for model
+    metrics, the float model: its NumericVerify outputs are the differences, and the
+    layer keys are TF's.
 
     Raises:
-      ValueError: no converter (asyncflow does not read TF's NumericVerify debug
-        models), denylisted ops or nodes (not implemented), or a model with no
+      ValueError: denylisted ops or nodes (not implemented), or a model with no
         quantized layer.
     """
 
@@ -92,14 +95,19 @@ class QuantizationDebugger:
     ):
         self._data_gen = debug_dataset
         self._debug_options = debug_options or QuantizationDebugOptions()
-        if converter is None:
-            raise ValueError(
-                "asyncflow's QuantizationDebugger builds its models from `converter`; it "
-                "does not read TF's NumericVerify debug models."
-            )
         self.converter = converter
         self.float_model = None
         self.quant_model = None
+        if converter is None:
+            # A debug model TF wrote: its NumericVerify ops give the differences.
+            self._quant = interpreter_mod.Interpreter(
+                quant_debug_model_path, quant_debug_model_content
+            )
+            self._float = None
+            if self._debug_options.model_debug_metrics:
+                self._float = interpreter_mod.Interpreter(float_model_path, float_model_content)
+            self._start_stats(self._verified_layers())
+            return
         self._build_models()
         self._initialize_stats()
 
@@ -134,12 +142,23 @@ class QuantizationDebugger:
     def _initialize_stats(self) -> None:
         self._quant = interpreter_mod.Interpreter(model_content=self.quant_model)
         self._float = interpreter_mod.Interpreter(model_content=self.float_model)
-        self._layers = self._pair_layers()
         self._quantized_from = {
             outs[0]: ins[0]
             for name, ins, outs, _ in self._quant._ops
             if name == "QUANTIZE" and ins[0] in self._quant._inputs
         }
+        self._start_stats(self._pair_layers())
+
+    def _verified_layers(self) -> list:
+        """(NumericVerify op, None, its output's name) of a TF debug model."""
+        layers = []
+        for op in self._quant._ops:
+            if op[0] == "NumericVerify":
+                layers.append((op, None, self._quant._tensors[op[2][0]].get("name") or ""))
+        return layers
+
+    def _start_stats(self, layers) -> None:
+        self._layers = layers
         if not self._layers:
             raise ValueError("Please check if the quantized model is in debug mode")
         self._layer_debug_metrics = dict(_DEFAULT_LAYER_DEBUG_METRICS)
@@ -196,6 +215,10 @@ class QuantizationDebugger:
         return value
 
     def _layer_diff(self, q_op, f_op):
+        if f_op is None:  # a NumericVerify op: (quantized, float) in, differences out
+            (q_index, f_index), out = q_op[1], q_op[2][0]
+            diffs = self._quant.get_tensor(out)
+            return diffs, self._quant.get_tensor(f_index), self._quant.get_tensor(q_index)
         name, q_ins, q_outs, _ = q_op
         _, f_ins, f_outs, f_opts = f_op
         args = [self._operand(q, f) for q, f in zip(q_ins, f_ins, strict=True)]
@@ -223,7 +246,7 @@ class QuantizationDebugger:
         first = True
         for data in self._data_gen():
             self._set_inputs(self._quant, data, first)
-            if first:
+            if first and self._float is not None:
                 self._float.allocate_tensors()
             first = False
             self._quant.invoke()
@@ -232,7 +255,8 @@ class QuantizationDebugger:
                 for metric, fn in self._layer_debug_metrics.items():
                     stats[key][metric].append(fn(diffs))
                 if direct is not None:
-                    q = quant_kernels.quant_of(self._quant._tensors[q_op[2][0]])
+                    q_index = q_op[2][0] if f_op is not None else q_op[1][0]
+                    q = quant_kernels.quant_of(self._quant._tensors[q_index])
                     for metric, fn in direct.items():
                         stats[key][metric].append(fn(expected, quantized, q.scale[0], q.z))
         for metrics in stats.values():
@@ -271,16 +295,22 @@ class QuantizationDebugger:
         if not self.layer_statistics:
             return
         by_key = {key: (q_op, f_op) for q_op, f_op, key in self._layers}
+        producer = {o: op[0] for op in self._quant._ops for o in op[2]}
         for key, metrics in self.layer_statistics.items():
             q_op, f_op = by_key[key]
-            index = q_op[2][0]
+            index = q_op[2][0] if f_op is not None else q_op[1][0]
             q = quant_kernels.quant_of(self._quant._tensors[index])
             row = dict(metrics)
-            row["op_name"] = q_op[0]
+            row["op_name"] = producer[index]
             row["tensor_idx"] = index
             row["scale"] = q.scale[0]
             row["zero_point"] = np.int32(q.z)
-            row["tensor_name"] = self._float._tensors[f_op[2][0]].get("name") or ""
+            if f_op is not None:
+                row["tensor_name"] = self._float._tensors[f_op[2][0]].get("name") or ""
+            else:
+                # TF's reading of "NumericVerify/<name>:<index>": <name> less one digit.
+                name = key.rsplit(":", 1)[0][len("NumericVerify/") :]
+                row["tensor_name"] = name[:-1] if name[-1:].isdigit() else name
             writer.writerow(row)
 
     def get_nondebug_quantized_model(self) -> bytes:
