@@ -84,7 +84,13 @@ def test_interpreter_runs_tfs_16x8_files_to_tfs_outputs(fname):
 
 
 @pytest.mark.parametrize(
-    "fname", ["t16_dense_float.tflite", "t16_cnn_float.tflite", "t16_dense_int16.tflite"]
+    "fname",
+    [
+        "t16_dense_float.tflite",
+        "t16_cnn_float.tflite",
+        "t16_shape_float.tflite",
+        "t16_dense_int16.tflite",
+    ],
 )
 def test_converter_writes_tfs_16x8_model(fname):
     case, io = fname[len("t16_") : -len(".tflite")].split("_")

@@ -103,6 +103,14 @@ INT16_OPS = {
     "SQUEEZE",
     "QUANTIZE",
     "DEQUANTIZE",
+    "TRANSPOSE",
+    "STRIDED_SLICE",
+    "SLICE",
+    "SPLIT",
+    "GATHER",
+    "PAD",
+    "MAXIMUM",
+    "MINIMUM",
 }
 _INT16_FIXED_OUTPUT = {"SOFTMAX": (1.0 / 32768, 0)}
 # Hybrid kernels: per-channel weights, FULLY_CONNECTED with asymmetric inputs.
@@ -615,6 +623,8 @@ def _full_int16(model, stats, input_type, output_type) -> None:
                 params[int(o)] = params[_data_input(op, name)]
             else:
                 params[int(o)] = from_stats(int(o))
+    _requantize_int16_inputs(model, names, params)
+    names = _op_names(model)
     for i, (scale, zero) in params.items():
         if tensors[i]["type"] == schema.FLOAT32:
             tensors[i]["type"] = schema.INT16
@@ -626,7 +636,38 @@ def _full_int16(model, stats, input_type, output_type) -> None:
         elif name == "ADD":
             op["builtin_options"]["pot_scale_int16"] = False
     _set_int16_io(model, input_type, output_type)
-    _set_versions(model, [_INT8_VERSIONS.get(n, 1) for n in _op_names(model)])
+    versions = [_INT8_VERSIONS.get(n, 1) for n in _op_names(model)]
+    for k, op in enumerate(sg["operators"]):
+        if versions[k] == 1 and _name_of(model, op) == "QUANTIZE":
+            # An int16 -> int16 requantization is QUANTIZE's version 2.
+            if tensors[int(op["inputs"][0])]["type"] == schema.INT16:
+                versions[k] = 2
+    _set_versions(model, versions)
+
+
+def _requantize_int16_inputs(model, names, params) -> None:
+    """MAXIMUM and MINIMUM read inputs with their output's parameters: TF requantizes
+    each other input by a QUANTIZE (`<name>_requantized`) just before the operator, the
+    last input's first."""
+    sg = model["subgraphs"][0]
+    k = 0
+    while k < len(sg["operators"]):
+        op = sg["operators"][k]
+        if _name_of(model, op) not in ("MAXIMUM", "MINIMUM"):
+            k += 1
+            continue
+        want = params[int(op["outputs"][0])]
+        for pos in reversed(range(len(op["inputs"]))):
+            i = int(op["inputs"][pos])
+            if i < 0 or i not in params or params[i] == want:
+                continue
+            new = _copy_tensor(model, i, sg["tensors"][i]["name"] + "_requantized")
+            params[new] = want
+            op["inputs"][pos] = new
+            code = _opcode(model, "QUANTIZE")
+            sg["operators"].insert(k, {"opcode_index": code, "inputs": [i], "outputs": [new]})
+            k += 1
+        k += 1
 
 
 def _quantize_int16_consts(model, op, name, params, consts) -> None:
