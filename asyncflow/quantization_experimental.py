@@ -12,7 +12,9 @@ function computes, op for op in value: int8 weights (one symmetric scale,
 max|w| / 127), the input quantized per call to int8 with TF's asymmetric parameters
 (range widened to hold 0, scale (max - min) / 255 in float64, the zero point
 truncated), an int32 product, and the float rescale. METHOD_NO_QUANTIZE writes the
-frozen model as it is. Other methods, and op sets other than XLA (TF's default here),
+frozen model as it is. METHOD_STATIC_RANGE_WEIGHT_ONLY_INT8 keeps the input float:
+float input times the int8 weight as floats, then the weight's scale, as TF's function
+does. Other methods, and op sets other than XLA (TF's default here),
 raise ValueError. TF returns the output loaded as a TF2 object; this returns None.
 """
 
@@ -150,12 +152,14 @@ def quantize_saved_model(
         )
     if method not in (
         QuantizationMethod.METHOD_DYNAMIC_RANGE_INT8,
+        QuantizationMethod.METHOD_STATIC_RANGE_WEIGHT_ONLY_INT8,
         QuantizationMethod.METHOD_NO_QUANTIZE,
     ) or len(options.unit_wise_quantization_specs):
         name = QuantizationMethod.PresetMethod.Name(method)
         raise ValueError(
-            f"asyncflow's quantize_saved_model implements METHOD_DYNAMIC_RANGE_INT8 and "
-            f"METHOD_NO_QUANTIZE without unit-wise specs, not {name}."
+            "asyncflow's quantize_saved_model implements METHOD_DYNAMIC_RANGE_INT8, "
+            "METHOD_STATIC_RANGE_WEIGHT_ONLY_INT8 and METHOD_NO_QUANTIZE without unit-wise "
+            f"specs, not {name}."
         )
     if options.op_set not in (_pb.OP_SET_UNSPECIFIED, _pb.XLA):
         # TF's other op sets compute with other kernels; only XLA's arithmetic is here.
@@ -172,7 +176,9 @@ def quantize_saved_model(
         missing = sorted(set(keys) - set(signatures))
         raise ValueError(f"Signature keys {missing} are not in the SavedModel.")
     if method == QuantizationMethod.METHOD_DYNAMIC_RANGE_INT8:
-        graph_def = _dynamic_range(graph_def, min_elements)
+        graph_def = _dynamic_range(graph_def, min_elements, _quantized_matmul)
+    elif method == QuantizationMethod.METHOD_STATIC_RANGE_WEIGHT_ONLY_INT8:
+        graph_def = _dynamic_range(graph_def, min_elements, _weight_only_matmul)
     if os.path.exists(out):
         shutil.rmtree(out)
     _write(out, graph_def, tags, signatures)
@@ -223,9 +229,9 @@ def _const_value(nodes: dict, name: str):
     return make_ndarray(node.attr["value"].tensor)
 
 
-def _dynamic_range(graph_def, min_elements: int):
+def _dynamic_range(graph_def, min_elements: int, rewrite):
     """Each float MatMul (no transposes) of an input by a large constant weight becomes
-    TF's dynamic-range int8 computation, under the MatMul's name."""
+    `rewrite`'s int8 computation (TF's), under the MatMul's name."""
     nodes = {n.name: n for n in graph_def.node}
     targets = []
     for n in graph_def.node:
@@ -244,16 +250,48 @@ def _dynamic_range(graph_def, min_elements: int):
     del out.node[:]
     out.node.extend(n for n in graph_def.node if n.name not in replaced)
     for node, w in targets:
-        out.node.extend(_quantized_matmul(node, w))
+        out.node.extend(rewrite(node, w))
     return out
+
+
+def _int8_weight(w: np.ndarray):
+    """TF's int8 weight: one symmetric scale, max|w| / 127."""
+    scale = np.float32(np.abs(w).max() / np.float32(127))
+    scale = scale if scale > 0 else np.float32(1)
+    return np.clip(np.round(w / scale), -127, 127).astype(np.int8), scale
+
+
+def _weight_only_matmul(node, w: np.ndarray) -> list:
+    """NodeDefs for TF's weight-only int8 MatMul: the float input times the int8
+    weight (as float), then the weight's scale; named as the MatMul."""
+    q, scale = _int8_weight(w)
+    g = graph_mod.Graph()
+    stand_in = "asyncflow_matmul_input"
+    with g.as_default():
+        x = array_ops.placeholder(dtypes.float32, [None, w.shape[0]], name=stand_in)
+        with g.name_scope(node.name + "/quantized"):
+            wq = cast_ops.cast(array_ops.constant(q, name="weight"), dtypes.float32)
+            product = matmul_ops.matmul(x, wq)
+            scale_t = array_ops.constant(scale, name="weight_scale")
+        math_ops.multiply(product, scale_t, name=node.name)
+    return _graft(g, stand_in, node)
+
+
+def _graft(g, stand_in: str, node) -> list:
+    """`g`'s nodes but the stand-in, reading `node`'s first input in its place."""
+    made = [n for n in g.as_graph_def().node if n.name != stand_in]
+    for n in made:
+        for i, inp in enumerate(n.input):
+            if inp.split(":")[0] == stand_in:
+                n.input[i] = node.input[0]
+        n.device = node.device
+    return made
 
 
 def _quantized_matmul(node, w: np.ndarray) -> list:
     """NodeDefs computing MatMul `node` as TF's dynamic-range int8 function does; the
     last is named as the MatMul and reads its first input."""
-    scale = np.float32(np.abs(w).max() / np.float32(127))
-    scale = scale if scale > 0 else np.float32(1)
-    q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+    q, scale = _int8_weight(w)
     k = w.shape[0]
     g = graph_mod.Graph()
     stand_in = "asyncflow_matmul_input"
@@ -280,10 +318,4 @@ def _quantized_matmul(node, w: np.ndarray) -> list:
             acc = matmul_ops.matmul(xi, wq)
             rescale = step * array_ops.constant(scale, name="weight_scale")
         math_ops.multiply(cast_ops.cast(acc, dtypes.float32), rescale, name=node.name)
-    made = [n for n in g.as_graph_def().node if n.name != stand_in]
-    for n in made:
-        for i, inp in enumerate(n.input):
-            if inp.split(":")[0] == stand_in:
-                n.input[i] = node.input[0]
-        n.device = node.device
-    return made
+    return _graft(g, stand_in, node)

@@ -471,6 +471,30 @@ def test_quantize_saved_model_dynamic_range_gives_tfs_values(tmp_path):
     assert consts["MatMul/quantized/weight_scale"] == np.float32(QX_TF["dynamic"]["weight_scale"])
 
 
+def test_quantize_saved_model_weight_only_gives_tfs_values(tmp_path):
+    E = tf.quantization.experimental
+    M = E.QuantizationMethod
+    _tf1_saved_model(tmp_path / "in")
+    options = E.QuantizationOptions(
+        quantization_method=M(preset_method=M.METHOD_STATIC_RANGE_WEIGHT_ONLY_INT8)
+    )
+    E.quantize_saved_model(
+        str(tmp_path / "in"), str(tmp_path / "out"), quantization_options=options
+    )
+    inputs = [
+        np.random.RandomState(7).uniform(-1, 1, (1, 64)).astype(np.float32),
+        np.random.RandomState(8).uniform(0, 3, (2, 64)).astype(np.float32),
+        np.random.RandomState(9).uniform(-2, -1, (1, 64)).astype(np.float32),
+    ]
+    with ops.Graph().as_default(), tf.Session() as sess:
+        meta = tf.saved_model.loader.load(sess, ["serve"], str(tmp_path / "out"))
+        sig = meta.signature_def["serving_default"]
+        for x, want in zip(inputs, QX_TF["weight_only"]["outputs"], strict=True):
+            got = sess.run(sig.outputs["y"].name, {sig.inputs["x"].name: x})
+            # A float matmul by integer-valued weights: equal up to summation order.
+            np.testing.assert_allclose(got, np.float32(want), rtol=1e-5, atol=1e-5)
+
+
 def test_quantize_saved_model_errors_are_tfs(tmp_path):
     E = tf.quantization.experimental
     M = E.QuantizationMethod
@@ -489,12 +513,13 @@ def test_quantize_saved_model_errors_are_tfs(tmp_path):
         quantization_options=noq,
         overwrite_output_directory=True,
     )
-    weight_only = E.QuantizationOptions(
-        quantization_method=M(preset_method=M.METHOD_STATIC_RANGE_WEIGHT_ONLY_INT8)
-    )
-    with pytest.raises(ValueError, match="METHOD_STATIC_RANGE_WEIGHT_ONLY_INT8"):
+    static = E.QuantizationOptions(quantization_method=M(preset_method=M.METHOD_STATIC_RANGE_INT8))
+    with pytest.raises(ValueError, match="not METHOD_STATIC_RANGE_INT8"):
         E.quantize_saved_model(
-            str(tmp_path / "in"), str(tmp_path / "w"), quantization_options=weight_only
+            str(tmp_path / "in"),
+            str(tmp_path / "s"),
+            quantization_options=static,
+            representative_dataset=[{"x": np.zeros((1, 64), np.float32)}],
         )
     tf_ops = E.QuantizationOptions(
         quantization_method=M(preset_method=M.METHOD_DYNAMIC_RANGE_INT8),
