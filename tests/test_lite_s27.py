@@ -731,3 +731,43 @@ def test_quantization_debugger_runs_tfs_debug_model_with_tfs_keys():
             assert got[field] == tf_row[field]
         for metric in [*_METRICS[1:], "mean_abs_error"]:
             assert float(got[metric]) == pytest.approx(float(tf_row[metric]), rel=1e-4, abs=1e-9)
+
+
+def test_convert_op_hints_to_stubs_packs_tagged_arguments_as_tf():
+    # tests/fixtures/lite/ophint_aggregate_tf.json: TF 2.21's GraphDef for this graph
+    # (uuids numbered U0, U1, ... in order of appearance): stacked inputs packed, the
+    # first of a "first" tag, the Unpack -> Pack between the two stubs removed.
+    import re
+
+    want = json.loads((LITE / "ophint_aggregate_tf.json").read_text())
+    stack, first = tf.lite.OpHint.AGGREGATE_STACK, tf.lite.OpHint.AGGREGATE_FIRST
+    x = tf.placeholder(tf.float32, [2], name="x")
+    y = tf.placeholder(tf.float32, [2], name="y")
+    a = tf.lite.OpHint("cell_a")
+    a0 = a.add_input(x, tag="in", aggregate=stack)
+    a1 = a.add_input(y, tag="in", aggregate=stack)
+    f = a.add_input(tf.ones([2]), tag="first", aggregate=first)
+    s0 = a.add_output(tf.tanh(a0) + f, tag="out", aggregate=stack)
+    s1 = a.add_output(tf.tanh(a1), tag="out", aggregate=stack)
+    b = tf.lite.OpHint("cell_b")
+    b0 = b.add_input(s0, tag="in", aggregate=stack)
+    b1 = b.add_input(s1, tag="in", aggregate=stack)
+    b.add_output(tf.sigmoid(b0), tag="o", aggregate=tf.lite.OpHint.AGGREGATE_LAST)
+    last = b.add_output(tf.sigmoid(b1), tag="o", aggregate=tf.lite.OpHint.AGGREGATE_LAST)
+    tf.identity(last, name="z")
+    with tf.Session() as sess:
+        gd = tf.lite.experimental.convert_op_hints_to_stubs(session=sess)
+    uuids: dict = {}
+
+    def norm(text):
+        return re.sub(
+            r"[0-9a-f]{32}", lambda m: uuids.setdefault(m.group(0), f"U{len(uuids)}"), text
+        )
+
+    got = []
+    for n in gd.node:
+        attrs = sorted(
+            (k, norm(str(v).replace("\n", " "))) for k, v in n.attr.items() if k != "value"
+        )
+        got.append(f"{norm(n.name)} {n.op} {[norm(i) for i in n.input]} {attrs}")
+    assert got == want

@@ -7,8 +7,10 @@ tensors in Identity ops named `InputHint-<function>-<uuid>-<index>-<sort>-<name>
 GraphDef so each hinted call becomes one node of op type `<function>` named by the
 call's uuid, reading the input hints (a `Const` of [-1] is added for unused input
 slots, as TF adds it) and read by the output hints; the nodes between them are
-dropped. Hints with `tag`/`aggregate` packing and nested (level >= 2) hints are
-recorded as TF records them, but converting them raises ValueError here.
+dropped. Tagged arguments are packed (`stack`: a Pack in, an Unpack out) or reduced
+to their first/last one, and a stub output unpacked only to be packed again for the
+next stub is connected directly, as TF does. Nested (level >= 2) hints are recorded as
+TF records them, but converting them raises ValueError here.
 """
 
 from __future__ import annotations
@@ -206,8 +208,34 @@ class _Call:
         self.uuid = b""
         self.function_name = b""
         self.level = 1
-        self.inputs: dict[int, NodeDef] = {}
-        self.outputs: dict[int, NodeDef] = {}
+        self.inputs: dict = {}  # index -> NodeDef, or _Aggregate for tagged arguments
+        self.outputs: dict = {}
+
+
+class _Aggregate:
+    """Tagged arguments of one index, by sort index: packed (stack) or one kept."""
+
+    def __init__(self, aggregation: str):
+        self.aggregation = aggregation
+        self.nodes: dict[int, NodeDef] = {}
+
+    def flat(self) -> list:
+        nodes = [self.nodes[k] for k in sorted(self.nodes)]
+        if self.aggregation == OpHint.AGGREGATE_FIRST:
+            return nodes[:1]
+        if self.aggregation == OpHint.AGGREGATE_LAST:
+            return nodes[-1:]
+        if self.aggregation == OpHint.AGGREGATE_STACK:
+            return nodes
+        raise ValueError(f"Invalid aggregation type {self.aggregation!r} specified")
+
+    def packed(self) -> bool:
+        return self.aggregation == OpHint.AGGREGATE_STACK or len(self.flat()) != 1
+
+
+def _names(operand) -> list[str]:
+    nodes = operand.flat() if isinstance(operand, _Aggregate) else [operand]
+    return [_base(n.name) for n in nodes]
 
 
 def _find_calls(nodes) -> dict:
@@ -221,21 +249,29 @@ def _find_calls(nodes) -> dict:
         call.uuid = key
         call.function_name = attr[OpHint.FUNCTION_NAME_ATTR].s
         call.level = attr[OpHint.FUNCTION_LEVEL_ATTR].i
-        sort = (
-            attr[OpHint.FUNCTION_SORT_INDEX_ATTR].i
-            if OpHint.FUNCTION_SORT_INDEX_ATTR in attr
-            else None
-        )
-        if call.level >= 2 or (sort is not None and sort != -1):
+        if call.level >= 2:
             raise ValueError(
-                "asyncflow's convert_op_hints_to_stubs converts level-1 hints without "
-                f"tag aggregation; {node.name} is "
-                + ("a nested hint." if call.level >= 2 else "an aggregated argument.")
+                "asyncflow's convert_op_hints_to_stubs converts level-1 hints; "
+                f"{node.name} is a nested hint."
             )
-        if OpHint.FUNCTION_INPUT_INDEX_ATTR in attr:
-            call.inputs[attr[OpHint.FUNCTION_INPUT_INDEX_ATTR].i] = node
-        if OpHint.FUNCTION_OUTPUT_INDEX_ATTR in attr:
-            call.outputs[attr[OpHint.FUNCTION_OUTPUT_INDEX_ATTR].i] = node
+        sort = None
+        if OpHint.FUNCTION_SORT_INDEX_ATTR in attr:
+            sort = attr[OpHint.FUNCTION_SORT_INDEX_ATTR].i
+            sort = None if sort == -1 else sort
+        aggregation = None
+        if OpHint.FUNCTION_AGGREGATE_ATTR in attr:
+            aggregation = attr[OpHint.FUNCTION_AGGREGATE_ATTR].s.decode()
+        for index_attr, side in (
+            (OpHint.FUNCTION_INPUT_INDEX_ATTR, call.inputs),
+            (OpHint.FUNCTION_OUTPUT_INDEX_ATTR, call.outputs),
+        ):
+            if index_attr not in attr:
+                continue
+            index = attr[index_attr].i
+            if sort is None:
+                side[index] = node
+            else:
+                side.setdefault(index, _Aggregate(aggregation)).nodes[sort] = node
     return calls
 
 
@@ -251,8 +287,7 @@ def _reachable(targets, inputs_of) -> set:
     return seen
 
 
-def _stub(call: _Call, graph_def) -> GraphDef:
-    """`graph_def` with `call`'s subgraph replaced by one stub node."""
+def _summary(graph_def):
     inputs_of, by_name, order = {}, {}, {}
     for k, node in enumerate(graph_def.node):
         n = _base(node.name)
@@ -261,8 +296,51 @@ def _stub(call: _Call, graph_def) -> GraphDef:
         if "_class" in node.attr:
             inputs_of[n] += [c.decode()[5:] for c in node.attr["_class"].list.s]
         order[n] = k
-    in_names = [_base(n.name) for n in call.inputs.values()]
-    out_names = [_base(n.name) for n in call.outputs.values()]
+    return inputs_of, by_name, order
+
+
+def _input_name(operand, out) -> str:
+    if not isinstance(operand, _Aggregate):
+        return _base(operand.name)
+    flat = operand.flat()
+    if not operand.packed():
+        return _base(flat[0].name)
+    pack = out.node.add()
+    pack.op = "Pack"
+    pack.name = f"OpHintStack-{flat[0].name}"
+    pack.attr["N"].i = len(flat)
+    pack.attr["T"].type = flat[0].attr["T"].type
+    pack.input.extend(_base(n.name) for n in flat)
+    return pack.name
+
+
+def _output(operand, stub: str, k: int, out) -> None:
+    source = stub if k == 0 else f"{stub}:{k}"
+    if isinstance(operand, _Aggregate) and operand.packed():
+        flat = operand.flat()
+        unpack = out.node.add()
+        unpack.op = "Unpack"
+        unpack.name = f"OpHintUnstack-{flat[0].name}"
+        unpack.attr["num"].i = len(flat)
+        unpack.attr["T"].type = flat[0].attr["T"].type
+        unpack.input.append(source)
+        for j, n in enumerate(flat):
+            node = copy.deepcopy(n)
+            del node.input[:]
+            node.input.append(unpack.name if j == 0 else f"{unpack.name}:{j}")
+            out.node.append(node)
+        return
+    node = copy.deepcopy(operand.flat()[0] if isinstance(operand, _Aggregate) else operand)
+    del node.input[:]
+    node.input.append(source)
+    out.node.append(node)
+
+
+def _stub(call: _Call, graph_def) -> GraphDef:
+    """`graph_def` with `call`'s subgraph replaced by one stub node."""
+    inputs_of, by_name, order = _summary(graph_def)
+    in_names = [n for op in call.inputs.values() for n in _names(op)]
+    out_names = [n for op in call.outputs.values() for n in _names(op)]
     by_input = _reachable(in_names, inputs_of)
     by_output = _reachable(out_names, inputs_of)
     deleted, after = set(), []
@@ -283,23 +361,73 @@ def _stub(call: _Call, graph_def) -> GraphDef:
     filler.attr["value"].CopyFrom(
         AttrValue(tensor=make_tensor_proto(np.float32([-1]), dtypes.float32, [1]))
     )
-    stub = out.node.add()
+    stub = NodeDef()
     for k in range(max(call.inputs) + 1 if call.inputs else 0):
-        stub.input.append(_base(call.inputs[k].name) if k in call.inputs else filler.name)
+        stub.input.append(_input_name(call.inputs[k], out) if k in call.inputs else filler.name)
     stub.attr[OpHint.TFLITE_INPUT_INDICES].list.i.extend(sorted(call.inputs))
     stub.op = call.function_name.decode()
     stub.name = call.uuid.decode()
+    out.node.append(stub)
     for k in sorted(call.outputs):
-        node = copy.deepcopy(call.outputs[k])
-        del node.input[:]
-        node.input.append(stub.name if k == 0 else f"{stub.name}:{k}")
-        out.node.append(node)
+        _output(call.outputs[k], stub.name, k, out)
     for n in after:
         if not any(i in deleted for i in inputs_of[n]):
             out.node.add().CopyFrom(by_name[n])
     out.library.CopyFrom(graph_def.library)
     out.versions.CopyFrom(graph_def.versions)
     return out
+
+
+def _drop_one_stack_unstack(graph_def):
+    """TF's clean-up: a Pack reached from exactly one Unpack through Identity/Pack
+    nodes only (a stub's output unpacked, then packed again for the next stub) reads
+    that Unpack's input directly; the nodes between are dropped. (graph_def, changed)"""
+    inputs_of, by_name, _ = _summary(graph_def)
+    for node in graph_def.node:
+        pack = _base(node.name)
+        if not pack.startswith("OpHintStack") and not node.op.startswith("Pack"):
+            continue
+        todo, visited, unpacks = [pack], set(), set()
+        hint_stack, matches = False, True
+        while todo:
+            current = todo.pop(0)
+            visited.add(current)
+            n = by_name[current]
+            if n.op == "Identity" or n.name.startswith("OpHintStack") or n.op == "Pack":
+                hint_stack |= n.name.startswith("OpHintStack")
+                todo += [i for i in inputs_of[current] if i not in visited]
+            elif n.name.startswith("OpHintUnstack") or n.op == "Unpack":
+                unpacks.add(n.name)
+                hint_stack &= n.name.startswith("OpHintUnstack")
+            else:
+                matches = False
+                break
+        if not matches or len(unpacks) != 1:
+            continue
+        external = any(
+            i in visited and i != pack
+            for other in graph_def.node
+            if other.name not in visited
+            for i in inputs_of[other.name]
+        )
+        if not hint_stack and external:
+            continue
+        end_input = by_name[unpacks.pop()].input[0]
+        out = GraphDef()
+        out.library.CopyFrom(graph_def.library)
+        out.versions.CopyFrom(graph_def.versions)
+        for other in graph_def.node:
+            name = _base(other.name)
+            if name in visited:
+                continue
+            new = out.node.add()
+            new.CopyFrom(other)
+            new.input[:] = [
+                end_input if stripped == pack else raw
+                for stripped, raw in zip(inputs_of[name], other.input, strict=False)
+            ]
+        return out, True
+    return graph_def, False
 
 
 def convert_op_hints_to_stubs(
@@ -319,7 +447,11 @@ def convert_op_hints_to_stubs(
     elif graph_def is None:
         raise ValueError("Must specify session or graph_def as input.")
     current = graph_def
-    for call in _find_calls(graph_def.node).values():
+    # TF stubs the calls in the reverse of the order it first meets them.
+    for call in reversed(list(_find_calls(graph_def.node).values())):
         current = _stub(call, current)
         write_callback(current, "initial")
+    changed = True
+    while changed:
+        current, changed = _drop_one_stack_unstack(current)
     return current
