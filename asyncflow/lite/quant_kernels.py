@@ -430,10 +430,13 @@ def _softmax(ins, o, outs, qin, qout):
     return [np.clip(q, lo, hi).astype(outs[0][1])]
 
 
-def _lut(fn):
-    """LOGISTIC / TANH: a 256-entry table of fn over every input value."""
+def _lut(fn, int16_kernel=None):
+    """LOGISTIC / TANH: a 256-entry table of fn over every input value (int16: TFLite's
+    interpolated sigmoid table)."""
 
     def kernel(ins, o, outs, qin, qout):
+        if int16_kernel is not None and ins[0].dtype == np.int16:
+            return int16_kernel(ins, o, outs, qin, qout)
         x, qi, qo = ins[0], qin[0], qout[0]
         lo, hi = _qrange(x.dtype)
         vals = np.arange(lo, hi + 1, dtype=np.int64)
@@ -444,6 +447,65 @@ def _lut(fn):
         return [table[x.astype(np.int64) - lo].astype(outs[0][1])]
 
     return kernel
+
+
+def _sigmoid_table() -> np.ndarray:
+    """TFLite's 256-entry sigmoid(i / 24) in unsigned 0.16 fixed point (int16 kernels)."""
+    i = np.arange(256, dtype=np.float64)
+    return np.minimum(np.round(65536.0 / (1.0 + np.exp(-i / 24.0))), 65535).astype(np.int64)
+
+
+_SIGMOID_TABLE = _sigmoid_table()
+
+
+def _int16_table_scaling(scale: float) -> tuple[int, int]:
+    """(multiplier, left shift) bringing an int16 input of `scale` to the table's
+    1 / (3 * 4096) step: a power-of-two scale of 2**-12 or 2**-11 keeps multiplier 0."""
+    log2 = math.log(scale) / math.log(2.0)
+    rounded = int(round(log2))
+    shift = 12 + rounded
+    if abs(log2 - rounded) < 1e-3 and shift in (0, 1):
+        return 0, shift
+    multiplier = float(np.float32(scale)) * 4096.0 * 3.0
+    shift = 0
+    while multiplier <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        multiplier *= 2.0
+    return int(multiplier), shift
+
+
+def _scaled_int16(x, qi: Quant, tanh: bool):
+    if qi.z != 0:
+        raise KernelError("int16 LOGISTIC/TANH need a zero point of 0")
+    multiplier, shift = _int16_table_scaling(qi.s)
+    if multiplier == 0:
+        multiplier, shift = 3 << shift, 0
+    rounding = (1 << (shift - 1)) if shift > 0 else 0
+    return (x.astype(np.int64) * multiplier + rounding) >> shift
+
+
+def _logistic_int16(ins, o, outs, qin, qout):
+    v = _scaled_int16(ins[0], qin[0], False)
+    a = np.abs(v)
+    hi = a >> 9
+    inside = hi < 255
+    k = np.minimum(hi, 254)
+    lo_t, hi_t = _SIGMOID_TABLE[k], _SIGMOID_TABLE[k + 1]
+    r = np.where(inside, (lo_t << 9) + (a & 0x1FF) * (hi_t - lo_t), 0x7FFF << 10)
+    r = np.where(v >= 0, r + (1 << 9), (1 << 25) - r + (1 << 9) - 1)
+    return [(r >> 10).astype(np.int16)]
+
+
+def _tanh_int16(ins, o, outs, qin, qout):
+    v = _scaled_int16(ins[0], qin[0], True)
+    a = np.abs(v)
+    hi = a >> 8
+    inside = hi < 255
+    k = np.minimum(hi, 254)
+    lo_t, hi_t = _SIGMOID_TABLE[k], _SIGMOID_TABLE[k + 1]
+    r = np.where(inside, (lo_t << 8) + (a & 0xFF) * (hi_t - lo_t), 0xFFFF << 8)
+    r = np.where(v >= 0, r - (1 << 23) + (1 << 7), -r + (1 << 23) + (1 << 7) - 1)
+    return [(r >> 8).astype(np.int16)]
 
 
 def _sigmoid(v):
@@ -517,8 +579,8 @@ INT_KERNELS = {
     "MAX_POOL_2D": _max_pool,
     "AVERAGE_POOL_2D": _avg_pool,
     "SOFTMAX": _softmax,
-    "LOGISTIC": _lut(_sigmoid),
-    "TANH": _lut(np.tanh),
+    "LOGISTIC": _lut(_sigmoid, _logistic_int16),
+    "TANH": _lut(np.tanh, _tanh_int16),
     "EXP": _lut(np.exp),
     "QUANTIZE": _quantize,
     "CONCATENATION": _concat,

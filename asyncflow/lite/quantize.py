@@ -111,8 +111,18 @@ INT16_OPS = {
     "PAD",
     "MAXIMUM",
     "MINIMUM",
+    "SUB",
+    "MUL",
+    "MEAN",
+    "LOGISTIC",
+    "TANH",
+    "CONCATENATION",
 }
-_INT16_FIXED_OUTPUT = {"SOFTMAX": (1.0 / 32768, 0)}
+_INT16_FIXED_OUTPUT = {
+    "SOFTMAX": (1.0 / 32768, 0),
+    "LOGISTIC": (1.0 / 32768, 0),
+    "TANH": (1.0 / 32768, 0),
+}
 # Hybrid kernels: per-channel weights, FULLY_CONNECTED with asymmetric inputs.
 _HYBRID_VERSIONS = {"FULLY_CONNECTED": 12, "CONV_2D": 5, "DEPTHWISE_CONV_2D": 6}
 
@@ -633,7 +643,7 @@ def _full_int16(model, stats, input_type, output_type) -> None:
         _quantize_int16_consts(model, op, name, params, consts)
         if name in ("FULLY_CONNECTED", "CONV_2D"):
             op["builtin_options"]["quantized_bias_type"] = schema.INT64
-        elif name == "ADD":
+        elif name in ("ADD", "SUB"):
             op["builtin_options"]["pot_scale_int16"] = False
     _set_int16_io(model, input_type, output_type)
     versions = [_INT8_VERSIONS.get(n, 1) for n in _op_names(model)]
@@ -646,14 +656,15 @@ def _full_int16(model, stats, input_type, output_type) -> None:
 
 
 def _requantize_int16_inputs(model, names, params) -> None:
-    """MAXIMUM and MINIMUM read inputs with their output's parameters: TF requantizes
+    """MAXIMUM, MINIMUM and CONCATENATION read inputs with their output's parameters:
+    TF requantizes
     each other input by a QUANTIZE (`<name>_requantized`) just before the operator, the
     last input's first."""
     sg = model["subgraphs"][0]
     k = 0
     while k < len(sg["operators"]):
         op = sg["operators"][k]
-        if _name_of(model, op) not in ("MAXIMUM", "MINIMUM"):
+        if _name_of(model, op) not in ("MAXIMUM", "MINIMUM", "CONCATENATION"):
             k += 1
             continue
         want = params[int(op["outputs"][0])]
