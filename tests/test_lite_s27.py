@@ -1,5 +1,9 @@
 """tf.lite leftovers (session 27): 16x8 post-training quantization (int16 activations,
-int8 weights, int64 biases) in the converter and the interpreter.
+int8 weights, int64 biases) in the converter and the interpreter; tf.lite.experimental
+(Analyzer, OpResolverType, load_delegate, QuantizationDebugger, authoring.compatible,
+convert_op_hints_to_stubs), tf.lite.OpHint, TocoConverter/toco_convert; and
+tf.quantization.experimental (its protos, the representative dataset saver,
+quantize_saved_model). Each section names the TF 2.21 recording it checks against.
 
 Recorded from TF 2.21 by tests/fixtures/lite/record_16x8_tf.py: the t16_*.tflite files
 TF's converter writes for graphs of tests/fixtures/lite_quant_cases.py in 16x8 mode, and

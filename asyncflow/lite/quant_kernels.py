@@ -14,6 +14,12 @@ CONV_2D and DEPTHWISE_CONV_2D), accumulate in int32 and scale back in float32. L
 TANH and EXP use TFLite's 256-entry tables, SOFTMAX its float exp table; reshapes,
 slices, TRANSPOSE, SPLIT, GATHER, MAXIMUM/MINIMUM move or compare the stored integers.
 
+16x8 models (int16 activations, int8 weights, int64 biases) use the same kernels, with
+TFLite's int16 variants where it has them: convolutions rescale their int64
+accumulators with the wide form (`multiply_by_quantized_multiplier_wide`), SOFTMAX uses
+TFLite's 513-entry exp and 1/(1+x) tables (`lut_int16`), LOGISTIC and TANH interpolate
+a 256-entry sigmoid table.
+
 Invariant: integer accumulation happens in int64 arrays, so no intermediate wraps where
 TFLite's int32 would not.
 """
