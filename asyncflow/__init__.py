@@ -332,6 +332,9 @@ random.experimental = random_experimental  # noqa: F821 - tf.random.experimental
 from asyncflow import linalg_experimental  # noqa: E402
 
 linalg.experimental = linalg_experimental  # noqa: F821 - tf.linalg.experimental
+from asyncflow import quantization_experimental  # noqa: E402
+
+quantization.experimental = quantization_experimental  # noqa: F821 - its protos, saver
 from asyncflow import device_config as _device_config  # noqa: E402
 from asyncflow import experimental  # noqa: E402,F401 - tf.experimental (its dtypes)
 

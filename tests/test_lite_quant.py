@@ -195,12 +195,6 @@ def test_quantization_errors_are_tfs():
     conv.inference_input_type = tf.int8
     with pytest.raises(ValueError, match="`quantized_input_stats` flag must be defined"):
         conv.convert()
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.inference_input_type = None
-    ops16 = tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
-    conv.target_spec.supported_ops = [ops16]
-    with pytest.raises(ValueError, match="16x8 quantization"):
-        conv.convert()
 
 
 # TF 2.21's converter on these graphs (int8 with a one-sample representative dataset,

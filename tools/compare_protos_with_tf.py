@@ -61,6 +61,12 @@ PAIRS = {
     "debug_event": "tensorflow.core.protobuf.debug_event_pb2",
     "tfprof_log": "tensorflow.core.profiler.tfprof_log_pb2",
     "tfprof_output": "tensorflow.core.profiler.tfprof_output_pb2",
+    "quantization_config": (
+        "tensorflow.compiler.mlir.quantization.stablehlo.quantization_config_pb2"
+    ),
+    "quantization_options": (
+        "tensorflow.compiler.mlir.quantization.tensorflow.quantization_options_pb2"
+    ),
     # TF Serving's API (pip install tensorflow-serving-api --no-deps beside TensorFlow)
     "serving.model": "tensorflow_serving.apis.model_pb2",
     "serving.status": "tensorflow_serving.apis.status_pb2",

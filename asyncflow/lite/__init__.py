@@ -5,7 +5,7 @@ runs .tflite files (ours or TF's) with NumPy kernels. `schema` holds the flatbuf
 layout both share.
 """
 
-from asyncflow.lite import constants
+from asyncflow.lite import constants, experimental
 from asyncflow.lite.converter import (
     ConverterError,
     OpsSet,
@@ -15,15 +15,21 @@ from asyncflow.lite.converter import (
     TFLiteConverter,
 )
 from asyncflow.lite.interpreter import Interpreter, SignatureRunner
+from asyncflow.lite.op_hint import OpHint
+from asyncflow.lite.toco import TocoConverter, toco_convert
 
 __all__ = [
     "ConverterError",
     "Interpreter",
+    "OpHint",
     "OpsSet",
     "Optimize",
     "RepresentativeDataset",
     "SignatureRunner",
     "TFLiteConverter",
     "TargetSpec",
+    "TocoConverter",
     "constants",
+    "experimental",
+    "toco_convert",
 ]

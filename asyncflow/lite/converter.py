@@ -137,6 +137,8 @@ class TFLiteConverter:
         self.experimental_new_quantizer = True
         self.exclude_conversion_metadata = False
         self.saved_model_dir = None
+        # toco_convert's post_training_quantize: per-tensor FULLY_CONNECTED weights.
+        self._legacy_dynamic_range = False
 
     # -- constructors
 
@@ -219,7 +221,8 @@ class TFLiteConverter:
     # -- conversion
 
     def _quantization(self) -> str | None:
-        """None (a float model), "float16", "dynamic" or "integer", as TF 2.21 picks it.
+        """None (a float model), "float16", "dynamic", "integer" or "int16" (16x8), as TF
+        2.21 picks it.
 
         Raises:
           ValueError: options TF rejects.
@@ -230,8 +233,13 @@ class TFLiteConverter:
                 "target_spec.supported_types other than tf.float32 and tf.float16 "
                 f"are not supported (got {sorted(t.name for t in types)})."
             )
+        int16 = OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+        sixteen = int16 in self.target_spec.supported_ops and bool(self.optimizations)
+        io_types = (None, dtypes.float32, dtypes.int8, dtypes.uint8)
         for t in (self.inference_input_type, self.inference_output_type):
-            if t not in (None, dtypes.float32, dtypes.int8, dtypes.uint8):
+            if sixteen and t in (dtypes.int16, dtypes.uint8):
+                continue
+            if t not in io_types:
                 raise ValueError(
                     "Unsupported `inference_input_type` value. Expected to be in "
                     f"('tf.uint8', 'tf.int8'), instead got {_tf_name(t)}."
@@ -250,12 +258,16 @@ class TFLiteConverter:
             return None
         if dtypes.float16 in types and self.representative_dataset is None:
             return "float16"
-        int16 = OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
-        if int16 in self.target_spec.supported_ops:
-            raise ValueError(
-                "asyncflow's TFLiteConverter does not build 16x8 quantization "
-                "(EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8)."
-            )
+        if sixteen:
+            if self.representative_dataset is None:
+                return "dynamic"  # TF 2.21 too: 16x8 needs calibration
+            if dtypes.uint8 in (self.inference_input_type, self.inference_output_type):
+                # TF 2.21 writes a file whose uint8 QUANTIZE then fails to prepare.
+                raise ValueError(
+                    "16x8 quantization takes tf.float32 or tf.int16 inference_input_type "
+                    "and inference_output_type, not tf.uint8."
+                )
+            return "int16"
         if self.representative_dataset is None:
             if OpsSet.TFLITE_BUILTINS_INT8 in self.target_spec.supported_ops:
                 raise ValueError(
@@ -280,15 +292,23 @@ class TFLiteConverter:
         if mode == "float16":
             quantize.float16(model)
         elif mode == "dynamic":
-            quantize.dynamic_range(model)
+            quantize.dynamic_range(model, self._legacy_dynamic_range)
         else:
             stats = self._calibrate(content)
+            io = [
+                _np_dtype(t or dtypes.float32)
+                for t in (self.inference_input_type, self.inference_output_type)
+            ]
+            if mode == "int16":
+                # TF 2.21 gives a 16x8 model int16 edges for tf.int8 as for tf.int16.
+                io = [np.dtype(np.int16) if t.kind == "i" else t for t in io]
             try:
                 quantize.full_integer(
                     model,
                     stats,
-                    _np_dtype(self.inference_input_type or dtypes.float32),
-                    _np_dtype(self.inference_output_type or dtypes.float32),
+                    io[0],
+                    io[1],
+                    np.int16 if mode == "int16" else np.int8,
                 )
             except quantize.QuantizationError as exc:
                 raise ConverterError(str(exc)) from None
@@ -537,11 +557,14 @@ class _Builder:
             lines = [
                 f"'tf.{op.type}' op is neither a custom op nor a flex op" for op in unsupported
             ]
-            raise ConverterError(
+            error = ConverterError(
                 "Could not translate MLIR to FlatBuffer. " + "\n".join(lines) + "\nSome ops "
                 "are not supported by the native TFLite runtime.\nTF Select ops: "
                 + ", ".join(names)
             )
+            # The ops themselves, for tf.lite.experimental.authoring's report.
+            error.unsupported_ops = list(unsupported)
+            raise error
 
     def _shape_of(self, name: str):
         name = self.made_up.get(name, name)

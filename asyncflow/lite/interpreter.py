@@ -19,6 +19,7 @@ import numpy as np
 from asyncflow.lite import kernels, quant_kernels, schema
 
 _MAX_TENSOR_BYTES = 1 << 31
+_CUSTOM = 32  # BuiltinOperator CUSTOM: the op is named by its custom_code
 _MAX_MODEL_BYTES = 1 << 31
 
 
@@ -115,7 +116,9 @@ class Interpreter:
             code = codes[op["opcode_index"]]
             builtin = max(code["builtin_code"], code["deprecated_builtin_code"])
             name = schema.BUILTIN_NAMES.get(builtin)
-            if name is None or (
+            if builtin == _CUSTOM and code.get("custom_code") == "NumericVerify":
+                name = "NumericVerify"  # the quantization debugger's op
+            elif name is None or (
                 name not in kernels.KERNELS and name not in quant_kernels.INT_KERNELS
             ):
                 raise _UnsupportedOp(
@@ -147,6 +150,11 @@ class Interpreter:
                 arr = arr.astype(dtype).reshape(shape)
                 arr.flags.writeable = False
                 self._consts[i] = arr
+        for name, _, outs, _ in self._ops:
+            if name == "NumericVerify":
+                # TFLite's kernel makes its output float32 (the differences), whatever
+                # type the file gives it.
+                self._dtypes[outs[0]] = np.dtype(np.float32)
         for i in self._inputs + self._outputs:
             if not 0 <= i < n:
                 raise ValueError("subgraph input/output index out of range")
@@ -306,6 +314,10 @@ class Interpreter:
                 if name == "DEQUANTIZE":
                     quant = self._tensors[ins[0]].get("quantization") or {}
                     results = [kernels.dequantize(args[0], quant)]
+                elif name == "NumericVerify":
+                    # The dequantized value less the float reference.
+                    quant = self._tensors[ins[0]].get("quantization") or {}
+                    results = [kernels.dequantize(args[0], quant) - args[1]]
                 elif any(q is not None for q in self._quant_of(ins + outs)):
                     results = quant_kernels.run(
                         name, args, opts, specs, self._quant_of(ins), self._quant_of(outs)

@@ -14,6 +14,12 @@ CONV_2D and DEPTHWISE_CONV_2D), accumulate in int32 and scale back in float32. L
 TANH and EXP use TFLite's 256-entry tables, SOFTMAX its float exp table; reshapes,
 slices, TRANSPOSE, SPLIT, GATHER, MAXIMUM/MINIMUM move or compare the stored integers.
 
+16x8 models (int16 activations, int8 weights, int64 biases) use the same kernels, with
+TFLite's int16 variants where it has them: convolutions rescale their int64
+accumulators with the wide form (`multiply_by_quantized_multiplier_wide`), SOFTMAX uses
+TFLite's 513-entry exp and 1/(1+x) tables (`lut_int16`), LOGISTIC and TANH interpolate
+a 256-entry sigmoid table.
+
 Invariant: integer accumulation happens in int64 arrays, so no intermediate wraps where
 TFLite's int32 would not.
 """
@@ -124,6 +130,16 @@ def multiply_by_quantized_multiplier(x, multiplier, shift) -> np.ndarray:
     return _rounding_shift_right(high, right)
 
 
+def multiply_by_quantized_multiplier_wide(x, multiplier, shift) -> np.ndarray:
+    """The int64-accumulator form (16x8 kernels): TFLite rounds the Q31 multiplier to
+    Q15 and rounds once, half up, in a single right shift."""
+    x = np.asarray(x, np.int64)
+    multiplier = np.asarray(multiplier, np.int64)
+    reduced = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, 0x7FFF)
+    total = 15 - np.asarray(shift, np.int64)
+    return (x * reduced + (np.int64(1) << (total - 1))) >> total
+
+
 def _qrange(dtype) -> tuple[int, int]:
     info = np.iinfo(dtype)
     return int(info.min), int(info.max)
@@ -147,8 +163,9 @@ def _act_range(act: int, q: Quant, dtype) -> tuple[int, int]:
     return lo, hi
 
 
-def _requantize_out(acc, mult, shift, qo: Quant, act: int, dtype) -> np.ndarray:
-    y = multiply_by_quantized_multiplier(acc, mult, shift) + qo.z
+def _requantize_out(acc, mult, shift, qo: Quant, act: int, dtype, wide=False) -> np.ndarray:
+    scale = multiply_by_quantized_multiplier_wide if wide else multiply_by_quantized_multiplier
+    y = scale(acc, mult, shift) + qo.z
     lo, hi = _act_range(act, qo, dtype)
     return np.clip(y, lo, hi).astype(dtype)
 
@@ -159,6 +176,12 @@ def _conv_multipliers(qi: Quant, qw: Quant, qo: Quant):
 
 
 # -- integer kernels
+
+
+def _wide(outs) -> bool:
+    # 16x8 convolutions (int16 activations) accumulate in int64 and rescale with the
+    # wide form.
+    return np.dtype(outs[0][1]) == np.int16
 
 
 def _int_windows(x, qi: Quant, o, kh, kw):
@@ -197,7 +220,13 @@ def _conv_2d(ins, o, outs, qin, qout):
     mult, shift = _conv_multipliers(qin[0], qin[1], qout[0])
     return [
         _requantize_out(
-            acc, mult, shift, qout[0], o.get("fused_activation_function", 0), outs[0][1]
+            acc,
+            mult,
+            shift,
+            qout[0],
+            o.get("fused_activation_function", 0),
+            outs[0][1],
+            _wide(outs),
         )
     ]
 
@@ -216,7 +245,13 @@ def _depthwise(ins, o, outs, qin, qout):
     mult, shift = _conv_multipliers(qin[0], qin[1], qout[0])
     return [
         _requantize_out(
-            acc, mult, shift, qout[0], o.get("fused_activation_function", 0), outs[0][1]
+            acc,
+            mult,
+            shift,
+            qout[0],
+            o.get("fused_activation_function", 0),
+            outs[0][1],
+            _wide(outs),
         )
     ]
 
@@ -231,9 +266,9 @@ def _fully_connected(ins, o, outs, qin, qout):
     if bias is not None:
         acc = acc + bias.astype(np.int64)
     mult, shift = _conv_multipliers(qin[0], qin[1], qout[0])
-    y = _requantize_out(
-        acc, mult, shift, qout[0], o.get("fused_activation_function", 0), outs[0][1]
-    )
+    # TFLite's 16x8 FULLY_CONNECTED rescales with the int32 form, unlike its convolutions.
+    act = o.get("fused_activation_function", 0)
+    y = _requantize_out(acc, mult, shift, qout[0], act, outs[0][1])
     return [y.reshape(outs[0][0])]
 
 
@@ -320,7 +355,74 @@ def _avg_pool(ins, o, outs, qin, qout):
     return [np.clip(avg, lo, hi).astype(outs[0][1])]
 
 
+def lut_int16(fn, in_scale, in_zero, out_scale, out_zero) -> np.ndarray:
+    """TFLite's 513-entry int16 table of `fn` (float64): 512 samples over the input's
+    int16 range, each biased by half the error its linear interpolation makes at the
+    midpoint, and the value at the top as the last slope's end."""
+    lo16, hi16 = -32768, 32767
+    in_min, in_max = in_scale * (lo16 - in_zero), in_scale * (hi16 - in_zero)
+    out_min, out_max = out_scale * (lo16 - out_zero), out_scale * (hi16 - out_zero)
+    step = (in_max - in_min) / 512
+    inv = 65536.0 / (out_max - out_min)
+    at = in_min + np.arange(513, dtype=np.float64) * step
+    val, nxt = fn(at[:-1]), fn(at[1:])
+    mid = fn(at[:-1] + step / 2)
+    sample = _round_half_away(val * inv)
+    interp = _round_half_away((nxt * inv + sample) / 2)
+    bias = _round_half_away((interp - _round_half_away(mid * inv)) / 2)
+    table = np.empty(513, np.int64)
+    table[:512] = np.clip(sample - bias, lo16, hi16)
+    table[512] = np.clip(_round_half_away(fn(np.float64(in_max)) * inv), lo16, hi16)
+    return table
+
+
+def lut_lookup_int16(v: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """The high 9 bits of int16 `v` pick an entry; the low 7 interpolate to the next."""
+    v = np.asarray(v, np.int64)
+    index = 256 + (v >> 7)
+    base = table[index]
+    slope = table[index + 1] - base
+    return base + ((slope * (v & 0x7F) + 64) >> 7)
+
+
+_EXP_LUT = None
+_RECIPROCAL_LUT = None
+
+
+def _softmax_tables():
+    # Built once: exp over [-10, 0] and 1 / (1 + x) over [0, 1], both into [-1, 1].
+    global _EXP_LUT, _RECIPROCAL_LUT
+    if _EXP_LUT is None:
+        span = 65535.0
+        _EXP_LUT = lut_int16(np.exp, 10.0 / span, 32767, 2.0 / span, 0)
+        _RECIPROCAL_LUT = lut_int16(lambda v: 1.0 / (1.0 + v), 1.0 / span, -32768, 2.0 / span, 0)
+    return _EXP_LUT, _RECIPROCAL_LUT
+
+
+def _softmax_int16(ins, o, outs, qin, qout):
+    x, qi = ins[0].astype(np.int64), qin[0]
+    if qi.z != 0 or qout[0].z != 0:
+        raise KernelError("int16 SOFTMAX needs zero points of 0")
+    exp_lut, recip_lut = _softmax_tables()
+    # The input difference is rescaled so that [-65535, 0] spans [-10, 0].
+    real = np.float64(qi.scale[0]) * np.float64(np.float32(o.get("beta", 1.0))) / (10.0 / 65535.0)
+    mult, shift = quantize_multiplier(real)
+    diff = x - x.max(axis=-1, keepdims=True)
+    scaled = multiply_by_quantized_multiplier(diff, mult[0], shift[0]) + 32767
+    e = lut_lookup_int16(np.clip(scaled, -32768, 32767), exp_lut)
+    total = e.sum(axis=-1, keepdims=True)
+    # Count leading zeros of the 32-bit sum, which is positive.
+    headroom = 32 - np.vectorize(int.bit_length, otypes=[np.int64])(total)
+    shifted = ((total << (headroom - 1)) + (1 << 13)) >> 14
+    recip = lut_lookup_int16(np.clip(shifted - (1 << 15) - (1 << 16), -32768, 32767), recip_lut)
+    right = 31 - headroom
+    y = (e * recip + (np.int64(1) << (right - 1))) >> right
+    return [np.clip(y, 0, 32767).astype(np.int16)]
+
+
 def _softmax(ins, o, outs, qin, qout):
+    if ins[0].dtype == np.int16:
+        return _softmax_int16(ins, o, outs, qin, qout)
     x, qi, qo = ins[0].astype(np.int64), qin[0], qout[0]
     # TFLite's float lookup table: exp(-scale * beta * (max - x)).
     scale = np.float32(-qi.s * np.float32(o.get("beta", 1.0)))
@@ -334,10 +436,13 @@ def _softmax(ins, o, outs, qin, qout):
     return [np.clip(q, lo, hi).astype(outs[0][1])]
 
 
-def _lut(fn):
-    """LOGISTIC / TANH: a 256-entry table of fn over every input value."""
+def _lut(fn, int16_kernel=None):
+    """LOGISTIC / TANH: a 256-entry table of fn over every input value (int16: TFLite's
+    interpolated sigmoid table)."""
 
     def kernel(ins, o, outs, qin, qout):
+        if int16_kernel is not None and ins[0].dtype == np.int16:
+            return int16_kernel(ins, o, outs, qin, qout)
         x, qi, qo = ins[0], qin[0], qout[0]
         lo, hi = _qrange(x.dtype)
         vals = np.arange(lo, hi + 1, dtype=np.int64)
@@ -348,6 +453,65 @@ def _lut(fn):
         return [table[x.astype(np.int64) - lo].astype(outs[0][1])]
 
     return kernel
+
+
+def _sigmoid_table() -> np.ndarray:
+    """TFLite's 256-entry sigmoid(i / 24) in unsigned 0.16 fixed point (int16 kernels)."""
+    i = np.arange(256, dtype=np.float64)
+    return np.minimum(np.round(65536.0 / (1.0 + np.exp(-i / 24.0))), 65535).astype(np.int64)
+
+
+_SIGMOID_TABLE = _sigmoid_table()
+
+
+def _int16_table_scaling(scale: float) -> tuple[int, int]:
+    """(multiplier, left shift) bringing an int16 input of `scale` to the table's
+    1 / (3 * 4096) step: a power-of-two scale of 2**-12 or 2**-11 keeps multiplier 0."""
+    log2 = math.log(scale) / math.log(2.0)
+    rounded = int(round(log2))
+    shift = 12 + rounded
+    if abs(log2 - rounded) < 1e-3 and shift in (0, 1):
+        return 0, shift
+    multiplier = float(np.float32(scale)) * 4096.0 * 3.0
+    shift = 0
+    while multiplier <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        multiplier *= 2.0
+    return int(multiplier), shift
+
+
+def _scaled_int16(x, qi: Quant, tanh: bool):
+    if qi.z != 0:
+        raise KernelError("int16 LOGISTIC/TANH need a zero point of 0")
+    multiplier, shift = _int16_table_scaling(qi.s)
+    if multiplier == 0:
+        multiplier, shift = 3 << shift, 0
+    rounding = (1 << (shift - 1)) if shift > 0 else 0
+    return (x.astype(np.int64) * multiplier + rounding) >> shift
+
+
+def _logistic_int16(ins, o, outs, qin, qout):
+    v = _scaled_int16(ins[0], qin[0], False)
+    a = np.abs(v)
+    hi = a >> 9
+    inside = hi < 255
+    k = np.minimum(hi, 254)
+    lo_t, hi_t = _SIGMOID_TABLE[k], _SIGMOID_TABLE[k + 1]
+    r = np.where(inside, (lo_t << 9) + (a & 0x1FF) * (hi_t - lo_t), 0x7FFF << 10)
+    r = np.where(v >= 0, r + (1 << 9), (1 << 25) - r + (1 << 9) - 1)
+    return [(r >> 10).astype(np.int16)]
+
+
+def _tanh_int16(ins, o, outs, qin, qout):
+    v = _scaled_int16(ins[0], qin[0], True)
+    a = np.abs(v)
+    hi = a >> 8
+    inside = hi < 255
+    k = np.minimum(hi, 254)
+    lo_t, hi_t = _SIGMOID_TABLE[k], _SIGMOID_TABLE[k + 1]
+    r = np.where(inside, (lo_t << 8) + (a & 0xFF) * (hi_t - lo_t), 0xFFFF << 8)
+    r = np.where(v >= 0, r - (1 << 23) + (1 << 7), -r + (1 << 23) + (1 << 7) - 1)
+    return [(r >> 8).astype(np.int16)]
 
 
 def _sigmoid(v):
@@ -421,8 +585,8 @@ INT_KERNELS = {
     "MAX_POOL_2D": _max_pool,
     "AVERAGE_POOL_2D": _avg_pool,
     "SOFTMAX": _softmax,
-    "LOGISTIC": _lut(_sigmoid),
-    "TANH": _lut(np.tanh),
+    "LOGISTIC": _lut(_sigmoid, _logistic_int16),
+    "TANH": _lut(np.tanh, _tanh_int16),
     "EXP": _lut(np.exp),
     "QUANTIZE": _quantize,
     "CONCATENATION": _concat,

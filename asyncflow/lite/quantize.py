@@ -18,6 +18,14 @@ does it; works on the model dict `schema.read_model` returns, in place.
   back. Like TF, an ADD's first input that TFLite overwrites in place during
   calibration is given the union of its range and the sum's.
 
+- `full_integer(..., activations=np.int16)` (16x8: TF's
+  EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8): activations int16,
+  symmetric (scale max(|min|, |max|) / 32767, zero point 0; SOFTMAX 1/32768), weights
+  int8 per channel as above, biases int64; FULLY_CONNECTED and CONV_2D say so in
+  `quantized_bias_type`, ADD in `pot_scale_int16` (false). Only the operators with
+  16x8 kernels here are accepted (`INT16_OPS`); the float edges are named
+  `<name>_int16` inside, as TF names them.
+
 - `float16`: every float32 constant an operator reads is stored as float16 and widened
   back by a DEQUANTIZE (version 3) at the start, whose float32 output all readers use.
 
@@ -37,7 +45,7 @@ _FIXED_OUTPUT = {
     "LOGISTIC": (1.0 / 256, -128),
     "TANH": (1.0 / 128, 0),
 }
-_SAME_AS_INPUT = {
+SAME_AS_INPUT = {
     "MAX_POOL_2D",
     "AVERAGE_POOL_2D",
     "RESHAPE",
@@ -79,6 +87,41 @@ _INT8_VERSIONS = {
     "QUANTIZE": 1,
     "DEQUANTIZE": 2,
     "EXP": 2,
+}
+# Operators this package quantizes (and runs) 16x8.
+INT16_OPS = {
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "FULLY_CONNECTED",
+    "ADD",
+    "RELU",
+    "RELU6",
+    "MAX_POOL_2D",
+    "AVERAGE_POOL_2D",
+    "SOFTMAX",
+    "RESHAPE",
+    "SQUEEZE",
+    "QUANTIZE",
+    "DEQUANTIZE",
+    "TRANSPOSE",
+    "STRIDED_SLICE",
+    "SLICE",
+    "SPLIT",
+    "GATHER",
+    "PAD",
+    "MAXIMUM",
+    "MINIMUM",
+    "SUB",
+    "MUL",
+    "MEAN",
+    "LOGISTIC",
+    "TANH",
+    "CONCATENATION",
+}
+_INT16_FIXED_OUTPUT = {
+    "SOFTMAX": (1.0 / 32768, 0),
+    "LOGISTIC": (1.0 / 32768, 0),
+    "TANH": (1.0 / 32768, 0),
 }
 # Hybrid kernels: per-channel weights, FULLY_CONNECTED with asymmetric inputs.
 _HYBRID_VERSIONS = {"FULLY_CONNECTED": 12, "CONV_2D": 5, "DEPTHWISE_CONV_2D": 6}
@@ -145,9 +188,10 @@ def _set_versions(model, versions: list[int]) -> None:
         code["version"] = max(code.get("version") or 1, version)
 
 
-def dynamic_range(model) -> None:
+def dynamic_range(model, per_tensor_fully_connected: bool = False) -> None:
     """Quantizes the large FULLY_CONNECTED, CONV_2D and DEPTHWISE_CONV_2D weights of
-    `model` to int8."""
+    `model` to int8. `per_tensor_fully_connected`: one scale per FULLY_CONNECTED weight
+    (version 9), as TF's legacy `post_training_quantize` flag (toco_convert) does."""
     sg = model["subgraphs"][0]
     versions = []
     done: set[int] = set()
@@ -160,16 +204,21 @@ def dynamic_range(model) -> None:
         tensor = sg["tensors"][index]
         if w is None or w.dtype != np.float32 or w.size < MIN_WEIGHT_ELEMENTS:
             continue
+        legacy = per_tensor_fully_connected and name == "FULLY_CONNECTED"
         if index not in done:
             axis = _WEIGHT_AXIS[name]
-            q, scale = symmetric_per_channel(w, axis)
-            _set_const(model, index, q, _quant(scale, np.zeros(len(scale)), axis))
+            if legacy:
+                q, scale = symmetric_per_channel(w.reshape(1, -1), 0)
+                q = q.reshape(w.shape)
+            else:
+                q, scale = symmetric_per_channel(w, axis)
+            _set_const(model, index, q, _quant(scale, np.zeros(len(scale)), 0 if legacy else axis))
             done.add(index)
         elif tensor["type"] != schema.INT8:
             continue
         if name == "FULLY_CONNECTED":
             op["builtin_options"]["asymmetric_quantize_inputs"] = True
-        versions[-1] = _HYBRID_VERSIONS[name]
+        versions[-1] = 9 if legacy else _HYBRID_VERSIONS[name]
     _set_versions(model, versions)
 
 
@@ -212,15 +261,26 @@ def activation_params(lo: float, hi: float) -> tuple[np.float32, int]:
     return np.float32(scale), zero
 
 
-def full_integer(model, stats: dict[int, tuple[float, float]], input_type, output_type) -> None:
-    """Quantizes `model` to int8 from calibrated `stats` ({tensor index: (min, max)});
-    `input_type`/`output_type` (np.int8, np.uint8 or np.float32) are the model's
-    inputs' and outputs' types.
+def int16_params(lo: float, hi: float) -> tuple[np.float32, int]:
+    """int16 (scale, zero point) of a calibrated range: symmetric, zero point 0."""
+    bound = max(abs(float(lo)), abs(float(hi)))
+    return (np.float32(bound / 32767.0) if bound > 0 else np.float32(1.0)), 0
+
+
+def full_integer(
+    model, stats: dict[int, tuple[float, float]], input_type, output_type, activations=np.int8
+) -> None:
+    """Quantizes `model` to int8 (or, `activations=np.int16`, 16x8) from calibrated
+    `stats` ({tensor index: (min, max)}); `input_type`/`output_type` (np.int8, np.uint8,
+    np.int16 or np.float32) are the model's inputs' and outputs' types.
 
     Raises:
-      QuantizationError: a tensor never calibrated, or a float-op output as an integer
-        model output.
+      QuantizationError: a tensor never calibrated, a float-op output as an integer
+        model output, or (16x8) an operator with no int16 kernel here.
     """
+    if np.dtype(activations) == np.int16:
+        _full_int16(model, stats, input_type, output_type)
+        return
     sg = model["subgraphs"][0]
     tensors = sg["tensors"]
     consts = {i for i, t in enumerate(tensors) if _const(model, i) is not None}
@@ -242,7 +302,7 @@ def full_integer(model, stats: dict[int, tuple[float, float]], input_type, outpu
         for o in op["outputs"]:
             if name in _FIXED_OUTPUT:
                 params[int(o)] = (np.float32(_FIXED_OUTPUT[name][0]), _FIXED_OUTPUT[name][1])
-            elif name in _SAME_AS_INPUT:
+            elif name in SAME_AS_INPUT:
                 params[int(o)] = params[_data_input(op, name)]
             else:
                 params[int(o)] = from_stats(int(o))
@@ -402,7 +462,7 @@ def _align_inputs(model, names, params) -> None:
     def pin(i, want, producer):
         params[i] = want
         at = producer.get(i)
-        if at is not None and names[at] in _SAME_AS_INPUT:
+        if at is not None and names[at] in SAME_AS_INPUT:
             pin(_data_input(sg["operators"][at], names[at]), want, producer)
 
     k = 0
@@ -425,7 +485,7 @@ def _align_inputs(model, names, params) -> None:
             producer = producers()
             k += 1
     for op, name in zip(sg["operators"], names, strict=True):
-        if name in _SAME_AS_INPUT:
+        if name in SAME_AS_INPUT:
             for o in op["outputs"]:
                 params[int(o)] = params[_data_input(op, name)]
 
@@ -543,3 +603,134 @@ def _retype_edge(tensor: dict, dtype) -> None:
     else:
         tensor["type"] = schema.UINT8
         tensor["quantization"] = _quant(q["scale"], q["zero_point"] + 128)
+
+
+def _full_int16(model, stats, input_type, output_type) -> None:
+    sg = model["subgraphs"][0]
+    tensors = sg["tensors"]
+    names = _op_names(model)
+    missing = sorted({n for n in names if n not in INT16_OPS})
+    if missing:
+        raise QuantizationError(
+            "16x8 quantization here has no int16 kernel for " + ", ".join(missing)
+        )
+    consts = {i for i, t in enumerate(tensors) if _const(model, i) is not None}
+    stats = _with_in_place_add(model, names, stats)
+    params: dict[int, tuple] = {}
+
+    def from_stats(i):
+        if i not in stats:
+            raise QuantizationError(f"tensor {tensors[i]['name']} was not calibrated")
+        return int16_params(*stats[i])
+
+    for i in sg["inputs"]:
+        params[int(i)] = from_stats(int(i))
+    for op, name in zip(sg["operators"], names, strict=True):
+        for o in op["outputs"]:
+            if name in _INT16_FIXED_OUTPUT:
+                params[int(o)] = (np.float32(_INT16_FIXED_OUTPUT[name][0]), 0)
+            elif name in SAME_AS_INPUT:
+                params[int(o)] = params[_data_input(op, name)]
+            else:
+                params[int(o)] = from_stats(int(o))
+    _requantize_int16_inputs(model, names, params)
+    names = _op_names(model)
+    for i, (scale, zero) in params.items():
+        if tensors[i]["type"] == schema.FLOAT32:
+            tensors[i]["type"] = schema.INT16
+            tensors[i]["quantization"] = _quant(scale, zero)
+    for op, name in zip(sg["operators"], names, strict=True):
+        _quantize_int16_consts(model, op, name, params, consts)
+        if name in ("FULLY_CONNECTED", "CONV_2D"):
+            op["builtin_options"]["quantized_bias_type"] = schema.INT64
+        elif name in ("ADD", "SUB"):
+            op["builtin_options"]["pot_scale_int16"] = False
+    _set_int16_io(model, input_type, output_type)
+    versions = [_INT8_VERSIONS.get(n, 1) for n in _op_names(model)]
+    for k, op in enumerate(sg["operators"]):
+        if versions[k] == 1 and _name_of(model, op) == "QUANTIZE":
+            # An int16 -> int16 requantization is QUANTIZE's version 2.
+            if tensors[int(op["inputs"][0])]["type"] == schema.INT16:
+                versions[k] = 2
+    _set_versions(model, versions)
+
+
+def _requantize_int16_inputs(model, names, params) -> None:
+    """MAXIMUM, MINIMUM and CONCATENATION read inputs with their output's parameters:
+    TF requantizes
+    each other input by a QUANTIZE (`<name>_requantized`) just before the operator, the
+    last input's first."""
+    sg = model["subgraphs"][0]
+    k = 0
+    while k < len(sg["operators"]):
+        op = sg["operators"][k]
+        if _name_of(model, op) not in ("MAXIMUM", "MINIMUM", "CONCATENATION"):
+            k += 1
+            continue
+        want = params[int(op["outputs"][0])]
+        for pos in reversed(range(len(op["inputs"]))):
+            i = int(op["inputs"][pos])
+            if i < 0 or i not in params or params[i] == want:
+                continue
+            new = _copy_tensor(model, i, sg["tensors"][i]["name"] + "_requantized")
+            params[new] = want
+            op["inputs"][pos] = new
+            code = _opcode(model, "QUANTIZE")
+            sg["operators"].insert(k, {"opcode_index": code, "inputs": [i], "outputs": [new]})
+            k += 1
+        k += 1
+
+
+def _quantize_int16_consts(model, op, name, params, consts) -> None:
+    """Weights int8 per channel, biases int64 (input scale * weight scale); other float
+    constants int16 like activations."""
+    ins = [int(v) for v in op["inputs"]]
+    tensors = model["subgraphs"][0]["tensors"]
+    for pos, i in enumerate(ins):
+        if i < 0 or i not in consts or tensors[i]["type"] != schema.FLOAT32:
+            continue
+        value = _const(model, i)
+        if name in _WEIGHT_AXIS and pos == 1:
+            axis = _WEIGHT_AXIS[name]
+            q, scale = symmetric_per_channel(value, axis)
+            _set_const(model, i, q, _quant(scale, np.zeros(len(scale)), axis))
+        elif name in _WEIGHT_AXIS and pos == 2:
+            continue
+        else:
+            scale, _ = int16_params(value.min(), value.max())
+            q = np.clip(_round(value / scale), -32768, 32767).astype(np.int16)
+            _set_const(model, i, q, _quant(scale, 0))
+    if name in _WEIGHT_AXIS and len(ins) > 2 and ins[2] >= 0 and ins[2] in consts:
+        bias = _const(model, ins[2])
+        if bias.dtype == np.float32:
+            w_scale = tensors[ins[1]]["quantization"]["scale"]
+            scale = (np.float32(params[ins[0]][0]) * w_scale).astype(np.float32)
+            # TF multiplies by the float32 reciprocal (dividing differs in the last bit).
+            q = _round(bias * (np.float32(1) / scale)).astype(np.int64)
+            _set_const(model, ins[2], q, _quant(scale, np.zeros(len(scale)), 0))
+
+
+def _set_int16_io(model, input_type, output_type) -> None:
+    """Float inputs/outputs: a QUANTIZE (DEQUANTIZE) at each edge, the int16 tensor
+    inside named `<name>_int16`; int16 ones stay as they are."""
+    sg = model["subgraphs"][0]
+    tensors = sg["tensors"]
+    if np.dtype(input_type) == np.float32:
+        for pos, i in enumerate(list(sg["inputs"])):
+            i = int(i)
+            inner = _copy_tensor(model, i, tensors[i]["name"] + "_int16")
+            for op in sg["operators"]:
+                op["inputs"] = [inner if int(v) == i else int(v) for v in op["inputs"]]
+            code = _opcode(model, "QUANTIZE")
+            sg["operators"].insert(pos, {"opcode_index": code, "inputs": [i], "outputs": [inner]})
+            _retype_edge(tensors[i], np.float32)
+    if np.dtype(output_type) == np.float32:
+        for o in list(sg["outputs"]):
+            o = int(o)
+            inner = _copy_tensor(model, o, tensors[o]["name"] + "_int16")
+            for op in sg["operators"]:
+                op["outputs"] = [inner if int(v) == o else int(v) for v in op["outputs"]]
+                op["inputs"] = [inner if int(v) == o else int(v) for v in op["inputs"]]
+            code = _opcode(model, "DEQUANTIZE")
+            sg["operators"].append({"opcode_index": code, "inputs": [inner], "outputs": [o]})
+            _retype_edge(tensors[o], np.float32)

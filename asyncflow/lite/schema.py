@@ -162,6 +162,7 @@ OPTIONS: dict[str, tuple[int, tuple]] = {
             ("fused_activation_function", 3, "b", 0),
             ("dilation_w_factor", 4, "i", 1),
             ("dilation_h_factor", 5, "i", 1),
+            ("quantized_bias_type", 6, "b", 0),
         ),
     ),
     "DepthwiseConv2DOptions": (
@@ -194,6 +195,7 @@ OPTIONS: dict[str, tuple[int, tuple]] = {
             ("weights_format", 1, "b", 0),
             ("keep_num_dims", 2, "?", False),
             ("asymmetric_quantize_inputs", 3, "?", False),
+            ("quantized_bias_type", 4, "b", 0),
         ),
     ),
     "SoftmaxOptions": (9, (("beta", 0, "f", 0.0),)),
