@@ -105,6 +105,8 @@ def _leaf_components(x) -> list:
     if isinstance(x, IndexedSlices):
         parts = [x.values, x.indices]
         return parts if x.dense_shape is None else parts + [x.dense_shape]
+    if hasattr(x, "_cf_parts"):  # an ExtensionType value: its tensors (TF's components)
+        return x._cf_parts()
     return [x.flow if isinstance(x, tensor_array_ops.TensorArray) else x]
 
 
@@ -124,6 +126,8 @@ def _pack_components(leaves, flat) -> list:
             out.append(IndexedSlices(parts[0], parts[1], parts[2] if n > 2 else None))
         elif isinstance(x, tensor_array_ops.TensorArray):
             out.append(tensor_array_ops.build_ta_with_new_flow(x, parts[0]))
+        elif hasattr(x, "_cf_parts"):
+            out.append(x._cf_rebuild(parts))
         else:
             out.append(parts[0])
     return out
@@ -134,6 +138,8 @@ def _composite_kind(x):
         return "SparseTensor"
     if isinstance(x, IndexedSlices):
         return "IndexedSlices" if x.dense_shape is not None else "IndexedSlices without shape"
+    if hasattr(x, "_cf_parts"):
+        return type(x)
     return None
 
 

@@ -137,6 +137,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tf_function",
             "trackable",
             "composite_specs",
+            "extension_type",
             "tf2_compat",
         ),
     ),

@@ -1,0 +1,313 @@
+"""tf.experimental in graph mode: extension types (fields, checks, specs, nest, control
+flow, map_fn), the dispatch API, Optional, and the small switches.
+
+Every expected value, repr and error message here was recorded from TF 2.21
+(`tf.compat.v1` with `tf.disable_v2_behavior()`), running the same code.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+
+pytestmark = pytest.mark.timeout(60)
+
+ExtensionType = tf.experimental.ExtensionType
+
+
+@pytest.fixture(autouse=True)
+def _graph():
+    with tf.Graph().as_default() as g:
+        yield g
+
+
+class Masked(ExtensionType):
+    values: tf.Tensor
+    mask: tf.Tensor
+
+    def __validate__(self):
+        self.values.shape.assert_is_compatible_with(self.mask.shape)
+
+
+class Fields(ExtensionType):
+    x: tf.Tensor
+    n: int
+    s: str = "hi"
+    f: float = 1.5
+    t: typing.Tuple[int, ...] = ()  # noqa: UP006 - (TF's spelling, in its messages)
+    d: typing.Mapping[str, int] = {}
+    o: typing.Optional[tf.Tensor] = None  # noqa: UP045
+    sh: tf.TensorShape = None
+    dt: tf.DType = tf.float32
+    u: typing.Union[int, str] = 0  # noqa: UP007
+
+
+class Composite(ExtensionType):
+    rt: tf.RaggedTensor
+    st: tf.SparseTensor
+    k: int = 2
+
+
+class Batched(tf.experimental.BatchableExtensionType):
+    values: tf.Tensor
+    mask: tf.Tensor
+
+
+def _raises(cls, match, fn):
+    with pytest.raises(cls) as e:
+        fn()
+    assert str(e.value) == match, str(e.value)
+
+
+# -- fields: conversion, checks and TF's messages
+
+
+def test_fields_repr_and_spec_repr():
+    p = Fields([1.0, 2.0], 3)
+    assert repr(p) == (
+        "Fields(x=<tf.Tensor 'Const:0' shape=(2,) dtype=float32>, n=3, s='hi', f=1.5, t=(), "
+        "d=ImmutableDict({}), o=None, sh=TensorShape(None), dt=tf.float32, u=0)"
+    )
+    assert repr(p._type_spec) == (
+        "Fields.Spec(x=TensorSpec(shape=(2,), dtype=tf.float32, name=None), n=3, s='hi', "
+        "f=1.5, t=(), d={}, o=None, sh=TensorShape(None), dt=tf.float32, u=0)"
+    )
+    assert Fields.Spec.__name__ == Fields.Spec.__qualname__ == "Fields.Spec"
+    assert p._type_spec.value_type is Fields
+    assert p._type_spec.n == 3
+
+
+@pytest.mark.parametrize(
+    "kwargs,cls,message",
+    [
+        ({}, TypeError, "missing a required argument: 'n'"),
+        ({"n": "a"}, TypeError, "n: expected 'int', got 'str'"),
+        ({"n": 3.0}, TypeError, "n: expected 'int', got 'float'"),
+        ({"n": 3, "s": 4}, TypeError, "s: expected 'str', got 'int'"),
+        ({"n": 3, "t": (1, "a")}, TypeError, "t[1]: expected 'int', got 'str'"),
+        ({"n": 3, "u": 2.5}, TypeError, "u: expected typing.Union[int, str], got 'float'"),
+        ({"n": 3, "f": 2}, TypeError, "f: expected 'float', got 'int'"),
+        ({"n": 3, "zz": 2}, TypeError, "got an unexpected keyword argument 'zz'"),
+    ],
+)
+def test_field_errors(kwargs, cls, message):
+    _raises(cls, message, lambda: Fields([1.0, 2.0], **kwargs))
+
+
+def test_field_conversions():
+    assert Fields([1.0], True).n is True  # (a bool is an int, as Python says)
+    assert Fields("abc", 3).x.dtype == tf.string
+    assert Fields([1.0], 3, t=[1, 2]).t == (1, 2)
+    assert repr(Fields([1.0], 3, d={"a": 1}).d) == "ImmutableDict({'a': 1})"
+    assert Fields([1.0], 3, sh=[2, None]).sh.as_list() == [2, None]
+    assert Fields([1.0], 3, dt="int32").dt == tf.int32
+    assert Fields([1.0], 3, o=[1]).o.shape.as_list() == [1]
+    _raises(TypeError, "x: expected a Tensor, got 'object'", lambda: Fields(object(), 3))
+    _raises(TypeError, "too many positional arguments", lambda: Fields(*range(12)))
+
+
+def test_annotation_spellings():
+    class Pair(ExtensionType):
+        t: tuple[int, str]
+
+    assert Pair([1, "a"]).t == (1, "a")
+    _raises(TypeError, "t[1]: expected 'str', got 'int'", lambda: Pair((1, 2)))
+    for annotation, shown in [
+        (int | None, "int | None"),
+        (dict[str, int], "dict[str, int]"),
+        (typing.List[int], "typing.List[int]"),  # noqa: UP006
+        (typing.Any, "'Any'"),
+    ]:
+        with pytest.raises(TypeError) as e:
+            type("C", (ExtensionType,), {"__annotations__": {"t": annotation}})
+        assert str(e.value) == f"In field 't': Unsupported type annotation {shown}"
+
+
+def test_class_definition_errors():
+    def bad_annotation():
+        class Bad(ExtensionType):
+            x: list
+
+    def bad_default():
+        class Bad(ExtensionType):
+            x: int = "a"
+
+    _raises(TypeError, "In field 'x': Unsupported type annotation 'list'", bad_annotation)
+    _raises(TypeError, "default value for x: expected 'int', got 'str'", bad_default)
+    _raises(
+        AssertionError,
+        "Cannot create an instance of ExtensionType because ExtensionType is an abstract "
+        "base class.",
+        ExtensionType,
+    )
+
+
+def test_immutable_unhashable_validated():
+    m = Masked([1, 2, 3], [True, False, True])
+    message = "Cannot mutate attribute `{}` outside the custom constructor of ExtensionType."
+    _raises(AttributeError, message.format("values"), lambda: setattr(m, "values", 3))
+    _raises(AttributeError, message.format("zz"), lambda: setattr(m, "zz", 3))
+    _raises(AttributeError, message.format("values"), lambda: delattr(m, "values"))
+    _raises(TypeError, "unhashable type: 'Masked'", lambda: hash(m))
+    _raises(ValueError, "Shapes (3,) and (2,) are incompatible",
+            lambda: Masked([1, 2, 3], [True, False]))  # fmt: skip
+
+
+def test_custom_constructor_and_composite_fields():
+    class Doubled(ExtensionType):
+        x: tf.Tensor
+
+        def __init__(self, v):
+            self.x = tf.constant(v) * 2
+
+    d = Doubled(3)
+    assert repr(d) == "Doubled(x=<tf.Tensor 'mul:0' shape=() dtype=int32>)"
+    with pytest.raises(TypeError):
+        Doubled(x=3)
+    rt = tf.ragged.constant([[1], [2, 3]])
+    st = tf.SparseTensor([[0, 1]], [5.0], [2, 3])
+    _raises(TypeError, "rt: expected 'RaggedTensor', got 'list'",
+            lambda: Composite([[1], [2, 3]], st))  # fmt: skip
+    _raises(TypeError, "st: expected 'SparseTensor', got 'list'", lambda: Composite(rt, [1]))
+    spec = Composite(rt, st)._type_spec
+    assert repr(spec) == (
+        "Composite.Spec(rt=RaggedTensorSpec(TensorShape([Dimension(2), Dimension(None)]), "
+        "tf.int32, 1, tf.int64), st=SparseTensorSpec(TensorShape([Dimension(2), "
+        "Dimension(3)]), tf.float32), k=2)"
+    )
+
+
+# -- specs
+
+
+def test_spec_comparisons_and_components():
+    p = Fields([1.0, 2.0], 3)
+    spec = p._type_spec
+    assert spec == Fields([3.0, 4.0], 3)._type_spec
+    assert spec != Fields([3.0, 4.0, 5.0], 3)._type_spec
+    assert not spec.is_compatible_with(Fields([3.0, 4.0, 5.0], 3)._type_spec)
+    assert spec.is_compatible_with(Fields([3.0, 4.0], 3))
+    assert hash(spec) == hash(Fields([3.0, 4.0], 3)._type_spec)
+    assert spec._to_components(p) == (p.x,)
+    assert repr(spec._component_specs) == (
+        "(TensorSpec(shape=(2,), dtype=tf.float32, name=None),)"
+    )
+    _raises(TypeError, "missing a required argument: 's'",
+            lambda: Fields.Spec(x=tf.TensorSpec([None], tf.float32), n=3))  # fmt: skip
+    assert tf.experimental.extension_type.as_dict(p)["n"] == 3
+
+
+def test_batchable_spec():
+    b = Batched([[1, 2], [3, 4]], [[True, False], [True, True]])
+    assert repr(b._type_spec._batch(5)) == (
+        "Batched.Spec(values=TensorSpec(shape=(5, 2, 2), dtype=tf.int32, name=None), "
+        "mask=TensorSpec(shape=(5, 2, 2), dtype=tf.bool, name=None))"
+    )
+    assert repr(b._type_spec._unbatch()) == (
+        "Batched.Spec(values=TensorSpec(shape=(2,), dtype=tf.int32, name=None), "
+        "mask=TensorSpec(shape=(2,), dtype=tf.bool, name=None))"
+    )
+    assert repr(b._type_spec._batch(None)).startswith(
+        "Batched.Spec(values=TensorSpec(shape=(?, 2, 2), dtype=tf.int32, name=None)"
+    )
+    _raises(AttributeError, "'Masked.Spec' object has no attribute '_unbatch'",
+            lambda: Masked([1], [True])._type_spec._unbatch())  # fmt: skip
+
+
+# -- values in graphs
+
+
+def test_equality_ops_and_values():
+    g = tf.get_default_graph()
+    a = Masked([1, 2, 3], [True, False, True])
+    b = Masked([1, 2, 4], [True, False, True])
+    before = len(g.get_operations())
+    eq = a == b
+    assert [(o.type, o.name) for o in g.get_operations()[before:]] == [
+        ("Const", "Shape"), ("Const", "Shape_1"), ("Equal", "Equal"), ("Const", "Const_4"),
+        ("All", "All"), ("Equal", "Equal_1"), ("Const", "Const_5"), ("All", "All_1"),
+        ("Const", "Shape_2"), ("Const", "Shape_3"), ("Equal", "Equal_2"),
+        ("Const", "Const_6"), ("All", "All_2"), ("Equal", "Equal_3"), ("Const", "Const_7"),
+        ("All", "All_3"), ("Pack", "stack"), ("Const", "Const_8"), ("All", "All_4"),
+    ]  # fmt: skip
+    assert (a == Masked([1, 2], [True, False])) is False  # (specs differ: no ops)
+    assert (a == 3) is False
+    with tf.Session() as s:
+        assert s.run([eq, a != b, a == a, a != a]) == [False, True, True, False]
+
+
+def test_nest_expand_composites():
+    r = Composite(tf.ragged.constant([[1], [2, 3]]), tf.SparseTensor([[0, 1]], [5.0], [2, 3]))
+    flat = tf.nest.flatten(r, expand_composites=True)
+    assert [t.dtype.name for t in flat] == ["int32", "int64", "int64", "float32", "int64"]
+    assert tf.nest.flatten(r) == [r]
+    packed = tf.nest.pack_sequence_as(r, [tf.identity(t) for t in flat], expand_composites=True)
+    assert type(packed) is Composite and packed.k == 2
+    m = Masked([1, 2, 3], [True, False, True])
+    mapped = tf.nest.map_structure(tf.identity, m, expand_composites=True)
+    with tf.Session() as s:
+        out = s.run([packed.rt.values, packed.st.values, mapped.values, mapped.mask])
+    assert [o.tolist() for o in out] == [[1, 2, 3], [5.0], [1, 2, 3], [True, False, True]]
+
+
+def test_cond_carries_extension_values():
+    a = Masked([1, 2, 3], [True, False, True])
+    b = Masked([1, 2, 4], [True, False, True])
+    r1 = Composite(tf.ragged.constant([[1], [2, 3]]), tf.SparseTensor([[0, 1]], [5.0], [2, 3]))
+    r2 = Composite(tf.ragged.constant([[7], [8, 9]]), tf.SparseTensor([[1, 2]], [6.0], [2, 3]))
+    p = tf.placeholder(tf.bool, [])
+    c = tf.cond(p, lambda: a, lambda: b)
+    c2 = tf.cond(p, lambda: r1, lambda: r2)
+    assert c.values.name == "cond/Merge:0" and c.mask.name == "cond/Merge_1:0"
+    with pytest.raises(ValueError):
+        tf.cond(p, lambda: a, lambda: r1)
+    with pytest.raises(ValueError):
+        tf.cond(p, lambda: a, lambda: a.values)
+    fetch = [c.values, c.mask, c2.rt.values, c2.rt.row_splits, c2.st.indices, c2.st.values]
+    with tf.Session() as s:
+        t = [o.tolist() for o in s.run(fetch, {p: True})]
+        f = [o.tolist() for o in s.run(fetch, {p: False})]
+    assert t == [[1, 2, 3], [True, False, True], [1, 2, 3], [0, 1, 3], [[0, 1]], [5.0]]
+    assert f == [[1, 2, 4], [True, False, True], [7, 8, 9], [0, 1, 3], [[1, 2]], [6.0]]
+
+
+def test_while_loop_carries_extension_values():
+    a = Masked([1, 2, 3], [True, False, True])
+    w = tf.while_loop(
+        lambda x: tf.reduce_sum(x.values) < 50,
+        lambda x: Masked(x.values * 2, tf.logical_not(x.mask)),
+        [a],
+    )[0]
+    assert w.values.name == "while/Exit:0" and w.mask.name == "while/Exit_1:0"
+    with tf.Session() as s:
+        values, mask = s.run([w.values, w.mask])
+    assert values.tolist() == [16, 32, 48] and mask.tolist() == [True, False, True]
+
+
+def test_map_fn_over_batchable_values():
+    b = Batched([[1, 2], [3, 4]], [[True, False], [True, True]])
+    out = tf.map_fn(
+        lambda x: Batched(x.values * 10 + tf.reduce_sum(x.values), tf.logical_not(x.mask)), b
+    )
+    total = tf.map_fn(lambda x: tf.reduce_sum(x.values), b, dtype=tf.int32)
+    assert type(out) is Batched
+    assert out.values.name == "map/TensorArrayStack/TensorArrayGatherV3:0"
+    with tf.Session() as s:
+        values, mask, sums = s.run([out.values, out.mask, total])
+    assert values.tolist() == [[13, 23], [37, 47]]
+    assert mask.tolist() == [[False, True], [False, False]]
+    assert sums.tolist() == [3, 7]
+    _raises(AttributeError, "'Masked.Spec' object has no attribute '_unbatch'",
+            lambda: tf.map_fn(lambda x: x, Masked([1], [True])))  # fmt: skip
+
+
+def test_session_refuses_extension_fetches():
+    m = Masked([1, 2, 3], [True, False, True])
+    with tf.Session() as s:
+        with pytest.raises(TypeError):
+            s.run(m)
+        assert np.array_equal(s.run(m.values), [1, 2, 3])
