@@ -22,7 +22,7 @@ import inspect
 import typing
 from collections.abc import Mapping
 
-from asyncflow import dtypes, nest, tensor_shape
+from asyncflow import dispatch, dtypes, nest, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.composite_specs import register_type_spec_from_value, type_spec_from_value
 from asyncflow.framework_extras import TensorSpec
@@ -331,6 +331,9 @@ class ExtensionType:
             and (not isinstance(v, ExtensionType) or v._dense_fields_only())
             for v in nest.flatten(_field_values(self))
         )
+
+
+dispatch.register_dispatchable_type(ExtensionType)
 
 
 class BatchableExtensionType(ExtensionType):

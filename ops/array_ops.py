@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, graph_io, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -487,6 +488,7 @@ ops.register_constant_folder(
 )
 
 
+@_dispatch.add_dispatch_support
 def shape(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 - TF's name
     """`tf.shape`: the dynamic shape of `input` (a Const when statically known, as TF1)."""
     with op_scope(name, "Shape", [input]) as scope:
@@ -503,6 +505,7 @@ def shape_n(input, out_type=dtypes.int32, name=None):  # noqa: A002 - TF's name
     return list(apply("ShapeN", [list(input)], attrs, name=name).outputs)
 
 
+@_dispatch.add_dispatch_support
 def size(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 - TF's name
     """`tf.size`: the number of elements of `input`."""
     if _ragged.is_ragged(input):  # (its values: the elements of every row)
@@ -634,6 +637,7 @@ def _fold_reshape(t):
 ops.register_constant_folder("Reshape", _fold_reshape)
 
 
+@_dispatch.add_dispatch_support
 def reshape(tensor, shape, name=None):
     """`tf.reshape`: the same elements in a new shape (one size may be -1).
 
@@ -779,6 +783,7 @@ async def _expand_dims(ctx, x, dim):
     return ctx.xp.expand_dims(x, d)
 
 
+@_dispatch.add_dispatch_support
 def expand_dims(input, axis=None, name=None, dim=None):  # noqa: A002 - TF's name
     """`tf.expand_dims`: insert a size-1 dimension at `axis` (a RaggedTensor's too).
 
@@ -848,6 +853,7 @@ async def _squeeze(ctx, x):
     return x.reshape([d for i, d in enumerate(x.shape) if i not in wanted])
 
 
+@_dispatch.add_dispatch_support
 def squeeze(input, axis=None, name=None, squeeze_dims=None):  # noqa: A002 - TF's name
     """`tf.squeeze`: drop size-1 dimensions (all of them, or those in `axis`).
 

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, ragged, ragged_functions, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
@@ -156,6 +157,7 @@ ops.register_constant_folder("ConcatV2", _fold_concat)
 ops.register_constant_folder("__partial_shape__:ConcatV2", _partial_concat)
 
 
+@_dispatch.add_dispatch_support
 def concat(values, axis, name="concat"):
     """`tf.concat`: join tensors along `axis` (one tensor: an Identity).
 
@@ -286,6 +288,7 @@ ops.register_constant_folder("Pack", _fold_pack)
 ops.register_constant_folder("__partial_shape__:Pack", _partial_pack)
 
 
+@_dispatch.add_dispatch_support
 def stack(values, axis=0, name="stack"):
     """`tf.stack`: join same-shaped tensors along a new dimension `axis`.
 

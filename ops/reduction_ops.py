@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -266,7 +267,7 @@ def _reduction_builder(op_type: str, doc: str):
         " axis and reduction_indices are given.\n  InvalidArgumentError: (at run time) an"
         " axis out of range."
     )
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 def reduced_shape(input_shape, axes):

@@ -19,6 +19,7 @@ import sys
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -548,6 +549,7 @@ async def _gather_v2(ctx, params, indices, axis):
     return await ctx.device.compute(_gather_value, xp, params, indices, axis, batch_dims)
 
 
+@_dispatch.add_dispatch_support
 def gather(params, indices, validate_indices=None, name=None, axis=None, batch_dims=0):
     """`tf.gather`: slices of `params` along `axis` picked by `indices`.
 
@@ -1120,6 +1122,7 @@ def _select_v2_grad(op, grad):
     return [None, gx, gy]
 
 
+@_dispatch.add_dispatch_support
 def where(condition, x=None, y=None, name=None):
     """TF1 `tf.where`: Select(condition, x, y), or without x/y the int64 coordinates
     [num_true, rank] of the true elements.  With x/y, `condition` is a scalar, x's

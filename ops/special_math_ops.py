@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
@@ -394,7 +395,7 @@ def _unary(op_type: str):
         return ops.apply_op(op_type, [x], name=name).outputs[0]
 
     builder.__doc__ = f"Element-wise {op_type} (TF's `tf.math.{op_type.lower()}`)."
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 acos, asin, atan = _unary("Acos"), _unary("Asin"), _unary("Atan")
@@ -417,7 +418,7 @@ def _x_binary(op_type: str):
     builder.__doc__ = (
         f"Element-wise {op_type}: x * f(y), 0 where x == 0 (TF's `tf.math.{op_type.lower()}`)."
     )
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 xlogy, xdivy, xlog1py = _x_binary("Xlogy"), _x_binary("Xdivy"), _x_binary("Xlog1py")

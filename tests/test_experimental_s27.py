@@ -311,3 +311,140 @@ def test_session_refuses_extension_fetches():
         with pytest.raises(TypeError):
             s.run(m)
         assert np.array_equal(s.run(m.values), [1, 2, 3])
+
+
+# -- dispatch
+
+
+@pytest.fixture
+def registered():
+    """Targets a test registers; unregistered after it (the tables are global)."""
+    targets = []
+    yield targets
+    for t in targets:
+        tf.experimental.unregister_dispatch_for(t)
+
+
+def test_unary_and_binary_elementwise_dispatch(registered):
+    @tf.experimental.dispatch_for_unary_elementwise_apis(Masked)
+    def unary(api_func, x):
+        return Masked(api_func(x.values), x.mask)
+
+    @tf.experimental.dispatch_for_binary_elementwise_apis(Masked, Masked)
+    def binary(api_func, x, y):
+        return Masked(api_func(x.values, y.values), x.mask & y.mask)
+
+    registered += [unary, binary]
+    m = Masked([1.0, -2.0], [True, False])
+    assert tf.abs(m).values.name == "Abs:0"
+    assert tf.math.abs(m, name="foo").values.name == "foo/Abs:0"
+    added = tf.add(m, m, name="bar")
+    assert (added.values.name, added.mask.name) == ("bar/Add:0", "bar/and:0")
+    assert tf.exp(m).values.op.type == "Exp"
+    assert tf.math.xlogy(m, m).values.op.type == "Xlogy"
+    with pytest.raises(TypeError):
+        tf.add(m, 1.0)  # (no handler for (Masked, float))
+    _raises(
+        ValueError,
+        f"A binary elementwise dispatch handler ({binary}) has already been registered for "
+        f"({Masked}, {Masked}).",
+        lambda: tf.experimental.dispatch_for_binary_elementwise_apis(Masked, Masked)(len),
+    )
+    with tf.Session() as s:
+        assert s.run(tf.abs(m).values).tolist() == [1.0, 2.0]
+    tf.experimental.unregister_dispatch_for(unary)
+    registered.remove(unary)
+    with pytest.raises(TypeError):
+        tf.abs(m)
+
+
+def test_dispatch_for_api(registered):
+    m = Masked([1.0, -2.0], [True, False])
+
+    @tf.experimental.dispatch_for_api(tf.math.reduce_sum)
+    def masked_sum(
+        input_tensor: Masked, axis=None, keepdims=None, name=None, reduction_indices=None,
+        keep_dims=None,
+    ):  # fmt: skip
+        return tf.reduce_sum(input_tensor.values, axis, keepdims, name=name)
+
+    registered.append(masked_sum)
+    assert tf.reduce_sum(m).name == "Sum:0"
+    assert tf.math.reduce_sum(m, axis=0, name="q").name == "q:0"
+
+    def concat_target(values, axis, name="concat"):
+        return "concat!"
+
+    tf.experimental.dispatch_for_api(tf.concat, {"values": typing.List[Masked]})(concat_target)  # noqa: UP006
+    registered.append(concat_target)
+    assert tf.concat([m, m], 0) == "concat!"
+    assert tf.concat([[1], [2]], 0).op.type == "ConcatV2"  # (plain values: no dispatch)
+
+    def same(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+             keep_dims=None):  # fmt: skip
+        return "same"
+
+    tf.experimental.dispatch_for_api(tf.math.reduce_sum, {"input_tensor": Masked})(same)
+    registered.append(same)
+    with pytest.raises(ValueError) as e:
+        tf.reduce_sum(m)
+    assert str(e.value).startswith(
+        f"Multiple dispatch targets that were registered with tf.dispatch_for ({masked_sum} "
+        f"and {same}) match the arguments to "
+    )
+    with tf.Session() as s:
+        tf.experimental.unregister_dispatch_for(same)
+        registered.remove(same)
+        assert s.run(tf.reduce_sum(m)) == -1.0
+
+
+def test_dispatch_registration_errors(registered):
+    def short(x: Masked, axis=None):
+        return x
+
+    def plain(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+              keep_dims=None):  # fmt: skip
+        return 1
+
+    _raises(
+        ValueError,
+        # (this file's annotations are strings: TF shows the annotation as it finds it)
+        "Dispatch function's signature (x: 'Masked', axis=None) does not "
+        "match API's signature (input_tensor, axis=None, keepdims=None, name=None, "
+        "reduction_indices=None, keep_dims=None).",
+        lambda: tf.experimental.dispatch_for_api(tf.math.reduce_sum)(short),
+    )
+    _raises(
+        ValueError,
+        "signature includes annotation for unknown parameter 'zz'.",
+        lambda: tf.experimental.dispatch_for_api(tf.math.reduce_sum, {"zz": Masked})(plain),
+    )
+    not_api = lambda x: x  # noqa: E731
+    _raises(ValueError, f"{not_api} does not support dispatch.",
+            lambda: tf.experimental.dispatch_for_api(not_api))  # fmt: skip
+    _raises(
+        ValueError,
+        "The dispatch_for_api decorator must be called with at least one signature, or "
+        "applied to a function that has type annotations on its parameters.",
+        lambda: tf.experimental.dispatch_for_api(tf.math.reduce_sum)(plain),
+    )
+    _raises(
+        ValueError,
+        f"Function {plain} was not registered using a `@dispatch_for_*` decorator.",
+        lambda: tf.experimental.unregister_dispatch_for(plain),
+    )
+
+
+def test_binary_assert_dispatch(registered):
+    seen = []
+
+    @tf.experimental.dispatch_for_binary_elementwise_assert_apis(Masked, Masked)
+    def masked_assert(assert_func, x, y):
+        seen.append(assert_func.__name__)
+        return assert_func(x.values, y.values)
+
+    registered.append(masked_assert)
+    m = Masked([1.0, -2.0], [True, False])
+    tf.debugging.assert_equal(m, m)
+    tf.assert_equal(m, m, message="hi")
+    assert seen == ["<lambda>", "<lambda>"]

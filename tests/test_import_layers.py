@@ -70,6 +70,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "indexed_slices",
             "type_spec",
             "sparse_tensor",
+            "dispatch",  # (tf.experimental.dispatch_for_*: the registry API wrappers consult)
             "ragged_methods",
             "ragged",
             "ragged_functions",
