@@ -92,6 +92,7 @@ left_shift = _binary("LeftShift", "x << y (y clamped to [0, bits - 1])")
 right_shift = _binary("RightShift", "x >> y (arithmetic for signed x; y clamped)")
 
 
+@_dispatch.add_dispatch_support
 def invert(x, name=None):
     """Element-wise ~x of an integer tensor (op Invert)."""
     return ops.apply_op("Invert", [x], name=name).outputs[0]

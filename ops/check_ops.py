@@ -107,6 +107,7 @@ def check_numerics_v2(tensor, message, name=None) -> ops.Tensor:
     return ops.apply_op("CheckNumericsV2", [tensor], {"message": message}, name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def check_numerics(tensor, message, name=None) -> ops.Tensor:
     """`tensor`, after checking it holds no NaN or Inf.
 

@@ -22,6 +22,7 @@ import numbers
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import (
@@ -393,6 +394,7 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None
     return loss
 
 
+@_dispatch.add_dispatch_support
 def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     """max(x, 0) - x * z + log(1 + exp(-|x|)): logistic loss, stable for any x
     (positional arguments are (labels, logits), as in TF 2.21's `tf.compat.v1`).

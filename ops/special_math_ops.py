@@ -426,11 +426,13 @@ xlogy, xdivy, xlog1py = _x_binary("Xlogy"), _x_binary("Xdivy"), _x_binary("Xlog1
 is_nan, is_inf, is_finite = _unary("IsNan"), _unary("IsInf"), _unary("IsFinite")
 
 
+@_dispatch.add_dispatch_support
 def atan2(y, x, name=None):
     """Element-wise arctan(y / x) in the right quadrant (op Atan2)."""
     return ops.apply_op("Atan2", [y, x], name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def truncatediv(x, y, name=None):
     """C's `/`: integers round toward zero (op TruncateDiv).
 
@@ -438,6 +440,7 @@ def truncatediv(x, y, name=None):
     return ops.apply_op("TruncateDiv", [x, y], name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def truncatemod(x, y, name=None):
     """C's `%` (fmod): the remainder has the sign of x (op TruncateMod).
 

@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -563,6 +564,7 @@ async def _static_regex_full_match(ctx, inp):
     return _full_match(ctx, inp, pattern.encode() if isinstance(pattern, str) else pattern)
 
 
+@_dispatch.add_dispatch_support
 def regex_full_match(input, pattern, name=None):  # noqa: A002
     """Whether each string matches `pattern` entirely (TF's tf.strings.regex_full_match).
 

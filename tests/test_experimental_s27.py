@@ -448,3 +448,36 @@ def test_binary_assert_dispatch(registered):
     tf.debugging.assert_equal(m, m)
     tf.assert_equal(m, m, message="hi")
     assert seen == ["<lambda>", "<lambda>"]
+
+
+def test_elementwise_lists_all_dispatch(registered):
+    """TF 2.21's element-wise API lists (recorded by their compat.v1 names): every one
+    asyncflow has takes the handlers (tf.nn.gelu is not in asyncflow's compat.v1)."""
+    from asyncflow import dispatch
+
+    def resolve(name):
+        obj = tf
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+        return obj
+
+    names = (
+        dispatch.UNARY_ELEMENTWISE_APIS
+        + dispatch.BINARY_ELEMENTWISE_APIS
+        + dispatch.BINARY_ASSERT_APIS
+    )
+    assert len(names) == 156
+    missing = [n for n in names if resolve(n) is None]
+    assert missing == ["nn.gelu"]
+    assert [n for n in names if resolve(n) is not None and not dispatch.is_dispatchable(
+        resolve(n))] == []  # fmt: skip
+
+    @tf.experimental.dispatch_for_unary_elementwise_apis(Masked)
+    def unary(api_func, x):
+        return Masked(api_func(x.values), x.mask)
+
+    registered.append(unary)
+    m = Masked([1.0, -2.0], [True, False])
+    assert tf.nn.relu(m).values.op.type == "Relu"
+    assert tf.to_int32(m).values.dtype == tf.int32
+    assert tf.math.special.dawsn(m).values.op.type == "Dawsn"
