@@ -7,6 +7,7 @@ import types
 
 from asyncflow import dispatch as _dispatch
 from asyncflow import extension_type as _extension_type
+from asyncflow.data.optional import Optional
 from asyncflow.dtypes import (
     float4_e2m1fn,
     float8_e4m3b11fnuz,
@@ -105,7 +106,7 @@ def unregister_dispatch_for(dispatch_target):
 
 __all__ = [
     "BatchableExtensionType", "ExtensionType", "ExtensionTypeBatchEncoder",
-    "ExtensionTypeSpec", "extension_type", "dispatch_for_api",
+    "ExtensionTypeSpec", "Optional", "extension_type", "dispatch_for_api",
     "dispatch_for_binary_elementwise_apis", "dispatch_for_binary_elementwise_assert_apis",
     "dispatch_for_unary_elementwise_apis", "unregister_dispatch_for",
     "float4_e2m1fn", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",

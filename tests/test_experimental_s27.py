@@ -481,3 +481,55 @@ def test_elementwise_lists_all_dispatch(registered):
     assert tf.nn.relu(m).values.op.type == "Relu"
     assert tf.to_int32(m).values.dtype == tf.int32
     assert tf.math.special.dawsn(m).values.op.type == "Dawsn"
+
+
+# -- Optional
+
+
+def test_optional_values_and_specs():
+    opt = tf.experimental.Optional
+    assert opt is tf.data.experimental.Optional
+    o = opt.from_value({"a": tf.constant(1), "b": (tf.constant([1.0, 2.0]), tf.constant("s"))})
+    spec = (
+        "{'a': TensorSpec(shape=(), dtype=tf.int32, name=None), 'b': (TensorSpec(shape=(2,), "
+        "dtype=tf.float32, name=None), TensorSpec(shape=(), dtype=tf.string, name=None))}"
+    )
+    assert repr(o.element_spec) == spec
+    assert repr(tf.type_spec_from_value(o)) == f"OptionalSpec({spec},)"
+    assert (o._variant_tensor.name, o._variant_tensor.op.type) == (
+        "optional:0",
+        "OptionalFromValue",
+    )
+    assert o.has_value().name == "OptionalHasValue:0"
+    v = o.get_value()
+    assert (v["a"].name, v["b"][0].name) == ("OptionalGetValue:0", "OptionalGetValue:1")
+    assert tf.nest.flatten(o, expand_composites=True) == [o._variant_tensor]
+    e = opt.empty(tf.TensorSpec([2], tf.int32))
+    assert e._variant_tensor.name == "OptionalNone:0"
+    ev = e.get_value()
+    assert (ev.name, ev.shape.as_list()) == ("OptionalGetValue_1:0", [2])
+    with pytest.raises(ValueError):
+        opt.from_value(None)
+    with pytest.raises(TypeError):
+        opt()
+    with tf.Session() as s:
+        out = s.run([o.has_value(), v["a"], v["b"][0], e.has_value()])
+        assert [np.asarray(x).tolist() for x in out] == [True, 1, [1.0, 2.0], False]
+        with pytest.raises(tf.errors.InvalidArgumentError, match="does not have a value"):
+            s.run(ev)
+
+
+def test_optional_through_cond():
+    opt = tf.experimental.Optional
+    p = tf.placeholder(tf.bool, [])
+    c = tf.cond(p, lambda: opt.from_value(tf.constant(3)).get_value(), lambda: tf.constant(4))
+    o = tf.cond(
+        p, lambda: opt.from_value(tf.constant(3)), lambda: opt.empty(tf.TensorSpec([], tf.int32))
+    )
+    assert type(o) is opt
+    with tf.Session() as s:
+        assert (s.run(c, {p: True}), s.run(c, {p: False})) == (3, 4)
+        assert (s.run(o.has_value(), {p: True}), s.run(o.has_value(), {p: False})) == (
+            True,
+            False,
+        )
