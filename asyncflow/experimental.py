@@ -20,6 +20,13 @@ from asyncflow.dtypes import (
     uint2,
     uint4,
 )
+from asyncflow.experimental_runtime import (
+    async_clear_error,
+    async_scope,
+    function_executor_type,
+    output_all_intermediates,
+    register_filesystem_plugin,
+)
 from asyncflow.extension_type import (
     BatchableExtensionType,
     ExtensionType,
@@ -106,7 +113,9 @@ def unregister_dispatch_for(dispatch_target):
 
 __all__ = [
     "BatchableExtensionType", "ExtensionType", "ExtensionTypeBatchEncoder",
-    "ExtensionTypeSpec", "Optional", "extension_type", "dispatch_for_api",
+    "ExtensionTypeSpec", "Optional", "async_clear_error", "async_scope",
+    "function_executor_type", "output_all_intermediates", "register_filesystem_plugin",
+    "extension_type", "dispatch_for_api",
     "dispatch_for_binary_elementwise_apis", "dispatch_for_binary_elementwise_assert_apis",
     "dispatch_for_unary_elementwise_apis", "unregister_dispatch_for",
     "float4_e2m1fn", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",

@@ -7,6 +7,7 @@ Every expected value, repr and error message here was recorded from TF 2.21
 
 from __future__ import annotations
 
+import inspect
 import typing
 
 import numpy as np
@@ -533,3 +534,79 @@ def test_optional_through_cond():
             True,
             False,
         )
+
+
+# -- the small ones
+
+
+def test_eager_context_switches_fail_in_graph_mode():
+    with pytest.raises(ValueError, match="^Context is not initialized.$"):
+        with tf.experimental.async_scope():
+            pass
+    _raises(ValueError, "Context is not initialized.", tf.experimental.async_clear_error)
+    message = "`tf.config.experimental_connect_to_cluster` can only be called in eager mode."
+    _raises(ValueError, message, lambda: tf.config.experimental_connect_to_host("localhost:1"))
+    _raises(
+        ValueError,
+        message,
+        lambda: tf.config.experimental_connect_to_host(["a:1", "b:2"], job_name="w"),
+    )
+    _raises(ValueError, "Must provide at least one remote_host",
+            lambda: tf.config.experimental_connect_to_host(None))  # fmt: skip
+    spec = tf.train.ClusterSpec({"worker": ["localhost:1"]})
+    _raises(ValueError, message, lambda: tf.config.experimental_connect_to_cluster(spec))
+
+
+def test_recorded_switches():
+    with tf.experimental.function_executor_type("SINGLE_THREADED_EXECUTOR"):
+        pass
+    assert tf.experimental.output_all_intermediates(True) is None
+    assert tf.experimental.output_all_intermediates(None) is None
+    assert tf.config.experimental.enable_mlir_bridge() is None
+    assert tf.config.experimental.disable_mlir_bridge() is None
+
+
+def test_register_filesystem_plugin_errors(tmp_path):
+    missing = str(tmp_path / "plugin.so")
+    with pytest.raises(FileNotFoundError) as e:
+        tf.experimental.register_filesystem_plugin(missing)
+    assert str(e.value) == (
+        f"[Errno 2] The file to load file system plugin from does not exist.: '{missing}'"
+    )
+    bad = tmp_path / "bad.so"
+    bad.write_text("not a library")
+    _raises(tf.errors.NotFoundError, f"{bad}: file too short",
+            lambda: tf.experimental.register_filesystem_plugin(str(bad)))  # fmt: skip
+    _raises(tf.errors.NotFoundError, f"{tmp_path}: cannot read file data: Is a directory",
+            lambda: tf.experimental.register_filesystem_plugin(str(tmp_path)))  # fmt: skip
+
+
+def test_cluster_device_filters_proto():
+    f = tf.config.experimental.ClusterDeviceFilters()
+    f.set_device_filters("worker", 1, ["/job:ps", "/job:worker/task:1"])
+    f.set_device_filters("worker", 0, ["/job:ps"])
+    f.set_device_filters("ps", 0, ["/job:worker"])
+    assert f._device_filters == {
+        "worker": {1: ["/job:ps", "/job:worker/task:1"], 0: ["/job:ps"]},
+        "ps": {0: ["/job:worker"]},
+    }
+    assert str(f._as_cluster_device_filters()) == (
+        'jobs {\n  name: "ps"\n  tasks {\n    key: 0\n    value {\n      device_filters: '
+        '"/job:worker"\n    }\n  }\n}\njobs {\n  name: "worker"\n  tasks {\n    key: 0\n    '
+        'value {\n      device_filters: "/job:ps"\n    }\n  }\n  tasks {\n    key: 1\n    '
+        'value {\n      device_filters: "/job:ps"\n      device_filters: '
+        '"/job:worker/task:1"\n    }\n  }\n}\n'
+    )
+
+
+def test_types_and_status():
+    args = typing.get_args(tf.types.experimental.TensorLike)
+    assert args[1:] == (int, float, bool, str, bytes, complex, tuple, list, np.ndarray,
+                        np.generic)  # fmt: skip
+    assert issubclass(tf.types.experimental.FunctionType, inspect.Signature)
+    assert str(tf.types.experimental.FunctionType([])) == "()"
+    with tf.errors.raise_exception_on_not_ok_status() as status:
+        pass
+    with pytest.raises(tf.errors.InvalidArgumentError, match="^bad$"):
+        with tf.errors.raise_exception_on_not_ok_status() as status:
+            status.code, status.message = 3, "bad"
