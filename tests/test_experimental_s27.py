@@ -610,3 +610,64 @@ def test_types_and_status():
     with pytest.raises(tf.errors.InvalidArgumentError, match="^bad$"):
         with tf.errors.raise_exception_on_not_ok_status() as status:
             status.code, status.message = 3, "bad"
+
+
+# -- CompositeTensorVariantFromComponents / ToComponents
+
+# TF 2.21's metadata of a RaggedTensorSpec([2, None], int32) (composite_tensor_ops)
+_RAGGED_METADATA = (
+    b"\n?\x08\x03\x12'\xa2\x03$\n\x14\xfa\x01\x11\x12\x02\x08\x02\x12\x0b\x08\xff\xff\xff\xff"
+    b"\xff\xff\xff\xff\xff\x01\n\x03\x80\x02\x03\n\x02`\x02\n\x03\x80\x02\t\x1a\x10"
+    b"RaggedTensorSpec \x02"
+)
+
+
+def test_composite_tensor_variant_ops():
+    raw = tf.raw_ops
+    a, b = tf.constant([1.0, 2.0]), tf.constant([3], tf.int64)
+    v = raw.CompositeTensorVariantFromComponents(components=[a, b], metadata=_RAGGED_METADATA)
+    assert (v.name, v.shape.as_list(), v.dtype) == (
+        "CompositeTensorVariantFromComponents:0",
+        [],
+        tf.variant,
+    )
+
+    def unpack(encoded, types, metadata=_RAGGED_METADATA):
+        return raw.CompositeTensorVariantToComponents(
+            encoded=encoded, metadata=metadata, Tcomponents=types
+        )
+
+    back = unpack(v, [tf.float32, tf.int64])
+    assert back[0].shape.ndims is None
+    other_md = unpack(
+        v, [tf.float32, tf.int64], _RAGGED_METADATA.replace(b"\x08\x02", b"\x08\x01")
+    )
+    bad_type, bad_count = unpack(v, [tf.float32, tf.int32]), unpack(v, [tf.float32])
+    ragged = raw.RaggedTensorToVariant(
+        rt_nested_splits=[tf.constant([0, 1], tf.int64)],
+        rt_dense_values=tf.constant([1]),
+        batched_input=False,
+    )
+    not_composite = unpack(ragged, [tf.float32])
+    empty_md = unpack(raw.CompositeTensorVariantFromComponents(components=[a], metadata=b""),
+                      [tf.float32], b"")  # fmt: skip
+    bad_md = raw.CompositeTensorVariantFromComponents(components=[tf.constant(1)], metadata="m1")
+    grad = tf.gradients(tf.reduce_sum(back[0] * 3.0), a)[0]
+    assert grad.name == (
+        "gradients/CompositeTensorVariantFromComponents_grad/CompositeTensorVariantToComponents:0"
+    )
+    with tf.Session() as s:
+        for out in (back, other_md):  # (TF compares no metadata)
+            got = s.run(out)
+            assert got[0].tolist() == [1.0, 2.0] and got[1].tolist() == [3]
+        assert s.run(empty_md)[0].tolist() == [1.0, 2.0]
+        assert s.run(grad).tolist() == [3.0, 3.0]
+        for t, message in [
+            (bad_type, "Tensor component 1 had dtype DT_INT64; expected dtype DT_INT32"),
+            (bad_count, "Encoded value has 2 tensor components; expected 1 components based "
+                        "on type_spec"),
+            (not_composite, "The input `encoded` is not a valid CompositeTensorVariant tensor"),
+            (bad_md, "Error parsing metadata"),
+        ]:  # fmt: skip
+            with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+                s.run(t)
