@@ -33,6 +33,7 @@ from asyncflow.extension_type import (
     ExtensionTypeBatchEncoder,
     ExtensionTypeSpec,
 )
+from asyncflow.row_partition import RowPartition
 
 extension_type = types.ModuleType(
     "extension_type", "`tf.experimental.extension_type`: as_dict, an ExtensionType's fields."
@@ -113,7 +114,7 @@ def unregister_dispatch_for(dispatch_target):
 
 __all__ = [
     "BatchableExtensionType", "ExtensionType", "ExtensionTypeBatchEncoder",
-    "ExtensionTypeSpec", "Optional", "async_clear_error", "async_scope",
+    "ExtensionTypeSpec", "Optional", "RowPartition", "async_clear_error", "async_scope",
     "function_executor_type", "output_all_intermediates", "register_filesystem_plugin",
     "extension_type", "dispatch_for_api",
     "dispatch_for_binary_elementwise_apis", "dispatch_for_binary_elementwise_assert_apis",

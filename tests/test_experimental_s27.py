@@ -671,3 +671,74 @@ def test_composite_tensor_variant_ops():
         ]:  # fmt: skip
             with pytest.raises(tf.errors.InvalidArgumentError, match=message):
                 s.run(t)
+
+
+# -- RowPartition
+
+
+def test_row_partition_encodings():
+    rp = tf.experimental.RowPartition
+    cases = [
+        (rp.from_row_splits([0, 2, 2, 5]), (3, None, None, False)),
+        (rp.from_row_lengths([2, 0, 3]), (3, None, None, False)),
+        (rp.from_value_rowids([0, 0, 2, 2, 2], nrows=4), (4, 5, None, False)),
+        (rp.from_value_rowids([0, 0, 2, 2, 2]), (3, 5, None, False)),
+        (rp.from_row_starts([0, 2, 2], nvals=5), (3, 5, None, False)),
+        (rp.from_row_limits([2, 2, 5]), (3, None, None, False)),
+        (rp.from_uniform_row_length(2, nvals=6), (3, 6, 2, True)),
+        (rp.from_uniform_row_length(3, nvals=6, nrows=2), (2, 6, 3, True)),
+    ]
+    for p, static in cases:
+        assert p.dtype == tf.int64
+        got = (p.static_nrows, p.static_nvals, p.static_uniform_row_length, p.is_uniform())
+        assert got == static
+    plain = [[0, 2, 2, 5], [2, 0, 3], [0, 0, 2, 2, 2], 3, 5, [0, 2, 2], [2, 2, 5]]
+    expected = [plain, plain, [[0, 2, 2, 5, 5], [2, 0, 3, 0], [0, 0, 2, 2, 2], 4, 5,
+                [0, 2, 2, 5], [2, 2, 5, 5]], plain, plain, plain,
+                [[0, 2, 4, 6], [2, 2, 2], [0, 0, 1, 1, 2, 2], 3, 6, [0, 2, 4], [2, 4, 6]],
+                [[0, 3, 6], [3, 3], [0, 0, 0, 1, 1, 1], 2, 6, [0, 3], [3, 6]]]  # fmt: skip
+    with tf.Session() as s:
+        for (p, _), want in zip(cases, expected):
+            out = s.run([p.row_splits(), p.row_lengths(), p.value_rowids(), p.nrows(),
+                         p.nvals(), p.row_starts(), p.row_limits()])  # fmt: skip
+            assert [np.asarray(o).tolist() for o in out] == want
+        assert s.run(cases[6][0].uniform_row_length()) == 2
+        assert s.run(cases[0][0].offsets_in_rows()).tolist() == [0, 1, 0, 1, 2]
+
+
+def test_row_partition_errors_and_dtypes():
+    rp = tf.experimental.RowPartition
+    p = rp.from_row_splits([0, 2, 2, 5])
+    assert repr(p).startswith("tf.RowPartition(row_splits=Tensor(")
+    _raises(ValueError, "Shape (1, 2) must have rank 1", lambda: rp.from_row_splits([[0, 1]]))
+    _raises(ValueError, "row_splits must have dtype int32 or int64",
+            lambda: rp.from_row_splits([0, 1], dtype=tf.int16))  # fmt: skip
+    _raises(ValueError, "row_splits must have dtype int32 or int64",
+            lambda: rp.from_row_splits([0.0, 1.0]))  # fmt: skip
+    _raises(
+        ValueError,
+        "RowPartition constructor is private; please use one of the factory methods instead "
+        "(e.g., RowPartition.from_row_lengths())",
+        lambda: rp(tf.constant([0, 1], tf.int64)),
+    )
+    _raises(ValueError, "Expected nrows >= value_rowids[-1] + 1; got nrows=2, value_rowids[-1]=3",
+            lambda: rp.from_value_rowids([0, 3], nrows=2))  # fmt: skip
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        rp.from_row_lengths(tf.constant([1, -1], tf.int64))
+    assert str(e.value).startswith(
+        "Arguments to from_row_lengths do not form a valid RowPartition.  \n"
+        "Condition x >= 0 did not hold element-wise:"
+    )
+    assert p.with_dtype(tf.int32).dtype == tf.int32
+    assert rp.from_row_splits(tf.constant([0, 1], tf.int32)).dtype == tf.int32
+    assert rp.from_row_lengths([1, 2], dtype=tf.int32).row_splits().dtype == tf.int32
+    assert rp.from_row_lengths([1, 2], dtype_hint=tf.int32).row_splits().dtype == tf.int32
+    fed = tf.placeholder_with_default(tf.constant([0, 3, 2], tf.int64), [None])
+    bad = rp.from_row_splits(fed)
+    with tf.Session() as s:
+        with pytest.raises(tf.errors.InvalidArgumentError) as e:
+            s.run(bad.row_splits())
+    assert "assertion failed: [Arguments to from_row_splits do not form a valid " in str(e.value)
+    assert "RaggedTensor:monotonic.  ] [Condition x >= 0 did not hold element-wise:]" in str(
+        e.value
+    )

@@ -74,6 +74,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ragged_methods",
             "ragged",
             "ragged_functions",
+            "row_partition",
         ),
     ),
     ("kernel", ("kernel_api", "resources", "queues", "devices")),
