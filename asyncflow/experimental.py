@@ -20,6 +20,7 @@ from asyncflow.dtypes import (
     uint2,
     uint4,
 )
+from asyncflow.dynamic_ragged_shape import DynamicRaggedShape
 from asyncflow.experimental_runtime import (
     async_clear_error,
     async_scope,
@@ -113,8 +114,9 @@ def unregister_dispatch_for(dispatch_target):
 
 
 __all__ = [
-    "BatchableExtensionType", "ExtensionType", "ExtensionTypeBatchEncoder",
-    "ExtensionTypeSpec", "Optional", "RowPartition", "async_clear_error", "async_scope",
+    "BatchableExtensionType", "DynamicRaggedShape", "ExtensionType",
+    "ExtensionTypeBatchEncoder", "ExtensionTypeSpec", "Optional", "RowPartition",
+    "async_clear_error", "async_scope",
     "function_executor_type", "output_all_intermediates", "register_filesystem_plugin",
     "extension_type", "dispatch_for_api",
     "dispatch_for_binary_elementwise_apis", "dispatch_for_binary_elementwise_assert_apis",

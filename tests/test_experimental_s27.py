@@ -742,3 +742,58 @@ def test_row_partition_errors_and_dtypes():
     assert "RaggedTensor:monotonic.  ] [Condition x >= 0 did not hold element-wise:]" in str(
         e.value
     )
+
+
+# -- DynamicRaggedShape
+
+
+def test_dynamic_ragged_shape_from_lengths():
+    drs = tf.experimental.DynamicRaggedShape
+    s1 = drs.from_lengths([2, (2, 1), 2])
+    assert repr(s1) == "<DynamicRaggedShape lengths=[2, (2, 1), 2] num_row_partitions=1>"
+    assert (s1.rank, s1.num_row_partitions, s1.inner_rank, s1.dtype) == (3, 1, 2, tf.int64)
+    assert s1.static_lengths() == [2, (2, 1), 2]
+    assert s1.static_lengths(ragged_lengths=False) == [2, None, 2]
+    assert s1._to_tensor_shape().as_list() == [2, None, 2]
+    assert [s1.is_uniform(i) for i in range(3)] == [True, False, True]
+    assert s1[0].dtype == tf.int64 and s1[-1].dtype == tf.int64
+    _raises(ValueError, "Index 1 is not uniform", lambda: s1[1])
+    _raises(ValueError, "All relevant dimensions must be uniform", lambda: s1[1:])
+    _raises(ValueError, "Shape not consistent.", lambda: drs.from_lengths([2, (1, 2, 3)]))
+    assert repr(drs.from_lengths([2, (2, 1), (1, 1, 1)])) == (
+        "<DynamicRaggedShape lengths=[2, (2, 1), (1, 1, 1)] num_row_partitions=2>"
+    )
+    assert repr(drs.from_lengths([])) == "<DynamicRaggedShape lengths=[] num_row_partitions=0>"
+    assert s1.with_dtype(tf.int32).dtype == tf.int32
+    s4 = drs.from_lengths([2, 3, (1, 1, 1, 1, 1, 1)])
+    assert s4.num_row_partitions == 2
+    assert [p.is_uniform() for p in s4.row_partitions] == [True, False]
+    with tf.Session() as s:
+        assert s.run(s1.inner_shape).tolist() == [3, 2]
+        assert [s.run(p.row_splits()).tolist() for p in s1.row_partitions] == [[0, 2, 3]]
+        assert [s.run(p.row_splits()).tolist() for p in s4.row_partitions] == [
+            [0, 3, 6],
+            [0, 1, 2, 3, 4, 5, 6],
+        ]
+        assert s.run(s4.inner_shape).tolist() == [6]
+        assert s.run(drs.from_row_partitions(s1.row_partitions).inner_shape).tolist() == [3]
+        assert (s.run(s1[0]), s.run(s1[2])) == (2, 2)
+
+
+def test_dynamic_ragged_shape_from_tensor():
+    drs = tf.experimental.DynamicRaggedShape
+    dense = drs.from_tensor(tf.zeros([2, 3]))
+    assert repr(dense) == "<DynamicRaggedShape lengths=[2, 3] num_row_partitions=0>"
+    assert dense.dtype == tf.int32
+    rt = drs.from_tensor(tf.ragged.constant([[1, 2], [3]]))
+    assert (rt.static_lengths(), rt.num_row_partitions, rt.dtype) == ([2, None], 1, tf.int64)
+    d3 = drs.from_tensor(tf.zeros([2, 3, 4]))
+    assert repr(d3[1:]) == "<DynamicRaggedShape lengths=[3, 4] num_row_partitions=0>"
+    assert repr(d3[:2]) == "<DynamicRaggedShape lengths=[2, 3] num_row_partitions=0>"
+    assert d3[-1].dtype == tf.int32
+    _raises(IndexError, "Index is too big: 5>=3", lambda: d3[5])
+    with tf.Session() as s:
+        assert [s.run(p.row_splits()).tolist() for p in rt.row_partitions] == [[0, 2, 3]]
+        assert s.run(rt.inner_shape).tolist() == [3]
+        assert s.run(dense.inner_shape).tolist() == [2, 3]
+        assert s.run(d3[-1]) == 4

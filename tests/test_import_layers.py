@@ -75,6 +75,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ragged",
             "ragged_functions",
             "row_partition",
+            "dynamic_ragged_shape",
         ),
     ),
     ("kernel", ("kernel_api", "resources", "queues", "devices")),
