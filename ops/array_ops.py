@@ -214,7 +214,10 @@ ops.register_constant_folder("Identity", lambda t: ops.constant_value(t.op.input
 
 @_ragged.dispatch_unary
 def identity(input, name=None):  # noqa: A002 - TF's name
-    """Return a tensor with the same value as `input`."""
+    """Return a tensor with the same value as `input` (an ExtensionType value or
+    Optional: the same of each of its tensors, as TF's)."""
+    if hasattr(input, "_cf_parts"):
+        return input._cf_rebuild([identity(p, name=name) for p in input._cf_parts()])
     return apply("Identity", [input], name=name).outputs[0]
 
 

@@ -797,3 +797,47 @@ def test_dynamic_ragged_shape_from_tensor():
         assert s.run(rt.inner_shape).tolist() == [3]
         assert s.run(dense.inner_shape).tolist() == [2, 3]
         assert s.run(d3[-1]) == 4
+
+
+def test_identity_defaults_subclasses_and_structure_checks():
+    class WithDefault(ExtensionType):
+        x: tf.Tensor = 3
+        k: int = 1
+
+    class Sub(Masked):
+        extra: int = 5
+
+    assert repr(WithDefault()).endswith("shape=() dtype=int32>, k=1)")
+    assert WithDefault().x is not WithDefault().x  # (a Tensor default: a constant per value)
+    sub = Sub([1], [True])
+    assert repr(sub._type_spec) == (
+        "Sub.Spec(values=TensorSpec(shape=(1,), dtype=tf.int32, name=None), "
+        "mask=TensorSpec(shape=(1,), dtype=tf.bool, name=None), extra=5)"
+    )
+    assert sorted(tf.experimental.extension_type.as_dict(sub)) == ["extra", "mask", "values"]
+    assert (sub == Masked([1], [True])) is False
+    m = Masked([1, 2], [True, False])
+    out = tf.identity(m)
+    assert (out.values.name, out.mask.name) == ("Identity:0", "Identity_1:0")
+    with pytest.raises(TypeError):
+        tf.convert_to_tensor(m)
+    tf.nest.assert_same_structure(
+        m, Masked([1, 2, 3], [True, False, True]), expand_composites=True
+    )
+    with pytest.raises(ValueError) as e:
+        tf.nest.assert_same_structure(m, sub, expand_composites=True)
+    assert str(e.value).startswith(
+        "The two structures don't have the same nested structure.\n\nFirst structure: type=Masked "
+        "str=Masked(values=<tf.Tensor "
+    )
+    assert "\n\nSecond structure: type=Sub str=Sub(values=<tf.Tensor " in str(e.value)
+    assert m._type_spec == Masked.Spec(
+        values=tf.TensorSpec([2], tf.int32), mask=tf.TensorSpec([2], tf.bool)
+    )
+    assert tf.type_spec_from_value(m) == Masked.Spec.from_value(m)
+    with pytest.raises(ValueError, match="enters the loop with shape \\(2,\\), but has shape"):
+        tf.while_loop(
+            lambda x: tf.size(x.values) < 5,
+            lambda x: Masked(tf.concat([x.values, [0]], 0), tf.concat([x.mask, [True]], 0)),
+            [m],
+        )
