@@ -841,3 +841,27 @@ def test_identity_defaults_subclasses_and_structure_checks():
             lambda x: Masked(tf.concat([x.values, [0]], 0), tf.concat([x.mask, [True]], 0)),
             [m],
         )
+
+
+def test_map_fn_to_batchable_values():
+    spec = Batched.Spec(values=tf.TensorSpec([2], tf.int32), mask=tf.TensorSpec([2], tf.bool))
+    x = tf.constant([[1, 2], [3, 4]])
+    r = tf.map_fn(lambda row: Batched(row * 2, row > 2), x, fn_output_signature=spec)
+    assert (r.values.name, r.mask.name) == (
+        "map/TensorArrayStack/TensorArrayGatherV3:0",
+        "map/TensorArrayStack_1/TensorArrayGatherV3:0",
+    )
+    b = Batched([[1, 2], [3, 4]], [[True, False], [True, True]])
+    r2 = tf.map_fn(
+        lambda v: (v.values, Batched(v.values + 1, v.mask)),
+        b,
+        fn_output_signature=(tf.int32, spec),
+    )
+    assert (
+        type(r2) is tuple and r2[1].values.name == "map_1/TensorArrayStack_1/TensorArrayGatherV3:0"
+    )
+    with tf.Session() as s:
+        values, mask, first, second = s.run([r.values, r.mask, r2[0], r2[1].values])
+    assert values.tolist() == [[2, 4], [6, 8]]
+    assert mask.tolist() == [[False, False], [True, True]]
+    assert first.tolist() == [[1, 2], [3, 4]] and second.tolist() == [[2, 3], [4, 5]]
