@@ -323,6 +323,29 @@ class ExtensionType:
     def _cf_rebuild(self, parts):
         return nest.pack_sequence_as(self, list(parts), expand_composites=True)
 
+    def _cf_invariant_shapes(self, spec) -> list:
+        """The shape invariants of this value's tensors under `spec`, a while_loop shape
+        invariant for it.
+
+        Raises:
+          TypeError: `spec` is not a Spec of this type compatible with the value (TF's
+            messages).
+        """
+        name = type(self).__name__
+        if not isinstance(spec, TypeSpec):
+            raise TypeError(
+                f"To describe or constrain a {name}, use a {name}.Spec instead of a TensorShape."
+            )
+        if (
+            type(spec) is not type(self).Spec
+            or spec.most_specific_common_supertype([self._type_spec]) is None
+        ):
+            raise TypeError(f"TypeSpec {spec!r} is not compatible with {self!r}")
+        shapes = []
+        for value, field_spec in zip(_field_values(self), spec._field_values):
+            shapes += _invariant_shapes(value, field_spec)
+        return shapes
+
     def _dense_fields_only(self) -> bool:
         """Whether every tensor of this value is a field's own (no ragged or sparse
         field): map_fn batches such values by their tensors' first dimension."""
@@ -348,6 +371,21 @@ class BatchableExtensionType(ExtensionType):
             "Cannot create an instance of BatchableExtensionType because "
             "BatchableExtensionType is an abstract base class."
         )
+
+
+def _invariant_shapes(value, spec) -> list:
+    """Shape invariants of the tensors of one field value under its spec (a composite
+    field's tensors may take any shape)."""
+    if isinstance(value, ops.Tensor):
+        return [spec.shape]
+    if isinstance(value, ExtensionType):
+        return value._cf_invariant_shapes(spec)
+    if isinstance(value, tuple):
+        return [s for v, sp in zip(value, spec) for s in _invariant_shapes(v, sp)]
+    if isinstance(value, Mapping):
+        return [s for k in sorted(value) for s in _invariant_shapes(value[k], spec[k])]
+    parts = nest.flatten(value, expand_composites=True)
+    return [tensor_shape.unknown_shape() for t in parts if isinstance(t, ops.Tensor)]
 
 
 def _equal_values(a, b, same_shape):

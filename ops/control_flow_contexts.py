@@ -156,6 +156,9 @@ def _invariant_shape(shape):
 def _check_type_spec(leaf, spec) -> None:
     """A TensorSpec or SparseTensorSpec invariant must fit its loop variable's kind and
     dtype (TF's TypeError); a plain shape only constrains the shape."""
+    if hasattr(leaf, "_cf_invariant_shapes"):  # an ExtensionType value: its Spec checks
+        leaf._cf_invariant_shapes(spec)
+        return
     kind = getattr(spec, "_spec_of", None)
     if kind is None:
         return
@@ -538,7 +541,11 @@ class WhileContext(ControlFlowContext):
             shape_invariants = [
                 s
                 for leaf, shape in zip(flat_orig, nest.flatten(shape_invariants))
-                for s in _component_invariants(leaf, _invariant_shape(shape))
+                for s in (
+                    leaf._cf_invariant_shapes(shape)
+                    if hasattr(leaf, "_cf_invariant_shapes")
+                    else _component_invariants(leaf, _invariant_shape(shape))
+                )
             ]
         elif any(isinstance(leaf, SparseTensor) for leaf in flat_orig):
             # TF's default invariant of a SparseTensor keeps only its rank: any number

@@ -865,3 +865,39 @@ def test_map_fn_to_batchable_values():
     assert values.tolist() == [[2, 4], [6, 8]]
     assert mask.tolist() == [[False, False], [True, True]]
     assert first.tolist() == [[1, 2], [3, 4]] and second.tolist() == [[2, 3], [4, 5]]
+
+
+def test_while_loop_extension_shape_invariants():
+    m = Masked([1, 2], [True, False])
+
+    def grow(x):
+        return Masked(tf.concat([x.values, [0]], 0), tf.concat([x.mask, [True]], 0))
+
+    def loop(invariant, body=grow):
+        return tf.while_loop(
+            lambda x: tf.size(x.values) < 5, body, [m], shape_invariants=[invariant]
+        )
+
+    spec = Masked.Spec(values=tf.TensorSpec([None], tf.int32), mask=tf.TensorSpec([None], tf.bool))
+    w = loop(spec)[0]
+    assert w.values.shape.as_list() == [None] and w.values.name == "while/Exit:0"
+    _raises(
+        TypeError,
+        f"TypeSpec {tf.TensorSpec([None], tf.int32)!r} is not compatible with {m!r}",
+        lambda: loop(tf.TensorSpec([None], tf.int32), lambda x: x),
+    )
+    _raises(
+        TypeError,
+        "To describe or constrain a Masked, use a Masked.Spec instead of a TensorShape.",
+        lambda: loop(tf.TensorShape([None]), lambda x: x),
+    )
+    wrong = Masked.Spec(
+        values=tf.TensorSpec([None], tf.int64), mask=tf.TensorSpec([None], tf.bool)
+    )
+    with pytest.raises(
+        TypeError, match="^TypeSpec Masked.Spec\\(values=TensorSpec\\(shape=\\(\\?,\\)"
+    ):
+        loop(wrong, lambda x: x)
+    with tf.Session() as s:
+        values, mask = s.run([w.values, w.mask])
+    assert values.tolist() == [1, 2, 0, 0, 0] and mask.tolist() == [True, False, True, True, True]
