@@ -901,3 +901,70 @@ def test_while_loop_extension_shape_invariants():
     with tf.Session() as s:
         values, mask = s.run([w.values, w.mask])
     assert values.tolist() == [1, 2, 0, 0, 0] and mask.tolist() == [True, False, True, True, True]
+
+
+# -- tf.data elements
+
+
+def test_dataset_extension_elements_specs_and_legacy_errors():
+    m = Masked([1, 2], [True, False])
+    ds = tf.data.Dataset.from_tensors(m)
+    spec = (
+        "Masked.Spec(values=TensorSpec(shape=(2,), dtype=tf.int32, name=None), "
+        "mask=TensorSpec(shape=(2,), dtype=tf.bool, name=None))"
+    )
+    assert repr(ds.element_spec) == spec
+    assert repr(tf.data.Dataset.from_tensors((m, 1)).element_spec) == (
+        f"({spec}, TensorSpec(shape=(), dtype=tf.int32, name=None))"
+    )
+    assert ds.output_classes is Masked
+    message = "Masked.Spec._to_legacy_output_types()"
+    _raises(NotImplementedError, message, lambda: tf.data.get_output_types(ds))
+    _raises(NotImplementedError, message, lambda: tf.data.make_one_shot_iterator(ds))
+    _raises(NotImplementedError, message, lambda: tf.data.make_initializable_iterator(ds))
+    with pytest.raises(NotImplementedError, match="missing a shape property"):
+        tf.data.get_output_shapes(ds)
+    mapped = tf.data.Dataset.range(3).map(lambda i: Masked(tf.fill([2], i), tf.fill([2], True)))
+    assert repr(mapped.element_spec) == spec.replace("tf.int32", "tf.int64")
+    assert repr(mapped.filter(lambda x: True).repeat(2).element_spec) == repr(mapped.element_spec)
+    _raises(AttributeError, "'Masked.Spec' object has no attribute '_batch'", lambda: ds.batch(2))
+    _raises(
+        AttributeError,
+        "'Masked.Spec' object has no attribute '_to_batched_tensor_list'",
+        lambda: tf.data.Dataset.from_tensor_slices(m),
+    )
+    first = tf.data.make_one_shot_iterator(ds.map(lambda x: x.values)).get_next()
+    sums = tf.data.make_one_shot_iterator(mapped.map(lambda x: tf.reduce_sum(x.values)))
+    nxt = sums.get_next()
+    with tf.Session() as s:
+        assert s.run(first).tolist() == [1, 2]
+        assert [s.run(nxt) for _ in range(3)] == [0, 2, 4]
+
+
+def test_dataset_batchable_elements():
+    b = Batched([[1, 2], [3, 4], [5, 6]], [[True, False], [True, True], [False, False]])
+    ds = tf.data.Dataset.from_tensor_slices(b)
+    batched, unbatched = ds.batch(2), ds.batch(2).unbatch()
+    row = (
+        "Batched.Spec(values=TensorSpec(shape=(2,), dtype=tf.int32, name=None), "
+        "mask=TensorSpec(shape=(2,), dtype=tf.bool, name=None))"
+    )
+    assert repr(ds.element_spec) == row
+    assert repr(batched.element_spec) == (
+        "Batched.Spec(values=TensorSpec(shape=(?, 2), dtype=tf.int32, name=None), "
+        "mask=TensorSpec(shape=(?, 2), dtype=tf.bool, name=None))"
+    )
+    assert repr(unbatched.element_spec) == row
+    pairs = tf.data.Dataset.from_tensor_slices((b, tf.constant([7, 8, 9])))
+    pairs = pairs.map(lambda x, y: (x.values * y, y))
+    counted = batched.map(
+        lambda x: tf.reduce_sum(tf.cast(x.mask, tf.int32)) + tf.reduce_sum(x.values)
+    )
+    n1 = tf.data.make_one_shot_iterator(counted).get_next()
+    n2 = tf.data.make_one_shot_iterator(unbatched.map(lambda x: x.values)).get_next()
+    n3 = tf.data.make_one_shot_iterator(pairs).get_next()
+    with tf.Session() as s:
+        assert [s.run(n1) for _ in range(2)] == [13, 11]
+        assert [s.run(n2).tolist() for _ in range(3)] == [[1, 2], [3, 4], [5, 6]]
+        got = [[np.asarray(v).tolist() for v in s.run(n3)] for _ in range(3)]
+    assert got == [[[7, 14], 7], [[24, 32], 8], [[45, 54], 9]]
