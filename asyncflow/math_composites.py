@@ -238,6 +238,7 @@ def _dynamic_eye(num_rows, num_columns, is_square, batch_shape, dtype):
     return linalg_matrix_ops.matrix_set_diag(array_ops.zeros(shape, dtype=dtype), ones)
 
 
+@_dispatch.add_dispatch_support
 def tensordot(a, b, axes, name=None):
     """Sum over `axes` of a and b (an int: a's last n with b's first n; or two lists)."""
     with ops.name_scope(name, "Tensordot", [a, b]):
@@ -336,6 +337,7 @@ def trace(x, name=None):
         return reduction_ops.reduce_sum(linalg_matrix_ops.matrix_diag_part(x), [-1], name=scope)
 
 
+@_dispatch.add_dispatch_support
 def where_v2(condition, x=None, y=None, name=None):
     """TF2's where: broadcasts condition, x and y together (coordinates without x, y)."""
     if x is None and y is None:

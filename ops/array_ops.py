@@ -296,6 +296,7 @@ def _no_layout(layout, what):
         )
 
 
+@_dispatch.add_dispatch_support
 def fill(dims, value, name=None, layout=None):
     """`tf.fill`: a tensor of shape `dims` with every element `value` (`layout`, a
     DTensor layout, is refused).
@@ -333,12 +334,14 @@ def _index_dtype_for(values) -> dtypes.DType:
     return dtypes.int64 if any(v > np.iinfo(np.int32).max for v in values) else dtypes.int32
 
 
+@_dispatch.add_dispatch_support
 def zeros(shape, dtype=dtypes.float32, name=None, layout=None):
     """`tf.zeros`: all elements zero (False, b"" for bool/string)."""
     _no_layout(layout, "zeros")
     return _filled(_zero_of(dtypes.as_dtype(dtype)), shape, dtype, name, "zeros")
 
 
+@_dispatch.add_dispatch_support
 def ones(shape, dtype=dtypes.float32, name=None, layout=None):
     """`tf.ones`: all elements one (True for bool)."""
     _no_layout(layout, "ones")
@@ -525,6 +528,7 @@ def size(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 
         return apply("Size", [input], {"out_type": out_type}, name=scope).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def rank(input, name=None):  # noqa: A002 - TF's name
     """`tf.rank`: the number of dimensions of `input` (int32)."""
     if _ragged.is_ragged(input):
@@ -725,6 +729,7 @@ async def _conjugate_transpose(ctx, x, perm):
     return xp.conj(xp.transpose(x, _check_perm(x, perm)))
 
 
+@_dispatch.add_dispatch_support
 def transpose(a, perm=None, name="transpose", conjugate=False):
     """`tf.transpose`: permute dimensions (reversed when `perm` is None).
 

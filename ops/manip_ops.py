@@ -360,6 +360,7 @@ async def _tile(ctx, x, multiples):
     return await ctx.device.compute(xp.tile, x, mult)
 
 
+@_dispatch.add_dispatch_support
 def tile(input, multiples, name=None):  # noqa: A002 - TF's name
     """`tf.tile`: repeat `input` `multiples[i]` times along dimension i.
 
@@ -461,6 +462,7 @@ async def _broadcast_to(ctx, x, shape):
     return await ctx.device.compute(_broadcast_copy, xp, x, dims)
 
 
+@_dispatch.add_dispatch_support
 def broadcast_to(input, shape, name=None):  # noqa: A002 - TF's name
     """`tf.broadcast_to`: `input` repeated along new and size-1 dimensions to `shape`
     (op BroadcastTo, a new tensor; NumPy's broadcasting rules).
@@ -589,6 +591,7 @@ async def _mirror_pad(ctx, x, paddings):
     return await ctx.device.compute(ctx.xp.pad, x, pads, mode.lower())
 
 
+@_dispatch.add_dispatch_support
 def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
     """`tf.pad`: pad with `constant_values` (CONSTANT) or mirrored edges (REFLECT,
     SYMMETRIC); `mode` is case-insensitive.

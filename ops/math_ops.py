@@ -600,6 +600,7 @@ async def _add_n(ctx, *xs):
     return _as_dtype(xp, total, ctx.attrs["T"])
 
 
+@_dispatch.add_dispatch_support
 def add_n(inputs, name=None):
     """Adds all input tensors element-wise; all must have the same shape and dtype.
 

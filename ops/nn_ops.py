@@ -546,6 +546,7 @@ def _softmax_builder(op_type: str, logits, axis, name, dim):
     return result
 
 
+@_dispatch.add_dispatch_support
 def softmax(logits, axis=None, name=None, dim=None):
     """Computes softmax along `axis` (default: the last): exp(x) / sum(exp(x)).
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
@@ -229,6 +230,7 @@ def dynamic_partition(data, partitions, num_partitions, name=None):
 # -- boolean_mask ------------------------------------------------------------------------------
 
 
+@_dispatch.add_dispatch_support
 def boolean_mask(tensor, mask, name="boolean_mask", axis=None):
     """The slices of `tensor` (from `axis`) where the K-d `mask` is True, flattened into
     one dimension.

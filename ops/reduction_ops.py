@@ -401,7 +401,7 @@ def _arg_builder(op_type: str, doc: str):
         doc + "\n\nRaises:\n  ValueError: a constant axis out of range.\n"
         "  InvalidArgumentError: (at run time) an axis out of range, or an empty axis."
     )
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 argmax = _arg_builder("ArgMax", "Index of the largest value along `axis` (default 0).")
@@ -528,6 +528,7 @@ def _range_arg(v, dtype, name):
     return ops.convert_to_tensor(v, dtype=dtype, name=name)
 
 
+@_dispatch.add_dispatch_support
 def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001 - TF's name
     """A 1-D tensor [start, start + delta, ...) stopping before `limit` (op Range).
 

@@ -207,6 +207,7 @@ def _fold_slice(t):
 ops.register_constant_folder("Slice", _fold_slice)
 
 
+@_dispatch.add_dispatch_support
 def slice(input_, begin, size, name=None):  # noqa: A001 - TF's name
     """`tf.slice`: the `size`-shaped block starting at `begin` (size -1: to the end).
 
@@ -626,6 +627,7 @@ async def _reverse_v2(ctx, x, axis):
     return ctx.xp.flip(x, axis=axes) if axes else x
 
 
+@_dispatch.add_dispatch_support
 def reverse(tensor, axis, name=None):
     """`tf.reverse` (TF1's alias of reverse_v2): flip `tensor` along each of `axis`.
 
@@ -792,6 +794,7 @@ def _pieces(x, axis: int, bounds: list) -> list:
     return [x[(*lead, builtins.slice(a, b))] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+@_dispatch.add_dispatch_support
 def split(value, num_or_size_splits, axis=0, num=None, name="split"):
     """`tf.split`: `num_or_size_splits` equal parts (Split) or parts of given sizes (SplitV).
 
@@ -860,6 +863,7 @@ async def _unpack(ctx, x):
     return _outs(moved[i] for i in range(num))  # views; never iterate a device array
 
 
+@_dispatch.add_dispatch_support
 def unstack(value, num=None, axis=0, name="unstack"):
     """`tf.unstack`: split `value` along `axis` into a list of rank-1-lower tensors.
 
@@ -948,6 +952,7 @@ def _hinted(value, hint, name):
     return ops.convert_to_tensor(value, name=name, preferred_dtype=hint)
 
 
+@_dispatch.add_dispatch_support
 def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None, name=None):
     """`tf.one_hot`: `on_value` where index == position along a new `axis`, else `off_value`.
 

@@ -119,6 +119,7 @@ async def _string_split_v2(ctx, inp, sep):
     return _sparse_from_rows(rows)
 
 
+@_dispatch.add_dispatch_support
 def string_split(
     source, sep=None, skip_empty=True, delimiter=None, result_type="SparseTensor", name=None
 ):
@@ -354,6 +355,7 @@ async def _string_join(ctx, *inputs):
     return _strings(b[0].shape, joined)
 
 
+@_dispatch.add_dispatch_support
 def string_join(inputs, separator="", name=None):
     """Joins the strings in `inputs` element-wise (scalars broadcast)."""
     inputs = list(inputs)

@@ -968,3 +968,37 @@ def test_dataset_batchable_elements():
         assert [s.run(n2).tolist() for _ in range(3)] == [[1, 2], [3, 4], [5, 6]]
         got = [[np.asarray(v).tolist() for v in s.run(n3)] for _ in range(3)]
     assert got == [[[7, 14], 7], [[24, 32], 8], [[45, 54], 9]]
+
+
+# TF 2.21 accepts dispatch_for_api on these (recorded by trying each) ...
+_TF_DISPATCHABLE = [
+    "matmul", "transpose", "tile", "boolean_mask", "unstack", "split", "slice", "pad",
+    "one_hot", "rank", "fill", "range", "argmax", "argmin", "cumsum", "segment_sum", "unique",
+    "sort", "argsort", "math.top_k", "nn.softmax", "add_n", "tensordot", "cond",
+    "strings.join", "string_split", "broadcast_to", "zeros", "ones", "gather_nd",
+    "scatter_nd", "reverse", "where_v2", "nn.l2_normalize", "clip_by_norm", "nn.dropout",
+    "nn.embedding_lookup", "convert_to_tensor", "shape", "size", "reshape", "expand_dims",
+    "squeeze", "gather", "where", "concat", "stack", "identity", "reduce_sum", "reduce_mean",
+    "reduce_max", "reduce_all", "reduce_any",
+]  # fmt: skip
+# ... and refuses these ("does not support dispatch.").
+_TF_NOT_DISPATCHABLE = ["einsum", "while_loop", "map_fn", "print"]
+
+
+def test_dispatchable_apis_recorded():
+    from asyncflow import dispatch
+
+    def resolve(name):
+        obj = tf
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    # asyncflow's tf.cond and convert_to_tensor (the graph's hot path) take no targets
+    assert [n for n in _TF_DISPATCHABLE if not dispatch.is_dispatchable(resolve(n))] == [
+        "cond",
+        "convert_to_tensor",
+    ]
+    for name in _TF_NOT_DISPATCHABLE:
+        with pytest.raises(ValueError, match="does not support dispatch.$"):
+            tf.experimental.dispatch_for_api(resolve(name), {"x": Masked})
