@@ -306,12 +306,14 @@ def test_map_fn_over_batchable_values():
             lambda: tf.map_fn(lambda x: x, Masked([1], [True])))  # fmt: skip
 
 
-def test_session_refuses_extension_fetches():
+def test_session_refuses_extension_fetches_and_feeds():
     m = Masked([1, 2, 3], [True, False, True])
     with tf.Session() as s:
         with pytest.raises(TypeError):
             s.run(m)
+        _raises(TypeError, "unhashable type: 'Masked'", lambda: s.run(m.values, {m: m}))
         assert np.array_equal(s.run(m.values), [1, 2, 3])
+        assert s.run(m.values, {m.values: [4, 5, 6]}).tolist() == [4, 5, 6]
 
 
 # -- dispatch
