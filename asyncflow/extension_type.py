@@ -242,9 +242,17 @@ class ExtensionType:
             cls.__init__ = _generated_init(cls, fields)
         else:
             cls.__init__ = _wrapped_init(custom_init)
-        if "Spec" not in cls.__dict__:
-            base = BatchableExtensionTypeSpec if cls._batchable else ExtensionTypeSpec
-            cls.Spec = type("Spec", (base,), {"__slots__": (), "__module__": cls.__module__})
+        base = BatchableExtensionTypeSpec if cls._batchable else ExtensionTypeSpec
+        own = cls.__dict__.get("Spec")
+        if own is None or not issubclass(own, ExtensionTypeSpec):
+            # (a class's own `class Spec:` adds its methods to the generated Spec, as TF's)
+            body = {
+                k: v
+                for k, v in (vars(own).items() if own is not None else ())
+                if k not in ("__dict__", "__weakref__")
+            }
+            body.update({"__slots__": (), "__module__": cls.__module__})
+            cls.Spec = type("Spec", (base,), body)
         spec_cls = cls.Spec
         spec_cls.__name__ = spec_cls.__qualname__ = f"{cls.__name__}.Spec"
         spec_cls._value_type = cls

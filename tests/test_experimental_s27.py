@@ -1004,3 +1004,23 @@ def test_dispatchable_apis_recorded():
     for name in _TF_NOT_DISPATCHABLE:
         with pytest.raises(ValueError, match="does not support dispatch.$"):
             tf.experimental.dispatch_for_api(resolve(name), {"x": Masked})
+
+
+def test_own_spec_methods_join_the_generated_spec():
+    class Shaped(ExtensionType):
+        values: tf.Tensor
+        mask: tf.Tensor
+
+        class Spec:
+            @property
+            def shape(self):
+                return self.values.shape
+
+    m = Shaped([1, 2], [True, False])
+    spec = m._type_spec
+    assert type(spec).__mro__[1] is tf.experimental.ExtensionTypeSpec
+    assert Shaped.Spec.__name__ == Shaped.Spec.__qualname__ == "Shaped.Spec"
+    assert spec.shape.as_list() == [2]
+    assert repr(spec).startswith("Shaped.Spec(values=TensorSpec(shape=(2,), dtype=tf.int32")
+    ds = tf.data.Dataset.from_tensors(m)
+    assert tf.data.get_output_shapes(ds).as_list() == [2]  # (the Spec's shape, as TF's)

@@ -83,6 +83,8 @@ def _legacy_type(spec: _Spec):
 
 def _legacy_shape(spec: _Spec):
     if isinstance(spec, _ExtensionSpec):
+        if isinstance(getattr(type(spec.type_spec), "shape", None), property):
+            return spec.type_spec.shape  # (a Spec's own shape property, as TF reads it)
         raise NotImplementedError(
             "It appears that the Spec of the ExtensionType is missing a shape property. In "
             "order to support tf.Data, it is recommended that you implement a shape property "
