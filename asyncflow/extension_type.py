@@ -331,6 +331,11 @@ class ExtensionType:
     def _cf_rebuild(self, parts):
         return nest.pack_sequence_as(self, list(parts), expand_composites=True)
 
+    def _cf_kind(self):
+        """What two values must share to be carried by one cond or while_loop: their
+        spec with every shape left out (TF joins the shapes, and refuses the rest)."""
+        return (type(self), _shapeless(self._type_spec))
+
     def _cf_invariant_shapes(self, spec) -> list:
         """The shape invariants of this value's tensors under `spec`, a while_loop shape
         invariant for it.
@@ -379,6 +384,22 @@ class BatchableExtensionType(ExtensionType):
             "Cannot create an instance of BatchableExtensionType because "
             "BatchableExtensionType is an abstract base class."
         )
+
+
+def _shapeless(field):
+    if isinstance(field, TensorSpec):
+        return ("TensorSpec", field.dtype)
+    if isinstance(field, ExtensionTypeSpec):
+        return (type(field), tuple(_shapeless(f) for f in field._field_values))
+    if isinstance(field, TypeSpec):
+        return (type(field).__name__, tuple(_shapeless(f) for f in field._serialize()))
+    if isinstance(field, tensor_shape.TensorShape):
+        return None
+    if isinstance(field, tuple):
+        return tuple(_shapeless(f) for f in field)
+    if isinstance(field, Mapping):
+        return tuple(sorted((k, _shapeless(v)) for k, v in field.items()))
+    return field
 
 
 def _invariant_shapes(value, spec) -> list:

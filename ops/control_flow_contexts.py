@@ -138,6 +138,8 @@ def _composite_kind(x):
         return "SparseTensor"
     if isinstance(x, IndexedSlices):
         return "IndexedSlices" if x.dense_shape is not None else "IndexedSlices without shape"
+    if hasattr(x, "_cf_kind"):  # an ExtensionType value: its spec, shapes aside
+        return x._cf_kind()
     if hasattr(x, "_cf_parts"):
         return type(x)
     return None

@@ -1024,3 +1024,16 @@ def test_own_spec_methods_join_the_generated_spec():
     assert repr(spec).startswith("Shaped.Spec(values=TensorSpec(shape=(2,), dtype=tf.int32")
     ds = tf.data.Dataset.from_tensors(m)
     assert tf.data.get_output_shapes(ds).as_list() == [2]  # (the Spec's shape, as TF's)
+
+
+def test_control_flow_refuses_incompatible_extension_values():
+    p = tf.placeholder(tf.bool, [])
+    message = "^Incompatible return values of true_fn and false_fn: The two structures don't"
+    with pytest.raises(ValueError, match=message):  # (a Python field differs)
+        tf.cond(p, lambda: Fields([1.0], 3), lambda: Fields([1.0], 4))
+    with pytest.raises(ValueError, match=message):  # (a dtype differs)
+        tf.cond(p, lambda: Masked([1], [True]), lambda: Masked([1.0], [True]))
+    joined = tf.cond(p, lambda: Masked([1], [True]), lambda: Masked([[1]], [[True]]))
+    assert joined.values.shape.ndims is None  # (shapes join, as TF's)
+    with pytest.raises(ValueError, match="^The two structures don't have the same nested"):
+        tf.while_loop(lambda v: True, lambda v: Fields(v.x, 4), [Fields([1.0], 3)])
